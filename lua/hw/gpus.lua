@@ -1,0 +1,385 @@
+-- lua/hw/gpus.lua: the GPU catalog, plain data (no functions).
+--
+-- Loaded with `require "hw.gpus"`; returns a table keyed by catalog name. Every entry has exactly
+-- the fields below; units are in the field names or stated here.  See lua/hw/README.md.
+--
+--   name                 marketing name (as torch.cuda.get_device_name() prints it where known)
+--   arch                 "volta" | "ampere" | "ada" | "hopper"
+--   compute_capability   number, e.g. 8.6
+--   memory_bytes         datasheet capacity, "N GB" read as N GiB (N * 2^30): an 80 GB A100 shows
+--                        exactly 81920 MiB in nvidia-smi, so NVIDIA's "GB" here is GiB
+--   usable_bytes         what torch.cuda.get_device_properties().total_memory (= cudaMemGetInfo
+--                        total, = deviceQuery "Total amount of global memory") reports; this is
+--                        PyTorch's "total capacity" and the base of set_per_process_memory_fraction.
+--                        It varies by a few tens of MiB with the driver version and ECC setting.
+--   cuda_context_bytes   device memory used outside PyTorch's allocator during training (CUDA
+--                        context, loaded kernel images, cuBLAS/cuBLASLt/cuDNN handles): measured
+--                        as nvidia-smi used minus torch reserved.  The allocator can reserve at
+--                        most usable_bytes - cuda_context_bytes on a real card.
+--   mem_bw_bytes_per_s   datasheet DRAM bandwidth
+--   peak_flops           dense (no 2:4 sparsity) datasheet peaks per second, per dtype of the
+--                        tensor-core (or, for fp32, CUDA-core) path PyTorch uses: fp16/bf16/fp8
+--                        with FP32 accumulation (what cuBLAS does for torch matmuls; GeForce cards
+--                        run that at half their FP16-accumulate rate), int8 in ops/s.
+--                        0 means no hardware path for that dtype on this GPU.
+--   cublas_workspace_bytes  one cuBLAS workspace as PyTorch sizes it (ALLOCATOR.md 10.1):
+--                        33554432 on cc 9.x, 8519680 before
+--   sm_count, l2_bytes
+--   pcie                 { gen =, lanes = } of the GPU's own host link
+--   nvlink               { gen =, bw_bytes_per_s = per direction, all links of one GPU together }
+--                        or false; for bridge-only cards (RTX 3090/A6000, H100 PCIe) the figure is
+--                        the 2-way bridge, between the bridged pair only
+--   p2p                  CUDA peer-to-peer over PCIe works (cudaDeviceCanAccessPeer); GeForce
+--                        cards: false (peer access only between an NVLink-bridged 3090 pair)
+--   tdp_w                board power, W
+--   source               strings naming where each figure came from (datasheet title + URL, or
+--                        "measured YYYY-MM-DD"); keys match the fields
+--
+-- cuda_context_bytes estimates.  Only the H200 is measured (shared/truth: nvidia-smi used minus
+-- torch reserved after training steps, torch 2.11 + CUDA 13.0, driver 580): 750.8 MiB in the fp32
+-- run, 766.8 MiB in the bf16/amp runs, 768.8-770.8 MiB in SDXL (cuDNN attention).  We carry
+-- 766.8125 MiB.  For other GPUs we split that figure into a part that scales with the GPU -- the
+-- local-memory (stack) reservation the driver makes for every resident thread, 1 KiB default
+-- stack x max threads per SM x SMs = 264 MiB on a 132-SM Hopper -- and the rest, 502.8 MiB of
+-- loaded kernels, handles and driver heaps, assumed the same for every GPU:
+--     context = 502.8125 MiB + sm_count * max_threads_per_sm * 1 KiB
+-- (max threads per SM: 2048 on cc 7.0/8.0/9.0, 1536 on 8.6/8.9).  Cross-check: a bare context
+-- with lazy module loading is ~256-400 MiB (256 MiB on an RTX 3090 with torch 2.7.1,
+-- invoke-ai/InvokeAI#9413; "around 400MB", pytorch/pytorch#109888), and training then loads
+-- cuBLAS/attention kernels on top.  These are estimates: `make calibrate` measures the real one.
+return {
+  rtx3090 = {
+    name = "NVIDIA GeForce RTX 3090",
+    arch = "ampere",
+    compute_capability = 8.6,
+    memory_bytes = 25769803776,          -- 24 GiB GDDR6X
+    usable_bytes = 25447170048,          -- 24268 MiB (deviceQuery, CUDA 11.3-11.8 drivers)
+    cuda_context_bytes = 656211968,      -- 625.8 MiB, estimate (header formula, 82 SMs x 1536)
+    mem_bw_bytes_per_s = 936.2e9,        -- 19.5 Gbps x 384 bit
+    peak_flops = { fp32 = 35.58e12, tf32 = 35.6e12, bf16 = 71e12, fp16 = 71e12, fp8 = 0, int8 = 284e12 },
+    cublas_workspace_bytes = 8519680,
+    sm_count = 82,
+    l2_bytes = 6291456,                  -- 6 MiB
+    pcie = { gen = 4, lanes = 16 },
+    nvlink = { gen = 3, bw_bytes_per_s = 56.25e9 },  -- optional 2-way bridge, 112.5 GB/s both ways
+    p2p = false,
+    tdp_w = 350,
+    source = {
+      spec = "NVIDIA Ampere GA102 GPU Architecture whitepaper v2, Appendix A (GeForce RTX 3090): "
+        .. "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf",
+      peak_flops = "GA102 whitepaper Table: FP32 35.6 TFLOPS; FP16/BF16 tensor with FP32 accumulate 71 "
+        .. "(142 with FP16 accumulate, 284 sparse); TF32 35.6; INT8 284 TOPS dense; no FP8",
+      memory = "24 GB GDDR6X, 19.5 Gbps, 384-bit: GA102 whitepaper; RTX 3090 product page "
+        .. "https://www.nvidia.com/en-us/geforce/graphics-cards/30-series/rtx-3090-3090ti/",
+      usable_bytes = "deviceQuery output '24268 MBytes (25447170048 bytes)' on RTX 3090 (public repos, CUDA 11.x)",
+      nvlink = "RTX 3090 product page: NVLink bridge (2-way) 112.5 GB/s total; peer access between the bridged pair",
+      p2p = "GeForce drivers do not enable PCIe peer-to-peer; only NVLink-bridged 3090 pairs report peer access",
+      cuda_context_bytes = "estimate from measured H200 value (header of this file), not measured on a 3090",
+      compute_capability = "CUDA C++ Programming Guide, compute capabilities table (GA102 = 8.6)",
+      tdp_w = "RTX 3090 product page: 350 W graphics card power",
+    },
+  },
+
+  rtx4090 = {
+    name = "NVIDIA GeForce RTX 4090",
+    arch = "ada",
+    compute_capability = 8.9,
+    memory_bytes = 25769803776,          -- 24 GiB GDDR6X
+    usable_bytes = 25393692672,          -- 24217 MiB
+    cuda_context_bytes = 728563712,      -- 694.8 MiB, estimate (128 SMs x 1536)
+    mem_bw_bytes_per_s = 1008e9,         -- 21 Gbps x 384 bit
+    peak_flops = { fp32 = 82.6e12, tf32 = 82.6e12, bf16 = 165.2e12, fp16 = 165.2e12, fp8 = 330.3e12, int8 = 660.6e12 },
+    cublas_workspace_bytes = 8519680,
+    sm_count = 128,
+    l2_bytes = 75497472,                 -- 72 MiB
+    pcie = { gen = 4, lanes = 16 },
+    nvlink = false,
+    p2p = false,
+    tdp_w = 450,
+    source = {
+      spec = "NVIDIA Ada GPU Architecture whitepaper, Appendix A (GeForce RTX 4090): "
+        .. "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
+      peak_flops = "Ada whitepaper: FP32 82.6 TFLOPS; TF32 82.6; FP16/BF16 with FP32 accumulate 165.2 "
+        .. "(330.3 with FP16 accumulate); FP8 with FP32 accumulate 330.3 (660.6 with FP16 accumulate); INT8 660.6 TOPS; all dense",
+      memory = "24 GB GDDR6X 21 Gbps 384-bit, 1008 GB/s: Ada whitepaper; "
+        .. "https://www.nvidia.com/en-us/geforce/graphics-cards/40-series/rtx-4090/",
+      usable_bytes = "torch total_memory 25393692672 on RTX 4090 (public hardware records, torch 2.4 / CUDA 12.1); "
+        .. "OOM messages show '23.64-23.65 GiB total capacity' (e.g. TRI-ML/packnet-sfm#250, ali-vilab/VGen#104)",
+      p2p = "no NVLink; GeForce Ada drivers report no PCIe peer access (issue 5 of this project)",
+      cuda_context_bytes = "estimate from measured H200 value (header of this file), not measured on a 4090",
+      tdp_w = "RTX 4090 product page: 450 W total graphics power",
+    },
+  },
+
+  a100_40g = {
+    name = "NVIDIA A100-SXM4-40GB",
+    arch = "ampere",
+    compute_capability = 8.0,
+    memory_bytes = 42949672960,          -- 40 GiB HBM2
+    usable_bytes = 42505273344,          -- 40536 MiB
+    cuda_context_bytes = 753729536,      -- 718.8 MiB, estimate (108 SMs x 2048)
+    mem_bw_bytes_per_s = 1555e9,
+    peak_flops = { fp32 = 19.5e12, tf32 = 156e12, bf16 = 312e12, fp16 = 312e12, fp8 = 0, int8 = 624e12 },
+    cublas_workspace_bytes = 8519680,
+    sm_count = 108,
+    l2_bytes = 41943040,                 -- 40 MiB
+    pcie = { gen = 4, lanes = 16 },
+    nvlink = { gen = 3, bw_bytes_per_s = 300e9 },   -- 12 links x 25 GB/s; 600 GB/s both ways
+    p2p = true,
+    tdp_w = 400,
+    source = {
+      spec = "NVIDIA A100 Tensor Core GPU datasheet (SXM column): https://www.nvidia.com/en-us/data-center/a100/ "
+        .. "(nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)",
+      peak_flops = "A100 datasheet: FP32 19.5 TFLOPS; TF32 156 (312 sparse); BF16/FP16 312 (624 sparse); INT8 624 TOPS; no FP8",
+      memory = "A100 datasheet: 40 GB HBM2, 1,555 GB/s; NVIDIA Ampere GA100 whitepaper: 108 SMs, 40 MB L2, "
+        .. "https://images.nvidia.com/aem-dam/en-zz/Solutions/data-center/nvidia-ampere-architecture-whitepaper.pdf",
+      usable_bytes = "deviceQuery '39.59 GBytes (42505273344 bytes)' on A100 40GB (A100-PCIE-40GB in public repos); "
+        .. "same 40 GB framebuffer assumed for SXM4; a CUDA 12.x OOM message shows 39.50 GiB (TianheWu/CoSeR#10)",
+      nvlink = "A100 datasheet: NVLink 600 GB/s (third generation, 12 links)",
+      cuda_context_bytes = "estimate from measured H200 value (header of this file)",
+      tdp_w = "A100 datasheet: 400 W (SXM)",
+    },
+  },
+
+  a100_80g = {
+    name = "NVIDIA A100-SXM4-80GB",
+    arch = "ampere",
+    compute_capability = 8.0,
+    memory_bytes = 85899345920,          -- 80 GiB HBM2e (nvidia-smi 81920 MiB)
+    usable_bytes = 84987740160,          -- 81051 MiB (driver 535 / CUDA 12.2)
+    cuda_context_bytes = 753729536,      -- 718.8 MiB, estimate
+    mem_bw_bytes_per_s = 2039e9,
+    peak_flops = { fp32 = 19.5e12, tf32 = 156e12, bf16 = 312e12, fp16 = 312e12, fp8 = 0, int8 = 624e12 },
+    cublas_workspace_bytes = 8519680,
+    sm_count = 108,
+    l2_bytes = 41943040,
+    pcie = { gen = 4, lanes = 16 },
+    nvlink = { gen = 3, bw_bytes_per_s = 300e9 },
+    p2p = true,
+    tdp_w = 400,
+    source = {
+      spec = "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column): https://www.nvidia.com/en-us/data-center/a100/",
+      peak_flops = "A100 datasheet: FP32 19.5; TF32 156; BF16/FP16 312; INT8 624 TOPS; dense",
+      memory = "A100 datasheet: 80 GB HBM2e, 2,039 GB/s",
+      usable_bytes = "deviceQuery 'NVIDIA A100-SXM4-80GB ... 81051 MBytes (84987740160 bytes)' (driver 12.2, public repo); "
+        .. "older drivers report 81251 MiB = 85198045184 bytes (Kubernetes device-plugin tables in public repos)",
+      nvlink = "A100 datasheet: NVLink 600 GB/s",
+      cuda_context_bytes = "estimate from measured H200 value (header of this file)",
+      tdp_w = "A100 datasheet: 400 W (SXM)",
+    },
+  },
+
+  h100_sxm = {
+    name = "NVIDIA H100 80GB HBM3",
+    arch = "hopper",
+    compute_capability = 9.0,
+    memory_bytes = 85899345920,          -- 80 GiB HBM3 (nvidia-smi 81559 MiB)
+    usable_bytes = 85017755648,          -- 81079 MiB (driver 580 / CUDA 13.0)
+    cuda_context_bytes = 804061184,      -- 766.8 MiB: same die, SM count and software as the measured H200
+    mem_bw_bytes_per_s = 3.35e12,
+    peak_flops = { fp32 = 66.9e12, tf32 = 494.7e12, bf16 = 989.4e12, fp16 = 989.4e12, fp8 = 1978.9e12, int8 = 1978.9e12 },
+    cublas_workspace_bytes = 33554432,
+    sm_count = 132,
+    l2_bytes = 52428800,                 -- 50 MiB
+    pcie = { gen = 5, lanes = 16 },
+    nvlink = { gen = 4, bw_bytes_per_s = 450e9 },   -- 18 links x 25 GB/s; 900 GB/s both ways
+    p2p = true,
+    tdp_w = 700,
+    source = {
+      spec = "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column): "
+        .. "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+      peak_flops = "H100 datasheet lists sparse figures (TF32 989, BF16/FP16 1,979, FP8/INT8 3,958); dense = half; "
+        .. "FP32 67 TFLOPS. Exact dense values from the NVIDIA H100 (Hopper) architecture whitepaper, "
+        .. "https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper",
+      memory = "H100 datasheet: 80 GB HBM3, 3.35 TB/s; Hopper whitepaper: 132 SMs, 50 MB L2",
+      usable_bytes = "deviceQuery 'NVIDIA H100 80GB HBM3 ... 81079 MBytes (85017755648 bytes)' (driver 13.0, public repo); "
+        .. "81090 MiB = 85028896768 with a CUDA 12.8 driver",
+      nvlink = "H100 datasheet: NVLink 900 GB/s (fourth generation, 18 links); PCIe Gen5 128 GB/s",
+      cuda_context_bytes = "taken from the H200 measurement (same GH100 die and SM count): shared/truth, file date 2026-11-30",
+      tdp_w = "H100 datasheet: up to 700 W (configurable)",
+    },
+  },
+
+  h100_pcie = {
+    name = "NVIDIA H100 PCIe",
+    arch = "hopper",
+    compute_capability = 9.0,
+    memory_bytes = 85899345920,          -- 80 GiB HBM2e
+    usable_bytes = 85017755648,          -- estimate: same 80 GB framebuffer as H100 SXM
+    cuda_context_bytes = 766312448,      -- 730.8 MiB, estimate (114 SMs x 2048)
+    mem_bw_bytes_per_s = 2.0e12,
+    peak_flops = { fp32 = 51.2e12, tf32 = 378e12, bf16 = 756.5e12, fp16 = 756.5e12, fp8 = 1513e12, int8 = 1513e12 },
+    cublas_workspace_bytes = 33554432,
+    sm_count = 114,
+    l2_bytes = 52428800,
+    pcie = { gen = 5, lanes = 16 },
+    nvlink = { gen = 4, bw_bytes_per_s = 300e9 },   -- optional 2-way NVLink bridge, 600 GB/s both ways
+    p2p = true,
+    tdp_w = 350,
+    source = {
+      spec = "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe column): "
+        .. "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+      peak_flops = "H100 datasheet (PCIe) sparse: TF32 756, BF16/FP16 1,513, FP8/INT8 3,026; dense = half; FP32 51 TFLOPS",
+      memory = "H100 datasheet: 80 GB, 2 TB/s (2,039 GB/s from clocks: 1593 MHz x 5120 bit x 2); 114 SMs (Hopper whitepaper; "
+        .. "cudaDeviceQuery 'Multiprocessors: 114' in public repo)",
+      usable_bytes = "no H100 PCIe deviceQuery found; nvidia-smi shows 81559 MiB on both H100 PCIe and SXM, so the SXM "
+        .. "figure is used (estimate)",
+      nvlink = "H100 datasheet: NVLink bridge 600 GB/s (PCIe card, 2-way)",
+      cuda_context_bytes = "estimate from measured H200 value (header of this file)",
+      tdp_w = "H100 datasheet: 300-350 W (configurable)",
+    },
+  },
+
+  h200 = {
+    name = "NVIDIA H200",
+    arch = "hopper",
+    compute_capability = 9.0,
+    memory_bytes = 151397597184,         -- 141 GiB HBM3e (nvidia-smi shows 143771 MiB)
+    usable_bytes = 150109880320,         -- 143155.9375 MiB, measured
+    cuda_context_bytes = 804061184,      -- 766.8125 MiB, measured (range 750.8-770.8 MiB)
+    mem_bw_bytes_per_s = 4.8e12,
+    peak_flops = { fp32 = 66.9e12, tf32 = 494.7e12, bf16 = 989.4e12, fp16 = 989.4e12, fp8 = 1978.9e12, int8 = 1978.9e12 },
+    cublas_workspace_bytes = 33554432,
+    sm_count = 132,
+    l2_bytes = 52428800,
+    pcie = { gen = 5, lanes = 16 },
+    nvlink = { gen = 4, bw_bytes_per_s = 450e9 },
+    p2p = true,
+    tdp_w = 700,
+    source = {
+      spec = "NVIDIA H200 Tensor Core GPU product page / datasheet (H200 SXM column): https://www.nvidia.com/en-us/data-center/h200/",
+      peak_flops = "H200 datasheet lists sparse figures equal to H100 SXM (TF32 989, BF16/FP16 1,979, FP8/INT8 3,958 TFLOPS), "
+        .. "FP32 67; dense = half. Measured through PyTorch (shared/truth/hw_h200_pytorch.json): best GEMM 777 TFLOP/s bf16, "
+        .. "748 fp16, 381 tf32, 51.6 fp32",
+      memory = "H200 datasheet: 141 GB HBM3e, 4.8 TB/s; same GH100 die as H100 (132 SMs, 50 MB L2). Measured device copy "
+        .. "2.11 TB/s each way (4.22 TB/s read+write) at 4 GiB, hw_h200_pytorch.json",
+      usable_bytes = "measured 2026-11-30 (file date; the truth README gives no run date): torch total 143155.9375 MiB, "
+        .. "shared/truth/llama_h200.jsonl total_mib; nvidia-smi 143771 MiB, driver 580.159.04",
+      cuda_context_bytes = "measured 2026-11-30 (file date): nvsmi_used_minus_reserved_mib = 766.8125 in the bf16/amp LLaMA "
+        .. "runs and fit_h200.jsonl, 750.8125 in the fp32 run, 768.8-770.8 in SDXL runs (torch 2.11.0+cu130)",
+      cublas_workspace_bytes = "shared/ALLOCATOR.md 10.1: two 32 MiB workspaces per process on H200",
+      nvlink = "MLCommons inference v4.1 system description H200-SXM-141GBx8: '18x 4th Gen NVLink, 900GB/s', 'PCIe Gen5 x16', "
+        .. "https://github.com/mlcommons/inference_results_v4.1 (closed/NVIDIA/systems/H200-SXM-141GBx8_TRT_MaxQ.json)",
+      tdp_w = "H200 datasheet: up to 700 W; MLCommons system description 'H200 TGP 700W'",
+    },
+  },
+
+  l40s = {
+    name = "NVIDIA L40S",
+    arch = "ada",
+    compute_capability = 8.9,
+    memory_bytes = 51539607552,          -- 48 GiB GDDR6 with ECC
+    usable_bytes = 47576711168,          -- 45373 MiB (ECC on, driver 12.4)
+    cuda_context_bytes = 750583808,      -- 715.8 MiB, estimate (142 SMs x 1536)
+    mem_bw_bytes_per_s = 864e9,
+    peak_flops = { fp32 = 91.6e12, tf32 = 183e12, bf16 = 362.05e12, fp16 = 362.05e12, fp8 = 733e12, int8 = 733e12 },
+    cublas_workspace_bytes = 8519680,
+    sm_count = 142,
+    l2_bytes = 100663296,                -- 96 MiB
+    pcie = { gen = 4, lanes = 16 },
+    nvlink = false,
+    p2p = true,
+    tdp_w = 350,
+    source = {
+      spec = "NVIDIA L40S datasheet: https://www.nvidia.com/en-us/data-center/l40s/ (l40s-datasheet)",
+      peak_flops = "L40S datasheet: FP32 91.6 TFLOPS; TF32 183 (366 sparse); BF16/FP16 362.05 (733 sparse); "
+        .. "FP8 733 (1,466 sparse); INT8 733 TOPS (1,466 sparse)",
+      memory = "L40S datasheet: 48 GB GDDR6 with ECC, 864 GB/s, PCIe Gen4 x16 64 GB/s bidirectional, no NVLink, 350 W; "
+        .. "142 SMs (18,176 CUDA cores); L2 96 MB per the Ada whitepaper's AD102 (full die) -- not in the L40S datasheet",
+      usable_bytes = "deviceQuery 'NVIDIA L40S ... 45373 MBytes (47576711168 bytes)' (driver 12.4, public repo); an OOM "
+        .. "message shows 44.42 GiB (stepfun-ai/Step-Video-T2V#8)",
+      p2p = "not stated in the datasheet; assumed true as for data-center boards (no GeForce P2P restriction) -- check "
+        .. "with `make calibrate` on a multi-GPU host",
+      cuda_context_bytes = "estimate from measured H200 value (header of this file)",
+    },
+  },
+
+  a10g = {
+    name = "NVIDIA A10G",
+    arch = "ampere",
+    compute_capability = 8.6,
+    memory_bytes = 25769803776,          -- 24 GiB GDDR6 with ECC
+    usable_bytes = 23609475072,          -- 22516 MiB, estimate from the A10 (same 24 GB ECC memory)
+    cuda_context_bytes = 653066240,      -- 622.8 MiB, estimate (80 SMs x 1536)
+    mem_bw_bytes_per_s = 600e9,
+    peak_flops = { fp32 = 35e12, tf32 = 35e12, bf16 = 70e12, fp16 = 70e12, fp8 = 0, int8 = 280e12 },
+    cublas_workspace_bytes = 8519680,
+    sm_count = 80,
+    l2_bytes = 6291456,
+    pcie = { gen = 4, lanes = 16 },
+    nvlink = false,
+    p2p = true,
+    tdp_w = 300,
+    source = {
+      spec = "No NVIDIA datasheet exists for the A10G (an AWS-only variant of GA102). Figures: Baseten, 'NVIDIA A10 vs A10G "
+        .. "for ML model inference', https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/ (A10G: same "
+        .. "24 GB GDDR6 and 600 GB/s as the A10, higher CUDA-core and lower tensor-core throughput); AWS EC2 G5 page "
+        .. "https://aws.amazon.com/ec2/instance-types/g5/ (80 RT cores per GPU, hence 80 SMs)",
+      peak_flops = "secondary/derived: FP32 35 TFLOPS (80 SMs x 128 x 2 x 1.71 GHz); FP16/BF16 tensor 70 and TF32 35 "
+        .. "(GeForce-like half-rate FP32 accumulate, as Baseten's table reports); INT8 280 is derived (2x the FP16-accumulate rate, 140, as on GeForce GA102) and unverified",
+      usable_bytes = "A10 deviceQuery '22516 MBytes (23609475072 bytes)' (driver 12.2, public repo); A10G reports ~22 GB "
+        .. "(huggingface/local-gemma#25, NVIDIA forum 'GPU memory less than promised'); not measured on an A10G",
+      p2p = "assumed true (data-center board); the g5 multi-GPU sizes have no NVLink",
+      cuda_context_bytes = "estimate from measured H200 value (header of this file)",
+      tdp_w = "300 W per Baseten's comparison (the A10 is 150 W) -- secondary",
+    },
+  },
+
+  v100_32g = {
+    name = "Tesla V100-SXM2-32GB",
+    arch = "volta",
+    compute_capability = 7.0,
+    memory_bytes = 34359738368,          -- 32 GiB HBM2
+    usable_bytes = 34089730048,          -- 32510 MiB
+    cuda_context_bytes = 695009280,      -- 662.8 MiB, estimate (80 SMs x 2048)
+    mem_bw_bytes_per_s = 900e9,
+    peak_flops = { fp32 = 15.7e12, tf32 = 0, bf16 = 0, fp16 = 125e12, fp8 = 0, int8 = 62.8e12 },
+    cublas_workspace_bytes = 8519680,
+    sm_count = 80,
+    l2_bytes = 6291456,
+    pcie = { gen = 3, lanes = 16 },
+    nvlink = { gen = 2, bw_bytes_per_s = 150e9 },   -- 6 links x 25 GB/s; 300 GB/s both ways
+    p2p = true,
+    tdp_w = 300,
+    source = {
+      spec = "NVIDIA Tesla V100 datasheet (SXM2 column): https://www.nvidia.com/en-us/data-center/v100/; "
+        .. "Volta whitepaper https://images.nvidia.com/content/volta-architecture/pdf/volta-architecture-whitepaper.pdf",
+      peak_flops = "V100 datasheet (SXM2): FP32 15.7 TFLOPS, tensor ('deep learning') 125 TFLOPS FP16; no TF32, BF16 or "
+        .. "FP8 hardware (bf16 matmuls fall back to slow paths); INT8 62.8 is DP4A at 4x the FP32 rate (derived, not "
+        .. "in the datasheet, no INT8 tensor cores)",
+      memory = "V100 datasheet: 32 GB HBM2, 900 GB/s, NVLink 300 GB/s, 300 W; Volta whitepaper: 80 SMs, 6 MB L2",
+      usable_bytes = "deviceQuery 'Tesla V100-SXM2-32GB ... 32510 MBytes (34089730048 bytes)' (public repos)",
+      cuda_context_bytes = "estimate from measured H200 value (header of this file); note recent PyTorch CUDA 12.8+ "
+        .. "wheels no longer ship sm_70 kernels, so a V100 needs an older build",
+    },
+  },
+
+  rtx_a6000 = {
+    name = "NVIDIA RTX A6000",
+    arch = "ampere",
+    compute_capability = 8.6,
+    memory_bytes = 51539607552,          -- 48 GiB GDDR6 with ECC (off by default)
+    usable_bytes = 51160023040,          -- 48790 MiB (driver 12.7)
+    cuda_context_bytes = 659357696,      -- 628.8 MiB, estimate (84 SMs x 1536)
+    mem_bw_bytes_per_s = 768e9,
+    peak_flops = { fp32 = 38.7e12, tf32 = 77.4e12, bf16 = 154.8e12, fp16 = 154.8e12, fp8 = 0, int8 = 309.7e12 },
+    cublas_workspace_bytes = 8519680,
+    sm_count = 84,
+    l2_bytes = 6291456,
+    pcie = { gen = 4, lanes = 16 },
+    nvlink = { gen = 3, bw_bytes_per_s = 56.25e9 },  -- 2-way bridge, 112.5 GB/s both ways
+    p2p = true,
+    tdp_w = 300,
+    source = {
+      spec = "NVIDIA RTX A6000 datasheet: https://www.nvidia.com/en-us/design-visualization/rtx-a6000/",
+      peak_flops = "RTX A6000 datasheet: FP32 38.7 TFLOPS, tensor 309.7 TFLOPS (FP16, with sparsity) => 154.8 dense with "
+        .. "FP32 accumulate (professional GA102 boards run it at full rate; the A40 datasheet lists the same ratios: "
+        .. "149.7 FP16/BF16, 74.8 TF32, 299.3 INT8 at 1740 MHz); TF32 77.4 and INT8 309.7 dense scaled likewise",
+      memory = "RTX A6000 datasheet: 48 GB GDDR6 with ECC, 768 GB/s, NVLink 112.5 GB/s (bidirectional), PCIe Gen4 x16, 300 W; "
+        .. "84 SMs (10,752 CUDA cores), 6 MB L2",
+      usable_bytes = "deviceQuery 'NVIDIA RTX A6000 ... 48790 MBytes (51160023040 bytes)' (driver 12.7, public repo); "
+        .. "48676 MiB in another listing (ECC or driver differences)",
+      cuda_context_bytes = "estimate from measured H200 value (header of this file)",
+    },
+  },
+}
