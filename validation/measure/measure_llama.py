@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+"""Measure LLaMA training steps on one GPU the way shared/truth/README.md describes.
+
+Each configuration runs in a fresh Python process (so the caching allocator starts empty):
+
+  LlamaForCausalLM(LlamaConfig(...)) built under `with torch.device("cuda")`, then `.to(dtype)`;
+  LoRA through peft (r=8, alpha 32, dropout 0.05, q_proj and v_proj) on the bf16 base;
+  non-reentrant gradient checkpointing per decoder layer; AdamW(lr=1e-5) foreach / fused /
+  for-loop; four steps of forward (labels = ids), backward, opt.step(), zero_grad(set_to_none);
+  peak statistics reset before each step; one JSON line per configuration in the record layout
+  of shared/truth/llama_h200.jsonl (and fit_h200.jsonl for capped runs).
+
+Usage:
+  measure_llama.py --plan PLAN.jsonl --out RESULTS.jsonl [--trace-dir DIR] [--deadline-s S]
+  measure_llama.py --config '{"name": "dev-x", "shape": "7b-l4", "batch": 4, "seq": 2048,
+                   "mode": "bf16", "ckpt": false, "attn": "sdpa", "optim": "adamw_foreach"}'
+                   --out RESULTS.jsonl
+
+A plan line is one configuration: name, shape, batch, seq, mode, ckpt, attn, optim and, optional,
+cap_mib (torch.cuda.set_per_process_memory_fraction(cap_mib / total) before the model is built),
+alloc_conf (PYTORCH_CUDA_ALLOC_CONF for that process; the record then carries "alloc_conf"),
+trace (true: record the allocator's history from process start and write
+fulltrace_<name>.csv.gz, columns seq,time_us,action,addr,size,stream), steps (default 4),
+timeout_s (default 90).
+"""
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+SHAPES = {
+    "7b": dict(hidden_size=4096, intermediate_size=11008, num_attention_heads=32,
+               num_key_value_heads=32, num_hidden_layers=32),
+    "13b": dict(hidden_size=5120, intermediate_size=13824, num_attention_heads=40,
+                num_key_value_heads=40, num_hidden_layers=40),
+    "70b": dict(hidden_size=8192, intermediate_size=28672, num_attention_heads=64,
+                num_key_value_heads=8, num_hidden_layers=80),
+}
+MODES = ("fp32", "amp_bf16", "amp_fp16", "bf16", "fp16", "lora_bf16")
+OPTIMS = ("adamw_foreach", "adamw_fused", "adamw_forloop")
+MIB = float(1 << 20)
+
+
+def shape_config(shape):
+    base, _, layers = shape.partition("-l")
+    if base not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}")
+    cfg = dict(SHAPES[base])
+    if layers:
+        cfg["num_hidden_layers"] = int(layers)
+    return cfg
+
+
+def nvml_used_mib(dev_index):
+    """Bytes the device shows in use (NVML, as nvidia-smi reads it), in MiB; None if unknown."""
+    import torch
+    try:
+        return torch.cuda.device_memory_used(dev_index) / MIB
+    except Exception:
+        pass
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+                              "-i", str(dev_index)], capture_output=True, text=True, timeout=20)
+        return float(out.stdout.strip().splitlines()[0])
+    except Exception:
+        return None
+
+
+def write_trace(path, entries):
+    """Allocator history -> gzipped CSV seq,time_us,action,addr,size,stream (truth format)."""
+    tmp = path + ".tmp"
+    with gzip.open(tmp, "wt", compresslevel=9, newline="") as f:
+        f.write("seq,time_us,action,addr,size,stream\n")
+        for i, e in enumerate(entries):
+            addr = e.get("addr", e.get("device_free", 0))
+            f.write(f"{i},{int(e.get('time_us', 0))},{e['action']},{int(addr)},{int(e['size'])},"
+                    f"{int(e.get('stream', 0))}\n")
+    os.replace(tmp, path)
+
+
+def worker(cfg, result_path, trace_dir):
+    """One configuration, in this (fresh) process. Writes the record as JSON to result_path."""
+    t_proc = time.perf_counter()
+    import torch
+    import transformers
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    name, shape, batch, seq = cfg["name"], cfg["shape"], int(cfg["batch"]), int(cfg["seq"])
+    mode, ckpt, attn, optim = cfg["mode"], bool(cfg["ckpt"]), cfg["attn"], cfg["optim"]
+    nsteps = int(cfg.get("steps", 4))
+    if mode not in MODES or optim not in OPTIMS or attn not in ("sdpa", "eager"):
+        raise ValueError(f"bad config {cfg}")
+    dev = torch.device("cuda", 0)
+    props = torch.cuda.get_device_properties(dev)
+    total_mib = props.total_memory / MIB
+
+    rec = {"name": name, "shape": shape, "batch": batch, "seq": seq, "mode": mode, "ckpt": ckpt,
+           "attn": attn, "optim": optim, "torch": torch.__version__, "gpu": props.name,
+           "transformers": transformers.__version__}
+    alloc_conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+    if alloc_conf or cfg.get("alloc_conf"):
+        rec["alloc_conf"] = alloc_conf
+    rec["total_mib"] = total_mib
+    if cfg.get("cap_mib") is not None:
+        rec["cap_mib"] = float(cfg["cap_mib"])
+        torch.cuda.set_per_process_memory_fraction(float(cfg["cap_mib"]) / total_mib, dev)
+
+    tracing = bool(cfg.get("trace"))
+    if tracing:
+        torch.cuda.memory._record_memory_history(enabled="all", context=None,
+                                                 max_entries=20_000_000)
+
+    torch.manual_seed(0)
+    dtype = {"bf16": torch.bfloat16, "lora_bf16": torch.bfloat16, "fp16": torch.float16}.get(mode)
+    lcfg = LlamaConfig(vocab_size=32000, max_position_embeddings=4096, tie_word_embeddings=False,
+                       attn_implementation=attn, **shape_config(shape))
+    oom_in_build = None
+    t0 = time.perf_counter()
+    try:
+        with torch.device("cuda"):
+            model = LlamaForCausalLM(lcfg)
+            if getattr(model.config, "_attn_implementation", attn) != attn:
+                if hasattr(model, "set_attn_implementation"):
+                    model.set_attn_implementation(attn)
+                else:
+                    model.config._attn_implementation = attn
+            if dtype is not None:
+                model.to(dtype)
+            if ckpt:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if mode == "lora_bf16":
+                from peft import LoraConfig, get_peft_model
+                if ckpt:
+                    model.enable_input_require_grads()
+                model = get_peft_model(model, LoraConfig(r=8, lora_alpha=32, lora_dropout=0.05,
+                                                         target_modules=["q_proj", "v_proj"],
+                                                         task_type="CAUSAL_LM"))
+            model.train()
+            params = [p for p in model.parameters() if p.requires_grad]
+            kw = {"adamw_foreach": {"foreach": True}, "adamw_fused": {"fused": True},
+                  "adamw_forloop": {"foreach": False}}[optim]
+            opt = torch.optim.AdamW(params, lr=1e-5, **kw)
+        torch.cuda.synchronize()
+    except torch.OutOfMemoryError as e:  # the model itself does not fit under the cap
+        oom_in_build = e
+    rec["build_s"] = time.perf_counter() - t0
+    if oom_in_build is None:
+        rec["n_params"] = sum(p.numel() for p in model.parameters())
+        rec["n_trainable"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    rec["after_build_alloc_mib"] = torch.cuda.memory_allocated(dev) / MIB
+    rec["after_build_reserved_mib"] = torch.cuda.memory_reserved(dev) / MIB
+    eff_attn = None if oom_in_build else getattr(model.config, "_attn_implementation", None)
+
+    steps = []
+    oom = None
+    if oom_in_build is not None:
+        oom = (-1, oom_in_build)
+    else:
+        ids = torch.randint(0, lcfg.vocab_size, (batch, seq), device=dev)
+        autocast = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(mode)
+        for step in range(nsteps):
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats(dev)
+            ev0 = torch.cuda.Event(enable_timing=True)
+            ev1 = torch.cuda.Event(enable_timing=True)
+            tw = time.perf_counter()
+            ev0.record()
+            try:
+                if autocast is not None:
+                    with torch.autocast("cuda", dtype=autocast):
+                        loss = model(input_ids=ids, labels=ids).loss
+                else:
+                    loss = model(input_ids=ids, labels=ids).loss
+                fwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
+                loss.backward()
+                bwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                ev1.record()
+                torch.cuda.synchronize()
+            except torch.OutOfMemoryError as e:
+                oom = (step, e)
+                break
+            wall_ms = (time.perf_counter() - tw) * 1e3
+            st = torch.cuda.memory_stats(dev)
+            steps.append({
+                "step": step,
+                "wall_ms": wall_ms,
+                "gpu_ms": ev0.elapsed_time(ev1),
+                "peak_alloc_mib": torch.cuda.max_memory_allocated(dev) / MIB,
+                "peak_reserved_mib": torch.cuda.max_memory_reserved(dev) / MIB,
+                "fwd_peak_alloc_mib": fwd_peak,
+                "bwd_peak_alloc_mib": bwd_peak,
+                "end_alloc_mib": torch.cuda.memory_allocated(dev) / MIB,
+                "end_reserved_mib": torch.cuda.memory_reserved(dev) / MIB,
+                "num_alloc_retries": st.get("num_alloc_retries", 0),
+                "num_cuda_mallocs": st.get("num_device_alloc", st.get("segment.all.allocated", 0)),
+                "inactive_split_mib": st.get("inactive_split_bytes.all.current", 0) / MIB,
+            })
+            print(f"  {name} step {step}: gpu {steps[-1]['gpu_ms']:.1f} ms, peak alloc "
+                  f"{steps[-1]['peak_alloc_mib']:.2f} MiB, reserved {steps[-1]['peak_reserved_mib']:.0f} MiB",
+                  flush=True)
+    if oom is not None:
+        step, e = oom
+        st = torch.cuda.memory_stats(dev)
+        rec["oom_at_step"] = step
+        rec["oom_msg"] = str(e)[:600]
+        rec["oom_num_alloc_retries"] = st.get("num_alloc_retries", 0)
+        rec["oom_peak_reserved_mib"] = torch.cuda.max_memory_reserved(dev) / MIB
+        print(f"  {name}: out of memory at step {step}", flush=True)
+    rec["steps"] = steps
+    torch.cuda.synchronize()
+    used = nvml_used_mib(0)
+    if used is not None:
+        rec["nvsmi_used_minus_reserved_mib"] = used - torch.cuda.memory_reserved(dev) / MIB
+    if eff_attn and eff_attn != attn:
+        rec["attn_effective"] = eff_attn
+    if tracing:
+        snap = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(enabled=None)
+        entries = snap["device_traces"][0] if snap.get("device_traces") else []
+        fname = f"fulltrace_{name}.csv.gz"
+        write_trace(os.path.join(trace_dir, fname), entries)
+        rec["trace"] = fname
+        rec["trace_events"] = len(entries)
+    rec["process_s"] = time.perf_counter() - t_proc
+    with open(result_path, "w") as f:
+        json.dump(rec, f)
+
+
+def run_plan(configs, out_path, trace_dir, deadline_s, log):
+    t_start = time.time()
+    here = os.path.abspath(__file__)
+    n_ok = 0
+    for cfg in configs:
+        elapsed = time.time() - t_start
+        timeout = float(cfg.get("timeout_s", 90))
+        if deadline_s and elapsed + min(timeout, 20) > deadline_s:
+            log(f"SKIP {cfg['name']}: deadline ({elapsed:.0f} s of {deadline_s:.0f} s used)")
+            continue
+        if deadline_s:
+            timeout = min(timeout, max(10.0, deadline_s - elapsed))
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        if cfg.get("alloc_conf"):
+            env["PYTORCH_CUDA_ALLOC_CONF"] = cfg["alloc_conf"]
+        fd, res = tempfile.mkstemp(suffix=".json")
+        os.close(fd)
+        os.unlink(res)
+        t0 = time.time()
+        log(f"RUN  {cfg['name']}: {json.dumps(cfg)}")
+        try:
+            p = subprocess.run([sys.executable, here, "--worker", json.dumps(cfg), "--result", res,
+                                "--trace-dir", trace_dir], env=env, timeout=timeout)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        dt = time.time() - t0
+        if rc == 0 and os.path.exists(res):
+            with open(res) as f:
+                rec = json.load(f)
+            os.unlink(res)
+            with open(out_path, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+            n_ok += 1
+            last = rec["steps"][-1] if rec["steps"] else {}
+            log(f"DONE {cfg['name']} in {dt:.1f} s: peak_alloc {last.get('peak_alloc_mib', float('nan')):.2f} "
+                f"peak_reserved {last.get('peak_reserved_mib', float('nan')):.0f} gpu_ms "
+                f"{last.get('gpu_ms', float('nan')):.1f}" + (f" OOM at step {rec['oom_at_step']}"
+                                                             if "oom_at_step" in rec else ""))
+        else:
+            log(f"FAIL {cfg['name']} after {dt:.1f} s: rc={rc}")
+    return n_ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--plan", help="JSONL file, one configuration a line")
+    ap.add_argument("--config", action="append", default=[], help="one configuration as JSON")
+    ap.add_argument("--only", default="", help="comma-separated config names to run from the plan")
+    ap.add_argument("--out", help="JSONL file the records are appended to")
+    ap.add_argument("--trace-dir", default="validation/traces")
+    ap.add_argument("--deadline-s", type=float, default=0, help="start no config after this many seconds")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--result", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        worker(json.loads(a.worker), a.result, a.trace_dir)
+        return 0
+    configs = []
+    if a.plan:
+        with open(a.plan) as f:
+            configs += [json.loads(l) for l in f if l.strip() and not l.lstrip().startswith("#")]
+    configs += [json.loads(c) for c in a.config]
+    if a.only:
+        keep = set(a.only.split(","))
+        configs = [c for c in configs if c["name"] in keep]
+    if not configs or not a.out:
+        ap.error("need --plan or --config, and --out")
+    os.makedirs(a.trace_dir, exist_ok=True)
+
+    def log(msg):
+        print(time.strftime("%H:%M:%S ") + msg, flush=True)
+
+    n = run_plan(configs, a.out, a.trace_dir, a.deadline_s, log)
+    log(f"{n} of {len(configs)} configurations measured into {a.out}")
+    return 0 if n == len(configs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+#!/bin/bash
+# The two-GPU measuring session, one device call on kind nvidia-h200-x2: peer copies and NCCL
+# collectives into lua/hw/calibrated/h200_x2_links.lua, then the multi-GPU plan under torchrun,
+# then (if time is left) a single-GPU plan on GPU 0. Results are staged under $STAGE with the
+# repository's layout and packed into $OUT/results.tar.gz.
+#   usage: bash validation/measure/run_h200x2.sh [MULTI_PLAN] [SINGLE_PLAN]
+set -u
+T0=$(date +%s)
+BUDGET_S=${BUDGET_S:-520}
+MPLAN=${1:-validation/measure/plan_multi_x2.jsonl}
+SPLAN=${2:-}
+OUT=${OUT:-/tmp/vrsim-out}
+STAGE=${STAGE:-/tmp/vrsim-stage}
+mkdir -p "$OUT" "$STAGE/lua/hw/calibrated" "$STAGE/validation/traces"
+# NVLink multicast stays off on these machines (KINDS.md)
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+elapsed() { echo $(( $(date +%s) - T0 )); }
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"; uname -a
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,pci.bus_id --format=csv
+  nvidia-smi topo -m 2>&1
+  nvidia-smi nvlink -s 2>&1 | head -30
+  nvcc --version | tail -2
+  python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, "gpus", torch.cuda.device_count(), "nccl", torch.cuda.nccl.version())'
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+echo "== [$(elapsed) s] calibration build"
+CAL=sim/calib/vrsim-calibrate
+make -C sim/calib 2>&1 || CAL=.prebuilt/vrsim-calibrate
+echo "== [$(elapsed) s] links"
+CALCMD="$CAL --gpu h200_x2 --only peer,nccl -o lua/hw/calibrated/h200_x2_links.lua"
+echo "command: $CALCMD"
+timeout 150 $CALCMD > "$OUT/calibrate_links.txt" 2>&1; echo "links rc=$?"
+cat "$OUT/calibrate_links.txt" | tail -40
+cp lua/hw/calibrated/h200_x2_links.lua "$STAGE/lua/hw/calibrated/" 2>/dev/null
+cp "$OUT/calibrate_links.txt" "$STAGE/" 2>/dev/null
+
+echo "== [$(elapsed) s] multi plan $MPLAN"
+LEFT=$(( BUDGET_S - $(elapsed) ))
+python3 validation/measure/measure_multi.py --plan "$MPLAN" --out "$STAGE/validation/multi_h200x2.jsonl" \
+  --nproc 2 --deadline-s $LEFT 2>&1 | grep -v -E "^\s*$"; echo "multi rc=$?"
+
+if [ -n "$SPLAN" ]; then
+  echo "== [$(elapsed) s] single plan $SPLAN on GPU 0"
+  LEFT=$(( BUDGET_S - $(elapsed) ))
+  CUDA_VISIBLE_DEVICES=0 python3 validation/measure/measure_llama.py --plan "$SPLAN" \
+    --out "$STAGE/validation/llama_h200_dev.jsonl" --trace-dir "$STAGE/validation/traces" --deadline-s $LEFT 2>&1
+fi
+echo "== [$(elapsed) s] packing"
+tar czf "$OUT/results.tar.gz" -C "$STAGE" . && ls -la "$OUT"
+echo "== done in $(elapsed) s"
