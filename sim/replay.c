@@ -1,0 +1,1150 @@
+/* replay.c: reads PyTorch allocator traces (CSV, gzip CSV, or the JSON of
+ * tools/snapshot_to_json.py) and replays their alloc/free events through the allocator model.
+ *
+ * Reading happens in one pass that also checks the trace: every address goes through the states
+ *   unknown --alloc--> LIVE --free_requested--> PENDING --free_completed--> FREED --alloc--> LIVE
+ * and any other step is an error naming the line. A free of an unknown address means the block was
+ * live before the trace began: it is recorded in Trace.pre, and the replay places it first
+ * (alloc_inject). Invariants of a loaded Trace:
+ *   every TA_FREE / TA_FREE_REQUESTED addr is LIVE at that point of the replay (allocated earlier
+ *   in ev or listed in pre); every TA_FREE_COMPLETED follows its TA_FREE_REQUESTED;
+ *   n_alloc + |pre| >= n_free;  stream < nstreams for every event and block.
+ */
+#include "replay.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#define MAX_TRACE_BYTES ((uint64_t)4 << 30) /* larger inputs are refused (line numbers are u32) */
+#define MAX_SEGMENT_BYTES ((uint64_t)1 << 48)
+#define MAX_SEQ_SUM ((int64_t)1 << 62)
+
+/* ---- a small hash map: nonzero uint64 key -> uint32 value ---- */
+
+typedef struct U64Map {
+    uint64_t *keys; /* 0 = empty */
+    uint32_t *vals;
+    size_t cap, n;  /* cap: power of two */
+} U64Map;
+
+static inline size_t map_slot(const U64Map *m, uint64_t k)
+{
+    return (size_t)((k * UINT64_C(0x9E3779B97F4A7C15)) >> 24) & (m->cap - 1);
+}
+
+/* Pointer to the value for k, or NULL. */
+static uint32_t *map_get(const U64Map *m, uint64_t k)
+{
+    if (!m->cap)
+        return NULL;
+    for (size_t i = map_slot(m, k);; i = (i + 1) & (m->cap - 1)) {
+        if (m->keys[i] == k)
+            return &m->vals[i];
+        if (m->keys[i] == 0)
+            return NULL;
+    }
+}
+
+static void map_put_nogrow(U64Map *m, uint64_t k, uint32_t v)
+{
+    size_t i = map_slot(m, k);
+    while (m->keys[i] != 0 && m->keys[i] != k)
+        i = (i + 1) & (m->cap - 1);
+    if (m->keys[i] == 0)
+        m->n++;
+    m->keys[i] = k;
+    m->vals[i] = v;
+}
+
+/* Sets k -> v (k != 0). VR_ENOMEM leaves the map unchanged. */
+static VrStatus map_put(U64Map *m, uint64_t k, uint32_t v)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t ncap = m->cap ? m->cap * 2 : 1024;
+        uint64_t *nk = calloc(ncap, sizeof *nk);
+        uint32_t *nv = malloc(ncap * sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            return VR_ENOMEM;
+        }
+        U64Map old = *m;
+        m->keys = nk;
+        m->vals = nv;
+        m->cap = ncap;
+        m->n = 0;
+        for (size_t i = 0; i < old.cap; i++)
+            if (old.keys[i])
+                map_put_nogrow(m, old.keys[i], old.vals[i]);
+        free(old.keys);
+        free(old.vals);
+    }
+    map_put_nogrow(m, k, v);
+    return VR_OK;
+}
+
+static void map_del(U64Map *m, uint64_t k)
+{
+    if (!m->cap)
+        return;
+    size_t i = map_slot(m, k);
+    while (m->keys[i] != k) {
+        if (m->keys[i] == 0)
+            return;
+        i = (i + 1) & (m->cap - 1);
+    }
+    m->n--;
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & (m->cap - 1);
+        if (m->keys[j] == 0)
+            break;
+        size_t h = map_slot(m, m->keys[j]);
+        bool in_range = (i <= j) ? (h > i && h <= j) : (h > i || h <= j);
+        if (!in_range) {
+            m->keys[i] = m->keys[j];
+            m->vals[i] = m->vals[j];
+            i = j;
+        }
+    }
+    m->keys[i] = 0;
+}
+
+static void map_free(U64Map *m)
+{
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- growing arrays ---- */
+
+static VrStatus grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return VR_OK;
+    size_t ncap = *cap ? *cap : 256;
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2 / elem)
+            return VR_ENOMEM;
+        ncap *= 2;
+    }
+    void *np = realloc(*p, ncap * elem);
+    if (!np)
+        return VR_ENOMEM;
+    *p = np;
+    *cap = ncap;
+    return VR_OK;
+}
+
+/* ---- the reader's state ---- */
+
+enum { ST_LIVE = 1, ST_PENDING, ST_FREED };
+
+typedef struct AddrState {
+    uint64_t size;   /* unrounded request of the live block */
+    uint32_t line;   /* line of the event that set the state */
+    uint32_t stream; /* dense index */
+    uint8_t state;
+} AddrState;
+
+typedef struct Reader {
+    Trace *t;
+    char *err;
+    size_t errlen;
+    U64Map addrs;        /* addr -> index into st */
+    AddrState *st;
+    size_t nst, capst;
+    U64Map streams;      /* trace stream value + 1 -> first-seen index (value UINT64_MAX rejected) */
+    size_t capstreams, cappre;
+    int64_t running;     /* measured reserved */
+    bool in_run;         /* inside a run of segment_free / segment_unmap */
+    size_t run_start;    /* index in ev of the run's first event */
+    bool have_seq;
+    uint64_t last_seq;
+    uint32_t last_seq_line;
+} Reader;
+
+static VrStatus fail(Reader *r, uint32_t line, const char *fmt, ...)
+{
+    if (r->err && r->errlen) {
+        int n = r->t->json ? snprintf(r->err, r->errlen, "%s: entry %" PRIu32 ": ", r->t->name, line)
+                           : snprintf(r->err, r->errlen, "%s:%" PRIu32 ": ", r->t->name, line);
+        if (n < 0)
+            n = 0;
+        if ((size_t)n < r->errlen) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(r->err + n, r->errlen - (size_t)n, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return VR_EINVAL;
+}
+
+static VrStatus oom_msg(Reader *r)
+{
+    if (r->err && r->errlen)
+        snprintf(r->err, r->errlen, "%s: out of host memory while reading the trace", r->t->name);
+    return VR_ENOMEM;
+}
+
+/* Dense index of a trace stream value (first-seen order; renumbered by value at the end). */
+static VrStatus stream_index(Reader *r, uint64_t value, uint32_t line, uint32_t *out)
+{
+    if (value == UINT64_MAX)
+        return fail(r, line, "stream %" PRIu64 " out of range", value);
+    uint32_t *v = map_get(&r->streams, value + 1);
+    if (v) {
+        *out = *v;
+        return VR_OK;
+    }
+    Trace *t = r->t;
+    if (t->nstreams >= INT32_MAX)
+        return fail(r, line, "too many streams");
+    if (grow((void **)&t->streams, &r->capstreams, t->nstreams + 1, sizeof *t->streams) != VR_OK ||
+        map_put(&r->streams, value + 1, (uint32_t)t->nstreams) != VR_OK)
+        return oom_msg(r);
+    t->streams[t->nstreams] = value;
+    *out = (uint32_t)t->nstreams++;
+    return VR_OK;
+}
+
+static VrStatus push_event(Reader *r, TraceAction a, uint64_t addr, uint64_t size, uint32_t stream,
+                           uint32_t line)
+{
+    Trace *t = r->t;
+    if (grow((void **)&t->ev, &t->cap, t->n + 1, sizeof *t->ev) != VR_OK)
+        return oom_msg(r);
+    t->ev[t->n++] = (TraceEvent){addr, size, line, stream, (uint8_t)a, 0};
+    return VR_OK;
+}
+
+static VrStatus push_pre(Reader *r, uint64_t addr, uint64_t size, uint32_t stream, uint32_t line)
+{
+    Trace *t = r->t;
+    if (grow((void **)&t->pre, &r->cappre, t->npre + 1, sizeof *t->pre) != VR_OK)
+        return oom_msg(r);
+    t->pre[t->npre++] = (TraceBlock){addr, size, stream, line};
+    return VR_OK;
+}
+
+static AddrState *addr_state(Reader *r, uint64_t addr)
+{
+    uint32_t *v = map_get(&r->addrs, addr);
+    return v ? &r->st[*v] : NULL;
+}
+
+static VrStatus addr_new(Reader *r, uint64_t addr, AddrState **out)
+{
+    if (r->nst >= UINT32_MAX ||
+        grow((void **)&r->st, &r->capst, r->nst + 1, sizeof *r->st) != VR_OK ||
+        map_put(&r->addrs, addr, (uint32_t)r->nst) != VR_OK)
+        return oom_msg(r);
+    *out = &r->st[r->nst++];
+    memset(*out, 0, sizeof **out);
+    return VR_OK;
+}
+
+static const char *state_name(uint8_t s)
+{
+    return s == ST_LIVE ? "allocated" : s == ST_PENDING ? "waiting for free_completed" : "freed";
+}
+
+typedef enum RawAction {
+    RA_ALLOC, RA_FREE_REQUESTED, RA_FREE_COMPLETED, RA_SEGMENT_ALLOC, RA_SEGMENT_FREE,
+    RA_SEGMENT_MAP, RA_SEGMENT_UNMAP, RA_OOM, RA_IGNORED, RA_UNKNOWN
+} RawAction;
+
+static RawAction action_of(const char *s, size_t n)
+{
+#define IS(lit) (n == sizeof(lit) - 1 && memcmp(s, lit, n) == 0)
+    if (IS("alloc"))
+        return RA_ALLOC;
+    if (IS("free_requested"))
+        return RA_FREE_REQUESTED;
+    if (IS("free_completed"))
+        return RA_FREE_COMPLETED;
+    if (IS("segment_alloc"))
+        return RA_SEGMENT_ALLOC;
+    if (IS("segment_free"))
+        return RA_SEGMENT_FREE;
+    if (IS("segment_map"))
+        return RA_SEGMENT_MAP;
+    if (IS("segment_unmap"))
+        return RA_SEGMENT_UNMAP;
+    if (IS("oom"))
+        return RA_OOM;
+    if (IS("snapshot") || IS("user_defined") || IS("free"))
+        return IS("free") ? RA_UNKNOWN : RA_IGNORED;
+    return RA_UNKNOWN;
+#undef IS
+}
+
+/* One event, in file order. Checks it and appends what the replay needs. */
+static VrStatus on_event(Reader *r, RawAction ra, uint64_t addr, uint64_t size, uint64_t stream_v,
+                         uint32_t line)
+{
+    Trace *t = r->t;
+    VrStatus st;
+    t->raw_events++;
+    if (ra == RA_IGNORED)
+        return VR_OK;
+    uint32_t stream;
+    if ((st = stream_index(r, stream_v, line, &stream)) != VR_OK)
+        return st;
+    bool seg_free = ra == RA_SEGMENT_FREE || ra == RA_SEGMENT_UNMAP;
+    if (r->in_run && !seg_free) {
+        if (ra == RA_SEGMENT_ALLOC || ra == RA_SEGMENT_MAP || ra == RA_OOM)
+            t->ev[r->run_start].flags |= TRACE_RUN_BEFORE_NEW;
+        r->in_run = false;
+    }
+    switch (ra) {
+    case RA_ALLOC:
+    case RA_FREE_REQUESTED:
+    case RA_FREE_COMPLETED: {
+        if (addr == 0 || addr % 512 != 0)
+            return fail(r, line, "address %" PRIu64 " is not a nonzero multiple of 512 (PyTorch's "
+                                 "blocks are)", addr);
+        if (size == 0 || size > ALLOC_MAX_REQUEST)
+            return fail(r, line, "size %" PRIu64 " out of range (1 .. %" PRIu64 ")", size,
+                        (uint64_t)ALLOC_MAX_REQUEST);
+        if (addr > UINT64_MAX - size - 512 || addr + size >= ((uint64_t)1 << 62))
+            return fail(r, line, "address %" PRIu64 " + size %" PRIu64 " out of range", addr, size);
+        AddrState *s = addr_state(r, addr);
+        if (ra == RA_ALLOC) {
+            if (s && (s->state == ST_LIVE || s->state == ST_PENDING))
+                return fail(r, line, "alloc at %" PRIu64 ", which is still %s (line %" PRIu32 ")",
+                            addr, state_name(s->state), s->line);
+            if (!s && (st = addr_new(r, addr, &s)) != VR_OK)
+                return st;
+            *s = (AddrState){size, line, stream, ST_LIVE};
+            t->n_alloc++;
+            return push_event(r, TA_ALLOC, addr, size, stream, line);
+        }
+        if (!s) {
+            /* freed before allocated: live before the trace began */
+            if ((st = addr_new(r, addr, &s)) != VR_OK)
+                return st;
+            *s = (AddrState){size, line, stream, ST_LIVE};
+            if ((st = push_pre(r, addr, size, stream, line)) != VR_OK)
+                return st;
+            if (ra == RA_FREE_COMPLETED) { /* its free_requested came before the trace */
+                s->state = ST_FREED;
+                t->n_free++;
+                return push_event(r, TA_FREE, addr, size, stream, line);
+            }
+        }
+        if (s->state == ST_FREED)
+            return fail(r, line, "%s of %" PRIu64 ", which was already freed (line %" PRIu32 ")",
+                        ra == RA_FREE_REQUESTED ? "free_requested" : "free_completed", addr,
+                        s->line);
+        if (size != s->size)
+            return fail(r, line, "free of %" PRIu64 " with size %" PRIu64 ", but it was "
+                                 "allocated with size %" PRIu64 " (line %" PRIu32 ")",
+                        addr, size, s->size, s->line);
+        if (stream != s->stream)
+            return fail(r, line, "free of %" PRIu64 " on stream %" PRIu64 ", but it was "
+                                 "allocated on stream %" PRIu64 " (line %" PRIu32 ")",
+                        addr, stream_v, t->streams[s->stream], s->line);
+        if (ra == RA_FREE_REQUESTED) {
+            if (s->state == ST_PENDING)
+                return fail(r, line, "second free_requested of %" PRIu64 " (first at line %" PRIu32
+                                     ")", addr, s->line);
+            s->state = ST_PENDING;
+            s->line = line;
+            return push_event(r, TA_FREE_REQUESTED, addr, size, stream, line);
+        }
+        if (s->state == ST_LIVE)
+            return fail(r, line, "free_completed of %" PRIu64 " without free_requested "
+                                 "(allocated at line %" PRIu32 ")", addr, s->line);
+        s->state = ST_FREED;
+        s->line = line;
+        t->n_free++;
+        if (t->n > 0 && t->ev[t->n - 1].action == TA_FREE_REQUESTED && t->ev[t->n - 1].addr == addr) {
+            t->ev[t->n - 1].action = TA_FREE;
+            return VR_OK;
+        }
+        return push_event(r, TA_FREE_COMPLETED, addr, size, stream, line);
+    }
+    case RA_SEGMENT_ALLOC:
+    case RA_SEGMENT_MAP:
+    case RA_SEGMENT_FREE:
+    case RA_SEGMENT_UNMAP: {
+        if (size == 0 || size > MAX_SEGMENT_BYTES)
+            return fail(r, line, "segment size %" PRIu64 " out of range (1 .. 2^48)", size);
+        t->has_segment_events = true;
+        t->n_segment_events++;
+        if (ra == RA_SEGMENT_ALLOC || ra == RA_SEGMENT_MAP) {
+            if (ra == RA_SEGMENT_MAP)
+                t->expandable_trace = true;
+            if (grow((void **)&t->measured_segs, &t->capmeasured, t->nmeasured + 1,
+                     sizeof *t->measured_segs) != VR_OK)
+                return oom_msg(r);
+            t->measured_segs[t->nmeasured++] = size;
+            r->running += (int64_t)size;
+            if (r->running > MAX_SEQ_SUM)
+                return fail(r, line, "segments add up to more than 2^62 bytes");
+            if (r->running > 0 && (uint64_t)r->running > t->measured_peak_reserved)
+                t->measured_peak_reserved = (uint64_t)r->running;
+            return push_event(r, ra == RA_SEGMENT_ALLOC ? TA_SEGMENT_ALLOC : TA_SEGMENT_MAP, addr,
+                              size, stream, line);
+        }
+        r->running -= (int64_t)size;
+        if (r->running < -MAX_SEQ_SUM)
+            return fail(r, line, "segments freed add up to more than 2^62 bytes");
+        if ((st = push_event(r, ra == RA_SEGMENT_FREE ? TA_SEGMENT_FREE : TA_SEGMENT_UNMAP, addr,
+                             size, stream, line)) != VR_OK)
+            return st;
+        if (!r->in_run) {
+            r->in_run = true;
+            r->run_start = t->n - 1;
+            t->ev[t->n - 1].flags |= TRACE_RUN_START;
+        }
+        return VR_OK;
+    }
+    case RA_OOM:
+        if (size == 0 || size > ALLOC_MAX_REQUEST)
+            return fail(r, line, "oom size %" PRIu64 " out of range", size);
+        t->n_oom++;
+        return push_event(r, TA_OOM, addr, size, stream, line);
+    default:
+        return fail(r, line, "unknown action");
+    }
+}
+
+/* ---- CSV ---- */
+
+/* Strict unsigned decimal. */
+static bool num(const char *s, const char *e, uint64_t *out)
+{
+    if (s >= e || e - s > 20)
+        return false;
+    uint64_t v = 0;
+    for (; s < e; s++) {
+        unsigned d = (unsigned)(unsigned char)*s - '0';
+        if (d > 9)
+            return false;
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+enum { COL_ACTION, COL_ADDR, COL_SIZE, COL_STREAM, COL_SEQ, COL_TIME, NCOLS };
+static const char *const col_names[NCOLS] = {"action", "addr", "size", "stream", "seq", "time_us"};
+
+static VrStatus parse_csv(Reader *r, const char *data, size_t len)
+{
+    const char *p = data, *end = data + len;
+    uint32_t lineno = 1;
+    const char *eol = memchr(p, '\n', len);
+    if (!eol)
+        return fail(r, 1, len ? "no end of line after the header (truncated trace?)"
+                              : "empty file: expected a CSV header");
+    int col[NCOLS];
+    for (int i = 0; i < NCOLS; i++)
+        col[i] = -1;
+    {
+        const char *le = eol;
+        if (le > p && le[-1] == '\r')
+            le--;
+        int idx = 0;
+        const char *f = p;
+        for (;;) {
+            const char *fe = memchr(f, ',', (size_t)(le - f));
+            if (!fe)
+                fe = le;
+            const char *a = f, *b = fe;
+            while (a < b && (*a == ' ' || *a == '"'))
+                a++;
+            while (b > a && (b[-1] == ' ' || b[-1] == '"'))
+                b--;
+            for (int i = 0; i < NCOLS; i++)
+                if ((size_t)(b - a) == strlen(col_names[i]) && memcmp(a, col_names[i], (size_t)(b - a)) == 0) {
+                    if (col[i] >= 0)
+                        return fail(r, 1, "column '%s' named twice in the header", col_names[i]);
+                    col[i] = idx;
+                }
+            if (idx++ > 1000)
+                return fail(r, 1, "more than 1000 columns in the header");
+            if (fe == le)
+                break;
+            f = fe + 1;
+        }
+        if (col[COL_ACTION] < 0 || col[COL_ADDR] < 0 || col[COL_SIZE] < 0)
+            return fail(r, 1, "expected a CSV header naming the columns action, addr and size "
+                              "(PyTorch trace: seq,time_us,action,addr,size,stream)");
+    }
+    int need = 0;
+    for (int i = 0; i < NCOLS; i++)
+        if (col[i] + 1 > need)
+            need = col[i] + 1;
+    p = eol + 1;
+    const char *fs[NCOLS + 1], *fe[NCOLS + 1];
+    while (p < end) {
+        if (lineno == UINT32_MAX)
+            return fail(r, lineno, "more than 2^32 lines");
+        lineno++;
+        eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol)
+            return fail(r, lineno, "last line has no end of line (truncated trace?)");
+        const char *le = eol;
+        if (le > p && le[-1] == '\r')
+            le--;
+        if (le == p) { /* blank line */
+            p = eol + 1;
+            continue;
+        }
+        /* split the first `need` fields */
+        int nf = 0;
+        const char *f = p;
+        const char *sfs[64], *sfe[64];
+        (void)fs;
+        (void)fe;
+        for (;;) {
+            const char *c = f;
+            while (c < le && *c != ',')
+                c++;
+            if (nf < need && nf < 64) {
+                sfs[nf] = f;
+                sfe[nf] = c;
+            }
+            nf++;
+            if (c == le || nf >= need)
+                break;
+            f = c + 1;
+        }
+        if (nf < need || need > 64)
+            return fail(r, lineno, "expected at least %d comma-separated fields, found %d", need,
+                        nf);
+        const char *as = sfs[col[COL_ACTION]], *ae = sfe[col[COL_ACTION]];
+        RawAction ra = action_of(as, (size_t)(ae - as));
+        if (ra == RA_UNKNOWN) {
+            int n = (int)(ae - as);
+            bool printable = n <= 40;
+            for (int i = 0; i < n && printable; i++)
+                printable = as[i] >= 32 && as[i] < 127;
+            return printable ? fail(r, lineno, "unknown action '%.*s' (expected alloc, "
+                                               "free_requested, free_completed, segment_alloc, "
+                                               "segment_free, segment_map, segment_unmap, oom)", n, as)
+                             : fail(r, lineno, "unknown or unreadable action");
+        }
+        uint64_t v[NCOLS] = {0};
+        for (int i = COL_ADDR; i < NCOLS; i++) {
+            if (col[i] < 0)
+                continue;
+            if (!num(sfs[col[i]], sfe[col[i]], &v[i]))
+                return fail(r, lineno, "%s is not an unsigned integer below 2^64: '%.*s'",
+                            col_names[i], (int)(sfe[col[i]] - sfs[col[i]] > 40 ? 40 : sfe[col[i]] - sfs[col[i]]),
+                            sfs[col[i]]);
+        }
+        if (col[COL_SEQ] >= 0) {
+            if (r->have_seq && v[COL_SEQ] <= r->last_seq)
+                return fail(r, lineno, "events out of order: seq %" PRIu64 " after seq %" PRIu64
+                                       " (line %" PRIu32 ")", v[COL_SEQ], r->last_seq,
+                            r->last_seq_line);
+            r->have_seq = true;
+            r->last_seq = v[COL_SEQ];
+            r->last_seq_line = lineno;
+        }
+        VrStatus st = on_event(r, ra, v[COL_ADDR], v[COL_SIZE], v[COL_STREAM], lineno);
+        if (st != VR_OK)
+            return st;
+        p = eol + 1;
+    }
+    return VR_OK;
+}
+
+/* ---- JSON (tools/snapshot_to_json.py) ---- */
+
+static bool json_u64(const cJSON *o, const char *key, uint64_t *out, bool required)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!it) {
+        *out = 0;
+        return !required;
+    }
+    if (!cJSON_IsNumber(it))
+        return false;
+    double d = it->valuedouble;
+    if (!(d >= 0) || d > 9007199254740992.0 || d != (double)(uint64_t)d)
+        return false;
+    *out = (uint64_t)d;
+    return true;
+}
+
+static VrStatus parse_json(Reader *r, const char *data, size_t len)
+{
+    cJSON *root = cJSON_ParseWithLength(data, len);
+    if (!root) {
+        const char *ep = cJSON_GetErrorPtr();
+        uint32_t line = 1;
+        if (ep && ep >= data && ep <= data + len)
+            for (const char *c = data; c < ep; c++)
+                line += *c == '\n';
+        r->t->json = false; /* name the line for a syntax error */
+        VrStatus st = fail(r, line, "malformed JSON");
+        r->t->json = true;
+        return st;
+    }
+    VrStatus st = VR_OK;
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(root, "device_traces");
+    if (!cJSON_IsArray(dt)) {
+        st = fail(r, 0, "expected an object with a \"device_traces\" array (the format of "
+                        "tools/snapshot_to_json.py)");
+        goto out;
+    }
+    const cJSON *trace = NULL;
+    int ndev = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, dt)
+    {
+        if (!cJSON_IsArray(d)) {
+            st = fail(r, 0, "device_traces must be a list of lists");
+            goto out;
+        }
+        if (cJSON_GetArraySize(d) > 0) {
+            ndev++;
+            if (!trace)
+                trace = d;
+        }
+    }
+    if (ndev > 1) {
+        st = fail(r, 0, "device_traces has events for %d devices; convert one device at a time "
+                        "(snapshot_to_json.py --device N)", ndev);
+        goto out;
+    }
+    uint32_t idx = 0;
+    const cJSON *e;
+    if (trace) {
+        cJSON_ArrayForEach(e, trace)
+        {
+            if (idx == UINT32_MAX - 1) {
+                st = fail(r, idx, "too many entries");
+                goto out;
+            }
+            idx++;
+            const cJSON *ac = cJSON_GetObjectItemCaseSensitive(e, "action");
+            if (!cJSON_IsObject(e) || !cJSON_IsString(ac)) {
+                st = fail(r, idx, "expected an object with a string \"action\"");
+                goto out;
+            }
+            RawAction ra = action_of(ac->valuestring, strlen(ac->valuestring));
+            if (ra == RA_UNKNOWN) {
+                st = fail(r, idx, "unknown action '%.40s'", ac->valuestring);
+                goto out;
+            }
+            uint64_t addr, size, stream;
+            if (!json_u64(e, "addr", &addr, ra != RA_IGNORED) ||
+                !json_u64(e, "size", &size, ra != RA_IGNORED) ||
+                !json_u64(e, "stream", &stream, false)) {
+                st = fail(r, idx, "addr, size and stream must be non-negative integers below 2^53");
+                goto out;
+            }
+            if ((st = on_event(r, ra, addr, size, stream, idx)) != VR_OK)
+                goto out;
+        }
+    }
+    /* Blocks still allocated at the snapshot that the trace never mentions were live all along. */
+    const cJSON *segs = cJSON_GetObjectItemCaseSensitive(root, "segments");
+    if (segs && !cJSON_IsArray(segs)) {
+        st = fail(r, 0, "\"segments\" must be a list");
+        goto out;
+    }
+    const cJSON *sg;
+    uint32_t sidx = 0;
+    cJSON_ArrayForEach(sg, segs)
+    {
+        sidx++;
+        uint64_t sstream;
+        const cJSON *blocks = cJSON_GetObjectItemCaseSensitive(sg, "blocks");
+        if (!cJSON_IsObject(sg) || !json_u64(sg, "stream", &sstream, false) ||
+            (blocks && !cJSON_IsArray(blocks))) {
+            st = fail(r, 0, "segments[%" PRIu32 "] malformed", sidx - 1);
+            goto out;
+        }
+        const cJSON *bl;
+        cJSON_ArrayForEach(bl, blocks)
+        {
+            const cJSON *state = cJSON_GetObjectItemCaseSensitive(bl, "state");
+            uint64_t baddr, bsize, breq;
+            if (!cJSON_IsObject(bl) || !json_u64(bl, "address", &baddr, true) ||
+                !json_u64(bl, "size", &bsize, true) || !json_u64(bl, "requested_size", &breq, false)) {
+                st = fail(r, 0, "segments[%" PRIu32 "]: a block needs integer address and size",
+                          sidx - 1);
+                goto out;
+            }
+            if (!cJSON_IsString(state) || (strcmp(state->valuestring, "active_allocated") != 0 &&
+                                           strcmp(state->valuestring, "active_pending_free") != 0))
+                continue;
+            if (baddr == 0 || baddr % 512 || bsize == 0 || bsize > ALLOC_MAX_REQUEST ||
+                baddr >= ((uint64_t)1 << 62)) {
+                st = fail(r, 0, "segments[%" PRIu32 "]: block address or size out of range", sidx - 1);
+                goto out;
+            }
+            if (addr_state(r, baddr))
+                continue; /* the trace already accounts for it */
+            uint32_t stream;
+            AddrState *s;
+            if ((st = stream_index(r, sstream, 0, &stream)) != VR_OK ||
+                (st = addr_new(r, baddr, &s)) != VR_OK)
+                goto out;
+            uint64_t size = breq ? breq : bsize;
+            *s = (AddrState){size, 0, stream, ST_LIVE};
+            if ((st = push_pre(r, baddr, size, stream, 0)) != VR_OK)
+                goto out;
+        }
+    }
+out:
+    cJSON_Delete(root);
+    return st;
+}
+
+/* ---- loading ---- */
+
+static int cmp_pre(const void *x, const void *y)
+{
+    const TraceBlock *a = x, *b = y;
+    return a->addr < b->addr ? -1 : a->addr > b->addr;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+void trace_free(Trace *t)
+{
+    if (!t)
+        return;
+    free(t->name);
+    free(t->ev);
+    free(t->streams);
+    free(t->pre);
+    free(t->measured_segs);
+    free(t);
+}
+
+/* Renumbers streams in order of their trace values, so the model orders pools as PyTorch does. */
+static VrStatus renumber_streams(Trace *t)
+{
+    if (t->nstreams <= 1)
+        return VR_OK;
+    uint64_t *sorted = malloc(t->nstreams * sizeof *sorted);
+    uint32_t *rank = malloc(t->nstreams * sizeof *rank);
+    if (!sorted || !rank) {
+        free(sorted);
+        free(rank);
+        return VR_ENOMEM;
+    }
+    memcpy(sorted, t->streams, t->nstreams * sizeof *sorted);
+    qsort(sorted, t->nstreams, sizeof *sorted, cmp_u64);
+    for (size_t i = 0; i < t->nstreams; i++) {
+        size_t lo = 0, hi = t->nstreams;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (sorted[mid] < t->streams[i])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        rank[i] = (uint32_t)lo;
+    }
+    for (size_t i = 0; i < t->n; i++)
+        t->ev[i].stream = rank[t->ev[i].stream];
+    for (size_t i = 0; i < t->npre; i++)
+        t->pre[i].stream = rank[t->pre[i].stream];
+    memcpy(t->streams, sorted, t->nstreams * sizeof *sorted);
+    free(sorted);
+    free(rank);
+    return VR_OK;
+}
+
+VrStatus trace_parse(const char *name, const char *data, size_t len, Trace **out, char *err,
+                     size_t errlen)
+{
+    *out = NULL;
+    if (err && errlen)
+        err[0] = 0;
+    Trace *t = calloc(1, sizeof *t);
+    if (!t)
+        return VR_ENOMEM;
+    t->name = strdup(name ? name : "trace");
+    if (!t->name) {
+        free(t);
+        return VR_ENOMEM;
+    }
+    Reader r = {0};
+    r.t = t;
+    r.err = err;
+    r.errlen = errlen;
+    size_t i = 0;
+    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
+        i++;
+    VrStatus st;
+    if (len > MAX_TRACE_BYTES) {
+        st = fail(&r, 0, "trace larger than 4 GiB");
+    } else if (i < len && data[i] == '{') {
+        t->json = true;
+        st = parse_json(&r, data, len);
+    } else {
+        st = parse_csv(&r, data, len);
+    }
+    if (st == VR_OK && (st = renumber_streams(t)) != VR_OK)
+        oom_msg(&r);
+    if (st == VR_OK)
+        qsort(t->pre, t->npre, sizeof *t->pre, cmp_pre);
+    map_free(&r.addrs);
+    map_free(&r.streams);
+    free(r.st);
+    if (st != VR_OK) {
+        trace_free(t);
+        return st;
+    }
+    *out = t;
+    return VR_OK;
+}
+
+VrStatus trace_load(const char *path, Trace **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    gzFile f = gzopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open", path);
+        return VR_EIO;
+    }
+    gzbuffer(f, 1 << 17);
+    size_t cap = 1 << 20, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        gzclose(f);
+        snprintf(err, errlen, "%s: out of host memory", path);
+        return VR_ENOMEM;
+    }
+    for (;;) {
+        if (n == cap) {
+            if (cap >= MAX_TRACE_BYTES) {
+                free(buf);
+                gzclose(f);
+                snprintf(err, errlen, "%s: trace larger than 4 GiB", path);
+                return VR_EINVAL;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                gzclose(f);
+                snprintf(err, errlen, "%s: out of host memory", path);
+                return VR_ENOMEM;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t want = cap - n > (1u << 30) ? (1u << 30) : cap - n;
+        int got = gzread(f, buf + n, (unsigned)want);
+        if (got < 0) {
+            int errnum;
+            const char *msg = gzerror(f, &errnum);
+            snprintf(err, errlen, "%s: %s%s", path,
+                     errnum == Z_BUF_ERROR ? "truncated gzip file: " : "cannot read: ", msg);
+            free(buf);
+            gzclose(f);
+            return VR_EIO;
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    int errnum = Z_OK;
+    const char *msg = gzerror(f, &errnum);
+    if (errnum != Z_OK && errnum != Z_STREAM_END) {
+        snprintf(err, errlen, "%s: %s%s", path,
+                 errnum == Z_BUF_ERROR ? "truncated gzip file: " : "cannot read: ", msg);
+        free(buf);
+        gzclose(f);
+        return VR_EIO;
+    }
+    gzclose(f);
+    VrStatus st = trace_parse(path, buf, n, out, err, errlen);
+    free(buf);
+    return st;
+}
+
+/* ---- replay ---- */
+
+typedef struct SegLog {
+    uint64_t *v;
+    size_t n, cap;
+    bool failed; /* host memory ran out */
+} SegLog;
+
+static void on_alloc_event(void *ud, AllocEventKind kind, uint64_t addr, uint64_t size, int stream)
+{
+    (void)addr;
+    (void)stream;
+    SegLog *l = ud;
+    if (kind != ALLOC_EV_SEGMENT_ALLOC && kind != ALLOC_EV_SEGMENT_MAP)
+        return;
+    if (grow((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v) != VR_OK) {
+        l->failed = true;
+        return;
+    }
+    l->v[l->n++] = size;
+}
+
+void replay_result_clear(ReplayResult *res)
+{
+    free(res->segs);
+    memset(res, 0, sizeof *res);
+}
+
+static VrStatus rfail(const Trace *t, uint32_t line, char *err, size_t errlen, const char *what)
+{
+    if (err && errlen)
+        snprintf(err, errlen, t->json ? "%s: entry %" PRIu32 ": %s" : "%s:%" PRIu32 ": %s",
+                 t->name, line, what);
+    return VR_EINVAL;
+}
+
+VrStatus replay_run(const Trace *t, const AllocConfig *cfg, ReplayResult *res, char *err,
+                    size_t errlen)
+{
+    memset(res, 0, sizeof *res);
+    if (err && errlen)
+        err[0] = 0;
+    Alloc *a = NULL;
+    VrStatus st = alloc_new(cfg, &a);
+    if (st != VR_OK) {
+        if (err && errlen)
+            snprintf(err, errlen, "cannot make the allocator: %s", vr_status_str(st));
+        return st;
+    }
+    SegLog log = {0};
+    alloc_set_listener(a, on_alloc_event, &log);
+    U64Map amap = {0};       /* trace address -> index into maddr */
+    uint64_t *maddr = NULL;  /* model address of each live trace block (slot reuse via freelist) */
+    size_t nm = 0, capm = 0;
+    uint32_t *freeslots = NULL;
+    size_t nfree = 0, capfree = 0;
+    U64Map pend = {0};       /* trace addresses freed with TA_FREE_REQUESTED, not completed */
+    char msg[512];
+
+#define SLOT_NEW(out_idx)                                                                          \
+    do {                                                                                           \
+        if (nfree) {                                                                               \
+            out_idx = freeslots[--nfree];                                                          \
+        } else {                                                                                   \
+            if (grow((void **)&maddr, &capm, nm + 1, sizeof *maddr) != VR_OK)                      \
+                goto enomem;                                                                       \
+            out_idx = (uint32_t)nm++;                                                              \
+        }                                                                                          \
+    } while (0)
+#define SLOT_FREE(idx)                                                                             \
+    do {                                                                                           \
+        if (grow((void **)&freeslots, &capfree, nfree + 1, sizeof *freeslots) != VR_OK)            \
+            goto enomem;                                                                           \
+        freeslots[nfree++] = idx;                                                                  \
+    } while (0)
+
+    /* the blocks live before the trace began */
+    for (size_t i = 0; i < t->npre; i++) {
+        const TraceBlock *b = &t->pre[i];
+        st = alloc_inject(a, b->addr, b->size, (int)b->stream);
+        if (st == VR_ENOMEM)
+            goto enomem;
+        if (st == VR_OOM) {
+            snprintf(msg, sizeof msg, "the blocks live before the trace began already exceed the "
+                                      "capacity (%" PRIu64 " bytes)", cfg->capacity);
+            st = rfail(t, b->line, err, errlen, msg);
+            goto out;
+        }
+        if (st != VR_OK) {
+            snprintf(msg, sizeof msg, "block %" PRIu64 " (%" PRIu64 " bytes), live before the trace "
+                                      "began, overlaps another such block", b->addr, b->size);
+            st = rfail(t, b->line, err, errlen, msg);
+            goto out;
+        }
+        uint32_t idx;
+        SLOT_NEW(idx);
+        maddr[idx] = b->addr;
+        if (map_put(&amap, b->addr, idx) != VR_OK)
+            goto enomem;
+        res->injected_blocks++;
+        res->injected_bytes += alloc_block_size(a, b->addr);
+    }
+
+    uint64_t peak_seen = alloc_reserved_bytes(a);
+    res->allocated_at_peak_reserved = alloc_allocated_bytes(a);
+    uint64_t retries = 0;
+    bool synced = false;
+    size_t i;
+    for (i = 0; i < t->n; i++) {
+        const TraceEvent *e = &t->ev[i];
+        switch ((TraceAction)e->action) {
+        case TA_ALLOC: {
+            uint64_t m;
+            st = alloc_malloc(a, e->size, (int)e->stream, e->addr, &m);
+            if (st == VR_OOM) {
+                res->oom = true;
+                res->oom_line = e->line;
+                alloc_last_oom(a, &res->oom_info);
+                st = VR_OK;
+                goto done;
+            }
+            if (st == VR_ENOMEM)
+                goto enomem;
+            if (st != VR_OK) {
+                st = rfail(t, e->line, err, errlen, "the allocator refused this alloc");
+                goto out;
+            }
+            if (m != e->addr && res->address_mismatches++ == 0)
+                res->first_address_mismatch_line = e->line;
+            uint32_t idx;
+            SLOT_NEW(idx);
+            maddr[idx] = m;
+            if (map_put(&amap, e->addr, idx) != VR_OK)
+                goto enomem;
+            uint64_t r = alloc_reserved_bytes(a);
+            if (r > peak_seen) {
+                peak_seen = r;
+                res->allocated_at_peak_reserved = alloc_allocated_bytes(a);
+            }
+            break;
+        }
+        case TA_FREE:
+        case TA_FREE_REQUESTED:
+        case TA_FREE_COMPLETED: {
+            uint32_t *pi = map_get(&amap, e->addr);
+            if (!pi) {
+                if (e->action == TA_FREE_COMPLETED)
+                    break; /* completed by a synchronize of the model already */
+                st = rfail(t, e->line, err, errlen, "free of an address the replay does not know");
+                goto out;
+            }
+            uint32_t idx = *pi;
+            uint64_t m = maddr[idx];
+            if (e->action == TA_FREE_REQUESTED) {
+                st = alloc_free_deferred(a, m);
+                if (st == VR_OK && map_put(&pend, e->addr, idx) != VR_OK)
+                    goto enomem;
+            } else if (e->action == TA_FREE) {
+                st = alloc_dealloc(a, m);
+                map_del(&amap, e->addr);
+                SLOT_FREE(idx);
+            } else {
+                /* m == 0: a synchronize of the model (empty_cache, OOM retry) completed it */
+                st = m ? alloc_free_complete(a, m) : VR_OK;
+                map_del(&amap, e->addr);
+                map_del(&pend, e->addr);
+                SLOT_FREE(idx);
+            }
+            if (st == VR_ENOMEM)
+                goto enomem;
+            if (st != VR_OK) {
+                st = rfail(t, e->line, err, errlen, "the allocator refused this free");
+                goto out;
+            }
+            break;
+        }
+        case TA_SEGMENT_FREE:
+        case TA_SEGMENT_UNMAP:
+            /* A run of segment frees is empty_cache() unless, with a capacity to model, it is the
+             * allocator's own release before a new segment or an OOM (then the model decides). */
+            if ((e->flags & TRACE_RUN_START) &&
+                !(cfg->capacity && (e->flags & TRACE_RUN_BEFORE_NEW))) {
+                alloc_empty_cache(a);
+                res->empty_cache_calls++;
+                synced = true;
+            }
+            break;
+        case TA_OOM:
+            res->measured_ooms++;
+            if (cfg->capacity) { /* PyTorch failed this request: so should the model */
+                uint64_t m;
+                st = alloc_malloc(a, e->size, (int)e->stream, 0, &m);
+                if (st == VR_OK)
+                    st = alloc_dealloc(a, m);
+                if (st == VR_ENOMEM)
+                    goto enomem;
+                st = VR_OK;
+            }
+            break;
+        default:
+            break;
+        }
+        if (pend.n && (e->action == TA_ALLOC || e->action == TA_OOM)) {
+            /* a retry inside alloc_malloc synchronizes: pending frees are complete */
+            AllocStats s;
+            alloc_stats(a, &s);
+            if (s.num_alloc_retries != retries) {
+                retries = s.num_alloc_retries;
+                synced = true;
+            }
+        }
+        if (synced) {
+            for (size_t k = 0; k < pend.cap; k++)
+                if (pend.keys[k]) {
+                    maddr[pend.vals[k]] = 0;
+                    pend.keys[k] = 0;
+                }
+            pend.n = 0;
+            synced = false;
+        }
+    }
+done:
+    res->events_replayed = i;
+    if (log.failed)
+        goto enomem;
+    res->events = t->raw_events;
+    alloc_stats(a, &res->stats);
+    res->peak_allocated = res->stats.allocated_peak;
+    res->peak_reserved = res->stats.reserved_peak;
+    res->fragmentation_at_peak =
+        peak_seen ? 1.0 - (double)res->allocated_at_peak_reserved / (double)peak_seen : 0.0;
+    res->segment_allocs = res->stats.num_segment_allocs;
+    res->num_alloc_retries = res->stats.num_alloc_retries;
+    res->num_ooms = res->stats.num_ooms;
+    res->has_measured = t->has_segment_events;
+    res->measured_peak_reserved = t->measured_peak_reserved;
+    res->measured_segment_allocs = t->nmeasured;
+    res->segs = log.v;
+    res->nsegs = log.n;
+    log.v = NULL;
+    res->segments_match = res->nsegs == t->nmeasured;
+    res->first_segment_mismatch = res->nsegs < t->nmeasured ? res->nsegs : t->nmeasured;
+    for (size_t k = 0; k < res->nsegs && k < t->nmeasured; k++)
+        if (res->segs[k] != t->measured_segs[k]) {
+            res->segments_match = false;
+            res->first_segment_mismatch = k;
+            break;
+        }
+    st = VR_OK;
+    goto out;
+enomem:
+    st = VR_ENOMEM;
+    if (err && errlen)
+        snprintf(err, errlen, "%s: out of host memory during replay", t->name);
+out:
+#undef SLOT_NEW
+#undef SLOT_FREE
+    free(log.v);
+    free(maddr);
+    free(freeslots);
+    map_free(&pend);
+    map_free(&amap);
+    alloc_free(a);
+    if (st != VR_OK) {
+        free(res->segs);
+        res->segs = NULL;
+        res->nsegs = 0;
+    }
+    return st;
+}
