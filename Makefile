@@ -1,0 +1,75 @@
+# vrsim: hand-written Makefile. `make` builds ./vrsim; `make test` runs the unit tests, then the
+# unit and scenario tests again under AddressSanitizer + UBSan (SAN=address,undefined).
+# Targets: all test asan bench fuzz calibrate reports clean
+
+CC      ?= cc
+PKGS    := gsl lua5.4 libcjson zlib
+SAN     ?=
+OPT     ?= -O2
+CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow \
+           -Wstrict-prototypes -Wmissing-prototypes -g $(OPT) \
+           $(shell pkg-config --cflags $(PKGS)) -Isim
+LDLIBS  := $(shell pkg-config --libs $(PKGS)) -lm
+TESTLIBS := $(shell pkg-config --libs cmocka)
+
+ifneq ($(SAN),)
+  BUILD := build-san
+  CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+  LDFLAGS += -fsanitize=$(SAN)
+else
+  BUILD := build
+endif
+
+LIB_SRC  := $(filter-out sim/main.c,$(wildcard sim/*.c sim/bind/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
+
+.PHONY: all test unit asan scenario-test bench fuzz calibrate reports clean
+all: vrsim
+
+ifeq ($(SAN),)
+vrsim: $(BUILD)/sim/main.o $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+else
+vrsim: $(BUILD)/vrsim
+endif
+
+$(BUILD)/vrsim: $(BUILD)/sim/main.o $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/%: tests/%.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP $(shell pkg-config --cflags cmocka) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS) $(TESTLIBS)
+
+# Unit tests of this build, then the scenario tests with this build's binary.
+unit: $(TEST_BIN) $(BUILD)/vrsim
+	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
+	@VRSIM=$(BUILD)/vrsim sh tests/scenario_tests.sh
+
+test: unit
+	$(MAKE) SAN=address,undefined OPT=-O1 unit
+
+asan:
+	$(MAKE) SAN=address,undefined OPT=-O1 unit
+
+bench: vrsim
+	sh tests/bench.sh
+
+fuzz:
+	$(MAKE) -f tests/fuzz/Makefile
+
+calibrate:
+	$(MAKE) -C sim/calib
+
+reports: vrsim
+	sh reports/make_reports.sh
+
+clean:
+	rm -rf build build-san vrsim out
+
+-include $(shell find build build-san -name '*.d' 2>/dev/null)

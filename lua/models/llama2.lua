@@ -1,0 +1,398 @@
+-- llama2.lua: Hugging Face transformers' LlamaForCausalLM (5.x), op by op as it runs in
+-- training: the allocations each aten op makes, what autograd saves, and in which dtype.
+-- Checked against the allocator traces in validation/traces/optrace_pub-*.csv.gz (modeling_llama.py
+-- line numbers there are transformers 5.17's).
+local nn = require "vrsim.nn"
+
+local M = {}
+
+-- Named shapes (transformers' LlamaConfig for the Llama-2 checkpoints).
+M.sizes = {
+  ["7b"]  = { hidden = 4096, intermediate = 11008, heads = 32, kv_heads = 32, layers = 32 },
+  ["13b"] = { hidden = 5120, intermediate = 13824, heads = 40, kv_heads = 40, layers = 40 },
+  ["70b"] = { hidden = 8192, intermediate = 28672, heads = 64, kv_heads = 8, layers = 80 },
+}
+
+-- Resolves "7b", "13b-l4" (the 13b shape cut to 4 layers) or explicit fields into a shape.
+function M.shape(model)
+  local size = model.size or "7b"
+  local base, cut = tostring(size):match("^(%w+)%-l(%d+)$")
+  base = base or size
+  local s = M.sizes[base]
+  if not s and not model.hidden then
+    local names = {}
+    for k in pairs(M.sizes) do names[#names + 1] = k end
+    table.sort(names)
+    error(("unknown LLaMA2 size '%s' (known: %s, or NAME-lN for N layers, or give hidden, "
+           .. "intermediate, heads, layers)"):format(size, table.concat(names, ", ")), 0)
+  end
+  s = s or {}
+  local shape = {
+    hidden = model.hidden or s.hidden, intermediate = model.intermediate or s.intermediate,
+    heads = model.heads or s.heads, kv_heads = model.kv_heads or s.kv_heads or model.heads,
+    layers = model.layers or (cut and tonumber(cut)) or s.layers, vocab = model.vocab or 32000,
+  }
+  for k, v in pairs(shape) do
+    if type(v) ~= "number" or v <= 0 or v ~= math.floor(v) then
+      error(("model.%s must be a positive integer"):format(k), 0)
+    end
+  end
+  if shape.hidden % shape.heads ~= 0 then error("model.hidden must be a multiple of heads", 0) end
+  if shape.heads % shape.kv_heads ~= 0 then error("model.heads must be a multiple of kv_heads", 0) end
+  return shape
+end
+
+-- Type promotion of two floating dtypes (PyTorch's rules for same-category tensors).
+local function promote(a, b)
+  if a == b then return a end
+  if a == "fp32" or b == "fp32" then return "fp32" end
+  return "fp32" -- bf16 with fp16 promotes to fp32
+end
+
+-- Parameters in construction order (LlamaForCausalLM.__init__), module per parameter.
+local function make_params(cx, sh, pdtype, trainable, lora)
+  local h, kvh = sh.hidden, sh.hidden // sh.heads * sh.kv_heads
+  local P = { layers = {} }
+  local function param(name, shape, dt, tr)
+    local tr2 = trainable
+    if tr ~= nil then tr2 = tr end
+    return nn.param(cx, name, shape, dt or pdtype, tr2)
+  end
+  P.embed = param("model.embed_tokens.weight", { sh.vocab, h })
+  for l = 0, sh.layers - 1 do
+    local p, L = "model.layers." .. l .. ".", {}
+    L.q = param(p .. "self_attn.q_proj.weight", { h, h })
+    L.k = param(p .. "self_attn.k_proj.weight", { kvh, h })
+    L.v = param(p .. "self_attn.v_proj.weight", { kvh, h })
+    L.o = param(p .. "self_attn.o_proj.weight", { h, h })
+    L.gate = param(p .. "mlp.gate_proj.weight", { sh.intermediate, h })
+    L.up = param(p .. "mlp.up_proj.weight", { sh.intermediate, h })
+    L.down = param(p .. "mlp.down_proj.weight", { h, sh.intermediate })
+    L.ln1 = param(p .. "input_layernorm.weight", { h })
+    L.ln2 = param(p .. "post_attention_layernorm.weight", { h })
+    P.layers[l + 1] = L
+  end
+  P.norm = param("model.norm.weight", { h })
+  P.lm_head = param("lm_head.weight", { sh.vocab, h })
+  if lora then
+    -- peft adds adapters after the base model is built; autocast_adapter_dtype keeps them fp32
+    for l = 0, sh.layers - 1 do
+      local L = P.layers[l + 1]
+      L.lora = {}
+      for _, tgt in ipairs(lora.targets) do
+        local w = L[tgt]
+        local base = "base_model.model.model.layers." .. l .. ".self_attn." .. tgt .. "_proj."
+        L.lora[tgt] = {
+          A = param(base .. "lora_A.default.weight", { lora.r, w.shape[2] }, lora.dtype, true),
+          B = param(base .. "lora_B.default.weight", { w.shape[1], lora.r }, lora.dtype, true),
+        }
+      end
+    end
+  end
+  return P
+end
+
+-- A linear layer as the precision policy runs it: under autocast the input and the (cached)
+-- weight are cast to the low-precision dtype first.
+local function linear(cx, name, x, w)
+  if cx.autocast then
+    local lp = cx.autocast
+    local xc = nn.to(cx, x, lp, name .. ".input_cast")
+    local wc = cx.cast_cache[w.id]
+    if not wc and w.dtype ~= lp then
+      wc = nn.op(cx, { name = name .. ".weight_cast", inputs = { w },
+                       outs = { { w.name .. "." .. lp, w.shape, lp } },
+                       grads = { { dtype = w.dtype } } })
+      cx.cast_cache[w.id] = wc
+    end
+    return nn.linear(cx, name, xc, wc or w)
+  end
+  return nn.linear(cx, name, x, w)
+end
+
+-- peft LoRA Linear.forward: base result, input cast to the adapter dtype, dropout, A, B,
+-- scaling, add (promotes), cast back.
+local function lora_linear(cx, name, x, w, ad, lora)
+  local result = linear(cx, name, x, w)
+  local xa = nn.to(cx, x, ad.A.dtype, name .. ".lora_input_cast")
+  local xd = xa
+  if lora.dropout > 0 then
+    -- native_dropout: output and a bool mask; backward needs only the mask
+    xd = nn.op(cx, { name = name .. ".lora_dropout", inputs = { xa },
+                     outs = { { name .. ".lora_dropout", xa.shape, xa.dtype },
+                              { name .. ".dropout_mask", xa.shape, "bool", no_grad = true } },
+                     save_outs = { 2 }, flops = nn.numel(xa.shape) })
+  end
+  local a = nn.linear(cx, name .. ".lora_A", xd, ad.A)
+  local b = nn.linear(cx, name .. ".lora_B", a, ad.B)
+  local scaled = nn.ew(cx, name .. ".lora_scale", { b }, b.dtype)
+  local sum = nn.op(cx, { name = name .. ".lora_add", inputs = { result, scaled },
+                          outs = { { name .. ".lora_sum", result.shape,
+                                     promote(result.dtype, scaled.dtype) } },
+                          grads = { { pass = 1 }, { pass = 1 } } })
+  return nn.to(cx, sum, result.dtype, name .. ".lora_out_cast")
+end
+
+-- LlamaRMSNorm.forward: hidden.to(fp32); variance = pow(2).mean(-1); hidden * rsqrt(var + eps);
+-- weight * hidden.to(input_dtype).
+local function rmsnorm(cx, name, x, w)
+  local x32 = nn.to(cx, x, "fp32", name .. ".to_fp32")
+  local sq = nn.op(cx, { name = name .. ".pow", inputs = { x32 },
+                         outs = { { name .. ".squared", x.shape, "fp32" } }, saves = { x32 },
+                         bwd_workspace = { nn.bytes(x.shape, "fp32"), nn.bytes(x.shape, "fp32") } })
+  local rshape = {}
+  for i = 1, #x.shape - 1 do rshape[i] = x.shape[i] end
+  rshape[#rshape + 1] = 1
+  local var = nn.op(cx, { name = name .. ".mean", inputs = { sq },
+                          outs = { { name .. ".variance", rshape, "fp32" } } })
+  local ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32")
+  local rs = nn.op(cx, { name = name .. ".rsqrt", inputs = { ve },
+                         outs = { { name .. ".rsqrt", rshape, "fp32" } }, save_outs = { 1 } })
+  -- x32 * rs: the gradient of rs is the full product, then reduced to rs's shape
+  local y = nn.op(cx, { name = name .. ".mul", inputs = { x32, rs },
+                        outs = { { name .. ".normed", x.shape, "fp32" } }, saves = { x32, rs },
+                        bwd_workspace = { nn.bytes(x.shape, "fp32") } })
+  local yb = nn.to(cx, y, x.dtype, name .. ".to_input_dtype")
+  local odt = promote(w.dtype, yb.dtype)
+  -- weight * hidden: the weight gradient is reduced over every leading dim, with an fp32
+  -- buffer of the whole product (InputMetadata::reduce_grad)
+  local out = nn.op(cx, { name = name .. ".weight_mul", inputs = { w, yb },
+                          outs = { { name, x.shape, odt } }, saves = { w, yb },
+                          grads = { { dtype = w.dtype }, { dtype = yb.dtype } },
+                          grad_order = { 2, 1 },
+                          bwd_workspace = w.rg and { nn.bytes(x.shape, odt), nn.numel(x.shape) * 4 } or nil })
+  return out
+end
+
+-- rotate_half(x) * sin + x * cos, as apply_rotary_pos_emb runs it.
+local function rotary(cx, name, x, cos, sin)
+  local xc = nn.op(cx, { name = name .. ".mul_cos", inputs = { x, cos },
+                         outs = { { name .. ".x_cos", x.shape, promote(x.dtype, cos.dtype) } },
+                         saves = { cos }, grads = { "new", "none" } })
+  local half = {}
+  for i = 1, #x.shape do half[i] = x.shape[i] end
+  half[#half] = half[#half] // 2
+  -- x1 = x[..., :d/2], x2 = x[..., d/2:] are views; backward of each slice is a full-size buffer
+  local x1 = nn.view_op(cx, name .. ".x1", x, half)
+  local x2 = nn.view_op(cx, name .. ".x2", x, half)
+  local neg = nn.op(cx, { name = name .. ".neg", inputs = { x2 },
+                          outs = { { name .. ".neg", half, x.dtype } } })
+  local rot = nn.op(cx, { name = name .. ".cat", inputs = { neg, x1 },
+                          outs = { { name .. ".rotated", x.shape, x.dtype } },
+                          grads = { { pass = 1 }, { pass = 1 } } })
+  local rs = nn.op(cx, { name = name .. ".mul_sin", inputs = { rot, sin },
+                         outs = { { name .. ".rot_sin", x.shape, promote(x.dtype, sin.dtype) } },
+                         saves = { sin }, grads = { "new", "none" } })
+  return nn.op(cx, { name = name .. ".add", inputs = { xc, rs },
+                     outs = { { name .. ".embed", x.shape, xc.dtype } },
+                     grads = { { pass = 1 }, { pass = 1 } } })
+end
+
+-- Attention core: SDPA (cuDNN / flash / memory-efficient) or eager matmul-softmax-matmul.
+local function attention(cx, name, q, k, v, sh, b, s, impl)
+  local hd = sh.hidden // sh.heads
+  local shape = { b, sh.heads, s, hd }
+  local flops = 4 * b * sh.heads * s * s * hd / 2 -- causal: half the score matrix
+  if impl == "sdpa" then
+    local dt = q.dtype
+    local lse_shape = { b, sh.heads, s }
+    if dt == "fp32" then
+      -- fp32 inputs: flash and cuDNN do not take fp32; PyTorch picks memory-efficient attention,
+      -- which saves a logsumexp padded to a multiple of 32 rows
+      lse_shape = { b, sh.heads, (s + 31) // 32 * 32 }
+      local out, lse, seed = nn.op(cx, {
+        name = name .. ".sdpa_mem_efficient", kind = "attention", inputs = { q, k, v },
+        outs = { { name .. ".attn_out", shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
+                 { name .. ".philox", { 2 }, "int64", no_grad = true } },
+        save_outs = { 1, 2, 3 }, saves = { q, k, v },
+        flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+      return out
+    end
+    -- bf16/fp16: PyTorch 2.11 chose cuDNN attention on H200 (the optrace shows
+    -- _cudnn_attention_forward): two 8-byte philox tensors, the output, an fp32 softmax
+    -- statistic per row, a small workspace; backward allocates dq, dk, dv and an fp32 dq
+    -- accumulator plus a row statistic.
+    local seed = nn.new_tensor(cx, name .. ".philox_seed", { 1 }, "int64", false)
+    local off = nn.new_tensor(cx, name .. ".philox_offset", { 1 }, "int64", false)
+    local out = nn.new_tensor(cx, name .. ".attn_out", shape, dt, true)
+    local lse = nn.new_tensor(cx, name .. ".softmax_stats", lse_shape, "fp32", false)
+    nn.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention", inputs = { q, k, v },
+                out_tensors = { seed, off, out, lse }, saves = { q, k, v, out, lse, seed, off },
+                workspace = { 256 }, grad_order = { 1, 2, 3 },
+                bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") },
+                flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+    return out
+  end
+  -- eager_attention_forward: scores = q @ k^T * scaling (+ mask); softmax in fp32, cast back;
+  -- probs @ v; transpose(1, 2).contiguous()
+  local sshape = { b, sh.heads, s, s }
+  local dt = q.dtype
+  local scores = nn.op(cx, { name = name .. ".qk", kind = "mm", inputs = { q, k },
+                             outs = { { name .. ".scores", sshape, dt } }, saves = { q, k },
+                             flops = 2 * b * sh.heads * s * s * hd, dtype = dt })
+  local scaled = nn.ew(cx, name .. ".scale", { scores }, dt)
+  local masked = nn.op(cx, { name = name .. ".add_mask", inputs = { scaled, cx.mask },
+                             outs = { { name .. ".masked", sshape, dt } },
+                             grads = { { pass = 1 }, "none" } })
+  local p32 = nn.op(cx, { name = name .. ".softmax", kind = "softmax", inputs = { masked },
+                          outs = { { name .. ".probs_fp32", sshape, "fp32" } }, save_outs = { 1 },
+                          flops = 5 * nn.numel(sshape), dtype = "fp32" })
+  local pr = nn.to(cx, p32, dt, name .. ".probs_cast")
+  local o = nn.op(cx, { name = name .. ".pv", kind = "mm", inputs = { pr, v },
+                        outs = { { name .. ".attn_out", shape, dt } }, saves = { pr, v },
+                        flops = 2 * b * sh.heads * s * s * hd, dtype = dt })
+  return o
+end
+
+-- Builds the forward graph; returns the loss tensor. cfg is the normalized plan config.
+function M.build(cx, cfg)
+  local sh = M.shape(cfg.model)
+  local t = cfg.training
+  local b, s = t.micro_batch, t.seq
+  local prec = t.precision
+  local pdtype = ({ fp32 = "fp32", amp_bf16 = "fp32", amp_fp16 = "fp32", bf16 = "bf16",
+                    fp16 = "fp16", lora_bf16 = "bf16", lora_fp16 = "fp16" })[prec]
+  local lora = nil
+  if prec:match("^lora") or t.lora then
+    local lc = t.lora or {}
+    lora = { r = lc.r or 8, alpha = lc.alpha or 32, dropout = lc.dropout or 0.05,
+             targets = lc.targets or { "q", "v" }, dtype = "fp32" }
+  end
+  if prec == "amp_bf16" then cx.autocast = "bf16" elseif prec == "amp_fp16" then cx.autocast = "fp16" end
+  local h, hd = sh.hidden, sh.hidden // sh.heads
+  local kvh = hd * sh.kv_heads
+
+  -- the model as the measured runs make it: built on the GPU in fp32, then cast with .to()
+  cx.phase = "build"
+  local build_dtype = (t.build == "direct") and pdtype or "fp32"
+  local P = make_params(cx, sh, build_dtype, not lora, lora)
+  if build_dtype ~= pdtype then
+    -- Module._apply: every parameter of a module is converted (new tensor, old one freed)
+    -- depth first, in construction order; LoRA adapters stay fp32
+    for _, p in ipairs(cx.params) do
+      if not (lora and p.trainable) then
+        local np = nn.param(cx, p.name, p.shape, pdtype, p.trainable, nil)
+        cx.params[#cx.params] = nil
+        cx.G:op { name = "to(" .. pdtype .. ") " .. p.name, kind = "elementwise", phase = "build",
+                  inputs = { p.id }, outputs = { np.id }, frees = { p.id },
+                  bytes = nn.bytes(p.shape, "fp32") + nn.bytes(p.shape, pdtype) }
+        p.id, p.dtype = np.id, pdtype
+      end
+    end
+  end
+  -- the input batch is made once, after the model and optimizer, and reused every step
+  local ids = { id = cx.G:tensor { name = "input_ids", bytes = b * s * 8, numel = b * s,
+                                   dtype = "int64", cat = "temp", persistent = true },
+                shape = { b, s }, dtype = "int64", rg = false, name = "input_ids" }
+  cx.G:op { name = "input_ids", kind = "none", phase = "build", inputs = {}, outputs = { ids.id },
+            frees = {} }
+  cx.phase = "fwd"
+
+  -- embedding
+  local x = nn.op(cx, { name = "embed_tokens", kind = "gather", inputs = { ids, P.embed },
+                        outs = { { "inputs_embeds", { b, s, h }, P.embed.dtype } },
+                        saves = { ids }, grads = { "none", { dtype = P.embed.dtype } },
+                        bwd_workspace = { b * s * h * 4 } })
+  if lora and t.checkpointing then
+    -- enable_input_require_grads(): a forward hook makes the embedding output require grad
+    x.rg = true
+  end
+  -- rotary embedding: cos/sin computed in fp32 then cast to the hidden dtype
+  local rshape = { 1, s, hd }
+  local freqs = nn.op(cx, { name = "rotary.freqs", inputs = {}, outs = { { "rotary.freqs", { 1, s, hd // 2 }, "fp32" } } })
+  local emb = nn.op(cx, { name = "rotary.cat", inputs = { freqs }, outs = { { "rotary.emb", rshape, "fp32" } } })
+  local cos32 = nn.ew(cx, "rotary.cos", { emb }, "fp32")
+  local sin32 = nn.ew(cx, "rotary.sin", { emb }, "fp32")
+  local cos = nn.to(cx, cos32, x.dtype, "rotary.cos_cast")
+  local sin = nn.to(cx, sin32, x.dtype, "rotary.sin_cast")
+  if t.attention == "eager" then
+    cx.mask = nn.op(cx, { name = "causal_mask", inputs = {},
+                          outs = { { "causal_mask", { b, 1, s, s }, pdtype == "fp32" and (cx.autocast or "fp32") or pdtype } } })
+  end
+
+  for l = 1, sh.layers do
+    cx.layer = l - 1
+    local L = P.layers[l]
+    local pre = "layers." .. (l - 1)
+    local residual = x
+    local hn = rmsnorm(cx, pre .. ".input_layernorm", x, L.ln1)
+    local function proj(nm, w)
+      if lora and L.lora and L.lora[nm] then
+        return lora_linear(cx, pre .. ".self_attn." .. nm .. "_proj", hn, w, L.lora[nm], lora)
+      end
+      return linear(cx, pre .. ".self_attn." .. nm .. "_proj", hn, w)
+    end
+    local q, k, v = proj("q", L.q), proj("k", L.k), proj("v", L.v)
+    -- .view(b, s, heads, hd).transpose(1, 2): backward copies the non-contiguous gradient
+    local qv = nn.view_op(cx, pre .. ".q_heads", q, { b, sh.heads, s, hd })
+    local kv = nn.view_op(cx, pre .. ".k_heads", k, { b, sh.kv_heads, s, hd })
+    local vv = nn.view_op(cx, pre .. ".v_heads", v, { b, sh.kv_heads, s, hd })
+    local qe = rotary(cx, pre .. ".q_rotary", qv, cos, sin)
+    local ke = rotary(cx, pre .. ".k_rotary", kv, cos, sin)
+    -- DynamicCache.update (use_cache defaults to True): torch.cat onto an empty cache copies
+    -- the keys and values; the copies are what attention sees and saves
+    local kc = nn.op(cx, { name = pre .. ".cache_keys", inputs = { ke },
+                           outs = { { pre .. ".cache.keys", ke.shape, ke.dtype } },
+                           grads = { { pass = 1 } } })
+    local vc = nn.op(cx, { name = pre .. ".cache_values", inputs = { vv },
+                           outs = { { pre .. ".cache.values", vv.shape, vv.dtype } },
+                           grads = { { pass = 1 } } })
+    if sh.kv_heads ~= sh.heads then
+      -- repeat_kv: expand + reshape copies the keys and values to every query head
+      local rep = { b, sh.heads, s, hd }
+      kc = nn.op(cx, { name = pre .. ".repeat_k", inputs = { kc }, outs = { { pre .. ".k_rep", rep, kc.dtype } },
+                       grads = { { dtype = kc.dtype } } })
+      vc = nn.op(cx, { name = pre .. ".repeat_v", inputs = { vc }, outs = { { pre .. ".v_rep", rep, vc.dtype } },
+                       grads = { { dtype = vc.dtype } } })
+    end
+    local qa = qe
+    if cx.autocast and qe.dtype ~= cx.autocast then
+      qa = nn.to(cx, qe, cx.autocast, pre .. ".q_cast")
+      kc = nn.to(cx, kc, cx.autocast, pre .. ".k_cast")
+      vc = nn.to(cx, vc, cx.autocast, pre .. ".v_cast")
+    end
+    local ao = attention(cx, pre .. ".self_attn", qa, kc, vc, sh, b, s, t.attention)
+    local ao2
+    if t.attention == "eager" then
+      -- transpose(1, 2).contiguous()
+      ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
+                        outs = { { pre .. ".attn_out_t", { b, s, h }, ao.dtype } } })
+    else
+      ao2 = nn.view(cx, ao, { b, s, h })
+    end
+    local o = linear(cx, pre .. ".self_attn.o_proj", ao2, L.o)
+    local h1 = nn.op(cx, { name = pre .. ".residual_add1", inputs = { residual, o },
+                           outs = { { pre .. ".h1", { b, s, h }, promote(residual.dtype, o.dtype) } },
+                           grads = { { pass = 1 }, { pass = 1 } } })
+    local hn2 = rmsnorm(cx, pre .. ".post_attention_layernorm", h1, L.ln2)
+    local g = linear(cx, pre .. ".mlp.gate_proj", hn2, L.gate)
+    local act = nn.ew(cx, pre .. ".mlp.silu", { g }, g.dtype, { g })
+    local u = linear(cx, pre .. ".mlp.up_proj", hn2, L.up)
+    local m = nn.ew(cx, pre .. ".mlp.mul", { act, u }, act.dtype, { act, u }, nil)
+    local d = linear(cx, pre .. ".mlp.down_proj", m, L.down)
+    x = nn.op(cx, { name = pre .. ".residual_add2", inputs = { h1, d },
+                    outs = { { pre .. ".out", { b, s, h }, promote(h1.dtype, d.dtype) } },
+                    grads = { { pass = 1 }, { pass = 1 } } })
+  end
+  cx.layer = -1
+  local hf = rmsnorm(cx, "model.norm", x, P.norm)
+  local logits = linear(cx, "lm_head", hf, P.lm_head)
+  nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped
+  -- ForCausalLMLoss: logits.float(); labels padded and shifted; cross_entropy = log_softmax
+  -- (saves its fp32 output) + nll_loss
+  local lf = nn.to(cx, logits, "fp32", "logits.float")
+  local labels = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
+  local shifted = nn.op(cx, { name = "labels.shift", inputs = { labels }, outs = { { "shift_labels", { b, s }, "int64" } } })
+  local lsm = nn.op(cx, { name = "log_softmax", kind = "softmax", inputs = { lf },
+                          outs = { { "log_probs", lf.shape, "fp32" } }, save_outs = { 1 },
+                          flops = 5 * nn.numel(lf.shape) })
+  local loss = nn.op(cx, { name = "nll_loss", inputs = { lsm, shifted },
+                           outs = { { "loss", {}, "fp32" }, { "total_weight", {}, "fp32", no_grad = true } },
+                           saves = { shifted, lsm }, save_outs = { 2 },
+                           grads = { { dtype = "fp32" }, "none" } })
+  nn.end_forward(cx)
+  cx.tokens = b * s
+  return loss, P, sh
+end
+
+return M

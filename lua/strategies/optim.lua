@@ -1,0 +1,115 @@
+-- optim.lua: the optimizer step and zero_grad as torch.optim runs them, tensor by tensor.
+--
+-- AdamW (torch/optim/adamw.py, adam.py in 2.11):
+--   state init (first step): per parameter, in order: [step on device if fused] exp_avg,
+--     exp_avg_sq (zeros_like, the parameter's dtype)
+--   foreach:  in-place _foreach_* updates, then exp_avg_sq_sqrt = _foreach_sqrt(exp_avg_sqs)
+--             (one new tensor per parameter, all alive until the step returns; the Python list
+--             frees them last-first)
+--   for-loop: per parameter denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps): the sqrt and the
+--             quotient, the sqrt freed at once, denom kept until the next parameter's replaces it
+--   fused:    one kernel, no temporaries
+-- SGD with momentum: a momentum buffer per parameter (first step: a clone of the gradient).
+-- zero_grad(set_to_none=True) drops every .grad in parameter order.
+local nn = require "vrsim.nn"
+
+local M = {}
+
+local function state_tensor(cx, p, what)
+  local id = cx.G:tensor { name = p.name .. "." .. what, bytes = nn.bytes(p.shape, p.dtype),
+                           numel = nn.numel(p.shape), dtype = p.dtype, cat = "optstate",
+                           persistent = true }
+  return { id = id, shape = p.shape, dtype = p.dtype, name = p.name .. "." .. what }
+end
+
+local function op(cx, spec)
+  spec.phase = spec.phase or "optim"
+  spec.kind = spec.kind or "elementwise"
+  spec.inputs = spec.inputs or {}
+  spec.outputs = spec.outputs or {}
+  cx.G:op(spec)
+end
+
+function M.build(cx, cfg, params)
+  local t = cfg.training
+  local G = cx.G
+  local trainable = {}
+  for _, p in ipairs(params) do
+    if p.trainable then trainable[#trainable + 1] = p end
+  end
+  local grads = {}
+  local missing = {}
+  for i, p in ipairs(trainable) do
+    grads[i] = G:param_grad(p.id)
+    if not grads[i] then missing[#missing + 1] = p.name end
+  end
+  if #missing > 0 then
+    error(("%d parameters got no gradient (first: %s)"):format(#missing, table.concat(missing, ", ", 1, math.min(#missing, 12))), 0)
+  end
+  local kind, impl = t.optimizer, t.optimizer_impl
+  local total = 0
+  for _, p in ipairs(trainable) do total = total + nn.bytes(p.shape, p.dtype) end
+
+  if kind == "adamw" or kind == "adam" then
+    -- state creation, first step only
+    for _, p in ipairs(trainable) do
+      local outs = {}
+      if impl == "fused" then
+        outs[#outs + 1] = G:tensor { name = p.name .. ".step", bytes = 4, numel = 1, dtype = "fp32",
+                                     cat = "optstate", persistent = true }
+      end
+      p.exp_avg = state_tensor(cx, p, "exp_avg")
+      p.exp_avg_sq = state_tensor(cx, p, "exp_avg_sq")
+      outs[#outs + 1] = p.exp_avg.id
+      outs[#outs + 1] = p.exp_avg_sq.id
+      op(cx, { name = "adamw.init " .. p.name, outputs = outs, once = true, frees = {},
+               bytes = 2 * nn.bytes(p.shape, p.dtype) })
+    end
+    local n = nn.numel
+    if impl == "foreach" then
+      op(cx, { name = "adamw.foreach_update", frees = {}, bytes = 7 * total,
+               flops = 0 })
+      local sq = {}
+      for i, p in ipairs(trainable) do
+        sq[i] = G:tensor { name = p.name .. ".exp_avg_sq_sqrt", bytes = nn.bytes(p.shape, p.dtype),
+                           numel = n(p.shape), dtype = p.dtype, cat = "temp" }
+      end
+      op(cx, { name = "adamw._foreach_sqrt", outputs = sq, frees = {}, bytes = 2 * total })
+      local rev = {}
+      for i = #sq, 1, -1 do rev[#rev + 1] = sq[i] end
+      op(cx, { name = "adamw._foreach_addcdiv_", inputs = sq, frees = rev, bytes = 4 * total })
+    elseif impl == "forloop" then
+      local prev = nil
+      for _, p in ipairs(trainable) do
+        local b = nn.bytes(p.shape, p.dtype)
+        op(cx, { name = "adamw.update " .. p.name, frees = {}, bytes = 7 * b })
+        local s = G:tensor { name = p.name .. ".sqrt", bytes = b, numel = n(p.shape), dtype = p.dtype, cat = "temp" }
+        local d = G:tensor { name = p.name .. ".denom", bytes = b, numel = n(p.shape), dtype = p.dtype, cat = "temp" }
+        op(cx, { name = "adamw.sqrt " .. p.name, outputs = { s }, frees = {}, bytes = 2 * b })
+        op(cx, { name = "adamw.div " .. p.name, inputs = { s }, outputs = { d },
+                 frees = prev and { s, prev } or { s }, bytes = 2 * b })
+        op(cx, { name = "adamw.addcdiv_ " .. p.name, inputs = { d }, frees = {}, bytes = 4 * b })
+        prev = d
+      end
+      if prev then op(cx, { name = "adamw.step returns", kind = "none", frees = { prev } }) end
+    elseif impl == "fused" then
+      op(cx, { name = "adamw._fused_adamw_", frees = {}, bytes = 7 * total })
+    else
+      error("optimizer_impl must be foreach, forloop or fused", 0)
+    end
+  elseif kind == "sgd" then
+    for _, p in ipairs(trainable) do
+      p.momentum = state_tensor(cx, p, "momentum_buffer")
+      op(cx, { name = "sgd.init " .. p.name, outputs = { p.momentum.id }, once = true, frees = {},
+               bytes = 2 * nn.bytes(p.shape, p.dtype) })
+    end
+    op(cx, { name = "sgd.update", frees = {}, bytes = 5 * total })
+  else
+    error("optimizer must be adamw or sgd", 0)
+  end
+  -- zero_grad(set_to_none=True)
+  op(cx, { name = "zero_grad(set_to_none=True)", kind = "none", phase = "zero_grad", frees = grads })
+  return total
+end
+
+return M

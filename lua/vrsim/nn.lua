@@ -1,0 +1,184 @@
+-- nn.lua: building blocks for forward graphs, one aten-level op each, with what the kernel
+-- really allocates and saves for backward (so the core can derive backward and free saved
+-- tensors at the right moment).
+--
+-- A tensor here is a table { id = <graph id>, shape = {...}, dtype = "bf16", rg = <requires grad> }.
+-- Every constructor takes a context `cx` made by nn.context(G, opts):
+--   cx.G        the Graph userdata
+--   cx.phase    "fwd" (default) or "build"/"optim"
+--   cx.layer    current layer index for reports
+--   cx.no_grad  ops record no autograd history
+--   cx.held     tensors the framework holds until the end of forward (model outputs)
+local nn = {}
+
+local DT_SIZE = { fp32 = 4, fp16 = 2, bf16 = 2, fp8 = 1, int8 = 1, uint8 = 1, int32 = 4, int64 = 8,
+                  bool = 1, nf4 = 1 }
+nn.DT_SIZE = DT_SIZE
+
+function nn.numel(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
+function nn.bytes(shape, dtype)
+  local s = DT_SIZE[dtype] or error("unknown dtype " .. tostring(dtype), 2)
+  return nn.numel(shape) * s
+end
+
+function nn.context(G, opts)
+  local cx = { G = G, phase = "fwd", layer = -1, no_grad = false, held = {}, params = {},
+               autocast = opts and opts.autocast or nil, cast_cache = {} }
+  return cx
+end
+
+-- A new activation tensor (not yet produced by any op).
+local function new_tensor(cx, name, shape, dtype, rg, cat)
+  local id = cx.G:tensor { name = name, bytes = nn.bytes(shape, dtype), numel = nn.numel(shape),
+                           dtype = dtype, cat = cat or "activation", requires_grad = rg }
+  return { id = id, shape = shape, dtype = dtype, rg = rg, name = name }
+end
+nn.new_tensor = new_tensor
+
+-- A view of t with another shape: shares t's storage, allocates nothing.
+function nn.view(cx, t, shape, name)
+  local id = cx.G:tensor { name = name or (t.name .. ".view"), bytes = 0,
+                           numel = nn.numel(shape), dtype = t.dtype, base = t.id,
+                           requires_grad = t.rg }
+  return { id = id, shape = shape, dtype = t.dtype, rg = t.rg, name = name or t.name, base = t }
+end
+
+-- A view op whose backward allocates a full-size gradient buffer: slicing (SliceBackward
+-- writes into zeros of the base's shape) or view+transpose (ViewBackward copies a
+-- non-contiguous gradient). Forward allocates nothing.
+function nn.view_op(cx, name, x, shape, grad_bytes)
+  local v = nn.view(cx, x, shape, name)
+  nn.op(cx, { name = name, kind = "none", inputs = { x }, out_tensors = { v },
+              grads = { { bytes = grad_bytes or nn.bytes(x.shape, x.dtype), dtype = x.dtype } },
+              bytes = 0 })
+  return v
+end
+
+-- A parameter (allocated when the model is built).
+function nn.param(cx, name, shape, dtype, trainable, module)
+  local id = cx.G:tensor { name = name, bytes = nn.bytes(shape, dtype), numel = nn.numel(shape),
+                           dtype = dtype, cat = "param", param = true, persistent = true,
+                           trainable = trainable, requires_grad = trainable, module = module }
+  local p = { id = id, shape = shape, dtype = dtype, rg = trainable, name = name, param = true,
+              trainable = trainable }
+  cx.params[#cx.params + 1] = p
+  return p
+end
+
+-- Generic op. spec fields:
+--   name, kind, inputs (tensors), outs ({ {name, shape, dtype} ...}) or out_tensors (made already),
+--   saves (tensors), grads (per input: "new" | "none" | {pass = k} | {bytes=, dtype=, view=}),
+--   grad_order (input indices), workspace, bwd_workspace (bytes), flops, bytes, dtype
+-- Returns the output tensors (unpacked).
+function nn.op(cx, spec)
+  local inputs = spec.inputs
+  local rg = false
+  if not cx.no_grad then
+    for i, x in ipairs(inputs) do
+      local g = spec.grads and spec.grads[i]
+      if x.rg and g ~= "none" then rg = true end
+    end
+  end
+  local outs = spec.out_tensors or {}
+  if not spec.out_tensors then
+    for i, o in ipairs(spec.outs or {}) do
+      outs[i] = new_tensor(cx, o[1], o[2], o[3], rg and not o.no_grad)
+    end
+  end
+  if rg and spec.save_outs then
+    spec.saves = spec.saves or {}
+    for _, k in ipairs(spec.save_outs) do spec.saves[#spec.saves + 1] = outs[k] end
+  end
+  local grads
+  if rg then
+    grads = {}
+    for i, x in ipairs(inputs) do
+      local g = spec.grads and spec.grads[i] or "new"
+      if g == "new" then
+        grads[i] = { dtype = x.dtype }
+      elseif type(g) == "table" then
+        grads[i] = { pass = g.pass, bytes = g.bytes, dtype = g.dtype or x.dtype, view = g.view }
+      else
+        grads[i] = "none"
+      end
+    end
+  end
+  local bytes = spec.bytes
+  if not bytes then
+    bytes = 0
+    for _, x in ipairs(inputs) do bytes = bytes + nn.bytes(x.shape, x.dtype) end
+    for _, o in ipairs(outs) do bytes = bytes + nn.bytes(o.shape, o.dtype) end
+  end
+  local ids = function(list)
+    local r = {}
+    for i, t in ipairs(list or {}) do r[i] = t.id end
+    return r
+  end
+  cx.G:op {
+    name = spec.name, kind = spec.kind or "elementwise", phase = spec.phase or cx.phase,
+    inputs = ids(inputs), outputs = ids(outs), saves = rg and ids(spec.saves) or nil,
+    frees = spec.frees and ids(spec.frees) or nil,
+    grads = grads, grad_order = spec.grad_order, workspace = spec.workspace,
+    bwd_workspace = spec.bwd_workspace, flops = spec.flops or 0, bytes = bytes,
+    bwd_flops = spec.bwd_flops, dtype = spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
+    layer = cx.layer, once = spec.once, no_grad = cx.no_grad,
+  }
+  return table.unpack(outs)
+end
+
+-- Elementwise op producing one tensor shaped like `like` (or `shape`) in `dtype`.
+function nn.ew(cx, name, inputs, dtype, saves, grads, shape)
+  local s = shape or inputs[1].shape
+  return nn.op(cx, { name = name, inputs = inputs, outs = { { name, s, dtype } }, saves = saves,
+                     grads = grads, flops = nn.numel(s), dtype = dtype })
+end
+
+-- x.to(dtype): no-op (same tensor) when the dtype matches.
+function nn.to(cx, x, dtype, name)
+  if x.dtype == dtype then return x end
+  return nn.op(cx, { name = name or "to_" .. dtype, inputs = { x },
+                     outs = { { name or (x.name .. "." .. dtype), x.shape, dtype } },
+                     grads = { { dtype = x.dtype } } })
+end
+
+-- Matrix product of x (..., k) with weight w (n, k) as F.linear runs it (matmul folds the
+-- leading dims into one GEMM, so the input gradient comes back as a view).
+function nn.linear(cx, name, x, w, out_dtype)
+  local shape = {}
+  for i = 1, #x.shape - 1 do shape[i] = x.shape[i] end
+  shape[#shape + 1] = w.shape[1]
+  local m = nn.numel(x.shape) / x.shape[#x.shape]
+  local flops = 2 * m * w.shape[1] * w.shape[2]
+  local wg = w.rg and { dtype = w.dtype } or "none"
+  return nn.op(cx, { name = name, kind = "mm", inputs = { x, w },
+                     outs = { { name, shape, out_dtype or x.dtype } },
+                     saves = { x, w }, grads = { { dtype = x.dtype, view = true }, wg },
+                     grad_order = { 2, 1 }, flops = flops, bwd_flops = 2 * flops,
+                     dtype = out_dtype or x.dtype })
+end
+
+-- Hold t until the end of forward (a model output the caller keeps until it drops the
+-- output object). Adds one reference released by nn.end_forward.
+function nn.hold(cx, t)
+  cx.held[#cx.held + 1] = t
+end
+
+-- Ends the forward pass: drops the outputs held by the caller and the autocast weight cache.
+function nn.end_forward(cx)
+  local frees = {}
+  for _, t in ipairs(cx.held) do frees[#frees + 1] = t end
+  for _, t in pairs(cx.cast_cache) do frees[#frees + 1] = t end
+  if #frees == 0 then return end
+  local ids = {}
+  for i, t in ipairs(frees) do ids[i] = t.id end
+  cx.G:op { name = "end of forward", kind = "none", phase = "fwd", inputs = {}, outputs = {},
+            frees = ids }
+  cx.held = {}
+end
+
+return nn

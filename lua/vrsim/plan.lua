@@ -1,0 +1,304 @@
+-- plan.lua: turns a scenario table into a plan the C core runs.
+--
+-- 1. checks every field against the schema below (unknown fields are errors that name the
+--    scenario's file and line and suggest the closest valid name);
+-- 2. applies --set overrides ("micro_batch=4", "training.seq=4096", "gpu=a100_80g");
+-- 3. looks the GPU up in lua/hw/gpus.lua;
+-- 4. builds the forward graph with the model builder, derives backward (C), adds the optimizer.
+local nn = require "vrsim.nn"
+local gpus = require "hw.gpus"
+
+local P = {}
+
+-- section -> field -> { type, default, check, help }
+local SCHEMA = {
+  title = "string",
+  hardware = {
+    gpu = { "string", "h200", "catalog name (vrsim gpus)" },
+    count = { "integer", 1, "data-parallel GPUs (symmetric ranks, simulated once)" },
+    memory_fraction = { "number", nil, "torch.cuda.set_per_process_memory_fraction" },
+    capacity_gib = { "number", nil, "pretend the card has this much memory (GiB)" },
+    capacity_mib = { "number", nil, "the same in MiB" },
+  },
+  model = {
+    arch = { "string", "llama2", "model family: llama2" },
+    size = { "string", "7b", "7b, 13b, 70b, or NAME-lN (cut to N layers)" },
+    layers = { "integer", nil, "override the layer count" },
+    hidden = { "integer", nil, "hidden size" },
+    intermediate = { "integer", nil, "MLP size" },
+    heads = { "integer", nil, "attention heads" },
+    kv_heads = { "integer", nil, "key/value heads (grouped-query attention)" },
+    vocab = { "integer", 32000, "vocabulary size" },
+  },
+  training = {
+    micro_batch = { "integer", 1, "sequences per step per GPU" },
+    seq = { "integer", 2048, "tokens per sequence" },
+    precision = { "string", "bf16", "fp32, amp_bf16, amp_fp16, bf16, fp16, lora_bf16, lora_fp16" },
+    optimizer = { "string", "adamw", "adamw or sgd" },
+    optimizer_impl = { "string", "foreach", "foreach, fused or forloop" },
+    attention = { "string", "sdpa", "sdpa or eager" },
+    checkpointing = { "boolean", false, "gradient checkpointing per decoder layer" },
+    steps = { "integer", 4, "training steps to simulate (step 0 creates optimizer state)" },
+    build = { "string", "cast", "cast: built in fp32 then .to(dtype), as from_config does; direct" },
+    lora = { "table", nil, "{ r = 8, alpha = 32, dropout = 0.05, targets = {'q','v'} }" },
+  },
+  allocator = {
+    conf = { "string", "", "PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True" },
+    kind = { "string", "caching", "caching (PyTorch's) or ideal (no fragmentation)" },
+  },
+}
+
+local CHOICES = {
+  precision = { fp32 = 1, amp_bf16 = 1, amp_fp16 = 1, bf16 = 1, fp16 = 1, lora_bf16 = 1, lora_fp16 = 1 },
+  optimizer = { adamw = 1, adam = 1, sgd = 1 },
+  optimizer_impl = { foreach = 1, fused = 1, forloop = 1 },
+  attention = { sdpa = 1, eager = 1 },
+  build = { cast = 1, direct = 1 },
+  kind = { caching = 1, ideal = 1 },
+  arch = { llama2 = 1 },
+}
+
+-- Levenshtein distance, for "did you mean".
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+local function closest(word, names)
+  local best, bd = nil, math.huge
+  for _, n in ipairs(names) do
+    local d = distance(word, n)
+    if d < bd then best, bd = n, d end
+  end
+  if best and bd <= math.max(2, #word // 3) then return best end
+  return nil
+end
+P.closest = closest
+
+local function keys(t)
+  local r = {}
+  for k in pairs(t) do r[#r + 1] = k end
+  table.sort(r)
+  return r
+end
+
+-- The line of the scenario where `field =` first appears (after `section` when given).
+local function line_of(src, field, section)
+  local start = 1
+  if section then
+    local s = src:find("%f[%w_]" .. section .. "%s*=")
+    if s then start = s end
+  end
+  local pos = src:find("%f[%w_]" .. field .. "%s*=", start) or src:find("%f[%w_]" .. field .. "%f[^%w_]", start)
+  if not pos then return nil end
+  local _, n = src:sub(1, pos):gsub("\n", "")
+  return n + 1
+end
+
+local function fail(ctx, field, section, msg)
+  local line = ctx.src and line_of(ctx.src, field, section)
+  error(("%s:%s: %s"):format(ctx.file, line or "?", msg), 0)
+end
+
+local function check_value(ctx, section, field, spec, v, origin)
+  local ty = spec[1]
+  local where = origin or (section .. "." .. field)
+  local bad = function(m)
+    if origin then error(origin .. ": " .. m, 0) end
+    fail(ctx, field, section, m)
+  end
+  if ty == "integer" then
+    if math.type(v) ~= "integer" then
+      if type(v) == "number" and v == math.floor(v) then v = math.tointeger(v)
+      else bad(("%s must be an integer, not %s"):format(where, tostring(v))) end
+    end
+    if v <= 0 then bad(("%s must be > 0, not %d"):format(where, v)) end
+  elseif ty == "number" then
+    if type(v) ~= "number" then bad(("%s must be a number, not %s"):format(where, tostring(v))) end
+    if v <= 0 then bad(("%s must be > 0"):format(where)) end
+  elseif ty == "boolean" then
+    if type(v) ~= "boolean" then bad(("%s must be true or false"):format(where)) end
+  elseif ty == "string" then
+    if type(v) ~= "string" then bad(("%s must be a string"):format(where)) end
+    local ch = CHOICES[field]
+    if ch and not ch[v] then
+      local s = closest(v, keys(ch))
+      bad(("%s: unknown value '%s' (one of: %s)%s"):format(where, v, table.concat(keys(ch), ", "),
+          s and ("; did you mean '" .. s .. "'?") or ""))
+    end
+  elseif ty == "table" then
+    if type(v) ~= "table" then bad(("%s must be a table"):format(where)) end
+  end
+  return v
+end
+
+-- Converts a --set value string to the field's type.
+local function parse_set_value(spec, raw, origin)
+  local ty = spec[1]
+  if ty == "integer" or ty == "number" then
+    local n = tonumber(raw)
+    if not n then error(("%s: '%s' is not a number"):format(origin, raw), 0) end
+    return n
+  elseif ty == "boolean" then
+    if raw == "true" or raw == "1" or raw == "yes" then return true end
+    if raw == "false" or raw == "0" or raw == "no" then return false end
+    error(("%s: '%s' is not true or false"):format(origin, raw), 0)
+  elseif ty == "table" then
+    error(("%s: tables cannot be set from the command line"):format(origin), 0)
+  end
+  return raw
+end
+
+-- Every field name -> its sections (for "micro_batch=4" without a section).
+local function field_index()
+  local idx = {}
+  for sec, fields in pairs(SCHEMA) do
+    if type(fields) == "table" then
+      for f in pairs(fields) do
+        idx[f] = idx[f] or {}
+        table.insert(idx[f], sec)
+      end
+    end
+  end
+  return idx
+end
+
+function P.normalize(scn, sets, file, src)
+  local ctx = { file = file, src = src }
+  local cfg = {}
+  for k, v in pairs(scn) do
+    if type(k) ~= "string" or SCHEMA[k] == nil then
+      local s = type(k) == "string" and closest(k, keys(SCHEMA))
+      fail(ctx, tostring(k), nil, ("unknown section '%s'%s"):format(tostring(k),
+           s and ("; did you mean '" .. s .. "'?") or " (sections: " .. table.concat(keys(SCHEMA), ", ") .. ")"))
+    end
+  end
+  cfg.title = scn.title
+  for sec, fields in pairs(SCHEMA) do
+    if type(fields) == "table" then
+      local given = scn[sec] or {}
+      if type(given) ~= "table" then fail(ctx, sec, nil, sec .. " must be a table") end
+      cfg[sec] = {}
+      for f, v in pairs(given) do
+        if not fields[f] then
+          local s = closest(tostring(f), keys(fields))
+          fail(ctx, tostring(f), sec, ("unknown field '%s.%s'%s"):format(sec, tostring(f),
+               s and ("; did you mean '" .. s .. "'?") or (" (fields: " .. table.concat(keys(fields), ", ") .. ")")))
+        end
+        cfg[sec][f] = check_value(ctx, sec, f, fields[f], v)
+      end
+    end
+  end
+  local idx = field_index()
+  for _, set in ipairs(sets) do
+    local key, raw = set:match("^([%w_%.]+)=(.*)$")
+    if not key then error(("--set %s: expected key=value"):format(set), 0) end
+    local sec, f = key:match("^([%w_]+)%.([%w_]+)$")
+    if not sec then
+      f = key
+      local secs = idx[f]
+      if not secs then
+        local all = {}
+        for name in pairs(idx) do all[#all + 1] = name end
+        table.sort(all)
+        local s = closest(f, all)
+        error(("--set %s: unknown field '%s'%s"):format(set, f, s and ("; did you mean '" .. s .. "'?") or ""), 0)
+      end
+      if #secs > 1 then
+        error(("--set %s: '%s' is in several sections (%s): write section.%s"):format(set, f,
+              table.concat(secs, ", "), f), 0)
+      end
+      sec = secs[1]
+    end
+    local spec = SCHEMA[sec] and SCHEMA[sec][f]
+    if not spec then error(("--set %s: unknown field '%s.%s'"):format(set, sec, f), 0) end
+    local origin = "--set " .. set
+    cfg[sec][f] = check_value(ctx, sec, f, spec, parse_set_value(spec, raw, origin), origin)
+  end
+  for sec, fields in pairs(SCHEMA) do
+    if type(fields) == "table" then
+      for f, spec in pairs(fields) do
+        if cfg[sec][f] == nil then cfg[sec][f] = spec[2] end
+      end
+    end
+  end
+  return cfg, ctx
+end
+
+local function device_of(cfg, ctx)
+  local name = cfg.hardware.gpu
+  local g = gpus[name]
+  if not g then
+    local s = closest(name, keys(gpus))
+    local msg = ("unknown GPU '%s'%s (vrsim gpus lists them)"):format(name,
+                s and ("; did you mean '" .. s .. "'?") or "")
+    if ctx.from_set then error(msg, 0) end
+    fail(ctx, "gpu", "hardware", msg)
+  end
+  return {
+    key = name, name = g.name,
+    total_bytes = g.usable_bytes or g.memory_bytes,
+    context_bytes = g.cuda_context_bytes or 0,
+    cublas_workspace_bytes = g.cublas_workspace_bytes or 0,
+    peak_flops = g.peak_flops, mem_bw = g.mem_bw_bytes_per_s,
+    -- efficiencies: without a calibrated profile, large GEMMs are taken to reach 75 % of the
+    -- datasheet dense rate and streaming kernels 85 % of HBM bandwidth (H200 through PyTorch:
+    -- 777/989 TFLOP/s bf16 and 4.22/4.8 TB/s, validation/hw_h200_pytorch.json)
+    eff_compute = g.eff_compute or 0.75, eff_memory = g.eff_memory or 0.85,
+    launch_ns = g.launch_ns or 5000,
+  }, g
+end
+
+function P.build(scn, sets, file, src)
+  local cfg, ctx = P.normalize(scn, sets, file, src)
+  for _, s in ipairs(sets) do if s:match("^gpu=") or s:match("^hardware%.gpu=") then ctx.from_set = true end end
+  local dev, g = device_of(cfg, ctx)
+  local G = require("vrsim.core").new_graph()
+  local cx = nn.context(G)
+  local model = require("models." .. cfg.model.arch)
+  local ok, loss, _, shape = pcall(model.build, cx, cfg)
+  if not ok then
+    local msg = tostring(loss)
+    if not msg:match("^[^:]+:%d+:") then fail(ctx, "model", nil, msg) end
+    error(msg, 0)
+  end
+  G:derive_backward(loss.id)
+  cx.phase = "optim"
+  require("strategies.optim").build(cx, cfg, cx.params)
+
+  -- capacity the allocator may reserve: the card minus the CUDA context, or the fraction cap
+  local total = dev.total_bytes
+  if cfg.hardware.capacity_gib then total = math.floor(cfg.hardware.capacity_gib * 2^30) end
+  if cfg.hardware.capacity_mib then total = math.floor(cfg.hardware.capacity_mib * 2^20) end
+  local cap = total - dev.context_bytes
+  local fraction_set = false
+  if cfg.hardware.memory_fraction then
+    if cfg.hardware.memory_fraction > 1 then error("hardware.memory_fraction must be <= 1", 0) end
+    cap = math.min(cap, math.floor(cfg.hardware.memory_fraction * dev.total_bytes))
+    fraction_set = true
+  end
+  local t = cfg.training
+  local settings = ("%s %s, micro-batch %d x seq %d, %s, %s %s, attention %s%s%s"):format(
+    cfg.model.arch, cfg.model.size, t.micro_batch, t.seq, t.precision, t.optimizer,
+    t.optimizer_impl, t.attention, t.checkpointing and ", checkpointing" or "",
+    cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "")
+  return {
+    graph = G, title = cfg.title or "", model = cfg.model.arch .. "-" .. cfg.model.size,
+    settings = settings, steps = t.steps, gpus = cfg.hardware.count,
+    tokens_per_step = t.micro_batch * t.seq, samples_per_step = t.micro_batch,
+    device = dev,
+    allocator = { conf = cfg.allocator.conf, kind = cfg.allocator.kind, capacity_bytes = cap,
+                  fraction_set = fraction_set },
+  }
+end
+
+return P

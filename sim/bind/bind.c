@@ -1,0 +1,626 @@
+/* bind.c: the sandboxed Lua state that runs scenarios, and the `vrsim` Lua module.
+ *
+ * The only code in vrsim that includes lua.h. The flow of scenario_load_source:
+ *   1. a fresh state with a counting allocator (memory limit) and an instruction-count hook;
+ *      only base/string/table/math/utf8 are opened unless --unsafe; dofile/loadfile are removed
+ *      and `load` accepts text only; `require` is replaced by one that searches lua/ and the
+ *      scenario's folder only;
+ *   2. the scenario chunk runs and must return a table;
+ *   3. lua/vrsim/plan.lua validates it (unknown fields get a file:line error and a suggestion),
+ *      applies --set overrides and builds the graph through a Graph userdata;
+ *   4. the returned plan table is read into a C Plan.
+ * C objects are full userdata with __gc; the Graph is created after its userdata so a Lua
+ * error never leaks it. */
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../scenario.h"
+
+#define DEFAULT_INSTRUCTIONS 400000000L
+#define DEFAULT_MEMORY ((size_t)1 << 30)
+#define HOOK_EVERY 10000
+
+typedef struct Sandbox {
+    size_t used, limit;          /* bytes */
+    long instructions, limit_ins;
+    char lua_dir[PATH_MAX];
+    char scn_dir[PATH_MAX];      /* "" = none */
+} Sandbox;
+
+static void *sandbox_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    Sandbox *sb = ud;
+    size_t old = ptr ? osize : 0;
+    if (nsize == 0) {
+        sb->used -= old;
+        free(ptr);
+        return NULL;
+    }
+    if (nsize > old && sb->used + (nsize - old) > sb->limit) return NULL;
+    void *p = realloc(ptr, nsize);
+    if (p) sb->used = sb->used - old + nsize;
+    return p;
+}
+
+static void count_hook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    Sandbox *sb;
+    lua_getallocf(L, (void **)&sb);
+    sb->instructions += HOOK_EVERY;
+    if (sb->instructions > sb->limit_ins)
+        luaL_error(L, "instruction limit reached (%ld): a runaway loop in the scenario?",
+                   sb->limit_ins);
+}
+
+/* ---- Graph userdata ------------------------------------------------------------------- */
+
+typedef struct GraphBox { Graph *g; } GraphBox;
+#define GRAPH_MT "vrsim.Graph"
+
+static Graph *check_graph(lua_State *L) {
+    GraphBox *b = luaL_checkudata(L, 1, GRAPH_MT);
+    if (!b->g) luaL_error(L, "graph already taken");
+    return b->g;
+}
+
+static int graph_gc(lua_State *L) {
+    GraphBox *b = luaL_checkudata(L, 1, GRAPH_MT);
+    graph_free(b->g);
+    b->g = NULL;
+    return 0;
+}
+
+static lua_Integer field_int(lua_State *L, int t, const char *k, lua_Integer def) {
+    lua_getfield(L, t, k);
+    lua_Integer v = def;
+    if (!lua_isnil(L, -1)) {
+        int ok;
+        v = lua_tointegerx(L, -1, &ok);
+        if (!ok) {
+            double d = lua_tonumber(L, -1);
+            if (!lua_isnumber(L, -1)) luaL_error(L, "field '%s' must be a number", k);
+            v = (lua_Integer)d;
+        }
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static double field_num(lua_State *L, int t, const char *k, double def) {
+    lua_getfield(L, t, k);
+    double v = def;
+    if (!lua_isnil(L, -1)) {
+        if (!lua_isnumber(L, -1)) luaL_error(L, "field '%s' must be a number", k);
+        v = lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static bool field_bool(lua_State *L, int t, const char *k, bool def) {
+    lua_getfield(L, t, k);
+    bool v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* Copies field k (a string) into buf; returns buf or NULL when absent. */
+static const char *field_str(lua_State *L, int t, const char *k, char *buf, size_t n) {
+    lua_getfield(L, t, k);
+    const char *r = NULL;
+    if (!lua_isnil(L, -1)) {
+        const char *s = luaL_tolstring(L, -1, NULL);
+        snprintf(buf, n, "%s", s);
+        lua_pop(L, 1);
+        r = buf;
+    }
+    lua_pop(L, 1);
+    return r;
+}
+
+static DType parse_dtype(lua_State *L, const char *s) {
+    DType d;
+    if (dtype_parse(s, &d)) luaL_error(L, "unknown dtype '%s'", s);
+    return d;
+}
+
+/* Reads an array field of integers (tensor ids, 1-based in Lua -> 0-based) into a userdata
+ * buffer kept on the stack; returns its length. */
+static int field_ids(lua_State *L, int t, const char *k, int **out, bool ids) {
+    lua_getfield(L, t, k);
+    *out = NULL;
+    if (lua_isnil(L, -1)) return 0; /* leaves nil on the stack: popped with the op's frame */
+    luaL_checktype(L, -1, LUA_TTABLE);
+    int n = (int)luaL_len(L, -1);
+    int *buf = lua_newuserdatauv(L, sizeof(int) * (size_t)(n + 1), 0);
+    for (int i = 0; i < n; i++) {
+        lua_geti(L, -2, i + 1);
+        if (lua_istable(L, -1)) lua_getfield(L, -1, "id"), lua_remove(L, -2);
+        int ok;
+        lua_Integer v = lua_tointegerx(L, -1, &ok);
+        if (!ok) luaL_error(L, "%s[%d] is not a tensor", k, i + 1);
+        buf[i] = (int)(ids ? v - 1 : v);
+        lua_pop(L, 1);
+    }
+    *out = buf;
+    return n;
+}
+
+static int field_u64s(lua_State *L, int t, const char *k, uint64_t **out) {
+    lua_getfield(L, t, k);
+    *out = NULL;
+    if (lua_isnil(L, -1)) return 0;
+    luaL_checktype(L, -1, LUA_TTABLE);
+    int n = (int)luaL_len(L, -1);
+    uint64_t *buf = lua_newuserdatauv(L, sizeof(uint64_t) * (size_t)(n + 1), 0);
+    for (int i = 0; i < n; i++) {
+        lua_geti(L, -2, i + 1);
+        double v = lua_tonumber(L, -1);
+        if (v < 0) luaL_error(L, "%s[%d] must be >= 0", k, i + 1);
+        buf[i] = (uint64_t)v;
+        lua_pop(L, 1);
+    }
+    *out = buf;
+    return n;
+}
+
+static const struct { const char *name; Category c; } CATS[] = {
+    {"param", CAT_PARAM}, {"grad", CAT_GRAD}, {"optstate", CAT_OPTSTATE},
+    {"activation", CAT_ACTIVATION}, {"temp", CAT_TEMP}};
+static const struct { const char *name; Phase p; } PHASES[] = {
+    {"build", PH_BUILD}, {"fwd", PH_FWD}, {"bwd", PH_BWD}, {"recompute", PH_RECOMPUTE},
+    {"optim", PH_OPTIM}, {"zero_grad", PH_ZERO_GRAD}};
+
+static void raise_status(lua_State *L, Graph *g, VrStatus st) {
+    if (st == VR_ENOMEM) luaL_error(L, "out of host memory");
+    luaL_error(L, "%s", graph_error(g));
+}
+
+/* G:module(name) -> index */
+static int l_module(lua_State *L) {
+    Graph *g = check_graph(L);
+    int m = graph_add_module(g, luaL_checkstring(L, 2));
+    if (m < 0) luaL_error(L, "out of host memory");
+    lua_pushinteger(L, m);
+    return 1;
+}
+
+/* G:tensor{name=, bytes=, numel=, dtype=, cat=, requires_grad=, trainable=, param=,
+ *          persistent=, module=, base=} -> id (1-based) */
+static int l_tensor(lua_State *L) {
+    Graph *g = check_graph(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    char name[160], dt[16] = "fp32", cat[16] = "activation";
+    Tensor t = {.base = -1, .producer = -1, .module = -1};
+    t.name = field_str(L, 2, "name", name, sizeof name) ? name : "tensor";
+    field_str(L, 2, "dtype", dt, sizeof dt);
+    t.dtype = parse_dtype(L, dt);
+    double bytes = field_num(L, 2, "bytes", -1);
+    if (bytes < 0) luaL_error(L, "tensor '%s': bytes must be >= 0", t.name);
+    if (bytes > 1e18) luaL_error(L, "tensor '%s': %.3g bytes is beyond any device", t.name, bytes);
+    t.bytes = (uint64_t)bytes;
+    t.numel = (uint64_t)field_num(L, 2, "numel", 0);
+    field_str(L, 2, "cat", cat, sizeof cat);
+    bool found = false;
+    for (size_t i = 0; i < sizeof CATS / sizeof CATS[0]; i++)
+        if (strcmp(cat, CATS[i].name) == 0) t.cat = CATS[i].c, found = true;
+    if (!found) luaL_error(L, "unknown tensor category '%s'", cat);
+    t.requires_grad = field_bool(L, 2, "requires_grad", false);
+    t.trainable = field_bool(L, 2, "trainable", false);
+    t.is_param = field_bool(L, 2, "param", false);
+    t.persistent = field_bool(L, 2, "persistent", t.is_param);
+    t.module = (int)field_int(L, 2, "module", -1);
+    t.base = (int)field_int(L, 2, "base", 0) - 1;
+    int id;
+    VrStatus st = graph_add_tensor(g, &t, &id);
+    if (st) raise_status(L, g, st);
+    lua_pushinteger(L, id + 1);
+    return 1;
+}
+
+/* G:op{...}: see lua/vrsim/nn.lua for the fields. Returns the op index. */
+static int l_op(lua_State *L) {
+    Graph *g = check_graph(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int top = lua_gettop(L);
+    char name[160], kind[32] = "elementwise", phase[16] = "fwd", dt[16] = "fp32";
+    Op op = {.fwd_op = -1};
+    op.name = field_str(L, 2, "name", name, sizeof name) ? name : "op";
+    field_str(L, 2, "kind", kind, sizeof kind);
+    op.kind = kind;
+    field_str(L, 2, "phase", phase, sizeof phase);
+    bool found = false;
+    for (size_t i = 0; i < sizeof PHASES / sizeof PHASES[0]; i++)
+        if (strcmp(phase, PHASES[i].name) == 0) op.phase = PHASES[i].p, found = true;
+    if (!found) luaL_error(L, "op '%s': unknown phase '%s'", op.name, phase);
+    field_str(L, 2, "dtype", dt, sizeof dt);
+    op.compute_dtype = parse_dtype(L, dt);
+    op.n_inputs = field_ids(L, 2, "inputs", &op.inputs, true);
+    op.n_outputs = field_ids(L, 2, "outputs", &op.outputs, true);
+    op.n_saves = field_ids(L, 2, "saves", &op.saves, true);
+    lua_getfield(L, 2, "frees");
+    bool has_frees = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (has_frees) {
+        op.n_frees = field_ids(L, 2, "frees", &op.frees, true);
+    } else if (op.phase == PH_FWD || op.phase == PH_RECOMPUTE || op.phase == PH_BUILD ||
+               op.phase == PH_OPTIM) {
+        op.frees = op.inputs; /* each consumer holds its inputs until it ends */
+        op.n_frees = op.n_inputs;
+    }
+    op.n_workspace = field_u64s(L, 2, "workspace", &op.workspace);
+    op.n_bwd_workspace = field_u64s(L, 2, "bwd_workspace", &op.bwd_workspace);
+    op.n_grad_order = field_ids(L, 2, "grad_order", &op.grad_order, true);
+    lua_getfield(L, 2, "grads");
+    if (!lua_isnil(L, -1)) {
+        luaL_checktype(L, -1, LUA_TTABLE);
+        GradSpec *gs = lua_newuserdatauv(L, sizeof(GradSpec) * (size_t)(op.n_inputs + 1), 0);
+        memset(gs, 0, sizeof(GradSpec) * (size_t)(op.n_inputs + 1));
+        for (int i = 0; i < op.n_inputs; i++) {
+            lua_geti(L, -2, i + 1);
+            gs[i].grad_dtype = DT_FP32;
+            if (lua_istable(L, -1)) {
+                int k = lua_gettop(L);
+                char gdt[16] = "fp32";
+                gs[i].mode = GRAD_NEW;
+                double gb = field_num(L, k, "bytes", 0);
+                gs[i].grad_bytes = (uint64_t)gb;
+                field_str(L, k, "dtype", gdt, sizeof gdt);
+                gs[i].grad_dtype = parse_dtype(L, gdt);
+                gs[i].view = field_bool(L, k, "view", false);
+                lua_Integer p = field_int(L, k, "pass", 0);
+                if (p > 0) gs[i].mode = GRAD_PASS, gs[i].pass_output = (int)p - 1;
+            } else if (lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "none") == 0) {
+                gs[i].mode = GRAD_NONE;
+            } else if (!lua_isnil(L, -1)) {
+                luaL_error(L, "op '%s': grads[%d] must be a table or \"none\"", op.name, i + 1);
+            }
+            lua_pop(L, 1);
+        }
+        op.grads = gs;
+    }
+    op.flops = field_num(L, 2, "flops", 0);
+    op.bytes_moved = field_num(L, 2, "bytes", 0);
+    op.bwd_flops = field_num(L, 2, "bwd_flops", 0);
+    op.bwd_bytes = field_num(L, 2, "bwd_bytes", 0);
+    op.layer = (int)field_int(L, 2, "layer", -1);
+    op.once = field_bool(L, 2, "once", false);
+    op.no_grad = field_bool(L, 2, "no_grad", false);
+    int id;
+    VrStatus st = graph_add_op(g, &op, &id);
+    if (st) raise_status(L, g, st);
+    lua_settop(L, top);
+    lua_pushinteger(L, id);
+    return 1;
+}
+
+static int l_derive_backward(lua_State *L) {
+    Graph *g = check_graph(L);
+    int loss = (int)luaL_checkinteger(L, 2) - 1;
+    VrStatus st = graph_derive_backward(g, loss);
+    if (st) raise_status(L, g, st);
+    return 0;
+}
+
+/* G:param_grad(id) -> id of its .grad, or nil */
+static int l_param_grad(lua_State *L) {
+    Graph *g = check_graph(L);
+    int t = graph_param_grad(g, (int)luaL_checkinteger(L, 2) - 1);
+    if (t < 0) lua_pushnil(L);
+    else lua_pushinteger(L, t + 1);
+    return 1;
+}
+
+static int l_num_tensors(lua_State *L) {
+    lua_pushinteger(L, graph_num_tensors(check_graph(L)));
+    return 1;
+}
+
+static int l_new_graph(lua_State *L) {
+    GraphBox *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->g = NULL;
+    luaL_setmetatable(L, GRAPH_MT);
+    if (graph_new(&b->g)) luaL_error(L, "out of host memory");
+    return 1;
+}
+
+static const luaL_Reg GRAPH_METHODS[] = {
+    {"module", l_module}, {"tensor", l_tensor}, {"op", l_op},
+    {"derive_backward", l_derive_backward}, {"param_grad", l_param_grad},
+    {"num_tensors", l_num_tensors}, {NULL, NULL}};
+
+static int open_vrsim(lua_State *L) {
+    luaL_newmetatable(L, GRAPH_MT);
+    lua_pushcfunction(L, graph_gc);
+    lua_setfield(L, -2, "__gc");
+    luaL_newlib(L, GRAPH_METHODS);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushcfunction(L, l_new_graph);
+    lua_setfield(L, -2, "new_graph");
+    return 1;
+}
+
+/* ---- sandboxed require ---------------------------------------------------------------- */
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 4096 > cap) {
+            cap = cap ? cap * 2 : 16384;
+            char *nb = realloc(buf, cap);
+            if (!nb) { free(buf); fclose(f); return NULL; }
+            buf = nb;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+/* require(name): "a.b" -> <lua_dir>/a/b.lua or <scenario dir>/a/b.lua; text chunks only. */
+static int l_require(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, "vrsim.loaded");
+    lua_getfield(L, -1, name);
+    if (!lua_isnil(L, -1)) return 1;
+    lua_pop(L, 1);
+    if (strcmp(name, "vrsim.core") == 0) {
+        open_vrsim(L);
+    } else {
+        for (const char *p = name; *p; p++)
+            if (!(*p == '.' || *p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                  (*p >= '0' && *p <= '9')))
+                luaL_error(L, "require '%s': module names are letters, digits, '_' and '.'", name);
+        Sandbox *sb;
+        lua_getallocf(L, (void **)&sb);
+        char rel[PATH_MAX], path[2 * PATH_MAX + 8];
+        snprintf(rel, sizeof rel, "%s", name);
+        for (char *p = rel; *p; p++) if (*p == '.') *p = '/';
+        const char *dirs[2] = {sb->lua_dir, sb->scn_dir};
+        char *src = NULL;
+        size_t len = 0;
+        for (int i = 0; i < 2 && !src; i++) {
+            if (!dirs[i][0]) continue;
+            snprintf(path, sizeof path, "%s/%s.lua", dirs[i], rel);
+            src = read_file(path, &len);
+        }
+        if (!src) luaL_error(L, "module '%s' not found in lua/ or the scenario's folder", name);
+        char chunk[sizeof path + 1];
+        snprintf(chunk, sizeof chunk, "@%s", path);
+        int rc = luaL_loadbufferx(L, src, len, chunk, "t");
+        free(src);
+        if (rc) lua_error(L);
+        lua_pushstring(L, name);
+        lua_call(L, 1, 1);
+        if (lua_isnil(L, -1)) { lua_pop(L, 1); lua_pushboolean(L, 1); }
+    }
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, name);
+    return 1;
+}
+
+/* load(chunk, name, mode, env) limited to text chunks */
+static int l_load_text(lua_State *L) {
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    const char *name = luaL_optstring(L, 2, "=(load)");
+    if (luaL_loadbufferx(L, s, len, name, "t")) {
+        lua_pushnil(L);
+        lua_insert(L, -2);
+        return 2;
+    }
+    if (!lua_isnoneornil(L, 4)) {
+        lua_pushvalue(L, 4);
+        if (!lua_setupvalue(L, -2, 1)) lua_pop(L, 1);
+    }
+    return 1;
+}
+
+static void open_sandbox(lua_State *L, bool unsafe) {
+    if (unsafe) {
+        luaL_openlibs(L);
+    } else {
+        static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base}, {LUA_TABLIBNAME, luaopen_table},
+                                        {LUA_STRLIBNAME, luaopen_string},
+                                        {LUA_MATHLIBNAME, luaopen_math},
+                                        {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL}};
+        for (const luaL_Reg *l = libs; l->func; l++) {
+            luaL_requiref(L, l->name, l->func, 1);
+            lua_pop(L, 1);
+        }
+        lua_pushnil(L); lua_setglobal(L, "dofile");
+        lua_pushnil(L); lua_setglobal(L, "loadfile");
+        lua_pushcfunction(L, l_load_text); lua_setglobal(L, "load");
+    }
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "vrsim.loaded");
+    lua_pushcfunction(L, l_require);
+    lua_setglobal(L, "require");
+}
+
+/* ---- reading the plan table ----------------------------------------------------------- */
+
+static void read_device(lua_State *L, int t, DeviceSpec *d) {
+    field_str(L, t, "key", d->key, sizeof d->key);
+    field_str(L, t, "name", d->name, sizeof d->name);
+    d->total_bytes = (uint64_t)field_num(L, t, "total_bytes", 0);
+    d->context_bytes = (uint64_t)field_num(L, t, "context_bytes", 0);
+    d->cublas_workspace_bytes = (uint64_t)field_num(L, t, "cublas_workspace_bytes", 0);
+    d->mem_bw = field_num(L, t, "mem_bw", 0);
+    d->eff_compute = field_num(L, t, "eff_compute", 1);
+    d->eff_memory = field_num(L, t, "eff_memory", 1);
+    d->launch_ns = field_num(L, t, "launch_ns", 0);
+    d->price_per_hour = field_num(L, t, "price_per_hour", 0);
+    lua_getfield(L, t, "peak_flops");
+    if (lua_istable(L, -1)) {
+        int k = lua_gettop(L);
+        for (int i = 0; i < DT_COUNT; i++) d->peak_flops[i] = field_num(L, k, dtype_name(i), 0);
+    }
+    lua_pop(L, 1);
+}
+
+static void read_alloc(lua_State *L, int t, AllocConfig *a) {
+    char conf[512], kind[16];
+    alloc_config_default(a);
+    if (field_str(L, t, "conf", conf, sizeof conf) && conf[0]) {
+        char err[256];
+        if (alloc_config_parse(a, conf, err, sizeof err)) luaL_error(L, "allocator.conf: %s", err);
+    }
+    if (field_str(L, t, "kind", kind, sizeof kind)) {
+        if (strcmp(kind, "ideal") == 0) a->kind = ALLOC_IDEAL;
+        else if (strcmp(kind, "caching") == 0) a->kind = ALLOC_CACHING;
+        else luaL_error(L, "allocator.kind must be \"caching\" or \"ideal\", not \"%s\"", kind);
+    }
+    a->capacity = (uint64_t)field_num(L, t, "capacity_bytes", 0);
+    a->fraction_set = field_bool(L, t, "fraction_set", false);
+}
+
+typedef struct LoadCtx {
+    const char *chunkname, *src;
+    const ScenarioOptions *opts;
+    Plan *plan;
+} LoadCtx;
+
+/* Runs in protected mode: everything that may raise. */
+static int load_protected(lua_State *L) {
+    LoadCtx *c = lua_touserdata(L, 1);
+    if (luaL_loadbufferx(L, c->src, strlen(c->src), c->chunkname, "t")) lua_error(L);
+    lua_call(L, 0, 1);
+    if (!lua_istable(L, -1))
+        luaL_error(L, "%s: the scenario must return a table (hardware, model, training, "
+                   "allocator)", c->chunkname + 1);
+    int scn = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "vrsim.plan");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "build");
+    lua_pushvalue(L, scn);
+    lua_newtable(L);
+    for (int i = 0; i < c->opts->n_sets; i++) {
+        lua_pushstring(L, c->opts->sets[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_pushstring(L, c->chunkname + 1);
+    lua_pushstring(L, c->src);
+    lua_call(L, 4, 1);
+    int pt = lua_gettop(L);
+    Plan *p = c->plan;
+    field_str(L, pt, "title", p->title, sizeof p->title);
+    field_str(L, pt, "model", p->model, sizeof p->model);
+    field_str(L, pt, "settings", p->settings, sizeof p->settings);
+    p->steps = (int)field_int(L, pt, "steps", 3);
+    p->gpus = (int)field_int(L, pt, "gpus", 1);
+    p->tokens_per_step = field_num(L, pt, "tokens_per_step", 0);
+    p->samples_per_step = field_num(L, pt, "samples_per_step", 0);
+    lua_getfield(L, pt, "device");
+    read_device(L, lua_gettop(L), &p->dev);
+    lua_pop(L, 1);
+    lua_getfield(L, pt, "allocator");
+    read_alloc(L, lua_gettop(L), &p->alloc);
+    lua_pop(L, 1);
+    lua_getfield(L, pt, "graph");
+    GraphBox *b = luaL_checkudata(L, -1, GRAPH_MT);
+    p->graph = b->g; /* the plan takes ownership */
+    b->g = NULL;
+    return 0;
+}
+
+static void dirname_of(const char *path, char *out, size_t n) {
+    snprintf(out, n, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (slash) *slash = 0;
+    else snprintf(out, n, ".");
+}
+
+VrStatus scenario_load_source(const char *chunkname, const char *src, const char *dir,
+                              const ScenarioOptions *opts, Plan **out, char *err,
+                              size_t errlen) {
+    *out = NULL;
+    Sandbox *sb = calloc(1, sizeof *sb);
+    Plan *p = calloc(1, sizeof *p);
+    if (!sb || !p) { free(sb); free(p); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
+    sb->limit = opts->memory_limit ? opts->memory_limit : DEFAULT_MEMORY;
+    sb->limit_ins = opts->instruction_limit ? opts->instruction_limit : DEFAULT_INSTRUCTIONS;
+    char found[PATH_MAX];
+    const char *ld = opts->lua_dir;
+    if (!ld && scenario_find_lua_dir(found, sizeof found)) ld = found;
+    if (!ld) {
+        snprintf(err, errlen, "cannot find vrsim's lua/ folder (run from the project folder or "
+                 "set VRSIM_LUA)");
+        free(sb); free(p);
+        return VR_EINVAL;
+    }
+    snprintf(sb->lua_dir, sizeof sb->lua_dir, "%s", ld);
+    if (dir) snprintf(sb->scn_dir, sizeof sb->scn_dir, "%s", dir);
+    lua_State *L = lua_newstate(sandbox_alloc, sb);
+    if (!L) { free(sb); free(p); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+    open_sandbox(L, opts->unsafe);
+    char chunk[PATH_MAX + 2];
+    snprintf(chunk, sizeof chunk, "@%s", chunkname);
+    LoadCtx c = {.chunkname = chunk, .src = src, .opts = opts, .plan = p};
+    lua_pushcfunction(L, load_protected);
+    lua_pushlightuserdata(L, &c);
+    int rc = lua_pcall(L, 1, 0, 0);
+    VrStatus st = VR_OK;
+    if (rc) {
+        const char *msg = lua_tostring(L, -1);
+        if (rc == LUA_ERRMEM) {
+            snprintf(err, errlen, "%s: the scenario exceeded its memory limit (%zu MiB)",
+                     chunkname, sb->limit >> 20);
+        } else {
+            snprintf(err, errlen, "%s", msg ? msg : "error in scenario");
+        }
+        st = VR_EINVAL;
+    }
+    lua_close(L);
+    free(sb);
+    if (st) {
+        plan_free(p);
+        return st;
+    }
+    const char *base = strrchr(chunkname, '/');
+    snprintf(p->name, sizeof p->name, "%s", base ? base + 1 : chunkname);
+    char *dot = strrchr(p->name, '.');
+    if (dot && strcmp(dot, ".lua") == 0) *dot = 0;
+    *out = p;
+    return VR_OK;
+}
+
+VrStatus scenario_load(const char *path, const ScenarioOptions *opts, Plan **out, char *err,
+                       size_t errlen) {
+    size_t len;
+    *out = NULL;
+    char *src = read_file(path, &len);
+    if (!src) {
+        snprintf(err, errlen, "%s: cannot read the scenario file", path);
+        return VR_EINVAL;
+    }
+    char *z = realloc(src, len + 1);
+    if (!z) { free(src); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
+    z[len] = 0;
+    if (memchr(z, 0, len)) {
+        free(z);
+        snprintf(err, errlen, "%s: not a text file", path);
+        return VR_EINVAL;
+    }
+    char dir[PATH_MAX];
+    dirname_of(path, dir, sizeof dir);
+    VrStatus st = scenario_load_source(path, z, dir, opts, out, err, errlen);
+    free(z);
+    return st;
+}

@@ -1,0 +1,131 @@
+/* cmd_run.c: `vrsim SCENARIO [options]`: simulate a scenario, print the summary, write the
+ * report files. Exit 0 fits, 3 does not fit, 2 bad input, 1 internal error. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmds.h"
+#include "engine.h"
+#include "report.h"
+#include "scenario.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: vrsim SCENARIO.lua [options]\n"
+        "\n"
+        "Simulates training steps of the scenario op by op through PyTorch's caching allocator\n"
+        "and prints whether it fits, peak memory with a breakdown, and the step time.\n"
+        "\n"
+        "options:\n"
+        "  --set KEY=VALUE     override a scenario field; KEY is a field (micro_batch, seq, gpu,\n"
+        "                      precision, checkpointing, ...) or section.field (training.seq);\n"
+        "                      repeatable\n"
+        "  --out DIR           where summary.json, memory.csv and trace.json go\n"
+        "                      (default out/<scenario>/)\n"
+        "  --no-files          write no files\n"
+        "  --json              print summary.json on stdout instead of the table\n"
+        "  --allocator KIND    caching (PyTorch's, default) or ideal (no fragmentation)\n"
+        "  --alloc-conf STR    PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True\n"
+        "  --unsafe            let the scenario use io/os (trusted scenarios only)\n"
+        "\n"
+        "examples:\n"
+        "  vrsim scenarios/llama7b_h200.lua\n"
+        "  vrsim scenarios/llama7b_h200.lua --set micro_batch=8 --set gpu=a100_80g\n"
+        "  vrsim scenarios/llama7b_h200.lua --json | jq .peak_reserved_bytes\n"
+        "\n"
+        "exit status: 0 fits, 3 does not fit (CUDA out of memory), 2 bad input, 1 internal error\n"
+        "the trace.json opens in https://ui.perfetto.dev; memory.csv in any spreadsheet\n");
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *path = NULL, *outdir = NULL, *allocator = NULL, *conf = NULL;
+    bool json = false, files = true, unsafe = false;
+    const char **sets = calloc((size_t)argc + 1, sizeof(char *));
+    int n_sets = 0;
+    if (!sets) return VR_EXIT_INTERNAL;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); free(sets); return 0; }
+        if (strcmp(a, "--json") == 0) { json = true; continue; }
+        if (strcmp(a, "--no-files") == 0) { files = false; continue; }
+        if (strcmp(a, "--unsafe") == 0) { unsafe = true; continue; }
+        if (strcmp(a, "--set") == 0 || strcmp(a, "--out") == 0 || strcmp(a, "--allocator") == 0 ||
+            strcmp(a, "--alloc-conf") == 0) {
+            if (!val) {
+                fprintf(stderr, "vrsim: %s needs a value (vrsim --help)\n", a);
+                free(sets);
+                return VR_EXIT_USAGE;
+            }
+            if (a[2] == 's') sets[n_sets++] = val;
+            else if (a[2] == 'o') outdir = val;
+            else if (strcmp(a, "--allocator") == 0) allocator = val;
+            else conf = val;
+            i++;
+            continue;
+        }
+        if (strncmp(a, "--set=", 6) == 0) { sets[n_sets++] = a + 6; continue; }
+        if (a[0] == '-') {
+            fprintf(stderr, "vrsim: unknown option %s (vrsim --help)\n", a);
+            free(sets);
+            return VR_EXIT_USAGE;
+        }
+        if (path) {
+            fprintf(stderr, "vrsim: one scenario at a time (got %s and %s); use vrsim sweep for "
+                    "several\n", path, a);
+            free(sets);
+            return VR_EXIT_USAGE;
+        }
+        path = a;
+    }
+    if (!path) { usage(stderr); free(sets); return VR_EXIT_USAGE; }
+    char setbuf[2][600];
+    if (allocator) {
+        snprintf(setbuf[0], sizeof setbuf[0], "allocator.kind=%s", allocator);
+        sets[n_sets++] = setbuf[0];
+    }
+    if (conf) {
+        snprintf(setbuf[1], sizeof setbuf[1], "allocator.conf=%s", conf);
+        sets[n_sets++] = setbuf[1];
+    }
+    ScenarioOptions opts = {.sets = sets, .n_sets = n_sets, .unsafe = unsafe};
+    char err[1024];
+    Plan *plan = NULL;
+    VrStatus st = scenario_load(path, &opts, &plan, err, sizeof err);
+    free(sets);
+    if (st) {
+        fprintf(stderr, "vrsim: %s\n", err);
+        return st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
+    }
+    EngineConfig ec = {.steps = plan->steps, .cublas_handles = 2, .dev = &plan->dev,
+                       .record_timeline = files};
+    SimResult *res = NULL;
+    st = engine_run(plan->graph, &ec, &plan->alloc, &res, err, sizeof err);
+    if (st) {
+        fprintf(stderr, "vrsim: %s: %s\n", path, st == VR_ENOMEM ? "out of host memory" : err);
+        plan_free(plan);
+        return st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
+    }
+    int rc = report_fits(res) ? VR_EXIT_OK : VR_EXIT_OOM;
+    if (json) {
+        char *js = report_summary_json(plan, res);
+        if (js) { puts(js); free(js); }
+    } else {
+        report_print_summary(stdout, plan, res);
+    }
+    if (files) {
+        char dir[600];
+        if (outdir) snprintf(dir, sizeof dir, "%s", outdir);
+        else snprintf(dir, sizeof dir, "out/%s", plan->name);
+        st = report_write_all(dir, plan, res, err, sizeof err);
+        if (st) {
+            fprintf(stderr, "vrsim: %s\n", err);
+            rc = VR_EXIT_INTERNAL;
+        } else if (!json) {
+            printf("\n  files: %s/summary.json, memory.csv, trace.json (open in ui.perfetto.dev)\n", dir);
+        }
+    }
+    engine_result_free(res);
+    plan_free(plan);
+    return rc;
+}

@@ -1,0 +1,11 @@
+/* cmds.h: the subcommands of the vrsim command line. Each takes the arguments after its name
+ * (argv[0] is the subcommand) and returns a process exit status (vr.h VR_EXIT_*). */
+#ifndef VR_CMDS_H
+#define VR_CMDS_H
+
+int cmd_run(int argc, char **argv);      /* vrsim SCENARIO [options]      (sim/cmd_run.c) */
+int cmd_validate(int argc, char **argv); /* vrsim validate [FILE ...]     (sim/cmd_validate.c) */
+int cmd_replay(int argc, char **argv);   /* vrsim replay TRACE [options]  (sim/cmd_replay.c) */
+
+
+#endif

@@ -1,0 +1,29 @@
+/* device.h: what the simulator knows of one GPU model: capacity, memory outside the caching
+ * allocator, and the rates the cost model turns into op times. Filled from the Lua catalog
+ * (lua/hw/gpus.lua) by the scenario loader; every figure carries its source there. */
+#ifndef VR_DEVICE_H
+#define VR_DEVICE_H
+
+#include <stdint.h>
+
+#include "graph.h"
+
+typedef struct DeviceSpec {
+    char key[32];                   /* catalog name, e.g. "h200" */
+    char name[64];                  /* marketing name */
+    uint64_t total_bytes;           /* what torch.cuda.get_device_properties().total_memory says */
+    uint64_t context_bytes;         /* CUDA context + cuBLAS/cuDNN handles, outside reserved */
+    uint64_t cublas_workspace_bytes;/* per cuBLAS handle, through the caching allocator */
+    double peak_flops[DT_COUNT];    /* dense math rate per compute dtype, FLOP/s (0 = unknown) */
+    double mem_bw;                  /* HBM/GDDR bandwidth, bytes/s */
+    double eff_compute;             /* fraction of peak_flops large GEMMs reach */
+    double eff_memory;              /* fraction of mem_bw streaming kernels reach */
+    double launch_ns;               /* per-kernel launch + dispatch overhead, ns */
+    double price_per_hour;          /* USD per GPU-hour, 0 = unknown */
+} DeviceSpec;
+
+/* Time in ns of one op on dev: roofline max(flops / (peak * e_c), bytes / (bw * e_m)) plus the
+ * launch overhead. Ops of kind "none" take no time. */
+double device_op_ns(const DeviceSpec *dev, const Op *op);
+
+#endif

@@ -1,0 +1,426 @@
+/* engine.c: plays a graph through the allocator, op by op (see engine.h).
+ *
+ * State per storage (a tensor that is not a view):
+ *   live[s]        the storage holds device memory at addr[s] of rsize[s] rounded bytes
+ *   drops_total[s] references the ops of the current step list for s (or any view of it)
+ *   drops_done[s]  references dropped so far in this step
+ * Invariants, after every op:
+ *   a non-persistent storage is live  <=>  it was allocated and drops_done < drops_total
+ *   sum over live storages of rsize == allocator allocated bytes - cuBLAS workspaces
+ *   cat_bytes[c] == sum of rsize over live storages of category c
+ * The time model is one in-order stream per kind: an op starts when its stream is free and
+ * lasts device_op_ns. */
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Run {
+    const Graph *g;
+    const EngineConfig *cfg;
+    Alloc *a;
+    int n_t;
+    int *storage;          /* tensor -> storage tensor */
+    int *drops_total, *drops_done;
+    uint64_t *addr, *rsize;
+    unsigned char *live;
+    uint64_t cat_bytes[CAT_COUNT];
+    uint64_t workspace_bytes;   /* cuBLAS workspaces held (category temporaries) */
+    int handles;                /* cuBLAS handles created so far */
+    double clock_ns;            /* compute stream free at */
+    /* stop point for the second pass that collects the live set at the peak */
+    int stop_step;
+    long stop_seq;
+    long alloc_seq;             /* allocations within the current step */
+    bool stopped;
+    SimResult *res;
+    char *err; size_t errlen;
+} Run;
+
+static VrStatus grow_array(void **arr, int *n, int *cap, size_t elem) {
+    if (*n < *cap) return VR_OK;
+    int ncap = *cap ? *cap * 2 : 1024;
+    void *p = realloc(*arr, (size_t)ncap * elem);
+    if (!p) return VR_ENOMEM;
+    *arr = p;
+    *cap = ncap;
+    return VR_OK;
+}
+
+typedef struct Growth { int cap_samples, cap_spans; } Growth;
+
+static VrStatus sample(Run *r, Growth *gr, int op) {
+    if (!r->cfg->record_timeline || r->stop_step >= 0) return VR_OK;
+    SimResult *res = r->res;
+    if (grow_array((void **)&res->samples, &res->n_samples, &gr->cap_samples, sizeof(MemSample)))
+        return VR_ENOMEM;
+    AllocStats st;
+    alloc_stats(r->a, &st);
+    MemSample *m = &res->samples[res->n_samples++];
+    m->t_ns = r->clock_ns;
+    m->allocated = st.allocated;
+    m->reserved = st.reserved;
+    memcpy(m->cat, r->cat_bytes, sizeof m->cat);
+    m->op = op;
+    return VR_OK;
+}
+
+/* Allocates storage s; VR_OOM is passed back for the caller to record. */
+static VrStatus alloc_storage(Run *r, int s, StepResult *sr, int op) {
+    const Tensor *t = graph_tensor_c(r->g, s);
+    if (r->live[s]) return VR_OK;
+    if (t->bytes == 0) return VR_OK; /* zero-byte tensors never reach the allocator */
+    uint64_t addr;
+    VrStatus st = alloc_malloc(r->a, t->bytes, 0, 0, &addr);
+    if (st) return st;
+    r->live[s] = 1;
+    r->addr[s] = addr;
+    r->rsize[s] = alloc_block_size(r->a, addr);
+    r->cat_bytes[t->cat] += r->rsize[s];
+    r->alloc_seq++;
+    if (sr) {
+        AllocStats as;
+        alloc_stats(r->a, &as);
+        if (as.allocated > sr->peak_allocated) {
+            sr->peak_allocated = as.allocated;
+            memcpy(sr->peak_breakdown, r->cat_bytes, sizeof sr->peak_breakdown);
+            sr->peak_breakdown[CAT_TEMP] += r->workspace_bytes;
+            sr->peak_op = op;
+            sr->peak_alloc_index = r->alloc_seq;
+        }
+    }
+    return VR_OK;
+}
+
+static void free_storage(Run *r, int s) {
+    if (!r->live[s]) return;
+    const Tensor *t = graph_tensor_c(r->g, s);
+    alloc_dealloc(r->a, r->addr[s]);
+    r->live[s] = 0;
+    r->cat_bytes[t->cat] -= r->rsize[s];
+}
+
+static bool runs_in_step(const Op *op, int step) {
+    if (op->phase == PH_BUILD) return false;
+    if (op->once && step > 0) return false;
+    return true;
+}
+
+static void count_drops(Run *r, int step) {
+    memset(r->drops_total, 0, sizeof(int) * (size_t)r->n_t);
+    memset(r->drops_done, 0, sizeof(int) * (size_t)r->n_t);
+    for (int i = 0; i < graph_num_ops(r->g); i++) {
+        const Op *op = graph_op_c(r->g, i);
+        if (step >= 0 ? !runs_in_step(op, step) : op->phase != PH_BUILD) continue;
+        for (int k = 0; k < op->n_frees; k++) r->drops_total[r->storage[op->frees[k]]]++;
+    }
+}
+
+/* Creates a cuBLAS workspace (a cached allocation never freed, ALLOCATOR.md 10.1). */
+static VrStatus cublas_workspace(Run *r, StepResult *sr, int op) {
+    uint64_t bytes = r->cfg->dev ? r->cfg->dev->cublas_workspace_bytes : 0;
+    r->handles++;
+    if (!bytes) return VR_OK;
+    uint64_t addr;
+    VrStatus st = alloc_malloc(r->a, bytes, 0, 0, &addr);
+    if (st) return st;
+    r->workspace_bytes += alloc_block_size(r->a, addr);
+    r->alloc_seq++;
+    if (sr) {
+        AllocStats as;
+        alloc_stats(r->a, &as);
+        if (as.allocated > sr->peak_allocated) {
+            sr->peak_allocated = as.allocated;
+            memcpy(sr->peak_breakdown, r->cat_bytes, sizeof sr->peak_breakdown);
+            sr->peak_breakdown[CAT_TEMP] += r->workspace_bytes;
+            sr->peak_op = op;
+            sr->peak_alloc_index = r->alloc_seq;
+        }
+    }
+    return VR_OK;
+}
+
+static bool at_stop(const Run *r, int step) {
+    return r->stop_step >= 0 && r->stop_step == step && r->alloc_seq >= r->stop_seq;
+}
+
+/* Runs one op. Returns VR_OOM when an allocation fails (recorded by the caller). */
+static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
+    const Graph *g = r->g;
+    const Op *op = graph_op_c(g, i);
+    VrStatus st;
+    bool allocates = op->n_outputs > 0 || op->n_workspace > 0;
+    if (r->handles < r->cfg->cublas_handles && allocates) {
+        bool first_fwd_gemm = r->handles == 0 && strcmp(op->kind, "mm") == 0 &&
+                              (op->phase == PH_FWD || op->phase == PH_RECOMPUTE);
+        bool first_bwd = r->handles == 1 && op->phase == PH_BWD;
+        if (first_fwd_gemm || first_bwd) {
+            if ((st = cublas_workspace(r, sr, i))) return st;
+            if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
+        }
+    }
+    for (int k = 0; k < op->n_outputs; k++) {
+        int t = op->outputs[k];
+        if (graph_tensor_c(g, t)->base >= 0) continue; /* a view allocates nothing */
+        if ((st = alloc_storage(r, t, sr, i))) return st;
+        if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
+    }
+    uint64_t ws_addr[16];
+    int n_ws = op->n_workspace < 16 ? op->n_workspace : 16;
+    for (int k = 0; k < n_ws; k++) {
+        ws_addr[k] = 0;
+        if (!op->workspace[k]) continue;
+        if ((st = alloc_malloc(r->a, op->workspace[k], 0, 0, &ws_addr[k]))) return st;
+        uint64_t rs = alloc_block_size(r->a, ws_addr[k]);
+        r->cat_bytes[CAT_TEMP] += rs;
+        r->alloc_seq++;
+        if (sr) {
+            AllocStats as;
+            alloc_stats(r->a, &as);
+            if (as.allocated > sr->peak_allocated) {
+                sr->peak_allocated = as.allocated;
+                memcpy(sr->peak_breakdown, r->cat_bytes, sizeof sr->peak_breakdown);
+                sr->peak_breakdown[CAT_TEMP] += r->workspace_bytes;
+                sr->peak_op = i;
+                sr->peak_alloc_index = r->alloc_seq;
+            }
+        }
+        if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
+    }
+    double dur = r->cfg->dev ? device_op_ns(r->cfg->dev, op) : 0.0;
+    double start = r->clock_ns;
+    r->clock_ns += dur;
+    if (sr) {
+        sr->time_ns += dur;
+        sr->phase_ns[op->phase] += dur;
+    }
+    if (r->cfg->record_timeline && r->stop_step < 0 && op->phase != PH_BUILD && dur > 0) {
+        SimResult *res = r->res;
+        if (grow_array((void **)&res->spans, &res->n_spans, &gr->cap_spans, sizeof(OpSpan)))
+            return VR_ENOMEM;
+        res->spans[res->n_spans++] = (OpSpan){.op = i, .step = step, .stream = 0,
+                                              .start_ns = start, .end_ns = r->clock_ns};
+    }
+    for (int k = n_ws - 1; k >= 0; k--) {
+        if (!ws_addr[k]) continue;
+        r->cat_bytes[CAT_TEMP] -= alloc_block_size(r->a, ws_addr[k]);
+        alloc_dealloc(r->a, ws_addr[k]);
+    }
+    for (int k = 0; k < op->n_frees; k++) {
+        int s = r->storage[op->frees[k]];
+        const Tensor *ts = graph_tensor_c(g, s);
+        if (ts->persistent) {
+            if (op->phase == PH_ZERO_GRAD || op->phase == PH_BUILD) free_storage(r, s);
+            continue;
+        }
+        if (++r->drops_done[s] >= r->drops_total[s]) free_storage(r, s);
+    }
+    /* outputs nobody holds die with the op (a result nobody reads) */
+    for (int k = 0; k < op->n_outputs; k++) {
+        int s = r->storage[op->outputs[k]];
+        if (!graph_tensor_c(g, s)->persistent && r->drops_total[s] == 0) free_storage(r, s);
+    }
+    return sample(r, gr, i);
+}
+
+static void record_oom(Run *r, int step, int op) {
+    SimResult *res = r->res;
+    res->oom = true;
+    res->oom_step = step;
+    res->oom_op = op;
+    alloc_last_oom(r->a, &res->oom_info);
+    res->oom_request = res->oom_info.requested;
+}
+
+static void step_end_stats(Run *r, StepResult *sr) {
+    AllocStats as;
+    alloc_stats(r->a, &as);
+    sr->peak_reserved = as.reserved_peak;
+    if (as.allocated_peak > sr->peak_allocated) sr->peak_allocated = as.allocated_peak;
+    sr->end_allocated = as.allocated;
+    sr->end_reserved = as.reserved;
+    sr->num_alloc_retries = as.num_alloc_retries;
+    sr->num_cuda_mallocs = as.num_segment_allocs;
+    sr->inactive_split = as.inactive_split;
+}
+
+/* One full pass: build, then the steps. With r->stop_step >= 0 it stops at that step's
+ * stop_seq-th allocation, leaving the allocator and live set as they were at that moment. */
+static VrStatus simulate(Run *r) {
+    const Graph *g = r->g;
+    VrStatus st = VR_OK;
+    Growth gr = {0};
+    SimResult *res = r->res;
+    int n_ops = graph_num_ops(g);
+
+    /* build: tensors no op produces (parameters, inputs) in declaration order, then build ops */
+    count_drops(r, -1);
+    for (int t = 0; t < r->n_t; t++) {
+        const Tensor *tt = graph_tensor_c(g, t);
+        if (tt->producer >= 0 || tt->base >= 0) continue;
+        if ((st = alloc_storage(r, t, NULL, -1))) {
+            if (st == VR_OOM) { record_oom(r, -1, -1); return VR_OK; }
+            return st;
+        }
+    }
+    for (int i = 0; i < n_ops; i++) {
+        if (graph_op_c(g, i)->phase != PH_BUILD) continue;
+        if ((st = run_op(r, i, -1, NULL, &gr))) {
+            if (st == VR_OOM) { record_oom(r, -1, i); return VR_OK; }
+            return st;
+        }
+    }
+    AllocStats as;
+    alloc_stats(r->a, &as);
+    res->build_allocated = as.allocated;
+    res->build_reserved = as.reserved;
+    r->clock_ns = 0;
+
+    for (int step = 0; step < r->cfg->steps; step++) {
+        StepResult *sr = &res->steps[step];
+        memset(sr, 0, sizeof *sr);
+        sr->peak_op = -1;
+        alloc_reset_peaks(r->a);
+        alloc_stats(r->a, &as);
+        sr->peak_allocated = as.allocated;
+        memcpy(sr->peak_breakdown, r->cat_bytes, sizeof sr->peak_breakdown);
+        sr->peak_breakdown[CAT_TEMP] += r->workspace_bytes;
+        count_drops(r, step);
+        r->alloc_seq = 0;
+        Phase prev = PH_FWD;
+        for (int i = 0; i < n_ops; i++) {
+            const Op *op = graph_op_c(g, i);
+            if (!runs_in_step(op, step)) continue;
+            if (op->phase != prev) {
+                alloc_stats(r->a, &as);
+                if (prev == PH_FWD) sr->fwd_peak_allocated = as.allocated_peak;
+                if ((prev == PH_BWD || prev == PH_RECOMPUTE) && op->phase >= PH_OPTIM)
+                    sr->bwd_peak_allocated = as.allocated_peak;
+                prev = op->phase;
+            }
+            st = run_op(r, i, step, sr, &gr);
+            if (r->stopped) return VR_OK;
+            if (st == VR_OOM) {
+                record_oom(r, step, i);
+                step_end_stats(r, sr);
+                return VR_OK;
+            }
+            if (st) return st;
+        }
+        step_end_stats(r, sr);
+        res->n_steps = step + 1;
+    }
+    return VR_OK;
+}
+
+static void run_free(Run *r) {
+    alloc_free(r->a);
+    free(r->storage);
+    free(r->drops_total);
+    free(r->drops_done);
+    free(r->addr);
+    free(r->rsize);
+    free(r->live);
+}
+
+static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
+                         const AllocConfig *acfg, SimResult *res) {
+    memset(r, 0, sizeof *r);
+    r->g = g;
+    r->cfg = cfg;
+    r->res = res;
+    r->stop_step = -1;
+    r->n_t = graph_num_tensors(g);
+    size_t n = (size_t)r->n_t + 1;
+    r->storage = malloc(n * sizeof(int));
+    r->drops_total = malloc(n * sizeof(int));
+    r->drops_done = malloc(n * sizeof(int));
+    r->addr = calloc(n, sizeof(uint64_t));
+    r->rsize = calloc(n, sizeof(uint64_t));
+    r->live = calloc(n, 1);
+    if (!r->storage || !r->drops_total || !r->drops_done || !r->addr || !r->rsize || !r->live)
+        return VR_ENOMEM;
+    for (int t = 0; t < r->n_t; t++) r->storage[t] = graph_storage_of(g, t);
+    return alloc_new(acfg, &r->a);
+}
+
+static int cmp_live(const void *a, const void *b) {
+    const LiveTensor *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    return x->tensor - y->tensor;
+}
+
+/* Second pass: replays up to the peak allocation of `step` and copies the live tensors and the
+ * segment map at that moment into res. */
+static VrStatus collect_peak(const Graph *g, const EngineConfig *cfg, const AllocConfig *acfg,
+                             SimResult *res, int step) {
+    SimResult scratch = {0};
+    scratch.oom_step = -1;
+    scratch.steps = calloc((size_t)cfg->steps, sizeof(StepResult));
+    Run r;
+    memset(&r, 0, sizeof r);
+    VrStatus st = scratch.steps ? run_init(&r, g, cfg, acfg, &scratch) : VR_ENOMEM;
+    if (!st) {
+        r.stop_step = step;
+        r.stop_seq = res->steps[step].peak_alloc_index;
+        st = simulate(&r);
+    }
+    if (!st && r.stopped) {
+        int n = 0;
+        for (int t = 0; t < r.n_t; t++) n += r.live[t];
+        res->live_at_peak = malloc(sizeof(LiveTensor) * (size_t)(n + 1));
+        if (!res->live_at_peak) st = VR_ENOMEM;
+        for (int t = 0; !st && t < r.n_t; t++)
+            if (r.live[t])
+                res->live_at_peak[res->n_live_at_peak++] = (LiveTensor){t, r.rsize[t]};
+        if (!st) {
+            qsort(res->live_at_peak, (size_t)res->n_live_at_peak, sizeof(LiveTensor), cmp_live);
+            st = alloc_segment_map(r.a, &res->segmap, &res->n_segmap);
+            AllocStats as;
+            alloc_stats(r.a, &as);
+            res->largest_free_at_peak = as.largest_free_block;
+        }
+    }
+    run_free(&r);
+    free(scratch.steps);
+    return st;
+}
+
+VrStatus engine_run(const Graph *g, const EngineConfig *cfg, const AllocConfig *acfg,
+                    SimResult **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (cfg->steps < 1) {
+        snprintf(err, errlen, "steps must be >= 1");
+        return VR_EINVAL;
+    }
+    SimResult *res = calloc(1, sizeof *res);
+    if (!res) return VR_ENOMEM;
+    res->oom_step = res->oom_op = -1;
+    res->steps = calloc((size_t)cfg->steps, sizeof(StepResult));
+    Run r;
+    memset(&r, 0, sizeof r);
+    VrStatus st = res->steps ? run_init(&r, g, cfg, acfg, res) : VR_ENOMEM;
+    if (!st) st = simulate(&r);
+    run_free(&r);
+    int last = res->n_steps - 1;
+    if (!st && last >= 0 && res->steps[last].peak_alloc_index > 0)
+        st = collect_peak(g, cfg, acfg, res, last);
+    if (st) {
+        if (st == VR_EINVAL) snprintf(err, errlen, "%s", graph_error(g));
+        engine_result_free(res);
+        return st;
+    }
+    *out = res;
+    return VR_OK;
+}
+
+void engine_result_free(SimResult *r) {
+    if (!r) return;
+    free(r->steps);
+    free(r->samples);
+    free(r->spans);
+    free(r->live_at_peak);
+    free(r->segmap);
+    free(r);
+}

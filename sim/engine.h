@@ -1,0 +1,87 @@
+/* engine.h: plays a Graph through an allocator and a device, step after step.
+ *
+ * Each op starts when its stream is free (one compute stream per GPU here; copy and
+ * communication streams plug in as further stream indices). At its start the engine allocates
+ * its outputs, then its workspaces; when it ends, it frees the workspaces and drops one
+ * reference of every tensor in Op.frees. A storage is freed when every reference the graph lists
+ * for it (its own and its views') has been dropped: the last user frees it, as CPython's
+ * refcounting and autograd's release of saved variables do. Persistent tensors (parameters,
+ * .grad, optimizer state) are freed only by a PH_ZERO_GRAD op.
+ *
+ * Build ops run once before the first step, `once` ops in the first step only. Peaks are reset
+ * at every step start, as the measured runs reset them (torch.cuda.reset_peak_memory_stats). */
+#ifndef VR_ENGINE_H
+#define VR_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "device.h"
+#include "graph.h"
+
+typedef struct EngineConfig {
+    int steps;                 /* training steps to simulate (>= 1) */
+    int cublas_handles;        /* cuBLAS workspaces created lazily: 1st at the first forward GEMM,
+                                  2nd at the first backward allocation (autograd's thread) */
+    const DeviceSpec *dev;     /* borrowed */
+    bool record_timeline;      /* keep memory samples and op spans for trace/CSV outputs */
+    int stop_at_step;          /* >= 0: stop collecting the live set at this step's peak */
+} EngineConfig;
+
+typedef struct StepResult {
+    uint64_t peak_allocated, peak_reserved;   /* bytes, peaks since this step began */
+    uint64_t fwd_peak_allocated;              /* running peak read after forward */
+    uint64_t bwd_peak_allocated;              /* running peak read after backward */
+    uint64_t end_allocated, end_reserved;     /* after zero_grad */
+    uint64_t peak_breakdown[CAT_COUNT];       /* rounded bytes per category at peak allocated */
+    double time_ns;                           /* step time */
+    double phase_ns[PH_COUNT];                /* time per phase */
+    uint64_t num_alloc_retries;               /* cumulative, as torch reports it */
+    uint64_t num_cuda_mallocs;                /* cumulative segment allocations */
+    uint64_t inactive_split;                  /* bytes at step end */
+    int peak_op;                              /* op at whose allocation the peak happened */
+    long peak_alloc_index;                    /* allocations into the step at that moment */
+} StepResult;
+
+typedef struct MemSample {
+    double t_ns;
+    uint64_t allocated, reserved;
+    uint64_t cat[CAT_COUNT];   /* rounded bytes per category */
+    int op;                    /* op that caused the sample */
+} MemSample;
+
+typedef struct OpSpan {
+    int op, step, stream;
+    double start_ns, end_ns;
+} OpSpan;
+
+/* A live tensor at the steady-state peak, for reports. */
+typedef struct LiveTensor {
+    int tensor;
+    uint64_t bytes;            /* rounded */
+} LiveTensor;
+
+typedef struct SimResult {
+    int n_steps;               /* steps completed (without OOM) */
+    StepResult *steps;         /* n_steps (+1 if an OOM cut a step short: partial figures) */
+    bool oom;
+    int oom_step, oom_op;      /* where PyTorch would have raised OutOfMemoryError */
+    uint64_t oom_request;      /* bytes the failing allocation asked for */
+    AllocOomInfo oom_info;
+    uint64_t build_allocated, build_reserved; /* after the build ops (model + optimizer made) */
+    MemSample *samples; int n_samples;
+    OpSpan *spans; int n_spans;
+    LiveTensor *live_at_peak; int n_live_at_peak; /* last completed step, sorted by size desc */
+    AllocBlockInfo *segmap; size_t n_segmap;      /* segment map at that peak */
+    uint64_t largest_free_at_peak;
+} SimResult;
+
+/* Runs cfg->steps steps of g through a fresh allocator made from acfg. The caller owns *out
+ * (free with engine_result_free). A simulated OOM is a result (res->oom), not an error.
+ * Returns VR_EINVAL for an inconsistent graph (message in graph_error-like err), VR_ENOMEM. */
+VrStatus engine_run(const Graph *g, const EngineConfig *cfg, const AllocConfig *acfg,
+                    SimResult **out /* OUT */, char *err, size_t errlen);
+void engine_result_free(SimResult *r); /* NULL is a no-op */
+
+#endif

@@ -1,0 +1,451 @@
+/* graph.c: tensors, ops and the derivation of backward ops (see graph.h for the data model).
+ *
+ * Memory: strings and op arrays live in an arena of chunks freed with the graph; the tensor and
+ * op tables are growable arrays (pointers into them are invalidated by the next add). */
+#include "graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Chunk {
+    struct Chunk *next;
+    size_t used, cap;  /* bytes */
+    max_align_t data[];
+} Chunk;
+
+struct Graph {
+    Tensor *tensors; int n_tensors, cap_tensors;
+    int *param_grad; int n_param_grad; /* after derivation: tensor -> its .grad, -1 none */
+    Op *ops; int n_ops, cap_ops;
+    const char **modules; int n_modules, cap_modules;
+    Chunk *arena;
+    char err[256];
+};
+
+static const char *const DTYPE_NAMES[DT_COUNT] = {
+    "fp32", "fp16", "bf16", "fp8", "int8", "uint8", "int32", "int64", "bool", "nf4"};
+static const size_t DTYPE_SIZES[DT_COUNT] = {4, 2, 2, 1, 1, 1, 4, 8, 1, 1};
+static const char *const CATEGORY_NAMES[CAT_COUNT] = {
+    "parameters", "gradients", "optimizer_state", "activations", "temporaries"};
+static const char *const PHASE_NAMES[PH_COUNT] = {
+    "build", "forward", "backward", "recompute", "optimizer", "zero_grad"};
+
+size_t dtype_size(DType d) { return d < DT_COUNT ? DTYPE_SIZES[d] : 0; }
+const char *dtype_name(DType d) { return d < DT_COUNT ? DTYPE_NAMES[d] : "?"; }
+const char *category_name(Category c) { return c < CAT_COUNT ? CATEGORY_NAMES[c] : "?"; }
+const char *phase_name(Phase p) { return p < PH_COUNT ? PHASE_NAMES[p] : "?"; }
+
+VrStatus dtype_parse(const char *s, DType *out) {
+    static const struct { const char *name; DType d; } aliases[] = {
+        {"float32", DT_FP32}, {"float", DT_FP32}, {"float16", DT_FP16}, {"half", DT_FP16},
+        {"bfloat16", DT_BF16}, {"long", DT_INT64}, {"int", DT_INT32}};
+    for (int i = 0; i < DT_COUNT; i++)
+        if (strcmp(s, DTYPE_NAMES[i]) == 0) { *out = (DType)i; return VR_OK; }
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcmp(s, aliases[i].name) == 0) { *out = aliases[i].d; return VR_OK; }
+    return VR_EINVAL;
+}
+
+VrStatus graph_new(Graph **out) {
+    *out = calloc(1, sizeof(Graph));
+    return *out ? VR_OK : VR_ENOMEM;
+}
+
+void graph_free(Graph *g) {
+    if (!g) return;
+    for (Chunk *c = g->arena, *next; c; c = next) { next = c->next; free(c); }
+    free(g->tensors);
+    free(g->ops);
+    free(g->modules);
+    free(g->param_grad);
+    free(g);
+}
+
+void *graph_alloc(Graph *g, size_t n) {
+    n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    if (!g->arena || g->arena->used + n > g->arena->cap) {
+        size_t cap = n > 65536 ? n : 65536;
+        Chunk *c = malloc(sizeof(Chunk) + cap);
+        if (!c) return NULL;
+        c->next = g->arena; c->used = 0; c->cap = cap;
+        g->arena = c;
+    }
+    void *p = (char *)g->arena->data + g->arena->used;
+    g->arena->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+const char *graph_strdup(Graph *g, const char *s) {
+    if (!s) s = "";
+    size_t n = strlen(s) + 1;
+    char *p = graph_alloc(g, n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+static void *copy_array(Graph *g, const void *src, int n, size_t elem) {
+    if (n <= 0 || !src) return NULL;
+    void *p = graph_alloc(g, (size_t)n * elem);
+    if (p) memcpy(p, src, (size_t)n * elem);
+    return p;
+}
+
+static int grow(void **arr, int *cap, int need, size_t elem) {
+    if (need <= *cap) return 0;
+    int ncap = *cap ? *cap * 2 : 64;
+    while (ncap < need) ncap *= 2;
+    void *p = realloc(*arr, (size_t)ncap * elem);
+    if (!p) return -1;
+    *arr = p; *cap = ncap;
+    return 0;
+}
+
+int graph_add_module(Graph *g, const char *name) {
+    if (grow((void **)&g->modules, &g->cap_modules, g->n_modules + 1, sizeof(char *))) return -1;
+    const char *s = graph_strdup(g, name);
+    if (!s) return -1;
+    g->modules[g->n_modules] = s;
+    return g->n_modules++;
+}
+const char *graph_module_name(const Graph *g, int i) {
+    return i >= 0 && i < g->n_modules ? g->modules[i] : "";
+}
+int graph_num_modules(const Graph *g) { return g->n_modules; }
+
+VrStatus graph_add_tensor(Graph *g, const Tensor *t, int *id) {
+    if (grow((void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, sizeof(Tensor)))
+        return VR_ENOMEM;
+    if (t->base >= g->n_tensors) {
+        snprintf(g->err, sizeof g->err, "tensor '%s': view of unknown tensor %d", t->name, t->base);
+        return VR_EINVAL;
+    }
+    Tensor *n = &g->tensors[g->n_tensors];
+    *n = *t;
+    n->name = graph_strdup(g, t->name);
+    if (!n->name) return VR_ENOMEM;
+    *id = g->n_tensors++;
+    return VR_OK;
+}
+
+int graph_num_tensors(const Graph *g) { return g->n_tensors; }
+int graph_num_ops(const Graph *g) { return g->n_ops; }
+Tensor *graph_tensor(Graph *g, int i) { return &g->tensors[i]; }
+const Tensor *graph_tensor_c(const Graph *g, int i) { return &g->tensors[i]; }
+Op *graph_op(Graph *g, int i) { return &g->ops[i]; }
+const Op *graph_op_c(const Graph *g, int i) { return &g->ops[i]; }
+const char *graph_error(const Graph *g) { return g->err; }
+
+int graph_param_grad(const Graph *g, int param) {
+    return param >= 0 && param < g->n_param_grad ? g->param_grad[param] : -1;
+}
+
+int graph_storage_of(const Graph *g, int t) {
+    while (g->tensors[t].base >= 0) t = g->tensors[t].base;
+    return t;
+}
+
+static VrStatus check_indices(Graph *g, const char *what, const int *ids, int n, const Op *op) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= g->n_tensors) {
+            snprintf(g->err, sizeof g->err, "op '%s': %s %d is not a tensor", op->name, what, ids[i]);
+            return VR_EINVAL;
+        }
+    return VR_OK;
+}
+
+VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
+    VrStatus st;
+    if ((st = check_indices(g, "input", op->inputs, op->n_inputs, op)) ||
+        (st = check_indices(g, "output", op->outputs, op->n_outputs, op)) ||
+        (st = check_indices(g, "saved tensor", op->saves, op->n_saves, op)) ||
+        (st = check_indices(g, "freed tensor", op->frees, op->n_frees, op)))
+        return st;
+    for (int i = 0; i < op->n_grad_order; i++)
+        if (op->grad_order[i] < 0 || op->grad_order[i] >= op->n_inputs) {
+            snprintf(g->err, sizeof g->err, "op '%s': grad order names input %d of %d", op->name,
+                     op->grad_order[i] + 1, op->n_inputs);
+            return VR_EINVAL;
+        }
+    if (op->grads)
+        for (int i = 0; i < op->n_inputs; i++)
+            if (op->grads[i].mode == GRAD_PASS &&
+                (op->grads[i].pass_output < 0 || op->grads[i].pass_output >= op->n_outputs)) {
+                snprintf(g->err, sizeof g->err, "op '%s': input %d passes the gradient of output "
+                         "%d, which does not exist", op->name, i + 1, op->grads[i].pass_output + 1);
+                return VR_EINVAL;
+            }
+    if (grow((void **)&g->ops, &g->cap_ops, g->n_ops + 1, sizeof(Op))) return VR_ENOMEM;
+    Op n = *op;
+    n.name = graph_strdup(g, op->name);
+    n.kind = graph_strdup(g, op->kind ? op->kind : "elementwise");
+    n.inputs = copy_array(g, op->inputs, op->n_inputs, sizeof(int));
+    n.outputs = copy_array(g, op->outputs, op->n_outputs, sizeof(int));
+    n.saves = copy_array(g, op->saves, op->n_saves, sizeof(int));
+    n.frees = copy_array(g, op->frees, op->n_frees, sizeof(int));
+    n.workspace = copy_array(g, op->workspace, op->n_workspace, sizeof(uint64_t));
+    n.grads = copy_array(g, op->grads, op->grads ? op->n_inputs : 0, sizeof(GradSpec));
+    n.grad_order = copy_array(g, op->grad_order, op->n_grad_order, sizeof(int));
+    n.bwd_workspace = copy_array(g, op->bwd_workspace, op->n_bwd_workspace, sizeof(uint64_t));
+    if (!n.name || !n.kind || (op->n_inputs && !n.inputs) || (op->n_outputs && !n.outputs) ||
+        (op->n_saves && !n.saves) || (op->n_frees && !n.frees) ||
+        (op->n_workspace && !n.workspace) || (op->grads && op->n_inputs && !n.grads) ||
+        (op->n_grad_order && !n.grad_order) || (op->n_bwd_workspace && !n.bwd_workspace))
+        return VR_ENOMEM;
+    int oid = g->n_ops;
+    for (int i = 0; i < n.n_outputs; i++) g->tensors[n.outputs[i]].producer = oid;
+    g->ops[g->n_ops++] = n;
+    *id = oid;
+    return VR_OK;
+}
+
+/* ---- backward derivation ------------------------------------------------------------------ */
+
+typedef struct Deriv {
+    Graph *g;
+    size_t cap;      /* entries in grad_of and param_grad */
+    int *grad_of;    /* tensor -> its pending (accumulated) gradient tensor, -1 none */
+    int *param_grad; /* parameter -> its .grad tensor, -1 none */
+} Deriv;
+
+/* Grows the per-tensor maps to at least n entries (new entries -1); nonzero on ENOMEM. */
+static int ensure_cap(Deriv *d, size_t n) {
+    if (n <= d->cap) return 0;
+    size_t ncap = d->cap ? d->cap : 1024;
+    while (ncap < n) ncap *= 2;
+    int *a = realloc(d->grad_of, ncap * sizeof(int));
+    if (!a) return -1;
+    d->grad_of = a;
+    int *b = realloc(d->param_grad, ncap * sizeof(int));
+    if (!b) return -1;
+    d->param_grad = b;
+    for (size_t i = d->cap; i < ncap; i++) d->grad_of[i] = d->param_grad[i] = -1;
+    d->cap = ncap;
+    return 0;
+}
+
+static VrStatus new_tensor(Graph *g, const char *prefix, const char *name, uint64_t bytes,
+                           DType dt, Category cat, int *id) {
+    char buf[200];
+    snprintf(buf, sizeof buf, "%s%s", prefix, name);
+    Tensor t = {.name = buf, .bytes = bytes, .dtype = dt, .cat = cat, .base = -1,
+                .producer = -1, .module = -1};
+    return graph_add_tensor(g, &t, id);
+}
+
+/* Adds a small backward op (accumulation, copy into .grad). */
+static VrStatus add_simple(Graph *g, const char *name, const char *kind, int fwd, int *in, int nin,
+                           int *out, int nout, int *frees, int nfrees, double bytes, int layer) {
+    Op op = {.name = name, .kind = kind, .phase = PH_BWD, .fwd_op = fwd, .inputs = in,
+             .n_inputs = nin, .outputs = out, .n_outputs = nout, .frees = frees,
+             .n_frees = nfrees, .bytes_moved = bytes, .layer = layer};
+    int id;
+    return graph_add_op(g, &op, &id);
+}
+
+static bool fresh_buffer(const Deriv *d, int t);
+
+/* Routes gradient `gi` (just produced, or passed through) to tensor x: into .grad for a
+ * trainable parameter (AccumulateGrad steals a fresh buffer, copies a shared one), else into x's
+ * pending gradient (InputBuffer: the second gradient is added out of place, both inputs freed). */
+static VrStatus route_grad(Deriv *d, int x, int gi, bool fresh, int fwd, int layer) {
+    Graph *g = d->g;
+    VrStatus st;
+    /* a view no op made (reshape without copy) hands its gradient to its base unchanged */
+    while (g->tensors[x].base >= 0 && g->tensors[x].producer < 0) x = g->tensors[x].base;
+    Tensor *tx = &g->tensors[x];
+    if (tx->trainable) {
+        if (d->param_grad[x] < 0 && fresh) {
+            Tensor *tg = &g->tensors[gi];
+            tg->cat = CAT_GRAD;
+            tg->persistent = true;
+            d->param_grad[x] = gi;
+            return VR_OK;
+        }
+        if (d->param_grad[x] < 0) { /* shared buffer: .grad gets a copy */
+            int c;
+            if ((st = new_tensor(g, "grad:", tx->name, tx->bytes, tx->dtype, CAT_GRAD, &c)))
+                return st;
+            g->tensors[c].persistent = true;
+            d->param_grad[x] = c;
+            int in[1] = {gi}, out[1] = {c};
+            return add_simple(g, "AccumulateGrad(copy)", "elementwise", fwd, in, 1, out, 1, in, 1,
+                              2.0 * (double)tx->bytes, layer);
+        }
+        /* .grad exists (gradient accumulation): added in place, the incoming one dropped */
+        int in[2] = {d->param_grad[x], gi};
+        int fr[1] = {gi};
+        return add_simple(g, "AccumulateGrad(add_)", "elementwise", fwd, in, 2, NULL, 0, fr, 1,
+                          3.0 * (double)tx->bytes, layer);
+    }
+    if (d->grad_of[x] < 0) { d->grad_of[x] = gi; return VR_OK; }
+    if (!g->tensors[d->grad_of[x]].grad_view && fresh_buffer(d, d->grad_of[x])) {
+        /* InputBuffer adds in place into a buffer it owns alone that is not a view */
+        int in[2] = {d->grad_of[x], gi}, fr[1] = {gi};
+        return add_simple(g, "InputBuffer::accumulate(add_)", "elementwise", fwd, in, 2, NULL, 0,
+                          fr, 1, 3.0 * (double)g->tensors[gi].bytes, layer);
+    }
+    int sum;
+    if ((st = new_tensor(g, "grad:", tx->name, g->tensors[gi].bytes, g->tensors[gi].dtype,
+                         CAT_TEMP, &sum)))
+        return st;
+    int in[2] = {d->grad_of[x], gi}, out[1] = {sum};
+    if ((st = add_simple(g, "InputBuffer::accumulate", "elementwise", fwd, in, 2, out, 1, in, 2,
+                         3.0 * (double)g->tensors[gi].bytes, layer)))
+        return st;
+    d->grad_of[x] = sum;
+    return VR_OK;
+}
+
+/* True if gradient buffer t is not pending for any other tensor (autograd's use_count == 1). */
+static bool fresh_buffer(const Deriv *d, int t) {
+    int owners = 0;
+    for (size_t i = 0; i < d->cap && (int)i < d->g->n_tensors; i++) owners += d->grad_of[i] == t;
+    return owners <= 1;
+}
+
+static bool input_gets_grad(const Graph *g, const Op *op, int i) {
+    const Tensor *t = &g->tensors[op->inputs[i]];
+    return t->requires_grad && op->grads && op->grads[i].mode != GRAD_NONE;
+}
+
+/* The backward op of forward op f: see graph.h. */
+static VrStatus derive_one(Deriv *d, int f) {
+    Graph *g = d->g;
+    VrStatus st;
+    Op fop = g->ops[f]; /* copy: g->ops may move as ops are added */
+    int n_out_grads = 0;
+    for (int i = 0; i < fop.n_outputs; i++)
+        if (d->grad_of[fop.outputs[i]] >= 0) n_out_grads++;
+    bool needs = false;
+    for (int i = 0; i < fop.n_inputs; i++) needs |= input_gets_grad(g, &fop, i);
+    if (!n_out_grads || !needs) return VR_OK; /* autograd never runs this node */
+
+    int cap = fop.n_outputs + fop.n_saves + fop.n_inputs + 1;
+    int *in = graph_alloc(g, (size_t)cap * sizeof(int));
+    int *out = graph_alloc(g, (size_t)(fop.n_inputs + 1) * sizeof(int));
+    int *frees = graph_alloc(g, (size_t)cap * sizeof(int));
+    int *gi_of = graph_alloc(g, (size_t)(fop.n_inputs + 1) * sizeof(int));
+    if (!in || !out || !frees || !gi_of) return VR_ENOMEM;
+    int nin = 0, nout = 0, nfree = 0;
+    for (int i = 0; i < fop.n_outputs; i++) {
+        int go = d->grad_of[fop.outputs[i]];
+        if (go >= 0) { in[nin++] = go; frees[nfree++] = go; }
+    }
+    for (int i = 0; i < fop.n_saves; i++) { in[nin++] = fop.saves[i]; frees[nfree++] = fop.saves[i]; }
+
+    /* input gradients, in the order the kernel allocates them */
+    for (int k = 0; k < fop.n_inputs; k++) gi_of[k] = -1;
+    for (int k = 0; k < fop.n_inputs; k++) {
+        int i = k < fop.n_grad_order ? fop.grad_order[k] : k;
+        if (k >= fop.n_grad_order && fop.n_grad_order > 0) {
+            /* inputs not named in grad_order come after, in input order */
+            bool named = false;
+            for (int j = 0; j < fop.n_grad_order; j++) named |= fop.grad_order[j] == k;
+            if (named) continue;
+            i = k;
+        }
+        if (!input_gets_grad(g, &fop, i) || gi_of[i] >= 0) continue;
+        const GradSpec *gs = &fop.grads[i];
+        const Tensor *x = &g->tensors[fop.inputs[i]];
+        if (gs->mode == GRAD_PASS) {
+            gi_of[i] = d->grad_of[fop.outputs[gs->pass_output]];
+            continue; /* may be -1: that output got no gradient */
+        }
+        uint64_t bytes = gs->grad_bytes ? gs->grad_bytes : x->bytes;
+        int t;
+        if ((st = new_tensor(g, "grad:", x->name, bytes, gs->grad_dtype, CAT_TEMP, &t))) return st;
+        g->tensors[t].grad_view = gs->view;
+        out[nout++] = t;
+        gi_of[i] = t;
+    }
+    char name[160];
+    snprintf(name, sizeof name, "%s.backward", fop.name);
+    Op b = {.name = name, .kind = fop.kind, .phase = PH_BWD, .fwd_op = f, .inputs = in,
+            .n_inputs = nin, .outputs = out, .n_outputs = nout, .frees = frees, .n_frees = nfree,
+            .workspace = fop.bwd_workspace, .n_workspace = fop.n_bwd_workspace,
+            .flops = fop.bwd_flops > 0 ? fop.bwd_flops : 2.0 * fop.flops,
+            .bytes_moved = fop.bwd_bytes > 0 ? fop.bwd_bytes : 2.0 * fop.bytes_moved,
+            .compute_dtype = fop.compute_dtype, .layer = fop.layer};
+    int bid;
+    if ((st = graph_add_op(g, &b, &bid))) return st;
+    for (int i = 0; i < fop.n_outputs; i++) d->grad_of[fop.outputs[i]] = -1;
+
+    for (int i = 0; i < fop.n_inputs; i++) {
+        if (gi_of[i] < 0) continue;
+        bool fresh = fop.grads[i].mode == GRAD_NEW;
+        /* the same tensor may appear twice among the inputs (x * x): both gradients route */
+        if ((st = route_grad(d, fop.inputs[i], gi_of[i], fresh, f, fop.layer))) return st;
+    }
+    return VR_OK;
+}
+
+VrStatus graph_derive_backward(Graph *g, int loss) {
+    if (loss < 0 || loss >= g->n_tensors || !g->tensors[loss].requires_grad) {
+        snprintf(g->err, sizeof g->err, "the loss tensor does not require grad: nothing to train");
+        return VR_EINVAL;
+    }
+    VrStatus st = VR_ENOMEM;
+    Deriv d = {.g = g};
+    int n_fwd = g->n_ops;
+    int *never_run = NULL;
+    size_t n_saved = 0;
+    for (int f = 0; f < n_fwd; f++) n_saved += (size_t)g->ops[f].n_saves;
+    if (ensure_cap(&d, (size_t)g->n_tensors + 16)) goto out;
+
+    /* loss.backward(): ones_like(loss) seeds the gradient */
+    int seed;
+    if ((st = new_tensor(g, "grad:", g->tensors[loss].name, g->tensors[loss].bytes,
+                         g->tensors[loss].dtype, CAT_TEMP, &seed)))
+        goto out;
+    int lossv[1] = {loss}, seedv[1] = {seed};
+    Op ones = {.name = "ones_like(loss)", .kind = "elementwise", .phase = PH_BWD, .fwd_op = -1,
+               .inputs = lossv, .n_inputs = 1, .outputs = seedv, .n_outputs = 1,
+               .frees = lossv, .n_frees = 1, .bytes_moved = 4, .layer = -1};
+    int oid;
+    if ((st = graph_add_op(g, &ones, &oid))) goto out;
+    d.grad_of[loss] = seed;
+
+    never_run = malloc(sizeof(int) * (n_saved + 1));
+    if (!never_run) { st = VR_ENOMEM; goto out; }
+    int n_never = 0;
+    for (int f = n_fwd - 1; f >= 0; f--) {
+        if (g->ops[f].phase != PH_FWD) continue;
+        if (ensure_cap(&d, (size_t)g->n_tensors + 2 * (size_t)g->ops[f].n_inputs + 16)) {
+            st = VR_ENOMEM;
+            break;
+        }
+        int before = g->n_ops;
+        if ((st = derive_one(&d, f))) break;
+        if (g->n_ops == before) /* no backward node ran: its saved tensors go with the graph */
+            for (int i = 0; i < g->ops[f].n_saves; i++) never_run[n_never++] = g->ops[f].saves[i];
+    }
+    /* gradients left pending on inputs that need none further (e.g. the embedding output when
+     * the embedding is frozen) and the saved tensors of nodes that never ran are released when
+     * backward() returns and the graph is freed */
+    if (!st) {
+        int *grown = realloc(never_run, sizeof(int) * (n_saved + (size_t)g->n_tensors + 1));
+        if (!grown) { st = VR_ENOMEM; goto out; }
+        never_run = grown;
+        for (int t = 0; t < g->n_tensors && (size_t)t < d.cap; t++)
+            if (d.grad_of[t] >= 0) never_run[n_never++] = d.grad_of[t];
+        if (n_never) {
+            Op rel = {.name = "release graph", .kind = "none", .phase = PH_BWD, .fwd_op = -1,
+                      .frees = never_run, .n_frees = n_never, .layer = -1};
+            st = graph_add_op(g, &rel, &oid);
+        }
+    }
+out:
+    free(never_run);
+    free(d.grad_of);
+    if (!st) {
+        free(g->param_grad);
+        g->param_grad = d.param_grad;
+        g->n_param_grad = (int)d.cap;
+    } else {
+        free(d.param_grad);
+    }
+    if (st == VR_ENOMEM) snprintf(g->err, sizeof g->err, "out of host memory deriving backward");
+    return st;
+}

@@ -1,0 +1,151 @@
+/* graph.h: tensors and ops of one training step, with autograd semantics.
+ *
+ * Data model. A Graph owns every Tensor and Op of a run (one arena, freed together).
+ *   Tensor  a storage on the device: bytes, dtype, category, and whether autograd tracks it.
+ *           A view shares its base's storage (Tensor.base) and allocates nothing.
+ *   Op      one kernel-level operation as the framework dispatches it (aten level): inputs,
+ *           outputs (allocated when it starts), workspaces (allocated after the outputs and
+ *           freed when it ends), the tensors it saves for backward, and how its backward
+ *           produces gradients for each input.
+ * The scenario's model declares forward ops only (graph_add_op). graph_derive_backward then
+ * appends the backward ops as autograd would run them: in reverse order of creation, each one
+ * taking the gradients of its op's outputs and the saved tensors, producing input gradients
+ * (new buffers, or the incoming gradient passed through), accumulating gradients of tensors with
+ * several consumers out of place (InputBuffer), stealing the first gradient of a parameter into
+ * .grad (AccumulateGrad), and releasing the saved tensors once it has run.
+ *
+ * Invariants:
+ *   every Op input/output/saved index < graph_num_tensors
+ *   a forward op's outputs are created by that op alone (Tensor.producer == op index)
+ *   backward ops come after every forward op (phase order fwd < bwd < optimizer)
+ */
+#ifndef VR_GRAPH_H
+#define VR_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vr.h"
+
+typedef struct Graph Graph;
+
+typedef enum DType { DT_FP32 = 0, DT_FP16, DT_BF16, DT_FP8, DT_INT8, DT_UINT8, DT_INT32,
+                     DT_INT64, DT_BOOL, DT_NF4, DT_COUNT } DType;
+
+/* What a tensor is, for the breakdown at peak. */
+typedef enum Category {
+    CAT_PARAM = 0,   /* model parameters (trainable or frozen) */
+    CAT_GRAD,        /* parameter gradients (.grad) */
+    CAT_OPTSTATE,    /* optimizer state: moments, master weights, step counters */
+    CAT_ACTIVATION,  /* forward outputs (saved for backward or not yet consumed) */
+    CAT_TEMP,        /* workspaces, activation gradients, optimizer temporaries, inputs */
+    CAT_COUNT
+} Category;
+
+typedef enum Phase { PH_BUILD = 0, PH_FWD, PH_BWD, PH_RECOMPUTE, PH_OPTIM, PH_ZERO_GRAD,
+                     PH_COUNT } Phase;
+
+/* How the backward of an op produces the gradient of one input. */
+typedef enum GradMode {
+    GRAD_NONE = 0, /* no gradient flows to this input */
+    GRAD_NEW,      /* a new buffer of grad_bytes (default: the input's bytes) */
+    GRAD_PASS,     /* the gradient of output pass_output, passed through unchanged */
+} GradMode;
+
+typedef struct Tensor {
+    const char *name;      /* arena copy; for reports */
+    uint64_t bytes;        /* storage size in bytes (unrounded, as the framework requests) */
+    uint64_t numel;        /* elements (parameter counts in reports) */
+    DType dtype;
+    Category cat;
+    int base;              /* -1, or the tensor whose storage this view shares */
+    int producer;          /* op index, or -1 for parameters and inputs */
+    int module;            /* parameters: index into graph modules, else -1 */
+    bool requires_grad;    /* autograd tracks it */
+    bool is_param;
+    bool trainable;        /* parameter with requires_grad */
+    bool grad_view;        /* an input gradient returned as a view (see GradSpec.view) */
+    bool persistent;       /* lives across steps: parameters, .grad, optimizer state; never
+                              freed by reference counting (only by a PH_ZERO_GRAD op) */
+} Tensor;
+
+typedef struct GradSpec {
+    GradMode mode;
+    int pass_output;       /* GRAD_PASS: which output's gradient (index into op outputs) */
+    uint64_t grad_bytes;   /* GRAD_NEW: 0 = the input's bytes */
+    DType grad_dtype;      /* GRAD_NEW: dtype of the new gradient */
+    bool view;             /* GRAD_NEW: the kernel returns the gradient as a view of a larger
+                              result (matmul folding dims), so it cannot be accumulated into */
+} GradSpec;
+
+typedef struct Op {
+    const char *name;      /* arena copy */
+    const char *kind;      /* arena copy: "mm", "sdpa", "elementwise", ... (cost model) */
+    Phase phase;
+    int fwd_op;            /* backward/recompute ops: the forward op they derive from, else -1 */
+    int *inputs;  int n_inputs;
+    int *outputs; int n_outputs;
+    int *saves;   int n_saves;        /* forward: tensors kept for backward */
+    int *frees;   int n_frees;        /* tensors whose reference this op drops when it ends */
+    uint64_t *workspace; int n_workspace; /* bytes; allocated after outputs, freed at end */
+    GradSpec *grads;                  /* forward: one per input */
+    int *grad_order; int n_grad_order;/* forward: order in which backward allocates input grads */
+    uint64_t *bwd_workspace; int n_bwd_workspace; /* backward temporaries, bytes */
+    double flops;          /* forward (or this op's) floating-point operations */
+    double bytes_moved;    /* bytes read and written by the kernel(s) */
+    double bwd_flops;      /* backward flops (0 = 2 x flops) */
+    double bwd_bytes;      /* backward bytes moved (0 = 2 x bytes_moved) */
+    DType compute_dtype;   /* dtype the math runs in (cost model) */
+    int layer;             /* decoder layer / block index, -1 if none (reports) */
+    bool once;             /* runs in the first step only (optimizer state creation) */
+    bool no_grad;          /* forward op run under torch.no_grad(): outputs need no grad */
+} Op;
+
+/* Creates an empty graph. Returns VR_ENOMEM if the host is out of memory. */
+VrStatus graph_new(Graph **out /* OUT */);
+void graph_free(Graph *g); /* NULL is a no-op */
+
+/* Copies s into the graph's arena; NULL on host allocation failure. */
+const char *graph_strdup(Graph *g, const char *s);
+/* Arena allocation of n zeroed bytes, freed with the graph; NULL on failure. */
+void *graph_alloc(Graph *g, size_t n);
+
+/* Adds a module name (parameter grouping for reports); returns its index or -1 on ENOMEM. */
+int graph_add_module(Graph *g, const char *name);
+const char *graph_module_name(const Graph *g, int i);
+int graph_num_modules(const Graph *g);
+
+/* Adds a tensor (copied) and returns its index in *id. The name is copied. */
+VrStatus graph_add_tensor(Graph *g, const Tensor *t, int *id /* OUT */);
+
+/* Adds an op; the graph copies op and every array it points to. Output tensors get
+ * producer = the new op. Returns VR_EINVAL (message via graph_error) on a bad index. */
+VrStatus graph_add_op(Graph *g, const Op *op, int *id /* OUT */);
+
+/* Appends backward ops for the forward ops that lead to tensor `loss` (autograd semantics,
+ * see the top of this file). Call once, after the whole forward is declared. */
+VrStatus graph_derive_backward(Graph *g, int loss);
+
+/* After graph_derive_backward: the .grad tensor of a trainable parameter, -1 if none. */
+int graph_param_grad(const Graph *g, int param);
+
+int graph_num_tensors(const Graph *g);
+int graph_num_ops(const Graph *g);
+Tensor *graph_tensor(Graph *g, int i);          /* borrowed; valid until the next add */
+const Tensor *graph_tensor_c(const Graph *g, int i);
+Op *graph_op(Graph *g, int i);                  /* borrowed; valid until the next add */
+const Op *graph_op_c(const Graph *g, int i);
+/* Index of the tensor owning the storage of t (follows views). */
+int graph_storage_of(const Graph *g, int t);
+
+/* The last error message (static lifetime per graph). */
+const char *graph_error(const Graph *g);
+
+size_t dtype_size(DType d);          /* bytes per element (NF4: 1, two values per byte) */
+const char *dtype_name(DType d);
+/* Parses "fp32", "float32", "bf16", ... ; returns VR_EINVAL for an unknown name. */
+VrStatus dtype_parse(const char *s, DType *out /* OUT */);
+const char *category_name(Category c);
+const char *phase_name(Phase p);
+
+#endif

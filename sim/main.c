@@ -1,0 +1,32 @@
+/* main.c: the vrsim command line: dispatches to the subcommands of cmds.h. */
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_errno.h>
+
+#include "cmds.h"
+#include "vr.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "vrsim: a discrete-event GPU memory simulator for training steps\n"
+        "\n"
+        "  vrsim SCENARIO.lua [--set k=v ...]   simulate: fits?, peak memory, breakdown, time\n"
+        "  vrsim validate [FILE.jsonl ...]     predictions against measured runs (validation/)\n"
+        "  vrsim replay TRACE.csv[.gz]          replay a real PyTorch allocator trace\n"
+        "\n"
+        "Each command has --help. Exit status: 0 ok/fits, 3 does not fit, 2 bad input, 1 internal.\n");
+}
+
+int main(int argc, char **argv) {
+    gsl_set_error_handler_off();
+    if (argc < 2) { usage(stderr); return VR_EXIT_USAGE; }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return VR_EXIT_OK;
+    }
+    if (strcmp(cmd, "validate") == 0) return cmd_validate(argc - 1, argv + 1);
+    if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
+    return cmd_run(argc - 1, argv + 1);
+}

@@ -1,0 +1,319 @@
+/* report.c: terminal summary, summary.json (cJSON), memory.csv and trace.json. */
+#include "report.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MIB(x) ((double)(x) / 1048576.0)
+#define GIB(x) ((double)(x) / 1073741824.0)
+
+const StepResult *report_step(const SimResult *r) {
+    if (r->oom) return r->oom_step >= 0 ? &r->steps[r->oom_step] : NULL;
+    if (r->n_steps > 0) return &r->steps[r->n_steps - 1];
+    return NULL;
+}
+
+bool report_fits(const SimResult *r) { return !r->oom; }
+
+/* Sum of parameter elements per top-level module ("model.layers.3.mlp.up_proj.weight" counts
+ * under "model.layers", "lm_head.weight" under "lm_head"). */
+typedef struct ModCount { char name[64]; double n; } ModCount;
+
+static int module_counts(const Graph *g, ModCount *out, int max) {
+    int n = 0;
+    for (int t = 0; t < graph_num_tensors(g); t++) {
+        const Tensor *x = graph_tensor_c(g, t);
+        if (!x->is_param || x->producer >= 0) continue; /* count each parameter once (as built) */
+        char key[64];
+        const char *nm = x->name;
+        const char *a = strchr(nm, '.');
+        const char *b = a ? strchr(a + 1, '.') : NULL;
+        size_t len = b && strncmp(nm, "model.", 6) == 0 ? (size_t)(b - nm) : (a ? (size_t)(a - nm) : strlen(nm));
+        if (strstr(nm, "lora_")) { snprintf(key, sizeof key, "lora_adapters"); }
+        else {
+            if (len >= sizeof key) len = sizeof key - 1;
+            memcpy(key, nm, len);
+            key[len] = 0;
+        }
+        int i;
+        for (i = 0; i < n; i++) if (strcmp(out[i].name, key) == 0) break;
+        if (i == n) {
+            if (n == max) continue;
+            snprintf(out[n].name, sizeof out[n].name, "%s", key);
+            out[n++].n = 0;
+        }
+        out[i].n += (double)x->numel;
+    }
+    return n;
+}
+
+static double slack_bytes(const StepResult *s) {
+    return (double)s->peak_reserved - (double)s->peak_allocated;
+}
+
+void report_print_summary(FILE *f, const Plan *p, const SimResult *r) {
+    const StepResult *s = report_step(r);
+    uint64_t cap = p->alloc.capacity;
+    if (!s) {
+        fprintf(f, "vrsim: %s: no step was simulated\n", p->name);
+        return;
+    }
+    fprintf(f, "vrsim: %s\n", p->name);
+    if (p->title[0]) fprintf(f, "  %s\n", p->title);
+    fprintf(f, "  %s on %s%s (%d GPU%s)\n", p->model, p->dev.name, "", p->gpus,
+            p->gpus == 1 ? "" : "s");
+    fprintf(f, "  %s\n\n", p->settings);
+    if (r->oom) {
+        fprintf(f, "DOES NOT FIT: CUDA out of memory in step %d at op '%s'\n", r->oom_step,
+                r->oom_op >= 0 ? graph_op_c(p->graph, r->oom_op)->name : "(build)");
+        fprintf(f, "  tried to allocate %.2f MiB; capacity %.2f GiB, %.2f GiB allocated by "
+                "PyTorch, %.2f GiB reserved but unallocated, %.2f GiB free\n",
+                MIB(r->oom_info.requested), GIB(r->oom_info.capacity),
+                GIB(r->oom_info.allocated), GIB(r->oom_info.reserved_unallocated),
+                GIB(r->oom_info.free));
+    } else {
+        fprintf(f, "FITS: peak reserved %.2f GiB of %.2f GiB usable (%.1f %%)\n",
+                GIB(s->peak_reserved), GIB(cap), cap ? 100.0 * (double)s->peak_reserved / (double)cap : 0);
+    }
+    if (!s) return;
+    fprintf(f, "\n  step %d%s          allocated      reserved\n", r->oom ? r->oom_step : r->n_steps - 1,
+            r->oom ? " (failed)" : " (steady)");
+    fprintf(f, "  peak               %9.1f MiB  %9.1f MiB\n", MIB(s->peak_allocated), MIB(s->peak_reserved));
+    fprintf(f, "  after forward      %9.1f MiB\n", MIB(s->fwd_peak_allocated));
+    fprintf(f, "  after backward     %9.1f MiB\n", MIB(s->bwd_peak_allocated));
+    if (r->n_steps > 1 && !r->oom)
+        fprintf(f, "  step 0 peak        %9.1f MiB  %9.1f MiB   (optimizer state created)\n",
+                MIB(r->steps[0].peak_allocated), MIB(r->steps[0].peak_reserved));
+    fprintf(f, "\n  breakdown at peak allocated\n");
+    for (int c = 0; c < CAT_COUNT; c++)
+        fprintf(f, "    %-18s %9.1f MiB\n", category_name((Category)c), MIB(s->peak_breakdown[c]));
+    fprintf(f, "    %-18s %9.1f MiB   (reserved - allocated at peak)\n", "allocator_slack",
+            MIB(slack_bytes(s)));
+    fprintf(f, "    %-18s %9.1f MiB   (outside the allocator)\n", "cuda_context",
+            MIB(p->dev.context_bytes));
+    if (s->peak_op >= 0)
+        fprintf(f, "    peak reached at op '%s' (%s)\n", graph_op_c(p->graph, s->peak_op)->name,
+                phase_name(graph_op_c(p->graph, s->peak_op)->phase));
+    if (r->n_live_at_peak) {
+        fprintf(f, "\n  largest live tensors at peak\n");
+        for (int i = 0; i < r->n_live_at_peak && i < 8; i++) {
+            const Tensor *t = graph_tensor_c(p->graph, r->live_at_peak[i].tensor);
+            fprintf(f, "    %9.1f MiB  %-12s %s\n", MIB(r->live_at_peak[i].bytes),
+                    category_name(t->cat), t->name);
+        }
+    }
+    if (s->time_ns > 0) {
+        double ms = s->time_ns / 1e6;
+        fprintf(f, "\n  step time %.1f ms (roofline, uncalibrated)", ms);
+        if (p->tokens_per_step > 0)
+            fprintf(f, ", %.0f tokens/s per GPU", p->tokens_per_step / (ms / 1e3));
+        fprintf(f, "\n");
+    }
+}
+
+static cJSON *step_json(const StepResult *s) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "peak_allocated_bytes", (double)s->peak_allocated);
+    cJSON_AddNumberToObject(o, "peak_reserved_bytes", (double)s->peak_reserved);
+    cJSON_AddNumberToObject(o, "fwd_peak_allocated_bytes", (double)s->fwd_peak_allocated);
+    cJSON_AddNumberToObject(o, "bwd_peak_allocated_bytes", (double)s->bwd_peak_allocated);
+    cJSON_AddNumberToObject(o, "end_allocated_bytes", (double)s->end_allocated);
+    cJSON_AddNumberToObject(o, "end_reserved_bytes", (double)s->end_reserved);
+    cJSON_AddNumberToObject(o, "step_time_ms", s->time_ns / 1e6);
+    cJSON_AddNumberToObject(o, "num_alloc_retries", (double)s->num_alloc_retries);
+    cJSON_AddNumberToObject(o, "num_cuda_mallocs", (double)s->num_cuda_mallocs);
+    return o;
+}
+
+char *report_summary_json(const Plan *p, const SimResult *r) {
+    const StepResult *s = report_step(r);
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "scenario", p->name);
+    cJSON_AddStringToObject(o, "model", p->model);
+    cJSON_AddStringToObject(o, "gpu", p->dev.key);
+    cJSON_AddBoolToObject(o, "fits", !r->oom);
+    cJSON_AddNumberToObject(o, "capacity_bytes", (double)p->alloc.capacity);
+    cJSON_AddNumberToObject(o, "peak_allocated_bytes", s ? (double)s->peak_allocated : 0);
+    cJSON_AddNumberToObject(o, "peak_reserved_bytes", s ? (double)s->peak_reserved : 0);
+    cJSON_AddNumberToObject(o, "step_time_ms", s ? s->time_ns / 1e6 : 0);
+    cJSON_AddNumberToObject(o, "gpus", p->gpus);
+    if (s && s->time_ns > 0 && p->tokens_per_step > 0)
+        cJSON_AddNumberToObject(o, "tokens_per_s", p->tokens_per_step * p->gpus / (s->time_ns / 1e9));
+    cJSON *bd = cJSON_AddObjectToObject(o, "breakdown_at_peak");
+    for (int c = 0; s && c < CAT_COUNT; c++)
+        cJSON_AddNumberToObject(bd, category_name((Category)c), (double)s->peak_breakdown[c]);
+    if (s) cJSON_AddNumberToObject(bd, "allocator_slack", slack_bytes(s));
+    cJSON_AddNumberToObject(bd, "cuda_context", (double)p->dev.context_bytes);
+    ModCount mc[64];
+    int nm = module_counts(p->graph, mc, 64);
+    cJSON *pm = cJSON_AddObjectToObject(o, "parameters");
+    for (int i = 0; i < nm; i++) cJSON_AddNumberToObject(pm, mc[i].name, mc[i].n);
+    cJSON *steps = cJSON_AddArrayToObject(o, "steps");
+    int n = r->n_steps + (r->oom && r->oom_step >= 0 ? 1 : 0);
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(steps, step_json(&r->steps[i]));
+    if (r->oom) {
+        cJSON *oo = cJSON_AddObjectToObject(o, "oom");
+        cJSON_AddNumberToObject(oo, "step", r->oom_step);
+        cJSON_AddStringToObject(oo, "op", r->oom_op >= 0 ? graph_op_c(p->graph, r->oom_op)->name : "build");
+        cJSON_AddNumberToObject(oo, "requested_bytes", (double)r->oom_info.requested);
+        cJSON_AddNumberToObject(oo, "allocated_bytes", (double)r->oom_info.allocated);
+        cJSON_AddNumberToObject(oo, "reserved_unallocated_bytes", (double)r->oom_info.reserved_unallocated);
+    }
+    cJSON *live = cJSON_AddArrayToObject(o, "live_at_peak");
+    for (int i = 0; i < r->n_live_at_peak && i < 20; i++) {
+        cJSON *t = cJSON_CreateObject();
+        const Tensor *x = graph_tensor_c(p->graph, r->live_at_peak[i].tensor);
+        cJSON_AddStringToObject(t, "name", x->name);
+        cJSON_AddStringToObject(t, "category", category_name(x->cat));
+        cJSON_AddNumberToObject(t, "bytes", (double)r->live_at_peak[i].bytes);
+        cJSON_AddItemToArray(live, t);
+    }
+    cJSON *sm = cJSON_AddObjectToObject(o, "segments_at_peak");
+    size_t segs = 0, freeb = 0;
+    for (size_t i = 0; i < r->n_segmap; i++) {
+        if (i == 0 || r->segmap[i].segment_addr != r->segmap[i - 1].segment_addr) segs++;
+        if (!r->segmap[i].allocated) freeb++;
+    }
+    cJSON_AddNumberToObject(sm, "segments", (double)segs);
+    cJSON_AddNumberToObject(sm, "free_blocks", (double)freeb);
+    cJSON_AddNumberToObject(sm, "largest_free_block_bytes", (double)r->largest_free_at_peak);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+VrStatus report_write_file(const char *path, const char *text, size_t len, char *err, size_t errlen) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return VR_EIO;
+    }
+    size_t w = fwrite(text, 1, len, f);
+    int bad = w != len || fflush(f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        unlink(tmp);
+        return VR_EIO;
+    }
+    return VR_OK;
+}
+
+/* A growable text buffer. */
+typedef struct Buf { char *p; size_t n, cap; bool bad; } Buf;
+
+static void bprintf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#include <stdarg.h>
+static void bprintf(Buf *b, const char *fmt, ...) {
+    if (b->bad) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) { b->bad = true; return; }
+        if (b->p && b->n + (size_t)k < b->cap) { b->n += (size_t)k; return; }
+        size_t ncap = b->cap ? b->cap * 2 : 65536;
+        while (ncap < b->n + (size_t)k + 1) ncap *= 2;
+        char *np = realloc(b->p, ncap);
+        if (!np) { b->bad = true; return; }
+        b->p = np;
+        b->cap = ncap;
+    }
+}
+
+static void json_escape(Buf *b, const char *s) {
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') bprintf(b, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) bprintf(b, "\\u%04x", *s);
+        else bprintf(b, "%c", *s);
+    }
+}
+
+static void write_memory_csv(Buf *b, const SimResult *r) {
+    bprintf(b, "time_ms,allocated_bytes,reserved_bytes");
+    for (int c = 0; c < CAT_COUNT; c++) bprintf(b, ",%s_bytes", category_name((Category)c));
+    bprintf(b, "\n");
+    for (int i = 0; i < r->n_samples; i++) {
+        const MemSample *m = &r->samples[i];
+        bprintf(b, "%.6f,%llu,%llu", m->t_ns / 1e6, (unsigned long long)m->allocated,
+                (unsigned long long)m->reserved);
+        for (int c = 0; c < CAT_COUNT; c++) bprintf(b, ",%llu", (unsigned long long)m->cat[c]);
+        bprintf(b, "\n");
+    }
+}
+
+static void write_trace_json(Buf *b, const Plan *p, const SimResult *r) {
+    bprintf(b, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+    bprintf(b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"GPU 0 (%s)\"}},\n",
+            p->dev.key);
+    bprintf(b, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"compute stream\"}}");
+    for (int i = 0; i < r->n_spans; i++) {
+        const OpSpan *s = &r->spans[i];
+        const Op *op = graph_op_c(p->graph, s->op);
+        bprintf(b, ",\n{\"name\":\"");
+        json_escape(b, op->name);
+        bprintf(b, "\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+                "\"args\":{\"step\":%d,\"kind\":\"", phase_name(op->phase), s->stream,
+                s->start_ns / 1e3, (s->end_ns - s->start_ns) / 1e3, s->step);
+        json_escape(b, op->kind);
+        bprintf(b, "\",\"flops\":%.0f,\"bytes\":%.0f}}", op->flops, op->bytes_moved);
+    }
+    for (int i = 0; i < r->n_samples; i++) {
+        const MemSample *m = &r->samples[i];
+        bprintf(b, ",\n{\"name\":\"memory (MiB)\",\"ph\":\"C\",\"pid\":0,\"ts\":%.3f,\"args\":"
+                "{\"allocated\":%.2f,\"reserved\":%.2f}}", m->t_ns / 1e3, MIB(m->allocated),
+                MIB(m->reserved));
+    }
+    bprintf(b, "\n]}\n");
+}
+
+static VrStatus mkdir_p(const char *dir, char *err, size_t errlen) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *q = tmp + 1; *q; q++) {
+        if (*q != '/') continue;
+        *q = 0;
+        if (mkdir(tmp, 0777) && errno != EEXIST) goto fail;
+        *q = '/';
+    }
+    if (mkdir(tmp, 0777) && errno != EEXIST) goto fail;
+    return VR_OK;
+fail:
+    snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+    return VR_EIO;
+}
+
+VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, char *err,
+                          size_t errlen) {
+    VrStatus st = mkdir_p(dir, err, errlen);
+    if (st) return st;
+    char path[4200];
+    char *js = report_summary_json(p, r);
+    if (!js) return VR_ENOMEM;
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    st = report_write_file(path, js, strlen(js), err, errlen);
+    free(js);
+    if (st) return st;
+    Buf b = {0};
+    write_memory_csv(&b, r);
+    if (b.bad) { free(b.p); return VR_ENOMEM; }
+    snprintf(path, sizeof path, "%s/memory.csv", dir);
+    st = report_write_file(path, b.p ? b.p : "", b.n, err, errlen);
+    b.n = 0;
+    if (!st) {
+        write_trace_json(&b, p, r);
+        if (b.bad) st = VR_ENOMEM;
+        snprintf(path, sizeof path, "%s/trace.json", dir);
+        if (!st) st = report_write_file(path, b.p, b.n, err, errlen);
+    }
+    free(b.p);
+    return st;
+}

@@ -1,0 +1,53 @@
+/* scenario.c: Plan ownership and locating the Lua library; the Lua side is sim/bind/bind.c. */
+#include "scenario.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void plan_free(Plan *p) {
+    if (!p) return;
+    graph_free(p->graph);
+    free(p);
+}
+
+static bool has_plan_module(const char *dir) {
+    char path[PATH_MAX + 32];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/vrsim/plan.lua", dir);
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool scenario_find_lua_dir(char *buf, size_t n) {
+    const char *env = getenv("VRSIM_LUA");
+    if (env && has_plan_module(env)) {
+        snprintf(buf, n, "%s", env);
+        return true;
+    }
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = 0;
+        /* the binary sits at the project root (./vrsim) or one level down (build-san/vrsim) */
+        for (int up = 0; up < 2; up++) {
+            char *slash = strrchr(exe, '/');
+            if (!slash) break;
+            *slash = 0;
+            char cand[PATH_MAX + 8];
+            if (strlen(exe) + 5 > PATH_MAX) break;
+            snprintf(cand, sizeof cand, "%s/lua", exe);
+            if (has_plan_module(cand)) {
+                snprintf(buf, n, "%s", cand);
+                return true;
+            }
+        }
+    }
+    if (has_plan_module("lua")) {
+        snprintf(buf, n, "lua");
+        return true;
+    }
+    return false;
+}

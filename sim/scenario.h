@@ -1,0 +1,56 @@
+/* scenario.h: a scenario file turned into a Plan: the graph of one training step, the device,
+ * the allocator settings and what the report needs to name things.
+ *
+ * The scenario runs in a sandboxed Lua state (sim/bind/): only base, string, table, math and
+ * utf8 libraries, `require` limited to the project's lua/ folder and the scenario's own folder,
+ * and an instruction and memory limit. --unsafe opens the rest of the standard library. */
+#ifndef VR_SCENARIO_H
+#define VR_SCENARIO_H
+
+#include <stdbool.h>
+
+#include "alloc.h"
+#include "device.h"
+#include "graph.h"
+
+typedef struct Plan {
+    Graph *graph;              /* owned */
+    DeviceSpec dev;
+    AllocConfig alloc;
+    int steps;                 /* steps to simulate */
+    int gpus;                  /* data-parallel ranks (symmetric: simulated once) */
+    char name[128];            /* scenario name, e.g. "llama7b_h200" */
+    char title[256];           /* the question the scenario answers */
+    char model[128];           /* e.g. "llama2-7b" */
+    double tokens_per_step;    /* per GPU; 0 if not a language model */
+    double samples_per_step;   /* per GPU */
+    char settings[1024];       /* one line: the knobs that decide memory */
+} Plan;
+
+typedef struct ScenarioOptions {
+    const char *const *sets;   /* "key=value" overrides, borrowed */
+    int n_sets;
+    bool unsafe;               /* open io/os/package in the Lua state */
+    const char *lua_dir;       /* the project's lua/ folder; NULL = found from the executable */
+    long instruction_limit;    /* 0 = default */
+    size_t memory_limit;       /* bytes, 0 = default */
+} ScenarioOptions;
+
+/* Loads the scenario file at path. On failure returns VR_EINVAL (or VR_ENOMEM) with a one-line
+ * message naming the file and line in err. The caller owns *out (plan_free). */
+VrStatus scenario_load(const char *path, const ScenarioOptions *opts, Plan **out /* OUT */,
+                       char *err, size_t errlen);
+
+/* The same for a scenario given as source text; chunkname names it in messages and dir is
+ * the folder `require` may also search (NULL: none). */
+VrStatus scenario_load_source(const char *chunkname, const char *src, const char *dir,
+                              const ScenarioOptions *opts, Plan **out /* OUT */, char *err,
+                              size_t errlen);
+
+void plan_free(Plan *p); /* NULL is a no-op */
+
+/* Finds the project's lua/ folder: $VRSIM_LUA, then lua/ beside the executable, then ./lua.
+ * Writes it into buf and returns true, or false if none exists. */
+bool scenario_find_lua_dir(char *buf, size_t n);
+
+#endif

@@ -1,0 +1,35 @@
+/* vr.h: status codes, exit codes and small shared definitions for every vrsim module.
+ *
+ * Core functions return a VrStatus and pass results through OUT parameters. A simulated GPU
+ * out-of-memory is a result, not an error (VR_OOM is returned only by allocation calls, so the
+ * caller can record it on the timeline). Host allocation failure is VR_ENOMEM, never an abort. */
+#ifndef VR_H
+#define VR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum VrStatus {
+    VR_OK = 0,
+    VR_EINVAL,   /* bad input: the message says which */
+    VR_ENOMEM,   /* host allocation failed */
+    VR_EIO,      /* a file could not be read or written */
+    VR_OOM,      /* the simulated device ran out of memory */
+    VR_ENOTSUP,  /* valid input the simulator cannot model yet */
+} VrStatus;
+
+/* Process exit statuses, the same for every subcommand (DESIGN.md). */
+enum {
+    VR_EXIT_OK = 0,     /* success; for a scenario, it fits */
+    VR_EXIT_INTERNAL = 1,
+    VR_EXIT_USAGE = 2,  /* bad input or usage */
+    VR_EXIT_OOM = 3,    /* the scenario does not fit */
+};
+
+#define VR_KIB ((uint64_t)1024)
+#define VR_MIB ((uint64_t)1024 * 1024)
+#define VR_GIB ((uint64_t)1024 * 1024 * 1024)
+
+const char *vr_status_str(VrStatus s);
+
+#endif
