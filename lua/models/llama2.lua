@@ -156,8 +156,7 @@ local function rmsnorm(cx, name, x, w)
   local odt = promote(w.dtype, yb.dtype)
   -- weight * hidden: the weight gradient is reduced over every leading dim, with an fp32
   -- buffer of the whole product (InputMetadata::reduce_grad)
-  local out = nn.op(cx, { name = name .. ".weight_mul", inputs = { w, yb },
-                          outs = { { name, x.shape, odt } }, saves = { w, yb },
+  local out = nn.mul(cx, name, w, yb, odt, {
                           grads = { { dtype = w.dtype }, { dtype = yb.dtype } },
                           grad_order = { 2, 1 },
                           bwd_workspace = w.rg and { nn.bytes(x.shape, odt), nn.numel(x.shape) * 4 } or nil })
@@ -368,7 +367,7 @@ function M.build(cx, cfg)
     local g = linear(cx, pre .. ".mlp.gate_proj", hn2, L.gate)
     local act = nn.ew(cx, pre .. ".mlp.silu", { g }, g.dtype, { g })
     local u = linear(cx, pre .. ".mlp.up_proj", hn2, L.up)
-    local m = nn.ew(cx, pre .. ".mlp.mul", { act, u }, act.dtype, { act, u }, nil)
+    local m = nn.mul(cx, pre .. ".mlp.mul", act, u, act.dtype)
     local d = linear(cx, pre .. ".mlp.down_proj", m, L.down)
     x = nn.op(cx, { name = pre .. ".residual_add2", inputs = { h1, d },
                     outs = { { pre .. ".out", { b, s, h }, promote(h1.dtype, d.dtype) } },

@@ -138,6 +138,18 @@ function nn.ew(cx, name, inputs, dtype, saves, grads, shape)
                      grads = grads, flops = nn.numel(s), dtype = dtype })
 end
 
+-- a * b: MulBackward keeps b for a's gradient and a for b's, only where that one is needed.
+function nn.mul(cx, name, a, b, dtype, extra)
+  local saves = {}
+  if b.rg then saves[#saves + 1] = a end
+  if a.rg then saves[#saves + 1] = b end
+  local shape = nn.numel(a.shape) >= nn.numel(b.shape) and a.shape or b.shape -- broadcast
+  local spec = { name = name, inputs = { a, b }, outs = { { name, shape, dtype } },
+                 saves = saves, flops = nn.numel(shape), dtype = dtype }
+  for k, v in pairs(extra or {}) do spec[k] = v end
+  return nn.op(cx, spec)
+end
+
 -- x.to(dtype): no-op (same tensor) when the dtype matches.
 function nn.to(cx, x, dtype, name)
   if x.dtype == dtype then return x end
@@ -155,9 +167,14 @@ function nn.linear(cx, name, x, w, out_dtype)
   local m = nn.numel(x.shape) / x.shape[#x.shape]
   local flops = 2 * m * w.shape[1] * w.shape[2]
   local wg = w.rg and { dtype = w.dtype } or "none"
+  -- MmBackward keeps the input only when the weight needs a gradient, and the weight only
+  -- when the input does (a frozen layer saves nothing of its input)
+  local saves = {}
+  if w.rg then saves[#saves + 1] = x end
+  if x.rg then saves[#saves + 1] = w end
   return nn.op(cx, { name = name, kind = "mm", inputs = { x, w },
                      outs = { { name, shape, out_dtype or x.dtype } },
-                     saves = { x, w }, grads = { { dtype = x.dtype, view = true }, wg },
+                     saves = saves, grads = { { dtype = x.dtype, view = true }, wg },
                      grad_order = { 2, 1 }, flops = flops, bwd_flops = 2 * flops,
                      dtype = out_dtype or x.dtype })
 end
