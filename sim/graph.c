@@ -207,6 +207,9 @@ typedef struct Deriv {
     size_t cap;      /* entries in grad_of and param_grad */
     int *grad_of;    /* tensor -> its pending (accumulated) gradient tensor, -1 none */
     int *param_grad; /* parameter -> its .grad tensor, -1 none */
+    int *remap;      /* tensor -> its recomputed copy inside the region being derived, -1 */
+    int n_fwd;       /* forward ops (they come first) */
+    int recomputed;  /* the region whose recompute ops were emitted last, 0 = none */
 } Deriv;
 
 /* Grows the per-tensor maps to at least n entries (new entries -1); nonzero on ENOMEM. */
@@ -220,7 +223,10 @@ static int ensure_cap(Deriv *d, size_t n) {
     int *b = realloc(d->param_grad, ncap * sizeof(int));
     if (!b) return -1;
     d->param_grad = b;
-    for (size_t i = d->cap; i < ncap; i++) d->grad_of[i] = d->param_grad[i] = -1;
+    int *c = realloc(d->remap, ncap * sizeof(int));
+    if (!c) return -1;
+    d->remap = c;
+    for (size_t i = d->cap; i < ncap; i++) d->grad_of[i] = d->param_grad[i] = d->remap[i] = -1;
     d->cap = ncap;
     return 0;
 }
@@ -310,6 +316,83 @@ static bool input_gets_grad(const Graph *g, const Op *op, int i) {
     return t->requires_grad && op->grads && op->grads[i].mode != GRAD_NONE;
 }
 
+/* Maps tensor t into the recompute of the current region: outputs of region ops were cloned;
+ * a view made without an op follows its base. */
+static int remapped(Deriv *d, int t) {
+    if (d->remap[t] >= 0) return d->remap[t];
+    return t;
+}
+
+/* Non-reentrant checkpointing (torch.utils.checkpoint, use_reentrant=False): the forward of a
+ * region kept only its inputs; the first backward access re-runs the region's forward ops (as
+ * PH_RECOMPUTE, new output tensors) up to the last op whose output some region op saves (early
+ * stop), and the region's backward ops use those copies. */
+static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
+    Graph *g = d->g;
+    VrStatus st;
+    int first = -1, last_needed = -1;
+    for (int f = 0; f < n_fwd; f++) {
+        const Op *o = &g->ops[f];
+        if (o->phase != PH_FWD || o->region != region) continue;
+        if (first < 0) first = f;
+        for (int k = 0; k < o->n_saves; k++) {
+            int p = g->tensors[o->saves[k]].producer;
+            int s = graph_storage_of(g, o->saves[k]);
+            int ps = g->tensors[s].producer;
+            if (p >= 0 && g->ops[p].region == region && p > last_needed) last_needed = p;
+            if (ps >= 0 && g->ops[ps].region == region && ps > last_needed) last_needed = ps;
+        }
+    }
+    for (int f = first; f >= 0 && f <= last_needed; f++) {
+        Op o = g->ops[f];
+        if (o.phase != PH_FWD || o.region != region) continue;
+        if (ensure_cap(d, (size_t)g->n_tensors + (size_t)o.n_outputs + 16)) return VR_ENOMEM;
+        int *in = graph_alloc(g, sizeof(int) * (size_t)(o.n_inputs + 1));
+        int *out = graph_alloc(g, sizeof(int) * (size_t)(o.n_outputs + 1));
+        int *fr = graph_alloc(g, sizeof(int) * (size_t)(o.n_frees + 1));
+        if (!in || !out || !fr) return VR_ENOMEM;
+        for (int k = 0; k < o.n_inputs; k++) in[k] = remapped(d, o.inputs[k]);
+        for (int k = 0; k < o.n_frees; k++) fr[k] = remapped(d, o.frees[k]);
+        for (int k = 0; k < o.n_outputs; k++) {
+            Tensor c = g->tensors[o.outputs[k]];
+            char nm[200];
+            snprintf(nm, sizeof nm, "%s (recomputed)", c.name);
+            c.name = nm;
+            c.producer = -1;
+            if (c.base >= 0) c.base = remapped(d, c.base);
+            int id;
+            if ((st = graph_add_tensor(g, &c, &id))) return st;
+            d->remap[o.outputs[k]] = id;
+            out[k] = id;
+        }
+        char name[200];
+        snprintf(name, sizeof name, "%s (recompute)", o.name);
+        Op r = {.name = name, .kind = o.kind, .phase = PH_RECOMPUTE, .fwd_op = f, .inputs = in,
+                .n_inputs = o.n_inputs, .outputs = out, .n_outputs = o.n_outputs, .frees = fr,
+                .n_frees = o.n_frees, .workspace = o.workspace, .n_workspace = o.n_workspace,
+                .flops = o.flops, .bytes_moved = o.bytes_moved, .compute_dtype = o.compute_dtype,
+                .layer = o.layer, .region = 0};
+        int id;
+        if ((st = graph_add_op(g, &r, &id))) return st;
+        /* a view created without an op inside the region follows its recomputed base */
+    }
+    /* plain views of recomputed tensors */
+    int n = g->n_tensors;
+    for (int t = 0; t < n; t++) {
+        const Tensor *x = &g->tensors[t];
+        if (x->base >= 0 && x->producer < 0 && d->remap[t] < 0 && d->remap[x->base] >= 0) {
+            Tensor c = *x;
+            c.base = d->remap[x->base];
+            int id;
+            if ((st = graph_add_tensor(g, &c, &id))) return st;
+            if (ensure_cap(d, (size_t)g->n_tensors + 16)) return VR_ENOMEM;
+            d->remap[t] = id;
+        }
+    }
+    d->recomputed = region;
+    return VR_OK;
+}
+
 /* The backward op of forward op f: see graph.h. */
 static VrStatus derive_one(Deriv *d, int f) {
     Graph *g = d->g;
@@ -321,6 +404,10 @@ static VrStatus derive_one(Deriv *d, int f) {
     bool needs = false;
     for (int i = 0; i < fop.n_inputs; i++) needs |= input_gets_grad(g, &fop, i);
     if (!n_out_grads || !needs) return VR_OK; /* autograd never runs this node */
+    if (fop.region > 0 && d->recomputed != fop.region) {
+        VrStatus rs = emit_recompute(d, fop.region, d->n_fwd);
+        if (rs) return rs;
+    }
 
     int cap = fop.n_outputs + fop.n_saves + fop.n_inputs + 1;
     int *in = graph_alloc(g, (size_t)cap * sizeof(int));
@@ -333,7 +420,12 @@ static VrStatus derive_one(Deriv *d, int f) {
         int go = d->grad_of[fop.outputs[i]];
         if (go >= 0) { in[nin++] = go; frees[nfree++] = go; }
     }
-    for (int i = 0; i < fop.n_saves; i++) { in[nin++] = fop.saves[i]; frees[nfree++] = fop.saves[i]; }
+    for (int i = 0; i < fop.n_saves; i++) {
+        int sv = fop.saves[i];
+        if (fop.region > 0 && d->remap[sv] >= 0) sv = d->remap[sv]; /* the recomputed copy */
+        in[nin++] = sv;
+        frees[nfree++] = sv;
+    }
 
     /* input gradients, in the order the kernel allocates them */
     for (int k = 0; k < fop.n_inputs; k++) gi_of[k] = -1;
@@ -387,8 +479,9 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
         return VR_EINVAL;
     }
     VrStatus st = VR_ENOMEM;
-    Deriv d = {.g = g};
+    Deriv d = {.g = g, .recomputed = 0};
     int n_fwd = g->n_ops;
+    d.n_fwd = n_fwd;
     int *never_run = NULL;
     size_t n_saved = 0;
     for (int f = 0; f < n_fwd; f++) n_saved += (size_t)g->ops[f].n_saves;
@@ -439,6 +532,7 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
 out:
     free(never_run);
     free(d.grad_of);
+    free(d.remap);
     if (!st) {
         free(g->param_grad);
         g->param_grad = d.param_grad;

@@ -97,6 +97,8 @@ typedef struct Op {
     double bwd_bytes;      /* backward bytes moved (0 = 2 x bytes_moved) */
     DType compute_dtype;   /* dtype the math runs in (cost model) */
     int layer;             /* decoder layer / block index, -1 if none (reports) */
+    int region;            /* checkpointed region (> 0) whose saved tensors are recomputed in
+                              backward instead of kept; 0 = none */
     bool once;             /* runs in the first step only (optimizer state creation) */
     bool no_grad;          /* forward op run under torch.no_grad(): outputs need no grad */
 } Op;

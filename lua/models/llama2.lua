@@ -311,6 +311,8 @@ function M.build(cx, cfg)
 
   for l = 1, sh.layers do
     cx.layer = l - 1
+    -- gradient_checkpointing_enable(use_reentrant=False): each decoder layer is a region
+    cx.region = t.checkpointing and l or nil
     local L = P.layers[l]
     local pre = "layers." .. (l - 1)
     local residual = x
@@ -330,12 +332,16 @@ function M.build(cx, cfg)
     local ke = rotary(cx, pre .. ".k_rotary", kv, cos, sin)
     -- DynamicCache.update (use_cache defaults to True): torch.cat onto an empty cache copies
     -- the keys and values; the copies are what attention sees and saves
-    local kc = nn.op(cx, { name = pre .. ".cache_keys", inputs = { ke },
-                           outs = { { pre .. ".cache.keys", ke.shape, ke.dtype } },
-                           grads = { { pass = 1 } } })
-    local vc = nn.op(cx, { name = pre .. ".cache_values", inputs = { vv },
-                           outs = { { pre .. ".cache.values", vv.shape, vv.dtype } },
-                           grads = { { pass = 1 } } })
+    -- (with checkpointing transformers turns use_cache off: no copies)
+    local kc, vc = ke, vv
+    if not t.checkpointing then
+      kc = nn.op(cx, { name = pre .. ".cache_keys", inputs = { ke },
+                       outs = { { pre .. ".cache.keys", ke.shape, ke.dtype } },
+                       grads = { { pass = 1 } } })
+      vc = nn.op(cx, { name = pre .. ".cache_values", inputs = { vv },
+                       outs = { { pre .. ".cache.values", vv.shape, vv.dtype } },
+                       grads = { { pass = 1 } } })
+    end
     if sh.kv_heads ~= sh.heads then
       -- repeat_kv: expand + reshape copies the keys and values to every query head
       local rep = { b, sh.heads, s, hd }
@@ -374,6 +380,7 @@ function M.build(cx, cfg)
                     grads = { { pass = 1 }, { pass = 1 } } })
   end
   cx.layer = -1
+  cx.region = nil
   local hf = rmsnorm(cx, "model.norm", x, P.norm)
   local logits = linear(cx, "lm_head", hf, P.lm_head)
   nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped

@@ -126,7 +126,7 @@ function nn.op(cx, spec)
     grads = grads, grad_order = spec.grad_order, workspace = spec.workspace,
     bwd_workspace = spec.bwd_workspace, flops = spec.flops or 0, bytes = bytes,
     bwd_flops = spec.bwd_flops, dtype = spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
-    layer = cx.layer, once = spec.once, no_grad = cx.no_grad,
+    layer = cx.layer, once = spec.once, no_grad = cx.no_grad, region = cx.region,
   }
   return table.unpack(outs)
 end
@@ -193,6 +193,7 @@ function nn.end_forward(cx)
   if #frees == 0 then return end
   local ids = {}
   for i, t in ipairs(frees) do ids[i] = t.id end
+  cx.region = nil
   cx.G:op { name = "end of forward", kind = "none", phase = "fwd", inputs = {}, outputs = {},
             frees = ids }
   cx.held = {}

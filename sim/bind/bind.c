@@ -290,6 +290,8 @@ static int l_op(lua_State *L) {
     op.bwd_flops = field_num(L, 2, "bwd_flops", 0);
     op.bwd_bytes = field_num(L, 2, "bwd_bytes", 0);
     op.layer = (int)field_int(L, 2, "layer", -1);
+    op.region = (int)field_int(L, 2, "region", 0);
+    if (op.region < 0) luaL_error(L, "op '%s': region must be >= 0", op.name);
     op.once = field_bool(L, 2, "once", false);
     op.no_grad = field_bool(L, 2, "no_grad", false);
     int id;
