@@ -58,27 +58,26 @@ static double slack_bytes(const StepResult *s) {
 void report_print_summary(FILE *f, const Plan *p, const SimResult *r) {
     const StepResult *s = report_step(r);
     uint64_t cap = p->alloc.capacity;
-    if (!s) {
-        fprintf(f, "vrsim: %s: no step was simulated\n", p->name);
-        return;
-    }
     fprintf(f, "vrsim: %s\n", p->name);
     if (p->title[0]) fprintf(f, "  %s\n", p->title);
     fprintf(f, "  %s on %s%s (%d GPU%s)\n", p->model, p->dev.name, "", p->gpus,
             p->gpus == 1 ? "" : "s");
     fprintf(f, "  %s\n\n", p->settings);
-    if (r->oom) {
+    if (r->oom && r->oom_step < 0) {
+        fprintf(f, "DOES NOT FIT: CUDA out of memory while building the model (at '%s')\n",
+                r->oom_op >= 0 ? graph_op_c(p->graph, r->oom_op)->name : "parameters");
+    } else if (r->oom) {
         fprintf(f, "DOES NOT FIT: CUDA out of memory in step %d at op '%s'\n", r->oom_step,
                 r->oom_op >= 0 ? graph_op_c(p->graph, r->oom_op)->name : "(build)");
-        fprintf(f, "  tried to allocate %.2f MiB; capacity %.2f GiB, %.2f GiB allocated by "
-                "PyTorch, %.2f GiB reserved but unallocated, %.2f GiB free\n",
-                MIB(r->oom_info.requested), GIB(r->oom_info.capacity),
-                GIB(r->oom_info.allocated), GIB(r->oom_info.reserved_unallocated),
-                GIB(r->oom_info.free));
     } else {
         fprintf(f, "FITS: peak reserved %.2f GiB of %.2f GiB usable (%.1f %%)\n",
                 GIB(s->peak_reserved), GIB(cap), cap ? 100.0 * (double)s->peak_reserved / (double)cap : 0);
     }
+    if (r->oom)
+        fprintf(f, "  tried to allocate %.2f MiB; capacity %.2f GiB, %.2f GiB allocated by "
+                "PyTorch, %.2f GiB reserved but unallocated\n", MIB(r->oom_info.requested),
+                GIB(r->oom_info.capacity), GIB(r->oom_info.allocated),
+                GIB(r->oom_info.reserved_unallocated));
     if (!s) return;
     fprintf(f, "\n  step %d%s          allocated      reserved\n", r->oom ? r->oom_step : r->n_steps - 1,
             r->oom ? " (failed)" : " (steady)");
