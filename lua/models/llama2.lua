@@ -15,6 +15,20 @@ M.sizes = {
 
 -- Resolves "7b", "13b-l4" (the 13b shape cut to 4 layers) or explicit fields into a shape.
 function M.shape(model)
+  if model.config then
+    local c = require("vrsim.core").read_config(model.config)
+    if c.model_type and c.model_type ~= "llama" then
+      error(("%s: model_type '%s' is not llama"):format(model.config, c.model_type), 0)
+    end
+    local function int(k) return c[k] and math.tointeger(c[k]) end
+    model = { hidden = model.hidden or int("hidden_size"),
+              intermediate = model.intermediate or int("intermediate_size"),
+              heads = model.heads or int("num_attention_heads"),
+              kv_heads = model.kv_heads or int("num_key_value_heads"),
+              layers = model.layers or int("num_hidden_layers"),
+              vocab = int("vocab_size") or model.vocab, size = "config" }
+    M.sizes.config = model
+  end
   local size = model.size or "7b"
   local base, cut = tostring(size):match("^(%w+)%-l(%d+)$")
   base = base or size

@@ -29,6 +29,7 @@ local SCHEMA = {
     heads = { "integer", nil, "attention heads" },
     kv_heads = { "integer", nil, "key/value heads (grouped-query attention)" },
     vocab = { "integer", 32000, "vocabulary size" },
+    config = { "string", nil, "a Hugging Face config.json beside the scenario (sets the shape)" },
   },
   training = {
     micro_batch = { "integer", 1, "sequences per step per GPU" },
@@ -288,11 +289,12 @@ function P.build(scn, sets, file, src)
   end
   local t = cfg.training
   local settings = ("%s %s, micro-batch %d x seq %d, %s, %s %s, attention %s%s%s"):format(
-    cfg.model.arch, cfg.model.size, t.micro_batch, t.seq, t.precision, t.optimizer,
+    cfg.model.arch, cfg.model.config or cfg.model.size, t.micro_batch, t.seq, t.precision, t.optimizer,
     t.optimizer_impl, t.attention, t.checkpointing and ", checkpointing" or "",
     cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "")
   return {
-    graph = G, title = cfg.title or "", model = cfg.model.arch .. "-" .. cfg.model.size,
+    graph = G, title = cfg.title or "",
+    model = cfg.model.arch .. "-" .. (cfg.model.config and cfg.model.config:match("([^/]+)%.json$") or cfg.model.size),
     settings = settings, steps = t.steps, gpus = cfg.hardware.count,
     tokens_per_step = t.micro_batch * t.seq, samples_per_step = t.micro_batch,
     device = dev,

@@ -21,6 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "../scenario.h"
 
 #define DEFAULT_INSTRUCTIONS 400000000L
@@ -324,6 +326,44 @@ static int l_num_tensors(lua_State *L) {
     return 1;
 }
 
+static char *read_file(const char *path, size_t *len);
+
+/* vrsim.core.read_config(name): a Hugging Face config.json next to the scenario (or under lua/),
+ * as a flat table of its numbers, strings and booleans. Paths may not leave those folders. */
+static int l_read_config(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    if (name[0] == '/' || strstr(name, ".."))
+        luaL_error(L, "config '%s': give a path inside the scenario's folder", name);
+    Sandbox *sb;
+    lua_getallocf(L, (void **)&sb);
+    char path[2 * PATH_MAX + 8];
+    size_t len = 0;
+    char *src = NULL;
+    const char *dirs[2] = {sb->scn_dir, sb->lua_dir};
+    for (int i = 0; i < 2 && !src; i++) {
+        if (!dirs[i][0]) continue;
+        snprintf(path, sizeof path, "%s/%s", dirs[i], name);
+        src = read_file(path, &len);
+    }
+    if (!src) luaL_error(L, "config '%s' not found next to the scenario", name);
+    cJSON *j = cJSON_ParseWithLength(src, len);
+    free(src);
+    if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        luaL_error(L, "config '%s' is not a JSON object", name);
+    }
+    lua_newtable(L);
+    for (cJSON *it = j->child; it; it = it->next) {
+        if (cJSON_IsNumber(it)) lua_pushnumber(L, it->valuedouble);
+        else if (cJSON_IsString(it)) lua_pushstring(L, it->valuestring);
+        else if (cJSON_IsBool(it)) lua_pushboolean(L, cJSON_IsTrue(it));
+        else continue;
+        lua_setfield(L, -2, it->string);
+    }
+    cJSON_Delete(j);
+    return 1;
+}
+
 static int l_new_graph(lua_State *L) {
     GraphBox *b = lua_newuserdatauv(L, sizeof *b, 0);
     b->g = NULL;
@@ -347,6 +387,8 @@ static int open_vrsim(lua_State *L) {
     lua_newtable(L);
     lua_pushcfunction(L, l_new_graph);
     lua_setfield(L, -2, "new_graph");
+    lua_pushcfunction(L, l_read_config);
+    lua_setfield(L, -2, "read_config");
     return 1;
 }
 
