@@ -770,9 +770,10 @@ VrStatus alloc_config_parse(AllocConfig *cfg, const char *conf, char *err, size_
             if (!tok_eq(vs, ve, "native"))
                 return conf_err(err, errlen, "backend must be native or cudaMallocAsync, got '%.*s'",
                                 vs, ve);
-        } else if (tok_eq(ks, ke, "release_lock_on_cudamalloc")) {
-            bool dummy;
-            st = parse_bool(vs, ve, &dummy, "release_lock_on_cudamalloc", err, errlen);
+        } else if (tok_eq(ks, ke, "release_lock_on_cudamalloc") ||
+                   tok_eq(ks, ke, "graph_capture_record_stream_reuse")) {
+            bool dummy; /* no effect on what is reserved */
+            st = parse_bool(vs, ve, &dummy, "this option", err, errlen);
         } else if ((size_t)(ke - ks) > 7 && memcmp(ks, "pinned_", 7) == 0) {
             /* pinned host memory options: no effect on device memory */
         } else {
@@ -780,7 +781,7 @@ VrStatus alloc_config_parse(AllocConfig *cfg, const char *conf, char *err, size_
                             "unknown PYTORCH_CUDA_ALLOC_CONF key '%.*s' (known: max_split_size_mb, "
                             "max_non_split_rounding_mb, roundup_power2_divisions, "
                             "garbage_collection_threshold, expandable_segments, backend, "
-                            "release_lock_on_cudamalloc, pinned_*)", ks, ke);
+                            "release_lock_on_cudamalloc, graph_capture_record_stream_reuse, pinned_*)", ks, ke);
         }
         if (st != VR_OK)
             return st;

@@ -294,7 +294,7 @@ int cmd_replay(int argc, char **argv)
     const char *path = NULL, *conf = "";
     uint64_t capacity = 0;
     bool json = false, ideal = false, list_segments = false;
-    long repeat = 0;
+    long repeat = 0, check_every = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -307,7 +307,7 @@ int cmd_replay(int argc, char **argv)
         } else if (strcmp(arg, "--segments") == 0) {
             list_segments = true;
         } else if (strcmp(arg, "--alloc-conf") == 0 || strcmp(arg, "--capacity") == 0 ||
-                   strcmp(arg, "--repeat") == 0) {
+                   strcmp(arg, "--repeat") == 0 || strcmp(arg, "--check") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "vrsim replay: %s needs a value (see vrsim replay --help)\n", arg);
                 return VR_EXIT_USAGE;
@@ -322,12 +322,18 @@ int cmd_replay(int argc, char **argv)
                     return VR_EXIT_USAGE;
                 }
             } else {
+                /* internal: --repeat N replays N times and prints the rate (tests/bench.sh);
+                 * --check N runs the model's invariant checker every N events */
                 char *end;
-                repeat = strtol(v, &end, 10);
-                if (*end || repeat < 1 || repeat > 1000000) {
-                    fprintf(stderr, "vrsim replay: --repeat '%s': expected 1 .. 1000000\n", v);
+                long n = strtol(v, &end, 10);
+                if (*end || n < 1 || n > 1000000) {
+                    fprintf(stderr, "vrsim replay: %s '%s': expected 1 .. 1000000\n", arg, v);
                     return VR_EXIT_USAGE;
                 }
+                if (strcmp(arg, "--repeat") == 0)
+                    repeat = n;
+                else
+                    check_every = n;
             }
         } else if (arg[0] == '-' && arg[1] != 0) {
             fprintf(stderr, "vrsim replay: unknown option '%s' (see vrsim replay --help)\n", arg);
@@ -376,7 +382,7 @@ int cmd_replay(int argc, char **argv)
     for (long k = 0; k < runs; k++) {
         if (k)
             replay_result_clear(&r);
-        st = replay_run(t, &cfg, &r, err, sizeof err);
+        st = replay_run_checked(t, &cfg, (size_t)check_every, &r, err, sizeof err);
         if (st != VR_OK)
             break;
     }

@@ -917,6 +917,12 @@ static VrStatus rfail(const Trace *t, uint32_t line, char *err, size_t errlen, c
 VrStatus replay_run(const Trace *t, const AllocConfig *cfg, ReplayResult *res, char *err,
                     size_t errlen)
 {
+    return replay_run_checked(t, cfg, 0, res, err, errlen);
+}
+
+VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check_every,
+                            ReplayResult *res, char *err, size_t errlen)
+{
     memset(res, 0, sizeof *res);
     if (err && errlen)
         err[0] = 0;
@@ -1079,6 +1085,10 @@ VrStatus replay_run(const Trace *t, const AllocConfig *cfg, ReplayResult *res, c
             break;
         default:
             break;
+        }
+        if (check_every && (i % check_every == 0 || i + 1 == t->n) && alloc_check(a) != VR_OK) {
+            st = rfail(t, e->line, err, errlen, "allocator invariant broken after this event");
+            goto out;
         }
         if (pend.n && (e->action == TA_ALLOC || e->action == TA_OOM)) {
             /* a retry inside alloc_malloc synchronizes: pending frees are complete */

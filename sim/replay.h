@@ -126,6 +126,11 @@ typedef struct ReplayResult {
 VrStatus replay_run(const Trace *t, const AllocConfig *cfg, ReplayResult *res /* OUT */,
                     char *err, size_t errlen);
 
+/* replay_run that also runs alloc_check after every check_every-th event and after the last
+ * (0 = never); a broken invariant is VR_EINVAL naming the event. For tests and the fuzzer. */
+VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check_every,
+                            ReplayResult *res /* OUT */, char *err, size_t errlen);
+
 void replay_result_clear(ReplayResult *res);
 
 #endif
