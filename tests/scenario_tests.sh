@@ -1,0 +1,198 @@
+#!/bin/sh
+# scenario_tests.sh: golden-behaviour tests of the vrsim command line.
+#
+#   VRSIM=./vrsim sh tests/scenario_tests.sh      (make test runs it for each build)
+#
+# Runs from the repository root. Prints one line per check (ok / FAIL) and exits non-zero if
+# any check failed. A run that dies on a signal (exit >= 128: a crash or a sanitizer abort) is
+# always a failure, whatever the check expected.
+set -u
+
+VRSIM=${VRSIM:-./vrsim}
+cd "$(dirname "$0")/.." || exit 1
+if [ ! -x "$VRSIM" ]; then
+  echo "scenario_tests: $VRSIM is not an executable (set VRSIM)" >&2
+  exit 1
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/vrsim-scn.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT INT TERM
+HAVE_PY=0
+if command -v python3 >/dev/null 2>&1 && python3 -c 'import json' >/dev/null 2>&1; then HAVE_PY=1; fi
+
+PASS=0
+FAIL=0
+ok()   { PASS=$((PASS + 1)); echo "ok   $1"; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/       /'; }
+
+# run NAME ARGS...: runs $VRSIM with ARGS, stdout in $TMP/NAME.out, stderr in $TMP/NAME.err,
+# exit status in $RC.
+run() {
+  _name=$1; shift
+  "$VRSIM" "$@" >"$TMP/$_name.out" 2>"$TMP/$_name.err"
+  RC=$?
+}
+
+# crashed WHAT: a failure line if the last run died on a signal; returns 0 if it did.
+crashed() {
+  if [ "$RC" -ge 128 ]; then
+    fail "$1: exit $RC (crash)" "$(tail -n 5 "$TMP/$_name.err")"
+    return 0
+  fi
+  return 1
+}
+
+# json_has FILE KEY...: FILE parses as JSON (python3) and has every top-level KEY; without
+# python3, every "KEY": appears in it.
+json_has() {
+  _f=$1; shift
+  if [ "$HAVE_PY" = 1 ]; then
+    python3 - "$_f" "$@" <<'EOF' 2>&1
+import json, sys
+d = json.load(open(sys.argv[1]))
+missing = [k for k in sys.argv[2:] if k not in d]
+if missing:
+    print("missing keys: " + ", ".join(missing))
+    sys.exit(1)
+EOF
+    return $?
+  fi
+  for _k in "$@"; do
+    grep -q "\"$_k\"[[:space:]]*:" "$_f" || { echo "missing key: $_k"; return 1; }
+  done
+}
+
+# ---- help --------------------------------------------------------------------------------
+run help --help
+if crashed "vrsim --help"; then :
+elif [ "$RC" -eq 0 ] && grep -q "vrsim SCENARIO" "$TMP/help.out"; then ok "vrsim --help exits 0 and prints usage"
+else fail "vrsim --help: exit $RC" "$(head -n 3 "$TMP/help.out" "$TMP/help.err")"; fi
+
+run runhelp scenarios/llama7b_h200.lua --help
+if crashed "vrsim SCENARIO --help"; then :
+elif [ "$RC" -eq 0 ] && grep -q -- "--set" "$TMP/runhelp.out"; then ok "vrsim SCENARIO --help lists the options"
+else fail "vrsim SCENARIO --help: exit $RC"; fi
+
+run nohelp
+if crashed "vrsim (no arguments)"; then :
+elif [ "$RC" -eq 2 ]; then ok "vrsim without arguments exits 2"
+else fail "vrsim without arguments: exit $RC, expected 2"; fi
+
+run badopt scenarios/llama7b_h200.lua --no-such-option
+if crashed "unknown option"; then :
+elif [ "$RC" -eq 2 ] && grep -q "no-such-option" "$TMP/badopt.err"; then ok "an unknown option exits 2 and names it"
+else fail "unknown option: exit $RC, expected 2"; fi
+
+# ---- the reference scenario --------------------------------------------------------------
+OUT1="$TMP/run1"
+run llama scenarios/llama7b_h200.lua --out "$OUT1"
+if crashed "llama7b_h200"; then :
+elif [ "$RC" -eq 0 ]; then ok "scenarios/llama7b_h200.lua fits (exit 0)"
+else fail "scenarios/llama7b_h200.lua: exit $RC, expected 0" "$(head -n 5 "$TMP/llama.err")"; fi
+
+if grep -q "^FITS: peak reserved" "$TMP/llama.out"; then ok "llama7b_h200 prints the FITS verdict"
+else fail "llama7b_h200: no 'FITS: peak reserved' line in the summary"; fi
+
+missing=""
+for f in summary.json memory.csv trace.json; do
+  [ -s "$OUT1/$f" ] || missing="$missing $f"
+done
+if [ -z "$missing" ]; then ok "--out DIR gets summary.json, memory.csv and trace.json"
+else fail "--out DIR: missing or empty:$missing"; fi
+
+if [ -s "$OUT1/summary.json" ]; then
+  if msg=$(json_has "$OUT1/summary.json" fits capacity_bytes peak_allocated_bytes \
+           peak_reserved_bytes step_time_ms breakdown_at_peak parameters gpus); then
+    ok "summary.json parses and has the contract's keys"
+  else fail "summary.json" "$msg"; fi
+fi
+
+if [ "$HAVE_PY" = 1 ] && [ -s "$OUT1/trace.json" ]; then
+  if msg=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ev=d["traceEvents"] if isinstance(d,dict) else d; assert len(ev)>0, "no events"' "$OUT1/trace.json" 2>&1); then
+    ok "trace.json parses and has events"
+  else fail "trace.json" "$(printf '%s' "$msg" | tail -n 1)"; fi
+fi
+
+if [ -s "$OUT1/memory.csv" ] && [ "$(wc -l <"$OUT1/memory.csv")" -gt 2 ] &&
+   head -n 1 "$OUT1/memory.csv" | grep -q "alloc"; then
+  ok "memory.csv has a header and rows"
+else fail "memory.csv: no header naming allocated memory, or no rows"; fi
+
+OUT2="$TMP/run2"
+run llama2 scenarios/llama7b_h200.lua --out "$OUT2"
+if crashed "llama7b_h200 (second run)"; then :
+elif cmp -s "$OUT1/summary.json" "$OUT2/summary.json"; then ok "the same scenario twice gives a byte-identical summary.json"
+else fail "summary.json differs between two runs of the same scenario"; fi
+
+run llamajson scenarios/llama7b_h200.lua --json --no-files
+if crashed "--json"; then :
+elif [ "$RC" -eq 0 ] && cmp -s "$TMP/llamajson.out" "$OUT1/summary.json"; then
+  ok "--json prints summary.json on stdout"
+elif [ "$RC" -eq 0 ] && msg=$(json_has "$TMP/llamajson.out" fits peak_reserved_bytes); then
+  ok "--json prints summary.json on stdout"
+else fail "--json: exit $RC or stdout is not the summary"; fi
+
+# ---- does not fit ------------------------------------------------------------------------
+run huge scenarios/llama7b_h200.lua --set size=70b --set micro_batch=64 --set gpu=rtx3090 --no-files
+if crashed "70B x 64 on an RTX 3090"; then :
+elif [ "$RC" -eq 3 ]; then ok "70B at micro-batch 64 on an RTX 3090 does not fit (exit 3)"
+else fail "70B at micro-batch 64 on an RTX 3090: exit $RC, expected 3"; fi
+n=$(grep -c "^DOES NOT FIT" "$TMP/huge.out")
+if [ "$n" -eq 1 ]; then ok "  ... with a one-line verdict: $(grep "^DOES NOT FIT" "$TMP/huge.out" | cut -c1-70)"
+else fail "70B on an RTX 3090: $n 'DOES NOT FIT' lines, expected 1"; fi
+
+# ---- bad input ---------------------------------------------------------------------------
+# each file in tests/scenarios/ is wrong in one way; vrsim must exit 2 with a message that
+# names the file and (where the mistake is on a line) the line.
+for f in tests/scenarios/*.lua; do
+  base=$(basename "$f")
+  run bad "$f" --no-files
+  if crashed "$base"; then continue; fi
+  if [ "$RC" -ne 2 ]; then
+    fail "$base: exit $RC, expected 2" "$(head -n 3 "$TMP/bad.err")"
+    continue
+  fi
+  # the file's first line says "(line N)" where the mistake is on line N
+  line=$(sed -n '1s/.*(line \([0-9][0-9]*\)).*/\1/p' "$f")
+  if [ -n "$line" ]; then pat="$base:$line:"; else pat="$base"; fi
+  if grep -q "$pat" "$TMP/bad.err"; then ok "$base: exit 2, $(head -n 1 "$TMP/bad.err" | cut -c1-90)"
+  else fail "$base: the message does not name $pat" "$(head -n 2 "$TMP/bad.err")"; fi
+done
+
+run noscn "$TMP/does-not-exist.lua" --no-files
+if crashed "missing scenario"; then :
+elif [ "$RC" -eq 2 ] && grep -q "does-not-exist.lua" "$TMP/noscn.err"; then ok "a missing scenario file exits 2 and names it"
+else fail "missing scenario file: exit $RC, expected 2"; fi
+
+run badset scenarios/llama7b_h200.lua --set micro_batch=abc --no-files
+if crashed "--set micro_batch=abc"; then :
+elif [ "$RC" -eq 2 ] && grep -q "micro_batch=abc" "$TMP/badset.err"; then ok "--set micro_batch=abc exits 2 and names the setting"
+else fail "--set micro_batch=abc: exit $RC, expected 2"; fi
+
+run badkey scenarios/llama7b_h200.lua --set micro_bach=2 --no-files
+if crashed "--set micro_bach=2"; then :
+elif [ "$RC" -eq 2 ] && grep -q "micro_batch" "$TMP/badkey.err"; then ok "--set micro_bach=2 exits 2 and suggests micro_batch"
+else fail "--set micro_bach=2: exit $RC, expected 2 with a suggestion"; fi
+
+# ---- validate ----------------------------------------------------------------------------
+run validate validate validation/llama_h200.jsonl --json
+if crashed "vrsim validate"; then :
+elif [ "$RC" -ne 0 ]; then fail "vrsim validate validation/llama_h200.jsonl --json: exit $RC" "$(head -n 3 "$TMP/validate.err")"
+elif [ "$HAVE_PY" = 1 ]; then
+  if msg=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert isinstance(d, list), "not an array"
+assert d, "empty array"
+for r in d:
+    for k in ("config", "metric", "measured", "predicted", "rel_error"):
+        assert k in r, "a row has no " + k
+' "$TMP/validate.out" 2>&1); then
+    ok "vrsim validate --json exits 0 and prints an array of {config, metric, measured, predicted, rel_error}"
+  else fail "vrsim validate --json" "$(printf '%s' "$msg" | tail -n 1)"; fi
+elif [ "$(head -c 1 "$TMP/validate.out")" = "[" ] && grep -q '"rel_error"' "$TMP/validate.out"; then
+  ok "vrsim validate --json exits 0 and prints a JSON array"
+else fail "vrsim validate --json: stdout is not a JSON array"; fi
+
+echo "scenario tests: $PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
