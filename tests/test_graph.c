@@ -1,0 +1,465 @@
+/* test_graph.c: autograd derivation of sim/graph.c on small graphs built through the C API.
+ *
+ * Each test builds a forward graph by hand (graph_add_tensor / graph_add_op), derives the
+ * backward with graph_derive_backward and checks what autograd would do: one backward node per
+ * forward op that needs one, in reverse order; saved tensors released by their backward op;
+ * gradients of tensors with several consumers accumulated (InputBuffer); a parameter's first
+ * gradient stolen into .grad; pass-through gradients; and the error paths. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "graph.h"
+
+/* ---- fixtures and builders ------------------------------------------------------------- */
+
+static int setup_graph(void **state) {
+    Graph *g = NULL;
+    if (graph_new(&g) != VR_OK) return -1;
+    *state = g;
+    return 0;
+}
+
+static int teardown_graph(void **state) {
+    graph_free(*state);
+    return 0;
+}
+
+/* A trainable parameter of `bytes` (persistent, requires grad). */
+static int add_param(Graph *g, const char *name, uint64_t bytes) {
+    Tensor t = {.name = name, .bytes = bytes, .numel = bytes / 4, .dtype = DT_FP32,
+                .cat = CAT_PARAM, .base = -1, .producer = -1, .module = -1,
+                .requires_grad = true, .is_param = true, .trainable = true, .persistent = true};
+    int id = -1;
+    assert_int_equal(graph_add_tensor(g, &t, &id), VR_OK);
+    return id;
+}
+
+/* A frozen parameter (no grad). */
+static int add_frozen(Graph *g, const char *name, uint64_t bytes) {
+    Tensor t = {.name = name, .bytes = bytes, .numel = bytes / 4, .dtype = DT_FP32,
+                .cat = CAT_PARAM, .base = -1, .producer = -1, .module = -1,
+                .is_param = true, .persistent = true};
+    int id = -1;
+    assert_int_equal(graph_add_tensor(g, &t, &id), VR_OK);
+    return id;
+}
+
+/* An activation (output of a forward op) that requires grad when rg. */
+static int add_act(Graph *g, const char *name, uint64_t bytes, bool rg) {
+    Tensor t = {.name = name, .bytes = bytes, .numel = bytes / 4, .dtype = DT_FP32,
+                .cat = CAT_ACTIVATION, .base = -1, .producer = -1, .module = -1,
+                .requires_grad = rg};
+    int id = -1;
+    assert_int_equal(graph_add_tensor(g, &t, &id), VR_OK);
+    return id;
+}
+
+/* A forward op with up to 3 inputs, one output (or none when out < 0), the given saved
+ * tensors, and a GradSpec per input (NULL: GRAD_NEW for every input). Frees = inputs. */
+static int add_fwd(Graph *g, const char *name, const int *in, int nin, int out, const int *saves,
+                   int nsaves, const GradSpec *grads) {
+    GradSpec def[3];
+    for (int i = 0; i < 3; i++) def[i] = (GradSpec){.mode = GRAD_NEW, .grad_dtype = DT_FP32};
+    int outs[1] = {out};
+    Op op = {.name = name, .kind = "elementwise", .phase = PH_FWD, .fwd_op = -1,
+             .inputs = (int *)in, .n_inputs = nin, .outputs = outs, .n_outputs = out >= 0,
+             .saves = (int *)saves, .n_saves = nsaves, .frees = (int *)in, .n_frees = nin,
+             .grads = (GradSpec *)(grads ? grads : def), .flops = 100, .layer = -1};
+    int id = -1;
+    assert_int_equal(graph_add_op(g, &op, &id), VR_OK);
+    return id;
+}
+
+static bool contains(const int *a, int n, int x) {
+    for (int i = 0; i < n; i++)
+        if (a[i] == x) return true;
+    return false;
+}
+
+/* The backward op derived from forward op f, -1 if none. */
+static int backward_of(const Graph *g, int f) {
+    for (int i = 0; i < graph_num_ops(g); i++) {
+        const Op *op = graph_op_c(g, i);
+        if (op->phase == PH_BWD && op->fwd_op == f && strstr(op->name, ".backward")) return i;
+    }
+    return -1;
+}
+
+/* The first op whose name starts with prefix, -1 if none. */
+static int op_named(const Graph *g, const char *prefix) {
+    for (int i = 0; i < graph_num_ops(g); i++)
+        if (strncmp(graph_op_c(g, i)->name, prefix, strlen(prefix)) == 0) return i;
+    return -1;
+}
+
+static int count_named(const Graph *g, const char *prefix) {
+    int n = 0;
+    for (int i = 0; i < graph_num_ops(g); i++)
+        n += strncmp(graph_op_c(g, i)->name, prefix, strlen(prefix)) == 0;
+    return n;
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+/* p -> f1 -> t1 -> f2 -> t2 -> f3 -> loss: ones_like(loss), then f3, f2, f1 backward. */
+static void test_linear_chain_reverse_order(void **state) {
+    Graph *g = *state;
+    int p = add_param(g, "w", 1024);
+    int t1 = add_act(g, "t1", 2048, true), t2 = add_act(g, "t2", 4096, true);
+    int loss = add_act(g, "loss", 4, true);
+    int f1 = add_fwd(g, "f1", (int[]){p}, 1, t1, NULL, 0, NULL);
+    int f2 = add_fwd(g, "f2", (int[]){t1}, 1, t2, (int[]){t1}, 1, NULL);
+    int f3 = add_fwd(g, "f3", (int[]){t2}, 1, loss, (int[]){t2}, 1, NULL);
+    int n_fwd = graph_num_ops(g);
+    assert_int_equal(n_fwd, 3);
+    assert_int_equal(graph_tensor_c(g, t1)->producer, f1);
+    assert_int_equal(graph_tensor_c(g, loss)->producer, f3);
+
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    /* ones_like(loss) + exactly one backward op per forward op, nothing else */
+    assert_int_equal(graph_num_ops(g), n_fwd + 1 + 3);
+    int seed_op = n_fwd;
+    assert_string_equal(graph_op_c(g, seed_op)->name, "ones_like(loss)");
+    assert_int_equal(graph_op_c(g, seed_op)->phase, PH_BWD);
+    int b3 = backward_of(g, f3), b2 = backward_of(g, f2), b1 = backward_of(g, f1);
+    assert_int_equal(b3, n_fwd + 1);
+    assert_int_equal(b2, n_fwd + 2);
+    assert_int_equal(b1, n_fwd + 3);
+    assert_string_equal(graph_op_c(g, b3)->name, "f3.backward");
+    for (int i = n_fwd; i < graph_num_ops(g); i++)
+        assert_int_equal(graph_op_c(g, i)->phase, PH_BWD);
+
+    /* the gradients chain: the output of one backward op is the input of the next */
+    const Op *o3 = graph_op_c(g, b3), *o2 = graph_op_c(g, b2), *o1 = graph_op_c(g, b1);
+    int seed = graph_op_c(g, seed_op)->outputs[0];
+    assert_true(contains(o3->inputs, o3->n_inputs, seed));
+    assert_int_equal(o3->n_outputs, 1);
+    assert_int_equal(graph_tensor_c(g, o3->outputs[0])->bytes, 4096); /* grad of t2 */
+    assert_true(contains(o2->inputs, o2->n_inputs, o3->outputs[0]));
+    assert_int_equal(graph_tensor_c(g, o2->outputs[0])->bytes, 2048); /* grad of t1 */
+    assert_true(contains(o1->inputs, o1->n_inputs, o2->outputs[0]));
+    /* each backward op drops the incoming gradient */
+    assert_true(contains(o3->frees, o3->n_frees, seed));
+    assert_true(contains(o2->frees, o2->n_frees, o3->outputs[0]));
+    assert_true(contains(o1->frees, o1->n_frees, o2->outputs[0]));
+    /* the loss is released by the seed op; activation gradients are temporaries */
+    assert_true(contains(graph_op_c(g, seed_op)->frees, graph_op_c(g, seed_op)->n_frees, loss));
+    assert_int_equal(graph_tensor_c(g, o3->outputs[0])->cat, CAT_TEMP);
+    assert_false(graph_tensor_c(g, o3->outputs[0])->persistent);
+    /* the backward cost defaults to twice the forward */
+    assert_true(o3->flops == 200.0);
+}
+
+/* Saved tensors are inputs of the backward op and are in its frees (released after it ran). */
+static void test_saved_tensors_freed_by_backward(void **state) {
+    Graph *g = *state;
+    int p = add_param(g, "w", 512);
+    int x = add_act(g, "x", 1024, true), y = add_act(g, "y", 1024, true);
+    int loss = add_act(g, "loss", 4, true);
+    add_fwd(g, "make_x", (int[]){p}, 1, x, NULL, 0, NULL);
+    int f = add_fwd(g, "mul", (int[]){x, p}, 2, y, (int[]){x, p}, 2, NULL);
+    int l = add_fwd(g, "sum", (int[]){y}, 1, loss, NULL, 0, NULL);
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    int b = backward_of(g, f);
+    assert_true(b >= 0);
+    const Op *ob = graph_op_c(g, b);
+    assert_true(contains(ob->inputs, ob->n_inputs, x));
+    assert_true(contains(ob->inputs, ob->n_inputs, p));
+    assert_true(contains(ob->frees, ob->n_frees, x));
+    assert_true(contains(ob->frees, ob->n_frees, p));
+    /* no other backward op releases x */
+    for (int i = 0; i < graph_num_ops(g); i++) {
+        const Op *o = graph_op_c(g, i);
+        if (i == b || o->phase != PH_BWD) continue;
+        assert_false(contains(o->frees, o->n_frees, x));
+    }
+    /* the op that saved nothing has a backward that frees only its incoming gradient */
+    const Op *ol = graph_op_c(g, backward_of(g, l));
+    assert_int_equal(ol->n_frees, 1);
+    assert_int_equal(ol->n_inputs, 1);
+}
+
+/* x has two consumers; the first gradient to arrive (from the later consumer) is a fresh,
+ * non-view buffer, so InputBuffer adds the second one into it in place. */
+static void test_two_consumers_accumulate_in_place(void **state) {
+    Graph *g = *state;
+    int p = add_param(g, "w", 1024);
+    int x = add_act(g, "x", 2048, true), a = add_act(g, "a", 2048, true);
+    int b = add_act(g, "b", 2048, true), loss = add_act(g, "loss", 4, true);
+    add_fwd(g, "fx", (int[]){p}, 1, x, NULL, 0, NULL);
+    int fa = add_fwd(g, "fa", (int[]){x}, 1, a, NULL, 0, NULL);
+    int fb = add_fwd(g, "fb", (int[]){x}, 1, b, NULL, 0, NULL);
+    add_fwd(g, "fl", (int[]){a, b}, 2, loss, NULL, 0, NULL);
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    int bb = backward_of(g, fb), ba = backward_of(g, fa);
+    assert_true(bb >= 0 && ba > bb); /* reverse order of creation */
+    int acc = op_named(g, "InputBuffer::accumulate");
+    assert_true(acc > ba);
+    const Op *oa = graph_op_c(g, acc);
+    assert_string_equal(oa->name, "InputBuffer::accumulate(add_)");
+    assert_int_equal(oa->n_outputs, 0); /* in place: no new buffer */
+    int gb = graph_op_c(g, bb)->outputs[0], ga = graph_op_c(g, ba)->outputs[0];
+    assert_int_equal(oa->n_inputs, 2);
+    assert_int_equal(oa->inputs[0], gb);
+    assert_int_equal(oa->inputs[1], ga);
+    assert_int_equal(oa->n_frees, 1); /* the added gradient is dropped */
+    assert_int_equal(oa->frees[0], ga);
+    /* the accumulated buffer flows on into fx's backward */
+    const Op *ox = graph_op_c(g, backward_of(g, 0));
+    assert_true(contains(ox->inputs, ox->n_inputs, gb));
+    assert_true(contains(ox->frees, ox->n_frees, gb));
+    assert_int_equal(count_named(g, "InputBuffer"), 1);
+}
+
+/* The same with the first gradient returned as a view (GradSpec.view, as matmul does):
+ * it cannot be added into, so InputBuffer makes a new sum and drops both. */
+static void test_two_consumers_accumulate_out_of_place_for_view(void **state) {
+    Graph *g = *state;
+    int p = add_param(g, "w", 1024);
+    int x = add_act(g, "x", 2048, true), a = add_act(g, "a", 2048, true);
+    int b = add_act(g, "b", 2048, true), loss = add_act(g, "loss", 4, true);
+    GradSpec view[1] = {{.mode = GRAD_NEW, .grad_dtype = DT_FP32, .view = true}};
+    add_fwd(g, "fx", (int[]){p}, 1, x, NULL, 0, NULL);
+    int fa = add_fwd(g, "fa", (int[]){x}, 1, a, NULL, 0, NULL);
+    int fb = add_fwd(g, "fb", (int[]){x}, 1, b, NULL, 0, view); /* first to arrive */
+    add_fwd(g, "fl", (int[]){a, b}, 2, loss, NULL, 0, NULL);
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    int gb = graph_op_c(g, backward_of(g, fb))->outputs[0];
+    int ga = graph_op_c(g, backward_of(g, fa))->outputs[0];
+    assert_true(graph_tensor_c(g, gb)->grad_view);
+    assert_false(graph_tensor_c(g, ga)->grad_view);
+    int acc = op_named(g, "InputBuffer::accumulate");
+    assert_true(acc >= 0);
+    const Op *oa = graph_op_c(g, acc);
+    assert_string_equal(oa->name, "InputBuffer::accumulate");
+    assert_int_equal(oa->n_outputs, 1); /* out of place */
+    int sum = oa->outputs[0];
+    assert_int_equal(graph_tensor_c(g, sum)->bytes, 2048);
+    assert_int_equal(graph_tensor_c(g, sum)->cat, CAT_TEMP);
+    assert_int_equal(oa->n_frees, 2);
+    assert_true(contains(oa->frees, 2, ga));
+    assert_true(contains(oa->frees, 2, gb));
+    /* the sum is what reaches fx's backward */
+    const Op *ox = graph_op_c(g, backward_of(g, 0));
+    assert_true(contains(ox->inputs, ox->n_inputs, sum));
+    assert_false(contains(ox->inputs, ox->n_inputs, gb));
+}
+
+/* AccumulateGrad: the first fresh gradient of a trainable parameter becomes its .grad
+ * (CAT_GRAD, persistent); a second use adds into .grad in place. */
+static void test_param_grad_is_stolen(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 4096);
+    int x = add_act(g, "x", 1024, true), loss = add_act(g, "loss", 4, true);
+    int fx = add_fwd(g, "fx", (int[]){w}, 1, x, NULL, 0, NULL);
+    add_fwd(g, "fl", (int[]){x, w}, 2, loss, (int[]){x, w}, 2, NULL); /* w used twice */
+    assert_int_equal(graph_param_grad(g, w), -1); /* not derived yet */
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    int gw = graph_param_grad(g, w);
+    assert_true(gw >= 0);
+    const Tensor *tg = graph_tensor_c(g, gw);
+    assert_int_equal(tg->cat, CAT_GRAD);
+    assert_true(tg->persistent);
+    assert_int_equal(tg->bytes, 4096);
+    /* the .grad is the buffer fl's backward produced (stolen, not copied) */
+    const Op *ol = graph_op_c(g, backward_of(g, 1));
+    assert_true(contains(ol->outputs, ol->n_outputs, gw));
+    assert_int_equal(count_named(g, "AccumulateGrad(copy)"), 0);
+    /* fx's backward gradient of w is added into .grad in place and then dropped */
+    int acc = op_named(g, "AccumulateGrad(add_)");
+    assert_true(acc > backward_of(g, fx));
+    const Op *oa = graph_op_c(g, acc);
+    int gw2 = graph_op_c(g, backward_of(g, fx))->outputs[0];
+    assert_int_equal(oa->n_outputs, 0);
+    assert_int_equal(oa->inputs[0], gw);
+    assert_int_equal(oa->inputs[1], gw2);
+    assert_int_equal(oa->n_frees, 1);
+    assert_int_equal(oa->frees[0], gw2);
+    assert_false(graph_tensor_c(g, gw2)->persistent);
+    /* non-parameters and out-of-range indices have no .grad */
+    assert_int_equal(graph_param_grad(g, x), -1);
+    assert_int_equal(graph_param_grad(g, -1), -1);
+    assert_int_equal(graph_param_grad(g, 100000), -1);
+}
+
+/* GRAD_PASS: the backward op allocates nothing for that input; the output's gradient flows
+ * through unchanged to the input's producer. A passed (shared) gradient reaching a parameter
+ * is copied into a new .grad. */
+static void test_grad_pass_allocates_nothing(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 2048);
+    int t1 = add_act(g, "t1", 2048, true), t2 = add_act(g, "t2", 2048, true);
+    int loss = add_act(g, "loss", 4, true);
+    GradSpec pass[1] = {{.mode = GRAD_PASS, .pass_output = 0}};
+    int f1 = add_fwd(g, "f1", (int[]){w}, 1, t1, NULL, 0, NULL);
+    int f2 = add_fwd(g, "add_bias", (int[]){t1}, 1, t2, NULL, 0, pass);
+    int f3 = add_fwd(g, "f3", (int[]){t2}, 1, loss, NULL, 0, NULL);
+    int n_t = graph_num_tensors(g);
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    const Op *o3 = graph_op_c(g, backward_of(g, f3));
+    const Op *o2 = graph_op_c(g, backward_of(g, f2));
+    const Op *o1 = graph_op_c(g, backward_of(g, f1));
+    assert_int_equal(o2->n_outputs, 0);
+    int g2 = o3->outputs[0];
+    assert_true(contains(o2->inputs, o2->n_inputs, g2));
+    assert_true(contains(o1->inputs, o1->n_inputs, g2)); /* the same buffer, passed on */
+    /* new tensors: seed, grad t2 (f3), grad w (f1); nothing for the pass-through */
+    assert_int_equal(graph_num_tensors(g), n_t + 3);
+
+    /* now pass straight into a parameter: .grad is a copy of the shared buffer */
+    Graph *h = NULL;
+    assert_int_equal(graph_new(&h), VR_OK);
+    int hw = add_param(h, "w", 2048);
+    int hy = add_act(h, "y", 2048, true), hl = add_act(h, "loss", 4, true);
+    add_fwd(h, "view_w", (int[]){hw}, 1, hy, NULL, 0, pass);
+    add_fwd(h, "f", (int[]){hy}, 1, hl, NULL, 0, NULL);
+    assert_int_equal(graph_derive_backward(h, hl), VR_OK);
+    int c = op_named(h, "AccumulateGrad(copy)");
+    assert_true(c >= 0);
+    int gw = graph_param_grad(h, hw);
+    assert_true(gw >= 0);
+    assert_int_equal(graph_op_c(h, c)->n_outputs, 1);
+    assert_int_equal(graph_op_c(h, c)->outputs[0], gw);
+    assert_int_equal(graph_tensor_c(h, gw)->cat, CAT_GRAD);
+    assert_true(graph_tensor_c(h, gw)->persistent);
+    graph_free(h);
+}
+
+/* A frozen parameter gets no gradient; an op whose inputs need no gradient gets no backward
+ * node, and what it saved is released when backward() ends ("release graph"). */
+static void test_frozen_branch_has_no_backward(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 1024), fz = add_frozen(g, "frozen", 1024);
+    int a = add_act(g, "a", 1024, false); /* computed from the frozen weight only */
+    int b = add_act(g, "b", 1024, true), loss = add_act(g, "loss", 4, true);
+    int fa = add_fwd(g, "fa", (int[]){fz}, 1, a, (int[]){fz}, 1, NULL);
+    int fb = add_fwd(g, "fb", (int[]){a, w}, 2, b, (int[]){a, w}, 2, NULL);
+    add_fwd(g, "fl", (int[]){b}, 1, loss, NULL, 0, NULL);
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    assert_int_equal(backward_of(g, fa), -1);
+    assert_true(backward_of(g, fb) >= 0);
+    assert_int_equal(graph_param_grad(g, fz), -1);
+    assert_true(graph_param_grad(g, w) >= 0);
+    /* fb's backward computes only w's gradient */
+    assert_int_equal(graph_op_c(g, backward_of(g, fb))->n_outputs, 1);
+    int rel = op_named(g, "release graph");
+    assert_true(rel >= 0);
+    const Op *r = graph_op_c(g, rel);
+    assert_true(contains(r->frees, r->n_frees, fz));
+}
+
+static void test_bad_indices_are_einval(void **state) {
+    Graph *g = *state;
+    int p = add_param(g, "w", 1024), y = add_act(g, "y", 1024, true);
+    int bad_in[1] = {42}, outs[1] = {y}, ins[1] = {p};
+    int id = -1;
+    Op op = {.name = "badop", .phase = PH_FWD, .inputs = bad_in, .n_inputs = 1,
+             .outputs = outs, .n_outputs = 1};
+    assert_int_equal(graph_add_op(g, &op, &id), VR_EINVAL);
+    assert_non_null(strstr(graph_error(g), "badop"));
+    assert_non_null(strstr(graph_error(g), "42"));
+    assert_int_equal(graph_num_ops(g), 0);
+
+    int neg[1] = {-1};
+    op = (Op){.name = "negout", .phase = PH_FWD, .inputs = ins, .n_inputs = 1, .outputs = neg,
+              .n_outputs = 1};
+    assert_int_equal(graph_add_op(g, &op, &id), VR_EINVAL);
+    assert_non_null(strstr(graph_error(g), "negout"));
+    assert_non_null(strstr(graph_error(g), "output"));
+
+    op = (Op){.name = "badsave", .phase = PH_FWD, .inputs = ins, .n_inputs = 1,
+              .outputs = outs, .n_outputs = 1, .saves = bad_in, .n_saves = 1};
+    assert_int_equal(graph_add_op(g, &op, &id), VR_EINVAL);
+    assert_non_null(strstr(graph_error(g), "saved"));
+
+    op = (Op){.name = "badfree", .phase = PH_FWD, .inputs = ins, .n_inputs = 1,
+              .outputs = outs, .n_outputs = 1, .frees = bad_in, .n_frees = 1};
+    assert_int_equal(graph_add_op(g, &op, &id), VR_EINVAL);
+    assert_non_null(strstr(graph_error(g), "freed"));
+
+    int order[1] = {3};
+    op = (Op){.name = "badorder", .phase = PH_FWD, .inputs = ins, .n_inputs = 1,
+              .outputs = outs, .n_outputs = 1, .grad_order = order, .n_grad_order = 1};
+    assert_int_equal(graph_add_op(g, &op, &id), VR_EINVAL);
+    assert_non_null(strstr(graph_error(g), "badorder"));
+
+    GradSpec pass[1] = {{.mode = GRAD_PASS, .pass_output = 5}};
+    op = (Op){.name = "badpass", .phase = PH_FWD, .inputs = ins, .n_inputs = 1,
+              .outputs = outs, .n_outputs = 1, .grads = pass};
+    assert_int_equal(graph_add_op(g, &op, &id), VR_EINVAL);
+    assert_non_null(strstr(graph_error(g), "badpass"));
+    assert_non_null(strstr(graph_error(g), "output"));
+    assert_int_equal(graph_num_ops(g), 0);
+
+    /* a view of a tensor that does not exist */
+    Tensor v = {.name = "dangling", .base = 99, .producer = -1, .module = -1};
+    assert_int_equal(graph_add_tensor(g, &v, &id), VR_EINVAL);
+    assert_non_null(strstr(graph_error(g), "dangling"));
+    assert_int_equal(graph_num_tensors(g), 2);
+
+    /* a good op still goes in after the failures */
+    op = (Op){.name = "good", .phase = PH_FWD, .inputs = ins, .n_inputs = 1, .outputs = outs,
+              .n_outputs = 1};
+    assert_int_equal(graph_add_op(g, &op, &id), VR_OK);
+    assert_int_equal(id, 0);
+}
+
+static void test_loss_without_grad_is_einval(void **state) {
+    Graph *g = *state;
+    int fz = add_frozen(g, "frozen", 1024);
+    int loss = add_act(g, "loss", 4, false);
+    add_fwd(g, "fl", (int[]){fz}, 1, loss, NULL, 0, NULL);
+    int n_ops = graph_num_ops(g);
+    assert_int_equal(graph_derive_backward(g, loss), VR_EINVAL);
+    assert_non_null(strstr(graph_error(g), "does not require grad"));
+    assert_int_equal(graph_num_ops(g), n_ops); /* nothing appended */
+    assert_int_equal(graph_derive_backward(g, -1), VR_EINVAL);
+    assert_int_equal(graph_derive_backward(g, 12345), VR_EINVAL);
+}
+
+/* Views share storage; graph_storage_of follows the chain. */
+static void test_views_and_names(void **state) {
+    Graph *g = *state;
+    int a = add_act(g, "a", 4096, true);
+    Tensor v = {.name = "a.view", .bytes = 0, .base = a, .producer = -1, .module = -1};
+    int va = -1, vv = -1;
+    assert_int_equal(graph_add_tensor(g, &v, &va), VR_OK);
+    v.base = va;
+    v.name = "a.view.view";
+    assert_int_equal(graph_add_tensor(g, &v, &vv), VR_OK);
+    assert_int_equal(graph_storage_of(g, vv), a);
+    assert_int_equal(graph_storage_of(g, a), a);
+    assert_string_equal(graph_tensor_c(g, vv)->name, "a.view.view");
+    assert_int_equal(graph_add_module(g, "model.layers"), 0);
+    assert_int_equal(graph_num_modules(g), 1);
+    assert_string_equal(graph_module_name(g, 0), "model.layers");
+    assert_string_equal(graph_module_name(g, 7), "");
+    DType d;
+    assert_int_equal(dtype_parse("bfloat16", &d), VR_OK);
+    assert_int_equal(d, DT_BF16);
+    assert_int_equal(dtype_size(d), 2);
+    assert_int_equal(dtype_parse("float128", &d), VR_EINVAL);
+    assert_string_equal(category_name(CAT_OPTSTATE), "optimizer_state");
+    graph_free(NULL); /* a no-op */
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_linear_chain_reverse_order, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_saved_tensors_freed_by_backward, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_two_consumers_accumulate_in_place, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_two_consumers_accumulate_out_of_place_for_view, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_param_grad_is_stolen, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_grad_pass_allocates_nothing, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_frozen_branch_has_no_backward, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_bad_indices_are_einval, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_loss_without_grad_is_einval, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_views_and_names, setup_graph, teardown_graph),
+    };
+    return cmocka_run_group_tests_name("graph", tests, NULL, NULL);
+}
