@@ -1,0 +1,416 @@
+/* test_engine.c: engine_run on graphs small enough to follow by hand.
+ *
+ * Every figure asserted here is worked out in the comment above it: bytes are the allocator's
+ * 512-byte rounding of each request; the ideal allocator reserves exactly what is allocated, the
+ * caching allocator puts requests of at most 1 MiB into 2 MiB segments (ALLOCATOR.md). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine.h"
+#include "graph.h"
+
+/* ---- builders ---------------------------------------------------------------------------- */
+
+static int tensor(Graph *g, const char *name, uint64_t bytes, Category cat, bool rg,
+                  bool persistent) {
+    Tensor t = {.name = name, .bytes = bytes, .numel = bytes / 4, .dtype = DT_FP32, .cat = cat,
+                .base = -1, .producer = -1, .module = -1, .requires_grad = rg,
+                .is_param = cat == CAT_PARAM, .trainable = cat == CAT_PARAM && rg,
+                .persistent = persistent};
+    int id = -1;
+    assert_int_equal(graph_add_tensor(g, &t, &id), VR_OK);
+    return id;
+}
+
+typedef struct OpArgs {
+    const char *name;
+    Phase phase;
+    int in[4], nin;
+    int out[4], nout;
+    int saves[4], nsaves;
+    int frees[4], nfrees;
+    uint64_t ws[2]; int nws;
+    bool once;
+    const char *kind;
+} OpArgs;
+
+static int op(Graph *g, OpArgs a) {
+    GradSpec grads[4];
+    for (int i = 0; i < 4; i++) grads[i] = (GradSpec){.mode = GRAD_NEW, .grad_dtype = DT_FP32};
+    Op o = {.name = a.name, .kind = a.kind ? a.kind : "elementwise", .phase = a.phase,
+            .fwd_op = -1, .inputs = a.in, .n_inputs = a.nin, .outputs = a.out,
+            .n_outputs = a.nout, .saves = a.saves, .n_saves = a.nsaves, .frees = a.frees,
+            .n_frees = a.nfrees, .workspace = a.ws, .n_workspace = a.nws, .grads = grads,
+            .layer = -1, .once = a.once};
+    int id = -1;
+    assert_int_equal(graph_add_op(g, &o, &id), VR_OK);
+    return id;
+}
+
+static AllocConfig ideal(uint64_t capacity) {
+    AllocConfig c;
+    alloc_config_default(&c);
+    c.kind = ALLOC_IDEAL;
+    c.capacity = capacity;
+    return c;
+}
+
+static AllocConfig caching(uint64_t capacity) {
+    AllocConfig c;
+    alloc_config_default(&c);
+    c.capacity = capacity;
+    return c;
+}
+
+static SimResult *run(const Graph *g, int steps, const AllocConfig *ac, const DeviceSpec *dev) {
+    EngineConfig ec = {.steps = steps, .cublas_handles = 0, .dev = dev, .record_timeline = true,
+                       .stop_at_step = -1};
+    SimResult *r = NULL;
+    char err[256] = "";
+    assert_int_equal(engine_run(g, &ec, ac, &r, err, sizeof err), VR_OK);
+    assert_non_null(r);
+    return r;
+}
+
+/* Forward-only graph:
+ *   p  param 1000 B -> 1024
+ *   f1: p -> a (3000 B -> 3072)
+ *   f2: a -> b (5000 B -> 5120)          frees a (one of its two references)
+ *   f3: a, b -> c (100 B -> 512)         frees a, b: a's last use is here, not at f2
+ *   f4: c ->                              frees c
+ * Allocated: build 1024; f1 4096; f2 9216; f3 9728 (peak: p + a + b + c); then 1536, 1024. */
+typedef struct Fwd { Graph *g; int p, a, b, c, f1, f2, f3, f4; } Fwd;
+
+static Fwd build_forward(void) {
+    Fwd f;
+    assert_int_equal(graph_new(&f.g), VR_OK);
+    f.p = tensor(f.g, "p", 1000, CAT_PARAM, false, true);
+    f.a = tensor(f.g, "a", 3000, CAT_ACTIVATION, false, false);
+    f.b = tensor(f.g, "b", 5000, CAT_ACTIVATION, false, false);
+    f.c = tensor(f.g, "c", 100, CAT_TEMP, false, false);
+    f.f1 = op(f.g, (OpArgs){.name = "f1", .phase = PH_FWD, .in = {f.p}, .nin = 1,
+                            .out = {f.a}, .nout = 1});
+    f.f2 = op(f.g, (OpArgs){.name = "f2", .phase = PH_FWD, .in = {f.a}, .nin = 1,
+                            .out = {f.b}, .nout = 1, .frees = {f.a}, .nfrees = 1});
+    f.f3 = op(f.g, (OpArgs){.name = "f3", .phase = PH_FWD, .in = {f.a, f.b}, .nin = 2,
+                            .out = {f.c}, .nout = 1, .frees = {f.a, f.b}, .nfrees = 2});
+    f.f4 = op(f.g, (OpArgs){.name = "f4", .phase = PH_FWD, .in = {f.c}, .nin = 1,
+                            .frees = {f.c}, .nfrees = 1});
+    return f;
+}
+
+static void test_forward_peak_ideal(void **state) {
+    (void)state;
+    Fwd f = build_forward();
+    AllocConfig ac = ideal(0);
+    SimResult *r = run(f.g, 3, &ac, NULL);
+    assert_false(r->oom);
+    assert_int_equal(r->n_steps, 3);
+    assert_int_equal(r->build_allocated, 1024);
+    assert_int_equal(r->build_reserved, 1024);
+    for (int s = 0; s < 3; s++) {
+        const StepResult *st = &r->steps[s];
+        assert_int_equal(st->peak_allocated, 1024 + 3072 + 5120 + 512);
+        assert_int_equal(st->peak_reserved, 9728); /* ideal: reserved == allocated */
+        assert_int_equal(st->end_allocated, 1024); /* the parameter survives every step */
+        assert_int_equal(st->end_reserved, 1024);
+        assert_int_equal(st->peak_op, f.f3);
+        assert_int_equal(st->peak_breakdown[CAT_PARAM], 1024);
+        assert_int_equal(st->peak_breakdown[CAT_ACTIVATION], 3072 + 5120);
+        assert_int_equal(st->peak_breakdown[CAT_TEMP], 512);
+        assert_int_equal(st->peak_breakdown[CAT_GRAD], 0);
+        assert_true(st->time_ns == 0.0); /* no device: no time */
+    }
+    /* the live set at the last step's peak, largest first */
+    assert_int_equal(r->n_live_at_peak, 4);
+    assert_int_equal(r->live_at_peak[0].tensor, f.b);
+    assert_int_equal(r->live_at_peak[0].bytes, 5120);
+    assert_int_equal(r->live_at_peak[1].tensor, f.a);
+    assert_int_equal(r->live_at_peak[3].tensor, f.c);
+    /* the timeline's last sample is the end of the last step */
+    assert_true(r->n_samples > 0);
+    assert_int_equal(r->samples[r->n_samples - 1].allocated, 1024);
+    uint64_t mx = 0;
+    for (int i = 0; i < r->n_samples; i++)
+        if (r->samples[i].allocated > mx) mx = r->samples[i].allocated;
+    assert_int_equal(mx, 9216); /* samples are taken after each op: f3's free already done */
+    engine_result_free(r);
+    graph_free(f.g);
+}
+
+/* The same graph through the caching allocator: the same allocated figures; everything is a
+ * small request, so one 2 MiB segment holds it all and stays cached. */
+static void test_forward_peak_caching(void **state) {
+    (void)state;
+    Fwd f = build_forward();
+    AllocConfig ac = caching(0);
+    SimResult *r = run(f.g, 2, &ac, NULL);
+    assert_false(r->oom);
+    assert_int_equal(r->build_allocated, 1024);
+    assert_int_equal(r->build_reserved, 2 * VR_MIB);
+    for (int s = 0; s < 2; s++) {
+        assert_int_equal(r->steps[s].peak_allocated, 9728);
+        assert_int_equal(r->steps[s].peak_reserved, 2 * VR_MIB);
+        assert_int_equal(r->steps[s].end_allocated, 1024);
+        assert_int_equal(r->steps[s].end_reserved, 2 * VR_MIB);
+        assert_int_equal(r->steps[s].num_cuda_mallocs, 1);
+    }
+    engine_result_free(r);
+    graph_free(f.g);
+}
+
+/* Large requests through the caching allocator: a 30 MiB activation gets a segment of its own
+ * (>= 10 MiB: rounded up to 2 MiB), a 3 MiB one a 20 MiB segment, the parameter a 2 MiB one. */
+static void test_large_segments_caching(void **state) {
+    (void)state;
+    Graph *g;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int p = tensor(g, "p", 1000, CAT_PARAM, false, true);
+    int big = tensor(g, "big", 30 * VR_MIB - 100, CAT_ACTIVATION, false, false);
+    int mid = tensor(g, "mid", 3 * VR_MIB, CAT_ACTIVATION, false, false);
+    op(g, (OpArgs){.name = "make_big", .phase = PH_FWD, .in = {p}, .nin = 1, .out = {big},
+                   .nout = 1});
+    op(g, (OpArgs){.name = "make_mid", .phase = PH_FWD, .in = {big}, .nin = 1, .out = {mid},
+                   .nout = 1, .frees = {big}, .nfrees = 1});
+    op(g, (OpArgs){.name = "use_mid", .phase = PH_FWD, .in = {mid}, .nin = 1,
+                   .frees = {mid}, .nfrees = 1});
+    AllocConfig ac = caching(0);
+    SimResult *r = run(g, 2, &ac, NULL);
+    assert_false(r->oom);
+    /* step 0: 1024 + 30 MiB + 3 MiB allocated at the peak; reserved 2 + 30 + 20 MiB */
+    assert_int_equal(r->steps[0].peak_allocated, 1024 + 30 * VR_MIB + 3 * VR_MIB);
+    assert_int_equal(r->steps[0].peak_reserved, 52 * VR_MIB);
+    assert_int_equal(r->steps[0].num_cuda_mallocs, 3);
+    /* step 1 reuses the cached segments: no new cudaMalloc */
+    assert_int_equal(r->steps[1].peak_reserved, 52 * VR_MIB);
+    assert_int_equal(r->steps[1].num_cuda_mallocs, 3);
+    assert_int_equal(r->steps[1].end_allocated, 1024);
+    engine_result_free(r);
+
+    /* the ideal allocator on the same graph: reserved follows allocated */
+    ac = ideal(0);
+    r = run(g, 1, &ac, NULL);
+    assert_int_equal(r->steps[0].peak_reserved, 1024 + 30 * VR_MIB + 3 * VR_MIB);
+    engine_result_free(r);
+    graph_free(g);
+}
+
+/* Training graph with derived backward:
+ *   p  trainable param 1000 B -> 1024
+ *   f1: p -> a (4096), saves nothing        f2: a -> loss (512), saves a, frees a
+ * derive: ones_like(loss) -> seed (512) frees loss; f2.backward -> grad a (4096) frees seed, a;
+ *         f1.backward -> grad p (1024, becomes .grad) frees grad a.
+ * Step 0 allocated: 1024, f1 5120, f2 5632, seed 6144, loss freed 5632, grad a 9728 (peak),
+ *         seed and a freed 5120, .grad 6144, grad a freed 2048 (p + .grad). */
+typedef struct Train { Graph *g; int p, a, loss, f1, f2, gp, b2; } Train;
+
+static Train build_train(void) {
+    Train t;
+    assert_int_equal(graph_new(&t.g), VR_OK);
+    t.p = tensor(t.g, "p", 1000, CAT_PARAM, true, true);
+    t.a = tensor(t.g, "a", 4096, CAT_ACTIVATION, true, false);
+    t.loss = tensor(t.g, "loss", 512, CAT_ACTIVATION, true, false);
+    t.f1 = op(t.g, (OpArgs){.name = "f1", .phase = PH_FWD, .in = {t.p}, .nin = 1,
+                            .out = {t.a}, .nout = 1});
+    t.f2 = op(t.g, (OpArgs){.name = "f2", .phase = PH_FWD, .in = {t.a}, .nin = 1,
+                            .out = {t.loss}, .nout = 1, .saves = {t.a}, .nsaves = 1,
+                            .frees = {t.a}, .nfrees = 1});
+    assert_int_equal(graph_derive_backward(t.g, t.loss), VR_OK);
+    t.gp = graph_param_grad(t.g, t.p);
+    assert_true(t.gp >= 0);
+    t.b2 = -1;
+    for (int i = 0; i < graph_num_ops(t.g); i++)
+        if (graph_op_c(t.g, i)->fwd_op == t.f2) t.b2 = i;
+    assert_true(t.b2 >= 0);
+    return t;
+}
+
+/* Without zero_grad the .grad stays from step to step (persistent): step 1 starts at 2048 and
+ * peaks 1024 higher than step 0. */
+static void test_backward_grad_persists(void **state) {
+    (void)state;
+    Train t = build_train();
+    AllocConfig ac = ideal(0);
+    SimResult *r = run(t.g, 3, &ac, NULL);
+    assert_false(r->oom);
+    assert_int_equal(r->steps[0].peak_allocated, 9728);
+    assert_int_equal(r->steps[0].peak_op, t.b2);
+    assert_int_equal(r->steps[0].end_allocated, 2048);
+    assert_int_equal(r->steps[0].fwd_peak_allocated, 5632);
+    assert_int_equal(r->steps[1].peak_allocated, 10752);
+    assert_int_equal(r->steps[1].end_allocated, 2048);
+    assert_int_equal(r->steps[2].peak_allocated, 10752);
+    assert_int_equal(r->steps[1].peak_breakdown[CAT_GRAD], 1024);
+    assert_int_equal(r->steps[1].peak_breakdown[CAT_PARAM], 1024);
+    /* at the peak (f2.backward's output) a, grad a and the seed are live */
+    assert_int_equal(r->steps[1].peak_breakdown[CAT_ACTIVATION], 4096);
+    assert_int_equal(r->steps[1].peak_breakdown[CAT_TEMP], 4096 + 512);
+    engine_result_free(r);
+    graph_free(t.g);
+}
+
+/* An optimizer with a `once` op (state creation, step 0 only) and a zero_grad op that frees
+ * .grad. Every op but zero_grad ("none") takes the 1000 ns launch time of the device.
+ *   adam.init (once): -> state (2000 B -> 2048, persistent)
+ *   adam.step: p, .grad, state; workspace 3000 B -> 3072
+ *   zero_grad: frees .grad
+ * Step 0: backward peak 9728 as above; then .grad 2048 live, + state 4096, + workspace 7168,
+ *         zero_grad 3072 (p + state). Ops timed: f1 f2 ones f2.bwd f1.bwd init step = 7 us.
+ * Step 1: starts at 3072; peak 9728 + 2048 = 11776 at f2.backward; 6 ops timed = 6 us. */
+static void test_once_and_zero_grad(void **state) {
+    (void)state;
+    Train t = build_train();
+    int st = tensor(t.g, "state", 2000, CAT_OPTSTATE, false, true);
+    int init = op(t.g, (OpArgs){.name = "adam.init", .phase = PH_OPTIM, .in = {t.p}, .nin = 1,
+                                .out = {st}, .nout = 1, .once = true});
+    op(t.g, (OpArgs){.name = "adam.step", .phase = PH_OPTIM, .in = {t.p, t.gp, st}, .nin = 3,
+                     .ws = {3000}, .nws = 1});
+    op(t.g, (OpArgs){.name = "zero_grad", .phase = PH_ZERO_GRAD, .frees = {t.gp}, .nfrees = 1,
+                     .kind = "none"});
+    DeviceSpec dev = {.launch_ns = 1000};
+    snprintf(dev.key, sizeof dev.key, "test");
+    AllocConfig ac = ideal(0);
+    SimResult *r = run(t.g, 3, &ac, &dev);
+    assert_false(r->oom);
+    assert_int_equal(r->n_steps, 3);
+    assert_int_equal(r->steps[0].peak_allocated, 9728);
+    assert_int_equal(r->steps[0].end_allocated, 3072);
+    assert_int_equal(r->steps[0].bwd_peak_allocated, 9728);
+    assert_true(r->steps[0].time_ns == 7000.0);
+    assert_true(r->steps[0].phase_ns[PH_OPTIM] == 2000.0);
+    assert_true(r->steps[0].phase_ns[PH_BWD] == 3000.0);
+    for (int s = 1; s < 3; s++) {
+        assert_int_equal(r->steps[s].peak_allocated, 11776);
+        assert_int_equal(r->steps[s].end_allocated, 3072);
+        assert_int_equal(r->steps[s].peak_breakdown[CAT_OPTSTATE], 2048);
+        assert_int_equal(r->steps[s].peak_breakdown[CAT_GRAD], 0);
+        assert_true(r->steps[s].time_ns == 6000.0);
+        assert_true(r->steps[s].phase_ns[PH_OPTIM] == 1000.0);
+    }
+    /* the once op shows in step 0's spans only */
+    int init_spans = 0;
+    for (int i = 0; i < r->n_spans; i++)
+        if (r->spans[i].op == init) {
+            init_spans++;
+            assert_int_equal(r->spans[i].step, 0);
+        }
+    assert_int_equal(init_spans, 1);
+    engine_result_free(r);
+    graph_free(t.g);
+}
+
+/* An ideal allocator capped at 10240 bytes: step 0 (peak 9728) fits, step 1 needs 10752 and
+ * fails at f2.backward asking for 4096 with 6656 allocated. */
+static void test_oom_in_second_step(void **state) {
+    (void)state;
+    Train t = build_train();
+    AllocConfig ac = ideal(10240);
+    SimResult *r = run(t.g, 3, &ac, NULL);
+    assert_true(r->oom);
+    assert_int_equal(r->oom_step, 1);
+    assert_int_equal(r->oom_op, t.b2);
+    assert_int_equal(r->n_steps, 1);
+    assert_int_equal(r->oom_request, 4096);
+    assert_int_equal(r->oom_info.requested, 4096);
+    assert_int_equal(r->oom_info.allocated, 6656);
+    assert_int_equal(r->oom_info.capacity, 10240);
+    assert_int_equal(r->steps[0].peak_allocated, 9728);
+    engine_result_free(r);
+    graph_free(t.g);
+}
+
+/* The caching allocator capped at 4 MiB: the parameter's 2 MiB small segment fits, an 8 MiB
+ * activation cannot get its 20 MiB segment (nor any 8 MiB one) in step 0. */
+static void test_oom_caching_small_capacity(void **state) {
+    (void)state;
+    Graph *g;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int p = tensor(g, "p", 1000, CAT_PARAM, false, true);
+    int big = tensor(g, "big", 8 * VR_MIB, CAT_ACTIVATION, false, false);
+    op(g, (OpArgs){.name = "small", .phase = PH_FWD, .in = {p}, .nin = 1});
+    int f = op(g, (OpArgs){.name = "make_big", .phase = PH_FWD, .in = {p}, .nin = 1,
+                           .out = {big}, .nout = 1});
+    AllocConfig ac = caching(4 * VR_MIB);
+    SimResult *r = run(g, 2, &ac, NULL);
+    assert_true(r->oom);
+    assert_int_equal(r->oom_step, 0);
+    assert_int_equal(r->oom_op, f);
+    assert_int_equal(r->n_steps, 0);
+    assert_int_equal(r->oom_request, 8 * VR_MIB);
+    assert_int_equal(r->oom_info.allocated, 1024);
+    engine_result_free(r);
+
+    /* too small for the parameters themselves: the OOM is in the build, before any step */
+    ac = caching(VR_MIB);
+    r = run(g, 1, &ac, NULL);
+    assert_true(r->oom);
+    assert_int_equal(r->oom_step, -1);
+    assert_int_equal(r->n_steps, 0);
+    engine_result_free(r);
+    graph_free(g);
+}
+
+static void test_steps_must_be_positive(void **state) {
+    (void)state;
+    Fwd f = build_forward();
+    AllocConfig ac = ideal(0);
+    EngineConfig ec = {.steps = 0};
+    SimResult *r = (SimResult *)&ec; /* must be reset to NULL */
+    char err[128] = "";
+    assert_int_equal(engine_run(f.g, &ec, &ac, &r, err, sizeof err), VR_EINVAL);
+    assert_null(r);
+    assert_non_null(strstr(err, "steps"));
+    ec.steps = -3;
+    assert_int_equal(engine_run(f.g, &ec, &ac, &r, err, sizeof err), VR_EINVAL);
+    engine_result_free(NULL); /* a no-op */
+    graph_free(f.g);
+}
+
+/* A view allocates nothing and keeps its base alive: the base is freed when the references
+ * to it and to its view are all dropped. */
+static void test_view_keeps_base_alive(void **state) {
+    (void)state;
+    Graph *g;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int a = tensor(g, "a", 4096, CAT_ACTIVATION, false, false);
+    Tensor vt = {.name = "a.view", .bytes = 0, .base = a, .producer = -1, .module = -1,
+                 .cat = CAT_ACTIVATION};
+    int v;
+    assert_int_equal(graph_add_tensor(g, &vt, &v), VR_OK);
+    int b = tensor(g, "b", 1024, CAT_ACTIVATION, false, false);
+    op(g, (OpArgs){.name = "make_a", .phase = PH_FWD, .out = {a}, .nout = 1});
+    op(g, (OpArgs){.name = "view", .phase = PH_FWD, .in = {a}, .nin = 1, .out = {v}, .nout = 1,
+                   .frees = {a}, .nfrees = 1, .kind = "none"});
+    op(g, (OpArgs){.name = "use_view", .phase = PH_FWD, .in = {v}, .nin = 1, .out = {b},
+                   .nout = 1, .frees = {v}, .nfrees = 1});
+    op(g, (OpArgs){.name = "use_b", .phase = PH_FWD, .in = {b}, .nin = 1, .frees = {b},
+                   .nfrees = 1});
+    AllocConfig ac = ideal(0);
+    SimResult *r = run(g, 2, &ac, NULL);
+    /* a (4096) is live until use_view ends: the peak is a + b */
+    assert_int_equal(r->steps[1].peak_allocated, 4096 + 1024);
+    assert_int_equal(r->steps[1].end_allocated, 0);
+    engine_result_free(r);
+    graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_forward_peak_ideal),
+        cmocka_unit_test(test_forward_peak_caching),
+        cmocka_unit_test(test_large_segments_caching),
+        cmocka_unit_test(test_backward_grad_persists),
+        cmocka_unit_test(test_once_and_zero_grad),
+        cmocka_unit_test(test_oom_in_second_step),
+        cmocka_unit_test(test_oom_caching_small_capacity),
+        cmocka_unit_test(test_steps_must_be_positive),
+        cmocka_unit_test(test_view_keeps_base_alive),
+    };
+    return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
+}
