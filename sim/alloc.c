@@ -955,8 +955,12 @@ static uint64_t place_segment(Alloc *a, uint64_t size, uint64_t hint)
         !seg_overlaps(a, hint, size))
         return hint;
     uint64_t align = size > K_SMALL_BUFFER ? 32 * VR_MIB : K_SMALL_BUFFER;
-    if (a->low_water > SIM_FLOOR + size + align)
-        return (a->low_water - size) & ~(align - 1);
+    uint64_t low = a->low_water; /* below every segment placed, and every rebuilt one */
+    TNode *first = t_first(a->segs);
+    if (first && ((Segment *)first)->base < low)
+        low = ((Segment *)first)->base;
+    if (low > SIM_FLOOR + size + align)
+        return (low - size) & ~(align - 1);
     /* out of room below: above the highest segment */
     TNode *n = t_last(a->segs);
     uint64_t top = n ? ((Segment *)n)->base + ((Segment *)n)->size : SIM_TOP;

@@ -801,7 +801,7 @@ VrStatus trace_parse(const char *name, const char *data, size_t len, Trace **out
     }
     if (st == VR_OK && (st = renumber_streams(t)) != VR_OK)
         oom_msg(&r);
-    if (st == VR_OK)
+    if (st == VR_OK && t->npre > 1)
         qsort(t->pre, t->npre, sizeof *t->pre, cmp_pre);
     map_free(&r.addrs);
     map_free(&r.streams);
