@@ -57,7 +57,8 @@
 #define SIM_TOP ((uint64_t)0x7f0000000000)   /* first simulated segment ends below this */
 #define SIM_FLOOR ((uint64_t)1 << 32)         /* simulated segments stay above this */
 #define ADDR_LIMIT ((uint64_t)1 << 62)        /* hinted segments must end below this */
-#define DEFAULT_VA ((uint64_t)1 << 44)        /* expandable address space when capacity is 0 */
+#define DEFAULT_VA ((uint64_t)9 << 34)        /* expandable address space when capacity is 0:
+                                                 9/8 of 128 GiB, about what a real GPU gives */
 #define SLAB_BLOCKS 256
 
 /* ---- treap: an intrusive balanced search tree keyed (k0, k1, k2), iterative ---- */
@@ -1345,6 +1346,8 @@ static Block *find_expandable(Alloc *a, Pool *p, int stream, uint64_t size, uint
         return NULL;
     uint64_t page = p->small ? K_SMALL_BUFFER : K_LARGE_BUFFER;
     uint64_t va = a->cfg.capacity ? a->cfg.capacity / 8 * 9 : DEFAULT_VA;
+    if (va < size) /* only with no capacity: PyTorch's address space is 9/8 of the device */
+        va = size;
     va = (va + page - 1) / page * page;
     Segment *s = seg_new(a, place_segment(a, va, hint), va, stream, p->small, true);
     Block *b = block_new(a);

@@ -173,8 +173,9 @@ typedef struct Reader {
 static VrStatus fail(Reader *r, uint32_t line, const char *fmt, ...)
 {
     if (r->err && r->errlen) {
-        int n = r->t->json ? snprintf(r->err, r->errlen, "%s: entry %" PRIu32 ": ", r->t->name, line)
-                           : snprintf(r->err, r->errlen, "%s:%" PRIu32 ": ", r->t->name, line);
+        int n = line == 0    ? snprintf(r->err, r->errlen, "%s: ", r->t->name)
+                : r->t->json ? snprintf(r->err, r->errlen, "%s: entry %" PRIu32 ": ", r->t->name, line)
+                             : snprintf(r->err, r->errlen, "%s:%" PRIu32 ": ", r->t->name, line);
         if (n < 0)
             n = 0;
         if ((size_t)n < r->errlen) {
