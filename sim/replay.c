@@ -168,6 +168,10 @@ typedef struct Reader {
     bool have_seq;
     uint64_t last_seq;
     uint32_t last_seq_line;
+    bool header_done;    /* CSV: the header line has been read */
+    int col[6];          /* CSV: column of each of col_names, -1 if absent */
+    int need;            /* CSV: fields a line must have */
+    uint32_t lineno;     /* CSV: current line */
 } Reader;
 
 static VrStatus fail(Reader *r, uint32_t line, const char *fmt, ...)
@@ -442,126 +446,144 @@ static bool num(const char *s, const char *e, uint64_t *out)
 enum { COL_ACTION, COL_ADDR, COL_SIZE, COL_STREAM, COL_SEQ, COL_TIME, NCOLS };
 static const char *const col_names[NCOLS] = {"action", "addr", "size", "stream", "seq", "time_us"};
 
-static VrStatus parse_csv(Reader *r, const char *data, size_t len)
+/* The header line [p, le): finds the columns. */
+static VrStatus csv_header(Reader *r, const char *p, const char *le)
+{
+    for (int i = 0; i < NCOLS; i++)
+        r->col[i] = -1;
+    int idx = 0;
+    const char *f = p;
+    for (;;) {
+        const char *fe = memchr(f, ',', (size_t)(le - f));
+        if (!fe)
+            fe = le;
+        const char *a = f, *b = fe;
+        while (a < b && (*a == ' ' || *a == '"'))
+            a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '"'))
+            b--;
+        for (int i = 0; i < NCOLS; i++)
+            if ((size_t)(b - a) == strlen(col_names[i]) &&
+                memcmp(a, col_names[i], (size_t)(b - a)) == 0) {
+                if (r->col[i] >= 0)
+                    return fail(r, 1, "column '%s' named twice in the header", col_names[i]);
+                r->col[i] = idx;
+            }
+        if (idx++ > 1000)
+            return fail(r, 1, "more than 1000 columns in the header");
+        if (fe == le)
+            break;
+        f = fe + 1;
+    }
+    if (r->col[COL_ACTION] < 0 || r->col[COL_ADDR] < 0 || r->col[COL_SIZE] < 0)
+        return fail(r, 1, "expected a CSV header naming the columns action, addr and size "
+                          "(PyTorch trace: seq,time_us,action,addr,size,stream)");
+    r->need = 0;
+    for (int i = 0; i < NCOLS; i++)
+        if (r->col[i] + 1 > r->need)
+            r->need = r->col[i] + 1;
+    r->header_done = true;
+    return VR_OK;
+}
+
+/* One data line [p, le) (without its end of line), number r->lineno. */
+static VrStatus csv_line(Reader *r, const char *p, const char *le)
+{
+    uint32_t lineno = r->lineno;
+    int need = r->need;
+    const int *col = r->col;
+    const char *sfs[NCOLS * 2 + 1], *sfe[NCOLS * 2 + 1]; /* need <= 1001: see the clamp */
+    int nf = 0;
+    const char *f = p;
+    if (need > NCOLS * 2)
+        return fail(r, lineno, "the columns this reader needs come after column %d", NCOLS * 2);
+    for (;;) {
+        const char *c = f;
+        while (c < le && *c != ',')
+            c++;
+        sfs[nf] = f;
+        sfe[nf] = c;
+        nf++;
+        if (c == le || nf >= need)
+            break;
+        f = c + 1;
+    }
+    if (nf < need)
+        return fail(r, lineno, "expected at least %d comma-separated fields, found %d", need, nf);
+    const char *as = sfs[col[COL_ACTION]], *ae = sfe[col[COL_ACTION]];
+    RawAction ra = action_of(as, (size_t)(ae - as));
+    if (ra == RA_UNKNOWN) {
+        int n = (int)(ae - as);
+        bool printable = n <= 40;
+        for (int i = 0; i < n && printable; i++)
+            printable = as[i] >= 32 && as[i] < 127;
+        return printable ? fail(r, lineno, "unknown action '%.*s' (expected alloc, "
+                                           "free_requested, free_completed, segment_alloc, "
+                                           "segment_free, segment_map, segment_unmap, oom)", n, as)
+                         : fail(r, lineno, "unknown or unreadable action");
+    }
+    uint64_t v[NCOLS] = {0};
+    for (int i = COL_ADDR; i < NCOLS; i++) {
+        if (col[i] < 0)
+            continue;
+        if (!num(sfs[col[i]], sfe[col[i]], &v[i])) {
+            ptrdiff_t n = sfe[col[i]] - sfs[col[i]];
+            return fail(r, lineno, "%s is not an unsigned integer below 2^64: '%.*s'",
+                        col_names[i], (int)(n > 40 ? 40 : n), sfs[col[i]]);
+        }
+    }
+    if (col[COL_SEQ] >= 0) {
+        if (r->have_seq && v[COL_SEQ] <= r->last_seq)
+            return fail(r, lineno, "events out of order: seq %" PRIu64 " after seq %" PRIu64
+                                   " (line %" PRIu32 ")", v[COL_SEQ], r->last_seq,
+                        r->last_seq_line);
+        r->have_seq = true;
+        r->last_seq = v[COL_SEQ];
+        r->last_seq_line = lineno;
+    }
+    return on_event(r, ra, v[COL_ADDR], v[COL_SIZE], v[COL_STREAM], lineno);
+}
+
+/* Feeds [data, data + len): every complete line is parsed; *used = bytes consumed (up to and
+ * including the last end of line). With `final`, a line left without an end of line is an
+ * error (a truncated trace). */
+static VrStatus csv_feed(Reader *r, const char *data, size_t len, bool final, size_t *used)
 {
     const char *p = data, *end = data + len;
-    uint32_t lineno = 1;
-    const char *eol = memchr(p, '\n', len);
-    if (!eol)
-        return fail(r, 1, len ? "no end of line after the header (truncated trace?)"
-                              : "empty file: expected a CSV header");
-    int col[NCOLS];
-    for (int i = 0; i < NCOLS; i++)
-        col[i] = -1;
-    {
-        const char *le = eol;
-        if (le > p && le[-1] == '\r')
-            le--;
-        int idx = 0;
-        const char *f = p;
-        for (;;) {
-            const char *fe = memchr(f, ',', (size_t)(le - f));
-            if (!fe)
-                fe = le;
-            const char *a = f, *b = fe;
-            while (a < b && (*a == ' ' || *a == '"'))
-                a++;
-            while (b > a && (b[-1] == ' ' || b[-1] == '"'))
-                b--;
-            for (int i = 0; i < NCOLS; i++)
-                if ((size_t)(b - a) == strlen(col_names[i]) && memcmp(a, col_names[i], (size_t)(b - a)) == 0) {
-                    if (col[i] >= 0)
-                        return fail(r, 1, "column '%s' named twice in the header", col_names[i]);
-                    col[i] = idx;
-                }
-            if (idx++ > 1000)
-                return fail(r, 1, "more than 1000 columns in the header");
-            if (fe == le)
-                break;
-            f = fe + 1;
-        }
-        if (col[COL_ACTION] < 0 || col[COL_ADDR] < 0 || col[COL_SIZE] < 0)
-            return fail(r, 1, "expected a CSV header naming the columns action, addr and size "
-                              "(PyTorch trace: seq,time_us,action,addr,size,stream)");
-    }
-    int need = 0;
-    for (int i = 0; i < NCOLS; i++)
-        if (col[i] + 1 > need)
-            need = col[i] + 1;
-    p = eol + 1;
-    const char *fs[NCOLS + 1], *fe[NCOLS + 1];
+    VrStatus st = VR_OK;
     while (p < end) {
-        if (lineno == UINT32_MAX)
-            return fail(r, lineno, "more than 2^32 lines");
-        lineno++;
-        eol = memchr(p, '\n', (size_t)(end - p));
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
         if (!eol)
-            return fail(r, lineno, "last line has no end of line (truncated trace?)");
-        const char *le = eol;
-        if (le > p && le[-1] == '\r')
-            le--;
-        if (le == p) { /* blank line */
-            p = eol + 1;
-            continue;
+            break;
+        const char *le = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
+        if (!r->header_done) {
+            r->lineno = 1;
+            st = csv_header(r, p, le);
+        } else {
+            if (r->lineno == UINT32_MAX)
+                return fail(r, r->lineno, "more than 2^32 lines");
+            r->lineno++;
+            if (le > p) /* blank lines are skipped */
+                st = csv_line(r, p, le);
         }
-        /* split the first `need` fields */
-        int nf = 0;
-        const char *f = p;
-        const char *sfs[64], *sfe[64];
-        (void)fs;
-        (void)fe;
-        for (;;) {
-            const char *c = f;
-            while (c < le && *c != ',')
-                c++;
-            if (nf < need && nf < 64) {
-                sfs[nf] = f;
-                sfe[nf] = c;
-            }
-            nf++;
-            if (c == le || nf >= need)
-                break;
-            f = c + 1;
-        }
-        if (nf < need || need > 64)
-            return fail(r, lineno, "expected at least %d comma-separated fields, found %d", need,
-                        nf);
-        const char *as = sfs[col[COL_ACTION]], *ae = sfe[col[COL_ACTION]];
-        RawAction ra = action_of(as, (size_t)(ae - as));
-        if (ra == RA_UNKNOWN) {
-            int n = (int)(ae - as);
-            bool printable = n <= 40;
-            for (int i = 0; i < n && printable; i++)
-                printable = as[i] >= 32 && as[i] < 127;
-            return printable ? fail(r, lineno, "unknown action '%.*s' (expected alloc, "
-                                               "free_requested, free_completed, segment_alloc, "
-                                               "segment_free, segment_map, segment_unmap, oom)", n, as)
-                             : fail(r, lineno, "unknown or unreadable action");
-        }
-        uint64_t v[NCOLS] = {0};
-        for (int i = COL_ADDR; i < NCOLS; i++) {
-            if (col[i] < 0)
-                continue;
-            if (!num(sfs[col[i]], sfe[col[i]], &v[i]))
-                return fail(r, lineno, "%s is not an unsigned integer below 2^64: '%.*s'",
-                            col_names[i], (int)(sfe[col[i]] - sfs[col[i]] > 40 ? 40 : sfe[col[i]] - sfs[col[i]]),
-                            sfs[col[i]]);
-        }
-        if (col[COL_SEQ] >= 0) {
-            if (r->have_seq && v[COL_SEQ] <= r->last_seq)
-                return fail(r, lineno, "events out of order: seq %" PRIu64 " after seq %" PRIu64
-                                       " (line %" PRIu32 ")", v[COL_SEQ], r->last_seq,
-                            r->last_seq_line);
-            r->have_seq = true;
-            r->last_seq = v[COL_SEQ];
-            r->last_seq_line = lineno;
-        }
-        VrStatus st = on_event(r, ra, v[COL_ADDR], v[COL_SIZE], v[COL_STREAM], lineno);
         if (st != VR_OK)
             return st;
         p = eol + 1;
     }
+    *used = (size_t)(p - data);
+    if (final && p < end)
+        return r->header_done ? fail(r, r->lineno + 1, "last line has no end of line (truncated "
+                                                       "trace?)")
+                              : fail(r, 1, "no end of line after the header (truncated trace?)");
+    if (final && !r->header_done)
+        return fail(r, 1, "empty file: expected a CSV header");
     return VR_OK;
+}
+
+static VrStatus parse_csv(Reader *r, const char *data, size_t len)
+{
+    size_t used;
+    return csv_feed(r, data, len, true, &used);
 }
 
 /* ---- JSON (tools/snapshot_to_json.py) ---- */
@@ -770,10 +792,10 @@ static VrStatus renumber_streams(Trace *t)
     return VR_OK;
 }
 
-VrStatus trace_parse(const char *name, const char *data, size_t len, Trace **out, char *err,
-                     size_t errlen)
+/* Starts a Reader on a new Trace named `name`. VR_ENOMEM leaves nothing allocated. */
+static VrStatus reader_begin(Reader *r, const char *name, char *err, size_t errlen)
 {
-    *out = NULL;
+    memset(r, 0, sizeof *r);
     if (err && errlen)
         err[0] = 0;
     Trace *t = calloc(1, sizeof *t);
@@ -784,35 +806,89 @@ VrStatus trace_parse(const char *name, const char *data, size_t len, Trace **out
         free(t);
         return VR_ENOMEM;
     }
-    Reader r = {0};
-    r.t = t;
-    r.err = err;
-    r.errlen = errlen;
-    size_t i = 0;
-    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
-        i++;
-    VrStatus st;
-    if (len > MAX_TRACE_BYTES) {
-        st = fail(&r, 0, "trace larger than 4 GiB");
-    } else if (i < len && data[i] == '{') {
-        t->json = true;
-        st = parse_json(&r, data, len);
-    } else {
-        st = parse_csv(&r, data, len);
-    }
+    r->t = t;
+    r->err = err;
+    r->errlen = errlen;
+    return VR_OK;
+}
+
+/* Finishes the Reader: on success *out owns the Trace, else it is freed. */
+static VrStatus reader_end(Reader *r, VrStatus st, Trace **out)
+{
+    Trace *t = r->t;
     if (st == VR_OK && (st = renumber_streams(t)) != VR_OK)
-        oom_msg(&r);
+        oom_msg(r);
     if (st == VR_OK && t->npre > 1)
         qsort(t->pre, t->npre, sizeof *t->pre, cmp_pre);
-    map_free(&r.addrs);
-    map_free(&r.streams);
-    free(r.st);
+    map_free(&r->addrs);
+    map_free(&r->streams);
+    free(r->st);
     if (st != VR_OK) {
         trace_free(t);
         return st;
     }
     *out = t;
     return VR_OK;
+}
+
+static bool looks_json(const char *data, size_t len)
+{
+    size_t i = 0;
+    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
+        i++;
+    return i < len && data[i] == '{';
+}
+
+VrStatus trace_parse(const char *name, const char *data, size_t len, Trace **out, char *err,
+                     size_t errlen)
+{
+    *out = NULL;
+    Reader r;
+    VrStatus st = reader_begin(&r, name, err, errlen);
+    if (st != VR_OK)
+        return st;
+    if (len > MAX_TRACE_BYTES) {
+        st = fail(&r, 0, "trace larger than 4 GiB");
+    } else if (looks_json(data, len)) {
+        r.t->json = true;
+        st = parse_json(&r, data, len);
+    } else {
+        st = parse_csv(&r, data, len);
+    }
+    return reader_end(&r, st, out);
+}
+
+#define CHUNK ((size_t)1 << 20)          /* bytes read at a time */
+#define MAX_LINE ((size_t)64 << 20)      /* longest CSV line accepted */
+
+/* Reads from f into buf[*n..cap), growing buf. Returns bytes read (0 at the end) or -1 with err. */
+static long read_more(gzFile f, const char *path, char **buf, size_t *n, size_t *cap, char *err,
+                      size_t errlen, VrStatus *st)
+{
+    if (*cap - *n < CHUNK) {
+        size_t ncap = *cap ? *cap : CHUNK;
+        while (ncap - *n < CHUNK)
+            ncap *= 2;
+        char *nb = realloc(*buf, ncap);
+        if (!nb) {
+            snprintf(err, errlen, "%s: out of host memory", path);
+            *st = VR_ENOMEM;
+            return -1;
+        }
+        *buf = nb;
+        *cap = ncap;
+    }
+    int got = gzread(f, *buf + *n, (unsigned)CHUNK);
+    int errnum = Z_OK;
+    const char *msg = gzerror(f, &errnum);
+    if (got < 0 || (errnum != Z_OK && errnum != Z_STREAM_END)) {
+        snprintf(err, errlen, "%s: %s%s", path,
+                 errnum == Z_BUF_ERROR ? "truncated gzip file: " : "cannot read: ", msg);
+        *st = VR_EIO;
+        return -1;
+    }
+    *n += (size_t)got;
+    return got;
 }
 
 VrStatus trace_load(const char *path, Trace **out, char *err, size_t errlen)
@@ -824,58 +900,59 @@ VrStatus trace_load(const char *path, Trace **out, char *err, size_t errlen)
         return VR_EIO;
     }
     gzbuffer(f, 1 << 17);
-    size_t cap = 1 << 20, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        gzclose(f);
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t total = 0;
+    VrStatus st = VR_OK;
+    long got = read_more(f, path, &buf, &n, &cap, err, errlen, &st);
+    if (got < 0)
+        goto out;
+    total = (uint64_t)got;
+    if (looks_json(buf, n)) {
+        /* JSON: read it whole */
+        while ((got = read_more(f, path, &buf, &n, &cap, err, errlen, &st)) > 0) {
+            total += (uint64_t)got;
+            if (total > MAX_TRACE_BYTES) {
+                snprintf(err, errlen, "%s: trace larger than 4 GiB", path);
+                st = VR_EINVAL;
+                goto out;
+            }
+        }
+        if (got < 0)
+            goto out;
+        st = trace_parse(path, buf, n, out, err, errlen);
+        goto out;
+    }
+    /* CSV: parse as it streams in, keeping only the unfinished last line */
+    Reader r;
+    if ((st = reader_begin(&r, path, err, errlen)) != VR_OK) {
         snprintf(err, errlen, "%s: out of host memory", path);
-        return VR_ENOMEM;
+        goto out;
     }
     for (;;) {
-        if (n == cap) {
-            if (cap >= MAX_TRACE_BYTES) {
-                free(buf);
-                gzclose(f);
-                snprintf(err, errlen, "%s: trace larger than 4 GiB", path);
-                return VR_EINVAL;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                gzclose(f);
-                snprintf(err, errlen, "%s: out of host memory", path);
-                return VR_ENOMEM;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t want = cap - n > (1u << 30) ? (1u << 30) : cap - n;
-        int got = gzread(f, buf + n, (unsigned)want);
-        if (got < 0) {
-            int errnum;
-            const char *msg = gzerror(f, &errnum);
-            snprintf(err, errlen, "%s: %s%s", path,
-                     errnum == Z_BUF_ERROR ? "truncated gzip file: " : "cannot read: ", msg);
-            free(buf);
-            gzclose(f);
-            return VR_EIO;
-        }
-        if (got == 0)
+        size_t used = 0;
+        bool final = got == 0;
+        st = csv_feed(&r, buf, n, final, &used);
+        if (st != VR_OK || final)
             break;
-        n += (size_t)got;
+        memmove(buf, buf + used, n - used);
+        n -= used;
+        if (n > MAX_LINE) {
+            st = fail(&r, r.lineno + 1, "line longer than 64 MiB");
+            break;
+        }
+        if ((got = read_more(f, path, &buf, &n, &cap, err, errlen, &st)) < 0)
+            break;
+        total += (uint64_t)got;
+        if (total > MAX_TRACE_BYTES) {
+            st = fail(&r, 0, "trace larger than 4 GiB");
+            break;
+        }
     }
-    int errnum = Z_OK;
-    const char *msg = gzerror(f, &errnum);
-    if (errnum != Z_OK && errnum != Z_STREAM_END) {
-        snprintf(err, errlen, "%s: %s%s", path,
-                 errnum == Z_BUF_ERROR ? "truncated gzip file: " : "cannot read: ", msg);
-        free(buf);
-        gzclose(f);
-        return VR_EIO;
-    }
-    gzclose(f);
-    VrStatus st = trace_parse(path, buf, n, out, err, errlen);
+    st = reader_end(&r, st, out);
+out:
     free(buf);
+    gzclose(f);
     return st;
 }
 
