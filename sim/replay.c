@@ -188,6 +188,10 @@ static VrStatus fail(Reader *r, uint32_t line, const char *fmt, ...)
             vsnprintf(r->err + n, r->errlen - (size_t)n, fmt, ap);
             va_end(ap);
         }
+        /* one line, whatever bytes the trace held */
+        for (char *c = r->err; *c; c++)
+            if ((unsigned char)*c < 32 || *c == 127)
+                *c = '?';
     }
     return VR_EINVAL;
 }
