@@ -5,7 +5,7 @@
  * Inputs are random (never zeros). Bandwidth figures are in GB/s (1e9 bytes per second).
  *
  *   vrsim-calibrate [-o FILE] [--gpu ID] [--only LIST] [--skip LIST] [--quick]
- *   sections: info gemm gemm_lt bgemm copy elementwise reduce softmax attn host malloc launch
+ *   sections: info gemm gemm_lt gemm_single bgemm copy elementwise reduce softmax attn host malloc launch
  *             peer nccl
  *
  * The output is a plain Lua data table (see lua/hw/calibrated/README.md for the fields).
@@ -104,7 +104,7 @@ static void sb_printf(sbuf *s, const char *fmt, ...)
 
 /* ------------------------------------------------------------------ options */
 
-static const char *ALL_SECTIONS[] = {"info", "gemm", "gemm_lt", "bgemm", "copy", "elementwise",
+static const char *ALL_SECTIONS[] = {"info", "gemm", "gemm_lt", "gemm_single", "bgemm", "copy", "elementwise",
                                      "reduce", "softmax", "attn", "host", "malloc", "launch",
                                      "peer", "nccl", NULL};
 static char g_only[512] = "";
@@ -666,6 +666,70 @@ static int sec_gemm(sbuf *out, int use_lt)
     sb_printf(out, "  },\n");
     cudaFree(g.A); cudaFree(g.B); cudaFree(g.C); cudaFree(g.ws);
     cublasLtDestroy(g.lt);
+    cublasDestroy(g.h);
+    return 0;
+}
+
+/* The reference shapes of validation/hw_h200_pytorch.json, each call timed alone (events around
+ * one call, the GPU idle in between), as a framework times one op: the gap to the batched
+ * figures of sec_gemm is the per-call overhead that back-to-back launches hide. */
+static int sec_gemm_single(sbuf *out)
+{
+    static const int R[][3] = {{512, 512, 512},     {1024, 1024, 1024},  {2048, 2048, 2048},
+                               {4096, 4096, 4096},  {8192, 8192, 8192},  {8192, 4096, 4096},
+                               {8192, 11008, 4096}, {8192, 4096, 11008}, {16384, 32000, 4096},
+                               {2048, 4096, 4096},  {4096, 5120, 5120},  {8192, 13824, 5120}};
+    const int NR = sizeof R / sizeof R[0];
+    size_t maxA = 0, maxB = 0, maxC = 0;
+    for (int i = 0; i < NR; i++) {
+        size_t a = (size_t)R[i][0] * R[i][2], b = (size_t)R[i][2] * R[i][1], c = (size_t)R[i][0] * R[i][1];
+        if (a > maxA) maxA = a;
+        if (b > maxB) maxB = b;
+        if (c > maxC) maxC = c;
+    }
+    gemm_ctx g;
+    memset(&g, 0, sizeof g);
+    CKB(cublasCreate(&g.h));
+    g.ws_bytes = 32u << 20;
+    CK(cudaMalloc(&g.ws, g.ws_bytes));
+    CKB(cublasSetWorkspace(g.h, g.ws, g.ws_bytes));
+    CK(cudaMalloc(&g.A, maxA * 4));
+    CK(cudaMalloc(&g.B, maxB * 4));
+    CK(cudaMalloc(&g.C, maxC * 4));
+    timer t;
+    if (timer_init(&t)) return -1;
+    sb_printf(out, "  gemm_single = {  -- cuBLAS, nn, each call timed alone with the GPU idle between calls\n");
+    int dts[] = {3, 2, 0, 1};
+    for (int di = 0; di < 4; di++) {
+        int dt = dts[di];
+        int fd = dt == 3 ? 1 : dt == 2 ? 2 : 0;
+        if (fill_random(g.A, maxA * dt_size(dt), fd, 31)) return -1;
+        if (fill_random(g.B, maxB * dt_size(dt), fd, 32)) return -1;
+        CK(cudaDeviceSynchronize());
+        for (int i = 0; i < NR; i++) {
+            g.dtype = dt;
+            memcpy(g.op, "nn", 3);
+            g.m = R[i][0]; g.n = R[i][1]; g.k = R[i][2]; g.batch = 1;
+            double v[15];
+            for (int r = 0; r < 18; r++) {
+                CK(cudaEventRecord(t.e0, t.st));
+                if (gemm_run(&g, t.st)) return -1;
+                CK(cudaEventRecord(t.e1, t.st));
+                CK(cudaEventSynchronize(t.e1));
+                float ms;
+                CK(cudaEventElapsedTime(&ms, t.e0, t.e1));
+                if (r >= 3) v[r - 3] = ms;
+            }
+            double ms = median(v, 15);
+            double tf = 2.0 * g.m * g.n * (double)g.k / (ms * 1e-3) / 1e12;
+            sb_printf(out, "    {dtype=\"%s\", op=\"nn\", m=%d, n=%d, k=%d, ms=%.5f, tflops=%.2f},\n",
+                      DT_NAME[dt], g.m, g.n, g.k, ms, tf);
+            printf("single   %-4s nn  %6d %6d %6d %10.4f ms %8.1f TFLOP/s\n", DT_NAME[dt], g.m, g.n,
+                   g.k, ms, tf);
+        }
+    }
+    sb_printf(out, "  },\n");
+    cudaFree(g.A); cudaFree(g.B); cudaFree(g.C); cudaFree(g.ws);
     cublasDestroy(g.h);
     return 0;
 }
@@ -1287,8 +1351,8 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: vrsim-calibrate [-o FILE.lua] [--gpu ID] [--only a,b] [--skip a,b] [--quick]\n"
-            "sections: info gemm gemm_lt bgemm copy elementwise reduce softmax attn host malloc\n"
-            "          launch peer nccl\n");
+            "sections: info gemm gemm_lt gemm_single bgemm copy elementwise reduce softmax attn host\n"
+            "          malloc launch peer nccl\n");
 }
 
 int main(int argc, char **argv)
@@ -1384,6 +1448,7 @@ int main(int argc, char **argv)
     RUN("malloc", sec_malloc(&body));
     RUN("gemm", sec_gemm(&body, 0));
     RUN("gemm_lt", sec_gemm(&body, 1));
+    RUN("gemm_single", sec_gemm_single(&body));
     RUN("bgemm", sec_bgemm(&body));
     RUNIF("copy/elementwise/reduce/softmax",
           want("copy") || want("elementwise") || want("reduce") || want("softmax"),

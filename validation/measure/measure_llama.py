@@ -55,19 +55,80 @@ def shape_config(shape):
     return cfg
 
 
-def nvml_used_mib(dev_index):
-    """Bytes the device shows in use (NVML, as nvidia-smi reads it), in MiB; None if unknown."""
+def _nvml_handle(dev):
+    """NVML handle of torch device `dev` (matched by UUID; by index as a fallback)."""
+    import pynvml
     import torch
+    pynvml.nvmlInit()
     try:
-        return torch.cuda.device_memory_used(dev_index) / MIB
+        uuid = str(torch.cuda.get_device_properties(dev).uuid)
+        return pynvml.nvmlDeviceGetHandleByUUID("GPU-" + uuid if not uuid.startswith("GPU-") else uuid)
+    except Exception:
+        return pynvml.nvmlDeviceGetHandleByIndex(dev.index or 0)
+
+
+def nvml_device_used_mib(dev=None, index=None):
+    """What the whole device shows in use (nvidia-smi's memory.used), in MiB; None if unknown.
+    With `index` it reads NVML by index and needs no CUDA context (for a reading before init)."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(index) if index is not None else _nvml_handle(dev)
+        return pynvml.nvmlDeviceGetMemoryInfo(h).used / MIB
     except Exception:
         pass
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
-                              "-i", str(dev_index)], capture_output=True, text=True, timeout=20)
+                              "-i", str(index if index is not None else (dev.index or 0))],
+                             capture_output=True, text=True, timeout=20)
         return float(out.stdout.strip().splitlines()[0])
     except Exception:
         return None
+
+
+def nvml_process_used_mib(dev):
+    """This process's memory on the device (nvidia-smi --query-compute-apps), in MiB; None if
+    the driver does not list it."""
+    pid = os.getpid()
+    try:
+        import pynvml
+        for p in pynvml.nvmlDeviceGetComputeRunningProcesses(_nvml_handle(dev)):
+            if p.pid == pid and p.usedGpuMemory is not None:
+                return p.usedGpuMemory / MIB
+    except Exception:
+        pass
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                              "--format=csv,noheader,nounits", "-i", str(dev.index or 0)],
+                             capture_output=True, text=True, timeout=20)
+        for line in out.stdout.splitlines():
+            f = [x.strip() for x in line.split(",")]
+            if len(f) == 2 and f[0] == str(pid):
+                return float(f[1])
+    except Exception:
+        pass
+    return None
+
+
+def context_figures(dev, idle_mib):
+    """nvsmi_used_minus_reserved_mib and the raw readings it comes from. The canonical figure is
+    this process's own use (nvidia-smi's per-process column) beyond the allocator's reservation;
+    where the driver lists no processes, the device's use less its use before this process
+    started CUDA. The raw device reading is kept too: on some machines an idle GPU already
+    shows hundreds of MiB in use."""
+    import torch
+    torch.cuda.synchronize(dev)
+    reserved = torch.cuda.memory_reserved(dev) / MIB
+    proc = nvml_process_used_mib(dev)
+    devu = nvml_device_used_mib(dev)
+    out = {}
+    if proc is not None:
+        out["nvsmi_used_minus_reserved_mib"] = proc - reserved
+    elif devu is not None and idle_mib is not None:
+        out["nvsmi_used_minus_reserved_mib"] = devu - idle_mib - reserved
+    extra = {"nvml_process_used_mib": proc, "nvml_device_used_mib": devu,
+             "nvml_device_used_before_init_mib": idle_mib}
+    return out, extra
 
 
 def write_trace(path, entries):
@@ -94,6 +155,7 @@ def worker(cfg, result_path, trace_dir):
     nsteps = int(cfg.get("steps", 4))
     if mode not in MODES or optim not in OPTIMS or attn not in ("sdpa", "eager"):
         raise ValueError(f"bad config {cfg}")
+    idle_mib = nvml_device_used_mib(index=int(os.environ.get("VRSIM_NVML_INDEX", "0")))
     dev = torch.device("cuda", 0)
     props = torch.cuda.get_device_properties(dev)
     total_mib = props.total_memory / MIB
@@ -123,33 +185,34 @@ def worker(cfg, result_path, trace_dir):
     try:
         with torch.device("cuda"):
             model = LlamaForCausalLM(lcfg)
-            if getattr(model.config, "_attn_implementation", attn) != attn:
-                if hasattr(model, "set_attn_implementation"):
-                    model.set_attn_implementation(attn)
-                else:
-                    model.config._attn_implementation = attn
-            if dtype is not None:
-                model.to(dtype)
+        if getattr(model.config, "_attn_implementation", attn) != attn:
+            if hasattr(model, "set_attn_implementation"):
+                model.set_attn_implementation(attn)
+            else:
+                model.config._attn_implementation = attn
+        if dtype is not None:
+            model.to(dtype)
+        n_params = sum(p.numel() for p in model.parameters())  # the base model, before LoRA
+        if ckpt:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if mode == "lora_bf16":
+            from peft import LoraConfig, get_peft_model
             if ckpt:
-                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            if mode == "lora_bf16":
-                from peft import LoraConfig, get_peft_model
-                if ckpt:
-                    model.enable_input_require_grads()
-                model = get_peft_model(model, LoraConfig(r=8, lora_alpha=32, lora_dropout=0.05,
-                                                         target_modules=["q_proj", "v_proj"],
-                                                         task_type="CAUSAL_LM"))
-            model.train()
-            params = [p for p in model.parameters() if p.requires_grad]
-            kw = {"adamw_foreach": {"foreach": True}, "adamw_fused": {"fused": True},
-                  "adamw_forloop": {"foreach": False}}[optim]
-            opt = torch.optim.AdamW(params, lr=1e-5, **kw)
+                model.enable_input_require_grads()
+            model = get_peft_model(model, LoraConfig(r=8, lora_alpha=32, lora_dropout=0.05,
+                                                     target_modules=["q_proj", "v_proj"],
+                                                     task_type="CAUSAL_LM"))
+        model.train()
+        params = [p for p in model.parameters() if p.requires_grad]
+        kw = {"adamw_foreach": {"foreach": True}, "adamw_fused": {"fused": True},
+              "adamw_forloop": {"foreach": False}}[optim]
+        opt = torch.optim.AdamW(params, lr=1e-5, **kw)
         torch.cuda.synchronize()
     except torch.OutOfMemoryError as e:  # the model itself does not fit under the cap
         oom_in_build = e
     rec["build_s"] = time.perf_counter() - t0
     if oom_in_build is None:
-        rec["n_params"] = sum(p.numel() for p in model.parameters())
+        rec["n_params"] = n_params
         rec["n_trainable"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
     rec["after_build_alloc_mib"] = torch.cuda.memory_allocated(dev) / MIB
     rec["after_build_reserved_mib"] = torch.cuda.memory_reserved(dev) / MIB
@@ -186,6 +249,7 @@ def worker(cfg, result_path, trace_dir):
                 oom = (step, e)
                 break
             wall_ms = (time.perf_counter() - tw) * 1e3
+            del loss  # nothing of this step stays alive into the next
             st = torch.cuda.memory_stats(dev)
             steps.append({
                 "step": step,
@@ -213,10 +277,9 @@ def worker(cfg, result_path, trace_dir):
         rec["oom_peak_reserved_mib"] = torch.cuda.max_memory_reserved(dev) / MIB
         print(f"  {name}: out of memory at step {step}", flush=True)
     rec["steps"] = steps
-    torch.cuda.synchronize()
-    used = nvml_used_mib(0)
-    if used is not None:
-        rec["nvsmi_used_minus_reserved_mib"] = used - torch.cuda.memory_reserved(dev) / MIB
+    ctx, ctx_raw = context_figures(dev, idle_mib)
+    rec.update(ctx)
+    rec.update(ctx_raw)
     if eff_attn and eff_attn != attn:
         rec["attn_effective"] = eff_attn
     if tracing:

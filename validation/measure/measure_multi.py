@@ -29,7 +29,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure_llama import MIB, nvml_used_mib, shape_config  # noqa: E402
+from measure_llama import MIB, context_figures, nvml_device_used_mib, shape_config  # noqa: E402
 
 
 def worker(cfg, result_dir):
@@ -41,6 +41,7 @@ def worker(cfg, result_dir):
     rank = int(os.environ["RANK"])
     local = int(os.environ["LOCAL_RANK"])
     world = int(os.environ["WORLD_SIZE"])
+    idle_mib = nvml_device_used_mib(index=local)
     torch.cuda.set_device(local)
     dev = torch.device("cuda", local)
     dist.init_process_group("nccl", device_id=dev)
@@ -94,11 +95,8 @@ def worker(cfg, result_dir):
     if ecab:
         torch.cuda.empty_cache()
     build_s = time.perf_counter() - t0
+    # under FSDP2 the parameters are DTensors, whose numel() is the whole (unsharded) tensor's
     n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    if strategy == "fsdp2":  # parameters are shards: count the whole model once
-        t = torch.tensor([n_trainable], device=dev)
-        dist.all_reduce(t)
-        n_trainable = int(t.item())
     r = {"rank": rank, "after_build_alloc_mib": torch.cuda.memory_allocated(dev) / MIB,
          "after_build_reserved_mib": torch.cuda.memory_reserved(dev) / MIB, "steps": []}
 
@@ -126,6 +124,7 @@ def worker(cfg, result_dir):
             oom = (step, e)
             break
         wall_ms = (time.perf_counter() - tw) * 1e3
+        del loss
         st = torch.cuda.memory_stats(dev)
         r["steps"].append({
             "step": step, "wall_ms": wall_ms, "gpu_ms": ev0.elapsed_time(ev1),
@@ -148,10 +147,9 @@ def worker(cfg, result_dir):
         r["oom_msg"] = str(oom[1])[:600]
         r["oom_num_alloc_retries"] = st.get("num_alloc_retries", 0)
         r["oom_peak_reserved_mib"] = torch.cuda.max_memory_reserved(dev) / MIB
-    torch.cuda.synchronize()
-    used = nvml_used_mib(local)
-    if used is not None:
-        r["nvsmi_used_minus_reserved_mib"] = used - torch.cuda.memory_reserved(dev) / MIB
+    ctx, ctx_raw = context_figures(dev, idle_mib)
+    r.update(ctx)
+    r.update(ctx_raw)
     head = {"name": cfg["name"], "shape": cfg["shape"], "batch": batch, "seq": seq, "mode": mode,
             "ckpt": ckpt, "attn": attn, "optim": "adamw_foreach", "torch": torch.__version__,
             "gpu": props.name, "transformers": transformers.__version__,

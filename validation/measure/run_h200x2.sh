@@ -6,7 +6,7 @@
 #   usage: bash validation/measure/run_h200x2.sh [MULTI_PLAN] [SINGLE_PLAN]
 set -u
 T0=$(date +%s)
-BUDGET_S=${BUDGET_S:-520}
+BUDGET_S=${BUDGET_S:-550}
 MPLAN=${1:-validation/measure/plan_multi_x2.jsonl}
 SPLAN=${2:-}
 OUT=${OUT:-/tmp/vrsim-out}
@@ -37,10 +37,19 @@ cat "$OUT/calibrate_links.txt" | tail -40
 cp lua/hw/calibrated/h200_x2_links.lua "$STAGE/lua/hw/calibrated/" 2>/dev/null
 cp "$OUT/calibrate_links.txt" "$STAGE/" 2>/dev/null
 
+echo "== [$(elapsed) s] recheck of GPU 0: single-call GEMMs, copies, host copies"
+RECMD="$CAL --gpu h200 --only gemm_single,copy,host -o validation/measure/recheck_h200x2_gpu0.lua"
+echo "command: CUDA_VISIBLE_DEVICES=0 $RECMD"
+mkdir -p "$STAGE/validation/measure"
+CUDA_VISIBLE_DEVICES=0 timeout 100 $RECMD > "$OUT/recheck.txt" 2>&1; echo "recheck rc=$?"
+grep -E "^single|^copy|pinned|pageable" "$OUT/recheck.txt" | head -80
+cp validation/measure/recheck_h200x2_gpu0.lua "$STAGE/validation/measure/" 2>/dev/null
+cp "$OUT/recheck.txt" "$STAGE/" 2>/dev/null
+
 echo "== [$(elapsed) s] multi plan $MPLAN"
 LEFT=$(( BUDGET_S - $(elapsed) ))
 python3 validation/measure/measure_multi.py --plan "$MPLAN" --out "$STAGE/validation/multi_h200x2.jsonl" \
-  --nproc 2 --deadline-s $LEFT 2>&1 | grep -v -E "^\s*$"; echo "multi rc=$?"
+  --nproc 2 --deadline-s $LEFT 2>&1; echo "multi rc=$?"
 
 if [ -n "$SPLAN" ]; then
   echo "== [$(elapsed) s] single plan $SPLAN on GPU 0"
