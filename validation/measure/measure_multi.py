@@ -62,35 +62,35 @@ def worker(cfg, result_dir):
     t0 = time.perf_counter()
     with torch.device(dev):
         model = LlamaForCausalLM(lcfg)
-        if mode == "bf16":
-            model.to(torch.bfloat16)
-        if ckpt:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.train()
-        n_params = sum(p.numel() for p in model.parameters())
-        if strategy in ("ddp", "zero1"):
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            model = DDP(model, device_ids=[local])
-            if strategy == "zero1":
-                from torch.distributed.optim import ZeroRedundancyOptimizer
-                opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW,
-                                              lr=1e-5, foreach=True)
-            else:
-                opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
-        elif strategy == "fsdp2":
-            from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
-            kw = {"reshard_after_forward": raf}
-            if mode == "mp_fp32":
-                kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
-                                                       reduce_dtype=torch.float32)
-            if offload:
-                kw["offload_policy"] = CPUOffloadPolicy()
-            for layer in model.model.layers:
-                fully_shard(layer, **kw)
-            fully_shard(model, **kw)
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
+    if mode == "bf16":
+        model.to(torch.bfloat16)
+    if ckpt:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    n_params = sum(p.numel() for p in model.parameters())
+    if strategy in ("ddp", "zero1"):
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(model, device_ids=[local])
+        if strategy == "zero1":
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+            opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW,
+                                          lr=1e-5, foreach=True)
         else:
-            raise ValueError(f"unknown strategy {strategy}")
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
+    elif strategy == "fsdp2":
+        from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+        kw = {"reshard_after_forward": raf}
+        if mode == "mp_fp32":
+            kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                                   reduce_dtype=torch.float32)
+        if offload:
+            kw["offload_policy"] = CPUOffloadPolicy()
+        for layer in model.model.layers:
+            fully_shard(layer, **kw)
+        fully_shard(model, **kw)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
+    else:
+        raise ValueError(f"unknown strategy {strategy}")
     torch.cuda.synchronize()
     if ecab:
         torch.cuda.empty_cache()
