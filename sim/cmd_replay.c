@@ -49,6 +49,9 @@ static void replay_usage(FILE *f)
         "                     does (SIZE in bytes, or with KiB, MiB, GiB, TiB: 10600MiB, 80GiB);\n"
         "                     the allocator frees its cache and retries before it gives up, and\n"
         "                     the replay stops at the first alloc that would raise OutOfMemoryError\n"
+        "  --live-before SIZE memory allocated before a mid-run trace began that it never frees\n"
+        "                     (weights, optimizer state: torch.cuda.memory_allocated() when\n"
+        "                     recording started), placed first as one block\n"
         "  --ideal            an allocator with no caching and no fragmentation (reserved ==\n"
         "                     allocated), to see how much of the peak is allocator slack\n"
         "Output:\n"
@@ -137,6 +140,9 @@ static void print_text(const char *path, const Trace *t, const AllocConfig *cfg,
     if (r->injected_blocks)
         printf("mid-run      %s blocks (%s) live before the trace began were placed first\n",
                commas(r->injected_blocks, a, sizeof a), mib(r->injected_bytes, b, sizeof b));
+    else if (!t->has_segment_events)
+        printf("note         no segment events: if the trace started mid-run, memory allocated before\n"
+               "             it and never freed is missing (see --live-before)\n");
     printf("\n%-24s %-34s %s\n", "", "replayed", r->has_measured ? "measured (trace)" : "");
     printf("%-24s %s B (%s)\n", "peak allocated", commas(r->peak_allocated, a, sizeof a),
            mib(r->peak_allocated, b, sizeof b));
@@ -292,7 +298,7 @@ static int print_json(const char *path, const Trace *t, const AllocConfig *cfg, 
 int cmd_replay(int argc, char **argv)
 {
     const char *path = NULL, *conf = "";
-    uint64_t capacity = 0;
+    uint64_t capacity = 0, live_before = 0;
     bool json = false, ideal = false, list_segments = false;
     long repeat = 0, check_every = 0;
     for (int i = 1; i < argc; i++) {
@@ -307,7 +313,7 @@ int cmd_replay(int argc, char **argv)
         } else if (strcmp(arg, "--segments") == 0) {
             list_segments = true;
         } else if (strcmp(arg, "--alloc-conf") == 0 || strcmp(arg, "--capacity") == 0 ||
-                   strcmp(arg, "--repeat") == 0 || strcmp(arg, "--check") == 0) {
+                   strcmp(arg, "--live-before") == 0 || strcmp(arg, "--repeat") == 0 || strcmp(arg, "--check") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "vrsim replay: %s needs a value (see vrsim replay --help)\n", arg);
                 return VR_EXIT_USAGE;
@@ -315,10 +321,10 @@ int cmd_replay(int argc, char **argv)
             const char *v = argv[++i];
             if (strcmp(arg, "--alloc-conf") == 0) {
                 conf = v;
-            } else if (strcmp(arg, "--capacity") == 0) {
-                if (!parse_capacity(v, &capacity)) {
-                    fprintf(stderr, "vrsim replay: --capacity '%s': expected bytes or a size like "
-                                    "10600MiB or 80GiB\n", v);
+            } else if (strcmp(arg, "--capacity") == 0 || strcmp(arg, "--live-before") == 0) {
+                if (!parse_capacity(v, arg[2] == 'c' ? &capacity : &live_before)) {
+                    fprintf(stderr, "vrsim replay: %s '%s': expected bytes or a size like "
+                                    "10600MiB or 80GiB\n", arg, v);
                     return VR_EXIT_USAGE;
                 }
             } else {
@@ -377,6 +383,7 @@ int cmd_replay(int argc, char **argv)
         return st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
     }
     double t1 = now_s();
+    t->live_before = live_before;
     ReplayResult r;
     long runs = repeat ? repeat : 1;
     for (long k = 0; k < runs; k++) {

@@ -1069,6 +1069,23 @@ VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check
         res->injected_bytes += alloc_block_size(a, b->addr);
     }
 
+    if (t->live_before) {
+        /* one block far below where CUDA places memory, in a segment of its own */
+        const uint64_t where = (uint64_t)1 << 40;
+        st = alloc_inject(a, where, t->live_before, 0);
+        if (st == VR_ENOMEM)
+            goto enomem;
+        if (st != VR_OK) {
+            if (err && errlen)
+                snprintf(err, errlen, "%s: the %" PRIu64 " bytes live before the trace %s",
+                         t->name, t->live_before,
+                         st == VR_OOM ? "exceed the capacity" : "cannot be placed");
+            st = VR_EINVAL;
+            goto out;
+        }
+        res->injected_blocks++;
+        res->injected_bytes += alloc_block_size(a, where);
+    }
     uint64_t peak_seen = alloc_reserved_bytes(a);
     res->allocated_at_peak_reserved = alloc_allocated_bytes(a);
     uint64_t retries = 0;

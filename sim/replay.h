@@ -78,6 +78,9 @@ typedef struct Trace {
     uint64_t measured_peak_reserved; /* max running Σ segment_alloc/map − segment_free/unmap */
     bool has_segment_events;
     bool expandable_trace;  /* it has segment_map events */
+    uint64_t live_before;   /* bytes allocated before the trace that it never frees (model
+                               weights, optimizer state): set by the caller, default 0; the
+                               replay places them first as one block */
 } Trace;
 
 /* Reads a trace file: gzip or plain CSV, or JSON (first non-blank byte '{'). On success *out is a
@@ -103,7 +106,8 @@ typedef struct ReplayResult {
     uint64_t segment_allocs;        /* segment_alloc (segment_map) events PyTorch would record */
     uint64_t num_alloc_retries, num_ooms;
     uint64_t empty_cache_calls;     /* segment_free runs replayed as empty_cache() */
-    uint64_t injected_blocks, injected_bytes; /* state rebuilt before the first event */
+    uint64_t injected_blocks, injected_bytes; /* state rebuilt before the first event (live_before
+                                                 included) */
     uint64_t address_mismatches;    /* allocs that landed at another address than the trace's */
     uint32_t first_address_mismatch_line;
     bool has_measured;              /* the trace has segment events */
