@@ -56,8 +56,26 @@ static double jnum(const cJSON *o, const char *k, double def) {
 static const char *record_scenario(const cJSON *rec, char *src, size_t n, int steps) {
     const char *shape = jstr(rec, "shape"), *mode = jstr(rec, "mode"), *attn = jstr(rec, "attn");
     const char *optim = jstr(rec, "optim"), *conf = jstr(rec, "alloc_conf");
-    if (jstr(rec, "model") || cJSON_GetObjectItem(rec, "res")) return "SDXL models are not built yet";
+    const char *model = jstr(rec, "model");
+    bool sdxl = (model && strncmp(model, "sdxl", 4) == 0) || cJSON_GetObjectItem(rec, "res");
     if (jstr(rec, "strategy") || jnum(rec, "world_size", 1) > 1) return "multi-GPU strategies are not modelled yet";
+    if (sdxl && mode) {
+        const char *impl2 = optim && strstr(optim, "fused") ? "fused" : optim && strstr(optim, "forloop") ? "forloop" : "foreach";
+        snprintf(src, n,
+                 "return {\n"
+                 "  hardware = { gpu = \"h200\", capacity_mib = %.4f },\n"
+                 "  model = { arch = \"sdxl\", variant = \"%s\" },\n"
+                 "  training = { micro_batch = %d, resolution = %d, precision = \"%s\",\n"
+                 "               optimizer = \"adamw\", optimizer_impl = \"%s\", checkpointing = %s,\n"
+                 "               steps = %d },\n"
+                 "  allocator = { conf = \"%s\" },\n"
+                 "}\n",
+                 jnum(rec, "total_mib", 143155.9375), model ? model : "sdxl-base-unet",
+                 (int)jnum(rec, "batch", 1), (int)jnum(rec, "res", 1024), mode, impl2,
+                 cJSON_IsTrue(cJSON_GetObjectItem(rec, "ckpt")) ? "true" : "false", steps,
+                 conf ? conf : "");
+        return NULL;
+    }
     if (!shape || !mode) return "record has no shape or mode";
     const char *impl = "foreach";
     if (optim && strstr(optim, "fused")) impl = "fused";

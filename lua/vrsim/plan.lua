@@ -21,7 +21,8 @@ local SCHEMA = {
     capacity_mib = { "number", nil, "the same in MiB" },
   },
   model = {
-    arch = { "string", "llama2", "model family: llama2" },
+    arch = { "string", "llama2", "model family: llama2 or sdxl" },
+    variant = { "string", nil, "model-specific variant (sdxl: sdxl-base-unet, ...)" },
     size = { "string", "7b", "7b, 13b, 70b, or NAME-lN (cut to N layers)" },
     layers = { "integer", nil, "override the layer count" },
     hidden = { "integer", nil, "hidden size" },
@@ -34,6 +35,7 @@ local SCHEMA = {
   training = {
     micro_batch = { "integer", 1, "sequences per step per GPU" },
     seq = { "integer", 2048, "tokens per sequence" },
+    resolution = { "integer", 1024, "image side in pixels (diffusion models)" },
     precision = { "string", "bf16", "fp32, amp_bf16, amp_fp16, bf16, fp16, lora_bf16, lora_fp16" },
     optimizer = { "string", "adamw", "adamw or sgd" },
     optimizer_impl = { "string", "foreach", "foreach, fused or forloop" },
@@ -56,7 +58,7 @@ local CHOICES = {
   attention = { sdpa = 1, eager = 1 },
   build = { cast = 1, direct = 1 },
   kind = { caching = 1, ideal = 1 },
-  arch = { llama2 = 1 },
+  arch = { llama2 = 1, sdxl = 1 },
 }
 
 -- Levenshtein distance, for "did you mean".
@@ -173,8 +175,24 @@ local function field_index()
   return idx
 end
 
+-- A model module may add fields to any section: module.schema = { training = { name = spec } }.
+local function extend_schema(scn, sets)
+  local arch = type(scn.model) == "table" and scn.model.arch or "llama2"
+  for _, s in ipairs(sets) do arch = s:match("^model%.arch=(.*)$") or s:match("^arch=(.*)$") or arch end
+  if type(arch) ~= "string" or not CHOICES.arch[arch] then return end
+  local ok, mod = pcall(require, "models." .. arch)
+  if not ok or type(mod) ~= "table" or type(mod.schema) ~= "table" then return end
+  for sec, fields in pairs(mod.schema) do
+    if type(SCHEMA[sec]) == "table" then
+      for f, spec in pairs(fields) do SCHEMA[sec][f] = SCHEMA[sec][f] or spec end
+    end
+  end
+  for f, ch in pairs(mod.choices or {}) do CHOICES[f] = CHOICES[f] or ch end
+end
+
 function P.normalize(scn, sets, file, src)
   local ctx = { file = file, src = src }
+  extend_schema(scn, sets)
   local cfg = {}
   for k, v in pairs(scn) do
     if type(k) ~= "string" or SCHEMA[k] == nil then
@@ -288,15 +306,17 @@ function P.build(scn, sets, file, src)
     fraction_set = true
   end
   local t = cfg.training
-  local settings = ("%s %s, micro-batch %d x seq %d, %s, %s %s, attention %s%s%s"):format(
+  local model_mod = require("models." .. cfg.model.arch)
+  local settings_line = model_mod.settings and model_mod.settings(cfg)
+  local settings = settings_line or ("%s %s, micro-batch %d x seq %d, %s, %s %s, attention %s%s%s"):format(
     cfg.model.arch, cfg.model.config or cfg.model.size, t.micro_batch, t.seq, t.precision, t.optimizer,
     t.optimizer_impl, t.attention, t.checkpointing and ", checkpointing" or "",
     cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "")
   return {
     graph = G, title = cfg.title or "",
-    model = cfg.model.arch .. "-" .. (cfg.model.config and cfg.model.config:match("([^/]+)%.json$") or cfg.model.size),
+    model = cfg.model.arch .. "-" .. (cfg.model.variant or (cfg.model.config and cfg.model.config:match("([^/]+)%.json$")) or cfg.model.size),
     settings = settings, steps = t.steps, gpus = cfg.hardware.count,
-    tokens_per_step = t.micro_batch * t.seq, samples_per_step = t.micro_batch,
+    tokens_per_step = cx.tokens or 0, samples_per_step = t.micro_batch,
     device = dev,
     allocator = { conf = cfg.allocator.conf, kind = cfg.allocator.kind, capacity_bytes = cap,
                   fraction_set = fraction_set },
