@@ -1794,7 +1794,50 @@ static void carve(Alloc *a, Block *f, uint64_t addr, uint64_t rsize, uint64_t si
     stat_add(&a->requested, size);
 }
 
+/* A rebuilt FREE whole segment [base, base + size); the caller checked the arguments. */
+static Segment *inject_segment(Alloc *a, uint64_t base, uint64_t size, int stream, bool small)
+{
+    uint64_t low = a->low_water;
+    Segment *s = seg_new(a, base, size, stream, small, false);
+    a->low_water = low; /* rebuilt segments do not move the placement of new ones */
+    s->injected = true;
+    Block *b = block_new(a);
+    b->addr = base;
+    b->size = size;
+    b->seg = s;
+    b->stream = stream;
+    s->head = b;
+    free_insert(a, b);
+    stat_add(&a->reserved, size);
+    stat_add(&a->segments, 1);
+    a->injected_segments++;
+    return s;
+}
+
+VrStatus alloc_inject_segment(Alloc *a, uint64_t base, uint64_t size, int stream, bool small)
+{
+    if (size == 0 || size % K_MIN_BLOCK != 0 || size > ALLOC_MAX_REQUEST * 2 || stream < 0 ||
+        base == 0 || base % K_MIN_BLOCK != 0 || base >= ADDR_LIMIT || size >= ADDR_LIMIT - base ||
+        (small && size > K_SMALL_BUFFER))
+        return VR_EINVAL;
+    if (a->cfg.kind == ALLOC_IDEAL)
+        return VR_OK; /* the ideal allocator keeps no cache */
+    if (seg_overlaps(a, base, size))
+        return VR_EINVAL;
+    if (a->cfg.capacity && a->reserved.cur + size > a->cfg.capacity)
+        return VR_OOM;
+    if (ensure_spare(a, 1) != VR_OK || ensure_spare_seg(a) != VR_OK)
+        return VR_ENOMEM;
+    inject_segment(a, base, size, stream, small);
+    return VR_OK;
+}
+
 VrStatus alloc_inject(Alloc *a, uint64_t addr, uint64_t size, int stream)
+{
+    return alloc_inject_block(a, addr, size, 0, stream);
+}
+
+VrStatus alloc_inject_block(Alloc *a, uint64_t addr, uint64_t size, uint64_t bytes, int stream)
 {
     if (size == 0 || size > ALLOC_MAX_REQUEST || stream < 0 || addr == 0 ||
         addr % K_MIN_BLOCK != 0 || addr >= ADDR_LIMIT)
@@ -1808,6 +1851,12 @@ VrStatus alloc_inject(Alloc *a, uint64_t addr, uint64_t size, int stream)
         return VR_ENOMEM;
     uint64_t rsize = alloc_round_size(&a->cfg, size);
     bool small = rsize <= K_SMALL_SIZE;
+    if (bytes) {
+        if (bytes < rsize || bytes % K_MIN_BLOCK != 0 || bytes > ALLOC_MAX_REQUEST * 2 ||
+            (small && bytes > K_SMALL_BUFFER))
+            return VR_EINVAL;
+        rsize = bytes;
+    }
     Segment *s = seg_containing(a, addr);
     if (!s) {
         uint64_t segsize = small ? K_SMALL_BUFFER : allocation_size(rsize);
@@ -1822,20 +1871,7 @@ VrStatus alloc_inject(Alloc *a, uint64_t addr, uint64_t size, int stream)
             return VR_EINVAL;
         if (a->cfg.capacity && a->reserved.cur + segsize > a->cfg.capacity)
             return VR_OOM;
-        uint64_t low = a->low_water;
-        s = seg_new(a, base, segsize, stream, small, false);
-        a->low_water = low; /* rebuilt segments do not move the placement of new ones */
-        s->injected = true;
-        Block *b = block_new(a);
-        b->addr = base;
-        b->size = segsize;
-        b->seg = s;
-        b->stream = stream;
-        s->head = b;
-        free_insert(a, b);
-        stat_add(&a->reserved, segsize);
-        stat_add(&a->segments, 1);
-        a->injected_segments++;
+        s = inject_segment(a, base, segsize, stream, small);
     }
     if (s->small != small || s->stream != stream || s->expandable)
         return VR_EINVAL;

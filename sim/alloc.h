@@ -179,6 +179,18 @@ void alloc_stream_sync(Alloc *a, int stream);
  * not 512-aligned; VR_OOM if it would exceed the capacity; VR_ENOMEM on host failure. */
 VrStatus alloc_inject(Alloc *a, uint64_t addr, uint64_t size, int stream);
 
+/* alloc_inject where the block is known to occupy `bytes` (a multiple of 512, at least the
+ * rounded request: a block served whole from a larger free block occupies all of it); bytes == 0
+ * is alloc_inject. */
+VrStatus alloc_inject_block(Alloc *a, uint64_t addr, uint64_t size, uint64_t bytes, int stream);
+
+/* Rebuilds a whole free (cached) non-expandable segment [base, base + size) of the small or large
+ * pool that existed before a trace began (from a snapshot, or a segment_free of a segment the
+ * trace never allocated). Blocks injected afterwards are carved out of it. Counts in reserved,
+ * not in num_segment_allocs. VR_EINVAL on overlap or bad arguments, VR_OOM over the capacity,
+ * VR_ENOMEM on host failure. A no-op for the ideal allocator. */
+VrStatus alloc_inject_segment(Alloc *a, uint64_t base, uint64_t size, int stream, bool small);
+
 /* Cheap current/peak readers (the same numbers as alloc_stats), bytes. */
 uint64_t alloc_allocated_bytes(const Alloc *a);
 uint64_t alloc_reserved_bytes(const Alloc *a);

@@ -161,7 +161,8 @@ typedef struct Reader {
     AddrState *st;
     size_t nst, capst;
     U64Map streams;      /* trace stream value + 1 -> first-seen index (value UINT64_MAX rejected) */
-    size_t capstreams, cappre;
+    size_t capstreams, cappre, cappreseg;
+    U64Map segfirst;     /* segment address -> 1 first seen allocated, 2 first seen freed */
     int64_t running;     /* measured reserved */
     bool in_run;         /* inside a run of segment_free / segment_unmap */
     size_t run_start;    /* index in ev of the run's first event */
@@ -239,7 +240,28 @@ static VrStatus push_pre(Reader *r, uint64_t addr, uint64_t size, uint32_t strea
     Trace *t = r->t;
     if (grow((void **)&t->pre, &r->cappre, t->npre + 1, sizeof *t->pre) != VR_OK)
         return oom_msg(r);
-    t->pre[t->npre++] = (TraceBlock){addr, size, stream, line};
+    t->pre[t->npre++] = (TraceBlock){addr, size, 0, stream, line};
+    return VR_OK;
+}
+
+/* Notes the first event seen for a segment address; a segment first seen freed (or only in the
+ * snapshot) existed before the trace began and is rebuilt (preseg). */
+static VrStatus seg_seen(Reader *r, uint64_t addr, uint64_t size, uint32_t stream, uint32_t line,
+                         bool freed, bool small)
+{
+    if (addr == 0 || addr % 512 || size % 512 || addr >= ((uint64_t)1 << 62) ||
+        size > ((uint64_t)1 << 44))
+        return VR_OK; /* not a place a segment can be: nothing to rebuild */
+    if (map_get(&r->segfirst, addr))
+        return VR_OK;
+    if (map_put(&r->segfirst, addr, freed ? 2 : 1) != VR_OK)
+        return oom_msg(r);
+    if (!freed)
+        return VR_OK;
+    Trace *t = r->t;
+    if (grow((void **)&t->preseg, &r->cappreseg, t->npreseg + 1, sizeof *t->preseg) != VR_OK)
+        return oom_msg(r);
+    t->preseg[t->npreseg++] = (TraceSegment){addr, size, stream, line, small};
     return VR_OK;
 }
 
@@ -396,6 +418,9 @@ static VrStatus on_event(Reader *r, RawAction ra, uint64_t addr, uint64_t size, 
                      sizeof *t->measured_segs) != VR_OK)
                 return oom_msg(r);
             t->measured_segs[t->nmeasured++] = size;
+            if (ra == RA_SEGMENT_ALLOC && (st = seg_seen(r, addr, size, stream, line, false,
+                                                         false)) != VR_OK)
+                return st;
             r->running += (int64_t)size;
             if (r->running > MAX_SEQ_SUM)
                 return fail(r, line, "segments add up to more than 2^62 bytes");
@@ -404,6 +429,9 @@ static VrStatus on_event(Reader *r, RawAction ra, uint64_t addr, uint64_t size, 
             return push_event(r, ra == RA_SEGMENT_ALLOC ? TA_SEGMENT_ALLOC : TA_SEGMENT_MAP, addr,
                               size, stream, line);
         }
+        if (ra == RA_SEGMENT_FREE &&
+            (st = seg_seen(r, addr, size, stream, line, true, size == 2097152)) != VR_OK)
+            return st;
         r->running -= (int64_t)size;
         if (r->running < -MAX_SEQ_SUM)
             return fail(r, line, "segments freed add up to more than 2^62 bytes");
@@ -691,12 +719,23 @@ static VrStatus parse_json(Reader *r, const char *data, size_t len)
     cJSON_ArrayForEach(sg, segs)
     {
         sidx++;
-        uint64_t sstream;
+        uint64_t sstream, saddr, ssize;
         const cJSON *blocks = cJSON_GetObjectItemCaseSensitive(sg, "blocks");
         if (!cJSON_IsObject(sg) || !json_u64(sg, "stream", &sstream, false) ||
+            !json_u64(sg, "address", &saddr, false) || !json_u64(sg, "total_size", &ssize, false) ||
             (blocks && !cJSON_IsArray(blocks))) {
             st = fail(r, 0, "segments[%" PRIu32 "] malformed", sidx - 1);
             goto out;
+        }
+        const cJSON *exp = cJSON_GetObjectItemCaseSensitive(sg, "is_expandable");
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(sg, "segment_type");
+        if (saddr && ssize && !cJSON_IsTrue(exp)) {
+            bool small = cJSON_IsString(type) ? strcmp(type->valuestring, "small") == 0
+                                              : ssize == 2097152;
+            uint32_t sidx_stream;
+            if ((st = stream_index(r, sstream, 0, &sidx_stream)) != VR_OK ||
+                (st = seg_seen(r, saddr, ssize, sidx_stream, 0, true, small)) != VR_OK)
+                goto out;
         }
         const cJSON *bl;
         cJSON_ArrayForEach(bl, blocks)
@@ -728,6 +767,8 @@ static VrStatus parse_json(Reader *r, const char *data, size_t len)
             *s = (AddrState){size, 0, stream, ST_LIVE};
             if ((st = push_pre(r, baddr, size, stream, 0)) != VR_OK)
                 goto out;
+            if (bsize % 512 == 0 && bsize >= size)
+                r->t->pre[r->t->npre - 1].bytes = bsize;
         }
     }
 out:
@@ -740,6 +781,12 @@ out:
 static int cmp_pre(const void *x, const void *y)
 {
     const TraceBlock *a = x, *b = y;
+    return a->addr < b->addr ? -1 : a->addr > b->addr;
+}
+
+static int cmp_preseg(const void *x, const void *y)
+{
+    const TraceSegment *a = x, *b = y;
     return a->addr < b->addr ? -1 : a->addr > b->addr;
 }
 
@@ -757,6 +804,7 @@ void trace_free(Trace *t)
     free(t->ev);
     free(t->streams);
     free(t->pre);
+    free(t->preseg);
     free(t->measured_segs);
     free(t);
 }
@@ -790,6 +838,8 @@ static VrStatus renumber_streams(Trace *t)
         t->ev[i].stream = rank[t->ev[i].stream];
     for (size_t i = 0; i < t->npre; i++)
         t->pre[i].stream = rank[t->pre[i].stream];
+    for (size_t i = 0; i < t->npreseg; i++)
+        t->preseg[i].stream = rank[t->preseg[i].stream];
     memcpy(t->streams, sorted, t->nstreams * sizeof *sorted);
     free(sorted);
     free(rank);
@@ -824,7 +874,10 @@ static VrStatus reader_end(Reader *r, VrStatus st, Trace **out)
         oom_msg(r);
     if (st == VR_OK && t->npre > 1)
         qsort(t->pre, t->npre, sizeof *t->pre, cmp_pre);
+    if (st == VR_OK && t->npreseg > 1)
+        qsort(t->preseg, t->npreseg, sizeof *t->preseg, cmp_preseg);
     map_free(&r->addrs);
+    map_free(&r->segfirst);
     map_free(&r->streams);
     free(r->st);
     if (st != VR_OK) {
@@ -990,9 +1043,13 @@ void replay_result_clear(ReplayResult *res)
 
 static VrStatus rfail(const Trace *t, uint32_t line, char *err, size_t errlen, const char *what)
 {
-    if (err && errlen)
-        snprintf(err, errlen, t->json ? "%s: entry %" PRIu32 ": %s" : "%s:%" PRIu32 ": %s",
-                 t->name, line, what);
+    if (err && errlen) {
+        if (line == 0) /* a snapshot's segment or block */
+            snprintf(err, errlen, "%s: snapshot: %s", t->name, what);
+        else
+            snprintf(err, errlen, t->json ? "%s: entry %" PRIu32 ": %s" : "%s:%" PRIu32 ": %s",
+                     t->name, line, what);
+    }
     return VR_EINVAL;
 }
 
@@ -1042,10 +1099,23 @@ VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check
         freeslots[nfree++] = idx;                                                                  \
     } while (0)
 
-    /* the blocks live before the trace began */
+    /* the segments and blocks there were before the trace began */
+    for (size_t i = 0; i < t->npreseg; i++) {
+        const TraceSegment *sg = &t->preseg[i];
+        st = alloc_inject_segment(a, sg->addr, sg->size, (int)sg->stream, sg->small);
+        if (st == VR_ENOMEM)
+            goto enomem;
+        if (st != VR_OK) {
+            snprintf(msg, sizeof msg, "segment %" PRIu64 " (%" PRIu64 " bytes), there before the "
+                                      "trace began, %s", sg->addr, sg->size,
+                     st == VR_OOM ? "exceeds the capacity" : "overlaps another one");
+            st = rfail(t, sg->line, err, errlen, msg);
+            goto out;
+        }
+    }
     for (size_t i = 0; i < t->npre; i++) {
         const TraceBlock *b = &t->pre[i];
-        st = alloc_inject(a, b->addr, b->size, (int)b->stream);
+        st = alloc_inject_block(a, b->addr, b->size, b->bytes, (int)b->stream);
         if (st == VR_ENOMEM)
             goto enomem;
         if (st == VR_OOM) {
@@ -1056,7 +1126,8 @@ VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check
         }
         if (st != VR_OK) {
             snprintf(msg, sizeof msg, "block %" PRIu64 " (%" PRIu64 " bytes), live before the trace "
-                                      "began, overlaps another such block", b->addr, b->size);
+                                      "began, overlaps another such block or a segment of another "
+                                      "pool", b->addr, b->size);
             st = rfail(t, b->line, err, errlen, msg);
             goto out;
         }

@@ -11,9 +11,10 @@
  *
  * Only alloc and free events decide anything; segment_alloc/segment_map events are compared
  * against, and a run of segment_free/segment_unmap events marks an empty_cache() call (ALLOCATOR.md
- * 11.9). A trace that starts mid-run is made whole by placing, before the first event, every block
- * that it frees before allocating (alloc_inject), and, for a snapshot, every block still allocated
- * at the end that the trace never touches.
+ * 11.9). A trace that starts mid-run is made whole by placing, before the first event, every
+ * segment it frees before allocating and every block it frees before allocating (alloc_inject*),
+ * and, for a snapshot, every segment and every allocated block of the snapshot that the trace
+ * never touches.
  *
  * The reader checks the trace as it goes: a malformed line, a number out of range, events out of
  * order (seq going back), an alloc of a live address, a double free, or a size that differs from
@@ -56,11 +57,20 @@ typedef struct TraceEvent {
 } TraceEvent;
 
 typedef struct TraceBlock {
-    uint64_t addr;   /* bytes */
-    uint64_t size;   /* unrounded request */
+    uint64_t addr;   /* device address */
+    uint64_t size;   /* unrounded request, bytes */
+    uint64_t bytes;  /* bytes it occupies when known (a snapshot block), else 0 */
     uint32_t stream; /* dense index */
     uint32_t line;   /* where the trace first mentions it; 0 for a snapshot block */
 } TraceBlock;
+
+typedef struct TraceSegment {
+    uint64_t addr;   /* device address */
+    uint64_t size;   /* bytes */
+    uint32_t stream; /* dense index */
+    uint32_t line;   /* its segment_free event; 0 for a snapshot segment */
+    bool small;      /* small pool */
+} TraceSegment;
 
 typedef struct Trace {
     char *name;             /* file name, for messages */
@@ -73,6 +83,10 @@ typedef struct Trace {
     size_t nstreams;
     TraceBlock *pre;        /* blocks live before the first event, ascending address */
     size_t npre;
+    TraceSegment *preseg;   /* non-expandable segments that existed before the first event:
+                               freed before allocated, or in the snapshot and never allocated by
+                               the trace; ascending address */
+    size_t npreseg;
     uint64_t *measured_segs; /* sizes of segment_alloc (or segment_map) events, in order */
     size_t nmeasured, capmeasured;
     uint64_t measured_peak_reserved; /* max running Σ segment_alloc/map − segment_free/unmap */
