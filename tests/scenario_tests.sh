@@ -141,6 +141,21 @@ n=$(grep -c "^DOES NOT FIT" "$TMP/huge.out")
 if [ "$n" -eq 1 ]; then ok "  ... with a one-line verdict: $(grep "^DOES NOT FIT" "$TMP/huge.out" | cut -c1-70)"
 else fail "70B on an RTX 3090: $n 'DOES NOT FIT' lines, expected 1"; fi
 
+# ---- every shipped scenario runs --------------------------------------------------------
+for f in scenarios/*.lua; do
+  run each "$f" --no-files
+  if crashed "$f"; then continue; fi
+  if [ "$RC" -eq 0 ] || [ "$RC" -eq 3 ]; then
+    ok "$f: exit $RC, $(grep -E '^(FITS|DOES NOT FIT)' "$TMP/each.out" | cut -c1-60)"
+    # the header's answer ("... <- this file") was what vrsim printed; say when it drifts
+    said=$(sed -n 's/^--.*\(FITS: peak reserved [^(]*([0-9.]* %)\).*<- this file.*/\1/p' "$f" | head -n 1)
+    now=$(grep -E '^FITS: peak reserved' "$TMP/each.out")
+    if [ -n "$said" ] && [ "$said" != "$now" ]; then
+      echo "note $f: its header says '$said', vrsim now prints '$now' (update the answer)"
+    fi
+  else fail "$f: exit $RC, expected 0 or 3" "$(head -n 3 "$TMP/each.err")"; fi
+done
+
 # ---- bad input ---------------------------------------------------------------------------
 # each file in tests/scenarios/ is wrong in one way; vrsim must exit 2 with a message that
 # names the file and (where the mistake is on a line) the line.
