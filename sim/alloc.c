@@ -949,7 +949,8 @@ static bool seg_overlaps(const Alloc *a, uint64_t base, uint64_t size)
     return s->base + s->size > base;
 }
 
-/* A base address for a new segment of `size` bytes: the hint if usable, else below all. */
+/* A base address for a new segment of `size` bytes: the hint if usable, else below all; 0 when
+ * the simulated address space has no room left (only after petabytes of segments). */
 static uint64_t place_segment(Alloc *a, uint64_t size, uint64_t hint)
 {
     if (hint && hint % K_MIN_BLOCK == 0 && hint < ADDR_LIMIT && size < ADDR_LIMIT - hint &&
@@ -967,7 +968,10 @@ static uint64_t place_segment(Alloc *a, uint64_t size, uint64_t hint)
     uint64_t top = n ? ((Segment *)n)->base + ((Segment *)n)->size : SIM_TOP;
     if (top < SIM_TOP)
         top = SIM_TOP;
-    return (top + align - 1) & ~(align - 1);
+    top = (top + align - 1) & ~(align - 1);
+    if (top >= ADDR_LIMIT || size >= ADDR_LIMIT - top)
+        return 0; /* the simulated address space is full: the device says no */
+    return top;
 }
 
 /* Makes a segment from the spare struct (ensure_spare_seg first) and links it. */
@@ -1331,9 +1335,12 @@ static bool has_room(const Block *b, uint64_t size)
 }
 
 /* find_expandable_block (6.2): the lowest-address unmapped block on this stream (with the free
- * block before it) that has room, else a new expandable segment. NULL on host failure. */
-static Block *find_expandable(Alloc *a, Pool *p, int stream, uint64_t size, uint64_t hint)
+ * block before it) that has room, else a new expandable segment. NULL on host failure, or with
+ * *no_room when the simulated address space is full. */
+static Block *find_expandable(Alloc *a, Pool *p, int stream, uint64_t size, uint64_t hint,
+                              bool *no_room)
 {
+    *no_room = false;
     for (TNode *n = t_lower(p->unmapped, (uint64_t)stream, 0, 0);
          n && n->k0 == (uint64_t)stream; n = t_next(p->unmapped, n)) {
         Block *c = (Block *)n;
@@ -1349,7 +1356,12 @@ static Block *find_expandable(Alloc *a, Pool *p, int stream, uint64_t size, uint
     if (va < size) /* only with no capacity: PyTorch's address space is 9/8 of the device */
         va = size;
     va = (va + page - 1) / page * page;
-    Segment *s = seg_new(a, place_segment(a, va, hint), va, stream, p->small, true);
+    uint64_t base = place_segment(a, va, hint);
+    if (!base) {
+        *no_room = true;
+        return NULL;
+    }
+    Segment *s = seg_new(a, base, va, stream, p->small, true);
     Block *b = block_new(a);
     b->addr = s->base;
     b->size = va;
@@ -1406,9 +1418,10 @@ static VrStatus try_expandable(Alloc *a, Pool *p, int stream, uint64_t rsize, ui
                                Block **out)
 {
     *out = NULL;
-    Block *c = find_expandable(a, p, stream, rsize, hint);
+    bool no_room;
+    Block *c = find_expandable(a, p, stream, rsize, hint, &no_room);
     if (!c)
-        return VR_ENOMEM;
+        return no_room ? VR_OK : VR_ENOMEM;
     if (!c->mapped) {
         if (ensure_spare(a, 2) != VR_OK)
             return VR_ENOMEM;
@@ -1454,8 +1467,10 @@ static VrStatus alloc_block(Alloc *a, const Params *p, bool retry, Block **out)
         return VR_OK;
     if (ensure_spare_seg(a) != VR_OK || ensure_spare(a, 1) != VR_OK)
         return VR_ENOMEM;
-    Segment *s = seg_new(a, place_segment(a, size, p->hint), size, p->stream, p->pool->small,
-                         false);
+    uint64_t base = place_segment(a, size, p->hint);
+    if (!base)
+        return VR_OK; /* no address space left: like a failed cudaMalloc */
+    Segment *s = seg_new(a, base, size, p->stream, p->pool->small, false);
     Block *b = block_new(a);
     b->addr = s->base;
     b->size = size;

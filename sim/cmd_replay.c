@@ -18,8 +18,8 @@
 static void replay_usage(FILE *f)
 {
     fprintf(f,
-        "usage: vrsim replay TRACE [--alloc-conf STR] [--capacity SIZE] [--ideal] [--json]\n"
-        "                          [--segments]\n"
+        "usage: vrsim replay TRACE [--alloc-conf STR] [--capacity SIZE] [--live-before SIZE]\n"
+        "                          [--ideal] [--json] [--segments]\n"
         "\n"
         "Replays a PyTorch CUDA caching-allocator trace through vrsim's model of the allocator,\n"
         "deciding from the trace's alloc and free events alone, and prints peak allocated and\n"
@@ -38,8 +38,9 @@ static void replay_usage(FILE *f)
         "  ... run the steps ...\n"
         "  torch.cuda.memory._dump_snapshot(\"snap.pickle\")\n"
         "  python3 tools/snapshot_to_json.py snap.pickle -o trace.json\n"
-        "A trace that starts mid-run is fine: blocks it frees before allocating them are taken to\n"
-        "be live before it began (a snapshot also supplies the blocks it never touches).\n"
+        "A trace that starts mid-run (a ring buffer that overflowed, recording started late) is\n"
+        "fine: blocks and segments it frees before allocating them are taken to be there before\n"
+        "it began, and a snapshot also supplies the segments and blocks it never touches.\n"
         "\n"
         "What-if options (the question to ask before setting PYTORCH_CUDA_ALLOC_CONF):\n"
         "  --alloc-conf STR   PYTORCH_CUDA_ALLOC_CONF to replay under, e.g.\n"
@@ -128,12 +129,12 @@ static double now_s(void)
 static void print_text(const char *path, const Trace *t, const AllocConfig *cfg, const char *conf,
                        const ReplayResult *r, bool list_segments)
 {
-    char a[48], b[48], c[48], d[48];
+    char a[48], b[48], c[48], d[48], e[48];
     printf("trace        %s\n", path);
     printf("events       %s (%s allocs, %s frees, %s segment events, %s ooms)\n",
            commas(r->events, a, sizeof a), commas(t->n_alloc, b, sizeof b),
            commas(t->n_free, c, sizeof c), commas(t->n_segment_events, d, sizeof d),
-           commas(t->n_oom, d + 24, 24));
+           commas(t->n_oom, e, sizeof e));
     printf("allocator    %s, PYTORCH_CUDA_ALLOC_CONF=%s, capacity %s\n",
            cfg->kind == ALLOC_IDEAL ? "ideal (no caching)" : "caching", conf[0] ? conf : "(default)",
            cfg->capacity ? mib(cfg->capacity, a, sizeof a) : "unlimited");
