@@ -365,12 +365,18 @@ static void test_garbage_collection(void **state)
     uint64_t a = m(f, 30 * MiB, 0), b = m(f, 30 * MiB, 0);
     fr(f, a);
     fr(f, b);
-    /* reserved 60 MiB > 50 MiB threshold; a miss (stream 1) collects old whole free blocks */
+    /* reserved 60 MiB > 50 MiB threshold; a miss (stream 1) collects whole free blocks at least
+     * as old (in pool searches) as the average: both, in one pass, though 10 MiB would do */
     m(f, 30 * MiB, 1);
     AllocStats s = st(f);
     assert_int_equal(s.num_alloc_retries, 0);
-    assert_true(s.reserved <= 60 * MiB);
-    assert_true(s.num_segment_frees >= 1);
+    assert_int_equal(s.num_segment_frees, 2);
+    assert_int_equal(s.reserved, 30 * MiB);
+    /* under the threshold nothing is collected */
+    uint64_t c = m(f, 10 * MiB, 0);
+    fr(f, c);
+    m(f, 12 * MiB, 1);
+    assert_int_equal(st(f).num_segment_frees, 2);
     done(f);
 }
 
@@ -439,6 +445,24 @@ static void test_expandable_unmap_whole_pages(void **state)
     /* the next alloc maps again */
     m(f, 3 * MiB, 0);
     assert_int_equal(st(f).reserved, 20 * MiB);
+    done(f);
+}
+
+/* 6.4: a best fit that lies in an expandable segment gives way to the next larger candidate
+ * while that one's size plus the unmapped space after it is smaller. */
+static void test_expandable_search_rule(void **state)
+{
+    (void)state;
+    Fixture *f = make("expandable_segments:True", 0);
+    uint64_t x = m(f, 12 * MiB, 0);  /* page 1: [0, 12) */
+    uint64_t y = m(f, 8 * MiB, 0);   /* page 1: [12, 20) */
+    uint64_t z = m(f, 10 * MiB, 0);  /* page 2: [20, 30), free [30, 40) before unmapped space */
+    assert_int_equal(y, x + 12 * MiB);
+    assert_int_equal(z, x + 20 * MiB);
+    fr(f, x);                        /* free [0, 12): 12 MiB, an allocated block after it */
+    /* plain best fit would take the 10 MiB block at 30 MiB; the rule takes the 12 MiB one */
+    assert_int_equal(m(f, 9 * MiB, 0), x);
+    assert_int_equal(st(f).reserved, 40 * MiB);
     done(f);
 }
 
@@ -625,6 +649,16 @@ static void test_inject(void **state)
     assert_int_equal(alloc_inject(f->a, base + 100, 512, 0), VR_EINVAL);
     assert_int_equal(alloc_inject(f->a, base + 1 * MiB, 3 * MiB, 0), VR_EINVAL);
     assert_int_equal(alloc_check(f->a), VR_OK);
+    /* a rebuilt whole free segment serves a block carved at its address, and new allocs */
+    assert_int_equal(alloc_inject_segment(f->a, base + 256 * MiB, 64 * MiB, 0, false), VR_OK);
+    assert_int_equal(alloc_inject_segment(f->a, base + 256 * MiB, 2 * MiB, 0, true), VR_EINVAL);
+    assert_int_equal(alloc_inject_block(f->a, base + 260 * MiB, 19 * MiB + 1, 20 * MiB, 0), VR_OK);
+    assert_int_equal(alloc_block_size(f->a, base + 260 * MiB), 20 * MiB);
+    assert_int_equal(alloc_check(f->a), VR_OK);
+    uint64_t g = m(f, 4 * MiB, 0); /* best fit: the 4 MiB gap in front of the carved block */
+    assert_int_equal(g, base + 256 * MiB);
+    fr(f, g);
+    fr(f, base + 260 * MiB);
     fr(f, base + 4096);
     fr(f, base + 512);
     fr(f, base + 8192);
@@ -749,6 +783,7 @@ int main(void)
         cmocka_unit_test(test_empty_cache),
         cmocka_unit_test(test_expandable_measured_42mib),
         cmocka_unit_test(test_expandable_unmap_whole_pages),
+        cmocka_unit_test(test_expandable_search_rule),
         cmocka_unit_test(test_expandable_split_ignores_max_split),
         cmocka_unit_test(test_expandable_capacity),
         cmocka_unit_test(test_record_stream),
