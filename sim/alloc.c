@@ -1876,8 +1876,8 @@ VrStatus alloc_inject_block(Alloc *a, uint64_t addr, uint64_t size, uint64_t byt
     if (!s) {
         uint64_t segsize = small ? K_SMALL_BUFFER : allocation_size(rsize);
         uint64_t base = small ? addr & ~(K_SMALL_BUFFER - 1) : addr;
-        if (seg_overlaps(a, base, segsize))
-            base = addr;
+        if (base == 0 || seg_overlaps(a, base, segsize))
+            base = addr; /* address 0 is never a block (the live map's empty key) */
         /* end at the next segment if it starts earlier */
         TNode *n = t_lower(a->segs, 0, 0, base + 1);
         if (n && ((Segment *)n)->base < base + segsize)

@@ -644,6 +644,10 @@ static void test_inject(void **state)
     assert_int_equal(s.reserved, 2 * MiB + 30 * MiB);
     assert_int_equal(s.num_segment_allocs, 0);
     assert_int_equal(s.injected_segments, 2);
+    /* a small block in the first 2 MiB of the address space: its segment may not start at 0 */
+    assert_int_equal(alloc_inject(f->a, 1024, 100, 0), VR_OK);
+    assert_int_equal(alloc_check(f->a), VR_OK);
+    fr(f, 1024);
     /* overlapping, misaligned or cross-pool blocks are refused */
     assert_int_equal(alloc_inject(f->a, base + 4096, 512, 0), VR_EINVAL);
     assert_int_equal(alloc_inject(f->a, base + 100, 512, 0), VR_EINVAL);
