@@ -3,8 +3,21 @@
 
 #include <string.h>
 
+double device_collective_ns(const DeviceSpec *dev, const char *kind, double bytes, int n) {
+    if (n <= 1 || dev->coll_bw <= 0) return 0.0;
+    double f = (double)(n - 1) / n, lat = dev->coll_latency_ns;
+    if (strcmp(kind, "allreduce") == 0) return 2 * f * bytes / dev->coll_bw * 1e9 + 2 * (n - 1) * lat;
+    if (strcmp(kind, "broadcast") == 0) return bytes / dev->coll_bw * 1e9 + (n - 1) * lat;
+    return f * bytes / dev->coll_bw * 1e9 + (n - 1) * lat;
+}
+
 double device_op_ns(const DeviceSpec *dev, const Op *op) {
     if (op->kind && strcmp(op->kind, "none") == 0) return 0.0;
+    if (op->stream == 1) return device_collective_ns(dev, op->kind, op->bytes_moved, op->world);
+    if (op->stream == 2 || op->stream == 3)
+        return dev->host_bw > 0 ? op->bytes_moved / dev->host_bw * 1e9 + dev->host_latency_ns : 0;
+    if (op->kind && strcmp(op->kind, "cpu_adam") == 0)
+        return dev->cpu_adam_rate > 0 ? op->flops / dev->cpu_adam_rate * 1e9 : 0;
     double rate = dev->peak_flops[op->compute_dtype];
     if (rate <= 0) rate = dev->peak_flops[DT_FP32];
     double ec = dev->eff_compute > 0 ? dev->eff_compute : 1.0;

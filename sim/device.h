@@ -20,7 +20,21 @@ typedef struct DeviceSpec {
     double eff_memory;              /* fraction of mem_bw streaming kernels reach */
     double launch_ns;               /* per-kernel launch + dispatch overhead, ns */
     double price_per_hour;          /* USD per GPU-hour, 0 = unknown */
+    /* links, for collectives and offload */
+    int world;                      /* data-parallel ranks */
+    double coll_bw;                 /* per-GPU bus bandwidth of the collective link, bytes/s */
+    double coll_latency_ns;         /* per-step latency of a ring step, ns */
+    double host_bw;                 /* host<->device copy bandwidth (pinned), bytes/s */
+    double host_latency_ns;
+    double cpu_adam_rate;           /* parameters/s the host's CPU Adam updates */
 } DeviceSpec;
+
+/* Time in ns of a collective of `bytes` (the full tensor) over n ranks on NCCL's ring:
+ *   all-reduce      2 (n-1)/n * bytes / bw + 2 (n-1) * latency
+ *   reduce-scatter, all-gather   (n-1)/n * bytes / bw + (n-1) * latency
+ *   broadcast       bytes / bw + (n-1) * latency (pipelined ring)
+ * kind is "allreduce", "reduce_scatter", "allgather" or "broadcast"; 0 for n <= 1. */
+double device_collective_ns(const DeviceSpec *dev, const char *kind, double bytes, int n);
 
 /* Time in ns of one op on dev: roofline max(flops / (peak * e_c), bytes / (bw * e_m)) plus the
  * launch overhead. Ops of kind "none" take no time. */

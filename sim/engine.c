@@ -28,7 +28,10 @@ typedef struct Run {
     uint64_t cat_bytes[CAT_COUNT];
     uint64_t workspace_bytes;   /* cuBLAS workspaces held (category temporaries) */
     int handles;                /* cuBLAS handles created so far */
-    double clock_ns;            /* compute stream free at */
+    double clock_ns;            /* latest end of any stream */
+    double stream_ns[STREAM_COUNT]; /* each stream is free from this time */
+    double *ready_ns;           /* per storage: when its producer finished */
+    double busy_ns[STREAM_COUNT];   /* this step: time each stream was busy */
     /* stop point for the second pass that collects the live set at the peak */
     int stop_step;
     long stop_seq;
@@ -102,7 +105,7 @@ static void free_storage(Run *r, int s) {
 }
 
 static bool runs_in_step(const Op *op, int step) {
-    if (op->phase == PH_BUILD) return false;
+    if (op->phase == PH_BUILD || op->hook) return false;
     if (op->once && step > 0) return false;
     return true;
 }
@@ -188,19 +191,31 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
         }
         if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
     }
+    /* time: the op starts when its stream is free and its inputs are ready */
     double dur = r->cfg->dev ? device_op_ns(r->cfg->dev, op) : 0.0;
-    double start = r->clock_ns;
-    r->clock_ns += dur;
-    if (sr) {
-        sr->time_ns += dur;
-        sr->phase_ns[op->phase] += dur;
+    int sid = op->stream;
+    double start = r->stream_ns[sid];
+    for (int k = 0; k < op->n_inputs; k++) {
+        double rd = r->ready_ns[r->storage[op->inputs[k]]];
+        if (rd > start) start = rd;
     }
+    /* compute work that follows a collective in program order waits for it when it consumes
+     * its result; the optimizer waits for every stream (the step's gradients are complete) */
+    if (op->phase == PH_OPTIM && sid == 0)
+        for (int k = 1; k < STREAM_COUNT; k++)
+            if (r->stream_ns[k] > start) start = r->stream_ns[k];
+    double end = start + dur;
+    if (dur > 0) r->stream_ns[sid] = end;
+    for (int k = 0; k < op->n_outputs; k++) r->ready_ns[r->storage[op->outputs[k]]] = end;
+    if (end > r->clock_ns) r->clock_ns = end;
+    r->busy_ns[sid] += dur;
+    if (sr) sr->phase_ns[op->phase] += dur;
     if (r->cfg->record_timeline && r->stop_step < 0 && op->phase != PH_BUILD && dur > 0) {
         SimResult *res = r->res;
         if (grow_array((void **)&res->spans, &res->n_spans, &gr->cap_spans, sizeof(OpSpan)))
             return VR_ENOMEM;
-        res->spans[res->n_spans++] = (OpSpan){.op = i, .step = step, .stream = 0,
-                                              .start_ns = start, .end_ns = r->clock_ns};
+        res->spans[res->n_spans++] = (OpSpan){.op = i, .step = step, .stream = sid,
+                                              .start_ns = start, .end_ns = end};
     }
     for (int k = n_ws - 1; k >= 0; k--) {
         if (!ws_addr[k]) continue;
@@ -211,7 +226,8 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
         int s = r->storage[op->frees[k]];
         const Tensor *ts = graph_tensor_c(g, s);
         if (ts->persistent) {
-            if (op->phase == PH_ZERO_GRAD || op->phase == PH_BUILD) free_storage(r, s);
+            if (op->phase == PH_ZERO_GRAD || op->phase == PH_BUILD || op->drop_persistent)
+                free_storage(r, s);
             continue;
         }
         if (++r->drops_done[s] >= r->drops_total[s]) free_storage(r, s);
@@ -288,6 +304,8 @@ static VrStatus simulate(Run *r) {
         sr->peak_breakdown[CAT_TEMP] += r->workspace_bytes;
         count_drops(r, step);
         r->alloc_seq = 0;
+        double t0 = r->clock_ns;
+        for (int k = 0; k < STREAM_COUNT; k++) r->stream_ns[k] = t0, r->busy_ns[k] = 0;
         Phase prev = PH_FWD;
         for (int i = 0; i < n_ops; i++) {
             const Op *op = graph_op_c(g, i);
@@ -309,6 +327,8 @@ static VrStatus simulate(Run *r) {
             if (st) return st;
         }
         step_end_stats(r, sr);
+        sr->time_ns = r->clock_ns - t0;
+        for (int k = 0; k < STREAM_COUNT; k++) sr->stream_busy_ns[k] = r->busy_ns[k];
         res->n_steps = step + 1;
     }
     return VR_OK;
@@ -322,6 +342,7 @@ static void run_free(Run *r) {
     free(r->addr);
     free(r->rsize);
     free(r->live);
+    free(r->ready_ns);
 }
 
 static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
@@ -339,7 +360,8 @@ static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
     r->addr = calloc(n, sizeof(uint64_t));
     r->rsize = calloc(n, sizeof(uint64_t));
     r->live = calloc(n, 1);
-    if (!r->storage || !r->drops_total || !r->drops_done || !r->addr || !r->rsize || !r->live)
+    r->ready_ns = calloc(n, sizeof(double));
+    if (!r->ready_ns || !r->storage || !r->drops_total || !r->drops_done || !r->addr || !r->rsize || !r->live)
         return VR_ENOMEM;
     for (int t = 0; t < r->n_t; t++) r->storage[t] = graph_storage_of(g, t);
     return alloc_new(acfg, &r->a);

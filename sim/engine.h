@@ -36,7 +36,8 @@ typedef struct StepResult {
     uint64_t end_allocated, end_reserved;     /* after zero_grad */
     uint64_t peak_breakdown[CAT_COUNT];       /* rounded bytes per category at peak allocated */
     double time_ns;                           /* step time */
-    double phase_ns[PH_COUNT];                /* time per phase */
+    double phase_ns[PH_COUNT];                /* busy time per phase (all streams) */
+    double stream_busy_ns[STREAM_COUNT];      /* busy time per stream */
     uint64_t num_alloc_retries;               /* cumulative, as torch reports it */
     uint64_t num_cuda_mallocs;                /* cumulative segment allocations */
     uint64_t inactive_split;                  /* bytes at step end */

@@ -188,10 +188,17 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
     n.grads = copy_array(g, op->grads, op->grads ? op->n_inputs : 0, sizeof(GradSpec));
     n.grad_order = copy_array(g, op->grad_order, op->n_grad_order, sizeof(int));
     n.bwd_workspace = copy_array(g, op->bwd_workspace, op->n_bwd_workspace, sizeof(uint64_t));
+    n.grads_of = copy_array(g, op->grads_of, op->n_grads_of, sizeof(int));
+    n.remap_of = op->remap_of ? copy_array(g, op->remap_of, op->n_outputs, sizeof(int)) : NULL;
+    if (op->stream < 0 || op->stream >= STREAM_COUNT) {
+        snprintf(g->err, sizeof g->err, "op '%s': stream %d does not exist", op->name, op->stream);
+        return VR_EINVAL;
+    }
     if (!n.name || !n.kind || (op->n_inputs && !n.inputs) || (op->n_outputs && !n.outputs) ||
         (op->n_saves && !n.saves) || (op->n_frees && !n.frees) ||
         (op->n_workspace && !n.workspace) || (op->grads && op->n_inputs && !n.grads) ||
-        (op->n_grad_order && !n.grad_order) || (op->n_bwd_workspace && !n.bwd_workspace))
+        (op->n_grad_order && !n.grad_order) || (op->n_bwd_workspace && !n.bwd_workspace) ||
+        (op->n_grads_of && !n.grads_of))
         return VR_ENOMEM;
     int oid = g->n_ops;
     for (int i = 0; i < n.n_outputs; i++) g->tensors[n.outputs[i]].producer = oid;
@@ -393,6 +400,45 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
     return VR_OK;
 }
 
+/* Emits copies of the hook ops of `layer` with hook kind `kind` (see Op.hook), resolving
+ * grads_of into the parameters' .grad tensors. */
+static VrStatus emit_hooks(Deriv *d, int layer, int kind, int n_fwd) {
+    Graph *g = d->g;
+    for (int f = 0; f < n_fwd; f++) {
+        Op o = g->ops[f];
+        if (o.hook != kind || o.layer != layer) continue;
+        int n_in = o.n_inputs + o.n_grads_of, n_fr = o.n_frees + (o.free_grads ? o.n_grads_of : 0);
+        int *in = graph_alloc(g, sizeof(int) * (size_t)(n_in + 1));
+        int *fr = graph_alloc(g, sizeof(int) * (size_t)(n_fr + 1));
+        if (!in || !fr) return VR_ENOMEM;
+        int ni = 0, nf = 0;
+        for (int k = 0; k < o.n_inputs; k++) in[ni++] = o.inputs[k];
+        for (int k = 0; k < o.n_frees; k++) fr[nf++] = o.frees[k];
+        for (int k = 0; k < o.n_grads_of; k++) {
+            int p = o.grads_of[k];
+            int gp = (size_t)p < d->cap ? d->param_grad[p] : -1;
+            if (gp < 0) continue; /* no gradient reached this parameter */
+            in[ni++] = gp;
+            if (o.free_grads) fr[nf++] = gp;
+        }
+        Op c = o;
+        c.hook = 0;
+        c.inputs = in; c.n_inputs = ni;
+        c.frees = fr; c.n_frees = nf;
+        c.grads_of = NULL; c.n_grads_of = 0;
+        c.phase = PH_BWD;
+        c.fwd_op = f;
+        int id;
+        VrStatus st = graph_add_op(g, &c, &id);
+        if (st) return st;
+        if (o.remap_of)
+            for (int k = 0; k < o.n_outputs; k++)
+                if (o.remap_of[k] >= 0 && (size_t)o.remap_of[k] < d->cap)
+                    d->remap[o.remap_of[k]] = o.outputs[k];
+    }
+    return VR_OK;
+}
+
 /* The backward op of forward op f: see graph.h. */
 static VrStatus derive_one(Deriv *d, int f) {
     Graph *g = d->g;
@@ -422,7 +468,7 @@ static VrStatus derive_one(Deriv *d, int f) {
     }
     for (int i = 0; i < fop.n_saves; i++) {
         int sv = fop.saves[i];
-        if (fop.region > 0 && d->remap[sv] >= 0) sv = d->remap[sv]; /* the recomputed copy */
+        if (d->remap[sv] >= 0) sv = d->remap[sv]; /* recomputed or gathered again */
         in[nin++] = sv;
         frees[nfree++] = sv;
     }
@@ -503,8 +549,16 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     never_run = malloc(sizeof(int) * (n_saved + 1));
     if (!never_run) { st = VR_ENOMEM; goto out; }
     int n_never = 0;
+    int cur_layer = -2; /* layer whose backward is being derived; -2 none yet */
+    bool any_hooks = false;
+    for (int f = 0; f < n_fwd; f++) any_hooks |= g->ops[f].hook != 0;
     for (int f = n_fwd - 1; f >= 0; f--) {
-        if (g->ops[f].phase != PH_FWD) continue;
+        if (g->ops[f].phase != PH_FWD || g->ops[f].hook) continue;
+        if (any_hooks && g->ops[f].layer != cur_layer) {
+            if (cur_layer >= 0 && (st = emit_hooks(&d, cur_layer, 2, n_fwd))) break;
+            cur_layer = g->ops[f].layer;
+            if (cur_layer >= 0 && (st = emit_hooks(&d, cur_layer, 1, n_fwd))) break;
+        }
         if (ensure_cap(&d, (size_t)g->n_tensors + 2 * (size_t)g->ops[f].n_inputs + 16)) {
             st = VR_ENOMEM;
             break;
@@ -514,6 +568,9 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
         if (g->n_ops == before) /* no backward node ran: its saved tensors go with the graph */
             for (int i = 0; i < g->ops[f].n_saves; i++) never_run[n_never++] = g->ops[f].saves[i];
     }
+    if (!st && any_hooks && cur_layer >= 0) st = emit_hooks(&d, cur_layer, 2, n_fwd);
+    /* post hooks of parameters outside every layer (embeddings, head) run when backward ends */
+    if (!st && any_hooks) st = emit_hooks(&d, -1, 2, n_fwd);
     /* gradients left pending on inputs that need none further (e.g. the embedding output when
      * the embedding is frozen) and the saved tensors of nodes that never ran are released when
      * backward() returns and the graph is freed */

@@ -97,6 +97,16 @@ typedef struct Op {
     double bwd_bytes;      /* backward bytes moved (0 = 2 x bytes_moved) */
     DType compute_dtype;   /* dtype the math runs in (cost model) */
     int layer;             /* decoder layer / block index, -1 if none (reports) */
+    int stream;            /* 0 compute, 1 communication (NCCL), 2 host-to-device, 3 device-to-host */
+    int hook;              /* 0; 1: a copy of this op runs just before the backward of layer
+                              `layer`, 2: just after it (ZeRO/FSDP gathers and reductions) */
+    int *grads_of; int n_grads_of; /* hook ops: parameters whose .grad are extra inputs */
+    bool free_grads;       /* hook ops: drop those .grad tensors when the op ends */
+    int *remap_of;         /* hook ops, one per output (or NULL): backward ops derived after this
+                              one use output k wherever they saved tensor remap_of[k] (a
+                              parameter gathered again for backward, as ZeRO-3/FSDP do) */
+    bool drop_persistent;  /* frees of persistent tensors are honoured (param.grad = None) */
+    int world;             /* collectives: ranks taking part */
     int region;            /* checkpointed region (> 0) whose saved tensors are recomputed in
                               backward instead of kept; 0 = none */
     bool once;             /* runs in the first step only (optimizer state creation) */
@@ -145,6 +155,8 @@ const char *graph_error(const Graph *g);
 
 size_t dtype_size(DType d);          /* bytes per element (NF4: 1, two values per byte) */
 const char *dtype_name(DType d);
+#define STREAM_COUNT 4
+
 /* Parses "fp32", "float32", "bf16", ... ; returns VR_EINVAL for an unknown name. */
 VrStatus dtype_parse(const char *s, DType *out /* OUT */);
 const char *category_name(Category c);

@@ -292,6 +292,18 @@ static int l_op(lua_State *L) {
     op.bwd_flops = field_num(L, 2, "bwd_flops", 0);
     op.bwd_bytes = field_num(L, 2, "bwd_bytes", 0);
     op.layer = (int)field_int(L, 2, "layer", -1);
+    op.stream = (int)field_int(L, 2, "stream", 0);
+    op.hook = (int)field_int(L, 2, "hook", 0);
+    if (op.hook < 0 || op.hook > 2) luaL_error(L, "op '%s': hook must be 0, 1 or 2", op.name);
+    op.n_grads_of = field_ids(L, 2, "grads_of", &op.grads_of, true);
+    op.free_grads = field_bool(L, 2, "free_grads", false);
+    op.drop_persistent = field_bool(L, 2, "drop_persistent", false);
+    op.world = (int)field_int(L, 2, "world", 1);
+    int *remap = NULL;
+    int n_remap = field_ids(L, 2, "remap_of", &remap, true);
+    if (n_remap && n_remap != op.n_outputs)
+        luaL_error(L, "op '%s': remap_of needs one entry per output", op.name);
+    op.remap_of = remap;
     op.region = (int)field_int(L, 2, "region", 0);
     if (op.region < 0) luaL_error(L, "op '%s': region must be >= 0", op.name);
     op.once = field_bool(L, 2, "once", false);
@@ -509,6 +521,12 @@ static void read_device(lua_State *L, int t, DeviceSpec *d) {
     d->eff_memory = field_num(L, t, "eff_memory", 1);
     d->launch_ns = field_num(L, t, "launch_ns", 0);
     d->price_per_hour = field_num(L, t, "price_per_hour", 0);
+    d->world = (int)field_num(L, t, "world", 1);
+    d->coll_bw = field_num(L, t, "coll_bw", 0);
+    d->coll_latency_ns = field_num(L, t, "coll_latency_ns", 0);
+    d->host_bw = field_num(L, t, "host_bw", 0);
+    d->host_latency_ns = field_num(L, t, "host_latency_ns", 0);
+    d->cpu_adam_rate = field_num(L, t, "cpu_adam_rate", 0);
     lua_getfield(L, t, "peak_flops");
     if (lua_istable(L, -1)) {
         int k = lua_gettop(L);
