@@ -19,7 +19,7 @@ static void replay_usage(FILE *f)
 {
     fprintf(f,
         "usage: vrsim replay TRACE [--alloc-conf STR] [--capacity SIZE] [--live-before SIZE]\n"
-        "                          [--ideal] [--json] [--segments]\n"
+        "                          [--no-addresses] [--ideal] [--json] [--segments]\n"
         "\n"
         "Replays a PyTorch CUDA caching-allocator trace through vrsim's model of the allocator,\n"
         "deciding from the trace's alloc and free events alone, and prints peak allocated and\n"
@@ -53,6 +53,8 @@ static void replay_usage(FILE *f)
         "  --live-before SIZE memory allocated before a mid-run trace began that it never frees\n"
         "                     (weights, optimizer state: torch.cuda.memory_allocated() when\n"
         "                     recording started), placed first as one block\n"
+        "  --no-addresses     ignore the trace's addresses: place each new segment below the\n"
+        "                     earlier ones, as a simulation does (how close that comes)\n"
         "  --ideal            an allocator with no caching and no fragmentation (reserved ==\n"
         "                     allocated), to see how much of the peak is allocator slack\n"
         "Output:\n"
@@ -300,7 +302,7 @@ int cmd_replay(int argc, char **argv)
 {
     const char *path = NULL, *conf = "";
     uint64_t capacity = 0, live_before = 0;
-    bool json = false, ideal = false, list_segments = false;
+    bool json = false, ideal = false, list_segments = false, no_hints = false;
     long repeat = 0, check_every = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -313,6 +315,8 @@ int cmd_replay(int argc, char **argv)
             ideal = true;
         } else if (strcmp(arg, "--segments") == 0) {
             list_segments = true;
+        } else if (strcmp(arg, "--no-addresses") == 0) {
+            no_hints = true;
         } else if (strcmp(arg, "--alloc-conf") == 0 || strcmp(arg, "--capacity") == 0 ||
                    strcmp(arg, "--live-before") == 0 || strcmp(arg, "--repeat") == 0 || strcmp(arg, "--check") == 0) {
             if (i + 1 >= argc) {
@@ -385,6 +389,7 @@ int cmd_replay(int argc, char **argv)
     }
     double t1 = now_s();
     t->live_before = live_before;
+    t->no_hints = no_hints;
     ReplayResult r;
     long runs = repeat ? repeat : 1;
     for (long k = 0; k < runs; k++) {

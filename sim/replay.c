@@ -1167,7 +1167,7 @@ VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check
         switch ((TraceAction)e->action) {
         case TA_ALLOC: {
             uint64_t m;
-            st = alloc_malloc(a, e->size, (int)e->stream, e->addr, &m);
+            st = alloc_malloc(a, e->size, (int)e->stream, t->no_hints ? 0 : e->addr, &m);
             if (st == VR_OOM) {
                 res->oom = true;
                 res->oom_line = e->line;

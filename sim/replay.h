@@ -95,6 +95,8 @@ typedef struct Trace {
     uint64_t live_before;   /* bytes allocated before the trace that it never frees (model
                                weights, optimizer state): set by the caller, default 0; the
                                replay places them first as one block */
+    bool no_hints;          /* set by the caller: ignore the trace's addresses and place new
+                               segments as a simulation does (ALLOCATOR.md 11.3) */
 } Trace;
 
 /* Reads a trace file: gzip or plain CSV, or JSON (first non-blank byte '{'). On success *out is a
