@@ -1924,6 +1924,11 @@ uint64_t alloc_reserved_bytes(const Alloc *a)
     return a->reserved.cur;
 }
 
+uint64_t alloc_num_alloc_retries(const Alloc *a)
+{
+    return a->num_alloc_retries;
+}
+
 /* Largest FREE block over both pools and all streams: the last block of each stream. */
 static uint64_t largest_free(const Alloc *a)
 {

@@ -194,6 +194,7 @@ VrStatus alloc_inject_segment(Alloc *a, uint64_t base, uint64_t size, int stream
 /* Cheap current/peak readers (the same numbers as alloc_stats), bytes. */
 uint64_t alloc_allocated_bytes(const Alloc *a);
 uint64_t alloc_reserved_bytes(const Alloc *a);
+uint64_t alloc_num_alloc_retries(const Alloc *a); /* count */
 
 /* Writes PyTorch's OutOfMemoryError text for `info` into buf (always NUL-terminated). */
 void alloc_format_oom(const AllocOomInfo *info, bool fraction_set, char *buf, size_t len);

@@ -1262,10 +1262,8 @@ VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check
         }
         if (pend.n && (e->action == TA_ALLOC || e->action == TA_OOM)) {
             /* a retry inside alloc_malloc synchronizes: pending frees are complete */
-            AllocStats s;
-            alloc_stats(a, &s);
-            if (s.num_alloc_retries != retries) {
-                retries = s.num_alloc_retries;
+            if (alloc_num_alloc_retries(a) != retries) {
+                retries = alloc_num_alloc_retries(a);
                 synced = true;
             }
         }
