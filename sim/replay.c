@@ -1260,11 +1260,12 @@ VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check
             st = rfail(t, e->line, err, errlen, "allocator invariant broken after this event");
             goto out;
         }
-        if (pend.n && (e->action == TA_ALLOC || e->action == TA_OOM)) {
+        if (e->action == TA_ALLOC || e->action == TA_OOM) {
             /* a retry inside alloc_malloc synchronizes: pending frees are complete */
-            if (alloc_num_alloc_retries(a) != retries) {
-                retries = alloc_num_alloc_retries(a);
-                synced = true;
+            uint64_t nr = alloc_num_alloc_retries(a);
+            if (nr != retries) {
+                retries = nr;
+                synced = pend.n > 0;
             }
         }
         if (synced) {

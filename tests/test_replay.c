@@ -241,6 +241,30 @@ static void test_streams_and_deferred_frees(void **s)
     trace_free(t);
 }
 
+/* With a capacity, a retry earlier in the replay must not make a later deferred free look
+ * completed by a synchronize. */
+static void test_retry_then_deferred_free(void **s)
+{
+    (void)s;
+    Trace *t = parse("action,addr,size\n"
+                     "alloc,140000000000000,62914560\n"
+                     "free_requested,140000000000000,62914560\n"
+                     "free_completed,140000000000000,62914560\n"
+                     "alloc,139000000000000,73400320\n"
+                     "alloc,138000000000000,10485760\n"
+                     "free_requested,138000000000000,10485760\n"
+                     "alloc,137000000000000,512\n"
+                     "free_completed,138000000000000,10485760\n");
+    ReplayResult r;
+    replay(t, "", 100 * MiB, &r);
+    assert_false(r.oom);
+    assert_int_equal(r.num_alloc_retries, 1);
+    assert_int_equal(r.stats.allocated, 70 * MiB + 512);
+    assert_int_equal(r.stats.active, r.stats.allocated); /* nothing left pending */
+    replay_result_clear(&r);
+    trace_free(t);
+}
+
 static void test_midrun_reconstruction(void **s)
 {
     (void)s;
@@ -556,6 +580,7 @@ int main(void)
         cmocka_unit_test(test_empty_cache_run),
         cmocka_unit_test(test_expandable_trace),
         cmocka_unit_test(test_streams_and_deferred_frees),
+        cmocka_unit_test(test_retry_then_deferred_free),
         cmocka_unit_test(test_midrun_reconstruction),
         cmocka_unit_test(test_snapshot_json),
         cmocka_unit_test(test_snapshot_cut),
