@@ -14,6 +14,7 @@ static void usage(FILE *f) {
         "  vrsim SCENARIO.lua [--set k=v ...]   simulate: fits?, peak memory, breakdown, time\n"
         "  vrsim validate [FILE.jsonl ...]     predictions against measured runs (validation/)\n"
         "  vrsim replay TRACE.csv[.gz]          replay a real PyTorch allocator trace\n"
+        "  vrsim sweep SCENARIO --set k=a,b ...  the cross product of settings, in parallel\n"
         "\n"
         "Each command has --help. Exit status: 0 ok/fits, 3 does not fit, 2 bad input, 1 internal.\n");
 }
@@ -28,5 +29,6 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "validate") == 0) return cmd_validate(argc - 1, argv + 1);
     if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
+    if (strcmp(cmd, "sweep") == 0) return cmd_sweep(argc - 1, argv + 1);
     return cmd_run(argc - 1, argv + 1);
 }

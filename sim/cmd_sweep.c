@@ -1,0 +1,873 @@
+/* cmd_sweep.c: `vrsim sweep SCENARIO --set key=a,b,c --set key=lo..hi [-j N] [--shard i/n]`:
+ * simulates the cross product of the given values, each point a full run of the scenario with
+ * the point's --set overrides, in N forked worker processes.
+ *
+ * Data model. The sweep has axes (one per --set); axis a has n_a values. Point k (0 <= k <
+ * prod n_a) takes value (k / stride_a) % n_a on axis a, where the last axis varies fastest
+ * (stride_last = 1): nested loops in the order the --set options were given. A shard i/n runs
+ * the points with k % n == i - 1; point numbers stay global, so the shards' CSV files merge by
+ * concatenation.
+ *
+ * Workers. Each worker is a forked child with two pipes: the parent writes point numbers (one
+ * int per write, atomic) to its task pipe; the child loads the scenario with the point's sets,
+ * runs the engine without a timeline, and writes one tab-separated result line back through its
+ * result pipe. A closed task pipe tells the child to exit. A child that dies (signal, abort) is
+ * seen as end-of-file on its result pipe: its point is recorded as an error and a new worker
+ * takes over, so one bad point never stops the sweep.
+ *
+ * Invariants (parent): done + |busy workers| + (n_todo - next) == n_todo; every point of the
+ * shard is recorded exactly once (ok, out of memory, or error). */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmds.h"
+#include "engine.h"
+#include "report.h"
+#include "scenario.h"
+
+#define GIB(x) ((double)(x) / 1073741824.0)
+#define MAX_POINTS 10000000L   /* a cross product larger than this is a usage error */
+#define MAX_RANGE 100000L      /* values one lo..hi range may expand to */
+#define ERR_MAX 400            /* bytes of error text kept per point */
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: vrsim sweep SCENARIO.lua --set KEY=VALUES [--set KEY=VALUES ...] [options]\n"
+        "\n"
+        "Simulates every combination (the cross product) of the values given, each point a full\n"
+        "run of the scenario with those --set overrides, in parallel worker processes. Prints a\n"
+        "table (settings, fits, peak allocated / reserved GiB, step ms) and writes sweep.csv and\n"
+        "sweep.json. A point that fails (bad value, unknown GPU, crash) is reported in its row and\n"
+        "the sweep goes on.\n"
+        "\n"
+        "VALUES:\n"
+        "  a,b,c          a list (a comma inside a value is written \\,)\n"
+        "  lo..hi         integers: the powers of two from lo to hi when both are powers of two\n"
+        "                 (1..32 = 1,2,4,8,16,32), otherwise every integer (3..6 = 3,4,5,6)\n"
+        "  1..8,12,24     lists and ranges mix\n"
+        "  one value      a constant applied to every point\n"
+        "\n"
+        "options:\n"
+        "  -j N, --jobs N   worker processes (default: the number of online CPUs)\n"
+        "  --shard I/N      run only the points k with k %% N == I-1 (I from 1 to N), so a large\n"
+        "                   sweep splits over machines or jobs; point numbers stay global and\n"
+        "                   files are named sweep.shard-I-of-N.csv/.json so shards can share --out\n"
+        "  --out DIR        where sweep.csv and sweep.json go (default out/sweep-<scenario>/)\n"
+        "  --no-files       write no files\n"
+        "  --json           print sweep.json on stdout instead of the table\n"
+        "  --allocator KIND, --alloc-conf STR, --unsafe   as for vrsim SCENARIO\n"
+        "\n"
+        "examples:\n"
+        "  vrsim sweep scenarios/llama7b_h200.lua --set micro_batch=1..32 \\\n"
+        "        --set gpu=rtx4090,a100_80g,h100_sxm -j 2\n"
+        "  vrsim sweep scenarios/llama7b_h200.lua --set seq=512..4096 --set checkpointing=false,true\n"
+        "\n"
+        "splitting a sweep (each shard writes its own files; merge the CSVs afterwards):\n"
+        "  Slurm array job (sweep.sbatch):\n"
+        "    #!/bin/sh\n"
+        "    #SBATCH --array=1-8 --cpus-per-task=4\n"
+        "    ./vrsim sweep scenarios/llama7b_h200.lua --set micro_batch=1..64 --set seq=256..8192 \\\n"
+        "        --shard $SLURM_ARRAY_TASK_ID/8 -j $SLURM_CPUS_PER_TASK --out out/sweep-big\n"
+        "    (sbatch sweep.sbatch; the array indices must run from 1 to N)\n"
+        "  GNU parallel, 4 shards of one worker each (add -S host1,host2 for other machines):\n"
+        "    parallel ./vrsim sweep scenarios/llama7b_h200.lua --set micro_batch=1..64 \\\n"
+        "        --set seq=256..8192 --shard {}/4 -j 1 --out out/sweep-big ::: 1 2 3 4\n"
+        "  merge, ordered by point number:\n"
+        "    f=$(ls out/sweep-big/sweep.shard-*-of-*.csv); { head -n 1 $(echo $f | cut -d' ' -f1);\n"
+        "      tail -q -n +2 $f | sort -t, -k1,1n; } > out/sweep-big/sweep.csv\n"
+        "\n"
+        "exit status: 0 the sweep ran (whatever each point gave), 2 bad usage or scenario,\n"
+        "1 internal error\n");
+}
+
+typedef struct Axis {
+    char key[128];             /* as given: "micro_batch" or "training.seq" */
+    char **vals;               /* n values, owned */
+    int n;
+    long stride;               /* points between consecutive values of this axis */
+} Axis;
+
+typedef struct PointResult {
+    bool done;
+    bool error;                /* the point could not be simulated: err says why */
+    bool fits;
+    double peak_alloc, peak_res, capacity;   /* bytes */
+    double step_ms;
+    double tokens_per_s;       /* per GPU; 0 when not a language model */
+    char err[ERR_MAX];
+} PointResult;
+
+typedef struct Worker {
+    pid_t pid;                 /* 0: not running */
+    int task_fd, res_fd;       /* parent's ends; -1 when closed */
+    long busy;                 /* point it is running, -1 if idle */
+    char buf[4096]; size_t len;/* partial result line */
+} Worker;
+
+typedef struct Sweep {
+    const char *path;          /* scenario file (argv, borrowed) */
+    char *src;                 /* scenario source, owned */
+    char dir[1024];            /* the scenario's folder, for require */
+    Axis *axes; int n_axes;
+    const char **consts; int n_consts; /* --allocator etc. as "key=value", borrowed */
+    bool unsafe;
+    long n_points;             /* whole cross product */
+    long *todo; long n_todo;   /* this shard's points, ascending */
+    PointResult *res;          /* n_todo */
+    Worker *w; int n_w;
+} Sweep;
+
+/* ---- argument parsing ---------------------------------------------------------------------- */
+
+static int add_val(Axis *a, const char *s, size_t len) {
+    char **nv = realloc(a->vals, sizeof(char *) * (size_t)(a->n + 1));
+    if (!nv) return -1;
+    a->vals = nv;
+    char *v = malloc(len + 1);
+    if (!v) return -1;
+    memcpy(v, s, len);
+    v[len] = 0;
+    a->vals[a->n++] = v;
+    return 0;
+}
+
+static bool is_pow2(long x) { return x > 0 && (x & (x - 1)) == 0; }
+
+/* Parses "lo..hi" of integers; returns true if item is one. */
+static bool parse_range(const char *item, long *lo, long *hi) {
+    char *end;
+    errno = 0;
+    *lo = strtol(item, &end, 10);
+    if (end == item || strncmp(end, "..", 2) != 0 || errno) return false;
+    const char *h = end + 2;
+    *hi = strtol(h, &end, 10);
+    return end != h && *end == 0 && !errno;
+}
+
+/* Adds the values of one item (a value or a range) to the axis. Returns 0, -1 on host memory,
+ * or 1 with a message in err for a bad range. */
+static int add_item(Axis *a, const char *item, char *err, size_t errlen) {
+    long lo, hi;
+    if (!parse_range(item, &lo, &hi)) return add_val(a, item, strlen(item));
+    if (lo > hi) {
+        snprintf(err, errlen, "--set %s=...: range %s is empty (lo > hi)", a->key, item);
+        return 1;
+    }
+    if (is_pow2(lo) && is_pow2(hi)) {
+        for (long v = lo; v <= hi; v *= 2) {
+            char b[32];
+            int k = snprintf(b, sizeof b, "%ld", v);
+            if (add_val(a, b, (size_t)k)) return -1;
+        }
+        return 0;
+    }
+    if (hi - lo >= MAX_RANGE) {
+        snprintf(err, errlen, "--set %s=...: range %s has more than %ld values", a->key, item,
+                 MAX_RANGE);
+        return 1;
+    }
+    for (long v = lo; v <= hi; v++) {
+        char b[32];
+        int k = snprintf(b, sizeof b, "%ld", v);
+        if (add_val(a, b, (size_t)k)) return -1;
+    }
+    return 0;
+}
+
+/* Parses "key=v1,v2,lo..hi" into a. Same return convention as add_item. */
+static int parse_axis(Axis *a, const char *spec, char *err, size_t errlen) {
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec || (size_t)(eq - spec) >= sizeof a->key) {
+        snprintf(err, errlen, "--set %s: expected KEY=VALUES", spec);
+        return 1;
+    }
+    memcpy(a->key, spec, (size_t)(eq - spec));
+    a->key[eq - spec] = 0;
+    size_t n = strlen(eq + 1);
+    char *item = malloc(n + 1);
+    if (!item) return -1;
+    size_t k = 0;
+    int rc = 0;
+    for (const char *s = eq + 1;; s++) {
+        if (*s == '\\' && s[1] == ',') { item[k++] = ','; s++; continue; }
+        if (*s == ',' || *s == 0) {
+            item[k] = 0; /* an empty value is kept: allocator.conf=,expandable_segments:True */
+            if ((rc = add_item(a, item, err, errlen))) break;
+            k = 0;
+            if (*s == 0) break;
+            continue;
+        }
+        item[k++] = *s;
+    }
+    free(item);
+    return rc;
+}
+
+static void sweep_free(Sweep *s) {
+    for (int i = 0; i < s->n_axes; i++) {
+        for (int j = 0; j < s->axes[i].n; j++) free(s->axes[i].vals[j]);
+        free(s->axes[i].vals);
+    }
+    free(s->axes);
+    free(s->consts);
+    free(s->src);
+    free(s->todo);
+    free(s->res);
+    free(s->w);
+}
+
+/* The value of axis a at point k. */
+static const char *point_val(const Sweep *s, int a, long k) {
+    const Axis *x = &s->axes[a];
+    return x->vals[(k / x->stride) % x->n];
+}
+
+/* ---- one point ----------------------------------------------------------------------------- */
+
+static char *read_all(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 65536, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t k = fread(b + n, 1, cap - n - 1, f);
+        n += k;
+        if (n < cap - 1) break;
+        char *nb = realloc(b, cap * 2);
+        if (!nb) { free(b); b = NULL; break; }
+        b = nb;
+        cap *= 2;
+    }
+    if (b) b[n] = 0;
+    if (b && (ferror(f) || memchr(b, 0, n))) { free(b); b = NULL; }
+    fclose(f);
+    return b;
+}
+
+/* Simulates point k into *out (runs in a worker); with load_only, only loads the scenario. */
+static void point(const Sweep *s, long k, bool load_only, PointResult *out) {
+    memset(out, 0, sizeof *out);
+    out->done = true;
+    int n = s->n_consts + s->n_axes;
+    const char **sets = calloc((size_t)n + 1, sizeof(char *));
+    char *bufs = calloc((size_t)s->n_axes + 1, 1200);
+    if (!sets || !bufs) {
+        free(sets); free(bufs);
+        out->error = true;
+        snprintf(out->err, sizeof out->err, "out of host memory");
+        return;
+    }
+    int m = 0;
+    for (int i = 0; i < s->n_consts; i++) sets[m++] = s->consts[i];
+    for (int a = 0; a < s->n_axes; a++) {
+        char *b = bufs + (size_t)a * 1200;
+        snprintf(b, 1200, "%s=%s", s->axes[a].key, point_val(s, a, k));
+        sets[m++] = b;
+    }
+    ScenarioOptions opts = {.sets = sets, .n_sets = m, .unsafe = s->unsafe};
+    char err[1024];
+    Plan *plan = NULL;
+    VrStatus st = scenario_load_source(s->path, s->src, s->dir, &opts, &plan, err, sizeof err);
+    SimResult *r = NULL;
+    if (!st && load_only) {
+        plan_free(plan);
+        free(sets);
+        free(bufs);
+        return;
+    }
+    if (!st) {
+        EngineConfig ec = {.steps = plan->steps, .cublas_handles = 2, .dev = &plan->dev,
+                           .record_timeline = false};
+        st = engine_run(plan->graph, &ec, &plan->alloc, &r, err, sizeof err);
+        if (st == VR_ENOMEM) snprintf(err, sizeof err, "out of host memory");
+    }
+    if (st) {
+        out->error = true;
+        snprintf(out->err, sizeof out->err, "%.*s", (int)sizeof out->err - 1, err);
+    } else {
+        const StepResult *sr = report_step(r);
+        out->fits = report_fits(r);
+        out->capacity = (double)plan->alloc.capacity;
+        if (sr) {
+            out->peak_alloc = (double)sr->peak_allocated;
+            out->peak_res = (double)sr->peak_reserved;
+            out->step_ms = sr->time_ns / 1e6;
+            if (sr->time_ns > 0 && plan->tokens_per_step > 0)
+                out->tokens_per_s = plan->tokens_per_step / (sr->time_ns / 1e9);
+        }
+    }
+    engine_result_free(r);
+    plan_free(plan);
+    free(sets);
+    free(bufs);
+}
+
+static void run_point(const Sweep *s, long k, PointResult *out) { point(s, k, false, out); }
+static void run_point_load_only(const Sweep *s, long k, PointResult *out) { point(s, k, true, out); }
+
+/* Result line: "k \t error \t fits \t alloc \t reserved \t capacity \t step_ms \t tok/s \t text\n".
+ * Tabs and newlines in the text become spaces; the line stays under PIPE_BUF. */
+static int format_result(char *line, size_t n, long k, const PointResult *r) {
+    char text[ERR_MAX];
+    snprintf(text, sizeof text, "%s", r->err);
+    for (char *c = text; *c; c++) if (*c == '\t' || *c == '\n' || *c == '\r') *c = ' ';
+    return snprintf(line, n, "%ld\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.6f\t%.3f\t%s\n", k, r->error,
+                    r->fits, r->peak_alloc, r->peak_res, r->capacity, r->step_ms,
+                    r->tokens_per_s, text);
+}
+
+static bool parse_result(const char *line, long *k, PointResult *r) {
+    memset(r, 0, sizeof *r);
+    int e, f, pos = 0;
+    if (sscanf(line, "%ld\t%d\t%d\t%lf\t%lf\t%lf\t%lf\t%lf\t%n", k, &e, &f, &r->peak_alloc,
+               &r->peak_res, &r->capacity, &r->step_ms, &r->tokens_per_s, &pos) < 8 || !pos)
+        return false;
+    r->done = true;
+    r->error = e != 0;
+    r->fits = f != 0;
+    snprintf(r->err, sizeof r->err, "%s", line + pos);
+    return true;
+}
+
+static bool write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        c += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* The worker's loop: point numbers in, result lines out, until the task pipe closes. */
+static void worker_main(const Sweep *s, int task_fd, int res_fd) {
+    for (;;) {
+        long k;
+        ssize_t r = read(task_fd, &k, sizeof k);
+        if (r < 0 && errno == EINTR) continue;
+        if (r != (ssize_t)sizeof k) break;
+        PointResult pr;
+        run_point(s, k, &pr);
+        char line[ERR_MAX + 256];
+        int n = format_result(line, sizeof line, k, &pr);
+        if (n < 0 || !write_all(res_fd, line, strlen(line))) break;
+    }
+    _exit(0);
+}
+
+/* ---- the parent ---------------------------------------------------------------------------- */
+
+static int spawn(Sweep *s, int wi) {
+    int tp[2], rp[2];
+    if (pipe(tp)) return -1;
+    if (pipe(rp)) { close(tp[0]); close(tp[1]); return -1; }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(tp[0]); close(tp[1]); close(rp[0]); close(rp[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        /* the child keeps only its own ends: other workers' pipes held open here would hide
+         * their end-of-file from them and from the parent */
+        for (int i = 0; i < s->n_w; i++) {
+            if (s->w[i].task_fd >= 0) close(s->w[i].task_fd);
+            if (s->w[i].res_fd >= 0) close(s->w[i].res_fd);
+        }
+        close(tp[1]);
+        close(rp[0]);
+        signal(SIGPIPE, SIG_DFL);
+        worker_main(s, tp[0], rp[1]);
+    }
+    close(tp[0]);
+    close(rp[1]);
+    Worker *w = &s->w[wi];
+    w->pid = pid;
+    w->task_fd = tp[1];
+    w->res_fd = rp[0];
+    w->busy = -1;
+    w->len = 0;
+    return 0;
+}
+
+/* Gives worker wi the next point, or closes its task pipe when none is left. */
+static void feed(Sweep *s, int wi, long *next) {
+    Worker *w = &s->w[wi];
+    if (*next < s->n_todo) {
+        long k = s->todo[(*next)++];
+        w->busy = k;
+        if (!write_all(w->task_fd, &k, sizeof k)) {
+            /* the worker is gone: its end-of-file will report the point */
+        }
+    } else if (w->task_fd >= 0) {
+        close(w->task_fd);
+        w->task_fd = -1;
+    }
+}
+
+/* Index of point k in s->todo (ascending). */
+static long todo_index(const Sweep *s, long k) {
+    long lo = 0, hi = s->n_todo - 1;
+    while (lo <= hi) {
+        long mid = (lo + hi) / 2;
+        if (s->todo[mid] == k) return mid;
+        if (s->todo[mid] < k) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void progress(long done, long total, double t0, bool final) {
+    double el = now_s() - t0;
+    if (final) { fprintf(stderr, "\r\033[K"); return; }
+    int width = 30, fill = total ? (int)((double)width * (double)done / (double)total) : width;
+    char bar[64];
+    for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '-';
+    bar[width] = 0;
+    double eta = done ? el / (double)done * (double)(total - done) : 0;
+    fprintf(stderr, "\rsweep [%s] %ld/%ld points  %.1f s", bar, done, total, el);
+    if (done && done < total) fprintf(stderr, "  ETA %.0f s", ceil(eta));
+    fprintf(stderr, "\033[K");
+    fflush(stderr);
+}
+
+/* Runs every point of s->todo in n_jobs workers. Returns 0, or -1 if no worker could start. */
+static int run_all(Sweep *s, int n_jobs, bool show_progress) {
+    s->n_w = n_jobs < s->n_todo ? n_jobs : (int)s->n_todo;
+    s->w = calloc((size_t)(s->n_w ? s->n_w : 1), sizeof(Worker));
+    if (!s->w) return -1;
+    for (int i = 0; i < s->n_w; i++) s->w[i] = (Worker){.task_fd = -1, .res_fd = -1, .busy = -1};
+    signal(SIGPIPE, SIG_IGN);
+    long next = 0, done = 0;
+    double t0 = now_s(), last_draw = 0;
+    for (int i = 0; i < s->n_w; i++) {
+        if (spawn(s, i)) {
+            if (i == 0) return -1;
+            s->n_w = i;
+            break;
+        }
+        feed(s, i, &next);
+    }
+    struct pollfd *pf = calloc((size_t)s->n_w + 1, sizeof *pf);
+    int *map = calloc((size_t)s->n_w + 1, sizeof(int));
+    if (!pf || !map) { free(pf); free(map); return -1; }
+    while (done < s->n_todo) {
+        int np = 0;
+        for (int i = 0; i < s->n_w; i++)
+            if (s->w[i].res_fd >= 0) { pf[np] = (struct pollfd){.fd = s->w[i].res_fd, .events = POLLIN}; map[np++] = i; }
+        if (np == 0) break; /* every worker gone and none could be restarted */
+        int pr = poll(pf, (nfds_t)np, 200);
+        if (pr < 0 && errno != EINTR) break;
+        for (int j = 0; pr > 0 && j < np; j++) {
+            if (!(pf[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            int wi = map[j];
+            Worker *w = &s->w[wi];
+            ssize_t n = read(w->res_fd, w->buf + w->len, sizeof w->buf - 1 - w->len);
+            if (n < 0 && errno == EINTR) continue;
+            if (n > 0) {
+                w->len += (size_t)n;
+                w->buf[w->len] = 0;
+                char *nl;
+                while ((nl = strchr(w->buf, '\n'))) {
+                    *nl = 0;
+                    long k;
+                    PointResult r;
+                    long ti;
+                    if (parse_result(w->buf, &k, &r) && (ti = todo_index(s, k)) >= 0 &&
+                        !s->res[ti].done) {
+                        s->res[ti] = r;
+                        done++;
+                    }
+                    size_t used = (size_t)(nl + 1 - w->buf);
+                    memmove(w->buf, nl + 1, w->len - used + 1);
+                    w->len -= used;
+                    w->busy = -1;
+                    feed(s, wi, &next);
+                }
+                if (w->len >= sizeof w->buf - 1) w->len = 0; /* a runaway line: drop it */
+                continue;
+            }
+            /* end of file: the worker exited (no work left) or died */
+            close(w->res_fd);
+            w->res_fd = -1;
+            if (w->task_fd >= 0) { close(w->task_fd); w->task_fd = -1; }
+            int status = 0;
+            waitpid(w->pid, &status, 0);
+            w->pid = 0;
+            if (w->busy >= 0) {
+                long ti = todo_index(s, w->busy);
+                if (ti >= 0 && !s->res[ti].done) {
+                    PointResult *r = &s->res[ti];
+                    memset(r, 0, sizeof *r);
+                    r->done = r->error = true;
+                    if (WIFSIGNALED(status))
+                        snprintf(r->err, sizeof r->err, "the worker died on signal %d (%s) "
+                                 "simulating this point", WTERMSIG(status), strsignal(WTERMSIG(status)));
+                    else
+                        snprintf(r->err, sizeof r->err, "the worker exited (status %d) "
+                                 "simulating this point", WEXITSTATUS(status));
+                    done++;
+                }
+                w->busy = -1;
+                if (next < s->n_todo && spawn(s, wi) == 0) feed(s, wi, &next);
+            }
+        }
+        if (show_progress && now_s() - last_draw > 0.1) {
+            progress(done, s->n_todo, t0, false);
+            last_draw = now_s();
+        }
+    }
+    if (show_progress) progress(done, s->n_todo, t0, true);
+    for (int i = 0; i < s->n_w; i++) {
+        if (s->w[i].task_fd >= 0) close(s->w[i].task_fd);
+        if (s->w[i].res_fd >= 0) close(s->w[i].res_fd);
+        if (s->w[i].pid > 0) waitpid(s->w[i].pid, NULL, 0);
+    }
+    free(pf);
+    free(map);
+    /* points no worker could run (fork failures) */
+    for (long i = 0; i < s->n_todo; i++)
+        if (!s->res[i].done) {
+            s->res[i].done = s->res[i].error = true;
+            snprintf(s->res[i].err, sizeof s->res[i].err, "not run: no worker process could start");
+        }
+    return 0;
+}
+
+/* ---- outputs ------------------------------------------------------------------------------- */
+
+static bool shown(const Sweep *s, int a) {
+    /* the table shows the axes that vary; if none varies, all of them */
+    bool any = false;
+    for (int i = 0; i < s->n_axes; i++) any |= s->axes[i].n > 1;
+    return !any || s->axes[a].n > 1;
+}
+
+static void print_table(FILE *f, const Sweep *s) {
+    int *wid = calloc((size_t)s->n_axes + 1, sizeof(int));
+    if (!wid) return;
+    for (int a = 0; a < s->n_axes; a++) {
+        wid[a] = (int)strlen(s->axes[a].key);
+        for (int j = 0; j < s->axes[a].n; j++) {
+            int l = (int)strlen(s->axes[a].vals[j]);
+            if (l > wid[a]) wid[a] = l;
+        }
+        if (wid[a] > 40) wid[a] = 40;
+    }
+    fprintf(f, "%6s", "point");
+    for (int a = 0; a < s->n_axes; a++) if (shown(s, a)) fprintf(f, "  %-*s", wid[a], s->axes[a].key);
+    fprintf(f, "  %-5s %10s %10s %10s %10s\n", "fits", "alloc GiB", "resvd GiB", "of GiB", "step ms");
+    for (long i = 0; i < s->n_todo; i++) {
+        long k = s->todo[i];
+        const PointResult *r = &s->res[i];
+        fprintf(f, "%6ld", k);
+        for (int a = 0; a < s->n_axes; a++)
+            if (shown(s, a)) fprintf(f, "  %-*.*s", wid[a], wid[a], point_val(s, a, k));
+        if (r->error) { fprintf(f, "  error: %s\n", r->err); continue; }
+        fprintf(f, "  %-5s %10.2f %10.2f %10.2f %10.1f\n", r->fits ? "yes" : "NO", GIB(r->peak_alloc),
+                GIB(r->peak_res), GIB(r->capacity), r->step_ms);
+    }
+    free(wid);
+}
+
+/* CSV field: quoted when it holds a comma, quote or newline. */
+static void csv_field(FILE *f, const char *v) {
+    if (!strpbrk(v, ",\"\n\r")) { fputs(v, f); return; }
+    fputc('"', f);
+    for (; *v; v++) {
+        if (*v == '"') fputc('"', f);
+        fputc(*v, f);
+    }
+    fputc('"', f);
+}
+
+static char *build_csv(const Sweep *s, size_t *len) {
+    char *text = NULL;
+    FILE *f = open_memstream(&text, len);
+    if (!f) return NULL;
+    fprintf(f, "point");
+    for (int a = 0; a < s->n_axes; a++) { fputc(',', f); csv_field(f, s->axes[a].key); }
+    fprintf(f, ",status,fits,peak_allocated_bytes,peak_reserved_bytes,capacity_bytes,step_time_ms,"
+            "tokens_per_s,error\n");
+    for (long i = 0; i < s->n_todo; i++) {
+        long k = s->todo[i];
+        const PointResult *r = &s->res[i];
+        fprintf(f, "%ld", k);
+        for (int a = 0; a < s->n_axes; a++) { fputc(',', f); csv_field(f, point_val(s, a, k)); }
+        if (r->error) {
+            fprintf(f, ",error,,,,,,,");
+            csv_field(f, r->err);
+            fputc('\n', f);
+            continue;
+        }
+        fprintf(f, ",%s,%s,%.0f,%.0f,%.0f,%.3f,%.1f,\n", r->fits ? "ok" : "oom",
+                r->fits ? "true" : "false", r->peak_alloc, r->peak_res, r->capacity, r->step_ms,
+                r->tokens_per_s);
+    }
+    if (fclose(f)) { free(text); return NULL; }
+    return text;
+}
+
+/* A --set value as JSON: a number when the whole text is one, true/false, else a string. */
+static cJSON *json_value(const char *v) {
+    char *end;
+    double d = strtod(v, &end);
+    if (*v && *end == 0 && isfinite(d)) return cJSON_CreateNumber(d);
+    if (strcmp(v, "true") == 0) return cJSON_CreateTrue();
+    if (strcmp(v, "false") == 0) return cJSON_CreateFalse();
+    return cJSON_CreateString(v);
+}
+
+static char *build_json(const Sweep *s, const char *name, int shard_i, int shard_n) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "scenario", name);
+    cJSON *keys = cJSON_AddArrayToObject(o, "keys");
+    for (int a = 0; a < s->n_axes; a++) cJSON_AddItemToArray(keys, cJSON_CreateString(s->axes[a].key));
+    cJSON_AddNumberToObject(o, "points_total", (double)s->n_points);
+    if (shard_n > 1) {
+        cJSON *sh = cJSON_AddObjectToObject(o, "shard");
+        cJSON_AddNumberToObject(sh, "index", shard_i);
+        cJSON_AddNumberToObject(sh, "count", shard_n);
+    }
+    cJSON *pts = cJSON_AddArrayToObject(o, "points");
+    for (long i = 0; i < s->n_todo; i++) {
+        long k = s->todo[i];
+        const PointResult *r = &s->res[i];
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "point", (double)k);
+        cJSON *set = cJSON_AddObjectToObject(p, "settings");
+        for (int a = 0; a < s->n_axes; a++)
+            cJSON_AddItemToObject(set, s->axes[a].key, json_value(point_val(s, a, k)));
+        cJSON_AddStringToObject(p, "status", r->error ? "error" : r->fits ? "ok" : "oom");
+        if (r->error) {
+            cJSON_AddStringToObject(p, "error", r->err);
+        } else {
+            cJSON_AddBoolToObject(p, "fits", r->fits);
+            cJSON_AddNumberToObject(p, "peak_allocated_bytes", r->peak_alloc);
+            cJSON_AddNumberToObject(p, "peak_reserved_bytes", r->peak_res);
+            cJSON_AddNumberToObject(p, "capacity_bytes", r->capacity);
+            cJSON_AddNumberToObject(p, "step_time_ms", r->step_ms);
+            if (r->tokens_per_s > 0) cJSON_AddNumberToObject(p, "tokens_per_s", r->tokens_per_s);
+        }
+        cJSON_AddItemToArray(pts, p);
+    }
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+static int mkdir_p(const char *dir) {
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *q = tmp + 1; *q; q++) {
+        if (*q != '/') continue;
+        *q = 0;
+        if (mkdir(tmp, 0777) && errno != EEXIST) return -1;
+        *q = '/';
+    }
+    return mkdir(tmp, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+/* ---- the command --------------------------------------------------------------------------- */
+
+static bool parse_int(const char *s, long *v) {
+    char *end;
+    errno = 0;
+    *v = strtol(s, &end, 10);
+    return *s && *end == 0 && !errno;
+}
+
+int cmd_sweep(int argc, char **argv) {
+    Sweep s = {0};
+    const char *outdir = NULL;
+    bool files = true, json = false;
+    long jobs = sysconf(_SC_NPROCESSORS_ONLN);
+    int shard_i = 1, shard_n = 1;
+    char setbuf[2][600];
+    int rc = VR_EXIT_USAGE;
+    char err[1024];
+    if (jobs < 1) jobs = 1;
+    s.axes = calloc((size_t)argc + 1, sizeof(Axis));
+    s.consts = calloc(4, sizeof(char *));
+    if (!s.axes || !s.consts) { sweep_free(&s); return VR_EXIT_INTERNAL; }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); sweep_free(&s); return 0; }
+        if (strcmp(a, "--no-files") == 0) { files = false; continue; }
+        if (strcmp(a, "--json") == 0) { json = true; continue; }
+        if (strcmp(a, "--unsafe") == 0) { s.unsafe = true; continue; }
+        if (strncmp(a, "--set=", 6) == 0) { val = a + 6; a = "--set"; i--; }
+        else if (strncmp(a, "-j", 2) == 0 && a[2]) { val = a + 2; a = "-j"; i--; }
+        bool takes = strcmp(a, "--set") == 0 || strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0 ||
+                     strcmp(a, "--shard") == 0 || strcmp(a, "--out") == 0 ||
+                     strcmp(a, "--allocator") == 0 || strcmp(a, "--alloc-conf") == 0;
+        if (takes) {
+            if (!val) { fprintf(stderr, "vrsim sweep: %s needs a value (vrsim sweep --help)\n", a); goto out; }
+            i++;
+            if (strcmp(a, "--set") == 0) {
+                Axis *ax = &s.axes[s.n_axes];
+                int pr = parse_axis(ax, val, err, sizeof err);
+                s.n_axes++;
+                if (pr < 0) { rc = VR_EXIT_INTERNAL; goto out; }
+                if (pr) { fprintf(stderr, "vrsim sweep: %s\n", err); goto out; }
+                for (int j = 0; j < s.n_axes - 1; j++)
+                    if (strcmp(s.axes[j].key, ax->key) == 0) {
+                        fprintf(stderr, "vrsim sweep: --set %s given twice\n", ax->key);
+                        goto out;
+                    }
+            } else if (strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0) {
+                if (!parse_int(val, &jobs) || jobs < 1 || jobs > 1024) {
+                    fprintf(stderr, "vrsim sweep: %s %s: expected a number of workers from 1 to 1024\n", a, val);
+                    goto out;
+                }
+            } else if (strcmp(a, "--shard") == 0) {
+                char tail;
+                if (sscanf(val, "%d/%d%c", &shard_i, &shard_n, &tail) != 2 || shard_n < 1 ||
+                    shard_i < 1 || shard_i > shard_n) {
+                    fprintf(stderr, "vrsim sweep: --shard %s: expected I/N with 1 <= I <= N "
+                            "(Slurm: --shard $SLURM_ARRAY_TASK_ID/N with --array=1-N)\n", val);
+                    goto out;
+                }
+            } else if (strcmp(a, "--out") == 0) {
+                outdir = val;
+            } else if (strcmp(a, "--allocator") == 0) {
+                snprintf(setbuf[0], sizeof setbuf[0], "allocator.kind=%s", val);
+                s.consts[s.n_consts++] = setbuf[0];
+            } else {
+                snprintf(setbuf[1], sizeof setbuf[1], "allocator.conf=%s", val);
+                s.consts[s.n_consts++] = setbuf[1];
+            }
+            continue;
+        }
+        if (a[0] == '-') { fprintf(stderr, "vrsim sweep: unknown option %s (vrsim sweep --help)\n", a); goto out; }
+        if (s.path) { fprintf(stderr, "vrsim sweep: one scenario at a time (got %s and %s)\n", s.path, a); goto out; }
+        s.path = a;
+    }
+    if (!s.path) { usage(stderr); goto out; }
+    if (s.n_axes == 0) {
+        fprintf(stderr, "vrsim sweep: nothing to sweep: give --set KEY=VALUES (vrsim sweep --help)\n");
+        goto out;
+    }
+    /* the cross product */
+    s.n_points = 1;
+    for (int a = s.n_axes - 1; a >= 0; a--) {
+        s.axes[a].stride = s.n_points;
+        if (s.n_points > MAX_POINTS / s.axes[a].n) {
+            fprintf(stderr, "vrsim sweep: more than %ld points; split the sweep\n", MAX_POINTS);
+            goto out;
+        }
+        s.n_points *= s.axes[a].n;
+    }
+    s.todo = malloc(sizeof(long) * (size_t)(s.n_points / shard_n + 1));
+    if (!s.todo) { rc = VR_EXIT_INTERNAL; goto out; }
+    for (long k = shard_i - 1; k < s.n_points; k += shard_n) s.todo[s.n_todo++] = k;
+    s.res = calloc((size_t)s.n_todo + 1, sizeof(PointResult));
+    if (!s.res) { rc = VR_EXIT_INTERNAL; goto out; }
+    s.src = read_all(s.path);
+    if (!s.src) { fprintf(stderr, "vrsim sweep: %s: cannot read the scenario file\n", s.path); goto out; }
+    snprintf(s.dir, sizeof s.dir, "%s", s.path);
+    char *slash = strrchr(s.dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(s.dir, sizeof s.dir, ".");
+    /* The scenario itself must load (with the constants), and every key must name a field: a
+     * typo would fail every point. A point's own values may still fail, in its row. */
+    {
+        ScenarioOptions opts = {.sets = s.consts, .n_sets = s.n_consts, .unsafe = s.unsafe};
+        Plan *p = NULL;
+        VrStatus st = scenario_load_source(s.path, s.src, s.dir, &opts, &p, err, sizeof err);
+        plan_free(p);
+        if (st) { fprintf(stderr, "vrsim sweep: %s\n", err); rc = st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE; goto out; }
+        PointResult first;
+        run_point_load_only(&s, 0, &first);
+        if (first.error && (strstr(first.err, "unknown field") || strstr(first.err, "several sections") ||
+                            strstr(first.err, "expected key=value") || strstr(first.err, "cannot be set"))) {
+            fprintf(stderr, "vrsim sweep: %s\n", first.err);
+            goto out;
+        }
+    }
+    char name[256];
+    {
+        const char *b = strrchr(s.path, '/');
+        snprintf(name, sizeof name, "%s", b ? b + 1 : s.path);
+        char *dot = strrchr(name, '.');
+        if (dot && strcmp(dot, ".lua") == 0) *dot = 0;
+    }
+    double t0 = now_s();
+    bool bar = isatty(STDERR_FILENO) && s.n_todo > 1;
+    if (s.n_todo && run_all(&s, (int)jobs, bar)) {
+        fprintf(stderr, "vrsim sweep: cannot start worker processes: %s\n", strerror(errno));
+        rc = VR_EXIT_INTERNAL;
+        goto out;
+    }
+    double el = now_s() - t0;
+    long n_ok = 0, n_oom = 0, n_err = 0;
+    for (long i = 0; i < s.n_todo; i++) {
+        if (s.res[i].error) n_err++;
+        else if (s.res[i].fits) n_ok++;
+        else n_oom++;
+    }
+    char *js = build_json(&s, name, shard_i, shard_n);
+    if (!js) { rc = VR_EXIT_INTERNAL; goto out; }
+    if (json) {
+        puts(js);
+    } else {
+        printf("vrsim sweep: %s, %ld point%s", name, s.n_points, s.n_points == 1 ? "" : "s");
+        if (shard_n > 1) printf(" (shard %d/%d: %ld of them)", shard_i, shard_n, s.n_todo);
+        printf("\n\n");
+        print_table(stdout, &s);
+        printf("\n  %ld fit, %ld do not fit, %ld failed; %.2f s with %ld worker%s (%.0f points/s)\n",
+               n_ok, n_oom, n_err, el, jobs < s.n_todo ? jobs : s.n_todo,
+               (jobs < s.n_todo ? jobs : s.n_todo) == 1 ? "" : "s", el > 0 ? (double)s.n_todo / el : 0);
+    }
+    rc = VR_EXIT_OK;
+    if (files) {
+        char dir[1100], path[1200], suffix[64] = "";
+        if (outdir) snprintf(dir, sizeof dir, "%s", outdir);
+        else snprintf(dir, sizeof dir, "out/sweep-%s", name);
+        if (shard_n > 1) snprintf(suffix, sizeof suffix, ".shard-%d-of-%d", shard_i, shard_n);
+        size_t clen = 0;
+        char *csv = build_csv(&s, &clen);
+        VrStatus st = VR_OK;
+        if (mkdir_p(dir)) {
+            snprintf(err, sizeof err, "cannot create %.900s: %s", dir, strerror(errno));
+            st = VR_EIO;
+        }
+        if (!st && !csv) { snprintf(err, sizeof err, "out of host memory"); st = VR_ENOMEM; }
+        if (!st) {
+            snprintf(path, sizeof path, "%s/sweep%s.csv", dir, suffix);
+            st = report_write_file(path, csv, clen, err, sizeof err);
+        }
+        if (!st) {
+            snprintf(path, sizeof path, "%s/sweep%s.json", dir, suffix);
+            st = report_write_file(path, js, strlen(js), err, sizeof err);
+        }
+        free(csv);
+        if (st) { fprintf(stderr, "vrsim sweep: %s\n", err); rc = VR_EXIT_INTERNAL; }
+        else if (!json) printf("  files: %s/sweep%s.csv, sweep%s.json\n", dir, suffix, suffix);
+    }
+    free(js);
+out:
+    sweep_free(&s);
+    return rc;
+}

@@ -1,0 +1,88 @@
+#!/bin/sh
+# test_sweep.sh: the what-if commands: vrsim sweep, maxbatch and shop (quick: a one-layer 7B
+# at short sequences, a few seconds in all).
+#
+#   VRSIM=./vrsim sh tests/test_sweep.sh
+#
+# Prints one line per check (ok / FAIL) and exits non-zero if any failed. A run that dies on a
+# signal (exit >= 128) is always a failure.
+set -u
+
+VRSIM=${VRSIM:-./vrsim}
+cd "$(dirname "$0")/.." || exit 1
+[ -x "$VRSIM" ] || { echo "test_sweep: $VRSIM is not an executable (set VRSIM)" >&2; exit 1; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/vrsim-sweep.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT INT TERM
+SCN=scenarios/llama7b_h200.lua
+SMALL="--set model.size=7b-l1 --set seq=128"
+
+PASS=0
+FAIL=0
+ok()   { PASS=$((PASS + 1)); echo "ok   $1"; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/       /'; }
+
+# run NAME ARGS...: stdout in $TMP/NAME.out, stderr in $TMP/NAME.err, status in $RC
+run() {
+  _name=$1; shift
+  "$VRSIM" "$@" >"$TMP/$_name.out" 2>"$TMP/$_name.err"
+  RC=$?
+  if [ "$RC" -ge 128 ]; then fail "$_name: exit $RC (crash)" "$(tail -n 5 "$TMP/$_name.err")"; fi
+}
+
+# expect NAME STATUS: the last run exited with STATUS
+expect() {
+  if [ "$RC" = "$2" ]; then ok "$1 (exit $RC)"; else fail "$1: exit $RC, expected $2" "$(head -n 5 "$TMP/$_name.err")"; fi
+}
+
+# ---- sweep -----------------------------------------------------------------------------------
+run sweep sweep $SCN $SMALL --set micro_batch=1..4 --set gpu=h200,rtx3090,nope -j 2 --out "$TMP/s1"
+expect "sweep: 1..4 x 3 GPUs, one unknown" 0
+lines=$(wc -l < "$TMP/s1/sweep.csv" 2>/dev/null || echo 0)
+[ "$lines" = 10 ] && ok "sweep.csv: header + 9 points" || fail "sweep.csv has $lines lines, expected 10"
+n_err=$(grep -c ',error,' "$TMP/s1/sweep.csv")
+[ "$n_err" = 3 ] && ok "sweep: the unknown GPU fails its 3 points, in their rows" || fail "sweep: $n_err error rows, expected 3"
+grep -q "unknown GPU 'nope'" "$TMP/sweep.out" && ok "sweep: the table shows the error text" || fail "sweep: no error text in the table"
+n_ok=$(grep -c ',ok,true,' "$TMP/s1/sweep.csv")
+[ "$n_ok" = 6 ] && ok "sweep: 6 points fit" || fail "sweep: $n_ok points fit, expected 6" "$(cat "$TMP/s1/sweep.csv")"
+cut -d, -f4 "$TMP/s1/sweep.csv" | sort -u | tr '\n' ' ' | grep -q '^1 2 4 micro_batch $' \
+  && ok "sweep: 1..4 expands to the powers of two 1,2,4" || fail "sweep: micro_batch values $(cut -d, -f4 "$TMP/s1/sweep.csv" | sort -u | tr '\n' ' ')"
+if command -v python3 >/dev/null 2>&1; then
+  if python3 - "$TMP/s1/sweep.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["points_total"] == 9 and len(d["points"]) == 9, d["points_total"]
+assert d["keys"] == ["model.size", "seq", "micro_batch", "gpu"], d["keys"]
+p = d["points"][0]
+assert p["settings"]["micro_batch"] == 1 and p["settings"]["gpu"] == "h200", p
+assert p["fits"] is True and p["peak_reserved_bytes"] >= p["peak_allocated_bytes"] > 0, p
+assert all(q["status"] == "error" and "nope" in q["error"] for q in d["points"] if q["settings"]["gpu"] == "nope")
+EOF
+  then ok "sweep.json: points, settings, fields"; else fail "sweep.json content"; fi
+fi
+
+run sweep_j1 sweep $SCN $SMALL --set micro_batch=1..4 --set gpu=h200,rtx3090,nope -j 1 --out "$TMP/s2"
+cmp -s "$TMP/s1/sweep.csv" "$TMP/s2/sweep.csv" && cmp -s "$TMP/s1/sweep.json" "$TMP/s2/sweep.json" \
+  && ok "sweep: -j 1 and -j 2 write the same bytes" || fail "sweep: -j 1 and -j 2 differ"
+
+run sweep_range sweep $SCN $SMALL --set micro_batch=3..5 --no-files --json
+grep -c '"micro_batch":' "$TMP/sweep_range.out" | grep -qx 3 && ok "sweep: 3..5 is every integer (3 points)" \
+  || fail "sweep: 3..5" "$(cat "$TMP/sweep_range.out")"
+
+for i in 1 2 3; do run "shard$i" sweep $SCN $SMALL --set micro_batch=1..5 --shard $i/3 -j 1 --out "$TMP/sh"; done
+files=$(ls "$TMP"/sh/sweep.shard-*-of-3.csv 2>/dev/null | wc -l)
+merged=$(tail -q -n +2 "$TMP"/sh/sweep.shard-*-of-3.csv 2>/dev/null | cut -d, -f1 | sort -n | tr '\n' ' ')
+[ "$files" = 3 ] && [ "$merged" = "0 1 2 3 4 " ] && ok "sweep --shard i/3: 3 files, every point once" \
+  || fail "sweep --shard: $files files, points '$merged'"
+
+run noset sweep $SCN;                                    expect "sweep without --set" 2
+run badkey sweep $SCN --set micro_btach=1,2;             expect "sweep with an unknown key" 2
+grep -q "did you mean 'micro_batch'" "$TMP/badkey.err" && ok "sweep: unknown key suggests the field" || fail "sweep: no suggestion" "$(cat "$TMP/badkey.err")"
+run badshard sweep $SCN --set micro_batch=1 --shard 4/3; expect "sweep --shard 4/3" 2
+run badrange sweep $SCN --set micro_batch=8..2;          expect "sweep with an empty range" 2
+run noscn sweep "$TMP/none.lua" --set micro_batch=1;     expect "sweep of a missing scenario" 2
+run help sweep --help;                                   expect "sweep --help" 0
+grep -q 'SLURM_ARRAY_TASK_ID' "$TMP/help.out" && grep -q 'parallel' "$TMP/help.out" \
+  && ok "sweep --help documents Slurm arrays and GNU parallel" || fail "sweep --help lacks Slurm/parallel"
+
+echo "test_sweep: $PASS passed, $FAIL failed"
+[ "$FAIL" = 0 ]
