@@ -180,7 +180,7 @@ static void print_text(const char *path, const Trace *t, const AllocConfig *cfg,
         printf("%-24s %-34" PRIu64 " %" PRIu64 "\n", "num_ooms", r->num_ooms, r->measured_ooms);
     else
         printf("%-24s %" PRIu64 "\n", "num_ooms", r->num_ooms);
-    printf("%-24s %.2f%% (%s reserved but unallocated when reserved peaked)\n",
+    printf("%-24s %.2f%% (%s of the peak reservation never in use at once)\n",
            "fragmentation at peak", 100.0 * r->fragmentation_at_peak,
            mib(r->peak_reserved - r->allocated_at_peak_reserved, a, sizeof a));
     printf("%-24s %s allocated, %s reserved, largest free block %s\n", "at the end",

@@ -1188,10 +1188,12 @@ VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check
             maddr[idx] = m;
             if (map_put(&amap, e->addr, idx) != VR_OK)
                 goto enomem;
-            uint64_t r = alloc_reserved_bytes(a);
+            uint64_t r = alloc_reserved_bytes(a), al = alloc_allocated_bytes(a);
             if (r > peak_seen) {
                 peak_seen = r;
-                res->allocated_at_peak_reserved = alloc_allocated_bytes(a);
+                res->allocated_at_peak_reserved = al;
+            } else if (r == peak_seen && al > res->allocated_at_peak_reserved) {
+                res->allocated_at_peak_reserved = al;
             }
             break;
         }

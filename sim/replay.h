@@ -117,8 +117,10 @@ typedef struct ReplayResult {
     AllocStats stats;               /* the model's statistics at the end */
     uint64_t peak_allocated;        /* bytes */
     uint64_t peak_reserved;         /* bytes */
-    uint64_t allocated_at_peak_reserved; /* bytes allocated when reserved last reached its peak */
-    double fragmentation_at_peak;   /* 1 - allocated / reserved at that moment */
+    uint64_t allocated_at_peak_reserved; /* most bytes allocated while reserved stood at its
+                                            peak */
+    double fragmentation_at_peak;   /* 1 - allocated_at_peak_reserved / peak_reserved: the part
+                                       of the largest reservation never in use at once */
     uint64_t segment_allocs;        /* segment_alloc (segment_map) events PyTorch would record */
     uint64_t num_alloc_retries, num_ooms;
     uint64_t empty_cache_calls;     /* segment_free runs replayed as empty_cache() */
