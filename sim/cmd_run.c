@@ -107,12 +107,20 @@ int cmd_run(int argc, char **argv) {
         return st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
     }
     int rc = report_fits(res) ? VR_EXIT_OK : VR_EXIT_OOM;
+    /* offloaded state must fit in the host's RAM too: every rank of a node offloads there */
+    int per_node = plan->gpus < 8 ? plan->gpus : 8;
+    bool host_oom = plan->host_capacity > 0 && plan->host_bytes * per_node > plan->host_capacity;
+    if (host_oom) rc = VR_EXIT_OOM;
     if (json) {
         char *js = report_summary_json(plan, res);
         if (js) { puts(js); free(js); }
     } else {
         report_print_summary(stdout, plan, res);
     }
+    if (host_oom)
+        fprintf(json ? stderr : stdout, "\nDOES NOT FIT IN HOST MEMORY: the offloaded state needs %.1f GiB "
+                "per node, the host has %.1f GiB\n", plan->host_bytes * per_node / 1073741824.0,
+                plan->host_capacity / 1073741824.0);
     if (files) {
         char dir[600];
         if (outdir) snprintf(dir, sizeof dir, "%s", outdir);

@@ -109,9 +109,34 @@ void report_print_summary(FILE *f, const Plan *p, const SimResult *r) {
         double ms = s->time_ns / 1e6;
         fprintf(f, "\n  step time %.1f ms (roofline, uncalibrated)", ms);
         if (p->tokens_per_step > 0)
-            fprintf(f, ", %.0f tokens/s per GPU", p->tokens_per_step / (ms / 1e3));
+            fprintf(f, ", %.0f tokens/s per GPU, %.0f for the job", p->tokens_per_step / (ms / 1e3),
+                    p->gpus * p->tokens_per_step / (ms / 1e3));
         fprintf(f, "\n");
+        double comp = s->stream_busy_ns[0], comm = s->stream_busy_ns[1];
+        double copy = s->stream_busy_ns[2] + s->stream_busy_ns[3];
+        if (comm > 0 || copy > 0) {
+            double exposed = s->time_ns - comp;
+            if (exposed < 0) exposed = 0;
+            fprintf(f, "    compute %.1f ms, communication %.1f ms (%.0f %% of it hidden under "
+                    "compute), host copies %.1f ms\n", comp / 1e6, comm / 1e6,
+                    comm > 0 ? 100.0 * (1.0 - (exposed < comm ? exposed : comm) / comm) : 100.0,
+                    copy / 1e6);
+        }
     }
+    if (p->gpus > 1 || strcmp(p->strategy, "none") != 0) {
+        fprintf(f, "\n  %d GPUs (%s over %s): every rank as above; the job holds %.1f GiB of GPU "
+                "memory at peak\n", p->gpus, p->strategy, p->interconnect[0] ? p->interconnect : "-",
+                GIB(s->peak_reserved) * p->gpus);
+        if (p->ds_estimate_bytes > 0)
+            fprintf(f, "  DeepSpeed's estimator (model states only): %.1f GiB per GPU; simulated "
+                    "model states %.1f GiB, plus activations, buffers and allocator slack\n",
+                    GIB(p->ds_estimate_bytes),
+                    GIB(s->peak_breakdown[CAT_PARAM] + s->peak_breakdown[CAT_GRAD] +
+                        s->peak_breakdown[CAT_OPTSTATE]));
+        if (p->host_bytes > 0)
+            fprintf(f, "  host memory for offloaded state: %.1f GiB per GPU\n", GIB(p->host_bytes));
+    }
+    if (p->notes[0]) fprintf(f, "  notes: %s\n", p->notes);
 }
 
 static cJSON *step_json(const StepResult *s) {
@@ -141,6 +166,26 @@ char *report_summary_json(const Plan *p, const SimResult *r) {
     cJSON_AddNumberToObject(o, "peak_reserved_bytes", s ? (double)s->peak_reserved : 0);
     cJSON_AddNumberToObject(o, "step_time_ms", s ? s->time_ns / 1e6 : 0);
     cJSON_AddNumberToObject(o, "gpus", p->gpus);
+    cJSON_AddStringToObject(o, "strategy", p->strategy);
+    if (p->ds_estimate_bytes > 0)
+        cJSON_AddNumberToObject(o, "deepspeed_estimate_model_states_bytes", p->ds_estimate_bytes);
+    if (s) {
+        cJSON *tm = cJSON_AddObjectToObject(o, "time_ms");
+        cJSON_AddNumberToObject(tm, "compute", s->stream_busy_ns[0] / 1e6);
+        cJSON_AddNumberToObject(tm, "communication", s->stream_busy_ns[1] / 1e6);
+        cJSON_AddNumberToObject(tm, "host_to_device", s->stream_busy_ns[2] / 1e6);
+        cJSON_AddNumberToObject(tm, "device_to_host", s->stream_busy_ns[3] / 1e6);
+    }
+    if (p->gpus > 1 && s) {
+        cJSON *pg = cJSON_AddArrayToObject(o, "per_gpu");
+        for (int g = 0; g < p->gpus; g++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "rank", g);
+            cJSON_AddNumberToObject(e, "peak_allocated_bytes", (double)s->peak_allocated);
+            cJSON_AddNumberToObject(e, "peak_reserved_bytes", (double)s->peak_reserved);
+            cJSON_AddItemToArray(pg, e);
+        }
+    }
     if (s && s->time_ns > 0 && p->tokens_per_step > 0)
         cJSON_AddNumberToObject(o, "tokens_per_s", p->tokens_per_step * p->gpus / (s->time_ns / 1e9));
     cJSON *bd = cJSON_AddObjectToObject(o, "breakdown_at_peak");

@@ -74,6 +74,7 @@ local function make_params(cx, sh, pdtype, trainable, lora)
   end
   P.embed = param("model.embed_tokens.weight", { sh.vocab, h })
   for l = 0, sh.layers - 1 do
+    cx.layer = l
     local p, L = "model.layers." .. l .. ".", {}
     L.q = param(p .. "self_attn.q_proj.weight", { h, h })
     L.k = param(p .. "self_attn.k_proj.weight", { kvh, h })
@@ -86,6 +87,7 @@ local function make_params(cx, sh, pdtype, trainable, lora)
     L.ln2 = param(p .. "post_attention_layernorm.weight", { h })
     P.layers[l + 1] = L
   end
+  cx.layer = -1
   P.norm = param("model.norm.weight", { h })
   P.lm_head = param("lm_head.weight", { sh.vocab, h })
   if lora then
@@ -277,13 +279,14 @@ function M.build(cx, cfg)
 
   -- the model as the measured runs make it: built on the GPU in fp32, then cast with .to()
   cx.phase = "build"
-  local build_dtype = (t.build == "direct") and pdtype or "fp32"
+  local build_dtype = (t.build == "direct" or cx.dp) and pdtype or "fp32"
   local P = make_params(cx, sh, build_dtype, not lora, lora)
   if build_dtype ~= pdtype then
     -- Module._apply: every parameter of a module is converted (new tensor, old one freed)
     -- depth first, in construction order; LoRA adapters stay fp32
     for _, p in ipairs(cx.params) do
-      if not (lora and p.trainable) then
+      if not (lora and p.trainable) and not p.sharded then
+        cx.layer = p.layer
         local np = nn.param(cx, p.name, p.shape, pdtype, p.trainable, nil)
         cx.params[#cx.params] = nil
         cx.G:op { name = "to(" .. pdtype .. ") " .. p.name, kind = "elementwise", phase = "build",
@@ -301,7 +304,13 @@ function M.build(cx, cfg)
             frees = {} }
   cx.phase = "fwd"
 
+  local dp = cx.dp and require "strategies.dp"
+  local function gather(holder, keys, layer) if dp then dp.gather(cx, holder, keys, layer) end end
+  cx.layer = -1
+  cx.last_layer = sh.layers - 1
+
   -- embedding
+  gather(P, { "embed" }, -1)
   local x = nn.op(cx, { name = "embed_tokens", kind = "gather", inputs = { ids, P.embed },
                         outs = { { "inputs_embeds", { b, s, h }, P.embed.dtype } },
                         saves = { ids }, grads = { "none", { dtype = P.embed.dtype } },
@@ -328,6 +337,7 @@ function M.build(cx, cfg)
     -- gradient_checkpointing_enable(use_reentrant=False): each decoder layer is a region
     cx.region = t.checkpointing and l or nil
     local L = P.layers[l]
+    gather(L, { "ln1", "q", "k", "v", "o", "ln2", "gate", "up", "down" }, l - 1)
     local pre = "layers." .. (l - 1)
     local residual = x
     local hn = rmsnorm(cx, pre .. ".input_layernorm", x, L.ln1)
@@ -392,9 +402,11 @@ function M.build(cx, cfg)
     x = nn.op(cx, { name = pre .. ".residual_add2", inputs = { h1, d },
                     outs = { { pre .. ".out", { b, s, h }, promote(h1.dtype, d.dtype) } },
                     grads = { { pass = 1 }, { pass = 1 } } })
+    if dp then dp.release(cx, l - 1) end
   end
   cx.layer = -1
   cx.region = nil
+  gather(P, { "norm", "lm_head" }, -1)
   local hf = rmsnorm(cx, "model.norm", x, P.norm)
   local logits = linear(cx, "lm_head", hf, P.lm_head)
   nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped
@@ -410,6 +422,7 @@ function M.build(cx, cfg)
                            outs = { { "loss", {}, "fp32" }, { "total_weight", {}, "fp32", no_grad = true } },
                            saves = { shifted, lsm }, save_outs = { 2 },
                            grads = { { dtype = "fp32" }, "none" } })
+  if dp then dp.release(cx, -1, true) end
   nn.end_forward(cx)
   cx.tokens = b * s
   return loss, P, sh

@@ -30,21 +30,27 @@ local function op(cx, spec)
   cx.G:op(spec)
 end
 
-function M.build(cx, cfg, params)
+-- Builds the optimizer step for `updates` (a list of { param = p, grad = id }; by default every
+-- trainable parameter with its .grad) and zero_grad for those gradients.
+function M.build(cx, cfg, params, updates)
   local t = cfg.training
   local G = cx.G
-  local trainable = {}
-  for _, p in ipairs(params) do
-    if p.trainable then trainable[#trainable + 1] = p end
-  end
-  local grads = {}
-  local missing = {}
-  for i, p in ipairs(trainable) do
-    grads[i] = G:param_grad(p.id)
-    if not grads[i] then missing[#missing + 1] = p.name end
-  end
-  if #missing > 0 then
-    error(("%d parameters got no gradient (first: %s)"):format(#missing, table.concat(missing, ", ", 1, math.min(#missing, 12))), 0)
+  local trainable, grads = {}, {}
+  if updates then
+    for i, u in ipairs(updates) do trainable[i] = u.param; grads[i] = u.grad end
+  else
+    local missing = {}
+    for _, p in ipairs(params) do
+      if p.trainable then
+        trainable[#trainable + 1] = p
+        grads[#grads + 1] = G:param_grad(p.id)
+        if not grads[#grads] then missing[#missing + 1] = p.name end
+      end
+    end
+    if #missing > 0 then
+      error(("%d parameters got no gradient (first: %s)"):format(#missing,
+            table.concat(missing, ", ", 1, math.min(#missing, 12))), 0)
+    end
   end
   local kind, impl = t.optimizer, t.optimizer_impl
   local total = 0

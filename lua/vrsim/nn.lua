@@ -59,13 +59,19 @@ function nn.view_op(cx, name, x, shape, grad_bytes)
   return v
 end
 
--- A parameter (allocated when the model is built).
+-- A parameter (allocated when the model is built). Under a sharding strategy (cx.shard_param)
+-- the rank holds only a shard; the model's ops then use a gathered copy (strategies/dp.lua).
 function nn.param(cx, name, shape, dtype, trainable, module)
-  local id = cx.G:tensor { name = name, bytes = nn.bytes(shape, dtype), numel = nn.numel(shape),
-                           dtype = dtype, cat = "param", param = true, persistent = true,
-                           trainable = trainable, requires_grad = trainable, module = module }
-  local p = { id = id, shape = shape, dtype = dtype, rg = trainable, name = name, param = true,
-              trainable = trainable }
+  local p = { shape = shape, dtype = dtype, rg = trainable, name = name, param = true,
+              trainable = trainable, layer = cx.layer }
+  if cx.shard_param and cx.shard_param(cx, p) then
+    p.id = p.shard.id -- a placeholder: every use goes through a gathered copy
+    p.sharded = true
+  else
+    p.id = cx.G:tensor { name = name, bytes = nn.bytes(shape, dtype), numel = nn.numel(shape),
+                         dtype = dtype, cat = "param", param = true, persistent = true,
+                         trainable = trainable, requires_grad = trainable, module = module }
+  end
   cx.params[#cx.params + 1] = p
   return p
 end

@@ -16,6 +16,9 @@ local SCHEMA = {
   hardware = {
     gpu = { "string", "h200", "catalog name (vrsim gpus)" },
     count = { "integer", 1, "data-parallel GPUs (symmetric ranks, simulated once)" },
+    gpus_per_node = { "integer", 8, "GPUs in one node (links inside a node are NVLink/PCIe)" },
+    interconnect = { "string", "auto", "auto, nvlink or pcie: the link collectives run on" },
+    host = { "string", nil, "host config from lua/hw/hosts.lua (host RAM for offload)" },
     memory_fraction = { "number", nil, "torch.cuda.set_per_process_memory_fraction" },
     capacity_gib = { "number", nil, "pretend the card has this much memory (GiB)" },
     capacity_mib = { "number", nil, "the same in MiB" },
@@ -44,6 +47,9 @@ local SCHEMA = {
     steps = { "integer", 4, "training steps to simulate (step 0 creates optimizer state)" },
     build = { "string", "cast", "cast: built in fp32 then .to(dtype), as from_config does; direct" },
     lora = { "table", nil, "{ r = 8, alpha = 32, dropout = 0.05, targets = {'q','v'} }" },
+    strategy = { "string", "none", "none, ddp, zero1, zero2, zero3 or fsdp2 (data parallel over hardware.count)" },
+    zero = { "table", nil, "DeepSpeed/FSDP knobs: reduce_bucket_size, overlap_comm, offload_optimizer, raf, ..." },
+    deepspeed = { "string", nil, "a DeepSpeed JSON config beside the scenario (zero_optimization is read)" },
   },
   allocator = {
     conf = { "string", "", "PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True" },
@@ -58,6 +64,8 @@ local CHOICES = {
   attention = { sdpa = 1, eager = 1 },
   build = { cast = 1, direct = 1 },
   kind = { caching = 1, ideal = 1 },
+  strategy = { none = 1, ddp = 1, zero1 = 1, zero2 = 1, zero3 = 1, fsdp2 = 1 },
+  interconnect = { auto = 1, nvlink = 1, pcie = 1 },
   arch = { llama2 = 1, sdxl = 1 },
 }
 
@@ -221,6 +229,25 @@ function P.normalize(scn, sets, file, src)
   for _, set in ipairs(sets) do
     local key, raw = set:match("^([%w_%.]+)=(.*)$")
     if not key then error(("--set %s: expected key=value"):format(set), 0) end
+    local sec3, tbl, sub = key:match("^([%w_]+)%.([%w_]+)%.([%w_]+)$")
+    if not sec3 then
+      tbl, sub = key:match("^(zero)%.([%w_]+)$")
+      if tbl then sec3 = "training" end
+      if not tbl then tbl, sub = key:match("^(lora)%.([%w_]+)$"); if tbl then sec3 = "training" end end
+    end
+    if sec3 then
+      -- a field of a table-valued field: training.zero.offload_optimizer=cpu
+      local spec = SCHEMA[sec3] and SCHEMA[sec3][tbl]
+      if not spec or spec[1] ~= "table" then
+        error(("--set %s: '%s.%s' is not a table field"):format(set, sec3, tbl), 0)
+      end
+      local v = raw
+      if raw == "true" then v = true elseif raw == "false" then v = false
+      elseif tonumber(raw) then v = tonumber(raw) end
+      cfg[sec3][tbl] = cfg[sec3][tbl] or {}
+      cfg[sec3][tbl][sub] = v
+      goto continue
+    end
     local sec, f = key:match("^([%w_]+)%.([%w_]+)$")
     if not sec then
       f = key
@@ -242,6 +269,7 @@ function P.normalize(scn, sets, file, src)
     if not spec then error(("--set %s: unknown field '%s.%s'"):format(set, sec, f), 0) end
     local origin = "--set " .. set
     cfg[sec][f] = check_value(ctx, sec, f, spec, parse_set_value(spec, raw, origin), origin)
+    ::continue::
   end
   for sec, fields in pairs(SCHEMA) do
     if type(fields) == "table" then
@@ -263,7 +291,34 @@ local function device_of(cfg, ctx)
     if ctx.from_set then error(msg, 0) end
     fail(ctx, "gpu", "hardware", msg)
   end
+  local links = require "hw.links"
+  local hosts = require "hw.hosts"
+  local n = cfg.hardware.count
+  local ic = cfg.hardware.interconnect
+  if ic == "auto" then ic = (g.nvlink and n > 1) and "nvlink" or "pcie" end
+  local coll_bw, coll_lat
+  if ic == "nvlink" then
+    if not g.nvlink then error(("%s has no NVLink: use hardware.interconnect = \"pcie\""):format(name), 0) end
+    local l = links.nvlink["gen" .. g.nvlink.gen] or {}
+    coll_bw, coll_lat = l.bw_bytes_per_s or g.nvlink.bw_bytes_per_s, (l.latency_s or 3e-6) * 1e9
+  else
+    local l = links.pcie[("gen%d_x%d"):format(g.pcie.gen, g.pcie.lanes)] or links.pcie.gen4_x16
+    coll_bw, coll_lat = l.bw_bytes_per_s, l.latency_s * 1e9
+    -- without peer-to-peer (GeForce Ada) NCCL stages every transfer through host memory: the
+    -- data crosses PCIe twice
+    if g.p2p == false then coll_bw = coll_bw / 2 end
+  end
+  local pl = links.pcie[("gen%d_x%d"):format(g.pcie.gen, g.pcie.lanes)] or links.pcie.gen4_x16
+  local host = cfg.hardware.host and hosts[cfg.hardware.host]
+  if cfg.hardware.host and not host then
+    local s = closest(cfg.hardware.host, keys(hosts))
+    error(("unknown host '%s'%s"):format(cfg.hardware.host, s and ("; did you mean '" .. s .. "'?") or ""), 0)
+  end
   return {
+    world = n, coll_bw = coll_bw, coll_latency_ns = coll_lat, interconnect = ic,
+    host_bw = pl.bw_bytes_per_s, host_latency_ns = pl.latency_s * 1e9,
+    cpu_adam_rate = (hosts.cpu_adam and hosts.cpu_adam.params_per_s or 0) / math.max(1, math.min(n, 8)),
+    host = host,
     key = name, name = g.name,
     total_bytes = g.usable_bytes or g.memory_bytes,
     context_bytes = g.cuda_context_bytes or 0,
@@ -277,12 +332,66 @@ local function device_of(cfg, ctx)
   }, g
 end
 
+-- A DeepSpeed JSON config (training.deepspeed): zero_optimization is mapped onto training.zero
+-- and training.strategy; keys vrsim does not model are reported, not ignored.
+local DS_KNOWN = { stage = true, reduce_bucket_size = true, allgather_bucket_size = true,
+  overlap_comm = true, contiguous_gradients = true, stage3_param_persistence_threshold = true,
+  stage3_prefetch_bucket_size = true, stage3_max_live_parameters = true, offload_optimizer = true,
+  offload_param = true, reduce_scatter = true, allgather_partitions = true,
+  stage3_max_reuse_distance = true, stage3_gather_16bit_weights_on_model_save = true,
+  round_robin_gradients = true, sub_group_size = true }
+local DS_IGNORED = { stage3_gather_16bit_weights_on_model_save = "checkpoint saving only",
+  round_robin_gradients = "CPU offload ordering", sub_group_size = "optimizer step chunking",
+  stage3_max_reuse_distance = "parameter reuse cache", reduce_scatter = "always on here",
+  allgather_partitions = "always on here" }
+function P.apply_deepspeed(cfg, ctx)
+  local ds = require("vrsim.core").read_config(cfg.training.deepspeed, true)
+  local z = ds.zero_optimization
+  if type(z) ~= "table" then fail(ctx, "deepspeed", "training", cfg.training.deepspeed .. ": no zero_optimization section") end
+  cfg.training.zero = cfg.training.zero or {}
+  cfg.notes = cfg.notes or {}
+  for k, v in pairs(z) do
+    if not DS_KNOWN[k] then
+      fail(ctx, "deepspeed", "training", ("%s: zero_optimization.%s is not a DeepSpeed key vrsim knows"):format(cfg.training.deepspeed, k))
+    elseif DS_IGNORED[k] then
+      table.insert(cfg.notes, ("deepspeed %s: no effect on memory here (%s)"):format(k, DS_IGNORED[k]))
+    elseif k == "stage" then
+      cfg.training.strategy = ({ [0] = "ddp", [1] = "zero1", [2] = "zero2", [3] = "zero3" })[math.tointeger(v) or -1]
+        or fail(ctx, "deepspeed", "training", "zero_optimization.stage must be 0..3")
+    elseif k == "offload_optimizer" or k == "offload_param" then
+      cfg.training.zero[k] = type(v) == "table" and v.device or v
+    else
+      cfg.training.zero[k] = v
+    end
+  end
+  for k in pairs(ds) do
+    if k ~= "zero_optimization" and k ~= "train_micro_batch_size_per_gpu" and k ~= "gradient_accumulation_steps"
+       and k ~= "bf16" and k ~= "fp16" and k ~= "train_batch_size" and k ~= "gradient_clipping"
+       and k ~= "optimizer" and k ~= "steps_per_print" and k ~= "wall_clock_breakdown" then
+      table.insert(cfg.notes, ("deepspeed key '%s' is not modelled"):format(k))
+    end
+  end
+  if ds.train_micro_batch_size_per_gpu and ds.train_micro_batch_size_per_gpu ~= "auto" then
+    cfg.training.micro_batch = math.tointeger(ds.train_micro_batch_size_per_gpu) or cfg.training.micro_batch
+  end
+end
+
 function P.build(scn, sets, file, src)
   local cfg, ctx = P.normalize(scn, sets, file, src)
   for _, s in ipairs(sets) do if s:match("^gpu=") or s:match("^hardware%.gpu=") then ctx.from_set = true end end
   local dev, g = device_of(cfg, ctx)
   local G = require("vrsim.core").new_graph()
   local cx = nn.context(G)
+  local t0 = cfg.training
+  if t0.deepspeed then P.apply_deepspeed(cfg, ctx) end
+  local dp = nil
+  if t0.strategy ~= "none" then
+    if cfg.hardware.count < 2 and t0.strategy ~= "none" then
+      -- one GPU: the strategy still shapes memory (ZeRO-Offload on one card is common)
+    end
+    dp = require "strategies.dp"
+    dp.setup(cx, cfg)
+  end
   local model = require("models." .. cfg.model.arch)
   local ok, loss, _, shape = pcall(model.build, cx, cfg)
   if not ok then
@@ -290,9 +399,26 @@ function P.build(scn, sets, file, src)
     if not msg:match("^[^:]+:%d+:") then fail(ctx, "model", nil, msg) end
     error(msg, 0)
   end
+  if dp then dp.before_backward(cx, cfg, cx.params) end
   G:derive_backward(loss.id)
   cx.phase = "optim"
-  require("strategies.optim").build(cx, cfg, cx.params)
+  local optim = require "strategies.optim"
+  if dp then
+    local upd = dp.after_backward(cx, cfg, cx.params)
+    if upd.zero2 and upd.zero2.offload then
+      dp.offload_step(cx, upd.zero2)
+      dp.zero2_step_gather(cx, upd.zero2)
+    elseif upd.zero2 then
+      dp.zero2_step(cx, upd.zero2)
+    elseif upd.offload then
+      dp.offload_step(cx, upd.offload)
+    else
+      optim.build(cx, cfg, cx.params, upd)
+    end
+    dp.after_step(cx)
+  else
+    optim.build(cx, cfg, cx.params)
+  end
 
   -- capacity the allocator may reserve: the card minus the CUDA context, or the fraction cap
   local total = dev.total_bytes
@@ -310,9 +436,32 @@ function P.build(scn, sets, file, src)
   local settings_line = model_mod.settings and model_mod.settings(cfg)
   local settings = settings_line or ("%s %s, micro-batch %d x seq %d, %s, %s %s, attention %s%s%s"):format(
     cfg.model.arch, cfg.model.config or cfg.model.size, t.micro_batch, t.seq, t.precision, t.optimizer,
-    t.optimizer_impl, t.attention, t.checkpointing and ", checkpointing" or "",
+    t.optimizer_impl, t.attention, (t.checkpointing and ", checkpointing" or "") ..
+    (t.strategy ~= "none" and (", " .. t.strategy .. " over " .. cfg.hardware.count .. " GPUs") or ""),
     cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "")
+  -- DeepSpeed's estimator for the model states, beside the simulation (ZeRO-2 and -3 only)
+  local ds_est = 0
+  if dp and (t.strategy == "zero2" or t.strategy == "zero3") then
+    local total, largest_layer = 0, 0
+    local per_layer = {}
+    for _, p in ipairs(cx.params) do
+      local n = nn.numel(p.shape)
+      total = total + n
+      local l = p.layer or -1
+      per_layer[l] = (per_layer[l] or 0) + n
+    end
+    for _, n in pairs(per_layer) do if n > largest_layer then largest_layer = n end end
+    local off = cx.dp.opts.offload_optimizer == "cpu"
+    ds_est = dp.deepspeed_estimate(t.strategy == "zero2" and 2 or 3, total, largest_layer,
+                                   math.min(cfg.hardware.count, cfg.hardware.gpus_per_node),
+                                   math.max(1, math.ceil(cfg.hardware.count / cfg.hardware.gpus_per_node)),
+                                   off, cx.dp.opts.offload_param == "cpu") or 0
+  end
   return {
+    strategy = t.strategy, interconnect = dev.interconnect, ds_estimate_bytes = ds_est,
+    host_bytes = cx.dp and cx.dp.host_bytes or 0,
+    host_capacity = dev.host and dev.host.host_ram_bytes or 0,
+    notes = table.concat(cfg.notes or {}, "; "),
     graph = G, title = cfg.title or "",
     model = cfg.model.arch .. "-" .. (cfg.model.variant or (cfg.model.config and cfg.model.config:match("([^/]+)%.json$")) or cfg.model.size),
     settings = settings, steps = t.steps, gpus = cfg.hardware.count,

@@ -340,8 +340,33 @@ static int l_num_tensors(lua_State *L) {
 
 static char *read_file(const char *path, size_t *len);
 
-/* vrsim.core.read_config(name): a Hugging Face config.json next to the scenario (or under lua/),
- * as a flat table of its numbers, strings and booleans. Paths may not leave those folders. */
+/* Pushes a JSON value as a Lua value (objects and arrays become tables; depth-limited). */
+static void push_json(lua_State *L, const cJSON *v, int depth) {
+    if (depth > 32) luaL_error(L, "JSON nested too deeply");
+    luaL_checkstack(L, 4, "JSON");
+    if (cJSON_IsNumber(v)) lua_pushnumber(L, v->valuedouble);
+    else if (cJSON_IsString(v)) lua_pushstring(L, v->valuestring);
+    else if (cJSON_IsBool(v)) lua_pushboolean(L, cJSON_IsTrue(v));
+    else if (cJSON_IsArray(v)) {
+        lua_newtable(L);
+        int i = 1;
+        for (const cJSON *it = v->child; it; it = it->next) {
+            push_json(L, it, depth + 1);
+            lua_rawseti(L, -2, i++);
+        }
+    } else if (cJSON_IsObject(v)) {
+        lua_newtable(L);
+        for (const cJSON *it = v->child; it; it = it->next) {
+            push_json(L, it, depth + 1);
+            lua_setfield(L, -2, it->string);
+        }
+    } else {
+        lua_pushnil(L);
+    }
+}
+
+/* vrsim.core.read_config(name): a JSON file next to the scenario (or under lua/) as a Lua table:
+ * a Hugging Face config.json, a DeepSpeed config. Paths may not leave those folders. */
 static int l_read_config(lua_State *L) {
     const char *name = luaL_checkstring(L, 1);
     if (name[0] == '/' || strstr(name, ".."))
@@ -364,14 +389,7 @@ static int l_read_config(lua_State *L) {
         cJSON_Delete(j);
         luaL_error(L, "config '%s' is not a JSON object", name);
     }
-    lua_newtable(L);
-    for (cJSON *it = j->child; it; it = it->next) {
-        if (cJSON_IsNumber(it)) lua_pushnumber(L, it->valuedouble);
-        else if (cJSON_IsString(it)) lua_pushstring(L, it->valuestring);
-        else if (cJSON_IsBool(it)) lua_pushboolean(L, cJSON_IsTrue(it));
-        else continue;
-        lua_setfield(L, -2, it->string);
-    }
+    push_json(L, j, 0);
     cJSON_Delete(j);
     return 1;
 }
@@ -584,6 +602,13 @@ static int load_protected(lua_State *L) {
     field_str(L, pt, "title", p->title, sizeof p->title);
     field_str(L, pt, "model", p->model, sizeof p->model);
     field_str(L, pt, "settings", p->settings, sizeof p->settings);
+    snprintf(p->strategy, sizeof p->strategy, "none");
+    field_str(L, pt, "strategy", p->strategy, sizeof p->strategy);
+    field_str(L, pt, "interconnect", p->interconnect, sizeof p->interconnect);
+    field_str(L, pt, "notes", p->notes, sizeof p->notes);
+    p->ds_estimate_bytes = field_num(L, pt, "ds_estimate_bytes", 0);
+    p->host_bytes = field_num(L, pt, "host_bytes", 0);
+    p->host_capacity = field_num(L, pt, "host_capacity", 0);
     p->steps = (int)field_int(L, pt, "steps", 3);
     p->gpus = (int)field_int(L, pt, "gpus", 1);
     p->tokens_per_step = field_num(L, pt, "tokens_per_step", 0);

@@ -1,0 +1,380 @@
+-- dp.lua: data parallelism as the frameworks run it, for the rank the simulator plays (rank 0;
+-- the ranks of a symmetric plan do the same work). Collectives are ops on the communication
+-- stream (stream 1) that overlap compute and hold their buffers while they run.
+--
+--   ddp    torch DistributedDataParallel: gradient buckets (first 1 MiB, then bucket_cap_mb 25)
+--          allocated at construction in reverse parameter order; each gradient is copied into
+--          its bucket when ready and a bucket is all-reduced once complete; .grad stays.
+--   zero1  DDP + torch ZeroRedundancyOptimizer: optimizer state only for the parameters this
+--          rank owns (greedy by size, largest first); updated parameters are broadcast.
+--   zero2  DeepSpeed ZeRO stage 2: fp32 master weights and Adam state partitioned (1/N), the
+--          gradients copied into reduce_bucket_size buffers (two with overlap_comm) and
+--          reduce-scattered; this rank keeps its partition of the gradients only.
+--   zero3  DeepSpeed ZeRO stage 3: parameters partitioned too; each layer's parameters are
+--          all-gathered before its forward and again before its backward, released after;
+--          parameters under stage3_param_persistence_threshold stay whole.
+--   fsdp2  torch FSDP2 fully_shard per decoder layer: the same shape as zero3 with
+--          reshard_after_forward (raf) deciding whether backward gathers again.
+-- Offload (zero2/zero3 offload_optimizer = "cpu"): master weights and Adam state in pinned host
+-- memory, the update on the CPU (lua/hw/hosts.lua cpu_adam), gradients down and parameters up
+-- over PCIe on the copy streams.
+local nn = require "vrsim.nn"
+
+local M = {}
+
+M.DEFAULTS = {
+  bucket_cap_mb = 25, first_bucket_mb = 1,
+  reduce_bucket_size = 5e8, allgather_bucket_size = 5e8, overlap_comm = true,
+  contiguous_gradients = true, stage3_param_persistence_threshold = 1e5,
+  stage3_prefetch_bucket_size = 5e7, stage3_max_live_parameters = 1e9,
+  offload_optimizer = "none", offload_param = "none", raf = true,
+}
+
+local function tensor(cx, name, bytes, dtype, cat, persistent, extra)
+  local spec = { name = name, bytes = bytes, numel = bytes // nn.DT_SIZE[dtype], dtype = dtype,
+                 cat = cat, persistent = persistent }
+  for k, v in pairs(extra or {}) do spec[k] = v end
+  return cx.G:tensor(spec)
+end
+
+local function op(cx, spec)
+  spec.kind = spec.kind or "none"
+  spec.inputs = spec.inputs or {}
+  spec.outputs = spec.outputs or {}
+  spec.frees = spec.frees or {}
+  cx.G:op(spec)
+end
+
+local function pbytes(p) return nn.bytes(p.shape, p.dtype) end
+
+-- ZeroRedundancyOptimizer._partition_parameters: largest first, to the least loaded rank.
+local function owned_by_rank0(params, n)
+  local order = {}
+  for i, p in ipairs(params) do order[i] = p end
+  table.sort(order, function(a, b)
+    local x, y = nn.numel(a.shape), nn.numel(b.shape)
+    if x ~= y then return x > y end
+    return a.id < b.id
+  end)
+  local load = {}
+  for r = 1, n do load[r] = 0 end
+  local mine = {}
+  for _, p in ipairs(order) do
+    local best = 1
+    for r = 2, n do if load[r] < load[best] then best = r end end
+    load[best] = load[best] + nn.numel(p.shape)
+    if best == 1 then mine[p.id] = true end
+  end
+  return mine
+end
+
+-- Called by the planner before the model is built: installs the hooks the model calls.
+function M.setup(cx, cfg)
+  local t = cfg.training
+  local o = {}
+  for k, v in pairs(M.DEFAULTS) do o[k] = v end
+  for k, v in pairs(t.zero or {}) do
+    if M.DEFAULTS[k] == nil then
+      local names = {}
+      for name in pairs(M.DEFAULTS) do names[#names + 1] = name end
+      table.sort(names)
+      error(("training.zero.%s is not a knob vrsim knows (%s)"):format(k, table.concat(names, ", ")), 0)
+    end
+    o[k] = v
+  end
+  local s = { kind = t.strategy, n = cfg.hardware.count, opts = o, gathered = {} }
+  cx.dp = s
+  if s.kind == "zero3" or s.kind == "fsdp2" then
+    -- parameters are made as shards; the model asks for whole ones per layer
+    cx.shard_params = true
+    cx.shard_param = M.shard
+  end
+  return s
+end
+
+-- Sharded strategies: replace each parameter table of `list` by a whole copy gathered over the
+-- ranks, for the ops that follow (forward), and plan the gather again before the layer's
+-- backward (hook 1) and the gradient reduce-scatter after it (hook 2).
+function M.gather(cx, holder, keys, layer)
+  local s = cx.dp
+  if not s or not cx.shard_params then return end
+  s.gathered[layer] = s.gathered[layer] or {}
+  for _, k in ipairs(keys) do
+    local p = holder[k]
+    if p and p.shard then
+      local full_bytes = pbytes(p)
+      local full = tensor(cx, p.name .. " (gathered)", full_bytes, p.dtype, "param", false,
+                          { requires_grad = p.trainable, trainable = p.trainable })
+      op(cx, { name = "all_gather " .. p.name, kind = "allgather", stream = 1, phase = "fwd",
+               inputs = { p.shard.id }, outputs = { full }, bytes = full_bytes, world = s.n,
+               layer = layer })
+      local ft = { id = full, shape = p.shape, dtype = p.dtype, rg = p.trainable,
+                   trainable = p.trainable, name = p.name, param = true, orig = p }
+      holder[k] = ft
+      table.insert(s.gathered[layer], { holder = holder, key = k, full = ft, p = p })
+    end
+  end
+end
+
+-- After the layer's forward: release the gathered parameters (reshard) and declare the backward
+-- hooks: gather again (unless raf is false), reduce-scatter the gradients into the shards.
+function M.release(cx, layer, keep)
+  local s = cx.dp
+  if not s or not cx.shard_params then return end
+  local list = s.gathered[layer] or {}
+  local raf = s.opts.raf and not keep
+  local frees = {}
+  for _, g in ipairs(list) do
+    g.holder[g.key] = g.p
+    if raf then frees[#frees + 1] = g.full.id end
+  end
+  if #frees > 0 then
+    op(cx, { name = "reshard layer " .. layer, phase = "fwd", frees = frees, layer = layer })
+  end
+  for _, g in ipairs(list) do
+    local p = g.p
+    local used = g.full.id
+    if raf then
+      local again = tensor(cx, p.name .. " (gathered for backward)", pbytes(p), p.dtype, "param", false)
+      op(cx, { name = "all_gather " .. p.name .. " (backward)", kind = "allgather", stream = 1,
+               phase = "bwd", hook = 1, layer = layer, inputs = { p.shard.id }, outputs = { again },
+               remap_of = { g.full.id }, bytes = pbytes(p), world = s.n })
+      used = again
+    end
+    if p.trainable then
+      op(cx, { name = "reduce_scatter grad " .. p.name, kind = "reduce_scatter", stream = 1,
+               phase = "bwd", hook = 2, layer = layer, grads_of = { g.full.id }, free_grads = true,
+               drop_persistent = true, outputs = { p.shard_grad.id }, frees = { used },
+               bytes = pbytes(p), world = s.n })
+      if s.opts.offload_optimizer == "cpu" then
+        -- the gradient shard goes to the host buffer and leaves the GPU
+        op(cx, { name = "copy grad shard to host " .. p.name, kind = "d2h", stream = 3,
+                 phase = "bwd", hook = 2, layer = layer, inputs = { p.shard_grad.id },
+                 frees = { p.shard_grad.id }, drop_persistent = true, bytes = p.shard.bytes })
+      end
+    else
+      op(cx, { name = "free gathered " .. p.name, phase = "bwd", hook = 2, layer = layer,
+               frees = { used } })
+    end
+  end
+  s.gathered[layer] = nil
+end
+
+-- Makes the shard of a parameter (called by the model's param constructor when sharding).
+function M.shard(cx, p)
+  local s = cx.dp
+  local o = s.opts
+  local full = pbytes(p)
+  if s.kind == "zero3" and nn.numel(p.shape) < o.stage3_param_persistence_threshold then
+    return false -- small parameters stay whole on every rank
+  end
+  local bytes = (full + s.n - 1) // s.n
+  p.shard = { id = tensor(cx, p.name .. " (shard)", bytes, p.dtype, "param", true,
+                          { param = true }), bytes = bytes }
+  if p.trainable then
+    p.shard_grad = { id = tensor(cx, p.name .. " (shard grad)", bytes, p.dtype, "grad", true),
+                     bytes = bytes, dtype = p.dtype }
+  end
+  return true
+end
+
+-- Before backward is derived: declares the gradient hooks (buckets, reductions) around each
+-- layer's backward.
+function M.before_backward(cx, cfg, params)
+  local s = cx.dp
+  local n, o = s.n, s.opts
+  local trainable = {}
+  for _, p in ipairs(params) do if p.trainable then trainable[#trainable + 1] = p end end
+
+  if s.kind == "ddp" or s.kind == "zero1" then
+    -- buckets in reverse parameter order, allocated at construction; post hooks per bucket
+    local buckets, cur, cap = {}, nil, o.first_bucket_mb * 2^20
+    for i = #trainable, 1, -1 do
+      local p = trainable[i]
+      if not cur or (cur.bytes > 0 and cur.bytes + pbytes(p) > cap) then
+        cur = { bytes = 0, params = {} }
+        buckets[#buckets + 1] = cur
+        if #buckets > 1 then cap = o.bucket_cap_mb * 2^20 end
+      end
+      cur.bytes = cur.bytes + pbytes(p)
+      table.insert(cur.params, p)
+    end
+    for bi, b in ipairs(buckets) do
+      b.id = tensor(cx, ("ddp bucket %d"):format(bi - 1), b.bytes, b.params[1].dtype, "grad", true)
+      op(cx, { name = "DDP bucket " .. (bi - 1), phase = "build", outputs = { b.id } })
+      -- the bucket is complete when its last parameter (lowest layer) is ready
+      local last = b.params[#b.params]
+      local gids = {}
+      for _, p in ipairs(b.params) do gids[#gids + 1] = p.id end
+      op(cx, { name = ("copy grads into bucket %d"):format(bi - 1), kind = "elementwise",
+               phase = "bwd", hook = 2, layer = last.layer or -1, grads_of = gids,
+               inputs = { b.id }, bytes = 2 * b.bytes })
+      op(cx, { name = ("all_reduce bucket %d"):format(bi - 1), kind = "allreduce", stream = 1,
+               phase = "bwd", hook = 2, layer = last.layer or -1, inputs = { b.id },
+               bytes = b.bytes, world = n })
+    end
+    s.buckets = buckets
+    return
+  end
+
+  if s.kind == "zero2" then
+    -- DeepSpeed stage 2 (bf16/fp16 with fp32 master partition)
+    local total = 0
+    for _, p in ipairs(trainable) do total = total + nn.numel(p.shape) end
+    local part = (total + n - 1) // n
+    local dt = trainable[1] and trainable[1].dtype or "bf16"
+    local esz = nn.DT_SIZE[dt]
+    local offload = o.offload_optimizer == "cpu"
+    s.partition_numel = part
+    -- made at initialize(): the fp32 master partition (on the host under offload)
+    if not offload then
+      s.master = tensor(cx, "zero2 fp32 master partition", part * 4, "fp32", "optstate", true)
+      op(cx, { name = "fp32 master partition", phase = "build", outputs = { s.master } })
+    end
+    s.host_bytes = offload and part * (4 + 8 + 4) or 0
+    -- first backward: ipg buffers (reduce_bucket_size elements, two with overlap_comm) and the
+    -- gradient partition
+    local nbuf = o.overlap_comm and 2 or 1
+    local ipg = {}
+    local bucket_elems = math.floor(o.reduce_bucket_size)
+    for i = 1, nbuf do
+      ipg[i] = tensor(cx, "zero2 ipg buffer " .. (i - 1), bucket_elems * esz, dt, "temp", true)
+    end
+    local gpart = tensor(cx, "zero2 gradient partition", part * esz, dt, "grad", true)
+    op(cx, { name = "ipg buffers + gradient partition", phase = "bwd", hook = 1,
+             layer = cx.last_layer, outputs = { ipg[1], ipg[2], gpart }, once = true })
+    -- per layer: copy the layer's gradients into the bucket (dropping .grad), reduce-scatter
+    local by_layer = {}
+    for _, p in ipairs(trainable) do
+      local l = p.layer or -1
+      by_layer[l] = by_layer[l] or {}
+      table.insert(by_layer[l], p)
+    end
+    for l, ps in pairs(by_layer) do
+      local gids, bytes = {}, 0
+      for _, p in ipairs(ps) do gids[#gids + 1] = p.id; bytes = bytes + pbytes(p) end
+      op(cx, { name = ("copy grads of layer %d into the ipg bucket"):format(l), kind = "elementwise",
+               phase = "bwd", hook = 2, layer = l, grads_of = gids, free_grads = true,
+               drop_persistent = true, inputs = { ipg[1] }, bytes = 2 * bytes })
+      op(cx, { name = ("reduce_scatter layer %d gradients"):format(l), kind = "reduce_scatter",
+               stream = 1, phase = "bwd", hook = 2, layer = l, inputs = { ipg[1] },
+               bytes = bytes, world = n })
+      if offload then
+        op(cx, { name = ("copy gradient partition of layer %d to host"):format(l), kind = "d2h",
+                 stream = 3, phase = "bwd", hook = 2, layer = l, inputs = { gpart },
+                 bytes = bytes // n })
+      end
+    end
+    s.ipg, s.gpart, s.offload = ipg, gpart, offload
+    s.zero2 = { part = part, dtype = dt, master = s.master, gpart = gpart, offload = offload }
+  end
+end
+
+-- After backward has been derived: the list of { param = , grad = } the optimizer updates on
+-- this rank (or { zero2 = ... } for DeepSpeed's own partitioned step).
+function M.after_backward(cx, cfg, params)
+  local s = cx.dp
+  local G, n = cx.G, s.n
+  local trainable = {}
+  for _, p in ipairs(params) do if p.trainable then trainable[#trainable + 1] = p end end
+  local upd = {}
+  if s.kind == "ddp" or s.kind == "zero1" then
+    local mine = s.kind == "zero1" and owned_by_rank0(trainable, n) or nil
+    for _, p in ipairs(trainable) do
+      if not mine or mine[p.id] then
+        upd[#upd + 1] = { param = p, grad = G:param_grad(p.id) }
+      end
+    end
+    return upd
+  end
+  if s.kind == "zero2" then
+    upd.zero2 = s.zero2
+    return upd
+  end
+  -- zero3 / fsdp2: the shards are what the optimizer updates
+  if s.opts.offload_optimizer == "cpu" then
+    local part = 0
+    for _, p in ipairs(trainable) do part = part + (p.shard and p.shard.bytes // nn.DT_SIZE[p.dtype] or nn.numel(p.shape)) end
+    s.host_bytes = part * (4 + 8 + 4)
+    upd.offload = { part = part, dtype = trainable[1] and trainable[1].dtype or "bf16" }
+    return upd
+  end
+  for _, p in ipairs(trainable) do
+    if p.shard then
+      upd[#upd + 1] = { param = { id = p.shard.id, shape = { p.shard.bytes // nn.DT_SIZE[p.dtype] },
+                                  dtype = p.dtype, name = p.name .. " (shard)", trainable = true },
+                        grad = p.shard_grad.id }
+    else
+      upd[#upd + 1] = { param = p, grad = G:param_grad(p.id) }
+    end
+  end
+  return upd
+end
+
+-- The optimizer step on the host (ZeRO-Offload): CPU Adam on this rank's partition, the
+-- updated 16-bit partition copied up. The gradients came down during backward.
+function M.offload_step(cx, z)
+  op(cx, { name = "DeepSpeedCPUAdam step (host)", kind = "cpu_adam", phase = "optim", flops = z.part })
+  op(cx, { name = "copy updated partition to device", kind = "h2d", stream = 2, phase = "optim",
+           bytes = z.part * nn.DT_SIZE[z.dtype] })
+end
+
+-- The optimizer step of DeepSpeed ZeRO-2 on this rank's partition.
+function M.zero2_step(cx, z)
+  local G = cx.G
+  local part = z.part
+  do
+    local g32 = G:tensor { name = "fp32 gradient partition", bytes = part * 4, numel = part,
+                           dtype = "fp32", cat = "temp" }
+    op(cx, { name = "gradient partition .float()", kind = "elementwise", phase = "optim",
+             inputs = { z.gpart }, outputs = { g32 }, bytes = part * 6, frees = {} })
+    local m = G:tensor { name = "exp_avg (partition)", bytes = part * 4, numel = part, dtype = "fp32",
+                         cat = "optstate", persistent = true }
+    local v = G:tensor { name = "exp_avg_sq (partition)", bytes = part * 4, numel = part, dtype = "fp32",
+                         cat = "optstate", persistent = true }
+    op(cx, { name = "Adam state (partition)", phase = "optim", outputs = { m, v }, once = true })
+    op(cx, { name = "FusedAdam step (partition)", kind = "elementwise", phase = "optim",
+             inputs = { g32, z.master, m, v }, frees = { g32 }, bytes = part * 4 * 7 })
+    op(cx, { name = "fp32 master -> bf16 partition", kind = "elementwise", phase = "optim",
+             inputs = { z.master }, bytes = part * 6 })
+  end
+  M.zero2_step_gather(cx, z)
+end
+
+-- Every rank gathers the updated 16-bit parameters from the partitions' owners.
+function M.zero2_step_gather(cx, z)
+  op(cx, { name = "all_gather updated parameters", kind = "allgather", stream = 1, phase = "optim",
+           bytes = z.part * nn.DT_SIZE[z.dtype] * cx.dp.n, world = cx.dp.n })
+end
+
+-- After the optimizer: what the strategy sends. ZeRO-1 broadcasts the updated parameters.
+function M.after_step(cx)
+  local s = cx.dp
+  if s.kind == "zero1" then
+    local total = 0
+    for _, b in ipairs(s.buckets) do total = total + b.bytes end
+    op(cx, { name = "broadcast updated parameters", kind = "broadcast", stream = 1, phase = "optim",
+             bytes = total, world = s.n })
+  end
+end
+
+-- DeepSpeed's own model-state estimators (deepspeed.runtime.zero.stage_1_and_2 /
+-- stage3 estimate_zero*_model_states_mem_needs), for comparison in the report.
+function M.deepspeed_estimate(stage, total_params, largest_layer_params, gpus_per_node, nodes,
+                              cpu_offload, cpu_offload_params)
+  local total_gpus = gpus_per_node * nodes
+  if stage == 2 then
+    if cpu_offload then return 2 * total_params end
+    return 4 * total_params + math.floor(16 * total_params / total_gpus)
+  elseif stage == 3 then
+    local largest = 4 * largest_layer_params
+    if cpu_offload then
+      if cpu_offload_params then return largest end
+      return largest + math.floor(2 * total_params / total_gpus)
+    end
+    return largest + math.floor(18 * total_params / total_gpus)
+  end
+  return nil
+end
+
+return M
