@@ -7,6 +7,8 @@
  *   - every input under tests/fuzz/regressions is handled without breaking an invariant.
  * Run from the repository root (make test does). */
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +22,7 @@
 #include <cmocka.h>
 
 #include "alloc.h"
+#include "cmds.h"
 #include "replay.h"
 
 #define MiB VR_MIB
@@ -522,6 +525,54 @@ static void test_truncated_gzip(void **s)
     remove(path);
 }
 
+/* ---- the command line: exit statuses (DESIGN.md) ---- */
+
+static int run_cmd(int argc, char **argv)
+{
+    fflush(stdout);
+    fflush(stderr);
+    int out = dup(1), errfd = dup(2);
+    int devnull = open("/dev/null", O_WRONLY);
+    assert_true(out >= 0 && errfd >= 0 && devnull >= 0);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    int rc = cmd_replay(argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(out, 1);
+    dup2(errfd, 2);
+    close(out);
+    close(errfd);
+    close(devnull);
+    return rc;
+}
+
+static void test_cli_exit_status(void **s)
+{
+    (void)s;
+    char *ok[] = {"replay", TRACES "fulltrace_pub-c04.csv.gz", "--json"};
+    assert_int_equal(run_cmd(3, ok), 0);
+    char *help[] = {"replay", "--help"};
+    assert_int_equal(run_cmd(2, help), 0);
+    char *oom[] = {"replay", TRACES "fulltrace_pub-c05.csv.gz", "--capacity", "10600MiB"};
+    assert_int_equal(run_cmd(4, oom), 3);
+    char *fits[] = {"replay", TRACES "fulltrace_pub-c05.csv.gz", "--capacity", "11600MiB"};
+    assert_int_equal(run_cmd(4, fits), 0);
+    char *missing[] = {"replay", "no/such/trace.csv"};
+    assert_int_equal(run_cmd(2, missing), 2);
+    char *badconf[] = {"replay", TRACES "fulltrace_pub-c04.csv.gz", "--alloc-conf", "nope:1"};
+    assert_int_equal(run_cmd(4, badconf), 2);
+    char *badcap[] = {"replay", TRACES "fulltrace_pub-c04.csv.gz", "--capacity", "lots"};
+    assert_int_equal(run_cmd(4, badcap), 2);
+    char *badopt[] = {"replay", TRACES "fulltrace_pub-c04.csv.gz", "--frobnicate"};
+    assert_int_equal(run_cmd(3, badopt), 2);
+    char *none[] = {"replay"};
+    assert_int_equal(run_cmd(1, none), 2);
+    char *gc[] = {"replay", TRACES "fulltrace_pub-c04.csv.gz", "--alloc-conf",
+                  "garbage_collection_threshold:0.5"};
+    assert_int_equal(run_cmd(4, gc), 2); /* needs --capacity */
+}
+
 /* ---- fuzz regressions ---- */
 
 static void test_fuzz_regressions(void **s)
@@ -586,6 +637,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_cut),
         cmocka_unit_test(test_bad_traces),
         cmocka_unit_test(test_truncated_gzip),
+        cmocka_unit_test(test_cli_exit_status),
         cmocka_unit_test(test_fuzz_regressions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
