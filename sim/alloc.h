@@ -191,7 +191,8 @@ VrStatus alloc_inject_block(Alloc *a, uint64_t addr, uint64_t size, uint64_t byt
  * VR_ENOMEM on host failure. A no-op for the ideal allocator. */
 VrStatus alloc_inject_segment(Alloc *a, uint64_t base, uint64_t size, int stream, bool small);
 
-/* Cheap current/peak readers (the same numbers as alloc_stats), bytes. */
+/* Cheap readers of current values (the same numbers as alloc_stats, which also walks the free
+ * sets for largest_free_block): allocated and reserved bytes, retries. */
 uint64_t alloc_allocated_bytes(const Alloc *a);
 uint64_t alloc_reserved_bytes(const Alloc *a);
 uint64_t alloc_num_alloc_retries(const Alloc *a); /* count */
