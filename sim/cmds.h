@@ -7,6 +7,7 @@ int cmd_run(int argc, char **argv);      /* vrsim SCENARIO [options]      (sim/c
 int cmd_validate(int argc, char **argv); /* vrsim validate [FILE ...]     (sim/cmd_validate.c) */
 int cmd_replay(int argc, char **argv);   /* vrsim replay TRACE [options]  (sim/cmd_replay.c) */
 int cmd_sweep(int argc, char **argv);    /* vrsim sweep SCENARIO --set k=a,b (sim/cmd_sweep.c) */
+int cmd_maxbatch(int argc, char **argv); /* vrsim maxbatch SCENARIO      (sim/cmd_maxbatch.c) */
 
 
 #endif

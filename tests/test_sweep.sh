@@ -84,5 +84,28 @@ run help sweep --help;                                   expect "sweep --help" 0
 grep -q 'SLURM_ARRAY_TASK_ID' "$TMP/help.out" && grep -q 'parallel' "$TMP/help.out" \
   && ok "sweep --help documents Slurm arrays and GNU parallel" || fail "sweep --help lacks Slurm/parallel"
 
+# ---- maxbatch --------------------------------------------------------------------------------
+CAP="--set capacity_gib=6"
+run maxbatch maxbatch $SCN $SMALL $CAP
+expect "maxbatch on a 6 GiB card" 0
+ans=$(sed -n 's/^answer: micro_batch = \([0-9]*\) fits.*/\1/p' "$TMP/maxbatch.out")
+if [ -n "$ans" ]; then
+  run mb_at $SCN $SMALL $CAP --no-files --set micro_batch="$ans"
+  a=$RC
+  run mb_above $SCN $SMALL $CAP --no-files --set micro_batch=$((ans + 1))
+  [ "$a" = 0 ] && [ "$RC" = 3 ] && ok "maxbatch: $ans fits and $((ans + 1)) does not (vrsim SCENARIO agrees)" \
+    || fail "maxbatch: answer $ans, but vrsim SCENARIO exits $a at it and $RC above it"
+  probes=$(grep -c '^ *[0-9][0-9]*  [0-9]' "$TMP/maxbatch.out")
+  [ "$probes" -le 16 ] && ok "maxbatch: $probes probes (doubling then bisection)" || fail "maxbatch: $probes probes"
+else
+  fail "maxbatch: no answer line" "$(cat "$TMP/maxbatch.out" "$TMP/maxbatch.err")"
+fi
+run mb_none maxbatch $SCN $SMALL --set capacity_gib=2;   expect "maxbatch when even 1 does not fit" 3
+run mb_field maxbatch $SCN --field heads;                 expect "maxbatch --field heads" 2
+run mb_set maxbatch $SCN --set micro_batch=2;             expect "maxbatch with the searched field set" 2
+run mb_max maxbatch $SCN $SMALL --max 4
+grep -q 'answer: micro_batch = 4 fits.*--max 4 reached' "$TMP/mb_max.out" && ok "maxbatch --max 4: stops at 4 and says so" \
+  || fail "maxbatch --max 4" "$(cat "$TMP/mb_max.out")"
+
 echo "test_sweep: $PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]
