@@ -356,6 +356,63 @@ static void test_oom_caching_small_capacity(void **state) {
     graph_free(g);
 }
 
+/* Checkpointing trades memory for a recompute. The chain (all fp32 bytes, 512-aligned):
+ *   w (1024, trainable) -f0-> x0 (2048) -f1-> a (4096) -f2-> b (4096) -f3-> loss (512)
+ * each op saving its input. Without a region, step 0 goes: build 1024; forward x0 3072, a 7168,
+ * b 11264, loss 11776 (forward peak); seed 12288, loss freed 11776; f3.backward grad b 15872
+ * (peak); then down.
+ * With f1, f2 in region 1 the forward drops a after f2 (only the region input x0 stays saved):
+ * forward peak 11264 at b; loss 7680; seed 8192 -> 7680; grad b 11776 -> 7168 after f3.backward;
+ * recompute of f1: a' 11264; f2.backward grad a 15360 (peak) -> 7168; f1.backward 9216. */
+static Graph *build_chain(bool checkpoint) {
+    Graph *g;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int w = tensor(g, "w", 1024, CAT_PARAM, true, true);
+    int x0 = tensor(g, "x0", 2048, CAT_ACTIVATION, true, false);
+    int a = tensor(g, "a", 4096, CAT_ACTIVATION, true, false);
+    int b = tensor(g, "b", 4096, CAT_ACTIVATION, true, false);
+    int loss = tensor(g, "loss", 512, CAT_ACTIVATION, true, false);
+    op(g, (OpArgs){.name = "f0", .phase = PH_FWD, .in = {w}, .nin = 1, .out = {x0}, .nout = 1});
+    int f1 = op(g, (OpArgs){.name = "f1", .phase = PH_FWD, .in = {x0}, .nin = 1, .out = {a},
+                            .nout = 1, .saves = {x0}, .nsaves = 1, .frees = {x0}, .nfrees = 1});
+    int f2 = op(g, (OpArgs){.name = "f2", .phase = PH_FWD, .in = {a}, .nin = 1, .out = {b},
+                            .nout = 1, .saves = {a}, .nsaves = 1, .frees = {a}, .nfrees = 1});
+    op(g, (OpArgs){.name = "f3", .phase = PH_FWD, .in = {b}, .nin = 1, .out = {loss}, .nout = 1,
+                   .saves = {b}, .nsaves = 1, .frees = {b}, .nfrees = 1});
+    if (checkpoint) {
+        graph_op(g, f1)->region = 1;
+        graph_op(g, f2)->region = 1;
+    }
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    return g;
+}
+
+static void test_checkpointing_lowers_peak(void **state) {
+    (void)state;
+    AllocConfig ac = ideal(0);
+    Graph *g = build_chain(false);
+    SimResult *r = run(g, 2, &ac, NULL);
+    assert_int_equal(r->steps[0].fwd_peak_allocated, 11776);
+    assert_int_equal(r->steps[0].peak_allocated, 15872);
+    assert_int_equal(r->steps[0].end_allocated, 2048); /* w + .grad */
+    engine_result_free(r);
+    graph_free(g);
+
+    g = build_chain(true);
+    r = run(g, 2, &ac, NULL);
+    assert_int_equal(r->steps[0].fwd_peak_allocated, 11264);
+    assert_int_equal(r->steps[0].peak_allocated, 15360);
+    assert_int_equal(r->steps[0].end_allocated, 2048);
+    /* step 1 keeps .grad (no zero_grad): everything 1024 higher */
+    assert_int_equal(r->steps[1].peak_allocated, 15360 + 1024);
+    int recompute_ops = 0;
+    for (int i = 0; i < graph_num_ops(g); i++)
+        recompute_ops += graph_op_c(g, i)->phase == PH_RECOMPUTE;
+    assert_int_equal(recompute_ops, 1);
+    engine_result_free(r);
+    graph_free(g);
+}
+
 static void test_steps_must_be_positive(void **state) {
     (void)state;
     Fwd f = build_forward();
@@ -409,6 +466,7 @@ int main(void) {
         cmocka_unit_test(test_once_and_zero_grad),
         cmocka_unit_test(test_oom_in_second_step),
         cmocka_unit_test(test_oom_caching_small_capacity),
+        cmocka_unit_test(test_checkpointing_lowers_peak),
         cmocka_unit_test(test_steps_must_be_positive),
         cmocka_unit_test(test_view_keeps_base_alive),
     };

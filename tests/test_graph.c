@@ -353,6 +353,54 @@ static void test_frozen_branch_has_no_backward(void **state) {
     assert_true(contains(r->frees, r->n_frees, fz));
 }
 
+/* Non-reentrant checkpointing: f1 and f2 form region 1. Only the region's input x0 stays saved;
+ * the first backward op of the region (f2's) is preceded by a recompute of f1, the last region
+ * op whose output a region op saves (f2 saves a); f2 itself is not re-run (early stop). */
+static void test_checkpoint_region_recomputes(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 1024);
+    int x0 = add_act(g, "x0", 2048, true), a = add_act(g, "a", 4096, true);
+    int b = add_act(g, "b", 4096, true), loss = add_act(g, "loss", 512, true);
+    int f0 = add_fwd(g, "f0", (int[]){w}, 1, x0, NULL, 0, NULL);
+    int f1 = add_fwd(g, "f1", (int[]){x0}, 1, a, (int[]){x0}, 1, NULL);
+    int f2 = add_fwd(g, "f2", (int[]){a}, 1, b, (int[]){a}, 1, NULL);
+    int f3 = add_fwd(g, "f3", (int[]){b}, 1, loss, (int[]){b}, 1, NULL);
+    graph_op(g, f1)->region = 1;
+    graph_op(g, f2)->region = 1;
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+
+    int rc = -1, n_rc = 0;
+    for (int i = 0; i < graph_num_ops(g); i++)
+        if (graph_op_c(g, i)->phase == PH_RECOMPUTE) { rc = i; n_rc++; }
+    assert_int_equal(n_rc, 1); /* f1 only: nothing saves f2's output inside the region */
+    const Op *r = graph_op_c(g, rc);
+    assert_int_equal(r->fwd_op, f1);
+    assert_int_equal(r->n_inputs, 1);
+    assert_int_equal(r->inputs[0], x0); /* the region input, kept from forward */
+    assert_int_equal(r->n_outputs, 1);
+    int a2 = r->outputs[0];
+    assert_true(a2 != a);
+    assert_int_equal(graph_tensor_c(g, a2)->bytes, 4096);
+    assert_non_null(strstr(graph_tensor_c(g, a2)->name, "recomputed"));
+    /* order: f3's backward, the recompute, then f2's and f1's backward */
+    int b3 = backward_of(g, f3), b2 = backward_of(g, f2), b1 = backward_of(g, f1);
+    assert_true(b3 < rc && rc < b2 && b2 < b1);
+    /* f2's backward uses and releases the recomputed copy, never the forward's a */
+    const Op *o2 = graph_op_c(g, b2);
+    assert_true(contains(o2->inputs, o2->n_inputs, a2));
+    assert_true(contains(o2->frees, o2->n_frees, a2));
+    assert_false(contains(o2->inputs, o2->n_inputs, a));
+    /* f1's backward uses the region input itself */
+    const Op *o1 = graph_op_c(g, b1);
+    assert_true(contains(o1->inputs, o1->n_inputs, x0));
+    /* nothing in backward holds the forward's a: only f2's forward drops it */
+    for (int i = 0; i < graph_num_ops(g); i++) {
+        const Op *o = graph_op_c(g, i);
+        if (i != f2) assert_false(contains(o->frees, o->n_frees, a));
+    }
+    assert_true(backward_of(g, f0) > b1);
+}
+
 static void test_bad_indices_are_einval(void **state) {
     Graph *g = *state;
     int p = add_param(g, "w", 1024), y = add_act(g, "y", 1024, true);
@@ -457,6 +505,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_param_grad_is_stolen, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_pass_allocates_nothing, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_frozen_branch_has_no_backward, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_checkpoint_region_recomputes, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_bad_indices_are_einval, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_loss_without_grad_is_einval, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_views_and_names, setup_graph, teardown_graph),
