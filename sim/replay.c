@@ -915,31 +915,49 @@ VrStatus trace_parse(const char *name, const char *data, size_t len, Trace **out
     return reader_end(&r, st, out);
 }
 
-#define CHUNK ((size_t)1 << 20)          /* bytes read at a time */
+#define CHUNK ((size_t)1 << 20)          /* bytes read at a time from a file */
 #define MAX_LINE ((size_t)64 << 20)      /* longest CSV line accepted */
 
-/* Reads from f into buf[*n..cap), growing buf. Returns bytes read (0 at the end) or -1 with err. */
-static long read_more(gzFile f, const char *path, char **buf, size_t *n, size_t *cap, char *err,
-                      size_t errlen, VrStatus *st)
+/* Where trace bytes come from: a gzip (or plain) file, or memory handed over in chunks. */
+typedef struct Source {
+    const char *name;     /* for messages */
+    gzFile f;             /* file, or NULL for memory */
+    const char *mem;      /* memory source */
+    size_t memlen, mempos;
+    size_t chunk;         /* bytes per read */
+} Source;
+
+/* Reads up to src->chunk more bytes into buf[*n..], growing buf. Returns bytes read (0 at the
+ * end) or -1 with err and *st set. */
+static long read_more(Source *src, char **buf, size_t *n, size_t *cap, char *err, size_t errlen,
+                      VrStatus *st)
 {
-    if (*cap - *n < CHUNK) {
-        size_t ncap = *cap ? *cap : CHUNK;
-        while (ncap - *n < CHUNK)
+    if (*cap - *n < src->chunk) {
+        size_t ncap = *cap ? *cap : src->chunk;
+        while (ncap - *n < src->chunk)
             ncap *= 2;
         char *nb = realloc(*buf, ncap);
         if (!nb) {
-            snprintf(err, errlen, "%s: out of host memory", path);
+            snprintf(err, errlen, "%s: out of host memory", src->name);
             *st = VR_ENOMEM;
             return -1;
         }
         *buf = nb;
         *cap = ncap;
     }
-    int got = gzread(f, *buf + *n, (unsigned)CHUNK);
+    if (!src->f) {
+        size_t k = src->memlen - src->mempos < src->chunk ? src->memlen - src->mempos : src->chunk;
+        if (k)
+            memcpy(*buf + *n, src->mem + src->mempos, k);
+        src->mempos += k;
+        *n += k;
+        return (long)k;
+    }
+    int got = gzread(src->f, *buf + *n, (unsigned)src->chunk);
     int errnum = Z_OK;
-    const char *msg = gzerror(f, &errnum);
+    const char *msg = gzerror(src->f, &errnum);
     if (got < 0 || (errnum != Z_OK && errnum != Z_STREAM_END)) {
-        snprintf(err, errlen, "%s: %s%s", path,
+        snprintf(err, errlen, "%s: %s%s", src->name,
                  errnum == Z_BUF_ERROR ? "truncated gzip file: " : "cannot read: ", msg);
         *st = VR_EIO;
         return -1;
@@ -948,42 +966,45 @@ static long read_more(gzFile f, const char *path, char **buf, size_t *n, size_t 
     return got;
 }
 
-VrStatus trace_load(const char *path, Trace **out, char *err, size_t errlen)
+/* Reads a whole trace from src: JSON is read whole and parsed; CSV is parsed as it streams in,
+ * keeping only the unfinished last line in memory. */
+static VrStatus load_source(Source *src, Trace **out, char *err, size_t errlen)
 {
     *out = NULL;
-    gzFile f = gzopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open", path);
-        return VR_EIO;
-    }
-    gzbuffer(f, 1 << 17);
     char *buf = NULL;
     size_t n = 0, cap = 0;
     uint64_t total = 0;
     VrStatus st = VR_OK;
-    long got = read_more(f, path, &buf, &n, &cap, err, errlen, &st);
-    if (got < 0)
-        goto out;
-    total = (uint64_t)got;
+    long got;
+    /* read until the first non-blank byte decides the format */
+    for (;;) {
+        got = read_more(src, &buf, &n, &cap, err, errlen, &st);
+        if (got < 0)
+            goto out;
+        total += (uint64_t)got;
+        size_t i = 0;
+        while (i < n && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r'))
+            i++;
+        if (i < n || got == 0 || total > MAX_LINE)
+            break;
+    }
     if (looks_json(buf, n)) {
-        /* JSON: read it whole */
-        while ((got = read_more(f, path, &buf, &n, &cap, err, errlen, &st)) > 0) {
+        while (got > 0 && (got = read_more(src, &buf, &n, &cap, err, errlen, &st)) > 0) {
             total += (uint64_t)got;
             if (total > MAX_TRACE_BYTES) {
-                snprintf(err, errlen, "%s: trace larger than 4 GiB", path);
+                snprintf(err, errlen, "%s: trace larger than 4 GiB", src->name);
                 st = VR_EINVAL;
                 goto out;
             }
         }
         if (got < 0)
             goto out;
-        st = trace_parse(path, buf, n, out, err, errlen);
+        st = trace_parse(src->name, buf, n, out, err, errlen);
         goto out;
     }
-    /* CSV: parse as it streams in, keeping only the unfinished last line */
     Reader r;
-    if ((st = reader_begin(&r, path, err, errlen)) != VR_OK) {
-        snprintf(err, errlen, "%s: out of host memory", path);
+    if ((st = reader_begin(&r, src->name, err, errlen)) != VR_OK) {
+        snprintf(err, errlen, "%s: out of host memory", src->name);
         goto out;
     }
     for (;;) {
@@ -998,7 +1019,7 @@ VrStatus trace_load(const char *path, Trace **out, char *err, size_t errlen)
             st = fail(&r, r.lineno + 1, "line longer than 64 MiB");
             break;
         }
-        if ((got = read_more(f, path, &buf, &n, &cap, err, errlen, &st)) < 0)
+        if ((got = read_more(src, &buf, &n, &cap, err, errlen, &st)) < 0)
             break;
         total += (uint64_t)got;
         if (total > MAX_TRACE_BYTES) {
@@ -1009,8 +1030,31 @@ VrStatus trace_load(const char *path, Trace **out, char *err, size_t errlen)
     st = reader_end(&r, st, out);
 out:
     free(buf);
+    return st;
+}
+
+VrStatus trace_load(const char *path, Trace **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    gzFile f = gzopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open", path);
+        return VR_EIO;
+    }
+    gzbuffer(f, 1 << 17);
+    Source src = {path, f, NULL, 0, 0, CHUNK};
+    VrStatus st = load_source(&src, out, err, errlen);
     gzclose(f);
     return st;
+}
+
+VrStatus trace_parse_chunked(const char *name, const char *data, size_t len, size_t chunk,
+                             Trace **out, char *err, size_t errlen)
+{
+    if (chunk == 0)
+        chunk = 1;
+    Source src = {name ? name : "trace", NULL, data, len, 0, chunk};
+    return load_source(&src, out, err, errlen);
 }
 
 /* ---- replay ---- */

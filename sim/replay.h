@@ -109,6 +109,11 @@ VrStatus trace_load(const char *path, Trace **out /* OUT */, char *err, size_t e
 VrStatus trace_parse(const char *name, const char *data, size_t len, Trace **out /* OUT */,
                      char *err, size_t errlen);
 
+/* trace_parse through the streaming reader of trace_load, fed `chunk` bytes at a time (for
+ * tests and the fuzzer: it must give the same trace, or the same error, as trace_parse). */
+VrStatus trace_parse_chunked(const char *name, const char *data, size_t len, size_t chunk,
+                             Trace **out /* OUT */, char *err, size_t errlen);
+
 void trace_free(Trace *t); /* NULL is a no-op */
 
 typedef struct ReplayResult {

@@ -487,6 +487,42 @@ static void test_bad_traces(void **s)
     assert_non_null(strstr(err, "mem.csv:2:"));
 }
 
+/* The streaming reader (trace_load's), fed a few bytes at a time, reads what trace_parse reads. */
+static void test_chunked_reader(void **s)
+{
+    (void)s;
+    gzFile f = gzopen(TRACES "fulltrace_pub-c04.csv.gz", "rb");
+    assert_non_null(f);
+    size_t cap = 1 << 20, n = 0;
+    char *buf = malloc(cap);
+    int got;
+    while ((got = gzread(f, buf + n, (unsigned)(cap - n))) > 0) {
+        n += (size_t)got;
+        if (n == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    gzclose(f);
+    Trace *a = NULL, *b = NULL;
+    char err[512];
+    assert_int_equal(trace_parse("x", buf, n, &a, err, sizeof err), VR_OK);
+    const size_t chunks[] = {1, 7, 100, 4096};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(trace_parse_chunked("x", buf, n, chunks[i], &b, err, sizeof err), VR_OK);
+        assert_int_equal(a->n, b->n);
+        assert_memory_equal(a->ev, b->ev, a->n * sizeof *a->ev);
+        assert_int_equal(a->nmeasured, b->nmeasured);
+        trace_free(b);
+    }
+    /* cut mid-line: the same error either way */
+    char err2[512];
+    assert_int_equal(trace_parse("x", buf, n - 3, &b, err, sizeof err), VR_EINVAL);
+    assert_int_equal(trace_parse_chunked("x", buf, n - 3, 5, &b, err2, sizeof err2), VR_EINVAL);
+    assert_string_equal(err, err2);
+    assert_non_null(strstr(err, "truncated"));
+    trace_free(a);
+    free(buf);
+}
+
 static void test_truncated_gzip(void **s)
 {
     (void)s;
@@ -636,6 +672,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_json),
         cmocka_unit_test(test_snapshot_cut),
         cmocka_unit_test(test_bad_traces),
+        cmocka_unit_test(test_chunked_reader),
         cmocka_unit_test(test_truncated_gzip),
         cmocka_unit_test(test_cli_exit_status),
         cmocka_unit_test(test_fuzz_regressions),
