@@ -16,6 +16,7 @@ static void usage(FILE *f) {
         "  vrsim replay TRACE.csv[.gz]          replay a real PyTorch allocator trace\n"
         "  vrsim sweep SCENARIO --set k=a,b ...  the cross product of settings, in parallel\n"
         "  vrsim maxbatch SCENARIO [--field F]   the largest micro-batch (seq, resolution) that fits\n"
+        "  vrsim shop SCENARIO --tokens N        each catalog GPU: fits?, job hours and cost\n"
         "\n"
         "Each command has --help. Exit status: 0 ok/fits, 3 does not fit, 2 bad input, 1 internal.\n");
 }
@@ -32,5 +33,6 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
     if (strcmp(cmd, "sweep") == 0) return cmd_sweep(argc - 1, argv + 1);
     if (strcmp(cmd, "maxbatch") == 0) return cmd_maxbatch(argc - 1, argv + 1);
+    if (strcmp(cmd, "shop") == 0) return cmd_shop(argc - 1, argv + 1);
     return cmd_run(argc - 1, argv + 1);
 }

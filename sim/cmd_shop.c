@@ -1,0 +1,353 @@
+/* cmd_shop.c: `vrsim shop SCENARIO --tokens N (or --images N) [--gpus 1,2,4,8]`: for each GPU
+ * of the catalog (lua/hw/gpus.lua) and each count, whether the scenario fits, its step time, and
+ * what a training job of N tokens (images) would take in hours and cost in dollars at the
+ * on-demand prices of lua/hw/prices.lua; sorted by cost.
+ *
+ *   steps      = N / (tokens per step per GPU x GPUs)
+ *   job hours  = steps x step time / 3600
+ *   cost       = job hours x GPUs x USD per GPU-hour
+ *
+ * The catalog and the prices are Lua data that only the sandboxed scenario loader reads (the
+ * core never includes lua.h). So this file asks the loader through tiny generated scenarios
+ * whose title carries the answer: one lists the catalog's keys, one per GPU reads its price.
+ * Each is a one-layer toy model (a few milliseconds). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmds.h"
+#include "engine.h"
+#include "report.h"
+#include "scenario.h"
+
+#define GIB(x) ((double)(x) / 1073741824.0)
+#define MAX_GPUS 64
+#define MAX_COUNTS 16
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: vrsim shop SCENARIO.lua (--tokens N | --images N) [--gpus 1,2,4,8] [options]\n"
+        "\n"
+        "For every GPU in the catalog (lua/hw/gpus.lua): does the scenario fit, its step time,\n"
+        "and the hours and dollars a training job of N tokens (or images) takes at the on-demand\n"
+        "price per GPU-hour in lua/hw/prices.lua, cheapest first.\n"
+        "  job hours = N / (tokens per step per GPU x GPUs) x step time;  cost = hours x GPUs x price\n"
+        "Prices carry a date and a source and go stale fast: check lua/hw/prices.lua first.\n"
+        "\n"
+        "options:\n"
+        "  --tokens N       tokens in the whole job (language models); 1e9 and 2.5e10 work\n"
+        "  --images N       images (samples) in the whole job\n"
+        "  --gpus LIST      GPU counts to consider (default 1). Only 1 is simulated for now:\n"
+        "                   counts above 1 need data parallelism in the simulator\n"
+        "  --only LIST      catalog names to consider (default: all), e.g. rtx4090,a100_80g\n"
+        "  --set KEY=VALUE  as for vrsim SCENARIO (not gpu=: shop sets it)\n"
+        "  --unsafe         let the scenario use io/os\n"
+        "\n"
+        "examples:\n"
+        "  vrsim shop scenarios/llama7b_h200.lua --tokens 1e9\n"
+        "  vrsim shop scenarios/llama7b_h200.lua --tokens 2e8 --set precision=lora_bf16\n"
+        "\n"
+        "exit status: 0 (whether or not anything fits), 2 bad usage or scenario, 1 internal\n");
+}
+
+typedef struct Row {
+    char gpu[64];              /* catalog key */
+    char name[128];            /* marketing name */
+    int count;
+    bool error, fits, priced;
+    char err[256];
+    double peak_res, capacity; /* bytes */
+    double step_ms;
+    double per_step;           /* tokens (or images) per step per GPU */
+    double hours, usd;         /* the job */
+    double price;              /* USD per GPU-hour */
+    char price_note[200];      /* confidence, provider, date */
+} Row;
+
+/* A tiny model: enough for the loader to accept the generated scenario, a few ms to build. */
+#define TOY "model = { size = '7b-l1', hidden = 64, intermediate = 128, heads = 1, kv_heads = 1, " \
+            "vocab = 128 }, training = { seq = 8, steps = 1 }"
+
+/* Loads generated source src and copies the plan's title (the answer) into out. */
+static VrStatus ask(const char *src, char *out, size_t n, char *err, size_t errlen) {
+    ScenarioOptions opts = {0};
+    Plan *p = NULL;
+    VrStatus st = scenario_load_source("(vrsim shop catalog)", src, NULL, &opts, &p, err, errlen);
+    if (!st) snprintf(out, n, "%s", p->title);
+    plan_free(p);
+    return st;
+}
+
+/* Fills keys with the catalog's GPU names, sorted. Returns how many, or -1 with err. */
+static int catalog(char keys[][64], int max, char *err, size_t errlen) {
+    int n = 0, total = -1;
+    while (n < max) {
+        char src[1024], title[256];
+        snprintf(src, sizeof src,
+                 "local g = require 'hw.gpus'\n"
+                 "local ks = {}\n"
+                 "for k in pairs(g) do ks[#ks + 1] = k end\n"
+                 "table.sort(ks)\n"
+                 "local out, len = {}, 0\n"
+                 "for i = %d, #ks do\n"
+                 "  if len + #ks[i] + 1 > 200 then break end\n"
+                 "  out[#out + 1] = ks[i]; len = len + #ks[i] + 1\n"
+                 "end\n"
+                 "return { title = #ks .. ':' .. table.concat(out, ','), hardware = { gpu = ks[1] }, "
+                 TOY " }\n", n + 1);
+        if (ask(src, title, sizeof title, err, errlen)) return -1;
+        char *colon = strchr(title, ':');
+        if (!colon) { snprintf(err, errlen, "cannot read the GPU catalog"); return -1; }
+        total = atoi(title);
+        int got = 0;
+        for (char *k = strtok(colon + 1, ","); k && n < max; k = strtok(NULL, ",")) {
+            snprintf(keys[n++], 64, "%s", k);
+            got++;
+        }
+        if (n >= total || got == 0) break;
+    }
+    return n;
+}
+
+/* Reads the price of catalog GPU key into r (r->priced false when prices.lua has none). */
+static VrStatus price_of(const char *key, Row *r, char *err, size_t errlen) {
+    char src[1024], title[256];
+    for (const char *c = key; *c; c++)
+        if (!(*c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'))) {
+            snprintf(err, errlen, "catalog name '%s' is not an identifier", key);
+            return VR_EINVAL;
+        }
+    snprintf(src, sizeof src,
+             "local p = require 'hw.prices'\n"
+             "local e = p['%s']\n"
+             "local t = 'none'\n"
+             "if type(e) == 'table' and type(e.usd_per_gpu_hour) == 'number' then\n"
+             "  t = string.format('%%.6f|%%s, %%s, %%s', e.usd_per_gpu_hour, tostring(e.confidence),\n"
+             "                    tostring(e.provider), tostring(e.date))\n"
+             "end\n"
+             "return { title = t:sub(1, 250), hardware = { gpu = '%s' }, " TOY " }\n", key, key);
+    VrStatus st = ask(src, title, sizeof title, err, errlen);
+    if (st) return st;
+    r->priced = false;
+    if (strcmp(title, "none") == 0) return VR_OK;
+    char *bar = strchr(title, '|');
+    if (!bar) return VR_OK;
+    r->price = strtod(title, NULL);
+    r->priced = r->price > 0;
+    snprintf(r->price_note, sizeof r->price_note, "%s", bar + 1);
+    return VR_OK;
+}
+
+/* Simulates the scenario on GPU r->gpu (count 1) and fills r. */
+static void simulate(const char *path, const char **sets, int n_sets, bool unsafe, bool images,
+                     double job, Row *r) {
+    char gset[96];
+    snprintf(gset, sizeof gset, "gpu=%s", r->gpu);
+    sets[n_sets] = gset;
+    ScenarioOptions opts = {.sets = sets, .n_sets = n_sets + 1, .unsafe = unsafe};
+    char err[1024];
+    Plan *plan = NULL;
+    SimResult *res = NULL;
+    VrStatus st = scenario_load(path, &opts, &plan, err, sizeof err);
+    if (!st) {
+        EngineConfig ec = {.steps = plan->steps, .cublas_handles = 2, .dev = &plan->dev,
+                           .record_timeline = false};
+        st = engine_run(plan->graph, &ec, &plan->alloc, &res, err, sizeof err);
+        if (st == VR_ENOMEM) snprintf(err, sizeof err, "out of host memory");
+    }
+    if (st) {
+        r->error = true;
+        snprintf(r->err, sizeof r->err, "%.250s", err);
+    } else {
+        const StepResult *s = report_step(res);
+        snprintf(r->name, sizeof r->name, "%s", plan->dev.name);
+        r->fits = report_fits(res);
+        r->capacity = (double)plan->alloc.capacity;
+        r->per_step = images ? plan->samples_per_step : plan->tokens_per_step;
+        if (s) {
+            r->peak_res = (double)s->peak_reserved;
+            r->step_ms = s->time_ns / 1e6;
+        }
+        if (r->fits && r->per_step > 0 && r->step_ms > 0) {
+            double steps = job / (r->per_step * r->count);
+            r->hours = steps * r->step_ms / 1e3 / 3600.0;
+            if (r->priced) r->usd = r->hours * r->count * r->price;
+        }
+    }
+    engine_result_free(res);
+    plan_free(plan);
+}
+
+/* Fitting and priced rows first, by cost; then fitting unpriced by hours; then the rest. */
+static int rank(const Row *r) {
+    if (r->error) return 4;
+    if (!r->fits) return 3;
+    if (r->per_step <= 0 || r->step_ms <= 0) return 2;
+    return r->priced ? 0 : 1;
+}
+
+static int cmp_rows(const void *a, const void *b) {
+    const Row *x = a, *y = b;
+    int rx = rank(x), ry = rank(y);
+    if (rx != ry) return rx - ry;
+    double kx = rx == 0 ? x->usd : rx == 1 ? x->hours : 0;
+    double ky = ry == 0 ? y->usd : ry == 1 ? y->hours : 0;
+    if (kx != ky) return kx < ky ? -1 : 1;
+    int c = strcmp(x->gpu, y->gpu);
+    return c ? c : x->count - y->count;
+}
+
+static bool in_list(const char *list, const char *key) {
+    if (!list) return true;
+    size_t n = strlen(key);
+    for (const char *s = list; *s;) {
+        const char *e = strchr(s, ',');
+        size_t l = e ? (size_t)(e - s) : strlen(s);
+        if (l == n && strncmp(s, key, n) == 0) return true;
+        if (!e) break;
+        s = e + 1;
+    }
+    return false;
+}
+
+static void fmt_hours(char *b, size_t n, double h) {
+    if (h < 1) snprintf(b, n, "%.0f min", h * 60);
+    else if (h < 48) snprintf(b, n, "%.1f h", h);
+    else snprintf(b, n, "%.1f days", h / 24);
+}
+
+int cmd_shop(int argc, char **argv) {
+    const char *path = NULL, *only = NULL, *gpus_arg = "1";
+    double job = 0;
+    bool images = false, unsafe = false;
+    const char **sets = calloc((size_t)argc + 2, sizeof(char *));
+    int n_sets = 0, rc = VR_EXIT_USAGE;
+    Row *rows = NULL;
+    if (!sets) return VR_EXIT_INTERNAL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); free(sets); return 0; }
+        if (strcmp(a, "--unsafe") == 0) { unsafe = true; continue; }
+        if (strncmp(a, "--set=", 6) == 0) { sets[n_sets++] = a + 6; continue; }
+        if (strcmp(a, "--set") == 0 || strcmp(a, "--tokens") == 0 || strcmp(a, "--images") == 0 ||
+            strcmp(a, "--gpus") == 0 || strcmp(a, "--only") == 0) {
+            if (!val) { fprintf(stderr, "vrsim shop: %s needs a value\n", a); goto out; }
+            i++;
+            if (strcmp(a, "--set") == 0) {
+                if (strncmp(val, "gpu=", 4) == 0 || strncmp(val, "hardware.gpu=", 13) == 0) {
+                    fprintf(stderr, "vrsim shop: --set %s: shop tries every GPU (use --only)\n", val);
+                    goto out;
+                }
+                sets[n_sets++] = val;
+            } else if (strcmp(a, "--gpus") == 0) {
+                gpus_arg = val;
+            } else if (strcmp(a, "--only") == 0) {
+                only = val;
+            } else {
+                char *end;
+                errno = 0;
+                job = strtod(val, &end);
+                if (*end || errno || !(job > 0)) {
+                    fprintf(stderr, "vrsim shop: %s %s: expected a positive number\n", a, val);
+                    goto out;
+                }
+                images = a[2] == 'i';
+            }
+            continue;
+        }
+        if (a[0] == '-') { fprintf(stderr, "vrsim shop: unknown option %s (vrsim shop --help)\n", a); goto out; }
+        if (path) { fprintf(stderr, "vrsim shop: one scenario at a time\n"); goto out; }
+        path = a;
+    }
+    if (!path) { usage(stderr); goto out; }
+    if (!(job > 0)) { fprintf(stderr, "vrsim shop: give the job's size: --tokens N or --images N\n"); goto out; }
+    int counts[MAX_COUNTS], n_counts = 0;
+    bool multi_asked = false;
+    for (const char *s = gpus_arg; *s;) {
+        char *end;
+        long c = strtol(s, &end, 10);
+        if (end == s || c < 1 || c > 4096 || (*end && *end != ',') || n_counts == MAX_COUNTS) {
+            fprintf(stderr, "vrsim shop: --gpus %s: expected counts like 1,2,4,8\n", gpus_arg);
+            goto out;
+        }
+        if (c == 1) counts[n_counts++] = 1;
+        else multi_asked = true;
+        s = *end ? end + 1 : end;
+    }
+    if (n_counts == 0) counts[n_counts++] = 1;
+
+    char err[1024];
+    char keys[MAX_GPUS][64];
+    int nk = catalog(keys, MAX_GPUS, err, sizeof err);
+    if (nk < 0) { fprintf(stderr, "vrsim shop: %s\n", err); rc = VR_EXIT_INTERNAL; goto out; }
+    rows = calloc((size_t)(nk * n_counts) + 1, sizeof(Row));
+    if (!rows) { rc = VR_EXIT_INTERNAL; goto out; }
+    /* the scenario must load as given (with its own GPU) */
+    {
+        ScenarioOptions opts = {.sets = sets, .n_sets = n_sets, .unsafe = unsafe};
+        Plan *p = NULL;
+        VrStatus st = scenario_load(path, &opts, &p, err, sizeof err);
+        bool lm = st == VR_OK && p->tokens_per_step > 0;
+        plan_free(p);
+        if (st) { fprintf(stderr, "vrsim shop: %s\n", err); rc = st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE; goto out; }
+        if (!images && !lm) {
+            fprintf(stderr, "vrsim shop: %s is not a language model (no tokens per step): use --images\n", path);
+            goto out;
+        }
+    }
+    int n = 0;
+    for (int i = 0; i < nk; i++) {
+        if (!in_list(only, keys[i])) continue;
+        for (int c = 0; c < n_counts; c++) {
+            Row *r = &rows[n++];
+            snprintf(r->gpu, sizeof r->gpu, "%s", keys[i]);
+            r->count = counts[c];
+            if (price_of(keys[i], r, err, sizeof err)) {
+                r->error = true;
+                snprintf(r->err, sizeof r->err, "price: %.240s", err);
+                continue;
+            }
+            simulate(path, sets, n_sets, unsafe, images, job, r);
+        }
+    }
+    if (n == 0) { fprintf(stderr, "vrsim shop: --only %s names no catalog GPU\n", only); goto out; }
+    qsort(rows, (size_t)n, sizeof(Row), cmp_rows);
+
+    char name[256];
+    snprintf(name, sizeof name, "%s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
+    if (strlen(name) > 4 && strcmp(name + strlen(name) - 4, ".lua") == 0) name[strlen(name) - 4] = 0;
+    printf("vrsim shop: %s, a job of %.4g %s\n\n", name, job, images ? "images" : "tokens");
+    printf("  %-10s %4s  %-5s %9s %8s %10s %12s %10s %9s  %s\n", "gpu", "n", "fits", "resvd GiB",
+           "of GiB", "step ms", images ? "images/s" : "tokens/s", "job", "cost $", "price ($/GPU-h; confidence, provider, date)");
+    for (int i = 0; i < n; i++) {
+        const Row *r = &rows[i];
+        printf("  %-10s %4d  ", r->gpu, r->count);
+        if (r->error) { printf("error: %s\n", r->err); continue; }
+        printf("%-5s %9.2f %8.2f", r->fits ? "yes" : "NO", GIB(r->peak_res), GIB(r->capacity));
+        if (r->fits && r->step_ms > 0) {
+            char h[32];
+            fmt_hours(h, sizeof h, r->hours);
+            printf(" %10.1f %12.0f %10s", r->step_ms, r->per_step * r->count / (r->step_ms / 1e3), h);
+            if (r->priced) printf(" %9.2f", r->usd);
+            else printf(" %9s", "-");
+        } else {
+            printf(" %10s %12s %10s %9s", "-", "-", "-", "-");
+        }
+        if (r->priced) printf("  %.3f; %s\n", r->price, r->price_note);
+        else printf("  no price in lua/hw/prices.lua\n");
+    }
+    printf("\n  step times are the roofline model's (uncalibrated unless lua/hw/calibrated/ has the GPU);\n"
+           "  prices are on-demand list prices from lua/hw/prices.lua with the dates shown: check them\n");
+    if (multi_asked)
+        printf("  only 1 GPU per job was simulated: counts above 1 need data parallelism, which the\n"
+               "  simulator does not model yet (--gpus is kept for when it does)\n");
+    else
+        printf("  1 GPU per job (multi-GPU counts need data parallelism, not modelled yet)\n");
+    rc = VR_EXIT_OK;
+out:
+    free(rows);
+    free(sets);
+    return rc;
+}
