@@ -98,6 +98,7 @@ int cmd_run(int argc, char **argv) {
         return st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
     }
     EngineConfig ec = {.steps = plan->steps, .cublas_handles = 2, .dev = &plan->dev,
+                       .cost = plan->cost, .host_op_ns = plan->host_op_ns,
                        .record_timeline = files};
     SimResult *res = NULL;
     st = engine_run(plan->graph, &ec, &plan->alloc, &res, err, sizeof err);

@@ -132,7 +132,8 @@ static int validate_record(const cJSON *rec, const char *file, int line, const O
         (*skipped)++;
         return 0;
     }
-    EngineConfig ec = {.steps = plan->steps, .cublas_handles = 2, .dev = &plan->dev};
+    EngineConfig ec = {.steps = plan->steps, .cublas_handles = 2, .dev = &plan->dev,
+                       .cost = plan->cost, .host_op_ns = plan->host_op_ns};
     SimResult *res = NULL;
     if (engine_run(plan->graph, &ec, &plan->alloc, &res, err, sizeof err)) {
         if (!o->json) printf("  %-24s skipped: %s\n", cfg, err);

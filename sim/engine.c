@@ -12,6 +12,8 @@
  * lasts device_op_ns. */
 #include "engine.h"
 
+#include "cost.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,7 @@ typedef struct Run {
     double stream_ns[STREAM_COUNT]; /* each stream is free from this time */
     double *ready_ns;           /* per storage: when its producer finished */
     double busy_ns[STREAM_COUNT];   /* this step: time each stream was busy */
+    double host_ns;             /* the host thread has issued everything up to this time */
     /* stop point for the second pass that collects the live set at the peak */
     int stop_step;
     long stop_seq;
@@ -192,9 +195,12 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
         if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
     }
     /* time: the op starts when its stream is free and its inputs are ready */
-    double dur = r->cfg->dev ? device_op_ns(r->cfg->dev, op) : 0.0;
+    double dur = r->cfg->cost ? cost_op_ns(r->cfg->cost, op)
+               : r->cfg->dev ? device_op_ns(r->cfg->dev, op) : 0.0;
     int sid = op->stream;
-    double start = r->stream_ns[sid];
+    /* the host thread issues ops one after another; a kernel cannot start before its launch */
+    if (strcmp(op->kind, "none") != 0) r->host_ns += r->cfg->host_op_ns;
+    double start = r->stream_ns[sid] > r->host_ns ? r->stream_ns[sid] : r->host_ns;
     for (int k = 0; k < op->n_inputs; k++) {
         double rd = r->ready_ns[r->storage[op->inputs[k]]];
         if (rd > start) start = rd;
@@ -208,6 +214,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     if (dur > 0) r->stream_ns[sid] = end;
     for (int k = 0; k < op->n_outputs; k++) r->ready_ns[r->storage[op->outputs[k]]] = end;
     if (end > r->clock_ns) r->clock_ns = end;
+    if (r->host_ns > r->clock_ns) r->clock_ns = r->host_ns;
     r->busy_ns[sid] += dur;
     if (sr) sr->phase_ns[op->phase] += dur;
     if (r->cfg->record_timeline && r->stop_step < 0 && op->phase != PH_BUILD && dur > 0) {
@@ -306,6 +313,7 @@ static VrStatus simulate(Run *r) {
         r->alloc_seq = 0;
         double t0 = r->clock_ns;
         for (int k = 0; k < STREAM_COUNT; k++) r->stream_ns[k] = t0, r->busy_ns[k] = 0;
+        r->host_ns = t0;
         Phase prev = PH_FWD;
         for (int i = 0; i < n_ops; i++) {
             const Op *op = graph_op_c(g, i);

@@ -25,6 +25,8 @@ typedef struct EngineConfig {
     int cublas_handles;        /* cuBLAS workspaces created lazily: 1st at the first forward GEMM,
                                   2nd at the first backward allocation (autograd's thread) */
     const DeviceSpec *dev;     /* borrowed */
+    const struct CostModel *cost; /* borrowed; NULL: the device's roofline without a profile */
+    double host_op_ns;         /* CPU time PyTorch spends dispatching one op (host thread) */
     bool record_timeline;      /* keep memory samples and op spans for trace/CSV outputs */
     int stop_at_step;          /* >= 0: stop collecting the live set at this step's peak */
 } EngineConfig;

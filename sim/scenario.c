@@ -1,6 +1,8 @@
 /* scenario.c: Plan ownership and locating the Lua library; the Lua side is sim/bind/bind.c. */
 #include "scenario.h"
 
+#include "cost.h"
+
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 void plan_free(Plan *p) {
     if (!p) return;
     graph_free(p->graph);
+    cost_free(p->cost);
     free(p);
 }
 

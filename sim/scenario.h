@@ -13,8 +13,13 @@
 #include "device.h"
 #include "graph.h"
 
+struct CostModel;
+
 typedef struct Plan {
     Graph *graph;              /* owned */
+    struct CostModel *cost;    /* owned; NULL when the GPU has no calibrated profile */
+    double host_op_ns;         /* CPU dispatch time per op (from the profile, else 0) */
+    char profile[160];         /* where the op costs come from, for reports */
     DeviceSpec dev;
     AllocConfig alloc;
     int steps;                 /* steps to simulate */

@@ -73,14 +73,20 @@ function M.build(cx, cfg, params, updates)
     end
     local n = nn.numel
     if impl == "foreach" then
-      op(cx, { name = "adamw.foreach_update", frees = {}, bytes = 7 * total,
-               flops = 0 })
+      -- the in-place _foreach_ calls before the sqrt, bytes read + written: mul_(params) 2P,
+      -- lerp_(exp_avgs, grads) 3P, mul_(exp_avg_sqs) 2P, addcmul_(exp_avg_sqs, grads, grads) 3P
+      op(cx, { name = "adamw._foreach_mul_(params)", frees = {}, bytes = 2 * total })
+      op(cx, { name = "adamw._foreach_lerp_(exp_avgs)", frees = {}, bytes = 3 * total })
+      op(cx, { name = "adamw._foreach_mul_(exp_avg_sqs)", frees = {}, bytes = 2 * total })
+      op(cx, { name = "adamw._foreach_addcmul_(exp_avg_sqs)", frees = {}, bytes = 3 * total })
       local sq = {}
       for i, p in ipairs(trainable) do
         sq[i] = G:tensor { name = p.name .. ".exp_avg_sq_sqrt", bytes = nn.bytes(p.shape, p.dtype),
                            numel = n(p.shape), dtype = p.dtype, cat = "temp" }
       end
       op(cx, { name = "adamw._foreach_sqrt", outputs = sq, frees = {}, bytes = 2 * total })
+      op(cx, { name = "adamw._foreach_div_(bias_correction2_sqrt)", frees = {}, bytes = 2 * total })
+      op(cx, { name = "adamw._foreach_add_(eps)", frees = {}, bytes = 2 * total })
       local rev = {}
       for i = #sq, 1, -1 do rev[#rev + 1] = sq[i] end
       op(cx, { name = "adamw._foreach_addcdiv_", inputs = sq, frees = rev, bytes = 4 * total })
@@ -88,17 +94,20 @@ function M.build(cx, cfg, params, updates)
       local prev = nil
       for _, p in ipairs(trainable) do
         local b = nn.bytes(p.shape, p.dtype)
-        op(cx, { name = "adamw.update " .. p.name, frees = {}, bytes = 7 * b })
+        -- mul_ 2P, lerp_ 3P, mul_ 2P, addcmul_ 3P; then sqrt 2P, div 2P, add_ 2P, addcdiv_ 4P
+        op(cx, { name = "adamw.update " .. p.name, frees = {}, bytes = 10 * b })
         local s = G:tensor { name = p.name .. ".sqrt", bytes = b, numel = n(p.shape), dtype = p.dtype, cat = "temp" }
         local d = G:tensor { name = p.name .. ".denom", bytes = b, numel = n(p.shape), dtype = p.dtype, cat = "temp" }
         op(cx, { name = "adamw.sqrt " .. p.name, outputs = { s }, frees = {}, bytes = 2 * b })
         op(cx, { name = "adamw.div " .. p.name, inputs = { s }, outputs = { d },
                  frees = prev and { s, prev } or { s }, bytes = 2 * b })
+        op(cx, { name = "adamw.add_(eps) " .. p.name, inputs = { d }, frees = {}, bytes = 2 * b })
         op(cx, { name = "adamw.addcdiv_ " .. p.name, inputs = { d }, frees = {}, bytes = 4 * b })
         prev = d
       end
       if prev then op(cx, { name = "adamw.step returns", kind = "none", frees = { prev } }) end
     elseif impl == "fused" then
+      -- one pass: read param, grad, exp_avg, exp_avg_sq; write param, exp_avg, exp_avg_sq
       op(cx, { name = "adamw._fused_adamw_", frees = {}, bytes = 7 * total })
     else
       error("optimizer_impl must be foreach, forloop or fused", 0)

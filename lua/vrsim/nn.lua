@@ -181,7 +181,9 @@ function nn.linear(cx, name, x, w, out_dtype)
   return nn.op(cx, { name = name, kind = "mm", inputs = { x, w },
                      outs = { { name, shape, out_dtype or x.dtype } },
                      saves = saves, grads = { { dtype = x.dtype, view = true }, wg },
-                     grad_order = { 2, 1 }, flops = flops, bwd_flops = 2 * flops,
+                     grad_order = { 2, 1 }, flops = flops,
+                     -- one GEMM per input that needs a gradient
+                     bwd_flops = flops * ((x.rg and 1 or 0) + (w.rg and 1 or 0)),
                      dtype = out_dtype or x.dtype })
 end
 

@@ -314,7 +314,15 @@ local function device_of(cfg, ctx)
     local s = closest(cfg.hardware.host, keys(hosts))
     error(("unknown host '%s'%s"):format(cfg.hardware.host, s and ("; did you mean '" .. s .. "'?") or ""), 0)
   end
+  -- a profile measured on this GPU by sim/calib (make calibrate), when there is one
+  local okp, prof = pcall(require, "hw.calibrated." .. name)
+  if okp and type(prof) == "table" then
+    prof.source = prof.source or ("lua/hw/calibrated/" .. name .. ".lua")
+  else
+    prof = nil
+  end
   return {
+    profile = prof,
     world = n, coll_bw = coll_bw, coll_latency_ns = coll_lat, interconnect = ic,
     host_bw = pl.bw_bytes_per_s, host_latency_ns = pl.latency_s * 1e9,
     cpu_adam_rate = (hosts.cpu_adam and hosts.cpu_adam.params_per_s or 0) / math.max(1, math.min(n, 8)),

@@ -23,6 +23,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../cost.h"
 #include "../scenario.h"
 
 #define DEFAULT_INSTRUCTIONS 400000000L
@@ -553,6 +554,67 @@ static void read_device(lua_State *L, int t, DeviceSpec *d) {
     lua_pop(L, 1);
 }
 
+/* Appends the points of profile list `key` to pts: size from size_fn, rate in units/s. */
+typedef enum { PT_GEMM, PT_MEM } PointKind;
+static int read_points(lua_State *L, int prof, const char *key, PointKind kind, CostPoint *pts,
+                       int n, int cap, DType only, bool by_dtype) {
+    lua_getfield(L, prof, key);
+    if (lua_istable(L, -1)) {
+        int len = (int)luaL_len(L, -1);
+        for (int i = 1; i <= len && n < cap; i++) {
+            lua_geti(L, -1, i);
+            int e = lua_gettop(L);
+            if (lua_istable(L, e)) {
+                char dt[16] = "";
+                field_str(L, e, "dtype", dt, sizeof dt);
+                DType d;
+                bool ok = true;
+                if (by_dtype) ok = dtype_parse(dt, &d) == VR_OK && d == only;
+                if (ok && kind == PT_GEMM) {
+                    double m = field_num(L, e, "m", 0), nn = field_num(L, e, "n", 0),
+                           k = field_num(L, e, "k", 0), b = field_num(L, e, "batch", 1),
+                           tf = field_num(L, e, "tflops", 0);
+                    if (m > 0 && nn > 0 && k > 0 && tf > 0)
+                        pts[n++] = (CostPoint){2 * m * nn * k * b, tf * 1e12};
+                } else if (ok && kind == PT_MEM) {
+                    double ms = field_num(L, e, "ms", 0), gbps = field_num(L, e, "gbps", 0);
+                    if (ms > 0 && gbps > 0) pts[n++] = (CostPoint){gbps * 1e9 * ms * 1e-3, gbps * 1e9};
+                }
+            }
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+    return n;
+}
+
+/* Builds the plan's cost model from device.profile (a calibrated profile table), if any. */
+static void read_profile(lua_State *L, int dev, Plan *p) {
+    lua_getfield(L, dev, "profile");
+    if (!lua_istable(L, -1)) { lua_pop(L, 1); return; }
+    int prof = lua_gettop(L);
+    enum { CAP = 512 };
+    CostPoint *buf = lua_newuserdatauv(L, sizeof(CostPoint) * CAP * (DT_COUNT + 1), 0);
+    const CostPoint *gemm[DT_COUNT];
+    int n_gemm[DT_COUNT];
+    for (int d = 0; d < DT_COUNT; d++) {
+        CostPoint *pts = buf + (size_t)d * CAP;
+        int n = read_points(L, prof, "gemm", PT_GEMM, pts, 0, CAP, (DType)d, true);
+        n = read_points(L, prof, "bgemm", PT_GEMM, pts, n, CAP, (DType)d, true);
+        gemm[d] = pts;
+        n_gemm[d] = n;
+    }
+    CostPoint *mem = buf + (size_t)DT_COUNT * CAP;
+    int n_mem = read_points(L, prof, "copy", PT_MEM, mem, 0, CAP, DT_FP32, false);
+    n_mem = read_points(L, prof, "elementwise", PT_MEM, mem, n_mem, CAP, DT_FP32, false);
+    if (cost_new(&p->dev, gemm, n_gemm, mem, n_mem, &p->cost))
+        luaL_error(L, "the calibrated profile of %s has a bad point", p->dev.key);
+    double host_us = field_num(L, prof, "host_op_us", field_num(L, prof, "launch_us", 0));
+    p->host_op_ns = host_us * 1e3;
+    field_str(L, prof, "source", p->profile, sizeof p->profile);
+    lua_settop(L, prof - 1);
+}
+
 static void read_alloc(lua_State *L, int t, AllocConfig *a) {
     char conf[512], kind[16];
     alloc_config_default(a);
@@ -615,6 +677,7 @@ static int load_protected(lua_State *L) {
     p->samples_per_step = field_num(L, pt, "samples_per_step", 0);
     lua_getfield(L, pt, "device");
     read_device(L, lua_gettop(L), &p->dev);
+    read_profile(L, lua_gettop(L), p);
     lua_pop(L, 1);
     lua_getfield(L, pt, "allocator");
     read_alloc(L, lua_gettop(L), &p->alloc);

@@ -1,0 +1,131 @@
+/* cost.c: calibrated op costs (see cost.h). Curves are piecewise linear in log(size), built once
+ * per plan with gsl_interp and evaluated with an accelerator per curve. */
+#include "cost.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_interp.h>
+#include <gsl/gsl_errno.h>
+
+typedef struct Curve {
+    int n;
+    double *x, *y;          /* log(size), rate */
+    gsl_interp *interp;     /* NULL when n < 2 */
+} Curve;
+
+struct CostModel {
+    DeviceSpec dev;
+    Curve gemm[DT_COUNT];
+    Curve mem;
+};
+
+static int cmp_point(const void *a, const void *b) {
+    const CostPoint *x = a, *y = b;
+    return (x->size > y->size) - (x->size < y->size);
+}
+
+/* Sorts, merges equal sizes (mean rate) and builds the interpolation. */
+static VrStatus curve_init(Curve *c, const CostPoint *pts, int n) {
+    memset(c, 0, sizeof *c);
+    if (n <= 0) return VR_OK;
+    CostPoint *s = malloc(sizeof *s * (size_t)n);
+    c->x = malloc(sizeof(double) * (size_t)n);
+    c->y = malloc(sizeof(double) * (size_t)n);
+    if (!s || !c->x || !c->y) { free(s); return VR_ENOMEM; }
+    memcpy(s, pts, sizeof *s * (size_t)n);
+    for (int i = 0; i < n; i++)
+        if (!(s[i].size > 0) || !(s[i].rate > 0)) { free(s); return VR_EINVAL; }
+    qsort(s, (size_t)n, sizeof *s, cmp_point);
+    int m = 0;
+    for (int i = 0; i < n;) {
+        int j = i;
+        double sum = 0;
+        while (j < n && s[j].size == s[i].size) sum += s[j++].rate;
+        c->x[m] = log(s[i].size);
+        c->y[m] = sum / (j - i);
+        m++;
+        i = j;
+    }
+    free(s);
+    c->n = m;
+    if (m >= 2) {
+        c->interp = gsl_interp_alloc(gsl_interp_linear, (size_t)m);
+        if (!c->interp) return VR_ENOMEM;
+        if (gsl_interp_init(c->interp, c->x, c->y, (size_t)m) != GSL_SUCCESS) return VR_EINVAL;
+    }
+    return VR_OK;
+}
+
+static void curve_free(Curve *c) {
+    if (c->interp) gsl_interp_free(c->interp);
+    free(c->x);
+    free(c->y);
+}
+
+/* Rate at size, clamped to the measured range; 0 if the curve is empty. */
+static double curve_eval(const Curve *c, double size) {
+    if (c->n == 0 || !(size > 0)) return 0;
+    if (c->n == 1) return c->y[0];
+    double x = log(size);
+    /* below the smallest measured problem the time stays that problem's: latency-bound */
+    if (x <= c->x[0]) return c->y[0] * size / exp(c->x[0]);
+    if (x >= c->x[c->n - 1]) return c->y[c->n - 1];
+    double y;
+    if (gsl_interp_eval_e(c->interp, c->x, c->y, x, NULL, &y) != GSL_SUCCESS) return c->y[0];
+    return y;
+}
+
+VrStatus cost_new(const DeviceSpec *dev, const CostPoint *const gemm[DT_COUNT],
+                  const int n_gemm[DT_COUNT], const CostPoint *mem, int n_mem, CostModel **out) {
+    *out = NULL;
+    CostModel *c = calloc(1, sizeof *c);
+    if (!c) return VR_ENOMEM;
+    c->dev = *dev;
+    VrStatus st = VR_OK;
+    for (int d = 0; d < DT_COUNT && !st; d++) st = curve_init(&c->gemm[d], gemm[d], n_gemm[d]);
+    if (!st) st = curve_init(&c->mem, mem, n_mem);
+    if (st) { cost_free(c); return st; }
+    *out = c;
+    return VR_OK;
+}
+
+void cost_free(CostModel *c) {
+    if (!c) return;
+    for (int d = 0; d < DT_COUNT; d++) curve_free(&c->gemm[d]);
+    curve_free(&c->mem);
+    free(c);
+}
+
+double cost_gemm_rate(const CostModel *c, DType d, double flops) {
+    double r = curve_eval(&c->gemm[d], flops);
+    if (r > 0) return r;
+    double peak = c->dev.peak_flops[d] > 0 ? c->dev.peak_flops[d] : c->dev.peak_flops[DT_FP32];
+    return peak * (c->dev.eff_compute > 0 ? c->dev.eff_compute : 1);
+}
+
+double cost_mem_rate(const CostModel *c, double bytes) {
+    double r = curve_eval(&c->mem, bytes);
+    if (r > 0) return r;
+    return c->dev.mem_bw * (c->dev.eff_memory > 0 ? c->dev.eff_memory : 1);
+}
+
+double cost_op_ns(const CostModel *c, const Op *op) {
+    if (op->kind && strcmp(op->kind, "none") == 0) return 0.0;
+    if (op->stream != 0 || (op->kind && strcmp(op->kind, "cpu_adam") == 0))
+        return device_op_ns(&c->dev, op);
+    double t_c = 0;
+    if (op->flops > 0) {
+        bool gemm = op->kind && (strcmp(op->kind, "mm") == 0 || strcmp(op->kind, "attention") == 0);
+        /* a backward GEMM op runs two GEMMs (input and weight gradients) of half its FLOPs */
+        int parts = gemm && op->phase == PH_BWD ? 2 : 1;
+        double f = op->flops / parts;
+        double rate = gemm ? cost_gemm_rate(c, op->compute_dtype, f)
+                           : c->dev.peak_flops[DT_FP32] * (c->dev.eff_compute > 0 ? c->dev.eff_compute : 1);
+        if (rate > 0) t_c = parts * f / rate;
+    }
+    double bw = cost_mem_rate(c, op->bytes_moved);
+    double t_m = bw > 0 ? op->bytes_moved / bw : 0;
+    return (t_c > t_m ? t_c : t_m) * 1e9;
+}

@@ -1,0 +1,41 @@
+/* cost.h: op time from a calibrated profile of the GPU (lua/hw/calibrated/<gpu>.lua).
+ *
+ * A CostModel turns measured points into efficiency curves, interpolated with GSL over the log of
+ * the problem size: GEMM throughput per dtype against FLOPs, and streaming bandwidth against
+ * bytes moved. Op time = roofline max(flops / (peak * e_c(flops)), bytes / (bw * e_m(bytes))),
+ * where e_c and e_m come from the curves (clamped at their ends), plus nothing else: launch and
+ * dispatch cost is the host's (engine). Without a profile the device's stated efficiencies are
+ * used (device_op_ns). */
+#ifndef VR_COST_H
+#define VR_COST_H
+
+#include "device.h"
+#include "graph.h"
+
+typedef struct CostModel CostModel;
+
+/* One measured point: a problem size (FLOPs for GEMMs, bytes moved for streaming) and what the
+ * GPU reached (FLOP/s or bytes/s). */
+typedef struct CostPoint {
+    double size;
+    double rate;
+} CostPoint;
+
+/* Builds the model from points: gemm[d] for each compute dtype d (may be empty), mem for
+ * streaming kernels. Points need not be sorted; equal sizes are averaged. The caller owns *out.
+ * VR_EINVAL when a curve has a non-positive size or rate. */
+VrStatus cost_new(const DeviceSpec *dev, const CostPoint *const gemm[DT_COUNT],
+                  const int n_gemm[DT_COUNT], const CostPoint *mem, int n_mem,
+                  CostModel **out /* OUT */);
+void cost_free(CostModel *c); /* NULL is a no-op */
+
+/* Device time of op in ns (0 for ops of kind "none"); collectives and copies go to
+ * device_op_ns's link model. */
+double cost_op_ns(const CostModel *c, const Op *op);
+
+/* The GEMM rate the curve gives at `flops` for dtype d (FLOP/s), for reports and tests. */
+double cost_gemm_rate(const CostModel *c, DType d, double flops);
+/* The streaming bandwidth at `bytes` (bytes/s). */
+double cost_mem_rate(const CostModel *c, double bytes);
+
+#endif
