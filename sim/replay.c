@@ -231,7 +231,13 @@ static VrStatus push_event(Reader *r, TraceAction a, uint64_t addr, uint64_t siz
     Trace *t = r->t;
     if (grow((void **)&t->ev, &t->cap, t->n + 1, sizeof *t->ev) != VR_OK)
         return oom_msg(r);
-    t->ev[t->n++] = (TraceEvent){addr, size, line, stream, (uint8_t)a, 0};
+    TraceEvent *e = &t->ev[t->n++];
+    memset(e, 0, sizeof *e); /* padding too: traces compare with memcmp in tests */
+    e->addr = addr;
+    e->size = size;
+    e->line = line;
+    e->stream = stream;
+    e->action = (uint8_t)a;
     return VR_OK;
 }
 
@@ -240,7 +246,12 @@ static VrStatus push_pre(Reader *r, uint64_t addr, uint64_t size, uint32_t strea
     Trace *t = r->t;
     if (grow((void **)&t->pre, &r->cappre, t->npre + 1, sizeof *t->pre) != VR_OK)
         return oom_msg(r);
-    t->pre[t->npre++] = (TraceBlock){addr, size, 0, stream, line};
+    TraceBlock *b = &t->pre[t->npre++];
+    memset(b, 0, sizeof *b);
+    b->addr = addr;
+    b->size = size;
+    b->stream = stream;
+    b->line = line;
     return VR_OK;
 }
 
