@@ -5,7 +5,7 @@
  * Inputs are random (never zeros). Bandwidth figures are in GB/s (1e9 bytes per second).
  *
  *   vrsim-calibrate [-o FILE] [--gpu ID] [--only LIST] [--skip LIST] [--quick]
- *   sections: info gemm gemm_lt gemm_single bgemm copy elementwise reduce softmax attn host malloc launch
+ *   sections: info gemm gemm_lt gemm_single gemm_sustained bgemm copy elementwise reduce softmax attn host malloc launch
  *             peer nccl
  *
  * The output is a plain Lua data table (see lua/hw/calibrated/README.md for the fields).
@@ -104,7 +104,7 @@ static void sb_printf(sbuf *s, const char *fmt, ...)
 
 /* ------------------------------------------------------------------ options */
 
-static const char *ALL_SECTIONS[] = {"info", "gemm", "gemm_lt", "gemm_single", "bgemm", "copy", "elementwise",
+static const char *ALL_SECTIONS[] = {"info", "gemm", "gemm_lt", "gemm_single", "gemm_sustained", "bgemm", "copy", "elementwise",
                                      "reduce", "softmax", "attn", "host", "malloc", "launch",
                                      "peer", "nccl", NULL};
 static char g_only[512] = "";
@@ -393,6 +393,37 @@ static void read_driver_version(void)
             fclose(f);
         }
     }
+}
+
+/* SM clock (MHz) and board power (W) of GPU `idx` through NVML, or -1 where unknown */
+typedef int (*nvml_init_t)(void);
+typedef int (*nvml_handle_t)(unsigned, void **);
+typedef int (*nvml_clock_t)(void *, int, unsigned *);
+typedef int (*nvml_power_t)(void *, unsigned *);
+static nvml_handle_t g_nvml_handle;
+static nvml_clock_t g_nvml_clock;
+static nvml_power_t g_nvml_power;
+
+static void nvml_open(void)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!h) return;
+    nvml_init_t init = (nvml_init_t)dlsym(h, "nvmlInit_v2");
+    if (!init || init() != 0) return;
+    g_nvml_handle = (nvml_handle_t)dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    g_nvml_clock = (nvml_clock_t)dlsym(h, "nvmlDeviceGetClockInfo");
+    g_nvml_power = (nvml_power_t)dlsym(h, "nvmlDeviceGetPowerUsage");
+}
+
+static void nvml_read(unsigned idx, int *mhz, double *watts)
+{
+    void *dev = NULL;
+    unsigned v = 0;
+    *mhz = -1;
+    *watts = -1;
+    if (!g_nvml_handle || g_nvml_handle(idx, &dev) != 0) return;
+    if (g_nvml_clock && g_nvml_clock(dev, 1 /* NVML_CLOCK_SM */, &v) == 0) *mhz = (int)v;
+    if (g_nvml_power && g_nvml_power(dev, &v) == 0) *watts = v / 1000.0;
 }
 
 /* ------------------------------------------------------------------ GEMM */
@@ -726,6 +757,77 @@ static int sec_gemm_single(sbuf *out)
                       DT_NAME[dt], g.m, g.n, g.k, ms, tf);
             printf("single   %-4s nn  %6d %6d %6d %10.4f ms %8.1f TFLOP/s\n", DT_NAME[dt], g.m, g.n,
                    g.k, ms, tf);
+        }
+    }
+    sb_printf(out, "  },\n");
+    cudaFree(g.A); cudaFree(g.B); cudaFree(g.C); cudaFree(g.ws);
+    cublasDestroy(g.h);
+    return 0;
+}
+
+/* The same reference shapes under sustained load: each shape runs back to back for about
+ * 400 ms (clocks and power settle at the board's limit, as in a long training run), then a
+ * batch of about 200 ms is timed; SM clock and power are read right after it. */
+static int sec_gemm_sustained(sbuf *out)
+{
+    static const int R[][3] = {{2048, 2048, 2048},  {4096, 4096, 4096},  {8192, 8192, 8192},
+                               {8192, 4096, 4096},  {8192, 11008, 4096}, {8192, 4096, 11008},
+                               {16384, 32000, 4096}, {2048, 4096, 4096}, {4096, 5120, 5120},
+                               {8192, 13824, 5120}};
+    const int NR = sizeof R / sizeof R[0];
+    size_t maxA = (size_t)16384 * 11008, maxB = (size_t)11008 * 32000, maxC = (size_t)16384 * 32000;
+    gemm_ctx g;
+    memset(&g, 0, sizeof g);
+    CKB(cublasCreate(&g.h));
+    g.ws_bytes = 32u << 20;
+    CK(cudaMalloc(&g.ws, g.ws_bytes));
+    CKB(cublasSetWorkspace(g.h, g.ws, g.ws_bytes));
+    CK(cudaMalloc(&g.A, maxA * 2));
+    CK(cudaMalloc(&g.B, maxB * 2));
+    CK(cudaMalloc(&g.C, maxC * 2));
+    timer t;
+    if (timer_init(&t)) return -1;
+    nvml_open();
+    sb_printf(out, "  gemm_sustained = {  -- cuBLAS, nn, after ~400 ms of the same GEMM back to back; sm_mhz, watts read after\n");
+    int dts[] = {3, 2};
+    for (int di = 0; di < 2; di++) {
+        int dt = dts[di];
+        if (fill_random(g.A, maxA * 2, dt == 3 ? 1 : 2, 41)) return -1;
+        if (fill_random(g.B, maxB * 2, dt == 3 ? 1 : 2, 42)) return -1;
+        CK(cudaDeviceSynchronize());
+        for (int i = 0; i < NR; i++) {
+            g.dtype = dt;
+            memcpy(g.op, "nn", 3);
+            g.m = R[i][0]; g.n = R[i][1]; g.k = R[i][2]; g.batch = 1;
+            /* one timed call gives the per-call time for sizing the loops */
+            CK(cudaEventRecord(t.e0, t.st));
+            if (gemm_run(&g, t.st)) return -1;
+            CK(cudaEventRecord(t.e1, t.st));
+            CK(cudaEventSynchronize(t.e1));
+            float one;
+            CK(cudaEventElapsedTime(&one, t.e0, t.e1));
+            if (one <= 0) one = 0.01f;
+            int warm = (int)(400.0 / one) + 1, timed = (int)(200.0 / one) + 1;
+            if (g_quick) { warm /= 10; timed /= 10; if (timed < 1) timed = 1; }
+            for (int r = 0; r < warm; r++)
+                if (gemm_run(&g, t.st)) return -1;
+            CK(cudaEventRecord(t.e0, t.st));
+            for (int r = 0; r < timed; r++)
+                if (gemm_run(&g, t.st)) return -1;
+            CK(cudaEventRecord(t.e1, t.st));
+            CK(cudaEventSynchronize(t.e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, t.e0, t.e1));
+            int mhz;
+            double watts;
+            nvml_read(0, &mhz, &watts);
+            double per = ms / timed;
+            double tf = 2.0 * g.m * g.n * (double)g.k / (per * 1e-3) / 1e12;
+            sb_printf(out, "    {dtype=\"%s\", op=\"nn\", m=%d, n=%d, k=%d, ms=%.5f, tflops=%.2f, sm_mhz=%d, watts=%.0f},\n",
+                      DT_NAME[dt], g.m, g.n, g.k, per, tf, mhz, watts);
+            printf("sustained %-4s nn %6d %6d %6d %10.4f ms %8.1f TFLOP/s  %4d MHz %5.0f W\n",
+                   DT_NAME[dt], g.m, g.n, g.k, per, tf, mhz, watts);
+            fflush(stdout);
         }
     }
     sb_printf(out, "  },\n");
@@ -1351,8 +1453,8 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: vrsim-calibrate [-o FILE.lua] [--gpu ID] [--only a,b] [--skip a,b] [--quick]\n"
-            "sections: info gemm gemm_lt gemm_single bgemm copy elementwise reduce softmax attn host\n"
-            "          malloc launch peer nccl\n");
+            "sections: info gemm gemm_lt gemm_single gemm_sustained bgemm copy elementwise reduce\n"
+            "          softmax attn host malloc launch peer nccl\n");
 }
 
 int main(int argc, char **argv)
@@ -1449,6 +1551,7 @@ int main(int argc, char **argv)
     RUN("gemm", sec_gemm(&body, 0));
     RUN("gemm_lt", sec_gemm(&body, 1));
     RUN("gemm_single", sec_gemm_single(&body));
+    RUN("gemm_sustained", sec_gemm_sustained(&body));
     RUN("bgemm", sec_bgemm(&body));
     RUNIF("copy/elementwise/reduce/softmax",
           want("copy") || want("elementwise") || want("reduce") || want("softmax"),

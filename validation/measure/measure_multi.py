@@ -124,7 +124,6 @@ def worker(cfg, result_dir):
             oom = (step, e)
             break
         wall_ms = (time.perf_counter() - tw) * 1e3
-        del loss
         st = torch.cuda.memory_stats(dev)
         r["steps"].append({
             "step": step, "wall_ms": wall_ms, "gpu_ms": ev0.elapsed_time(ev1),
@@ -137,6 +136,7 @@ def worker(cfg, result_dir):
             "num_cuda_mallocs": st.get("num_device_alloc", st.get("segment.all.allocated", 0)),
             "inactive_split_mib": st.get("inactive_split_bytes.all.current", 0) / MIB,
         })
+        del loss
         if rank == 0:
             s = r["steps"][-1]
             print(f"  {cfg['name']} step {step}: gpu {s['gpu_ms']:.1f} ms, peak alloc "
