@@ -17,6 +17,7 @@ typedef struct Chunk {
 struct Graph {
     Tensor *tensors; int n_tensors, cap_tensors;
     int *param_grad; int n_param_grad; /* after derivation: tensor -> its .grad, -1 none */
+    int derived_upto;                  /* ops before this index have had their backward derived */
     Op *ops; int n_ops, cap_ops;
     const char **modules; int n_modules, cap_modules;
     Chunk *arena;
@@ -215,7 +216,8 @@ typedef struct Deriv {
     int *grad_of;    /* tensor -> its pending (accumulated) gradient tensor, -1 none */
     int *param_grad; /* parameter -> its .grad tensor, -1 none */
     int *remap;      /* tensor -> its recomputed copy inside the region being derived, -1 */
-    int n_fwd;       /* forward ops (they come first) */
+    int n_fwd;       /* forward ops end here (derivation covers [first, n_fwd)) */
+    int first;       /* first forward op of this backward pass (micro-batch) */
     int recomputed;  /* the region whose recompute ops were emitted last, 0 = none */
 } Deriv;
 
@@ -338,7 +340,7 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
     Graph *g = d->g;
     VrStatus st;
     int first = -1, last_needed = -1;
-    for (int f = 0; f < n_fwd; f++) {
+    for (int f = d->first; f < n_fwd; f++) {
         const Op *o = &g->ops[f];
         if (o->phase != PH_FWD || o->region != region) continue;
         if (first < 0) first = f;
@@ -404,7 +406,7 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
  * grads_of into the parameters' .grad tensors. */
 static VrStatus emit_hooks(Deriv *d, int layer, int kind, int n_fwd) {
     Graph *g = d->g;
-    for (int f = 0; f < n_fwd; f++) {
+    for (int f = d->first; f < n_fwd; f++) {
         Op o = g->ops[f];
         if (o.hook != kind || o.layer != layer) continue;
         int n_in = o.n_inputs + o.n_grads_of, n_fr = o.n_frees + (o.free_grads ? o.n_grads_of : 0);
@@ -528,10 +530,13 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     Deriv d = {.g = g, .recomputed = 0};
     int n_fwd = g->n_ops;
     d.n_fwd = n_fwd;
+    d.first = g->derived_upto;
     int *never_run = NULL;
     size_t n_saved = 0;
-    for (int f = 0; f < n_fwd; f++) n_saved += (size_t)g->ops[f].n_saves;
+    for (int f = d.first; f < n_fwd; f++) n_saved += (size_t)g->ops[f].n_saves;
     if (ensure_cap(&d, (size_t)g->n_tensors + 16)) goto out;
+    /* an earlier micro-batch's backward left .grad tensors: later ones accumulate into them */
+    for (int t = 0; t < g->n_param_grad && (size_t)t < d.cap; t++) d.param_grad[t] = g->param_grad[t];
 
     /* loss.backward(): ones_like(loss) seeds the gradient */
     int seed;
@@ -551,8 +556,8 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     int n_never = 0;
     int cur_layer = -2; /* layer whose backward is being derived; -2 none yet */
     bool any_hooks = false;
-    for (int f = 0; f < n_fwd; f++) any_hooks |= g->ops[f].hook != 0;
-    for (int f = n_fwd - 1; f >= 0; f--) {
+    for (int f = d.first; f < n_fwd; f++) any_hooks |= g->ops[f].hook != 0;
+    for (int f = n_fwd - 1; f >= d.first; f--) {
         if (g->ops[f].phase != PH_FWD || g->ops[f].hook) continue;
         if (any_hooks && g->ops[f].layer != cur_layer) {
             if (cur_layer >= 0 && (st = emit_hooks(&d, cur_layer, 2, n_fwd))) break;
@@ -594,6 +599,7 @@ out:
         free(g->param_grad);
         g->param_grad = d.param_grad;
         g->n_param_grad = (int)d.cap;
+        g->derived_upto = g->n_ops;
     } else {
         free(d.param_grad);
     }

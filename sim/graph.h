@@ -135,7 +135,9 @@ VrStatus graph_add_tensor(Graph *g, const Tensor *t, int *id /* OUT */);
 VrStatus graph_add_op(Graph *g, const Op *op, int *id /* OUT */);
 
 /* Appends backward ops for the forward ops that lead to tensor `loss` (autograd semantics,
- * see the top of this file). Call once, after the whole forward is declared. */
+ * see the top of this file), for the forward ops declared since the previous call. Call it once
+ * per micro-batch: gradients of trainable parameters accumulate into the .grad tensors an
+ * earlier call made (gradient accumulation). */
 VrStatus graph_derive_backward(Graph *g, int loss);
 
 /* After graph_derive_backward: the .grad tensor of a trainable parameter, -1 if none. */

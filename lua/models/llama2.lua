@@ -203,33 +203,55 @@ local function rotary(cx, name, x, cos, sin)
                      grads = { { pass = 1 }, { pass = 1 } } })
 end
 
--- Attention core: SDPA (cuDNN / flash / memory-efficient) or eager matmul-softmax-matmul.
+-- Which fused kernel F.scaled_dot_product_attention picks: memory-efficient for fp32 (flash
+-- and cuDNN take 16-bit only); cuDNN on Hopper in PyTorch 2.11 (the H200 optrace shows
+-- _cudnn_attention_forward); flash elsewhere.
+function M.sdpa_backend(arch, dtype)
+  if dtype == "fp32" then return "mem_efficient" end
+  if arch == "hopper" then return "cudnn" end
+  return "flash"
+end
+
+-- Attention core: a fused SDPA kernel or eager matmul-softmax-matmul.
 local function attention(cx, name, q, k, v, sh, b, s, impl)
   local hd = sh.hidden // sh.heads
   local shape = { b, sh.heads, s, hd }
   local flops = 4 * b * sh.heads * s * s * hd / 2 -- causal: half the score matrix
-  if impl == "sdpa" then
-    local dt = q.dtype
+  if impl == "sdpa" then impl = M.sdpa_backend(cx.arch, q.dtype) end
+  local dt = q.dtype
+  if impl == "mem_efficient" then
+    -- memory-efficient attention saves q, k, v, the output, a logsumexp padded to a multiple of
+    -- 32 rows, and its philox seed and offset
+    local lse_shape = { b, sh.heads, (s + 31) // 32 * 32 }
+    local out = nn.op(cx, {
+      name = name .. ".sdpa_mem_efficient", kind = "attention", inputs = { q, k, v },
+      outs = { { name .. ".attn_out", shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
+               { name .. ".philox", { 2 }, "int64", no_grad = true } },
+      save_outs = { 1, 2, 3 }, saves = { q, k, v },
+      flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+    return out
+  end
+  if impl == "flash" then
+    -- flash attention: the output and an fp32 logsumexp per row are saved with q, k, v (the
+    -- philox state is empty without dropout); backward allocates dq, dk, dv, an fp32 dq
+    -- accumulator and an fp32 row statistic (softmax_d)
     local lse_shape = { b, sh.heads, s }
-    if dt == "fp32" then
-      -- fp32 inputs: flash and cuDNN do not take fp32; PyTorch picks memory-efficient attention,
-      -- which saves a logsumexp padded to a multiple of 32 rows
-      lse_shape = { b, sh.heads, (s + 31) // 32 * 32 }
-      local out, lse, seed = nn.op(cx, {
-        name = name .. ".sdpa_mem_efficient", kind = "attention", inputs = { q, k, v },
-        outs = { { name .. ".attn_out", shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
-                 { name .. ".philox", { 2 }, "int64", no_grad = true } },
-        save_outs = { 1, 2, 3 }, saves = { q, k, v },
-        flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
-      return out
-    end
-    -- bf16/fp16: PyTorch 2.11 chose cuDNN attention on H200 (the optrace shows
-    -- _cudnn_attention_forward): two 8-byte philox tensors, the output, an fp32 softmax
-    -- statistic per row, a small workspace; backward allocates dq, dk, dv and an fp32 dq
-    -- accumulator plus a row statistic.
+    local out = nn.op(cx, {
+      name = name .. ".sdpa_flash", kind = "attention", inputs = { q, k, v },
+      outs = { { name .. ".attn_out", shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true } },
+      save_outs = { 1, 2 }, saves = { q, k, v }, grad_order = { 1, 2, 3 },
+      bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") },
+      flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+    return out
+  end
+  if impl == "cudnn" then
+    -- cuDNN fused attention: two 8-byte philox tensors, the output, an fp32 softmax statistic
+    -- per row, a small workspace; backward allocates dq, dk, dv and an fp32 dq accumulator plus
+    -- a row statistic (checked against validation/traces/optrace_pub-c04.csv.gz)
+    local lse_shape = { b, sh.heads, s }
     local seed = nn.new_tensor(cx, name .. ".philox_seed", { 1 }, "int64", false)
     local off = nn.new_tensor(cx, name .. ".philox_offset", { 1 }, "int64", false)
-    local out = nn.new_tensor(cx, name .. ".attn_out", shape, dt, true)
+    local out = nn.new_tensor(cx, name .. ".attn_out", shape, dt, not cx.no_grad)
     local lse = nn.new_tensor(cx, name .. ".softmax_stats", lse_shape, "fp32", false)
     nn.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention", inputs = { q, k, v },
                 out_tensors = { seed, off, out, lse }, saves = { q, k, v, out, lse, seed, off },
@@ -279,8 +301,8 @@ function M.build(cx, cfg)
 
   -- the model as the measured runs make it: built on the GPU in fp32, then cast with .to()
   cx.phase = "build"
-  local build_dtype = (t.build == "direct" or cx.dp) and pdtype or "fp32"
-  local P = make_params(cx, sh, build_dtype, not lora, lora)
+  local build_dtype = (t.build == "direct" or cx.dp or t.inference) and pdtype or "fp32"
+  local P = make_params(cx, sh, build_dtype, not lora and not t.inference, lora)
   if build_dtype ~= pdtype then
     -- Module._apply: every parameter of a module is converted (new tensor, old one freed)
     -- depth first, in construction order; LoRA adapters stay fp32
@@ -309,123 +331,143 @@ function M.build(cx, cfg)
   cx.layer = -1
   cx.last_layer = sh.layers - 1
 
-  -- embedding
-  gather(P, { "embed" }, -1)
-  local x = nn.op(cx, { name = "embed_tokens", kind = "gather", inputs = { ids, P.embed },
-                        outs = { { "inputs_embeds", { b, s, h }, P.embed.dtype } },
-                        saves = { ids }, grads = { "none", { dtype = P.embed.dtype } },
-                        bwd_workspace = { b * s * h * 4 } })
-  if lora and t.checkpointing then
-    -- enable_input_require_grads(): a forward hook makes the embedding output require grad
-    x.rg = true
-  end
-  -- rotary embedding: cos/sin computed in fp32 then cast to the hidden dtype
-  local rshape = { 1, s, hd }
-  local freqs = nn.op(cx, { name = "rotary.freqs", inputs = {}, outs = { { "rotary.freqs", { 1, s, hd // 2 }, "fp32" } } })
-  local emb = nn.op(cx, { name = "rotary.cat", inputs = { freqs }, outs = { { "rotary.emb", rshape, "fp32" } } })
-  local cos32 = nn.ew(cx, "rotary.cos", { emb }, "fp32")
-  local sin32 = nn.ew(cx, "rotary.sin", { emb }, "fp32")
-  local cos = nn.to(cx, cos32, x.dtype, "rotary.cos_cast")
-  local sin = nn.to(cx, sin32, x.dtype, "rotary.sin_cast")
-  if t.attention == "eager" then
-    cx.mask = nn.op(cx, { name = "causal_mask", inputs = {},
-                          outs = { { "causal_mask", { b, 1, s, s }, pdtype == "fp32" and (cx.autocast or "fp32") or pdtype } } })
+  -- one forward pass (a micro-batch); gradient accumulation calls it again
+  local function forward()
+    -- embedding
+    gather(P, { "embed" }, -1)
+    local x = nn.op(cx, { name = "embed_tokens", kind = "gather", inputs = { ids, P.embed },
+                          outs = { { "inputs_embeds", { b, s, h }, P.embed.dtype } },
+                          saves = { ids }, grads = { "none", { dtype = P.embed.dtype } },
+                          bwd_workspace = { b * s * h * 4 } })
+    if lora and t.checkpointing then
+      -- enable_input_require_grads(): a forward hook makes the embedding output require grad
+      x.rg = true
+    end
+    -- rotary embedding: cos/sin computed in fp32 then cast to the hidden dtype
+    local rshape = { 1, s, hd }
+    local freqs = nn.op(cx, { name = "rotary.freqs", inputs = {}, outs = { { "rotary.freqs", { 1, s, hd // 2 }, "fp32" } } })
+    local emb = nn.op(cx, { name = "rotary.cat", inputs = { freqs }, outs = { { "rotary.emb", rshape, "fp32" } } })
+    local cos32 = nn.ew(cx, "rotary.cos", { emb }, "fp32")
+    local sin32 = nn.ew(cx, "rotary.sin", { emb }, "fp32")
+    local cos = nn.to(cx, cos32, x.dtype, "rotary.cos_cast")
+    local sin = nn.to(cx, sin32, x.dtype, "rotary.sin_cast")
+    if t.attention == "eager" then
+      cx.mask = nn.op(cx, { name = "causal_mask", inputs = {},
+                            outs = { { "causal_mask", { b, 1, s, s }, pdtype == "fp32" and (cx.autocast or "fp32") or pdtype } } })
+    end
+
+    for l = 1, sh.layers do
+      cx.layer = l - 1
+      -- gradient_checkpointing_enable(use_reentrant=False): each decoder layer is a region
+      -- layer scope: each decoder layer (or every k-th) is a region; attention scope: only the
+      -- attention core of each layer is recomputed (selective checkpointing)
+      local ck = t.checkpointing and ((l - 1) % t.checkpoint_every == 0)
+      local ck_layer = ck and t.checkpoint_scope == "layer"
+      local ck_attn = ck and t.checkpoint_scope == "attention"
+      cx.region = ck_layer and l or nil
+      local L = P.layers[l]
+      gather(L, { "ln1", "q", "k", "v", "o", "ln2", "gate", "up", "down" }, l - 1)
+      local pre = "layers." .. (l - 1)
+      local residual = x
+      local hn = rmsnorm(cx, pre .. ".input_layernorm", x, L.ln1)
+      local function proj(nm, w)
+        if lora and L.lora and L.lora[nm] then
+          return lora_linear(cx, pre .. ".self_attn." .. nm .. "_proj", hn, w, L.lora[nm], lora)
+        end
+        return linear(cx, pre .. ".self_attn." .. nm .. "_proj", hn, w)
+      end
+      local q, k, v = proj("q", L.q), proj("k", L.k), proj("v", L.v)
+      -- .view(b, s, heads, hd).transpose(1, 2): backward copies the non-contiguous gradient
+      if ck_attn then cx.region = l end
+      local qv = nn.view_op(cx, pre .. ".q_heads", q, { b, sh.heads, s, hd })
+      local kv = nn.view_op(cx, pre .. ".k_heads", k, { b, sh.kv_heads, s, hd })
+      local vv = nn.view_op(cx, pre .. ".v_heads", v, { b, sh.kv_heads, s, hd })
+      local qe = rotary(cx, pre .. ".q_rotary", qv, cos, sin)
+      local ke = rotary(cx, pre .. ".k_rotary", kv, cos, sin)
+      -- DynamicCache.update (use_cache defaults to True): torch.cat onto an empty cache copies
+      -- the keys and values; the copies are what attention sees and saves
+      -- (with checkpointing transformers turns use_cache off: no copies)
+      local kc, vc = ke, vv
+      if not t.checkpointing or t.inference then
+        kc = nn.op(cx, { name = pre .. ".cache_keys", inputs = { ke },
+                         outs = { { pre .. ".cache.keys", ke.shape, ke.dtype } },
+                         grads = { { pass = 1 } } })
+        vc = nn.op(cx, { name = pre .. ".cache_values", inputs = { vv },
+                         outs = { { pre .. ".cache.values", vv.shape, vv.dtype } },
+                         grads = { { pass = 1 } } })
+      end
+      if sh.kv_heads ~= sh.heads then
+        -- repeat_kv: expand + reshape copies the keys and values to every query head
+        local rep = { b, sh.heads, s, hd }
+        kc = nn.op(cx, { name = pre .. ".repeat_k", inputs = { kc }, outs = { { pre .. ".k_rep", rep, kc.dtype } },
+                         grads = { { dtype = kc.dtype } } })
+        vc = nn.op(cx, { name = pre .. ".repeat_v", inputs = { vc }, outs = { { pre .. ".v_rep", rep, vc.dtype } },
+                         grads = { { dtype = vc.dtype } } })
+      end
+      local qa = qe
+      if cx.autocast and qe.dtype ~= cx.autocast then
+        qa = nn.to(cx, qe, cx.autocast, pre .. ".q_cast")
+        kc = nn.to(cx, kc, cx.autocast, pre .. ".k_cast")
+        vc = nn.to(cx, vc, cx.autocast, pre .. ".v_cast")
+      end
+      local ao = attention(cx, pre .. ".self_attn", qa, kc, vc, sh, b, s, t.attention)
+      local ao2
+      if t.attention == "eager" then
+        -- transpose(1, 2).contiguous()
+        ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
+                          outs = { { pre .. ".attn_out_t", { b, s, h }, ao.dtype } } })
+      else
+        ao2 = nn.view(cx, ao, { b, s, h })
+      end
+      if ck_attn then cx.region = nil end
+      local o = linear(cx, pre .. ".self_attn.o_proj", ao2, L.o)
+      local h1 = nn.op(cx, { name = pre .. ".residual_add1", inputs = { residual, o },
+                             outs = { { pre .. ".h1", { b, s, h }, promote(residual.dtype, o.dtype) } },
+                             grads = { { pass = 1 }, { pass = 1 } } })
+      local hn2 = rmsnorm(cx, pre .. ".post_attention_layernorm", h1, L.ln2)
+      local g = linear(cx, pre .. ".mlp.gate_proj", hn2, L.gate)
+      local act = nn.ew(cx, pre .. ".mlp.silu", { g }, g.dtype, { g })
+      local u = linear(cx, pre .. ".mlp.up_proj", hn2, L.up)
+      local m = nn.mul(cx, pre .. ".mlp.mul", act, u, act.dtype)
+      local d = linear(cx, pre .. ".mlp.down_proj", m, L.down)
+      x = nn.op(cx, { name = pre .. ".residual_add2", inputs = { h1, d },
+                      outs = { { pre .. ".out", { b, s, h }, promote(h1.dtype, d.dtype) } },
+                      grads = { { pass = 1 }, { pass = 1 } } })
+      if dp then dp.release(cx, l - 1) end
+    end
+    cx.layer = -1
+    cx.region = nil
+    gather(P, { "norm", "lm_head" }, -1)
+    local hf = rmsnorm(cx, "model.norm", x, P.norm)
+    local logits = linear(cx, "lm_head", hf, P.lm_head)
+    nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped
+    if t.inference then
+      -- model(input_ids) under torch.no_grad(): no labels, no loss; the logits and the key/value
+      -- cache are what the caller keeps
+      if dp then dp.release(cx, -1, true) end
+      nn.end_forward(cx)
+      return logits
+    end
+    -- ForCausalLMLoss: logits.float(); labels padded and shifted; cross_entropy = log_softmax
+    -- (saves its fp32 output) + nll_loss
+    local lf = nn.to(cx, logits, "fp32", "logits.float")
+    local labels = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
+    local shifted = nn.op(cx, { name = "labels.shift", inputs = { labels }, outs = { { "shift_labels", { b, s }, "int64" } } })
+    local lsm = nn.op(cx, { name = "log_softmax", kind = "softmax", inputs = { lf },
+                            outs = { { "log_probs", lf.shape, "fp32" } }, save_outs = { 1 },
+                            flops = 5 * nn.numel(lf.shape) })
+    local loss = nn.op(cx, { name = "nll_loss", inputs = { lsm, shifted },
+                             outs = { { "loss", {}, "fp32" }, { "total_weight", {}, "fp32", no_grad = true } },
+                             saves = { shifted, lsm }, save_outs = { 2 },
+                             grads = { { dtype = "fp32" }, "none" } })
+  if dp then dp.release(cx, -1, true) end
+    nn.end_forward(cx)
+    return loss
   end
 
-  for l = 1, sh.layers do
-    cx.layer = l - 1
-    -- gradient_checkpointing_enable(use_reentrant=False): each decoder layer is a region
-    cx.region = t.checkpointing and l or nil
-    local L = P.layers[l]
-    gather(L, { "ln1", "q", "k", "v", "o", "ln2", "gate", "up", "down" }, l - 1)
-    local pre = "layers." .. (l - 1)
-    local residual = x
-    local hn = rmsnorm(cx, pre .. ".input_layernorm", x, L.ln1)
-    local function proj(nm, w)
-      if lora and L.lora and L.lora[nm] then
-        return lora_linear(cx, pre .. ".self_attn." .. nm .. "_proj", hn, w, L.lora[nm], lora)
-      end
-      return linear(cx, pre .. ".self_attn." .. nm .. "_proj", hn, w)
-    end
-    local q, k, v = proj("q", L.q), proj("k", L.k), proj("v", L.v)
-    -- .view(b, s, heads, hd).transpose(1, 2): backward copies the non-contiguous gradient
-    local qv = nn.view_op(cx, pre .. ".q_heads", q, { b, sh.heads, s, hd })
-    local kv = nn.view_op(cx, pre .. ".k_heads", k, { b, sh.kv_heads, s, hd })
-    local vv = nn.view_op(cx, pre .. ".v_heads", v, { b, sh.kv_heads, s, hd })
-    local qe = rotary(cx, pre .. ".q_rotary", qv, cos, sin)
-    local ke = rotary(cx, pre .. ".k_rotary", kv, cos, sin)
-    -- DynamicCache.update (use_cache defaults to True): torch.cat onto an empty cache copies
-    -- the keys and values; the copies are what attention sees and saves
-    -- (with checkpointing transformers turns use_cache off: no copies)
-    local kc, vc = ke, vv
-    if not t.checkpointing then
-      kc = nn.op(cx, { name = pre .. ".cache_keys", inputs = { ke },
-                       outs = { { pre .. ".cache.keys", ke.shape, ke.dtype } },
-                       grads = { { pass = 1 } } })
-      vc = nn.op(cx, { name = pre .. ".cache_values", inputs = { vv },
-                       outs = { { pre .. ".cache.values", vv.shape, vv.dtype } },
-                       grads = { { pass = 1 } } })
-    end
-    if sh.kv_heads ~= sh.heads then
-      -- repeat_kv: expand + reshape copies the keys and values to every query head
-      local rep = { b, sh.heads, s, hd }
-      kc = nn.op(cx, { name = pre .. ".repeat_k", inputs = { kc }, outs = { { pre .. ".k_rep", rep, kc.dtype } },
-                       grads = { { dtype = kc.dtype } } })
-      vc = nn.op(cx, { name = pre .. ".repeat_v", inputs = { vc }, outs = { { pre .. ".v_rep", rep, vc.dtype } },
-                       grads = { { dtype = vc.dtype } } })
-    end
-    local qa = qe
-    if cx.autocast and qe.dtype ~= cx.autocast then
-      qa = nn.to(cx, qe, cx.autocast, pre .. ".q_cast")
-      kc = nn.to(cx, kc, cx.autocast, pre .. ".k_cast")
-      vc = nn.to(cx, vc, cx.autocast, pre .. ".v_cast")
-    end
-    local ao = attention(cx, pre .. ".self_attn", qa, kc, vc, sh, b, s, t.attention)
-    local ao2
-    if t.attention == "eager" then
-      -- transpose(1, 2).contiguous()
-      ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
-                        outs = { { pre .. ".attn_out_t", { b, s, h }, ao.dtype } } })
-    else
-      ao2 = nn.view(cx, ao, { b, s, h })
-    end
-    local o = linear(cx, pre .. ".self_attn.o_proj", ao2, L.o)
-    local h1 = nn.op(cx, { name = pre .. ".residual_add1", inputs = { residual, o },
-                           outs = { { pre .. ".h1", { b, s, h }, promote(residual.dtype, o.dtype) } },
-                           grads = { { pass = 1 }, { pass = 1 } } })
-    local hn2 = rmsnorm(cx, pre .. ".post_attention_layernorm", h1, L.ln2)
-    local g = linear(cx, pre .. ".mlp.gate_proj", hn2, L.gate)
-    local act = nn.ew(cx, pre .. ".mlp.silu", { g }, g.dtype, { g })
-    local u = linear(cx, pre .. ".mlp.up_proj", hn2, L.up)
-    local m = nn.mul(cx, pre .. ".mlp.mul", act, u, act.dtype)
-    local d = linear(cx, pre .. ".mlp.down_proj", m, L.down)
-    x = nn.op(cx, { name = pre .. ".residual_add2", inputs = { h1, d },
-                    outs = { { pre .. ".out", { b, s, h }, promote(h1.dtype, d.dtype) } },
-                    grads = { { pass = 1 }, { pass = 1 } } })
-    if dp then dp.release(cx, l - 1) end
-  end
-  cx.layer = -1
-  cx.region = nil
-  gather(P, { "norm", "lm_head" }, -1)
-  local hf = rmsnorm(cx, "model.norm", x, P.norm)
-  local logits = linear(cx, "lm_head", hf, P.lm_head)
-  nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped
-  -- ForCausalLMLoss: logits.float(); labels padded and shifted; cross_entropy = log_softmax
-  -- (saves its fp32 output) + nll_loss
-  local lf = nn.to(cx, logits, "fp32", "logits.float")
-  local labels = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
-  local shifted = nn.op(cx, { name = "labels.shift", inputs = { labels }, outs = { { "shift_labels", { b, s }, "int64" } } })
-  local lsm = nn.op(cx, { name = "log_softmax", kind = "softmax", inputs = { lf },
-                          outs = { { "log_probs", lf.shape, "fp32" } }, save_outs = { 1 },
-                          flops = 5 * nn.numel(lf.shape) })
-  local loss = nn.op(cx, { name = "nll_loss", inputs = { lsm, shifted },
-                           outs = { { "loss", {}, "fp32" }, { "total_weight", {}, "fp32", no_grad = true } },
-                           saves = { shifted, lsm }, save_outs = { 2 },
-                           grads = { { dtype = "fp32" }, "none" } })
-  if dp then dp.release(cx, -1, true) end
-  nn.end_forward(cx)
-  cx.tokens = b * s
-  return loss, P, sh
+  local loss = forward()
+  cx.tokens = b * s * (t.grad_accum or 1)
+  return loss, P, sh, forward
 end
 
 return M

@@ -195,6 +195,7 @@ end
 
 -- Ends the forward pass: drops the outputs held by the caller and the autocast weight cache.
 function nn.end_forward(cx)
+  cx.region = nil
   local frees = {}
   for _, t in ipairs(cx.held) do frees[#frees + 1] = t end
   for _, t in pairs(cx.cast_cache) do frees[#frees + 1] = t end
@@ -202,6 +203,7 @@ function nn.end_forward(cx)
   local ids = {}
   for i, t in ipairs(frees) do ids[i] = t.id end
   cx.region = nil
+  cx.cast_cache = {}
   cx.G:op { name = "end of forward", kind = "none", phase = "fwd", inputs = {}, outputs = {},
             frees = ids }
   cx.held = {}

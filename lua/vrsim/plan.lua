@@ -42,9 +42,13 @@ local SCHEMA = {
     precision = { "string", "bf16", "fp32, amp_bf16, amp_fp16, bf16, fp16, lora_bf16, lora_fp16" },
     optimizer = { "string", "adamw", "adamw or sgd" },
     optimizer_impl = { "string", "foreach", "foreach, fused or forloop" },
-    attention = { "string", "sdpa", "sdpa or eager" },
+    attention = { "string", "sdpa", "sdpa (PyTorch's pick), flash, mem_efficient, cudnn or eager" },
     checkpointing = { "boolean", false, "gradient checkpointing per decoder layer" },
+    checkpoint_every = { "integer", 1, "checkpoint every k-th layer only" },
+    checkpoint_scope = { "string", "layer", "layer (whole decoder layers) or attention (selective)" },
+    inference = { "boolean", false, "forward only under torch.no_grad(): no backward, no optimizer" },
     steps = { "integer", 4, "training steps to simulate (step 0 creates optimizer state)" },
+    grad_accum = { "integer", 1, "micro-batches per optimizer step (gradient accumulation)" },
     build = { "string", "cast", "cast: built in fp32 then .to(dtype), as from_config does; direct" },
     lora = { "table", nil, "{ r = 8, alpha = 32, dropout = 0.05, targets = {'q','v'} }" },
     strategy = { "string", "none", "none, ddp, zero1, zero2, zero3 or fsdp2 (data parallel over hardware.count)" },
@@ -61,7 +65,8 @@ local CHOICES = {
   precision = { fp32 = 1, amp_bf16 = 1, amp_fp16 = 1, bf16 = 1, fp16 = 1, lora_bf16 = 1, lora_fp16 = 1 },
   optimizer = { adamw = 1, adam = 1, sgd = 1 },
   optimizer_impl = { foreach = 1, fused = 1, forloop = 1 },
-  attention = { sdpa = 1, eager = 1 },
+  attention = { sdpa = 1, eager = 1, flash = 1, mem_efficient = 1, cudnn = 1 },
+  checkpoint_scope = { layer = 1, attention = 1 },
   build = { cast = 1, direct = 1 },
   kind = { caching = 1, ideal = 1 },
   strategy = { none = 1, ddp = 1, zero1 = 1, zero2 = 1, zero3 = 1, fsdp2 = 1 },
@@ -391,6 +396,8 @@ function P.build(scn, sets, file, src)
   local G = require("vrsim.core").new_graph()
   local cx = nn.context(G)
   local t0 = cfg.training
+  cx.no_grad = t0.inference
+  cx.arch = g.arch
   if t0.deepspeed then P.apply_deepspeed(cfg, ctx) end
   local dp = nil
   if t0.strategy ~= "none" then
@@ -401,17 +408,28 @@ function P.build(scn, sets, file, src)
     dp.setup(cx, cfg)
   end
   local model = require("models." .. cfg.model.arch)
-  local ok, loss, _, shape = pcall(model.build, cx, cfg)
+  local ok, loss, _, _, forward = pcall(model.build, cx, cfg)
   if not ok then
     local msg = tostring(loss)
     if not msg:match("^[^:]+:%d+:") then fail(ctx, "model", nil, msg) end
     error(msg, 0)
   end
-  if dp then dp.before_backward(cx, cfg, cx.params) end
-  G:derive_backward(loss.id)
+  -- gradient accumulation: forward + backward per micro-batch, gradients accumulate into .grad;
+  -- the data-parallel reduction hooks go with the last micro-batch (DDP's no_sync before it)
+  local k = t0.inference and 0 or t0.grad_accum
+  for i = 1, k do
+    if i > 1 then
+      if not forward then error(cfg.model.arch .. " does not support gradient accumulation", 0) end
+      loss = forward()
+    end
+    if i == k and dp then dp.before_backward(cx, cfg, cx.params) end
+    G:derive_backward(loss.id)
+  end
   cx.phase = "optim"
   local optim = require "strategies.optim"
-  if dp then
+  if t0.inference then
+    -- nothing to update
+  elseif dp then
     local upd = dp.after_backward(cx, cfg, cx.params)
     if upd.zero2 and upd.zero2.offload then
       dp.offload_step(cx, upd.zero2)
