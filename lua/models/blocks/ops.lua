@@ -256,7 +256,7 @@ function O.linear(cx, name, x, w, b, opts)
   end
   return nn.op(cx, { name = name, kind = "mm", inputs = inputs,
                      outs = { { name, shape, x.dtype } }, saves = saves, grads = grads,
-                     grad_order = opts.grad_order or { 1, 2, 3 }, frees = frees,
+                     grad_order = opts.grad_order or (b and { 1, 2, 3 } or { 1, 2 }), frees = frees,
                      bwd_workspace = opts.bwd_workspace,
                      flops = flops, bwd_flops = 2 * flops, dtype = x.dtype })
 end
