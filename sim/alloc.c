@@ -1633,6 +1633,32 @@ VrStatus alloc_malloc(Alloc *a, uint64_t size, int stream, uint64_t addr_hint, u
     return VR_OK;
 }
 
+/* Room in the event queue for b's stream uses. VR_ENOMEM changes nothing. */
+static VrStatus reserve_events(Alloc *a, const Block *b)
+{
+    if (b->nuses == 0 || a->nev + b->nuses <= a->capev)
+        return VR_OK;
+    size_t ncap = a->capev ? a->capev * 2 : 64;
+    while (ncap < a->nev + b->nuses)
+        ncap *= 2;
+    Event *ne = host_alloc(a, a->ev, a->capev * sizeof *ne, ncap * sizeof *ne);
+    if (!ne)
+        return VR_ENOMEM;
+    a->ev = ne;
+    a->capev = ncap;
+    return VR_OK;
+}
+
+/* insert_events: one event on each stream b was used on (reserve_events first). */
+static void insert_events(Alloc *a, Block *b)
+{
+    for (uint32_t i = 0; i < b->nuses; i++) {
+        a->ev[a->nev++] = (Event){b, b->uses[i], false};
+        b->event_count++;
+    }
+    b->nuses = 0;
+}
+
 VrStatus alloc_dealloc(Alloc *a, uint64_t addr)
 {
     Block *b = live_get(&a->live, addr);
@@ -1642,27 +1668,14 @@ VrStatus alloc_dealloc(Alloc *a, uint64_t addr)
         ideal_free(a, b);
         return VR_OK;
     }
-    if (b->nuses > 0 && a->nev + b->nuses > a->capev) {
-        size_t ncap = a->capev ? a->capev * 2 : 64;
-        while (ncap < a->nev + b->nuses)
-            ncap *= 2;
-        Event *ne = host_alloc(a, a->ev, a->capev * sizeof *ne, ncap * sizeof *ne);
-        if (!ne)
-            return VR_ENOMEM;
-        a->ev = ne;
-        a->capev = ncap;
-    }
+    if (reserve_events(a, b) != VR_OK)
+        return VR_ENOMEM;
     stat_sub(&a->allocated, b->size);
     b->allocated = 0;
-    if (b->nuses > 0) {
-        for (uint32_t i = 0; i < b->nuses; i++) {
-            a->ev[a->nev++] = (Event){b, b->uses[i], false};
-            b->event_count++;
-        }
-        b->nuses = 0;
-    } else {
+    if (b->nuses > 0)
+        insert_events(a, b);
+    else
         free_block(a, b);
-    }
     return VR_OK;
 }
 
@@ -1675,8 +1688,11 @@ VrStatus alloc_free_deferred(Alloc *a, uint64_t addr)
         ideal_free(a, b);
         return VR_OK;
     }
+    if (reserve_events(a, b) != VR_OK)
+        return VR_ENOMEM;
     stat_sub(&a->allocated, b->size);
     b->allocated = 0;
+    insert_events(a, b); /* stream uses become events, as in alloc_dealloc */
     b->event_count++;
     b->deferred = 1;
     b->dprev = NULL;
@@ -1693,12 +1709,8 @@ VrStatus alloc_free_complete(Alloc *a, uint64_t addr)
     if (!b || !b->deferred)
         return a->cfg.kind == ALLOC_IDEAL ? VR_OK : VR_EINVAL;
     deferred_unlink(a, b);
-    if (--b->event_count == 0) {
-        /* stream uses recorded after the free request would make new events; PyTorch's free
-         * consumed them already, so they are dropped here */
-        b->nuses = 0;
+    if (--b->event_count == 0)
         free_block(a, b);
-    }
     return VR_OK;
 }
 

@@ -553,7 +553,19 @@ static void test_free_deferred(void **state)
     assert_int_equal(alloc_check(f->a), VR_OK);
     assert_int_equal(alloc_free_complete(f->a, x), VR_EINVAL);
     assert_int_equal(st(f).active, 0);
+    /* with a stream use too: it waits for both the event and free_completed */
     x = m(f, 30 * MiB, 0);
+    alloc_record_stream(f->a, x, 2);
+    assert_int_equal(alloc_free_deferred(f->a, x), VR_OK);
+    assert_int_equal(alloc_free_complete(f->a, x), VR_OK);
+    assert_int_equal(alloc_check(f->a), VR_OK);
+    assert_int_equal(st(f).active, 30 * MiB); /* the stream-2 event is still outstanding */
+    alloc_sync(f->a);
+    uint64_t y = m(f, 30 * MiB, 0);
+    assert_int_equal(y, x);
+    fr(f, y);
+    x = m(f, 30 * MiB, 0);
+    alloc_record_stream(f->a, x, 3);
     alloc_free_deferred(f->a, x);
     alloc_empty_cache(f->a); /* a synchronize completes it */
     assert_int_equal(st(f).reserved, 0);
