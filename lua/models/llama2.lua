@@ -64,7 +64,7 @@ local function promote(a, b)
 end
 
 -- Parameters in construction order (LlamaForCausalLM.__init__), module per parameter.
-local function make_params(cx, sh, pdtype, trainable, lora)
+local function make_params(cx, sh, pdtype, trainable, lora, quant)
   local h, kvh = sh.hidden, sh.hidden // sh.heads * sh.kv_heads
   local P = { layers = {} }
   local function param(name, shape, dt, tr)
@@ -72,17 +72,26 @@ local function make_params(cx, sh, pdtype, trainable, lora)
     if tr ~= nil then tr2 = tr end
     return nn.param(cx, name, shape, dt or pdtype, tr2)
   end
+  -- the decoder's linear weights, quantized by bitsandbytes when asked (lm_head is skipped, as
+  -- llm_int8_skip_modules defaults to it)
+  local linear_param = param
+  if quant ~= "none" then
+    local q = require "strategies.quant"
+    linear_param = function(name, shape)
+      return q.param(cx, name, shape, quant, pdtype, true)
+    end
+  end
   P.embed = param("model.embed_tokens.weight", { sh.vocab, h })
   for l = 0, sh.layers - 1 do
     cx.layer = l
     local p, L = "model.layers." .. l .. ".", {}
-    L.q = param(p .. "self_attn.q_proj.weight", { h, h })
-    L.k = param(p .. "self_attn.k_proj.weight", { kvh, h })
-    L.v = param(p .. "self_attn.v_proj.weight", { kvh, h })
-    L.o = param(p .. "self_attn.o_proj.weight", { h, h })
-    L.gate = param(p .. "mlp.gate_proj.weight", { sh.intermediate, h })
-    L.up = param(p .. "mlp.up_proj.weight", { sh.intermediate, h })
-    L.down = param(p .. "mlp.down_proj.weight", { h, sh.intermediate })
+    L.q = linear_param(p .. "self_attn.q_proj.weight", { h, h })
+    L.k = linear_param(p .. "self_attn.k_proj.weight", { kvh, h })
+    L.v = linear_param(p .. "self_attn.v_proj.weight", { kvh, h })
+    L.o = linear_param(p .. "self_attn.o_proj.weight", { h, h })
+    L.gate = linear_param(p .. "mlp.gate_proj.weight", { sh.intermediate, h })
+    L.up = linear_param(p .. "mlp.up_proj.weight", { sh.intermediate, h })
+    L.down = linear_param(p .. "mlp.down_proj.weight", { h, sh.intermediate })
     L.ln1 = param(p .. "input_layernorm.weight", { h })
     L.ln2 = param(p .. "post_attention_layernorm.weight", { h })
     P.layers[l + 1] = L
@@ -111,6 +120,7 @@ end
 -- A linear layer as the precision policy runs it: under autocast the input and the (cached)
 -- weight are cast to the low-precision dtype first.
 local function linear(cx, name, x, w)
+  if w.quant then return require("strategies.quant").linear(cx, name, x, w) end
   if cx.autocast then
     local lp = cx.autocast
     local xc = nn.to(cx, x, lp, name .. ".input_cast")
@@ -301,8 +311,8 @@ function M.build(cx, cfg)
 
   -- the model as the measured runs make it: built on the GPU in fp32, then cast with .to()
   cx.phase = "build"
-  local build_dtype = (t.build == "direct" or cx.dp or t.inference) and pdtype or "fp32"
-  local P = make_params(cx, sh, build_dtype, not lora and not t.inference, lora)
+  local build_dtype = (t.build == "direct" or cx.dp or t.inference or t.quant ~= "none") and pdtype or "fp32"
+  local P = make_params(cx, sh, build_dtype, not lora and not t.inference, lora, t.quant)
   if build_dtype ~= pdtype then
     -- Module._apply: every parameter of a module is converted (new tensor, old one freed)
     -- depth first, in construction order; LoRA adapters stay fp32

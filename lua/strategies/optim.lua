@@ -53,6 +53,13 @@ function M.build(cx, cfg, params, updates)
     end
   end
   local kind, impl = t.optimizer, t.optimizer_impl
+  if kind == "adamw8bit" then
+    local upd = {}
+    for i, p in ipairs(trainable) do upd[i] = { param = p, grad = grads[i] } end
+    local total = require("strategies.quant").adamw8bit(cx, upd)
+    op(cx, { name = "zero_grad(set_to_none=True)", kind = "none", phase = "zero_grad", frees = grads })
+    return total
+  end
   local total = 0
   for _, p in ipairs(trainable) do total = total + nn.bytes(p.shape, p.dtype) end
 

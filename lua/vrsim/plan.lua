@@ -47,6 +47,7 @@ local SCHEMA = {
     checkpoint_every = { "integer", 1, "checkpoint every k-th layer only" },
     checkpoint_scope = { "string", "layer", "layer (whole decoder layers) or attention (selective)" },
     inference = { "boolean", false, "forward only under torch.no_grad(): no backward, no optimizer" },
+    quant = { "string", "none", "bitsandbytes base weights: none, nf4 (QLoRA 4-bit) or int8 (LLM.int8)" },
     steps = { "integer", 4, "training steps to simulate (step 0 creates optimizer state)" },
     grad_accum = { "integer", 1, "micro-batches per optimizer step (gradient accumulation)" },
     build = { "string", "cast", "cast: built in fp32 then .to(dtype), as from_config does; direct" },
@@ -63,7 +64,8 @@ local SCHEMA = {
 
 local CHOICES = {
   precision = { fp32 = 1, amp_bf16 = 1, amp_fp16 = 1, bf16 = 1, fp16 = 1, lora_bf16 = 1, lora_fp16 = 1 },
-  optimizer = { adamw = 1, adam = 1, sgd = 1 },
+  optimizer = { adamw = 1, adam = 1, sgd = 1, adamw8bit = 1 },
+  quant = { none = 1, nf4 = 1, int8 = 1 },
   optimizer_impl = { foreach = 1, fused = 1, forloop = 1 },
   attention = { sdpa = 1, eager = 1, flash = 1, mem_efficient = 1, cudnn = 1 },
   checkpoint_scope = { layer = 1, attention = 1 },

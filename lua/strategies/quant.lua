@@ -1,0 +1,133 @@
+-- quant.lua: bitsandbytes' quantized linear layers and 8-bit optimizer state, with the layouts
+-- and temporaries of its source (bitsandbytes 0.4x: bitsandbytes/nn/modules.py Params4bit and
+-- Int8Params, bitsandbytes/autograd/_functions.py MatMul4Bit and MatMul8bitLt,
+-- bitsandbytes/functional.py quantize_4bit / dequantize_4bit / int8_vectorwise_quant,
+-- bitsandbytes/optim/optimizer.py Optimizer2State.init_state). bitsandbytes is not installed on
+-- the measuring machine, so these layouts come from that source, not from a measurement.
+--
+-- NF4 (load_in_4bit, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True):
+--   weight      uint8, numel / 2 bytes (two 4-bit codes per byte)
+--   absmax      one per 64-element block; with double quantization stored as uint8 (1 byte per
+--               block) plus an fp32 absmax per 256 of those blocks, a 256-entry fp32 code and an
+--               fp32 offset; without it fp32 (4 bytes per block)
+--   forward     dequantize_4bit: the absmax back to fp32 (4 bytes per block, temporary), the
+--               weight to the compute dtype (numel x 2 bytes, temporary), then F.linear; the
+--               input is not saved (the weight is frozen), the packed weight is
+--   backward    the input gradient dequantizes the weight again (same temporaries)
+-- LLM.int8 (load_in_8bit, threshold 6.0):
+--   weight      int8 CB (numel bytes) and fp32 row scales SCB (out_features x 4 bytes)
+--   forward     int8_vectorwise_quant of the fp16 input: CA int8 (tokens x in), SCA fp32 (tokens),
+--               outlier columns; int8_linear_matmul into int32 (tokens x out x 4 bytes);
+--               int8_mm_dequant to fp16 (tokens x out); the outlier columns (|x| > 6, rare) add
+--               a small fp16 matmul that is left out here
+-- 8-bit AdamW (bnb.optim.AdamW8bit, block_wise): per parameter with >= 4096 elements: state1
+--   and state2 uint8 (numel bytes each), absmax1 and absmax2 fp32 (one per 2048-element block);
+--   smaller parameters keep fp32 states; one fused kernel per parameter, no temporaries.
+local nn = require "vrsim.nn"
+
+local M = {}
+
+local function tensor(cx, name, bytes, dtype, cat, persistent)
+  return cx.G:tensor { name = name, bytes = bytes, numel = bytes // nn.DT_SIZE[dtype],
+                       dtype = dtype, cat = cat, persistent = persistent,
+                       param = cat == "param" }
+end
+
+-- A quantized, frozen weight of `shape` (out, in). Returns a parameter table whose parts are
+-- persistent tensors; p.id is the packed weight.
+function M.param(cx, name, shape, kind, compute_dtype, double_quant)
+  local n = nn.numel(shape)
+  local p = { shape = shape, dtype = compute_dtype, rg = false, trainable = false, name = name,
+              param = true, quant = kind, layer = cx.layer, parts = {} }
+  if kind == "nf4" then
+    local blocks = (n + 63) // 64
+    p.id = tensor(cx, name, (n + 1) // 2, "uint8", "param", true)
+    p.blocks = blocks
+    if double_quant then
+      p.parts[1] = tensor(cx, name .. ".absmax (uint8)", blocks, "uint8", "param", true)
+      p.parts[2] = tensor(cx, name .. ".absmax2", ((blocks + 255) // 256) * 4, "fp32", "param", true)
+      p.parts[3] = tensor(cx, name .. ".code", 256 * 4, "fp32", "param", true)
+      p.parts[4] = tensor(cx, name .. ".offset", 4, "fp32", "param", true)
+    else
+      p.parts[1] = tensor(cx, name .. ".absmax", blocks * 4, "fp32", "param", true)
+    end
+  elseif kind == "int8" then
+    p.id = tensor(cx, name, n, "int8", "param", true)
+    p.parts[1] = tensor(cx, name .. ".SCB", shape[1] * 4, "fp32", "param", true)
+    p.dtype = "fp16"
+  else
+    error("unknown quantization '" .. tostring(kind) .. "' (nf4 or int8)", 0)
+  end
+  -- numel for parameter counts in reports: the logical weight
+  cx.params[#cx.params + 1] = p
+  return p
+end
+
+-- x @ w.T through the quantized weight. Returns the output tensor.
+function M.linear(cx, name, x, w)
+  local n = nn.numel(w.shape)
+  local shape = {}
+  for i = 1, #x.shape - 1 do shape[i] = x.shape[i] end
+  shape[#shape + 1] = w.shape[1]
+  local tokens = nn.numel(x.shape) // x.shape[#x.shape]
+  local flops = 2 * tokens * w.shape[1] * w.shape[2]
+  if w.quant == "nf4" then
+    -- the dequantized weight and absmax are temporaries of the op (workspace); backward makes
+    -- them again for the input gradient
+    local ws = { w.blocks * 4, n * nn.DT_SIZE[x.dtype] }
+    return nn.op(cx, { name = name, kind = "mm", inputs = { x, { id = w.id, shape = { n // 2 }, dtype = "uint8", rg = false } },
+                       outs = { { name, shape, x.dtype } }, workspace = ws, bwd_workspace = ws,
+                       grads = { { dtype = x.dtype }, "none" },
+                       flops = flops, bwd_flops = flops, dtype = x.dtype,
+                       bytes = nn.bytes(x.shape, x.dtype) + n / 2 + n * 4 + nn.bytes(shape, x.dtype) })
+  end
+  -- LLM.int8: fp16 input quantized row-wise, int8 GEMM into int32, dequantized to fp16
+  local xin = nn.to(cx, x, "fp16", name .. ".input_fp16")
+  local ca = nn.new_tensor(cx, name .. ".CA", x.shape, "int8", false, "temp")
+  local sca = nn.new_tensor(cx, name .. ".SCA", { tokens }, "fp32", false, "temp")
+  nn.op(cx, { name = name .. ".int8_vectorwise_quant", inputs = { xin }, out_tensors = { ca, sca } })
+  local o32 = nn.new_tensor(cx, name .. ".out_int32", shape, "int32", false, "temp")
+  nn.op(cx, { name = name .. ".int8_linear_matmul", kind = "mm",
+              inputs = { ca, { id = w.id, shape = { n }, dtype = "int8", rg = false } },
+              out_tensors = { o32 }, flops = flops, dtype = "int8" })
+  return nn.op(cx, { name = name .. ".int8_mm_dequant", inputs = { o32, sca },
+                     outs = { { name, shape, "fp16" } } })
+end
+
+-- 8-bit AdamW state for the parameters of `updates` ({param=, grad=}), first step only, and
+-- its fused update. Returns nothing; zero_grad is the caller's.
+function M.adamw8bit(cx, updates)
+  local G = cx.G
+  local total = 0
+  local qmap_made = false
+  for _, u in ipairs(updates) do
+    local p = u.param
+    local n = nn.numel(p.shape)
+    local outs = {}
+    local name = p.name
+    if n < 4096 then
+      outs[1] = tensor(cx, name .. ".state1", n * 4, "fp32", "optstate", true)
+      outs[2] = tensor(cx, name .. ".state2", n * 4, "fp32", "optstate", true)
+    else
+      if not qmap_made then
+        outs[#outs + 1] = tensor(cx, "qmap dynamic", 256 * 4, "fp32", "optstate", true)
+        outs[#outs + 1] = tensor(cx, "qmap udynamic", 256 * 4, "fp32", "optstate", true)
+        qmap_made = true
+      end
+      local blocks = (n + 2047) // 2048
+      outs[#outs + 1] = tensor(cx, name .. ".state1", n, "uint8", "optstate", true)
+      outs[#outs + 1] = tensor(cx, name .. ".state2", n, "uint8", "optstate", true)
+      outs[#outs + 1] = tensor(cx, name .. ".absmax1", blocks * 4, "fp32", "optstate", true)
+      outs[#outs + 1] = tensor(cx, name .. ".absmax2", blocks * 4, "fp32", "optstate", true)
+    end
+    G:op { name = "adamw8bit.init " .. name, kind = "none", phase = "optim", inputs = {},
+           outputs = outs, frees = {}, once = true }
+    total = total + nn.bytes(p.shape, p.dtype)
+    -- read param, grad, two 1-byte states; write param and states
+    G:op { name = "adamw8bit.update " .. name, kind = "elementwise", phase = "optim",
+           inputs = {}, outputs = {}, frees = {}, bytes = 3 * nn.bytes(p.shape, p.dtype) + 4 * n }
+  end
+  return total
+end
+
+return M
