@@ -1129,8 +1129,11 @@ VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check
     }
     SegLog log = {0};
     alloc_set_listener(a, on_alloc_event, &log);
-    U64Map amap = {0};       /* trace address -> index into maddr */
-    uint64_t *maddr = NULL;  /* model address of each live trace block (slot reuse via freelist) */
+    /* The model usually puts every block at the trace's address; amap keeps only the trace
+     * addresses whose block is elsewhere, and those of pending frees: trace address -> slot of
+     * maddr. A trace address without an entry is its own model address. */
+    U64Map amap = {0};
+    uint64_t *maddr = NULL;  /* model address per slot (0: a synchronize completed the free) */
     size_t nm = 0, capm = 0;
     uint32_t *freeslots = NULL;
     size_t nfree = 0, capfree = 0;
@@ -1186,11 +1189,6 @@ VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check
             st = rfail(t, b->line, err, errlen, msg);
             goto out;
         }
-        uint32_t idx;
-        SLOT_NEW(idx);
-        maddr[idx] = b->addr;
-        if (map_put(&amap, b->addr, idx) != VR_OK)
-            goto enomem;
         res->injected_blocks++;
         res->injected_bytes += alloc_block_size(a, b->addr);
     }
@@ -1236,13 +1234,15 @@ VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check
                 st = rfail(t, e->line, err, errlen, "the allocator refused this alloc");
                 goto out;
             }
-            if (m != e->addr && res->address_mismatches++ == 0)
-                res->first_address_mismatch_line = e->line;
-            uint32_t idx;
-            SLOT_NEW(idx);
-            maddr[idx] = m;
-            if (map_put(&amap, e->addr, idx) != VR_OK)
-                goto enomem;
+            if (m != e->addr) {
+                if (res->address_mismatches++ == 0)
+                    res->first_address_mismatch_line = e->line;
+                uint32_t idx;
+                SLOT_NEW(idx);
+                maddr[idx] = m;
+                if (map_put(&amap, e->addr, idx) != VR_OK)
+                    goto enomem;
+            }
             uint64_t r = alloc_reserved_bytes(a), al = alloc_allocated_bytes(a);
             if (r > peak_seen) {
                 peak_seen = r;
@@ -1256,22 +1256,28 @@ VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check
         case TA_FREE_REQUESTED:
         case TA_FREE_COMPLETED: {
             uint32_t *pi = map_get(&amap, e->addr);
-            if (!pi) {
-                if (e->action == TA_FREE_COMPLETED)
-                    break; /* completed by a synchronize of the model already */
-                st = rfail(t, e->line, err, errlen, "free of an address the replay does not know");
-                goto out;
-            }
-            uint32_t idx = *pi;
-            uint64_t m = maddr[idx];
+            if (!pi && e->action == TA_FREE_COMPLETED)
+                break; /* not pending in the model: nothing to complete */
+            uint32_t idx = pi ? *pi : UINT32_MAX;
+            uint64_t m = pi ? maddr[idx] : e->addr;
             if (e->action == TA_FREE_REQUESTED) {
                 st = alloc_free_deferred(a, m);
-                if (st == VR_OK && map_put(&pend, e->addr, idx) != VR_OK)
-                    goto enomem;
+                if (st == VR_OK) {
+                    if (!pi) { /* pending frees always get a slot, for the synchronize below */
+                        SLOT_NEW(idx);
+                        maddr[idx] = m;
+                        if (map_put(&amap, e->addr, idx) != VR_OK)
+                            goto enomem;
+                    }
+                    if (map_put(&pend, e->addr, idx) != VR_OK)
+                        goto enomem;
+                }
             } else if (e->action == TA_FREE) {
                 st = alloc_dealloc(a, m);
-                map_del(&amap, e->addr);
-                SLOT_FREE(idx);
+                if (pi) {
+                    map_del(&amap, e->addr);
+                    SLOT_FREE(idx);
+                }
             } else {
                 /* m == 0: a synchronize of the model (empty_cache, OOM retry) completed it */
                 st = m ? alloc_free_complete(a, m) : VR_OK;

@@ -113,6 +113,54 @@ static void test_fulltrace_sdxl(void **s)
     check_full("fulltrace_pub-sdxl-r1024_bf16_ckpt.csv.gz", 27101495296ull, 26197404160ull, 1241);
 }
 
+/* Traces recorded on an H200 for this project (validation/measure/README.md), each replayed under
+ * the settings it was recorded with: expandable segments (segment_map events), max_split_size_mb
+ * (the oversize rules), and memory caps that made PyTorch release its cache, retry and raise an
+ * OOM (segment_free and oom events). */
+typedef struct DevTrace {
+    const char *name, *conf;
+    uint64_t cap_mib, peak_reserved;
+    size_t nsegs;
+    uint64_t retries, ooms;
+} DevTrace;
+
+static void test_dev_traces(void **s)
+{
+    (void)s;
+    const DevTrace dev[] = {
+        {"fulltrace_dev-c04-repeat.csv.gz", "", 0, 17219715072ull, 83, 0, 0},
+        {"fulltrace_dev-lora-l4-b4.csv.gz", "", 0, 12142510080ull, 67, 0, 0},
+        {"fulltrace_dev-trace-b2.csv.gz", "", 0, 12490637312ull, 101, 0, 0},
+        {"fulltrace_dev-trace-b2-ckpt.csv.gz", "", 0, 12490637312ull, 111, 0, 0},
+        {"fulltrace_dev-trace-expandable.csv.gz", "expandable_segments:True", 0, 17056137216ull,
+         85, 0, 0},
+        {"fulltrace_dev-trace-maxsplit128.csv.gz", "max_split_size_mb:128", 0, 20870856704ull,
+         162, 0, 0},
+        {"fulltrace_dev-cap15800-c04.csv.gz", "", 15800, 16494100480ull, 83, 2, 1},
+        {"fulltrace_dev-cap15400-c04.csv.gz", "", 15400, 15969812480ull, 82, 2, 1},
+    };
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) {
+        char path[256];
+        snprintf(path, sizeof path, TRACES "%s", dev[i].name);
+        Trace *t = load(path);
+        ReplayResult r;
+        replay(t, dev[i].conf, dev[i].cap_mib * MiB, &r);
+        if (!r.segments_match || r.peak_reserved != dev[i].peak_reserved ||
+            r.measured_peak_reserved != dev[i].peak_reserved)
+            fail_msg("%s: segments_match %d, peak reserved %llu, measured %llu", dev[i].name,
+                     (int)r.segments_match, (unsigned long long)r.peak_reserved,
+                     (unsigned long long)r.measured_peak_reserved);
+        assert_int_equal(r.segment_allocs, dev[i].nsegs);
+        assert_int_equal(r.address_mismatches, 0);
+        assert_int_equal(r.num_alloc_retries, dev[i].retries);
+        assert_int_equal(r.num_ooms, dev[i].ooms);
+        assert_int_equal(r.measured_ooms, dev[i].ooms);
+        assert_false(r.oom); /* the model fails exactly where PyTorch did, nowhere else */
+        replay_result_clear(&r);
+        trace_free(t);
+    }
+}
+
 static void test_midrun_traces(void **s)
 {
     (void)s;
@@ -662,6 +710,7 @@ int main(void)
         cmocka_unit_test(test_fulltrace_c05),
         cmocka_unit_test(test_fulltrace_c13),
         cmocka_unit_test(test_fulltrace_sdxl),
+        cmocka_unit_test(test_dev_traces),
         cmocka_unit_test(test_midrun_traces),
         cmocka_unit_test(test_capped_verdicts),
         cmocka_unit_test(test_empty_cache_run),
