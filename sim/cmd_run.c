@@ -9,6 +9,26 @@
 #include "report.h"
 #include "scenario.h"
 
+/* --alloc-trace: the engine's allocations as a trace CSV (truth/README.md's format). */
+typedef struct TraceOut { FILE *f; long seq; bool bad; const Graph *g; } TraceOut;
+
+/* One event; the frames column names the op, as _record_memory_history(context=...) would. */
+static void trace_event(void *ud, bool alloc, uint64_t addr, uint64_t size, int op) {
+    TraceOut *t = ud;
+    if (t->bad) return;
+    const char *act[2] = {"free_requested", "alloc"};
+    const char *name = op >= 0 ? graph_op_c(t->g, op)->name : "";
+    char frames[200];
+    snprintf(frames, sizeof frames, "%s", name);
+    for (char *c = frames; *c; c++) if (*c == ',' || *c == '"' || *c == '\n') *c = ';';
+    if (fprintf(t->f, "%ld,0,%s,%llu,%llu,0,%s\n", t->seq++, act[alloc], (unsigned long long)addr,
+                (unsigned long long)size, frames) < 0)
+        t->bad = true;
+    if (!alloc && fprintf(t->f, "%ld,0,free_completed,%llu,%llu,0,%s\n", t->seq++,
+                          (unsigned long long)addr, (unsigned long long)size, frames) < 0)
+        t->bad = true;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
         "usage: vrsim SCENARIO.lua [options]\n"
@@ -27,6 +47,9 @@ static void usage(FILE *f) {
         "  --allocator KIND    caching (PyTorch's, default) or ideal (no fragmentation)\n"
         "  --alloc-conf STR    PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True\n"
         "  --unsafe            let the scenario use io/os (trusted scenarios only)\n"
+        "  --alloc-trace FILE  write every allocation and free as a PyTorch-style trace CSV\n"
+        "                      (seq,time_us,action,addr,size,stream), for vrsim replay or a diff\n"
+        "                      against torch.cuda.memory._record_memory_history\n"
         "\n"
         "examples:\n"
         "  vrsim scenarios/llama7b_h200.lua\n"
@@ -38,7 +61,7 @@ static void usage(FILE *f) {
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *path = NULL, *outdir = NULL, *allocator = NULL, *conf = NULL;
+    const char *path = NULL, *outdir = NULL, *allocator = NULL, *conf = NULL, *atrace = NULL;
     bool json = false, files = true, unsafe = false;
     const char **sets = calloc((size_t)argc + 1, sizeof(char *));
     int n_sets = 0;
@@ -51,7 +74,7 @@ int cmd_run(int argc, char **argv) {
         if (strcmp(a, "--no-files") == 0) { files = false; continue; }
         if (strcmp(a, "--unsafe") == 0) { unsafe = true; continue; }
         if (strcmp(a, "--set") == 0 || strcmp(a, "--out") == 0 || strcmp(a, "--allocator") == 0 ||
-            strcmp(a, "--alloc-conf") == 0) {
+            strcmp(a, "--alloc-conf") == 0 || strcmp(a, "--alloc-trace") == 0) {
             if (!val) {
                 fprintf(stderr, "vrsim: %s needs a value (vrsim --help)\n", a);
                 free(sets);
@@ -60,6 +83,7 @@ int cmd_run(int argc, char **argv) {
             if (a[2] == 's') sets[n_sets++] = val;
             else if (a[2] == 'o') outdir = val;
             else if (strcmp(a, "--allocator") == 0) allocator = val;
+            else if (strcmp(a, "--alloc-trace") == 0) atrace = val;
             else conf = val;
             i++;
             continue;
@@ -100,8 +124,30 @@ int cmd_run(int argc, char **argv) {
     EngineConfig ec = {.steps = plan->steps, .cublas_handles = 2, .dev = &plan->dev,
                        .cost = plan->cost, .host_op_ns = plan->host_op_ns,
                        .record_timeline = files};
+    TraceOut tout = {0};
+    char tmp_trace[1100];
+    if (atrace) {
+        snprintf(tmp_trace, sizeof tmp_trace, "%s.tmp", atrace);
+        tout.f = fopen(tmp_trace, "w");
+        if (!tout.f) {
+            fprintf(stderr, "vrsim: cannot write %s\n", atrace);
+            plan_free(plan);
+            return VR_EXIT_USAGE;
+        }
+        fprintf(tout.f, "seq,time_us,action,addr,size,stream,frames\n");
+        tout.g = plan->graph;
+        ec.on_alloc = trace_event;
+        ec.on_alloc_ud = &tout;
+    }
     SimResult *res = NULL;
     st = engine_run(plan->graph, &ec, &plan->alloc, &res, err, sizeof err);
+    if (atrace) {
+        bool bad = tout.bad | (fclose(tout.f) != 0);
+        if (bad || st || rename(tmp_trace, atrace) != 0) {
+            remove(tmp_trace);
+            if (!st) fprintf(stderr, "vrsim: could not write %s\n", atrace);
+        }
+    }
     if (st) {
         fprintf(stderr, "vrsim: %s: %s\n", path, st == VR_ENOMEM ? "out of host memory" : err);
         plan_free(plan);

@@ -73,6 +73,11 @@ static VrStatus sample(Run *r, Growth *gr, int op) {
 }
 
 /* Allocates storage s; VR_OOM is passed back for the caller to record. */
+/* Reports an allocation or free to the optional listener (first pass only). */
+static void notify(Run *r, bool alloc, uint64_t addr, uint64_t size, int op) {
+    if (r->cfg->on_alloc && r->stop_step < 0) r->cfg->on_alloc(r->cfg->on_alloc_ud, alloc, addr, size, op);
+}
+
 static VrStatus alloc_storage(Run *r, int s, StepResult *sr, int op) {
     const Tensor *t = graph_tensor_c(r->g, s);
     if (r->live[s]) return VR_OK;
@@ -80,6 +85,7 @@ static VrStatus alloc_storage(Run *r, int s, StepResult *sr, int op) {
     uint64_t addr;
     VrStatus st = alloc_malloc(r->a, t->bytes, 0, 0, &addr);
     if (st) return st;
+    notify(r, true, addr, t->bytes, op);
     r->live[s] = 1;
     r->addr[s] = addr;
     r->rsize[s] = alloc_block_size(r->a, addr);
@@ -99,9 +105,10 @@ static VrStatus alloc_storage(Run *r, int s, StepResult *sr, int op) {
     return VR_OK;
 }
 
-static void free_storage(Run *r, int s) {
+static void free_storage(Run *r, int s, int op) {
     if (!r->live[s]) return;
     const Tensor *t = graph_tensor_c(r->g, s);
+    notify(r, false, r->addr[s], t->bytes, op);
     alloc_dealloc(r->a, r->addr[s]);
     r->live[s] = 0;
     r->cat_bytes[t->cat] -= r->rsize[s];
@@ -131,6 +138,7 @@ static VrStatus cublas_workspace(Run *r, StepResult *sr, int op) {
     uint64_t addr;
     VrStatus st = alloc_malloc(r->a, bytes, 0, 0, &addr);
     if (st) return st;
+    notify(r, true, addr, bytes, op);
     r->workspace_bytes += alloc_block_size(r->a, addr);
     r->alloc_seq++;
     if (sr) {
@@ -178,6 +186,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
         ws_addr[k] = 0;
         if (!op->workspace[k]) continue;
         if ((st = alloc_malloc(r->a, op->workspace[k], 0, 0, &ws_addr[k]))) return st;
+        notify(r, true, ws_addr[k], op->workspace[k], i);
         uint64_t rs = alloc_block_size(r->a, ws_addr[k]);
         r->cat_bytes[CAT_TEMP] += rs;
         r->alloc_seq++;
@@ -227,6 +236,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     for (int k = n_ws - 1; k >= 0; k--) {
         if (!ws_addr[k]) continue;
         r->cat_bytes[CAT_TEMP] -= alloc_block_size(r->a, ws_addr[k]);
+        notify(r, false, ws_addr[k], op->workspace[k], i);
         alloc_dealloc(r->a, ws_addr[k]);
     }
     for (int k = 0; k < op->n_frees; k++) {
@@ -234,15 +244,15 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
         const Tensor *ts = graph_tensor_c(g, s);
         if (ts->persistent) {
             if (op->phase == PH_ZERO_GRAD || op->phase == PH_BUILD || op->drop_persistent)
-                free_storage(r, s);
+                free_storage(r, s, i);
             continue;
         }
-        if (++r->drops_done[s] >= r->drops_total[s]) free_storage(r, s);
+        if (++r->drops_done[s] >= r->drops_total[s]) free_storage(r, s, i);
     }
     /* outputs nobody holds die with the op (a result nobody reads) */
     for (int k = 0; k < op->n_outputs; k++) {
         int s = r->storage[op->outputs[k]];
-        if (!graph_tensor_c(g, s)->persistent && r->drops_total[s] == 0) free_storage(r, s);
+        if (!graph_tensor_c(g, s)->persistent && r->drops_total[s] == 0) free_storage(r, s, i);
     }
     return sample(r, gr, i);
 }

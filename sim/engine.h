@@ -29,6 +29,10 @@ typedef struct EngineConfig {
     double host_op_ns;         /* CPU time PyTorch spends dispatching one op (host thread) */
     bool record_timeline;      /* keep memory samples and op spans for trace/CSV outputs */
     int stop_at_step;          /* >= 0: stop collecting the live set at this step's peak */
+    /* optional: every allocation (alloc = true) and free the engine makes, in order, with the
+     * op that made it (-1 for the build's parameters); size is the unrounded request */
+    void (*on_alloc)(void *ud, bool alloc, uint64_t addr, uint64_t size, int op);
+    void *on_alloc_ud;
 } EngineConfig;
 
 typedef struct StepResult {

@@ -326,10 +326,22 @@ static bool input_gets_grad(const Graph *g, const Op *op, int i) {
 }
 
 /* Maps tensor t into the recompute of the current region: outputs of region ops were cloned;
- * a view made without an op follows its base. */
+ * a view made without an op (a reshape) of a cloned tensor gets a clone of its own, made on
+ * first use. Returns -1 on host allocation failure. */
 static int remapped(Deriv *d, int t) {
     if (d->remap[t] >= 0) return d->remap[t];
-    return t;
+    Graph *g = d->g;
+    const Tensor *x = &g->tensors[t];
+    if (x->base < 0 || x->producer >= 0) return t;
+    int base = remapped(d, x->base);
+    if (base < 0) return -1;
+    if (base == x->base) return t;
+    Tensor c = *x;
+    c.base = base;
+    int id;
+    if (graph_add_tensor(g, &c, &id) || ensure_cap(d, (size_t)g->n_tensors + 16)) return -1;
+    d->remap[t] = id;
+    return id;
 }
 
 /* Non-reentrant checkpointing (torch.utils.checkpoint, use_reentrant=False): the forward of a
@@ -360,15 +372,17 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
         int *out = graph_alloc(g, sizeof(int) * (size_t)(o.n_outputs + 1));
         int *fr = graph_alloc(g, sizeof(int) * (size_t)(o.n_frees + 1));
         if (!in || !out || !fr) return VR_ENOMEM;
-        for (int k = 0; k < o.n_inputs; k++) in[k] = remapped(d, o.inputs[k]);
-        for (int k = 0; k < o.n_frees; k++) fr[k] = remapped(d, o.frees[k]);
+        for (int k = 0; k < o.n_inputs; k++)
+            if ((in[k] = remapped(d, o.inputs[k])) < 0) return VR_ENOMEM;
+        for (int k = 0; k < o.n_frees; k++)
+            if ((fr[k] = remapped(d, o.frees[k])) < 0) return VR_ENOMEM;
         for (int k = 0; k < o.n_outputs; k++) {
             Tensor c = g->tensors[o.outputs[k]];
             char nm[200];
             snprintf(nm, sizeof nm, "%s (recomputed)", c.name);
             c.name = nm;
             c.producer = -1;
-            if (c.base >= 0) c.base = remapped(d, c.base);
+            if (c.base >= 0 && (c.base = remapped(d, c.base)) < 0) return VR_ENOMEM;
             int id;
             if ((st = graph_add_tensor(g, &c, &id))) return st;
             d->remap[o.outputs[k]] = id;
@@ -384,19 +398,6 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
         int id;
         if ((st = graph_add_op(g, &r, &id))) return st;
         /* a view created without an op inside the region follows its recomputed base */
-    }
-    /* plain views of recomputed tensors */
-    int n = g->n_tensors;
-    for (int t = 0; t < n; t++) {
-        const Tensor *x = &g->tensors[t];
-        if (x->base >= 0 && x->producer < 0 && d->remap[t] < 0 && d->remap[x->base] >= 0) {
-            Tensor c = *x;
-            c.base = d->remap[x->base];
-            int id;
-            if ((st = graph_add_tensor(g, &c, &id))) return st;
-            if (ensure_cap(d, (size_t)g->n_tensors + 16)) return VR_ENOMEM;
-            d->remap[t] = id;
-        }
     }
     d->recomputed = region;
     return VR_OK;
@@ -470,7 +471,11 @@ static VrStatus derive_one(Deriv *d, int f) {
     }
     for (int i = 0; i < fop.n_saves; i++) {
         int sv = fop.saves[i];
-        if (d->remap[sv] >= 0) sv = d->remap[sv]; /* recomputed or gathered again */
+        if (fop.region > 0) {
+            if ((sv = remapped(d, sv)) < 0) return VR_ENOMEM; /* the recomputed copy */
+        } else if (d->remap[sv] >= 0) {
+            sv = d->remap[sv]; /* gathered again for backward (ZeRO-3/FSDP) */
+        }
         in[nin++] = sv;
         frees[nfree++] = sv;
     }

@@ -180,11 +180,14 @@ local function rmsnorm(cx, name, x, w)
                         bwd_workspace = { nn.bytes(x.shape, "fp32") } })
   local yb = nn.to(cx, y, x.dtype, name .. ".to_input_dtype")
   local odt = promote(w.dtype, yb.dtype)
+  -- `hidden_states` keeps y until the function returns, after the weight multiply
+  local drops = { w, yb }
+  if yb ~= y then drops[3] = y end
   -- weight * hidden: the weight gradient is reduced over every leading dim, with an fp32
   -- buffer of the whole product (InputMetadata::reduce_grad)
   local out = nn.mul(cx, name, w, yb, odt, {
                           grads = { { dtype = w.dtype }, { dtype = yb.dtype } },
-                          grad_order = { 2, 1 },
+                          grad_order = { 2, 1 }, frees = drops,
                           bwd_workspace = w.rg and { nn.bytes(x.shape, odt), nn.numel(x.shape) * 4 } or nil })
   return out
 end
@@ -355,10 +358,12 @@ function M.build(cx, cfg)
     end
     -- rotary embedding: cos/sin computed in fp32 then cast to the hidden dtype
     local rshape = { 1, s, hd }
-    local freqs = nn.op(cx, { name = "rotary.freqs", inputs = {}, outs = { { "rotary.freqs", { 1, s, hd // 2 }, "fp32" } } })
+      -- inv_freq @ position_ids is a matmul: the first cuBLAS call of the step (workspace)
+    local freqs = nn.op(cx, { name = "rotary.freqs", kind = "mm", inputs = {}, outs = { { "rotary.freqs", { 1, s, hd // 2 }, "fp32" } } })
     local emb = nn.op(cx, { name = "rotary.cat", inputs = { freqs }, outs = { { "rotary.emb", rshape, "fp32" } } })
-    local cos32 = nn.ew(cx, "rotary.cos", { emb }, "fp32")
-    local sin32 = nn.ew(cx, "rotary.sin", { emb }, "fp32")
+    -- cos = emb.cos() * attention_scaling (a second tensor; the first dies at once)
+    local cos32 = nn.ew(cx, "rotary.cos_scaled", { nn.ew(cx, "rotary.cos", { emb }, "fp32") }, "fp32")
+    local sin32 = nn.ew(cx, "rotary.sin_scaled", { nn.ew(cx, "rotary.sin", { emb }, "fp32") }, "fp32")
     local cos = nn.to(cx, cos32, x.dtype, "rotary.cos_cast")
     local sin = nn.to(cx, sin32, x.dtype, "rotary.sin_cast")
     if t.attention == "eager" then
@@ -394,6 +399,8 @@ function M.build(cx, cfg)
       local vv = nn.view_op(cx, pre .. ".v_heads", v, { b, sh.kv_heads, s, hd })
       local qe = rotary(cx, pre .. ".q_rotary", qv, cos, sin)
       local ke = rotary(cx, pre .. ".k_rotary", kv, cos, sin)
+      -- `query_states, key_states = apply_rotary_pos_emb(...)`: the projections die together
+      nn.release(cx, { qv, kv }, pre .. ": query/key states reassigned")
       -- DynamicCache.update (use_cache defaults to True): torch.cat onto an empty cache copies
       -- the keys and values; the copies are what attention sees and saves
       -- (with checkpointing transformers turns use_cache off: no copies)
@@ -431,6 +438,10 @@ function M.build(cx, cfg)
       end
       if ck_attn then cx.region = nil end
       local o = linear(cx, pre .. ".self_attn.o_proj", ao2, L.o)
+      -- LlamaAttention.forward returns: its locals die; the caller's `hidden_states` (the normed
+      -- input) is reassigned to the attention output
+      nn.release(cx, { qa, kc, vc }, pre .. ": self_attn returns")
+      nn.release(cx, { hn }, pre .. ": hidden_states reassigned")
       local h1 = nn.op(cx, { name = pre .. ".residual_add1", inputs = { residual, o },
                              outs = { { pre .. ".h1", { b, s, h }, promote(residual.dtype, o.dtype) } },
                              grads = { { pass = 1 }, { pass = 1 } } })
@@ -440,6 +451,7 @@ function M.build(cx, cfg)
       local u = linear(cx, pre .. ".mlp.up_proj", hn2, L.up)
       local m = nn.mul(cx, pre .. ".mlp.mul", act, u, act.dtype)
       local d = linear(cx, pre .. ".mlp.down_proj", m, L.down)
+      nn.release(cx, { hn2 }, pre .. ": hidden_states reassigned")
       x = nn.op(cx, { name = pre .. ".residual_add2", inputs = { h1, d },
                       outs = { { pre .. ".out", { b, s, h }, promote(h1.dtype, d.dtype) } },
                       grads = { { pass = 1 }, { pass = 1 } } })

@@ -187,6 +187,17 @@ function nn.linear(cx, name, x, w, out_dtype)
                      dtype = out_dtype or x.dtype })
 end
 
+-- Drops one reference of each tensor in `list` at this point: models a Python variable that
+-- keeps a tensor alive after its last use, until it is reassigned or its function returns
+-- (pair it with one more use than the ops make, i.e. call it only for tensors still referenced).
+function nn.release(cx, list, name)
+  local ids = {}
+  for _, t in ipairs(list) do if t then ids[#ids + 1] = t.id end end
+  if #ids == 0 then return end
+  cx.G:op { name = name or "release", kind = "none", phase = cx.phase, inputs = {}, outputs = {},
+            frees = ids, layer = cx.layer, region = cx.region }
+end
+
 -- Hold t until the end of forward (a model output the caller keeps until it drops the
 -- output object). Adds one reference released by nn.end_forward.
 function nn.hold(cx, t)
