@@ -459,6 +459,60 @@ static void test_host_oom_is_enomem(void **state) {
     graph_free(t.g);
 }
 
+/* Streams overlap. A, C and F run on the compute stream and last the device's 1000 ns launch
+ * time; B, D and E are all-gathers of 2000 bytes over 2 ranks on the communication stream at
+ * 1 byte/ns, (2-1)/2 x 2000 B = 1000 ns each. An op waits for its stream and its inputs; the
+ * optimizer op F waits for every stream.
+ *   A s0 0-1000 | B s1 0-1000 | C(a) s0 1000-2000 | D(b) s1 1000-2000 | E(c) s1 2000-3000 |
+ *   F s0 3000-4000: step time 4000 ns while the streams were busy 3000 ns each. */
+static void test_streams_overlap(void **state) {
+    (void)state;
+    Graph *g;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int p = tensor(g, "p", 1024, CAT_PARAM, false, true);
+    int a = tensor(g, "a", 1024, CAT_ACTIVATION, false, false);
+    int b = tensor(g, "b", 1024, CAT_ACTIVATION, false, false);
+    int c = tensor(g, "c", 1024, CAT_ACTIVATION, false, false);
+    op(g, (OpArgs){.name = "A", .phase = PH_FWD, .in = {p}, .nin = 1, .out = {a}, .nout = 1});
+    int ob = op(g, (OpArgs){.name = "B", .phase = PH_FWD, .in = {p}, .nin = 1, .out = {b},
+                            .nout = 1});
+    op(g, (OpArgs){.name = "C", .phase = PH_FWD, .in = {a}, .nin = 1, .out = {c}, .nout = 1,
+                   .frees = {a}, .nfrees = 1});
+    int od = op(g, (OpArgs){.name = "D", .phase = PH_FWD, .in = {b}, .nin = 1, .frees = {b},
+                            .nfrees = 1});
+    int oe = op(g, (OpArgs){.name = "E", .phase = PH_FWD, .in = {c}, .nin = 1, .frees = {c},
+                            .nfrees = 1});
+    op(g, (OpArgs){.name = "F", .phase = PH_OPTIM, .in = {p}, .nin = 1});
+    int comm[3] = {ob, od, oe};
+    for (int k = 0; k < 3; k++) {
+        Op *o = graph_op(g, comm[k]);
+        o->stream = 1;
+        o->kind = "allgather"; /* static string: the graph never frees op names or kinds */
+        o->world = 2;
+        o->bytes_moved = 2000;
+    }
+    DeviceSpec dev = {.launch_ns = 1000, .world = 2, .coll_bw = 1e9};
+    AllocConfig ac = ideal(0);
+    SimResult *r = run(g, 2, &ac, &dev);
+    for (int s = 0; s < 2; s++) {
+        assert_true(r->steps[s].time_ns == 4000.0);
+        assert_true(r->steps[s].stream_busy_ns[0] == 3000.0);
+        assert_true(r->steps[s].stream_busy_ns[1] == 3000.0);
+    }
+    for (int i = 0; i < r->n_spans; i++) {
+        const OpSpan *sp = &r->spans[i];
+        const char *nm = graph_op_c(g, sp->op)->name;
+        double t0 = sp->step * 4000.0;
+        double want = nm[0] == 'A' || nm[0] == 'B' ? 0 : nm[0] == 'C' || nm[0] == 'D' ? 1000
+                    : nm[0] == 'E' ? 2000 : 3000;
+        assert_true(sp->start_ns == t0 + want);
+        assert_int_equal(sp->stream, graph_op_c(g, sp->op)->stream);
+    }
+    assert_int_equal(r->n_spans, 12);
+    engine_result_free(r);
+    graph_free(g);
+}
+
 static void test_steps_must_be_positive(void **state) {
     (void)state;
     Fwd f = build_forward();
@@ -514,6 +568,7 @@ int main(void) {
         cmocka_unit_test(test_oom_caching_small_capacity),
         cmocka_unit_test(test_checkpointing_lowers_peak),
         cmocka_unit_test(test_host_oom_is_enomem),
+        cmocka_unit_test(test_streams_overlap),
         cmocka_unit_test(test_steps_must_be_positive),
         cmocka_unit_test(test_view_keeps_base_alive),
     };

@@ -401,6 +401,49 @@ static void test_checkpoint_region_recomputes(void **state) {
     assert_true(backward_of(g, f0) > b1);
 }
 
+/* Gradient accumulation: one graph_derive_backward per micro-batch. The second call derives
+ * only the forward ops declared since the first, and the parameter's gradient from the second
+ * micro-batch is added in place into the .grad the first one made. */
+static void test_grad_accumulation_two_microbatches(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 1024);
+    int x1 = add_act(g, "x1", 2048, true), l1 = add_act(g, "loss1", 512, true);
+    int f1a = add_fwd(g, "mb1.f1", (int[]){w}, 1, x1, NULL, 0, NULL);
+    add_fwd(g, "mb1.f2", (int[]){x1}, 1, l1, (int[]){x1}, 1, NULL);
+    assert_int_equal(graph_derive_backward(g, l1), VR_OK);
+    int gw = graph_param_grad(g, w);
+    assert_true(gw >= 0);
+    assert_int_equal(graph_op_c(g, backward_of(g, f1a))->outputs[0], gw);
+    int ops_after_first = graph_num_ops(g);
+
+    int x2 = add_act(g, "x2", 2048, true), l2 = add_act(g, "loss2", 512, true);
+    int f1b = add_fwd(g, "mb2.f1", (int[]){w}, 1, x2, NULL, 0, NULL);
+    int f2b = add_fwd(g, "mb2.f2", (int[]){x2}, 1, l2, (int[]){x2}, 1, NULL);
+    assert_int_equal(graph_derive_backward(g, l2), VR_OK);
+    assert_int_equal(graph_param_grad(g, w), gw); /* the same .grad */
+    /* the first micro-batch's ops are not derived again */
+    int n_bwd_f1a = 0;
+    for (int i = ops_after_first; i < graph_num_ops(g); i++) {
+        const Op *o = graph_op_c(g, i);
+        n_bwd_f1a += o->fwd_op == f1a && o->phase != PH_FWD;
+    }
+    assert_int_equal(n_bwd_f1a, 0);
+    int b2 = backward_of(g, f2b), b1 = backward_of(g, f1b);
+    assert_true(b2 > ops_after_first && b1 > b2);
+    int gw2 = graph_op_c(g, b1)->outputs[0];
+    assert_true(gw2 != gw);
+    assert_false(graph_tensor_c(g, gw2)->persistent);
+    int acc = -1;
+    for (int i = b1 + 1; i < graph_num_ops(g); i++)
+        if (strcmp(graph_op_c(g, i)->name, "AccumulateGrad(add_)") == 0) acc = i;
+    assert_true(acc > b1);
+    const Op *oa = graph_op_c(g, acc);
+    assert_int_equal(oa->inputs[0], gw);
+    assert_int_equal(oa->inputs[1], gw2);
+    assert_int_equal(oa->n_frees, 1);
+    assert_int_equal(oa->frees[0], gw2);
+}
+
 static void test_bad_indices_are_einval(void **state) {
     Graph *g = *state;
     int p = add_param(g, "w", 1024), y = add_act(g, "y", 1024, true);
@@ -506,6 +549,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_grad_pass_allocates_nothing, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_frozen_branch_has_no_backward, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_checkpoint_region_recomputes, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_grad_accumulation_two_microbatches, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_bad_indices_are_einval, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_loss_without_grad_is_einval, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_views_and_names, setup_graph, teardown_graph),
