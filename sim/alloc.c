@@ -2024,12 +2024,18 @@ void alloc_format_oom(const AllocOomInfo *info, bool fraction_set, char *buf, si
     fmt_size(info->free, fr, sizeof fr);
     fmt_size(info->allocated, al, sizeof al);
     fmt_size(info->reserved_unallocated, ru, sizeof ru);
-    snprintf(buf, len,
-             "CUDA out of memory. Tried to allocate %s. %s %s of which %s is free. Of the "
-             "allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but "
-             "unallocated.",
-             req, fraction_set ? "The memory cap is" : "GPU has a total capacity of", cap, fr,
-             al, ru);
+    if (fraction_set) /* PyTorch: "... N allowed; Of the allocated memory ..." */
+        snprintf(buf, len,
+                 "CUDA out of memory. Tried to allocate %s. %s allowed (%s of it free); Of the "
+                 "allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but "
+                 "unallocated.",
+                 req, cap, fr, al, ru);
+    else
+        snprintf(buf, len,
+                 "CUDA out of memory. Tried to allocate %s. GPU has a total capacity of %s of "
+                 "which %s is free. Of the allocated memory %s is allocated by PyTorch, and %s is "
+                 "reserved by PyTorch but unallocated.",
+                 req, cap, fr, al, ru);
 }
 
 /* Blocks of one segment in address order, appended to out[*n]. */
