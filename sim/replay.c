@@ -169,6 +169,9 @@ typedef struct Reader {
     bool have_seq;
     uint64_t last_seq;
     uint32_t last_seq_line;
+    bool have_last_stream; /* last_stream caches the last stream looked up */
+    uint64_t last_stream;
+    uint32_t last_stream_index;
     bool header_done;    /* CSV: the header line has been read */
     int col[6];          /* CSV: column of each of col_names, -1 if absent */
     int need;            /* CSV: fields a line must have */
@@ -209,9 +212,16 @@ static VrStatus stream_index(Reader *r, uint64_t value, uint32_t line, uint32_t 
 {
     if (value == UINT64_MAX)
         return fail(r, line, "stream %" PRIu64 " out of range", value);
+    if (r->have_last_stream && value == r->last_stream) { /* nearly every event */
+        *out = r->last_stream_index;
+        return VR_OK;
+    }
     uint32_t *v = map_get(&r->streams, value + 1);
     if (v) {
         *out = *v;
+        r->have_last_stream = true;
+        r->last_stream = value;
+        r->last_stream_index = *v;
         return VR_OK;
     }
     Trace *t = r->t;
