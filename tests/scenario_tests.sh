@@ -123,6 +123,11 @@ run llama2 scenarios/llama7b_h200.lua --out "$OUT2"
 if crashed "llama7b_h200 (second run)"; then :
 elif cmp -s "$OUT1/summary.json" "$OUT2/summary.json"; then ok "the same scenario twice gives a byte-identical summary.json"
 else fail "summary.json differs between two runs of the same scenario"; fi
+if cmp -s "$OUT1/memory.csv" "$OUT2/memory.csv" && cmp -s "$OUT1/trace.json" "$OUT2/trace.json"; then
+  ok "  ... and byte-identical memory.csv and trace.json"
+else fail "memory.csv or trace.json differs between two runs of the same scenario"; fi
+if ls "$OUT1" | grep -q '\.tmp'; then fail "--out DIR holds temporary files after the run: $(ls "$OUT1" | tr '\n' ' ')"
+else ok "  ... and no temporary files are left in --out DIR"; fi
 
 run llamajson scenarios/llama7b_h200.lua --json --no-files
 if crashed "--json"; then :
@@ -208,6 +213,17 @@ for r in d:
 elif [ "$(head -c 1 "$TMP/validate.out")" = "[" ] && grep -q '"rel_error"' "$TMP/validate.out"; then
   ok "vrsim validate --json exits 0 and prints a JSON array"
 else fail "vrsim validate --json: stdout is not a JSON array"; fi
+
+printf '{"name": "x", "shape": "7b"}\nnot json\n' >"$TMP/bad.jsonl"
+run badval validate "$TMP/bad.jsonl"
+if crashed "vrsim validate (bad line)"; then :
+elif [ "$RC" -eq 2 ] && grep -q "bad.jsonl:2" "$TMP/badval.err"; then ok "vrsim validate on a bad line exits 2 naming file:line"
+else fail "vrsim validate on a bad line: exit $RC, expected 2 with file:line" "$(head -n 2 "$TMP/badval.err")"; fi
+
+run noval validate "$TMP/no-such.jsonl"
+if crashed "vrsim validate (missing file)"; then :
+elif [ "$RC" -eq 2 ] && grep -q "no-such.jsonl" "$TMP/noval.err"; then ok "vrsim validate on a missing file exits 2 and names it"
+else fail "vrsim validate on a missing file: exit $RC, expected 2"; fi
 
 echo "scenario tests: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
