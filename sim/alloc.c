@@ -648,10 +648,10 @@ static VrStatus parse_divisions(AllocConfig *cfg, const char *s, const char *e, 
             trim(&k0, &k1);
             trim(&v0, &v1);
             uint64_t val;
-            if (!parse_u64(v0, v1, &val) || val > 1024 || (val != 0 && !is_pow2(val)))
+            if (!parse_u64(v0, v1, &val) || val > ((uint64_t)1 << 31) || (val != 0 && !is_pow2(val)))
                 return conf_err(err, errlen,
-                                "roundup_power2_divisions: divisions must be 0 or a power of two "
-                                "up to 1024, got '%.*s'", v0, v1);
+                                "roundup_power2_divisions: divisions must be 0 or a power of two, "
+                                "got '%.*s'", v0, v1);
             if (tok_eq(k0, k1, ">")) {
                 for (size_t i = last_index; i < 16; i++)
                     div[i] = (unsigned)val;
@@ -676,9 +676,9 @@ static VrStatus parse_divisions(AllocConfig *cfg, const char *s, const char *e, 
         }
     } else {
         uint64_t val;
-        if (!parse_u64(s, e, &val) || val > 1024 || (val != 0 && !is_pow2(val)))
+        if (!parse_u64(s, e, &val) || val > ((uint64_t)1 << 31) || (val != 0 && !is_pow2(val)))
             return conf_err(err, errlen,
-                            "roundup_power2_divisions must be 0, a power of two up to 1024, or "
+                            "roundup_power2_divisions must be 0, a power of two, or "
                             "[MB:N,...,>:N], got '%.*s'", s, e);
         for (size_t i = 0; i < 16; i++)
             div[i] = (unsigned)val;
