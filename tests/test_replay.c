@@ -161,6 +161,35 @@ static void test_dev_traces(void **s)
     }
 }
 
+/* ALLOCATOR.md 11.3: with no addresses at all (as in simulation), each new segment below the
+ * earlier ones still gives PyTorch's segments here, retries and OOMs included. */
+static void test_simulation_placement(void **s)
+{
+    (void)s;
+    const DevTrace sim[] = {
+        {"fulltrace_pub-c04.csv.gz", "", 0, 17219715072ull, 83, 0, 0},
+        {"fulltrace_dev-trace-expandable.csv.gz", "expandable_segments:True", 0, 17056137216ull,
+         85, 0, 0},
+        {"fulltrace_dev-trace-maxsplit128.csv.gz", "max_split_size_mb:128", 0, 20870856704ull,
+         162, 0, 0},
+        {"fulltrace_dev-cap15400-c04.csv.gz", "", 15400, 15969812480ull, 82, 2, 1},
+    };
+    for (size_t i = 0; i < sizeof sim / sizeof *sim; i++) {
+        char path[256];
+        snprintf(path, sizeof path, TRACES "%s", sim[i].name);
+        Trace *t = load(path);
+        t->no_hints = true;
+        ReplayResult r;
+        replay(t, sim[i].conf, sim[i].cap_mib * MiB, &r);
+        assert_true(r.segments_match);
+        assert_int_equal(r.peak_reserved, sim[i].peak_reserved);
+        assert_int_equal(r.num_alloc_retries, sim[i].retries);
+        assert_int_equal(r.num_ooms, sim[i].ooms);
+        replay_result_clear(&r);
+        trace_free(t);
+    }
+}
+
 static void test_midrun_traces(void **s)
 {
     (void)s;
@@ -711,6 +740,7 @@ int main(void)
         cmocka_unit_test(test_fulltrace_c13),
         cmocka_unit_test(test_fulltrace_sdxl),
         cmocka_unit_test(test_dev_traces),
+        cmocka_unit_test(test_simulation_placement),
         cmocka_unit_test(test_midrun_traces),
         cmocka_unit_test(test_capped_verdicts),
         cmocka_unit_test(test_empty_cache_run),
