@@ -53,12 +53,11 @@ static double jnum(const cJSON *o, const char *k, double def) {
 
 /* Writes the scenario source for record rec into src; returns NULL when it can be modelled, or
  * the reason it cannot. */
-static const char *record_scenario(const cJSON *rec, char *src, size_t n, int steps) {
+static const char *record_scenario(const cJSON *rec, char *src, size_t n, int steps, int rank) {
     const char *shape = jstr(rec, "shape"), *mode = jstr(rec, "mode"), *attn = jstr(rec, "attn");
     const char *optim = jstr(rec, "optim"), *conf = jstr(rec, "alloc_conf");
     const char *model = jstr(rec, "model");
     bool sdxl = (model && strncmp(model, "sdxl", 4) == 0) || cJSON_GetObjectItem(rec, "res");
-    if (jstr(rec, "strategy") || jnum(rec, "world_size", 1) > 1) return "multi-GPU strategies are not modelled yet";
     if (sdxl && mode) {
         const char *impl2 = optim && strstr(optim, "fused") ? "fused" : optim && strstr(optim, "forloop") ? "forloop" : "foreach";
         snprintf(src, n,
@@ -81,47 +80,55 @@ static const char *record_scenario(const cJSON *rec, char *src, size_t n, int st
     if (optim && strstr(optim, "fused")) impl = "fused";
     else if (optim && strstr(optim, "forloop")) impl = "forloop";
     double total = jnum(rec, "total_mib", 0), cap = jnum(rec, "cap_mib", 0);
-    char hw[256];
+    char hw[512];
     int k = snprintf(hw, sizeof hw, "gpu = \"h200\"");
     if (total > 0) k += snprintf(hw + k, sizeof hw - (size_t)k, ", capacity_mib = %.4f", total);
     if (cap > 0 && total > 0)
         snprintf(hw + k, sizeof hw - (size_t)k, ", memory_fraction = %.10f", cap / total);
+    /* multi-GPU records (DESIGN.md): strategy, raf, world_size, offload, empty_cache_after_build */
+    char extra[400] = "";
+    const char *strategy = jstr(rec, "strategy");
+    if (strategy) {
+        bool off = cJSON_IsTrue(cJSON_GetObjectItem(rec, "offload"));
+        snprintf(extra, sizeof extra,
+                 ",\n               strategy = \"%s\", zero = { raf = %s%s },"
+                 " empty_cache_after_build = %s",
+                 strategy, cJSON_IsFalse(cJSON_GetObjectItem(rec, "raf")) ? "false" : "true",
+                 off ? ", offload_param = \"cpu\", offload_optimizer = \"cpu\"" : "",
+                 cJSON_IsTrue(cJSON_GetObjectItem(rec, "empty_cache_after_build")) ? "true" : "false");
+        size_t k2 = strlen(hw);
+        snprintf(hw + k2, sizeof hw - k2, ", count = %d, interconnect = \"nvlink\", rank = %d",
+                 (int)jnum(rec, "world_size", 1), rank);
+    }
     snprintf(src, n,
              "return {\n"
              "  hardware = { %s },\n"
              "  model = { arch = \"llama2\", size = \"%s\" },\n"
              "  training = { micro_batch = %d, seq = %d, precision = \"%s\", optimizer = \"adamw\",\n"
-             "               optimizer_impl = \"%s\", attention = \"%s\", checkpointing = %s, steps = %d },\n"
+             "               optimizer_impl = \"%s\", attention = \"%s\", checkpointing = %s, steps = %d%s },\n"
              "  allocator = { conf = \"%s\" },\n"
              "}\n",
-             hw, shape, (int)jnum(rec, "batch", 1), (int)jnum(rec, "seq", 2048), mode, impl,
+             hw, shape, (int)jnum(rec, "batch", 1), (int)jnum(rec, "seq", 2048),
+             strcmp(mode, "mp_fp32") == 0 ? "mp_fp32" : mode, impl,
              attn ? attn : "sdpa", cJSON_IsTrue(cJSON_GetObjectItem(rec, "ckpt")) ? "true" : "false",
-             steps, conf ? conf : "");
+             steps, extra, conf ? conf : "");
     return NULL;
 }
 
 typedef struct Opts { bool json, step0; const char *only; } Opts;
 
-static int validate_record(const cJSON *rec, const char *file, int line, const Opts *o, Rows *rows,
-                           int *skipped) {
-    const char *name = jstr(rec, "name");
-    char cfg[96];
-    snprintf(cfg, sizeof cfg, "%s%s", name ? name : "?",
-             cJSON_GetObjectItem(rec, "cap_mib") ? "" : "");
-    if (cJSON_GetObjectItem(rec, "cap_mib"))
-        snprintf(cfg, sizeof cfg, "%s@cap%.0f", name ? name : "?", jnum(rec, "cap_mib", 0));
-    if (o->only && !strstr(cfg, o->only)) return 0;
-    const cJSON *steps = cJSON_GetObjectItem(rec, "steps");
-    int nsteps = cJSON_IsArray(steps) ? cJSON_GetArraySize(steps) : 0;
-    bool oomed = cJSON_GetObjectItem(rec, "oom_at_step") != NULL;
+/* Simulates one record (for multi-GPU records, one rank) and adds its rows. */
+static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool oomed,
+                         const char *cfg, const char *file, int line, int rank, const Opts *o,
+                         Rows *rows, int *skipped) {
     int sim_steps = oomed ? (int)jnum(rec, "oom_at_step", 0) + 1 : nsteps;
     if (sim_steps < 1) sim_steps = 1;
-    char src[2048];
-    const char *why = record_scenario(rec, src, sizeof src, sim_steps);
+    char src[3072];
+    const char *why = record_scenario(rec, src, sizeof src, sim_steps, rank);
     if (why) {
         if (!o->json) printf("  %-24s skipped: %s\n", cfg, why);
         (*skipped)++;
-        return 0;
+        return;
     }
     char chunk[600], err[1024];
     snprintf(chunk, sizeof chunk, "%s:%d (%s)", file, line, cfg);
@@ -130,7 +137,7 @@ static int validate_record(const cJSON *rec, const char *file, int line, const O
     if (scenario_load_source(chunk, src, NULL, &so, &plan, err, sizeof err)) {
         if (!o->json) printf("  %-24s skipped: %s\n", cfg, err);
         (*skipped)++;
-        return 0;
+        return;
     }
     EngineConfig ec = {.steps = plan->steps, .cublas_handles = 2, .dev = &plan->dev,
                        .cost = plan->cost, .host_op_ns = plan->host_op_ns};
@@ -139,7 +146,7 @@ static int validate_record(const cJSON *rec, const char *file, int line, const O
         if (!o->json) printf("  %-24s skipped: %s\n", cfg, err);
         plan_free(plan);
         (*skipped)++;
-        return 0;
+        return;
     }
     if (cJSON_GetObjectItem(rec, "cap_mib"))
         add_row(rows, cfg, "fits", oomed ? 0 : 1, res->oom ? 0 : 1);
@@ -151,9 +158,38 @@ static int validate_record(const cJSON *rec, const char *file, int line, const O
         add_row(rows, cfg, "peak_reserved", jnum(ms, "peak_reserved_mib", 0) * MIB, (double)ps->peak_reserved);
         if (jnum(ms, "gpu_ms", 0) > 0)
             add_row(rows, cfg, "step_time", jnum(ms, "gpu_ms", 0), ps->time_ns / 1e6);
+    } else if (!oomed && nsteps > 0 && res->oom && !o->json) {
+        printf("  %-24s predicted OOM in step %d where the run fitted\n", cfg, res->oom_step);
     }
     engine_result_free(res);
     plan_free(plan);
+}
+
+static int validate_record(const cJSON *rec, const char *file, int line, const Opts *o, Rows *rows,
+                           int *skipped) {
+    const char *name = jstr(rec, "name");
+    char cfg[96];
+    snprintf(cfg, sizeof cfg, "%s", name ? name : "?");
+    if (cJSON_GetObjectItem(rec, "cap_mib"))
+        snprintf(cfg, sizeof cfg, "%s@cap%.0f", name ? name : "?", jnum(rec, "cap_mib", 0));
+    if (o->only && !strstr(cfg, o->only)) return 0;
+    bool oomed = cJSON_GetObjectItem(rec, "oom_at_step") != NULL;
+    const cJSON *ranks = cJSON_GetObjectItem(rec, "ranks");
+    if (cJSON_IsArray(ranks)) {
+        /* multi-GPU: every rank is simulated as itself and compared with its own steps */
+        int r = 0;
+        for (const cJSON *rk = ranks->child; rk; rk = rk->next, r++) {
+            const cJSON *steps = cJSON_GetObjectItem(rk, "steps");
+            char rc[112];
+            snprintf(rc, sizeof rc, "%s/r%d", cfg, (int)jnum(rk, "rank", r));
+            validate_one(rec, steps, cJSON_IsArray(steps) ? cJSON_GetArraySize(steps) : 0, oomed,
+                         rc, file, line, (int)jnum(rk, "rank", r), o, rows, skipped);
+        }
+        return 0;
+    }
+    const cJSON *steps = cJSON_GetObjectItem(rec, "steps");
+    validate_one(rec, steps, cJSON_IsArray(steps) ? cJSON_GetArraySize(steps) : 0, oomed, cfg, file,
+                 line, 0, o, rows, skipped);
     return 0;
 }
 

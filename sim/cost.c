@@ -17,6 +17,7 @@ typedef struct Curve {
 
 struct CostModel {
     DeviceSpec dev;
+    double kernel_ns;       /* device time of an empty kernel back to back (per kernel floor) */
     Curve gemm[DT_COUNT];
     Curve mem;
 };
@@ -117,7 +118,9 @@ double cost_op_ns(const CostModel *c, const Op *op) {
         return device_op_ns(&c->dev, op);
     double t_c = 0;
     if (op->flops > 0) {
-        bool gemm = op->kind && (strcmp(op->kind, "mm") == 0 || strcmp(op->kind, "attention") == 0);
+        /* convolutions run as implicit GEMMs; fused attention as GEMM-bound tiles */
+        bool gemm = op->kind && (strcmp(op->kind, "mm") == 0 || strcmp(op->kind, "attention") == 0 ||
+                                 strcmp(op->kind, "conv") == 0);
         /* a backward GEMM op runs two GEMMs (input and weight gradients) of half its FLOPs */
         int parts = gemm && op->phase == PH_BWD ? 2 : 1;
         double f = op->flops / parts;
@@ -127,5 +130,11 @@ double cost_op_ns(const CostModel *c, const Op *op) {
     }
     double bw = cost_mem_rate(c, op->bytes_moved);
     double t_m = bw > 0 ? op->bytes_moved / bw : 0;
-    return (t_c > t_m ? t_c : t_m) * 1e9;
+    double t = (t_c > t_m ? t_c : t_m) * 1e9;
+    /* no kernel is shorter than an empty one; a backward GEMM op is two kernels */
+    int kernels = op->phase == PH_BWD && op->kind && strcmp(op->kind, "mm") == 0 ? 2 : 1;
+    if (t < kernels * c->kernel_ns) t = kernels * c->kernel_ns;
+    return t;
 }
+
+void cost_set_kernel_ns(CostModel *c, double ns) { c->kernel_ns = ns > 0 ? ns : 0; }

@@ -29,6 +29,10 @@ VrStatus cost_new(const DeviceSpec *dev, const CostPoint *const gemm[DT_COUNT],
                   CostModel **out /* OUT */);
 void cost_free(CostModel *c); /* NULL is a no-op */
 
+/* The device time of an empty kernel (launch_device_us of the profile): every kernel takes at
+ * least that long on the device. */
+void cost_set_kernel_ns(CostModel *c, double ns);
+
 /* Device time of op in ns (0 for ops of kind "none"); collectives and copies go to
  * device_op_ns's link model. */
 double cost_op_ns(const CostModel *c, const Op *op);

@@ -117,6 +117,7 @@ static void free_storage(Run *r, int s, int op) {
 static bool runs_in_step(const Op *op, int step) {
     if (op->phase == PH_BUILD || op->hook) return false;
     if (op->once && step > 0) return false;
+    if (op->at_step > 0 && step != op->at_step) return false;
     return true;
 }
 
@@ -164,6 +165,10 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     const Graph *g = r->g;
     const Op *op = graph_op_c(g, i);
     VrStatus st;
+    if (strcmp(op->kind, "empty_cache") == 0) { /* torch.cuda.empty_cache() */
+        alloc_empty_cache(r->a);
+        return sample(r, gr, i);
+    }
     bool allocates = op->n_outputs > 0 || op->n_workspace > 0;
     if (r->handles < r->cfg->cublas_handles && allocates) {
         bool first_fwd_gemm = r->handles == 0 && strcmp(op->kind, "mm") == 0 &&

@@ -110,6 +110,8 @@ typedef struct Op {
     int region;            /* checkpointed region (> 0) whose saved tensors are recomputed in
                               backward instead of kept; 0 = none */
     bool once;             /* runs in the first step only (optimizer state creation) */
+    int at_step;           /* > 0: runs in that step only (DDP rebuilds its buckets in step 1);
+                              0 = every step (or the first, with once) */
     bool no_grad;          /* forward op run under torch.no_grad(): outputs need no grad */
 } Op;
 

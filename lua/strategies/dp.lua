@@ -48,7 +48,7 @@ end
 local function pbytes(p) return nn.bytes(p.shape, p.dtype) end
 
 -- ZeroRedundancyOptimizer._partition_parameters: largest first, to the least loaded rank.
-local function owned_by_rank0(params, n)
+local function owned_by_rank(params, n, rank)
   local order = {}
   for i, p in ipairs(params) do order[i] = p end
   table.sort(order, function(a, b)
@@ -63,7 +63,7 @@ local function owned_by_rank0(params, n)
     local best = 1
     for r = 2, n do if load[r] < load[best] then best = r end end
     load[best] = load[best] + nn.numel(p.shape)
-    if best == 1 then mine[p.id] = true end
+    if best == rank + 1 then mine[p.id] = true end
   end
   return mine
 end
@@ -187,6 +187,23 @@ function M.before_backward(cx, cfg, params)
   for _, p in ipairs(params) do if p.trainable then trainable[#trainable + 1] = p end end
 
   if s.kind == "ddp" or s.kind == "zero1" then
+    -- DDP's constructor first broadcasts the module's state from rank 0 (_sync_module_states:
+    -- _broadcast_coalesced flattens the parameters into buffers of up to 250 MiB, one at a time)
+    local chunk, limit = 0, 250 * 2^20
+    local function flush()
+      if chunk == 0 then return end
+      local flat = tensor(cx, "DDP broadcast buffer", chunk, "uint8", "temp", false)
+      op(cx, { name = "DDP _broadcast_coalesced", kind = "broadcast", phase = "build",
+               outputs = { flat }, frees = {} })
+      op(cx, { name = "DDP broadcast buffer freed", phase = "build", frees = { flat } })
+      chunk = 0
+    end
+    for _, p in ipairs(params) do
+      local b = pbytes(p)
+      if chunk > 0 and chunk + b > limit then flush() end
+      chunk = chunk + b
+    end
+    flush()
     -- buckets in reverse parameter order, allocated at construction; post hooks per bucket
     local buckets, cur, cap = {}, nil, o.first_bucket_mb * 2^20
     for i = #trainable, 1, -1 do
@@ -199,8 +216,18 @@ function M.before_backward(cx, cfg, params)
       cur.bytes = cur.bytes + pbytes(p)
       table.insert(cur.params, p)
     end
+    -- after the first iteration DDP rebuilds its buckets in the order gradients became ready
+    -- (Reducer::rebuild_buckets, at the start of the second forward): the new buckets are
+    -- allocated while the old ones live on until that iteration ends
+    local rebuilt, old = {}, {}
+    for bi, b in ipairs(buckets) do
+      rebuilt[bi] = tensor(cx, ("ddp bucket %d (rebuilt)"):format(bi - 1), b.bytes, b.params[1].dtype,
+                           "grad", true)
+    end
+    op(cx, { name = "DDP rebuild_buckets", phase = "fwd", at_step = 1, outputs = rebuilt, layer = -1 })
     for bi, b in ipairs(buckets) do
       b.id = tensor(cx, ("ddp bucket %d"):format(bi - 1), b.bytes, b.params[1].dtype, "grad", true)
+      old[bi] = b.id
       op(cx, { name = "DDP bucket " .. (bi - 1), phase = "build", outputs = { b.id } })
       -- the bucket is complete when its last parameter (lowest layer) is ready
       local last = b.params[#b.params]
@@ -214,6 +241,7 @@ function M.before_backward(cx, cfg, params)
                bytes = b.bytes, world = n })
     end
     s.buckets = buckets
+    s.old_buckets = old
     return
   end
 
@@ -279,11 +307,13 @@ function M.after_backward(cx, cfg, params)
   for _, p in ipairs(params) do if p.trainable then trainable[#trainable + 1] = p end end
   local upd = {}
   if s.kind == "ddp" or s.kind == "zero1" then
-    local mine = s.kind == "zero1" and owned_by_rank0(trainable, n) or nil
+    local mine = s.kind == "zero1" and owned_by_rank(trainable, n, cfg.hardware.rank) or nil
+    -- zero_grad runs over every parameter (ZeroRedundancyOptimizer keeps all param_groups)
+    upd.all_grads = {}
     for _, p in ipairs(trainable) do
-      if not mine or mine[p.id] then
-        upd[#upd + 1] = { param = p, grad = G:param_grad(p.id) }
-      end
+      local g = G:param_grad(p.id)
+      upd.all_grads[#upd.all_grads + 1] = g
+      if not mine or mine[p.id] then upd[#upd + 1] = { param = p, grad = g } end
     end
     return upd
   end
@@ -350,6 +380,10 @@ end
 -- After the optimizer: what the strategy sends. ZeRO-1 broadcasts the updated parameters.
 function M.after_step(cx)
   local s = cx.dp
+  if s.old_buckets then
+    op(cx, { name = "DDP old buckets freed", phase = "optim", at_step = 1, frees = s.old_buckets,
+             drop_persistent = true })
+  end
   if s.kind == "zero1" then
     local total = 0
     for _, b in ipairs(s.buckets) do total = total + b.bytes end

@@ -130,7 +130,8 @@ function M.build(cx, cfg, params, updates)
     error("optimizer must be adamw or sgd", 0)
   end
   -- zero_grad(set_to_none=True)
-  op(cx, { name = "zero_grad(set_to_none=True)", kind = "none", phase = "zero_grad", frees = grads })
+  op(cx, { name = "zero_grad(set_to_none=True)", kind = "none", phase = "zero_grad",
+           frees = updates and updates.all_grads or grads })
   return total
 end
 

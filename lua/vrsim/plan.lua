@@ -17,6 +17,7 @@ local SCHEMA = {
     gpu = { "string", "h200", "catalog name (vrsim gpus)" },
     count = { "integer", 1, "data-parallel GPUs (symmetric ranks, simulated once)" },
     gpus_per_node = { "integer", 8, "GPUs in one node (links inside a node are NVLink/PCIe)" },
+    rank = { "index", 0, "which rank to simulate when ranks differ (ZeRO-1 partitions)" },
     interconnect = { "string", "auto", "auto, nvlink or pcie: the link collectives run on" },
     host = { "string", nil, "host config from lua/hw/hosts.lua (host RAM for offload)" },
     memory_fraction = { "number", nil, "torch.cuda.set_per_process_memory_fraction" },
@@ -39,7 +40,7 @@ local SCHEMA = {
     micro_batch = { "integer", 1, "sequences per step per GPU" },
     seq = { "integer", 2048, "tokens per sequence" },
     resolution = { "integer", 1024, "image side in pixels (diffusion models)" },
-    precision = { "string", "bf16", "fp32, amp_bf16, amp_fp16, bf16, fp16, lora_bf16, lora_fp16" },
+    precision = { "string", "bf16", "fp32, amp_bf16, amp_fp16, bf16, fp16, lora_bf16, lora_fp16, mp_fp32 (FSDP2: fp32 shards, bf16 compute)" },
     optimizer = { "string", "adamw", "adamw or sgd" },
     optimizer_impl = { "string", "foreach", "foreach, fused or forloop" },
     attention = { "string", "sdpa", "sdpa (PyTorch's pick), flash, mem_efficient, cudnn or eager" },
@@ -53,6 +54,7 @@ local SCHEMA = {
     build = { "string", "cast", "cast: built in fp32 then .to(dtype), as from_config does; direct" },
     lora = { "table", nil, "{ r = 8, alpha = 32, dropout = 0.05, targets = {'q','v'} }" },
     strategy = { "string", "none", "none, ddp, zero1, zero2, zero3 or fsdp2 (data parallel over hardware.count)" },
+    empty_cache_after_build = { "boolean", false, "torch.cuda.empty_cache() once the model and optimizer are built" },
     zero = { "table", nil, "DeepSpeed/FSDP knobs: reduce_bucket_size, overlap_comm, offload_optimizer, raf, ..." },
     deepspeed = { "string", nil, "a DeepSpeed JSON config beside the scenario (zero_optimization is read)" },
   },
@@ -63,7 +65,8 @@ local SCHEMA = {
 }
 
 local CHOICES = {
-  precision = { fp32 = 1, amp_bf16 = 1, amp_fp16 = 1, bf16 = 1, fp16 = 1, lora_bf16 = 1, lora_fp16 = 1 },
+  precision = { fp32 = 1, amp_bf16 = 1, amp_fp16 = 1, bf16 = 1, fp16 = 1, lora_bf16 = 1, lora_fp16 = 1,
+                mp_fp32 = 1 },
   optimizer = { adamw = 1, adam = 1, sgd = 1, adamw8bit = 1 },
   quant = { none = 1, nf4 = 1, int8 = 1 },
   optimizer_impl = { foreach = 1, fused = 1, forloop = 1 },
@@ -134,7 +137,13 @@ local function check_value(ctx, section, field, spec, v, origin)
     if origin then error(origin .. ": " .. m, 0) end
     fail(ctx, field, section, m)
   end
-  if ty == "integer" then
+  if ty == "index" then
+    if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
+      bad(("%s must be an integer, not %s"):format(where, tostring(v)))
+    end
+    v = math.tointeger(v)
+    if v < 0 then bad(("%s must be >= 0, not %d"):format(where, v)) end
+  elseif ty == "integer" then
     if math.type(v) ~= "integer" then
       if type(v) == "number" and v == math.floor(v) then v = math.tointeger(v)
       else bad(("%s must be an integer, not %s"):format(where, tostring(v))) end
@@ -162,7 +171,7 @@ end
 -- Converts a --set value string to the field's type.
 local function parse_set_value(spec, raw, origin)
   local ty = spec[1]
-  if ty == "integer" or ty == "number" then
+  if ty == "integer" or ty == "number" or ty == "index" then
     local n = tonumber(raw)
     if not n then error(("%s: '%s' is not a number"):format(origin, raw), 0) end
     return n
@@ -325,6 +334,12 @@ local function device_of(cfg, ctx)
   local okp, prof = pcall(require, "hw.calibrated." .. name)
   if okp and type(prof) == "table" then
     prof.source = prof.source or ("lua/hw/calibrated/" .. name .. ".lua")
+    -- PyTorch's own dispatch cost per op on that machine (validation/measure/measure_dispatch.py)
+    local okt, torchp = pcall(require, "hw.calibrated." .. name .. "_torch")
+    if okt and type(torchp) == "table" then prof.host_op_us = torchp.host_op_us end
+    -- GEMMs measured under sustained load (power-limited clocks), when measured separately
+    local oks, sust = pcall(require, "hw.calibrated." .. name .. "_gemm_sustained")
+    if oks and type(sust) == "table" and sust.gemm_sustained then prof.gemm_sustained = sust.gemm_sustained end
   else
     prof = nil
   end
@@ -426,6 +441,10 @@ function P.build(scn, sets, file, src)
     end
     if i == k and dp then dp.before_backward(cx, cfg, cx.params) end
     G:derive_backward(loss.id)
+  end
+  if t0.empty_cache_after_build then
+    G:op { name = "torch.cuda.empty_cache()", kind = "empty_cache", phase = "build", inputs = {},
+           outputs = {}, frees = {} }
   end
   cx.phase = "optim"
   local optim = require "strategies.optim"

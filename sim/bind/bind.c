@@ -308,6 +308,8 @@ static int l_op(lua_State *L) {
     op.region = (int)field_int(L, 2, "region", 0);
     if (op.region < 0) luaL_error(L, "op '%s': region must be >= 0", op.name);
     op.once = field_bool(L, 2, "once", false);
+    op.at_step = (int)field_int(L, 2, "at_step", 0);
+    if (op.at_step < 0) luaL_error(L, "op '%s': at_step must be >= 0", op.name);
     op.no_grad = field_bool(L, 2, "no_grad", false);
     int id;
     VrStatus st = graph_add_op(g, &op, &id);
@@ -599,8 +601,20 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
     int n_gemm[DT_COUNT];
     for (int d = 0; d < DT_COUNT; d++) {
         CostPoint *pts = buf + (size_t)d * CAP;
-        int n = read_points(L, prof, "gemm", PT_GEMM, pts, 0, CAP, (DType)d, true);
+        /* a training step keeps the GPU at its power limit: where the profile measured GEMMs
+         * under sustained load, those rates replace the burst ones for the sizes they cover */
+        int ns = read_points(L, prof, "gemm_sustained", PT_GEMM, pts, 0, CAP, (DType)d, true);
+        double min_sustained = 0;
+        for (int k = 0; k < ns; k++)
+            if (min_sustained == 0 || pts[k].size < min_sustained) min_sustained = pts[k].size;
+        int n = read_points(L, prof, "gemm", PT_GEMM, pts, ns, CAP, (DType)d, true);
         n = read_points(L, prof, "bgemm", PT_GEMM, pts, n, CAP, (DType)d, true);
+        if (ns > 0) { /* keep burst points only below the sustained range */
+            int w = ns;
+            for (int k = ns; k < n; k++)
+                if (pts[k].size < min_sustained) pts[w++] = pts[k];
+            n = w;
+        }
         gemm[d] = pts;
         n_gemm[d] = n;
     }
@@ -609,6 +623,7 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
     n_mem = read_points(L, prof, "elementwise", PT_MEM, mem, n_mem, CAP, DT_FP32, false);
     if (cost_new(&p->dev, gemm, n_gemm, mem, n_mem, &p->cost))
         luaL_error(L, "the calibrated profile of %s has a bad point", p->dev.key);
+    cost_set_kernel_ns(p->cost, field_num(L, prof, "launch_device_us", 0) * 1e3);
     double host_us = field_num(L, prof, "host_op_us", field_num(L, prof, "launch_us", 0));
     p->host_op_ns = host_us * 1e3;
     field_str(L, prof, "source", p->profile, sizeof p->profile);

@@ -1,0 +1,74 @@
+"""Where a LLaMA training step's GPU time goes, measured: torch.profiler over one steady-state
+step (the third), kernel time summed by category, so the simulator's op costs can be checked
+category by category rather than only as a total.
+
+  python3 validation/measure/profile_llama_step.py --shape 7b-l4 --batch 4 --seq 2048 \
+      --mode bf16 --out validation/profile_h200.jsonl
+"""
+import argparse, json, time
+import torch
+
+SHAPES = {"7b": (4096, 11008, 32, 32), "13b": (5120, 13824, 40, 40)}
+
+def category(name):
+    n = name.lower()
+    if "multi_tensor_apply" in n or "foreach" in n or "fused_adam" in n:
+        return "optimizer"
+    if "fmha" in n or "flash" in n or "cudnn" in n and ("sdpa" in n or "attn" in n) or "attention" in n:
+        return "attention"
+    if "gemm" in n or "cutlass" in n or "sm90_xmma" in n or "nvjet" in n or "cublas" in n:
+        return "gemm"
+    if "reduce" in n or "softmax" in n or "nll" in n or "embedding" in n or "index" in n:
+        return "reduce_softmax_index"
+    if "memcpy" in n or "memset" in n or "copy" in n:
+        return "copy"
+    return "elementwise"
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="7b-l4"); ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=2048); ap.add_argument("--mode", default="bf16")
+    ap.add_argument("--ckpt", action="store_true"); ap.add_argument("--name", default="")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    from transformers import LlamaConfig, LlamaForCausalLM
+    base, _, layers = a.shape.partition("-l")
+    h, i, nh, nkv = SHAPES[base]
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=h, intermediate_size=i, num_attention_heads=nh,
+                      num_key_value_heads=nkv, num_hidden_layers=int(layers or 32),
+                      max_position_embeddings=4096, tie_word_embeddings=False, attn_implementation="sdpa")
+    with torch.device("cuda"):
+        model = LlamaForCausalLM(cfg)
+    model = model.to(torch.bfloat16 if a.mode == "bf16" else torch.float32)
+    if a.ckpt:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
+    ids = torch.randint(0, 32000, (a.batch, a.seq), device="cuda")
+    def step():
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+        del loss
+    for _ in range(2): step()
+    torch.cuda.synchronize()
+    from torch.profiler import profile, ProfilerActivity
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter(); step(); torch.cuda.synchronize(); wall = (time.perf_counter() - t0) * 1e3
+    cats, n_kernels, first, last = {}, 0, None, None
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            n_kernels += 1
+            c = category(e.name)
+            cats[c] = cats.get(c, 0.0) + e.device_time_total / 1e3 if hasattr(e, "device_time_total") else cats.get(c, 0.0) + e.cuda_time_total / 1e3
+    rec = {"name": a.name or f"profile-{a.shape}-b{a.batch}-s{a.seq}-{a.mode}{'-ckpt' if a.ckpt else ''}",
+           "shape": a.shape, "batch": a.batch, "seq": a.seq, "mode": a.mode, "ckpt": a.ckpt,
+           "wall_ms_profiled": wall, "kernels": n_kernels,
+           "gpu_ms_by_category": {k: round(v, 3) for k, v in sorted(cats.items())},
+           "gpu_busy_ms": round(sum(cats.values()), 3), "torch": torch.__version__}
+    with open(a.out, "a") as f: f.write(json.dumps(rec) + "\n")
+    print(json.dumps(rec))
+    top = sorted(((e.key, e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total, e.count) for e in prof.key_averages()), key=lambda x: -x[1])[:25]
+    for k, t, c in top: print(f"{t/1e3:9.2f} ms {c:5d}  {k[:110]}")
+
+if __name__ == "__main__":
+    main()
