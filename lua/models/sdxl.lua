@@ -127,14 +127,14 @@ function M.unet_forward(cx, P, inp, ckpt, cfg)
   local act_dt = cx.autocast or pdt
   -- 1. time: sinusoidal projection, cast to the sample dtype, TimestepEmbedding
   local tp = U.timestep_embedding(cx, "unet.time_proj", inp.timesteps, n, c.time_proj)
-  local t_emb = nn.to(cx, tp, inp.sample.dtype, "unet.time_proj.to_sample_dtype")
+  local t_emb = O.to(cx, tp, inp.sample.dtype, "unet.time_proj.to_sample_dtype")
   local emb = U.timestep_mlp(cx, "unet.time_embedding", P.time1, P.time2, t_emb)
   -- text_time: add_time_proj(time_ids.flatten()), concat with text_embeds, add_embedding
   local nt = inp.time_ids.shape[2]
   local ti = U.timestep_embedding(cx, "unet.add_time_proj", inp.time_ids, n * nt, c.add_time_proj)
   local tiv = nn.view(cx, ti, { n, nt * c.add_time_proj }, "unet.time_embeds")
   local add = O.cat(cx, "unet.add_embeds", { inp.text_embeds, tiv }, 2)
-  local add_c = nn.to(cx, add, emb.dtype, "unet.add_embeds.to_emb_dtype")
+  local add_c = O.to(cx, add, emb.dtype, "unet.add_embeds.to_emb_dtype")
   local aug = U.timestep_mlp(cx, "unet.add_embedding", P.add1, P.add2, add_c)
   emb = O.add(cx, "unet.emb_add", emb, aug)
   local _ = act_dt
@@ -201,6 +201,7 @@ function M.build(cx, cfg)
     error("sdxl: LoRA is not modelled yet (precision lora_*, training.lora)", 0)
   end
   cx.autocast = ac
+  cx.gpu = require("hw.gpus")[cfg.hardware.gpu]
   local n = t.micro_batch
   if t.resolution % 64 ~= 0 then
     error(("sdxl: training.resolution must be a multiple of 64 (got %d)"):format(t.resolution), 0)
@@ -268,7 +269,7 @@ function M.build(cx, cfg)
       cx.autocast = nil
       local l = vae.encode(cx, "vae", V, inp.pixels)
       cx.autocast = saved_ac
-      l = nn.to(cx, l, act, "latents.to_unet_dtype")
+      l = O.to(cx, l, act, "latents.to_unet_dtype")
       cx.no_grad = false
       inp.latents = l
     end
@@ -284,12 +285,16 @@ function M.build(cx, cfg)
       cx.no_grad = false
     end
     -- noise = randn_like(latents); timesteps; noisy = scheduler.add_noise(latents, noise, t)
-    inp.target = nn.op(cx, { name = "noise", inputs = {}, outs = { { "noise", inp.latents.shape, act } } })
-    inp.sample = nn.op(cx, { name = "add_noise", inputs = { inp.latents, inp.target },
+    inp.target = O.op(cx, { name = "noise", inputs = {}, outs = { { "noise", inp.latents.shape, act } } })
+    inp.sample = O.op(cx, { name = "add_noise", inputs = { inp.latents, inp.target },
                              outs = { { "noisy_latents", inp.latents.shape, act } },
                              frees = { inp.latents } })
   end
 
+  -- cuBLASLt workspaces of the forward thread's handle (first addmm) and of the autograd
+  -- thread's (its first GEMM comes in backward; kept from the end of forward here)
+  cx.lt_workspace_pending = O.lt_workspace(cx, "cublasLt workspace (forward)")
+  cx.late_outputs = { O.lt_workspace(cx, "cublasLt workspace (backward)") }
   local pred = M.unet_forward(cx, P, inp, ckpt)
   local loss = O.mse_loss(cx, "mse_loss", pred, inp.target)
   nn.end_forward(cx)

@@ -45,14 +45,14 @@ end
 -- hidden states (b, 77, d) and, with a projection, the pooled projected output (b, proj).
 function C.forward(cx, name, P, cfg, ids)
   local b, s, d = ids.shape[1], ids.shape[2], cfg.hidden
-  local e = nn.op(cx, { name = name .. ".token_embedding", kind = "gather", inputs = { ids, P.tok },
+  local e = O.op(cx, { name = name .. ".token_embedding", kind = "gather", inputs = { ids, P.tok },
                         outs = { { name .. ".inputs_embeds", { b, s, d }, P.tok.dtype } },
                         saves = { ids }, grads = { "none", { dtype = P.tok.dtype } } })
-  local pe = nn.op(cx, { name = name .. ".position_embedding", kind = "gather", inputs = { P.pos },
+  local pe = O.op(cx, { name = name .. ".position_embedding", kind = "gather", inputs = { P.pos },
                          outs = { { name .. ".position_embeds", { 1, s, d }, P.pos.dtype } },
                          grads = { { dtype = P.pos.dtype } } })
   local h = O.add(cx, name .. ".embeddings", e, pe)
-  local mask = nn.op(cx, { name = name .. ".causal_mask", inputs = {},
+  local mask = O.op(cx, { name = name .. ".causal_mask", inputs = {},
                            outs = { { name .. ".causal_mask", { b, 1, s, s }, cx.autocast or P.tok.dtype } } })
   local hd = d // cfg.heads
   local penultimate
@@ -69,7 +69,7 @@ function C.forward(cx, name, P, cfg, ids)
     local vh = nn.view_op(cx, pre .. ".v_heads", v, { b, cfg.heads, s, hd })
     -- SDPA with the causal mask: PyTorch takes the memory-efficient kernel for a masked call
     local dt = qh.dtype
-    local ao = nn.op(cx, { name = pre .. ".sdpa", kind = "attention", inputs = { qh, kh, vh, mask },
+    local ao = O.op(cx, { name = pre .. ".sdpa", kind = "attention", inputs = { qh, kh, vh, mask },
                            outs = { { pre .. ".attn_out", qh.shape, dt },
                                     { pre .. ".logsumexp", { b, cfg.heads, (s + 31) // 32 * 32 }, "fp32", no_grad = true },
                                     { pre .. ".philox", { 2 }, "int64", no_grad = true } },
@@ -77,7 +77,7 @@ function C.forward(cx, name, P, cfg, ids)
                            grads = { { dtype = dt }, { dtype = dt }, { dtype = dt }, "none" },
                            frees = { qh, kh, vh },
                            flops = 4 * b * cfg.heads * s * s * hd, dtype = dt })
-    local at = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
+    local at = O.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
                            outs = { { pre .. ".attn_out_t", { b, s, d }, dt } } })
     local o = O.linear(cx, pre .. ".out_proj", at, L.out.w, L.out.b)
     h = O.add(cx, pre .. ".residual1", res, o)
@@ -87,7 +87,7 @@ function C.forward(cx, name, P, cfg, ids)
     if cfg.hidden == 768 then
       -- quick_gelu: x * sigmoid(1.702 x): the sigmoid and the product
       local sg = nn.ew(cx, pre .. ".sigmoid", { f }, f.dtype, { f }, nil)
-      f = nn.mul(cx, pre .. ".quick_gelu", f, sg, f.dtype)
+      f = O.mul(cx, pre .. ".quick_gelu", f, sg, f.dtype)
     else
       f = O.act(cx, pre .. ".gelu", f)
     end
@@ -102,7 +102,7 @@ function C.forward(cx, name, P, cfg, ids)
   if P.proj then
     local fh = O.layer_norm(cx, name .. ".final_layer_norm", h, P.final.w, P.final.b)
     -- pooled = last_hidden_state[arange(b), eos positions]: an index_select of b rows
-    local pr = nn.op(cx, { name = name .. ".pooled", kind = "gather", inputs = { fh },
+    local pr = O.op(cx, { name = name .. ".pooled", kind = "gather", inputs = { fh },
                            outs = { { name .. ".pooled", { b, d }, fh.dtype } },
                            grads = { { dtype = fh.dtype } } })
     pooled = O.linear(cx, name .. ".text_projection", pr, P.proj)

@@ -25,6 +25,44 @@ local function copy_shape(s)
 end
 O.copy_shape = copy_shape
 
+-- nn.op with every "new" input gradient sized from the input's shape: a view input (a chunk,
+-- a head split) has no storage of its own, and its gradient is still a full buffer.
+function O.op(cx, spec)
+  local grads = {}
+  for i, x in ipairs(spec.inputs) do
+    local g = spec.grads and spec.grads[i]
+    if g == nil then g = { dtype = x.dtype } end
+    if type(g) == "table" and not g.pass and not g.bytes then
+      local c = {}
+      for k, v in pairs(g) do c[k] = v end
+      c.bytes = nn.numel(x.shape) * nn.DT_SIZE[c.dtype or x.dtype]
+      g = c
+    end
+    grads[i] = g
+  end
+  spec.grads = grads
+  return nn.op(cx, spec)
+end
+
+-- a * b (MulBackward keeps each operand only for the other's gradient).
+function O.mul(cx, name, a, b, dtype, extra)
+  local saves = {}
+  if b.rg then saves[#saves + 1] = a end
+  if a.rg then saves[#saves + 1] = b end
+  local shape = nn.numel(a.shape) >= nn.numel(b.shape) and a.shape or b.shape
+  local spec = { name = name, inputs = { a, b }, outs = { { name, shape, dtype } },
+                 saves = saves, flops = nn.numel(shape), dtype = dtype }
+  for k, v in pairs(extra or {}) do spec[k] = v end
+  return O.op(cx, spec)
+end
+
+-- x.to(dtype): the same tensor when the dtype matches.
+function O.to(cx, x, dtype, name)
+  if x.dtype == dtype then return x end
+  return O.op(cx, { name = name, inputs = { x }, outs = { { name, x.shape, dtype } },
+                    grads = { { dtype = x.dtype } } })
+end
+
 -- A tensor no op produces (an input batch): persistent, allocated at build after the params.
 function O.input(cx, name, shape, dtype)
   local id = cx.G:tensor { name = name, bytes = nn.bytes(shape, dtype), numel = nn.numel(shape),
@@ -50,7 +88,7 @@ function O.autocast_weight(cx, w)
   if not lp or w.dtype == lp or w.dtype ~= "fp32" then return w end
   local wc = cx.cast_cache[w.id]
   if not wc then
-    wc = nn.op(cx, { name = w.name .. ".autocast", inputs = { w },
+    wc = O.op(cx, { name = w.name .. ".autocast", inputs = { w },
                      outs = { { w.name .. "." .. lp, w.shape, lp } },
                      grads = { { dtype = w.dtype } } })
     cx.cast_cache[w.id] = wc
@@ -64,30 +102,61 @@ end
 function O.autocast_input(cx, x, name, keep)
   local lp = cx.autocast
   if not lp or x.dtype == lp or x.dtype ~= "fp32" then return x, false end
-  return nn.op(cx, { name = name, inputs = { x }, outs = { { name, x.shape, lp } },
+  return O.op(cx, { name = name, inputs = { x }, outs = { { name, x.shape, lp } },
                      grads = { { dtype = x.dtype } }, frees = keep and {} or nil }), true
 end
 
 -- Input cast of an autocast "fp32" op.
 function O.autocast_fp32(cx, x, name)
   if not cx.autocast or x.dtype == "fp32" then return x end
-  return nn.to(cx, x, "fp32", name)
+  return O.to(cx, x, "fp32", name)
 end
 
--- Workspace sizes cuDNN asked for on the H200 (PyTorch 2.11, cuDNN 9.19, benchmark off), by
--- "cin,cout,k,stride,h,w,dtype": forward, backward-data, backward-filter bytes. Shapes not in the
--- table take no workspace (a lower bound).
-O.conv_ws = {}
+-- Workspace sizes cuDNN asked for (PyTorch 2.11, cuDNN 9.19, benchmark off, H200), by
+-- "cin,cout,k,stride,h,w,dtype,batch": { forward, backward-data, backward-filter } bytes, read
+-- from the allocator trace of the measured SDXL run (validation/traces/fulltrace_pub-sdxl-*).
+-- Shapes not in the table take no workspace (a lower bound; see O.conv_ws_estimate).
+O.conv_ws = {
+  ["4,320,3,1,128,128,bf16,1"] = { 0, 0, 12268688 },
+  ["320,4,3,1,128,128,bf16,1"] = { 10794000, 10794000, 12367215 },
+  ["320,320,3,1,128,128,bf16,1"] = { 22814867, 22814867, 22814736 },
+  ["320,320,3,2,128,128,bf16,1"] = { 14950416, 14950547, 14950416 },
+  ["320,640,1,1,64,64,bf16,1"] = { 0, 0, 819200 },
+  ["320,640,3,1,64,64,bf16,1"] = { 11550736, 14827895, 11550736 },
+  ["640,320,1,1,128,128,bf16,1"] = { 0, 0, 819200 },
+  ["640,320,3,1,128,128,bf16,1"] = { 35143827, 35143827, 35143696 },
+  ["640,640,3,1,64,64,bf16,1"] = { 23101775, 17858707, 17858576 },
+  ["640,640,3,1,128,128,bf16,1"] = { 54559059, 49315987, 49315856 },
+  ["640,640,3,2,64,64,bf16,1"] = { 13926416, 13926547, 13926416 },
+  ["640,1280,1,1,32,32,bf16,1"] = { 0, 0, 3276800 },
+  ["640,1280,3,1,32,32,bf16,1"] = { 21299535, 18677776, 18677907 },
+  ["960,320,1,1,128,128,bf16,1"] = { 0, 0, 1228800 },
+  ["960,320,3,1,128,128,bf16,1"] = { 47472787, 47472787, 47472656 },
+  ["960,640,1,1,64,64,bf16,1"] = { 0, 0, 2457600 },
+  ["960,640,3,1,64,64,bf16,1"] = { 32031375, 24166416, 24166547 },
+  ["1280,640,1,1,64,64,bf16,1"] = { 0, 0, 3276800 },
+  ["1280,640,3,1,64,64,bf16,1"] = { 38339215, 30474387, 30474256 },
+  ["1280,1280,3,1,32,32,bf16,1"] = { 38666895, 37880175, 34734227 },
+  ["1280,1280,3,1,64,64,bf16,1"] = { 65143295, 50462867, 58327459 },
+  ["1920,640,1,1,64,64,bf16,1"] = { 0, 0, 4915200 },
+  ["1920,640,3,1,64,64,bf16,1"] = { 50954895, 43090067, 43090067 },
+  ["1920,1280,1,1,32,32,bf16,1"] = { 0, 0, 9830400 },
+  ["1920,1280,3,1,32,32,bf16,1"] = { 54723215, 50790416, 50790547 },
+  ["2560,1280,1,1,32,32,bf16,1"] = { 0, 0, 13107200 },
+  ["2560,1280,3,1,32,32,bf16,1"] = { 70779535, 66846867, 66846867 },
+}
 
 local function conv_key(cin, cout, k, stride, h, w, dt, n)
   return ("%d,%d,%d,%d,%d,%d,%s,%d"):format(cin, cout, k, stride, h, w, dt, n)
 end
 O.conv_key = conv_key
 
--- F.conv2d(x, w, b) through cuDNN: the output, then the forward workspace (freed at the end).
--- ConvolutionBackward0 keeps the input (for the weight gradient) and the weight (for the input
--- gradient); backward allocates grad_input (+ workspace), grad_weight (+ workspace), then the bias
--- gradient (a reduction of grad_output).
+-- F.conv2d(x, w, b) through cuDNN. Forward: the output, then the workspace (freed at once).
+-- Backward (convolution_backward) as the trace shows it: grad_input and its workspace, then
+-- grad_weight and its workspace, then grad_bias. Two ops express that order: a weight-side op
+-- (a view of the weight, created first, so its backward runs second: grad_weight + workspace,
+-- grad_bias; it keeps the input) and the convolution itself (output + workspace; backward:
+-- grad_input + workspace; it keeps the weight; the weight side receives grad_output as is).
 function O.conv2d(cx, name, x, w, b, opts)
   opts = opts or {}
   local stride, pad = opts.stride or 1, opts.pad
@@ -100,23 +169,31 @@ function O.conv2d(cx, name, x, w, b, opts)
   w = O.autocast_weight(cx, w)
   if b then b = O.autocast_weight(cx, b) end
   local dt = x.dtype
-  local ws = O.conv_ws[conv_key(cin, cout, k, stride, h, wd, dt, n)] or {}
-  local saves = {}
-  if w.rg then saves[#saves + 1] = x end
-  if x.rg then saves[#saves + 1] = w end
-  local inputs = { x, w, b }
-  local grads = { { dtype = x.dtype }, w.rg and { dtype = w.dtype } or "none" }
-  if b then grads[3] = b.rg and { dtype = b.dtype } or "none" end
+  local ws = O.conv_ws[conv_key(cin, cout, k, stride, h, wd, dt, n)] or O.conv_ws_estimate(cin, cout, k, stride, h, wd, dt, n)
   local flops = 2 * n * cout * ho * wo * cin * k * k
-  local bws = {}
-  if x.rg and (ws[2] or 0) > 0 then bws[#bws + 1] = ws[2] end
-  if w.rg and (ws[3] or 0) > 0 then bws[#bws + 1] = ws[3] end
-  return nn.op(cx, { name = name, kind = "conv", inputs = inputs,
+  local wgrad = (w.rg or (b and b.rg)) and not cx.no_grad
+  local wv = w
+  if wgrad then
+    wv = nn.view(cx, w, w.shape, name .. ".weight_side")
+    wv.rg = true
+    local ins, grads = { w }, { w.rg and { dtype = w.dtype } or "none" }
+    if b then ins[2] = b; grads[2] = b.rg and { dtype = b.dtype } or "none" end
+    O.op(cx, { name = name .. ".weight_grad", kind = "conv", inputs = ins, out_tensors = { wv },
+                saves = { x }, grads = grads, bytes = 0, flops = 0, bwd_flops = flops,
+                bwd_workspace = (ws[3] or 0) > 0 and { ws[3] } or nil, dtype = dt })
+  end
+  local saves = x.rg and { w } or {}
+  local grads = { { dtype = x.dtype }, wgrad and { pass = 1 } or "none" }
+  return O.op(cx, { name = name, kind = "conv", inputs = { x, wv },
                      outs = { { name, { n, cout, ho, wo }, dt } }, saves = saves, grads = grads,
                      workspace = (ws[1] or 0) > 0 and { ws[1] } or nil,
-                     bwd_workspace = #bws > 0 and bws or nil,
-                     frees = opts.frees,
-                     flops = flops, bwd_flops = 2 * flops, dtype = dt })
+                     bwd_workspace = (x.rg and (ws[2] or 0) > 0) and { ws[2] } or nil,
+                     frees = opts.frees, flops = flops, bwd_flops = flops, dtype = dt })
+end
+
+-- Workspace estimate for shapes outside the table: none (cuDNN's heuristics are not modelled).
+function O.conv_ws_estimate()
+  return {}
 end
 
 -- F.group_norm (native_group_norm): the output, mean and rstd (N, G) in the input dtype (fp32 when
@@ -134,9 +211,11 @@ function O.group_norm(cx, name, x, w, b, groups, opts)
   local rstd = nn.new_tensor(cx, name .. ".rstd", { n, groups }, sdt, false)
   local bws = {}
   if opts.noncontig_grad then bws[#bws + 1] = nn.bytes(x.shape, x.dtype) end
-  bws[#bws + 1] = n * c * 4
-  bws[#bws + 1] = n * c * 4
-  nn.op(cx, { name = name, kind = "norm", inputs = { x, w, b }, out_tensors = { out, mean, rstd },
+  -- GroupNormBackward's fp32 temporaries: ds, db (N, C), two (N, G) coefficients, one (N, C)
+  for _, sz in ipairs { n * c * 4, n * c * 4, n * groups * 4, n * groups * 4, n * c * 4 } do
+    bws[#bws + 1] = sz
+  end
+  O.op(cx, { name = name, kind = "norm", inputs = { x, w, b }, out_tensors = { out, mean, rstd },
               saves = { x, mean, rstd, w },
               grads = { { dtype = x.dtype }, w.rg and { dtype = w.dtype } or "none",
                         b.rg and { dtype = b.dtype } or "none" },
@@ -154,7 +233,7 @@ function O.layer_norm(cx, name, x, w, b, opts)
   local out = nn.new_tensor(cx, name, x.shape, x.dtype, (x.rg or w.rg) and not cx.no_grad)
   local mean = nn.new_tensor(cx, name .. ".mean", { rows }, "fp32", false)
   local rstd = nn.new_tensor(cx, name .. ".rstd", { rows }, "fp32", false)
-  nn.op(cx, { name = name, kind = "norm", inputs = { x, w, b }, out_tensors = { out, mean, rstd },
+  O.op(cx, { name = name, kind = "norm", inputs = { x, w, b }, out_tensors = { out, mean, rstd },
               saves = { x, mean, rstd, w, b },
               grads = { { dtype = x.dtype }, w.rg and { dtype = w.dtype } or "none",
                         b.rg and { dtype = b.dtype } or "none" },
@@ -166,7 +245,7 @@ end
 -- SiLU / GELU: a new tensor; backward keeps the input and allocates the input's gradient.
 function O.act(cx, name, x, opts)
   opts = opts or {}
-  return nn.op(cx, { name = name, inputs = { x }, outs = { { name, x.shape, x.dtype } },
+  return O.op(cx, { name = name, inputs = { x }, outs = { { name, x.shape, x.dtype } },
                      saves = { x }, frees = opts.frees, flops = 4 * nn.numel(x.shape),
                      dtype = x.dtype })
 end
@@ -182,7 +261,7 @@ function O.add(cx, name, a, b, opts)
     if t.dtype ~= dt then return { dtype = t.dtype } end
     return { pass = 1 }
   end
-  return nn.op(cx, { name = name, inputs = { a, b }, outs = { { name, big.shape, dt } },
+  return O.op(cx, { name = name, inputs = { a, b }, outs = { { name, big.shape, dt } },
                      grads = { g(a), g(b) }, frees = opts.frees, flops = nn.numel(big.shape),
                      dtype = dt })
 end
@@ -190,7 +269,7 @@ end
 -- x / scalar (a new tensor; DivBackward allocates grad / scalar).
 function O.div_scalar(cx, name, x, opts)
   opts = opts or {}
-  return nn.op(cx, { name = name, inputs = { x }, outs = { { name, x.shape, x.dtype } },
+  return O.op(cx, { name = name, inputs = { x }, outs = { { name, x.shape, x.dtype } },
                      frees = opts.frees, flops = nn.numel(x.shape), dtype = x.dtype })
 end
 
@@ -207,7 +286,7 @@ function O.cat(cx, name, list, dim, opts)
   -- each input's gradient is a narrowed view of the incoming one: no allocation
   local grads = {}
   for i, t in ipairs(list) do grads[i] = t.dtype == dt and { pass = 1 } or { dtype = t.dtype } end
-  return nn.op(cx, { name = name, inputs = list, outs = { { name, shape, dt } }, grads = grads,
+  return O.op(cx, { name = name, inputs = list, outs = { { name, shape, dt } }, grads = grads,
                      frees = opts.frees, dtype = dt })
 end
 
@@ -217,7 +296,7 @@ end
 function O.copy(cx, name, x, shape, opts)
   opts = opts or {}
   local g = opts.grad == "new" and { dtype = x.dtype } or { pass = 1 }
-  return nn.op(cx, { name = name, inputs = { x }, outs = { { name, shape or x.shape, x.dtype } },
+  return O.op(cx, { name = name, inputs = { x }, outs = { { name, shape or x.shape, x.dtype } },
                      grads = { g }, frees = opts.frees, dtype = x.dtype })
 end
 
@@ -225,14 +304,56 @@ end
 function O.upsample_nearest2x(cx, name, x, opts)
   opts = opts or {}
   local s = { x.shape[1], x.shape[2], x.shape[3] * 2, x.shape[4] * 2 }
-  return nn.op(cx, { name = name, inputs = { x }, outs = { { name, s, x.dtype } },
+  return O.op(cx, { name = name, inputs = { x }, outs = { { name, s, x.dtype } },
                      frees = opts.frees, dtype = x.dtype })
 end
 
--- F.linear(x, w, b). x contiguous (or 2-D): addmm (mm without bias) on the folded input, the
--- input gradient a view of the folded result. x a non-contiguous 3-D view (opts.noncontig):
--- matmul does not fold it, bmm keeps the view (its base's storage), then add_(bias) in place.
--- Backward: grad input, then grad weight (ordered as the trace shows), bias gradient last.
+-- The staging buffer and semaphores of a CUDA sum over the rows of a contiguous (m, c) tensor
+-- (a bias gradient): ATen's setReduceConfig (Reduce.cuh) splits a long reduction across thread
+-- blocks ("global reduce") and allocates acc_size * c * ctas * block.x * output_vec_size bytes
+-- plus an int per output block through the caching allocator. Checked against the trace:
+-- (4096, 640) -> 20 MiB + 20 B, (4096, 5120) -> 132.5 MiB + 160 B, (1024, 10240) -> 80 MiB.
+function O.row_sum_buffers(cx, m, c)
+  local vec = (c % 4 == 0) and 4 or ((c % 2 == 0) and 2 or 1)
+  local max_threads = 512 // vec
+  local function last_pow2(n)
+    local p = 1
+    while p * 2 <= n do p = p * 2 end
+    return p
+  end
+  local dim0, dim1 = c // vec, m
+  local d0 = dim0 < max_threads and last_pow2(dim0) or max_threads
+  local d1 = dim1 < max_threads and last_pow2(dim1) or max_threads
+  local bw = math.min(d0, 32)
+  local bh = math.min(d1, max_threads // bw)
+  bw = math.min(d0, max_threads // bh)
+  local step_out, step_in = bw, 1
+  local split = m >= math.min(bh * 16, 256)
+  if split then step_in = bh else step_out = step_out * bh end
+  local vpt = (m + step_in - 1) // step_in
+  local grid = (dim0 + step_out - 1) // step_out
+  local g = cx.gpu or {}
+  local sms = g.sm_count or 132
+  local threads_per_sm = (g.compute_capability == 8.6 or g.compute_capability == 8.9) and 1536 or 2048
+  local target = sms * (threads_per_sm // (bw * bh))
+  if not (split and vpt >= 256 and grid <= target) then return nil end
+  local c1 = (target + grid - 1) // grid
+  local c2 = (vpt + 15) // 16
+  local c3 = (vpt + 255) // 256
+  local ctas = math.max(math.min(c1, c2), c3)
+  if ctas <= 1 then return nil end
+  return { 4 * c * ctas * bw * vec, 4 * grid }
+end
+
+-- F.linear(x, w, b) as aten::linear dispatches it:
+--   no bias: matmul folds the leading dims into one mm (MmBackward: grad_weight, then
+--     grad_input, a view of the folded result);
+--   bias, contiguous x: addmm on the folded input (AddmmBackward: grad_input, grad_weight; the
+--     input is released, then the bias gradient is reduced from grad_output: a bias-side op
+--     created before the product, so that its backward runs after);
+--   bias, x a non-contiguous view (opts.noncontig, Transformer2DModel's proj_in on the permuted
+--     norm output): matmul does not fold it, bmm keeps the view (its base's storage) and
+--     output.add_(bias) follows in place (its backward, the bias reduction, runs first).
 function O.linear(cx, name, x, w, b, opts)
   opts = opts or {}
   local cast
@@ -248,17 +369,48 @@ function O.linear(cx, name, x, w, b, opts)
   local saves = {}
   if w.rg then saves[#saves + 1] = x end
   if x.rg then saves[#saves + 1] = w end
-  local grads = { { dtype = x.dtype, view = not opts.noncontig }, w.rg and { dtype = w.dtype } or "none" }
-  local inputs = { x, w }
-  if b then
-    inputs[3] = b
-    grads[3] = b.rg and { dtype = b.dtype } or "none"
+  local rg = (x.rg or w.rg or (b and b.rg)) and not cx.no_grad
+  local function lt_outs(out)
+    local outs = { out }
+    if b and cx.lt_workspace_pending then
+      outs[2] = cx.lt_workspace_pending
+      cx.lt_workspace_pending = nil
+    end
+    return outs
   end
-  return nn.op(cx, { name = name, kind = "mm", inputs = inputs,
-                     outs = { { name, shape, x.dtype } }, saves = saves, grads = grads,
-                     grad_order = opts.grad_order or (b and { 1, 2, 3 } or { 1, 2 }), frees = frees,
-                     bwd_workspace = opts.bwd_workspace,
-                     flops = flops, bwd_flops = 2 * flops, dtype = x.dtype })
+  -- (a gradient arriving as a transposed view is reduced along its fastest dim: no buffer)
+  local red = b and b.rg and not opts.grad_transposed and O.row_sum_buffers(cx, m, w.shape[1]) or nil
+  if b and not opts.noncontig then
+    local bv = b
+    if b.rg and not cx.no_grad then
+      bv = nn.view(cx, b, b.shape, name .. ".bias_side")
+      bv.rg = true
+      O.op(cx, { name = name .. ".bias_grad", kind = "none", inputs = { b }, out_tensors = { bv },
+                 grads = { { dtype = b.dtype } }, bwd_workspace = red, bytes = 0 })
+    end
+    local out = nn.new_tensor(cx, name, shape, x.dtype, rg)
+    return O.op(cx, { name = name, kind = "mm", inputs = { x, w, bv }, out_tensors = lt_outs(out),
+                      saves = saves,
+                      grads = { { dtype = x.dtype, view = true }, w.rg and { dtype = w.dtype } or "none",
+                                bv.rg and { pass = 1 } or "none" },
+                      grad_order = { 1, 2, 3 }, frees = frees, bwd_workspace = opts.bwd_workspace,
+                      flops = flops, bwd_flops = 2 * flops, dtype = x.dtype })
+  end
+  local out = nn.new_tensor(cx, name, shape, x.dtype, rg)
+  local y = O.op(cx, { name = name, kind = "mm", inputs = { x, w },
+                       out_tensors = b and { out } or lt_outs(out), saves = saves,
+                       grads = { { dtype = x.dtype, view = not opts.noncontig },
+                                 w.rg and { dtype = w.dtype } or "none" },
+                       grad_order = { 2, 1 }, frees = frees, bwd_workspace = opts.bwd_workspace,
+                       flops = flops, bwd_flops = 2 * flops, dtype = x.dtype })
+  if not b then return y end
+  -- output.add_(bias): in place (a view of the product)
+  local yb = nn.view(cx, y, y.shape, name .. ".add_bias")
+  yb.rg = rg
+  O.op(cx, { name = name .. ".add_bias_", kind = "elementwise", inputs = { y, b },
+             out_tensors = lt_outs(yb), grads = { { pass = 1 }, b.rg and { dtype = b.dtype } or "none" },
+             bwd_workspace = red, bytes = 2 * nn.bytes(y.shape, y.dtype), flops = nn.numel(y.shape) })
+  return yb
 end
 
 -- F.scaled_dot_product_attention(q, k, v) (no mask, no dropout), q/k/v (b, heads, s, d) views of
@@ -283,7 +435,7 @@ function O.sdpa(cx, name, q, k, v, opts)
   local rg = (q.rg or k.rg or v.rg) and not cx.no_grad
   if dt == "fp32" then
     local lse_shape = { b, h, (s + 31) // 32 * 32 }
-    local out = nn.op(cx, {
+    local out = O.op(cx, {
       name = name .. ".sdpa_mem_efficient", kind = "attention", inputs = { q, k, v },
       outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
                { name .. ".philox", { 2 }, "int64", no_grad = true } },
@@ -295,25 +447,39 @@ function O.sdpa(cx, name, q, k, v, opts)
   local off = nn.new_tensor(cx, name .. ".philox_offset", { 1 }, "int64", false)
   local out = nn.new_tensor(cx, name .. ".attn_out", q.shape, dt, rg)
   local lse = nn.new_tensor(cx, name .. ".softmax_stats", { b, h, s }, "fp32", false)
-  nn.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention", inputs = { q, k, v },
+  O.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention", inputs = { q, k, v },
               out_tensors = { seed, off, out, lse }, saves = { q, k, v, out, lse, seed, off },
               workspace = { 256 }, grad_order = { 1, 2, 3 }, frees = frees,
-              bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes({ b, h, s }, "fp32") },
+              bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes({ b, h, s }, "fp32") + 256 },
               flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
   return out
 end
 
--- F.mse_loss(pred.float(), target.float()) (mean): the elementwise loss then the mean; backward
--- keeps both inputs.
+-- F.mse_loss(pred.float(), target.float()) (mean): both casts, then (as the measured run's trace
+-- shows) a buffer of the loss's size that lives to the end of the step, the elementwise loss and
+-- the scalar. Backward keeps both inputs.
 function O.mse_loss(cx, name, pred, target)
-  local p = nn.to(cx, pred, "fp32", name .. ".pred_float")
-  local t = nn.to(cx, target, "fp32", name .. ".target_float")
-  local loss = nn.op(cx, { name = name, kind = "elementwise", inputs = { p, t },
-                           outs = { { name, {}, "fp32" } }, saves = { p, t },
-                           grads = { { dtype = "fp32" }, "none" },
-                           workspace = { nn.bytes(p.shape, "fp32") },
-                           flops = 3 * nn.numel(p.shape), dtype = "fp32" })
+  local p = O.to(cx, pred, "fp32", name .. ".pred_float")
+  local t = O.to(cx, target, "fp32", name .. ".target_float")
+  local held = cx.G:tensor { name = name .. ".step_buffer", bytes = nn.bytes(p.shape, "fp32"),
+                             numel = nn.numel(p.shape), dtype = "fp32", cat = "temp", persistent = true }
+  local outs = { { id = held, shape = p.shape, dtype = "fp32", name = name .. ".step_buffer" } }
+  local ws = { nn.bytes(p.shape, "fp32") }
+  local loss = nn.new_tensor(cx, name, {}, "fp32", true)
+  outs[2] = loss
+  for _, e in ipairs(cx.late_outputs or {}) do outs[#outs + 1] = e end
+  O.op(cx, { name = name, kind = "elementwise", inputs = { p, t }, out_tensors = outs,
+              saves = { p, t }, grads = { { dtype = "fp32" }, "none" }, workspace = ws,
+              flops = 3 * nn.numel(p.shape), dtype = "fp32" })
   return loss
+end
+
+-- cuBLASLt's workspace (1 MiB through the caching allocator, kept for the process) of a cuBLAS
+-- handle, made by the first addmm with a bias (gemm_and_bias) on that handle's thread.
+function O.lt_workspace(cx, name)
+  local id = cx.G:tensor { name = name, bytes = 1048576, numel = 0, dtype = "uint8", cat = "temp",
+                           persistent = true }
+  return { id = id, shape = { 1048576 }, dtype = "uint8", name = name }
 end
 
 return O

@@ -162,12 +162,12 @@ function U.transformer_block(cx, name, B, h, ctx, heads, ckpt)
   half[#half] = half[#half] // 2
   local hs = nn.view(cx, p, half, name .. ".ff.hidden")
   local gate = nn.view(cx, p, half, name .. ".ff.gate")
-  local ch = nn.op(cx, { name = name .. ".ff.chunk", kind = "none", inputs = { p },
+  local ch = O.op(cx, { name = name .. ".ff.chunk", kind = "none", inputs = { p },
                          out_tensors = { hs, gate }, bytes = 0,
                          grads = { { dtype = p.dtype } } })
   local _ = ch
   local g = O.act(cx, name .. ".ff.gelu", gate)
-  local m = nn.mul(cx, name .. ".ff.geglu", hs, g, hs.dtype, { frees = { g, hs } })
+  local m = O.mul(cx, name .. ".ff.geglu", hs, g, hs.dtype, { frees = { g, hs } })
   local f = O.linear(cx, name .. ".ff.net.2", m, B.ff2_w, B.ff2_b)
   O.release(cx, name .. ".ff.return", { n3 })
   h = O.add(cx, name .. ".add_ff", f, h)
@@ -180,15 +180,18 @@ end
 -- the blocks (each a checkpoint region), proj_out, the copy back to NCHW, the residual add.
 function U.transformer2d(cx, name, T, x, ctx, heads, ckpt)
   local b, c, hh, ww = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
-  local g = O.group_norm(cx, name .. ".norm", x, T.norm_w, T.norm_b, 32,
-                         { noncontig_grad = true })
+  local g = O.group_norm(cx, name .. ".norm", x, T.norm_w, T.norm_b, 32)
   local gv = nn.view(cx, g, { b, hh * ww, c }, name .. ".nlc_view")
   local h = O.linear(cx, name .. ".proj_in", gv, T.proj_in_w, T.proj_in_b, { noncontig = true })
   for i, B in ipairs(T.blocks) do
     h = U.transformer_block(cx, name .. ".transformer_blocks." .. (i - 1), B, h, ctx, heads, ckpt)
   end
-  h = O.linear(cx, name .. ".proj_out", h, T.proj_out_w, T.proj_out_b)
-  h = O.copy(cx, name .. ".to_nchw", h, { b, c, hh, ww }, { grad = "new" })
+  -- reshape(b, h, w, c).permute(0, 3, 1, 2).contiguous(): the gradient comes back as a
+  -- permuted view, which proj_out's backward must copy when the batch does not fold into a view
+  local pbw = b > 1 and { nn.bytes(h.shape, h.dtype) } or nil
+  h = O.linear(cx, name .. ".proj_out", h, T.proj_out_w, T.proj_out_b,
+                { bwd_workspace = pbw, grad_transposed = true })
+  h = O.copy(cx, name .. ".to_nchw", h, { b, c, hh, ww })
   return O.add(cx, name .. ".add_residual", h, x)
 end
 
@@ -207,15 +210,15 @@ function U.timestep_embedding(cx, name, t, n, dim)
   local half = dim // 2
   local saved = cx.no_grad
   cx.no_grad = true
-  local a = nn.op(cx, { name = name .. ".arange", inputs = {}, outs = { { name .. ".arange", { half }, "fp32" } } })
+  local a = O.op(cx, { name = name .. ".arange", inputs = {}, outs = { { name .. ".arange", { half }, "fp32" } } })
   a = nn.ew(cx, name .. ".mul_log", { a }, "fp32")
   a = nn.ew(cx, name .. ".div", { a }, "fp32")
   a = nn.ew(cx, name .. ".exp", { a }, "fp32")
-  local tf = nn.op(cx, { name = name .. ".t_float", inputs = { t }, outs = { { name .. ".t_float", { n }, "fp32" } } })
-  local e = nn.op(cx, { name = name .. ".outer", inputs = { tf, a }, outs = { { name .. ".outer", { n, half }, "fp32" } } })
-  local s = nn.op(cx, { name = name .. ".sin", inputs = { e }, outs = { { name .. ".sin", { n, half }, "fp32" } }, frees = {} })
-  local co = nn.op(cx, { name = name .. ".cos", inputs = { e }, outs = { { name .. ".cos", { n, half }, "fp32" } }, frees = {} })
-  local cat = nn.op(cx, { name = name .. ".cat", inputs = { co, s }, outs = { { name .. ".emb", { n, dim }, "fp32" } }, frees = {} })
+  local tf = O.op(cx, { name = name .. ".t_float", inputs = { t }, outs = { { name .. ".t_float", { n }, "fp32" } } })
+  local e = O.op(cx, { name = name .. ".outer", inputs = { tf, a }, outs = { { name .. ".outer", { n, half }, "fp32" } } })
+  local s = O.op(cx, { name = name .. ".sin", inputs = { e }, outs = { { name .. ".sin", { n, half }, "fp32" } }, frees = {} })
+  local co = O.op(cx, { name = name .. ".cos", inputs = { e }, outs = { { name .. ".cos", { n, half }, "fp32" } }, frees = {} })
+  local cat = O.op(cx, { name = name .. ".cat", inputs = { co, s }, outs = { { name .. ".emb", { n, dim }, "fp32" } }, frees = {} })
   O.release(cx, name .. ".return", { e, s, co })
   cx.no_grad = saved
   return cat

@@ -100,7 +100,7 @@ function V.encode(cx, name, P, x)
     if D.down then
       -- Downsample2D(padding=0): F.pad(x, (0, 1, 0, 1)) then a stride-2 convolution
       local s = h.shape
-      local padded = nn.op(cx, { name = e .. ".down_blocks." .. (i - 1) .. ".pad", inputs = { h },
+      local padded = O.op(cx, { name = e .. ".down_blocks." .. (i - 1) .. ".pad", inputs = { h },
                                  outs = { { e .. ".pad", { s[1], s[2], s[3] + 1, s[4] + 1 }, h.dtype } } })
       h = O.conv2d(cx, e .. ".down_blocks." .. (i - 1) .. ".downsamplers.0.conv", padded, D.down.w, D.down.b,
                    { stride = 2, pad = 0 })
@@ -120,9 +120,9 @@ function V.encode(cx, name, P, x)
   local lv = nn.ew(cx, name .. ".logvar_clamp", { moments }, moments.dtype, nil, nil, half)
   local std = nn.ew(cx, name .. ".std", { lv }, lv.dtype)
   local var = nn.ew(cx, name .. ".var", { lv }, lv.dtype)
-  local rnd = nn.op(cx, { name = name .. ".randn", inputs = {}, outs = { { name .. ".randn", half, lv.dtype } } })
-  local sr = nn.mul(cx, name .. ".std_x_randn", std, rnd, lv.dtype)
-  local smp = nn.op(cx, { name = name .. ".sample", inputs = { moments, sr },
+  local rnd = O.op(cx, { name = name .. ".randn", inputs = {}, outs = { { name .. ".randn", half, lv.dtype } } })
+  local sr = O.mul(cx, name .. ".std_x_randn", std, rnd, lv.dtype)
+  local smp = O.op(cx, { name = name .. ".sample", inputs = { moments, sr },
                           outs = { { name .. ".sample", half, lv.dtype } } })
   local _ = var
   return nn.ew(cx, name .. ".scale", { smp }, smp.dtype)
