@@ -137,6 +137,27 @@ elif [ "$RC" -eq 0 ] && msg=$(json_has "$TMP/llamajson.out" fits peak_reserved_b
   ok "--json prints summary.json on stdout"
 else fail "--json: exit $RC or stdout is not the summary"; fi
 
+# several GPUs: summary.json carries per_gpu (DESIGN.md's contract)
+if [ -f scenarios/llama13b_zero2.lua ]; then
+  run zero2 scenarios/llama13b_zero2.lua --json --no-files
+  if crashed "llama13b_zero2 --json"; then :
+  elif [ "$RC" -ne 0 ] && [ "$RC" -ne 3 ]; then fail "llama13b_zero2 --json: exit $RC"
+  elif [ "$HAVE_PY" = 1 ]; then
+    if msg=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+n = d["gpus"]
+assert n > 1, "gpus is %r" % n
+pg = d["per_gpu"]
+assert len(pg) == n, "per_gpu has %d entries for %d GPUs" % (len(pg), n)
+for r in pg:
+    assert "peak_allocated_bytes" in r and "peak_reserved_bytes" in r, "a per_gpu entry lacks the peaks"
+' "$TMP/zero2.out" 2>&1); then ok "several GPUs: summary.json has gpus and one per_gpu entry per GPU"
+    else fail "llama13b_zero2 --json per_gpu" "$(printf '%s' "$msg" | tail -n 1)"; fi
+  elif grep -q '"per_gpu"' "$TMP/zero2.out"; then ok "several GPUs: summary.json has per_gpu"
+  else fail "llama13b_zero2 --json: no per_gpu"; fi
+fi
+
 # ---- does not fit ------------------------------------------------------------------------
 run huge scenarios/llama7b_h200.lua --set size=70b --set micro_batch=64 --set gpu=rtx3090 --no-files
 if crashed "70B x 64 on an RTX 3090"; then :
