@@ -166,6 +166,13 @@ else fail "70B at micro-batch 64 on an RTX 3090: exit $RC, expected 3"; fi
 n=$(grep -c "^DOES NOT FIT" "$TMP/huge.out")
 if [ "$n" -eq 1 ]; then ok "  ... with a one-line verdict: $(grep "^DOES NOT FIT" "$TMP/huge.out" | cut -c1-70)"
 else fail "70B on an RTX 3090: $n 'DOES NOT FIT' lines, expected 1"; fi
+run hugejson scenarios/llama7b_h200.lua --set size=70b --set micro_batch=64 --set gpu=rtx3090 --json --no-files
+if crashed "70B on an RTX 3090 --json"; then :
+elif [ "$RC" -ne 3 ]; then fail "70B on an RTX 3090 --json: exit $RC, expected 3"
+elif msg=$(json_has "$TMP/hugejson.out" fits oom peak_reserved_bytes) &&
+     grep -q '"fits":[[:space:]]*false' "$TMP/hugejson.out"; then
+  ok "  ... and --json says fits: false with the oom object"
+else fail "70B on an RTX 3090 --json: no fits: false / oom" "$msg"; fi
 
 # ---- every shipped scenario runs --------------------------------------------------------
 for f in scenarios/*.lua; do
