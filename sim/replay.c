@@ -5,10 +5,15 @@
  *   unknown --alloc--> LIVE --free_requested--> PENDING --free_completed--> FREED --alloc--> LIVE
  * and any other step is an error naming the line. A free of an unknown address means the block was
  * live before the trace began: it is recorded in Trace.pre, and the replay places it first
- * (alloc_inject). Invariants of a loaded Trace:
+ * (alloc_inject_block); a segment freed before it is allocated (or a snapshot segment the trace
+ * never allocates) existed before too: Trace.preseg, placed before the blocks
+ * (alloc_inject_segment). CSV is read as a stream (csv_feed), whole lines at a time, so a trace of
+ * any length needs memory only for its events. Invariants of a loaded Trace:
  *   every TA_FREE / TA_FREE_REQUESTED addr is LIVE at that point of the replay (allocated earlier
  *   in ev or listed in pre); every TA_FREE_COMPLETED follows its TA_FREE_REQUESTED;
  *   n_alloc + |pre| >= n_free;  stream < nstreams for every event and block.
+ * Replay (replay_run_checked) keeps a map only for the trace addresses the model placed elsewhere
+ * and for pending frees; every other trace address is its own model address.
  */
 #include "replay.h"
 
