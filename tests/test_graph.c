@@ -444,6 +444,41 @@ static void test_grad_accumulation_two_microbatches(void **state) {
     assert_int_equal(oa->frees[0], gw2);
 }
 
+/* A view made without an op (reshape) hands its gradient to its base unchanged; an op with two
+ * outputs of which only one gets a gradient (nll_loss's total_weight) takes that one alone. */
+static void test_plain_view_and_two_outputs(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 4096);
+    int a = add_act(g, "a", 4096, true);
+    int fa = add_fwd(g, "fa", (int[]){w}, 1, a, NULL, 0, NULL);
+    Tensor vt = {.name = "a.view", .bytes = 0, .base = a, .producer = -1, .module = -1,
+                 .requires_grad = true, .cat = CAT_ACTIVATION};
+    int v;
+    assert_int_equal(graph_add_tensor(g, &vt, &v), VR_OK);
+    int loss = add_act(g, "loss", 4, true), tw = add_act(g, "total_weight", 4, false);
+    int outs[2] = {loss, tw}, ins[1] = {v}, saves[1] = {v};
+    GradSpec gs[1] = {{.mode = GRAD_NEW, .grad_dtype = DT_FP32, .grad_bytes = 4096}};
+    Op nll = {.name = "nll", .phase = PH_FWD, .inputs = ins, .n_inputs = 1, .outputs = outs,
+              .n_outputs = 2, .saves = saves, .n_saves = 1, .frees = ins, .n_frees = 1,
+              .grads = gs, .layer = -1};
+    int fl;
+    assert_int_equal(graph_add_op(g, &nll, &fl), VR_OK);
+    assert_int_equal(graph_tensor_c(g, tw)->producer, fl);
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    const Op *ol = graph_op_c(g, backward_of(g, fl));
+    /* inputs: the loss's gradient (the seed) and the saved view; nothing for total_weight */
+    assert_int_equal(ol->n_inputs, 2);
+    assert_true(contains(ol->inputs, 2, v));
+    assert_int_equal(ol->n_outputs, 1);
+    assert_int_equal(graph_tensor_c(g, ol->outputs[0])->bytes, 4096);
+    /* the view's gradient reaches a's producer: fa's backward consumes it */
+    const Op *oa = graph_op_c(g, backward_of(g, fa));
+    assert_true(contains(oa->inputs, oa->n_inputs, ol->outputs[0]));
+    assert_true(graph_param_grad(g, w) >= 0);
+    assert_int_equal(op_named(g, "InputBuffer"), -1);
+    assert_int_equal(op_named(g, "release graph"), -1); /* nothing left pending */
+}
+
 static void test_bad_indices_are_einval(void **state) {
     Graph *g = *state;
     int p = add_param(g, "w", 1024), y = add_act(g, "y", 1024, true);
@@ -550,6 +585,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_frozen_branch_has_no_backward, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_checkpoint_region_recomputes, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_accumulation_two_microbatches, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_plain_view_and_two_outputs, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_bad_indices_are_einval, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_loss_without_grad_is_einval, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_views_and_names, setup_graph, teardown_graph),
