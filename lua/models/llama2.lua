@@ -169,13 +169,13 @@ local function rmsnorm(cx, name, x, w)
   local rshape = {}
   for i = 1, #x.shape - 1 do rshape[i] = x.shape[i] end
   rshape[#rshape + 1] = 1
-  local var = nn.op(cx, { name = name .. ".mean", inputs = { sq },
+  local var = nn.op(cx, { name = name .. ".mean", kind = "reduce_rows", inputs = { sq },
                           outs = { { name .. ".variance", rshape, "fp32" } } })
   local ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32")
   local rs = nn.op(cx, { name = name .. ".rsqrt", inputs = { ve },
                          outs = { { name .. ".rsqrt", rshape, "fp32" } }, save_outs = { 1 } })
   -- x32 * rs: the gradient of rs is the full product, then reduced to rs's shape
-  local y = nn.op(cx, { name = name .. ".mul", inputs = { x32, rs },
+  local y = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x32, rs },
                         outs = { { name .. ".normed", x.shape, "fp32" } }, saves = { x32, rs },
                         bwd_workspace = { nn.bytes(x.shape, "fp32") } })
   local yb = nn.to(cx, y, x.dtype, name .. ".to_input_dtype")
@@ -194,21 +194,21 @@ end
 
 -- rotate_half(x) * sin + x * cos, as apply_rotary_pos_emb runs it.
 local function rotary(cx, name, x, cos, sin)
-  local xc = nn.op(cx, { name = name .. ".mul_cos", inputs = { x, cos },
+  local xc = nn.op(cx, { name = name .. ".mul_cos", kind = "strided", inputs = { x, cos },
                          outs = { { name .. ".x_cos", x.shape, promote(x.dtype, cos.dtype) } },
                          saves = { cos }, grads = { "new", "none" } })
   local half = {}
   for i = 1, #x.shape do half[i] = x.shape[i] end
   half[#half] = half[#half] // 2
   -- x1 = x[..., :d/2], x2 = x[..., d/2:] are views; backward of each slice is a full-size buffer
-  local x1 = nn.view_op(cx, name .. ".x1", x, half)
-  local x2 = nn.view_op(cx, name .. ".x2", x, half)
-  local neg = nn.op(cx, { name = name .. ".neg", inputs = { x2 },
+  local x1 = nn.view_op(cx, name .. ".x1", x, half, nil, "strided")
+  local x2 = nn.view_op(cx, name .. ".x2", x, half, nil, "strided")
+  local neg = nn.op(cx, { name = name .. ".neg", kind = "strided", inputs = { x2 },
                           outs = { { name .. ".neg", half, x.dtype } } })
-  local rot = nn.op(cx, { name = name .. ".cat", inputs = { neg, x1 },
+  local rot = nn.op(cx, { name = name .. ".cat", kind = "cat_strided", inputs = { neg, x1 },
                           outs = { { name .. ".rotated", x.shape, x.dtype } },
                           grads = { { pass = 1 }, { pass = 1 } } })
-  local rs = nn.op(cx, { name = name .. ".mul_sin", inputs = { rot, sin },
+  local rs = nn.op(cx, { name = name .. ".mul_sin", kind = "broadcast", inputs = { rot, sin },
                          outs = { { name .. ".rot_sin", x.shape, promote(x.dtype, sin.dtype) } },
                          saves = { sin }, grads = { "new", "none" } })
   return nn.op(cx, { name = name .. ".add", inputs = { xc, rs },
@@ -300,7 +300,7 @@ function M.build(cx, cfg)
   local t = cfg.training
   local b, s = t.micro_batch, t.seq
   local prec = t.precision
-  local pdtype = ({ fp32 = "fp32", amp_bf16 = "fp32", amp_fp16 = "fp32", bf16 = "bf16",
+  local pdtype = ({ fp32 = "fp32", mp_fp32 = "fp32", amp_bf16 = "fp32", amp_fp16 = "fp32", bf16 = "bf16",
                     fp16 = "fp16", lora_bf16 = "bf16", lora_fp16 = "fp16" })[prec]
   local lora = nil
   if prec:match("^lora") or t.lora then
@@ -314,15 +314,18 @@ function M.build(cx, cfg)
 
   -- the model as the measured runs make it: built on the GPU in fp32, then cast with .to()
   cx.phase = "build"
-  local build_dtype = (t.build == "direct" or cx.dp or t.inference or t.quant ~= "none") and pdtype or "fp32"
+  local build_dtype = (t.build == "direct" or t.inference or t.quant ~= "none") and pdtype or "fp32"
   local P = make_params(cx, sh, build_dtype, not lora and not t.inference, lora, t.quant)
   if build_dtype ~= pdtype then
     -- Module._apply: every parameter of a module is converted (new tensor, old one freed)
     -- depth first, in construction order; LoRA adapters stay fp32
     for _, p in ipairs(cx.params) do
-      if not (lora and p.trainable) and not p.sharded then
+      if not (lora and p.trainable) then
         cx.layer = p.layer
+        local keep = cx.shard_param
+        cx.shard_param = nil -- the cast copy is not a new parameter to shard
         local np = nn.param(cx, p.name, p.shape, pdtype, p.trainable, nil)
+        cx.shard_param = keep
         cx.params[#cx.params] = nil
         cx.G:op { name = "to(" .. pdtype .. ") " .. p.name, kind = "elementwise", phase = "build",
                   inputs = { p.id }, outputs = { np.id }, frees = { p.id },
@@ -331,6 +334,8 @@ function M.build(cx, cfg)
       end
     end
   end
+  -- a sharding strategy (FSDP2 fully_shard, ZeRO-3) now replaces the whole parameters by shards
+  if cx.dp then require("strategies.dp").after_build(cx) end
   -- the input batch is made once, after the model and optimizer, and reused every step
   local ids = { id = cx.G:tensor { name = "input_ids", bytes = b * s * 8, numel = b * s,
                                    dtype = "int64", cat = "temp", persistent = true },
@@ -406,10 +411,10 @@ function M.build(cx, cfg)
       -- (with checkpointing transformers turns use_cache off: no copies)
       local kc, vc = ke, vv
       if not t.checkpointing or t.inference then
-        kc = nn.op(cx, { name = pre .. ".cache_keys", inputs = { ke },
+        kc = nn.op(cx, { name = pre .. ".cache_keys", kind = "copy", inputs = { ke },
                          outs = { { pre .. ".cache.keys", ke.shape, ke.dtype } },
                          grads = { { pass = 1 } } })
-        vc = nn.op(cx, { name = pre .. ".cache_values", inputs = { vv },
+        vc = nn.op(cx, { name = pre .. ".cache_values", kind = "transpose", inputs = { vv },
                          outs = { { pre .. ".cache.values", vv.shape, vv.dtype } },
                          grads = { { pass = 1 } } })
       end

@@ -197,8 +197,13 @@ function M.build(cx, cfg)
   end
   local full = variant == "sdxl-base"
   local pd, ac = precision(t)
+  local lora
   if t.precision:match("^lora") or t.lora then
-    error("sdxl: LoRA is not modelled yet (precision lora_*, training.lora)", 0)
+    local lc = t.lora or {}
+    lora = { r = lc.r or 4, alpha = lc.alpha or lc.r or 4, dropout = lc.dropout or 0.0,
+             targets = lc.targets or { "to_q", "to_k", "to_v", "to_out.0" },
+             dtype = lc.dtype or "fp32" }
+    cx.lora = lora
   end
   cx.autocast = ac
   cx.gpu = require("hw.gpus")[cfg.hardware.gpu]
@@ -223,7 +228,27 @@ function M.build(cx, cfg)
     TE2 = clip.params(maker(pd, tr), "text_encoder_2.", clip.configs["vit-bigg-14"])
   end
   if vdt then V = vae.params(maker(vdt, false), "vae.", vae.config) end
-  local P = M.unet_params(maker(pd, true))
+  U.registry = {}
+  local P = M.unet_params(maker(pd, not lora))
+  local attn_modules = U.registry
+  U.registry = nil
+  if lora then
+    -- peft's add_adapter: lora_A (r, in) and lora_B (out, r) for every targeted projection, made
+    -- after the base model (fp32 adapters: autocast_adapter_dtype)
+    local want = {}
+    for _, k in ipairs(lora.targets) do want[k] = true end
+    local mk = maker(lora.dtype, true)
+    for _, A in ipairs(attn_modules) do
+      A.lora = {}
+      for _, key in ipairs { "to_q", "to_k", "to_v", "to_out.0" } do
+        if want[key] then
+          local w = ({ to_q = A.q, to_k = A.k, to_v = A.v, ["to_out.0"] = A.o })[key]
+          A.lora[key] = { A = mk(A.prefix .. key .. ".lora_A.default.weight", { lora.r, w.shape[2] }),
+                          B = mk(A.prefix .. key .. ".lora_B.default.weight", { w.shape[1], lora.r }) }
+        end
+      end
+    end
+  end
   if t.ema then
     -- EMAModel(unet.parameters()): a copy of every trained parameter, kept in fp32 under amp
     for _, p in ipairs(cx.params) do
@@ -309,8 +334,13 @@ function M.settings(cfg)
   if v == "sdxl-base" then
     extra = (", text encoders %s, VAE %s"):format(t.text_encoders, t.vae)
   end
-  return ("%s, micro-batch %d x %dpx, %s, %s %s%s%s%s%s"):format(v, t.micro_batch, t.resolution,
-    t.precision, t.optimizer, t.optimizer_impl, t.checkpointing and ", checkpointing" or "",
+  local lora = ""
+  if t.precision:match("^lora") or t.lora then
+    local lc = t.lora or {}
+    lora = (", LoRA r=%d on %s"):format(lc.r or 4, table.concat(lc.targets or { "to_q", "to_k", "to_v", "to_out.0" }, "/"))
+  end
+  return ("%s, micro-batch %d x %dpx, %s%s, %s %s%s%s%s%s"):format(v, t.micro_batch, t.resolution,
+    t.precision, lora, t.optimizer, t.optimizer_impl, t.checkpointing and ", checkpointing" or "",
     t.ema and ", EMA" or "", extra,
     cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "")
 end

@@ -171,24 +171,34 @@ function O.conv2d(cx, name, x, w, b, opts)
   local dt = x.dtype
   local ws = O.conv_ws[conv_key(cin, cout, k, stride, h, wd, dt, n)] or O.conv_ws_estimate(cin, cout, k, stride, h, wd, dt, n)
   local flops = 2 * n * cout * ho * wo * cin * k * k
-  local wgrad = (w.rg or (b and b.rg)) and not cx.no_grad
+  -- backward order: grad_input (+ workspace), grad_weight (+ workspace), grad_bias: three ops,
+  -- created in the reverse order (bias side, weight side, the convolution)
+  local bv = b
+  if b and b.rg and not cx.no_grad then
+    bv = nn.view(cx, b, b.shape, name .. ".bias_side")
+    bv.rg = true
+    O.op(cx, { name = name .. ".bias_grad", kind = "none", inputs = { b }, out_tensors = { bv },
+               grads = { { dtype = b.dtype } }, bytes = 0 })
+  end
   local wv = w
-  if wgrad then
+  if w.rg and not cx.no_grad then
     wv = nn.view(cx, w, w.shape, name .. ".weight_side")
     wv.rg = true
-    local ins, grads = { w }, { w.rg and { dtype = w.dtype } or "none" }
-    if b then ins[2] = b; grads[2] = b.rg and { dtype = b.dtype } or "none" end
-    O.op(cx, { name = name .. ".weight_grad", kind = "conv", inputs = ins, out_tensors = { wv },
-                saves = { x }, grads = grads, bytes = 0, flops = 0, bwd_flops = flops,
-                bwd_workspace = (ws[3] or 0) > 0 and { ws[3] } or nil, dtype = dt })
+    O.op(cx, { name = name .. ".weight_grad", kind = "conv", inputs = { w }, out_tensors = { wv },
+               saves = { x }, grads = { { dtype = w.dtype } }, bytes = 0, flops = 0, bwd_flops = flops,
+               bwd_workspace = (ws[3] or 0) > 0 and { ws[3] } or nil, dtype = dt })
   end
   local saves = x.rg and { w } or {}
-  local grads = { { dtype = x.dtype }, wgrad and { pass = 1 } or "none" }
-  return O.op(cx, { name = name, kind = "conv", inputs = { x, wv },
-                     outs = { { name, { n, cout, ho, wo }, dt } }, saves = saves, grads = grads,
-                     workspace = (ws[1] or 0) > 0 and { ws[1] } or nil,
-                     bwd_workspace = (x.rg and (ws[2] or 0) > 0) and { ws[2] } or nil,
-                     frees = opts.frees, flops = flops, bwd_flops = flops, dtype = dt })
+  local inputs, grads = { x, wv }, { { dtype = x.dtype }, wv.rg and { pass = 1 } or "none" }
+  if b then
+    inputs[3] = bv
+    grads[3] = bv.rg and { pass = 1 } or "none"
+  end
+  return O.op(cx, { name = name, kind = "conv", inputs = inputs,
+                    outs = { { name, { n, cout, ho, wo }, dt } }, saves = saves, grads = grads,
+                    workspace = (ws[1] or 0) > 0 and { ws[1] } or nil,
+                    bwd_workspace = (x.rg and (ws[2] or 0) > 0) and { ws[2] } or nil,
+                    frees = opts.frees, flops = flops, bwd_flops = flops, dtype = dt })
 end
 
 -- Workspace estimate for shapes outside the table: none (cuDNN's heuristics are not modelled).

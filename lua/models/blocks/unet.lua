@@ -36,7 +36,8 @@ function U.resnet_params(mk, p, cin, cout, temb)
 end
 
 function U.attention_params(mk, p, dim, kv_dim, bias_qkv)
-  local A = {}
+  local A = { prefix = p }
+  if U.registry then U.registry[#U.registry + 1] = A end
   A.q = mk(p .. "to_q.weight", { dim, dim })
   if bias_qkv then A.qb = mk(p .. "to_q.bias", { dim }) end
   A.k = mk(p .. "to_k.weight", { dim, kv_dim })
@@ -124,13 +125,51 @@ function U.resnet(cx, name, R, x, temb, ckpt)
   return out
 end
 
+-- peft's LoRA Linear.forward on top of the (frozen) base projection: result = base(x); the input
+-- cast to the adapters' dtype (a copy, kept by lora_A for its weight gradient); dropout (a mask,
+-- when p > 0); lora_A; lora_B; * scaling; result + that (promoted); .to(result dtype).
+function U.lora_linear(cx, name, x, w, b, ad, opts)
+  local lora = cx.lora
+  local result = O.linear(cx, name, x, w, b, opts)
+  local xa = O.to(cx, x, ad.A.dtype, name .. ".lora_input_cast")
+  local xd = xa
+  if lora.dropout > 0 then
+    xd = O.op(cx, { name = name .. ".lora_dropout", inputs = { xa },
+                    outs = { { name .. ".lora_dropout", xa.shape, xa.dtype },
+                             { name .. ".dropout_mask", xa.shape, "bool", no_grad = true } },
+                    save_outs = { 2 }, flops = nn.numel(xa.shape) })
+  end
+  local a = O.linear(cx, name .. ".lora_A", xd, ad.A)
+  local bo = O.linear(cx, name .. ".lora_B", a, ad.B)
+  local scaled = O.op(cx, { name = name .. ".lora_scale", inputs = { bo },
+                            outs = { { name .. ".lora_scale", bo.shape, bo.dtype } } })
+  local dt = O.promote(result.dtype, scaled.dtype)
+  local sum = O.op(cx, { name = name .. ".lora_add", inputs = { result, scaled },
+                         outs = { { name .. ".lora_sum", result.shape, dt } },
+                         grads = { { pass = 1 }, { pass = 1 } } })
+  return O.to(cx, sum, result.dtype, name .. ".lora_out_cast")
+end
+
+local function proj(cx, name, x, A, key, w, b, opts)
+  local ad = A.lora and A.lora[key]
+  if ad then
+    if opts and opts.keep_input then
+      -- the frame keeps x; the LoRA branch reads it too
+      local r = U.lora_linear(cx, name, x, w, b, ad, { keep_input = true })
+      return r
+    end
+    return U.lora_linear(cx, name, x, w, b, ad, opts)
+  end
+  return O.linear(cx, name, x, w, b, opts)
+end
+
 -- Attention with AttnProcessor2_0: q, k, v projections, SDPA, to_out, / rescale_output_factor.
 -- x is the caller's temporary (the normed input): released with the frame's locals.
 function U.attention(cx, name, A, x, ctx, heads)
   local kv_in = ctx or x
-  local q = O.linear(cx, name .. ".to_q", x, A.q, A.qb, { keep_input = true })
-  local k = O.linear(cx, name .. ".to_k", kv_in, A.k, A.kb, { keep_input = true })
-  local v = O.linear(cx, name .. ".to_v", kv_in, A.v, A.vb, { keep_input = true })
+  local q = proj(cx, name .. ".to_q", x, A, "to_q", A.q, A.qb, { keep_input = true })
+  local k = proj(cx, name .. ".to_k", kv_in, A, "to_k", A.k, A.kb, { keep_input = true })
+  local v = proj(cx, name .. ".to_v", kv_in, A, "to_v", A.v, A.vb, { keep_input = true })
   local b, s, c = q.shape[1], q.shape[2], q.shape[3]
   local sk = k.shape[2]
   local d = c // heads
@@ -139,7 +178,7 @@ function U.attention(cx, name, A, x, ctx, heads)
   local vh = nn.view(cx, v, { b, heads, sk, d }, name .. ".v_heads")
   local ao = O.sdpa(cx, name, qh, kh, vh, { keep_input = true })
   local a2 = nn.view(cx, ao, { b, s, c }, name .. ".attn_out_nlc")
-  local o = O.linear(cx, name .. ".to_out.0", a2, A.o, A.ob, { keep_input = true })
+  local o = proj(cx, name .. ".to_out.0", a2, A, "to_out.0", A.o, A.ob, { keep_input = true })
   local out = O.div_scalar(cx, name .. ".rescale", o)
   O.release(cx, name .. ".return", { q, k, v, ao, x })
   return out
