@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+
 #include <gsl/gsl_interp.h>
 #include <gsl/gsl_errno.h>
 
@@ -15,8 +17,13 @@ typedef struct Curve {
     gsl_interp *interp;     /* NULL when n < 2 */
 } Curve;
 
+#define COST_CLASSES 24
+
 struct CostModel {
     DeviceSpec dev;
+    char class_name[COST_CLASSES][24]; /* memory-access classes measured through PyTorch */
+    Curve cls[COST_CLASSES];
+    int n_classes;
     double kernel_ns;       /* device time of an empty kernel back to back (per kernel floor) */
     Curve gemm[DT_COUNT];
     Curve mem;
@@ -92,8 +99,32 @@ VrStatus cost_new(const DeviceSpec *dev, const CostPoint *const gemm[DT_COUNT],
     return VR_OK;
 }
 
+VrStatus cost_add_class(CostModel *c, const char *name, const CostPoint *pts, int n) {
+    int i;
+    for (i = 0; i < c->n_classes; i++)
+        if (strcmp(c->class_name[i], name) == 0) break;
+    if (i == c->n_classes) {
+        if (c->n_classes == COST_CLASSES || strlen(name) >= sizeof c->class_name[0]) return VR_EINVAL;
+        c->n_classes++;
+    } else {
+        curve_free(&c->cls[i]);
+    }
+    snprintf(c->class_name[i], sizeof c->class_name[i], "%s", name);
+    return curve_init(&c->cls[i], pts, n);
+}
+
+static const Curve *class_curve(const CostModel *c, const char *kind) {
+    if (!kind) return NULL;
+    /* generic elementwise kernels are the contiguous class */
+    const char *k = strcmp(kind, "elementwise") == 0 ? "contiguous" : kind;
+    for (int i = 0; i < c->n_classes; i++)
+        if (strcmp(c->class_name[i], k) == 0) return &c->cls[i];
+    return NULL;
+}
+
 void cost_free(CostModel *c) {
     if (!c) return;
+    for (int i = 0; i < c->n_classes; i++) curve_free(&c->cls[i]);
     for (int d = 0; d < DT_COUNT; d++) curve_free(&c->gemm[d]);
     curve_free(&c->mem);
     free(c);
@@ -128,7 +159,8 @@ double cost_op_ns(const CostModel *c, const Op *op) {
                            : c->dev.peak_flops[DT_FP32] * (c->dev.eff_compute > 0 ? c->dev.eff_compute : 1);
         if (rate > 0) t_c = parts * f / rate;
     }
-    double bw = cost_mem_rate(c, op->bytes_moved);
+    const Curve *cc = class_curve(c, op->kind);
+    double bw = cc && cc->n ? curve_eval(cc, op->bytes_moved) : cost_mem_rate(c, op->bytes_moved);
     double t_m = bw > 0 ? op->bytes_moved / bw : 0;
     double t = (t_c > t_m ? t_c : t_m) * 1e9;
     /* no kernel is shorter than an empty one; a backward GEMM op is two kernels */

@@ -29,6 +29,11 @@ VrStatus cost_new(const DeviceSpec *dev, const CostPoint *const gemm[DT_COUNT],
                   CostModel **out /* OUT */);
 void cost_free(CostModel *c); /* NULL is a no-op */
 
+/* Adds (or replaces) the bandwidth curve of a memory-access class: ops whose kind names the class
+ * ("broadcast", "cast_up", "transpose", ...) take their bandwidth from it; kind "elementwise" is
+ * the class "contiguous". VR_EINVAL when the table is full or a point is bad. */
+VrStatus cost_add_class(CostModel *c, const char *name, const CostPoint *pts, int n);
+
 /* The device time of an empty kernel (launch_device_us of the profile): every kernel takes at
  * least that long on the device. */
 void cost_set_kernel_ns(CostModel *c, double ns);

@@ -13,7 +13,8 @@ double device_collective_ns(const DeviceSpec *dev, const char *kind, double byte
 
 double device_op_ns(const DeviceSpec *dev, const Op *op) {
     if (op->kind && strcmp(op->kind, "none") == 0) return 0.0;
-    if (op->stream == 1) return device_collective_ns(dev, op->kind, op->bytes_moved, op->world);
+    if (op->stream == 1 || op->stream == 4)
+        return device_collective_ns(dev, op->kind, op->bytes_moved, op->world);
     if (op->stream == 2 || op->stream == 3)
         return dev->host_bw > 0 ? op->bytes_moved / dev->host_bw * 1e9 + dev->host_latency_ns : 0;
     if (op->kind && strcmp(op->kind, "cpu_adam") == 0)

@@ -78,12 +78,17 @@ static void notify(Run *r, bool alloc, uint64_t addr, uint64_t size, int op) {
     if (r->cfg->on_alloc && r->stop_step < 0) r->cfg->on_alloc(r->cfg->on_alloc_ud, alloc, addr, size, op);
 }
 
+/* The stream whose pool an op's allocations come from (PyTorch's current stream when it runs). */
+static int op_stream(const Run *r, int op) {
+    return op >= 0 ? graph_op_c(r->g, op)->stream : 0;
+}
+
 static VrStatus alloc_storage(Run *r, int s, StepResult *sr, int op) {
     const Tensor *t = graph_tensor_c(r->g, s);
     if (r->live[s]) return VR_OK;
     if (t->bytes == 0) return VR_OK; /* zero-byte tensors never reach the allocator */
     uint64_t addr;
-    VrStatus st = alloc_malloc(r->a, t->bytes, 0, 0, &addr);
+    VrStatus st = alloc_malloc(r->a, t->bytes, op_stream(r, op), 0, &addr);
     if (st) return st;
     notify(r, true, addr, t->bytes, op);
     r->live[s] = 1;
@@ -190,7 +195,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     for (int k = 0; k < n_ws; k++) {
         ws_addr[k] = 0;
         if (!op->workspace[k]) continue;
-        if ((st = alloc_malloc(r->a, op->workspace[k], 0, 0, &ws_addr[k]))) return st;
+        if ((st = alloc_malloc(r->a, op->workspace[k], op->stream, 0, &ws_addr[k]))) return st;
         notify(r, true, ws_addr[k], op->workspace[k], i);
         uint64_t rs = alloc_block_size(r->a, ws_addr[k]);
         r->cat_bytes[CAT_TEMP] += rs;

@@ -181,6 +181,7 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
     Op n = *op;
     n.name = graph_strdup(g, op->name);
     n.kind = graph_strdup(g, op->kind ? op->kind : "elementwise");
+    n.bwd_kind = op->bwd_kind ? graph_strdup(g, op->bwd_kind) : NULL;
     n.inputs = copy_array(g, op->inputs, op->n_inputs, sizeof(int));
     n.outputs = copy_array(g, op->outputs, op->n_outputs, sizeof(int));
     n.saves = copy_array(g, op->saves, op->n_saves, sizeof(int));
@@ -507,7 +508,8 @@ static VrStatus derive_one(Deriv *d, int f) {
     }
     char name[160];
     snprintf(name, sizeof name, "%s.backward", fop.name);
-    Op b = {.name = name, .kind = fop.kind, .phase = PH_BWD, .fwd_op = f, .inputs = in,
+    Op b = {.name = name, .kind = fop.bwd_kind ? fop.bwd_kind : fop.kind, .phase = PH_BWD,
+            .fwd_op = f, .inputs = in,
             .n_inputs = nin, .outputs = out, .n_outputs = nout, .frees = frees, .n_frees = nfree,
             .workspace = fop.bwd_workspace, .n_workspace = fop.n_bwd_workspace,
             .flops = fop.bwd_flops > 0 ? fop.bwd_flops : 2.0 * fop.flops,
@@ -560,6 +562,7 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     if (!never_run) { st = VR_ENOMEM; goto out; }
     int n_never = 0;
     int cur_layer = -2; /* layer whose backward is being derived; -2 none yet */
+    int prefetched = -2; /* layer whose pre-backward hooks were already issued early */
     bool any_hooks = false;
     for (int f = d.first; f < n_fwd; f++) any_hooks |= g->ops[f].hook != 0;
     for (int f = n_fwd - 1; f >= d.first; f--) {
@@ -567,7 +570,17 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
         if (any_hooks && g->ops[f].layer != cur_layer) {
             if (cur_layer >= 0 && (st = emit_hooks(&d, cur_layer, 2, n_fwd))) break;
             cur_layer = g->ops[f].layer;
-            if (cur_layer >= 0 && (st = emit_hooks(&d, cur_layer, 1, n_fwd))) break;
+            if (cur_layer >= 0 && cur_layer != prefetched && (st = emit_hooks(&d, cur_layer, 1, n_fwd)))
+                break;
+            /* backward prefetch (FSDP2, ZeRO-3): the next layer's pre-backward hooks (its
+             * all-gather) are issued as this layer's backward starts */
+            int next = -1;
+            for (int k = f - 1; k >= d.first && next < 0; k--)
+                if (g->ops[k].phase == PH_FWD && !g->ops[k].hook && g->ops[k].layer != cur_layer &&
+                    g->ops[k].layer >= 0)
+                    next = g->ops[k].layer;
+            if (cur_layer >= 0 && next >= 0 && (st = emit_hooks(&d, next, 1, n_fwd))) break;
+            prefetched = next;
         }
         if (ensure_cap(&d, (size_t)g->n_tensors + 2 * (size_t)g->ops[f].n_inputs + 16)) {
             st = VR_ENOMEM;

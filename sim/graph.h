@@ -80,7 +80,10 @@ typedef struct GradSpec {
 
 typedef struct Op {
     const char *name;      /* arena copy */
-    const char *kind;      /* arena copy: "mm", "sdpa", "elementwise", ... (cost model) */
+    const char *kind;      /* arena copy: "mm", "attention", "elementwise", "broadcast", ... (the
+                              cost model's GEMM path or memory-access class) */
+    const char *bwd_kind;  /* arena copy or NULL: the kind of the derived backward op, when it
+                              differs (a view whose backward copies a strided gradient) */
     Phase phase;
     int fwd_op;            /* backward/recompute ops: the forward op they derive from, else -1 */
     int *inputs;  int n_inputs;
@@ -97,7 +100,9 @@ typedef struct Op {
     double bwd_bytes;      /* backward bytes moved (0 = 2 x bytes_moved) */
     DType compute_dtype;   /* dtype the math runs in (cost model) */
     int layer;             /* decoder layer / block index, -1 if none (reports) */
-    int stream;            /* 0 compute, 1 communication (NCCL), 2 host-to-device, 3 device-to-host */
+    int stream;            /* 0 compute, 1 communication (NCCL), 2 host-to-device, 3 device-to-host,
+                              4 a second communication stream (FSDP2's reduce-scatter); allocations
+                              an op makes come from its stream's pool */
     int hook;              /* 0; 1: a copy of this op runs just before the backward of layer
                               `layer`, 2: just after it (ZeRO/FSDP gathers and reductions) */
     int *grads_of; int n_grads_of; /* hook ops: parameters whose .grad are extra inputs */
@@ -159,7 +164,7 @@ const char *graph_error(const Graph *g);
 
 size_t dtype_size(DType d);          /* bytes per element (NF4: 1, two values per byte) */
 const char *dtype_name(DType d);
-#define STREAM_COUNT 4
+#define STREAM_COUNT 5 /* compute, collectives, host-to-device, device-to-host, reduce-scatter */
 
 /* Parses "fp32", "float32", "bf16", ... ; returns VR_EINVAL for an unknown name. */
 VrStatus dtype_parse(const char *s, DType *out /* OUT */);

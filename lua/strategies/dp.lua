@@ -83,6 +83,11 @@ function M.setup(cx, cfg)
     o[k] = v
   end
   local s = { kind = t.strategy, n = cfg.hardware.count, opts = o, gathered = {} }
+  -- FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) over fp32 shards
+  if t.precision == "mp_fp32" then
+    if t.strategy ~= "fsdp2" then error("precision mp_fp32 is FSDP2's mixed precision: use strategy fsdp2", 0) end
+    s.param_dtype, s.reduce_dtype = "bf16", "fp32"
+  end
   cx.dp = s
   if s.kind == "zero3" or s.kind == "fsdp2" then
     -- parameters are made as shards; the model asks for whole ones per layer
@@ -92,28 +97,70 @@ function M.setup(cx, cfg)
   return s
 end
 
--- Sharded strategies: replace each parameter table of `list` by a whole copy gathered over the
+-- Sharded strategies: replace each parameter table of `keys` by a whole copy gathered over the
 -- ranks, for the ops that follow (forward), and plan the gather again before the layer's
 -- backward (hook 1) and the gradient reduce-scatter after it (hook 2).
+--
+-- As FSDP2 runs it (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py): one flat
+-- all-gather output per module on the all-gather stream (the rank's input is a view into it; a
+-- CPU-offloaded shard is copied up first), copied out into each parameter's unsharded tensor on
+-- the compute stream, the flat buffer freed; in backward the unsharded gradients are copied into
+-- one flat reduce-scatter input (in the reduce dtype) on the reduce-scatter stream, and the
+-- sharded gradients are views of one flat output.
+local function gather_module(cx, s, list, layer, phase, hook, names_suffix, remaps)
+  local flat_bytes = 0
+  for _, it in ipairs(list) do flat_bytes = flat_bytes + it.bytes * s.n end
+  local inputs = {}
+  for _, it in ipairs(list) do
+    if it.p.shard.host then
+      -- CPUOffloadPolicy: the shard comes up from pinned host memory first
+      local up = tensor(cx, it.p.name .. " (shard on device)", it.bytes, it.dtype, "temp", false)
+      op(cx, { name = "h2d shard " .. it.p.name, kind = "h2d", stream = 2, phase = phase, hook = hook,
+               layer = layer, outputs = { up }, bytes = it.bytes })
+      inputs[#inputs + 1] = up
+    else
+      inputs[#inputs + 1] = it.p.shard.id
+    end
+  end
+  local flat = tensor(cx, ("all-gather output (layer %d%s)"):format(layer, names_suffix), flat_bytes,
+                      list[1].dtype, "temp", false)
+  local frees = {}
+  for _, id in ipairs(inputs) do if id ~= list[1].p.shard.id then frees[#frees + 1] = id end end
+  for i, it in ipairs(list) do if it.p.shard.host then frees[#frees] = frees[#frees] end end
+  local host_inputs = {}
+  for i, it in ipairs(list) do if it.p.shard.host then host_inputs[#host_inputs + 1] = inputs[i] end end
+  op(cx, { name = ("all_gather layer %d%s"):format(layer, names_suffix), kind = "allgather", stream = 1,
+           phase = phase, hook = hook, layer = layer, inputs = inputs, outputs = { flat },
+           frees = host_inputs, bytes = flat_bytes, world = s.n })
+  local outs = {}
+  for i, it in ipairs(list) do outs[i] = it.full end
+  op(cx, { name = ("all-gather copy-out layer %d%s"):format(layer, names_suffix), kind = "copy",
+           phase = phase, hook = hook, layer = layer, inputs = { flat }, outputs = outs,
+           frees = { flat }, bytes = 2 * flat_bytes, remap_of = remaps })
+end
+
 function M.gather(cx, holder, keys, layer)
   local s = cx.dp
   if not s or not cx.shard_params then return end
   s.gathered[layer] = s.gathered[layer] or {}
+  local list = {}
   for _, k in ipairs(keys) do
     local p = holder[k]
     if p and p.shard then
-      local full_bytes = pbytes(p)
-      local full = tensor(cx, p.name .. " (gathered)", full_bytes, p.dtype, "param", false,
+      local gdt = s.param_dtype or p.dtype
+      local full_bytes = nn.bytes(p.shape, gdt)
+      local full = tensor(cx, p.name .. " (gathered)", full_bytes, gdt, "param", false,
                           { requires_grad = p.trainable, trainable = p.trainable })
-      op(cx, { name = "all_gather " .. p.name, kind = "allgather", stream = 1, phase = "fwd",
-               inputs = { p.shard.id }, outputs = { full }, bytes = full_bytes, world = s.n,
-               layer = layer })
-      local ft = { id = full, shape = p.shape, dtype = p.dtype, rg = p.trainable,
+      local ft = { id = full, shape = p.shape, dtype = gdt, rg = p.trainable,
                    trainable = p.trainable, name = p.name, param = true, orig = p }
       holder[k] = ft
-      table.insert(s.gathered[layer], { holder = holder, key = k, full = ft, p = p })
+      local it = { holder = holder, key = k, full = ft, p = p, dtype = gdt,
+                   bytes = (full_bytes + s.n - 1) // s.n }
+      table.insert(s.gathered[layer], it)
+      list[#list + 1] = { p = p, full = full, dtype = gdt, bytes = it.bytes }
     end
   end
+  if #list > 0 then gather_module(cx, s, list, layer, "fwd", 0, "", nil) end
 end
 
 -- After the layer's forward: release the gathered parameters (reshard) and declare the backward
@@ -122,6 +169,7 @@ function M.release(cx, layer, keep)
   local s = cx.dp
   if not s or not cx.shard_params then return end
   local list = s.gathered[layer] or {}
+  if #list == 0 then return end
   local raf = s.opts.raf and not keep
   local frees = {}
   for _, g in ipairs(list) do
@@ -131,33 +179,89 @@ function M.release(cx, layer, keep)
   if #frees > 0 then
     op(cx, { name = "reshard layer " .. layer, phase = "fwd", frees = frees, layer = layer })
   end
-  for _, g in ipairs(list) do
-    local p = g.p
-    local used = g.full.id
-    if raf then
-      local again = tensor(cx, p.name .. " (gathered for backward)", pbytes(p), p.dtype, "param", false)
-      op(cx, { name = "all_gather " .. p.name .. " (backward)", kind = "allgather", stream = 1,
-               phase = "bwd", hook = 1, layer = layer, inputs = { p.shard.id }, outputs = { again },
-               remap_of = { g.full.id }, bytes = pbytes(p), world = s.n })
-      used = again
+  local used = {}
+  if raf then
+    local again, remaps = {}, {}
+    for i, g in ipairs(list) do
+      again[i] = { p = g.p, dtype = g.dtype, bytes = g.bytes,
+                   full = tensor(cx, g.p.name .. " (gathered for backward)", g.bytes * s.n, g.dtype,
+                                 "param", false) }
+      remaps[i] = g.full.id
+      used[i] = again[i].full
     end
-    if p.trainable then
-      op(cx, { name = "reduce_scatter grad " .. p.name, kind = "reduce_scatter", stream = 1,
-               phase = "bwd", hook = 2, layer = layer, grads_of = { g.full.id }, free_grads = true,
-               drop_persistent = true, outputs = { p.shard_grad.id }, frees = { used },
-               bytes = pbytes(p), world = s.n })
-      if s.opts.offload_optimizer == "cpu" then
-        -- the gradient shard goes to the host buffer and leaves the GPU
-        op(cx, { name = "copy grad shard to host " .. p.name, kind = "d2h", stream = 3,
-                 phase = "bwd", hook = 2, layer = layer, inputs = { p.shard_grad.id },
-                 frees = { p.shard_grad.id }, drop_persistent = true, bytes = p.shard.bytes })
-      end
-    else
-      op(cx, { name = "free gathered " .. p.name, phase = "bwd", hook = 2, layer = layer,
-               frees = { used } })
+    gather_module(cx, s, again, layer, "bwd", 1, ", backward", remaps)
+  else
+    for i, g in ipairs(list) do used[i] = g.full.id end
+  end
+  -- reduce-scatter: the layer's unsharded gradients copied into one flat input (reduce dtype)
+  local rdt = s.reduce_dtype
+  local grads, rs_bytes, outs = {}, 0, {}
+  for _, g in ipairs(list) do
+    if g.p.trainable then
+      grads[#grads + 1] = g.full.id
+      rs_bytes = rs_bytes + nn.bytes(g.p.shape, rdt or g.dtype)
+      outs[#outs + 1] = g.p.shard_grad
     end
   end
+  if #grads > 0 then
+    local rin = tensor(cx, ("reduce-scatter input (layer %d)"):format(layer), rs_bytes,
+                       rdt or list[1].dtype, "temp", false)
+    op(cx, { name = ("reduce-scatter copy-in layer %d"):format(layer), kind = "copy", stream = 4,
+             phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
+             drop_persistent = true, outputs = { rin }, bytes = 2 * rs_bytes })
+    local rout = tensor(cx, ("reduce-scatter output (layer %d)"):format(layer), (rs_bytes + s.n - 1) // s.n,
+                        rdt or list[1].dtype, "grad", true)
+    for _, sg in ipairs(outs) do sg.flat = rout end
+    op(cx, { name = ("reduce_scatter layer %d"):format(layer), kind = "reduce_scatter", stream = 4,
+             phase = "bwd", hook = 2, layer = layer, inputs = { rin }, outputs = { rout },
+             frees = { rin }, bytes = rs_bytes, world = s.n })
+    if s.opts.offload_optimizer == "cpu" or s.opts.offload_param == "cpu" then
+      op(cx, { name = ("copy gradient shards of layer %d to host"):format(layer), kind = "d2h", stream = 3,
+               phase = "bwd", hook = 2, layer = layer, inputs = { rout }, frees = { rout },
+               drop_persistent = true, bytes = (rs_bytes + s.n - 1) // s.n })
+    end
+    s.rs_outputs = s.rs_outputs or {}
+    s.rs_outputs[#s.rs_outputs + 1] = rout
+  end
+  op(cx, { name = "free gathered layer " .. layer, phase = "bwd", hook = 2, layer = layer, frees = used })
   s.gathered[layer] = nil
+end
+
+-- After the model is built (and cast): fully_shard replaces each whole parameter by its shard,
+-- decoder layers first, then the root module's own parameters (embeddings, final norm, head).
+function M.after_build(cx)
+  local s = cx.dp
+  if not s or not s.sharded then return end
+  local by_layer, order = {}, {}
+  for _, p in ipairs(s.sharded) do
+    local l = p.layer or -1
+    if not by_layer[l] then by_layer[l] = {}; order[#order + 1] = l end
+    table.insert(by_layer[l], p)
+  end
+  table.sort(order, function(a, b)
+    if a < 0 then return false end
+    if b < 0 then return true end
+    return a < b
+  end)
+  for _, l in ipairs(order) do
+    local outs, frees = {}, {}
+    for _, p in ipairs(by_layer[l]) do
+      -- the shard keeps the parameter's dtype after the model's cast
+      local sb = (nn.bytes(p.shape, p.dtype) + s.n - 1) // s.n
+      local sid = tensor(cx, p.name .. " (shard)", p.shard.host and 0 or sb, p.dtype, "param", true,
+                         { param = true })
+      p.shard.id, p.shard.bytes = sid, sb
+      if p.shard_grad then
+        local gdt = s.reduce_dtype or p.dtype
+        p.shard_grad.bytes = (nn.bytes(p.shape, gdt) + s.n - 1) // s.n
+        p.shard_grad.dtype = gdt
+      end
+      outs[#outs + 1] = sid
+      frees[#frees + 1] = p.id
+    end
+    op(cx, { name = "fully_shard " .. (l >= 0 and ("layer " .. l) or "root"), kind = "copy",
+             phase = "build", outputs = outs, frees = frees })
+  end
 end
 
 -- Makes the shard of a parameter (called by the model's param constructor when sharding).
@@ -169,12 +273,13 @@ function M.shard(cx, p)
     return false -- small parameters stay whole on every rank
   end
   local bytes = (full + s.n - 1) // s.n
-  p.shard = { id = tensor(cx, p.name .. " (shard)", bytes, p.dtype, "param", true,
-                          { param = true }), bytes = bytes }
-  if p.trainable then
-    p.shard_grad = { id = tensor(cx, p.name .. " (shard grad)", bytes, p.dtype, "grad", true),
-                     bytes = bytes, dtype = p.dtype }
-  end
+  -- under CPU offload the shard lives in host memory (no device bytes)
+  local host = o.offload_param == "cpu"
+  -- the shard's tensors are made by after_build, once the model has its final dtype
+  p.shard = { bytes = bytes, host = host }
+  if p.trainable then p.shard_grad = {} end
+  s.sharded = s.sharded or {}
+  table.insert(s.sharded, p)
   return true
 end
 
@@ -333,10 +438,16 @@ function M.after_backward(cx, cfg, params)
     if p.shard then
       upd[#upd + 1] = { param = { id = p.shard.id, shape = { p.shard.bytes // nn.DT_SIZE[p.dtype] },
                                   dtype = p.dtype, name = p.name .. " (shard)", trainable = true },
-                        grad = p.shard_grad.id }
+                        grad = p.shard_grad.flat }
     else
       upd[#upd + 1] = { param = p, grad = G:param_grad(p.id) }
     end
+  end
+  -- zero_grad frees each layer's flat gradient shard once (the sharded grads are its views)
+  upd.all_grads = {}
+  local seen = {}
+  for _, u in ipairs(upd) do
+    if u.grad and not seen[u.grad] then seen[u.grad] = true; upd.all_grads[#upd.all_grads + 1] = u.grad end
   end
   return upd
 end

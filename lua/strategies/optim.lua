@@ -24,7 +24,7 @@ end
 
 local function op(cx, spec)
   spec.phase = spec.phase or "optim"
-  spec.kind = spec.kind or "elementwise"
+  spec.kind = spec.kind or "foreach"
   spec.inputs = spec.inputs or {}
   spec.outputs = spec.outputs or {}
   cx.G:op(spec)
@@ -102,14 +102,14 @@ function M.build(cx, cfg, params, updates)
       for _, p in ipairs(trainable) do
         local b = nn.bytes(p.shape, p.dtype)
         -- mul_ 2P, lerp_ 3P, mul_ 2P, addcmul_ 3P; then sqrt 2P, div 2P, add_ 2P, addcdiv_ 4P
-        op(cx, { name = "adamw.update " .. p.name, frees = {}, bytes = 10 * b })
+        op(cx, { name = "adamw.update " .. p.name, kind = "elementwise", frees = {}, bytes = 10 * b })
         local s = G:tensor { name = p.name .. ".sqrt", bytes = b, numel = n(p.shape), dtype = p.dtype, cat = "temp" }
         local d = G:tensor { name = p.name .. ".denom", bytes = b, numel = n(p.shape), dtype = p.dtype, cat = "temp" }
-        op(cx, { name = "adamw.sqrt " .. p.name, outputs = { s }, frees = {}, bytes = 2 * b })
-        op(cx, { name = "adamw.div " .. p.name, inputs = { s }, outputs = { d },
+        op(cx, { name = "adamw.sqrt " .. p.name, kind = "elementwise", outputs = { s }, frees = {}, bytes = 2 * b })
+        op(cx, { name = "adamw.div " .. p.name, kind = "elementwise", inputs = { s }, outputs = { d },
                  frees = prev and { s, prev } or { s }, bytes = 2 * b })
-        op(cx, { name = "adamw.add_(eps) " .. p.name, inputs = { d }, frees = {}, bytes = 2 * b })
-        op(cx, { name = "adamw.addcdiv_ " .. p.name, inputs = { d }, frees = {}, bytes = 4 * b })
+        op(cx, { name = "adamw.add_(eps) " .. p.name, kind = "elementwise", inputs = { d }, frees = {}, bytes = 2 * b })
+        op(cx, { name = "adamw.addcdiv_ " .. p.name, kind = "elementwise", inputs = { d }, frees = {}, bytes = 4 * b })
         prev = d
       end
       if prev then op(cx, { name = "adamw.step returns", kind = "none", frees = { prev } }) end

@@ -51,11 +51,12 @@ end
 -- A view op whose backward allocates a full-size gradient buffer: slicing (SliceBackward
 -- writes into zeros of the base's shape) or view+transpose (ViewBackward copies a
 -- non-contiguous gradient). Forward allocates nothing.
-function nn.view_op(cx, name, x, shape, grad_bytes)
+function nn.view_op(cx, name, x, shape, grad_bytes, bwd_kind)
   local v = nn.view(cx, x, shape, name)
+  local gb = grad_bytes or nn.bytes(x.shape, x.dtype)
   nn.op(cx, { name = name, kind = "none", inputs = { x }, out_tensors = { v },
-              grads = { { bytes = grad_bytes or nn.bytes(x.shape, x.dtype), dtype = x.dtype } },
-              bytes = 0 })
+              grads = { { bytes = gb, dtype = x.dtype } }, bwd_kind = bwd_kind or "transpose",
+              bytes = 0, bwd_bytes = 2 * gb })
   return v
 end
 
@@ -64,14 +65,12 @@ end
 function nn.param(cx, name, shape, dtype, trainable, module)
   local p = { shape = shape, dtype = dtype, rg = trainable, name = name, param = true,
               trainable = trainable, layer = cx.layer }
-  if cx.shard_param and cx.shard_param(cx, p) then
-    p.id = p.shard.id -- a placeholder: every use goes through a gathered copy
-    p.sharded = true
-  else
-    p.id = cx.G:tensor { name = name, bytes = nn.bytes(shape, dtype), numel = nn.numel(shape),
-                         dtype = dtype, cat = "param", param = true, persistent = true,
-                         trainable = trainable, requires_grad = trainable, module = module }
-  end
+  -- the whole parameter is made first, as the model's constructor does; a sharding strategy
+  -- replaces it by its shard once the model is built (strategies/dp.lua)
+  p.id = cx.G:tensor { name = name, bytes = nn.bytes(shape, dtype), numel = nn.numel(shape),
+                       dtype = dtype, cat = "param", param = true, persistent = true,
+                       trainable = trainable, requires_grad = trainable, module = module }
+  if cx.shard_param and cx.shard_param(cx, p) then p.sharded = true end
   cx.params[#cx.params + 1] = p
   return p
 end
@@ -129,9 +128,9 @@ function nn.op(cx, spec)
     name = spec.name, kind = spec.kind or "elementwise", phase = spec.phase or cx.phase,
     inputs = ids(inputs), outputs = ids(outs), saves = rg and ids(spec.saves) or nil,
     frees = spec.frees and ids(spec.frees) or nil,
-    grads = grads, grad_order = spec.grad_order, workspace = spec.workspace,
+    grads = grads, grad_order = spec.grad_order, workspace = spec.workspace, bwd_kind = spec.bwd_kind,
     bwd_workspace = spec.bwd_workspace, flops = spec.flops or 0, bytes = bytes,
-    bwd_flops = spec.bwd_flops, dtype = spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
+    bwd_flops = spec.bwd_flops, bwd_bytes = spec.bwd_bytes, dtype = spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
     layer = cx.layer, once = spec.once, no_grad = cx.no_grad, region = cx.region,
   }
   return table.unpack(outs)
@@ -149,8 +148,15 @@ function nn.mul(cx, name, a, b, dtype, extra)
   local saves = {}
   if b.rg then saves[#saves + 1] = a end
   if a.rg then saves[#saves + 1] = b end
-  local shape = nn.numel(a.shape) >= nn.numel(b.shape) and a.shape or b.shape -- broadcast
-  local spec = { name = name, inputs = { a, b }, outs = { { name, shape, dtype } },
+  local big, small = a, b
+  if nn.numel(b.shape) > nn.numel(a.shape) then big, small = b, a end
+  local shape = big.shape
+  -- the memory-access class that decides its speed (lua/hw/calibrated/*_torch_ops.lua)
+  local kind = "elementwise"
+  if nn.numel(small.shape) ~= nn.numel(big.shape) then
+    kind = nn.numel(small.shape) == big.shape[#big.shape] and "broadcast" or "broadcast_rows"
+  end
+  local spec = { name = name, kind = kind, inputs = { a, b }, outs = { { name, shape, dtype } },
                  saves = saves, flops = nn.numel(shape), dtype = dtype }
   for k, v in pairs(extra or {}) do spec[k] = v end
   return nn.op(cx, spec)
@@ -159,7 +165,9 @@ end
 -- x.to(dtype): no-op (same tensor) when the dtype matches.
 function nn.to(cx, x, dtype, name)
   if x.dtype == dtype then return x end
-  return nn.op(cx, { name = name or "to_" .. dtype, inputs = { x },
+  local up = DT_SIZE[dtype] > DT_SIZE[x.dtype]
+  return nn.op(cx, { name = name or "to_" .. dtype, kind = up and "cast_up" or "cast_down",
+                     bwd_kind = up and "cast_down" or "cast_up", inputs = { x },
                      outs = { { name or (x.name .. "." .. dtype), x.shape, dtype } },
                      grads = { { dtype = x.dtype } } })
 end

@@ -337,9 +337,9 @@ local function device_of(cfg, ctx)
     -- PyTorch's own dispatch cost per op on that machine (validation/measure/measure_dispatch.py)
     local okt, torchp = pcall(require, "hw.calibrated." .. name .. "_torch")
     if okt and type(torchp) == "table" then prof.host_op_us = torchp.host_op_us end
-    -- GEMMs measured under sustained load (power-limited clocks), when measured separately
-    local oks, sust = pcall(require, "hw.calibrated." .. name .. "_gemm_sustained")
-    if oks and type(sust) == "table" and sust.gemm_sustained then prof.gemm_sustained = sust.gemm_sustained end
+    -- PyTorch's elementwise/copy/reduction kernels by access class (measure_torch_ops.py)
+    local oko, ops = pcall(require, "hw.calibrated." .. name .. "_torch_ops")
+    if oko and type(ops) == "table" then prof.torch_ops = ops.torch_ops end
   else
     prof = nil
   end

@@ -232,8 +232,9 @@ static int l_op(lua_State *L) {
     Graph *g = check_graph(L);
     luaL_checktype(L, 2, LUA_TTABLE);
     int top = lua_gettop(L);
-    char name[160], kind[32] = "elementwise", phase[16] = "fwd", dt[16] = "fp32";
+    char name[160], kind[32] = "elementwise", bkind[32] = "", phase[16] = "fwd", dt[16] = "fp32";
     Op op = {.fwd_op = -1};
+    if (field_str(L, 2, "bwd_kind", bkind, sizeof bkind)) op.bwd_kind = bkind;
     op.name = field_str(L, 2, "name", name, sizeof name) ? name : "op";
     field_str(L, 2, "kind", kind, sizeof kind);
     op.kind = kind;
@@ -608,7 +609,6 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
         for (int k = 0; k < ns; k++)
             if (min_sustained == 0 || pts[k].size < min_sustained) min_sustained = pts[k].size;
         int n = read_points(L, prof, "gemm", PT_GEMM, pts, ns, CAP, (DType)d, true);
-        n = read_points(L, prof, "bgemm", PT_GEMM, pts, n, CAP, (DType)d, true);
         if (ns > 0) { /* keep burst points only below the sustained range */
             int w = ns;
             for (int k = ns; k < n; k++)
@@ -624,6 +624,43 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
     if (cost_new(&p->dev, gemm, n_gemm, mem, n_mem, &p->cost))
         luaL_error(L, "the calibrated profile of %s has a bad point", p->dev.key);
     cost_set_kernel_ns(p->cost, field_num(L, prof, "launch_device_us", 0) * 1e3);
+    /* PyTorch's kernels by memory-access class (validation/measure/measure_torch_ops.py) */
+    lua_getfield(L, prof, "torch_ops");
+    if (lua_istable(L, -1)) {
+        int t = lua_gettop(L);
+        int len = (int)luaL_len(L, t);
+        for (int i = 1; i <= len; i++) {
+            lua_geti(L, t, i);
+            char cls[24] = "";
+            field_str(L, lua_gettop(L), "class", cls, sizeof cls);
+            lua_pop(L, 1);
+            if (!cls[0]) continue;
+            /* gather every point of this class (once per class) */
+            bool seen = false;
+            for (int j = 1; j < i && !seen; j++) {
+                lua_geti(L, t, j);
+                char c2[24] = "";
+                field_str(L, lua_gettop(L), "class", c2, sizeof c2);
+                lua_pop(L, 1);
+                seen = strcmp(c2, cls) == 0;
+            }
+            if (seen) continue;
+            int n = 0;
+            for (int j = i; j <= len && n < CAP; j++) {
+                lua_geti(L, t, j);
+                int e = lua_gettop(L);
+                char c2[24] = "";
+                field_str(L, e, "class", c2, sizeof c2);
+                double ms = field_num(L, e, "ms", 0), gbps = field_num(L, e, "gbps", 0);
+                if (strcmp(c2, cls) == 0 && ms > 0 && gbps > 0)
+                    mem[n++] = (CostPoint){gbps * 1e9 * ms * 1e-3, gbps * 1e9};
+                lua_pop(L, 1);
+            }
+            if (cost_add_class(p->cost, cls, mem, n))
+                luaL_error(L, "the PyTorch op profile of %s has a bad class '%s'", p->dev.key, cls);
+        }
+    }
+    lua_pop(L, 1);
     double host_us = field_num(L, prof, "host_op_us", field_num(L, prof, "launch_us", 0));
     p->host_op_ns = host_us * 1e3;
     field_str(L, prof, "source", p->profile, sizeof p->profile);

@@ -1,0 +1,80 @@
+"""PyTorch's own elementwise, copy and reduction kernels, timed on the GPU at the sizes a
+training step uses, grouped by the class of memory access that decides their speed. The
+simulator's ops name their class (Op kind); the cost model interpolates each class's measured
+bandwidth over bytes moved. Writes lua/hw/calibrated/<gpu>_torch_ops.lua.
+
+  python3 validation/measure/measure_torch_ops.py --gpu h200 -o lua/hw/calibrated/h200_torch_ops.lua
+
+Bytes moved = bytes of every input read + every output written (as the simulator counts them).
+"""
+import argparse, datetime
+import torch
+
+def timed(fn, reps=20):
+    fn(); torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = float("inf")
+    for _ in range(3):
+        s.record()
+        for _ in range(reps): fn()
+        e.record(); torch.cuda.synchronize()
+        best = min(best, s.elapsed_time(e) / reps)
+    return best  # ms
+
+def nb(*ts):
+    return sum(t.numel() * t.element_size() for t in ts)
+
+def main():
+    ap = argparse.ArgumentParser(); ap.add_argument("--gpu", required=True); ap.add_argument("-o", required=True)
+    a = ap.parse_args()
+    dev = "cuda"
+    rows = []
+    def rec(cls, op, ms, bytes_):
+        rows.append((cls, op, bytes_, ms, bytes_ / (ms * 1e-3) / 1e9))
+    bf, f32 = torch.bfloat16, torch.float32
+    for (b, s, h) in [(1, 2048, 4096), (4, 2048, 4096), (1, 2048, 5120), (4, 2048, 5120), (16, 1024, 1280)]:
+        x = torch.randn(b, s, h, device=dev, dtype=bf); y = torch.randn_like(x)
+        o = torch.empty_like(x)
+        rec("contiguous", "add bf16", timed(lambda: torch.add(x, y, out=o)), nb(x, y, o))
+        w = torch.randn(h, device=dev, dtype=bf)
+        rec("broadcast", "mul weight bf16", timed(lambda: torch.mul(w, x, out=o)), nb(x, o))
+        x32 = x.float(); o32 = torch.empty_like(x32); rs = torch.randn(b, s, 1, device=dev)
+        rec("broadcast_rows", "mul rows fp32", timed(lambda: torch.mul(x32, rs, out=o32)), nb(x32, o32))
+        rec("cast_up", "bf16 to fp32", timed(lambda: x.float()), nb(x, x32))
+        rec("cast_down", "fp32 to bf16", timed(lambda: x32.to(bf)), nb(x32, x))
+        rec("contiguous", "pow fp32", timed(lambda: torch.pow(x32, 2, out=o32)), nb(x32, o32))
+        rec("contiguous", "silu bf16", timed(lambda: torch.nn.functional.silu(x)), nb(x, o))
+        rec("reduce_rows", "mean last dim fp32", timed(lambda: x32.mean(-1, keepdim=True)), nb(x32))
+        rec("reduce_cols", "sum leading dims bf16", timed(lambda: x.sum((0, 1))), nb(x))
+        d = 128 if h % 128 == 0 else 64
+        heads = h // d
+        q = x.view(b, s, heads, d).transpose(1, 2)  # strided view
+        cos = torch.randn(1, 1, s, d, device=dev, dtype=bf)
+        rec("strided", "rotary mul strided", timed(lambda: q * cos), nb(x, x))
+        rec("transpose", "transpose contiguous", timed(lambda: q.contiguous()), nb(x, x))
+        x1, x2 = q[..., : d // 2], q[..., d // 2:]
+        rec("cat_strided", "cat halves", timed(lambda: torch.cat((-x2, x1), dim=-1)), nb(x, x))
+        rec("copy", "clone contiguous", timed(lambda: x.clone()), nb(x, x))
+    for (n, v) in [(2048, 32000), (8192, 32000)]:
+        l = torch.randn(n, v, device=dev)
+        rec("softmax", "log_softmax fp32", timed(lambda: torch.log_softmax(l, -1), 5), nb(l, l))
+    # optimizer: foreach kernels over the parameter list of a 7B layer stack
+    params = [torch.randn(s_, device=dev, dtype=bf) for s_ in [4096 * 4096] * 8 + [11008 * 4096] * 6 + [4096] * 4]
+    grads = [torch.randn_like(p) for p in params]
+    tot = nb(*params)
+    rec("foreach", "_foreach_add_ bf16", timed(lambda: torch._foreach_add_(params, grads), 5), 3 * tot)
+    rec("foreach", "_foreach_mul_ bf16", timed(lambda: torch._foreach_mul_(params, 0.99), 5), 2 * tot)
+    rec("foreach", "_foreach_sqrt bf16", timed(lambda: torch._foreach_sqrt(params), 5), 2 * tot)
+    with open(a.o, "w") as f:
+        f.write("-- PyTorch's own kernels on %s, %s, torch %s: bandwidth by access class.\n" % (
+            torch.cuda.get_device_name(0), datetime.date.today().isoformat(), torch.__version__))
+        f.write("-- command: python3 validation/measure/measure_torch_ops.py --gpu %s -o %s\n" % (a.gpu, a.o))
+        f.write("-- bytes = inputs read + outputs written; ms = best of 3 means of 20 (5) back-to-back calls\n")
+        f.write("return {\n  torch_ops = {\n")
+        for cls, op, by, ms, gbps in rows:
+            f.write('    {class="%s", op="%s", bytes=%d, ms=%.5f, gbps=%.1f},\n' % (cls, op, by, ms, gbps))
+        f.write("  },\n}\n")
+    for r in rows: print("%-10s %-24s %12d %9.4f ms %7.1f GB/s" % r)
+
+if __name__ == "__main__":
+    main()
