@@ -479,6 +479,49 @@ static void test_plain_view_and_two_outputs(void **state) {
     assert_int_equal(op_named(g, "release graph"), -1); /* nothing left pending */
 }
 
+/* graph_add_op copies every array it is given; grad_order decides the order in which the
+ * backward op allocates the input gradients (MmBackward: the weight's first). */
+static void test_op_arrays_copied_and_grad_order(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 8192);
+    int x = add_act(g, "x", 1024, true), y = add_act(g, "y", 2048, true);
+    int loss = add_act(g, "loss", 4, true);
+    add_fwd(g, "make_x", (int[]){w}, 1, x, NULL, 0, NULL);
+    int in[2] = {x, w}, out[1] = {y}, sv[2] = {x, w}, order[2] = {1, 0};
+    GradSpec gs[2] = {{.mode = GRAD_NEW, .grad_dtype = DT_BF16, .view = true},
+                      {.mode = GRAD_NEW, .grad_dtype = DT_FP32}};
+    Op mm = {.name = "mm", .kind = "mm", .phase = PH_FWD, .inputs = in, .n_inputs = 2,
+             .outputs = out, .n_outputs = 1, .saves = sv, .n_saves = 2, .frees = in,
+             .n_frees = 2, .grads = gs, .grad_order = order, .n_grad_order = 2, .flops = 7,
+             .layer = 3};
+    int f;
+    assert_int_equal(graph_add_op(g, &mm, &f), VR_OK);
+    /* scribble over the caller's arrays: the graph kept its own copies */
+    in[0] = in[1] = out[0] = sv[0] = sv[1] = order[0] = order[1] = -7;
+    gs[0].mode = gs[1].mode = GRAD_NONE;
+    const Op *o = graph_op_c(g, f);
+    assert_int_equal(o->inputs[0], x);
+    assert_int_equal(o->inputs[1], w);
+    assert_int_equal(o->outputs[0], y);
+    assert_int_equal(o->saves[1], w);
+    assert_int_equal(o->grad_order[0], 1);
+    assert_int_equal(o->grads[0].mode, GRAD_NEW);
+    assert_string_equal(o->kind, "mm");
+    add_fwd(g, "sum", (int[]){y}, 1, loss, NULL, 0, NULL);
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    const Op *b = graph_op_c(g, backward_of(g, f));
+    assert_int_equal(b->n_outputs, 2);
+    int gw = b->outputs[0], gx = b->outputs[1]; /* weight gradient allocated first */
+    assert_int_equal(graph_tensor_c(g, gw)->bytes, 8192);
+    assert_int_equal(graph_tensor_c(g, gw)->dtype, DT_FP32);
+    assert_int_equal(graph_tensor_c(g, gx)->bytes, 1024);
+    assert_int_equal(graph_tensor_c(g, gx)->dtype, DT_BF16);
+    assert_true(graph_tensor_c(g, gx)->grad_view);
+    assert_int_equal(b->layer, 3);
+    assert_true(b->flops == 14.0);
+    assert_string_equal(b->kind, "mm");
+}
+
 static void test_bad_indices_are_einval(void **state) {
     Graph *g = *state;
     int p = add_param(g, "w", 1024), y = add_act(g, "y", 1024, true);
@@ -586,6 +629,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_checkpoint_region_recomputes, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_accumulation_two_microbatches, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_plain_view_and_two_outputs, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_op_arrays_copied_and_grad_order, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_bad_indices_are_einval, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_loss_without_grad_is_einval, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_views_and_names, setup_graph, teardown_graph),
