@@ -10,6 +10,6 @@ return {
   model = { arch = "sdxl", variant = "sdxl-base" },
   training = { micro_batch = 1, resolution = 1024, precision = "bf16", optimizer = "adamw",
                optimizer_impl = "fused", checkpointing = true, text_encoders = "frozen",
-               vae = "fp32", steps = 3 },
+               vae = "fp32", steps = 2 },
   allocator = { conf = "" },
 }

@@ -207,6 +207,7 @@ function M.build(cx, cfg)
   end
   cx.autocast = ac
   cx.gpu = require("hw.gpus")[cfg.hardware.gpu]
+  cx.attention = t.attention
   local n = t.micro_batch
   if t.resolution % 64 ~= 0 then
     error(("sdxl: training.resolution must be a multiple of 64 (got %d)"):format(t.resolution), 0)

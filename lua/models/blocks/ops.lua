@@ -465,6 +465,37 @@ function O.sdpa(cx, name, q, k, v, opts)
   return out
 end
 
+-- diffusers' AttnProcessor (no SDPA): head_to_batch_dim copies of q, k, v; baddbmm into an
+-- empty (b*h, s, sk) buffer (scores, then the buffer dropped); softmax (kept for backward);
+-- bmm with v; batch_to_head_dim copy back. The s x sk probabilities of every attention stay
+-- alive until backward.
+function O.attention_eager(cx, name, q, k, v, heads)
+  local b, s, c = q.shape[1], q.shape[2], q.shape[3]
+  local sk = k.shape[2]
+  local d = c // heads
+  local function to_batch(x, nm, len)
+    return O.op(cx, { name = name .. "." .. nm .. "_head_to_batch", inputs = { x },
+                      outs = { { name .. "." .. nm .. "_bh", { b * heads, len, d }, x.dtype } },
+                      grads = { { dtype = x.dtype } } })
+  end
+  local qb, kb, vb = to_batch(q, "q", s), to_batch(k, "k", sk), to_batch(v, "v", sk)
+  local dt = qb.dtype
+  local sshape = { b * heads, s, sk }
+  local empty = O.op(cx, { name = name .. ".baddbmm_input", inputs = {}, outs = { { name .. ".baddbmm_input", sshape, dt } } })
+  local scores = O.op(cx, { name = name .. ".baddbmm", kind = "mm", inputs = { empty, qb, kb },
+                            outs = { { name .. ".scores", sshape, dt } }, saves = { qb, kb },
+                            grads = { "none", { dtype = dt }, { dtype = dt } },
+                            flops = 2 * b * heads * s * sk * d, dtype = dt })
+  local probs = O.op(cx, { name = name .. ".softmax", kind = "softmax", inputs = { scores },
+                           outs = { { name .. ".probs", sshape, dt } }, save_outs = { 1 },
+                           flops = 5 * nn.numel(sshape), dtype = dt })
+  local o = O.op(cx, { name = name .. ".bmm", kind = "mm", inputs = { probs, vb },
+                       outs = { { name .. ".attn_bh", { b * heads, s, d }, dt } }, saves = { probs, vb },
+                       flops = 2 * b * heads * s * sk * d, dtype = dt })
+  return O.op(cx, { name = name .. ".batch_to_head", inputs = { o },
+                    outs = { { name .. ".attn_out", { b, s, c }, dt } }, grads = { { dtype = dt } } })
+end
+
 -- F.mse_loss(pred.float(), target.float()) (mean): both casts, then (as the measured run's trace
 -- shows) a buffer of the loss's size that lives to the end of the step, the elementwise loss and
 -- the scalar. Backward keeps both inputs.

@@ -173,11 +173,17 @@ function U.attention(cx, name, A, x, ctx, heads)
   local b, s, c = q.shape[1], q.shape[2], q.shape[3]
   local sk = k.shape[2]
   local d = c // heads
-  local qh = nn.view(cx, q, { b, heads, s, d }, name .. ".q_heads")
-  local kh = nn.view(cx, k, { b, heads, sk, d }, name .. ".k_heads")
-  local vh = nn.view(cx, v, { b, heads, sk, d }, name .. ".v_heads")
-  local ao = O.sdpa(cx, name, qh, kh, vh, { keep_input = true })
-  local a2 = nn.view(cx, ao, { b, s, c }, name .. ".attn_out_nlc")
+  local ao, a2
+  if cx.attention == "eager" then
+    a2 = O.attention_eager(cx, name, q, k, v, heads)
+    ao = a2
+  else
+    local qh = nn.view(cx, q, { b, heads, s, d }, name .. ".q_heads")
+    local kh = nn.view(cx, k, { b, heads, sk, d }, name .. ".k_heads")
+    local vh = nn.view(cx, v, { b, heads, sk, d }, name .. ".v_heads")
+    ao = O.sdpa(cx, name, qh, kh, vh, { keep_input = true })
+    a2 = nn.view(cx, ao, { b, s, c }, name .. ".attn_out_nlc")
+  end
   local o = proj(cx, name .. ".to_out.0", a2, A, "to_out.0", A.o, A.ob, { keep_input = true })
   local out = O.div_scalar(cx, name .. ".rescale", o)
   O.release(cx, name .. ".return", { q, k, v, ao, x })
