@@ -583,8 +583,10 @@ static void print_table(FILE *f, const Sweep *s) {
         for (int a = 0; a < s->n_axes; a++)
             if (shown(s, a)) fprintf(f, "  %-*.*s", wid[a], wid[a], point_val(s, a, k));
         if (r->error) { fprintf(f, "  error: %s\n", r->err); continue; }
-        fprintf(f, "  %-5s %10.2f %10.2f %10.2f %10.1f\n", r->fits ? "yes" : "NO", GIB(r->peak_alloc),
-                GIB(r->peak_res), GIB(r->capacity), r->step_ms);
+        fprintf(f, "  %-5s %10.2f %10.2f %10.2f", r->fits ? "yes" : "NO", GIB(r->peak_alloc),
+                GIB(r->peak_res), GIB(r->capacity));
+        if (r->fits) fprintf(f, " %10.1f\n", r->step_ms);
+        else fprintf(f, " %10s\n", "-");
     }
     free(wid);
 }
@@ -619,9 +621,10 @@ static char *build_csv(const Sweep *s, size_t *len) {
             fputc('\n', f);
             continue;
         }
-        fprintf(f, ",%s,%s,%.0f,%.0f,%.0f,%.3f,%.1f,\n", r->fits ? "ok" : "oom",
-                r->fits ? "true" : "false", r->peak_alloc, r->peak_res, r->capacity, r->step_ms,
-                r->tokens_per_s);
+        fprintf(f, ",%s,%s,%.0f,%.0f,%.0f,", r->fits ? "ok" : "oom", r->fits ? "true" : "false",
+                r->peak_alloc, r->peak_res, r->capacity);
+        if (r->fits) fprintf(f, "%.3f,%.1f,\n", r->step_ms, r->tokens_per_s);
+        else fprintf(f, ",,\n"); /* an OOM step has no step time */
     }
     if (fclose(f)) { free(text); return NULL; }
     return text;
@@ -666,8 +669,8 @@ static char *build_json(const Sweep *s, const char *name, int shard_i, int shard
             cJSON_AddNumberToObject(p, "peak_allocated_bytes", r->peak_alloc);
             cJSON_AddNumberToObject(p, "peak_reserved_bytes", r->peak_res);
             cJSON_AddNumberToObject(p, "capacity_bytes", r->capacity);
-            cJSON_AddNumberToObject(p, "step_time_ms", r->step_ms);
-            if (r->tokens_per_s > 0) cJSON_AddNumberToObject(p, "tokens_per_s", r->tokens_per_s);
+            if (r->fits) cJSON_AddNumberToObject(p, "step_time_ms", r->step_ms);
+            if (r->fits && r->tokens_per_s > 0) cJSON_AddNumberToObject(p, "tokens_per_s", r->tokens_per_s);
         }
         cJSON_AddItemToArray(pts, p);
     }
