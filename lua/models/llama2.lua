@@ -284,10 +284,16 @@ local function attention(cx, name, q, k, v, sh, b, s, impl)
   local masked = nn.op(cx, { name = name .. ".add_mask", inputs = { scaled, cx.mask },
                              outs = { { name .. ".masked", sshape, dt } },
                              grads = { { pass = 1 }, "none" } })
-  local p32 = nn.op(cx, { name = name .. ".softmax", kind = "softmax", inputs = { masked },
+  -- softmax(x, dtype=float32) on a bf16 input is input.to(float32) then _softmax (only fp16 has a
+  -- fused half-to-float kernel): the cast is an autograd node of its own, so backward makes the
+  -- gradient in fp32 first and casts it back
+  local m32 = nn.to(cx, masked, "fp32", name .. ".scores_fp32")
+  local p32 = nn.op(cx, { name = name .. ".softmax", kind = "softmax", inputs = { m32 },
                           outs = { { name .. ".probs_fp32", sshape, "fp32" } }, save_outs = { 1 },
                           flops = 5 * nn.numel(sshape), dtype = "fp32" })
   local pr = nn.to(cx, p32, dt, name .. ".probs_cast")
+  -- `attn_weights = softmax(attn_weights, ...).to(...)`: the old value dies on reassignment
+  nn.release(cx, { masked }, name .. ": attn_weights reassigned")
   local o = nn.op(cx, { name = name .. ".pv", kind = "mm", inputs = { pr, v },
                         outs = { { name .. ".attn_out", shape, dt } }, saves = { pr, v },
                         flops = 2 * b * sh.heads * s * s * hd, dtype = dt })
