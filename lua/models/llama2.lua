@@ -322,11 +322,14 @@ function M.build(cx, cfg)
   cx.phase = "build"
   local build_dtype = (t.build == "direct" or t.inference or t.quant ~= "none") and pdtype or "fp32"
   local P = make_params(cx, sh, build_dtype, not lora and not t.inference, lora, t.quant)
+  if cx.dp and cx.dp.init_partitioned then
+    for _, p in ipairs(cx.params) do if p.sharded then p.dtype = pdtype end end
+  end
   if build_dtype ~= pdtype then
     -- Module._apply: every parameter of a module is converted (new tensor, old one freed)
     -- depth first, in construction order; LoRA adapters stay fp32
     for _, p in ipairs(cx.params) do
-      if not (lora and p.trainable) then
+      if not (lora and p.trainable) and not (p.sharded and cx.dp.init_partitioned) then
         cx.layer = p.layer
         local keep = cx.shard_param
         cx.shard_param = nil -- the cast copy is not a new parameter to shard

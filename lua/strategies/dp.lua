@@ -28,6 +28,7 @@ M.DEFAULTS = {
   contiguous_gradients = true, stage3_param_persistence_threshold = 1e5,
   stage3_prefetch_bucket_size = 5e7, stage3_max_live_parameters = 1e9,
   offload_optimizer = "none", offload_param = "none", raf = true,
+  init = "auto", -- auto: zero3 partitions at construction (zero.Init), fsdp2 builds whole first
 }
 
 local function tensor(cx, name, bytes, dtype, cat, persistent, extra)
@@ -93,6 +94,11 @@ function M.setup(cx, cfg)
     -- parameters are made as shards; the model asks for whole ones per layer
     cx.shard_params = true
     cx.shard_param = M.shard
+    if o.init == "partitioned" or o.init == "meta" or (o.init == "auto" and s.kind == "zero3") then
+      s.init_partitioned = true
+    elseif o.init ~= "auto" and o.init ~= "whole" then
+      error("training.zero.init must be auto, whole, partitioned or meta", 0)
+    end
   end
   return s
 end

@@ -67,10 +67,13 @@ function nn.param(cx, name, shape, dtype, trainable, module)
               trainable = trainable, layer = cx.layer }
   -- the whole parameter is made first, as the model's constructor does; a sharding strategy
   -- replaces it by its shard once the model is built (strategies/dp.lua)
-  p.id = cx.G:tensor { name = name, bytes = nn.bytes(shape, dtype), numel = nn.numel(shape),
+  if cx.shard_param and cx.shard_param(cx, p) then p.sharded = true end
+  -- a parameter partitioned at construction (DeepSpeed zero.Init, meta-device init) is never
+  -- materialized whole: its whole tensor has no bytes
+  local whole = not (p.sharded and cx.dp and cx.dp.init_partitioned)
+  p.id = cx.G:tensor { name = name, bytes = whole and nn.bytes(shape, dtype) or 0, numel = nn.numel(shape),
                        dtype = dtype, cat = "param", param = true, persistent = true,
                        trainable = trainable, requires_grad = trainable, module = module }
-  if cx.shard_param and cx.shard_param(cx, p) then p.sharded = true end
   cx.params[#cx.params + 1] = p
   return p
 end
