@@ -166,6 +166,9 @@ function M.unet_forward(cx, P, inp, ckpt, cfg)
   for i, Ub in ipairs(P.up) do
     local p = "unet.up_blocks." .. (i - 1)
     cx.layer = #P.down + i
+    -- sample = upsample_block(hidden_states=sample, ...): the caller's variable keeps the
+    -- block's input alive until the block returns
+    local block_in = h
     for j, R in ipairs(Ub.resnets) do
       local skip = table.remove(skips)
       h = O.cat(cx, p .. ".cat." .. (j - 1), { h, skip }, 2)
@@ -175,6 +178,7 @@ function M.unet_forward(cx, P, inp, ckpt, cfg)
       end
     end
     if Ub.up then h = U.upsample(cx, p .. ".upsamplers.0", Ub.up, h) end
+    O.release(cx, p .. ".return", { block_in })
   end
   cx.layer = -1
   -- 6. out
