@@ -327,6 +327,30 @@ static void test_capacity_overrides(void **state) {
     }
 }
 
+/* Finding lua/: $VRSIM_LUA first (when it holds vrsim/plan.lua), else beside the executable or
+ * ./lua; lua_dir = NULL in the options uses that search. */
+static void test_find_lua_dir(void **state) {
+    Fix *f = *state;
+    char buf[4096];
+    const char *old = getenv("VRSIM_LUA");
+    char saved[4096] = "";
+    if (old) snprintf(saved, sizeof saved, "%s", old);
+    assert_int_equal(setenv("VRSIM_LUA", "lua", 1), 0);
+    assert_true(scenario_find_lua_dir(buf, sizeof buf));
+    assert_string_equal(buf, "lua");
+    assert_int_equal(setenv("VRSIM_LUA", f->dir, 1), 0); /* no vrsim/plan.lua there: ignored */
+    assert_true(scenario_find_lua_dir(buf, sizeof buf));
+    assert_string_not_equal(buf, f->dir);
+    char plan[4200];
+    snprintf(plan, sizeof plan, "%s/vrsim/plan.lua", buf);
+    assert_int_equal(access(plan, R_OK), 0);
+    ScenarioOptions o = {0};
+    Plan *p = load_ok(f, put(f, "tiny.lua", VALID), &o);
+    plan_free(p);
+    if (old) setenv("VRSIM_LUA", saved, 1);
+    else unsetenv("VRSIM_LUA");
+}
+
 /* The body of a scenario that returns a valid table after running `pre`. */
 static const char *with_pre(Fix *f, const char *name, const char *pre) {
     char text[2048];
@@ -460,6 +484,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_bad_values_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_overrides, setup, teardown),
         cmocka_unit_test_setup_teardown(test_capacity_overrides, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_find_lua_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sandbox_blocks_os_and_io, setup, teardown),
         cmocka_unit_test_setup_teardown(test_require_confined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_instruction_limit, setup, teardown),
