@@ -6,6 +6,7 @@
 
 #include "cmds.h"
 #include "engine.h"
+#include "explain.h"
 #include "report.h"
 #include "scenario.h"
 
@@ -40,9 +41,11 @@ static void usage(FILE *f) {
         "  --set KEY=VALUE     override a scenario field; KEY is a field (micro_batch, seq, gpu,\n"
         "                      precision, checkpointing, ...) or section.field (training.seq);\n"
         "                      repeatable\n"
-        "  --out DIR           where summary.json, memory.csv and trace.json go\n"
+        "  --out DIR           where summary.json, memory.csv, trace.json and report.html go\n"
         "                      (default out/<scenario>/)\n"
         "  --no-files          write no files\n"
+        "  --explain           after the summary, walk through the step in plain words: what is\n"
+        "                      allocated when, why the peak is where it is, where slack comes from\n"
         "  --json              print summary.json on stdout instead of the table\n"
         "  --allocator KIND    caching (PyTorch's, default) or ideal (no fragmentation)\n"
         "  --alloc-conf STR    PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True\n"
@@ -62,7 +65,7 @@ static void usage(FILE *f) {
 
 int cmd_run(int argc, char **argv) {
     const char *path = NULL, *outdir = NULL, *allocator = NULL, *conf = NULL, *atrace = NULL;
-    bool json = false, files = true, unsafe = false;
+    bool json = false, files = true, unsafe = false, explain = false;
     const char **sets = calloc((size_t)argc + 1, sizeof(char *));
     int n_sets = 0;
     if (!sets) return VR_EXIT_INTERNAL;
@@ -72,6 +75,7 @@ int cmd_run(int argc, char **argv) {
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); free(sets); return 0; }
         if (strcmp(a, "--json") == 0) { json = true; continue; }
         if (strcmp(a, "--no-files") == 0) { files = false; continue; }
+        if (strcmp(a, "--explain") == 0) { explain = true; continue; }
         if (strcmp(a, "--unsafe") == 0) { unsafe = true; continue; }
         if (strcmp(a, "--set") == 0 || strcmp(a, "--out") == 0 || strcmp(a, "--allocator") == 0 ||
             strcmp(a, "--alloc-conf") == 0 || strcmp(a, "--alloc-trace") == 0) {
@@ -163,6 +167,7 @@ int cmd_run(int argc, char **argv) {
         if (js) { puts(js); free(js); }
     } else {
         report_print_summary(stdout, plan, res);
+        if (explain) explain_print(stdout, plan, res);
     }
     if (host_oom)
         fprintf(json ? stderr : stdout, "\nDOES NOT FIT IN HOST MEMORY: the offloaded state needs %.1f GiB "
@@ -177,7 +182,8 @@ int cmd_run(int argc, char **argv) {
             fprintf(stderr, "vrsim: %s\n", err);
             rc = VR_EXIT_INTERNAL;
         } else if (!json) {
-            printf("\n  files: %s/summary.json, memory.csv, trace.json (open in ui.perfetto.dev)\n", dir);
+            printf("\n  files: %s/report.html (open in a browser), summary.json, memory.csv,\n"
+                   "         trace.json (open in https://ui.perfetto.dev)\n", dir);
         }
     }
     engine_result_free(res);

@@ -1,6 +1,8 @@
 /* report.c: terminal summary, summary.json (cJSON), memory.csv and trace.json. */
 #include "report.h"
 
+#include "report_html.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -359,5 +361,6 @@ VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, ch
         if (!st) st = report_write_file(path, b.p, b.n, err, errlen);
     }
     free(b.p);
+    if (!st) st = report_html_write(dir, p, r, err, errlen);
     return st;
 }
