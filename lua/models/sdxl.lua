@@ -228,9 +228,12 @@ function M.build(cx, cfg)
   end
   local TE1, TE2, V
   if full and te_mode ~= "cached" then
+    -- frozen text encoders are moved to the compute dtype (diffusers' weight_dtype: bf16/fp16
+    -- under mixed precision); trained ones keep the parameter dtype
     local tr = te_mode == "trained"
-    TE1 = clip.params(maker(pd, tr), "text_encoder.", clip.configs["vit-l-14"])
-    TE2 = clip.params(maker(pd, tr), "text_encoder_2.", clip.configs["vit-bigg-14"])
+    local tdt = tr and pd or (ac or pd)
+    TE1 = clip.params(maker(tdt, tr), "text_encoder.", clip.configs["vit-l-14"])
+    TE2 = clip.params(maker(tdt, tr), "text_encoder_2.", clip.configs["vit-bigg-14"])
   end
   if vdt then V = vae.params(maker(vdt, false), "vae.", vae.config) end
   U.registry = {}
