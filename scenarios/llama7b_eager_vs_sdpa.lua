@@ -2,16 +2,16 @@
 -- eager attention (the s x s score and probability matrices, kept for backward) cost against
 -- SDPA (cuDNN/flash: no s x s matrix)?
 --
--- Answer (vrsim run 2026-11-30, ./vrsim scenarios/llama7b_eager_vs_sdpa.lua [--set attention=eager]):
+-- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama7b_eager_vs_sdpa.lua [--set attention=eager]):
 --   with SDPA it fits easily; with eager attention it does not fit at all.
---     sdpa   FITS: peak reserved 64.47 GiB of 139.05 GiB usable (46.4 %)   <- this file
---            step 0 (no optimizer state yet) forward peak 37577.6 MiB allocated; step time
---            371.2 ms (roofline, uncalibrated)
---     eager  DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.27.q_rotary.cat'
---            step 0 still fits (its forward peaks at 135865.6 MiB allocated, 98288 MiB more
---            than SDPA: the 32 layers' fp32 probabilities, 2048 MiB each, and their bf16
---            copies are kept for backward); step 1 adds the 25705 MiB of AdamW state and fails
---     eager with --set checkpointing=true  FITS: peak reserved 69.00 GiB (49.6 %)
+--     sdpa   FITS: peak reserved 64.43 GiB of 139.05 GiB usable (46.3 %)   <- this file
+--            step 0 (no optimizer state yet) forward peak 37577.6 MiB allocated (--json,
+--            steps[0].fwd_peak_allocated_bytes); step time 476.7 ms (roofline, uncalibrated)
+--     eager  DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.26.self_attn.scores_fp32'
+--            step 0 still fits: its forward peaks at 136063.5 MiB allocated, 98485.9 MiB more
+--            than SDPA, mostly the 32 layers' fp32 softmax probabilities (2048 MiB each) and
+--            their bf16 copies, kept for backward; step 1 adds the 25705 MiB of AdamW state
+--     eager with --set checkpointing=true  FITS: peak reserved 71.00 GiB (51.1 %)
 return {
   title = "LLaMA2-7B at 4096 tokens on an H200: SDPA against eager attention",
   hardware = { gpu = "h200" },
