@@ -4,7 +4,17 @@
 -- UNet frozen in bf16, both text encoders frozen (bf16, no_grad), VAE encode in fp32 (no_grad),
 -- gradient checkpointing, AdamW (foreach) on the adapters only.
 --
--- Answer: ANSWER_PLACEHOLDER
+-- Answer (vrsim 2026-11-30, ./vrsim scenarios/sdxl_lora_4090.lua [--set ...]): LoRA fits easily:
+--   as written (batch 1, checkpointing)   FITS: peak reserved 9.12 GiB of 22.97 GiB usable
+--       (39.7 %); the peak (8517 MiB allocated) is the fp32 VAE encode, not the UNet
+--   --set checkpointing=false              FITS: 14.24 GiB (62.0 %)
+--   --set micro_batch=4                    FITS: 15.18 GiB (66.1 %)
+--   micro-batch 7 is the largest that fits (21.21 GiB; ./vrsim maxbatch scenarios/sdxl_lora_4090.lua);
+--   --set micro_batch=8                    DOES NOT FIT (OOM in the fp32 VAE encode, step 1)
+--   with cached latents and embeddings, --set text_encoders=cached --set vae=cached
+--   --set micro_batch=8                    FITS: 10.15 GiB (44.2 %)
+-- Weights (frozen UNet 4.9 GB bf16, text encoders 1.6 GB, VAE 0.3 GB) are most of it; the
+-- adapters, their gradients and AdamW state are 89 MiB.
 return {
   title = "SDXL LoRA (rank 4, attention projections) at 1024 px on an RTX 4090",
   hardware = { gpu = "rtx4090" },
