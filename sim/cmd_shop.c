@@ -7,6 +7,10 @@
  *   job hours  = steps x step time / 3600
  *   cost       = job hours x GPUs x USD per GPU-hour
  *
+ * Several GPUs are data-parallel ranks (hardware.count). Unless --strategy or the scenario names
+ * one, each count tries DDP, then ZeRO-2, then ZeRO-3, and keeps the first that fits: they hold
+ * less memory in that order and usually take longer, so the first that fits is the fastest.
+ *
  * The catalog and the prices are Lua data that only the sandboxed scenario loader reads (the
  * core never includes lua.h). So this file asks the loader through tiny generated scenarios
  * whose title carries the answer: one lists the catalog's keys, one per GPU reads its price.
@@ -38,14 +42,16 @@ static void usage(FILE *f) {
         "options:\n"
         "  --tokens N       tokens in the whole job (language models); 1e9 and 2.5e10 work\n"
         "  --images N       images (samples) in the whole job\n"
-        "  --gpus LIST      GPU counts to consider (default 1). Only 1 is simulated for now:\n"
-        "                   counts above 1 need data parallelism in the simulator\n"
+        "  --gpus LIST      GPU counts to consider (default 1), e.g. 1,2,4,8: data-parallel\n"
+        "                   ranks on one node (hardware.count), collectives on its links\n"
+        "  --strategy S     for counts above 1: ddp, zero1, zero2, zero3 or fsdp2 (default: the\n"
+        "                   scenario's own, else the first of ddp, zero2, zero3 that fits)\n"
         "  --only LIST      catalog names to consider (default: all), e.g. rtx4090,a100_80g\n"
         "  --set KEY=VALUE  as for vrsim SCENARIO (not gpu=: shop sets it)\n"
         "  --unsafe         let the scenario use io/os\n"
         "\n"
         "examples:\n"
-        "  vrsim shop scenarios/llama7b_h200.lua --tokens 1e9\n"
+        "  vrsim shop scenarios/llama7b_h200.lua --tokens 1e9 --gpus 1,2,4,8\n"
         "  vrsim shop scenarios/llama7b_h200.lua --tokens 2e8 --set precision=lora_bf16\n"
         "\n"
         "exit status: 0 (whether or not anything fits), 2 bad usage or scenario, 1 internal\n");
@@ -55,6 +61,7 @@ typedef struct Row {
     char gpu[64];              /* catalog key */
     char name[128];            /* marketing name */
     int count;
+    char strategy[32];         /* data-parallel strategy for count > 1, "" for one GPU */
     bool error, fits, priced;
     char err[256];
     double peak_res, capacity; /* bytes */
@@ -139,13 +146,24 @@ static VrStatus price_of(const char *key, Row *r, char *err, size_t errlen) {
     return VR_OK;
 }
 
-/* Simulates the scenario on GPU r->gpu (count 1) and fills r. */
+/* Simulates the scenario on r->count GPUs r->gpu (strategy r->strategy when count > 1) and
+ * fills r. sets has room for three more entries. */
 static void simulate(const char *path, const char **sets, int n_sets, bool unsafe, bool images,
                      double job, Row *r) {
-    char gset[96];
+    char gset[96], cset[32], sset[64];
+    int n = n_sets;
     snprintf(gset, sizeof gset, "gpu=%s", r->gpu);
-    sets[n_sets] = gset;
-    ScenarioOptions opts = {.sets = sets, .n_sets = n_sets + 1, .unsafe = unsafe};
+    sets[n++] = gset;
+    if (r->count > 1) {
+        snprintf(cset, sizeof cset, "hardware.count=%d", r->count);
+        snprintf(sset, sizeof sset, "training.strategy=%s", r->strategy);
+        sets[n++] = cset;
+        sets[n++] = sset;
+    }
+    r->error = r->fits = false;
+    r->err[0] = 0;
+    r->peak_res = r->capacity = r->step_ms = r->per_step = r->hours = r->usd = 0;
+    ScenarioOptions opts = {.sets = sets, .n_sets = n, .unsafe = unsafe};
     char err[1024];
     Plan *plan = NULL;
     SimResult *res = NULL;
@@ -212,16 +230,16 @@ static bool in_list(const char *list, const char *key) {
 }
 
 static void fmt_hours(char *b, size_t n, double h) {
-    if (h < 1) snprintf(b, n, "%.0f min", h * 60);
+    if (h < 1) snprintf(b, n, "%.1f min", h * 60);
     else if (h < 48) snprintf(b, n, "%.1f h", h);
     else snprintf(b, n, "%.1f days", h / 24);
 }
 
 int cmd_shop(int argc, char **argv) {
-    const char *path = NULL, *only = NULL, *gpus_arg = "1";
+    const char *path = NULL, *only = NULL, *gpus_arg = "1", *strategy = NULL;
     double job = 0;
     bool images = false, unsafe = false;
-    const char **sets = calloc((size_t)argc + 2, sizeof(char *));
+    const char **sets = calloc((size_t)argc + 4, sizeof(char *));
     int n_sets = 0, rc = VR_EXIT_USAGE;
     Row *rows = NULL;
     if (!sets) return VR_EXIT_INTERNAL;
@@ -232,7 +250,7 @@ int cmd_shop(int argc, char **argv) {
         if (strcmp(a, "--unsafe") == 0) { unsafe = true; continue; }
         if (strncmp(a, "--set=", 6) == 0) { sets[n_sets++] = a + 6; continue; }
         if (strcmp(a, "--set") == 0 || strcmp(a, "--tokens") == 0 || strcmp(a, "--images") == 0 ||
-            strcmp(a, "--gpus") == 0 || strcmp(a, "--only") == 0) {
+            strcmp(a, "--gpus") == 0 || strcmp(a, "--only") == 0 || strcmp(a, "--strategy") == 0) {
             if (!val) { fprintf(stderr, "vrsim shop: %s needs a value\n", a); goto out; }
             i++;
             if (strcmp(a, "--set") == 0) {
@@ -245,6 +263,8 @@ int cmd_shop(int argc, char **argv) {
                 gpus_arg = val;
             } else if (strcmp(a, "--only") == 0) {
                 only = val;
+            } else if (strcmp(a, "--strategy") == 0) {
+                strategy = val;
             } else {
                 char *end;
                 errno = 0;
@@ -264,7 +284,6 @@ int cmd_shop(int argc, char **argv) {
     if (!path) { usage(stderr); goto out; }
     if (!(job > 0)) { fprintf(stderr, "vrsim shop: give the job's size: --tokens N or --images N\n"); goto out; }
     int counts[MAX_COUNTS], n_counts = 0;
-    bool multi_asked = false;
     for (const char *s = gpus_arg; *s;) {
         char *end;
         long c = strtol(s, &end, 10);
@@ -272,13 +291,11 @@ int cmd_shop(int argc, char **argv) {
             fprintf(stderr, "vrsim shop: --gpus %s: expected counts like 1,2,4,8\n", gpus_arg);
             goto out;
         }
-        if (c == 1) counts[n_counts++] = 1;
-        else multi_asked = true;
+        counts[n_counts++] = (int)c;
         s = *end ? end + 1 : end;
     }
-    if (n_counts == 0) counts[n_counts++] = 1;
 
-    char err[1024];
+    char err[1024], own[32] = "";
     char keys[MAX_GPUS][64];
     int nk = catalog(keys, MAX_GPUS, err, sizeof err);
     if (nk < 0) { fprintf(stderr, "vrsim shop: %s\n", err); rc = VR_EXIT_INTERNAL; goto out; }
@@ -290,6 +307,8 @@ int cmd_shop(int argc, char **argv) {
         Plan *p = NULL;
         VrStatus st = scenario_load(path, &opts, &p, err, sizeof err);
         bool lm = st == VR_OK && p->tokens_per_step > 0;
+        if (st == VR_OK && !strategy && p->strategy[0] && strcmp(p->strategy, "none") != 0)
+            snprintf(own, sizeof own, "%s", p->strategy);
         plan_free(p);
         if (st) { fprintf(stderr, "vrsim shop: %s\n", err); rc = st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE; goto out; }
         if (!images && !lm) {
@@ -309,7 +328,18 @@ int cmd_shop(int argc, char **argv) {
                 snprintf(r->err, sizeof r->err, "price: %.240s", err);
                 continue;
             }
-            simulate(path, sets, n_sets, unsafe, images, job, r);
+            if (r->count == 1) {
+                simulate(path, sets, n_sets, unsafe, images, job, r);
+                continue;
+            }
+            /* several GPUs: the given strategy, or the first of ddp, zero2, zero3 that fits */
+            static const char *const tries[] = {"ddp", "zero2", "zero3"};
+            const char *one = strategy ? strategy : own[0] ? own : NULL;
+            for (int k = 0; k < (one ? 1 : 3); k++) {
+                snprintf(r->strategy, sizeof r->strategy, "%s", one ? one : tries[k]);
+                simulate(path, sets, n_sets, unsafe, images, job, r);
+                if (r->error || r->fits) break;
+            }
         }
     }
     if (n == 0) { fprintf(stderr, "vrsim shop: --only %s names no catalog GPU\n", only); goto out; }
@@ -319,11 +349,11 @@ int cmd_shop(int argc, char **argv) {
     snprintf(name, sizeof name, "%s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
     if (strlen(name) > 4 && strcmp(name + strlen(name) - 4, ".lua") == 0) name[strlen(name) - 4] = 0;
     printf("vrsim shop: %s, a job of %.4g %s\n\n", name, job, images ? "images" : "tokens");
-    printf("  %-10s %4s  %-5s %9s %8s %10s %12s %10s %9s  %s\n", "gpu", "n", "fits", "resvd GiB",
+    printf("  %-10s %4s %-6s %-5s %9s %8s %10s %12s %10s %9s  %s\n", "gpu", "n", "dp", "fits", "resvd GiB",
            "of GiB", "step ms", images ? "images/s" : "tokens/s", "job", "cost $", "price ($/GPU-h; confidence, provider, date)");
     for (int i = 0; i < n; i++) {
         const Row *r = &rows[i];
-        printf("  %-10s %4d  ", r->gpu, r->count);
+        printf("  %-10s %4d %-6s ", r->gpu, r->count, r->count > 1 ? r->strategy : "-");
         if (r->error) { printf("error: %s\n", r->err); continue; }
         printf("%-5s %9.2f %8.2f", r->fits ? "yes" : "NO", GIB(r->peak_res), GIB(r->capacity));
         if (r->fits && r->step_ms > 0) {
@@ -340,11 +370,7 @@ int cmd_shop(int argc, char **argv) {
     }
     printf("\n  step times are the roofline model's (uncalibrated unless lua/hw/calibrated/ has the GPU);\n"
            "  prices are on-demand list prices from lua/hw/prices.lua with the dates shown: check them\n");
-    if (multi_asked)
-        printf("  only 1 GPU per job was simulated: counts above 1 need data parallelism, which the\n"
-               "  simulator does not model yet (--gpus is kept for when it does)\n");
-    else
-        printf("  1 GPU per job (multi-GPU counts need data parallelism, not modelled yet)\n");
+    printf("  several GPUs are data-parallel ranks on one node (dp: the strategy; resvd GiB is per GPU)\n");
     rc = VR_EXIT_OK;
 out:
     free(rows);

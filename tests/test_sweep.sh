@@ -111,27 +111,27 @@ grep -q 'answer: micro_batch = 4 fits.*--max 4 reached' "$TMP/mb_max.out" && ok 
 run shop shop $SCN $SMALL --tokens 1e7 --only h200,rtx3090,a100_80g,v100_32g --gpus 1,2
 expect "shop --tokens 1e7 over 4 GPUs" 0
 rows=$(grep -cE '^  (h200|rtx3090|a100_80g|v100_32g) ' "$TMP/shop.out")
-[ "$rows" = 4 ] && ok "shop: one row per GPU asked for" || fail "shop: $rows rows" "$(cat "$TMP/shop.out")"
-grep -q 'only 1 GPU per job was simulated' "$TMP/shop.out" && ok "shop: says counts above 1 are not simulated yet" \
-  || fail "shop: no note about --gpus 2"
+[ "$rows" = 8 ] && ok "shop: one row per GPU and count asked for" || fail "shop: $rows rows" "$(cat "$TMP/shop.out")"
+grep -qE '^  h200 +2 (ddp|zero2|zero3) +yes' "$TMP/shop.out" && ok "shop: 2 GPUs run data-parallel with a named strategy" \
+  || fail "shop: no data-parallel row for 2 x h200" "$(cat "$TMP/shop.out")"
 if command -v python3 >/dev/null 2>&1; then
   if python3 - "$TMP/shop.out" <<'EOF'
 import re, sys
 costs = []
 for line in open(sys.argv[1]):
-    m = re.match(r"^  (\w+)\s+1  yes\s+\S+\s+\S+\s+(\S+)\s+(\d+)\s+([\d.]+) (min|h|days)\s+([\d.]+)  ([\d.]+);", line)
+    m = re.match(r"^  (\w+)\s+(\d+) \S+\s+yes\s+\S+\s+\S+\s+(\S+)\s+(\d+)\s+([\d.]+) (min|h|days)\s+([\d.]+)  ([\d.]+);", line)
     if not m:
         continue
-    tok_s, amount, unit, usd, price = float(m[3]), float(m[4]), m[5], float(m[6]), float(m[7])
+    n, tok_s, amount, unit, usd, price = int(m[2]), float(m[4]), float(m[5]), m[6], float(m[7]), float(m[8])
     hours = 1e7 / tok_s / 3600
     shown = amount / 60 if unit == "min" else amount * 24 if unit == "days" else amount
     assert abs(shown - hours) <= 0.051 * max(hours, 1 / 60), (line, hours)
-    assert abs(usd - hours * price) <= 0.01 + 0.01 * usd, (line, hours * price)
+    assert abs(usd - hours * n * price) <= 0.01 + 0.01 * usd, (line, hours * n * price)
     costs.append(usd)
 assert len(costs) >= 2, costs
 assert costs == sorted(costs), costs
 EOF
-  then ok "shop: job hours = tokens / (tokens/s), cost = hours x price, cheapest first"; else fail "shop: arithmetic or order" "$(cat "$TMP/shop.out")"; fi
+  then ok "shop: job hours = tokens / (tokens/s), cost = hours x GPUs x price, cheapest first"; else fail "shop: arithmetic or order" "$(cat "$TMP/shop.out")"; fi
 fi
 run shop_none shop $SCN --gpus 1;                        expect "shop without --tokens" 2
 run shop_gpu shop $SCN --tokens 1e9 --set gpu=h200;      expect "shop with --set gpu=" 2
