@@ -8,8 +8,10 @@
  *   a non-persistent storage is live  <=>  it was allocated and drops_done < drops_total
  *   sum over live storages of rsize == allocator allocated bytes - cuBLAS workspaces
  *   cat_bytes[c] == sum of rsize over live storages of category c
- * The time model is one in-order stream per kind: an op starts when its stream is free and
- * lasts device_op_ns. */
+ * Memory follows the host's program order (PyTorch allocates when an op is launched, from the
+ * pool of the stream it runs on). Time: the host thread issues ops one after another
+ * (host_op_ns each); an op starts when its stream is free, its inputs are ready and it has been
+ * issued, and lasts cost_op_ns (or device_op_ns without a calibrated profile). */
 #include "engine.h"
 
 #include "cost.h"
@@ -41,7 +43,6 @@ typedef struct Run {
     long alloc_seq;             /* allocations within the current step */
     bool stopped;
     SimResult *res;
-    char *err; size_t errlen;
 } Run;
 
 static VrStatus grow_array(void **arr, int *n, int *cap, size_t elem) {
@@ -72,7 +73,6 @@ static VrStatus sample(Run *r, Growth *gr, int op) {
     return VR_OK;
 }
 
-/* Allocates storage s; VR_OOM is passed back for the caller to record. */
 /* Reports an allocation or free to the optional listener (first pass only). */
 static void notify(Run *r, bool alloc, uint64_t addr, uint64_t size, int op) {
     if (r->cfg->on_alloc && r->stop_step < 0) r->cfg->on_alloc(r->cfg->on_alloc_ud, alloc, addr, size, op);
@@ -83,6 +83,20 @@ static int op_stream(const Run *r, int op) {
     return op >= 0 ? graph_op_c(r->g, op)->stream : 0;
 }
 
+/* Records the step's peak if allocated memory just rose above it (with the breakdown then). */
+static void note_peak(Run *r, StepResult *sr, int op) {
+    if (!sr) return;
+    AllocStats as;
+    alloc_stats(r->a, &as);
+    if (as.allocated <= sr->peak_allocated) return;
+    sr->peak_allocated = as.allocated;
+    memcpy(sr->peak_breakdown, r->cat_bytes, sizeof sr->peak_breakdown);
+    sr->peak_breakdown[CAT_TEMP] += r->workspace_bytes;
+    sr->peak_op = op;
+    sr->peak_alloc_index = r->alloc_seq;
+}
+
+/* Allocates storage s for op; VR_OOM is passed back for the caller to record. */
 static VrStatus alloc_storage(Run *r, int s, StepResult *sr, int op) {
     const Tensor *t = graph_tensor_c(r->g, s);
     if (r->live[s]) return VR_OK;
@@ -96,17 +110,7 @@ static VrStatus alloc_storage(Run *r, int s, StepResult *sr, int op) {
     r->rsize[s] = alloc_block_size(r->a, addr);
     r->cat_bytes[t->cat] += r->rsize[s];
     r->alloc_seq++;
-    if (sr) {
-        AllocStats as;
-        alloc_stats(r->a, &as);
-        if (as.allocated > sr->peak_allocated) {
-            sr->peak_allocated = as.allocated;
-            memcpy(sr->peak_breakdown, r->cat_bytes, sizeof sr->peak_breakdown);
-            sr->peak_breakdown[CAT_TEMP] += r->workspace_bytes;
-            sr->peak_op = op;
-            sr->peak_alloc_index = r->alloc_seq;
-        }
-    }
+    note_peak(r, sr, op);
     return VR_OK;
 }
 
@@ -147,17 +151,7 @@ static VrStatus cublas_workspace(Run *r, StepResult *sr, int op) {
     notify(r, true, addr, bytes, op);
     r->workspace_bytes += alloc_block_size(r->a, addr);
     r->alloc_seq++;
-    if (sr) {
-        AllocStats as;
-        alloc_stats(r->a, &as);
-        if (as.allocated > sr->peak_allocated) {
-            sr->peak_allocated = as.allocated;
-            memcpy(sr->peak_breakdown, r->cat_bytes, sizeof sr->peak_breakdown);
-            sr->peak_breakdown[CAT_TEMP] += r->workspace_bytes;
-            sr->peak_op = op;
-            sr->peak_alloc_index = r->alloc_seq;
-        }
-    }
+    note_peak(r, sr, op);
     return VR_OK;
 }
 
@@ -190,8 +184,8 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
         if ((st = alloc_storage(r, t, sr, i))) return st;
         if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
     }
-    uint64_t ws_addr[16];
-    int n_ws = op->n_workspace < 16 ? op->n_workspace : 16;
+    uint64_t ws_addr[GRAPH_MAX_WORKSPACES];
+    int n_ws = op->n_workspace; /* graph_add_op keeps it <= GRAPH_MAX_WORKSPACES */
     for (int k = 0; k < n_ws; k++) {
         ws_addr[k] = 0;
         if (!op->workspace[k]) continue;
@@ -200,17 +194,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
         uint64_t rs = alloc_block_size(r->a, ws_addr[k]);
         r->cat_bytes[CAT_TEMP] += rs;
         r->alloc_seq++;
-        if (sr) {
-            AllocStats as;
-            alloc_stats(r->a, &as);
-            if (as.allocated > sr->peak_allocated) {
-                sr->peak_allocated = as.allocated;
-                memcpy(sr->peak_breakdown, r->cat_bytes, sizeof sr->peak_breakdown);
-                sr->peak_breakdown[CAT_TEMP] += r->workspace_bytes;
-                sr->peak_op = i;
-                sr->peak_alloc_index = r->alloc_seq;
-            }
-        }
+        note_peak(r, sr, i);
         if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
     }
     /* time: the op starts when its stream is free and its inputs are ready */

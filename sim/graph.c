@@ -177,6 +177,11 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
                          "%d, which does not exist", op->name, i + 1, op->grads[i].pass_output + 1);
                 return VR_EINVAL;
             }
+    if (op->n_workspace > GRAPH_MAX_WORKSPACES || op->n_bwd_workspace > GRAPH_MAX_WORKSPACES) {
+        snprintf(g->err, sizeof g->err, "op '%s': at most %d workspaces", op->name,
+                 GRAPH_MAX_WORKSPACES);
+        return VR_EINVAL;
+    }
     if (grow((void **)&g->ops, &g->cap_ops, g->n_ops + 1, sizeof(Op))) return VR_ENOMEM;
     Op n = *op;
     n.name = graph_strdup(g, op->name);

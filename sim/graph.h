@@ -164,6 +164,7 @@ const char *graph_error(const Graph *g);
 
 size_t dtype_size(DType d);          /* bytes per element (NF4: 1, two values per byte) */
 const char *dtype_name(DType d);
+#define GRAPH_MAX_WORKSPACES 16 /* workspaces (and backward workspaces) of one op */
 #define STREAM_COUNT 5 /* compute, collectives, host-to-device, device-to-host, reduce-scatter */
 
 /* Parses "fp32", "float32", "bf16", ... ; returns VR_EINVAL for an unknown name. */
