@@ -121,6 +121,11 @@ typedef struct Opts { bool json, step0; const char *only; } Opts;
 static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool oomed,
                          const char *cfg, const char *file, int line, int rank, const Opts *o,
                          Rows *rows, int *skipped) {
+    if (nsteps == 0 && !oomed) {
+        if (!o->json) printf("  %-24s skipped: the record has no measured steps\n", cfg);
+        (*skipped)++;
+        return;
+    }
     int sim_steps = oomed ? (int)jnum(rec, "oom_at_step", 0) + 1 : nsteps;
     if (sim_steps < 1) sim_steps = 1;
     char src[3072];

@@ -3,7 +3,7 @@ step (the third), kernel time summed by category, so the simulator's op costs ca
 category by category rather than only as a total.
 
   python3 validation/measure/profile_llama_step.py --shape 7b-l4 --batch 4 --seq 2048 \
-      --mode bf16 --out validation/profile_h200.jsonl
+      --mode bf16 --out validation/measure/profile_h200.jsonl
 """
 import argparse, json, time
 import torch
