@@ -640,9 +640,13 @@ function O.attention_eager(cx, name, q, k, v, heads)
                             outs = { { name .. ".scores", sshape, dt } }, saves = { qb, kb },
                             grads = { "none", { dtype = dt }, { dtype = dt } },
                             flops = 2 * b * heads * s * sk * d, dtype = dt })
-  local probs = O.op(cx, { name = name .. ".softmax", kind = "softmax", inputs = { scores },
-                           outs = { { name .. ".probs", sshape, dt } }, save_outs = { 1 },
-                           flops = 5 * nn.numel(sshape), dtype = dt })
+  -- softmax is an fp32 op under autocast: the scores are cast up, the probabilities come out
+  -- in fp32 and the bmm casts them back down (that copy is what it keeps)
+  local sc = O.autocast_fp32(cx, scores, name .. ".scores_float")
+  local probs = O.op(cx, { name = name .. ".softmax", kind = "softmax", inputs = { sc },
+                           outs = { { name .. ".probs", sshape, sc.dtype } }, save_outs = { 1 },
+                           flops = 5 * nn.numel(sshape), dtype = sc.dtype })
+  probs = O.autocast_input(cx, probs, name .. ".probs_cast")
   local o = O.op(cx, { name = name .. ".bmm", kind = "mm", inputs = { probs, vb },
                        outs = { { name .. ".attn_bh", { b * heads, s, d }, dt } }, saves = { probs, vb },
                        flops = 2 * b * heads * s * sk * d, dtype = dt })
