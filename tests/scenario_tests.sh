@@ -9,6 +9,7 @@
 set -u
 
 VRSIM=${VRSIM:-./vrsim}
+case "$VRSIM" in /*) ;; */*) VRSIM="$(pwd)/$VRSIM" ;; esac   # still valid after the cd below
 cd "$(dirname "$0")/.." || exit 1
 if [ ! -x "$VRSIM" ]; then
   echo "scenario_tests: $VRSIM is not an executable (set VRSIM)" >&2
@@ -16,7 +17,8 @@ if [ ! -x "$VRSIM" ]; then
 fi
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/vrsim-scn.XXXXXX") || exit 1
-trap 'rm -rf "$TMP"' EXIT INT TERM
+trap 'rm -rf "$TMP"' EXIT
+trap 'exit 130' INT TERM
 HAVE_PY=0
 if command -v python3 >/dev/null 2>&1 && python3 -c 'import json' >/dev/null 2>&1; then HAVE_PY=1; fi
 
