@@ -513,6 +513,41 @@ static void test_streams_overlap(void **state) {
     graph_free(g);
 }
 
+/* cuBLAS workspaces (ALLOCATOR.md 10.1): created lazily through the caching allocator and never
+ * freed: the first at the first forward GEMM, the second at the first backward op that
+ * allocates (autograd's thread has its own handle). With W = 8519680 bytes (cc < 9) and the
+ * training graph above with f1 a GEMM:
+ *   step 0: f1 allocates W then a; ones_like allocates the second W before the seed; the peak is
+ *           9728 + 2W at f2.backward; the step ends at 2048 + 2W
+ *   step 1: no new workspace; peak 10752 + 2W (the .grad of step 0 is still there) */
+static void test_cublas_workspaces(void **state) {
+    (void)state;
+    Train t = build_train();
+    graph_op(t.g, t.f1)->kind = "mm"; /* static string: the graph never frees op kinds */
+    const uint64_t W = 8519680;
+    DeviceSpec dev = {.cublas_workspace_bytes = W};
+    AllocConfig ac = ideal(0);
+    EngineConfig ec = {.steps = 2, .cublas_handles = 2, .dev = &dev, .stop_at_step = -1};
+    SimResult *r = NULL;
+    char err[128];
+    assert_int_equal(engine_run(t.g, &ec, &ac, &r, err, sizeof err), VR_OK);
+    assert_int_equal(r->steps[0].peak_allocated, 9728 + 2 * W);
+    assert_int_equal(r->steps[0].end_allocated, 2048 + 2 * W);
+    assert_int_equal(r->steps[0].fwd_peak_allocated, 5632 + W);
+    assert_int_equal(r->steps[1].peak_allocated, 10752 + 2 * W);
+    /* the workspaces count as temporaries at the peak: with the seed and a's gradient */
+    assert_int_equal(r->steps[1].peak_breakdown[CAT_TEMP], 512 + 4096 + 2 * W);
+    engine_result_free(r);
+
+    /* one handle only: the backward creates none */
+    ec.cublas_handles = 1;
+    assert_int_equal(engine_run(t.g, &ec, &ac, &r, err, sizeof err), VR_OK);
+    assert_int_equal(r->steps[0].peak_allocated, 9728 + W);
+    assert_int_equal(r->steps[1].end_allocated, 2048 + W);
+    engine_result_free(r);
+    graph_free(t.g);
+}
+
 static void test_steps_must_be_positive(void **state) {
     (void)state;
     Fwd f = build_forward();
@@ -569,6 +604,7 @@ int main(void) {
         cmocka_unit_test(test_checkpointing_lowers_peak),
         cmocka_unit_test(test_host_oom_is_enomem),
         cmocka_unit_test(test_streams_overlap),
+        cmocka_unit_test(test_cublas_workspaces),
         cmocka_unit_test(test_steps_must_be_positive),
         cmocka_unit_test(test_view_keeps_base_alive),
     };
