@@ -4,11 +4,11 @@
 #include <string.h>
 
 double device_collective_ns(const DeviceSpec *dev, const char *kind, double bytes, int n) {
-    if (n <= 1 || dev->coll_bw <= 0) return 0.0;
-    double f = (double)(n - 1) / n, lat = dev->coll_latency_ns;
-    if (strcmp(kind, "allreduce") == 0) return 2 * f * bytes / dev->coll_bw * 1e9 + 2 * (n - 1) * lat;
-    if (strcmp(kind, "broadcast") == 0) return bytes / dev->coll_bw * 1e9 + (n - 1) * lat;
-    return f * bytes / dev->coll_bw * 1e9 + (n - 1) * lat;
+    CollKind k;
+    if (n <= 1 || coll_kind_parse(kind, &k)) return 0.0;
+    CollLink link = dev->coll[k];
+    if (!(link.bus_bw > 0)) link = (CollLink){dev->coll_latency_ns, dev->coll_bw};
+    return coll_time_ns(&link, k, bytes, n);
 }
 
 double device_op_ns(const DeviceSpec *dev, const Op *op) {

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "collective.h"
 #include "graph.h"
 
 typedef struct DeviceSpec {
@@ -24,16 +25,15 @@ typedef struct DeviceSpec {
     int world;                      /* data-parallel ranks */
     double coll_bw;                 /* per-GPU bus bandwidth of the collective link, bytes/s */
     double coll_latency_ns;         /* per-step latency of a ring step, ns */
+    CollLink coll[COLL_COUNT];      /* per collective, fitted from measured NCCL points (bus_bw 0:
+                                       use coll_bw and coll_latency_ns) */
     double host_bw;                 /* host<->device copy bandwidth (pinned), bytes/s */
     double host_latency_ns;
     double cpu_adam_rate;           /* parameters/s the host's CPU Adam updates */
 } DeviceSpec;
 
-/* Time in ns of a collective of `bytes` (the full tensor) over n ranks on NCCL's ring:
- *   all-reduce      2 (n-1)/n * bytes / bw + 2 (n-1) * latency
- *   reduce-scatter, all-gather   (n-1)/n * bytes / bw + (n-1) * latency
- *   broadcast       bytes / bw + (n-1) * latency (pipelined ring)
- * kind is "allreduce", "reduce_scatter", "allgather" or "broadcast"; 0 for n <= 1. */
+/* Time in ns of a collective of `bytes` (the full tensor) over n ranks (collective.h): kind is
+ * "allreduce", "reduce_scatter", "allgather" or "broadcast"; 0 for n <= 1 or an unknown kind. */
 double device_collective_ns(const DeviceSpec *dev, const char *kind, double bytes, int n);
 
 /* Time in ns of one op on dev: roofline max(flops / (peak * e_c), bytes / (bw * e_m)) plus the

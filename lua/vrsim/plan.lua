@@ -343,7 +343,13 @@ local function device_of(cfg, ctx)
   else
     prof = nil
   end
+  -- NCCL collectives measured between GPUs of this kind over NVLink (make calibrate on a
+  -- machine with several), used when the collectives run on NVLink
+  local nccl, nccl_ranks
+  local okl, lk = pcall(require, "hw.calibrated." .. name .. "_x2_links")
+  if okl and type(lk) == "table" and ic == "nvlink" then nccl, nccl_ranks = lk.nccl, lk.nccl_ranks end
   return {
+    nccl = nccl, nccl_ranks = nccl_ranks,
     profile = prof,
     world = n, coll_bw = coll_bw, coll_latency_ns = coll_lat, interconnect = ic,
     host_bw = pl.bw_bytes_per_s, host_latency_ns = pl.latency_s * 1e9,

@@ -532,6 +532,8 @@ static void open_sandbox(lua_State *L, bool unsafe) {
 
 /* ---- reading the plan table ----------------------------------------------------------- */
 
+static void read_nccl(lua_State *L, int dev, DeviceSpec *d);
+
 static void read_device(lua_State *L, int t, DeviceSpec *d) {
     field_str(L, t, "key", d->key, sizeof d->key);
     field_str(L, t, "name", d->name, sizeof d->name);
@@ -549,6 +551,7 @@ static void read_device(lua_State *L, int t, DeviceSpec *d) {
     d->host_bw = field_num(L, t, "host_bw", 0);
     d->host_latency_ns = field_num(L, t, "host_latency_ns", 0);
     d->cpu_adam_rate = field_num(L, t, "cpu_adam_rate", 0);
+    read_nccl(L, t, d);
     lua_getfield(L, t, "peak_flops");
     if (lua_istable(L, -1)) {
         int k = lua_gettop(L);
@@ -665,6 +668,34 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
     p->host_op_ns = host_us * 1e3;
     field_str(L, prof, "source", p->profile, sizeof p->profile);
     lua_settop(L, prof - 1);
+}
+
+/* Fits each collective's latency and bus bandwidth from device.nccl (measured points of a
+ * calibrated link profile: {op=, bytes=, ms=}) with the ranks of device.nccl_ranks. */
+static void read_nccl(lua_State *L, int dev, DeviceSpec *d) {
+    lua_getfield(L, dev, "nccl");
+    if (!lua_istable(L, -1)) { lua_pop(L, 1); return; }
+    int t = lua_gettop(L);
+    int ranks = (int)field_num(L, dev, "nccl_ranks", 2);
+    for (int k = 0; k < COLL_COUNT; k++) {
+        CollPoint pts[64];
+        int n = 0, len = (int)luaL_len(L, t);
+        for (int i = 1; i <= len && n < 64; i++) {
+            lua_geti(L, t, i);
+            int e = lua_gettop(L);
+            char op[32] = "";
+            field_str(L, e, "op", op, sizeof op);
+            CollKind ck;
+            if (!coll_kind_parse(op, &ck) && (int)ck == k) {
+                double bytes = field_num(L, e, "bytes", 0);
+                pts[n++] = (CollPoint){coll_bus_bytes(ck, bytes, ranks), ranks,
+                                       field_num(L, e, "ms", 0) * 1e6};
+            }
+            lua_pop(L, 1);
+        }
+        if (n >= 2 && coll_fit(pts, n, &d->coll[k]) != VR_OK) d->coll[k] = (CollLink){0, 0};
+    }
+    lua_pop(L, 1);
 }
 
 static void read_alloc(lua_State *L, int t, AllocConfig *a) {

@@ -1,0 +1,59 @@
+/* collective.c: NCCL collective costs (see collective.h). */
+#include "collective.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_fit.h>
+
+VrStatus coll_kind_parse(const char *s, CollKind *out) {
+    static const struct { const char *name; CollKind k; } names[] = {
+        {"allreduce", COLL_ALLREDUCE}, {"all_reduce", COLL_ALLREDUCE},
+        {"reduce_scatter", COLL_REDUCE_SCATTER}, {"reducescatter", COLL_REDUCE_SCATTER},
+        {"allgather", COLL_ALLGATHER}, {"all_gather", COLL_ALLGATHER},
+        {"broadcast", COLL_BROADCAST}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) { *out = names[i].k; return VR_OK; }
+    return VR_EINVAL;
+}
+
+double coll_bus_bytes(CollKind k, double bytes, int n) {
+    if (n <= 1) return 0;
+    double f = (double)(n - 1) / n;
+    switch (k) {
+    case COLL_ALLREDUCE: return 2 * f * bytes;
+    case COLL_REDUCE_SCATTER:
+    case COLL_ALLGATHER: return f * bytes;
+    default: return bytes;
+    }
+}
+
+VrStatus coll_fit(const CollPoint *pts, int n, CollLink *out) {
+    double x[64], y[64];
+    int m = 0;
+    for (int i = 0; i < n && m < 64; i++) {
+        if (!(pts[i].bytes > 0) || !(pts[i].ns > 0) || pts[i].ranks < 2) continue;
+        x[m] = pts[i].bytes; /* bus bytes, already converted by the caller */
+        y[m] = pts[i].ns;
+        m++;
+    }
+    if (m < 2) return VR_EINVAL;
+    double c0, c1, cov00, cov01, cov11, sumsq;
+    if (gsl_fit_linear(x, 1, y, 1, (size_t)m, &c0, &c1, &cov00, &cov01, &cov11, &sumsq) != GSL_SUCCESS)
+        return VR_EINVAL;
+    if (!(c1 > 0)) return VR_EINVAL;
+    out->latency_ns = c0 > 0 ? c0 : 0;
+    out->bus_bw = 1e9 / c1;
+    return VR_OK;
+}
+
+double coll_time_ns(const CollLink *link, CollKind k, double bytes, int n) {
+    if (n <= 1 || !(link->bus_bw > 0)) return 0;
+    double data = coll_bus_bytes(k, bytes, n) / link->bus_bw * 1e9;
+    double steps = k == COLL_ALLREDUCE ? 2.0 * (n - 1) : (double)(n - 1);
+    double ring = steps * link->latency_ns + data;
+    if (k != COLL_ALLREDUCE) return ring;
+    double tree = 2.0 * ceil(log2((double)n)) * link->latency_ns + data;
+    return tree < ring ? tree : ring;
+}
