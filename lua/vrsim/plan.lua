@@ -19,6 +19,7 @@ local SCHEMA = {
     gpus_per_node = { "integer", 8, "GPUs in one node (links inside a node are NVLink/PCIe)" },
     rank = { "index", 0, "which rank to simulate when ranks differ (ZeRO-1 partitions)" },
     interconnect = { "string", "auto", "auto, nvlink or pcie: the link collectives run on" },
+    network = { "string", "ib_ndr", "link between nodes (lua/hw/links.lua network): ib_hdr, ib_ndr, roce_400g, ..." },
     host = { "string", nil, "host config from lua/hw/hosts.lua (host RAM for offload)" },
     memory_fraction = { "number", nil, "torch.cuda.set_per_process_memory_fraction" },
     capacity_gib = { "number", nil, "pretend the card has this much memory (GiB)" },
@@ -324,6 +325,22 @@ local function device_of(cfg, ctx)
     -- data crosses PCIe twice
     if g.p2p == false then coll_bw = coll_bw / 2 end
   end
+  -- beyond one node, a ring crosses the network: each GPU's share of the node's NICs (one NIC
+  -- per GPU, as DGX/HGX nodes have) bounds the bus bandwidth
+  local nodes = math.ceil(n / cfg.hardware.gpus_per_node)
+  if nodes > 1 then
+    local net = links.network[cfg.hardware.network]
+    if not net then
+      local names = keys(links.network)
+      local s = closest(cfg.hardware.network, names)
+      error(("unknown network '%s'%s (one of: %s)"):format(cfg.hardware.network,
+            s and ("; did you mean '" .. s .. "'?") or "", table.concat(names, ", ")), 0)
+    end
+    if net.bw_bytes_per_s < coll_bw then
+      coll_bw, coll_lat = net.bw_bytes_per_s, math.max(coll_lat, net.latency_s * 1e9)
+      ic = ic .. "+" .. cfg.hardware.network
+    end
+  end
   local pl = links.pcie[("gen%d_x%d"):format(g.pcie.gen, g.pcie.lanes)] or links.pcie.gen4_x16
   local host = cfg.hardware.host and hosts[cfg.hardware.host]
   if cfg.hardware.host and not host then
@@ -347,7 +364,7 @@ local function device_of(cfg, ctx)
   -- machine with several), used when the collectives run on NVLink
   local nccl, nccl_ranks
   local okl, lk = pcall(require, "hw.calibrated." .. name .. "_x2_links")
-  if okl and type(lk) == "table" and ic == "nvlink" then nccl, nccl_ranks = lk.nccl, lk.nccl_ranks end
+  if okl and type(lk) == "table" and ic == "nvlink" and nodes == 1 then nccl, nccl_ranks = lk.nccl, lk.nccl_ranks end
   return {
     nccl = nccl, nccl_ranks = nccl_ranks,
     profile = prof,
