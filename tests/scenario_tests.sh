@@ -139,6 +139,25 @@ elif [ "$RC" -eq 0 ] && msg=$(json_has "$TMP/llamajson.out" fits peak_reserved_b
   ok "--json prints summary.json on stdout"
 else fail "--json: exit $RC or stdout is not the summary"; fi
 
+# allocator options: the ideal allocator reserves exactly what is allocated; a bad
+# PYTORCH_CUDA_ALLOC_CONF key is bad input naming the key
+run ideal scenarios/llama7b_h200.lua --allocator ideal --json --no-files
+if crashed "--allocator ideal"; then :
+elif [ "$RC" -eq 0 ] && [ "$HAVE_PY" = 1 ]; then
+  if msg=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["peak_reserved_bytes"] == d["peak_allocated_bytes"], "reserved %d != allocated %d" % (d["peak_reserved_bytes"], d["peak_allocated_bytes"])
+' "$TMP/ideal.out" 2>&1); then ok "--allocator ideal: peak reserved == peak allocated"
+  else fail "--allocator ideal" "$(printf '%s' "$msg" | tail -n 1)"; fi
+elif [ "$RC" -eq 0 ]; then ok "--allocator ideal runs"
+else fail "--allocator ideal: exit $RC, expected 0"; fi
+
+run badconf scenarios/llama7b_h200.lua --alloc-conf no_such_key:1 --no-files
+if crashed "--alloc-conf no_such_key:1"; then :
+elif [ "$RC" -eq 2 ] && grep -q "no_such_key" "$TMP/badconf.err"; then ok "--alloc-conf with an unknown key exits 2 and names it"
+else fail "--alloc-conf no_such_key:1: exit $RC, expected 2"; fi
+
 # several GPUs: summary.json carries per_gpu (DESIGN.md's contract)
 if [ -f scenarios/llama13b_zero2.lua ]; then
   run zero2 scenarios/llama13b_zero2.lua --json --no-files
