@@ -87,7 +87,7 @@ void report_print_summary(FILE *f, const Plan *p, const SimResult *r) {
     fprintf(f, "  after forward      %9.1f MiB\n", MIB(s->fwd_peak_allocated));
     fprintf(f, "  after backward     %9.1f MiB\n", MIB(s->bwd_peak_allocated));
     if (r->n_steps > 1 && !r->oom)
-        fprintf(f, "  step 0 peak        %9.1f MiB  %9.1f MiB   (optimizer state created)\n",
+        fprintf(f, "  step 0 peak        %9.1f MiB  %9.1f MiB   (first step: optimizer state appears)\n",
                 MIB(r->steps[0].peak_allocated), MIB(r->steps[0].peak_reserved));
     fprintf(f, "\n  breakdown at peak allocated\n");
     for (int c = 0; c < CAT_COUNT; c++)

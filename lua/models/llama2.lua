@@ -81,9 +81,11 @@ local function make_params(cx, sh, pdtype, trainable, lora, quant)
       return q.param(cx, name, shape, quant, pdtype, true)
     end
   end
+  cx.module = "embed"
   P.embed = param("model.embed_tokens.weight", { sh.vocab, h })
   for l = 0, sh.layers - 1 do
     cx.layer = l
+    cx.module = l
     local p, L = "model.layers." .. l .. ".", {}
     L.q = linear_param(p .. "self_attn.q_proj.weight", { h, h })
     L.k = linear_param(p .. "self_attn.k_proj.weight", { kvh, h })
@@ -97,8 +99,11 @@ local function make_params(cx, sh, pdtype, trainable, lora, quant)
     P.layers[l + 1] = L
   end
   cx.layer = -1
+  cx.module = "norm"
   P.norm = param("model.norm.weight", { h })
+  cx.module = "lm_head"
   P.lm_head = param("lm_head.weight", { sh.vocab, h })
+  cx.module = nil
   if lora then
     -- peft adds adapters after the base model is built; autocast_adapter_dtype keeps them fp32
     for l = 0, sh.layers - 1 do
@@ -325,6 +330,19 @@ function M.build(cx, cfg)
   -- the model as the measured runs make it: built on the GPU in fp32, then cast with .to()
   cx.phase = "build"
   local build_dtype = (t.build == "direct" or t.inference or t.quant ~= "none") and pdtype or "fp32"
+  local dmap = nil
+  if t.device_map == "auto" then
+    if not t.inference then error("training.device_map = \"auto\" is for inference (set inference = true)", 0) end
+    -- module sizes from the shapes, in the order Accelerate walks them
+    dmap = require "strategies.device_map"
+    local es = nn.DT_SIZE[pdtype]
+    local lsize = (2 * h * h + 2 * h * kvh + 3 * h * sh.intermediate + 2 * h) * es
+    local order, sizes = { "embed" }, { embed = sh.vocab * h * es }
+    for l = 0, sh.layers - 1 do order[#order + 1] = l; sizes[l] = lsize end
+    order[#order + 1] = "norm"; sizes.norm = h * es
+    order[#order + 1] = "lm_head"; sizes.lm_head = sh.vocab * h * es
+    dmap.setup(cx, cfg, order, sizes)
+  end
   local P = make_params(cx, sh, build_dtype, not lora and not t.inference, lora, t.quant)
   if cx.dp and cx.dp.init_partitioned then
     for _, p in ipairs(cx.params) do if p.sharded then p.dtype = pdtype end end
@@ -366,10 +384,20 @@ function M.build(cx, cfg)
   local function forward()
     -- embedding
     gather(P, { "embed" }, -1)
-    local x = nn.op(cx, { name = "embed_tokens", kind = "gather", inputs = { ids, P.embed },
-                          outs = { { "inputs_embeds", { b, s, h }, P.embed.dtype } },
-                          saves = { ids }, grads = { "none", { dtype = P.embed.dtype } },
-                          bwd_workspace = { b * s * h * 4 } })
+    local x
+    -- device_map: the hidden state as it travels between devices (nil: not on this GPU)
+    local hidden = { shape = { b, s, h }, dtype = pdtype }
+    if not dmap or dmap.enter(cx, "embed", nil, hidden.shape, hidden.dtype) then
+      local PE, streamed = P, nil
+      if dmap then PE, streamed = dmap.stream_in(cx, "embed", P, { "embed" }) end
+      x = nn.op(cx, { name = "embed_tokens", kind = "gather", inputs = { ids, PE.embed },
+                      outs = { { "inputs_embeds", { b, s, h }, PE.embed.dtype } },
+                      saves = { ids }, grads = { "none", { dtype = PE.embed.dtype } },
+                      bwd_workspace = { b * s * h * 4 } })
+      if dmap then dmap.stream_out(cx, "embed", streamed) end
+    else
+      x = nil
+    end
     if lora and t.checkpointing then
       -- enable_input_require_grads(): a forward hook makes the embedding output require grad
       x.rg = true
@@ -382,8 +410,8 @@ function M.build(cx, cfg)
     -- cos = emb.cos() * attention_scaling (a second tensor; the first dies at once)
     local cos32 = nn.ew(cx, "rotary.cos_scaled", { nn.ew(cx, "rotary.cos", { emb }, "fp32") }, "fp32")
     local sin32 = nn.ew(cx, "rotary.sin_scaled", { nn.ew(cx, "rotary.sin", { emb }, "fp32") }, "fp32")
-    local cos = nn.to(cx, cos32, x.dtype, "rotary.cos_cast")
-    local sin = nn.to(cx, sin32, x.dtype, "rotary.sin_cast")
+    local cos = nn.to(cx, cos32, x and x.dtype or hidden.dtype, "rotary.cos_cast")
+    local sin = nn.to(cx, sin32, x and x.dtype or hidden.dtype, "rotary.sin_cast")
     if t.attention == "eager" then
       cx.mask = nn.op(cx, { name = "causal_mask", inputs = {},
                             outs = { { "causal_mask", { b, 1, s, s }, pdtype == "fp32" and (cx.autocast or "fp32") or pdtype } } })
@@ -399,6 +427,13 @@ function M.build(cx, cfg)
       local ck_attn = ck and t.checkpoint_scope == "attention"
       cx.region = ck_layer and l or nil
       local L = P.layers[l]
+      local streamed = nil
+      if dmap then
+        local xin = dmap.enter(cx, l - 1, x, hidden.shape, hidden.dtype)
+        if not xin then goto next_layer end
+        if xin ~= true then x = xin end
+        L, streamed = dmap.stream_in(cx, l - 1, L, { "ln1", "q", "k", "v", "o", "ln2", "gate", "up", "down" })
+      end
       gather(L, { "ln1", "q", "k", "v", "o", "ln2", "gate", "up", "down" }, l - 1)
       local pre = "layers." .. (l - 1)
       local residual = x
@@ -474,12 +509,34 @@ function M.build(cx, cfg)
                       outs = { { pre .. ".out", { b, s, h }, promote(h1.dtype, d.dtype) } },
                       grads = { { pass = 1 }, { pass = 1 } } })
       if dp then dp.release(cx, l - 1) end
+      if dmap then dmap.stream_out(cx, l - 1, streamed) end
+      ::next_layer::
     end
     cx.layer = -1
     cx.region = nil
     gather(P, { "norm", "lm_head" }, -1)
-    local hf = rmsnorm(cx, "model.norm", x, P.norm)
-    local logits = linear(cx, "lm_head", hf, P.lm_head)
+    local PH = P
+    if dmap then
+      -- final norm and head: on this GPU only if placed here (then they end the forward here)
+      local xin = dmap.enter(cx, "norm", x, hidden.shape, hidden.dtype)
+      if not xin or not cx.dm.on_me("lm_head") then
+        if xin and xin ~= true then x = xin end
+        dmap.enter(cx, "lm_head", x, hidden.shape, hidden.dtype)
+        nn.end_forward(cx)
+        return x
+      end
+      if xin ~= true then x = xin end
+      local s1, s2
+      PH, s1 = dmap.stream_in(cx, "norm", P, { "norm" })
+      PH, s2 = dmap.stream_in(cx, "lm_head", PH, { "lm_head" })
+      cx.streamed_tail = { s1, s2 }
+    end
+    local hf = rmsnorm(cx, "model.norm", x, PH.norm)
+    local logits = linear(cx, "lm_head", hf, PH.lm_head)
+    if dmap and cx.streamed_tail then
+      dmap.stream_out(cx, "norm", cx.streamed_tail[1])
+      dmap.stream_out(cx, "lm_head", cx.streamed_tail[2])
+    end
     nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped
     if t.inference then
       -- model(input_ids) under torch.no_grad(): no labels, no loss; the logits and the key/value

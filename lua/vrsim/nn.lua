@@ -71,6 +71,8 @@ function nn.param(cx, name, shape, dtype, trainable, module)
   -- a parameter partitioned at construction (DeepSpeed zero.Init, meta-device init) is never
   -- materialized whole: its whole tensor has no bytes
   local whole = not (p.sharded and cx.dp and cx.dp.init_partitioned)
+  -- device_map: a module placed on another device (or the CPU) has no bytes on this GPU
+  if cx.dm and cx.module ~= nil and not cx.dm.resident(cx.module) then whole = false end
   p.id = cx.G:tensor { name = name, bytes = whole and nn.bytes(shape, dtype) or 0, numel = nn.numel(shape),
                        dtype = dtype, cat = "param", param = true, persistent = true,
                        trainable = trainable, requires_grad = trainable, module = module }
