@@ -12,8 +12,9 @@
 -- the other +1715 MiB of the 768 px step is the rest (convolutions, group norms, GEGLU
 -- feed-forwards, skip connections), which scales with the pixels (2.25x). Eager attention adds
 -- the s x s probabilities of every attention on top (443 MiB at 512 px, 2051 MiB at 768 px,
--- 6271 MiB at 1024 px: quadratic). The whole step: 768 px FITS at 20.95 GiB reserved of
--- 139.05 GiB (peak 20507 MiB allocated, in backward), 512 px 20.89 GiB (20162 MiB): on an H200
+-- 6271 MiB at 1024 px: quadratic). The whole step at 768 px:
+--   FITS: peak reserved 20.95 GiB of 139.05 GiB usable (15.1 %)   <- this file
+-- (peak 20507 MiB allocated, in backward); 512 px 20.89 GiB (20162 MiB): on an H200
 -- the weights, gradients and AdamW state (20 GB) dominate; on a 24 GB card the difference
 -- decides.
 return {

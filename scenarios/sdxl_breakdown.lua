@@ -4,8 +4,9 @@
 -- (text encoders frozen in bf16, VAE encode in fp32, both under no_grad), 1024 px, batch 1,
 -- gradient checkpointing, foreach AdamW, on an A100 80GB.
 --
--- Answer (vrsim 2026-11-30, ./vrsim scenarios/sdxl_breakdown.lua): FITS, peak reserved 53.11 GiB
--- of 78.45 GiB usable (67.7 %); the peak, 51341 MiB allocated, is AdamW's foreach sqrt in the
+-- Answer (vrsim 2026-11-30, ./vrsim scenarios/sdxl_breakdown.lua):
+--   FITS: peak reserved 53.11 GiB of 78.45 GiB usable (67.7 %)   <- this file
+-- The peak, 51341 MiB allocated, is AdamW's foreach sqrt in the
 -- optimizer step. At that moment:
 --   parameters        11766 MiB  (UNet fp32 9794 MiB + text encoders bf16 1560 MiB + VAE fp32
 --                                 319 MiB, plus the caching allocator's rounding of 1,700 blocks)

@@ -5,8 +5,9 @@
 -- gradient checkpointing, AdamW (foreach) on the adapters only.
 --
 -- Answer (vrsim 2026-11-30, ./vrsim scenarios/sdxl_lora_4090.lua [--set ...]): LoRA fits easily:
---   as written (batch 1, checkpointing)   FITS: peak reserved 9.12 GiB of 22.97 GiB usable
---       (39.7 %); the peak (8517 MiB allocated) is the fp32 VAE encode, not the UNet
+--   as written (batch 1, checkpointing):
+--       FITS: peak reserved 9.12 GiB of 22.97 GiB usable (39.7 %)   <- this file
+--       the peak (8517 MiB allocated) is the fp32 VAE encode, not the UNet
 --   --set checkpointing=false              FITS: 14.24 GiB (62.0 %)
 --   --set micro_batch=4                    FITS: 15.18 GiB (66.1 %)
 --   micro-batch 7 is the largest that fits (21.21 GiB; ./vrsim maxbatch scenarios/sdxl_lora_4090.lua);

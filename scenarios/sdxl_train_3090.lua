@@ -5,8 +5,9 @@
 --
 -- Answer (vrsim 2026-11-30, ./vrsim scenarios/sdxl_train_3090.lua [--set ...]): batch 1 at
 -- 1024 px fits only just, and only with fused AdamW and gradient checkpointing:
---   as written (fused AdamW, checkpointing)  FITS: peak reserved 23.07 GiB of 23.09 GiB usable
---       (99.9 %); 22101 MiB allocated at the peak, in backward; the allocator has to free its
+--   as written (fused AdamW, checkpointing):
+--       FITS: peak reserved 23.07 GiB of 23.09 GiB usable (99.9 %)   <- this file
+--       22101 MiB allocated at the peak, in backward; the allocator has to free its
 --       cache and retry once per step (slow, and one driver update away from OOM)
 --   --set optimizer_impl=forloop               FITS: 22.78 GiB (98.7 %)
 --   --set optimizer_impl=foreach               DOES NOT FIT (OOM in step 0 at adamw._foreach_sqrt:
