@@ -101,6 +101,8 @@ for f in summary.json memory.csv trace.json; do
 done
 if [ -z "$missing" ]; then ok "--out DIR gets summary.json, memory.csv and trace.json"
 else fail "--out DIR: missing or empty:$missing"; fi
+if [ -s "$OUT1/report.html" ] && grep -qi "<html" "$OUT1/report.html"; then ok "  ... and report.html"
+else fail "--out DIR: no report.html (DESIGN.md lists it among the run's files)"; fi
 
 if [ -s "$OUT1/summary.json" ]; then
   if msg=$(json_has "$OUT1/summary.json" fits capacity_bytes peak_allocated_bytes \
