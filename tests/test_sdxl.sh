@@ -62,6 +62,17 @@ got=$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["parameters"];
 if [ "$RC" -eq 0 ] && [ "$got" = "unet=2567463684" ]; then ok "sdxl-base-unet: the UNet alone ($got)"
 else fail "sdxl-base-unet: exit $RC, parameters '$got'" "$(tail -n 3 "$TMP/unet.err")"; fi
 
+"$VRSIM" "$TMP/unet.lua" --json --no-files --set precision=lora_bf16 >"$TMP/lora.json" 2>"$TMP/lora.err"
+RC=$?
+got=$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["parameters"]; print(p.get("unet", -1), p.get("lora_adapters", -1))' "$TMP/lora.json" 2>&1)
+if [ "$RC" -eq 0 ] && [ "$got" = "2567463684 5806080" ]; then ok "LoRA rank 4 on to_q/to_k/to_v/to_out.0: 5806080 adapter parameters"
+else fail "LoRA: exit $RC, unet and adapters '$got', expected '2567463684 5806080'" "$(tail -n 3 "$TMP/lora.err")"; fi
+
+"$VRSIM" "$TMP/unet.lua" --no-files --set width=1344 --set resolution=768 >"$TMP/bucket.out" 2>"$TMP/bucket.err"
+RC=$?
+if [ "$RC" -eq 0 ] && grep -q "1344x768px" "$TMP/bucket.out"; then ok "a non-square aspect bucket (1344 x 768) runs"
+else fail "aspect bucket: exit $RC" "$(tail -n 3 "$TMP/bucket.err")"; fi
+
 # ---- bad input ----------------------------------------------------------------------------
 "$VRSIM" "$TMP/unet.lua" --no-files --set model.variant=sdxl-turbo >"$TMP/bad.out" 2>"$TMP/bad.err"
 RC=$?
@@ -70,7 +81,7 @@ else fail "unknown variant: exit $RC, expected 2" "$(cat "$TMP/bad.err")"; fi
 
 "$VRSIM" "$TMP/unet.lua" --no-files --set resolution=1000 >"$TMP/bad2.out" 2>"$TMP/bad2.err"
 RC=$?
-if [ "$RC" -eq 2 ] && grep -q "multiple of 64" "$TMP/bad2.err"; then ok "a resolution that is not a multiple of 64 exits 2"
+if [ "$RC" -eq 2 ] && grep -q "multiples of 64" "$TMP/bad2.err"; then ok "a resolution that is not a multiple of 64 exits 2"
 else fail "resolution 1000: exit $RC, expected 2" "$(cat "$TMP/bad2.err")"; fi
 
 # ---- scenarios: fast, answered, runnable --------------------------------------------------

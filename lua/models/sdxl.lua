@@ -25,6 +25,7 @@ M.schema = {
     vae = { "string", "fp32", "sdxl-base: VAE encode dtype fp32, bf16, fp16, or cached (not loaded)" },
     ema = { "boolean", false, "keep an EMA copy of the trained UNet (fp32 under amp, else param dtype)" },
     cross_attention_dim = { "integer", 2048, "SDXL UNet context width" },
+    width = { "integer", nil, "image width in pixels for a non-square aspect bucket (resolution is then the height)" },
   },
 }
 
@@ -213,10 +214,12 @@ function M.build(cx, cfg)
   cx.gpu = require("hw.gpus")[cfg.hardware.gpu]
   cx.attention = t.attention
   local n = t.micro_batch
-  if t.resolution % 64 ~= 0 then
-    error(("sdxl: training.resolution must be a multiple of 64 (got %d)"):format(t.resolution), 0)
+  local width = t.width or t.resolution
+  if t.resolution % 64 ~= 0 or width % 64 ~= 0 then
+    error(("sdxl: training.resolution and training.width must be multiples of 64 (got %d x %d)")
+          :format(t.resolution, width), 0)
   end
-  local lat = t.resolution // 8
+  local lat, latw = t.resolution // 8, width // 8
   local ckpt = t.checkpointing
 
   -- build: the models directly in their dtype on the GPU, parameters in construction order
@@ -272,9 +275,9 @@ function M.build(cx, cfg)
   local inp = {}
   if full then
     if vdt then
-      inp.pixels = O.input(cx, "pixel_values", { n, 3, t.resolution, t.resolution }, vdt)
+      inp.pixels = O.input(cx, "pixel_values", { n, 3, t.resolution, width }, vdt)
     else
-      inp.latents = O.input(cx, "latents", { n, 4, lat, lat }, act)
+      inp.latents = O.input(cx, "latents", { n, 4, lat, latw }, act)
     end
     if te_mode == "cached" then
       inp.context = O.input(cx, "prompt_embeds", { n, 77, t.cross_attention_dim }, act)
@@ -285,8 +288,8 @@ function M.build(cx, cfg)
     end
     inp.time_ids = O.input(cx, "add_time_ids", { n, 6 }, act)
   else
-    inp.sample = O.input(cx, "latents", { n, 4, lat, lat }, act)
-    inp.target = O.input(cx, "noise", { n, 4, lat, lat }, act)
+    inp.sample = O.input(cx, "latents", { n, 4, lat, latw }, act)
+    inp.target = O.input(cx, "noise", { n, 4, lat, latw }, act)
     inp.context = O.input(cx, "encoder_hidden_states", { n, 77, t.cross_attention_dim }, act)
     inp.text_embeds = O.input(cx, "text_embeds", { n, 1280 }, act)
     inp.time_ids = O.input(cx, "time_ids", { n, 6 }, act)
@@ -347,7 +350,8 @@ function M.settings(cfg)
     local lc = t.lora or {}
     lora = (", LoRA r=%d on %s"):format(lc.r or 4, table.concat(lc.targets or { "to_q", "to_k", "to_v", "to_out.0" }, "/"))
   end
-  return ("%s, micro-batch %d x %dpx, %s%s, %s %s%s%s%s%s"):format(v, t.micro_batch, t.resolution,
+  local px = t.width and ("%dx%d"):format(t.width, t.resolution) or tostring(t.resolution)
+  return ("%s, micro-batch %d x %spx, %s%s, %s %s%s%s%s%s"):format(v, t.micro_batch, px,
     t.precision, lora, t.optimizer, t.optimizer_impl, t.checkpointing and ", checkpointing" or "",
     t.ema and ", EMA" or "", extra,
     cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "")
