@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "report.h"
+#include "scenario.h"
 
 /* The template. The script reads the JSON from #vrsim-data, draws the summary, the timeline
  * (stacked categories, allocated and reserved lines, phase band, step, peak and OOM marks),
@@ -46,6 +47,8 @@ static const char HTML_HEAD[] =
     "<h1 id=\"title\">vrsim report</h1>\n"
     "<p id=\"err\" class=\"err\"></p>\n"
     "<div id=\"summary\"></div>\n"
+    "<h2>What would help</h2>\n"
+    "<div id=\"variants\"></div>\n"
     "<h2>Memory over the run</h2>\n"
     "<p class=\"note\">Allocated memory stacked by category, with PyTorch's reserved memory (what the caching allocator holds from CUDA) as a line. The band above the chart shows the phase of the op running; hover for details.</p>\n"
     "<div id=\"timeline\"></div>\n"
@@ -216,6 +219,29 @@ static const char HTML_TAIL[] =
     "    if (D.samples_total > n) html('p', 'Showing ' + n + ' of ' + D.samples_total + ' memory samples (each bucket keeps its highest allocated and reserved values).', box, 'note');\n"
     "  }\n"
     "\n"
+    "  function variants(D) {\n"
+    "    var box = document.getElementById('variants'), V = D.variants || [];\n"
+    "    if (!D.variants_computed) {\n"
+    "      html('p', 'Not computed for this run: each suggestion re-simulates the scenario with one change (vrsim SCENARIO --suggest).', box, 'note');\n"
+    "      return;\n"
+    "    }\n"
+    "    if (!V.length) { html('p', 'No change tried made a difference.', box, 'note'); return; }\n"
+    "    html('p', 'Each row is the scenario simulated again with one change (the --set shown); savings are in peak reserved memory against this run, time against its step time.', box, 'note');\n"
+    "    var t = html('table', null, box), tr = html('tr', null, t), base = D.step ? D.step.peak_reserved : 0;\n"
+    "    ['change', '--set', 'fits', 'peak reserved', 'memory', 'step time', 'time'].forEach(function (h, i) { html('th', h, tr, i > 2 ? 'num' : ''); });\n"
+    "    V.forEach(function (v) {\n"
+    "      tr = html('tr', null, t);\n"
+    "      html('td', v.label, tr);\n"
+    "      html('td', v.set, tr).style.fontFamily = 'monospace';\n"
+    "      if (v.error) { html('td', 'error: ' + v.error, tr).colSpan = 5; return; }\n"
+    "      html('td', v.fits ? 'yes' : 'NO', tr, v.fits ? 'fits' : 'oom');\n"
+    "      html('td', v.fits ? gib(v.peak_reserved) : '-', tr, 'num');\n"
+    "      html('td', v.fits && base ? ((v.peak_reserved <= base ? '-' : '+') + gib(Math.abs(base - v.peak_reserved)) + ' (' + (100 * (v.peak_reserved - base) / base).toFixed(0) + ' %)') : '', tr, 'num');\n"
+    "      html('td', v.fits && v.step_ms > 0 ? v.step_ms.toFixed(1) + ' ms' : '-', tr, 'num');\n"
+    "      html('td', v.fits && v.step_ms > 0 && D.step && D.step.step_ms > 0 ? ((v.step_ms >= D.step.step_ms ? '+' : '') + (100 * (v.step_ms / D.step.step_ms - 1)).toFixed(0) + ' %') : '', tr, 'num');\n"
+    "    });\n"
+    "  }\n"
+    "\n"
     "  function breakdown(D) {\n"
     "    var box = document.getElementById('breakdown');\n"
     "    if (!D.step) { html('p', 'No step completed.', box, 'note'); return; }\n"
@@ -304,6 +330,7 @@ static const char HTML_TAIL[] =
     "  try {\n"
     "    var D = JSON.parse(document.getElementById('vrsim-data').textContent);\n"
     "    summary(D);\n"
+    "    variants(D);\n"
     "    timeline(D);\n"
     "    breakdown(D);\n"
     "    live(D);\n"
@@ -483,7 +510,103 @@ static void add_segments(cJSON *o, const SimResult *r) {
     cJSON_AddNumberToObject(o, "largest_free", (double)r->largest_free_at_peak);
 }
 
-static cJSON *page_data(const Plan *p, const SimResult *r) {
+/* ---- what would help: the scenario re-simulated with one change each ---------------------- */
+
+/* Adds a candidate (label, up to two sets) to v if there is room. */
+static void candidate(ReportVariant *v, int *n, int max, const char *label, const char *s1,
+                      const char *s2) {
+    if (*n >= max) return;
+    ReportVariant *x = &v[(*n)++];
+    memset(x, 0, sizeof *x);
+    snprintf(x->label, sizeof x->label, "%s", label);
+    snprintf(x->set, sizeof x->set, "%s%s%s", s1, s2 ? " " : "", s2 ? s2 : "");
+}
+
+VrStatus report_html_variants(const char *path, const ScenarioOptions *base, const Plan *p,
+                              const SimResult *r, ReportVariant **out, int *n_out) {
+    *out = NULL;
+    *n_out = 0;
+    enum { MAX = 12 };
+    ReportVariant *v = calloc(MAX, sizeof *v);
+    const char **sets = calloc((size_t)base->n_sets + 3, sizeof(char *));
+    if (!v || !sets) { free(v); free(sets); return VR_ENOMEM; }
+    int n = 0;
+    char a[64], b[96];
+    candidate(v, &n, MAX, "gradient checkpointing", "training.checkpointing=true", NULL);
+    candidate(v, &n, MAX, "LoRA on frozen bf16 weights (r=8 on q, v)", "training.precision=lora_bf16", NULL);
+    candidate(v, &n, MAX, "fused AdamW (no foreach temporaries)", "training.optimizer_impl=fused", NULL);
+    int mb = (int)p->samples_per_step;
+    if (mb >= 2) {
+        snprintf(a, sizeof a, "training.micro_batch=%d", mb / 2);
+        snprintf(b, sizeof b, "micro-batch %d accumulated twice (instead of %d once)", mb / 2, mb);
+        candidate(v, &n, MAX, b, a, "training.grad_accum=2");
+    }
+    if (!p->alloc.expandable_segments)
+        candidate(v, &n, MAX, "expandable segments", "allocator.conf=expandable_segments:True", NULL);
+    if (p->gpus > 1) {
+        candidate(v, &n, MAX, "ZeRO-2 (shard gradients and optimizer state)", "training.strategy=zero2", NULL);
+        candidate(v, &n, MAX, "ZeRO-3 (shard parameters too)", "training.strategy=zero3", NULL);
+        candidate(v, &n, MAX, "ZeRO-3 with the optimizer state offloaded to the CPU",
+                  "training.strategy=zero3", "training.zero.offload_optimizer=cpu");
+    }
+    const StepResult *s0 = report_step(r);
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        ReportVariant *x = &v[i];
+        int m = 0;
+        for (int k = 0; k < base->n_sets; k++) sets[m++] = base->sets[k];
+        char s1[160], s2[160];
+        snprintf(s1, sizeof s1, "%s", x->set);
+        char *sp = strchr(s1, ' ');
+        if (sp) { *sp = 0; snprintf(s2, sizeof s2, "%s", sp + 1); sets[m++] = s1; sets[m++] = s2; }
+        else sets[m++] = s1;
+        ScenarioOptions o = *base;
+        o.sets = sets;
+        o.n_sets = m;
+        char err[1024];
+        Plan *vp = NULL;
+        SimResult *vr = NULL;
+        VrStatus st = scenario_load(path, &o, &vp, err, sizeof err);
+        if (!st) {
+            EngineConfig ec = {.steps = vp->steps, .cublas_handles = 2, .dev = &vp->dev,
+                               .record_timeline = false};
+            st = engine_run(vp->graph, &ec, &vp->alloc, &vr, err, sizeof err);
+        }
+        if (st == VR_ENOMEM) { plan_free(vp); free(v); free(sets); return VR_ENOMEM; }
+        bool keep = true;
+        if (st) {
+            /* a change this scenario cannot take (a model without LoRA, ...) is left out */
+            keep = false;
+        } else {
+            const StepResult *s = report_step(vr);
+            x->fits = report_fits(vr);
+            x->peak_reserved = s ? (double)s->peak_reserved : 0;
+            x->step_ms = s ? s->time_ns / 1e6 : 0;
+            /* the same figures as this run: the scenario already had it */
+            if (s0 && x->fits == report_fits(r) && x->peak_reserved == (double)s0->peak_reserved &&
+                x->step_ms == s0->time_ns / 1e6)
+                keep = false;
+        }
+        engine_result_free(vr);
+        plan_free(vp);
+        if (keep) v[kept++] = *x;
+    }
+    free(sets);
+    /* most memory saved first (fitting before not fitting) */
+    for (int i = 1; i < kept; i++)
+        for (int j = i; j > 0; j--) {
+            ReportVariant *x = &v[j - 1], *y = &v[j];
+            bool swap = x->fits != y->fits ? y->fits : y->peak_reserved < x->peak_reserved;
+            if (!swap) break;
+            ReportVariant t = *x; *x = *y; *y = t;
+        }
+    *out = v;
+    *n_out = kept;
+    return VR_OK;
+}
+
+static cJSON *page_data(const Plan *p, const SimResult *r, const ReportVariant *v, int nv,
+                        bool computed) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     const StepResult *s = report_step(r);
@@ -558,11 +681,26 @@ static cJSON *page_data(const Plan *p, const SimResult *r) {
     add_bands(o, p, r);
     add_marks(o, r);
     add_segments(o, r);
+    cJSON_AddBoolToObject(o, "variants_computed", computed);
+    cJSON *va = cJSON_AddArrayToObject(o, "variants");
+    for (int i = 0; i < nv; i++) {
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddStringToObject(x, "label", v[i].label);
+        cJSON_AddStringToObject(x, "set", v[i].set);
+        cJSON_AddBoolToObject(x, "fits", v[i].fits);
+        cJSON_AddNumberToObject(x, "peak_reserved", v[i].peak_reserved);
+        cJSON_AddNumberToObject(x, "step_ms", rnd(v[i].step_ms, 1e4));
+        cJSON_AddItemToArray(va, x);
+    }
     return o;
 }
 
 char *report_html_build(const Plan *p, const SimResult *r) {
-    cJSON *o = page_data(p, r);
+    return report_html_build_with(p, r, NULL, -1);
+}
+
+char *report_html_build_with(const Plan *p, const SimResult *r, const ReportVariant *v, int nv) {
+    cJSON *o = page_data(p, r, v, nv > 0 ? nv : 0, nv >= 0);
     if (!o) return NULL;
     char *js = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -606,9 +744,14 @@ fail:
 
 VrStatus report_html_write(const char *dir, const Plan *p, const SimResult *r, char *err,
                            size_t errlen) {
+    return report_html_write_with(dir, p, r, NULL, -1, err, errlen);
+}
+
+VrStatus report_html_write_with(const char *dir, const Plan *p, const SimResult *r,
+                                const ReportVariant *v, int nv, char *err, size_t errlen) {
     VrStatus st = make_dir(dir, err, errlen);
     if (st) return st;
-    char *page = report_html_build(p, r);
+    char *page = report_html_build_with(p, r, v, nv);
     if (!page) {
         snprintf(err, errlen, "out of host memory writing report.html");
         return VR_ENOMEM;

@@ -1,7 +1,8 @@
 /* report_html.h: report.html, a self-contained page (inline JavaScript and SVG, no network) that
  * shows one run: the memory timeline as stacked categories with allocated and reserved lines and
  * phase markers, the breakdown at peak, the largest tensors live at peak, and the segment map at
- * peak. The page's script sets data-ok="1" on <body> once everything is drawn (and data-error
+ * peak, and (when computed) what would help: the scenario re-simulated with one change each. The
+ * page's script sets data-ok="1" on <body> once everything is drawn (and data-error
  * with the message if it fails), which is what tests/html/check.sh looks for in headless
  * Chromium.
  *
@@ -12,18 +13,47 @@
 #ifndef VR_REPORT_HTML_H
 #define VR_REPORT_HTML_H
 
+#include <stdbool.h>
+
 #include "engine.h"
 #include "scenario.h"
 
 #define REPORT_HTML_MAX_SAMPLES 6000   /* samples kept in the page, at most */
 
+/* "What would help": the scenario simulated again with one change. */
+typedef struct ReportVariant {
+    char label[96];            /* what the change is, in words */
+    char set[160];             /* the --set option(s) that make it, space-separated */
+    bool fits;
+    double peak_reserved;      /* bytes, the reported step (report_step) */
+    double step_ms;            /* the reported step's time */
+} ReportVariant;
+
 /* Builds the page. Returns text the caller frees with free(), or NULL when host memory runs
  * out. A result without a timeline (record_timeline false) gives a page without the chart. */
 char *report_html_build(const Plan *p, const SimResult *r);
 
-/* Writes dir/report.html atomically (report_write_file); creates dir if missing.
- * VR_EIO with a message in err when it cannot be written, VR_ENOMEM. */
+/* Writes dir/report.html atomically (report_write_file); creates dir if missing. The page says
+ * that suggestions were not computed. VR_EIO with a message in err when it cannot be written,
+ * VR_ENOMEM. */
 VrStatus report_html_write(const char *dir, const Plan *p, const SimResult *r, char *err,
                            size_t errlen);
+
+/* Re-simulates the scenario at path (loaded with base's options, giving plan p and result r)
+ * once per change that could lower its memory: gradient checkpointing, LoRA, fused AdamW, half
+ * the micro-batch accumulated twice, expandable segments, and for several GPUs ZeRO-2, ZeRO-3
+ * and ZeRO-3 with optimizer offload. Changes the scenario cannot take (a load or engine error)
+ * and changes that give exactly this run's figures (already on) are left out; the rest are
+ * sorted by peak reserved, the fitting ones first. Each is a full simulation without a timeline
+ * (a few times the cost of the run). The caller frees *out with free(). VR_OK or VR_ENOMEM. */
+VrStatus report_html_variants(const char *path, const ScenarioOptions *base, const Plan *p,
+                              const SimResult *r, ReportVariant **out /* OUT */,
+                              int *n /* OUT */);
+
+/* report_html_build and report_html_write with the "what would help" rows v[0..nv-1] (from
+ * report_html_variants); nv < 0 means not computed. */
+char *report_html_build_with(const Plan *p, const SimResult *r, const ReportVariant *v, int nv);
+VrStatus report_html_write_with(const char *dir, const Plan *p, const SimResult *r,
+                                const ReportVariant *v, int nv, char *err, size_t errlen);
 
 #endif

@@ -39,13 +39,25 @@ ok()   { PASS=$((PASS + 1)); echo "ok   $1"; }
 fail() { FAIL=$((FAIL + 1)); echo "FAIL $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/       /'; }
 
 GEN=""
-# make NAME SCENARIO [KEY=VALUE ...]: $OUT/NAME/report.html
+# make NAME SCENARIO [--suggest] [KEY=VALUE ...]: $OUT/NAME/report.html
 make_report() {
   _n=$1; _s=$2; shift 2
+  _sug=""
+  if [ "${1:-}" = --suggest ]; then
+    shift
+    _sug=--suggest
+    # until vrsim takes --suggest, the page with suggestions comes from gen_report
+    "$VRSIM" --help 2>&1 | grep -q -- --suggest || "$VRSIM" "$_s" --help 2>&1 | grep -q -- --suggest || _vr_no_suggest=1
+  fi
   _sets=""
   for _kv in "$@"; do _sets="$_sets --set $_kv"; done
-  # shellcheck disable=SC2086
-  "$VRSIM" "$_s" $_sets --out "$OUT/$_n" >"$OUT/$_n.out" 2>&1
+  rm -rf "$OUT/$_n"
+  if [ -z "$_sug" ] || [ -z "${_vr_no_suggest:-}" ]; then
+    # shellcheck disable=SC2086
+    "$VRSIM" "$_s" $_sug $_sets --out "$OUT/$_n" >"$OUT/$_n.out" 2>&1
+  else
+    : >"$OUT/$_n.out"
+  fi
   _rc=$?
   if [ "$_rc" -ge 128 ]; then fail "$_n: vrsim crashed (exit $_rc)" "$(tail -n 5 "$OUT/$_n.out")"; return 1; fi
   [ -f "$OUT/$_n/report.html" ] && return 0
@@ -61,7 +73,7 @@ make_report() {
     fi
     echo "note: vrsim does not write report.html yet; using tests/html/gen_report.c"
   fi
-  "$GEN" "$_s" "$OUT/$_n" "$@" 2>"$OUT/$_n.gen.err" || { fail "$_n: gen_report failed" "$(cat "$OUT/$_n.gen.err")"; return 1; }
+  "$GEN" "$_s" "$OUT/$_n" $_sug "$@" 2>"$OUT/$_n.gen.err" || { fail "$_n: gen_report failed" "$(cat "$OUT/$_n.gen.err")"; return 1; }
 }
 
 # check NAME: loads $OUT/NAME/report.html in Chromium and checks the drawn DOM.
@@ -111,6 +123,12 @@ if make_report oom $SCN model.size=7b-l2 seq=512 capacity_gib=4; then
   grep -q 'DOES NOT FIT' "$OUT/oom.dom" && ok "oom: the page says it does not fit" || fail "oom: no DOES NOT FIT verdict"
 fi
 if make_report ckpt $SCN model.size=7b-l2 seq=512 checkpointing=true micro_batch=2; then check ckpt; fi
+if make_report suggest $SCN --suggest model.size=7b-l2 seq=512 micro_batch=4; then
+  check suggest
+  _rows=$(sed -n 's/.*\(<div id="variants">.*\)/\1/p' "$OUT/suggest.dom" | sed 's#</table>.*##' | grep -o '<tr>' | wc -l)
+  [ "$_rows" -ge 3 ] && ok "suggest: 'what would help' lists $((_rows - 1)) re-simulated changes" \
+    || fail "suggest: the 'what would help' table has $_rows rows"
+fi
 
 if [ "${KEEP:-0}" = 1 ]; then
   timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$PROFILE" --hide-scrollbars \
