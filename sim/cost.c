@@ -152,19 +152,30 @@ double cost_op_ns(const CostModel *c, const Op *op) {
         /* convolutions run as implicit GEMMs; fused attention as GEMM-bound tiles */
         bool gemm = op->kind && (strcmp(op->kind, "mm") == 0 || strcmp(op->kind, "attention") == 0 ||
                                  strcmp(op->kind, "conv") == 0);
-        /* a backward GEMM op runs two GEMMs (input and weight gradients) of half its FLOPs */
-        int parts = gemm && op->phase == PH_BWD ? 2 : 1;
+        /* a backward GEMM op runs one GEMM per input that needs a gradient (input and weight
+         * gradients), each of an equal share of its FLOPs */
+        int parts = gemm && op->phase == PH_BWD ? (op->gemms > 0 ? op->gemms : 2) : 1;
         double f = op->flops / parts;
         double rate = gemm ? cost_gemm_rate(c, op->compute_dtype, f)
                            : c->dev.peak_flops[DT_FP32] * (c->dev.eff_compute > 0 ? c->dev.eff_compute : 1);
         if (rate > 0) t_c = parts * f / rate;
     }
     const Curve *cc = class_curve(c, op->kind);
-    double bw = cc && cc->n ? curve_eval(cc, op->bytes_moved) : cost_mem_rate(c, op->bytes_moved);
+    double bw;
+    if (cc && cc->n && log(op->bytes_moved > 0 ? op->bytes_moved : 1) < cc->x[0]) {
+        /* smaller than any measured problem of this class: the generic bandwidth curve (which
+         * reaches down to 1 MiB) scaled by the class's efficiency where the two meet */
+        double x0 = exp(cc->x[0]);
+        double ratio = cc->y[0] / cost_mem_rate(c, x0);
+        bw = cost_mem_rate(c, op->bytes_moved) * (ratio < 1 ? ratio : 1);
+    } else {
+        bw = cc && cc->n ? curve_eval(cc, op->bytes_moved) : cost_mem_rate(c, op->bytes_moved);
+    }
     double t_m = bw > 0 ? op->bytes_moved / bw : 0;
     double t = (t_c > t_m ? t_c : t_m) * 1e9;
     /* no kernel is shorter than an empty one; a backward GEMM op is two kernels */
-    int kernels = op->phase == PH_BWD && op->kind && strcmp(op->kind, "mm") == 0 ? 2 : 1;
+    int kernels = op->phase == PH_BWD && op->kind && strcmp(op->kind, "mm") == 0
+                      ? (op->gemms > 0 ? op->gemms : 2) : 1;
     if (t < kernels * c->kernel_ns) t = kernels * c->kernel_ns;
     return t;
 }

@@ -519,7 +519,8 @@ static VrStatus derive_one(Deriv *d, int f) {
             .workspace = fop.bwd_workspace, .n_workspace = fop.n_bwd_workspace,
             .flops = fop.bwd_flops > 0 ? fop.bwd_flops : 2.0 * fop.flops,
             .bytes_moved = fop.bwd_bytes > 0 ? fop.bwd_bytes : 2.0 * fop.bytes_moved,
-            .compute_dtype = fop.compute_dtype, .layer = fop.layer};
+            .compute_dtype = fop.compute_dtype, .layer = fop.layer,
+            .gemms = fop.flops > 0 && fop.bwd_flops > 0 ? (int)(fop.bwd_flops / fop.flops + 0.5) : 2};
     int bid;
     if ((st = graph_add_op(g, &b, &bid))) return st;
     for (int i = 0; i < fop.n_outputs; i++) d->grad_of[fop.outputs[i]] = -1;

@@ -98,6 +98,8 @@ typedef struct Op {
     double bytes_moved;    /* bytes read and written by the kernel(s) */
     double bwd_flops;      /* backward flops (0 = 2 x flops) */
     double bwd_bytes;      /* backward bytes moved (0 = 2 x bytes_moved) */
+    int gemms;             /* GEMM kernels the op runs (a derived backward GEMM op: one per input
+                              that needs a gradient); 0 = 1 */
     DType compute_dtype;   /* dtype the math runs in (cost model) */
     int layer;             /* decoder layer / block index, -1 if none (reports) */
     int stream;            /* 0 compute, 1 communication (NCCL), 2 host-to-device, 3 device-to-host,

@@ -39,11 +39,15 @@ def main():
                       max_position_embeddings=4096, tie_word_embeddings=False, attn_implementation="sdpa")
     with torch.device("cuda"):
         model = LlamaForCausalLM(cfg)
-    model = model.to(torch.bfloat16 if a.mode == "bf16" else torch.float32)
+    model = model.to(torch.float32 if a.mode == "fp32" else torch.bfloat16)
+    if a.mode == "lora_bf16":
+        from peft import LoraConfig, get_peft_model
+        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=32, lora_dropout=0.05,
+                                                 target_modules=["q_proj", "v_proj"]))
     if a.ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
+    opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=1e-5, foreach=True)
     ids = torch.randint(0, 32000, (a.batch, a.seq), device="cuda")
     def step():
         loss = model(input_ids=ids, labels=ids).loss
@@ -67,7 +71,7 @@ def main():
            "gpu_busy_ms": round(sum(cats.values()), 3), "torch": torch.__version__}
     with open(a.out, "a") as f: f.write(json.dumps(rec) + "\n")
     print(json.dumps(rec))
-    top = sorted(((e.key, e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total, e.count) for e in prof.key_averages()), key=lambda x: -x[1])[:25]
+    top = sorted(((e.key, e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total, e.count) for e in prof.key_averages()), key=lambda x: -x[1])[:45]
     for k, t, c in top: print(f"{t/1e3:9.2f} ms {c:5d}  {k[:110]}")
 
 if __name__ == "__main__":
