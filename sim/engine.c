@@ -62,12 +62,10 @@ static VrStatus sample(Run *r, Growth *gr, int op) {
     SimResult *res = r->res;
     if (grow_array((void **)&res->samples, &res->n_samples, &gr->cap_samples, sizeof(MemSample)))
         return VR_ENOMEM;
-    AllocStats st;
-    alloc_stats(r->a, &st);
     MemSample *m = &res->samples[res->n_samples++];
     m->t_ns = r->clock_ns;
-    m->allocated = st.allocated;
-    m->reserved = st.reserved;
+    m->allocated = alloc_allocated_bytes(r->a);
+    m->reserved = alloc_reserved_bytes(r->a);
     memcpy(m->cat, r->cat_bytes, sizeof m->cat);
     m->op = op;
     return VR_OK;
@@ -86,10 +84,9 @@ static int op_stream(const Run *r, int op) {
 /* Records the step's peak if allocated memory just rose above it (with the breakdown then). */
 static void note_peak(Run *r, StepResult *sr, int op) {
     if (!sr) return;
-    AllocStats as;
-    alloc_stats(r->a, &as);
-    if (as.allocated <= sr->peak_allocated) return;
-    sr->peak_allocated = as.allocated;
+    uint64_t allocated = alloc_allocated_bytes(r->a); /* cheap: no free-set walk */
+    if (allocated <= sr->peak_allocated) return;
+    sr->peak_allocated = allocated;
     memcpy(sr->peak_breakdown, r->cat_bytes, sizeof sr->peak_breakdown);
     sr->peak_breakdown[CAT_TEMP] += r->workspace_bytes;
     sr->peak_op = op;
