@@ -124,8 +124,6 @@ end
 function M.unet_forward(cx, P, inp, ckpt, cfg)
   local c = cfg or M.unet_config
   local n = inp.sample.shape[1]
-  local pdt = P.conv_in.w.dtype
-  local act_dt = cx.autocast or pdt
   -- 1. time: sinusoidal projection, cast to the sample dtype, TimestepEmbedding
   local tp = U.timestep_embedding(cx, "unet.time_proj", inp.timesteps, n, c.time_proj)
   local t_emb = O.to(cx, tp, inp.sample.dtype, "unet.time_proj.to_sample_dtype")
@@ -138,7 +136,6 @@ function M.unet_forward(cx, P, inp, ckpt, cfg)
   local add_c = O.to(cx, add, emb.dtype, "unet.add_embeds.to_emb_dtype")
   local aug = U.timestep_mlp(cx, "unet.add_embedding", P.add1, P.add2, add_c)
   emb = O.add(cx, "unet.emb_add", emb, aug)
-  local _ = act_dt
   -- 2. conv_in
   local h = O.conv2d(cx, "unet.conv_in", inp.sample, P.conv_in.w, P.conv_in.b)
   local skips = { h }

@@ -341,7 +341,7 @@ end
 -- Workspace estimate for shapes outside the table: the measured entry with the same channels,
 -- kernel and stride nearest in batch x pixels, scaled by the square root of the size ratio (the
 -- measured workspaces grow sublinearly: x2.4 and x1.7 for 4x the pixels); none without one.
-function O.conv_ws_estimate(cin, cout, k, stride, h, w, dt, n)
+function O.conv_ws_estimate(cin, cout, k, stride, h, w, _, n)
   local best, bd
   local size = n * h * w
   for key, v in pairs(O.conv_ws) do
@@ -356,7 +356,6 @@ function O.conv_ws_estimate(cin, cout, k, stride, h, w, dt, n)
   local f = math.sqrt(size / best.s0)
   local r = {}
   for i = 1, 3 do r[i] = math.floor((best.v[i] or 0) * f) end
-  local _ = dt
   return r
 end
 

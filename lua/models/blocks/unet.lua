@@ -207,10 +207,9 @@ function U.transformer_block(cx, name, B, h, ctx, heads, ckpt)
   half[#half] = half[#half] // 2
   local hs = nn.view(cx, p, half, name .. ".ff.hidden")
   local gate = nn.view(cx, p, half, name .. ".ff.gate")
-  local ch = O.op(cx, { name = name .. ".ff.chunk", kind = "none", inputs = { p },
-                         out_tensors = { hs, gate }, bytes = 0,
-                         grads = { { dtype = p.dtype } } })
-  local _ = ch
+  O.op(cx, { name = name .. ".ff.chunk", kind = "none", inputs = { p },
+             out_tensors = { hs, gate }, bytes = 0,
+             grads = { { dtype = p.dtype } } })
   local g = O.act(cx, name .. ".ff.gelu", gate)
   local m = O.mul(cx, name .. ".ff.geglu", hs, g, hs.dtype, { frees = { g, hs } })
   local f = O.linear(cx, name .. ".ff.net.2", m, B.ff2_w, B.ff2_b)

@@ -119,12 +119,11 @@ function V.encode(cx, name, P, x)
   local half = { s[1], s[2] // 2, s[3], s[4] }
   local lv = nn.ew(cx, name .. ".logvar_clamp", { moments }, moments.dtype, nil, nil, half)
   local std = nn.ew(cx, name .. ".std", { lv }, lv.dtype)
-  local var = nn.ew(cx, name .. ".var", { lv }, lv.dtype)
+  nn.ew(cx, name .. ".var", { lv }, lv.dtype) -- var = exp(logvar), unused by sample()
   local rnd = O.op(cx, { name = name .. ".randn", inputs = {}, outs = { { name .. ".randn", half, lv.dtype } } })
   local sr = O.mul(cx, name .. ".std_x_randn", std, rnd, lv.dtype)
   local smp = O.op(cx, { name = name .. ".sample", inputs = { moments, sr },
                           outs = { { name .. ".sample", half, lv.dtype } } })
-  local _ = var
   return nn.ew(cx, name .. ".scale", { smp }, smp.dtype)
 end
 
