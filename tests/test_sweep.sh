@@ -136,5 +136,17 @@ fi
 run shop_none shop $SCN --gpus 1;                        expect "shop without --tokens" 2
 run shop_gpu shop $SCN --tokens 1e9 --set gpu=h200;      expect "shop with --set gpu=" 2
 
+# ---- --explain (vrsim SCENARIO --explain; the walk through phases needs the timeline) ------------
+run explain $SCN $SMALL --explain --out "$TMP/ex"
+expect "--explain on a step that fits" 0
+for want in "Before the first step" "phase by phase" "  forward (" "  backward (" "  optimizer (" \
+            "The largest single allocations" "Why the peak is where it is" "Allocator slack"; do
+  grep -qF "$want" "$TMP/explain.out" && ok "--explain: '$want'" || fail "--explain: no '$want'" "$(tail -n 30 "$TMP/explain.out")"
+done
+run explain_oom $SCN $SMALL --set capacity_gib=4.3 --explain --out "$TMP/ex2"
+expect "--explain on a step that does not fit" 3
+grep -qF "Why it does not fit" "$TMP/explain_oom.out" && ok "--explain: the OOM explained" \
+  || fail "--explain: no OOM explanation" "$(tail -n 20 "$TMP/explain_oom.out")"
+
 echo "test_sweep: $PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]
