@@ -24,7 +24,6 @@ M.schema = {
     text_encoders = { "string", "frozen", "sdxl-base: frozen (no_grad forward), cached (not loaded), trained" },
     vae = { "string", "fp32", "sdxl-base: VAE encode dtype fp32, bf16, fp16, or cached (not loaded)" },
     ema = { "boolean", false, "keep an EMA copy of the trained UNet (fp32 under amp, else param dtype)" },
-    cross_attention_dim = { "integer", 2048, "SDXL UNet context width" },
     width = { "integer", nil, "image width in pixels for a non-square aspect bucket (resolution is then the height)" },
   },
 }
@@ -277,7 +276,7 @@ function M.build(cx, cfg)
       inp.latents = O.input(cx, "latents", { n, 4, lat, latw }, act)
     end
     if te_mode == "cached" then
-      inp.context = O.input(cx, "prompt_embeds", { n, 77, t.cross_attention_dim }, act)
+      inp.context = O.input(cx, "prompt_embeds", { n, 77, M.unet_config.cross }, act)
       inp.text_embeds = O.input(cx, "pooled_prompt_embeds", { n, 1280 }, act)
     else
       inp.ids1 = O.input(cx, "input_ids", { n, 77 }, "int64")
@@ -287,7 +286,7 @@ function M.build(cx, cfg)
   else
     inp.sample = O.input(cx, "latents", { n, 4, lat, latw }, act)
     inp.target = O.input(cx, "noise", { n, 4, lat, latw }, act)
-    inp.context = O.input(cx, "encoder_hidden_states", { n, 77, t.cross_attention_dim }, act)
+    inp.context = O.input(cx, "encoder_hidden_states", { n, 77, M.unet_config.cross }, act)
     inp.text_embeds = O.input(cx, "text_embeds", { n, 1280 }, act)
     inp.time_ids = O.input(cx, "time_ids", { n, 6 }, act)
   end
