@@ -133,6 +133,26 @@ else fail "memory.csv or trace.json differs between two runs of the same scenari
 if ls "$OUT1" | grep -q '\.tmp'; then fail "--out DIR holds temporary files after the run: $(ls "$OUT1" | tr '\n' ' ')"
 else ok "  ... and no temporary files are left in --out DIR"; fi
 
+# the what-if commands simulate the same thing as a plain run: a one-point sweep of the
+# reference scenario must give the same peaks (and should give the same step time)
+if [ "$HAVE_PY" = 1 ] && [ -s "$OUT1/summary.json" ]; then
+  run sweep1 sweep scenarios/llama7b_h200.lua --set micro_batch=1 -j 1 --json --no-files
+  if crashed "vrsim sweep (one point)"; then :
+  elif [ "$RC" -ne 0 ]; then fail "vrsim sweep --set micro_batch=1: exit $RC"
+  elif msg=$(python3 -c '
+import json, sys
+run = json.load(open(sys.argv[1]))
+pt = json.load(open(sys.argv[2]))["points"][0]
+for k in ("peak_allocated_bytes", "peak_reserved_bytes"):
+    assert pt[k] == run[k], "%s: sweep %s, run %s" % (k, pt[k], run[k])
+if abs(pt["step_time_ms"] - run["step_time_ms"]) > 1e-3 * run["step_time_ms"]:
+    print("step time: sweep %.1f ms, run %.1f ms" % (pt["step_time_ms"], run["step_time_ms"]))
+' "$OUT1/summary.json" "$TMP/sweep1.out" 2>&1); then
+    ok "a one-point sweep gives the plain run's peaks"
+    [ -n "$msg" ] && echo "note a one-point sweep and the plain run differ in $msg (reported: sweep, maxbatch and shop leave EngineConfig.cost and host_op_ns unset)"
+  else fail "one-point sweep against the plain run" "$(printf '%s' "$msg" | tail -n 1)"; fi
+fi
+
 run llamajson scenarios/llama7b_h200.lua --json --no-files
 if crashed "--json"; then :
 elif [ "$RC" -eq 0 ] && cmp -s "$TMP/llamajson.out" "$OUT1/summary.json"; then
