@@ -33,11 +33,13 @@ static void usage(FILE *f) {
         "  --step N        search multiples of N (default 1; resolution 64 pixels)\n"
         "  --max N         the largest value tried (default: micro_batch 4096, seq 1048576,\n"
         "                  resolution 8192)\n"
+        "  --gpu NAME      the catalog GPU (the same as --set gpu=NAME)\n"
         "  --set KEY=VALUE as for vrsim SCENARIO (gpu=, precision=, checkpointing=, ...)\n"
         "  --unsafe        let the scenario use io/os\n"
         "\n"
         "examples:\n"
-        "  vrsim maxbatch scenarios/llama7b_h200.lua --set gpu=a100_80g\n"
+        "  vrsim maxbatch scenarios/llama7b_h200.lua --gpu a100_80g\n"
+        "  vrsim maxbatch scenarios/sdxl_train_3090.lua --field resolution\n"
         "  vrsim maxbatch scenarios/llama7b_h200.lua --field seq --set checkpointing=true\n"
         "\n"
         "exit status: 0 with the answer, 3 if even the smallest value does not fit, 2 bad usage\n"
@@ -46,7 +48,9 @@ static void usage(FILE *f) {
 
 typedef struct Probe {
     bool fits;
-    double peak_res, capacity, step_ms, tokens_per_s;
+    double peak_res, capacity, step_ms;
+    double tokens_per_s;       /* per GPU; for a model without tokens, images (samples) per s */
+    bool images;               /* tokens_per_s counts images */
     char gpu[128];
 } Probe;
 
@@ -79,8 +83,9 @@ static VrStatus probe(const Search *s, long v, Probe *out, char *err, size_t err
         if (sr) {
             out->peak_res = (double)sr->peak_reserved;
             out->step_ms = sr->time_ns / 1e6;
-            if (sr->time_ns > 0 && plan->tokens_per_step > 0)
-                out->tokens_per_s = plan->tokens_per_step / (sr->time_ns / 1e9);
+            out->images = plan->tokens_per_step <= 0;
+            double per_step = out->images ? plan->samples_per_step : plan->tokens_per_step;
+            if (sr->time_ns > 0 && per_step > 0) out->tokens_per_s = per_step / (sr->time_ns / 1e9);
         }
     } else if (st == VR_ENOMEM) {
         snprintf(err, errlen, "out of host memory");
@@ -95,7 +100,7 @@ static void print_probe(int n, const char *field, long v, const Probe *p) {
            GIB(p->capacity));
     if (p->fits) printf(" %10.1f", p->step_ms);
     else printf(" %10s", "-");
-    if (p->fits && p->tokens_per_s > 0) printf(" %10.0f", p->tokens_per_s);
+    if (p->fits && p->tokens_per_s > 0) printf(p->images ? " %10.2f" : " %10.0f", p->tokens_per_s);
     printf("\n");
     (void)field;
 }
@@ -110,6 +115,7 @@ static bool parse_long(const char *s, long *v) {
 int cmd_maxbatch(int argc, char **argv) {
     Search s = {.field = "micro_batch"};
     long max = 0, step = 0;
+    char gpubuf[160];
     s.sets = calloc((size_t)argc + 2, sizeof(char *));
     if (!s.sets) return VR_EXIT_INTERNAL;
     int rc = VR_EXIT_USAGE;
@@ -120,10 +126,14 @@ int cmd_maxbatch(int argc, char **argv) {
         if (strcmp(a, "--unsafe") == 0) { s.unsafe = true; continue; }
         if (strncmp(a, "--set=", 6) == 0) { s.sets[s.n_sets++] = a + 6; continue; }
         if (strcmp(a, "--set") == 0 || strcmp(a, "--field") == 0 || strcmp(a, "--max") == 0 ||
-            strcmp(a, "--step") == 0) {
+            strcmp(a, "--step") == 0 || strcmp(a, "--gpu") == 0) {
             if (!val) { fprintf(stderr, "vrsim maxbatch: %s needs a value\n", a); goto out; }
             i++;
             if (strcmp(a, "--set") == 0) s.sets[s.n_sets++] = val;
+            else if (strcmp(a, "--gpu") == 0) {
+                snprintf(gpubuf, sizeof gpubuf, "hardware.gpu=%s", val);
+                s.sets[s.n_sets++] = gpubuf;
+            }
             else if (strcmp(a, "--field") == 0) s.field = val;
             else if (!parse_long(val, strcmp(a, "--max") == 0 ? &max : &step) ||
                      (strcmp(a, "--max") == 0 ? max : step) < 1) {
@@ -176,7 +186,7 @@ int cmd_maxbatch(int argc, char **argv) {
         if (n == 0) {
             printf("vrsim maxbatch: %s, largest %s that fits on %s\n\n", name, s.field, p.gpu);
             printf("  probe  %-12s %-5s %9s %9s %10s %10s\n", s.field, "fits", "resvd GiB",
-                   "of GiB", "step ms", "tokens/s");
+                   "of GiB", "step ms", p.images ? "images/s" : "tokens/s");
         }
         print_probe(++n, s.field, k * step, &p);
         fflush(stdout);
@@ -198,7 +208,8 @@ int cmd_maxbatch(int argc, char **argv) {
     }
     printf("\nanswer: %s = %ld fits (peak reserved %.2f GiB of %.2f GiB, step %.1f ms",
            s.field, lo * step, GIB(best.peak_res), GIB(best.capacity), best.step_ms);
-    if (best.tokens_per_s > 0) printf(", %.0f tokens/s", best.tokens_per_s);
+    if (best.tokens_per_s > 0)
+        printf(best.images ? ", %.2f images/s" : ", %.0f tokens/s", best.tokens_per_s);
     printf(")");
     if (hi) printf("; %ld does not\n", hi * step);
     else printf("; --max %ld reached, larger values were not tried\n", max);
