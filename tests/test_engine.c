@@ -141,6 +141,14 @@ static void test_forward_peak_ideal(void **state) {
     for (int i = 0; i < r->n_samples; i++)
         if (r->samples[i].allocated > mx) mx = r->samples[i].allocated;
     assert_int_equal(mx, 9216); /* samples are taken after each op: f3's free already done */
+    /* the engine's invariant: categories add up to what the allocator has allocated (no
+     * cuBLAS workspace here), and the ideal allocator reserves exactly that */
+    for (int i = 0; i < r->n_samples; i++) {
+        uint64_t sum = 0;
+        for (int c = 0; c < CAT_COUNT; c++) sum += r->samples[i].cat[c];
+        assert_int_equal(sum, r->samples[i].allocated);
+        assert_int_equal(r->samples[i].reserved, r->samples[i].allocated);
+    }
     engine_result_free(r);
     graph_free(f.g);
 }
