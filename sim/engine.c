@@ -169,7 +169,9 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     if (r->handles < r->cfg->cublas_handles && allocates) {
         bool first_fwd_gemm = r->handles == 0 && strcmp(op->kind, "mm") == 0 &&
                               (op->phase == PH_FWD || op->phase == PH_RECOMPUTE);
-        bool first_bwd = r->handles == 1 && op->phase == PH_BWD;
+        /* the autograd thread has a cuBLAS handle of its own: its workspace comes with the
+         * first GEMM of backward (fulltrace_pub-c05: after the loss's backward allocations) */
+        bool first_bwd = r->handles == 1 && op->phase == PH_BWD && strcmp(op->kind, "mm") == 0;
         if (first_fwd_gemm || first_bwd) {
             if ((st = cublas_workspace(r, sr, i))) return st;
             if (at_stop(r, step)) { r->stopped = true; return VR_OK; }

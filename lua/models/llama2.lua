@@ -508,6 +508,8 @@ function M.build(cx, cfg)
       x = nn.op(cx, { name = pre .. ".residual_add2", inputs = { h1, d },
                       outs = { { pre .. ".out", { b, s, h }, promote(h1.dtype, d.dtype) } },
                       grads = { { pass = 1 }, { pass = 1 } } })
+      -- LlamaModel.forward's `hidden_states` keeps the layer's input until the layer returns
+      nn.release(cx, { residual }, pre .. ": returns")
       if dp then dp.release(cx, l - 1) end
       if dmap then dmap.stream_out(cx, l - 1, streamed) end
       ::next_layer::
@@ -532,6 +534,7 @@ function M.build(cx, cfg)
       cx.streamed_tail = { s1, s2 }
     end
     local hf = rmsnorm(cx, "model.norm", x, PH.norm)
+    nn.release(cx, { x }, "model.norm: hidden_states reassigned")
     local logits = linear(cx, "lm_head", hf, PH.lm_head)
     if dmap and cx.streamed_tail then
       dmap.stream_out(cx, "norm", cx.streamed_tail[1])
