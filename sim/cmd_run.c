@@ -125,9 +125,8 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "vrsim: %s\n", err);
         return st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
     }
-    EngineConfig ec = {.steps = plan->steps, .cublas_handles = 2, .dev = &plan->dev,
-                       .cost = plan->cost, .host_op_ns = plan->host_op_ns,
-                       .record_timeline = files};
+    EngineConfig ec;
+    plan_engine_config(plan, files, &ec);
     TraceOut tout = {0};
     char tmp_trace[1100];
     if (atrace) {

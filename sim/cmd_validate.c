@@ -144,8 +144,8 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
         (*skipped)++;
         return;
     }
-    EngineConfig ec = {.steps = plan->steps, .cublas_handles = 2, .dev = &plan->dev,
-                       .cost = plan->cost, .host_op_ns = plan->host_op_ns};
+    EngineConfig ec;
+    plan_engine_config(plan, false, &ec);
     SimResult *res = NULL;
     if (engine_run(plan->graph, &ec, &plan->alloc, &res, err, sizeof err)) {
         if (!o->json) printf("  %-24s skipped: %s\n", cfg, err);

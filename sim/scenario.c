@@ -2,6 +2,7 @@
 #include "scenario.h"
 
 #include "cost.h"
+#include "engine.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -15,6 +16,17 @@ void plan_free(Plan *p) {
     graph_free(p->graph);
     cost_free(p->cost);
     free(p);
+}
+
+void plan_engine_config(const Plan *p, bool record_timeline, EngineConfig *out) {
+    memset(out, 0, sizeof *out);
+    out->steps = p->steps;
+    out->cublas_handles = 2;
+    out->dev = &p->dev;
+    out->cost = p->cost;
+    out->host_op_ns = p->host_op_ns;
+    out->record_timeline = record_timeline;
+    out->stop_at_step = -1;
 }
 
 static bool has_plan_module(const char *dir) {

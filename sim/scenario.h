@@ -60,6 +60,12 @@ VrStatus scenario_load_source(const char *chunkname, const char *src, const char
 
 void plan_free(Plan *p); /* NULL is a no-op */
 
+/* The engine settings that simulate plan p as `vrsim SCENARIO` does (steps, cuBLAS handles,
+ * device, calibrated costs, host dispatch); record_timeline as given. Every command that runs a
+ * plan should use this, so their figures agree. p must outlive the engine run. */
+struct EngineConfig;
+void plan_engine_config(const Plan *p, bool record_timeline, struct EngineConfig *out /* OUT */);
+
 /* Finds the project's lua/ folder: $VRSIM_LUA, then lua/ beside the executable, then ./lua.
  * Writes it into buf and returns true, or false if none exists. */
 bool scenario_find_lua_dir(char *buf, size_t n);
