@@ -60,6 +60,11 @@ VrStatus scenario_load_source(const char *chunkname, const char *src, const char
 
 void plan_free(Plan *p); /* NULL is a no-op */
 
+/* Runs require(module)[fn](flag) in the sandbox and returns the string it returns in *out (the
+ * caller frees it). For catalog listings such as `vrsim gpus`. */
+VrStatus scenario_report_text(const char *module, const char *fn, bool flag, char **out /* OUT */,
+                              char *err, size_t errlen);
+
 /* The engine settings that simulate plan p as `vrsim SCENARIO` does (steps, cuBLAS handles,
  * device, calibrated costs, host dispatch); record_timeline as given. Every command that runs a
  * plan should use this, so their figures agree. p must outlive the engine run. */

@@ -834,6 +834,56 @@ VrStatus scenario_load_source(const char *chunkname, const char *src, const char
     return VR_OK;
 }
 
+typedef struct ReportCtx { const char *module, *fn; bool flag; char *text; } ReportCtx;
+
+static int report_protected(lua_State *L) {
+    ReportCtx *c = lua_touserdata(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushstring(L, c->module);
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, c->fn);
+    lua_pushboolean(L, c->flag);
+    lua_call(L, 1, 1);
+    size_t n;
+    const char *s = luaL_checklstring(L, -1, &n);
+    c->text = malloc(n + 1);
+    if (!c->text) luaL_error(L, "out of host memory");
+    memcpy(c->text, s, n + 1);
+    return 0;
+}
+
+VrStatus scenario_report_text(const char *module, const char *fn, bool flag, char **out,
+                              char *err, size_t errlen) {
+    *out = NULL;
+    Sandbox *sb = calloc(1, sizeof *sb);
+    if (!sb) { snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
+    sb->limit = DEFAULT_MEMORY;
+    sb->limit_ins = DEFAULT_INSTRUCTIONS;
+    if (!scenario_find_lua_dir(sb->lua_dir, sizeof sb->lua_dir)) {
+        free(sb);
+        snprintf(err, errlen, "cannot find vrsim's lua/ folder (run from the project folder or set VRSIM_LUA)");
+        return VR_EINVAL;
+    }
+    lua_State *L = lua_newstate(sandbox_alloc, sb);
+    if (!L) { free(sb); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+    open_sandbox(L, false);
+    ReportCtx c = {.module = module, .fn = fn, .flag = flag};
+    lua_pushcfunction(L, report_protected);
+    lua_pushlightuserdata(L, &c);
+    VrStatus st = VR_OK;
+    if (lua_pcall(L, 1, 0, 0)) {
+        snprintf(err, errlen, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+        free(c.text);
+        c.text = NULL;
+        st = VR_EINVAL;
+    }
+    lua_close(L);
+    free(sb);
+    *out = c.text;
+    return st;
+}
+
 VrStatus scenario_load(const char *path, const ScenarioOptions *opts, Plan **out, char *err,
                        size_t errlen) {
     size_t len;

@@ -1,0 +1,50 @@
+-- gpus_report.lua: the text of `vrsim gpus`: the hardware catalog (lua/hw/gpus.lua), the price
+-- table (lua/hw/prices.lua) and which GPUs have a calibrated profile, with where each figure
+-- comes from. Returns one string.
+local gpus = require "hw.gpus"
+local prices = require "hw.prices"
+
+local M = {}
+
+local function gib(b) return b / 2^30 end
+
+function M.text(detail)
+  local names = {}
+  for k in pairs(gpus) do names[#names + 1] = k end
+  table.sort(names, function(a, b) return gpus[a].memory_bytes < gpus[b].memory_bytes or
+    (gpus[a].memory_bytes == gpus[b].memory_bytes and a < b) end)
+  local out = {}
+  local function add(fmt, ...) out[#out + 1] = fmt:format(...) end
+  add("%-11s %-26s %8s %8s %8s %9s %9s %8s  %s", "gpu", "name", "memory", "usable", "context",
+      "HBM TB/s", "bf16 TF/s", "$/hour", "calibrated")
+  for _, k in ipairs(names) do
+    local g = gpus[k]
+    local okc = pcall(require, "hw.calibrated." .. k)
+    local p = prices[k]
+    add("%-11s %-26s %6.1f G %6.1f G %6.0f M %9.2f %9.0f %8s  %s", k, g.name, gib(g.memory_bytes),
+        gib(g.usable_bytes or g.memory_bytes), (g.cuda_context_bytes or 0) / 2^20,
+        (g.mem_bw_bytes_per_s or 0) / 1e12, (g.peak_flops and g.peak_flops.bf16 or 0) / 1e12,
+        p and ("%.2f"):format(p.usd_per_gpu_hour) or "-",
+        okc and ("lua/hw/calibrated/" .. k .. ".lua") or "datasheet only")
+  end
+  add("")
+  add("memory: datasheet GiB; usable: what torch reports as total; context: CUDA context and")
+  add("library handles outside the caching allocator. Sources per figure: vrsim gpus --sources,")
+  add("or lua/hw/gpus.lua. Prices (lua/hw/prices.lua) carry their date and provider; they go stale.")
+  if detail then
+    for _, k in ipairs(names) do
+      add("")
+      add("%s (%s)", k, gpus[k].name)
+      local src = gpus[k].source or {}
+      local keys = {}
+      for sk in pairs(src) do keys[#keys + 1] = sk end
+      table.sort(keys)
+      for _, sk in ipairs(keys) do add("  %-22s %s", sk, tostring(src[sk])) end
+      local p = prices[k]
+      if p then add("  %-22s %s, %s (%s)", "price", p.provider or "?", p.date or "?", p.source or "") end
+    end
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+return M
