@@ -161,6 +161,32 @@ elif [ "$RC" -eq 0 ] && msg=$(json_has "$TMP/llamajson.out" fits peak_reserved_b
   ok "--json prints summary.json on stdout"
 else fail "--json: exit $RC or stdout is not the summary"; fi
 
+# the engine and the replayer share the allocator model: the allocations a run records with
+# --alloc-trace, replayed, give the run's peaks and cudaMalloc count
+if [ "$HAVE_PY" = 1 ]; then
+  run atrun scenarios/llama7b_h200.lua --set size=7b-l2 --alloc-trace "$TMP/at.csv" --json --no-files
+  if crashed "--alloc-trace"; then :
+  elif [ "$RC" -ne 0 ] || [ ! -s "$TMP/at.csv" ]; then fail "--alloc-trace: exit $RC or no trace written"
+  else
+    run atreplay replay "$TMP/at.csv" --json
+    if crashed "vrsim replay of an --alloc-trace"; then :
+    elif [ "$RC" -ne 0 ]; then fail "vrsim replay of an --alloc-trace: exit $RC" "$(head -n 2 "$TMP/atreplay.err")"
+    elif msg=$(python3 -c '
+import json, sys
+run = json.load(open(sys.argv[1]))
+rep = json.load(open(sys.argv[2]))
+pa = max(s["peak_allocated_bytes"] for s in run["steps"])
+pr = max(s["peak_reserved_bytes"] for s in run["steps"])
+assert rep["peak_allocated_bytes"] == pa, "peak allocated: replay %d, run %d" % (rep["peak_allocated_bytes"], pa)
+assert rep["peak_reserved_bytes"] == pr, "peak reserved: replay %d, run %d" % (rep["peak_reserved_bytes"], pr)
+m = run["steps"][-1]["num_cuda_mallocs"]
+assert rep["segment_allocs"] == m, "cudaMallocs: replay %d, run %d" % (rep["segment_allocs"], m)
+' "$TMP/atrun.out" "$TMP/atreplay.out" 2>&1); then
+      ok "--alloc-trace replayed by vrsim replay gives the run's peaks and cudaMalloc count"
+    else fail "--alloc-trace round trip" "$(printf '%s' "$msg" | tail -n 1)"; fi
+  fi
+fi
+
 # allocator options: the ideal allocator reserves exactly what is allocated; a bad
 # PYTORCH_CUDA_ALLOC_CONF key is bad input naming the key
 run ideal scenarios/llama7b_h200.lua --allocator ideal --json --no-files
