@@ -6,11 +6,12 @@
 --
 -- Answer (vrsim 2026-11-30, ./vrsim scenarios/sdxl_lora_4090.lua [--set ...]): LoRA fits easily:
 --   as written (batch 1, checkpointing):
---       FITS: peak reserved 9.12 GiB of 22.97 GiB usable (39.7 %)   <- this file
---       the peak (8517 MiB allocated) is the fp32 VAE encode, not the UNet
---   --set checkpointing=false              FITS: 14.24 GiB (62.0 %)
---   --set micro_batch=4                    FITS: 15.18 GiB (66.1 %)
---   micro-batch 7 is the largest that fits (21.21 GiB; ./vrsim maxbatch scenarios/sdxl_lora_4090.lua);
+--       FITS: peak reserved 10.28 GiB of 22.97 GiB usable (44.7 %)   <- this file
+--       the peak (9547 MiB allocated) is the fp32 VAE encode (a 1.08 GB cuDNN workspace for
+--       the 128-channel convolutions at 1024 px), not the UNet
+--   --set checkpointing=false              FITS: 14.21 GiB (61.8 %)
+--   --set micro_batch=4                    FITS: 19.75 GiB (86.0 %)
+--   micro-batch 6 is the largest that fits (21.65 GiB; ./vrsim maxbatch scenarios/sdxl_lora_4090.lua);
 --   --set micro_batch=8                    DOES NOT FIT (OOM in the fp32 VAE encode, step 1)
 --   with cached latents and embeddings, --set text_encoders=cached --set vae=cached
 --   --set micro_batch=8                    FITS: 10.15 GiB (44.2 %)

@@ -4,22 +4,23 @@
 -- the predicted noise, AdamW; UNet weights, gradients and AdamW state in bf16.
 --
 -- Answer (vrsim 2026-11-30, ./vrsim scenarios/sdxl_train_3090.lua [--set ...]): batch 1 at
--- 1024 px fits only just, and only with fused AdamW and gradient checkpointing:
+-- 1024 px fits only just, and only with fused (or for-loop) AdamW and gradient checkpointing:
 --   as written (fused AdamW, checkpointing):
---       FITS: peak reserved 23.07 GiB of 23.09 GiB usable (99.9 %)   <- this file
---       22101 MiB allocated at the peak, in backward; the allocator has to free its
---       cache and retry once per step (slow, and one driver update away from OOM)
---   --set optimizer_impl=forloop               FITS: 22.78 GiB (98.7 %)
+--       FITS: peak reserved 23.04 GiB of 23.09 GiB usable (99.8 %)   <- this file
+--       22092 MiB allocated at the peak, in backward; the allocator has to free its cache and
+--       retry twice per step (slow, and one driver update away from OOM)
+--   --set optimizer_impl=forloop               FITS: 22.75 GiB (98.5 %)
 --   --set optimizer_impl=foreach               DOES NOT FIT (OOM in step 0 at adamw._foreach_sqrt:
 --       the foreach step makes a sqrt copy of every exp_avg_sq, another 4.9 GB at once)
---   --set checkpointing=false                  DOES NOT FIT (OOM in step 1, backward)
---   --set micro_batch=2                        DOES NOT FIT (OOM in the fp32 VAE encode)
+--   --set checkpointing=false                  DOES NOT FIT (OOM in step 1's forward)
+--   --set micro_batch=2                        DOES NOT FIT (OOM in the fp32 VAE encode, whose
+--       128-channel convolutions at 1024 px ask cuDNN for a 2.1 GB workspace at batch 2)
 --   --set precision=amp_bf16                   DOES NOT FIT (fp32 weights, grads and AdamW state
 --       alone are 39 GB: diffusers' default --mixed_precision is for 40 GB+ cards)
 --   --set text_encoders=trained                DOES NOT FIT
 -- With cached latents and text embeddings (--set text_encoders=cached --set vae=cached: the
--- VAE and text encoders never loaded) it is comfortable: 20.54 GiB (89.0 %); without
--- checkpointing 22.11 GiB (95.8 %); with checkpointing up to micro-batch 7 (22.76 GiB,
+-- VAE and text encoders never loaded) it is comfortable: 20.54 GiB (88.9 %); without
+-- checkpointing 22.04 GiB (95.5 %); with checkpointing up to micro-batch 7 (22.76 GiB,
 -- ./vrsim maxbatch scenarios/sdxl_train_3090.lua --set text_encoders=cached --set vae=cached),
 -- micro-batch 8 runs out in backward.
 return {
