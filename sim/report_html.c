@@ -73,6 +73,9 @@ static const char HTML_TAIL[] =
     "  var PHASE_COLORS = { build: '#9aa3b2', forward: '#4c9be8', backward: '#f0a23b', recompute: '#c77dd8',\n"
     "    optimizer: '#3fae6a', zero_grad: '#b9c0cc', communication: '#e0605a' };\n"
     "  var EXTRA = ['#72b7b2', '#eeca3b', '#ff9da6', '#9c755f', '#79706e'];\n"
+    "  // streams as the engine numbers them (graph.h STREAM_COUNT): 0 compute, then the others\n"
+    "  var STREAMS = ['compute', 'collectives', 'host to device', 'device to host', 'reduce-scatter'];\n"
+    "  var STREAM_COLORS = ['', '#e0605a', '#8c6bb1', '#6b8cb1', '#d9843b'];\n"
     "  function color(map, name, i) { return map[name] || EXTRA[i % EXTRA.length]; }\n"
     "  function svg(tag, attrs, parent) {\n"
     "    var e = document.createElementNS(NS, tag);\n"
@@ -123,7 +126,13 @@ static const char HTML_TAIL[] =
     "  function timeline(D) {\n"
     "    var S = D.samples, n = S.t.length, box = document.getElementById('timeline');\n"
     "    if (!n) { html('p', 'No timeline: the run recorded no memory samples.', box, 'note'); return; }\n"
-    "    var W = 1140, H = 400, ml = 62, mr = 16, mt = 30, mb = 40, pw = W - ml - mr, ph = H - mt - mb;\n"
+    "    var rowsUsed = {};\n"
+    "    D.bands.forEach(function (b) { rowsUsed[b[4] || 0] = 1; });\n"
+    "    var streams = Object.keys(rowsUsed).map(Number).sort(function (a, b) { return a - b; });\n"
+    "    if (!streams.length) streams = [0];\n"
+    "    var rowOf = {};\n"
+    "    streams.forEach(function (s, i) { rowOf[s] = i; });\n"
+    "    var W = 1140, ml = 92, mr = 16, mt = 18 + 14 * streams.length, mb = 40, ph = 360, H = mt + ph + mb, pw = W - ml - mr;\n"
     "    var tmax = S.t[n - 1] || 1, ymax = 0, i, c;\n"
     "    for (i = 0; i < n; i++) ymax = Math.max(ymax, S.r[i], S.a[i]);\n"
     "    var capM = D.capacity / 1048576;\n"
@@ -143,10 +152,15 @@ static const char HTML_TAIL[] =
     "      svg('text', { x: X(tx), y: mt + ph + 16, 'text-anchor': 'middle' }, root).textContent =\n"
     "        tmax >= 10000 ? (tx / 1000).toFixed(1) + ' s' : tx.toFixed(0) + ' ms';\n"
     "    }\n"
-    "    // phase bands\n"
+    "    // phase bands: one row per stream; compute by phase, the others by stream (communication, copies)\n"
+    "    streams.forEach(function (s, i) {\n"
+    "      svg('text', { x: ml - 6, y: 4 + 14 * i + 10, 'text-anchor': 'end' }, root).textContent = STREAMS[s] || ('stream ' + s);\n"
+    "    });\n"
     "    D.bands.forEach(function (b) {\n"
-    "      var x0 = X(b[0]), x1 = Math.max(X(b[1]), x0 + 0.5);\n"
-    "      svg('rect', { x: x0, y: 6, width: x1 - x0, height: 12, fill: color(PHASE_COLORS, D.phases[b[2]], b[2]) }, root);\n"
+    "      var x0 = X(b[0]), x1 = Math.max(X(b[1]), x0 + 0.5), s = b[4] || 0;\n"
+    "      var fill = s === 0 ? color(PHASE_COLORS, D.phases[b[2]], b[2]) : (STREAM_COLORS[s] || EXTRA[s % EXTRA.length]);\n"
+    "      var r = svg('rect', { x: x0, y: 4 + 14 * rowOf[s], width: x1 - x0, height: 11, fill: fill, 'class': 'band' }, root);\n"
+    "      svg('title', {}, r).textContent = (STREAMS[s] || 'stream ' + s) + ': ' + D.phases[b[2]] + ', step ' + b[3] + ', ' + b[0].toFixed(2) + '-' + b[1].toFixed(2) + ' ms';\n"
     "    });\n"
     "    D.steps.forEach(function (s) {\n"
     "      svg('line', { x1: X(s[1]), x2: X(s[1]), y1: 4, y2: mt + ph, stroke: '#8792a2', 'stroke-dasharray': '3,3' }, root);\n"
@@ -196,10 +210,15 @@ static const char HTML_TAIL[] =
     "      sp.appendChild(document.createTextNode(p[0] + ' (line)'));\n"
     "    });\n"
     "    var used = {};\n"
-    "    D.bands.forEach(function (b) { used[b[2]] = 1; });\n"
+    "    D.bands.forEach(function (b) { if (!(b[4] || 0)) used[b[2]] = 1; });\n"
     "    Object.keys(used).forEach(function (k) {\n"
     "      var sp = html('span', null, lg); html('i', null, sp).style.background = color(PHASE_COLORS, D.phases[k], +k);\n"
     "      sp.appendChild(document.createTextNode('phase: ' + D.phases[k]));\n"
+    "    });\n"
+    "    streams.forEach(function (s) {\n"
+    "      if (!s) return;\n"
+    "      var sp = html('span', null, lg); html('i', null, sp).style.background = STREAM_COLORS[s] || EXTRA[s % EXTRA.length];\n"
+    "      sp.appendChild(document.createTextNode((s === 1 || s === 4 ? 'communication: ' : 'copy: ') + (STREAMS[s] || 'stream ' + s)));\n"
     "    });\n"
     "    // hover\n"
     "    var tip = document.getElementById('tip'), cursor = svg('line', { y1: mt, y2: mt + ph, stroke: '#555', visibility: 'hidden' }, root);\n"
@@ -225,7 +244,7 @@ static const char HTML_TAIL[] =
     "      html('p', 'Not computed for this run: each suggestion re-simulates the scenario with one change (vrsim SCENARIO --suggest).', box, 'note');\n"
     "      return;\n"
     "    }\n"
-    "    if (!V.length) { html('p', 'No change tried made a difference.', box, 'note'); return; }\n"
+    "    if (!V.length) { html('p', 'None of the changes tried (checkpointing, LoRA, fused AdamW, a smaller micro-batch accumulated, expandable segments, ZeRO stages) lowers the peak here.', box, 'note'); return; }\n"
     "    html('p', 'Each row is the scenario simulated again with one change (the --set shown); savings are in peak reserved memory against this run, time against its step time.', box, 'note');\n"
     "    var t = html('table', null, box), tr = html('tr', null, t), base = D.step ? D.step.peak_reserved : 0;\n"
     "    ['change', '--set', 'fits', 'peak reserved', 'memory', 'step time', 'time'].forEach(function (h, i) { html('th', h, tr, i > 2 ? 'num' : ''); });\n"
@@ -423,39 +442,51 @@ static void add_samples(cJSON *o, const Plan *p, const SimResult *r, OpNames *on
     free(keep);
 }
 
-/* Phase bands from the op spans: consecutive spans of one phase and step merged, in ms; and
- * the start time of every step. */
+/* Phase bands from the op spans, one row per stream: consecutive spans of one stream, phase and
+ * step merged (unless the stream idles between them for more than 0.1 % of the run), as
+ * [t0 ms, t1 ms, phase, step, stream]; and the start time of every step. */
 static void add_bands(cJSON *o, const Plan *p, const SimResult *r) {
+    enum { MAX_STREAMS = 16 };
     cJSON *bands = cJSON_AddArrayToObject(o, "bands");
     cJSON *steps = cJSON_AddArrayToObject(o, "steps");
-    int cur_phase = -1, cur_step = -1;
-    double t0 = 0, t1 = 0;
+    int cur_phase[MAX_STREAMS], cur_step[MAX_STREAMS], last_step = -1;
+    double t0[MAX_STREAMS], t1[MAX_STREAMS];
+    for (int k = 0; k < MAX_STREAMS; k++) cur_phase[k] = cur_step[k] = -1;
+    double end = 0;
+    for (int i = 0; i < r->n_spans; i++) if (r->spans[i].end_ns > end) end = r->spans[i].end_ns;
+    double gap = end * 1e-3;
     for (int i = 0; i <= r->n_spans; i++) {
         const OpSpan *s = i < r->n_spans ? &r->spans[i] : NULL;
+        int st = s ? (s->stream >= 0 && s->stream < MAX_STREAMS ? s->stream : MAX_STREAMS - 1) : -1;
         int ph = s ? op_phase(p, s->op) : -2;
-        if (s && ph == cur_phase && s->step == cur_step) {
-            if (s->end_ns > t1) t1 = s->end_ns;
+        if (s && ph == cur_phase[st] && s->step == cur_step[st] && s->start_ns <= t1[st] + gap) {
+            if (s->end_ns > t1[st]) t1[st] = s->end_ns;
             continue;
         }
-        if (cur_phase >= 0) {
+        /* close the band of this stream (all of them at the end) */
+        for (int k = 0; k < MAX_STREAMS; k++) {
+            if ((s && k != st) || cur_phase[k] < 0) continue;
             cJSON *b = cJSON_CreateArray();
-            cJSON_AddItemToArray(b, cJSON_CreateNumber(rnd(t0 / 1e6, 1e4)));
-            cJSON_AddItemToArray(b, cJSON_CreateNumber(rnd(t1 / 1e6, 1e4)));
-            cJSON_AddItemToArray(b, cJSON_CreateNumber(cur_phase));
-            cJSON_AddItemToArray(b, cJSON_CreateNumber(cur_step));
+            cJSON_AddItemToArray(b, cJSON_CreateNumber(rnd(t0[k] / 1e6, 1e4)));
+            cJSON_AddItemToArray(b, cJSON_CreateNumber(rnd(t1[k] / 1e6, 1e4)));
+            cJSON_AddItemToArray(b, cJSON_CreateNumber(cur_phase[k]));
+            cJSON_AddItemToArray(b, cJSON_CreateNumber(cur_step[k]));
+            cJSON_AddItemToArray(b, cJSON_CreateNumber(k));
             cJSON_AddItemToArray(bands, b);
+            cur_phase[k] = -1;
         }
         if (!s) break;
-        if (s->step != cur_step) {
-            cJSON *st = cJSON_CreateArray();
-            cJSON_AddItemToArray(st, cJSON_CreateNumber(s->step));
-            cJSON_AddItemToArray(st, cJSON_CreateNumber(rnd(s->start_ns / 1e6, 1e4)));
-            cJSON_AddItemToArray(steps, st);
+        if (s->step != last_step) {
+            cJSON *sa = cJSON_CreateArray();
+            cJSON_AddItemToArray(sa, cJSON_CreateNumber(s->step));
+            cJSON_AddItemToArray(sa, cJSON_CreateNumber(rnd(s->start_ns / 1e6, 1e4)));
+            cJSON_AddItemToArray(steps, sa);
+            last_step = s->step;
         }
-        cur_phase = ph;
-        cur_step = s->step;
-        t0 = s->start_ns;
-        t1 = s->end_ns;
+        cur_phase[st] = ph;
+        cur_step[st] = s->step;
+        t0[st] = s->start_ns;
+        t1[st] = s->end_ns;
     }
 }
 
@@ -582,10 +613,10 @@ VrStatus report_html_variants(const char *path, const ScenarioOptions *base, con
             x->fits = report_fits(vr);
             x->peak_reserved = s ? (double)s->peak_reserved : 0;
             x->step_ms = s ? s->time_ns / 1e6 : 0;
-            /* the same figures as this run: the scenario already had it */
-            if (s0 && x->fits == report_fits(r) && x->peak_reserved == (double)s0->peak_reserved &&
-                x->step_ms == s0->time_ns / 1e6)
-                keep = false;
+            /* it helps if it fits and holds less than this run, or fits where this run does
+             * not; the same figures mean the scenario already had it */
+            bool base_fits = report_fits(r);
+            keep = x->fits && (!base_fits || !s0 || x->peak_reserved < (double)s0->peak_reserved);
         }
         engine_result_free(vr);
         plan_free(vp);

@@ -42,9 +42,10 @@ VrStatus report_html_write(const char *dir, const Plan *p, const SimResult *r, c
 /* Re-simulates the scenario at path (loaded with base's options, giving plan p and result r)
  * once per change that could lower its memory: gradient checkpointing, LoRA, fused AdamW, half
  * the micro-batch accumulated twice, expandable segments, and for several GPUs ZeRO-2, ZeRO-3
- * and ZeRO-3 with optimizer offload. Changes the scenario cannot take (a load or engine error)
- * and changes that give exactly this run's figures (already on) are left out; the rest are
- * sorted by peak reserved, the fitting ones first. Each is a full simulation without a timeline
+ * and ZeRO-3 with optimizer offload. Only changes that help are kept: the variant fits and
+ * reserves less than this run at its peak, or fits where this run does not (a change the
+ * scenario cannot take, a load or engine error, is left out). They are sorted by peak reserved,
+ * least first. Each is a full simulation without a timeline
  * (a few times the cost of the run). The caller frees *out with free(). VR_OK or VR_ENOMEM. */
 VrStatus report_html_variants(const char *path, const ScenarioOptions *base, const Plan *p,
                               const SimResult *r, ReportVariant **out /* OUT */,
