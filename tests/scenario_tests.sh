@@ -85,6 +85,12 @@ if crashed "unknown option"; then :
 elif [ "$RC" -eq 2 ] && grep -q "no-such-option" "$TMP/badopt.err"; then ok "an unknown option exits 2 and names it"
 else fail "unknown option: exit $RC, expected 2"; fi
 
+run gpus gpus
+if crashed "vrsim gpus"; then :
+elif [ "$RC" -eq 0 ] && grep -q "^h200 " "$TMP/gpus.out" && grep -q "^rtx4090 " "$TMP/gpus.out"; then
+  ok "vrsim gpus lists the catalog"
+else fail "vrsim gpus: exit $RC, or h200/rtx4090 missing from its list"; fi
+
 # ---- the reference scenario --------------------------------------------------------------
 OUT1="$TMP/run1"
 run llama scenarios/llama7b_h200.lua --out "$OUT1"
