@@ -201,7 +201,10 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
                : r->cfg->dev ? device_op_ns(r->cfg->dev, op) : 0.0;
     int sid = op->stream;
     /* the host thread issues ops one after another; a kernel cannot start before its launch */
-    if (strcmp(op->kind, "none") != 0) r->host_ns += r->cfg->host_op_ns;
+    if (strcmp(op->kind, "none") != 0) {
+        bool ck = (op->region > 0 || op->in_ckpt) && r->cfg->host_ckpt_op_ns > 0;
+        r->host_ns += ck ? r->cfg->host_ckpt_op_ns : r->cfg->host_op_ns;
+    }
     double start = r->stream_ns[sid] > r->host_ns ? r->stream_ns[sid] : r->host_ns;
     for (int k = 0; k < op->n_inputs; k++) {
         double rd = r->ready_ns[r->storage[op->inputs[k]]];

@@ -400,7 +400,7 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
                 .n_inputs = o.n_inputs, .outputs = out, .n_outputs = o.n_outputs, .frees = fr,
                 .n_frees = o.n_frees, .workspace = o.workspace, .n_workspace = o.n_workspace,
                 .flops = o.flops, .bytes_moved = o.bytes_moved, .compute_dtype = o.compute_dtype,
-                .layer = o.layer, .region = 0};
+                .layer = o.layer, .region = 0, .in_ckpt = true};
         int id;
         if ((st = graph_add_op(g, &r, &id))) return st;
         /* a view created without an op inside the region follows its recomputed base */
@@ -520,7 +520,8 @@ static VrStatus derive_one(Deriv *d, int f) {
             .flops = fop.bwd_flops > 0 ? fop.bwd_flops : 2.0 * fop.flops,
             .bytes_moved = fop.bwd_bytes > 0 ? fop.bwd_bytes : 2.0 * fop.bytes_moved,
             .compute_dtype = fop.compute_dtype, .layer = fop.layer,
-            .gemms = fop.flops > 0 && fop.bwd_flops > 0 ? (int)(fop.bwd_flops / fop.flops + 0.5) : 2};
+            .gemms = fop.flops > 0 && fop.bwd_flops > 0 ? (int)(fop.bwd_flops / fop.flops + 0.5) : 2,
+            .in_ckpt = fop.region > 0};
     int bid;
     if ((st = graph_add_op(g, &b, &bid))) return st;
     for (int i = 0; i < fop.n_outputs; i++) d->grad_of[fop.outputs[i]] = -1;

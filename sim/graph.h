@@ -98,6 +98,8 @@ typedef struct Op {
     double bytes_moved;    /* bytes read and written by the kernel(s) */
     double bwd_flops;      /* backward flops (0 = 2 x flops) */
     double bwd_bytes;      /* backward bytes moved (0 = 2 x bytes_moved) */
+    bool in_ckpt;          /* recompute or backward of a checkpointed region: torch.utils.checkpoint's
+                              saved-tensor hooks make its host dispatch dearer */
     int gemms;             /* GEMM kernels the op runs (a derived backward GEMM op: one per input
                               that needs a gradient); 0 = 1 */
     DType compute_dtype;   /* dtype the math runs in (cost model) */

@@ -25,6 +25,7 @@ void plan_engine_config(const Plan *p, bool record_timeline, EngineConfig *out) 
     out->dev = &p->dev;
     out->cost = p->cost;
     out->host_op_ns = p->host_op_ns;
+    out->host_ckpt_op_ns = p->host_ckpt_op_ns;
     out->record_timeline = record_timeline;
     out->stop_at_step = -1;
 }

@@ -19,6 +19,7 @@ typedef struct Plan {
     Graph *graph;              /* owned */
     struct CostModel *cost;    /* owned; NULL when the GPU has no calibrated profile */
     double host_op_ns;         /* CPU dispatch time per op (from the profile, else 0) */
+    double host_ckpt_op_ns;    /* the same inside checkpointed regions (0 = host_op_ns) */
     char profile[160];         /* where the op costs come from, for reports */
     DeviceSpec dev;
     AllocConfig alloc;

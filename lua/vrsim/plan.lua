@@ -357,7 +357,10 @@ local function device_of(cfg, ctx)
     -- PyTorch's own dispatch cost per op on that machine (validation/measure/measure_dispatch.py)
     local okt, torchp = pcall(require, "hw.calibrated." .. name .. "_torch")
     -- per kernel of module-heavy code (nn.Module calls, hooks, views) when measured, else per op
-    if okt and type(torchp) == "table" then prof.host_op_us = torchp.host_kernel_us or torchp.host_op_us end
+    if okt and type(torchp) == "table" then
+      prof.host_op_us = torchp.host_kernel_us or torchp.host_op_us
+      prof.host_ckpt_op_us = torchp.host_kernel_ckpt_us
+    end
     -- PyTorch's elementwise/copy/reduction kernels by access class (measure_torch_ops.py)
     local oko, ops = pcall(require, "hw.calibrated." .. name .. "_torch_ops")
     if oko and type(ops) == "table" then prof.torch_ops = ops.torch_ops end

@@ -9,4 +9,7 @@ return {
   foreach_per_tensor_us = 0.546,
   host_op_us = 19.191,  -- autograd forward+backward, per op
   host_kernel_us = 34.105,  -- module-heavy fwd+bwd (measure_module_dispatch.py): 1433 kernels per step, CPU time per kernel
+  host_kernel_ckpt_us = 55.253,  -- the same blocks under torch.utils.checkpoint(use_reentrant=False):
+                                 -- 1785 kernels (recompute included), 98.6 ms a step
+                                 -- (python3 validation/measure/measure_module_dispatch.py --ckpt)
 }
