@@ -209,6 +209,7 @@ function M.build(cx, cfg)
   cx.autocast = ac
   cx.gpu = require("hw.gpus")[cfg.hardware.gpu]
   cx.attention = t.attention
+  cx.arch = cx.arch or (cx.gpu and cx.gpu.arch)
   local n = t.micro_batch
   local width = t.width or t.resolution
   if t.resolution % 64 ~= 0 or width % 64 ~= 0 then

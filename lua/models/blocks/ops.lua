@@ -959,11 +959,27 @@ function O.linear(cx, name, x, w, b, opts)
   return yb
 end
 
+-- Which fused kernel F.scaled_dot_product_attention picks (PyTorch 2.11), as llama2.lua does:
+-- memory-efficient attention for fp32 (flash and cuDNN take 16-bit only), cuDNN attention on
+-- Hopper (the H200 trace shows it), flash attention elsewhere; training.attention = "flash",
+-- "cudnn" or "mem_efficient" forces one.
+function O.sdpa_backend(cx, dtype)
+  local a = cx.attention
+  if a == "flash" or a == "cudnn" or a == "mem_efficient" then return a end
+  if dtype == "fp32" then return "mem_efficient" end
+  if cx.arch == "hopper" then return "cudnn" end
+  return "flash"
+end
+
 -- F.scaled_dot_product_attention(q, k, v) (no mask, no dropout), q/k/v (b, heads, s, d) views of
--- (b, s, heads*d) projections. bf16/fp16 on Hopper: cuDNN attention (two int64 philox tensors,
--- the output in q's layout, an fp32 softmax statistic per query row, a small workspace);
--- backward allocates dq, dk, dv and an fp32 dq accumulator. fp32: memory-efficient attention
--- (logsumexp padded to 32 rows).
+-- (b, s, heads*d) projections; the output comes in q's layout, so the caller's
+-- transpose(1, 2).reshape is a view.
+--   cuDNN: two int64 philox tensors, the output, an fp32 softmax statistic per query row and a
+--     256-byte workspace; backward allocates dq, dk, dv and one buffer of an fp32 dq accumulator,
+--     the row statistic and 256 bytes (the trace: 10,649,856 bytes for 4096 x 640)
+--   flash: the output and an fp32 logsumexp per row; backward dq, dk, dv, an fp32 dq accumulator
+--     and an fp32 row statistic
+--   memory-efficient (fp32): the output, a logsumexp padded to 32 rows, the philox state
 function O.sdpa(cx, name, q, k, v, opts)
   opts = opts or {}
   local frees = opts.keep_input and {} or nil
@@ -979,25 +995,34 @@ function O.sdpa(cx, name, q, k, v, opts)
   local flops = 4 * b * h * s * sk * d
   local dt = q.dtype
   local rg = (q.rg or k.rg or v.rg) and not cx.no_grad
-  if dt == "fp32" then
+  local backend = O.sdpa_backend(cx, dt)
+  if backend == "mem_efficient" then
     local lse_shape = { b, h, (s + 31) // 32 * 32 }
-    local out = O.op(cx, {
+    return O.op(cx, {
       name = name .. ".sdpa_mem_efficient", kind = "attention", inputs = { q, k, v },
       outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
                { name .. ".philox", { 2 }, "int64", no_grad = true } },
       save_outs = { 1, 2, 3 }, saves = { q, k, v }, frees = frees,
       flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
-    return out
+  end
+  if backend == "flash" then
+    local lse_shape = { b, h, s }
+    return O.op(cx, {
+      name = name .. ".sdpa_flash", kind = "attention", inputs = { q, k, v },
+      outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true } },
+      save_outs = { 1, 2 }, saves = { q, k, v }, grad_order = { 1, 2, 3 }, frees = frees,
+      bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") },
+      flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
   end
   local seed = nn.new_tensor(cx, name .. ".philox_seed", { 1 }, "int64", false)
   local off = nn.new_tensor(cx, name .. ".philox_offset", { 1 }, "int64", false)
   local out = nn.new_tensor(cx, name .. ".attn_out", q.shape, dt, rg)
   local lse = nn.new_tensor(cx, name .. ".softmax_stats", { b, h, s }, "fp32", false)
   O.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention", inputs = { q, k, v },
-              out_tensors = { seed, off, out, lse }, saves = { q, k, v, out, lse, seed, off },
-              workspace = { 256 }, grad_order = { 1, 2, 3 }, frees = frees,
-              bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes({ b, h, s }, "fp32") + 256 },
-              flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+             out_tensors = { seed, off, out, lse }, saves = { q, k, v, out, lse, seed, off },
+             workspace = { 256 }, grad_order = { 1, 2, 3 }, frees = frees,
+             bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes({ b, h, s }, "fp32") + 256 },
+             flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
   return out
 end
 
