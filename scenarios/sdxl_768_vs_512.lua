@@ -7,8 +7,9 @@
 -- [--set attention=eager]), activation memory = forward peak - (weights + AdamW state):
 --   SDPA    512 px  1687 MiB   768 px  3828 MiB (+2141 MiB, 2.3x)   1024 px  6620 MiB
 --   eager   512 px  2099 MiB   768 px  5722 MiB (+3623 MiB, 2.7x)   1024 px 12448 MiB
--- Attention's share: with SDPA the 80 transformer blocks keep q, k, v, the output and a row
--- statistic per attention, linear in the tokens: 369 MiB at 512 px, 795 MiB at 768 px (+426 MiB);
+-- Attention's share (from the shapes): with SDPA the 80 transformer blocks keep q, k, v, the
+-- output and a row statistic per attention, linear in the tokens: 369 MiB at 512 px, 795 MiB at
+-- 768 px (+426 MiB);
 -- the other +1715 MiB of the 768 px step is the rest (convolutions, group norms, GEGLU
 -- feed-forwards, skip connections), which scales with the pixels (2.25x). Eager attention adds
 -- the s x s probabilities of every attention on top (443 MiB at 512 px, 2051 MiB at 768 px,
