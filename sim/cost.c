@@ -145,7 +145,7 @@ double cost_mem_rate(const CostModel *c, double bytes) {
 
 double cost_op_ns(const CostModel *c, const Op *op) {
     if (op->kind && strcmp(op->kind, "none") == 0) return 0.0;
-    if (op->stream != 0 || (op->kind && strcmp(op->kind, "cpu_adam") == 0))
+    if (op->stream != 0 || (op->kind && strncmp(op->kind, "cpu_adam", 8) == 0))
         return device_op_ns(&c->dev, op);
     double t_c = 0;
     if (op->flops > 0) {

@@ -19,6 +19,8 @@ double device_op_ns(const DeviceSpec *dev, const Op *op) {
         return dev->host_bw > 0 ? op->bytes_moved / dev->host_bw * 1e9 + dev->host_latency_ns : 0;
     if (op->kind && strcmp(op->kind, "cpu_adam") == 0)
         return dev->cpu_adam_rate > 0 ? op->flops / dev->cpu_adam_rate * 1e9 : 0;
+    if (op->kind && strcmp(op->kind, "cpu_adamw_torch") == 0)
+        return dev->cpu_torch_adamw_rate > 0 ? op->flops / dev->cpu_torch_adamw_rate * 1e9 : 0;
     double rate = dev->peak_flops[op->compute_dtype];
     if (rate <= 0) rate = dev->peak_flops[DT_FP32];
     double ec = dev->eff_compute > 0 ? dev->eff_compute : 1.0;

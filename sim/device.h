@@ -29,7 +29,8 @@ typedef struct DeviceSpec {
                                        use coll_bw and coll_latency_ns) */
     double host_bw;                 /* host<->device copy bandwidth (pinned), bytes/s */
     double host_latency_ns;
-    double cpu_adam_rate;           /* parameters/s the host's CPU Adam updates */
+    double cpu_adam_rate;           /* parameters/s the host's CPU Adam updates (DeepSpeed) */
+    double cpu_torch_adamw_rate;    /* parameters/s torch.optim.AdamW updates on CPU tensors */
 } DeviceSpec;
 
 /* Time in ns of a collective of `bytes` (the full tensor) over n ranks (collective.h): kind is

@@ -81,6 +81,13 @@ return {
   -- DeepSpeed's CPU Adam (DeepSpeedCPUAdam, AVX2/AVX-512), the optimizer step of ZeRO-Offload.
   -- The update is memory-bandwidth bound: per fp32 parameter it reads p, g, m, v (16 B) and writes
   -- p, m, v (12 B), plus a 2 B half-precision copy of p for the GPU: ~30 B per parameter.
+  -- torch.optim.AdamW(foreach=True) stepping CPU tensors, as FSDP2's CPUOffloadPolicy runs it:
+  -- measured 2026-11-30 on the H200 device host (16 threads) with
+  -- python3 validation/measure/measure_cpu_adamw.py
+  torch_cpu_adamw = {
+    bf16_params_per_s = 1.344e9, fp32_params_per_s = 9.129e8, threads = 16,
+    source = "measured 2026-11-30, H200 device host, torch 2.11.0 (validation/measure/measure_cpu_adamw.py)",
+  },
   cpu_adam = {
     params_per_s = 4.0e9,             -- whole 2-socket host (DGX-2: 2x Xeon Platinum 8168, 48 cores)
     params_per_s_per_core = 8.3e7,    -- the same divided by 48 cores, to scale to other hosts

@@ -461,7 +461,13 @@ end
 -- The optimizer step on the host (ZeRO-Offload): CPU Adam on this rank's partition, the
 -- updated 16-bit partition copied up. The gradients came down during backward.
 function M.offload_step(cx, z)
-  op(cx, { name = "DeepSpeedCPUAdam step (host)", kind = "cpu_adam", phase = "optim", flops = z.part })
+  if cx.dp.kind == "fsdp2" then
+    -- CPUOffloadPolicy: torch.optim.AdamW steps the CPU shards (lua/hw/hosts.lua torch_cpu_adamw)
+    op(cx, { name = "torch AdamW step on CPU shards", kind = "cpu_adamw_torch", phase = "optim",
+             flops = z.part })
+  else
+    op(cx, { name = "DeepSpeedCPUAdam step (host)", kind = "cpu_adam", phase = "optim", flops = z.part })
+  end
   op(cx, { name = "copy updated partition to device", kind = "h2d", stream = 2, phase = "optim",
            bytes = z.part * nn.DT_SIZE[z.dtype] })
 end

@@ -378,6 +378,7 @@ local function device_of(cfg, ctx)
     world = n, coll_bw = coll_bw, coll_latency_ns = coll_lat, interconnect = ic,
     host_bw = pl.bw_bytes_per_s, host_latency_ns = pl.latency_s * 1e9,
     cpu_adam_rate = (hosts.cpu_adam and hosts.cpu_adam.params_per_s or 0) / math.max(1, math.min(n, 8)),
+    cpu_torch_adamw_rate = hosts.torch_cpu_adamw and hosts.torch_cpu_adamw.bf16_params_per_s or 0,
     host = host,
     key = name, name = g.name,
     total_bytes = g.usable_bytes or g.memory_bytes,

@@ -551,6 +551,7 @@ static void read_device(lua_State *L, int t, DeviceSpec *d) {
     d->host_bw = field_num(L, t, "host_bw", 0);
     d->host_latency_ns = field_num(L, t, "host_latency_ns", 0);
     d->cpu_adam_rate = field_num(L, t, "cpu_adam_rate", 0);
+    d->cpu_torch_adamw_rate = field_num(L, t, "cpu_torch_adamw_rate", 0);
     read_nccl(L, t, d);
     lua_getfield(L, t, "peak_flops");
     if (lua_istable(L, -1)) {
