@@ -352,8 +352,8 @@ static int remapped(Deriv *d, int t) {
 
 /* Non-reentrant checkpointing (torch.utils.checkpoint, use_reentrant=False): the forward of a
  * region kept only its inputs; the first backward access re-runs the region's forward ops (as
- * PH_RECOMPUTE, new output tensors) up to the last op whose output some region op saves (early
- * stop), and the region's backward ops use those copies. */
+ * PH_RECOMPUTE, new output tensors) up to the last op that saves anything (early stop), and
+ * the region's backward ops use those copies. */
 static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
     Graph *g = d->g;
     VrStatus st;
@@ -362,13 +362,9 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
         const Op *o = &g->ops[f];
         if (o->phase != PH_FWD || o->region != region) continue;
         if (first < 0) first = f;
-        for (int k = 0; k < o->n_saves; k++) {
-            int p = g->tensors[o->saves[k]].producer;
-            int s = graph_storage_of(g, o->saves[k]);
-            int ps = g->tensors[s].producer;
-            if (p >= 0 && g->ops[p].region == region && p > last_needed) last_needed = p;
-            if (ps >= 0 && g->ops[ps].region == region && ps > last_needed) last_needed = ps;
-        }
+        /* PyTorch's early stop comes after the last op of the region that saves anything: the
+         * saved inputs are packed before its kernel runs, so that op runs again too */
+        if (o->n_saves > 0 && f > last_needed) last_needed = f;
     }
     for (int f = first; f >= 0 && f <= last_needed; f++) {
         Op o = g->ops[f];
