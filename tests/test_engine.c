@@ -417,7 +417,7 @@ static void test_checkpointing_lowers_peak(void **state) {
     int recompute_ops = 0;
     for (int i = 0; i < graph_num_ops(g); i++)
         recompute_ops += graph_op_c(g, i)->phase == PH_RECOMPUTE;
-    assert_int_equal(recompute_ops, 1);
+    assert_int_equal(recompute_ops, 2); /* f1 and f2 (f2 saves its input: PyTorch re-runs it) */
     engine_result_free(r);
     graph_free(g);
 }
