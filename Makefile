@@ -25,7 +25,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
 
-.PHONY: all test unit asan scenario-test bench fuzz calibrate reports clean
+.PHONY: all test unit asan scenario-test html-test bench fuzz calibrate reports clean
 all: vrsim
 
 ifeq ($(SAN),)
@@ -50,12 +50,19 @@ $(BUILD)/tests/%: tests/%.c $(LIB_OBJ)
 unit: $(TEST_BIN) $(BUILD)/vrsim
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 	@VRSIM=$(BUILD)/vrsim sh tests/scenario_tests.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_sweep.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_sdxl.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/html/check.sh; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 77 ]
 
 test: unit
 	$(MAKE) SAN=address,undefined OPT=-O1 unit
 
 asan:
 	$(MAKE) SAN=address,undefined OPT=-O1 unit
+
+# report.html in headless Chromium (Debian's chromium package); part of `unit` when installed
+html-test: vrsim
+	sh tests/html/check.sh
 
 bench: vrsim
 	sh tests/bench.sh
