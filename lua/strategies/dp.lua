@@ -49,24 +49,26 @@ end
 local function pbytes(p) return nn.bytes(p.shape, p.dtype) end
 
 -- ZeroRedundancyOptimizer._partition_parameters: largest first, to the least loaded rank.
+-- Returns the set of this rank's parameters and their order in its local optimizer (the
+-- partition's order: largest first, a stable sort).
 local function owned_by_rank(params, n, rank)
   local order = {}
-  for i, p in ipairs(params) do order[i] = p end
+  for i, p in ipairs(params) do order[i] = { p = p, i = i } end
   table.sort(order, function(a, b)
-    local x, y = nn.numel(a.shape), nn.numel(b.shape)
+    local x, y = nn.numel(a.p.shape), nn.numel(b.p.shape)
     if x ~= y then return x > y end
-    return a.id < b.id
+    return a.i < b.i
   end)
   local load = {}
   for r = 1, n do load[r] = 0 end
-  local mine = {}
-  for _, p in ipairs(order) do
+  local mine, list = {}, {}
+  for _, e in ipairs(order) do
     local best = 1
     for r = 2, n do if load[r] < load[best] then best = r end end
-    load[best] = load[best] + nn.numel(p.shape)
-    if best == rank + 1 then mine[p.id] = true end
+    load[best] = load[best] + nn.numel(e.p.shape)
+    if best == rank + 1 then mine[e.p.id] = true; list[#list + 1] = e.p end
   end
-  return mine
+  return mine, list
 end
 
 -- Called by the planner before the model is built: installs the hooks the model calls.
@@ -418,13 +420,15 @@ function M.after_backward(cx, cfg, params)
   for _, p in ipairs(params) do if p.trainable then trainable[#trainable + 1] = p end end
   local upd = {}
   if s.kind == "ddp" or s.kind == "zero1" then
-    local mine = s.kind == "zero1" and owned_by_rank(trainable, n, cfg.hardware.rank) or nil
     -- zero_grad runs over every parameter (ZeroRedundancyOptimizer keeps all param_groups)
     upd.all_grads = {}
-    for _, p in ipairs(trainable) do
-      local g = G:param_grad(p.id)
-      upd.all_grads[#upd.all_grads + 1] = g
-      if not mine or mine[p.id] then upd[#upd + 1] = { param = p, grad = g } end
+    for _, p in ipairs(trainable) do upd.all_grads[#upd.all_grads + 1] = G:param_grad(p.id) end
+    if s.kind == "zero1" then
+      -- the rank's local AdamW steps its partition, largest parameters first
+      local _, list = owned_by_rank(trainable, n, cfg.hardware.rank)
+      for _, p in ipairs(list) do upd[#upd + 1] = { param = p, grad = G:param_grad(p.id) } end
+    else
+      for _, p in ipairs(trainable) do upd[#upd + 1] = { param = p, grad = G:param_grad(p.id) } end
     end
     return upd
   end
