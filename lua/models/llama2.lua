@@ -398,15 +398,17 @@ function M.build(cx, cfg)
     else
       x = nil
     end
-    if lora and t.checkpointing then
+    if x and lora and t.checkpointing then
       -- enable_input_require_grads(): a forward hook makes the embedding output require grad
       x.rg = true
     end
     -- rotary embedding: cos/sin computed in fp32 then cast to the hidden dtype
     local rshape = { 1, s, hd }
-      -- inv_freq @ position_ids is a matmul: the first cuBLAS call of the step (workspace)
-    local freqs = nn.op(cx, { name = "rotary.freqs", kind = "mm", inputs = {}, outs = { { "rotary.freqs", { 1, s, hd // 2 }, "fp32" } } })
-    local emb = nn.op(cx, { name = "rotary.cat", inputs = { freqs }, outs = { { "rotary.emb", rshape, "fp32" } } })
+    -- inv_freq @ position_ids is a matmul: the first cuBLAS call of the step (workspace)
+    local freqs = nn.op(cx, { name = "rotary.freqs", kind = "mm", inputs = {},
+                              outs = { { "rotary.freqs", { 1, s, hd // 2 }, "fp32" } } })
+    local emb = nn.op(cx, { name = "rotary.cat", inputs = { freqs },
+                            outs = { { "rotary.emb", rshape, "fp32" } } })
     -- cos = emb.cos() * attention_scaling (a second tensor; the first dies at once)
     local cos32 = nn.ew(cx, "rotary.cos_scaled", { nn.ew(cx, "rotary.cos", { emb }, "fp32") }, "fp32")
     local sin32 = nn.ew(cx, "rotary.sin_scaled", { nn.ew(cx, "rotary.sin", { emb }, "fp32") }, "fp32")
