@@ -372,7 +372,8 @@ static void test_oom_caching_small_capacity(void **state) {
  * (peak); then down.
  * With f1, f2 in region 1 the forward drops a after f2 (only the region input x0 stays saved):
  * forward peak 11264 at b; loss 7680; seed 8192 -> 7680; grad b 11776 -> 7168 after f3.backward;
- * recompute of f1: a' 11264; f2.backward grad a 15360 (peak) -> 7168; f1.backward 9216. */
+ * recompute of f1: a' 11264; of f2 (it saves a, so PyTorch re-runs it): b' 15360, dropped at
+ * once -> 11264; f2.backward grad a 15360 (the peak, reached twice) -> 7168; f1.backward 9216. */
 static Graph *build_chain(bool checkpoint) {
     Graph *g;
     assert_int_equal(graph_new(&g), VR_OK);
