@@ -2,17 +2,21 @@
 -- does it fit without ZeRO, offload or checkpointing, and up to which micro-batch?
 --
 -- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama13b_h200.lua --set micro_batch=N):
---   it fits, up to micro-batch 3; the peak is in the AdamW step, not in backward.
---     N=1  FITS: peak reserved 123.41 GiB of 139.05 GiB usable (88.8 %)   <- this file
---          peak allocated 124591.0 MiB at 'adamw._foreach_sqrt': parameters 24825.8 MiB,
---          gradients 24944.8, optimizer state 49891.6, temporaries (the foreach sqrt
---          outputs) 24928.8, allocator slack 1785.0; step time 490.9 ms (roofline, uncalibrated)
---     N=2  FITS: peak reserved 127.83 GiB (91.9 %)
---     N=3  FITS: peak reserved 134.72 GiB (96.9 %)
+--   it fits without ZeRO, up to micro-batch 3 (./vrsim maxbatch scenarios/llama13b_h200.lua:
+--   "micro_batch = 3 fits (peak reserved 134.78 GiB of 139.05 GiB, step 990.2 ms, 6205 tokens/s);
+--     4 does not");
+--   the peak is in the AdamW step, not in backward.
+--     N=1  FITS: peak reserved 123.00 GiB of 139.05 GiB usable (88.5 %)   <- this file
+--          peak allocated 124588.0 MiB at 'adamw._foreach_sqrt': parameters 24825.8 MiB,
+--          gradients 24944.8, optimizer state 49891.6, temporaries (the foreach
+--          sqrt outputs) 24925.8, allocator slack 1366.0; step time 488.9 ms
+--          (roofline, uncalibrated)
+--     N=2  FITS: peak reserved 129.41 GiB (93.1 %)
+--     N=3  FITS: peak reserved 134.78 GiB (96.9 %)
 --     N=4  DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.34.mlp.up_proj'
---   --set optimizer_impl=fused drops the foreach temporaries: N=1 peaks at 102.19 GiB reserved
---   (73.5 %), but N=4 still does not fit (OOM in step 1 at 'layers.34.mlp.up_proj'): beyond
---   N=3 the forward activations on top of weights, gradients and state are the limit.
+--   --set optimizer_impl=fused drops the foreach temporaries (N=1: 102.12 GiB, 73.4 % reserved),
+--   but N=4 still does not fit (CUDA out of memory in step 1 at op 'layers.34.mlp.up_proj'):
+--   beyond N=3 the forward activations on top of weights, gradients and state are the limit.
 return {
   title = "LLaMA2-13B full bf16 fine-tune on one H200",
   hardware = { gpu = "h200" },

@@ -2,11 +2,12 @@
 -- eager attention (the s x s score and probability matrices, kept for backward) cost against
 -- SDPA (cuDNN/flash: no s x s matrix)?
 --
--- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama7b_eager_vs_sdpa.lua [--set attention=eager]):
+-- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama7b_eager_vs_sdpa.lua [--set
+-- attention=eager]):
 --   with SDPA it fits easily; with eager attention it does not fit at all.
---     sdpa   FITS: peak reserved 64.43 GiB of 139.05 GiB usable (46.3 %)   <- this file
+--     sdpa   FITS: peak reserved 64.40 GiB of 139.05 GiB usable (46.3 %)   <- this file
 --            step 0 (no optimizer state yet) forward peak 37577.6 MiB allocated (--json,
---            steps[0].fwd_peak_allocated_bytes); step time 476.7 ms (roofline, uncalibrated)
+--            steps[0].fwd_peak_allocated_bytes); step time 475.2 ms (roofline, uncalibrated)
 --     eager  DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.26.self_attn.scores_fp32'
 --            step 0 still fits: its forward peaks at 136063.5 MiB allocated, 98485.9 MiB more
 --            than SDPA, mostly the 32 layers' fp32 softmax probabilities (2048 MiB each) and
