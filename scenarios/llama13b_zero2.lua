@@ -4,8 +4,9 @@
 --
 -- Answer (vrsim scenarios/llama13b_zero2.lua, 2026-11-30):
 --   FITS: peak reserved 57.02 GiB of 78.45 GiB usable per GPU (72.7 %)
---   step 4297.7 ms (roofline from the A100 datasheet: no calibrated A100 profile yet), 15249
---   tokens/s for the job; the 176 ms of reduce-scatter and all-gather hide under compute.
+--   step 4549.3 ms (roofline from the A100 datasheet: no calibrated A100 profile yet), 14406
+--   tokens/s for the job; 70 % of the 176 ms of reduce-scatter and all-gather hides under the
+--   backward, the last layers' reduce-scatters and the parameter all-gather do not.
 --   DeepSpeed's own estimator says 72.7 GiB of model states per GPU; it counts whole bf16
 --   gradients, which ZeRO-2 partitions: the simulation holds 42.5 GiB of model states, plus the
 --   two reduce buckets (2 x 954 MiB), activations and allocator slack.

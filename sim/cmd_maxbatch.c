@@ -70,8 +70,8 @@ static VrStatus probe(const Search *s, long v, Probe *out, char *err, size_t err
     Plan *plan = NULL;
     VrStatus st = scenario_load(s->path, &opts, &plan, err, errlen);
     if (st) return st;
-    EngineConfig ec = {.steps = plan->steps, .cublas_handles = 2, .dev = &plan->dev,
-                       .record_timeline = false};
+    EngineConfig ec;
+    plan_engine_config(plan, false, &ec);
     SimResult *r = NULL;
     st = engine_run(plan->graph, &ec, &plan->alloc, &r, err, errlen);
     if (!st) {

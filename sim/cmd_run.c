@@ -7,6 +7,7 @@
 #include "cmds.h"
 #include "engine.h"
 #include "explain.h"
+#include "report_html.h"
 #include "report.h"
 #include "scenario.h"
 
@@ -46,6 +47,9 @@ static void usage(FILE *f) {
         "  --no-files          write no files\n"
         "  --explain           after the summary, walk through the step in plain words: what is\n"
         "                      allocated when, why the peak is where it is, where slack comes from\n"
+        "  --suggest           also try the changes that could lower the peak (checkpointing,\n"
+        "                      LoRA, fused AdamW, accumulation, expandable segments, ZeRO) and\n"
+        "                      list those that help in report.html (one simulation each)\n"
         "  --json              print summary.json on stdout instead of the table\n"
         "  --allocator KIND    caching (PyTorch's, default) or ideal (no fragmentation)\n"
         "  --alloc-conf STR    PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True\n"
@@ -65,7 +69,7 @@ static void usage(FILE *f) {
 
 int cmd_run(int argc, char **argv) {
     const char *path = NULL, *outdir = NULL, *allocator = NULL, *conf = NULL, *atrace = NULL;
-    bool json = false, files = true, unsafe = false, explain = false;
+    bool json = false, files = true, unsafe = false, explain = false, suggest = false;
     const char **sets = calloc((size_t)argc + 1, sizeof(char *));
     int n_sets = 0;
     if (!sets) return VR_EXIT_INTERNAL;
@@ -76,6 +80,7 @@ int cmd_run(int argc, char **argv) {
         if (strcmp(a, "--json") == 0) { json = true; continue; }
         if (strcmp(a, "--no-files") == 0) { files = false; continue; }
         if (strcmp(a, "--explain") == 0) { explain = true; continue; }
+        if (strcmp(a, "--suggest") == 0) { suggest = true; continue; }
         if (strcmp(a, "--unsafe") == 0) { unsafe = true; continue; }
         if (strcmp(a, "--set") == 0 || strcmp(a, "--out") == 0 || strcmp(a, "--allocator") == 0 ||
             strcmp(a, "--alloc-conf") == 0 || strcmp(a, "--alloc-trace") == 0) {
@@ -120,13 +125,13 @@ int cmd_run(int argc, char **argv) {
     char err[1024];
     Plan *plan = NULL;
     VrStatus st = scenario_load(path, &opts, &plan, err, sizeof err);
-    free(sets);
     if (st) {
+        free(sets);
         fprintf(stderr, "vrsim: %s\n", err);
         return st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
     }
     EngineConfig ec;
-    plan_engine_config(plan, files, &ec);
+    plan_engine_config(plan, files || explain, &ec); /* --explain walks the timeline */
     TraceOut tout = {0};
     char tmp_trace[1100];
     if (atrace) {
@@ -135,6 +140,7 @@ int cmd_run(int argc, char **argv) {
         if (!tout.f) {
             fprintf(stderr, "vrsim: cannot write %s\n", atrace);
             plan_free(plan);
+            free(sets);
             return VR_EXIT_USAGE;
         }
         fprintf(tout.f, "seq,time_us,action,addr,size,stream,frames\n");
@@ -154,6 +160,7 @@ int cmd_run(int argc, char **argv) {
     if (st) {
         fprintf(stderr, "vrsim: %s: %s\n", path, st == VR_ENOMEM ? "out of host memory" : err);
         plan_free(plan);
+        free(sets);
         return st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
     }
     int rc = report_fits(res) ? VR_EXIT_OK : VR_EXIT_OOM;
@@ -177,6 +184,14 @@ int cmd_run(int argc, char **argv) {
         if (outdir) snprintf(dir, sizeof dir, "%s", outdir);
         else snprintf(dir, sizeof dir, "out/%s", plan->name);
         st = report_write_all(dir, plan, res, err, sizeof err);
+        if (!st && suggest) { /* report.html again, with the "what would help" rows */
+            ReportVariant *v = NULL;
+            int nv = 0;
+            st = report_html_variants(path, &opts, plan, res, &v, &nv);
+            if (st) snprintf(err, sizeof err, "out of host memory");
+            else st = report_html_write_with(dir, plan, res, v, nv, err, sizeof err);
+            free(v);
+        }
         if (st) {
             fprintf(stderr, "vrsim: %s\n", err);
             rc = VR_EXIT_INTERNAL;
@@ -187,5 +202,6 @@ int cmd_run(int argc, char **argv) {
     }
     engine_result_free(res);
     plan_free(plan);
+    free(sets);
     return rc;
 }

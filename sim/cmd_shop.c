@@ -169,8 +169,8 @@ static void simulate(const char *path, const char **sets, int n_sets, bool unsaf
     SimResult *res = NULL;
     VrStatus st = scenario_load(path, &opts, &plan, err, sizeof err);
     if (!st) {
-        EngineConfig ec = {.steps = plan->steps, .cublas_handles = 2, .dev = &plan->dev,
-                           .record_timeline = false};
+        EngineConfig ec;
+        plan_engine_config(plan, false, &ec);
         st = engine_run(plan->graph, &ec, &plan->alloc, &res, err, sizeof err);
         if (st == VR_ENOMEM) snprintf(err, sizeof err, "out of host memory");
     }

@@ -286,8 +286,8 @@ static void point(const Sweep *s, long k, bool load_only, PointResult *out) {
         return;
     }
     if (!st) {
-        EngineConfig ec = {.steps = plan->steps, .cublas_handles = 2, .dev = &plan->dev,
-                           .record_timeline = false};
+        EngineConfig ec;
+        plan_engine_config(plan, false, &ec);
         st = engine_run(plan->graph, &ec, &plan->alloc, &r, err, sizeof err);
         if (st == VR_ENOMEM) snprintf(err, sizeof err, "out of host memory");
     }

@@ -90,12 +90,14 @@ static const char *record_scenario(const cJSON *rec, char *src, size_t n, int st
     const char *strategy = jstr(rec, "strategy");
     if (strategy) {
         bool off = cJSON_IsTrue(cJSON_GetObjectItem(rec, "offload"));
+        /* measure_multi.py runs each rank with OMP_NUM_THREADS=8 unless the record says */
         snprintf(extra, sizeof extra,
                  ",\n               strategy = \"%s\", zero = { raf = %s%s },"
-                 " empty_cache_after_build = %s",
+                 " empty_cache_after_build = %s, cpu_threads = %d",
                  strategy, cJSON_IsFalse(cJSON_GetObjectItem(rec, "raf")) ? "false" : "true",
                  off ? ", offload_param = \"cpu\", offload_optimizer = \"cpu\"" : "",
-                 cJSON_IsTrue(cJSON_GetObjectItem(rec, "empty_cache_after_build")) ? "true" : "false");
+                 cJSON_IsTrue(cJSON_GetObjectItem(rec, "empty_cache_after_build")) ? "true" : "false",
+                 (int)jnum(rec, "omp_num_threads", 8));
         size_t k2 = strlen(hw);
         snprintf(hw + k2, sizeof hw - k2, ", count = %d, interconnect = \"nvlink\", rank = %d",
                  (int)jnum(rec, "world_size", 1), rank);

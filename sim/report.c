@@ -109,7 +109,9 @@ void report_print_summary(FILE *f, const Plan *p, const SimResult *r) {
     }
     if (s->time_ns > 0) {
         double ms = s->time_ns / 1e6;
-        fprintf(f, "\n  step time %.1f ms (roofline, uncalibrated)", ms);
+        fprintf(f, "\n  step time %.1f ms (%s)", ms,
+                p->cost ? "kernel costs from the calibrated profile"
+                        : "roofline on datasheet figures, no calibrated profile");
         if (p->tokens_per_step > 0)
             fprintf(f, ", %.0f tokens/s per GPU, %.0f for the job", p->tokens_per_step / (ms / 1e3),
                     p->gpus * p->tokens_per_step / (ms / 1e3));

@@ -599,8 +599,8 @@ VrStatus report_html_variants(const char *path, const ScenarioOptions *base, con
         SimResult *vr = NULL;
         VrStatus st = scenario_load(path, &o, &vp, err, sizeof err);
         if (!st) {
-            EngineConfig ec = {.steps = vp->steps, .cublas_handles = 2, .dev = &vp->dev,
-                               .record_timeline = false};
+            EngineConfig ec;
+            plan_engine_config(vp, false, &ec);
             st = engine_run(vp->graph, &ec, &vp->alloc, &vr, err, sizeof err);
         }
         if (st == VR_ENOMEM) { plan_free(vp); free(v); free(sets); return VR_ENOMEM; }

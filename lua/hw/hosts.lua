@@ -81,12 +81,23 @@ return {
   -- DeepSpeed's CPU Adam (DeepSpeedCPUAdam, AVX2/AVX-512), the optimizer step of ZeRO-Offload.
   -- The update is memory-bandwidth bound: per fp32 parameter it reads p, g, m, v (16 B) and writes
   -- p, m, v (12 B), plus a 2 B half-precision copy of p for the GPU: ~30 B per parameter.
-  -- torch.optim.AdamW(foreach=True) stepping CPU tensors, as FSDP2's CPUOffloadPolicy runs it:
-  -- measured 2026-11-30 on the H200 device host (16 threads) with
-  -- python3 validation/measure/measure_cpu_adamw.py
+  -- torch.optim.AdamW(foreach=True) stepping CPU tensors, as FSDP2's CPUOffloadPolicy runs it.
+  -- The step is bound by host memory bandwidth, so a rank's rate depends on its intra-op threads
+  -- (OMP_NUM_THREADS; torchrun sets 1 unless told otherwise) and on how many ranks of the host
+  -- step at the same time.  Points: bf16 parameters per second seen by each of `procs` processes
+  -- stepping 535,840,768 parameters at once (a 2-rank shard of the 1.07 B-parameter validation
+  -- model), measured 2026-11-30 on the two-H200 host (32-core Xeon VM) with
+  --   python3 validation/measure/measure_cpu_adamw.py --procs P --threads T --numel 535840768 --dtype bf16
+  -- (log: validation/measure/logs/call4_cpu_adamw_x2.txt).  The one-H200 host (16 cores) gave
+  -- 1.344e9 bf16 and 9.129e8 fp32 params/s for one process with 16 threads.
   torch_cpu_adamw = {
-    bf16_params_per_s = 1.344e9, fp32_params_per_s = 9.129e8, threads = 16,
-    source = "measured 2026-11-30, H200 device host, torch 2.11.0 (validation/measure/measure_cpu_adamw.py)",
+    points = {
+      { procs = 1, threads = 8,  bf16_params_per_s = 1.190e9 },
+      { procs = 2, threads = 8,  bf16_params_per_s = 0.964e9 },
+      { procs = 1, threads = 16, bf16_params_per_s = 1.603e9 },
+      { procs = 2, threads = 16, bf16_params_per_s = 1.339e9 },
+    },
+    source = "measured 2026-11-30, two-H200 device host, torch 2.11.0 (validation/measure/measure_cpu_adamw.py)",
   },
   cpu_adam = {
     params_per_s = 4.0e9,             -- whole 2-socket host (DGX-2: 2x Xeon Platinum 8168, 48 cores)

@@ -38,6 +38,14 @@ local function tensor(cx, name, bytes, dtype, cat, persistent, extra)
   return cx.G:tensor(spec)
 end
 
+-- A bucket is written in place on the compute stream and then reduced on the communication
+-- stream, which waits for the copy (the CUDA event DDP and DeepSpeed record). The buffer itself
+-- was produced once, at build, so the wait is carried by a zero-byte token the copy outputs and
+-- the collective reads; zero-byte tensors never reach the allocator.
+local function filled_event(cx, what)
+  return tensor(cx, what .. " filled (event)", 0, "bf16", "temp", false)
+end
+
 local function op(cx, spec)
   spec.kind = spec.kind or "none"
   spec.inputs = spec.inputs or {}
@@ -346,11 +354,12 @@ function M.before_backward(cx, cfg, params)
       local last = b.params[#b.params]
       local gids = {}
       for _, p in ipairs(b.params) do gids[#gids + 1] = p.id end
+      local filled = filled_event(cx, ("bucket %d"):format(bi - 1))
       op(cx, { name = ("copy grads into bucket %d"):format(bi - 1), kind = "elementwise",
                phase = "bwd", hook = 2, layer = last.layer or -1, grads_of = gids,
-               inputs = { b.id }, bytes = 2 * b.bytes })
+               inputs = { b.id }, outputs = { filled }, bytes = 2 * b.bytes })
       op(cx, { name = ("all_reduce bucket %d"):format(bi - 1), kind = "allreduce", stream = 1,
-               phase = "bwd", hook = 2, layer = last.layer or -1, inputs = { b.id },
+               phase = "bwd", hook = 2, layer = last.layer or -1, inputs = { b.id, filled },
                bytes = b.bytes, world = n })
     end
     s.buckets = buckets
@@ -394,11 +403,12 @@ function M.before_backward(cx, cfg, params)
     for l, ps in pairs(by_layer) do
       local gids, bytes = {}, 0
       for _, p in ipairs(ps) do gids[#gids + 1] = p.id; bytes = bytes + pbytes(p) end
+      local filled = filled_event(cx, ("ipg bucket, layer %d"):format(l))
       op(cx, { name = ("copy grads of layer %d into the ipg bucket"):format(l), kind = "elementwise",
                phase = "bwd", hook = 2, layer = l, grads_of = gids, free_grads = true,
-               drop_persistent = true, inputs = { ipg[1] }, bytes = 2 * bytes })
+               drop_persistent = true, inputs = { ipg[1] }, outputs = { filled }, bytes = 2 * bytes })
       op(cx, { name = ("reduce_scatter layer %d gradients"):format(l), kind = "reduce_scatter",
-               stream = 1, phase = "bwd", hook = 2, layer = l, inputs = { ipg[1] },
+               stream = 1, phase = "bwd", hook = 2, layer = l, inputs = { ipg[1], filled },
                bytes = bytes, world = n })
       if offload then
         op(cx, { name = ("copy gradient partition of layer %d to host"):format(l), kind = "d2h",

@@ -57,6 +57,7 @@ local SCHEMA = {
     build = { "string", "cast", "cast: built in fp32 then .to(dtype), as from_config does; direct" },
     lora = { "table", nil, "{ r = 8, alpha = 32, dropout = 0.05, targets = {'q','v'} }" },
     strategy = { "string", "none", "none, ddp, zero1, zero2, zero3 or fsdp2 (data parallel over hardware.count)" },
+    cpu_threads = { "integer", 8, "intra-op CPU threads per rank (OMP_NUM_THREADS) for optimizer steps on the host" },
     empty_cache_after_build = { "boolean", false, "torch.cuda.empty_cache() once the model and optimizer are built" },
     zero = { "table", nil, "DeepSpeed/FSDP knobs: reduce_bucket_size, overlap_comm, offload_optimizer, raf, ..." },
     deepspeed = { "string", nil, "a DeepSpeed JSON config beside the scenario (zero_optimization is read)" },
@@ -301,6 +302,42 @@ function P.normalize(scn, sets, file, src)
   return cfg, ctx
 end
 
+-- Parameters per second one rank's torch.optim.AdamW steps on the CPU, from the measured points
+-- (lua/hw/hosts.lua torch_cpu_adamw) for `ranks` ranks of one host with `threads` threads each.
+-- Points with the most processes not above `ranks` are used; more ranks than that share the
+-- measured aggregate.  Between measured thread counts the rate is interpolated linearly; below
+-- the fewest it scales with the threads (each thread then streams on its own), above the most it
+-- stays flat (the memory bus is the limit).
+local function torch_cpu_adamw_rate(m, ranks, threads)
+  if not (m and m.points) then return 0 end
+  local procs = 0
+  for _, p in ipairs(m.points) do
+    if p.procs <= ranks and p.procs > procs then procs = p.procs end
+  end
+  if procs == 0 then return 0 end
+  local pts = {}
+  for _, p in ipairs(m.points) do
+    if p.procs == procs then pts[#pts + 1] = p end
+  end
+  table.sort(pts, function(a, b) return a.threads < b.threads end)
+  local rate
+  if threads <= pts[1].threads then
+    rate = pts[1].bf16_params_per_s * threads / pts[1].threads
+  elseif threads >= pts[#pts].threads then
+    rate = pts[#pts].bf16_params_per_s
+  else
+    for i = 2, #pts do
+      local a, b = pts[i - 1], pts[i]
+      if threads <= b.threads then
+        local f = (threads - a.threads) / (b.threads - a.threads)
+        rate = a.bf16_params_per_s + f * (b.bf16_params_per_s - a.bf16_params_per_s)
+        break
+      end
+    end
+  end
+  return rate * procs / math.max(procs, ranks)
+end
+
 local function device_of(cfg, ctx)
   local name = cfg.hardware.gpu
   local g = gpus[name]
@@ -378,7 +415,8 @@ local function device_of(cfg, ctx)
     world = n, coll_bw = coll_bw, coll_latency_ns = coll_lat, interconnect = ic,
     host_bw = pl.bw_bytes_per_s, host_latency_ns = pl.latency_s * 1e9,
     cpu_adam_rate = (hosts.cpu_adam and hosts.cpu_adam.params_per_s or 0) / math.max(1, math.min(n, 8)),
-    cpu_torch_adamw_rate = hosts.torch_cpu_adamw and hosts.torch_cpu_adamw.bf16_params_per_s or 0,
+    cpu_torch_adamw_rate = torch_cpu_adamw_rate(hosts.torch_cpu_adamw, math.min(n, cfg.hardware.gpus_per_node),
+                                                cfg.training.cpu_threads),
     host = host,
     key = name, name = g.name,
     total_bytes = g.usable_bytes or g.memory_bytes,

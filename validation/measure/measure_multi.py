@@ -156,6 +156,7 @@ def worker(cfg, result_dir):
             "nccl": ".".join(map(str, torch.cuda.nccl.version())),
             "total_mib": props.total_memory / MIB, "strategy": strategy,
             "raf": raf if strategy == "fsdp2" else None, "world_size": world, "offload": offload,
+            "omp_num_threads": torch.get_num_threads(),
             "empty_cache_after_build": ecab, "build_s": build_s, "n_params": n_params,
             "n_trainable": n_trainable}
     if strategy in ("ddp", "zero1"):
