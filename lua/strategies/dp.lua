@@ -299,6 +299,41 @@ function M.shard(cx, p)
   return true
 end
 
+-- DDP's gradient buckets: parameters in reverse order, the first bucket capped at
+-- first_bucket_mb (1 MiB), the others at bucket_cap_mb (25 MiB).
+local function ddp_buckets(s, trainable)
+  local buckets, cur, cap = {}, nil, s.opts.first_bucket_mb * 2^20
+  for i = #trainable, 1, -1 do
+    local p = trainable[i]
+    if not cur or (cur.bytes > 0 and cur.bytes + pbytes(p) > cap) then
+      cur = { bytes = 0, params = {} }
+      buckets[#buckets + 1] = cur
+      if #buckets > 1 then cap = s.opts.bucket_cap_mb * 2^20 end
+    end
+    cur.bytes = cur.bytes + pbytes(p)
+    table.insert(cur.params, p)
+  end
+  return buckets
+end
+
+-- As the first forward starts (before the model's first op): after the first iteration DDP
+-- rebuilds its buckets in the order gradients became ready (Reducer::rebuild_buckets, called
+-- from DistributedDataParallel._pre_forward of the second iteration): the new buckets are
+-- allocated before that forward's activations, and the old ones live on until it ends.
+function M.before_forward(cx, params)
+  local s = cx.dp
+  if not (s.kind == "ddp" or s.kind == "zero1") or s.ddp_buckets then return end
+  local trainable = {}
+  for _, p in ipairs(params) do if p.trainable then trainable[#trainable + 1] = p end end
+  s.ddp_buckets = ddp_buckets(s, trainable)
+  local rebuilt = {}
+  for bi, b in ipairs(s.ddp_buckets) do
+    rebuilt[bi] = tensor(cx, ("ddp bucket %d (rebuilt)"):format(bi - 1), b.bytes, b.params[1].dtype,
+                         "grad", true)
+  end
+  op(cx, { name = "DDP rebuild_buckets", phase = "fwd", at_step = 1, outputs = rebuilt, layer = -1 })
+end
+
 -- Before backward is derived: declares the gradient hooks (buckets, reductions) around each
 -- layer's backward.
 function M.before_backward(cx, cfg, params)
@@ -325,27 +360,8 @@ function M.before_backward(cx, cfg, params)
       chunk = chunk + b
     end
     flush()
-    -- buckets in reverse parameter order, allocated at construction; post hooks per bucket
-    local buckets, cur, cap = {}, nil, o.first_bucket_mb * 2^20
-    for i = #trainable, 1, -1 do
-      local p = trainable[i]
-      if not cur or (cur.bytes > 0 and cur.bytes + pbytes(p) > cap) then
-        cur = { bytes = 0, params = {} }
-        buckets[#buckets + 1] = cur
-        if #buckets > 1 then cap = o.bucket_cap_mb * 2^20 end
-      end
-      cur.bytes = cur.bytes + pbytes(p)
-      table.insert(cur.params, p)
-    end
-    -- after the first iteration DDP rebuilds its buckets in the order gradients became ready
-    -- (Reducer::rebuild_buckets, at the start of the second forward): the new buckets are
-    -- allocated while the old ones live on until that iteration ends
-    local rebuilt, old = {}, {}
-    for bi, b in ipairs(buckets) do
-      rebuilt[bi] = tensor(cx, ("ddp bucket %d (rebuilt)"):format(bi - 1), b.bytes, b.params[1].dtype,
-                           "grad", true)
-    end
-    op(cx, { name = "DDP rebuild_buckets", phase = "fwd", at_step = 1, outputs = rebuilt, layer = -1 })
+    local buckets = s.ddp_buckets or ddp_buckets(s, trainable)
+    local old = {}
     for bi, b in ipairs(buckets) do
       b.id = tensor(cx, ("ddp bucket %d"):format(bi - 1), b.bytes, b.params[1].dtype, "grad", true)
       old[bi] = b.id
