@@ -297,8 +297,11 @@ local function attention(cx, name, q, k, v, sh, b, s, impl)
   -- fused half-to-float kernel): the cast is an autograd node of its own, so backward makes the
   -- gradient in fp32 first and casts it back
   local m32 = nn.to(cx, masked, "fp32", name .. ".scores_fp32")
+  -- its CUDA backward (softmax_backward_cuda_out, aten/src/ATen/native/cuda/SoftMax.cu) first
+  -- computes `Tensor tmp = grad * output;`: a temporary the size of the gradient, in its dtype
   local p32 = nn.op(cx, { name = name .. ".softmax", kind = "softmax", inputs = { m32 },
                           outs = { { name .. ".probs_fp32", sshape, "fp32" } }, save_outs = { 1 },
+                          bwd_workspace = { nn.bytes(sshape, "fp32") },
                           flops = 5 * nn.numel(sshape), dtype = "fp32" })
   local pr = nn.to(cx, p32, dt, name .. ".probs_cast")
   -- `attn_weights = softmax(attn_weights, ...).to(...)`: the old value dies on reassignment

@@ -1,0 +1,40 @@
+#!/bin/sh
+# test_validate.sh: vrsim validate over every measured run in validation/ (a regression guard:
+# the accuracy figures themselves are in the README's table, from `./vrsim validate`).
+#
+#   VRSIM=./vrsim sh tests/test_validate.sh
+#
+# Checks that validate reads every record (none skipped), and that every configuration's peak
+# allocated memory stays within 3 % of the measurement (issue 2's and 4's bar).
+set -u
+
+VRSIM=${VRSIM:-./vrsim}
+cd "$(dirname "$0")/.." || exit 1
+[ -x "$VRSIM" ] || { echo "test_validate: $VRSIM is not an executable (set VRSIM)" >&2; exit 1; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/vrsim-validate.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT INT TERM
+
+"$VRSIM" validate --json >"$TMP/rows.json" 2>"$TMP/err"
+rc=$?
+python3 - "$TMP/rows.json" "$rc" <<'PY'
+import json, sys
+rc = int(sys.argv[2])
+fails = 0
+def check(ok, msg):
+    global fails
+    print(("ok   " if ok else "FAIL ") + msg)
+    fails += not ok
+check(rc == 0, "vrsim validate --json exits 0 (got %d)" % rc)
+try:
+    rows = json.load(open(sys.argv[1]))
+except ValueError as e:
+    check(False, "validate --json prints a JSON array (%s)" % e)
+    sys.exit(1)
+alloc = [r for r in rows if r["metric"] == "peak_allocated"]
+check(len(alloc) >= 40, "%d configurations with a peak allocated row" % len(alloc))
+bad = [r for r in alloc if abs(r["rel_error"]) > 0.03]
+check(not bad, "every peak allocated within 3 %%%s" %
+      "".join("; %s %+.2f %%" % (r["config"], 100 * r["rel_error"]) for r in bad))
+print("test_validate: %d failed" % fails)
+sys.exit(1 if fails else 0)
+PY
