@@ -173,9 +173,8 @@ double cost_op_ns(const CostModel *c, const Op *op) {
     }
     double t_m = bw > 0 ? op->bytes_moved / bw : 0;
     double t = (t_c > t_m ? t_c : t_m) * 1e9;
-    /* no kernel is shorter than an empty one; a backward GEMM op is two kernels */
-    int kernels = op->phase == PH_BWD && op->kind && strcmp(op->kind, "mm") == 0
-                      ? (op->gemms > 0 ? op->gemms : 2) : 1;
+    /* no kernel is shorter than an empty one */
+    int kernels = op->kernels > 1 ? op->kernels : 1;
     if (t < kernels * c->kernel_ns) t = kernels * c->kernel_ns;
     return t;
 }

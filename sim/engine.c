@@ -204,6 +204,9 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     if (strcmp(op->kind, "none") != 0) {
         bool ck = (op->region > 0 || op->in_ckpt) && r->cfg->host_ckpt_op_ns > 0;
         r->host_ns += ck ? r->cfg->host_ckpt_op_ns : r->cfg->host_op_ns;
+        /* one dispatch, then each further kernel the op launches (foreach chunks, a GEMM
+         * backward's second GEMM) costs a bare launch */
+        if (op->kernels > 1) r->host_ns += (op->kernels - 1) * r->cfg->host_launch_ns;
     }
     double start = r->stream_ns[sid] > r->host_ns ? r->stream_ns[sid] : r->host_ns;
     for (int k = 0; k < op->n_inputs; k++) {

@@ -507,14 +507,24 @@ static VrStatus derive_one(Deriv *d, int f) {
         out[nout++] = t;
         gi_of[i] = t;
     }
+    /* unless the op says, backward moves twice what the forward moved (an assumption: most
+     * derivative formulas read the output gradient and a saved tensor and write the input
+     * gradient, often in more than one kernel); a node whose gradients all pass through (an
+     * add) launches no kernel */
+    double bwd_bytes = fop.bwd_bytes > 0 ? fop.bwd_bytes : 2.0 * fop.bytes_moved;
+    bool launches = nout > 0 || fop.n_bwd_workspace > 0 || fop.bwd_flops > 0 || fop.bwd_bytes > 0;
+    /* a GEMM's backward launches one GEMM per input that gets a gradient (dX = dY W, dW = dY^T X) */
+    bool gemm = strcmp(fop.kind, "mm") == 0 || strcmp(fop.kind, "conv") == 0;
+    int kernels = fop.bwd_kernels > 0 ? fop.bwd_kernels : gemm && nout > 1 ? nout : 1;
     char name[160];
     snprintf(name, sizeof name, "%s.backward", fop.name);
-    Op b = {.name = name, .kind = fop.bwd_kind ? fop.bwd_kind : fop.kind, .phase = PH_BWD,
+    Op b = {.name = name, .kind = !launches ? "none" : fop.bwd_kind ? fop.bwd_kind : fop.kind,
+            .phase = PH_BWD,
             .fwd_op = f, .inputs = in,
             .n_inputs = nin, .outputs = out, .n_outputs = nout, .frees = frees, .n_frees = nfree,
             .workspace = fop.bwd_workspace, .n_workspace = fop.n_bwd_workspace,
             .flops = fop.bwd_flops > 0 ? fop.bwd_flops : 2.0 * fop.flops,
-            .bytes_moved = fop.bwd_bytes > 0 ? fop.bwd_bytes : 2.0 * fop.bytes_moved,
+            .bytes_moved = bwd_bytes, .kernels = kernels,
             .compute_dtype = fop.compute_dtype, .layer = fop.layer,
             .gemms = fop.flops > 0 && fop.bwd_flops > 0 ? (int)(fop.bwd_flops / fop.flops + 0.5) : 2,
             .in_ckpt = fop.region > 0};

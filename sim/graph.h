@@ -100,6 +100,9 @@ typedef struct Op {
     double bwd_bytes;      /* backward bytes moved (0 = 2 x bytes_moved) */
     bool in_ckpt;          /* recompute or backward of a checkpointed region: torch.utils.checkpoint's
                               saved-tensor hooks make its host dispatch dearer */
+    int kernels;           /* kernel launches the op makes (a foreach op: one per tensor-list
+                              chunk; a derived GEMM backward: one per input gradient); 0 = 1 */
+    int bwd_kernels;       /* forward op: launches of its backward (0: derived as above) */
     int gemms;             /* GEMM kernels the op runs (a derived backward GEMM op: one per input
                               that needs a gradient); 0 = 1 */
     DType compute_dtype;   /* dtype the math runs in (cost model) */

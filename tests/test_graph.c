@@ -330,6 +330,33 @@ static void test_grad_pass_allocates_nothing(void **state) {
     graph_free(h);
 }
 
+/* What a backward node launches: a GEMM's backward one GEMM per input that gets a gradient
+ * (two with a trainable weight, one with a frozen one), a node whose gradients all pass
+ * through (an add) no kernel at all, and an op's own bwd_kernels when it states them. */
+static void test_backward_kernel_counts(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 4096), fw = add_frozen(g, "frozen", 4096);
+    int x = add_act(g, "x", 4096, true);
+    int y1 = add_act(g, "y1", 4096, true), y2 = add_act(g, "y2", 4096, true);
+    int y3 = add_act(g, "y3", 4096, true), y4 = add_act(g, "y4", 4096, true);
+    int loss = add_act(g, "loss", 4, true);
+    int mm1 = add_fwd(g, "mm_trainable", (int[]){x, w}, 2, y1, (int[]){x, w}, 2, NULL);
+    Op *o = graph_op(g, mm1);
+    o->kind = "mm";
+    int mm2 = add_fwd(g, "mm_frozen", (int[]){y1, fw}, 2, y2, (int[]){fw}, 1, NULL);
+    graph_op(g, mm2)->kind = "mm";
+    GradSpec pass[1] = {{.mode = GRAD_PASS, .pass_output = 0}};
+    int add = add_fwd(g, "residual_add", (int[]){y2}, 1, y3, NULL, 0, pass);
+    int norm = add_fwd(g, "group_norm", (int[]){y3}, 1, y4, (int[]){y3}, 1, NULL);
+    graph_op(g, norm)->bwd_kernels = 4;
+    add_fwd(g, "loss_fn", (int[]){y4}, 1, loss, NULL, 0, NULL);
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    assert_int_equal(graph_op_c(g, backward_of(g, mm1))->kernels, 2);
+    assert_int_equal(graph_op_c(g, backward_of(g, mm2))->kernels, 1);
+    assert_string_equal(graph_op_c(g, backward_of(g, add))->kind, "none");
+    assert_int_equal(graph_op_c(g, backward_of(g, norm))->kernels, 4);
+}
+
 /* A frozen parameter gets no gradient; an op whose inputs need no gradient gets no backward
  * node, and what it saved is released when backward() ends ("release graph"). */
 static void test_frozen_branch_has_no_backward(void **state) {
@@ -629,6 +656,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_two_consumers_accumulate_out_of_place_for_view, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_param_grad_is_stolen, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_pass_allocates_nothing, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_backward_kernel_counts, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_frozen_branch_has_no_backward, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_checkpoint_region_recomputes, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_accumulation_two_microbatches, setup_graph, teardown_graph),

@@ -22,6 +22,34 @@ local function state_tensor(cx, p, what)
   return { id = id, shape = p.shape, dtype = p.dtype, name = p.name .. "." .. what }
 end
 
+-- Kernel launches of one _foreach_ op over tensors of `numels` elements with `depth` tensor
+-- lists (ATen/native/cuda/MultiTensorApply.cuh, multi_tensor_apply): 65536-element chunks, one
+-- block each; a launch when 320 blocks are queued or the depth's tensor limit is reached at the
+-- end of a tensor, and one for the rest.
+local MAX_TENSORS = { 110, 64, 48, 36, 30 }
+local function foreach_launches(numels, depth)
+  local launches, tensors, blocks = 0, 0, 0
+  for _, n in ipairs(numels) do
+    if n > 0 then
+      tensors = tensors + 1
+      local chunks = (n + 65535) // 65536
+      -- whole rounds of 320 blocks within this tensor, then the remainder
+      local c = 0
+      while c < chunks do
+        local take = math.min(chunks - c, 320 - blocks)
+        blocks, c = blocks + take, c + take
+        local last = c == chunks
+        if blocks == 320 or (tensors == MAX_TENSORS[depth] and last) then
+          launches, blocks = launches + 1, 0
+          tensors = last and 0 or 1
+        end
+      end
+    end
+  end
+  return launches + (blocks > 0 and 1 or 0)
+end
+M.foreach_launches = foreach_launches
+
 local function op(cx, spec)
   spec.phase = spec.phase or "optim"
   spec.kind = spec.kind or "foreach"
@@ -80,29 +108,35 @@ function M.build(cx, cfg, params, updates)
     end
     local n = nn.numel
     if impl == "foreach" then
+      local numels = {}
+      for i, p in ipairs(trainable) do numels[i] = n(p.shape) end
+      local function k(depth) return foreach_launches(numels, depth) end
       -- the in-place _foreach_ calls before the sqrt, bytes read + written: mul_(params) 2P,
       -- lerp_(exp_avgs, grads) 3P, mul_(exp_avg_sqs) 2P, addcmul_(exp_avg_sqs, grads, grads) 3P
-      op(cx, { name = "adamw._foreach_mul_(params)", frees = {}, bytes = 2 * total })
-      op(cx, { name = "adamw._foreach_lerp_(exp_avgs)", frees = {}, bytes = 3 * total })
-      op(cx, { name = "adamw._foreach_mul_(exp_avg_sqs)", frees = {}, bytes = 2 * total })
-      op(cx, { name = "adamw._foreach_addcmul_(exp_avg_sqs)", frees = {}, bytes = 3 * total })
+      op(cx, { name = "adamw._foreach_mul_(params)", frees = {}, bytes = 2 * total, kernels = k(1) })
+      op(cx, { name = "adamw._foreach_lerp_(exp_avgs)", frees = {}, bytes = 3 * total, kernels = k(2) })
+      op(cx, { name = "adamw._foreach_mul_(exp_avg_sqs)", frees = {}, bytes = 2 * total, kernels = k(1) })
+      op(cx, { name = "adamw._foreach_addcmul_(exp_avg_sqs)", frees = {}, bytes = 3 * total, kernels = k(3) })
       local sq = {}
       for i, p in ipairs(trainable) do
         sq[i] = G:tensor { name = p.name .. ".exp_avg_sq_sqrt", bytes = nn.bytes(p.shape, p.dtype),
                            numel = n(p.shape), dtype = p.dtype, cat = "temp" }
       end
-      op(cx, { name = "adamw._foreach_sqrt", outputs = sq, frees = {}, bytes = 2 * total })
-      op(cx, { name = "adamw._foreach_div_(bias_correction2_sqrt)", frees = {}, bytes = 2 * total })
-      op(cx, { name = "adamw._foreach_add_(eps)", frees = {}, bytes = 2 * total })
+      op(cx, { name = "adamw._foreach_sqrt", outputs = sq, frees = {}, bytes = 2 * total, kernels = k(2) })
+      op(cx, { name = "adamw._foreach_div_(bias_correction2_sqrt)", frees = {}, bytes = 2 * total,
+               kernels = k(1) })
+      op(cx, { name = "adamw._foreach_add_(eps)", frees = {}, bytes = 2 * total, kernels = k(1) })
       local rev = {}
       for i = #sq, 1, -1 do rev[#rev + 1] = sq[i] end
-      op(cx, { name = "adamw._foreach_addcdiv_", inputs = sq, frees = rev, bytes = 4 * total })
+      op(cx, { name = "adamw._foreach_addcdiv_", inputs = sq, frees = rev, bytes = 4 * total,
+               kernels = k(3) })
     elseif impl == "forloop" then
       local prev = nil
       for _, p in ipairs(trainable) do
         local b = nn.bytes(p.shape, p.dtype)
         -- mul_ 2P, lerp_ 3P, mul_ 2P, addcmul_ 3P; then sqrt 2P, div 2P, add_ 2P, addcdiv_ 4P
-        op(cx, { name = "adamw.update " .. p.name, kind = "elementwise", frees = {}, bytes = 10 * b })
+        op(cx, { name = "adamw.update " .. p.name, kind = "elementwise", frees = {}, bytes = 10 * b,
+                 kernels = 4 })
         local s = G:tensor { name = p.name .. ".sqrt", bytes = b, numel = n(p.shape), dtype = p.dtype, cat = "temp" }
         local d = G:tensor { name = p.name .. ".denom", bytes = b, numel = n(p.shape), dtype = p.dtype, cat = "temp" }
         op(cx, { name = "adamw.sqrt " .. p.name, kind = "elementwise", outputs = { s }, frees = {}, bytes = 2 * b })

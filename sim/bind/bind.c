@@ -293,6 +293,9 @@ static int l_op(lua_State *L) {
     op.bytes_moved = field_num(L, 2, "bytes", 0);
     op.bwd_flops = field_num(L, 2, "bwd_flops", 0);
     op.bwd_bytes = field_num(L, 2, "bwd_bytes", 0);
+    op.kernels = (int)field_int(L, 2, "kernels", 0);
+    op.bwd_kernels = (int)field_int(L, 2, "bwd_kernels", 0);
+    if (op.kernels < 0 || op.bwd_kernels < 0) return luaL_error(L, "op '%s': kernels must be >= 0", op.name);
     op.layer = (int)field_int(L, 2, "layer", -1);
     op.stream = (int)field_int(L, 2, "stream", 0);
     op.hook = (int)field_int(L, 2, "hook", 0);
@@ -668,6 +671,7 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
     double host_us = field_num(L, prof, "host_op_us", field_num(L, prof, "launch_us", 0));
     p->host_op_ns = host_us * 1e3;
     p->host_ckpt_op_ns = field_num(L, prof, "host_ckpt_op_us", 0) * 1e3;
+    p->host_launch_ns = field_num(L, prof, "launch_us", 0) * 1e3; /* empty kernel, back to back */
     field_str(L, prof, "source", p->profile, sizeof p->profile);
     lua_settop(L, prof - 1);
 }

@@ -150,8 +150,10 @@ function O.conv2d(cx, name, x, w, b, opts)
   if b and b.rg and not cx.no_grad then
     bv = nn.view(cx, b, b.shape, name .. ".bias_side")
     bv.rg = true
+    -- its backward is convolution_backward's grad_bias: a sum of grad_output over (N, H, W)
     O.op(cx, { name = name .. ".bias_grad", kind = "none", inputs = { b }, out_tensors = { bv },
-               grads = { { dtype = b.dtype } }, bytes = 0 })
+               grads = { { dtype = b.dtype } }, bytes = 0, bwd_kind = "reduce_rows",
+               bwd_bytes = nn.bytes({ n, cout, ho, wo }, x.dtype) + nn.bytes(b.shape, b.dtype) })
   end
   local wv = w
   if w.rg and not cx.no_grad then
@@ -384,8 +386,10 @@ function O.linear(cx, name, x, w, b, opts)
     if b.rg and not cx.no_grad then
       bv = nn.view(cx, b, b.shape, name .. ".bias_side")
       bv.rg = true
+      -- its backward is addmm's grad_bias = grad.sum(0): a row reduction of the output gradient
       O.op(cx, { name = name .. ".bias_grad", kind = "none", inputs = { b }, out_tensors = { bv },
-                 grads = { { dtype = b.dtype } }, bwd_workspace = red, bytes = 0 })
+                 grads = { { dtype = b.dtype } }, bwd_workspace = red, bytes = 0, bwd_kind = "reduce_rows",
+                 bwd_bytes = nn.bytes({ m, w.shape[1] }, x.dtype) + nn.bytes(b.shape, b.dtype) })
     end
     local out = nn.new_tensor(cx, name, shape, x.dtype, rg)
     return O.op(cx, { name = name, kind = "mm", inputs = { x, w, bv }, out_tensors = lt_outs(out),
