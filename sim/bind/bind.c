@@ -25,6 +25,7 @@
 
 #include "../cost.h"
 #include "../scenario.h"
+#include "watchdog.h"
 
 #define DEFAULT_INSTRUCTIONS 400000000L
 #define DEFAULT_MEMORY ((size_t)1 << 30)
@@ -56,9 +57,14 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     Sandbox *sb;
     lua_getallocf(L, (void **)&sb);
     sb->instructions += HOOK_EVERY;
-    if (sb->instructions > sb->limit_ins)
-        luaL_error(L, "instruction limit reached (%ld): a runaway loop in the scenario?",
-                   sb->limit_ins);
+    watchdog_beat();
+    if (sb->instructions > sb->limit_ins) {
+        /* inside the hook, level 0 is the Lua function that was running: name its line */
+        luaL_where(L, 0);
+        lua_pushfstring(L, "%sinstruction limit reached (%I): a runaway loop in the scenario?",
+                        lua_tostring(L, -1), (lua_Integer)sb->limit_ins);
+        lua_error(L);
+    }
 }
 
 /* ---- Graph userdata ------------------------------------------------------------------- */
@@ -326,7 +332,9 @@ static int l_op(lua_State *L) {
 static int l_derive_backward(lua_State *L) {
     Graph *g = check_graph(L);
     int loss = (int)luaL_checkinteger(L, 2) - 1;
+    watchdog_enter_c();
     VrStatus st = graph_derive_backward(g, loss);
+    watchdog_leave_c();
     if (st) raise_status(L, g, st);
     return 0;
 }
@@ -814,6 +822,7 @@ VrStatus scenario_load_source(const char *chunkname, const char *src, const char
     LoadCtx c = {.chunkname = chunk, .src = src, .opts = opts, .plan = p};
     lua_pushcfunction(L, load_protected);
     lua_pushlightuserdata(L, &c);
+    watchdog_arm(chunkname); /* until lua_close, which runs the finalizers */
     int rc = lua_pcall(L, 1, 0, 0);
     VrStatus st = VR_OK;
     if (rc) {
@@ -827,6 +836,7 @@ VrStatus scenario_load_source(const char *chunkname, const char *src, const char
         st = VR_EINVAL;
     }
     lua_close(L);
+    watchdog_disarm();
     free(sb);
     if (st) {
         plan_free(p);
@@ -878,6 +888,7 @@ VrStatus scenario_report_text(const char *module, const char *fn, bool flag, cha
     lua_pushcfunction(L, report_protected);
     lua_pushlightuserdata(L, &c);
     VrStatus st = VR_OK;
+    watchdog_arm(module);
     if (lua_pcall(L, 1, 0, 0)) {
         snprintf(err, errlen, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
         free(c.text);
@@ -885,6 +896,7 @@ VrStatus scenario_report_text(const char *module, const char *fn, bool flag, cha
         st = VR_EINVAL;
     }
     lua_close(L);
+    watchdog_disarm();
     free(sb);
     *out = c.text;
     return st;

@@ -1,0 +1,15 @@
+/* watchdog.h: stops a scenario that makes no progress where the instruction hook cannot see it. */
+#ifndef VRSIM_WATCHDOG_H
+#define VRSIM_WATCHDOG_H
+
+/* Starts watching the evaluation of the scenario `name` (a path, quoted in the message). */
+void watchdog_arm(const char *name);
+/* Progress: the instruction hook and the bindings call it. */
+void watchdog_beat(void);
+/* Around long C work of vrsim's own (graph derivation), which is progress too. */
+void watchdog_enter_c(void);
+void watchdog_leave_c(void);
+/* Stops watching. */
+void watchdog_disarm(void);
+
+#endif
