@@ -47,9 +47,10 @@ static void usage(FILE *f) {
         "  --no-files          write no files\n"
         "  --explain           after the summary, walk through the step in plain words: what is\n"
         "                      allocated when, why the peak is where it is, where slack comes from\n"
-        "  --suggest           also try the changes that could lower the peak (checkpointing,\n"
-        "                      LoRA, fused AdamW, accumulation, expandable segments, ZeRO) and\n"
-        "                      list those that help in report.html (one simulation each)\n"
+        "  --no-suggest        skip report.html's \"what would help\": by default the changes that\n"
+        "                      could lower the peak (checkpointing, LoRA, fused AdamW, accumulation,\n"
+        "                      expandable segments, ZeRO, offload) are each simulated once and those\n"
+        "                      that help are listed\n"
         "  --json              print summary.json on stdout instead of the table\n"
         "  --allocator KIND    caching (PyTorch's, default) or ideal (no fragmentation)\n"
         "  --alloc-conf STR    PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True\n"
@@ -69,7 +70,7 @@ static void usage(FILE *f) {
 
 int cmd_run(int argc, char **argv) {
     const char *path = NULL, *outdir = NULL, *allocator = NULL, *conf = NULL, *atrace = NULL;
-    bool json = false, files = true, unsafe = false, explain = false, suggest = false;
+    bool json = false, files = true, unsafe = false, explain = false, suggest = true;
     const char **sets = calloc((size_t)argc + 1, sizeof(char *));
     int n_sets = 0;
     if (!sets) return VR_EXIT_INTERNAL;
@@ -80,7 +81,8 @@ int cmd_run(int argc, char **argv) {
         if (strcmp(a, "--json") == 0) { json = true; continue; }
         if (strcmp(a, "--no-files") == 0) { files = false; continue; }
         if (strcmp(a, "--explain") == 0) { explain = true; continue; }
-        if (strcmp(a, "--suggest") == 0) { suggest = true; continue; }
+        if (strcmp(a, "--suggest") == 0) { suggest = true; continue; } /* the default */
+        if (strcmp(a, "--no-suggest") == 0) { suggest = false; continue; }
         if (strcmp(a, "--unsafe") == 0) { unsafe = true; continue; }
         if (strcmp(a, "--set") == 0 || strcmp(a, "--out") == 0 || strcmp(a, "--allocator") == 0 ||
             strcmp(a, "--alloc-conf") == 0 || strcmp(a, "--alloc-trace") == 0) {

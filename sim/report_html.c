@@ -241,7 +241,7 @@ static const char HTML_TAIL[] =
     "  function variants(D) {\n"
     "    var box = document.getElementById('variants'), V = D.variants || [];\n"
     "    if (!D.variants_computed) {\n"
-    "      html('p', 'Not computed for this run: each suggestion re-simulates the scenario with one change (vrsim SCENARIO --suggest).', box, 'note');\n"
+    "      html('p', 'Not computed for this run (--no-suggest): each suggestion re-simulates the scenario with one change.', box, 'note');\n"
     "      return;\n"
     "    }\n"
     "    if (!V.length) { html('p', 'None of the changes tried (checkpointing, LoRA, fused AdamW, a smaller micro-batch accumulated, expandable segments, ZeRO stages) lowers the peak here.', box, 'note'); return; }\n"
