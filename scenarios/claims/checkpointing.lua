@@ -1,6 +1,6 @@
 -- Claim: gradient checkpointing costs about 30 % more time.
 -- reports/make_reports.sh runs this scenario with --set checkpointing=false and true and
--- compares step time (roofline, uncalibrated) and peak memory.
+-- compares step time (the calibrated H200 profile) and peak memory.
 return {
   title = "LLaMA2-7B bf16, micro-batch 4 x 2048: gradient checkpointing's time cost",
   hardware = { gpu = "h200" },
