@@ -429,12 +429,6 @@ static void test_instruction_limit(void **state) {
     const char *path = with_pre(f, "loop.lua", "while true do end");
     const char *msg = load_fails(f, path, &o);
     assert_names_line(msg, path, 1); /* stopped inside the loop */
-    if (strstr(msg, "invalid option '%l'")) {
-        /* known bug, reported: sim/bind/bind.c count_hook passes "%ld" to luaL_error, which
-         * lua_pushfstring does not support; the loop is stopped but the message is lost */
-        print_message("KNOWN BUG: instruction-limit message is '%s'\n", msg);
-        skip();
-    }
     assert_non_null(strstr(msg, "instruction limit"));
 }
 
