@@ -3,14 +3,14 @@
 --
 -- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama13b_h200.lua --set micro_batch=N):
 --   it fits without ZeRO, up to micro-batch 3 (./vrsim maxbatch scenarios/llama13b_h200.lua:
---   "micro_batch = 3 fits (peak reserved 134.78 GiB of 139.05 GiB, step 990.2 ms, 6205 tokens/s);
---     4 does not");
+--   "micro_batch = 3 fits (peak reserved 134.78 GiB of 139.05 GiB, step 1117.5 ms, 5498
+--    tokens/s); 4 does not");
 --   the peak is in the AdamW step, not in backward.
 --     N=1  FITS: peak reserved 123.00 GiB of 139.05 GiB usable (88.5 %)   <- this file
 --          peak allocated 124588.0 MiB at 'adamw._foreach_sqrt': parameters 24825.8 MiB,
 --          gradients 24944.8, optimizer state 49891.6, temporaries (the foreach
---          sqrt outputs) 24925.8, allocator slack 1366.0; step time 488.9 ms
---          (roofline, uncalibrated)
+--          sqrt outputs) 24925.8, allocator slack 1366.0; step time 471.3 ms (kernel costs from
+--          the calibrated profile)
 --     N=2  FITS: peak reserved 129.41 GiB (93.1 %)
 --     N=3  FITS: peak reserved 134.78 GiB (96.9 %)
 --     N=4  DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.34.mlp.up_proj'

@@ -4,8 +4,8 @@
 -- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama7b_a100_80g_batch.lua --set micro_batch=N):
 --   the largest micro-batch that fits is 2 (./vrsim maxbatch
 --   scenarios/llama7b_a100_80g_batch.lua:
---   "micro_batch = 2 fits (peak reserved 64.41 GiB of 78.45 GiB, step 1080.9 ms, 3789 tokens/s);
---     3 does not").
+--   "micro_batch = 2 fits (peak reserved 64.41 GiB of 78.45 GiB, step 1054.8 ms, 3883 tokens/s);
+--    3 does not").
 --     N=1  FITS: peak reserved 63.71 GiB of 78.45 GiB usable (81.2 %)
 --     N=2  FITS: peak reserved 64.41 GiB of 78.45 GiB usable (82.1 %)   <- this file
 --     N=3  DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax'

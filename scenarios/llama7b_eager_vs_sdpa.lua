@@ -7,12 +7,15 @@
 --   with SDPA it fits easily; with eager attention it does not fit at all.
 --     sdpa   FITS: peak reserved 64.40 GiB of 139.05 GiB usable (46.3 %)   <- this file
 --            step 0 (no optimizer state yet) forward peak 37577.6 MiB allocated (--json,
---            steps[0].fwd_peak_allocated_bytes); step time 475.2 ms (roofline, uncalibrated)
---     eager  DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.26.self_attn.scores_fp32'
---            step 0 still fits: its forward peaks at 136063.5 MiB allocated, 98485.9 MiB more
---            than SDPA, mostly the 32 layers' fp32 softmax probabilities (2048 MiB each) and
---            their bf16 copies, kept for backward; step 1 adds the 25705 MiB of AdamW state
---     eager with --set checkpointing=true  FITS: peak reserved 71.00 GiB (51.1 %)
+--            steps[0].fwd_peak_allocated_bytes); step time 453.3 ms (kernel costs from the
+--            calibrated profile)
+--     eager  DOES NOT FIT: CUDA out of memory in step 0 at op
+--            'layers.31.self_attn.softmax.backward'
+--            already in step 0, before any optimizer state: its forward peaks at 136063.5 MiB
+--            allocated, 98485.9 MiB more than SDPA, mostly the 32 layers' fp32 softmax
+--            probabilities (2048 MiB each) and their bf16 copies, kept for backward; the first
+--            softmax backward then asks for 2048 MiB more
+--     eager with --set checkpointing=true  FITS: peak reserved 73.02 GiB (52.5 %)
 return {
   title = "LLaMA2-7B at 4096 tokens on an H200: SDPA against eager attention",
   hardware = { gpu = "h200" },
