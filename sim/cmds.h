@@ -7,6 +7,7 @@ int cmd_run(int argc, char **argv);      /* vrsim SCENARIO [options]      (sim/c
 int cmd_validate(int argc, char **argv); /* vrsim validate [FILE ...]     (sim/cmd_validate.c) */
 int cmd_replay(int argc, char **argv);   /* vrsim replay TRACE [options]  (sim/cmd_replay.c) */
 int cmd_gpus(int argc, char **argv);     /* vrsim gpus [--sources]        (sim/cmd_gpus.c) */
+int cmd_fields(int argc, char **argv);   /* vrsim fields                  (sim/cmd_fields.c) */
 int cmd_sweep(int argc, char **argv);    /* vrsim sweep SCENARIO --set k=a,b (sim/cmd_sweep.c) */
 int cmd_maxbatch(int argc, char **argv); /* vrsim maxbatch SCENARIO      (sim/cmd_maxbatch.c) */
 int cmd_shop(int argc, char **argv);     /* vrsim shop SCENARIO --tokens N (sim/cmd_shop.c) */

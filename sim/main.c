@@ -15,6 +15,7 @@ static void usage(FILE *f) {
         "  vrsim validate [FILE.jsonl ...]     predictions against measured runs (validation/)\n"
         "  vrsim replay TRACE.csv[.gz]          replay a real PyTorch allocator trace\n"
         "  vrsim gpus [--sources]               the hardware catalog and where its figures come from\n"
+        "  vrsim fields                         every scenario field: type, default, meaning\n"
         "  vrsim sweep SCENARIO --set k=a,b ...  the cross product of settings, in parallel\n"
         "  vrsim maxbatch SCENARIO [--field F]   the largest micro-batch (seq, resolution) that fits\n"
         "  vrsim shop SCENARIO --tokens N        each catalog GPU: fits?, job hours and cost\n"
@@ -33,6 +34,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "validate") == 0) return cmd_validate(argc - 1, argv + 1);
     if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
     if (strcmp(cmd, "gpus") == 0) return cmd_gpus(argc - 1, argv + 1);
+    if (strcmp(cmd, "fields") == 0) return cmd_fields(argc - 1, argv + 1);
     if (strcmp(cmd, "sweep") == 0) return cmd_sweep(argc - 1, argv + 1);
     if (strcmp(cmd, "maxbatch") == 0) return cmd_maxbatch(argc - 1, argv + 1);
     if (strcmp(cmd, "shop") == 0) return cmd_shop(argc - 1, argv + 1);

@@ -588,4 +588,28 @@ function P.build(scn, sets, file, src)
   }
 end
 
+-- `vrsim fields`: every scenario field with its type, default, choices and meaning, by section.
+function P.fields_text()
+  local order = { "hardware", "model", "training", "allocator" }
+  local out = { "Scenario fields (a scenario returns { title = ..., hardware = {...}, model = {...},",
+                "training = {...}, allocator = {...} }; --set section.field=value or field=value",
+                "overrides one). Defaults in brackets.", "" }
+  for _, sec in ipairs(order) do
+    out[#out + 1] = sec
+    local names = keys(SCHEMA[sec])
+    for _, f in ipairs(names) do
+      local spec = SCHEMA[sec][f]
+      local def = spec[2] == nil and "" or (" [" .. tostring(spec[2]) .. "]")
+      out[#out + 1] = ("  %-24s %-8s %s%s"):format(f, spec[1], spec[3] or "", def)
+      if CHOICES[f] then
+        local c = keys(CHOICES[f])
+        out[#out + 1] = ("  %-24s %-8s one of: %s"):format("", "", table.concat(c, ", "))
+      end
+    end
+    out[#out + 1] = ""
+  end
+  out[#out + 1] = "GPU names: vrsim gpus. Hosts, links and networks: lua/hw/hosts.lua, links.lua."
+  return table.concat(out, "\n") .. "\n"
+end
+
 return P
