@@ -1577,6 +1577,17 @@ static void ideal_free(Alloc *a, Block *b)
 VrStatus alloc_malloc(Alloc *a, uint64_t size, int stream, uint64_t addr_hint, uint64_t *addr)
 {
     *addr = 0;
+    if (size > ALLOC_MAX_REQUEST && stream >= 0 && a->cfg.capacity > 0 && size > a->cfg.capacity) {
+        /* beyond any card: PyTorch raises OutOfMemoryError for it like any other request */
+        a->num_ooms++;
+        a->oom.requested = size;
+        a->oom.capacity = a->cfg.capacity;
+        a->oom.free = a->cfg.capacity > a->reserved.cur ? a->cfg.capacity - a->reserved.cur : 0;
+        a->oom.allocated = a->allocated.cur;
+        a->oom.reserved_unallocated = a->reserved.cur - a->allocated.cur;
+        emit(a, ALLOC_EV_OOM, a->oom.free, size, stream);
+        return VR_OOM;
+    }
     if (size == 0 || size > ALLOC_MAX_REQUEST || stream < 0)
         return VR_EINVAL;
     if (a->cfg.kind == ALLOC_IDEAL)

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cmds.h"
 #include "engine.h"
@@ -114,6 +115,12 @@ int cmd_run(int argc, char **argv) {
         path = a;
     }
     if (!path) { usage(stderr); free(sets); return VR_EXIT_USAGE; }
+    struct stat ost;
+    if (files && outdir && stat(outdir, &ost) == 0 && !S_ISDIR(ost.st_mode)) {
+        fprintf(stderr, "vrsim: --out %s: exists and is not a directory\n", outdir);
+        free(sets);
+        return VR_EXIT_USAGE;
+    }
     char setbuf[2][600];
     if (allocator) {
         snprintf(setbuf[0], sizeof setbuf[0], "allocator.kind=%s", allocator);

@@ -584,6 +584,11 @@ static void test_bad_input(void **state)
     assert_int_equal(alloc_malloc(f->a, ALLOC_MAX_REQUEST + 1, 0, 0, &z), VR_EINVAL);
     assert_int_equal(alloc_malloc(f->a, 10, -1, 0, &z), VR_EINVAL);
     assert_int_equal(alloc_dealloc(f->a, 4096), VR_EINVAL);
+    done(f);
+    /* with a capacity, a request beyond any card is an OOM, as PyTorch reports it */
+    f = make("", (uint64_t)80 << 30);
+    assert_int_equal(alloc_malloc(f->a, ALLOC_MAX_REQUEST + 1, 0, 0, &z), VR_OOM);
+    assert_int_equal(st(f).num_ooms, 1);
     assert_int_equal(alloc_block_size(f->a, 4096), 0);
     alloc_free(NULL);
     done(f);

@@ -135,9 +135,16 @@ local function fail(ctx, field, section, msg)
   error(("%s:%s: %s"):format(ctx.file, line or "?", msg), 0)
 end
 
+-- Upper bounds: a typo (an extra zero, a wrapped integer) must not run for hours or overflow a
+-- byte count. Far beyond any real run.
+local MAX = { micro_batch = 65536, seq = 1 << 26, steps = 1000, grad_accum = 4096,
+              resolution = 32768, layers = 1024, hidden = 1 << 20, intermediate = 1 << 22,
+              heads = 4096, kv_heads = 4096, vocab = 1 << 24, count = 65536, gpus_per_node = 1024,
+              checkpoint_every = 1024, cpu_threads = 4096 }
+
 local function check_value(ctx, section, field, spec, v, origin)
   local ty = spec[1]
-  local where = origin or (section .. "." .. field)
+  local where = section .. "." .. field
   local bad = function(m)
     if origin then error(origin .. ": " .. m, 0) end
     fail(ctx, field, section, m)
@@ -154,6 +161,7 @@ local function check_value(ctx, section, field, spec, v, origin)
       else bad(("%s must be an integer, not %s"):format(where, tostring(v))) end
     end
     if v <= 0 then bad(("%s must be > 0, not %d"):format(where, v)) end
+    if MAX[field] and v > MAX[field] then bad(("%s must be <= %d, not %d"):format(where, MAX[field], v)) end
   elseif ty == "number" then
     if type(v) ~= "number" then bad(("%s must be a number, not %s"):format(where, tostring(v))) end
     if v <= 0 then bad(("%s must be > 0"):format(where)) end
@@ -265,6 +273,12 @@ function P.normalize(scn, sets, file, src)
       local v = raw
       if raw == "true" then v = true elseif raw == "false" then v = false
       elseif tonumber(raw) then v = tonumber(raw) end
+      if tbl == "zero" and require("strategies.dp").DEFAULTS[sub] == nil then
+        local known = keys(require("strategies.dp").DEFAULTS)
+        local s2 = closest(sub, known)
+        error(("--set %s: training.zero.%s is not a knob vrsim knows%s (one of: %s)"):format(set, sub,
+              s2 and ("; did you mean '" .. s2 .. "'?") or "", table.concat(known, ", ")), 0)
+      end
       cfg[sec3][tbl] = cfg[sec3][tbl] or {}
       cfg[sec3][tbl][sub] = v
       goto continue
@@ -485,11 +499,19 @@ function P.build(scn, sets, file, src)
   cx.no_grad = t0.inference
   cx.arch = g.arch
   if t0.deepspeed then P.apply_deepspeed(cfg, ctx) end
+  -- training.zero's knobs are checked whether or not a strategy uses them: a typo is an error
+  local known = require("strategies.dp").DEFAULTS
+  for k in pairs(t0.zero or {}) do
+    if type(k) ~= "string" or known[k] == nil then
+      local s = type(k) == "string" and closest(k, keys(known))
+      local msg = ("training.zero.%s is not a knob vrsim knows%s (one of: %s)"):format(tostring(k),
+        s and ("; did you mean '" .. s .. "'?") or "", table.concat(keys(known), ", "))
+      fail(ctx, "zero", "training", msg)
+    end
+  end
   local dp = nil
   if t0.strategy ~= "none" then
-    if cfg.hardware.count < 2 and t0.strategy ~= "none" then
-      -- one GPU: the strategy still shapes memory (ZeRO-Offload on one card is common)
-    end
+    -- (on one GPU the strategy still shapes memory: ZeRO-Offload on one card is common)
     dp = require "strategies.dp"
     dp.setup(cx, cfg)
   end
@@ -497,7 +519,9 @@ function P.build(scn, sets, file, src)
   local ok, loss, _, _, forward = pcall(model.build, cx, cfg)
   if not ok then
     local msg = tostring(loss)
-    if not msg:match("^[^:]+:%d+:") then fail(ctx, "model", nil, msg) end
+    if not msg:match("^[^:]+:%d+:") then
+      fail(ctx, msg:match("^config '") and "config" or "model", msg:match("^config '") and "model" or nil, msg)
+    end
     error(msg, 0)
   end
   -- gradient accumulation: forward + backward per micro-batch, gradients accumulate into .grad;
@@ -541,9 +565,15 @@ function P.build(scn, sets, file, src)
   if cfg.hardware.capacity_gib then total = math.floor(cfg.hardware.capacity_gib * 2^30) end
   if cfg.hardware.capacity_mib then total = math.floor(cfg.hardware.capacity_mib * 2^20) end
   local cap = total - dev.context_bytes
+  if cap <= 0 then
+    error(("a card of %.2f GiB leaves nothing for PyTorch after the CUDA context (%.2f GiB): "
+           .. "hardware.capacity_gib/capacity_mib must be larger"):format(total / 2^30, dev.context_bytes / 2^30), 0)
+  end
   local fraction_set = false
   if cfg.hardware.memory_fraction then
-    if cfg.hardware.memory_fraction > 1 then error("hardware.memory_fraction must be <= 1", 0) end
+    if cfg.hardware.memory_fraction > 1 or cfg.hardware.memory_fraction <= 0 then
+      error("hardware.memory_fraction must be in (0, 1]", 0)
+    end
     cap = math.min(cap, math.floor(cfg.hardware.memory_fraction * dev.total_bytes))
     fraction_set = true
   end

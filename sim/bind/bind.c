@@ -385,7 +385,7 @@ static void push_json(lua_State *L, const cJSON *v, int depth) {
 static int l_read_config(lua_State *L) {
     const char *name = luaL_checkstring(L, 1);
     if (name[0] == '/' || strstr(name, ".."))
-        luaL_error(L, "config '%s': give a path inside the scenario's folder", name);
+        (lua_pushfstring(L, "config '%s': give a path inside the scenario's folder", name), lua_error(L));
     Sandbox *sb;
     lua_getallocf(L, (void **)&sb);
     char path[2 * PATH_MAX + 8];
@@ -397,12 +397,12 @@ static int l_read_config(lua_State *L) {
         snprintf(path, sizeof path, "%s/%s", dirs[i], name);
         src = read_file(path, &len);
     }
-    if (!src) luaL_error(L, "config '%s' not found next to the scenario", name);
+    if (!src) (lua_pushfstring(L, "config '%s' not found next to the scenario", name), lua_error(L));
     cJSON *j = cJSON_ParseWithLength(src, len);
     free(src);
     if (!j || !cJSON_IsObject(j)) {
         cJSON_Delete(j);
-        luaL_error(L, "config '%s' is not a JSON object", name);
+        (lua_pushfstring(L, "config '%s' is not a JSON object", name), lua_error(L));
     }
     push_json(L, j, 0);
     cJSON_Delete(j);
