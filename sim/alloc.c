@@ -1116,18 +1116,12 @@ static void release_block(Alloc *a, Block *b)
     seg_delete(a, s);
 }
 
-/* unmap_block: unmaps the whole pages lying inside FREE expandable block b. Needs 2 spare
- * blocks. Releases the segment when nothing of it stays mapped. */
-static void unmap_block(Alloc *a, Block *b)
+/* Narrows block b (already out of the free set) to [addr, addr + size), giving the parts of
+ * it before and after their own FREE blocks in the same segment. Needs 2 spare blocks. */
+static void split_off_ends(Alloc *a, Block *b, uint64_t addr, uint64_t size)
 {
     Segment *s = b->seg;
-    uint64_t page = s->page, off = b->addr - s->base;
-    uint64_t begin = (off + page - 1) / page, end = (off + b->size) / page;
-    if (begin >= end)
-        return;
-    uint64_t uaddr = s->base + begin * page, usize = (end - begin) * page;
-    set_erase(a, b);
-    uint64_t before = uaddr - b->addr, after = b->size - before - usize;
+    uint64_t before = addr - b->addr, after = b->addr + b->size - addr - size;
     if (before > 0) {
         Block *nb = block_new(a);
         nb->addr = b->addr;
@@ -1145,7 +1139,7 @@ static void unmap_block(Alloc *a, Block *b)
     }
     if (after > 0) {
         Block *na = block_new(a);
-        na->addr = uaddr + usize;
+        na->addr = addr + size;
         na->size = after;
         na->seg = s;
         na->stream = b->stream;
@@ -1156,8 +1150,22 @@ static void unmap_block(Alloc *a, Block *b)
         b->next = na;
         free_insert(a, na);
     }
-    b->addr = uaddr;
-    b->size = usize;
+    b->addr = addr;
+    b->size = size;
+}
+
+/* unmap_block: unmaps the whole pages lying inside FREE expandable block b. Needs 2 spare
+ * blocks. Releases the segment when nothing of it stays mapped. */
+static void unmap_block(Alloc *a, Block *b)
+{
+    Segment *s = b->seg;
+    uint64_t page = s->page, off = b->addr - s->base;
+    uint64_t begin = (off + page - 1) / page, end = (off + b->size) / page;
+    if (begin >= end)
+        return;
+    uint64_t uaddr = s->base + begin * page, usize = (end - begin) * page;
+    set_erase(a, b);
+    split_off_ends(a, b, uaddr, usize);
     b->mapped = 0;
     try_merge(a, b, b->prev);
     try_merge(a, b, b->next);
@@ -1574,20 +1582,26 @@ static void ideal_free(Alloc *a, Block *b)
 
 /* ---- the public allocation path (section 5) ---- */
 
+/* What PyTorch's OutOfMemoryError reports for a request of `requested` bytes. VR_OOM. */
+static VrStatus record_oom(Alloc *a, uint64_t requested, int stream)
+{
+    uint64_t cap = a->cfg.capacity;
+    a->num_ooms++;
+    a->oom.requested = requested;
+    a->oom.capacity = cap;
+    a->oom.free = cap > a->reserved.cur ? cap - a->reserved.cur : 0;
+    a->oom.allocated = a->allocated.cur;
+    a->oom.reserved_unallocated = a->reserved.cur - a->allocated.cur;
+    emit(a, ALLOC_EV_OOM, a->oom.free, requested, stream);
+    return VR_OOM;
+}
+
 VrStatus alloc_malloc(Alloc *a, uint64_t size, int stream, uint64_t addr_hint, uint64_t *addr)
 {
     *addr = 0;
-    if (size > ALLOC_MAX_REQUEST && stream >= 0 && a->cfg.capacity > 0 && size > a->cfg.capacity) {
-        /* beyond any card: PyTorch raises OutOfMemoryError for it like any other request */
-        a->num_ooms++;
-        a->oom.requested = size;
-        a->oom.capacity = a->cfg.capacity;
-        a->oom.free = a->cfg.capacity > a->reserved.cur ? a->cfg.capacity - a->reserved.cur : 0;
-        a->oom.allocated = a->allocated.cur;
-        a->oom.reserved_unallocated = a->reserved.cur - a->allocated.cur;
-        emit(a, ALLOC_EV_OOM, a->oom.free, size, stream);
-        return VR_OOM;
-    }
+    /* beyond any card: PyTorch raises OutOfMemoryError for it like any other request */
+    if (size > ALLOC_MAX_REQUEST && stream >= 0 && a->cfg.capacity > 0 && size > a->cfg.capacity)
+        return record_oom(a, size, stream);
     if (size == 0 || size > ALLOC_MAX_REQUEST || stream < 0)
         return VR_EINVAL;
     if (a->cfg.kind == ALLOC_IDEAL)
@@ -1623,17 +1637,8 @@ VrStatus alloc_malloc(Alloc *a, uint64_t size, int stream, uint64_t addr_hint, u
                 return st;
         }
     }
-    if (!b) {
-        a->num_ooms++;
-        uint64_t cap = a->cfg.capacity;
-        a->oom.requested = p.rsize;
-        a->oom.capacity = cap;
-        a->oom.free = cap > a->reserved.cur ? cap - a->reserved.cur : 0;
-        a->oom.allocated = a->allocated.cur;
-        a->oom.reserved_unallocated = a->reserved.cur - a->allocated.cur;
-        emit(a, ALLOC_EV_OOM, a->oom.free, p.rsize, stream);
-        return VR_OOM;
-    }
+    if (!b)
+        return record_oom(a, p.rsize, stream);
     /* spare blocks may have been used by the retry path: alloc_found needs one */
     if (ensure_spare(a, 1) != VR_OK) {
         free_insert(a, b); /* give it back whole; the model stays consistent */
@@ -1786,46 +1791,15 @@ static void carve(Alloc *a, Block *f, uint64_t addr, uint64_t rsize, uint64_t si
     bool was_split = is_split(f);
     uint64_t fsize = f->size;
     set_erase(a, f);
-    uint64_t front = addr - f->addr, tail = f->addr + f->size - addr - rsize;
-    Block *b = f;
-    if (front > 0) {
-        Block *fb = block_new(a);
-        fb->addr = f->addr;
-        fb->size = front;
-        fb->seg = s;
-        fb->stream = f->stream;
-        fb->prev = f->prev;
-        fb->next = f;
-        if (fb->prev)
-            fb->prev->next = fb;
-        else
-            s->head = fb;
-        f->prev = fb;
-        free_insert(a, fb);
-    }
-    if (tail > 0) {
-        Block *tb = block_new(a);
-        tb->addr = addr + rsize;
-        tb->size = tail;
-        tb->seg = s;
-        tb->stream = f->stream;
-        tb->prev = f;
-        tb->next = f->next;
-        if (tb->next)
-            tb->next->prev = tb;
-        f->next = tb;
-        free_insert(a, tb);
-    }
-    b->addr = addr;
-    b->size = rsize;
-    b->allocated = 1;
-    b->requested = size;
-    live_put_nogrow(&a->live, addr, b);
+    split_off_ends(a, f, addr, rsize);
+    f->allocated = 1;
+    f->requested = size;
+    live_put_nogrow(&a->live, addr, f);
     if (!s->expandable) {
         if (was_split)
             stat_sub(&a->inactive_split, fsize);
-        if (is_split(b))
-            stat_add(&a->inactive_split, front + tail);
+        if (is_split(f))
+            stat_add(&a->inactive_split, fsize - rsize); /* the free pieces either side */
     }
     stat_add(&a->allocated, rsize);
     stat_add(&a->active, rsize);

@@ -135,6 +135,15 @@ local function fail(ctx, field, section, msg)
   error(("%s:%s: %s"):format(ctx.file, line or "?", msg), 0)
 end
 
+-- The error for a training.zero key vrsim does not model (nil when it knows it).
+local function unknown_zero_knob(k)
+  local known = require("strategies.dp").DEFAULTS
+  if type(k) == "string" and known[k] ~= nil then return nil end
+  local s = type(k) == "string" and closest(k, keys(known))
+  return ("training.zero.%s is not a knob vrsim knows%s (one of: %s)"):format(tostring(k),
+    s and ("; did you mean '" .. s .. "'?") or "", table.concat(keys(known), ", "))
+end
+
 -- Upper bounds: a typo (an extra zero, a wrapped integer) must not run for hours or overflow a
 -- byte count. Far beyond any real run.
 local MAX = { micro_batch = 65536, seq = 1 << 26, steps = 1000, grad_accum = 4096,
@@ -273,12 +282,8 @@ function P.normalize(scn, sets, file, src)
       local v = raw
       if raw == "true" then v = true elseif raw == "false" then v = false
       elseif tonumber(raw) then v = tonumber(raw) end
-      if tbl == "zero" and require("strategies.dp").DEFAULTS[sub] == nil then
-        local known = keys(require("strategies.dp").DEFAULTS)
-        local s2 = closest(sub, known)
-        error(("--set %s: training.zero.%s is not a knob vrsim knows%s (one of: %s)"):format(set, sub,
-              s2 and ("; did you mean '" .. s2 .. "'?") or "", table.concat(known, ", ")), 0)
-      end
+      local bad_knob = tbl == "zero" and unknown_zero_knob(sub)
+      if bad_knob then error(("--set %s: %s"):format(set, bad_knob), 0) end
       cfg[sec3][tbl] = cfg[sec3][tbl] or {}
       cfg[sec3][tbl][sub] = v
       goto continue
@@ -500,14 +505,9 @@ function P.build(scn, sets, file, src)
   cx.arch = g.arch
   if t0.deepspeed then P.apply_deepspeed(cfg, ctx) end
   -- training.zero's knobs are checked whether or not a strategy uses them: a typo is an error
-  local known = require("strategies.dp").DEFAULTS
   for k in pairs(t0.zero or {}) do
-    if type(k) ~= "string" or known[k] == nil then
-      local s = type(k) == "string" and closest(k, keys(known))
-      local msg = ("training.zero.%s is not a knob vrsim knows%s (one of: %s)"):format(tostring(k),
-        s and ("; did you mean '" .. s .. "'?") or "", table.concat(keys(known), ", "))
-      fail(ctx, "zero", "training", msg)
-    end
+    local msg = unknown_zero_knob(k)
+    if msg then fail(ctx, "zero", "training", msg) end
   end
   local dp = nil
   if t0.strategy ~= "none" then
