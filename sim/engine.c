@@ -208,6 +208,9 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
          * backward's second GEMM) costs a bare launch */
         if (op->kernels > 1) r->host_ns += (op->kernels - 1) * r->cfg->host_launch_ns;
     }
+    /* work the host does per tensor (an optimizer step's bookkeeping, zero_grad's loop), measured
+     * with the dispatch costs, so only where those are modelled */
+    if (r->cfg->host_op_ns > 0) r->host_ns += op->host_extra_ns;
     double start = r->stream_ns[sid] > r->host_ns ? r->stream_ns[sid] : r->host_ns;
     for (int k = 0; k < op->n_inputs; k++) {
         double rd = r->ready_ns[r->storage[op->inputs[k]]];

@@ -103,6 +103,8 @@ typedef struct Op {
     int kernels;           /* kernel launches the op makes (a foreach op: one per tensor-list
                               chunk; a derived GEMM backward: one per input gradient); 0 = 1 */
     int bwd_kernels;       /* forward op: launches of its backward (0: derived as above) */
+    double host_extra_ns;  /* host CPU time the op costs beyond its dispatch and launches: the
+                              per-parameter Python and C++ work of an optimizer step */
     int gemms;             /* GEMM kernels the op runs (a derived backward GEMM op: one per input
                               that needs a gradient); 0 = 1 */
     DType compute_dtype;   /* dtype the math runs in (cost model) */

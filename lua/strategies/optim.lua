@@ -50,6 +50,20 @@ local function foreach_launches(numels, depth)
 end
 M.foreach_launches = foreach_launches
 
+-- Host time per parameter tensor of a torch.optim step with this implementation and zero_grad,
+-- from the profile of the GPU's machine (validation/measure/measure_optim_host.py: AdamW over
+-- 64..2048 tiny tensors, the slope of a least-squares line): grouping by device and dtype, the
+-- CPU step counters, the bias-correction lists and each _foreach_ op's per-tensor checks. A
+-- model of many tensors pays it every step (SDXL's UNet: 1,680 tensors, ~16 ms with foreach).
+local function host_per_tensor_us(cx, impl, dtype)
+  local h = cx.optim_host
+  if not h then return 0, 0 end
+  local by_impl = h.step_tensor_us and h.step_tensor_us[impl]
+  local step = by_impl and (by_impl[dtype] or by_impl.bf16) or 0
+  return step, h.zero_grad_tensor_us or 0
+end
+M.host_per_tensor_us = host_per_tensor_us
+
 local function op(cx, spec)
   spec.phase = spec.phase or "optim"
   spec.kind = spec.kind or "foreach"
@@ -91,6 +105,8 @@ function M.build(cx, cfg, params, updates)
   local total = 0
   for _, p in ipairs(trainable) do total = total + nn.bytes(p.shape, p.dtype) end
 
+  local step_us, zero_us = host_per_tensor_us(cx, impl, trainable[1] and trainable[1].dtype)
+  local n_tensors = #trainable
   if kind == "adamw" or kind == "adam" then
     -- state creation, first step only
     for _, p in ipairs(trainable) do
@@ -111,32 +127,37 @@ function M.build(cx, cfg, params, updates)
       local numels = {}
       for i, p in ipairs(trainable) do numels[i] = n(p.shape) end
       local function k(depth) return foreach_launches(numels, depth) end
+      -- the step's per-tensor host work, spread over its eight _foreach_ calls
+      local per_op = step_us * n_tensors / 8
+      -- kinds by access pattern, each with its measured bandwidth (measure_torch_ops.py):
+      -- foreach (tensor lists with tensor lists), foreach_scalar (one list and a scalar, in
+      -- place), foreach_out (one list into new tensors)
       -- the in-place _foreach_ calls before the sqrt, bytes read + written: mul_(params) 2P,
       -- lerp_(exp_avgs, grads) 3P, mul_(exp_avg_sqs) 2P, addcmul_(exp_avg_sqs, grads, grads) 3P
-      op(cx, { name = "adamw._foreach_mul_(params)", frees = {}, bytes = 2 * total, kernels = k(1) })
-      op(cx, { name = "adamw._foreach_lerp_(exp_avgs)", frees = {}, bytes = 3 * total, kernels = k(2) })
-      op(cx, { name = "adamw._foreach_mul_(exp_avg_sqs)", frees = {}, bytes = 2 * total, kernels = k(1) })
-      op(cx, { name = "adamw._foreach_addcmul_(exp_avg_sqs)", frees = {}, bytes = 3 * total, kernels = k(3) })
+      op(cx, { name = "adamw._foreach_mul_(params)", kind = "foreach_scalar", frees = {}, bytes = 2 * total, kernels = k(1), host_us = per_op })
+      op(cx, { name = "adamw._foreach_lerp_(exp_avgs)", frees = {}, bytes = 3 * total, kernels = k(2), host_us = per_op })
+      op(cx, { name = "adamw._foreach_mul_(exp_avg_sqs)", kind = "foreach_scalar", frees = {}, bytes = 2 * total, kernels = k(1), host_us = per_op })
+      op(cx, { name = "adamw._foreach_addcmul_(exp_avg_sqs)", frees = {}, bytes = 3 * total, kernels = k(3), host_us = per_op })
       local sq = {}
       for i, p in ipairs(trainable) do
         sq[i] = G:tensor { name = p.name .. ".exp_avg_sq_sqrt", bytes = nn.bytes(p.shape, p.dtype),
                            numel = n(p.shape), dtype = p.dtype, cat = "temp" }
       end
-      op(cx, { name = "adamw._foreach_sqrt", outputs = sq, frees = {}, bytes = 2 * total, kernels = k(2) })
-      op(cx, { name = "adamw._foreach_div_(bias_correction2_sqrt)", frees = {}, bytes = 2 * total,
-               kernels = k(1) })
-      op(cx, { name = "adamw._foreach_add_(eps)", frees = {}, bytes = 2 * total, kernels = k(1) })
+      op(cx, { name = "adamw._foreach_sqrt", kind = "foreach_out", outputs = sq, frees = {}, bytes = 2 * total, kernels = k(2), host_us = per_op })
+      op(cx, { name = "adamw._foreach_div_(bias_correction2_sqrt)", kind = "foreach_scalar", frees = {}, bytes = 2 * total,
+               kernels = k(1), host_us = per_op })
+      op(cx, { name = "adamw._foreach_add_(eps)", kind = "foreach_scalar", frees = {}, bytes = 2 * total, kernels = k(1), host_us = per_op })
       local rev = {}
       for i = #sq, 1, -1 do rev[#rev + 1] = sq[i] end
       op(cx, { name = "adamw._foreach_addcdiv_", inputs = sq, frees = rev, bytes = 4 * total,
-               kernels = k(3) })
+               kernels = k(3), host_us = per_op })
     elseif impl == "forloop" then
       local prev = nil
       for _, p in ipairs(trainable) do
         local b = nn.bytes(p.shape, p.dtype)
         -- mul_ 2P, lerp_ 3P, mul_ 2P, addcmul_ 3P; then sqrt 2P, div 2P, add_ 2P, addcdiv_ 4P
         op(cx, { name = "adamw.update " .. p.name, kind = "elementwise", frees = {}, bytes = 10 * b,
-                 kernels = 4 })
+                 kernels = 4, host_us = step_us })
         local s = G:tensor { name = p.name .. ".sqrt", bytes = b, numel = n(p.shape), dtype = p.dtype, cat = "temp" }
         local d = G:tensor { name = p.name .. ".denom", bytes = b, numel = n(p.shape), dtype = p.dtype, cat = "temp" }
         op(cx, { name = "adamw.sqrt " .. p.name, kind = "elementwise", outputs = { s }, frees = {}, bytes = 2 * b })
@@ -149,7 +170,7 @@ function M.build(cx, cfg, params, updates)
       if prev then op(cx, { name = "adamw.step returns", kind = "none", frees = { prev } }) end
     elseif impl == "fused" then
       -- one pass: read param, grad, exp_avg, exp_avg_sq; write param, exp_avg, exp_avg_sq
-      op(cx, { name = "adamw._fused_adamw_", frees = {}, bytes = 7 * total })
+      op(cx, { name = "adamw._fused_adamw_", frees = {}, bytes = 7 * total, host_us = step_us * n_tensors })
     else
       error("optimizer_impl must be foreach, forloop or fused", 0)
     end
@@ -165,7 +186,7 @@ function M.build(cx, cfg, params, updates)
   end
   -- zero_grad(set_to_none=True)
   op(cx, { name = "zero_grad(set_to_none=True)", kind = "none", phase = "zero_grad",
-           frees = updates and updates.all_grads or grads })
+           frees = updates and updates.all_grads or grads, host_us = zero_us * n_tensors })
   return total
 end
 

@@ -416,6 +416,9 @@ local function device_of(cfg, ctx)
     if okt and type(torchp) == "table" then
       prof.host_op_us = torchp.host_kernel_us or torchp.host_op_us
       prof.host_ckpt_op_us = torchp.host_kernel_ckpt_us
+      -- the optimizer's host work per parameter tensor (measure_optim_host.py)
+      prof.optim_host = { step_tensor_us = torchp.optim_step_tensor_us,
+                          zero_grad_tensor_us = torchp.zero_grad_tensor_us }
     end
     -- PyTorch's elementwise/copy/reduction kernels by access class (measure_torch_ops.py)
     local oko, ops = pcall(require, "hw.calibrated." .. name .. "_torch_ops")
@@ -503,6 +506,7 @@ function P.build(scn, sets, file, src)
   local t0 = cfg.training
   cx.no_grad = t0.inference
   cx.arch = g.arch
+  cx.optim_host = dev.profile and dev.profile.optim_host
   if t0.deepspeed then P.apply_deepspeed(cfg, ctx) end
   -- training.zero's knobs are checked whether or not a strategy uses them: a typo is an error
   for k in pairs(t0.zero or {}) do

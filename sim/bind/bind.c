@@ -302,6 +302,8 @@ static int l_op(lua_State *L) {
     op.kernels = (int)field_int(L, 2, "kernels", 0);
     op.bwd_kernels = (int)field_int(L, 2, "bwd_kernels", 0);
     if (op.kernels < 0 || op.bwd_kernels < 0) return luaL_error(L, "op '%s': kernels must be >= 0", op.name);
+    op.host_extra_ns = field_num(L, 2, "host_us", 0) * 1e3;
+    if (!(op.host_extra_ns >= 0)) return luaL_error(L, "op '%s': host_us must be >= 0", op.name);
     op.layer = (int)field_int(L, 2, "layer", -1);
     op.stream = (int)field_int(L, 2, "stream", 0);
     op.hook = (int)field_int(L, 2, "hook", 0);

@@ -63,8 +63,8 @@ def main():
     grads = [torch.randn_like(p) for p in params]
     tot = nb(*params)
     rec("foreach", "_foreach_add_ bf16", timed(lambda: torch._foreach_add_(params, grads), 5), 3 * tot)
-    rec("foreach", "_foreach_mul_ bf16", timed(lambda: torch._foreach_mul_(params, 0.99), 5), 2 * tot)
-    rec("foreach", "_foreach_sqrt bf16", timed(lambda: torch._foreach_sqrt(params), 5), 2 * tot)
+    rec("foreach_scalar", "_foreach_mul_ bf16", timed(lambda: torch._foreach_mul_(params, 0.99), 5), 2 * tot)
+    rec("foreach_out", "_foreach_sqrt bf16", timed(lambda: torch._foreach_sqrt(params), 5), 2 * tot)
     with open(a.o, "w") as f:
         f.write("-- PyTorch's own kernels on %s, %s, torch %s: bandwidth by access class.\n" % (
             torch.cuda.get_device_name(0), datetime.date.today().isoformat(), torch.__version__))

@@ -12,4 +12,12 @@ return {
   host_kernel_ckpt_us = 55.253,  -- the same blocks under torch.utils.checkpoint(use_reentrant=False):
                                  -- 1785 kernels (recompute included), 98.6 ms a step
                                  -- (python3 validation/measure/measure_module_dispatch.py --ckpt)
+  -- torch.optim host work per parameter tensor, by implementation and parameter dtype, and
+  -- zero_grad(set_to_none=True)'s: least-squares slopes over 64..2048 tensors of 256 elements
+  -- (python3 validation/measure/measure_optim_host.py --out validation/measure/optim_host_h200.jsonl,
+  -- 2026-11-30 on GPU 0 of the two-H200 machine, torch 2.11.0+cu130)
+  optim_step_tensor_us = { foreach = { bf16 = 9.554, fp32 = 9.368 },
+                           fused = { bf16 = 2.924, fp32 = 4.601 },
+                           forloop = { bf16 = 65.43, fp32 = 72.94 } },
+  zero_grad_tensor_us = 0.242,
 }

@@ -3,7 +3,9 @@
 -- classes: contiguous, broadcast (a weight vector over rows), broadcast_rows (a per-row scalar),
 -- cast_up / cast_down (bf16<->fp32), reduce_rows (last dim), reduce_cols (leading dims), strided
 -- (a transposed view read), cat_strided, transpose (.contiguous() of a transposed view), copy,
--- softmax, foreach (multi_tensor_apply over a parameter list)
+-- softmax, foreach (multi_tensor_apply over a parameter list: foreach = list with list,
+-- foreach_scalar = list with a scalar in place, foreach_out = list into new tensors; these two class
+-- labels were split from "foreach" after the run, the figures are the run's)
 -- bytes = inputs read + outputs written; ms = best of 3 means of 20 (5) back-to-back calls
 return {
   torch_ops = {
@@ -75,7 +77,7 @@ return {
     {class="softmax", op="log_softmax fp32", bytes=524288000, ms=0.21526, gbps=2435.6},
     {class="softmax", op="log_softmax fp32", bytes=2097152000, ms=0.82846, gbps=2531.4},
     {class="foreach", op="_foreach_add_ bf16", bytes=2428600320, ms=0.72046, gbps=3370.9},
-    {class="foreach", op="_foreach_mul_ bf16", bytes=1619066880, ms=0.57434, gbps=2819.0},
-    {class="foreach", op="_foreach_sqrt bf16", bytes=1619066880, ms=0.78277, gbps=2068.4},
+    {class="foreach_scalar", op="_foreach_mul_ bf16", bytes=1619066880, ms=0.57434, gbps=2819.0},
+    {class="foreach_out", op="_foreach_sqrt bf16", bytes=1619066880, ms=0.78277, gbps=2068.4},
   },
 }
