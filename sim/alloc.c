@@ -1928,6 +1928,12 @@ uint64_t alloc_block_size(const Alloc *a, uint64_t addr)
     return b && b->allocated ? b->size : 0;
 }
 
+int alloc_block_stream(const Alloc *a, uint64_t addr)
+{
+    Block *b = live_get(&a->live, addr);
+    return b && b->allocated ? b->stream : -1;
+}
+
 uint64_t alloc_allocated_bytes(const Alloc *a)
 {
     return a->allocated.cur;

@@ -146,6 +146,9 @@ const AllocConfig *alloc_config(const Alloc *a);
 /* Rounded size of the live block at addr, 0 if none. */
 uint64_t alloc_block_size(const Alloc *a, uint64_t addr);
 
+/* Stream the live block at addr belongs to (the one it was allocated on), -1 if none. */
+int alloc_block_stream(const Alloc *a, uint64_t addr);
+
 /* Copies the segment map into a new array the caller frees with free(). */
 VrStatus alloc_segment_map(const Alloc *a, AllocBlockInfo **blocks /* OUT */, size_t *n /* OUT */);
 

@@ -16,7 +16,7 @@
 typedef struct TraceOut { FILE *f; long seq; bool bad; const Graph *g; } TraceOut;
 
 /* One event; the frames column names the op, as _record_memory_history(context=...) would. */
-static void trace_event(void *ud, bool alloc, uint64_t addr, uint64_t size, int op) {
+static void trace_event(void *ud, bool alloc, uint64_t addr, uint64_t size, int stream, int op) {
     TraceOut *t = ud;
     if (t->bad) return;
     const char *act[2] = {"free_requested", "alloc"};
@@ -24,11 +24,11 @@ static void trace_event(void *ud, bool alloc, uint64_t addr, uint64_t size, int 
     char frames[200];
     snprintf(frames, sizeof frames, "%s", name);
     for (char *c = frames; *c; c++) if (*c == ',' || *c == '"' || *c == '\n') *c = ';';
-    if (fprintf(t->f, "%ld,0,%s,%llu,%llu,0,%s\n", t->seq++, act[alloc], (unsigned long long)addr,
-                (unsigned long long)size, frames) < 0)
+    if (fprintf(t->f, "%ld,0,%s,%llu,%llu,%d,%s\n", t->seq++, act[alloc], (unsigned long long)addr,
+                (unsigned long long)size, stream, frames) < 0)
         t->bad = true;
-    if (!alloc && fprintf(t->f, "%ld,0,free_completed,%llu,%llu,0,%s\n", t->seq++,
-                          (unsigned long long)addr, (unsigned long long)size, frames) < 0)
+    if (!alloc && fprintf(t->f, "%ld,0,free_completed,%llu,%llu,%d,%s\n", t->seq++,
+                          (unsigned long long)addr, (unsigned long long)size, stream, frames) < 0)
         t->bad = true;
 }
 

@@ -41,6 +41,7 @@ typedef struct Run {
     int stop_step;
     long stop_seq;
     long alloc_seq;             /* allocations within the current step */
+    int slot_held[GRAPH_MAX_SLOTS]; /* storage held in each slot (Op.slot), -1 none */
     bool stopped;
     SimResult *res;
 } Run;
@@ -73,7 +74,8 @@ static VrStatus sample(Run *r, Growth *gr, int op) {
 
 /* Reports an allocation or free to the optional listener (first pass only). */
 static void notify(Run *r, bool alloc, uint64_t addr, uint64_t size, int op) {
-    if (r->cfg->on_alloc && r->stop_step < 0) r->cfg->on_alloc(r->cfg->on_alloc_ud, alloc, addr, size, op);
+    if (r->cfg->on_alloc && r->stop_step < 0)
+        r->cfg->on_alloc(r->cfg->on_alloc_ud, alloc, addr, size, alloc_block_stream(r->a, addr), op);
 }
 
 /* The stream whose pool an op's allocations come from (PyTorch's current stream when it runs). */
@@ -124,6 +126,7 @@ static bool runs_in_step(const Op *op, int step) {
     if (op->phase == PH_BUILD || op->hook) return false;
     if (op->once && step > 0) return false;
     if (op->at_step > 0 && step != op->at_step) return false;
+    if (op->from_step > 0 && step < op->from_step) return false;
     return true;
 }
 
@@ -165,23 +168,42 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
         alloc_empty_cache(r->a);
         return sample(r, gr, i);
     }
+    /* a thread's first GEMM creates its cuBLAS handle and workspace when the GEMM runs: after
+     * the op's first output is allocated (the autograd thread has a handle of its own: its
+     * workspace comes with backward's first GEMM, fulltrace_pub-c05 after the loss's backward
+     * allocations; fulltrace_dev-x2-zero1-trace after lm_head's weight gradient) */
     bool allocates = op->n_outputs > 0 || op->n_workspace > 0;
+    bool new_handle = false;
     if (r->handles < r->cfg->cublas_handles && allocates) {
         bool first_fwd_gemm = r->handles == 0 && strcmp(op->kind, "mm") == 0 &&
                               (op->phase == PH_FWD || op->phase == PH_RECOMPUTE);
-        /* the autograd thread has a cuBLAS handle of its own: its workspace comes with the
-         * first GEMM of backward (fulltrace_pub-c05: after the loss's backward allocations) */
         bool first_bwd = r->handles == 1 && op->phase == PH_BWD && strcmp(op->kind, "mm") == 0;
-        if (first_fwd_gemm || first_bwd) {
-            if ((st = cublas_workspace(r, sr, i))) return st;
-            if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
-        }
+        new_handle = first_fwd_gemm || first_bwd;
     }
+    if (new_handle && op->n_outputs == 0) {
+        if ((st = cublas_workspace(r, sr, i))) return st;
+        if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
+        new_handle = false;
+    }
+    /* the slot's previous tensor goes first (its space may serve this op's outputs), or once
+     * they are allocated */
+    int slot_prev = op->slot > 0 ? r->slot_held[op->slot] : -1;
+    if (slot_prev >= 0 && !op->slot_free_after) {
+        free_storage(r, slot_prev, i);
+        slot_prev = -1;
+    }
+    if (op->slot > 0) r->slot_held[op->slot] = -1;
     for (int k = 0; k < op->n_outputs; k++) {
         int t = op->outputs[k];
-        if (graph_tensor_c(g, t)->base >= 0) continue; /* a view allocates nothing */
-        if ((st = alloc_storage(r, t, sr, i))) return st;
-        if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
+        if (graph_tensor_c(g, t)->base < 0) { /* a view allocates nothing */
+            if ((st = alloc_storage(r, t, sr, i))) return st;
+            if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
+        }
+        if (new_handle) {
+            if ((st = cublas_workspace(r, sr, i))) return st;
+            if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
+            new_handle = false;
+        }
     }
     uint64_t ws_addr[GRAPH_MAX_WORKSPACES];
     int n_ws = op->n_workspace; /* graph_add_op keeps it <= GRAPH_MAX_WORKSPACES */
@@ -196,6 +218,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
         note_peak(r, sr, i);
         if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
     }
+    if (slot_prev >= 0) free_storage(r, slot_prev, i);
     /* time: the op starts when its stream is free and its inputs are ready */
     double dur = r->cfg->cost ? cost_op_ns(r->cfg->cost, op)
                : r->cfg->dev ? device_op_ns(r->cfg->dev, op) : 0.0;
@@ -251,8 +274,10 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
         }
         if (++r->drops_done[s] >= r->drops_total[s]) free_storage(r, s, i);
     }
-    /* outputs nobody holds die with the op (a result nobody reads) */
-    for (int k = 0; k < op->n_outputs; k++) {
+    /* the slot keeps the first output; other outputs nobody holds die with the op (a result
+     * nobody reads) */
+    if (op->slot > 0 && op->n_outputs > 0) r->slot_held[op->slot] = r->storage[op->outputs[0]];
+    for (int k = op->slot > 0 ? 1 : 0; k < op->n_outputs; k++) {
         int s = r->storage[op->outputs[k]];
         if (!graph_tensor_c(g, s)->persistent && r->drops_total[s] == 0) free_storage(r, s, i);
     }
@@ -372,6 +397,7 @@ static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
     r->cfg = cfg;
     r->res = res;
     r->stop_step = -1;
+    for (int k = 0; k < GRAPH_MAX_SLOTS; k++) r->slot_held[k] = -1;
     r->n_t = graph_num_tensors(g);
     size_t n = (size_t)r->n_t + 1;
     r->storage = malloc(n * sizeof(int));

@@ -500,7 +500,10 @@ static VrStatus derive_one(Deriv *d, int f) {
             gi_of[i] = d->grad_of[fop.outputs[gs->pass_output]];
             continue; /* may be -1: that output got no gradient */
         }
-        uint64_t bytes = gs->grad_bytes ? gs->grad_bytes : x->bytes;
+        /* a view owns no storage, but its gradient is a tensor of the view's size (a Linear on
+         * the attention output's view: MmBackward0 allocates dX, optrace_pub-c04) */
+        uint64_t bytes = gs->grad_bytes ? gs->grad_bytes
+                       : x->base >= 0 ? (uint64_t)x->numel * dtype_size(x->dtype) : x->bytes;
         int t;
         if ((st = new_tensor(g, "grad:", x->name, bytes, gs->grad_dtype, CAT_TEMP, &t))) return st;
         g->tensors[t].grad_view = gs->view;
@@ -586,14 +589,19 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
             if (cur_layer >= 0 && cur_layer != prefetched && (st = emit_hooks(&d, cur_layer, 1, n_fwd)))
                 break;
             /* backward prefetch (FSDP2, ZeRO-3): the next layer's pre-backward hooks (its
-             * all-gather) are issued as this layer's backward starts */
+             * all-gather) are issued as this layer's backward starts; as backward itself starts
+             * (the head and loss, outside every layer) the root's pre-backward prefetches the
+             * last layer (fulltrace_dev-x2-fsdp2-raf1-trace: its all-gather comes before the
+             * loss's backward) */
             int next = -1;
             for (int k = f - 1; k >= d.first && next < 0; k--)
                 if (g->ops[k].phase == PH_FWD && !g->ops[k].hook && g->ops[k].layer != cur_layer &&
                     g->ops[k].layer >= 0)
                     next = g->ops[k].layer;
-            if (cur_layer >= 0 && next >= 0 && (st = emit_hooks(&d, next, 1, n_fwd))) break;
-            prefetched = next;
+            if (next >= 0 && next != prefetched) {
+                if ((st = emit_hooks(&d, next, 1, n_fwd))) break;
+                prefetched = next;
+            }
         }
         if (ensure_cap(&d, (size_t)g->n_tensors + 2 * (size_t)g->ops[f].n_inputs + 16)) {
             st = VR_ENOMEM;

@@ -103,6 +103,12 @@ typedef struct Op {
     int kernels;           /* kernel launches the op makes (a foreach op: one per tensor-list
                               chunk; a derived GEMM backward: one per input gradient); 0 = 1 */
     int bwd_kernels;       /* forward op: launches of its backward (0: derived as above) */
+    int slot;              /* > 0: the op's first output is held in this slot until the next op of
+                              the same slot runs, which frees it just before allocating its own
+                              outputs, or just after with slot_free_after (FSDP2 keeps each
+                              all-gather output and reduce-scatter input until the next collective
+                              of its kind, instead of record_stream) */
+    bool slot_free_after;
     double host_extra_ns;  /* host CPU time the op costs beyond its dispatch and launches: the
                               per-parameter Python and C++ work of an optimizer step */
     int gemms;             /* GEMM kernels the op runs (a derived backward GEMM op: one per input
@@ -126,6 +132,7 @@ typedef struct Op {
     bool once;             /* runs in the first step only (optimizer state creation) */
     int at_step;           /* > 0: runs in that step only (DDP rebuilds its buckets in step 1);
                               0 = every step (or the first, with once) */
+    int from_step;         /* > 0: runs in that step and every later one (DDP's rebuilt buckets) */
     bool no_grad;          /* forward op run under torch.no_grad(): outputs need no grad */
 } Op;
 
@@ -174,6 +181,7 @@ const char *graph_error(const Graph *g);
 size_t dtype_size(DType d);          /* bytes per element (NF4: 1, two values per byte) */
 const char *dtype_name(DType d);
 #define GRAPH_MAX_WORKSPACES 16 /* workspaces (and backward workspaces) of one op */
+#define GRAPH_MAX_SLOTS 8       /* hold slots (Op.slot), 1..GRAPH_MAX_SLOTS-1 */
 #define STREAM_COUNT 5 /* compute, collectives, host-to-device, device-to-host, reduce-scatter */
 
 /* Parses "fp32", "float32", "bf16", ... ; returns VR_EINVAL for an unknown name. */

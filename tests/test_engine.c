@@ -39,6 +39,7 @@ typedef struct OpArgs {
     uint64_t ws[2]; int nws;
     bool once;
     const char *kind;
+    int slot; bool slot_free_after;
 } OpArgs;
 
 static int op(Graph *g, OpArgs a) {
@@ -48,7 +49,7 @@ static int op(Graph *g, OpArgs a) {
             .fwd_op = -1, .inputs = a.in, .n_inputs = a.nin, .outputs = a.out,
             .n_outputs = a.nout, .saves = a.saves, .n_saves = a.nsaves, .frees = a.frees,
             .n_frees = a.nfrees, .workspace = a.ws, .n_workspace = a.nws, .grads = grads,
-            .layer = -1, .once = a.once};
+            .layer = -1, .once = a.once, .slot = a.slot, .slot_free_after = a.slot_free_after};
     int id = -1;
     assert_int_equal(graph_add_op(g, &o, &id), VR_OK);
     return id;
@@ -607,6 +608,31 @@ static void test_view_keeps_base_alive(void **state) {
     graph_free(g);
 }
 
+/* A hold slot keeps an op's output until the next op of the slot: freed before that op's
+ * allocation (FSDP2's reduce-scatter input) or after it (its forward all-gather output), and a
+ * slot op without outputs just releases. Three 4096-byte buffers, one after another, then a
+ * release: with the free first at most one is live (peak 4096); freed after, two (8192). */
+static void test_hold_slots(void **state) {
+    (void)state;
+    for (int after = 0; after <= 1; after++) {
+        Graph *g;
+        assert_int_equal(graph_new(&g), VR_OK);
+        int buf[3];
+        for (int k = 0; k < 3; k++) {
+            buf[k] = tensor(g, "buf", 4096, CAT_TEMP, false, false);
+            op(g, (OpArgs){.name = "collective", .phase = PH_FWD, .out = {buf[k]}, .nout = 1,
+                           .slot = 1, .slot_free_after = after});
+        }
+        op(g, (OpArgs){.name = "release", .phase = PH_FWD, .kind = "none", .slot = 1});
+        AllocConfig ac = ideal(0);
+        SimResult *r = run(g, 2, &ac, NULL);
+        assert_int_equal(r->steps[1].peak_allocated, after ? 8192 : 4096);
+        assert_int_equal(r->steps[1].end_allocated, 0);
+        engine_result_free(r);
+        graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_peak_ideal),
@@ -622,6 +648,7 @@ int main(void) {
         cmocka_unit_test(test_cublas_workspaces),
         cmocka_unit_test(test_steps_must_be_positive),
         cmocka_unit_test(test_view_keeps_base_alive),
+        cmocka_unit_test(test_hold_slots),
     };
     return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }

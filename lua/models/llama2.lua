@@ -276,9 +276,9 @@ local function attention(cx, name, q, k, v, sh, b, s, impl)
     local out = nn.new_tensor(cx, name .. ".attn_out", shape, dt, not cx.no_grad)
     local lse = nn.new_tensor(cx, name .. ".softmax_stats", lse_shape, "fp32", false)
     nn.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention", inputs = { q, k, v },
-                out_tensors = { seed, off, out, lse }, saves = { q, k, v, out, lse, seed, off },
+                out_tensors = { seed, off, out, lse }, saves = { q, k, v, lse, out, seed, off },
                 workspace = { 256 }, grad_order = { 1, 2, 3 },
-                bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") },
+                bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") + 256 },
                 flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
     return out
   end
@@ -387,8 +387,10 @@ function M.build(cx, cfg)
 
   -- one forward pass (a micro-batch); gradient accumulation calls it again
   local function forward()
-    -- embedding
-    gather(P, { "embed" }, -1)
+    -- embedding; FSDP2's root group (embed_tokens, norm, lm_head: what fully_shard(model)
+    -- holds beside the layers) is one all-gather as forward starts, kept through backward
+    local root_at_once = cx.dp and cx.dp.kind == "fsdp2"
+    gather(P, root_at_once and { "embed", "norm", "lm_head" } or { "embed" }, -1)
     local x
     -- device_map: the hidden state as it travels between devices (nil: not on this GPU)
     local hidden = { shape = { b, s, h }, dtype = pdtype }
@@ -398,11 +400,16 @@ function M.build(cx, cfg)
       x = nn.op(cx, { name = "embed_tokens", kind = "gather", inputs = { ids, PE.embed },
                       outs = { { "inputs_embeds", { b, s, h }, PE.embed.dtype } },
                       saves = { ids }, grads = { "none", { dtype = PE.embed.dtype } },
-                      bwd_workspace = { b * s * h * 4 } })
+                      -- embedding_backward_cuda_kernel's fp32 partial sums, sized for the most
+                      -- partial segments there can be without a device sync: numel /
+                      -- NROWS_PER_THREAD (10) + min(numel, vocab) rows of h (fulltrace_pub-c04:
+                      -- 147636224 bytes at 8192 tokens)
+                      bwd_workspace = { (b * s // 10 + math.min(b * s, sh.vocab)) * h * 4 } })
       if dmap then dmap.stream_out(cx, "embed", streamed) end
     else
       x = nil
     end
+    local embeds = x
     if x and lora and t.checkpointing then
       -- enable_input_require_grads(): a forward hook makes the embedding output require grad
       x.rg = true
@@ -451,11 +458,18 @@ function M.build(cx, cfg)
         end
         return linear(cx, pre .. ".self_attn." .. nm .. "_proj", hn, w)
       end
-      local q, k, v = proj("q", L.q), proj("k", L.k), proj("v", L.v)
-      -- .view(b, s, heads, hd).transpose(1, 2): backward copies the non-contiguous gradient
+      -- `x_proj(hidden_states).view(hidden_shape).transpose(1, 2)` for q, then k, then v (the
+      -- autograd nodes in that order); backward copies the non-contiguous gradient
+      local q = proj("q", L.q)
       if ck_attn then cx.region = l end
       local qv = nn.view_op(cx, pre .. ".q_heads", q, { b, sh.heads, s, hd })
+      if ck_attn then cx.region = nil end
+      local k = proj("k", L.k)
+      if ck_attn then cx.region = l end
       local kv = nn.view_op(cx, pre .. ".k_heads", k, { b, sh.kv_heads, s, hd })
+      if ck_attn then cx.region = nil end
+      local v = proj("v", L.v)
+      if ck_attn then cx.region = l end
       local vv = nn.view_op(cx, pre .. ".v_heads", v, { b, sh.kv_heads, s, hd })
       local qe = rotary(cx, pre .. ".q_rotary", qv, cos, sin)
       local ke = rotary(cx, pre .. ".k_rotary", kv, cos, sin)
@@ -466,12 +480,15 @@ function M.build(cx, cfg)
       -- (with checkpointing transformers turns use_cache off: no copies)
       local kc, vc = ke, vv
       if not t.checkpointing or t.inference then
+        -- `key_states, value_states = past_key_values.update(...)`: both copies are made before
+        -- the names are rebound and the originals go (fulltrace_dev-x2-zero1-trace)
         kc = nn.op(cx, { name = pre .. ".cache_keys", kind = "copy", inputs = { ke },
                          outs = { { pre .. ".cache.keys", ke.shape, ke.dtype } },
-                         grads = { { pass = 1 } } })
+                         grads = { { pass = 1 } }, frees = {} })
         vc = nn.op(cx, { name = pre .. ".cache_values", kind = "transpose", inputs = { vv },
                          outs = { { pre .. ".cache.values", vv.shape, vv.dtype } },
-                         grads = { { pass = 1 } } })
+                         grads = { { pass = 1 } }, frees = {} })
+        nn.release(cx, { ke, vv }, pre .. ": key/value states rebound to the cache's")
       end
       if sh.kv_heads ~= sh.heads then
         -- repeat_kv: expand + reshape copies the keys and values to every query head
@@ -512,18 +529,22 @@ function M.build(cx, cfg)
       local m = nn.mul(cx, pre .. ".mlp.mul", act, u, act.dtype)
       local d = linear(cx, pre .. ".mlp.down_proj", m, L.down)
       nn.release(cx, { hn2 }, pre .. ": hidden_states reassigned")
+      -- `hidden_states = residual + hidden_states`: the MLP output goes with the rebinding,
+      -- the residual when the layer returns
       x = nn.op(cx, { name = pre .. ".residual_add2", inputs = { h1, d },
                       outs = { { pre .. ".out", { b, s, h }, promote(h1.dtype, d.dtype) } },
-                      grads = { { pass = 1 }, { pass = 1 } } })
-      -- LlamaModel.forward's `hidden_states` keeps the layer's input until the layer returns
-      nn.release(cx, { residual }, pre .. ": returns")
+                      grads = { { pass = 1 }, { pass = 1 } }, frees = { d, h1 } })
+      -- LlamaModel.forward's `hidden_states` keeps the layer's input until the layer returns;
+      -- the first layer's input is also its `inputs_embeds`, alive until the model returns
+      -- (fulltrace_dev-x2-zero1-trace: no 64 MiB free after layer 0)
+      if residual ~= embeds then nn.release(cx, { residual }, pre .. ": returns") end
       if dp then dp.release(cx, l - 1) end
       if dmap then dmap.stream_out(cx, l - 1, streamed) end
       ::next_layer::
     end
     cx.layer = -1
     cx.region = nil
-    gather(P, { "norm", "lm_head" }, -1)
+    if not root_at_once then gather(P, { "norm", "lm_head" }, -1) end
     local PH = P
     if dmap then
       -- final norm and head: on this GPU only if placed here (then they end the forward here)
@@ -542,6 +563,7 @@ function M.build(cx, cfg)
     end
     local hf = rmsnorm(cx, "model.norm", x, PH.norm)
     nn.release(cx, { x }, "model.norm: hidden_states reassigned")
+    if embeds and embeds ~= x then nn.release(cx, { embeds }, "LlamaModel.forward returns: inputs_embeds") end
     local logits = linear(cx, "lm_head", hf, PH.lm_head)
     if dmap and cx.streamed_tail then
       dmap.stream_out(cx, "norm", cx.streamed_tail[1])

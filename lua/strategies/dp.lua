@@ -116,6 +116,9 @@ end
 -- the compute stream, the flat buffer freed; in backward the unsharded gradients are copied into
 -- one flat reduce-scatter input (in the reduce dtype) on the reduce-scatter stream, and the
 -- sharded gradients are views of one flat output.
+-- Engine hold slots (Op.slot) of FSDP2: a collective's buffer kept until the next of its kind.
+local SLOT_REDUCE_SCATTER, SLOT_ALL_GATHER = 1, 2
+
 local function gather_module(cx, s, list, layer, phase, hook, names_suffix, remaps)
   local flat_bytes = 0
   for _, it in ipairs(list) do flat_bytes = flat_bytes + it.bytes * s.n end
@@ -138,14 +141,19 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
   for i, it in ipairs(list) do if it.p.shard.host then frees[#frees] = frees[#frees] end end
   local host_inputs = {}
   for i, it in ipairs(list) do if it.p.shard.host then host_inputs[#host_inputs + 1] = inputs[i] end end
+  -- in forward FSDP2 keeps the output until the next module's all-gather has been issued
+  -- (AllGatherState, freed in the next wait_for_unshard; no record_stream); in backward, and in
+  -- ZeRO-3, it is freed once copied out
+  local deferred = s.kind == "fsdp2" and phase == "fwd"
   op(cx, { name = ("all_gather layer %d%s"):format(layer, names_suffix), kind = "allgather", stream = 1,
            phase = phase, hook = hook, layer = layer, inputs = inputs, outputs = { flat },
-           frees = host_inputs, bytes = flat_bytes, world = s.n })
+           frees = host_inputs, bytes = flat_bytes, world = s.n,
+           slot = deferred and SLOT_ALL_GATHER or nil, slot_free_after = deferred or nil })
   local outs = {}
   for i, it in ipairs(list) do outs[i] = it.full end
   op(cx, { name = ("all-gather copy-out layer %d%s"):format(layer, names_suffix), kind = "copy",
            phase = phase, hook = hook, layer = layer, inputs = { flat }, outputs = outs,
-           frees = { flat }, bytes = 2 * flat_bytes, remap_of = remaps })
+           frees = deferred and {} or { flat }, bytes = 2 * flat_bytes, remap_of = remaps })
 end
 
 function M.gather(cx, holder, keys, layer)
@@ -177,6 +185,12 @@ end
 function M.release(cx, layer, keep)
   local s = cx.dp
   if not s or not cx.shard_params then return end
+  if layer == -1 and s.kind == "fsdp2" then
+    -- forward ends (the root's release): the last all-gather output kept is dropped before
+    -- backward's first all-gather
+    op(cx, { name = "all-gather state freed (forward ends)", kind = "none", phase = "fwd",
+             slot = SLOT_ALL_GATHER })
+  end
   local list = s.gathered[layer] or {}
   if #list == 0 then return end
   local raf = s.opts.raf and not keep
@@ -215,15 +229,19 @@ function M.release(cx, layer, keep)
   if #grads > 0 then
     local rin = tensor(cx, ("reduce-scatter input (layer %d)"):format(layer), rs_bytes,
                        rdt or list[1].dtype, "temp", false)
-    op(cx, { name = ("reduce-scatter copy-in layer %d"):format(layer), kind = "copy", stream = 4,
+    -- FSDP2 (foreach_reduce) makes and fills the input on the current stream and keeps it until
+    -- the next reduce-scatter (ReduceScatterState); ZeRO-3's lives on the reduce stream
+    local fsdp2 = s.kind == "fsdp2"
+    op(cx, { name = ("reduce-scatter copy-in layer %d"):format(layer), kind = "copy", stream = fsdp2 and 0 or 4,
              phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
-             drop_persistent = true, outputs = { rin }, bytes = 2 * rs_bytes })
+             drop_persistent = true, outputs = { rin }, bytes = 2 * rs_bytes,
+             slot = fsdp2 and SLOT_REDUCE_SCATTER or nil })
     local rout = tensor(cx, ("reduce-scatter output (layer %d)"):format(layer), (rs_bytes + s.n - 1) // s.n,
                         rdt or list[1].dtype, "grad", true)
     for _, sg in ipairs(outs) do sg.flat = rout end
     op(cx, { name = ("reduce_scatter layer %d"):format(layer), kind = "reduce_scatter", stream = 4,
              phase = "bwd", hook = 2, layer = layer, inputs = { rin }, outputs = { rout },
-             frees = { rin }, bytes = rs_bytes, world = s.n })
+             frees = fsdp2 and {} or { rin }, bytes = rs_bytes, world = s.n })
     if s.opts.offload_optimizer == "cpu" or s.opts.offload_param == "cpu" then
       op(cx, { name = ("copy gradient shards of layer %d to host"):format(layer), kind = "d2h", stream = 3,
                phase = "bwd", hook = 2, layer = layer, inputs = { rout }, frees = { rout },
@@ -233,6 +251,12 @@ function M.release(cx, layer, keep)
     s.rs_outputs[#s.rs_outputs + 1] = rout
   end
   op(cx, { name = "free gathered layer " .. layer, phase = "bwd", hook = 2, layer = layer, frees = used })
+  if layer == -1 and s.kind == "fsdp2" then
+    -- the root's hooks end backward: its final callback waits for the last reduce-scatter and
+    -- drops the input it kept
+    op(cx, { name = "reduce-scatter state freed (backward ends)", kind = "none", phase = "bwd",
+             hook = 2, layer = layer, slot = SLOT_REDUCE_SCATTER })
+  end
   s.gathered[layer] = nil
 end
 
@@ -309,20 +333,35 @@ local function ddp_buckets(s, trainable)
   return buckets
 end
 
--- As the first forward starts (before the model's first op): after the first iteration DDP
--- rebuilds its buckets in the order gradients became ready (Reducer::rebuild_buckets, called
--- from DistributedDataParallel._pre_forward of the second iteration): the new buckets are
--- allocated before that forward's activations, and the old ones live on until it ends.
+-- DDP's buckets (torch/nn/parallel/distributed.py, _ddp_init_helper): with
+-- find_unused_parameters=False (the default) the first iteration has one bucket of every
+-- gradient, since the parameters' order need not be the order gradients become ready; after it
+-- DDP rebuilds its buckets in that order (Reducer::rebuild_buckets, called from
+-- DistributedDataParallel._pre_forward of the second iteration), capped at bucket_cap_mb. The
+-- rebuilt buckets are allocated before that forward's activations. The old bucket goes when its
+-- last reference does: ProcessGroupNCCL stashes the step-0 all-reduce's tensors until the main
+-- thread next calls into the process group after the work completed (pytorch#150079). Under
+-- ZeRO-1 the optimizer's broadcasts made that call, so the bucket is freed at the rebuild (3 of
+-- the 4 measured ranks); under plain DDP the next call is step 1's first all-reduce.
 function M.before_forward(cx, params)
   local s = cx.dp
   if not (s.kind == "ddp" or s.kind == "zero1") or s.ddp_buckets then return end
   local trainable = {}
   for _, p in ipairs(params) do if p.trainable then trainable[#trainable + 1] = p end end
   s.ddp_buckets = ddp_buckets(s, trainable)
+  local total = 0
+  for _, b in ipairs(s.ddp_buckets) do total = total + b.bytes end
+  s.first_bucket = tensor(cx, "ddp bucket (first iteration: every gradient)", total,
+                          trainable[1] and trainable[1].dtype or "bf16", "grad", true)
+  if s.kind == "zero1" then
+    op(cx, { name = "DDP first-iteration bucket freed", phase = "fwd", at_step = 1, layer = -1,
+             frees = { s.first_bucket }, drop_persistent = true })
+  end
   local rebuilt = {}
   for bi, b in ipairs(s.ddp_buckets) do
     rebuilt[bi] = tensor(cx, ("ddp bucket %d (rebuilt)"):format(bi - 1), b.bytes, b.params[1].dtype,
                          "grad", true)
+    b.id = rebuilt[bi]
   end
   op(cx, { name = "DDP rebuild_buckets", phase = "fwd", at_step = 1, outputs = rebuilt, layer = -1 })
 end
@@ -336,43 +375,70 @@ function M.before_backward(cx, cfg, params)
   for _, p in ipairs(params) do if p.trainable then trainable[#trainable + 1] = p end end
 
   if s.kind == "ddp" or s.kind == "zero1" then
-    -- DDP's constructor first broadcasts the module's state from rank 0 (_sync_module_states:
-    -- _broadcast_coalesced flattens the parameters into buffers of up to 250 MiB, one at a time)
-    local chunk, limit = 0, 250 * 2^20
-    local function flush()
-      if chunk == 0 then return end
-      local flat = tensor(cx, "DDP broadcast buffer", chunk, "uint8", "temp", false)
-      op(cx, { name = "DDP _broadcast_coalesced", kind = "broadcast", phase = "build",
-               outputs = { flat }, frees = {} })
-      op(cx, { name = "DDP broadcast buffer freed", phase = "build", frees = { flat } })
-      chunk = 0
-    end
+    -- DDP's constructor first broadcasts the module's state from rank 0 (_sync_module_states ->
+    -- c10d broadcast_coalesced, torch/csrc/distributed/c10d/comm.cpp): buckets of 250 MiB by
+    -- compute_bucket_assignment_by_size (a bucket closes once it reaches the limit, so the
+    -- tensor that crosses it is in it), each flattened into one buffer (a lone tensor is its own
+    -- view, no buffer), at most two in flight: a third waits for the first, whose buffer goes
+    -- then (fulltrace_dev-x2-zero1-trace: 314572800, 314589184, free, 281034752, ...)
+    local limit = 250 * 2^20
+    local groups, cur = {}, nil
     for _, p in ipairs(params) do
-      local b = pbytes(p)
-      if chunk > 0 and chunk + b > limit then flush() end
-      chunk = chunk + b
+      cur = cur or { bytes = 0, n = 0 }
+      cur.bytes, cur.n = cur.bytes + pbytes(p), cur.n + 1
+      if cur.bytes >= limit then groups[#groups + 1] = cur; cur = nil end
     end
-    flush()
-    local buckets = s.ddp_buckets or ddp_buckets(s, trainable)
-    local old = {}
+    if cur then groups[#groups + 1] = cur end
+    local in_flight = {}
+    local function finish_front()
+      local f = table.remove(in_flight, 1)
+      if f then op(cx, { name = "DDP broadcast buffer freed", phase = "build", frees = { f } }) end
+    end
+    for _, grp in ipairs(groups) do
+      if #in_flight >= 2 then finish_front() end
+      local flat = false
+      if grp.n > 1 then
+        flat = tensor(cx, "DDP broadcast buffer", grp.bytes, "uint8", "temp", false)
+        op(cx, { name = "DDP _broadcast_coalesced", kind = "broadcast", phase = "build",
+                 outputs = { flat }, frees = {} })
+      end
+      in_flight[#in_flight + 1] = flat
+    end
+    while #in_flight > 0 do finish_front() end
+    local buckets = s.ddp_buckets
+    -- step 0: the one bucket of every gradient, complete (and all-reduced) once the first
+    -- parameter's gradient, the last to be ready, is
+    op(cx, { name = "DDP bucket (first iteration)", phase = "build", outputs = { s.first_bucket } })
+    local all_ids, total, last_layer = {}, 0, -1
+    for i = #trainable, 1, -1 do all_ids[#all_ids + 1] = trainable[i].id end
+    for _, b in ipairs(buckets) do total = total + b.bytes end
+    for _, p in ipairs(trainable) do if (p.layer or -1) > last_layer then last_layer = p.layer end end
+    local first_layer = trainable[1] and trainable[1].layer or -1
+    local filled0 = filled_event(cx, "first-iteration bucket")
+    op(cx, { name = "copy grads into the first-iteration bucket", kind = "elementwise", phase = "bwd",
+             hook = 2, layer = first_layer, once = true, grads_of = all_ids,
+             inputs = { s.first_bucket }, outputs = { filled0 }, bytes = 2 * total })
+    op(cx, { name = "all_reduce the first-iteration bucket", kind = "allreduce", stream = 1,
+             phase = "bwd", hook = 2, layer = first_layer, once = true,
+             inputs = { s.first_bucket, filled0 }, bytes = total, world = n })
+    if s.kind == "ddp" then
+      op(cx, { name = "DDP first-iteration bucket freed", phase = "bwd", hook = 2, layer = last_layer,
+               at_step = 1, frees = { s.first_bucket }, drop_persistent = true })
+    end
+    -- from step 1: the rebuilt buckets, each all-reduced as its last parameter's gradient is ready
     for bi, b in ipairs(buckets) do
-      b.id = tensor(cx, ("ddp bucket %d"):format(bi - 1), b.bytes, b.params[1].dtype, "grad", true)
-      old[bi] = b.id
-      op(cx, { name = "DDP bucket " .. (bi - 1), phase = "build", outputs = { b.id } })
-      -- the bucket is complete when its last parameter (lowest layer) is ready
       local last = b.params[#b.params]
       local gids = {}
       for _, p in ipairs(b.params) do gids[#gids + 1] = p.id end
       local filled = filled_event(cx, ("bucket %d"):format(bi - 1))
       op(cx, { name = ("copy grads into bucket %d"):format(bi - 1), kind = "elementwise",
-               phase = "bwd", hook = 2, layer = last.layer or -1, grads_of = gids,
+               phase = "bwd", hook = 2, layer = last.layer or -1, from_step = 1, grads_of = gids,
                inputs = { b.id }, outputs = { filled }, bytes = 2 * b.bytes })
       op(cx, { name = ("all_reduce bucket %d"):format(bi - 1), kind = "allreduce", stream = 1,
-               phase = "bwd", hook = 2, layer = last.layer or -1, inputs = { b.id, filled },
-               bytes = b.bytes, world = n })
+               phase = "bwd", hook = 2, layer = last.layer or -1, from_step = 1,
+               inputs = { b.id, filled }, bytes = b.bytes, world = n })
     end
     s.buckets = buckets
-    s.old_buckets = old
     return
   end
 
@@ -526,10 +592,6 @@ end
 -- After the optimizer: what the strategy sends. ZeRO-1 broadcasts the updated parameters.
 function M.after_step(cx)
   local s = cx.dp
-  if s.old_buckets then
-    op(cx, { name = "DDP old buckets freed", phase = "optim", at_step = 1, frees = s.old_buckets,
-             drop_persistent = true })
-  end
   if s.kind == "zero1" then
     local total = 0
     for _, b in ipairs(s.buckets) do total = total + b.bytes end

@@ -150,9 +150,11 @@ end
 
 -- a * b: MulBackward keeps b for a's gradient and a for b's, only where that one is needed.
 function nn.mul(cx, name, a, b, dtype, extra)
+  -- MulBackward0 saves `other` before `self` (their order of use in derivatives.yaml) and
+  -- releases them in that order
   local saves = {}
-  if b.rg then saves[#saves + 1] = a end
   if a.rg then saves[#saves + 1] = b end
+  if b.rg then saves[#saves + 1] = a end
   local big, small = a, b
   if nn.numel(b.shape) > nn.numel(a.shape) then big, small = b, a end
   local shape = big.shape

@@ -144,6 +144,27 @@ def write_trace(path, entries):
     os.replace(tmp, path)
 
 
+TRACE_MAX_ENTRIES = 20_000_000
+
+
+def start_trace():
+    """Record the allocator's history (every device's) from here on, without stacks."""
+    import torch
+    torch.cuda.memory._record_memory_history(enabled="all", context=None,
+                                             max_entries=TRACE_MAX_ENTRIES)
+
+
+def finish_trace(path, device=0):
+    """Snapshot the history start_trace() recorded, stop recording and write device `device`'s
+    events to `path` (write_trace's format). Returns the number of events written."""
+    import torch
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    entries = snap["device_traces"][device] if snap.get("device_traces") else []
+    write_trace(path, entries)
+    return len(entries)
+
+
 def worker(cfg, result_path, trace_dir):
     """One configuration, in this (fresh) process. Writes the record as JSON to result_path."""
     t_proc = time.perf_counter()
@@ -174,8 +195,7 @@ def worker(cfg, result_path, trace_dir):
 
     tracing = bool(cfg.get("trace"))
     if tracing:
-        torch.cuda.memory._record_memory_history(enabled="all", context=None,
-                                                 max_entries=20_000_000)
+        start_trace()
 
     torch.manual_seed(0)
     dtype = {"bf16": torch.bfloat16, "lora_bf16": torch.bfloat16, "fp16": torch.float16}.get(mode)
@@ -284,13 +304,9 @@ def worker(cfg, result_path, trace_dir):
     if eff_attn and eff_attn != attn:
         rec["attn_effective"] = eff_attn
     if tracing:
-        snap = torch.cuda.memory._snapshot()
-        torch.cuda.memory._record_memory_history(enabled=None)
-        entries = snap["device_traces"][0] if snap.get("device_traces") else []
         fname = f"fulltrace_{name}.csv.gz"
-        write_trace(os.path.join(trace_dir, fname), entries)
         rec["trace"] = fname
-        rec["trace_events"] = len(entries)
+        rec["trace_events"] = finish_trace(os.path.join(trace_dir, fname))
     rec["process_s"] = time.perf_counter() - t_proc
     with open(result_path, "w") as f:
         json.dump(rec, f)

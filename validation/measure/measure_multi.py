@@ -17,7 +17,14 @@ strategy: ddp   DistributedDataParallel(model, device_ids=[rank]) (bucket 25 MiB
 The model is built on each rank's GPU and cast like the single-GPU runs before it is wrapped.
 
   measure_multi.py --plan PLAN.jsonl --out validation/multi_h200x2.jsonl [--nproc 2]
+                   [--trace-dir DIR] [--deadline-s S]
   (the driver starts `torchrun --standalone --nproc_per_node N` for each configuration)
+
+With --trace-dir each rank records the allocator's history from process start (right after
+torch.cuda.set_device, before the process group and the model) as measure_llama.py's traces do,
+and after the last step writes DIR/fulltrace_<name>-rank<R>.csv.gz (columns
+seq,time_us,action,addr,size,stream); that rank's entry in the record then carries "trace" (the
+file name) and "trace_events".
 """
 import argparse
 import json
@@ -29,10 +36,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure_llama import MIB, context_figures, nvml_device_used_mib, shape_config  # noqa: E402
+from measure_llama import (MIB, context_figures, finish_trace, nvml_device_used_mib,  # noqa: E402
+                           shape_config, start_trace)
 
 
-def worker(cfg, result_dir):
+def worker(cfg, result_dir, trace_dir=None):
     import torch
     import torch.distributed as dist
     import transformers
@@ -44,6 +52,8 @@ def worker(cfg, result_dir):
     idle_mib = nvml_device_used_mib(index=local)
     torch.cuda.set_device(local)
     dev = torch.device("cuda", local)
+    if trace_dir:
+        start_trace()
     dist.init_process_group("nccl", device_id=dev)
 
     strategy, mode = cfg["strategy"], cfg["mode"]
@@ -150,6 +160,10 @@ def worker(cfg, result_dir):
     ctx, ctx_raw = context_figures(dev, idle_mib)
     r.update(ctx)
     r.update(ctx_raw)
+    if trace_dir:
+        fname = f"fulltrace_{cfg['name']}-rank{rank}.csv.gz"
+        r["trace"] = fname
+        r["trace_events"] = finish_trace(os.path.join(trace_dir, fname), device=dev.index)
     head = {"name": cfg["name"], "shape": cfg["shape"], "batch": batch, "seq": seq, "mode": mode,
             "ckpt": ckpt, "attn": attn, "optim": "adamw_foreach", "torch": torch.__version__,
             "gpu": props.name, "transformers": transformers.__version__,
@@ -173,14 +187,19 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--deadline-s", type=float, default=0)
+    ap.add_argument("--trace-dir", default=None,
+                    help="record each rank's allocator history into DIR/fulltrace_<name>-rank<R>.csv.gz")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--result-dir", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
-        worker(json.loads(a.worker), a.result_dir)
+        worker(json.loads(a.worker), a.result_dir, a.trace_dir)
         return 0
     if not a.plan or not a.out:
         ap.error("need --plan and --out")
+    trace_dir = os.path.abspath(a.trace_dir) if a.trace_dir else None
+    if trace_dir:
+        os.makedirs(trace_dir, exist_ok=True)
     with open(a.plan) as f:
         configs = [json.loads(l) for l in f if l.strip() and not l.lstrip().startswith("#")]
     here = os.path.abspath(__file__)
@@ -205,6 +224,8 @@ def main():
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                f"--nproc_per_node={a.nproc}", here, "--worker", json.dumps(cfg), "--result-dir", rd]
+        if trace_dir:
+            cmd += ["--trace-dir", trace_dir]
         log(f"RUN  {cfg['name']}: {json.dumps(cfg)}")
         t0 = time.time()
         try:

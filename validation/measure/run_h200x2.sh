@@ -4,14 +4,31 @@
 # then (if time is left) a single-GPU plan on GPU 0. Results are staged under $STAGE with the
 # repository's layout and packed into $OUT/results.tar.gz.
 #   usage: bash validation/measure/run_h200x2.sh [MULTI_PLAN] [SINGLE_PLAN]
+# TRACES_ONLY=1: no calibration build, links or recheck, no single plan; only the multi plan
+# (default validation/measure/plan_multi_x2_traces.jsonl) with per-rank allocator traces into
+# $STAGE/validation/traces and records into $STAGE/validation/multi_h200x2_traces.jsonl.
+#   usage: TRACES_ONLY=1 bash validation/measure/run_h200x2.sh [MULTI_PLAN]
 set -u
 T0=$(date +%s)
 BUDGET_S=${BUDGET_S:-550}
-MPLAN=${1:-validation/measure/plan_multi_x2.jsonl}
-SPLAN=${2:-}
+TRACES_ONLY=${TRACES_ONLY:-0}
+if [ "$TRACES_ONLY" = 1 ]; then
+  MPLAN=${1:-validation/measure/plan_multi_x2_traces.jsonl}
+  SPLAN=
+else
+  MPLAN=${1:-validation/measure/plan_multi_x2.jsonl}
+  SPLAN=${2:-}
+fi
 OUT=${OUT:-/tmp/vrsim-out}
 STAGE=${STAGE:-/tmp/vrsim-stage}
 mkdir -p "$OUT" "$STAGE/lua/hw/calibrated" "$STAGE/validation/traces"
+if [ "$TRACES_ONLY" = 1 ]; then
+  MOUT="$STAGE/validation/multi_h200x2_traces.jsonl"
+  MTRACE=(--trace-dir "$STAGE/validation/traces")
+else
+  MOUT="$STAGE/validation/multi_h200x2.jsonl"
+  MTRACE=()
+fi
 # NVLink multicast stays off on these machines (KINDS.md)
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 elapsed() { echo $(( $(date +%s) - T0 )); }
@@ -26,6 +43,7 @@ elapsed() { echo $(( $(date +%s) - T0 )); }
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
+if [ "$TRACES_ONLY" != 1 ]; then
 echo "== [$(elapsed) s] calibration build"
 CAL=sim/calib/vrsim-calibrate
 make -C sim/calib 2>&1 || CAL=.prebuilt/vrsim-calibrate
@@ -45,11 +63,12 @@ CUDA_VISIBLE_DEVICES=0 timeout 100 $RECMD > "$OUT/recheck.txt" 2>&1; echo "reche
 grep -E "^single|^copy|pinned|pageable" "$OUT/recheck.txt" | head -80
 cp validation/measure/recheck_h200x2_gpu0.lua "$STAGE/validation/measure/" 2>/dev/null
 cp "$OUT/recheck.txt" "$STAGE/" 2>/dev/null
+fi  # TRACES_ONLY
 
 echo "== [$(elapsed) s] multi plan $MPLAN"
 LEFT=$(( BUDGET_S - $(elapsed) ))
-python3 validation/measure/measure_multi.py --plan "$MPLAN" --out "$STAGE/validation/multi_h200x2.jsonl" \
-  --nproc 2 --deadline-s $LEFT 2>&1; echo "multi rc=$?"
+python3 validation/measure/measure_multi.py --plan "$MPLAN" --out "$MOUT" \
+  --nproc 2 --deadline-s $LEFT ${MTRACE[@]+"${MTRACE[@]}"} 2>&1; echo "multi rc=$?"
 
 if [ -n "$SPLAN" ]; then
   echo "== [$(elapsed) s] single plan $SPLAN on GPU 0"
