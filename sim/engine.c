@@ -159,6 +159,41 @@ static bool at_stop(const Run *r, int step) {
     return r->stop_step >= 0 && r->stop_step == step && r->alloc_seq >= r->stop_seq;
 }
 
+/* Allocates op i's outputs (views allocate nothing); a thread's first GEMM creates its cuBLAS
+ * workspace right after the first output. Sets r->stopped at the stop point. */
+static VrStatus alloc_outputs(Run *r, const Op *op, int i, int step, StepResult *sr, bool *new_handle) {
+    VrStatus st;
+    for (int k = 0; k < op->n_outputs; k++) {
+        int t = op->outputs[k];
+        if (graph_tensor_c(r->g, t)->base < 0) {
+            if ((st = alloc_storage(r, t, sr, i))) return st;
+            if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
+        }
+        if (*new_handle) {
+            if ((st = cublas_workspace(r, sr, i))) return st;
+            *new_handle = false;
+            if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
+        }
+    }
+    return VR_OK;
+}
+
+/* Allocates op i's workspaces (temporaries freed when it ends) into ws_addr. */
+static VrStatus alloc_workspaces(Run *r, const Op *op, int i, int step, StepResult *sr,
+                                 uint64_t *ws_addr) {
+    VrStatus st;
+    for (int k = 0; k < op->n_workspace; k++) {
+        if (!op->workspace[k]) continue;
+        if ((st = alloc_malloc(r->a, op->workspace[k], op->stream, 0, &ws_addr[k]))) return st;
+        notify(r, true, ws_addr[k], op->workspace[k], i);
+        r->cat_bytes[CAT_TEMP] += alloc_block_size(r->a, ws_addr[k]);
+        r->alloc_seq++;
+        note_peak(r, sr, i);
+        if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
+    }
+    return VR_OK;
+}
+
 /* Runs one op. Returns VR_OOM when an allocation fails (recorded by the caller). */
 static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     const Graph *g = r->g;
@@ -193,30 +228,17 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
         slot_prev = -1;
     }
     if (op->slot > 0) r->slot_held[op->slot] = -1;
-    for (int k = 0; k < op->n_outputs; k++) {
-        int t = op->outputs[k];
-        if (graph_tensor_c(g, t)->base < 0) { /* a view allocates nothing */
-            if ((st = alloc_storage(r, t, sr, i))) return st;
-            if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
-        }
-        if (new_handle) {
-            if ((st = cublas_workspace(r, sr, i))) return st;
-            if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
-            new_handle = false;
-        }
-    }
-    uint64_t ws_addr[GRAPH_MAX_WORKSPACES];
+    uint64_t ws_addr[GRAPH_MAX_WORKSPACES] = {0};
     int n_ws = op->n_workspace; /* graph_add_op keeps it <= GRAPH_MAX_WORKSPACES */
-    for (int k = 0; k < n_ws; k++) {
-        ws_addr[k] = 0;
-        if (!op->workspace[k]) continue;
-        if ((st = alloc_malloc(r->a, op->workspace[k], op->stream, 0, &ws_addr[k]))) return st;
-        notify(r, true, ws_addr[k], op->workspace[k], i);
-        uint64_t rs = alloc_block_size(r->a, ws_addr[k]);
-        r->cat_bytes[CAT_TEMP] += rs;
-        r->alloc_seq++;
-        note_peak(r, sr, i);
-        if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
+    /* most kernels allocate their results and then scratch; a composite derivative formula
+     * (PowBackward0, a broadcast MulBackward0) computes its temporaries first */
+    for (int pass = 0; pass < 2; pass++) {
+        if ((pass == 0) == op->workspace_first) {
+            if ((st = alloc_workspaces(r, op, i, step, sr, ws_addr))) return st;
+        } else {
+            if ((st = alloc_outputs(r, op, i, step, sr, &new_handle))) return st;
+        }
+        if (r->stopped) return VR_OK;
     }
     if (slot_prev >= 0) free_storage(r, slot_prev, i);
     /* time: the op starts when its stream is free and its inputs are ready */
@@ -352,9 +374,11 @@ static VrStatus simulate(Run *r) {
         for (int k = 0; k < STREAM_COUNT; k++) r->stream_ns[k] = t0, r->busy_ns[k] = 0;
         r->host_ns = t0;
         Phase prev = PH_FWD;
-        for (int i = 0; i < n_ops; i++) {
+        /* pass 0: the ops that open the step (Op.step_start); pass 1: the rest, in order */
+        for (int k = 0; k < 2 * n_ops; k++) {
+            int i = k % n_ops;
             const Op *op = graph_op_c(g, i);
-            if (!runs_in_step(op, step)) continue;
+            if (!runs_in_step(op, step) || op->step_start != (k < n_ops)) continue;
             if (op->phase != prev) {
                 alloc_stats(r->a, &as);
                 if (prev == PH_FWD) sr->fwd_peak_allocated = as.allocated_peak;

@@ -530,7 +530,7 @@ static VrStatus derive_one(Deriv *d, int f) {
             .bytes_moved = bwd_bytes, .kernels = kernels,
             .compute_dtype = fop.compute_dtype, .layer = fop.layer,
             .gemms = fop.flops > 0 && fop.bwd_flops > 0 ? (int)(fop.bwd_flops / fop.flops + 0.5) : 2,
-            .in_ckpt = fop.region > 0};
+            .in_ckpt = fop.region > 0, .workspace_first = fop.bwd_workspace_first};
     int bid;
     if ((st = graph_add_op(g, &b, &bid))) return st;
     for (int i = 0; i < fop.n_outputs; i++) d->grad_of[fop.outputs[i]] = -1;

@@ -109,6 +109,9 @@ typedef struct Op {
                               all-gather output and reduce-scatter input until the next collective
                               of its kind, instead of record_stream) */
     bool slot_free_after;
+    bool workspace_first;  /* allocate the workspaces before the outputs (a derivative formula
+                              that computes its temporaries first) */
+    bool bwd_workspace_first; /* forward op: its derived backward has workspace_first */
     double host_extra_ns;  /* host CPU time the op costs beyond its dispatch and launches: the
                               per-parameter Python and C++ work of an optimizer step */
     int gemms;             /* GEMM kernels the op runs (a derived backward GEMM op: one per input
@@ -133,6 +136,9 @@ typedef struct Op {
     int at_step;           /* > 0: runs in that step only (DDP rebuilds its buckets in step 1);
                               0 = every step (or the first, with once) */
     int from_step;         /* > 0: runs in that step and every later one (DDP's rebuilt buckets) */
+    bool step_start;       /* runs as its steps begin, before every other op, whatever its place
+                              in the graph (DDP's bucket rebuild, declared once forward has shown
+                              the order gradients become ready) */
     bool no_grad;          /* forward op run under torch.no_grad(): outputs need no grad */
 } Op;
 

@@ -40,6 +40,8 @@ typedef struct OpArgs {
     bool once;
     const char *kind;
     int slot; bool slot_free_after;
+    bool step_start; int from_step;
+    bool workspace_first;
 } OpArgs;
 
 static int op(Graph *g, OpArgs a) {
@@ -49,7 +51,9 @@ static int op(Graph *g, OpArgs a) {
             .fwd_op = -1, .inputs = a.in, .n_inputs = a.nin, .outputs = a.out,
             .n_outputs = a.nout, .saves = a.saves, .n_saves = a.nsaves, .frees = a.frees,
             .n_frees = a.nfrees, .workspace = a.ws, .n_workspace = a.nws, .grads = grads,
-            .layer = -1, .once = a.once, .slot = a.slot, .slot_free_after = a.slot_free_after};
+            .layer = -1, .once = a.once, .slot = a.slot, .slot_free_after = a.slot_free_after,
+            .step_start = a.step_start, .from_step = a.from_step,
+            .workspace_first = a.workspace_first};
     int id = -1;
     assert_int_equal(graph_add_op(g, &o, &id), VR_OK);
     return id;
@@ -633,6 +637,65 @@ static void test_hold_slots(void **state) {
     }
 }
 
+/* An op marked step_start runs first in its step although it is declared last (DDP's bucket
+ * rebuild), and one with from_step runs from that step on. make_y (2048, step_start) opens
+ * the step, so y is live with x (4096): peak 6144, and use_x frees both. From step 1, z (1024)
+ * is made while both are live: peak 7168. */
+static void test_step_start_and_from_step(void **state) {
+    (void)state;
+    Graph *g;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int x = tensor(g, "x", 4096, CAT_TEMP, false, false);
+    int y = tensor(g, "y", 2048, CAT_TEMP, false, false);
+    int z = tensor(g, "z", 1024, CAT_TEMP, false, false);
+    op(g, (OpArgs){.name = "make_x", .phase = PH_FWD, .out = {x}, .nout = 1});
+    op(g, (OpArgs){.name = "make_z", .phase = PH_FWD, .out = {z}, .nout = 1, .from_step = 1});
+    op(g, (OpArgs){.name = "use_x", .phase = PH_FWD, .in = {x}, .nin = 1, .frees = {x, y}, .nfrees = 2});
+    op(g, (OpArgs){.name = "use_z", .phase = PH_FWD, .in = {z}, .nin = 1, .frees = {z}, .nfrees = 1,
+                   .from_step = 1});
+    op(g, (OpArgs){.name = "make_y", .phase = PH_FWD, .out = {y}, .nout = 1, .step_start = true});
+    AllocConfig ac = ideal(0);
+    SimResult *r = run(g, 2, &ac, NULL);
+    assert_int_equal(r->steps[0].peak_allocated, 6144);
+    assert_int_equal(r->steps[1].peak_allocated, 7168);
+    assert_int_equal(r->steps[1].end_allocated, 0);
+    engine_result_free(r);
+    graph_free(g);
+}
+
+typedef struct AllocLog { uint64_t sizes[8]; int n; } AllocLog;
+
+static void log_alloc(void *ud, bool alloc, uint64_t addr, uint64_t size, int stream, int op) {
+    (void)addr; (void)stream; (void)op;
+    AllocLog *l = ud;
+    if (alloc && l->n < 8) l->sizes[l->n++] = size;
+}
+
+/* An op allocates its outputs, then its workspaces; with workspace_first (a derivative formula
+ * that computes its temporaries first, PowBackward0) the other way round. */
+static void test_workspace_first(void **state) {
+    (void)state;
+    for (int first = 0; first <= 1; first++) {
+        Graph *g;
+        assert_int_equal(graph_new(&g), VR_OK);
+        int out = tensor(g, "out", 4096, CAT_TEMP, false, false);
+        op(g, (OpArgs){.name = "f", .phase = PH_FWD, .out = {out}, .nout = 1, .ws = {2048}, .nws = 1,
+                       .workspace_first = first});
+        op(g, (OpArgs){.name = "use", .phase = PH_FWD, .in = {out}, .nin = 1});
+        AllocLog log = {0};
+        EngineConfig ec = {.steps = 1, .stop_at_step = -1, .on_alloc = log_alloc, .on_alloc_ud = &log};
+        AllocConfig ac = ideal(0);
+        SimResult *r = NULL;
+        char err[256];
+        assert_int_equal(engine_run(g, &ec, &ac, &r, err, sizeof err), VR_OK);
+        assert_int_equal(log.n, 2);
+        assert_int_equal(log.sizes[0], first ? 2048 : 4096);
+        assert_int_equal(log.sizes[1], first ? 4096 : 2048);
+        engine_result_free(r);
+        graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_peak_ideal),
@@ -649,6 +712,8 @@ int main(void) {
         cmocka_unit_test(test_steps_must_be_positive),
         cmocka_unit_test(test_view_keeps_base_alive),
         cmocka_unit_test(test_hold_slots),
+        cmocka_unit_test(test_step_start_and_from_step),
+        cmocka_unit_test(test_workspace_first),
     };
     return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }

@@ -168,9 +168,12 @@ end
 -- weight * hidden.to(input_dtype).
 local function rmsnorm(cx, name, x, w)
   local x32 = nn.to(cx, x, "fp32", name .. ".to_fp32")
+  -- PowBackward0 (grad * 2 * x) makes its two temporaries before the result
+  -- (optrace_pub-c04: the third of its three allocations is the gradient kept)
   local sq = nn.op(cx, { name = name .. ".pow", inputs = { x32 },
                          outs = { { name .. ".squared", x.shape, "fp32" } }, saves = { x32 },
-                         bwd_workspace = { nn.bytes(x.shape, "fp32"), nn.bytes(x.shape, "fp32") } })
+                         bwd_workspace = { nn.bytes(x.shape, "fp32"), nn.bytes(x.shape, "fp32") },
+                         bwd_workspace_first = true })
   local rshape = {}
   for i = 1, #x.shape - 1 do rshape[i] = x.shape[i] end
   rshape[#rshape + 1] = 1
@@ -179,10 +182,11 @@ local function rmsnorm(cx, name, x, w)
   local ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32")
   local rs = nn.op(cx, { name = name .. ".rsqrt", inputs = { ve },
                          outs = { { name .. ".rsqrt", rshape, "fp32" } }, save_outs = { 1 } })
-  -- x32 * rs: the gradient of rs is the full product, then reduced to rs's shape
+  -- x32 * rs: the gradient of rs (computed first, as `other`'s) is the full product, reduced
+  -- to rs's shape by the engine as the node returns; then x32's gradient
   local y = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x32, rs },
                         outs = { { name .. ".normed", x.shape, "fp32" } }, saves = { x32, rs },
-                        bwd_workspace = { nn.bytes(x.shape, "fp32") } })
+                        bwd_workspace = { nn.bytes(x.shape, "fp32") }, bwd_workspace_first = true })
   local yb = nn.to(cx, y, x.dtype, name .. ".to_input_dtype")
   local odt = promote(w.dtype, yb.dtype)
   -- `hidden_states` keeps y until the function returns, after the weight multiply
@@ -276,7 +280,7 @@ local function attention(cx, name, q, k, v, sh, b, s, impl)
     local out = nn.new_tensor(cx, name .. ".attn_out", shape, dt, not cx.no_grad)
     local lse = nn.new_tensor(cx, name .. ".softmax_stats", lse_shape, "fp32", false)
     nn.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention", inputs = { q, k, v },
-                out_tensors = { seed, off, out, lse }, saves = { q, k, v, lse, out, seed, off },
+                out_tensors = { seed, off, out, lse }, saves = { k, q, v, lse, out, seed, off },
                 workspace = { 256 }, grad_order = { 1, 2, 3 },
                 bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") + 256 },
                 flops = flops, bwd_flops = 2.5 * flops, dtype = dt })

@@ -316,46 +316,50 @@ function M.shard(cx, p)
   return true
 end
 
--- DDP's gradient buckets: parameters in reverse order, the first bucket capped at
--- first_bucket_mb (1 MiB), the others at bucket_cap_mb (25 MiB).
+-- DDP's gradient buckets after the first iteration (Reducer::rebuild_buckets): parameters in
+-- the order their gradients became ready, the reverse of their first use in forward (one never
+-- used goes last), through compute_bucket_assignment_by_size: a bucket closes once it reaches
+-- its cap (first_bucket_mb for the first, bucket_cap_mb after), so the gradient that crosses
+-- the cap is in it (fulltrace_dev-x2-zero1-trace: 262144000 bytes for the head, then 90185728
+-- for the final norm with the last down_proj, ...).
 local function ddp_buckets(s, trainable)
+  local order = {}
+  for i = #trainable, 1, -1 do order[#order + 1] = { p = trainable[i], k = #order } end
+  table.sort(order, function(a, b)
+    local ua, ub = a.p.first_use or -1, b.p.first_use or -1
+    if ua ~= ub then return ua > ub end
+    return a.k < b.k
+  end)
   local buckets, cur, cap = {}, nil, s.opts.first_bucket_mb * 2^20
-  for i = #trainable, 1, -1 do
-    local p = trainable[i]
-    if not cur or (cur.bytes > 0 and cur.bytes + pbytes(p) > cap) then
-      cur = { bytes = 0, params = {} }
+  for _, it in ipairs(order) do
+    cur = cur or { bytes = 0, params = {} }
+    cur.bytes = cur.bytes + pbytes(it.p)
+    table.insert(cur.params, it.p)
+    if cur.bytes >= cap then
       buckets[#buckets + 1] = cur
-      if #buckets > 1 then cap = s.opts.bucket_cap_mb * 2^20 end
+      cur, cap = nil, s.opts.bucket_cap_mb * 2^20
     end
-    cur.bytes = cur.bytes + pbytes(p)
-    table.insert(cur.params, p)
   end
+  if cur then buckets[#buckets + 1] = cur end
   return buckets
 end
 
 -- DDP's buckets (torch/nn/parallel/distributed.py, _ddp_init_helper): with
 -- find_unused_parameters=False (the default) the first iteration has one bucket of every
--- gradient, since the parameters' order need not be the order gradients become ready; after it
--- DDP rebuilds its buckets in that order (Reducer::rebuild_buckets, called from
--- DistributedDataParallel._pre_forward of the second iteration), capped at bucket_cap_mb. The
--- rebuilt buckets are allocated before that forward's activations. The old bucket goes when its
+-- gradient, since the parameters' order need not be the order gradients become ready; DDP then
+-- rebuilds them (above) from DistributedDataParallel._pre_forward of the second iteration, so
+-- they are allocated before that forward's activations (step_start: the op runs as the step
+-- begins, though it is declared once forward has shown the order). The old bucket goes when its
 -- last reference does: ProcessGroupNCCL stashes the step-0 all-reduce's tensors until the main
 -- thread next calls into the process group after the work completed (pytorch#150079). Under
 -- ZeRO-1 the optimizer's broadcasts made that call, so the bucket is freed at the rebuild (3 of
--- the 4 measured ranks); under plain DDP the next call is step 1's first all-reduce.
-function M.before_forward(cx, params)
-  local s = cx.dp
-  if not (s.kind == "ddp" or s.kind == "zero1") or s.ddp_buckets then return end
-  local trainable = {}
-  for _, p in ipairs(params) do if p.trainable then trainable[#trainable + 1] = p end end
-  s.ddp_buckets = ddp_buckets(s, trainable)
-  local total = 0
-  for _, b in ipairs(s.ddp_buckets) do total = total + b.bytes end
-  s.first_bucket = tensor(cx, "ddp bucket (first iteration: every gradient)", total,
-                          trainable[1] and trainable[1].dtype or "bf16", "grad", true)
+-- the 4 measured ranks); under plain DDP the next call is step 1's first all-reduce, just after
+-- the head's backward, which vrsim places after the last layer's backward (its head bucket is
+-- reduced where backward ends).
+local function ddp_rebuild(cx, s)
   if s.kind == "zero1" then
-    op(cx, { name = "DDP first-iteration bucket freed", phase = "fwd", at_step = 1, layer = -1,
-             frees = { s.first_bucket }, drop_persistent = true })
+    op(cx, { name = "DDP first-iteration bucket freed", phase = "fwd", at_step = 1, step_start = true,
+             layer = -1, frees = { s.first_bucket }, drop_persistent = true })
   end
   local rebuilt = {}
   for bi, b in ipairs(s.ddp_buckets) do
@@ -363,8 +367,12 @@ function M.before_forward(cx, params)
                          "grad", true)
     b.id = rebuilt[bi]
   end
-  op(cx, { name = "DDP rebuild_buckets", phase = "fwd", at_step = 1, outputs = rebuilt, layer = -1 })
+  op(cx, { name = "DDP rebuild_buckets", phase = "fwd", at_step = 1, step_start = true,
+           outputs = rebuilt, layer = -1 })
 end
+
+-- As forward starts: nothing yet (DDP's bucket rebuild is declared with the backward hooks).
+function M.before_forward(cx, params) end
 
 -- Before backward is derived: declares the gradient hooks (buckets, reductions) around each
 -- layer's backward.
@@ -405,7 +413,13 @@ function M.before_backward(cx, cfg, params)
       in_flight[#in_flight + 1] = flat
     end
     while #in_flight > 0 do finish_front() end
+    s.ddp_buckets = ddp_buckets(s, trainable)
     local buckets = s.ddp_buckets
+    local total_bytes = 0
+    for _, b in ipairs(buckets) do total_bytes = total_bytes + b.bytes end
+    s.first_bucket = tensor(cx, "ddp bucket (first iteration: every gradient)", total_bytes,
+                            trainable[1] and trainable[1].dtype or "bf16", "grad", true)
+    ddp_rebuild(cx, s)
     -- step 0: the one bucket of every gradient, complete (and all-reduced) once the first
     -- parameter's gradient, the last to be ready, is
     op(cx, { name = "DDP bucket (first iteration)", phase = "build", outputs = { s.first_bucket } })

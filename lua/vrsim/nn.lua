@@ -87,6 +87,16 @@ end
 -- Returns the output tensors (unpacked).
 function nn.op(cx, spec)
   local inputs = spec.inputs
+  -- the order parameters are first used in forward: their gradients are complete in the
+  -- reverse of it (DDP rebuilds its buckets in that order)
+  if cx.phase == "fwd" then
+    for _, x in ipairs(inputs) do
+      if x.param and not x.first_use then
+        cx.use_seq = (cx.use_seq or 0) + 1
+        x.first_use = cx.use_seq
+      end
+    end
+  end
   local rg = false
   if not cx.no_grad then
     for i, x in ipairs(inputs) do
@@ -134,7 +144,8 @@ function nn.op(cx, spec)
     inputs = ids(inputs), outputs = ids(outs), saves = rg and ids(spec.saves) or nil,
     frees = spec.frees and ids(spec.frees) or nil,
     grads = grads, grad_order = spec.grad_order, workspace = spec.workspace, bwd_kind = spec.bwd_kind,
-    bwd_workspace = spec.bwd_workspace, flops = spec.flops or 0, bytes = bytes,
+    bwd_workspace = spec.bwd_workspace, bwd_workspace_first = spec.bwd_workspace_first,
+    flops = spec.flops or 0, bytes = bytes,
     bwd_flops = spec.bwd_flops, bwd_bytes = spec.bwd_bytes, dtype = spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
     layer = cx.layer, once = spec.once, no_grad = cx.no_grad, region = cx.region,
   }
@@ -163,8 +174,10 @@ function nn.mul(cx, name, a, b, dtype, extra)
   if nn.numel(small.shape) ~= nn.numel(big.shape) then
     kind = nn.numel(small.shape) == big.shape[#big.shape] and "broadcast" or "broadcast_rows"
   end
+  -- its gradients are made `other`'s first (optrace_pub-c04: the MLP's up_proj gradient is the
+  -- first of the pair)
   local spec = { name = name, kind = kind, inputs = { a, b }, outs = { { name, shape, dtype } },
-                 saves = saves, flops = nn.numel(shape), dtype = dtype }
+                 saves = saves, flops = nn.numel(shape), dtype = dtype, grad_order = { 2, 1 } }
   for k, v in pairs(extra or {}) do spec[k] = v end
   return nn.op(cx, spec)
 end

@@ -306,6 +306,7 @@ static int l_op(lua_State *L) {
     if (op.slot < 0 || op.slot >= GRAPH_MAX_SLOTS)
         return luaL_error(L, "op '%s': slot must be 0..%d", op.name, GRAPH_MAX_SLOTS - 1);
     op.slot_free_after = field_bool(L, 2, "slot_free_after", false);
+    op.bwd_workspace_first = field_bool(L, 2, "bwd_workspace_first", false);
     op.host_extra_ns = field_num(L, 2, "host_us", 0) * 1e3;
     if (!(op.host_extra_ns >= 0)) return luaL_error(L, "op '%s': host_us must be >= 0", op.name);
     op.layer = (int)field_int(L, 2, "layer", -1);
@@ -327,6 +328,7 @@ static int l_op(lua_State *L) {
     op.at_step = (int)field_int(L, 2, "at_step", 0);
     if (op.at_step < 0) luaL_error(L, "op '%s': at_step must be >= 0", op.name);
     op.from_step = (int)field_int(L, 2, "from_step", 0);
+    op.step_start = field_bool(L, 2, "step_start", false);
     if (op.from_step < 0) luaL_error(L, "op '%s': from_step must be >= 0", op.name);
     op.no_grad = field_bool(L, 2, "no_grad", false);
     int id;

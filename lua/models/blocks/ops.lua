@@ -476,7 +476,7 @@ function O.sdpa(cx, name, q, k, v, opts)
   local out = nn.new_tensor(cx, name .. ".attn_out", q.shape, dt, rg)
   local lse = nn.new_tensor(cx, name .. ".softmax_stats", { b, h, s }, "fp32", false)
   O.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention", inputs = { q, k, v },
-             out_tensors = { seed, off, out, lse }, saves = { q, k, v, lse, out, seed, off },
+             out_tensors = { seed, off, out, lse }, saves = { k, q, v, lse, out, seed, off },
              workspace = { 256 }, grad_order = { 1, 2, 3 }, frees = frees,
              bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes({ b, h, s }, "fp32") + 256 },
              flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
