@@ -3,13 +3,14 @@
 -- checkpointing: does it fit per GPU, and how long is a step?
 --
 -- Answer (vrsim scenarios/llama13b_zero2.lua, 2026-11-30):
---   FITS: peak reserved 57.02 GiB of 78.45 GiB usable per GPU (72.7 %)
---   step 4486.2 ms (roofline from the A100 datasheet: no calibrated A100 profile yet), 14609
+--   FITS: peak reserved 61.96 GiB of 78.45 GiB usable per GPU (79.0 %)
+--   step 4497.8 ms (roofline from the A100 datasheet: no calibrated A100 profile yet), 14571
 --   tokens/s for the job; 70 % of the 176 ms of reduce-scatter and all-gather hides under the
 --   backward, the last layers' reduce-scatters and the parameter all-gather do not.
 --   DeepSpeed's own estimator says 72.7 GiB of model states per GPU; it counts whole bf16
---   gradients, which ZeRO-2 partitions: the simulation holds 42.5 GiB of model states, plus the
---   two reduce buckets (2 x 954 MiB), activations and allocator slack.
+--   gradients, which ZeRO-2 partitions: the simulation holds 45.6 GiB of model states (with the
+--   3.0 GiB gradient partition), plus the two reduce buckets (2 x 954 MiB), activations and
+--   allocator slack.
 return {
   title = "LLaMA2-13B, DeepSpeed ZeRO-2, 8x A100-80GB (NVLink), micro-batch 4 x 2048",
   hardware = { gpu = "a100_80g", count = 8, interconnect = "nvlink" },

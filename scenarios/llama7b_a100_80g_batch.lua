@@ -4,14 +4,14 @@
 -- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama7b_a100_80g_batch.lua --set micro_batch=N):
 --   the largest micro-batch that fits is 2 (./vrsim maxbatch
 --   scenarios/llama7b_a100_80g_batch.lua:
---   "micro_batch = 2 fits (peak reserved 64.41 GiB of 78.45 GiB, step 1054.8 ms, 3883 tokens/s);
+--   "micro_batch = 2 fits (peak reserved 64.45 GiB of 78.45 GiB, step 1058.5 ms, 3869 tokens/s);
 --    3 does not").
---     N=1  FITS: peak reserved 63.71 GiB of 78.45 GiB usable (81.2 %)
---     N=2  FITS: peak reserved 64.41 GiB of 78.45 GiB usable (82.1 %)   <- this file
+--     N=1  FITS: peak reserved 63.76 GiB of 78.45 GiB usable (81.3 %)
+--     N=2  FITS: peak reserved 64.45 GiB of 78.45 GiB usable (82.2 %)   <- this file
 --     N=3  DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax'
---          (tried to allocate 750.00 MiB with 4.90 GiB reserved but unallocated: fragmentation)
+--          (tried to allocate 750.00 MiB with 5.07 GiB reserved but unallocated: fragmentation)
 --     N=4  DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.27.mlp.silu'
---   N=3 does fit with --alloc-conf expandable_segments:True (75.22 GiB, 95.9 % reserved).
+--   N=3 does fit with --alloc-conf expandable_segments:True (75.36 GiB, 96.1 % reserved).
 --   The OOMs come in step 1, not step 0: the AdamW state made in step 0 is what tips it over.
 return {
   title = "LLaMA2-7B full bf16 fine-tune on an A100-80GB: the largest micro-batch that fits",

@@ -1,9 +1,8 @@
 -- A DeepSpeed JSON config used as is: LLaMA2-7B with configs/ds_zero2.json (ZeRO-2, 2e8-element
 -- buckets, micro-batch 2) on 8x A100-40GB. Does it fit per GPU?
 --
--- Answer (vrsim scenarios/llama7b_deepspeed_json.lua): FITS, peak reserved 28.48 GiB of
--- 38.88 GiB usable; on 4 GPUs (--set count=4) it still fits but at 37.68 GiB (96.9 %), too close
--- to rely on. Unknown zero_optimization keys are errors; keys that do not change memory are
+-- Answer (vrsim scenarios/llama7b_deepspeed_json.lua): FITS, peak reserved 30.91 GiB of
+-- 38.88 GiB usable (79.5 %); on 4 GPUs (--set count=4) it does not fit. Unknown zero_optimization keys are errors; keys that do not change memory are
 -- listed under notes.
 return {
   title = "LLaMA2-7B with a user's DeepSpeed ZeRO-2 JSON on 8x A100-40GB",

@@ -5,14 +5,14 @@
 -- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama7b_eager_vs_sdpa.lua [--set
 -- attention=eager]):
 --   with SDPA it fits easily; with eager attention it does not fit at all.
---     sdpa   FITS: peak reserved 64.40 GiB of 139.05 GiB usable (46.3 %)   <- this file
+--     sdpa   FITS: peak reserved 64.49 GiB of 139.05 GiB usable (46.4 %)   <- this file
 --            step 0 (no optimizer state yet) forward peak 37577.6 MiB allocated (--json,
---            steps[0].fwd_peak_allocated_bytes); step time 453.3 ms (kernel costs from the
+--            steps[0].fwd_peak_allocated_bytes); step time 466.1 ms (kernel costs from the
 --            calibrated profile)
 --     eager  DOES NOT FIT: CUDA out of memory in step 0 at op
 --            'layers.31.self_attn.softmax.backward'
---            already in step 0, before any optimizer state: its forward peaks at 136063.5 MiB
---            allocated, 98485.9 MiB more than SDPA, mostly the 32 layers' fp32 softmax
+--            already in step 0, before any optimizer state: its forward peaks at 136095.5 MiB
+--            allocated, 98517.9 MiB more than SDPA, mostly the 32 layers' fp32 softmax
 --            probabilities (2048 MiB each) and their bf16 copies, kept for backward; the first
 --            softmax backward then asks for 2048 MiB more
 --     eager with --set checkpointing=true  FITS: peak reserved 73.02 GiB (52.5 %)

@@ -3,17 +3,17 @@
 --
 -- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama7b_fp32_vs_bf16.lua --set precision=P):
 --   fp32 doubles every persistent byte and still fits, but only just; bf16 uses under half.
---     fp32      FITS: peak reserved 139.00 GiB of 139.05 GiB usable (100.0 %)   <- this file
+--     fp32      FITS: peak reserved 139.03 GiB of 139.05 GiB usable (100.0 %)   <- this file
 --               peak allocated 128589.1 MiB at 'adamw._foreach_sqrt' (parameters 25705.0,
 --               gradients 25705.0, optimizer state 51410.0, foreach temporaries 25769.0 MiB),
---               allocator slack 13750.9 MiB; step time 1935.6 ms (kernel costs from the
+--               allocator slack 13772.9 MiB; step time 1959.7 ms (kernel costs from the
 --               calibrated profile)
---     amp_bf16  FITS: peak reserved 132.11 GiB (95.0 %), 128589.1 MiB allocated at the peak,
---               slack 6686.9 MiB; step time 393.5 ms (kernel costs from the calibrated profile)
---     bf16      FITS: peak reserved 63.88 GiB (45.9 %), 64326.6 MiB allocated at the peak,
---               slack 1081.4 MiB; step time 264.5 ms (kernel costs from the calibrated profile)
---   fp32 gets room back with --set optimizer_impl=fused (113.90 GiB, 81.9 %) or
---   --alloc-conf expandable_segments:True (127.71 GiB, 91.8 %).
+--     amp_bf16  FITS: peak reserved 132.11 GiB (95.0 %), 128590.1 MiB allocated at the peak,
+--               slack 6685.9 MiB; step time 416.7 ms (kernel costs from the calibrated profile)
+--     bf16      FITS: peak reserved 63.73 GiB (45.8 %), 64326.6 MiB allocated at the peak,
+--               slack 933.4 MiB; step time 276.4 ms (kernel costs from the calibrated profile)
+--   fp32 gets room back with --set optimizer_impl=fused (113.92 GiB, 81.9 %) or
+--   --alloc-conf expandable_segments:True (127.92 GiB, 92.0 %).
 --   Reserved memory is not monotonic in the batch: fp32 at --set micro_batch=2 reserves
 --   128.12 GiB, 92.1 %, less than at 1, because the cached segments fall differently.
 return {

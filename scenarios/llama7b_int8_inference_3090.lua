@@ -2,7 +2,7 @@
 -- for a 2048-token prompt?
 --
 -- Answer (./vrsim scenarios/llama7b_int8_inference_3090.lua):
---   FITS: peak reserved 7.10 GiB of 23.09 GiB usable: int8 weights with fp32 row scales
+--   FITS: peak reserved 7.15 GiB of 23.09 GiB usable: int8 weights with fp32 row scales
 --   (6.6 GiB; lm_head and embeddings stay fp16), plus the prompt's activations and key/value
 --   cache. In fp16 (--set quant=none) it needs 12.97 GiB.
 return {
