@@ -32,8 +32,8 @@ typedef struct EngineConfig {
     bool record_timeline;      /* keep memory samples and op spans for trace/CSV outputs */
     int stop_at_step;          /* >= 0: stop collecting the live set at this step's peak */
     /* optional: every allocation (alloc = true) and free the engine makes, in order, with the
-     * op that made it (-1 for the build's parameters); size is the unrounded request */
-    /* every allocation and free the engine makes: the block's stream and the op (-1: none) */
+     * block's stream and the op that made it (-1 for the build's parameters); size is the
+     * unrounded request */
     void (*on_alloc)(void *ud, bool alloc, uint64_t addr, uint64_t size, int stream, int op);
     void *on_alloc_ud;
 } EngineConfig;

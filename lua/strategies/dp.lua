@@ -113,9 +113,12 @@ end
 -- As FSDP2 runs it (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py): one flat
 -- all-gather output per module on the all-gather stream (the rank's input is a view into it; a
 -- CPU-offloaded shard is copied up first), copied out into each parameter's unsharded tensor on
--- the compute stream, the flat buffer freed; in backward the unsharded gradients are copied into
--- one flat reduce-scatter input (in the reduce dtype) on the reduce-scatter stream, and the
--- sharded gradients are views of one flat output.
+-- the compute stream, then the flat buffer freed (in forward only once the next module's
+-- all-gather is issued); in backward the unsharded gradients are copied into one flat
+-- reduce-scatter input (in the reduce dtype) on the compute stream, kept until the next
+-- reduce-scatter, and the sharded gradients are views of one flat output made on the
+-- reduce-scatter stream. ZeRO-3 is modelled the same way, except that its buffers are freed as
+-- soon as they are used and its reduce-scatter input lives on the reduce stream.
 -- Engine hold slots (Op.slot) of FSDP2: a collective's buffer kept until the next of its kind.
 local SLOT_REDUCE_SCATTER, SLOT_ALL_GATHER = 1, 2
 
@@ -136,9 +139,6 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
   end
   local flat = tensor(cx, ("all-gather output (layer %d%s)"):format(layer, names_suffix), flat_bytes,
                       list[1].dtype, "temp", false)
-  local frees = {}
-  for _, id in ipairs(inputs) do if id ~= list[1].p.shard.id then frees[#frees + 1] = id end end
-  for i, it in ipairs(list) do if it.p.shard.host then frees[#frees] = frees[#frees] end end
   local host_inputs = {}
   for i, it in ipairs(list) do if it.p.shard.host then host_inputs[#host_inputs + 1] = inputs[i] end end
   -- in forward FSDP2 keeps the output until the next module's all-gather has been issued
@@ -423,18 +423,17 @@ function M.before_backward(cx, cfg, params)
     -- step 0: the one bucket of every gradient, complete (and all-reduced) once the first
     -- parameter's gradient, the last to be ready, is
     op(cx, { name = "DDP bucket (first iteration)", phase = "build", outputs = { s.first_bucket } })
-    local all_ids, total, last_layer = {}, 0, -1
+    local all_ids, last_layer = {}, -1
     for i = #trainable, 1, -1 do all_ids[#all_ids + 1] = trainable[i].id end
-    for _, b in ipairs(buckets) do total = total + b.bytes end
     for _, p in ipairs(trainable) do if (p.layer or -1) > last_layer then last_layer = p.layer end end
     local first_layer = trainable[1] and trainable[1].layer or -1
     local filled0 = filled_event(cx, "first-iteration bucket")
     op(cx, { name = "copy grads into the first-iteration bucket", kind = "elementwise", phase = "bwd",
              hook = 2, layer = first_layer, once = true, grads_of = all_ids,
-             inputs = { s.first_bucket }, outputs = { filled0 }, bytes = 2 * total })
+             inputs = { s.first_bucket }, outputs = { filled0 }, bytes = 2 * total_bytes })
     op(cx, { name = "all_reduce the first-iteration bucket", kind = "allreduce", stream = 1,
              phase = "bwd", hook = 2, layer = first_layer, once = true,
-             inputs = { s.first_bucket, filled0 }, bytes = total, world = n })
+             inputs = { s.first_bucket, filled0 }, bytes = total_bytes, world = n })
     if s.kind == "ddp" then
       op(cx, { name = "DDP first-iteration bucket freed", phase = "bwd", hook = 2, layer = last_layer,
                at_step = 1, frees = { s.first_bucket }, drop_persistent = true })
