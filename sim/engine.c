@@ -37,6 +37,7 @@ typedef struct Run {
     double *ready_ns;           /* per storage: when its producer finished */
     double busy_ns[STREAM_COUNT];   /* this step: time each stream was busy */
     double host_ns;             /* the host thread has issued everything up to this time */
+    int fwd_region;             /* checkpointed region the last forward op ran in (0: none) */
     /* stop point for the second pass that collects the live set at the peak */
     int stop_step;
     long stop_seq;
@@ -246,6 +247,12 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
                : r->cfg->dev ? device_op_ns(r->cfg->dev, op) : 0.0;
     int sid = op->stream;
     /* the host thread issues ops one after another; a kernel cannot start before its launch */
+    /* entering a checkpointed region in forward: checkpoint()'s own work, once per region (its
+     * recomputation's set-up included) */
+    if (op->phase == PH_FWD) {
+        if (op->region > 0 && op->region != r->fwd_region) r->host_ns += r->cfg->host_ckpt_region_ns;
+        r->fwd_region = op->region;
+    }
     if (strcmp(op->kind, "none") != 0) {
         bool ck = (op->region > 0 || op->in_ckpt) && r->cfg->host_ckpt_op_ns > 0;
         r->host_ns += ck ? r->cfg->host_ckpt_op_ns : r->cfg->host_op_ns;
@@ -373,6 +380,7 @@ static VrStatus simulate(Run *r) {
         double t0 = r->clock_ns;
         for (int k = 0; k < STREAM_COUNT; k++) r->stream_ns[k] = t0, r->busy_ns[k] = 0;
         r->host_ns = t0;
+        r->fwd_region = 0;
         Phase prev = PH_FWD;
         /* pass 0: the ops that open the step (Op.step_start); pass 1: the rest, in order */
         for (int k = 0; k < 2 * n_ops; k++) {

@@ -28,6 +28,8 @@ typedef struct EngineConfig {
     const struct CostModel *cost; /* borrowed; NULL: the device's roofline without a profile */
     double host_op_ns;         /* CPU time PyTorch spends dispatching one op (host thread) */
     double host_ckpt_op_ns;    /* the same inside a checkpointed region (0 = host_op_ns) */
+    double host_ckpt_region_ns; /* torch.utils.checkpoint's own host time per region: saving the
+                                   RNG state, the saved-tensor hooks, setting up recomputation */
     double host_launch_ns;     /* host time of each further kernel launch within one op */
     bool record_timeline;      /* keep memory samples and op spans for trace/CSV outputs */
     int stop_at_step;          /* >= 0: stop collecting the live set at this step's peak */

@@ -26,6 +26,7 @@ void plan_engine_config(const Plan *p, bool record_timeline, EngineConfig *out) 
     out->cost = p->cost;
     out->host_op_ns = p->host_op_ns;
     out->host_ckpt_op_ns = p->host_ckpt_op_ns;
+    out->host_ckpt_region_ns = p->host_ckpt_region_ns;
     out->host_launch_ns = p->host_launch_ns;
     out->record_timeline = record_timeline;
     out->stop_at_step = -1;

@@ -20,6 +20,7 @@ typedef struct Plan {
     struct CostModel *cost;    /* owned; NULL when the GPU has no calibrated profile */
     double host_op_ns;         /* CPU dispatch time per op (from the profile, else 0) */
     double host_ckpt_op_ns;    /* the same inside checkpointed regions (0 = host_op_ns) */
+    double host_ckpt_region_ns; /* torch.utils.checkpoint's own host time per region */
     double host_launch_ns;     /* a further kernel launch within one op (profile launch_us) */
     char profile[160];         /* where the op costs come from, for reports */
     DeviceSpec dev;

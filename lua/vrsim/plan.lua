@@ -416,6 +416,7 @@ local function device_of(cfg, ctx)
     if okt and type(torchp) == "table" then
       prof.host_op_us = torchp.host_kernel_us or torchp.host_op_us
       prof.host_ckpt_op_us = torchp.host_kernel_ckpt_us
+      prof.host_ckpt_region_us = torchp.host_ckpt_region_us
       -- the optimizer's host work per parameter tensor (measure_optim_host.py)
       prof.optim_host = { step_tensor_us = torchp.optim_step_tensor_us,
                           zero_grad_tensor_us = torchp.zero_grad_tensor_us }

@@ -689,6 +689,7 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
     double host_us = field_num(L, prof, "host_op_us", field_num(L, prof, "launch_us", 0));
     p->host_op_ns = host_us * 1e3;
     p->host_ckpt_op_ns = field_num(L, prof, "host_ckpt_op_us", 0) * 1e3;
+    p->host_ckpt_region_ns = field_num(L, prof, "host_ckpt_region_us", 0) * 1e3;
     p->host_launch_ns = field_num(L, prof, "launch_us", 0) * 1e3; /* empty kernel, back to back */
     field_str(L, prof, "source", p->profile, sizeof p->profile);
     lua_settop(L, prof - 1);

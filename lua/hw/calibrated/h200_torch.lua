@@ -20,4 +20,10 @@ return {
                            fused = { bf16 = 2.924, fp32 = 4.601 },
                            forloop = { bf16 = 65.43, fp32 = 72.94 } },
   zero_grad_tensor_us = 0.242,
+  -- torch.utils.checkpoint(use_reentrant=False)'s own host time per region, forward and its
+  -- recomputation together: least squares over 16..128 regions of 1..8 tiny ops, with and
+  -- without checkpointing, mean of 25 steps (python3 validation/measure/measure_ckpt_region.py
+  -- --out validation/measure/ckpt_region_h200.json, 2026-11-30). host_kernel_ckpt_us above
+  -- carries 2 % of it (16 regions in its 98.6 ms).
+  host_ckpt_region_us = 135.2,
 }
