@@ -170,13 +170,19 @@ else fail "--json: exit $RC or stdout is not the summary"; fi
 # the engine and the replayer share the allocator model: the allocations a run records with
 # --alloc-trace, replayed, give the run's peaks and cudaMalloc count
 if [ "$HAVE_PY" = 1 ]; then
-  run atrun scenarios/llama7b_h200.lua --set size=7b-l2 --alloc-trace "$TMP/at.csv" --json --no-files
-  if crashed "--alloc-trace"; then :
-  elif [ "$RC" -ne 0 ] || [ ! -s "$TMP/at.csv" ]; then fail "--alloc-trace: exit $RC or no trace written"
+  # (one GPU, and one rank of FSDP2 on two, whose collectives allocate from their own streams'
+  # pools: the trace must say which)
+  for atcase in "one:--set size=7b-l2" \
+                "fsdp2:--set size=7b-l2 --set count=2 --set strategy=fsdp2 --set interconnect=nvlink"; do
+  atname=${atcase%%:*}; atargs=${atcase#*:}
+  # shellcheck disable=SC2086
+  run atrun scenarios/llama7b_h200.lua $atargs --alloc-trace "$TMP/at.csv" --json --no-files
+  if crashed "--alloc-trace ($atname)"; then :
+  elif [ "$RC" -ne 0 ] || [ ! -s "$TMP/at.csv" ]; then fail "--alloc-trace ($atname): exit $RC or no trace written"
   else
     run atreplay replay "$TMP/at.csv" --json
-    if crashed "vrsim replay of an --alloc-trace"; then :
-    elif [ "$RC" -ne 0 ]; then fail "vrsim replay of an --alloc-trace: exit $RC" "$(head -n 2 "$TMP/atreplay.err")"
+    if crashed "vrsim replay of an --alloc-trace ($atname)"; then :
+    elif [ "$RC" -ne 0 ]; then fail "vrsim replay of an --alloc-trace ($atname): exit $RC" "$(head -n 2 "$TMP/atreplay.err")"
     elif msg=$(python3 -c '
 import json, sys
 run = json.load(open(sys.argv[1]))
@@ -188,9 +194,10 @@ assert rep["peak_reserved_bytes"] == pr, "peak reserved: replay %d, run %d" % (r
 m = run["steps"][-1]["num_cuda_mallocs"]
 assert rep["segment_allocs"] == m, "cudaMallocs: replay %d, run %d" % (rep["segment_allocs"], m)
 ' "$TMP/atrun.out" "$TMP/atreplay.out" 2>&1); then
-      ok "--alloc-trace replayed by vrsim replay gives the run's peaks and cudaMalloc count"
-    else fail "--alloc-trace round trip" "$(printf '%s' "$msg" | tail -n 1)"; fi
+      ok "--alloc-trace ($atname) replayed by vrsim replay gives the run's peaks and cudaMalloc count"
+    else fail "--alloc-trace round trip ($atname)" "$(printf '%s' "$msg" | tail -n 1)"; fi
   fi
+  done
 fi
 
 # allocator options: the ideal allocator reserves exactly what is allocated; a bad
