@@ -293,7 +293,9 @@ local function attention(cx, name, q, k, v, sh, b, s, impl)
   local scores = nn.op(cx, { name = name .. ".qk", kind = "mm", inputs = { q, k },
                              outs = { { name .. ".scores", sshape, dt } }, saves = { q, k },
                              flops = 2 * b * sh.heads * s * s * hd, dtype = dt })
-  local scaled = nn.ew(cx, name .. ".scale", { scores }, dt)
+  -- scores * scaling: its backward is the gradient times the same constant, as many bytes
+  local scaled = nn.op(cx, { name = name .. ".scale", inputs = { scores }, outs = { { name .. ".scale", sshape, dt } },
+                             flops = nn.numel(sshape), bwd_bytes = 2 * nn.bytes(sshape, dt) })
   local masked = nn.op(cx, { name = name .. ".add_mask", inputs = { scaled, cx.mask },
                              outs = { { name .. ".masked", sshape, dt } },
                              grads = { { pass = 1 }, "none" } })

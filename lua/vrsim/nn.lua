@@ -186,10 +186,12 @@ end
 function nn.to(cx, x, dtype, name)
   if x.dtype == dtype then return x end
   local up = DT_SIZE[dtype] > DT_SIZE[x.dtype]
+  -- its backward casts the gradient back: the same bytes the other way (ToCopyBackward0)
+  local moved = nn.bytes(x.shape, x.dtype) + nn.bytes(x.shape, dtype)
   return nn.op(cx, { name = name or "to_" .. dtype, kind = up and "cast_up" or "cast_down",
                      bwd_kind = up and "cast_down" or "cast_up", inputs = { x },
                      outs = { { name or (x.name .. "." .. dtype), x.shape, dtype } },
-                     grads = { { dtype = x.dtype } } })
+                     grads = { { dtype = x.dtype } }, bytes = moved, bwd_bytes = moved })
 end
 
 -- Matrix product of x (..., k) with weight w (n, k) as F.linear runs it (matmul folds the

@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--shape", default="7b-l4"); ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=2048); ap.add_argument("--mode", default="bf16")
     ap.add_argument("--ckpt", action="store_true"); ap.add_argument("--name", default="")
+    ap.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"])
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -36,7 +37,8 @@ def main():
     h, i, nh, nkv = SHAPES[base]
     cfg = LlamaConfig(vocab_size=32000, hidden_size=h, intermediate_size=i, num_attention_heads=nh,
                       num_key_value_heads=nkv, num_hidden_layers=int(layers or 32),
-                      max_position_embeddings=4096, tie_word_embeddings=False, attn_implementation="sdpa")
+                      max_position_embeddings=max(4096, a.seq), tie_word_embeddings=False,
+                      attn_implementation=a.attn)
     with torch.device("cuda"):
         model = LlamaForCausalLM(cfg)
     model = model.to(torch.float32 if a.mode == "fp32" else torch.bfloat16)
@@ -55,6 +57,19 @@ def main():
         del loss
     for _ in range(2): step()
     torch.cuda.synchronize()
+    # each phase alone, synchronised at its end (CUDA events, no profiler): best of three
+    phase_ms = {"forward": 1e9, "backward": 1e9, "optimizer": 1e9}
+    for _ in range(3):
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+        ev[0].record(); loss = model(input_ids=ids, labels=ids).loss; ev[1].record()
+        torch.cuda.synchronize(); ev[1].synchronize()
+        b0 = torch.cuda.Event(enable_timing=True); b0.record()
+        loss.backward(); ev[2].record(); torch.cuda.synchronize()
+        o0 = torch.cuda.Event(enable_timing=True); o0.record()
+        opt.step(); opt.zero_grad(set_to_none=True); ev[3].record(); torch.cuda.synchronize()
+        del loss
+        for k, (s_, e_) in zip(phase_ms, ((ev[0], ev[1]), (b0, ev[2]), (o0, ev[3]))):
+            phase_ms[k] = min(phase_ms[k], s_.elapsed_time(e_))
     from torch.profiler import profile, ProfilerActivity
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         t0 = time.perf_counter(); step(); torch.cuda.synchronize(); wall = (time.perf_counter() - t0) * 1e3
@@ -64,9 +79,10 @@ def main():
             n_kernels += 1
             c = category(e.name)
             cats[c] = cats.get(c, 0.0) + e.device_time_total / 1e3 if hasattr(e, "device_time_total") else cats.get(c, 0.0) + e.cuda_time_total / 1e3
-    rec = {"name": a.name or f"profile-{a.shape}-b{a.batch}-s{a.seq}-{a.mode}{'-ckpt' if a.ckpt else ''}",
-           "shape": a.shape, "batch": a.batch, "seq": a.seq, "mode": a.mode, "ckpt": a.ckpt,
+    rec = {"name": a.name or f"profile-{a.shape}-b{a.batch}-s{a.seq}-{a.mode}{'-ckpt' if a.ckpt else ''}{'-eager' if a.attn == 'eager' else ''}",
+           "shape": a.shape, "batch": a.batch, "seq": a.seq, "mode": a.mode, "ckpt": a.ckpt, "attn": a.attn,
            "wall_ms_profiled": wall, "kernels": n_kernels,
+           "phase_ms": {k: round(v, 3) for k, v in phase_ms.items()},
            "gpu_ms_by_category": {k: round(v, 3) for k, v in sorted(cats.items())},
            "gpu_busy_ms": round(sum(cats.values()), 3), "torch": torch.__version__}
     with open(a.out, "a") as f: f.write(json.dumps(rec) + "\n")

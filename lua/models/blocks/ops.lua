@@ -59,8 +59,10 @@ end
 -- x.to(dtype): the same tensor when the dtype matches.
 function O.to(cx, x, dtype, name)
   if x.dtype == dtype then return x end
+  -- its backward casts the gradient back: the same bytes the other way (ToCopyBackward0)
+  local moved = nn.bytes(x.shape, x.dtype) + nn.bytes(x.shape, dtype)
   return O.op(cx, { name = name, inputs = { x }, outs = { { name, x.shape, dtype } },
-                    grads = { { dtype = x.dtype } } })
+                    grads = { { dtype = x.dtype } }, bytes = moved, bwd_bytes = moved })
 end
 
 -- A tensor no op produces (an input batch): persistent, allocated at build after the params.
