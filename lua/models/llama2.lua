@@ -131,9 +131,10 @@ local function linear(cx, name, x, w)
     local xc = nn.to(cx, x, lp, name .. ".input_cast")
     local wc = cx.cast_cache[w.id]
     if not wc and w.dtype ~= lp then
+      local moved = nn.bytes(w.shape, w.dtype) + nn.bytes(w.shape, lp)
       wc = nn.op(cx, { name = name .. ".weight_cast", inputs = { w },
                        outs = { { w.name .. "." .. lp, w.shape, lp } },
-                       grads = { { dtype = w.dtype } } })
+                       grads = { { dtype = w.dtype } }, bytes = moved, bwd_bytes = moved })
       cx.cast_cache[w.id] = wc
     end
     return nn.linear(cx, name, xc, wc or w)

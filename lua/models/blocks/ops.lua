@@ -90,9 +90,10 @@ function O.autocast_weight(cx, w)
   if not lp or w.dtype == lp or w.dtype ~= "fp32" then return w end
   local wc = cx.cast_cache[w.id]
   if not wc then
+    local moved = nn.bytes(w.shape, w.dtype) + nn.bytes(w.shape, lp)
     wc = O.op(cx, { name = w.name .. ".autocast", inputs = { w },
                      outs = { { w.name .. "." .. lp, w.shape, lp } },
-                     grads = { { dtype = w.dtype } } })
+                     grads = { { dtype = w.dtype } }, bytes = moved, bwd_bytes = moved })
     cx.cast_cache[w.id] = wc
   end
   return wc
@@ -104,8 +105,10 @@ end
 function O.autocast_input(cx, x, name, keep)
   local lp = cx.autocast
   if not lp or x.dtype == lp or x.dtype ~= "fp32" then return x, false end
+  local moved = nn.bytes(x.shape, x.dtype) + nn.bytes(x.shape, lp)
   return O.op(cx, { name = name, inputs = { x }, outs = { { name, x.shape, lp } },
-                     grads = { { dtype = x.dtype } }, frees = keep and {} or nil }), true
+                     grads = { { dtype = x.dtype } }, frees = keep and {} or nil,
+                     bytes = moved, bwd_bytes = moved }), true
 end
 
 -- Input cast of an autocast "fp32" op.
