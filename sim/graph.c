@@ -225,6 +225,8 @@ typedef struct Deriv {
     int n_fwd;       /* forward ops end here (derivation covers [first, n_fwd)) */
     int first;       /* first forward op of this backward pass (micro-batch) */
     int recomputed;  /* the region whose recompute ops were emitted last, 0 = none */
+    int *hooks;      /* the forward ops in [first, n_fwd) that are hooks, in order */
+    int n_hooks;
 } Deriv;
 
 /* Grows the per-tensor maps to at least n entries (new entries -1); nonzero on ENOMEM. */
@@ -409,7 +411,9 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
  * grads_of into the parameters' .grad tensors. */
 static VrStatus emit_hooks(Deriv *d, int layer, int kind, int n_fwd) {
     Graph *g = d->g;
-    for (int f = d->first; f < n_fwd; f++) {
+    (void)n_fwd;
+    for (int h = 0; h < d->n_hooks; h++) {
+        int f = d->hooks[h];
         Op o = g->ops[f];
         if (o.hook != kind || o.layer != layer) continue;
         int n_in = o.n_inputs + o.n_grads_of, n_fr = o.n_frees + (o.free_grads ? o.n_grads_of : 0);
@@ -579,8 +583,12 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     int n_never = 0;
     int cur_layer = -2; /* layer whose backward is being derived; -2 none yet */
     int prefetched = -2; /* layer whose pre-backward hooks were already issued early */
-    bool any_hooks = false;
-    for (int f = d.first; f < n_fwd; f++) any_hooks |= g->ops[f].hook != 0;
+    /* the hook ops, found once: emit_hooks runs for every layer */
+    d.hooks = malloc(sizeof(int) * (size_t)(n_fwd - d.first + 1));
+    if (!d.hooks) { st = VR_ENOMEM; goto out; }
+    for (int f = d.first; f < n_fwd; f++)
+        if (g->ops[f].hook) d.hooks[d.n_hooks++] = f;
+    bool any_hooks = d.n_hooks > 0;
     for (int f = n_fwd - 1; f >= d.first; f--) {
         if (g->ops[f].phase != PH_FWD || g->ops[f].hook) continue;
         if (any_hooks && g->ops[f].layer != cur_layer) {
@@ -632,6 +640,7 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     }
 out:
     free(never_run);
+    free(d.hooks);
     free(d.grad_of);
     free(d.remap);
     if (!st) {
