@@ -9,9 +9,9 @@
 --               allocator slack 13772.9 MiB; step time 1959.7 ms (kernel costs from the
 --               calibrated profile)
 --     amp_bf16  FITS: peak reserved 132.11 GiB (95.0 %), 128590.1 MiB allocated at the peak,
---               slack 6685.9 MiB; step time 416.7 ms (kernel costs from the calibrated profile)
+--               slack 6685.9 MiB; step time 402.0 ms (kernel costs from the calibrated profile)
 --     bf16      FITS: peak reserved 63.73 GiB (45.8 %), 64326.6 MiB allocated at the peak,
---               slack 933.4 MiB; step time 276.4 ms (kernel costs from the calibrated profile)
+--               slack 933.4 MiB; step time 274.0 ms (kernel costs from the calibrated profile)
 --   fp32 gets room back with --set optimizer_impl=fused (113.92 GiB, 81.9 %) or
 --   --alloc-conf expandable_segments:True (127.92 GiB, 92.0 %).
 --   Reserved memory is not monotonic in the batch: fp32 at --set micro_batch=2 reserves
