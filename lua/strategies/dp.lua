@@ -603,13 +603,25 @@ function M.zero2_step_gather(cx, z)
 end
 
 -- After the optimizer: what the strategy sends. ZeRO-1 broadcasts the updated parameters.
+-- ZeroRedundancyOptimizer.step: the local optimizer's step, then _sync_params
+-- (parameters_as_bucket_view=False, the default) broadcasts each parameter from the rank that
+-- owns it, one NCCL call a parameter, rank by rank, once the step has updated them.
 function M.after_step(cx)
   local s = cx.dp
   if s.kind == "zero1" then
-    local total = 0
-    for _, b in ipairs(s.buckets) do total = total + b.bytes end
-    op(cx, { name = "broadcast updated parameters", kind = "broadcast", stream = 1, phase = "optim",
-             bytes = total, world = s.n })
+    local updated = filled_event(cx, "the local optimizer step")
+    op(cx, { name = "optimizer step done", phase = "optim", outputs = { updated } })
+    local trainable = {}
+    for _, p in ipairs(cx.params) do if p.trainable then trainable[#trainable + 1] = p end end
+    for r = 0, s.n - 1 do
+      local _, list = owned_by_rank(trainable, s.n, r)
+      for _, p in ipairs(list) do
+        op(cx, { name = ("broadcast %s from rank %d"):format(p.name, r), kind = "broadcast",
+                 stream = 1, phase = "optim", inputs = { updated }, frees = {}, bytes = pbytes(p),
+                 world = s.n })
+      end
+    end
+    op(cx, { name = "optimizer step done (event dropped)", phase = "optim", frees = { updated } })
   end
 end
 
