@@ -318,10 +318,27 @@ end
 
 -- DDP's gradient buckets after the first iteration (Reducer::rebuild_buckets): parameters in
 -- the order their gradients became ready, the reverse of their first use in forward (one never
--- used goes last), through compute_bucket_assignment_by_size: a bucket closes once it reaches
--- its cap (first_bucket_mb for the first, bucket_cap_mb after), so the gradient that crosses
--- the cap is in it (fulltrace_dev-x2-zero1-trace: 262144000 bytes for the head, then 90185728
--- for the final norm with the last down_proj, ...).
+-- used goes last), capped at first_bucket_mb for the first bucket and bucket_cap_mb after
+-- (fulltrace_dev-x2-zero1-trace: 262144000 bytes for the head, then 90185728 for the final
+-- norm with the last down_proj, ...).
+-- c10d's compute_bucket_assignment_by_size over params in order: a bucket closes once it
+-- reaches its cap (first_cap for the first bucket, cap after), so the tensor that crosses the
+-- cap is in it. Returns { bytes, params } buckets.
+local function buckets_by_size(params, first_cap, cap)
+  local buckets, cur, limit = {}, nil, first_cap
+  for _, p in ipairs(params) do
+    cur = cur or { bytes = 0, params = {} }
+    cur.bytes = cur.bytes + pbytes(p)
+    table.insert(cur.params, p)
+    if cur.bytes >= limit then
+      buckets[#buckets + 1] = cur
+      cur, limit = nil, cap
+    end
+  end
+  if cur then buckets[#buckets + 1] = cur end
+  return buckets
+end
+
 local function ddp_buckets(s, trainable)
   local order = {}
   for i = #trainable, 1, -1 do order[#order + 1] = { p = trainable[i], k = #order } end
@@ -330,18 +347,9 @@ local function ddp_buckets(s, trainable)
     if ua ~= ub then return ua > ub end
     return a.k < b.k
   end)
-  local buckets, cur, cap = {}, nil, s.opts.first_bucket_mb * 2^20
-  for _, it in ipairs(order) do
-    cur = cur or { bytes = 0, params = {} }
-    cur.bytes = cur.bytes + pbytes(it.p)
-    table.insert(cur.params, it.p)
-    if cur.bytes >= cap then
-      buckets[#buckets + 1] = cur
-      cur, cap = nil, s.opts.bucket_cap_mb * 2^20
-    end
-  end
-  if cur then buckets[#buckets + 1] = cur end
-  return buckets
+  local ready = {}
+  for i, it in ipairs(order) do ready[i] = it.p end
+  return buckets_by_size(ready, s.opts.first_bucket_mb * 2^20, s.opts.bucket_cap_mb * 2^20)
 end
 
 -- DDP's buckets (torch/nn/parallel/distributed.py, _ddp_init_helper): with
@@ -389,14 +397,7 @@ function M.before_backward(cx, cfg, params)
     -- tensor that crosses it is in it), each flattened into one buffer (a lone tensor is its own
     -- view, no buffer), at most two in flight: a third waits for the first, whose buffer goes
     -- then (fulltrace_dev-x2-zero1-trace: 314572800, 314589184, free, 281034752, ...)
-    local limit = 250 * 2^20
-    local groups, cur = {}, nil
-    for _, p in ipairs(params) do
-      cur = cur or { bytes = 0, n = 0 }
-      cur.bytes, cur.n = cur.bytes + pbytes(p), cur.n + 1
-      if cur.bytes >= limit then groups[#groups + 1] = cur; cur = nil end
-    end
-    if cur then groups[#groups + 1] = cur end
+    local groups = buckets_by_size(params, 250 * 2^20, 250 * 2^20)
     local in_flight = {}
     local function finish_front()
       local f = table.remove(in_flight, 1)
@@ -405,7 +406,7 @@ function M.before_backward(cx, cfg, params)
     for _, grp in ipairs(groups) do
       if #in_flight >= 2 then finish_front() end
       local flat = false
-      if grp.n > 1 then
+      if #grp.params > 1 then
         flat = tensor(cx, "DDP broadcast buffer", grp.bytes, "uint8", "temp", false)
         op(cx, { name = "DDP _broadcast_coalesced", kind = "broadcast", phase = "build",
                  outputs = { flat }, frees = {} })
