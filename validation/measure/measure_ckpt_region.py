@@ -48,7 +48,6 @@ def step_ms(R, k, ckpt, reps=25):
 
 def lstsq(rows):
     """t = a + b*R + c*R*k by normal equations (3x3)."""
-    import itertools
     X = [[1.0, R, R * k] for R, k, _ in rows]
     y = [t for _, _, t in rows]
     XtX = [[sum(X[n][i] * X[n][j] for n in range(len(X))) for j in range(3)] for i in range(3)]
