@@ -5,7 +5,8 @@
  * Inputs are random (never zeros). Bandwidth figures are in GB/s (1e9 bytes per second).
  *
  *   vrsim-calibrate [-o FILE] [--gpu ID] [--only LIST] [--skip LIST] [--quick]
- *   sections: info gemm gemm_lt gemm_single gemm_sustained bgemm copy elementwise reduce softmax attn host malloc launch
+ *                   [--cooldown-ms MS] [--xcheck-calls N] [--xcheck-rounds R]
+ *   sections: info gemm gemm_lt gemm_single gemm_sustained gemm_xcheck bgemm copy elementwise reduce softmax attn host malloc launch
  *             peer nccl
  *
  * The output is a plain Lua data table (see lua/hw/calibrated/README.md for the fields).
@@ -104,12 +105,15 @@ static void sb_printf(sbuf *s, const char *fmt, ...)
 
 /* ------------------------------------------------------------------ options */
 
-static const char *ALL_SECTIONS[] = {"info", "gemm", "gemm_lt", "gemm_single", "gemm_sustained", "bgemm", "copy", "elementwise",
+static const char *ALL_SECTIONS[] = {"info", "gemm", "gemm_lt", "gemm_single", "gemm_sustained", "gemm_xcheck", "bgemm", "copy", "elementwise",
                                      "reduce", "softmax", "attn", "host", "malloc", "launch",
                                      "peer", "nccl", NULL};
 static char g_only[512] = "";
 static char g_skip[512] = "";
 static int g_quick = 0;
+static int g_cooldown_ms = 1000; /* gemm_xcheck: idle time before each shape */
+static int g_xcheck_calls = 25;  /* gemm_xcheck: calls timed alone per shape and round */
+static int g_xcheck_rounds = 1;  /* gemm_xcheck: rounds per shape, each from the cool-down */
 
 static int in_list(const char *list, const char *name)
 {
@@ -168,6 +172,27 @@ __global__ void fill_f16(__half *p, size_t n, uint32_t seed)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         p[i] = __float2half(urand(i, seed));
+}
+
+/* standard normal (Box-Muller over two uniforms), as torch.randn fills a benchmark's inputs:
+ * a GEMM's power draw, and so its clock under the board's power limit, depends on the data */
+__device__ __forceinline__ float nrand(uint64_t i, uint32_t seed)
+{
+    float u1 = 0.5f * (urand(2 * i, seed) + 1.0f) + 1e-7f; /* (0, 1] */
+    float u2 = 0.5f * (urand(2 * i + 1, seed) + 1.0f);
+    return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+}
+
+template <typename T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half(x); }
+
+template <typename T> __global__ void fill_normal_k(T *p, size_t n, uint32_t seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        p[i] = from_float<T>(nrand(i, seed));
 }
 
 /* y = a*x + b over 16-byte vectors (any dtype: treated as packed bf16 pairs or floats) */
@@ -356,6 +381,16 @@ static int fill_random(void *p, size_t bytes, int dtype /*0 f32 1 bf16 2 f16*/, 
     return 0;
 }
 
+static int fill_normal(void *p, size_t n, int dtype /*0 f32 1 bf16 2 f16*/, uint32_t seed)
+{
+    unsigned g = grid_for(n, 256, g_sms);
+    if (dtype == 0) fill_normal_k<float><<<g, 256>>>((float *)p, n, seed);
+    else if (dtype == 1) fill_normal_k<__nv_bfloat16><<<g, 256>>>((__nv_bfloat16 *)p, n, seed);
+    else fill_normal_k<__half><<<g, 256>>>((__half *)p, n, seed);
+    CKL();
+    return 0;
+}
+
 /* ------------------------------------------------------------------ device info */
 
 static char g_driver[64] = "unknown";
@@ -403,6 +438,8 @@ typedef int (*nvml_power_t)(void *, unsigned *);
 static nvml_handle_t g_nvml_handle;
 static nvml_clock_t g_nvml_clock;
 static nvml_power_t g_nvml_power;
+typedef int (*nvml_temp_t)(void *, int, unsigned *);
+static nvml_temp_t g_nvml_temp;
 
 static void nvml_open(void)
 {
@@ -413,6 +450,16 @@ static void nvml_open(void)
     g_nvml_handle = (nvml_handle_t)dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
     g_nvml_clock = (nvml_clock_t)dlsym(h, "nvmlDeviceGetClockInfo");
     g_nvml_power = (nvml_power_t)dlsym(h, "nvmlDeviceGetPowerUsage");
+    g_nvml_temp = (nvml_temp_t)dlsym(h, "nvmlDeviceGetTemperature");
+}
+
+/* GPU temperature (C) of GPU `idx`, or -1 where unknown */
+static int nvml_temp_c(unsigned idx)
+{
+    void *dev = NULL;
+    unsigned v = 0;
+    if (!g_nvml_handle || !g_nvml_temp || g_nvml_handle(idx, &dev) != 0) return -1;
+    return g_nvml_temp(dev, 0 /* NVML_TEMPERATURE_GPU */, &v) == 0 ? (int)v : -1;
 }
 
 static void nvml_read(unsigned idx, int *mhz, double *watts)
@@ -827,6 +874,123 @@ static int sec_gemm_sustained(sbuf *out)
                       DT_NAME[dt], g.m, g.n, g.k, per, tf, mhz, watts);
             printf("sustained %-4s nn %6d %6d %6d %10.4f ms %8.1f TFLOP/s  %4d MHz %5.0f W\n",
                    DT_NAME[dt], g.m, g.n, g.k, per, tf, mhz, watts);
+            fflush(stdout);
+        }
+    }
+    sb_printf(out, "  },\n");
+    cudaFree(g.A); cudaFree(g.B); cudaFree(g.C); cudaFree(g.ws);
+    cublasDestroy(g.h);
+    return 0;
+}
+
+/* One shape of gemm_xcheck: `g_xcheck_rounds` rounds of [cool-down, 3 warm-up calls, calls
+ * timed alone, 20 back to back]; the medians over rounds of each round's figures. */
+static int xcheck_shape(gemm_ctx *g, timer *t, double *single_ms, double *batched_ms)
+{
+    enum { WARM = 3, BATCH = 20, MAXROUNDS = 64, MAXCALLS = 1000 };
+    double singles[MAXROUNDS], batches[MAXROUNDS], v[MAXCALLS];
+    for (int round = 0; round < g_xcheck_rounds; round++) {
+        if (!g_quick) {
+            struct timespec ts = {g_cooldown_ms / 1000, (long)(g_cooldown_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        for (int r = 0; r < WARM; r++)
+            if (gemm_run(g, t->st)) return -1;
+        CK(cudaStreamSynchronize(t->st));
+        for (int r = 0; r < g_xcheck_calls; r++) {
+            CK(cudaEventRecord(t->e0, t->st));
+            if (gemm_run(g, t->st)) return -1;
+            CK(cudaEventRecord(t->e1, t->st));
+            CK(cudaEventSynchronize(t->e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, t->e0, t->e1));
+            v[r] = ms;
+        }
+        singles[round] = median(v, g_xcheck_calls);
+        CK(cudaEventRecord(t->e0, t->st));
+        for (int r = 0; r < BATCH; r++)
+            if (gemm_run(g, t->st)) return -1;
+        CK(cudaEventRecord(t->e1, t->st));
+        CK(cudaEventSynchronize(t->e1));
+        float bms;
+        CK(cudaEventElapsedTime(&bms, t->e0, t->e1));
+        batches[round] = bms / BATCH;
+    }
+    *single_ms = median(singles, g_xcheck_rounds);
+    *batched_ms = median(batches, g_xcheck_rounds);
+    return 0;
+}
+
+/* The cross-check against validation/hw_h200_pytorch.json (figures taken through torch.mm):
+ * its 48 shapes in its order (bf16, fp16, fp32, tf32), each measured the way a framework's
+ * per-op benchmark measures one, so the two compare like for like.
+ *
+ * A dense bf16/fp16 GEMM drives an H200 to its 700 W limit within a few hundred ms, and the
+ * clock then drops by up to 30 %: the same GEMM runs 10-15 % slower after what ran before it.
+ * So each shape starts from the same state, an idle GPU (`--cooldown-ms`, default 1000), on
+ * fresh normal-distributed inputs (torch.randn's; the power drawn depends on the bits).
+ * Then 3 warm-up calls; 25 (`--xcheck-calls`) calls each between its own pair of events, the
+ * host waiting for each (median: single_ms, what a per-call benchmark sees, launch gap
+ * included); 20 calls back to back between one pair (batched_ms, the kernel time alone).
+ * With `--xcheck-rounds R`, R such rounds, each after its own cool-down, and the medians over
+ * them. SM clock, board power and GPU temperature are read right after. */
+
+static int sec_gemm_xcheck(sbuf *out)
+{
+    static const int R[][3] = {{512, 512, 512},     {1024, 1024, 1024},  {2048, 2048, 2048},
+                               {4096, 4096, 4096},  {8192, 8192, 8192},  {8192, 4096, 4096},
+                               {8192, 11008, 4096}, {8192, 4096, 11008}, {16384, 32000, 4096},
+                               {2048, 4096, 4096},  {4096, 5120, 5120},  {8192, 13824, 5120}};
+    const int NR = sizeof R / sizeof R[0];
+    size_t maxA = 0, maxB = 0, maxC = 0;
+    for (int i = 0; i < NR; i++) {
+        size_t a = (size_t)R[i][0] * R[i][2], b = (size_t)R[i][2] * R[i][1], c = (size_t)R[i][0] * R[i][1];
+        if (a > maxA) maxA = a;
+        if (b > maxB) maxB = b;
+        if (c > maxC) maxC = c;
+    }
+    gemm_ctx g;
+    memset(&g, 0, sizeof g);
+    CKB(cublasCreate(&g.h));
+    g.ws_bytes = 32u << 20;
+    CK(cudaMalloc(&g.ws, g.ws_bytes));
+    CKB(cublasSetWorkspace(g.h, g.ws, g.ws_bytes));
+    CK(cudaMalloc(&g.A, maxA * 4));
+    CK(cudaMalloc(&g.B, maxB * 4));
+    CK(cudaMalloc(&g.C, maxC * 4));
+    timer t;
+    if (timer_init(&t)) return -1;
+    nvml_open();
+    sb_printf(out, "  gemm_xcheck = {  -- cuBLAS, nn, the reference's shapes and order; each from an idle GPU (%d ms),\n"
+                   "                  -- randn inputs; single_ms: median of %d calls timed alone; batched_ms: 20 back to back;\n"
+                   "                  -- medians over %d such rounds, each from the cool-down\n",
+              g_cooldown_ms, g_xcheck_calls, g_xcheck_rounds);
+    int dts[] = {3, 2, 0, 1}; /* bf16, fp16, fp32, tf32 */
+    uint32_t seed = 1000;
+    for (int di = 0; di < 4; di++) {
+        int dt = dts[di];
+        int fd = dt == 3 ? 1 : dt == 2 ? 2 : 0;
+        for (int i = 0; i < NR; i++) {
+            g.dtype = dt;
+            memcpy(g.op, "nn", 3);
+            g.m = R[i][0]; g.n = R[i][1]; g.k = R[i][2]; g.batch = 1;
+            if (fill_normal(g.A, (size_t)g.m * g.k, fd, seed++)) return -1;
+            if (fill_normal(g.B, (size_t)g.k * g.n, fd, seed++)) return -1;
+            CK(cudaDeviceSynchronize());
+            double single, batched;
+            if (xcheck_shape(&g, &t, &single, &batched)) return -1;
+            int mhz, temp = nvml_temp_c(0);
+            double watts;
+            nvml_read(0, &mhz, &watts);
+            double fl = 2.0 * g.m * g.n * (double)g.k;
+            sb_printf(out,
+                      "    {dtype=\"%s\", op=\"nn\", m=%d, n=%d, k=%d, single_ms=%.5f, batched_ms=%.5f, "
+                      "tflops=%.2f, sm_mhz=%d, watts=%.0f, temp_c=%d},\n",
+                      DT_NAME[dt], g.m, g.n, g.k, single, batched, fl / (batched * 1e-3) / 1e12, mhz,
+                      watts, temp);
+            printf("xcheck   %-4s nn  %6d %6d %6d  single %9.4f ms  batched %9.4f ms %7.1f TFLOP/s  %4d MHz %4.0f W %3d C\n",
+                   DT_NAME[dt], g.m, g.n, g.k, single, batched, fl / (batched * 1e-3) / 1e12, mhz,
+                   watts, temp);
             fflush(stdout);
         }
     }
@@ -1453,8 +1617,24 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: vrsim-calibrate [-o FILE.lua] [--gpu ID] [--only a,b] [--skip a,b] [--quick]\n"
-            "sections: info gemm gemm_lt gemm_single gemm_sustained bgemm copy elementwise reduce\n"
+            "                       [--cooldown-ms MS] [--xcheck-calls N] [--xcheck-rounds R]\n"
+            "  gemm_xcheck: idle time before each round (default 1000 ms), calls timed alone per\n"
+            "  round (default 25), rounds per shape (default 1; medians over rounds)\n"
+            "sections: info gemm gemm_lt gemm_single gemm_sustained gemm_xcheck bgemm copy elementwise reduce\n"
             "          softmax attn host malloc launch peer nccl\n");
+}
+
+/* an integer option's value in lo..hi, or a message and non-zero */
+static int int_option(const char *name, const char *text, long lo, long hi, int *out)
+{
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (!*text || *end || v < lo || v > hi) {
+        fprintf(stderr, "vrsim-calibrate: %s wants %ld..%ld, not '%s'\n", name, lo, hi, text);
+        return 1;
+    }
+    *out = (int)v;
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -1472,6 +1652,16 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) snprintf(g_only, sizeof g_only, "%s", argv[++i]);
         else if (!strcmp(argv[i], "--skip") && i + 1 < argc) snprintf(g_skip, sizeof g_skip, "%s", argv[++i]);
         else if (!strcmp(argv[i], "--quick")) g_quick = 1;
+        else if (!strcmp(argv[i], "--xcheck-calls") && i + 1 < argc) {
+            if (int_option(argv[i], argv[i + 1], 1, 1000, &g_xcheck_calls)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--xcheck-rounds") && i + 1 < argc) {
+            if (int_option(argv[i], argv[i + 1], 1, 64, &g_xcheck_rounds)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--cooldown-ms") && i + 1 < argc) {
+            if (int_option(argv[i], argv[i + 1], 0, 60000, &g_cooldown_ms)) return 2;
+            i++;
+        }
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
         else { usage(); return 2; }
     }
@@ -1552,6 +1742,7 @@ int main(int argc, char **argv)
     RUN("gemm_lt", sec_gemm(&body, 1));
     RUN("gemm_single", sec_gemm_single(&body));
     RUN("gemm_sustained", sec_gemm_sustained(&body));
+    RUN("gemm_xcheck", sec_gemm_xcheck(&body));
     RUN("bgemm", sec_bgemm(&body));
     RUNIF("copy/elementwise/reduce/softmax",
           want("copy") || want("elementwise") || want("reduce") || want("softmax"),
