@@ -9,7 +9,7 @@
  *          ├─ Pool small (rounded size <= 1 MiB) and Pool large, each with
  *          │    free:     treap of FREE blocks keyed (stream, size, addr)  (PyTorch's pool.blocks)
  *          │    unmapped: treap of UNMAPPED blocks keyed (stream, 0, addr) (pool.unmapped)
- *          ├─ live: hash map addr -> Block for ALLOCATED and PENDING blocks
+ *          ├─ live: hash map (u64map.h) addr -> Block for ALLOCATED and PENDING blocks
  *          ├─ ev:   FIFO of stream events (block, stream, done) recorded by frees of blocks that
  *          │        have record_stream uses; `deferred`: blocks freed by alloc_free_deferred
  *          └─ spare Block / Segment structs, so that no step fails half-done on host memory
@@ -45,6 +45,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "u64map.h"
 
 /* Section 0 constants. */
 #define K_MIN_BLOCK ((uint64_t)512)
@@ -245,18 +247,11 @@ typedef struct Slab {
     Block blocks[SLAB_BLOCKS];
 } Slab;
 
-typedef struct LiveMap {
-    uint64_t *keys;      /* 0 = empty slot */
-    Block **vals;
-    size_t cap;          /* power of two */
-    size_t n;            /* entries */
-} LiveMap;
-
 struct Alloc {
     AllocConfig cfg;
     Pool pools[2];               /* [0] small, [1] large */
     TNode *segs;                 /* segments by base */
-    LiveMap live;
+    U64Map live;                 /* addr -> Block * (as uintptr_t) of ALLOCATED, PENDING blocks */
     Event *ev;                   /* FIFO of outstanding events */
     size_t nev, capev;
     Block *deferred;             /* deferred list head */
@@ -360,89 +355,29 @@ static VrStatus ensure_spare_seg(Alloc *a)
     return a->spare_seg ? VR_OK : VR_ENOMEM;
 }
 
-/* ---- live map: open addressing, linear probing, backward-shift deletion ---- */
+/* ---- live map (u64map.h): addr -> Block ---- */
 
-static inline size_t live_slot(const LiveMap *m, uint64_t k)
+static Block *live_get(const Alloc *a, uint64_t addr)
 {
-    return (size_t)(((k >> 9) * UINT64_C(0x9E3779B97F4A7C15)) >> 20) & (m->cap - 1);
+    uint64_t v;
+    return u64map_get(&a->live, addr, &v) ? (Block *)(uintptr_t)v : NULL;
 }
 
-static Block *live_get(const LiveMap *m, uint64_t k)
+/* Makes room for one more live block (before a step that must not fail half-done). */
+static VrStatus live_reserve(Alloc *a)
 {
-    if (k == 0)
-        return NULL;
-    for (size_t i = live_slot(m, k);; i = (i + 1) & (m->cap - 1)) {
-        if (m->keys[i] == k)
-            return m->vals[i];
-        if (m->keys[i] == 0)
-            return NULL;
-    }
+    return u64map_reserve(&a->live, 1);
 }
 
-static void live_put_nogrow(LiveMap *m, uint64_t k, Block *b)
+/* Records b at addr (nonzero); cannot fail once live_reserve has made room. */
+static void live_put(Alloc *a, uint64_t addr, Block *b)
 {
-    size_t i = live_slot(m, k);
-    while (m->keys[i] != 0 && m->keys[i] != k)
-        i = (i + 1) & (m->cap - 1);
-    if (m->keys[i] == 0)
-        m->n++;
-    m->keys[i] = k;
-    m->vals[i] = b;
+    (void)u64map_put(&a->live, addr, (uint64_t)(uintptr_t)b);
 }
 
-/* Makes room for one more entry (load <= 1/2). */
-static VrStatus live_reserve(Alloc *a, LiveMap *m)
+static void live_del(Alloc *a, uint64_t addr)
 {
-    if ((m->n + 1) * 2 <= m->cap)
-        return VR_OK;
-    size_t ncap = m->cap * 2;
-    uint64_t *nk = host_alloc(a, NULL, 0, ncap * sizeof *nk);
-    if (!nk)
-        return VR_ENOMEM;
-    Block **nv = host_alloc(a, NULL, 0, ncap * sizeof *nv);
-    if (!nv) {
-        host_alloc(a, nk, ncap * sizeof *nk, 0);
-        return VR_ENOMEM;
-    }
-    memset(nk, 0, ncap * sizeof *nk);
-    LiveMap old = *m;
-    m->keys = nk;
-    m->vals = nv;
-    m->cap = ncap;
-    m->n = 0;
-    for (size_t i = 0; i < old.cap; i++)
-        if (old.keys[i])
-            live_put_nogrow(m, old.keys[i], old.vals[i]);
-    host_alloc(a, old.keys, old.cap * sizeof *old.keys, 0);
-    host_alloc(a, old.vals, old.cap * sizeof *old.vals, 0);
-    return VR_OK;
-}
-
-static void live_del(LiveMap *m, uint64_t k)
-{
-    size_t i = live_slot(m, k);
-    while (m->keys[i] != k) {
-        if (m->keys[i] == 0)
-            return;
-        i = (i + 1) & (m->cap - 1);
-    }
-    m->n--;
-    /* backward shift: move later entries of the cluster into the hole when allowed */
-    size_t j = i;
-    for (;;) {
-        j = (j + 1) & (m->cap - 1);
-        if (m->keys[j] == 0)
-            break;
-        size_t h = live_slot(m, m->keys[j]);
-        /* entry at j may move to i if its home h is not in (i, j] cyclically */
-        bool in_range = (i <= j) ? (h > i && h <= j) : (h > i || h <= j);
-        if (!in_range) {
-            m->keys[i] = m->keys[j];
-            m->vals[i] = m->vals[j];
-            i = j;
-        }
-    }
-    m->keys[i] = 0;
+    (void)u64map_del(&a->live, addr);
 }
 
 /* ---- statistics ---- */
@@ -860,14 +795,11 @@ VrStatus alloc_new(const AllocConfig *cfg, Alloc **out)
     a->rng = 0x9E3779B9u;
     a->low_water = SIM_TOP;
     a->ideal_next = (uint64_t)1 << 40;
-    a->live.cap = 1024;
-    a->live.keys = host_alloc(a, NULL, 0, a->live.cap * sizeof *a->live.keys);
-    a->live.vals = host_alloc(a, NULL, 0, a->live.cap * sizeof *a->live.vals);
-    if (!a->live.keys || !a->live.vals) {
+    u64map_init(&a->live, cfg->host_alloc, cfg->host_ud);
+    if (live_reserve(a) != VR_OK) {
         alloc_free(a);
         return VR_ENOMEM;
     }
-    memset(a->live.keys, 0, a->live.cap * sizeof *a->live.keys);
     *out = a;
     return VR_OK;
 }
@@ -908,10 +840,7 @@ void alloc_free(Alloc *a)
         host_alloc(a, a->spare_seg, sizeof(Segment), 0);
     if (a->ev)
         host_alloc(a, a->ev, a->capev * sizeof *a->ev, 0);
-    if (a->live.keys)
-        host_alloc(a, a->live.keys, a->live.cap * sizeof *a->live.keys, 0);
-    if (a->live.vals)
-        host_alloc(a, a->live.vals, a->live.cap * sizeof *a->live.vals, 0);
+    u64map_free(&a->live);
     AllocConfig cfg = a->cfg;
     cfg_alloc(&cfg, a, sizeof *a, 0);
 }
@@ -1037,7 +966,7 @@ static void free_block(Alloc *a, Block *b)
 {
     uint64_t orig = b->size, req = b->requested;
     int64_t net = 0;
-    live_del(&a->live, b->addr);
+    live_del(a, b->addr);
     Block *cands[2] = {b->prev, b->next};
     for (int i = 0; i < 2; i++) {
         uint64_t sub = try_merge(a, b, cands[i]);
@@ -1533,7 +1462,7 @@ static Block *alloc_found(Alloc *a, Block *b, uint64_t rsize, uint64_t orig)
     }
     b->allocated = 1;
     b->requested = orig;
-    live_put_nogrow(&a->live, b->addr, b);
+    live_put(a, b->addr, b);
     stat_add(&a->allocated, b->size);
     stat_add(&a->active, b->size);
     stat_add(&a->requested, orig);
@@ -1552,7 +1481,7 @@ static VrStatus ideal_malloc(Alloc *a, uint64_t size, int stream, uint64_t *addr
         emit(a, ALLOC_EV_OOM, a->cfg.capacity - a->reserved.cur, r, stream);
         return VR_OOM;
     }
-    if (ensure_spare(a, 1) != VR_OK || live_reserve(a, &a->live) != VR_OK)
+    if (ensure_spare(a, 1) != VR_OK || live_reserve(a) != VR_OK)
         return VR_ENOMEM;
     Block *b = block_new(a);
     b->addr = a->ideal_next;
@@ -1561,7 +1490,7 @@ static VrStatus ideal_malloc(Alloc *a, uint64_t size, int stream, uint64_t *addr
     b->requested = size;
     b->stream = stream;
     b->allocated = 1;
-    live_put_nogrow(&a->live, b->addr, b);
+    live_put(a, b->addr, b);
     stat_add(&a->allocated, r);
     stat_add(&a->active, r);
     stat_add(&a->reserved, r);
@@ -1572,7 +1501,7 @@ static VrStatus ideal_malloc(Alloc *a, uint64_t size, int stream, uint64_t *addr
 
 static void ideal_free(Alloc *a, Block *b)
 {
-    live_del(&a->live, b->addr);
+    live_del(a, b->addr);
     stat_sub(&a->allocated, b->size);
     stat_sub(&a->active, b->size);
     stat_sub(&a->reserved, b->size);
@@ -1607,7 +1536,7 @@ VrStatus alloc_malloc(Alloc *a, uint64_t size, int stream, uint64_t addr_hint, u
     if (a->cfg.kind == ALLOC_IDEAL)
         return ideal_malloc(a, size, stream, addr);
     if (ensure_spare(a, 4) != VR_OK || ensure_spare_seg(a) != VR_OK ||
-        live_reserve(a, &a->live) != VR_OK)
+        live_reserve(a) != VR_OK)
         return VR_ENOMEM;
     process_events(a);
     Params p;
@@ -1677,7 +1606,7 @@ static void insert_events(Alloc *a, Block *b)
 
 VrStatus alloc_dealloc(Alloc *a, uint64_t addr)
 {
-    Block *b = live_get(&a->live, addr);
+    Block *b = live_get(a, addr);
     if (!b || !b->allocated)
         return VR_EINVAL;
     if (a->cfg.kind == ALLOC_IDEAL) {
@@ -1697,7 +1626,7 @@ VrStatus alloc_dealloc(Alloc *a, uint64_t addr)
 
 VrStatus alloc_free_deferred(Alloc *a, uint64_t addr)
 {
-    Block *b = live_get(&a->live, addr);
+    Block *b = live_get(a, addr);
     if (!b || !b->allocated)
         return VR_EINVAL;
     if (a->cfg.kind == ALLOC_IDEAL) {
@@ -1721,7 +1650,7 @@ VrStatus alloc_free_deferred(Alloc *a, uint64_t addr)
 
 VrStatus alloc_free_complete(Alloc *a, uint64_t addr)
 {
-    Block *b = live_get(&a->live, addr);
+    Block *b = live_get(a, addr);
     if (!b || !b->deferred)
         return a->cfg.kind == ALLOC_IDEAL ? VR_OK : VR_EINVAL;
     deferred_unlink(a, b);
@@ -1732,7 +1661,7 @@ VrStatus alloc_free_complete(Alloc *a, uint64_t addr)
 
 VrStatus alloc_record_stream(Alloc *a, uint64_t addr, int stream)
 {
-    Block *b = live_get(&a->live, addr);
+    Block *b = live_get(a, addr);
     if (!b || !b->allocated || stream < 0)
         return VR_EINVAL;
     if (a->cfg.kind == ALLOC_IDEAL || stream == b->stream)
@@ -1794,7 +1723,7 @@ static void carve(Alloc *a, Block *f, uint64_t addr, uint64_t rsize, uint64_t si
     split_off_ends(a, f, addr, rsize);
     f->allocated = 1;
     f->requested = size;
-    live_put_nogrow(&a->live, addr, f);
+    live_put(a, addr, f);
     if (!s->expandable) {
         if (was_split)
             stat_sub(&a->inactive_split, fsize);
@@ -1859,7 +1788,7 @@ VrStatus alloc_inject_block(Alloc *a, uint64_t addr, uint64_t size, uint64_t byt
         return ideal_malloc(a, size, stream, &got);
     }
     if (ensure_spare(a, 2) != VR_OK || ensure_spare_seg(a) != VR_OK ||
-        live_reserve(a, &a->live) != VR_OK)
+        live_reserve(a) != VR_OK)
         return VR_ENOMEM;
     uint64_t rsize = alloc_round_size(&a->cfg, size);
     bool small = rsize <= K_SMALL_SIZE;
@@ -1889,7 +1818,7 @@ VrStatus alloc_inject_block(Alloc *a, uint64_t addr, uint64_t size, uint64_t byt
         return VR_EINVAL;
     /* find the block containing addr: from the last injected block when it is before addr */
     Block *f = NULL;
-    Block *cur = live_get(&a->live, a->inject_cursor);
+    Block *cur = live_get(a, a->inject_cursor);
     if (cur && cur->seg == s && cur->addr <= addr)
         f = cur;
     else
@@ -1924,13 +1853,13 @@ uint64_t alloc_device_capacity(uint64_t total, uint64_t outside, double fraction
 
 uint64_t alloc_block_size(const Alloc *a, uint64_t addr)
 {
-    Block *b = live_get(&a->live, addr);
+    Block *b = live_get(a, addr);
     return b && b->allocated ? b->size : 0;
 }
 
 int alloc_block_stream(const Alloc *a, uint64_t addr)
 {
-    Block *b = live_get(&a->live, addr);
+    Block *b = live_get(a, addr);
     return b && b->allocated ? b->stream : -1;
 }
 
@@ -2181,19 +2110,19 @@ static void visit_check(const Segment *s, void *ud)
         if (s->expandable)
             c->reserved += b->size;
         if (b->allocated) {
-            CHECK(c, b->where == IN_NONE && live_get(&a->live, b->addr) == b, "allocated block");
+            CHECK(c, b->where == IN_NONE && live_get(a, b->addr) == b, "allocated block");
             CHECK(c, !b->deferred, "allocated block on the deferred list");
             c->allocated += b->size;
             c->requested += b->requested;
             c->nlive++;
         } else if (b->event_count > 0) {
-            CHECK(c, b->where == IN_NONE && live_get(&a->live, b->addr) == b, "pending block");
+            CHECK(c, b->where == IN_NONE && live_get(a, b->addr) == b, "pending block");
             c->pending += b->size;
             c->requested += b->requested;
             c->nlive++;
         } else {
             CHECK(c, b->where == IN_FREE, "free block not in the free set");
-            CHECK(c, live_get(&a->live, b->addr) != b, "free block in the live map");
+            CHECK(c, live_get(a, b->addr) != b, "free block in the live map");
             CHECK(c, !b->next || !(b->next->mapped && !b->next->allocated &&
                                    b->next->event_count == 0),
                   "two free neighbours");
@@ -2236,10 +2165,9 @@ static bool check_sorted(TNode *root)
 VrStatus alloc_check(const Alloc *a)
 {
     if (a->cfg.kind == ALLOC_IDEAL) {
-        uint64_t sum = 0;
-        for (size_t i = 0; i < a->live.cap; i++)
-            if (a->live.keys[i])
-                sum += a->live.vals[i]->size;
+        uint64_t sum = 0, v;
+        for (size_t pos = 0; u64map_next(&a->live, &pos, NULL, &v);)
+            sum += ((const Block *)(uintptr_t)v)->size;
         if (sum != a->allocated.cur || a->reserved.cur != a->allocated.cur ||
             a->active.cur != a->allocated.cur)
             return VR_EINVAL;
@@ -2260,7 +2188,7 @@ VrStatus alloc_check(const Alloc *a)
     CHECK(&c, a->requested.cur == c.requested, "requested");
     CHECK(&c, a->inactive_split.cur == c.inactive, "inactive_split");
     CHECK(&c, a->segments.cur == c.nsegs, "segment count");
-    CHECK(&c, a->live.n == c.nlive, "live map size");
+    CHECK(&c, u64map_count(&a->live) == c.nlive, "live map size");
     CHECK(&c, !a->cfg.capacity || a->reserved.cur <= a->cfg.capacity, "reserved > capacity");
     size_t nf = 0, nu = 0, limit = (size_t)-1;
     for (int i = 0; i < 2; i++) {

@@ -25,107 +25,11 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "u64map.h"
+
 #define MAX_TRACE_BYTES ((uint64_t)4 << 30) /* larger inputs are refused (line numbers are u32) */
 #define MAX_SEGMENT_BYTES ((uint64_t)1 << 48)
 #define MAX_SEQ_SUM ((int64_t)1 << 62)
-
-/* ---- a small hash map: nonzero uint64 key -> uint32 value ---- */
-
-typedef struct U64Map {
-    uint64_t *keys; /* 0 = empty */
-    uint32_t *vals;
-    size_t cap, n;  /* cap: power of two */
-} U64Map;
-
-static inline size_t map_slot(const U64Map *m, uint64_t k)
-{
-    return (size_t)((k * UINT64_C(0x9E3779B97F4A7C15)) >> 24) & (m->cap - 1);
-}
-
-/* Pointer to the value for k, or NULL. */
-static uint32_t *map_get(const U64Map *m, uint64_t k)
-{
-    if (!m->cap)
-        return NULL;
-    for (size_t i = map_slot(m, k);; i = (i + 1) & (m->cap - 1)) {
-        if (m->keys[i] == k)
-            return &m->vals[i];
-        if (m->keys[i] == 0)
-            return NULL;
-    }
-}
-
-static void map_put_nogrow(U64Map *m, uint64_t k, uint32_t v)
-{
-    size_t i = map_slot(m, k);
-    while (m->keys[i] != 0 && m->keys[i] != k)
-        i = (i + 1) & (m->cap - 1);
-    if (m->keys[i] == 0)
-        m->n++;
-    m->keys[i] = k;
-    m->vals[i] = v;
-}
-
-/* Sets k -> v (k != 0). VR_ENOMEM leaves the map unchanged. */
-static VrStatus map_put(U64Map *m, uint64_t k, uint32_t v)
-{
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t ncap = m->cap ? m->cap * 2 : 1024;
-        uint64_t *nk = calloc(ncap, sizeof *nk);
-        uint32_t *nv = malloc(ncap * sizeof *nv);
-        if (!nk || !nv) {
-            free(nk);
-            free(nv);
-            return VR_ENOMEM;
-        }
-        U64Map old = *m;
-        m->keys = nk;
-        m->vals = nv;
-        m->cap = ncap;
-        m->n = 0;
-        for (size_t i = 0; i < old.cap; i++)
-            if (old.keys[i])
-                map_put_nogrow(m, old.keys[i], old.vals[i]);
-        free(old.keys);
-        free(old.vals);
-    }
-    map_put_nogrow(m, k, v);
-    return VR_OK;
-}
-
-static void map_del(U64Map *m, uint64_t k)
-{
-    if (!m->cap)
-        return;
-    size_t i = map_slot(m, k);
-    while (m->keys[i] != k) {
-        if (m->keys[i] == 0)
-            return;
-        i = (i + 1) & (m->cap - 1);
-    }
-    m->n--;
-    size_t j = i;
-    for (;;) {
-        j = (j + 1) & (m->cap - 1);
-        if (m->keys[j] == 0)
-            break;
-        size_t h = map_slot(m, m->keys[j]);
-        bool in_range = (i <= j) ? (h > i && h <= j) : (h > i || h <= j);
-        if (!in_range) {
-            m->keys[i] = m->keys[j];
-            m->vals[i] = m->vals[j];
-            i = j;
-        }
-    }
-    m->keys[i] = 0;
-}
-
-static void map_free(U64Map *m)
-{
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof *m);
-}
 
 /* ---- growing arrays ---- */
 
@@ -162,7 +66,7 @@ typedef struct Reader {
     Trace *t;
     char *err;
     size_t errlen;
-    U64Map addrs;        /* addr -> index into st */
+    U64Map addrs;        /* addr -> index into st (u64map.h, as all maps here) */
     AddrState *st;
     size_t nst, capst;
     U64Map streams;      /* trace stream value + 1 -> first-seen index (value UINT64_MAX rejected) */
@@ -221,19 +125,19 @@ static VrStatus stream_index(Reader *r, uint64_t value, uint32_t line, uint32_t 
         *out = r->last_stream_index;
         return VR_OK;
     }
-    uint32_t *v = map_get(&r->streams, value + 1);
-    if (v) {
-        *out = *v;
+    uint64_t v;
+    if (u64map_get(&r->streams, value + 1, &v)) {
+        *out = (uint32_t)v;
         r->have_last_stream = true;
         r->last_stream = value;
-        r->last_stream_index = *v;
+        r->last_stream_index = (uint32_t)v;
         return VR_OK;
     }
     Trace *t = r->t;
     if (t->nstreams >= INT32_MAX)
         return fail(r, line, "too many streams");
     if (grow((void **)&t->streams, &r->capstreams, t->nstreams + 1, sizeof *t->streams) != VR_OK ||
-        map_put(&r->streams, value + 1, (uint32_t)t->nstreams) != VR_OK)
+        u64map_put(&r->streams, value + 1, t->nstreams) != VR_OK)
         return oom_msg(r);
     t->streams[t->nstreams] = value;
     *out = (uint32_t)t->nstreams++;
@@ -278,9 +182,9 @@ static VrStatus seg_seen(Reader *r, uint64_t addr, uint64_t size, uint32_t strea
     if (addr == 0 || addr % 512 || size % 512 || addr >= ((uint64_t)1 << 62) ||
         size > ((uint64_t)1 << 44))
         return VR_OK; /* not a place a segment can be: nothing to rebuild */
-    if (map_get(&r->segfirst, addr))
+    if (u64map_get(&r->segfirst, addr, NULL))
         return VR_OK;
-    if (map_put(&r->segfirst, addr, freed ? 2 : 1) != VR_OK)
+    if (u64map_put(&r->segfirst, addr, freed ? 2 : 1) != VR_OK)
         return oom_msg(r);
     if (!freed)
         return VR_OK;
@@ -293,15 +197,15 @@ static VrStatus seg_seen(Reader *r, uint64_t addr, uint64_t size, uint32_t strea
 
 static AddrState *addr_state(Reader *r, uint64_t addr)
 {
-    uint32_t *v = map_get(&r->addrs, addr);
-    return v ? &r->st[*v] : NULL;
+    uint64_t v;
+    return u64map_get(&r->addrs, addr, &v) ? &r->st[v] : NULL;
 }
 
 static VrStatus addr_new(Reader *r, uint64_t addr, AddrState **out)
 {
     if (r->nst >= UINT32_MAX ||
         grow((void **)&r->st, &r->capst, r->nst + 1, sizeof *r->st) != VR_OK ||
-        map_put(&r->addrs, addr, (uint32_t)r->nst) != VR_OK)
+        u64map_put(&r->addrs, addr, r->nst) != VR_OK)
         return oom_msg(r);
     *out = &r->st[r->nst++];
     memset(*out, 0, sizeof **out);
@@ -902,9 +806,9 @@ static VrStatus reader_end(Reader *r, VrStatus st, Trace **out)
         qsort(t->pre, t->npre, sizeof *t->pre, cmp_pre);
     if (st == VR_OK && t->npreseg > 1)
         qsort(t->preseg, t->npreseg, sizeof *t->preseg, cmp_preseg);
-    map_free(&r->addrs);
-    map_free(&r->segfirst);
-    map_free(&r->streams);
+    u64map_free(&r->addrs);
+    u64map_free(&r->segfirst);
+    u64map_free(&r->streams);
     free(r->st);
     if (st != VR_OK) {
         trace_free(t);
@@ -1255,7 +1159,7 @@ VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check
                 uint32_t idx;
                 SLOT_NEW(idx);
                 maddr[idx] = m;
-                if (map_put(&amap, e->addr, idx) != VR_OK)
+                if (u64map_put(&amap, e->addr, idx) != VR_OK)
                     goto enomem;
             }
             uint64_t r = alloc_reserved_bytes(a), al = alloc_allocated_bytes(a);
@@ -1270,34 +1174,35 @@ VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check
         case TA_FREE:
         case TA_FREE_REQUESTED:
         case TA_FREE_COMPLETED: {
-            uint32_t *pi = map_get(&amap, e->addr);
-            if (!pi && e->action == TA_FREE_COMPLETED)
+            uint64_t slot;
+            bool mapped = u64map_get(&amap, e->addr, &slot);
+            if (!mapped && e->action == TA_FREE_COMPLETED)
                 break; /* not pending in the model: nothing to complete */
-            uint32_t idx = pi ? *pi : UINT32_MAX;
-            uint64_t m = pi ? maddr[idx] : e->addr;
+            uint32_t idx = mapped ? (uint32_t)slot : UINT32_MAX;
+            uint64_t m = mapped ? maddr[idx] : e->addr;
             if (e->action == TA_FREE_REQUESTED) {
                 st = alloc_free_deferred(a, m);
                 if (st == VR_OK) {
-                    if (!pi) { /* pending frees always get a slot, for the synchronize below */
+                    if (!mapped) { /* pending frees always get a slot, for the synchronize below */
                         SLOT_NEW(idx);
                         maddr[idx] = m;
-                        if (map_put(&amap, e->addr, idx) != VR_OK)
+                        if (u64map_put(&amap, e->addr, idx) != VR_OK)
                             goto enomem;
                     }
-                    if (map_put(&pend, e->addr, idx) != VR_OK)
+                    if (u64map_put(&pend, e->addr, idx) != VR_OK)
                         goto enomem;
                 }
             } else if (e->action == TA_FREE) {
                 st = alloc_dealloc(a, m);
-                if (pi) {
-                    map_del(&amap, e->addr);
+                if (mapped) {
+                    u64map_del(&amap, e->addr);
                     SLOT_FREE(idx);
                 }
             } else {
                 /* m == 0: a synchronize of the model (empty_cache, OOM retry) completed it */
                 st = m ? alloc_free_complete(a, m) : VR_OK;
-                map_del(&amap, e->addr);
-                map_del(&pend, e->addr);
+                u64map_del(&amap, e->addr);
+                u64map_del(&pend, e->addr);
                 SLOT_FREE(idx);
             }
             if (st == VR_ENOMEM)
@@ -1343,16 +1248,14 @@ VrStatus replay_run_checked(const Trace *t, const AllocConfig *cfg, size_t check
             uint64_t nr = alloc_num_alloc_retries(a);
             if (nr != retries) {
                 retries = nr;
-                synced = pend.n > 0;
+                synced = u64map_count(&pend) > 0;
             }
         }
         if (synced) {
-            for (size_t k = 0; k < pend.cap; k++)
-                if (pend.keys[k]) {
-                    maddr[pend.vals[k]] = 0;
-                    pend.keys[k] = 0;
-                }
-            pend.n = 0;
+            uint64_t pidx;
+            for (size_t pos = 0; u64map_next(&pend, &pos, NULL, &pidx);)
+                maddr[pidx] = 0;
+            u64map_clear(&pend);
             synced = false;
         }
     }
@@ -1395,8 +1298,8 @@ out:
     free(log.v);
     free(maddr);
     free(freeslots);
-    map_free(&pend);
-    map_free(&amap);
+    u64map_free(&pend);
+    u64map_free(&amap);
     alloc_free(a);
     if (st != VR_OK) {
         free(res->segs);
