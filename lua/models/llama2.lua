@@ -131,10 +131,7 @@ local function linear(cx, name, x, w)
     local xc = nn.to(cx, x, lp, name .. ".input_cast")
     local wc = cx.cast_cache[w.id]
     if not wc and w.dtype ~= lp then
-      local moved = nn.bytes(w.shape, w.dtype) + nn.bytes(w.shape, lp)
-      wc = nn.op(cx, { name = name .. ".weight_cast", inputs = { w },
-                       outs = { { w.name .. "." .. lp, w.shape, lp } },
-                       grads = { { dtype = w.dtype } }, bytes = moved, bwd_bytes = moved })
+      wc = nn.cast(cx, w, lp, name .. ".weight_cast", w.name .. "." .. lp)
       cx.cast_cache[w.id] = wc
     end
     return nn.linear(cx, name, xc, wc or w)

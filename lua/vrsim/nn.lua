@@ -182,16 +182,23 @@ function nn.mul(cx, name, a, b, dtype, extra)
   return nn.op(cx, spec)
 end
 
+-- A cast of x to dtype: a new tensor (out_name, default name) that one kernel writes; its
+-- backward (ToCopyBackward0) casts the gradient back, the same bytes the other way. keep: the
+-- caller still holds x, so the cast does not drop it.
+function nn.cast(cx, x, dtype, name, out_name, keep)
+  local up = DT_SIZE[dtype] > DT_SIZE[x.dtype]
+  local moved = nn.bytes(x.shape, x.dtype) + nn.bytes(x.shape, dtype)
+  return nn.op(cx, { name = name, kind = up and "cast_up" or "cast_down",
+                     bwd_kind = up and "cast_down" or "cast_up", inputs = { x },
+                     outs = { { out_name or name, x.shape, dtype } },
+                     grads = { { dtype = x.dtype } }, frees = keep and {} or nil,
+                     bytes = moved, bwd_bytes = moved })
+end
+
 -- x.to(dtype): no-op (same tensor) when the dtype matches.
 function nn.to(cx, x, dtype, name)
   if x.dtype == dtype then return x end
-  local up = DT_SIZE[dtype] > DT_SIZE[x.dtype]
-  -- its backward casts the gradient back: the same bytes the other way (ToCopyBackward0)
-  local moved = nn.bytes(x.shape, x.dtype) + nn.bytes(x.shape, dtype)
-  return nn.op(cx, { name = name or "to_" .. dtype, kind = up and "cast_up" or "cast_down",
-                     bwd_kind = up and "cast_down" or "cast_up", inputs = { x },
-                     outs = { { name or (x.name .. "." .. dtype), x.shape, dtype } },
-                     grads = { { dtype = x.dtype } }, bytes = moved, bwd_bytes = moved })
+  return nn.cast(cx, x, dtype, name or "to_" .. dtype, name or (x.name .. "." .. dtype))
 end
 
 -- Matrix product of x (..., k) with weight w (n, k) as F.linear runs it (matmul folds the

@@ -59,10 +59,7 @@ end
 -- x.to(dtype): the same tensor when the dtype matches.
 function O.to(cx, x, dtype, name)
   if x.dtype == dtype then return x end
-  -- its backward casts the gradient back: the same bytes the other way (ToCopyBackward0)
-  local moved = nn.bytes(x.shape, x.dtype) + nn.bytes(x.shape, dtype)
-  return O.op(cx, { name = name, inputs = { x }, outs = { { name, x.shape, dtype } },
-                    grads = { { dtype = x.dtype } }, bytes = moved, bwd_bytes = moved })
+  return nn.cast(cx, x, dtype, name)
 end
 
 -- A tensor no op produces (an input batch): persistent, allocated at build after the params.
@@ -90,10 +87,7 @@ function O.autocast_weight(cx, w)
   if not lp or w.dtype == lp or w.dtype ~= "fp32" then return w end
   local wc = cx.cast_cache[w.id]
   if not wc then
-    local moved = nn.bytes(w.shape, w.dtype) + nn.bytes(w.shape, lp)
-    wc = O.op(cx, { name = w.name .. ".autocast", inputs = { w },
-                     outs = { { w.name .. "." .. lp, w.shape, lp } },
-                     grads = { { dtype = w.dtype } }, bytes = moved, bwd_bytes = moved })
+    wc = nn.cast(cx, w, lp, w.name .. ".autocast", w.name .. "." .. lp)
     cx.cast_cache[w.id] = wc
   end
   return wc
@@ -105,10 +99,7 @@ end
 function O.autocast_input(cx, x, name, keep)
   local lp = cx.autocast
   if not lp or x.dtype == lp or x.dtype ~= "fp32" then return x, false end
-  local moved = nn.bytes(x.shape, x.dtype) + nn.bytes(x.shape, lp)
-  return O.op(cx, { name = name, inputs = { x }, outs = { { name, x.shape, lp } },
-                     grads = { { dtype = x.dtype } }, frees = keep and {} or nil,
-                     bytes = moved, bwd_bytes = moved }), true
+  return nn.cast(cx, x, lp, name, name, keep), true
 end
 
 -- Input cast of an autocast "fp32" op.
