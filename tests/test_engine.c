@@ -423,9 +423,57 @@ static void test_checkpointing_lowers_peak(void **state) {
     int recompute_ops = 0;
     for (int i = 0; i < graph_num_ops(g); i++)
         recompute_ops += graph_op_c(g, i)->phase == PH_RECOMPUTE;
-    assert_int_equal(recompute_ops, 2); /* f1 and f2 (f2 saves its input: PyTorch re-runs it) */
+    /* f1 only: f2 saves just its input, and the recomputation stops while saving it, before
+     * f2's kernel (see test_recompute_early_stop) */
+    assert_int_equal(recompute_ops, 1);
     engine_result_free(r);
     graph_free(g);
+}
+
+/* How many ops are recomputed (their names into names) for the checkpointed region {f1, f2}
+ * when its last op f2 saves its input (save_input), its output (save_output) or both. */
+static int recomputed_ops(bool save_input, bool save_output, char names[4][64]) {
+    Graph *g;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int w = tensor(g, "w", 1024, CAT_PARAM, true, true);
+    int x0 = tensor(g, "x0", 2048, CAT_ACTIVATION, true, false);
+    int a = tensor(g, "a", 4096, CAT_ACTIVATION, true, false);
+    int b = tensor(g, "b", 4096, CAT_ACTIVATION, true, false);
+    int loss = tensor(g, "loss", 512, CAT_ACTIVATION, true, false);
+    op(g, (OpArgs){.name = "f0", .phase = PH_FWD, .in = {w}, .nin = 1, .out = {x0}, .nout = 1});
+    int f1 = op(g, (OpArgs){.name = "f1", .phase = PH_FWD, .in = {x0}, .nin = 1, .out = {a},
+                            .nout = 1, .saves = {x0}, .nsaves = 1, .frees = {x0}, .nfrees = 1});
+    OpArgs a2 = {.name = "f2", .phase = PH_FWD, .in = {a}, .nin = 1, .out = {b}, .nout = 1,
+                 .frees = {a}, .nfrees = 1};
+    if (save_input) a2.saves[a2.nsaves++] = a;
+    if (save_output) a2.saves[a2.nsaves++] = b;
+    int f2 = op(g, a2);
+    op(g, (OpArgs){.name = "f3", .phase = PH_FWD, .in = {b}, .nin = 1, .out = {loss}, .nout = 1,
+                   .saves = {b}, .nsaves = 1, .frees = {b}, .nfrees = 1});
+    graph_op(g, f1)->region = 1;
+    graph_op(g, f2)->region = 1;
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    int n = 0;
+    for (int i = 0; i < graph_num_ops(g); i++)
+        if (graph_op_c(g, i)->phase == PH_RECOMPUTE && n < 4)
+            snprintf(names[n++], 64, "%s", graph_op_c(g, i)->name);
+    graph_free(g);
+    return n;
+}
+
+/* torch.utils.checkpoint's early stop: the recomputation stops at the region's last saved
+ * tensor. Autograd saves an op's inputs before its kernel and its outputs after, so the last
+ * saving op runs again only when it saves an output (shared/truth/optrace_pub-c05: LLaMA's
+ * down_proj, which saves its input, is not recomputed). */
+static void test_recompute_early_stop(void **state) {
+    (void)state;
+    char names[4][64];
+    assert_int_equal(recomputed_ops(true, false, names), 1);
+    assert_string_equal(names[0], "f1 (recompute)");
+    assert_int_equal(recomputed_ops(false, true, names), 2);
+    assert_string_equal(names[1], "f2 (recompute)");
+    assert_int_equal(recomputed_ops(true, true, names), 2);
+    assert_string_equal(names[1], "f2 (recompute)");
 }
 
 /* Host allocation failure inside the allocator (AllocConfig.host_alloc fails the Nth request)
@@ -706,6 +754,7 @@ int main(void) {
         cmocka_unit_test(test_oom_in_second_step),
         cmocka_unit_test(test_oom_caching_small_capacity),
         cmocka_unit_test(test_checkpointing_lowers_peak),
+        cmocka_unit_test(test_recompute_early_stop),
         cmocka_unit_test(test_host_oom_is_enomem),
         cmocka_unit_test(test_streams_overlap),
         cmocka_unit_test(test_cublas_workspaces),
