@@ -312,7 +312,8 @@ static void write_trace_json(Buf *b, const Plan *p, const SimResult *r) {
                 "\"args\":{\"step\":%d,\"kind\":\"", phase_name(op->phase), s->stream,
                 s->start_ns / 1e3, (s->end_ns - s->start_ns) / 1e3, s->step);
         json_escape(b, op->kind);
-        bprintf(b, "\",\"flops\":%.0f,\"bytes\":%.0f}}", op->flops, op->bytes_moved);
+        bprintf(b, "\",\"flops\":%.0f,\"bytes\":%.0f,\"kernels\":%d}}", op->flops, op->bytes_moved,
+                op->kernels > 1 ? op->kernels : 1);
     }
     for (int i = 0; i < r->n_samples; i++) {
         const MemSample *m = &r->samples[i];

@@ -147,6 +147,7 @@ function nn.op(cx, spec)
     bwd_workspace = spec.bwd_workspace, bwd_workspace_first = spec.bwd_workspace_first,
     flops = spec.flops or 0, bytes = bytes,
     bwd_flops = spec.bwd_flops, bwd_bytes = spec.bwd_bytes, dtype = spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
+    kernels = spec.kernels, bwd_kernels = spec.bwd_kernels,
     layer = cx.layer, once = spec.once, no_grad = cx.no_grad, region = cx.region,
   }
   return table.unpack(outs)

@@ -25,6 +25,21 @@ local function copy_shape(s)
 end
 O.copy_shape = copy_shape
 
+-- Kernel launches per op, where PyTorch's op launches more than one: the counts torch.profiler
+-- saw on the H200 for the SDXL UNet in bf16 at 64 and 512 px, per call
+-- (validation/measure/profile_sdxl_h200.jsonl, top_ops of sdxl-r512-b1-bf16 and sdxl-r64-b1-bf16;
+-- bash validation/measure/run_sdxl_profile.sh). Each launch beyond an op's first costs the host a
+-- bare launch (the profile's launch_us), which is what makes this UNet's step launch-bound.
+local KERNELS = {
+  conv_fwd = 4,        -- aten::conv2d: 4.35 and 4.75 (layout conversions, the convolution, bias)
+  conv_bwd_input = 7,  -- ConvolutionBackward0: 8.59 and 8.63, with grad_weight's and grad_bias's
+                       -- own launches (one each, the two ops below) making 9
+  group_norm_fwd = 3, group_norm_bwd = 6,  -- 3.00; NativeGroupNormBackward0 5.61
+  layer_norm_bwd = 3,                      -- NativeLayerNormBackward0 3.00
+  sdpa_cudnn_fwd = 2, sdpa_cudnn_bwd = 4,  -- 2.00; ScaledDotProductCudnnAttentionBackward0 4.00
+  mul_bwd_both = 2,                        -- MulBackward0 with both gradients: 2.00
+}
+
 -- nn.op with every "new" input gradient sized from the input's shape: a view input (a chunk,
 -- a head split) has no storage of its own, and its gradient is still a full buffer.
 function O.op(cx, spec)
@@ -51,7 +66,8 @@ function O.mul(cx, name, a, b, dtype, extra)
   if a.rg then saves[#saves + 1] = b end
   local shape = nn.numel(a.shape) >= nn.numel(b.shape) and a.shape or b.shape
   local spec = { name = name, inputs = { a, b }, outs = { { name, shape, dtype } },
-                 saves = saves, flops = nn.numel(shape), dtype = dtype }
+                 saves = saves, flops = nn.numel(shape), dtype = dtype,
+                 bwd_kernels = a.rg and b.rg and KERNELS.mul_bwd_both or nil }
   for k, v in pairs(extra or {}) do spec[k] = v end
   return O.op(cx, spec)
 end
@@ -167,6 +183,7 @@ function O.conv2d(cx, name, x, w, b, opts)
   end
   return O.op(cx, { name = name, kind = "conv", inputs = inputs,
                     outs = { { name, { n, cout, ho, wo }, dt } }, saves = saves, grads = grads,
+                    kernels = KERNELS.conv_fwd, bwd_kernels = x.rg and KERNELS.conv_bwd_input or nil,
                     workspace = (ws[1] or 0) > 0 and { ws[1] } or nil,
                     bwd_workspace = (x.rg and (ws[2] or 0) > 0) and { ws[2] } or nil,
                     frees = opts.frees, flops = flops, bwd_flops = flops, dtype = dt })
@@ -217,6 +234,7 @@ function O.group_norm(cx, name, x, w, b, groups, opts)
               grads = { { dtype = x.dtype }, w.rg and { dtype = w.dtype } or "none",
                         b.rg and { dtype = b.dtype } or "none" },
               workspace = { n * c * 4, n * c * 4 }, bwd_workspace = bws, frees = opts.frees,
+              kernels = KERNELS.group_norm_fwd, bwd_kernels = KERNELS.group_norm_bwd,
               flops = 8 * nn.numel(x.shape), dtype = x.dtype })
   return out
 end
@@ -234,7 +252,7 @@ function O.layer_norm(cx, name, x, w, b, opts)
               saves = { x, mean, rstd, w, b },
               grads = { { dtype = x.dtype }, w.rg and { dtype = w.dtype } or "none",
                         b.rg and { dtype = b.dtype } or "none" },
-              bwd_workspace = opts.bwd_workspace, frees = opts.frees,
+              bwd_workspace = opts.bwd_workspace, frees = opts.frees, bwd_kernels = KERNELS.layer_norm_bwd,
               flops = 8 * nn.numel(x.shape), dtype = x.dtype })
   return out
 end
@@ -474,6 +492,7 @@ function O.sdpa(cx, name, q, k, v, opts)
   O.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention", inputs = { q, k, v },
              out_tensors = { seed, off, out, lse }, saves = { k, q, v, lse, out, seed, off },
              workspace = { 256 }, grad_order = { 1, 2, 3 }, frees = frees,
+             kernels = KERNELS.sdpa_cudnn_fwd, bwd_kernels = KERNELS.sdpa_cudnn_bwd,
              bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes({ b, h, s }, "fp32") + 256 },
              flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
   return out
