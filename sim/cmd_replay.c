@@ -20,6 +20,7 @@ static void replay_usage(FILE *f)
     fprintf(f,
         "usage: vrsim replay TRACE [--alloc-conf STR] [--capacity SIZE] [--live-before SIZE]\n"
         "                          [--no-addresses] [--ideal] [--json] [--segments]\n"
+        "                          [--upto LINE] [--map]\n"
         "\n"
         "Replays a PyTorch CUDA caching-allocator trace through vrsim's model of the allocator,\n"
         "deciding from the trace's alloc and free events alone, and prints peak allocated and\n"
@@ -62,6 +63,11 @@ static void replay_usage(FILE *f)
         "                     peak_reserved_bytes, segment_allocs, num_alloc_retries, num_ooms,\n"
         "                     measured_peak_reserved_bytes, segments_match, ...)\n"
         "  --segments         list the replayed and measured segment sizes side by side\n"
+        "  --upto LINE        replay the trace only up to line LINE (entry LINE of a JSON trace):\n"
+        "                     the allocator as it stood at that moment (measured figures, which\n"
+        "                     are the whole trace's, are not compared)\n"
+        "  --map              list every segment and its blocks (offset, size, allocated or free)\n"
+        "                     as the replay ends: where a difference in fragmentation comes from\n"
         "\n"
         "Examples:\n"
         "  vrsim replay validation/traces/fulltrace_pub-c04.csv.gz\n"
@@ -298,12 +304,31 @@ static int print_json(const char *path, const Trace *t, const AllocConfig *cfg, 
     return VR_EXIT_OK;
 }
 
+/* Every segment and its blocks as the replay ended (--map), segments in address order. */
+static void print_map(const ReplayResult *r)
+{
+    char a[48], b[48];
+    printf("\nsegment map at the end of the replay (%zu blocks)\n", r->nmap);
+    for (size_t i = 0; i < r->nmap; i++) {
+        const AllocBlockInfo *k = &r->map[i];
+        if (i == 0 || k->segment_addr != r->map[i - 1].segment_addr) {
+            uint64_t seg = 0;
+            for (size_t j = i; j < r->nmap && r->map[j].segment_addr == k->segment_addr; j++)
+                seg += r->map[j].size;
+            printf("segment 0x%" PRIx64 " %s, %s pool, stream %d\n", k->segment_addr,
+                   mib(seg, a, sizeof a), k->small_pool ? "small" : "large", k->stream);
+        }
+        printf("  +%-14s %16s B  %s\n", commas(k->addr - k->segment_addr, a, sizeof a),
+               commas(k->size, b, sizeof b), k->allocated ? "allocated" : "free");
+    }
+}
+
 int cmd_replay(int argc, char **argv)
 {
     const char *path = NULL, *conf = "";
     uint64_t capacity = 0, live_before = 0;
-    bool json = false, ideal = false, list_segments = false, no_hints = false;
-    long repeat = 0, check_every = 0;
+    bool json = false, ideal = false, list_segments = false, no_hints = false, map = false;
+    long repeat = 0, check_every = 0, upto = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -317,6 +342,17 @@ int cmd_replay(int argc, char **argv)
             list_segments = true;
         } else if (strcmp(arg, "--no-addresses") == 0) {
             no_hints = true;
+        } else if (strcmp(arg, "--map") == 0) {
+            map = true;
+        } else if (strcmp(arg, "--upto") == 0) {
+            char *end;
+            upto = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || *end || upto < 1 || upto > 4000000000L) {
+                fprintf(stderr, "vrsim replay: --upto needs a line number >= 1 (see vrsim replay "
+                                "--help)\n");
+                return VR_EXIT_USAGE;
+            }
+            i++;
         } else if (strcmp(arg, "--alloc-conf") == 0 || strcmp(arg, "--capacity") == 0 ||
                    strcmp(arg, "--live-before") == 0 || strcmp(arg, "--repeat") == 0 || strcmp(arg, "--check") == 0) {
             if (i + 1 >= argc) {
@@ -390,6 +426,16 @@ int cmd_replay(int argc, char **argv)
     double t1 = now_s();
     t->live_before = live_before;
     t->no_hints = no_hints;
+    t->want_map = map;
+    if (upto) {
+        size_t k = 0;
+        while (k < t->n && t->ev[k].line <= (uint64_t)upto)
+            k++;
+        t->n = k;
+        t->has_segment_events = false; /* the measured figures are the whole trace's */
+        t->nmeasured = 0;
+        t->measured_peak_reserved = 0;
+    }
     ReplayResult r;
     long runs = repeat ? repeat : 1;
     for (long k = 0; k < runs; k++) {
@@ -418,6 +464,8 @@ int cmd_replay(int argc, char **argv)
         rc = print_json(path, t, &cfg, confs, &r);
     else
         print_text(path, t, &cfg, confs, &r, list_segments);
+    if (!json && map)
+        print_map(&r);
     if (rc == VR_EXIT_OK && r.oom)
         rc = VR_EXIT_OOM;
     replay_result_clear(&r);

@@ -1012,6 +1012,7 @@ static void on_alloc_event(void *ud, AllocEventKind kind, uint64_t addr, uint64_
 void replay_result_clear(ReplayResult *res)
 {
     free(res->segs);
+    free(res->map);
     memset(res, 0, sizeof *res);
 }
 
@@ -1287,6 +1288,8 @@ done:
             break;
         }
     st = VR_OK;
+    if (t->want_map && alloc_segment_map(a, &res->map, &res->nmap) != VR_OK)
+        goto enomem;
     goto out;
 enomem:
     st = VR_ENOMEM;
@@ -1305,6 +1308,9 @@ out:
         free(res->segs);
         res->segs = NULL;
         res->nsegs = 0;
+        free(res->map);
+        res->map = NULL;
+        res->nmap = 0;
     }
     return st;
 }

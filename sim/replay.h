@@ -97,6 +97,8 @@ typedef struct Trace {
                                replay places them first as one block */
     bool no_hints;          /* set by the caller: ignore the trace's addresses and place new
                                segments as a simulation does (ALLOCATOR.md 11.3) */
+    bool want_map;          /* set by the caller: the result keeps the allocator's segment map
+                               as the replay ends (ReplayResult.map) */
 } Trace;
 
 /* Reads a trace file: gzip or plain CSV, or JSON (first non-blank byte '{'). On success *out is a
@@ -141,6 +143,9 @@ typedef struct ReplayResult {
     size_t first_segment_mismatch;  /* index of the first differing segment (if !match) */
     uint64_t *segs;                 /* replayed segment sizes in order (owned; replay_result_clear) */
     size_t nsegs;
+    AllocBlockInfo *map;            /* with Trace.want_map: every block of every segment as the
+                                       replay ended (owned; replay_result_clear) */
+    size_t nmap;
     bool oom;                       /* the model ran out of memory on an alloc the trace made */
     uint32_t oom_line;
     AllocOomInfo oom_info;

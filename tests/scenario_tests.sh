@@ -200,6 +200,27 @@ assert rep["segment_allocs"] == m, "cudaMallocs: replay %d, run %d" % (rep["segm
   done
 fi
 
+# replay --upto LINE --map: the allocator as it stood at a line of the trace, block by block.
+# Two large blocks share one 20 MiB segment; the first is freed (line 5), then a 3 MiB request
+# reuses its 4 MiB block whole (a 1 MiB remainder is not split off a large block).
+printf 'seq,time_us,action,addr,size,stream\n0,0,alloc,1000000000,4194304,0\n1,0,alloc,1004194304,2097152,0\n2,0,free_requested,1000000000,4194304,0\n3,0,free_completed,1000000000,4194304,0\n4,0,alloc,1000000000,3145728,0\n' >"$TMP/tiny.csv"
+run mapat replay "$TMP/tiny.csv" --upto 5 --map
+if crashed "replay --upto 5 --map"; then :
+elif [ "$RC" -eq 0 ] && grep -q '^segment 0x.* 20.00 MiB, large pool' "$TMP/mapat.out" &&
+     grep -Eq '^ *\+0 +4,194,304 B +free$' "$TMP/mapat.out" &&
+     grep -Eq '^ *\+4,194,304 +2,097,152 B +allocated$' "$TMP/mapat.out"; then
+  ok "replay --upto 5 --map: the segment with the freed block, before the trace reuses it"
+else fail "replay --upto 5 --map (exit $RC)" "$(cat "$TMP/mapat.out" "$TMP/mapat.err" | tail -n 8)"; fi
+run mapend replay "$TMP/tiny.csv" --map
+if crashed "replay --map"; then :
+elif [ "$RC" -eq 0 ] && grep -Eq '^ *\+0 +4,194,304 B +allocated$' "$TMP/mapend.out"; then
+  ok "replay --map: at the end the 3 MiB request holds the whole 4 MiB block"
+else fail "replay --map (exit $RC)" "$(tail -n 8 "$TMP/mapend.out")"; fi
+run upto0 replay "$TMP/tiny.csv" --upto 0
+if [ "$RC" -eq 2 ] && grep -q 'upto needs a line number' "$TMP/upto0.err"; then
+  ok "replay --upto 0: exit 2 with a message"
+else fail "replay --upto 0: exit $RC" "$(cat "$TMP/upto0.err")"; fi
+
 # allocator options: the ideal allocator reserves exactly what is allocated; a bad
 # PYTORCH_CUDA_ALLOC_CONF key is bad input naming the key
 run ideal scenarios/llama7b_h200.lua --allocator ideal --json --no-files
