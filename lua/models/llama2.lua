@@ -190,16 +190,28 @@ local function rmsnorm(cx, name, x, w)
   -- `hidden_states` keeps y until the function returns, after the weight multiply
   local drops = { w, yb }
   if yb ~= y then drops[3] = y end
-  -- weight * hidden: the weight gradient is reduced over every leading dim, with an fp32
-  -- buffer of the whole product (InputMetadata::reduce_grad)
-  local out = nn.mul(cx, name, w, yb, odt, {
-                          grads = { { dtype = w.dtype }, { dtype = yb.dtype } },
-                          grad_order = { 2, 1 }, frees = drops,
-                          -- the weight gradient: the full product, then sum_to over the leading
-                          -- dims, whose reduction stages an fp32 copy plus 1 KiB per output
-                          -- column (132 MiB for 4 x 2048 x 4096 in optrace_pub-c04)
-                          bwd_workspace = w.rg and { nn.bytes(x.shape, odt),
-                                                     nn.numel(x.shape) * 4 + x.shape[#x.shape] * 1024 } or nil })
+  -- weight * hidden broadcasts the weight. MulBackward0 makes hidden's gradient (grad * weight)
+  -- and the full product grad * hidden, and returns; the engine then drops the incoming
+  -- gradient and reduces the product to the weight's shape (InputMetadata::reduce_grad: a row
+  -- sum with ATen's staging buffers) before the node's saved hidden is released
+  -- (fulltrace_pub-c05: 64, 64 MiB in, 64 out, the 132 MiB staging in and out, then 64, 64 out).
+  -- So the reduction is an op of its own, on the weight's side, created first (its backward runs
+  -- after the product's), and it is the one that keeps hidden.
+  local wv, saves = w, {}
+  if w.rg and not cx.no_grad then
+    local c = x.shape[#x.shape]
+    wv = nn.view(cx, w, w.shape, name .. ".weight_side")
+    wv.rg = true
+    nn.op(cx, { name = name .. ".weight_grad", kind = "none", inputs = { w }, out_tensors = { wv },
+                saves = { yb }, grads = { { dtype = w.dtype } }, bytes = 0, bwd_kind = "reduce_rows",
+                bwd_workspace = nn.row_sum_buffers(cx, nn.numel(x.shape) // c, c),
+                bwd_bytes = nn.bytes(x.shape, odt) + nn.bytes(w.shape, w.dtype), frees = {} })
+  end
+  if yb.rg then saves[1] = w end
+  local out = nn.op(cx, { name = name, kind = "broadcast", inputs = { wv, yb },
+                          outs = { { name, x.shape, odt } }, saves = saves,
+                          grads = { { bytes = nn.bytes(x.shape, odt), dtype = odt }, { dtype = yb.dtype } },
+                          grad_order = { 2, 1 }, frees = drops, flops = nn.numel(x.shape), dtype = odt })
   return out
 end
 
@@ -288,8 +300,21 @@ local function attention(cx, name, q, k, v, sh, b, s, impl)
   -- probs @ v; transpose(1, 2).contiguous()
   local sshape = { b, sh.heads, s, s }
   local dt = q.dtype
+  -- torch.matmul folds (batch, heads) into bmm's one batch dim. q, k and v are laid out as the
+  -- (b, s, heads * d) projections they came from, so with b > 1 no single batch stride exists
+  -- and reshape copies each (_unsafe_view of a clone: the gradient passes straight through);
+  -- bmm then saves the copies. With b = 1 the fold is a view. (fulltrace_held-eager-ckpt-b2:
+  -- two 32 MiB copies before each q @ k^T, one before each probs @ v.)
+  local function bmm_operand(x, what)
+    if b == 1 then return x end
+    return nn.op(cx, { name = name .. "." .. what .. "_bmm_copy", kind = "transpose", inputs = { x },
+                       outs = { { name .. "." .. what .. "_bmm", x.shape, x.dtype } },
+                       grads = { { pass = 1 } } })
+  end
+  q, k = bmm_operand(q, "q"), bmm_operand(k, "k")
+  -- BmmBackward0 computes mat2's gradient before self's, as MmBackward0 does
   local scores = nn.op(cx, { name = name .. ".qk", kind = "mm", inputs = { q, k },
-                             outs = { { name .. ".scores", sshape, dt } }, saves = { q, k },
+                             outs = { { name .. ".scores", sshape, dt } }, saves = { q, k }, grad_order = { 2, 1 },
                              flops = 2 * b * sh.heads * s * s * hd, dtype = dt })
   -- scores * scaling: its backward is the gradient times the same constant, as many bytes
   local scaled = nn.op(cx, { name = name .. ".scale", inputs = { scores }, outs = { { name .. ".scale", sshape, dt } },
@@ -310,10 +335,14 @@ local function attention(cx, name, q, k, v, sh, b, s, impl)
   local pr = nn.to(cx, p32, dt, name .. ".probs_cast")
   -- `attn_weights = softmax(attn_weights, ...).to(...)`: the old value dies on reassignment
   nn.release(cx, { masked }, name .. ": attn_weights reassigned")
+  v = bmm_operand(v, "v")
+  -- the attention weights are also LlamaAttention's second return value, which the decoder
+  -- layer binds to `_` until it returns (the caller releases them): pv drops only v
   local o = nn.op(cx, { name = name .. ".pv", kind = "mm", inputs = { pr, v },
-                        outs = { { name .. ".attn_out", shape, dt } }, saves = { pr, v },
+                        outs = { { name .. ".attn_out", shape, dt } }, saves = { pr, v }, frees = { v },
+                        grad_order = { 2, 1 },
                         flops = 2 * b * sh.heads * s * s * hd, dtype = dt })
-  return o
+  return o, pr
 end
 
 -- Builds the forward graph; returns the loss tensor. cfg is the normalized plan config.
@@ -474,7 +503,19 @@ function M.build(cx, cfg)
       if ck_attn then cx.region = nil end
       local v = proj("v", L.v)
       if ck_attn then cx.region = l end
-      local vv = nn.view_op(cx, pre .. ".v_heads", v, { b, sh.kv_heads, s, hd })
+      -- v's gradient: cuDNN attention's backward makes dv with v's strides, so when v reaches
+      -- it directly (no cache copy, no repeat_kv) dv transposed back is already contiguous and
+      -- the view's backward copies nothing (fulltrace_pub-c05: no 64 MiB copy after each
+      -- attention backward). A cache copy, repeat_kv or eager bmm hands back a contiguous
+      -- (b, heads, s, d) gradient, which the view back copies.
+      local attn_impl = t.attention == "sdpa" and M.sdpa_backend(cx.arch, cx.autocast or v.dtype) or t.attention
+      local cached = not t.checkpointing or t.inference
+      local vv
+      if attn_impl == "cudnn" and not cached and sh.kv_heads == sh.heads then
+        vv = nn.view(cx, v, { b, sh.kv_heads, s, hd }, pre .. ".v_heads")
+      else
+        vv = nn.view_op(cx, pre .. ".v_heads", v, { b, sh.kv_heads, s, hd })
+      end
       local qe = rotary(cx, pre .. ".q_rotary", qv, cos, sin)
       local ke = rotary(cx, pre .. ".k_rotary", kv, cos, sin)
       -- `query_states, key_states = apply_rotary_pos_emb(...)`: the projections die together
@@ -508,7 +549,7 @@ function M.build(cx, cfg)
         kc = nn.to(cx, kc, cx.autocast, pre .. ".k_cast")
         vc = nn.to(cx, vc, cx.autocast, pre .. ".v_cast")
       end
-      local ao = attention(cx, pre .. ".self_attn", qa, kc, vc, sh, b, s, t.attention)
+      local ao, attn_weights = attention(cx, pre .. ".self_attn", qa, kc, vc, sh, b, s, t.attention)
       local ao2
       if t.attention == "eager" then
         -- transpose(1, 2).contiguous()
@@ -541,7 +582,9 @@ function M.build(cx, cfg)
       -- LlamaModel.forward's `hidden_states` keeps the layer's input until the layer returns;
       -- the first layer's input is also its `inputs_embeds`, alive until the model returns
       -- (fulltrace_dev-x2-zero1-trace: no 64 MiB free after layer 0)
-      if residual ~= embeds then nn.release(cx, { residual }, pre .. ": returns") end
+      -- `hidden_states, _ = self.self_attn(...)`: eager attention's weights die with `_` here
+      -- too (fulltrace_held-eager-ckpt-b2: a 512 MiB free after the MLP)
+      nn.release(cx, { residual ~= embeds and residual or nil, attn_weights }, pre .. ": returns")
       if dp then dp.release(cx, l - 1) end
       if dmap then dmap.stream_out(cx, l - 1, streamed) end
       ::next_layer::

@@ -507,6 +507,7 @@ function P.build(scn, sets, file, src)
   local t0 = cfg.training
   cx.no_grad = t0.inference
   cx.arch = g.arch
+  cx.gpu = g
   cx.optim_host = dev.profile and dev.profile.optim_host
   if t0.deepspeed then P.apply_deepspeed(cfg, ctx) end
   -- training.zero's knobs are checked whether or not a strategy uses them: a typo is an error

@@ -323,42 +323,8 @@ function O.upsample_nearest2x(cx, name, x, opts)
                      frees = opts.frees, dtype = x.dtype })
 end
 
--- The staging buffer and semaphores of a CUDA sum over the rows of a contiguous (m, c) tensor
--- (a bias gradient): ATen's setReduceConfig (Reduce.cuh) splits a long reduction across thread
--- blocks ("global reduce") and allocates acc_size * c * ctas * block.x * output_vec_size bytes
--- plus an int per output block through the caching allocator. Checked against the trace:
--- (4096, 640) -> 20 MiB + 20 B, (4096, 5120) -> 132.5 MiB + 160 B, (1024, 10240) -> 80 MiB.
-function O.row_sum_buffers(cx, m, c)
-  local vec = (c % 4 == 0) and 4 or ((c % 2 == 0) and 2 or 1)
-  local max_threads = 512 // vec
-  local function last_pow2(n)
-    local p = 1
-    while p * 2 <= n do p = p * 2 end
-    return p
-  end
-  local dim0, dim1 = c // vec, m
-  local d0 = dim0 < max_threads and last_pow2(dim0) or max_threads
-  local d1 = dim1 < max_threads and last_pow2(dim1) or max_threads
-  local bw = math.min(d0, 32)
-  local bh = math.min(d1, max_threads // bw)
-  bw = math.min(d0, max_threads // bh)
-  local step_out, step_in = bw, 1
-  local split = m >= math.min(bh * 16, 256)
-  if split then step_in = bh else step_out = step_out * bh end
-  local vpt = (m + step_in - 1) // step_in
-  local grid = (dim0 + step_out - 1) // step_out
-  local g = cx.gpu or {}
-  local sms = g.sm_count or 132
-  local threads_per_sm = (g.compute_capability == 8.6 or g.compute_capability == 8.9) and 1536 or 2048
-  local target = sms * (threads_per_sm // (bw * bh))
-  if not (split and vpt >= 256 and grid <= target) then return nil end
-  local c1 = (target + grid - 1) // grid
-  local c2 = (vpt + 15) // 16
-  local c3 = (vpt + 255) // 256
-  local ctas = math.max(math.min(c1, c2), c3)
-  if ctas <= 1 then return nil end
-  return { 4 * c * ctas * bw * vec, 4 * grid }
-end
+-- The staging buffers of a bias gradient's row sum (nn.row_sum_buffers).
+O.row_sum_buffers = nn.row_sum_buffers
 
 -- F.linear(x, w, b) as aten::linear dispatches it:
 --   no bias: matmul folds the leading dims into one mm (MmBackward: grad_weight, then
