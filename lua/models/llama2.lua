@@ -449,6 +449,16 @@ function M.build(cx, cfg)
     end
     -- rotary embedding: cos/sin computed in fp32 then cast to the hidden dtype
     local rshape = { 1, s, hd }
+    -- create_causal_mask comes before the rotary embedding. For eager attention it builds a
+    -- boolean (s, s) mask, turns it into the additive (b, 1, s, s) mask in the model's dtype and
+    -- drops the boolean one (fulltrace_held-eager-ckpt-b2: 4 MiB in, 16 MiB in, 4 MiB out, then
+    -- the rotary tables); SDPA needs none (is_causal)
+    if t.attention == "eager" then
+      local allowed = nn.op(cx, { name = "causal_mask.bool", inputs = {},
+                                  outs = { { "causal_mask.bool", { 1, 1, s, s }, "bool" } } })
+      cx.mask = nn.op(cx, { name = "causal_mask", inputs = { allowed },
+                            outs = { { "causal_mask", { b, 1, s, s }, pdtype == "fp32" and (cx.autocast or "fp32") or pdtype } } })
+    end
     -- inv_freq @ position_ids is a matmul: the first cuBLAS call of the step (workspace)
     local freqs = nn.op(cx, { name = "rotary.freqs", kind = "mm", inputs = {},
                               outs = { { "rotary.freqs", { 1, s, hd // 2 }, "fp32" } } })
@@ -459,11 +469,6 @@ function M.build(cx, cfg)
     local sin32 = nn.ew(cx, "rotary.sin_scaled", { nn.ew(cx, "rotary.sin", { emb }, "fp32") }, "fp32")
     local cos = nn.to(cx, cos32, x and x.dtype or hidden.dtype, "rotary.cos_cast")
     local sin = nn.to(cx, sin32, x and x.dtype or hidden.dtype, "rotary.sin_cast")
-    if t.attention == "eager" then
-      cx.mask = nn.op(cx, { name = "causal_mask", inputs = {},
-                            outs = { { "causal_mask", { b, 1, s, s }, pdtype == "fp32" and (cx.autocast or "fp32") or pdtype } } })
-    end
-
     for l = 1, sh.layers do
       cx.layer = l - 1
       -- gradient_checkpointing_enable(use_reentrant=False): each decoder layer is a region
