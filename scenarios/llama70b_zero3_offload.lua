@@ -6,7 +6,7 @@
 --   FITS: peak reserved 34.16 GiB of 78.45 GiB usable per GPU
 --   host memory for the offloaded fp32 master weights and Adam state: 128.5 GiB per GPU, 1 TiB
 --   per node (a DGX A100 has 2 TiB; --set host=workstation exits 3: it does not fit the host)
---   step 28.6 s, bound by compute (roofline on the A100 datasheet: no calibrated A100 profile)
+--   step 27.9 s, bound by compute (roofline on the A100 datasheet: no calibrated A100 profile)
 --   with 1.4 s of PCIe copies overlapped.
 return {
   title = "LLaMA2-70B, DeepSpeed ZeRO-3 + optimizer offload, 8x A100-80GB (NVLink)",

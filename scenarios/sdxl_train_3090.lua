@@ -20,7 +20,7 @@
 --   --set text_encoders=trained                DOES NOT FIT
 -- With cached latents and text embeddings (--set text_encoders=cached --set vae=cached: the
 -- VAE and text encoders never loaded) it is comfortable: 20.54 GiB (88.9 %); without
--- checkpointing 22.04 GiB (95.5 %); with checkpointing up to micro-batch 7 (22.76 GiB,
+-- checkpointing 22.04 GiB (95.5 %); with checkpointing up to micro-batch 7 (22.74 GiB,
 -- ./vrsim maxbatch scenarios/sdxl_train_3090.lua --set text_encoders=cached --set vae=cached),
 -- micro-batch 8 runs out in backward.
 return {
