@@ -227,7 +227,18 @@ typedef struct Deriv {
     int recomputed;  /* the region whose recompute ops were emitted last, 0 = none */
     int *hooks;      /* the forward ops in [first, n_fwd) that are hooks, in order */
     int n_hooks;
+    struct RegionInfo *regions; /* by checkpointed region id (index 0 unused), n_regions */
+    int n_regions;
 } Deriv;
+
+/* What the derivation needs of each checkpointed region, found once (scanning all forward ops
+ * for every op of every region would be quadratic in the model's size). */
+typedef struct RegionInfo {
+    int last_op;        /* the region's last forward op */
+    int earliest_saver; /* its first forward op that saves a tensor, -1 none */
+    int *args;          /* the checkpointed function's non-persistent arguments (ckpt_args) */
+    int n_args;
+} RegionInfo;
 
 /* Grows the per-tensor maps to at least n entries (new entries -1); nonzero on ENOMEM. */
 static int ensure_cap(Deriv *d, size_t n) {
@@ -384,7 +395,7 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
     if (last_needed >= 0 && !saves_an_output(&g->ops[last_needed])) last_needed--;
     for (int f = first; f >= 0 && f <= last_needed; f++) {
         Op o = g->ops[f];
-        if (o.phase != PH_FWD || o.region != region) continue;
+        if (o.phase != PH_FWD || o.region != region || o.ckpt_args) continue;
         if (ensure_cap(d, (size_t)g->n_tensors + (size_t)o.n_outputs + 16)) return VR_ENOMEM;
         int *in = graph_alloc(g, sizeof(int) * (size_t)(o.n_inputs + 1));
         int *out = graph_alloc(g, sizeof(int) * (size_t)(o.n_outputs + 1));
@@ -416,6 +427,36 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
         int id;
         if ((st = graph_add_op(g, &r, &id))) return st;
         /* a view created without an op inside the region follows its recomputed base */
+    }
+    /* The early stop is an exception: it unwinds the recomputation's Python frames, and every
+     * local they held goes at once. So a recomputed tensor the forward still held past the stop
+     * point (a residual, a normed input, released by ops that are not re-run) lives until the
+     * stop, not only until its last re-run use (fulltrace_pub-c05: the recomputed residual
+     * outlives the post-attention norm). */
+    int n_held = 0, *held = NULL;
+    for (int f = first; f >= 0 && f <= last_needed; f++) {
+        const Op *o = &g->ops[f];
+        if (o->phase != PH_FWD || o->region != region || o->ckpt_args) continue;
+        for (int k = 0; k < o->n_outputs; k++) {
+            int t = o->outputs[k];
+            bool later = false;
+            int end = region < d->n_regions ? d->regions[region].last_op : n_fwd - 1;
+            for (int h = last_needed + 1; h <= end && !later; h++) {
+                const Op *u = &g->ops[h];
+                if (u->phase != PH_FWD || u->region != region) continue;
+                for (int j = 0; j < u->n_frees && !later; j++) later = u->frees[j] == t;
+            }
+            if (!later || d->remap[t] < 0) continue;
+            if (!held && !(held = graph_alloc(g, sizeof(int) * (size_t)(n_fwd + 1)))) return VR_ENOMEM;
+            held[n_held++] = d->remap[t];
+        }
+    }
+    if (n_held) {
+        Op rel = {.name = "checkpoint recomputation stops: its frames unwind", .kind = "none",
+                  .phase = PH_RECOMPUTE, .fwd_op = -1, .frees = held, .n_frees = n_held,
+                  .layer = g->ops[last_needed].layer, .in_ckpt = true};
+        int id;
+        if ((st = graph_add_op(g, &rel, &id))) return st;
     }
     d->recomputed = region;
     return VR_OK;
@@ -462,6 +503,58 @@ static VrStatus emit_hooks(Deriv *d, int layer, int kind, int n_fwd) {
     return VR_OK;
 }
 
+/* torch.utils.checkpoint keeps the checkpointed function's arguments (the hidden state, an
+ * attention mask, rotary tables: the region's ckpt_args marker names them) in its frame, which
+ * the hooks of every saved tensor of the region refer to. The frame, and the arguments with
+ * it, go when the region's last saved tensor is reset: in the backward node of the region's
+ * earliest op that saves anything, as it releases its saved tensors (optrace_pub-c05: each
+ * layer's input is freed from PySavedVariableHooks' destructor as its input_layernorm's
+ * PowBackward0 finishes). Fills d->regions for the forward ops [first, n_fwd). */
+static VrStatus find_regions(Deriv *d) {
+    Graph *g = d->g;
+    int max = 0, n_args = 0;
+    for (int f = d->first; f < d->n_fwd; f++)
+        if (g->ops[f].phase == PH_FWD && g->ops[f].region > max) max = g->ops[f].region;
+    if (max == 0) return VR_OK;
+    RegionInfo *r = calloc((size_t)max + 1, sizeof *r);
+    if (!r) return VR_ENOMEM;
+    d->regions = r;
+    d->n_regions = max + 1;
+    for (int k = 0; k <= max; k++) r[k].earliest_saver = -1;
+    for (int f = d->first; f < d->n_fwd; f++) {
+        const Op *o = &g->ops[f];
+        if (o->phase != PH_FWD || o->region <= 0) continue;
+        RegionInfo *ri = &r[o->region];
+        ri->last_op = f;
+        if (o->ckpt_args) n_args += o->n_inputs;
+        else if (o->n_saves > 0 && ri->earliest_saver < 0) ri->earliest_saver = f;
+    }
+    if (n_args == 0) return VR_OK;
+    /* room: every marker input of the region (n_args counts them), then the distinct ones */
+    for (int f = d->first; f < d->n_fwd; f++) {
+        const Op *o = &g->ops[f];
+        if (o->phase == PH_FWD && o->region > 0 && o->ckpt_args) r[o->region].n_args += o->n_inputs;
+    }
+    for (int k = 1; k <= max; k++) {
+        if (!r[k].n_args) continue;
+        if (!(r[k].args = graph_alloc(g, sizeof(int) * (size_t)r[k].n_args))) return VR_ENOMEM;
+        r[k].n_args = 0;
+    }
+    for (int f = d->first; f < d->n_fwd; f++) {
+        const Op *o = &g->ops[f];
+        if (o->phase != PH_FWD || o->region <= 0 || !o->ckpt_args) continue;
+        RegionInfo *ri = &r[o->region];
+        for (int k = 0; k < o->n_inputs; k++) {
+            int t = o->inputs[k];
+            if (g->tensors[t].persistent) continue;
+            bool seen = false;
+            for (int j = 0; j < ri->n_args && !seen; j++) seen = ri->args[j] == t;
+            if (!seen) ri->args[ri->n_args++] = t;
+        }
+    }
+    return VR_OK;
+}
+
 /* The backward op of forward op f: see graph.h. */
 static VrStatus derive_one(Deriv *d, int f) {
     Graph *g = d->g;
@@ -478,10 +571,13 @@ static VrStatus derive_one(Deriv *d, int f) {
         if (rs) return rs;
     }
 
+    const RegionInfo *ri = fop.region > 0 && fop.region < d->n_regions ? &d->regions[fop.region] : NULL;
+    bool frame_goes = ri && ri->earliest_saver == f && ri->n_args > 0;
+    int args_cap = frame_goes ? ri->n_args : 0;
     int cap = fop.n_outputs + fop.n_saves + fop.n_inputs + 1;
     int *in = graph_alloc(g, (size_t)cap * sizeof(int));
     int *out = graph_alloc(g, (size_t)(fop.n_inputs + 1) * sizeof(int));
-    int *frees = graph_alloc(g, (size_t)cap * sizeof(int));
+    int *frees = graph_alloc(g, (size_t)(cap + args_cap) * sizeof(int));
     int *gi_of = graph_alloc(g, (size_t)(fop.n_inputs + 1) * sizeof(int));
     if (!in || !out || !frees || !gi_of) return VR_ENOMEM;
     int nin = 0, nout = 0, nfree = 0;
@@ -499,6 +595,9 @@ static VrStatus derive_one(Deriv *d, int f) {
         in[nin++] = sv;
         frees[nfree++] = sv;
     }
+    /* the frame holds the region's recomputed tensors and its arguments: the recomputed ones
+     * go first as it is destroyed (fulltrace_pub-c05: the recomputed x, then the layer input) */
+    for (int k = 0; frame_goes && k < ri->n_args; k++) frees[nfree++] = ri->args[k];
 
     /* input gradients, in the order the kernel allocates them */
     for (int k = 0; k < fop.n_inputs; k++) gi_of[k] = -1;
@@ -598,6 +697,7 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     int cur_layer = -2; /* layer whose backward is being derived; -2 none yet */
     int prefetched = -2; /* layer whose pre-backward hooks were already issued early */
     /* the hook ops, found once: emit_hooks runs for every layer */
+    if ((st = find_regions(&d))) goto out;
     d.hooks = malloc(sizeof(int) * (size_t)(n_fwd - d.first + 1));
     if (!d.hooks) { st = VR_ENOMEM; goto out; }
     for (int f = d.first; f < n_fwd; f++)
@@ -654,6 +754,7 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     }
 out:
     free(never_run);
+    free(d.regions);
     free(d.hooks);
     free(d.grad_of);
     free(d.remap);

@@ -132,6 +132,9 @@ typedef struct Op {
     int world;             /* collectives: ranks taking part */
     int region;            /* checkpointed region (> 0) whose saved tensors are recomputed in
                               backward instead of kept; 0 = none */
+    bool ckpt_args;        /* a marker (kind "none") naming region's checkpointed function's
+                              arguments as its inputs: torch.utils.checkpoint's frame holds them
+                              until the region's backward is done */
     bool once;             /* runs in the first step only (optimizer state creation) */
     int at_step;           /* > 0: runs in that step only (DDP rebuilds its buckets in step 1);
                               0 = every step (or the first, with once) */

@@ -380,6 +380,56 @@ static void test_frozen_branch_has_no_backward(void **state) {
     assert_true(contains(r->frees, r->n_frees, fz));
 }
 
+/* torch.utils.checkpoint's frame and its early stop. Region 1 is {marker, f1, f2, f3}: the
+ * marker names x0 as the checkpointed function's argument; f1 saves x0 and its output a stays
+ * referenced (the frame's `a` local) until f3 releases it; f2 saves only its input a, so the
+ * recomputation stops at f2 without running it. Expected: the recomputation runs f1, then a stop
+ * op releases the recomputed a (the unwinding frames drop it); the frame's argument x0 goes in
+ * the backward of f1, the region's earliest saving op, after the tensors f1 saved. */
+static void test_checkpoint_frame_and_early_stop_unwind(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 1024);
+    int x0 = add_act(g, "x0", 2048, true), a = add_act(g, "a", 4096, true);
+    int b = add_act(g, "b", 4096, true), loss = add_act(g, "loss", 512, true);
+    add_fwd(g, "f0", (int[]){w}, 1, x0, NULL, 0, NULL);
+    Op marker = {.name = "checkpoint args", .kind = "none", .phase = PH_FWD, .fwd_op = -1,
+                 .inputs = (int[]){x0}, .n_inputs = 1, .layer = -1, .region = 1, .ckpt_args = true};
+    int mid = -1;
+    assert_int_equal(graph_add_op(g, &marker, &mid), VR_OK);
+    int f1 = add_fwd(g, "f1", (int[]){x0}, 1, a, (int[]){x0}, 1, NULL);
+    int f2 = add_fwd(g, "f2", (int[]){a}, 1, b, (int[]){a}, 1, NULL);
+    graph_op(g, f1)->n_frees = 0; /* a and x0 stay referenced past these ops */
+    graph_op(g, f2)->n_frees = 0;
+    Op f3 = {.name = "f3: a released", .kind = "none", .phase = PH_FWD, .fwd_op = -1,
+             .frees = (int[]){a}, .n_frees = 1, .layer = -1, .region = 1};
+    int f3id = -1;
+    assert_int_equal(graph_add_op(g, &f3, &f3id), VR_OK);
+    add_fwd(g, "f4", (int[]){b}, 1, loss, (int[]){b}, 1, NULL);
+    graph_op(g, f1)->region = 1;
+    graph_op(g, f2)->region = 1;
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+
+    int rc[4], n_rc = 0;
+    for (int i = 0; i < graph_num_ops(g); i++)
+        if (graph_op_c(g, i)->phase == PH_RECOMPUTE && n_rc < 4) rc[n_rc++] = i;
+    assert_int_equal(n_rc, 2);
+    const Op *r1 = graph_op_c(g, rc[0]), *stop = graph_op_c(g, rc[1]);
+    assert_int_equal(r1->fwd_op, f1);
+    assert_non_null(strstr(stop->name, "stops"));
+    assert_int_equal(stop->n_frees, 1);
+    assert_int_equal(stop->frees[0], r1->outputs[0]); /* the recomputed a */
+    /* f1's backward: its saved x0, then the frame's x0 */
+    const Op *b1 = graph_op_c(g, backward_of(g, f1));
+    int saved_at = -1, frame_at = -1;
+    for (int k = 0; k < b1->n_frees; k++)
+        if (b1->frees[k] == x0) {
+            if (saved_at < 0) saved_at = k;
+            else frame_at = k;
+        }
+    assert_true(saved_at >= 0 && frame_at > saved_at);
+    (void)mid;
+}
+
 /* Non-reentrant checkpointing: f1 and f2 form region 1. Only the region's input x0 stays saved;
  * the first backward op of the region (f2's) is preceded by a recompute of the region up to its
  * last saved tensor (PyTorch's early stop): f2 saves only its input a, which autograd packs
@@ -399,11 +449,12 @@ static void test_checkpoint_region_recomputes(void **state) {
 
     int rc = -1, n_rc = 0;
     for (int i = 0; i < graph_num_ops(g); i++)
-        if (graph_op_c(g, i)->phase == PH_RECOMPUTE) {
+        if (graph_op_c(g, i)->phase == PH_RECOMPUTE && graph_op_c(g, i)->fwd_op >= 0) {
             if (rc < 0) rc = i;
             n_rc++;
         }
-    assert_int_equal(n_rc, 1); /* f1 only (f2 saves its input a, not its output) */
+    assert_int_equal(n_rc, 1); /* f1 only (f2 saves its input a, not its output); the stop that
+                                  drops the recomputed a is no re-run */
     const Op *r = graph_op_c(g, rc);
     assert_int_equal(r->fwd_op, f1);
     assert_int_equal(r->n_inputs, 1);
@@ -659,6 +710,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_backward_kernel_counts, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_frozen_branch_has_no_backward, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_checkpoint_region_recomputes, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_checkpoint_frame_and_early_stop_unwind, setup_graph,
+                                        teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_accumulation_two_microbatches, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_plain_view_and_two_outputs, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_op_arrays_copied_and_grad_order, setup_graph, teardown_graph),

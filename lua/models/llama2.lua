@@ -488,6 +488,9 @@ function M.build(cx, cfg)
       end
       gather(L, { "ln1", "q", "k", "v", "o", "ln2", "gate", "up", "down" }, l - 1)
       local pre = "layers." .. (l - 1)
+      -- the decoder layer's arguments: hidden_states, then (as keyword arguments in the
+      -- checkpointed partial) the attention mask and position_embeddings
+      if ck_layer then nn.checkpoint_args(cx, { x, cx.mask, cos, sin }) end
       local residual = x
       local hn = rmsnorm(cx, pre .. ".input_layernorm", x, L.ln1)
       local function proj(nm, w)

@@ -276,6 +276,16 @@ function nn.release(cx, list, name)
             frees = ids, layer = cx.layer, region = cx.region }
 end
 
+-- The arguments of the checkpointed function whose region (cx.region) starts here: the
+-- checkpoint's frame holds them until the region's backward is done.
+function nn.checkpoint_args(cx, list)
+  local ids = {}
+  for _, t in pairs(list) do if t then ids[#ids + 1] = t.id end end
+  if #ids == 0 or not cx.region then return end
+  cx.G:op { name = "checkpoint args", kind = "none", phase = cx.phase, inputs = ids, outputs = {},
+            frees = {}, layer = cx.layer, region = cx.region, ckpt_args = true }
+end
+
 -- Hold t until the end of forward (a model output the caller keeps until it drops the
 -- output object). Adds one reference released by nn.end_forward.
 function nn.hold(cx, t)

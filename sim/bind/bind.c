@@ -325,6 +325,7 @@ static int l_op(lua_State *L) {
     op.region = (int)field_int(L, 2, "region", 0);
     if (op.region < 0) luaL_error(L, "op '%s': region must be >= 0", op.name);
     op.once = field_bool(L, 2, "once", false);
+    op.ckpt_args = field_bool(L, 2, "ckpt_args", false);
     op.at_step = (int)field_int(L, 2, "at_step", 0);
     if (op.at_step < 0) luaL_error(L, "op '%s': at_step must be >= 0", op.name);
     op.from_step = (int)field_int(L, 2, "from_step", 0);
