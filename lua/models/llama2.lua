@@ -143,14 +143,17 @@ end
 -- scaling, add (promotes), cast back.
 local function lora_linear(cx, name, x, w, ad, lora)
   local result = linear(cx, name, x, w)
+  -- `x = self._cast_input_dtype(x, lora_A.weight.dtype)`: the cast input is forward's local `x`
+  -- until it returns (fulltrace_held-lora-13b-l4-b8-ckpt: freed after the output cast)
   local xa = nn.to(cx, x, ad.A.dtype, name .. ".lora_input_cast")
   local xd = xa
   if lora.dropout > 0 then
-    -- native_dropout: output and a bool mask; backward needs only the mask
-    xd = nn.op(cx, { name = name .. ".lora_dropout", inputs = { xa },
-                     outs = { { name .. ".lora_dropout", xa.shape, xa.dtype },
-                              { name .. ".dropout_mask", xa.shape, "bool", no_grad = true } },
-                     save_outs = { 2 }, flops = nn.numel(xa.shape) })
+    -- native_dropout makes its bool mask, then the output; backward needs only the mask
+    local _, out = nn.op(cx, { name = name .. ".lora_dropout", inputs = { xa },
+                               outs = { { name .. ".dropout_mask", xa.shape, "bool", no_grad = true },
+                                        { name .. ".lora_dropout", xa.shape, xa.dtype } },
+                               save_outs = { 1 }, frees = {}, flops = nn.numel(xa.shape) })
+    xd = out
   end
   local a = nn.linear(cx, name .. ".lora_A", xd, ad.A)
   local b = nn.linear(cx, name .. ".lora_B", a, ad.B)
@@ -159,7 +162,9 @@ local function lora_linear(cx, name, x, w, ad, lora)
                           outs = { { name .. ".lora_sum", result.shape,
                                      promote(result.dtype, scaled.dtype) } },
                           grads = { { pass = 1 }, { pass = 1 } } })
-  return nn.to(cx, sum, result.dtype, name .. ".lora_out_cast")
+  local y = nn.to(cx, sum, result.dtype, name .. ".lora_out_cast")
+  if xd ~= xa then nn.release(cx, { xa }, name .. ": lora forward returns") end
+  return y
 end
 
 -- LlamaRMSNorm.forward: hidden.to(fp32); variance = pow(2).mean(-1); hidden * rsqrt(var + eps);
