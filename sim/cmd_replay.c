@@ -68,6 +68,7 @@ static void replay_usage(FILE *f)
         "                     are the whole trace's, are not compared)\n"
         "  --map              list every segment and its blocks (offset, size, allocated or free)\n"
         "                     as the replay ends: where a difference in fragmentation comes from\n"
+        "                     (with --json: a \"map\" array of {segment, offset, bytes, allocated})\n"
         "\n"
         "Examples:\n"
         "  vrsim replay validation/traces/fulltrace_pub-c04.csv.gz\n"
@@ -295,6 +296,23 @@ static int print_json(const char *path, const Trace *t, const AllocConfig *cfg, 
     } else {
         cJSON_AddNullToObject(o, "oom");
     }
+    if (r->map) { /* --map: [{segment, offset, bytes, allocated, stream, small_pool}] */
+        cJSON *arr = cJSON_AddArrayToObject(o, "map");
+        for (size_t i = 0; arr && i < r->nmap; i++) {
+            const AllocBlockInfo *k = &r->map[i];
+            cJSON *b = cJSON_CreateObject();
+            if (!b || !cJSON_AddItemToArray(arr, b)) {
+                cJSON_Delete(b);
+                break;
+            }
+            cJSON_AddNumberToObject(b, "segment", (double)k->segment_addr);
+            cJSON_AddNumberToObject(b, "offset", (double)(k->addr - k->segment_addr));
+            cJSON_AddNumberToObject(b, "bytes", (double)k->size);
+            cJSON_AddBoolToObject(b, "allocated", k->allocated);
+            cJSON_AddNumberToObject(b, "stream", k->stream);
+            cJSON_AddBoolToObject(b, "small_pool", k->small_pool);
+        }
+    }
     char *s = cJSON_Print(o);
     cJSON_Delete(o);
     if (!s)
@@ -428,6 +446,7 @@ int cmd_replay(int argc, char **argv)
     t->no_hints = no_hints;
     t->want_map = map;
     if (upto) {
+        /* the events before the line; the file's own counts stay as read */
         size_t k = 0;
         while (k < t->n && t->ev[k].line <= (uint64_t)upto)
             k++;

@@ -434,13 +434,13 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
      * stop, not only until its last re-run use (fulltrace_pub-c05: the recomputed residual
      * outlives the post-attention norm). */
     int n_held = 0, *held = NULL;
+    int end = region < d->n_regions ? d->regions[region].last_op : n_fwd - 1;
     for (int f = first; f >= 0 && f <= last_needed; f++) {
         const Op *o = &g->ops[f];
         if (o->phase != PH_FWD || o->region != region || o->ckpt_args) continue;
         for (int k = 0; k < o->n_outputs; k++) {
             int t = o->outputs[k];
             bool later = false;
-            int end = region < d->n_regions ? d->regions[region].last_op : n_fwd - 1;
             for (int h = last_needed + 1; h <= end && !later; h++) {
                 const Op *u = &g->ops[h];
                 if (u->phase != PH_FWD || u->region != region) continue;
@@ -696,8 +696,8 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     int n_never = 0;
     int cur_layer = -2; /* layer whose backward is being derived; -2 none yet */
     int prefetched = -2; /* layer whose pre-backward hooks were already issued early */
-    /* the hook ops, found once: emit_hooks runs for every layer */
     if ((st = find_regions(&d))) goto out;
+    /* the hook ops, found once: emit_hooks runs for every layer */
     d.hooks = malloc(sizeof(int) * (size_t)(n_fwd - d.first + 1));
     if (!d.hooks) { st = VR_ENOMEM; goto out; }
     for (int f = d.first; f < n_fwd; f++)

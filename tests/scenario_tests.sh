@@ -216,6 +216,18 @@ if crashed "replay --map"; then :
 elif [ "$RC" -eq 0 ] && grep -Eq '^ *\+0 +4,194,304 B +allocated$' "$TMP/mapend.out"; then
   ok "replay --map: at the end the 3 MiB request holds the whole 4 MiB block"
 else fail "replay --map (exit $RC)" "$(tail -n 8 "$TMP/mapend.out")"; fi
+if [ "$HAVE_PY" = 1 ]; then
+  run mapjson replay "$TMP/tiny.csv" --upto 5 --map --json
+  if crashed "replay --upto 5 --map --json"; then :
+  elif msg=$(python3 - "$TMP/mapjson.out" <<'PY' 2>&1
+import json, sys
+m = json.load(open(sys.argv[1]))["map"]
+assert [(b["offset"], b["bytes"], b["allocated"]) for b in m] == \
+    [(0, 4194304, False), (4194304, 2097152, True), (6291456, 14680064, False)], m
+PY
+  ); then ok "replay --upto 5 --map --json: the same blocks as a \"map\" array"
+  else fail "replay --map --json" "$msg"; fi
+fi
 run upto0 replay "$TMP/tiny.csv" --upto 0
 if [ "$RC" -eq 2 ] && grep -q 'upto needs a line number' "$TMP/upto0.err"; then
   ok "replay --upto 0: exit 2 with a message"

@@ -597,7 +597,10 @@ function M.build(cx, cfg)
       -- (fulltrace_dev-x2-zero1-trace: no 64 MiB free after layer 0)
       -- `hidden_states, _ = self.self_attn(...)`: eager attention's weights die with `_` here
       -- too (fulltrace_held-eager-ckpt-b2: a 512 MiB free after the MLP)
-      nn.release(cx, { residual ~= embeds and residual or nil, attn_weights }, pre .. ": returns")
+      local dropped = {}
+      if residual ~= embeds then dropped[#dropped + 1] = residual end
+      if attn_weights then dropped[#dropped + 1] = attn_weights end
+      nn.release(cx, dropped, pre .. ": returns")
       if dp then dp.release(cx, l - 1) end
       if dmap then dmap.stream_out(cx, l - 1, streamed) end
       ::next_layer::
