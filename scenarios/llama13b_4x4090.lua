@@ -2,7 +2,7 @@
 -- micro-batch 1 x 2048 with checkpointing?
 --
 -- Answer (vrsim scenarios/llama13b_4x4090.lua):
---   with ZeRO-3 and the optimizer offloaded to the host: FITS, peak reserved 13.18 GiB of
+--   with ZeRO-3 and the optimizer offloaded to the host: FITS, peak reserved 13.15 GiB of
 --   22.97 GiB per card, 48.5 GiB of host memory per GPU; the step (6.5 s) is bound by PCIe:
 --   4.6 s of collectives, only 76 % hidden under compute.
 --   Sharding alone does not fit: the bf16 AdamW state still needs ~13 GB per card

@@ -3,7 +3,7 @@
 -- GPU at micro-batch 1 x 4096 with checkpointing, and what does it cost?
 --
 -- Answer (vrsim scenarios/llama70b_zero3_offload.lua):
---   FITS: peak reserved 34.16 GiB of 78.45 GiB usable per GPU
+--   FITS: peak reserved 34.22 GiB of 78.45 GiB usable per GPU
 --   host memory for the offloaded fp32 master weights and Adam state: 128.5 GiB per GPU, 1 TiB
 --   per node (a DGX A100 has 2 TiB; --set host=workstation exits 3: it does not fit the host)
 --   step 27.9 s, bound by compute (roofline on the A100 datasheet: no calibrated A100 profile)

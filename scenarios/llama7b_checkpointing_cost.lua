@@ -2,7 +2,7 @@
 -- every decoder layer) save and cost for LLaMA2-7B in bf16 on an H200 at micro-batch 4 x 2048?
 --
 -- Answer (./vrsim scenarios/llama7b_checkpointing_cost.lua, then --set checkpointing=false):
---   checkpointing     FITS: peak reserved 65.99 GiB, step time 956.1 ms
+--   checkpointing     FITS: peak reserved 65.96 GiB, step time 956.1 ms
 --   no checkpointing  FITS: peak reserved 88.80 GiB, step time 774.7 ms
 --   23 GiB less memory for 23 % more time (each layer's forward runs again inside backward;
 --   the recompute ops are on the timeline in trace.json). Step times come from the calibrated

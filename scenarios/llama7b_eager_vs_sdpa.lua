@@ -15,7 +15,7 @@
 --            allocated, 98517.9 MiB more than SDPA, mostly the 32 layers' fp32 softmax
 --            probabilities (2048 MiB each) and their bf16 copies, kept for backward; the first
 --            softmax backward then asks for 2048 MiB more
---     eager with --set checkpointing=true  FITS: peak reserved 73.02 GiB (52.5 %)
+--     eager with --set checkpointing=true  FITS: peak reserved 73.05 GiB (52.5 %)
 return {
   title = "LLaMA2-7B at 4096 tokens on an H200: SDPA against eager attention",
   hardware = { gpu = "h200" },

@@ -4,7 +4,7 @@
 --
 -- Answer (./vrsim scenarios/llama7b_grad_accum.lua; --set micro_batch=32 --set grad_accum=1):
 --   8 x 4   FITS: peak reserved 66.50 GiB of 78.45 GiB usable (84.8 %)
---   1 x 32  DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax'
+--   1 x 32  DOES NOT FIT: CUDA out of memory in step 1 at op 'logits.float'
 --   Gradients accumulate into .grad across the micro-batches (in place after the first);
 --   only one micro-batch's activations are alive at a time.
 return {

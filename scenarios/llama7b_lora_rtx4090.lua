@@ -4,18 +4,18 @@
 -- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama7b_lora_rtx4090.lua [--set ...]):
 --   it fits only with the weights loaded straight in bf16 and with gradient checkpointing, up
 --   to micro-batch 7 (./vrsim maxbatch scenarios/llama7b_lora_rtx4090.lua:
---   "micro_batch = 7 fits (peak reserved 22.89 GiB of 22.97 GiB, step 6623.3 ms, 2164 tokens/s);
+--   "micro_batch = 7 fits (peak reserved 21.83 GiB of 22.97 GiB, step 6623.3 ms, 2164 tokens/s);
 --    8 does not").
 --     as this file (build direct, checkpointing, N=4)
---               FITS: peak reserved 19.35 GiB of 22.97 GiB usable (84.2 %)   <- this file
+--               FITS: peak reserved 18.92 GiB of 22.97 GiB usable (82.3 %)   <- this file
 --               peak 18093.9 MiB allocated at 'log_softmax.backward': frozen parameters
---               12868.5 MiB, activations 3177.0, temporaries 2016.3, allocator slack 1720.1
+--               12868.5 MiB, activations 3177.0, temporaries 2016.3, allocator slack 1276.1
 --     --set build=cast (built in fp32, then .to(bf16), as from_config does)
 --               DOES NOT FIT: CUDA out of memory while building the model (at 'parameters')
 --     --set checkpointing=false --set micro_batch=1
 --               DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.30.mlp.silu'
---     --set micro_batch=1  FITS: peak reserved 14.33 GiB (62.4 %)
---     --set micro_batch=2  FITS: peak reserved 16.00 GiB (69.7 %)
+--     --set micro_batch=1  FITS: peak reserved 14.21 GiB (61.9 %)
+--     --set micro_batch=2  FITS: peak reserved 15.78 GiB (68.7 %)
 return {
   title = "LLaMA2-7B LoRA on an RTX 4090: loading, checkpointing and the largest micro-batch",
   hardware = { gpu = "rtx4090" },

@@ -3,7 +3,7 @@
 --
 -- Answer (./vrsim scenarios/llama7b_lora_saving.lua, then --set precision=bf16):
 --   LoRA        FITS: peak reserved 25.67 GiB of 78.45 GiB usable (32.7 %)
---   full bf16   FITS: peak reserved 63.06 GiB of 78.45 GiB usable (80.4 %)
+--   full bf16   FITS: peak reserved 63.09 GiB of 78.45 GiB usable (80.4 %)
 --   LoRA needs 59 % less: no weight gradients and AdamW state for 6.7 B frozen parameters (the
 --   frozen bf16 weights, 12.6 GiB, remain). Step time 515.7 ms against 731.1 ms (roofline on
 --   the A100 datasheet, no calibrated A100 profile): frozen layers skip their weight-gradient GEMMs.

@@ -2,8 +2,8 @@
 -- q and v, gradient checkpointing, on an RTX 3090: which micro-batch fits at 2048 tokens?
 --
 -- Answer (./vrsim scenarios/llama7b_qlora_3090.lua; ./vrsim maxbatch scenarios/llama7b_qlora_3090.lua):
---   micro-batch 4: FITS, peak reserved 10.70 GiB of 23.09 GiB usable (46.3 %)
---   largest that fits: micro_batch = 13 (23.00 GiB reserved); 14 does not.
+--   micro-batch 4: FITS, peak reserved 10.26 GiB of 23.09 GiB usable (44.4 %)
+--   largest that fits: micro_batch = 14 (22.35 GiB reserved); 15 does not.
 --   The 4-bit base is 3.7 GiB with its absmax tables; each linear dequantizes its weight to
 --   bf16 for the GEMM (a temporary, again in backward).
 return {
