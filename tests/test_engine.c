@@ -379,7 +379,9 @@ static void test_oom_caching_small_capacity(void **state) {
  * forward peak 11264 at b; loss 7680; seed 8192 -> 7680; grad b 11776 -> 7168 after f3.backward;
  * recompute of f1: a' 11264; of f2 (it saves a, so PyTorch re-runs it): b' 15360, dropped at
  * once -> 11264; f2.backward grad a 15360 (the peak, reached twice) -> 7168; f1.backward 9216. */
-static Graph *build_chain(bool checkpoint) {
+/* w -> f0 -> x0 -> f1 -> a -> f2 -> b -> f3 -> loss; f1 saves x0, f2 saves its input a and/or
+ * its output b, f3 saves b; with checkpoint, f1 and f2 form region 1. */
+static Graph *build_chain_saving(bool checkpoint, bool f2_saves_input, bool f2_saves_output) {
     Graph *g;
     assert_int_equal(graph_new(&g), VR_OK);
     int w = tensor(g, "w", 1024, CAT_PARAM, true, true);
@@ -390,8 +392,11 @@ static Graph *build_chain(bool checkpoint) {
     op(g, (OpArgs){.name = "f0", .phase = PH_FWD, .in = {w}, .nin = 1, .out = {x0}, .nout = 1});
     int f1 = op(g, (OpArgs){.name = "f1", .phase = PH_FWD, .in = {x0}, .nin = 1, .out = {a},
                             .nout = 1, .saves = {x0}, .nsaves = 1, .frees = {x0}, .nfrees = 1});
-    int f2 = op(g, (OpArgs){.name = "f2", .phase = PH_FWD, .in = {a}, .nin = 1, .out = {b},
-                            .nout = 1, .saves = {a}, .nsaves = 1, .frees = {a}, .nfrees = 1});
+    OpArgs a2 = {.name = "f2", .phase = PH_FWD, .in = {a}, .nin = 1, .out = {b}, .nout = 1,
+                 .frees = {a}, .nfrees = 1};
+    if (f2_saves_input) a2.saves[a2.nsaves++] = a;
+    if (f2_saves_output) a2.saves[a2.nsaves++] = b;
+    int f2 = op(g, a2);
     op(g, (OpArgs){.name = "f3", .phase = PH_FWD, .in = {b}, .nin = 1, .out = {loss}, .nout = 1,
                    .saves = {b}, .nsaves = 1, .frees = {b}, .nfrees = 1});
     if (checkpoint) {
@@ -401,6 +406,8 @@ static Graph *build_chain(bool checkpoint) {
     assert_int_equal(graph_derive_backward(g, loss), VR_OK);
     return g;
 }
+
+static Graph *build_chain(bool checkpoint) { return build_chain_saving(checkpoint, true, false); }
 
 static void test_checkpointing_lowers_peak(void **state) {
     (void)state;
@@ -433,26 +440,7 @@ static void test_checkpointing_lowers_peak(void **state) {
 /* How many ops are re-run (their names into names) for the checkpointed region {f1, f2}
  * when its last op f2 saves its input (save_input), its output (save_output) or both. */
 static int recomputed_ops(bool save_input, bool save_output, char names[4][64]) {
-    Graph *g;
-    assert_int_equal(graph_new(&g), VR_OK);
-    int w = tensor(g, "w", 1024, CAT_PARAM, true, true);
-    int x0 = tensor(g, "x0", 2048, CAT_ACTIVATION, true, false);
-    int a = tensor(g, "a", 4096, CAT_ACTIVATION, true, false);
-    int b = tensor(g, "b", 4096, CAT_ACTIVATION, true, false);
-    int loss = tensor(g, "loss", 512, CAT_ACTIVATION, true, false);
-    op(g, (OpArgs){.name = "f0", .phase = PH_FWD, .in = {w}, .nin = 1, .out = {x0}, .nout = 1});
-    int f1 = op(g, (OpArgs){.name = "f1", .phase = PH_FWD, .in = {x0}, .nin = 1, .out = {a},
-                            .nout = 1, .saves = {x0}, .nsaves = 1, .frees = {x0}, .nfrees = 1});
-    OpArgs a2 = {.name = "f2", .phase = PH_FWD, .in = {a}, .nin = 1, .out = {b}, .nout = 1,
-                 .frees = {a}, .nfrees = 1};
-    if (save_input) a2.saves[a2.nsaves++] = a;
-    if (save_output) a2.saves[a2.nsaves++] = b;
-    int f2 = op(g, a2);
-    op(g, (OpArgs){.name = "f3", .phase = PH_FWD, .in = {b}, .nin = 1, .out = {loss}, .nout = 1,
-                   .saves = {b}, .nsaves = 1, .frees = {b}, .nfrees = 1});
-    graph_op(g, f1)->region = 1;
-    graph_op(g, f2)->region = 1;
-    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    Graph *g = build_chain_saving(true, save_input, save_output);
     int n = 0;
     for (int i = 0; i < graph_num_ops(g); i++)
         if (graph_op_c(g, i)->phase == PH_RECOMPUTE && graph_op_c(g, i)->fwd_op >= 0 && n < 4)

@@ -748,32 +748,48 @@ static int sec_gemm(sbuf *out, int use_lt)
     return 0;
 }
 
+/* The shapes of validation/hw_h200_pytorch.json (m, n, k), in its order. */
+static const int REF_SHAPES[][3] = {{512, 512, 512},     {1024, 1024, 1024},  {2048, 2048, 2048},
+                                    {4096, 4096, 4096},  {8192, 8192, 8192},  {8192, 4096, 4096},
+                                    {8192, 11008, 4096}, {8192, 4096, 11008}, {16384, 32000, 4096},
+                                    {2048, 4096, 4096},  {4096, 5120, 5120},  {8192, 13824, 5120}};
+enum { N_REF_SHAPES = sizeof REF_SHAPES / sizeof REF_SHAPES[0] };
+
+/* A cuBLAS handle with PyTorch's 32 MiB workspace and A, B, C buffers for every reference shape
+ * in fp32 (the largest element); *max_a and *max_b get A's and B's element counts. */
+static int ref_gemm_open(gemm_ctx *g, size_t *max_a, size_t *max_b)
+{
+    size_t maxA = 0, maxB = 0, maxC = 0;
+    for (int i = 0; i < N_REF_SHAPES; i++) {
+        const int *r = REF_SHAPES[i];
+        size_t a = (size_t)r[0] * r[2], b = (size_t)r[2] * r[1], c = (size_t)r[0] * r[1];
+        if (a > maxA) maxA = a;
+        if (b > maxB) maxB = b;
+        if (c > maxC) maxC = c;
+    }
+    memset(g, 0, sizeof *g);
+    CKB(cublasCreate(&g->h));
+    g->ws_bytes = 32u << 20;
+    CK(cudaMalloc(&g->ws, g->ws_bytes));
+    CKB(cublasSetWorkspace(g->h, g->ws, g->ws_bytes));
+    CK(cudaMalloc(&g->A, maxA * 4));
+    CK(cudaMalloc(&g->B, maxB * 4));
+    CK(cudaMalloc(&g->C, maxC * 4));
+    *max_a = maxA;
+    *max_b = maxB;
+    return 0;
+}
+
 /* The reference shapes of validation/hw_h200_pytorch.json, each call timed alone (events around
  * one call, the GPU idle in between), as a framework times one op: the gap to the batched
  * figures of sec_gemm is the per-call overhead that back-to-back launches hide. */
 static int sec_gemm_single(sbuf *out)
 {
-    static const int R[][3] = {{512, 512, 512},     {1024, 1024, 1024},  {2048, 2048, 2048},
-                               {4096, 4096, 4096},  {8192, 8192, 8192},  {8192, 4096, 4096},
-                               {8192, 11008, 4096}, {8192, 4096, 11008}, {16384, 32000, 4096},
-                               {2048, 4096, 4096},  {4096, 5120, 5120},  {8192, 13824, 5120}};
-    const int NR = sizeof R / sizeof R[0];
-    size_t maxA = 0, maxB = 0, maxC = 0;
-    for (int i = 0; i < NR; i++) {
-        size_t a = (size_t)R[i][0] * R[i][2], b = (size_t)R[i][2] * R[i][1], c = (size_t)R[i][0] * R[i][1];
-        if (a > maxA) maxA = a;
-        if (b > maxB) maxB = b;
-        if (c > maxC) maxC = c;
-    }
+    const int (*R)[3] = REF_SHAPES;
+    const int NR = N_REF_SHAPES;
     gemm_ctx g;
-    memset(&g, 0, sizeof g);
-    CKB(cublasCreate(&g.h));
-    g.ws_bytes = 32u << 20;
-    CK(cudaMalloc(&g.ws, g.ws_bytes));
-    CKB(cublasSetWorkspace(g.h, g.ws, g.ws_bytes));
-    CK(cudaMalloc(&g.A, maxA * 4));
-    CK(cudaMalloc(&g.B, maxB * 4));
-    CK(cudaMalloc(&g.C, maxC * 4));
+    size_t maxA, maxB;
+    if (ref_gemm_open(&g, &maxA, &maxB)) return -1;
     timer t;
     if (timer_init(&t)) return -1;
     sb_printf(out, "  gemm_single = {  -- cuBLAS, nn, each call timed alone with the GPU idle between calls\n");
@@ -934,30 +950,13 @@ static int xcheck_shape(gemm_ctx *g, timer *t, double *single_ms, double *batche
  * included); 20 calls back to back between one pair (batched_ms, the kernel time alone).
  * With `--xcheck-rounds R`, R such rounds, each after its own cool-down, and the medians over
  * them. SM clock, board power and GPU temperature are read right after. */
-
 static int sec_gemm_xcheck(sbuf *out)
 {
-    static const int R[][3] = {{512, 512, 512},     {1024, 1024, 1024},  {2048, 2048, 2048},
-                               {4096, 4096, 4096},  {8192, 8192, 8192},  {8192, 4096, 4096},
-                               {8192, 11008, 4096}, {8192, 4096, 11008}, {16384, 32000, 4096},
-                               {2048, 4096, 4096},  {4096, 5120, 5120},  {8192, 13824, 5120}};
-    const int NR = sizeof R / sizeof R[0];
-    size_t maxA = 0, maxB = 0, maxC = 0;
-    for (int i = 0; i < NR; i++) {
-        size_t a = (size_t)R[i][0] * R[i][2], b = (size_t)R[i][2] * R[i][1], c = (size_t)R[i][0] * R[i][1];
-        if (a > maxA) maxA = a;
-        if (b > maxB) maxB = b;
-        if (c > maxC) maxC = c;
-    }
+    const int (*R)[3] = REF_SHAPES;
+    const int NR = N_REF_SHAPES;
     gemm_ctx g;
-    memset(&g, 0, sizeof g);
-    CKB(cublasCreate(&g.h));
-    g.ws_bytes = 32u << 20;
-    CK(cudaMalloc(&g.ws, g.ws_bytes));
-    CKB(cublasSetWorkspace(g.h, g.ws, g.ws_bytes));
-    CK(cudaMalloc(&g.A, maxA * 4));
-    CK(cudaMalloc(&g.B, maxB * 4));
-    CK(cudaMalloc(&g.C, maxC * 4));
+    size_t maxA, maxB;
+    if (ref_gemm_open(&g, &maxA, &maxB)) return -1;
     timer t;
     if (timer_init(&t)) return -1;
     nvml_open();
