@@ -119,6 +119,13 @@ static const Curve *class_curve(const CostModel *c, const char *kind) {
     const char *k = strcmp(kind, "elementwise") == 0 ? "contiguous" : kind;
     for (int i = 0; i < c->n_classes; i++)
         if (strcmp(c->class_name[i], k) == 0) return &c->cls[i];
+    /* a dtype-specific class ("foreach_fp32") a profile did not measure: its generic one */
+    size_t n = strlen(k);
+    if (n > 5 && strcmp(k + n - 5, "_fp32") == 0) {
+        for (int i = 0; i < c->n_classes; i++)
+            if (strlen(c->class_name[i]) == n - 5 && strncmp(c->class_name[i], k, n - 5) == 0)
+                return &c->cls[i];
+    }
     return NULL;
 }
 

@@ -5,6 +5,9 @@ bandwidth over bytes moved. Writes lua/hw/calibrated/<gpu>_torch_ops.lua.
 
   python3 validation/measure/measure_torch_ops.py --gpu h200 -o lua/hw/calibrated/h200_torch_ops.lua
 
+--only foreach measures just the optimizer's foreach classes, for bf16 and fp32 parameter lists
+(the fp32 ones as classes foreach_fp32, foreach_scalar_fp32, foreach_out_fp32).
+
 Bytes moved = bytes of every input read + every output written (as the simulator counts them).
 """
 import argparse, datetime
@@ -26,13 +29,14 @@ def nb(*ts):
 
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument("--gpu", required=True); ap.add_argument("-o", required=True)
+    ap.add_argument("--only", choices=["foreach"], help="only the optimizer's foreach classes")
     a = ap.parse_args()
     dev = "cuda"
     rows = []
     def rec(cls, op, ms, bytes_):
         rows.append((cls, op, bytes_, ms, bytes_ / (ms * 1e-3) / 1e9))
     bf, f32 = torch.bfloat16, torch.float32
-    for (b, s, h) in [(1, 2048, 4096), (4, 2048, 4096), (1, 2048, 5120), (4, 2048, 5120), (16, 1024, 1280)]:
+    for (b, s, h) in ([] if a.only else [(1, 2048, 4096), (4, 2048, 4096), (1, 2048, 5120), (4, 2048, 5120), (16, 1024, 1280)]):
         x = torch.randn(b, s, h, device=dev, dtype=bf); y = torch.randn_like(x)
         o = torch.empty_like(x)
         rec("contiguous", "add bf16", timed(lambda: torch.add(x, y, out=o)), nb(x, y, o))
@@ -55,20 +59,25 @@ def main():
         x1, x2 = q[..., : d // 2], q[..., d // 2:]
         rec("cat_strided", "cat halves", timed(lambda: torch.cat((-x2, x1), dim=-1)), nb(x, x))
         rec("copy", "clone contiguous", timed(lambda: x.clone()), nb(x, x))
-    for (n, v) in [(2048, 32000), (8192, 32000)]:
+    for (n, v) in ([] if a.only else [(2048, 32000), (8192, 32000)]):
         l = torch.randn(n, v, device=dev)
         rec("softmax", "log_softmax fp32", timed(lambda: torch.log_softmax(l, -1), 5), nb(l, l))
-    # optimizer: foreach kernels over the parameter list of a 7B layer stack
-    params = [torch.randn(s_, device=dev, dtype=bf) for s_ in [4096 * 4096] * 8 + [11008 * 4096] * 6 + [4096] * 4]
-    grads = [torch.randn_like(p) for p in params]
-    tot = nb(*params)
-    rec("foreach", "_foreach_add_ bf16", timed(lambda: torch._foreach_add_(params, grads), 5), 3 * tot)
-    rec("foreach_scalar", "_foreach_mul_ bf16", timed(lambda: torch._foreach_mul_(params, 0.99), 5), 2 * tot)
-    rec("foreach_out", "_foreach_sqrt bf16", timed(lambda: torch._foreach_sqrt(params), 5), 2 * tot)
+    # optimizer: foreach kernels over the parameter list of a 7B layer stack (two layers), in
+    # bf16 and in fp32 (amp and fp32 training keep fp32 parameters and AdamW state)
+    for dt, suffix in ((bf, ""), (f32, "_fp32")):
+        name = "bf16" if dt == bf else "fp32"
+        params = [torch.randn(s_, device=dev, dtype=dt) for s_ in [4096 * 4096] * 8 + [11008 * 4096] * 6 + [4096] * 4]
+        grads = [torch.randn_like(p) for p in params]
+        tot = nb(*params)
+        rec("foreach" + suffix, "_foreach_add_ " + name, timed(lambda: torch._foreach_add_(params, grads), 5), 3 * tot)
+        rec("foreach_scalar" + suffix, "_foreach_mul_ " + name, timed(lambda: torch._foreach_mul_(params, 0.99), 5), 2 * tot)
+        rec("foreach_out" + suffix, "_foreach_sqrt " + name, timed(lambda: torch._foreach_sqrt(params), 5), 2 * tot)
+        del params, grads
     with open(a.o, "w") as f:
         f.write("-- PyTorch's own kernels on %s, %s, torch %s: bandwidth by access class.\n" % (
             torch.cuda.get_device_name(0), datetime.date.today().isoformat(), torch.__version__))
-        f.write("-- command: python3 validation/measure/measure_torch_ops.py --gpu %s -o %s\n" % (a.gpu, a.o))
+        f.write("-- command: python3 validation/measure/measure_torch_ops.py --gpu %s -o %s%s\n" % (
+            a.gpu, a.o, " --only " + a.only if a.only else ""))
         f.write("-- bytes = inputs read + outputs written; ms = best of 3 means of 20 (5) back-to-back calls\n")
         f.write("return {\n  torch_ops = {\n")
         for cls, op, by, ms, gbps in rows:

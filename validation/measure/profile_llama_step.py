@@ -41,7 +41,9 @@ def main():
                       attn_implementation=a.attn)
     with torch.device("cuda"):
         model = LlamaForCausalLM(cfg)
-    model = model.to(torch.float32 if a.mode == "fp32" else torch.bfloat16)
+    # amp_bf16: fp32 parameters, the forward under torch.autocast(bfloat16)
+    model = model.to(torch.float32 if a.mode in ("fp32", "amp_bf16") else torch.bfloat16)
+    amp = torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.mode == "amp_bf16")
     if a.mode == "lora_bf16":
         from peft import LoraConfig, get_peft_model
         model = get_peft_model(model, LoraConfig(r=8, lora_alpha=32, lora_dropout=0.05,
@@ -51,8 +53,11 @@ def main():
     model.train()
     opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=1e-5, foreach=True)
     ids = torch.randint(0, 32000, (a.batch, a.seq), device="cuda")
+    def forward():
+        with amp:
+            return model(input_ids=ids, labels=ids).loss
     def step():
-        loss = model(input_ids=ids, labels=ids).loss
+        loss = forward()
         loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
         del loss
     for _ in range(2): step()
@@ -61,7 +66,7 @@ def main():
     phase_ms = {"forward": 1e9, "backward": 1e9, "optimizer": 1e9}
     for _ in range(3):
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
-        ev[0].record(); loss = model(input_ids=ids, labels=ids).loss; ev[1].record()
+        ev[0].record(); loss = forward(); ev[1].record()
         torch.cuda.synchronize(); ev[1].synchronize()
         b0 = torch.cuda.Event(enable_timing=True); b0.record()
         loss.backward(); ev[2].record(); torch.cuda.synchronize()
