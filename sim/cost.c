@@ -17,14 +17,16 @@ typedef struct Curve {
     gsl_interp *interp;     /* NULL when n < 2 */
 } Curve;
 
-#define COST_CLASSES 24
+#define COST_CLASSES 32
 
 struct CostModel {
     DeviceSpec dev;
-    char class_name[COST_CLASSES][24]; /* memory-access classes measured through PyTorch */
+    char class_name[COST_CLASSES][32]; /* memory-access classes measured through PyTorch */
     Curve cls[COST_CLASSES];
+    bool cls_by_flops[COST_CLASSES];   /* a FLOP-rate curve (fused attention), not bandwidth */
     int n_classes;
     double kernel_ns;       /* device time of an empty kernel back to back (per kernel floor) */
+    double gap_ns;          /* dead time between back-to-back kernels, beyond their own time */
     Curve gemm[DT_COUNT];
     Curve mem;
 };
@@ -99,7 +101,8 @@ VrStatus cost_new(const DeviceSpec *dev, const CostPoint *const gemm[DT_COUNT],
     return VR_OK;
 }
 
-VrStatus cost_add_class(CostModel *c, const char *name, const CostPoint *pts, int n) {
+static VrStatus add_class(CostModel *c, const char *name, const CostPoint *pts, int n,
+                          bool by_flops) {
     int i;
     for (i = 0; i < c->n_classes; i++)
         if (strcmp(c->class_name[i], name) == 0) break;
@@ -110,7 +113,27 @@ VrStatus cost_add_class(CostModel *c, const char *name, const CostPoint *pts, in
         curve_free(&c->cls[i]);
     }
     snprintf(c->class_name[i], sizeof c->class_name[i], "%s", name);
+    c->cls_by_flops[i] = by_flops;
     return curve_init(&c->cls[i], pts, n);
+}
+
+VrStatus cost_add_class(CostModel *c, const char *name, const CostPoint *pts, int n) {
+    return add_class(c, name, pts, n, false);
+}
+
+VrStatus cost_add_flops_class(CostModel *c, const char *name, const CostPoint *pts, int n) {
+    return add_class(c, name, pts, n, true);
+}
+
+/* The FLOP-rate curve of a fused-attention kind ("attention_cudnn"; its backward's is
+ * "attention_cudnn_bwd"), or NULL. */
+static const Curve *flops_curve(const CostModel *c, const char *kind, bool backward) {
+    char name[sizeof c->class_name[0]];
+    if (!kind || snprintf(name, sizeof name, "%s%s", kind, backward ? "_bwd" : "") >= (int)sizeof name)
+        return NULL;
+    for (int i = 0; i < c->n_classes; i++)
+        if (c->cls_by_flops[i] && strcmp(c->class_name[i], name) == 0) return &c->cls[i];
+    return NULL;
 }
 
 static const Curve *class_curve(const CostModel *c, const char *kind) {
@@ -118,12 +141,13 @@ static const Curve *class_curve(const CostModel *c, const char *kind) {
     /* generic elementwise kernels are the contiguous class */
     const char *k = strcmp(kind, "elementwise") == 0 ? "contiguous" : kind;
     for (int i = 0; i < c->n_classes; i++)
-        if (strcmp(c->class_name[i], k) == 0) return &c->cls[i];
+        if (!c->cls_by_flops[i] && strcmp(c->class_name[i], k) == 0) return &c->cls[i];
     /* a dtype-specific class ("foreach_fp32") a profile did not measure: its generic one */
     size_t n = strlen(k);
     if (n > 5 && strcmp(k + n - 5, "_fp32") == 0) {
         for (int i = 0; i < c->n_classes; i++)
-            if (strlen(c->class_name[i]) == n - 5 && strncmp(c->class_name[i], k, n - 5) == 0)
+            if (!c->cls_by_flops[i] && strlen(c->class_name[i]) == n - 5 &&
+                strncmp(c->class_name[i], k, n - 5) == 0)
                 return &c->cls[i];
     }
     return NULL;
@@ -155,10 +179,16 @@ double cost_op_ns(const CostModel *c, const Op *op) {
     if (op->stream != 0 || (op->kind && strncmp(op->kind, "cpu_adam", 8) == 0))
         return device_op_ns(&c->dev, op);
     double t_c = 0;
-    if (op->flops > 0) {
+    bool attention = op->kind && strncmp(op->kind, "attention", 9) == 0;
+    /* fused attention: the rate PyTorch's kernel of that backend reached at this size, where the
+     * profile measured one at least this large (below, the GEMM path's estimate) */
+    const Curve *fc = attention ? flops_curve(c, op->kind, op->phase == PH_BWD) : NULL;
+    if (fc && fc->n && op->flops > 0 && log(op->flops) >= fc->x[0]) {
+        t_c = op->flops / curve_eval(fc, op->flops);
+    } else if (op->flops > 0) {
         /* convolutions run as implicit GEMMs; fused attention as GEMM-bound tiles */
-        bool gemm = op->kind && (strcmp(op->kind, "mm") == 0 || strcmp(op->kind, "attention") == 0 ||
-                                 strcmp(op->kind, "conv") == 0);
+        bool gemm = attention || (op->kind && (strcmp(op->kind, "mm") == 0 ||
+                                               strcmp(op->kind, "conv") == 0));
         /* a backward GEMM op runs one GEMM per input that needs a gradient (input and weight
          * gradients), each of an equal share of its FLOPs */
         int parts = gemm && op->phase == PH_BWD ? (op->gemms > 0 ? op->gemms : 2) : 1;
@@ -180,10 +210,13 @@ double cost_op_ns(const CostModel *c, const Op *op) {
     }
     double t_m = bw > 0 ? op->bytes_moved / bw : 0;
     double t = (t_c > t_m ? t_c : t_m) * 1e9;
-    /* no kernel is shorter than an empty one */
+    /* each kernel is followed by the stream's dead time before the next starts; no kernel with
+     * its gap is shorter than an empty one back to back */
     int kernels = op->kernels > 1 ? op->kernels : 1;
+    t += kernels * c->gap_ns;
     if (t < kernels * c->kernel_ns) t = kernels * c->kernel_ns;
     return t;
 }
 
 void cost_set_kernel_ns(CostModel *c, double ns) { c->kernel_ns = ns > 0 ? ns : 0; }
+void cost_set_kernel_gap_ns(CostModel *c, double ns) { c->gap_ns = ns > 0 ? ns : 0; }

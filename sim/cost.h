@@ -34,9 +34,19 @@ void cost_free(CostModel *c); /* NULL is a no-op */
  * the class "contiguous". VR_EINVAL when the table is full or a point is bad. */
 VrStatus cost_add_class(CostModel *c, const char *name, const CostPoint *pts, int n);
 
+/* Adds (or replaces) a FLOP-rate curve (points: FLOPs, FLOP/s) for ops of kind `name` (a fused
+ * attention backend, "attention_cudnn"); "<name>_bwd" is the curve of their derived backward.
+ * Such an op at least as large as the curve's smallest point takes flops / rate; a smaller one,
+ * or a kind without a curve, takes the GEMM path. VR_EINVAL when the table is full or a point is
+ * bad. */
+VrStatus cost_add_flops_class(CostModel *c, const char *name, const CostPoint *pts, int n);
+
 /* The device time of an empty kernel (launch_device_us of the profile): every kernel takes at
  * least that long on the device. */
 void cost_set_kernel_ns(CostModel *c, double ns);
+/* The dead time between two kernels back to back in one stream (kernel_gap_us, measured by
+ * validation/measure/measure_kernel_gap.py): added once per kernel an op launches. */
+void cost_set_kernel_gap_ns(CostModel *c, double ns);
 
 /* Device time of op in ns (0 for ops of kind "none"); collectives and copies go to
  * device_op_ns's link model. */

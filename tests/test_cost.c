@@ -1,6 +1,8 @@
 /* test_cost.c: the calibrated op-time model's memory-access classes: an op takes its bandwidth
  * from the class its kind names, a dtype-specific class ("foreach_fp32") falls back to its
- * generic one where the profile has none, and any other kind uses the generic curve. */
+ * generic one where the profile has none, and any other kind uses the generic curve. Fused
+ * attention takes its measured FLOP rate (forward and backward curves) where the profile covers
+ * its size, the GEMM curve elsewhere; every kernel adds the stream's measured gap. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -55,9 +57,83 @@ static void test_class_and_fp32_fallback(void **state) {
     cost_free(c);
 }
 
+/* ns for an attention op of `flops` in `phase` */
+static double attention_time(const CostModel *c, const char *kind, Phase phase, double flops) {
+    Op op;
+    memset(&op, 0, sizeof op);
+    op.name = "sdpa";
+    op.kind = kind;
+    op.phase = phase;
+    op.flops = flops;
+    op.compute_dtype = DT_BF16;
+    return cost_op_ns(c, &op);
+}
+
+static void test_attention_rate_curves(void **state) {
+    (void)state;
+    DeviceSpec dev;
+    memset(&dev, 0, sizeof dev);
+    dev.mem_bw = 4e12;
+    /* GEMMs at a flat 800 TFLOP/s from 1 GFLOP up */
+    CostPoint mm[2] = {{1e9, 800e12}, {1e13, 800e12}};
+    const CostPoint *gemm[DT_COUNT] = {0};
+    int n_gemm[DT_COUNT] = {0};
+    gemm[DT_BF16] = mm;
+    n_gemm[DT_BF16] = 2;
+    CostModel *c = NULL;
+    assert_int_equal(cost_new(&dev, gemm, n_gemm, NULL, 0, &c), VR_OK);
+    /* no attention curve yet: a forward attention op is GEMM-bound, 400 GFLOP in 0.5 ms */
+    assert_true(fabs(attention_time(c, "attention_cudnn", PH_FWD, 400e9) - 0.5e6) < 1.0);
+    /* measured: forward 400 TFLOP/s, backward 320, from 100 GFLOP (backward: 250) up */
+    CostPoint fwd[2] = {{100e9, 400e12}, {1e12, 400e12}};
+    CostPoint bwd[2] = {{250e9, 320e12}, {2.5e12, 320e12}};
+    assert_int_equal(cost_add_flops_class(c, "attention_cudnn", fwd, 2), VR_OK);
+    assert_int_equal(cost_add_flops_class(c, "attention_cudnn_bwd", bwd, 2), VR_OK);
+    assert_true(fabs(attention_time(c, "attention_cudnn", PH_FWD, 400e9) - 1e6) < 1.0);
+    assert_true(fabs(attention_time(c, "attention_cudnn", PH_RECOMPUTE, 400e9) - 1e6) < 1.0);
+    assert_true(fabs(attention_time(c, "attention_cudnn", PH_BWD, 1e12) - 3.125e6) < 1.0);
+    /* smaller than any measured problem: the GEMM path again (10 GFLOP at 800 TFLOP/s) */
+    assert_true(fabs(attention_time(c, "attention_cudnn", PH_FWD, 10e9) - 12.5e3) < 1.0);
+    /* another backend, not measured: the GEMM path */
+    assert_true(fabs(attention_time(c, "attention_flash", PH_FWD, 400e9) - 0.5e6) < 1.0);
+    /* a FLOP-rate class is no bandwidth class: an op of that kind moving bytes only is not
+     * timed by it */
+    Op op;
+    memset(&op, 0, sizeof op);
+    op.name = "x";
+    op.kind = "attention_cudnn";
+    op.phase = PH_FWD;
+    op.bytes_moved = 4e9;
+    assert_true(fabs(cost_op_ns(c, &op) - 1e6) < 1.0); /* the device's 4 TB/s */
+    cost_free(c);
+}
+
+static void test_kernel_gap(void **state) {
+    (void)state;
+    CostModel *c = model();
+    /* 3 GB at 1 TB/s: 3 ms; three kernels add three gaps of 2 us */
+    Op op;
+    memset(&op, 0, sizeof op);
+    op.name = "op";
+    op.kind = "elementwise";
+    op.phase = PH_FWD;
+    op.bytes_moved = 3e9;
+    op.kernels = 3;
+    assert_true(fabs(cost_op_ns(c, &op) - 3e6) < 1.0);
+    cost_set_kernel_gap_ns(c, 2000);
+    assert_true(fabs(cost_op_ns(c, &op) - (3e6 + 6000)) < 1.0);
+    /* a tiny op: the empty-kernel floor (5 us a kernel) when it exceeds time plus gaps */
+    cost_set_kernel_ns(c, 5000);
+    op.bytes_moved = 1e3;
+    assert_true(fabs(cost_op_ns(c, &op) - 15000) < 1.0);
+    cost_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_and_fp32_fallback),
+        cmocka_unit_test(test_attention_rate_curves),
+        cmocka_unit_test(test_kernel_gap),
     };
     return cmocka_run_group_tests_name("cost", tests, NULL, NULL);
 }

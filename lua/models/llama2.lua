@@ -265,7 +265,7 @@ local function attention(cx, name, q, k, v, sh, b, s, impl)
     -- 32 rows, and its philox seed and offset
     local lse_shape = { b, sh.heads, (s + 31) // 32 * 32 }
     local out = nn.op(cx, {
-      name = name .. ".sdpa_mem_efficient", kind = "attention", inputs = { q, k, v },
+      name = name .. ".sdpa_mem_efficient", kind = "attention_mem_efficient", inputs = { q, k, v },
       outs = { { name .. ".attn_out", shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
                { name .. ".philox", { 2 }, "int64", no_grad = true } },
       save_outs = { 1, 2, 3 }, saves = { q, k, v },
@@ -278,7 +278,7 @@ local function attention(cx, name, q, k, v, sh, b, s, impl)
     -- accumulator and an fp32 row statistic (softmax_d)
     local lse_shape = { b, sh.heads, s }
     local out = nn.op(cx, {
-      name = name .. ".sdpa_flash", kind = "attention", inputs = { q, k, v },
+      name = name .. ".sdpa_flash", kind = "attention_flash", inputs = { q, k, v },
       outs = { { name .. ".attn_out", shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true } },
       save_outs = { 1, 2 }, saves = { q, k, v }, grad_order = { 1, 2, 3 },
       bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") },
@@ -294,7 +294,7 @@ local function attention(cx, name, q, k, v, sh, b, s, impl)
     local off = nn.new_tensor(cx, name .. ".philox_offset", { 1 }, "int64", false)
     local out = nn.new_tensor(cx, name .. ".attn_out", shape, dt, not cx.no_grad)
     local lse = nn.new_tensor(cx, name .. ".softmax_stats", lse_shape, "fp32", false)
-    nn.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention", inputs = { q, k, v },
+    nn.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention_cudnn", inputs = { q, k, v },
                 out_tensors = { seed, off, out, lse }, saves = { k, q, v, lse, out, seed, off },
                 workspace = { 256 }, grad_order = { 1, 2, 3 },
                 bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") + 256 },

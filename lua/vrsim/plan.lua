@@ -410,6 +410,19 @@ local function device_of(cfg, ctx)
   local okp, prof = pcall(require, "hw.calibrated." .. name)
   if okp and type(prof) == "table" then
     prof.source = prof.source or ("lua/hw/calibrated/" .. name .. ".lua")
+    -- GEMMs timed each from an idle card (vrsim-calibrate --gemm-idle-ms): a training step's
+    -- GEMMs run between memory-bound kernels, below the power limit, and torch.profiler's
+    -- kernel times of real steps match these, not a grid timed back to back
+    -- (validation/measure/README.md, the fourth session)
+    local okg, gp = pcall(require, "hw.calibrated." .. name .. "_gemm")
+    if okg and type(gp) == "table" and type(gp.gemm) == "table" then prof.gemm = gp.gemm end
+    -- scaled_dot_product_attention per backend and shape (validation/measure/measure_sdpa.py):
+    -- fused attention takes its time from these rather than from the GEMM curve
+    local oks, sp = pcall(require, "hw.calibrated." .. name .. "_sdpa")
+    if oks and type(sp) == "table" then prof.sdpa = sp.sdpa end
+    -- the stream's dead time between back-to-back kernels (measure_kernel_gap.py)
+    local okk, kg = pcall(require, "hw.calibrated." .. name .. "_kernel_gap")
+    if okk and type(kg) == "table" then prof.kernel_gap_us = kg.kernel_gap_us end
     -- PyTorch's own dispatch cost per op on that machine (validation/measure/measure_dispatch.py)
     local okt, torchp = pcall(require, "hw.calibrated." .. name .. "_torch")
     -- per kernel of module-heavy code (nn.Module calls, hooks, views) when measured, else per op

@@ -617,6 +617,58 @@ static int read_points(lua_State *L, int prof, const char *key, PointKind kind, 
     return n;
 }
 
+/* Fused attention's FLOP rates from profile.sdpa (validation/measure/measure_sdpa.py: PyTorch's
+ * scaled_dot_product_attention timed per backend and shape): for each backend a forward curve,
+ * kind "attention_<backend>", and a backward one, "attention_<backend>_bwd", with FLOPs counted as
+ * the models count them (4 b h sq sk d, halved when causal; backward 2.5 times that). */
+static void read_sdpa(lua_State *L, int prof, Plan *p) {
+    /* a single call timed with CUDA events carries the launch (tens of microseconds); shorter
+     * entries say more about launch latency than about the kernel, so they are left out */
+    const double MIN_TIMED_MS = 0.1;
+    static const struct { const char *table, *kind; } BACKENDS[] = {
+        {"cudnn", "attention_cudnn"}, {"flash", "attention_flash"},
+        {"efficient", "attention_mem_efficient"}};
+    enum { CAP = 64 };
+    lua_getfield(L, prof, "sdpa");
+    if (!lua_istable(L, -1)) { lua_pop(L, 1); return; }
+    int t = lua_gettop(L);
+    int len = (int)luaL_len(L, t);
+    for (size_t bi = 0; bi < sizeof BACKENDS / sizeof BACKENDS[0]; bi++) {
+        CostPoint fwd[CAP], bwd[CAP];
+        int n = 0;
+        for (int i = 1; i <= len && n < CAP; i++) {
+            lua_geti(L, t, i);
+            int e = lua_gettop(L);
+            double flops = 4 * field_num(L, e, "batch", 0) * field_num(L, e, "heads", 0) *
+                           field_num(L, e, "seq_q", 0) * field_num(L, e, "seq_k", 0) *
+                           field_num(L, e, "dim", 0);
+            lua_getfield(L, e, "causal");
+            if (lua_toboolean(L, -1)) flops /= 2;
+            lua_pop(L, 1);
+            lua_getfield(L, e, "backends");
+            if (lua_istable(L, -1)) lua_getfield(L, -1, BACKENDS[bi].table);
+            else lua_pushnil(L);
+            if (lua_istable(L, -1)) {
+                double f_ms = field_num(L, lua_gettop(L), "fwd_ms", 0);
+                double fb_ms = field_num(L, lua_gettop(L), "fwdbwd_ms", 0);
+                if (flops > 0 && f_ms >= MIN_TIMED_MS && fb_ms > f_ms) {
+                    fwd[n] = (CostPoint){flops, flops / (f_ms * 1e-3)};
+                    bwd[n] = (CostPoint){2.5 * flops, 2.5 * flops / ((fb_ms - f_ms) * 1e-3)};
+                    n++;
+                }
+            }
+            lua_settop(L, e - 1);
+        }
+        char bname[40];
+        snprintf(bname, sizeof bname, "%s_bwd", BACKENDS[bi].kind);
+        if (n && (cost_add_flops_class(p->cost, BACKENDS[bi].kind, fwd, n) ||
+                  cost_add_flops_class(p->cost, bname, bwd, n)))
+            luaL_error(L, "the attention profile of %s has a bad %s point", p->dev.key,
+                       BACKENDS[bi].table);
+    }
+    lua_pop(L, 1);
+}
+
 /* Builds the plan's cost model from device.profile (a calibrated profile table), if any. */
 static void read_profile(lua_State *L, int dev, Plan *p) {
     lua_getfield(L, dev, "profile");
@@ -650,6 +702,7 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
     if (cost_new(&p->dev, gemm, n_gemm, mem, n_mem, &p->cost))
         luaL_error(L, "the calibrated profile of %s has a bad point", p->dev.key);
     cost_set_kernel_ns(p->cost, field_num(L, prof, "launch_device_us", 0) * 1e3);
+    cost_set_kernel_gap_ns(p->cost, field_num(L, prof, "kernel_gap_us", 0) * 1e3);
     /* PyTorch's kernels by memory-access class (validation/measure/measure_torch_ops.py) */
     lua_getfield(L, prof, "torch_ops");
     if (lua_istable(L, -1)) {
@@ -687,6 +740,7 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
         }
     }
     lua_pop(L, 1);
+    read_sdpa(L, prof, p);
     double host_us = field_num(L, prof, "host_op_us", field_num(L, prof, "launch_us", 0));
     p->host_op_ns = host_us * 1e3;
     p->host_ckpt_op_ns = field_num(L, prof, "host_ckpt_op_us", 0) * 1e3;

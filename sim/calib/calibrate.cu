@@ -6,6 +6,7 @@
  *
  *   vrsim-calibrate [-o FILE] [--gpu ID] [--only LIST] [--skip LIST] [--quick]
  *                   [--cooldown-ms MS] [--xcheck-calls N] [--xcheck-rounds R]
+ *                   [--gemm-idle-ms MS]
  *   sections: info gemm gemm_lt gemm_single gemm_sustained gemm_xcheck bgemm copy elementwise reduce softmax attn host malloc launch
  *             peer nccl
  *
@@ -112,6 +113,11 @@ static char g_only[512] = "";
 static char g_skip[512] = "";
 static int g_quick = 0;
 static int g_cooldown_ms = 1000; /* gemm_xcheck: idle time before each shape */
+/* gemm, bgemm: idle time before each shape (0: back to back). A training step runs each GEMM
+ * between memory-bound kernels, so the card stays below its power limit and GEMMs run at the
+ * clock of an idle start; timed back to back for seconds, the grid's later shapes carry the
+ * power limit's lower clock instead (validation/measure/README.md, the fourth session). */
+static int g_gemm_idle_ms = 0;
 static int g_xcheck_calls = 25;  /* gemm_xcheck: calls timed alone per shape and round */
 static int g_xcheck_rounds = 1;  /* gemm_xcheck: rounds per shape, each from the cool-down */
 
@@ -613,6 +619,15 @@ static int lt_run(void *vp, cudaStream_t st)
     return 0;
 }
 
+/* Lets the GPU idle for ms milliseconds (not under --quick), so the next timing starts from an
+ * idle card's clock rather than from the power state the previous one left. */
+static void idle_gpu(int ms)
+{
+    if (g_quick || ms <= 0) return;
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 /* the shape grid */
 #define MAXSH 256
 static shape g_shapes[MAXSH];
@@ -726,6 +741,7 @@ static int sec_gemm(sbuf *out, int use_lt)
                     rc = time_op(&t, lt_run, &g, 2.0, 7, &ms);
                     lt_teardown(&g);
                 } else {
+                    idle_gpu(g_gemm_idle_ms);
                     rc = time_op(&t, gemm_run, &g, 2.0, 7, &ms);
                 }
                 if (rc) return -1;
@@ -906,10 +922,7 @@ static int xcheck_shape(gemm_ctx *g, timer *t, double *single_ms, double *batche
     enum { WARM = 3, BATCH = 20, MAXROUNDS = 64, MAXCALLS = 1000 };
     double singles[MAXROUNDS], batches[MAXROUNDS], v[MAXCALLS];
     for (int round = 0; round < g_xcheck_rounds; round++) {
-        if (!g_quick) {
-            struct timespec ts = {g_cooldown_ms / 1000, (long)(g_cooldown_ms % 1000) * 1000000L};
-            nanosleep(&ts, NULL);
-        }
+        idle_gpu(g_cooldown_ms);
         for (int r = 0; r < WARM; r++)
             if (gemm_run(g, t->st)) return -1;
         CK(cudaStreamSynchronize(t->st));
@@ -1060,6 +1073,7 @@ static int sec_bgemm(sbuf *out)
                 g.sC = (long long)A[i].sk * A[i].d;
             }
             double ms;
+            idle_gpu(g_gemm_idle_ms);
             if (time_op(&t, gemm_run, &g, 2.0, 7, &ms)) return -1;
             double tf = 2.0 * g.batch * (double)g.m * g.n * g.k / (ms * 1e-3) / 1e12;
             sb_printf(out,
@@ -1617,8 +1631,11 @@ static void usage(void)
     fprintf(stderr,
             "usage: vrsim-calibrate [-o FILE.lua] [--gpu ID] [--only a,b] [--skip a,b] [--quick]\n"
             "                       [--cooldown-ms MS] [--xcheck-calls N] [--xcheck-rounds R]\n"
+            "                       [--gemm-idle-ms MS]\n"
             "  gemm_xcheck: idle time before each round (default 1000 ms), calls timed alone per\n"
             "  round (default 25), rounds per shape (default 1; medians over rounds)\n"
+            "  gemm, bgemm: idle time before each shape (default 0: back to back; a training\n"
+            "  step's GEMMs run at an idle card's clock, so profiles for step time use 200)\n"
             "sections: info gemm gemm_lt gemm_single gemm_sustained gemm_xcheck bgemm copy elementwise reduce\n"
             "          softmax attn host malloc launch peer nccl\n");
 }
@@ -1659,6 +1676,9 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(argv[i], "--cooldown-ms") && i + 1 < argc) {
             if (int_option(argv[i], argv[i + 1], 0, 60000, &g_cooldown_ms)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--gemm-idle-ms") && i + 1 < argc) {
+            if (int_option(argv[i], argv[i + 1], 0, 60000, &g_gemm_idle_ms)) return 2;
             i++;
         }
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }

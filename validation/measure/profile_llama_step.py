@@ -1,6 +1,8 @@
 """Where a LLaMA training step's GPU time goes, measured: torch.profiler over one steady-state
 step (the third), kernel time summed by category, so the simulator's op costs can be checked
-category by category rather than only as a total.
+category by category rather than only as a total. With --tables FILE it also writes every kernel
+(name, launches, GPU ms, category) and every aten op by input shapes (launches, self GPU ms), so
+an op's cost can be checked op by op: the GEMMs shape by shape, the elementwise kernels by name.
 
   python3 validation/measure/profile_llama_step.py --shape 7b-l4 --batch 4 --seq 2048 \
       --mode bf16 --out validation/measure/profile_h200.jsonl
@@ -31,6 +33,7 @@ def main():
     ap.add_argument("--ckpt", action="store_true"); ap.add_argument("--name", default="")
     ap.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--tables", help="also write the per-kernel and per-op tables (JSON) here")
     a = ap.parse_args()
     from transformers import LlamaConfig, LlamaForCausalLM
     base, _, layers = a.shape.partition("-l")
@@ -76,7 +79,7 @@ def main():
         for k, (s_, e_) in zip(phase_ms, ((ev[0], ev[1]), (b0, ev[2]), (o0, ev[3]))):
             phase_ms[k] = min(phase_ms[k], s_.elapsed_time(e_))
     from torch.profiler import profile, ProfilerActivity
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=bool(a.tables)) as prof:
         t0 = time.perf_counter(); step(); torch.cuda.synchronize(); wall = (time.perf_counter() - t0) * 1e3
     cats, n_kernels, first, last = {}, 0, None, None
     for e in prof.events():
@@ -94,6 +97,35 @@ def main():
     print(json.dumps(rec))
     top = sorted(((e.key, e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total, e.count) for e in prof.key_averages()), key=lambda x: -x[1])[:45]
     for k, t, c in top: print(f"{t/1e3:9.2f} ms {c:5d}  {k[:110]}")
+    if a.tables:
+        write_tables(a.tables, rec["name"], prof)
+
+
+def device_ms(e, self_only=False):
+    """An event's GPU time in ms, under the attribute name this torch version uses."""
+    for attr in (("self_device_time_total", "self_cuda_time_total") if self_only
+                 else ("device_time_total", "cuda_time_total")):
+        if hasattr(e, attr):
+            return getattr(e, attr) / 1e3
+    return 0.0
+
+
+def write_tables(path, name, prof):
+    kernels = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            k = kernels.setdefault(e.name, [0, 0.0])
+            k[0] += 1; k[1] += device_ms(e)
+    ops = []
+    for e in prof.key_averages(group_by_input_shape=True):
+        ms = device_ms(e, self_only=True)
+        if ms > 0:
+            ops.append({"op": e.key, "shapes": str(e.input_shapes), "count": e.count, "self_ms": round(ms, 4)})
+    table = {"name": name,
+             "kernels": sorted(({"kernel": k, "count": c, "ms": round(t, 4), "category": category(k)}
+                                for k, (c, t) in kernels.items()), key=lambda r: -r["ms"]),
+             "ops": sorted(ops, key=lambda r: -r["self_ms"])}
+    with open(path, "a") as f: f.write(json.dumps(table) + "\n")
 
 if __name__ == "__main__":
     main()

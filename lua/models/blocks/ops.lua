@@ -436,7 +436,7 @@ function O.sdpa(cx, name, q, k, v, opts)
   if backend == "mem_efficient" then
     local lse_shape = { b, h, (s + 31) // 32 * 32 }
     return O.op(cx, {
-      name = name .. ".sdpa_mem_efficient", kind = "attention", inputs = { q, k, v },
+      name = name .. ".sdpa_mem_efficient", kind = "attention_mem_efficient", inputs = { q, k, v },
       outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
                { name .. ".philox", { 2 }, "int64", no_grad = true } },
       save_outs = { 1, 2, 3 }, saves = { q, k, v }, frees = frees,
@@ -445,7 +445,7 @@ function O.sdpa(cx, name, q, k, v, opts)
   if backend == "flash" then
     local lse_shape = { b, h, s }
     return O.op(cx, {
-      name = name .. ".sdpa_flash", kind = "attention", inputs = { q, k, v },
+      name = name .. ".sdpa_flash", kind = "attention_flash", inputs = { q, k, v },
       outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true } },
       save_outs = { 1, 2 }, saves = { q, k, v }, grad_order = { 1, 2, 3 }, frees = frees,
       bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") },
@@ -455,7 +455,7 @@ function O.sdpa(cx, name, q, k, v, opts)
   local off = nn.new_tensor(cx, name .. ".philox_offset", { 1 }, "int64", false)
   local out = nn.new_tensor(cx, name .. ".attn_out", q.shape, dt, rg)
   local lse = nn.new_tensor(cx, name .. ".softmax_stats", { b, h, s }, "fp32", false)
-  O.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention", inputs = { q, k, v },
+  O.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention_cudnn", inputs = { q, k, v },
              out_tensors = { seed, off, out, lse }, saves = { k, q, v, lse, out, seed, off },
              workspace = { 256 }, grad_order = { 1, 2, 3 }, frees = frees,
              kernels = KERNELS.sdpa_cudnn_fwd, bwd_kernels = KERNELS.sdpa_cudnn_bwd,
