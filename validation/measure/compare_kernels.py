@@ -12,7 +12,11 @@ whole optimizer) are not kernels and are left out. Standard library only.
 """
 import argparse
 import json
+import re
 import sys
+
+# torch.profiler's user annotations ("Optimizer.step#AdamW.step") appear among the GPU events
+ANNOTATION = re.compile(r"^[A-Za-z_]\w*\.\w+#")
 
 # vrsim op kinds -> the profiler script's kernel categories (profile_llama_step.category)
 KIND_CATEGORY = {
@@ -50,7 +54,7 @@ def main():
         return 2
     measured, launches = {}, 0
     for k in rec["kernels"]:
-        if "#" in k["kernel"] and "." in k["kernel"].split("#")[0]:  # a user annotation
+        if ANNOTATION.match(k["kernel"]):
             continue
         measured[k["category"]] = measured.get(k["category"], 0.0) + k["ms"]
         launches += k["count"]
