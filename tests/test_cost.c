@@ -30,14 +30,22 @@ static CostModel *model(void) {
     return c;
 }
 
-/* ns the model gives an op of `kind` moving `bytes` */
-static double time_of(const CostModel *c, const char *kind, double bytes) {
+/* A one-kernel bf16 op of `kind` in `phase` doing `flops` and moving `bytes`. */
+static Op op_of(const char *kind, Phase phase, double flops, double bytes) {
     Op op;
     memset(&op, 0, sizeof op);
     op.name = "op";
     op.kind = kind;
-    op.phase = PH_OPTIM;
+    op.phase = phase;
+    op.flops = flops;
     op.bytes_moved = bytes;
+    op.compute_dtype = DT_BF16;
+    return op;
+}
+
+/* ns the model gives an optimizer op of `kind` moving `bytes` */
+static double time_of(const CostModel *c, const char *kind, double bytes) {
+    Op op = op_of(kind, PH_OPTIM, 0, bytes);
     return cost_op_ns(c, &op);
 }
 
@@ -59,13 +67,7 @@ static void test_class_and_fp32_fallback(void **state) {
 
 /* ns for an attention op of `flops` in `phase` */
 static double attention_time(const CostModel *c, const char *kind, Phase phase, double flops) {
-    Op op;
-    memset(&op, 0, sizeof op);
-    op.name = "sdpa";
-    op.kind = kind;
-    op.phase = phase;
-    op.flops = flops;
-    op.compute_dtype = DT_BF16;
+    Op op = op_of(kind, phase, flops, 0);
     return cost_op_ns(c, &op);
 }
 
@@ -98,12 +100,7 @@ static void test_attention_rate_curves(void **state) {
     assert_true(fabs(attention_time(c, "attention_flash", PH_FWD, 400e9) - 0.5e6) < 1.0);
     /* a FLOP-rate class is no bandwidth class: an op of that kind moving bytes only is not
      * timed by it */
-    Op op;
-    memset(&op, 0, sizeof op);
-    op.name = "x";
-    op.kind = "attention_cudnn";
-    op.phase = PH_FWD;
-    op.bytes_moved = 4e9;
+    Op op = op_of("attention_cudnn", PH_FWD, 0, 4e9);
     assert_true(fabs(cost_op_ns(c, &op) - 1e6) < 1.0); /* the device's 4 TB/s */
     cost_free(c);
 }
@@ -112,12 +109,7 @@ static void test_kernel_gap(void **state) {
     (void)state;
     CostModel *c = model();
     /* 3 GB at 1 TB/s: 3 ms; three kernels add three gaps of 2 us */
-    Op op;
-    memset(&op, 0, sizeof op);
-    op.name = "op";
-    op.kind = "elementwise";
-    op.phase = PH_FWD;
-    op.bytes_moved = 3e9;
+    Op op = op_of("elementwise", PH_FWD, 0, 3e9);
     op.kernels = 3;
     assert_true(fabs(cost_op_ns(c, &op) - 3e6) < 1.0);
     cost_set_kernel_gap_ns(c, 2000);
