@@ -416,6 +416,13 @@ EOF2
       "$TMP/h200l4/trace.json" >"$TMP/ck.out" 2>"$TMP/ck.err"
   if [ $? -eq 2 ] && grep -q "no record 'nosuch'" "$TMP/ck.err"; then ok "compare_kernels.py: an unknown record exits 2 and names it"
   else fail "compare_kernels.py: an unknown record should exit 2" "$(cat "$TMP/ck.err")"; fi
+  # the program's idle-card GEMM grid beside torch.mm in those steps, shape by shape: the two
+  # rows off are profiler groups that hold other calls too (README, the GEMM cross-check)
+  rows=$(python3 validation/measure/compare_kernels.py validation/measure/profile_tables_h200.jsonl \
+             --gemm-grid lua/hw/calibrated/h200_gemm.lua 2>&1 | awk 'NR > 1 { n++; d = $NF; sub("%", "", d);
+             if (d + 0 <= 5 && d + 0 >= -5) k++ } END { print n + 0, k + 0 }')
+  if [ "$rows" = "16 14" ]; then ok "compare_kernels.py --gemm-grid: 16 GEMM shapes of real steps, 14 within 5 % of h200_gemm.lua"
+  else fail "compare_kernels.py --gemm-grid: (shapes, within 5 %) = '$rows', expected '16 14'"; fi
   # the committed kernel-gap supplement is what its measured rows give
   python3 validation/measure/measure_kernel_gap.py --from validation/measure/kernel_gap_h200.json \
       --lua "$TMP/gap.lua" --gpu h200 >/dev/null 2>&1

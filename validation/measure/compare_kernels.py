@@ -9,7 +9,15 @@ whole optimizer) are not kernels and are left out. Standard library only.
   ./vrsim SCENARIO.lua            # writes out/<name>/trace.json
   python3 validation/measure/compare_kernels.py validation/measure/profile_tables_h200.jsonl \
       profile-7b-l4-b4-s2048-bf16 out/<name>/trace.json [--step 3]
+
+With --gemm-grid FILE (a vrsim-calibrate profile, lua/hw/calibrated/h200_gemm.lua) it instead puts
+each bf16 aten::mm shape of every record, its mean self time per call in the real step, beside
+the program's figures for the same m, n, k (any of nn, nt, tn; their mean), no trace needed:
+
+  python3 validation/measure/compare_kernels.py validation/measure/profile_tables_h200.jsonl \
+      --gemm-grid lua/hw/calibrated/h200_gemm.lua
 """
+import ast
 import argparse
 import json
 import re
@@ -36,13 +44,55 @@ def vrsim_category(kind):
     return KIND_CATEGORY.get(kind, "elementwise")
 
 
+def gemm_grid(path):
+    """(m, n, k) -> {op: ms} of the bf16 rows of a profile's `gemm` table (not gemm_lt or the
+    other GEMM tables)."""
+    grid = {}
+    row = re.compile(r'dtype="bf16", op="(\w+)", m=(\d+), n=(\d+), k=(\d+), ms=([\d.]+)')
+    with open(path) as f:
+        text = f.read()
+    start = text.find("\n  gemm = {")
+    if start < 0:
+        raise SystemExit(f"compare_kernels: {path} has no gemm table")
+    for m in row.finditer(text[start:text.find("\n  },", start)]):
+        op, mm, n, k, ms = m.groups()
+        grid.setdefault((int(mm), int(n), int(k)), {})[op] = float(ms)
+    return grid
+
+
+def compare_gemms(tables, grid_path):
+    grid = gemm_grid(grid_path)
+    print(f"{'record':36s} {'m':>6s} {'n':>6s} {'k':>6s} {'calls':>5s} {'step ms':>8s} {'program':>8s} {'diff':>7s}")
+    with open(tables) as f:
+        for line in f:
+            rec = json.loads(line)
+            for o in rec["ops"]:
+                if o["op"] != "aten::mm":
+                    continue
+                shapes = ast.literal_eval(o["shapes"])
+                (m, k), (_, n) = shapes[0], shapes[1]
+                ms = grid.get((m, n, k))
+                if not ms:
+                    continue
+                step_ms = o["self_ms"] / o["count"]
+                prog = sum(ms.values()) / len(ms)
+                print(f"{rec['name']:36s} {m:6d} {n:6d} {k:6d} {o['count']:5d} {step_ms:8.3f} {prog:8.3f} "
+                      f"{(prog - step_ms) / step_ms * 100:+6.1f}%")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("tables")
-    ap.add_argument("name")
-    ap.add_argument("trace")
+    ap.add_argument("name", nargs="?")
+    ap.add_argument("trace", nargs="?")
     ap.add_argument("--step", type=int, default=3, help="vrsim step to compare (a steady one)")
+    ap.add_argument("--gemm-grid", help="compare each aten::mm shape with this profile's gemm rows")
     a = ap.parse_args()
+    if a.gemm_grid:
+        return compare_gemms(a.tables, a.gemm_grid)
+    if not a.name or not a.trace:
+        ap.error("give a record name and a trace.json (or --gemm-grid)")
     rec = None
     with open(a.tables) as f:
         for line in f:
