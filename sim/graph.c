@@ -63,7 +63,8 @@ void graph_free(Graph *g) {
     free(g);
 }
 
-void *graph_alloc(Graph *g, size_t n) {
+/* Arena space for n bytes, not cleared (the caller writes all of it). */
+static void *arena_take(Graph *g, size_t n) {
     n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
     if (!g->arena || g->arena->used + n > g->arena->cap) {
         size_t cap = n > 65536 ? n : 65536;
@@ -74,21 +75,26 @@ void *graph_alloc(Graph *g, size_t n) {
     }
     void *p = (char *)g->arena->data + g->arena->used;
     g->arena->used += n;
-    memset(p, 0, n);
+    return p;
+}
+
+void *graph_alloc(Graph *g, size_t n) {
+    void *p = arena_take(g, n);
+    if (p) memset(p, 0, n);
     return p;
 }
 
 const char *graph_strdup(Graph *g, const char *s) {
     if (!s) s = "";
     size_t n = strlen(s) + 1;
-    char *p = graph_alloc(g, n);
+    char *p = arena_take(g, n);
     if (p) memcpy(p, s, n);
     return p;
 }
 
 static void *copy_array(Graph *g, const void *src, int n, size_t elem) {
     if (n <= 0 || !src) return NULL;
-    void *p = graph_alloc(g, (size_t)n * elem);
+    void *p = arena_take(g, (size_t)n * elem);
     if (p) memcpy(p, src, (size_t)n * elem);
     return p;
 }
