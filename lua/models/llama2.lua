@@ -645,13 +645,21 @@ function M.build(cx, cfg)
     local lf = nn.to(cx, logits, "fp32", "logits.float")
     local labels = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
     local shifted = nn.op(cx, { name = "labels.shift", inputs = { labels }, outs = { { "shift_labels", { b, s }, "int64" } } })
+    -- What the kernels move (torch.profiler's kernel table of a real step,
+    -- validation/measure/profile_tables_h200.jsonl): log_softmax's backward
+    -- (cunn_SoftMaxBackward) reads the output gradient and the saved output and writes the input
+    -- gradient, three passes; nll_loss reads one log-probability and one label per row (19 us
+    -- for 8192 rows), and its backward fills a zero gradient the size of the logits, then
+    -- writes one value per row (FillFunctor, then nll_loss_backward_reduce_cuda_kernel_2d)
+    local fp32_logits = nn.bytes(lf.shape, "fp32")
     local lsm = nn.op(cx, { name = "log_softmax", kind = "softmax", inputs = { lf },
                             outs = { { "log_probs", lf.shape, "fp32" } }, save_outs = { 1 },
-                            flops = 5 * nn.numel(lf.shape) })
+                            flops = 5 * nn.numel(lf.shape), bwd_bytes = 3 * fp32_logits })
     local loss = nn.op(cx, { name = "nll_loss", inputs = { lsm, shifted },
                              outs = { { "loss", {}, "fp32" }, { "total_weight", {}, "fp32", no_grad = true } },
                              saves = { shifted, lsm }, save_outs = { 2 },
-                             grads = { { dtype = "fp32" }, "none" } })
+                             grads = { { dtype = "fp32" }, "none" },
+                             bytes = b * s * (4 + 8), bwd_bytes = fp32_logits, bwd_kernels = 2 })
   if dp then dp.release(cx, -1, true) end
     nn.end_forward(cx)
     return loss
