@@ -3,13 +3,13 @@
 --
 -- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama13b_h200.lua --set micro_batch=N):
 --   it fits without ZeRO, up to micro-batch 3 (./vrsim maxbatch scenarios/llama13b_h200.lua:
---   "micro_batch = 3 fits (peak reserved 134.83 GiB of 139.05 GiB, step 1081.7 ms, 5680
+--   "micro_batch = 3 fits (peak reserved 134.83 GiB of 139.05 GiB, step 1081.0 ms, 5684
 --    tokens/s); 4 does not");
 --   the peak is in the AdamW step, not in backward.
 --     N=1  FITS: peak reserved 123.63 GiB of 139.05 GiB usable (88.9 %)   <- this file
 --          peak allocated 124590.0 MiB at 'adamw._foreach_sqrt': parameters 24825.8 MiB,
 --          gradients 24944.8, optimizer state 49891.6, temporaries (the foreach
---          sqrt outputs) 24927.8, allocator slack 2008.0; step time 496.7 ms (kernel costs from
+--          sqrt outputs) 24927.8, allocator slack 2008.0; step time 496.4 ms (kernel costs from
 --          the calibrated profile)
 --     N=2  FITS: peak reserved 128.43 GiB (92.4 %)
 --     N=3  FITS: peak reserved 134.83 GiB (97.0 %)

@@ -4,7 +4,7 @@
 --
 -- Answer (vrsim scenarios/llama13b_zero2.lua, 2026-11-30):
 --   FITS: peak reserved 61.96 GiB of 78.45 GiB usable per GPU (79.0 %)
---   step 4279.2 ms (roofline from the A100 datasheet: no calibrated A100 profile yet), 15315
+--   step 4277.4 ms (roofline from the A100 datasheet: no calibrated A100 profile yet), 15321
 --   tokens/s for the job; 70 % of the 176 ms of reduce-scatter and all-gather hides under the
 --   backward, the last layers' reduce-scatters and the parameter all-gather do not.
 --   DeepSpeed's own estimator says 72.7 GiB of model states per GPU; it counts whole bf16

@@ -4,7 +4,7 @@
 -- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama7b_a100_80g_batch.lua --set micro_batch=N):
 --   the largest micro-batch that fits is 2 (./vrsim maxbatch
 --   scenarios/llama7b_a100_80g_batch.lua:
---   "micro_batch = 2 fits (peak reserved 64.45 GiB of 78.45 GiB, step 1052.1 ms, 3893 tokens/s);
+--   "micro_batch = 2 fits (peak reserved 64.45 GiB of 78.45 GiB, step 1051.2 ms, 3896 tokens/s);
 --    3 does not").
 --     N=1  FITS: peak reserved 63.76 GiB of 78.45 GiB usable (81.3 %)
 --     N=2  FITS: peak reserved 64.45 GiB of 78.45 GiB usable (82.2 %)   <- this file

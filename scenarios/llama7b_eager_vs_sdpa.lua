@@ -7,7 +7,7 @@
 --   with SDPA it fits easily; with eager attention it does not fit at all.
 --     sdpa   FITS: peak reserved 64.49 GiB of 139.05 GiB usable (46.4 %)   <- this file
 --            step 0 (no optimizer state yet) forward peak 37577.6 MiB allocated (--json,
---            steps[0].fwd_peak_allocated_bytes); step time 454.1 ms (kernel costs from the
+--            steps[0].fwd_peak_allocated_bytes); step time 453.7 ms (kernel costs from the
 --            calibrated profile)
 --     eager  DOES NOT FIT: CUDA out of memory in step 0 at op
 --            'layers.31.self_attn.softmax.backward'

@@ -6,12 +6,12 @@
 --     fp32      FITS: peak reserved 139.03 GiB of 139.05 GiB usable (100.0 %)   <- this file
 --               peak allocated 128589.1 MiB at 'adamw._foreach_sqrt' (parameters 25705.0,
 --               gradients 25705.0, optimizer state 51410.0, foreach temporaries 25769.0 MiB),
---               allocator slack 13772.9 MiB; step time 1897.3 ms (kernel costs from the
+--               allocator slack 13772.9 MiB; step time 1897.1 ms (kernel costs from the
 --               calibrated profile)
 --     amp_bf16  FITS: peak reserved 131.80 GiB (94.8 %), 128589.1 MiB allocated at the peak,
---               slack 6378.9 MiB; step time 381.6 ms (kernel costs from the calibrated profile)
+--               slack 6378.9 MiB; step time 381.4 ms (kernel costs from the calibrated profile)
 --     bf16      FITS: peak reserved 63.73 GiB (45.8 %), 64326.6 MiB allocated at the peak,
---               slack 933.4 MiB; step time 275.3 ms (kernel costs from the calibrated profile)
+--               slack 933.4 MiB; step time 275.1 ms (kernel costs from the calibrated profile)
 --   fp32 gets room back with --set optimizer_impl=fused (113.92 GiB, 81.9 %) or
 --   --alloc-conf expandable_segments:True (127.92 GiB, 92.0 %).
 --   Reserved memory is not monotonic in the batch: fp32 at --set micro_batch=2 reserves

@@ -5,7 +5,7 @@
 --   LoRA        FITS: peak reserved 25.67 GiB of 78.45 GiB usable (32.7 %)
 --   full bf16   FITS: peak reserved 63.09 GiB of 78.45 GiB usable (80.4 %)
 --   LoRA needs 59 % less: no weight gradients and AdamW state for 6.7 B frozen parameters (the
---   frozen bf16 weights, 12.6 GiB, remain). Step time 515.7 ms against 731.1 ms (roofline on
+--   frozen bf16 weights, 12.6 GiB, remain). Step time 515.2 ms against 730.6 ms (roofline on
 --   the A100 datasheet, no calibrated A100 profile): frozen layers skip their weight-gradient GEMMs.
 return {
   title = "LLaMA2-7B: LoRA r=8 (q, v) against a full bf16 fine-tune on an A100-80GB",
