@@ -36,7 +36,13 @@ KIND_CATEGORY = {
 }
 
 
-def vrsim_category(kind):
+# vrsim's streams (trace.json tid): 0 compute, 1 and 4 collectives, 2 and 3 host copies
+STREAM_CATEGORY = {1: "collective", 4: "collective", 2: "copy", 3: "copy"}
+
+
+def vrsim_category(kind, stream=0):
+    if stream in STREAM_CATEGORY:
+        return STREAM_CATEGORY[stream]
     if kind.startswith("attention"):
         return "attention"
     if kind.startswith("foreach"):
@@ -117,11 +123,12 @@ def main():
     predicted, kernels = {}, 0
     for e in events:
         args = e.get("args", {})
-        if e.get("ph") != "X" or args.get("step") != a.step or "kind" not in args or e.get("tid") != 0:
+        # every stream: compute, collectives (NCCL kernels in the profiler) and host copies
+        if e.get("ph") != "X" or args.get("step") != a.step or "kind" not in args:
             continue
         if args["kind"] == "none":
             continue
-        c = vrsim_category(args["kind"])
+        c = vrsim_category(args["kind"], e.get("tid", 0))
         predicted[c] = predicted.get(c, 0.0) + e["dur"] / 1e3
         kernels += args.get("kernels", 1)
     print(f"{'category':22s} {'profiler ms':>12s} {'vrsim ms':>10s} {'diff':>8s}")

@@ -17,7 +17,7 @@ strategy: ddp   DistributedDataParallel(model, device_ids=[rank]) (bucket 25 MiB
 The model is built on each rank's GPU and cast like the single-GPU runs before it is wrapped.
 
   measure_multi.py --plan PLAN.jsonl --out validation/multi_h200x2.jsonl [--nproc 2]
-                   [--trace-dir DIR] [--deadline-s S]
+                   [--trace-dir DIR] [--profile-dir DIR] [--deadline-s S]
   (the driver starts `torchrun --standalone --nproc_per_node N` for each configuration)
 
 With --trace-dir each rank records the allocator's history from process start (right after
@@ -25,6 +25,13 @@ torch.cuda.set_device, before the process group and the model) as measure_llama.
 and after the last step writes DIR/fulltrace_<name>-rank<R>.csv.gz (columns
 seq,time_us,action,addr,size,stream); that rank's entry in the record then carries "trace" (the
 file name) and "trace_events".
+
+With --profile-dir each rank, after its measured steps, runs one more step under torch.profiler
+and writes DIR/profile_tables_<name>-rank<R>.jsonl (every kernel and every aten op by shape, as
+profile_llama_step.py --tables writes them; compare_kernels.py reads them) and
+DIR/<name>-rank<R>.trace.json.gz (the profiler's Chrome trace: each kernel's stream, start and
+duration, so NCCL kernels and the compute they overlap can be lined up; it opens in Perfetto).
+That step is not part of the record. Written in the fourth session and not yet run on a GPU.
 """
 import argparse
 import json
@@ -40,7 +47,25 @@ from measure_llama import (MIB, context_figures, finish_trace, nvml_device_used_
                            shape_config, start_trace)
 
 
-def worker(cfg, result_dir, trace_dir=None):
+def profile_step(step_fn, name, rank, profile_dir):
+    """One more step under torch.profiler: the kernel and op tables, and the Chrome trace."""
+    import gzip
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from profile_llama_step import write_tables
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+        step_fn()
+        torch.cuda.synchronize()
+    rec_name = f"profile-{name}-rank{rank}"
+    write_tables(os.path.join(profile_dir, f"profile_tables_{name}-rank{rank}.jsonl"), rec_name, prof)
+    raw = os.path.join(profile_dir, f"{name}-rank{rank}.trace.json")
+    prof.export_chrome_trace(raw)
+    with open(raw, "rb") as f_in, gzip.open(raw + ".gz", "wb") as f_out:
+        shutil.copyfileobj(f_in, f_out)
+    os.unlink(raw)
+
+
+def worker(cfg, result_dir, trace_dir=None, profile_dir=None):
     import torch
     import torch.distributed as dist
     import transformers
@@ -151,6 +176,14 @@ def worker(cfg, result_dir, trace_dir=None):
             s = r["steps"][-1]
             print(f"  {cfg['name']} step {step}: gpu {s['gpu_ms']:.1f} ms, peak alloc "
                   f"{s['peak_alloc_mib']:.2f} MiB, reserved {s['peak_reserved_mib']:.0f} MiB", flush=True)
+    if profile_dir and oom is None:
+        def one_step():
+            loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        dist.barrier()
+        profile_step(one_step, cfg["name"], rank, profile_dir)
     if oom is not None:
         st = torch.cuda.memory_stats(dev)
         r["oom_at_step"] = oom[0]
@@ -189,17 +222,22 @@ def main():
     ap.add_argument("--deadline-s", type=float, default=0)
     ap.add_argument("--trace-dir", default=None,
                     help="record each rank's allocator history into DIR/fulltrace_<name>-rank<R>.csv.gz")
+    ap.add_argument("--profile-dir", default=None,
+                    help="after the steps, profile one more on each rank into DIR (tables and trace)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--result-dir", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
-        worker(json.loads(a.worker), a.result_dir, a.trace_dir)
+        worker(json.loads(a.worker), a.result_dir, a.trace_dir, a.profile_dir)
         return 0
     if not a.plan or not a.out:
         ap.error("need --plan and --out")
     trace_dir = os.path.abspath(a.trace_dir) if a.trace_dir else None
     if trace_dir:
         os.makedirs(trace_dir, exist_ok=True)
+    profile_dir = os.path.abspath(a.profile_dir) if a.profile_dir else None
+    if profile_dir:
+        os.makedirs(profile_dir, exist_ok=True)
     with open(a.plan) as f:
         configs = [json.loads(l) for l in f if l.strip() and not l.lstrip().startswith("#")]
     here = os.path.abspath(__file__)
@@ -226,6 +264,8 @@ def main():
                f"--nproc_per_node={a.nproc}", here, "--worker", json.dumps(cfg), "--result-dir", rd]
         if trace_dir:
             cmd += ["--trace-dir", trace_dir]
+        if profile_dir:
+            cmd += ["--profile-dir", profile_dir]
         log(f"RUN  {cfg['name']}: {json.dumps(cfg)}")
         t0 = time.time()
         try:

@@ -14,6 +14,8 @@ SHAPES = {"7b": (4096, 11008, 32, 32), "13b": (5120, 13824, 40, 40)}
 
 def category(name):
     n = name.lower()
+    if "nccl" in n:
+        return "collective"
     if "multi_tensor_apply" in n or "foreach" in n or "fused_adam" in n:
         return "optimizer"
     if "fmha" in n or "flash" in n or "cudnn" in n and ("sdpa" in n or "attn" in n) or "attention" in n:
