@@ -246,13 +246,13 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     double dur = r->cfg->cost ? cost_op_ns(r->cfg->cost, op)
                : r->cfg->dev ? device_op_ns(r->cfg->dev, op) : 0.0;
     int sid = op->stream;
-    /* the host thread issues ops one after another; a kernel cannot start before its launch */
     /* entering a checkpointed region in forward: checkpoint()'s own work, once per region (its
      * recomputation's set-up included) */
     if (op->phase == PH_FWD) {
         if (op->region > 0 && op->region != r->fwd_region) r->host_ns += r->cfg->host_ckpt_region_ns;
         r->fwd_region = op->region;
     }
+    /* the host thread issues ops one after another; a kernel cannot start before its launch */
     if (strcmp(op->kind, "none") != 0) {
         bool ck = (op->region > 0 || op->in_ckpt) && r->cfg->host_ckpt_op_ns > 0;
         r->host_ns += ck ? r->cfg->host_ckpt_op_ns : r->cfg->host_op_ns;

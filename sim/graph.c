@@ -439,8 +439,9 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
      * point (a residual, a normed input, released by ops that are not re-run) lives until the
      * stop, not only until its last re-run use (fulltrace_pub-c05: the recomputed residual
      * outlives the post-attention norm). */
-    int n_held = 0, *held = NULL;
+    int n_held = 0, *held = NULL, held_cap = 0;
     int end = region < d->n_regions ? d->regions[region].last_op : n_fwd - 1;
+    for (int f = first; f >= 0 && f <= last_needed; f++) held_cap += g->ops[f].n_outputs;
     for (int f = first; f >= 0 && f <= last_needed; f++) {
         const Op *o = &g->ops[f];
         if (o->phase != PH_FWD || o->region != region || o->ckpt_args) continue;
@@ -453,7 +454,7 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
                 for (int j = 0; j < u->n_frees && !later; j++) later = u->frees[j] == t;
             }
             if (!later || d->remap[t] < 0) continue;
-            if (!held && !(held = graph_alloc(g, sizeof(int) * (size_t)(n_fwd + 1)))) return VR_ENOMEM;
+            if (!held && !(held = graph_alloc(g, sizeof(int) * (size_t)held_cap))) return VR_ENOMEM;
             held[n_held++] = d->remap[t];
         }
     }
@@ -470,9 +471,8 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
 
 /* Emits copies of the hook ops of `layer` with hook kind `kind` (see Op.hook), resolving
  * grads_of into the parameters' .grad tensors. */
-static VrStatus emit_hooks(Deriv *d, int layer, int kind, int n_fwd) {
+static VrStatus emit_hooks(Deriv *d, int layer, int kind) {
     Graph *g = d->g;
-    (void)n_fwd;
     for (int h = 0; h < d->n_hooks; h++) {
         int f = d->hooks[h];
         Op o = g->ops[f];
@@ -527,20 +527,16 @@ static VrStatus find_regions(Deriv *d) {
     d->regions = r;
     d->n_regions = max + 1;
     for (int k = 0; k <= max; k++) r[k].earliest_saver = -1;
+    /* room first: every marker input of each region (n_args counts them), then the distinct ones */
     for (int f = d->first; f < d->n_fwd; f++) {
         const Op *o = &g->ops[f];
         if (o->phase != PH_FWD || o->region <= 0) continue;
         RegionInfo *ri = &r[o->region];
         ri->last_op = f;
-        if (o->ckpt_args) n_args += o->n_inputs;
+        if (o->ckpt_args) n_args += o->n_inputs, ri->n_args += o->n_inputs;
         else if (o->n_saves > 0 && ri->earliest_saver < 0) ri->earliest_saver = f;
     }
     if (n_args == 0) return VR_OK;
-    /* room: every marker input of the region (n_args counts them), then the distinct ones */
-    for (int f = d->first; f < d->n_fwd; f++) {
-        const Op *o = &g->ops[f];
-        if (o->phase == PH_FWD && o->region > 0 && o->ckpt_args) r[o->region].n_args += o->n_inputs;
-    }
     for (int k = 1; k <= max; k++) {
         if (!r[k].n_args) continue;
         if (!(r[k].args = graph_alloc(g, sizeof(int) * (size_t)r[k].n_args))) return VR_ENOMEM;
@@ -712,9 +708,9 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     for (int f = n_fwd - 1; f >= d.first; f--) {
         if (g->ops[f].phase != PH_FWD || g->ops[f].hook) continue;
         if (any_hooks && g->ops[f].layer != cur_layer) {
-            if (cur_layer >= 0 && (st = emit_hooks(&d, cur_layer, 2, n_fwd))) break;
+            if (cur_layer >= 0 && (st = emit_hooks(&d, cur_layer, 2))) break;
             cur_layer = g->ops[f].layer;
-            if (cur_layer >= 0 && cur_layer != prefetched && (st = emit_hooks(&d, cur_layer, 1, n_fwd)))
+            if (cur_layer >= 0 && cur_layer != prefetched && (st = emit_hooks(&d, cur_layer, 1)))
                 break;
             /* backward prefetch (FSDP2, ZeRO-3): the next layer's pre-backward hooks (its
              * all-gather) are issued as this layer's backward starts; as backward itself starts
@@ -727,7 +723,7 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
                     g->ops[k].layer >= 0)
                     next = g->ops[k].layer;
             if (next >= 0 && next != prefetched) {
-                if ((st = emit_hooks(&d, next, 1, n_fwd))) break;
+                if ((st = emit_hooks(&d, next, 1))) break;
                 prefetched = next;
             }
         }
@@ -740,9 +736,9 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
         if (g->n_ops == before) /* no backward node ran: its saved tensors go with the graph */
             for (int i = 0; i < g->ops[f].n_saves; i++) never_run[n_never++] = g->ops[f].saves[i];
     }
-    if (!st && any_hooks && cur_layer >= 0) st = emit_hooks(&d, cur_layer, 2, n_fwd);
+    if (!st && any_hooks && cur_layer >= 0) st = emit_hooks(&d, cur_layer, 2);
     /* post hooks of parameters outside every layer (embeddings, head) run when backward ends */
-    if (!st && any_hooks) st = emit_hooks(&d, -1, 2, n_fwd);
+    if (!st && any_hooks) st = emit_hooks(&d, -1, 2);
     /* gradients left pending on inputs that need none further (e.g. the embedding output when
      * the embedding is frozen) and the saved tensors of nodes that never ran are released when
      * backward() returns and the graph is freed */

@@ -420,8 +420,6 @@ function M.build(cx, cfg)
   local function gather(holder, keys, layer) if dp then dp.gather(cx, holder, keys, layer) end end
   cx.layer = -1
   cx.last_layer = sh.layers - 1
-  -- what the strategy does as forward starts (DDP rebuilds its buckets there in step 1)
-  if dp then dp.before_forward(cx, cx.params) end
 
   -- one forward pass (a micro-batch); gradient accumulation calls it again
   local function forward()

@@ -379,9 +379,6 @@ local function ddp_rebuild(cx, s)
            outputs = rebuilt, layer = -1 })
 end
 
--- As forward starts: nothing yet (DDP's bucket rebuild is declared with the backward hooks).
-function M.before_forward(cx, params) end
-
 -- Before backward is derived: declares the gradient hooks (buckets, reductions) around each
 -- layer's backward.
 function M.before_backward(cx, cfg, params)

@@ -406,27 +406,32 @@ local function device_of(cfg, ctx)
     local s = closest(cfg.hardware.host, keys(hosts))
     error(("unknown host '%s'%s"):format(cfg.hardware.host, s and ("; did you mean '" .. s .. "'?") or ""), 0)
   end
-  -- a profile measured on this GPU by sim/calib (make calibrate), when there is one
-  local okp, prof = pcall(require, "hw.calibrated." .. name)
-  if okp and type(prof) == "table" then
+  -- a profile measured on this GPU by sim/calib (make calibrate), when there is one, and the
+  -- supplements measured beside it (lua/hw/calibrated/<gpu>_<what>.lua), each nil when absent
+  local function calibrated(suffix)
+    local ok, t = pcall(require, "hw.calibrated." .. name .. suffix)
+    return ok and type(t) == "table" and t or nil
+  end
+  local prof = calibrated("")
+  if prof then
     prof.source = prof.source or ("lua/hw/calibrated/" .. name .. ".lua")
     -- GEMMs timed each from an idle card (vrsim-calibrate --gemm-idle-ms): a training step's
     -- GEMMs run between memory-bound kernels, below the power limit, and torch.profiler's
     -- kernel times of real steps match these, not a grid timed back to back
     -- (validation/measure/README.md, the fourth session)
-    local okg, gp = pcall(require, "hw.calibrated." .. name .. "_gemm")
-    if okg and type(gp) == "table" and type(gp.gemm) == "table" then prof.gemm = gp.gemm end
+    local gp = calibrated("_gemm")
+    if gp and type(gp.gemm) == "table" then prof.gemm = gp.gemm end
     -- scaled_dot_product_attention per backend and shape (validation/measure/measure_sdpa.py):
     -- fused attention takes its time from these rather than from the GEMM curve
-    local oks, sp = pcall(require, "hw.calibrated." .. name .. "_sdpa")
-    if oks and type(sp) == "table" then prof.sdpa = sp.sdpa end
+    local sp = calibrated("_sdpa")
+    if sp then prof.sdpa = sp.sdpa end
     -- the stream's dead time between back-to-back kernels (measure_kernel_gap.py)
-    local okk, kg = pcall(require, "hw.calibrated." .. name .. "_kernel_gap")
-    if okk and type(kg) == "table" then prof.kernel_gap_us = kg.kernel_gap_us end
+    local kg = calibrated("_kernel_gap")
+    if kg then prof.kernel_gap_us = kg.kernel_gap_us end
     -- PyTorch's own dispatch cost per op on that machine (validation/measure/measure_dispatch.py)
-    local okt, torchp = pcall(require, "hw.calibrated." .. name .. "_torch")
+    local torchp = calibrated("_torch")
     -- per kernel of module-heavy code (nn.Module calls, hooks, views) when measured, else per op
-    if okt and type(torchp) == "table" then
+    if torchp then
       prof.host_op_us = torchp.host_kernel_us or torchp.host_op_us
       prof.host_ckpt_op_us = torchp.host_kernel_ckpt_us
       prof.host_ckpt_region_us = torchp.host_ckpt_region_us
@@ -435,16 +440,14 @@ local function device_of(cfg, ctx)
                           zero_grad_tensor_us = torchp.zero_grad_tensor_us }
     end
     -- PyTorch's elementwise/copy/reduction kernels by access class (measure_torch_ops.py)
-    local oko, ops = pcall(require, "hw.calibrated." .. name .. "_torch_ops")
-    if oko and type(ops) == "table" then prof.torch_ops = ops.torch_ops end
-  else
-    prof = nil
+    local ops = calibrated("_torch_ops")
+    if ops then prof.torch_ops = ops.torch_ops end
   end
   -- NCCL collectives measured between GPUs of this kind over NVLink (make calibrate on a
   -- machine with several), used when the collectives run on NVLink
   local nccl, nccl_ranks
-  local okl, lk = pcall(require, "hw.calibrated." .. name .. "_x2_links")
-  if okl and type(lk) == "table" and ic == "nvlink" and nodes == 1 then nccl, nccl_ranks = lk.nccl, lk.nccl_ranks end
+  local lk = calibrated("_x2_links")
+  if lk and ic == "nvlink" and nodes == 1 then nccl, nccl_ranks = lk.nccl, lk.nccl_ranks end
   return {
     nccl = nccl, nccl_ranks = nccl_ranks,
     profile = prof,
