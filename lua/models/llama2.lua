@@ -244,21 +244,12 @@ local function rotary(cx, name, x, cos, sin)
                      grads = { { pass = 1 }, { pass = 1 } } })
 end
 
--- Which fused kernel F.scaled_dot_product_attention picks: memory-efficient for fp32 (flash
--- and cuDNN take 16-bit only); cuDNN on Hopper in PyTorch 2.11 (the H200 optrace shows
--- _cudnn_attention_forward); flash elsewhere.
-function M.sdpa_backend(arch, dtype)
-  if dtype == "fp32" then return "mem_efficient" end
-  if arch == "hopper" then return "cudnn" end
-  return "flash"
-end
-
 -- Attention core: a fused SDPA kernel or eager matmul-softmax-matmul.
 local function attention(cx, name, q, k, v, sh, b, s, impl)
   local hd = sh.hidden // sh.heads
   local shape = { b, sh.heads, s, hd }
   local flops = 4 * b * sh.heads * s * s * hd / 2 -- causal: half the score matrix
-  if impl == "sdpa" then impl = M.sdpa_backend(cx.arch, q.dtype) end
+  if impl == "sdpa" then impl = nn.sdpa_backend(cx.arch, q.dtype) end
   local dt = q.dtype
   if impl == "mem_efficient" then
     -- memory-efficient attention saves q, k, v, the output, a logsumexp padded to a multiple of
@@ -519,7 +510,7 @@ function M.build(cx, cfg)
       -- the view's backward copies nothing (fulltrace_pub-c05: no 64 MiB copy after each
       -- attention backward). A cache copy, repeat_kv or eager bmm hands back a contiguous
       -- (b, heads, s, d) gradient, which the view back copies.
-      local attn_impl = t.attention == "sdpa" and M.sdpa_backend(cx.arch, cx.autocast or v.dtype) or t.attention
+      local attn_impl = t.attention == "sdpa" and nn.sdpa_backend(cx.arch, cx.autocast or v.dtype) or t.attention
       local cached = not t.checkpointing or t.inference
       local vv
       if attn_impl == "cudnn" and not cached and sh.kv_heads == sh.heads then

@@ -183,6 +183,17 @@ function nn.mul(cx, name, a, b, dtype, extra)
   return nn.op(cx, spec)
 end
 
+-- Which fused kernel F.scaled_dot_product_attention picks (PyTorch 2.11): memory-efficient
+-- attention for fp32 (flash and cuDNN take 16-bit only), cuDNN attention on Hopper (the H200
+-- traces show _cudnn_attention_forward), flash attention elsewhere. forced ("flash", "cudnn",
+-- "mem_efficient": training.attention) overrides the choice.
+function nn.sdpa_backend(arch, dtype, forced)
+  if forced == "flash" or forced == "cudnn" or forced == "mem_efficient" then return forced end
+  if dtype == "fp32" then return "mem_efficient" end
+  if arch == "hopper" then return "cudnn" end
+  return "flash"
+end
+
 -- A cast of x to dtype: a new tensor (out_name, default name) that one kernel writes; its
 -- backward (ToCopyBackward0) casts the gradient back, the same bytes the other way. keep: the
 -- caller still holds x, so the cast does not drop it.

@@ -396,16 +396,10 @@ function O.linear(cx, name, x, w, b, opts)
   return yb
 end
 
--- Which fused kernel F.scaled_dot_product_attention picks (PyTorch 2.11), as llama2.lua does:
--- memory-efficient attention for fp32 (flash and cuDNN take 16-bit only), cuDNN attention on
--- Hopper (the H200 trace shows it), flash attention elsewhere; training.attention = "flash",
--- "cudnn" or "mem_efficient" forces one.
+-- Which fused kernel F.scaled_dot_product_attention picks (nn.sdpa_backend); training.attention
+-- = "flash", "cudnn" or "mem_efficient" forces one.
 function O.sdpa_backend(cx, dtype)
-  local a = cx.attention
-  if a == "flash" or a == "cudnn" or a == "mem_efficient" then return a end
-  if dtype == "fp32" then return "mem_efficient" end
-  if cx.arch == "hopper" then return "cudnn" end
-  return "flash"
+  return nn.sdpa_backend(cx.arch, dtype, cx.attention)
 end
 
 -- F.scaled_dot_product_attention(q, k, v) (no mask, no dropout), q/k/v (b, heads, s, d) views of
