@@ -64,6 +64,7 @@ def main():
 def measure(a):
     import torch
     from torch.profiler import profile, ProfilerActivity
+    from profile_llama_step import device_ms
     ops = {"add_": lambda t: t.add_(1.0), "mul_": lambda t: t.mul_(1.0001)}
     rows = []
     for mib in (1, 8, 64, 256):
@@ -81,7 +82,7 @@ def measure(a):
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 torch.cuda._sleep(200_000_000)
                 run(x, a.n, op); torch.cuda.synchronize()
-            durs = [e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
+            durs = [device_ms(e) * 1e3
                     for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
                     and not any(s in e.name.lower() for s in ("sleep", "spin"))]
             busy_ms = sum(durs) / 1e3

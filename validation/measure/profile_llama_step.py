@@ -88,7 +88,7 @@ def main():
         if e.device_type == torch.autograd.DeviceType.CUDA:
             n_kernels += 1
             c = category(e.name)
-            cats[c] = cats.get(c, 0.0) + e.device_time_total / 1e3 if hasattr(e, "device_time_total") else cats.get(c, 0.0) + e.cuda_time_total / 1e3
+            cats[c] = cats.get(c, 0.0) + device_ms(e)
     rec = {"name": a.name or f"profile-{a.shape}-b{a.batch}-s{a.seq}-{a.mode}{'-ckpt' if a.ckpt else ''}{'-eager' if a.attn == 'eager' else ''}",
            "shape": a.shape, "batch": a.batch, "seq": a.seq, "mode": a.mode, "ckpt": a.ckpt, "attn": a.attn,
            "wall_ms_profiled": wall, "kernels": n_kernels,
@@ -97,8 +97,8 @@ def main():
            "gpu_busy_ms": round(sum(cats.values()), 3), "torch": torch.__version__}
     with open(a.out, "a") as f: f.write(json.dumps(rec) + "\n")
     print(json.dumps(rec))
-    top = sorted(((e.key, e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total, e.count) for e in prof.key_averages()), key=lambda x: -x[1])[:45]
-    for k, t, c in top: print(f"{t/1e3:9.2f} ms {c:5d}  {k[:110]}")
+    top = sorted(((e.key, device_ms(e), e.count) for e in prof.key_averages()), key=lambda x: -x[1])[:45]
+    for k, t, c in top: print(f"{t:9.2f} ms {c:5d}  {k[:110]}")
     if a.tables:
         write_tables(a.tables, rec["name"], prof)
 
