@@ -105,4 +105,52 @@ function M.stream_out(cx, m, ids)
             phase = "fwd", inputs = {}, outputs = {}, frees = ids }
 end
 
+-- The placement and hooks over a module tree: every module with a dm_key (the top-level modules
+-- Accelerate places: embeddings, each decoder layer, final norm, head) runs only on the device
+-- it was placed on; the hidden state (`hidden`: shape and dtype) travels between devices, and an
+-- offloaded module's weights are streamed in for its forward (AlignDevicesHook). Returns
+-- { module, hook } pairs.
+function M.hooks(cx, cfg, root, hidden, pdtype)
+  local mod = require "vrsim.module"
+  local order, sizes, units = {}, {}, {}
+  mod.walk(root, function(m)
+    if m.dm_key ~= nil then
+      order[#order + 1] = m.dm_key
+      sizes[m.dm_key] = mod.declared_bytes(m, pdtype)
+      units[#units + 1] = m
+    end
+  end)
+  M.setup(cx, cfg, order, sizes)
+  local out = {}
+  for _, m in ipairs(units) do
+    local key = m.dm_key
+    local streamed, ps
+    out[#out + 1] = { module = m, hook = {
+      pre = function(c, _, args)
+        local x = key ~= "embed" and args[1] or nil
+        local xin = M.enter(c, key, x, hidden.shape, hidden.dtype)
+        if not xin then
+          args.skip_result = { key ~= "embed" and args[1] or nil }
+          return false
+        end
+        if xin ~= true then args[1] = xin end
+        ps = {}
+        for _, e in ipairs(mod.parameters(m)) do ps[#ps + 1] = e.param end
+        local holder, keys = {}, {}
+        for i, p in ipairs(ps) do holder[i] = p; keys[i] = i end
+        local copy
+        copy, streamed = M.stream_in(c, key, holder, keys)
+        for i, p in ipairs(ps) do if copy[i] ~= p then mod.bind(c, p, copy[i]) end end
+      end,
+      post = function(c)
+        if not ps then return end
+        M.stream_out(c, key, streamed)
+        for _, p in ipairs(ps) do mod.bind(c, p, nil) end
+        ps, streamed = nil, nil
+      end,
+    } }
+  end
+  return out
+end
+
 return M

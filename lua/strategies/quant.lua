@@ -73,10 +73,13 @@ function M.linear(cx, name, x, w)
   local flops = 2 * tokens * w.shape[1] * w.shape[2]
   if w.quant == "nf4" then
     -- the dequantized weight and absmax are temporaries of the op (workspace); backward makes
-    -- them again for the input gradient
+    -- them again for the input gradient. MatMul4Bit.forward keeps `ctx.tensors = (A, B)`
+    -- whenever any of its inputs needs a gradient (bitsandbytes/autograd/_functions.py), so
+    -- the input lives until the backward node runs, although only the weight is needed then.
     local ws = { w.blocks * 4, n * nn.DT_SIZE[x.dtype] }
     return nn.op(cx, { name = name, kind = "mm", inputs = { x, { id = w.id, shape = { n // 2 }, dtype = "uint8", rg = false } },
                        outs = { { name, shape, x.dtype } }, workspace = ws, bwd_workspace = ws,
+                       saves = x.rg and { x } or nil,
                        grads = { { dtype = x.dtype }, "none" },
                        flops = flops, bwd_flops = flops, dtype = x.dtype,
                        bytes = nn.bytes(x.shape, x.dtype) + n / 2 + n * 4 + nn.bytes(shape, x.dtype) })
@@ -92,6 +95,36 @@ function M.linear(cx, name, x, w)
               out_tensors = { o32 }, flops = flops, dtype = "int8" })
   return nn.op(cx, { name = name .. ".int8_mm_dequant", inputs = { o32, sca },
                      outs = { { name, shape, "fp16" } } })
+end
+
+-- bitsandbytes' replace_with_bnb_linear as transformers' quantizer applies it: every Linear but
+-- the ones llm_int8_skip_modules names (the output layer, `skip`) becomes Linear4bit or
+-- Linear8bitLt, its weight declared quantized. Returns the modules replaced.
+function M.apply(root, kind, skip)
+  if kind ~= "nf4" and kind ~= "int8" then
+    error("unknown quantization '" .. tostring(kind) .. "' (nf4 or int8)", 0)
+  end
+  local mod = require "vrsim.module"
+  local hit = {}
+  mod.walk(root, function(m)
+    if m.cls == "Linear" and m.path ~= skip then
+      m.cls = kind == "nf4" and "Linear4bit" or "Linear8bitLt"
+      for _, d in ipairs(m.decls) do
+        if d.key == "weight" then d.quant = kind end
+      end
+      local base = m.forward
+      m.forward = function(cx, self, x)
+        local w = mod.weight(cx, self.p.weight)
+        if self.p.bias then
+          error(self.path .. ": a quantized Linear with a bias is not modelled", 0)
+        end
+        return M.linear(cx, self.opname, x, w)
+      end
+      m.base_forward = base
+      hit[#hit + 1] = m
+    end
+  end)
+  return hit
 end
 
 -- 8-bit AdamW state for the parameters of `updates` ({param=, grad=}), first step only, and

@@ -27,7 +27,7 @@ local SCHEMA = {
     capacity_mib = { "number", nil, "the same in MiB" },
   },
   model = {
-    arch = { "string", "llama2", "model family: llama2 or sdxl" },
+    arch = { "string", nil, "model family: llama2 (named Llama-2 shapes), llama, mistral, qwen2 (from model.config), sdxl" },
     variant = { "string", nil, "model-specific variant (sdxl: sdxl-base-unet, ...)" },
     size = { "string", "7b", "7b, 13b, 70b, or NAME-lN (cut to N layers)" },
     layers = { "integer", nil, "override the layer count" },
@@ -36,7 +36,7 @@ local SCHEMA = {
     heads = { "integer", nil, "attention heads" },
     kv_heads = { "integer", nil, "key/value heads (grouped-query attention)" },
     vocab = { "integer", 32000, "vocabulary size" },
-    config = { "string", nil, "a Hugging Face config.json beside the scenario (sets the shape)" },
+    config = { "config", nil, "a Hugging Face config.json (a path beside the scenario, or the object as a table): the family and every size" },
   },
   training = {
     micro_batch = { "integer", 1, "sequences per step per GPU" },
@@ -81,7 +81,7 @@ local CHOICES = {
   kind = { caching = 1, ideal = 1 },
   strategy = { none = 1, ddp = 1, zero1 = 1, zero2 = 1, zero3 = 1, fsdp2 = 1 },
   interconnect = { auto = 1, nvlink = 1, pcie = 1 },
-  arch = { llama2 = 1, sdxl = 1 },
+  arch = { llama2 = 1, llama = 1, mistral = 1, qwen2 = 1, sdxl = 1 },
 }
 
 -- Levenshtein distance, for "did you mean".
@@ -186,6 +186,10 @@ local function check_value(ctx, section, field, spec, v, origin)
     end
   elseif ty == "table" then
     if type(v) ~= "table" then bad(("%s must be a table"):format(where)) end
+  elseif ty == "config" then
+    if type(v) ~= "string" and type(v) ~= "table" then
+      bad(("%s must be a config.json path or a config table"):format(where))
+    end
   end
   return v
 end
@@ -224,6 +228,7 @@ end
 -- A model module may add fields to any section: module.schema = { training = { name = spec } }.
 local function extend_schema(scn, sets)
   local arch = type(scn.model) == "table" and scn.model.arch or "llama2"
+  if arch == "llama" or arch == "mistral" or arch == "qwen2" then arch = "llama2" end
   for _, s in ipairs(sets) do arch = s:match("^model%.arch=(.*)$") or s:match("^arch=(.*)$") or arch end
   if type(arch) ~= "string" or not CHOICES.arch[arch] then return end
   local ok, mod = pcall(require, "models." .. arch)
@@ -537,7 +542,7 @@ function P.build(scn, sets, file, src)
     dp = require "strategies.dp"
     dp.setup(cx, cfg)
   end
-  local model = require("models." .. cfg.model.arch)
+  local model = require("models." .. P.builder(cfg))
   local ok, loss, _, _, forward = pcall(model.build, cx, cfg)
   if not ok then
     local msg = tostring(loss)
@@ -600,13 +605,26 @@ function P.build(scn, sets, file, src)
     fraction_set = true
   end
   local t = cfg.training
-  local model_mod = require("models." .. cfg.model.arch)
+  local model_mod = require("models." .. P.builder(cfg))
   local settings_line = model_mod.settings and model_mod.settings(cfg)
   local settings = settings_line or ("%s %s, micro-batch %d x seq %d, %s, %s %s, attention %s%s%s"):format(
-    cfg.model.arch, cfg.model.config or cfg.model.size, t.micro_batch, t.seq, t.precision, t.optimizer,
+    cfg.model.arch, cfg.model.config ~= nil and cx.model_name or cfg.model.size, t.micro_batch, t.seq, t.precision, t.optimizer,
     t.optimizer_impl, t.attention, (t.checkpointing and ", checkpointing" or "") ..
     (t.strategy ~= "none" and (", " .. t.strategy .. " over " .. cfg.hardware.count .. " GPUs") or ""),
     cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "")
+  -- the model's parameter count as model.parameters() sees it (a tied weight once) and the
+  -- trainable ones
+  local n_params, n_trainable, counted = 0, 0, {}
+  for _, p in ipairs(cx.params) do
+    if not counted[p] then
+      counted[p] = true
+      n_params = n_params + nn.numel(p.shape)
+      if p.trainable then n_trainable = n_trainable + nn.numel(p.shape) end
+    end
+  end
+  local notes = {}
+  for _, n in ipairs(cfg.notes or {}) do notes[#notes + 1] = n end
+  for _, n in ipairs(cx.notes or {}) do notes[#notes + 1] = n end
   -- DeepSpeed's estimator for the model states, beside the simulation (ZeRO-2 and -3 only)
   local ds_est = 0
   if dp and (t.strategy == "zero2" or t.strategy == "zero3") then
@@ -629,15 +647,40 @@ function P.build(scn, sets, file, src)
     strategy = t.strategy, interconnect = dev.interconnect, ds_estimate_bytes = ds_est,
     host_bytes = cx.dp and cx.dp.host_bytes or 0,
     host_capacity = dev.host and dev.host.host_ram_bytes or 0,
-    notes = table.concat(cfg.notes or {}, "; "),
+    notes = table.concat(notes, "; "),
     graph = G, title = cfg.title or "",
-    model = cfg.model.arch .. "-" .. (cfg.model.variant or (cfg.model.config and cfg.model.config:match("([^/]+)%.json$")) or cfg.model.size),
+    model = cx.model_name or (cfg.model.arch .. "-" .. (cfg.model.variant or cfg.model.size)),
+    n_params = n_params, n_trainable = n_trainable,
     settings = settings, steps = t.steps, gpus = cfg.hardware.count,
     tokens_per_step = cx.tokens or 0, samples_per_step = t.micro_batch,
     device = dev,
     allocator = { conf = cfg.allocator.conf, kind = cfg.allocator.kind, capacity_bytes = cap,
                   fraction_set = fraction_set },
   }
+end
+
+-- The model builder of a normalized config: sdxl, or causal_lm for the decoder families (whose
+-- family comes from model.config, or the named Llama-2 shapes for arch llama2).
+function P.builder(cfg)
+  local m = cfg.model
+  if m.arch == "sdxl" then return "sdxl" end
+  if m.resolved_arch then return "causal_lm" end
+  local given = m.arch
+  if m.config ~= nil then
+    local fam = require("models.hf").resolve(m.config)
+    if given ~= nil and given ~= "llama2" and given ~= fam then
+      error(("model.arch = %s, but the config is a %s model (%s)"):format(given, fam,
+            type(m.config) == "string" and m.config or "model.config"), 0)
+    end
+    m.arch = fam
+  else
+    if given ~= nil and given ~= "llama2" then
+      error(("model.arch = %s needs model.config (a config.json path or its table)"):format(given), 0)
+    end
+    m.arch = "llama2"
+  end
+  m.resolved_arch = true
+  return "causal_lm"
 end
 
 -- `vrsim fields`: every scenario field with its type, default, choices and meaning, by section.

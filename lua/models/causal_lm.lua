@@ -1,0 +1,180 @@
+-- causal_lm.lua: builds a decoder-only language model's training step from its family's module
+-- tree (llama.lua, mistral.lua, qwen2.lua) the way a training script does: the model built (on
+-- the GPU, in fp32 then cast, or directly in its dtype), bitsandbytes and peft applied by name,
+-- the strategies' passes hooked on module boundaries, the batch made, then forward.
+--
+-- A scenario names the model by a Hugging Face config (model.config: a config.json path or the
+-- object) or, for the Llama-2 checkpoints, a named shape (model.size "7b", "13b-l4"; llama2.lua).
+local nn = require "vrsim.nn"
+local mod = require "vrsim.module"
+
+local M = {}
+
+local PARAM_DTYPE = { fp32 = "fp32", mp_fp32 = "fp32", amp_bf16 = "fp32", amp_fp16 = "fp32", bf16 = "bf16",
+                      fp16 = "fp16", lora_bf16 = "bf16", lora_fp16 = "fp16" }
+
+-- The family module and normalized config of cfg.model: its config (path or table), else the
+-- named Llama-2 shape.
+function M.resolve(model)
+  if model.config ~= nil then
+    local _, fam, c = require("models.hf").resolve(model.config)
+    -- explicit shape fields override the config's, as before configs were read whole
+    for k, f in pairs { hidden = "hidden", intermediate = "intermediate", heads = "heads",
+                        kv_heads = "kv_heads", layers = "layers" } do
+      if model[k] then c[f] = model[k] end
+    end
+    if model.heads and not model.kv_heads then c.kv_heads = math.min(c.kv_heads, c.heads) end
+    return fam, c
+  end
+  return require("models.llama"), require("models.llama2").named_config(model)
+end
+
+-- Parameters, in construction order: the base model's (bitsandbytes-quantized Linears made
+-- packed), then peft's adapters.
+local function materialize(cx, root, build_dtype, trainable, quant_dtype)
+  local q = require "strategies.quant"
+  mod.materialize(root, function(m, d, full)
+    cx.layer = m.layer_of or -1
+    cx.module = m.dm_unit
+    if d.quant then return q.param(cx, full, d.shape, d.quant, quant_dtype, true) end
+    local tr = trainable
+    if d.trainable ~= nil then tr = d.trainable end
+    return nn.param(cx, full, d.shape, d.dtype or build_dtype, tr)
+  end)
+  cx.layer, cx.module = -1, nil
+end
+
+-- Module.to(dtype) after a build in fp32: every parameter converted (a new tensor, the old
+-- freed), depth first in construction order; peft's adapters and parameters made as shards
+-- keep theirs.
+local function cast_parameters(cx, pdtype, lora)
+  for _, p in ipairs(cx.params) do
+    if not (lora and p.trainable) and not (p.sharded and cx.dp.init_partitioned) and not p.quant then
+      cx.layer = p.layer
+      local keep = cx.shard_param
+      cx.shard_param = nil -- the cast copy is not a new parameter to shard
+      local np = nn.param(cx, p.name, p.shape, pdtype, p.trainable, nil)
+      cx.shard_param = keep
+      cx.params[#cx.params] = nil
+      cx.G:op { name = "to(" .. pdtype .. ") " .. p.name, kind = "elementwise", phase = "build",
+                inputs = { p.id }, outputs = { np.id }, frees = { p.id },
+                bytes = nn.bytes(p.shape, "fp32") + nn.bytes(p.shape, pdtype) }
+      p.id, p.dtype = np.id, pdtype
+    end
+  end
+  cx.layer = -1
+end
+
+-- Marks which decoder layer every module belongs to (reports and sharding group by it) and the
+-- placement unit under device_map.
+local function mark_layers(root)
+  local function walk(m, layer, unit)
+    if m.layer ~= nil and m.layer >= 0 then layer = m.layer end
+    if m.dm_key ~= nil then unit = m.dm_key end
+    m.layer_of, m.dm_unit = layer, unit
+    for _, k in ipairs(m.order) do walk(m.children[k], layer, unit) end
+  end
+  walk(root, nil, nil)
+end
+
+-- Registers pass hooks in the order the runtime would nest them: checkpoint regions outermost,
+-- then device placement, then sharding, then the checkpointed function's arguments (which are
+-- only known once the module's inputs have arrived on this device).
+local function register(list, field)
+  for _, e in ipairs(list) do
+    local h = field and e[field] or e.hook
+    if h then mod.hook(e.module, h) end
+  end
+end
+
+-- Builds the forward graph; returns the loss tensor (or the logits for inference), the tree,
+-- the normalized config and the function that runs one more forward (gradient accumulation).
+function M.build(cx, cfg)
+  local fam, mc = M.resolve(cfg.model)
+  local t = cfg.training
+  local b, s = t.micro_batch, t.seq
+  local prec = t.precision
+  local pdtype = PARAM_DTYPE[prec]
+  if prec == "amp_bf16" then cx.autocast = "bf16" elseif prec == "amp_fp16" then cx.autocast = "fp16" end
+  cx.notes = cx.notes or {}
+  for _, k in ipairs(mc.unknown_keys or {}) do
+    cx.notes[#cx.notes + 1] = ("config key '%s' is not read by vrsim (assumed not to change memory)"):format(k)
+  end
+  if mc.sliding_window and mc.sliding_window_assumed and s > mc.sliding_window then
+    cx.notes[#cx.notes + 1] = ("sliding_window absent or null in the config: MistralConfig's default %d "
+                               .. "is assumed (set it, or set it to the sequence length for full attention)")
+                              :format(mc.sliding_window)
+  end
+
+  local root = fam.tree(mc)
+  mark_layers(root)
+  -- bitsandbytes first (from_pretrained(quantization_config=...)), then peft on the result
+  local lora_hit
+  if t.quant ~= "none" then require("strategies.quant").apply(root, t.quant, "lm_head") end
+  local lora = nil
+  if prec:match("^lora") or t.lora then
+    local L = require "strategies.lora"
+    lora = L.settings(t.lora, { r = 8, alpha = 32, dropout = 0.05, targets = { "q_proj", "v_proj" },
+                                aliases = { q = "q_proj", k = "k_proj", v = "v_proj", o = "o_proj",
+                                            gate = "gate_proj", up = "up_proj", down = "down_proj" } })
+    lora_hit = L.apply(root, lora, "lm_head")
+  end
+
+  -- the model as the measured runs make it: built on the GPU in fp32, then cast with .to()
+  cx.phase = "build"
+  local build_dtype = (t.build == "direct" or t.inference or t.quant ~= "none") and pdtype or "fp32"
+  local dm_hooks
+  if t.device_map == "auto" then
+    if not t.inference then error("training.device_map = \"auto\" is for inference (set inference = true)", 0) end
+    dm_hooks = require("strategies.device_map").hooks(cx, cfg, root, { shape = { b, s, mc.hidden }, dtype = pdtype }, pdtype)
+  end
+  materialize(cx, root, build_dtype, not lora and not t.inference, pdtype)
+  if lora then require("strategies.lora").materialize(cx, lora_hit, "base_model.model.") end
+  if cx.dp and cx.dp.init_partitioned then
+    for _, p in ipairs(cx.params) do if p.sharded then p.dtype = pdtype end end
+  end
+  if build_dtype ~= pdtype then cast_parameters(cx, pdtype, lora) end
+  -- a sharding strategy (FSDP2 fully_shard, ZeRO-3) now replaces the whole parameters by shards
+  if cx.dp then require("strategies.dp").after_build(cx) end
+  -- the input batch is made once, after the model and optimizer, and reused every step
+  local ids = { id = cx.G:tensor { name = "input_ids", bytes = b * s * 8, numel = b * s,
+                                   dtype = "int64", cat = "temp", persistent = true },
+                shape = { b, s }, dtype = "int64", rg = false, name = "input_ids" }
+  cx.G:op { name = "input_ids", kind = "none", phase = "build", inputs = {}, outputs = { ids.id },
+            frees = {} }
+  cx.phase = "fwd"
+
+  -- the passes' hooks, outermost first
+  local ck = t.checkpointing and not t.inference and
+             require("strategies.checkpoint").hooks(root, root.checkpoint_layer, t.checkpoint_every,
+                                                     t.checkpoint_scope, "self_attn") or {}
+  register(ck, "first")
+  if dm_hooks then register(dm_hooks) end
+  if cx.dp and cx.shard_params then register(require("strategies.shard").hooks(cx, root, cx.dp.kind)) end
+  register(ck, "last")
+  if lora and t.checkpointing then
+    -- enable_input_require_grads(): a forward hook makes the embedding output require grad
+    mod.hook(mod.get(root, "model.embed_tokens"), { post = function(_, _, _, outs)
+      if outs[1] then outs[1].rg = true end
+    end })
+  end
+
+  cx.layer = -1
+  cx.last_layer = mc.layers - 1
+  cx.run = { batch = b, seq = s, attention = t.attention, inference = t.inference,
+             use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype }
+  -- one forward pass (a micro-batch); gradient accumulation calls it again
+  local function forward()
+    cx.run.inputs_embeds = nil
+    local out = mod.call(cx, root, ids)
+    nn.end_forward(cx)
+    return out
+  end
+
+  local loss = forward()
+  cx.tokens = b * s * (t.grad_accum or 1)
+  cx.model_name = mc.name
+  return loss, root, mc, forward
+end
+
+return M

@@ -1,0 +1,611 @@
+-- llama.lua: transformers' LlamaForCausalLM (5.17, models/llama/modeling_llama.py) as a module
+-- tree, op by op as it runs in training: the allocations each aten op makes, what autograd
+-- saves, and in which dtype. Checked against the allocator traces in
+-- validation/traces/optrace_pub-*.csv.gz (modeling_llama.py line numbers there are 5.17's).
+--
+-- The tree is the one __init__ builds:
+--   LlamaForCausalLM
+--     model: LlamaModel
+--       embed_tokens: Embedding
+--       layers.N: LlamaDecoderLayer
+--         self_attn: LlamaAttention (q_proj, k_proj, v_proj, o_proj: Linear)
+--         mlp: LlamaMLP (gate_proj, up_proj, down_proj: Linear)
+--         input_layernorm, post_attention_layernorm: LlamaRMSNorm
+--       norm: LlamaRMSNorm
+--     lm_head: Linear (its weight is embed_tokens.weight when tie_word_embeddings)
+-- Other families (mistral.lua, qwen2.lua) are this tree with a config and a module or two
+-- changed, as their modeling files are. Strategies are not named here: they are passes over the
+-- tree (lua/strategies/), hooked on module boundaries.
+local nn = require "vrsim.nn"
+local mod = require "vrsim.module"
+
+local L = {}
+
+-- Type promotion of two floating dtypes (PyTorch's rules for same-category tensors).
+local function promote(a, b)
+  if a == b then return a end
+  return "fp32" -- fp32 with anything, or bf16 with fp16
+end
+L.promote = promote
+
+local W = mod.weight
+
+-- Linear.forward: F.linear(x, weight, bias), under autocast with the input and the (cached)
+-- weight cast to the low-precision dtype first. Passes (LoRA, bitsandbytes) replace this
+-- forward on the modules they target.
+function L.linear_forward(cx, m, x)
+  local w = W(cx, m.p.weight)
+  local b = m.p.bias and W(cx, m.p.bias)
+  local name = m.opname
+  if b then
+    -- addmm with the bias (blocks/ops.lua: the bias-side reduction, cuBLASLt's workspace)
+    return require("models.blocks.ops").linear(cx, name, x, w, b)
+  end
+  if cx.autocast then
+    local lp = cx.autocast
+    local xc = nn.to(cx, x, lp, name .. ".input_cast")
+    local wc = cx.cast_cache[w.id]
+    if not wc and w.dtype ~= lp then
+      wc = nn.cast(cx, w, lp, name .. ".weight_cast", w.name .. "." .. lp)
+      cx.cast_cache[w.id] = wc
+    end
+    return nn.linear(cx, name, xc, wc or w)
+  end
+  return nn.linear(cx, name, x, w)
+end
+
+-- A Linear module (in_features -> out_features). opname: the name its ops carry in reports.
+function L.Linear(opname, cin, cout, bias)
+  local m = mod.new("Linear", L.linear_forward, { opname = opname, in_features = cin,
+                                                  out_features = cout })
+  m:declare("weight", { cout, cin })
+  if bias then m:declare("bias", { cout }) end
+  return m
+end
+
+-- LlamaRMSNorm.forward: hidden.to(fp32); variance = pow(2).mean(-1); hidden * rsqrt(var + eps);
+-- weight * hidden.to(input_dtype).
+local function rmsnorm_forward(cx, m, x)
+  local w = W(cx, m.p.weight)
+  local name = m.opname
+  local x32 = nn.to(cx, x, "fp32", name .. ".to_fp32")
+  -- PowBackward0 (grad * 2 * x) makes its two temporaries before the result
+  -- (optrace_pub-c04: the third of its three allocations is the gradient kept)
+  local sq = nn.op(cx, { name = name .. ".pow", inputs = { x32 },
+                         outs = { { name .. ".squared", x.shape, "fp32" } }, saves = { x32 },
+                         bwd_workspace = { nn.bytes(x.shape, "fp32"), nn.bytes(x.shape, "fp32") },
+                         bwd_workspace_first = true })
+  local rshape = {}
+  for i = 1, #x.shape - 1 do rshape[i] = x.shape[i] end
+  rshape[#rshape + 1] = 1
+  local var = nn.op(cx, { name = name .. ".mean", kind = "reduce_rows", inputs = { sq },
+                          outs = { { name .. ".variance", rshape, "fp32" } } })
+  local ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32")
+  local rs = nn.op(cx, { name = name .. ".rsqrt", inputs = { ve },
+                         outs = { { name .. ".rsqrt", rshape, "fp32" } }, save_outs = { 1 } })
+  -- x32 * rs: the gradient of rs (computed first, as `other`'s) is the full product, reduced
+  -- to rs's shape by the engine as the node returns; then x32's gradient
+  local y = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x32, rs },
+                        outs = { { name .. ".normed", x.shape, "fp32" } }, saves = { x32, rs },
+                        bwd_workspace = { nn.bytes(x.shape, "fp32") }, bwd_workspace_first = true })
+  local yb = nn.to(cx, y, x.dtype, name .. ".to_input_dtype")
+  local odt = promote(w.dtype, yb.dtype)
+  -- `hidden_states` keeps y until the function returns, after the weight multiply
+  local drops = { w, yb }
+  if yb ~= y then drops[3] = y end
+  -- weight * hidden broadcasts the weight. MulBackward0 makes hidden's gradient (grad * weight)
+  -- and the full product grad * hidden, and returns; the engine then drops the incoming
+  -- gradient and reduces the product to the weight's shape (InputMetadata::reduce_grad: a row
+  -- sum with ATen's staging buffers) before the node's saved hidden is released
+  -- (fulltrace_pub-c05: 64, 64 MiB in, 64 out, the 132 MiB staging in and out, then 64, 64 out).
+  -- So the reduction is an op of its own, on the weight's side, created first (its backward runs
+  -- after the product's), and it is the one that keeps hidden.
+  local wv, saves = w, {}
+  if w.rg and not cx.no_grad then
+    local c = x.shape[#x.shape]
+    wv = nn.view(cx, w, w.shape, name .. ".weight_side")
+    wv.rg = true
+    nn.op(cx, { name = name .. ".weight_grad", kind = "none", inputs = { w }, out_tensors = { wv },
+                saves = { yb }, grads = { { dtype = w.dtype } }, bytes = 0, bwd_kind = "reduce_rows",
+                bwd_workspace = nn.row_sum_buffers(cx, nn.numel(x.shape) // c, c),
+                bwd_bytes = nn.bytes(x.shape, odt) + nn.bytes(w.shape, w.dtype), frees = {} })
+  end
+  if yb.rg then saves[1] = w end
+  return nn.op(cx, { name = name, kind = "broadcast", inputs = { wv, yb },
+                     outs = { { name, x.shape, odt } }, saves = saves,
+                     grads = { { bytes = nn.bytes(x.shape, odt), dtype = odt }, { dtype = yb.dtype } },
+                     grad_order = { 2, 1 }, frees = drops, flops = nn.numel(x.shape), dtype = odt })
+end
+
+function L.RMSNorm(opname, dim)
+  local m = mod.new("LlamaRMSNorm", rmsnorm_forward, { opname = opname })
+  m:declare("weight", { dim })
+  return m
+end
+
+-- nn.Embedding.forward: a gather of rows.
+local function embedding_forward(cx, m, ids)
+  local w = W(cx, m.p.weight)
+  local b, s = ids.shape[1], ids.shape[2]
+  return nn.op(cx, { name = "embed_tokens", kind = "gather", inputs = { ids, w },
+                     outs = { { "inputs_embeds", { b, s, m.dim }, w.dtype } },
+                     saves = { ids }, grads = { "none", { dtype = w.dtype } },
+                     -- embedding_backward_cuda_kernel's fp32 partial sums, sized for the most
+                     -- partial segments there can be without a device sync: numel /
+                     -- NROWS_PER_THREAD (10) + min(numel, vocab) rows of h (fulltrace_pub-c04:
+                     -- 147636224 bytes at 8192 tokens)
+                     bwd_workspace = { (b * s // 10 + math.min(b * s, m.num)) * m.dim * 4 } })
+end
+
+function L.Embedding(num, dim)
+  local m = mod.new("Embedding", embedding_forward, { num = num, dim = dim })
+  m:declare("weight", { num, dim })
+  return m
+end
+
+-- rotate_half(x) * sin + x * cos, as apply_rotary_pos_emb runs it.
+local function rotary(cx, name, x, cos, sin)
+  local xc = nn.op(cx, { name = name .. ".mul_cos", kind = "strided", inputs = { x, cos },
+                         outs = { { name .. ".x_cos", x.shape, promote(x.dtype, cos.dtype) } },
+                         saves = { cos }, grads = { "new", "none" } })
+  local half = {}
+  for i = 1, #x.shape do half[i] = x.shape[i] end
+  half[#half] = half[#half] // 2
+  -- x1 = x[..., :d/2], x2 = x[..., d/2:] are views; backward of each slice is a full-size buffer
+  local x1 = nn.view_op(cx, name .. ".x1", x, half, nil, "strided")
+  local x2 = nn.view_op(cx, name .. ".x2", x, half, nil, "strided")
+  local neg = nn.op(cx, { name = name .. ".neg", kind = "strided", inputs = { x2 },
+                          outs = { { name .. ".neg", half, x.dtype } } })
+  local rot = nn.op(cx, { name = name .. ".cat", kind = "cat_strided", inputs = { neg, x1 },
+                          outs = { { name .. ".rotated", x.shape, x.dtype } },
+                          grads = { { pass = 1 }, { pass = 1 } } })
+  local rs = nn.op(cx, { name = name .. ".mul_sin", kind = "broadcast", inputs = { rot, sin },
+                         outs = { { name .. ".rot_sin", x.shape, promote(x.dtype, sin.dtype) } },
+                         saves = { sin }, grads = { "new", "none" } })
+  return nn.op(cx, { name = name .. ".add", inputs = { xc, rs },
+                     outs = { { name .. ".embed", x.shape, xc.dtype } },
+                     grads = { { pass = 1 }, { pass = 1 } } })
+end
+
+-- The attention interface (sdpa_attention_forward or eager_attention_forward): a fused SDPA
+-- kernel, or eager matmul-softmax-matmul. q (b, heads, s, hd); k, v already repeated to every
+-- query head for eager. mask: an additive mask for eager, or for SDPA a (b, 1, s, s) boolean
+-- mask when the causal shortcut cannot be taken (a sliding window shorter than the sequence).
+local function attention(cx, name, q, k, v, a, b, s, impl, mask)
+  local hd, heads = a.head_dim, a.heads
+  local shape = { b, heads, s, hd }
+  local flops = 4 * b * heads * s * s * hd / 2 -- causal: half the score matrix
+  if impl == "sdpa" then impl = nn.sdpa_backend(cx.arch, q.dtype) end
+  local dt = q.dtype
+  if mask and impl ~= "eager" then
+    -- F.scaled_dot_product_attention with a boolean attn_mask: convert_boolean_attn_mask makes
+    -- an additive mask in q's dtype (a new (b, 1, s, s) tensor each call) that the
+    -- memory-efficient kernel, the fused kernel taking arbitrary masks, saves for backward
+    local bias = nn.op(cx, { name = name .. ".attn_mask_to_bias", inputs = { mask },
+                             outs = { { name .. ".attn_bias", mask.shape, dt, no_grad = true } },
+                             grads = { "none" } })
+    local lse_shape = { b, heads, (s + 31) // 32 * 32 }
+    -- is_causal is False with a mask: every block of the score matrix is computed
+    flops = 2 * flops
+    local out = nn.op(cx, {
+      name = name .. ".sdpa_mem_efficient", kind = "attention_mem_efficient", inputs = { q, k, v, bias },
+      outs = { { name .. ".attn_out", shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
+               { name .. ".philox", { 2 }, "int64", no_grad = true } },
+      save_outs = { 1, 2, 3 }, saves = { q, k, v, bias }, grads = { "new", "new", "new", "none" },
+      frees = { bias }, flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+    return out
+  end
+  if impl == "mem_efficient" then
+    -- memory-efficient attention saves q, k, v, the output, a logsumexp padded to a multiple of
+    -- 32 rows, and its philox seed and offset
+    local lse_shape = { b, heads, (s + 31) // 32 * 32 }
+    local out = nn.op(cx, {
+      name = name .. ".sdpa_mem_efficient", kind = "attention_mem_efficient", inputs = { q, k, v },
+      outs = { { name .. ".attn_out", shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
+               { name .. ".philox", { 2 }, "int64", no_grad = true } },
+      save_outs = { 1, 2, 3 }, saves = { q, k, v },
+      flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+    return out
+  end
+  if impl == "flash" then
+    -- flash attention: the output and an fp32 logsumexp per row are saved with q, k, v (the
+    -- philox state is empty without dropout); backward allocates dq, dk, dv, an fp32 dq
+    -- accumulator and an fp32 row statistic (softmax_d)
+    local lse_shape = { b, heads, s }
+    local out = nn.op(cx, {
+      name = name .. ".sdpa_flash", kind = "attention_flash", inputs = { q, k, v },
+      outs = { { name .. ".attn_out", shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true } },
+      save_outs = { 1, 2 }, saves = { q, k, v }, grad_order = { 1, 2, 3 },
+      bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") },
+      flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+    return out
+  end
+  if impl == "cudnn" then
+    -- cuDNN fused attention: two 8-byte philox tensors, the output, an fp32 softmax statistic
+    -- per row, a small workspace; backward allocates dq, dk, dv and an fp32 dq accumulator plus
+    -- a row statistic (checked against validation/traces/optrace_pub-c04.csv.gz)
+    local lse_shape = { b, heads, s }
+    local seed = nn.new_tensor(cx, name .. ".philox_seed", { 1 }, "int64", false)
+    local off = nn.new_tensor(cx, name .. ".philox_offset", { 1 }, "int64", false)
+    local out = nn.new_tensor(cx, name .. ".attn_out", shape, dt, not cx.no_grad)
+    local lse = nn.new_tensor(cx, name .. ".softmax_stats", lse_shape, "fp32", false)
+    nn.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention_cudnn", inputs = { q, k, v },
+                out_tensors = { seed, off, out, lse }, saves = { k, q, v, lse, out, seed, off },
+                workspace = { 256 }, grad_order = { 1, 2, 3 },
+                bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") + 256 },
+                flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+    return out
+  end
+  -- eager_attention_forward: scores = q @ k^T * scaling (+ mask); softmax in fp32, cast back;
+  -- probs @ v; transpose(1, 2).contiguous()
+  local sshape = { b, heads, s, s }
+  -- torch.matmul folds (batch, heads) into bmm's one batch dim. q, k and v are laid out as the
+  -- (b, s, heads * d) projections they came from, so with b > 1 no single batch stride exists
+  -- and reshape copies each (_unsafe_view of a clone: the gradient passes straight through);
+  -- bmm then saves the copies. With b = 1 the fold is a view. (fulltrace_held-eager-ckpt-b2:
+  -- two 32 MiB copies before each q @ k^T, one before each probs @ v.)
+  local function bmm_operand(x, what)
+    if b == 1 then return x end
+    return nn.op(cx, { name = name .. "." .. what .. "_bmm_copy", kind = "transpose", inputs = { x },
+                       outs = { { name .. "." .. what .. "_bmm", x.shape, x.dtype } },
+                       grads = { { pass = 1 } } })
+  end
+  q, k = bmm_operand(q, "q"), bmm_operand(k, "k")
+  -- BmmBackward0 computes mat2's gradient before self's, as MmBackward0 does
+  local scores = nn.op(cx, { name = name .. ".qk", kind = "mm", inputs = { q, k },
+                             outs = { { name .. ".scores", sshape, dt } }, saves = { q, k }, grad_order = { 2, 1 },
+                             flops = 2 * b * heads * s * s * hd, dtype = dt })
+  -- scores * scaling: its backward is the gradient times the same constant, as many bytes
+  local scaled = nn.op(cx, { name = name .. ".scale", inputs = { scores }, outs = { { name .. ".scale", sshape, dt } },
+                             flops = nn.numel(sshape), bwd_bytes = 2 * nn.bytes(sshape, dt) })
+  local masked = nn.op(cx, { name = name .. ".add_mask", inputs = { scaled, mask },
+                             outs = { { name .. ".masked", sshape, dt } },
+                             grads = { { pass = 1 }, "none" } })
+  -- softmax(x, dtype=float32) on a bf16 input is input.to(float32) then _softmax (only fp16 has a
+  -- fused half-to-float kernel): the cast is an autograd node of its own, so backward makes the
+  -- gradient in fp32 first and casts it back
+  local m32 = nn.to(cx, masked, "fp32", name .. ".scores_fp32")
+  -- its CUDA backward (softmax_backward_cuda_out, aten/src/ATen/native/cuda/SoftMax.cu) first
+  -- computes `Tensor tmp = grad * output;`: a temporary the size of the gradient, in its dtype
+  local p32 = nn.op(cx, { name = name .. ".softmax", kind = "softmax", inputs = { m32 },
+                          outs = { { name .. ".probs_fp32", sshape, "fp32" } }, save_outs = { 1 },
+                          bwd_workspace = { nn.bytes(sshape, "fp32") },
+                          flops = 5 * nn.numel(sshape), dtype = "fp32" })
+  local pr = nn.to(cx, p32, dt, name .. ".probs_cast")
+  -- `attn_weights = softmax(attn_weights, ...).to(...)`: the old value dies on reassignment
+  nn.release(cx, { masked }, name .. ": attn_weights reassigned")
+  v = bmm_operand(v, "v")
+  -- the attention weights are also LlamaAttention's second return value, which the decoder
+  -- layer binds to `_` until it returns (the caller releases them): pv drops only v
+  local o = nn.op(cx, { name = name .. ".pv", kind = "mm", inputs = { pr, v },
+                        outs = { { name .. ".attn_out", shape, dt } }, saves = { pr, v }, frees = { v },
+                        grad_order = { 2, 1 },
+                        flops = 2 * b * heads * s * s * hd, dtype = dt })
+  return o, pr
+end
+
+-- LlamaAttention.forward(hidden_states, position_embeddings, attention_mask). The run's
+-- settings (cx.run: batch, seq, attention implementation, KV cache on or off) come from the
+-- caller, as transformers' kwargs do.
+local function attention_forward(cx, m, hn, cos, sin, mask)
+  local r = cx.run
+  local b, s = r.batch, r.seq
+  local a = m.attn
+  local pre = m.lpre -- the layer's prefix: the names these ops have always had in reports
+  local hd = a.head_dim
+  -- `x_proj(hidden_states).view(hidden_shape).transpose(1, 2)` for q, then k, then v (the
+  -- autograd nodes in that order); backward copies the non-contiguous gradient
+  local q = mod.call(cx, m.children.q_proj, hn)
+  local qv = nn.view_op(cx, pre .. ".q_heads", q, { b, a.heads, s, hd })
+  local k = mod.call(cx, m.children.k_proj, hn)
+  local kv = nn.view_op(cx, pre .. ".k_heads", k, { b, a.kv_heads, s, hd })
+  local v = mod.call(cx, m.children.v_proj, hn)
+  -- v's gradient: cuDNN attention's backward makes dv with v's strides, so when v reaches
+  -- it directly (no cache copy, no repeat_kv) dv transposed back is already contiguous and
+  -- the view's backward copies nothing (fulltrace_pub-c05: no 64 MiB copy after each
+  -- attention backward). A cache copy, repeat_kv or eager bmm hands back a contiguous
+  -- (b, heads, s, d) gradient, which the view back copies.
+  local attn_impl = r.attention == "sdpa" and nn.sdpa_backend(cx.arch, cx.autocast or v.dtype) or r.attention
+  local sdpa_mask = mask and r.attention ~= "eager"
+  local vv
+  if attn_impl == "cudnn" and not r.use_cache and a.kv_heads == a.heads and not sdpa_mask then
+    vv = nn.view(cx, v, { b, a.kv_heads, s, hd }, pre .. ".v_heads")
+  else
+    vv = nn.view_op(cx, pre .. ".v_heads", v, { b, a.kv_heads, s, hd })
+  end
+  local qe = rotary(cx, pre .. ".q_rotary", qv, cos, sin)
+  local ke = rotary(cx, pre .. ".k_rotary", kv, cos, sin)
+  -- `query_states, key_states = apply_rotary_pos_emb(...)`: the projections die together
+  nn.release(cx, { qv, kv }, pre .. ": query/key states reassigned")
+  -- DynamicCache.update (use_cache defaults to True): torch.cat onto an empty cache copies
+  -- the keys and values; the copies are what attention sees and saves
+  -- (with checkpointing transformers turns use_cache off: no copies)
+  local kc, vc = ke, vv
+  if r.use_cache then
+    -- `key_states, value_states = past_key_values.update(...)`: both copies are made before
+    -- the names are rebound and the originals go (fulltrace_dev-x2-zero1-trace)
+    kc = nn.op(cx, { name = pre .. ".cache_keys", kind = "copy", inputs = { ke },
+                     outs = { { pre .. ".cache.keys", ke.shape, ke.dtype } },
+                     grads = { { pass = 1 } }, frees = {} })
+    vc = nn.op(cx, { name = pre .. ".cache_values", kind = "transpose", inputs = { vv },
+                     outs = { { pre .. ".cache.values", vv.shape, vv.dtype } },
+                     grads = { { pass = 1 } }, frees = {} })
+    nn.release(cx, { ke, vv }, pre .. ": key/value states rebound to the cache's")
+  end
+  -- sdpa_attention_forward passes enable_gqa to SDPA where PyTorch can (no mask, or flash/cuDNN
+  -- able to take it); transformers 5.17's use_gqa_in_sdpa is False for a CUDA tensor with an
+  -- explicit mask, and eager always repeats
+  if a.kv_heads ~= a.heads then
+    -- repeat_kv: expand + reshape copies the keys and values to every query head
+    local rep = { b, a.heads, s, hd }
+    kc = nn.op(cx, { name = pre .. ".repeat_k", inputs = { kc }, outs = { { pre .. ".k_rep", rep, kc.dtype } },
+                     grads = { { dtype = kc.dtype } } })
+    vc = nn.op(cx, { name = pre .. ".repeat_v", inputs = { vc }, outs = { { pre .. ".v_rep", rep, vc.dtype } },
+                     grads = { { dtype = vc.dtype } } })
+  end
+  local qa = qe
+  if cx.autocast and qe.dtype ~= cx.autocast then
+    qa = nn.to(cx, qe, cx.autocast, pre .. ".q_cast")
+    kc = nn.to(cx, kc, cx.autocast, pre .. ".k_cast")
+    vc = nn.to(cx, vc, cx.autocast, pre .. ".v_cast")
+  end
+  local ao, attn_weights = attention(cx, m.opname, qa, kc, vc, a, b, s, r.attention, mask)
+  local ao2
+  if r.attention == "eager" then
+    -- transpose(1, 2).contiguous()
+    ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
+                      outs = { { pre .. ".attn_out_t", { b, s, a.heads * hd }, ao.dtype } } })
+  else
+    ao2 = nn.view(cx, ao, { b, s, a.heads * hd })
+  end
+  local o = mod.call(cx, m.children.o_proj, ao2)
+  -- LlamaAttention.forward returns: its locals die
+  nn.release(cx, { qa, kc, vc }, pre .. ": self_attn returns")
+  return o, attn_weights
+end
+
+function L.Attention(cfg, l, pre)
+  local a = { heads = cfg.heads, kv_heads = cfg.kv_heads, head_dim = cfg.head_dim }
+  local m = mod.new("LlamaAttention", attention_forward, { attn = a, opname = pre .. ".self_attn", lpre = pre })
+  local h, qd, kvd = cfg.hidden, cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+  local p = pre .. ".self_attn."
+  m:add("q_proj", L.Linear(p .. "q_proj", h, qd, cfg.qkv_bias))
+  m:add("k_proj", L.Linear(p .. "k_proj", h, kvd, cfg.qkv_bias))
+  m:add("v_proj", L.Linear(p .. "v_proj", h, kvd, cfg.qkv_bias))
+  m:add("o_proj", L.Linear(p .. "o_proj", qd, h, cfg.o_bias))
+  return m
+end
+
+-- LlamaMLP.forward: down_proj(act_fn(gate_proj(x)) * up_proj(x)).
+local function mlp_forward(cx, m, x)
+  local pre = m.opname
+  local g = mod.call(cx, m.children.gate_proj, x)
+  local act = nn.ew(cx, pre .. ".silu", { g }, g.dtype, { g })
+  local u = mod.call(cx, m.children.up_proj, x)
+  local mm = nn.mul(cx, pre .. ".mul", act, u, act.dtype)
+  return mod.call(cx, m.children.down_proj, mm)
+end
+
+function L.MLP(cfg, pre)
+  local m = mod.new("LlamaMLP", mlp_forward, { opname = pre .. ".mlp" })
+  local p = pre .. ".mlp."
+  m:add("gate_proj", L.Linear(p .. "gate_proj", cfg.hidden, cfg.intermediate, cfg.mlp_bias))
+  m:add("up_proj", L.Linear(p .. "up_proj", cfg.hidden, cfg.intermediate, cfg.mlp_bias))
+  m:add("down_proj", L.Linear(p .. "down_proj", cfg.intermediate, cfg.hidden, cfg.mlp_bias))
+  return m
+end
+
+-- LlamaDecoderLayer.forward(hidden_states, attention_mask, position_embeddings).
+local function decoder_layer_forward(cx, m, x, mask, cos, sin)
+  local pre = m.opname
+  local residual = x
+  local C = m.children
+  local hn = mod.call(cx, C.input_layernorm, x)
+  -- `hidden_states, _ = self.self_attn(...)`
+  local o, attn_weights = mod.call(cx, C.self_attn, hn, cos, sin, mask)
+  nn.release(cx, { hn }, pre .. ": hidden_states reassigned")
+  local h1 = nn.op(cx, { name = pre .. ".residual_add1", inputs = { residual, o },
+                         outs = { { pre .. ".h1", o.shape, promote(residual.dtype, o.dtype) } },
+                         grads = { { pass = 1 }, { pass = 1 } } })
+  local hn2 = mod.call(cx, C.post_attention_layernorm, h1)
+  local d = mod.call(cx, C.mlp, hn2)
+  nn.release(cx, { hn2 }, pre .. ": hidden_states reassigned")
+  -- `hidden_states = residual + hidden_states`: the MLP output goes with the rebinding,
+  -- the residual when the layer returns
+  local out = nn.op(cx, { name = pre .. ".residual_add2", inputs = { h1, d },
+                          outs = { { pre .. ".out", d.shape, promote(h1.dtype, d.dtype) } },
+                          grads = { { pass = 1 }, { pass = 1 } }, frees = { d, h1 } })
+  -- LlamaModel.forward's `hidden_states` keeps the layer's input until the layer returns;
+  -- the first layer's input is also its `inputs_embeds`, alive until the model returns
+  -- (fulltrace_dev-x2-zero1-trace: no 64 MiB free after layer 0)
+  -- `hidden_states, _ = self.self_attn(...)`: eager attention's weights die with `_` here
+  -- too (fulltrace_held-eager-ckpt-b2: a 512 MiB free after the MLP)
+  local dropped = {}
+  if residual ~= cx.run.inputs_embeds then dropped[#dropped + 1] = residual end
+  if attn_weights then dropped[#dropped + 1] = attn_weights end
+  nn.release(cx, dropped, pre .. ": returns")
+  return out
+end
+
+function L.DecoderLayer(cfg, l)
+  local pre = "layers." .. l
+  local m = mod.new("LlamaDecoderLayer", decoder_layer_forward, { opname = pre, layer = l, dm_key = l })
+  -- __init__ order: self_attn, mlp, input_layernorm, post_attention_layernorm
+  m:add("self_attn", L.Attention(cfg, l, pre))
+  m:add("mlp", L.MLP(cfg, pre))
+  m:add("input_layernorm", L.RMSNorm(pre .. ".input_layernorm", cfg.hidden))
+  m:add("post_attention_layernorm", L.RMSNorm(pre .. ".post_attention_layernorm", cfg.hidden))
+  return m
+end
+
+-- The masks create_causal_mask / create_sliding_window_causal_mask make for one forward.
+-- eager: a boolean (s, s) mask, then the additive (b, 1, s, s) one in the model's dtype, the
+-- boolean one dropped (fulltrace_held-eager-ckpt-b2: 4 MiB in, 16 MiB in, 4 MiB out, then the
+-- rotary tables). SDPA: none (is_causal) unless a sliding window shorter than the sequence makes
+-- the causal shortcut impossible; then a boolean (b, 1, s, s) mask.
+local function make_mask(cx, r, window, mask_dtype)
+  local b, s = r.batch, r.seq
+  if r.attention == "eager" then
+    local allowed = nn.op(cx, { name = "causal_mask.bool", inputs = {},
+                                outs = { { "causal_mask.bool", { 1, 1, s, s }, "bool" } } })
+    return nn.op(cx, { name = "causal_mask", inputs = { allowed },
+                       outs = { { "causal_mask", { b, 1, s, s }, mask_dtype } } })
+  end
+  if window and window < s then
+    return nn.op(cx, { name = "sliding_window_mask", inputs = {},
+                       outs = { { "sliding_window_mask", { b, 1, s, s }, "bool", no_grad = true } } })
+  end
+  return nil
+end
+
+-- LlamaRotaryEmbedding.forward: cos/sin computed in fp32 then cast to the hidden dtype.
+local function rotary_tables(cx, s, hd, dtype)
+  local rshape = { 1, s, hd }
+  -- inv_freq @ position_ids is a matmul: the first cuBLAS call of the step (workspace)
+  local freqs = nn.op(cx, { name = "rotary.freqs", kind = "mm", inputs = {},
+                            outs = { { "rotary.freqs", { 1, s, hd // 2 }, "fp32" } } })
+  local emb = nn.op(cx, { name = "rotary.cat", inputs = { freqs },
+                          outs = { { "rotary.emb", rshape, "fp32" } } })
+  -- cos = emb.cos() * attention_scaling (a second tensor; the first dies at once)
+  local cos32 = nn.ew(cx, "rotary.cos_scaled", { nn.ew(cx, "rotary.cos", { emb }, "fp32") }, "fp32")
+  local sin32 = nn.ew(cx, "rotary.sin_scaled", { nn.ew(cx, "rotary.sin", { emb }, "fp32") }, "fp32")
+  local cos = nn.to(cx, cos32, dtype, "rotary.cos_cast")
+  local sin = nn.to(cx, sin32, dtype, "rotary.sin_cast")
+  return cos, sin
+end
+
+-- LlamaModel.forward(input_ids): embeddings, masks, rotary tables, the layers, the final norm.
+local function model_forward(cx, m, ids)
+  local r = cx.run
+  local C = m.children
+  local x = mod.call(cx, C.embed_tokens, ids)
+  r.inputs_embeds = x
+  local dt = x and x.dtype or r.hidden_dtype
+  local mask = make_mask(cx, r, m.cfg.sliding_window, r.param_dtype == "fp32" and (cx.autocast or "fp32") or r.param_dtype)
+  local cos, sin = rotary_tables(cx, r.seq, m.cfg.head_dim, dt)
+  for l = 0, m.cfg.layers - 1 do
+    local layer = C.layers.children[tostring(l)]
+    x = mod.call(cx, layer, x, mask, cos, sin)
+  end
+  local hf = mod.call(cx, C.norm, x)
+  if hf ~= x then
+    nn.release(cx, { x }, "model.norm: hidden_states reassigned")
+    if r.inputs_embeds and r.inputs_embeds ~= x then
+      nn.release(cx, { r.inputs_embeds }, "LlamaModel.forward returns: inputs_embeds")
+    end
+  end
+  return hf
+end
+
+-- ForCausalLMLoss: logits.float(); labels padded and shifted; cross_entropy = log_softmax
+-- (saves its fp32 output) + nll_loss.
+local function causal_lm_loss(cx, logits, b, s)
+  local lf = nn.to(cx, logits, "fp32", "logits.float")
+  local labels = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
+  local shifted = nn.op(cx, { name = "labels.shift", inputs = { labels }, outs = { { "shift_labels", { b, s }, "int64" } } })
+  -- What the kernels move (torch.profiler's kernel table of a real step,
+  -- validation/measure/profile_tables_h200.jsonl): log_softmax's backward
+  -- (cunn_SoftMaxBackward) reads the output gradient and the saved output and writes the input
+  -- gradient, three passes; nll_loss reads one log-probability and one label per row (19 us
+  -- for 8192 rows), and its backward fills a zero gradient the size of the logits, then
+  -- writes one value per row (FillFunctor, then nll_loss_backward_reduce_cuda_kernel_2d)
+  local fp32_logits = nn.bytes(lf.shape, "fp32")
+  local lsm = nn.op(cx, { name = "log_softmax", kind = "softmax", inputs = { lf },
+                          outs = { { "log_probs", lf.shape, "fp32" } }, save_outs = { 1 },
+                          flops = 5 * nn.numel(lf.shape), bwd_bytes = 3 * fp32_logits })
+  return nn.op(cx, { name = "nll_loss", inputs = { lsm, shifted },
+                     outs = { { "loss", {}, "fp32" }, { "total_weight", {}, "fp32", no_grad = true } },
+                     saves = { shifted, lsm }, save_outs = { 2 },
+                     grads = { { dtype = "fp32" }, "none" },
+                     bytes = b * s * (4 + 8), bwd_bytes = fp32_logits, bwd_kernels = 2 })
+end
+
+-- LlamaForCausalLM.forward(input_ids, labels=input_ids): the model, the head, the loss (none
+-- for inference). Returns the loss (or the logits, or nil where this GPU does not end the
+-- forward under device_map).
+local function causal_lm_forward(cx, m, ids)
+  local r = cx.run
+  local hf = mod.call(cx, m.children.model, ids)
+  if not hf then return nil end
+  local logits = mod.call(cx, m.children.lm_head, hf)
+  if not logits or logits == hf then return nil end
+  nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped
+  if r.inference then return logits end
+  return causal_lm_loss(cx, logits, r.batch, r.seq)
+end
+
+-- The whole tree from a normalized config (hf.lua): hidden, intermediate, heads, kv_heads,
+-- head_dim, layers, vocab, tie, qkv_bias, o_bias, mlp_bias, sliding_window. `classes` names the
+-- family's classes for reports (Mistral*, Qwen2*).
+function L.CausalLM(cfg, classes)
+  classes = classes or {}
+  local root = mod.new(classes.lm or "LlamaForCausalLM", causal_lm_forward, { cfg = cfg, layer = -1 })
+  local model = root:add("model", mod.new(classes.model or "LlamaModel", model_forward, { cfg = cfg }))
+  local embed = model:add("embed_tokens", L.Embedding(cfg.vocab, cfg.hidden))
+  embed.dm_key = "embed"
+  local layers = model:add("layers", mod.new("ModuleList", nil))
+  for l = 0, cfg.layers - 1 do
+    local dl = layers:add(l, L.DecoderLayer(cfg, l))
+    if classes.layer then dl.cls = classes.layer end
+  end
+  local norm = model:add("norm", L.RMSNorm("model.norm", cfg.hidden))
+  norm.dm_key = "norm"
+  local head = root:add("lm_head", mod.new("Linear", L.linear_forward,
+                                           { opname = "lm_head", in_features = cfg.hidden,
+                                             out_features = cfg.vocab, dm_key = "lm_head" }))
+  if cfg.tie then
+    head.tied = { weight = { module = embed, key = "weight" } }
+  else
+    head:declare("weight", { cfg.vocab, cfg.hidden })
+  end
+  mod.finalize(root)
+  -- the classes accelerate and FSDP never split (_no_split_modules) and the checkpointed ones
+  -- (GradientCheckpointingLayer)
+  root.no_split = { [classes.layer or "LlamaDecoderLayer"] = true }
+  root.checkpoint_layer = classes.layer or "LlamaDecoderLayer"
+  return root
+end
+
+-- The family as hf.lua finds it.
+L.architectures = { "LlamaForCausalLM" }
+L.model_type = "llama"
+
+-- LlamaConfig's fields and defaults (configuration_llama.py, transformers 5.17) to the tree's
+-- config. `defaults` overrides LlamaConfig's defaults (a family of the same tree).
+function L.config(hf, where, defaults)
+  local H = require "models.hf"
+  defaults = defaults or {}
+  local function d(k, v) if defaults[k] ~= nil then return defaults[k] end return v end
+  local unknown = H.check_keys(hf, where, defaults.extra_keys)
+  local c = {
+    hidden = H.int(hf, "hidden_size", d("hidden_size", 4096), where),
+    intermediate = H.int(hf, "intermediate_size", d("intermediate_size", 11008), where),
+    layers = H.int(hf, "num_hidden_layers", d("num_hidden_layers", 32), where),
+    heads = H.int(hf, "num_attention_heads", d("num_attention_heads", 32), where),
+    vocab = H.int(hf, "vocab_size", d("vocab_size", 32000), where),
+    tie = H.bool(hf, "tie_word_embeddings", d("tie_word_embeddings", false), where),
+    unknown_keys = unknown,
+  }
+  -- num_key_value_heads None means multi-head attention; head_dim None means hidden // heads
+  c.kv_heads = hf.num_key_value_heads ~= nil and H.int(hf, "num_key_value_heads", nil, where) or c.heads
+  c.head_dim = hf.head_dim ~= nil and H.int(hf, "head_dim", nil, where) or c.hidden // c.heads
+  if c.heads % c.kv_heads ~= 0 then
+    error(("%s: num_attention_heads (%d) must be a multiple of num_key_value_heads (%d)")
+          :format(where, c.heads, c.kv_heads), 0)
+  end
+  if hf.head_dim == nil and c.hidden % c.heads ~= 0 then
+    error(("%s: hidden_size (%d) must be a multiple of num_attention_heads (%d), or give head_dim")
+          :format(where, c.hidden, c.heads), 0)
+  end
+  if c.head_dim % 2 ~= 0 then error(("%s: head_dim must be even (rotary halves)"):format(where), 0) end
+  -- attention_bias puts a bias on q, k, v and o (LlamaAttention); mlp_bias on the MLP's three
+  local ab = H.bool(hf, "attention_bias", d("attention_bias", false), where)
+  c.qkv_bias, c.o_bias = d("qkv_bias", ab), ab
+  c.mlp_bias = H.bool(hf, "mlp_bias", false, where)
+  return c
+end
+
+L.classes = {}
+L.tree = function(cfg) return L.CausalLM(cfg) end
+
+return L

@@ -1,0 +1,35 @@
+-- mistral.lua: transformers' MistralForCausalLM (models/mistral/modeling_mistral.py, 5.17): the
+-- Llama tree with grouped-query attention by default and a sliding window. Mistral's decoder
+-- layer, attention and MLP are Llama's (modular_mistral.py derives them); what differs is the
+-- mask: create_sliding_window_causal_mask. With SDPA the causal shortcut (is_causal, no mask)
+-- holds while the sequence fits in the window; past it a boolean (b, 1, s, s) mask is made and
+-- the attention runs with it (llama.lua, attention with a mask).
+local llama = require "models.llama"
+
+local F = {}
+F.architectures = { "MistralForCausalLM" }
+F.model_type = "mistral"
+F.classes = { lm = "MistralForCausalLM", model = "MistralModel", layer = "MistralDecoderLayer" }
+
+-- MistralConfig's defaults (configuration_mistral.py).
+function F.config(hf, where)
+  local H = require "models.hf"
+  local c = llama.config(hf, where, {
+    hidden_size = 4096, intermediate_size = 14336, num_hidden_layers = 32, num_attention_heads = 32,
+    vocab_size = 32000, tie_word_embeddings = false,
+  })
+  if hf.num_key_value_heads == nil then c.kv_heads = 8 end
+  if c.heads % c.kv_heads ~= 0 then error(where .. ": num_attention_heads must be a multiple of num_key_value_heads", 0) end
+  -- A JSON null reads as an absent key, so `"sliding_window": null` (full attention, as in
+  -- Mistral-7B-v0.2/0.3) cannot be told from a key left out (MistralConfig's default, 4096): the
+  -- default is taken and the run warns when it matters (a sequence longer than the window)
+  if hf.sliding_window == nil then
+    c.sliding_window, c.sliding_window_assumed = 4096, true
+  elseif hf.sliding_window ~= false then
+    c.sliding_window = H.int(hf, "sliding_window", nil, where)
+  end
+  return c
+end
+
+F.tree = function(cfg) return llama.CausalLM(cfg, F.classes) end
+return F

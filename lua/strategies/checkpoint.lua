@@ -1,0 +1,50 @@
+-- checkpoint.lua: torch.utils.checkpoint as transformers' gradient_checkpointing_enable applies
+-- it (use_reentrant=False): every GradientCheckpointingLayer (a decoder layer) runs as one
+-- checkpointed region, or every k-th one; or, selectively, the attention of each layer without
+-- its projections (the "attention" scope). A region is a run of ops the engine recomputes in
+-- backward (cx.region); the checkpointed function's arguments are held by its frame until the
+-- region's backward is done (nn.checkpoint_args).
+local nn = require "vrsim.nn"
+local mod = require "vrsim.module"
+
+local M = {}
+
+-- Hooks for the modules of class `layer_cls` (in order: the k-th is a region when
+-- (k - 1) % every == 0). scope: "layer" or "attention" (attention children named `attn_key`).
+-- Returns two hook tables per layer: the region's start (registered before any other pass, so
+-- that the region spans the others' forward work) and its arguments (registered after them).
+function M.hooks(root, layer_cls, every, scope, attn_key)
+  local layers = mod.find(root, { [layer_cls] = true })
+  if #layers == 0 then error("gradient checkpointing: this model has no " .. layer_cls .. " to checkpoint", 0) end
+  local out = {}
+  for k, layer in ipairs(layers) do
+    if (k - 1) % every == 0 then
+      if scope == "layer" then
+        out[#out + 1] = { module = layer, first = {
+          pre = function(cx) cx.region = k end,
+          post = function(cx) cx.region = nil end,
+        }, last = {
+          pre = function(cx, _, args) nn.checkpoint_args(cx, { args[1], args[2], args[3], args[4] }) end,
+        } }
+      else
+        local attn = layer.children[attn_key]
+        if not attn then error("selective checkpointing: no '" .. attn_key .. "' in " .. layer_cls, 0) end
+        out[#out + 1] = { module = attn, first = {
+          pre = function(cx) cx.region = k end,
+          post = function(cx) cx.region = nil end,
+        } }
+        -- the projections are not recomputed: the region pauses inside each Linear child
+        for _, key in ipairs(attn.order) do
+          local lin = attn.children[key]
+          out[#out + 1] = { module = lin, first = {
+            pre = function(cx) lin.saved_region = cx.region; cx.region = nil end,
+            post = function(cx) cx.region = lin.saved_region end,
+          } }
+        end
+      end
+    end
+  end
+  return out
+end
+
+return M

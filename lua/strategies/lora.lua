@@ -1,0 +1,134 @@
+-- lora.lua: peft's LoRA as inject_adapter applies it (peft 0.21, tuners/tuners_utils.py and
+-- tuners/lora/layer.py): after the base model is built, every Linear whose name matches a
+-- target gets lora_A (r, in) and lora_B (out, r), and its forward becomes LoraLayer.forward:
+-- base result, input cast to the adapter dtype, dropout, A, B, scaling, add, cast back.
+--
+-- Targets are matched as peft matches target_modules: a name equals the module's full path or
+-- is its last dotted part ("q_proj", "to_out.0" match "...self_attn.q_proj", "...attn1.to_out.0");
+-- "all-linear" is every Linear but the output layer. A target that matches no module is an error,
+-- as in peft ("Target modules ... not found in the base model").
+local nn = require "vrsim.nn"
+local mod = require "vrsim.module"
+
+local M = {}
+
+-- Type promotion of two floating dtypes.
+local function promote(a, b)
+  if a == b then return a end
+  return "fp32"
+end
+
+-- LoraLayer.forward around the module's base forward.
+local function lora_forward(base)
+  return function(cx, m, x)
+    local ad, lora = m.lora, m.lora.cfg
+    local name = m.opname
+    local result = base(cx, m, x)
+    local A, B = mod.weight(cx, ad.A), mod.weight(cx, ad.B)
+    -- `x = self._cast_input_dtype(x, lora_A.weight.dtype)`: the cast input is forward's local `x`
+    -- until it returns (fulltrace_held-lora-13b-l4-b8-ckpt: freed after the output cast)
+    local xa = nn.to(cx, x, A.dtype, name .. ".lora_input_cast")
+    local xd = xa
+    if lora.dropout > 0 then
+      -- native_dropout makes its bool mask, then the output; backward needs only the mask
+      local _, out = nn.op(cx, { name = name .. ".lora_dropout", inputs = { xa },
+                                 outs = { { name .. ".dropout_mask", xa.shape, "bool", no_grad = true },
+                                          { name .. ".lora_dropout", xa.shape, xa.dtype } },
+                                 save_outs = { 1 }, frees = {}, flops = nn.numel(xa.shape) })
+      xd = out
+    end
+    local a = nn.linear(cx, name .. ".lora_A", xd, A)
+    local b = nn.linear(cx, name .. ".lora_B", a, B)
+    local scaled = nn.ew(cx, name .. ".lora_scale", { b }, b.dtype)
+    local sum = nn.op(cx, { name = name .. ".lora_add", inputs = { result, scaled },
+                            outs = { { name .. ".lora_sum", result.shape,
+                                       promote(result.dtype, scaled.dtype) } },
+                            grads = { { pass = 1 }, { pass = 1 } } })
+    local y = nn.to(cx, sum, result.dtype, name .. ".lora_out_cast")
+    if xd ~= xa then nn.release(cx, { xa }, name .. ": lora forward returns") end
+    return y
+  end
+end
+
+-- The LoRA settings of a run: training.lora with peft's LoraConfig defaults where left out
+-- (r 8, lora_alpha 8, lora_dropout 0), or the family's defaults (`defaults`). Legacy short
+-- names ("q", "v") name the projections of the same letter.
+function M.settings(lc, defaults)
+  lc = lc or {}
+  local d = defaults or {}
+  local s = { r = lc.r or d.r or 8, alpha = lc.alpha or d.alpha or lc.r or 8,
+              dropout = lc.dropout or d.dropout or 0.0, dtype = lc.dtype or d.dtype or "fp32" }
+  local targets = lc.targets or d.targets
+  if targets == "all-linear" or (type(targets) == "table" and targets[1] == "all-linear") then
+    s.all_linear = true
+    targets = {}
+  end
+  if type(targets) ~= "table" then error("training.lora.targets must be a list of module names or \"all-linear\"", 0) end
+  s.targets = {}
+  for i, t in ipairs(targets) do
+    if type(t) ~= "string" then error("training.lora.targets must name modules", 0) end
+    s.targets[i] = (d.aliases and d.aliases[t]) or t
+  end
+  for _, k in ipairs { "r", "alpha" } do
+    local v = s[k]
+    if type(v) ~= "number" or v <= 0 or v ~= math.floor(v) or v > 65536 then
+      error(("training.lora.%s must be a positive integer (got %s)"):format(k, tostring(v)), 0)
+    end
+  end
+  if type(s.dropout) ~= "number" or s.dropout < 0 or s.dropout >= 1 then
+    error("training.lora.dropout must be in [0, 1)", 0)
+  end
+  if not nn.DT_SIZE[s.dtype] then error("training.lora.dtype: unknown dtype " .. tostring(s.dtype), 0) end
+  return s
+end
+
+-- Marks every targeted Linear of the tree (`output` is the output layer's path, which
+-- all-linear leaves out). Returns the targeted modules in module order.
+function M.apply(root, s, output)
+  local hit, used = {}, {}
+  mod.walk(root, function(m)
+    if m.cls ~= "Linear" and m.cls ~= "Linear4bit" and m.cls ~= "Linear8bitLt" then return end
+    local last = m.path:match("([^.]+)$")
+    local tail2 = m.path:match("([^.]+%.[^.]+)$")
+    local match = s.all_linear and m.path ~= output
+    for _, t in ipairs(s.targets) do
+      if t == m.path or t == last or t == tail2 then match = true; used[t] = true end
+    end
+    if match then
+      m.lora = { cfg = s }
+      m.forward = lora_forward(m.forward)
+      hit[#hit + 1] = m
+    end
+  end)
+  for _, t in ipairs(s.targets) do
+    if not used[t] then
+      local names, seen = {}, {}
+      mod.walk(root, function(m)
+        if m.cls == "Linear" or m.cls == "Linear4bit" or m.cls == "Linear8bitLt" then
+          local last = m.path:match("([^.]+)$")
+          if not tonumber(last) and not seen[last] then seen[last] = true; names[#names + 1] = last end
+        end
+      end)
+      table.sort(names)
+      error(("training.lora.targets: no Linear module named '%s' in this model (its Linear names: %s, or \"all-linear\")")
+            :format(t, table.concat(names, ", ")), 0)
+    end
+  end
+  return hit
+end
+
+-- Makes the adapters of the targeted modules (after the base parameters, as get_peft_model runs
+-- after the model is built). prefix: the peft wrapper's ("base_model.model.").
+function M.materialize(cx, hit, prefix)
+  for _, m in ipairs(hit) do
+    local s = m.lora.cfg
+    cx.layer = m.layer_of or -1
+    local base = prefix .. m.path .. "."
+    m.lora.A = nn.param(cx, base .. "lora_A.default.weight", { s.r, m.in_features }, s.dtype, true)
+    m.lora.B = nn.param(cx, base .. "lora_B.default.weight", { m.out_features, s.r }, s.dtype, true)
+    m.extra_params = { { key = "lora_A", param = m.lora.A }, { key = "lora_B", param = m.lora.B } }
+  end
+  cx.layer = -1
+end
+
+return M
