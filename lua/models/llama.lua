@@ -176,17 +176,33 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask)
   local shape = { b, heads, s, hd }
   local flops = 4 * b * heads * s * s * hd / 2 -- causal: half the score matrix
   if impl == "sdpa" then impl = nn.sdpa_backend(cx.arch, q.dtype) end
+  if mask and impl == "flash" then impl = "mem_efficient" end
   local dt = q.dtype
   if mask and impl ~= "eager" then
     -- F.scaled_dot_product_attention with a boolean attn_mask: convert_boolean_attn_mask makes
-    -- an additive mask in q's dtype (a new (b, 1, s, s) tensor each call) that the
-    -- memory-efficient kernel, the fused kernel taking arbitrary masks, saves for backward
+    -- an additive mask in q's dtype (a new (b, 1, s, s) tensor each call), which the fused kernel
+    -- saves for backward (ScaledDotProduct{Cudnn,Efficient}AttentionBackward0 keep attn_bias).
+    -- Flash attention takes no mask: PyTorch picks cuDNN (Hopper) or memory-efficient attention.
+    -- is_causal is False with a mask, so every block of the score matrix is computed.
     local bias = nn.op(cx, { name = name .. ".attn_mask_to_bias", inputs = { mask },
                              outs = { { name .. ".attn_bias", mask.shape, dt, no_grad = true } },
                              grads = { "none" } })
-    local lse_shape = { b, heads, (s + 31) // 32 * 32 }
-    -- is_causal is False with a mask: every block of the score matrix is computed
     flops = 2 * flops
+    if impl == "cudnn" then
+      local lse_shape = { b, heads, s }
+      local seed = nn.new_tensor(cx, name .. ".philox_seed", { 1 }, "int64", false)
+      local off = nn.new_tensor(cx, name .. ".philox_offset", { 1 }, "int64", false)
+      local out = nn.new_tensor(cx, name .. ".attn_out", shape, dt, not cx.no_grad)
+      local lse = nn.new_tensor(cx, name .. ".softmax_stats", lse_shape, "fp32", false)
+      nn.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention_cudnn", inputs = { q, k, v, bias },
+                  out_tensors = { seed, off, out, lse }, saves = { k, q, v, bias, lse, out, seed, off },
+                  grads = { "new", "new", "new", "none" }, frees = { bias },
+                  workspace = { 256 }, grad_order = { 1, 2, 3 },
+                  bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") + 256 },
+                  flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+      return out
+    end
+    local lse_shape = { b, heads, (s + 31) // 32 * 32 }
     local out = nn.op(cx, {
       name = name .. ".sdpa_mem_efficient", kind = "attention_mem_efficient", inputs = { q, k, v, bias },
       outs = { { name .. ".attn_out", shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
@@ -307,8 +323,20 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   -- (b, heads, s, d) gradient, which the view back copies.
   local attn_impl = r.attention == "sdpa" and nn.sdpa_backend(cx.arch, cx.autocast or v.dtype) or r.attention
   local sdpa_mask = mask and r.attention ~= "eager"
+  -- sdpa_attention_forward (integrations/sdpa_attention.py) hands grouped keys and values to
+  -- SDPA as they are (enable_gqa=True) when use_gqa_in_sdpa holds: torch >= 2.5 and no mask;
+  -- otherwise, and always for eager, repeat_kv copies them to every query head. cuDNN and flash
+  -- attention take GQA (sdp_utils.cpp: check_batch_size_and_num_heads_dense<true>); the
+  -- memory-efficient kernel does not, and PyTorch then falls back to its math path.
+  local grouped = a.kv_heads ~= a.heads
+  local enable_gqa = grouped and r.attention ~= "eager" and not sdpa_mask
+  if enable_gqa and attn_impl == "mem_efficient" then
+    error(("%s: grouped-query attention with SDPA's memory-efficient kernel (fp32, or forced) runs "
+           .. "PyTorch's math fallback, which is not modelled: use bf16/fp16 or attention = \"eager\"")
+          :format(pre), 0)
+  end
   local vv
-  if attn_impl == "cudnn" and not r.use_cache and a.kv_heads == a.heads and not sdpa_mask then
+  if attn_impl == "cudnn" and not r.use_cache and not sdpa_mask and (not grouped or enable_gqa) then
     vv = nn.view(cx, v, { b, a.kv_heads, s, hd }, pre .. ".v_heads")
   else
     vv = nn.view_op(cx, pre .. ".v_heads", v, { b, a.kv_heads, s, hd })
@@ -332,10 +360,7 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
                      grads = { { pass = 1 } }, frees = {} })
     nn.release(cx, { ke, vv }, pre .. ": key/value states rebound to the cache's")
   end
-  -- sdpa_attention_forward passes enable_gqa to SDPA where PyTorch can (no mask, or flash/cuDNN
-  -- able to take it); transformers 5.17's use_gqa_in_sdpa is False for a CUDA tensor with an
-  -- explicit mask, and eager always repeats
-  if a.kv_heads ~= a.heads then
+  if grouped and not enable_gqa then
     -- repeat_kv: expand + reshape copies the keys and values to every query head
     local rep = { b, a.heads, s, hd }
     kc = nn.op(cx, { name = pre .. ".repeat_k", inputs = { kc }, outs = { { pre .. ".k_rep", rep, kc.dtype } },
