@@ -512,6 +512,8 @@ local function model_forward(cx, m, ids)
     local layer = C.layers.children[tostring(l)]
     x = mod.call(cx, layer, x, mask, cos, sin)
   end
+  -- causal_mask_mapping keeps a sliding-window mask until the model returns
+  if mask and r.attention ~= "eager" then nn.release(cx, { mask }, "sliding_window_mask: LlamaModel.forward returns") end
   local hf = mod.call(cx, C.norm, x)
   if hf ~= x then
     nn.release(cx, { x }, "model.norm: hidden_states reassigned")

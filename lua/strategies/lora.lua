@@ -126,6 +126,7 @@ function M.materialize(cx, hit, prefix)
     local base = prefix .. m.path .. "."
     m.lora.A = nn.param(cx, base .. "lora_A.default.weight", { s.r, m.in_features }, s.dtype, true)
     m.lora.B = nn.param(cx, base .. "lora_B.default.weight", { m.out_features, s.r }, s.dtype, true)
+    m.lora.A.adapter, m.lora.B.adapter = true, true
     m.extra_params = { { key = "lora_A", param = m.lora.A }, { key = "lora_B", param = m.lora.B } }
   end
   cx.layer = -1

@@ -612,13 +612,14 @@ function P.build(scn, sets, file, src)
     t.optimizer_impl, t.attention, (t.checkpointing and ", checkpointing" or "") ..
     (t.strategy ~= "none" and (", " .. t.strategy .. " over " .. cfg.hardware.count .. " GPUs") or ""),
     cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "")
-  -- the model's parameter count as model.parameters() sees it (a tied weight once) and the
-  -- trainable ones
+  -- the base model's parameter count as model.parameters() sees it before peft (a tied weight
+  -- once; adapters not counted), and the parameters that train (adapters included), as the
+  -- measured records define n_params and n_trainable
   local n_params, n_trainable, counted = 0, 0, {}
   for _, p in ipairs(cx.params) do
     if not counted[p] then
       counted[p] = true
-      n_params = n_params + nn.numel(p.shape)
+      if not p.adapter then n_params = n_params + nn.numel(p.shape) end
       if p.trainable then n_trainable = n_trainable + nn.numel(p.shape) end
     end
   end

@@ -16,7 +16,11 @@ Usage:
                    "mode": "bf16", "ckpt": false, "attn": "sdpa", "optim": "adamw_foreach"}'
                    --out RESULTS.jsonl
 
-A plan line is one configuration: name, shape, batch, seq, mode, ckpt, attn, optim and, optional,
+A plan line is one configuration: name, shape (or hf_config: a config.json object whose
+`architectures` names the transformers class), batch, seq, mode, ckpt, attn, optim and, optional,
+lora ({r, alpha, dropout, targets}; peft's "all-linear" is a target list of its own), accum
+(micro-batches per optimizer step, the loss divided by it), build ("direct": built in the
+parameter dtype with torch.set_default_dtype instead of fp32 then .to()),
 cap_mib (torch.cuda.set_per_process_memory_fraction(cap_mib / total) before the model is built),
 alloc_conf (PYTORCH_CUDA_ALLOC_CONF for that process; the record then carries "alloc_conf"),
 trace (true: record the allocator's history from process start and write
@@ -172,19 +176,39 @@ def worker(cfg, result_path, trace_dir):
     import transformers
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    name, shape, batch, seq = cfg["name"], cfg["shape"], int(cfg["batch"]), int(cfg["seq"])
+    name, shape, batch, seq = cfg["name"], cfg.get("shape"), int(cfg["batch"]), int(cfg["seq"])
+    hf_config = cfg.get("hf_config")
+    lora_cfg = cfg.get("lora")
+    accum = int(cfg.get("accum", 1))
+    build = cfg.get("build", "cast")
     mode, ckpt, attn, optim = cfg["mode"], bool(cfg["ckpt"]), cfg["attn"], cfg["optim"]
     nsteps = int(cfg.get("steps", 4))
-    if mode not in MODES or optim not in OPTIMS or attn not in ("sdpa", "eager"):
+    if mode not in MODES or optim not in OPTIMS or attn not in ("sdpa", "eager") or (shape is None and hf_config is None):
         raise ValueError(f"bad config {cfg}")
     idle_mib = nvml_device_used_mib(index=int(os.environ.get("VRSIM_NVML_INDEX", "0")))
     dev = torch.device("cuda", 0)
     props = torch.cuda.get_device_properties(dev)
     total_mib = props.total_memory / MIB
 
-    rec = {"name": name, "shape": shape, "batch": batch, "seq": seq, "mode": mode, "ckpt": ckpt,
-           "attn": attn, "optim": optim, "torch": torch.__version__, "gpu": props.name,
-           "transformers": transformers.__version__}
+    rec = {"name": name}
+    if hf_config is not None:
+        rec["hf_config"] = hf_config
+    else:
+        rec["shape"] = shape
+    rec.update({"batch": batch, "seq": seq, "mode": mode, "ckpt": ckpt,
+                "attn": attn, "optim": optim, "torch": torch.__version__, "gpu": props.name,
+                "transformers": transformers.__version__})
+    if lora_cfg is not None:
+        rec["lora"] = lora_cfg
+    if accum != 1:
+        rec["accum"] = accum
+    if build != "cast":
+        rec["build"] = build
+    try:
+        import peft
+        rec["peft"] = peft.__version__
+    except ImportError:
+        pass
     alloc_conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
     if alloc_conf or cfg.get("alloc_conf"):
         rec["alloc_conf"] = alloc_conf
@@ -199,13 +223,23 @@ def worker(cfg, result_path, trace_dir):
 
     torch.manual_seed(0)
     dtype = {"bf16": torch.bfloat16, "lora_bf16": torch.bfloat16, "fp16": torch.float16}.get(mode)
-    lcfg = LlamaConfig(vocab_size=32000, max_position_embeddings=4096, tie_word_embeddings=False,
-                       attn_implementation=attn, **shape_config(shape))
+    if hf_config is not None:
+        # the record's config.json object: the class its `architectures` names, built from it
+        kw = {k: v for k, v in hf_config.items() if k != "architectures"}
+        model_cls = getattr(transformers, hf_config["architectures"][0])
+        lcfg = model_cls.config_class(attn_implementation=attn, **kw)
+    else:
+        model_cls = LlamaForCausalLM
+        lcfg = LlamaConfig(vocab_size=32000, max_position_embeddings=4096, tie_word_embeddings=False,
+                           attn_implementation=attn, **shape_config(shape))
     oom_in_build = None
     t0 = time.perf_counter()
     try:
+        if build == "direct" and dtype is not None:
+            torch.set_default_dtype(dtype)
         with torch.device("cuda"):
-            model = LlamaForCausalLM(lcfg)
+            model = model_cls(lcfg)
+        torch.set_default_dtype(torch.float32)
         if getattr(model.config, "_attn_implementation", attn) != attn:
             if hasattr(model, "set_attn_implementation"):
                 model.set_attn_implementation(attn)
@@ -220,8 +254,10 @@ def worker(cfg, result_path, trace_dir):
             from peft import LoraConfig, get_peft_model
             if ckpt:
                 model.enable_input_require_grads()
-            model = get_peft_model(model, LoraConfig(r=8, lora_alpha=32, lora_dropout=0.05,
-                                                     target_modules=["q_proj", "v_proj"],
+            lc = lora_cfg or {"r": 8, "alpha": 32, "dropout": 0.05, "targets": ["q_proj", "v_proj"]}
+            model = get_peft_model(model, LoraConfig(r=lc["r"], lora_alpha=lc["alpha"],
+                                                     lora_dropout=lc["dropout"],
+                                                     target_modules=lc["targets"],
                                                      task_type="CAUSAL_LM"))
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
@@ -254,14 +290,18 @@ def worker(cfg, result_path, trace_dir):
             tw = time.perf_counter()
             ev0.record()
             try:
-                if autocast is not None:
-                    with torch.autocast("cuda", dtype=autocast):
+                # `accum` micro-batches, the loss divided by it, gradients accumulating in .grad
+                for _micro in range(accum):
+                    if autocast is not None:
+                        with torch.autocast("cuda", dtype=autocast):
+                            loss = model(input_ids=ids, labels=ids).loss
+                    else:
                         loss = model(input_ids=ids, labels=ids).loss
-                else:
-                    loss = model(input_ids=ids, labels=ids).loss
-                fwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
-                loss.backward()
-                bwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
+                    if accum != 1:
+                        loss = loss / accum
+                    fwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
+                    loss.backward()
+                    bwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 ev1.record()
