@@ -408,40 +408,52 @@ local function device_of(cfg, ctx)
   end
   -- a profile measured on this GPU by sim/calib (make calibrate), when there is one, and the
   -- supplements measured beside it (lua/hw/calibrated/<gpu>_<what>.lua), each nil when absent
-  local function calibrated(suffix)
-    local ok, t = pcall(require, "hw.calibrated." .. name .. suffix)
+  local function calibrated(suffix, gname)
+    local ok, t = pcall(require, "hw.calibrated." .. (gname or name) .. suffix)
     return ok and type(t) == "table" and t or nil
   end
-  local prof = calibrated("")
-  if prof then
-    prof.source = prof.source or ("lua/hw/calibrated/" .. name .. ".lua")
-    -- GEMMs timed each from an idle card (vrsim-calibrate --gemm-idle-ms): a training step's
-    -- GEMMs run between memory-bound kernels, below the power limit, and torch.profiler's
-    -- kernel times of real steps match these, not a grid timed back to back
-    -- (validation/measure/README.md, the fourth session)
-    local gp = calibrated("_gemm")
-    if gp and type(gp.gemm) == "table" then prof.gemm = gp.gemm end
-    -- scaled_dot_product_attention per backend and shape (validation/measure/measure_sdpa.py):
-    -- fused attention takes its time from these rather than from the GEMM curve
-    local sp = calibrated("_sdpa")
-    if sp then prof.sdpa = sp.sdpa end
-    -- the stream's dead time between back-to-back kernels (measure_kernel_gap.py)
-    local kg = calibrated("_kernel_gap")
-    if kg then prof.kernel_gap_us = kg.kernel_gap_us end
-    -- PyTorch's own dispatch cost per op on that machine (validation/measure/measure_dispatch.py)
-    local torchp = calibrated("_torch")
-    -- per kernel of module-heavy code (nn.Module calls, hooks, views) when measured, else per op
-    if torchp then
-      prof.host_op_us = torchp.host_kernel_us or torchp.host_op_us
-      prof.host_ckpt_op_us = torchp.host_kernel_ckpt_us
-      prof.host_ckpt_region_us = torchp.host_ckpt_region_us
-      -- the optimizer's host work per parameter tensor (measure_optim_host.py)
-      prof.optim_host = { step_tensor_us = torchp.optim_step_tensor_us,
-                          zero_grad_tensor_us = torchp.zero_grad_tensor_us }
+  local function load_profile(gname)
+    local prof = calibrated("", gname)
+    if prof then
+      prof.source = prof.source or ("lua/hw/calibrated/" .. gname .. ".lua")
+      -- GEMMs timed each from an idle card (vrsim-calibrate --gemm-idle-ms): a training step's
+      -- GEMMs run between memory-bound kernels, below the power limit, and torch.profiler's
+      -- kernel times of real steps match these, not a grid timed back to back
+      -- (validation/measure/README.md, the fourth session)
+      local gp = calibrated("_gemm", gname)
+      if gp and type(gp.gemm) == "table" then prof.gemm = gp.gemm end
+      -- scaled_dot_product_attention per backend and shape (validation/measure/measure_sdpa.py):
+      -- fused attention takes its time from these rather than from the GEMM curve
+      local sp = calibrated("_sdpa", gname)
+      if sp then prof.sdpa = sp.sdpa end
+      -- the stream's dead time between back-to-back kernels (measure_kernel_gap.py)
+      local kg = calibrated("_kernel_gap", gname)
+      if kg then prof.kernel_gap_us = kg.kernel_gap_us end
+      -- PyTorch's own dispatch cost per op on that machine (validation/measure/measure_dispatch.py)
+      local torchp = calibrated("_torch", gname)
+      -- per kernel of module-heavy code (nn.Module calls, hooks, views) when measured, else per op
+      if torchp then
+        prof.host_op_us = torchp.host_kernel_us or torchp.host_op_us
+        prof.host_ckpt_op_us = torchp.host_kernel_ckpt_us
+        prof.host_ckpt_region_us = torchp.host_ckpt_region_us
+        -- the optimizer's host work per parameter tensor (measure_optim_host.py)
+        prof.optim_host = { step_tensor_us = torchp.optim_step_tensor_us,
+                            zero_grad_tensor_us = torchp.zero_grad_tensor_us }
+      end
+      -- PyTorch's elementwise/copy/reduction kernels by access class (measure_torch_ops.py)
+      local ops = calibrated("_torch_ops", gname)
+      if ops then prof.torch_ops = ops.torch_ops end
     end
-    -- PyTorch's elementwise/copy/reduction kernels by access class (measure_torch_ops.py)
-    local ops = calibrated("_torch_ops")
-    if ops then prof.torch_ops = ops.torch_ops end
+    return prof
+  end
+  -- this GPU's own profile; else the H200's, carried to it op class by op class (lua/hw/carry.lua)
+  local carry_mod = require "hw.carry"
+  local prof, carry = load_profile(name), nil
+  if prof then
+    prof.basis = "measured on this GPU: lua/hw/calibrated/" .. name .. "*.lua"
+  elseif gpus[carry_mod.REFERENCE] then
+    prof = load_profile(carry_mod.REFERENCE)
+    if prof then carry, prof.basis = carry_mod.carry(g, gpus[carry_mod.REFERENCE]) end
   end
   -- NCCL collectives measured between GPUs of this kind over NVLink (make calibrate on a
   -- machine with several), used when the collectives run on NVLink
@@ -450,7 +462,7 @@ local function device_of(cfg, ctx)
   if lk and ic == "nvlink" and nodes == 1 then nccl, nccl_ranks = lk.nccl, lk.nccl_ranks end
   return {
     nccl = nccl, nccl_ranks = nccl_ranks,
-    profile = prof,
+    profile = prof, carry = carry,
     world = n, coll_bw = coll_bw, coll_latency_ns = coll_lat, interconnect = ic,
     host_bw = pl.bw_bytes_per_s, host_latency_ns = pl.latency_s * 1e9,
     cpu_adam_rate = (hosts.cpu_adam and hosts.cpu_adam.params_per_s or 0) / math.max(1, math.min(n, 8)),
