@@ -21,6 +21,7 @@ local SCHEMA = {
     max_memory_gib = { "number", nil, "device_map: memory Accelerate may fill on each GPU (max_memory)" },
     interconnect = { "string", "auto", "auto, nvlink or pcie: the link collectives run on" },
     network = { "string", "ib_ndr", "link between nodes (lua/hw/links.lua network): ib_hdr, ib_ndr, roce_400g, ..." },
+    nics_per_node = { "integer", nil, "network ports (of hardware.network) per node, rail-optimised [one per GPU, as DGX/HGX]" },
     host = { "string", nil, "host config from lua/hw/hosts.lua (host RAM for offload)" },
     memory_fraction = { "number", nil, "torch.cuda.set_per_process_memory_fraction" },
     capacity_gib = { "number", nil, "pretend the card has this much memory (GiB)" },
@@ -384,22 +385,27 @@ local function device_of(cfg, ctx)
     -- data crosses PCIe twice
     if g.p2p == false then coll_bw = coll_bw / 2 end
   end
-  -- beyond one node, a ring crosses the network: each GPU's share of the node's NICs (one NIC
-  -- per GPU, as DGX/HGX nodes have) bounds the bus bandwidth
+  -- beyond one node, collectives cross the network: nics_per_node ports of hardware.network per
+  -- node, rail-optimised; the C core (sim/collective.h coll_net_time_ns) gives each group the
+  -- NICs of the GPUs it has in each node
   local nodes = math.ceil(n / cfg.hardware.gpus_per_node)
+  local nics = cfg.hardware.nics_per_node or cfg.hardware.gpus_per_node
+  if nics < 1 then error("hardware.nics_per_node must be at least 1", 0) end
+  local net
   if nodes > 1 then
-    local net = links.network[cfg.hardware.network]
+    net = links.network[cfg.hardware.network]
     if not net then
       local names = keys(links.network)
       local s = closest(cfg.hardware.network, names)
       error(("unknown network '%s'%s (one of: %s)"):format(cfg.hardware.network,
             s and ("; did you mean '" .. s .. "'?") or "", table.concat(names, ", ")), 0)
     end
-    if net.bw_bytes_per_s < coll_bw then
-      coll_bw, coll_lat = net.bw_bytes_per_s, math.max(coll_lat, net.latency_s * 1e9)
-      ic = ic .. "+" .. cfg.hardware.network
-    end
+    ic = ("%s+%dx%s"):format(ic, nics, cfg.hardware.network)
   end
+  -- FSDP2 hybrid sharding (HSDP): shards over shard_group consecutive ranks, gradients all-reduced
+  -- over the replicate group of one rank per shard group
+  local shard = cfg.training.zero and cfg.training.zero.shard_group
+  local replicate = shard and shard > 0 and shard < n and n // shard or 0
   local pl = links.pcie[("gen%d_x%d"):format(g.pcie.gen, g.pcie.lanes)] or links.pcie.gen4_x16
   local host = cfg.hardware.host and hosts[cfg.hardware.host]
   if cfg.hardware.host and not host then
@@ -464,6 +470,8 @@ local function device_of(cfg, ctx)
     nccl = nccl, nccl_ranks = nccl_ranks,
     profile = prof, carry = carry,
     world = n, coll_bw = coll_bw, coll_latency_ns = coll_lat, interconnect = ic,
+    gpus_per_node = cfg.hardware.gpus_per_node, nics_per_node = nics, replicate = replicate,
+    nic_bw = net and net.bw_bytes_per_s or 0, nic_latency_ns = net and net.latency_s * 1e9 or 0,
     host_bw = pl.bw_bytes_per_s, host_latency_ns = pl.latency_s * 1e9,
     cpu_adam_rate = (hosts.cpu_adam and hosts.cpu_adam.params_per_s or 0) / math.max(1, math.min(n, 8)),
     cpu_torch_adamw_rate = torch_cpu_adamw_rate(hosts.torch_cpu_adamw, math.min(n, cfg.hardware.gpus_per_node),

@@ -570,6 +570,11 @@ static void read_device(lua_State *L, int t, DeviceSpec *d) {
     d->world = (int)field_num(L, t, "world", 1);
     d->coll_bw = field_num(L, t, "coll_bw", 0);
     d->coll_latency_ns = field_num(L, t, "coll_latency_ns", 0);
+    d->gpus_per_node = (int)field_num(L, t, "gpus_per_node", 0);
+    d->nics_per_node = (int)field_num(L, t, "nics_per_node", 0);
+    d->nic_bw = field_num(L, t, "nic_bw", 0);
+    d->nic_latency_ns = field_num(L, t, "nic_latency_ns", 0);
+    d->replicate = (int)field_num(L, t, "replicate", 0);
     d->host_bw = field_num(L, t, "host_bw", 0);
     d->host_latency_ns = field_num(L, t, "host_latency_ns", 0);
     d->cpu_adam_rate = field_num(L, t, "cpu_adam_rate", 0);
