@@ -21,7 +21,11 @@ typedef struct Row {
     char config[96];
     char metric[24];
     double measured, predicted, rel_error;
+    int set;               /* ROWSET_*: which kind of measured run, for the step-time summary */
 } Row;
+
+enum { ROWSET_LLAMA1 = 0, ROWSET_SDXL, ROWSET_MULTI, ROWSET_COUNT };
+static const char *const ROWSET_NAME[ROWSET_COUNT] = {"one-GPU LLaMA", "SDXL", "two-GPU ranks"};
 
 typedef struct Rows { Row *r; int n, cap; } Rows;
 
@@ -38,6 +42,7 @@ static int add_row(Rows *rows, const char *cfg, const char *metric, double m, do
     snprintf(w->metric, sizeof w->metric, "%s", metric);
     w->measured = m;
     w->predicted = p;
+    w->set = ROWSET_LLAMA1;
     w->rel_error = strcmp(metric, "fits") == 0 ? (m == p ? 0.0 : 1.0) : (m != 0 ? (p - m) / m : 0);
     return 0;
 }
@@ -163,8 +168,10 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
         const StepResult *ps = &res->steps[si];
         add_row(rows, cfg, "peak_allocated", jnum(ms, "peak_alloc_mib", 0) * MIB, (double)ps->peak_allocated);
         add_row(rows, cfg, "peak_reserved", jnum(ms, "peak_reserved_mib", 0) * MIB, (double)ps->peak_reserved);
-        if (jnum(ms, "gpu_ms", 0) > 0)
-            add_row(rows, cfg, "step_time", jnum(ms, "gpu_ms", 0), ps->time_ns / 1e6);
+        if (jnum(ms, "gpu_ms", 0) > 0 &&
+            add_row(rows, cfg, "step_time", jnum(ms, "gpu_ms", 0), ps->time_ns / 1e6) == 0)
+            rows->r[rows->n - 1].set = cJSON_GetObjectItem(rec, "res") ? ROWSET_SDXL
+                                     : jnum(rec, "world_size", 1) > 1 ? ROWSET_MULTI : ROWSET_LLAMA1;
     } else if (!oomed && nsteps > 0 && res->oom && !o->json) {
         printf("  %-24s predicted OOM in step %d where the run fitted\n", cfg, res->oom_step);
     }
@@ -265,6 +272,19 @@ static void print_table(const Rows *rows) {
         else
             printf("  %-15s mean |error| %6.2f%%   max %6.2f%%   (%d configs)\n", metrics[m],
                    100 * gsl_stats_mean(abs_err, 1, (size_t)n), 100 * mx, n);
+        /* step time by kind of run: mean signed and mean/max absolute error */
+        for (int set = 0; m == 2 && set < ROWSET_COUNT; set++) {
+            double se[4096];
+            int k = 0;
+            for (int i = 0; i < rows->n && k < 4096; i++)
+                if (strcmp(rows->r[i].metric, "step_time") == 0 && rows->r[i].set == set)
+                    se[k++] = rows->r[i].rel_error;
+            if (!k) continue;
+            double sum = 0, asum = 0, amx = 0;
+            for (int i = 0; i < k; i++) sum += se[i], asum += fabs(se[i]), amx = fabs(se[i]) > amx ? fabs(se[i]) : amx;
+            printf("    %-13s mean |error| %6.2f%%   max %6.2f%%   signed %+6.2f%%   (%d)\n",
+                   ROWSET_NAME[set], 100 * asum / k, 100 * amx, 100 * sum / k, k);
+        }
     }
 }
 

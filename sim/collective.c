@@ -57,3 +57,22 @@ double coll_time_ns(const CollLink *link, CollKind k, double bytes, int n) {
     double tree = 2.0 * ceil(log2((double)n)) * link->latency_ns + data;
     return tree < ring ? tree : ring;
 }
+
+double coll_net_bus_bw(const CollNet *net) {
+    double share = net->gpus_per_node > 0 ? (double)net->per_node / net->gpus_per_node : 1.0;
+    double bw = share * net->nics_per_node * net->nic_bw;
+    return net->intra.bus_bw > 0 && net->intra.bus_bw < bw ? net->intra.bus_bw : bw;
+}
+
+double coll_net_time_ns(const CollNet *net, CollKind k, double bytes, int n) {
+    double bw = coll_net_bus_bw(net);
+    if (n <= 1 || !(bw > 0)) return 0;
+    double data = coll_bus_bytes(k, bytes, n) / bw * 1e9;
+    double lat = net->nic_latency_ns > net->intra.latency_ns ? net->nic_latency_ns : net->intra.latency_ns;
+    double steps = k == COLL_ALLREDUCE ? 2.0 * (n - 1) : (double)(n - 1);
+    double ring = steps * lat + data;
+    if (k != COLL_ALLREDUCE) return ring;
+    double tree = 2.0 * (ceil(log2((double)net->nodes)) * net->nic_latency_ns +
+                         (net->per_node - 1) * net->intra.latency_ns) + data;
+    return tree < ring ? tree : ring;
+}

@@ -40,4 +40,26 @@ VrStatus coll_fit(const CollPoint *pts, int n, CollLink *out /* OUT */);
 /* Time in ns of the collective over n ranks: the faster of ring and (for all-reduce) tree. */
 double coll_time_ns(const CollLink *link, CollKind k, double bytes, int n);
 
+/* A collective whose ranks span several nodes: `per_node` ranks on each of `nodes` nodes of
+ * `gpus_per_node` GPUs, the nodes joined by `nics_per_node` NICs each, rail-optimised (GPU i of
+ * every node on the same rail, NIC i * nics / gpus_per_node, as on DGX/HGX systems). */
+typedef struct CollNet {
+    CollLink intra;          /* inside a node (NVLink/PCIe) */
+    double nic_bw;           /* bytes/s per NIC, one direction */
+    double nic_latency_ns;   /* per step across the network */
+    int nics_per_node, gpus_per_node, per_node, nodes;
+} CollNet;
+
+/* The cross-node bus bandwidth of such a group (bytes/s): NCCL runs one ring (channel) per rail,
+ * so each of the group's per_node GPUs drives its share of the node's NICs at once, and the bus
+ * bandwidth nccl-tests reports is min(intra-node bus bandwidth, per_node / gpus_per_node *
+ * nics_per_node * nic_bw): nics * nic_bw for a group that fills its nodes, one GPU's share for a
+ * group of one rank per node. */
+double coll_net_bus_bw(const CollNet *net);
+
+/* Time in ns of the collective over such a group: ring, (n-1) steps (2 (n-1) for all-reduce) at
+ * the slower of the two latencies, or for all-reduce NCCL's tree, 2 (ceil(log2 nodes) network
+ * steps + per_node - 1 steps inside a node), at the same bus bandwidth; the faster of the two. */
+double coll_net_time_ns(const CollNet *net, CollKind k, double bytes, int n);
+
 #endif

@@ -218,5 +218,33 @@ double cost_op_ns(const CostModel *c, const Op *op) {
     return t;
 }
 
+/* Shifts a curve's sizes by factor sx and scales its rates by ry, then rebuilds its
+ * interpolation; ry == 0 empties it. */
+static VrStatus curve_carry(Curve *c, double sx, double ry) {
+    if (c->n == 0) return VR_OK;
+    if (!(ry > 0)) {
+        curve_free(c);
+        memset(c, 0, sizeof *c);
+        return VR_OK;
+    }
+    double dx = log(sx);
+    for (int i = 0; i < c->n; i++) c->x[i] += dx, c->y[i] *= ry;
+    if (c->interp && gsl_interp_init(c->interp, c->x, c->y, (size_t)c->n) != GSL_SUCCESS)
+        return VR_EINVAL;
+    return VR_OK;
+}
+
+VrStatus cost_carry(CostModel *c, const DeviceSpec *target, const CostCarry *k) {
+    if (!(k->sm > 0) || !(k->bw > 0)) return VR_EINVAL;
+    VrStatus st = VR_OK;
+    for (int d = 0; d < DT_COUNT && !st; d++) st = curve_carry(&c->gemm[d], k->sm, k->compute[d]);
+    if (!st) st = curve_carry(&c->mem, k->bw, k->bw);
+    for (int i = 0; i < c->n_classes && !st; i++)
+        st = c->cls_by_flops[i] ? curve_carry(&c->cls[i], k->sm, k->compute[DT_BF16])
+                                : curve_carry(&c->cls[i], k->bw, k->bw);
+    if (!st) c->dev = *target;
+    return st;
+}
+
 void cost_set_kernel_ns(CostModel *c, double ns) { c->kernel_ns = ns > 0 ? ns : 0; }
 void cost_set_kernel_gap_ns(CostModel *c, double ns) { c->gap_ns = ns > 0 ? ns : 0; }

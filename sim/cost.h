@@ -49,6 +49,28 @@ void cost_set_kernel_ns(CostModel *c, double ns);
  * validation/measure/measure_kernel_gap.py): added once per kernel an op launches. */
 void cost_set_kernel_gap_ns(CostModel *c, double ns);
 
+/* How a profile measured on one GPU (the reference) is carried to another (the target), figure by
+ * figure (docs/step-time.md):
+ *   - a GEMM or fused-attention kernel reaches on the target the fraction of the target's peak that
+ *     it reached of the reference's, at the same work per SM (the same number of tile waves): the
+ *     curve's sizes scale by sm, its rates by compute[d] (target / reference dense peak of dtype d,
+ *     each at the clock its GEMMs hold inside a training step); fused attention takes bf16's ratio;
+ *   - a memory-bound kernel reaches the same fraction of the target's DRAM bandwidth at the same
+ *     time per byte (Little's law: the same latency with bw times the bytes in flight): sizes and
+ *     rates scale by bw;
+ *   - the per-kernel floor and the stream's gap between kernels stay as measured.
+ * A dtype whose ratio is 0 (no hardware path on the target) loses its GEMM curve. */
+typedef struct CostCarry {
+    double compute[DT_COUNT];  /* target / reference dense peak per dtype, 0 = no path */
+    double sm;                 /* target SMs / reference SMs */
+    double bw;                 /* target DRAM bandwidth / reference */
+} CostCarry;
+
+/* Carries c (built from the reference's measurements) to the target device `target` as above;
+ * afterwards c prices ops on the target. VR_EINVAL for a non-positive sm or bw ratio (c is then
+ * unchanged), VR_ENOMEM. */
+VrStatus cost_carry(CostModel *c, const DeviceSpec *target, const CostCarry *k);
+
 /* Device time of op in ns (0 for ops of kind "none"); collectives and copies go to
  * device_op_ns's link model. */
 double cost_op_ns(const CostModel *c, const Op *op);

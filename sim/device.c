@@ -8,7 +8,21 @@ double device_collective_ns(const DeviceSpec *dev, const char *kind, double byte
     if (n <= 1 || coll_kind_parse(kind, &k)) return 0.0;
     CollLink link = dev->coll[k];
     if (!(link.bus_bw > 0)) link = (CollLink){dev->coll_latency_ns, dev->coll_bw};
-    return coll_time_ns(&link, k, bytes, n);
+    /* how the group lies on the nodes: HSDP's replicate all-reduce takes one rank of each shard
+     * group (strided), every other collective a block of consecutive ranks */
+    int g = dev->gpus_per_node > 0 ? dev->gpus_per_node : n;
+    int per_node = n < g ? n : g;
+    if (k == COLL_ALLREDUCE && dev->replicate > 1 && n == dev->replicate && n < dev->world) {
+        int shard = dev->world / n;
+        per_node = shard >= g ? 1 : g / shard;
+    }
+    int nodes = (n + per_node - 1) / per_node;
+    if (nodes <= 1 || !(dev->nic_bw > 0) || dev->nics_per_node <= 0)
+        return coll_time_ns(&link, k, bytes, n);
+    CollNet net = {.intra = link, .nic_bw = dev->nic_bw, .nic_latency_ns = dev->nic_latency_ns,
+                   .nics_per_node = dev->nics_per_node, .gpus_per_node = g, .per_node = per_node,
+                   .nodes = nodes};
+    return coll_net_time_ns(&net, k, bytes, n);
 }
 
 double device_op_ns(const DeviceSpec *dev, const Op *op) {

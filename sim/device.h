@@ -27,6 +27,13 @@ typedef struct DeviceSpec {
     double coll_latency_ns;         /* per-step latency of a ring step, ns */
     CollLink coll[COLL_COUNT];      /* per collective, fitted from measured NCCL points (bus_bw 0:
                                        use coll_bw and coll_latency_ns) */
+    /* the cluster, for collectives that leave a node (collective.h coll_net_time_ns) */
+    int gpus_per_node;              /* GPUs of one NVLink/PCIe domain (0: all in one node) */
+    int nics_per_node;              /* network ports per node, rail-optimised */
+    double nic_bw;                  /* bytes/s per NIC, one direction, achieved (0: no network) */
+    double nic_latency_ns;          /* per ring step across the network */
+    int replicate;                  /* HSDP: ranks of a replicate group (one per shard group of
+                                       world / replicate consecutive ranks); 0 = no HSDP */
     double host_bw;                 /* host<->device copy bandwidth (pinned), bytes/s */
     double host_latency_ns;
     double cpu_adam_rate;           /* parameters/s the host's CPU Adam updates (DeepSpeed) */

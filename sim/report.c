@@ -110,8 +110,7 @@ void report_print_summary(FILE *f, const Plan *p, const SimResult *r) {
     if (s->time_ns > 0) {
         double ms = s->time_ns / 1e6;
         fprintf(f, "\n  step time %.1f ms (%s)", ms,
-                p->cost ? "kernel costs from the calibrated profile"
-                        : "roofline on datasheet figures, no calibrated profile");
+                p->cost ? p->profile : "roofline on datasheet figures, no calibrated profile");
         if (p->tokens_per_step > 0)
             fprintf(f, ", %.0f tokens/s per GPU, %.0f for the job", p->tokens_per_step / (ms / 1e3),
                     p->gpus * p->tokens_per_step / (ms / 1e3));
@@ -164,6 +163,7 @@ char *report_summary_json(const Plan *p, const SimResult *r) {
     cJSON_AddStringToObject(o, "scenario", p->name);
     cJSON_AddStringToObject(o, "model", p->model);
     cJSON_AddStringToObject(o, "gpu", p->dev.key);
+    cJSON_AddStringToObject(o, "step_time_basis", p->cost ? p->profile : "roofline on datasheet figures");
     cJSON_AddBoolToObject(o, "fits", !r->oom);
     cJSON_AddNumberToObject(o, "capacity_bytes", (double)p->alloc.capacity);
     cJSON_AddNumberToObject(o, "peak_allocated_bytes", s ? (double)s->peak_allocated : 0);

@@ -34,7 +34,7 @@ typedef struct Plan {
     double samples_per_step;   /* per GPU */
     char settings[1024];       /* one line: the knobs that decide memory */
     char strategy[32];         /* "none", "ddp", "zero2", ... */
-    char interconnect[16];     /* link the collectives run on */
+    char interconnect[48];     /* link the collectives run on (and the network between nodes) */
     double ds_estimate_bytes;  /* DeepSpeed's model-state estimator for this plan, 0 = n/a */
     double host_bytes;         /* bytes the plan keeps in host memory (offload) */
     double host_capacity;      /* host RAM available to it, bytes (0 = unknown) */

@@ -8,6 +8,9 @@
 #include <cmocka.h>
 
 #include "collective.h"
+#include "device.h"
+
+#include <string.h>
 
 static void test_bus_bytes(void **state) {
     (void)state;
@@ -57,12 +60,51 @@ static void test_ring_and_tree(void **state) {
     assert_int_equal(coll_kind_parse("alltoall", &k), VR_EINVAL);
 }
 
+/* Across nodes, a group that fills its nodes drives all their NICs at once (rail-optimised), a
+ * group of one rank per node only its own GPU's; NVLink still caps the bus bandwidth. HSDP's
+ * replicate all-reduce is such a strided group, its shard collectives stay inside a node. */
+static void test_across_nodes(void **state) {
+    (void)state;
+    CollNet net = {.intra = {3000, 390e9}, .nic_bw = 47e9, .nic_latency_ns = 1500,
+                   .nics_per_node = 8, .gpus_per_node = 8, .per_node = 8, .nodes = 16};
+    assert_true(fabs(coll_net_bus_bw(&net) - 8 * 47e9) < 1);
+    net.per_node = 1;
+    assert_true(fabs(coll_net_bus_bw(&net) - 47e9) < 1);
+    net.per_node = 8, net.nics_per_node = 16, net.nic_bw = 50e9; /* 800 GB/s of NICs: NVLink caps */
+    assert_true(fabs(coll_net_bus_bw(&net) - 390e9) < 1);
+
+    DeviceSpec d;
+    memset(&d, 0, sizeof d);
+    d.world = 128, d.gpus_per_node = 8, d.nics_per_node = 8, d.nic_bw = 47e9, d.nic_latency_ns = 1500;
+    d.coll_bw = 390e9, d.coll_latency_ns = 3000;
+    double gib = 1073741824.0;
+    /* a full-world reduce-scatter of 1 GiB: 127/128 GiB at 8 x 47 GB/s plus 127 steps */
+    double rs = device_collective_ns(&d, "reduce_scatter", gib, 128);
+    assert_true(fabs(rs - (127.0 / 128 * gib / 376e9 * 1e9 + 127 * 3000)) < 1);
+    /* one NIC per node: eight times the data term */
+    d.nics_per_node = 1;
+    double rs1 = device_collective_ns(&d, "reduce_scatter", gib, 128);
+    assert_true(fabs((rs1 - 127 * 3000) - 8 * (rs - 127 * 3000)) < 1);
+    /* HSDP, shard groups of 8 (one node each), replicate groups of 16 (one rank per node) */
+    d.nics_per_node = 8, d.replicate = 16;
+    double ag = device_collective_ns(&d, "all_gather", gib, 8);
+    assert_true(fabs(ag - (7.0 / 8 * gib / 390e9 * 1e9 + 7 * 3000)) < 1); /* NVLink only */
+    double ar = device_collective_ns(&d, "allreduce", gib, 16);
+    double data = 2 * 15.0 / 16 * gib / 47e9 * 1e9;
+    assert_true(ar >= data && ar < data + 30 * 3000);
+    /* the same all-reduce over 16 consecutive ranks (two full nodes) is eight times faster in data */
+    d.replicate = 0;
+    double ar2 = device_collective_ns(&d, "allreduce", gib, 16);
+    assert_true(ar2 < ar / 7);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bus_bytes),
         cmocka_unit_test(test_fit_recovers_latency_and_bandwidth),
         cmocka_unit_test(test_fit_rejects_too_few_points),
         cmocka_unit_test(test_ring_and_tree),
+        cmocka_unit_test(test_across_nodes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -121,11 +121,47 @@ static void test_kernel_gap(void **state) {
     cost_free(c);
 }
 
+/* Carrying a profile to another GPU: a GEMM keeps its fraction of peak at the same work per SM,
+ * a memory-bound kernel its fraction of bandwidth at the same time per byte; a dtype the target
+ * has no path for loses its curve; bad ratios leave the model as it was. */
+static void test_carry(void **state) {
+    (void)state;
+    DeviceSpec dev;
+    memset(&dev, 0, sizeof dev);
+    dev.mem_bw = 4e12;
+    dev.peak_flops[DT_FP32] = 60e12;
+    const CostPoint *gemm[DT_COUNT] = {0};
+    int n_gemm[DT_COUNT] = {0};
+    CostPoint g[2] = {{1e9, 100e12}, {1e12, 800e12}};
+    gemm[DT_BF16] = g, n_gemm[DT_BF16] = 2;
+    gemm[DT_FP16] = g, n_gemm[DT_FP16] = 2;
+    CostPoint mem[2] = {{1 << 20, 1e12}, {16e9, 4e12}};
+    CostModel *c = NULL;
+    assert_int_equal(cost_new(&dev, gemm, n_gemm, mem, 2, &c), VR_OK);
+    double r_ref = cost_gemm_rate(c, DT_BF16, 1e11), m_ref = cost_mem_rate(c, 1e8);
+    DeviceSpec tgt = dev;
+    tgt.mem_bw = 2e12;
+    CostCarry bad = {.sm = 0, .bw = 0.5};
+    assert_int_equal(cost_carry(c, &tgt, &bad), VR_EINVAL);
+    assert_true(fabs(cost_gemm_rate(c, DT_BF16, 1e11) - r_ref) < 1);
+    CostCarry k = {.sm = 0.5, .bw = 0.5};
+    k.compute[DT_BF16] = 0.25; /* fp16: no path on the target */
+    assert_int_equal(cost_carry(c, &tgt, &k), VR_OK);
+    /* half the SMs: the fraction the reference reached at 1e11 FLOPs comes at 5e10 */
+    assert_true(fabs(cost_gemm_rate(c, DT_BF16, 5e10) - 0.25 * r_ref) < 1e6);
+    /* half the bandwidth: the fraction reached at 1e8 bytes comes at 5e7 */
+    assert_true(fabs(cost_mem_rate(c, 5e7) - 0.5 * m_ref) < 1e3);
+    /* the empty fp16 curve falls back to the target's datasheet path */
+    assert_true(fabs(cost_gemm_rate(c, DT_FP16, 1e11) - 60e12) < 1);
+    cost_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_and_fp32_fallback),
         cmocka_unit_test(test_attention_rate_curves),
         cmocka_unit_test(test_kernel_gap),
+        cmocka_unit_test(test_carry),
     };
     return cmocka_run_group_tests_name("cost", tests, NULL, NULL);
 }

@@ -32,6 +32,14 @@
 --   p2p                  CUDA peer-to-peer over PCIe works (cudaDeviceCanAccessPeer); GeForce
 --                        cards: false (peer access only between an NVLink-bridged 3090 pair)
 --   tdp_w                board power, W
+--   peak_clock_mhz       the SM clock at which the datasheet's dense peaks hold (peak = SMs x dense
+--                        FLOP per SM per clock x this clock)
+--   step_clock_mhz       the SM clock the GPU's GEMMs hold inside a training step, where there is
+--                        evidence; omitted = peak_clock_mhz (an assumption, not a measurement).
+--                        A GPU without a calibrated profile gets the H200's measured profile carried
+--                        to it through peak_flops x step_clock_mhz / peak_clock_mhz, SM count and
+--                        DRAM bandwidth (lua/hw/carry.lua, docs/step-time.md); boost or
+--                        sparsity-doubled figures are never a peak here
 --   source               strings naming where each figure came from (datasheet title + URL, or
 --                        "measured YYYY-MM-DD"); keys match the fields
 --
@@ -127,7 +135,14 @@ return {
     nvlink = { gen = 3, bw_bytes_per_s = 300e9 },   -- 12 links x 25 GB/s; 600 GB/s both ways
     p2p = true,
     tdp_w = 400,
+    peak_clock_mhz = 1410,               -- 108 SMs x 2048 dense bf16 FLOP/clk x 1.41 GHz = 312 TFLOP/s
     source = {
+      peak_clock_mhz = "NVIDIA A100 Tensor Core GPU Architecture whitepaper: boost clock 1410 MHz, 108 SMs, 1024 dense "
+        .. "FP16/BF16 FMA per SM per clock (312 TFLOP/s). step_clock_mhz not measured: assumed 1410. Cross-check: "
+        .. "the best cuBLAS bf16 matmul measured on an A100 SXM is 267.9 TFLOP/s (ml-engineering, 'Maximum Achievable "
+        .. "Matmul FLOPS comparison table', CUDA 12.1, shape 6912x16384x2048: "
+        .. "https://github.com/stas00/ml-engineering/tree/master/compute/accelerator); the H200's curve carried here "
+        .. "tops out at 241 (77.2 % of peak, the H200's own fraction), 10 % below it",
       spec = "NVIDIA A100 Tensor Core GPU datasheet (SXM column): https://www.nvidia.com/en-us/data-center/a100/ "
         .. "(nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)",
       peak_flops = "A100 datasheet: FP32 19.5 TFLOPS; TF32 156 (312 sparse); BF16/FP16 312 (624 sparse); INT8 624 TOPS; no FP8",
@@ -157,7 +172,10 @@ return {
     nvlink = { gen = 3, bw_bytes_per_s = 300e9 },
     p2p = true,
     tdp_w = 400,
+    peak_clock_mhz = 1410,
     source = {
+      peak_clock_mhz = "as a100_40g: A100 whitepaper boost 1410 MHz; step clock assumed equal; measured best cuBLAS "
+        .. "bf16 matmul 267.9 TFLOP/s (ml-engineering MAMF table, A100 SXM, CUDA 12.1) against the carried curve's 241",
       spec = "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column): https://www.nvidia.com/en-us/data-center/a100/",
       peak_flops = "A100 datasheet: FP32 19.5; TF32 156; BF16/FP16 312; INT8 624 TOPS; dense",
       memory = "A100 datasheet: 80 GB HBM2e, 2,039 GB/s",
@@ -185,7 +203,16 @@ return {
     nvlink = { gen = 4, bw_bytes_per_s = 450e9 },   -- 18 links x 25 GB/s; 900 GB/s both ways
     p2p = true,
     tdp_w = 700,
+    peak_clock_mhz = 1830,               -- 132 SMs x 4096 dense bf16 FLOP/clk x 1.83 GHz = 989.4 TFLOP/s
+    step_clock_mhz = 1980,               -- as the measured H200: same GH100 die, 132 SMs, 700 W
     source = {
+      peak_clock_mhz = "989.4 TFLOP/s dense bf16 = 132 SMs x 4096 FLOP/clk x 1830 MHz (Hopper whitepaper, H100 SXM5). "
+        .. "step_clock_mhz 1980: not measured on an H100; taken from the H200 (same die, SM count and 700 W limit), "
+        .. "whose GEMMs inside training steps run at 1905-1980 MHz (lua/hw/calibrated/h200_gemm.lua, timed from an idle "
+        .. "card, matches torch.profiler's in-step GEMMs within 3 %). Back to back for 0.4 s the same die falls to "
+        .. "1440-1545 MHz (h200_gemm_sustained.lua), which a step's GEMMs do not. Cross-check: best cuBLAS bf16 matmul "
+        .. "measured on an H100 SXM 792.1 TFLOP/s (ml-engineering MAMF table, CUDA 12.1), GH200 821.0 (CUDA 12.5); "
+        .. "the carried curve tops out at 826",
       spec = "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column): "
         .. "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
       peak_flops = "H100 datasheet lists sparse figures (TF32 989, BF16/FP16 1,979, FP8/INT8 3,958); dense = half; "
@@ -216,7 +243,10 @@ return {
     nvlink = { gen = 4, bw_bytes_per_s = 300e9 },   -- optional 2-way NVLink bridge, 600 GB/s both ways
     p2p = true,
     tdp_w = 350,
+    peak_clock_mhz = 1620,               -- 756.5 TFLOP/s / (114 SMs x 4096 FLOP/clk)
     source = {
+      peak_clock_mhz = "derived: the datasheet's dense 756.5 TFLOP/s over 114 SMs x 4096 dense bf16 FLOP/clk; a 350 W "
+        .. "card, whose step clock is not measured (assumed equal: likely optimistic)",
       spec = "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe column): "
         .. "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
       peak_flops = "H100 datasheet (PCIe) sparse: TF32 756, BF16/FP16 1,513, FP8/INT8 3,026; dense = half; FP32 51 TFLOPS",
@@ -246,7 +276,13 @@ return {
     nvlink = { gen = 4, bw_bytes_per_s = 450e9 },
     p2p = true,
     tdp_w = 700,
+    peak_clock_mhz = 1830,               -- the datasheet's 989.4 holds at 1830 MHz, as on H100 SXM
+    step_clock_mhz = 1980,               -- measured: the clock of its GEMMs inside a training step
     source = {
+      peak_clock_mhz = "989.4 TFLOP/s dense = 132 SMs x 4096 FLOP/clk x 1830 MHz. step_clock_mhz measured 2026-11-30: "
+        .. "sm_clock_khz 1980000 in lua/hw/calibrated/h200_gemm.lua, each GEMM timed from an idle card at 1905-1980 MHz "
+        .. "(vrsim-calibrate --gemm-idle-ms 200), the clock that torch.profiler's in-step GEMMs match; peak at that "
+        .. "clock 1070.5 TFLOP/s, the reference the carried fractions are taken of",
       spec = "NVIDIA H200 Tensor Core GPU product page / datasheet (H200 SXM column): https://www.nvidia.com/en-us/data-center/h200/",
       peak_flops = "H200 datasheet lists sparse figures equal to H100 SXM (TF32 989, BF16/FP16 1,979, FP8/INT8 3,958 TFLOPS), "
         .. "FP32 67; dense = half. Measured through PyTorch (shared/truth/hw_h200_pytorch.json): best GEMM 777 TFLOP/s bf16, "

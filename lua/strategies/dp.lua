@@ -29,6 +29,14 @@ M.DEFAULTS = {
   stage3_prefetch_bucket_size = 5e7, stage3_max_live_parameters = 1e9,
   offload_optimizer = "none", offload_param = "none", raf = true,
   init = "auto", -- auto: zero3 partitions at construction (zero.Init), fsdp2 builds whole first
+  -- FSDP2 hybrid sharding: fully_shard(mesh=init_device_mesh("cuda", (replicate, shard_group)))
+  -- shards over shard_group consecutive ranks and all-reduces gradient shards over the replicate
+  -- group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce:
+  -- all_reduce(reduce_output, group=all_reduce_group)); 0 = shard over every rank
+  shard_group = 0,
+  -- FSDP2 MixedPrecisionPolicy.reduce_dtype: "auto" reduces in the gradients' dtype (fp32
+  -- under mp_fp32), "fp32" or "bf16" force it
+  reduce_dtype = "auto",
 }
 
 local function tensor(cx, name, bytes, dtype, cat, persistent, extra)
@@ -91,6 +99,22 @@ function M.setup(cx, cfg)
   if t.precision == "mp_fp32" then
     if t.strategy ~= "fsdp2" then error("precision mp_fp32 is FSDP2's mixed precision: use strategy fsdp2", 0) end
     s.param_dtype, s.reduce_dtype = "bf16", "fp32"
+  end
+  if o.reduce_dtype ~= "auto" then
+    if t.strategy ~= "fsdp2" then error("training.zero.reduce_dtype is FSDP2's MixedPrecisionPolicy: use strategy fsdp2", 0) end
+    if o.reduce_dtype ~= "fp32" and o.reduce_dtype ~= "bf16" then
+      error("training.zero.reduce_dtype must be auto, fp32 or bf16", 0)
+    end
+    s.reduce_dtype = o.reduce_dtype
+  end
+  local shard = math.tointeger(o.shard_group)
+  if not shard or shard < 0 then error("training.zero.shard_group must be a whole number >= 0", 0) end
+  if shard > 0 and shard < s.n then
+    if t.strategy ~= "fsdp2" then error("training.zero.shard_group (HSDP) is modelled for FSDP2 only", 0) end
+    if s.n % shard ~= 0 then
+      error(("training.zero.shard_group %d does not divide hardware.count %d"):format(shard, s.n), 0)
+    end
+    s.replicate, s.n = s.n // shard, shard
   end
   cx.dp = s
   if s.kind == "zero3" or s.kind == "fsdp2" then
@@ -242,6 +266,12 @@ function M.release(cx, layer, keep)
     op(cx, { name = ("reduce_scatter layer %d"):format(layer), kind = "reduce_scatter", stream = 4,
              phase = "bwd", hook = 2, layer = layer, inputs = { rin }, outputs = { rout },
              frees = fsdp2 and {} or { rin }, bytes = rs_bytes, world = s.n })
+    if s.replicate then
+      -- HSDP: the shard's gradient is then all-reduced across the replicas, in place
+      op(cx, { name = ("all_reduce (replicate) layer %d"):format(layer), kind = "allreduce", stream = 4,
+               phase = "bwd", hook = 2, layer = layer, inputs = { rout }, outputs = {},
+               bytes = (rs_bytes + s.n - 1) // s.n, world = s.replicate })
+    end
     if s.opts.offload_optimizer == "cpu" or s.opts.offload_param == "cpu" then
       op(cx, { name = ("copy gradient shards of layer %d to host"):format(layer), kind = "d2h", stream = 3,
                phase = "bwd", hook = 2, layer = layer, inputs = { rout }, frees = { rout },

@@ -3,6 +3,7 @@
 -- comes from. Returns one string.
 local gpus = require "hw.gpus"
 local prices = require "hw.prices"
+local carry = require "hw.carry"
 
 local M = {}
 
@@ -15,22 +16,31 @@ function M.text(detail)
     (gpus[a].memory_bytes == gpus[b].memory_bytes and a < b) end)
   local out = {}
   local function add(fmt, ...) out[#out + 1] = fmt:format(...) end
-  add("%-11s %-26s %8s %8s %8s %9s %9s %8s  %s", "gpu", "name", "memory", "usable", "context",
-      "HBM TB/s", "bf16 TF/s", "$/hour", "calibrated")
+  add("%-11s %-26s %8s %8s %8s %9s %9s %9s %8s  %s", "gpu", "name", "memory", "usable", "context",
+      "HBM TB/s", "bf16 TF/s", "step TF/s", "$/hour", "step-time figures")
   for _, k in ipairs(names) do
     local g = gpus[k]
     local okc = pcall(require, "hw.calibrated." .. k)
     local p = prices[k]
-    add("%-11s %-26s %6.1f G %6.1f G %6.0f M %9.2f %9.0f %8s  %s", k, g.name, gib(g.memory_bytes),
+    local okr = pcall(require, "hw.calibrated." .. carry.REFERENCE)
+    local basis = okc and ("measured: lua/hw/calibrated/" .. k .. "*.lua")
+      or okr and ("carried from " .. carry.REFERENCE .. (g.step_clock_mhz and "; step clock: evidence" or
+                  (g.peak_clock_mhz and "; step clock: assumed" or "; datasheet clock")))
+      or "datasheet roofline"
+    add("%-11s %-26s %6.1f G %6.1f G %6.0f M %9.2f %9.0f %9.0f %8s  %s", k, g.name, gib(g.memory_bytes),
         gib(g.usable_bytes or g.memory_bytes), (g.cuda_context_bytes or 0) / 2^20,
         (g.mem_bw_bytes_per_s or 0) / 1e12, (g.peak_flops and g.peak_flops.bf16 or 0) / 1e12,
-        p and ("%.2f"):format(p.usd_per_gpu_hour) or "-",
-        okc and ("lua/hw/calibrated/" .. k .. ".lua") or "datasheet only")
+        carry.step_peak(g, "bf16") / 1e12,
+        p and ("%.2f"):format(p.usd_per_gpu_hour) or "-", basis)
   end
   add("")
   add("memory: datasheet GiB; usable: what torch reports as total; context: CUDA context and")
   add("library handles outside the caching allocator. Sources per figure: vrsim gpus --sources,")
   add("or lua/hw/gpus.lua. Prices (lua/hw/prices.lua) carry their date and provider; they go stale.")
+  add("bf16 TF/s: the datasheet's dense peak; step TF/s: the same at the clock GEMMs hold inside a")
+  add("training step (step_clock_mhz where there is evidence, else the datasheet's clock). Step-time")
+  add("figures: measured on that GPU, or the H200's measured fractions of peak carried to it through")
+  add("these peaks, its SM count and DRAM bandwidth (docs/step-time.md); never sparse or boost figures.")
   if detail then
     for _, k in ipairs(names) do
       add("")

@@ -21,6 +21,7 @@ local SCHEMA = {
     max_memory_gib = { "number", nil, "device_map: memory Accelerate may fill on each GPU (max_memory)" },
     interconnect = { "string", "auto", "auto, nvlink or pcie: the link collectives run on" },
     network = { "string", "ib_ndr", "link between nodes (lua/hw/links.lua network): ib_hdr, ib_ndr, roce_400g, ..." },
+    nics_per_node = { "integer", nil, "network ports (of hardware.network) per node, rail-optimised [one per GPU, as DGX/HGX]" },
     host = { "string", nil, "host config from lua/hw/hosts.lua (host RAM for offload)" },
     memory_fraction = { "number", nil, "torch.cuda.set_per_process_memory_fraction" },
     capacity_gib = { "number", nil, "pretend the card has this much memory (GiB)" },
@@ -389,22 +390,27 @@ local function device_of(cfg, ctx)
     -- data crosses PCIe twice
     if g.p2p == false then coll_bw = coll_bw / 2 end
   end
-  -- beyond one node, a ring crosses the network: each GPU's share of the node's NICs (one NIC
-  -- per GPU, as DGX/HGX nodes have) bounds the bus bandwidth
+  -- beyond one node, collectives cross the network: nics_per_node ports of hardware.network per
+  -- node, rail-optimised; the C core (sim/collective.h coll_net_time_ns) gives each group the
+  -- NICs of the GPUs it has in each node
   local nodes = math.ceil(n / cfg.hardware.gpus_per_node)
+  local nics = cfg.hardware.nics_per_node or cfg.hardware.gpus_per_node
+  if nics < 1 then error("hardware.nics_per_node must be at least 1", 0) end
+  local net
   if nodes > 1 then
-    local net = links.network[cfg.hardware.network]
+    net = links.network[cfg.hardware.network]
     if not net then
       local names = keys(links.network)
       local s = closest(cfg.hardware.network, names)
       error(("unknown network '%s'%s (one of: %s)"):format(cfg.hardware.network,
             s and ("; did you mean '" .. s .. "'?") or "", table.concat(names, ", ")), 0)
     end
-    if net.bw_bytes_per_s < coll_bw then
-      coll_bw, coll_lat = net.bw_bytes_per_s, math.max(coll_lat, net.latency_s * 1e9)
-      ic = ic .. "+" .. cfg.hardware.network
-    end
+    ic = ("%s+%dx%s"):format(ic, nics, cfg.hardware.network)
   end
+  -- FSDP2 hybrid sharding (HSDP): shards over shard_group consecutive ranks, gradients all-reduced
+  -- over the replicate group of one rank per shard group
+  local shard = cfg.training.zero and cfg.training.zero.shard_group
+  local replicate = shard and shard > 0 and shard < n and n // shard or 0
   local pl = links.pcie[("gen%d_x%d"):format(g.pcie.gen, g.pcie.lanes)] or links.pcie.gen4_x16
   local host = cfg.hardware.host and hosts[cfg.hardware.host]
   if cfg.hardware.host and not host then
@@ -413,40 +419,52 @@ local function device_of(cfg, ctx)
   end
   -- a profile measured on this GPU by sim/calib (make calibrate), when there is one, and the
   -- supplements measured beside it (lua/hw/calibrated/<gpu>_<what>.lua), each nil when absent
-  local function calibrated(suffix)
-    local ok, t = pcall(require, "hw.calibrated." .. name .. suffix)
+  local function calibrated(suffix, gname)
+    local ok, t = pcall(require, "hw.calibrated." .. (gname or name) .. suffix)
     return ok and type(t) == "table" and t or nil
   end
-  local prof = calibrated("")
-  if prof then
-    prof.source = prof.source or ("lua/hw/calibrated/" .. name .. ".lua")
-    -- GEMMs timed each from an idle card (vrsim-calibrate --gemm-idle-ms): a training step's
-    -- GEMMs run between memory-bound kernels, below the power limit, and torch.profiler's
-    -- kernel times of real steps match these, not a grid timed back to back
-    -- (validation/measure/README.md, the fourth session)
-    local gp = calibrated("_gemm")
-    if gp and type(gp.gemm) == "table" then prof.gemm = gp.gemm end
-    -- scaled_dot_product_attention per backend and shape (validation/measure/measure_sdpa.py):
-    -- fused attention takes its time from these rather than from the GEMM curve
-    local sp = calibrated("_sdpa")
-    if sp then prof.sdpa = sp.sdpa end
-    -- the stream's dead time between back-to-back kernels (measure_kernel_gap.py)
-    local kg = calibrated("_kernel_gap")
-    if kg then prof.kernel_gap_us = kg.kernel_gap_us end
-    -- PyTorch's own dispatch cost per op on that machine (validation/measure/measure_dispatch.py)
-    local torchp = calibrated("_torch")
-    -- per kernel of module-heavy code (nn.Module calls, hooks, views) when measured, else per op
-    if torchp then
-      prof.host_op_us = torchp.host_kernel_us or torchp.host_op_us
-      prof.host_ckpt_op_us = torchp.host_kernel_ckpt_us
-      prof.host_ckpt_region_us = torchp.host_ckpt_region_us
-      -- the optimizer's host work per parameter tensor (measure_optim_host.py)
-      prof.optim_host = { step_tensor_us = torchp.optim_step_tensor_us,
-                          zero_grad_tensor_us = torchp.zero_grad_tensor_us }
+  local function load_profile(gname)
+    local prof = calibrated("", gname)
+    if prof then
+      prof.source = prof.source or ("lua/hw/calibrated/" .. gname .. ".lua")
+      -- GEMMs timed each from an idle card (vrsim-calibrate --gemm-idle-ms): a training step's
+      -- GEMMs run between memory-bound kernels, below the power limit, and torch.profiler's
+      -- kernel times of real steps match these, not a grid timed back to back
+      -- (validation/measure/README.md, the fourth session)
+      local gp = calibrated("_gemm", gname)
+      if gp and type(gp.gemm) == "table" then prof.gemm = gp.gemm end
+      -- scaled_dot_product_attention per backend and shape (validation/measure/measure_sdpa.py):
+      -- fused attention takes its time from these rather than from the GEMM curve
+      local sp = calibrated("_sdpa", gname)
+      if sp then prof.sdpa = sp.sdpa end
+      -- the stream's dead time between back-to-back kernels (measure_kernel_gap.py)
+      local kg = calibrated("_kernel_gap", gname)
+      if kg then prof.kernel_gap_us = kg.kernel_gap_us end
+      -- PyTorch's own dispatch cost per op on that machine (validation/measure/measure_dispatch.py)
+      local torchp = calibrated("_torch", gname)
+      -- per kernel of module-heavy code (nn.Module calls, hooks, views) when measured, else per op
+      if torchp then
+        prof.host_op_us = torchp.host_kernel_us or torchp.host_op_us
+        prof.host_ckpt_op_us = torchp.host_kernel_ckpt_us
+        prof.host_ckpt_region_us = torchp.host_ckpt_region_us
+        -- the optimizer's host work per parameter tensor (measure_optim_host.py)
+        prof.optim_host = { step_tensor_us = torchp.optim_step_tensor_us,
+                            zero_grad_tensor_us = torchp.zero_grad_tensor_us }
+      end
+      -- PyTorch's elementwise/copy/reduction kernels by access class (measure_torch_ops.py)
+      local ops = calibrated("_torch_ops", gname)
+      if ops then prof.torch_ops = ops.torch_ops end
     end
-    -- PyTorch's elementwise/copy/reduction kernels by access class (measure_torch_ops.py)
-    local ops = calibrated("_torch_ops")
-    if ops then prof.torch_ops = ops.torch_ops end
+    return prof
+  end
+  -- this GPU's own profile; else the H200's, carried to it op class by op class (lua/hw/carry.lua)
+  local carry_mod = require "hw.carry"
+  local prof, carry = load_profile(name), nil
+  if prof then
+    prof.basis = "measured on this GPU: lua/hw/calibrated/" .. name .. "*.lua"
+  elseif gpus[carry_mod.REFERENCE] then
+    prof = load_profile(carry_mod.REFERENCE)
+    if prof then carry, prof.basis = carry_mod.carry(g, gpus[carry_mod.REFERENCE]) end
   end
   -- NCCL collectives measured between GPUs of this kind over NVLink (make calibrate on a
   -- machine with several), used when the collectives run on NVLink
@@ -455,8 +473,10 @@ local function device_of(cfg, ctx)
   if lk and ic == "nvlink" and nodes == 1 then nccl, nccl_ranks = lk.nccl, lk.nccl_ranks end
   return {
     nccl = nccl, nccl_ranks = nccl_ranks,
-    profile = prof,
+    profile = prof, carry = carry,
     world = n, coll_bw = coll_bw, coll_latency_ns = coll_lat, interconnect = ic,
+    gpus_per_node = cfg.hardware.gpus_per_node, nics_per_node = nics, replicate = replicate,
+    nic_bw = net and net.bw_bytes_per_s or 0, nic_latency_ns = net and net.latency_s * 1e9 or 0,
     host_bw = pl.bw_bytes_per_s, host_latency_ns = pl.latency_s * 1e9,
     cpu_adam_rate = (hosts.cpu_adam and hosts.cpu_adam.params_per_s or 0) / math.max(1, math.min(n, 8)),
     cpu_torch_adamw_rate = torch_cpu_adamw_rate(hosts.torch_cpu_adamw, math.min(n, cfg.hardware.gpus_per_node),

@@ -570,6 +570,11 @@ static void read_device(lua_State *L, int t, DeviceSpec *d) {
     d->world = (int)field_num(L, t, "world", 1);
     d->coll_bw = field_num(L, t, "coll_bw", 0);
     d->coll_latency_ns = field_num(L, t, "coll_latency_ns", 0);
+    d->gpus_per_node = (int)field_num(L, t, "gpus_per_node", 0);
+    d->nics_per_node = (int)field_num(L, t, "nics_per_node", 0);
+    d->nic_bw = field_num(L, t, "nic_bw", 0);
+    d->nic_latency_ns = field_num(L, t, "nic_latency_ns", 0);
+    d->replicate = (int)field_num(L, t, "replicate", 0);
     d->host_bw = field_num(L, t, "host_bw", 0);
     d->host_latency_ns = field_num(L, t, "host_latency_ns", 0);
     d->cpu_adam_rate = field_num(L, t, "cpu_adam_rate", 0);
@@ -731,12 +736,28 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
     }
     lua_pop(L, 1);
     read_sdpa(L, prof, p);
+    /* a GPU without a profile of its own: the reference GPU's profile carried to it
+     * (device.carry, made by lua/hw/carry.lua; cost.h says what is carried and how) */
+    lua_getfield(L, dev, "carry");
+    if (lua_istable(L, -1)) {
+        int ct = lua_gettop(L);
+        CostCarry k = {.sm = field_num(L, ct, "sm", 0), .bw = field_num(L, ct, "bw", 0)};
+        lua_getfield(L, ct, "compute");
+        if (lua_istable(L, -1))
+            for (int d = 0; d < DT_COUNT; d++) k.compute[d] = field_num(L, lua_gettop(L), dtype_name(d), 0);
+        lua_pop(L, 1);
+        if (cost_carry(p->cost, &p->dev, &k))
+            luaL_error(L, "cannot carry the calibrated profile to %s: bad ratios", p->dev.key);
+    }
+    lua_pop(L, 1);
     double host_us = field_num(L, prof, "host_op_us", field_num(L, prof, "launch_us", 0));
     p->host_op_ns = host_us * 1e3;
     p->host_ckpt_op_ns = field_num(L, prof, "host_ckpt_op_us", 0) * 1e3;
     p->host_ckpt_region_ns = field_num(L, prof, "host_ckpt_region_us", 0) * 1e3;
     p->host_launch_ns = field_num(L, prof, "launch_us", 0) * 1e3; /* empty kernel, back to back */
-    field_str(L, prof, "source", p->profile, sizeof p->profile);
+    /* which kind of figure the step time rests on (measured here, carried from the reference) */
+    if (!field_str(L, prof, "basis", p->profile, sizeof p->profile))
+        field_str(L, prof, "source", p->profile, sizeof p->profile);
     lua_settop(L, prof - 1);
 }
 
