@@ -678,7 +678,11 @@ VrStatus alloc_config_parse(AllocConfig *cfg, const char *conf, char *err, size_
             if (!parse_u64(vs, ve, &mb) || mb <= 20)
                 return conf_err(err, errlen, "max_split_size_mb must be an integer > 20, got '%.*s'",
                                 vs, ve);
-            c.max_split_size = mb > (UINT64_MAX >> 20) ? UINT64_MAX : mb << 20;
+            /* c10 AllocatorConfig::parseMaxSplitSize: val = min(val, SIZE_MAX / MiB); the size is
+             * val * MiB, so a huge value still counts as set (it is not SIZE_MAX) */
+            if (mb > (UINT64_MAX >> 20))
+                mb = UINT64_MAX >> 20;
+            c.max_split_size = mb << 20;
         } else if (tok_eq(ks, ke, "max_non_split_rounding_mb")) {
             uint64_t mb;
             if (!parse_u64(vs, ve, &mb) || mb <= 20 || mb > ((uint64_t)1 << 30))

@@ -1,9 +1,11 @@
 /* cmd_run.c: `vrsim SCENARIO [options]`: simulate a scenario, print the summary, write the
  * report files. Exit 0 fits, 3 does not fit, 2 bad input, 1 internal error. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmds.h"
 #include "engine.h"
@@ -32,6 +34,47 @@ static void trace_event(void *ud, bool alloc, uint64_t addr, uint64_t size, int 
         t->bad = true;
 }
 
+/* Temporaries to remove if SIGINT or SIGTERM ends the run: the staged output directory and
+ * the --alloc-trace temporary. The one mutable global of the command line, as a signal handler
+ * can reach nothing else; written before the handlers are installed, read only by them. */
+static struct Cleanup {
+    char set_dir[4200];                 /* "" = none */
+    char set_files[8][4400];            /* its files and their .tmp.<pid> names */
+    int n_set_files;
+    char trace_tmp[4200];               /* "" = none */
+} cleanup;
+
+static void on_signal(int sig) {
+    /* async-signal-safe calls only */
+    for (int i = 0; i < cleanup.n_set_files; i++) unlink(cleanup.set_files[i]);
+    if (cleanup.set_dir[0]) rmdir(cleanup.set_dir);
+    if (cleanup.trace_tmp[0]) unlink(cleanup.trace_tmp);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void watch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+/* Records the staged directory's files for the signal handler. */
+static void cleanup_set(const char *dir) {
+    snprintf(cleanup.set_dir, sizeof cleanup.set_dir, "%s", dir);
+    int n = 0;
+    for (int i = 0; report_set_file(i) && n + 2 <= 8; i++) {
+        snprintf(cleanup.set_files[n++], sizeof cleanup.set_files[0], "%s/%s", dir, report_set_file(i));
+        snprintf(cleanup.set_files[n++], sizeof cleanup.set_files[0], "%s/%s.tmp.%ld", dir,
+                 report_set_file(i), (long)getpid());
+    }
+    cleanup.n_set_files = n;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
         "usage: vrsim SCENARIO.lua [options]\n"
@@ -54,7 +97,8 @@ static void usage(FILE *f) {
         "                      that help are listed\n"
         "  --json              print summary.json on stdout instead of the table\n"
         "  --allocator KIND    caching (PyTorch's, default) or ideal (no fragmentation)\n"
-        "  --alloc-conf STR    PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True\n"
+        "  --alloc-conf STR    PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True; without it\n"
+        "                      the environment's PYTORCH_CUDA_ALLOC_CONF is used, as PyTorch would\n"
         "  --unsafe            let the scenario use io/os (trusted scenarios only)\n"
         "  --alloc-trace FILE  write every allocation and free as a PyTorch-style trace CSV\n"
         "                      (seq,time_us,action,addr,size,stream), for vrsim replay or a diff\n"
@@ -126,7 +170,19 @@ int cmd_run(int argc, char **argv) {
         snprintf(setbuf[0], sizeof setbuf[0], "allocator.kind=%s", allocator);
         sets[n_sets++] = setbuf[0];
     }
+    /* PyTorch reads PYTORCH_CUDA_ALLOC_CONF from the environment; --alloc-conf stands in for it */
+    bool conf_from_env = false;
+    if (!conf) {
+        const char *env = getenv("PYTORCH_CUDA_ALLOC_CONF");
+        if (env && env[0]) conf = env, conf_from_env = true;
+    }
     if (conf) {
+        if (strlen(conf) >= sizeof setbuf[1] - 16) {
+            fprintf(stderr, "vrsim: %s is too long (%zu characters)\n",
+                    conf_from_env ? "PYTORCH_CUDA_ALLOC_CONF" : "--alloc-conf", strlen(conf));
+            free(sets);
+            return VR_EXIT_USAGE;
+        }
         snprintf(setbuf[1], sizeof setbuf[1], "allocator.conf=%s", conf);
         sets[n_sets++] = setbuf[1];
     }
@@ -136,21 +192,30 @@ int cmd_run(int argc, char **argv) {
     VrStatus st = scenario_load(path, &opts, &plan, err, sizeof err);
     if (st) {
         free(sets);
-        fprintf(stderr, "vrsim: %s\n", err);
+        fprintf(stderr, "vrsim: %s%s\n", err, conf_from_env ? " (allocator settings from PYTORCH_CUDA_ALLOC_CONF "
+                "in the environment)" : "");
         return st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
     }
+    plan->alloc_conf_from_env = conf_from_env;
+    watch_signals();
     EngineConfig ec;
     plan_engine_config(plan, files || explain, &ec); /* --explain walks the timeline */
     TraceOut tout = {0};
     char tmp_trace[1100];
     if (atrace) {
-        snprintf(tmp_trace, sizeof tmp_trace, "%s.tmp", atrace);
-        tout.f = fopen(tmp_trace, "w");
+        /* a temporary of this run's own beside the file (mkstemp), renamed over it at the end */
+        int fd = -1;
+        if ((size_t)snprintf(tmp_trace, sizeof tmp_trace, "%s.tmp-XXXXXX", atrace) < sizeof tmp_trace)
+            fd = mkstemp(tmp_trace);
+        if (fd >= 0) snprintf(cleanup.trace_tmp, sizeof cleanup.trace_tmp, "%s", tmp_trace);
+        tout.f = fd >= 0 ? fdopen(fd, "w") : NULL;
         if (!tout.f) {
             fprintf(stderr, "vrsim: cannot write %s\n", atrace);
+            if (fd >= 0) { close(fd); unlink(tmp_trace); }
+            cleanup.trace_tmp[0] = 0;
             plan_free(plan);
             free(sets);
-            return VR_EXIT_USAGE;
+            return VR_EXIT_INTERNAL;
         }
         fprintf(tout.f, "seq,time_us,action,addr,size,stream,frames\n");
         tout.g = plan->graph;
@@ -159,12 +224,15 @@ int cmd_run(int argc, char **argv) {
     }
     SimResult *res = NULL;
     st = engine_run(plan->graph, &ec, &plan->alloc, &res, err, sizeof err);
+    bool trace_failed = false;
     if (atrace) {
-        bool bad = tout.bad | (fclose(tout.f) != 0);
+        bool bad = tout.bad | (fflush(tout.f) != 0) | (fclose(tout.f) != 0);
         if (bad || st || rename(tmp_trace, atrace) != 0) {
             remove(tmp_trace);
             if (!st) fprintf(stderr, "vrsim: could not write %s\n", atrace);
+            trace_failed = !st;
         }
+        cleanup.trace_tmp[0] = 0;
     }
     if (st) {
         fprintf(stderr, "vrsim: %s: %s\n", path, st == VR_ENOMEM ? "out of host memory" : err);
@@ -188,22 +256,31 @@ int cmd_run(int argc, char **argv) {
         fprintf(json ? stderr : stdout, "\nDOES NOT FIT IN HOST MEMORY: the offloaded state needs %.1f GiB "
                 "per node, the host has %.1f GiB\n", plan->host_bytes * per_node / 1073741824.0,
                 plan->host_capacity / 1073741824.0);
+    if (trace_failed) rc = VR_EXIT_INTERNAL;
     if (files) {
-        char dir[600];
+        char dir[4096], tmp[4200];
         if (outdir) snprintf(dir, sizeof dir, "%s", outdir);
         else snprintf(dir, sizeof dir, "out/%s", plan->name);
-        st = report_write_all(dir, plan, res, err, sizeof err);
+        /* the set is written into a fresh folder beside dir, then put in its place whole */
+        st = report_stage_dir(dir, tmp, sizeof tmp, err, sizeof err);
+        bool staged = !st;
+        if (staged) cleanup_set(tmp);
+        if (!st) st = report_write_all(tmp, plan, res, err, sizeof err);
         if (!st && suggest) { /* report.html again, with the "what would help" rows */
             ReportVariant *v = NULL;
             int nv = 0;
             st = report_html_variants(path, &opts, plan, res, &v, &nv);
             if (st) snprintf(err, sizeof err, "out of host memory");
-            else st = report_html_write_with(dir, plan, res, v, nv, err, sizeof err);
+            else st = report_html_write_with(tmp, plan, res, v, nv, err, sizeof err);
             free(v);
         }
+        if (!st) st = report_commit_dir(tmp, dir, err, sizeof err);
+        if (st && staged) report_remove_set_dir(tmp);
+        cleanup.n_set_files = 0;
+        cleanup.set_dir[0] = 0;
         if (st) {
             fprintf(stderr, "vrsim: %s\n", err);
-            rc = VR_EXIT_INTERNAL;
+            rc = st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
         } else if (!json) {
             printf("\n  files: %s/report.html (open in a browser), summary.json, memory.csv,\n"
                    "         trace.json (open in https://ui.perfetto.dev)\n", dir);

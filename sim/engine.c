@@ -451,6 +451,22 @@ static int cmp_live(const void *a, const void *b) {
     return x->tensor - y->tensor;
 }
 
+/* Copies r's live tensors (sorted by size) and segment map into res: the moment r stands at. */
+static VrStatus copy_live_set(Run *r, SimResult *res) {
+    int n = 0;
+    for (int t = 0; t < r->n_t; t++) n += r->live[t];
+    res->live_at_peak = malloc(sizeof(LiveTensor) * (size_t)(n + 1));
+    if (!res->live_at_peak) return VR_ENOMEM;
+    for (int t = 0; t < r->n_t; t++)
+        if (r->live[t]) res->live_at_peak[res->n_live_at_peak++] = (LiveTensor){t, r->rsize[t]};
+    qsort(res->live_at_peak, (size_t)res->n_live_at_peak, sizeof(LiveTensor), cmp_live);
+    VrStatus st = alloc_segment_map(r->a, &res->segmap, &res->n_segmap);
+    AllocStats as;
+    alloc_stats(r->a, &as);
+    res->largest_free_at_peak = as.largest_free_block;
+    return st;
+}
+
 /* Second pass: replays up to the peak allocation of `step` and copies the live tensors and the
  * segment map at that moment into res. */
 static VrStatus collect_peak(const Graph *g, const EngineConfig *cfg, const AllocConfig *acfg,
@@ -466,22 +482,7 @@ static VrStatus collect_peak(const Graph *g, const EngineConfig *cfg, const Allo
         r.stop_seq = res->steps[step].peak_alloc_index;
         st = simulate(&r);
     }
-    if (!st && r.stopped) {
-        int n = 0;
-        for (int t = 0; t < r.n_t; t++) n += r.live[t];
-        res->live_at_peak = malloc(sizeof(LiveTensor) * (size_t)(n + 1));
-        if (!res->live_at_peak) st = VR_ENOMEM;
-        for (int t = 0; !st && t < r.n_t; t++)
-            if (r.live[t])
-                res->live_at_peak[res->n_live_at_peak++] = (LiveTensor){t, r.rsize[t]};
-        if (!st) {
-            qsort(res->live_at_peak, (size_t)res->n_live_at_peak, sizeof(LiveTensor), cmp_live);
-            st = alloc_segment_map(r.a, &res->segmap, &res->n_segmap);
-            AllocStats as;
-            alloc_stats(r.a, &as);
-            res->largest_free_at_peak = as.largest_free_block;
-        }
-    }
+    if (!st && r.stopped) st = copy_live_set(&r, res);
     run_free(&r);
     free(scratch.steps);
     return st;
@@ -502,9 +503,15 @@ VrStatus engine_run(const Graph *g, const EngineConfig *cfg, const AllocConfig *
     memset(&r, 0, sizeof r);
     VrStatus st = res->steps ? run_init(&r, g, cfg, acfg, res) : VR_ENOMEM;
     if (!st) st = simulate(&r);
+    /* after an OOM, the live set, breakdown and segment map are those of the failing moment */
+    if (!st && res->oom) {
+        memcpy(res->oom_breakdown, r.cat_bytes, sizeof res->oom_breakdown);
+        res->oom_breakdown[CAT_TEMP] += r.workspace_bytes;
+        st = copy_live_set(&r, res);
+    }
     run_free(&r);
     int last = res->n_steps - 1;
-    if (!st && last >= 0 && res->steps[last].peak_alloc_index > 0)
+    if (!st && !res->oom && last >= 0 && res->steps[last].peak_alloc_index > 0)
         st = collect_peak(g, cfg, acfg, res, last);
     if (st) {
         if (st == VR_EINVAL) snprintf(err, errlen, "%s", graph_error(g));

@@ -84,8 +84,10 @@ typedef struct SimResult {
     uint64_t build_allocated, build_reserved; /* after the build ops (model + optimizer made) */
     MemSample *samples; int n_samples;
     OpSpan *spans; int n_spans;
-    LiveTensor *live_at_peak; int n_live_at_peak; /* last completed step, sorted by size desc */
-    AllocBlockInfo *segmap; size_t n_segmap;      /* segment map at that peak */
+    LiveTensor *live_at_peak; int n_live_at_peak; /* at the last completed step's peak, or at the
+                                                     moment of the OOM; sorted by size desc */
+    AllocBlockInfo *segmap; size_t n_segmap;      /* segment map at that moment */
+    uint64_t oom_breakdown[CAT_COUNT];            /* rounded bytes per category at the OOM */
     uint64_t largest_free_at_peak;
 } SimResult;
 

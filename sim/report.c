@@ -1,4 +1,6 @@
-/* report.c: terminal summary, summary.json (cJSON), memory.csv and trace.json. */
+/* report.c: terminal summary, summary.json (cJSON), memory.csv and trace.json, and the output
+ * set's staging directory. */
+#define _GNU_SOURCE /* renameat2 (RENAME_EXCHANGE) */
 #include "report.h"
 
 #include "report_html.h"
@@ -7,6 +9,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +25,23 @@ const StepResult *report_step(const SimResult *r) {
 }
 
 bool report_fits(const SimResult *r) { return !r->oom; }
+
+int report_worst_step(const SimResult *r) {
+    int w = -1;
+    for (int i = 0; i < r->n_steps; i++)
+        if (w < 0 || r->steps[i].peak_reserved >= r->steps[w].peak_reserved) w = i; /* ties: the later */
+    return w;
+}
+
+uint64_t report_alloc_retries(const SimResult *r) {
+    int n = r->n_steps + (r->oom && r->oom_step >= 0 ? 1 : 0);
+    return n > 0 ? r->steps[n - 1].num_alloc_retries : 0; /* cumulative, as torch counts them */
+}
+
+/* Where the op costs came from, for the step-time label. */
+const char *report_cost_source(const Plan *p) {
+    return p->cost ? p->profile : "roofline on datasheet figures, no calibrated profile";
+}
 
 /* Sum of parameter elements per top-level module ("model.layers.3.mlp.up_proj.weight" counts
  * under "model.layers", "lm_head.weight" under "lm_head"). */
@@ -62,6 +84,7 @@ void report_print_summary(FILE *f, const Plan *p, const SimResult *r) {
     uint64_t cap = p->alloc.capacity;
     fprintf(f, "vrsim: %s\n", p->name);
     if (p->title[0]) fprintf(f, "  %s\n", p->title);
+    if (p->overrides[0]) fprintf(f, "  with --set %s\n", p->overrides);
     fprintf(f, "  %s on %s%s (%d GPU%s)\n", p->model, p->dev.name, "", p->gpus,
             p->gpus == 1 ? "" : "s");
     fprintf(f, "  %s\n\n", p->settings);
@@ -72,8 +95,19 @@ void report_print_summary(FILE *f, const Plan *p, const SimResult *r) {
         fprintf(f, "DOES NOT FIT: CUDA out of memory in step %d at op '%s'\n", r->oom_step,
                 r->oom_op >= 0 ? graph_op_c(p->graph, r->oom_op)->name : "(build)");
     } else {
-        fprintf(f, "FITS: peak reserved %.2f GiB of %.2f GiB usable (%.1f %%)\n",
-                GIB(s->peak_reserved), GIB(cap), cap ? 100.0 * (double)s->peak_reserved / (double)cap : 0);
+        /* the verdict is the worst step's: step 0 (optimizer state appearing) may hold more than
+         * the steady state */
+        int w = report_worst_step(r);
+        const StepResult *ws = w >= 0 ? &r->steps[w] : s;
+        fprintf(f, "FITS: peak reserved %.2f GiB of %.2f GiB usable (%.1f %%), %.2f GiB headroom",
+                GIB(ws->peak_reserved), GIB(cap), cap ? 100.0 * (double)ws->peak_reserved / (double)cap : 0,
+                GIB(cap > ws->peak_reserved ? cap - ws->peak_reserved : 0));
+        if (w >= 0 && w != r->n_steps - 1) fprintf(f, ", at step %d (its worst)", w);
+        fprintf(f, "\n");
+        uint64_t retries = report_alloc_retries(r);
+        if (retries > 0)
+            fprintf(f, "  fits only after the allocator freed its cache and retried, %llu time%s\n",
+                    (unsigned long long)retries, retries == 1 ? "" : "s");
     }
     if (r->oom)
         fprintf(f, "  tried to allocate %.2f MiB; capacity %.2f GiB, %.2f GiB allocated by "
@@ -89,18 +123,27 @@ void report_print_summary(FILE *f, const Plan *p, const SimResult *r) {
     if (r->n_steps > 1 && !r->oom)
         fprintf(f, "  step 0 peak        %9.1f MiB  %9.1f MiB   (first step: optimizer state appears)\n",
                 MIB(r->steps[0].peak_allocated), MIB(r->steps[0].peak_reserved));
-    fprintf(f, "\n  breakdown at peak allocated\n");
-    for (int c = 0; c < CAT_COUNT; c++)
-        fprintf(f, "    %-18s %9.1f MiB\n", category_name((Category)c), MIB(s->peak_breakdown[c]));
-    fprintf(f, "    %-18s %9.1f MiB   (reserved - allocated at peak)\n", "allocator_slack",
-            MIB(slack_bytes(s)));
+    if (r->oom) {
+        /* the moment of the OOM: what was live when the allocation failed */
+        fprintf(f, "\n  breakdown at the out-of-memory error\n");
+        for (int c = 0; c < CAT_COUNT; c++)
+            fprintf(f, "    %-18s %9.1f MiB\n", category_name((Category)c), MIB(r->oom_breakdown[c]));
+        fprintf(f, "    %-18s %9.1f MiB   (reserved but unallocated)\n", "allocator_slack",
+                MIB(r->oom_info.reserved_unallocated));
+    } else {
+        fprintf(f, "\n  breakdown at peak allocated\n");
+        for (int c = 0; c < CAT_COUNT; c++)
+            fprintf(f, "    %-18s %9.1f MiB\n", category_name((Category)c), MIB(s->peak_breakdown[c]));
+        fprintf(f, "    %-18s %9.1f MiB   (reserved - allocated at peak)\n", "allocator_slack",
+                MIB(slack_bytes(s)));
+    }
     fprintf(f, "    %-18s %9.1f MiB   (outside the allocator)\n", "cuda_context",
             MIB(p->dev.context_bytes));
-    if (s->peak_op >= 0)
+    if (s->peak_op >= 0 && !r->oom)
         fprintf(f, "    peak reached at op '%s' (%s)\n", graph_op_c(p->graph, s->peak_op)->name,
                 phase_name(graph_op_c(p->graph, s->peak_op)->phase));
     if (r->n_live_at_peak) {
-        fprintf(f, "\n  largest live tensors at peak\n");
+        fprintf(f, "\n  largest live tensors %s\n", r->oom ? "at the out-of-memory error" : "at peak");
         for (int i = 0; i < r->n_live_at_peak && i < 8; i++) {
             const Tensor *t = graph_tensor_c(p->graph, r->live_at_peak[i].tensor);
             fprintf(f, "    %9.1f MiB  %-12s %s\n", MIB(r->live_at_peak[i].bytes),
@@ -109,8 +152,7 @@ void report_print_summary(FILE *f, const Plan *p, const SimResult *r) {
     }
     if (s->time_ns > 0) {
         double ms = s->time_ns / 1e6;
-        fprintf(f, "\n  step time %.1f ms (%s)", ms,
-                p->cost ? p->profile : "roofline on datasheet figures, no calibrated profile");
+        fprintf(f, "\n  step time %.1f ms (%s)", ms, report_cost_source(p));
         if (p->tokens_per_step > 0)
             fprintf(f, ", %.0f tokens/s per GPU, %.0f for the job", p->tokens_per_step / (ms / 1e3),
                     p->gpus * p->tokens_per_step / (ms / 1e3));
@@ -139,6 +181,12 @@ void report_print_summary(FILE *f, const Plan *p, const SimResult *r) {
         if (p->host_bytes > 0)
             fprintf(f, "  host memory for offloaded state: %.1f GiB per GPU\n", GIB(p->host_bytes));
     }
+    if (p->deepspeed_read[0]) fprintf(f, "\n  DeepSpeed config read: %s\n", p->deepspeed_read);
+    if (p->deepspeed_unknown[0])
+        fprintf(f, "  DeepSpeed config keys DeepSpeed does not know (ignored, as it ignores them): %s\n",
+                p->deepspeed_unknown);
+    if (p->alloc_conf_from_env)
+        fprintf(f, "  allocator settings from PYTORCH_CUDA_ALLOC_CONF in the environment: %s\n", p->alloc_conf);
     if (p->notes[0]) fprintf(f, "  notes: %s\n", p->notes);
 }
 
@@ -204,14 +252,55 @@ char *report_summary_json(const Plan *p, const SimResult *r) {
     cJSON *steps = cJSON_AddArrayToObject(o, "steps");
     int n = r->n_steps + (r->oom && r->oom_step >= 0 ? 1 : 0);
     for (int i = 0; i < n; i++) cJSON_AddItemToArray(steps, step_json(&r->steps[i]));
+    int w = report_worst_step(r);
+    if (w >= 0) {
+        cJSON *wo = cJSON_AddObjectToObject(o, "worst_step");
+        cJSON_AddNumberToObject(wo, "step", w);
+        cJSON_AddNumberToObject(wo, "peak_allocated_bytes", (double)r->steps[w].peak_allocated);
+        cJSON_AddNumberToObject(wo, "peak_reserved_bytes", (double)r->steps[w].peak_reserved);
+        double cap = (double)p->alloc.capacity, pr = (double)r->steps[w].peak_reserved;
+        cJSON_AddNumberToObject(o, "headroom_bytes", r->oom ? 0 : (cap > pr ? cap - pr : 0));
+    }
+    cJSON_AddNumberToObject(o, "num_alloc_retries", (double)report_alloc_retries(r));
+    cJSON_AddStringToObject(o, "step_time_source", report_cost_source(p));
+    if (p->title[0]) cJSON_AddStringToObject(o, "title", p->title);
+    if (p->overrides[0]) cJSON_AddStringToObject(o, "overrides", p->overrides);
+    cJSON_AddStringToObject(o, "alloc_conf", p->alloc_conf);
+    cJSON_AddStringToObject(o, "alloc_conf_source", p->alloc_conf_from_env ? "environment" : "scenario");
+    cJSON *notes = cJSON_AddArrayToObject(o, "notes");
+    for (const char *q = p->notes; *q;) {
+        const char *e = strstr(q, "; ");
+        size_t len = e ? (size_t)(e - q) : strlen(q);
+        char *one = malloc(len + 1);
+        if (one) { memcpy(one, q, len); one[len] = 0; cJSON_AddItemToArray(notes, cJSON_CreateString(one)); free(one); }
+        q += len + (e ? 2 : 0);
+    }
+    if (p->deepspeed_read[0]) {
+        cJSON *ds = cJSON_AddObjectToObject(o, "deepspeed");
+        cJSON_AddStringToObject(ds, "read", p->deepspeed_read);
+        cJSON *uk = cJSON_AddArrayToObject(ds, "unknown_keys");
+        for (const char *q = p->deepspeed_unknown; *q;) {
+            const char *e = strstr(q, ", ");
+            size_t len = e ? (size_t)(e - q) : strlen(q);
+            char *one = malloc(len + 1);
+            if (one) { memcpy(one, q, len); one[len] = 0; cJSON_AddItemToArray(uk, cJSON_CreateString(one)); free(one); }
+            q += len + (e ? 2 : 0);
+        }
+    }
     if (r->oom) {
         cJSON *oo = cJSON_AddObjectToObject(o, "oom");
+        cJSON *ob = cJSON_AddObjectToObject(oo, "breakdown");
+        for (int c = 0; c < CAT_COUNT; c++)
+            cJSON_AddNumberToObject(ob, category_name((Category)c), (double)r->oom_breakdown[c]);
+        cJSON_AddNumberToObject(ob, "allocator_slack", (double)r->oom_info.reserved_unallocated);
         cJSON_AddNumberToObject(oo, "step", r->oom_step);
         cJSON_AddStringToObject(oo, "op", r->oom_op >= 0 ? graph_op_c(p->graph, r->oom_op)->name : "build");
         cJSON_AddNumberToObject(oo, "requested_bytes", (double)r->oom_info.requested);
         cJSON_AddNumberToObject(oo, "allocated_bytes", (double)r->oom_info.allocated);
         cJSON_AddNumberToObject(oo, "reserved_unallocated_bytes", (double)r->oom_info.reserved_unallocated);
     }
+    /* live_at_peak: the last completed step's peak, or after an OOM the failing moment */
+    cJSON_AddStringToObject(o, "live_at", r->oom ? "oom" : "peak");
     cJSON *live = cJSON_AddArrayToObject(o, "live_at_peak");
     for (int i = 0; i < r->n_live_at_peak && i < 20; i++) {
         cJSON *t = cJSON_CreateObject();
@@ -285,16 +374,31 @@ static void json_escape(Buf *b, const char *s) {
     }
 }
 
-static void write_memory_csv(Buf *b, const SimResult *r) {
+/* A CSV field: quoted, with quotes doubled (RFC 4180). */
+static void csv_field(Buf *b, const char *s) {
+    bprintf(b, "\"");
+    for (; *s; s++) {
+        if (*s == '"') bprintf(b, "\"\"");
+        else if (*s == '\n' || *s == '\r') bprintf(b, " ");
+        else bprintf(b, "%c", *s);
+    }
+    bprintf(b, "\"");
+}
+
+/* memory.csv: one row per memory sample, with the op that caused it and its phase. */
+static void write_memory_csv(Buf *b, const Plan *p, const SimResult *r) {
     bprintf(b, "time_ms,allocated_bytes,reserved_bytes");
     for (int c = 0; c < CAT_COUNT; c++) bprintf(b, ",%s_bytes", category_name((Category)c));
-    bprintf(b, "\n");
+    bprintf(b, ",op,phase\n");
     for (int i = 0; i < r->n_samples; i++) {
         const MemSample *m = &r->samples[i];
         bprintf(b, "%.6f,%llu,%llu", m->t_ns / 1e6, (unsigned long long)m->allocated,
                 (unsigned long long)m->reserved);
         for (int c = 0; c < CAT_COUNT; c++) bprintf(b, ",%llu", (unsigned long long)m->cat[c]);
-        bprintf(b, "\n");
+        const Op *op = m->op >= 0 && m->op < graph_num_ops(p->graph) ? graph_op_c(p->graph, m->op) : NULL;
+        bprintf(b, ",");
+        csv_field(b, op ? op->name : "(build)");
+        bprintf(b, ",%s\n", op ? phase_name(op->phase) : "build");
     }
 }
 
@@ -302,7 +406,12 @@ static void write_trace_json(Buf *b, const Plan *p, const SimResult *r) {
     bprintf(b, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
     bprintf(b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"GPU 0 (%s)\"}},\n",
             p->dev.key);
-    bprintf(b, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"compute stream\"}}");
+    static const char *const threads[STREAM_COUNT] = {
+        "compute", "collectives (NCCL)", "copies host-to-device", "copies device-to-host",
+        "collectives (reduce-scatter stream)"};
+    for (int k = 0; k < STREAM_COUNT; k++)
+        bprintf(b, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+                k ? ",\n" : "", k, threads[k]);
     for (int i = 0; i < r->n_spans; i++) {
         const OpSpan *s = &r->spans[i];
         const Op *op = graph_op_c(p->graph, s->op);
@@ -320,6 +429,16 @@ static void write_trace_json(Buf *b, const Plan *p, const SimResult *r) {
         bprintf(b, ",\n{\"name\":\"memory (MiB)\",\"ph\":\"C\",\"pid\":0,\"ts\":%.3f,\"args\":"
                 "{\"allocated\":%.2f,\"reserved\":%.2f}}", m->t_ns / 1e3, MIB(m->allocated),
                 MIB(m->reserved));
+    }
+    if (r->oom) {
+        /* an instant event where PyTorch would have raised OutOfMemoryError */
+        double t = 0;
+        if (r->n_samples) t = r->samples[r->n_samples - 1].t_ns;
+        if (r->n_spans && r->spans[r->n_spans - 1].end_ns > t) t = r->spans[r->n_spans - 1].end_ns;
+        bprintf(b, ",\n{\"name\":\"CUDA out of memory\",\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,"
+                "\"ts\":%.3f,\"args\":{\"step\":%d,\"op\":\"", t / 1e3, r->oom_step);
+        json_escape(b, r->oom_op >= 0 ? graph_op_c(p->graph, r->oom_op)->name : "(build)");
+        bprintf(b, "\",\"requested_bytes\":%llu}}", (unsigned long long)r->oom_info.requested);
     }
     bprintf(b, "\n]}\n");
 }
@@ -352,7 +471,7 @@ VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, ch
     free(js);
     if (st) return st;
     Buf b = {0};
-    write_memory_csv(&b, r);
+    write_memory_csv(&b, p, r);
     if (b.bad) { free(b.p); return VR_ENOMEM; }
     snprintf(path, sizeof path, "%s/memory.csv", dir);
     st = report_write_file(path, b.p ? b.p : "", b.n, err, errlen);
@@ -366,4 +485,126 @@ VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, ch
     free(b.p);
     if (!st) st = report_html_write(dir, p, r, err, errlen);
     return st;
+}
+
+/* ---- the output set ----------------------------------------------------------------------
+ * A run's files are written into a fresh directory beside --out ("DIR.tmp-XXXXXX", mkdtemp)
+ * and then put in DIR's place as a whole: renamed onto a DIR that does not exist, or exchanged
+ * with an existing one (renameat2 RENAME_EXCHANGE, one atomic step; where the file system lacks
+ * it, DIR is first renamed aside, so a reader finds either the old set, no set, or the new one,
+ * never a mix). The old set is then removed. A DIR that holds files vrsim does not write is
+ * refused rather than replaced. */
+
+static const char *const SET_FILES[] = {"summary.json", "memory.csv", "trace.json", "report.html"};
+#define N_SET_FILES (sizeof SET_FILES / sizeof SET_FILES[0])
+
+const char *report_set_file(int i) { return i >= 0 && (size_t)i < N_SET_FILES ? SET_FILES[i] : NULL; }
+
+/* Whether every entry of dir is a file of the set (or a leftover temporary of one). */
+static bool only_set_files(const char *dir, char *bad, size_t badlen) {
+    DIR *d = opendir(dir);
+    if (!d) return true;
+    bool ok = true;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        bool mine = false;
+        for (size_t i = 0; i < N_SET_FILES; i++) {
+            size_t n = strlen(SET_FILES[i]);
+            if (strncmp(e->d_name, SET_FILES[i], n) == 0 &&
+                (e->d_name[n] == 0 || strncmp(e->d_name + n, ".tmp.", 5) == 0))
+                mine = true;
+        }
+        if (!mine) { ok = false; snprintf(bad, badlen, "%s", e->d_name); break; }
+    }
+    closedir(d);
+    return ok;
+}
+
+/* Removes the set's files (and their temporaries) from dir, then dir itself if empty. */
+void report_remove_set_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char path[4400];
+        while ((e = readdir(d))) {
+            for (size_t i = 0; i < N_SET_FILES; i++) {
+                size_t n = strlen(SET_FILES[i]);
+                if (strncmp(e->d_name, SET_FILES[i], n) == 0 &&
+                    (e->d_name[n] == 0 || strncmp(e->d_name + n, ".tmp.", 5) == 0)) {
+                    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+                    unlink(path);
+                }
+            }
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+VrStatus report_stage_dir(const char *dir, char *tmp, size_t tmplen, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        char bad[256];
+        if (!S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "--out %s: exists and is not a directory", dir);
+            return VR_EINVAL;
+        }
+        if (!only_set_files(dir, bad, sizeof bad)) {
+            snprintf(err, errlen, "--out %s holds '%s', which vrsim did not write: give a new or empty "
+                     "folder (the output set replaces the folder as a whole)", dir, bad);
+            return VR_EINVAL;
+        }
+    }
+    /* the parent must exist for the temporary beside dir */
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", dir);
+    size_t L = strlen(parent);
+    while (L > 1 && parent[L - 1] == '/') parent[--L] = 0;
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) {
+        *slash = 0;
+        VrStatus s2 = mkdir_p(parent, err, errlen);
+        if (s2) return s2;
+    }
+    if ((size_t)snprintf(tmp, tmplen, "%.*s.tmp-XXXXXX", (int)L, dir) >= tmplen) {
+        snprintf(err, errlen, "--out %s: path too long", dir);
+        return VR_EINVAL;
+    }
+    if (!mkdtemp(tmp)) {
+        snprintf(err, errlen, "cannot create a folder beside %s: %s", dir, strerror(errno));
+        tmp[0] = 0;
+        return VR_EIO;
+    }
+    mode_t um = umask(0); /* mkdtemp makes it 0700; give it mkdir's mode under the umask */
+    umask(um);
+    chmod(tmp, 0777 & ~um);
+    return VR_OK;
+}
+
+VrStatus report_commit_dir(const char *tmp, const char *dir, char *err, size_t errlen) {
+    char d[4096];
+    snprintf(d, sizeof d, "%s", dir);
+    size_t L = strlen(d);
+    while (L > 1 && d[L - 1] == '/') d[--L] = 0;
+    if (rename(tmp, d) == 0) return VR_OK; /* there was no set yet (or an empty folder) */
+    if (errno != EEXIST && errno != ENOTEMPTY) {
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        return VR_EIO;
+    }
+#ifdef RENAME_EXCHANGE
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, d, RENAME_EXCHANGE) == 0) {
+        report_remove_set_dir(tmp); /* now the old set */
+        return VR_OK;
+    }
+#endif
+    char old[4200];
+    snprintf(old, sizeof old, "%s.old-%ld", d, (long)getpid());
+    if (rename(d, old) != 0 || rename(tmp, d) != 0) {
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        rename(old, d);
+        return VR_EIO;
+    }
+    report_remove_set_dir(old);
+    return VR_OK;
 }

@@ -17,6 +17,16 @@ const StepResult *report_step(const SimResult *r);
 /* Whether the plan fits: no OOM. */
 bool report_fits(const SimResult *r);
 
+/* The completed step with the largest peak reserved (step 0 included): the verdict's step.
+ * -1 when no step completed. */
+int report_worst_step(const SimResult *r);
+
+/* How often the allocator freed its cache and retried a cudaMalloc, over the whole run. */
+uint64_t report_alloc_retries(const SimResult *r);
+
+/* Where the step time's op costs came from, in words (static string). */
+const char *report_cost_source(const Plan *p);
+
 /* Prints the human summary to f. */
 void report_print_summary(FILE *f, const Plan *p, const SimResult *r);
 
@@ -32,5 +42,21 @@ VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, ch
 /* Writes text to path atomically (temporary file + rename). */
 VrStatus report_write_file(const char *path, const char *text, size_t len, char *err,
                            size_t errlen);
+
+/* The output set (summary.json, memory.csv, trace.json, report.html) is written into a fresh
+ * directory beside dir and put in its place as a whole, so a reader never sees files of two
+ * runs together.
+ *   report_stage_dir: checks dir (a directory holding only set files, or absent), makes its
+ *     parent, and creates the temporary directory; its path in tmp. VR_EINVAL (bad --out) or
+ *     VR_EIO with a message.
+ *   report_commit_dir: replaces dir by tmp (atomically where the file system can) and removes
+ *     the old set. VR_EIO with a message; tmp is left for report_remove_set_dir.
+ *   report_remove_set_dir: removes the set's files (and temporaries) from dir and dir itself;
+ *     only unlink/rmdir/opendir calls, for cleanup paths.
+ *   report_set_file(i): the i-th file name of the set, NULL past the last. */
+VrStatus report_stage_dir(const char *dir, char *tmp /* OUT */, size_t tmplen, char *err, size_t errlen);
+VrStatus report_commit_dir(const char *tmp, const char *dir, char *err, size_t errlen);
+void report_remove_set_dir(const char *dir);
+const char *report_set_file(int i);
 
 #endif

@@ -99,13 +99,17 @@ static const char HTML_TAIL[] =
     "    document.title = 'vrsim: ' + D.scenario;\n"
     "    document.getElementById('title').textContent = 'vrsim: ' + D.scenario;\n"
     "    var s = document.getElementById('summary');\n"
-    "    if (D.title) html('p', D.title, s, 'sub');\n"
+    "    if (D.title) html('p', D.title + (D.overrides ? ' (with --set ' + D.overrides + ')' : ''), s, 'sub');\n"
+    "    else if (D.overrides) html('p', 'with --set ' + D.overrides, s, 'sub');\n"
     "    html('p', D.model + ' on ' + D.gpu_name + ' (' + D.gpus + ' GPU' + (D.gpus === 1 ? '' : 's') + ')', s, 'sub');\n"
     "    html('p', D.settings, s, 'sub');\n"
     "    var v;\n"
     "    if (D.fits) {\n"
-    "      v = 'FITS: peak reserved ' + gib(D.step.peak_reserved) + ' of ' + gib(D.capacity) + ' usable (' +\n"
-    "        (100 * D.step.peak_reserved / D.capacity).toFixed(1) + ' %)';\n"
+    "      var w = D.worst || D.step;\n"
+    "      v = 'FITS: peak reserved ' + gib(w.peak_reserved) + ' of ' + gib(D.capacity) + ' usable (' +\n"
+    "        (100 * w.peak_reserved / D.capacity).toFixed(1) + ' %), ' + gib(Math.max(0, D.capacity - w.peak_reserved)) + ' headroom' +\n"
+    "        (D.worst && D.worst.index !== D.step.index ? ', at step ' + D.worst.index + ' (its worst)' : '');\n"
+    "      if (D.retries > 0) v += '; fits only after the allocator freed its cache and retried, ' + D.retries + (D.retries === 1 ? ' time' : ' times');\n"
     "    } else {\n"
     "      v = 'DOES NOT FIT: CUDA out of memory ' + (D.oom.step < 0 ? 'while building the model' :\n"
     "        'in step ' + D.oom.step) + ' at ' + D.oom.op + ' (tried to allocate ' + mib(D.oom.requested) +\n"
@@ -118,7 +122,10 @@ static const char HTML_TAIL[] =
     "      ['peak allocated', gib(D.step.peak_allocated)], ['peak reserved', gib(D.step.peak_reserved)],\n"
     "      ['capacity', gib(D.capacity) + ' (after ' + mib(D.context_bytes) + ' of CUDA context)']];\n"
     "    if (D.step.peak_op) rows.push(['peak at', D.step.peak_op + ' (' + D.step.peak_phase + ')']);\n"
-    "    if (D.step.step_ms > 0) rows.push(['step time', D.step.step_ms.toFixed(1) + ' ms (roofline)' +\n"
+    "    if (D.deepspeed) rows.push(['DeepSpeed config', D.deepspeed.read + (D.deepspeed.unknown ? '; keys DeepSpeed does not know: ' + D.deepspeed.unknown : '')]);\n"
+    "    if (D.notes) rows.push(['notes', D.notes]);\n"
+    "    if (!D.fits) rows.push(['live tensors, breakdown, segments', 'at the out-of-memory error']);\n"
+    "    if (D.step.step_ms > 0) rows.push(['step time', D.step.step_ms.toFixed(1) + ' ms (' + D.cost_source + ')' +\n"
     "      (D.tokens_per_s > 0 ? ', ' + Math.round(D.tokens_per_s) + ' tokens/s per GPU' : '')]);\n"
     "    rows.forEach(function (r) { var tr = html('tr', null, t); html('th', r[0], tr); html('td', r[1], tr); });\n"
     "  }\n"
@@ -649,6 +656,21 @@ static cJSON *page_data(const Plan *p, const SimResult *r, const ReportVariant *
     cJSON_AddNumberToObject(o, "gpus", p->gpus);
     cJSON_AddStringToObject(o, "settings", p->settings);
     cJSON_AddBoolToObject(o, "fits", report_fits(r));
+    if (p->overrides[0]) cJSON_AddStringToObject(o, "overrides", p->overrides);
+    cJSON_AddStringToObject(o, "cost_source", report_cost_source(p));
+    cJSON_AddNumberToObject(o, "retries", (double)report_alloc_retries(r));
+    if (p->notes[0]) cJSON_AddStringToObject(o, "notes", p->notes);
+    if (p->deepspeed_read[0]) {
+        cJSON *ds = cJSON_AddObjectToObject(o, "deepspeed");
+        cJSON_AddStringToObject(ds, "read", p->deepspeed_read);
+        cJSON_AddStringToObject(ds, "unknown", p->deepspeed_unknown);
+    }
+    int w = report_worst_step(r);
+    if (w >= 0 && !r->oom) {
+        cJSON *wo = cJSON_AddObjectToObject(o, "worst");
+        cJSON_AddNumberToObject(wo, "index", w);
+        cJSON_AddNumberToObject(wo, "peak_reserved", (double)r->steps[w].peak_reserved);
+    }
     cJSON_AddNumberToObject(o, "capacity", (double)p->alloc.capacity);
     cJSON_AddNumberToObject(o, "context_bytes", (double)p->dev.context_bytes);
     if (s && s->time_ns > 0 && p->tokens_per_step > 0)
@@ -683,7 +705,13 @@ static cJSON *page_data(const Plan *p, const SimResult *r, const ReportVariant *
     cJSON *phs = cJSON_AddArrayToObject(o, "phases");
     for (int ph = 0; ph < PH_COUNT; ph++) cJSON_AddItemToArray(phs, cJSON_CreateString(phase_name((Phase)ph)));
     cJSON *bd = cJSON_AddObjectToObject(o, "breakdown");
-    if (s) {
+    if (r->oom) {
+        /* the moment of the OOM, like the live tensors and the segment map */
+        for (int c = 0; c < CAT_COUNT; c++)
+            cJSON_AddNumberToObject(bd, category_name((Category)c), (double)r->oom_breakdown[c]);
+        cJSON_AddNumberToObject(bd, "allocator_slack", (double)r->oom_info.reserved_unallocated);
+        cJSON_AddNumberToObject(bd, "cuda_context", (double)p->dev.context_bytes);
+    } else if (s) {
         for (int c = 0; c < CAT_COUNT; c++)
             cJSON_AddNumberToObject(bd, category_name((Category)c), (double)s->peak_breakdown[c]);
         cJSON_AddNumberToObject(bd, "allocator_slack", (double)s->peak_reserved - (double)s->peak_allocated);
@@ -736,9 +764,13 @@ char *report_html_build_with(const Plan *p, const SimResult *r, const ReportVari
     char *js = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!js) return NULL;
-    /* inside <script>, "</" would end the element: write it "<\/" (the same string in JSON) */
+    /* The JSON sits inside a <script> element, where "</script>" would end it and "<!--" would
+     * switch the HTML parser into its script-escaped states (then "</script>" no longer ends the
+     * element and the page breaks). Every '<', '>' and '&' is written as a \u00XX escape: they
+     * occur only inside JSON strings, where the escape means the same character, so JSON.parse
+     * reads the same data and the HTML parser sees none of them. */
     size_t n = strlen(js), extra = 0;
-    for (size_t i = 0; i + 1 < n; i++) extra += js[i] == '<' && js[i + 1] == '/';
+    for (size_t i = 0; i < n; i++) extra += (js[i] == '<' || js[i] == '>' || js[i] == '&') ? 5 : 0;
     size_t total = sizeof HTML_HEAD - 1 + n + extra + sizeof HTML_TAIL - 1 + 2;
     char *out = malloc(total);
     if (!out) { free(js); return NULL; }
@@ -746,8 +778,12 @@ char *report_html_build_with(const Plan *p, const SimResult *r, const ReportVari
     memcpy(w, HTML_HEAD, sizeof HTML_HEAD - 1);
     w += sizeof HTML_HEAD - 1;
     for (size_t i = 0; i < n; i++) {
-        *w++ = js[i];
-        if (js[i] == '<' && js[i + 1] == '/') *w++ = '\\';
+        if (js[i] == '<' || js[i] == '>' || js[i] == '&') {
+            snprintf(w, 7, "\\u%04x", (unsigned)(unsigned char)js[i]);
+            w += 6;
+        } else {
+            *w++ = js[i];
+        }
     }
     *w++ = '\n';
     memcpy(w, HTML_TAIL, sizeof HTML_TAIL - 1);

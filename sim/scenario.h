@@ -38,7 +38,12 @@ typedef struct Plan {
     double ds_estimate_bytes;  /* DeepSpeed's model-state estimator for this plan, 0 = n/a */
     double host_bytes;         /* bytes the plan keeps in host memory (offload) */
     double host_capacity;      /* host RAM available to it, bytes (0 = unknown) */
-    char notes[1024];          /* what the planner could not model, one line each */
+    char notes[4096];          /* what the planner could not model, one line each */
+    char deepspeed_read[1024]; /* a DeepSpeed JSON config: what was read from it ("" = none) */
+    char deepspeed_unknown[512]; /* its keys DeepSpeed does not know, comma-separated */
+    char overrides[1024];      /* the --set overrides, comma-separated (titles follow them) */
+    char alloc_conf[512];      /* PYTORCH_CUDA_ALLOC_CONF as applied */
+    bool alloc_conf_from_env;  /* it came from the environment (cmd_run sets this) */
 } Plan;
 
 typedef struct ScenarioOptions {

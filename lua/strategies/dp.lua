@@ -24,7 +24,9 @@ local M = {}
 
 M.DEFAULTS = {
   bucket_cap_mb = 25, first_bucket_mb = 1,
-  reduce_bucket_size = 5e8, allgather_bucket_size = 5e8, overlap_comm = true,
+  -- DeepSpeed's defaults (deepspeed/runtime/zero/config.py DeepSpeedZeroConfig): overlap_comm
+  -- "auto" is its dynamic default, stage == 3 (validator overlap_comm_valid)
+  reduce_bucket_size = 5e8, allgather_bucket_size = 5e8, overlap_comm = "auto",
   contiguous_gradients = true, stage3_param_persistence_threshold = 1e5,
   stage3_prefetch_bucket_size = 5e7, stage3_max_live_parameters = 1e9,
   offload_optimizer = "none", offload_param = "none", raf = true,
@@ -37,7 +39,92 @@ M.DEFAULTS = {
   -- FSDP2 MixedPrecisionPolicy.reduce_dtype: "auto" reduces in the gradients' dtype (fp32
   -- under mp_fp32), "fp32" or "bf16" force it
   reduce_dtype = "auto",
+  -- FSDP2 gradient accumulation: false = model.set_requires_gradient_sync(False) before every
+  -- micro-batch but the last (unsharded gradients accumulate; one reduce-scatter at the end);
+  -- true (the default, as FSDP2 runs without the call) = reduce-scatter every micro-batch
+  sync_every_micro_batch = true,
 }
+
+-- What each knob takes: "count" a finite number >= 0 (elements or MiB), "bool", or a list of
+-- strings. Checked in setup whichever way the knob came (scenario, --set, DeepSpeed JSON).
+local KNOB_TYPES = {
+  bucket_cap_mb = "count", first_bucket_mb = "count", reduce_bucket_size = "count",
+  allgather_bucket_size = "count", stage3_param_persistence_threshold = "count",
+  stage3_prefetch_bucket_size = "count", stage3_max_live_parameters = "count",
+  overlap_comm = "bool", contiguous_gradients = "bool", raf = "bool", sync_every_micro_batch = "bool",
+  offload_optimizer = { "none", "cpu", "nvme" }, offload_param = { "none", "cpu", "nvme" },
+  init = { "auto", "whole", "partitioned", "meta" },
+  shard_group = "count", reduce_dtype = { "auto", "fp32", "bf16" },
+}
+-- Knobs that only some strategies read; any other strategy given one is an error, not ignored.
+local KNOB_STRATEGIES = {
+  bucket_cap_mb = { ddp = 1, zero1 = 1 }, first_bucket_mb = { ddp = 1, zero1 = 1 },
+  raf = { fsdp2 = 1, zero3 = 1 }, sync_every_micro_batch = { fsdp2 = 1 },
+  stage3_param_persistence_threshold = { zero3 = 1 }, stage3_prefetch_bucket_size = { zero3 = 1 },
+  stage3_max_live_parameters = { zero3 = 1 }, offload_param = { zero3 = 1, fsdp2 = 1 },
+  offload_optimizer = { zero2 = 1, zero3 = 1, fsdp2 = 1 }, init = { zero3 = 1, fsdp2 = 1 },
+  reduce_bucket_size = { zero2 = 1, zero3 = 1 }, allgather_bucket_size = { zero2 = 1, zero3 = 1 },
+  overlap_comm = { zero2 = 1, zero3 = 1 }, contiguous_gradients = { zero2 = 1, zero3 = 1 },
+}
+M.KNOB_STRATEGIES = KNOB_STRATEGIES
+
+-- Checks and completes the knobs: "auto" values resolved as the HF Trainer resolves them
+-- (strategies/deepspeed.lua), every value of its type, a knob the strategy does not read an
+-- warning. Returns the knob table and a list of warnings.
+function M.check_knobs(cfg, given)
+  local kind = cfg.training.strategy
+  local o = {}
+  for k, v in pairs(M.DEFAULTS) do o[k] = v end
+  local auto = require("strategies.deepspeed").auto_values(cfg)
+  local notes = {}
+  local names = {}
+  for k in pairs(given or {}) do names[#names + 1] = k end
+  table.sort(names, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(names) do
+    local v = given[k]
+    if v == "auto" and k ~= "init" and k ~= "overlap_comm" then
+      if auto[k] == nil then
+        error(("training.zero.%s = \"auto\": only reduce_bucket_size, stage3_prefetch_bucket_size and "
+               .. "stage3_param_persistence_threshold have an automatic value (the HF Trainer's)"):format(k), 0)
+      end
+      v = auto[k]
+    end
+    local only = KNOB_STRATEGIES[k]
+    if only and not only[kind] then
+      local names = {}
+      for n in pairs(only) do names[#names + 1] = n end
+      table.sort(names)
+      notes[#notes + 1] = ("training.zero.%s has no effect under strategy %s (read by %s)"):format(k,
+        kind, table.concat(names, ", "))
+    end
+    o[k] = v
+  end
+  if o.overlap_comm == "auto" then o.overlap_comm = kind == "zero3" end
+  for k, ty in pairs(KNOB_TYPES) do
+    local v = o[k]
+    if ty == "count" then
+      if math.type(v) == nil or v ~= v or v < 0 or v == math.huge or v >= 2^53 then
+        error(("training.zero.%s must be a number >= 0 (elements%s), not %s"):format(k,
+              k:match("_mb$") and ", here MiB" or "", tostring(v)), 0)
+      end
+    elseif ty == "bool" then
+      if type(v) ~= "boolean" then error(("training.zero.%s must be true or false, not %s"):format(k, tostring(v)), 0) end
+    else
+      local okv = false
+      for _, c in ipairs(ty) do if v == c then okv = true end end
+      if not okv then
+        local s = require("vrsim.plan").closest(tostring(v), ty)
+        error(("training.zero.%s: unknown value '%s' (one of: %s)%s"):format(k, tostring(v),
+              table.concat(ty, ", "), s and ("; did you mean '" .. s .. "'?") or ""), 0)
+      end
+      if v == "nvme" then
+        error(("training.zero.%s = \"nvme\" (ZeRO-Infinity's NVMe offload) is not modelled: vrsim "
+               .. "models CPU offload (\"cpu\") only"):format(k), 0)
+      end
+    end
+  end
+  return o, notes
+end
 
 local function tensor(cx, name, bytes, dtype, cat, persistent, extra)
   local spec = { name = name, bytes = bytes, numel = bytes // nn.DT_SIZE[dtype], dtype = dtype,
@@ -90,10 +177,10 @@ end
 -- Called by the planner before the model is built: installs the hooks the model calls.
 function M.setup(cx, cfg)
   local t = cfg.training
-  local o = {}
-  for k, v in pairs(M.DEFAULTS) do o[k] = v end
   -- (plan.lua has rejected keys that are not in M.DEFAULTS, with the scenario's line)
-  for k, v in pairs(t.zero or {}) do o[k] = v end
+  local o, notes = M.check_knobs(cfg, t.zero)
+  cfg.notes = cfg.notes or {}
+  for _, n in ipairs(notes) do cfg.notes[#cfg.notes + 1] = n end
   local s = { kind = t.strategy, n = cfg.hardware.count, opts = o, gathered = {} }
   -- FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) over fp32 shards
   if t.precision == "mp_fp32" then
@@ -250,19 +337,55 @@ function M.release(cx, layer, keep)
       outs[#outs + 1] = g.p.shard_grad
     end
   end
-  if #grads > 0 then
+  -- gradient accumulation (micro-batch `mb` of `nmb`): every micro-batch reduce-scatters and
+  -- adds its shard into the first one's (FSDP2 foreach_reduce: sharded_param.grad is None ->
+  -- assign, else `sharded_param.grad._local_tensor += new_sharded_grad` on the reduce stream;
+  -- DeepSpeed ZeRO-3 partition_grads: copy_ on the first micro-step, add_ after). Under FSDP2's
+  -- set_requires_gradient_sync(False) (sync_every_micro_batch = false) the micro-batches before
+  -- the last keep the unsharded gradients instead (FSDPParam.to_accumulated_grad_if_needed /
+  -- accumulate_unsharded_grad_if_needed: unsharded_accumulated_grad += grad, grad = None), and
+  -- the last reduce-scatters their sum.
+  local mb, nmb = cx.micro or 1, cx.micro_total or 1
+  local offload = s.opts.offload_optimizer == "cpu" or s.opts.offload_param == "cpu"
+  local no_sync = s.kind == "fsdp2" and not s.opts.sync_every_micro_batch
+  s.acc_unsharded = s.acc_unsharded or {}
+  s.acc_shard = s.acc_shard or {}
+  if #grads > 0 and no_sync and mb < nmb then
+    local acc = s.acc_unsharded[layer]
+    if not acc then
+      -- the first micro-batch's gradients become the accumulated ones (a move when the reduce
+      -- dtype is the parameters': one buffer of the layer's gradients)
+      acc = tensor(cx, ("unsharded accumulated gradients (layer %d)"):format(layer), rs_bytes,
+                   rdt or list[1].dtype, "grad", true)
+      s.acc_unsharded[layer] = acc
+      op(cx, { name = ("to_accumulated_grad layer %d"):format(layer), kind = "copy", phase = "bwd",
+               hook = 2, layer = layer, grads_of = grads, free_grads = true, drop_persistent = true,
+               outputs = { acc }, bytes = 2 * rs_bytes })
+    else
+      op(cx, { name = ("accumulate unsharded grads layer %d"):format(layer), kind = "elementwise",
+               phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
+               drop_persistent = true, inputs = { acc }, bytes = 3 * rs_bytes })
+    end
+  elseif #grads > 0 then
     local rin = tensor(cx, ("reduce-scatter input (layer %d)"):format(layer), rs_bytes,
                        rdt or list[1].dtype, "temp", false)
     -- FSDP2 (foreach_reduce) makes and fills the input on the current stream and keeps it until
     -- the next reduce-scatter (ReduceScatterState); ZeRO-3's lives on the reduce stream
     local fsdp2 = s.kind == "fsdp2"
+    local acc_in = s.acc_unsharded[layer]
+    s.acc_unsharded[layer] = nil
     op(cx, { name = ("reduce-scatter copy-in layer %d"):format(layer), kind = "copy", stream = fsdp2 and 0 or 4,
              phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
              drop_persistent = true, outputs = { rin }, bytes = 2 * rs_bytes,
+             inputs = { acc_in }, frees = { acc_in },
              slot = fsdp2 and SLOT_REDUCE_SCATTER or nil })
-    local rout = tensor(cx, ("reduce-scatter output (layer %d)"):format(layer), (rs_bytes + s.n - 1) // s.n,
-                        rdt or list[1].dtype, "grad", true)
-    for _, sg in ipairs(outs) do sg.flat = rout end
+    local first = s.acc_shard[layer] == nil or offload
+    local rout = tensor(cx, ("reduce-scatter output (layer %d%s)"):format(layer, first and "" or ", micro-batch " .. mb),
+                        (rs_bytes + s.n - 1) // s.n, rdt or list[1].dtype, first and "grad" or "temp", first)
+    if first then
+      for _, sg in ipairs(outs) do sg.flat = rout end
+      s.acc_shard[layer] = rout
+    end
     op(cx, { name = ("reduce_scatter layer %d"):format(layer), kind = "reduce_scatter", stream = 4,
              phase = "bwd", hook = 2, layer = layer, inputs = { rin }, outputs = { rout },
              frees = fsdp2 and {} or { rin }, bytes = rs_bytes, world = s.n })
@@ -272,13 +395,15 @@ function M.release(cx, layer, keep)
                phase = "bwd", hook = 2, layer = layer, inputs = { rout }, outputs = {},
                bytes = (rs_bytes + s.n - 1) // s.n, world = s.replicate })
     end
-    if s.opts.offload_optimizer == "cpu" or s.opts.offload_param == "cpu" then
+    if offload then
       op(cx, { name = ("copy gradient shards of layer %d to host"):format(layer), kind = "d2h", stream = 3,
                phase = "bwd", hook = 2, layer = layer, inputs = { rout }, frees = { rout },
                drop_persistent = true, bytes = (rs_bytes + s.n - 1) // s.n })
+    elseif not first then
+      op(cx, { name = ("accumulate gradient shard layer %d"):format(layer), kind = "elementwise", stream = 4,
+               phase = "bwd", hook = 2, layer = layer, inputs = { s.acc_shard[layer], rout },
+               frees = { rout }, bytes = 3 * ((rs_bytes + s.n - 1) // s.n) })
     end
-    s.rs_outputs = s.rs_outputs or {}
-    s.rs_outputs[#s.rs_outputs + 1] = rout
   end
   op(cx, { name = "free gathered layer " .. layer, phase = "bwd", hook = 2, layer = layer, frees = used })
   if layer == -1 and s.kind == "fsdp2" then
@@ -409,13 +534,21 @@ local function ddp_rebuild(cx, s)
            outputs = rebuilt, layer = -1 })
 end
 
--- Before backward is derived: declares the gradient hooks (buckets, reductions) around each
--- layer's backward.
-function M.before_backward(cx, cfg, params)
+-- Before each micro-batch's backward is derived (micro-batch mb of nmb): declares the gradient
+-- hooks (buckets, reductions) around each layer's backward, as each framework accumulates:
+--   ddp, zero1  DDP under no_sync() for every micro-batch but the last (and DeepSpeed ZeRO-1,
+--               which reduces at the accumulation boundary): the full gradients accumulate in
+--               .grad and the buckets are all-reduced in the last micro-batch only;
+--   zero2       DeepSpeed ZeRO-2 reduces every micro-batch into the gradient partition (its
+--               hooks run on every backward; stage_1_and_2.py reduce_partition_and_remove_grads);
+--   zero3/fsdp2 the reduce-scatter hooks come from the forward (M.release), every micro-batch.
+function M.before_backward(cx, cfg, params, mb, nmb)
   local s = cx.dp
   local n, o = s.n, s.opts
+  mb, nmb = mb or 1, nmb or 1
   local trainable = {}
   for _, p in ipairs(params) do if p.trainable then trainable[#trainable + 1] = p end end
+  if (s.kind == "ddp" or s.kind == "zero1") and mb < nmb then return end
 
   if s.kind == "ddp" or s.kind == "zero1" then
     -- DDP's constructor first broadcasts the module's state from rank 0 (_sync_module_states ->
@@ -485,55 +618,70 @@ function M.before_backward(cx, cfg, params)
 
   if s.kind == "zero2" then
     -- DeepSpeed stage 2 (bf16/fp16 with fp32 master partition)
-    local total = 0
-    for _, p in ipairs(trainable) do total = total + nn.numel(p.shape) end
-    local part = (total + n - 1) // n
-    local dt = trainable[1] and trainable[1].dtype or "bf16"
-    local esz = nn.DT_SIZE[dt]
-    local offload = o.offload_optimizer == "cpu"
-    s.partition_numel = part
-    -- made at initialize(): the fp32 master partition (on the host under offload)
-    if not offload then
-      s.master = tensor(cx, "zero2 fp32 master partition", part * 4, "fp32", "optstate", true)
-      op(cx, { name = "fp32 master partition", phase = "build", outputs = { s.master } })
+    if mb == 1 then
+      local total = 0
+      for _, p in ipairs(trainable) do total = total + nn.numel(p.shape) end
+      local part = (total + n - 1) // n
+      local dt = trainable[1] and trainable[1].dtype or "bf16"
+      local esz = nn.DT_SIZE[dt]
+      local offload = o.offload_optimizer == "cpu"
+      s.partition_numel = part
+      -- made at initialize(): the fp32 master partition (on the host under offload)
+      if not offload then
+        s.master = tensor(cx, "zero2 fp32 master partition", part * 4, "fp32", "optstate", true)
+        op(cx, { name = "fp32 master partition", phase = "build", outputs = { s.master } })
+      end
+      s.host_bytes = offload and part * (4 + 8 + 4) or 0
+      -- first backward: with contiguous_gradients the ipg buffers (reduce_bucket_size elements,
+      -- a second one with overlap_comm: DeepSpeedZeroOptimizer.backward), and the gradient
+      -- partition; each later backward() replaces the ipg list by one of the same sizes, which
+      -- the allocator serves from the blocks just freed
+      local ipg = {}
+      if o.contiguous_gradients then
+        local bucket_elems = math.floor(o.reduce_bucket_size)
+        for i = 1, o.overlap_comm and 2 or 1 do
+          ipg[i] = tensor(cx, "zero2 ipg buffer " .. (i - 1), bucket_elems * esz, dt, "temp", true)
+        end
+      end
+      local gpart = tensor(cx, "zero2 gradient partition", part * esz, dt, "grad", true)
+      local outs = {}
+      for _, b in ipairs(ipg) do outs[#outs + 1] = b end
+      outs[#outs + 1] = gpart
+      op(cx, { name = (#ipg > 0 and "ipg buffers + " or "") .. "gradient partition", phase = "bwd", hook = 1,
+               layer = cx.last_layer, outputs = outs, once = true })
+      s.ipg, s.gpart, s.offload = ipg, gpart, offload
+      s.zero2 = { part = part, dtype = dt, master = s.master, gpart = gpart, offload = offload }
     end
-    s.host_bytes = offload and part * (4 + 8 + 4) or 0
-    -- first backward: ipg buffers (reduce_bucket_size elements, two with overlap_comm) and the
-    -- gradient partition
-    local nbuf = o.overlap_comm and 2 or 1
-    local ipg = {}
-    local bucket_elems = math.floor(o.reduce_bucket_size)
-    for i = 1, nbuf do
-      ipg[i] = tensor(cx, "zero2 ipg buffer " .. (i - 1), bucket_elems * esz, dt, "temp", true)
-    end
-    local gpart = tensor(cx, "zero2 gradient partition", part * esz, dt, "grad", true)
-    op(cx, { name = "ipg buffers + gradient partition", phase = "bwd", hook = 1,
-             layer = cx.last_layer, outputs = { ipg[1], ipg[2], gpart }, once = true })
-    -- per layer: copy the layer's gradients into the bucket (dropping .grad), reduce-scatter
-    local by_layer = {}
+    -- per layer, every micro-batch: copy the layer's gradients into the bucket (dropping .grad),
+    -- reduce-scatter into the partition. Without contiguous_gradients the bucket's gradients are
+    -- flattened into a new tensor for the collective (buffered_reduce_fallback ->
+    -- allreduce_bucket: self.flatten(bucket)) and freed after it.
+    local by_layer, order = {}, {}
     for _, p in ipairs(trainable) do
       local l = p.layer or -1
-      by_layer[l] = by_layer[l] or {}
+      if not by_layer[l] then by_layer[l] = {}; order[#order + 1] = l end
       table.insert(by_layer[l], p)
     end
-    for l, ps in pairs(by_layer) do
+    for _, l in ipairs(order) do
+      local ps = by_layer[l]
       local gids, bytes = {}, 0
       for _, p in ipairs(ps) do gids[#gids + 1] = p.id; bytes = bytes + pbytes(p) end
-      local filled = filled_event(cx, ("ipg bucket, layer %d"):format(l))
+      local buf = s.ipg[1]
+      local flat, filled = nil, nil
+      if buf then filled = filled_event(cx, ("ipg bucket, layer %d"):format(l))
+      else flat = tensor(cx, ("flattened gradients of layer %d"):format(l), bytes, s.zero2.dtype, "temp", false) end
       op(cx, { name = ("copy grads of layer %d into the ipg bucket"):format(l), kind = "elementwise",
                phase = "bwd", hook = 2, layer = l, grads_of = gids, free_grads = true,
-               drop_persistent = true, inputs = { ipg[1] }, outputs = { filled }, bytes = 2 * bytes })
+               drop_persistent = true, inputs = { buf }, outputs = { flat or filled }, bytes = 2 * bytes })
       op(cx, { name = ("reduce_scatter layer %d gradients"):format(l), kind = "reduce_scatter",
-               stream = 1, phase = "bwd", hook = 2, layer = l, inputs = { ipg[1], filled },
-               bytes = bytes, world = n })
-      if offload then
+               stream = 1, phase = "bwd", hook = 2, layer = l, inputs = { buf or flat, buf and filled or nil },
+               frees = flat and { flat } or nil, bytes = bytes, world = n })
+      if s.offload then
         op(cx, { name = ("copy gradient partition of layer %d to host"):format(l), kind = "d2h",
-                 stream = 3, phase = "bwd", hook = 2, layer = l, inputs = { gpart },
+                 stream = 3, phase = "bwd", hook = 2, layer = l, inputs = { s.gpart },
                  bytes = bytes // n })
       end
     end
-    s.ipg, s.gpart, s.offload = ipg, gpart, offload
-    s.zero2 = { part = part, dtype = dt, master = s.master, gpart = gpart, offload = offload }
   end
 end
 

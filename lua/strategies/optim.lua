@@ -9,7 +9,21 @@
 --   for-loop: per parameter denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps): the sqrt and the
 --             quotient, the sqrt freed at once, denom kept until the next parameter's replaces it
 --   fused:    one kernel, no temporaries
--- SGD with momentum: a momentum buffer per parameter (first step: a clone of the gradient).
+-- SGD(momentum=0.9) (torch/optim/sgd.py): _multi_tensor_sgd (foreach) groups the tensors by
+--   device and dtype; at the first step every momentum_buffer is None, so each is made by
+--   torch.clone(grad).detach() in parameter order, then _foreach_add_(params, bufs, alpha=-lr);
+--   from the second step _foreach_mul_(bufs, momentum), _foreach_add_(bufs, grads), then the
+--   same _foreach_add_ into the parameters. No temporaries. _single_tensor_sgd (for-loop) does
+--   the same per parameter; _fused_sgd makes the buffers with empty_like at its first step.
+-- torch.amp.GradScaler (torch/amp/grad_scaler.py), precision amp_fp16: scale(loss) makes _scale
+--   (torch.full((), 2**16), fp32) and _growth_tracker (int32) on its first call and returns
+--   loss * _scale; step() runs unscale_: inv_scale = _scale.double().reciprocal().float(),
+--   found_inf = torch.full((), 0.0), and _unscale_grads_ copies both to the device
+--   (_MultiDeviceReplicator.get: .to(device, copy=True)) for
+--   torch._amp_foreach_non_finite_check_and_unscale_ over each device/dtype group of gradients
+--   (in place); the found_inf copy stays in the optimizer state until update() has run
+--   _amp_update_scale_ on _scale and _growth_tracker, the other temporaries go as unscale_
+--   returns.
 -- zero_grad(set_to_none=True) drops every .grad in parameter order.
 local nn = require "vrsim.nn"
 
@@ -64,6 +78,74 @@ local function host_per_tensor_us(cx, impl, dtype)
 end
 M.host_per_tensor_us = host_per_tensor_us
 
+local function scalar(cx, name, dtype, persistent, cat)
+  local sz = nn.DT_SIZE[dtype]
+  return cx.G:tensor { name = name, bytes = sz, numel = 1, dtype = dtype, cat = cat or "temp",
+                       persistent = persistent }
+end
+
+-- Whether the precision runs under torch.amp.GradScaler.
+function M.uses_grad_scaler(cfg)
+  return cfg.training.precision == "amp_fp16" and not cfg.training.inference
+end
+
+-- scaler.scale(loss) (and DeepSpeed's fp16 loss scaler, whose scale is a Python float): the
+-- loss multiplied by the scale, the tensor backward starts from. GradScaler makes its _scale and
+-- _growth_tracker at the first call.
+function M.scale_loss(cx, loss, deepspeed)
+  if deepspeed then
+    return nn.op(cx, { name = "loss.float() * loss_scale (DeepSpeed fp16)", inputs = { loss },
+                       outs = { { "scaled loss", {}, "fp32" } }, grads = { { dtype = "fp32" } },
+                       flops = 1, bytes = 8 })
+  end
+  local sc = cx.grad_scaler
+  if not sc then
+    sc = { scale = scalar(cx, "GradScaler._scale", "fp32", true, "optstate"),
+           growth = scalar(cx, "GradScaler._growth_tracker", "int32", true, "optstate") }
+    cx.grad_scaler = sc
+    cx.G:op { name = "GradScaler._lazy_init_scale_growth_tracker", kind = "elementwise", phase = "fwd",
+              inputs = {}, outputs = { sc.scale, sc.growth }, frees = {}, once = true, bytes = 8 }
+  end
+  local st = { id = sc.scale, shape = {}, dtype = "fp32", rg = false, name = "GradScaler._scale" }
+  return nn.op(cx, { name = "scaler.scale(loss)", inputs = { loss, st },
+                     outs = { { "scaled loss", {}, "fp32" } }, saves = { st },
+                     grads = { { dtype = "fp32" }, "none" }, flops = 1, bytes = 12 })
+end
+
+-- scaler.step's unscale_ before the optimizer step, over `grads` (ids) of `total` bytes.
+-- Returns the found_inf copy the optimizer state keeps until update().
+local function grad_scaler_unscale(cx, grads, total, n)
+  local G, sc = cx.G, cx.grad_scaler
+  local d = scalar(cx, "_scale.double()", "int64") -- 8 bytes (the core has no fp64 dtype)
+  local r = scalar(cx, "reciprocal()", "int64")
+  local inv = scalar(cx, "inv_scale", "fp32")
+  local fi = scalar(cx, "found_inf", "fp32")
+  local inv_c = scalar(cx, "inv_scale (per-device copy)", "fp32")
+  local fi_c = scalar(cx, "found_inf (per-device copy)", "fp32")
+  local function o(spec)
+    spec.phase, spec.kind = "optim", spec.kind or "elementwise"
+    spec.inputs, spec.outputs, spec.frees = spec.inputs or {}, spec.outputs or {}, spec.frees or {}
+    G:op(spec)
+  end
+  o { name = "GradScaler.unscale_: _scale.double()", inputs = { sc.scale }, outputs = { d }, bytes = 12 }
+  o { name = "GradScaler.unscale_: .reciprocal()", inputs = { d }, outputs = { r }, frees = { d }, bytes = 16 }
+  o { name = "GradScaler.unscale_: .float()", inputs = { r }, outputs = { inv }, frees = { r }, bytes = 12 }
+  o { name = "GradScaler.unscale_: found_inf = torch.full((), 0.0)", outputs = { fi }, bytes = 4 }
+  o { name = "_MultiDeviceReplicator.get (inv_scale, found_inf)", kind = "copy", inputs = { inv, fi },
+      outputs = { inv_c, fi_c }, bytes = 16 }
+  o { name = "torch._amp_foreach_non_finite_check_and_unscale_", kind = "foreach_scalar",
+      inputs = { inv_c, fi_c }, bytes = 2 * total, kernels = foreach_launches(n, 1) }
+  o { name = "GradScaler.unscale_ returns", kind = "none", frees = { inv_c, inv, fi } }
+  o { name = "scaler.step: found_inf.item()", kind = "none", inputs = { fi_c } }
+  return fi_c
+end
+
+local function grad_scaler_update(cx, fi_c)
+  local sc = cx.grad_scaler
+  cx.G:op { name = "scaler.update: torch._amp_update_scale_", kind = "elementwise", phase = "optim",
+            inputs = { sc.scale, sc.growth, fi_c }, outputs = {}, frees = { fi_c }, bytes = 16 }
+end
+
 local function op(cx, spec)
   spec.phase = spec.phase or "optim"
   spec.kind = spec.kind or "foreach"
@@ -107,6 +189,12 @@ function M.build(cx, cfg, params, updates)
 
   local step_us, zero_us = host_per_tensor_us(cx, impl, trainable[1] and trainable[1].dtype)
   local n_tensors = #trainable
+  local found_inf = nil
+  if cx.grad_scaler then
+    local numels = {}
+    for i, p in ipairs(trainable) do numels[i] = nn.numel(p.shape) end
+    found_inf = grad_scaler_unscale(cx, grads, total, numels)
+  end
   if kind == "adamw" or kind == "adam" then
     -- state creation, first step only
     for _, p in ipairs(trainable) do
@@ -178,15 +266,39 @@ function M.build(cx, cfg, params, updates)
       error("optimizer_impl must be foreach, forloop or fused", 0)
     end
   elseif kind == "sgd" then
+    -- the first step clones each gradient into its momentum buffer (fused: empty_like)
     for _, p in ipairs(trainable) do
       p.momentum = state_tensor(cx, p, "momentum_buffer")
-      op(cx, { name = "sgd.init " .. p.name, outputs = { p.momentum.id }, once = true, frees = {},
-               bytes = 2 * nn.bytes(p.shape, p.dtype) })
+      op(cx, { name = (impl == "fused" and "sgd empty_like " or "sgd momentum_buffer = clone(grad) ") .. p.name,
+               kind = "copy", outputs = { p.momentum.id }, once = true, frees = {},
+               bytes = impl == "fused" and 0 or 2 * nn.bytes(p.shape, p.dtype) })
     end
-    op(cx, { name = "sgd.update", frees = {}, bytes = 5 * total })
+    local numels = {}
+    for i, p in ipairs(trainable) do numels[i] = nn.numel(p.shape) end
+    local fp32 = trainable[1] and trainable[1].dtype == "fp32"
+    local function fk(base) return fp32 and base .. "_fp32" or base end
+    if impl == "foreach" then
+      local per_op = step_us * n_tensors / 3
+      op(cx, { name = "sgd._foreach_mul_(momentum_buffers)", kind = fk("foreach_scalar"), frees = {},
+               bytes = 2 * total, kernels = foreach_launches(numels, 1), from_step = 1, host_us = per_op })
+      op(cx, { name = "sgd._foreach_add_(momentum_buffers, grads)", kind = fk("foreach"), frees = {},
+               bytes = 3 * total, kernels = foreach_launches(numels, 2), from_step = 1, host_us = per_op })
+      op(cx, { name = "sgd._foreach_add_(params, momentum_buffers)", kind = fk("foreach"), frees = {},
+               bytes = 3 * total, kernels = foreach_launches(numels, 2), host_us = per_op })
+    elseif impl == "forloop" then
+      op(cx, { name = "sgd buf.mul_(momentum).add_(grad)", kind = "elementwise", frees = {},
+               bytes = 5 * total, kernels = 2 * n_tensors, from_step = 1, host_us = step_us * n_tensors })
+      op(cx, { name = "sgd param.add_(buf, alpha=-lr)", kind = "elementwise", frees = {},
+               bytes = 3 * total, kernels = n_tensors })
+    elseif impl == "fused" then
+      op(cx, { name = "sgd._fused_sgd_", frees = {}, bytes = 5 * total, host_us = step_us * n_tensors })
+    else
+      error("optimizer_impl must be foreach, forloop or fused", 0)
+    end
   else
     error("optimizer must be adamw or sgd", 0)
   end
+  if found_inf then grad_scaler_update(cx, found_inf) end
   -- zero_grad(set_to_none=True)
   op(cx, { name = "zero_grad(set_to_none=True)", kind = "none", phase = "zero_grad",
            frees = updates and updates.all_grads or grads, host_us = zero_us * n_tensors })

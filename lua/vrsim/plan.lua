@@ -243,7 +243,7 @@ local function extend_schema(scn, sets)
 end
 
 function P.normalize(scn, sets, file, src)
-  local ctx = { file = file, src = src }
+  local ctx = { file = file, src = src, given = {} } -- given: "section.field" the scenario or --set gave
   extend_schema(scn, sets)
   local cfg = {}
   for k, v in pairs(scn) do
@@ -266,6 +266,7 @@ function P.normalize(scn, sets, file, src)
                s and ("; did you mean '" .. s .. "'?") or (" (fields: " .. table.concat(keys(fields), ", ") .. ")")))
         end
         cfg[sec][f] = check_value(ctx, sec, f, fields[f], v)
+        ctx.given[sec .. "." .. f] = true
       end
     end
   end
@@ -315,6 +316,7 @@ function P.normalize(scn, sets, file, src)
     if not spec then error(("--set %s: unknown field '%s.%s'"):format(set, sec, f), 0) end
     local origin = "--set " .. set
     cfg[sec][f] = check_value(ctx, sec, f, spec, parse_set_value(spec, raw, origin), origin)
+    ctx.given[sec .. "." .. f] = true
     ::continue::
   end
   for sec, fields in pairs(SCHEMA) do
@@ -363,16 +365,40 @@ local function torch_cpu_adamw_rate(m, ranks, threads)
   return rate * procs / math.max(procs, ranks)
 end
 
+-- A GPU name as people type it ("h100", "4090", "NVIDIA A100-SXM4-80GB") -> the catalog name,
+-- through lua/hw/gpu_aliases.lua; nil and a message when it is unknown or ambiguous.
+local function resolve_gpu(name)
+  if gpus[name] then return name end
+  local key = name:lower():gsub("nvidia", ""):gsub("geforce", ""):gsub("tesla", ""):gsub("[%s%-_]", "")
+  if gpus[key] then return key end
+  local a = require("hw.gpu_aliases")[key]
+  if type(a) == "string" and gpus[a] then return a end
+  if type(a) == "table" then
+    return nil, ("GPU '%s' is ambiguous: %s (vrsim gpus lists them)"):format(name, table.concat(a, " or "))
+  end
+  local names = keys(gpus)
+  for k in pairs(require("hw.gpu_aliases")) do names[#names + 1] = k end
+  table.sort(names)
+  local s = closest(key, names)
+  local sa = s and require("hw.gpu_aliases")[s]
+  if type(sa) == "string" then s = sa elseif type(sa) == "table" then s = table.concat(sa, "' or '") end
+  return nil, ("unknown GPU '%s'%s (vrsim gpus lists them)"):format(name,
+              s and ("; did you mean '" .. s .. "'?") or "")
+end
+P.resolve_gpu = resolve_gpu
+
 local function device_of(cfg, ctx)
-  local name = cfg.hardware.gpu
-  local g = gpus[name]
-  if not g then
-    local s = closest(name, keys(gpus))
-    local msg = ("unknown GPU '%s'%s (vrsim gpus lists them)"):format(name,
-                s and ("; did you mean '" .. s .. "'?") or "")
+  local name, msg = resolve_gpu(cfg.hardware.gpu)
+  if not name then
     if ctx.from_set then error(msg, 0) end
     fail(ctx, "gpu", "hardware", msg)
   end
+  if name ~= cfg.hardware.gpu then
+    cfg.notes = cfg.notes or {}
+    table.insert(cfg.notes, ("GPU '%s' read as the catalog's %s"):format(cfg.hardware.gpu, name))
+    cfg.hardware.gpu = name
+  end
+  local g = gpus[name]
   local links = require "hw.links"
   local hosts = require "hw.hosts"
   local n = cfg.hardware.count
@@ -495,50 +521,6 @@ local function device_of(cfg, ctx)
   }, g
 end
 
--- A DeepSpeed JSON config (training.deepspeed): zero_optimization is mapped onto training.zero
--- and training.strategy; keys vrsim does not model are reported, not ignored.
-local DS_KNOWN = { stage = true, reduce_bucket_size = true, allgather_bucket_size = true,
-  overlap_comm = true, contiguous_gradients = true, stage3_param_persistence_threshold = true,
-  stage3_prefetch_bucket_size = true, stage3_max_live_parameters = true, offload_optimizer = true,
-  offload_param = true, reduce_scatter = true, allgather_partitions = true,
-  stage3_max_reuse_distance = true, stage3_gather_16bit_weights_on_model_save = true,
-  round_robin_gradients = true, sub_group_size = true }
-local DS_IGNORED = { stage3_gather_16bit_weights_on_model_save = "checkpoint saving only",
-  round_robin_gradients = "CPU offload ordering", sub_group_size = "optimizer step chunking",
-  stage3_max_reuse_distance = "parameter reuse cache", reduce_scatter = "always on here",
-  allgather_partitions = "always on here" }
-function P.apply_deepspeed(cfg, ctx)
-  local ds = require("vrsim.core").read_config(cfg.training.deepspeed, true)
-  local z = ds.zero_optimization
-  if type(z) ~= "table" then fail(ctx, "deepspeed", "training", cfg.training.deepspeed .. ": no zero_optimization section") end
-  cfg.training.zero = cfg.training.zero or {}
-  cfg.notes = cfg.notes or {}
-  for k, v in pairs(z) do
-    if not DS_KNOWN[k] then
-      fail(ctx, "deepspeed", "training", ("%s: zero_optimization.%s is not a DeepSpeed key vrsim knows"):format(cfg.training.deepspeed, k))
-    elseif DS_IGNORED[k] then
-      table.insert(cfg.notes, ("deepspeed %s: no effect on memory here (%s)"):format(k, DS_IGNORED[k]))
-    elseif k == "stage" then
-      cfg.training.strategy = ({ [0] = "ddp", [1] = "zero1", [2] = "zero2", [3] = "zero3" })[math.tointeger(v) or -1]
-        or fail(ctx, "deepspeed", "training", "zero_optimization.stage must be 0..3")
-    elseif k == "offload_optimizer" or k == "offload_param" then
-      cfg.training.zero[k] = type(v) == "table" and v.device or v
-    else
-      cfg.training.zero[k] = v
-    end
-  end
-  for k in pairs(ds) do
-    if k ~= "zero_optimization" and k ~= "train_micro_batch_size_per_gpu" and k ~= "gradient_accumulation_steps"
-       and k ~= "bf16" and k ~= "fp16" and k ~= "train_batch_size" and k ~= "gradient_clipping"
-       and k ~= "optimizer" and k ~= "steps_per_print" and k ~= "wall_clock_breakdown" then
-      table.insert(cfg.notes, ("deepspeed key '%s' is not modelled"):format(k))
-    end
-  end
-  if ds.train_micro_batch_size_per_gpu and ds.train_micro_batch_size_per_gpu ~= "auto" then
-    cfg.training.micro_batch = math.tointeger(ds.train_micro_batch_size_per_gpu) or cfg.training.micro_batch
-  end
-end
-
 function P.build(scn, sets, file, src)
   local cfg, ctx = P.normalize(scn, sets, file, src)
   for _, s in ipairs(sets) do if s:match("^gpu=") or s:match("^hardware%.gpu=") then ctx.from_set = true end end
@@ -550,7 +532,7 @@ function P.build(scn, sets, file, src)
   cx.arch = g.arch
   cx.gpu = g
   cx.optim_host = dev.profile and dev.profile.optim_host
-  if t0.deepspeed then P.apply_deepspeed(cfg, ctx) end
+  if t0.deepspeed then require("strategies.deepspeed").apply(cfg, ctx, function(m) fail(ctx, "deepspeed", "training", m) end) end
   -- training.zero's knobs are checked whether or not a strategy uses them: a typo is an error
   for k in pairs(t0.zero or {}) do
     local msg = unknown_zero_knob(k)
@@ -563,6 +545,7 @@ function P.build(scn, sets, file, src)
     dp.setup(cx, cfg)
   end
   local model = require("models." .. P.builder(cfg))
+  cx.micro, cx.micro_total = 1, t0.inference and 1 or t0.grad_accum
   local ok, loss, _, _, forward = pcall(model.build, cx, cfg)
   if not ok then
     local msg = tostring(loss)
@@ -572,15 +555,21 @@ function P.build(scn, sets, file, src)
     error(msg, 0)
   end
   -- gradient accumulation: forward + backward per micro-batch, gradients accumulate into .grad;
-  -- the data-parallel reduction hooks go with the last micro-batch (DDP's no_sync before it)
+  -- the strategy declares its reduction hooks for each micro-batch as its framework runs them
+  -- (dp.before_backward: DDP/ZeRO-1 on the last only, ZeRO-2/3 and FSDP2 on every one)
   local k = t0.inference and 0 or t0.grad_accum
   for i = 1, k do
+    cx.micro = i
     if i > 1 then
       if not forward then error(cfg.model.arch .. " does not support gradient accumulation", 0) end
       loss = forward()
     end
-    if i == k and dp then dp.before_backward(cx, cfg, cx.params) end
-    G:derive_backward(loss.id)
+    if dp then dp.before_backward(cx, cfg, cx.params, i, k) end
+    -- loss scaling: scaler.scale(loss).backward() under amp_fp16, DeepSpeed's fp16 loss scaler
+    local scaled = loss
+    if require("strategies.optim").uses_grad_scaler(cfg) then scaled = require("strategies.optim").scale_loss(cx, loss)
+    elseif t0.loss_scaling then scaled = require("strategies.optim").scale_loss(cx, loss, true) end
+    G:derive_backward(scaled.id)
   end
   if t0.empty_cache_after_build then
     G:op { name = "torch.cuda.empty_cache()", kind = "empty_cache", phase = "build", inputs = {},
@@ -669,6 +658,8 @@ function P.build(scn, sets, file, src)
     host_bytes = cx.dp and cx.dp.host_bytes or 0,
     host_capacity = dev.host and dev.host.host_ram_bytes or 0,
     notes = table.concat(notes, "; "),
+    overrides = table.concat(sets, ", "),
+    deepspeed_read = cfg.deepspeed_read, deepspeed_unknown = table.concat(cfg.deepspeed_unknown or {}, ", "),
     graph = G, title = cfg.title or "",
     model = cx.model_name or (cfg.model.arch .. "-" .. (cfg.model.variant or cfg.model.size)),
     n_params = n_params, n_trainable = n_trainable,

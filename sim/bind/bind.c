@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -36,7 +37,23 @@ typedef struct Sandbox {
     long instructions, limit_ins;
     char lua_dir[PATH_MAX];
     char scn_dir[PATH_MAX];      /* "" = none */
+    const char *const *sets;     /* the command line's --set key=value strings (borrowed, valid
+                                    while the scenario loads): paths the user typed */
+    int n_sets;
 } Sandbox;
+
+/* Whether name is a file path the user typed on the command line (--set model.config=PATH or
+ * training.deepspeed=PATH): the folder rule is about what a scenario's code may open, so such a
+ * path is opened as typed. Scenario code cannot add to the list. */
+static bool user_typed_path(const Sandbox *sb, const char *name) {
+    static const char *const keys[] = {"model.config=", "config=", "training.deepspeed=", "deepspeed="};
+    for (int i = 0; i < sb->n_sets; i++)
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+            size_t n = strlen(keys[k]);
+            if (strncmp(sb->sets[i], keys[k], n) == 0 && strcmp(sb->sets[i] + n, name) == 0) return true;
+        }
+    return false;
+}
 
 static void *sandbox_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     Sandbox *sb = ud;
@@ -395,13 +412,20 @@ static void push_json(lua_State *L, const cJSON *v, int depth) {
  * a Hugging Face config.json, a DeepSpeed config. Paths may not leave those folders. */
 static int l_read_config(lua_State *L) {
     const char *name = luaL_checkstring(L, 1);
-    if (name[0] == '/' || strstr(name, ".."))
-        (lua_pushfstring(L, "config '%s': give a path inside the scenario's folder", name), lua_error(L));
     Sandbox *sb;
     lua_getallocf(L, (void **)&sb);
     char path[2 * PATH_MAX + 8];
     size_t len = 0;
     char *src = NULL;
+    bool typed = user_typed_path(sb, name);
+    if (typed) src = read_file(name, &len); /* as typed, from the working folder */
+    if (typed && !src && (name[0] == '/' || strstr(name, "..")))
+        (lua_pushfstring(L, "config '%s': cannot read it: %s", name, strerror(errno)), lua_error(L));
+    if (!typed && (name[0] == '/' || strstr(name, ".."))) {
+        (lua_pushfstring(L, "config '%s': give a path inside the scenario's folder (or type it on the "
+                         "command line: --set model.config=PATH, --set training.deepspeed=PATH)", name),
+         lua_error(L));
+    }
     const char *dirs[2] = {sb->scn_dir, sb->lua_dir};
     for (int i = 0; i < 2 && !src; i++) {
         if (!dirs[i][0]) continue;
@@ -409,9 +433,17 @@ static int l_read_config(lua_State *L) {
         src = read_file(path, &len);
     }
     if (!src) (lua_pushfstring(L, "config '%s' not found next to the scenario", name), lua_error(L));
-    cJSON *j = cJSON_ParseWithLength(src, len);
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(src, len, &end, false);
+    if (!j) {
+        /* the line of the first character the parser could not take */
+        int line = 1;
+        for (const char *q = src; end && q < end && q < src + len; q++) line += *q == '\n';
+        free(src);
+        (lua_pushfstring(L, "config '%s' is not valid JSON (line %d)", name, line), lua_error(L));
+    }
     free(src);
-    if (!j || !cJSON_IsObject(j)) {
+    if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
         (lua_pushfstring(L, "config '%s' is not a JSON object", name), lua_error(L));
     }
@@ -842,6 +874,9 @@ static int load_protected(lua_State *L) {
     field_str(L, pt, "strategy", p->strategy, sizeof p->strategy);
     field_str(L, pt, "interconnect", p->interconnect, sizeof p->interconnect);
     field_str(L, pt, "notes", p->notes, sizeof p->notes);
+    field_str(L, pt, "deepspeed_read", p->deepspeed_read, sizeof p->deepspeed_read);
+    field_str(L, pt, "deepspeed_unknown", p->deepspeed_unknown, sizeof p->deepspeed_unknown);
+    field_str(L, pt, "overrides", p->overrides, sizeof p->overrides);
     p->ds_estimate_bytes = field_num(L, pt, "ds_estimate_bytes", 0);
     p->host_bytes = field_num(L, pt, "host_bytes", 0);
     p->host_capacity = field_num(L, pt, "host_capacity", 0);
@@ -854,6 +889,7 @@ static int load_protected(lua_State *L) {
     read_profile(L, lua_gettop(L), p);
     lua_pop(L, 1);
     lua_getfield(L, pt, "allocator");
+    field_str(L, lua_gettop(L), "conf", p->alloc_conf, sizeof p->alloc_conf);
     read_alloc(L, lua_gettop(L), &p->alloc);
     lua_pop(L, 1);
     lua_getfield(L, pt, "graph");
@@ -890,6 +926,8 @@ VrStatus scenario_load_source(const char *chunkname, const char *src, const char
     }
     snprintf(sb->lua_dir, sizeof sb->lua_dir, "%s", ld);
     if (dir) snprintf(sb->scn_dir, sizeof sb->scn_dir, "%s", dir);
+    sb->sets = opts->sets;
+    sb->n_sets = opts->n_sets;
     lua_State *L = lua_newstate(sandbox_alloc, sb);
     if (!L) { free(sb); free(p); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
     lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
