@@ -558,7 +558,12 @@ local function causal_lm_forward(cx, m, ids)
   if not logits or logits == hf then return nil end
   nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped
   if r.inference then return logits end
-  return causal_lm_loss(cx, logits, r.batch, r.seq)
+  local loss = causal_lm_loss(cx, logits, r.batch, r.seq)
+  -- `hidden_states = outputs.last_hidden_state` is forward's local until it returns
+  -- (fulltrace_gen-llama32-1b-lora-all-r16-b4-ckpt-trace: with a frozen head nothing saves it,
+  -- and it is freed after the loss)
+  nn.release(cx, { hf }, "LlamaForCausalLM.forward returns: hidden_states")
+  return loss
 end
 
 -- The whole tree from a normalized config (hf.lua): hidden, intermediate, heads, kv_heads,

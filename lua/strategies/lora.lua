@@ -40,12 +40,18 @@ local function lora_forward(base)
     local a = nn.linear(cx, name .. ".lora_A", xd, A)
     local b = nn.linear(cx, name .. ".lora_B", a, B)
     local scaled = nn.ew(cx, name .. ".lora_scale", { b }, b.dtype)
+    -- `result = result + lora_B(lora_A(dropout(x))) * scaling`: the product is a temporary
+    -- dropped as the add returns, then the old `result` with the rebinding (the allocator
+    -- sees the two frees in that order: fulltrace_gen-llama32-1b-lora-all-r16-b4-ckpt-trace)
     local sum = nn.op(cx, { name = name .. ".lora_add", inputs = { result, scaled },
                             outs = { { name .. ".lora_sum", result.shape,
                                        promote(result.dtype, scaled.dtype) } },
-                            grads = { { pass = 1 }, { pass = 1 } } })
+                            grads = { { pass = 1 }, { pass = 1 } }, frees = { scaled, result } })
     local y = nn.to(cx, sum, result.dtype, name .. ".lora_out_cast")
     if xd ~= xa then nn.release(cx, { xa }, name .. ": lora forward returns") end
+    -- the caller holds the module's input until the call returns (the argument of
+    -- `self.o_proj(attn_output)`, `self.down_proj(act * up)`), past its last use here
+    nn.release(cx, { x }, name .. ": returns to the caller")
     return y
   end
 end
