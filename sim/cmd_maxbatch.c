@@ -15,6 +15,7 @@
 
 #include "cmds.h"
 #include "engine.h"
+#include "points.h"
 #include "report.h"
 #include "scenario.h"
 
@@ -36,6 +37,8 @@ static void usage(FILE *f) {
         "  --gpu NAME      the catalog GPU (the same as --set gpu=NAME)\n"
         "  --set KEY=VALUE as for vrsim SCENARIO (gpu=, precision=, checkpointing=, ...)\n"
         "  --unsafe        let the scenario use io/os\n"
+        "  --point-timeout S  a probe still running after S seconds (default 300) is stopped;\n"
+        "                  the search goes on below it\n"
         "\n"
         "examples:\n"
         "  vrsim maxbatch scenarios/llama7b_h200.lua --gpu a100_80g\n"
@@ -59,39 +62,41 @@ typedef struct Search {
     const char **sets; int n_sets;   /* user's sets, then one slot for the field */
     const char *field;
     bool unsafe;
+    char *src;                       /* the scenario's source, owned */
+    PointRunner *runner;             /* the loaded Lua state each probe forks from, owned */
 } Search;
 
-/* Simulates the scenario with field=v. VR_OK with *out, or an error status with err. */
-static VrStatus probe(const Search *s, long v, Probe *out, char *err, size_t errlen) {
+/* Simulates the scenario with field=v (in a child forked from the runner's loaded state). VR_OK
+ * with *out, or an error status with err (VR_EIO with *timed_out set: past --point-timeout). */
+static VrStatus probe(const Search *s, long v, Probe *out, bool *timed_out, char *err,
+                      size_t errlen) {
     char set[160];
     snprintf(set, sizeof set, "%s=%ld", s->field, v);
     s->sets[s->n_sets] = set;
-    ScenarioOptions opts = {.sets = s->sets, .n_sets = s->n_sets + 1, .unsafe = s->unsafe};
-    Plan *plan = NULL;
-    VrStatus st = scenario_load(s->path, &opts, &plan, err, errlen);
-    if (st) return st;
-    EngineConfig ec;
-    plan_engine_config(plan, false, &ec);
-    SimResult *r = NULL;
-    st = engine_run(plan->graph, &ec, &plan->alloc, &r, err, errlen);
+    *timed_out = false;
+    PointOut *po = malloc(sizeof *po);
+    if (!po) { snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
+    points_run(s->runner, s->path, s->src, s->sets, s->n_sets + 1, true, po);
+    VrStatus st = po->status;
     if (!st) {
-        const StepResult *sr = report_step(r);
         memset(out, 0, sizeof *out);
-        out->fits = report_fits(r);
-        out->capacity = (double)plan->alloc.capacity;
-        snprintf(out->gpu, sizeof out->gpu, "%s", plan->dev.name);
-        if (sr) {
-            out->peak_res = (double)sr->peak_reserved;
-            out->step_ms = sr->time_ns / 1e6;
-            out->images = plan->tokens_per_step <= 0;
-            double per_step = out->images ? plan->samples_per_step : plan->tokens_per_step;
-            if (sr->time_ns > 0 && per_step > 0) out->tokens_per_s = per_step / (sr->time_ns / 1e9);
+        out->fits = po->fits;
+        out->capacity = po->capacity;
+        snprintf(out->gpu, sizeof out->gpu, "%s", po->dev_name);
+        if (po->has_step) {
+            out->peak_res = po->peak_res;
+            out->step_ms = po->time_ns / 1e6;
+            out->images = po->tokens_per_step <= 0;
+            double per_step = out->images ? po->samples_per_step : po->tokens_per_step;
+            if (po->time_ns > 0 && per_step > 0) out->tokens_per_s = per_step / (po->time_ns / 1e9);
         }
     } else if (st == VR_ENOMEM) {
         snprintf(err, errlen, "out of host memory");
+    } else {
+        snprintf(err, errlen, "%s", po->err);
+        *timed_out = po->timed_out;
     }
-    engine_result_free(r);
-    plan_free(plan);
+    free(po);
     return st;
 }
 
@@ -115,6 +120,7 @@ static bool parse_long(const char *s, long *v) {
 int cmd_maxbatch(int argc, char **argv) {
     Search s = {.field = "micro_batch"};
     long max = 0, step = 0;
+    double timeout_s = 300;
     char gpubuf[160];
     s.sets = calloc((size_t)argc + 2, sizeof(char *));
     if (!s.sets) return VR_EXIT_INTERNAL;
@@ -126,7 +132,8 @@ int cmd_maxbatch(int argc, char **argv) {
         if (strcmp(a, "--unsafe") == 0) { s.unsafe = true; continue; }
         if (strncmp(a, "--set=", 6) == 0) { s.sets[s.n_sets++] = a + 6; continue; }
         if (strcmp(a, "--set") == 0 || strcmp(a, "--field") == 0 || strcmp(a, "--max") == 0 ||
-            strcmp(a, "--step") == 0 || strcmp(a, "--gpu") == 0) {
+            strcmp(a, "--step") == 0 || strcmp(a, "--gpu") == 0 ||
+            strcmp(a, "--point-timeout") == 0) {
             if (!val) { fprintf(stderr, "vrsim maxbatch: %s needs a value\n", a); goto out; }
             i++;
             if (strcmp(a, "--set") == 0) s.sets[s.n_sets++] = val;
@@ -135,6 +142,15 @@ int cmd_maxbatch(int argc, char **argv) {
                 s.sets[s.n_sets++] = gpubuf;
             }
             else if (strcmp(a, "--field") == 0) s.field = val;
+            else if (strcmp(a, "--point-timeout") == 0) {
+                char *end;
+                timeout_s = strtod(val, &end);
+                if (end == val || *end || !(timeout_s > 0) || timeout_s > 1e6) {
+                    fprintf(stderr, "vrsim maxbatch: --point-timeout %s: expected seconds, more "
+                            "than 0 and at most 1e6\n", val);
+                    goto out;
+                }
+            }
             else if (!parse_long(val, strcmp(a, "--max") == 0 ? &max : &step) ||
                      (strcmp(a, "--max") == 0 ? max : step) < 1) {
                 fprintf(stderr, "vrsim maxbatch: %s %s: expected a positive integer\n", a, val);
@@ -169,15 +185,44 @@ int cmd_maxbatch(int argc, char **argv) {
     if (max < step) { fprintf(stderr, "vrsim maxbatch: --max %ld is below the step %ld\n", max, step); goto out; }
 
     char err[1024];
+    if (!(s.src = points_read_scenario(s.path, err, sizeof err))) {
+        fprintf(stderr, "vrsim maxbatch: %s\n", err);
+        rc = strcmp(err, "out of host memory") == 0 ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
+        goto out;
+    }
+    {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s", s.path);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(dir, sizeof dir, ".");
+        VrStatus st = points_new(dir, s.unsafe, timeout_s, &s.runner, err, sizeof err);
+        if (st) {
+            fprintf(stderr, "vrsim maxbatch: %s\n", err);
+            rc = st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
+            goto out;
+        }
+    }
     Probe p, best = {0};
     int n = 0;
+    bool hi_timed_out = false;
     long lo = 0, hi = 0; /* in units of step: lo fits (0 = none yet), hi does not (0 = unknown) */
     long kmax = max / step;
     char name[256];
     snprintf(name, sizeof name, "%s", strrchr(s.path, '/') ? strrchr(s.path, '/') + 1 : s.path);
     if (strlen(name) > 4 && strcmp(name + strlen(name) - 4, ".lua") == 0) name[strlen(name) - 4] = 0;
     for (long k = 1;;) {
-        VrStatus st = probe(&s, k * step, &p, err, sizeof err);
+        bool timed_out;
+        VrStatus st = probe(&s, k * step, &p, &timed_out, err, sizeof err);
+        if (st && timed_out && n > 0) { /* no answer for this value: bisect below it */
+            printf("  %5d  %-12ld %s\n", ++n, k * step, err);
+            fflush(stdout);
+            hi = k;
+            hi_timed_out = true;
+            if (hi - lo <= 1) break;
+            k = lo + (hi - lo) / 2;
+            continue;
+        }
         if (st) {
             fprintf(stderr, "vrsim maxbatch: %s\n", err);
             rc = st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
@@ -211,11 +256,14 @@ int cmd_maxbatch(int argc, char **argv) {
     if (best.tokens_per_s > 0)
         printf(best.images ? ", %.2f images/s" : ", %.0f tokens/s", best.tokens_per_s);
     printf(")");
-    if (hi) printf("; %ld does not\n", hi * step);
+    if (hi && hi_timed_out) printf("; %ld timed out (--point-timeout), larger values were not tried\n", hi * step);
+    else if (hi) printf("; %ld does not\n", hi * step);
     else printf("; --max %ld reached, larger values were not tried\n", max);
     printf("  %d probes, each a full simulation\n", n);
     rc = VR_EXIT_OK;
 out:
+    points_free(s.runner);
+    free(s.src);
     free(s.sets);
     return rc;
 }

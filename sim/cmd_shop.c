@@ -22,6 +22,7 @@
 
 #include "cmds.h"
 #include "engine.h"
+#include "points.h"
 #include "report.h"
 #include "scenario.h"
 
@@ -49,6 +50,8 @@ static void usage(FILE *f) {
         "  --only LIST      catalog names to consider (default: all), e.g. rtx4090,a100_80g\n"
         "  --set KEY=VALUE  as for vrsim SCENARIO (not gpu=: shop sets it)\n"
         "  --unsafe         let the scenario use io/os\n"
+        "  --point-timeout S  a row whose simulation runs past S seconds (default 300) is\n"
+        "                   stopped and shows the error; the others go on\n"
         "\n"
         "examples:\n"
         "  vrsim shop scenarios/llama7b_h200.lua --tokens 1e9 --gpus 1,2,4,8\n"
@@ -76,18 +79,28 @@ typedef struct Row {
 #define TOY "model = { size = '7b-l1', hidden = 64, intermediate = 128, heads = 1, kv_heads = 1, " \
             "vocab = 128 }, training = { seq = 8, steps = 1 }"
 
+/* The loaded Lua states the scenario's rows and the catalog questions fork from. */
+typedef struct Shop {
+    PointRunner *scn;          /* the scenario's folder, --unsafe as given */
+    PointRunner *toy;          /* no folder, sandboxed: the generated catalog scenarios */
+    const char *path;          /* scenario file (argv) */
+    char *src;                 /* its source, owned */
+} Shop;
+
 /* Loads generated source src and copies the plan's title (the answer) into out. */
-static VrStatus ask(const char *src, char *out, size_t n, char *err, size_t errlen) {
-    ScenarioOptions opts = {0};
-    Plan *p = NULL;
-    VrStatus st = scenario_load_source("(vrsim shop catalog)", src, NULL, &opts, &p, err, errlen);
-    if (!st) snprintf(out, n, "%s", p->title);
-    plan_free(p);
+static VrStatus ask(Shop *sh, const char *src, char *out, size_t n, char *err, size_t errlen) {
+    PointOut *po = malloc(sizeof *po);
+    if (!po) { snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
+    points_run(sh->toy, "(vrsim shop catalog)", src, NULL, 0, false, po);
+    VrStatus st = po->status;
+    if (!st) snprintf(out, n, "%s", po->title);
+    else snprintf(err, errlen, "%s", po->err);
+    free(po);
     return st;
 }
 
 /* Fills keys with the catalog's GPU names, sorted. Returns how many, or -1 with err. */
-static int catalog(char keys[][64], int max, char *err, size_t errlen) {
+static int catalog(Shop *sh, char keys[][64], int max, char *err, size_t errlen) {
     int n = 0, total = -1;
     while (n < max) {
         char src[1024], title[256];
@@ -103,7 +116,7 @@ static int catalog(char keys[][64], int max, char *err, size_t errlen) {
                  "end\n"
                  "return { title = #ks .. ':' .. table.concat(out, ','), hardware = { gpu = ks[1] }, "
                  TOY " }\n", n + 1);
-        if (ask(src, title, sizeof title, err, errlen)) return -1;
+        if (ask(sh, src, title, sizeof title, err, errlen)) return -1;
         char *colon = strchr(title, ':');
         if (!colon) { snprintf(err, errlen, "cannot read the GPU catalog"); return -1; }
         total = atoi(title);
@@ -118,7 +131,7 @@ static int catalog(char keys[][64], int max, char *err, size_t errlen) {
 }
 
 /* Reads the price of catalog GPU key into r (r->priced false when prices.lua has none). */
-static VrStatus price_of(const char *key, Row *r, char *err, size_t errlen) {
+static VrStatus price_of(Shop *sh, const char *key, Row *r, char *err, size_t errlen) {
     char src[1024], title[256];
     for (const char *c = key; *c; c++)
         if (!(*c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'))) {
@@ -134,7 +147,7 @@ static VrStatus price_of(const char *key, Row *r, char *err, size_t errlen) {
              "                    tostring(e.provider), tostring(e.date))\n"
              "end\n"
              "return { title = t:sub(1, 250), hardware = { gpu = '%s' }, " TOY " }\n", key, key);
-    VrStatus st = ask(src, title, sizeof title, err, errlen);
+    VrStatus st = ask(sh, src, title, sizeof title, err, errlen);
     if (st) return st;
     r->priced = false;
     if (strcmp(title, "none") == 0) return VR_OK;
@@ -148,8 +161,7 @@ static VrStatus price_of(const char *key, Row *r, char *err, size_t errlen) {
 
 /* Simulates the scenario on r->count GPUs r->gpu (strategy r->strategy when count > 1) and
  * fills r. sets has room for three more entries. */
-static void simulate(const char *path, const char **sets, int n_sets, bool unsafe, bool images,
-                     double job, Row *r) {
+static void simulate(Shop *sh, const char **sets, int n_sets, bool images, double job, Row *r) {
     char gset[96], cset[32], sset[64];
     int n = n_sets;
     snprintf(gset, sizeof gset, "gpu=%s", r->gpu);
@@ -163,29 +175,24 @@ static void simulate(const char *path, const char **sets, int n_sets, bool unsaf
     r->error = r->fits = false;
     r->err[0] = 0;
     r->peak_res = r->capacity = r->step_ms = r->per_step = r->hours = r->usd = 0;
-    ScenarioOptions opts = {.sets = sets, .n_sets = n, .unsafe = unsafe};
-    char err[1024];
-    Plan *plan = NULL;
-    SimResult *res = NULL;
-    VrStatus st = scenario_load(path, &opts, &plan, err, sizeof err);
-    if (!st) {
-        EngineConfig ec;
-        plan_engine_config(plan, false, &ec);
-        st = engine_run(plan->graph, &ec, &plan->alloc, &res, err, sizeof err);
-        if (st == VR_ENOMEM) snprintf(err, sizeof err, "out of host memory");
-    }
-    if (st) {
+    PointOut *po = malloc(sizeof *po);
+    if (!po) {
         r->error = true;
-        snprintf(r->err, sizeof r->err, "%.250s", err);
+        snprintf(r->err, sizeof r->err, "out of host memory");
+        return;
+    }
+    points_run(sh->scn, sh->path, sh->src, sets, n, true, po);
+    if (po->status) {
+        r->error = true;
+        snprintf(r->err, sizeof r->err, "%.250s", po->err);
     } else {
-        const StepResult *s = report_step(res);
-        snprintf(r->name, sizeof r->name, "%s", plan->dev.name);
-        r->fits = report_fits(res);
-        r->capacity = (double)plan->alloc.capacity;
-        r->per_step = images ? plan->samples_per_step : plan->tokens_per_step;
-        if (s) {
-            r->peak_res = (double)s->peak_reserved;
-            r->step_ms = s->time_ns / 1e6;
+        snprintf(r->name, sizeof r->name, "%s", po->dev_name);
+        r->fits = po->fits;
+        r->capacity = po->capacity;
+        r->per_step = images ? po->samples_per_step : po->tokens_per_step;
+        if (po->has_step) {
+            r->peak_res = po->peak_res;
+            r->step_ms = po->time_ns / 1e6;
         }
         if (r->fits && r->per_step > 0 && r->step_ms > 0) {
             double steps = job / (r->per_step * r->count);
@@ -193,8 +200,7 @@ static void simulate(const char *path, const char **sets, int n_sets, bool unsaf
             if (r->priced) r->usd = r->hours * r->count * r->price;
         }
     }
-    engine_result_free(res);
-    plan_free(plan);
+    free(po);
 }
 
 /* Fitting and priced rows first, by cost; then fitting unpriced by hours; then the rest. */
@@ -237,8 +243,9 @@ static void fmt_hours(char *b, size_t n, double h) {
 
 int cmd_shop(int argc, char **argv) {
     const char *path = NULL, *only = NULL, *gpus_arg = "1", *strategy = NULL;
-    double job = 0;
+    double job = 0, timeout_s = 300;
     bool images = false, unsafe = false;
+    Shop sh = {0};
     const char **sets = calloc((size_t)argc + 4, sizeof(char *));
     int n_sets = 0, rc = VR_EXIT_USAGE;
     Row *rows = NULL;
@@ -250,7 +257,8 @@ int cmd_shop(int argc, char **argv) {
         if (strcmp(a, "--unsafe") == 0) { unsafe = true; continue; }
         if (strncmp(a, "--set=", 6) == 0) { sets[n_sets++] = a + 6; continue; }
         if (strcmp(a, "--set") == 0 || strcmp(a, "--tokens") == 0 || strcmp(a, "--images") == 0 ||
-            strcmp(a, "--gpus") == 0 || strcmp(a, "--only") == 0 || strcmp(a, "--strategy") == 0) {
+            strcmp(a, "--gpus") == 0 || strcmp(a, "--only") == 0 || strcmp(a, "--strategy") == 0 ||
+            strcmp(a, "--point-timeout") == 0) {
             if (!val) { fprintf(stderr, "vrsim shop: %s needs a value\n", a); goto out; }
             i++;
             if (strcmp(a, "--set") == 0) {
@@ -265,6 +273,14 @@ int cmd_shop(int argc, char **argv) {
                 only = val;
             } else if (strcmp(a, "--strategy") == 0) {
                 strategy = val;
+            } else if (strcmp(a, "--point-timeout") == 0) {
+                char *end;
+                timeout_s = strtod(val, &end);
+                if (end == val || *end || !(timeout_s > 0) || timeout_s > 1e6) {
+                    fprintf(stderr, "vrsim shop: --point-timeout %s: expected seconds, more than 0 "
+                            "and at most 1e6\n", val);
+                    goto out;
+                }
             } else {
                 char *end;
                 errno = 0;
@@ -296,21 +312,43 @@ int cmd_shop(int argc, char **argv) {
     }
 
     char err[1024], own[32] = "";
+    if (!(sh.src = points_read_scenario(path, err, sizeof err))) {
+        fprintf(stderr, "vrsim shop: %s\n", err);
+        rc = strcmp(err, "out of host memory") == 0 ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
+        goto out;
+    }
+    sh.path = path;
+    {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(dir, sizeof dir, ".");
+        VrStatus st = points_new(dir, unsafe, timeout_s, &sh.scn, err, sizeof err);
+        if (!st) st = points_new(NULL, false, timeout_s, &sh.toy, err, sizeof err);
+        if (st) {
+            fprintf(stderr, "vrsim shop: %s\n", err);
+            rc = st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
+            goto out;
+        }
+    }
     char keys[MAX_GPUS][64];
-    int nk = catalog(keys, MAX_GPUS, err, sizeof err);
+    int nk = catalog(&sh, keys, MAX_GPUS, err, sizeof err);
     if (nk < 0) { fprintf(stderr, "vrsim shop: %s\n", err); rc = VR_EXIT_INTERNAL; goto out; }
     rows = calloc((size_t)(nk * n_counts) + 1, sizeof(Row));
     if (!rows) { rc = VR_EXIT_INTERNAL; goto out; }
     /* the scenario must load as given (with its own GPU) */
     {
-        ScenarioOptions opts = {.sets = sets, .n_sets = n_sets, .unsafe = unsafe};
-        Plan *p = NULL;
-        VrStatus st = scenario_load(path, &opts, &p, err, sizeof err);
-        bool lm = st == VR_OK && p->tokens_per_step > 0;
-        if (st == VR_OK && !strategy && p->strategy[0] && strcmp(p->strategy, "none") != 0)
-            snprintf(own, sizeof own, "%s", p->strategy);
-        plan_free(p);
-        if (st) { fprintf(stderr, "vrsim shop: %s\n", err); rc = st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE; goto out; }
+        PointOut *po = malloc(sizeof *po);
+        if (!po) { rc = VR_EXIT_INTERNAL; goto out; }
+        points_run(sh.scn, path, sh.src, sets, n_sets, false, po);
+        VrStatus st = po->status;
+        bool lm = st == VR_OK && po->tokens_per_step > 0;
+        if (st == VR_OK && !strategy && po->strategy[0] && strcmp(po->strategy, "none") != 0)
+            snprintf(own, sizeof own, "%s", po->strategy);
+        if (st) fprintf(stderr, "vrsim shop: %s\n", po->err);
+        free(po);
+        if (st) { rc = st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL; goto out; }
         if (!images && !lm) {
             fprintf(stderr, "vrsim shop: %s is not a language model (no tokens per step): use --images\n", path);
             goto out;
@@ -323,13 +361,13 @@ int cmd_shop(int argc, char **argv) {
             Row *r = &rows[n++];
             snprintf(r->gpu, sizeof r->gpu, "%s", keys[i]);
             r->count = counts[c];
-            if (price_of(keys[i], r, err, sizeof err)) {
+            if (price_of(&sh, keys[i], r, err, sizeof err)) {
                 r->error = true;
                 snprintf(r->err, sizeof r->err, "price: %.240s", err);
                 continue;
             }
             if (r->count == 1) {
-                simulate(path, sets, n_sets, unsafe, images, job, r);
+                simulate(&sh, sets, n_sets, images, job, r);
                 continue;
             }
             /* several GPUs: the given strategy, or the first of ddp, zero2, zero3 that fits */
@@ -337,7 +375,7 @@ int cmd_shop(int argc, char **argv) {
             const char *one = strategy ? strategy : own[0] ? own : NULL;
             for (int k = 0; k < (one ? 1 : 3); k++) {
                 snprintf(r->strategy, sizeof r->strategy, "%s", one ? one : tries[k]);
-                simulate(path, sets, n_sets, unsafe, images, job, r);
+                simulate(&sh, sets, n_sets, images, job, r);
                 if (r->error || r->fits) break;
             }
         }
@@ -373,6 +411,9 @@ int cmd_shop(int argc, char **argv) {
     printf("  several GPUs are data-parallel ranks on one node (dp: the strategy; resvd GiB is per GPU)\n");
     rc = VR_EXIT_OK;
 out:
+    points_free(sh.scn);
+    points_free(sh.toy);
+    free(sh.src);
     free(rows);
     free(sets);
     return rc;

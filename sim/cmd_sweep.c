@@ -32,6 +32,7 @@
 
 #include "cmds.h"
 #include "engine.h"
+#include "points.h"
 #include "report.h"
 #include "scenario.h"
 
@@ -39,6 +40,7 @@
 #define MAX_POINTS 10000000L   /* a cross product larger than this is a usage error */
 #define MAX_RANGE 100000L      /* values one lo..hi range may expand to */
 #define ERR_MAX 400            /* bytes of error text kept per point */
+#define POINT_TIMEOUT_S 300.0  /* default --point-timeout: seconds one point may run */
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -65,6 +67,10 @@ static void usage(FILE *f) {
         "  --out DIR        where sweep.csv and sweep.json go (default out/sweep-<scenario>/)\n"
         "  --no-files       write no files\n"
         "  --json           print sweep.json on stdout instead of the table\n"
+        "  --resume         continue an interrupted sweep: the points it finished (kept in\n"
+        "                   DIR/sweep.journal as they arrive) are read back, not run again\n"
+        "  --point-timeout S  a point still running after S seconds (default 300) is stopped\n"
+        "                   and reported as failed; the sweep goes on\n"
         "  --allocator KIND, --alloc-conf STR, --unsafe   as for vrsim SCENARIO\n"
         "\n"
         "examples:\n"
@@ -125,6 +131,8 @@ typedef struct Sweep {
     long *todo; long n_todo;   /* this shard's points, ascending */
     PointResult *res;          /* n_todo */
     Worker *w; int n_w;
+    PointRunner *runner;       /* the loaded Lua state every worker forks its points from */
+    FILE *journal;             /* finished points' result lines as they arrive, or NULL */
 } Sweep;
 
 /* ---- argument parsing ---------------------------------------------------------------------- */
@@ -224,6 +232,8 @@ static void sweep_free(Sweep *s) {
     free(s->todo);
     free(s->res);
     free(s->w);
+    points_free(s->runner);
+    if (s->journal) fclose(s->journal);
 }
 
 /* The value of axis a at point k. */
@@ -254,15 +264,17 @@ static char *read_all(const char *path) {
     return b;
 }
 
-/* Simulates point k into *out (runs in a worker); with load_only, only loads the scenario. */
+/* Simulates point k into *out (runs in a worker, each point in a child forked from the loaded
+ * state); with load_only, only loads the scenario. */
 static void point(const Sweep *s, long k, bool load_only, PointResult *out) {
     memset(out, 0, sizeof *out);
     out->done = true;
     int n = s->n_consts + s->n_axes;
     const char **sets = calloc((size_t)n + 1, sizeof(char *));
     char *bufs = calloc((size_t)s->n_axes + 1, 1200);
-    if (!sets || !bufs) {
-        free(sets); free(bufs);
+    PointOut *po = malloc(sizeof *po);
+    if (!sets || !bufs || !po) {
+        free(sets); free(bufs); free(po);
         out->error = true;
         snprintf(out->err, sizeof out->err, "out of host memory");
         return;
@@ -274,40 +286,22 @@ static void point(const Sweep *s, long k, bool load_only, PointResult *out) {
         snprintf(b, 1200, "%s=%s", s->axes[a].key, point_val(s, a, k));
         sets[m++] = b;
     }
-    ScenarioOptions opts = {.sets = sets, .n_sets = m, .unsafe = s->unsafe};
-    char err[1024];
-    Plan *plan = NULL;
-    VrStatus st = scenario_load_source(s->path, s->src, s->dir, &opts, &plan, err, sizeof err);
-    SimResult *r = NULL;
-    if (!st && load_only) {
-        plan_free(plan);
-        free(sets);
-        free(bufs);
-        return;
-    }
-    if (!st) {
-        EngineConfig ec;
-        plan_engine_config(plan, false, &ec);
-        st = engine_run(plan->graph, &ec, &plan->alloc, &r, err, sizeof err);
-        if (st == VR_ENOMEM) snprintf(err, sizeof err, "out of host memory");
-    }
-    if (st) {
+    points_run(s->runner, s->path, s->src, sets, m, !load_only, po);
+    if (po->status) {
         out->error = true;
-        snprintf(out->err, sizeof out->err, "%.*s", (int)sizeof out->err - 1, err);
-    } else {
-        const StepResult *sr = report_step(r);
-        out->fits = report_fits(r);
-        out->capacity = (double)plan->alloc.capacity;
-        if (sr) {
-            out->peak_alloc = (double)sr->peak_allocated;
-            out->peak_res = (double)sr->peak_reserved;
-            out->step_ms = sr->time_ns / 1e6;
-            if (sr->time_ns > 0 && plan->tokens_per_step > 0)
-                out->tokens_per_s = plan->tokens_per_step / (sr->time_ns / 1e9);
+        snprintf(out->err, sizeof out->err, "%.*s", (int)sizeof out->err - 1, po->err);
+    } else if (!load_only) {
+        out->fits = po->fits;
+        out->capacity = po->capacity;
+        if (po->has_step) {
+            out->peak_alloc = po->peak_alloc;
+            out->peak_res = po->peak_res;
+            out->step_ms = po->time_ns / 1e6;
+            if (po->time_ns > 0 && po->tokens_per_step > 0)
+                out->tokens_per_s = po->tokens_per_step / (po->time_ns / 1e9);
         }
     }
-    engine_result_free(r);
-    plan_free(plan);
+    free(po);
     free(sets);
     free(bufs);
 }
@@ -406,6 +400,7 @@ static int spawn(Sweep *s, int wi) {
 /* Gives worker wi the next point, or closes its task pipe when none is left. */
 static void feed(Sweep *s, int wi, long *next) {
     Worker *w = &s->w[wi];
+    while (*next < s->n_todo && s->res[*next].done) (*next)++; /* finished before a --resume */
     if (*next < s->n_todo) {
         long k = s->todo[(*next)++];
         w->busy = k;
@@ -458,6 +453,7 @@ static int run_all(Sweep *s, int n_jobs, bool show_progress) {
     for (int i = 0; i < s->n_w; i++) s->w[i] = (Worker){.task_fd = -1, .res_fd = -1, .busy = -1};
     signal(SIGPIPE, SIG_IGN);
     long next = 0, done = 0;
+    for (long i = 0; i < s->n_todo; i++) done += s->res[i].done;
     double t0 = now_s(), last_draw = 0;
     for (int i = 0; i < s->n_w; i++) {
         if (spawn(s, i)) {
@@ -496,6 +492,7 @@ static int run_all(Sweep *s, int n_jobs, bool show_progress) {
                         !s->res[ti].done) {
                         s->res[ti] = r;
                         done++;
+                        if (s->journal) { fprintf(s->journal, "%s\n", w->buf); fflush(s->journal); }
                     }
                     size_t used = (size_t)(nl + 1 - w->buf);
                     memmove(w->buf, nl + 1, w->len - used + 1);
@@ -526,6 +523,11 @@ static int run_all(Sweep *s, int n_jobs, bool show_progress) {
                         snprintf(r->err, sizeof r->err, "the worker exited (status %d) "
                                  "simulating this point", WEXITSTATUS(status));
                     done++;
+                    char line[ERR_MAX + 256];
+                    if (s->journal && format_result(line, sizeof line, w->busy, r) > 0) {
+                        fputs(line, s->journal);
+                        fflush(s->journal);
+                    }
                 }
                 w->busy = -1;
                 if (next < s->n_todo && spawn(s, wi) == 0) feed(s, wi, &next);
@@ -691,6 +693,53 @@ static int mkdir_p(const char *dir) {
     return mkdir(tmp, 0777) && errno != EEXIST ? -1 : 0;
 }
 
+/* ---- the journal: finished points as they arrive, for --resume ------------------------------
+ *
+ * <out>/sweep<suffix>.journal holds a header line naming the sweep (a hash of the scenario's
+ * path and source, every axis with its values, the constant settings and the shard), then one
+ * result line per finished point in the workers' format (format_result), appended and flushed as
+ * each point arrives. An interrupted sweep leaves it behind; --resume reads back the lines that
+ * are whole and runs only the other points, so the files it writes are those an uninterrupted
+ * run would have written. A sweep that wrote its files removes its journal. */
+
+static uint64_t fnv1a(uint64_t h, const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return (h ^ 0xff) * 1099511628211ULL; /* a separator: "ab","c" differs from "a","bc" */
+}
+
+static void journal_header(const Sweep *s, int shard_i, int shard_n, char *buf, size_t n) {
+    uint64_t h = 14695981039346656037ULL;
+    h = fnv1a(h, s->path, strlen(s->path));
+    h = fnv1a(h, s->src, strlen(s->src));
+    for (int a = 0; a < s->n_axes; a++) {
+        h = fnv1a(h, s->axes[a].key, strlen(s->axes[a].key));
+        for (int j = 0; j < s->axes[a].n; j++) h = fnv1a(h, s->axes[a].vals[j], strlen(s->axes[a].vals[j]));
+    }
+    for (int i = 0; i < s->n_consts; i++) h = fnv1a(h, s->consts[i], strlen(s->consts[i]));
+    snprintf(buf, n, "vrsim sweep journal 1 %016llx %ld points shard %d/%d\n",
+             (unsigned long long)h, s->n_points, shard_i, shard_n);
+}
+
+/* Reads the finished points of journal f (header checked) into s->res. Returns how many, or -1
+ * when the journal belongs to another sweep. */
+static long journal_load(Sweep *s, FILE *f, const char *header) {
+    char line[ERR_MAX + 512];
+    if (!fgets(line, sizeof line, f) || strcmp(line, header) != 0) return -1;
+    long n = 0;
+    while (fgets(line, sizeof line, f)) {
+        size_t len = strlen(line);
+        if (len == 0 || line[len - 1] != '\n') break; /* cut short by the interruption */
+        line[len - 1] = 0;
+        long k, ti;
+        PointResult r;
+        if (parse_result(line, &k, &r) && (ti = todo_index(s, k)) >= 0 && !s->res[ti].done) {
+            s->res[ti] = r;
+            n++;
+        }
+    }
+    return n;
+}
+
 /* ---- the command --------------------------------------------------------------------------- */
 
 static bool parse_int(const char *s, long *v) {
@@ -703,7 +752,8 @@ static bool parse_int(const char *s, long *v) {
 int cmd_sweep(int argc, char **argv) {
     Sweep s = {0};
     const char *outdir = NULL;
-    bool files = true, json = false;
+    bool files = true, json = false, resume = false;
+    double timeout_s = POINT_TIMEOUT_S;
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
     int shard_i = 1, shard_n = 1;
     char setbuf[2][600];
@@ -720,11 +770,13 @@ int cmd_sweep(int argc, char **argv) {
         if (strcmp(a, "--no-files") == 0) { files = false; continue; }
         if (strcmp(a, "--json") == 0) { json = true; continue; }
         if (strcmp(a, "--unsafe") == 0) { s.unsafe = true; continue; }
+        if (strcmp(a, "--resume") == 0) { resume = true; continue; }
         if (strncmp(a, "--set=", 6) == 0) { val = a + 6; a = "--set"; i--; }
         else if (strncmp(a, "-j", 2) == 0 && a[2]) { val = a + 2; a = "-j"; i--; }
         bool takes = strcmp(a, "--set") == 0 || strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0 ||
                      strcmp(a, "--shard") == 0 || strcmp(a, "--out") == 0 ||
-                     strcmp(a, "--allocator") == 0 || strcmp(a, "--alloc-conf") == 0;
+                     strcmp(a, "--allocator") == 0 || strcmp(a, "--alloc-conf") == 0 ||
+                     strcmp(a, "--point-timeout") == 0;
         if (takes) {
             if (!val) { fprintf(stderr, "vrsim sweep: %s needs a value (vrsim sweep --help)\n", a); goto out; }
             i++;
@@ -754,6 +806,14 @@ int cmd_sweep(int argc, char **argv) {
                 }
             } else if (strcmp(a, "--out") == 0) {
                 outdir = val;
+            } else if (strcmp(a, "--point-timeout") == 0) {
+                char *end;
+                timeout_s = strtod(val, &end);
+                if (end == val || *end || !(timeout_s > 0) || timeout_s > 1e6) {
+                    fprintf(stderr, "vrsim sweep: --point-timeout %s: expected seconds, more than 0 "
+                            "and at most 1e6\n", val);
+                    goto out;
+                }
             } else if (strcmp(a, "--allocator") == 0) {
                 snprintf(setbuf[0], sizeof setbuf[0], "allocator.kind=%s", val);
                 s.consts[s.n_consts++] = setbuf[0];
@@ -770,6 +830,11 @@ int cmd_sweep(int argc, char **argv) {
     if (!s.path) { usage(stderr); goto out; }
     if (s.n_axes == 0) {
         fprintf(stderr, "vrsim sweep: nothing to sweep: give --set KEY=VALUES (vrsim sweep --help)\n");
+        goto out;
+    }
+    if (resume && !files) {
+        fprintf(stderr, "vrsim sweep: --resume continues from the files in --out: it cannot go with "
+                "--no-files\n");
         goto out;
     }
     /* the cross product */
@@ -793,6 +858,12 @@ int cmd_sweep(int argc, char **argv) {
     char *slash = strrchr(s.dir, '/');
     if (slash) *slash = 0;
     else snprintf(s.dir, sizeof s.dir, ".");
+    /* the Lua state with vrsim's modules loaded, which every worker inherits and forks its
+     * points from */
+    {
+        VrStatus st = points_new(s.dir, s.unsafe, timeout_s, &s.runner, err, sizeof err);
+        if (st) { fprintf(stderr, "vrsim sweep: %s\n", err); rc = st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE; goto out; }
+    }
     /* The scenario itself must load (with the constants), and every key must name a field: a
      * typo would fail every point. A point's own values may still fail, in its row. */
     {
@@ -816,9 +887,54 @@ int cmd_sweep(int argc, char **argv) {
         char *dot = strrchr(name, '.');
         if (dot && strcmp(dot, ".lua") == 0) *dot = 0;
     }
+    char dir[1100], suffix[64] = "", jpath[1200] = "";
+    if (outdir) snprintf(dir, sizeof dir, "%s", outdir);
+    else snprintf(dir, sizeof dir, "out/sweep-%s", name);
+    if (shard_n > 1) snprintf(suffix, sizeof suffix, ".shard-%d-of-%d", shard_i, shard_n);
+    long n_resumed = 0;
+    if (files) {
+        char header[160];
+        journal_header(&s, shard_i, shard_n, header, sizeof header);
+        snprintf(jpath, sizeof jpath, "%s/sweep%s.journal", dir, suffix);
+        if (resume) {
+            FILE *jf = fopen(jpath, "r");
+            if (jf) {
+                n_resumed = journal_load(&s, jf, header);
+                fclose(jf);
+                if (n_resumed < 0) {
+                    fprintf(stderr, "vrsim sweep: --resume: %s is from another sweep (a different "
+                            "scenario, --set values or shard); run without --resume to start over\n", jpath);
+                    goto out;
+                }
+            } else {
+                fprintf(stderr, "vrsim sweep: --resume: no journal %s: running every point\n", jpath);
+            }
+        }
+        if (mkdir_p(dir)) {
+            fprintf(stderr, "vrsim sweep: cannot create %s: %s\n", dir, strerror(errno));
+            rc = VR_EXIT_INTERNAL;
+            goto out;
+        }
+        /* the journal is rewritten whole: the header, the points read back, then new ones */
+        s.journal = fopen(jpath, "w");
+        if (!s.journal) {
+            fprintf(stderr, "vrsim sweep: cannot write %s: %s\n", jpath, strerror(errno));
+            rc = VR_EXIT_INTERNAL;
+            goto out;
+        }
+        fputs(header, s.journal);
+        for (long i = 0; i < s.n_todo; i++) {
+            char line[ERR_MAX + 256];
+            if (s.res[i].done && format_result(line, sizeof line, s.todo[i], &s.res[i]) > 0)
+                fputs(line, s.journal);
+        }
+        fflush(s.journal);
+    }
+    if (n_resumed > 0 && !json)
+        fprintf(stderr, "vrsim sweep: resuming: %ld of %ld points already done\n", n_resumed, s.n_todo);
     double t0 = now_s();
-    bool bar = isatty(STDERR_FILENO) && s.n_todo > 1;
-    if (s.n_todo && run_all(&s, (int)jobs, bar)) {
+    bool bar = isatty(STDERR_FILENO) && s.n_todo - n_resumed > 1;
+    if (s.n_todo > n_resumed && run_all(&s, (int)jobs, bar)) {
         fprintf(stderr, "vrsim sweep: cannot start worker processes: %s\n", strerror(errno));
         rc = VR_EXIT_INTERNAL;
         goto out;
@@ -841,14 +957,12 @@ int cmd_sweep(int argc, char **argv) {
         print_table(stdout, &s);
         printf("\n  %ld fit, %ld do not fit, %ld failed; %.2f s with %ld worker%s (%.0f points/s)\n",
                n_ok, n_oom, n_err, el, jobs < s.n_todo ? jobs : s.n_todo,
-               (jobs < s.n_todo ? jobs : s.n_todo) == 1 ? "" : "s", el > 0 ? (double)s.n_todo / el : 0);
+               (jobs < s.n_todo ? jobs : s.n_todo) == 1 ? "" : "s",
+               el > 0 ? (double)(s.n_todo - n_resumed) / el : 0);
     }
     rc = VR_EXIT_OK;
     if (files) {
-        char dir[1100], path[1200], suffix[64] = "";
-        if (outdir) snprintf(dir, sizeof dir, "%s", outdir);
-        else snprintf(dir, sizeof dir, "out/sweep-%s", name);
-        if (shard_n > 1) snprintf(suffix, sizeof suffix, ".shard-%d-of-%d", shard_i, shard_n);
+        char path[1200];
         size_t clen = 0;
         char *csv = build_csv(&s, &clen);
         VrStatus st = VR_OK;
@@ -868,6 +982,11 @@ int cmd_sweep(int argc, char **argv) {
         free(csv);
         if (st) { fprintf(stderr, "vrsim sweep: %s\n", err); rc = VR_EXIT_INTERNAL; }
         else if (!json) printf("  files: %s/sweep%s.csv, sweep%s.json\n", dir, suffix, suffix);
+        if (!st) { /* the sweep is complete: nothing to resume */
+            fclose(s.journal);
+            s.journal = NULL;
+            remove(jpath);
+        }
     }
     free(js);
 out:

@@ -38,14 +38,40 @@ typedef struct Run {
     double busy_ns[STREAM_COUNT];   /* this step: time each stream was busy */
     double host_ns;             /* the host thread has issued everything up to this time */
     int fwd_region;             /* checkpointed region the last forward op ran in (0: none) */
-    /* stop point for the second pass that collects the live set at the peak */
-    int stop_step;
-    long stop_seq;
     long alloc_seq;             /* allocations within the current step */
     int slot_held[GRAPH_MAX_SLOTS]; /* storage held in each slot (Op.slot), -1 none */
-    bool stopped;
+    /* the allocator calls of the run, in order, for the live set at the peak (see live_log) */
+    struct LogEv *log; long n_log, cap_log;
+    long *peak_log;             /* per step: log length just after the step's peak allocation */
+    bool logging;
     SimResult *res;
 } Run;
+
+/* One allocator call of the run. Replaying a prefix of the log on a fresh allocator rebuilds
+ * the allocator (and the live storages) exactly as they stood at that point of the run, because
+ * the allocator is deterministic in its calls: this is how the live set and the segment map at
+ * the peak are found without simulating the run a second time. */
+typedef enum LogKind { LOG_MALLOC = 0, LOG_FREE, LOG_EMPTY_CACHE, LOG_RESET_PEAKS } LogKind;
+typedef struct LogEv {
+    uint64_t v;                 /* LOG_MALLOC: requested bytes; LOG_FREE: address */
+    int stream;                 /* LOG_MALLOC: the pool's stream */
+    int storage;                /* the storage allocated or freed, -1 for workspaces */
+    LogKind kind;
+} LogEv;
+
+/* Appends one call to the log (when the run keeps one). */
+static VrStatus log_ev(Run *r, LogKind kind, uint64_t v, int stream, int storage) {
+    if (!r->logging) return VR_OK;
+    if (r->n_log == r->cap_log) {
+        long ncap = r->cap_log ? r->cap_log * 2 : 4096;
+        LogEv *p = realloc(r->log, (size_t)ncap * sizeof *p);
+        if (!p) return VR_ENOMEM;
+        r->log = p;
+        r->cap_log = ncap;
+    }
+    r->log[r->n_log++] = (LogEv){.v = v, .stream = stream, .storage = storage, .kind = kind};
+    return VR_OK;
+}
 
 static VrStatus grow_array(void **arr, int *n, int *cap, size_t elem) {
     if (*n < *cap) return VR_OK;
@@ -60,7 +86,7 @@ static VrStatus grow_array(void **arr, int *n, int *cap, size_t elem) {
 typedef struct Growth { int cap_samples, cap_spans; } Growth;
 
 static VrStatus sample(Run *r, Growth *gr, int op) {
-    if (!r->cfg->record_timeline || r->stop_step >= 0) return VR_OK;
+    if (!r->cfg->record_timeline) return VR_OK;
     SimResult *res = r->res;
     if (grow_array((void **)&res->samples, &res->n_samples, &gr->cap_samples, sizeof(MemSample)))
         return VR_ENOMEM;
@@ -73,9 +99,9 @@ static VrStatus sample(Run *r, Growth *gr, int op) {
     return VR_OK;
 }
 
-/* Reports an allocation or free to the optional listener (first pass only). */
+/* Reports an allocation or free to the optional listener. */
 static void notify(Run *r, bool alloc, uint64_t addr, uint64_t size, int op) {
-    if (r->cfg->on_alloc && r->stop_step < 0)
+    if (r->cfg->on_alloc)
         r->cfg->on_alloc(r->cfg->on_alloc_ud, alloc, addr, size, alloc_block_stream(r->a, addr), op);
 }
 
@@ -94,6 +120,7 @@ static void note_peak(Run *r, StepResult *sr, int op) {
     sr->peak_breakdown[CAT_TEMP] += r->workspace_bytes;
     sr->peak_op = op;
     sr->peak_alloc_index = r->alloc_seq;
+    r->peak_log[r->res->n_steps] = r->n_log; /* the step being run is steps[n_steps] */
 }
 
 /* Allocates storage s for op; VR_OOM is passed back for the caller to record. */
@@ -102,8 +129,10 @@ static VrStatus alloc_storage(Run *r, int s, StepResult *sr, int op) {
     if (r->live[s]) return VR_OK;
     if (t->bytes == 0) return VR_OK; /* zero-byte tensors never reach the allocator */
     uint64_t addr;
-    VrStatus st = alloc_malloc(r->a, t->bytes, op_stream(r, op), 0, &addr);
+    int stream = op_stream(r, op);
+    VrStatus st = alloc_malloc(r->a, t->bytes, stream, 0, &addr);
     if (st) return st;
+    if ((st = log_ev(r, LOG_MALLOC, t->bytes, stream, s))) return st;
     notify(r, true, addr, t->bytes, op);
     r->live[s] = 1;
     r->addr[s] = addr;
@@ -114,13 +143,14 @@ static VrStatus alloc_storage(Run *r, int s, StepResult *sr, int op) {
     return VR_OK;
 }
 
-static void free_storage(Run *r, int s, int op) {
-    if (!r->live[s]) return;
+static VrStatus free_storage(Run *r, int s, int op) {
+    if (!r->live[s]) return VR_OK;
     const Tensor *t = graph_tensor_c(r->g, s);
     notify(r, false, r->addr[s], t->bytes, op);
     alloc_dealloc(r->a, r->addr[s]);
     r->live[s] = 0;
     r->cat_bytes[t->cat] -= r->rsize[s];
+    return log_ev(r, LOG_FREE, r->addr[s], 0, s);
 }
 
 static bool runs_in_step(const Op *op, int step) {
@@ -149,6 +179,7 @@ static VrStatus cublas_workspace(Run *r, StepResult *sr, int op) {
     uint64_t addr;
     VrStatus st = alloc_malloc(r->a, bytes, 0, 0, &addr);
     if (st) return st;
+    if ((st = log_ev(r, LOG_MALLOC, bytes, 0, -1))) return st;
     notify(r, true, addr, bytes, op);
     r->workspace_bytes += alloc_block_size(r->a, addr);
     r->alloc_seq++;
@@ -156,41 +187,34 @@ static VrStatus cublas_workspace(Run *r, StepResult *sr, int op) {
     return VR_OK;
 }
 
-static bool at_stop(const Run *r, int step) {
-    return r->stop_step >= 0 && r->stop_step == step && r->alloc_seq >= r->stop_seq;
-}
-
 /* Allocates op i's outputs (views allocate nothing); a thread's first GEMM creates its cuBLAS
- * workspace right after the first output. Sets r->stopped at the stop point. */
-static VrStatus alloc_outputs(Run *r, const Op *op, int i, int step, StepResult *sr, bool *new_handle) {
+ * workspace right after the first output. */
+static VrStatus alloc_outputs(Run *r, const Op *op, int i, StepResult *sr, bool *new_handle) {
     VrStatus st;
     for (int k = 0; k < op->n_outputs; k++) {
         int t = op->outputs[k];
         if (graph_tensor_c(r->g, t)->base < 0) {
             if ((st = alloc_storage(r, t, sr, i))) return st;
-            if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
         }
         if (*new_handle) {
             if ((st = cublas_workspace(r, sr, i))) return st;
             *new_handle = false;
-            if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
         }
     }
     return VR_OK;
 }
 
 /* Allocates op i's workspaces (temporaries freed when it ends) into ws_addr. */
-static VrStatus alloc_workspaces(Run *r, const Op *op, int i, int step, StepResult *sr,
-                                 uint64_t *ws_addr) {
+static VrStatus alloc_workspaces(Run *r, const Op *op, int i, StepResult *sr, uint64_t *ws_addr) {
     VrStatus st;
     for (int k = 0; k < op->n_workspace; k++) {
         if (!op->workspace[k]) continue;
         if ((st = alloc_malloc(r->a, op->workspace[k], op->stream, 0, &ws_addr[k]))) return st;
+        if ((st = log_ev(r, LOG_MALLOC, op->workspace[k], op->stream, -1))) return st;
         notify(r, true, ws_addr[k], op->workspace[k], i);
         r->cat_bytes[CAT_TEMP] += alloc_block_size(r->a, ws_addr[k]);
         r->alloc_seq++;
         note_peak(r, sr, i);
-        if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
     }
     return VR_OK;
 }
@@ -202,6 +226,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     VrStatus st;
     if (strcmp(op->kind, "empty_cache") == 0) { /* torch.cuda.empty_cache() */
         alloc_empty_cache(r->a);
+        if ((st = log_ev(r, LOG_EMPTY_CACHE, 0, 0, -1))) return st;
         return sample(r, gr, i);
     }
     /* a thread's first GEMM creates its cuBLAS handle and workspace when the GEMM runs: after
@@ -218,14 +243,13 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     }
     if (new_handle && op->n_outputs == 0) {
         if ((st = cublas_workspace(r, sr, i))) return st;
-        if (at_stop(r, step)) { r->stopped = true; return VR_OK; }
         new_handle = false;
     }
     /* the slot's previous tensor goes first (its space may serve this op's outputs), or once
      * they are allocated */
     int slot_prev = op->slot > 0 ? r->slot_held[op->slot] : -1;
     if (slot_prev >= 0 && !op->slot_free_after) {
-        free_storage(r, slot_prev, i);
+        if ((st = free_storage(r, slot_prev, i))) return st;
         slot_prev = -1;
     }
     if (op->slot > 0) r->slot_held[op->slot] = -1;
@@ -235,13 +259,12 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
      * (PowBackward0, a broadcast MulBackward0) computes its temporaries first */
     for (int pass = 0; pass < 2; pass++) {
         if ((pass == 0) == op->workspace_first) {
-            if ((st = alloc_workspaces(r, op, i, step, sr, ws_addr))) return st;
+            if ((st = alloc_workspaces(r, op, i, sr, ws_addr))) return st;
         } else {
-            if ((st = alloc_outputs(r, op, i, step, sr, &new_handle))) return st;
+            if ((st = alloc_outputs(r, op, i, sr, &new_handle))) return st;
         }
-        if (r->stopped) return VR_OK;
     }
-    if (slot_prev >= 0) free_storage(r, slot_prev, i);
+    if (slot_prev >= 0 && (st = free_storage(r, slot_prev, i))) return st;
     /* time: the op starts when its stream is free and its inputs are ready */
     double dur = r->cfg->cost ? cost_op_ns(r->cfg->cost, op)
                : r->cfg->dev ? device_op_ns(r->cfg->dev, op) : 0.0;
@@ -280,7 +303,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     if (r->host_ns > r->clock_ns) r->clock_ns = r->host_ns;
     r->busy_ns[sid] += dur;
     if (sr) sr->phase_ns[op->phase] += dur;
-    if (r->cfg->record_timeline && r->stop_step < 0 && op->phase != PH_BUILD && dur > 0) {
+    if (r->cfg->record_timeline && op->phase != PH_BUILD && dur > 0) {
         SimResult *res = r->res;
         if (grow_array((void **)&res->spans, &res->n_spans, &gr->cap_spans, sizeof(OpSpan)))
             return VR_ENOMEM;
@@ -292,23 +315,27 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
         r->cat_bytes[CAT_TEMP] -= alloc_block_size(r->a, ws_addr[k]);
         notify(r, false, ws_addr[k], op->workspace[k], i);
         alloc_dealloc(r->a, ws_addr[k]);
+        if ((st = log_ev(r, LOG_FREE, ws_addr[k], 0, -1))) return st;
     }
     for (int k = 0; k < op->n_frees; k++) {
         int s = r->storage[op->frees[k]];
         const Tensor *ts = graph_tensor_c(g, s);
         if (ts->persistent) {
-            if (op->phase == PH_ZERO_GRAD || op->phase == PH_BUILD || op->drop_persistent)
-                free_storage(r, s, i);
+            if ((op->phase == PH_ZERO_GRAD || op->phase == PH_BUILD || op->drop_persistent) &&
+                (st = free_storage(r, s, i)))
+                return st;
             continue;
         }
-        if (++r->drops_done[s] >= r->drops_total[s]) free_storage(r, s, i);
+        if (++r->drops_done[s] >= r->drops_total[s] && (st = free_storage(r, s, i))) return st;
     }
     /* the slot keeps the first output; other outputs nobody holds die with the op (a result
      * nobody reads) */
     if (op->slot > 0 && op->n_outputs > 0) r->slot_held[op->slot] = r->storage[op->outputs[0]];
     for (int k = op->slot > 0 ? 1 : 0; k < op->n_outputs; k++) {
         int s = r->storage[op->outputs[k]];
-        if (!graph_tensor_c(g, s)->persistent && r->drops_total[s] == 0) free_storage(r, s, i);
+        if (!graph_tensor_c(g, s)->persistent && r->drops_total[s] == 0 &&
+            (st = free_storage(r, s, i)))
+            return st;
     }
     return sample(r, gr, i);
 }
@@ -334,8 +361,7 @@ static void step_end_stats(Run *r, StepResult *sr) {
     sr->inactive_split = as.inactive_split;
 }
 
-/* One full pass: build, then the steps. With r->stop_step >= 0 it stops at that step's
- * stop_seq-th allocation, leaving the allocator and live set as they were at that moment. */
+/* One full pass: build, then the steps. */
 static VrStatus simulate(Run *r) {
     const Graph *g = r->g;
     VrStatus st = VR_OK;
@@ -370,7 +396,9 @@ static VrStatus simulate(Run *r) {
         StepResult *sr = &res->steps[step];
         memset(sr, 0, sizeof *sr);
         sr->peak_op = -1;
+        r->peak_log[step] = -1;
         alloc_reset_peaks(r->a);
+        if ((st = log_ev(r, LOG_RESET_PEAKS, 0, 0, -1))) return st;
         alloc_stats(r->a, &as);
         sr->peak_allocated = as.allocated;
         memcpy(sr->peak_breakdown, r->cat_bytes, sizeof sr->peak_breakdown);
@@ -395,7 +423,6 @@ static VrStatus simulate(Run *r) {
                 prev = op->phase;
             }
             st = run_op(r, i, step, sr, &gr);
-            if (r->stopped) return VR_OK;
             if (st == VR_OOM) {
                 record_oom(r, step, i);
                 step_end_stats(r, sr);
@@ -420,6 +447,8 @@ static void run_free(Run *r) {
     free(r->rsize);
     free(r->live);
     free(r->ready_ns);
+    free(r->log);
+    free(r->peak_log);
 }
 
 static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
@@ -428,7 +457,7 @@ static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
     r->g = g;
     r->cfg = cfg;
     r->res = res;
-    r->stop_step = -1;
+    r->logging = !cfg->skip_live_at_peak;
     for (int k = 0; k < GRAPH_MAX_SLOTS; k++) r->slot_held[k] = -1;
     r->n_t = graph_num_tensors(g);
     size_t n = (size_t)r->n_t + 1;
@@ -439,7 +468,8 @@ static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
     r->rsize = calloc(n, sizeof(uint64_t));
     r->live = calloc(n, 1);
     r->ready_ns = calloc(n, sizeof(double));
-    if (!r->ready_ns || !r->storage || !r->drops_total || !r->drops_done || !r->addr || !r->rsize || !r->live)
+    r->peak_log = calloc((size_t)cfg->steps + 1, sizeof(long));
+    if (!r->peak_log || !r->ready_ns || !r->storage || !r->drops_total || !r->drops_done || !r->addr || !r->rsize || !r->live)
         return VR_ENOMEM;
     for (int t = 0; t < r->n_t; t++) r->storage[t] = graph_storage_of(g, t);
     return alloc_new(acfg, &r->a);
@@ -467,24 +497,58 @@ static VrStatus copy_live_set(Run *r, SimResult *res) {
     return st;
 }
 
-/* Second pass: replays up to the peak allocation of `step` and copies the live tensors and the
- * segment map at that moment into res. */
-static VrStatus collect_peak(const Graph *g, const EngineConfig *cfg, const AllocConfig *acfg,
-                             SimResult *res, int step) {
-    SimResult scratch = {0};
-    scratch.oom_step = -1;
-    scratch.steps = calloc((size_t)cfg->steps, sizeof(StepResult));
-    Run r;
-    memset(&r, 0, sizeof r);
-    VrStatus st = scratch.steps ? run_init(&r, g, cfg, acfg, &scratch) : VR_ENOMEM;
-    if (!st) {
-        r.stop_step = step;
-        r.stop_seq = res->steps[step].peak_alloc_index;
-        st = simulate(&r);
+/* The live set and the segment map at the peak of `step`: the run's allocator calls up to that
+ * step's peak allocation replayed on a fresh allocator (the engine is not run again), the live
+ * storages followed through the same calls. */
+static VrStatus collect_peak(const Run *run, const AllocConfig *acfg, SimResult *res, int step) {
+    long end = run->peak_log[step];
+    if (end < 0) return VR_OK;
+    Alloc *a = NULL;
+    int n_t = run->n_t;
+    unsigned char *live = calloc((size_t)n_t + 1, 1);
+    uint64_t *rsize = calloc((size_t)n_t + 1, sizeof(uint64_t));
+    uint64_t *addr = calloc((size_t)n_t + 1, sizeof(uint64_t));
+    VrStatus st = live && rsize && addr ? alloc_new(acfg, &a) : VR_ENOMEM;
+    for (long k = 0; !st && k < end; k++) {
+        const LogEv *e = &run->log[k];
+        if (e->kind == LOG_MALLOC) {
+            uint64_t at;
+            st = alloc_malloc(a, e->v, e->stream, 0, &at);
+            if (!st && e->storage >= 0) {
+                live[e->storage] = 1;
+                addr[e->storage] = at;
+                rsize[e->storage] = alloc_block_size(a, at);
+            }
+        } else if (e->kind == LOG_FREE) {
+            alloc_dealloc(a, e->v);
+            if (e->storage >= 0) live[e->storage] = 0;
+        } else if (e->kind == LOG_EMPTY_CACHE) {
+            alloc_empty_cache(a);
+        } else {
+            alloc_reset_peaks(a);
+        }
     }
-    if (!st && r.stopped) st = copy_live_set(&r, res);
-    run_free(&r);
-    free(scratch.steps);
+    if (!st) {
+        int n = 0;
+        for (int t = 0; t < n_t; t++) n += live[t];
+        res->live_at_peak = malloc(sizeof(LiveTensor) * (size_t)(n + 1));
+        if (!res->live_at_peak) st = VR_ENOMEM;
+        for (int t = 0; !st && t < n_t; t++)
+            if (live[t]) res->live_at_peak[res->n_live_at_peak++] = (LiveTensor){t, rsize[t]};
+    }
+    if (!st) {
+        qsort(res->live_at_peak, (size_t)res->n_live_at_peak, sizeof(LiveTensor), cmp_live);
+        st = alloc_segment_map(a, &res->segmap, &res->n_segmap);
+        AllocStats as;
+        alloc_stats(a, &as);
+        res->largest_free_at_peak = as.largest_free_block;
+    }
+    /* the replay made the same calls as the run: a different outcome is a bug, not an OOM */
+    if (st == VR_OOM) st = VR_EINVAL;
+    alloc_free(a);
+    free(live);
+    free(rsize);
+    free(addr);
     return st;
 }
 
@@ -509,10 +573,10 @@ VrStatus engine_run(const Graph *g, const EngineConfig *cfg, const AllocConfig *
         res->oom_breakdown[CAT_TEMP] += r.workspace_bytes;
         st = copy_live_set(&r, res);
     }
-    run_free(&r);
     int last = res->n_steps - 1;
-    if (!st && !res->oom && last >= 0 && res->steps[last].peak_alloc_index > 0)
-        st = collect_peak(g, cfg, acfg, res, last);
+    if (!st && !res->oom && r.logging && last >= 0 && res->steps[last].peak_alloc_index > 0)
+        st = collect_peak(&r, acfg, res, last);
+    run_free(&r);
     if (st) {
         if (st == VR_EINVAL) snprintf(err, errlen, "%s", graph_error(g));
         engine_result_free(res);

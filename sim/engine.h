@@ -32,7 +32,10 @@ typedef struct EngineConfig {
                                    RNG state, the saved-tensor hooks, setting up recomputation */
     double host_launch_ns;     /* host time of each further kernel launch within one op */
     bool record_timeline;      /* keep memory samples and op spans for trace/CSV outputs */
-    int stop_at_step;          /* >= 0: stop collecting the live set at this step's peak */
+    int stop_at_step;          /* unused (kept for callers that set it) */
+    bool skip_live_at_peak;    /* leave SimResult's live_at_peak, segmap and largest_free_at_peak
+                                  empty: a caller that prints none of them saves the log of
+                                  allocator calls they are rebuilt from */
     /* optional: every allocation (alloc = true) and free the engine makes, in order, with the
      * block's stream and the op that made it (-1 for the build's parameters); size is the
      * unrounded request */

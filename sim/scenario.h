@@ -68,6 +68,23 @@ VrStatus scenario_load_source(const char *chunkname, const char *src, const char
 
 void plan_free(Plan *p); /* NULL is a no-op */
 
+/* A sandboxed Lua state, made as scenario_load_source makes its own, in which every module
+ * under lua/ has already been require()d (and compiled): commands that load one scenario many
+ * times (sweep, maxbatch, shop) make one, then fork a child per point that loads the scenario in
+ * its copy with scenario_load_source_in, so no point compiles the modules again. dir is the
+ * scenario's folder (as for scenario_load_source); opts->unsafe must be the loads' own. A module
+ * that fails to load is left out (a scenario that requires it sees the error then). */
+typedef struct ScenarioState ScenarioState;
+VrStatus scenario_state_new(const ScenarioOptions *opts, const char *dir,
+                            ScenarioState **out /* OUT */, char *err, size_t errlen);
+void scenario_state_free(ScenarioState *s); /* NULL is a no-op */
+
+/* scenario_load_source in the state s instead of a fresh one. s is used up (it may only be
+ * freed afterwards): load in a forked copy to keep the original for the next point. */
+VrStatus scenario_load_source_in(ScenarioState *s, const char *chunkname, const char *src,
+                                 const ScenarioOptions *opts, Plan **out /* OUT */, char *err,
+                                 size_t errlen);
+
 /* Runs require(module)[fn](flag) in the sandbox and returns the string it returns in *out (the
  * caller frees it). For catalog listings such as `vrsim gpus`. */
 VrStatus scenario_report_text(const char *module, const char *fn, bool flag, char **out /* OUT */,

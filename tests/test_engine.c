@@ -339,6 +339,47 @@ static void test_oom_in_second_step(void **state) {
     graph_free(t.g);
 }
 
+/* The live set at the peak comes from the last completed step, also when the next step ran out
+ * of memory (the run's allocator calls replayed up to step 0's peak: p, a, the loss's seed and
+ * a's gradient, 9728 B); a caller that asks for no live set gets the same step figures and no
+ * live set or segment map. */
+static void test_live_at_peak_before_oom(void **state) {
+    (void)state;
+    Train t = build_train();
+    AllocConfig ac = caching(4 * VR_MIB);
+    EngineConfig ec = {.steps = 3, .stop_at_step = -1};
+    SimResult *r = NULL, *q = NULL;
+    char err[256] = "";
+    assert_int_equal(engine_run(t.g, &ec, &ac, &r, err, sizeof err), VR_OK);
+    uint64_t sum = 0;
+    for (int i = 0; i < r->n_live_at_peak; i++) sum += r->live_at_peak[i].bytes;
+    assert_int_equal(r->n_live_at_peak, 5); /* step 2: p's .grad from step 1 is live too */
+    assert_int_equal(sum, r->steps[r->n_steps - 1].peak_allocated);
+    assert_int_equal(r->live_at_peak[0].bytes, 4096);
+    assert_true(r->n_segmap > 0);
+    ec.skip_live_at_peak = true;
+    assert_int_equal(engine_run(t.g, &ec, &ac, &q, err, sizeof err), VR_OK);
+    assert_int_equal(q->n_steps, r->n_steps);
+    assert_memory_equal(q->steps, r->steps, sizeof(StepResult) * (size_t)r->n_steps);
+    assert_int_equal(q->n_live_at_peak, 0);
+    assert_null(q->live_at_peak);
+    assert_int_equal(q->n_segmap, 0);
+    engine_result_free(r);
+    engine_result_free(q);
+    /* capped so that step 1 fails: the live set is step 0's */
+    ac = ideal(10240);
+    ec.skip_live_at_peak = false;
+    assert_int_equal(engine_run(t.g, &ec, &ac, &r, err, sizeof err), VR_OK);
+    assert_true(r->oom);
+    assert_int_equal(r->n_steps, 1);
+    sum = 0;
+    for (int i = 0; i < r->n_live_at_peak; i++) sum += r->live_at_peak[i].bytes;
+    assert_int_equal(r->n_live_at_peak, 4);
+    assert_int_equal(sum, 9728);
+    engine_result_free(r);
+    graph_free(t.g);
+}
+
 /* The caching allocator capped at 4 MiB: the parameter's 2 MiB small segment fits, an 8 MiB
  * activation cannot get its 20 MiB segment (nor any 8 MiB one) in step 0. */
 static void test_oom_caching_small_capacity(void **state) {
@@ -741,6 +782,7 @@ int main(void) {
         cmocka_unit_test(test_once_and_zero_grad),
         cmocka_unit_test(test_oom_in_second_step),
         cmocka_unit_test(test_oom_caching_small_capacity),
+        cmocka_unit_test(test_live_at_peak_before_oom),
         cmocka_unit_test(test_checkpointing_lowers_peak),
         cmocka_unit_test(test_recompute_early_stop),
         cmocka_unit_test(test_host_oom_is_enomem),

@@ -148,5 +148,61 @@ expect "--explain on a step that does not fit" 3
 grep -qF "Why it does not fit" "$TMP/explain_oom.out" && ok "--explain: the OOM explained" \
   || fail "--explain: no OOM explanation" "$(tail -n 20 "$TMP/explain_oom.out")"
 
+# ---- per-point timeout: a point past --point-timeout is stopped and reported; the run goes on --
+BUSY=tests/scenarios/slow/busy.lua
+run timeout sweep $BUSY --set micro_batch=1,2 -j 2 --point-timeout 0.1 --no-files
+expect "sweep: every point past --point-timeout" 0
+[ "$(grep -c 'timed out' "$TMP/timeout.out")" = 2 ] && ok "sweep: both points reported timed out" \
+  || fail "sweep: timed-out points not reported" "$(cat "$TMP/timeout.out")"
+grep -q "0 fit, 0 do not fit, 2 failed" "$TMP/timeout.out" && ok "sweep: timed-out points counted as failed" \
+  || fail "sweep: failed count" "$(tail -n 3 "$TMP/timeout.out")"
+run timeout_shop shop $BUSY --tokens 1e6 --only h200,a100_80g --point-timeout 0.1
+expect "shop: a scenario that cannot load within --point-timeout" 1
+grep -q "timed out: still running after 0.1 s" "$TMP/timeout_shop.err" && ok "shop: says it timed out" \
+  || fail "shop: timeout message" "$(cat "$TMP/timeout_shop.err")"
+run timeout_maxbatch maxbatch $BUSY --point-timeout 0.1
+expect "maxbatch: the first probe past --point-timeout" 1
+grep -q "timed out: still running after 0.1 s" "$TMP/timeout_maxbatch.err" && ok "maxbatch: says it timed out" \
+  || fail "maxbatch: timeout message" "$(cat "$TMP/timeout_maxbatch.err")"
+run timeout_bad sweep $SCN $SMALL --set micro_batch=1 --point-timeout 0
+expect "sweep: --point-timeout 0 is a usage error" 2
+
+# ---- --resume: an interrupted sweep goes on from its journal, with the same files ---------------
+run full sweep $SCN --set model.size=7b-l1 --set micro_batch=1..16 --set checkpointing=false,true --set seq=128,256 -j 2 --out "$TMP/r_full"
+expect "sweep: the reference for --resume" 0
+[ ! -e "$TMP/r_full/sweep.journal" ] && ok "sweep: a finished sweep leaves no journal" \
+  || fail "sweep: journal left after a finished sweep"
+"$VRSIM" sweep $SCN --set model.size=7b-l1 --set micro_batch=1..16 --set checkpointing=false,true --set seq=128,256 -j 1 \
+  --out "$TMP/r_cut" >/dev/null 2>&1 &
+spid=$!
+i=0
+while [ $i -lt 600 ]; do
+  n=$({ wc -l < "$TMP/r_cut/sweep.journal"; } 2>/dev/null || echo 0)
+  [ "$n" -ge 4 ] && break
+  [ -e "$TMP/r_cut/sweep.csv" ] && break
+  sleep 0.05; i=$((i + 1))
+done
+kill -9 $spid 2>/dev/null; wait $spid 2>/dev/null
+sleep 0.3
+done_before=$(($({ wc -l < "$TMP/r_cut/sweep.journal"; } 2>/dev/null || echo 0) - 1))
+[ ! -e "$TMP/r_cut/sweep.csv" ] && [ "$done_before" -ge 3 ] && [ "$done_before" -lt 20 ] \
+  && ok "sweep: killed mid-run, $done_before points in the journal" \
+  || fail "sweep: the interrupted run ($done_before points journaled)" "$(ls "$TMP/r_cut")"
+run resume sweep $SCN --set model.size=7b-l1 --set micro_batch=1..16 --set checkpointing=false,true --set seq=128,256 -j 2 --out "$TMP/r_cut" --resume
+expect "sweep --resume" 0
+grep -q "resuming: $done_before of 20 points already done" "$TMP/resume.err" \
+  && ok "sweep --resume: skips the $done_before finished points" || fail "sweep --resume: message" "$(cat "$TMP/resume.err")"
+cmp -s "$TMP/r_full/sweep.csv" "$TMP/r_cut/sweep.csv" && cmp -s "$TMP/r_full/sweep.json" "$TMP/r_cut/sweep.json" \
+  && ok "sweep --resume: sweep.csv and sweep.json byte-identical to an uninterrupted run" \
+  || fail "sweep --resume: files differ" "$(diff "$TMP/r_full/sweep.csv" "$TMP/r_cut/sweep.csv" | head)"
+[ ! -e "$TMP/r_cut/sweep.journal" ] && ok "sweep --resume: the journal is gone once the files are written" \
+  || fail "sweep --resume: journal left"
+printf 'vrsim sweep journal 1 0000000000000000 20 points shard 1/1\n' > "$TMP/r_cut/sweep.journal"
+run resume_other sweep $SCN --set model.size=7b-l1 --set micro_batch=1..16 --set checkpointing=false,true --set seq=128,256 --out "$TMP/r_cut" --resume
+expect "sweep --resume: a journal of another sweep is refused" 2
+grep -q "is from another sweep" "$TMP/resume_other.err" && ok "sweep --resume: says why" || fail "sweep --resume: refusal message" "$(cat "$TMP/resume_other.err")"
+run resume_nofiles sweep $SCN $SMALL --set micro_batch=1 --resume --no-files
+expect "sweep --resume with --no-files" 2
+
 echo "test_sweep: $PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]

@@ -15,6 +15,7 @@
 #include <lua.h>
 #include <lualib.h>
 
+#include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -906,13 +907,14 @@ static void dirname_of(const char *path, char *out, size_t n) {
     else snprintf(out, n, ".");
 }
 
-VrStatus scenario_load_source(const char *chunkname, const char *src, const char *dir,
-                              const ScenarioOptions *opts, Plan **out, char *err,
-                              size_t errlen) {
-    *out = NULL;
+/* A sandboxed state as scenario_load_source makes it: counting allocator, instruction hook,
+ * generational collector, the sandbox's libraries and require. */
+static VrStatus state_open(const ScenarioOptions *opts, const char *dir, Sandbox **sbp,
+                           lua_State **Lp, char *err, size_t errlen) {
+    *sbp = NULL;
+    *Lp = NULL;
     Sandbox *sb = calloc(1, sizeof *sb);
-    Plan *p = calloc(1, sizeof *p);
-    if (!sb || !p) { free(sb); free(p); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
+    if (!sb) { snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
     sb->limit = opts->memory_limit ? opts->memory_limit : DEFAULT_MEMORY;
     sb->limit_ins = opts->instruction_limit ? opts->instruction_limit : DEFAULT_INSTRUCTIONS;
     char found[PATH_MAX];
@@ -921,7 +923,7 @@ VrStatus scenario_load_source(const char *chunkname, const char *src, const char
     if (!ld) {
         snprintf(err, errlen, "cannot find vrsim's lua/ folder (run from the project folder or "
                  "set VRSIM_LUA)");
-        free(sb); free(p);
+        free(sb);
         return VR_EINVAL;
     }
     snprintf(sb->lua_dir, sizeof sb->lua_dir, "%s", ld);
@@ -929,12 +931,29 @@ VrStatus scenario_load_source(const char *chunkname, const char *src, const char
     sb->sets = opts->sets;
     sb->n_sets = opts->n_sets;
     lua_State *L = lua_newstate(sandbox_alloc, sb);
-    if (!L) { free(sb); free(p); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
+    if (!L) { free(sb); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
     lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
     /* generational collection: a model build makes many short-lived tables (op specs, shapes)
      * and keeps few; 4-6 % faster runs than the incremental default (tests/bench.sh) */
     lua_gc(L, LUA_GCGEN, 0, 0);
     open_sandbox(L, opts->unsafe);
+    *sbp = sb;
+    *Lp = L;
+    return VR_OK;
+}
+
+/* Runs the scenario in the state (sb, L) made by state_open, then closes the state: both are
+ * used up whatever the outcome. */
+static VrStatus state_run(Sandbox *sb, lua_State *L, const char *chunkname, const char *src,
+                          const ScenarioOptions *opts, Plan **out, char *err, size_t errlen) {
+    *out = NULL;
+    Plan *p = calloc(1, sizeof *p);
+    if (!p) {
+        lua_close(L);
+        free(sb);
+        snprintf(err, errlen, "out of host memory");
+        return VR_ENOMEM;
+    }
     char chunk[PATH_MAX + 2];
     snprintf(chunk, sizeof chunk, "@%s", chunkname);
     LoadCtx c = {.chunkname = chunk, .src = src, .opts = opts, .plan = p};
@@ -966,6 +985,131 @@ VrStatus scenario_load_source(const char *chunkname, const char *src, const char
     if (dot && strcmp(dot, ".lua") == 0) *dot = 0;
     *out = p;
     return VR_OK;
+}
+
+VrStatus scenario_load_source(const char *chunkname, const char *src, const char *dir,
+                              const ScenarioOptions *opts, Plan **out, char *err,
+                              size_t errlen) {
+    *out = NULL;
+    Sandbox *sb;
+    lua_State *L;
+    VrStatus st = state_open(opts, dir, &sb, &L, err, errlen);
+    if (st) return st;
+    return state_run(sb, L, chunkname, src, opts, out, err, errlen);
+}
+
+/* ---- a state with vrsim's modules loaded, for many loads of one scenario ---------------- */
+
+struct ScenarioState {
+    Sandbox *sb;
+    lua_State *L;
+    bool unsafe;
+};
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Adds the module names of the .lua files under lua_dir/rel (recursively) to names. */
+static void list_modules(const char *root, const char *rel, char ***names, int *n, int *cap,
+                         int depth) {
+    char path[2 * PATH_MAX + 2];
+    snprintf(path, sizeof path, "%s%s%s", root, rel[0] ? "/" : "", rel);
+    DIR *d = depth < 4 ? opendir(path) : NULL;
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *nm = e->d_name;
+        if (nm[0] == '.') continue;
+        char sub[PATH_MAX];
+        if ((size_t)snprintf(sub, sizeof sub, "%s%s%s", rel, rel[0] ? "/" : "", nm) >= sizeof sub)
+            continue;
+        size_t len = strlen(nm);
+        if (len > 4 && strcmp(nm + len - 4, ".lua") == 0) {
+            if (*n == *cap) {
+                int nc = *cap ? *cap * 2 : 64;
+                char **nn = realloc(*names, sizeof(char *) * (size_t)nc);
+                if (!nn) break;
+                *names = nn;
+                *cap = nc;
+            }
+            char *m = strdup(sub);
+            if (!m) break;
+            m[strlen(m) - 4] = 0;
+            for (char *c = m; *c; c++) if (*c == '/') *c = '.';
+            (*names)[(*n)++] = m;
+        } else {
+            list_modules(root, sub, names, n, cap, depth + 1);
+        }
+    }
+    closedir(d);
+}
+
+/* require()s each module named in the table at index 1, ignoring those that fail (a scenario
+ * that requires one sees its error then, as it would have). */
+static int preload_protected(lua_State *L) {
+    int n = (int)luaL_len(L, 1);
+    for (int i = 1; i <= n; i++) {
+        lua_getglobal(L, "require");
+        lua_geti(L, 1, i);
+        lua_pcall(L, 1, 0, 0) == LUA_OK ? (void)0 : lua_pop(L, 1);
+    }
+    return 0;
+}
+
+VrStatus scenario_state_new(const ScenarioOptions *opts, const char *dir, ScenarioState **out,
+                            char *err, size_t errlen) {
+    *out = NULL;
+    ScenarioState *ss = calloc(1, sizeof *ss);
+    if (!ss) { snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
+    VrStatus st = state_open(opts, dir, &ss->sb, &ss->L, err, errlen);
+    if (st) { free(ss); return st; }
+    ss->unsafe = opts->unsafe;
+    char **names = NULL;
+    int n = 0, cap = 0;
+    list_modules(ss->sb->lua_dir, "", &names, &n, &cap, 0);
+    if (n > 1) qsort(names, (size_t)n, sizeof(char *), cmp_str);
+    lua_State *L = ss->L;
+    lua_pushcfunction(L, preload_protected);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushstring(L, names[i]);
+        lua_rawseti(L, -2, i + 1);
+        free(names[i]);
+    }
+    free(names);
+    watchdog_arm("(vrsim's modules)");
+    int rc = lua_pcall(L, 1, 0, 0);
+    watchdog_disarm();
+    if (rc) lua_pop(L, 1); /* out of memory: the scenario loads them itself, or fails as it would */
+    lua_gc(L, LUA_GCCOLLECT);
+    /* the scenario's instruction budget is its own, as in a fresh state */
+    ss->sb->instructions = 0;
+    *out = ss;
+    return VR_OK;
+}
+
+void scenario_state_free(ScenarioState *ss) {
+    if (!ss) return;
+    if (ss->L) lua_close(ss->L);
+    free(ss->sb);
+    free(ss);
+}
+
+VrStatus scenario_load_source_in(ScenarioState *ss, const char *chunkname, const char *src,
+                                 const ScenarioOptions *opts, Plan **out, char *err,
+                                 size_t errlen) {
+    *out = NULL;
+    if (!ss || !ss->L || ss->unsafe != opts->unsafe) {
+        snprintf(err, errlen, "internal: a used or mismatched scenario state");
+        return VR_EINVAL;
+    }
+    Sandbox *sb = ss->sb;
+    lua_State *L = ss->L;
+    ss->sb = NULL;
+    ss->L = NULL;
+    sb->limit_ins = opts->instruction_limit ? opts->instruction_limit : DEFAULT_INSTRUCTIONS;
+    return state_run(sb, L, chunkname, src, opts, out, err, errlen);
 }
 
 typedef struct ReportCtx { const char *module, *fn; bool flag; char *text; } ReportCtx;

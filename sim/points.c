@@ -1,0 +1,204 @@
+/* points.c: simulation points in forked children of a loaded Lua state (see points.h). */
+#include "points.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "report.h"
+#include "scenario.h"
+
+struct PointRunner {
+    ScenarioState *state;      /* owned; never used here, only in forked copies */
+    char *dir;                 /* owned, or NULL */
+    bool unsafe;
+    double timeout_s;          /* <= 0: none */
+};
+
+VrStatus points_new(const char *dir, bool unsafe, double timeout_s, PointRunner **out, char *err,
+                    size_t errlen) {
+    *out = NULL;
+    PointRunner *r = calloc(1, sizeof *r);
+    if (!r || (dir && !(r->dir = strdup(dir)))) {
+        free(r);
+        snprintf(err, errlen, "out of host memory");
+        return VR_ENOMEM;
+    }
+    r->unsafe = unsafe;
+    r->timeout_s = timeout_s;
+    ScenarioOptions opts = {.unsafe = unsafe};
+    VrStatus st = scenario_state_new(&opts, dir, &r->state, err, errlen);
+    if (st) { points_free(r); return st; }
+    *out = r;
+    return VR_OK;
+}
+
+void points_free(PointRunner *r) {
+    if (!r) return;
+    scenario_state_free(r->state);
+    free(r->dir);
+    free(r);
+}
+
+/* The point itself: load (in state, or a fresh one when state is NULL) and simulate. */
+static void simulate_point(ScenarioState *state, const char *dir, bool unsafe,
+                           const char *chunkname, const char *src, const char *const *sets,
+                           int n_sets, bool simulate, PointOut *out) {
+    ScenarioOptions opts = {.sets = sets, .n_sets = n_sets, .unsafe = unsafe};
+    Plan *plan = NULL;
+    VrStatus st = state ? scenario_load_source_in(state, chunkname, src, &opts, &plan, out->err,
+                                                  sizeof out->err)
+                        : scenario_load_source(chunkname, src, dir, &opts, &plan, out->err,
+                                               sizeof out->err);
+    SimResult *res = NULL;
+    if (!st) {
+        snprintf(out->strategy, sizeof out->strategy, "%s", plan->strategy);
+        snprintf(out->dev_name, sizeof out->dev_name, "%s", plan->dev.name);
+        snprintf(out->title, sizeof out->title, "%s", plan->title);
+        out->capacity = (double)plan->alloc.capacity;
+        out->tokens_per_step = plan->tokens_per_step;
+        out->samples_per_step = plan->samples_per_step;
+    }
+    if (!st && simulate) {
+        EngineConfig ec;
+        plan_engine_config(plan, false, &ec);
+        ec.skip_live_at_peak = true; /* no caller of points prints it */
+        st = engine_run(plan->graph, &ec, &plan->alloc, &res, out->err, sizeof out->err);
+        if (st == VR_ENOMEM) snprintf(out->err, sizeof out->err, "out of host memory");
+        if (!st) {
+            const StepResult *sr = report_step(res);
+            out->fits = report_fits(res);
+            if (sr) {
+                out->has_step = true;
+                out->peak_alloc = (double)sr->peak_allocated;
+                out->peak_res = (double)sr->peak_reserved;
+                out->time_ns = sr->time_ns;
+            }
+        }
+    }
+    out->status = st;
+    engine_result_free(res);
+    plan_free(plan);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static bool write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        c += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+void points_run(PointRunner *r, const char *chunkname, const char *src, const char *const *sets,
+                int n_sets, bool simulate, PointOut *out) {
+    memset(out, 0, sizeof *out);
+    int fd[2];
+    pid_t pid = -1;
+    if (pipe(fd) == 0) {
+        fflush(NULL); /* the child must not write the parent's buffered output again */
+        pid = fork();
+        if (pid < 0) { close(fd[0]); close(fd[1]); }
+    }
+    if (pid < 0) { /* no child: this process, a fresh state */
+        simulate_point(NULL, r->dir, r->unsafe, chunkname, src, sets, n_sets, simulate, out);
+        return;
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        signal(SIGPIPE, SIG_IGN);
+        PointOut o;
+        memset(&o, 0, sizeof o);
+        simulate_point(r->state, r->dir, r->unsafe, chunkname, src, sets, n_sets, simulate, &o);
+        _exit(write_all(fd[1], &o, sizeof o) ? 0 : 1);
+    }
+    close(fd[1]);
+    size_t got = 0;
+    double deadline = r->timeout_s > 0 ? now_s() + r->timeout_s : 0;
+    bool timed_out = false;
+    while (got < sizeof *out) {
+        int wait_ms = -1;
+        if (deadline > 0) {
+            double left = deadline - now_s();
+            if (left <= 0) { timed_out = true; break; }
+            wait_ms = left > 1e6 ? 1000000000 : (int)(left * 1000) + 1;
+        }
+        struct pollfd p = {.fd = fd[0], .events = POLLIN};
+        int pr = poll(&p, 1, wait_ms);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr < 0) break;
+        if (pr == 0) continue; /* the deadline is checked above */
+        ssize_t n = read(fd[0], (char *)out + got, sizeof *out - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(fd[0]);
+    if (timed_out) kill(pid, SIGKILL);
+    int ws = 0;
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {}
+    if (got == sizeof *out && !timed_out) return;
+    memset(out, 0, sizeof *out);
+    out->status = VR_EIO;
+    if (timed_out) {
+        out->timed_out = true;
+        snprintf(out->err, sizeof out->err, "timed out: still running after %g s (--point-timeout)",
+                 r->timeout_s);
+    } else if (WIFSIGNALED(ws)) {
+        snprintf(out->err, sizeof out->err, "the simulation died on signal %d (%s)", WTERMSIG(ws),
+                 strsignal(WTERMSIG(ws)));
+    } else {
+        snprintf(out->err, sizeof out->err, "the simulation ended without an answer (exit %d)",
+                 WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+    }
+}
+
+char *points_read_scenario(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot read the scenario file", path);
+        return NULL;
+    }
+    size_t cap = 65536, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t k = fread(b + n, 1, cap - n - 1, f);
+        n += k;
+        if (n < cap - 1) break;
+        char *nb = realloc(b, cap * 2);
+        if (!nb) { free(b); b = NULL; break; }
+        b = nb;
+        cap *= 2;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!b) { snprintf(err, errlen, "out of host memory"); return NULL; }
+    b[n] = 0;
+    if (bad) {
+        free(b);
+        snprintf(err, errlen, "%s: cannot read the scenario file", path);
+        return NULL;
+    }
+    if (memchr(b, 0, n)) {
+        free(b);
+        snprintf(err, errlen, "%s: not a text file", path);
+        return NULL;
+    }
+    return b;
+}

@@ -1,0 +1,59 @@
+/* points.h: many simulations of one scenario (sweep points, maxbatch probes, shop rows), each in
+ * a forked child of a process that loaded the Lua state and vrsim's modules once.
+ *
+ * A PointRunner holds a ScenarioState (scenario.h): a sandboxed Lua state in which every module
+ * under lua/ is already compiled and loaded. points_run forks; the child loads the scenario with
+ * the point's --set overrides in its copy of that state, simulates it op by op through the
+ * allocator (without a timeline or the live set at the peak, which no caller prints) and writes
+ * a PointOut back through a pipe; the runner's own state stays unused for the next point. The
+ * child is a fresh copy each time, so no point sees what an earlier one did to the Lua state:
+ * every point gives what `vrsim SCENARIO --set ...` gives.
+ *
+ * Limits. A child still running timeout_s seconds after it was forked is killed (SIGKILL) and
+ * its point reported as failed ("timed out"); a child that dies without an answer (a crash, the
+ * kernel's OOM killer) is reported as failed with its signal. Either way the caller goes on. */
+#ifndef VR_POINTS_H
+#define VR_POINTS_H
+
+#include <stdbool.h>
+
+#include "vr.h"
+
+/* What a point gave. status is VR_OK, the status of the load or the engine run (VR_EINVAL bad
+ * input, VR_ENOMEM out of host memory), or VR_EIO when the child timed out or died; err says
+ * why for any status but VR_OK. */
+typedef struct PointOut {
+    VrStatus status;
+    bool timed_out;            /* killed at the timeout */
+    bool has_step;             /* a step result exists (report_step): the peak fields are set */
+    bool fits;                 /* report_fits */
+    double peak_alloc, peak_res; /* bytes, of report_step */
+    double capacity;           /* bytes the allocator may reserve */
+    double time_ns;            /* step time of report_step */
+    double tokens_per_step, samples_per_step; /* per GPU (Plan) */
+    char strategy[32];         /* Plan.strategy */
+    char dev_name[128];        /* Plan.dev.name */
+    char title[256];           /* Plan.title */
+    char err[1024];
+} PointOut;
+
+typedef struct PointRunner PointRunner;
+
+/* Makes a runner for scenarios whose `require` may also search dir (NULL: none), unsafe as
+ * for scenario_load; timeout_s <= 0 means no timeout. Fails only for host memory or a missing
+ * lua/ folder (message in err). The caller owns *out (points_free). */
+VrStatus points_new(const char *dir, bool unsafe, double timeout_s, PointRunner **out /* OUT */,
+                    char *err, size_t errlen);
+void points_free(PointRunner *r); /* NULL is a no-op */
+
+/* Loads the scenario source src (named chunkname in messages) with the n_sets "key=value"
+ * overrides and, when simulate is true, runs it; fills *out. Where fork fails, the point runs
+ * in this process in a fresh state (no timeout). */
+void points_run(PointRunner *r, const char *chunkname, const char *src, const char *const *sets,
+                int n_sets, bool simulate, PointOut *out /* OUT */);
+
+/* Reads a scenario file as scenario_load does: NULL with scenario_load's message in err when it
+ * cannot be read or is not text. The caller frees the result. */
+char *points_read_scenario(const char *path, char *err, size_t errlen);
+
+#endif
