@@ -55,6 +55,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_streams.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_validate.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_fields.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_families.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_published.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_inputs.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/html/check.sh; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 77 ]

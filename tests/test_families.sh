@@ -1,0 +1,117 @@
+#!/bin/sh
+# Decoder families from Hugging Face configs, and the passes applied to their module trees:
+# parameter counts against transformers' own (validation/measure/n_params_configs.jsonl, counted
+# by count_params.py), LoRA injection by name, grouped-query attention, the sliding-window mask,
+# sharding, and the errors for what is not modelled.
+VRSIM=${VRSIM:-./vrsim}
+pass=0; fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+cp scenarios/configs/*.json "$tmp/"
+
+json() { "$VRSIM" "$@" --json --no-files 2>"$tmp/err"; }
+field() { python3 -c "import sys,json; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
+
+scn() { # name config [training fields]
+  cat > "$tmp/$1.lua" <<EOS
+return { hardware = { gpu = "h200" }, model = { config = "$2" },
+  training = { micro_batch = 1, seq = 512, precision = "bf16", steps = 2, $3 } }
+EOS
+}
+
+# 1. parameter counts: the simulated model's parameters, a tied weight once, as transformers counts
+while read -r line; do
+  cfg=$(echo "$line" | field 'd["config"].split("/")[-1]')
+  want=$(echo "$line" | field 'd["n_params"]')
+  scn count "$cfg"
+  got=$(json "$tmp/count.lua" | field 'sum(v for k, v in d["parameters"].items() if k != "lora_adapters")')
+  if [ "$got" = "$want" ]; then ok "$cfg: $got parameters, as transformers counts"
+  else bad "$cfg: $got parameters, transformers counts $want"; fi
+done < validation/measure/n_params_configs.jsonl
+
+# 2. tied embeddings: no lm_head parameter of its own
+scn tied llama-3.2-1b.json
+if json "$tmp/tied.lua" | field '"lm_head" not in d["parameters"]' | grep -q True; then
+  ok "tie_word_embeddings: lm_head shares embed_tokens.weight"
+else bad "tie_word_embeddings: lm_head has a weight of its own"; fi
+
+# 3. LoRA by name: all-linear on Llama-3-8B is peft's 41,943,040 trainable parameters at r 16
+scn lora llama-3-8b.json 'precision = "lora_bf16", build = "direct", lora = { r = 16, targets = "all-linear" }'
+n=$(json "$tmp/lora.lua" --set model.layers=2 | field 'd["parameters"]["lora_adapters"]')
+if [ "$n" = "2621440" ]; then ok "all-linear LoRA r16: 7 adapters a layer (1310720 parameters)"
+else bad "all-linear LoRA r16 on 2 layers: $n adapter parameters, want 2621440"; fi
+scn lora2 llama-3-8b.json 'precision = "lora_bf16", build = "direct", lora = { r = 16, targets = { "o_proj", "down_proj" } }'
+n=$(json "$tmp/lora2.lua" --set model.layers=2 | field 'd["parameters"]["lora_adapters"]')
+if [ "$n" = "2 * (16 * (4096 + 4096) + 16 * (14336 + 4096))" ] || [ "$n" = "851968" ]; then ok "LoRA on o_proj and down_proj by their peft names"
+else bad "LoRA on o_proj and down_proj: $n adapter parameters, want 851968"; fi
+scn lora3 llama-3-8b.json 'precision = "lora_bf16", lora = { targets = { "qproj" } }'
+"$VRSIM" "$tmp/lora3.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "no Linear module named 'qproj'.*q_proj" "$tmp/err"; then ok "an unknown LoRA target exits 2 and lists the Linear names"
+else bad "unknown LoRA target: exit $rc, $(cat "$tmp/err")"; fi
+
+# 4. grouped-query attention: SDPA gets the grouped keys (no repeat_kv copies); eager repeats
+scn gqa tinyllama-1.1b.json
+"$VRSIM" "$tmp/gqa.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/gqa.csv" >/dev/null 2>&1
+"$VRSIM" "$tmp/gqa.lua" --no-files --set model.layers=1 --set attention=eager --alloc-trace "$tmp/gqa_e.csv" >/dev/null 2>&1
+if ! grep -q repeat_k "$tmp/gqa.csv" && grep -q repeat_k "$tmp/gqa_e.csv"; then ok "GQA: enable_gqa under SDPA, repeat_kv under eager"
+else bad "GQA: repeat_kv copies under SDPA or none under eager"; fi
+"$VRSIM" "$tmp/gqa.lua" --no-files --set precision=fp32 >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "math fallback" "$tmp/err"; then ok "GQA on SDPA's memory-efficient kernel (fp32) is an error, not a guess"
+else bad "fp32 GQA: exit $rc"; fi
+
+# 5. Mistral's sliding window: a mask only once the sequence is longer than the window
+scn mis mistral-7b-v0.1.json
+"$VRSIM" "$tmp/mis.lua" --no-files --set model.layers=1 --set seq=4096 --alloc-trace "$tmp/m1.csv" >/dev/null 2>&1
+"$VRSIM" "$tmp/mis.lua" --no-files --set model.layers=1 --set seq=8192 --alloc-trace "$tmp/m2.csv" >/dev/null 2>&1
+if ! grep -q sliding_window_mask "$tmp/m1.csv" && grep -q attn_mask_to_bias "$tmp/m2.csv"; then ok "sliding window: the causal shortcut up to the window, a saved additive mask past it"
+else bad "sliding window mask"; fi
+
+# 6. sharding passes: under FSDP2 and ZeRO-3 over 8 GPUs a rank holds its 1/8 shard (1.9 GiB of
+# the 15.0 GiB of bf16 weights) plus what is gathered at the peak (the layer in backward; FSDP2's
+# root group, embeddings and head, kept through backward): well under a third of the whole
+scn fsdp llama-3-8b.json 'strategy = "fsdp2", checkpointing = true'
+for s in fsdp2 zero3; do
+  held=$(json "$tmp/fsdp.lua" --set strategy=$s --set hardware.count=8 --set model.config=llama-3-8b.json \
+         | field 'round(d["breakdown_at_peak"]["parameters"])')
+  if python3 -c "import sys; h=$held; sys.exit(0 if h < 0.3 * 16060522496 and h > 0 else 1)"; then
+    ok "$s over 8 GPUs: $held parameter bytes at the peak (a shard and the gathered layers)"
+  else bad "$s over 8 GPUs: $held parameter bytes at the peak"; fi
+done
+
+# 7. what is not modelled is an error, never silently wrong
+cat > "$tmp/gpt2.json" <<'EOS'
+{ "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_layer": 12 }
+EOS
+scn gpt2 gpt2.json
+"$VRSIM" "$tmp/gpt2.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "GPT2LMHeadModel' is not modelled (modelled: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM" "$tmp/err"; then
+  ok "an architecture that is not modelled exits 2 and names the ones that are"
+else bad "GPT2LMHeadModel: exit $rc, $(cat "$tmp/err")"; fi
+python3 -c "
+import json; d=json.load(open('$tmp/qwen2.5-0.5b.json')); d['use_sliding_window']=True
+json.dump(d, open('$tmp/qwen_sw.json','w'))"
+scn qsw qwen_sw.json
+"$VRSIM" "$tmp/qsw.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "use_sliding_window" "$tmp/err"; then ok "Qwen2 use_sliding_window is an error"
+else bad "Qwen2 use_sliding_window: exit $rc"; fi
+python3 -c "
+import json; d=json.load(open('$tmp/llama-3.2-1b.json')); d['attention_dropout']=0.1; d['some_new_key']=3
+json.dump(d, open('$tmp/l_odd.json','w'))"
+scn odd l_odd.json
+"$VRSIM" "$tmp/odd.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "attention_dropout = 0.1 is not modelled" "$tmp/err"; then ok "attention_dropout > 0 is an error"
+else bad "attention_dropout: exit $rc"; fi
+python3 -c "
+import json; d=json.load(open('$tmp/llama-3.2-1b.json')); d['some_new_key']=3
+json.dump(d, open('$tmp/l_new.json','w'))"
+scn newkey l_new.json
+if "$VRSIM" "$tmp/newkey.lua" --no-files 2>&1 | grep -q "config key 'some_new_key' is not read by vrsim"; then ok "an unknown config key is a named warning"
+else bad "unknown config key: no warning"; fi
+scn arch mistral-7b-v0.1.json
+"$VRSIM" "$tmp/arch.lua" --no-files --set model.arch=qwen2 >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "model.arch = qwen2, but the config is a mistral model" "$tmp/err"; then ok "model.arch that contradicts the config exits 2"
+else bad "arch mismatch: exit $rc, $(cat "$tmp/err")"; fi
+
+echo "test_families: $pass passed, $fail failed"
+[ $fail -eq 0 ]
