@@ -42,6 +42,6 @@ function M.named_config(model)
   return c
 end
 
-M.build = function(cx, cfg) return require("models.causal_lm").build(cx, cfg) end
+M.build = function(cx, cfg) return require("vrsim.causal_lm").build(cx, cfg) end
 
 return M

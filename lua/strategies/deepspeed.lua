@@ -27,7 +27,7 @@ local D = {}
 -- UNet has no hidden_size, and the Trainer then raises).
 local function hidden_size(cfg)
   if cfg.model.arch == "sdxl" then return nil end
-  local ok, _, c = pcall(function() return require("models.causal_lm").resolve(cfg.model) end)
+  local ok, _, c = pcall(function() return require("vrsim.causal_lm").resolve(cfg.model) end)
   if ok and type(c) == "table" and math.type(c.hidden) then return c.hidden end
   return nil
 end

@@ -544,7 +544,7 @@ function P.build(scn, sets, file, src)
     dp = require "strategies.dp"
     dp.setup(cx, cfg)
   end
-  local model = require("models." .. P.builder(cfg))
+  local model = require(P.builder(cfg))
   cx.micro, cx.micro_total = 1, t0.inference and 1 or t0.grad_accum
   local ok, loss, _, _, forward = pcall(model.build, cx, cfg)
   if not ok then
@@ -614,7 +614,7 @@ function P.build(scn, sets, file, src)
     fraction_set = true
   end
   local t = cfg.training
-  local model_mod = require("models." .. P.builder(cfg))
+  local model_mod = require(P.builder(cfg))
   local settings_line = model_mod.settings and model_mod.settings(cfg)
   local settings = settings_line or ("%s %s, micro-batch %d x seq %d, %s, %s %s, attention %s%s%s"):format(
     cfg.model.arch, cfg.model.config ~= nil and cx.model_name or cfg.model.size, t.micro_batch, t.seq, t.precision, t.optimizer,
@@ -671,12 +671,12 @@ function P.build(scn, sets, file, src)
   }
 end
 
--- The model builder of a normalized config: sdxl, or causal_lm for the decoder families (whose
+-- The module that builds a normalized config's run: models.sdxl, or vrsim.causal_lm for the decoder families (whose
 -- family comes from model.config, or the named Llama-2 shapes for arch llama2).
 function P.builder(cfg)
   local m = cfg.model
-  if m.arch == "sdxl" then return "sdxl" end
-  if m.resolved_arch then return "causal_lm" end
+  if m.arch == "sdxl" then return "models.sdxl" end
+  if m.resolved_arch then return "vrsim.causal_lm" end
   local given = m.arch
   if m.config ~= nil then
     local fam = require("models.hf").resolve(m.config)
@@ -692,7 +692,7 @@ function P.builder(cfg)
     m.arch = "llama2"
   end
   m.resolved_arch = true
-  return "causal_lm"
+  return "vrsim.causal_lm"
 end
 
 -- `vrsim fields`: every scenario field with its type, default, choices and meaning, by section.

@@ -1,5 +1,5 @@
 -- causal_lm.lua: builds a decoder-only language model's training step from its family's module
--- tree (llama.lua, mistral.lua, qwen2.lua) the way a training script does: the model built (on
+-- tree (models/llama.lua, mistral.lua, qwen2.lua) the way a training script does: the model built (on
 -- the GPU, in fp32 then cast, or directly in its dtype), bitsandbytes and peft applied by name,
 -- the strategies' passes hooked on module boundaries, the batch made, then forward.
 --
