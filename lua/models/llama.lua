@@ -42,13 +42,16 @@ function L.linear_forward(cx, m, x)
     return require("models.blocks.ops").linear(cx, name, x, w, b)
   end
   if cx.autocast then
+    -- autocast's linear is `linear(cached_cast(input), cached_cast(weight))`; the compiler
+    -- evaluates the arguments right to left, so the weight's cast comes first
+    -- (fulltrace_gen-stk-g07-amp-bf16-b4: each 32 MiB weight copy before its 64 MiB input copy)
     local lp = cx.autocast
-    local xc = nn.to(cx, x, lp, name .. ".input_cast")
     local wc = cx.cast_cache[w.id]
     if not wc and w.dtype ~= lp then
       wc = nn.cast(cx, w, lp, name .. ".weight_cast", w.name .. "." .. lp)
       cx.cast_cache[w.id] = wc
     end
+    local xc = nn.to(cx, x, lp, name .. ".input_cast")
     return nn.linear(cx, name, xc, wc or w)
   end
   return nn.linear(cx, name, x, w)
@@ -352,12 +355,21 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   if r.use_cache then
     -- `key_states, value_states = past_key_values.update(...)`: both copies are made before
     -- the names are rebound and the originals go (fulltrace_dev-x2-zero1-trace)
+    -- DynamicLayer.lazy_initialization makes both empty tensors in the keys' dtype, so
+    -- torch.cat promotes the values to it (under autocast the rotated keys are fp32 and the
+    -- values bf16: the cached values are fp32). The cache is the model output's
+    -- past_key_values: it holds both until the caller drops the output, after the forward
+    -- (fulltrace_gen-stk-g07-amp-bf16-b4: two 128 MiB copies a layer, freed after the loss).
     kc = nn.op(cx, { name = pre .. ".cache_keys", kind = "copy", inputs = { ke },
                      outs = { { pre .. ".cache.keys", ke.shape, ke.dtype } },
                      grads = { { pass = 1 } }, frees = {} })
-    vc = nn.op(cx, { name = pre .. ".cache_values", kind = "transpose", inputs = { vv },
-                     outs = { { pre .. ".cache.values", vv.shape, vv.dtype } },
-                     grads = { { pass = 1 } }, frees = {} })
+    local vdt = promote(ke.dtype, vv.dtype)
+    vc = nn.op(cx, { name = pre .. ".cache_values", kind = vdt == vv.dtype and "transpose" or "cast_up",
+                     inputs = { vv }, outs = { { pre .. ".cache.values", vv.shape, vdt } },
+                     grads = { vdt == vv.dtype and { pass = 1 } or { dtype = vv.dtype } }, frees = {},
+                     bytes = nn.bytes(vv.shape, vv.dtype) + nn.bytes(vv.shape, vdt) })
+    nn.hold(cx, kc)
+    nn.hold(cx, vc)
     nn.release(cx, { ke, vv }, pre .. ": key/value states rebound to the cache's")
   end
   if grouped and not enable_gqa then
@@ -369,10 +381,20 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
                      grads = { { dtype = vc.dtype } } })
   end
   local qa = qe
+  local uncast = {}
   if cx.autocast and qe.dtype ~= cx.autocast then
-    qa = nn.to(cx, qe, cx.autocast, pre .. ".q_cast")
-    kc = nn.to(cx, kc, cx.autocast, pre .. ".k_cast")
-    vc = nn.to(cx, vc, cx.autocast, pre .. ".v_cast")
+    -- autocast's SDPA casts its arguments right to left (value, key, query); the fp32 originals
+    -- are the attention interface's arguments, held until the attention returns
+    -- (fulltrace_gen-stk-g07-amp-bf16-b4: three 64 MiB copies, then the frees)
+    local lp = cx.autocast
+    local function cast(x, what)
+      if x.dtype == lp then return x end
+      uncast[#uncast + 1] = x
+      return nn.cast(cx, x, lp, pre .. "." .. what .. "_cast", pre .. "." .. what .. "_cast", true)
+    end
+    vc = cast(vc, "v")
+    kc = cast(kc, "k")
+    qa = cast(qe, "q")
   end
   local ao, attn_weights = attention(cx, m.opname, qa, kc, vc, a, b, s, r.attention, mask)
   local ao2
@@ -385,7 +407,9 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   end
   local o = mod.call(cx, m.children.o_proj, ao2)
   -- LlamaAttention.forward returns: its locals die
-  nn.release(cx, { qa, kc, vc }, pre .. ": self_attn returns")
+  local locals = { qa, kc, vc }
+  for _, x in ipairs(uncast) do locals[#locals + 1] = x end
+  nn.release(cx, locals, pre .. ": self_attn returns")
   return o, attn_weights
 end
 

@@ -24,7 +24,8 @@ parameter dtype with torch.set_default_dtype instead of fp32 then .to()),
 cap_mib (torch.cuda.set_per_process_memory_fraction(cap_mib / total) before the model is built),
 alloc_conf (PYTORCH_CUDA_ALLOC_CONF for that process; the record then carries "alloc_conf"),
 trace (true: record the allocator's history from process start and write
-fulltrace_<name>.csv.gz, columns seq,time_us,action,addr,size,stream), steps (default 4),
+fulltrace_<name>.csv.gz, columns seq,time_us,action,addr,size,stream; "stacks": the same with a
+frames column, the innermost transformers/peft/torch.nn Python frames of each allocation), steps (default 4),
 timeout_s (default 90).
 """
 import argparse
@@ -45,7 +46,7 @@ SHAPES = {
                 num_key_value_heads=8, num_hidden_layers=80),
 }
 MODES = ("fp32", "amp_bf16", "amp_fp16", "bf16", "fp16", "lora_bf16")
-OPTIMS = ("adamw_foreach", "adamw_fused", "adamw_forloop")
+OPTIMS = ("adamw_foreach", "adamw_fused", "adamw_forloop", "sgd_momentum")
 MIB = float(1 << 20)
 
 
@@ -136,36 +137,58 @@ def context_figures(dev, idle_mib):
     return out, extra
 
 
-def write_trace(path, entries):
-    """Allocator history -> gzipped CSV seq,time_us,action,addr,size,stream (truth format)."""
+# Python frames kept in a stacks trace: the innermost from these packages, innermost first
+FRAME_KEYS = ("transformers/", "peft/", "torch/nn/", "torch/amp/", "torch/optim/", "torch/utils/checkpoint",
+              "torch/autograd/", "measure_llama.py")
+
+
+def frames_of(e):
+    out = []
+    for fr in e.get("frames") or []:
+        fn = fr.get("filename", "")
+        if any(k in fn for k in FRAME_KEYS):
+            out.append(f"{fn.rsplit('/', 1)[-1]}:{fr.get('line', 0)}:{fr.get('name', '')}")
+        if len(out) == 4:
+            break
+    return " | ".join(out).replace(",", ";")
+
+
+def write_trace(path, entries, stacks=False):
+    """Allocator history -> gzipped CSV seq,time_us,action,addr,size,stream (truth format), with a
+    frames column (the innermost meaningful Python frames) when recorded with stacks."""
     tmp = path + ".tmp"
     with gzip.open(tmp, "wt", compresslevel=9, newline="") as f:
-        f.write("seq,time_us,action,addr,size,stream\n")
+        f.write("seq,time_us,action,addr,size,stream" + (",frames" if stacks else "") + "\n")
         for i, e in enumerate(entries):
             addr = e.get("addr", e.get("device_free", 0))
             f.write(f"{i},{int(e.get('time_us', 0))},{e['action']},{int(addr)},{int(e['size'])},"
-                    f"{int(e.get('stream', 0))}\n")
+                    f"{int(e.get('stream', 0))}" + (f",{frames_of(e)}" if stacks else "") + "\n")
     os.replace(tmp, path)
 
 
 TRACE_MAX_ENTRIES = 20_000_000
 
 
-def start_trace():
-    """Record the allocator's history (every device's) from here on, without stacks."""
+def start_trace(stacks=False):
+    """Record the allocator's history (every device's) from here on, with the Python stack of
+    each allocation when `stacks` (slower; for finding which op made it)."""
     import torch
-    torch.cuda.memory._record_memory_history(enabled="all", context=None,
-                                             max_entries=TRACE_MAX_ENTRIES)
+    if stacks:
+        torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python",
+                                                 max_entries=TRACE_MAX_ENTRIES)
+    else:
+        torch.cuda.memory._record_memory_history(enabled="all", context=None,
+                                                 max_entries=TRACE_MAX_ENTRIES)
 
 
-def finish_trace(path, device=0):
+def finish_trace(path, device=0, stacks=False):
     """Snapshot the history start_trace() recorded, stop recording and write device `device`'s
     events to `path` (write_trace's format). Returns the number of events written."""
     import torch
     snap = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
     entries = snap["device_traces"][device] if snap.get("device_traces") else []
-    write_trace(path, entries)
+    write_trace(path, entries, stacks)
     return len(entries)
 
 
@@ -219,7 +242,7 @@ def worker(cfg, result_path, trace_dir):
 
     tracing = bool(cfg.get("trace"))
     if tracing:
-        start_trace()
+        start_trace(stacks=cfg.get("trace") == "stacks")
 
     torch.manual_seed(0)
     dtype = {"bf16": torch.bfloat16, "lora_bf16": torch.bfloat16, "fp16": torch.float16}.get(mode)
@@ -261,9 +284,12 @@ def worker(cfg, result_path, trace_dir):
                                                      task_type="CAUSAL_LM"))
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
-        kw = {"adamw_foreach": {"foreach": True}, "adamw_fused": {"fused": True},
-              "adamw_forloop": {"foreach": False}}[optim]
-        opt = torch.optim.AdamW(params, lr=1e-5, **kw)
+        if optim == "sgd_momentum":
+            opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
+        else:
+            kw = {"adamw_foreach": {"foreach": True}, "adamw_fused": {"fused": True},
+                  "adamw_forloop": {"foreach": False}}[optim]
+            opt = torch.optim.AdamW(params, lr=1e-5, **kw)
         torch.cuda.synchronize()
     except torch.OutOfMemoryError as e:  # the model itself does not fit under the cap
         oom_in_build = e
@@ -282,6 +308,8 @@ def worker(cfg, result_path, trace_dir):
     else:
         ids = torch.randint(0, lcfg.vocab_size, (batch, seq), device=dev)
         autocast = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(mode)
+        # amp_fp16 scales the loss as torch.amp.GradScaler does (shared/truth/README.md)
+        scaler = torch.amp.GradScaler("cuda") if mode == "amp_fp16" else None
         for step in range(nsteps):
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats(dev)
@@ -300,9 +328,16 @@ def worker(cfg, result_path, trace_dir):
                     if accum != 1:
                         loss = loss / accum
                     fwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
-                    loss.backward()
+                    if scaler is not None:
+                        scaler.scale(loss).backward()
+                    else:
+                        loss.backward()
                     bwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
-                opt.step()
+                if scaler is not None:
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    opt.step()
                 opt.zero_grad(set_to_none=True)
                 ev1.record()
                 torch.cuda.synchronize()
@@ -346,7 +381,7 @@ def worker(cfg, result_path, trace_dir):
     if tracing:
         fname = f"fulltrace_{name}.csv.gz"
         rec["trace"] = fname
-        rec["trace_events"] = finish_trace(os.path.join(trace_dir, fname))
+        rec["trace_events"] = finish_trace(os.path.join(trace_dir, fname), stacks=cfg.get("trace") == "stacks")
     rec["process_s"] = time.perf_counter() - t_proc
     with open(result_path, "w") as f:
         json.dump(rec, f)
