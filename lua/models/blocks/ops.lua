@@ -124,12 +124,12 @@ function O.autocast_fp32(cx, x, name)
   return O.to(cx, x, "fp32", name)
 end
 
--- cuDNN's workspace sizes, measured on an H200 (blocks/conv_ws_h200.lua says how), by
+-- cuDNN's workspace sizes, measured on an H200 (vrsim/ops/conv_ws_h200.lua says how), by
 -- "cin,cout,k,stride,h,w,dtype,batch": { forward, backward-data, backward-filter } bytes; up to
 -- 1.08 GB for one fp32 VAE convolution at 1024 px. When a workspace cannot be allocated, PyTorch
 -- falls back to an algorithm that needs less (not modelled: vrsim reports the OOM). Other
 -- shapes are estimated from the nearest entry (O.conv_ws_estimate).
-O.conv_ws = require "models.blocks.conv_ws_h200"
+O.conv_ws = require "vrsim.ops.conv_ws_h200"
 
 local function conv_key(cin, cout, k, stride, h, w, dt, n)
   return ("%d,%d,%d,%d,%d,%d,%s,%d"):format(cin, cout, k, stride, h, w, dt, n)
