@@ -136,6 +136,40 @@ RC=$?
 if [ "$RC" -eq 2 ] && grep -q "no Linear module named 'to_x'" "$TMP/lora_bad.err"; then ok "a LoRA target no Linear has exits 2 and names it"
 else fail "LoRA target to_x: exit $RC, expected 2" "$(cat "$TMP/lora_bad.err")"; fi
 
+# unet.add_adapter makes the adapters in the UNet's dtype (bf16 here; diffusers' script casts
+# them to fp32 only for fp16): after a step the adapters and their two AdamW states take
+# 5806080 x 3 x 2 bytes less than with lora.dtype = "fp32" (before, that was the default)
+cat >"$TMP/lora4.lua" <<'SCN'
+return {
+  hardware = { gpu = "h200" },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "lora_bf16", steps = 2, lora = { r = 4 } },
+}
+SCN
+sed 's/lora = { r = 4 }/lora = { r = 4, dtype = "fp32" }/' "$TMP/lora4.lua" >"$TMP/lora4f.lua"
+"$VRSIM" "$TMP/lora4.lua" --json --no-files >"$TMP/lora4.json" 2>"$TMP/lora4.err"
+RC=$?
+"$VRSIM" "$TMP/lora4f.lua" --json --no-files >"$TMP/lora4f.json" 2>>"$TMP/lora4.err"
+RC2=$?
+got=$(python3 -c 'import json,sys; e=lambda f: json.load(open(f))["steps"][-1]["end_allocated_bytes"]; print(e(sys.argv[2]) - e(sys.argv[1]))' "$TMP/lora4.json" "$TMP/lora4f.json" 2>&1)
+if [ "$RC" -eq 0 ] && [ "$RC2" -eq 0 ] && python3 -c 'import sys; sys.exit(0 if abs(int(sys.argv[1]) - 5806080 * 6) < 2**20 else 1)' "$got" 2>/dev/null
+then ok "LoRA adapters in the UNet's dtype by default: $got bytes fewer than fp32 adapters after a step"
+else fail "LoRA adapter dtype: exit $RC/$RC2, fp32 - default = $got bytes, expected about $((5806080 * 6))" "$(tail -n 3 "$TMP/lora4.err")"; fi
+# pub-s01 (a measured SDXL LoRA run, kept beside the repository): within 1 %
+if [ -f ../shared/truth/sdxl_h200_gen2.jsonl ]; then
+  "$VRSIM" validate --json ../shared/truth/sdxl_h200_gen2.jsonl >"$TMP/gen2.json" 2>"$TMP/gen2.err"
+  msg=$(python3 - "$TMP/gen2.json" <<'PY' 2>&1
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1])) if r["config"] == "pub-s01"
+        and r["metric"] in ("peak_allocated", "peak_reserved")]
+print(" ".join("%s %+.2f%%" % (r["metric"], 100 * r["rel_error"]) for r in rows))
+sys.exit(0 if len(rows) == 2 and all(abs(r["rel_error"]) < 0.01 for r in rows) else 1)
+PY
+)
+  if [ $? -eq 0 ]; then ok "pub-s01 (SDXL LoRA r8, frozen UNet): $msg"
+  else fail "pub-s01 beyond 1 %: $msg"; fi
+fi
+
 # ZeRO-3 and FSDP2 shard the UNet: the model states per GPU at the end of a step (parameter,
 # gradient and AdamW shards) are the unsharded ones / count, and every down/up block and the mid
 # block is all-gathered before its forward and again before its backward (before, nothing

@@ -156,7 +156,13 @@ function M.build(cx, cfg)
   local lora, lora_hit
   if t.precision:match("^lora") or t.lora then
     local L = require "strategies.lora"
-    lora = L.settings(t.lora, { r = 4, dropout = 0.0, targets = M.LORA_TARGETS })
+    -- adapters in the UNet's dtype: add_adapter (peft's inject_adapter_in_model) makes them
+    -- on the base layer's device and dtype (BaseTunerLayer._move_adapter_to_device_of_base_layer;
+    -- no PeftModel, so no autocast_adapter_dtype upcast), and diffusers'
+    -- train_text_to_image_lora_sdxl.py casts them to fp32 (cast_training_params) only for fp16
+    -- (pub-s01's build: 11,612,160 adapter parameters, 22.15 MiB: two bytes each)
+    lora = L.settings(t.lora, { r = 4, dropout = 0.0, targets = M.LORA_TARGETS,
+                                dtype = pd == "fp16" and "fp32" or pd })
     lora_hit = L.apply(unet, lora, nil)
   end
 
@@ -185,7 +191,7 @@ function M.build(cx, cfg)
   end
   cx.shard_param = shard_param
   materialize(cx, unet, pd, not lora)
-  -- the adapters after the base model (fp32: autocast_adapter_dtype)
+  -- the adapters after the base model
   if lora then require("strategies.lora").materialize(cx, lora_hit, "") end
   if t.ema then
     -- EMAModel(unet.parameters()): a copy of every trained parameter, kept in fp32 under amp

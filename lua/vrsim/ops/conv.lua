@@ -24,9 +24,8 @@ return function(nn)
   -- a weight-side op (views of the parameters, created first, so that their backward runs after:
   -- grad_weight + workspace keeping the input, then grad_bias) and the convolution itself
   -- (output + workspace; backward: grad_input + workspace, keeping the weight; the parameter
-  -- sides receive grad_output as it is). ConvolutionBackward0 keeps its input for grad_weight
-  -- and its weight for grad_input: a frozen convolution (weight without grad) keeps no input,
-  -- and one whose input needs no gradient keeps no weight; with neither it is no node at all.
+  -- sides receive grad_output as it is). ConvolutionBackward0 keeps input and weight whenever
+  -- it exists (below); with neither input nor weight needing a gradient it is no node at all.
   -- opts: stride (1), pad (k // 2), frees (the references the call drops).
   function nn.conv2d(cx, name, x, w, b, opts)
     opts = opts or {}
@@ -62,7 +61,12 @@ return function(nn)
                         saves = { x }, grads = { { dtype = w.dtype } }, bytes = 0, flops = 0, bwd_flops = flops,
                         bwd_workspace = (ws[3] or 0) > 0 and { ws[3] } or nil, dtype = dt })
     end
-    local saves = x.rg and { w } or {}
+    -- ConvolutionBackward0 is one formula for input, weight and bias (derivatives.yaml
+    -- `input, weight, bias: convolution_backward(grad, input, weight, ...)`), so the node keeps
+    -- both whenever it exists: a frozen convolution on an input that needs a gradient keeps
+    -- that input (with a trained weight the weight side keeps it)
+    local saves = {}
+    if x.rg then saves = wv.rg and { w } or { x, w } end
     local inputs, grads = { x, wv }, { { dtype = x.dtype }, wv.rg and { pass = 1 } or "none" }
     if b then
       inputs[3] = bv
