@@ -27,7 +27,7 @@ local U = {}
 
 -- nn.Linear: F.linear(x, weight, bias). opts (the caller's view of its input): keep_input (the
 -- caller's frame still holds x), noncontig (x is a permuted view), grad_transposed,
--- bwd_workspace (blocks/ops.lua nn.linear).
+-- bwd_workspace (vrsim/ops/linear.lua).
 local function linear_forward(cx, m, x, opts)
   return nn.linear(cx, m.opname, x, W(cx, m.p.weight), m.p.bias and W(cx, m.p.bias), opts)
 end
