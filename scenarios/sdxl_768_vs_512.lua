@@ -3,7 +3,7 @@
 -- no gradient checkpointing, one image per step, on an H200; 768 px here, --set resolution=512
 -- (or 1024) for the others, --set attention=eager for diffusers' AttnProcessor (no SDPA).
 --
--- Answer (vrsim 2026-11-30, ./vrsim scenarios/sdxl_768_vs_512.lua [--set resolution=512]
+-- Answer (vrsim 2026-12-01, ./vrsim scenarios/sdxl_768_vs_512.lua [--set resolution=512]
 -- [--set attention=eager]), activation memory = forward peak - (weights + AdamW state):
 --   SDPA    512 px  1687 MiB   768 px  3828 MiB (+2141 MiB, 2.3x)   1024 px  6620 MiB
 --   eager   512 px  2099 MiB   768 px  5722 MiB (+3623 MiB, 2.7x)   1024 px 12448 MiB
@@ -14,8 +14,8 @@
 -- feed-forwards, skip connections), which scales with the pixels (2.25x). Eager attention adds
 -- the s x s probabilities of every attention on top (443 MiB at 512 px, 2051 MiB at 768 px,
 -- 6271 MiB at 1024 px: quadratic). The whole step at 768 px:
---   FITS: peak reserved 20.95 GiB of 139.05 GiB usable (15.1 %)   <- this file
--- (peak 20507 MiB allocated, in backward); 512 px 20.89 GiB (20162 MiB): on an H200
+--   FITS: peak reserved 20.92 GiB of 139.05 GiB usable (15.0 %)   <- this file
+-- (peak 20512 MiB allocated, in backward); 512 px 20.93 GiB (20161 MiB): on an H200
 -- the weights, gradients and AdamW state (20 GB) dominate; on a 24 GB card the difference
 -- decides.
 return {

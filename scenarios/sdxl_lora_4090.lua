@@ -1,22 +1,23 @@
 -- LoRA fine-tuning of SDXL at 1024 px on an RTX 4090 (24 GB): does it fit, and with what batch?
 -- diffusers' train_text_to_image_lora_sdxl.py setup: peft LoRA rank 4 on every attention
--- projection of the UNet (to_q, to_k, to_v, to_out.0; 5,806,080 fp32 adapter parameters), the
--- UNet frozen in bf16, both text encoders frozen (bf16, no_grad), VAE encode in fp32 (no_grad),
--- gradient checkpointing, AdamW (foreach) on the adapters only.
+-- projection of the UNet (to_q, to_k, to_v, to_out.0; 5,806,080 adapter parameters, in bf16 as
+-- unet.add_adapter makes them: the script casts them to fp32 only for fp16), the UNet frozen in
+-- bf16, both text encoders frozen (bf16, no_grad), VAE encode in fp32 (no_grad), gradient
+-- checkpointing, AdamW (foreach) on the adapters only.
 --
--- Answer (vrsim 2026-11-30, ./vrsim scenarios/sdxl_lora_4090.lua [--set ...]): LoRA fits easily:
+-- Answer (vrsim 2026-12-01, ./vrsim scenarios/sdxl_lora_4090.lua [--set ...]): LoRA fits easily:
 --   as written (batch 1, checkpointing):
---       FITS: peak reserved 10.28 GiB of 22.97 GiB usable (44.7 %)   <- this file
---       the peak (9547 MiB allocated) is the fp32 VAE encode (a 1.08 GB cuDNN workspace for
+--       FITS: peak reserved 10.22 GiB of 22.97 GiB usable (44.5 %)   <- this file
+--       the peak (9514 MiB allocated) is the fp32 VAE encode (a 1.08 GB cuDNN workspace for
 --       the 128-channel convolutions at 1024 px), not the UNet
---   --set checkpointing=false              FITS: 14.21 GiB (61.8 %)
---   --set micro_batch=4                    FITS: 19.75 GiB (86.0 %)
---   micro-batch 6 is the largest that fits (21.65 GiB; ./vrsim maxbatch scenarios/sdxl_lora_4090.lua);
+--   --set checkpointing=false              FITS: 12.38 GiB (53.9 %)
+--   --set micro_batch=4                    FITS: 19.70 GiB (85.7 %)
+--   micro-batch 6 is the largest that fits (21.60 GiB; ./vrsim maxbatch scenarios/sdxl_lora_4090.lua);
 --   --set micro_batch=8                    DOES NOT FIT (OOM in the fp32 VAE encode, step 1)
 --   with cached latents and embeddings, --set text_encoders=cached --set vae=cached
---   --set micro_batch=8                    FITS: 10.15 GiB (44.2 %)
+--   --set micro_batch=8                    FITS: 10.45 GiB (45.5 %)
 -- Weights (frozen UNet 4.9 GB bf16, text encoders 1.6 GB, VAE 0.3 GB) are most of it; the
--- adapters, their gradients and AdamW state are 89 MiB.
+-- adapters, their gradients and AdamW state are 44 MiB.
 return {
   title = "SDXL LoRA (rank 4, attention projections) at 1024 px on an RTX 4090",
   hardware = { gpu = "rtx4090" },

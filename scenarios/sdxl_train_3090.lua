@@ -3,13 +3,13 @@
 -- fp32 under no_grad, both text encoders frozen (bf16, no_grad), UNet forward + backward, MSE on
 -- the predicted noise, AdamW; UNet weights, gradients and AdamW state in bf16.
 --
--- Answer (vrsim 2026-11-30, ./vrsim scenarios/sdxl_train_3090.lua [--set ...]): batch 1 at
+-- Answer (vrsim 2026-12-01, ./vrsim scenarios/sdxl_train_3090.lua [--set ...]): batch 1 at
 -- 1024 px fits only just, and only with fused (or for-loop) AdamW and gradient checkpointing:
 --   as written (fused AdamW, checkpointing):
---       FITS: peak reserved 23.04 GiB of 23.09 GiB usable (99.8 %)   <- this file
---       22092 MiB allocated at the peak, in backward; the allocator has to free its cache and
+--       FITS: peak reserved 23.05 GiB of 23.09 GiB usable (99.8 %)   <- this file
+--       22091 MiB allocated at the peak, in backward; the allocator has to free its cache and
 --       retry twice per step (slow, and one driver update away from OOM)
---   --set optimizer_impl=forloop               FITS: 22.75 GiB (98.5 %)
+--   --set optimizer_impl=forloop               FITS: 22.76 GiB (98.6 %)
 --   --set optimizer_impl=foreach               DOES NOT FIT (OOM in step 0 at adamw._foreach_sqrt:
 --       the foreach step makes a sqrt copy of every exp_avg_sq, another 4.9 GB at once)
 --   --set checkpointing=false                  DOES NOT FIT (OOM in step 1's forward)
@@ -19,7 +19,7 @@
 --       alone are 39 GB: diffusers' default --mixed_precision is for 40 GB+ cards)
 --   --set text_encoders=trained                DOES NOT FIT
 -- With cached latents and text embeddings (--set text_encoders=cached --set vae=cached: the
--- VAE and text encoders never loaded) it is comfortable: 20.54 GiB (88.9 %); without
+-- VAE and text encoders never loaded) it is comfortable: 20.55 GiB (89.0 %); without
 -- checkpointing 22.04 GiB (95.5 %); with checkpointing up to micro-batch 7 (22.74 GiB,
 -- ./vrsim maxbatch scenarios/sdxl_train_3090.lua --set text_encoders=cached --set vae=cached),
 -- micro-batch 8 runs out in backward.

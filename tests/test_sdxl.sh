@@ -84,6 +84,151 @@ RC=$?
 if [ "$RC" -eq 2 ] && grep -q "multiples of 64" "$TMP/bad2.err"; then ok "a resolution that is not a multiple of 64 exits 2"
 else fail "resolution 1000: exit $RC, expected 2" "$(cat "$TMP/bad2.err")"; fi
 
+# ---- the module tree and its passes -----------------------------------------------------
+# Gradient checkpointing as diffusers' enable_gradient_checkpointing applies it: every
+# ResnetBlock2D and BasicTransformerBlock is recomputed in backward, except the mid block's first
+# ResNet (UNetMidBlock2DCrossAttn calls it outside the checkpoint); nothing else is.
+cat >"$TMP/ckpt.lua" <<'SCN'
+return {
+  hardware = { gpu = "h200" },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "bf16", checkpointing = true, steps = 1 },
+}
+SCN
+"$VRSIM" "$TMP/ckpt.lua" --out "$TMP/ckpt" >/dev/null 2>"$TMP/ckpt.err"
+RC=$?
+got=$(python3 - "$TMP/ckpt/trace.json" <<'PY' 2>&1
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"] if isinstance(d, dict) else d
+names = [e.get("name", "") for e in ev]
+rec = [n for n in names if n.endswith(" (recompute)")]
+res = sorted({n for n in rec if re.search(r"resnets\.\d+\.conv1 \(recompute\)$", n)})
+blocks = sorted({n for n in rec if n.endswith(".attn1.to_q (recompute)")})
+mid0 = [n for n in rec if n.startswith("unet.mid_block.resnets.0.")]
+outside = [n for n in rec if ".resnets." not in n and ".transformer_blocks." not in n]
+print(len(res), len(blocks), len(mid0), len(outside))
+PY
+)
+if [ "$RC" -eq 0 ] && [ "$got" = "16 70 0 0" ]; then
+  ok "checkpointing: 16 ResNet blocks and 70 transformer blocks recomputed, not the mid block's first ResNet"
+else fail "checkpointing: exit $RC, recomputed (resnets, transformer blocks, mid resnet 0, other) = '$got', expected '16 70 0 0'" "$(tail -n 3 "$TMP/ckpt.err")"; fi
+
+# LoRA on any named Linear (peft's target_modules suffix match): proj_in and ff.net.2, rank 8:
+# 8 x (in + out) per module, 11 proj_in (5 of 640, 6 of 1280) and 70 ff.net.2 (10 of 2560 -> 640,
+# 60 of 5120 -> 1280)
+cat >"$TMP/lora_named.lua" <<'SCN'
+return {
+  hardware = { gpu = "h200" },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "lora_bf16", steps = 1,
+               lora = { r = 8, targets = { "proj_in", "ff.net.2" } } },
+}
+SCN
+"$VRSIM" "$TMP/lora_named.lua" --json --no-files >"$TMP/lora_named.json" 2>"$TMP/lora_named.err"
+RC=$?
+got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["parameters"].get("lora_adapters", -1))' "$TMP/lora_named.json" 2>&1)
+if [ "$RC" -eq 0 ] && [ "$got" = "3502080" ]; then ok "LoRA on proj_in and ff.net.2: 3502080 adapter parameters"
+else fail "LoRA on proj_in/ff.net.2: exit $RC, adapters '$got', expected 3502080" "$(tail -n 3 "$TMP/lora_named.err")"; fi
+sed 's/"proj_in", "ff.net.2"/"to_x"/' "$TMP/lora_named.lua" >"$TMP/lora_bad.lua"
+"$VRSIM" "$TMP/lora_bad.lua" --no-files >/dev/null 2>"$TMP/lora_bad.err"
+RC=$?
+if [ "$RC" -eq 2 ] && grep -q "no Linear module named 'to_x'" "$TMP/lora_bad.err"; then ok "a LoRA target no Linear has exits 2 and names it"
+else fail "LoRA target to_x: exit $RC, expected 2" "$(cat "$TMP/lora_bad.err")"; fi
+
+# unet.add_adapter makes the adapters in the UNet's dtype (bf16 here; diffusers' script casts
+# them to fp32 only for fp16): after a step the adapters and their two AdamW states take
+# 5806080 x 3 x 2 bytes less than with lora.dtype = "fp32" (before, that was the default)
+cat >"$TMP/lora4.lua" <<'SCN'
+return {
+  hardware = { gpu = "h200" },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "lora_bf16", steps = 2, lora = { r = 4 } },
+}
+SCN
+sed 's/lora = { r = 4 }/lora = { r = 4, dtype = "fp32" }/' "$TMP/lora4.lua" >"$TMP/lora4f.lua"
+"$VRSIM" "$TMP/lora4.lua" --json --no-files >"$TMP/lora4.json" 2>"$TMP/lora4.err"
+RC=$?
+"$VRSIM" "$TMP/lora4f.lua" --json --no-files >"$TMP/lora4f.json" 2>>"$TMP/lora4.err"
+RC2=$?
+got=$(python3 -c 'import json,sys; e=lambda f: json.load(open(f))["steps"][-1]["end_allocated_bytes"]; print(e(sys.argv[2]) - e(sys.argv[1]))' "$TMP/lora4.json" "$TMP/lora4f.json" 2>&1)
+if [ "$RC" -eq 0 ] && [ "$RC2" -eq 0 ] && python3 -c 'import sys; sys.exit(0 if abs(int(sys.argv[1]) - 5806080 * 6) < 2**20 else 1)' "$got" 2>/dev/null
+then ok "LoRA adapters in the UNet's dtype by default: $got bytes fewer than fp32 adapters after a step"
+else fail "LoRA adapter dtype: exit $RC/$RC2, fp32 - default = $got bytes, expected about $((5806080 * 6))" "$(tail -n 3 "$TMP/lora4.err")"; fi
+# pub-s01 (a measured SDXL LoRA run, kept beside the repository): within 1 %
+if [ -f ../shared/truth/sdxl_h200_gen2.jsonl ]; then
+  "$VRSIM" validate --json ../shared/truth/sdxl_h200_gen2.jsonl >"$TMP/gen2.json" 2>"$TMP/gen2.err"
+  msg=$(python3 - "$TMP/gen2.json" <<'PY' 2>&1
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1])) if r["config"] == "pub-s01"
+        and r["metric"] in ("peak_allocated", "peak_reserved")]
+print(" ".join("%s %+.2f%%" % (r["metric"], 100 * r["rel_error"]) for r in rows))
+sys.exit(0 if len(rows) == 2 and all(abs(r["rel_error"]) < 0.01 for r in rows) else 1)
+PY
+)
+  if [ $? -eq 0 ]; then ok "pub-s01 (SDXL LoRA r8, frozen UNet): $msg"
+  else fail "pub-s01 beyond 1 %: $msg"; fi
+fi
+
+# ZeRO-3 and FSDP2 shard the UNet: the model states per GPU at the end of a step (parameter,
+# gradient and AdamW shards) are the unsharded ones / count, and every down/up block and the mid
+# block is all-gathered before its forward and again before its backward (before, nothing
+# gathered: `--set strategy=zero3 --set count=2` kept 5.4 MiB of parameters)
+cat >"$TMP/shard.lua" <<'SCN'
+return {
+  hardware = { gpu = "h200" },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "bf16", steps = 2 },
+}
+SCN
+end_alloc() {
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"][-1]["end_allocated_bytes"])' "$1" 2>/dev/null || echo -1
+}
+"$VRSIM" "$TMP/shard.lua" --json --no-files >"$TMP/shard1.json" 2>"$TMP/shard1.err"
+one=$(end_alloc "$TMP/shard1.json")
+for strat in zero3 fsdp2; do
+  for n in 2 4; do
+    "$VRSIM" "$TMP/shard.lua" --set strategy=$strat --set count=$n --json --no-files \
+      >"$TMP/$strat$n.json" 2>"$TMP/$strat$n.err"
+    RC=$?
+    "$VRSIM" "$TMP/shard.lua" --set strategy=$strat --set count=$n --out "$TMP/$strat$n" >/dev/null 2>&1
+    got=$(end_alloc "$TMP/$strat$n.json")
+    msg=$(python3 - "$one" "$got" "$n" "$TMP/$strat$n/trace.json" <<'PY' 2>&1
+import json, sys
+one, got, n = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+ratio = got * n / one
+d = json.load(open(sys.argv[4]))
+ev = d["traceEvents"] if isinstance(d, dict) else d
+names = {e.get("name", "") for e in ev}
+missing = [l for l in range(7) for s in ("", ", backward")
+           if "all_gather layer %d%s" % (l, s) not in names]
+print("ratio %.3f missing %s" % (ratio, missing))
+sys.exit(0 if 0.97 < ratio < 1.05 and not missing else 1)
+PY
+)
+    prc=$?
+    if [ "$RC" -eq 0 ] && [ "$prc" -eq 0 ]; then ok "$strat over $n GPUs: model states per GPU = unsharded / $n, every block gathered ($msg)"
+    else fail "$strat over $n GPUs: exit $RC, $msg" "$(tail -n 3 "$TMP/$strat$n.err")"; fi
+  done
+done
+
+# what SDXL cannot do is an error that says why, never a silent answer
+check_refused() { # $1: --set arguments, $2: what the message must say
+  # shellcheck disable=SC2086
+  "$VRSIM" scenarios/sdxl_train_3090.lua --no-files $1 >/dev/null 2>"$TMP/refused.err"
+  RC=$?
+  if [ "$RC" -eq 2 ] && grep -q "$2" "$TMP/refused.err"; then ok "refused with exit 2: $1"
+  else fail "$1: exit $RC, expected 2 and '$2'" "$(cat "$TMP/refused.err")"; fi
+}
+check_refused "--set device_map=auto --set inference=true" "device_map"
+check_refused "--set quant=nf4" "quant"
+check_refused "--set quant=int8" "quant"
+check_refused "--set checkpointing=true --set checkpoint_every=2" "enable_gradient_checkpointing"
+check_refused "--set checkpoint_scope=attention" "enable_gradient_checkpointing"
+check_refused "--set strategy=zero3 --set count=2 --set text_encoders=trained" "only the UNet is sharded"
+check_refused "--set strategy=fsdp2 --set count=2 --set ema=true" "EMA"
+check_refused "--set grad_accum=2" "gradient accumulation"
+
 # ---- scenarios: answered and runnable --------------------------------------------------
 for s in scenarios/sdxl_*.lua; do
   [ -e "$s" ] || continue

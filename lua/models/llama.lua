@@ -38,8 +38,8 @@ function L.linear_forward(cx, m, x)
   local b = m.p.bias and W(cx, m.p.bias)
   local name = m.opname
   if b then
-    -- addmm with the bias (blocks/ops.lua: the bias-side reduction, cuBLASLt's workspace)
-    return require("models.blocks.ops").linear(cx, name, x, w, b)
+    -- addmm with the bias (the bias-side reduction, cuBLASLt's workspace)
+    return nn.linear(cx, name, x, w, b)
   end
   if cx.autocast then
     -- autocast's linear is `linear(cached_cast(input), cached_cast(weight))`; the compiler
@@ -177,82 +177,11 @@ end
 local function attention(cx, name, q, k, v, a, b, s, impl, mask)
   local hd, heads = a.head_dim, a.heads
   local shape = { b, heads, s, hd }
-  local flops = 4 * b * heads * s * s * hd / 2 -- causal: half the score matrix
-  if impl == "sdpa" then impl = nn.sdpa_backend(cx.arch, q.dtype) end
-  if mask and impl == "flash" then impl = "mem_efficient" end
   local dt = q.dtype
-  if mask and impl ~= "eager" then
-    -- F.scaled_dot_product_attention with a boolean attn_mask: convert_boolean_attn_mask makes
-    -- an additive mask in q's dtype (a new (b, 1, s, s) tensor each call), which the fused kernel
-    -- saves for backward (ScaledDotProduct{Cudnn,Efficient}AttentionBackward0 keep attn_bias).
-    -- Flash attention takes no mask: PyTorch picks cuDNN (Hopper) or memory-efficient attention.
-    -- is_causal is False with a mask, so every block of the score matrix is computed.
-    local bias = nn.op(cx, { name = name .. ".attn_mask_to_bias", inputs = { mask },
-                             outs = { { name .. ".attn_bias", mask.shape, dt, no_grad = true } },
-                             grads = { "none" } })
-    flops = 2 * flops
-    if impl == "cudnn" then
-      local lse_shape = { b, heads, s }
-      local seed = nn.new_tensor(cx, name .. ".philox_seed", { 1 }, "int64", false)
-      local off = nn.new_tensor(cx, name .. ".philox_offset", { 1 }, "int64", false)
-      local out = nn.new_tensor(cx, name .. ".attn_out", shape, dt, not cx.no_grad)
-      local lse = nn.new_tensor(cx, name .. ".softmax_stats", lse_shape, "fp32", false)
-      nn.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention_cudnn", inputs = { q, k, v, bias },
-                  out_tensors = { seed, off, out, lse }, saves = { k, q, v, bias, lse, out, seed, off },
-                  grads = { "new", "new", "new", "none" }, frees = { bias },
-                  workspace = { 256 }, grad_order = { 1, 2, 3 },
-                  bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") + 256 },
-                  flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
-      return out
-    end
-    local lse_shape = { b, heads, (s + 31) // 32 * 32 }
-    local out = nn.op(cx, {
-      name = name .. ".sdpa_mem_efficient", kind = "attention_mem_efficient", inputs = { q, k, v, bias },
-      outs = { { name .. ".attn_out", shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
-               { name .. ".philox", { 2 }, "int64", no_grad = true } },
-      save_outs = { 1, 2, 3 }, saves = { q, k, v, bias }, grads = { "new", "new", "new", "none" },
-      frees = { bias }, flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
-    return out
-  end
-  if impl == "mem_efficient" then
-    -- memory-efficient attention saves q, k, v, the output, a logsumexp padded to a multiple of
-    -- 32 rows, and its philox seed and offset
-    local lse_shape = { b, heads, (s + 31) // 32 * 32 }
-    local out = nn.op(cx, {
-      name = name .. ".sdpa_mem_efficient", kind = "attention_mem_efficient", inputs = { q, k, v },
-      outs = { { name .. ".attn_out", shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
-               { name .. ".philox", { 2 }, "int64", no_grad = true } },
-      save_outs = { 1, 2, 3 }, saves = { q, k, v },
-      flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
-    return out
-  end
-  if impl == "flash" then
-    -- flash attention: the output and an fp32 logsumexp per row are saved with q, k, v (the
-    -- philox state is empty without dropout); backward allocates dq, dk, dv, an fp32 dq
-    -- accumulator and an fp32 row statistic (softmax_d)
-    local lse_shape = { b, heads, s }
-    local out = nn.op(cx, {
-      name = name .. ".sdpa_flash", kind = "attention_flash", inputs = { q, k, v },
-      outs = { { name .. ".attn_out", shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true } },
-      save_outs = { 1, 2 }, saves = { q, k, v }, grad_order = { 1, 2, 3 },
-      bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") },
-      flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
-    return out
-  end
-  if impl == "cudnn" then
-    -- cuDNN fused attention: two 8-byte philox tensors, the output, an fp32 softmax statistic
-    -- per row, a small workspace; backward allocates dq, dk, dv and an fp32 dq accumulator plus
-    -- a row statistic (checked against validation/traces/optrace_pub-c04.csv.gz)
-    local lse_shape = { b, heads, s }
-    local seed = nn.new_tensor(cx, name .. ".philox_seed", { 1 }, "int64", false)
-    local off = nn.new_tensor(cx, name .. ".philox_offset", { 1 }, "int64", false)
-    local out = nn.new_tensor(cx, name .. ".attn_out", shape, dt, not cx.no_grad)
-    local lse = nn.new_tensor(cx, name .. ".softmax_stats", lse_shape, "fp32", false)
-    nn.op(cx, { name = name .. ".sdpa_cudnn", kind = "attention_cudnn", inputs = { q, k, v },
-                out_tensors = { seed, off, out, lse }, saves = { k, q, v, lse, out, seed, off },
-                workspace = { 256 }, grad_order = { 1, 2, 3 },
-                bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") + 256 },
-                flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+  if impl ~= "eager" then
+    -- F.scaled_dot_product_attention (the op library's nn.sdpa: the kernel PyTorch picks, a
+    -- boolean mask's additive copy, what each backend keeps), is_causal unless a mask is given
+    local out = nn.sdpa(cx, name, q, k, v, { impl = impl, causal = true, mask = mask })
     return out
   end
   -- eager_attention_forward: scores = q @ k^T * scaling (+ mask); softmax in fp32, cast back;

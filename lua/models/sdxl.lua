@@ -12,10 +12,10 @@
 -- "text_encoder.text_model...", "text_encoder_2...", "vae.encoder..."), so the report groups them
 -- by model. The models are built directly in their parameter dtype on the GPU (no cast after).
 local nn = require "vrsim.nn"
-local O = require "models.blocks.ops"
 local U = require "models.blocks.unet"
 local clip = require "models.blocks.clip"
 local vae = require "models.blocks.vae"
+local mod = require "vrsim.module"
 
 local M = {}
 
@@ -34,13 +34,22 @@ M.choices = {
   vae = { fp32 = 1, bf16 = 1, fp16 = 1, cached = 1 },
 }
 
--- The SDXL base UNet config (diffusers' stabilityai/stable-diffusion-xl-base-1.0 unet/config.json).
+-- The SDXL base UNet config (diffusers' stabilityai/stable-diffusion-xl-base-1.0
+-- unet/config.json, the keys that shape the tree): SDXL is this configuration of the shared
+-- blocks of blocks/unet.lua.
 M.unet_config = {
-  block_out = { 320, 640, 1280 },
-  depth = { 0, 2, 10 },            -- transformer layers per block (0: DownBlock2D / UpBlock2D)
-  heads = { 5, 10, 20 },           -- attention_head_dim in the config is the head count (dim 64)
+  in_channels = 4, out_channels = 4,
+  block_out_channels = { 320, 640, 1280 },
+  down_block_types = { "DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D" },
+  mid_block_type = "UNetMidBlock2DCrossAttn",
+  up_block_types = { "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D" },
   layers_per_block = 2,
-  temb = 1280, time_proj = 320, add_time_proj = 256, add_in = 2816, cross = 2048,
+  transformer_layers_per_block = { 1, 2, 10 },
+  attention_head_dim = { 5, 10, 20 },   -- the head count (dim 64), as diffusers reads it
+  cross_attention_dim = 2048,
+  norm_num_groups = 32,
+  addition_embed_type = "text_time", addition_time_embed_dim = 256,
+  projection_class_embeddings_input_dim = 2816,
 }
 
 local function precision(t)
@@ -52,142 +61,71 @@ local function precision(t)
   return pd, ac
 end
 
--- UNet parameters in the order the measured model constructs them (the trace of its build
--- shows it): conv_in, time and add embeddings, each down block (its resnets, then its
--- attentions, then the downsampler), the mid block, each up block, conv_norm_out, conv_out.
-function M.unet_params(mk, cfg)
-  local c = cfg or M.unet_config
-  local P = { down = {}, up = {} }
-  local bo = c.block_out
-  P.conv_in = U.conv_params(mk, "unet.conv_in.", 4, bo[1], 3)
-  P.time1 = U.linear_params(mk, "unet.time_embedding.linear_1.", c.time_proj, c.temb)
-  P.time2 = U.linear_params(mk, "unet.time_embedding.linear_2.", c.temb, c.temb)
-  P.add1 = U.linear_params(mk, "unet.add_embedding.linear_1.", c.add_in, c.temb)
-  P.add2 = U.linear_params(mk, "unet.add_embedding.linear_2.", c.temb, c.temb)
-  local out = bo[1]
-  for i = 1, #bo do
-    local inp = out
-    out = bo[i]
-    local p = "unet.down_blocks." .. (i - 1) .. "."
-    local D = { resnets = {}, attentions = {}, depth = c.depth[i], heads = c.heads[i] }
-    for j = 1, c.layers_per_block do
-      D.resnets[j] = U.resnet_params(mk, p .. "resnets." .. (j - 1) .. ".", j == 1 and inp or out, out, c.temb)
-    end
-    if c.depth[i] > 0 then
-      for j = 1, c.layers_per_block do
-        D.attentions[j] = U.transformer_params(mk, p .. "attentions." .. (j - 1) .. ".", out, c.depth[i], c.cross)
-      end
-    end
-    if i < #bo then D.down = U.conv_params(mk, p .. "downsamplers.0.conv.", out, out, 3) end
-    P.down[i] = D
-  end
-  local top = bo[#bo]
-  P.mid = { resnets = {}, heads = c.heads[#bo] }
-  P.mid.resnets[1] = U.resnet_params(mk, "unet.mid_block.resnets.0.", top, top, c.temb)
-  P.mid.resnets[2] = U.resnet_params(mk, "unet.mid_block.resnets.1.", top, top, c.temb)
-  P.mid.attn = U.transformer_params(mk, "unet.mid_block.attentions.0.", top, c.depth[#bo], c.cross)
-  local rev, rdepth, rheads = {}, {}, {}
-  for i = #bo, 1, -1 do
-    rev[#rev + 1] = bo[i]; rdepth[#rdepth + 1] = c.depth[i]; rheads[#rheads + 1] = c.heads[i]
-  end
-  local prev = rev[1]
-  for i = 1, #rev do
-    local o = rev[i]
-    local inp = rev[math.min(i + 1, #rev)]
-    local p = "unet.up_blocks." .. (i - 1) .. "."
-    local Ub = { resnets = {}, attentions = {}, depth = rdepth[i], heads = rheads[i] }
-    local n = c.layers_per_block + 1
-    for j = 1, n do
-      local skip = (j == n) and inp or o
-      local rin = (j == 1) and prev or o
-      Ub.resnets[j] = U.resnet_params(mk, p .. "resnets." .. (j - 1) .. ".", rin + skip, o, c.temb)
-    end
-    if rdepth[i] > 0 then
-      for j = 1, n do
-        Ub.attentions[j] = U.transformer_params(mk, p .. "attentions." .. (j - 1) .. ".", o, rdepth[i], c.cross)
-      end
-    end
-    if i < #rev then Ub.up = U.conv_params(mk, p .. "upsamplers.0.conv.", o, o, 3) end
-    P.up[i] = Ub
-    prev = o
-  end
-  P.norm_out_w = mk("unet.conv_norm_out.weight", { bo[1] })
-  P.norm_out_b = mk("unet.conv_norm_out.bias", { bo[1] })
-  P.conv_out = U.conv_params(mk, "unet.conv_out.", bo[1], 4, 3)
-  return P
-end
+-- peft's targets in diffusers' SDXL LoRA scripts (train_text_to_image_lora_sdxl.py).
+M.LORA_TARGETS = { "to_q", "to_k", "to_v", "to_out.0" }
 
--- UNet2DConditionModel.forward with diffusers' gradient checkpointing when ckpt is set: every
--- ResnetBlock2D and every BasicTransformerBlock is a region, except the mid block's first
--- ResNet (UNetMidBlock2DCrossAttn calls it outside the checkpoint).
-function M.unet_forward(cx, P, inp, ckpt, cfg)
-  local c = cfg or M.unet_config
-  local n = inp.sample.shape[1]
-  -- 1. time: sinusoidal projection, cast to the sample dtype, TimestepEmbedding
-  local tp = U.timestep_embedding(cx, "unet.time_proj", inp.timesteps, n, c.time_proj)
-  local t_emb = O.to(cx, tp, inp.sample.dtype, "unet.time_proj.to_sample_dtype")
-  local emb = U.timestep_mlp(cx, "unet.time_embedding", P.time1, P.time2, t_emb)
-  -- text_time: add_time_proj(time_ids.flatten()), concat with text_embeds, add_embedding
-  local nt = inp.time_ids.shape[2]
-  local ti = U.timestep_embedding(cx, "unet.add_time_proj", inp.time_ids, n * nt, c.add_time_proj)
-  local tiv = nn.view(cx, ti, { n, nt * c.add_time_proj }, "unet.time_embeds")
-  local add = O.cat(cx, "unet.add_embeds", { inp.text_embeds, tiv }, 2)
-  local add_c = O.to(cx, add, emb.dtype, "unet.add_embeds.to_emb_dtype")
-  local aug = U.timestep_mlp(cx, "unet.add_embedding", P.add1, P.add2, add_c)
-  emb = O.add(cx, "unet.emb_add", emb, aug)
-  -- 2. conv_in
-  local h = O.conv2d(cx, "unet.conv_in", inp.sample, P.conv_in.w, P.conv_in.b)
-  local skips = { h }
-  -- 3. down
-  for i, D in ipairs(P.down) do
-    local p = "unet.down_blocks." .. (i - 1)
-    cx.layer = i - 1
-    for j, R in ipairs(D.resnets) do
-      h = U.resnet(cx, p .. ".resnets." .. (j - 1), R, h, emb, ckpt)
-      if D.attentions[j] then
-        h = U.transformer2d(cx, p .. ".attentions." .. (j - 1), D.attentions[j], h, inp.context, D.heads, ckpt)
-      end
-      skips[#skips + 1] = h
-    end
-    if D.down then
-      h = U.downsample(cx, p .. ".downsamplers.0", D.down, h)
-      skips[#skips + 1] = h
-    end
-  end
-  -- 4. mid (its first ResNet is not checkpointed)
-  cx.layer = #P.down
-  h = U.resnet(cx, "unet.mid_block.resnets.0", P.mid.resnets[1], h, emb, false)
-  h = U.transformer2d(cx, "unet.mid_block.attentions.0", P.mid.attn, h, inp.context, P.mid.heads, ckpt)
-  h = U.resnet(cx, "unet.mid_block.resnets.1", P.mid.resnets[2], h, emb, ckpt)
-  -- 5. up
-  for i, Ub in ipairs(P.up) do
-    local p = "unet.up_blocks." .. (i - 1)
-    cx.layer = #P.down + i
-    -- sample = upsample_block(hidden_states=sample, ...): the caller's variable keeps the
-    -- block's input alive until the block returns
-    local block_in = h
-    for j, R in ipairs(Ub.resnets) do
-      local skip = table.remove(skips)
-      h = O.cat(cx, p .. ".cat." .. (j - 1), { h, skip }, 2)
-      h = U.resnet(cx, p .. ".resnets." .. (j - 1), R, h, emb, ckpt)
-      if Ub.attentions[j] then
-        h = U.transformer2d(cx, p .. ".attentions." .. (j - 1), Ub.attentions[j], h, inp.context, Ub.heads, ckpt)
-      end
-    end
-    if Ub.up then h = U.upsample(cx, p .. ".upsamplers.0", Ub.up, h) end
-    O.release(cx, p .. ".return", { block_in })
-  end
-  cx.layer = -1
-  -- 6. out
-  h = O.group_norm(cx, "unet.conv_norm_out", h, P.norm_out_w, P.norm_out_b, 32)
-  h = O.act(cx, "unet.conv_act", h)
-  return O.conv2d(cx, "unet.conv_out", h, P.conv_out.w, P.conv_out.b)
+-- The UNet's module tree (blocks/unet.lua) from a diffusers UNet config.
+function M.unet(cfg)
+  return U.UNet2DConditionModel(cfg or M.unet_config, "unet")
 end
 
 local function vae_dtype(t, pd)
   if t.vae == "cached" then return nil end
   if t.vae == "fp32" then return "fp32" end
   return t.vae or pd
+end
+
+-- What this model cannot do, as a clear error (exit 2) rather than a silently wrong answer.
+local function check_supported(cfg, full)
+  local t = cfg.training
+  if t.device_map ~= "none" then
+    error("sdxl: training.device_map = \"" .. t.device_map .. "\" (Accelerate's placement of a "
+          .. "transformers model's layers across devices) is not modelled for SDXL's UNet", 0)
+  end
+  if t.quant ~= "none" then
+    error("sdxl: training.quant = \"" .. t.quant .. "\" (bitsandbytes base weights) is not modelled "
+          .. "for SDXL: vrsim quantizes the decoder families' Linear layers only", 0)
+  end
+  if t.checkpoint_every ~= 1 or t.checkpoint_scope ~= "layer" then
+    error("sdxl: training.checkpoint_every / checkpoint_scope are transformers' per-layer options; "
+          .. "diffusers' enable_gradient_checkpointing checkpoints every ResNet and transformer "
+          .. "block (set checkpointing = true alone)", 0)
+  end
+  local sharded = t.strategy == "zero3" or t.strategy == "fsdp2"
+  if sharded and full and t.text_encoders == "trained" then
+    error("sdxl: strategy " .. t.strategy .. " with text_encoders = \"trained\" is not modelled: "
+          .. "only the UNet is sharded (diffusers' scripts keep the text encoders out of "
+          .. "zero.Init and accelerator.prepare)", 0)
+  end
+  if sharded and t.ema then
+    error("sdxl: an EMA copy of a " .. t.strategy .. "-sharded UNet is not modelled", 0)
+  end
+end
+
+-- Makes the parameters of a tree in construction order: depth first, children in the order
+-- the constructor made them (a module's init_order, where set, names its descendants in that
+-- order: a constructor that appends to two lists in one loop). Each parameter is tagged with
+-- its block (the unit a sharding strategy gathers, the layer reports group by).
+local function materialize(cx, root, dtype, trainable)
+  local function walk(m, layer)
+    if m.layer and m.layer >= 0 then layer = m.layer end
+    m.layer_of = layer
+    cx.layer = layer
+    for _, d in ipairs(m.decls) do
+      m.p[d.key] = nn.param(cx, m.path .. "." .. d.key, d.shape, d.dtype or dtype, trainable)
+    end
+    for _, k in ipairs(m.init_order or m.order) do walk(mod.get(m, k), layer) end
+  end
+  walk(root, -1)
+  cx.layer = -1
+end
+
+-- Registers the { module, hook } pairs of a pass (field: which of its hooks).
+local function register(list, field)
+  for _, e in ipairs(list) do
+    local h = field and e[field] or e.hook
+    if h then mod.hook(e.module, h) end
+  end
 end
 
 function M.build(cx, cfg)
@@ -197,18 +135,13 @@ function M.build(cx, cfg)
     error(("sdxl: unknown variant '%s' (sdxl-base-unet or sdxl-base)"):format(variant), 0)
   end
   local full = variant == "sdxl-base"
+  check_supported(cfg, full)
   local pd, ac = precision(t)
-  local lora
-  if t.precision:match("^lora") or t.lora then
-    local lc = t.lora or {}
-    lora = { r = lc.r or 4, alpha = lc.alpha or lc.r or 4, dropout = lc.dropout or 0.0,
-             targets = lc.targets or { "to_q", "to_k", "to_v", "to_out.0" },
-             dtype = lc.dtype or "fp32" }
-    cx.lora = lora
-  end
   cx.autocast = ac
   cx.gpu = require("hw.gpus")[cfg.hardware.gpu]
   cx.attention = t.attention
+  -- kernel launches per op as torch.profiler measured them for this UNet (nn.KERNELS)
+  cx.measured_launches = true
   cx.arch = cx.arch or (cx.gpu and cx.gpu.arch)
   local n = t.micro_batch
   local width = t.width or t.resolution
@@ -217,46 +150,49 @@ function M.build(cx, cfg)
           :format(t.resolution, width), 0)
   end
   local lat, latw = t.resolution // 8, width // 8
-  local ckpt = t.checkpointing
+
+  local unet = M.unet()
+  -- peft's unet.add_adapter(LoraConfig(...)): the targeted Linears wrapped (lora.lua)
+  local lora, lora_hit
+  if t.precision:match("^lora") or t.lora then
+    local L = require "strategies.lora"
+    -- adapters in the UNet's dtype: add_adapter (peft's inject_adapter_in_model) makes them
+    -- on the base layer's device and dtype (BaseTunerLayer._move_adapter_to_device_of_base_layer;
+    -- no PeftModel, so no autocast_adapter_dtype upcast), and diffusers'
+    -- train_text_to_image_lora_sdxl.py casts them to fp32 (cast_training_params) only for fp16
+    -- (pub-s01's build: 11,612,160 adapter parameters, 22.15 MiB: two bytes each)
+    lora = L.settings(t.lora, { r = 4, dropout = 0.0, targets = M.LORA_TARGETS,
+                                dtype = pd == "fp16" and "fp32" or pd })
+    lora_hit = L.apply(unet, lora, nil)
+  end
 
   -- build: the models directly in their dtype on the GPU, parameters in construction order
   cx.phase = "build"
   local te_mode = t.text_encoders
   local vdt = full and vae_dtype(t, pd) or nil
-  local function maker(dtype, trainable)
-    return function(name, shape) return nn.param(cx, name, shape, dtype, trainable) end
-  end
   local TE1, TE2, V
+  -- the text encoders and the VAE are not sharded (diffusers' scripts load them outside
+  -- zero.Init and do not prepare them: only the UNet is wrapped)
+  local shard_param = cx.shard_param
+  cx.shard_param = nil
   if full and te_mode ~= "cached" then
     -- frozen text encoders are moved to the compute dtype (diffusers' weight_dtype: bf16/fp16
     -- under mixed precision); trained ones keep the parameter dtype
     local tr = te_mode == "trained"
     local tdt = tr and pd or (ac or pd)
-    TE1 = clip.params(maker(tdt, tr), "text_encoder.", clip.configs["vit-l-14"])
-    TE2 = clip.params(maker(tdt, tr), "text_encoder_2.", clip.configs["vit-bigg-14"])
+    TE1 = clip.CLIPTextModel(clip.configs["vit-l-14"], "text_encoder")
+    TE2 = clip.CLIPTextModel(clip.configs["vit-bigg-14"], "text_encoder_2")
+    materialize(cx, TE1, tdt, tr)
+    materialize(cx, TE2, tdt, tr)
   end
-  if vdt then V = vae.params(maker(vdt, false), "vae.", vae.config) end
-  U.registry = {}
-  local P = M.unet_params(maker(pd, not lora))
-  local attn_modules = U.registry
-  U.registry = nil
-  if lora then
-    -- peft's add_adapter: lora_A (r, in) and lora_B (out, r) for every targeted projection, made
-    -- after the base model (fp32 adapters: autocast_adapter_dtype)
-    local want = {}
-    for _, k in ipairs(lora.targets) do want[k] = true end
-    local mk = maker(lora.dtype, true)
-    for _, A in ipairs(attn_modules) do
-      A.lora = {}
-      for _, key in ipairs { "to_q", "to_k", "to_v", "to_out.0" } do
-        if want[key] then
-          local w = ({ to_q = A.q, to_k = A.k, to_v = A.v, ["to_out.0"] = A.o })[key]
-          A.lora[key] = { A = mk(A.prefix .. key .. ".lora_A.default.weight", { lora.r, w.shape[2] }),
-                          B = mk(A.prefix .. key .. ".lora_B.default.weight", { w.shape[1], lora.r }) }
-        end
-      end
-    end
+  if vdt then
+    V = vae.AutoencoderKL(vae.config, "vae")
+    materialize(cx, V, vdt, false)
   end
+  cx.shard_param = shard_param
+  materialize(cx, unet, pd, not lora)
+  -- the adapters after the base model
+  if lora then require("strategies.lora").materialize(cx, lora_hit, "") end
   if t.ema then
     -- EMAModel(unet.parameters()): a copy of every trained parameter, kept in fp32 under amp
     for _, p in ipairs(cx.params) do
@@ -266,33 +202,43 @@ function M.build(cx, cfg)
       end
     end
   end
+  -- a sharding strategy (FSDP2 fully_shard, ZeRO-3) now replaces the whole parameters by shards
+  if cx.dp then require("strategies.dp").after_build(cx) end
 
   -- the step's inputs, made once after the model (as the measured runs do)
   local act = pd
   local inp = {}
   if full then
     if vdt then
-      inp.pixels = O.input(cx, "pixel_values", { n, 3, t.resolution, width }, vdt)
+      inp.pixels = nn.input(cx, "pixel_values", { n, 3, t.resolution, width }, vdt)
     else
-      inp.latents = O.input(cx, "latents", { n, 4, lat, latw }, act)
+      inp.latents = nn.input(cx, "latents", { n, 4, lat, latw }, act)
     end
     if te_mode == "cached" then
-      inp.context = O.input(cx, "prompt_embeds", { n, 77, M.unet_config.cross }, act)
-      inp.text_embeds = O.input(cx, "pooled_prompt_embeds", { n, 1280 }, act)
+      inp.context = nn.input(cx, "prompt_embeds", { n, 77, M.unet_config.cross_attention_dim }, act)
+      inp.text_embeds = nn.input(cx, "pooled_prompt_embeds", { n, 1280 }, act)
     else
-      inp.ids1 = O.input(cx, "input_ids", { n, 77 }, "int64")
-      inp.ids2 = O.input(cx, "input_ids_2", { n, 77 }, "int64")
+      inp.ids1 = nn.input(cx, "input_ids", { n, 77 }, "int64")
+      inp.ids2 = nn.input(cx, "input_ids_2", { n, 77 }, "int64")
     end
-    inp.time_ids = O.input(cx, "add_time_ids", { n, 6 }, act)
+    inp.time_ids = nn.input(cx, "add_time_ids", { n, 6 }, act)
   else
-    inp.sample = O.input(cx, "latents", { n, 4, lat, latw }, act)
-    inp.target = O.input(cx, "noise", { n, 4, lat, latw }, act)
-    inp.context = O.input(cx, "encoder_hidden_states", { n, 77, M.unet_config.cross }, act)
-    inp.text_embeds = O.input(cx, "text_embeds", { n, 1280 }, act)
-    inp.time_ids = O.input(cx, "time_ids", { n, 6 }, act)
+    inp.sample = nn.input(cx, "latents", { n, 4, lat, latw }, act)
+    inp.target = nn.input(cx, "noise", { n, 4, lat, latw }, act)
+    inp.context = nn.input(cx, "encoder_hidden_states", { n, 77, M.unet_config.cross_attention_dim }, act)
+    inp.text_embeds = nn.input(cx, "text_embeds", { n, 1280 }, act)
+    inp.time_ids = nn.input(cx, "time_ids", { n, 6 }, act)
   end
-  inp.timesteps = O.input(cx, "timesteps", { n }, "int64")
+  inp.timesteps = nn.input(cx, "timesteps", { n }, "int64")
   cx.phase = "fwd"
+
+  -- the passes' hooks on the UNet, outermost first: checkpoint regions, then sharding
+  if t.checkpointing and not t.inference then
+    register(require("strategies.checkpoint").module_hooks(unet, unet.checkpoint_classes), "first")
+  end
+  if cx.dp and cx.shard_params then
+    register(require("strategies.shard").hooks(cx, unet, cx.dp.kind))
+  end
 
   if full then
     -- latents = vae.encode(pixels).latent_dist.sample() * scaling_factor (no_grad)
@@ -300,9 +246,9 @@ function M.build(cx, cfg)
       cx.no_grad = true
       local saved_ac = cx.autocast
       cx.autocast = nil
-      local l = vae.encode(cx, "vae", V, inp.pixels)
+      local l = mod.call(cx, V, inp.pixels)
       cx.autocast = saved_ac
-      l = O.to(cx, l, act, "latents.to_unet_dtype")
+      l = nn.to(cx, l, act, "latents.to_unet_dtype")
       cx.no_grad = false
       inp.latents = l
     end
@@ -311,28 +257,29 @@ function M.build(cx, cfg)
     if te_mode ~= "cached" then
       local frozen = te_mode == "frozen"
       cx.no_grad = frozen
-      local h1 = clip.forward(cx, "text_encoder", TE1, clip.configs["vit-l-14"], inp.ids1)
-      local h2, pooled = clip.forward(cx, "text_encoder_2", TE2, clip.configs["vit-bigg-14"], inp.ids2)
-      inp.context = O.cat(cx, "prompt_embeds", { h1, h2 }, 3)
+      local h1 = mod.call(cx, TE1, inp.ids1)
+      local h2, pooled = mod.call(cx, TE2, inp.ids2)
+      inp.context = nn.cat(cx, "prompt_embeds", { h1, h2 }, 3)
       inp.text_embeds = pooled
       cx.no_grad = false
     end
     -- noise = randn_like(latents); timesteps; noisy = scheduler.add_noise(latents, noise, t)
-    inp.target = O.op(cx, { name = "noise", inputs = {}, outs = { { "noise", inp.latents.shape, act } } })
-    inp.sample = O.op(cx, { name = "add_noise", inputs = { inp.latents, inp.target },
+    inp.target = nn.op_sized(cx, { name = "noise", inputs = {}, outs = { { "noise", inp.latents.shape, act } } })
+    inp.sample = nn.op_sized(cx, { name = "add_noise", inputs = { inp.latents, inp.target },
                              outs = { { "noisy_latents", inp.latents.shape, act } },
                              frees = { inp.latents } })
   end
 
   -- cuBLASLt workspaces of the forward thread's handle (first addmm) and of the autograd
   -- thread's (its first GEMM comes in backward; kept from the end of forward here)
-  cx.lt_workspace_pending = O.lt_workspace(cx, "cublasLt workspace (forward)")
-  cx.late_outputs = { O.lt_workspace(cx, "cublasLt workspace (backward)") }
-  local pred = M.unet_forward(cx, P, inp, ckpt)
-  local loss = O.mse_loss(cx, "mse_loss", pred, inp.target)
+  cx.lt_workspace_pending = nn.lt_workspace(cx, "cublasLt workspace (forward)")
+  cx.late_outputs = { nn.lt_workspace(cx, "cublasLt workspace (backward)") }
+  local pred = mod.call(cx, unet, inp.sample, inp.timesteps, inp.context,
+                        { text_embeds = inp.text_embeds, time_ids = inp.time_ids })
+  local loss = nn.mse_loss(cx, "mse_loss", pred, inp.target)
   nn.end_forward(cx)
   cx.tokens = 0
-  return loss, P
+  return loss, unet
 end
 
 function M.settings(cfg)

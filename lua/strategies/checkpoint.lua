@@ -47,4 +47,29 @@ function M.hooks(root, layer_cls, every, scope, attn_key)
   return out
 end
 
+-- Checkpointing as diffusers' enable_gradient_checkpointing applies it (use_reentrant=False):
+-- every module of `classes` (a set of class names; a UNet's ResnetBlock2D and
+-- BasicTransformerBlock) that its parent calls through _gradient_checkpointing_func runs as one
+-- region, numbered in call order; a module marked no_checkpoint is called directly by its
+-- parent (UNetMidBlock2DCrossAttn's first resnet) and is not one. The blocks' arguments are the
+-- hidden states the UNet keeps anyway (skips, the time embedding, the text states): no frame of
+-- arguments is modelled. Returns { module, first } pairs (register `first` before other passes).
+function M.module_hooks(root, classes)
+  local out = {}
+  mod.walk(root, function(m)
+    if classes[m.cls] and not m.no_checkpoint then
+      out[#out + 1] = { module = m, first = {
+        pre = function(cx)
+          m.saved_region = cx.region
+          cx.region_count = (cx.region_count or 0) + 1
+          cx.region = cx.region_count
+        end,
+        post = function(cx) cx.region = m.saved_region end,
+      } }
+    end
+  end)
+  if #out == 0 then error("gradient checkpointing: this model has no module to checkpoint", 0) end
+  return out
+end
+
 return M

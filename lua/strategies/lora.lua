@@ -3,8 +3,9 @@
 -- target gets lora_A (r, in) and lora_B (out, r), and its forward becomes LoraLayer.forward:
 -- base result, input cast to the adapter dtype, dropout, A, B, scaling, add, cast back.
 --
--- Targets are matched as peft matches target_modules: a name equals the module's full path or
--- is its last dotted part ("q_proj", "to_out.0" match "...self_attn.q_proj", "...attn1.to_out.0");
+-- Targets are matched as peft matches target_modules (check_target_module_exists): a name equals
+-- the module's full path or ends it after a dot ("q_proj", "to_out.0", "ff.net.2" match
+-- "...self_attn.q_proj", "...attn1.to_out.0", "...transformer_blocks.0.ff.net.2");
 -- "all-linear" is every Linear but the output layer. A target that matches no module is an error,
 -- as in peft ("Target modules ... not found in the base model").
 local nn = require "vrsim.nn"
@@ -18,12 +19,13 @@ local function promote(a, b)
   return "fp32"
 end
 
--- LoraLayer.forward around the module's base forward.
+-- LoraLayer.forward around the module's base forward (arguments after x, such as a block's
+-- view of its input, go to the base layer as they came).
 local function lora_forward(base)
-  return function(cx, m, x)
+  return function(cx, m, x, ...)
     local ad, lora = m.lora, m.lora.cfg
     local name = m.opname
-    local result = base(cx, m, x)
+    local result = base(cx, m, x, ...)
     local A, B = mod.weight(cx, ad.A), mod.weight(cx, ad.B)
     -- `x = self._cast_input_dtype(x, lora_A.weight.dtype)`: the cast input is forward's local `x`
     -- until it returns (fulltrace_held-lora-13b-l4-b8-ckpt: freed after the output cast)
@@ -94,11 +96,9 @@ function M.apply(root, s, output)
   local hit, used = {}, {}
   mod.walk(root, function(m)
     if m.cls ~= "Linear" and m.cls ~= "Linear4bit" and m.cls ~= "Linear8bitLt" then return end
-    local last = m.path:match("([^.]+)$")
-    local tail2 = m.path:match("([^.]+%.[^.]+)$")
     local match = s.all_linear and m.path ~= output
     for _, t in ipairs(s.targets) do
-      if t == m.path or t == last or t == tail2 then match = true; used[t] = true end
+      if t == m.path or m.path:sub(-#t - 1) == "." .. t then match = true; used[t] = true end
     end
     if match then
       m.lora = { cfg = s }

@@ -1,6 +1,8 @@
--- nn.lua: building blocks for forward graphs, one aten-level op each, with what the kernel
--- really allocates and saves for backward (so the core can derive backward and free saved
--- tensors at the right moment).
+-- nn.lua: the op library: building blocks for forward graphs, one aten-level op each, with what
+-- the kernel really allocates and saves for backward (so the core can derive backward and free
+-- saved tensors at the right moment), its dtype, FLOPs and bytes. Every model family calls the
+-- same functions; this file holds the core (tensors, views, casts, the generic op, products),
+-- lua/vrsim/ops/*.lua the rest by kind, installed into this table at the end.
 --
 -- A tensor here is a table { id = <graph id>, shape = {...}, dtype = "bf16", rg = <requires grad> }.
 -- Every constructor takes a context `cx` made by nn.context(G, opts):
@@ -175,10 +177,12 @@ function nn.mul(cx, name, a, b, dtype, extra)
   if nn.numel(small.shape) ~= nn.numel(big.shape) then
     kind = nn.numel(small.shape) == big.shape[#big.shape] and "broadcast" or "broadcast_rows"
   end
-  -- its gradients are made `other`'s first (optrace_pub-c04: the MLP's up_proj gradient is the
-  -- first of the pair)
+  -- its gradients are made `other`'s first (MulBackward0::apply in PyTorch's generated
+  -- torch/csrc/autograd/generated/Functions.cpp computes other_ix before self_ix;
+  -- optrace_pub-c04: the MLP's up_proj gradient is the first of the pair)
   local spec = { name = name, kind = kind, inputs = { a, b }, outs = { { name, shape, dtype } },
-                 saves = saves, flops = nn.numel(shape), dtype = dtype, grad_order = { 2, 1 } }
+                 saves = saves, flops = nn.numel(shape), dtype = dtype, grad_order = { 2, 1 },
+                 bwd_kernels = a.rg and b.rg and nn.launches(cx, "mul_bwd_both") or nil }
   for k, v in pairs(extra or {}) do spec[k] = v end
   return nn.op(cx, spec)
 end
@@ -253,29 +257,6 @@ function nn.row_sum_buffers(cx, m, c)
   return { 4 * c * ctas * bw * vec, 4 * grid }
 end
 
--- Matrix product of x (..., k) with weight w (n, k) as F.linear runs it (matmul folds the
--- leading dims into one GEMM, so the input gradient comes back as a view).
-function nn.linear(cx, name, x, w, out_dtype)
-  local shape = {}
-  for i = 1, #x.shape - 1 do shape[i] = x.shape[i] end
-  shape[#shape + 1] = w.shape[1]
-  local m = nn.numel(x.shape) / x.shape[#x.shape]
-  local flops = 2 * m * w.shape[1] * w.shape[2]
-  local wg = w.rg and { dtype = w.dtype } or "none"
-  -- MmBackward keeps the input only when the weight needs a gradient, and the weight only
-  -- when the input does (a frozen layer saves nothing of its input)
-  local saves = {}
-  if w.rg then saves[#saves + 1] = x end
-  if x.rg then saves[#saves + 1] = w end
-  return nn.op(cx, { name = name, kind = "mm", inputs = { x, w },
-                     outs = { { name, shape, out_dtype or x.dtype } },
-                     saves = saves, grads = { { dtype = x.dtype, view = true }, wg },
-                     grad_order = { 2, 1 }, flops = flops,
-                     -- one GEMM per input that needs a gradient
-                     bwd_flops = flops * ((x.rg and 1 or 0) + (w.rg and 1 or 0)),
-                     dtype = out_dtype or x.dtype })
-end
-
 -- Drops one reference of each tensor in `list` at this point: models a Python variable that
 -- keeps a tensor alive after its last use, until it is reassigned or its function returns
 -- (pair it with one more use than the ops make, i.e. call it only for tensors still referenced).
@@ -317,6 +298,12 @@ function nn.end_forward(cx)
   cx.G:op { name = "end of forward", kind = "none", phase = "fwd", inputs = {}, outputs = {},
             frees = ids }
   cx.held = {}
+end
+
+-- The rest of the op library, by kind (lua/vrsim/ops/): elementwise and layout ops and autocast's
+-- casts, F.linear, convolution, group and layer norm, scaled dot-product attention, losses.
+for _, kind in ipairs { "pointwise", "linear", "conv", "norm", "attention", "loss" } do
+  require("vrsim.ops." .. kind)(nn)
 end
 
 return nn

@@ -1,9 +1,14 @@
 -- blocks/clip.lua: transformers' CLIPTextModel / CLIPTextModelWithProjection (the two SDXL text
--- encoders): parameters named as in their state dicts, prefixed, and the forward ops.
+-- encoders, models/clip/modeling_clip.py) as module trees: parameters named as in their state
+-- dicts under a prefix ("text_encoder.", "text_encoder_2."), and the forward ops.
 -- SDXL uses the penultimate layer's hidden states of both and the projected pooled output of the
 -- second (OpenCLIP ViT-bigG/14); under no_grad nothing is saved and only the weights matter.
 local nn = require "vrsim.nn"
-local O = require "models.blocks.ops"
+local mod = require "vrsim.module"
+local U = require "models.blocks.unet"
+
+local W = mod.weight
+local call = mod.call
 
 local C = {}
 
@@ -16,98 +21,131 @@ C.configs = {
                       positions = 77, projection = 1280 },
 }
 
--- Parameters in construction order (CLIPEncoderLayer: self_attn k, v, q, out; layer_norm1; mlp;
--- layer_norm2).
-function C.params(mk, prefix, cfg)
-  local d, P = cfg.hidden, { layers = {} }
-  local p = prefix .. "text_model."
-  P.tok = mk(p .. "embeddings.token_embedding.weight", { cfg.vocab, d })
-  P.pos = mk(p .. "embeddings.position_embedding.weight", { cfg.positions, d })
-  for l = 0, cfg.layers - 1 do
-    local q = p .. "encoder.layers." .. l .. "."
-    local L = {}
-    for _, nm in ipairs { "k", "v", "q", "out" } do
-      L[nm] = { w = mk(q .. "self_attn." .. nm .. "_proj.weight", { d, d }),
-                b = mk(q .. "self_attn." .. nm .. "_proj.bias", { d }) }
-    end
-    L.ln1 = { w = mk(q .. "layer_norm1.weight", { d }), b = mk(q .. "layer_norm1.bias", { d }) }
-    L.fc1 = { w = mk(q .. "mlp.fc1.weight", { cfg.intermediate, d }), b = mk(q .. "mlp.fc1.bias", { cfg.intermediate }) }
-    L.fc2 = { w = mk(q .. "mlp.fc2.weight", { d, cfg.intermediate }), b = mk(q .. "mlp.fc2.bias", { d }) }
-    L.ln2 = { w = mk(q .. "layer_norm2.weight", { d }), b = mk(q .. "layer_norm2.bias", { d }) }
-    P.layers[l + 1] = L
+-- CLIPEncoderLayer.forward(hidden_states, causal_attention_mask): pre-norm attention (q, k, v
+-- projections viewed as heads, SDPA with the causal mask, out_proj), residual; pre-norm MLP
+-- (fc1, quick_gelu for ViT-L, gelu for bigG, fc2), residual.
+local function layer_forward(cx, m, h, mask)
+  local pre, C_, cfg = m.opname, m.children, m.cfg
+  local b, s, d = h.shape[1], h.shape[2], cfg.hidden
+  local A = C_.self_attn.children
+  local res = h
+  local x = call(cx, C_.layer_norm1, h)
+  local keep = { keep_input = true }
+  local q = call(cx, A.q_proj, x, keep)
+  local k = call(cx, A.k_proj, x, keep)
+  local v = call(cx, A.v_proj, x)
+  local hd = d // cfg.heads
+  -- view(b, s, heads, hd).transpose(1, 2): the gradient comes back through a copy
+  local qh = nn.view_op(cx, pre .. ".q_heads", q, { b, cfg.heads, s, hd })
+  local kh = nn.view_op(cx, pre .. ".k_heads", k, { b, cfg.heads, s, hd })
+  local vh = nn.view_op(cx, pre .. ".v_heads", v, { b, cfg.heads, s, hd })
+  -- SDPA with the causal mask: PyTorch takes the memory-efficient kernel for a masked call
+  local dt = qh.dtype
+  local ao = nn.op_sized(cx, { name = pre .. ".sdpa", kind = "attention", inputs = { qh, kh, vh, mask },
+                         outs = { { pre .. ".attn_out", qh.shape, dt },
+                                  { pre .. ".logsumexp", { b, cfg.heads, (s + 31) // 32 * 32 }, "fp32", no_grad = true },
+                                  { pre .. ".philox", { 2 }, "int64", no_grad = true } },
+                         save_outs = { 1, 2, 3 }, saves = { qh, kh, vh, mask },
+                         grads = { { dtype = dt }, { dtype = dt }, { dtype = dt }, "none" },
+                         frees = { qh, kh, vh },
+                         flops = 4 * b * cfg.heads * s * s * hd, dtype = dt })
+  local at = nn.op_sized(cx, { name = pre .. ".attn_transpose", inputs = { ao },
+                         outs = { { pre .. ".attn_out_t", { b, s, d }, dt } } })
+  local o = call(cx, A.out_proj, at)
+  h = nn.add(cx, pre .. ".residual1", res, o)
+  local res2 = h
+  x = call(cx, C_.layer_norm2, h)
+  local M_ = C_.mlp.children
+  local f = call(cx, M_.fc1, x)
+  if cfg.hidden == 768 then
+    -- quick_gelu: x * sigmoid(1.702 x): the sigmoid and the product
+    local sg = nn.ew(cx, pre .. ".sigmoid", { f }, f.dtype, { f }, nil)
+    f = nn.mul(cx, pre .. ".quick_gelu", f, sg, f.dtype)
+  else
+    f = nn.act(cx, pre .. ".gelu", f)
   end
-  P.final = { w = mk(p .. "final_layer_norm.weight", { d }), b = mk(p .. "final_layer_norm.bias", { d }) }
-  if cfg.projection then P.proj = mk(prefix .. "text_projection.weight", { cfg.projection, d }) end
-  return P
+  f = call(cx, M_.fc2, f)
+  return nn.add(cx, pre .. ".residual2", res2, f)
 end
 
 -- Forward with output_hidden_states (SDXL reads hidden_states[-2]): returns the penultimate
 -- hidden states (b, 77, d) and, with a projection, the pooled projected output (b, proj).
-function C.forward(cx, name, P, cfg, ids)
+local function clip_forward(cx, m, ids)
+  local name, cfg = m.opname, m.cfg
+  local tm = m.children.text_model.children
+  local E = tm.embeddings.children
+  local tok, pos = W(cx, E.token_embedding.p.weight), W(cx, E.position_embedding.p.weight)
   local b, s, d = ids.shape[1], ids.shape[2], cfg.hidden
-  local e = O.op(cx, { name = name .. ".token_embedding", kind = "gather", inputs = { ids, P.tok },
-                        outs = { { name .. ".inputs_embeds", { b, s, d }, P.tok.dtype } },
-                        saves = { ids }, grads = { "none", { dtype = P.tok.dtype } } })
-  local pe = O.op(cx, { name = name .. ".position_embedding", kind = "gather", inputs = { P.pos },
-                         outs = { { name .. ".position_embeds", { 1, s, d }, P.pos.dtype } },
-                         grads = { { dtype = P.pos.dtype } } })
-  local h = O.add(cx, name .. ".embeddings", e, pe)
-  local mask = O.op(cx, { name = name .. ".causal_mask", inputs = {},
-                           outs = { { name .. ".causal_mask", { b, 1, s, s }, cx.autocast or P.tok.dtype } } })
-  local hd = d // cfg.heads
+  local e = nn.op_sized(cx, { name = name .. ".token_embedding", kind = "gather", inputs = { ids, tok },
+                        outs = { { name .. ".inputs_embeds", { b, s, d }, tok.dtype } },
+                        saves = { ids }, grads = { "none", { dtype = tok.dtype } } })
+  local pe = nn.op_sized(cx, { name = name .. ".position_embedding", kind = "gather", inputs = { pos },
+                         outs = { { name .. ".position_embeds", { 1, s, d }, pos.dtype } },
+                         grads = { { dtype = pos.dtype } } })
+  local h = nn.add(cx, name .. ".embeddings", e, pe)
+  local mask = nn.op_sized(cx, { name = name .. ".causal_mask", inputs = {},
+                           outs = { { name .. ".causal_mask", { b, 1, s, s }, cx.autocast or tok.dtype } } })
+  local layers = tm.encoder.children.layers
   local penultimate
-  for l, L in ipairs(P.layers) do
-    local pre = name .. ".layers." .. (l - 1)
-    local res = h
-    local x = O.layer_norm(cx, pre .. ".layer_norm1", h, L.ln1.w, L.ln1.b)
-    local q = O.linear(cx, pre .. ".q_proj", x, L.q.w, L.q.b, { keep_input = true })
-    local k = O.linear(cx, pre .. ".k_proj", x, L.k.w, L.k.b, { keep_input = true })
-    local v = O.linear(cx, pre .. ".v_proj", x, L.v.w, L.v.b)
-    -- view(b, s, heads, hd).transpose(1, 2): the gradient comes back through a copy
-    local qh = nn.view_op(cx, pre .. ".q_heads", q, { b, cfg.heads, s, hd })
-    local kh = nn.view_op(cx, pre .. ".k_heads", k, { b, cfg.heads, s, hd })
-    local vh = nn.view_op(cx, pre .. ".v_heads", v, { b, cfg.heads, s, hd })
-    -- SDPA with the causal mask: PyTorch takes the memory-efficient kernel for a masked call
-    local dt = qh.dtype
-    local ao = O.op(cx, { name = pre .. ".sdpa", kind = "attention", inputs = { qh, kh, vh, mask },
-                           outs = { { pre .. ".attn_out", qh.shape, dt },
-                                    { pre .. ".logsumexp", { b, cfg.heads, (s + 31) // 32 * 32 }, "fp32", no_grad = true },
-                                    { pre .. ".philox", { 2 }, "int64", no_grad = true } },
-                           save_outs = { 1, 2, 3 }, saves = { qh, kh, vh, mask },
-                           grads = { { dtype = dt }, { dtype = dt }, { dtype = dt }, "none" },
-                           frees = { qh, kh, vh },
-                           flops = 4 * b * cfg.heads * s * s * hd, dtype = dt })
-    local at = O.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
-                           outs = { { pre .. ".attn_out_t", { b, s, d }, dt } } })
-    local o = O.linear(cx, pre .. ".out_proj", at, L.out.w, L.out.b)
-    h = O.add(cx, pre .. ".residual1", res, o)
-    local res2 = h
-    x = O.layer_norm(cx, pre .. ".layer_norm2", h, L.ln2.w, L.ln2.b)
-    local f = O.linear(cx, pre .. ".fc1", x, L.fc1.w, L.fc1.b)
-    if cfg.hidden == 768 then
-      -- quick_gelu: x * sigmoid(1.702 x): the sigmoid and the product
-      local sg = nn.ew(cx, pre .. ".sigmoid", { f }, f.dtype, { f }, nil)
-      f = O.mul(cx, pre .. ".quick_gelu", f, sg, f.dtype)
-    else
-      f = O.act(cx, pre .. ".gelu", f)
-    end
-    f = O.linear(cx, pre .. ".fc2", f, L.fc2.w, L.fc2.b)
-    h = O.add(cx, pre .. ".residual2", res2, f)
-    if l == #P.layers - 1 then
+  for l, k in ipairs(layers.order) do
+    h = call(cx, layers.children[k], h, mask)
+    if l == #layers.order - 1 then
       penultimate = h
       nn.hold(cx, h) -- output_hidden_states keeps every layer's output; the penultimate is used
     end
   end
   local pooled
-  if P.proj then
-    local fh = O.layer_norm(cx, name .. ".final_layer_norm", h, P.final.w, P.final.b)
+  local proj = m.children.text_projection
+  if proj then
+    local fh = call(cx, tm.final_layer_norm, h)
     -- pooled = last_hidden_state[arange(b), eos positions]: an index_select of b rows
-    local pr = O.op(cx, { name = name .. ".pooled", kind = "gather", inputs = { fh },
+    local pr = nn.op_sized(cx, { name = name .. ".pooled", kind = "gather", inputs = { fh },
                            outs = { { name .. ".pooled", { b, d }, fh.dtype } },
                            grads = { { dtype = fh.dtype } } })
-    pooled = O.linear(cx, name .. ".text_projection", pr, P.proj)
+    pooled = call(cx, proj, pr)
   end
   return penultimate, pooled
+end
+
+local function embedding(num, dim)
+  local m = mod.new("Embedding", nil, { num = num, dim = dim })
+  m:declare("weight", { num, dim })
+  return m
+end
+
+-- The tree, in construction order (CLIPTextEmbeddings: token, position; CLIPEncoderLayer:
+-- self_attn (k, v, q, out), layer_norm1, mlp (fc1, fc2), layer_norm2; final_layer_norm; the
+-- projection of CLIPTextModelWithProjection). `name` is the prefix of its ops in reports
+-- ("text_encoder"), `prefix` of its parameters.
+function C.CLIPTextModel(cfg, name)
+  local d = cfg.hidden
+  local root = mod.new(cfg.projection and "CLIPTextModelWithProjection" or "CLIPTextModel", clip_forward,
+                       { cfg = cfg, opname = name })
+  local tm = root:add("text_model", mod.new("CLIPTextTransformer", nil))
+  local emb = tm:add("embeddings", mod.new("CLIPTextEmbeddings", nil))
+  emb:add("token_embedding", embedding(cfg.vocab, d))
+  emb:add("position_embedding", embedding(cfg.positions, d))
+  local enc = tm:add("encoder", mod.new("CLIPEncoder", nil))
+  local layers = enc:add("layers", mod.new("ModuleList", nil))
+  for l = 0, cfg.layers - 1 do
+    local pre = name .. ".layers." .. l
+    local L = layers:add(l, mod.new("CLIPEncoderLayer", layer_forward, { cfg = cfg, opname = pre }))
+    local a = L:add("self_attn", mod.new("CLIPAttention", nil))
+    for _, nm in ipairs { "k_proj", "v_proj", "q_proj", "out_proj" } do
+      a:add(nm, U.Linear(d, d)).opname = pre .. "." .. nm
+    end
+    L:add("layer_norm1", U.LayerNorm(d)).opname = pre .. ".layer_norm1"
+    local mlp = L:add("mlp", mod.new("CLIPMLP", nil))
+    mlp:add("fc1", U.Linear(d, cfg.intermediate)).opname = pre .. ".fc1"
+    mlp:add("fc2", U.Linear(cfg.intermediate, d)).opname = pre .. ".fc2"
+    L:add("layer_norm2", U.LayerNorm(d)).opname = pre .. ".layer_norm2"
+  end
+  tm:add("final_layer_norm", U.LayerNorm(d)).opname = name .. ".final_layer_norm"
+  if cfg.projection then
+    root:add("text_projection", U.Linear(d, cfg.projection, false)).opname = name .. ".text_projection"
+  end
+  mod.finalize(root, name)
+  return root
 end
 
 return C

@@ -1,130 +1,158 @@
--- blocks/vae.lua: diffusers' AutoencoderKL with the SDXL VAE config (83,653,863 parameters):
--- encoder, quant_conv, post_quant_conv, decoder, named as in its state dict; the encoder's
--- forward (training scripts encode the image batch under no_grad; the decoder is loaded but not
--- run).
+-- blocks/vae.lua: diffusers' AutoencoderKL with the SDXL VAE config (83,653,863 parameters,
+-- models/autoencoders/autoencoder_kl.py, vae.py Encoder/Decoder) as a module tree: encoder,
+-- decoder, quant_conv, post_quant_conv, named as in its state dict; the encoder's forward
+-- (training scripts encode the image batch under no_grad; the decoder is loaded but not run).
 local nn = require "vrsim.nn"
-local O = require "models.blocks.ops"
+local mod = require "vrsim.module"
 local U = require "models.blocks.unet"
+
+local call = mod.call
 
 local V = {}
 
 V.config = { block_out = { 128, 256, 512, 512 }, layers_per_block = 2, latent = 4, in_ch = 3 }
 
-local function gn_params(mk, p, c)
-  return { w = mk(p .. "weight", { c }), b = mk(p .. "bias", { c }) }
-end
-
-local function attn_params(mk, p, c)
-  local A = { gn = gn_params(mk, p .. "group_norm.", c) }
-  A.q = U.linear_params(mk, p .. "to_q.", c, c)
-  A.k = U.linear_params(mk, p .. "to_k.", c, c)
-  A.v = U.linear_params(mk, p .. "to_v.", c, c)
-  A.o = U.linear_params(mk, p .. "to_out.0.", c, c)
-  return A
-end
-
-local function mid_params(mk, p, c)
-  return { r1 = U.resnet_params(mk, p .. "resnets.0.", c, c, nil),
-           attn = attn_params(mk, p .. "attentions.0.", c),
-           r2 = U.resnet_params(mk, p .. "resnets.1.", c, c, nil) }
-end
-
-function V.params(mk, prefix, cfg)
-  local bo, P = cfg.block_out, { enc = { down = {} }, dec = { up = {} } }
-  local e = prefix .. "encoder."
-  P.enc.conv_in = U.conv_params(mk, e .. "conv_in.", cfg.in_ch, bo[1], 3)
-  local out = bo[1]
-  for i = 1, #bo do
-    local inp = out
-    out = bo[i]
-    local p = e .. "down_blocks." .. (i - 1) .. "."
-    local D = { resnets = {} }
-    for j = 1, cfg.layers_per_block do
-      D.resnets[j] = U.resnet_params(mk, p .. "resnets." .. (j - 1) .. ".", j == 1 and inp or out, out, nil)
-    end
-    if i < #bo then D.down = U.conv_params(mk, p .. "downsamplers.0.conv.", out, out, 3) end
-    P.enc.down[i] = D
-  end
-  P.enc.mid = mid_params(mk, e .. "mid_block.", bo[#bo])
-  P.enc.norm_out = gn_params(mk, e .. "conv_norm_out.", bo[#bo])
-  P.enc.conv_out = U.conv_params(mk, e .. "conv_out.", bo[#bo], 2 * cfg.latent, 3)
-  local d = prefix .. "decoder."
-  P.dec.conv_in = U.conv_params(mk, d .. "conv_in.", cfg.latent, bo[#bo], 3)
-  P.dec.mid = mid_params(mk, d .. "mid_block.", bo[#bo])
-  local prev = bo[#bo]
-  for i = 1, #bo do
-    local o = bo[#bo - i + 1]
-    local p = d .. "up_blocks." .. (i - 1) .. "."
-    local Ub = { resnets = {} }
-    for j = 1, cfg.layers_per_block + 1 do
-      Ub.resnets[j] = U.resnet_params(mk, p .. "resnets." .. (j - 1) .. ".", j == 1 and prev or o, o, nil)
-    end
-    if i < #bo then Ub.up = U.conv_params(mk, p .. "upsamplers.0.conv.", o, o, 3) end
-    P.dec.up[i] = Ub
-    prev = o
-  end
-  P.dec.norm_out = gn_params(mk, d .. "conv_norm_out.", bo[1])
-  P.dec.conv_out = U.conv_params(mk, d .. "conv_out.", bo[1], cfg.in_ch, 3)
-  P.quant = U.conv_params(mk, prefix .. "quant_conv.", 2 * cfg.latent, 2 * cfg.latent, 1)
-  P.post_quant = U.conv_params(mk, prefix .. "post_quant_conv.", cfg.latent, cfg.latent, 1)
-  return P
-end
-
--- The VAE's mid-block attention (one head of 512 channels, group norm, residual).
-local function attention(cx, name, A, x)
+-- Attention(c, heads=1, dim_head=c, residual_connection=True, group_norm) of the VAE's mid
+-- block: group norm, the (b, hw, c) view, q, k, v (bmm on the non-contiguous view, which they
+-- keep), one-head SDPA, to_out[0], the copy back to NCHW, the residual, / rescale.
+local function vae_attention_forward(cx, m, x)
+  local name, C = m.opname, m.children
   local b, c, h, w = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
-  local g = O.group_norm(cx, name .. ".group_norm", x, A.gn.w, A.gn.b, 32)
+  local g = call(cx, C.group_norm, x)
   local gv = nn.view(cx, g, { b, h * w, c }, name .. ".nlc_view")
-  local q = O.linear(cx, name .. ".to_q", gv, A.q.w, A.q.b, { keep_input = true, noncontig = true })
-  local k = O.linear(cx, name .. ".to_k", gv, A.k.w, A.k.b, { keep_input = true, noncontig = true })
-  local v = O.linear(cx, name .. ".to_v", gv, A.v.w, A.v.b, { noncontig = true })
+  local q = call(cx, C.to_q, gv, { keep_input = true, noncontig = true })
+  local k = call(cx, C.to_k, gv, { keep_input = true, noncontig = true })
+  local v = call(cx, C.to_v, gv, { noncontig = true })
   local qh = nn.view(cx, q, { b, 1, h * w, c })
   local kh = nn.view(cx, k, { b, 1, h * w, c })
   local vh = nn.view(cx, v, { b, 1, h * w, c })
-  local ao = O.sdpa(cx, name, qh, kh, vh)
+  local ao = nn.sdpa(cx, name, qh, kh, vh)
   local a2 = nn.view(cx, ao, { b, h * w, c })
-  local o = O.linear(cx, name .. ".to_out.0", a2, A.o.w, A.o.b)
-  o = O.copy(cx, name .. ".to_nchw", o, { b, c, h, w }, { grad = "new" })
-  local s = O.add(cx, name .. ".residual", o, x)
-  return O.div_scalar(cx, name .. ".rescale", s)
+  local o = call(cx, C.to_out.children["0"], a2)
+  o = nn.copy(cx, name .. ".to_nchw", o, { b, c, h, w }, { grad = "new" })
+  local s = nn.add(cx, name .. ".residual", o, x)
+  return nn.div_scalar(cx, name .. ".rescale", s)
 end
 
--- vae.encode(pixels).latent_dist.sample() * scaling_factor: returns the latents.
-function V.encode(cx, name, P, x)
-  local e = name .. ".encoder"
-  local h = O.conv2d(cx, e .. ".conv_in", x, P.enc.conv_in.w, P.enc.conv_in.b)
-  for i, D in ipairs(P.enc.down) do
-    for j, R in ipairs(D.resnets) do
-      h = U.resnet(cx, e .. ".down_blocks." .. (i - 1) .. ".resnets." .. (j - 1), R, h, nil, false)
-    end
-    if D.down then
-      -- Downsample2D(padding=0): F.pad(x, (0, 1, 0, 1)) then a stride-2 convolution
-      local s = h.shape
-      local padded = O.op(cx, { name = e .. ".down_blocks." .. (i - 1) .. ".pad", inputs = { h },
-                                 outs = { { e .. ".pad", { s[1], s[2], s[3] + 1, s[4] + 1 }, h.dtype } } })
-      h = O.conv2d(cx, e .. ".down_blocks." .. (i - 1) .. ".downsamplers.0.conv", padded, D.down.w, D.down.b,
-                   { stride = 2, pad = 0 })
-    end
+local function attention(c)
+  local m = mod.new("Attention", vae_attention_forward, { heads = 1, dim = c })
+  m:add("group_norm", U.GroupNorm(32, c))
+  m:add("to_q", U.Linear(c, c))
+  m:add("to_k", U.Linear(c, c))
+  m:add("to_v", U.Linear(c, c))
+  m:add("to_out", U.ModuleList { U.Linear(c, c) })
+  return m
+end
+
+-- UNetMidBlock2D (one attention): resnets[0], attentions[0], resnets[1]; its parameters are made
+-- in that order (the constructor's loop appends them alternately).
+local function mid_forward(cx, m, h)
+  local C = m.children
+  h = call(cx, C.resnets.children["0"], h, nil)
+  h = call(cx, C.attentions.children["0"], h)
+  return call(cx, C.resnets.children["1"], h, nil)
+end
+
+local function mid_block(c)
+  local m = mod.new("UNetMidBlock2D", mid_forward)
+  m:add("resnets", U.ModuleList { U.ResnetBlock2D(c, c, nil), U.ResnetBlock2D(c, c, nil) })
+  m:add("attentions", U.ModuleList { attention(c) })
+  m.init_order = { "resnets.0", "attentions.0", "resnets.1" }
+  return m
+end
+
+-- Downsample2D(padding=0): F.pad(x, (0, 1, 0, 1)) then a stride-2 convolution.
+local function vae_downsample_forward(cx, m, x)
+  local s = x.shape
+  local pre = m.opname:gsub("%.downsamplers%.0$", "")
+  local e = pre:gsub("%.down_blocks%.%d+$", "")
+  local padded = nn.op_sized(cx, { name = pre .. ".pad", inputs = { x },
+                             outs = { { e .. ".pad", { s[1], s[2], s[3] + 1, s[4] + 1 }, x.dtype } } })
+  return call(cx, m.children.conv, padded)
+end
+
+-- Encoder.forward: conv_in, the down blocks (DownEncoderBlock2D: resnets, downsampler), the mid
+-- block, conv_norm_out, SiLU, conv_out.
+local function encoder_forward(cx, m, x)
+  local C = m.children
+  local h = call(cx, C.conv_in, x)
+  for _, k in ipairs(C.down_blocks.order) do
+    local D = C.down_blocks.children[k].children
+    for _, j in ipairs(D.resnets.order) do h = call(cx, D.resnets.children[j], h, nil) end
+    if D.downsamplers then h = call(cx, D.downsamplers.children["0"], h) end
   end
-  h = U.resnet(cx, e .. ".mid_block.resnets.0", P.enc.mid.r1, h, nil, false)
-  h = attention(cx, e .. ".mid_block.attentions.0", P.enc.mid.attn, h)
-  h = U.resnet(cx, e .. ".mid_block.resnets.1", P.enc.mid.r2, h, nil, false)
-  h = O.group_norm(cx, e .. ".conv_norm_out", h, P.enc.norm_out.w, P.enc.norm_out.b, 32)
-  h = O.act(cx, e .. ".conv_act", h)
-  h = O.conv2d(cx, e .. ".conv_out", h, P.enc.conv_out.w, P.enc.conv_out.b)
-  local moments = O.conv2d(cx, name .. ".quant_conv", h, P.quant.w, P.quant.b)
-  -- DiagonalGaussianDistribution: mean, logvar = chunk; logvar clamp; std = exp(0.5 logvar);
-  -- var = exp(logvar); sample = mean + std * randn
+  h = call(cx, C.mid_block, h)
+  h = call(cx, C.conv_norm_out, h)
+  h = nn.act(cx, m.opname .. ".conv_act", h)
+  return call(cx, C.conv_out, h)
+end
+
+-- AutoencoderKL.encode(pixels).latent_dist.sample() * scaling_factor: the encoder, quant_conv,
+-- then DiagonalGaussianDistribution: mean, logvar = chunk; logvar clamp; std = exp(0.5 logvar);
+-- var = exp(logvar); sample = mean + std * randn. Returns the latents.
+local function encode_forward(cx, m, x)
+  local name = m.opname
+  local h = call(cx, m.children.encoder, x)
+  local moments = call(cx, m.children.quant_conv, h)
   local s = moments.shape
   local half = { s[1], s[2] // 2, s[3], s[4] }
   local lv = nn.ew(cx, name .. ".logvar_clamp", { moments }, moments.dtype, nil, nil, half)
   local std = nn.ew(cx, name .. ".std", { lv }, lv.dtype)
   nn.ew(cx, name .. ".var", { lv }, lv.dtype) -- var = exp(logvar), unused by sample()
-  local rnd = O.op(cx, { name = name .. ".randn", inputs = {}, outs = { { name .. ".randn", half, lv.dtype } } })
-  local sr = O.mul(cx, name .. ".std_x_randn", std, rnd, lv.dtype)
-  local smp = O.op(cx, { name = name .. ".sample", inputs = { moments, sr },
+  local rnd = nn.op_sized(cx, { name = name .. ".randn", inputs = {}, outs = { { name .. ".randn", half, lv.dtype } } })
+  local sr = nn.mul(cx, name .. ".std_x_randn", std, rnd, lv.dtype)
+  local smp = nn.op_sized(cx, { name = name .. ".sample", inputs = { moments, sr },
                           outs = { { name .. ".sample", half, lv.dtype } } })
   return nn.ew(cx, name .. ".scale", { smp }, smp.dtype)
+end
+
+-- The tree, in construction order: encoder (conv_in, down_blocks, mid_block, conv_norm_out,
+-- conv_out), decoder (conv_in, mid_block, up_blocks, conv_norm_out, conv_out), quant_conv,
+-- post_quant_conv. Its forward is the encode above.
+function V.AutoencoderKL(cfg, prefix)
+  local bo = cfg.block_out
+  local root = mod.new("AutoencoderKL", encode_forward, { cfg = cfg })
+  local enc = root:add("encoder", mod.new("Encoder", encoder_forward))
+  enc:add("conv_in", U.Conv2d(cfg.in_ch, bo[1], 3))
+  local downs = enc:add("down_blocks", mod.new("ModuleList", nil))
+  local out = bo[1]
+  for i = 1, #bo do
+    local inp = out
+    out = bo[i]
+    local D = downs:add(i - 1, mod.new("DownEncoderBlock2D", nil))
+    local res = {}
+    for j = 1, cfg.layers_per_block do res[j] = U.ResnetBlock2D(j == 1 and inp or out, out, nil) end
+    D:add("resnets", U.ModuleList(res))
+    if i < #bo then
+      local ds = mod.new("Downsample2D", vae_downsample_forward)
+      ds:add("conv", U.Conv2d(out, out, 3, 2, 0))
+      D:add("downsamplers", U.ModuleList { ds })
+    end
+  end
+  enc:add("mid_block", mid_block(bo[#bo]))
+  enc:add("conv_norm_out", U.GroupNorm(32, bo[#bo]))
+  enc:add("conv_out", U.Conv2d(bo[#bo], 2 * cfg.latent, 3))
+  local dec = root:add("decoder", mod.new("Decoder", nil))
+  dec:add("conv_in", U.Conv2d(cfg.latent, bo[#bo], 3))
+  dec:add("mid_block", mid_block(bo[#bo]))
+  local ups = dec:add("up_blocks", mod.new("ModuleList", nil))
+  local prev = bo[#bo]
+  for i = 1, #bo do
+    local o = bo[#bo - i + 1]
+    local Ub = ups:add(i - 1, mod.new("UpDecoderBlock2D", nil))
+    local res = {}
+    for j = 1, cfg.layers_per_block + 1 do res[j] = U.ResnetBlock2D(j == 1 and prev or o, o, nil) end
+    Ub:add("resnets", U.ModuleList(res))
+    if i < #bo then Ub:add("upsamplers", U.ModuleList { U.Upsample2D(o) }) end
+    prev = o
+  end
+  dec:add("conv_norm_out", U.GroupNorm(32, bo[1]))
+  dec:add("conv_out", U.Conv2d(bo[1], cfg.in_ch, 3))
+  root:add("quant_conv", U.Conv2d(2 * cfg.latent, 2 * cfg.latent, 1))
+  root:add("post_quant_conv", U.Conv2d(cfg.latent, cfg.latent, 1))
+  mod.finalize(root, prefix)
+  mod.walk(root, function(x) x.opname = x.opname or x.path end)
+  return root
 end
 
 return V

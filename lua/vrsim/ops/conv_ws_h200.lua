@@ -1,4 +1,4 @@
--- blocks/conv_ws_h200.lua: cuDNN convolution workspaces on an NVIDIA H200 (PyTorch 2.11.0+cu130,
+-- ops/conv_ws_h200.lua: cuDNN convolution workspaces on an NVIDIA H200 (PyTorch 2.11.0+cu130,
 -- cuDNN 9.19, torch.backends.cudnn.benchmark off), read from the caching allocator's trace of
 -- conv2d forward and backward run alone (torch.cuda.memory._record_memory_history):
 --   key   "cin,cout,kernel,stride,h,w,dtype,batch" (h, w: the input as the convolution sees it,

@@ -1,0 +1,89 @@
+-- ops/attention.lua: F.scaled_dot_product_attention (installed into vrsim/nn.lua's table) as
+-- PyTorch 2.11 runs it on CUDA: the fused kernel nn.sdpa_backend picks, what it allocates and
+-- what its backward node keeps.
+return function(nn)
+  -- F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal), q/k/v
+  -- (b, heads, s, d); k and v may have fewer heads (enable_gqa, taken by cuDNN and flash). The
+  -- output comes in q's layout (a caller's transpose(1, 2).reshape is a view).
+  --   cuDNN: two int64 philox tensors, the output, an fp32 softmax statistic per query row and
+  --     a 256-byte workspace; backward allocates dq, dk, dv and one buffer of an fp32 dq
+  --     accumulator, the row statistic and 256 bytes (the SDXL trace: 10,649,856 bytes for
+  --     4096 x 640; optrace_pub-c04 for LLaMA)
+  --   flash: the output and an fp32 logsumexp per row; backward dq, dk, dv, an fp32 dq
+  --     accumulator and an fp32 row statistic
+  --   memory-efficient (fp32, or a mask with flash chosen): the output, a logsumexp padded to a
+  --     multiple of 32 rows, the philox state
+  -- A boolean mask: convert_boolean_attn_mask makes an additive mask in q's dtype (a new tensor
+  -- each call), which the fused kernel keeps for backward (ScaledDotProduct{Cudnn,Efficient}
+  -- AttentionBackward0 save attn_bias); flash attention takes no mask, so PyTorch picks cuDNN
+  -- (Hopper) or memory-efficient attention; is_causal is then off and every block of the score
+  -- matrix is computed.
+  -- Under autocast fp32 q, k, v are cast to the low dtype first.
+  -- opts: impl (a forced backend: "flash", "cudnn", "mem_efficient"; default cx.attention),
+  -- causal (half the score matrix computed), mask (a boolean mask tensor), keep_input (the
+  -- caller's frame keeps q, k, v), frees.
+  function nn.sdpa(cx, name, q, k, v, opts)
+    opts = opts or {}
+    local frees = opts.frees
+    if opts.keep_input then frees = {} end
+    if cx.autocast then
+      local c1, c2, c3
+      q, c1 = nn.autocast_input(cx, q, name .. ".q_cast", opts.keep_input)
+      k, c2 = nn.autocast_input(cx, k, name .. ".k_cast", opts.keep_input)
+      v, c3 = nn.autocast_input(cx, v, name .. ".v_cast", opts.keep_input)
+      if c1 or c2 or c3 then frees = opts.frees end
+    end
+    local b, h, s, d = q.shape[1], q.shape[2], q.shape[3], q.shape[4]
+    local sk = k.shape[3]
+    local flops = 4 * b * h * s * sk * d
+    local mask = opts.mask
+    if opts.causal and not mask then flops = flops / 2 end
+    local dt = q.dtype
+    local rg = (q.rg or k.rg or v.rg) and not cx.no_grad
+    local backend = nn.sdpa_backend(cx.arch, dt, opts.impl or cx.attention)
+    if mask and backend == "flash" then backend = "mem_efficient" end
+    local inputs, saves, grads = { q, k, v }, { q, k, v }, nil
+    local bias
+    if mask then
+      bias = nn.op(cx, { name = name .. ".attn_mask_to_bias", inputs = { mask },
+                         outs = { { name .. ".attn_bias", mask.shape, dt, no_grad = true } },
+                         grads = { "none" } })
+      inputs[4], saves[4] = bias, bias
+      grads = { "new", "new", "new", "none" }
+      frees = { bias }
+    end
+    if backend == "mem_efficient" then
+      local lse_shape = { b, h, (s + 31) // 32 * 32 }
+      return nn.op_sized(cx, {
+        name = name .. ".sdpa_mem_efficient", kind = "attention_mem_efficient", inputs = inputs,
+        outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
+                 { name .. ".philox", { 2 }, "int64", no_grad = true } },
+        save_outs = { 1, 2, 3 }, saves = saves, grads = grads, frees = frees,
+        flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+    end
+    if backend == "flash" then
+      local lse_shape = { b, h, s }
+      return nn.op_sized(cx, {
+        name = name .. ".sdpa_flash", kind = "attention_flash", inputs = inputs,
+        outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true } },
+        save_outs = { 1, 2 }, saves = saves, grad_order = { 1, 2, 3 }, frees = frees,
+        bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") },
+        flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+    end
+    local lse_shape = { b, h, s }
+    local seed = nn.new_tensor(cx, name .. ".philox_seed", { 1 }, "int64", false)
+    local off = nn.new_tensor(cx, name .. ".philox_offset", { 1 }, "int64", false)
+    local out = nn.new_tensor(cx, name .. ".attn_out", q.shape, dt, rg)
+    local lse = nn.new_tensor(cx, name .. ".softmax_stats", lse_shape, "fp32", false)
+    local csaves = { k, q, v }
+    if bias then csaves[4] = bias end
+    for _, t in ipairs { lse, out, seed, off } do csaves[#csaves + 1] = t end
+    nn.op_sized(cx, { name = name .. ".sdpa_cudnn", kind = "attention_cudnn", inputs = inputs,
+                      out_tensors = { seed, off, out, lse }, saves = csaves, grads = grads,
+                      workspace = { 256 }, grad_order = { 1, 2, 3 }, frees = frees,
+                      kernels = nn.launches(cx, "sdpa_cudnn_fwd"), bwd_kernels = nn.launches(cx, "sdpa_cudnn_bwd"),
+                      bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") + 256 },
+                      flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+    return out
+  end
+end

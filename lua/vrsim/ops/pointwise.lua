@@ -1,0 +1,168 @@
+-- ops/pointwise.lua: elementwise and layout ops of the op library (installed into vrsim/nn.lua's
+-- table): activations, add, division by a scalar, cat, layout copies, nearest upsampling, and
+-- the autocast casts of PyTorch's dispatcher. Shapes are NCHW for images and
+-- (batch, tokens, channels) for sequences.
+--
+-- Autocast (cx.autocast = "bf16" / "fp16", torch.autocast's cast policy in
+-- aten/src/ATen/autocast_mode.cpp): conv, linear, bmm and SDPA run in the low dtype (fp32 inputs
+-- cast, fp32 weights cast once per forward and cached), group_norm, layer_norm and mse_loss in
+-- fp32 (inputs cast up), everything else in the dtype it is given (with promotion).
+return function(nn)
+  -- Kernel launches per op, where PyTorch's op launches more than one: the counts
+  -- torch.profiler saw on the H200 for the SDXL UNet in bf16 at 64 and 512 px, per call
+  -- (validation/measure/profile_sdxl_h200.jsonl, top_ops of sdxl-r512-b1-bf16 and
+  -- sdxl-r64-b1-bf16; bash validation/measure/run_sdxl_profile.sh). Each launch beyond an op's
+  -- first costs the host a bare launch (the profile's launch_us), which is what makes that UNet's
+  -- step launch-bound. A model whose step time was calibrated with them sets
+  -- cx.measured_launches (SDXL); the decoder families' host cost was calibrated per op
+  -- (host_op_us) and leaves them off.
+  nn.KERNELS = {
+    conv_fwd = 4,        -- aten::conv2d: 4.35 and 4.75 (layout conversions, the convolution, bias)
+    conv_bwd_input = 7,  -- ConvolutionBackward0: 8.59 and 8.63, with grad_weight's and grad_bias's
+                         -- own launches (one each, the two ops of nn.conv2d) making 9
+    group_norm_fwd = 3, group_norm_bwd = 6,  -- 3.00; NativeGroupNormBackward0 5.61
+    layer_norm_bwd = 3,                      -- NativeLayerNormBackward0 3.00
+    sdpa_cudnn_fwd = 2, sdpa_cudnn_bwd = 4,  -- 2.00; ScaledDotProductCudnnAttentionBackward0 4.00
+    mul_bwd_both = 2,                        -- MulBackward0 with both gradients: 2.00
+  }
+
+  -- The measured launch count of `key` for this model, or nil (one launch).
+  function nn.launches(cx, key)
+    return cx.measured_launches and nn.KERNELS[key] or nil
+  end
+
+  -- Type promotion of two floating dtypes (PyTorch's rules for same-category tensors): fp32 with
+  -- anything, or bf16 with fp16, is fp32.
+  function nn.promote(a, b)
+    if a == b then return a end
+    return "fp32"
+  end
+
+  function nn.copy_shape(s)
+    local r = {}
+    for i, d in ipairs(s) do r[i] = d end
+    return r
+  end
+
+  -- nn.op with every "new" input gradient sized from the input's shape and the gradient's own
+  -- dtype: a view input (a chunk, a head split) has no storage of its own, and its gradient is
+  -- still a full buffer.
+  function nn.op_sized(cx, spec)
+    local grads = {}
+    for i, x in ipairs(spec.inputs) do
+      local g = spec.grads and spec.grads[i]
+      if g == nil then g = { dtype = x.dtype } end
+      if type(g) == "table" and not g.pass and not g.bytes then
+        local c = {}
+        for k, v in pairs(g) do c[k] = v end
+        c.bytes = nn.numel(x.shape) * nn.DT_SIZE[c.dtype or x.dtype]
+        g = c
+      end
+      grads[i] = g
+    end
+    spec.grads = grads
+    return nn.op(cx, spec)
+  end
+
+  -- A tensor no op produces (an input batch): persistent, allocated at build after the params.
+  function nn.input(cx, name, shape, dtype)
+    local id = cx.G:tensor { name = name, bytes = nn.bytes(shape, dtype), numel = nn.numel(shape),
+                             dtype = dtype, cat = "temp", persistent = true }
+    cx.G:op { name = name, kind = "none", phase = "build", inputs = {}, outputs = { id }, frees = {} }
+    return { id = id, shape = shape, dtype = dtype, rg = false, name = name }
+  end
+
+  -- The low-precision copy of a parameter under autocast, made once per forward (autocast's
+  -- cast cache: fp32 leaves) and dropped when the forward ends (nn.end_forward). name: the cast
+  -- op's name (default "<param>.autocast").
+  function nn.autocast_weight(cx, w, name)
+    local lp = cx.autocast
+    if not lp or w.dtype == lp or w.dtype ~= "fp32" then return w end
+    local wc = cx.cast_cache[w.id]
+    if not wc then
+      wc = nn.cast(cx, w, lp, name or (w.name .. ".autocast"), w.name .. "." .. lp)
+      cx.cast_cache[w.id] = wc
+    end
+    return wc
+  end
+
+  -- Input cast of an autocast "lower precision" op (a new tensor unless already in that dtype).
+  -- keep: the caller still holds x (the cast does not drop it). Returns the tensor to use and
+  -- whether it is a cast copy.
+  function nn.autocast_input(cx, x, name, keep)
+    local lp = cx.autocast
+    if not lp or x.dtype == lp or x.dtype ~= "fp32" then return x, false end
+    return nn.cast(cx, x, lp, name, name, keep), true
+  end
+
+  -- Input cast of an autocast "fp32" op.
+  function nn.autocast_fp32(cx, x, name)
+    if not cx.autocast or x.dtype == "fp32" then return x end
+    return nn.to(cx, x, "fp32", name)
+  end
+
+  -- SiLU / GELU: a new tensor; backward keeps the input and allocates the input's gradient.
+  function nn.act(cx, name, x, opts)
+    opts = opts or {}
+    return nn.op_sized(cx, { name = name, inputs = { x }, outs = { { name, x.shape, x.dtype } },
+                             saves = { x }, frees = opts.frees, flops = 4 * nn.numel(x.shape),
+                             dtype = x.dtype })
+  end
+
+  -- a + b (broadcast to the larger): AddBackward passes the gradient through (reduced to a
+  -- broadcast input's shape, or cast to an input's dtype, with a new buffer).
+  function nn.add(cx, name, a, b, opts)
+    opts = opts or {}
+    local big = nn.numel(a.shape) >= nn.numel(b.shape) and a or b
+    local dt = nn.promote(a.dtype, b.dtype)
+    local function g(t)
+      if nn.numel(t.shape) < nn.numel(big.shape) then return { dtype = t.dtype } end
+      if t.dtype ~= dt then return { dtype = t.dtype } end
+      return { pass = 1 }
+    end
+    return nn.op_sized(cx, { name = name, inputs = { a, b }, outs = { { name, big.shape, dt } },
+                             grads = { g(a), g(b) }, frees = opts.frees, flops = nn.numel(big.shape),
+                             dtype = dt })
+  end
+
+  -- x / scalar (a new tensor; DivBackward allocates grad / scalar).
+  function nn.div_scalar(cx, name, x, opts)
+    opts = opts or {}
+    return nn.op_sized(cx, { name = name, inputs = { x }, outs = { { name, x.shape, x.dtype } },
+                             frees = opts.frees, flops = nn.numel(x.shape), dtype = x.dtype })
+  end
+
+  -- torch.cat along dim (CatBackward returns narrowed views of the gradient: no buffers).
+  function nn.cat(cx, name, list, dim, opts)
+    opts = opts or {}
+    local shape = nn.copy_shape(list[1].shape)
+    shape[dim] = 0
+    local dt = list[1].dtype
+    for _, t in ipairs(list) do
+      shape[dim] = shape[dim] + t.shape[dim]
+      dt = nn.promote(dt, t.dtype)
+    end
+    local grads = {}
+    for i, t in ipairs(list) do grads[i] = t.dtype == dt and { pass = 1 } or { dtype = t.dtype } end
+    return nn.op_sized(cx, { name = name, inputs = list, outs = { { name, shape, dt } }, grads = grads,
+                             frees = opts.frees, dtype = dt })
+  end
+
+  -- A copy into another layout (permute(...).contiguous(), reshape of a non-viewable tensor).
+  -- opts.grad = "new" when backward must copy the gradient back (a non-viewable reshape), else
+  -- the gradient flows back as a view.
+  function nn.copy(cx, name, x, shape, opts)
+    opts = opts or {}
+    local g = opts.grad == "new" and { dtype = x.dtype } or { pass = 1 }
+    return nn.op_sized(cx, { name = name, inputs = { x }, outs = { { name, shape or x.shape, x.dtype } },
+                             grads = { g }, frees = opts.frees, dtype = x.dtype })
+  end
+
+  -- F.interpolate(x, scale_factor=2, mode="nearest"): backward needs only sizes.
+  function nn.upsample_nearest2x(cx, name, x, opts)
+    opts = opts or {}
+    local s = { x.shape[1], x.shape[2], x.shape[3] * 2, x.shape[4] * 2 }
+    return nn.op_sized(cx, { name = name, inputs = { x }, outs = { { name, s, x.dtype } },
+                             frees = opts.frees, dtype = x.dtype })
+  end
+end

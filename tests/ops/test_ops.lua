@@ -1,0 +1,238 @@
+-- tests/ops/test_ops.lua: unit tests of the op library (lua/vrsim/nn.lua, lua/vrsim/ops/*.lua):
+-- what each op allocates, what its backward node keeps, its launches and casts, checked on the
+-- specs it hands the core (a recording graph stands in for vrsim.core's).
+--
+--   VRSIM=./vrsim sh tests/test_ops.sh     (runs this file as a scenario: the checks run as it
+--                                           loads; a failure is an error, exit 2)
+local nn = require "vrsim.nn"
+
+local checks, failures = 0, {}
+local function check(ok, what)
+  checks = checks + 1
+  if not ok then failures[#failures + 1] = what end
+end
+
+-- A graph that records what the op library declares.
+local function recorder()
+  local G = { tensors = {}, ops = {} }
+  function G.tensor(self, spec)
+    self.tensors[#self.tensors + 1] = spec
+    return #self.tensors
+  end
+  function G.op(self, spec)
+    self.ops[#self.ops + 1] = spec
+    return #self.ops
+  end
+  return G
+end
+
+local function context(opts)
+  local G = recorder()
+  local cx = nn.context(G)
+  for k, v in pairs(opts or {}) do cx[k] = v end
+  return cx, G
+end
+
+local function names(G, ids)
+  local r = {}
+  for i, id in ipairs(ids or {}) do r[i] = G.tensors[id].name end
+  return table.concat(r, ",")
+end
+
+local function op_named(G, name)
+  for _, o in ipairs(G.ops) do if o.name == name then return o end end
+  return nil
+end
+
+local function param(cx, name, shape, dtype, trainable)
+  return nn.param(cx, name, shape, dtype or "bf16", trainable)
+end
+
+local function act(cx, name, shape, dtype, rg)
+  return nn.new_tensor(cx, name, shape, dtype or "bf16", rg)
+end
+
+-- ConvolutionBackward0 keeps input and weight whenever the node exists ------------------------
+do
+  local cx, G = context()
+  local w, b = param(cx, "w", { 8, 4, 3, 3 }, "bf16", false), param(cx, "b", { 8 }, "bf16", false)
+  local x = act(cx, "x", { 1, 4, 16, 16 }, "bf16", true)
+  nn.conv2d(cx, "frozen_conv", x, w, b)
+  local o = op_named(G, "frozen_conv")
+  check(o and names(G, o.saves) == "x,w", "frozen conv on an input needing grad keeps input and weight (got "
+        .. (o and names(G, o.saves) or "no op") .. ")")
+  check(op_named(G, "frozen_conv.weight_grad") == nil, "frozen conv has no weight-side op")
+end
+do
+  local cx, G = context()
+  local w, b = param(cx, "w", { 8, 4, 3, 3 }, "bf16", true), param(cx, "b", { 8 }, "bf16", true)
+  local x = act(cx, "x", { 1, 4, 16, 16 }, "bf16", true)
+  nn.conv2d(cx, "conv", x, w, b)
+  check(names(G, op_named(G, "conv.weight_grad").saves) == "x", "trained conv: the weight side keeps the input")
+  check(names(G, op_named(G, "conv").saves) == "w", "trained conv: the convolution keeps the weight")
+  check(op_named(G, "conv.bias_grad").bwd_kind == "reduce_rows", "conv bias gradient is a row reduction")
+  -- created in reverse of their backward order: bias side, weight side, then the convolution
+  check(G.ops[1].name == "conv.bias_grad" and G.ops[2].name == "conv.weight_grad" and G.ops[3].name == "conv",
+        "conv ops in the order bias side, weight side, convolution")
+end
+do
+  local cx, G = context()
+  local w, b = param(cx, "w", { 8, 4, 3, 3 }, "bf16", false), param(cx, "b", { 8 }, "bf16", false)
+  nn.conv2d(cx, "nograd_conv", act(cx, "x", { 1, 4, 16, 16 }, "bf16", false), w, b)
+  check(op_named(G, "nograd_conv").saves == nil, "a conv with nothing needing grad records no backward node")
+end
+do
+  -- measured workspaces (H200 table) and the estimate for shapes outside it
+  local cx, G = context()
+  local w, b = param(cx, "w", { 320, 320, 3, 3 }, "bf16", true), param(cx, "b", { 320 }, "bf16", true)
+  nn.conv2d(cx, "ws_conv", act(cx, "x", { 1, 320, 64, 64 }, "bf16", true), w, b)
+  local o = op_named(G, "ws_conv")
+  check(o.workspace and o.workspace[1] == 7086096 and o.bwd_workspace[1] == 7086096,
+        "conv workspace from ops/conv_ws_h200.lua (320,320,3,1,64,64,bf16,1)")
+  local e = nn.conv_ws_estimate(320, 320, 3, 1, 128, 128, "bf16", 4)
+  check(e[1] and e[1] > 0, "conv workspace estimated for a shape outside the table")
+end
+
+-- F.linear: a frozen Linear keeps only what the input gradient needs -------------------------
+do
+  local cx, G = context()
+  local w = param(cx, "w", { 16, 8 }, "bf16", false)
+  local x = act(cx, "x", { 2, 8 }, "bf16", true)
+  nn.linear(cx, "frozen_lin", x, w)
+  local o = op_named(G, "frozen_lin")
+  check(names(G, o.saves) == "w", "frozen Linear keeps the weight only")
+  check(o.bwd_flops == 2 * 2 * 16 * 8, "frozen Linear's backward is one GEMM")
+end
+do
+  local cx, G = context()
+  local w = param(cx, "w", { 16, 8 }, "bf16", true)
+  nn.linear(cx, "first_lin", act(cx, "x", { 2, 8 }, "bf16", false), w)
+  local o = op_named(G, "first_lin")
+  check(names(G, o.saves) == "x", "Linear whose input needs no grad keeps the input only")
+  check(o.bwd_flops == 2 * 2 * 16 * 8, "... and its backward is one GEMM")
+end
+do
+  local cx, G = context({ gpu = { sm_count = 132, compute_capability = 9.0 } })
+  local w, b = param(cx, "w", { 640, 640 }, "bf16", true), param(cx, "b", { 640 }, "bf16", true)
+  nn.linear(cx, "lin_b", act(cx, "x", { 4096, 640 }, "bf16", true), w, b)
+  local bs = op_named(G, "lin_b.bias_grad")
+  check(bs and bs.bwd_workspace and bs.bwd_workspace[1] == 20971520 and bs.bwd_workspace[2] == 20,
+        "bias gradient of (4096, 640) stages 20 MiB + 20 B (ATen's global reduce)")
+  check(op_named(G, "lin_b").grad_order[1] == 1, "addmm: grad_input first")
+end
+do
+  -- autocast: fp32 input cast per call, fp32 weight cast once per forward (the cache)
+  local cx, G = context({ autocast = "bf16" })
+  local w = param(cx, "w", { 16, 8 }, "fp32", true)
+  local y1 = nn.linear(cx, "ac1", act(cx, "x1", { 2, 8 }, "fp32", true), w)
+  nn.linear(cx, "ac2", act(cx, "x2", { 2, 8 }, "fp32", true), w)
+  local casts = 0
+  for _, o in ipairs(G.ops) do if o.name == "w.autocast" then casts = casts + 1 end end
+  check(casts == 1, "autocast casts a weight once per forward (got " .. casts .. ")")
+  check(op_named(G, "ac1.input_cast") ~= nil and y1.dtype == "bf16", "autocast Linear runs in bf16")
+end
+
+-- norms ------------------------------------------------------------------------------------
+do
+  local cx, G = context()
+  local w, b = param(cx, "gw", { 64 }, "bf16", false), param(cx, "gb", { 64 }, "bf16", false)
+  local y = nn.group_norm(cx, "gn", act(cx, "x", { 2, 64, 8, 8 }, "bf16", true), w, b, 32)
+  local o = op_named(G, "gn")
+  check(names(G, o.saves) == "x,gn.mean,gn.rstd,gw", "NativeGroupNormBackward0 keeps input, mean, rstd, weight")
+  check(#o.workspace == 2 and o.workspace[1] == 2 * 64 * 4, "group_norm's two fp32 (N, C) temporaries")
+  check(#o.bwd_workspace == 5, "group_norm's backward temporaries")
+  check(y.rg == true, "a frozen norm on an input needing grad is a node")
+end
+do
+  local cx, G = context({ autocast = "bf16" })
+  local w, b = param(cx, "lw", { 64 }, "fp32", true), param(cx, "lb", { 64 }, "fp32", true)
+  local y = nn.layer_norm(cx, "ln", act(cx, "x", { 2, 10, 64 }, "bf16", true), w, b)
+  check(op_named(G, "ln.input_cast") ~= nil and y.dtype == "fp32", "layer_norm runs in fp32 under autocast")
+  check(names(G, op_named(G, "ln").saves) == "ln.input_cast,ln.mean,ln.rstd,lw,lb",
+        "NativeLayerNormBackward0 keeps input, mean, rstd, weight, bias")
+end
+
+-- scaled dot-product attention ---------------------------------------------------------------
+local function qkv(cx, b, h, s, d, dtype)
+  return act(cx, "q", { b, h, s, d }, dtype, true), act(cx, "k", { b, h, s, d }, dtype, true),
+         act(cx, "v", { b, h, s, d }, dtype, true)
+end
+do
+  local cx, G = context({ arch = "hopper" })
+  local q, k, v = qkv(cx, 1, 4, 256, 64, "bf16")
+  nn.sdpa(cx, "att", q, k, v)
+  local o = op_named(G, "att.sdpa_cudnn")
+  check(o ~= nil, "Hopper bf16 SDPA is cuDNN attention")
+  check(o and names(G, o.saves) == "k,q,v,att.softmax_stats,att.attn_out,att.philox_seed,att.philox_offset",
+        "cuDNN attention keeps k, q, v, its statistics, output and philox state")
+  check(o and o.workspace[1] == 256 and o.bwd_workspace[1] == 1 * 4 * 256 * 64 * 4 + 4 * 256 * 4 + 256,
+        "cuDNN attention's workspaces")
+  check(o and o.kernels == nil, "launch counts off unless the model's profile measured them")
+end
+do
+  local cx, G = context({ arch = "hopper", measured_launches = true })
+  local q, k, v = qkv(cx, 1, 4, 256, 64, "bf16")
+  nn.sdpa(cx, "att", q, k, v, { causal = true })
+  local o = op_named(G, "att.sdpa_cudnn")
+  check(o.kernels == 2 and o.bwd_kernels == 4, "measured launches: cuDNN attention 2 forward, 4 backward")
+  check(o.flops == 4 * 4 * 256 * 256 * 64 / 2, "causal attention computes half the scores")
+end
+do
+  local cx, G = context({ arch = "hopper" })
+  local q, k, v = qkv(cx, 1, 4, 256, 64, "fp32")
+  nn.sdpa(cx, "att", q, k, v)
+  local o = op_named(G, "att.sdpa_mem_efficient")
+  check(o ~= nil, "fp32 SDPA is the memory-efficient kernel")
+  local lse = G.tensors[o.outputs[2]]
+  check(lse.bytes == 1 * 4 * 256 * 4, "its logsumexp is padded to 32 rows")
+end
+do
+  local cx, G = context({ arch = "ampere" })
+  local q, k, v = qkv(cx, 1, 4, 100, 64, "bf16")
+  local mask = act(cx, "mask", { 1, 1, 100, 100 }, "bool", false)
+  nn.sdpa(cx, "att", q, k, v, { mask = mask })
+  local o = op_named(G, "att.sdpa_mem_efficient")
+  check(op_named(G, "att.attn_mask_to_bias") ~= nil, "a boolean mask becomes an additive bias")
+  check(o and names(G, o.saves) == "q,k,v,att.attn_bias,att.attn_out,att.logsumexp,att.philox",
+        "a masked call leaves flash for memory-efficient attention, which keeps the bias")
+  check(o and names(G, o.frees) == "att.attn_bias", "the masked call drops its bias reference")
+end
+
+-- products, launches -------------------------------------------------------------------------
+do
+  local cx, G = context({ measured_launches = true })
+  local a, b = act(cx, "a", { 4, 8 }, "bf16", true), act(cx, "b", { 4, 8 }, "bf16", true)
+  nn.mul(cx, "m", a, b, "bf16")
+  local o = op_named(G, "m")
+  check(names(G, o.saves) == "b,a", "MulBackward0 keeps other before self")
+  check(o.grad_order[1] == 2, "MulBackward0 computes other's gradient first")
+  check(o.bwd_kernels == 2, "measured launches: MulBackward0 with both gradients launches 2")
+  local c = act(cx, "c", { 4, 8 }, "bf16", false)
+  nn.mul(cx, "m2", a, c, "bf16")
+  check(names(G, op_named(G, "m2").saves) == "c", "a * c with c needing no grad keeps c only")
+end
+do
+  local cx, G = context()
+  local x = act(cx, "x", { 2, 3 }, "bf16", true)
+  local y = nn.to(cx, x, "bf16")
+  check(y == x and #G.ops == 0, "x.to(its own dtype) is x")
+  nn.act(cx, "silu", x)
+  check(names(G, op_named(G, "silu").saves) == "x", "SiLU keeps its input")
+  local a, b = act(cx, "a", { 2, 3, 4 }, "bf16", true), act(cx, "bb", { 2, 3, 1 }, "bf16", true)
+  nn.add(cx, "add", a, b)
+  local o = op_named(G, "add")
+  check(o.grads[1].pass == 1 and o.grads[2].bytes == 2 * 3 * 1 * 2,
+        "add passes the gradient through, a broadcast input's is reduced into a new buffer")
+end
+
+if #failures > 0 then
+  error(("op library: %d of %d checks failed:\n  %s"):format(#failures, checks, table.concat(failures, "\n  ")), 0)
+end
+print(("op library: %d checks passed"):format(checks))
+
+-- a small scenario for the binary to run once the checks have
+return {
+  hardware = { gpu = "h200" },
+  model = { arch = "llama2", size = "7b-l1" },
+  training = { micro_batch = 1, seq = 128, steps = 1 },
+}
