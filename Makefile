@@ -55,6 +55,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_ops.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_streams.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_validate.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_hostile.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_fields.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_families.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_published.sh

@@ -160,14 +160,24 @@ int cmd_run(int argc, char **argv) {
     }
     if (!path) { usage(stderr); free(sets); return VR_EXIT_USAGE; }
     struct stat ost;
+    /* the report writer builds DIR/NAME paths within PATH_MAX: refuse, never cut, a longer one */
+    if (files && outdir && strlen(outdir) > 4000) {
+        fprintf(stderr, "vrsim: --out: a path of %zu characters is longer than the 4000 vrsim "
+                "can write under\n", strlen(outdir));
+        free(sets);
+        return VR_EXIT_USAGE;
+    }
     if (files && outdir && stat(outdir, &ost) == 0 && !S_ISDIR(ost.st_mode)) {
         fprintf(stderr, "vrsim: --out %s: exists and is not a directory\n", outdir);
         free(sets);
         return VR_EXIT_USAGE;
     }
-    char setbuf[2][600];
+    /* the option values are user strings of any length: never cut to a buffer */
+    char *setbuf[2] = {NULL, NULL};
     if (allocator) {
-        snprintf(setbuf[0], sizeof setbuf[0], "allocator.kind=%s", allocator);
+        setbuf[0] = malloc(strlen(allocator) + 16);
+        if (!setbuf[0]) { free(sets); return VR_EXIT_INTERNAL; }
+        sprintf(setbuf[0], "allocator.kind=%s", allocator);
         sets[n_sets++] = setbuf[0];
     }
     /* PyTorch reads PYTORCH_CUDA_ALLOC_CONF from the environment; --alloc-conf stands in for it */
@@ -177,13 +187,9 @@ int cmd_run(int argc, char **argv) {
         if (env && env[0]) conf = env, conf_from_env = true;
     }
     if (conf) {
-        if (strlen(conf) >= sizeof setbuf[1] - 16) {
-            fprintf(stderr, "vrsim: %s is too long (%zu characters)\n",
-                    conf_from_env ? "PYTORCH_CUDA_ALLOC_CONF" : "--alloc-conf", strlen(conf));
-            free(sets);
-            return VR_EXIT_USAGE;
-        }
-        snprintf(setbuf[1], sizeof setbuf[1], "allocator.conf=%s", conf);
+        setbuf[1] = malloc(strlen(conf) + 16);
+        if (!setbuf[1]) { free(setbuf[0]); free(sets); return VR_EXIT_INTERNAL; }
+        sprintf(setbuf[1], "allocator.conf=%s", conf);
         sets[n_sets++] = setbuf[1];
     }
     ScenarioOptions opts = {.sets = sets, .n_sets = n_sets, .unsafe = unsafe};
@@ -191,6 +197,8 @@ int cmd_run(int argc, char **argv) {
     Plan *plan = NULL;
     VrStatus st = scenario_load(path, &opts, &plan, err, sizeof err);
     if (st) {
+        free(setbuf[0]);
+        free(setbuf[1]);
         free(sets);
         fprintf(stderr, "vrsim: %s%s\n", err, conf_from_env ? " (allocator settings from PYTORCH_CUDA_ALLOC_CONF "
                 "in the environment)" : "");
@@ -214,6 +222,8 @@ int cmd_run(int argc, char **argv) {
             if (fd >= 0) { close(fd); unlink(tmp_trace); }
             cleanup.trace_tmp[0] = 0;
             plan_free(plan);
+            free(setbuf[0]);
+            free(setbuf[1]);
             free(sets);
             return VR_EXIT_INTERNAL;
         }
@@ -237,6 +247,8 @@ int cmd_run(int argc, char **argv) {
     if (st) {
         fprintf(stderr, "vrsim: %s: %s\n", path, st == VR_ENOMEM ? "out of host memory" : err);
         plan_free(plan);
+        free(setbuf[0]);
+        free(setbuf[1]);
         free(sets);
         return st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
     }
@@ -288,6 +300,8 @@ int cmd_run(int argc, char **argv) {
     }
     engine_result_free(res);
     plan_free(plan);
+    free(setbuf[0]);
+    free(setbuf[1]);
     free(sets);
     return rc;
 }

@@ -5,9 +5,12 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <gsl/gsl_statistics_double.h>
 
@@ -18,7 +21,7 @@
 #define MIB 1048576.0
 
 typedef struct Row {
-    char config[96];
+    char *config;              /* owned */
     char metric[24];
     double measured, predicted, rel_error;
     int set;               /* ROWSET_*: which kind of measured run, for the step-time summary */
@@ -29,6 +32,11 @@ static const char *const ROWSET_NAME[ROWSET_COUNT] = {"one-GPU LLaMA", "SDXL", "
 
 typedef struct Rows { Row *r; int n, cap; } Rows;
 
+/* Metrics compared exactly: a count that differs is a failed row, whatever its size. */
+static bool is_count(const char *metric) {
+    return strcmp(metric, "n_params") == 0 || strcmp(metric, "n_trainable") == 0;
+}
+
 static int add_row(Rows *rows, const char *cfg, const char *metric, double m, double p) {
     if (rows->n == rows->cap) {
         int nc = rows->cap ? rows->cap * 2 : 64;
@@ -37,14 +45,39 @@ static int add_row(Rows *rows, const char *cfg, const char *metric, double m, do
         rows->r = nr;
         rows->cap = nc;
     }
+    char *c = malloc(strlen(cfg) + 1);
+    if (!c) return -1;
+    strcpy(c, cfg);
     Row *w = &rows->r[rows->n++];
-    snprintf(w->config, sizeof w->config, "%s", cfg);
+    w->config = c;
     snprintf(w->metric, sizeof w->metric, "%s", metric);
     w->measured = m;
     w->predicted = p;
     w->set = ROWSET_LLAMA1;
     w->rel_error = strcmp(metric, "fits") == 0 ? (m == p ? 0.0 : 1.0) : (m != 0 ? (p - m) / m : 0);
+    if (is_count(metric) && m != p && w->rel_error == 0) w->rel_error = 1;
     return 0;
+}
+
+static void rows_free(Rows *rows) {
+    for (int i = 0; i < rows->n; i++) free(rows->r[i].config);
+    free(rows->r);
+}
+
+/* malloc'd printf, NULL when out of memory */
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...) {
+    va_list ap;
+    va_start(ap, f);
+    int n = vsnprintf(NULL, 0, f, ap);
+    va_end(ap);
+    if (n < 0) return NULL;
+    char *s = malloc((size_t)n + 1);
+    if (!s) return NULL;
+    va_start(ap, f);
+    vsnprintf(s, (size_t)n + 1, f, ap);
+    va_end(ap);
+    return s;
 }
 
 static const char *jstr(const cJSON *o, const char *k) {
@@ -53,111 +86,52 @@ static const char *jstr(const cJSON *o, const char *k) {
 }
 static double jnum(const cJSON *o, const char *k, double def) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : def;
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
 }
-
-/* Writes the scenario source for record rec into src; returns NULL when it can be modelled, or
- * the reason it cannot. */
-static const char *record_scenario(const cJSON *rec, char *src, size_t n, int steps, int rank) {
-    const char *shape = jstr(rec, "shape"), *mode = jstr(rec, "mode"), *attn = jstr(rec, "attn");
-    const char *optim = jstr(rec, "optim"), *conf = jstr(rec, "alloc_conf");
-    const char *model = jstr(rec, "model");
-    bool sdxl = (model && strncmp(model, "sdxl", 4) == 0) || cJSON_GetObjectItem(rec, "res");
-    if (sdxl && mode) {
-        const char *impl2 = optim && strstr(optim, "fused") ? "fused" : optim && strstr(optim, "forloop") ? "forloop" : "foreach";
-        snprintf(src, n,
-                 "return {\n"
-                 "  hardware = { gpu = \"h200\", capacity_mib = %.4f },\n"
-                 "  model = { arch = \"sdxl\", variant = \"%s\" },\n"
-                 "  training = { micro_batch = %d, resolution = %d, precision = \"%s\",\n"
-                 "               optimizer = \"adamw\", optimizer_impl = \"%s\", checkpointing = %s,\n"
-                 "               steps = %d },\n"
-                 "  allocator = { conf = \"%s\" },\n"
-                 "}\n",
-                 jnum(rec, "total_mib", 143155.9375), model ? model : "sdxl-base-unet",
-                 (int)jnum(rec, "batch", 1), (int)jnum(rec, "res", 1024), mode, impl2,
-                 cJSON_IsTrue(cJSON_GetObjectItem(rec, "ckpt")) ? "true" : "false", steps,
-                 conf ? conf : "");
-        return NULL;
-    }
-    if (!shape || !mode) return "record has no shape or mode";
-    const char *impl = "foreach";
-    if (optim && strstr(optim, "fused")) impl = "fused";
-    else if (optim && strstr(optim, "forloop")) impl = "forloop";
-    double total = jnum(rec, "total_mib", 0), cap = jnum(rec, "cap_mib", 0);
-    char hw[512];
-    int k = snprintf(hw, sizeof hw, "gpu = \"h200\"");
-    if (total > 0) k += snprintf(hw + k, sizeof hw - (size_t)k, ", capacity_mib = %.4f", total);
-    if (cap > 0 && total > 0)
-        snprintf(hw + k, sizeof hw - (size_t)k, ", memory_fraction = %.10f", cap / total);
-    /* multi-GPU records (DESIGN.md): strategy, raf, world_size, offload, empty_cache_after_build */
-    char extra[400] = "";
-    const char *strategy = jstr(rec, "strategy");
-    if (strategy) {
-        bool off = cJSON_IsTrue(cJSON_GetObjectItem(rec, "offload"));
-        /* measure_multi.py runs each rank with OMP_NUM_THREADS=8 unless the record says */
-        snprintf(extra, sizeof extra,
-                 ",\n               strategy = \"%s\", zero = { raf = %s%s },"
-                 " empty_cache_after_build = %s, cpu_threads = %d",
-                 strategy, cJSON_IsFalse(cJSON_GetObjectItem(rec, "raf")) ? "false" : "true",
-                 off ? ", offload_param = \"cpu\", offload_optimizer = \"cpu\"" : "",
-                 cJSON_IsTrue(cJSON_GetObjectItem(rec, "empty_cache_after_build")) ? "true" : "false",
-                 (int)jnum(rec, "omp_num_threads", 8));
-        size_t k2 = strlen(hw);
-        snprintf(hw + k2, sizeof hw - k2, ", count = %d, interconnect = \"nvlink\", rank = %d",
-                 (int)jnum(rec, "world_size", 1), rank);
-    }
-    snprintf(src, n,
-             "return {\n"
-             "  hardware = { %s },\n"
-             "  model = { arch = \"llama2\", size = \"%s\" },\n"
-             "  training = { micro_batch = %d, seq = %d, precision = \"%s\", optimizer = \"adamw\",\n"
-             "               optimizer_impl = \"%s\", attention = \"%s\", checkpointing = %s, steps = %d%s },\n"
-             "  allocator = { conf = \"%s\" },\n"
-             "}\n",
-             hw, shape, (int)jnum(rec, "batch", 1), (int)jnum(rec, "seq", 2048),
-             strcmp(mode, "mp_fp32") == 0 ? "mp_fp32" : mode, impl,
-             attn ? attn : "sdpa", cJSON_IsTrue(cJSON_GetObjectItem(rec, "ckpt")) ? "true" : "false",
-             steps, extra, conf ? conf : "");
-    return NULL;
+/* An integer field within [lo, hi], else def. */
+static int jint(const cJSON *o, const char *k, int def, int lo, int hi) {
+    double v = jnum(o, k, def);
+    return v >= lo && v <= hi && v == floor(v) ? (int)v : def;
 }
 
 typedef struct Opts { bool json, step0; const char *only; } Opts;
 
-/* Simulates one record (for multi-GPU records, one rank) and adds its rows. */
+/* Prints (text mode) or notes on stderr (--json) that cfg was skipped, and counts it. */
+static void skip(const Opts *o, const char *cfg, const char *why, int *skipped) {
+    if (!o->json) printf("  %-24s skipped: %s\n", cfg, why);
+    else fprintf(stderr, "vrsim validate: %s skipped: %s\n", cfg, why);
+    (*skipped)++;
+}
+
+/* Simulates one record (for multi-GPU records, one rank) and adds its rows. The record becomes
+ * a scenario table in Lua data (lua/vrsim/record.lua through scenario_load_record), never Lua
+ * source. */
 static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool oomed,
                          const char *cfg, const char *file, int line, int rank, const Opts *o,
                          Rows *rows, int *skipped) {
     if (nsteps == 0 && !oomed) {
-        if (!o->json) printf("  %-24s skipped: the record has no measured steps\n", cfg);
-        (*skipped)++;
+        skip(o, cfg, "the record has no measured steps", skipped);
         return;
     }
-    int sim_steps = oomed ? (int)jnum(rec, "oom_at_step", 0) + 1 : nsteps;
+    int sim_steps = oomed ? jint(rec, "oom_at_step", 0, 0, 1000) + 1 : nsteps;
     if (sim_steps < 1) sim_steps = 1;
-    char src[3072];
-    const char *why = record_scenario(rec, src, sizeof src, sim_steps, rank);
-    if (why) {
-        if (!o->json) printf("  %-24s skipped: %s\n", cfg, why);
-        (*skipped)++;
-        return;
-    }
-    char chunk[600], err[1024];
-    snprintf(chunk, sizeof chunk, "%s:%d (%s)", file, line, cfg);
+    char err[1024];
+    char *chunk = fmt("%s:%d (%s)", file, line, cfg);
+    if (!chunk) { skip(o, cfg, "out of host memory", skipped); return; }
     ScenarioOptions so = {0};
     Plan *plan = NULL;
-    if (scenario_load_source(chunk, src, NULL, &so, &plan, err, sizeof err)) {
-        if (!o->json) printf("  %-24s skipped: %s\n", cfg, err);
-        (*skipped)++;
+    VrStatus st = scenario_load_record(chunk, rec, sim_steps, rank, &so, &plan, err, sizeof err);
+    free(chunk);
+    if (st) {
+        skip(o, cfg, err, skipped);
         return;
     }
     EngineConfig ec;
     plan_engine_config(plan, false, &ec);
     SimResult *res = NULL;
     if (engine_run(plan->graph, &ec, &plan->alloc, &res, err, sizeof err)) {
-        if (!o->json) printf("  %-24s skipped: %s\n", cfg, err);
+        skip(o, cfg, err, skipped);
         plan_free(plan);
-        (*skipped)++;
         return;
     }
     if (cJSON_GetObjectItem(rec, "cap_mib"))
@@ -175,6 +149,15 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
     } else if (!oomed && nsteps > 0 && res->oom && !o->json) {
         printf("  %-24s predicted OOM in step %d where the run fitted\n", cfg, res->oom_step);
     }
+    /* the model's parameter counts against the simulated model's: a mismatch is a failed row */
+    static const char *const COUNTS[2] = {"n_params", "n_trainable"};
+    const int64_t sim[2] = {plan->n_params, plan->n_trainable};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, COUNTS[k]);
+        if (!cJSON_IsNumber(v)) continue;
+        if (sim[k] < 0 || (double)sim[k] != v->valuedouble)
+            add_row(rows, cfg, COUNTS[k], v->valuedouble, (double)sim[k]);
+    }
     engine_result_free(res);
     plan_free(plan);
 }
@@ -182,11 +165,11 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
 static int validate_record(const cJSON *rec, const char *file, int line, const Opts *o, Rows *rows,
                            int *skipped) {
     const char *name = jstr(rec, "name");
-    char cfg[96];
-    snprintf(cfg, sizeof cfg, "%s", name ? name : "?");
-    if (cJSON_GetObjectItem(rec, "cap_mib"))
-        snprintf(cfg, sizeof cfg, "%s@cap%.0f", name ? name : "?", jnum(rec, "cap_mib", 0));
-    if (o->only && !strstr(cfg, o->only)) return 0;
+    char *cfg = cJSON_GetObjectItem(rec, "cap_mib")
+                    ? fmt("%s@cap%.0f", name ? name : "?", jnum(rec, "cap_mib", 0))
+                    : fmt("%s", name ? name : "?");
+    if (!cfg) return -1;
+    if (o->only && !strstr(cfg, o->only)) { free(cfg); return 0; }
     bool oomed = cJSON_GetObjectItem(rec, "oom_at_step") != NULL;
     const cJSON *ranks = cJSON_GetObjectItem(rec, "ranks");
     if (cJSON_IsArray(ranks)) {
@@ -194,18 +177,25 @@ static int validate_record(const cJSON *rec, const char *file, int line, const O
         int r = 0;
         for (const cJSON *rk = ranks->child; rk; rk = rk->next, r++) {
             const cJSON *steps = cJSON_GetObjectItem(rk, "steps");
-            char rc[112];
-            snprintf(rc, sizeof rc, "%s/r%d", cfg, (int)jnum(rk, "rank", r));
+            int rank = jint(rk, "rank", r, 0, 65535);
+            char *rc = fmt("%s/r%d", cfg, rank);
+            if (!rc) { free(cfg); return -1; }
             validate_one(rec, steps, cJSON_IsArray(steps) ? cJSON_GetArraySize(steps) : 0, oomed,
-                         rc, file, line, (int)jnum(rk, "rank", r), o, rows, skipped);
+                         rc, file, line, rank, o, rows, skipped);
+            free(rc);
         }
+        free(cfg);
         return 0;
     }
     const cJSON *steps = cJSON_GetObjectItem(rec, "steps");
     validate_one(rec, steps, cJSON_IsArray(steps) ? cJSON_GetArraySize(steps) : 0, oomed, cfg, file,
                  line, 0, o, rows, skipped);
+    free(cfg);
     return 0;
 }
+
+/* Records files are read whole lines at a time; past this a file is refused, not read. */
+#define MAX_RECORDS_BYTES ((off_t)256 << 20)
 
 static int validate_file(const char *path, const Opts *o, Rows *rows, int *skipped) {
     FILE *f = fopen(path, "r");
@@ -213,22 +203,38 @@ static int validate_file(const char *path, const Opts *o, Rows *rows, int *skipp
         fprintf(stderr, "vrsim validate: cannot read %s\n", path);
         return -1;
     }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > MAX_RECORDS_BYTES) {
+        fprintf(stderr, "vrsim validate: %s: %s\n", path,
+                S_ISREG(st.st_mode) ? "larger than 256 MiB: refused" : "not a regular file");
+        fclose(f);
+        return -1;
+    }
     char *line = NULL;
     size_t cap = 0;
     int lineno = 0, rc = 0;
-    while (getline(&line, &cap, f) > 0) {
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0) {
         lineno++;
         char *p = line;
-        while (*p == ' ' || *p == '\t') p++;
-        if (*p == '\n' || *p == 0) continue;
-        cJSON *rec = cJSON_Parse(p);
-        if (!rec || !cJSON_IsObject(rec)) {
+        while (*p == ' ' || *p == '\t' || *p == '\r') p++;
+        if (*p == '\n' || (*p == 0 && p - line == n)) continue;
+        const char *end = NULL;
+        cJSON *rec = cJSON_ParseWithLengthOpts(p, (size_t)(n - (p - line)), &end, false);
+        while (rec && end && end < line + n && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n'))
+            end++;
+        if (!rec || !cJSON_IsObject(rec) || !end || end != line + n) {
             fprintf(stderr, "vrsim validate: %s:%d: not a JSON object\n", path, lineno);
             cJSON_Delete(rec);
             rc = -1;
             break;
         }
-        validate_record(rec, path, lineno, o, rows, skipped);
+        if (validate_record(rec, path, lineno, o, rows, skipped)) {
+            fprintf(stderr, "vrsim validate: out of host memory\n");
+            cJSON_Delete(rec);
+            rc = -2;
+            break;
+        }
         cJSON_Delete(rec);
     }
     free(line);
@@ -249,6 +255,9 @@ static void print_table(const Rows *rows) {
             printf("  %-24s %-15s %14s %14s %9s\n", r->config, r->metric,
                    r->measured ? "fits" : "OOM", r->predicted ? "fits" : "OOM",
                    r->rel_error == 0 ? "ok" : "WRONG");
+        else if (is_count(r->metric))
+            printf("  %-24s %-15s %14.0f %14.0f %9s\n", r->config, r->metric, r->measured,
+                   r->predicted, r->rel_error == 0 ? "ok" : "FAILED");
         else
             printf("  %-24s %-15s %10.1f %s %10.1f %s %+8.2f%%\n", r->config, r->metric,
                    mem ? r->measured / MIB : r->measured, mem ? "MiB" : "ms ",
@@ -256,10 +265,11 @@ static void print_table(const Rows *rows) {
     }
     const char *metrics[] = {"peak_allocated", "peak_reserved", "step_time", "fits"};
     printf("\n");
+    double *abs_err = malloc(sizeof(double) * (size_t)(rows->n ? rows->n : 1));
+    if (!abs_err) return;
     for (int m = 0; m < 4; m++) {
-        double abs_err[4096];
         int n = 0;
-        for (int i = 0; i < rows->n && n < 4096; i++)
+        for (int i = 0; i < rows->n; i++)
             if (strcmp(rows->r[i].metric, metrics[m]) == 0) abs_err[n++] = fabs(rows->r[i].rel_error);
         if (!n) continue;
         double mx = abs_err[0];
@@ -286,6 +296,12 @@ static void print_table(const Rows *rows) {
                    ROWSET_NAME[set], 100 * asum / k, 100 * amx, 100 * sum / k, k);
         }
     }
+    free(abs_err);
+    int wrong = 0;
+    for (int i = 0; i < rows->n; i++) wrong += is_count(rows->r[i].metric) && rows->r[i].rel_error != 0;
+    if (wrong)
+        printf("  %-15s %d FAILED: the simulated model's parameter counts differ from the "
+               "record's\n", "n_params", wrong);
 }
 
 static void print_json(const Rows *rows) {
@@ -354,14 +370,18 @@ int cmd_validate(int argc, char **argv) {
     if (!o.json) printf("vrsim validate: predictions against measured runs\n");
     for (int i = 0; i < nf; i++) {
         if (!o.json) printf("\n%s\n", files[i]);
-        if (validate_file(files[i], &o, &rows, &skipped)) rc = VR_EXIT_USAGE;
+        int fr = validate_file(files[i], &o, &rows, &skipped);
+        if (fr == -2) rc = VR_EXIT_INTERNAL;
+        else if (fr && rc == 0) rc = VR_EXIT_USAGE;
     }
-    if (o.json) print_json(&rows);
-    else {
+    if (o.json) {
+        print_json(&rows);
+        fprintf(stderr, "vrsim validate: %d records skipped\n", skipped);
+    } else {
         print_table(&rows);
         printf("  skipped         %d records (reasons above)\n", skipped);
     }
-    free(rows.r);
+    rows_free(&rows);
     for (int i = 0; i < nown; i++) free(owned[i]);
     free(owned);
     free(files);

@@ -226,6 +226,8 @@ typedef struct Deriv {
     Graph *g;
     size_t cap;      /* entries in grad_of and param_grad */
     int *grad_of;    /* tensor -> its pending (accumulated) gradient tensor, -1 none */
+    int *owners;     /* gradient tensor -> how many tensors it is pending for:
+                      * owners[t] == |{x : grad_of[x] == t}| (kept by set_grad_of) */
     int *param_grad; /* parameter -> its .grad tensor, -1 none */
     int *remap;      /* tensor -> its recomputed copy inside the region being derived, -1 */
     int n_fwd;       /* forward ops end here (derivation covers [first, n_fwd)) */
@@ -260,7 +262,13 @@ static int ensure_cap(Deriv *d, size_t n) {
     int *c = realloc(d->remap, ncap * sizeof(int));
     if (!c) return -1;
     d->remap = c;
-    for (size_t i = d->cap; i < ncap; i++) d->grad_of[i] = d->param_grad[i] = d->remap[i] = -1;
+    int *o = realloc(d->owners, ncap * sizeof(int));
+    if (!o) return -1;
+    d->owners = o;
+    for (size_t i = d->cap; i < ncap; i++) {
+        d->grad_of[i] = d->param_grad[i] = d->remap[i] = -1;
+        d->owners[i] = 0;
+    }
     d->cap = ncap;
     return 0;
 }
@@ -285,6 +293,14 @@ static VrStatus add_simple(Graph *g, const char *name, const char *kind, int fwd
 }
 
 static bool fresh_buffer(const Deriv *d, int t);
+
+/* grad_of[x] = v, keeping the owner counts. */
+static void set_grad_of(Deriv *d, int x, int v) {
+    int old = d->grad_of[x];
+    if (old >= 0) d->owners[old]--;
+    if (v >= 0) d->owners[v]++;
+    d->grad_of[x] = v;
+}
 
 /* Routes gradient `gi` (just produced, or passed through) to tensor x: into .grad for a
  * trainable parameter (AccumulateGrad steals a fresh buffer, copies a shared one), else into x's
@@ -319,7 +335,7 @@ static VrStatus route_grad(Deriv *d, int x, int gi, bool fresh, int fwd, int lay
         return add_simple(g, "AccumulateGrad(add_)", "elementwise", fwd, in, 2, NULL, 0, fr, 1,
                           3.0 * (double)tx->bytes, layer);
     }
-    if (d->grad_of[x] < 0) { d->grad_of[x] = gi; return VR_OK; }
+    if (d->grad_of[x] < 0) { set_grad_of(d, x, gi); return VR_OK; }
     if (!g->tensors[d->grad_of[x]].grad_view && fresh_buffer(d, d->grad_of[x])) {
         /* InputBuffer adds in place into a buffer it owns alone that is not a view */
         int in[2] = {d->grad_of[x], gi}, fr[1] = {gi};
@@ -334,15 +350,15 @@ static VrStatus route_grad(Deriv *d, int x, int gi, bool fresh, int fwd, int lay
     if ((st = add_simple(g, "InputBuffer::accumulate", "elementwise", fwd, in, 2, out, 1, in, 2,
                          3.0 * (double)g->tensors[gi].bytes, layer)))
         return st;
-    d->grad_of[x] = sum;
+    set_grad_of(d, x, sum);
     return VR_OK;
 }
 
-/* True if gradient buffer t is not pending for any other tensor (autograd's use_count == 1). */
+/* True if gradient buffer t is not pending for any other tensor (autograd's use_count == 1).
+ * A count kept as grad_of changes, not a scan of every tensor: a scan per accumulation made
+ * gradient accumulation quadratic in its micro-batches. */
 static bool fresh_buffer(const Deriv *d, int t) {
-    int owners = 0;
-    for (size_t i = 0; i < d->cap && (int)i < d->g->n_tensors; i++) owners += d->grad_of[i] == t;
-    return owners <= 1;
+    return d->owners[t] <= 1;
 }
 
 static bool input_gets_grad(const Graph *g, const Op *op, int i) {
@@ -652,7 +668,7 @@ static VrStatus derive_one(Deriv *d, int f) {
             .in_ckpt = fop.region > 0, .workspace_first = fop.bwd_workspace_first};
     int bid;
     if ((st = graph_add_op(g, &b, &bid))) return st;
-    for (int i = 0; i < fop.n_outputs; i++) d->grad_of[fop.outputs[i]] = -1;
+    for (int i = 0; i < fop.n_outputs; i++) set_grad_of(d, fop.outputs[i], -1);
 
     for (int i = 0; i < fop.n_inputs; i++) {
         if (gi_of[i] < 0) continue;
@@ -691,7 +707,7 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
                .frees = lossv, .n_frees = 1, .bytes_moved = 4, .layer = -1};
     int oid;
     if ((st = graph_add_op(g, &ones, &oid))) goto out;
-    d.grad_of[loss] = seed;
+    set_grad_of(&d, loss, seed);
 
     never_run = malloc(sizeof(int) * (n_saved + 1));
     if (!never_run) { st = VR_ENOMEM; goto out; }
@@ -759,6 +775,7 @@ out:
     free(d.regions);
     free(d.hooks);
     free(d.grad_of);
+    free(d.owners);
     free(d.remap);
     if (!st) {
         free(g->param_grad);

@@ -69,7 +69,8 @@ static void usage(FILE *f) {
         "\n"
         "  vrsim --version                      the version of this build\n"
         "\n"
-        "Each command has --help. Exit status: 0 ok/fits, 3 does not fit, 2 bad input, 1 internal.\n");
+        "Each command has --help. Exit status, every command: 0 ok/fits, 3 does not fit, 2 bad input or\n"
+        "usage, 1 internal or I/O (an output that cannot be written).\n");
 }
 
 int main(int argc, char **argv) {

@@ -249,6 +249,9 @@ char *report_summary_json(const Plan *p, const SimResult *r) {
     int nm = module_counts(p->graph, mc, 64);
     cJSON *pm = cJSON_AddObjectToObject(o, "parameters");
     for (int i = 0; i < nm; i++) cJSON_AddNumberToObject(pm, mc[i].name, mc[i].n);
+    /* the base model's parameters (before adapters) and those that train, whole tensors */
+    if (p->n_params >= 0) cJSON_AddNumberToObject(o, "n_params", (double)p->n_params);
+    if (p->n_trainable >= 0) cJSON_AddNumberToObject(o, "n_trainable", (double)p->n_trainable);
     cJSON *steps = cJSON_AddArrayToObject(o, "steps");
     int n = r->n_steps + (r->oom && r->oom_step >= 0 ? 1 : 0);
     for (int i = 0; i < n; i++) cJSON_AddItemToArray(steps, step_json(&r->steps[i]));

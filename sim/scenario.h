@@ -8,6 +8,7 @@
 #define VR_SCENARIO_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "alloc.h"
 #include "device.h"
@@ -44,6 +45,9 @@ typedef struct Plan {
     char overrides[1024];      /* the --set overrides, comma-separated (titles follow them) */
     char alloc_conf[512];      /* PYTORCH_CUDA_ALLOC_CONF as applied */
     bool alloc_conf_from_env;  /* it came from the environment (cmd_run sets this) */
+    int64_t n_params;          /* the base model's parameters (numel summed, before adapters),
+                                  -1 = unknown */
+    int64_t n_trainable;       /* parameters that require grad, adapters included, -1 = unknown */
 } Plan;
 
 typedef struct ScenarioOptions {
@@ -63,6 +67,16 @@ VrStatus scenario_load(const char *path, const ScenarioOptions *opts, Plan **out
 /* The same for a scenario given as source text; chunkname names it in messages and dir is
  * the folder `require` may also search (NULL: none). */
 VrStatus scenario_load_source(const char *chunkname, const char *src, const char *dir,
+                              const ScenarioOptions *opts, Plan **out /* OUT */, char *err,
+                              size_t errlen);
+
+/* The same for a measured run: rec is one record of a validation .jsonl (the format of
+ * shared/truth/README.md), which lua/vrsim/record.lua turns into a scenario table as data (no
+ * part of it becomes Lua source); steps and rank are what to simulate. Returns VR_ENOTSUP with
+ * the reason in err when the record cannot be modelled, VR_EINVAL when the planner rejects the
+ * scenario it makes. chunkname names the record in messages. */
+struct cJSON;
+VrStatus scenario_load_record(const char *chunkname, const struct cJSON *rec, int steps, int rank,
                               const ScenarioOptions *opts, Plan **out /* OUT */, char *err,
                               size_t errlen);
 

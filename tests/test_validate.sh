@@ -4,9 +4,11 @@
 #
 #   VRSIM=./vrsim sh tests/test_validate.sh
 #
-# Checks that validate reads every record (none skipped), and that every configuration's peak
-# allocated and peak reserved memory stay within 3 % of the measurement (issues 2, 4 and 5's
-# bar; one timing-dependent rank excepted, below).
+# Fails when any record is skipped (every record must be simulated), when a parameter count
+# differs from the record's, when a fit verdict is wrong, and when a metric leaves DESIGN.md's
+# bands: peak allocated 1 % mean / 3 % max, peak reserved 2 % / 4 %, step time 5 % / 12 %. An
+# exemption from a max band is computed from the record's own measurements and has a bound of
+# its own (below). With ../shared/truth present, its gen2 records must all be simulated too.
 set -u
 
 VRSIM=${VRSIM:-./vrsim}
@@ -17,8 +19,17 @@ trap 'rm -rf "$TMP"' EXIT INT TERM
 
 "$VRSIM" validate --json >"$TMP/rows.json" 2>"$TMP/err"
 rc=$?
-python3 - "$TMP/rows.json" "$rc" <<'PY'
-import json, sys
+"$VRSIM" validate >"$TMP/table.txt" 2>&1
+GEN2=""
+for f in ../shared/truth/llama_h200_gen2.jsonl ../shared/truth/sdxl_h200_gen2.jsonl; do
+  [ -f "$f" ] && GEN2="$GEN2 $f"
+done
+if [ -n "$GEN2" ]; then
+  # shellcheck disable=SC2086
+  "$VRSIM" validate $GEN2 >"$TMP/gen2.txt" 2>&1
+else : >"$TMP/gen2.txt"; fi
+python3 - "$TMP/rows.json" "$rc" "$TMP/table.txt" "$TMP/gen2.txt" "$GEN2" <<'PY'
+import json, re, sys, glob
 rc = int(sys.argv[2])
 fails = 0
 def check(ok, msg):
@@ -31,31 +42,78 @@ try:
 except ValueError as e:
     check(False, "validate --json prints a JSON array (%s)" % e)
     sys.exit(1)
-alloc = [r for r in rows if r["metric"] == "peak_allocated"]
-check(len(alloc) >= 40, "%d configurations with a peak allocated row" % len(alloc))
-bad = [r for r in alloc if abs(r["rel_error"]) > 0.03]
-check(not bad, "every peak allocated within 3 %%%s" %
-      "".join("; %s %+.2f %%" % (r["config"], 100 * r["rel_error"]) for r in bad))
-# peak reserved within 3 % too, but for the ZeRO-1 ranks where PyTorch kept the first
-# iteration's DDP bucket past step 1's rebuild: a stash released on a timing-dependent call into
-# the process group (pytorch#150079), 2 of the 10 measured ranks. The measurement shows it: that
-# rank's step 1 peaks above its steady state by about the bucket (2044 MiB here).
-import glob
-TIMING_DEPENDENT = set()
+
+def skipped(path):
+    text = open(path).read()
+    m = re.search(r"^  skipped +(\d+) records", text, re.M)
+    lines = [l.strip() for l in text.splitlines() if " skipped: " in l]
+    return (int(m.group(1)) if m else None), lines
+n, why = skipped(sys.argv[3])
+check(n == 0, "every record in validation/ is simulated (skipped: %s)%s" % (n, "".join("; " + w for w in why)))
+if sys.argv[5].strip():
+    n, why = skipped(sys.argv[4])
+    check(n == 0, "every record of%s is simulated (skipped: %s)%s" % (sys.argv[5], n, "".join("; " + w for w in why)))
+    wrong = [l.strip() for l in open(sys.argv[4]) if "FAILED" in l]
+    check(not wrong, "  ... with the parameter counts of every record%s" % "".join("; " + w for w in wrong))
+
+records = {}
 for path in glob.glob("validation/*.jsonl"):
     for line in open(path):
-        rec = json.loads(line) if line.strip() else {}
-        if rec.get("strategy") != "zero1":
-            continue
-        for rk in rec.get("ranks", []):
-            st = rk["steps"]
-            if len(st) > 2 and st[1]["peak_alloc_mib"] - st[-1]["peak_alloc_mib"] > 1000:
-                TIMING_DEPENDENT.add("%s/r%d" % (rec["name"], rk["rank"]))
-resv = [r for r in rows if r["metric"] == "peak_reserved"]
-bad = [r for r in resv if abs(r["rel_error"]) > 0.03 and r["config"] not in TIMING_DEPENDENT]
-check(len(TIMING_DEPENDENT) <= 2 and not bad,
-      "every peak reserved within 3 %% (but %s)%s" % (", ".join(sorted(TIMING_DEPENDENT)),
-      "".join("; %s %+.2f %%" % (r["config"], 100 * r["rel_error"]) for r in bad)))
+        if line.strip():
+            rec = json.loads(line)
+            records[rec["name"]] = rec
+
+def by(metric):
+    return [r for r in rows if r["metric"] == metric]
+alloc, resv, step, fits = by("peak_allocated"), by("peak_reserved"), by("step_time"), by("fits")
+check(len(alloc) >= 40, "%d configurations with a peak allocated row" % len(alloc))
+counts = [r for r in rows if r["metric"] in ("n_params", "n_trainable")]
+check(not counts, "n_params and n_trainable match every record%s" %
+      "".join("; %s %s %d, simulated %d" % (r["config"], r["metric"], r["measured"], r["predicted"]) for r in counts))
+wrong = [r["config"] for r in fits if r["rel_error"] != 0]
+check(fits and not wrong, "every fit verdict right (%d)%s" % (len(fits), "".join("; " + w for w in wrong)))
+
+def mean(rs):
+    return sum(abs(r["rel_error"]) for r in rs) / len(rs)
+
+# peak reserved, exemption: ZeRO-1 ranks where PyTorch kept the first iteration's DDP bucket
+# past step 1's rebuild, a stash released on a timing-dependent call into the process group
+# (pytorch#150079). The evidence is in the record: that rank's step 1 peaks above its steady
+# state by more than 1000 MiB (about the 2044 MiB bucket). Bound: 10 %.
+TIMING_DEPENDENT = set()
+for rec in records.values():
+    if rec.get("strategy") != "zero1":
+        continue
+    for rk in rec.get("ranks", []):
+        st = rk["steps"]
+        if len(st) > 2 and st[1]["peak_alloc_mib"] - st[-1]["peak_alloc_mib"] > 1000:
+            TIMING_DEPENDENT.add("%s/r%d" % (rec["name"], rk["rank"]))
+# step time, exemption: a record whose steady steps (1..) themselves spread by more than the
+# 12 % band (max/min - 1) has no single time to meet 12 % of; bound: 20 %.
+def spread(cfg):
+    rec = records.get(cfg.split("/")[0].split("@")[0])
+    if not rec or "steps" not in rec or len(rec["steps"]) < 3:
+        return 0
+    t = [s["gpu_ms"] for s in rec["steps"][1:] if s.get("gpu_ms")]
+    return max(t) / min(t) - 1 if t else 0
+
+for name, rs, band_mean, band_max, exempt, bound, why in (
+        ("peak allocated", alloc, 0.01, 0.03, lambda r: False, 0, ""),
+        ("peak reserved", resv, 0.02, 0.04, lambda r: r["config"] in TIMING_DEPENDENT, 0.10,
+         "the ZeRO-1 ranks whose step 1 kept the first DDP bucket"),
+        ("step time", step, 0.05, 0.12, lambda r: spread(r["config"]) > 0.12, 0.20,
+         "records whose own steady steps spread beyond 12 %")):
+    check(rs and mean(rs) <= band_mean, "%s: mean |error| %.2f %% <= %.0f %%" % (name, 100 * mean(rs), 100 * band_mean))
+    out = [r for r in rs if abs(r["rel_error"]) > band_max and not exempt(r)]
+    ex = [r for r in rs if abs(r["rel_error"]) > band_max and exempt(r)]
+    over = [r for r in ex if abs(r["rel_error"]) > bound]
+    check(not out and not over, "%s: every row within %.0f %%%s%s" % (name, 100 * band_max,
+          "".join("; %s %+.2f %%" % (r["config"], 100 * r["rel_error"]) for r in out + over),
+          (" (exempt, within %.0f %%: %s: %s)" % (100 * bound, why, ", ".join(
+              "%s %+.2f %%%s" % (r["config"], 100 * r["rel_error"],
+                                 " (steps spread %.0f %%)" % (100 * spread(r["config"])) if name == "step time" else "")
+              for r in ex))) if ex else ""))
+check(len(TIMING_DEPENDENT) <= 2, "at most 2 timing-dependent ZeRO-1 ranks (%s)" % ", ".join(sorted(TIMING_DEPENDENT)))
 print("test_validate: %d failed" % fails)
 sys.exit(1 if fails else 0)
 PY

@@ -152,6 +152,21 @@ local MAX = { micro_batch = 65536, seq = 1 << 26, steps = 1000, grad_accum = 409
               heads = 4096, kv_heads = 4096, vocab = 1 << 24, count = 65536, gpus_per_node = 1024,
               checkpoint_every = 1024, cpu_threads = 4096 }
 
+-- Ranges of the number fields (lo exclusive, hi inclusive): a capacity past any card would
+-- overflow the byte counts, and one that leaves no byte is not "unlimited".
+local NUM_RANGE = { memory_fraction = { 0, 1 }, capacity_gib = { 0, 1 << 20 },
+                    capacity_mib = { 0, 1 << 30 }, max_memory_gib = { 0, 1 << 20 } }
+
+-- A number as a message shows it (integers without a fraction, nan and inf by name).
+local function shown(v)
+  if type(v) ~= "number" then return tostring(v) end
+  if v ~= v then return "nan" end
+  if math.type(v) == "integer" then return tostring(v) end
+  local t = ("%.15g"):format(v)
+  return tonumber(t) == v and t or ("%.17g"):format(v)
+end
+P.shown = shown
+
 local function check_value(ctx, section, field, spec, v, origin)
   local ty = spec[1]
   local where = section .. "." .. field
@@ -159,22 +174,23 @@ local function check_value(ctx, section, field, spec, v, origin)
     if origin then error(origin .. ": " .. m, 0) end
     fail(ctx, field, section, m)
   end
-  if ty == "index" then
-    if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
-      bad(("%s must be an integer, not %s"):format(where, tostring(v)))
+  if ty == "index" or ty == "integer" then
+    local lo, hi = ty == "index" and 0 or 1, MAX[field] or math.maxinteger
+    local range = ("an integer in [%d, %d]"):format(lo, hi)
+    if type(v) ~= "number" then bad(("%s must be %s, not %s"):format(where, range, shown(v))) end
+    local i = math.tointeger(v)
+    if not i or i < lo or i > hi then
+      bad(("%s = %s is out of range: must be %s"):format(where, shown(v), range))
     end
-    v = math.tointeger(v)
-    if v < 0 then bad(("%s must be >= 0, not %d"):format(where, v)) end
-  elseif ty == "integer" then
-    if math.type(v) ~= "integer" then
-      if type(v) == "number" and v == math.floor(v) then v = math.tointeger(v)
-      else bad(("%s must be an integer, not %s"):format(where, tostring(v))) end
-    end
-    if v <= 0 then bad(("%s must be > 0, not %d"):format(where, v)) end
-    if MAX[field] and v > MAX[field] then bad(("%s must be <= %d, not %d"):format(where, MAX[field], v)) end
+    v = i
   elseif ty == "number" then
-    if type(v) ~= "number" then bad(("%s must be a number, not %s"):format(where, tostring(v))) end
-    if v <= 0 then bad(("%s must be > 0"):format(where)) end
+    if type(v) ~= "number" then bad(("%s must be a number, not %s"):format(where, shown(v))) end
+    local r = NUM_RANGE[field]
+    local lo, hi = r and r[1] or 0, r and r[2] or 1e18
+    if not (v > lo and v <= hi) then
+      bad(("%s = %s is out of range: must be a finite number in (%s, %s]"):format(where, shown(v),
+          shown(lo), shown(hi)))
+    end
   elseif ty == "boolean" then
     if type(v) ~= "boolean" then bad(("%s must be true or false"):format(where)) end
   elseif ty == "string" then
@@ -193,6 +209,45 @@ local function check_value(ctx, section, field, spec, v, origin)
     end
   end
   return v
+end
+
+-- A value of training.zero.k (a DeepSpeed/FSDP knob) checked against the default's type: bucket
+-- sizes and thresholds are finite counts in [0, 1e15], flags booleans, placements strings.
+-- Returns the error message, or nil when v is fine.
+local function bad_zero_value(k, v)
+  local def = require("strategies.dp").DEFAULTS[k]
+  if type(def) == "number" then
+    if type(v) ~= "number" or not (v >= 0 and v <= 1e15) then
+      return ("training.zero.%s = %s is out of range: must be a finite number in [0, 1e15]"):format(k, shown(v))
+    end
+  elseif type(def) == "boolean" and type(v) ~= "boolean" then
+    return ("training.zero.%s must be true or false, not %s"):format(k, shown(v))
+  elseif type(def) == "string" and type(v) ~= "string" then
+    return ("training.zero.%s must be a string, not %s"):format(k, shown(v))
+  end
+  return nil
+end
+P.bad_zero_value = bad_zero_value
+
+-- A Hugging Face config's sizes (config.json or a table), checked before any model is built
+-- from them: integers in the range of the scenario field they set, so a size cannot wrap a byte
+-- count (an intermediate_size of 2^52 times a hidden size of 4096 is 2^64: zero bytes).
+local HF_SIZES = { hidden_size = "hidden", intermediate_size = "intermediate",
+                   num_attention_heads = "heads", num_key_value_heads = "kv_heads",
+                   num_hidden_layers = "layers", vocab_size = "vocab", head_dim = "hidden",
+                   max_position_embeddings = "seq", sliding_window = "seq" }
+function P.check_hf_config(c, name)
+  if type(c) ~= "table" then return end
+  for k, f in pairs(HF_SIZES) do
+    local v = c[k]
+    if v ~= nil and v ~= false then
+      local i = math.tointeger(v)
+      if not i or i < 1 or i > MAX[f] then
+        error(("%s: %s = %s is out of range: must be an integer in [1, %d]"):format(name, k,
+              shown(v), MAX[f]), 0)
+      end
+    end
+  end
 end
 
 -- Converts a --set value string to the field's type.
@@ -534,9 +589,18 @@ function P.build(scn, sets, file, src)
   cx.optim_host = dev.profile and dev.profile.optim_host
   if t0.deepspeed then require("strategies.deepspeed").apply(cfg, ctx, function(m) fail(ctx, "deepspeed", "training", m) end) end
   -- training.zero's knobs are checked whether or not a strategy uses them: a typo is an error
-  for k in pairs(t0.zero or {}) do
-    local msg = unknown_zero_knob(k)
+  for k, v in pairs(t0.zero or {}) do
+    local msg = unknown_zero_knob(k) or bad_zero_value(k, v)
     if msg then fail(ctx, "zero", "training", msg) end
+  end
+  -- a Hugging Face config's sizes are checked before a model is built from them
+  if cfg.model.config ~= nil then
+    local c = cfg.model.config
+    local okc, msg = pcall(function()
+      if type(c) == "string" then c = require("vrsim.core").read_config(c) end
+      P.check_hf_config(c, type(cfg.model.config) == "string" and cfg.model.config or "model.config")
+    end)
+    if not okc then fail(ctx, "config", "model", (tostring(msg):gsub("^[^:]*plan%.lua:%d+: ", ""))) end
   end
   local dp = nil
   if t0.strategy ~= "none" then
@@ -601,7 +665,7 @@ function P.build(scn, sets, file, src)
   if cfg.hardware.capacity_gib then total = math.floor(cfg.hardware.capacity_gib * 2^30) end
   if cfg.hardware.capacity_mib then total = math.floor(cfg.hardware.capacity_mib * 2^20) end
   local cap = total - dev.context_bytes
-  if cap <= 0 then
+  if cap < 1 then
     error(("a card of %.2f GiB leaves nothing for PyTorch after the CUDA context (%.2f GiB): "
            .. "hardware.capacity_gib/capacity_mib must be larger"):format(total / 2^30, dev.context_bytes / 2^30), 0)
   end
@@ -612,6 +676,11 @@ function P.build(scn, sets, file, src)
     end
     cap = math.min(cap, math.floor(cfg.hardware.memory_fraction * dev.total_bytes))
     fraction_set = true
+    -- a cap of no byte is not "no cap"
+    if cap < 1 then
+      error(("hardware.memory_fraction = %s leaves no byte of %.2f GiB for PyTorch"):format(
+            shown(cfg.hardware.memory_fraction), dev.total_bytes / 2^30), 0)
+    end
   end
   local t = cfg.training
   local model_mod = require(P.builder(cfg))
@@ -693,6 +762,14 @@ function P.builder(cfg)
   end
   m.resolved_arch = true
   return "vrsim.causal_lm"
+end
+
+-- The type of scenario field section.field ("integer", "string", "table", ...), or nil when the
+-- schema has no such field (lua/vrsim/record.lua asks before it maps a record's field).
+function P.field_type(section, field)
+  local sec = SCHEMA[section]
+  local spec = type(sec) == "table" and sec[field]
+  return spec and spec[1] or nil
 end
 
 -- `vrsim fields`: every scenario field with its type, default, choices and meaning, by section.

@@ -11,16 +11,20 @@
  *   4. the returned plan table is read into a C Plan.
  * C objects are full userdata with __gc; the Graph is created after its userdata so a Lua
  * error never leaks it. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -34,15 +38,21 @@
 #define HOOK_EVERY 10000
 
 typedef struct Sandbox {
-    size_t used, limit;          /* bytes */
+    size_t used, limit;          /* bytes, over every state that shares this sandbox */
     long instructions, limit_ins;
+    int stopped;                 /* the instruction limit was reached: every hook call raises */
+    char stop_msg[400];          /* the message it raises (and the load reports) */
     char lua_dir[PATH_MAX];
     char scn_dir[PATH_MAX];      /* "" = none */
+    char lua_real[PATH_MAX];     /* realpath of lua_dir / scn_dir: what every file read must */
+    char scn_real[PATH_MAX];     /* lie under ("" = none) */
     const char *const *sets;     /* the command line's --set key=value strings (borrowed, valid
                                     while the scenario loads): paths the user typed */
     int n_sets;
 } Sandbox;
 
+/* Files a scenario makes vrsim read (the scenario, modules, configs) are refused past this. */
+#define MAX_INPUT_BYTES ((size_t)32 << 20)
 /* Whether name is a file path the user typed on the command line (--set model.config=PATH or
  * training.deepspeed=PATH): the folder rule is about what a scenario's code may open, so such a
  * path is opened as typed. Scenario code cannot add to the list. */
@@ -70,19 +80,45 @@ static void *sandbox_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return p;
 }
 
+static bool under(const char *real, const char *root);
+
+/* The instruction limit as a hard stop. Once reached, the flag stays set and the hook fires on
+ * every instruction of every coroutine that runs on, each time raising the same error: a
+ * scenario's pcall may catch one, but the next instruction after it raises again, so the error
+ * climbs out through every pcall to vrsim's own, which reports sb->stop_msg whatever the
+ * scenario made of the error on the way. The watchdog sees no more progress. */
 static void count_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
     Sandbox *sb;
     lua_getallocf(L, (void **)&sb);
-    sb->instructions += HOOK_EVERY;
-    watchdog_beat();
-    if (sb->instructions > sb->limit_ins) {
-        /* inside the hook, level 0 is the Lua function that was running: name its line */
+    if (!sb->stopped) {
+        sb->instructions += HOOK_EVERY;
+        watchdog_beat();
+        if (sb->instructions <= sb->limit_ins) return;
+        /* inside the hook, level 0 is the Lua function that was running: name its line, and
+         * say whether that was the scenario's code or vrsim's own building the plan */
+        lua_Debug d;
+        bool own = false;
+        if (lua_getstack(L, 0, &d) && lua_getinfo(L, "S", &d) && d.source[0] == '@') {
+            char real[PATH_MAX];
+            own = realpath(d.source + 1, real) && under(real, sb->lua_real);
+        }
         luaL_where(L, 0);
-        lua_pushfstring(L, "%sinstruction limit reached (%I): a runaway loop in the scenario?",
-                        lua_tostring(L, -1), (lua_Integer)sb->limit_ins);
-        lua_error(L);
+        if (own)
+            snprintf(sb->stop_msg, sizeof sb->stop_msg,
+                     "%sinstruction limit reached (%ld Lua instructions) while vrsim built the "
+                     "plan: the model, sequence, micro-batch or grad_accum is too large to "
+                     "simulate within the limit", lua_tostring(L, -1), sb->limit_ins);
+        else
+            snprintf(sb->stop_msg, sizeof sb->stop_msg,
+                     "%sinstruction limit reached (%ld Lua instructions): a runaway loop in the "
+                     "scenario?", lua_tostring(L, -1), sb->limit_ins);
+        lua_pop(L, 1);
+        sb->stopped = 1;
     }
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+    lua_pushstring(L, sb->stop_msg);
+    lua_error(L);
 }
 
 /* ---- Graph userdata ------------------------------------------------------------------- */
@@ -103,6 +139,8 @@ static int graph_gc(lua_State *L) {
     return 0;
 }
 
+/* Integer field k of table t (def when absent): an integer, or a float with an integral value,
+ * within int's range; anything else raises naming the field. */
 static lua_Integer field_int(lua_State *L, int t, const char *k, lua_Integer def) {
     lua_getfield(L, t, k);
     lua_Integer v = def;
@@ -110,21 +148,37 @@ static lua_Integer field_int(lua_State *L, int t, const char *k, lua_Integer def
         int ok;
         v = lua_tointegerx(L, -1, &ok);
         if (!ok) {
-            double d = lua_tonumber(L, -1);
             if (!lua_isnumber(L, -1)) luaL_error(L, "field '%s' must be a number", k);
+            double d = lua_tonumber(L, -1);
+            if (!(d >= INT_MIN && d <= INT_MAX) || d != floor(d)) {
+                char b[32];
+                snprintf(b, sizeof b, "%.17g", d);
+                luaL_error(L, "field '%s' must be an integer in [%d, %d], not %s", k, INT_MIN,
+                           INT_MAX, b);
+            }
             v = (lua_Integer)d;
         }
+        if (v < INT_MIN || v > INT_MAX)
+            luaL_error(L, "field '%s' must be an integer in [%d, %d], not %I", k, INT_MIN,
+                       INT_MAX, v);
     }
     lua_pop(L, 1);
     return v;
 }
 
+/* Number field k (def when absent): finite, or it raises naming the field (a NaN passes every
+ * `< 0` check, and an infinity turns into nonsense once converted to bytes). */
 static double field_num(lua_State *L, int t, const char *k, double def) {
     lua_getfield(L, t, k);
     double v = def;
     if (!lua_isnil(L, -1)) {
         if (!lua_isnumber(L, -1)) luaL_error(L, "field '%s' must be a number", k);
         v = lua_tonumber(L, -1);
+        if (!isfinite(v)) {
+            char b[32];
+            snprintf(b, sizeof b, "%g", v);
+            luaL_error(L, "field '%s' must be a finite number, not %s", k, b);
+        }
     }
     lua_pop(L, 1);
     return v;
@@ -189,7 +243,7 @@ static int field_u64s(lua_State *L, int t, const char *k, uint64_t **out) {
     for (int i = 0; i < n; i++) {
         lua_geti(L, -2, i + 1);
         double v = lua_tonumber(L, -1);
-        if (v < 0) luaL_error(L, "%s[%d] must be >= 0", k, i + 1);
+        if (!(v >= 0 && v <= 1e18)) luaL_error(L, "%s[%d] must be a byte count in [0, 1e18]", k, i + 1);
         buf[i] = (uint64_t)v;
         lua_pop(L, 1);
     }
@@ -230,9 +284,15 @@ static int l_tensor(lua_State *L) {
     t.dtype = parse_dtype(L, dt);
     double bytes = field_num(L, 2, "bytes", -1);
     if (bytes < 0) luaL_error(L, "tensor '%s': bytes must be >= 0", t.name);
-    if (bytes > 1e18) luaL_error(L, "tensor '%s': %.3g bytes is beyond any device", t.name, bytes);
+    if (bytes > 1e18) {
+        char b[32];
+        snprintf(b, sizeof b, "%.3g", bytes);
+        luaL_error(L, "tensor '%s': %s bytes is beyond any device", t.name, b);
+    }
     t.bytes = (uint64_t)bytes;
-    t.numel = (uint64_t)field_num(L, 2, "numel", 0);
+    double numel = field_num(L, 2, "numel", 0);
+    if (!(numel >= 0 && numel <= 1e18)) luaL_error(L, "tensor '%s': numel must be in [0, 1e18]", t.name);
+    t.numel = (uint64_t)numel;
     field_str(L, 2, "cat", cat, sizeof cat);
     bool found = false;
     for (size_t i = 0; i < sizeof CATS / sizeof CATS[0]; i++)
@@ -298,6 +358,8 @@ static int l_op(lua_State *L) {
                 char gdt[16] = "fp32";
                 gs[i].mode = GRAD_NEW;
                 double gb = field_num(L, k, "bytes", 0);
+                if (!(gb >= 0 && gb <= 1e18))
+                    luaL_error(L, "op '%s': grads[%d].bytes must be in [0, 1e18]", op.name, i + 1);
                 gs[i].grad_bytes = (uint64_t)gb;
                 field_str(L, k, "dtype", gdt, sizeof gdt);
                 gs[i].grad_dtype = parse_dtype(L, gdt);
@@ -382,7 +444,10 @@ static int l_num_tensors(lua_State *L) {
     return 1;
 }
 
-static char *read_file(const char *path, size_t *len);
+typedef enum ReadStatus { RF_OK, RF_MISSING, RF_OUTSIDE, RF_TOOBIG, RF_NOTFILE, RF_NOMEM, RF_IO } ReadStatus;
+static ReadStatus read_file(const char *path, size_t max, char **out, size_t *len);
+static ReadStatus read_inside(const Sandbox *sb, const char *path, char **out, size_t *len);
+static void raise_read(lua_State *L, const char *what, const char *name, ReadStatus rs);
 
 /* Pushes a JSON value as a Lua value (objects and arrays become tables; depth-limited). */
 static void push_json(lua_State *L, const cJSON *v, int depth) {
@@ -409,8 +474,20 @@ static void push_json(lua_State *L, const cJSON *v, int depth) {
     }
 }
 
+/* A parsed JSON document owned by a userdata, so that a Lua error while it is being pushed
+ * (memory, depth) does not leak it. */
+#define JSON_MT "vrsim.JSON"
+typedef struct JsonBox { cJSON *j; } JsonBox;
+static int json_gc(lua_State *L) {
+    JsonBox *b = luaL_checkudata(L, 1, JSON_MT);
+    cJSON_Delete(b->j);
+    b->j = NULL;
+    return 0;
+}
+
 /* vrsim.core.read_config(name): a JSON file next to the scenario (or under lua/) as a Lua table:
- * a Hugging Face config.json, a DeepSpeed config. Paths may not leave those folders. */
+ * a Hugging Face config.json, a DeepSpeed config. The file, once every symlink is resolved, must
+ * lie inside one of those folders, be a regular file and at most MAX_INPUT_BYTES. */
 static int l_read_config(lua_State *L) {
     const char *name = luaL_checkstring(L, 1);
     Sandbox *sb;
@@ -418,25 +495,30 @@ static int l_read_config(lua_State *L) {
     char path[2 * PATH_MAX + 8];
     size_t len = 0;
     char *src = NULL;
+    ReadStatus rs = RF_MISSING;
     bool typed = user_typed_path(sb, name);
-    if (typed) src = read_file(name, &len); /* as typed, from the working folder */
-    if (typed && !src && (name[0] == '/' || strstr(name, "..")))
-        (lua_pushfstring(L, "config '%s': cannot read it: %s", name, strerror(errno)), lua_error(L));
+    if (typed) rs = read_file(name, MAX_INPUT_BYTES, &src, &len); /* as typed, from the working folder */
+    if (typed && rs != RF_OK && rs != RF_MISSING) raise_read(L, "config", name, rs);
+    if (typed && rs == RF_MISSING && (name[0] == '/' || strstr(name, "..")))
+        (lua_pushfstring(L, "config '%s': cannot read it", name), lua_error(L));
     if (!typed && (name[0] == '/' || strstr(name, ".."))) {
         (lua_pushfstring(L, "config '%s': give a path inside the scenario's folder (or type it on the "
                          "command line: --set model.config=PATH, --set training.deepspeed=PATH)", name),
          lua_error(L));
     }
     const char *dirs[2] = {sb->scn_dir, sb->lua_dir};
-    for (int i = 0; i < 2 && !src; i++) {
+    for (int i = 0; i < 2 && rs == RF_MISSING; i++) {
         if (!dirs[i][0]) continue;
         snprintf(path, sizeof path, "%s/%s", dirs[i], name);
-        src = read_file(path, &len);
+        rs = read_inside(sb, path, &src, &len);
     }
-    if (!src) (lua_pushfstring(L, "config '%s' not found next to the scenario", name), lua_error(L));
+    if (rs != RF_OK) raise_read(L, "config", name, rs);
+    JsonBox *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->j = NULL;
+    luaL_setmetatable(L, JSON_MT);
     const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(src, len, &end, false);
-    if (!j) {
+    box->j = cJSON_ParseWithLengthOpts(src, len, &end, false);
+    if (!box->j) {
         /* the line of the first character the parser could not take */
         int line = 1;
         for (const char *q = src; end && q < end && q < src + len; q++) line += *q == '\n';
@@ -444,12 +526,11 @@ static int l_read_config(lua_State *L) {
         (lua_pushfstring(L, "config '%s' is not valid JSON (line %d)", name, line), lua_error(L));
     }
     free(src);
-    if (!cJSON_IsObject(j)) {
-        cJSON_Delete(j);
+    if (!cJSON_IsObject(box->j))
         (lua_pushfstring(L, "config '%s' is not a JSON object", name), lua_error(L));
-    }
-    push_json(L, j, 0);
-    cJSON_Delete(j);
+    push_json(L, box->j, 0);
+    cJSON_Delete(box->j);
+    box->j = NULL;
     return 1;
 }
 
@@ -467,6 +548,10 @@ static const luaL_Reg GRAPH_METHODS[] = {
     {"num_tensors", l_num_tensors}, {NULL, NULL}};
 
 static int open_vrsim(lua_State *L) {
+    luaL_newmetatable(L, JSON_MT);
+    lua_pushcfunction(L, json_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
     luaL_newmetatable(L, GRAPH_MT);
     lua_pushcfunction(L, graph_gc);
     lua_setfield(L, -2, "__gc");
@@ -483,28 +568,81 @@ static int open_vrsim(lua_State *L) {
 
 /* ---- sandboxed require ---------------------------------------------------------------- */
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
+/* Reads a regular file of at most max bytes into a new buffer (*out, *len; the caller frees).
+ * Opened without blocking, so a FIFO or device cannot stall vrsim. */
+static ReadStatus read_file(const char *path, size_t max, char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return RF_MISSING;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); return RF_NOTFILE; }
+    if ((uintmax_t)st.st_size > max) { close(fd); return RF_TOOBIG; }
+    size_t cap = (size_t)st.st_size + 1, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) { close(fd); return RF_NOMEM; }
     for (;;) {
-        if (n + 4096 > cap) {
-            cap = cap ? cap * 2 : 16384;
-            char *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(f); return NULL; }
+        if (n == cap) {
+            /* the file grew while being read */
+            if (cap > max) { free(buf); close(fd); return RF_TOOBIG; }
+            size_t nc = cap * 2 > max + 1 ? max + 1 : cap * 2;
+            char *nb = realloc(buf, nc + 1);
+            if (!nb) { free(buf); close(fd); return RF_NOMEM; }
             buf = nb;
+            cap = nc;
         }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0) { free(buf); close(fd); return RF_IO; }
         if (r == 0) break;
+        n += (size_t)r;
     }
-    fclose(f);
+    close(fd);
+    if (n > max) { free(buf); return RF_TOOBIG; }
+    buf[n] = 0;
+    *out = buf;
     *len = n;
-    return buf;
+    return RF_OK;
 }
 
-/* require(name): "a.b" -> <lua_dir>/a/b.lua or <scenario dir>/a/b.lua; text chunks only. */
+/* True when real (a resolved path) is root or lies under it. */
+static bool under(const char *real, const char *root) {
+    size_t n = strlen(root);
+    if (!n) return false;
+    if (n == 1 && root[0] == '/') return true;
+    return strncmp(real, root, n) == 0 && (real[n] == '/' || real[n] == 0);
+}
+
+/* read_file for a file a scenario names: path resolved with realpath (every symlink followed)
+ * must lie under lua/ or the scenario's folder. RF_MISSING when there is no such file. */
+static ReadStatus read_inside(const Sandbox *sb, const char *path, char **out, size_t *len) {
+    *out = NULL;
+    char real[PATH_MAX];
+    if (!realpath(path, real)) return RF_MISSING;
+    if (!under(real, sb->lua_real) && !under(real, sb->scn_real)) return RF_OUTSIDE;
+    return read_file(real, MAX_INPUT_BYTES, out, len);
+}
+
+/* Raises the error for a file `name` (a module or config) that could not be read. */
+static void raise_read(lua_State *L, const char *what, const char *name, ReadStatus rs) {
+    switch (rs) {
+    case RF_OUTSIDE:
+        luaL_error(L, "%s '%s' resolves to a file outside lua/ and the scenario's folder (a "
+                   "symlink?): refused", what, name);
+        break;
+    case RF_TOOBIG:
+        luaL_error(L, "%s '%s' is larger than %d MiB: refused", what, name,
+                   (int)(MAX_INPUT_BYTES >> 20));
+        break;
+    case RF_NOTFILE: luaL_error(L, "%s '%s' is not a regular file", what, name); break;
+    case RF_NOMEM: luaL_error(L, "out of host memory reading %s '%s'", what, name); break;
+    case RF_IO: luaL_error(L, "%s '%s' could not be read", what, name); break;
+    default: luaL_error(L, "%s '%s' not found next to the scenario or in lua/", what, name); break;
+    }
+}
+
+/* require(name): "a.b" -> <lua_dir>/a/b.lua or <scenario dir>/a/b.lua; text chunks only. The
+ * planner's state (vrsim.planner set in the registry) searches lua/ alone: a scenario's folder
+ * cannot put code into the planner. */
 static int l_require(lua_State *L) {
     const char *name = luaL_checkstring(L, 1);
     lua_getfield(L, LUA_REGISTRYINDEX, "vrsim.loaded");
@@ -514,24 +652,32 @@ static int l_require(lua_State *L) {
     if (strcmp(name, "vrsim.core") == 0) {
         open_vrsim(L);
     } else {
+        if (!name[0] || strlen(name) > 200)
+            luaL_error(L, "require '%s': not a module name", name);
         for (const char *p = name; *p; p++)
             if (!(*p == '.' || *p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
                   (*p >= '0' && *p <= '9')))
                 luaL_error(L, "require '%s': module names are letters, digits, '_' and '.'", name);
         Sandbox *sb;
         lua_getallocf(L, (void **)&sb);
-        char rel[PATH_MAX], path[2 * PATH_MAX + 8];
+        lua_getfield(L, LUA_REGISTRYINDEX, "vrsim.planner");
+        bool planner = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        char rel[256], path[PATH_MAX + 300];
         snprintf(rel, sizeof rel, "%s", name);
         for (char *p = rel; *p; p++) if (*p == '.') *p = '/';
-        const char *dirs[2] = {sb->lua_dir, sb->scn_dir};
+        const char *dirs[2] = {sb->lua_dir, planner ? "" : sb->scn_dir};
         char *src = NULL;
         size_t len = 0;
-        for (int i = 0; i < 2 && !src; i++) {
+        ReadStatus rs = RF_MISSING;
+        for (int i = 0; i < 2 && rs == RF_MISSING; i++) {
             if (!dirs[i][0]) continue;
             snprintf(path, sizeof path, "%s/%s.lua", dirs[i], rel);
-            src = read_file(path, &len);
+            rs = read_inside(sb, path, &src, &len);
         }
-        if (!src) luaL_error(L, "module '%s' not found in lua/ or the scenario's folder", name);
+        if (rs == RF_MISSING)
+            luaL_error(L, "module '%s' not found in lua/%s", name, planner ? "" : " or the scenario's folder");
+        if (rs != RF_OK) raise_read(L, "module", name, rs);
         char chunk[sizeof path + 1];
         snprintf(chunk, sizeof chunk, "@%s", path);
         int rc = luaL_loadbufferx(L, src, len, chunk, "t");
@@ -563,7 +709,9 @@ static int l_load_text(lua_State *L) {
     return 1;
 }
 
-static void open_sandbox(lua_State *L, bool unsafe) {
+/* Opens the libraries a scenario may use (all of them with unsafe) and vrsim's require. planner
+ * marks the planner's own state, whose require searches lua/ only. */
+static void open_sandbox(lua_State *L, bool unsafe, bool planner) {
     if (unsafe) {
         luaL_openlibs(L);
     } else {
@@ -579,8 +727,28 @@ static void open_sandbox(lua_State *L, bool unsafe) {
         lua_pushnil(L); lua_setglobal(L, "loadfile");
         lua_pushcfunction(L, l_load_text); lua_setglobal(L, "load");
     }
+    /* xpcall's message handler runs where the error was raised, and for the instruction
+     * limit's error that is inside the count hook, where Lua runs no hook: a handler that loops
+     * would be beyond the limit. Here the handler runs once the failed call has returned, with
+     * the hook live (what it loses is the failing frame, which only the debug library, absent
+     * from the sandbox, could have looked at). */
+    static const char XPCALL[] =
+        "local pcall, pack, unpack = pcall, table.pack, table.unpack\n"
+        "return function(f, h, ...)\n"
+        "  local r = pack(pcall(f, ...))\n"
+        "  if r[1] then return unpack(r, 1, r.n) end\n"
+        "  local ok, m = pcall(h, r[2])\n"
+        "  return false, m\n"
+        "end\n";
+    if (luaL_loadbufferx(L, XPCALL, sizeof XPCALL - 1, "=xpcall", "t") == LUA_OK &&
+        lua_pcall(L, 0, 1, 0) == LUA_OK)
+        lua_setglobal(L, "xpcall");
+    else
+        lua_pop(L, 1);
     lua_newtable(L);
     lua_setfield(L, LUA_REGISTRYINDEX, "vrsim.loaded");
+    lua_pushboolean(L, planner);
+    lua_setfield(L, LUA_REGISTRYINDEX, "vrsim.planner");
     lua_pushcfunction(L, l_require);
     lua_setglobal(L, "require");
 }
@@ -823,39 +991,139 @@ static void read_nccl(lua_State *L, int dev, DeviceSpec *d) {
 }
 
 static void read_alloc(lua_State *L, int t, AllocConfig *a) {
-    char conf[512], kind[16];
+    char kind[16];
     alloc_config_default(a);
-    if (field_str(L, t, "conf", conf, sizeof conf) && conf[0]) {
+    /* the conf string is parsed where it lies: any length, never cut to a buffer */
+    lua_getfield(L, t, "conf");
+    if (!lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "allocator.conf must be a string");
+        size_t n;
+        const char *conf = lua_tolstring(L, -1, &n);
+        if (strlen(conf) != n) luaL_error(L, "allocator.conf holds a NUL byte");
         char err[256];
-        if (alloc_config_parse(a, conf, err, sizeof err)) luaL_error(L, "allocator.conf: %s", err);
+        if (n && alloc_config_parse(a, conf, err, sizeof err)) luaL_error(L, "allocator.conf: %s", err);
     }
+    lua_pop(L, 1);
     if (field_str(L, t, "kind", kind, sizeof kind)) {
         if (strcmp(kind, "ideal") == 0) a->kind = ALLOC_IDEAL;
         else if (strcmp(kind, "caching") == 0) a->kind = ALLOC_CACHING;
         else luaL_error(L, "allocator.kind must be \"caching\" or \"ideal\", not \"%s\"", kind);
     }
-    a->capacity = (uint64_t)field_num(L, t, "capacity_bytes", 0);
+    /* 0 would be "no limit" to the allocator model: a capacity is always given, and positive */
+    double cap = field_num(L, t, "capacity_bytes", 0);
+    if (!(cap >= 1 && cap <= 1e18)) {
+        char b[32];
+        snprintf(b, sizeof b, "%.0f", cap);
+        luaL_error(L, "the memory PyTorch may use must be between 1 byte and 1e18 bytes, not %s "
+                   "(hardware.capacity_gib, capacity_mib, memory_fraction)", b);
+    }
+    a->capacity = (uint64_t)cap;
     a->fraction_set = field_bool(L, t, "fraction_set", false);
 }
 
 typedef struct LoadCtx {
-    const char *chunkname, *src;
+    const char *chunkname;      /* "@name", as Lua names chunks */
+    const char *src;            /* the scenario's source; NULL for a record */
+    lua_State *S;               /* the scenario's own state, its table on top (source only) */
+    const cJSON *record;        /* a validation record, or NULL */
+    int rec_steps, rec_rank;
     const ScenarioOptions *opts;
     Plan *plan;
+    bool skipped;               /* record.lua said why the record cannot be modelled: */
+    char skip[512];             /* ... this */
 } LoadCtx;
 
-/* Runs in protected mode: everything that may raise. */
-static int load_protected(lua_State *L) {
+/* Pushes require(name) through vrsim's own require, whatever the globals say. */
+static void push_module(lua_State *L, const char *name) {
+    lua_pushcfunction(L, l_require);
+    lua_pushstring(L, name);
+    lua_call(L, 1, 1);
+}
+
+/* In the scenario's state: runs the chunk and leaves the table it returns. */
+static int scenario_protected(lua_State *L) {
     LoadCtx *c = lua_touserdata(L, 1);
     if (luaL_loadbufferx(L, c->src, strlen(c->src), c->chunkname, "t")) lua_error(L);
     lua_call(L, 0, 1);
     if (!lua_istable(L, -1))
         luaL_error(L, "%s: the scenario must return a table (hardware, model, training, "
                    "allocator)", c->chunkname + 1);
+    return 1;
+}
+
+/* Copies the value at index idx of S onto P's stack as plain data: nil, booleans, numbers,
+ * strings and tables of them, read raw (no metamethod of S runs). Anything else (a function, a
+ * userdata such as a graph, a coroutine) or nesting deeper than 32 raises in P, naming where
+ * (path). Reads S with calls that cannot raise. */
+static void copy_data(lua_State *P, lua_State *S, int idx, int depth, const char *path) {
+    int ty = lua_type(S, idx);
+    switch (ty) {
+    case LUA_TNIL: lua_pushnil(P); return;
+    case LUA_TBOOLEAN: lua_pushboolean(P, lua_toboolean(S, idx)); return;
+    case LUA_TNUMBER:
+        if (lua_isinteger(S, idx)) lua_pushinteger(P, lua_tointeger(S, idx));
+        else lua_pushnumber(P, lua_tonumber(S, idx));
+        return;
+    case LUA_TSTRING: {
+        size_t n;
+        const char *str = lua_tolstring(S, idx, &n);
+        lua_pushlstring(P, str, n);
+        return;
+    }
+    case LUA_TTABLE: break;
+    default:
+        luaL_error(P, "%s is a %s: a scenario's fields are data (strings, numbers, booleans and "
+                   "tables of them)", path, lua_typename(S, ty));
+    }
+    if (depth >= 32) luaL_error(P, "%s: tables nested too deeply (a table that holds itself?)", path);
+    if (!lua_checkstack(S, 4)) luaL_error(P, "out of host memory");
+    luaL_checkstack(P, 6, "scenario table");
+    int t = lua_absindex(S, idx);
+    lua_newtable(P);
+    lua_pushnil(S);
+    while (lua_next(S, t)) {
+        char sub[256];
+        int kt = lua_type(S, -2);
+        if (kt == LUA_TSTRING) snprintf(sub, sizeof sub, "%s.%s", path, lua_tostring(S, -2));
+        else if (kt == LUA_TNUMBER && lua_isinteger(S, -2))
+            snprintf(sub, sizeof sub, "%s[%lld]", path, (long long)lua_tointeger(S, -2));
+        else if (kt == LUA_TNUMBER || kt == LUA_TBOOLEAN) snprintf(sub, sizeof sub, "%s[?]", path);
+        else luaL_error(P, "%s has a key that is a %s: keys are strings or numbers", path, lua_typename(S, kt));
+        copy_data(P, S, -2, depth + 1, sub);
+        copy_data(P, S, -1, depth + 1, sub);
+        lua_rawset(P, -3);
+        lua_pop(S, 1);
+    }
+}
+
+/* In the planner's state: gets the scenario table (copied from the scenario's state, or made
+ * from a record by lua/vrsim/record.lua), runs lua/vrsim/plan.lua's build on it and reads the
+ * plan table into c->plan. */
+static int load_protected(lua_State *L) {
+    LoadCtx *c = lua_touserdata(L, 1);
+    if (c->record) {
+        push_module(L, "vrsim.record");
+        lua_getfield(L, -1, "scenario");
+        push_json(L, c->record, 0);
+        lua_createtable(L, 0, 2);
+        lua_pushinteger(L, c->rec_steps);
+        lua_setfield(L, -2, "steps");
+        lua_pushinteger(L, c->rec_rank);
+        lua_setfield(L, -2, "rank");
+        lua_call(L, 2, 2);
+        if (!lua_istable(L, -2)) {
+            const char *why = lua_tostring(L, -1);
+            snprintf(c->skip, sizeof c->skip, "%s", why ? why : "record.lua gave no scenario");
+            c->skipped = true;
+            return 0;
+        }
+        lua_pop(L, 1);
+    } else {
+        copy_data(L, c->S, lua_gettop(c->S), 0, lua_pushfstring(L, "%s: the scenario's table", c->chunkname + 1));
+        lua_remove(L, -2); /* the path string */
+    }
     int scn = lua_gettop(L);
-    lua_getglobal(L, "require");
-    lua_pushstring(L, "vrsim.plan");
-    lua_call(L, 1, 1);
+    push_module(L, "vrsim.plan");
     lua_getfield(L, -1, "build");
     lua_pushvalue(L, scn);
     lua_newtable(L);
@@ -864,9 +1132,11 @@ static int load_protected(lua_State *L) {
         lua_rawseti(L, -2, i + 1);
     }
     lua_pushstring(L, c->chunkname + 1);
-    lua_pushstring(L, c->src);
+    if (c->src) lua_pushstring(L, c->src);
+    else lua_pushnil(L);
     lua_call(L, 4, 1);
     int pt = lua_gettop(L);
+    if (!lua_istable(L, pt)) luaL_error(L, "the planner returned no plan");
     Plan *p = c->plan;
     field_str(L, pt, "title", p->title, sizeof p->title);
     field_str(L, pt, "model", p->model, sizeof p->model);
@@ -885,16 +1155,22 @@ static int load_protected(lua_State *L) {
     p->gpus = (int)field_int(L, pt, "gpus", 1);
     p->tokens_per_step = field_num(L, pt, "tokens_per_step", 0);
     p->samples_per_step = field_num(L, pt, "samples_per_step", 0);
+    double np = field_num(L, pt, "n_params", -1), nt = field_num(L, pt, "n_trainable", -1);
+    p->n_params = np >= 0 && np < 9e18 ? (int64_t)np : -1;
+    p->n_trainable = nt >= 0 && nt < 9e18 ? (int64_t)nt : -1;
     lua_getfield(L, pt, "device");
+    luaL_checktype(L, -1, LUA_TTABLE);
     read_device(L, lua_gettop(L), &p->dev);
     read_profile(L, lua_gettop(L), p);
     lua_pop(L, 1);
     lua_getfield(L, pt, "allocator");
+    luaL_checktype(L, -1, LUA_TTABLE);
     field_str(L, lua_gettop(L), "conf", p->alloc_conf, sizeof p->alloc_conf);
     read_alloc(L, lua_gettop(L), &p->alloc);
     lua_pop(L, 1);
     lua_getfield(L, pt, "graph");
     GraphBox *b = luaL_checkudata(L, -1, GRAPH_MT);
+    if (!b->g) luaL_error(L, "the plan's graph was already taken or freed");
     p->graph = b->g; /* the plan takes ownership */
     b->g = NULL;
     return 0;
@@ -903,16 +1179,44 @@ static int load_protected(lua_State *L) {
 static void dirname_of(const char *path, char *out, size_t n) {
     snprintf(out, n, "%s", path);
     char *slash = strrchr(out, '/');
-    if (slash) *slash = 0;
+    if (slash == out) out[1] = 0;
+    else if (slash) *slash = 0;
     else snprintf(out, n, ".");
 }
 
-/* A sandboxed state as scenario_load_source makes it: counting allocator, instruction hook,
- * generational collector, the sandbox's libraries and require. */
-static VrStatus state_open(const ScenarioOptions *opts, const char *dir, Sandbox **sbp,
-                           lua_State **Lp, char *err, size_t errlen) {
-    *sbp = NULL;
-    *Lp = NULL;
+/* A new state on sandbox sb with the instruction hook and vrsim's libraries (NULL: no memory). */
+static lua_State *new_state(Sandbox *sb, bool unsafe, bool planner) {
+    lua_State *L = lua_newstate(sandbox_alloc, sb);
+    if (!L) return NULL;
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+    /* generational collection: a model build makes many short-lived tables (op specs, shapes)
+     * and keeps few; 4-6 % faster runs than the incremental default (tests/bench.sh) */
+    lua_gc(L, LUA_GCGEN, 0, 0);
+    open_sandbox(L, unsafe, planner);
+    return L;
+}
+
+/* The message of a failed lua_pcall of state L (rc its status) into err. */
+static void pcall_message(lua_State *L, int rc, const Sandbox *sb, const char *chunkname,
+                          char *err, size_t errlen) {
+    if (sb->stopped) {
+        snprintf(err, errlen, "%s", sb->stop_msg);
+    } else if (rc == LUA_ERRMEM) {
+        snprintf(err, errlen, "%s: the scenario exceeded its memory limit (%zu MiB)", chunkname,
+                 sb->limit >> 20);
+    } else if (lua_isstring(L, -1)) {
+        snprintf(err, errlen, "%s", lua_tostring(L, -1));
+    } else {
+        snprintf(err, errlen, "%s: the scenario raised an error that is not a message (a %s "
+                 "value); raise error(\"...\") with a string", chunkname, luaL_typename(L, -1));
+    }
+}
+
+/* A sandbox for one load: its limits, lua/ and the scenario's folder (dir, NULL: none) with
+ * their resolved paths, and the --set strings. */
+static VrStatus sandbox_new(const ScenarioOptions *opts, const char *dir, Sandbox **out,
+                            char *err, size_t errlen) {
+    *out = NULL;
     Sandbox *sb = calloc(1, sizeof *sb);
     if (!sb) { snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
     sb->limit = opts->memory_limit ? opts->memory_limit : DEFAULT_MEMORY;
@@ -920,61 +1224,82 @@ static VrStatus state_open(const ScenarioOptions *opts, const char *dir, Sandbox
     char found[PATH_MAX];
     const char *ld = opts->lua_dir;
     if (!ld && scenario_find_lua_dir(found, sizeof found)) ld = found;
-    if (!ld) {
+    if (!ld || strlen(ld) >= sizeof sb->lua_dir || !realpath(ld, sb->lua_real)) {
         snprintf(err, errlen, "cannot find vrsim's lua/ folder (run from the project folder or "
                  "set VRSIM_LUA)");
         free(sb);
         return VR_EINVAL;
     }
     snprintf(sb->lua_dir, sizeof sb->lua_dir, "%s", ld);
-    if (dir) snprintf(sb->scn_dir, sizeof sb->scn_dir, "%s", dir);
     sb->sets = opts->sets;
     sb->n_sets = opts->n_sets;
-    lua_State *L = lua_newstate(sandbox_alloc, sb);
-    if (!L) { free(sb); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
-    /* generational collection: a model build makes many short-lived tables (op specs, shapes)
-     * and keeps few; 4-6 % faster runs than the incremental default (tests/bench.sh) */
-    lua_gc(L, LUA_GCGEN, 0, 0);
-    open_sandbox(L, opts->unsafe);
-    *sbp = sb;
-    *Lp = L;
+    if (dir) {
+        if (strlen(dir) >= sizeof sb->scn_dir) {
+            snprintf(err, errlen, "%s: the scenario's folder name is too long", dir);
+            free(sb);
+            return VR_EINVAL;
+        }
+        snprintf(sb->scn_dir, sizeof sb->scn_dir, "%s", dir);
+        if (!realpath(dir, sb->scn_real)) sb->scn_real[0] = 0;
+    }
+    *out = sb;
     return VR_OK;
 }
 
-/* Runs the scenario in the state (sb, L) made by state_open, then closes the state: both are
- * used up whatever the outcome. */
-static VrStatus state_run(Sandbox *sb, lua_State *L, const char *chunkname, const char *src,
-                          const ScenarioOptions *opts, Plan **out, char *err, size_t errlen) {
+/* Loads a scenario (src, run in its own sandboxed state) or a record (rec, made into a scenario
+ * by record.lua) into a Plan. The scenario's state and the planner's are separate: the planner
+ * receives the scenario's table as data, so nothing a scenario does to its globals, to the
+ * modules it requires, to the string metatable or with finalizers reaches the planner. Both
+ * share one sandbox: one memory limit, one instruction limit. Takes sb and the planner's state
+ * P (either may be NULL: made here) and uses them up. */
+static VrStatus load_in(Sandbox *sb, lua_State *P, const char *chunkname, const char *src,
+                        const cJSON *rec, int steps, int rank, const ScenarioOptions *opts,
+                        Plan **out, char *err, size_t errlen) {
     *out = NULL;
     Plan *p = calloc(1, sizeof *p);
-    if (!p) {
-        lua_close(L);
-        free(sb);
+    size_t cn = strlen(chunkname) + 2;
+    char *chunk = malloc(cn);
+    if (!P && sb) P = new_state(sb, false, true);
+    lua_State *S = src && P ? new_state(sb, opts->unsafe, false) : NULL;
+    if (!p || !chunk || !P || (src && !S)) {
+        if (P) lua_close(P);
+        if (S) lua_close(S);
+        free(chunk); free(sb); free(p);
         snprintf(err, errlen, "out of host memory");
         return VR_ENOMEM;
     }
-    char chunk[PATH_MAX + 2];
-    snprintf(chunk, sizeof chunk, "@%s", chunkname);
-    LoadCtx c = {.chunkname = chunk, .src = src, .opts = opts, .plan = p};
-    lua_pushcfunction(L, load_protected);
-    lua_pushlightuserdata(L, &c);
-    watchdog_arm(chunkname); /* until lua_close, which runs the finalizers */
-    int rc = lua_pcall(L, 1, 0, 0);
+    p->n_params = p->n_trainable = -1;
+    snprintf(chunk, cn, "@%s", chunkname);
+    LoadCtx c = {.chunkname = chunk, .src = src, .S = S, .record = rec, .rec_steps = steps,
+                 .rec_rank = rank, .opts = opts, .plan = p};
     VrStatus st = VR_OK;
-    if (rc) {
-        const char *msg = lua_tostring(L, -1);
-        if (rc == LUA_ERRMEM) {
-            snprintf(err, errlen, "%s: the scenario exceeded its memory limit (%zu MiB)",
-                     chunkname, sb->limit >> 20);
-        } else {
-            snprintf(err, errlen, "%s", msg ? msg : "error in scenario");
+    watchdog_arm(chunkname); /* until lua_close, which runs the finalizers */
+    if (S) {
+        lua_pushcfunction(S, scenario_protected);
+        lua_pushlightuserdata(S, &c);
+        int rc = lua_pcall(S, 1, 1, 0);
+        if (rc || sb->stopped) {
+            pcall_message(S, rc, sb, chunkname, err, errlen);
+            st = VR_EINVAL;
         }
-        st = VR_EINVAL;
     }
-    lua_close(L);
+    if (!st) {
+        lua_pushcfunction(P, load_protected);
+        lua_pushlightuserdata(P, &c);
+        int rc = lua_pcall(P, 1, 0, 0);
+        if (rc || sb->stopped) {
+            pcall_message(P, rc, sb, chunkname, err, errlen);
+            st = VR_EINVAL;
+        } else if (c.skipped) {
+            snprintf(err, errlen, "%s", c.skip);
+            st = VR_ENOTSUP;
+        }
+    }
+    if (S) lua_close(S);
+    lua_close(P);
     watchdog_disarm();
     free(sb);
+    free(chunk);
     if (st) {
         plan_free(p);
         return st;
@@ -987,22 +1312,34 @@ static VrStatus state_run(Sandbox *sb, lua_State *L, const char *chunkname, cons
     return VR_OK;
 }
 
+static VrStatus load_common(const char *chunkname, const char *src, const cJSON *rec, int steps,
+                            int rank, const char *dir, const ScenarioOptions *opts, Plan **out,
+                            char *err, size_t errlen) {
+    *out = NULL;
+    Sandbox *sb;
+    VrStatus st = sandbox_new(opts, dir, &sb, err, errlen);
+    if (st) return st;
+    return load_in(sb, NULL, chunkname, src, rec, steps, rank, opts, out, err, errlen);
+}
+
 VrStatus scenario_load_source(const char *chunkname, const char *src, const char *dir,
                               const ScenarioOptions *opts, Plan **out, char *err,
                               size_t errlen) {
-    *out = NULL;
-    Sandbox *sb;
-    lua_State *L;
-    VrStatus st = state_open(opts, dir, &sb, &L, err, errlen);
-    if (st) return st;
-    return state_run(sb, L, chunkname, src, opts, out, err, errlen);
+    return load_common(chunkname, src, NULL, 0, 0, dir, opts, out, err, errlen);
 }
 
-/* ---- a state with vrsim's modules loaded, for many loads of one scenario ---------------- */
+VrStatus scenario_load_record(const char *chunkname, const cJSON *rec, int steps, int rank,
+                              const ScenarioOptions *opts, Plan **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (!rec) { snprintf(err, errlen, "%s: no record", chunkname); return VR_EINVAL; }
+    return load_common(chunkname, NULL, rec, steps, rank, NULL, opts, out, err, errlen);
+}
+
+/* ---- a planner state with vrsim's modules loaded, for many loads of one scenario ---------- */
 
 struct ScenarioState {
     Sandbox *sb;
-    lua_State *L;
+    lua_State *P;   /* the planner's state; each load makes the scenario's own state fresh */
     bool unsafe;
 };
 
@@ -1010,7 +1347,7 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Adds the module names of the .lua files under lua_dir/rel (recursively) to names. */
+/* Adds the module names of the .lua files under root/rel (recursively) to names. */
 static void list_modules(const char *root, const char *rel, char ***names, int *n, int *cap,
                          int depth) {
     char path[2 * PATH_MAX + 2];
@@ -1045,12 +1382,12 @@ static void list_modules(const char *root, const char *rel, char ***names, int *
     closedir(d);
 }
 
-/* require()s each module named in the table at index 1, ignoring those that fail (a scenario
- * that requires one sees its error then, as it would have). */
+/* require()s each module named in the table at index 1, ignoring those that fail (a load that
+ * needs one sees its error then, as it would have). */
 static int preload_protected(lua_State *L) {
     int n = (int)luaL_len(L, 1);
     for (int i = 1; i <= n; i++) {
-        lua_getglobal(L, "require");
+        lua_pushcfunction(L, l_require);
         lua_geti(L, 1, i);
         lua_pcall(L, 1, 0, 0) == LUA_OK ? (void)0 : lua_pop(L, 1);
     }
@@ -1062,14 +1399,16 @@ VrStatus scenario_state_new(const ScenarioOptions *opts, const char *dir, Scenar
     *out = NULL;
     ScenarioState *ss = calloc(1, sizeof *ss);
     if (!ss) { snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
-    VrStatus st = state_open(opts, dir, &ss->sb, &ss->L, err, errlen);
+    VrStatus st = sandbox_new(opts, dir, &ss->sb, err, errlen);
     if (st) { free(ss); return st; }
+    ss->P = new_state(ss->sb, false, true);
+    if (!ss->P) { free(ss->sb); free(ss); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
     ss->unsafe = opts->unsafe;
     char **names = NULL;
     int n = 0, cap = 0;
     list_modules(ss->sb->lua_dir, "", &names, &n, &cap, 0);
     if (n > 1) qsort(names, (size_t)n, sizeof(char *), cmp_str);
-    lua_State *L = ss->L;
+    lua_State *L = ss->P;
     lua_pushcfunction(L, preload_protected);
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
@@ -1081,17 +1420,18 @@ VrStatus scenario_state_new(const ScenarioOptions *opts, const char *dir, Scenar
     watchdog_arm("(vrsim's modules)");
     int rc = lua_pcall(L, 1, 0, 0);
     watchdog_disarm();
-    if (rc) lua_pop(L, 1); /* out of memory: the scenario loads them itself, or fails as it would */
+    if (rc) lua_pop(L, 1); /* out of memory: the load requires them itself, or fails as it would */
     lua_gc(L, LUA_GCCOLLECT);
-    /* the scenario's instruction budget is its own, as in a fresh state */
+    /* the load's instruction budget is its own, as in a fresh state */
     ss->sb->instructions = 0;
+    ss->sb->stopped = 0;
     *out = ss;
     return VR_OK;
 }
 
 void scenario_state_free(ScenarioState *ss) {
     if (!ss) return;
-    if (ss->L) lua_close(ss->L);
+    if (ss->P) lua_close(ss->P);
     free(ss->sb);
     free(ss);
 }
@@ -1100,25 +1440,26 @@ VrStatus scenario_load_source_in(ScenarioState *ss, const char *chunkname, const
                                  const ScenarioOptions *opts, Plan **out, char *err,
                                  size_t errlen) {
     *out = NULL;
-    if (!ss || !ss->L || ss->unsafe != opts->unsafe) {
+    if (!ss || !ss->P || ss->unsafe != opts->unsafe) {
         snprintf(err, errlen, "internal: a used or mismatched scenario state");
         return VR_EINVAL;
     }
     Sandbox *sb = ss->sb;
-    lua_State *L = ss->L;
+    lua_State *P = ss->P;
     ss->sb = NULL;
-    ss->L = NULL;
+    ss->P = NULL;
     sb->limit_ins = opts->instruction_limit ? opts->instruction_limit : DEFAULT_INSTRUCTIONS;
-    return state_run(sb, L, chunkname, src, opts, out, err, errlen);
+    /* the --set strings of this load (the paths typed on the command line) */
+    sb->sets = opts->sets;
+    sb->n_sets = opts->n_sets;
+    return load_in(sb, P, chunkname, src, NULL, 0, 0, opts, out, err, errlen);
 }
 
 typedef struct ReportCtx { const char *module, *fn; bool flag; char *text; } ReportCtx;
 
 static int report_protected(lua_State *L) {
     ReportCtx *c = lua_touserdata(L, 1);
-    lua_getglobal(L, "require");
-    lua_pushstring(L, c->module);
-    lua_call(L, 1, 1);
+    push_module(L, c->module);
     lua_getfield(L, -1, c->fn);
     lua_pushboolean(L, c->flag);
     lua_call(L, 1, 1);
@@ -1137,22 +1478,22 @@ VrStatus scenario_report_text(const char *module, const char *fn, bool flag, cha
     if (!sb) { snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
     sb->limit = DEFAULT_MEMORY;
     sb->limit_ins = DEFAULT_INSTRUCTIONS;
-    if (!scenario_find_lua_dir(sb->lua_dir, sizeof sb->lua_dir)) {
+    if (!scenario_find_lua_dir(sb->lua_dir, sizeof sb->lua_dir) ||
+        !realpath(sb->lua_dir, sb->lua_real)) {
         free(sb);
         snprintf(err, errlen, "cannot find vrsim's lua/ folder (run from the project folder or set VRSIM_LUA)");
         return VR_EINVAL;
     }
-    lua_State *L = lua_newstate(sandbox_alloc, sb);
+    lua_State *L = new_state(sb, false, true);
     if (!L) { free(sb); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
-    open_sandbox(L, false);
     ReportCtx c = {.module = module, .fn = fn, .flag = flag};
     lua_pushcfunction(L, report_protected);
     lua_pushlightuserdata(L, &c);
     VrStatus st = VR_OK;
     watchdog_arm(module);
-    if (lua_pcall(L, 1, 0, 0)) {
-        snprintf(err, errlen, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+    int rc = lua_pcall(L, 1, 0, 0);
+    if (rc || sb->stopped) {
+        pcall_message(L, rc, sb, module, err, errlen);
         free(c.text);
         c.text = NULL;
         st = VR_EINVAL;
@@ -1168,20 +1509,27 @@ VrStatus scenario_load(const char *path, const ScenarioOptions *opts, Plan **out
                        size_t errlen) {
     size_t len;
     *out = NULL;
-    char *src = read_file(path, &len);
-    if (!src) {
-        snprintf(err, errlen, "%s: cannot read the scenario file", path);
-        return VR_EINVAL;
+    char *z = NULL;
+    ReadStatus rs = read_file(path, MAX_INPUT_BYTES, &z, &len);
+    if (rs != RF_OK) {
+        snprintf(err, errlen, "%s: %s", path,
+                 rs == RF_TOOBIG ? "the scenario file is larger than 32 MiB"
+                 : rs == RF_NOTFILE ? "not a regular file"
+                 : rs == RF_NOMEM ? "out of host memory reading it"
+                 : "cannot read the scenario file");
+        return rs == RF_NOMEM ? VR_ENOMEM : VR_EINVAL;
     }
-    char *z = realloc(src, len + 1);
-    if (!z) { free(src); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
-    z[len] = 0;
     if (memchr(z, 0, len)) {
         free(z);
         snprintf(err, errlen, "%s: not a text file", path);
         return VR_EINVAL;
     }
     char dir[PATH_MAX];
+    if (strlen(path) >= sizeof dir) {
+        free(z);
+        snprintf(err, errlen, "%s: the path is too long", path);
+        return VR_EINVAL;
+    }
     dirname_of(path, dir, sizeof dir);
     VrStatus st = scenario_load_source(path, z, dir, opts, out, err, errlen);
     free(z);

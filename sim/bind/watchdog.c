@@ -5,6 +5,7 @@
  * hook fires: either would hang vrsim. While a scenario is evaluated, a one-second interval
  * timer checks that the hook (or vrsim's own C code) made progress; after NO_PROGRESS_S idle
  * ticks it prints a one-line error naming the scenario and exits with status 2 (bad input).
+ * Long C work of vrsim's own (watchdog_enter_c .. leave_c) is bounded too, by C_WORK_S.
  * Everything the signal handler touches is async-signal-safe: sig_atomic_t flags, write(2) and
  * _exit(2). */
 #include "watchdog.h"
@@ -16,15 +17,24 @@
 #include <unistd.h>
 
 #define NO_PROGRESS_S 5
+/* vrsim's own C work between two calls back into Lua (deriving a backward graph): no beat
+ * comes from it, so it gets a longer bound of its own, not none; a model or accumulation the
+ * derivation cannot finish in that time is stopped like a scenario that hangs */
+#define C_WORK_S 120
 
-static volatile sig_atomic_t beats, last_beats, idle_ticks, in_c;
-static char message[1200];
-static size_t message_len;
+static volatile sig_atomic_t beats, last_beats, idle_ticks, in_c, c_ticks;
+static char message[1200], c_message[1200];
+static size_t message_len, c_message_len;
 static struct sigaction previous;
 static int armed;
 
 static void on_tick(int sig) {
     (void)sig;
+    if (in_c && ++c_ticks >= C_WORK_S) {
+        ssize_t w = write(STDERR_FILENO, c_message, c_message_len);
+        (void)w;
+        _exit(2);
+    }
     if (in_c || beats != last_beats) {
         idle_ticks = 0;
     } else if (++idle_ticks >= NO_PROGRESS_S) {
@@ -41,7 +51,12 @@ void watchdog_arm(const char *name) {
                      "finalizer, or a string pattern that backtracks without end?); stopped\n",
                      name, NO_PROGRESS_S);
     message_len = n < 0 ? 0 : (size_t)n < sizeof message ? (size_t)n : sizeof message - 1;
-    beats = last_beats = idle_ticks = in_c = 0;
+    n = snprintf(c_message, sizeof c_message,
+                 "vrsim: %s: deriving the training step's graph ran for more than %d s (a model, "
+                 "sequence or grad_accum too large to simulate here?); stopped\n",
+                 name, C_WORK_S);
+    c_message_len = n < 0 ? 0 : (size_t)n < sizeof c_message ? (size_t)n : sizeof c_message - 1;
+    beats = last_beats = idle_ticks = in_c = c_ticks = 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_tick;
@@ -54,7 +69,7 @@ void watchdog_arm(const char *name) {
 }
 
 void watchdog_beat(void) { beats = beats + 1; }
-void watchdog_enter_c(void) { in_c = 1; }
+void watchdog_enter_c(void) { c_ticks = 0; in_c = 1; }
 void watchdog_leave_c(void) { in_c = 0; beats = beats + 1; }
 
 void watchdog_disarm(void) {

@@ -6,7 +6,7 @@
 void watchdog_arm(const char *name);
 /* Progress: the instruction hook and the bindings call it. */
 void watchdog_beat(void);
-/* Around long C work of vrsim's own (graph derivation), which is progress too. */
+/* Around long C work of vrsim's own (graph derivation): progress, but bounded (120 s). */
 void watchdog_enter_c(void);
 void watchdog_leave_c(void);
 /* Stops watching. */

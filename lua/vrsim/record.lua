@@ -1,0 +1,258 @@
+-- record.lua: one measured run (a line of a validation .jsonl, in the format of
+-- shared/truth/README.md, decoded into a Lua table by the C side) turned into the scenario table
+-- that reproduces it. The scenario then goes through the planner like any other
+-- (lua/vrsim/plan.lua), so a record is data from start to end: nothing of it becomes Lua source.
+--
+-- R.scenario(rec, opts) -> scenario table, or nil and the reason the record cannot be modelled.
+--   opts.steps  steps to simulate (the C side counts them from `steps` / `oom_at_step`)
+--   opts.rank   which rank of a multi-GPU record
+-- Every field a record may carry is listed below, either mapped onto the scenario or named as
+-- a measurement/provenance field; a field that is neither is a reason to skip the record, never
+-- silently ignored.
+local R = {}
+
+-- Fields that describe the measurement or where it came from: they never change what runs.
+local INFO = {}
+for _, k in ipairs {
+  "name", "steps", "ranks", "torch", "gpu", "transformers", "peft", "cuda", "cudnn", "nccl",
+  "total_mib", "build_s", "process_s", "harness_s", "n_params", "n_trainable", "n_params_ok",
+  "param_dtype", "after_build_alloc_mib", "after_build_reserved_mib", "after_inputs_alloc_mib",
+  "nvsmi_used_minus_reserved_mib", "nvml_process_used_mib", "nvml_device_used_mib",
+  "nvml_device_used_before_init_mib", "trace", "trace_events", "oom_at_step", "oom_msg",
+  "oom_num_alloc_retries", "oom_peak_reserved_mib", "latent_hw", "sdp_flash",
+  "sdp_mem_efficient", "lora_rank", "lora_alpha",
+} do INFO[k] = true end
+
+-- Fields that are mapped below.
+local MAPPED = {}
+for _, k in ipairs {
+  "shape", "hf_config", "model", "res", "mode", "attn", "optim", "ckpt", "batch", "seq",
+  "alloc_conf", "cap_mib", "strategy", "raf", "world_size", "offload", "empty_cache_after_build",
+  "omp_num_threads", "ddp_bucket_cap_mb", "lora", "accum", "build", "cudnn_benchmark",
+} do MAPPED[k] = true end
+
+local MODES = { fp32 = 1, amp_bf16 = 1, amp_fp16 = 1, bf16 = 1, fp16 = 1, lora_bf16 = 1,
+                mp_fp32 = 1 }
+-- optim -> optimizer, optimizer_impl (torch.optim.AdamW(foreach=True) / (fused=True) /
+-- (foreach=False); torch.optim.SGD(momentum=0.9, foreach=True))
+local OPTIMS = { adamw_foreach = { "adamw", "foreach" }, adamw_fused = { "adamw", "fused" },
+                 adamw_forloop = { "adamw", "forloop" }, sgd_momentum = { "sgd", "foreach" } }
+
+local function int(rec, k, def)
+  local v = rec[k]
+  if v == nil then return def end
+  local i = math.type(v) and math.tointeger(v)
+  if not i then error(("record field '%s' must be an integer, not %s"):format(k, tostring(v)), 0) end
+  return i
+end
+
+local function num(rec, k)
+  local v = rec[k]
+  if v == nil then return nil end
+  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then
+    error(("record field '%s' must be a finite number, not %s"):format(k, tostring(v)), 0)
+  end
+  return v
+end
+
+local function str(rec, k)
+  local v = rec[k]
+  if v ~= nil and type(v) ~= "string" then
+    error(("record field '%s' must be a string, not %s"):format(k, type(v)), 0)
+  end
+  return v
+end
+
+local function bool(rec, k)
+  local v = rec[k]
+  if v ~= nil and type(v) ~= "boolean" then
+    error(("record field '%s' must be true or false, not %s"):format(k, tostring(v)), 0)
+  end
+  return v
+end
+
+-- The type the planner gives a scenario field ("string", "table", ...), nil when it has none.
+local function field_type(section, field)
+  return require("vrsim.plan").field_type(section, field)
+end
+
+-- hf_config keys that do not change what LlamaForCausalLM allocates or computes in a training
+-- step (initialisation, generation and tokenizer settings, the rotary base; transformers 5.17
+-- computes the rotary frequencies per forward, so max_position_embeddings makes no tensor)
+local HF_NO_MEMORY = { rms_norm_eps = 1, rope_theta = 1, max_position_embeddings = 1,
+  initializer_range = 1, bos_token_id = 1, eos_token_id = 1, pad_token_id = 1, torch_dtype = 1,
+  dtype = 1, use_cache = 1, transformers_version = 1, pretraining_tp = 1, _name_or_path = 1 }
+
+-- Until the model layer takes a config table (model.config of type "table"), an hf_config that
+-- LLaMA2's explicit shape fields express exactly is given as those fields; any key that would
+-- change the model beyond them is a reason to skip, not a field to drop.
+local function llama_fields(hf)
+  local arch = hf.architectures
+  if arch ~= nil and not (type(arch) == "table" and #arch == 1 and arch[1] == "LlamaForCausalLM") then
+    return nil, ("hf_config architectures %s: only LlamaForCausalLM until model.config takes a config table")
+      :format(type(arch) == "table" and table.concat(arch, ",") or tostring(arch))
+  end
+  if hf.model_type ~= nil and hf.model_type ~= "llama" then
+    return nil, ("hf_config model_type '%s' is not llama"):format(tostring(hf.model_type))
+  end
+  local m = { arch = "llama2" }
+  local MAP = { hidden_size = "hidden", intermediate_size = "intermediate",
+                num_attention_heads = "heads", num_key_value_heads = "kv_heads",
+                num_hidden_layers = "layers", vocab_size = "vocab" }
+  local names = {}
+  for k in pairs(hf) do names[#names + 1] = k end
+  table.sort(names)
+  for _, k in ipairs(names) do
+    local v = hf[k]
+    if MAP[k] then
+      m[MAP[k]] = v
+    elseif k == "architectures" or k == "model_type" or HF_NO_MEMORY[k] then
+      -- checked above, or no effect on a training step
+    elseif k == "tie_word_embeddings" and v == false then
+      -- LLaMA2's untied lm_head
+    elseif (k == "attention_bias" or k == "mlp_bias") and v == false then
+      -- the LLaMA2 model has no biases
+    elseif k == "hidden_act" and v == "silu" then
+      -- LLaMA2's activation
+    elseif k == "head_dim" and hf.hidden_size and hf.num_attention_heads
+           and v == hf.hidden_size / hf.num_attention_heads then
+      -- the default head size
+    else
+      return nil, ("hf_config.%s = %s is not expressible by the LLaMA2 shape fields (model.config "
+                   .. "as a table is needed)"):format(k, tostring(v))
+    end
+  end
+  for _, f in pairs(MAP) do
+    if m[f] == nil and f ~= "kv_heads" then return nil, "hf_config has no " .. f end
+  end
+  return m
+end
+
+local function model_of(rec)
+  local hf, shape, model = rec.hf_config, str(rec, "shape"), str(rec, "model")
+  if hf ~= nil then
+    if type(hf) ~= "table" then return nil, "hf_config is not a JSON object" end
+    if shape then return nil, "the record has both shape and hf_config" end
+    -- the model layer takes the config object itself (model.config of type "config": a path or
+    -- a table); the family comes from its architectures / model_type
+    local ft = field_type("model", "config")
+    if ft and ft ~= "string" then return { config = hf } end
+    return llama_fields(hf)
+  end
+  if (model and model:match("^sdxl")) or rec.res ~= nil then
+    return { arch = "sdxl", variant = model or "sdxl-base-unet" }, "sdxl"
+  end
+  if model then return nil, ("model '%s' is not one vrsim knows"):format(model) end
+  if not shape then return nil, "record has no shape or hf_config" end
+  return { arch = "llama2", size = shape }
+end
+
+-- lora {r, alpha, dropout, targets} -> training.lora (peft's LoraConfig(r, lora_alpha,
+-- lora_dropout, target_modules)); target names as peft writes them (q_proj, to_out.0)
+local function lora_of(rec)
+  local l = rec.lora
+  if l == nil then return nil end
+  if type(l) ~= "table" then error("record field 'lora' must be an object", 0) end
+  for k in pairs(l) do
+    if k ~= "r" and k ~= "alpha" and k ~= "dropout" and k ~= "targets" then
+      error(("record field 'lora.%s' is not understood (r, alpha, dropout, targets)"):format(tostring(k)), 0)
+    end
+  end
+  local out = { r = int(l, "r"), alpha = num(l, "alpha"), dropout = num(l, "dropout") }
+  if l.targets ~= nil then
+    if type(l.targets) ~= "table" then error("record field 'lora.targets' must be an array", 0) end
+    out.targets = {}
+    for i, t in ipairs(l.targets) do
+      if type(t) ~= "string" then error(("record field 'lora.targets[%d]' must be a string"):format(i), 0) end
+      out.targets[i] = t
+    end
+  end
+  -- the older SDXL fields say the same thing
+  if rec.lora_rank ~= nil and rec.lora_rank ~= out.r then error("lora_rank differs from lora.r", 0) end
+  if rec.lora_alpha ~= nil and rec.lora_alpha ~= out.alpha then error("lora_alpha differs from lora.alpha", 0) end
+  return out
+end
+
+function R.scenario(rec, opts)
+  local names = {}
+  for k in pairs(rec) do names[#names + 1] = tostring(k) end
+  table.sort(names)
+  for _, k in ipairs(names) do
+    if not INFO[k] and not MAPPED[k] then
+      return nil, ("field '%s' is not one vrsim validate understands"):format(k)
+    end
+  end
+  local gpu = str(rec, "gpu")
+  if gpu and gpu ~= "NVIDIA H200" then return nil, ("measured on %s, not an H200"):format(gpu) end
+  if bool(rec, "cudnn_benchmark") then return nil, "cudnn_benchmark = true is not modelled" end
+  local mode = str(rec, "mode")
+  if not mode then return nil, "record has no mode" end
+  if not MODES[mode] then return nil, ("mode '%s' is not one vrsim knows"):format(mode) end
+  local model, why = model_of(rec)
+  if not model then return nil, why end
+  local sdxl = why == "sdxl"
+  local optim = str(rec, "optim") or "adamw_foreach"
+  local oi = OPTIMS[optim]
+  if not oi then return nil, ("optim '%s' is not one vrsim knows"):format(optim) end
+  local total, cap = num(rec, "total_mib"), num(rec, "cap_mib")
+  local build = str(rec, "build")
+  if build ~= nil and build ~= "direct" and build ~= "cast" then
+    return nil, ("build '%s' is not cast or direct"):format(build)
+  end
+
+  local hw = { gpu = "h200" }
+  local tr = { micro_batch = int(rec, "batch", 1), precision = mode, optimizer = oi[1],
+               optimizer_impl = oi[2], checkpointing = bool(rec, "ckpt") == true, steps = opts.steps }
+  if sdxl then
+    hw.capacity_mib = total or 143155.9375
+    tr.resolution = int(rec, "res", 1024)
+    if rec.attn ~= nil and str(rec, "attn") ~= "sdpa" then
+      return nil, ("attn '%s' for SDXL: its blocks call scaled_dot_product_attention"):format(rec.attn)
+    end
+    if rec.seq ~= nil then return nil, "an SDXL record has res, not seq" end
+  else
+    if total and total > 0 then hw.capacity_mib = total end
+    tr.seq = int(rec, "seq", 2048)
+    tr.attention = str(rec, "attn") or "sdpa"
+  end
+  -- set_per_process_memory_fraction(cap_mib / total) before the model is built
+  if cap ~= nil then
+    if not (total and total > 0) then return nil, "cap_mib without total_mib" end
+    if not (cap > 0) then return nil, "cap_mib must be > 0" end
+    hw.memory_fraction = cap / total
+  end
+  if oi[1] == "sgd" and field_type("training", "momentum") then tr.momentum = 0.9 end
+  local accum = int(rec, "accum", 1)
+  if accum ~= 1 then tr.grad_accum = accum end
+  if build == "direct" then tr.build = "direct" end
+  local lora = lora_of(rec)
+  if lora then tr.lora = lora end
+  -- multi-GPU records: strategy, raf, world_size, offload, empty_cache_after_build
+  local strategy = str(rec, "strategy")
+  if strategy then
+    hw.count = int(rec, "world_size", 1)
+    hw.interconnect = "nvlink"
+    hw.rank = opts.rank
+    tr.strategy = strategy
+    tr.zero = { raf = rec.raf ~= false }
+    if bool(rec, "offload") then
+      tr.zero.offload_param, tr.zero.offload_optimizer = "cpu", "cpu"
+    end
+    local bucket = num(rec, "ddp_bucket_cap_mb")
+    if bucket ~= nil then tr.zero.bucket_cap_mb = bucket end
+    tr.empty_cache_after_build = rec.empty_cache_after_build == true
+    -- measure_multi.py runs each rank with OMP_NUM_THREADS=8 unless the record says
+    tr.cpu_threads = int(rec, "omp_num_threads", 8)
+  else
+    for _, k in ipairs { "raf", "world_size", "offload", "ddp_bucket_cap_mb", "omp_num_threads" } do
+      if rec[k] ~= nil and rec[k] ~= false then
+        return nil, ("field '%s' without a strategy"):format(k)
+      end
+    end
+    if rec.empty_cache_after_build == true then tr.empty_cache_after_build = true end
+  end
+  return { hardware = hw, model = model, training = tr,
+           allocator = { conf = str(rec, "alloc_conf") or "" } }
+end
+
+return R

@@ -1,0 +1,96 @@
+/* fuzz_load.c: libFuzzer harnesses over the readers of user input that go through the sandbox,
+ * one per FUZZ_MODE (tests/fuzz/Makefile builds each):
+ *   1 fuzz_scenario   the input is a scenario's source (sandbox, planner, limits)
+ *   2 fuzz_hf_config  the input is a Hugging Face config.json that a small scenario reads as
+ *                     model.config
+ *   3 fuzz_deepspeed  the input is a DeepSpeed JSON config (training.deepspeed)
+ *   4 fuzz_record     the input is one validation record (cJSON, lua/vrsim/record.lua, planner)
+ * Any input must give a plan or a one-line error; a plan's graph must then simulate. A crash, a
+ * sanitizer report or a hang is a finding. The instruction and memory limits are lowered so a
+ * runaway input ends fast. Run from the repository root (lua/ is found there). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <errno.h>
+
+#include <cjson/cJSON.h>
+#include <gsl/gsl_errno.h>
+
+#include "engine.h"
+#include "scenario.h"
+
+#ifndef FUZZ_MODE
+#define FUZZ_MODE 1
+#endif
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char dir[64];
+
+static void simulate(Plan *p) {
+    EngineConfig ec;
+    plan_engine_config(p, false, &ec);
+    ec.steps = 1;
+    SimResult *res = NULL;
+    char err[512];
+    if (engine_run(p->graph, &ec, &p->alloc, &res, err, sizeof err) == VR_OK) engine_result_free(res);
+}
+
+/* Writes the input as dir/name (modes 2 and 3). */
+__attribute__((unused)) static int write_input(const char *name, const uint8_t *data, size_t size) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(data, 1, size, f);
+    return fclose(f) != 0 || w != size ? -1 : 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static int init;
+    if (!init) {
+        gsl_set_error_handler_off();
+        snprintf(dir, sizeof dir, "/tmp/vrsim-fuzz.%ld", (long)getpid());
+        if (mkdir(dir, 0700) && errno != EEXIST) abort();
+        init = 1;
+    }
+    if (size > 1 << 16) return 0;
+    ScenarioOptions so = {.instruction_limit = 20000000L, .memory_limit = (size_t)256 << 20};
+    Plan *p = NULL;
+    char err[1024];
+    VrStatus st;
+#if FUZZ_MODE == 1
+    char *src = malloc(size + 1);
+    if (!src) return 0;
+    memcpy(src, data, size);
+    src[size] = 0;
+    st = scenario_load_source("fuzz.lua", src, dir, &so, &p, err, sizeof err);
+    free(src);
+#elif FUZZ_MODE == 2 || FUZZ_MODE == 3
+    if (write_input(FUZZ_MODE == 2 ? "config.json" : "ds.json", data, size)) return 0;
+    static const char *SRC = FUZZ_MODE == 2
+        ? "return { hardware = { gpu = 'h200' }, model = { arch = 'llama2', config = 'config.json' },"
+          " training = { seq = 16, steps = 1 } }"
+        : "return { hardware = { gpu = 'h200', count = 2 }, model = { arch = 'llama2', size = '7b-l1',"
+          " hidden = 64, intermediate = 128, heads = 2, kv_heads = 2, vocab = 256 },"
+          " training = { seq = 16, steps = 1, deepspeed = 'ds.json' } }";
+    st = scenario_load_source("fuzz.lua", SRC, dir, &so, &p, err, sizeof err);
+#else
+    cJSON *rec = cJSON_ParseWithLength((const char *)data, size);
+    if (!rec) return 0;
+    st = scenario_load_record("fuzz.jsonl:1", rec, 1 + (int)(size % 3), (int)(size % 2), &so, &p,
+                              err, sizeof err);
+    cJSON_Delete(rec);
+#endif
+    if (st == VR_OK) {
+        /* a model too large for one fuzz iteration is skipped, not simulated */
+        if (graph_num_tensors(p->graph) < 20000) simulate(p);
+        plan_free(p);
+    } else if (!memchr(err, 0, sizeof err)) {
+        abort(); /* the message must be a terminated string */
+    }
+    return 0;
+}

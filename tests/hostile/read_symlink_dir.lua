@@ -1,0 +1,7 @@
+-- reads through linked/, a symlinked directory test_hostile.sh points outside this folder
+return {
+  title = require("vrsim.core").read_config("linked/secret.json").secret,
+  hardware = { gpu = "h200" },
+  model = { arch = "llama2", size = "7b-l1", hidden = 64, intermediate = 128, heads = 1, kv_heads = 1, vocab = 128 },
+  training = { seq = 8, steps = 1 },
+}

@@ -1,0 +1,6 @@
+-- a small model for the command-line checks of test_hostile.sh
+return {
+  hardware = { gpu = "h200" },
+  model = { arch = "llama2", size = "7b-l1", hidden = 64, intermediate = 128, heads = 1, kv_heads = 1, vocab = 128 },
+  training = { seq = 8, steps = 1 },
+}
