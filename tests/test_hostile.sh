@@ -101,7 +101,7 @@ check "--set capacity_mib=0" 2 "capacity_mib = 0 is out of range" "FITS" -- \
       "$H/tiny.lua" --no-files --set capacity_mib=0
 check "--set micro_batch=1e30" 2 "micro_batch = 1e\+30 is out of range: must be an integer in \[1, 65536\]" \
       "attempt to compare" -- "$H/tiny.lua" --no-files --set micro_batch=1e30
-check "--set steps=2.5" 2 "steps = 2.5 is out of range: must be an integer in \[1, 1000\]" "" -- \
+check "--set steps=2.5" 2 "steps must be an integer in \[1, 1000\], not 2.5" "" -- \
       "$H/tiny.lua" --no-files --set steps=2.5
 check "config.json intermediate_size 2^52 (byte counts wrap to 0)" 2 \
       "intermediate_size = 4503599627370496 is out of range: must be an integer in \[1, 4194304\]" "FITS" -- \

@@ -216,7 +216,7 @@ static void test_bad_values_rejected(void **state) {
         "}\n");
     const char *msg = load_fails(f, path, &o);
     assert_names_line(msg, path, 4);
-    assert_non_null(strstr(msg, "micro_batch must be > 0"));
+    assert_non_null(strstr(msg, "micro_batch = -2 is out of range: must be an integer in [1, 65536]"));
 
     path = put(f, "frac.lua",
         "return {\n"
@@ -266,7 +266,7 @@ static void test_set_overrides(void **state) {
     struct { const char *set, *want; } bad[] = {
         {"micro_batch=abc", "'abc' is not a number"},
         {"micro_batch=2.5", "must be an integer"},
-        {"micro_batch=0", "must be > 0"},
+        {"micro_batch=0", "micro_batch = 0 is out of range: must be an integer in [1, 65536]"},
         {"checkpointing=maybe", "not true or false"},
         {"micro_bach=2", "did you mean 'micro_batch'"},
         {"micro_batch", "expected key=value"},

@@ -179,6 +179,9 @@ local function check_value(ctx, section, field, spec, v, origin)
     local range = ("an integer in [%d, %d]"):format(lo, hi)
     if type(v) ~= "number" then bad(("%s must be %s, not %s"):format(where, range, shown(v))) end
     local i = math.tointeger(v)
+    if not i and v == v and v ~= math.floor(v) then
+      bad(("%s must be %s, not %s"):format(where, range, shown(v)))
+    end
     if not i or i < lo or i > hi then
       bad(("%s = %s is out of range: must be %s"):format(where, shown(v), range))
     end
