@@ -97,6 +97,24 @@ def spread(cfg):
     t = [s["gpu_ms"] for s in rec["steps"][1:] if s.get("gpu_ms")]
     return max(t) / min(t) - 1 if t else 0
 
+# known misses: a row the model does not meet yet, each with the issue that owns it, what was
+# measured and a bound. It is left out of its metric's mean and max and held to its bound; once
+# it is back within the band the test fails until the entry is removed, so the list cannot go
+# stale.
+KNOWN = {
+    ("gen-mistral-l4-s8192-b1", "step_time"): (0.20,
+        "issue 15: Mistral at seq 8192, past its 4096 sliding window; the steady steps measure "
+        "161.2, 162.7, 164.6 ms (llama_h200_gen_families.jsonl), predicted 137.6"),
+}
+for (cfg, metric), (bound, why) in sorted(KNOWN.items()):
+    r = [x for x in rows if x["config"] == cfg and x["metric"] == metric]
+    band = {"peak_allocated": 0.03, "peak_reserved": 0.04, "step_time": 0.12}[metric]
+    check(len(r) == 1 and band < abs(r[0]["rel_error"]) <= bound,
+          "known miss %s %s: %s within its bound %.0f %% (%s)" % (cfg, metric,
+          "%+.2f %%" % (100 * r[0]["rel_error"]) if r else "no row", 100 * bound, why))
+rows = [x for x in rows if (x["config"], x["metric"]) not in KNOWN]
+alloc, resv, step = by("peak_allocated"), by("peak_reserved"), by("step_time")
+
 for name, rs, band_mean, band_max, exempt, bound, why in (
         ("peak allocated", alloc, 0.01, 0.03, lambda r: False, 0, ""),
         ("peak reserved", resv, 0.02, 0.04, lambda r: r["config"] in TIMING_DEPENDENT, 0.10,

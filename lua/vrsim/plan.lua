@@ -700,7 +700,8 @@ function P.build(scn, sets, file, src)
   for _, p in ipairs(cx.params) do
     if not counted[p] then
       counted[p] = true
-      if not p.adapter then n_params = n_params + nn.numel(p.shape) end
+      -- (an adapter by its flag, or by peft's parameter names where a model sets no flag)
+      if not (p.adapter or tostring(p.name):match("%.lora_[AB]%.")) then n_params = n_params + nn.numel(p.shape) end
       if p.trainable then n_trainable = n_trainable + nn.numel(p.shape) end
     end
   end

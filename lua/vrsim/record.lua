@@ -159,8 +159,11 @@ local function lora_of(rec)
     end
   end
   local out = { r = int(l, "r"), alpha = num(l, "alpha"), dropout = num(l, "dropout") }
-  if l.targets ~= nil then
-    if type(l.targets) ~= "table" then error("record field 'lora.targets' must be an array", 0) end
+  if type(l.targets) == "string" then
+    -- peft's target_modules as one string: "all-linear" (every Linear but the output layer)
+    out.targets = l.targets
+  elseif l.targets ~= nil then
+    if type(l.targets) ~= "table" then error("record field 'lora.targets' must be an array or a string", 0) end
     out.targets = {}
     for i, t in ipairs(l.targets) do
       if type(t) ~= "string" then error(("record field 'lora.targets[%d]' must be a string"):format(i), 0) end
