@@ -70,8 +70,19 @@ check(len(alloc) >= 40, "%d configurations with a peak allocated row" % len(allo
 counts = [r for r in rows if r["metric"] in ("n_params", "n_trainable")]
 check(not counts, "n_params and n_trainable match every record%s" %
       "".join("; %s %s %d, simulated %d" % (r["config"], r["metric"], r["measured"], r["predicted"]) for r in counts))
-wrong = [r["config"] for r in fits if r["rel_error"] != 0]
-check(fits and not wrong, "every fit verdict right (%d)%s" % (len(fits), "".join("; " + w for w in wrong)))
+# a verdict vrsim does not get right yet, with the issue that owns it and what was measured; once
+# right the test fails until the entry is removed
+KNOWN_VERDICTS = {
+    "gen-cap23521-llama3-8b-lora-all-r16-ckpt-b2@cap23521":
+        "issue 13: at the fit boundary; vrsim's step 0 is the measured one (22609.6 / 23490 MiB), "
+        "the real run ran out in step 1 after 2 allocator retries, vrsim's step 1 fits at "
+        "22961.6 MiB allocated",
+}
+for cfg, why in sorted(KNOWN_VERDICTS.items()):
+    r = [x for x in fits if x["config"] == cfg]
+    check(len(r) == 1 and r[0]["rel_error"] != 0, "known wrong verdict %s (%s)" % (cfg, why))
+wrong = [r["config"] for r in fits if r["rel_error"] != 0 and r["config"] not in KNOWN_VERDICTS]
+check(fits and not wrong, "every other fit verdict right (%d)%s" % (len(fits), "".join("; " + w for w in wrong)))
 
 def mean(rs):
     return sum(abs(r["rel_error"]) for r in rs) / len(rs)
@@ -105,6 +116,9 @@ KNOWN = {
     ("gen-mistral-l4-s8192-b1", "step_time"): (0.20,
         "issue 15: Mistral at seq 8192, past its 4096 sliding window; the steady steps measure "
         "161.2, 162.7, 164.6 ms (llama_h200_gen_families.jsonl), predicted 137.6"),
+    ("gen-cap23521-llama3-8b-lora-all-r16-ckpt-b1@cap23521", "step_time"): (0.30,
+        "issue 15: Llama-3-8B all-linear LoRA with checkpointing under a 23521 MiB cap; the steady "
+        "steps measure 367.6, 378.8, 385.1 ms with no allocator retry, predicted 472.0"),
 }
 for (cfg, metric), (bound, why) in sorted(KNOWN.items()):
     r = [x for x in rows if x["config"] == cfg and x["metric"] == metric]
