@@ -214,19 +214,14 @@ local function check_value(ctx, section, field, spec, v, origin)
   return v
 end
 
--- A value of training.zero.k (a DeepSpeed/FSDP knob) checked against the default's type: bucket
--- sizes and thresholds are finite counts in [0, 1e15], flags booleans, placements strings.
--- Returns the error message, or nil when v is fine.
+-- A value of training.zero.k whose default is a number (a bucket size, a threshold): a finite
+-- count in [0, 1e15], or DeepSpeed's "auto". Returns the error message, or nil when v is fine
+-- (flags and placements are checked by strategies/dp.lua).
 local function bad_zero_value(k, v)
   local def = require("strategies.dp").DEFAULTS[k]
-  if type(def) == "number" then
-    if type(v) ~= "number" or not (v >= 0 and v <= 1e15) then
-      return ("training.zero.%s = %s is out of range: must be a finite number in [0, 1e15]"):format(k, shown(v))
-    end
-  elseif type(def) == "boolean" and type(v) ~= "boolean" then
-    return ("training.zero.%s must be true or false, not %s"):format(k, shown(v))
-  elseif type(def) == "string" and type(v) ~= "string" then
-    return ("training.zero.%s must be a string, not %s"):format(k, shown(v))
+  if type(def) ~= "number" or v == "auto" then return nil end
+  if type(v) ~= "number" or not (v >= 0 and v <= 1e15) then
+    return ("training.zero.%s = %s is out of range: must be a finite number in [0, 1e15]"):format(k, shown(v))
   end
   return nil
 end
