@@ -72,17 +72,12 @@ check(not counts, "n_params and n_trainable match every record%s" %
       "".join("; %s %s %d, simulated %d" % (r["config"], r["metric"], r["measured"], r["predicted"]) for r in counts))
 # a verdict vrsim does not get right yet, with the issue that owns it and what was measured; once
 # right the test fails until the entry is removed
-KNOWN_VERDICTS = {
-    "gen-cap23521-llama3-8b-lora-all-r16-ckpt-b2@cap23521":
-        "issue 13: at the fit boundary; vrsim's step 0 is the measured one (22609.6 / 23490 MiB), "
-        "the real run ran out in step 1 after 2 allocator retries, vrsim's step 1 fits at "
-        "22961.6 MiB allocated",
-}
+KNOWN_VERDICTS = {}
 for cfg, why in sorted(KNOWN_VERDICTS.items()):
     r = [x for x in fits if x["config"] == cfg]
     check(len(r) == 1 and r[0]["rel_error"] != 0, "known wrong verdict %s (%s)" % (cfg, why))
 wrong = [r["config"] for r in fits if r["rel_error"] != 0 and r["config"] not in KNOWN_VERDICTS]
-check(fits and not wrong, "every other fit verdict right (%d)%s" % (len(fits), "".join("; " + w for w in wrong)))
+check(fits and not wrong, "every fit verdict right (%d)%s" % (len(fits), "".join("; " + w for w in wrong)))
 
 def mean(rs):
     return sum(abs(r["rel_error"]) for r in rs) / len(rs)
