@@ -236,7 +236,8 @@ int cmd_run(int argc, char **argv) {
     st = engine_run(plan->graph, &ec, &plan->alloc, &res, err, sizeof err);
     bool trace_failed = false;
     if (atrace) {
-        bool bad = tout.bad | (fflush(tout.f) != 0) | (fclose(tout.f) != 0);
+        int flushed = fflush(tout.f), closed = fclose(tout.f); /* both run, whatever the first says */
+        bool bad = tout.bad || flushed != 0 || closed != 0;
         if (bad || st || rename(tmp_trace, atrace) != 0) {
             remove(tmp_trace);
             if (!st) fprintf(stderr, "vrsim: could not write %s\n", atrace);
