@@ -1,5 +1,12 @@
 #!/bin/sh
-# reports/make_reports.sh: regenerates reports/seed_claims.md (`make reports` runs it).
+# reports/make_reports.sh: regenerates what is written from vrsim's output (`make reports` runs it):
+#   reports/seed_claims.md                   the seed article's claims (below)
+#   scenarios/*.lua headers' checked answers  reports/scenario_answers.sh write
+#   README.md        blocks example, maxbatch, validation-summary
+#   docs/validation.md  block validate-table (all of `vrsim validate`)
+#   docs/scenarios.md   block fields (`vrsim fields`)
+# A block is the text between `<!-- BEGIN NAME (make reports) -->` and `<!-- END NAME -->`; the
+# rest of each file is left byte for byte. Running it twice changes nothing.
 #
 # Every claim of the seed article (issue 8) is checked by running vrsim on a scenario in
 # scenarios/claims/ (each file's header states the claim and the variants run here). This script
@@ -298,3 +305,35 @@ row "A two-GPU device_map with 20 GiB each" "$fig" "$v" "$w"
 } >"$TMP/out.md"
 mv "$TMP/out.md" "$OUT"
 echo "make_reports: $OUT ($N claims)"
+
+# ---- generated blocks of README.md and docs/ --------------------------------------------------
+# splice FILE NAME CONTENT: CONTENT (a file) between FILE's BEGIN NAME and END NAME markers
+splice() {
+  grep -q "^<!-- BEGIN $2 (make reports) -->\$" "$1" && grep -q "^<!-- END $2 -->\$" "$1" ||
+    { echo "make_reports: $1 has no block $2" >&2; exit 1; }
+  awk -v name="$2" -v content="$3" '
+    $0 == "<!-- BEGIN " name " (make reports) -->" { print; while ((getline l < content) > 0) print l; skip = 1; next }
+    $0 == "<!-- END " name " -->" { skip = 0 }
+    !skip { print }' "$1" >"$TMP/splice" && { cmp -s "$TMP/splice" "$1" || cat "$TMP/splice" >"$1"; }
+  echo "make_reports: $1 ($2)"
+}
+# fence ARGS...: `./vrsim ARGS` and what it prints, as a fenced block in $TMP/fence
+fence() {
+  { echo '```'; echo "\$ ./vrsim $*"; "$VRSIM" "$@" 2>&1; echo '```'; } >"$TMP/fence"
+}
+fence scenarios/llama7b_h200.lua
+splice README.md example "$TMP/fence"
+fence maxbatch scenarios/llama7b_h200.lua --set gpu=a100_80g
+splice README.md maxbatch "$TMP/fence"
+"$VRSIM" validate >"$TMP/validate" 2>&1
+{ echo '```'; echo '$ ./vrsim validate   (its last lines)'
+  sed -n '/^  peak_allocated  mean/,$p' "$TMP/validate"; echo '```'; } >"$TMP/summary"
+splice README.md validation-summary "$TMP/summary"
+{ echo '```'; echo '$ ./vrsim validate'; cat "$TMP/validate"; echo '```'; } >"$TMP/table"
+splice docs/validation.md validate-table "$TMP/table"
+{ echo '```'; echo '$ ./vrsim fields'; "$VRSIM" fields 2>&1; echo '```'; } >"$TMP/fields"
+splice docs/scenarios.md fields "$TMP/fields"
+VRSIM=$VRSIM sh reports/scenario_answers.sh write >"$TMP/answers"; arc=$?
+grep -v '^ok ' "$TMP/answers"
+echo "make_reports: scenarios/*.lua ($(grep -c '^ok ' "$TMP/answers") answers as they were)"
+exit $arc

@@ -17,6 +17,20 @@
 --   --set optimizer_impl=fused drops the foreach temporaries (N=1: 101.70 GiB, 73.1 % reserved),
 --   but N=4 still does not fit (CUDA out of memory in step 1 at op 'layers.34.mlp.up_proj'):
 --   beyond N=3 the forward activations on top of weights, gradients and state are the limit.
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/llama13b_h200.lua
+--   FITS: peak reserved 123.63 GiB of 139.05 GiB usable (88.9 %), 15.42 GiB headroom
+--   $ ./vrsim scenarios/llama13b_h200.lua --set micro_batch=2
+--   FITS: peak reserved 128.43 GiB of 139.05 GiB usable (92.4 %), 10.62 GiB headroom
+--   $ ./vrsim scenarios/llama13b_h200.lua --set micro_batch=3
+--   FITS: peak reserved 138.96 GiB of 139.05 GiB usable (99.9 %), 0.09 GiB headroom, at step 1 (its worst)
+--   $ ./vrsim scenarios/llama13b_h200.lua --set micro_batch=4
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.34.mlp.silu'
+--   $ ./vrsim scenarios/llama13b_h200.lua --set optimizer_impl=fused
+--   FITS: peak reserved 101.70 GiB of 139.05 GiB usable (73.1 %), 37.35 GiB headroom
+--   $ ./vrsim scenarios/llama13b_h200.lua --set optimizer_impl=fused --set micro_batch=4
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.34.mlp.up_proj'
 return {
   title = "LLaMA2-13B full bf16 fine-tune on one H200",
   hardware = { gpu = "h200" },

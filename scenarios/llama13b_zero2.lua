@@ -17,6 +17,12 @@
 --   gradients, which ZeRO-2 partitions: the simulation holds 45.6 GiB of model states (with the
 --   3.0 GiB gradient partition), plus the two reduce buckets (2 x 954 MiB), activations and
 --   allocator slack.
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/llama13b_zero2.lua
+--   FITS: peak reserved 61.96 GiB of 78.45 GiB usable (79.0 %), 16.49 GiB headroom
+--   $ ./vrsim scenarios/llama13b_zero2.lua --set grad_accum=8
+--   FITS: peak reserved 61.96 GiB of 78.45 GiB usable (79.0 %), 16.49 GiB headroom
 return {
   title = "LLaMA2-13B, DeepSpeed ZeRO-2, 8x A100-80GB (NVLink), micro-batch 4 x 2048",
   hardware = { gpu = "a100_80g", count = 8, interconnect = "nvlink" },

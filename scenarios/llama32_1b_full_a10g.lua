@@ -7,6 +7,10 @@
 --   tokens/s); 3 does not"), 4 with it (--set checkpointing=true: 21.03 GiB, 3332 tokens/s).
 --     as this file (N=1)   FITS: peak reserved 14.66 GiB of 21.38 GiB usable (68.6 %)
 --   The loss dominates: at 2048 tokens the fp32 logits are 1 GiB per sequence.
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/llama32_1b_full_a10g.lua
+--   FITS: peak reserved 14.66 GiB of 21.38 GiB usable (68.6 %), 6.72 GiB headroom
 return {
   title = "Llama-3.2-1B full bf16 fine-tune on one A10G (24 GB) at 2048 tokens",
   hardware = { gpu = "a10g" },

@@ -14,6 +14,10 @@
 -- reserved (vrsim: 19411.53 and 20822 for the same cap on the H200); batch 2 runs out of memory
 -- there, as vrsim predicts for the H200 (cuDNN attention), while on the 4090 (flash attention)
 -- vrsim has it fit by 40 MiB.
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/llama3_8b_lora_4090.lua
+--   FITS: peak reserved 20.30 GiB of 22.97 GiB usable (88.4 %), 2.67 GiB headroom
 return {
   title = "Llama-3-8B, all-linear LoRA r16, on a 24 GB RTX 4090 at 2048 tokens",
   hardware = { gpu = "rtx4090" },

@@ -8,6 +8,14 @@
 -- cross-node collectives run at 8 NICs x 47 GB/s of bus bandwidth per rank (sim/collective.h).
 -- Variants: --set training.zero.shard_group=16 (HSDP: shard over two nodes, replicate over 8),
 -- --set nics_per_node=1 (one NIC per node), --set training.zero.reduce_dtype=fp32.
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/llama70b_fsdp2_16x8_h100.lua
+--   FITS: peak reserved 32.34 GiB of 78.43 GiB usable (41.2 %), 46.09 GiB headroom
+--   $ ./vrsim scenarios/llama70b_fsdp2_16x8_h100.lua --set training.zero.shard_group=16
+--   FITS: peak reserved 60.88 GiB of 78.43 GiB usable (77.6 %), 17.55 GiB headroom
+--   $ ./vrsim scenarios/llama70b_fsdp2_16x8_h100.lua --set nics_per_node=1
+--   FITS: peak reserved 32.34 GiB of 78.43 GiB usable (41.2 %), 46.09 GiB headroom
 return {
   title = "LLaMA2-70B, FSDP2, 16 nodes x 8 H100 SXM, 8x 400G NDR per node, micro-batch 2 x 4096",
   hardware = { gpu = "h100_sxm", count = 128, gpus_per_node = 8, nics_per_node = 8, network = "ib_ndr" },

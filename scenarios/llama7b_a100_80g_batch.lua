@@ -13,6 +13,18 @@
 --     N=4  DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.27.mlp.silu'
 --   N=3 does fit with --alloc-conf expandable_segments:True (75.36 GiB, 96.1 % reserved).
 --   The OOMs come in step 1, not step 0: the AdamW state made in step 0 is what tips it over.
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/llama7b_a100_80g_batch.lua --set micro_batch=1
+--   FITS: peak reserved 63.76 GiB of 78.45 GiB usable (81.3 %), 14.69 GiB headroom
+--   $ ./vrsim scenarios/llama7b_a100_80g_batch.lua
+--   FITS: peak reserved 64.45 GiB of 78.45 GiB usable (82.2 %), 14.00 GiB headroom
+--   $ ./vrsim scenarios/llama7b_a100_80g_batch.lua --set micro_batch=3
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax'
+--   $ ./vrsim scenarios/llama7b_a100_80g_batch.lua --set micro_batch=4
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.27.mlp.silu'
+--   $ ./vrsim scenarios/llama7b_a100_80g_batch.lua --set micro_batch=3 --alloc-conf expandable_segments:True
+--   FITS: peak reserved 75.36 GiB of 78.45 GiB usable (96.1 %), 3.09 GiB headroom
 return {
   title = "LLaMA2-7B full bf16 fine-tune on an A100-80GB: the largest micro-batch that fits",
   hardware = { gpu = "a100_80g" },

@@ -7,6 +7,12 @@
 --   23 GiB less memory for 23 % more time (each layer's forward runs again inside backward;
 --   the recompute ops are on the timeline in trace.json). Step times come from the calibrated
 --   H200 profile. --set checkpoint_every=2 or --set checkpoint_scope=attention trade between them.
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/llama7b_checkpointing_cost.lua
+--   FITS: peak reserved 65.96 GiB of 139.05 GiB usable (47.4 %), 73.09 GiB headroom
+--   $ ./vrsim scenarios/llama7b_checkpointing_cost.lua --set checkpointing=false
+--   FITS: peak reserved 88.80 GiB of 139.05 GiB usable (63.9 %), 50.25 GiB headroom
 return {
   title = "LLaMA2-7B bf16 on an H200, micro-batch 4: gradient checkpointing's saving and cost",
   hardware = { gpu = "h200" },

@@ -4,6 +4,12 @@
 -- Answer (vrsim scenarios/llama7b_deepspeed_json.lua): FITS, peak reserved 30.91 GiB of
 -- 38.88 GiB usable (79.5 %); on 4 GPUs (--set count=4) it does not fit. Unknown zero_optimization keys are errors; keys that do not change memory are
 -- listed under notes.
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/llama7b_deepspeed_json.lua
+--   FITS: peak reserved 30.91 GiB of 38.88 GiB usable (79.5 %), 7.97 GiB headroom
+--   $ ./vrsim scenarios/llama7b_deepspeed_json.lua --set count=4
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'Adam state (partition)'
 return {
   title = "LLaMA2-7B with a user's DeepSpeed ZeRO-2 JSON on 8x A100-40GB",
   hardware = { gpu = "a100_40g", count = 8 },

@@ -16,6 +16,20 @@
 --   --alloc-conf expandable_segments:True (127.92 GiB, 92.0 %).
 --   Reserved memory is not monotonic in the batch: fp32 at --set micro_batch=2 reserves
 --   128.12 GiB, 92.1 %, less than at 1, because the cached segments fall differently.
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/llama7b_fp32_vs_bf16.lua
+--   FITS: peak reserved 139.03 GiB of 139.05 GiB usable (100.0 %), 0.03 GiB headroom
+--   $ ./vrsim scenarios/llama7b_fp32_vs_bf16.lua --set precision=amp_bf16
+--   FITS: peak reserved 139.04 GiB of 139.05 GiB usable (100.0 %), 0.01 GiB headroom, at step 0 (its worst)
+--   $ ./vrsim scenarios/llama7b_fp32_vs_bf16.lua --set precision=bf16
+--   FITS: peak reserved 63.73 GiB of 139.05 GiB usable (45.8 %), 75.32 GiB headroom
+--   $ ./vrsim scenarios/llama7b_fp32_vs_bf16.lua --set optimizer_impl=fused
+--   FITS: peak reserved 113.92 GiB of 139.05 GiB usable (81.9 %), 25.13 GiB headroom
+--   $ ./vrsim scenarios/llama7b_fp32_vs_bf16.lua --alloc-conf expandable_segments:True
+--   FITS: peak reserved 127.92 GiB of 139.05 GiB usable (92.0 %), 11.13 GiB headroom
+--   $ ./vrsim scenarios/llama7b_fp32_vs_bf16.lua --set micro_batch=2
+--   FITS: peak reserved 128.12 GiB of 139.05 GiB usable (92.1 %), 10.93 GiB headroom
 return {
   title = "LLaMA2-7B on an H200: fp32 against bf16 weights and optimizer state",
   hardware = { gpu = "h200" },

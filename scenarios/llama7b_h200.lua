@@ -1,5 +1,11 @@
 -- LLaMA2-7B full fine-tune in bf16 on one H200: does it fit at micro-batch 1 x 2048 tokens,
 -- and how much headroom is left?
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/llama7b_h200.lua
+--   FITS: peak reserved 63.73 GiB of 139.05 GiB usable (45.8 %), 75.32 GiB headroom
+--   $ ./vrsim scenarios/llama7b_h200.lua --set optimizer_impl=fused
+--   FITS: peak reserved 53.00 GiB of 139.05 GiB usable (38.1 %), 86.05 GiB headroom
 return {
   title = "LLaMA2-7B full fine-tune, bf16 weights and AdamW state, on one H200",
   hardware = { gpu = "h200" },

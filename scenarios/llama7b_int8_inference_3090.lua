@@ -5,6 +5,12 @@
 --   FITS: peak reserved 7.15 GiB of 23.09 GiB usable: int8 weights with fp32 row scales
 --   (6.6 GiB; lm_head and embeddings stay fp16), plus the prompt's activations and key/value
 --   cache. In fp16 (--set quant=none) it needs 12.97 GiB.
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/llama7b_int8_inference_3090.lua
+--   FITS: peak reserved 8.12 GiB of 23.09 GiB usable (35.1 %), 14.97 GiB headroom
+--   $ ./vrsim scenarios/llama7b_int8_inference_3090.lua --set quant=none
+--   FITS: peak reserved 14.26 GiB of 23.09 GiB usable (61.7 %), 8.83 GiB headroom
 return {
   title = "LLaMA2-7B inference in 8-bit (LLM.int8) on an RTX 3090",
   hardware = { gpu = "rtx3090" },

@@ -16,6 +16,18 @@
 --               DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.30.mlp.silu'
 --     --set micro_batch=1  FITS: peak reserved 14.21 GiB (61.9 %)
 --     --set micro_batch=2  FITS: peak reserved 15.78 GiB (68.7 %)
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/llama7b_lora_rtx4090.lua
+--   FITS: peak reserved 18.92 GiB of 22.97 GiB usable (82.3 %), 4.06 GiB headroom
+--   $ ./vrsim scenarios/llama7b_lora_rtx4090.lua --set build=cast
+--   DOES NOT FIT: CUDA out of memory while building the model (at 'parameters')
+--   $ ./vrsim scenarios/llama7b_lora_rtx4090.lua --set checkpointing=false --set micro_batch=1
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.30.mlp.silu'
+--   $ ./vrsim scenarios/llama7b_lora_rtx4090.lua --set micro_batch=1
+--   FITS: peak reserved 14.21 GiB of 22.97 GiB usable (61.9 %), 8.76 GiB headroom
+--   $ ./vrsim scenarios/llama7b_lora_rtx4090.lua --set micro_batch=2
+--   FITS: peak reserved 15.78 GiB of 22.97 GiB usable (68.7 %), 7.19 GiB headroom
 return {
   title = "LLaMA2-7B LoRA on an RTX 4090: loading, checkpointing and the largest micro-batch",
   hardware = { gpu = "rtx4090" },

@@ -7,6 +7,12 @@
 --   LoRA needs 59 % less: no weight gradients and AdamW state for 6.7 B frozen parameters (the
 --   frozen bf16 weights, 12.6 GiB, remain). Step time 515.2 ms against 730.6 ms (roofline on
 --   the A100 datasheet, no calibrated A100 profile): frozen layers skip their weight-gradient GEMMs.
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/llama7b_lora_saving.lua
+--   FITS: peak reserved 25.67 GiB of 78.45 GiB usable (32.7 %), 52.78 GiB headroom
+--   $ ./vrsim scenarios/llama7b_lora_saving.lua --set precision=bf16
+--   FITS: peak reserved 63.09 GiB of 78.45 GiB usable (80.4 %), 15.36 GiB headroom
 return {
   title = "LLaMA2-7B: LoRA r=8 (q, v) against a full bf16 fine-tune on an A100-80GB",
   hardware = { gpu = "a100_80g" },

@@ -11,6 +11,10 @@
 --   The sliding-window mask path was measured on an H200 (gen-mistral-l4-s8192-b1: peak
 --   allocated and reserved exact); its step time there is 16 % above vrsim's, and this card's
 --   step time is carried from the H200 profile, not measured.
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/mistral7b_qlora_long_3090.lua
+--   FITS: peak reserved 11.84 GiB of 23.09 GiB usable (51.3 %), 11.25 GiB headroom
 return {
   title = "Mistral-7B QLoRA (NF4, all-linear r16) at 8192 tokens, past its 4096-token window, on an RTX 3090",
   hardware = { gpu = "rtx3090" },

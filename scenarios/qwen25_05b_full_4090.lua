@@ -10,6 +10,10 @@
 -- Measured (gen-cap23521-qwen25-05b-*): on an H200 capped at 23521 MiB, batch 2 fits at 15437.82
 -- MiB allocated / 17452 reserved (vrsim on that cap: 15437.01 / 17448), batch 3 runs out at step
 -- 1 (vrsim: step 1).
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/qwen25_05b_full_4090.lua
+--   FITS: peak reserved 10.27 GiB of 22.97 GiB usable (44.7 %), 12.70 GiB headroom
 return {
   title = "Qwen2.5-0.5B full bf16 fine-tune on an RTX 4090 at 2048 tokens",
   hardware = { gpu = "rtx4090" },

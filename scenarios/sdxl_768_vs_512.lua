@@ -18,6 +18,12 @@
 -- (peak 20512 MiB allocated, in backward); 512 px 20.93 GiB (20161 MiB): on an H200
 -- the weights, gradients and AdamW state (20 GB) dominate; on a 24 GB card the difference
 -- decides.
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/sdxl_768_vs_512.lua
+--   FITS: peak reserved 20.92 GiB of 139.05 GiB usable (15.0 %), 118.13 GiB headroom
+--   $ ./vrsim scenarios/sdxl_768_vs_512.lua --set resolution=512
+--   FITS: peak reserved 20.93 GiB of 139.05 GiB usable (15.1 %), 118.12 GiB headroom
 return {
   title = "SDXL UNet at 768 px against 512 px: activation memory, attention and the rest",
   hardware = { gpu = "h200" },

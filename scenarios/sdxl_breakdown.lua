@@ -21,6 +21,12 @@
 -- that autocast caches for the forward (4.9 GB), checkpoint inputs and skip connections; the
 -- backward at 41763 MiB. --set optimizer_impl=fused removes the 9.8 GB of sqrt temporaries
 -- (FITS at 44.42 GiB reserved).
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/sdxl_breakdown.lua
+--   FITS: peak reserved 54.22 GiB of 78.45 GiB usable (69.1 %), 24.23 GiB headroom
+--   $ ./vrsim scenarios/sdxl_breakdown.lua --set optimizer_impl=fused
+--   FITS: peak reserved 44.42 GiB of 78.45 GiB usable (56.6 %), 34.03 GiB headroom
 return {
   title = "SDXL full fine-tune (amp bf16, fp32 master weights) at 1024 px on an A100 80GB: the breakdown",
   hardware = { gpu = "a100_80g" },

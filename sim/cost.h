@@ -46,7 +46,7 @@ VrStatus cost_add_flops_class(CostModel *c, const char *name, const CostPoint *p
  * least that long on the device. */
 void cost_set_kernel_ns(CostModel *c, double ns);
 /* The dead time between two kernels back to back in one stream (kernel_gap_us, measured by
- * validation/measure/measure_kernel_gap.py): added once per kernel an op launches. */
+ * validation/harness/measure_kernel_gap.py): added once per kernel an op launches. */
 void cost_set_kernel_gap_ns(CostModel *c, double ns);
 
 /* How a profile measured on one GPU (the reference) is carried to another (the target), figure by

@@ -289,20 +289,14 @@ elif msg=$(json_has "$TMP/hugejson.out" fits oom peak_reserved_bytes) &&
   ok "  ... and --json says fits: false with the oom object"
 else fail "70B on an RTX 3090 --json: no fits: false / oom" "$msg"; fi
 
-# ---- every shipped scenario runs --------------------------------------------------------
-for f in scenarios/*.lua; do
-  run each "$f" --no-files
-  if crashed "$f"; then continue; fi
-  if [ "$RC" -eq 0 ] || [ "$RC" -eq 3 ]; then
-    ok "$f: exit $RC, $(grep -E '^(FITS|DOES NOT FIT)' "$TMP/each.out" | cut -c1-60)"
-    # the header's answer ("... <- this file") was what vrsim printed; say when it drifts
-    said=$(sed -n 's/^--.*\(FITS: peak reserved [^(]*([0-9.]* %)\).*<- this file.*/\1/p' "$f" | head -n 1)
-    now=$(grep -E '^FITS: peak reserved' "$TMP/each.out")
-    if [ -n "$said" ] && [ "$said" != "$now" ]; then
-      echo "note $f: its header says '$said', vrsim now prints '$now' (update the answer)"
-    fi
-  else fail "$f: exit $RC, expected 0 or 3" "$(head -n 3 "$TMP/each.err")"; fi
-done
+# ---- every shipped scenario runs and gives the answer its header states ---------------------
+# (reports/scenario_answers.sh: each "--   $ ./vrsim scenarios/X.lua ARGS" line and the verdict
+# line after it; a drifted answer, a crash or an exit other than the verdict's fails)
+VRSIM="$VRSIM" sh reports/scenario_answers.sh check >"$TMP/answers.out" 2>&1
+RC=$?
+n=$(grep -c '^ok ' "$TMP/answers.out")
+if [ "$RC" -eq 0 ] && [ "$n" -gt 0 ]; then ok "every shipped scenario gives the $n answers its header states"
+else fail "scenario header answers: exit $RC, $n ok" "$(grep -v '^ok ' "$TMP/answers.out" | head -n 20)"; fi
 
 # ---- bad input ---------------------------------------------------------------------------
 # each file in tests/scenarios/ is wrong in one way; vrsim must exit 2 with a message that
@@ -389,7 +383,7 @@ else fail "vrsim validate on a missing file: exit $RC, expected 2"; fi
 # ---- the H200's supplements reach the cost model -----------------------------------------
 # plan.lua reads lua/hw/calibrated/h200_gemm.lua (GEMMs timed from an idle card) in place of the
 # profile's grid, and h200_sdpa.lua for fused attention. torch.profiler's kernels of this very
-# configuration are in validation/measure/profile_tables_h200.jsonl (59.5 ms of GEMM kernels);
+# configuration are in validation/results/profile_tables_h200.jsonl (59.5 ms of GEMM kernels);
 # the profile's own back-to-back grid gives 64.5 ms, the idle-card grid 57.8. So a GEMM sum
 # within 5 % of the profiler's says the idle-card grid is the one in use, and the attention op's
 # kind says which curve prices it. compare_kernels.py is the tool that lines them up.
@@ -405,26 +399,26 @@ EOF2
   run h200l4 "$TMP/h200_l4.lua" --out "$TMP/h200l4"
   if crashed "7B-l4 on the H200"; then :
   elif [ "$RC" -ne 0 ]; then fail "7B-l4 on the H200: exit $RC" "$(head -n 3 "$TMP/h200l4.err")"
-  elif msg=$(python3 validation/measure/compare_kernels.py validation/measure/profile_tables_h200.jsonl \
+  elif msg=$(python3 validation/harness/compare_kernels.py validation/results/profile_tables_h200.jsonl \
                  profile-7b-l4-b4-s2048-bf16 "$TMP/h200l4/trace.json" 2>&1) &&
        gemm=$(printf '%s\n' "$msg" | awk '$1 == "gemm" { print $2, $3 }') &&
        python3 -c 'import sys; m, p = map(float, sys.argv[1:3]); sys.exit(abs(p - m) / m > 0.05)' $gemm &&
        grep -q '"kind": *"attention_cudnn"' "$TMP/h200l4/trace.json"; then
     ok "H200 supplements in use: GEMM kernels $gemm ms (profiler, vrsim), attention priced as attention_cudnn"
   else fail "H200 supplements: GEMM kernels (profiler, vrsim) '${gemm:-?}', or no attention_cudnn op" "$msg"; fi
-  python3 validation/measure/compare_kernels.py validation/measure/profile_tables_h200.jsonl nosuch \
+  python3 validation/harness/compare_kernels.py validation/results/profile_tables_h200.jsonl nosuch \
       "$TMP/h200l4/trace.json" >"$TMP/ck.out" 2>"$TMP/ck.err"
   if [ $? -eq 2 ] && grep -q "no record 'nosuch'" "$TMP/ck.err"; then ok "compare_kernels.py: an unknown record exits 2 and names it"
   else fail "compare_kernels.py: an unknown record should exit 2" "$(cat "$TMP/ck.err")"; fi
   # the program's idle-card GEMM grid beside torch.mm in those steps, shape by shape: the two
   # rows off are profiler groups that hold other calls too (README, the GEMM cross-check)
-  rows=$(python3 validation/measure/compare_kernels.py validation/measure/profile_tables_h200.jsonl \
+  rows=$(python3 validation/harness/compare_kernels.py validation/results/profile_tables_h200.jsonl \
              --gemm-grid lua/hw/calibrated/h200_gemm.lua 2>&1 | awk 'NR > 1 { n++; d = $NF; sub("%", "", d);
              if (d + 0 <= 5 && d + 0 >= -5) k++ } END { print n + 0, k + 0 }')
   if [ "$rows" = "16 14" ]; then ok "compare_kernels.py --gemm-grid: 16 GEMM shapes of real steps, 14 within 5 % of h200_gemm.lua"
   else fail "compare_kernels.py --gemm-grid: (shapes, within 5 %) = '$rows', expected '16 14'"; fi
   # the committed kernel-gap supplement is what its measured rows give
-  python3 validation/measure/measure_kernel_gap.py --from validation/measure/kernel_gap_h200.json \
+  python3 validation/harness/measure_kernel_gap.py --from validation/results/kernel_gap_h200.json \
       --lua "$TMP/gap.lua" --gpu h200 >/dev/null 2>&1
   if [ -s "$TMP/gap.lua" ] && [ "$(grep 'kernel_gap_us' "$TMP/gap.lua")" = "$(grep 'kernel_gap_us' lua/hw/calibrated/h200_kernel_gap.lua)" ]; then
     ok "h200_kernel_gap.lua is what measure_kernel_gap.py --from makes of kernel_gap_h200.json"

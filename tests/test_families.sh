@@ -1,6 +1,6 @@
 #!/bin/sh
 # Decoder families from Hugging Face configs, and the passes applied to their module trees:
-# parameter counts against transformers' own (validation/measure/n_params_configs.jsonl, counted
+# parameter counts against transformers' own (validation/results/n_params_configs.jsonl, counted
 # by count_params.py), LoRA injection by name, grouped-query attention, the sliding-window mask,
 # sharding, and the errors for what is not modelled.
 VRSIM=${VRSIM:-./vrsim}
@@ -28,7 +28,7 @@ while read -r line; do
   got=$(json "$tmp/count.lua" | field 'sum(v for k, v in d["parameters"].items() if k != "lora_adapters")')
   if [ "$got" = "$want" ]; then ok "$cfg: $got parameters, as transformers counts"
   else bad "$cfg: $got parameters, transformers counts $want"; fi
-done < validation/measure/n_params_configs.jsonl
+done < validation/results/n_params_configs.jsonl
 
 # 2. tied embeddings: no lm_head parameter of its own
 scn tied llama-3.2-1b.json

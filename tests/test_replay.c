@@ -113,7 +113,7 @@ static void test_fulltrace_sdxl(void **s)
     check_full("fulltrace_pub-sdxl-r1024_bf16_ckpt.csv.gz", 27101495296ull, 26197404160ull, 1241);
 }
 
-/* Traces recorded on an H200 for this project (validation/measure/README.md), each replayed under
+/* Traces recorded on an H200 for this project (validation/PROVENANCE.md), each replayed under
  * the settings it was recorded with: expandable segments (segment_map events), max_split_size_mb
  * (the oversize rules), and memory caps that made PyTorch release its cache, retry and raise an
  * OOM (segment_free and oom events). */

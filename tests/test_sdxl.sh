@@ -229,17 +229,12 @@ check_refused "--set strategy=zero3 --set count=2 --set text_encoders=trained" "
 check_refused "--set strategy=fsdp2 --set count=2 --set ema=true" "EMA"
 check_refused "--set grad_accum=2" "gradient accumulation"
 
-# ---- scenarios: answered and runnable --------------------------------------------------
-for s in scenarios/sdxl_*.lua; do
-  [ -e "$s" ] || continue
-  name=$(basename "$s" .lua)
-  if ! head -n 40 "$s" | grep -qi "answer"; then fail "$name: no answer in the header comment"; fi
-  # (how fast they run is a benchmark: make bench)
-  "$VRSIM" "$s" --no-files >"$TMP/$name.out" 2>"$TMP/$name.err"
-  RC=$?
-  if [ "$RC" -eq 0 ] || [ "$RC" -eq 3 ]; then ok "$name runs (exit $RC)"
-  else fail "$name: exit $RC" "$(tail -n 5 "$TMP/$name.err")"; fi
-done
+# ---- scenarios: each gives the answers its header states (reports/scenario_answers.sh) ------
+VRSIM="$VRSIM" sh reports/scenario_answers.sh check scenarios/sdxl_*.lua >"$TMP/answers.out" 2>&1
+RC=$?
+n=$(grep -c '^ok ' "$TMP/answers.out")
+if [ "$RC" -eq 0 ] && [ "$n" -gt 0 ]; then ok "scenarios/sdxl_*.lua give the $n answers their headers state"
+else fail "sdxl scenario answers: exit $RC" "$(grep -v '^ok ' "$TMP/answers.out" | head -n 20)"; fi
 
 # ---- validation against the measured H200 runs --------------------------------------------
 if [ -f validation/sdxl_h200.jsonl ]; then

@@ -210,7 +210,7 @@ return {
         .. "step_clock_mhz 1980: not measured on an H100; taken from the H200 (same die, SM count and 700 W limit), "
         .. "whose GEMMs inside training steps run at 1905-1980 MHz (lua/hw/calibrated/h200_gemm.lua, timed from an idle "
         .. "card, matches torch.profiler's in-step GEMMs within 3 %). Back to back for 0.4 s the same die falls to "
-        .. "1440-1545 MHz (h200_gemm_sustained.lua), which a step's GEMMs do not. Cross-check: best cuBLAS bf16 matmul "
+        .. "1440-1545 MHz (validation/results/gemm_check_h200.lua), which a step's GEMMs do not. Cross-check: best cuBLAS bf16 matmul "
         .. "measured on an H100 SXM 792.1 TFLOP/s (ml-engineering MAMF table, CUDA 12.1), GH200 821.0 (CUDA 12.5); "
         .. "the carried curve tops out at 826",
       spec = "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column): "

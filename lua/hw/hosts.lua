@@ -87,8 +87,8 @@ return {
   -- step at the same time.  Points: bf16 parameters per second seen by each of `procs` processes
   -- stepping 535,840,768 parameters at once (a 2-rank shard of the 1.07 B-parameter validation
   -- model), measured 2026-11-30 on the two-H200 host (32-core Xeon VM) with
-  --   python3 validation/measure/measure_cpu_adamw.py --procs P --threads T --numel 535840768 --dtype bf16
-  -- (log: validation/measure/logs/call4_cpu_adamw_x2.txt).  The one-H200 host (16 cores) gave
+  --   python3 validation/harness/measure_cpu_adamw.py --procs P --threads T --numel 535840768 --dtype bf16
+  -- (log: validation/results/logs/call4_cpu_adamw_x2.txt).  The one-H200 host (16 cores) gave
   -- 1.344e9 bf16 and 9.129e8 fp32 params/s for one process with 16 threads.
   torch_cpu_adamw = {
     points = {
@@ -97,7 +97,7 @@ return {
       { procs = 1, threads = 16, bf16_params_per_s = 1.603e9 },
       { procs = 2, threads = 16, bf16_params_per_s = 1.339e9 },
     },
-    source = "measured 2026-11-30, two-H200 device host, torch 2.11.0 (validation/measure/measure_cpu_adamw.py)",
+    source = "measured 2026-11-30, two-H200 device host, torch 2.11.0 (validation/harness/measure_cpu_adamw.py)",
   },
   cpu_adam = {
     params_per_s = 4.0e9,             -- whole 2-socket host (DGX-2: 2x Xeon Platinum 8168, 48 cores)

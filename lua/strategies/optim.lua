@@ -65,7 +65,7 @@ end
 M.foreach_launches = foreach_launches
 
 -- Host time per parameter tensor of a torch.optim step with this implementation and zero_grad,
--- from the profile of the GPU's machine (validation/measure/measure_optim_host.py: AdamW over
+-- from the profile of the GPU's machine (validation/harness/measure_optim_host.py: AdamW over
 -- 64..2048 tiny tensors, the slope of a least-squares line): grouping by device and dtype, the
 -- CPU step counters, the bias-correction lists and each _foreach_ op's per-tensor checks. A
 -- model of many tensors pays it every step (SDXL's UNet: 1,680 tensors, ~16 ms with foreach).

@@ -509,17 +509,17 @@ local function device_of(cfg, ctx)
       -- GEMMs timed each from an idle card (vrsim-calibrate --gemm-idle-ms): a training step's
       -- GEMMs run between memory-bound kernels, below the power limit, and torch.profiler's
       -- kernel times of real steps match these, not a grid timed back to back
-      -- (validation/measure/README.md, the fourth session)
+      -- (validation/PROVENANCE.md, the fourth session)
       local gp = calibrated("_gemm", gname)
       if gp and type(gp.gemm) == "table" then prof.gemm = gp.gemm end
-      -- scaled_dot_product_attention per backend and shape (validation/measure/measure_sdpa.py):
+      -- scaled_dot_product_attention per backend and shape (validation/harness/measure_sdpa.py):
       -- fused attention takes its time from these rather than from the GEMM curve
       local sp = calibrated("_sdpa", gname)
       if sp then prof.sdpa = sp.sdpa end
       -- the stream's dead time between back-to-back kernels (measure_kernel_gap.py)
       local kg = calibrated("_kernel_gap", gname)
       if kg then prof.kernel_gap_us = kg.kernel_gap_us end
-      -- PyTorch's own dispatch cost per op on that machine (validation/measure/measure_dispatch.py)
+      -- PyTorch's own dispatch cost per op on that machine (validation/harness/measure_dispatch.py)
       local torchp = calibrated("_torch", gname)
       -- per kernel of module-heavy code (nn.Module calls, hooks, views) when measured, else per op
       if torchp then
@@ -568,7 +568,7 @@ local function device_of(cfg, ctx)
     peak_flops = g.peak_flops, mem_bw = g.mem_bw_bytes_per_s,
     -- efficiencies: without a calibrated profile, large GEMMs are taken to reach 75 % of the
     -- datasheet dense rate and streaming kernels 85 % of HBM bandwidth (H200 through PyTorch:
-    -- 777/989 TFLOP/s bf16 and 4.22/4.8 TB/s, validation/hw_h200_pytorch.json)
+    -- 777/989 TFLOP/s bf16 and 4.22/4.8 TB/s, validation/results/hw_h200_pytorch.json)
     eff_compute = g.eff_compute or 0.75, eff_memory = g.eff_memory or 0.85,
     launch_ns = g.launch_ns or 5000,
   }, g

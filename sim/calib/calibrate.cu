@@ -116,7 +116,7 @@ static int g_cooldown_ms = 1000; /* gemm_xcheck: idle time before each shape */
 /* gemm, bgemm: idle time before each shape (0: back to back). A training step runs each GEMM
  * between memory-bound kernels, so the card stays below its power limit and GEMMs run at the
  * clock of an idle start; timed back to back for seconds, the grid's later shapes carry the
- * power limit's lower clock instead (validation/measure/README.md, the fourth session: torch.mm
+ * power limit's lower clock instead (validation/PROVENANCE.md, the fourth session: torch.mm
  * in real steps matched the idle-card grid within 4 %, and ran 14-26 % faster than the
  * back-to-back one). lua/hw/calibrated/h200.lua predates this default: it was made back to
  * back, and h200_gemm.lua (--gemm-idle-ms 200) replaces its grid. */
@@ -647,7 +647,7 @@ static void build_grid(void)
 {
     static const int sq[] = {512, 1024, 2048, 4096, 8192};
     for (int i = 0; i < 5; i++) add_shape(sq[i], sq[i], sq[i], "square");
-    /* the reference shapes of validation/hw_h200_pytorch.json */
+    /* the reference shapes of validation/results/hw_h200_pytorch.json */
     add_shape(8192, 4096, 4096, "ref");
     add_shape(8192, 11008, 4096, "ref");
     add_shape(8192, 4096, 11008, "ref");
@@ -767,7 +767,7 @@ static int sec_gemm(sbuf *out, int use_lt)
     return 0;
 }
 
-/* The shapes of validation/hw_h200_pytorch.json (m, n, k), in its order. */
+/* The shapes of validation/results/hw_h200_pytorch.json (m, n, k), in its order. */
 static const int REF_SHAPES[][3] = {{512, 512, 512},     {1024, 1024, 1024},  {2048, 2048, 2048},
                                     {4096, 4096, 4096},  {8192, 8192, 8192},  {8192, 4096, 4096},
                                     {8192, 11008, 4096}, {8192, 4096, 11008}, {16384, 32000, 4096},
@@ -799,7 +799,7 @@ static int ref_gemm_open(gemm_ctx *g, size_t *max_a, size_t *max_b)
     return 0;
 }
 
-/* The reference shapes of validation/hw_h200_pytorch.json, each call timed alone (events around
+/* The reference shapes of validation/results/hw_h200_pytorch.json, each call timed alone (events around
  * one call, the GPU idle in between), as a framework times one op: the gap to the batched
  * figures of sec_gemm is the per-call overhead that back-to-back launches hide. */
 static int sec_gemm_single(sbuf *out)
@@ -953,7 +953,7 @@ static int xcheck_shape(gemm_ctx *g, timer *t, double *single_ms, double *batche
     return 0;
 }
 
-/* The cross-check against validation/hw_h200_pytorch.json (figures taken through torch.mm):
+/* The cross-check against validation/results/hw_h200_pytorch.json (figures taken through torch.mm):
  * its 48 shapes in its order (bf16, fp16, fp32, tf32), each measured the way a framework's
  * per-op benchmark measures one, so the two compare like for like.
  *

@@ -1,7 +1,7 @@
 -- The device's dead time between back-to-back kernels of one stream on NVIDIA H200, as
 -- torch.profiler counts kernel time (torch 2.11.0+cu130).
--- command: python3 validation/measure/measure_kernel_gap.py --from validation/measure/kernel_gap_h200.json --lua lua/hw/calibrated/h200_kernel_gap.lua --gpu h200
--- (the rows of validation/measure/kernel_gap_h200.json, measured earlier by this script with --out)
+-- command: python3 validation/harness/measure_kernel_gap.py --from validation/results/kernel_gap_h200.json --lua lua/hw/calibrated/h200_kernel_gap.lua --gpu h200
+-- (the rows of validation/results/kernel_gap_h200.json, measured earlier by this script with --out)
 -- 2000 identical add_/mul_ kernels queued behind a long sleep kernel, timed with CUDA
 -- events (wall) and under the profiler (busy): gap = (wall - busy) / kernels. Kernels of
 -- 20 us or more (4 rows): 1.59-1.73 us; shorter ones run at the host's

@@ -1,6 +1,6 @@
 -- PyTorch scaled_dot_product_attention on this GPU, by backend (bf16, HF LLaMA layout).
 -- GPU NVIDIA H200, torch 2.11.0+cu130, CUDA 13.0, cuDNN 91900, date 2026-11-30.
--- Made by validation/measure/measure_sdpa.py (see validation/measure/README.md).
+-- Made by validation/harness/measure_sdpa.py (see validation/PROVENANCE.md).
 -- fwd_ms / fwdbwd_ms: CUDA-event medians; tflops count 4*b*h*sq*sk*d (halved when causal),
 -- times 3.5 for forward plus backward; *_extra_mib: peak allocated above the inputs.
 return {

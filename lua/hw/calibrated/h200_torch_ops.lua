@@ -1,5 +1,5 @@
 -- PyTorch's own kernels on NVIDIA H200, 2026-11-30, torch 2.11.0+cu130: bandwidth by access class.
--- command: python3 validation/measure/measure_torch_ops.py --gpu h200 -o lua/hw/calibrated/h200_torch_ops.lua
+-- command: python3 validation/harness/measure_torch_ops.py --gpu h200 -o lua/hw/calibrated/h200_torch_ops.lua
 -- classes: contiguous, broadcast (a weight vector over rows), broadcast_rows (a per-row scalar),
 -- cast_up / cast_down (bf16<->fp32), reduce_rows (last dim), reduce_cols (leading dims), strided
 -- (a transposed view read), cat_strided, transpose (.contiguous() of a transposed view), copy,
@@ -80,8 +80,8 @@ return {
     {class="foreach_scalar", op="_foreach_mul_ bf16", bytes=1619066880, ms=0.57434, gbps=2819.0},
     {class="foreach_out", op="_foreach_sqrt bf16", bytes=1619066880, ms=0.78277, gbps=2068.4},
     -- fp32 parameter lists, the same day on another H200 instance (its bf16 figures came out
-    -- within 1-2 % of the three above): python3 validation/measure/measure_torch_ops.py --gpu h200
-    -- --only foreach -o validation/measure/foreach_h200.lua (two repeats within 0.5 %)
+    -- within 1-2 % of the three above): python3 validation/harness/measure_torch_ops.py --gpu h200
+    -- --only foreach -o validation/results/foreach_h200.lua (two repeats within 0.5 %)
     {class="foreach_fp32", op="_foreach_add_ fp32", bytes=4857200640, ms=1.28091, gbps=3792.0},
     {class="foreach_scalar_fp32", op="_foreach_mul_ fp32", bytes=3238133760, ms=0.92986, gbps=3482.4},
     {class="foreach_out_fp32", op="_foreach_sqrt fp32", bytes=3238133760, ms=1.04244, gbps=3106.3},

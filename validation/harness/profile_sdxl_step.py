@@ -13,7 +13,7 @@ checkpointing). One JSON line per configuration:
   top_ops           per phase, per top-level op (an aten call from Python, an autograd node):
                     count, kernels launched under it, CPU time (profiled, so inflated)
 
-  python3 validation/measure/profile_sdxl_step.py --res 1024 --mode bf16 --ckpt --out F.jsonl
+  python3 validation/harness/profile_sdxl_step.py --res 1024 --mode bf16 --ckpt --out F.jsonl
 """
 import argparse
 import collections

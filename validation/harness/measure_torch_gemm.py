@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torch.mm over the reference shapes of validation/hw_h200_pytorch.json, timed three ways, to
+"""torch.mm over the reference shapes of validation/results/hw_h200_pytorch.json, timed three ways, to
 explain the gap between those figures and sim/calib's cuBLAS figures:
   single:  each product timed alone with CUDA events (the GPU idle in between), mean of 10
            after 3 warm-ups;

@@ -3,12 +3,12 @@
 # shared/truth/sdxl_h200.jsonl at their resolution, with and without Python's garbage collector,
 # then the same steps at 64 px, where the GPU never limits and what is measured is the host's
 # dispatch of the step.
-#   usage: OUT=... bash validation/measure/run_sdxl_profile.sh
+#   usage: OUT=... bash validation/harness/run_sdxl_profile.sh
 set -u
 OUT=${OUT:-/tmp/vrsim-out}
 mkdir -p "$OUT"
 F="$OUT/profile_sdxl_h200.jsonl"
-P=validation/measure/profile_sdxl_step.py
+P=validation/harness/profile_sdxl_step.py
 for args in "--res 1024 --mode bf16 --ckpt --steps 8" "--res 1024 --mode bf16 --ckpt --steps 8 --gc off" \
             "--res 512 --mode bf16 --steps 8" "--res 1024 --mode amp_bf16 --steps 8" \
             "--res 64 --mode bf16 --ckpt --steps 8" "--res 64 --mode bf16 --ckpt --steps 8 --gc off" \

@@ -2,12 +2,12 @@
 # The whole single-GPU measuring session, one device call: build and run the calibration
 # program, measure SDPA backends, then the LLaMA plan. Results are staged under $STAGE with the
 # repository's layout and packed into $OUT/results.tar.gz; the log goes to $OUT/log.
-#   usage (on the GPU machine, repository root): bash validation/measure/run_h200.sh [PLAN]
+#   usage (on the GPU machine, repository root): bash validation/harness/run_h200.sh [PLAN]
 # Budget: the LLaMA plan starts no configuration after BUDGET_S seconds from this script's start.
 set -u
 T0=$(date +%s)
 BUDGET_S=${BUDGET_S:-540}
-PLAN=${1:-validation/measure/plan_h200_dev.jsonl}
+PLAN=${1:-validation/harness/plans/plan_h200_dev.jsonl}
 OUT=${OUT:-/tmp/vrsim-out}
 STAGE=${STAGE:-/tmp/vrsim-stage}
 mkdir -p "$OUT" "$STAGE/lua/hw/calibrated" "$STAGE/validation/traces"
@@ -48,12 +48,12 @@ tail -5 "$OUT/calibrate.txt"
 cp lua/hw/calibrated/h200.lua "$STAGE/lua/hw/calibrated/" 2>/dev/null
 
 echo "== [$(elapsed) s] sdpa"
-timeout 120 python3 validation/measure/measure_sdpa.py --out "$STAGE/validation/sdpa_h200_dev.json" \
+timeout 120 python3 validation/harness/measure_sdpa.py --out "$STAGE/validation/results/sdpa_h200_dev.json" \
   --lua "$STAGE/lua/hw/calibrated/h200_sdpa.lua" 2>&1; echo "sdpa rc=$?"
 
 echo "== [$(elapsed) s] llama plan $PLAN"
 LEFT=$(( BUDGET_S - $(elapsed) ))
-python3 validation/measure/measure_llama.py --plan "$PLAN" --out "$STAGE/validation/llama_h200_dev.jsonl" \
+python3 validation/harness/measure_llama.py --plan "$PLAN" --out "$STAGE/validation/llama_h200_dev.jsonl" \
   --trace-dir "$STAGE/validation/traces" --deadline-s $LEFT 2>&1; echo "llama rc=$?"
 
 echo "== [$(elapsed) s] packing"

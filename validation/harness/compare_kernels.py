@@ -7,14 +7,14 @@ GPU ms side by side. The profiler's user annotations ("Optimizer.step#AdamW.step
 whole optimizer) are not kernels and are left out. Standard library only.
 
   ./vrsim SCENARIO.lua            # writes out/<name>/trace.json
-  python3 validation/measure/compare_kernels.py validation/measure/profile_tables_h200.jsonl \
+  python3 validation/harness/compare_kernels.py validation/results/profile_tables_h200.jsonl \
       profile-7b-l4-b4-s2048-bf16 out/<name>/trace.json [--step 3]
 
 With --gemm-grid FILE (a vrsim-calibrate profile, lua/hw/calibrated/h200_gemm.lua) it instead puts
 each bf16 aten::mm shape of every record, its mean self time per call in the real step, beside
 the program's figures for the same m, n, k (any of nn, nt, tn; their mean), no trace needed:
 
-  python3 validation/measure/compare_kernels.py validation/measure/profile_tables_h200.jsonl \
+  python3 validation/harness/compare_kernels.py validation/results/profile_tables_h200.jsonl \
       --gemm-grid lua/hw/calibrated/h200_gemm.lua
 """
 import ast

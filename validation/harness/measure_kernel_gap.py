@@ -3,9 +3,9 @@ kernel time: a stream of N identical kernels, queued far ahead of the GPU, is ti
 events (wall) and under the profiler (the sum of its kernel durations, busy); (wall - busy) / N is
 the gap each kernel adds. Several kernel sizes, so a gap that depends on the kernel shows.
 
-  python3 validation/measure/measure_kernel_gap.py --out validation/measure/kernel_gap_h200.json \
+  python3 validation/harness/measure_kernel_gap.py --out validation/results/kernel_gap_h200.json \
       --lua lua/hw/calibrated/h200_kernel_gap.lua --gpu h200
-  python3 validation/measure/measure_kernel_gap.py --from validation/measure/kernel_gap_h200.json \
+  python3 validation/harness/measure_kernel_gap.py --from validation/results/kernel_gap_h200.json \
       --lua lua/hw/calibrated/h200_kernel_gap.lua --gpu h200     # the Lua file again, no GPU
 
 The Lua supplement's kernel_gap_us is the mean over kernels of at least MIN_KERNEL_US: shorter
@@ -48,7 +48,7 @@ def main():
     ap.add_argument("--lua", help="write the Lua supplement (lua/hw/calibrated/<gpu>_kernel_gap.lua)")
     ap.add_argument("--gpu", default="h200", help="catalog name for the supplement")
     a = ap.parse_args()
-    command = "python3 validation/measure/measure_kernel_gap.py " + " ".join(sys.argv[1:])
+    command = "python3 validation/harness/measure_kernel_gap.py " + " ".join(sys.argv[1:])
     if a.src:
         with open(a.src) as f:
             res = json.load(f)

@@ -4,8 +4,8 @@ category by category rather than only as a total. With --tables FILE it also wri
 (name, launches, GPU ms, category) and every aten op by input shapes (launches, self GPU ms), so
 an op's cost can be checked op by op: the GEMMs shape by shape, the elementwise kernels by name.
 
-  python3 validation/measure/profile_llama_step.py --shape 7b-l4 --batch 4 --seq 2048 \
-      --mode bf16 --out validation/measure/profile_h200.jsonl
+  python3 validation/harness/profile_llama_step.py --shape 7b-l4 --batch 4 --seq 2048 \
+      --mode bf16 --out validation/results/profile_h200.jsonl
 """
 import argparse, json, time
 import torch

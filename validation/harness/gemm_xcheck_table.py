@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """The GEMM cross-check tables, from the files of run_gemm_xcheck.sh (standard library only).
 
-For each pass NAME it reads validation/measure/gemm_xcheck_h200_NAME.lua (sim/calib's cuBLAS
-figures) and validation/measure/torch_gemm_xcheck_h200_NAME.json (torch.mm under the same
+For each pass NAME it reads validation/harness/gemm_xcheck_h200_NAME.lua (sim/calib's cuBLAS
+figures) and validation/harness/torch_gemm_xcheck_h200_NAME.json (torch.mm under the same
 protocol on the same card, right after), and prints, in Markdown:
 
   1. program against PyTorch on the same card: the kernel time (batched_ms) of the two, where
      the kernel is long enough to be the GPU's time and not the host's (>= 25 us; torch.mm's own
      host time is ~13 us a call here), and the time of one call alone (single_ms);
-  2. both against validation/hw_h200_pytorch.json, one call alone, as it was measured.
+  2. both against validation/results/hw_h200_pytorch.json, one call alone, as it was measured.
 
-  gemm_xcheck_table.py [--dir validation/measure] [--ref validation/hw_h200_pytorch.json] NAME ...
+  gemm_xcheck_table.py [--dir validation/harness] [--ref validation/results/hw_h200_pytorch.json] NAME ...
 """
 import argparse
 import json
@@ -57,8 +57,8 @@ def summary(errs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dir", default="validation/measure")
-    ap.add_argument("--ref", default="validation/hw_h200_pytorch.json")
+    ap.add_argument("--dir", default="validation/harness")
+    ap.add_argument("--ref", default="validation/results/hw_h200_pytorch.json")
     ap.add_argument("passes", nargs="+")
     a = ap.parse_args()
     try:
@@ -90,7 +90,7 @@ def main():
                 over.append(f"{shape(k)} {e:+.1f} % ({c['sm_mhz']} / {t.get('sm_mhz')})")
         print(f"| {p} | {summary(kern)} | {summary(alone)} | {'; '.join(over) or '–'} |")
 
-    print("\n### 2. One call alone against validation/hw_h200_pytorch.json\n")
+    print("\n### 2. One call alone against validation/results/hw_h200_pytorch.json\n")
     print("| dtype m×n×k | reference ms | " + " | ".join(f"{p}: program | {p}: torch.mm" for p in a.passes) + " |")
     print("|---|---|" + "---|---|" * len(a.passes))
     errs = {p: ([], []) for p in a.passes}

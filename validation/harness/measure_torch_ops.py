@@ -3,7 +3,7 @@ training step uses, grouped by the class of memory access that decides their spe
 simulator's ops name their class (Op kind); the cost model interpolates each class's measured
 bandwidth over bytes moved. Writes lua/hw/calibrated/<gpu>_torch_ops.lua.
 
-  python3 validation/measure/measure_torch_ops.py --gpu h200 -o lua/hw/calibrated/h200_torch_ops.lua
+  python3 validation/harness/measure_torch_ops.py --gpu h200 -o lua/hw/calibrated/h200_torch_ops.lua
 
 --only foreach measures just the optimizer's foreach classes, for bf16 and fp32 parameter lists
 (the fp32 ones as classes foreach_fp32, foreach_scalar_fp32, foreach_out_fp32).
@@ -76,7 +76,7 @@ def main():
     with open(a.o, "w") as f:
         f.write("-- PyTorch's own kernels on %s, %s, torch %s: bandwidth by access class.\n" % (
             torch.cuda.get_device_name(0), datetime.date.today().isoformat(), torch.__version__))
-        f.write("-- command: python3 validation/measure/measure_torch_ops.py --gpu %s -o %s%s\n" % (
+        f.write("-- command: python3 validation/harness/measure_torch_ops.py --gpu %s -o %s%s\n" % (
             a.gpu, a.o, " --only " + a.only if a.only else ""))
         f.write("-- bytes = inputs read + outputs written; ms = best of 3 means of 20 (5) back-to-back calls\n")
         f.write("return {\n  torch_ops = {\n")

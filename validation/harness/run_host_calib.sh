@@ -3,11 +3,11 @@
 # the same host: checkpoint regions (measure_ckpt_region.py), module-heavy dispatch per kernel and
 # autocast's casts (measure_host_stats.py), and the SDXL UNet step at 64 px where the GPU never
 # limits (profile_sdxl_step.py), as the reference these figures should explain.
-#   usage: OUT=... bash validation/measure/run_host_calib.sh
+#   usage: OUT=... bash validation/harness/run_host_calib.sh
 set -u
 OUT=${OUT:-/tmp/vrsim-out}
 mkdir -p "$OUT"
-M=validation/measure
+M=validation/harness
 timeout 120 python3 $M/measure_ckpt_region.py --out "$OUT/ckpt_region_h200.json" 2>&1 | tail -16
 timeout 120 python3 $M/measure_host_stats.py --out "$OUT/host_stats_h200_b.json" 2>&1 | grep -v -i warn | tail -3
 for args in "--mode bf16" "--mode bf16 --ckpt" "--mode amp_bf16"; do

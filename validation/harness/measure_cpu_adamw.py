@@ -1,8 +1,8 @@
 """torch.optim.AdamW on CPU tensors (what FSDP2's CPUOffloadPolicy runs on the host): parameters
 updated per second, bf16 and fp32, foreach.
 
-  python3 validation/measure/measure_cpu_adamw.py                 # one process, torch's default threads
-  python3 validation/measure/measure_cpu_adamw.py --procs 2 --threads 8 --numel 535840768 --dtype bf16
+  python3 validation/harness/measure_cpu_adamw.py                 # one process, torch's default threads
+  python3 validation/harness/measure_cpu_adamw.py --procs 2 --threads 8 --numel 535840768 --dtype bf16
 
 --procs N runs N processes at once, each with --threads intra-op threads, as N ranks of a
 torchrun job with OMP_NUM_THREADS=threads do; they share the host's cores and memory bandwidth,

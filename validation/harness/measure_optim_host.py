@@ -5,7 +5,7 @@ _foreach_ op's per-tensor checks, set_to_none), which a model with many tensors 
 pays on every step. Prints one JSON line per (impl, dtype, tensors) and a least-squares line
 (intercept and per-tensor slope) per (impl, dtype).
 
-  python3 validation/measure/measure_optim_host.py --out validation/measure/optim_host_h200.jsonl
+  python3 validation/harness/measure_optim_host.py --out validation/results/optim_host_h200.jsonl
 """
 import argparse
 import json

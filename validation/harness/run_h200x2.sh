@@ -3,20 +3,20 @@
 # collectives into lua/hw/calibrated/h200_x2_links.lua, then the multi-GPU plan under torchrun,
 # then (if time is left) a single-GPU plan on GPU 0. Results are staged under $STAGE with the
 # repository's layout and packed into $OUT/results.tar.gz.
-#   usage: bash validation/measure/run_h200x2.sh [MULTI_PLAN] [SINGLE_PLAN]
+#   usage: bash validation/harness/run_h200x2.sh [MULTI_PLAN] [SINGLE_PLAN]
 # TRACES_ONLY=1: no calibration build, links or recheck, no single plan; only the multi plan
-# (default validation/measure/plan_multi_x2_traces.jsonl) with per-rank allocator traces into
+# (default validation/harness/plans/plan_multi_x2_traces.jsonl) with per-rank allocator traces into
 # $STAGE/validation/traces and records into $STAGE/validation/multi_h200x2_traces.jsonl.
-#   usage: TRACES_ONLY=1 bash validation/measure/run_h200x2.sh [MULTI_PLAN]
+#   usage: TRACES_ONLY=1 bash validation/harness/run_h200x2.sh [MULTI_PLAN]
 set -u
 T0=$(date +%s)
 BUDGET_S=${BUDGET_S:-550}
 TRACES_ONLY=${TRACES_ONLY:-0}
 if [ "$TRACES_ONLY" = 1 ]; then
-  MPLAN=${1:-validation/measure/plan_multi_x2_traces.jsonl}
+  MPLAN=${1:-validation/harness/plans/plan_multi_x2_traces.jsonl}
   SPLAN=
 else
-  MPLAN=${1:-validation/measure/plan_multi_x2.jsonl}
+  MPLAN=${1:-validation/harness/plans/plan_multi_x2.jsonl}
   SPLAN=${2:-}
 fi
 OUT=${OUT:-/tmp/vrsim-out}
@@ -56,24 +56,24 @@ cp lua/hw/calibrated/h200_x2_links.lua "$STAGE/lua/hw/calibrated/" 2>/dev/null
 cp "$OUT/calibrate_links.txt" "$STAGE/" 2>/dev/null
 
 echo "== [$(elapsed) s] recheck of GPU 0: single-call GEMMs, copies, host copies"
-RECMD="$CAL --gpu h200 --only gemm_single,copy,host -o validation/measure/recheck_h200x2_gpu0.lua"
+RECMD="$CAL --gpu h200 --only gemm_single,copy,host -o validation/results/recheck_h200x2_gpu0.lua"
 echo "command: CUDA_VISIBLE_DEVICES=0 $RECMD"
-mkdir -p "$STAGE/validation/measure"
+mkdir -p "$STAGE/validation/harness"
 CUDA_VISIBLE_DEVICES=0 timeout 100 $RECMD > "$OUT/recheck.txt" 2>&1; echo "recheck rc=$?"
 grep -E "^single|^copy|pinned|pageable" "$OUT/recheck.txt" | head -80
-cp validation/measure/recheck_h200x2_gpu0.lua "$STAGE/validation/measure/" 2>/dev/null
+cp validation/results/recheck_h200x2_gpu0.lua "$STAGE/validation/harness/" 2>/dev/null
 cp "$OUT/recheck.txt" "$STAGE/" 2>/dev/null
 fi  # TRACES_ONLY
 
 echo "== [$(elapsed) s] multi plan $MPLAN"
 LEFT=$(( BUDGET_S - $(elapsed) ))
-python3 validation/measure/measure_multi.py --plan "$MPLAN" --out "$MOUT" \
+python3 validation/harness/measure_multi.py --plan "$MPLAN" --out "$MOUT" \
   --nproc 2 --deadline-s $LEFT ${MTRACE[@]+"${MTRACE[@]}"} 2>&1; echo "multi rc=$?"
 
 if [ -n "$SPLAN" ]; then
   echo "== [$(elapsed) s] single plan $SPLAN on GPU 0"
   LEFT=$(( BUDGET_S - $(elapsed) ))
-  CUDA_VISIBLE_DEVICES=0 python3 validation/measure/measure_llama.py --plan "$SPLAN" \
+  CUDA_VISIBLE_DEVICES=0 python3 validation/harness/measure_llama.py --plan "$SPLAN" \
     --out "$STAGE/validation/llama_h200_dev.jsonl" --trace-dir "$STAGE/validation/traces" --deadline-s $LEFT 2>&1
 fi
 echo "== [$(elapsed) s] packing"

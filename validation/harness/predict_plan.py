@@ -6,7 +6,7 @@ Each configuration becomes the scenario `vrsim validate` builds from a record (a
 configuration: the plan's fields plus predicted peak allocated and reserved (MiB) and step time
 (ms), and the git commit of the simulator that made them.
 
-  predict_plan.py --plan validation/measure/plan_heldout.jsonl [--vrsim ./vrsim] > PREDICTIONS.jsonl
+  predict_plan.py --plan validation/harness/plans/plan_heldout.jsonl [--vrsim ./vrsim] > PREDICTIONS.jsonl
 """
 import argparse
 import json

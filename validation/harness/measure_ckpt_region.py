@@ -6,7 +6,7 @@ difference of b between modes is what one checkpointed region costs on the host 
 (the RNG state, the saved-tensor hooks, the recomputation's set-up), the difference of c what each
 op costs more inside one.
 
-  python3 validation/measure/measure_ckpt_region.py --out validation/measure/ckpt_region_h200.json
+  python3 validation/harness/measure_ckpt_region.py --out validation/results/ckpt_region_h200.json
 """
 import argparse
 import json

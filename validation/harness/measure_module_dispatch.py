@@ -4,7 +4,7 @@ launch-bound training step (an SDXL UNet launches 7-11 thousand kernels) pays on
 kernel it runs, forward and backward. Writes host_kernel_us into lua/hw/calibrated/<gpu>_torch.lua
 (appending to the table measure_dispatch.py wrote).
 
-  python3 validation/measure/measure_module_dispatch.py
+  python3 validation/harness/measure_module_dispatch.py
 """
 import time
 import torch

@@ -2,7 +2,7 @@
 (dispatcher, autograd bookkeeping, caching allocator, kernel launch), measured on tiny tensors so
 the GPU is never the bottleneck. Writes a Lua table for lua/hw/calibrated/<gpu>_torch.lua.
 
-  python3 validation/measure/measure_dispatch.py --gpu h200 -o lua/hw/calibrated/h200_torch.lua
+  python3 validation/harness/measure_dispatch.py --gpu h200 -o lua/hw/calibrated/h200_torch.lua
 """
 import argparse, datetime, time
 import torch
@@ -57,7 +57,7 @@ def main():
     with open(a.o, "w") as f:
         f.write("-- PyTorch host dispatch cost per op on %s, measured %s with torch %s\n" % (
             torch.cuda.get_device_name(0), datetime.date.today().isoformat(), torch.__version__))
-        f.write("-- command: python3 validation/measure/measure_dispatch.py --gpu %s -o %s\n" % (a.gpu, a.o))
+        f.write("-- command: python3 validation/harness/measure_dispatch.py --gpu %s -o %s\n" % (a.gpu, a.o))
         f.write("-- tiny tensors (64x64) so the GPU never limits: best of 5 runs of thousands of ops\n")
         f.write("return {\n")
         for k, v in res.items():

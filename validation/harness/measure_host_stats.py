@@ -10,7 +10,7 @@ never limits):
      parameters: the extra host time per extra kernel is what each cast autocast inserts (and its
      ToCopyBackward0) costs on the host.
 
-  python3 validation/measure/measure_host_stats.py --out validation/measure/host_stats_h200.json
+  python3 validation/harness/measure_host_stats.py --out validation/results/host_stats_h200.json
 """
 import argparse
 import gc

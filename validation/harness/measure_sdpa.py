@@ -9,7 +9,7 @@ picks by default is read from the CUDA kernel names under torch.profiler; then e
 plus backward, median of timed runs after warm-up, with the extra memory each needs (peak
 allocated minus what the inputs hold).
 
-  measure_sdpa.py --out validation/sdpa_h200_dev.json --lua lua/hw/calibrated/h200_sdpa.lua
+  measure_sdpa.py --out validation/results/sdpa_h200_dev.json --lua lua/hw/calibrated/h200_sdpa.lua
 """
 import argparse
 import json
@@ -167,7 +167,7 @@ def main():
         L = ["-- PyTorch scaled_dot_product_attention on this GPU, by backend (bf16, HF LLaMA layout).",
              f"-- GPU {res['gpu']}, torch {res['torch']}, CUDA {res['cuda']}, cuDNN {res['cudnn']}, "
              f"date {res['measured']}.",
-             "-- Made by validation/measure/measure_sdpa.py (see validation/measure/README.md).",
+             "-- Made by validation/harness/measure_sdpa.py (see validation/PROVENANCE.md).",
              "-- fwd_ms / fwdbwd_ms: CUDA-event medians; tflops count 4*b*h*sq*sk*d (halved when causal),",
              "-- times 3.5 for forward plus backward; *_extra_mib: peak allocated above the inputs.",
              "return {", f'  gpu = "h200", name = "{res["gpu"]}", measured = "{res["measured"]}",',
