@@ -484,7 +484,7 @@ local function causal_lm_loss(cx, logits, b, s)
   local labels = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
   local shifted = nn.op(cx, { name = "labels.shift", inputs = { labels }, outs = { { "shift_labels", { b, s }, "int64" } } })
   -- What the kernels move (torch.profiler's kernel table of a real step,
-  -- validation/measure/profile_tables_h200.jsonl): log_softmax's backward
+  -- validation/results/profile_tables_h200.jsonl): log_softmax's backward
   -- (cunn_SoftMaxBackward) reads the output gradient and the saved output and writes the input
   -- gradient, three passes; nll_loss reads one log-probability and one label per row (19 us
   -- for 8192 rows), and its backward fills a zero gradient the size of the logits, then

@@ -823,7 +823,7 @@ static int read_points(lua_State *L, int prof, const char *key, PointKind kind, 
     return n;
 }
 
-/* Fused attention's FLOP rates from profile.sdpa (validation/measure/measure_sdpa.py: PyTorch's
+/* Fused attention's FLOP rates from profile.sdpa (validation/harness/measure_sdpa.py: PyTorch's
  * scaled_dot_product_attention timed per backend and shape): for each backend a forward curve,
  * kind "attention_<backend>", and a backward one, "attention_<backend>_bwd", with FLOPs counted as
  * the models count them (4 b h sq sk d, halved when causal; backward 2.5 times that). */
@@ -899,7 +899,7 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
         luaL_error(L, "the calibrated profile of %s has a bad point", p->dev.key);
     cost_set_kernel_ns(p->cost, field_num(L, prof, "launch_device_us", 0) * 1e3);
     cost_set_kernel_gap_ns(p->cost, field_num(L, prof, "kernel_gap_us", 0) * 1e3);
-    /* PyTorch's kernels by memory-access class (validation/measure/measure_torch_ops.py) */
+    /* PyTorch's kernels by memory-access class (validation/harness/measure_torch_ops.py) */
     lua_getfield(L, prof, "torch_ops");
     if (lua_istable(L, -1)) {
         int t = lua_gettop(L);

@@ -10,8 +10,8 @@
 return function(nn)
   -- Kernel launches per op, where PyTorch's op launches more than one: the counts
   -- torch.profiler saw on the H200 for the SDXL UNet in bf16 at 64 and 512 px, per call
-  -- (validation/measure/profile_sdxl_h200.jsonl, top_ops of sdxl-r512-b1-bf16 and
-  -- sdxl-r64-b1-bf16; bash validation/measure/run_sdxl_profile.sh). Each launch beyond an op's
+  -- (validation/results/profile_sdxl_h200.jsonl, top_ops of sdxl-r512-b1-bf16 and
+  -- sdxl-r64-b1-bf16; bash validation/harness/run_sdxl_profile.sh). Each launch beyond an op's
   -- first costs the host a bare launch (the profile's launch_us), which is what makes that UNet's
   -- step launch-bound. A model whose step time was calibrated with them sets
   -- cx.measured_launches (SDXL); the decoder families' host cost was calibrated per op
