@@ -3,14 +3,13 @@
 --
 -- Answer (vrsim, 2026-12-01: ./vrsim scenarios/llama32_1b_full_a10g.lua [--set ...]):
 --   micro-batch 2 without checkpointing (./vrsim maxbatch scenarios/llama32_1b_full_a10g.lua:
---   "micro_batch = 2 fits (peak reserved 19.87 GiB of 21.38 GiB, step 1110.6 ms, 3688
---   tokens/s); 3 does not"), 4 with it (--set checkpointing=true: 21.03 GiB, 3332 tokens/s).
---     as this file (N=1)   FITS: peak reserved 14.66 GiB of 21.38 GiB usable (68.6 %)
+--   "micro_batch = 2 fits (peak reserved 19.86 GiB of 21.38 GiB, step 1110.6 ms, 3688
+--   tokens/s); 3 does not"), 3 with it (--set checkpointing=true: 19.22 GiB, 3240 tokens/s).
 --   The loss dominates: at 2048 tokens the fp32 logits are 1 GiB per sequence.
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama32_1b_full_a10g.lua
---   FITS: peak reserved 14.66 GiB of 21.38 GiB usable (68.6 %), 6.72 GiB headroom
+--   FITS: peak reserved 14.50 GiB of 21.38 GiB usable (67.8 %), 6.88 GiB headroom
 return {
   title = "Llama-3.2-1B full bf16 fine-tune on one A10G (24 GB) at 2048 tokens",
   hardware = { gpu = "a10g" },

@@ -539,7 +539,11 @@ function L.CausalLM(cfg, classes)
                                            { opname = "lm_head", in_features = cfg.hidden,
                                              out_features = cfg.vocab, dm_key = "lm_head" }))
   if cfg.tie then
+    -- __init__ still makes lm_head's own weight; post_init's tie_weights then points it at
+    -- embed_tokens.weight and the constructed one is freed (fulltrace_gen-stk-llama32-1b-lora-
+    -- all-r16-b4-ckpt: a 1002 MiB segment from lm_head's nn.Linear.__init__ at build)
     head.tied = { weight = { module = embed, key = "weight" } }
+    head.untied_at_init = { weight = { cfg.vocab, cfg.hidden } }
   else
     head:declare("weight", { cfg.vocab, cfg.hidden })
   end

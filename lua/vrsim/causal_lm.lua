@@ -42,6 +42,20 @@ local function materialize(cx, root, build_dtype, trainable, quant_dtype)
     return nn.param(cx, full, d.shape, d.dtype or build_dtype, tr)
   end)
   cx.layer, cx.module = -1, nil
+  -- a constructor's tensors that post_init replaces (a tied head's own weight): made as the
+  -- module is built, freed once the model is (not under device_map: Accelerate builds on the
+  -- meta device)
+  if cx.dm then return end
+  mod.walk(root, function(m)
+    for key, shape in pairs(m.untied_at_init or {}) do
+      local name = m.path .. "." .. key .. " (constructed, then tied)"
+      local id = cx.G:tensor { name = name, bytes = nn.bytes(shape, build_dtype), numel = nn.numel(shape),
+                               dtype = build_dtype, cat = "param" }
+      cx.G:op { name = name, kind = "none", phase = "build", inputs = {}, outputs = { id }, frees = {} }
+      cx.G:op { name = "tie_weights: " .. m.path .. "." .. key .. " is the embedding's", kind = "none",
+                phase = "build", inputs = {}, outputs = {}, frees = { id } }
+    end
+  end)
 end
 
 -- Module.to(dtype) after a build in fp32: every parameter converted (a new tensor, the old
