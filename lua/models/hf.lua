@@ -21,8 +21,8 @@ local function families()
   return by_arch, by_type
 end
 
--- The config object from `src`: a table (as is) or a path (read as JSON; `typed`: the user
--- typed the path on the command line).
+-- The config object from `src`: a table (as is) or a path (read as JSON through the sandbox's
+-- reader, which also opens a path the user typed on the command line).
 function H.read(src)
   if type(src) == "table" then return src, "config" end
   if type(src) ~= "string" then error("model.config must be a config.json path or a table", 0) end

@@ -13,10 +13,10 @@ local mod = require "vrsim.module"
 
 local M = {}
 
--- The parameters of module m's subtree in the order its forward first uses them
--- (m.forward_order names the children in call order; default: construction order).
-local function params_in_use_order(m, acc, seen)
-  local order = m.forward_order or m.order
+-- The parameters of module m's subtree in construction order, as module.parameters() lists them
+-- (the order of FSDP2's parameter group and of ZeRO-3's fetch).
+local function params_of(m, acc, seen)
+  local order = m.order
   for _, d in ipairs(m.decls) do
     local p = m.p[d.key]
     if p and not seen[p] then seen[p] = true; acc[#acc + 1] = p end
@@ -24,7 +24,7 @@ local function params_in_use_order(m, acc, seen)
   for _, e in ipairs(m.extra_params or {}) do
     if not seen[e.param] then seen[e.param] = true; acc[#acc + 1] = e.param end
   end
-  for _, k in ipairs(order) do params_in_use_order(m.children[k], acc, seen) end
+  for _, k in ipairs(order) do params_of(m.children[k], acc, seen) end
   return acc
 end
 
@@ -51,7 +51,7 @@ function M.hooks(cx, root, kind)
   local out = {}
   local in_unit = {}
   for _, u in ipairs(units) do
-    local ps = params_in_use_order(u, {}, {})
+    local ps = params_of(u, {}, {})
     for _, p in ipairs(ps) do in_unit[p] = true end
     local id = u.layer
     out[#out + 1] = { module = u, hook = {
