@@ -59,8 +59,8 @@ return {
     gpu = "a10g", gpus = 8, nodes = 1, cpu_cores = 96,
     host_ram_bytes = 768 * GiB, pinned_limit_bytes = 614 * GiB,
     intra = "pcie.gen4_x16", pcie = "pcie.gen4_x16", inter = false, nics = 1,
-    source = "AWS EC2 G5 instance page (g5.48xlarge: 8x A10G, 192 vCPU, 768 GiB, no NVLink) -- recalled, not re-read in "
-      .. "this session. Pinned limit: 80 % assumption",
+    source = "AWS EC2 G5 instance page (g5.48xlarge: 8x A10G, 192 vCPU, 768 GiB, no NVLink) -- recalled, not re-read "
+      .. "against the page (2026-11-30). Pinned limit: 80 % assumption",
   },
   workstation = {
     gpu = "rtx4090", gpus = 1, max_gpus = 4, nodes = 1, cpu_cores = 16,
@@ -106,7 +106,7 @@ return {
     speedup_over_torch_cpu_adam = 6,  -- "5X-7X"
     source = "Ren et al., 'ZeRO-Offload: Democratizing Billion-Scale Model Training', USENIX ATC 2021, arXiv:2101.06840, "
       .. "Adam-latency table (CPU-Adam vs PyTorch CPU Adam on the DGX-2 host): about 0.22 s per 1 B parameters and "
-      .. "2.6 s per 10 B, i.e. ~4e9 params/s -- recalled, the table could not be re-read in this session; verify. "
+      .. "2.6 s per 10 B, i.e. ~4e9 params/s -- recalled, the table not re-read (2026-11-30); verify. "
       .. "Consistent with ~30 B/param at ~120 GB/s of the host's 2x6-channel DDR4-2666. DeepSpeed ZeRO-Offload tutorial "
       .. "(https://www.deepspeed.ai/tutorials/zero-offload/): 'DeepSpeedCPUAdam is 5X-7X faster than the standard PyTorch "
       .. "implementation'. Each rank updates its own 1/N partition on the cores bound to it",

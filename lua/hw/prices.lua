@@ -56,7 +56,7 @@ return {
   v100_32g = { usd_per_gpu_hour = 3.90, provider = "AWS",
     date = "list price recalled for AWS p3dn.24xlarge (us-east-1), not dated or re-checked", confidence = "recalled",
     source = "AWS p3dn.24xlarge (8x V100-SXM2-32GB) $31.212/h / 8; https://aws.amazon.com/ec2/instance-types/p3/ -- "
-      .. "no page supporting this figure was found in this session: verify before use" },
+      .. "no page supporting this figure was found (2026-11-30): verify before use" },
   rtx_a6000 = { usd_per_gpu_hour = 1.224, provider = "RunPod",
     date = "RunPod serverless flex rate, page read 2026 (page undated)", confidence = "provider",
     source = "RunPod Serverless pricing, A6000/A40 flex $0.00034 per second (= $1.224/h), https://docs.runpod.io/serverless/pricing; "
