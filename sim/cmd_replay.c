@@ -128,13 +128,6 @@ static const char *mib(uint64_t b, char *buf, size_t len)
     return buf;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void print_text(const char *path, const Trace *t, const AllocConfig *cfg, const char *conf,
                        const ReplayResult *r, bool list_segments)
 {
@@ -434,14 +427,14 @@ int cmd_replay(int argc, char **argv)
     char confs[512];
     alloc_config_format(&cfg, confs, sizeof confs);
 
-    double t0 = now_s();
+    double t0 = vr_now_s();
     Trace *t;
     st = trace_load(path, &t, err, sizeof err);
     if (st != VR_OK) {
         fprintf(stderr, "vrsim replay: %s\n", err);
         return st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
     }
-    double t1 = now_s();
+    double t1 = vr_now_s();
     t->live_before = live_before;
     t->no_hints = no_hints;
     t->want_map = map;
@@ -464,7 +457,7 @@ int cmd_replay(int argc, char **argv)
         if (st != VR_OK)
             break;
     }
-    double t2 = now_s();
+    double t2 = vr_now_s();
     if (st != VR_OK) {
         fprintf(stderr, "vrsim replay: %s\n", err);
         trace_free(t);

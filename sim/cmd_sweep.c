@@ -333,18 +333,6 @@ static bool parse_result(const char *line, long *k, PointResult *r) {
     return true;
 }
 
-static bool write_all(int fd, const void *p, size_t n) {
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        c += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
 /* The worker's loop: point numbers in, result lines out, until the task pipe closes. */
 static void worker_main(const Sweep *s, int task_fd, int res_fd) {
     for (;;) {
@@ -356,7 +344,7 @@ static void worker_main(const Sweep *s, int task_fd, int res_fd) {
         run_point(s, k, &pr);
         char line[ERR_MAX + 256];
         int n = format_result(line, sizeof line, k, &pr);
-        if (n < 0 || !write_all(res_fd, line, strlen(line))) break;
+        if (n < 0 || !vr_write_all(res_fd, line, strlen(line))) break;
     }
     _exit(0);
 }
@@ -404,7 +392,7 @@ static void feed(Sweep *s, int wi, long *next) {
     if (*next < s->n_todo) {
         long k = s->todo[(*next)++];
         w->busy = k;
-        if (!write_all(w->task_fd, &k, sizeof k)) {
+        if (!vr_write_all(w->task_fd, &k, sizeof k)) {
             /* the worker is gone: its end-of-file will report the point */
         }
     } else if (w->task_fd >= 0) {
@@ -425,14 +413,8 @@ static long todo_index(const Sweep *s, long k) {
     return -1;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void progress(long done, long total, double t0, bool final) {
-    double el = now_s() - t0;
+    double el = vr_now_s() - t0;
     if (final) { fprintf(stderr, "\r\033[K"); return; }
     int width = 30, fill = total ? (int)((double)width * (double)done / (double)total) : width;
     char bar[64];
@@ -454,7 +436,7 @@ static int run_all(Sweep *s, int n_jobs, bool show_progress) {
     signal(SIGPIPE, SIG_IGN);
     long next = 0, done = 0;
     for (long i = 0; i < s->n_todo; i++) done += s->res[i].done;
-    double t0 = now_s(), last_draw = 0;
+    double t0 = vr_now_s(), last_draw = 0;
     for (int i = 0; i < s->n_w; i++) {
         if (spawn(s, i)) {
             if (i == 0) return -1;
@@ -533,9 +515,9 @@ static int run_all(Sweep *s, int n_jobs, bool show_progress) {
                 if (next < s->n_todo && spawn(s, wi) == 0) feed(s, wi, &next);
             }
         }
-        if (show_progress && now_s() - last_draw > 0.1) {
+        if (show_progress && vr_now_s() - last_draw > 0.1) {
             progress(done, s->n_todo, t0, false);
-            last_draw = now_s();
+            last_draw = vr_now_s();
         }
     }
     if (show_progress) progress(done, s->n_todo, t0, true);
@@ -932,14 +914,14 @@ int cmd_sweep(int argc, char **argv) {
     }
     if (n_resumed > 0 && !json)
         fprintf(stderr, "vrsim sweep: resuming: %ld of %ld points already done\n", n_resumed, s.n_todo);
-    double t0 = now_s();
+    double t0 = vr_now_s();
     bool bar = isatty(STDERR_FILENO) && s.n_todo - n_resumed > 1;
     if (s.n_todo > n_resumed && run_all(&s, (int)jobs, bar)) {
         fprintf(stderr, "vrsim sweep: cannot start worker processes: %s\n", strerror(errno));
         rc = VR_EXIT_INTERNAL;
         goto out;
     }
-    double el = now_s() - t0;
+    double el = vr_now_s() - t0;
     long n_ok = 0, n_oom = 0, n_err = 0;
     for (long i = 0; i < s.n_todo; i++) {
         if (s.res[i].error) n_err++;

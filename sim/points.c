@@ -88,24 +88,6 @@ static void simulate_point(ScenarioState *state, const char *dir, bool unsafe,
     plan_free(plan);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static bool write_all(int fd, const void *p, size_t n) {
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        c += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
 void points_run(PointRunner *r, const char *chunkname, const char *src, const char *const *sets,
                 int n_sets, bool simulate, PointOut *out) {
     memset(out, 0, sizeof *out);
@@ -126,16 +108,16 @@ void points_run(PointRunner *r, const char *chunkname, const char *src, const ch
         PointOut o;
         memset(&o, 0, sizeof o);
         simulate_point(r->state, r->dir, r->unsafe, chunkname, src, sets, n_sets, simulate, &o);
-        _exit(write_all(fd[1], &o, sizeof o) ? 0 : 1);
+        _exit(vr_write_all(fd[1], &o, sizeof o) ? 0 : 1);
     }
     close(fd[1]);
     size_t got = 0;
-    double deadline = r->timeout_s > 0 ? now_s() + r->timeout_s : 0;
+    double deadline = r->timeout_s > 0 ? vr_now_s() + r->timeout_s : 0;
     bool timed_out = false;
     while (got < sizeof *out) {
         int wait_ms = -1;
         if (deadline > 0) {
-            double left = deadline - now_s();
+            double left = deadline - vr_now_s();
             if (left <= 0) { timed_out = true; break; }
             wait_ms = left > 1e6 ? 1000000000 : (int)(left * 1000) + 1;
         }

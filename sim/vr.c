@@ -1,6 +1,10 @@
 /* vr.c: small shared helpers for every vrsim module (vr.h). */
 #include "vr.h"
 
+#include <errno.h>
+#include <time.h>
+#include <unistd.h>
+
 /* A short English name for a status, for messages. Never NULL. */
 const char *vr_status_str(VrStatus s)
 {
@@ -19,4 +23,24 @@ const char *vr_status_str(VrStatus s)
         return "not supported by the simulator yet";
     }
     return "unknown status";
+}
+
+bool vr_write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        c += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+double vr_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }

@@ -6,6 +6,7 @@
 #ifndef VR_H
 #define VR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,5 +32,11 @@ enum {
 #define VR_GIB ((uint64_t)1024 * 1024 * 1024)
 
 const char *vr_status_str(VrStatus s);
+
+/* Writes all n bytes of p to fd, retrying short writes and EINTR. False on any other failure. */
+bool vr_write_all(int fd, const void *p, size_t n);
+
+/* Seconds on the monotonic clock (for timeouts and rates; no meaning as a date). */
+double vr_now_s(void);
 
 #endif
