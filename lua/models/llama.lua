@@ -21,12 +21,7 @@ local mod = require "vrsim.module"
 
 local L = {}
 
--- Type promotion of two floating dtypes (PyTorch's rules for same-category tensors).
-local function promote(a, b)
-  if a == b then return a end
-  return "fp32" -- fp32 with anything, or bf16 with fp16
-end
-L.promote = promote
+local promote = nn.promote
 
 local W = mod.weight
 
@@ -576,7 +571,8 @@ function L.config(hf, where, defaults)
     unknown_keys = unknown,
   }
   -- num_key_value_heads None means multi-head attention; head_dim None means hidden // heads
-  c.kv_heads = hf.num_key_value_heads ~= nil and H.int(hf, "num_key_value_heads", nil, where) or c.heads
+  c.kv_heads = hf.num_key_value_heads ~= nil and H.int(hf, "num_key_value_heads", nil, where)
+               or d("num_key_value_heads", c.heads)
   c.head_dim = hf.head_dim ~= nil and H.int(hf, "head_dim", nil, where) or c.hidden // c.heads
   if c.heads % c.kv_heads ~= 0 then
     error(("%s: num_attention_heads (%d) must be a multiple of num_key_value_heads (%d)")

@@ -16,10 +16,8 @@ function F.config(hf, where)
   local H = require "models.hf"
   local c = llama.config(hf, where, {
     hidden_size = 4096, intermediate_size = 14336, num_hidden_layers = 32, num_attention_heads = 32,
-    vocab_size = 32000, tie_word_embeddings = false,
+    num_key_value_heads = 8, vocab_size = 32000, tie_word_embeddings = false,
   })
-  if hf.num_key_value_heads == nil then c.kv_heads = 8 end
-  if c.heads % c.kv_heads ~= 0 then error(where .. ": num_attention_heads must be a multiple of num_key_value_heads", 0) end
   -- A JSON null reads as an absent key, so `"sliding_window": null` (full attention, as in
   -- Mistral-7B-v0.2/0.3) cannot be told from a key left out (MistralConfig's default, 4096): the
   -- default is taken and the run warns when it matters (a sequence longer than the window)

@@ -120,13 +120,7 @@ local function materialize(cx, root, dtype, trainable)
   cx.layer = -1
 end
 
--- Registers the { module, hook } pairs of a pass (field: which of its hooks).
-local function register(list, field)
-  for _, e in ipairs(list) do
-    local h = field and e[field] or e.hook
-    if h then mod.hook(e.module, h) end
-  end
-end
+local register = mod.register
 
 function M.build(cx, cfg)
   local t = cfg.training

@@ -100,12 +100,7 @@ local TOP_KEYS = {
 }
 D.ZERO_KEYS, D.TOP_KEYS = ZERO_KEYS, TOP_KEYS
 
-local function keys(t)
-  local r = {}
-  for k in pairs(t) do r[#r + 1] = k end
-  table.sort(r)
-  return r
-end
+local function keys(t) return require("vrsim.plan").keys(t) end
 
 local function num(v) return math.type(v) ~= nil and v == v and v ~= math.huge and v ~= -math.huge end
 

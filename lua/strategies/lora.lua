@@ -13,11 +13,7 @@ local mod = require "vrsim.module"
 
 local M = {}
 
--- Type promotion of two floating dtypes.
-local function promote(a, b)
-  if a == b then return a end
-  return "fp32"
-end
+local promote = nn.promote
 
 -- LoraLayer.forward around the module's base forward (arguments after x, such as a block's
 -- view of its input, go to the base layer as they came).

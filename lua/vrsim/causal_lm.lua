@@ -91,15 +91,7 @@ local function mark_layers(root)
   walk(root, nil, nil)
 end
 
--- Registers pass hooks in the order the runtime would nest them: checkpoint regions outermost,
--- then device placement, then sharding, then the checkpointed function's arguments (which are
--- only known once the module's inputs have arrived on this device).
-local function register(list, field)
-  for _, e in ipairs(list) do
-    local h = field and e[field] or e.hook
-    if h then mod.hook(e.module, h) end
-  end
-end
+local register = mod.register
 
 -- Builds the forward graph; returns the loss tensor (or the logits for inference), the tree,
 -- the normalized config and the function that runs one more forward (gradient accumulation).
@@ -158,7 +150,9 @@ function M.build(cx, cfg)
             frees = {} }
   cx.phase = "fwd"
 
-  -- the passes' hooks, outermost first
+  -- the passes' hooks, in the order the runtime nests them: checkpoint regions outermost, then
+  -- device placement, then sharding, then the checkpointed function's arguments (known only once
+  -- the module's inputs have arrived on this device)
   local ck = t.checkpointing and not t.inference and
              require("strategies.checkpoint").hooks(root, root.checkpoint_layer, t.checkpoint_every,
                                                      t.checkpoint_scope, "self_attn") or {}

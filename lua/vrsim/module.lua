@@ -97,6 +97,15 @@ function M.hook(m, h)
   m.hooks[#m.hooks + 1] = h
 end
 
+-- Registers a pass's { module = m, hook = h } pairs (or each pair's `field` hook, for a pass
+-- that hooks twice: before and after the others).
+function M.register(list, field)
+  for _, e in ipairs(list) do
+    local h = field and e[field] or e.hook
+    if h then M.hook(e.module, h) end
+  end
+end
+
 -- Runs module m's forward with its hooks. Sets cx.layer to the module's layer index while it
 -- runs (reports group ops by decoder layer).
 function M.call(cx, m, ...)
@@ -152,15 +161,6 @@ function M.declared_bytes(root, dtype)
   local n = 0
   M.walk(root, function(m)
     for _, d in ipairs(m.decls) do n = n + nn.bytes(d.shape, d.dtype or dtype) end
-  end)
-  return n
-end
-
--- Parameters the subtree declares (numel), for the model's parameter count.
-function M.declared_numel(root)
-  local n = 0
-  M.walk(root, function(m)
-    for _, d in ipairs(m.decls) do n = n + nn.numel(d.shape) end
   end)
   return n
 end

@@ -111,12 +111,14 @@ local function closest(word, names)
 end
 P.closest = closest
 
+-- The keys of t, sorted (for messages that list the valid names).
 local function keys(t)
   local r = {}
   for k in pairs(t) do r[#r + 1] = k end
   table.sort(r)
   return r
 end
+P.keys = keys
 
 -- The line of the scenario where `field =` first appears (after `section` when given).
 local function line_of(src, field, section)
