@@ -114,6 +114,12 @@ typedef struct Op {
     bool bwd_workspace_first; /* forward op: its derived backward has workspace_first */
     double host_extra_ns;  /* host CPU time the op costs beyond its dispatch and launches: the
                               per-parameter Python and C++ work of an optimizer step */
+    bool has_dispatch;     /* the op's host dispatch was measured for its op class (a module
+                              call, a cast, ...: lua/hw/calibrated/<gpu>_torch.lua host_class_us):
+                              dispatch_ns replaces the profile's one figure per op, and its
+                              launches are inside it */
+    double dispatch_ns;    /* has_dispatch: host time to issue the op (its launches included) */
+    double bwd_dispatch_ns;/* has_dispatch, forward op: the same of its derived backward node */
     int gemms;             /* GEMM kernels the op runs (a derived backward GEMM op: one per input
                               that needs a gradient); 0 = 1 */
     DType compute_dtype;   /* dtype the math runs in (cost model) */

@@ -606,6 +606,46 @@ static void test_streams_overlap(void **state) {
     graph_free(g);
 }
 
+/* Host time by op class: an op with a measured dispatch (has_dispatch) costs the host its
+ * dispatch_ns, whatever its kind (an AddBackward0 launches nothing and still costs the engine
+ * its node), instead of the profile's one figure per op; inside a checkpointed region it also
+ * pays what checkpointing adds to every op there (host_ckpt_op_ns - host_op_ns). No device
+ * time, so the step is the host's sum:
+ *   A  elementwise, no class      10000 (host_op_ns)
+ *   B  kind none, class 3000       3000
+ *   C  elementwise, class 5000     5000, in region 1: + (25000 - 10000) when host_ckpt_op_ns is set
+ *   D  kind none, no class            0 */
+static void test_host_dispatch_by_class(void **state) {
+    (void)state;
+    Graph *g;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int p = tensor(g, "p", 1024, CAT_PARAM, false, true);
+    int a = tensor(g, "a", 1024, CAT_ACTIVATION, false, false);
+    int b = tensor(g, "b", 1024, CAT_ACTIVATION, false, false);
+    op(g, (OpArgs){.name = "A", .phase = PH_FWD, .in = {p}, .nin = 1, .out = {a}, .nout = 1});
+    int ob = op(g, (OpArgs){.name = "B", .phase = PH_FWD, .in = {a}, .nin = 1, .kind = "none"});
+    int oc = op(g, (OpArgs){.name = "C", .phase = PH_FWD, .in = {a}, .nin = 1, .out = {b},
+                            .nout = 1, .frees = {a}, .nfrees = 1});
+    op(g, (OpArgs){.name = "D", .phase = PH_FWD, .in = {b}, .nin = 1, .frees = {b}, .nfrees = 1,
+                   .kind = "none"});
+    graph_op(g, ob)->has_dispatch = true;
+    graph_op(g, ob)->dispatch_ns = 3000;
+    graph_op(g, oc)->has_dispatch = true;
+    graph_op(g, oc)->dispatch_ns = 5000;
+    graph_op(g, oc)->region = 1;
+    AllocConfig ac = ideal(0);
+    for (int ck = 0; ck < 2; ck++) {
+        EngineConfig ec = {.steps = 1, .stop_at_step = -1, .host_op_ns = 10000,
+                           .host_ckpt_op_ns = ck ? 25000 : 0};
+        SimResult *r = NULL;
+        char err[256] = "";
+        assert_int_equal(engine_run(g, &ec, &ac, &r, err, sizeof err), VR_OK);
+        assert_true(r->steps[0].time_ns == (ck ? 33000.0 : 18000.0));
+        engine_result_free(r);
+    }
+    graph_free(g);
+}
+
 /* cuBLAS workspaces (ALLOCATOR.md 10.1): created lazily through the caching allocator and never
  * freed: the first at the first forward GEMM, the second at the first backward op that
  * allocates (autograd's thread has its own handle). With W = 8519680 bytes (cc < 9) and the
@@ -789,6 +829,7 @@ int main(void) {
         cmocka_unit_test(test_recompute_early_stop),
         cmocka_unit_test(test_host_oom_is_enomem),
         cmocka_unit_test(test_streams_overlap),
+        cmocka_unit_test(test_host_dispatch_by_class),
         cmocka_unit_test(test_cublas_workspaces),
         cmocka_unit_test(test_steps_must_be_positive),
         cmocka_unit_test(test_view_keeps_base_alive),

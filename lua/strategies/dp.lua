@@ -233,6 +233,18 @@ end
 -- Engine hold slots (Op.slot) of FSDP2: a collective's buffer kept until the next of its kind.
 local SLOT_REDUCE_SCATTER, SLOT_ALL_GATHER = 1, 2
 
+-- FSDP2's own host time per fully_shard module and step, forward (pre/post-forward hooks: the
+-- all-gather's issue, copy-out and views, resharding) and backward (pre-backward unshard,
+-- post-backward reduce-scatter and its copy-in), measured on the profile's host
+-- (h200_torch.lua fsdp2_hook_us); a module kept through backward (the root, or
+-- reshard_after_forward=False) takes the "keep" figures. nil without a measurement.
+local function fsdp2_hook_us(cx, s, layer, side)
+  local h = cx.fsdp2_hook_us
+  if not h then return nil end
+  local keep = not s.opts.raf or layer == -1
+  return h[keep and "keep" or "reshard"][side]
+end
+
 local function gather_module(cx, s, list, layer, phase, hook, names_suffix, remaps)
   local flat_bytes = 0
   for _, it in ipairs(list) do flat_bytes = flat_bytes + it.bytes * s.n end
@@ -264,7 +276,8 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
   for i, it in ipairs(list) do outs[i] = it.full end
   op(cx, { name = ("all-gather copy-out layer %d%s"):format(layer, names_suffix), kind = "copy",
            phase = phase, hook = hook, layer = layer, inputs = { flat }, outputs = outs,
-           frees = deferred and {} or { flat }, bytes = 2 * flat_bytes, remap_of = remaps })
+           frees = deferred and {} or { flat }, bytes = 2 * flat_bytes, remap_of = remaps,
+           host_us = s.kind == "fsdp2" and phase == "fwd" and fsdp2_hook_us(cx, s, layer, "fwd") or nil })
 end
 
 function M.gather(cx, holder, keys, layer)
@@ -375,6 +388,7 @@ function M.release(cx, layer, keep)
     local acc_in = s.acc_unsharded[layer]
     s.acc_unsharded[layer] = nil
     op(cx, { name = ("reduce-scatter copy-in layer %d"):format(layer), kind = "copy", stream = fsdp2 and 0 or 4,
+             host_us = fsdp2 and fsdp2_hook_us(cx, s, layer, "bwd") or nil,
              phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
              drop_persistent = true, outputs = { rin }, bytes = 2 * rs_bytes,
              inputs = { acc_in }, frees = { acc_in },

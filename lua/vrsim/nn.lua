@@ -85,7 +85,11 @@ end
 -- Generic op. spec fields:
 --   name, kind, inputs (tensors), outs ({ {name, shape, dtype} ...}) or out_tensors (made already),
 --   saves (tensors), grads (per input: "new" | "none" | {pass = k} | {bytes=, dtype=, view=}),
---   grad_order (input indices), workspace, bwd_workspace (bytes), flops, bytes, dtype
+--   grad_order (input indices), workspace, bwd_workspace (bytes), flops, bytes, dtype,
+--   host: the op's host-cost class (a key of the profile's host_class_us: "linear", "conv",
+--     "cast", ...), whose measured dispatch, forward and backward node, the op then costs
+--     instead of the one per-op figure; "inside" for an op whose host work is part of another
+--     op's class figure (a Linear's bias reduction, a convolution's weight side)
 -- Returns the output tensors (unpacked).
 function nn.op(cx, spec)
   local inputs = spec.inputs
@@ -141,6 +145,12 @@ function nn.op(cx, spec)
     for i, t in ipairs(list or {}) do r[i] = t.id end
     return r
   end
+  local dispatch, bwd_dispatch
+  if spec.host and cx.host_classes then
+    local c = spec.host == "inside" and { fwd = 0, bwd = 0 } or cx.host_classes[spec.host]
+    if not c then error(("op '%s': host class '%s' is not in the profile's host_class_us"):format(spec.name, spec.host), 0) end
+    dispatch, bwd_dispatch = c.fwd, c.bwd
+  end
   cx.G:op {
     name = spec.name, kind = spec.kind or "elementwise", phase = spec.phase or cx.phase,
     inputs = ids(inputs), outputs = ids(outs), saves = rg and ids(spec.saves) or nil,
@@ -150,6 +160,7 @@ function nn.op(cx, spec)
     flops = spec.flops or 0, bytes = bytes,
     bwd_flops = spec.bwd_flops, bwd_bytes = spec.bwd_bytes, dtype = spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
     kernels = spec.kernels, bwd_kernels = spec.bwd_kernels,
+    dispatch_us = dispatch, bwd_dispatch_us = bwd_dispatch,
     layer = cx.layer, once = spec.once, no_grad = cx.no_grad, region = cx.region,
   }
   return table.unpack(outs)
@@ -208,7 +219,7 @@ function nn.cast(cx, x, dtype, name, out_name, keep)
                      bwd_kind = up and "cast_down" or "cast_up", inputs = { x },
                      outs = { { out_name or name, x.shape, dtype } },
                      grads = { { dtype = x.dtype } }, frees = keep and {} or nil,
-                     bytes = moved, bwd_bytes = moved })
+                     bytes = moved, bwd_bytes = moved, host = "cast" })
 end
 
 -- x.to(dtype): no-op (same tensor) when the dtype matches.

@@ -529,6 +529,9 @@ local function device_of(cfg, ctx)
         prof.host_ckpt_op_us = torchp.host_kernel_ckpt_us
         prof.host_ckpt_region_us = torchp.host_ckpt_region_us
         -- the optimizer's host work per parameter tensor (measure_optim_host.py)
+        -- the host dispatch of each op class, forward and backward node (measure_host_classes.py)
+        prof.host_classes = torchp.host_class_us
+        prof.fsdp2_hook_us = torchp.fsdp2_hook_us
         prof.optim_host = { step_tensor_us = torchp.optim_step_tensor_us,
                             zero_grad_tensor_us = torchp.zero_grad_tensor_us }
       end
@@ -587,6 +590,8 @@ function P.build(scn, sets, file, src)
   cx.arch = g.arch
   cx.gpu = g
   cx.optim_host = dev.profile and dev.profile.optim_host
+  cx.host_classes = dev.profile and dev.profile.host_classes
+  cx.fsdp2_hook_us = dev.profile and dev.profile.fsdp2_hook_us
   if t0.deepspeed then require("strategies.deepspeed").apply(cfg, ctx, function(m) fail(ctx, "deepspeed", "training", m) end) end
   -- training.zero's knobs are checked whether or not a strategy uses them: a typo is an error
   for k, v in pairs(t0.zero or {}) do

@@ -389,6 +389,13 @@ static int l_op(lua_State *L) {
     op.bwd_workspace_first = field_bool(L, 2, "bwd_workspace_first", false);
     op.host_extra_ns = field_num(L, 2, "host_us", 0) * 1e3;
     if (!(op.host_extra_ns >= 0)) return luaL_error(L, "op '%s': host_us must be >= 0", op.name);
+    /* the op class's measured host dispatch, forward and backward node (nn.op sets both) */
+    op.dispatch_ns = field_num(L, 2, "dispatch_us", -1) * 1e3;
+    op.bwd_dispatch_ns = field_num(L, 2, "bwd_dispatch_us", 0) * 1e3;
+    op.has_dispatch = op.dispatch_ns >= 0;
+    if (!op.has_dispatch) op.dispatch_ns = 0;
+    else if (!(op.bwd_dispatch_ns >= 0) || !isfinite(op.dispatch_ns) || !isfinite(op.bwd_dispatch_ns))
+        return luaL_error(L, "op '%s': dispatch_us and bwd_dispatch_us must be finite and >= 0", op.name);
     op.layer = (int)field_int(L, 2, "layer", -1);
     op.stream = (int)field_int(L, 2, "stream", 0);
     op.hook = (int)field_int(L, 2, "hook", 0);

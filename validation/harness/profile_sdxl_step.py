@@ -4,6 +4,8 @@ latents, AdamW foreach lr 1e-5, bf16 parameters or fp32 under bf16 autocast, opt
 checkpointing). One JSON line per configuration:
 
   steps_gpu_ms      CUDA-event time of each of the steps (compare with the truth's gpu_ms)
+  steps_peak_alloc_reserved_mib
+                    each step's peak allocated and reserved MiB (peak stats reset per step)
   host_ms           per phase (forward, backward, optimizer) of a steady step: the time the
                     Python thread spends issuing the phase, without a synchronisation inside the
                     step (the GPU may finish later)
@@ -114,15 +116,18 @@ def main():
     model, opt, inp, target, dtype = build(a)
     n_params = sum(p.numel() for p in model.parameters())
     fwd, bwd, optim = phases(a, model, opt, inp, target)
-    steps = []
+    steps, peaks = [], []
     for _ in range(a.steps):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
         s.record()
         loss = fwd(); bwd(loss); optim()
         e.record()
         torch.cuda.synchronize()
         steps.append(round(s.elapsed_time(e), 3))
+        peaks.append((round(torch.cuda.max_memory_allocated() / 2**20, 3),
+                      round(torch.cuda.max_memory_reserved() / 2**20, 3)))
         del loss
     # host time per phase, no synchronisation inside the step (best of three)
     host = {p: float("inf") for p in PHASES}
@@ -151,7 +156,7 @@ def main():
     _, kernels["optimizer"], busy["optimizer"], ops["optimizer"] = profiled_phase(optim)
     rec = {"name": a.name or f"sdxl-r{a.res}-b{a.batch}-{a.mode}{'-ckpt' if a.ckpt else ''}{'-gcoff' if a.gc == 'off' else ''}",
            "res": a.res, "batch": a.batch, "mode": a.mode, "ckpt": a.ckpt, "n_params": n_params,
-           "steps_gpu_ms": steps, "host_ms": {k: round(v, 3) for k, v in host.items()},
+           "steps_gpu_ms": steps, "steps_peak_alloc_reserved_mib": peaks, "host_ms": {k: round(v, 3) for k, v in host.items()},
            "phase_gpu_ms": gpu, "kernels": kernels,
            "busy_ms": {k: round(v, 3) for k, v in busy.items()},
            "top_ops": ops, "gc": a.gc,

@@ -26,4 +26,30 @@ return {
   -- --out validation/results/ckpt_region_h200.json, 2026-11-30). host_kernel_ckpt_us above
   -- carries 2 % of it (16 regions in its 98.6 ms).
   host_ckpt_region_us = 135.2,
+  -- Host dispatch by op class, in us: what the Python thread spends issuing one op of the class
+  -- with autograd recording (fwd, its launches included) and what the autograd engine spends on
+  -- its backward node (bwd, its AccumulateGrad nodes included). Chains of 400 ops on tiny
+  -- tensors, each position with its own module or weight, medians of 9 interleaved repeats, the
+  -- mean of two runs on one H200 host (cast: one of x.to(fp32).to(bf16)'s two casts)
+  -- (cd validation/harness && python3 measure_host_classes.py --out
+  -- ../results/host_classes_h200.json, and again into host_classes_h200_rep.json, 2026-12-01,
+  -- torch 2.11.0+cu130). The same host ran measure_module_dispatch.py's blocks at 41.5 and
+  -- 26.8 us a kernel in those two runs (host_kernel_us above: 34.1): its speed moves by that much.
+  host_class_us = {
+    linear        = { fwd = 36.3, bwd = 117.9 },  -- nn.Linear with a bias (addmm)
+    linear_nobias = { fwd = 35.1, bwd = 85.7 },   -- nn.Linear(bias=False) (mm)
+    conv          = { fwd = 66.0, bwd = 119.9 },  -- nn.Conv2d (cuDNN), bias and weight sides
+    group_norm    = { fwd = 51.6, bwd = 112.8 },  -- nn.GroupNorm
+    layer_norm    = { fwd = 29.6, bwd = 66.8 },   -- nn.LayerNorm
+    sdpa          = { fwd = 36.6, bwd = 82.5 },   -- F.scaled_dot_product_attention
+    cast          = { fwd = 14.7, bwd = 18.6 },   -- x.to(dtype), autocast's casts
+    activation    = { fwd = 13.5, bwd = 20.3 },   -- F.silu / F.gelu
+    add           = { fwd = 13.5, bwd = 6.4 },    -- x + y (AddBackward0 passes the gradient on)
+  },
+  -- FSDP2's own host time per fully_shard module per step, forward and backward apart: a stack
+  -- of 8..64 tiny Linear modules with and without fully_shard on a one-rank group, the slope
+  -- over the module count (python3 validation/harness/measure_fsdp2_hooks.py --out
+  -- validation/results/fsdp2_hooks_h200.json, 2026-12-01, torch 2.11.0+cu130). "reshard":
+  -- reshard_after_forward=True; "keep": False (and the root, which keeps its parameters).
+  fsdp2_hook_us = { reshard = { fwd = 326.3, bwd = 754.8 }, keep = { fwd = 304.4, bwd = 875.1 } },
 }

@@ -59,7 +59,7 @@ return function(nn)
         outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
                  { name .. ".philox", { 2 }, "int64", no_grad = true } },
         save_outs = { 1, 2, 3 }, saves = saves, grads = grads, frees = frees,
-        flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+        flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
     end
     if backend == "flash" then
       local lse_shape = { b, h, s }
@@ -68,7 +68,7 @@ return function(nn)
         outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true } },
         save_outs = { 1, 2 }, saves = saves, grad_order = { 1, 2, 3 }, frees = frees,
         bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") },
-        flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+        flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
     end
     local lse_shape = { b, h, s }
     local seed = nn.new_tensor(cx, name .. ".philox_seed", { 1 }, "int64", false)
@@ -83,7 +83,7 @@ return function(nn)
                       workspace = { 256 }, grad_order = { 1, 2, 3 }, frees = frees,
                       kernels = nn.launches(cx, "sdpa_cudnn_fwd"), bwd_kernels = nn.launches(cx, "sdpa_cudnn_bwd"),
                       bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") + 256 },
-                      flops = flops, bwd_flops = 2.5 * flops, dtype = dt })
+                      flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
     return out
   end
 end

@@ -51,7 +51,8 @@ return function(nn)
       -- its backward is convolution_backward's grad_bias: a sum of grad_output over (N, H, W)
       nn.op_sized(cx, { name = name .. ".bias_grad", kind = "none", inputs = { b }, out_tensors = { bv },
                         grads = { { dtype = b.dtype } }, bytes = 0, bwd_kind = "reduce_rows",
-                        bwd_bytes = nn.bytes({ n, cout, ho, wo }, x.dtype) + nn.bytes(b.shape, b.dtype) })
+                        bwd_bytes = nn.bytes({ n, cout, ho, wo }, x.dtype) + nn.bytes(b.shape, b.dtype),
+                        host = "inside" })
     end
     local wv = w
     if w.rg and not cx.no_grad then
@@ -59,7 +60,7 @@ return function(nn)
       wv.rg = true
       nn.op_sized(cx, { name = name .. ".weight_grad", kind = "conv", inputs = { w }, out_tensors = { wv },
                         saves = { x }, grads = { { dtype = w.dtype } }, bytes = 0, flops = 0, bwd_flops = flops,
-                        bwd_workspace = (ws[3] or 0) > 0 and { ws[3] } or nil, dtype = dt })
+                        bwd_workspace = (ws[3] or 0) > 0 and { ws[3] } or nil, dtype = dt, host = "inside" })
     end
     -- ConvolutionBackward0 is one formula for input, weight and bias (derivatives.yaml
     -- `input, weight, bias: convolution_backward(grad, input, weight, ...)`), so the node keeps
@@ -78,7 +79,7 @@ return function(nn)
                              bwd_kernels = x.rg and nn.launches(cx, "conv_bwd_input") or nil,
                              workspace = (ws[1] or 0) > 0 and { ws[1] } or nil,
                              bwd_workspace = (x.rg and (ws[2] or 0) > 0) and { ws[2] } or nil,
-                             frees = opts.frees, flops = flops, bwd_flops = flops, dtype = dt })
+                             frees = opts.frees, flops = flops, bwd_flops = flops, dtype = dt, host = "conv" })
   end
 
   -- Workspace estimate for shapes outside the table: the measured entry with the same channels,

@@ -54,7 +54,8 @@ return function(nn)
         -- its backward is addmm's grad_bias = grad.sum(0): a row reduction of the output gradient
         nn.op_sized(cx, { name = name .. ".bias_grad", kind = "none", inputs = { b }, out_tensors = { bv },
                           grads = { { dtype = b.dtype } }, bwd_workspace = red, bytes = 0, bwd_kind = "reduce_rows",
-                          bwd_bytes = nn.bytes({ m, w.shape[1] }, x.dtype) + nn.bytes(b.shape, b.dtype) })
+                          bwd_bytes = nn.bytes({ m, w.shape[1] }, x.dtype) + nn.bytes(b.shape, b.dtype),
+                          host = "inside" })
       end
       local out = nn.new_tensor(cx, name, shape, x.dtype, rg)
       return nn.op_sized(cx, { name = name, kind = "mm", inputs = { x, w, bv }, out_tensors = lt_outs(out),
@@ -62,7 +63,7 @@ return function(nn)
                                grads = { { dtype = x.dtype, view = true }, w.rg and { dtype = w.dtype } or "none",
                                          bv.rg and { pass = 1 } or "none" },
                                grad_order = { 1, 2, 3 }, frees = frees, bwd_workspace = opts.bwd_workspace,
-                               flops = flops, bwd_flops = bwd_flops, dtype = x.dtype })
+                               flops = flops, bwd_flops = bwd_flops, dtype = x.dtype, host = "linear" })
     end
     local out = nn.new_tensor(cx, name, shape, x.dtype, rg)
     local y = nn.op_sized(cx, { name = name, kind = "mm", inputs = { x, w },
@@ -70,14 +71,16 @@ return function(nn)
                                 grads = { { dtype = x.dtype, view = not opts.noncontig },
                                           w.rg and { dtype = w.dtype } or "none" },
                                 grad_order = { 2, 1 }, frees = frees, bwd_workspace = opts.bwd_workspace,
-                                flops = flops, bwd_flops = bwd_flops, dtype = x.dtype })
+                                flops = flops, bwd_flops = bwd_flops, dtype = x.dtype,
+                                host = b and "linear" or "linear_nobias" })
     if not b then return y end
     -- output.add_(bias): in place (a view of the product)
     local yb = nn.view(cx, y, y.shape, name .. ".add_bias")
     yb.rg = rg
     nn.op_sized(cx, { name = name .. ".add_bias_", kind = "elementwise", inputs = { y, b },
                       out_tensors = lt_outs(yb), grads = { { pass = 1 }, b.rg and { dtype = b.dtype } or "none" },
-                      bwd_workspace = red, bytes = 2 * nn.bytes(y.shape, y.dtype), flops = nn.numel(y.shape) })
+                      bwd_workspace = red, bytes = 2 * nn.bytes(y.shape, y.dtype), flops = nn.numel(y.shape),
+                      host = "inside" })
     return yb
   end
 

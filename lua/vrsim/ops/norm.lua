@@ -30,7 +30,7 @@ return function(nn)
                                 b.rg and { dtype = b.dtype } or "none" },
                       workspace = { n * c * 4, n * c * 4 }, bwd_workspace = bws, frees = opts.frees,
                       kernels = nn.launches(cx, "group_norm_fwd"), bwd_kernels = nn.launches(cx, "group_norm_bwd"),
-                      flops = 8 * nn.numel(x.shape), dtype = x.dtype })
+                      flops = 8 * nn.numel(x.shape), dtype = x.dtype, host = "group_norm" })
     return out
   end
 
@@ -51,7 +51,7 @@ return function(nn)
                                 b.rg and { dtype = b.dtype } or "none" },
                       bwd_workspace = opts.bwd_workspace, frees = opts.frees,
                       bwd_kernels = nn.launches(cx, "layer_norm_bwd"),
-                      flops = 8 * nn.numel(x.shape), dtype = x.dtype })
+                      flops = 8 * nn.numel(x.shape), dtype = x.dtype, host = "layer_norm" })
     return out
   end
 end

@@ -106,7 +106,7 @@ return function(nn)
     opts = opts or {}
     return nn.op_sized(cx, { name = name, inputs = { x }, outs = { { name, x.shape, x.dtype } },
                              saves = { x }, frees = opts.frees, flops = 4 * nn.numel(x.shape),
-                             dtype = x.dtype })
+                             dtype = x.dtype, host = "activation" })
   end
 
   -- a + b (broadcast to the larger): AddBackward passes the gradient through (reduced to a
@@ -122,7 +122,7 @@ return function(nn)
     end
     return nn.op_sized(cx, { name = name, inputs = { a, b }, outs = { { name, big.shape, dt } },
                              grads = { g(a), g(b) }, frees = opts.frees, flops = nn.numel(big.shape),
-                             dtype = dt })
+                             dtype = dt, host = "add" })
   end
 
   -- x / scalar (a new tensor; DivBackward allocates grad / scalar).

@@ -1,0 +1,173 @@
+"""Host time per op, by op class, of eager PyTorch training on one GPU: what the Python thread
+spends to issue one op of each class in forward (with autograd recording) and what the autograd
+engine spends on its node in backward. Tensors are tiny, so the GPU never limits: each figure is
+host time alone.
+
+Each class is timed as a chain of N ops, each consuming the previous one's output (so forward
+records N autograd nodes and backward runs N of them), then backward from a sum. Per op:
+forward (chain time) / N and backward (backward time - the same backward of a chain of 0) / N.
+Repeats are interleaved across classes (machine noise hits every class alike); the figures are
+medians, with the best and worst.
+
+Classes (the op library's host classes, lua/vrsim/ops/*.lua):
+  module_call     a module's __call__ alone (forward returns its input): added per module op
+  aten            a bare tensor op, out of place, no autograd (torch.add under no_grad)
+  pointwise       a bare tensor op with autograd (x * w; MulBackward0, two gradients)
+  add             x + c with autograd (AddBackward0: the gradient passes through, no kernel)
+  view            two x.view calls without a copy (ViewBackward0): the figure is for two views
+  cast            x.to(fp32).to(bf16) with autograd (ToCopyBackward0): the figure is for two casts
+  linear          nn.Linear call (module + addmm + the weight's transpose view)
+  linear_nobias   nn.Linear(bias=False) call (module + mm)
+  autocast_linear nn.Linear with fp32 weights inside one bf16 autocast region: two casts more
+  conv            nn.Conv2d call (cuDNN)
+  group_norm      nn.GroupNorm call
+  layer_norm      nn.LayerNorm call
+  silu            F.silu
+  sdpa            F.scaled_dot_product_attention (q, k, v all the chain's tensor)
+  reduce          x.sum(dim) with autograd (SumBackward1: an expand)
+Also, as the reference that lua/hw/calibrated/h200_torch.lua's host_kernel_us came from on
+another machine instance, measure_module_dispatch.py's blocks on this one (host time per kernel).
+
+  python3 validation/harness/measure_host_classes.py --out host_classes_h200.json
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+N = 400
+REPS = 9
+DEV = "cuda"
+BF = torch.bfloat16
+
+
+class Identity(nn.Module):
+    def forward(self, x):
+        return x
+
+
+def make_classes():
+    """name -> (make_input, ops, autocast): ops[i](x) -> y with x's shape and dtype, so chains
+    compose; each position has its own module or weight, as in a real model (every weight's
+    gradient is stolen by AccumulateGrad once, never accumulated)."""
+    c = {}
+    small = lambda: torch.randn(64, 64, device=DEV, dtype=BF, requires_grad=True)
+    img = lambda: torch.randn(1, 32, 8, 8, device=DEV, dtype=BF, requires_grad=True)
+    qkv = lambda: torch.randn(1, 2, 32, 64, device=DEV, dtype=BF, requires_grad=True)
+    per = lambda mk: [mk() for _ in range(N)]
+    idents = per(Identity)
+    c["module_call"] = (small, [lambda x, m=m: m(x) for m in idents], False)
+    ws = per(lambda: torch.randn(64, 64, device=DEV, dtype=BF, requires_grad=True))
+    c["pointwise"] = (small, [lambda x, w=w: x * w for w in ws], False)
+    k = torch.randn(64, 64, device=DEV, dtype=BF)
+    c["add"] = (small, [lambda x: x + k] * N, False)
+    c["view"] = (small, [lambda x: x.view(4096).view(64, 64)] * N, False)
+    c["cast"] = (small, [lambda x: x.to(torch.float32).to(BF)] * N, False)
+    lins = per(lambda: nn.Linear(64, 64, device=DEV, dtype=BF))
+    c["linear"] = (small, [lambda x, m=m: m(x) for m in lins], False)
+    lins_nb = per(lambda: nn.Linear(64, 64, bias=False, device=DEV, dtype=BF))
+    c["linear_nobias"] = (small, [lambda x, m=m: m(x) for m in lins_nb], False)
+    lins32 = per(lambda: nn.Linear(64, 64, device=DEV, dtype=torch.float32))
+    c["autocast_linear"] = (small, [lambda x, m=m: m(x) for m in lins32], True)
+    convs = per(lambda: nn.Conv2d(32, 32, 3, padding=1, device=DEV, dtype=BF))
+    c["conv"] = (img, [lambda x, m=m: m(x) for m in convs], False)
+    gns = per(lambda: nn.GroupNorm(8, 32, device=DEV, dtype=BF))
+    c["group_norm"] = (img, [lambda x, m=m: m(x) for m in gns], False)
+    lns = per(lambda: nn.LayerNorm(64, device=DEV, dtype=BF))
+    c["layer_norm"] = (small, [lambda x, m=m: m(x) for m in lns], False)
+    c["silu"] = (small, [lambda x: F.silu(x)] * N, False)
+    c["sdpa"] = (qkv, [lambda x: F.scaled_dot_product_attention(x, x, x)] * N, False)
+    c["reduce"] = (small, [lambda x: x.sum(0, keepdim=True).expand(64, 64)] * N, False)
+    return c
+
+
+def time_chain(make, ops, n, autocast=False):
+    x0 = make()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    y = x0
+    with torch.autocast("cuda", dtype=BF, enabled=autocast):
+        for i in range(n):
+            y = ops[i](y)
+    loss = y.float().sum()
+    torch.cuda.synchronize()
+    t1 = time.perf_counter()
+    loss.backward()
+    torch.cuda.synchronize()
+    t2 = time.perf_counter()
+    return t1 - t0, t2 - t1
+
+
+def aten_no_grad(n):
+    a = torch.randn(64, 64, device=DEV, dtype=BF)
+    b = torch.randn(64, 64, device=DEV, dtype=BF)
+    with torch.no_grad():
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        y = a
+        for _ in range(n):
+            y = torch.add(y, b)
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def module_blocks_us():
+    """measure_module_dispatch.py's reference: host time per kernel of its blocks on this host."""
+    import measure_module_dispatch as mmd  # noqa: E402
+    import io, contextlib, re
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        try:
+            mmd.main()
+        except SystemExit:
+            pass
+    m = re.search(r"host per kernel ([0-9.]+) us", buf.getvalue())
+    return float(m.group(1)) if m else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    classes = make_classes()
+    for make, ops, ac in classes.values():   # warm up every kernel and cuDNN's plans
+        for _ in range(3):
+            time_chain(make, ops, N, ac)
+    samples = {k: ([], []) for k in classes}
+    base = ([], [])
+    aten = []
+    for _ in range(REPS):
+        f0, b0 = time_chain(classes["add"][0], [], 0)
+        base[0].append(f0); base[1].append(b0)
+        aten.append(aten_no_grad(N) / N)
+        for k, (make, ops, ac) in classes.items():
+            f, b = time_chain(make, ops, N, ac)
+            samples[k][0].append(f / N)
+            samples[k][1].append(b / N)
+    b0 = statistics.median(base[1])
+    out = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "n": N, "reps": REPS,
+           "date": time.strftime("%Y-%m-%d"), "classes": {}}
+    us = lambda s: round(s * 1e6, 3)
+    out["classes"]["aten"] = {"fwd_us": us(statistics.median(aten)), "fwd_best_us": us(min(aten)),
+                              "fwd_worst_us": us(max(aten)), "bwd_us": 0.0}
+    for k, (fs, bs) in samples.items():
+        bs = [b - b0 / N for b in bs]
+        out["classes"][k] = {"fwd_us": us(statistics.median(fs)), "fwd_best_us": us(min(fs)),
+                             "fwd_worst_us": us(max(fs)), "bwd_us": us(statistics.median(bs)),
+                             "bwd_best_us": us(min(bs)), "bwd_worst_us": us(max(bs))}
+    out["module_blocks_us_per_kernel"] = module_blocks_us()
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+    for k, v in out["classes"].items():
+        print(f"{k:16s} fwd {v['fwd_us']:8.2f} us  bwd {v['bwd_us']:8.2f} us  "
+              f"(fwd best {v['fwd_best_us']:.2f}, worst {v['fwd_worst_us']:.2f})")
+    print("module blocks, host per kernel:", out["module_blocks_us_per_kernel"], "us")
+
+
+if __name__ == "__main__":
+    main()
