@@ -276,14 +276,13 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
         r->fwd_region = op->region;
     }
     /* the host thread issues ops one after another; a kernel cannot start before its launch.
-     * An op of a measured class costs its class's dispatch (launches included), plus what
-     * checkpointing's saved-tensor hooks add to every op of a region; any other op the one
-     * per-op figure of module-heavy code, and each further kernel a bare launch */
+     * An op of a measured class costs its class's dispatch (launches included), and in a
+     * checkpointed region what checkpointing adds to that class; any other op the one per-op
+     * figure of module-heavy code (of checkpointed code in a region), and each further kernel
+     * a bare launch */
     bool in_region = op->region > 0 || op->in_ckpt;
     if (op->has_dispatch) {
-        r->host_ns += op->dispatch_ns;
-        if (in_region && op->dispatch_ns > 0 && r->cfg->host_ckpt_op_ns > r->cfg->host_op_ns)
-            r->host_ns += r->cfg->host_ckpt_op_ns - r->cfg->host_op_ns;
+        r->host_ns += op->dispatch_ns + (in_region ? op->dispatch_ckpt_ns : 0);
     } else if (strcmp(op->kind, "none") != 0) {
         bool ck = in_region && r->cfg->host_ckpt_op_ns > 0;
         r->host_ns += ck ? r->cfg->host_ckpt_op_ns : r->cfg->host_op_ns;

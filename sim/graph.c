@@ -447,6 +447,8 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
                 .flops = o.flops, .bytes_moved = o.bytes_moved, .kernels = o.kernels,
                 .compute_dtype = o.compute_dtype, .layer = o.layer, .region = 0, .in_ckpt = true,
                 .has_dispatch = o.has_dispatch, .dispatch_ns = o.dispatch_ns};
+        /* the recomputation costs the op's plain dispatch: what checkpointing adds to it is
+         * measured with the backward node (bwd_dispatch_ckpt_ns) */
         int id;
         if ((st = graph_add_op(g, &r, &id))) return st;
         /* a view created without an op inside the region follows its recomputed base */
@@ -667,7 +669,8 @@ static VrStatus derive_one(Deriv *d, int f) {
             .compute_dtype = fop.compute_dtype, .layer = fop.layer,
             .gemms = fop.flops > 0 && fop.bwd_flops > 0 ? (int)(fop.bwd_flops / fop.flops + 0.5) : 2,
             .in_ckpt = fop.region > 0, .workspace_first = fop.bwd_workspace_first,
-            .has_dispatch = fop.has_dispatch, .dispatch_ns = fop.bwd_dispatch_ns};
+            .has_dispatch = fop.has_dispatch, .dispatch_ns = fop.bwd_dispatch_ns,
+            .dispatch_ckpt_ns = fop.bwd_dispatch_ckpt_ns};
     int bid;
     if ((st = graph_add_op(g, &b, &bid))) return st;
     for (int i = 0; i < fop.n_outputs; i++) set_grad_of(d, fop.outputs[i], -1);

@@ -119,7 +119,12 @@ typedef struct Op {
                               dispatch_ns replaces the profile's one figure per op, and its
                               launches are inside it */
     double dispatch_ns;    /* has_dispatch: host time to issue the op (its launches included) */
+    double dispatch_ckpt_ns; /* has_dispatch: what torch.utils.checkpoint adds to it in a
+                              checkpointed region (its saved-tensor hooks); a recomputation op
+                              has 0: its figure is the backward node's */
     double bwd_dispatch_ns;/* has_dispatch, forward op: the same of its derived backward node */
+    double bwd_dispatch_ckpt_ns; /* and its checkpointed-region addition (the recomputation's
+                              hooks included) */
     int gemms;             /* GEMM kernels the op runs (a derived backward GEMM op: one per input
                               that needs a gradient); 0 = 1 */
     DType compute_dtype;   /* dtype the math runs in (cost model) */

@@ -608,12 +608,12 @@ static void test_streams_overlap(void **state) {
 
 /* Host time by op class: an op with a measured dispatch (has_dispatch) costs the host its
  * dispatch_ns, whatever its kind (an AddBackward0 launches nothing and still costs the engine
- * its node), instead of the profile's one figure per op; inside a checkpointed region it also
- * pays what checkpointing adds to every op there (host_ckpt_op_ns - host_op_ns). No device
- * time, so the step is the host's sum:
- *   A  elementwise, no class      10000 (host_op_ns)
+ * its node), instead of the profile's one figure per op; inside a checkpointed region it adds
+ * its own dispatch_ckpt_ns, not the one-figure rule's host_ckpt_op_ns. No device time, so the
+ * step is the host's sum:
+ *   A  elementwise, no class      10000 (host_op_ns; not in a region)
  *   B  kind none, class 3000       3000
- *   C  elementwise, class 5000     5000, in region 1: + (25000 - 10000) when host_ckpt_op_ns is set
+ *   C  elementwise, class 5000     5000, in region 1: + dispatch_ckpt_ns (0, then 2000)
  *   D  kind none, no class            0 */
 static void test_host_dispatch_by_class(void **state) {
     (void)state;
@@ -635,12 +635,13 @@ static void test_host_dispatch_by_class(void **state) {
     graph_op(g, oc)->region = 1;
     AllocConfig ac = ideal(0);
     for (int ck = 0; ck < 2; ck++) {
+        graph_op(g, oc)->dispatch_ckpt_ns = ck ? 2000 : 0;
         EngineConfig ec = {.steps = 1, .stop_at_step = -1, .host_op_ns = 10000,
-                           .host_ckpt_op_ns = ck ? 25000 : 0};
+                           .host_ckpt_op_ns = 25000};
         SimResult *r = NULL;
         char err[256] = "";
         assert_int_equal(engine_run(g, &ec, &ac, &r, err, sizeof err), VR_OK);
-        assert_true(r->steps[0].time_ns == (ck ? 33000.0 : 18000.0));
+        assert_true(r->steps[0].time_ns == (ck ? 20000.0 : 18000.0));
         engine_result_free(r);
     }
     graph_free(g);

@@ -32,19 +32,21 @@ local function lora_forward(base)
       local _, out = nn.op(cx, { name = name .. ".lora_dropout", inputs = { xa },
                                  outs = { { name .. ".dropout_mask", xa.shape, "bool", no_grad = true },
                                           { name .. ".lora_dropout", xa.shape, xa.dtype } },
-                                 save_outs = { 1 }, frees = {}, flops = nn.numel(xa.shape) })
+                                 save_outs = { 1 }, frees = {}, flops = nn.numel(xa.shape), host = "dropout" })
       xd = out
     end
     local a = nn.linear(cx, name .. ".lora_A", xd, A)
     local b = nn.linear(cx, name .. ".lora_B", a, B)
-    local scaled = nn.ew(cx, name .. ".lora_scale", { b }, b.dtype)
+    local scaled = nn.op(cx, { name = name .. ".lora_scale", inputs = { b },
+                               outs = { { name .. ".lora_scale", b.shape, b.dtype } },
+                               flops = nn.numel(b.shape), dtype = b.dtype, host = "mul_scalar" })
     -- `result = result + lora_B(lora_A(dropout(x))) * scaling`: the product is a temporary
     -- dropped as the add returns, then the old `result` with the rebinding (the allocator
     -- sees the two frees in that order: fulltrace_gen-llama32-1b-lora-all-r16-b4-ckpt-trace)
     local sum = nn.op(cx, { name = name .. ".lora_add", inputs = { result, scaled },
                             outs = { { name .. ".lora_sum", result.shape,
                                        promote(result.dtype, scaled.dtype) } },
-                            grads = { { pass = 1 }, { pass = 1 } }, frees = { scaled, result } })
+                            grads = { { pass = 1 }, { pass = 1 } }, frees = { scaled, result }, host = "add" })
     local y = nn.to(cx, sum, result.dtype, name .. ".lora_out_cast")
     if xd ~= xa then nn.release(cx, { xa }, name .. ": lora forward returns") end
     -- the caller holds the module's input until the call returns (the argument of

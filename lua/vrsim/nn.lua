@@ -91,6 +91,8 @@ end
 --     instead of the one per-op figure; "inside" for an op whose host work is part of another
 --     op's class figure (a Linear's bias reduction, a convolution's weight side)
 -- Returns the output tensors (unpacked).
+local INSIDE = { fwd = 0, bwd = 0 }  -- host class "inside": costed by the op it is part of
+
 function nn.op(cx, spec)
   local inputs = spec.inputs
   -- the order parameters are first used in forward: their gradients are complete in the
@@ -145,11 +147,10 @@ function nn.op(cx, spec)
     for i, t in ipairs(list or {}) do r[i] = t.id end
     return r
   end
-  local dispatch, bwd_dispatch
-  if spec.host and cx.host_classes then
-    local c = spec.host == "inside" and { fwd = 0, bwd = 0 } or cx.host_classes[spec.host]
+  local c = spec.host and cx.host_classes
+  if c then
+    c = spec.host == "inside" and INSIDE or cx.host_classes[spec.host]
     if not c then error(("op '%s': host class '%s' is not in the profile's host_class_us"):format(spec.name, spec.host), 0) end
-    dispatch, bwd_dispatch = c.fwd, c.bwd
   end
   cx.G:op {
     name = spec.name, kind = spec.kind or "elementwise", phase = spec.phase or cx.phase,
@@ -160,7 +161,8 @@ function nn.op(cx, spec)
     flops = spec.flops or 0, bytes = bytes,
     bwd_flops = spec.bwd_flops, bwd_bytes = spec.bwd_bytes, dtype = spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
     kernels = spec.kernels, bwd_kernels = spec.bwd_kernels,
-    dispatch_us = dispatch, bwd_dispatch_us = bwd_dispatch,
+    dispatch_us = c and c.fwd, bwd_dispatch_us = c and c.bwd,
+    dispatch_ckpt_us = c and c.ckpt_fwd, bwd_dispatch_ckpt_us = c and c.ckpt_bwd,
     layer = cx.layer, once = spec.once, no_grad = cx.no_grad, region = cx.region,
   }
   return table.unpack(outs)

@@ -392,10 +392,15 @@ static int l_op(lua_State *L) {
     /* the op class's measured host dispatch, forward and backward node (nn.op sets both) */
     op.dispatch_ns = field_num(L, 2, "dispatch_us", -1) * 1e3;
     op.bwd_dispatch_ns = field_num(L, 2, "bwd_dispatch_us", 0) * 1e3;
+    op.dispatch_ckpt_ns = field_num(L, 2, "dispatch_ckpt_us", 0) * 1e3;
+    op.bwd_dispatch_ckpt_ns = field_num(L, 2, "bwd_dispatch_ckpt_us", 0) * 1e3;
     op.has_dispatch = op.dispatch_ns >= 0;
     if (!op.has_dispatch) op.dispatch_ns = 0;
-    else if (!(op.bwd_dispatch_ns >= 0) || !isfinite(op.dispatch_ns) || !isfinite(op.bwd_dispatch_ns))
-        return luaL_error(L, "op '%s': dispatch_us and bwd_dispatch_us must be finite and >= 0", op.name);
+    else if (!(op.bwd_dispatch_ns >= 0) || !(op.dispatch_ckpt_ns >= 0) || !(op.bwd_dispatch_ckpt_ns >= 0) ||
+             !isfinite(op.dispatch_ns) || !isfinite(op.bwd_dispatch_ns) || !isfinite(op.dispatch_ckpt_ns) ||
+             !isfinite(op.bwd_dispatch_ckpt_ns))
+        return luaL_error(L, "op '%s': dispatch_us, bwd_dispatch_us and their _ckpt_us must be finite and >= 0",
+                          op.name);
     op.layer = (int)field_int(L, 2, "layer", -1);
     op.stream = (int)field_int(L, 2, "stream", 0);
     op.hook = (int)field_int(L, 2, "hook", 0);

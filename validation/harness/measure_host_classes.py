@@ -25,6 +25,11 @@ Classes (the op library's host classes, lua/vrsim/ops/*.lua):
   silu            F.silu
   sdpa            F.scaled_dot_product_attention (q, k, v all the chain's tensor)
   reduce          x.sum(dim) with autograd (SumBackward1: an expand)
+  mul_scalar      x * 0.5 (MulBackward1: one kernel, nothing saved)
+  dropout         nn.Dropout(0.05) in training (native_dropout: mask and output)
+With --ckpt-region R every chain runs as checkpointed regions of R ops, so each figure carries
+torch.utils.checkpoint's costs (its saved-tensor hooks per op, the region's own set-up, and in
+backward the recomputation).
 Also, as the reference that lua/hw/calibrated/h200_torch.lua's host_kernel_us came from on
 another machine instance, measure_module_dispatch.py's blocks on this one (host time per kernel).
 
@@ -82,17 +87,32 @@ def make_classes():
     c["silu"] = (small, [lambda x: F.silu(x)] * N, False)
     c["sdpa"] = (qkv, [lambda x: F.scaled_dot_product_attention(x, x, x)] * N, False)
     c["reduce"] = (small, [lambda x: x.sum(0, keepdim=True).expand(64, 64)] * N, False)
+    c["mul_scalar"] = (small, [lambda x: x * 0.5] * N, False)
+    drop = nn.Dropout(0.05)
+    c["dropout"] = (small, [lambda x: drop(x)] * N, False)
     return c
 
 
+REGION = 0  # > 0: the chain runs as checkpointed regions of REGION ops (--ckpt-region)
+
+
 def time_chain(make, ops, n, autocast=False):
+    from torch.utils.checkpoint import checkpoint
     x0 = make()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     y = x0
     with torch.autocast("cuda", dtype=BF, enabled=autocast):
-        for i in range(n):
-            y = ops[i](y)
+        if REGION > 0:
+            def region(x, lo):
+                for i in range(lo, min(lo + REGION, n)):
+                    x = ops[i](x)
+                return x
+            for lo in range(0, n, REGION):
+                y = checkpoint(region, y, lo, use_reentrant=False)
+        else:
+            for i in range(n):
+                y = ops[i](y)
     loss = y.float().sum()
     torch.cuda.synchronize()
     t1 = time.perf_counter()
@@ -132,7 +152,13 @@ def module_blocks_us():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--ckpt-region", type=int, default=0,
+                    help="run each chain as torch.utils.checkpoint(use_reentrant=False) regions of "
+                         "this many ops: backward then includes their recomputation")
+    ap.add_argument("--no-reference", action="store_true", help="skip measure_module_dispatch's blocks")
     a = ap.parse_args()
+    global REGION
+    REGION = a.ckpt_region
     torch.manual_seed(0)
     classes = make_classes()
     for make, ops, ac in classes.values():   # warm up every kernel and cuDNN's plans
@@ -151,6 +177,7 @@ def main():
             samples[k][1].append(b / N)
     b0 = statistics.median(base[1])
     out = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "n": N, "reps": REPS,
+           "ckpt_region": REGION,
            "date": time.strftime("%Y-%m-%d"), "classes": {}}
     us = lambda s: round(s * 1e6, 3)
     out["classes"]["aten"] = {"fwd_us": us(statistics.median(aten)), "fwd_best_us": us(min(aten)),
@@ -160,7 +187,7 @@ def main():
         out["classes"][k] = {"fwd_us": us(statistics.median(fs)), "fwd_best_us": us(min(fs)),
                              "fwd_worst_us": us(max(fs)), "bwd_us": us(statistics.median(bs)),
                              "bwd_best_us": us(min(bs)), "bwd_worst_us": us(max(bs))}
-    out["module_blocks_us_per_kernel"] = module_blocks_us()
+    out["module_blocks_us_per_kernel"] = None if a.no_reference else module_blocks_us()
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
     for k, v in out["classes"].items():

@@ -30,21 +30,29 @@ return {
   -- with autograd recording (fwd, its launches included) and what the autograd engine spends on
   -- its backward node (bwd, its AccumulateGrad nodes included). Chains of 400 ops on tiny
   -- tensors, each position with its own module or weight, medians of 9 interleaved repeats, the
-  -- mean of two runs on one H200 host (cast: one of x.to(fp32).to(bf16)'s two casts)
-  -- (cd validation/harness && python3 measure_host_classes.py --out
-  -- ../results/host_classes_h200.json, and again into host_classes_h200_rep.json, 2026-12-01,
-  -- torch 2.11.0+cu130). The same host ran measure_module_dispatch.py's blocks at 41.5 and
-  -- 26.8 us a kernel in those two runs (host_kernel_us above: 34.1): its speed moves by that much.
+  -- mean of three runs on H200 hosts (mul_scalar and dropout: the third alone; cast: one of
+  -- x.to(fp32).to(bf16)'s two casts) (cd validation/harness && python3 measure_host_classes.py
+  -- --out ../results/host_classes_h200.json, again into host_classes_h200_rep.json, and with
+  -- --no-reference into host_classes_h200_c.json on another day's host, 2026-12-01, torch
+  -- 2.11.0+cu130). The first host ran measure_module_dispatch.py's blocks at 41.5 and 26.8 us a
+  -- kernel in its two runs (host_kernel_us above: 34.1): a host's speed moves by that much.
+  -- ckpt_fwd, ckpt_bwd: what torch.utils.checkpoint(use_reentrant=False) adds inside a region,
+  -- to the op and to its backward node (the recomputation's hooks included; the recomputation
+  -- itself costs fwd): the same chains as regions of 8 ops (--ckpt-region 8, into
+  -- host_classes_ckpt8_h200.json, the third run's call), less the third run's plain figures and
+  -- host_ckpt_region_us / 8 in forward; 0 where that is negative (an op that saves nothing).
   host_class_us = {
-    linear        = { fwd = 36.3, bwd = 117.9 },  -- nn.Linear with a bias (addmm)
-    linear_nobias = { fwd = 35.1, bwd = 85.7 },   -- nn.Linear(bias=False) (mm)
-    conv          = { fwd = 66.0, bwd = 119.9 },  -- nn.Conv2d (cuDNN), bias and weight sides
-    group_norm    = { fwd = 51.6, bwd = 112.8 },  -- nn.GroupNorm
-    layer_norm    = { fwd = 29.6, bwd = 66.8 },   -- nn.LayerNorm
-    sdpa          = { fwd = 36.6, bwd = 82.5 },   -- F.scaled_dot_product_attention
-    cast          = { fwd = 14.7, bwd = 18.6 },   -- x.to(dtype), autocast's casts
-    activation    = { fwd = 13.5, bwd = 20.3 },   -- F.silu / F.gelu
-    add           = { fwd = 13.5, bwd = 6.4 },    -- x + y (AddBackward0 passes the gradient on)
+    linear        = { fwd = 34.7, bwd = 112.0, ckpt_fwd = 5.5,  ckpt_bwd = 3.1 },   -- nn.Linear with a bias (addmm)
+    linear_nobias = { fwd = 32.9, bwd = 81.1,  ckpt_fwd = 8.2,  ckpt_bwd = 10.6 },  -- nn.Linear(bias=False) (mm)
+    conv          = { fwd = 62.8, bwd = 113.8, ckpt_fwd = 10.3, ckpt_bwd = 9.5 },   -- nn.Conv2d, its bias and weight sides
+    group_norm    = { fwd = 50.2, bwd = 105.8, ckpt_fwd = 23.7, ckpt_bwd = 25.0 },  -- nn.GroupNorm
+    layer_norm    = { fwd = 28.1, bwd = 62.4,  ckpt_fwd = 32.6, ckpt_bwd = 44.4 },  -- nn.LayerNorm
+    sdpa          = { fwd = 35.2, bwd = 76.9,  ckpt_fwd = 34.5, ckpt_bwd = 59.0 },  -- F.scaled_dot_product_attention
+    cast          = { fwd = 14.4, bwd = 17.8,  ckpt_fwd = 0,    ckpt_bwd = 0 },     -- x.to(dtype), autocast's casts
+    activation    = { fwd = 12.8, bwd = 18.8,  ckpt_fwd = 15.8, ckpt_bwd = 17.2 },  -- F.silu / F.gelu
+    add           = { fwd = 12.8, bwd = 5.6,   ckpt_fwd = 0,    ckpt_bwd = 0 },     -- x + y (AddBackward0 passes it on)
+    mul_scalar    = { fwd = 13.2, bwd = 14.6,  ckpt_fwd = 0,    ckpt_bwd = 0 },     -- x * 0.5 (LoRA's scaling)
+    dropout       = { fwd = 22.7, bwd = 17.5,  ckpt_fwd = 0,    ckpt_bwd = 20.5 },  -- nn.Dropout (native_dropout)
   },
   -- FSDP2's own host time per fully_shard module per step, forward and backward apart: a stack
   -- of 8..64 tiny Linear modules with and without fully_shard on a one-rank group, the slope

@@ -1,0 +1,95 @@
+"""Device time of scaled_dot_product_attention's kernels, per backend and shape, from
+torch.profiler (CUPTI kernel durations summed over a call), so the figure is the kernels' own
+time and carries no launch latency or host dispatch: measure_sdpa.py's single calls timed with
+CUDA events include both, which puts small shapes (SDXL's 77-token cross-attention, its 32x32
+self-attention) at several times their kernel time. Shapes: measure_sdpa.py's, plus SDXL's four
+attention shapes at 512, 768 and 1024 px and batch 1, 2, 4. Each figure is the median over 5
+profiled calls after warm-up; fwd_kernel_ms is the forward alone, fwdbwd_kernel_ms forward and
+backward (the backward's dO.O dot product and dQ conversion included).
+
+  python3 validation/harness/measure_sdpa_kernels.py --out validation/results/sdpa_kernels_h200.json
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.profiler import ProfilerActivity, profile
+
+BASE = [  # (tag, batch, heads, seq_q, seq_k, dim, causal): measure_sdpa.py's
+    ("llama7b_b1_s2048", 1, 32, 2048, 2048, 128, True),
+    ("llama7b_b4_s2048", 4, 32, 2048, 2048, 128, True),
+    ("llama7b_b1_s4096", 1, 32, 4096, 4096, 128, True),
+    ("llama7b_b1_s8192", 1, 32, 8192, 8192, 128, True),
+    ("llama13b_b4_s2048", 4, 40, 2048, 2048, 128, True),
+]
+
+
+def sdxl_shapes():
+    out = []
+    for px in (512, 768, 1024):
+        l1, l2 = (px // 16) ** 2, (px // 32) ** 2   # tokens at the two attention levels
+        for b in (1, 2, 4):
+            out += [(f"sdxl{px}_l1_self_b{b}", b, 10, l1, l1, 64, False),
+                    (f"sdxl{px}_l1_cross_b{b}", b, 10, l1, 77, 64, False),
+                    (f"sdxl{px}_l2_self_b{b}", b, 20, l2, l2, 64, False),
+                    (f"sdxl{px}_l2_cross_b{b}", b, 20, l2, 77, 64, False)]
+    return out
+
+
+def kernel_ms(fn, reps=5):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        ts.append(sum(getattr(e, "device_time_total", 0.0) for e in prof.events()
+                      if e.device_type == torch.autograd.DeviceType.CUDA) / 1e3)
+    return statistics.median(ts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    dev = torch.device("cuda", 0)
+    backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION}
+    res = {"gpu": torch.cuda.get_device_name(dev), "torch": torch.__version__,
+           "cudnn": torch.backends.cudnn.version(), "measured": time.strftime("%Y-%m-%d"),
+           "shapes": []}
+    for tag, b, h, sq, sk, d, causal in BASE + sdxl_shapes():
+        g = torch.Generator(device=dev).manual_seed(0)
+        mk = lambda s: torch.randn(b, s, h, d, device=dev, dtype=torch.bfloat16, generator=g).transpose(1, 2).requires_grad_(True)
+        q, k, v = mk(sq), mk(sk), mk(sk)
+        do = torch.randn(b, sq, h, d, device=dev, dtype=torch.bfloat16).transpose(1, 2)
+        entry = {"tag": tag, "batch": b, "heads": h, "seq_q": sq, "seq_k": sk, "dim": d,
+                 "causal": causal, "backends": {}}
+        for bn, be in backends.items():
+            def fwd():
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+            def fwdbwd():
+                F.scaled_dot_product_attention(q, k, v, is_causal=causal).backward(do)
+                q.grad = k.grad = v.grad = None
+            try:
+                with sdpa_kernel([be]):
+                    entry["backends"][bn] = {"fwd_kernel_ms": round(kernel_ms(fwd), 5),
+                                             "fwdbwd_kernel_ms": round(kernel_ms(fwdbwd), 5)}
+            except Exception as ex:
+                entry["backends"][bn] = {"error": repr(ex)[:160]}
+        res["shapes"].append(entry)
+        print(tag, {bn: x.get("fwd_kernel_ms", x.get("error", "")[:30]) for bn, x in entry["backends"].items()},
+              {bn: x.get("fwdbwd_kernel_ms") for bn, x in entry["backends"].items()}, flush=True)
+    with open(a.out, "w") as f:
+        json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
