@@ -9,7 +9,7 @@
 --     --set checkpointing=false
 --                          DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.11.mlp.up_proj.lora_scale'
 --     --set build=cast     DOES NOT FIT: CUDA out of memory while building the model
--- Measured (validation/llama_h200_gen_families.jsonl, gen-cap23521-*): on an H200 capped at the
+-- Measured (validation/records/llama_h200_gen_families.jsonl, gen-cap23521-*): on an H200 capped at the
 -- 23521 MiB this card leaves the allocator, batch 1 peaks at 19411.55 MiB allocated and 20822 MiB
 -- reserved (vrsim: 19411.53 and 20822 for the same cap on the H200); batch 2 runs out of memory
 -- there, as vrsim predicts for the H200 (cuDNN attention), while on the 4090 (flash attention)

@@ -1836,23 +1836,6 @@ VrStatus alloc_inject_block(Alloc *a, uint64_t addr, uint64_t size, uint64_t byt
     return VR_OK;
 }
 
-/* ---- memory that is not a tensor (section 10) ---- */
-
-uint64_t alloc_cublas_workspace_bytes(int cc_major)
-{
-    return cc_major >= 9 ? ALLOC_CUBLAS_WORKSPACE_HOPPER : ALLOC_CUBLAS_WORKSPACE_PRE_HOPPER;
-}
-
-uint64_t alloc_device_capacity(uint64_t total, uint64_t outside, double fraction)
-{
-    uint64_t physical = total > outside ? total - outside : 0;
-    if (fraction > 0 && fraction <= 1) {
-        uint64_t cap = (uint64_t)(fraction * (double)total);
-        return cap < physical ? cap : physical;
-    }
-    return physical;
-}
-
 /* ---- readers ---- */
 
 uint64_t alloc_block_size(const Alloc *a, uint64_t addr)

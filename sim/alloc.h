@@ -200,25 +200,10 @@ uint64_t alloc_allocated_bytes(const Alloc *a);
 uint64_t alloc_reserved_bytes(const Alloc *a);
 uint64_t alloc_num_alloc_retries(const Alloc *a); /* count */
 
-/* ---- Memory that is not a tensor (ALLOCATOR.md section 10) ---- */
-
-/* cuBLAS workspace per (handle, stream): allocated through the caching allocator at the first
- * GEMM and never freed; 32 MiB on compute capability 9.x and later, 8,519,680 B before (or
- * CUBLAS_WORKSPACE_CONFIG). An H200 process has two: the first forward matmul's and the autograd
- * thread's at the first allocation of backward (11.5). */
-#define ALLOC_CUBLAS_WORKSPACE_HOPPER ((uint64_t)33554432)
-#define ALLOC_CUBLAS_WORKSPACE_PRE_HOPPER ((uint64_t)8519680)
-uint64_t alloc_cublas_workspace_bytes(int cc_major);
-
-/* CUDA context on an H200 with torch 2.11 + cu130 before the first allocation (measured); it is
- * not in reserved. */
-#define ALLOC_CUDA_CONTEXT_H200 ((uint64_t)527 * 1024 * 1024)
-
-/* What AllocConfig.capacity should be for a device of `total` bytes with `outside` bytes held
- * outside the allocator (CUDA context, NCCL buffers, other processes): cudaMalloc fails beyond
- * total - outside; a memory fraction f in (0, 1] (0 = none) also caps reserved at f * total, as
- * set_per_process_memory_fraction does (then set AllocConfig.fraction_set). */
-uint64_t alloc_device_capacity(uint64_t total, uint64_t outside, double fraction);
+/* ---- Memory that is not a tensor (ALLOCATOR.md section 10) ----
+ * The capacity the allocator may reserve (AllocConfig.capacity) and the cuBLAS workspace each
+ * handle allocates through it are one rule each, in lua/hw/memory.lua (tested by
+ * tests/ops/test_rules.lua); the workspace reaches the engine as DeviceSpec.cublas_workspace_bytes. */
 
 /* Writes PyTorch's OutOfMemoryError text for `info` into buf (always NUL-terminated). */
 void alloc_format_oom(const AllocOomInfo *info, bool fraction_set, char *buf, size_t len);

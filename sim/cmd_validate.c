@@ -321,49 +321,76 @@ static void print_json(const Rows *rows) {
     cJSON_Delete(arr);
 }
 
+/* The folder `vrsim validate` reads when no file is named: the measured runs, one a line. */
+#define RECORDS_DIR "validation/records"
+
+/* Appends RECORDS_DIR/NAME for every NAME.jsonl in RECORDS_DIR to *files (grown as needed;
+ * each path is owned by the array), sorted. Returns VR_OK, VR_EIO when the folder cannot be
+ * opened, VR_ENOMEM. */
+static int list_records(char ***files, int *nf, int *cap) {
+    DIR *d = opendir(RECORDS_DIR);
+    if (!d) return VR_EIO;
+    struct dirent *e;
+    int rc = VR_OK;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l <= 6 || strcmp(e->d_name + l - 6, ".jsonl") != 0) continue;
+        if (*nf == *cap) {
+            int nc = *cap ? *cap * 2 : 16;
+            char **nfiles = realloc(*files, (size_t)nc * sizeof(char *));
+            if (!nfiles) { rc = VR_ENOMEM; break; }
+            *files = nfiles;
+            *cap = nc;
+        }
+        size_t n = sizeof RECORDS_DIR + 1 + l;
+        char *path = malloc(n);
+        if (!path) { rc = VR_ENOMEM; break; }
+        snprintf(path, n, RECORDS_DIR "/%s", e->d_name);
+        (*files)[(*nf)++] = path;
+    }
+    closedir(d);
+    if (rc == VR_OK && *nf > 1) qsort(*files, (size_t)*nf, sizeof(char *), cmp_str);
+    return rc;
+}
+
 int cmd_validate(int argc, char **argv) {
     Opts o = {0};
-    const char **files = calloc((size_t)argc + 256, sizeof(char *));
-    char **owned = calloc(256, sizeof(char *));
-    int nf = 0, nown = 0;
-    if (!files || !owned) return VR_EXIT_INTERNAL;
+    const char **args = calloc((size_t)argc + 1, sizeof(char *));
+    char **owned = NULL;       /* the default records' paths, each owned */
+    int nargs = 0, nown = 0, owncap = 0;
+    if (!args) return VR_EXIT_INTERNAL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) o.json = true;
         else if (strcmp(argv[i], "--step0") == 0) o.step0 = true;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) o.only = argv[++i];
         else if (strcmp(argv[i], "--help") == 0) {
             printf("usage: vrsim validate [--json] [--step0] [--only NAME] [FILE.jsonl ...]\n\n"
-                   "Rebuilds every measured run in the files (default: validation/*.jsonl) as a\n"
-                   "scenario, simulates it and prints measured against predicted peak allocated,\n"
-                   "peak reserved, step time and (for capped runs) the fit verdict, with the\n"
-                   "relative error. --step0 compares the first step instead of the steady state.\n");
-            free(files); free(owned);
+                   "Rebuilds every measured run in the files (default: " RECORDS_DIR "/*.jsonl)\n"
+                   "as a scenario, simulates it and prints measured against predicted peak\n"
+                   "allocated, peak reserved, step time and (for capped runs) the fit verdict, with\n"
+                   "the relative error. --step0 compares the first step instead of the steady state.\n");
+            free(args);
             return 0;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "vrsim validate: unknown option %s\n", argv[i]);
-            free(files); free(owned);
+            free(args);
             return VR_EXIT_USAGE;
-        } else files[nf++] = argv[i];
+        } else args[nargs++] = argv[i];
     }
+    const char *const *files = args;
+    int nf = nargs;
     if (nf == 0) {
-        DIR *d = opendir("validation");
-        if (!d) {
-            fprintf(stderr, "vrsim validate: no files given and no validation/ folder here\n");
-            free(files); free(owned);
-            return VR_EXIT_USAGE;
+        int lr = list_records(&owned, &nown, &owncap);
+        if (lr != VR_OK) {
+            if (lr == VR_EIO)
+                fprintf(stderr, "vrsim validate: no files given and no " RECORDS_DIR "/ folder here\n");
+            for (int i = 0; i < nown; i++) free(owned[i]);
+            free(owned);
+            free(args);
+            return lr == VR_EIO ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
         }
-        struct dirent *e;
-        while ((e = readdir(d)) && nown < 255) {
-            size_t l = strlen(e->d_name);
-            if (l > 6 && strcmp(e->d_name + l - 6, ".jsonl") == 0) {
-                owned[nown] = malloc(l + 12);
-                if (!owned[nown]) break;
-                snprintf(owned[nown], l + 12, "validation/%s", e->d_name);
-                files[nf++] = owned[nown++];
-            }
-        }
-        closedir(d);
-        qsort(files, (size_t)nf, sizeof(char *), cmp_str);
+        files = (const char *const *)owned;
+        nf = nown;
     }
     Rows rows = {0};
     int skipped = 0, rc = 0;
@@ -384,6 +411,6 @@ int cmd_validate(int argc, char **argv) {
     rows_free(&rows);
     for (int i = 0; i < nown; i++) free(owned[i]);
     free(owned);
-    free(files);
+    free(args);
     return rc;
 }

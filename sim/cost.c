@@ -248,3 +248,153 @@ VrStatus cost_carry(CostModel *c, const DeviceSpec *target, const CostCarry *k) 
 
 void cost_set_kernel_ns(CostModel *c, double ns) { c->kernel_ns = ns > 0 ? ns : 0; }
 void cost_set_kernel_gap_ns(CostModel *c, double ns) { c->gap_ns = ns > 0 ? ns : 0; }
+
+/* ---- a measured profile into curves ---------------------------------------------------- */
+
+static const struct { const char *table, *kind; } SDPA_BACKENDS[COST_SDPA_COUNT] = {
+    [COST_SDPA_CUDNN] = {"cudnn", "attention_cudnn"},
+    [COST_SDPA_FLASH] = {"flash", "attention_flash"},
+    [COST_SDPA_EFFICIENT] = {"efficient", "attention_mem_efficient"},
+};
+
+const char *cost_sdpa_backend(int b) {
+    return b >= 0 && b < COST_SDPA_COUNT ? SDPA_BACKENDS[b].table : NULL;
+}
+
+double cost_sdpa_flops(double batch, double heads, double seq_q, double seq_k, double dim,
+                       bool causal) {
+    double f = 4 * batch * heads * seq_q * seq_k * dim;
+    return causal ? f / 2 : f;
+}
+
+static VrStatus bad_row(char *why, size_t why_n, const char *table, int row, const char *what) {
+    if (why && why_n) snprintf(why, why_n, "%s row %d: %s", table, row + 1, what);
+    return VR_EINVAL;
+}
+
+/* The point of a streaming row (bytes moved, bytes/s), or VR_EINVAL. */
+static VrStatus stream_point(const CostStreamRow *r, CostPoint *out) {
+    if (!(r->ms > 0) || !(r->gbps > 0) || !isfinite(r->ms) || !isfinite(r->gbps)) return VR_EINVAL;
+    *out = (CostPoint){r->gbps * 1e9 * r->ms * 1e-3, r->gbps * 1e9};
+    return VR_OK;
+}
+
+/* The GEMM curves: pts gets every read row's point grouped by dtype, n_gemm[d] counting each. */
+static VrStatus gemm_points(const CostProfile *p, CostPoint *pts, const CostPoint *gemm[DT_COUNT],
+                            int n_gemm[DT_COUNT], char *why, size_t why_n) {
+    int used = 0;
+    for (int d = 0; d < DT_COUNT; d++) {
+        gemm[d] = pts + used;
+        n_gemm[d] = 0;
+        for (int i = 0; i < p->n_gemm; i++) {
+            const CostGemmRow *r = &p->gemm[i];
+            DType dt;
+            if (!r->dtype) return bad_row(why, why_n, "gemm", i, "no dtype");
+            if (strcmp(r->dtype, "tf32") == 0) continue; /* measured, not read (cost.h) */
+            if (dtype_parse(r->dtype, &dt) != VR_OK)
+                return bad_row(why, why_n, "gemm", i, "a dtype vrsim does not know");
+            if (dt != (DType)d) continue;
+            double f = 2 * r->m * r->n * r->k * r->batch;
+            if (!(r->m > 0) || !(r->n > 0) || !(r->k > 0) || !(r->batch > 0) || !(r->tflops > 0) ||
+                !isfinite(f) || !isfinite(r->tflops))
+                return bad_row(why, why_n, "gemm", i, "m, n, k, batch and tflops must be > 0");
+            pts[used++] = (CostPoint){f, r->tflops * 1e12};
+            n_gemm[d]++;
+        }
+    }
+    return VR_OK;
+}
+
+/* One bandwidth class per torch_ops class, in the order each class first appears. */
+static VrStatus torch_op_classes(CostModel *c, const CostProfile *p, CostPoint *pts, char *why,
+                                 size_t why_n) {
+    for (int i = 0; i < p->n_torch_ops; i++) {
+        const char *cls = p->torch_ops[i].cls;
+        if (!cls || !cls[0]) return bad_row(why, why_n, "torch_ops", i, "no class");
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++) seen = strcmp(p->torch_ops[j].cls, cls) == 0;
+        if (seen) continue;
+        int n = 0;
+        for (int j = i; j < p->n_torch_ops; j++) {
+            const CostStreamRow *r = &p->torch_ops[j];
+            if (!r->cls || strcmp(r->cls, cls) != 0) continue;
+            if (stream_point(r, &pts[n]) != VR_OK)
+                return bad_row(why, why_n, "torch_ops", j, "ms and gbps must be > 0");
+            n++;
+        }
+        VrStatus st = cost_add_class(c, cls, pts, n);
+        if (st == VR_EINVAL) return bad_row(why, why_n, "torch_ops", i, "too many classes, or a class name too long");
+        if (st) return st;
+    }
+    return VR_OK;
+}
+
+/* The forward and backward FLOP-rate curves of every backend the sdpa rows timed. */
+static VrStatus sdpa_classes(CostModel *c, const CostProfile *p, CostPoint *fwd, CostPoint *bwd,
+                             char *why, size_t why_n) {
+    for (int b = 0; b < COST_SDPA_COUNT; b++) {
+        int n = 0;
+        for (int i = 0; i < p->n_sdpa; i++) {
+            const CostSdpaRow *r = &p->sdpa[i];
+            double f_ms = r->fwd_ms[b], fb_ms = r->fwdbwd_ms[b];
+            if (f_ms == 0 && fb_ms == 0) continue; /* this backend not timed on this shape */
+            double flops = cost_sdpa_flops(r->batch, r->heads, r->seq_q, r->seq_k, r->dim, r->causal);
+            if (!(flops > 0) || !isfinite(flops))
+                return bad_row(why, why_n, "sdpa", i, "batch, heads, seq_q, seq_k and dim must be > 0");
+            if (!(f_ms > 0) || !(fb_ms > f_ms) || !isfinite(fb_ms))
+                return bad_row(why, why_n, "sdpa", i, "a backend needs fwdbwd_ms > fwd_ms > 0");
+            if (f_ms < COST_SDPA_MIN_TIMED_MS) continue; /* launch-bound (cost.h) */
+            fwd[n] = (CostPoint){flops, flops / (f_ms * 1e-3)};
+            double bf = COST_SDPA_BWD_FLOPS * flops;
+            bwd[n] = (CostPoint){bf, bf / ((fb_ms - f_ms) * 1e-3)};
+            n++;
+        }
+        if (n == 0) continue;
+        char bname[40];
+        snprintf(bname, sizeof bname, "%s_bwd", SDPA_BACKENDS[b].kind);
+        VrStatus st = cost_add_flops_class(c, SDPA_BACKENDS[b].kind, fwd, n);
+        if (!st) st = cost_add_flops_class(c, bname, bwd, n);
+        if (st) return st;
+    }
+    return VR_OK;
+}
+
+VrStatus cost_from_profile(const DeviceSpec *dev, const CostProfile *p, CostModel **out,
+                           char *why, size_t why_n) {
+    *out = NULL;
+    if (why && why_n) why[0] = '\0';
+    if (p->n_gemm < 0 || p->n_stream < 0 || p->n_torch_ops < 0 || p->n_sdpa < 0) return VR_EINVAL;
+    int most = p->n_gemm;
+    if (p->n_stream > most) most = p->n_stream;
+    if (p->n_torch_ops > most) most = p->n_torch_ops;
+    if (2 * p->n_sdpa > most) most = 2 * p->n_sdpa;
+    CostPoint *pts = malloc(sizeof *pts * (size_t)(most > 0 ? most : 1));
+    if (!pts) return VR_ENOMEM;
+    const CostPoint *gemm[DT_COUNT];
+    int n_gemm[DT_COUNT];
+    CostModel *c = NULL;
+    VrStatus st = gemm_points(p, pts, gemm, n_gemm, why, why_n);
+    CostPoint *mem = NULL;
+    if (!st && p->n_stream > 0) {
+        mem = malloc(sizeof *mem * (size_t)p->n_stream);
+        if (!mem) st = VR_ENOMEM;
+        for (int i = 0; !st && i < p->n_stream; i++)
+            if (stream_point(&p->stream[i], &mem[i]) != VR_OK)
+                st = bad_row(why, why_n, "copy/elementwise", i, "ms and gbps must be > 0");
+    }
+    if (!st) st = cost_new(dev, gemm, n_gemm, mem, p->n_stream, &c);
+    free(mem);
+    if (!st) {
+        cost_set_kernel_ns(c, p->launch_device_us * 1e3);
+        cost_set_kernel_gap_ns(c, p->kernel_gap_us * 1e3);
+        st = torch_op_classes(c, p, pts, why, why_n);
+    }
+    if (!st) st = sdpa_classes(c, p, pts, pts + p->n_sdpa, why, why_n);
+    free(pts);
+    if (st) {
+        cost_free(c);
+        return st;
+    }
+    *out = c;
+    return VR_OK;
+}

@@ -30,6 +30,83 @@ VrStatus cost_new(const DeviceSpec *dev, const CostPoint *const gemm[DT_COUNT],
                   CostModel **out /* OUT */);
 void cost_free(CostModel *c); /* NULL is a no-op */
 
+/* ---- a calibrated profile as measured ---------------------------------------------------
+ * The tables of lua/hw/calibrated/<gpu>*.lua (their fields: lua/hw/calibrated/README.md) as plain
+ * rows; sim/bind/bind.c copies them out of Lua, cost_from_profile turns them into curves. Every
+ * row of a table that is read becomes a point: a row that cannot (a missing or non-positive
+ * figure, a dtype vrsim does not know) is an error naming the table and row, never skipped. */
+
+/* A row of `gemm` (vrsim-calibrate: cublasGemmEx, C[m,n] = op(A[m,k]) op(B[k,n]), `batch` of
+ * them): a point of dtype's GEMM curve at 2 m n k batch FLOPs. */
+typedef struct CostGemmRow {
+    const char *dtype;   /* "fp32", "fp16", "bf16", ... (dtype_parse), or "tf32" (below); borrowed */
+    double m, n, k;      /* the problem (elements) */
+    double batch;        /* GEMMs per call (1 for a plain GEMM) */
+    double tflops;       /* 2 m n k batch / time, 1e12 FLOP/s */
+} CostGemmRow;
+
+/* A row of `copy`, `elementwise` (vrsim-calibrate) or `torch_ops` (measure_torch_ops.py): a
+ * streaming kernel that moved gbps * ms bytes at gbps. */
+typedef struct CostStreamRow {
+    const char *cls;     /* torch_ops: the memory-access class ("broadcast", ...); else NULL; borrowed */
+    double ms;           /* time per call */
+    double gbps;         /* every byte read and written / time, 1e9 bytes/s */
+} CostStreamRow;
+
+/* The fused-attention backends whose times a profile's `sdpa` rows carry (measure_sdpa.py), in
+ * the order of CostSdpaRow's arrays; cost_sdpa_backend names each as the profile does. */
+enum { COST_SDPA_CUDNN = 0, COST_SDPA_FLASH, COST_SDPA_EFFICIENT, COST_SDPA_COUNT };
+
+/* A row of `sdpa`: PyTorch's scaled_dot_product_attention on one shape, timed per backend. */
+typedef struct CostSdpaRow {
+    double batch, heads, seq_q, seq_k, dim;
+    bool causal;
+    double fwd_ms[COST_SDPA_COUNT];     /* forward alone; 0 = that backend was not timed */
+    double fwdbwd_ms[COST_SDPA_COUNT];  /* forward and backward */
+} CostSdpaRow;
+
+/* A whole profile. Arrays are borrowed for the call; NULL with a count of 0 for a table the
+ * profile lacks. */
+typedef struct CostProfile {
+    const CostGemmRow *gemm;       int n_gemm;       /* the GEMM grid */
+    const CostStreamRow *stream;   int n_stream;     /* `copy` then `elementwise`: the generic curve */
+    const CostStreamRow *torch_ops; int n_torch_ops; /* PyTorch's kernels by class */
+    const CostSdpaRow *sdpa;       int n_sdpa;       /* fused attention per backend */
+    double launch_device_us;       /* an empty kernel's device time, back to back (0: none) */
+    double kernel_gap_us;          /* the stream's gap between back-to-back kernels (0: none) */
+} CostProfile;
+
+/* FLOPs of one attention forward as the models count them: 4 b h sq sk d (Q K^T and P V), halved
+ * when causal. Its backward counts COST_SDPA_BWD_FLOPS times that (dQ, dK, dV and the
+ * recomputed P: five matmuls against the forward's two). */
+double cost_sdpa_flops(double batch, double heads, double seq_q, double seq_k, double dim,
+                       bool causal);
+#define COST_SDPA_BWD_FLOPS 2.5
+
+/* A timed sdpa call shorter than this (ms) is left out of the curves: a single call timed with
+ * CUDA events carries its launch (tens of microseconds), so it says more about launch latency
+ * than about the kernel. */
+#define COST_SDPA_MIN_TIMED_MS 0.1
+
+/* The profile's name for backend b (COST_SDPA_*): "cudnn", "flash", "efficient"; the ops it
+ * prices are of kind "attention_cudnn", "attention_flash", "attention_mem_efficient". */
+const char *cost_sdpa_backend(int b);
+
+/* Builds the model of device dev from a measured profile:
+ *   - each GEMM dtype's curve from the `gemm` rows of that dtype (rows of "tf32" are measured
+ *     but not read: PyTorch runs fp32 matmuls in full fp32 unless allow_tf32 is set, and vrsim
+ *     has no tf32 compute dtype);
+ *   - the generic streaming curve from the stream rows; one bandwidth class per torch_ops class
+ *     (cost_add_class), from that class's rows;
+ *   - per backend, a forward FLOP-rate curve (kind "attention_<backend>") and a backward one
+ *     ("..._bwd") from the sdpa rows that timed it for at least COST_SDPA_MIN_TIMED_MS, FLOPs by
+ *     cost_sdpa_flops, the backward's time being fwdbwd_ms - fwd_ms;
+ *   - the kernel floor and gap (cost_set_kernel_ns, cost_set_kernel_gap_ns).
+ * There is no limit on rows. The caller owns *out. VR_EINVAL for a row that cannot be a point
+ * (why, if not NULL, gets a line naming the table, the row (1-based) and the figure), VR_ENOMEM. */
+VrStatus cost_from_profile(const DeviceSpec *dev, const CostProfile *prof,
+                           CostModel **out /* OUT */, char *why /* OUT */, size_t why_n);
+
 /* Adds (or replaces) the bandwidth curve of a memory-access class: ops whose kind names the class
  * ("broadcast", "cast_up", "transpose", ...) take their bandwidth from it; kind "elementwise" is
  * the class "contiguous". VR_EINVAL when the table is full or a point is bad. */

@@ -446,9 +446,13 @@ static void write_trace_json(Buf *b, const Plan *p, const SimResult *r) {
     bprintf(b, "\n]}\n");
 }
 
-static VrStatus mkdir_p(const char *dir, char *err, size_t errlen) {
+VrStatus report_make_dir(const char *dir, char *err, size_t errlen) {
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", dir);
+    if (snprintf(tmp, sizeof tmp, "%s", dir) >= (int)sizeof tmp) {
+        snprintf(err, errlen, "cannot create %.64s...: the path is %zu bytes, more than %zu",
+                 dir, strlen(dir), sizeof tmp - 1);
+        return VR_EINVAL;
+    }
     for (char *q = tmp + 1; *q; q++) {
         if (*q != '/') continue;
         *q = 0;
@@ -458,13 +462,13 @@ static VrStatus mkdir_p(const char *dir, char *err, size_t errlen) {
     if (mkdir(tmp, 0777) && errno != EEXIST) goto fail;
     return VR_OK;
 fail:
-    snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+    snprintf(err, errlen, "cannot create %.3000s: %s", tmp, strerror(errno));
     return VR_EIO;
 }
 
 VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, char *err,
                           size_t errlen) {
-    VrStatus st = mkdir_p(dir, err, errlen);
+    VrStatus st = report_make_dir(dir, err, errlen);
     if (st) return st;
     char path[4200];
     char *js = report_summary_json(p, r);
@@ -567,7 +571,7 @@ VrStatus report_stage_dir(const char *dir, char *tmp, size_t tmplen, char *err, 
     char *slash = strrchr(parent, '/');
     if (slash && slash != parent) {
         *slash = 0;
-        VrStatus s2 = mkdir_p(parent, err, errlen);
+        VrStatus s2 = report_make_dir(parent, err, errlen);
         if (s2) return s2;
     }
     if ((size_t)snprintf(tmp, tmplen, "%.*s.tmp-XXXXXX", (int)L, dir) >= tmplen) {

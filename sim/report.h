@@ -34,6 +34,11 @@ void report_print_summary(FILE *f, const Plan *p, const SimResult *r);
  * host allocation failure. */
 char *report_summary_json(const Plan *p, const SimResult *r);
 
+/* Creates dir and each missing parent, as `mkdir -p` does (mode 0777 less the umask). VR_OK when
+ * it exists afterwards; VR_EIO with err naming the folder that could not be made; VR_EINVAL for
+ * a path of 4096 bytes or more (refused, never cut short). */
+VrStatus report_make_dir(const char *dir, char *err, size_t errlen);
+
 /* Writes summary.json, memory.csv and trace.json into dir (created if missing).
  * VR_EIO with a message in err when a file cannot be written. */
 VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, char *err,

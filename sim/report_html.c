@@ -793,22 +793,6 @@ char *report_html_build_with(const Plan *p, const SimResult *r, const ReportVari
     return out;
 }
 
-static VrStatus make_dir(const char *dir, char *err, size_t errlen) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *q = tmp + 1; *q; q++) {
-        if (*q != '/') continue;
-        *q = 0;
-        if (mkdir(tmp, 0777) && errno != EEXIST) goto fail;
-        *q = '/';
-    }
-    if (mkdir(tmp, 0777) && errno != EEXIST) goto fail;
-    return VR_OK;
-fail:
-    snprintf(err, errlen, "cannot create %.3000s: %s", tmp, strerror(errno));
-    return VR_EIO;
-}
-
 VrStatus report_html_write(const char *dir, const Plan *p, const SimResult *r, char *err,
                            size_t errlen) {
     return report_html_write_with(dir, p, r, NULL, -1, err, errlen);
@@ -816,7 +800,7 @@ VrStatus report_html_write(const char *dir, const Plan *p, const SimResult *r, c
 
 VrStatus report_html_write_with(const char *dir, const Plan *p, const SimResult *r,
                                 const ReportVariant *v, int nv, char *err, size_t errlen) {
-    VrStatus st = make_dir(dir, err, errlen);
+    VrStatus st = report_make_dir(dir, err, errlen);
     if (st) return st;
     char *page = report_html_build_with(p, r, v, nv);
     if (!page) {

@@ -350,9 +350,9 @@ elif [ "$RC" -eq 2 ] && grep -q "micro_batch" "$TMP/badkey.err"; then ok "--set 
 else fail "--set micro_bach=2: exit $RC, expected 2 with a suggestion"; fi
 
 # ---- validate ----------------------------------------------------------------------------
-run validate validate validation/llama_h200.jsonl --json
+run validate validate validation/records/llama_h200.jsonl --json
 if crashed "vrsim validate"; then :
-elif [ "$RC" -ne 0 ]; then fail "vrsim validate validation/llama_h200.jsonl --json: exit $RC" "$(head -n 3 "$TMP/validate.err")"
+elif [ "$RC" -ne 0 ]; then fail "vrsim validate validation/records/llama_h200.jsonl --json: exit $RC" "$(head -n 3 "$TMP/validate.err")"
 elif [ "$HAVE_PY" = 1 ]; then
   if msg=$(python3 -c '
 import json, sys

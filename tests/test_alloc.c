@@ -689,27 +689,17 @@ static void test_inject(void **state)
     done(f);
 }
 
-/* ---- section 10 helpers ---- */
+/* ---- section 10: memory that is not a tensor ---- */
 
+/* The cuBLAS workspace (32 MiB on an H200; its size is lua/hw/memory.lua's rule) is an ordinary
+ * cached allocation: served from a free block when one fits. */
 static void test_not_a_tensor(void **state)
 {
     (void)state;
-    assert_int_equal(alloc_cublas_workspace_bytes(9), 33554432);
-    assert_int_equal(alloc_cublas_workspace_bytes(10), 33554432);
-    assert_int_equal(alloc_cublas_workspace_bytes(8), 8519680);
-    uint64_t total = (uint64_t)(143771.0 * 1048576);
-    assert_int_equal(alloc_device_capacity(total, ALLOC_CUDA_CONTEXT_H200, 0),
-                     total - ALLOC_CUDA_CONTEXT_H200);
-    /* fit_h200.jsonl: a cap of 10600 MiB as a fraction of the device */
-    double f = 10600.0 * 1048576 / (double)total;
-    uint64_t cap = alloc_device_capacity(total, ALLOC_CUDA_CONTEXT_H200, f);
-    assert_true(cap >= 10600 * MiB - 1 && cap <= 10600 * MiB);
-    assert_int_equal(alloc_device_capacity(100, 200, 0), 0);
-    /* the workspace is an ordinary cached allocation: served from a free block when one fits */
     Fixture *fx = make("", 0);
     uint64_t a = m(fx, 40 * MiB, 0);
     fr(fx, a);
-    assert_int_equal(m(fx, alloc_cublas_workspace_bytes(9), 0), a);
+    assert_int_equal(m(fx, 33554432, 0), a);
     assert_int_equal(st(fx).num_segment_allocs, 1);
     done(fx);
 }

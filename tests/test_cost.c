@@ -2,12 +2,15 @@
  * from the class its kind names, a dtype-specific class ("foreach_fp32") falls back to its
  * generic one where the profile has none, and any other kind uses the generic curve. Fused
  * attention takes its measured FLOP rate (forward and backward curves) where the profile covers
- * its size, the GEMM curve elsewhere; every kernel adds the stream's measured gap. */
+ * its size, the GEMM curve elsewhere; every kernel adds the stream's measured gap. A measured
+ * profile's rows become curves (cost_from_profile) with every row read, however many, and a row
+ * that cannot be a point is an error naming it. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -156,12 +159,135 @@ static void test_carry(void **state) {
     cost_free(c);
 }
 
+/* An empty profile on a 4 TB/s device: only the tables a test fills. */
+static DeviceSpec plain_device(void) {
+    DeviceSpec dev;
+    memset(&dev, 0, sizeof dev);
+    dev.mem_bw = 4e12;
+    dev.peak_flops[DT_FP32] = 60e12;
+    return dev;
+}
+
+/* GEMM rows become each dtype's curve at 2 m n k batch FLOPs; tf32 rows are measured but not
+ * read; every row counts, far past any fixed table size (the last of 3000 sets the top). */
+static void test_profile_gemm_rows(void **state) {
+    (void)state;
+    DeviceSpec dev = plain_device();
+    enum { N = 3000 };
+    CostGemmRow *rows = calloc(N + 2, sizeof *rows);
+    assert_non_null(rows);
+    for (int i = 0; i < N; i++)   /* 100 .. 399.9 TFLOP/s as the problem grows */
+        rows[i] = (CostGemmRow){"bf16", 64.0 * (i + 1), 1024, 1024, 1, 100 + 0.1 * i};
+    rows[N] = (CostGemmRow){"tf32", 1 << 20, 1 << 20, 1 << 20, 1, 1e6};
+    rows[N + 1] = (CostGemmRow){"fp16", 1024, 1024, 1024, 2, 500};
+    CostProfile p = {.gemm = rows, .n_gemm = N + 2};
+    CostModel *c = NULL;
+    char why[128];
+    assert_int_equal(cost_from_profile(&dev, &p, &c, why, sizeof why), VR_OK);
+    double top = 2.0 * 64 * N * 1024 * 1024;
+    assert_true(fabs(cost_gemm_rate(c, DT_BF16, top) - (100 + 0.1 * (N - 1)) * 1e12) < 1e6);
+    assert_true(fabs(cost_gemm_rate(c, DT_BF16, 4 * top) - (100 + 0.1 * (N - 1)) * 1e12) < 1e6);
+    /* one fp16 point at 2 * 1024^3 * 2 FLOPs */
+    assert_true(fabs(cost_gemm_rate(c, DT_FP16, 4.0 * 1024 * 1024 * 1024) - 500e12) < 1e6);
+    /* fp32 has no row (the tf32 one is not read): the datasheet path */
+    assert_true(fabs(cost_gemm_rate(c, DT_FP32, 1e12) - 60e12) < 1);
+    cost_free(c);
+    free(rows);
+}
+
+/* A row that cannot be a point is an error naming its table and row, and builds nothing. */
+static void test_profile_bad_rows(void **state) {
+    (void)state;
+    DeviceSpec dev = plain_device();
+    char why[128];
+    CostModel *c = (CostModel *)&dev; /* overwritten: NULL on failure */
+    CostGemmRow g[2] = {{"bf16", 1024, 1024, 1024, 1, 300}, {"bf16", 1024, 0, 1024, 1, 300}};
+    CostProfile p = {.gemm = g, .n_gemm = 2};
+    assert_int_equal(cost_from_profile(&dev, &p, &c, why, sizeof why), VR_EINVAL);
+    assert_null(c);
+    assert_non_null(strstr(why, "gemm row 2"));
+    g[1] = (CostGemmRow){"int3", 1024, 1024, 1024, 1, 300};
+    assert_int_equal(cost_from_profile(&dev, &p, &c, why, sizeof why), VR_EINVAL);
+    assert_non_null(strstr(why, "gemm row 2: a dtype"));
+    g[1] = (CostGemmRow){NULL, 1024, 1024, 1024, 1, 300};
+    assert_int_equal(cost_from_profile(&dev, &p, &c, NULL, 0), VR_EINVAL);
+    CostStreamRow s[2] = {{NULL, 1, 1000}, {NULL, 0, 1000}};
+    CostProfile ps = {.stream = s, .n_stream = 2};
+    assert_int_equal(cost_from_profile(&dev, &ps, &c, why, sizeof why), VR_EINVAL);
+    assert_non_null(strstr(why, "copy/elementwise row 2"));
+    CostStreamRow o[2] = {{"broadcast", 1, 1000}, {NULL, 1, 1000}};
+    CostProfile po = {.torch_ops = o, .n_torch_ops = 2};
+    assert_int_equal(cost_from_profile(&dev, &po, &c, why, sizeof why), VR_EINVAL);
+    assert_non_null(strstr(why, "torch_ops row 2: no class"));
+    CostSdpaRow a = {.batch = 1, .heads = 32, .seq_q = 2048, .seq_k = 2048, .dim = 128};
+    a.fwd_ms[COST_SDPA_FLASH] = 0.5, a.fwdbwd_ms[COST_SDPA_FLASH] = 0.4;
+    CostProfile pa = {.sdpa = &a, .n_sdpa = 1};
+    assert_int_equal(cost_from_profile(&dev, &pa, &c, why, sizeof why), VR_EINVAL);
+    assert_non_null(strstr(why, "sdpa row 1"));
+    assert_null(c);
+}
+
+/* Streaming rows: copy and elementwise make the generic curve (gbps * ms bytes at gbps); each
+ * torch_ops class its own; the kernel floor and gap come from the profile's figures. */
+static void test_profile_stream_rows(void **state) {
+    (void)state;
+    DeviceSpec dev = plain_device();
+    CostStreamRow s[2] = {{NULL, 1, 1000}, {NULL, 10, 2000}};  /* 1 GB at 1 TB/s, 20 GB at 2 */
+    CostStreamRow o[3] = {{"broadcast", 1, 3000}, {"cast_up", 1, 500}, {"broadcast", 2, 3000}};
+    CostProfile p = {.stream = s, .n_stream = 2, .torch_ops = o, .n_torch_ops = 3,
+                     .launch_device_us = 2, .kernel_gap_us = 1.5};
+    CostModel *c = NULL;
+    assert_int_equal(cost_from_profile(&dev, &p, &c, NULL, 0), VR_OK);
+    assert_true(fabs(cost_mem_rate(c, 1e9) - 1e12) < 1);
+    assert_true(fabs(cost_mem_rate(c, 20e9) - 2e12) < 1);
+    /* 6 GB broadcast at 3 TB/s: 2 ms, plus one gap of 1.5 us */
+    Op op = op_of("broadcast", PH_FWD, 0, 6e9);
+    assert_true(fabs(cost_op_ns(c, &op) - (2e6 + 1500)) < 1.0);
+    op = op_of("cast_up", PH_FWD, 0, 0.5e9);
+    assert_true(fabs(cost_op_ns(c, &op) - (1e6 + 1500)) < 1.0);
+    /* an empty op: the 2 us floor */
+    op = op_of("elementwise", PH_FWD, 0, 0);
+    assert_true(fabs(cost_op_ns(c, &op) - 2000) < 1.0);
+    cost_free(c);
+}
+
+/* sdpa rows: FLOPs 4 b h sq sk d, halved when causal; the backward counts 2.5 times the
+ * forward's FLOPs over fwdbwd - fwd; a call timed under 0.1 ms is left out. */
+static void test_profile_sdpa_rows(void **state) {
+    (void)state;
+    assert_true(fabs(cost_sdpa_flops(1, 32, 2048, 2048, 128, false) - 4.0 * 32 * 2048 * 2048 * 128) < 1);
+    assert_true(fabs(cost_sdpa_flops(2, 32, 2048, 2048, 128, true) - 4.0 * 32 * 2048 * 2048 * 128) < 1);
+    assert_string_equal(cost_sdpa_backend(COST_SDPA_EFFICIENT), "efficient");
+    assert_null(cost_sdpa_backend(COST_SDPA_COUNT));
+    DeviceSpec dev = plain_device();
+    CostSdpaRow r[2] = {{.batch = 4, .heads = 32, .seq_q = 2048, .seq_k = 2048, .dim = 128, .causal = true},
+                        {.batch = 1, .heads = 8, .seq_q = 256, .seq_k = 256, .dim = 64}};
+    r[0].fwd_ms[COST_SDPA_CUDNN] = 0.3, r[0].fwdbwd_ms[COST_SDPA_CUDNN] = 1.1;
+    r[1].fwd_ms[COST_SDPA_CUDNN] = 0.01, r[1].fwdbwd_ms[COST_SDPA_CUDNN] = 0.03; /* launch-bound */
+    CostProfile p = {.sdpa = r, .n_sdpa = 2};
+    CostModel *c = NULL;
+    assert_int_equal(cost_from_profile(&dev, &p, &c, NULL, 0), VR_OK);
+    double f = cost_sdpa_flops(4, 32, 2048, 2048, 128, true);
+    /* the one point read: forward f in 0.3 ms, backward 2.5 f in 0.8 ms, at every larger size */
+    assert_true(fabs(attention_time(c, "attention_cudnn", PH_FWD, f) - 0.3e6) < 1.0);
+    assert_true(fabs(attention_time(c, "attention_cudnn", PH_BWD, 2.5 * f) - 0.8e6) < 1.0);
+    assert_true(fabs(attention_time(c, "attention_cudnn", PH_FWD, 2 * f) - 0.6e6) < 1.0);
+    /* flash was not timed: its kind has no curve and takes the GEMM path (fp32 datasheet here
+     * for want of a bf16 figure: 60 TFLOP/s) */
+    assert_true(fabs(attention_time(c, "attention_flash", PH_FWD, f) - f / 60e12 * 1e9) < 1.0);
+    cost_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_and_fp32_fallback),
         cmocka_unit_test(test_attention_rate_curves),
         cmocka_unit_test(test_kernel_gap),
         cmocka_unit_test(test_carry),
+        cmocka_unit_test(test_profile_gemm_rows),
+        cmocka_unit_test(test_profile_bad_rows),
+        cmocka_unit_test(test_profile_stream_rows),
+        cmocka_unit_test(test_profile_sdpa_rows),
     };
     return cmocka_run_group_tests_name("cost", tests, NULL, NULL);
 }

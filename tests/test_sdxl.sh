@@ -239,8 +239,8 @@ else fail "sdxl scenario answers: exit $RC" "$(grep -v '^ok ' "$TMP/answers.out"
 # ---- validation against the measured H200 runs --------------------------------------------
 # (the truth's diffusers runs, and the plain-PyTorch UNet across batch 1-4 and 64-1024 px:
 # validation/results/sdxl_plain_records_h200.jsonl, made by validation/harness/profile_records.py)
-if [ -f validation/sdxl_h200.jsonl ]; then
-  "$VRSIM" validate --json validation/sdxl_h200.jsonl validation/results/sdxl_plain_records_h200.jsonl \
+if [ -f validation/records/sdxl_h200.jsonl ]; then
+  "$VRSIM" validate --json validation/records/sdxl_h200.jsonl validation/results/sdxl_plain_records_h200.jsonl \
     >"$TMP/val.json" 2>"$TMP/val.err"
   msg=$(python3 - "$TMP/val.json" <<'PY' 2>&1
 import json, sys

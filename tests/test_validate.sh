@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_validate.sh: vrsim validate over every measured run in validation/ (a regression guard:
+# test_validate.sh: vrsim validate over every measured run in validation/records/ (a regression guard:
 # the accuracy figures themselves are in the README's table, from `./vrsim validate`).
 #
 #   VRSIM=./vrsim sh tests/test_validate.sh
@@ -49,7 +49,7 @@ def skipped(path):
     lines = [l.strip() for l in text.splitlines() if " skipped: " in l]
     return (int(m.group(1)) if m else None), lines
 n, why = skipped(sys.argv[3])
-check(n == 0, "every record in validation/ is simulated (skipped: %s)%s" % (n, "".join("; " + w for w in why)))
+check(n == 0, "every record in validation/records/ is simulated (skipped: %s)%s" % (n, "".join("; " + w for w in why)))
 if sys.argv[5].strip():
     n, why = skipped(sys.argv[4])
     check(n == 0, "every record of%s is simulated (skipped: %s)%s" % (sys.argv[5], n, "".join("; " + w for w in why)))
@@ -57,7 +57,7 @@ if sys.argv[5].strip():
     check(not wrong, "  ... with the parameter counts of every record%s" % "".join("; " + w for w in wrong))
 
 records = {}
-for path in glob.glob("validation/*.jsonl"):
+for path in glob.glob("validation/records/*.jsonl"):
     for line in open(path):
         if line.strip():
             rec = json.loads(line)

@@ -5,7 +5,7 @@
 --
 --   name                 marketing name (as torch.cuda.get_device_name() prints it where known)
 --   arch                 "volta" | "ampere" | "ada" | "hopper"
---   compute_capability   number, e.g. 8.6
+--   compute_capability   number, e.g. 8.6 (it also sets the cuBLAS workspace: lua/hw/memory.lua)
 --   memory_bytes         datasheet capacity, "N GB" read as N GiB (N * 2^30): an 80 GB A100 shows
 --                        exactly 81920 MiB in nvidia-smi, so NVIDIA's "GB" here is GiB
 --   usable_bytes         what torch.cuda.get_device_properties().total_memory (= cudaMemGetInfo
@@ -22,8 +22,6 @@
 --                        with FP32 accumulation (what cuBLAS does for torch matmuls; GeForce cards
 --                        run that at half their FP16-accumulate rate), int8 in ops/s.
 --                        0 means no hardware path for that dtype on this GPU.
---   cublas_workspace_bytes  one cuBLAS workspace as PyTorch sizes it (ALLOCATOR.md 10.1):
---                        33554432 on cc 9.x, 8519680 before
 --   sm_count, l2_bytes
 --   pcie                 { gen =, lanes = } of the GPU's own host link
 --   nvlink               { gen =, bw_bytes_per_s = per direction, all links of one GPU together }
@@ -65,7 +63,6 @@ return {
     cuda_context_bytes = 656211968,      -- 625.8 MiB, estimate (header formula, 82 SMs x 1536)
     mem_bw_bytes_per_s = 936.2e9,        -- 19.5 Gbps x 384 bit
     peak_flops = { fp32 = 35.58e12, tf32 = 35.6e12, bf16 = 71e12, fp16 = 71e12, fp8 = 0, int8 = 284e12 },
-    cublas_workspace_bytes = 8519680,
     sm_count = 82,
     l2_bytes = 6291456,                  -- 6 MiB
     pcie = { gen = 4, lanes = 16 },
@@ -97,7 +94,6 @@ return {
     cuda_context_bytes = 728563712,      -- 694.8 MiB, estimate (128 SMs x 1536)
     mem_bw_bytes_per_s = 1008e9,         -- 21 Gbps x 384 bit
     peak_flops = { fp32 = 82.6e12, tf32 = 82.6e12, bf16 = 165.2e12, fp16 = 165.2e12, fp8 = 330.3e12, int8 = 660.6e12 },
-    cublas_workspace_bytes = 8519680,
     sm_count = 128,
     l2_bytes = 75497472,                 -- 72 MiB
     pcie = { gen = 4, lanes = 16 },
@@ -128,7 +124,6 @@ return {
     cuda_context_bytes = 753729536,      -- 718.8 MiB, estimate (108 SMs x 2048)
     mem_bw_bytes_per_s = 1555e9,
     peak_flops = { fp32 = 19.5e12, tf32 = 156e12, bf16 = 312e12, fp16 = 312e12, fp8 = 0, int8 = 624e12 },
-    cublas_workspace_bytes = 8519680,
     sm_count = 108,
     l2_bytes = 41943040,                 -- 40 MiB
     pcie = { gen = 4, lanes = 16 },
@@ -165,7 +160,6 @@ return {
     cuda_context_bytes = 753729536,      -- 718.8 MiB, estimate
     mem_bw_bytes_per_s = 2039e9,
     peak_flops = { fp32 = 19.5e12, tf32 = 156e12, bf16 = 312e12, fp16 = 312e12, fp8 = 0, int8 = 624e12 },
-    cublas_workspace_bytes = 8519680,
     sm_count = 108,
     l2_bytes = 41943040,
     pcie = { gen = 4, lanes = 16 },
@@ -196,7 +190,6 @@ return {
     cuda_context_bytes = 804061184,      -- 766.8 MiB: same die, SM count and software as the measured H200
     mem_bw_bytes_per_s = 3.35e12,
     peak_flops = { fp32 = 66.9e12, tf32 = 494.7e12, bf16 = 989.4e12, fp16 = 989.4e12, fp8 = 1978.9e12, int8 = 1978.9e12 },
-    cublas_workspace_bytes = 33554432,
     sm_count = 132,
     l2_bytes = 52428800,                 -- 50 MiB
     pcie = { gen = 5, lanes = 16 },
@@ -236,7 +229,6 @@ return {
     cuda_context_bytes = 766312448,      -- 730.8 MiB, estimate (114 SMs x 2048)
     mem_bw_bytes_per_s = 2.0e12,
     peak_flops = { fp32 = 51.2e12, tf32 = 378e12, bf16 = 756.5e12, fp16 = 756.5e12, fp8 = 1513e12, int8 = 1513e12 },
-    cublas_workspace_bytes = 33554432,
     sm_count = 114,
     l2_bytes = 52428800,
     pcie = { gen = 5, lanes = 16 },
@@ -269,7 +261,6 @@ return {
     cuda_context_bytes = 804061184,      -- 766.8125 MiB, measured (range 750.8-770.8 MiB)
     mem_bw_bytes_per_s = 4.8e12,
     peak_flops = { fp32 = 66.9e12, tf32 = 494.7e12, bf16 = 989.4e12, fp16 = 989.4e12, fp8 = 1978.9e12, int8 = 1978.9e12 },
-    cublas_workspace_bytes = 33554432,
     sm_count = 132,
     l2_bytes = 52428800,
     pcie = { gen = 5, lanes = 16 },
@@ -293,7 +284,6 @@ return {
         .. "shared/truth/llama_h200.jsonl total_mib; nvidia-smi 143771 MiB, driver 580.159.04",
       cuda_context_bytes = "measured 2026-11-30 (file date): nvsmi_used_minus_reserved_mib = 766.8125 in the bf16/amp LLaMA "
         .. "runs and fit_h200.jsonl, 750.8125 in the fp32 run, 768.8-770.8 in SDXL runs (torch 2.11.0+cu130)",
-      cublas_workspace_bytes = "shared/ALLOCATOR.md 10.1: two 32 MiB workspaces per process on H200",
       nvlink = "MLCommons inference v4.1 system description H200-SXM-141GBx8: '18x 4th Gen NVLink, 900GB/s', 'PCIe Gen5 x16', "
         .. "https://github.com/mlcommons/inference_results_v4.1 (closed/NVIDIA/systems/H200-SXM-141GBx8_TRT_MaxQ.json)",
       tdp_w = "H200 datasheet: up to 700 W; MLCommons system description 'H200 TGP 700W'",
@@ -309,7 +299,6 @@ return {
     cuda_context_bytes = 750583808,      -- 715.8 MiB, estimate (142 SMs x 1536)
     mem_bw_bytes_per_s = 864e9,
     peak_flops = { fp32 = 91.6e12, tf32 = 183e12, bf16 = 362.05e12, fp16 = 362.05e12, fp8 = 733e12, int8 = 733e12 },
-    cublas_workspace_bytes = 8519680,
     sm_count = 142,
     l2_bytes = 100663296,                -- 96 MiB
     pcie = { gen = 4, lanes = 16 },
@@ -339,7 +328,6 @@ return {
     cuda_context_bytes = 653066240,      -- 622.8 MiB, estimate (80 SMs x 1536)
     mem_bw_bytes_per_s = 600e9,
     peak_flops = { fp32 = 35e12, tf32 = 35e12, bf16 = 70e12, fp16 = 70e12, fp8 = 0, int8 = 280e12 },
-    cublas_workspace_bytes = 8519680,
     sm_count = 80,
     l2_bytes = 6291456,
     pcie = { gen = 4, lanes = 16 },
@@ -370,7 +358,6 @@ return {
     cuda_context_bytes = 695009280,      -- 662.8 MiB, estimate (80 SMs x 2048)
     mem_bw_bytes_per_s = 900e9,
     peak_flops = { fp32 = 15.7e12, tf32 = 0, bf16 = 0, fp16 = 125e12, fp8 = 0, int8 = 62.8e12 },
-    cublas_workspace_bytes = 8519680,
     sm_count = 80,
     l2_bytes = 6291456,
     pcie = { gen = 3, lanes = 16 },
@@ -399,7 +386,6 @@ return {
     cuda_context_bytes = 659357696,      -- 628.8 MiB, estimate (84 SMs x 1536)
     mem_bw_bytes_per_s = 768e9,
     peak_flops = { fp32 = 38.7e12, tf32 = 77.4e12, bf16 = 154.8e12, fp16 = 154.8e12, fp8 = 0, int8 = 309.7e12 },
-    cublas_workspace_bytes = 8519680,
     sm_count = 84,
     l2_bytes = 6291456,
     pcie = { gen = 4, lanes = 16 },

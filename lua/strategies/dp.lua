@@ -520,6 +520,8 @@ local function ddp_buckets(s, trainable)
   for i, it in ipairs(order) do ready[i] = it.p end
   return buckets_by_size(ready, s.opts.first_bucket_mb * 2^20, s.opts.bucket_cap_mb * 2^20)
 end
+-- for tests/ops/test_rules.lua
+M.buckets_by_size, M.ddp_buckets = buckets_by_size, ddp_buckets
 
 -- DDP's buckets (torch/nn/parallel/distributed.py, _ddp_init_helper): with
 -- find_unused_parameters=False (the default) the first iteration has one bucket of every

@@ -7,6 +7,7 @@
 -- 4. builds the forward graph with the model builder, derives backward (C), adds the optimizer.
 local nn = require "vrsim.nn"
 local gpus = require "hw.gpus"
+local memory = require "hw.memory"
 
 local P = {}
 
@@ -569,7 +570,7 @@ local function device_of(cfg, ctx)
     key = name, name = g.name,
     total_bytes = g.usable_bytes or g.memory_bytes,
     context_bytes = g.cuda_context_bytes or 0,
-    cublas_workspace_bytes = g.cublas_workspace_bytes or 0,
+    cublas_workspace_bytes = memory.cublas_workspace_bytes(g),
     peak_flops = g.peak_flops, mem_bw = g.mem_bw_bytes_per_s,
     -- efficiencies: without a calibrated profile, large GEMMs are taken to reach 75 % of the
     -- datasheet dense rate and streaming kernels 85 % of HBM bandwidth (H200 through PyTorch:
@@ -666,27 +667,8 @@ function P.build(scn, sets, file, src)
   end
 
   -- capacity the allocator may reserve: the card minus the CUDA context, or the fraction cap
-  local total = dev.total_bytes
-  if cfg.hardware.capacity_gib then total = math.floor(cfg.hardware.capacity_gib * 2^30) end
-  if cfg.hardware.capacity_mib then total = math.floor(cfg.hardware.capacity_mib * 2^20) end
-  local cap = total - dev.context_bytes
-  if cap < 1 then
-    error(("a card of %.2f GiB leaves nothing for PyTorch after the CUDA context (%.2f GiB): "
-           .. "hardware.capacity_gib/capacity_mib must be larger"):format(total / 2^30, dev.context_bytes / 2^30), 0)
-  end
-  local fraction_set = false
-  if cfg.hardware.memory_fraction then
-    if cfg.hardware.memory_fraction > 1 or cfg.hardware.memory_fraction <= 0 then
-      error("hardware.memory_fraction must be in (0, 1]", 0)
-    end
-    cap = math.min(cap, math.floor(cfg.hardware.memory_fraction * dev.total_bytes))
-    fraction_set = true
-    -- a cap of no byte is not "no cap"
-    if cap < 1 then
-      error(("hardware.memory_fraction = %s leaves no byte of %.2f GiB for PyTorch"):format(
-            shown(cfg.hardware.memory_fraction), dev.total_bytes / 2^30), 0)
-    end
-  end
+  -- (lua/hw/memory.lua, the one rule)
+  local cap, fraction_set = memory.capacity(dev.total_bytes, dev.context_bytes, cfg.hardware)
   local t = cfg.training
   local model_mod = require(P.builder(cfg))
   local settings_line = model_mod.settings and model_mod.settings(cfg)

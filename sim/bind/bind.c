@@ -801,154 +801,129 @@ static void read_device(lua_State *L, int t, DeviceSpec *d) {
     lua_pop(L, 1);
 }
 
-/* Appends the points of profile list `key` to pts: size from size_fn, rate in units/s. */
-typedef enum { PT_GEMM, PT_MEM } PointKind;
-static int read_points(lua_State *L, int prof, const char *key, PointKind kind, CostPoint *pts,
-                       int n, int cap, DType only, bool by_dtype) {
+/* The length of profile table `key` (0 when absent), left on the stack as a table or nil. */
+static int profile_table(lua_State *L, int prof, const char *key) {
     lua_getfield(L, prof, key);
-    if (lua_istable(L, -1)) {
-        int len = (int)luaL_len(L, -1);
-        for (int i = 1; i <= len && n < cap; i++) {
-            lua_geti(L, -1, i);
-            int e = lua_gettop(L);
-            if (lua_istable(L, e)) {
-                char dt[16] = "";
-                field_str(L, e, "dtype", dt, sizeof dt);
-                DType d;
-                bool ok = true;
-                if (by_dtype) ok = dtype_parse(dt, &d) == VR_OK && d == only;
-                if (ok && kind == PT_GEMM) {
-                    double m = field_num(L, e, "m", 0), nn = field_num(L, e, "n", 0),
-                           k = field_num(L, e, "k", 0), b = field_num(L, e, "batch", 1),
-                           tf = field_num(L, e, "tflops", 0);
-                    if (m > 0 && nn > 0 && k > 0 && tf > 0)
-                        pts[n++] = (CostPoint){2 * m * nn * k * b, tf * 1e12};
-                } else if (ok && kind == PT_MEM) {
-                    double ms = field_num(L, e, "ms", 0), gbps = field_num(L, e, "gbps", 0);
-                    if (ms > 0 && gbps > 0) pts[n++] = (CostPoint){gbps * 1e9 * ms * 1e-3, gbps * 1e9};
-                }
-            }
+    if (lua_isnil(L, -1)) return 0;
+    if (!lua_istable(L, -1)) luaL_error(L, "profile.%s must be a list of rows", key);
+    return (int)luaL_len(L, -1);
+}
+
+/* Row i of the table on top of the stack, pushed; an error unless it is a table. */
+static int profile_row(lua_State *L, const char *key, int i) {
+    if (lua_geti(L, -1, i) != LUA_TTABLE) luaL_error(L, "profile.%s[%d] is not a row", key, i);
+    return lua_gettop(L);
+}
+
+/* Copies `copy` and `elementwise` (the generic streaming curve), or `torch_ops` (with each row's
+ * class, copied into names: n rows of 32 bytes), into rows[n..]; returns the new count. */
+static int read_points(lua_State *L, int prof, const char *key, CostStreamRow *rows, int n,
+                       char (*names)[32]) {
+    int len = profile_table(L, prof, key);
+    for (int i = 1; i <= len; i++) {
+        int e = profile_row(L, key, i);
+        rows[n] = (CostStreamRow){NULL, field_num(L, e, "ms", 0), field_num(L, e, "gbps", 0)};
+        if (names) {
+            lua_getfield(L, e, "class");
+            size_t cl = 0;
+            const char *cls = lua_tolstring(L, -1, &cl);
+            if (cls && cl >= sizeof names[0])
+                luaL_error(L, "profile.%s[%d]: class '%s' is longer than %d bytes", key, i, cls,
+                           (int)sizeof names[0] - 1);
+            snprintf(names[n], sizeof names[0], "%s", cls ? cls : "");
+            rows[n].cls = names[n];
             lua_pop(L, 1);
         }
+        n++;
+        lua_pop(L, 1);
     }
     lua_pop(L, 1);
     return n;
 }
 
-/* Fused attention's FLOP rates from profile.sdpa (validation/harness/measure_sdpa.py: PyTorch's
- * scaled_dot_product_attention timed per backend and shape): for each backend a forward curve,
- * kind "attention_<backend>", and a backward one, "attention_<backend>_bwd", with FLOPs counted as
- * the models count them (4 b h sq sk d, halved when causal; backward 2.5 times that). */
-static void read_sdpa(lua_State *L, int prof, Plan *p) {
-    /* a single call timed with CUDA events carries the launch (tens of microseconds); shorter
-     * entries say more about launch latency than about the kernel, so they are left out */
-    const double MIN_TIMED_MS = 0.1;
-    static const struct { const char *table, *kind; } BACKENDS[] = {
-        {"cudnn", "attention_cudnn"}, {"flash", "attention_flash"},
-        {"efficient", "attention_mem_efficient"}};
-    enum { CAP = 64 };
-    lua_getfield(L, prof, "sdpa");
-    if (!lua_istable(L, -1)) { lua_pop(L, 1); return; }
-    int t = lua_gettop(L);
-    int len = (int)luaL_len(L, t);
-    for (size_t bi = 0; bi < sizeof BACKENDS / sizeof BACKENDS[0]; bi++) {
-        CostPoint fwd[CAP], bwd[CAP];
-        int n = 0;
-        for (int i = 1; i <= len && n < CAP; i++) {
-            lua_geti(L, t, i);
-            int e = lua_gettop(L);
-            double flops = 4 * field_num(L, e, "batch", 0) * field_num(L, e, "heads", 0) *
-                           field_num(L, e, "seq_q", 0) * field_num(L, e, "seq_k", 0) *
-                           field_num(L, e, "dim", 0);
-            lua_getfield(L, e, "causal");
-            if (lua_toboolean(L, -1)) flops /= 2;
-            lua_pop(L, 1);
-            lua_getfield(L, e, "backends");
-            if (lua_istable(L, -1)) lua_getfield(L, -1, BACKENDS[bi].table);
-            else lua_pushnil(L);
-            if (lua_istable(L, -1)) {
-                double f_ms = field_num(L, lua_gettop(L), "fwd_ms", 0);
-                double fb_ms = field_num(L, lua_gettop(L), "fwdbwd_ms", 0);
-                if (flops > 0 && f_ms >= MIN_TIMED_MS && fb_ms > f_ms) {
-                    fwd[n] = (CostPoint){flops, flops / (f_ms * 1e-3)};
-                    bwd[n] = (CostPoint){2.5 * flops, 2.5 * flops / ((fb_ms - f_ms) * 1e-3)};
-                    n++;
+/* Copies profile.sdpa (validation/harness/measure_sdpa.py: each shape with its time per
+ * backend) into rows; returns the count. */
+static int read_sdpa(lua_State *L, int prof, CostSdpaRow *rows) {
+    int len = profile_table(L, prof, "sdpa");
+    for (int i = 1; i <= len; i++) {
+        int e = profile_row(L, "sdpa", i);
+        CostSdpaRow *r = &rows[i - 1];
+        *r = (CostSdpaRow){.batch = field_num(L, e, "batch", 0), .heads = field_num(L, e, "heads", 0),
+                           .seq_q = field_num(L, e, "seq_q", 0), .seq_k = field_num(L, e, "seq_k", 0),
+                           .dim = field_num(L, e, "dim", 0), .causal = field_bool(L, e, "causal", false)};
+        lua_getfield(L, e, "backends");
+        if (lua_istable(L, -1)) {
+            int bt = lua_gettop(L);
+            for (int b = 0; b < COST_SDPA_COUNT; b++) {
+                if (lua_getfield(L, bt, cost_sdpa_backend(b)) == LUA_TTABLE) {
+                    r->fwd_ms[b] = field_num(L, bt + 1, "fwd_ms", 0);
+                    r->fwdbwd_ms[b] = field_num(L, bt + 1, "fwdbwd_ms", 0);
                 }
+                lua_pop(L, 1);
             }
-            lua_settop(L, e - 1);
         }
-        char bname[40];
-        snprintf(bname, sizeof bname, "%s_bwd", BACKENDS[bi].kind);
-        if (n && (cost_add_flops_class(p->cost, BACKENDS[bi].kind, fwd, n) ||
-                  cost_add_flops_class(p->cost, bname, bwd, n)))
-            luaL_error(L, "the attention profile of %s has a bad %s point", p->dev.key,
-                       BACKENDS[bi].table);
+        lua_settop(L, e - 1);
     }
     lua_pop(L, 1);
+    return len;
 }
 
-/* Builds the plan's cost model from device.profile (a calibrated profile table), if any. */
+/* Builds the plan's cost model from device.profile (a calibrated profile table), if any: its
+ * tables copied into the cost module's rows (cost.h, cost_from_profile, turns them into curves). */
 static void read_profile(lua_State *L, int dev, Plan *p) {
     lua_getfield(L, dev, "profile");
     if (!lua_istable(L, -1)) { lua_pop(L, 1); return; }
     int prof = lua_gettop(L);
-    enum { CAP = 512 };
-    CostPoint *buf = lua_newuserdatauv(L, sizeof(CostPoint) * CAP * (DT_COUNT + 1), 0);
-    const CostPoint *gemm[DT_COUNT];
-    int n_gemm[DT_COUNT];
-    for (int d = 0; d < DT_COUNT; d++) {
-        CostPoint *pts = buf + (size_t)d * CAP;
-        /* the grid a profile's `gemm` table holds (plan.lua puts the idle-card grid of
-         * <gpu>_gemm.lua there when there is one: a step's GEMMs run below the power limit, so
-         * a gemm_sustained table is a record, not read) */
-        gemm[d] = pts;
-        n_gemm[d] = read_points(L, prof, "gemm", PT_GEMM, pts, 0, CAP, (DType)d, true);
-    }
-    CostPoint *mem = buf + (size_t)DT_COUNT * CAP;
-    int n_mem = read_points(L, prof, "copy", PT_MEM, mem, 0, CAP, DT_FP32, false);
-    n_mem = read_points(L, prof, "elementwise", PT_MEM, mem, n_mem, CAP, DT_FP32, false);
-    if (cost_new(&p->dev, gemm, n_gemm, mem, n_mem, &p->cost))
-        luaL_error(L, "the calibrated profile of %s has a bad point", p->dev.key);
-    cost_set_kernel_ns(p->cost, field_num(L, prof, "launch_device_us", 0) * 1e3);
-    cost_set_kernel_gap_ns(p->cost, field_num(L, prof, "kernel_gap_us", 0) * 1e3);
-    /* PyTorch's kernels by memory-access class (validation/harness/measure_torch_ops.py) */
-    lua_getfield(L, prof, "torch_ops");
-    if (lua_istable(L, -1)) {
-        int t = lua_gettop(L);
-        int len = (int)luaL_len(L, t);
-        for (int i = 1; i <= len; i++) {
-            lua_geti(L, t, i);
-            char cls[24] = "";
-            field_str(L, lua_gettop(L), "class", cls, sizeof cls);
-            lua_pop(L, 1);
-            if (!cls[0]) continue;
-            /* gather every point of this class (once per class) */
-            bool seen = false;
-            for (int j = 1; j < i && !seen; j++) {
-                lua_geti(L, t, j);
-                char c2[24] = "";
-                field_str(L, lua_gettop(L), "class", c2, sizeof c2);
-                lua_pop(L, 1);
-                seen = strcmp(c2, cls) == 0;
-            }
-            if (seen) continue;
-            int n = 0;
-            for (int j = i; j <= len && n < CAP; j++) {
-                lua_geti(L, t, j);
-                int e = lua_gettop(L);
-                char c2[24] = "";
-                field_str(L, e, "class", c2, sizeof c2);
-                double ms = field_num(L, e, "ms", 0), gbps = field_num(L, e, "gbps", 0);
-                if (strcmp(c2, cls) == 0 && ms > 0 && gbps > 0)
-                    mem[n++] = (CostPoint){gbps * 1e9 * ms * 1e-3, gbps * 1e9};
-                lua_pop(L, 1);
-            }
-            if (cost_add_class(p->cost, cls, mem, n))
-                luaL_error(L, "the PyTorch op profile of %s has a bad class '%s'", p->dev.key, cls);
-        }
+    /* the grid a profile's `gemm` table holds (plan.lua puts the idle-card grid of <gpu>_gemm.lua
+     * there when there is one: a step's GEMMs run below the power limit, so a gemm_sustained
+     * table is a record, not read) */
+    int n_gemm = profile_table(L, prof, "gemm");
+    lua_pop(L, 1);
+    int n_stream = profile_table(L, prof, "copy");
+    lua_pop(L, 1);
+    n_stream += profile_table(L, prof, "elementwise");
+    lua_pop(L, 1);
+    int n_ops = profile_table(L, prof, "torch_ops");
+    lua_pop(L, 1);
+    int n_sdpa = profile_table(L, prof, "sdpa");
+    lua_pop(L, 1);
+    /* the rows live in userdata (freed by Lua's collector if a field raises), dtype and class
+     * names copied into it: nothing borrowed from Lua outlives this call */
+    size_t bytes = sizeof(CostGemmRow) * (size_t)n_gemm + sizeof(char[16]) * (size_t)n_gemm +
+                   sizeof(CostStreamRow) * (size_t)(n_stream + n_ops) + sizeof(char[32]) * (size_t)n_ops +
+                   sizeof(CostSdpaRow) * (size_t)n_sdpa;
+    char *buf = lua_newuserdatauv(L, bytes ? bytes : 1, 0);
+    CostGemmRow *gemm = (CostGemmRow *)buf;
+    CostSdpaRow *sdpa = (CostSdpaRow *)(gemm + n_gemm);
+    CostStreamRow *stream = (CostStreamRow *)(sdpa + n_sdpa);
+    CostStreamRow *ops = stream + n_stream;
+    char (*dtypes)[16] = (char (*)[16])(ops + n_ops);
+    char (*classes)[32] = (char (*)[32])(dtypes + n_gemm);
+    profile_table(L, prof, "gemm");
+    for (int i = 1; i <= n_gemm; i++) {
+        int e = profile_row(L, "gemm", i);
+        const char *dt = field_str(L, e, "dtype", dtypes[i - 1], sizeof dtypes[0]);
+        gemm[i - 1] = (CostGemmRow){dt, field_num(L, e, "m", 0), field_num(L, e, "n", 0),
+                                    field_num(L, e, "k", 0), field_num(L, e, "batch", 1),
+                                    field_num(L, e, "tflops", 0)};
+        lua_pop(L, 1);
     }
     lua_pop(L, 1);
-    read_sdpa(L, prof, p);
+    int ns = read_points(L, prof, "copy", stream, 0, NULL);
+    read_points(L, prof, "elementwise", stream, ns, NULL);
+    /* PyTorch's kernels by memory-access class (validation/harness/measure_torch_ops.py) */
+    read_points(L, prof, "torch_ops", ops, 0, classes);
+    read_sdpa(L, prof, sdpa);
+    CostProfile cp = {gemm, n_gemm, stream, n_stream, ops, n_ops, sdpa, n_sdpa,
+                      field_num(L, prof, "launch_device_us", 0), field_num(L, prof, "kernel_gap_us", 0)};
+    char why[160], src[200] = "?";
+    VrStatus st = cost_from_profile(&p->dev, &cp, &p->cost, why, sizeof why);
+    if (st == VR_ENOMEM) luaL_error(L, "out of memory building the cost model of %s", p->dev.key);
+    if (st) {
+        field_str(L, prof, "source", src, sizeof src);
+        luaL_error(L, "the calibrated profile of %s (%s): %s", p->dev.key, src, why);
+    }
+    lua_pop(L, 1); /* the rows */
     /* a GPU without a profile of its own: the reference GPU's profile carried to it
      * (device.carry, made by lua/hw/carry.lua; cost.h says what is carried and how) */
     lua_getfield(L, dev, "carry");

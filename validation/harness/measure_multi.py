@@ -16,7 +16,7 @@ strategy: ddp   DistributedDataParallel(model, device_ids=[rank]) (bucket 25 MiB
                 fp32 parameters under MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32).
 The model is built on each rank's GPU and cast like the single-GPU runs before it is wrapped.
 
-  measure_multi.py --plan PLAN.jsonl --out validation/multi_h200x2.jsonl [--nproc 2]
+  measure_multi.py --plan PLAN.jsonl --out validation/records/multi_h200x2.jsonl [--nproc 2]
                    [--trace-dir DIR] [--profile-dir DIR] [--deadline-s S]
   (the driver starts `torchrun --standalone --nproc_per_node N` for each configuration)
 

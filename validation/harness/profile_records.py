@@ -11,7 +11,7 @@ import json
 import statistics
 import sys
 
-TRUTH = "validation/sdxl_h200.jsonl"
+TRUTH = "validation/records/sdxl_h200.jsonl"
 
 
 def main():

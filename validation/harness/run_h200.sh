@@ -10,7 +10,7 @@ BUDGET_S=${BUDGET_S:-540}
 PLAN=${1:-validation/harness/plans/plan_h200_dev.jsonl}
 OUT=${OUT:-/tmp/vrsim-out}
 STAGE=${STAGE:-/tmp/vrsim-stage}
-mkdir -p "$OUT" "$STAGE/lua/hw/calibrated" "$STAGE/validation/traces"
+mkdir -p "$OUT" "$STAGE/lua/hw/calibrated" "$STAGE/validation/traces" "$STAGE/validation/records" "$STAGE/validation/results"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 elapsed() { echo $(( $(date +%s) - T0 )); }
 
@@ -53,13 +53,13 @@ timeout 120 python3 validation/harness/measure_sdpa.py --out "$STAGE/validation/
 
 echo "== [$(elapsed) s] llama plan $PLAN"
 LEFT=$(( BUDGET_S - $(elapsed) ))
-python3 validation/harness/measure_llama.py --plan "$PLAN" --out "$STAGE/validation/llama_h200_dev.jsonl" \
+python3 validation/harness/measure_llama.py --plan "$PLAN" --out "$STAGE/validation/records/llama_h200_dev.jsonl" \
   --trace-dir "$STAGE/validation/traces" --deadline-s $LEFT 2>&1; echo "llama rc=$?"
 
 echo "== [$(elapsed) s] packing"
 cp "$OUT/calibrate.txt" "$STAGE/" 2>/dev/null
 tar czf "$OUT/results.tar.gz" -C "$STAGE" . && ls -la "$OUT"
-python3 - "$STAGE/validation/llama_h200_dev.jsonl" <<'PY'
+python3 - "$STAGE/validation/records/llama_h200_dev.jsonl" <<'PY'
 import json, sys
 try:
     rows = [json.loads(l) for l in open(sys.argv[1])]

@@ -6,7 +6,7 @@
 #   usage: bash validation/harness/run_h200x2.sh [MULTI_PLAN] [SINGLE_PLAN]
 # TRACES_ONLY=1: no calibration build, links or recheck, no single plan; only the multi plan
 # (default validation/harness/plans/plan_multi_x2_traces.jsonl) with per-rank allocator traces into
-# $STAGE/validation/traces and records into $STAGE/validation/multi_h200x2_traces.jsonl.
+# $STAGE/validation/traces and records into $STAGE/validation/records/multi_h200x2_traces.jsonl.
 #   usage: TRACES_ONLY=1 bash validation/harness/run_h200x2.sh [MULTI_PLAN]
 set -u
 T0=$(date +%s)
@@ -21,12 +21,12 @@ else
 fi
 OUT=${OUT:-/tmp/vrsim-out}
 STAGE=${STAGE:-/tmp/vrsim-stage}
-mkdir -p "$OUT" "$STAGE/lua/hw/calibrated" "$STAGE/validation/traces"
+mkdir -p "$OUT" "$STAGE/lua/hw/calibrated" "$STAGE/validation/traces" "$STAGE/validation/records" "$STAGE/validation/results"
 if [ "$TRACES_ONLY" = 1 ]; then
-  MOUT="$STAGE/validation/multi_h200x2_traces.jsonl"
+  MOUT="$STAGE/validation/records/multi_h200x2_traces.jsonl"
   MTRACE=(--trace-dir "$STAGE/validation/traces")
 else
-  MOUT="$STAGE/validation/multi_h200x2.jsonl"
+  MOUT="$STAGE/validation/records/multi_h200x2.jsonl"
   MTRACE=()
 fi
 # NVLink multicast stays off on these machines (KINDS.md)
@@ -58,10 +58,9 @@ cp "$OUT/calibrate_links.txt" "$STAGE/" 2>/dev/null
 echo "== [$(elapsed) s] recheck of GPU 0: single-call GEMMs, copies, host copies"
 RECMD="$CAL --gpu h200 --only gemm_single,copy,host -o validation/results/recheck_h200x2_gpu0.lua"
 echo "command: CUDA_VISIBLE_DEVICES=0 $RECMD"
-mkdir -p "$STAGE/validation/harness"
 CUDA_VISIBLE_DEVICES=0 timeout 100 $RECMD > "$OUT/recheck.txt" 2>&1; echo "recheck rc=$?"
 grep -E "^single|^copy|pinned|pageable" "$OUT/recheck.txt" | head -80
-cp validation/results/recheck_h200x2_gpu0.lua "$STAGE/validation/harness/" 2>/dev/null
+cp validation/results/recheck_h200x2_gpu0.lua "$STAGE/validation/results/" 2>/dev/null
 cp "$OUT/recheck.txt" "$STAGE/" 2>/dev/null
 fi  # TRACES_ONLY
 
@@ -74,7 +73,7 @@ if [ -n "$SPLAN" ]; then
   echo "== [$(elapsed) s] single plan $SPLAN on GPU 0"
   LEFT=$(( BUDGET_S - $(elapsed) ))
   CUDA_VISIBLE_DEVICES=0 python3 validation/harness/measure_llama.py --plan "$SPLAN" \
-    --out "$STAGE/validation/llama_h200_dev.jsonl" --trace-dir "$STAGE/validation/traces" --deadline-s $LEFT 2>&1
+    --out "$STAGE/validation/records/llama_h200_dev.jsonl" --trace-dir "$STAGE/validation/traces" --deadline-s $LEFT 2>&1
 fi
 echo "== [$(elapsed) s] packing"
 tar czf "$OUT/results.tar.gz" -C "$STAGE" . && ls -la "$OUT"

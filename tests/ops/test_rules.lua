@@ -1,0 +1,193 @@
+-- tests/ops/test_rules.lua: unit tests of the rules outside the op library that decide memory:
+-- the allocator's capacity and the cuBLAS workspace (lua/hw/memory.lua), DDP's gradient buckets
+-- (lua/strategies/dp.lua), and the op library's save and allocation rules not covered by
+-- test_ops.lua (casts and autocast's weight cache, cat, copies, losses, the row-sum staging
+-- buffer).
+--
+--   VRSIM=./vrsim sh tests/test_ops.sh     (runs every tests/ops/test_*.lua as a scenario: the
+--                                           checks run as it loads; a failure is an error, exit 2)
+local memory = require "hw.memory"
+local gpus = require "hw.gpus"
+local dp = require "strategies.dp"
+local nn = require "vrsim.nn"
+
+local checks, failures = 0, {}
+local function check(ok, what)
+  checks = checks + 1
+  if not ok then failures[#failures + 1] = what end
+end
+-- f() must raise an error whose message contains `text`
+local function raises(f, text, what)
+  local ok, err = pcall(f)
+  check(not ok and tostring(err):find(text, 1, true) ~= nil, what .. " (got: " .. tostring(err) .. ")")
+end
+
+local MiB, GiB = 2^20, 2^30
+
+-- capacity: the card less the CUDA context, or a memory fraction of the real total --------------
+do
+  local total, ctx = 143155.9375 * MiB, 766.8125 * MiB -- an H200 as torch reports it, measured
+  local cap, fs = memory.capacity(total, ctx, {})
+  check(cap == total - ctx and fs == false, "capacity: total - context, no fraction")
+  -- fit_h200.jsonl's pub-c05 caps: a fraction of the total, below total - context
+  cap, fs = memory.capacity(total, ctx, { memory_fraction = 10600 * MiB / total })
+  check(math.abs(cap - 10600 * MiB) <= 1 and fs == true, "capacity: the fraction's cap, fraction_set")
+  -- a fraction above what the context leaves: the physical limit still holds
+  cap = memory.capacity(total, ctx, { memory_fraction = 1 })
+  check(cap == total - ctx, "capacity: fraction 1 is total - context")
+  -- capacity_gib / _mib pretend a card of that size; the context still comes off it, and the
+  -- fraction is taken of the real total
+  cap = memory.capacity(total, ctx, { capacity_gib = 24 })
+  check(cap == 24 * GiB - ctx, "capacity: capacity_gib less the context")
+  cap = memory.capacity(total, ctx, { capacity_mib = 23521 })
+  check(cap == 23521 * MiB - ctx, "capacity: capacity_mib less the context")
+  cap = memory.capacity(total, ctx, { capacity_gib = 24, memory_fraction = 0.1 })
+  check(cap == math.floor(0.1 * total), "capacity: the fraction of the real total under capacity_gib")
+  raises(function() memory.capacity(total, ctx, { capacity_mib = 700 }) end,
+         "leaves nothing for PyTorch after the CUDA context", "capacity: a card smaller than its context")
+  raises(function() memory.capacity(total, ctx, { memory_fraction = 0 }) end,
+         "memory_fraction must be in (0, 1]", "capacity: fraction 0")
+  raises(function() memory.capacity(total, ctx, { memory_fraction = 1.5 }) end,
+         "memory_fraction must be in (0, 1]", "capacity: fraction above 1")
+  raises(function() memory.capacity(total, ctx, { memory_fraction = 1e-12 }) end,
+         "memory_fraction = 1e-12 leaves no byte", "capacity: a fraction of no byte")
+end
+
+-- the cuBLAS workspace: 32 MiB from compute capability 9.0, 8519680 bytes before ---------------
+do
+  check(memory.cublas_workspace_bytes({ compute_capability = 9.0 }) == 33554432, "cuBLAS workspace on cc 9.0")
+  check(memory.cublas_workspace_bytes({ compute_capability = 10.0 }) == 33554432, "cuBLAS workspace on cc 10.0")
+  check(memory.cublas_workspace_bytes({ compute_capability = 8.9 }) == 8519680, "cuBLAS workspace on cc 8.9")
+  check(memory.cublas_workspace_bytes({ compute_capability = 7.0 }) == 8519680, "cuBLAS workspace on cc 7.0")
+  raises(function() memory.cublas_workspace_bytes({ name = "x" }) end, "has no compute_capability",
+         "cuBLAS workspace without a compute capability")
+  -- every catalog GPU has one (so none runs without its workspaces)
+  for k, g in pairs(gpus) do
+    local ok, w = pcall(memory.cublas_workspace_bytes, g)
+    check(ok and (w == 33554432) == (g.arch == "hopper"), "cuBLAS workspace of catalog GPU " .. k)
+  end
+end
+
+-- DDP's gradient buckets (c10d compute_bucket_assignment_by_size, Reducer::rebuild_buckets) -----
+do
+  -- parameters of n MiB each (bf16)
+  local function p(name, mib, first_use)
+    return { name = name, shape = { mib * MiB // 2 }, dtype = "bf16", first_use = first_use }
+  end
+  local function layout(buckets)
+    local r = {}
+    for i, b in ipairs(buckets) do
+      local ns = {}
+      for j, q in ipairs(b.params) do ns[j] = q.name end
+      r[i] = ("%d:%s"):format(b.bytes // MiB, table.concat(ns, ","))
+    end
+    return table.concat(r, " | ")
+  end
+  -- a bucket closes once it reaches its cap, with the tensor that crossed it; the first cap is
+  -- first_bucket_mb, every later one bucket_cap_mb
+  local list = { p("a", 0.5 * 2, 0), p("b", 1, 0), p("c", 10, 0), p("d", 10, 0), p("e", 10, 0), p("f", 30, 0), p("g", 2, 0) }
+  check(layout(dp.buckets_by_size(list, 1 * MiB, 25 * MiB)) == "1:a | 31:b,c,d,e | 30:f | 2:g",
+        "buckets_by_size: first cap 1 MiB, then 25 MiB, the crossing tensor in the closing bucket: "
+        .. layout(dp.buckets_by_size(list, 1 * MiB, 25 * MiB)))
+  check(#dp.buckets_by_size({}, MiB, MiB) == 0, "buckets_by_size: no parameters, no bucket")
+  -- after the first iteration: in the order gradients became ready, the reverse of first use in
+  -- forward; a parameter never used goes last
+  local trainable = { p("embed", 2, 1), p("l0", 2, 2), p("l1", 2, 3), p("unused", 2, nil), p("head", 2, 4) }
+  local s = { opts = { first_bucket_mb = 1, bucket_cap_mb = 25 } }
+  check(layout(dp.ddp_buckets(s, trainable)) == "2:head | 8:l1,l0,embed,unused",
+        "ddp_buckets: ready order (reverse first use, unused last): " .. layout(dp.ddp_buckets(s, trainable)))
+end
+
+-- op library: casts, autocast's weight cache, cat, copies, the loss, row-sum buffers ---------------
+local function recorder()
+  local G = { tensors = {}, ops = {} }
+  function G.tensor(self, spec) self.tensors[#self.tensors + 1] = spec; return #self.tensors end
+  function G.op(self, spec) self.ops[#self.ops + 1] = spec; return #self.ops end
+  return G
+end
+local function last_op(G) return G.ops[#G.ops] end
+do
+  local G = recorder()
+  local cx = nn.context(G, { autocast = "bf16" })
+  local x = nn.new_tensor(cx, "x", { 4, 8 }, "fp32", true)
+  -- x.to(dtype): the same tensor when the dtype matches, else a cast whose backward makes the
+  -- input's gradient in the input's dtype and keeps nothing
+  check(nn.to(cx, x, "fp32") == x and #G.ops == 0, "to: no op for the same dtype")
+  local y = nn.to(cx, x, "bf16", "x_bf16")
+  local o = last_op(G)
+  check(y.dtype == "bf16" and o.kind == "cast_down" and o.bwd_kind == "cast_up", "cast down: its kinds")
+  check(o.bytes == 4 * 8 * 4 + 4 * 8 * 2 and o.bwd_bytes == o.bytes, "cast: bytes read and written, both ways")
+  check(o.grads[1].dtype == "fp32" and (o.saves == nil or #o.saves == 0), "cast: fp32 gradient, nothing kept")
+  -- autocast casts an fp32 weight once per step and reuses the cast
+  local w = nn.param(cx, "w", { 8, 8 }, "fp32", true)
+  local n0 = #G.ops
+  local w1, w2 = nn.autocast_weight(cx, w), nn.autocast_weight(cx, w)
+  check(w1 == w2 and w1.dtype == "bf16" and #G.ops == n0 + 1, "autocast: one cached cast of a weight")
+  check(nn.autocast_weight(cx, y) == y, "autocast: a bf16 tensor is not cast")
+  local z = nn.autocast_fp32(cx, y, "y_fp32")
+  check(z.dtype == "fp32", "autocast fp32 op: its bf16 input cast up")
+end
+do
+  local G = recorder()
+  local cx = nn.context(G)
+  local a = nn.new_tensor(cx, "a", { 2, 3 }, "bf16", true)
+  local b = nn.new_tensor(cx, "b", { 2, 5 }, "bf16", true)
+  local c = nn.new_tensor(cx, "c", { 2, 5 }, "fp32", true)
+  local t = nn.cat(cx, "cat", { a, b }, 2)
+  local o = last_op(G)
+  check(t.shape[2] == 8 and t.dtype == "bf16", "cat: the shapes add along dim")
+  check(o.grads[1].pass == 1 and o.grads[2].pass == 1 and (o.saves == nil or #o.saves == 0),
+        "cat: gradients are views of the output's, nothing kept")
+  local u = nn.cat(cx, "cat2", { a, c }, 2)
+  o = last_op(G)
+  check(u.dtype == "fp32" and o.grads[1].bytes == 2 * 3 * 2 and o.grads[2].pass == 1,
+        "cat of mixed dtypes: promoted; the cast input's gradient is a new buffer of its dtype")
+  nn.copy(cx, "cont", a)
+  check(last_op(G).grads[1].pass == 1, "copy: the gradient flows back as a view")
+  nn.copy(cx, "reshape", a, { 6 }, { grad = "new" })
+  check(last_op(G).grads[1].bytes == 2 * 3 * 2, "copy with grad=new: a new gradient buffer")
+  nn.div_scalar(cx, "div", a)
+  o = last_op(G)
+  check((o.saves == nil or #o.saves == 0) and o.grads[1].bytes == 2 * 3 * 2, "div by a scalar keeps nothing")
+  local img = nn.new_tensor(cx, "img", { 1, 4, 8, 8 }, "bf16", true)
+  local up = nn.upsample_nearest2x(cx, "up", img)
+  check(up.shape[3] == 16 and up.shape[4] == 16 and (last_op(G).saves == nil or #last_op(G).saves == 0),
+        "nearest upsampling: twice the size, nothing kept")
+end
+do
+  local G = recorder()
+  local cx = nn.context(G)
+  local pred = nn.new_tensor(cx, "pred", { 2, 4, 8, 8 }, "bf16", true)
+  local target = nn.new_tensor(cx, "target", { 2, 4, 8, 8 }, "bf16", false)
+  local loss = nn.mse_loss(cx, "mse", pred, target)
+  local o = last_op(G)
+  local n = 2 * 4 * 8 * 8
+  check(#loss.shape == 0 and loss.dtype == "fp32", "mse_loss: an fp32 scalar")
+  check(#o.saves == 2 and o.workspace[1] == n * 4, "mse_loss keeps both fp32 inputs, with its elementwise buffer")
+  local held = G.tensors[o.outputs[1]]
+  check(held.persistent and held.bytes == n * 4, "mse_loss: the step buffer of the loss's size lives on")
+  check(o.grads[2] == "none", "mse_loss: no gradient for the target")
+end
+do
+  -- ATen's global reduce staging buffer, as the traces show it on an H200 (132 SMs)
+  local cx = nn.context(recorder())
+  cx.gpu = gpus.h200
+  local function sum_bytes(m, c)
+    local t = 0
+    for _, b in ipairs(nn.row_sum_buffers(cx, m, c) or {}) do t = t + b end
+    return t
+  end
+  check(sum_bytes(4096, 640) == 20 * MiB + 20, "row-sum buffers of (4096, 640): 20 MiB + 20 B")
+  check(sum_bytes(4096, 4096) == 128 * MiB + 128, "row-sum buffers of (4096, 4096): 128 MiB + 128 B")
+end
+
+if #failures > 0 then
+  error(("rules: %d of %d checks failed:\n  %s"):format(#failures, checks, table.concat(failures, "\n  ")), 0)
+end
+print(("rules: %d checks passed"):format(checks))
+
+return {
+  hardware = { gpu = "h200" },
+  model = { arch = "llama2", size = "7b-l1" },
+  training = { micro_batch = 1, seq = 128, steps = 1 },
+}
