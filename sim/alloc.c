@@ -273,18 +273,7 @@ struct Alloc {
 
 /* ---- host memory ---- */
 
-static void *host_alloc(Alloc *a, void *p, size_t osize, size_t nsize)
-{
-    if (a->cfg.host_alloc)
-        return a->cfg.host_alloc(a->cfg.host_ud, p, osize, nsize);
-    if (nsize == 0) {
-        free(p);
-        return NULL;
-    }
-    return realloc(p, nsize);
-}
-
-/* Allocates with cfg's hook before an Alloc exists. */
+/* Allocates with cfg's hook (also before an Alloc exists). */
 static void *cfg_alloc(const AllocConfig *cfg, void *p, size_t osize, size_t nsize)
 {
     if (cfg->host_alloc)
@@ -294,6 +283,11 @@ static void *cfg_alloc(const AllocConfig *cfg, void *p, size_t osize, size_t nsi
         return NULL;
     }
     return realloc(p, nsize);
+}
+
+static void *host_alloc(Alloc *a, void *p, size_t osize, size_t nsize)
+{
+    return cfg_alloc(&a->cfg, p, osize, nsize);
 }
 
 static uint32_t next_prio(Alloc *a)
@@ -928,6 +922,18 @@ static Segment *seg_new(Alloc *a, uint64_t base, uint64_t size, int stream, bool
     return s;
 }
 
+/* The first block of new segment s, spanning all of it (from a spare Block: ensure_spare). */
+static Block *seg_whole_block(Alloc *a, Segment *s)
+{
+    Block *b = block_new(a);
+    b->addr = s->base;
+    b->size = s->size;
+    b->seg = s;
+    b->stream = s->stream;
+    s->head = b;
+    return b;
+}
+
 static void seg_delete(Alloc *a, Segment *s)
 {
     t_erase(&a->segs, &s->node);
@@ -1303,13 +1309,8 @@ static Block *find_expandable(Alloc *a, Pool *p, int stream, uint64_t size, uint
         return NULL;
     }
     Segment *s = seg_new(a, base, va, stream, p->small, true);
-    Block *b = block_new(a);
-    b->addr = s->base;
-    b->size = va;
-    b->seg = s;
-    b->stream = stream;
+    Block *b = seg_whole_block(a, s);
     b->mapped = 0;
-    s->head = b;
     unmapped_insert(a, b);
     return b;
 }
@@ -1412,12 +1413,7 @@ static VrStatus alloc_block(Alloc *a, const Params *p, bool retry, Block **out)
     if (!base)
         return VR_OK; /* no address space left: like a failed cudaMalloc */
     Segment *s = seg_new(a, base, size, p->stream, p->pool->small, false);
-    Block *b = block_new(a);
-    b->addr = s->base;
-    b->size = size;
-    b->seg = s;
-    b->stream = p->stream;
-    s->head = b;
+    Block *b = seg_whole_block(a, s);
     stat_add(&a->reserved, size);
     stat_add(&a->segments, 1);
     a->num_segment_allocs++;
@@ -1608,8 +1604,13 @@ static void insert_events(Alloc *a, Block *b)
     b->nuses = 0;
 }
 
-VrStatus alloc_dealloc(Alloc *a, uint64_t addr)
+/* free_requested, the part alloc_dealloc and alloc_free_deferred share: the allocated block at
+ * addr stops counting as allocated, with room made for its stream events. *out = the block, or
+ * NULL when the ideal allocator freed it outright. VR_EINVAL if addr is not an allocated block,
+ * VR_ENOMEM (nothing changed) if the events have no room. */
+static VrStatus free_requested(Alloc *a, uint64_t addr, Block **out)
 {
+    *out = NULL;
     Block *b = live_get(a, addr);
     if (!b || !b->allocated)
         return VR_EINVAL;
@@ -1621,6 +1622,16 @@ VrStatus alloc_dealloc(Alloc *a, uint64_t addr)
         return VR_ENOMEM;
     stat_sub(&a->allocated, b->size);
     b->allocated = 0;
+    *out = b;
+    return VR_OK;
+}
+
+VrStatus alloc_dealloc(Alloc *a, uint64_t addr)
+{
+    Block *b;
+    VrStatus st = free_requested(a, addr, &b);
+    if (st != VR_OK || !b)
+        return st;
     if (b->nuses > 0)
         insert_events(a, b);
     else
@@ -1630,17 +1641,10 @@ VrStatus alloc_dealloc(Alloc *a, uint64_t addr)
 
 VrStatus alloc_free_deferred(Alloc *a, uint64_t addr)
 {
-    Block *b = live_get(a, addr);
-    if (!b || !b->allocated)
-        return VR_EINVAL;
-    if (a->cfg.kind == ALLOC_IDEAL) {
-        ideal_free(a, b);
-        return VR_OK;
-    }
-    if (reserve_events(a, b) != VR_OK)
-        return VR_ENOMEM;
-    stat_sub(&a->allocated, b->size);
-    b->allocated = 0;
+    Block *b;
+    VrStatus st = free_requested(a, addr, &b);
+    if (st != VR_OK || !b)
+        return st;
     insert_events(a, b); /* stream uses become events, as in alloc_dealloc */
     b->event_count++;
     b->deferred = 1;
@@ -1746,12 +1750,7 @@ static Segment *inject_segment(Alloc *a, uint64_t base, uint64_t size, int strea
     Segment *s = seg_new(a, base, size, stream, small, false);
     a->low_water = low; /* rebuilt segments do not move the placement of new ones */
     s->injected = true;
-    Block *b = block_new(a);
-    b->addr = base;
-    b->size = size;
-    b->seg = s;
-    b->stream = stream;
-    s->head = b;
+    Block *b = seg_whole_block(a, s);
     free_insert(a, b);
     stat_add(&a->reserved, size);
     stat_add(&a->segments, 1);
