@@ -21,7 +21,7 @@ typedef struct Curve {
 
 struct CostModel {
     DeviceSpec dev;
-    char class_name[COST_CLASSES][32]; /* memory-access classes measured through PyTorch */
+    char class_name[COST_CLASSES][48]; /* memory-access classes measured through PyTorch */
     Curve cls[COST_CLASSES];
     bool cls_by_flops[COST_CLASSES];   /* a FLOP-rate curve (fused attention), not bandwidth */
     int n_classes;
@@ -126,13 +126,20 @@ VrStatus cost_add_flops_class(CostModel *c, const char *name, const CostPoint *p
 }
 
 /* The FLOP-rate curve of a fused-attention kind ("attention_cudnn"; its backward's is
- * "attention_cudnn_bwd"), or NULL. */
+ * "attention_cudnn_bwd"), or NULL; a "_cross" kind without curves of its own takes its
+ * backend's ("attention_cudnn_cross" -> "attention_cudnn"). */
 static const Curve *flops_curve(const CostModel *c, const char *kind, bool backward) {
     char name[sizeof c->class_name[0]];
     if (!kind || snprintf(name, sizeof name, "%s%s", kind, backward ? "_bwd" : "") >= (int)sizeof name)
         return NULL;
     for (int i = 0; i < c->n_classes; i++)
         if (c->cls_by_flops[i] && strcmp(c->class_name[i], name) == 0) return &c->cls[i];
+    size_t n = strlen(kind);
+    if (n > 6 && strcmp(kind + n - 6, "_cross") == 0) {
+        char base[sizeof c->class_name[0]];
+        snprintf(base, sizeof base, "%.*s", (int)(n - 6), kind);
+        return flops_curve(c, base, backward);
+    }
     return NULL;
 }
 
@@ -329,9 +336,13 @@ static VrStatus torch_op_classes(CostModel *c, const CostProfile *p, CostPoint *
     return VR_OK;
 }
 
-/* The forward and backward FLOP-rate curves of every backend the sdpa rows timed. */
-static VrStatus sdpa_classes(CostModel *c, const CostProfile *p, CostPoint *fwd, CostPoint *bwd,
-                             char *why, size_t why_n) {
+/* The forward and backward FLOP-rate curves of every backend the sdpa rows timed (cost.h):
+ * self-attention rows, or with cross set the kernel-time rows of fewer keys than queries. */
+static VrStatus sdpa_classes(CostModel *c, const CostProfile *p, bool cross, CostPoint *fwd,
+                             CostPoint *bwd, char *why, size_t why_n) {
+    bool kernel_rows = false;
+    for (int i = 0; i < p->n_sdpa; i++) kernel_rows = kernel_rows || p->sdpa[i].kernel_time;
+    if (cross && !kernel_rows) return VR_OK;
     for (int b = 0; b < COST_SDPA_COUNT; b++) {
         int n = 0;
         for (int i = 0; i < p->n_sdpa; i++) {
@@ -343,17 +354,21 @@ static VrStatus sdpa_classes(CostModel *c, const CostProfile *p, CostPoint *fwd,
                 return bad_row(why, why_n, "sdpa", i, "batch, heads, seq_q, seq_k and dim must be > 0");
             if (!(f_ms > 0) || !(fb_ms > f_ms) || !isfinite(fb_ms))
                 return bad_row(why, why_n, "sdpa", i, "a backend needs fwdbwd_ms > fwd_ms > 0");
-            if (f_ms < COST_SDPA_MIN_TIMED_MS) continue; /* launch-bound (cost.h) */
+            if (kernel_rows && !r->kernel_time) continue;          /* superseded (cost.h) */
+            if (kernel_rows && (r->seq_k < r->seq_q) != cross) continue;
+            if (!r->kernel_time && f_ms < COST_SDPA_MIN_TIMED_MS) continue; /* launch-bound */
             fwd[n] = (CostPoint){flops, flops / (f_ms * 1e-3)};
             double bf = COST_SDPA_BWD_FLOPS * flops;
             bwd[n] = (CostPoint){bf, bf / ((fb_ms - f_ms) * 1e-3)};
             n++;
         }
         if (n == 0) continue;
-        char bname[40];
-        snprintf(bname, sizeof bname, "%s_bwd", SDPA_BACKENDS[b].kind);
-        VrStatus st = cost_add_flops_class(c, SDPA_BACKENDS[b].kind, fwd, n);
+        char name[40], bname[48];
+        snprintf(name, sizeof name, "%s%s", SDPA_BACKENDS[b].kind, cross ? "_cross" : "");
+        snprintf(bname, sizeof bname, "%s_bwd", name);
+        VrStatus st = cost_add_flops_class(c, name, fwd, n);
         if (!st) st = cost_add_flops_class(c, bname, bwd, n);
+        if (st == VR_EINVAL) return bad_row(why, why_n, "sdpa", 0, "too many curves, or a curve name too long");
         if (st) return st;
     }
     return VR_OK;
@@ -389,7 +404,8 @@ VrStatus cost_from_profile(const DeviceSpec *dev, const CostProfile *p, CostMode
         cost_set_kernel_gap_ns(c, p->kernel_gap_us * 1e3);
         st = torch_op_classes(c, p, pts, why, why_n);
     }
-    if (!st) st = sdpa_classes(c, p, pts, pts + p->n_sdpa, why, why_n);
+    if (!st) st = sdpa_classes(c, p, false, pts, pts + p->n_sdpa, why, why_n);
+    if (!st) st = sdpa_classes(c, p, true, pts, pts + p->n_sdpa, why, why_n);
     free(pts);
     if (st) {
         cost_free(c);

@@ -63,6 +63,8 @@ typedef struct CostSdpaRow {
     bool causal;
     double fwd_ms[COST_SDPA_COUNT];     /* forward alone; 0 = that backend was not timed */
     double fwdbwd_ms[COST_SDPA_COUNT];  /* forward and backward */
+    bool kernel_time;      /* the times are the kernels' own device time (torch.profiler,
+                              measure_sdpa_kernels.py), not a single call timed with events */
 } CostSdpaRow;
 
 /* A whole profile. Arrays are borrowed for the call; NULL with a count of 0 for a table the
@@ -85,7 +87,8 @@ double cost_sdpa_flops(double batch, double heads, double seq_q, double seq_k, d
 
 /* A timed sdpa call shorter than this (ms) is left out of the curves: a single call timed with
  * CUDA events carries its launch (tens of microseconds), so it says more about launch latency
- * than about the kernel. */
+ * than about the kernel. Rows of kernel time (CostSdpaRow.kernel_time) carry no launch and are
+ * all read. */
 #define COST_SDPA_MIN_TIMED_MS 0.1
 
 /* The profile's name for backend b (COST_SDPA_*): "cudnn", "flash", "efficient"; the ops it
@@ -99,8 +102,13 @@ const char *cost_sdpa_backend(int b);
  *   - the generic streaming curve from the stream rows; one bandwidth class per torch_ops class
  *     (cost_add_class), from that class's rows;
  *   - per backend, a forward FLOP-rate curve (kind "attention_<backend>") and a backward one
- *     ("..._bwd") from the sdpa rows that timed it for at least COST_SDPA_MIN_TIMED_MS, FLOPs by
- *     cost_sdpa_flops, the backward's time being fwdbwd_ms - fwd_ms;
+ *     ("..._bwd") from the sdpa rows that timed it (single calls: for at least
+ *     COST_SDPA_MIN_TIMED_MS), FLOPs by cost_sdpa_flops, the backward's time being fwdbwd_ms -
+ *     fwd_ms. Where kernel-time rows exist, single-call rows are not read, and the rows whose keys
+ *     are fewer than their queries (cross-attention: SDXL's 77 text tokens) make curves of their
+ *     own, "attention_<backend>_cross" and its "_bwd": their backward accumulates dK and dV over
+ *     every query block of a few key blocks and takes several times what a self-attention of the
+ *     same FLOPs takes. An op of a "_cross" kind without such a curve takes its backend's;
  *   - the kernel floor and gap (cost_set_kernel_ns, cost_set_kernel_gap_ns).
  * There is no limit on rows. The caller owns *out. VR_EINVAL for a row that cannot be a point
  * (why, if not NULL, gets a line naming the table, the row (1-based) and the figure), VR_ENOMEM. */

@@ -278,6 +278,35 @@ static void test_profile_sdpa_rows(void **state) {
     cost_free(c);
 }
 
+/* Kernel-time sdpa rows (measure_sdpa_kernels.py): read however short, the single-call rows
+ * beside them are not, and rows with fewer keys than queries make the "_cross" curves; a
+ * "_cross" kind without them takes its backend's. */
+static void test_profile_sdpa_kernel_rows(void **state) {
+    (void)state;
+    DeviceSpec dev = plain_device();
+    CostSdpaRow r[3] = {{.batch = 1, .heads = 20, .seq_q = 1024, .seq_k = 1024, .dim = 64, .kernel_time = true},
+                        {.batch = 1, .heads = 10, .seq_q = 4096, .seq_k = 77, .dim = 64, .kernel_time = true},
+                        {.batch = 1, .heads = 20, .seq_q = 1024, .seq_k = 1024, .dim = 64}};
+    r[0].fwd_ms[COST_SDPA_CUDNN] = 0.02, r[0].fwdbwd_ms[COST_SDPA_CUDNN] = 0.08;   /* 60 us backward */
+    r[1].fwd_ms[COST_SDPA_CUDNN] = 0.01, r[1].fwdbwd_ms[COST_SDPA_CUDNN] = 0.12;   /* 110 us backward */
+    r[2].fwd_ms[COST_SDPA_CUDNN] = 0.25, r[2].fwdbwd_ms[COST_SDPA_CUDNN] = 0.60;   /* superseded */
+    CostProfile p = {.sdpa = r, .n_sdpa = 3};
+    CostModel *c = NULL;
+    assert_int_equal(cost_from_profile(&dev, &p, &c, NULL, 0), VR_OK);
+    double fs = cost_sdpa_flops(1, 20, 1024, 1024, 64, false);
+    double fx = cost_sdpa_flops(1, 10, 4096, 77, 64, false);
+    assert_true(fabs(attention_time(c, "attention_cudnn", PH_FWD, fs) - 20e3) < 1.0);
+    assert_true(fabs(attention_time(c, "attention_cudnn", PH_BWD, 2.5 * fs) - 60e3) < 1.0);
+    assert_true(fabs(attention_time(c, "attention_cudnn_cross", PH_FWD, fx) - 10e3) < 1.0);
+    assert_true(fabs(attention_time(c, "attention_cudnn_cross", PH_BWD, 2.5 * fx) - 110e3) < 1.0);
+    cost_free(c);
+    /* without cross rows, a cross op is priced by its backend's curve */
+    p.n_sdpa = 1;
+    assert_int_equal(cost_from_profile(&dev, &p, &c, NULL, 0), VR_OK);
+    assert_true(fabs(attention_time(c, "attention_cudnn_cross", PH_FWD, fs) - 20e3) < 1.0);
+    cost_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_and_fp32_fallback),
@@ -288,6 +317,7 @@ int main(void) {
         cmocka_unit_test(test_profile_bad_rows),
         cmocka_unit_test(test_profile_stream_rows),
         cmocka_unit_test(test_profile_sdpa_rows),
+        cmocka_unit_test(test_profile_sdpa_kernel_rows),
     };
     return cmocka_run_group_tests_name("cost", tests, NULL, NULL);
 }

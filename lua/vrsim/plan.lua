@@ -517,7 +517,9 @@ local function device_of(cfg, ctx)
       if gp and type(gp.gemm) == "table" then prof.gemm = gp.gemm end
       -- scaled_dot_product_attention per backend and shape (validation/harness/measure_sdpa.py):
       -- fused attention takes its time from these rather than from the GEMM curve
-      local sp = calibrated("_sdpa", gname)
+      -- fused attention: its kernels' own time where measured (measure_sdpa_kernels.py), else
+      -- single calls timed with events (measure_sdpa.py)
+      local sp = calibrated("_sdpa_kernels", gname) or calibrated("_sdpa", gname)
       if sp then prof.sdpa = sp.sdpa end
       -- the stream's dead time between back-to-back kernels (measure_kernel_gap.py)
       local kg = calibrated("_kernel_gap", gname)

@@ -8,16 +8,14 @@ profiled calls after warm-up; fwd_kernel_ms is the forward alone, fwdbwd_kernel_
 backward (the backward's dO.O dot product and dQ conversion included).
 
   python3 validation/harness/measure_sdpa_kernels.py --out validation/results/sdpa_kernels_h200.json
+  python3 validation/harness/measure_sdpa_kernels.py --from validation/results/sdpa_kernels_h200.json \
+      --lua lua/hw/calibrated/h200_sdpa_kernels.lua      (the calibrated table vrsim reads)
 """
 import argparse
 import json
 import statistics
 import time
 
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.profiler import ProfilerActivity, profile
 
 BASE = [  # (tag, batch, heads, seq_q, seq_k, dim, causal): measure_sdpa.py's
     ("llama7b_b1_s2048", 1, 32, 2048, 2048, 128, True),
@@ -41,6 +39,8 @@ def sdxl_shapes():
 
 
 def kernel_ms(fn, reps=5):
+    import torch
+    from torch.profiler import ProfilerActivity, profile
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -54,10 +54,39 @@ def kernel_ms(fn, reps=5):
     return statistics.median(ts)
 
 
+def write_lua(res, path, source):
+    L = ["-- Device time of scaled_dot_product_attention's kernels per backend and shape (bf16), from",
+         "-- torch.profiler: the kernels' own time, no launch or host dispatch in it (kernel_time = true;",
+         "-- sim/cost.c reads every row). GPU %s, torch %s, cuDNN %s, measured %s." % (
+             res["gpu"], res["torch"], res["cudnn"], res["measured"]),
+         "-- Made by python3 validation/harness/measure_sdpa_kernels.py --from %s --lua %s" % (source, path),
+         "-- (measure_sdpa_kernels.py --out %s on one H200; validation/PROVENANCE.md)." % source,
+         "return {", "  sdpa = {"]
+    for e in res["shapes"]:
+        bs = ", ".join("%s = {fwd_ms=%.5f, fwdbwd_ms=%.5f}" % (bn, x["fwd_kernel_ms"], x["fwdbwd_kernel_ms"])
+                       for bn, x in e["backends"].items() if "fwd_kernel_ms" in x)
+        L.append('    {tag="%s", batch=%d, heads=%d, seq_q=%d, seq_k=%d, dim=%d, causal=%s, kernel_time=true, '
+                 'backends = {%s}},' % (e["tag"], e["batch"], e["heads"], e["seq_q"], e["seq_k"], e["dim"],
+                                        "true" if e["causal"] else "false", bs))
+    L += ["  },", "}"]
+    with open(path, "w") as f:
+        f.write("\n".join(L) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--from", dest="src", help="a JSON file this script wrote: convert it, measure nothing")
+    ap.add_argument("--lua", help="with --from: write the calibrated Lua table here")
     a = ap.parse_args()
+    if a.src:
+        write_lua(json.load(open(a.src)), a.lua, a.src)
+        return
+    if not a.out:
+        ap.error("--out is required to measure")
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     dev = torch.device("cuda", 0)
     backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
                 "efficient": SDPBackend.EFFICIENT_ATTENTION}

@@ -41,6 +41,9 @@ return function(nn)
     local dt = q.dtype
     local rg = (q.rg or k.rg or v.rg) and not cx.no_grad
     local backend = nn.sdpa_backend(cx.arch, dt, opts.impl or cx.attention)
+    -- fewer keys than queries (cross-attention on text tokens): its kernels are priced by their
+    -- own curves where the profile has them (sim/cost.h, cost_from_profile)
+    local cross = sk < s and "_cross" or ""
     if mask and backend == "flash" then backend = "mem_efficient" end
     local inputs, saves, grads = { q, k, v }, { q, k, v }, nil
     local bias
@@ -55,7 +58,7 @@ return function(nn)
     if backend == "mem_efficient" then
       local lse_shape = { b, h, (s + 31) // 32 * 32 }
       return nn.op_sized(cx, {
-        name = name .. ".sdpa_mem_efficient", kind = "attention_mem_efficient", inputs = inputs,
+        name = name .. ".sdpa_mem_efficient", kind = "attention_mem_efficient" .. cross, inputs = inputs,
         outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
                  { name .. ".philox", { 2 }, "int64", no_grad = true } },
         save_outs = { 1, 2, 3 }, saves = saves, grads = grads, frees = frees,
@@ -64,7 +67,7 @@ return function(nn)
     if backend == "flash" then
       local lse_shape = { b, h, s }
       return nn.op_sized(cx, {
-        name = name .. ".sdpa_flash", kind = "attention_flash", inputs = inputs,
+        name = name .. ".sdpa_flash", kind = "attention_flash" .. cross, inputs = inputs,
         outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true } },
         save_outs = { 1, 2 }, saves = saves, grad_order = { 1, 2, 3 }, frees = frees,
         bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") },
@@ -78,7 +81,7 @@ return function(nn)
     local csaves = { k, q, v }
     if bias then csaves[4] = bias end
     for _, t in ipairs { lse, out, seed, off } do csaves[#csaves + 1] = t end
-    nn.op_sized(cx, { name = name .. ".sdpa_cudnn", kind = "attention_cudnn", inputs = inputs,
+    nn.op_sized(cx, { name = name .. ".sdpa_cudnn", kind = "attention_cudnn" .. cross, inputs = inputs,
                       out_tensors = { seed, off, out, lse }, saves = csaves, grads = grads,
                       workspace = { 256 }, grad_order = { 1, 2, 3 }, frees = frees,
                       kernels = nn.launches(cx, "sdpa_cudnn_fwd"), bwd_kernels = nn.launches(cx, "sdpa_cudnn_bwd"),
