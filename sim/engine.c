@@ -14,6 +14,7 @@
  * issued, and lasts cost_op_ns (or device_op_ns without a calibrated profile). */
 #include "engine.h"
 
+#include "collective.h"
 #include "cost.h"
 
 #include <stdio.h>
@@ -34,6 +35,7 @@ typedef struct Run {
     int handles;                /* cuBLAS handles created so far */
     double clock_ns;            /* latest end of any stream */
     double stream_ns[STREAM_COUNT]; /* each stream is free from this time */
+    double coll_start_ns[STREAM_COUNT], coll_end_ns[STREAM_COUNT]; /* each stream's latest collective */
     double *ready_ns;           /* per storage: when its producer finished */
     double busy_ns[STREAM_COUNT];   /* this step: time each stream was busy */
     double host_ns;             /* the host thread has issued everything up to this time */
@@ -220,6 +222,24 @@ static VrStatus alloc_workspaces(Run *r, const Op *op, int i, StepResult *sr, ui
 }
 
 /* Runs one op. Returns VR_OOM when an allocation fails (recorded by the caller). */
+/* The time a compute-stream kernel [start, start + dur) loses to collectives running beside it
+ * (EngineConfig.contention): the measured fraction of the time it overlaps each stream's latest
+ * collective. Compute-bound kinds (GEMM, convolution, fused attention) take contention[0], the
+ * others contention[1]; 0 without a measurement. */
+static double contended_ns(const Run *r, const Op *op, double start, double dur) {
+    const char *k = op->kind ? op->kind : "";
+    bool compute = strcmp(k, "mm") == 0 || strcmp(k, "conv") == 0 || strncmp(k, "attention", 9) == 0;
+    double f = r->cfg->contention[compute ? 0 : 1];
+    if (!(f > 0)) return 0;
+    double extra = 0;
+    for (int s = 1; s < STREAM_COUNT; s++) {
+        double lo = start > r->coll_start_ns[s] ? start : r->coll_start_ns[s];
+        double hi = start + dur < r->coll_end_ns[s] ? start + dur : r->coll_end_ns[s];
+        if (hi > lo) extra += f * (hi - lo);
+    }
+    return extra;
+}
+
 static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     const Graph *g = r->g;
     const Op *op = graph_op_c(g, i);
@@ -303,8 +323,12 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     if (op->phase == PH_OPTIM && sid == 0)
         for (int k = 1; k < STREAM_COUNT; k++)
             if (r->stream_ns[k] > start) start = r->stream_ns[k];
+    if (dur > 0 && sid == 0) dur += contended_ns(r, op, start, dur);
     double end = start + dur;
     if (dur > 0) r->stream_ns[sid] = end;
+    CollKind ck;
+    if (dur > 0 && sid != 0 && op->kind && coll_kind_parse(op->kind, &ck) == VR_OK)
+        r->coll_start_ns[sid] = start, r->coll_end_ns[sid] = end;
     for (int k = 0; k < op->n_outputs; k++) r->ready_ns[r->storage[op->outputs[k]]] = end;
     if (end > r->clock_ns) r->clock_ns = end;
     if (r->host_ns > r->clock_ns) r->clock_ns = r->host_ns;
@@ -413,7 +437,8 @@ static VrStatus simulate(Run *r) {
         count_drops(r, step);
         r->alloc_seq = 0;
         double t0 = r->clock_ns;
-        for (int k = 0; k < STREAM_COUNT; k++) r->stream_ns[k] = t0, r->busy_ns[k] = 0;
+        for (int k = 0; k < STREAM_COUNT; k++)
+            r->stream_ns[k] = t0, r->busy_ns[k] = 0, r->coll_start_ns[k] = r->coll_end_ns[k] = 0;
         r->host_ns = t0;
         r->fwd_region = 0;
         Phase prev = PH_FWD;

@@ -31,6 +31,13 @@ typedef struct EngineConfig {
     double host_ckpt_region_ns; /* torch.utils.checkpoint's own host time per region: saving the
                                    RNG state, the saved-tensor hooks, setting up recomputation */
     double host_launch_ns;     /* host time of each further kernel launch within one op */
+    /* Contention: how much longer a compute-stream kernel runs while an NCCL collective runs
+     * beside it on the same GPU (its kernels take SMs and memory bandwidth), as a fraction of
+     * the overlapped time: contention[0] for compute-bound kernels (GEMMs, convolutions, fused
+     * attention), contention[1] for memory-bound ones. Measured by
+     * validation/harness/measure_contention.py on two GPUs (lua/hw/calibrated/<gpu>_contention.lua);
+     * 0 where nothing was measured. */
+    double contention[2];
     bool record_timeline;      /* keep memory samples and op spans for trace/CSV outputs */
     int stop_at_step;          /* unused (kept for callers that set it) */
     bool skip_live_at_peak;    /* leave SimResult's live_at_peak, segmap and largest_free_at_peak

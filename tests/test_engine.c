@@ -647,6 +647,38 @@ static void test_host_dispatch_by_class(void **state) {
     graph_free(g);
 }
 
+/* Contention: a compute-stream kernel overlapping a collective runs longer by the measured
+ * fraction of the overlapped time (EngineConfig.contention; [1] for memory-bound kinds). B, an
+ * all-gather on stream 1, runs 0..1000 ns; A, elementwise on stream 0, starts at 0 and would take
+ * 1000 ns: with 0.5 it takes 1500, without a figure 1000. */
+static void test_contention(void **state) {
+    (void)state;
+    Graph *g;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int p = tensor(g, "p", 1024, CAT_PARAM, false, true);
+    int a = tensor(g, "a", 1024, CAT_ACTIVATION, false, false);
+    int ob = op(g, (OpArgs){.name = "B", .phase = PH_FWD, .in = {p}, .nin = 1});
+    op(g, (OpArgs){.name = "A", .phase = PH_FWD, .in = {p}, .nin = 1, .out = {a}, .nout = 1,
+                   .frees = {a}, .nfrees = 1});
+    Op *o = graph_op(g, ob);
+    o->stream = 1;
+    o->kind = "allgather";
+    o->world = 2;
+    o->bytes_moved = 2000;
+    DeviceSpec dev = {.launch_ns = 1000, .world = 2, .coll_bw = 1e9};
+    AllocConfig ac = ideal(0);
+    for (int k = 0; k < 2; k++) {
+        EngineConfig ec = {.steps = 1, .stop_at_step = -1, .dev = &dev, .contention = {0, k ? 0.5 : 0}};
+        SimResult *r = NULL;
+        char err[256] = "";
+        assert_int_equal(engine_run(g, &ec, &ac, &r, err, sizeof err), VR_OK);
+        assert_true(r->steps[0].stream_busy_ns[1] == 1000.0);
+        assert_true(r->steps[0].stream_busy_ns[0] == (k ? 1500.0 : 1000.0));
+        engine_result_free(r);
+    }
+    graph_free(g);
+}
+
 /* cuBLAS workspaces (ALLOCATOR.md 10.1): created lazily through the caching allocator and never
  * freed: the first at the first forward GEMM, the second at the first backward op that
  * allocates (autograd's thread has its own handle). With W = 8519680 bytes (cc < 9) and the
@@ -831,6 +863,7 @@ int main(void) {
         cmocka_unit_test(test_host_oom_is_enomem),
         cmocka_unit_test(test_streams_overlap),
         cmocka_unit_test(test_host_dispatch_by_class),
+        cmocka_unit_test(test_contention),
         cmocka_unit_test(test_cublas_workspaces),
         cmocka_unit_test(test_steps_must_be_positive),
         cmocka_unit_test(test_view_keeps_base_alive),

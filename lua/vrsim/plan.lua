@@ -521,6 +521,10 @@ local function device_of(cfg, ctx)
       -- single calls timed with events (measure_sdpa.py)
       local sp = calibrated("_sdpa_kernels", gname) or calibrated("_sdpa", gname)
       if sp then prof.sdpa = sp.sdpa end
+      -- compute kernels beside an NCCL collective (measure_contention.py, two GPUs): none is
+      -- applied until it is measured
+      local ct = calibrated("_contention", gname)
+      if ct then prof.contention = ct.contention end
       -- the stream's dead time between back-to-back kernels (measure_kernel_gap.py)
       local kg = calibrated("_kernel_gap", gname)
       if kg then prof.kernel_gap_us = kg.kernel_gap_us end

@@ -944,6 +944,15 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
     p->host_ckpt_op_ns = field_num(L, prof, "host_ckpt_op_us", 0) * 1e3;
     p->host_ckpt_region_ns = field_num(L, prof, "host_ckpt_region_us", 0) * 1e3;
     p->host_launch_ns = field_num(L, prof, "launch_us", 0) * 1e3; /* empty kernel, back to back */
+    /* compute kernels slowed by a collective beside them (measure_contention.py), if measured */
+    if (lua_getfield(L, prof, "contention") == LUA_TTABLE) {
+        int ct = lua_gettop(L);
+        p->contention[0] = field_num(L, ct, "compute", 0);
+        p->contention[1] = field_num(L, ct, "memory", 0);
+        if (!(p->contention[0] >= 0 && p->contention[0] < 10 && p->contention[1] >= 0 && p->contention[1] < 10))
+            luaL_error(L, "profile contention: compute and memory must be in [0, 10)");
+    }
+    lua_pop(L, 1);
     /* which kind of figure the step time rests on (measured here, carried from the reference) */
     if (!field_str(L, prof, "basis", p->profile, sizeof p->profile))
         field_str(L, prof, "source", p->profile, sizeof p->profile);
