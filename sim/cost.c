@@ -17,7 +17,7 @@ typedef struct Curve {
     gsl_interp *interp;     /* NULL when n < 2 */
 } Curve;
 
-#define COST_CLASSES 32
+#define COST_CLASSES 64
 
 struct CostModel {
     DeviceSpec dev;
@@ -125,9 +125,14 @@ VrStatus cost_add_flops_class(CostModel *c, const char *name, const CostPoint *p
     return add_class(c, name, pts, n, true);
 }
 
+/* Which curves an sdpa row belongs to (cost.h): plain self-attention, fewer keys than queries,
+ * or an additive mask; single-call rows are all plain. */
+typedef enum SdpaVariant { SDPA_SELF = 0, SDPA_CROSS, SDPA_MASKED, SDPA_VARIANTS } SdpaVariant;
+static const char *const SDPA_SUFFIX[SDPA_VARIANTS] = {"", "_cross", "_masked"};
+
 /* The FLOP-rate curve of a fused-attention kind ("attention_cudnn"; its backward's is
- * "attention_cudnn_bwd"), or NULL; a "_cross" kind without curves of its own takes its
- * backend's ("attention_cudnn_cross" -> "attention_cudnn"). */
+ * "attention_cudnn_bwd"), or NULL; a "_cross" or "_masked" kind without curves of its own takes
+ * its backend's ("attention_cudnn_cross" -> "attention_cudnn"). */
 static const Curve *flops_curve(const CostModel *c, const char *kind, bool backward) {
     char name[sizeof c->class_name[0]];
     if (!kind || snprintf(name, sizeof name, "%s%s", kind, backward ? "_bwd" : "") >= (int)sizeof name)
@@ -135,10 +140,13 @@ static const Curve *flops_curve(const CostModel *c, const char *kind, bool backw
     for (int i = 0; i < c->n_classes; i++)
         if (c->cls_by_flops[i] && strcmp(c->class_name[i], name) == 0) return &c->cls[i];
     size_t n = strlen(kind);
-    if (n > 6 && strcmp(kind + n - 6, "_cross") == 0) {
-        char base[sizeof c->class_name[0]];
-        snprintf(base, sizeof base, "%.*s", (int)(n - 6), kind);
-        return flops_curve(c, base, backward);
+    for (int v = 1; v < SDPA_VARIANTS; v++) {
+        size_t m = strlen(SDPA_SUFFIX[v]);
+        if (n > m && strcmp(kind + n - m, SDPA_SUFFIX[v]) == 0) {
+            char base[sizeof c->class_name[0]];
+            snprintf(base, sizeof base, "%.*s", (int)(n - m), kind);
+            return flops_curve(c, base, backward);
+        }
     }
     return NULL;
 }
@@ -336,13 +344,17 @@ static VrStatus torch_op_classes(CostModel *c, const CostProfile *p, CostPoint *
     return VR_OK;
 }
 
-/* The forward and backward FLOP-rate curves of every backend the sdpa rows timed (cost.h):
- * self-attention rows, or with cross set the kernel-time rows of fewer keys than queries. */
-static VrStatus sdpa_classes(CostModel *c, const CostProfile *p, bool cross, CostPoint *fwd,
+
+static SdpaVariant sdpa_variant(const CostSdpaRow *r) {
+    if (!r->kernel_time) return SDPA_SELF;
+    return r->masked ? SDPA_MASKED : r->seq_k < r->seq_q ? SDPA_CROSS : SDPA_SELF;
+}
+
+/* The forward and backward FLOP-rate curves of every backend the sdpa rows of variant v timed. */
+static VrStatus sdpa_classes(CostModel *c, const CostProfile *p, SdpaVariant v, CostPoint *fwd,
                              CostPoint *bwd, char *why, size_t why_n) {
     bool kernel_rows = false;
     for (int i = 0; i < p->n_sdpa; i++) kernel_rows = kernel_rows || p->sdpa[i].kernel_time;
-    if (cross && !kernel_rows) return VR_OK;
     for (int b = 0; b < COST_SDPA_COUNT; b++) {
         int n = 0;
         for (int i = 0; i < p->n_sdpa; i++) {
@@ -355,7 +367,7 @@ static VrStatus sdpa_classes(CostModel *c, const CostProfile *p, bool cross, Cos
             if (!(f_ms > 0) || !(fb_ms > f_ms) || !isfinite(fb_ms))
                 return bad_row(why, why_n, "sdpa", i, "a backend needs fwdbwd_ms > fwd_ms > 0");
             if (kernel_rows && !r->kernel_time) continue;          /* superseded (cost.h) */
-            if (kernel_rows && (r->seq_k < r->seq_q) != cross) continue;
+            if (sdpa_variant(r) != v) continue;
             if (!r->kernel_time && f_ms < COST_SDPA_MIN_TIMED_MS) continue; /* launch-bound */
             fwd[n] = (CostPoint){flops, flops / (f_ms * 1e-3)};
             double bf = COST_SDPA_BWD_FLOPS * flops;
@@ -364,7 +376,7 @@ static VrStatus sdpa_classes(CostModel *c, const CostProfile *p, bool cross, Cos
         }
         if (n == 0) continue;
         char name[40], bname[48];
-        snprintf(name, sizeof name, "%s%s", SDPA_BACKENDS[b].kind, cross ? "_cross" : "");
+        snprintf(name, sizeof name, "%s%s", SDPA_BACKENDS[b].kind, SDPA_SUFFIX[v]);
         snprintf(bname, sizeof bname, "%s_bwd", name);
         VrStatus st = cost_add_flops_class(c, name, fwd, n);
         if (!st) st = cost_add_flops_class(c, bname, bwd, n);
@@ -404,8 +416,8 @@ VrStatus cost_from_profile(const DeviceSpec *dev, const CostProfile *p, CostMode
         cost_set_kernel_gap_ns(c, p->kernel_gap_us * 1e3);
         st = torch_op_classes(c, p, pts, why, why_n);
     }
-    if (!st) st = sdpa_classes(c, p, false, pts, pts + p->n_sdpa, why, why_n);
-    if (!st) st = sdpa_classes(c, p, true, pts, pts + p->n_sdpa, why, why_n);
+    for (int v = 0; v < SDPA_VARIANTS && !st; v++)
+        st = sdpa_classes(c, p, (SdpaVariant)v, pts, pts + p->n_sdpa, why, why_n);
     free(pts);
     if (st) {
         cost_free(c);

@@ -65,6 +65,7 @@ typedef struct CostSdpaRow {
     double fwdbwd_ms[COST_SDPA_COUNT];  /* forward and backward */
     bool kernel_time;      /* the times are the kernels' own device time (torch.profiler,
                               measure_sdpa_kernels.py), not a single call timed with events */
+    bool masked;           /* with an additive attention mask (no block skipped) */
 } CostSdpaRow;
 
 /* A whole profile. Arrays are borrowed for the call; NULL with a count of 0 for a table the
@@ -104,11 +105,13 @@ const char *cost_sdpa_backend(int b);
  *   - per backend, a forward FLOP-rate curve (kind "attention_<backend>") and a backward one
  *     ("..._bwd") from the sdpa rows that timed it (single calls: for at least
  *     COST_SDPA_MIN_TIMED_MS), FLOPs by cost_sdpa_flops, the backward's time being fwdbwd_ms -
- *     fwd_ms. Where kernel-time rows exist, single-call rows are not read, and the rows whose keys
- *     are fewer than their queries (cross-attention: SDXL's 77 text tokens) make curves of their
- *     own, "attention_<backend>_cross" and its "_bwd": their backward accumulates dK and dV over
- *     every query block of a few key blocks and takes several times what a self-attention of the
- *     same FLOPs takes. An op of a "_cross" kind without such a curve takes its backend's;
+ *     fwd_ms. Where kernel-time rows exist, single-call rows are not read, and two kinds of row
+ *     make curves of their own: rows whose keys are fewer than their queries (cross-attention:
+ *     SDXL's 77 text tokens), "attention_<backend>_cross" and its "_bwd", whose backward
+ *     accumulates dK and dV over every query block of a few key blocks and takes several times
+ *     what a self-attention of the same FLOPs takes; and masked rows, "attention_<backend>_masked",
+ *     whose kernels read the additive mask and skip no block. An op of a "_cross" or "_masked"
+ *     kind without such a curve takes its backend's;
  *   - the kernel floor and gap (cost_set_kernel_ns, cost_set_kernel_gap_ns).
  * There is no limit on rows. The caller owns *out. VR_EINVAL for a row that cannot be a point
  * (why, if not NULL, gets a line naming the table, the row (1-based) and the figure), VR_ENOMEM. */

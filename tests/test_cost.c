@@ -279,8 +279,8 @@ static void test_profile_sdpa_rows(void **state) {
 }
 
 /* Kernel-time sdpa rows (measure_sdpa_kernels.py): read however short, the single-call rows
- * beside them are not, and rows with fewer keys than queries make the "_cross" curves; a
- * "_cross" kind without them takes its backend's. */
+ * beside them are not, rows with fewer keys than queries make the "_cross" curves and masked
+ * rows the "_masked" ones; such a kind without its curves takes its backend's. */
 static void test_profile_sdpa_kernel_rows(void **state) {
     (void)state;
     DeviceSpec dev = plain_device();
@@ -299,6 +299,18 @@ static void test_profile_sdpa_kernel_rows(void **state) {
     assert_true(fabs(attention_time(c, "attention_cudnn", PH_BWD, 2.5 * fs) - 60e3) < 1.0);
     assert_true(fabs(attention_time(c, "attention_cudnn_cross", PH_FWD, fx) - 10e3) < 1.0);
     assert_true(fabs(attention_time(c, "attention_cudnn_cross", PH_BWD, 2.5 * fx) - 110e3) < 1.0);
+    /* no masked rows: a masked op takes the backend's plain curve */
+    assert_true(fabs(attention_time(c, "attention_cudnn_masked", PH_FWD, fs) - 20e3) < 1.0);
+    cost_free(c);
+    /* a masked row makes the "_masked" curves; the plain curve keeps its own point */
+    CostSdpaRow m[2] = {r[0], {.batch = 1, .heads = 20, .seq_q = 1024, .seq_k = 1024, .dim = 64,
+                               .kernel_time = true, .masked = true}};
+    m[1].fwd_ms[COST_SDPA_CUDNN] = 0.05, m[1].fwdbwd_ms[COST_SDPA_CUDNN] = 0.2;
+    CostProfile pm = {.sdpa = m, .n_sdpa = 2};
+    assert_int_equal(cost_from_profile(&dev, &pm, &c, NULL, 0), VR_OK);
+    assert_true(fabs(attention_time(c, "attention_cudnn_masked", PH_FWD, fs) - 50e3) < 1.0);
+    assert_true(fabs(attention_time(c, "attention_cudnn_masked", PH_BWD, 2.5 * fs) - 150e3) < 1.0);
+    assert_true(fabs(attention_time(c, "attention_cudnn", PH_FWD, fs) - 20e3) < 1.0);
     cost_free(c);
     /* without cross rows, a cross op is priced by its backend's curve */
     p.n_sdpa = 1;

@@ -108,9 +108,6 @@ def spread(cfg):
 # it is back within the band the test fails until the entry is removed, so the list cannot go
 # stale.
 KNOWN = {
-    ("gen-mistral-l4-s8192-b1", "step_time"): (0.20,
-        "issue 15: Mistral at seq 8192, past its 4096 sliding window; the steady steps measure "
-        "161.2, 162.7, 164.6 ms (llama_h200_gen_families.jsonl), predicted 137.6"),
     ("pub-r1024_bf16_ckpt", "step_time"): (0.30,
         "issue 15: SDXL at 1024 px with checkpointing is host-bound; Python's garbage collector "
         "adds 88 ms to its mean step (524 ms with the collector on, 436 off: "

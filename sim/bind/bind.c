@@ -851,7 +851,8 @@ static int read_sdpa(lua_State *L, int prof, CostSdpaRow *rows) {
         *r = (CostSdpaRow){.batch = field_num(L, e, "batch", 0), .heads = field_num(L, e, "heads", 0),
                            .seq_q = field_num(L, e, "seq_q", 0), .seq_k = field_num(L, e, "seq_k", 0),
                            .dim = field_num(L, e, "dim", 0), .causal = field_bool(L, e, "causal", false),
-                           .kernel_time = field_bool(L, e, "kernel_time", false)};
+                           .kernel_time = field_bool(L, e, "kernel_time", false),
+                           .masked = field_bool(L, e, "masked", false)};
         lua_getfield(L, e, "backends");
         if (lua_istable(L, -1)) {
             int bt = lua_gettop(L);

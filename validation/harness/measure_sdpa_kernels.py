@@ -2,8 +2,9 @@
 torch.profiler (CUPTI kernel durations summed over a call), so the figure is the kernels' own
 time and carries no launch latency or host dispatch: measure_sdpa.py's single calls timed with
 CUDA events include both, which puts small shapes (SDXL's 77-token cross-attention, its 32x32
-self-attention) at several times their kernel time. Shapes: measure_sdpa.py's, plus SDXL's four
-attention shapes at 512, 768 and 1024 px and batch 1, 2, 4. Each figure is the median over 5
+self-attention) at several times their kernel time. Shapes: measure_sdpa.py's, SDXL's four
+attention shapes at 512, 768 and 1024 px and batch 1, 2, 4, and LLaMA-like shapes with an additive
+mask (masked = true: Mistral past its sliding window), whose kernels skip no block. Each figure is the median over 5
 profiled calls after warm-up; fwd_kernel_ms is the forward alone, fwdbwd_kernel_ms forward and
 backward (the backward's dO.O dot product and dQ conversion included).
 
@@ -23,6 +24,16 @@ BASE = [  # (tag, batch, heads, seq_q, seq_k, dim, causal): measure_sdpa.py's
     ("llama7b_b1_s4096", 1, 32, 4096, 4096, 128, True),
     ("llama7b_b1_s8192", 1, 32, 8192, 8192, 128, True),
     ("llama13b_b4_s2048", 4, 40, 2048, 2048, 128, True),
+]
+
+
+MASKED = [  # with an additive attention mask [1, 1, sq, sk] (a sliding window, as Mistral's
+    # create_sliding_window_causal_mask hands SDPA past its window): no block is skipped
+    ("masked_h32_d128_b1_s1024", 1, 32, 1024, 1024, 128, False),
+    ("masked_h32_d128_b1_s2048", 1, 32, 2048, 2048, 128, False),
+    ("masked_h32_d128_b4_s2048", 4, 32, 2048, 2048, 128, False),
+    ("masked_h32_d128_b1_s4096", 1, 32, 4096, 4096, 128, False),
+    ("masked_h32_d128_b1_s8192", 1, 32, 8192, 8192, 128, False),
 ]
 
 
@@ -65,9 +76,10 @@ def write_lua(res, path, source):
     for e in res["shapes"]:
         bs = ", ".join("%s = {fwd_ms=%.5f, fwdbwd_ms=%.5f}" % (bn, x["fwd_kernel_ms"], x["fwdbwd_kernel_ms"])
                        for bn, x in e["backends"].items() if "fwd_kernel_ms" in x)
-        L.append('    {tag="%s", batch=%d, heads=%d, seq_q=%d, seq_k=%d, dim=%d, causal=%s, kernel_time=true, '
+        L.append('    {tag="%s", batch=%d, heads=%d, seq_q=%d, seq_k=%d, dim=%d, causal=%s,%s kernel_time=true, '
                  'backends = {%s}},' % (e["tag"], e["batch"], e["heads"], e["seq_q"], e["seq_k"], e["dim"],
-                                        "true" if e["causal"] else "false", bs))
+                                        "true" if e["causal"] else "false",
+                                        " masked=true," if e.get("masked") else "", bs))
     L += ["  },", "}"]
     with open(path, "w") as f:
         f.write("\n".join(L) + "\n")
@@ -78,9 +90,14 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--from", dest="src", help="a JSON file this script wrote: convert it, measure nothing")
     ap.add_argument("--lua", help="with --from: write the calibrated Lua table here")
+    ap.add_argument("--masked-only", action="store_true", help="measure only the masked shapes")
+    ap.add_argument("--merge", nargs="*", default=[], help="with --from: more JSON files to add")
     a = ap.parse_args()
     if a.src:
-        write_lua(json.load(open(a.src)), a.lua, a.src)
+        res = json.load(open(a.src))
+        for extra in a.merge:
+            res["shapes"] += json.load(open(extra))["shapes"]
+        write_lua(res, a.lua, " ".join([a.src] + a.merge))
         return
     if not a.out:
         ap.error("--out is required to measure")
@@ -93,19 +110,25 @@ def main():
     res = {"gpu": torch.cuda.get_device_name(dev), "torch": torch.__version__,
            "cudnn": torch.backends.cudnn.version(), "measured": time.strftime("%Y-%m-%d"),
            "shapes": []}
-    for tag, b, h, sq, sk, d, causal in BASE + sdxl_shapes():
+    shapes = [(s, False) for s in BASE + sdxl_shapes()] if not a.masked_only else []
+    for tag, b, h, sq, sk, d, causal, masked in [s + (m,) for s, m in shapes] + [s + (True,) for s in MASKED]:
         g = torch.Generator(device=dev).manual_seed(0)
         mk = lambda s: torch.randn(b, s, h, d, device=dev, dtype=torch.bfloat16, generator=g).transpose(1, 2).requires_grad_(True)
         q, k, v = mk(sq), mk(sk), mk(sk)
         do = torch.randn(b, sq, h, d, device=dev, dtype=torch.bfloat16).transpose(1, 2)
+        mask = None
+        if masked:   # a sliding window of half the sequence, as an additive bf16 bias
+            i = torch.arange(sq, device=dev)
+            keep = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < max(sq // 2, 1))
+            mask = torch.zeros(1, 1, sq, sk, device=dev, dtype=torch.bfloat16).masked_fill(~keep, float("-inf"))
         entry = {"tag": tag, "batch": b, "heads": h, "seq_q": sq, "seq_k": sk, "dim": d,
-                 "causal": causal, "backends": {}}
+                 "causal": causal, "masked": masked, "backends": {}}
         for bn, be in backends.items():
             def fwd():
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
 
             def fwdbwd():
-                F.scaled_dot_product_attention(q, k, v, is_causal=causal).backward(do)
+                F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal).backward(do)
                 q.grad = k.grad = v.grad = None
             try:
                 with sdpa_kernel([be]):

@@ -1,8 +1,8 @@
 -- Device time of scaled_dot_product_attention's kernels per backend and shape (bf16), from
 -- torch.profiler: the kernels' own time, no launch or host dispatch in it (kernel_time = true;
 -- sim/cost.c reads every row). GPU NVIDIA H200, torch 2.11.0+cu130, cuDNN 91900, measured 2026-12-01.
--- Made by python3 validation/harness/measure_sdpa_kernels.py --from validation/results/sdpa_kernels_h200.json --lua lua/hw/calibrated/h200_sdpa_kernels.lua
--- (measure_sdpa_kernels.py --out validation/results/sdpa_kernels_h200.json on one H200; validation/PROVENANCE.md).
+-- Made by python3 validation/harness/measure_sdpa_kernels.py --from validation/results/sdpa_kernels_h200.json validation/results/sdpa_kernels_masked_h200.json --lua lua/hw/calibrated/h200_sdpa_kernels.lua
+-- (measure_sdpa_kernels.py --out validation/results/sdpa_kernels_h200.json validation/results/sdpa_kernels_masked_h200.json on one H200; validation/PROVENANCE.md).
 return {
   sdpa = {
     {tag="llama7b_b1_s2048", batch=1, heads=32, seq_q=2048, seq_k=2048, dim=128, causal=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.08272, fwdbwd_ms=0.33908}, flash = {fwd_ms=0.16252, fwdbwd_ms=0.58451}, efficient = {fwd_ms=0.27338, fwdbwd_ms=1.15113}}},
@@ -46,5 +46,10 @@ return {
     {tag="sdxl1024_l1_cross_b4", batch=4, heads=10, seq_q=4096, seq_k=77, dim=64, causal=false, kernel_time=true, backends = {cudnn = {fwd_ms=0.02586, fwdbwd_ms=0.17443}, flash = {fwd_ms=0.03667, fwdbwd_ms=0.25034}, efficient = {fwd_ms=0.05363, fwdbwd_ms=0.62730}}},
     {tag="sdxl1024_l2_self_b4", batch=4, heads=20, seq_q=1024, seq_k=1024, dim=64, causal=false, kernel_time=true, backends = {cudnn = {fwd_ms=0.05357, fwdbwd_ms=0.21402}, flash = {fwd_ms=0.08381, fwdbwd_ms=0.31434}, efficient = {fwd_ms=0.18787, fwdbwd_ms=0.77572}}},
     {tag="sdxl1024_l2_cross_b4", batch=4, heads=20, seq_q=1024, seq_k=77, dim=64, causal=false, kernel_time=true, backends = {cudnn = {fwd_ms=0.01443, fwdbwd_ms=0.06838}, flash = {fwd_ms=0.02042, fwdbwd_ms=0.08963}, efficient = {fwd_ms=0.02842, fwdbwd_ms=0.18845}}},
+    {tag="masked_h32_d128_b1_s1024", batch=1, heads=32, seq_q=1024, seq_k=1024, dim=128, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.05606, fwdbwd_ms=0.23309}, efficient = {fwd_ms=0.14378, fwdbwd_ms=0.51539}}},
+    {tag="masked_h32_d128_b1_s2048", batch=1, heads=32, seq_q=2048, seq_k=2048, dim=128, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.20336, fwdbwd_ms=0.81597}, efficient = {fwd_ms=0.55152, fwdbwd_ms=1.97699}}},
+    {tag="masked_h32_d128_b4_s2048", batch=4, heads=32, seq_q=2048, seq_k=2048, dim=128, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.77385, fwdbwd_ms=3.17481}, efficient = {fwd_ms=2.15246, fwdbwd_ms=7.77823}}},
+    {tag="masked_h32_d128_b1_s4096", batch=1, heads=32, seq_q=4096, seq_k=4096, dim=128, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.75394, fwdbwd_ms=3.07241}, efficient = {fwd_ms=2.13215, fwdbwd_ms=7.67603}}},
+    {tag="masked_h32_d128_b1_s8192", batch=1, heads=32, seq_q=8192, seq_k=8192, dim=128, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=2.94001, fwdbwd_ms=12.01116}, efficient = {fwd_ms=8.39943, fwdbwd_ms=30.84812}}},
   },
 }

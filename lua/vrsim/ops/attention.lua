@@ -41,9 +41,10 @@ return function(nn)
     local dt = q.dtype
     local rg = (q.rg or k.rg or v.rg) and not cx.no_grad
     local backend = nn.sdpa_backend(cx.arch, dt, opts.impl or cx.attention)
-    -- fewer keys than queries (cross-attention on text tokens): its kernels are priced by their
-    -- own curves where the profile has them (sim/cost.h, cost_from_profile)
-    local cross = sk < s and "_cross" or ""
+    -- an additive mask (its kernels skip no block), or fewer keys than queries (cross-attention
+    -- on text tokens): priced by curves of their own where the profile has them (sim/cost.h,
+    -- cost_from_profile)
+    local cross = mask and "_masked" or sk < s and "_cross" or ""
     if mask and backend == "flash" then backend = "mem_efficient" end
     local inputs, saves, grads = { q, k, v }, { q, k, v }, nil
     local bias

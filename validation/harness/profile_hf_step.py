@@ -1,0 +1,65 @@
+"""The GPU kernels of one steady training step of a Hugging Face causal LM built from a record's
+hf_config (random weights, bf16, SDPA, AdamW foreach lr 1e-5, as measure_llama.py's runs): each
+kernel's name, launches and device time from torch.profiler, per phase (forward, backward,
+optimizer), plus the aten ops under which attention ran. For checking vrsim's op costs kernel by
+kernel on the families' runs (llama_h200_gen_families.jsonl).
+
+  python3 validation/harness/profile_hf_step.py --record validation/records/llama_h200_gen_families.jsonl \\
+      --name gen-mistral-l4-s8192-b1 --out F.jsonl
+"""
+import argparse
+import json
+
+import torch
+
+
+def kernels(fn):
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        out = fn()
+        torch.cuda.synchronize()
+    table = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            row = table.setdefault(e.name, [0, 0.0])
+            row[0] += 1
+            row[1] += getattr(e, "device_time_total", 0.0) / 1e3
+    return out, {k: {"count": v[0], "ms": round(v[1], 4)} for k, v in table.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--record", required=True)
+    ap.add_argument("--name", required=True)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    rec = next(json.loads(l) for l in open(a.record) if json.loads(l)["name"] == a.name)
+    from transformers import AutoConfig, AutoModelForCausalLM
+    hf = dict(rec["hf_config"])
+    cfg = AutoConfig.for_model(hf.pop("model_type"), **{k: v for k, v in hf.items() if k != "architectures"})
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
+    ids = torch.randint(0, cfg.vocab_size, (rec["batch"], rec["seq"]), device="cuda")
+    fwd = lambda: model(input_ids=ids, labels=ids).loss
+    for _ in range(3):
+        loss = fwd(); loss.backward(); opt.step(); opt.zero_grad(set_to_none=True); del loss
+    torch.cuda.synchronize()
+    loss, kf = kernels(fwd)
+    _, kb = kernels(lambda: loss.backward())
+    _, ko = kernels(lambda: (opt.step(), opt.zero_grad(set_to_none=True)))
+    out = {"name": a.name, "kernels": {"forward": kf, "backward": kb, "optimizer": ko},
+           "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
+    with open(a.out, "a") as f:
+        f.write(json.dumps(out) + "\n")
+    for ph, t in out["kernels"].items():
+        print(ph, round(sum(v["ms"] for v in t.values()), 2), "ms")
+        for k, v in sorted(t.items(), key=lambda kv: -kv[1]["ms"])[:8]:
+            print("   %6d %9.3f  %s" % (v["count"], v["ms"], k[:100]))
+
+
+if __name__ == "__main__":
+    main()
