@@ -335,6 +335,31 @@ static int timer_init(timer *t)
 /* A callable that enqueues one operation on a stream. */
 typedef int (*op_fn)(void *ctx, cudaStream_t st);
 
+/* Enqueue n ops back to back between t's two events and wait for the second: *ms gets the
+ * elapsed time of all n (CUDA events). */
+static int time_calls(timer *t, op_fn f, void *ctx, int n, float *ms)
+{
+    CK(cudaEventRecord(t->e0, t->st));
+    for (int i = 0; i < n; i++)
+        if (f(ctx, t->st)) return -1;
+    CK(cudaEventRecord(t->e1, t->st));
+    CK(cudaEventSynchronize(t->e1));
+    CK(cudaEventElapsedTime(ms, t->e0, t->e1));
+    return 0;
+}
+
+/* Time skip + n single ops, each between its own pair of events with the host waiting for it:
+ * v[0..n-1] gets the last n, in ms. */
+static int time_each(timer *t, op_fn f, void *ctx, int skip, int n, double *v)
+{
+    for (int r = 0; r < skip + n; r++) {
+        float ms;
+        if (time_calls(t, f, ctx, 1, &ms)) return -1;
+        if (r >= skip) v[r - skip] = ms;
+    }
+    return 0;
+}
+
 /* Time op: warm-up, then pick an inner repeat count so one timing is >= target_ms (at least
  * 1), take `outer` timings of `inner` back-to-back ops and return the median ms per op. */
 static int time_op(timer *t, op_fn f, void *ctx, double target_ms, int outer, double *ms_out)
@@ -342,12 +367,8 @@ static int time_op(timer *t, op_fn f, void *ctx, double target_ms, int outer, do
     if (f(ctx, t->st)) return -1;
     if (f(ctx, t->st)) return -1;
     CK(cudaStreamSynchronize(t->st));
-    CK(cudaEventRecord(t->e0, t->st));
-    if (f(ctx, t->st)) return -1;
-    CK(cudaEventRecord(t->e1, t->st));
-    CK(cudaEventSynchronize(t->e1));
     float one = 0;
-    CK(cudaEventElapsedTime(&one, t->e0, t->e1));
+    if (time_calls(t, f, ctx, 1, &one)) return -1;
     int inner = 1;
     if (one > 0 && one < target_ms) inner = (int)(target_ms / one);
     if (inner < 1) inner = 1;
@@ -356,13 +377,8 @@ static int time_op(timer *t, op_fn f, void *ctx, double target_ms, int outer, do
     double v[64];
     if (outer > 64) outer = 64;
     for (int o = 0; o < outer; o++) {
-        CK(cudaEventRecord(t->e0, t->st));
-        for (int i = 0; i < inner; i++)
-            if (f(ctx, t->st)) return -1;
-        CK(cudaEventRecord(t->e1, t->st));
-        CK(cudaEventSynchronize(t->e1));
         float ms = 0;
-        CK(cudaEventElapsedTime(&ms, t->e0, t->e1));
+        if (time_calls(t, f, ctx, inner, &ms)) return -1;
         v[o] = ms / inner;
     }
     *ms_out = median(v, outer);
@@ -631,6 +647,70 @@ static void idle_gpu(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* TFLOP/s of `flop` floating-point operations taking ms milliseconds */
+static double tflops(double flop, double ms) { return flop / (ms * 1e-3) / 1e12; }
+
+/* fill_random's and fill_normal's dtype code for GEMM dtype dt (tf32 data is fp32) */
+static int fill_code(int dt) { return dt == 3 ? 1 : dt == 2 ? 2 : 0; }
+
+/* A cuBLAS handle (and a cuBLASLt one where with_lt) with the 32 MiB workspace PyTorch gives
+ * cuBLAS on compute capability 9.x, and A, B, C buffers of a_bytes, b_bytes, c_bytes (none
+ * where 0). gemm_close releases what gemm_open made. */
+static int gemm_open(gemm_ctx *g, int with_lt, size_t a_bytes, size_t b_bytes, size_t c_bytes)
+{
+    memset(g, 0, sizeof *g);
+    CKB(cublasCreate(&g->h));
+    if (with_lt) CKB(cublasLtCreate(&g->lt));
+    g->ws_bytes = 32u << 20;
+    CK(cudaMalloc(&g->ws, g->ws_bytes));
+    CKB(cublasSetWorkspace(g->h, g->ws, g->ws_bytes));
+    if (a_bytes) CK(cudaMalloc(&g->A, a_bytes));
+    if (b_bytes) CK(cudaMalloc(&g->B, b_bytes));
+    if (c_bytes) CK(cudaMalloc(&g->C, c_bytes));
+    return 0;
+}
+
+static void gemm_close(gemm_ctx *g)
+{
+    cudaFree(g->A); cudaFree(g->B); cudaFree(g->C); cudaFree(g->ws);
+    if (g->lt) cublasLtDestroy(g->lt);
+    cublasDestroy(g->h);
+}
+
+/* g's problem: one (batch 1) GEMM of dtype dt, row-major op ("nn", "nt", "tn") and shape */
+static void gemm_set(gemm_ctx *g, int dt, const char *op, int m, int n, int k)
+{
+    g->dtype = dt;
+    memcpy(g->op, op, 3);
+    g->m = m; g->n = n; g->k = k;
+    g->batch = 1;
+}
+
+/* A's first a_elems and B's first b_elems elements random in dtype dt, and the device idle */
+static int gemm_fill(gemm_ctx *g, int dt, size_t a_elems, size_t b_elems, uint32_t seed_a,
+                     uint32_t seed_b)
+{
+    if (fill_random(g->A, a_elems * dt_size(dt), fill_code(dt), seed_a)) return -1;
+    if (fill_random(g->B, b_elems * dt_size(dt), fill_code(dt), seed_b)) return -1;
+    CK(cudaDeviceSynchronize());
+    return 0;
+}
+
+/* Grows max[0], max[1], max[2] to the element counts of A[m,k], B[k,n] and C[m,n]. */
+static void grow_abc(size_t max[3], int m, int n, int k)
+{
+    size_t e[3] = {(size_t)m * k, (size_t)k * n, (size_t)m * n};
+    for (int i = 0; i < 3; i++)
+        if (e[i] > max[i]) max[i] = e[i];
+}
+
+/* The shapes of validation/results/hw_h200_pytorch.json (m, n, k), in its order. */
+static const int REF_SHAPES[][3] = {{512, 512, 512},     {1024, 1024, 1024},  {2048, 2048, 2048},
+                                    {4096, 4096, 4096},  {8192, 8192, 8192},  {8192, 4096, 4096},
+                                    {8192, 11008, 4096}, {8192, 4096, 11008}, {16384, 32000, 4096},
+                                    {2048, 4096, 4096},  {4096, 5120, 5120},  {8192, 13824, 5120}};
+enum { N_REF_SHAPES = sizeof REF_SHAPES / sizeof REF_SHAPES[0], N_REF_SQUARE = 5 };
+
 /* the shape grid */
 #define MAXSH 256
 static shape g_shapes[MAXSH];
@@ -645,16 +725,10 @@ static void add_shape(int m, int n, int k, const char *tag)
 
 static void build_grid(void)
 {
-    static const int sq[] = {512, 1024, 2048, 4096, 8192};
-    for (int i = 0; i < 5; i++) add_shape(sq[i], sq[i], sq[i], "square");
-    /* the reference shapes of validation/results/hw_h200_pytorch.json */
-    add_shape(8192, 4096, 4096, "ref");
-    add_shape(8192, 11008, 4096, "ref");
-    add_shape(8192, 4096, 11008, "ref");
-    add_shape(16384, 32000, 4096, "ref");
-    add_shape(2048, 4096, 4096, "ref");
-    add_shape(4096, 5120, 5120, "ref");
-    add_shape(8192, 13824, 5120, "ref");
+    /* the reference shapes: its first five are the squares 512..8192 */
+    for (int i = 0; i < N_REF_SHAPES; i++)
+        add_shape(REF_SHAPES[i][0], REF_SHAPES[i][1], REF_SHAPES[i][2],
+                  i < N_REF_SQUARE ? "square" : "ref");
     /* LLaMA2: tokens x (qkvo, kv for GQA, gate/up, down, lm head) */
     static const struct { int h, inter, kv; const char *tag; } L[] = {
         {4096, 11008, 4096, "llama7b"}, {5120, 13824, 5120, "llama13b"},
@@ -670,19 +744,17 @@ static void build_grid(void)
             add_shape(T[t], 32000, h, L[l].tag);
         }
     /* SDXL UNet at 1024 px (latent 128): attention projections, GEGLU feed-forward, cross
-     * attention k/v from 77 text tokens, and 3x3 convolutions written as implicit GEMMs */
-    add_shape(4096, 640, 640, "sdxl");
-    add_shape(4096, 5120, 640, "sdxl");
-    add_shape(4096, 640, 2560, "sdxl");
-    add_shape(1024, 1280, 1280, "sdxl");
-    add_shape(1024, 10240, 1280, "sdxl");
-    add_shape(1024, 1280, 5120, "sdxl");
-    add_shape(77, 640, 2048, "sdxl");
-    add_shape(77, 1280, 2048, "sdxl");
-    add_shape(16384, 320, 2880, "sdxl_conv");
-    add_shape(4096, 640, 5760, "sdxl_conv");
-    add_shape(1024, 1280, 11520, "sdxl_conv");
-    add_shape(16384, 640, 640, "sdxl");  /* batch 4 at 1024 px, level 1 */
+     * attention k/v from 77 text tokens, 3x3 convolutions written as implicit GEMMs, and
+     * level 1 at batch 4 */
+    static const shape SDXL[] = {
+        {4096, 640, 640, "sdxl"},         {4096, 5120, 640, "sdxl"},
+        {4096, 640, 2560, "sdxl"},        {1024, 1280, 1280, "sdxl"},
+        {1024, 10240, 1280, "sdxl"},      {1024, 1280, 5120, "sdxl"},
+        {77, 640, 2048, "sdxl"},          {77, 1280, 2048, "sdxl"},
+        {16384, 320, 2880, "sdxl_conv"},  {4096, 640, 5760, "sdxl_conv"},
+        {1024, 1280, 11520, "sdxl_conv"}, {16384, 640, 640, "sdxl"}};
+    for (size_t i = 0; i < sizeof SDXL / sizeof SDXL[0]; i++)
+        add_shape(SDXL[i].m, SDXL[i].n, SDXL[i].k, SDXL[i].tag);
 }
 
 /* fp32 and tf32 run at ~50-400 TFLOP/s: skip their largest shapes to keep the run short */
@@ -694,38 +766,39 @@ static int skip_for(int dt, const shape *s)
     return 0;
 }
 
+/* One shape's time through cublasLt (*skipped where its heuristic offers no algorithm) or
+ * cublasGemmEx after the idle time before each shape. */
+static int gemm_grid_time(gemm_ctx *g, timer *t, int use_lt, double *ms, int *skipped)
+{
+    *skipped = 0;
+    if (!use_lt) {
+        idle_gpu(g_gemm_idle_ms);
+        return time_op(t, gemm_run, g, 2.0, 7, ms);
+    }
+    if (lt_setup(g)) return -1;
+    if (!g->lt_ok) {
+        lt_teardown(g);
+        *skipped = 1;
+        return 0;
+    }
+    int rc = time_op(t, lt_run, g, 2.0, 7, ms);
+    lt_teardown(g);
+    return rc;
+}
+
 static int sec_gemm(sbuf *out, int use_lt)
 {
-    size_t maxA = 0, maxB = 0, maxC = 0;
-    for (int i = 0; i < g_nshapes; i++) {
-        size_t a = (size_t)g_shapes[i].m * g_shapes[i].k, b = (size_t)g_shapes[i].k * g_shapes[i].n,
-               c = (size_t)g_shapes[i].m * g_shapes[i].n;
-        if (a > maxA) maxA = a;
-        if (b > maxB) maxB = b;
-        if (c > maxC) maxC = c;
-    }
+    size_t mx[3] = {0, 0, 0};
+    for (int i = 0; i < g_nshapes; i++) grow_abc(mx, g_shapes[i].m, g_shapes[i].n, g_shapes[i].k);
     gemm_ctx g;
-    memset(&g, 0, sizeof g);
-    CKB(cublasCreate(&g.h));
-    CKB(cublasLtCreate(&g.lt));
-    g.ws_bytes = 32u << 20; /* what PyTorch gives cuBLAS on compute capability 9.x */
-    CK(cudaMalloc(&g.ws, g.ws_bytes));
-    CKB(cublasSetWorkspace(g.h, g.ws, g.ws_bytes));
-    CK(cudaMalloc(&g.A, maxA * 4));
-    CK(cudaMalloc(&g.B, maxB * 4));
-    CK(cudaMalloc(&g.C, maxC * 4));
+    if (gemm_open(&g, use_lt, mx[0] * 4, mx[1] * 4, mx[2] * 4)) return -1;
     timer t;
     if (timer_init(&t)) return -1;
     sb_printf(out, "  %s = {\n", use_lt ? "gemm_lt" : "gemm");
-    int dts_lt[] = {3, 2, 1, 0};
-    int dts[] = {3, 2, 1, 0};
-    int *dl = use_lt ? dts_lt : dts;
+    static const int DTS[] = {3, 2, 1, 0};
     for (int di = 0; di < 4; di++) {
-        int dt = dl[di];
-        int fd = dt == 3 ? 1 : dt == 2 ? 2 : 0;
-        if (fill_random(g.A, maxA * dt_size(dt), fd, 11)) return -1;
-        if (fill_random(g.B, maxB * dt_size(dt), fd, 22)) return -1;
-        CK(cudaDeviceSynchronize());
+        int dt = DTS[di];
+        if (gemm_fill(&g, dt, mx[0], mx[1], 11, 22)) return -1;
         for (int si = 0; si < g_nshapes; si++) {
             const shape *s = &g_shapes[si];
             if (skip_for(dt, s)) continue;
@@ -733,22 +806,12 @@ static int sec_gemm(sbuf *out, int use_lt)
             int nops = (!use_lt && dt == 3 && strncmp(s->tag, "llama", 5) == 0) ? 3 : 1;
             static const char *OPS[] = {"nn", "nt", "tn"};
             for (int oi = 0; oi < nops; oi++) {
-                g.dtype = dt;
-                memcpy(g.op, OPS[oi], 3);
-                g.m = s->m; g.n = s->n; g.k = s->k; g.batch = 1;
+                gemm_set(&g, dt, OPS[oi], s->m, s->n, s->k);
                 double ms = 0;
-                int rc;
-                if (use_lt) {
-                    if (lt_setup(&g)) return -1;
-                    if (!g.lt_ok) { lt_teardown(&g); continue; }
-                    rc = time_op(&t, lt_run, &g, 2.0, 7, &ms);
-                    lt_teardown(&g);
-                } else {
-                    idle_gpu(g_gemm_idle_ms);
-                    rc = time_op(&t, gemm_run, &g, 2.0, 7, &ms);
-                }
-                if (rc) return -1;
-                double tf = 2.0 * s->m * s->n * (double)s->k / (ms * 1e-3) / 1e12;
+                int skipped;
+                if (gemm_grid_time(&g, &t, use_lt, &ms, &skipped)) return -1;
+                if (skipped) continue;
+                double tf = tflops(2.0 * s->m * s->n * (double)s->k, ms);
                 sb_printf(out,
                           "    {dtype=\"%s\", op=\"%s\", m=%d, n=%d, k=%d, ms=%.5f, tflops=%.2f, "
                           "tag=\"%s\"},\n",
@@ -761,42 +824,19 @@ static int sec_gemm(sbuf *out, int use_lt)
         fflush(stdout);
     }
     sb_printf(out, "  },\n");
-    cudaFree(g.A); cudaFree(g.B); cudaFree(g.C); cudaFree(g.ws);
-    cublasLtDestroy(g.lt);
-    cublasDestroy(g.h);
+    gemm_close(&g);
     return 0;
 }
 
-/* The shapes of validation/results/hw_h200_pytorch.json (m, n, k), in its order. */
-static const int REF_SHAPES[][3] = {{512, 512, 512},     {1024, 1024, 1024},  {2048, 2048, 2048},
-                                    {4096, 4096, 4096},  {8192, 8192, 8192},  {8192, 4096, 4096},
-                                    {8192, 11008, 4096}, {8192, 4096, 11008}, {16384, 32000, 4096},
-                                    {2048, 4096, 4096},  {4096, 5120, 5120},  {8192, 13824, 5120}};
-enum { N_REF_SHAPES = sizeof REF_SHAPES / sizeof REF_SHAPES[0] };
-
-/* A cuBLAS handle with PyTorch's 32 MiB workspace and A, B, C buffers for every reference shape
- * in fp32 (the largest element); *max_a and *max_b get A's and B's element counts. */
-static int ref_gemm_open(gemm_ctx *g, size_t *max_a, size_t *max_b)
+/* A cuBLAS handle with PyTorch's 32 MiB workspace, A, B, C buffers for every reference shape
+ * in fp32 (the largest element) and a timer; mx gets A's, B's and C's element counts. */
+static int ref_gemm_open(gemm_ctx *g, timer *t, size_t mx[3])
 {
-    size_t maxA = 0, maxB = 0, maxC = 0;
-    for (int i = 0; i < N_REF_SHAPES; i++) {
-        const int *r = REF_SHAPES[i];
-        size_t a = (size_t)r[0] * r[2], b = (size_t)r[2] * r[1], c = (size_t)r[0] * r[1];
-        if (a > maxA) maxA = a;
-        if (b > maxB) maxB = b;
-        if (c > maxC) maxC = c;
-    }
-    memset(g, 0, sizeof *g);
-    CKB(cublasCreate(&g->h));
-    g->ws_bytes = 32u << 20;
-    CK(cudaMalloc(&g->ws, g->ws_bytes));
-    CKB(cublasSetWorkspace(g->h, g->ws, g->ws_bytes));
-    CK(cudaMalloc(&g->A, maxA * 4));
-    CK(cudaMalloc(&g->B, maxB * 4));
-    CK(cudaMalloc(&g->C, maxC * 4));
-    *max_a = maxA;
-    *max_b = maxB;
-    return 0;
+    mx[0] = mx[1] = mx[2] = 0;
+    for (int i = 0; i < N_REF_SHAPES; i++)
+        grow_abc(mx, REF_SHAPES[i][0], REF_SHAPES[i][1], REF_SHAPES[i][2]);
+    if (gemm_open(g, 0, mx[0] * 4, mx[1] * 4, mx[2] * 4)) return -1;
+    return timer_init(t);
 }
 
 /* The reference shapes of validation/results/hw_h200_pytorch.json, each call timed alone (events around
@@ -804,37 +844,21 @@ static int ref_gemm_open(gemm_ctx *g, size_t *max_a, size_t *max_b)
  * figures of sec_gemm is the per-call overhead that back-to-back launches hide. */
 static int sec_gemm_single(sbuf *out)
 {
-    const int (*R)[3] = REF_SHAPES;
-    const int NR = N_REF_SHAPES;
     gemm_ctx g;
-    size_t maxA, maxB;
-    if (ref_gemm_open(&g, &maxA, &maxB)) return -1;
     timer t;
-    if (timer_init(&t)) return -1;
+    size_t mx[3];
+    if (ref_gemm_open(&g, &t, mx)) return -1;
     sb_printf(out, "  gemm_single = {  -- cuBLAS, nn, each call timed alone with the GPU idle between calls\n");
-    int dts[] = {3, 2, 0, 1};
+    static const int DTS[] = {3, 2, 0, 1};
     for (int di = 0; di < 4; di++) {
-        int dt = dts[di];
-        int fd = dt == 3 ? 1 : dt == 2 ? 2 : 0;
-        if (fill_random(g.A, maxA * dt_size(dt), fd, 31)) return -1;
-        if (fill_random(g.B, maxB * dt_size(dt), fd, 32)) return -1;
-        CK(cudaDeviceSynchronize());
-        for (int i = 0; i < NR; i++) {
-            g.dtype = dt;
-            memcpy(g.op, "nn", 3);
-            g.m = R[i][0]; g.n = R[i][1]; g.k = R[i][2]; g.batch = 1;
+        int dt = DTS[di];
+        if (gemm_fill(&g, dt, mx[0], mx[1], 31, 32)) return -1;
+        for (int i = 0; i < N_REF_SHAPES; i++) {
+            gemm_set(&g, dt, "nn", REF_SHAPES[i][0], REF_SHAPES[i][1], REF_SHAPES[i][2]);
             double v[15];
-            for (int r = 0; r < 18; r++) {
-                CK(cudaEventRecord(t.e0, t.st));
-                if (gemm_run(&g, t.st)) return -1;
-                CK(cudaEventRecord(t.e1, t.st));
-                CK(cudaEventSynchronize(t.e1));
-                float ms;
-                CK(cudaEventElapsedTime(&ms, t.e0, t.e1));
-                if (r >= 3) v[r - 3] = ms;
-            }
+            if (time_each(&t, gemm_run, &g, 3, 15, v)) return -1;
             double ms = median(v, 15);
-            double tf = 2.0 * g.m * g.n * (double)g.k / (ms * 1e-3) / 1e12;
+            double tf = tflops(2.0 * g.m * g.n * (double)g.k, ms);
             sb_printf(out, "    {dtype=\"%s\", op=\"nn\", m=%d, n=%d, k=%d, ms=%.5f, tflops=%.2f},\n",
                       DT_NAME[dt], g.m, g.n, g.k, ms, tf);
             printf("single   %-4s nn  %6d %6d %6d %10.4f ms %8.1f TFLOP/s\n", DT_NAME[dt], g.m, g.n,
@@ -842,8 +866,7 @@ static int sec_gemm_single(sbuf *out)
         }
     }
     sb_printf(out, "  },\n");
-    cudaFree(g.A); cudaFree(g.B); cudaFree(g.C); cudaFree(g.ws);
-    cublasDestroy(g.h);
+    gemm_close(&g);
     return 0;
 }
 
@@ -859,52 +882,32 @@ static int sec_gemm_sustained(sbuf *out)
     const int NR = sizeof R / sizeof R[0];
     size_t maxA = (size_t)16384 * 11008, maxB = (size_t)11008 * 32000, maxC = (size_t)16384 * 32000;
     gemm_ctx g;
-    memset(&g, 0, sizeof g);
-    CKB(cublasCreate(&g.h));
-    g.ws_bytes = 32u << 20;
-    CK(cudaMalloc(&g.ws, g.ws_bytes));
-    CKB(cublasSetWorkspace(g.h, g.ws, g.ws_bytes));
-    CK(cudaMalloc(&g.A, maxA * 2));
-    CK(cudaMalloc(&g.B, maxB * 2));
-    CK(cudaMalloc(&g.C, maxC * 2));
+    if (gemm_open(&g, 0, maxA * 2, maxB * 2, maxC * 2)) return -1;
     timer t;
     if (timer_init(&t)) return -1;
     nvml_open();
     sb_printf(out, "  gemm_sustained = {  -- cuBLAS, nn, after ~400 ms of the same GEMM back to back; sm_mhz, watts read after\n");
-    int dts[] = {3, 2};
+    static const int DTS[] = {3, 2};
     for (int di = 0; di < 2; di++) {
-        int dt = dts[di];
-        if (fill_random(g.A, maxA * 2, dt == 3 ? 1 : 2, 41)) return -1;
-        if (fill_random(g.B, maxB * 2, dt == 3 ? 1 : 2, 42)) return -1;
-        CK(cudaDeviceSynchronize());
+        int dt = DTS[di];
+        if (gemm_fill(&g, dt, maxA, maxB, 41, 42)) return -1;
         for (int i = 0; i < NR; i++) {
-            g.dtype = dt;
-            memcpy(g.op, "nn", 3);
-            g.m = R[i][0]; g.n = R[i][1]; g.k = R[i][2]; g.batch = 1;
+            gemm_set(&g, dt, "nn", R[i][0], R[i][1], R[i][2]);
             /* one timed call gives the per-call time for sizing the loops */
-            CK(cudaEventRecord(t.e0, t.st));
-            if (gemm_run(&g, t.st)) return -1;
-            CK(cudaEventRecord(t.e1, t.st));
-            CK(cudaEventSynchronize(t.e1));
             float one;
-            CK(cudaEventElapsedTime(&one, t.e0, t.e1));
+            if (time_calls(&t, gemm_run, &g, 1, &one)) return -1;
             if (one <= 0) one = 0.01f;
             int warm = (int)(400.0 / one) + 1, timed = (int)(200.0 / one) + 1;
             if (g_quick) { warm /= 10; timed /= 10; if (timed < 1) timed = 1; }
             for (int r = 0; r < warm; r++)
                 if (gemm_run(&g, t.st)) return -1;
-            CK(cudaEventRecord(t.e0, t.st));
-            for (int r = 0; r < timed; r++)
-                if (gemm_run(&g, t.st)) return -1;
-            CK(cudaEventRecord(t.e1, t.st));
-            CK(cudaEventSynchronize(t.e1));
             float ms;
-            CK(cudaEventElapsedTime(&ms, t.e0, t.e1));
+            if (time_calls(&t, gemm_run, &g, timed, &ms)) return -1;
             int mhz;
             double watts;
             nvml_read(0, &mhz, &watts);
             double per = ms / timed;
-            double tf = 2.0 * g.m * g.n * (double)g.k / (per * 1e-3) / 1e12;
+            double tf = tflops(2.0 * g.m * g.n * (double)g.k, per);
             sb_printf(out, "    {dtype=\"%s\", op=\"nn\", m=%d, n=%d, k=%d, ms=%.5f, tflops=%.2f, sm_mhz=%d, watts=%.0f},\n",
                       DT_NAME[dt], g.m, g.n, g.k, per, tf, mhz, watts);
             printf("sustained %-4s nn %6d %6d %6d %10.4f ms %8.1f TFLOP/s  %4d MHz %5.0f W\n",
@@ -913,8 +916,7 @@ static int sec_gemm_sustained(sbuf *out)
         }
     }
     sb_printf(out, "  },\n");
-    cudaFree(g.A); cudaFree(g.B); cudaFree(g.C); cudaFree(g.ws);
-    cublasDestroy(g.h);
+    gemm_close(&g);
     return 0;
 }
 
@@ -929,23 +931,10 @@ static int xcheck_shape(gemm_ctx *g, timer *t, double *single_ms, double *batche
         for (int r = 0; r < WARM; r++)
             if (gemm_run(g, t->st)) return -1;
         CK(cudaStreamSynchronize(t->st));
-        for (int r = 0; r < g_xcheck_calls; r++) {
-            CK(cudaEventRecord(t->e0, t->st));
-            if (gemm_run(g, t->st)) return -1;
-            CK(cudaEventRecord(t->e1, t->st));
-            CK(cudaEventSynchronize(t->e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, t->e0, t->e1));
-            v[r] = ms;
-        }
+        if (time_each(t, gemm_run, g, 0, g_xcheck_calls, v)) return -1;
         singles[round] = median(v, g_xcheck_calls);
-        CK(cudaEventRecord(t->e0, t->st));
-        for (int r = 0; r < BATCH; r++)
-            if (gemm_run(g, t->st)) return -1;
-        CK(cudaEventRecord(t->e1, t->st));
-        CK(cudaEventSynchronize(t->e1));
         float bms;
-        CK(cudaEventElapsedTime(&bms, t->e0, t->e1));
+        if (time_calls(t, gemm_run, g, BATCH, &bms)) return -1;
         batches[round] = bms / BATCH;
     }
     *single_ms = median(singles, g_xcheck_rounds);
@@ -968,27 +957,22 @@ static int xcheck_shape(gemm_ctx *g, timer *t, double *single_ms, double *batche
  * them. SM clock, board power and GPU temperature are read right after. */
 static int sec_gemm_xcheck(sbuf *out)
 {
-    const int (*R)[3] = REF_SHAPES;
-    const int NR = N_REF_SHAPES;
     gemm_ctx g;
-    size_t maxA, maxB;
-    if (ref_gemm_open(&g, &maxA, &maxB)) return -1;
     timer t;
-    if (timer_init(&t)) return -1;
+    size_t mx[3];
+    if (ref_gemm_open(&g, &t, mx)) return -1;
     nvml_open();
     sb_printf(out, "  gemm_xcheck = {  -- cuBLAS, nn, the reference's shapes and order; each from an idle GPU (%d ms),\n"
                    "                  -- randn inputs; single_ms: median of %d calls timed alone; batched_ms: 20 back to back;\n"
                    "                  -- medians over %d such rounds, each from the cool-down\n",
               g_cooldown_ms, g_xcheck_calls, g_xcheck_rounds);
-    int dts[] = {3, 2, 0, 1}; /* bf16, fp16, fp32, tf32 */
+    static const int DTS[] = {3, 2, 0, 1}; /* bf16, fp16, fp32, tf32 */
     uint32_t seed = 1000;
     for (int di = 0; di < 4; di++) {
-        int dt = dts[di];
-        int fd = dt == 3 ? 1 : dt == 2 ? 2 : 0;
-        for (int i = 0; i < NR; i++) {
-            g.dtype = dt;
-            memcpy(g.op, "nn", 3);
-            g.m = R[i][0]; g.n = R[i][1]; g.k = R[i][2]; g.batch = 1;
+        int dt = DTS[di];
+        int fd = fill_code(dt);
+        for (int i = 0; i < N_REF_SHAPES; i++) {
+            gemm_set(&g, dt, "nn", REF_SHAPES[i][0], REF_SHAPES[i][1], REF_SHAPES[i][2]);
             if (fill_normal(g.A, (size_t)g.m * g.k, fd, seed++)) return -1;
             if (fill_normal(g.B, (size_t)g.k * g.n, fd, seed++)) return -1;
             CK(cudaDeviceSynchronize());
@@ -997,22 +981,42 @@ static int sec_gemm_xcheck(sbuf *out)
             int mhz, temp = nvml_temp_c(0);
             double watts;
             nvml_read(0, &mhz, &watts);
-            double fl = 2.0 * g.m * g.n * (double)g.k;
+            double tf = tflops(2.0 * g.m * g.n * (double)g.k, batched);
             sb_printf(out,
                       "    {dtype=\"%s\", op=\"nn\", m=%d, n=%d, k=%d, single_ms=%.5f, batched_ms=%.5f, "
                       "tflops=%.2f, sm_mhz=%d, watts=%.0f, temp_c=%d},\n",
-                      DT_NAME[dt], g.m, g.n, g.k, single, batched, fl / (batched * 1e-3) / 1e12, mhz,
-                      watts, temp);
+                      DT_NAME[dt], g.m, g.n, g.k, single, batched, tf, mhz, watts, temp);
             printf("xcheck   %-4s nn  %6d %6d %6d  single %9.4f ms  batched %9.4f ms %7.1f TFLOP/s  %4d MHz %4.0f W %3d C\n",
-                   DT_NAME[dt], g.m, g.n, g.k, single, batched, fl / (batched * 1e-3) / 1e12, mhz,
-                   watts, temp);
+                   DT_NAME[dt], g.m, g.n, g.k, single, batched, tf, mhz, watts, temp);
             fflush(stdout);
         }
     }
     sb_printf(out, "  },\n");
-    cudaFree(g.A); cudaFree(g.B); cudaFree(g.C); cudaFree(g.ws);
-    cublasDestroy(g.h);
+    gemm_close(&g);
     return 0;
+}
+
+/* a (a_bytes), b and c (bc_bytes each) random bf16 from seeds seed, seed + 1 and seed + 2, and
+ * the device idle */
+static int fill_bf16_inputs(void *a, size_t a_bytes, void *b, void *c, size_t bc_bytes,
+                            uint32_t seed)
+{
+    if (fill_random(a, a_bytes, 1, seed) || fill_random(b, bc_bytes, 1, seed + 1) ||
+        fill_random(c, bc_bytes, 1, seed + 2))
+        return -1;
+    CK(cudaDeviceSynchronize());
+    return 0;
+}
+
+/* g's problem: a batched bf16 GEMM, `batch` problems of the row-major op and shape on A, B, C
+ * with the given strides (elements) between problems */
+static void bgemm_set(gemm_ctx *g, int batch, const char *op, int m, int n, int k, void *A,
+                      void *B, void *C, long long sA, long long sB, long long sC)
+{
+    gemm_set(g, 3, op, m, n, k);
+    g->batch = batch;
+    g->A = A; g->B = B; g->C = C;
+    g->sA = sA; g->sB = sB; g->sC = sC;
 }
 
 /* batched GEMMs of attention: per (batch x head): S = Q K^T ("nt": m=sq, n=sk, k=d),
@@ -1034,51 +1038,30 @@ static int sec_bgemm(sbuf *out)
         if (q2 > maxQ) maxQ = q2;
     }
     gemm_ctx g;
-    memset(&g, 0, sizeof g);
-    CKB(cublasCreate(&g.h));
-    g.ws_bytes = 32u << 20;
-    CK(cudaMalloc(&g.ws, g.ws_bytes));
-    CKB(cublasSetWorkspace(g.h, g.ws, g.ws_bytes));
+    if (gemm_open(&g, 0, 0, 0, 0)) return -1;
     void *S, *Q, *K, *O;
     CK(cudaMalloc(&S, maxS * 2));
     CK(cudaMalloc(&Q, maxQ * 2));
     CK(cudaMalloc(&K, maxQ * 2));
     CK(cudaMalloc(&O, maxS * 2 > maxQ * 2 ? maxS * 2 : maxQ * 2));
-    if (fill_random(S, maxS * 2, 1, 5) || fill_random(Q, maxQ * 2, 1, 6) ||
-        fill_random(K, maxQ * 2, 1, 7))
-        return -1;
-    CK(cudaDeviceSynchronize());
+    if (fill_bf16_inputs(S, maxS * 2, Q, K, maxQ * 2, 5)) return -1;
     timer t;
     if (timer_init(&t)) return -1;
     sb_printf(out, "  bgemm = {\n");
     for (size_t i = 0; i < sizeof A / sizeof A[0]; i++) {
         if (g_quick && i > 1) break;
+        long long bh = A[i].bh, sq = A[i].sq, sk = A[i].sk, d = A[i].d;
         for (int which = 0; which < 3; which++) {
-            g.dtype = 3;
-            g.batch = A[i].bh;
-            if (which == 0) { /* S[sq,sk] = Q[sq,d] K[sk,d]^T */
-                memcpy(g.op, "nt", 3);
-                g.m = A[i].sq; g.n = A[i].sk; g.k = A[i].d;
-                g.A = Q; g.B = K; g.C = O;
-                g.sA = (long long)A[i].sq * A[i].d; g.sB = (long long)A[i].sk * A[i].d;
-                g.sC = (long long)A[i].sq * A[i].sk;
-            } else if (which == 1) { /* O[sq,d] = P[sq,sk] V[sk,d] */
-                memcpy(g.op, "nn", 3);
-                g.m = A[i].sq; g.n = A[i].d; g.k = A[i].sk;
-                g.A = S; g.B = K; g.C = O;
-                g.sA = (long long)A[i].sq * A[i].sk; g.sB = (long long)A[i].sk * A[i].d;
-                g.sC = (long long)A[i].sq * A[i].d;
-            } else { /* dV[sk,d] = P^T dO: P stored [sq,sk] */
-                memcpy(g.op, "tn", 3);
-                g.m = A[i].sk; g.n = A[i].d; g.k = A[i].sq;
-                g.A = S; g.B = Q; g.C = O;
-                g.sA = (long long)A[i].sq * A[i].sk; g.sB = (long long)A[i].sq * A[i].d;
-                g.sC = (long long)A[i].sk * A[i].d;
-            }
+            if (which == 0) /* S[sq,sk] = Q[sq,d] K[sk,d]^T */
+                bgemm_set(&g, bh, "nt", sq, sk, d, Q, K, O, sq * d, sk * d, sq * sk);
+            else if (which == 1) /* O[sq,d] = P[sq,sk] V[sk,d] */
+                bgemm_set(&g, bh, "nn", sq, d, sk, S, K, O, sq * sk, sk * d, sq * d);
+            else /* dV[sk,d] = P^T dO: P stored [sq,sk] */
+                bgemm_set(&g, bh, "tn", sk, d, sq, S, Q, O, sq * sk, sq * d, sk * d);
             double ms;
             idle_gpu(g_gemm_idle_ms);
             if (time_op(&t, gemm_run, &g, 2.0, 7, &ms)) return -1;
-            double tf = 2.0 * g.batch * (double)g.m * g.n * g.k / (ms * 1e-3) / 1e12;
+            double tf = tflops(2.0 * g.batch * (double)g.m * g.n * g.k, ms);
             sb_printf(out,
                       "    {dtype=\"bf16\", op=\"%s\", batch=%d, m=%d, n=%d, k=%d, ms=%.5f, "
                       "tflops=%.2f, tag=\"%s\"},\n",
@@ -1088,8 +1071,9 @@ static int sec_bgemm(sbuf *out)
         }
     }
     sb_printf(out, "  },\n");
-    cudaFree(S); cudaFree(Q); cudaFree(K); cudaFree(O); cudaFree(g.ws);
-    cublasDestroy(g.h);
+    cudaFree(S); cudaFree(Q); cudaFree(K); cudaFree(O);
+    g.A = g.B = g.C = NULL; /* S, Q, K, O: freed above */
+    gemm_close(&g);
     return 0;
 }
 
@@ -1147,6 +1131,34 @@ static int softmax_run(void *vp, cudaStream_t st)
 static const size_t SIZES_MIB[] = {1, 4, 16, 64, 256, 1024, 4096};
 #define NSIZES 7
 
+/* One row a size of SIZES_MIB up to maxb: f timed on c with c->bytes set to it; gbps counts
+ * `moved` bytes per byte of c->bytes. The Lua row starts with `field` (such as op="add_bf16",
+ * or nothing), the console line with `label` and the MiB figure `width` wide. */
+static int bw_rows(sbuf *out, timer *t, bw_ctx *c, size_t maxb, op_fn f, double moved,
+                   const char *field, const char *label, int width)
+{
+    for (int i = 0; i < NSIZES; i++) {
+        c->bytes = SIZES_MIB[i] << 20;
+        if (c->bytes > maxb) break;
+        double ms;
+        if (time_op(t, f, c, 1.0, 9, &ms)) return -1;
+        double gbps = moved * c->bytes / (ms * 1e-3) / 1e9;
+        sb_printf(out, "    {%sbytes=%zu, ms=%.5f, gbps=%.1f},\n", field, c->bytes, ms, gbps);
+        printf("%s %*zu MiB %9.4f ms %8.1f GB/s\n", label, width, SIZES_MIB[i], ms, gbps);
+    }
+    return 0;
+}
+
+/* The table `name` (the comment `about` on its first line) of bw_rows for f. */
+static int bw_table(sbuf *out, timer *t, bw_ctx *c, size_t maxb, op_fn f, double moved,
+                    const char *name, const char *about)
+{
+    sb_printf(out, "  %s = {  -- %s\n", name, about);
+    if (bw_rows(out, t, c, maxb, f, moved, "", name, 8)) return -1;
+    sb_printf(out, "  },\n");
+    return 0;
+}
+
 static int sec_bandwidth(sbuf *out)
 {
     size_t maxb = (size_t)(g_quick ? 256 : 4096) << 20;
@@ -1161,52 +1173,25 @@ static int sec_bandwidth(sbuf *out)
     timer t;
     if (timer_init(&t)) return -1;
 
-    if (want("copy")) {
-        sb_printf(out, "  copy = {  -- cudaMemcpyAsync device to device; gbps counts bytes read + written\n");
-        for (int i = 0; i < NSIZES; i++) {
-            c.bytes = SIZES_MIB[i] << 20;
-            if (c.bytes > maxb) break;
-            double ms;
-            if (time_op(&t, copy_run, &c, 1.0, 9, &ms)) return -1;
-            double gbps = 2.0 * c.bytes / (ms * 1e-3) / 1e9;
-            sb_printf(out, "    {bytes=%zu, ms=%.5f, gbps=%.1f},\n", c.bytes, ms, gbps);
-            printf("copy %8zu MiB %9.4f ms %8.1f GB/s\n", SIZES_MIB[i], ms, gbps);
-        }
-        sb_printf(out, "  },\n");
-    }
+    if (want("copy") && bw_table(out, &t, &c, maxb, copy_run, 2.0, "copy",
+                                 "cudaMemcpyAsync device to device; gbps counts bytes read + written"))
+        return -1;
     if (want("elementwise")) {
         sb_printf(out, "  elementwise = {  -- bytes = one input tensor; gbps counts all bytes read + written\n");
         static const char *KN[] = {"scale_bf16", "scale_fp32", "add_bf16"};
         for (int kind = 0; kind < 3; kind++) {
-            for (int i = 0; i < NSIZES; i++) {
-                c.bytes = SIZES_MIB[i] << 20;
-                if (c.bytes > maxb) break;
-                c.kind = kind;
-                double ms;
-                if (time_op(&t, elem_run, &c, 1.0, 9, &ms)) return -1;
-                double moved = (kind == 2 ? 3.0 : 2.0) * c.bytes;
-                double gbps = moved / (ms * 1e-3) / 1e9;
-                sb_printf(out, "    {op=\"%s\", bytes=%zu, ms=%.5f, gbps=%.1f},\n", KN[kind],
-                          c.bytes, ms, gbps);
-                printf("elementwise %-10s %6zu MiB %9.4f ms %8.1f GB/s\n", KN[kind],
-                       SIZES_MIB[i], ms, gbps);
-            }
+            char field[64], label[64];
+            snprintf(field, sizeof field, "op=\"%s\", ", KN[kind]);
+            snprintf(label, sizeof label, "elementwise %-10s", KN[kind]);
+            c.kind = kind;
+            if (bw_rows(out, &t, &c, maxb, elem_run, kind == 2 ? 3.0 : 2.0, field, label, 6))
+                return -1;
         }
         sb_printf(out, "  },\n");
     }
-    if (want("reduce")) {
-        sb_printf(out, "  reduce = {  -- fp32 sum of a vector; gbps counts bytes read\n");
-        for (int i = 0; i < NSIZES; i++) {
-            c.bytes = SIZES_MIB[i] << 20;
-            if (c.bytes > maxb) break;
-            double ms;
-            if (time_op(&t, reduce_run, &c, 1.0, 9, &ms)) return -1;
-            double gbps = (double)c.bytes / (ms * 1e-3) / 1e9;
-            sb_printf(out, "    {bytes=%zu, ms=%.5f, gbps=%.1f},\n", c.bytes, ms, gbps);
-            printf("reduce %8zu MiB %9.4f ms %8.1f GB/s\n", SIZES_MIB[i], ms, gbps);
-        }
-        sb_printf(out, "  },\n");
-    }
+    if (want("reduce") && bw_table(out, &t, &c, maxb, reduce_run, 1.0, "reduce",
+                                   "fp32 sum of a vector; gbps counts bytes read"))
+        return -1;
     if (want("softmax")) {
         sb_printf(out, "  softmax = {  -- row softmax bf16 -> bf16, fp32 math; gbps counts one read + one write\n");
         static const int cols[] = {1024, 2048, 4096, 8192, 32000};
@@ -1250,47 +1235,34 @@ static int sec_attn(sbuf *out)
     static const struct { int bh, s, d; } C[] = {{32, 2048, 128}, {32, 4096, 128},
                                                  {10, 4096, 64}, {20, 1024, 64}};
     size_t maxS = (size_t)32 * 4096 * 4096, maxQ = (size_t)32 * 4096 * 128;
-    cublasHandle_t h;
-    CKB(cublasCreate(&h));
-    void *ws;
-    CK(cudaMalloc(&ws, 32u << 20));
-    CKB(cublasSetWorkspace(h, ws, 32u << 20));
+    gemm_ctx base; /* the cuBLAS handle and workspace both GEMMs share */
+    if (gemm_open(&base, 0, 0, 0, 0)) return -1;
     void *Q, *K, *V, *S, *P, *O;
     CK(cudaMalloc(&Q, maxQ * 2)); CK(cudaMalloc(&K, maxQ * 2)); CK(cudaMalloc(&V, maxQ * 2));
     CK(cudaMalloc(&O, maxQ * 2)); CK(cudaMalloc(&S, maxS * 2)); CK(cudaMalloc(&P, maxS * 2));
-    if (fill_random(Q, maxQ * 2, 1, 1) || fill_random(K, maxQ * 2, 1, 2) ||
-        fill_random(V, maxQ * 2, 1, 3))
-        return -1;
-    CK(cudaDeviceSynchronize());
+    if (fill_bf16_inputs(Q, maxQ * 2, K, V, maxQ * 2, 1)) return -1;
     timer t;
     if (timer_init(&t)) return -1;
     sb_printf(out, "  attn_unfused = {  -- QK^T, row softmax, PV in bf16, not causal; tflops counts 4*bh*s*s*d\n");
     for (int i = 0; i < 4; i++) {
         attn_ctx a;
         memset(&a, 0, sizeof a);
-        a.qk.h = a.pv.h = h;
-        a.qk.dtype = a.pv.dtype = 3;
-        a.qk.batch = a.pv.batch = C[i].bh;
-        memcpy(a.qk.op, "nt", 3);
-        a.qk.m = C[i].s; a.qk.n = C[i].s; a.qk.k = C[i].d;
-        a.qk.A = Q; a.qk.B = K; a.qk.C = S;
-        a.qk.sA = a.qk.sB = (long long)C[i].s * C[i].d; a.qk.sC = (long long)C[i].s * C[i].s;
-        memcpy(a.pv.op, "nn", 3);
-        a.pv.m = C[i].s; a.pv.n = C[i].d; a.pv.k = C[i].s;
-        a.pv.A = P; a.pv.B = V; a.pv.C = O;
-        a.pv.sA = (long long)C[i].s * C[i].s; a.pv.sB = a.pv.sC = (long long)C[i].s * C[i].d;
+        a.qk = a.pv = base;
+        long long s = C[i].s, d = C[i].d;
+        bgemm_set(&a.qk, C[i].bh, "nt", s, s, d, Q, K, S, s * d, s * d, s * s);
+        bgemm_set(&a.pv, C[i].bh, "nn", s, d, s, P, V, O, s * s, s * d, s * d);
         a.sm.x = S; a.sm.y = P; a.sm.rows = C[i].bh * C[i].s; a.sm.cols = C[i].s;
         double ms;
         if (time_op(&t, attn_run, &a, 2.0, 7, &ms)) return -1;
-        double tf = 4.0 * C[i].bh * (double)C[i].s * C[i].s * C[i].d / (ms * 1e-3) / 1e12;
+        double tf = tflops(4.0 * C[i].bh * (double)C[i].s * C[i].s * C[i].d, ms);
         sb_printf(out, "    {bh=%d, s=%d, d=%d, ms=%.5f, tflops=%.2f},\n", C[i].bh, C[i].s,
                   C[i].d, ms, tf);
         printf("attn_unfused bh %3d s %5d d %3d %9.4f ms %7.1f TFLOP/s\n", C[i].bh, C[i].s,
                C[i].d, ms, tf);
     }
     sb_printf(out, "  },\n");
-    cudaFree(Q); cudaFree(K); cudaFree(V); cudaFree(O); cudaFree(S); cudaFree(P); cudaFree(ws);
-    cublasDestroy(h);
+    cudaFree(Q); cudaFree(K); cudaFree(V); cudaFree(O); cudaFree(S); cudaFree(P);
+    gemm_close(&base);
     return 0;
 }
 
