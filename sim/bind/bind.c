@@ -967,10 +967,12 @@ static void read_nccl(lua_State *L, int dev, DeviceSpec *d) {
     if (!lua_istable(L, -1)) { lua_pop(L, 1); return; }
     int t = lua_gettop(L);
     int ranks = (int)field_num(L, dev, "nccl_ranks", 2);
+    int len = (int)luaL_len(L, t);
+    /* every row is read (userdata: freed by the collector if a field raises) */
+    CollPoint *pts = lua_newuserdatauv(L, sizeof *pts * (size_t)(len > 0 ? len : 1), 0);
     for (int k = 0; k < COLL_COUNT; k++) {
-        CollPoint pts[64];
-        int n = 0, len = (int)luaL_len(L, t);
-        for (int i = 1; i <= len && n < 64; i++) {
+        int n = 0;
+        for (int i = 1; i <= len; i++) {
             lua_geti(L, t, i);
             int e = lua_gettop(L);
             char op[32] = "";
@@ -985,7 +987,7 @@ static void read_nccl(lua_State *L, int dev, DeviceSpec *d) {
         }
         if (n >= 2 && coll_fit(pts, n, &d->coll[k]) != VR_OK) d->coll[k] = (CollLink){0, 0};
     }
-    lua_pop(L, 1);
+    lua_pop(L, 2); /* the points, the nccl table */
 }
 
 static void read_alloc(lua_State *L, int t, AllocConfig *a) {
