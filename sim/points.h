@@ -52,6 +52,20 @@ void points_free(PointRunner *r); /* NULL is a no-op */
 void points_run(PointRunner *r, const char *chunkname, const char *src, const char *const *sets,
                 int n_sets, bool simulate, PointOut *out /* OUT */);
 
+/* One point of a batch: its "key=value" overrides (borrowed), whether to simulate, and its
+ * answer (filled by points_run_batch, as points_run fills its out). */
+typedef struct PointJob {
+    const char *const *sets;
+    int n_sets;
+    bool simulate;
+    PointOut out;              /* OUT */
+} PointJob;
+
+/* Runs the n jobs as points_run runs one, up to max_children (at most 64) children at a time,
+ * each with its own timeout: the answers are those points_run gives, in any order of running. */
+void points_run_batch(PointRunner *r, const char *chunkname, const char *src, PointJob *jobs,
+                      int n, int max_children);
+
 /* Reads a scenario file as scenario_load does: NULL with scenario_load's message in err when it
  * cannot be read or is not text. The caller frees the result. */
 char *points_read_scenario(const char *path, char *err, size_t errlen);

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "points.h"
 #include "report.h"
 #include "scenario.h"
 
@@ -587,48 +589,67 @@ VrStatus report_html_variants(const char *path, const ScenarioOptions *base, con
         candidate(v, &n, MAX, "ZeRO-3 with the optimizer state offloaded to the CPU",
                   "training.strategy=zero3", "training.zero.offload_optimizer=cpu");
     }
+    /* every variant a point of one batch: children forked from a state with vrsim's modules
+     * loaded, as many at a time as there are CPUs (each gives what scenario_load and
+     * engine_run give) */
     const StepResult *s0 = report_step(r);
     int kept = 0;
+    char (*sb)[2][160] = calloc((size_t)n + 1, sizeof *sb);
+    const char **all = calloc((size_t)(n + 1) * ((size_t)base->n_sets + 3), sizeof(char *));
+    PointJob *jobs = calloc((size_t)n + 1, sizeof *jobs);
+    char dir[4096], perr[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) dir[1] = 0;
+    else if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    PointRunner *runner = NULL;
+    char *src = NULL;
+    VrStatus rst = sb && all && jobs ? points_new(dir, base->unsafe, 0, &runner, perr, sizeof perr)
+                                     : VR_ENOMEM;
+    if (!rst) src = points_read_scenario(path, perr, sizeof perr);
+    if (rst == VR_ENOMEM) {
+        free(sb); free(all); free(jobs); free(v); free(sets);
+        return VR_ENOMEM;
+    }
+    for (int i = 0; i < n && src; i++) {
+        const char **js = all + (size_t)i * ((size_t)base->n_sets + 3);
+        int m = 0;
+        for (int k = 0; k < base->n_sets; k++) js[m++] = base->sets[k];
+        snprintf(sb[i][0], sizeof sb[i][0], "%s", v[i].set);
+        char *sp = strchr(sb[i][0], ' ');
+        if (sp) { *sp = 0; snprintf(sb[i][1], sizeof sb[i][1], "%s", sp + 1); js[m++] = sb[i][0]; js[m++] = sb[i][1]; }
+        else js[m++] = sb[i][0];
+        jobs[i] = (PointJob){.sets = js, .n_sets = m, .simulate = true};
+    }
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (src) points_run_batch(runner, path, src, jobs, n, ncpu > 0 ? (int)ncpu : 1);
+    bool nomem = false;
     for (int i = 0; i < n; i++) {
         ReportVariant *x = &v[i];
-        int m = 0;
-        for (int k = 0; k < base->n_sets; k++) sets[m++] = base->sets[k];
-        char s1[160], s2[160];
-        snprintf(s1, sizeof s1, "%s", x->set);
-        char *sp = strchr(s1, ' ');
-        if (sp) { *sp = 0; snprintf(s2, sizeof s2, "%s", sp + 1); sets[m++] = s1; sets[m++] = s2; }
-        else sets[m++] = s1;
-        ScenarioOptions o = *base;
-        o.sets = sets;
-        o.n_sets = m;
-        char err[1024];
-        Plan *vp = NULL;
-        SimResult *vr = NULL;
-        VrStatus st = scenario_load(path, &o, &vp, err, sizeof err);
-        if (!st) {
-            EngineConfig ec;
-            plan_engine_config(vp, false, &ec);
-            st = engine_run(vp->graph, &ec, &vp->alloc, &vr, err, sizeof err);
-        }
-        if (st == VR_ENOMEM) { plan_free(vp); free(v); free(sets); return VR_ENOMEM; }
+        const PointOut *po = &jobs[i].out;
         bool keep = true;
-        if (st) {
+        if (!src || po->status) {
             /* a change this scenario cannot take (a model without LoRA, ...) is left out */
             keep = false;
+            nomem = nomem || (src && po->status == VR_ENOMEM);
         } else {
-            const StepResult *s = report_step(vr);
-            x->fits = report_fits(vr);
-            x->peak_reserved = s ? (double)s->peak_reserved : 0;
-            x->step_ms = s ? s->time_ns / 1e6 : 0;
+            x->fits = po->fits;
+            x->peak_reserved = po->has_step ? po->peak_res : 0;
+            x->step_ms = po->has_step ? po->time_ns / 1e6 : 0;
             /* it helps if it fits and holds less than this run, or fits where this run does
              * not; the same figures mean the scenario already had it */
             bool base_fits = report_fits(r);
             keep = x->fits && (!base_fits || !s0 || x->peak_reserved < (double)s0->peak_reserved);
         }
-        engine_result_free(vr);
-        plan_free(vp);
         if (keep) v[kept++] = *x;
     }
+    free(src);
+    points_free(runner);
+    free(sb);
+    free(all);
+    free(jobs);
+    if (nomem) { free(v); free(sets); return VR_ENOMEM; }
     free(sets);
     /* most memory saved first (fitting before not fitting) */
     for (int i = 1; i < kept; i++)

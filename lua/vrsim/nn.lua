@@ -17,15 +17,18 @@ local DT_SIZE = { fp32 = 4, fp16 = 2, bf16 = 2, fp8 = 1, int8 = 1, uint8 = 1, in
                   bool = 1, nf4 = 1 }
 nn.DT_SIZE = DT_SIZE
 
-function nn.numel(shape)
+-- (shapes are sequences: a numeric for visits what ipairs would, in the same order, without
+-- the iterator's calls; the build calls these for every tensor and op)
+local function numel(shape)
   local n = 1
-  for _, d in ipairs(shape) do n = n * d end
+  for i = 1, #shape do n = n * shape[i] end
   return n
 end
+nn.numel = numel
 
 function nn.bytes(shape, dtype)
   local s = DT_SIZE[dtype] or error("unknown dtype " .. tostring(dtype), 2)
-  return nn.numel(shape) * s
+  return numel(shape) * s
 end
 
 function nn.context(G, opts)
@@ -36,7 +39,8 @@ end
 
 -- A new activation tensor (not yet produced by any op).
 local function new_tensor(cx, name, shape, dtype, rg, cat)
-  local id = cx.G:tensor { name = name, bytes = nn.bytes(shape, dtype), numel = nn.numel(shape),
+  local n = numel(shape)
+  local id = cx.G:tensor { name = name, bytes = n * (DT_SIZE[dtype] or nn.bytes(shape, dtype)), numel = n,
                            dtype = dtype, cat = cat or "activation", requires_grad = rg }
   return { id = id, shape = shape, dtype = dtype, rg = rg, name = name }
 end
@@ -80,6 +84,13 @@ function nn.param(cx, name, shape, dtype, trainable, module)
                        trainable = trainable, requires_grad = trainable, module = module }
   cx.params[#cx.params + 1] = p
   return p
+end
+
+-- The graph ids of a list of tensors (an empty list for nil).
+local function ids(list)
+  local r = {}
+  if list then for i, t in ipairs(list) do r[i] = t.id end end
+  return r
 end
 
 -- Generic op. spec fields:
@@ -141,11 +152,6 @@ function nn.op(cx, spec)
     bytes = 0
     for _, x in ipairs(inputs) do bytes = bytes + nn.bytes(x.shape, x.dtype) end
     for _, o in ipairs(outs) do bytes = bytes + nn.bytes(o.shape, o.dtype) end
-  end
-  local ids = function(list)
-    local r = {}
-    for i, t in ipairs(list or {}) do r[i] = t.id end
-    return r
   end
   local c = spec.host and cx.host_classes
   if c then
