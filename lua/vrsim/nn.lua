@@ -40,17 +40,18 @@ end
 -- A new activation tensor (not yet produced by any op).
 local function new_tensor(cx, name, shape, dtype, rg, cat)
   local n = numel(shape)
-  local id = cx.G:tensor { name = name, bytes = n * (DT_SIZE[dtype] or nn.bytes(shape, dtype)), numel = n,
-                           dtype = dtype, cat = cat or "activation", requires_grad = rg }
+  -- G:tensorv takes the fields of G:tensor{...} as arguments: name, bytes, numel, dtype, cat,
+  -- requires_grad, trainable, param, persistent, module, base (sim/bind/bind.c TENSOR_FIELDS)
+  local id = cx.G:tensorv(name, n * (DT_SIZE[dtype] or nn.bytes(shape, dtype)), n, dtype,
+                          cat or "activation", rg)
   return { id = id, shape = shape, dtype = dtype, rg = rg, name = name }
 end
 nn.new_tensor = new_tensor
 
 -- A view of t with another shape: shares t's storage, allocates nothing.
 function nn.view(cx, t, shape, name)
-  local id = cx.G:tensor { name = name or (t.name .. ".view"), bytes = 0,
-                           numel = nn.numel(shape), dtype = t.dtype, base = t.id,
-                           requires_grad = t.rg }
+  local id = cx.G:tensorv(name or (t.name .. ".view"), 0, numel(shape), t.dtype, nil, t.rg, nil,
+                          nil, nil, nil, t.id)
   return { id = id, shape = shape, dtype = t.dtype, rg = t.rg, name = name or t.name, base = t }
 end
 
@@ -158,19 +159,18 @@ function nn.op(cx, spec)
     c = spec.host == "inside" and INSIDE or cx.host_classes[spec.host]
     if not c then error(("op '%s': host class '%s' is not in the profile's host_class_us"):format(spec.name, spec.host), 0) end
   end
-  cx.G:op {
-    name = spec.name, kind = spec.kind or "elementwise", phase = spec.phase or cx.phase,
-    inputs = ids(inputs), outputs = ids(outs), saves = rg and ids(spec.saves) or nil,
-    frees = spec.frees and ids(spec.frees) or nil,
-    grads = grads, grad_order = spec.grad_order, workspace = spec.workspace, bwd_kind = spec.bwd_kind,
-    bwd_workspace = spec.bwd_workspace, bwd_workspace_first = spec.bwd_workspace_first,
-    flops = spec.flops or 0, bytes = bytes,
-    bwd_flops = spec.bwd_flops, bwd_bytes = spec.bwd_bytes, dtype = spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
-    kernels = spec.kernels, bwd_kernels = spec.bwd_kernels,
-    dispatch_us = c and c.fwd, bwd_dispatch_us = c and c.bwd,
-    dispatch_ckpt_us = c and c.ckpt_fwd, bwd_dispatch_ckpt_us = c and c.ckpt_bwd,
-    layer = cx.layer, once = spec.once, no_grad = cx.no_grad, region = cx.region,
-  }
+  -- G:opv takes the fields of G:op{...} as arguments, in sim/bind/bind.c's OP_FIELDS order:
+  -- name, kind, phase, inputs, outputs, saves, frees, grads, grad_order, workspace, bwd_kind,
+  -- bwd_workspace, bwd_workspace_first, flops, bytes, bwd_flops, bwd_bytes, dtype, kernels,
+  -- bwd_kernels, dispatch_us, bwd_dispatch_us, dispatch_ckpt_us, bwd_dispatch_ckpt_us, layer,
+  -- once, no_grad, region (then fields nn.op does not give)
+  cx.G:opv(spec.name, spec.kind or "elementwise", spec.phase or cx.phase,
+    ids(inputs), ids(outs), rg and ids(spec.saves) or nil, spec.frees and ids(spec.frees) or nil,
+    grads, spec.grad_order, spec.workspace, spec.bwd_kind,
+    spec.bwd_workspace, spec.bwd_workspace_first, spec.flops or 0, bytes,
+    spec.bwd_flops, spec.bwd_bytes, spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
+    spec.kernels, spec.bwd_kernels, c and c.fwd, c and c.bwd, c and c.ckpt_fwd, c and c.ckpt_bwd,
+    cx.layer, spec.once, cx.no_grad, cx.region)
   return table.unpack(outs)
 end
 
