@@ -47,6 +47,30 @@ void points_free(PointRunner *r) {
     free(r);
 }
 
+/* Runs plan's graph through an allocator made from acfg, without a timeline or the live set at
+ * the peak (no caller of points prints them), into out's step fields; returns the engine's
+ * status (the message in out->err). */
+static VrStatus simulate_plan(const Plan *plan, const AllocConfig *acfg, PointOut *out) {
+    EngineConfig ec;
+    SimResult *res = NULL;
+    plan_engine_config(plan, false, &ec);
+    ec.skip_live_at_peak = true;
+    VrStatus st = engine_run(plan->graph, &ec, acfg, &res, out->err, sizeof out->err);
+    if (st == VR_ENOMEM) snprintf(out->err, sizeof out->err, "out of host memory");
+    if (!st) {
+        const StepResult *sr = report_step(res);
+        out->fits = report_fits(res);
+        if (sr) {
+            out->has_step = true;
+            out->peak_alloc = (double)sr->peak_allocated;
+            out->peak_res = (double)sr->peak_reserved;
+            out->time_ns = sr->time_ns;
+        }
+    }
+    engine_result_free(res);
+    return st;
+}
+
 /* The point itself: load (in state, or a fresh one when state is NULL) and simulate. */
 static void simulate_point(ScenarioState *state, const char *dir, bool unsafe,
                            const char *chunkname, const char *src, const char *const *sets,
@@ -57,7 +81,6 @@ static void simulate_point(ScenarioState *state, const char *dir, bool unsafe,
                                                   sizeof out->err)
                         : scenario_load_source(chunkname, src, dir, &opts, &plan, out->err,
                                                sizeof out->err);
-    SimResult *res = NULL;
     if (!st) {
         snprintf(out->strategy, sizeof out->strategy, "%s", plan->strategy);
         snprintf(out->dev_name, sizeof out->dev_name, "%s", plan->dev.name);
@@ -66,26 +89,13 @@ static void simulate_point(ScenarioState *state, const char *dir, bool unsafe,
         out->tokens_per_step = plan->tokens_per_step;
         out->samples_per_step = plan->samples_per_step;
     }
-    if (!st && simulate) {
-        EngineConfig ec;
-        plan_engine_config(plan, false, &ec);
-        ec.skip_live_at_peak = true; /* no caller of points prints it */
-        st = engine_run(plan->graph, &ec, &plan->alloc, &res, out->err, sizeof out->err);
-        if (st == VR_ENOMEM) snprintf(out->err, sizeof out->err, "out of host memory");
-        if (!st) {
-            const StepResult *sr = report_step(res);
-            out->fits = report_fits(res);
-            if (sr) {
-                out->has_step = true;
-                out->peak_alloc = (double)sr->peak_allocated;
-                out->peak_res = (double)sr->peak_reserved;
-                out->time_ns = sr->time_ns;
-            }
-        }
-    }
+    if (!st && simulate) st = simulate_plan(plan, &plan->alloc, out);
     out->status = st;
-    engine_result_free(res);
     plan_free(plan);
+}
+
+void points_simulate_plan(const Plan *plan, const AllocConfig *acfg, PointOut *out) {
+    out->status = simulate_plan(plan, acfg, out);
 }
 
 /* A child running one job of a batch: its pipe's read end and how much of its PointOut came. */

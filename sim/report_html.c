@@ -572,6 +572,8 @@ struct ReportVariants {
     pid_t pid;                 /* the helper, or -1 when the points ran here */
     int fd;                    /* its pipe (-1 when none) */
     PointOut *outs;            /* n answers, owned */
+    const Plan *plan;          /* the run's plan (borrowed) */
+    int same_graph;            /* the candidate that runs plan's graph, or -1 */
 };
 
 /* The points of rv's candidates (the scenario at path, base's overrides and each change's)
@@ -606,8 +608,36 @@ static void simulate_variants(struct ReportVariants *rv, const char *path,
         else js[m++] = sb[i][0];
         jobs[i] = (PointJob){.sets = js, .n_sets = m, .simulate = true};
     }
+    /* the candidate that changes allocator settings only, on this plan's graph: its settings
+     * are what plan.lua's read_alloc makes of --set allocator.conf=expandable_segments:True
+     * (the conf given replaces the run's; kind and capacity come from elsewhere) */
+    int same = rv->same_graph;
+    if (src && same >= 0) {
+        const Plan *p = rv->plan;
+        AllocConfig ac;
+        alloc_config_default(&ac);
+        PointOut *o = &jobs[same].out;
+        memset(o, 0, sizeof *o);
+        if (alloc_config_parse(&ac, "expandable_segments:True", o->err, sizeof o->err)) {
+            o->status = VR_EINVAL;
+        } else {
+            ac.kind = p->alloc.kind;
+            ac.capacity = p->alloc.capacity;
+            ac.fraction_set = p->alloc.fraction_set;
+            points_simulate_plan(p, &ac, o);
+        }
+        /* the others as one batch, this one left out of it */
+        PointJob t = jobs[same];
+        for (int i = same; i + 1 < n; i++) jobs[i] = jobs[i + 1];
+        jobs[n - 1] = t;
+    }
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    if (src) points_run_batch(runner, path, src, jobs, n, ncpu > 0 ? (int)ncpu : 1);
+    if (src) points_run_batch(runner, path, src, jobs, same >= 0 ? n - 1 : n, ncpu > 0 ? (int)ncpu : 1);
+    if (src && same >= 0) { /* back in the candidates' order */
+        PointJob t = jobs[n - 1];
+        for (int i = n - 1; i > same; i--) jobs[i] = jobs[i - 1];
+        jobs[same] = t;
+    }
     for (int i = 0; i < n; i++) {
         if (src) rv->outs[i] = jobs[i].out;
         else {
@@ -642,8 +672,11 @@ VrStatus report_html_variants_start(const char *path, const ScenarioOptions *bas
         snprintf(b, sizeof b, "micro-batch %d accumulated twice (instead of %d once)", mb / 2, mb);
         candidate(v, &n, MAX, b, a, "training.grad_accum=2");
     }
-    if (!p->alloc.expandable_segments)
+    int expandable = -1;
+    if (!p->alloc.expandable_segments) {
+        expandable = n;
         candidate(v, &n, MAX, "expandable segments", "allocator.conf=expandable_segments:True", NULL);
+    }
     if (p->gpus > 1) {
         candidate(v, &n, MAX, "ZeRO-2 (shard gradients and optimizer state)", "training.strategy=zero2", NULL);
         candidate(v, &n, MAX, "ZeRO-3 (shard parameters too)", "training.strategy=zero3", NULL);
@@ -651,6 +684,10 @@ VrStatus report_html_variants_start(const char *path, const ScenarioOptions *bas
                   "training.strategy=zero3", "training.zero.offload_optimizer=cpu");
     }
     rv->n = n;
+    /* the graph of a change of allocator settings alone is this plan's own when building it read
+     * none (plan.lua watches): that variant runs this graph, not a new build */
+    rv->plan = p;
+    rv->same_graph = p->graph_reads_allocator ? -1 : expandable;
     rv->outs = calloc((size_t)n + 1, sizeof *rv->outs);
     if (!rv->outs) { free(rv); return VR_ENOMEM; }
     /* a helper process simulates them while the caller goes on; where it cannot be made, they

@@ -1314,6 +1314,7 @@ static int load_protected(lua_State *L) {
     p->gpus = (int)field_int(L, pt, "gpus", 1);
     p->tokens_per_step = field_num(L, pt, "tokens_per_step", 0);
     p->samples_per_step = field_num(L, pt, "samples_per_step", 0);
+    p->graph_reads_allocator = field_bool(L, pt, "graph_reads_allocator", true);
     double np = field_num(L, pt, "n_params", -1), nt = field_num(L, pt, "n_trainable", -1);
     p->n_params = np >= 0 && np < 9e18 ? (int64_t)np : -1;
     p->n_trainable = nt >= 0 && nt < 9e18 ? (int64_t)nt : -1;
