@@ -736,6 +736,19 @@ static int open_vrsim(lua_State *L) {
     lua_setfield(L, -2, "new_graph");
     lua_pushcfunction(L, l_read_config);
     lua_setfield(L, -2, "read_config");
+    /* the argument orders of G:opv and G:tensorv, for Lua code that records ops itself (the op
+     * library's tests) */
+    const char *const *lists[2] = {OP_FIELDS, TENSOR_FIELDS};
+    const int counts[2] = {OF_COUNT, TF_COUNT};
+    const char *keys[2] = {"op_fields", "tensor_fields"};
+    for (int k = 0; k < 2; k++) {
+        lua_createtable(L, counts[k], 0);
+        for (int i = 0; i < counts[k]; i++) {
+            lua_pushstring(L, lists[k][i]);
+            lua_rawseti(L, -2, i + 1);
+        }
+        lua_setfield(L, -2, keys[k]);
+    }
     return 1;
 }
 
