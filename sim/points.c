@@ -179,7 +179,7 @@ void points_run_batch(PointRunner *r, const char *chunkname, const char *src, Po
             PointJob *j = &jobs[next++];
             if (start(r, chunkname, src, j, &ch[live])) live++;
         }
-        if (live == 0) continue;
+        if (live <= 0) continue;
         /* wait for output from any child, up to the nearest deadline */
         double now = vr_now_s(), soonest = 0;
         for (int i = 0; i < live; i++)
