@@ -205,6 +205,17 @@ int cmd_run(int argc, char **argv) {
         return st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
     }
     plan->alloc_conf_from_env = conf_from_env;
+    /* report.html's "what would help" rows are simulated (in a helper, started before the
+     * signal handlers: it leaves the staged files alone) while this run goes on */
+    ReportVariants *variants = NULL;
+    if (files && suggest && report_html_variants_start(path, &opts, plan, &variants)) {
+        fprintf(stderr, "vrsim: out of host memory\n");
+        plan_free(plan);
+        free(setbuf[0]);
+        free(setbuf[1]);
+        free(sets);
+        return VR_EXIT_INTERNAL;
+    }
     watch_signals();
     EngineConfig ec;
     plan_engine_config(plan, files || explain, &ec); /* --explain walks the timeline */
@@ -221,6 +232,7 @@ int cmd_run(int argc, char **argv) {
             fprintf(stderr, "vrsim: cannot write %s\n", atrace);
             if (fd >= 0) { close(fd); unlink(tmp_trace); }
             cleanup.trace_tmp[0] = 0;
+            report_html_variants_cancel(variants);
             plan_free(plan);
             free(setbuf[0]);
             free(setbuf[1]);
@@ -247,6 +259,7 @@ int cmd_run(int argc, char **argv) {
     }
     if (st) {
         fprintf(stderr, "vrsim: %s: %s\n", path, st == VR_ENOMEM ? "out of host memory" : err);
+        report_html_variants_cancel(variants);
         plan_free(plan);
         free(setbuf[0]);
         free(setbuf[1]);
@@ -282,7 +295,8 @@ int cmd_run(int argc, char **argv) {
         if (!st && suggest) { /* report.html again, with the "what would help" rows */
             ReportVariant *v = NULL;
             int nv = 0;
-            st = report_html_variants(path, &opts, plan, res, &v, &nv);
+            st = report_html_variants_finish(variants, res, &v, &nv);
+            variants = NULL;
             if (st) snprintf(err, sizeof err, "out of host memory");
             else st = report_html_write_with(tmp, plan, res, v, nv, err, sizeof err);
             free(v);
@@ -299,6 +313,7 @@ int cmd_run(int argc, char **argv) {
                    "         trace.json (open in https://ui.perfetto.dev)\n", dir);
         }
     }
+    report_html_variants_cancel(variants); /* not used (the files could not be written) */
     engine_result_free(res);
     plan_free(plan);
     free(setbuf[0]);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmds.h"
 #include "engine.h"
@@ -159,29 +160,35 @@ static VrStatus price_of(Shop *sh, const char *key, Row *r, char *err, size_t er
     return VR_OK;
 }
 
-/* Simulates the scenario on r->count GPUs r->gpu (strategy r->strategy when count > 1) and
- * fills r. sets has room for three more entries. */
-static void simulate(Shop *sh, const char **sets, int n_sets, bool images, double job, Row *r) {
+/* One row's simulation as a point of a batch: its --set overrides (the command line's, then
+ * gpu=, and for several GPUs hardware.count= and training.strategy=). */
+typedef struct RowJob {
+    Row *row;
     char gset[96], cset[32], sset[64];
+    const char **sets;         /* n_sets + 3 entries */
+} RowJob;
+
+static void row_job(RowJob *j, Row *r, const char **sets, int n_sets, PointJob *pj) {
     int n = n_sets;
-    snprintf(gset, sizeof gset, "gpu=%s", r->gpu);
-    sets[n++] = gset;
+    j->row = r;
+    for (int i = 0; i < n_sets; i++) j->sets[i] = sets[i];
+    snprintf(j->gset, sizeof j->gset, "gpu=%s", r->gpu);
+    j->sets[n++] = j->gset;
     if (r->count > 1) {
-        snprintf(cset, sizeof cset, "hardware.count=%d", r->count);
-        snprintf(sset, sizeof sset, "training.strategy=%s", r->strategy);
-        sets[n++] = cset;
-        sets[n++] = sset;
+        snprintf(j->cset, sizeof j->cset, "hardware.count=%d", r->count);
+        snprintf(j->sset, sizeof j->sset, "training.strategy=%s", r->strategy);
+        j->sets[n++] = j->cset;
+        j->sets[n++] = j->sset;
     }
+    *pj = (PointJob){.sets = j->sets, .n_sets = n, .simulate = true};
+}
+
+/* Fills r from the simulation of the scenario on r->count GPUs r->gpu (strategy r->strategy
+ * when count > 1). */
+static void fill_row(const PointOut *po, bool images, double job, Row *r) {
     r->error = r->fits = false;
     r->err[0] = 0;
     r->peak_res = r->capacity = r->step_ms = r->per_step = r->hours = r->usd = 0;
-    PointOut *po = malloc(sizeof *po);
-    if (!po) {
-        r->error = true;
-        snprintf(r->err, sizeof r->err, "out of host memory");
-        return;
-    }
-    points_run(sh->scn, sh->path, sh->src, sets, n, true, po);
     if (po->status) {
         r->error = true;
         snprintf(r->err, sizeof r->err, "%.250s", po->err);
@@ -200,7 +207,6 @@ static void simulate(Shop *sh, const char **sets, int n_sets, bool images, doubl
             if (r->priced) r->usd = r->hours * r->count * r->price;
         }
     }
-    free(po);
 }
 
 /* Fitting and priced rows first, by cost; then fitting unpriced by hours; then the rest. */
@@ -364,21 +370,39 @@ int cmd_shop(int argc, char **argv) {
             if (price_of(&sh, keys[i], r, err, sizeof err)) {
                 r->error = true;
                 snprintf(r->err, sizeof r->err, "price: %.240s", err);
-                continue;
-            }
-            if (r->count == 1) {
-                simulate(&sh, sets, n_sets, images, job, r);
-                continue;
-            }
-            /* several GPUs: the given strategy, or the first of ddp, zero2, zero3 that fits */
-            static const char *const tries[] = {"ddp", "zero2", "zero3"};
-            const char *one = strategy ? strategy : own[0] ? own : NULL;
-            for (int k = 0; k < (one ? 1 : 3); k++) {
-                snprintf(r->strategy, sizeof r->strategy, "%s", one ? one : tries[k]);
-                simulate(&sh, sets, n_sets, images, job, r);
-                if (r->error || r->fits) break;
             }
         }
+    }
+    /* The rows as batches of points, as many children at a time as there are CPUs: first every
+     * row's first strategy, then, for rows of several GPUs that did not fit, the next one of
+     * ddp, zero2, zero3 (each row ends with the first that fits, as if tried in turn). */
+    {
+        static const char *const tries[] = {"ddp", "zero2", "zero3"};
+        const char *one = strategy ? strategy : own[0] ? own : NULL;
+        int n_tries = one ? 1 : 3;
+        RowJob *rj = calloc((size_t)n + 1, sizeof *rj);
+        PointJob *pj = calloc((size_t)n + 1, sizeof *pj);
+        const char **setv = calloc(((size_t)n + 1) * ((size_t)n_sets + 3), sizeof(char *));
+        if (!rj || !pj || !setv) { free(rj); free(pj); free(setv); rc = VR_EXIT_INTERNAL; goto out; }
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        for (int k = 0; k < n_tries; k++) {
+            int m = 0;
+            for (int i = 0; i < n; i++) {
+                Row *r = &rows[i];
+                if (r->error && k == 0) continue; /* no price: nothing to simulate */
+                if (k > 0 && (r->count == 1 || r->error || r->fits)) continue;
+                if (r->count > 1) snprintf(r->strategy, sizeof r->strategy, "%s", one ? one : tries[k]);
+                rj[m].sets = setv + (size_t)m * ((size_t)n_sets + 3);
+                row_job(&rj[m], r, sets, n_sets, &pj[m]);
+                m++;
+            }
+            if (m == 0) break;
+            points_run_batch(sh.scn, sh.path, sh.src, pj, m, ncpu > 0 ? (int)ncpu : 1);
+            for (int i = 0; i < m; i++) fill_row(&pj[i].out, images, job, rj[i].row);
+        }
+        free(rj);
+        free(pj);
+        free(setv);
     }
     if (n == 0) { fprintf(stderr, "vrsim shop: --only %s names no catalog GPU\n", only); goto out; }
     qsort(rows, (size_t)n, sizeof(Row), cmp_rows);

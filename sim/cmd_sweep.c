@@ -244,26 +244,6 @@ static const char *point_val(const Sweep *s, int a, long k) {
 
 /* ---- one point ----------------------------------------------------------------------------- */
 
-static char *read_all(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 65536, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t k = fread(b + n, 1, cap - n - 1, f);
-        n += k;
-        if (n < cap - 1) break;
-        char *nb = realloc(b, cap * 2);
-        if (!nb) { free(b); b = NULL; break; }
-        b = nb;
-        cap *= 2;
-    }
-    if (b) b[n] = 0;
-    if (b && (ferror(f) || memchr(b, 0, n))) { free(b); b = NULL; }
-    fclose(f);
-    return b;
-}
-
 /* Simulates point k into *out (runs in a worker, each point in a child forked from the loaded
  * state); with load_only, only loads the scenario. */
 static void point(const Sweep *s, long k, bool load_only, PointResult *out) {
@@ -834,8 +814,12 @@ int cmd_sweep(int argc, char **argv) {
     for (long k = shard_i - 1; k < s.n_points; k += shard_n) s.todo[s.n_todo++] = k;
     s.res = calloc((size_t)s.n_todo + 1, sizeof(PointResult));
     if (!s.res) { rc = VR_EXIT_INTERNAL; goto out; }
-    s.src = read_all(s.path);
-    if (!s.src) { fprintf(stderr, "vrsim sweep: %s: cannot read the scenario file\n", s.path); goto out; }
+    s.src = points_read_scenario(s.path, err, sizeof err);
+    if (!s.src) {
+        fprintf(stderr, "vrsim sweep: %s\n", err);
+        if (strcmp(err, "out of host memory") == 0) rc = VR_EXIT_INTERNAL;
+        goto out;
+    }
     snprintf(s.dir, sizeof s.dir, "%s", s.path);
     char *slash = strrchr(s.dir, '/');
     if (slash) *slash = 0;

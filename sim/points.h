@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 
+#include "scenario.h"
 #include "vr.h"
 
 /* What a point gave. status is VR_OK, the status of the load or the engine run (VR_EINVAL bad
@@ -51,6 +52,26 @@ void points_free(PointRunner *r); /* NULL is a no-op */
  * in this process in a fresh state (no timeout). */
 void points_run(PointRunner *r, const char *chunkname, const char *src, const char *const *sets,
                 int n_sets, bool simulate, PointOut *out /* OUT */);
+
+/* One point of a batch: its "key=value" overrides (borrowed), whether to simulate, and its
+ * answer (filled by points_run_batch, as points_run fills its out). */
+typedef struct PointJob {
+    const char *const *sets;
+    int n_sets;
+    bool simulate;
+    PointOut out;              /* OUT */
+} PointJob;
+
+/* Runs the n jobs as points_run runs one, up to max_children (at most 64) children at a time,
+ * each with its own timeout: the answers are those points_run gives, in any order of running. */
+void points_run_batch(PointRunner *r, const char *chunkname, const char *src, PointJob *jobs,
+                      int n, int max_children);
+
+/* Simulates an already loaded plan with the allocator settings acfg (in this process, no
+ * timeout) into *out, as points_run simulates a point: for a run that differs from plan's only
+ * in allocator settings, when plan->graph_reads_allocator is false. */
+void points_simulate_plan(const Plan *plan, const AllocConfig *acfg,
+                          PointOut *out /* OUT: status and the step fields */);
 
 /* Reads a scenario file as scenario_load does: NULL with scenario_load's message in err when it
  * cannot be read or is not text. The caller frees the result. */

@@ -51,6 +51,17 @@ VrStatus report_html_variants(const char *path, const ScenarioOptions *base, con
                               const SimResult *r, ReportVariant **out /* OUT */,
                               int *n /* OUT */);
 
+/* report_html_variants in two halves, so that the caller can go on while the variants are
+ * simulated (in a helper process): _start takes the plan (the candidates depend on its
+ * micro-batch, allocator settings and GPU count), _finish the run's result, and gives what
+ * report_html_variants gives; _finish and _cancel (which stops the helper) free rv. */
+typedef struct ReportVariants ReportVariants;
+VrStatus report_html_variants_start(const char *path, const ScenarioOptions *base, const Plan *p,
+                                    ReportVariants **rv /* OUT */);
+VrStatus report_html_variants_finish(ReportVariants *rv, const SimResult *r,
+                                     ReportVariant **out /* OUT */, int *n /* OUT */);
+void report_html_variants_cancel(ReportVariants *rv); /* NULL is a no-op */
+
 /* report_html_build and report_html_write with the "what would help" rows v[0..nv-1] (from
  * report_html_variants); nv < 0 means not computed. */
 char *report_html_build_with(const Plan *p, const SimResult *r, const ReportVariant *v, int nv);

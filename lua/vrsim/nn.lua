@@ -17,15 +17,18 @@ local DT_SIZE = { fp32 = 4, fp16 = 2, bf16 = 2, fp8 = 1, int8 = 1, uint8 = 1, in
                   bool = 1, nf4 = 1 }
 nn.DT_SIZE = DT_SIZE
 
-function nn.numel(shape)
+-- (shapes are sequences: a numeric for visits what ipairs would, in the same order, without
+-- the iterator's calls; the build calls these for every tensor and op)
+local function numel(shape)
   local n = 1
-  for _, d in ipairs(shape) do n = n * d end
+  for i = 1, #shape do n = n * shape[i] end
   return n
 end
+nn.numel = numel
 
 function nn.bytes(shape, dtype)
   local s = DT_SIZE[dtype] or error("unknown dtype " .. tostring(dtype), 2)
-  return nn.numel(shape) * s
+  return numel(shape) * s
 end
 
 function nn.context(G, opts)
@@ -36,17 +39,19 @@ end
 
 -- A new activation tensor (not yet produced by any op).
 local function new_tensor(cx, name, shape, dtype, rg, cat)
-  local id = cx.G:tensor { name = name, bytes = nn.bytes(shape, dtype), numel = nn.numel(shape),
-                           dtype = dtype, cat = cat or "activation", requires_grad = rg }
+  local n = numel(shape)
+  -- G:tensorv takes the fields of G:tensor{...} as arguments: name, bytes, numel, dtype, cat,
+  -- requires_grad, trainable, param, persistent, module, base (sim/bind/bind.c TENSOR_FIELDS)
+  local id = cx.G:tensorv(name, n * (DT_SIZE[dtype] or nn.bytes(shape, dtype)), n, dtype,
+                          cat or "activation", rg)
   return { id = id, shape = shape, dtype = dtype, rg = rg, name = name }
 end
 nn.new_tensor = new_tensor
 
 -- A view of t with another shape: shares t's storage, allocates nothing.
 function nn.view(cx, t, shape, name)
-  local id = cx.G:tensor { name = name or (t.name .. ".view"), bytes = 0,
-                           numel = nn.numel(shape), dtype = t.dtype, base = t.id,
-                           requires_grad = t.rg }
+  local id = cx.G:tensorv(name or (t.name .. ".view"), 0, numel(shape), t.dtype, nil, t.rg, nil,
+                          nil, nil, nil, t.id)
   return { id = id, shape = shape, dtype = t.dtype, rg = t.rg, name = name or t.name, base = t }
 end
 
@@ -80,6 +85,13 @@ function nn.param(cx, name, shape, dtype, trainable, module)
                        trainable = trainable, requires_grad = trainable, module = module }
   cx.params[#cx.params + 1] = p
   return p
+end
+
+-- The graph ids of a list of tensors (an empty list for nil).
+local function ids(list)
+  local r = {}
+  if list then for i, t in ipairs(list) do r[i] = t.id end end
+  return r
 end
 
 -- Generic op. spec fields:
@@ -142,29 +154,23 @@ function nn.op(cx, spec)
     for _, x in ipairs(inputs) do bytes = bytes + nn.bytes(x.shape, x.dtype) end
     for _, o in ipairs(outs) do bytes = bytes + nn.bytes(o.shape, o.dtype) end
   end
-  local ids = function(list)
-    local r = {}
-    for i, t in ipairs(list or {}) do r[i] = t.id end
-    return r
-  end
   local c = spec.host and cx.host_classes
   if c then
     c = spec.host == "inside" and INSIDE or cx.host_classes[spec.host]
     if not c then error(("op '%s': host class '%s' is not in the profile's host_class_us"):format(spec.name, spec.host), 0) end
   end
-  cx.G:op {
-    name = spec.name, kind = spec.kind or "elementwise", phase = spec.phase or cx.phase,
-    inputs = ids(inputs), outputs = ids(outs), saves = rg and ids(spec.saves) or nil,
-    frees = spec.frees and ids(spec.frees) or nil,
-    grads = grads, grad_order = spec.grad_order, workspace = spec.workspace, bwd_kind = spec.bwd_kind,
-    bwd_workspace = spec.bwd_workspace, bwd_workspace_first = spec.bwd_workspace_first,
-    flops = spec.flops or 0, bytes = bytes,
-    bwd_flops = spec.bwd_flops, bwd_bytes = spec.bwd_bytes, dtype = spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
-    kernels = spec.kernels, bwd_kernels = spec.bwd_kernels,
-    dispatch_us = c and c.fwd, bwd_dispatch_us = c and c.bwd,
-    dispatch_ckpt_us = c and c.ckpt_fwd, bwd_dispatch_ckpt_us = c and c.ckpt_bwd,
-    layer = cx.layer, once = spec.once, no_grad = cx.no_grad, region = cx.region,
-  }
+  -- G:opv takes the fields of G:op{...} as arguments, in sim/bind/bind.c's OP_FIELDS order:
+  -- name, kind, phase, inputs, outputs, saves, frees, grads, grad_order, workspace, bwd_kind,
+  -- bwd_workspace, bwd_workspace_first, flops, bytes, bwd_flops, bwd_bytes, dtype, kernels,
+  -- bwd_kernels, dispatch_us, bwd_dispatch_us, dispatch_ckpt_us, bwd_dispatch_ckpt_us, layer,
+  -- once, no_grad, region (then fields nn.op does not give)
+  cx.G:opv(spec.name, spec.kind or "elementwise", spec.phase or cx.phase,
+    ids(inputs), ids(outs), rg and ids(spec.saves) or nil, spec.frees and ids(spec.frees) or nil,
+    grads, spec.grad_order, spec.workspace, spec.bwd_kind,
+    spec.bwd_workspace, spec.bwd_workspace_first, spec.flops or 0, bytes,
+    spec.bwd_flops, spec.bwd_bytes, spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
+    spec.kernels, spec.bwd_kernels, c and c.fwd, c and c.bwd, c and c.ckpt_fwd, c and c.ckpt_bwd,
+    cx.layer, spec.once, cx.no_grad, cx.region)
   return table.unpack(outs)
 end
 

@@ -590,6 +590,17 @@ function P.build(scn, sets, file, src)
   local cfg, ctx = P.normalize(scn, sets, file, src)
   for _, s in ipairs(sets) do if s:match("^gpu=") or s:match("^hardware%.gpu=") then ctx.from_set = true end end
   local dev, g = device_of(cfg, ctx)
+  -- Whether building the graph reads the allocator settings: the build sees cfg.allocator through
+  -- a table that notes every read (and write); when nothing touched it, the graph is the same
+  -- whatever the allocator settings, and a run that only changes them reuses it (cmd_run's "what
+  -- would help" row for expandable segments)
+  local alloc_real, alloc_read = cfg.allocator, false
+  cfg.allocator = setmetatable({}, {
+    __index = function(_, k) alloc_read = true; return alloc_real[k] end,
+    __newindex = function(_, k, v) alloc_read = true; alloc_real[k] = v end,
+    __pairs = function() alloc_read = true; return next, alloc_real, nil end,
+    __len = function() alloc_read = true; return #alloc_real end,
+  })
   local G = require("vrsim.core").new_graph()
   local cx = nn.context(G)
   local t0 = cfg.training
@@ -672,6 +683,8 @@ function P.build(scn, sets, file, src)
     optim.build(cx, cfg, cx.params)
   end
 
+  cfg.allocator = alloc_real
+
   -- capacity the allocator may reserve: the card minus the CUDA context, or the fraction cap
   -- (lua/hw/memory.lua, the one rule)
   local cap, fraction_set = memory.capacity(dev.total_bytes, dev.context_bytes, cfg.hardware)
@@ -731,6 +744,7 @@ function P.build(scn, sets, file, src)
     device = dev,
     allocator = { conf = cfg.allocator.conf, kind = cfg.allocator.kind, capacity_bytes = cap,
                   fraction_set = fraction_set },
+    graph_reads_allocator = alloc_read,
   }
 end
 

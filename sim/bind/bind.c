@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
@@ -121,6 +122,58 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     lua_error(L);
 }
 
+/* The planner's state runs vrsim's own modules only (the scenario reaches it as data), so it
+ * carries no instruction hook: in Lua 5.4 any count hook sends every instruction through the
+ * debugger's dispatch (luaG_traceexec), some 10 % of a model build. Its bound is time instead:
+ * while a planner state runs (plan_watch), the watchdog's one-second tick arms plan_hook, which
+ * beats the watchdog and, once the planner has run PLAN_LIMIT_S ticks, stops it exactly as the
+ * instruction limit stops a scenario (the error every instruction after it raises again, so no
+ * pcall swallows it); otherwise it takes itself off until the next tick. The scenario's own
+ * state keeps the exact instruction count. */
+#ifndef PLAN_LIMIT_S
+#define PLAN_LIMIT_S 60
+#endif
+static lua_State *volatile plan_state; /* the planner state running now, or NULL */
+static volatile sig_atomic_t plan_ticks;
+
+static void plan_hook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    Sandbox *sb;
+    lua_getallocf(L, (void **)&sb);
+    watchdog_beat();
+    if (!sb->stopped && plan_ticks < PLAN_LIMIT_S) {
+        lua_sethook(L, NULL, 0, 0);
+        return;
+    }
+    if (!sb->stopped) {
+        luaL_where(L, 0);
+        snprintf(sb->stop_msg, sizeof sb->stop_msg,
+                 "%stime limit reached (%d s) while vrsim built the plan: the model, sequence, "
+                 "micro-batch or grad_accum is too large to simulate within the limit",
+                 lua_tostring(L, -1), PLAN_LIMIT_S);
+        lua_pop(L, 1);
+        sb->stopped = 1;
+    }
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+    lua_pushstring(L, sb->stop_msg);
+    lua_error(L);
+}
+
+/* The watchdog's tick (a signal handler: lua_sethook may be called asynchronously). */
+static void plan_tick(void) {
+    lua_State *L = plan_state;
+    if (!L) return;
+    plan_ticks = plan_ticks + 1;
+    lua_sethook(L, plan_hook, LUA_MASKCOUNT, 1);
+}
+
+/* Marks P as the planner state about to run (NULL: none runs now). */
+static void plan_watch(lua_State *P) {
+    plan_ticks = 0;
+    plan_state = P;
+    watchdog_on_tick(P ? plan_tick : NULL);
+}
+
 /* ---- Graph userdata ------------------------------------------------------------------- */
 
 typedef struct GraphBox { Graph *g; } GraphBox;
@@ -139,10 +192,9 @@ static int graph_gc(lua_State *L) {
     return 0;
 }
 
-/* Integer field k of table t (def when absent): an integer, or a float with an integral value,
- * within int's range; anything else raises naming the field. */
-static lua_Integer field_int(lua_State *L, int t, const char *k, lua_Integer def) {
-    lua_getfield(L, t, k);
+/* The value on top of the stack (popped) as integer field k (def when nil): an integer, or a
+ * float with an integral value, within int's range; anything else raises naming the field. */
+static lua_Integer top_int(lua_State *L, const char *k, lua_Integer def) {
     lua_Integer v = def;
     if (!lua_isnil(L, -1)) {
         int ok;
@@ -166,10 +218,10 @@ static lua_Integer field_int(lua_State *L, int t, const char *k, lua_Integer def
     return v;
 }
 
-/* Number field k (def when absent): finite, or it raises naming the field (a NaN passes every
- * `< 0` check, and an infinity turns into nonsense once converted to bytes). */
-static double field_num(lua_State *L, int t, const char *k, double def) {
-    lua_getfield(L, t, k);
+/* The value on top (popped) as number field k (def when nil): finite, or it raises naming the
+ * field (a NaN passes every `< 0` check, and an infinity turns into nonsense once converted to
+ * bytes). */
+static double top_num(lua_State *L, const char *k, double def) {
     double v = def;
     if (!lua_isnil(L, -1)) {
         if (!lua_isnumber(L, -1)) luaL_error(L, "field '%s' must be a number", k);
@@ -184,16 +236,14 @@ static double field_num(lua_State *L, int t, const char *k, double def) {
     return v;
 }
 
-static bool field_bool(lua_State *L, int t, const char *k, bool def) {
-    lua_getfield(L, t, k);
+static bool top_bool(lua_State *L, bool def) {
     bool v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
     lua_pop(L, 1);
     return v;
 }
 
-/* Copies field k (a string) into buf; returns buf or NULL when absent. */
-static const char *field_str(lua_State *L, int t, const char *k, char *buf, size_t n) {
-    lua_getfield(L, t, k);
+/* Copies the value on top (popped; a string) into buf; returns buf or NULL when nil. */
+static const char *top_str(lua_State *L, char *buf, size_t n) {
     const char *r = NULL;
     if (!lua_isnil(L, -1)) {
         const char *s = luaL_tolstring(L, -1, NULL);
@@ -205,16 +255,33 @@ static const char *field_str(lua_State *L, int t, const char *k, char *buf, size
     return r;
 }
 
+/* The same for field k of the table at t. */
+static lua_Integer field_int(lua_State *L, int t, const char *k, lua_Integer def) {
+    lua_getfield(L, t, k);
+    return top_int(L, k, def);
+}
+static double field_num(lua_State *L, int t, const char *k, double def) {
+    lua_getfield(L, t, k);
+    return top_num(L, k, def);
+}
+static bool field_bool(lua_State *L, int t, const char *k, bool def) {
+    lua_getfield(L, t, k);
+    return top_bool(L, def);
+}
+static const char *field_str(lua_State *L, int t, const char *k, char *buf, size_t n) {
+    lua_getfield(L, t, k);
+    return top_str(L, buf, n);
+}
+
 static DType parse_dtype(lua_State *L, const char *s) {
     DType d;
     if (dtype_parse(s, &d)) luaL_error(L, "unknown dtype '%s'", s);
     return d;
 }
 
-/* Reads an array field of integers (tensor ids, 1-based in Lua -> 0-based) into a userdata
- * buffer kept on the stack; returns its length. */
-static int field_ids(lua_State *L, int t, const char *k, int **out, bool ids) {
-    lua_getfield(L, t, k);
+/* Reads the value on top, an array field k of integers (tensor ids, 1-based in Lua -> 0-based),
+ * into a userdata buffer kept on the stack above it; returns its length. */
+static int top_ids(lua_State *L, const char *k, int **out, bool ids) {
     *out = NULL;
     if (lua_isnil(L, -1)) return 0; /* leaves nil on the stack: popped with the op's frame */
     luaL_checktype(L, -1, LUA_TTABLE);
@@ -233,8 +300,7 @@ static int field_ids(lua_State *L, int t, const char *k, int **out, bool ids) {
     return n;
 }
 
-static int field_u64s(lua_State *L, int t, const char *k, uint64_t **out) {
-    lua_getfield(L, t, k);
+static int top_u64s(lua_State *L, const char *k, uint64_t **out) {
     *out = NULL;
     if (lua_isnil(L, -1)) return 0;
     luaL_checktype(L, -1, LUA_TTABLE);
@@ -272,17 +338,63 @@ static int l_module(lua_State *L) {
     return 1;
 }
 
-/* G:tensor{name=, bytes=, numel=, dtype=, cat=, requires_grad=, trainable=, param=,
- *          persistent=, module=, base=} -> id (1-based) */
-static int l_tensor(lua_State *L) {
-    Graph *g = check_graph(L);
-    luaL_checktype(L, 2, LUA_TTABLE);
+/* Where a tensor's or an op's fields come from: the table at index t, by name (G:tensor{...},
+ * G:op{...}), or the call's arguments from index base on, field f at base + f in the order of
+ * names (G:tensorv(...), G:opv(...): the op library's calls, which name nothing). Absent and nil
+ * are the same either way, and so are the errors. */
+typedef struct Fields {
+    int t;                     /* the table, or 0 for arguments */
+    int base, n;               /* arguments: the first one's index and how many there are */
+    const char *const *names;
+} Fields;
+
+/* Pushes field f. */
+static void push_field(lua_State *L, const Fields *fs, int f) {
+    if (fs->t) lua_getfield(L, fs->t, fs->names[f]);
+    else if (f < fs->n) lua_pushvalue(L, fs->base + f);
+    else lua_pushnil(L);
+}
+
+static lua_Integer fs_int(lua_State *L, const Fields *fs, int f, lua_Integer def) {
+    push_field(L, fs, f);
+    return top_int(L, fs->names[f], def);
+}
+static double fs_num(lua_State *L, const Fields *fs, int f, double def) {
+    push_field(L, fs, f);
+    return top_num(L, fs->names[f], def);
+}
+static bool fs_bool(lua_State *L, const Fields *fs, int f, bool def) {
+    push_field(L, fs, f);
+    return top_bool(L, def);
+}
+static const char *fs_str(lua_State *L, const Fields *fs, int f, char *buf, size_t n) {
+    push_field(L, fs, f);
+    return top_str(L, buf, n);
+}
+static int fs_ids(lua_State *L, const Fields *fs, int f, int **out) {
+    push_field(L, fs, f);
+    return top_ids(L, fs->names[f], out, true);
+}
+static int fs_u64s(lua_State *L, const Fields *fs, int f, uint64_t **out) {
+    push_field(L, fs, f);
+    return top_u64s(L, fs->names[f], out);
+}
+
+/* A tensor's fields, in the order G:tensorv takes them (lua/vrsim/nn.lua passes them so). */
+enum { TF_NAME, TF_BYTES, TF_NUMEL, TF_DTYPE, TF_CAT, TF_REQUIRES_GRAD, TF_TRAINABLE, TF_PARAM,
+       TF_PERSISTENT, TF_MODULE, TF_BASE, TF_COUNT };
+static const char *const TENSOR_FIELDS[TF_COUNT] = {
+    "name", "bytes", "numel", "dtype", "cat", "requires_grad", "trainable", "param",
+    "persistent", "module", "base"};
+
+/* The tensor of fs into g; pushes its id (1-based). */
+static int read_tensor(lua_State *L, Graph *g, const Fields *fs) {
     char name[160], dt[16] = "fp32", cat[16] = "activation";
     Tensor t = {.base = -1, .producer = -1, .module = -1};
-    t.name = field_str(L, 2, "name", name, sizeof name) ? name : "tensor";
-    field_str(L, 2, "dtype", dt, sizeof dt);
+    t.name = fs_str(L, fs, TF_NAME, name, sizeof name) ? name : "tensor";
+    fs_str(L, fs, TF_DTYPE, dt, sizeof dt);
     t.dtype = parse_dtype(L, dt);
-    double bytes = field_num(L, 2, "bytes", -1);
+    double bytes = fs_num(L, fs, TF_BYTES, -1);
     if (bytes < 0) luaL_error(L, "tensor '%s': bytes must be >= 0", t.name);
     if (bytes > 1e18) {
         char b[32];
@@ -290,20 +402,20 @@ static int l_tensor(lua_State *L) {
         luaL_error(L, "tensor '%s': %s bytes is beyond any device", t.name, b);
     }
     t.bytes = (uint64_t)bytes;
-    double numel = field_num(L, 2, "numel", 0);
+    double numel = fs_num(L, fs, TF_NUMEL, 0);
     if (!(numel >= 0 && numel <= 1e18)) luaL_error(L, "tensor '%s': numel must be in [0, 1e18]", t.name);
     t.numel = (uint64_t)numel;
-    field_str(L, 2, "cat", cat, sizeof cat);
+    fs_str(L, fs, TF_CAT, cat, sizeof cat);
     bool found = false;
     for (size_t i = 0; i < sizeof CATS / sizeof CATS[0]; i++)
         if (strcmp(cat, CATS[i].name) == 0) t.cat = CATS[i].c, found = true;
     if (!found) luaL_error(L, "unknown tensor category '%s'", cat);
-    t.requires_grad = field_bool(L, 2, "requires_grad", false);
-    t.trainable = field_bool(L, 2, "trainable", false);
-    t.is_param = field_bool(L, 2, "param", false);
-    t.persistent = field_bool(L, 2, "persistent", t.is_param);
-    t.module = (int)field_int(L, 2, "module", -1);
-    t.base = (int)field_int(L, 2, "base", 0) - 1;
+    t.requires_grad = fs_bool(L, fs, TF_REQUIRES_GRAD, false);
+    t.trainable = fs_bool(L, fs, TF_TRAINABLE, false);
+    t.is_param = fs_bool(L, fs, TF_PARAM, false);
+    t.persistent = fs_bool(L, fs, TF_PERSISTENT, t.is_param);
+    t.module = (int)fs_int(L, fs, TF_MODULE, -1);
+    t.base = (int)fs_int(L, fs, TF_BASE, 0) - 1;
     int id;
     VrStatus st = graph_add_tensor(g, &t, &id);
     if (st) raise_status(L, g, st);
@@ -311,41 +423,73 @@ static int l_tensor(lua_State *L) {
     return 1;
 }
 
-/* G:op{...}: see lua/vrsim/nn.lua for the fields. Returns the op index. */
-static int l_op(lua_State *L) {
+/* G:tensor{name=, bytes=, numel=, dtype=, cat=, requires_grad=, trainable=, param=,
+ *          persistent=, module=, base=} -> id (1-based) */
+static int l_tensor(lua_State *L) {
     Graph *g = check_graph(L);
     luaL_checktype(L, 2, LUA_TTABLE);
+    Fields fs = {.t = 2, .names = TENSOR_FIELDS};
+    return read_tensor(L, g, &fs);
+}
+
+/* G:tensorv(name, bytes, numel, ...): the same fields as arguments, in TENSOR_FIELDS' order. */
+static int l_tensorv(lua_State *L) {
+    Graph *g = check_graph(L);
+    int n = lua_gettop(L) - 1;
+    Fields fs = {.base = 2, .n = n < TF_COUNT ? n : TF_COUNT, .names = TENSOR_FIELDS};
+    return read_tensor(L, g, &fs);
+}
+
+/* An op's fields, in the order G:opv takes them: those lua/vrsim/nn.lua's nn.op gives first (a
+ * new field goes at the end, and nn.op passes it there). */
+enum { OF_NAME, OF_KIND, OF_PHASE, OF_INPUTS, OF_OUTPUTS, OF_SAVES, OF_FREES, OF_GRADS,
+       OF_GRAD_ORDER, OF_WORKSPACE, OF_BWD_KIND, OF_BWD_WORKSPACE, OF_BWD_WORKSPACE_FIRST,
+       OF_FLOPS, OF_BYTES, OF_BWD_FLOPS, OF_BWD_BYTES, OF_DTYPE, OF_KERNELS, OF_BWD_KERNELS,
+       OF_DISPATCH_US, OF_BWD_DISPATCH_US, OF_DISPATCH_CKPT_US, OF_BWD_DISPATCH_CKPT_US, OF_LAYER, OF_ONCE, OF_NO_GRAD, OF_REGION, OF_SLOT, OF_SLOT_FREE_AFTER, OF_HOST_US,
+       OF_STREAM, OF_HOOK, OF_GRADS_OF, OF_FREE_GRADS, OF_DROP_PERSISTENT, OF_WORLD, OF_REMAP_OF,
+       OF_CKPT_ARGS, OF_AT_STEP, OF_FROM_STEP, OF_STEP_START, OF_COUNT };
+static const char *const OP_FIELDS[OF_COUNT] = {
+    "name", "kind", "phase", "inputs", "outputs", "saves", "frees", "grads", "grad_order",
+    "workspace", "bwd_kind", "bwd_workspace", "bwd_workspace_first", "flops", "bytes",
+    "bwd_flops", "bwd_bytes", "dtype", "kernels", "bwd_kernels", "dispatch_us",
+    "bwd_dispatch_us", "dispatch_ckpt_us", "bwd_dispatch_ckpt_us", "layer", "once", "no_grad",
+    "region", "slot", "slot_free_after", "host_us", "stream", "hook", "grads_of", "free_grads",
+    "drop_persistent", "world", "remap_of", "ckpt_args", "at_step", "from_step", "step_start"};
+
+/* The op of fs into g (see lua/vrsim/nn.lua for the fields); pushes its index. */
+static int read_op(lua_State *L, Graph *g, const Fields *fs) {
+    luaL_checkstack(L, 2 * OF_COUNT, "op fields");
     int top = lua_gettop(L);
     char name[160], kind[32] = "elementwise", bkind[32] = "", phase[16] = "fwd", dt[16] = "fp32";
     Op op = {.fwd_op = -1};
-    if (field_str(L, 2, "bwd_kind", bkind, sizeof bkind)) op.bwd_kind = bkind;
-    op.name = field_str(L, 2, "name", name, sizeof name) ? name : "op";
-    field_str(L, 2, "kind", kind, sizeof kind);
+    if (fs_str(L, fs, OF_BWD_KIND, bkind, sizeof bkind)) op.bwd_kind = bkind;
+    op.name = fs_str(L, fs, OF_NAME, name, sizeof name) ? name : "op";
+    fs_str(L, fs, OF_KIND, kind, sizeof kind);
     op.kind = kind;
-    field_str(L, 2, "phase", phase, sizeof phase);
+    fs_str(L, fs, OF_PHASE, phase, sizeof phase);
     bool found = false;
     for (size_t i = 0; i < sizeof PHASES / sizeof PHASES[0]; i++)
         if (strcmp(phase, PHASES[i].name) == 0) op.phase = PHASES[i].p, found = true;
     if (!found) luaL_error(L, "op '%s': unknown phase '%s'", op.name, phase);
-    field_str(L, 2, "dtype", dt, sizeof dt);
+    fs_str(L, fs, OF_DTYPE, dt, sizeof dt);
     op.compute_dtype = parse_dtype(L, dt);
-    op.n_inputs = field_ids(L, 2, "inputs", &op.inputs, true);
-    op.n_outputs = field_ids(L, 2, "outputs", &op.outputs, true);
-    op.n_saves = field_ids(L, 2, "saves", &op.saves, true);
-    lua_getfield(L, 2, "frees");
+    op.n_inputs = fs_ids(L, fs, OF_INPUTS, &op.inputs);
+    op.n_outputs = fs_ids(L, fs, OF_OUTPUTS, &op.outputs);
+    op.n_saves = fs_ids(L, fs, OF_SAVES, &op.saves);
+    push_field(L, fs, OF_FREES);
     bool has_frees = !lua_isnil(L, -1);
     lua_pop(L, 1);
     if (has_frees) {
-        op.n_frees = field_ids(L, 2, "frees", &op.frees, true);
+        op.n_frees = fs_ids(L, fs, OF_FREES, &op.frees);
     } else if (op.phase == PH_FWD || op.phase == PH_RECOMPUTE || op.phase == PH_BUILD ||
                op.phase == PH_OPTIM) {
         op.frees = op.inputs; /* each consumer holds its inputs until it ends */
         op.n_frees = op.n_inputs;
     }
-    op.n_workspace = field_u64s(L, 2, "workspace", &op.workspace);
-    op.n_bwd_workspace = field_u64s(L, 2, "bwd_workspace", &op.bwd_workspace);
-    op.n_grad_order = field_ids(L, 2, "grad_order", &op.grad_order, true);
-    lua_getfield(L, 2, "grads");
+    op.n_workspace = fs_u64s(L, fs, OF_WORKSPACE, &op.workspace);
+    op.n_bwd_workspace = fs_u64s(L, fs, OF_BWD_WORKSPACE, &op.bwd_workspace);
+    op.n_grad_order = fs_ids(L, fs, OF_GRAD_ORDER, &op.grad_order);
+    push_field(L, fs, OF_GRADS);
     if (!lua_isnil(L, -1)) {
         luaL_checktype(L, -1, LUA_TTABLE);
         GradSpec *gs = lua_newuserdatauv(L, sizeof(GradSpec) * (size_t)(op.n_inputs + 1), 0);
@@ -375,25 +519,25 @@ static int l_op(lua_State *L) {
         }
         op.grads = gs;
     }
-    op.flops = field_num(L, 2, "flops", 0);
-    op.bytes_moved = field_num(L, 2, "bytes", 0);
-    op.bwd_flops = field_num(L, 2, "bwd_flops", 0);
-    op.bwd_bytes = field_num(L, 2, "bwd_bytes", 0);
-    op.kernels = (int)field_int(L, 2, "kernels", 0);
-    op.bwd_kernels = (int)field_int(L, 2, "bwd_kernels", 0);
+    op.flops = fs_num(L, fs, OF_FLOPS, 0);
+    op.bytes_moved = fs_num(L, fs, OF_BYTES, 0);
+    op.bwd_flops = fs_num(L, fs, OF_BWD_FLOPS, 0);
+    op.bwd_bytes = fs_num(L, fs, OF_BWD_BYTES, 0);
+    op.kernels = (int)fs_int(L, fs, OF_KERNELS, 0);
+    op.bwd_kernels = (int)fs_int(L, fs, OF_BWD_KERNELS, 0);
     if (op.kernels < 0 || op.bwd_kernels < 0) return luaL_error(L, "op '%s': kernels must be >= 0", op.name);
-    op.slot = (int)field_int(L, 2, "slot", 0);
+    op.slot = (int)fs_int(L, fs, OF_SLOT, 0);
     if (op.slot < 0 || op.slot >= GRAPH_MAX_SLOTS)
         return luaL_error(L, "op '%s': slot must be 0..%d", op.name, GRAPH_MAX_SLOTS - 1);
-    op.slot_free_after = field_bool(L, 2, "slot_free_after", false);
-    op.bwd_workspace_first = field_bool(L, 2, "bwd_workspace_first", false);
-    op.host_extra_ns = field_num(L, 2, "host_us", 0) * 1e3;
+    op.slot_free_after = fs_bool(L, fs, OF_SLOT_FREE_AFTER, false);
+    op.bwd_workspace_first = fs_bool(L, fs, OF_BWD_WORKSPACE_FIRST, false);
+    op.host_extra_ns = fs_num(L, fs, OF_HOST_US, 0) * 1e3;
     if (!(op.host_extra_ns >= 0)) return luaL_error(L, "op '%s': host_us must be >= 0", op.name);
     /* the op class's measured host dispatch, forward and backward node (nn.op sets both) */
-    op.dispatch_ns = field_num(L, 2, "dispatch_us", -1) * 1e3;
-    op.bwd_dispatch_ns = field_num(L, 2, "bwd_dispatch_us", 0) * 1e3;
-    op.dispatch_ckpt_ns = field_num(L, 2, "dispatch_ckpt_us", 0) * 1e3;
-    op.bwd_dispatch_ckpt_ns = field_num(L, 2, "bwd_dispatch_ckpt_us", 0) * 1e3;
+    op.dispatch_ns = fs_num(L, fs, OF_DISPATCH_US, -1) * 1e3;
+    op.bwd_dispatch_ns = fs_num(L, fs, OF_BWD_DISPATCH_US, 0) * 1e3;
+    op.dispatch_ckpt_ns = fs_num(L, fs, OF_DISPATCH_CKPT_US, 0) * 1e3;
+    op.bwd_dispatch_ckpt_ns = fs_num(L, fs, OF_BWD_DISPATCH_CKPT_US, 0) * 1e3;
     op.has_dispatch = op.dispatch_ns >= 0;
     if (!op.has_dispatch) op.dispatch_ns = 0;
     else if (!(op.bwd_dispatch_ns >= 0) || !(op.dispatch_ckpt_ns >= 0) || !(op.bwd_dispatch_ckpt_ns >= 0) ||
@@ -401,35 +545,51 @@ static int l_op(lua_State *L) {
              !isfinite(op.bwd_dispatch_ckpt_ns))
         return luaL_error(L, "op '%s': dispatch_us, bwd_dispatch_us and their _ckpt_us must be finite and >= 0",
                           op.name);
-    op.layer = (int)field_int(L, 2, "layer", -1);
-    op.stream = (int)field_int(L, 2, "stream", 0);
-    op.hook = (int)field_int(L, 2, "hook", 0);
+    op.layer = (int)fs_int(L, fs, OF_LAYER, -1);
+    op.stream = (int)fs_int(L, fs, OF_STREAM, 0);
+    op.hook = (int)fs_int(L, fs, OF_HOOK, 0);
     if (op.hook < 0 || op.hook > 2) luaL_error(L, "op '%s': hook must be 0, 1 or 2", op.name);
-    op.n_grads_of = field_ids(L, 2, "grads_of", &op.grads_of, true);
-    op.free_grads = field_bool(L, 2, "free_grads", false);
-    op.drop_persistent = field_bool(L, 2, "drop_persistent", false);
-    op.world = (int)field_int(L, 2, "world", 1);
+    op.n_grads_of = fs_ids(L, fs, OF_GRADS_OF, &op.grads_of);
+    op.free_grads = fs_bool(L, fs, OF_FREE_GRADS, false);
+    op.drop_persistent = fs_bool(L, fs, OF_DROP_PERSISTENT, false);
+    op.world = (int)fs_int(L, fs, OF_WORLD, 1);
     int *remap = NULL;
-    int n_remap = field_ids(L, 2, "remap_of", &remap, true);
+    int n_remap = fs_ids(L, fs, OF_REMAP_OF, &remap);
     if (n_remap && n_remap != op.n_outputs)
         luaL_error(L, "op '%s': remap_of needs one entry per output", op.name);
     op.remap_of = remap;
-    op.region = (int)field_int(L, 2, "region", 0);
+    op.region = (int)fs_int(L, fs, OF_REGION, 0);
     if (op.region < 0) luaL_error(L, "op '%s': region must be >= 0", op.name);
-    op.once = field_bool(L, 2, "once", false);
-    op.ckpt_args = field_bool(L, 2, "ckpt_args", false);
-    op.at_step = (int)field_int(L, 2, "at_step", 0);
+    op.once = fs_bool(L, fs, OF_ONCE, false);
+    op.ckpt_args = fs_bool(L, fs, OF_CKPT_ARGS, false);
+    op.at_step = (int)fs_int(L, fs, OF_AT_STEP, 0);
     if (op.at_step < 0) luaL_error(L, "op '%s': at_step must be >= 0", op.name);
-    op.from_step = (int)field_int(L, 2, "from_step", 0);
-    op.step_start = field_bool(L, 2, "step_start", false);
+    op.from_step = (int)fs_int(L, fs, OF_FROM_STEP, 0);
+    op.step_start = fs_bool(L, fs, OF_STEP_START, false);
     if (op.from_step < 0) luaL_error(L, "op '%s': from_step must be >= 0", op.name);
-    op.no_grad = field_bool(L, 2, "no_grad", false);
+    op.no_grad = fs_bool(L, fs, OF_NO_GRAD, false);
     int id;
     VrStatus st = graph_add_op(g, &op, &id);
     if (st) raise_status(L, g, st);
     lua_settop(L, top);
     lua_pushinteger(L, id);
     return 1;
+}
+
+/* G:op{...}: see lua/vrsim/nn.lua for the fields. Returns the op index. */
+static int l_op(lua_State *L) {
+    Graph *g = check_graph(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    Fields fs = {.t = 2, .names = OP_FIELDS};
+    return read_op(L, g, &fs);
+}
+
+/* G:opv(name, kind, phase, ...): the same fields as arguments, in OP_FIELDS' order. */
+static int l_opv(lua_State *L) {
+    Graph *g = check_graph(L);
+    int n = lua_gettop(L) - 1;
+    Fields fs = {.base = 2, .n = n < OF_COUNT ? n : OF_COUNT, .names = OP_FIELDS};
+    return read_op(L, g, &fs);
 }
 
 static int l_derive_backward(lua_State *L) {
@@ -555,7 +715,8 @@ static int l_new_graph(lua_State *L) {
 }
 
 static const luaL_Reg GRAPH_METHODS[] = {
-    {"module", l_module}, {"tensor", l_tensor}, {"op", l_op},
+    {"module", l_module}, {"tensor", l_tensor}, {"op", l_op}, {"tensorv", l_tensorv},
+    {"opv", l_opv},
     {"derive_backward", l_derive_backward}, {"param_grad", l_param_grad},
     {"num_tensors", l_num_tensors}, {NULL, NULL}};
 
@@ -575,6 +736,19 @@ static int open_vrsim(lua_State *L) {
     lua_setfield(L, -2, "new_graph");
     lua_pushcfunction(L, l_read_config);
     lua_setfield(L, -2, "read_config");
+    /* the argument orders of G:opv and G:tensorv, for Lua code that records ops itself (the op
+     * library's tests) */
+    const char *const *lists[2] = {OP_FIELDS, TENSOR_FIELDS};
+    const int counts[2] = {OF_COUNT, TF_COUNT};
+    const char *keys[2] = {"op_fields", "tensor_fields"};
+    for (int k = 0; k < 2; k++) {
+        lua_createtable(L, counts[k], 0);
+        for (int i = 0; i < counts[k]; i++) {
+            lua_pushstring(L, lists[k][i]);
+            lua_rawseti(L, -2, i + 1);
+        }
+        lua_setfield(L, -2, keys[k]);
+    }
     return 1;
 }
 
@@ -1155,6 +1329,7 @@ static int load_protected(lua_State *L) {
     p->gpus = (int)field_int(L, pt, "gpus", 1);
     p->tokens_per_step = field_num(L, pt, "tokens_per_step", 0);
     p->samples_per_step = field_num(L, pt, "samples_per_step", 0);
+    p->graph_reads_allocator = field_bool(L, pt, "graph_reads_allocator", true);
     double np = field_num(L, pt, "n_params", -1), nt = field_num(L, pt, "n_trainable", -1);
     p->n_params = np >= 0 && np < 9e18 ? (int64_t)np : -1;
     p->n_trainable = nt >= 0 && nt < 9e18 ? (int64_t)nt : -1;
@@ -1184,11 +1359,12 @@ static void dirname_of(const char *path, char *out, size_t n) {
     else snprintf(out, n, ".");
 }
 
-/* A new state on sandbox sb with the instruction hook and vrsim's libraries (NULL: no memory). */
+/* A new state on sandbox sb with vrsim's libraries and, unless it is the planner's, the
+ * instruction hook (NULL: no memory). */
 static lua_State *new_state(Sandbox *sb, bool unsafe, bool planner) {
     lua_State *L = lua_newstate(sandbox_alloc, sb);
     if (!L) return NULL;
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+    if (!planner) lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY); /* planner: plan_hook */
     /* generational collection: a model build makes many short-lived tables (op specs, shapes)
      * and keeps few; 4-6 % faster runs than the incremental default (tests/bench.sh) */
     lua_gc(L, LUA_GCGEN, 0, 0);
@@ -1286,7 +1462,9 @@ static VrStatus load_in(Sandbox *sb, lua_State *P, const char *chunkname, const 
     if (!st) {
         lua_pushcfunction(P, load_protected);
         lua_pushlightuserdata(P, &c);
+        plan_watch(P);
         int rc = lua_pcall(P, 1, 0, 0);
+        plan_watch(NULL);
         if (rc || sb->stopped) {
             pcall_message(P, rc, sb, chunkname, err, errlen);
             st = VR_EINVAL;
@@ -1418,7 +1596,9 @@ VrStatus scenario_state_new(const ScenarioOptions *opts, const char *dir, Scenar
     }
     free(names);
     watchdog_arm("(vrsim's modules)");
+    plan_watch(L);
     int rc = lua_pcall(L, 1, 0, 0);
+    plan_watch(NULL);
     watchdog_disarm();
     if (rc) lua_pop(L, 1); /* out of memory: the load requires them itself, or fails as it would */
     lua_gc(L, LUA_GCCOLLECT);
@@ -1491,7 +1671,9 @@ VrStatus scenario_report_text(const char *module, const char *fn, bool flag, cha
     lua_pushlightuserdata(L, &c);
     VrStatus st = VR_OK;
     watchdog_arm(module);
+    plan_watch(L);
     int rc = lua_pcall(L, 1, 0, 0);
+    plan_watch(NULL);
     if (rc || sb->stopped) {
         pcall_message(L, rc, sb, module, err, errlen);
         free(c.text);

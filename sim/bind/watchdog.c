@@ -6,8 +6,8 @@
  * timer checks that the hook (or vrsim's own C code) made progress; after NO_PROGRESS_S idle
  * ticks it prints a one-line error naming the scenario and exits with status 2 (bad input).
  * Long C work of vrsim's own (watchdog_enter_c .. leave_c) is bounded too, by C_WORK_S.
- * Everything the signal handler touches is async-signal-safe: sig_atomic_t flags, write(2) and
- * _exit(2). */
+ * Everything the signal handler touches is async-signal-safe: sig_atomic_t flags, write(2),
+ * _exit(2), and the tick function (watchdog_on_tick), which must be too. */
 #include "watchdog.h"
 
 #include <signal.h>
@@ -27,9 +27,12 @@ static char message[1200], c_message[1200];
 static size_t message_len, c_message_len;
 static struct sigaction previous;
 static int armed;
+static void (*volatile tick_fn)(void);
 
 static void on_tick(int sig) {
     (void)sig;
+    void (*fn)(void) = tick_fn;
+    if (fn && !in_c) fn();
     if (in_c && ++c_ticks >= C_WORK_S) {
         ssize_t w = write(STDERR_FILENO, c_message, c_message_len);
         (void)w;
@@ -69,6 +72,7 @@ void watchdog_arm(const char *name) {
 }
 
 void watchdog_beat(void) { beats = beats + 1; }
+void watchdog_on_tick(void (*fn)(void)) { tick_fn = fn; }
 void watchdog_enter_c(void) { c_ticks = 0; in_c = 1; }
 void watchdog_leave_c(void) { in_c = 0; beats = beats + 1; }
 

@@ -23,6 +23,15 @@ local function recorder()
     self.ops[#self.ops + 1] = spec
     return #self.ops
   end
+  -- the op library calls G:opv / G:tensorv (fields as arguments, in vrsim.core's orders)
+  local core = require "vrsim.core"
+  local function spec_of(names, ...)
+    local a, spec = table.pack(...), {}
+    for i, k in ipairs(names) do spec[k] = a[i] end
+    return spec
+  end
+  function G.tensorv(self, ...) return self:tensor(spec_of(core.tensor_fields, ...)) end
+  function G.opv(self, ...) return self:op(spec_of(core.op_fields, ...)) end
   return G
 end
 
