@@ -190,11 +190,11 @@ double cost_mem_rate(const CostModel *c, double bytes) {
 }
 
 double cost_op_ns(const CostModel *c, const Op *op) {
-    if (op->kind && strcmp(op->kind, "none") == 0) return 0.0;
-    if (op->stream != 0 || (op->kind && strncmp(op->kind, "cpu_adam", 8) == 0))
+    if (op->kind_id == OPK_NONE) return 0.0;
+    if (op->stream != STREAM_COMPUTE || op->kind_id == OPK_CPU_ADAM || op->kind_id == OPK_CPU_ADAMW_TORCH)
         return device_op_ns(&c->dev, op);
     double t_c = 0;
-    bool attention = op->kind && strncmp(op->kind, "attention", 9) == 0;
+    bool attention = op->kind_id == OPK_ATTENTION;
     /* fused attention: the rate PyTorch's kernel of that backend reached at this size, where the
      * profile measured one at least this large (below, the GEMM path's estimate) */
     const Curve *fc = attention ? flops_curve(c, op->kind, op->phase == PH_BWD) : NULL;
@@ -202,8 +202,7 @@ double cost_op_ns(const CostModel *c, const Op *op) {
         t_c = op->flops / curve_eval(fc, op->flops);
     } else if (op->flops > 0) {
         /* convolutions run as implicit GEMMs; fused attention as GEMM-bound tiles */
-        bool gemm = attention || (op->kind && (strcmp(op->kind, "mm") == 0 ||
-                                               strcmp(op->kind, "conv") == 0));
+        bool gemm = attention || op->kind_id == OPK_MM || op->kind_id == OPK_CONV;
         /* a backward GEMM op runs one GEMM per input that needs a gradient (input and weight
          * gradients), each of an equal share of its FLOPs */
         int parts = gemm && op->phase == PH_BWD ? (op->gemms > 0 ? op->gemms : 2) : 1;

@@ -26,14 +26,14 @@ double device_collective_ns(const DeviceSpec *dev, const char *kind, double byte
 }
 
 double device_op_ns(const DeviceSpec *dev, const Op *op) {
-    if (op->kind && strcmp(op->kind, "none") == 0) return 0.0;
-    if (op->stream == 1 || op->stream == 4)
+    if (op->kind_id == OPK_NONE) return 0.0;
+    if (op->stream == STREAM_COLLECTIVE || op->stream == STREAM_REDUCE_SCATTER)
         return device_collective_ns(dev, op->kind, op->bytes_moved, op->world);
-    if (op->stream == 2 || op->stream == 3)
+    if (op->stream == STREAM_H2D || op->stream == STREAM_D2H)
         return dev->host_bw > 0 ? op->bytes_moved / dev->host_bw * 1e9 + dev->host_latency_ns : 0;
-    if (op->kind && strcmp(op->kind, "cpu_adam") == 0)
+    if (op->kind_id == OPK_CPU_ADAM)
         return dev->cpu_adam_rate > 0 ? op->flops / dev->cpu_adam_rate * 1e9 : 0;
-    if (op->kind && strcmp(op->kind, "cpu_adamw_torch") == 0)
+    if (op->kind_id == OPK_CPU_ADAMW_TORCH)
         return dev->cpu_torch_adamw_rate > 0 ? op->flops / dev->cpu_torch_adamw_rate * 1e9 : 0;
     double rate = dev->peak_flops[op->compute_dtype];
     if (rate <= 0) rate = dev->peak_flops[DT_FP32];

@@ -227,12 +227,11 @@ static VrStatus alloc_workspaces(Run *r, const Op *op, int i, StepResult *sr, ui
  * collective. Compute-bound kinds (GEMM, convolution, fused attention) take contention[0], the
  * others contention[1]; 0 without a measurement. */
 static double contended_ns(const Run *r, const Op *op, double start, double dur) {
-    const char *k = op->kind ? op->kind : "";
-    bool compute = strcmp(k, "mm") == 0 || strcmp(k, "conv") == 0 || strncmp(k, "attention", 9) == 0;
+    bool compute = op->kind_id == OPK_MM || op->kind_id == OPK_CONV || op->kind_id == OPK_ATTENTION;
     double f = r->cfg->contention[compute ? 0 : 1];
     if (!(f > 0)) return 0;
     double extra = 0;
-    for (int s = 1; s < STREAM_COUNT; s++) {
+    for (int s = STREAM_COMPUTE + 1; s < STREAM_COUNT; s++) {
         double lo = start > r->coll_start_ns[s] ? start : r->coll_start_ns[s];
         double hi = start + dur < r->coll_end_ns[s] ? start + dur : r->coll_end_ns[s];
         if (hi > lo) extra += f * (hi - lo);
@@ -244,7 +243,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     const Graph *g = r->g;
     const Op *op = graph_op_c(g, i);
     VrStatus st;
-    if (strcmp(op->kind, "empty_cache") == 0) { /* torch.cuda.empty_cache() */
+    if (op->kind_id == OPK_EMPTY_CACHE) { /* torch.cuda.empty_cache() */
         alloc_empty_cache(r->a);
         if ((st = log_ev(r, LOG_EMPTY_CACHE, 0, 0, -1))) return st;
         return sample(r, gr, i);
@@ -256,9 +255,9 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     bool allocates = op->n_outputs > 0 || op->n_workspace > 0;
     bool new_handle = false;
     if (r->handles < r->cfg->cublas_handles && allocates) {
-        bool first_fwd_gemm = r->handles == 0 && strcmp(op->kind, "mm") == 0 &&
+        bool first_fwd_gemm = r->handles == 0 && op->kind_id == OPK_MM &&
                               (op->phase == PH_FWD || op->phase == PH_RECOMPUTE);
-        bool first_bwd = r->handles == 1 && op->phase == PH_BWD && strcmp(op->kind, "mm") == 0;
+        bool first_bwd = r->handles == 1 && op->phase == PH_BWD && op->kind_id == OPK_MM;
         new_handle = first_fwd_gemm || first_bwd;
     }
     if (new_handle && op->n_outputs == 0) {
@@ -303,7 +302,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     bool in_region = op->region > 0 || op->in_ckpt;
     if (op->has_dispatch) {
         r->host_ns += op->dispatch_ns + (in_region ? op->dispatch_ckpt_ns : 0);
-    } else if (strcmp(op->kind, "none") != 0) {
+    } else if (op->kind_id != OPK_NONE) {
         bool ck = in_region && r->cfg->host_ckpt_op_ns > 0;
         r->host_ns += ck ? r->cfg->host_ckpt_op_ns : r->cfg->host_op_ns;
         /* one dispatch, then each further kernel the op launches (foreach chunks, a GEMM
@@ -320,14 +319,14 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     }
     /* compute work that follows a collective in program order waits for it when it consumes
      * its result; the optimizer waits for every stream (the step's gradients are complete) */
-    if (op->phase == PH_OPTIM && sid == 0)
+    if (op->phase == PH_OPTIM && sid == STREAM_COMPUTE)
         for (int k = 1; k < STREAM_COUNT; k++)
             if (r->stream_ns[k] > start) start = r->stream_ns[k];
-    if (dur > 0 && sid == 0) dur += contended_ns(r, op, start, dur);
+    if (dur > 0 && sid == STREAM_COMPUTE) dur += contended_ns(r, op, start, dur);
     double end = start + dur;
     if (dur > 0) r->stream_ns[sid] = end;
     CollKind ck;
-    if (dur > 0 && sid != 0 && op->kind && coll_kind_parse(op->kind, &ck) == VR_OK)
+    if (dur > 0 && sid != STREAM_COMPUTE && coll_kind_parse(op->kind, &ck) == VR_OK)
         r->coll_start_ns[sid] = start, r->coll_end_ns[sid] = end;
     for (int k = 0; k < op->n_outputs; k++) r->ready_ns[r->storage[op->outputs[k]]] = end;
     if (end > r->clock_ns) r->clock_ns = end;

@@ -140,6 +140,25 @@ int graph_num_tensors(const Graph *g) { return g->n_tensors; }
 int graph_num_ops(const Graph *g) { return g->n_ops; }
 Tensor *graph_tensor(Graph *g, int i) { return &g->tensors[i]; }
 const Tensor *graph_tensor_c(const Graph *g, int i) { return &g->tensors[i]; }
+OpKind op_kind_of(const char *kind) {
+    static const struct { const char *name; OpKind k; } KINDS[] = {
+        {"none", OPK_NONE}, {"mm", OPK_MM}, {"conv", OPK_CONV}, {"cpu_adam", OPK_CPU_ADAM},
+        {"cpu_adamw_torch", OPK_CPU_ADAMW_TORCH}, {"empty_cache", OPK_EMPTY_CACHE}};
+    if (!kind) return OPK_CLASS;
+    if (strncmp(kind, "attention", 9) == 0) return OPK_ATTENTION;
+    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++)
+        if (strcmp(kind, KINDS[i].name) == 0) return KINDS[i].k;
+    return OPK_CLASS;
+}
+
+VrStatus graph_op_set_kind(Graph *g, int i, const char *kind) {
+    const char *k = graph_strdup(g, kind ? kind : "elementwise");
+    if (!k) return VR_ENOMEM;
+    g->ops[i].kind = k;
+    g->ops[i].kind_id = op_kind_of(k);
+    return VR_OK;
+}
+
 Op *graph_op(Graph *g, int i) { return &g->ops[i]; }
 const Op *graph_op_c(const Graph *g, int i) { return &g->ops[i]; }
 const char *graph_error(const Graph *g) { return g->err; }
@@ -192,6 +211,7 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
     Op n = *op;
     n.name = graph_strdup(g, op->name);
     n.kind = graph_strdup(g, op->kind ? op->kind : "elementwise");
+    n.kind_id = op_kind_of(n.kind);
     n.bwd_kind = op->bwd_kind ? graph_strdup(g, op->bwd_kind) : NULL;
     n.inputs = copy_array(g, op->inputs, op->n_inputs, sizeof(int));
     n.outputs = copy_array(g, op->outputs, op->n_outputs, sizeof(int));
@@ -655,7 +675,7 @@ static VrStatus derive_one(Deriv *d, int f) {
     double bwd_bytes = fop.bwd_bytes > 0 ? fop.bwd_bytes : 2.0 * fop.bytes_moved;
     bool launches = nout > 0 || fop.n_bwd_workspace > 0 || fop.bwd_flops > 0 || fop.bwd_bytes > 0;
     /* a GEMM's backward launches one GEMM per input that gets a gradient (dX = dY W, dW = dY^T X) */
-    bool gemm = strcmp(fop.kind, "mm") == 0 || strcmp(fop.kind, "conv") == 0;
+    bool gemm = fop.kind_id == OPK_MM || fop.kind_id == OPK_CONV;
     int kernels = fop.bwd_kernels > 0 ? fop.bwd_kernels : gemm && nout > 1 ? nout : 1;
     char name[160];
     snprintf(name, sizeof name, "%s.backward", fop.name);

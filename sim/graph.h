@@ -69,6 +69,34 @@ typedef struct Tensor {
                               freed by reference counting (only by a PH_ZERO_GRAD op) */
 } Tensor;
 
+/* The streams an op runs on (Op.stream); Lua names them in vrsim.core.streams. */
+typedef enum StreamId {
+    STREAM_COMPUTE = 0,        /* the default stream: kernels of the model and optimizer */
+    STREAM_COLLECTIVE,         /* NCCL all-gathers, DDP's all-reduces */
+    STREAM_H2D,                /* host-to-device copies (offload, device_map) */
+    STREAM_D2H,                /* device-to-host copies */
+    STREAM_REDUCE_SCATTER,     /* reduce-scatters (FSDP2, ZeRO), HSDP's replica all-reduce */
+    STREAM_COUNT
+} StreamId;
+
+/* What the simulator does with an op, from its kind string (graph_add_op, graph_op_set_kind):
+ * the cost model's GEMM path, fused attention, a link transfer, a host-side optimizer step, or
+ * a memory-access class that the kind names (OPK_CLASS: "elementwise", "cast_up", ...). */
+typedef enum OpKind {
+    OPK_CLASS = 0,             /* a memory-bound kernel of the class Op.kind names */
+    OPK_NONE,                  /* "none": bookkeeping, no kernel */
+    OPK_MM,                    /* "mm": a GEMM */
+    OPK_CONV,                  /* "conv": an implicit-GEMM convolution */
+    OPK_ATTENTION,             /* "attention_<backend>[_cross|_masked]": fused attention */
+    OPK_CPU_ADAM,              /* "cpu_adam": DeepSpeed's CPU Adam */
+    OPK_CPU_ADAMW_TORCH,       /* "cpu_adamw_torch": torch's AdamW on the host */
+    OPK_EMPTY_CACHE,           /* "empty_cache": torch.cuda.empty_cache() */
+    OPK_COUNT
+} OpKind;
+
+/* The OpKind of a kind string (NULL: the default "elementwise", a class). */
+OpKind op_kind_of(const char *kind);
+
 typedef struct GradSpec {
     GradMode mode;
     int pass_output;       /* GRAD_PASS: which output's gradient (index into op outputs) */
@@ -82,6 +110,7 @@ typedef struct Op {
     const char *name;      /* arena copy */
     const char *kind;      /* arena copy: "mm", "attention", "elementwise", "broadcast", ... (the
                               cost model's GEMM path or memory-access class) */
+    OpKind kind_id;        /* op_kind_of(kind), set by graph_add_op and graph_op_set_kind */
     const char *bwd_kind;  /* arena copy or NULL: the kind of the derived backward op, when it
                               differs (a view whose backward copies a strided gradient) */
     Phase phase;
@@ -191,6 +220,8 @@ int graph_num_ops(const Graph *g);
 Tensor *graph_tensor(Graph *g, int i);          /* borrowed; valid until the next add */
 const Tensor *graph_tensor_c(const Graph *g, int i);
 Op *graph_op(Graph *g, int i);                  /* borrowed; valid until the next add */
+/* Sets op i's kind (copied) and its kind_id. VR_ENOMEM. */
+VrStatus graph_op_set_kind(Graph *g, int i, const char *kind);
 const Op *graph_op_c(const Graph *g, int i);
 /* Index of the tensor owning the storage of t (follows views). */
 int graph_storage_of(const Graph *g, int t);
@@ -202,7 +233,6 @@ size_t dtype_size(DType d);          /* bytes per element (NF4: 1, two values pe
 const char *dtype_name(DType d);
 #define GRAPH_MAX_WORKSPACES 16 /* workspaces (and backward workspaces) of one op */
 #define GRAPH_MAX_SLOTS 8       /* hold slots (Op.slot), 1..GRAPH_MAX_SLOTS-1 */
-#define STREAM_COUNT 5 /* compute, collectives, host-to-device, device-to-host, reduce-scatter */
 
 /* Parses "fp32", "float32", "bf16", ... ; returns VR_EINVAL for an unknown name. */
 VrStatus dtype_parse(const char *s, DType *out /* OUT */);

@@ -39,6 +39,7 @@ static Op op_of(const char *kind, Phase phase, double flops, double bytes) {
     memset(&op, 0, sizeof op);
     op.name = "op";
     op.kind = kind;
+    op.kind_id = op_kind_of(kind);
     op.phase = phase;
     op.flops = flops;
     op.bytes_moved = bytes;

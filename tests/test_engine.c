@@ -579,8 +579,9 @@ static void test_streams_overlap(void **state) {
     int comm[3] = {ob, od, oe};
     for (int k = 0; k < 3; k++) {
         Op *o = graph_op(g, comm[k]);
-        o->stream = 1;
-        o->kind = "allgather"; /* static string: the graph never frees op names or kinds */
+        o->stream = STREAM_COLLECTIVE;
+        assert_int_equal(graph_op_set_kind(g, comm[k], "allgather"), VR_OK);
+        o = graph_op(g, comm[k]);
         o->world = 2;
         o->bytes_moved = 2000;
     }
@@ -660,9 +661,9 @@ static void test_contention(void **state) {
     int ob = op(g, (OpArgs){.name = "B", .phase = PH_FWD, .in = {p}, .nin = 1});
     op(g, (OpArgs){.name = "A", .phase = PH_FWD, .in = {p}, .nin = 1, .out = {a}, .nout = 1,
                    .frees = {a}, .nfrees = 1});
+    assert_int_equal(graph_op_set_kind(g, ob, "allgather"), VR_OK);
     Op *o = graph_op(g, ob);
-    o->stream = 1;
-    o->kind = "allgather";
+    o->stream = STREAM_COLLECTIVE;
     o->world = 2;
     o->bytes_moved = 2000;
     DeviceSpec dev = {.launch_ns = 1000, .world = 2, .coll_bw = 1e9};
@@ -689,11 +690,11 @@ static void test_contention(void **state) {
 static void test_cublas_workspaces(void **state) {
     (void)state;
     Train t = build_train();
-    graph_op(t.g, t.f1)->kind = "mm"; /* static string: the graph never frees op kinds */
+    assert_int_equal(graph_op_set_kind(t.g, t.f1, "mm"), VR_OK);
     /* its derived backward is a GEMM too: the autograd thread's workspace comes with it */
     for (int i = 0; i < graph_num_ops(t.g); i++)
         if (graph_op(t.g, i)->phase == PH_BWD && graph_op(t.g, i)->fwd_op == t.f1)
-            graph_op(t.g, i)->kind = "mm";
+            assert_int_equal(graph_op_set_kind(t.g, i, "mm"), VR_OK);
     const uint64_t W = 8519680;
     DeviceSpec dev = {.cublas_workspace_bytes = W};
     AllocConfig ac = ideal(0);

@@ -8,6 +8,7 @@
 -- weights are copied in by the AlignDevicesHook when the layer runs and dropped after.
 -- The simulator plays one GPU (hardware.rank): layers placed elsewhere cost it nothing; the
 -- hidden state arrives from the previous device (a copy in) and leaves for the next.
+local S = require("vrsim.core").streams  -- Op.stream ids (sim/graph.h StreamId)
 local nn = require "vrsim.nn"
 
 local M = {}
@@ -60,7 +61,7 @@ function M.enter(cx, m, x, shape, dtype)
     if dm.here and x then
       -- the hidden state leaves for the next device
       cx.G:op { name = "send hidden state to " .. tostring(dm.placement[m]), kind = "d2h",
-                stream = 3, phase = "fwd", inputs = { x.id }, outputs = {}, frees = { x.id },
+                stream = S.d2h, phase = "fwd", inputs = { x.id }, outputs = {}, frees = { x.id },
                 bytes = nn.bytes(x.shape, x.dtype) }
     end
     dm.here = false
@@ -69,7 +70,7 @@ function M.enter(cx, m, x, shape, dtype)
   if dm.here == false or (dm.here == nil and m ~= "embed") then
     -- the hidden state arrives from the previous device
     local nx = nn.new_tensor(cx, "hidden state (received)", shape, dtype, false)
-    cx.G:op { name = "receive hidden state for " .. tostring(m), kind = "h2d", stream = 2,
+    cx.G:op { name = "receive hidden state for " .. tostring(m), kind = "h2d", stream = S.h2d,
               phase = "fwd", inputs = {}, outputs = { nx.id }, frees = {},
               bytes = nn.bytes(shape, dtype) }
     x = nx
@@ -94,7 +95,7 @@ function M.stream_in(cx, m, holder, keys)
     end
   end
   cx.G:op { name = "AlignDevicesHook: weights of " .. tostring(m) .. " to the GPU", kind = "h2d",
-            stream = 2, phase = "fwd", inputs = {}, outputs = ids, frees = {},
+            stream = S.h2d, phase = "fwd", inputs = {}, outputs = ids, frees = {},
             bytes = bytes }
   return copy, ids
 end

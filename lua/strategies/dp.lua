@@ -18,6 +18,7 @@
 -- Offload (zero2/zero3 offload_optimizer = "cpu"): master weights and Adam state in pinned host
 -- memory, the update on the CPU (lua/hw/hosts.lua cpu_adam), gradients down and parameters up
 -- over PCIe on the copy streams.
+local S = require("vrsim.core").streams  -- Op.stream ids (sim/graph.h StreamId)
 local nn = require "vrsim.nn"
 
 local M = {}
@@ -253,7 +254,7 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
     if it.p.shard.host then
       -- CPUOffloadPolicy: the shard comes up from pinned host memory first
       local up = tensor(cx, it.p.name .. " (shard on device)", it.bytes, it.dtype, "temp", false)
-      op(cx, { name = "h2d shard " .. it.p.name, kind = "h2d", stream = 2, phase = phase, hook = hook,
+      op(cx, { name = "h2d shard " .. it.p.name, kind = "h2d", stream = S.h2d, phase = phase, hook = hook,
                layer = layer, outputs = { up }, bytes = it.bytes })
       inputs[#inputs + 1] = up
     else
@@ -268,7 +269,7 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
   -- (AllGatherState, freed in the next wait_for_unshard; no record_stream); in backward, and in
   -- ZeRO-3, it is freed once copied out
   local deferred = s.kind == "fsdp2" and phase == "fwd"
-  op(cx, { name = ("all_gather layer %d%s"):format(layer, names_suffix), kind = "allgather", stream = 1,
+  op(cx, { name = ("all_gather layer %d%s"):format(layer, names_suffix), kind = "allgather", stream = S.collective,
            phase = phase, hook = hook, layer = layer, inputs = inputs, outputs = { flat },
            frees = host_inputs, bytes = flat_bytes, world = s.n,
            slot = deferred and SLOT_ALL_GATHER or nil, slot_free_after = deferred or nil })
@@ -387,7 +388,7 @@ function M.release(cx, layer, keep)
     local fsdp2 = s.kind == "fsdp2"
     local acc_in = s.acc_unsharded[layer]
     s.acc_unsharded[layer] = nil
-    op(cx, { name = ("reduce-scatter copy-in layer %d"):format(layer), kind = "copy", stream = fsdp2 and 0 or 4,
+    op(cx, { name = ("reduce-scatter copy-in layer %d"):format(layer), kind = "copy", stream = fsdp2 and S.compute or S.reduce_scatter,
              host_us = fsdp2 and fsdp2_hook_us(cx, s, layer, "bwd") or nil,
              phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
              drop_persistent = true, outputs = { rin }, bytes = 2 * rs_bytes,
@@ -400,21 +401,21 @@ function M.release(cx, layer, keep)
       for _, sg in ipairs(outs) do sg.flat = rout end
       s.acc_shard[layer] = rout
     end
-    op(cx, { name = ("reduce_scatter layer %d"):format(layer), kind = "reduce_scatter", stream = 4,
+    op(cx, { name = ("reduce_scatter layer %d"):format(layer), kind = "reduce_scatter", stream = S.reduce_scatter,
              phase = "bwd", hook = 2, layer = layer, inputs = { rin }, outputs = { rout },
              frees = fsdp2 and {} or { rin }, bytes = rs_bytes, world = s.n })
     if s.replicate then
       -- HSDP: the shard's gradient is then all-reduced across the replicas, in place
-      op(cx, { name = ("all_reduce (replicate) layer %d"):format(layer), kind = "allreduce", stream = 4,
+      op(cx, { name = ("all_reduce (replicate) layer %d"):format(layer), kind = "allreduce", stream = S.reduce_scatter,
                phase = "bwd", hook = 2, layer = layer, inputs = { rout }, outputs = {},
                bytes = (rs_bytes + s.n - 1) // s.n, world = s.replicate })
     end
     if offload then
-      op(cx, { name = ("copy gradient shards of layer %d to host"):format(layer), kind = "d2h", stream = 3,
+      op(cx, { name = ("copy gradient shards of layer %d to host"):format(layer), kind = "d2h", stream = S.d2h,
                phase = "bwd", hook = 2, layer = layer, inputs = { rout }, frees = { rout },
                drop_persistent = true, bytes = (rs_bytes + s.n - 1) // s.n })
     elseif not first then
-      op(cx, { name = ("accumulate gradient shard layer %d"):format(layer), kind = "elementwise", stream = 4,
+      op(cx, { name = ("accumulate gradient shard layer %d"):format(layer), kind = "elementwise", stream = S.reduce_scatter,
                phase = "bwd", hook = 2, layer = layer, inputs = { s.acc_shard[layer], rout },
                frees = { rout }, bytes = 3 * ((rs_bytes + s.n - 1) // s.n) })
     end
@@ -608,7 +609,7 @@ function M.before_backward(cx, cfg, params, mb, nmb)
     op(cx, { name = "copy grads into the first-iteration bucket", kind = "elementwise", phase = "bwd",
              hook = 2, layer = first_layer, once = true, grads_of = all_ids,
              inputs = { s.first_bucket }, outputs = { filled0 }, bytes = 2 * total_bytes })
-    op(cx, { name = "all_reduce the first-iteration bucket", kind = "allreduce", stream = 1,
+    op(cx, { name = "all_reduce the first-iteration bucket", kind = "allreduce", stream = S.collective,
              phase = "bwd", hook = 2, layer = first_layer, once = true,
              inputs = { s.first_bucket, filled0 }, bytes = total_bytes, world = n })
     if s.kind == "ddp" then
@@ -624,7 +625,7 @@ function M.before_backward(cx, cfg, params, mb, nmb)
       op(cx, { name = ("copy grads into bucket %d"):format(bi - 1), kind = "elementwise",
                phase = "bwd", hook = 2, layer = last.layer or -1, from_step = 1, grads_of = gids,
                inputs = { b.id }, outputs = { filled }, bytes = 2 * b.bytes })
-      op(cx, { name = ("all_reduce bucket %d"):format(bi - 1), kind = "allreduce", stream = 1,
+      op(cx, { name = ("all_reduce bucket %d"):format(bi - 1), kind = "allreduce", stream = S.collective,
                phase = "bwd", hook = 2, layer = last.layer or -1, from_step = 1,
                inputs = { b.id, filled }, bytes = b.bytes, world = n })
     end
@@ -690,11 +691,11 @@ function M.before_backward(cx, cfg, params, mb, nmb)
                phase = "bwd", hook = 2, layer = l, grads_of = gids, free_grads = true,
                drop_persistent = true, inputs = { buf }, outputs = { flat or filled }, bytes = 2 * bytes })
       op(cx, { name = ("reduce_scatter layer %d gradients"):format(l), kind = "reduce_scatter",
-               stream = 1, phase = "bwd", hook = 2, layer = l, inputs = { buf or flat, buf and filled or nil },
+               stream = S.collective, phase = "bwd", hook = 2, layer = l, inputs = { buf or flat, buf and filled or nil },
                frees = flat and { flat } or nil, bytes = bytes, world = n })
       if s.offload then
         op(cx, { name = ("copy gradient partition of layer %d to host"):format(l), kind = "d2h",
-                 stream = 3, phase = "bwd", hook = 2, layer = l, inputs = { s.gpart },
+                 stream = S.d2h, phase = "bwd", hook = 2, layer = l, inputs = { s.gpart },
                  bytes = bytes // n })
       end
     end
@@ -762,7 +763,7 @@ function M.offload_step(cx, z)
   else
     op(cx, { name = "DeepSpeedCPUAdam step (host)", kind = "cpu_adam", phase = "optim", flops = z.part })
   end
-  op(cx, { name = "copy updated partition to device", kind = "h2d", stream = 2, phase = "optim",
+  op(cx, { name = "copy updated partition to device", kind = "h2d", stream = S.h2d, phase = "optim",
            bytes = z.part * nn.DT_SIZE[z.dtype] })
 end
 
@@ -790,7 +791,7 @@ end
 
 -- Every rank gathers the updated 16-bit parameters from the partitions' owners.
 function M.zero2_step_gather(cx, z)
-  op(cx, { name = "all_gather updated parameters", kind = "allgather", stream = 1, phase = "optim",
+  op(cx, { name = "all_gather updated parameters", kind = "allgather", stream = S.collective, phase = "optim",
            bytes = z.part * nn.DT_SIZE[z.dtype] * cx.dp.n, world = cx.dp.n })
 end
 
@@ -809,7 +810,7 @@ function M.after_step(cx)
       local _, list = owned_by_rank(trainable, s.n, r)
       for _, p in ipairs(list) do
         op(cx, { name = ("broadcast %s from rank %d"):format(p.name, r), kind = "broadcast",
-                 stream = 1, phase = "optim", inputs = { updated }, frees = {}, bytes = pbytes(p),
+                 stream = S.collective, phase = "optim", inputs = { updated }, frees = {}, bytes = pbytes(p),
                  world = s.n })
       end
     end

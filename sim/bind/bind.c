@@ -749,6 +749,16 @@ static int open_vrsim(lua_State *L) {
         }
         lua_setfield(L, -2, keys[k]);
     }
+    /* the stream ids of Op.stream (graph.h StreamId), by name */
+    static const struct { const char *name; StreamId id; } STREAMS[] = {
+        {"compute", STREAM_COMPUTE}, {"collective", STREAM_COLLECTIVE}, {"h2d", STREAM_H2D},
+        {"d2h", STREAM_D2H}, {"reduce_scatter", STREAM_REDUCE_SCATTER}};
+    lua_createtable(L, 0, STREAM_COUNT);
+    for (size_t i = 0; i < sizeof STREAMS / sizeof STREAMS[0]; i++) {
+        lua_pushinteger(L, STREAMS[i].id);
+        lua_setfield(L, -2, STREAMS[i].name);
+    }
+    lua_setfield(L, -2, "streams");
     return 1;
 }
 
