@@ -221,7 +221,6 @@ static VrStatus alloc_workspaces(Run *r, const Op *op, int i, StepResult *sr, ui
     return VR_OK;
 }
 
-/* Runs one op. Returns VR_OOM when an allocation fails (recorded by the caller). */
 /* The time a compute-stream kernel [start, start + dur) loses to collectives running beside it
  * (EngineConfig.contention): the measured fraction of the time it overlaps each stream's latest
  * collective. Compute-bound kinds (GEMM, convolution, fused attention) take contention[0], the
@@ -239,6 +238,7 @@ static double contended_ns(const Run *r, const Op *op, double start, double dur)
     return extra;
 }
 
+/* Runs one op. Returns VR_OOM when an allocation fails (recorded by the caller). */
 static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     const Graph *g = r->g;
     const Op *op = graph_op_c(g, i);
