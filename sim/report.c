@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
@@ -369,23 +370,78 @@ static void bprintf(Buf *b, const char *fmt, ...) {
     }
 }
 
+/* Room for n more bytes (and a terminating NUL) in b; false when out of memory. */
+static bool breserve(Buf *b, size_t n) {
+    if (b->bad) return false;
+    if (b->p && b->n + n < b->cap) return true;
+    size_t ncap = b->cap ? b->cap * 2 : 65536;
+    while (ncap < b->n + n + 1) ncap *= 2;
+    char *np = realloc(b->p, ncap);
+    if (!np) { b->bad = true; return false; }
+    b->p = np;
+    b->cap = ncap;
+    return true;
+}
+
+static void bputn(Buf *b, const char *s, size_t n) {
+    if (!breserve(b, n)) return;
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+static void bputs(Buf *b, const char *s) { bputn(b, s, strlen(s)); }
+
+static void bputc(Buf *b, char c) { bputn(b, &c, 1); }
+
+static void bput_u64(Buf *b, unsigned long long v) {
+    char d[24];
+    int k = sizeof d;
+    do { d[--k] = (char)('0' + v % 10); v /= 10; } while (v);
+    bputn(b, d + k, sizeof d - (size_t)k);
+}
+
+/* x as printf's "%.*f" with `decimals` digits (0..6) writes it, without printf on the common
+ * path: x scaled by 10^decimals and rounded, where the rounding is unambiguous; a value whose
+ * scaled fraction lies near one half (where the product's rounding error could decide), a
+ * negative, huge or non-finite one goes through printf itself, so the text is the same. */
+static void bput_fixed(Buf *b, double x, int decimals) {
+    static const double POW10[] = {1, 10, 100, 1e3, 1e4, 1e5, 1e6};
+    double scaled = x * POW10[decimals];
+    double frac = scaled - floor(scaled);
+    if (!(x >= 0) || signbit(x) || !(scaled < 9e15) ||
+        fabs(frac - 0.5) < 1e-6 + scaled * 4.5e-16) {
+        bprintf(b, "%.*f", decimals, x);
+        return;
+    }
+    unsigned long long n = (unsigned long long)(frac > 0.5 ? floor(scaled) + 1 : floor(scaled));
+    unsigned long long p = (unsigned long long)POW10[decimals];
+    bput_u64(b, n / p);
+    if (decimals == 0) return;
+    char d[8];
+    unsigned long long f = n % p;
+    for (int k = decimals - 1; k >= 0; k--) { d[k] = (char)('0' + f % 10); f /= 10; }
+    bputc(b, '.');
+    bputn(b, d, (size_t)decimals);
+}
+
 static void json_escape(Buf *b, const char *s) {
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\') bprintf(b, "\\%c", *s);
+        if (*s == '"' || *s == '\\') { bputc(b, '\\'); bputc(b, *s); }
         else if ((unsigned char)*s < 0x20) bprintf(b, "\\u%04x", *s);
-        else bprintf(b, "%c", *s);
+        else bputc(b, *s);
     }
 }
 
 /* A CSV field: quoted, with quotes doubled (RFC 4180). */
 static void csv_field(Buf *b, const char *s) {
-    bprintf(b, "\"");
+    bputc(b, '"');
     for (; *s; s++) {
-        if (*s == '"') bprintf(b, "\"\"");
-        else if (*s == '\n' || *s == '\r') bprintf(b, " ");
-        else bprintf(b, "%c", *s);
+        if (*s == '"') bputs(b, "\"\"");
+        else if (*s == '\n' || *s == '\r') bputc(b, ' ');
+        else bputc(b, *s);
     }
-    bprintf(b, "\"");
+    bputc(b, '"');
 }
 
 /* memory.csv: one row per memory sample, with the op that caused it and its phase. */
@@ -395,13 +451,21 @@ static void write_memory_csv(Buf *b, const Plan *p, const SimResult *r) {
     bprintf(b, ",op,phase\n");
     for (int i = 0; i < r->n_samples; i++) {
         const MemSample *m = &r->samples[i];
-        bprintf(b, "%.6f,%llu,%llu", m->t_ns / 1e6, (unsigned long long)m->allocated,
-                (unsigned long long)m->reserved);
-        for (int c = 0; c < CAT_COUNT; c++) bprintf(b, ",%llu", (unsigned long long)m->cat[c]);
+        bput_fixed(b, m->t_ns / 1e6, 6);
+        bputc(b, ',');
+        bput_u64(b, (unsigned long long)m->allocated);
+        bputc(b, ',');
+        bput_u64(b, (unsigned long long)m->reserved);
+        for (int c = 0; c < CAT_COUNT; c++) {
+            bputc(b, ',');
+            bput_u64(b, (unsigned long long)m->cat[c]);
+        }
         const Op *op = m->op >= 0 && m->op < graph_num_ops(p->graph) ? graph_op_c(p->graph, m->op) : NULL;
-        bprintf(b, ",");
+        bputc(b, ',');
         csv_field(b, op ? op->name : "(build)");
-        bprintf(b, ",%s\n", op ? phase_name(op->phase) : "build");
+        bputc(b, ',');
+        bputs(b, op ? phase_name(op->phase) : "build");
+        bputc(b, '\n');
     }
 }
 
@@ -418,20 +482,37 @@ static void write_trace_json(Buf *b, const Plan *p, const SimResult *r) {
     for (int i = 0; i < r->n_spans; i++) {
         const OpSpan *s = &r->spans[i];
         const Op *op = graph_op_c(p->graph, s->op);
-        bprintf(b, ",\n{\"name\":\"");
+        bputs(b, ",\n{\"name\":\"");
         json_escape(b, op->name);
-        bprintf(b, "\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-                "\"args\":{\"step\":%d,\"kind\":\"", phase_name(op->phase), s->stream,
-                s->start_ns / 1e3, (s->end_ns - s->start_ns) / 1e3, s->step);
+        bputs(b, "\",\"cat\":\"");
+        bputs(b, phase_name(op->phase));
+        bputs(b, "\",\"ph\":\"X\",\"pid\":0,\"tid\":");
+        bput_u64(b, (unsigned long long)s->stream);
+        bputs(b, ",\"ts\":");
+        bput_fixed(b, s->start_ns / 1e3, 3);
+        bputs(b, ",\"dur\":");
+        bput_fixed(b, (s->end_ns - s->start_ns) / 1e3, 3);
+        bputs(b, ",\"args\":{\"step\":");
+        bput_u64(b, (unsigned long long)s->step);
+        bputs(b, ",\"kind\":\"");
         json_escape(b, op->kind);
-        bprintf(b, "\",\"flops\":%.0f,\"bytes\":%.0f,\"kernels\":%d}}", op->flops, op->bytes_moved,
-                op->kernels > 1 ? op->kernels : 1);
+        bputs(b, "\",\"flops\":");
+        bput_fixed(b, op->flops, 0);
+        bputs(b, ",\"bytes\":");
+        bput_fixed(b, op->bytes_moved, 0);
+        bputs(b, ",\"kernels\":");
+        bput_u64(b, (unsigned long long)(op->kernels > 1 ? op->kernels : 1));
+        bputs(b, "}}");
     }
     for (int i = 0; i < r->n_samples; i++) {
         const MemSample *m = &r->samples[i];
-        bprintf(b, ",\n{\"name\":\"memory (MiB)\",\"ph\":\"C\",\"pid\":0,\"ts\":%.3f,\"args\":"
-                "{\"allocated\":%.2f,\"reserved\":%.2f}}", m->t_ns / 1e3, MIB(m->allocated),
-                MIB(m->reserved));
+        bputs(b, ",\n{\"name\":\"memory (MiB)\",\"ph\":\"C\",\"pid\":0,\"ts\":");
+        bput_fixed(b, m->t_ns / 1e3, 3);
+        bputs(b, ",\"args\":{\"allocated\":");
+        bput_fixed(b, MIB(m->allocated), 2);
+        bputs(b, ",\"reserved\":");
+        bput_fixed(b, MIB(m->reserved), 2);
+        bputs(b, "}}");
     }
     if (r->oom) {
         /* an instant event where PyTorch would have raised OutOfMemoryError */
