@@ -401,28 +401,34 @@ static void bput_u64(Buf *b, unsigned long long v) {
     bputn(b, d + k, sizeof d - (size_t)k);
 }
 
-/* x as printf's "%.*f" with `decimals` digits (0..6) writes it, without printf on the common
- * path: x scaled by 10^decimals and rounded, where the rounding is unambiguous; a value whose
- * scaled fraction lies near one half (where the product's rounding error could decide), a
- * negative, huge or non-finite one goes through printf itself, so the text is the same. */
-static void bput_fixed(Buf *b, double x, int decimals) {
+size_t report_format_fixed(char out[32], double x, int decimals) {
     static const double POW10[] = {1, 10, 100, 1e3, 1e4, 1e5, 1e6};
+    if (decimals < 0 || decimals > 6) decimals = decimals < 0 ? 0 : 6;
     double scaled = x * POW10[decimals];
     double frac = scaled - floor(scaled);
+    /* where the product's rounding error could decide (a scaled fraction near one half), and for
+     * negative, huge or non-finite values, printf itself */
     if (!(x >= 0) || signbit(x) || !(scaled < 9e15) ||
-        fabs(frac - 0.5) < 1e-6 + scaled * 4.5e-16) {
-        bprintf(b, "%.*f", decimals, x);
-        return;
-    }
+        fabs(frac - 0.5) < 1e-6 + scaled * 4.5e-16)
+        return (size_t)snprintf(out, 32, "%.*f", decimals, x);
     unsigned long long n = (unsigned long long)(frac > 0.5 ? floor(scaled) + 1 : floor(scaled));
     unsigned long long p = (unsigned long long)POW10[decimals];
-    bput_u64(b, n / p);
-    if (decimals == 0) return;
-    char d[8];
+    char d[24];
+    int k = sizeof d;
     unsigned long long f = n % p;
-    for (int k = decimals - 1; k >= 0; k--) { d[k] = (char)('0' + f % 10); f /= 10; }
-    bputc(b, '.');
-    bputn(b, d, (size_t)decimals);
+    for (int i = 0; i < decimals; i++) { d[--k] = (char)('0' + f % 10); f /= 10; }
+    if (decimals) d[--k] = '.';
+    unsigned long long w = n / p;
+    do { d[--k] = (char)('0' + w % 10); w /= 10; } while (w);
+    size_t len = sizeof d - (size_t)k;
+    memcpy(out, d + k, len);
+    out[len] = 0;
+    return len;
+}
+
+static void bput_fixed(Buf *b, double x, int decimals) {
+    char t[32];
+    bputn(b, t, report_format_fixed(t, x, decimals));
 }
 
 static void json_escape(Buf *b, const char *s) {

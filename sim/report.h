@@ -64,4 +64,9 @@ VrStatus report_commit_dir(const char *tmp, const char *dir, char *err, size_t e
 void report_remove_set_dir(const char *dir);
 const char *report_set_file(int i);
 
+/* x as printf("%.*f", decimals, x) writes it (decimals 0..6), into out (NUL-terminated);
+ * returns the length. The report files' numbers go through it: it formats without printf
+ * where the rounding is unambiguous and calls printf where it is not, so the text is the same. */
+size_t report_format_fixed(char out[32], double x, int decimals);
+
 #endif
