@@ -112,7 +112,7 @@ KNOWN = {
         "issue 15: SDXL at 1024 px with checkpointing is host-bound; Python's garbage collector "
         "adds 88 ms to its mean step (524 ms with the collector on, 436 off: "
         "validation/results/profile_sdxl_h200.jsonl) and is not modelled; the steady steps "
-        "measure 506.9, 599.3, 458.0 ms, predicted 343.0"),
+        "measure 506.9, 599.3, 458.0 ms, predicted 346.9"),
 }
 for (cfg, metric), (bound, why) in sorted(KNOWN.items()):
     r = [x for x in rows if x["config"] == cfg and x["metric"] == metric]

@@ -102,11 +102,13 @@ return function(nn)
   end
 
   -- SiLU / GELU: a new tensor; backward keeps the input and allocates the input's gradient.
+  -- opts.kind: the memory-access class of forward and backward ("strided" on a chunk's view,
+  -- which TensorIterator cannot vectorize).
   function nn.act(cx, name, x, opts)
     opts = opts or {}
     return nn.op_sized(cx, { name = name, inputs = { x }, outs = { { name, x.shape, x.dtype } },
                              saves = { x }, frees = opts.frees, flops = 4 * nn.numel(x.shape),
-                             dtype = x.dtype, host = "activation" })
+                             dtype = x.dtype, host = "activation", kind = opts.kind, bwd_kind = opts.kind })
   end
 
   -- a + b (broadcast to the larger): AddBackward passes the gradient through (reduced to a
