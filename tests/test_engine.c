@@ -74,14 +74,19 @@ static AllocConfig caching(uint64_t capacity) {
     return c;
 }
 
+/* engine_run under ec, which must succeed. */
+static SimResult *run_with(const Graph *g, const EngineConfig *ec, const AllocConfig *ac) {
+    SimResult *r = NULL;
+    char err[256] = "";
+    assert_int_equal(engine_run(g, ec, ac, &r, err, sizeof err), VR_OK);
+    assert_non_null(r);
+    return r;
+}
+
 static SimResult *run(const Graph *g, int steps, const AllocConfig *ac, const DeviceSpec *dev) {
     EngineConfig ec = {.steps = steps, .cublas_handles = 0, .dev = dev, .record_timeline = true,
                        .stop_at_step = -1};
-    SimResult *r = NULL;
-    char err[256] = "";
-    assert_int_equal(engine_run(g, &ec, ac, &r, err, sizeof err), VR_OK);
-    assert_non_null(r);
-    return r;
+    return run_with(g, &ec, ac);
 }
 
 /* Forward-only graph:
@@ -639,9 +644,7 @@ static void test_host_dispatch_by_class(void **state) {
         graph_op(g, oc)->dispatch_ckpt_ns = ck ? 2000 : 0;
         EngineConfig ec = {.steps = 1, .stop_at_step = -1, .host_op_ns = 10000,
                            .host_ckpt_op_ns = 25000};
-        SimResult *r = NULL;
-        char err[256] = "";
-        assert_int_equal(engine_run(g, &ec, &ac, &r, err, sizeof err), VR_OK);
+        SimResult *r = run_with(g, &ec, &ac);
         assert_true(r->steps[0].time_ns == (ck ? 20000.0 : 18000.0));
         engine_result_free(r);
     }
@@ -670,9 +673,7 @@ static void test_contention(void **state) {
     AllocConfig ac = ideal(0);
     for (int k = 0; k < 2; k++) {
         EngineConfig ec = {.steps = 1, .stop_at_step = -1, .dev = &dev, .contention = {0, k ? 0.5 : 0}};
-        SimResult *r = NULL;
-        char err[256] = "";
-        assert_int_equal(engine_run(g, &ec, &ac, &r, err, sizeof err), VR_OK);
+        SimResult *r = run_with(g, &ec, &ac);
         assert_true(r->steps[0].stream_busy_ns[1] == 1000.0);
         assert_true(r->steps[0].stream_busy_ns[0] == (k ? 1500.0 : 1000.0));
         engine_result_free(r);

@@ -1,8 +1,8 @@
 """The GPU kernels of one steady training step of a Hugging Face causal LM built from a record's
 hf_config (random weights, bf16, SDPA, AdamW foreach lr 1e-5, as measure_llama.py's runs): each
 kernel's name, launches and device time from torch.profiler, per phase (forward, backward,
-optimizer), plus the aten ops under which attention ran. For checking vrsim's op costs kernel by
-kernel on the families' runs (llama_h200_gen_families.jsonl).
+optimizer; profile_sdxl_kernels.py's kernels_of). For checking vrsim's op costs kernel by kernel
+on the families' runs (llama_h200_gen_families.jsonl).
 
   python3 validation/harness/profile_hf_step.py --record validation/records/llama_h200_gen_families.jsonl \\
       --name gen-mistral-l4-s8192-b1 --out F.jsonl
@@ -10,21 +10,13 @@ kernel on the families' runs (llama_h200_gen_families.jsonl).
 import argparse
 import json
 
+import os
+import sys
+
 import torch
 
-
-def kernels(fn):
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        out = fn()
-        torch.cuda.synchronize()
-    table = {}
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            row = table.setdefault(e.name, [0, 0.0])
-            row[0] += 1
-            row[1] += getattr(e, "device_time_total", 0.0) / 1e3
-    return out, {k: {"count": v[0], "ms": round(v[1], 4)} for k, v in table.items()}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from profile_sdxl_kernels import kernels_of  # noqa: E402  (kernel name -> launches, ms)
 
 
 def main():
@@ -48,9 +40,9 @@ def main():
     for _ in range(3):
         loss = fwd(); loss.backward(); opt.step(); opt.zero_grad(set_to_none=True); del loss
     torch.cuda.synchronize()
-    loss, kf = kernels(fwd)
-    _, kb = kernels(lambda: loss.backward())
-    _, ko = kernels(lambda: (opt.step(), opt.zero_grad(set_to_none=True)))
+    loss, kf = kernels_of(fwd)
+    _, kb = kernels_of(lambda: loss.backward())
+    _, ko = kernels_of(lambda: (opt.step(), opt.zero_grad(set_to_none=True)))
     out = {"name": a.name, "kernels": {"forward": kf, "backward": kb, "optimizer": ko},
            "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
     with open(a.out, "a") as f:

@@ -44,7 +44,7 @@ return function(nn)
     -- an additive mask (its kernels skip no block), or fewer keys than queries (cross-attention
     -- on text tokens): priced by curves of their own where the profile has them (sim/cost.h,
     -- cost_from_profile)
-    local cross = mask and "_masked" or sk < s and "_cross" or ""
+    local variant = mask and "_masked" or sk < s and "_cross" or ""
     if mask and backend == "flash" then backend = "mem_efficient" end
     local inputs, saves, grads = { q, k, v }, { q, k, v }, nil
     local bias
@@ -59,7 +59,7 @@ return function(nn)
     if backend == "mem_efficient" then
       local lse_shape = { b, h, (s + 31) // 32 * 32 }
       return nn.op_sized(cx, {
-        name = name .. ".sdpa_mem_efficient", kind = "attention_mem_efficient" .. cross, inputs = inputs,
+        name = name .. ".sdpa_mem_efficient", kind = "attention_mem_efficient" .. variant, inputs = inputs,
         outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
                  { name .. ".philox", { 2 }, "int64", no_grad = true } },
         save_outs = { 1, 2, 3 }, saves = saves, grads = grads, frees = frees,
@@ -68,7 +68,7 @@ return function(nn)
     if backend == "flash" then
       local lse_shape = { b, h, s }
       return nn.op_sized(cx, {
-        name = name .. ".sdpa_flash", kind = "attention_flash" .. cross, inputs = inputs,
+        name = name .. ".sdpa_flash", kind = "attention_flash" .. variant, inputs = inputs,
         outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true } },
         save_outs = { 1, 2 }, saves = saves, grad_order = { 1, 2, 3 }, frees = frees,
         bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") },
@@ -82,7 +82,7 @@ return function(nn)
     local csaves = { k, q, v }
     if bias then csaves[4] = bias end
     for _, t in ipairs { lse, out, seed, off } do csaves[#csaves + 1] = t end
-    nn.op_sized(cx, { name = name .. ".sdpa_cudnn", kind = "attention_cudnn" .. cross, inputs = inputs,
+    nn.op_sized(cx, { name = name .. ".sdpa_cudnn", kind = "attention_cudnn" .. variant, inputs = inputs,
                       out_tensors = { seed, off, out, lse }, saves = csaves, grads = grads,
                       workspace = { 256 }, grad_order = { 1, 2, 3 }, frees = frees,
                       kernels = nn.launches(cx, "sdpa_cudnn_fwd"), bwd_kernels = nn.launches(cx, "sdpa_cudnn_bwd"),
