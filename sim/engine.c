@@ -14,7 +14,6 @@
  * issued, and lasts cost_op_ns (or device_op_ns without a calibrated profile). */
 #include "engine.h"
 
-#include "collective.h"
 #include "cost.h"
 
 #include <stdio.h>
@@ -325,8 +324,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     if (dur > 0 && sid == STREAM_COMPUTE) dur += contended_ns(r, op, start, dur);
     double end = start + dur;
     if (dur > 0) r->stream_ns[sid] = end;
-    CollKind ck;
-    if (dur > 0 && sid != STREAM_COMPUTE && coll_kind_parse(op->kind, &ck) == VR_OK)
+    if (dur > 0 && sid != STREAM_COMPUTE && op->kind_id == OPK_COLLECTIVE)
         r->coll_start_ns[sid] = start, r->coll_end_ns[sid] = end;
     for (int k = 0; k < op->n_outputs; k++) r->ready_ns[r->storage[op->outputs[k]]] = end;
     if (end > r->clock_ns) r->clock_ns = end;

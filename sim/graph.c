@@ -4,6 +4,8 @@
  * op tables are growable arrays (pointers into them are invalidated by the next add). */
 #include "graph.h"
 
+#include "collective.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +150,8 @@ OpKind op_kind_of(const char *kind) {
     if (strncmp(kind, "attention", 9) == 0) return OPK_ATTENTION;
     for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++)
         if (strcmp(kind, KINDS[i].name) == 0) return KINDS[i].k;
+    CollKind ck;
+    if (coll_kind_parse(kind, &ck) == VR_OK) return OPK_COLLECTIVE;
     return OPK_CLASS;
 }
 

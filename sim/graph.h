@@ -91,6 +91,7 @@ typedef enum OpKind {
     OPK_CPU_ADAM,              /* "cpu_adam": DeepSpeed's CPU Adam */
     OPK_CPU_ADAMW_TORCH,       /* "cpu_adamw_torch": torch's AdamW on the host */
     OPK_EMPTY_CACHE,           /* "empty_cache": torch.cuda.empty_cache() */
+    OPK_COLLECTIVE,            /* an NCCL collective (collective.h coll_kind_parse's names) */
     OPK_COUNT
 } OpKind;
 
