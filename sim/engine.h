@@ -59,6 +59,7 @@ typedef struct StepResult {
     double time_ns;                           /* step time */
     double phase_ns[PH_COUNT];                /* busy time per phase (all streams) */
     double stream_busy_ns[STREAM_COUNT];      /* busy time per stream */
+    double host_ns;                           /* the host thread's dispatch time (no waits) */
     uint64_t num_alloc_retries;               /* cumulative, as torch reports it */
     uint64_t num_cuda_mallocs;                /* cumulative segment allocations */
     uint64_t inactive_split;                  /* bytes at step end */

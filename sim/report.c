@@ -158,6 +158,13 @@ void report_print_summary(FILE *f, const Plan *p, const SimResult *r) {
             fprintf(f, ", %.0f tokens/s per GPU, %.0f for the job", p->tokens_per_step / (ms / 1e3),
                     p->gpus * p->tokens_per_step / (ms / 1e3));
         fprintf(f, "\n");
+        /* which side sets the pace: a step whose host dispatch outlasts its GPU compute moves
+         * with the host CPU's speed, which vrsim takes from the calibrated host */
+        if (s->host_ns > 0)
+            fprintf(f, "    bound by the %s: the host spends %.1f ms dispatching ops, the GPU %.1f ms "
+                    "computing%s\n", s->host_ns > s->stream_busy_ns[0] ? "host" : "GPU",
+                    s->host_ns / 1e6, s->stream_busy_ns[0] / 1e6,
+                    s->host_ns > s->stream_busy_ns[0] ? " (it moves with the host CPU's speed)" : "");
         double comp = s->stream_busy_ns[0], comm = s->stream_busy_ns[1] + s->stream_busy_ns[4];
         double copy = s->stream_busy_ns[2] + s->stream_busy_ns[3];
         if (comm > 0 || copy > 0) {
@@ -225,6 +232,7 @@ char *report_summary_json(const Plan *p, const SimResult *r) {
     if (s) {
         cJSON *tm = cJSON_AddObjectToObject(o, "time_ms");
         cJSON_AddNumberToObject(tm, "compute", s->stream_busy_ns[0] / 1e6);
+        cJSON_AddNumberToObject(tm, "host_dispatch", s->host_ns / 1e6);
         cJSON_AddNumberToObject(tm, "communication", (s->stream_busy_ns[1] + s->stream_busy_ns[4]) / 1e6);
         cJSON_AddNumberToObject(tm, "host_to_device", s->stream_busy_ns[2] / 1e6);
         cJSON_AddNumberToObject(tm, "device_to_host", s->stream_busy_ns[3] / 1e6);

@@ -646,6 +646,8 @@ static void test_host_dispatch_by_class(void **state) {
                            .host_ckpt_op_ns = 25000};
         SimResult *r = run_with(g, &ec, &ac);
         assert_true(r->steps[0].time_ns == (ck ? 20000.0 : 18000.0));
+        /* nothing runs on the GPU: the whole step is the host's dispatch */
+        assert_true(r->steps[0].host_ns == r->steps[0].time_ns);
         engine_result_free(r);
     }
     graph_free(g);
@@ -676,6 +678,7 @@ static void test_contention(void **state) {
         SimResult *r = run_with(g, &ec, &ac);
         assert_true(r->steps[0].stream_busy_ns[1] == 1000.0);
         assert_true(r->steps[0].stream_busy_ns[0] == (k ? 1500.0 : 1000.0));
+        assert_true(r->steps[0].host_ns == 0.0); /* no host figures: the host costs nothing */
         engine_result_free(r);
     }
     graph_free(g);
