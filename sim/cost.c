@@ -189,6 +189,22 @@ double cost_mem_rate(const CostModel *c, double bytes) {
     return c->dev.mem_bw * (c->dev.eff_memory > 0 ? c->dev.eff_memory : 1);
 }
 
+/* cuDNN's layout transforms around a convolution on NCHW tensors (its tensor-core engines work
+ * in NHWC): memory-bound kernels of their own, before and after the convolution's, at the rates
+ * of the profile's "layout" (activations) and "layout_filter" (a filter's KCRS <-> KRSC) classes;
+ * nothing where the profile has no such class */
+static double layout_ns(const CostModel *c, const Op *op) {
+    static const char *const CLASS[2] = {"layout", "layout_filter"};
+    double t = 0;
+    for (int k = 0; k < 2; k++) {
+        if (!(op->layout_bytes[k] > 0)) continue;
+        const Curve *cc = class_curve(c, CLASS[k]);
+        double bw = cc && cc->n ? curve_eval(cc, op->layout_bytes[k]) : 0;
+        if (bw > 0) t += op->layout_bytes[k] / bw * 1e9;
+    }
+    return t;
+}
+
 double cost_op_ns(const CostModel *c, const Op *op) {
     if (op->kind_id == OPK_NONE) return 0.0;
     if (op->stream != STREAM_COMPUTE || op->kind_id == OPK_CPU_ADAM || op->kind_id == OPK_CPU_ADAMW_TORCH)
@@ -224,6 +240,7 @@ double cost_op_ns(const CostModel *c, const Op *op) {
     }
     double t_m = bw > 0 ? op->bytes_moved / bw : 0;
     double t = (t_c > t_m ? t_c : t_m) * 1e9;
+    t += layout_ns(c, op);
     /* each kernel is followed by the stream's dead time before the next starts; no kernel with
      * its gap is shorter than an empty one back to back */
     int kernels = op->kernels > 1 ? op->kernels : 1;

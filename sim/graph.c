@@ -470,7 +470,8 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
                 .n_frees = o.n_frees, .workspace = o.workspace, .n_workspace = o.n_workspace,
                 .flops = o.flops, .bytes_moved = o.bytes_moved, .kernels = o.kernels,
                 .compute_dtype = o.compute_dtype, .layer = o.layer, .region = 0, .in_ckpt = true,
-                .has_dispatch = o.has_dispatch, .dispatch_ns = o.dispatch_ns};
+                .has_dispatch = o.has_dispatch, .dispatch_ns = o.dispatch_ns,
+                .layout_bytes = {o.layout_bytes[0], o.layout_bytes[1]}};
         /* the recomputation costs the op's plain dispatch: what checkpointing adds to it is
          * measured with the backward node (bwd_dispatch_ckpt_ns) */
         int id;
@@ -694,7 +695,8 @@ static VrStatus derive_one(Deriv *d, int f) {
             .gemms = fop.flops > 0 && fop.bwd_flops > 0 ? (int)(fop.bwd_flops / fop.flops + 0.5) : 2,
             .in_ckpt = fop.region > 0, .workspace_first = fop.bwd_workspace_first,
             .has_dispatch = fop.has_dispatch, .dispatch_ns = fop.bwd_dispatch_ns,
-            .dispatch_ckpt_ns = fop.bwd_dispatch_ckpt_ns};
+            .dispatch_ckpt_ns = fop.bwd_dispatch_ckpt_ns,
+            .layout_bytes = {fop.bwd_layout_bytes[0], fop.bwd_layout_bytes[1]}};
     int bid;
     if ((st = graph_add_op(g, &b, &bid))) return st;
     for (int i = 0; i < fop.n_outputs; i++) set_grad_of(d, fop.outputs[i], -1);

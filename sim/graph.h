@@ -128,6 +128,11 @@ typedef struct Op {
     double bytes_moved;    /* bytes read and written by the kernel(s) */
     double bwd_flops;      /* backward flops (0 = 2 x flops) */
     double bwd_bytes;      /* backward bytes moved (0 = 2 x bytes_moved) */
+    double layout_bytes[2];/* bytes cuDNN's layout transforms around the op's kernel move (read
+                              and written): [0] activations between NCHW and NHWC, [1] a filter
+                              between KCRS and KRSC; kernels of their own, priced by the profile's
+                              classes "layout" and "layout_filter" */
+    double bwd_layout_bytes[2]; /* forward op: the same for its derived backward */
     bool in_ckpt;          /* recompute or backward of a checkpointed region: torch.utils.checkpoint's
                               saved-tensor hooks make its host dispatch dearer */
     int kernels;           /* kernel launches the op makes (a foreach op: one per tensor-list

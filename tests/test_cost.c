@@ -69,6 +69,27 @@ static void test_class_and_fp32_fallback(void **state) {
     cost_free(c);
 }
 
+/* cuDNN's layout transforms (Op.layout_bytes): kernels of their own after the op's, at the
+ * "layout" (activations) and "layout_filter" classes' rates, added to the op's time; nothing
+ * where the profile has no such class. A 1 GB elementwise op at the generic 1 TB/s (1 ms) with
+ * 2 GB of activations at 2 TB/s (1 ms) and 0.5 GB of filter at 0.5 TB/s (1 ms): 3 ms. */
+static void test_layout_transforms(void **state) {
+    (void)state;
+    CostModel *c = model();
+    Op op = op_of("elementwise", PH_FWD, 0, 1e9);
+    op.layout_bytes[0] = 2e9;
+    op.layout_bytes[1] = 0.5e9;
+    assert_true(fabs(cost_op_ns(c, &op) - 1e6) < 1.0); /* no layout classes: the op alone */
+    CostPoint act[1] = {{1e9, 2e12}}, filt[1] = {{1e9, 0.5e12}};
+    assert_int_equal(cost_add_class(c, "layout", act, 1), VR_OK);
+    assert_true(fabs(cost_op_ns(c, &op) - 2e6) < 1.0); /* the filter's class is still missing */
+    assert_int_equal(cost_add_class(c, "layout_filter", filt, 1), VR_OK);
+    assert_true(fabs(cost_op_ns(c, &op) - 3e6) < 1.0);
+    op.layout_bytes[0] = op.layout_bytes[1] = 0;
+    assert_true(fabs(cost_op_ns(c, &op) - 1e6) < 1.0);
+    cost_free(c);
+}
+
 /* ns for an attention op of `flops` in `phase` */
 static double attention_time(const CostModel *c, const char *kind, Phase phase, double flops) {
     Op op = op_of(kind, phase, flops, 0);
@@ -323,6 +344,7 @@ static void test_profile_sdpa_kernel_rows(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_and_fp32_fallback),
+        cmocka_unit_test(test_layout_transforms),
         cmocka_unit_test(test_attention_rate_curves),
         cmocka_unit_test(test_kernel_gap),
         cmocka_unit_test(test_carry),

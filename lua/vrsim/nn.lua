@@ -163,8 +163,9 @@ function nn.op(cx, spec)
   -- name, kind, phase, inputs, outputs, saves, frees, grads, grad_order, workspace, bwd_kind,
   -- bwd_workspace, bwd_workspace_first, flops, bytes, bwd_flops, bwd_bytes, dtype, kernels,
   -- bwd_kernels, dispatch_us, bwd_dispatch_us, dispatch_ckpt_us, bwd_dispatch_ckpt_us, layer,
-  -- once, no_grad, region (then fields nn.op does not give)
-  cx.G:opv(spec.name, spec.kind or "elementwise", spec.phase or cx.phase,
+  -- once, no_grad, region (then fields nn.op does not give). cx.last_op: its index, for ops that
+  -- set more on it (G:op_layout)
+  cx.last_op = cx.G:opv(spec.name, spec.kind or "elementwise", spec.phase or cx.phase,
     ids(inputs), ids(outs), rg and ids(spec.saves) or nil, spec.frees and ids(spec.frees) or nil,
     grads, spec.grad_order, spec.workspace, spec.bwd_kind,
     spec.bwd_workspace, spec.bwd_workspace_first, spec.flops or 0, bytes,

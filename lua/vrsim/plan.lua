@@ -545,6 +545,15 @@ local function device_of(cfg, ctx)
       -- PyTorch's elementwise/copy/reduction kernels by access class (measure_torch_ops.py)
       local ops = calibrated("_torch_ops", gname)
       if ops then prof.torch_ops = ops.torch_ops end
+      -- cuDNN's layout transforms around NCHW convolutions, as two more classes
+      -- (measure_conv_transforms.py); a new list: the module's own tables stay as loaded
+      local layout = calibrated("_conv_layout", gname)
+      if layout and prof.torch_ops then
+        local all = {}
+        for _, r in ipairs(prof.torch_ops) do all[#all + 1] = r end
+        for _, r in ipairs(layout.torch_ops) do all[#all + 1] = r end
+        prof.torch_ops = all
+      end
     end
     return prof
   end

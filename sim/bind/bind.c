@@ -592,6 +592,25 @@ static int l_opv(lua_State *L) {
     return read_op(L, g, &fs);
 }
 
+/* G:op_layout(op, fwd_act, fwd_filter, bwd_act, bwd_filter): the bytes of cuDNN's layout
+ * transforms around op (an index G:op/G:opv returned) and around its backward (graph.h
+ * Op.layout_bytes). */
+static int l_op_layout(lua_State *L) {
+    Graph *g = check_graph(L);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    if (i < 0 || i >= graph_num_ops(g)) return luaL_error(L, "op_layout: no op %d", (int)i);
+    double v[4];
+    for (int k = 0; k < 4; k++) {
+        v[k] = luaL_optnumber(L, 3 + k, 0);
+        if (!(v[k] >= 0) || !isfinite(v[k]))
+            return luaL_error(L, "op_layout: bytes must be finite and >= 0");
+    }
+    Op *op = graph_op(g, (int)i);
+    op->layout_bytes[0] = v[0], op->layout_bytes[1] = v[1];
+    op->bwd_layout_bytes[0] = v[2], op->bwd_layout_bytes[1] = v[3];
+    return 0;
+}
+
 static int l_derive_backward(lua_State *L) {
     Graph *g = check_graph(L);
     int loss = (int)luaL_checkinteger(L, 2) - 1;
@@ -716,7 +735,7 @@ static int l_new_graph(lua_State *L) {
 
 static const luaL_Reg GRAPH_METHODS[] = {
     {"module", l_module}, {"tensor", l_tensor}, {"op", l_op}, {"tensorv", l_tensorv},
-    {"opv", l_opv},
+    {"opv", l_opv}, {"op_layout", l_op_layout},
     {"derive_backward", l_derive_backward}, {"param_grad", l_param_grad},
     {"num_tensors", l_num_tensors}, {NULL, NULL}};
 

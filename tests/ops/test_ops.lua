@@ -32,6 +32,7 @@ local function recorder()
   end
   function G.tensorv(self, ...) return self:tensor(spec_of(core.tensor_fields, ...)) end
   function G.opv(self, ...) return self:op(spec_of(core.op_fields, ...)) end
+  function G.op_layout(self, i, ...) self.ops[i].layout = { ... } end
   return G
 end
 
@@ -100,6 +101,28 @@ do
         "conv workspace from ops/conv_ws_h200.lua (320,320,3,1,64,64,bf16,1)")
   local e = nn.conv_ws_estimate(320, 320, 3, 1, 128, 128, "bf16", 4)
   check(e[1] and e[1] > 0, "conv workspace estimated for a shape outside the table")
+end
+
+do
+  -- cuDNN's layout transforms (measure_conv_transforms.py): a 3x3 bf16 convolution moves its
+  -- input, output and filter once each way in forward, the same in each backward GEMM; a 1x1
+  -- convolution and an fp32 one none
+  local cx, G = context()
+  local w, b = param(cx, "w", { 8, 4, 3, 3 }, "bf16", true), param(cx, "b", { 8 }, "bf16", true)
+  nn.conv2d(cx, "lay", act(cx, "x", { 2, 4, 16, 16 }, "bf16", true), w, b)
+  local xb, yb, wb = 2 * 4 * 16 * 16 * 2, 2 * 8 * 16 * 16 * 2, 8 * 4 * 9 * 2
+  local l, lw = op_named(G, "lay").layout, op_named(G, "lay.weight_grad").layout
+  check(l and l[1] == 2 * (xb + yb) and l[2] == 2 * wb and l[3] == l[1] and l[4] == l[2],
+        "3x3 bf16 conv: forward and data-gradient layout bytes")
+  check(lw and lw[1] == 0 and lw[2] == 0 and lw[3] == 2 * (xb + yb) and lw[4] == 2 * wb,
+        "3x3 bf16 conv: the filter gradient's layout bytes on the weight side's backward")
+  local cx1, G1 = context()
+  nn.conv2d(cx1, "one", act(cx1, "x", { 1, 4, 16, 16 }, "bf16", true),
+            param(cx1, "w", { 8, 4, 1, 1 }, "bf16", true), nil)
+  nn.conv2d(cx1, "f32", act(cx1, "x2", { 1, 4, 16, 16 }, "fp32", true),
+            param(cx1, "w2", { 8, 4, 3, 3 }, "fp32", true), nil)
+  check(op_named(G1, "one").layout == nil and op_named(G1, "f32").layout == nil,
+        "1x1 and fp32 convs: no layout transforms")
 end
 
 -- F.linear: a frozen Linear keeps only what the input gradient needs -------------------------

@@ -42,6 +42,17 @@ return function(nn)
     local ws = nn.conv_ws[conv_key(cin, cout, k, stride, h, wd, dt, n)]
                or nn.conv_ws_estimate(cin, cout, k, stride, h, wd, dt, n)
     local flops = 2 * n * cout * ho * wo * cin * k * k
+    -- cuDNN's tensor-core engines work in NHWC: on NCHW tensors a k x k convolution (k > 1) in
+    -- bf16/fp16 launches layout transforms around its kernel, each tensor read and written once
+    -- (measure_conv_transforms.py, H200: every 3x3 convolution of SDXL's UNet, forward and
+    -- backward; 1x1 convolutions run without). Forward: input and output (activations) and the
+    -- filter; the data gradient: grad_output, grad_input and the filter; the filter gradient:
+    -- grad_output, input and grad_weight. fp32 convolutions were not measured: none.
+    local act, filt = 0, 0
+    if k > 1 and (dt == "bf16" or dt == "fp16") then
+      act = 2 * (nn.bytes(x.shape, dt) + nn.bytes({ n, cout, ho, wo }, dt))
+      filt = 2 * nn.bytes(w.shape, dt)
+    end
     -- backward order: grad_input (+ workspace), grad_weight (+ workspace), grad_bias: three
     -- ops, created in the reverse order (bias side, weight side, the convolution)
     local bv = b
@@ -61,6 +72,7 @@ return function(nn)
       nn.op_sized(cx, { name = name .. ".weight_grad", kind = "conv", inputs = { w }, out_tensors = { wv },
                         saves = { x }, grads = { { dtype = w.dtype } }, bytes = 0, flops = 0, bwd_flops = flops,
                         bwd_workspace = (ws[3] or 0) > 0 and { ws[3] } or nil, dtype = dt, host = "inside" })
+      if act > 0 then cx.G:op_layout(cx.last_op, 0, 0, act, filt) end
     end
     -- ConvolutionBackward0 is one formula for input, weight and bias (derivatives.yaml
     -- `input, weight, bias: convolution_backward(grad, input, weight, ...)`), so the node keeps
@@ -73,13 +85,15 @@ return function(nn)
       inputs[3] = bv
       grads[3] = bv.rg and { pass = 1 } or "none"
     end
-    return nn.op_sized(cx, { name = name, kind = "conv", inputs = inputs,
+    local out = nn.op_sized(cx, { name = name, kind = "conv", inputs = inputs,
                              outs = { { name, { n, cout, ho, wo }, dt } }, saves = saves, grads = grads,
                              kernels = nn.launches(cx, "conv_fwd"),
                              bwd_kernels = x.rg and nn.launches(cx, "conv_bwd_input") or nil,
                              workspace = (ws[1] or 0) > 0 and { ws[1] } or nil,
                              bwd_workspace = (x.rg and (ws[2] or 0) > 0) and { ws[2] } or nil,
                              frees = opts.frees, flops = flops, bwd_flops = flops, dtype = dt, host = "conv" })
+    if act > 0 then cx.G:op_layout(cx.last_op, act, filt, x.rg and act or 0, x.rg and filt or 0) end
+    return out
   end
 
   -- Workspace estimate for shapes outside the table: the measured entry with the same channels,
