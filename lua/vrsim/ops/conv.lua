@@ -47,7 +47,9 @@ return function(nn)
     -- (measure_conv_transforms.py, H200: every 3x3 convolution of SDXL's UNet, forward and
     -- backward; 1x1 convolutions run without). Forward: input and output (activations) and the
     -- filter; the data gradient: grad_output, grad_input and the filter; the filter gradient:
-    -- grad_output, input and grad_weight. fp32 convolutions were not measured: none.
+    -- grad_output, input and grad_weight. fp32 convolutions were not measured: none. Other GPUs:
+    -- the same transforms (cuDNN's tensor-core convolutions are NHWC kernels on Ampere and Ada
+    -- too, an assumption), at the H200's rates carried by memory bandwidth.
     local act, filt = 0, 0
     if k > 1 and (dt == "bf16" or dt == "fp16") then
       act = 2 * (nn.bytes(x.shape, dt) + nn.bytes({ n, cout, ho, wo }, dt))
