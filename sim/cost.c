@@ -310,13 +310,23 @@ static VrStatus stream_point(const CostStreamRow *r, CostPoint *out) {
     return VR_OK;
 }
 
-/* The GEMM curves: pts gets every read row's point grouped by dtype, n_gemm[d] counting each. */
+/* The GEMM curves: pts gets every read row's point grouped by dtype, n_gemm[d] counting each.
+ * Where a dtype has kernel-time rows, its other rows up to their largest FLOPs are not read. */
 static VrStatus gemm_points(const CostProfile *p, CostPoint *pts, const CostPoint *gemm[DT_COUNT],
                             int n_gemm[DT_COUNT], char *why, size_t why_n) {
     int used = 0;
     for (int d = 0; d < DT_COUNT; d++) {
         gemm[d] = pts + used;
         n_gemm[d] = 0;
+        double kernel_top = 0; /* the largest kernel-time problem of this dtype */
+        for (int i = 0; i < p->n_gemm; i++) {
+            const CostGemmRow *r = &p->gemm[i];
+            DType dt;
+            if (r->kernel_time && r->dtype && dtype_parse(r->dtype, &dt) == VR_OK && dt == (DType)d) {
+                double f = 2 * r->m * r->n * r->k * r->batch;
+                if (f > kernel_top) kernel_top = f;
+            }
+        }
         for (int i = 0; i < p->n_gemm; i++) {
             const CostGemmRow *r = &p->gemm[i];
             DType dt;
@@ -329,6 +339,7 @@ static VrStatus gemm_points(const CostProfile *p, CostPoint *pts, const CostPoin
             if (!(r->m > 0) || !(r->n > 0) || !(r->k > 0) || !(r->batch > 0) || !(r->tflops > 0) ||
                 !isfinite(f) || !isfinite(r->tflops))
                 return bad_row(why, why_n, "gemm", i, "m, n, k, batch and tflops must be > 0");
+            if (!r->kernel_time && f <= kernel_top) continue; /* superseded: a launch, timed */
             pts[used++] = (CostPoint){f, r->tflops * 1e12};
             n_gemm[d]++;
         }

@@ -43,6 +43,9 @@ typedef struct CostGemmRow {
     double m, n, k;      /* the problem (elements) */
     double batch;        /* GEMMs per call (1 for a plain GEMM) */
     double tflops;       /* 2 m n k batch / time, 1e12 FLOP/s */
+    bool kernel_time;    /* the time is the kernels' own (torch.profiler, measure_gemm_kernels.py);
+                            such rows supersede the other rows of their dtype up to the largest
+                            of them, where a call timed with events measures its launch */
 } CostGemmRow;
 
 /* A row of `copy`, `elementwise` (vrsim-calibrate) or `torch_ops` (measure_torch_ops.py): a

@@ -199,9 +199,9 @@ static void test_profile_gemm_rows(void **state) {
     CostGemmRow *rows = calloc(N + 2, sizeof *rows);
     assert_non_null(rows);
     for (int i = 0; i < N; i++)   /* 100 .. 399.9 TFLOP/s as the problem grows */
-        rows[i] = (CostGemmRow){"bf16", 64.0 * (i + 1), 1024, 1024, 1, 100 + 0.1 * i};
-    rows[N] = (CostGemmRow){"tf32", 1 << 20, 1 << 20, 1 << 20, 1, 1e6};
-    rows[N + 1] = (CostGemmRow){"fp16", 1024, 1024, 1024, 2, 500};
+        rows[i] = (CostGemmRow){"bf16", 64.0 * (i + 1), 1024, 1024, 1, 100 + 0.1 * i, false};
+    rows[N] = (CostGemmRow){"tf32", 1 << 20, 1 << 20, 1 << 20, 1, 1e6, false};
+    rows[N + 1] = (CostGemmRow){"fp16", 1024, 1024, 1024, 2, 500, false};
     CostProfile p = {.gemm = rows, .n_gemm = N + 2};
     CostModel *c = NULL;
     char why[128];
@@ -217,21 +217,49 @@ static void test_profile_gemm_rows(void **state) {
     free(rows);
 }
 
+/* Kernel-time GEMM rows (measure_gemm_kernels.py) supersede the other rows of their dtype up to
+ * the largest of them, where a timed call measures its launch; the rows above stay. A grid of
+ * 1024^3 at 100 TFLOP/s and 4096^3 at 500, and a kernel row of 1024^3 at 300: 1024^3 runs at
+ * 300 (the grid's row is not averaged in), 4096^3 at 500; fp16's grid is untouched. */
+static void test_profile_gemm_kernel_rows(void **state) {
+    (void)state;
+    DeviceSpec dev = plain_device();
+    CostGemmRow rows[4] = {{"bf16", 1024, 1024, 1024, 1, 100, false},
+                           {"bf16", 4096, 4096, 4096, 1, 500, false},
+                           {"bf16", 1024, 1024, 1024, 1, 300, true},
+                           {"fp16", 1024, 1024, 1024, 1, 100, false}};
+    CostProfile p = {.gemm = rows, .n_gemm = 4};
+    CostModel *c = NULL;
+    char why[128];
+    assert_int_equal(cost_from_profile(&dev, &p, &c, why, sizeof why), VR_OK);
+    double f1 = 2.0 * 1024 * 1024 * 1024, f4 = 64 * f1;
+    assert_true(fabs(cost_gemm_rate(c, DT_BF16, f1) - 300e12) < 1e6);
+    assert_true(fabs(cost_gemm_rate(c, DT_BF16, f4) - 500e12) < 1e6);
+    assert_true(fabs(cost_gemm_rate(c, DT_FP16, f1) - 100e12) < 1e6);
+    cost_free(c);
+    /* without the kernel row, the grid's own figure */
+    p.gemm = (CostGemmRow[]){rows[0], rows[1]};
+    p.n_gemm = 2;
+    assert_int_equal(cost_from_profile(&dev, &p, &c, why, sizeof why), VR_OK);
+    assert_true(fabs(cost_gemm_rate(c, DT_BF16, f1) - 100e12) < 1e6);
+    cost_free(c);
+}
+
 /* A row that cannot be a point is an error naming its table and row, and builds nothing. */
 static void test_profile_bad_rows(void **state) {
     (void)state;
     DeviceSpec dev = plain_device();
     char why[128];
     CostModel *c = (CostModel *)&dev; /* overwritten: NULL on failure */
-    CostGemmRow g[2] = {{"bf16", 1024, 1024, 1024, 1, 300}, {"bf16", 1024, 0, 1024, 1, 300}};
+    CostGemmRow g[2] = {{"bf16", 1024, 1024, 1024, 1, 300, false}, {"bf16", 1024, 0, 1024, 1, 300, false}};
     CostProfile p = {.gemm = g, .n_gemm = 2};
     assert_int_equal(cost_from_profile(&dev, &p, &c, why, sizeof why), VR_EINVAL);
     assert_null(c);
     assert_non_null(strstr(why, "gemm row 2"));
-    g[1] = (CostGemmRow){"int3", 1024, 1024, 1024, 1, 300};
+    g[1] = (CostGemmRow){"int3", 1024, 1024, 1024, 1, 300, false};
     assert_int_equal(cost_from_profile(&dev, &p, &c, why, sizeof why), VR_EINVAL);
     assert_non_null(strstr(why, "gemm row 2: a dtype"));
-    g[1] = (CostGemmRow){NULL, 1024, 1024, 1024, 1, 300};
+    g[1] = (CostGemmRow){NULL, 1024, 1024, 1024, 1, 300, false};
     assert_int_equal(cost_from_profile(&dev, &p, &c, NULL, 0), VR_EINVAL);
     CostStreamRow s[2] = {{NULL, 1, 1000}, {NULL, 0, 1000}};
     CostProfile ps = {.stream = s, .n_stream = 2};
@@ -349,6 +377,7 @@ int main(void) {
         cmocka_unit_test(test_kernel_gap),
         cmocka_unit_test(test_carry),
         cmocka_unit_test(test_profile_gemm_rows),
+        cmocka_unit_test(test_profile_gemm_kernel_rows),
         cmocka_unit_test(test_profile_bad_rows),
         cmocka_unit_test(test_profile_stream_rows),
         cmocka_unit_test(test_profile_sdpa_rows),

@@ -514,7 +514,19 @@ local function device_of(cfg, ctx)
       -- kernel times of real steps match these, not a grid timed back to back
       -- (validation/PROVENANCE.md, the fourth session)
       local gp = calibrated("_gemm", gname)
-      if gp and type(gp.gemm) == "table" then prof.gemm = gp.gemm end
+      if gp and type(gp.gemm) == "table" then
+        prof.gemm = gp.gemm
+        -- with the small and skinny GEMMs' kernels timed by torch.profiler
+        -- (measure_gemm_kernels.py), which replace the grid's rows up to their largest problem
+        -- (sim/cost.c gemm_points); a new list: the modules' own tables stay as loaded
+        local gk = calibrated("_gemm_kernels", gname)
+        if gk then
+          local all = {}
+          for _, r in ipairs(gp.gemm) do all[#all + 1] = r end
+          for _, r in ipairs(gk.gemm_kernels) do all[#all + 1] = r end
+          prof.gemm = all
+        end
+      end
       -- scaled_dot_product_attention per backend and shape (validation/harness/measure_sdpa.py):
       -- fused attention takes its time from these rather than from the GEMM curve
       -- fused attention: its kernels' own time where measured (measure_sdpa_kernels.py), else

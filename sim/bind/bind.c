@@ -1110,7 +1110,8 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
         const char *dt = field_str(L, e, "dtype", dtypes[i - 1], sizeof dtypes[0]);
         gemm[i - 1] = (CostGemmRow){dt, field_num(L, e, "m", 0), field_num(L, e, "n", 0),
                                     field_num(L, e, "k", 0), field_num(L, e, "batch", 1),
-                                    field_num(L, e, "tflops", 0)};
+                                    field_num(L, e, "tflops", 0),
+                                    field_bool(L, e, "kernel_time", false)};
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
