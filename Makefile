@@ -3,7 +3,7 @@
 # Targets: all test asan bench fuzz calibrate reports clean
 
 CC      ?= cc
-PKGS    := gsl lua5.4 libcjson zlib
+PKGS    := gsl lua5.4 libcjson zlib libdeflate
 SAN     ?=
 OPT     ?= -O2
 CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow \

@@ -600,6 +600,47 @@ static void test_chunked_reader(void **s)
     free(buf);
 }
 
+/* A gzip trace of several members (gzip's concatenation, what `cat a.gz b.gz` makes) reads as
+ * the text of all of them, however it is read: inflated whole (trace_load's fast path, whose
+ * buffer is sized by the last member's trailer and must grow here) and as a stream of text. */
+static void test_multi_member_gzip(void **s)
+{
+    (void)s;
+    const char *path = "build/test_replay_members.csv.gz";
+    FILE *probe = fopen(path, "wb");
+    if (!probe)
+        path = "/tmp/vrsim_test_replay_members.csv.gz";
+    else
+        fclose(probe);
+    char *text = malloc(1 << 20);
+    assert_non_null(text);
+    size_t len = (size_t)snprintf(text, 64, "seq,time_us,action,addr,size,stream\n");
+    for (int m = 0; m < 3; m++) {
+        gzFile f = gzopen(path, m ? "ab" : "wb");
+        assert_non_null(f);
+        size_t start = m ? len : 0;
+        /* the last member is short: its trailer understates the whole */
+        for (int i = 0; i < (m < 2 ? 3000 : 10); i++) {
+            int k = m * 3000 + i;
+            len += (size_t)snprintf(text + len, 128, "%d,%d,alloc,%llu,%d,0\n", k, k,
+                                    140000000000000ull + (unsigned long long)k * 4096 * 1024, 512);
+        }
+        assert_true(gzwrite(f, text + start, (unsigned)(len - start)) > 0);
+        gzclose(f);
+    }
+    Trace *a = NULL, *b = NULL;
+    char err[512];
+    assert_int_equal(trace_load(path, &a, err, sizeof err), VR_OK);
+    assert_int_equal(trace_parse("text", text, len, &b, err, sizeof err), VR_OK);
+    assert_int_equal(a->n, 6010);
+    assert_int_equal(a->n, b->n);
+    for (size_t i = 0; i < a->n; i++) assert_true(a->ev[i].addr == b->ev[i].addr);
+    trace_free(a);
+    trace_free(b);
+    free(text);
+    remove(path);
+}
+
 static void test_truncated_gzip(void **s)
 {
     (void)s;
@@ -752,6 +793,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_cut),
         cmocka_unit_test(test_bad_traces),
         cmocka_unit_test(test_chunked_reader),
+        cmocka_unit_test(test_multi_member_gzip),
         cmocka_unit_test(test_truncated_gzip),
         cmocka_unit_test(test_cli_exit_status),
         cmocka_unit_test(test_fuzz_regressions),
