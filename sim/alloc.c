@@ -74,7 +74,11 @@ typedef struct TNode {
 static inline bool key_lt(uint64_t a0, uint64_t a1, uint64_t a2, uint64_t b0, uint64_t b1,
                           uint64_t b2)
 {
-    return a0 != b0 ? a0 < b0 : a1 != b1 ? a1 < b1 : a2 < b2;
+    /* k0 (a stream) is nearly always equal within a pool: one predictable branch, then (k1, k2)
+     * as one 128-bit compare instead of two more branches the predictor cannot learn (replay of
+     * the largest trace: 7-8 % less CPU time, tests/bench.sh) */
+    __extension__ typedef unsigned __int128 u128;
+    return a0 != b0 ? a0 < b0 : ((u128)a1 << 64 | a2) < ((u128)b1 << 64 | b2);
 }
 #define NODE_LT(a, b) key_lt((a)->k0, (a)->k1, (a)->k2, (b)->k0, (b)->k1, (b)->k2)
 
