@@ -205,6 +205,24 @@ static double layout_ns(const CostModel *c, const Op *op) {
     return t;
 }
 
+/* A statistics kernel with one block per row (GroupNorm's RowwiseMomentsCUDAKernel,
+ * aten/src/ATen/native/cuda/group_norm_kernel.cu): as many rows as the card holds blocks run at
+ * once, each at one block's rate through its row, which the profile's class "rowwise" gives by
+ * the whole tensor's bytes (L2-resident or not); further rows wait for a wave of their own.
+ * ROWWISE_WAVE: an H200's 132 SMs x 4 blocks of 512 threads, taken for every GPU (the cost
+ * model does not know a card's SM count). Nothing where the profile has no such class. */
+#define ROWWISE_WAVE 528.0
+static double rowwise_ns(const CostModel *c, const Op *op) {
+    if (!(op->rowwise_rows > 0) || !(op->rowwise_row_bytes > 0)) return 0;
+    const Curve *cc = class_curve(c, "rowwise");
+    if (!cc || !cc->n) return 0;
+    double total = op->rowwise_rows * op->rowwise_row_bytes;
+    double lo = exp(cc->x[0]);  /* below the smallest tensor measured: its rate (not latency) */
+    double bw = curve_eval(cc, total > lo ? total : lo);
+    if (!(bw > 0)) return 0;
+    return ceil(op->rowwise_rows / ROWWISE_WAVE) * op->rowwise_row_bytes / bw * 1e9;
+}
+
 double cost_op_ns(const CostModel *c, const Op *op) {
     if (op->kind_id == OPK_NONE) return 0.0;
     if (op->stream != STREAM_COMPUTE || op->kind_id == OPK_CPU_ADAM || op->kind_id == OPK_CPU_ADAMW_TORCH)
@@ -240,7 +258,7 @@ double cost_op_ns(const CostModel *c, const Op *op) {
     }
     double t_m = bw > 0 ? op->bytes_moved / bw : 0;
     double t = (t_c > t_m ? t_c : t_m) * 1e9;
-    t += layout_ns(c, op);
+    t += layout_ns(c, op) + rowwise_ns(c, op);
     /* each kernel is followed by the stream's dead time before the next starts; no kernel with
      * its gap is shorter than an empty one back to back */
     int kernels = op->kernels > 1 ? op->kernels : 1;

@@ -471,7 +471,8 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
                 .flops = o.flops, .bytes_moved = o.bytes_moved, .kernels = o.kernels,
                 .compute_dtype = o.compute_dtype, .layer = o.layer, .region = 0, .in_ckpt = true,
                 .has_dispatch = o.has_dispatch, .dispatch_ns = o.dispatch_ns,
-                .layout_bytes = {o.layout_bytes[0], o.layout_bytes[1]}};
+                .layout_bytes = {o.layout_bytes[0], o.layout_bytes[1]},
+                .rowwise_rows = o.rowwise_rows, .rowwise_row_bytes = o.rowwise_row_bytes};
         /* the recomputation costs the op's plain dispatch: what checkpointing adds to it is
          * measured with the backward node (bwd_dispatch_ckpt_ns) */
         int id;

@@ -133,6 +133,10 @@ typedef struct Op {
                               between KCRS and KRSC; kernels of their own, priced by the profile's
                               classes "layout" and "layout_filter" */
     double bwd_layout_bytes[2]; /* forward op: the same for its derived backward */
+    double rowwise_rows;   /* a row-per-block statistics kernel beside the op's own (GroupNorm's
+                              RowwiseMomentsCUDAKernel): its blocks, one per row... */
+    double rowwise_row_bytes; /* ...and each row's bytes (bf16 elements x 2); priced by the
+                              profile's class "rowwise" (sim/cost.c rowwise_ns); 0: none */
     bool in_ckpt;          /* recompute or backward of a checkpointed region: torch.utils.checkpoint's
                               saved-tensor hooks make its host dispatch dearer */
     int kernels;           /* kernel launches the op makes (a foreach op: one per tensor-list

@@ -90,6 +90,27 @@ static void test_layout_transforms(void **state) {
     cost_free(c);
 }
 
+/* A row-per-block statistics kernel (Op.rowwise_rows, GroupNorm's): each row at the "rowwise"
+ * class's per-block rate at the whole tensor's size, rows beyond one wave (528 blocks) in waves
+ * of their own; nothing without the class. A class of 4 GB/s up to 8 MiB and 2 GB/s from 32
+ * MiB: 32 rows of 128 KiB (4 MiB in all) take 128 KiB / 4 GB/s = 32.768 us on top of the op;
+ * 1056 rows (132 MiB, two waves) 2 x 128 KiB / 2 GB/s. */
+static void test_rowwise_kernel(void **state) {
+    (void)state;
+    CostModel *c = model();
+    Op op = op_of("elementwise", PH_FWD, 0, 1e9);
+    op.rowwise_rows = 32;
+    op.rowwise_row_bytes = 131072;
+    double base = 1e6;                                 /* 1 GB at the generic 1 TB/s */
+    assert_true(fabs(cost_op_ns(c, &op) - base) < 1.0); /* no class: nothing added */
+    CostPoint rw[2] = {{8 << 20, 4e9}, {32 << 20, 2e9}};
+    assert_int_equal(cost_add_class(c, "rowwise", rw, 2), VR_OK);
+    assert_true(fabs(cost_op_ns(c, &op) - (base + 131072 / 4e9 * 1e9)) < 1.0);
+    op.rowwise_rows = 1056;
+    assert_true(fabs(cost_op_ns(c, &op) - (base + 2 * 131072 / 2e9 * 1e9)) < 1.0);
+    cost_free(c);
+}
+
 /* ns for an attention op of `flops` in `phase` */
 static double attention_time(const CostModel *c, const char *kind, Phase phase, double flops) {
     Op op = op_of(kind, phase, flops, 0);
@@ -373,6 +394,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_and_fp32_fallback),
         cmocka_unit_test(test_layout_transforms),
+        cmocka_unit_test(test_rowwise_kernel),
         cmocka_unit_test(test_attention_rate_curves),
         cmocka_unit_test(test_kernel_gap),
         cmocka_unit_test(test_carry),

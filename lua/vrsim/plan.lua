@@ -559,11 +559,14 @@ local function device_of(cfg, ctx)
       if ops then prof.torch_ops = ops.torch_ops end
       -- cuDNN's layout transforms around NCHW convolutions, as two more classes
       -- (measure_conv_transforms.py); a new list: the module's own tables stay as loaded
-      local layout = calibrated("_conv_layout", gname)
-      if layout and prof.torch_ops then
+      -- and GroupNorm's statistics kernel, one block per row (measure_group_norm.py)
+      local layout, rowwise = calibrated("_conv_layout", gname), calibrated("_group_norm", gname)
+      if (layout or rowwise) and prof.torch_ops then
         local all = {}
         for _, r in ipairs(prof.torch_ops) do all[#all + 1] = r end
-        for _, r in ipairs(layout.torch_ops) do all[#all + 1] = r end
+        for _, extra in ipairs { layout or {}, rowwise or {} } do
+          for _, r in ipairs(extra.torch_ops or {}) do all[#all + 1] = r end
+        end
         prof.torch_ops = all
       end
     end

@@ -611,6 +611,21 @@ static int l_op_layout(lua_State *L) {
     return 0;
 }
 
+/* G:op_rowwise(op, rows, row_bytes): a row-per-block statistics kernel beside op's own (graph.h
+ * Op.rowwise_rows). */
+static int l_op_rowwise(lua_State *L) {
+    Graph *g = check_graph(L);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    if (i < 0 || i >= graph_num_ops(g)) return luaL_error(L, "op_rowwise: no op %d", (int)i);
+    double rows = luaL_checknumber(L, 3), bytes = luaL_checknumber(L, 4);
+    if (!(rows >= 0) || !(bytes >= 0) || !isfinite(rows) || !isfinite(bytes))
+        return luaL_error(L, "op_rowwise: rows and bytes must be finite and >= 0");
+    Op *op = graph_op(g, (int)i);
+    op->rowwise_rows = rows;
+    op->rowwise_row_bytes = bytes;
+    return 0;
+}
+
 static int l_derive_backward(lua_State *L) {
     Graph *g = check_graph(L);
     int loss = (int)luaL_checkinteger(L, 2) - 1;
@@ -736,6 +751,7 @@ static int l_new_graph(lua_State *L) {
 static const luaL_Reg GRAPH_METHODS[] = {
     {"module", l_module}, {"tensor", l_tensor}, {"op", l_op}, {"tensorv", l_tensorv},
     {"opv", l_opv}, {"op_layout", l_op_layout},
+    {"op_rowwise", l_op_rowwise},
     {"derive_backward", l_derive_backward}, {"param_grad", l_param_grad},
     {"num_tensors", l_num_tensors}, {NULL, NULL}};
 

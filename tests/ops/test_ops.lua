@@ -33,6 +33,7 @@ local function recorder()
   function G.tensorv(self, ...) return self:tensor(spec_of(core.tensor_fields, ...)) end
   function G.opv(self, ...) return self:op(spec_of(core.op_fields, ...)) end
   function G.op_layout(self, i, ...) self.ops[i].layout = { ... } end
+  function G.op_rowwise(self, i, rows, bytes) self.ops[i].rowwise = { rows, bytes } end
   return G
 end
 
@@ -123,6 +124,15 @@ do
             param(cx1, "w2", { 8, 4, 3, 3 }, "fp32", true), nil)
   check(op_named(G1, "one").layout == nil and op_named(G1, "f32").layout == nil,
         "1x1 and fp32 convs: no layout transforms")
+end
+
+do
+  -- GroupNorm's statistics kernel: one block per (sample, group) row, the row in bf16 bytes
+  local cx, G = context()
+  local x = act(cx, "x", { 2, 64, 8, 8 }, "bf16", true)
+  nn.group_norm(cx, "gn", x, param(cx, "gw", { 64 }, "bf16", true), param(cx, "gb", { 64 }, "bf16", true), 32)
+  local r = op_named(G, "gn").rowwise
+  check(r and r[1] == 64 and r[2] == 2 * 8 * 8 * 2, "group norm: 2 x 32 rows of 2 channels x 64 pixels in bf16")
 end
 
 -- F.linear: a frozen Linear keeps only what the input gradient needs -------------------------

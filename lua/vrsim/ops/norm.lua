@@ -31,6 +31,11 @@ return function(nn)
                       workspace = { n * c * 4, n * c * 4 }, bwd_workspace = bws, frees = opts.frees,
                       kernels = nn.launches(cx, "group_norm_fwd"), bwd_kernels = nn.launches(cx, "group_norm_bwd"),
                       flops = 8 * nn.numel(x.shape), dtype = x.dtype, host = "group_norm" })
+    -- its statistics kernel (RowwiseMomentsCUDAKernel) runs one block per (sample, group) row:
+    -- at SDXL's 32 groups, a batch fills a few dozen of the card's SMs, so one block's walk of
+    -- its row sets its time (measure_group_norm.py). The row's size in bf16 bytes: the kernel
+    -- was measured in bf16; an fp32 row (autocast) is taken to cost what its elements do in bf16
+    cx.G:op_rowwise(cx.last_op, n * groups, nn.numel(x.shape) // (n * groups) * 2)
     return out
   end
 

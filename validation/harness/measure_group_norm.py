@@ -1,0 +1,117 @@
+"""GroupNorm's statistics kernel on its own. native_group_norm (aten/src/ATen/native/cuda/
+group_norm_kernel.cu) computes each (sample, group) row's mean and rstd in RowwiseMomentsCUDAKernel,
+launched with one block per row (N x G blocks of 512 threads) that walks the row's D x HxW
+elements; the affine apply that follows is an ordinary elementwise kernel. With SDXL's 32 groups
+at batch 1 that is 32 blocks on a GPU of 132 SMs, so the kernel's time is one block's walk of its
+row, not the card's bandwidth.
+
+For the SDXL UNet's GroupNorm shapes (channels x pixels, 32 groups, bf16) at batch 1-16: every
+kernel of one forward under torch.profiler (median of 5 calls), the statistics kernel apart. One
+JSON object: {"rows": [{"n", "c", "hw", "groups", "row_bytes", "moments_us", "other_us"}], ...}
+
+  python3 validation/harness/measure_group_norm.py --out F.json
+  python3 validation/harness/measure_group_norm.py --from F.json --lua lua/hw/calibrated/h200_group_norm.lua
+"""
+import argparse
+import json
+import statistics
+
+try:  # --from runs without torch
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    torch = None
+
+SHAPES = [(320, 128 * 128), (640, 128 * 128), (960, 128 * 128), (320, 64 * 64), (640, 64 * 64),
+          (960, 64 * 64), (1280, 64 * 64), (1920, 64 * 64), (640, 32 * 32), (1280, 32 * 32),
+          (1920, 32 * 32), (2560, 32 * 32)]
+BATCHES = (1, 2, 4, 8, 16)
+GROUPS = 32
+
+
+def one_call(x, w, b):
+    from torch.profiler import ProfilerActivity, profile
+    moments, other = [], []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            F.group_norm(x, GROUPS, w, b)
+            torch.cuda.synchronize()
+        m = o = 0.0
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                if "RowwiseMoments" in e.name:
+                    m += e.device_time_total
+                else:
+                    o += e.device_time_total
+        moments.append(m)
+        other.append(o)
+    return statistics.median(moments), statistics.median(other)
+
+
+def measure(path):
+    rows = []
+    for c, hw in SHAPES:
+        for n in BATCHES:
+            side = int(hw ** 0.5)
+            x = torch.randn(n, c, side, side, device="cuda", dtype=torch.bfloat16)
+            w = torch.ones(c, device="cuda", dtype=torch.bfloat16)
+            b = torch.zeros(c, device="cuda", dtype=torch.bfloat16)
+            for _ in range(3):
+                F.group_norm(x, GROUPS, w, b)
+            m, o = one_call(x, w, b)
+            rows.append({"n": n, "c": c, "hw": hw, "groups": GROUPS,
+                         "row_bytes": c // GROUPS * hw * 2, "moments_us": round(m, 2),
+                         "other_us": round(o, 2)})
+            print(json.dumps(rows[-1]))
+            del x
+            torch.cuda.empty_cache()
+    with open(path, "w") as f:
+        json.dump({"rows": rows, "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}, f)
+
+
+def write_lua(src, path):
+    """One block's rate through its row (row bytes / kernel time) against the tensor's whole size,
+    as the profile class "rowwise": the rate halves once the tensor no longer stays in L2 between
+    the calls (4.4-4.9 GB/s up to 10.5 MB, 2.0-2.8 from 21 MB on an H200, whose L2 is 60 MB).
+    Every shape here has at most 512 rows, one wave of the card's 132 SMs x 4 blocks."""
+    d = json.load(open(src))
+    pts = sorted((r["n"] * r["groups"] * r["row_bytes"], r["row_bytes"] / (r["moments_us"] * 1e-6) / 1e9)
+                 for r in d["rows"] if r["moments_us"] > 0)
+    with open(path, "w") as f:
+        f.write("-- GroupNorm's statistics kernel (RowwiseMomentsCUDAKernel: one block of 512 threads per\n"
+                "-- (sample, group) row) on NVIDIA H200, torch 2.11.0+cu130, bf16, 2026-12-01: one block's\n"
+                "-- rate through its row against the whole tensor's bytes, %d shapes of the SDXL UNet at\n"
+                "-- batch 1-16 (32 groups). Up to 10.5 MB the tensor stays in L2 between calls (4.4-4.9\n"
+                "-- GB/s a block); from 21 MB it does not (2.0-2.8).\n"
+                "--   python3 validation/harness/measure_group_norm.py --out validation/results/group_norm_h200.json\n"
+                "--   python3 validation/harness/measure_group_norm.py --from validation/results/group_norm_h200.json --lua THIS_FILE\n"
+                "-- Read as the profile class \"rowwise\" by lua/vrsim/plan.lua; sim/cost.c rowwise_ns.\n"
+                % len(pts))
+        f.write("return {\n  torch_ops = {\n")
+        for total, gbps in pts:
+            f.write('    {class="rowwise", op="RowwiseMomentsCUDAKernel, one block", bytes=%d, ms=%.5f, gbps=%.2f},\n'
+                    % (total, total / (gbps * 1e6), gbps))
+        f.write("  },\n}\n")
+    print("%d points, %.1f-%.1f GB/s a block" % (len(pts), min(p[1] for p in pts), max(p[1] for p in pts)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--from", dest="src")
+    ap.add_argument("--lua")
+    a = ap.parse_args()
+    if a.src:
+        if not a.lua:
+            ap.error("--from needs --lua")
+        return write_lua(a.src, a.lua)
+    if not a.out:
+        ap.error("--out (measure) or --from F --lua FILE")
+    if torch is None:
+        ap.error("measuring needs torch")
+    measure(a.out)
+
+
+if __name__ == "__main__":
+    main()
