@@ -557,14 +557,17 @@ local function device_of(cfg, ctx)
       -- PyTorch's elementwise/copy/reduction kernels by access class (measure_torch_ops.py)
       local ops = calibrated("_torch_ops", gname)
       if ops then prof.torch_ops = ops.torch_ops end
-      -- cuDNN's layout transforms around NCHW convolutions, as two more classes
-      -- (measure_conv_transforms.py); a new list: the module's own tables stay as loaded
-      -- and GroupNorm's statistics kernel, one block per row (measure_group_norm.py)
-      local layout, rowwise = calibrated("_conv_layout", gname), calibrated("_group_norm", gname)
-      if (layout or rowwise) and prof.torch_ops then
+      -- more classes, each from its own measurement: cuDNN's layout transforms around NCHW
+      -- convolutions (measure_conv_transforms.py), GroupNorm's statistics kernel, one block
+      -- per row (measure_group_norm.py), and the norms' other kernels (measure_norm_kernels.py);
+      -- a new list: the modules' own tables stay as loaded
+      local extras = { calibrated("_conv_layout", gname), calibrated("_group_norm", gname),
+                       calibrated("_norm", gname) }
+      if next(extras) and prof.torch_ops then
         local all = {}
         for _, r in ipairs(prof.torch_ops) do all[#all + 1] = r end
-        for _, extra in ipairs { layout or {}, rowwise or {} } do
+        for k = 1, 3 do
+          local extra = extras[k] or {}
           for _, r in ipairs(extra.torch_ops or {}) do all[#all + 1] = r end
         end
         prof.torch_ops = all

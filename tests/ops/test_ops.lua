@@ -133,6 +133,8 @@ do
   nn.group_norm(cx, "gn", x, param(cx, "gw", { 64 }, "bf16", true), param(cx, "gb", { 64 }, "bf16", true), 32)
   local r = op_named(G, "gn").rowwise
   check(r and r[1] == 64 and r[2] == 2 * 8 * 8 * 2, "group norm: 2 x 32 rows of 2 channels x 64 pixels in bf16")
+  check(op_named(G, "gn").kind == "norm" and op_named(G, "gn").bwd_kind == "norm_bwd",
+        "group norm: forward and backward priced by the norm classes of their direction")
 end
 
 -- F.linear: a frozen Linear keeps only what the input gradient needs -------------------------

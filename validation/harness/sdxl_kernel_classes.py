@@ -42,7 +42,7 @@ def op_class(kind):
         return CLASSES[1]
     if kind == "conv":
         return CLASSES[2]
-    if kind == "norm":
+    if kind.startswith("norm"):
         return CLASSES[3]
     if kind.startswith("foreach"):
         return CLASSES[5]

@@ -24,7 +24,7 @@ return function(nn)
     for _, sz in ipairs { n * c * 4, n * c * 4, n * groups * 4, n * groups * 4, n * c * 4 } do
       bws[#bws + 1] = sz
     end
-    nn.op_sized(cx, { name = name, kind = "norm", inputs = { x, w, b }, out_tensors = { out, mean, rstd },
+    nn.op_sized(cx, { name = name, kind = "norm", bwd_kind = "norm_bwd", inputs = { x, w, b }, out_tensors = { out, mean, rstd },
                       saves = { x, mean, rstd, w },
                       grads = { { dtype = x.dtype }, w.rg and { dtype = w.dtype } or "none",
                                 b.rg and { dtype = b.dtype } or "none" },
@@ -50,7 +50,7 @@ return function(nn)
     local out = nn.new_tensor(cx, name, x.shape, x.dtype, (x.rg or w.rg) and not cx.no_grad)
     local mean = nn.new_tensor(cx, name .. ".mean", { rows }, "fp32", false)
     local rstd = nn.new_tensor(cx, name .. ".rstd", { rows }, "fp32", false)
-    nn.op_sized(cx, { name = name, kind = "norm", inputs = { x, w, b }, out_tensors = { out, mean, rstd },
+    nn.op_sized(cx, { name = name, kind = "norm", bwd_kind = "norm_bwd", inputs = { x, w, b }, out_tensors = { out, mean, rstd },
                       saves = { x, mean, rstd, w, b },
                       grads = { { dtype = x.dtype }, w.rg and { dtype = w.dtype } or "none",
                                 b.rg and { dtype = b.dtype } or "none" },

@@ -1,0 +1,123 @@
+"""F.layer_norm's and F.group_norm's kernels, forward and backward, timed with torch.profiler
+(each kernel's own time, the median of 5 calls), at the SDXL UNet's shapes in bf16: LayerNorm
+over 320-1280 channels at 256-65536 tokens, GroupNorm (32 groups) at its channels x pixels and
+batch 1-8. GroupNorm's statistics kernel (RowwiseMomentsCUDAKernel) is counted apart: vrsim
+prices it per block (measure_group_norm.py). Each row gives the bytes as vrsim's op library
+counts them for the op (forward: input, affine parameters, output, mean and rstd; backward:
+twice that, the default of a derived backward) and the kernels' time, so bytes / time is the
+rate of vrsim's "norm" class (forward) and "norm_bwd" (backward). One JSON object: {"rows": [{"op", "shape", "dir", "bytes", "us"}]}
+
+  python3 validation/harness/measure_norm_kernels.py --out F.json
+  python3 validation/harness/measure_norm_kernels.py --from F.json --lua lua/hw/calibrated/h200_norm.lua
+"""
+import argparse
+import json
+import statistics
+
+try:  # --from runs without torch
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    torch = None
+
+LN = [(t, c) for c in (320, 640, 1280) for t in (256, 1024, 4096, 16384, 65536)]
+GN = [(n, c, side) for n in (1, 2, 4, 8) for c, side in ((320, 128), (640, 64), (1280, 32), (960, 128), (1920, 64))]
+
+
+def kernel_us(fn, skip="RowwiseMoments"):
+    from torch.profiler import ProfilerActivity, profile
+    ts = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        ts.append(sum(e.device_time_total for e in prof.events()
+                      if e.device_type == torch.autograd.DeviceType.CUDA and skip not in e.name))
+    return statistics.median(ts)
+
+
+def measure(path):
+    rows = []
+    kw = dict(device="cuda", dtype=torch.bfloat16)
+    for t, c in LN:
+        x = torch.randn(t, c, **kw, requires_grad=True)
+        w = torch.ones(c, **kw, requires_grad=True)
+        b = torch.zeros(c, **kw, requires_grad=True)
+        y = F.layer_norm(x, (c,), w, b)
+        g = torch.ones_like(y)
+        fwd_bytes = 2 * t * c * 2 + 2 * c * 2 + 2 * t * 4   # x, out; w, b; fp32 mean, rstd
+        for _ in range(3):
+            F.layer_norm(x, (c,), w, b).backward(g)
+        rows.append({"op": "layer_norm", "shape": [t, c], "dir": "fwd", "bytes": fwd_bytes,
+                     "us": round(kernel_us(lambda: F.layer_norm(x, (c,), w, b)), 2)})
+
+        def bwd():
+            torch.autograd.grad(F.layer_norm(x, (c,), w, b), (x, w, b), g)
+        both = kernel_us(bwd)
+        rows.append({"op": "layer_norm", "shape": [t, c], "dir": "bwd", "bytes": 2 * fwd_bytes,
+                     "us": round(both - rows[-1]["us"], 2)})
+        print(json.dumps(rows[-2]), json.dumps(rows[-1]))
+    for n, c, side in GN:
+        x = torch.randn(n, c, side, side, **kw, requires_grad=True)
+        w = torch.ones(c, **kw, requires_grad=True)
+        b = torch.zeros(c, **kw, requires_grad=True)
+        g = torch.ones_like(x)
+        fwd_bytes = 2 * x.numel() * 2 + 2 * c * 2 + 2 * n * 32 * 2  # x, out; w, b; mean, rstd
+        for _ in range(3):
+            F.group_norm(x, 32, w, b).backward(g)
+        f_us = kernel_us(lambda: F.group_norm(x, 32, w, b))
+        rows.append({"op": "group_norm", "shape": [n, c, side, side], "dir": "fwd", "bytes": fwd_bytes,
+                     "us": round(f_us, 2)})
+
+        def gbwd():
+            torch.autograd.grad(F.group_norm(x, 32, w, b), (x, w, b), g)
+        rows.append({"op": "group_norm", "shape": [n, c, side, side], "dir": "bwd", "bytes": 2 * fwd_bytes,
+                     "us": round(kernel_us(gbwd) - f_us, 2)})
+        print(json.dumps(rows[-2]), json.dumps(rows[-1]))
+        del x, g
+        torch.cuda.empty_cache()
+    with open(path, "w") as f:
+        json.dump({"rows": rows, "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}, f)
+
+
+def write_lua(src, path):
+    d = json.load(open(src))
+    pts = sorted((r["bytes"], r["bytes"] / (r["us"] * 1e-6) / 1e9, r) for r in d["rows"] if r["us"] > 0)
+    with open(path, "w") as f:
+        f.write("-- F.layer_norm's and F.group_norm's kernels (GroupNorm's statistics kernel apart: h200_group_norm.lua)\n"
+                "-- on NVIDIA H200, torch 2.11.0+cu130, bf16, torch.profiler kernel time, 2026-12-01: the\n"
+                "-- bytes vrsim's op library counts for each op (ops/norm.lua; backward: twice the forward's)\n"
+                "-- over the kernels' time, %d shapes of the SDXL UNet: the classes of kind \"norm\" (forward)\n"
+                "-- and \"norm_bwd\" (without them: the generic streaming curve, 2-5 times faster than these).\n"
+                "--   python3 validation/harness/measure_norm_kernels.py --out validation/results/norm_kernels_h200.json\n"
+                "--   python3 validation/harness/measure_norm_kernels.py --from validation/results/norm_kernels_h200.json --lua THIS_FILE\n"
+                % len(pts))
+        f.write("return {\n  torch_ops = {\n")
+        for b, gbps, r in pts:
+            f.write('    {class="%s", op="%s %s", bytes=%d, ms=%.5f, gbps=%.1f},\n'
+                    % ("norm" if r["dir"] == "fwd" else "norm_bwd", r["op"],
+                       "x".join(str(v) for v in r["shape"]), b, r["us"] / 1e3, gbps))
+        f.write("  },\n}\n")
+    print("%d points, %.0f-%.0f GB/s" % (len(pts), min(p[1] for p in pts), max(p[1] for p in pts)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--from", dest="src")
+    ap.add_argument("--lua")
+    a = ap.parse_args()
+    if a.src:
+        if not a.lua:
+            ap.error("--from needs --lua")
+        return write_lua(a.src, a.lua)
+    if not a.out:
+        ap.error("--out (measure) or --from F --lua FILE")
+    if torch is None:
+        ap.error("measuring needs torch")
+    measure(a.out)
+
+
+if __name__ == "__main__":
+    main()
