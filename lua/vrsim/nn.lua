@@ -42,17 +42,22 @@ local function new_tensor(cx, name, shape, dtype, rg, cat)
   local n = numel(shape)
   -- G:tensorv takes the fields of G:tensor{...} as arguments: name, bytes, numel, dtype, cat,
   -- requires_grad, trainable, param, persistent, module, base (sim/bind/bind.c TENSOR_FIELDS)
-  local id = cx.G:tensorv(name, n * (DT_SIZE[dtype] or nn.bytes(shape, dtype)), n, dtype,
-                          cat or "activation", rg)
-  return { id = id, shape = shape, dtype = dtype, rg = rg, name = name }
+  local nb = n * (DT_SIZE[dtype] or nn.bytes(shape, dtype))
+  local id = cx.G:tensorv(name, nb, n, dtype, cat or "activation", rg)
+  -- nb: its bytes (nn.bytes of its shape and dtype), kept so that nn.op need not recompute
+  -- them; set only here and in nn.view, whose tensors' shape and dtype never change
+  return { id = id, shape = shape, dtype = dtype, rg = rg, name = name, nb = nb }
 end
 nn.new_tensor = new_tensor
 
 -- A view of t with another shape: shares t's storage, allocates nothing.
 function nn.view(cx, t, shape, name)
-  local id = cx.G:tensorv(name or (t.name .. ".view"), 0, numel(shape), t.dtype, nil, t.rg, nil,
+  local n = numel(shape)
+  local id = cx.G:tensorv(name or (t.name .. ".view"), 0, n, t.dtype, nil, t.rg, nil,
                           nil, nil, nil, t.id)
-  return { id = id, shape = shape, dtype = t.dtype, rg = t.rg, name = name or t.name, base = t }
+  local s = DT_SIZE[t.dtype]
+  return { id = id, shape = shape, dtype = t.dtype, rg = t.rg, name = name or t.name, base = t,
+           nb = s and n * s }
 end
 
 -- A view op whose backward allocates a full-size gradient buffer: slicing (SliceBackward
@@ -85,13 +90,6 @@ function nn.param(cx, name, shape, dtype, trainable, module)
                        trainable = trainable, requires_grad = trainable, module = module }
   cx.params[#cx.params + 1] = p
   return p
-end
-
--- The graph ids of a list of tensors (an empty list for nil).
-local function ids(list)
-  local r = {}
-  if list then for i, t in ipairs(list) do r[i] = t.id end end
-  return r
 end
 
 -- Generic op. spec fields:
@@ -134,25 +132,11 @@ function nn.op(cx, spec)
     spec.saves = spec.saves or {}
     for _, k in ipairs(spec.save_outs) do spec.saves[#spec.saves + 1] = outs[k] end
   end
-  local grads
-  if rg then
-    grads = {}
-    for i, x in ipairs(inputs) do
-      local g = spec.grads and spec.grads[i] or "new"
-      if g == "new" then
-        grads[i] = { dtype = x.dtype }
-      elseif type(g) == "table" then
-        grads[i] = { pass = g.pass, bytes = g.bytes, dtype = g.dtype or x.dtype, view = g.view }
-      else
-        grads[i] = "none"
-      end
-    end
-  end
   local bytes = spec.bytes
   if not bytes then
     bytes = 0
-    for _, x in ipairs(inputs) do bytes = bytes + nn.bytes(x.shape, x.dtype) end
-    for _, o in ipairs(outs) do bytes = bytes + nn.bytes(o.shape, o.dtype) end
+    for _, x in ipairs(inputs) do bytes = bytes + (x.nb or nn.bytes(x.shape, x.dtype)) end
+    for _, o in ipairs(outs) do bytes = bytes + (o.nb or nn.bytes(o.shape, o.dtype)) end
   end
   local c = spec.host and cx.host_classes
   if c then
@@ -165,9 +149,14 @@ function nn.op(cx, spec)
   -- bwd_kernels, dispatch_us, bwd_dispatch_us, dispatch_ckpt_us, bwd_dispatch_ckpt_us, layer,
   -- once, no_grad, region (then fields nn.op does not give). cx.last_op: its index, for ops that
   -- set more on it (G:op_layout)
+  -- the tensor lists go as they are (G:opv reads each tensor's id, up to the first nil as
+  -- ipairs would), and so do spec.grads when the op records autograd history (G:opv resolves
+  -- them per input: nil, false or "new" a new gradient in the input's dtype, a table
+  -- {pass=, bytes=, dtype=, view=} with the input's dtype by default, anything else none;
+  -- true: every input "new")
   cx.last_op = cx.G:opv(spec.name, spec.kind or "elementwise", spec.phase or cx.phase,
-    ids(inputs), ids(outs), rg and ids(spec.saves) or nil, spec.frees and ids(spec.frees) or nil,
-    grads, spec.grad_order, spec.workspace, spec.bwd_kind,
+    inputs, outs, rg and spec.saves or nil, spec.frees,
+    rg and (spec.grads or true) or nil, spec.grad_order, spec.workspace, spec.bwd_kind,
     spec.bwd_workspace, spec.bwd_workspace_first, spec.flops or 0, bytes,
     spec.bwd_flops, spec.bwd_bytes, spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
     spec.kernels, spec.bwd_kernels, c and c.fwd, c and c.bwd, c and c.ckpt_fwd, c and c.ckpt_bwd,

@@ -246,8 +246,11 @@ static bool top_bool(lua_State *L, bool def) {
 static const char *top_str(lua_State *L, char *buf, size_t n) {
     const char *r = NULL;
     if (!lua_isnil(L, -1)) {
-        const char *s = luaL_tolstring(L, -1, NULL);
-        snprintf(buf, n, "%s", s);
+        size_t len;
+        const char *s = luaL_tolstring(L, -1, &len);
+        if (len >= n) len = n - 1; /* truncated as snprintf truncates */
+        memcpy(buf, s, len);
+        buf[len] = 0;
         lua_pop(L, 1);
         r = buf;
     }
@@ -279,16 +282,22 @@ static DType parse_dtype(lua_State *L, const char *s) {
     return d;
 }
 
-/* Reads the value on top, an array field k of integers (tensor ids, 1-based in Lua -> 0-based),
- * into a userdata buffer kept on the stack above it; returns its length. */
-static int top_ids(lua_State *L, const char *k, int **out, bool ids) {
+/* Reads the value on top, an array field k of integers (tensor ids, 1-based in Lua -> 0-based)
+ * or of tensors (tables whose field id is one), into a userdata buffer kept on the stack above
+ * it; returns its length. upto_nil: the list ends at its first nil, as ipairs ends (nn.op's
+ * lists); otherwise a nil within the length is an error. */
+static int top_ids(lua_State *L, const char *k, int **out, bool ids, bool upto_nil) {
     *out = NULL;
     if (lua_isnil(L, -1)) return 0; /* leaves nil on the stack: popped with the op's frame */
     luaL_checktype(L, -1, LUA_TTABLE);
     int n = (int)luaL_len(L, -1);
     int *buf = lua_newuserdatauv(L, sizeof(int) * (size_t)(n + 1), 0);
     for (int i = 0; i < n; i++) {
-        lua_geti(L, -2, i + 1);
+        if (lua_geti(L, -2, i + 1) == LUA_TNIL && upto_nil) {
+            lua_pop(L, 1);
+            n = i;
+            break;
+        }
         if (lua_istable(L, -1)) lua_getfield(L, -1, "id"), lua_remove(L, -2);
         int ok;
         lua_Integer v = lua_tointegerx(L, -1, &ok);
@@ -373,7 +382,12 @@ static const char *fs_str(lua_State *L, const Fields *fs, int f, char *buf, size
 }
 static int fs_ids(lua_State *L, const Fields *fs, int f, int **out) {
     push_field(L, fs, f);
-    return top_ids(L, fs->names[f], out, true);
+    return top_ids(L, fs->names[f], out, true, false);
+}
+/* A list of tensors: G:opv's (nn.op passes its lists as they are) ends at the first nil. */
+static int fs_tensors(lua_State *L, const Fields *fs, int f, int **out) {
+    push_field(L, fs, f);
+    return top_ids(L, fs->names[f], out, true, fs->t == 0);
 }
 static int fs_u64s(lua_State *L, const Fields *fs, int f, uint64_t **out) {
     push_field(L, fs, f);
@@ -456,6 +470,64 @@ static const char *const OP_FIELDS[OF_COUNT] = {
     "region", "slot", "slot_free_after", "host_us", "stream", "hook", "grads_of", "free_grads",
     "drop_persistent", "world", "remap_of", "ckpt_args", "at_step", "from_step", "step_start"};
 
+/* G:opv's grads (on top): nn.op's spec.grads as the spec gives them, or true for "every input
+ * new", resolved per input as nn.op documents: nil, false or "new" is a new gradient in the
+ * input's dtype; a table {pass=, bytes=, dtype=, view=} is one too (or the pass-through of
+ * output pass), in its dtype or else the input's; anything else is none. A dtype that is nil
+ * is fp32, as in G:op's grads. Returns the specs in a userdata left on the stack (n + 1 of
+ * them, zeroed past n). */
+static GradSpec *opv_grads(lua_State *L, const Fields *fs, const char *opname, int n) {
+    int gt = lua_gettop(L);
+    bool all_new = lua_isboolean(L, gt) && lua_toboolean(L, gt);
+    if (!all_new) luaL_checktype(L, gt, LUA_TTABLE);
+    push_field(L, fs, OF_INPUTS);
+    int in = lua_gettop(L);
+    GradSpec *gs = lua_newuserdatauv(L, sizeof(GradSpec) * (size_t)(n + 1), 0);
+    memset(gs, 0, sizeof(GradSpec) * (size_t)(n + 1));
+    char gdt[16];
+    for (int i = 0; i < n; i++) {
+        int g = 0;
+        if (!all_new) {
+            lua_geti(L, gt, i + 1);
+            g = lua_gettop(L);
+        }
+        bool is_new = all_new || lua_isnil(L, g) || (lua_isboolean(L, g) && !lua_toboolean(L, g)) ||
+                      (lua_type(L, g) == LUA_TSTRING && strcmp(lua_tostring(L, g), "new") == 0);
+        bool is_table = !all_new && lua_istable(L, g);
+        if (is_new || is_table) {
+            gs[i].mode = GRAD_NEW;
+            bool dt = false;
+            snprintf(gdt, sizeof gdt, "fp32");
+            if (is_table) {
+                double gb = field_num(L, g, "bytes", 0);
+                if (!(gb >= 0 && gb <= 1e18))
+                    luaL_error(L, "op '%s': grads[%d].bytes must be in [0, 1e18]", opname, i + 1);
+                gs[i].grad_bytes = (uint64_t)gb;
+                lua_getfield(L, g, "dtype");
+                if (lua_toboolean(L, -1)) dt = true, top_str(L, gdt, sizeof gdt);
+                else lua_pop(L, 1);
+            }
+            if (!dt) {
+                lua_geti(L, in, i + 1);
+                if (lua_istable(L, -1)) field_str(L, lua_gettop(L), "dtype", gdt, sizeof gdt);
+                lua_pop(L, 1);
+            }
+            gs[i].grad_dtype = parse_dtype(L, gdt);
+            if (is_table) {
+                gs[i].view = field_bool(L, g, "view", false);
+                lua_Integer p = field_int(L, g, "pass", 0);
+                if (p > 0) gs[i].mode = GRAD_PASS, gs[i].pass_output = (int)p - 1;
+            }
+        } else {
+            gs[i].mode = GRAD_NONE;
+            gs[i].grad_dtype = DT_FP32;
+        }
+        if (!all_new) lua_pop(L, 1);
+    }
+    lua_remove(L, in); /* keeps gs on the stack, above the grads */
+    return gs;
+}
+
 /* The op of fs into g (see lua/vrsim/nn.lua for the fields); pushes its index. */
 static int read_op(lua_State *L, Graph *g, const Fields *fs) {
     luaL_checkstack(L, 2 * OF_COUNT, "op fields");
@@ -473,14 +545,14 @@ static int read_op(lua_State *L, Graph *g, const Fields *fs) {
     if (!found) luaL_error(L, "op '%s': unknown phase '%s'", op.name, phase);
     fs_str(L, fs, OF_DTYPE, dt, sizeof dt);
     op.compute_dtype = parse_dtype(L, dt);
-    op.n_inputs = fs_ids(L, fs, OF_INPUTS, &op.inputs);
-    op.n_outputs = fs_ids(L, fs, OF_OUTPUTS, &op.outputs);
-    op.n_saves = fs_ids(L, fs, OF_SAVES, &op.saves);
+    op.n_inputs = fs_tensors(L, fs, OF_INPUTS, &op.inputs);
+    op.n_outputs = fs_tensors(L, fs, OF_OUTPUTS, &op.outputs);
+    op.n_saves = fs_tensors(L, fs, OF_SAVES, &op.saves);
     push_field(L, fs, OF_FREES);
     bool has_frees = !lua_isnil(L, -1);
     lua_pop(L, 1);
     if (has_frees) {
-        op.n_frees = fs_ids(L, fs, OF_FREES, &op.frees);
+        op.n_frees = fs_tensors(L, fs, OF_FREES, &op.frees);
     } else if (op.phase == PH_FWD || op.phase == PH_RECOMPUTE || op.phase == PH_BUILD ||
                op.phase == PH_OPTIM) {
         op.frees = op.inputs; /* each consumer holds its inputs until it ends */
@@ -490,7 +562,9 @@ static int read_op(lua_State *L, Graph *g, const Fields *fs) {
     op.n_bwd_workspace = fs_u64s(L, fs, OF_BWD_WORKSPACE, &op.bwd_workspace);
     op.n_grad_order = fs_ids(L, fs, OF_GRAD_ORDER, &op.grad_order);
     push_field(L, fs, OF_GRADS);
-    if (!lua_isnil(L, -1)) {
+    if (fs->t == 0 && !lua_isnil(L, -1)) {
+        op.grads = opv_grads(L, fs, op.name, op.n_inputs);
+    } else if (!lua_isnil(L, -1)) {
         luaL_checktype(L, -1, LUA_TTABLE);
         GradSpec *gs = lua_newuserdatauv(L, sizeof(GradSpec) * (size_t)(op.n_inputs + 1), 0);
         memset(gs, 0, sizeof(GradSpec) * (size_t)(op.n_inputs + 1));
