@@ -16,6 +16,8 @@ typedef struct Chunk {
     max_align_t data[];
 } Chunk;
 
+#define KINDS_SLOTS 256
+#define KINDS_MAX 192
 struct Graph {
     Tensor *tensors; int n_tensors, cap_tensors;
     int *param_grad; int n_param_grad; /* after derivation: tensor -> its .grad, -1 none */
@@ -23,8 +25,14 @@ struct Graph {
     Op *ops; int n_ops, cap_ops;
     const char **modules; int n_modules, cap_modules;
     Chunk *arena;
+    /* the distinct kind strings of the ops (arena copies, each with op_kind_of of it): ops of
+     * one kind share one copy; open addressing, linear probing (a graph has some tens of
+     * kinds; past KINDS_MAX more, each op of a new kind keeps a copy of its own) */
+    struct { const char *s; uint32_t hash; OpKind id; } kinds[KINDS_SLOTS];
+    int n_kinds;
     char err[256];
 };
+
 
 static const char *const DTYPE_NAMES[DT_COUNT] = {
     "fp32", "fp16", "bf16", "fp8", "int8", "uint8", "int32", "int64", "bool", "nf4"};
@@ -155,11 +163,37 @@ OpKind op_kind_of(const char *kind) {
     return OPK_CLASS;
 }
 
+/* The arena copy of kind string k shared by the ops of that kind, and its OpKind into *id
+ * (NULL: out of host memory). */
+static const char *intern_kind(Graph *g, const char *k, OpKind *id) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *c = (const unsigned char *)k; *c; c++) h = (h ^ *c) * 16777619u;
+    unsigned slot = h % KINDS_SLOTS;
+    while (g->kinds[slot].s) {
+        if (g->kinds[slot].hash == h && strcmp(g->kinds[slot].s, k) == 0) {
+            *id = g->kinds[slot].id;
+            return g->kinds[slot].s;
+        }
+        slot = (slot + 1) % KINDS_SLOTS;
+    }
+    const char *s = graph_strdup(g, k);
+    if (!s) return NULL;
+    *id = op_kind_of(s);
+    if (g->n_kinds < KINDS_MAX) {
+        g->kinds[slot].s = s;
+        g->kinds[slot].hash = h;
+        g->kinds[slot].id = *id;
+        g->n_kinds++;
+    }
+    return s;
+}
+
 VrStatus graph_op_set_kind(Graph *g, int i, const char *kind) {
-    const char *k = graph_strdup(g, kind ? kind : "elementwise");
+    OpKind id;
+    const char *k = intern_kind(g, kind ? kind : "elementwise", &id);
     if (!k) return VR_ENOMEM;
     g->ops[i].kind = k;
-    g->ops[i].kind_id = op_kind_of(k);
+    g->ops[i].kind_id = id;
     return VR_OK;
 }
 
@@ -214,9 +248,9 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
     if (grow((void **)&g->ops, &g->cap_ops, g->n_ops + 1, sizeof(Op))) return VR_ENOMEM;
     Op n = *op;
     n.name = graph_strdup(g, op->name);
-    n.kind = graph_strdup(g, op->kind ? op->kind : "elementwise");
-    n.kind_id = op_kind_of(n.kind);
-    n.bwd_kind = op->bwd_kind ? graph_strdup(g, op->bwd_kind) : NULL;
+    n.kind = intern_kind(g, op->kind ? op->kind : "elementwise", &n.kind_id);
+    OpKind bk;
+    n.bwd_kind = op->bwd_kind ? intern_kind(g, op->bwd_kind, &bk) : NULL;
     n.inputs = copy_array(g, op->inputs, op->n_inputs, sizeof(int));
     n.outputs = copy_array(g, op->outputs, op->n_outputs, sizeof(int));
     n.saves = copy_array(g, op->saves, op->n_saves, sizeof(int));

@@ -242,20 +242,22 @@ static bool top_bool(lua_State *L, bool def) {
     return v;
 }
 
-/* Copies the value on top (popped; a string) into buf; returns buf or NULL when nil. */
+/* Copies the value on top (popped; a string) into buf; returns buf or NULL when nil. A string
+ * is copied as it is (the planner's strings have no __tostring, so this is what luaL_tolstring
+ * would give, without its metatable look-up); any other value as luaL_tolstring makes it. */
 static const char *top_str(lua_State *L, char *buf, size_t n) {
-    const char *r = NULL;
-    if (!lua_isnil(L, -1)) {
-        size_t len;
-        const char *s = luaL_tolstring(L, -1, &len);
-        if (len >= n) len = n - 1; /* truncated as snprintf truncates */
-        memcpy(buf, s, len);
-        buf[len] = 0;
+    if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
-        r = buf;
+        return NULL;
     }
-    lua_pop(L, 1);
-    return r;
+    bool str = lua_type(L, -1) == LUA_TSTRING;
+    size_t len;
+    const char *s = str ? lua_tolstring(L, -1, &len) : luaL_tolstring(L, -1, &len);
+    if (len >= n) len = n - 1; /* truncated as snprintf truncates */
+    memcpy(buf, s, len);
+    buf[len] = 0;
+    lua_pop(L, str ? 1 : 2);
+    return buf;
 }
 
 /* The same for field k of the table at t. */
