@@ -38,6 +38,30 @@
 #define DEFAULT_MEMORY ((size_t)1 << 30)
 #define HOOK_EVERY 10000
 
+/* Lua's blocks of up to POOL_MAX bytes come from a pool of size classes POOL_GRAIN bytes apart:
+ * a model build makes and drops hundreds of thousands of small tables and strings, and a free
+ * list per class serves them faster than malloc. Lua passes every block's exact size back
+ * (osize), so a block needs no header to say its class. Sanitizer builds use malloc for every
+ * block, so that it checks Lua's memory as before. */
+#define POOL_GRAIN 16
+#define POOL_MAX 256
+#define POOL_CLASSES (POOL_MAX / POOL_GRAIN)
+#define POOL_CHUNK ((size_t)64 << 10)
+#if defined(__SANITIZE_ADDRESS__)
+#define POOL_ON 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define POOL_ON 0
+#endif
+#endif
+#ifndef POOL_ON
+#define POOL_ON 1
+#endif
+typedef struct PoolChunk {
+    struct PoolChunk *next;
+    max_align_t data[];
+} PoolChunk;
+
 typedef struct Sandbox {
     size_t used, limit;          /* bytes, over every state that shares this sandbox */
     long instructions, limit_ins;
@@ -50,7 +74,22 @@ typedef struct Sandbox {
     const char *const *sets;     /* the command line's --set key=value strings (borrowed, valid
                                     while the scenario loads): paths the user typed */
     int n_sets;
+    /* the pool of small blocks (see sandbox_alloc): a free list per size class, and the chunks
+     * they are cut from (freed with the sandbox) */
+    void *pool_free[POOL_CLASSES];
+    struct PoolChunk *pool_chunks;
+    char *pool_next, *pool_end;  /* the current chunk's uncut space */
 } Sandbox;
+
+/* Frees sb (NULL: nothing) and its pool; every state on it must be closed. */
+static void sandbox_free(Sandbox *sb) {
+    if (!sb) return;
+    for (struct PoolChunk *c = sb->pool_chunks, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
+    free(sb);
+}
 
 /* Files a scenario makes vrsim read (the scenario, modules, configs) are refused past this. */
 #define MAX_INPUT_BYTES ((size_t)32 << 20)
@@ -67,16 +106,62 @@ static bool user_typed_path(const Sandbox *sb, const char *name) {
     return false;
 }
 
+/* The size class of a block of n bytes (1 <= n <= POOL_MAX), and the bytes of its blocks. */
+static inline int pool_class(size_t n) { return (int)((n + POOL_GRAIN - 1) / POOL_GRAIN) - 1; }
+
+/* A block of class c from sb's pool (NULL: out of host memory). */
+static void *pool_take(Sandbox *sb, int c) {
+    void *p = sb->pool_free[c];
+    if (p) {
+        sb->pool_free[c] = *(void **)p;
+        return p;
+    }
+    size_t bs = (size_t)(c + 1) * POOL_GRAIN;
+    if ((size_t)(sb->pool_end - sb->pool_next) < bs) {
+        PoolChunk *k = malloc(sizeof(PoolChunk) + POOL_CHUNK);
+        if (!k) return NULL;
+        k->next = sb->pool_chunks;
+        sb->pool_chunks = k;
+        sb->pool_next = (char *)k->data;
+        sb->pool_end = sb->pool_next + POOL_CHUNK;
+    }
+    p = sb->pool_next;
+    sb->pool_next += bs;
+    return p;
+}
+
+static void pool_give(Sandbox *sb, void *p, int c) {
+    *(void **)p = sb->pool_free[c];
+    sb->pool_free[c] = p;
+}
+
+/* Lua's allocator: the memory limit counts the bytes Lua asks for (sb->used, whatever the pool
+ * holds besides); small blocks come from the pool, the others from malloc. */
 static void *sandbox_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     Sandbox *sb = ud;
     size_t old = ptr ? osize : 0;
+    bool small_old = POOL_ON && ptr && old <= POOL_MAX;
     if (nsize == 0) {
         sb->used -= old;
-        free(ptr);
+        if (small_old) pool_give(sb, ptr, pool_class(old));
+        else free(ptr);
         return NULL;
     }
     if (nsize > old && sb->used + (nsize - old) > sb->limit) return NULL;
-    void *p = realloc(ptr, nsize);
+    void *p;
+    if (!POOL_ON || (nsize > POOL_MAX && !small_old)) {
+        p = realloc(ptr, nsize);
+    } else if (small_old && nsize <= POOL_MAX && pool_class(nsize) == pool_class(old)) {
+        p = ptr;
+    } else {
+        /* into or out of the pool, or to another class: a new block, the old one's bytes */
+        p = nsize <= POOL_MAX ? pool_take(sb, pool_class(nsize)) : malloc(nsize);
+        if (p && ptr) {
+            memcpy(p, ptr, old < nsize ? old : nsize);
+            if (small_old) pool_give(sb, ptr, pool_class(old));
+            else free(ptr);
+        }
+    }
     if (p) sb->used = sb->used - old + nsize;
     return p;
 }
@@ -1525,7 +1610,7 @@ static VrStatus sandbox_new(const ScenarioOptions *opts, const char *dir, Sandbo
     if (!ld || strlen(ld) >= sizeof sb->lua_dir || !realpath(ld, sb->lua_real)) {
         snprintf(err, errlen, "cannot find vrsim's lua/ folder (run from the project folder or "
                  "set VRSIM_LUA)");
-        free(sb);
+        sandbox_free(sb);
         return VR_EINVAL;
     }
     snprintf(sb->lua_dir, sizeof sb->lua_dir, "%s", ld);
@@ -1534,7 +1619,7 @@ static VrStatus sandbox_new(const ScenarioOptions *opts, const char *dir, Sandbo
     if (dir) {
         if (strlen(dir) >= sizeof sb->scn_dir) {
             snprintf(err, errlen, "%s: the scenario's folder name is too long", dir);
-            free(sb);
+            sandbox_free(sb);
             return VR_EINVAL;
         }
         snprintf(sb->scn_dir, sizeof sb->scn_dir, "%s", dir);
@@ -1562,7 +1647,7 @@ static VrStatus load_in(Sandbox *sb, lua_State *P, const char *chunkname, const 
     if (!p || !chunk || !P || (src && !S)) {
         if (P) lua_close(P);
         if (S) lua_close(S);
-        free(chunk); free(sb); free(p);
+        free(chunk); sandbox_free(sb); free(p);
         snprintf(err, errlen, "out of host memory");
         return VR_ENOMEM;
     }
@@ -1598,7 +1683,7 @@ static VrStatus load_in(Sandbox *sb, lua_State *P, const char *chunkname, const 
     if (S) lua_close(S);
     lua_close(P);
     watchdog_disarm();
-    free(sb);
+    sandbox_free(sb);
     free(chunk);
     if (st) {
         plan_free(p);
@@ -1702,7 +1787,7 @@ VrStatus scenario_state_new(const ScenarioOptions *opts, const char *dir, Scenar
     VrStatus st = sandbox_new(opts, dir, &ss->sb, err, errlen);
     if (st) { free(ss); return st; }
     ss->P = new_state(ss->sb, false, true);
-    if (!ss->P) { free(ss->sb); free(ss); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
+    if (!ss->P) { sandbox_free(ss->sb); free(ss); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
     ss->unsafe = opts->unsafe;
     char **names = NULL;
     int n = 0, cap = 0;
@@ -1734,7 +1819,7 @@ VrStatus scenario_state_new(const ScenarioOptions *opts, const char *dir, Scenar
 void scenario_state_free(ScenarioState *ss) {
     if (!ss) return;
     if (ss->P) lua_close(ss->P);
-    free(ss->sb);
+    sandbox_free(ss->sb);
     free(ss);
 }
 
@@ -1782,12 +1867,12 @@ VrStatus scenario_report_text(const char *module, const char *fn, bool flag, cha
     sb->limit_ins = DEFAULT_INSTRUCTIONS;
     if (!scenario_find_lua_dir(sb->lua_dir, sizeof sb->lua_dir) ||
         !realpath(sb->lua_dir, sb->lua_real)) {
-        free(sb);
+        sandbox_free(sb);
         snprintf(err, errlen, "cannot find vrsim's lua/ folder (run from the project folder or set VRSIM_LUA)");
         return VR_EINVAL;
     }
     lua_State *L = new_state(sb, false, true);
-    if (!L) { free(sb); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
+    if (!L) { sandbox_free(sb); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
     ReportCtx c = {.module = module, .fn = fn, .flag = flag};
     lua_pushcfunction(L, report_protected);
     lua_pushlightuserdata(L, &c);
@@ -1804,7 +1889,7 @@ VrStatus scenario_report_text(const char *module, const char *fn, bool flag, cha
     }
     lua_close(L);
     watchdog_disarm();
-    free(sb);
+    sandbox_free(sb);
     *out = c.text;
     return st;
 }
