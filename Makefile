@@ -21,7 +21,9 @@ else
 endif
 
 LIB_SRC  := $(filter-out sim/main.c,$(wildcard sim/*.c sim/bind/*.c))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# lua/'s modules precompiled into the binary (sim/bind/luabc.h; tools/luabc_gen.c writes them)
+LUA_FILES := $(sort $(shell find lua -name '*.lua'))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/luabc.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
 
@@ -41,6 +43,17 @@ $(BUILD)/vrsim: $(BUILD)/sim/main.o $(LIB_OBJ)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/tools/luabc_gen: tools/luabc_gen.c sim/bind/luabc.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
+
+$(BUILD)/gen/luabc.c: $(BUILD)/tools/luabc_gen $(LUA_FILES)
+	@mkdir -p $(dir $@)
+	$(BUILD)/tools/luabc_gen lua $@ $(LUA_FILES)
+
+$(BUILD)/gen/luabc.o: $(BUILD)/gen/luabc.c sim/bind/luabc.h
+	$(CC) $(CFLAGS) -O0 -c -o $@ $<
 
 $(BUILD)/tests/%: tests/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -422,6 +422,27 @@ static void test_require_confined(void **state) {
     plan_free(p);
 }
 
+/* lua/'s modules load precompiled (sim/bind/luabc.h), under the names their text would have:
+ * an error inside one names its file, its line and the local it read, as from the text. */
+static void test_module_error_names_module_line(void **state) {
+    Fix *f = *state;
+    ScenarioOptions o = opts_with(NULL, 0);
+    const char *path = with_pre(f, "walk.lua", "require('vrsim.module').walk(nil, print)");
+    const char *msg = load_fails(f, path, &o);
+    /* M.walk's inner walk(m) indexes m on its second line */
+    int line = 0;
+    FILE *src = fopen("lua/vrsim/module.lua", "r");
+    assert_non_null(src);
+    char buf[512];
+    for (int n = 1; fgets(buf, sizeof buf, src); n++)
+        if (strstr(buf, "function M.walk(root, fn)")) { line = n + 3; break; }
+    fclose(src);
+    assert_true(line > 0);
+    char want[128];
+    snprintf(want, sizeof want, "lua/vrsim/module.lua:%d: attempt to index a nil value (local 'm')", line);
+    assert_non_null(strstr(msg, want));
+}
+
 static void test_instruction_limit(void **state) {
     Fix *f = *state;
     ScenarioOptions o = opts_with(NULL, 0);
@@ -481,6 +502,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_find_lua_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sandbox_blocks_os_and_io, setup, teardown),
         cmocka_unit_test_setup_teardown(test_require_confined, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_module_error_names_module_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_instruction_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_source, setup, teardown),

@@ -32,6 +32,7 @@
 
 #include "../cost.h"
 #include "../scenario.h"
+#include "luabc.h"
 #include "watchdog.h"
 
 #define DEFAULT_INSTRUCTIONS 400000000L
@@ -1035,6 +1036,75 @@ static void raise_read(lua_State *L, const char *what, const char *name, ReadSta
 /* require(name): "a.b" -> <lua_dir>/a/b.lua or <scenario dir>/a/b.lua; text chunks only. The
  * planner's state (vrsim.planner set in the registry) searches lua/ alone: a scenario's folder
  * cannot put code into the planner. */
+/* The precompiled dump of lua/'s module rel (its path without ".lua") whose text is the len
+ * bytes at text, or NULL when there is none for that text (luabc.h). */
+static const LuaBc *luabc_find(const char *rel, const char *text, size_t len) {
+#ifdef VR_NO_LUABC
+    (void)rel; (void)text; (void)len;
+    return NULL;
+#else
+    for (int i = 0; i < VR_N_LUABC; i++) {
+        const LuaBc *e = &VR_LUABC[i];
+        if (strcmp(e->rel, rel) == 0)
+            return e->text_len == len && e->text_hash == luabc_hash(text, len) ? e : NULL;
+    }
+    return NULL;
+#endif
+}
+
+/* The pieces of a dump with its main function's source name replaced (load_dump), read in turn. */
+typedef struct DumpReader {
+    const char *piece[4];
+    size_t len[4];
+    int next;
+} DumpReader;
+
+static const char *dump_read(lua_State *L, void *ud, size_t *size) {
+    (void)L;
+    DumpReader *r = ud;
+    while (r->next < 4 && !r->len[r->next]) r->next++;
+    if (r->next == 4) {
+        *size = 0;
+        return NULL;
+    }
+    *size = r->len[r->next];
+    return r->piece[r->next++];
+}
+
+/* Loads e's dump as the function that compiling its text under chunk name chunk gives: the
+ * dump as it is but for its main function's source name, which becomes chunk (a nested
+ * function's source is "its parent's" in a dump, so they follow). In Lua 5.4's format (ldump.c:
+ * dumpHeader, then the main function's upvalue count, then dumpFunction) that name comes first
+ * in the function, as a size (dumpSize: 7-bit groups, most significant first, the last marked
+ * by 0x80; 0 for no name, else its length + 1) and its bytes. Returns lua_load's status, with
+ * the message on the stack on failure. */
+static int load_dump(lua_State *L, const LuaBc *e, const char *chunk) {
+    enum { HEADER = 4 + 1 + 1 + 6 + 1 + 1 + 1 + sizeof(lua_Integer) + sizeof(lua_Number) + 1 };
+    const unsigned char *d = e->dump;
+    size_t at = HEADER, x = 0;
+    bool ended = false;
+    while (!ended && at < e->len && x < ((size_t)1 << 40)) {
+        unsigned char b = d[at++];
+        x = (x << 7) | (b & 0x7f);
+        ended = b & 0x80;
+    }
+    size_t old = x ? x - 1 : 0;
+    if (!ended || old > e->len - at) {
+        lua_pushfstring(L, "%s: the precompiled module is damaged", chunk + 1);
+        return LUA_ERRSYNTAX;
+    }
+    size_t n = strlen(chunk), v = n + 1, k = 16;
+    unsigned char size[16];
+    do {
+        size[--k] = v & 0x7f;
+        v >>= 7;
+    } while (v);
+    size[15] |= 0x80;
+    DumpReader r = {.piece = {(const char *)d, (const char *)size + k, chunk, (const char *)d + at + old},
+                    .len = {HEADER, 16 - k, n, e->len - at - old}};
+    return lua_load(L, dump_read, &r, chunk, "b");
+}
+
 static int l_require(lua_State *L) {
     const char *name = luaL_checkstring(L, 1);
     lua_getfield(L, LUA_REGISTRYINDEX, "vrsim.loaded");
@@ -1062,17 +1132,22 @@ static int l_require(lua_State *L) {
         char *src = NULL;
         size_t len = 0;
         ReadStatus rs = RF_MISSING;
+        int i_found = -1;
         for (int i = 0; i < 2 && rs == RF_MISSING; i++) {
             if (!dirs[i][0]) continue;
             snprintf(path, sizeof path, "%s/%s.lua", dirs[i], rel);
             rs = read_inside(sb, path, &src, &len);
+            i_found = i;
         }
         if (rs == RF_MISSING)
             luaL_error(L, "module '%s' not found in lua/%s", name, planner ? "" : " or the scenario's folder");
         if (rs != RF_OK) raise_read(L, "module", name, rs);
         char chunk[sizeof path + 1];
         snprintf(chunk, sizeof chunk, "@%s", path);
-        int rc = luaL_loadbufferx(L, src, len, chunk, "t");
+        /* one of lua/'s own modules as it was built: its dump; otherwise (a scenario's module,
+         * or a module edited since the build) the text */
+        const LuaBc *bc = i_found == 0 ? luabc_find(rel, src, len) : NULL;
+        int rc = bc ? load_dump(L, bc, chunk) : luaL_loadbufferx(L, src, len, chunk, "t");
         free(src);
         if (rc) lua_error(L);
         lua_pushstring(L, name);
