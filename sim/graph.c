@@ -331,10 +331,21 @@ static int ensure_cap(Deriv *d, size_t n) {
     return 0;
 }
 
+/* a then b into buf of n bytes, cut as snprintf(buf, n, "%s%s", a, b) cuts it (the names of
+ * derived tensors and ops: made for every op, where snprintf's formatting showed) */
+static void join2(char *buf, size_t n, const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > n - 1) la = n - 1;
+    memcpy(buf, a, la);
+    if (lb > n - 1 - la) lb = n - 1 - la;
+    memcpy(buf + la, b, lb);
+    buf[la + lb] = 0;
+}
+
 static VrStatus new_tensor(Graph *g, const char *prefix, const char *name, uint64_t bytes,
                            DType dt, Category cat, int *id) {
     char buf[200];
-    snprintf(buf, sizeof buf, "%s%s", prefix, name);
+    join2(buf, sizeof buf, prefix, name);
     Tensor t = {.name = buf, .bytes = bytes, .dtype = dt, .cat = cat, .base = -1,
                 .producer = -1, .module = -1};
     return graph_add_tensor(g, &t, id);
@@ -488,7 +499,7 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
         for (int k = 0; k < o.n_outputs; k++) {
             Tensor c = g->tensors[o.outputs[k]];
             char nm[200];
-            snprintf(nm, sizeof nm, "%s (recomputed)", c.name);
+            join2(nm, sizeof nm, c.name, " (recomputed)");
             c.name = nm;
             c.producer = -1;
             if (c.base >= 0 && (c.base = remapped(d, c.base)) < 0) return VR_ENOMEM;
@@ -498,7 +509,7 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
             out[k] = id;
         }
         char name[200];
-        snprintf(name, sizeof name, "%s (recompute)", o.name);
+        join2(name, sizeof name, o.name, " (recompute)");
         Op r = {.name = name, .kind = o.kind, .phase = PH_RECOMPUTE, .fwd_op = f, .inputs = in,
                 .n_inputs = o.n_inputs, .outputs = out, .n_outputs = o.n_outputs, .frees = fr,
                 .n_frees = o.n_frees, .workspace = o.workspace, .n_workspace = o.n_workspace,
@@ -718,7 +729,7 @@ static VrStatus derive_one(Deriv *d, int f) {
     bool gemm = fop.kind_id == OPK_MM || fop.kind_id == OPK_CONV;
     int kernels = fop.bwd_kernels > 0 ? fop.bwd_kernels : gemm && nout > 1 ? nout : 1;
     char name[160];
-    snprintf(name, sizeof name, "%s.backward", fop.name);
+    join2(name, sizeof name, fop.name, ".backward");
     Op b = {.name = name, .kind = !launches ? "none" : fop.bwd_kind ? fop.bwd_kind : fop.kind,
             .phase = PH_BWD,
             .fwd_op = f, .inputs = in,
