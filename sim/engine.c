@@ -45,6 +45,8 @@ typedef struct Run {
     /* the allocator calls of the run, in order, for the live set at the peak (see live_log) */
     struct LogEv *log; long n_log, cap_log;
     long *peak_log;             /* per step: log length just after the step's peak allocation */
+    double *op_ns;              /* per op: its device time (op_time), valid where op_ns_set */
+    unsigned char *op_ns_set;
     bool logging;
     SimResult *res;
 } Run;
@@ -238,6 +240,18 @@ static double contended_ns(const Run *r, const Op *op, double start, double dur)
     return extra;
 }
 
+/* Op i's device time before contention: cost_op_ns (or device_op_ns without a calibrated
+ * profile), a function of the op and the model alone, so worked out once per op and kept for
+ * the steps after. */
+static double op_time(Run *r, int i, const Op *op) {
+    if (r->op_ns_set[i]) return r->op_ns[i];
+    double dur = r->cfg->cost ? cost_op_ns(r->cfg->cost, op)
+               : r->cfg->dev ? device_op_ns(r->cfg->dev, op) : 0.0;
+    r->op_ns[i] = dur;
+    r->op_ns_set[i] = 1;
+    return dur;
+}
+
 /* Runs one op. Returns VR_OOM when an allocation fails (recorded by the caller). */
 static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     const Graph *g = r->g;
@@ -285,8 +299,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     }
     if (slot_prev >= 0 && (st = free_storage(r, slot_prev, i))) return st;
     /* time: the op starts when its stream is free and its inputs are ready */
-    double dur = r->cfg->cost ? cost_op_ns(r->cfg->cost, op)
-               : r->cfg->dev ? device_op_ns(r->cfg->dev, op) : 0.0;
+    double dur = op_time(r, i, op);
     int sid = op->stream;
     double host_before = r->host_ns;
     /* entering a checkpointed region in forward: checkpoint()'s own work, once per region (its
@@ -483,6 +496,8 @@ static void run_free(Run *r) {
     free(r->ready_ns);
     free(r->log);
     free(r->peak_log);
+    free(r->op_ns);
+    free(r->op_ns_set);
 }
 
 static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
@@ -503,7 +518,10 @@ static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
     r->live = calloc(n, 1);
     r->ready_ns = calloc(n, sizeof(double));
     r->peak_log = calloc((size_t)cfg->steps + 1, sizeof(long));
-    if (!r->peak_log || !r->ready_ns || !r->storage || !r->drops_total || !r->drops_done || !r->addr || !r->rsize || !r->live)
+    size_t n_ops = (size_t)graph_num_ops(g) + 1;
+    r->op_ns = malloc(n_ops * sizeof(double));
+    r->op_ns_set = calloc(n_ops, 1);
+    if (!r->op_ns || !r->op_ns_set || !r->peak_log || !r->ready_ns || !r->storage || !r->drops_total || !r->drops_done || !r->addr || !r->rsize || !r->live)
         return VR_ENOMEM;
     for (int t = 0; t < r->n_t; t++) r->storage[t] = graph_storage_of(g, t);
     return alloc_new(acfg, &r->a);
