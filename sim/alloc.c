@@ -2049,6 +2049,176 @@ VrStatus alloc_segment_map(const Alloc *a, AllocBlockInfo **blocks, size_t *n)
     return VR_OK;
 }
 
+/* ---- alloc_clone ---- */
+
+/* The copy of old block ob in the clone (m maps old Block * -> new Block *), made here the first
+ * time: its fields but for the links, which alloc_clone sets. NULL when out of host memory. */
+static Block *clone_block(Alloc *a, U64Map *m, const Block *ob)
+{
+    uint64_t v;
+    if (u64map_get(m, (uint64_t)(uintptr_t)ob, &v))
+        return (Block *)(uintptr_t)v;
+    if (ensure_spare(a, 1) != VR_OK || u64map_reserve(m, 1) != VR_OK)
+        return NULL;
+    Block *b = block_new(a);
+    if (ob->nuses) {
+        if (b->capuses < ob->nuses) {
+            int *u = host_alloc(a, b->uses, b->capuses * sizeof(int), ob->nuses * sizeof(int));
+            if (!u) {
+                block_recycle(a, b);
+                return NULL;
+            }
+            b->uses = u;
+            b->capuses = ob->nuses;
+        }
+        memcpy(b->uses, ob->uses, ob->nuses * sizeof(int));
+    }
+    b->node.k0 = ob->node.k0;
+    b->node.k1 = ob->node.k1;
+    b->node.k2 = ob->node.k2;
+    b->addr = ob->addr;
+    b->size = ob->size;
+    b->requested = ob->requested;
+    b->gc_base = ob->gc_base;
+    b->nuses = ob->nuses;
+    b->event_count = ob->event_count;
+    b->stream = ob->stream;
+    b->allocated = ob->allocated;
+    b->mapped = ob->mapped;
+    b->where = ob->where;
+    b->deferred = ob->deferred;
+    (void)u64map_put(m, (uint64_t)(uintptr_t)ob, (uint64_t)(uintptr_t)b);
+    return b;
+}
+
+typedef struct CloneCtx {
+    Alloc *a;
+    U64Map *m;
+    VrStatus st;
+} CloneCtx;
+
+/* Copies segment os and its blocks into the clone, each FREE or UNMAPPED block into its pool's
+ * set. */
+static void clone_segment(const Segment *os, void *ud)
+{
+    CloneCtx *c = ud;
+    Alloc *a = c->a;
+    if (c->st != VR_OK)
+        return;
+    if (ensure_spare_seg(a) != VR_OK) {
+        c->st = VR_ENOMEM;
+        return;
+    }
+    Segment *s = a->spare_seg;
+    a->spare_seg = NULL;
+    *s = *os;
+    s->node.l = s->node.r = NULL;
+    s->node.prio = next_prio(a);
+    s->head = NULL;
+    t_insert(&a->segs, &s->node);
+    Block *prev = NULL;
+    for (const Block *ob = os->head; ob; ob = ob->next) {
+        Block *b = clone_block(a, c->m, ob);
+        if (!b) {
+            c->st = VR_ENOMEM;
+            return;
+        }
+        b->seg = s;
+        b->prev = prev;
+        if (prev)
+            prev->next = b;
+        else
+            s->head = b;
+        prev = b;
+        if (b->where == IN_FREE || b->where == IN_UNMAPPED) {
+            Pool *p = pool_of(a, b);
+            b->node.prio = next_prio(a);
+            t_insert(b->where == IN_FREE ? &p->free : &p->unmapped, &b->node);
+        }
+    }
+}
+
+VrStatus alloc_clone(const Alloc *src, Alloc **out)
+{
+    *out = NULL;
+    Alloc *a;
+    VrStatus st = alloc_new(&src->cfg, &a);
+    if (st != VR_OK)
+        return st;
+    for (int i = 0; i < 2; i++) {
+        a->pools[i].gc_calls = src->pools[i].gc_calls;
+        a->pools[i].small = src->pools[i].small;
+    }
+    a->allocated = src->allocated;
+    a->reserved = src->reserved;
+    a->active = src->active;
+    a->requested = src->requested;
+    a->inactive_split = src->inactive_split;
+    a->segments = src->segments;
+    a->num_segment_allocs = src->num_segment_allocs;
+    a->num_segment_frees = src->num_segment_frees;
+    a->num_segment_unmaps = src->num_segment_unmaps;
+    a->num_alloc_retries = src->num_alloc_retries;
+    a->num_ooms = src->num_ooms;
+    a->injected_segments = src->injected_segments;
+    a->low_water = src->low_water;
+    a->ideal_next = src->ideal_next;
+    a->inject_cursor = src->inject_cursor;
+    a->oom = src->oom;
+    U64Map m;
+    u64map_init(&m, src->cfg.host_alloc, src->cfg.host_ud);
+    CloneCtx c = {a, &m, VR_OK};
+    /* the segments with their blocks, then the live blocks (the ideal allocator's lie in no
+     * segment), the events and the deferred list, each pointing at the clone's blocks */
+    st = seg_walk(src, clone_segment, &c);
+    if (st == VR_OK)
+        st = c.st;
+    size_t pos = 0;
+    uint64_t addr, v;
+    while (st == VR_OK && u64map_next(&src->live, &pos, &addr, &v)) {
+        Block *b = clone_block(a, &m, (const Block *)(uintptr_t)v);
+        if (!b || u64map_reserve(&a->live, 1) != VR_OK)
+            st = VR_ENOMEM;
+        else
+            live_put(a, addr, b);
+    }
+    if (st == VR_OK && src->nev) {
+        a->ev = host_alloc(a, NULL, 0, src->capev * sizeof *a->ev);
+        if (!a->ev)
+            st = VR_ENOMEM;
+        else
+            a->capev = src->capev;
+        for (size_t i = 0; st == VR_OK && i < src->nev; i++) {
+            Block *b = clone_block(a, &m, src->ev[i].b);
+            if (!b)
+                st = VR_ENOMEM;
+            else
+                a->ev[a->nev++] = (Event){b, src->ev[i].stream, src->ev[i].done};
+        }
+    }
+    Block *last = NULL;
+    for (const Block *ob = src->deferred; st == VR_OK && ob; ob = ob->dnext) {
+        Block *b = clone_block(a, &m, ob);
+        if (!b) {
+            st = VR_ENOMEM;
+            break;
+        }
+        b->dprev = last;
+        if (last)
+            last->dnext = b;
+        else
+            a->deferred = b;
+        last = b;
+    }
+    u64map_free(&m);
+    if (st != VR_OK) {
+        alloc_free(a);
+        return st;
+    }
+    *out = a;
+    return VR_OK;
+}
+
 /* ---- alloc_check ---- */
 
 typedef struct CheckCtx {

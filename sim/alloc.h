@@ -152,6 +152,12 @@ int alloc_block_stream(const Alloc *a, uint64_t addr);
 /* Copies the segment map into a new array the caller frees with free(). */
 VrStatus alloc_segment_map(const Alloc *a, AllocBlockInfo **blocks /* OUT */, size_t *n /* OUT */);
 
+/* A copy of src that the same calls from here on take to the same states: its segments,
+ * blocks, pools, events, statistics and counters (its listener is none, and its tree shapes may
+ * differ, which no call observes). The caller owns *out (alloc_free). VR_ENOMEM leaves *out
+ * NULL. */
+VrStatus alloc_clone(const Alloc *src, Alloc **out /* OUT */);
+
 /* Checks every invariant of the model; VR_OK or VR_EINVAL (for tests). */
 VrStatus alloc_check(const Alloc *a);
 

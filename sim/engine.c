@@ -48,6 +48,13 @@ typedef struct Run {
     double *op_ns;              /* per op: its device time (op_time), valid where op_ns_set */
     unsigned char *op_ns_set;
     bool logging;
+    /* the allocator and the live storages as the last step began (alloc_clone), so that the
+     * live set at that step's peak is found by replaying that step's calls alone; snap is NULL
+     * when none was taken (then the replay starts from the run's start) */
+    Alloc *snap;
+    long snap_log;              /* log length when it was taken */
+    unsigned char *snap_live;
+    uint64_t *snap_addr, *snap_rsize;
     SimResult *res;
 } Run;
 
@@ -405,6 +412,29 @@ static void step_end_stats(Run *r, StepResult *sr) {
     sr->inactive_split = as.inactive_split;
 }
 
+/* Keeps the allocator and the live storages as they stand in r->snap (see Run). Without the
+ * host memory for it, none is kept: collect_peak then replays from the start, to the same
+ * answer. */
+static void take_snapshot(Run *r) {
+    size_t n = (size_t)r->n_t + 1;
+    r->snap_live = malloc(n);
+    r->snap_addr = malloc(n * sizeof(uint64_t));
+    r->snap_rsize = malloc(n * sizeof(uint64_t));
+    if (!r->snap_live || !r->snap_addr || !r->snap_rsize || alloc_clone(r->a, &r->snap) != VR_OK) {
+        free(r->snap_live);
+        free(r->snap_addr);
+        free(r->snap_rsize);
+        r->snap_live = NULL;
+        r->snap_addr = r->snap_rsize = NULL;
+        r->snap = NULL;
+        return;
+    }
+    memcpy(r->snap_live, r->live, n);
+    memcpy(r->snap_addr, r->addr, n * sizeof(uint64_t));
+    memcpy(r->snap_rsize, r->rsize, n * sizeof(uint64_t));
+    r->snap_log = r->n_log;
+}
+
 /* One full pass: build, then the steps. */
 static VrStatus simulate(Run *r) {
     const Graph *g = r->g;
@@ -448,6 +478,7 @@ static VrStatus simulate(Run *r) {
         memcpy(sr->peak_breakdown, r->cat_bytes, sizeof sr->peak_breakdown);
         sr->peak_breakdown[CAT_TEMP] += r->workspace_bytes;
         count_drops(r, step);
+        if (r->logging && step == r->cfg->steps - 1) take_snapshot(r);
         r->alloc_seq = 0;
         double t0 = r->clock_ns;
         for (int k = 0; k < STREAM_COUNT; k++)
@@ -498,6 +529,10 @@ static void run_free(Run *r) {
     free(r->peak_log);
     free(r->op_ns);
     free(r->op_ns_set);
+    alloc_free(r->snap);
+    free(r->snap_live);
+    free(r->snap_addr);
+    free(r->snap_rsize);
 }
 
 static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
@@ -550,18 +585,35 @@ static VrStatus copy_live_set(Run *r, SimResult *res) {
 }
 
 /* The live set and the segment map at the peak of `step`: the run's allocator calls up to that
- * step's peak allocation replayed on a fresh allocator (the engine is not run again), the live
- * storages followed through the same calls. */
-static VrStatus collect_peak(const Run *run, const AllocConfig *acfg, SimResult *res, int step) {
+ * step's peak allocation replayed (the engine is not run again), the live storages followed
+ * through the same calls; from the snapshot of the last step's start where there is one (and
+ * the peak lies after it), else on a fresh allocator from the run's start. Takes the snapshot
+ * (run->snap and its arrays: the replay runs on them). */
+static VrStatus collect_peak(Run *run, const AllocConfig *acfg, SimResult *res, int step) {
     long end = run->peak_log[step];
     if (end < 0) return VR_OK;
     Alloc *a = NULL;
     int n_t = run->n_t;
-    unsigned char *live = calloc((size_t)n_t + 1, 1);
-    uint64_t *rsize = calloc((size_t)n_t + 1, sizeof(uint64_t));
-    uint64_t *addr = calloc((size_t)n_t + 1, sizeof(uint64_t));
-    VrStatus st = live && rsize && addr ? alloc_new(acfg, &a) : VR_ENOMEM;
-    for (long k = 0; !st && k < end; k++) {
+    unsigned char *live;
+    uint64_t *rsize, *addr;
+    long from = 0;
+    VrStatus st = VR_OK;
+    if (run->snap && run->snap_log <= end) {
+        a = run->snap;
+        live = run->snap_live;
+        rsize = run->snap_rsize;
+        addr = run->snap_addr;
+        from = run->snap_log;
+        run->snap = NULL;
+        run->snap_live = NULL;
+        run->snap_rsize = run->snap_addr = NULL;
+    } else {
+        live = calloc((size_t)n_t + 1, 1);
+        rsize = calloc((size_t)n_t + 1, sizeof(uint64_t));
+        addr = calloc((size_t)n_t + 1, sizeof(uint64_t));
+        st = live && rsize && addr ? alloc_new(acfg, &a) : VR_ENOMEM;
+    }
+    for (long k = from; !st && k < end; k++) {
         const LogEv *e = &run->log[k];
         if (e->kind == LOG_MALLOC) {
             uint64_t at;

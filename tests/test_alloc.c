@@ -800,6 +800,124 @@ static void test_host_failure(void **state)
     run_faults("max_split_size_mb:30,garbage_collection_threshold:0.5", 600 * MiB);
 }
 
+/* alloc_clone: a copy taken in the middle of a random run (mallocs on two streams, frees,
+ * deferred frees completed or not, record_stream, stream syncs, empty_cache, under capacity
+ * pressure) answers the rest of the run exactly as the original does: the same addresses and
+ * statuses, the same statistics and segment map after every call, and every invariant holds. */
+static void same_state(Alloc *a, Alloc *b)
+{
+    AllocStats x, y;
+    alloc_stats(a, &x);
+    alloc_stats(b, &y);
+    assert_memory_equal(&x, &y, sizeof x);
+    AllocBlockInfo *ma = NULL, *mb = NULL;
+    size_t na = 0, nb = 0;
+    assert_int_equal(alloc_segment_map(a, &ma, &na), VR_OK);
+    assert_int_equal(alloc_segment_map(b, &mb, &nb), VR_OK);
+    assert_int_equal(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        assert_int_equal(ma[i].segment_addr, mb[i].segment_addr);
+        assert_int_equal(ma[i].addr, mb[i].addr);
+        assert_int_equal(ma[i].size, mb[i].size);
+        assert_int_equal(ma[i].stream, mb[i].stream);
+        assert_int_equal(ma[i].allocated, mb[i].allocated);
+        assert_int_equal(ma[i].small_pool, mb[i].small_pool);
+    }
+    free(ma);
+    free(mb);
+    assert_int_equal(alloc_check(b), VR_OK);
+}
+
+static uint32_t xs(uint32_t *r)
+{
+    *r ^= *r << 13;
+    *r ^= *r >> 17;
+    *r ^= *r << 5;
+    return *r;
+}
+
+/* One random call on both allocators (live: the addresses allocated, *n of them). */
+static void random_call(Alloc *a, Alloc *b, uint32_t *r, uint64_t *live, int *n, int *deferred)
+{
+    uint32_t k = xs(r) % 100;
+    if (k < 50 || *n == 0) {
+        static const uint64_t sizes[] = {1, 512, 4000, 70 * KiB, 1 * MiB, 3 * MiB, 11 * MiB, 25 * MiB,
+                                         90 * MiB};
+        uint64_t sz = sizes[xs(r) % 9] + xs(r) % 5000;
+        int stream = (int)(xs(r) % 2);
+        uint64_t pa = 0, pb = 0;
+        VrStatus sa = alloc_malloc(a, sz, stream, 0, &pa), sb = alloc_malloc(b, sz, stream, 0, &pb);
+        assert_int_equal(sa, sb);
+        if (sa == VR_OK) {
+            assert_int_equal(pa, pb);
+            if (*n < 400) live[(*n)++] = pa;
+        }
+        return;
+    }
+    int i = (int)(xs(r) % (uint32_t)*n);
+    uint64_t addr = live[i];
+    if (k < 80) {
+        live[i] = live[--*n];
+        assert_int_equal(alloc_dealloc(a, addr), alloc_dealloc(b, addr));
+    } else if (k < 86) {
+        live[i] = live[--*n];
+        assert_int_equal(alloc_free_deferred(a, addr), alloc_free_deferred(b, addr));
+        if (*deferred < 0) *deferred = 0;
+        live[400 + (*deferred)++ % 40] = addr;
+    } else if (k < 90 && *deferred > 0) {
+        uint64_t d = live[400 + (int)(xs(r) % (uint32_t)(*deferred < 40 ? *deferred : 40))];
+        assert_int_equal(alloc_free_complete(a, d), alloc_free_complete(b, d));
+    } else if (k < 94) {
+        int stream = 1 + (int)(xs(r) % 2);
+        assert_int_equal(alloc_record_stream(a, addr, stream), alloc_record_stream(b, addr, stream));
+    } else if (k < 97) {
+        int stream = (int)(xs(r) % 3);
+        alloc_stream_sync(a, stream);
+        alloc_stream_sync(b, stream);
+    } else if (k < 99) {
+        alloc_empty_cache(a);
+        alloc_empty_cache(b);
+    } else {
+        alloc_reset_peaks(a);
+        alloc_reset_peaks(b);
+    }
+}
+
+static void test_clone(void **state)
+{
+    (void)state;
+    static const char *const confs[] = {"", "expandable_segments:True", "max_split_size_mb:40",
+                                        "garbage_collection_threshold:0.6,max_split_size_mb:64",
+                                        "roundup_power2_divisions:4"};
+    for (int c = 0; c < 6; c++) {
+        for (uint32_t seed = 1; seed <= 4; seed++) {
+            AllocConfig cfg;
+            alloc_config_default(&cfg);
+            char err[256];
+            if (c < 5) assert_int_equal(alloc_config_parse(&cfg, confs[c], err, sizeof err), VR_OK);
+            else cfg.kind = ALLOC_IDEAL;
+            cfg.capacity = 600 * MiB;
+            cfg.fraction_set = true;
+            Alloc *a = NULL, *b = NULL, *t = NULL;
+            assert_int_equal(alloc_new(&cfg, &a), VR_OK);
+            assert_int_equal(alloc_new(&cfg, &t), VR_OK); /* a stand-in for the first half */
+            uint64_t live[440];
+            int n = 0, deferred = -1;
+            uint32_t r = seed * 2654435761u;
+            for (int i = 0; i < 600; i++) random_call(a, t, &r, live, &n, &deferred);
+            alloc_free(t);
+            assert_int_equal(alloc_clone(a, &b), VR_OK);
+            same_state(a, b);
+            for (int i = 0; i < 1500; i++) {
+                random_call(a, b, &r, live, &n, &deferred);
+                same_state(a, b);
+            }
+            alloc_free(a);
+            alloc_free(b);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -832,6 +950,7 @@ int main(void)
         cmocka_unit_test(test_inject),
         cmocka_unit_test(test_not_a_tensor),
         cmocka_unit_test(test_host_failure),
+        cmocka_unit_test(test_clone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
