@@ -294,7 +294,8 @@ function M.gather(cx, holder, keys, layer)
       local full = tensor(cx, p.name .. " (gathered)", full_bytes, gdt, "param", false,
                           { requires_grad = p.trainable, trainable = p.trainable })
       local ft = { id = full, shape = p.shape, dtype = gdt, rg = p.trainable,
-                   trainable = p.trainable, name = p.name, param = true, orig = p }
+                   trainable = p.trainable, name = p.name, param = true, orig = p,
+                   nb = full_bytes }
       holder[k] = ft
       local it = { holder = holder, key = k, full = ft, p = p, dtype = gdt,
                    bytes = (full_bytes + s.n - 1) // s.n }

@@ -20,8 +20,13 @@ nn.DT_SIZE = DT_SIZE
 -- (shapes are sequences: a numeric for visits what ipairs would, in the same order, without
 -- the iterator's calls; the build calls these for every tensor and op)
 local function numel(shape)
+  local k = #shape
+  -- the usual ranks spelled out: the same products in the same order as the loop's
+  if k == 2 then return 1 * shape[1] * shape[2] end
+  if k == 3 then return 1 * shape[1] * shape[2] * shape[3] end
+  if k == 1 then return 1 * shape[1] end
   local n = 1
-  for i = 1, #shape do n = n * shape[i] end
+  for i = 1, k do n = n * shape[i] end
   return n
 end
 nn.numel = numel
@@ -45,7 +50,9 @@ local function new_tensor(cx, name, shape, dtype, rg, cat)
   local nb = n * (DT_SIZE[dtype] or nn.bytes(shape, dtype))
   local id = cx.G:tensorv(name, nb, n, dtype, cat or "activation", rg)
   -- nb: its bytes (nn.bytes of its shape and dtype), kept so that nn.op need not recompute
-  -- them; set only here and in nn.view, whose tensors' shape and dtype never change
+  -- them; set only where a tensor's shape and dtype never change after it is made (here,
+  -- nn.view, strategies/dp.lua's gathered copies), never on a parameter (a model's cast
+  -- changes their dtype)
   return { id = id, shape = shape, dtype = dtype, rg = rg, name = name, nb = nb }
 end
 nn.new_tensor = new_tensor
