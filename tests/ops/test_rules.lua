@@ -111,7 +111,35 @@ local function recorder()
     return spec
   end
   function G.tensorv(self, ...) return self:tensor(spec_of(core.tensor_fields, ...)) end
-  function G.opv(self, ...) return self:op(spec_of(core.op_fields, ...)) end
+  -- G:opv takes nn.op's tensor lists and grads as they are and reads them as G:op's
+  -- (sim/bind/bind.c: a list's ids up to its first nil; grads resolved per input, opv_grads)
+  local function ids(list)
+    if list == nil then return nil end
+    local r = {}
+    for i, t in ipairs(list) do r[i] = type(t) == "table" and t.id or t end
+    return r
+  end
+  local function grads(g, inputs)
+    if g == nil then return nil end
+    local r = {}
+    for i, x in ipairs(inputs) do
+      local e = g ~= true and g[i] or "new"
+      if e == "new" then
+        r[i] = { dtype = x.dtype }
+      elseif type(e) == "table" then
+        r[i] = { pass = e.pass, bytes = e.bytes, dtype = e.dtype or x.dtype, view = e.view }
+      else
+        r[i] = "none"
+      end
+    end
+    return r
+  end
+  function G.opv(self, ...)
+    local spec = spec_of(core.op_fields, ...)
+    spec.grads = grads(spec.grads, spec.inputs)
+    for _, k in ipairs { "inputs", "outputs", "saves", "frees" } do spec[k] = ids(spec[k]) end
+    return self:op(spec)
+  end
   return G
 end
 local function last_op(G) return G.ops[#G.ops] end
