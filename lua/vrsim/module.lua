@@ -67,7 +67,9 @@ end
 function M.walk(root, fn)
   local function walk(m)
     fn(m)
-    for _, k in ipairs(m.order) do walk(m.children[k]) end
+    -- (m.order is a sequence, only ever appended to: a numeric for visits what ipairs would)
+    local order = m.order
+    for i = 1, #order do walk(m.children[order[i]]) end
   end
   walk(root)
 end

@@ -113,20 +113,17 @@ local INSIDE = { fwd = 0, bwd = 0 }  -- host class "inside": costed by the op it
 function nn.op(cx, spec)
   local inputs = spec.inputs
   -- the order parameters are first used in forward: their gradients are complete in the
-  -- reverse of it (DDP rebuilds its buckets in that order)
-  if cx.phase == "fwd" then
-    for _, x in ipairs(inputs) do
-      if x.param and not x.first_use then
+  -- reverse of it (DDP rebuilds its buckets in that order); and whether the op records
+  -- autograd history (an input that requires grad and whose gradient is not "none")
+  local fwd, grads, rg = cx.phase == "fwd", spec.grads, false
+  if fwd or not cx.no_grad then
+    local any = not cx.no_grad
+    for i, x in ipairs(inputs) do
+      if fwd and x.param and not x.first_use then
         cx.use_seq = (cx.use_seq or 0) + 1
         x.first_use = cx.use_seq
       end
-    end
-  end
-  local rg = false
-  if not cx.no_grad then
-    for i, x in ipairs(inputs) do
-      local g = spec.grads and spec.grads[i]
-      if x.rg and g ~= "none" then rg = true end
+      if any and x.rg and not (grads and grads[i] == "none") then rg = true end
     end
   end
   local outs = spec.out_tensors or {}
