@@ -374,14 +374,17 @@ static DType parse_dtype(lua_State *L, const char *s) {
  * or of tensors (tables whose field id is one), into a userdata buffer kept on the stack above
  * it; returns its length. upto_nil: the list ends at its first nil, as ipairs ends (nn.op's
  * lists); otherwise a nil within the length is an error. */
-static int top_ids(lua_State *L, const char *k, int **out, bool ids, bool upto_nil) {
+static int top_ids(lua_State *L, const char *k, int **out, bool ids, bool upto_nil, int *local,
+                   int cap) {
     *out = NULL;
     if (lua_isnil(L, -1)) return 0; /* leaves nil on the stack: popped with the op's frame */
     luaL_checktype(L, -1, LUA_TTABLE);
-    int n = (int)luaL_len(L, -1);
-    int *buf = lua_newuserdatauv(L, sizeof(int) * (size_t)(n + 1), 0);
+    int t = lua_gettop(L);
+    int n = (int)luaL_len(L, t);
+    /* a short list into the caller's buffer (local, cap ints), a longer one into a userdata */
+    int *buf = local && n <= cap ? local : lua_newuserdatauv(L, sizeof(int) * (size_t)(n + 1), 0);
     for (int i = 0; i < n; i++) {
-        if (lua_geti(L, -2, i + 1) == LUA_TNIL && upto_nil) {
+        if (lua_geti(L, t, i + 1) == LUA_TNIL && upto_nil) {
             lua_pop(L, 1);
             n = i;
             break;
@@ -470,12 +473,14 @@ static const char *fs_str(lua_State *L, const Fields *fs, int f, char *buf, size
 }
 static int fs_ids(lua_State *L, const Fields *fs, int f, int **out) {
     push_field(L, fs, f);
-    return top_ids(L, fs->names[f], out, true, false);
+    return top_ids(L, fs->names[f], out, true, false, NULL, 0);
 }
-/* A list of tensors: G:opv's (nn.op passes its lists as they are) ends at the first nil. */
-static int fs_tensors(lua_State *L, const Fields *fs, int f, int **out) {
+/* A list of tensors: G:opv's (nn.op passes its lists as they are) ends at the first nil. A list
+ * of at most cap goes into local (valid while the caller's frame is), a longer one onto the
+ * stack. */
+static int fs_tensors(lua_State *L, const Fields *fs, int f, int **out, int *local, int cap) {
     push_field(L, fs, f);
-    return top_ids(L, fs->names[f], out, true, fs->t == 0);
+    return top_ids(L, fs->names[f], out, true, fs->t == 0, local, cap);
 }
 static int fs_u64s(lua_State *L, const Fields *fs, int f, uint64_t **out) {
     push_field(L, fs, f);
@@ -621,6 +626,8 @@ static int read_op(lua_State *L, Graph *g, const Fields *fs) {
     luaL_checkstack(L, 2 * OF_COUNT, "op fields");
     int top = lua_gettop(L);
     char name[160], kind[32] = "elementwise", bkind[32] = "", phase[16] = "fwd", dt[16] = "fp32";
+    enum { LIST_CAP = 16 };
+    int lists[4][LIST_CAP]; /* inputs, outputs, saves, frees, when short (graph_add_op copies) */
     Op op = {.fwd_op = -1};
     if (fs_str(L, fs, OF_BWD_KIND, bkind, sizeof bkind)) op.bwd_kind = bkind;
     op.name = fs_str(L, fs, OF_NAME, name, sizeof name) ? name : "op";
@@ -633,14 +640,14 @@ static int read_op(lua_State *L, Graph *g, const Fields *fs) {
     if (!found) luaL_error(L, "op '%s': unknown phase '%s'", op.name, phase);
     fs_str(L, fs, OF_DTYPE, dt, sizeof dt);
     op.compute_dtype = parse_dtype(L, dt);
-    op.n_inputs = fs_tensors(L, fs, OF_INPUTS, &op.inputs);
-    op.n_outputs = fs_tensors(L, fs, OF_OUTPUTS, &op.outputs);
-    op.n_saves = fs_tensors(L, fs, OF_SAVES, &op.saves);
+    op.n_inputs = fs_tensors(L, fs, OF_INPUTS, &op.inputs, lists[0], LIST_CAP);
+    op.n_outputs = fs_tensors(L, fs, OF_OUTPUTS, &op.outputs, lists[1], LIST_CAP);
+    op.n_saves = fs_tensors(L, fs, OF_SAVES, &op.saves, lists[2], LIST_CAP);
     push_field(L, fs, OF_FREES);
     bool has_frees = !lua_isnil(L, -1);
     lua_pop(L, 1);
     if (has_frees) {
-        op.n_frees = fs_tensors(L, fs, OF_FREES, &op.frees);
+        op.n_frees = fs_tensors(L, fs, OF_FREES, &op.frees, lists[3], LIST_CAP);
     } else if (op.phase == PH_FWD || op.phase == PH_RECOMPUTE || op.phase == PH_BUILD ||
                op.phase == PH_OPTIM) {
         op.frees = op.inputs; /* each consumer holds its inputs until it ends */
