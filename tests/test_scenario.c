@@ -429,13 +429,16 @@ static void test_module_error_names_module_line(void **state) {
     ScenarioOptions o = opts_with(NULL, 0);
     const char *path = with_pre(f, "walk.lua", "require('vrsim.module').walk(nil, print)");
     const char *msg = load_fails(f, path, &o);
-    /* M.walk's inner walk(m) indexes m on its second line */
+    /* M.walk's inner walk(m) first indexes m where it reads m.order */
     int line = 0;
     FILE *src = fopen("lua/vrsim/module.lua", "r");
     assert_non_null(src);
     char buf[512];
-    for (int n = 1; fgets(buf, sizeof buf, src); n++)
-        if (strstr(buf, "function M.walk(root, fn)")) { line = n + 3; break; }
+    bool in_walk = false;
+    for (int n = 1; fgets(buf, sizeof buf, src); n++) {
+        if (strstr(buf, "function M.walk(root, fn)")) in_walk = true;
+        if (in_walk && strstr(buf, "m.order") && !strstr(buf, "--")) { line = n; break; }
+    }
     fclose(src);
     assert_true(line > 0);
     char want[128];
