@@ -291,8 +291,9 @@ int cmd_run(int argc, char **argv) {
         st = report_stage_dir(dir, tmp, sizeof tmp, err, sizeof err);
         bool staged = !st;
         if (staged) cleanup_set(tmp);
-        if (!st) st = report_write_all(tmp, plan, res, err, sizeof err);
-        if (!st && suggest) { /* report.html again, with the "what would help" rows */
+        /* report.html once: with the "what would help" rows when they are simulated */
+        if (!st) st = report_write_all(tmp, plan, res, !suggest, err, sizeof err);
+        if (!st && suggest) {
             ReportVariant *v = NULL;
             int nv = 0;
             st = report_html_variants_finish(variants, res, &v, &nv);

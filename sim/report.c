@@ -561,8 +561,8 @@ fail:
     return VR_EIO;
 }
 
-VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, char *err,
-                          size_t errlen) {
+VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, bool html,
+                          char *err, size_t errlen) {
     VrStatus st = report_make_dir(dir, err, errlen);
     if (st) return st;
     char path[4200];
@@ -585,7 +585,7 @@ VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, ch
         if (!st) st = report_write_file(path, b.p, b.n, err, errlen);
     }
     free(b.p);
-    if (!st) st = report_html_write(dir, p, r, err, errlen);
+    if (!st && html) st = report_html_write(dir, p, r, err, errlen);
     return st;
 }
 
