@@ -33,6 +33,12 @@ typedef struct ReportVariant {
  * out. A result without a timeline (record_timeline false) gives a page without the chart. */
 char *report_html_build(const Plan *p, const SimResult *r);
 
+/* The text cJSON_PrintUnformatted (libcjson 1.7.15) prints for o, as a new string the caller
+ * frees; NULL without the memory or for an item cJSON does not print. The page's data goes
+ * through it: the same bytes, without a sscanf per number. */
+struct cJSON;
+char *report_json_print(const struct cJSON *o);
+
 /* Writes dir/report.html atomically (report_write_file); creates dir if missing. The page says
  * that suggestions were not computed. VR_EIO with a message in err when it cannot be written,
  * VR_ENOMEM. */

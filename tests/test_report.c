@@ -13,7 +13,10 @@
 
 #include <cmocka.h>
 
+#include <cjson/cJSON.h>
+
 #include "report.h"
+#include "report_html.h"
 
 static void same_as_printf(double x, int d) {
     char want[64], got[32];
@@ -50,7 +53,73 @@ static void test_matches_printf(void **state) {
     }
 }
 
+/* report_json_print against cJSON_PrintUnformatted on random trees: numbers of every size and
+ * kind (integers, fractions, ones that need 17 digits, huge, tiny, NaN, infinities), strings
+ * with every control character, quotes and bytes past 127, nested arrays and objects. */
+static uint64_t rnd_state = 88172645463325252ull;
+static uint64_t rnd(void) {
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return rnd_state;
+}
+
+static double rnd_number(void) {
+    switch (rnd() % 8) {
+    case 0: return (double)(int64_t)(rnd() % 2000000) - 1000000;
+    case 1: return (double)(rnd() % 4000000000000000ull);
+    case 2: return (double)(rnd() >> 11) / 9007199254740992.0 * 1e6;
+    case 3: return ldexp((double)(rnd() >> 11), (int)(rnd() % 200) - 150);
+    case 4: return round((double)(rnd() % 100000000) / 7.0) / 1e4;
+    case 5: return (rnd() % 3) == 0 ? NAN : (rnd() % 2 ? INFINITY : -INFINITY);
+    case 6: { uint64_t u = rnd(); double d; memcpy(&d, &u, sizeof d); return isnan(d) ? 1.5 : d; }
+    default: return 0.1 * (double)(rnd() % 1000);
+    }
+}
+
+static cJSON *rnd_item(int depth) {
+    unsigned k = depth > 3 ? (unsigned)(rnd() % 5) : (unsigned)(rnd() % 7);
+    if (k == 0) return cJSON_CreateNumber(rnd_number());
+    if (k == 1) {
+        char str[40];
+        int n = (int)(rnd() % 30);
+        for (int i = 0; i < n; i++) str[i] = (char)(1 + rnd() % 255);
+        str[n] = 0;
+        return cJSON_CreateString(str);
+    }
+    if (k == 2) return cJSON_CreateNull();
+    if (k == 3) return cJSON_CreateBool(rnd() % 2);
+    if (k == 4) return cJSON_CreateNumber(rnd_number());
+    cJSON *c = k == 5 ? cJSON_CreateArray() : cJSON_CreateObject();
+    int n = (int)(rnd() % 6);
+    for (int i = 0; i < n; i++) {
+        if (k == 5) {
+            cJSON_AddItemToArray(c, rnd_item(depth + 1));
+        } else {
+            char key[16];
+            snprintf(key, sizeof key, "k%d\t\"%d", i, (int)(rnd() % 100));
+            cJSON_AddItemToObject(c, key, rnd_item(depth + 1));
+        }
+    }
+    return c;
+}
+
+static void test_json_print_is_cjsons(void **state) {
+    (void)state;
+    for (int t = 0; t < 3000; t++) {
+        cJSON *o = rnd_item(0);
+        char *want = cJSON_PrintUnformatted(o), *got = report_json_print(o);
+        assert_non_null(want);
+        assert_non_null(got);
+        if (strcmp(want, got) != 0) fail_msg("cJSON \"%s\", report_json_print \"%s\"", want, got);
+        free(want);
+        free(got);
+        cJSON_Delete(o);
+    }
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_matches_printf)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_matches_printf),
+                                       cmocka_unit_test(test_json_print_is_cjsons)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
