@@ -440,21 +440,29 @@ static void bput_fixed(Buf *b, double x, int decimals) {
 }
 
 static void json_escape(Buf *b, const char *s) {
+    const char *run = s; /* the characters since the last escape, copied in one piece */
     for (; *s; s++) {
+        if (*s != '"' && *s != '\\' && (unsigned char)*s >= 0x20) continue;
+        bputn(b, run, (size_t)(s - run));
         if (*s == '"' || *s == '\\') { bputc(b, '\\'); bputc(b, *s); }
-        else if ((unsigned char)*s < 0x20) bprintf(b, "\\u%04x", *s);
-        else bputc(b, *s);
+        else bprintf(b, "\\u%04x", *s);
+        run = s + 1;
     }
+    bputn(b, run, (size_t)(s - run));
 }
 
 /* A CSV field: quoted, with quotes doubled (RFC 4180). */
 static void csv_field(Buf *b, const char *s) {
     bputc(b, '"');
+    const char *run = s; /* the characters since the last one changed, copied in one piece */
     for (; *s; s++) {
+        if (*s != '"' && *s != '\n' && *s != '\r') continue;
+        bputn(b, run, (size_t)(s - run));
         if (*s == '"') bputs(b, "\"\"");
-        else if (*s == '\n' || *s == '\r') bputc(b, ' ');
-        else bputc(b, *s);
+        else bputc(b, ' ');
+        run = s + 1;
     }
+    bputn(b, run, (size_t)(s - run));
     bputc(b, '"');
 }
 
