@@ -940,6 +940,43 @@ static void js_put(JsBuf *b, const char *s, size_t k) {
     b->n += k;
 }
 
+/* d written as "%1.15g" writes it (with '.'), where d is the double nearest m / 10^k for an
+ * integer m of at most 15 digits and k in 1..6, and 1e-4 <= |d| < 1e15 (the figures the page
+ * rounds to a few decimals): then the 15 significant digits of d are those of m / 10^k (the
+ * double's error, under 2^-53 of it, is below half a unit of the 15th digit), "%g" picks the
+ * fixed style (exponent -4..14) and drops the trailing zeros; and the text reads back as d.
+ * Returns the length, or 0 where d is not such a number (the caller uses printf). */
+static int short_decimal(char t[32], double d) {
+    static const double P[] = {1, 10, 100, 1e3, 1e4, 1e5, 1e6};
+    double a = fabs(d);
+    if (!(a >= 1e-4 && a < 1e15)) return 0;
+    for (int k = 1; k <= 6; k++) {
+        double sc = a * P[k];
+        if (!(sc < 1e15) || sc != floor(sc) || sc / P[k] != a) continue;
+        unsigned long long m = (unsigned long long)sc;
+        char dg[24];
+        int n = 0;
+        do { dg[n++] = (char)('0' + m % 10); m /= 10; } while (m); /* reversed */
+        int len = 0;
+        if (d < 0) t[len++] = '-';
+        if (n <= k) { /* 0.000ddd */
+            t[len++] = '0';
+            t[len++] = '.';
+            for (int z = 0; z < k - n; z++) t[len++] = '0';
+            for (int i = n - 1; i >= 0; i--) t[len++] = dg[i];
+        } else {
+            for (int i = n - 1; i >= k; i--) t[len++] = dg[i];
+            t[len++] = '.';
+            for (int i = k - 1; i >= 0; i--) t[len++] = dg[i];
+        }
+        while (t[len - 1] == '0') len--; /* the fraction's trailing zeros */
+        if (t[len - 1] == '.') len--;
+        t[len] = 0;
+        return len;
+    }
+    return 0;
+}
+
 static void js_number(JsBuf *b, double d, char point) {
     char t[32];
     int len;
@@ -955,6 +992,8 @@ static void js_number(JsBuf *b, double d, char point) {
         if (d < 0) t[len++] = '-';
         while (k) t[len++] = r[--k];
         t[len] = 0;
+    } else if ((len = short_decimal(t, d)) > 0) {
+        /* written as "%1.15g" writes it (short_decimal) */
     } else {
         len = snprintf(t, sizeof t, "%1.15g", d);
         char *end;

@@ -106,6 +106,19 @@ static cJSON *rnd_item(int depth) {
 
 static void test_json_print_is_cjsons(void **state) {
     (void)state;
+    /* figures rounded to a few decimals, of every size */
+    for (int t = 0; t < 200000; t++) {
+        static const double P[] = {10, 100, 1e3, 1e4, 1e5, 1e6};
+        double scale = ldexp(1, (int)(rnd() % 60)) * (double)(1 + rnd() % 1000);
+        double x = round((double)(rnd() % 1000000007) / 1000000007.0 * scale * P[rnd() % 6]) / P[rnd() % 6];
+        if (rnd() % 2) x = -x;
+        cJSON *o = cJSON_CreateNumber(x);
+        char *want = cJSON_PrintUnformatted(o), *got = report_json_print(o);
+        if (strcmp(want, got) != 0) fail_msg("%.17g: cJSON \"%s\", report_json_print \"%s\"", x, want, got);
+        free(want);
+        free(got);
+        cJSON_Delete(o);
+    }
     for (int t = 0; t < 3000; t++) {
         cJSON *o = rnd_item(0);
         char *want = cJSON_PrintUnformatted(o), *got = report_json_print(o);
