@@ -379,7 +379,7 @@ static void bprintf(Buf *b, const char *fmt, ...) {
 }
 
 /* Room for n more bytes (and a terminating NUL) in b; false when out of memory. */
-static bool breserve(Buf *b, size_t n) {
+static inline bool breserve(Buf *b, size_t n) {
     if (b->bad) return false;
     if (b->p && b->n + n < b->cap) return true;
     size_t ncap = b->cap ? b->cap * 2 : 65536;
@@ -391,14 +391,14 @@ static bool breserve(Buf *b, size_t n) {
     return true;
 }
 
-static void bputn(Buf *b, const char *s, size_t n) {
+static inline void bputn(Buf *b, const char *s, size_t n) {
     if (!breserve(b, n)) return;
     memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;
 }
 
-static void bputs(Buf *b, const char *s) { bputn(b, s, strlen(s)); }
+static inline void bputs(Buf *b, const char *s) { bputn(b, s, strlen(s)); }
 
 static void bputc(Buf *b, char c) { bputn(b, &c, 1); }
 
