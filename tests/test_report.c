@@ -96,7 +96,7 @@ static cJSON *rnd_item(int depth) {
         if (k == 5) {
             cJSON_AddItemToArray(c, rnd_item(depth + 1));
         } else {
-            char key[16];
+            char key[32];
             snprintf(key, sizeof key, "k%d\t\"%d", i, (int)(rnd() % 100));
             cJSON_AddItemToObject(c, key, rnd_item(depth + 1));
         }
