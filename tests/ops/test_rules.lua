@@ -99,49 +99,7 @@ do
 end
 
 -- op library: casts, autocast's weight cache, cat, copies, the loss, row-sum buffers ---------------
-local function recorder()
-  local G = { tensors = {}, ops = {} }
-  function G.tensor(self, spec) self.tensors[#self.tensors + 1] = spec; return #self.tensors end
-  function G.op(self, spec) self.ops[#self.ops + 1] = spec; return #self.ops end
-  -- the op library calls G:opv / G:tensorv (fields as arguments, in vrsim.core's orders)
-  local core = require "vrsim.core"
-  local function spec_of(names, ...)
-    local a, spec = table.pack(...), {}
-    for i, k in ipairs(names) do spec[k] = a[i] end
-    return spec
-  end
-  function G.tensorv(self, ...) return self:tensor(spec_of(core.tensor_fields, ...)) end
-  -- G:opv takes nn.op's tensor lists and grads as they are and reads them as G:op's
-  -- (sim/bind/bind.c: a list's ids up to its first nil; grads resolved per input, opv_grads)
-  local function ids(list)
-    if list == nil then return nil end
-    local r = {}
-    for i, t in ipairs(list) do r[i] = type(t) == "table" and t.id or t end
-    return r
-  end
-  local function grads(g, inputs)
-    if g == nil then return nil end
-    local r = {}
-    for i, x in ipairs(inputs) do
-      local e = g ~= true and g[i] or "new"
-      if e == "new" then
-        r[i] = { dtype = x.dtype }
-      elseif type(e) == "table" then
-        r[i] = { pass = e.pass, bytes = e.bytes, dtype = e.dtype or x.dtype, view = e.view }
-      else
-        r[i] = "none"
-      end
-    end
-    return r
-  end
-  function G.opv(self, ...)
-    local spec = spec_of(core.op_fields, ...)
-    spec.grads = grads(spec.grads, spec.inputs)
-    for _, k in ipairs { "inputs", "outputs", "saves", "frees" } do spec[k] = ids(spec[k]) end
-    return self:op(spec)
-  end
-  return G
-end
+local recorder = require "recorder" -- tests/ops/recorder.lua
 local function last_op(G) return G.ops[#G.ops] end
 do
   local G = recorder()
