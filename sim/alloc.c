@@ -153,6 +153,24 @@ static TNode *t_lower(TNode *t, uint64_t k0, uint64_t k1, uint64_t k2)
     return best;
 }
 
+/* The link (root or a child pointer) to the first node with key >= (k0,k1,k2), or NULL: that
+ * node is erased through it with *link = t_merge((*link)->l, (*link)->r), without t_erase's
+ * second descent, while the tree is unchanged. */
+static TNode **t_lower_link(TNode **root, uint64_t k0, uint64_t k1, uint64_t k2)
+{
+    TNode **best = NULL, **p = root;
+    while (*p) {
+        TNode *t = *p;
+        if (key_lt(t->k0, t->k1, t->k2, k0, k1, k2)) {
+            p = &t->r;
+        } else {
+            best = p;
+            p = &t->l;
+        }
+    }
+    return best;
+}
+
 /* Last node with key < (k0,k1,k2), or NULL. */
 static TNode *t_below(TNode *t, uint64_t k0, uint64_t k1, uint64_t k2)
 {
@@ -1237,7 +1255,8 @@ static Block *get_free_block(Alloc *a, Pool *p, int stream, uint64_t rsize)
 {
     if (a->cfg.fraction_set && a->cfg.gc_threshold > 0)
         p->gc_calls++;
-    TNode *n = t_lower(p->free, (uint64_t)stream, rsize, 0);
+    TNode **link = t_lower_link(&p->free, (uint64_t)stream, rsize, 0);
+    TNode *n = link ? *link : NULL;
     if (!n || n->k0 != (uint64_t)stream)
         return NULL;
     Block *b = (Block *)n;
@@ -1265,7 +1284,12 @@ static Block *get_free_block(Alloc *a, Pool *p, int stream, uint64_t rsize)
         return NULL;
     if (rsize >= M && b->size >= rsize + a->cfg.max_non_split_rounding)
         return NULL;
-    set_erase(a, b);
+    if (&b->node == n) { /* the node t_lower_link found: erased through its link */
+        *link = t_merge(n->l, n->r);
+        b->where = IN_NONE;
+    } else {
+        set_erase(a, b);
+    }
     return b;
 }
 
