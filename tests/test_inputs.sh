@@ -26,6 +26,22 @@ expect() {
 DS=scenarios/llama7b_deepspeed_json.lua
 SMALL="--set size=7b-l2 --set seq=512 --set steps=2 --no-files"
 
+# ---- several bad fields: the same one is reported every time ---------------------------------
+cat > "$TMP/two_bad.lua" <<'L'
+return { hardware = { gpu = "h200" }, model = { family = "llama2", size = "7b", layers = 2 },
+         training = { micro_batch = 1, seq = 16, precision = "bf16", optimizer = "adamw" },
+         allocator = { conf = 5 } }
+L
+first=""; same=1
+for i in 1 2 3 4 5 6 7 8; do
+  run twobad "$TMP/two_bad.lua" --no-files
+  msg=$(head -1 "$TMP/twobad.err")
+  [ -z "$first" ] && first=$msg
+  [ "$msg" = "$first" ] || same=0
+done
+if [ "$same" = 1 ] && [ "$RC" -eq 2 ]; then ok "two bad fields: one message, the same in 8 runs ($first)"
+else fail "two bad fields: the message changed between runs or exit $RC" "$first / $msg"; fi
+
 # ---- DeepSpeed JSON: the failures of issue 14 -----------------------------------------------
 cat > "$TMP/auto_bucket.json" <<'J'
 { "train_micro_batch_size_per_gpu": "auto", "zero_optimization": { "stage": 2, "reduce_bucket_size": "auto" } }

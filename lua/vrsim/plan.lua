@@ -121,6 +121,20 @@ local function keys(t)
 end
 P.keys = keys
 
+-- The keys of t in a fixed order (strings sorted, then any other key by its text), so that a
+-- scenario with several bad fields always reports the same one first
+local function ordered_keys(t)
+  local r = {}
+  for k in pairs(t) do r[#r + 1] = k end
+  table.sort(r, function(a, b)
+    local sa, sb = type(a) == "string", type(b) == "string"
+    if sa ~= sb then return sa end
+    if sa then return a < b end
+    return tostring(a) < tostring(b)
+  end)
+  return r
+end
+
 -- The line of the scenario where `field =` first appears (after `section` when given).
 local function line_of(src, field, section)
   local start = 1
@@ -302,7 +316,7 @@ function P.normalize(scn, sets, file, src)
   local ctx = { file = file, src = src, given = {} } -- given: "section.field" the scenario or --set gave
   extend_schema(scn, sets)
   local cfg = {}
-  for k, v in pairs(scn) do
+  for _, k in ipairs(ordered_keys(scn)) do
     if type(k) ~= "string" or SCHEMA[k] == nil then
       local s = type(k) == "string" and closest(k, keys(SCHEMA))
       fail(ctx, tostring(k), nil, ("unknown section '%s'%s"):format(tostring(k),
@@ -310,12 +324,14 @@ function P.normalize(scn, sets, file, src)
     end
   end
   cfg.title = scn.title
-  for sec, fields in pairs(SCHEMA) do
+  for _, sec in ipairs(keys(SCHEMA)) do
+    local fields = SCHEMA[sec]
     if type(fields) == "table" then
       local given = scn[sec] or {}
       if type(given) ~= "table" then fail(ctx, sec, nil, sec .. " must be a table") end
       cfg[sec] = {}
-      for f, v in pairs(given) do
+      for _, f in ipairs(ordered_keys(given)) do
+        local v = given[f]
         if not fields[f] then
           local s = closest(tostring(f), keys(fields))
           fail(ctx, tostring(f), sec, ("unknown field '%s.%s'%s"):format(sec, tostring(f),
