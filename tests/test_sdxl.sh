@@ -114,6 +114,24 @@ if [ "$RC" -eq 0 ] && [ "$got" = "16 70 0 0" ]; then
   ok "checkpointing: 16 ResNet blocks and 70 transformer blocks recomputed, not the mid block's first ResNet"
 else fail "checkpointing: exit $RC, recomputed (resnets, transformer blocks, mid resnet 0, other) = '$got', expected '16 70 0 0'" "$(tail -n 3 "$TMP/ckpt.err")"; fi
 
+# The kernels' access classes priced where they run (docs/step-time.md, SDXL's GPU time by kernel
+# class): GEGLU's product of a strided half and a contiguous tensor, GroupNorm and LayerNorm and
+# their backward, each with its measured class; every 3x3 convolution pays its layout transforms
+got=$(python3 - "$TMP/ckpt/trace.json" <<'PY' 2>&1
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+kind = {}
+for e in ev:
+    kind.setdefault(e["name"], e["args"].get("kind"))
+geglu = {kind[n] for n in kind if n.endswith(".geglu")} | {kind[n] for n in kind if n.endswith(".geglu.backward")}
+norm = {kind[n] for n in kind if n.endswith(".norm1") or n.endswith(".norm1.backward")}
+print(sorted(geglu), sorted(norm))
+PY
+)
+if [ "$got" = "['strided_mixed', 'strided_mixed_bwd'] ['norm', 'norm_bwd']" ]; then
+  ok "GEGLU's product and the norms are priced by their measured classes, forward and backward"
+else fail "access classes of GEGLU's product and the norms: '$got'"; fi
+
 # LoRA on any named Linear (peft's target_modules suffix match): proj_in and ff.net.2, rank 8:
 # 8 x (in + out) per module, 11 proj_in (5 of 640, 6 of 1280) and 70 ff.net.2 (10 of 2560 -> 640,
 # 60 of 5120 -> 1280)

@@ -575,14 +575,15 @@ local function device_of(cfg, ctx)
       if ops then prof.torch_ops = ops.torch_ops end
       -- more classes, each from its own measurement: cuDNN's layout transforms around NCHW
       -- convolutions (measure_conv_transforms.py), GroupNorm's statistics kernel, one block
-      -- per row (measure_group_norm.py), and the norms' other kernels (measure_norm_kernels.py);
+      -- per row (measure_group_norm.py), the norms' other kernels (measure_norm_kernels.py) and
+      -- GEGLU's product of a strided and a contiguous operand (measure_geglu_mul.py);
       -- a new list: the modules' own tables stay as loaded
       local extras = { calibrated("_conv_layout", gname), calibrated("_group_norm", gname),
-                       calibrated("_norm", gname) }
+                       calibrated("_norm", gname), calibrated("_geglu_mul", gname) }
       if next(extras) and prof.torch_ops then
         local all = {}
         for _, r in ipairs(prof.torch_ops) do all[#all + 1] = r end
-        for k = 1, 3 do
+        for k = 1, 4 do
           local extra = extras[k] or {}
           for _, r in ipairs(extra.torch_ops or {}) do all[#all + 1] = r end
         end

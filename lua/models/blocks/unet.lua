@@ -209,8 +209,8 @@ end
 -- TensorIterator's non-vectorized path: the "strided" class (1.31 TB/s measured for the step's
 -- GeluCUDAKernelImpl at 1024 px, batch 4, validation/results/kernels_sdxl_h200.jsonl, against
 -- 1.41 for the class and 3.81 contiguous), forward and backward. The product, whose other
--- operands are contiguous, ran at 2.15 TB/s, between the two classes; it keeps the contiguous
--- one. chunk's backward copies the two gradients into the projection's (CatArrayBatchedCopy, at
+-- operands are contiguous, runs between the two: the classes "strided_mixed" and its backward's
+-- "strided_mixed_bwd" (2.2 and 2.9 TB/s at 16384 tokens, measure_geglu_mul.py). chunk's backward copies the two gradients into the projection's (CatArrayBatchedCopy, at
 -- copy speed: 3.26 ms for 13.4 GB).
 local function geglu_forward(cx, m, x)
   local name = m.opname:gsub("%.net%.0$", "")
@@ -223,7 +223,8 @@ local function geglu_forward(cx, m, x)
              out_tensors = { hs, gate }, bytes = 0, bwd_kind = "copy",
              bwd_bytes = 2 * nn.bytes(p.shape, p.dtype), grads = { { dtype = p.dtype } } })
   local g = nn.act(cx, name .. ".gelu", gate, { kind = "strided" })
-  return nn.mul(cx, name .. ".geglu", hs, g, hs.dtype, { frees = { g, hs } })
+  return nn.mul(cx, name .. ".geglu", hs, g, hs.dtype,
+                { frees = { g, hs }, kind = "strided_mixed", bwd_kind = "strided_mixed_bwd" })
 end
 
 -- FeedForward.forward: for module in net (GEGLU, Dropout(0.0): the input itself, Linear).

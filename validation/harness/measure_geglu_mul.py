@@ -1,0 +1,105 @@
+"""GEGLU's product, hidden * gelu(gate), where hidden is one half of the projection's output (a view
+whose rows are twice its width apart) and gelu(gate) a contiguous tensor: TensorIterator cannot
+take the vectorized path for the strided operand, so the kernel runs between the "strided" and
+the contiguous classes. For the SDXL UNet's feed-forward shapes (256-16384 tokens x 2560 or 5120
+channels, bf16): the MulFunctor kernels of the forward and of MulBackward0 (grad * gelu(gate) and
+grad * hidden) under torch.profiler, the median of 5 calls, with the bytes vrsim's op counts
+(forward: both operands and the output; backward: twice that). One JSON object:
+{"rows": [{"tokens", "inner", "dir", "bytes", "us"}]}
+
+  python3 validation/harness/measure_geglu_mul.py --out F.json
+  python3 validation/harness/measure_geglu_mul.py --from F.json --lua lua/hw/calibrated/h200_geglu_mul.lua
+"""
+import argparse
+import json
+import statistics
+
+try:  # --from runs without torch
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    torch = None
+
+SHAPES = [(t, inner) for inner in (2560, 5120) for t in (256, 1024, 4096, 16384)]
+
+
+def mul_us(fn):
+    from torch.profiler import ProfilerActivity, profile
+    ts = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        ts.append(sum(e.device_time_total for e in prof.events()
+                      if e.device_type == torch.autograd.DeviceType.CUDA and "MulFunctor" in e.name))
+    return statistics.median(ts)
+
+
+def measure(path):
+    rows = []
+    for t, inner in SHAPES:
+        p = torch.randn(t, 2 * inner, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        g = F.gelu(torch.randn(t, inner, device="cuda", dtype=torch.bfloat16)).requires_grad_()
+        grad = torch.ones(t, inner, device="cuda", dtype=torch.bfloat16)
+
+        def fwd():
+            hs, _ = p.chunk(2, dim=-1)
+            return hs * g
+
+        def fwdbwd():
+            torch.autograd.grad(fwd(), (p, g), grad)
+        for _ in range(3):
+            fwdbwd()
+        f = mul_us(fwd)
+        b = mul_us(fwdbwd) - f
+        nbytes = 3 * t * inner * 2
+        rows += [{"tokens": t, "inner": inner, "dir": "fwd", "bytes": nbytes, "us": round(f, 2)},
+                 {"tokens": t, "inner": inner, "dir": "bwd", "bytes": 2 * nbytes, "us": round(b, 2)}]
+        print(json.dumps(rows[-2]), json.dumps(rows[-1]))
+        del p, g, grad
+        torch.cuda.empty_cache()
+    with open(path, "w") as fh:
+        json.dump({"rows": rows, "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}, fh)
+
+
+def write_lua(src, path):
+    d = json.load(open(src))
+    pts = sorted((r["bytes"], r["bytes"] / (r["us"] * 1e-6) / 1e9, r) for r in d["rows"] if r["us"] > 0)
+    with open(path, "w") as f:
+        f.write("-- GEGLU's product of a strided half-view and a contiguous tensor on NVIDIA H200, torch\n"
+                "-- 2.11.0+cu130, bf16, torch.profiler kernel time, 2026-12-01: the bytes vrsim's op counts\n"
+                "-- (forward: both operands and the output; backward: twice that) over the MulFunctor\n"
+                "-- kernels' time, %d points at the SDXL UNet's feed-forward shapes; classes\n"
+                "-- \"strided_mixed\" (forward) and \"strided_mixed_bwd\".\n"
+                "--   python3 validation/harness/measure_geglu_mul.py --out validation/results/geglu_mul_h200.json\n"
+                "--   python3 validation/harness/measure_geglu_mul.py --from validation/results/geglu_mul_h200.json --lua THIS_FILE\n"
+                % len(pts))
+        f.write("return {\n  torch_ops = {\n")
+        for b, gbps, r in pts:
+            f.write('    {class="%s", op="hidden * gelu(gate) %dx%d", bytes=%d, ms=%.5f, gbps=%.1f},\n'
+                    % ("strided_mixed" if r["dir"] == "fwd" else "strided_mixed_bwd",
+                       r["tokens"], r["inner"], b, r["us"] / 1e3, gbps))
+        f.write("  },\n}\n")
+    print("%d points, %.0f-%.0f GB/s" % (len(pts), min(p[1] for p in pts), max(p[1] for p in pts)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--from", dest="src")
+    ap.add_argument("--lua")
+    a = ap.parse_args()
+    if a.src:
+        if not a.lua:
+            ap.error("--from needs --lua")
+        return write_lua(a.src, a.lua)
+    if not a.out:
+        ap.error("--out (measure) or --from F --lua FILE")
+    if torch is None:
+        ap.error("measuring needs torch")
+    measure(a.out)
+
+
+if __name__ == "__main__":
+    main()
