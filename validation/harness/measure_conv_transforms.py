@@ -18,19 +18,17 @@ output; backward: grad_output, filter, grad_input for the data gradient and grad
 grad_weight for the filter gradient), and writes the rates as the profile classes "layout" and
 "layout_filter" (lua/hw/calibrated/h200_conv_layout.lua).
 """
-import argparse
 import json
 import os
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-try:  # the fit (--from) runs without torch
-    import torch
+from kernel_timing import call_kernels, measure_or_write, torch  # noqa: E402
+
+if torch is not None:  # the fit (--from) runs without torch
     import torch.nn as nn
     from sdxl_unet import SDXLUNet
-except ImportError:
-    torch = None
 
 TRANSFORM = re.compile(r"nchwToNhwc|nhwcToNchw|tensorTransformGeneric")
 
@@ -54,17 +52,6 @@ def conv_calls(res, batch):
               torch.randn(batch, 77, 2048, device="meta"), torch.randn(batch, 1280, device="meta"),
               torch.randn(batch, 6, device="meta"))
     return calls
-
-
-def kernels_of(fn):
-    from torch.profiler import ProfilerActivity, profile
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        out = fn()
-        torch.cuda.synchronize()
-    ks = [(e.name, getattr(e, "device_time_total", 0.0)) for e in prof.events()
-          if e.device_type == torch.autograd.DeviceType.CUDA]
-    return out, ks
 
 
 def summarize(ks):
@@ -136,22 +123,7 @@ def write_lua(src, path):
           % (k, act, filt, n, 100 * err))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--res", type=int, default=1024)
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--out")
-    ap.add_argument("--from", dest="src")
-    ap.add_argument("--lua")
-    a = ap.parse_args()
-    if a.src:
-        if not a.lua:
-            ap.error("--from needs --lua")
-        return write_lua(a.src, a.lua)
-    if not a.out:
-        ap.error("--out is required to measure")
-    if torch is None:
-        ap.error("measuring needs torch (the fit, --from, does not)")
+def measure(a):
     torch.backends.cudnn.benchmark = False
     counts = {}
     for c in conv_calls(a.res, a.batch):
@@ -163,9 +135,9 @@ def main():
         for _ in range(3):  # cuDNN's plans built, the allocator warm
             y = conv(x)
             y.backward(torch.ones_like(y))
-        y, fk = kernels_of(lambda: conv(x))
+        y, fk = call_kernels(lambda: conv(x))
         g = torch.ones_like(y)
-        _, bk = kernels_of(lambda: y.backward(g))
+        _, bk = call_kernels(lambda: y.backward(g))
         rows.append({"cin": cin, "cout": cout, "k": k, "stride": stride, "n": n, "h": h, "w": w,
                      "calls": calls, "fwd": summarize(fk), "bwd": summarize(bk),
                      "kernels": {"fwd": [short(nm) for nm, _ in fk], "bwd": [short(nm) for nm, _ in bk]}})
@@ -176,6 +148,13 @@ def main():
            "gpu": torch.cuda.get_device_name()}
     with open(a.out, "a") as f:
         f.write(json.dumps(rec) + "\n")
+
+
+def main():
+    def args(ap):
+        ap.add_argument("--res", type=int, default=1024)
+        ap.add_argument("--batch", type=int, default=1)
+    measure_or_write(__doc__, measure, write_lua, args)
 
 
 if __name__ == "__main__":

@@ -10,33 +10,23 @@ grad * hidden) under torch.profiler, the median of 5 calls, with the bytes vrsim
   python3 validation/harness/measure_geglu_mul.py --out F.json
   python3 validation/harness/measure_geglu_mul.py --from F.json --lua lua/hw/calibrated/h200_geglu_mul.lua
 """
-import argparse
 import json
-import statistics
 
-try:  # --from runs without torch
-    import torch
+from kernel_timing import measure_or_write, median_kernel_us, torch
+
+if torch is not None:  # --from runs without torch
     import torch.nn.functional as F
-except ImportError:
-    torch = None
 
 SHAPES = [(t, inner) for inner in (2560, 5120) for t in (256, 1024, 4096, 16384)]
 
 
 def mul_us(fn):
-    from torch.profiler import ProfilerActivity, profile
-    ts = []
-    for _ in range(5):
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize()
-        ts.append(sum(e.device_time_total for e in prof.events()
-                      if e.device_type == torch.autograd.DeviceType.CUDA and "MulFunctor" in e.name))
-    return statistics.median(ts)
+    """One call's MulFunctor kernels' microseconds (median of 5 calls)."""
+    us, _ = median_kernel_us(fn, 5, lambda name: "mul" if "MulFunctor" in name else None)
+    return us.get("mul", 0.0)
 
 
-def measure(path):
+def measure(a):
     rows = []
     for t, inner in SHAPES:
         p = torch.randn(t, 2 * inner, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -59,7 +49,7 @@ def measure(path):
         print(json.dumps(rows[-2]), json.dumps(rows[-1]))
         del p, g, grad
         torch.cuda.empty_cache()
-    with open(path, "w") as fh:
+    with open(a.out, "w") as fh:
         json.dump({"rows": rows, "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}, fh)
 
 
@@ -85,20 +75,7 @@ def write_lua(src, path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out")
-    ap.add_argument("--from", dest="src")
-    ap.add_argument("--lua")
-    a = ap.parse_args()
-    if a.src:
-        if not a.lua:
-            ap.error("--from needs --lua")
-        return write_lua(a.src, a.lua)
-    if not a.out:
-        ap.error("--out (measure) or --from F --lua FILE")
-    if torch is None:
-        ap.error("measuring needs torch")
-    measure(a.out)
+    measure_or_write(__doc__, measure, write_lua)
 
 
 if __name__ == "__main__":

@@ -14,19 +14,16 @@ summed kernel time (a split-K GEMM launches two). One JSON object:
   python3 validation/harness/measure_gemm_kernels.py --out F.json
   python3 validation/harness/measure_gemm_kernels.py --from F.json --lua lua/hw/calibrated/h200_gemm_kernels.lua
 """
-import argparse
 import json
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-try:  # --from runs without torch
-    import torch
+from kernel_timing import measure_or_write, median_kernel_us, torch  # noqa: E402
+
+if torch is not None:  # --from runs without torch
     import torch.nn as nn
     from sdxl_unet import SDXLUNet
-except ImportError:
-    torch = None
 
 
 def sdxl_linears(res, batch):
@@ -89,24 +86,15 @@ def operands(op, m, n, k):
 
 
 def kernel_time(fn, calls=10):
-    """Median over calls of one call's summed kernel time (ms), and its kernel count; each call
-    profiled alone, as measure_sdpa_kernels.py does."""
-    from torch.profiler import ProfilerActivity, profile
+    """After 5 warm-up calls, the median over `calls` of one call's summed kernel time (ms) and
+    its kernel count (kernel_timing.median_kernel_us)."""
     for _ in range(5):
         fn()
-    times, counts = [], []
-    for _ in range(calls):
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize()
-        ks = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-        times.append(sum(getattr(e, "device_time_total", 0.0) for e in ks) / 1e3)
-        counts.append(len(ks))
-    return statistics.median(times), round(statistics.median(counts))
+    us, n = median_kernel_us(fn, calls)
+    return us.get("all", 0.0) / 1e3, round(n.get("all", 0))
 
 
-def measure(path):
+def measure(a):
     rows = []
     for op, m, n, k in shapes():
         ms, kernels = kernel_time(operands(op, m, n, k))
@@ -115,7 +103,7 @@ def measure(path):
                          "tflops": round(2 * m * n * k / (ms * 1e-3) / 1e12, 2), "kernels": kernels})
             print(json.dumps(rows[-1]))
         torch.cuda.empty_cache()
-    with open(path, "w") as f:
+    with open(a.out, "w") as f:
         json.dump({"rows": rows, "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}, f)
 
 
@@ -145,20 +133,7 @@ def write_lua(src, path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out")
-    ap.add_argument("--from", dest="src")
-    ap.add_argument("--lua")
-    a = ap.parse_args()
-    if a.src:
-        if not a.lua:
-            ap.error("--from needs --lua")
-        return write_lua(a.src, a.lua)
-    if not a.out:
-        ap.error("--out (measure) or --from F --lua FILE (write the profile)")
-    if torch is None:
-        ap.error("measuring needs torch")
-    measure(a.out)
+    measure_or_write(__doc__, measure, write_lua)
 
 
 if __name__ == "__main__":

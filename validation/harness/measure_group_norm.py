@@ -12,15 +12,12 @@ JSON object: {"rows": [{"n", "c", "hw", "groups", "row_bytes", "moments_us", "ot
   python3 validation/harness/measure_group_norm.py --out F.json
   python3 validation/harness/measure_group_norm.py --from F.json --lua lua/hw/calibrated/h200_group_norm.lua
 """
-import argparse
 import json
-import statistics
 
-try:  # --from runs without torch
-    import torch
+from kernel_timing import measure_or_write, median_kernel_us, torch
+
+if torch is not None:  # --from runs without torch
     import torch.nn.functional as F
-except ImportError:
-    torch = None
 
 SHAPES = [(320, 128 * 128), (640, 128 * 128), (960, 128 * 128), (320, 64 * 64), (640, 64 * 64),
           (960, 64 * 64), (1280, 64 * 64), (1920, 64 * 64), (640, 32 * 32), (1280, 32 * 32),
@@ -30,26 +27,14 @@ GROUPS = 32
 
 
 def one_call(x, w, b):
-    from torch.profiler import ProfilerActivity, profile
-    moments, other = [], []
-    for _ in range(5):
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            F.group_norm(x, GROUPS, w, b)
-            torch.cuda.synchronize()
-        m = o = 0.0
-        for e in prof.events():
-            if e.device_type == torch.autograd.DeviceType.CUDA:
-                if "RowwiseMoments" in e.name:
-                    m += e.device_time_total
-                else:
-                    o += e.device_time_total
-        moments.append(m)
-        other.append(o)
-    return statistics.median(moments), statistics.median(other)
+    """The statistics kernel's and the other kernels' microseconds of one F.group_norm (medians
+    of 5 calls)."""
+    us, _ = median_kernel_us(lambda: F.group_norm(x, GROUPS, w, b), 5,
+                             lambda name: "moments" if "RowwiseMoments" in name else "other")
+    return us.get("moments", 0.0), us.get("other", 0.0)
 
 
-def measure(path):
+def measure(a):
     rows = []
     for c, hw in SHAPES:
         for n in BATCHES:
@@ -66,7 +51,7 @@ def measure(path):
             print(json.dumps(rows[-1]))
             del x
             torch.cuda.empty_cache()
-    with open(path, "w") as f:
+    with open(a.out, "w") as f:
         json.dump({"rows": rows, "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}, f)
 
 
@@ -97,20 +82,7 @@ def write_lua(src, path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out")
-    ap.add_argument("--from", dest="src")
-    ap.add_argument("--lua")
-    a = ap.parse_args()
-    if a.src:
-        if not a.lua:
-            ap.error("--from needs --lua")
-        return write_lua(a.src, a.lua)
-    if not a.out:
-        ap.error("--out (measure) or --from F --lua FILE")
-    if torch is None:
-        ap.error("measuring needs torch")
-    measure(a.out)
+    measure_or_write(__doc__, measure, write_lua)
 
 
 if __name__ == "__main__":

@@ -10,34 +10,24 @@ rate of vrsim's "norm" class (forward) and "norm_bwd" (backward). One JSON objec
   python3 validation/harness/measure_norm_kernels.py --out F.json
   python3 validation/harness/measure_norm_kernels.py --from F.json --lua lua/hw/calibrated/h200_norm.lua
 """
-import argparse
 import json
-import statistics
 
-try:  # --from runs without torch
-    import torch
+from kernel_timing import measure_or_write, median_kernel_us, torch
+
+if torch is not None:  # --from runs without torch
     import torch.nn.functional as F
-except ImportError:
-    torch = None
 
 LN = [(t, c) for c in (320, 640, 1280) for t in (256, 1024, 4096, 16384, 65536)]
 GN = [(n, c, side) for n in (1, 2, 4, 8) for c, side in ((320, 128), (640, 64), (1280, 32), (960, 128), (1920, 64))]
 
 
 def kernel_us(fn, skip="RowwiseMoments"):
-    from torch.profiler import ProfilerActivity, profile
-    ts = []
-    for _ in range(5):
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize()
-        ts.append(sum(e.device_time_total for e in prof.events()
-                      if e.device_type == torch.autograd.DeviceType.CUDA and skip not in e.name))
-    return statistics.median(ts)
+    """One call's kernel microseconds, those named `skip` left out (median of 5 calls)."""
+    us, _ = median_kernel_us(fn, 5, lambda name: None if skip in name else "all")
+    return us.get("all", 0.0)
 
 
-def measure(path):
+def measure(a):
     rows = []
     kw = dict(device="cuda", dtype=torch.bfloat16)
     for t, c in LN:
@@ -77,7 +67,7 @@ def measure(path):
         print(json.dumps(rows[-2]), json.dumps(rows[-1]))
         del x, g
         torch.cuda.empty_cache()
-    with open(path, "w") as f:
+    with open(a.out, "w") as f:
         json.dump({"rows": rows, "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}, f)
 
 
@@ -103,20 +93,7 @@ def write_lua(src, path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out")
-    ap.add_argument("--from", dest="src")
-    ap.add_argument("--lua")
-    a = ap.parse_args()
-    if a.src:
-        if not a.lua:
-            ap.error("--from needs --lua")
-        return write_lua(a.src, a.lua)
-    if not a.out:
-        ap.error("--out (measure) or --from F --lua FILE")
-    if torch is None:
-        ap.error("measuring needs torch")
-    measure(a.out)
+    measure_or_write(__doc__, measure, write_lua)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,64 @@
+"""What the kernel measurements (measure_conv_transforms.py, measure_gemm_kernels.py,
+measure_group_norm.py, measure_norm_kernels.py, measure_geglu_mul.py) share: a call's kernels
+under torch.profiler, their time summed per label over calls each profiled alone, and the command
+line that either measures (--out F, on a GPU) or writes the calibrated Lua table from a
+measurement (--from F --lua FILE, without torch).
+"""
+import argparse
+import statistics
+
+try:  # writing a table (--from) runs without torch
+    import torch
+except ImportError:
+    torch = None
+
+
+def call_kernels(fn):
+    """Calls fn once under torch.profiler: its result, and [(kernel name, device microseconds)]."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = fn()
+        torch.cuda.synchronize()
+    return out, [(e.name, getattr(e, "device_time_total", 0.0)) for e in prof.events()
+                 if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def median_kernel_us(fn, calls=5, label=lambda name: "all"):
+    """fn called `calls` times, each profiled alone; for each label (label(kernel name); None
+    leaves a kernel out) the median over the calls of its kernels' summed microseconds and of
+    their count (0 in a call that launched none)."""
+    times, counts = [], []
+    for _ in range(calls):
+        t, n = {}, {}
+        for name, us in call_kernels(fn)[1]:
+            k = label(name)
+            if k is not None:
+                t[k] = t.get(k, 0.0) + us
+                n[k] = n.get(k, 0) + 1
+        times.append(t)
+        counts.append(n)
+    keys = {k for t in times for k in t}
+    return ({k: statistics.median(t.get(k, 0.0) for t in times) for k in keys},
+            {k: statistics.median(n.get(k, 0) for n in counts) for k in keys})
+
+
+def measure_or_write(doc, measure, write_lua, add_args=None):
+    """The scripts' command line. --out F: measure(args) (torch and a GPU needed); --from F --lua
+    FILE: write_lua(F, FILE). add_args(parser) adds a script's own options."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out")
+    ap.add_argument("--from", dest="src")
+    ap.add_argument("--lua")
+    if add_args:
+        add_args(ap)
+    a = ap.parse_args()
+    if a.src:
+        if not a.lua:
+            ap.error("--from needs --lua")
+        return write_lua(a.src, a.lua)
+    if not a.out:
+        ap.error("--out F (measure) or --from F --lua FILE (write the table)")
+    if torch is None:
+        ap.error("measuring needs torch (writing the table, --from, does not)")
+    return measure(a)
