@@ -521,6 +521,17 @@ local function device_of(cfg, ctx)
     local ok, t = pcall(require, "hw.calibrated." .. (gname or name) .. suffix)
     return ok and type(t) == "table" and t or nil
   end
+  -- A new list of rows followed by the `key` rows of each supplement named by suffixes that
+  -- exists: the modules' own tables stay as loaded
+  local function joined(rows, key, suffixes, gname)
+    local all = {}
+    for _, r in ipairs(rows) do all[#all + 1] = r end
+    for _, suffix in ipairs(suffixes) do
+      local extra = calibrated(suffix, gname)
+      for _, r in ipairs(extra and extra[key] or {}) do all[#all + 1] = r end
+    end
+    return all
+  end
   local function load_profile(gname)
     local prof = calibrated("", gname)
     if prof then
@@ -530,18 +541,11 @@ local function device_of(cfg, ctx)
       -- kernel times of real steps match these, not a grid timed back to back
       -- (validation/PROVENANCE.md, the fourth session)
       local gp = calibrated("_gemm", gname)
+      -- with the small and skinny GEMMs' kernels timed by torch.profiler
+      -- (measure_gemm_kernels.py), which replace the grid's rows up to their largest problem
+      -- (sim/cost.c gemm_points)
       if gp and type(gp.gemm) == "table" then
-        prof.gemm = gp.gemm
-        -- with the small and skinny GEMMs' kernels timed by torch.profiler
-        -- (measure_gemm_kernels.py), which replace the grid's rows up to their largest problem
-        -- (sim/cost.c gemm_points); a new list: the modules' own tables stay as loaded
-        local gk = calibrated("_gemm_kernels", gname)
-        if gk then
-          local all = {}
-          for _, r in ipairs(gp.gemm) do all[#all + 1] = r end
-          for _, r in ipairs(gk.gemm_kernels) do all[#all + 1] = r end
-          prof.gemm = all
-        end
+        prof.gemm = joined(gp.gemm, "gemm_kernels", { "_gemm_kernels" }, gname)
       end
       -- scaled_dot_product_attention per backend and shape (validation/harness/measure_sdpa.py):
       -- fused attention takes its time from these rather than from the GEMM curve
@@ -571,23 +575,14 @@ local function device_of(cfg, ctx)
                             zero_grad_tensor_us = torchp.zero_grad_tensor_us }
       end
       -- PyTorch's elementwise/copy/reduction kernels by access class (measure_torch_ops.py)
-      local ops = calibrated("_torch_ops", gname)
-      if ops then prof.torch_ops = ops.torch_ops end
-      -- more classes, each from its own measurement: cuDNN's layout transforms around NCHW
+      -- with more classes, each from its own measurement: cuDNN's layout transforms around NCHW
       -- convolutions (measure_conv_transforms.py), GroupNorm's statistics kernel, one block
       -- per row (measure_group_norm.py), the norms' other kernels (measure_norm_kernels.py) and
-      -- GEGLU's product of a strided and a contiguous operand (measure_geglu_mul.py);
-      -- a new list: the modules' own tables stay as loaded
-      local extras = { calibrated("_conv_layout", gname), calibrated("_group_norm", gname),
-                       calibrated("_norm", gname), calibrated("_geglu_mul", gname) }
-      if next(extras) and prof.torch_ops then
-        local all = {}
-        for _, r in ipairs(prof.torch_ops) do all[#all + 1] = r end
-        for k = 1, 4 do
-          local extra = extras[k] or {}
-          for _, r in ipairs(extra.torch_ops or {}) do all[#all + 1] = r end
-        end
-        prof.torch_ops = all
+      -- GEGLU's product of a strided and a contiguous operand (measure_geglu_mul.py)
+      local ops = calibrated("_torch_ops", gname)
+      if ops then
+        prof.torch_ops = joined(ops.torch_ops, "torch_ops",
+                                { "_conv_layout", "_group_norm", "_norm", "_geglu_mul" }, gname)
       end
     end
     return prof
