@@ -43,6 +43,18 @@ def median_kernel_us(fn, calls=5, label=lambda name: "all"):
             {k: statistics.median(n.get(k, 0) for n in counts) for k in keys})
 
 
+def write_torch_ops(path, header, rows, gbps_digits=1):
+    """A calibrated table of torch_ops rows as lua/vrsim/plan.lua merges them: the comment lines
+    of header, then each (class, op, bytes, ms, gbps) row."""
+    with open(path, "w") as f:
+        f.write(header)
+        f.write("return {\n  torch_ops = {\n")
+        for cls, op, nbytes, ms, gbps in rows:
+            f.write('    {class="%s", op="%s", bytes=%d, ms=%.5f, gbps=%.*f},\n'
+                    % (cls, op, nbytes, ms, gbps_digits, gbps))
+        f.write("  },\n}\n")
+
+
 def measure_or_write(doc, measure, write_lua, add_args=None):
     """The scripts' command line. --out F: measure(args) (torch and a GPU needed); --from F --lua
     FILE: write_lua(F, FILE). add_args(parser) adds a script's own options."""

@@ -24,33 +24,21 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kernel_timing import call_kernels, measure_or_write, torch  # noqa: E402
+from kernel_timing import call_kernels, measure_or_write, torch, write_torch_ops  # noqa: E402
 
 if torch is not None:  # the fit (--from) runs without torch
     import torch.nn as nn
-    from sdxl_unet import SDXLUNet
+    from sdxl_unet import record_calls
 
 TRANSFORM = re.compile(r"nchwToNhwc|nhwcToNchw|tensorTransformGeneric")
 
 
 def conv_calls(res, batch):
     """(cin, cout, k, stride, pad, n, h, w) of every Conv2d call of one forward, in order."""
-    with torch.device("meta"):
-        model = SDXLUNet()
     calls = []
-
-    def pre(mod, args):
-        x = args[0]
-        calls.append((mod.in_channels, mod.out_channels, mod.kernel_size[0], mod.stride[0],
-                      mod.padding[0], x.shape[0], x.shape[2], x.shape[3]))
-    for m in model.modules():
-        if isinstance(m, nn.Conv2d):
-            m.register_forward_pre_hook(pre)
-    lat = res // 8
-    with torch.no_grad():
-        model(torch.randn(batch, 4, lat, lat, device="meta"), torch.zeros(batch, device="meta"),
-              torch.randn(batch, 77, 2048, device="meta"), torch.randn(batch, 1280, device="meta"),
-              torch.randn(batch, 6, device="meta"))
+    record_calls(nn.Conv2d, res, batch, lambda m, x: calls.append(
+        (m.in_channels, m.out_channels, m.kernel_size[0], m.stride[0], m.padding[0],
+         x.shape[0], x.shape[2], x.shape[3])))
     return calls
 
 
@@ -104,8 +92,8 @@ def fit(path):
 def write_lua(src, path):
     k, act, filt, n, err = fit(src)
     size = 1 << 24  # the rates hold at every measured size: one row each, its rate constant
-    with open(path, "w") as f:
-        f.write("-- cuDNN's layout transforms around NCHW convolutions on NVIDIA H200 (torch 2.11.0+cu130,\n"
+    write_torch_ops(path,
+                "-- cuDNN's layout transforms around NCHW convolutions on NVIDIA H200 (torch 2.11.0+cu130,\n"
                 "-- cuDNN 9.19), 2026-12-01: every 3x3 convolution of the SDXL UNet at 1024 px, batch 1 and 4,\n"
                 "-- bf16, forward and backward, its nchwToNhwc / nhwcToNchw kernels timed with torch.profiler\n"
                 "-- (1x1 convolutions launch none). Their time fitted as bytes read and written at two rates\n"
@@ -113,12 +101,9 @@ def write_lua(src, path):
                 "--   python3 validation/harness/measure_conv_transforms.py --res 1024 --batch B --out F.jsonl\n"
                 "--   python3 validation/harness/measure_conv_transforms.py --from F.jsonl --lua THIS_FILE\n"
                 "-- Read as profile classes by lua/vrsim/plan.lua; priced per op by sim/cost.c (layout_ns).\n"
-                % (k, n, 100 * err))
-        f.write("return {\n  torch_ops = {\n")
-        for cls, gbps in (("layout", act), ("layout_filter", filt)):
-            f.write('    {class="%s", op="fit", bytes=%d, ms=%.5f, gbps=%.1f},\n'
-                    % (cls, size, size / (gbps * 1e6), gbps))
-        f.write("  },\n}\n")
+                % (k, n, 100 * err),
+                [(cls, "fit", size, size / (gbps * 1e6), gbps)
+                 for cls, gbps in (("layout", act), ("layout_filter", filt))])
     print("per kernel %.2f us, activations %.1f GB/s, filters %.1f GB/s, %d points, max error %.0f %%"
           % (k, act, filt, n, 100 * err))
 

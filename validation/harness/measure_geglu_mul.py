@@ -12,7 +12,7 @@ grad * hidden) under torch.profiler, the median of 5 calls, with the bytes vrsim
 """
 import json
 
-from kernel_timing import measure_or_write, median_kernel_us, torch
+from kernel_timing import measure_or_write, median_kernel_us, torch, write_torch_ops
 
 if torch is not None:  # --from runs without torch
     import torch.nn.functional as F
@@ -56,21 +56,18 @@ def measure(a):
 def write_lua(src, path):
     d = json.load(open(src))
     pts = sorted((r["bytes"], r["bytes"] / (r["us"] * 1e-6) / 1e9, r) for r in d["rows"] if r["us"] > 0)
-    with open(path, "w") as f:
-        f.write("-- GEGLU's product of a strided half-view and a contiguous tensor on NVIDIA H200, torch\n"
+    write_torch_ops(path,
+                "-- GEGLU's product of a strided half-view and a contiguous tensor on NVIDIA H200, torch\n"
                 "-- 2.11.0+cu130, bf16, torch.profiler kernel time, 2026-12-01: the bytes vrsim's op counts\n"
                 "-- (forward: both operands and the output; backward: twice that) over the MulFunctor\n"
                 "-- kernels' time, %d points at the SDXL UNet's feed-forward shapes; classes\n"
                 "-- \"strided_mixed\" (forward) and \"strided_mixed_bwd\".\n"
                 "--   python3 validation/harness/measure_geglu_mul.py --out validation/results/geglu_mul_h200.json\n"
                 "--   python3 validation/harness/measure_geglu_mul.py --from validation/results/geglu_mul_h200.json --lua THIS_FILE\n"
-                % len(pts))
-        f.write("return {\n  torch_ops = {\n")
-        for b, gbps, r in pts:
-            f.write('    {class="%s", op="hidden * gelu(gate) %dx%d", bytes=%d, ms=%.5f, gbps=%.1f},\n'
-                    % ("strided_mixed" if r["dir"] == "fwd" else "strided_mixed_bwd",
-                       r["tokens"], r["inner"], b, r["us"] / 1e3, gbps))
-        f.write("  },\n}\n")
+                % len(pts),
+                [("strided_mixed" if r["dir"] == "fwd" else "strided_mixed_bwd",
+                  "hidden * gelu(gate) %dx%d" % (r["tokens"], r["inner"]), b, r["us"] / 1e3, gbps)
+                 for b, gbps, r in pts])
     print("%d points, %.0f-%.0f GB/s" % (len(pts), min(p[1] for p in pts), max(p[1] for p in pts)))
 
 

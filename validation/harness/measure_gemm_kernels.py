@@ -23,26 +23,14 @@ from kernel_timing import measure_or_write, median_kernel_us, torch  # noqa: E40
 
 if torch is not None:  # --from runs without torch
     import torch.nn as nn
-    from sdxl_unet import SDXLUNet
+    from sdxl_unet import record_calls
 
 
 def sdxl_linears(res, batch):
     """(tokens, in_features, out_features) of every nn.Linear call of one forward."""
-    with torch.device("meta"):
-        model = SDXLUNet()
     seen = []
-
-    def pre(mod, args):
-        x = args[0]
-        seen.append((x.numel() // x.shape[-1], mod.in_features, mod.out_features))
-    for m in model.modules():
-        if isinstance(m, nn.Linear):
-            m.register_forward_pre_hook(pre)
-    lat = res // 8
-    with torch.no_grad():
-        model(torch.randn(batch, 4, lat, lat, device="meta"), torch.zeros(batch, device="meta"),
-              torch.randn(batch, 77, 2048, device="meta"), torch.randn(batch, 1280, device="meta"),
-              torch.randn(batch, 6, device="meta"))
+    record_calls(nn.Linear, res, batch, lambda m, x: seen.append(
+        (x.numel() // x.shape[-1], m.in_features, m.out_features)))
     return seen
 
 

@@ -14,7 +14,7 @@ JSON object: {"rows": [{"n", "c", "hw", "groups", "row_bytes", "moments_us", "ot
 """
 import json
 
-from kernel_timing import measure_or_write, median_kernel_us, torch
+from kernel_timing import measure_or_write, median_kernel_us, torch, write_torch_ops
 
 if torch is not None:  # --from runs without torch
     import torch.nn.functional as F
@@ -63,8 +63,8 @@ def write_lua(src, path):
     d = json.load(open(src))
     pts = sorted((r["n"] * r["groups"] * r["row_bytes"], r["row_bytes"] / (r["moments_us"] * 1e-6) / 1e9)
                  for r in d["rows"] if r["moments_us"] > 0)
-    with open(path, "w") as f:
-        f.write("-- GroupNorm's statistics kernel (RowwiseMomentsCUDAKernel: one block of 512 threads per\n"
+    write_torch_ops(path,
+                "-- GroupNorm's statistics kernel (RowwiseMomentsCUDAKernel: one block of 512 threads per\n"
                 "-- (sample, group) row) on NVIDIA H200, torch 2.11.0+cu130, bf16, 2026-12-01: one block's\n"
                 "-- rate through its row against the whole tensor's bytes, %d shapes of the SDXL UNet at\n"
                 "-- batch 1-16 (32 groups). Up to 10.5 MB the tensor stays in L2 between calls (4.4-4.9\n"
@@ -72,12 +72,9 @@ def write_lua(src, path):
                 "--   python3 validation/harness/measure_group_norm.py --out validation/results/group_norm_h200.json\n"
                 "--   python3 validation/harness/measure_group_norm.py --from validation/results/group_norm_h200.json --lua THIS_FILE\n"
                 "-- Read as the profile class \"rowwise\" by lua/vrsim/plan.lua; sim/cost.c rowwise_ns.\n"
-                % len(pts))
-        f.write("return {\n  torch_ops = {\n")
-        for total, gbps in pts:
-            f.write('    {class="rowwise", op="RowwiseMomentsCUDAKernel, one block", bytes=%d, ms=%.5f, gbps=%.2f},\n'
-                    % (total, total / (gbps * 1e6), gbps))
-        f.write("  },\n}\n")
+                % len(pts),
+                [("rowwise", "RowwiseMomentsCUDAKernel, one block", total, total / (gbps * 1e6), gbps)
+                 for total, gbps in pts], gbps_digits=2)
     print("%d points, %.1f-%.1f GB/s a block" % (len(pts), min(p[1] for p in pts), max(p[1] for p in pts)))
 
 

@@ -12,7 +12,7 @@ rate of vrsim's "norm" class (forward) and "norm_bwd" (backward). One JSON objec
 """
 import json
 
-from kernel_timing import measure_or_write, median_kernel_us, torch
+from kernel_timing import measure_or_write, median_kernel_us, torch, write_torch_ops
 
 if torch is not None:  # --from runs without torch
     import torch.nn.functional as F
@@ -74,21 +74,18 @@ def measure(a):
 def write_lua(src, path):
     d = json.load(open(src))
     pts = sorted((r["bytes"], r["bytes"] / (r["us"] * 1e-6) / 1e9, r) for r in d["rows"] if r["us"] > 0)
-    with open(path, "w") as f:
-        f.write("-- F.layer_norm's and F.group_norm's kernels (GroupNorm's statistics kernel apart: h200_group_norm.lua)\n"
+    write_torch_ops(path,
+                "-- F.layer_norm's and F.group_norm's kernels (GroupNorm's statistics kernel apart: h200_group_norm.lua)\n"
                 "-- on NVIDIA H200, torch 2.11.0+cu130, bf16, torch.profiler kernel time, 2026-12-01: the\n"
                 "-- bytes vrsim's op library counts for each op (ops/norm.lua; backward: twice the forward's)\n"
                 "-- over the kernels' time, %d shapes of the SDXL UNet: the classes of kind \"norm\" (forward)\n"
                 "-- and \"norm_bwd\" (without them: the generic streaming curve, 2-5 times faster than these).\n"
                 "--   python3 validation/harness/measure_norm_kernels.py --out validation/results/norm_kernels_h200.json\n"
                 "--   python3 validation/harness/measure_norm_kernels.py --from validation/results/norm_kernels_h200.json --lua THIS_FILE\n"
-                % len(pts))
-        f.write("return {\n  torch_ops = {\n")
-        for b, gbps, r in pts:
-            f.write('    {class="%s", op="%s %s", bytes=%d, ms=%.5f, gbps=%.1f},\n'
-                    % ("norm" if r["dir"] == "fwd" else "norm_bwd", r["op"],
-                       "x".join(str(v) for v in r["shape"]), b, r["us"] / 1e3, gbps))
-        f.write("  },\n}\n")
+                % len(pts),
+                [("norm" if r["dir"] == "fwd" else "norm_bwd",
+                  "%s %s" % (r["op"], "x".join(str(v) for v in r["shape"])), b, r["us"] / 1e3, gbps)
+                 for b, gbps, r in pts])
     print("%d points, %.0f-%.0f GB/s" % (len(pts), min(p[1] for p in pts), max(p[1] for p in pts)))
 
 

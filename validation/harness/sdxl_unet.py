@@ -244,3 +244,18 @@ class SDXLUNet(nn.Module):
                 h = blk.upsamplers[0](h)
         h = F.silu(self.conv_norm_out(h))
         return self.conv_out(h)
+
+
+def record_calls(module_type, res, batch, record):
+    """Builds the UNet on the meta device and runs one forward of a batch at res px, calling
+    record(module, input) before every call of a module of module_type (no memory, no GPU)."""
+    with torch.device("meta"):
+        model = SDXLUNet()
+    for m in model.modules():
+        if isinstance(m, module_type):
+            m.register_forward_pre_hook(lambda mod, args: record(mod, args[0]))
+    lat = res // 8
+    with torch.no_grad():
+        model(torch.randn(batch, 4, lat, lat, device="meta"), torch.zeros(batch, device="meta"),
+              torch.randn(batch, 77, 2048, device="meta"), torch.randn(batch, 1280, device="meta"),
+              torch.randn(batch, 6, device="meta"))
