@@ -38,7 +38,6 @@ typedef struct Run {
     double *ready_ns;           /* per storage: when its producer finished */
     double busy_ns[STREAM_COUNT];   /* this step: time each stream was busy */
     double host_ns;             /* the host thread has issued everything up to this time */
-    double host_work_ns;        /* this step's host dispatch so far (host_ns less any wait) */
     int fwd_region;             /* checkpointed region the last forward op ran in (0: none) */
     long alloc_seq;             /* allocations within the current step */
     int slot_held[GRAPH_MAX_SLOTS]; /* storage held in each slot (Op.slot), -1 none */
@@ -308,7 +307,6 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     /* time: the op starts when its stream is free and its inputs are ready */
     double dur = op_time(r, i, op);
     int sid = op->stream;
-    double host_before = r->host_ns;
     /* entering a checkpointed region in forward: checkpoint()'s own work, once per region (its
      * recomputation's set-up included) */
     if (op->phase == PH_FWD) {
@@ -333,7 +331,6 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     /* work the host does per tensor (an optimizer step's bookkeeping, zero_grad's loop), measured
      * with the dispatch costs, so only where those are modelled */
     if (r->cfg->host_op_ns > 0) r->host_ns += op->host_extra_ns;
-    r->host_work_ns += r->host_ns - host_before;
     double start = r->stream_ns[sid] > r->host_ns ? r->stream_ns[sid] : r->host_ns;
     for (int k = 0; k < op->n_inputs; k++) {
         double rd = r->ready_ns[r->storage[op->inputs[k]]];
@@ -484,7 +481,6 @@ static VrStatus simulate(Run *r) {
         for (int k = 0; k < STREAM_COUNT; k++)
             r->stream_ns[k] = t0, r->busy_ns[k] = 0, r->coll_start_ns[k] = r->coll_end_ns[k] = 0;
         r->host_ns = t0;
-        r->host_work_ns = 0;
         r->fwd_region = 0;
         Phase prev = PH_FWD;
         /* pass 0: the ops that open the step (Op.step_start); pass 1: the rest, in order */
@@ -510,7 +506,7 @@ static VrStatus simulate(Run *r) {
         step_end_stats(r, sr);
         sr->time_ns = r->clock_ns - t0;
         for (int k = 0; k < STREAM_COUNT; k++) sr->stream_busy_ns[k] = r->busy_ns[k];
-        sr->host_ns = r->host_work_ns;
+        sr->host_ns = r->host_ns - t0; /* the host never waits in this model: all dispatch */
         res->n_steps = step + 1;
     }
     return VR_OK;
