@@ -4,13 +4,13 @@
 --
 -- Answer (vrsim scenarios/llama13b_zero2.lua, 2026-12-01):
 --   FITS: peak reserved 61.96 GiB of 78.45 GiB usable per GPU (79.0 %)
---   step 4970.6 ms, 13185 tokens/s for the job (1648 per GPU). Basis: no A100 was measured
---   here; the H200's measured fractions of peak are carried to the A100 (its dense 312 TFLOP/s
---   bf16 at 1410 MHz, an assumed step clock, x0.291 of the H200's 1070.5 at its measured
---   1980 MHz; its 2.04 TB/s HBM, x0.425; docs/step-time.md). The carried GEMM plateau, 241
---   TFLOP/s, is 10 % under the best cuBLAS figure published for an A100 (267.9), so this step
---   is likely slow by up to that much where GEMMs dominate; published A100 runs sit 6-22 %
---   above vrsim (tests/data/published_throughput.tsv). 70 % of the 176 ms of reduce-scatter
+--   step 4522.7 ms, 14490 tokens/s for the job (1811 per GPU). Basis: no A100 was measured
+--   here; the H200's measured fractions of peak are carried to the A100 through its 2.04 TB/s
+--   HBM (x0.425) and, for GEMMs and attention, its published sustained best matmul, 271.2
+--   TFLOP/s, over the H200's best measured GEMM, 826.3 (x0.328; its dense 312 TFLOP/s at 1410
+--   MHz would give x0.291 and a plateau of 241, below what an A100 sustains; docs/step-time.md).
+--   Published A100 runs sit within 15 % of vrsim, MosaicML's fused-kernel runs 8-15 % above
+--   it (tests/data/published_throughput.tsv). 70 % of the 176 ms of reduce-scatter
 --   and all-gather hides under the backward, the last layers' reduce-scatters and the
 --   parameter all-gather do not.
 --   DeepSpeed's own estimator says 72.7 GiB of model states per GPU; it counts whole bf16

@@ -38,6 +38,13 @@
 --                        to it through peak_flops x step_clock_mhz / peak_clock_mhz, SM count and
 --                        DRAM bandwidth (lua/hw/carry.lua, docs/step-time.md); boost or
 --                        sparsity-doubled figures are never a peak here
+--   sustained_matmul_bf16  optional: the best bf16 matmul (FLOP/s) measured on this GPU held busy
+--                        back to back (ml-engineering's "Maximum Achievable Matmul FLOPS" method,
+--                        validation/harness/measure_sustained_matmul.py), where one is published.
+--                        Sustained load pulls a card to its power limit (the H200: 777.6 against the
+--                        826.3 its GEMMs reach inside a step), so it is a lower bound on the in-step
+--                        plateau: a carried bf16/fp16 GEMM curve that tops out below it is raised
+--                        to it (lua/hw/carry.lua)
 --   source               strings naming where each figure came from (datasheet title + URL, or
 --                        "measured YYYY-MM-DD"); keys match the fields
 --
@@ -131,13 +138,18 @@ return {
     p2p = true,
     tdp_w = 400,
     peak_clock_mhz = 1410,               -- 108 SMs x 2048 dense bf16 FLOP/clk x 1.41 GHz = 312 TFLOP/s
+    sustained_matmul_bf16 = 271.2e12,    -- published, MAMF v2 (source below)
     source = {
+      sustained_matmul_bf16 = "ml-engineering, compute/accelerator/README.md, 'Maximum Achievable Matmul FLOPS comparison table' "
+        .. "(benchmark version 2: mean of 100 calls after 50 warm-up, cache reset between calls), NVIDIA A100 SXM: "
+        .. "271.2 TFLOP/s (86.9 %) at 1024x10240x5120, torch 2.6.0+cu126: https://github.com/stas00/ml-"
+        .. "engineering/tree/master/compute/accelerator. The table does not say 40 or 80 GB; both are GA100 with 108"
+        .. " SMs at 1410 MHz and 400 W",
       peak_clock_mhz = "NVIDIA A100 Tensor Core GPU Architecture whitepaper: boost clock 1410 MHz, 108 SMs, 1024 dense "
-        .. "FP16/BF16 FMA per SM per clock (312 TFLOP/s). step_clock_mhz not measured: assumed 1410. Cross-check: "
-        .. "the best cuBLAS bf16 matmul measured on an A100 SXM is 267.9 TFLOP/s (ml-engineering, 'Maximum Achievable "
-        .. "Matmul FLOPS comparison table', CUDA 12.1, shape 6912x16384x2048: "
-        .. "https://github.com/stas00/ml-engineering/tree/master/compute/accelerator); the H200's curve carried here "
-        .. "tops out at 241 (77.2 % of peak, the H200's own fraction), 10 % below it",
+        .. "FP16/BF16 FMA per SM per clock (312 TFLOP/s). step_clock_mhz not measured: assumed 1410. At that "
+        .. "clock the H200's curve carried here would top out at 241 (77.2 % of peak, the H200's own fraction), "
+        .. "below the A100's published sustained matmul (271.2; 267.9 in the table's version 1, CUDA 12.1), so the "
+        .. "GEMM rate is raised to that (sustained_matmul_bf16)",
       spec = "NVIDIA A100 Tensor Core GPU datasheet (SXM column): https://www.nvidia.com/en-us/data-center/a100/ "
         .. "(nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)",
       peak_flops = "A100 datasheet: FP32 19.5 TFLOPS; TF32 156 (312 sparse); BF16/FP16 312 (624 sparse); INT8 624 TOPS; no FP8",
@@ -167,9 +179,15 @@ return {
     p2p = true,
     tdp_w = 400,
     peak_clock_mhz = 1410,
+    sustained_matmul_bf16 = 271.2e12,    -- published, MAMF v2 (source below)
     source = {
-      peak_clock_mhz = "as a100_40g: A100 whitepaper boost 1410 MHz; step clock assumed equal; measured best cuBLAS "
-        .. "bf16 matmul 267.9 TFLOP/s (ml-engineering MAMF table, A100 SXM, CUDA 12.1) against the carried curve's 241",
+      sustained_matmul_bf16 = "ml-engineering, compute/accelerator/README.md, 'Maximum Achievable Matmul FLOPS comparison table' "
+        .. "(benchmark version 2: mean of 100 calls after 50 warm-up, cache reset between calls), NVIDIA A100 SXM: "
+        .. "271.2 TFLOP/s (86.9 %) at 1024x10240x5120, torch 2.6.0+cu126: https://github.com/stas00/ml-"
+        .. "engineering/tree/master/compute/accelerator. The table does not say 40 or 80 GB; both are GA100 with 108"
+        .. " SMs at 1410 MHz and 400 W",
+      peak_clock_mhz = "as a100_40g: A100 whitepaper boost 1410 MHz; step clock assumed equal; the carried curve's 241 "
+        .. "at that clock is raised to the published sustained matmul, 271.2 (sustained_matmul_bf16)",
       spec = "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column): https://www.nvidia.com/en-us/data-center/a100/",
       peak_flops = "A100 datasheet: FP32 19.5; TF32 156; BF16/FP16 312; INT8 624 TOPS; dense",
       memory = "A100 datasheet: 80 GB HBM2e, 2,039 GB/s",
@@ -198,7 +216,11 @@ return {
     tdp_w = 700,
     peak_clock_mhz = 1830,               -- 132 SMs x 4096 dense bf16 FLOP/clk x 1.83 GHz = 989.4 TFLOP/s
     step_clock_mhz = 1980,               -- as the measured H200: same GH100 die, 132 SMs, 700 W
+    sustained_matmul_bf16 = 794.5e12,    -- published, MAMF v2: below the carried plateau, so unused
     source = {
+      sustained_matmul_bf16 = "ml-engineering MAMF table (benchmark version 2), NVIDIA H100 SXM: 794.5 TFLOP/s at 2048x2048x13312, "
+        .. "torch 2.7.0+cu126. Below the 826.3 the H200's curve carried at 1980 MHz reaches, as the H200's own "
+        .. "sustained figure (777.6) is below its in-step 826.3: the carry is not lowered to it",
       peak_clock_mhz = "989.4 TFLOP/s dense bf16 = 132 SMs x 4096 FLOP/clk x 1830 MHz (Hopper whitepaper, H100 SXM5). "
         .. "step_clock_mhz 1980: not measured on an H100; taken from the H200 (same die, SM count and 700 W limit), "
         .. "whose GEMMs inside training steps run at 1905-1980 MHz (lua/hw/calibrated/h200_gemm.lua, timed from an idle "
@@ -269,7 +291,12 @@ return {
     tdp_w = 700,
     peak_clock_mhz = 1830,               -- the datasheet's 989.4 holds at 1830 MHz, as on H100 SXM
     step_clock_mhz = 1980,               -- measured: the clock of its GEMMs inside a training step
+    sustained_matmul_bf16 = 777.6e12,    -- measured 2026-12-01, MAMF v2 method; in-step plateau 826.3
     source = {
+      sustained_matmul_bf16 = "measured 2026-12-01: python3 validation/harness/measure_sustained_matmul.py "
+        .. "(validation/results/sustained_matmul_h200.json): best mean 777.6 TFLOP/s at 2048x2048x13312 over 51 "
+        .. "shapes, power up to 698 W of its 700 W limit, SM clock median 1770 MHz; its GEMMs inside a step reach "
+        .. "826.3 at 1905-1980 MHz",
       peak_clock_mhz = "989.4 TFLOP/s dense = 132 SMs x 4096 FLOP/clk x 1830 MHz. step_clock_mhz measured 2026-11-30: "
         .. "sm_clock_khz 1980000 in lua/hw/calibrated/h200_gemm.lua, each GEMM timed from an idle card at 1905-1980 MHz "
         .. "(vrsim-calibrate --gemm-idle-ms 200), the clock that torch.profiler's in-step GEMMs match; peak at that "

@@ -14,6 +14,8 @@ function M.text(detail)
   for k in pairs(gpus) do names[#names + 1] = k end
   table.sort(names, function(a, b) return gpus[a].memory_bytes < gpus[b].memory_bytes or
     (gpus[a].memory_bytes == gpus[b].memory_bytes and a < b) end)
+  local okg, ref_gemm = pcall(require, "hw.calibrated." .. carry.REFERENCE .. "_gemm")
+  local ref_best = okg and carry.best_bf16(ref_gemm) or nil
   local out = {}
   local function add(fmt, ...) out[#out + 1] = fmt:format(...) end
   add("%-11s %-26s %8s %8s %8s %9s %9s %9s %8s  %s", "gpu", "name", "memory", "usable", "context",
@@ -23,9 +25,11 @@ function M.text(detail)
     local okc = pcall(require, "hw.calibrated." .. k)
     local p = prices[k]
     local okr = pcall(require, "hw.calibrated." .. carry.REFERENCE)
+    local raised = okr and not okc and select(3, carry.carry(g, gpus[carry.REFERENCE], ref_best))
     local basis = okc and ("measured: lua/hw/calibrated/" .. k .. "*.lua")
       or okr and ("carried from " .. carry.REFERENCE .. (g.step_clock_mhz and "; step clock: evidence" or
-                  (g.peak_clock_mhz and "; step clock: assumed" or "; datasheet clock")))
+                  (g.peak_clock_mhz and "; step clock: assumed" or "; datasheet clock"))
+                  .. (raised and "; GEMM: its sustained matmul" or ""))
       or "datasheet roofline"
     add("%-11s %-26s %6.1f G %6.1f G %6.0f M %9.2f %9.0f %9.0f %8s  %s", k, g.name, gib(g.memory_bytes),
         gib(g.usable_bytes or g.memory_bytes), (g.cuda_context_bytes or 0) / 2^20,
@@ -41,6 +45,8 @@ function M.text(detail)
   add("training step (step_clock_mhz where there is evidence, else the datasheet's clock). Step-time")
   add("figures: measured on that GPU, or the H200's measured fractions of peak carried to it through")
   add("these peaks, its SM count and DRAM bandwidth (docs/step-time.md); never sparse or boost figures.")
+  add("GEMM: its sustained matmul: the carried GEMM rate is raised to the best matmul measured on that")
+  add("GPU held busy (sustained_matmul_bf16), a lower bound on its in-step plateau.")
   if detail then
     for _, k in ipairs(names) do
       add("")

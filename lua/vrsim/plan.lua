@@ -594,7 +594,7 @@ local function device_of(cfg, ctx)
     prof.basis = "measured on this GPU: lua/hw/calibrated/" .. name .. "*.lua"
   elseif gpus[carry_mod.REFERENCE] then
     prof = load_profile(carry_mod.REFERENCE)
-    if prof then carry, prof.basis = carry_mod.carry(g, gpus[carry_mod.REFERENCE]) end
+    if prof then carry, prof.basis = carry_mod.carry(g, gpus[carry_mod.REFERENCE], carry_mod.best_bf16(prof)) end
   end
   -- NCCL collectives measured between GPUs of this kind over NVLink (make calibrate on a
   -- machine with several), used when the collectives run on NVLink
