@@ -82,11 +82,21 @@ static inline bool key_lt(uint64_t a0, uint64_t a1, uint64_t a2, uint64_t b0, ui
 }
 #define NODE_LT(a, b) key_lt((a)->k0, (a)->k1, (a)->k2, (b)->k0, (b)->k1, (b)->k2)
 
+/* Asks for both children's cache lines before the compare that picks one: a descent is a chain
+ * of dependent loads, and a pool's few hundred free blocks sit in L2, not L1 (replay of the
+ * largest trace: 4-5 % more events/s, tests/bench.sh). A prefetch of NULL does not fault. */
+static inline void prefetch_children(const TNode *t)
+{
+    __builtin_prefetch(t->l);
+    __builtin_prefetch(t->r);
+}
+
 /* Splits t into nodes < key (*l) and nodes >= key (*r). */
 static void t_split(TNode *t, const TNode *key, TNode **l, TNode **r)
 {
     TNode **lp = l, **rp = r;
     while (t) {
+        prefetch_children(t);
         if (NODE_LT(t, key)) {
             *lp = t;
             lp = &t->r;
@@ -123,8 +133,10 @@ static TNode *t_merge(TNode *a, TNode *b)
 static void t_insert(TNode **root, TNode *n)
 {
     TNode **p = root;
-    while (*p && (*p)->prio >= n->prio)
+    while (*p && (*p)->prio >= n->prio) {
+        prefetch_children(*p);
         p = NODE_LT(n, *p) ? &(*p)->l : &(*p)->r;
+    }
     t_split(*p, n, &n->l, &n->r);
     *p = n;
 }
@@ -161,6 +173,7 @@ static TNode **t_lower_link(TNode **root, uint64_t k0, uint64_t k1, uint64_t k2)
     TNode **best = NULL, **p = root;
     while (*p) {
         TNode *t = *p;
+        prefetch_children(t);
         if (key_lt(t->k0, t->k1, t->k2, k0, k1, k2)) {
             p = &t->r;
         } else {

@@ -557,14 +557,26 @@ static void add_segments(cJSON *o, const SimResult *r) {
 
 /* ---- what would help: the scenario re-simulated with one change each ---------------------- */
 
-/* Adds a candidate (label, up to two sets) to v if there is room. */
-static void candidate(ReportVariant *v, int *n, int max, const char *label, const char *s1,
-                      const char *s2) {
-    if (*n >= max) return;
+/* Whether the word w (a key=value set) is one of the space-separated words of knobs. */
+static bool knob_in_effect(const char *knobs, const char *w) {
+    size_t n = strlen(w);
+    for (const char *k = knobs; (k = strstr(k, w)) != NULL; k += n)
+        if ((k == knobs || k[-1] == ' ') && (k[n] == ' ' || k[n] == 0)) return true;
+    return false;
+}
+
+/* Adds a candidate (label, up to two sets) to v if there is room, unless every set of it is
+ * already in effect (knobs: Plan.knobs), when it would simulate this run again and could not
+ * help. Returns whether it was added. */
+static bool candidate(ReportVariant *v, int *n, int max, const char *knobs, const char *label,
+                      const char *s1, const char *s2) {
+    if (*n >= max) return false;
+    if (knob_in_effect(knobs, s1) && (!s2 || knob_in_effect(knobs, s2))) return false;
     ReportVariant *x = &v[(*n)++];
     memset(x, 0, sizeof *x);
     snprintf(x->label, sizeof x->label, "%s", label);
     snprintf(x->set, sizeof x->set, "%s%s%s", s1, s2 ? " " : "", s2 ? s2 : "");
+    return true;
 }
 
 /* The variants being simulated: the candidates and the helper process that simulates them. */
@@ -665,24 +677,24 @@ VrStatus report_html_variants_start(const char *path, const ScenarioOptions *bas
     ReportVariant *v = rv->v;
     int n = 0;
     char a[64], b[96];
-    candidate(v, &n, MAX, "gradient checkpointing", "training.checkpointing=true", NULL);
-    candidate(v, &n, MAX, "LoRA on frozen bf16 weights (r=8 on q, v)", "training.precision=lora_bf16", NULL);
-    candidate(v, &n, MAX, "fused AdamW (no foreach temporaries)", "training.optimizer_impl=fused", NULL);
+    candidate(v, &n, MAX, p->knobs, "gradient checkpointing", "training.checkpointing=true", NULL);
+    candidate(v, &n, MAX, p->knobs, "LoRA on frozen bf16 weights (r=8 on q, v)", "training.precision=lora_bf16", NULL);
+    candidate(v, &n, MAX, p->knobs, "fused AdamW (no foreach temporaries)", "training.optimizer_impl=fused", NULL);
     int mb = (int)p->samples_per_step;
     if (mb >= 2) {
         snprintf(a, sizeof a, "training.micro_batch=%d", mb / 2);
         snprintf(b, sizeof b, "micro-batch %d accumulated twice (instead of %d once)", mb / 2, mb);
-        candidate(v, &n, MAX, b, a, "training.grad_accum=2");
+        candidate(v, &n, MAX, p->knobs, b, a, "training.grad_accum=2");
     }
     int expandable = -1;
     if (!p->alloc.expandable_segments) {
-        expandable = n;
-        candidate(v, &n, MAX, "expandable segments", "allocator.conf=expandable_segments:True", NULL);
+        if (candidate(v, &n, MAX, p->knobs, "expandable segments", "allocator.conf=expandable_segments:True", NULL))
+            expandable = n - 1;
     }
     if (p->gpus > 1) {
-        candidate(v, &n, MAX, "ZeRO-2 (shard gradients and optimizer state)", "training.strategy=zero2", NULL);
-        candidate(v, &n, MAX, "ZeRO-3 (shard parameters too)", "training.strategy=zero3", NULL);
-        candidate(v, &n, MAX, "ZeRO-3 with the optimizer state offloaded to the CPU",
+        candidate(v, &n, MAX, p->knobs, "ZeRO-2 (shard gradients and optimizer state)", "training.strategy=zero2", NULL);
+        candidate(v, &n, MAX, p->knobs, "ZeRO-3 (shard parameters too)", "training.strategy=zero3", NULL);
+        candidate(v, &n, MAX, p->knobs, "ZeRO-3 with the optimizer state offloaded to the CPU",
                   "training.strategy=zero3", "training.zero.offload_optimizer=cpu");
     }
     rv->n = n;

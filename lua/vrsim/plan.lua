@@ -784,6 +784,10 @@ function P.build(scn, sets, file, src)
     allocator = { conf = cfg.allocator.conf, kind = cfg.allocator.kind, capacity_bytes = cap,
                   fraction_set = fraction_set },
     graph_reads_allocator = alloc_read,
+    -- the settings in effect that report.html's "what would help" changes try, as key=value
+    -- words: a change whose every setting is already here is the run itself and is not simulated
+    knobs = ("training.checkpointing=%s training.precision=%s training.optimizer_impl=%s training.strategy=%s"):format(
+      tostring(t.checkpointing), tostring(t.precision), tostring(t.optimizer_impl), tostring(t.strategy)),
   }
 end
 

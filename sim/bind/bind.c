@@ -1611,6 +1611,7 @@ static int load_protected(lua_State *L) {
     field_str(L, pt, "deepspeed_read", p->deepspeed_read, sizeof p->deepspeed_read);
     field_str(L, pt, "deepspeed_unknown", p->deepspeed_unknown, sizeof p->deepspeed_unknown);
     field_str(L, pt, "overrides", p->overrides, sizeof p->overrides);
+    field_str(L, pt, "knobs", p->knobs, sizeof p->knobs);
     p->ds_estimate_bytes = field_num(L, pt, "ds_estimate_bytes", 0);
     p->host_bytes = field_num(L, pt, "host_bytes", 0);
     p->host_capacity = field_num(L, pt, "host_capacity", 0);
