@@ -42,6 +42,10 @@ function M.carry(g, ref, ref_best_bf16)
   local gemm = ("x%.3f bf16 peak%s"):format(compute.bf16, g.step_clock_mhz and (" at " .. g.step_clock_mhz .. " MHz") or
     (g.peak_clock_mhz and (" at " .. g.peak_clock_mhz .. " MHz (assumed step clock)") or " (datasheet clock)"))
   local s = g.sustained_matmul_bf16
+  if s and not (s > 0 and s <= M.step_peak(g, "bf16")) then
+    error(("lua/hw/gpus.lua: %s's sustained_matmul_bf16 (%s) must be above 0 and at most its dense bf16 peak "
+      .. "at its step clock (%.1f TFLOP/s)"):format(g.name, tostring(s), M.step_peak(g, "bf16") / 1e12), 0)
+  end
   local raised = s and ref_best_bf16 and ref_best_bf16 > 0 and s / ref_best_bf16 > compute.bf16
   if raised then
     local r = s / ref_best_bf16
