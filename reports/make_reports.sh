@@ -4,6 +4,7 @@
 #   scenarios/*.lua headers' checked answers  reports/scenario_answers.sh write
 #   README.md        blocks example, maxbatch, validation-summary
 #   docs/validation.md  block validate-table (all of `vrsim validate`)
+#   README.md and docs/step-time.md  block published (tests/test_published.sh as a table; python3)
 #   docs/scenarios.md   block fields (`vrsim fields`)
 # A block is the text between `<!-- BEGIN NAME (make reports) -->` and `<!-- END NAME -->`; the
 # rest of each file is left byte for byte. Running it twice changes nothing.
@@ -331,6 +332,14 @@ splice README.md maxbatch "$TMP/fence"
 splice README.md validation-summary "$TMP/summary"
 { echo '```'; echo '$ ./vrsim validate'; cat "$TMP/validate"; echo '```'; } >"$TMP/table"
 splice docs/validation.md validate-table "$TMP/table"
+# published throughput beside vrsim's (the rows, sources and bands of tests/data/published_throughput.tsv)
+MARKDOWN=1 VRSIM=$VRSIM sh tests/test_published.sh >"$TMP/pubout" 2>&1 ||
+  { echo "make_reports: tests/test_published.sh failed:" >&2; cat "$TMP/pubout" >&2; exit 1; }
+{ grep -v '^test_published:' "$TMP/pubout"; echo
+  echo "\`sh tests/test_published.sh\` (make test runs it and holds every row to 25 %, each median to 15 %)."
+} >"$TMP/published"
+splice README.md published "$TMP/published"
+splice docs/step-time.md published "$TMP/published"
 { echo '```'; echo '$ ./vrsim fields'; "$VRSIM" fields 2>&1; echo '```'; } >"$TMP/fields"
 splice docs/scenarios.md fields "$TMP/fields"
 VRSIM=$VRSIM sh reports/scenario_answers.sh write >"$TMP/answers"; arc=$?
