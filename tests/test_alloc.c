@@ -203,6 +203,32 @@ static void test_best_fit_and_ties(void **state)
     done(f);
 }
 
+/* Many free blocks of one size (a pool's free set keeps the lowest-address one of each size as
+ * its head and the others beside it): freed in a shuffled order, so that a new free block is now
+ * the new lowest and now not, they come back lowest address first; a kept block between every
+ * two stops them merging. alloc_check after every step walks both levels. */
+static void test_best_fit_many_of_one_size(void **state)
+{
+    (void)state;
+    Fixture *f = make("", 0);
+    enum { N = 16 };
+    uint64_t x[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = m(f, 8 * KiB, 0);
+        (void)m(f, 8 * KiB, 0); /* the keeper */
+    }
+    static const int order[N] = {5, 9, 2, 14, 0, 7, 11, 3, 15, 1, 8, 12, 4, 10, 6, 13};
+    for (int i = 0; i < N; i++) fr(f, x[order[i]]);
+    uint64_t sorted[N];
+    memcpy(sorted, x, sizeof sorted);
+    for (int i = 1; i < N; i++)
+        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            uint64_t t = sorted[j]; sorted[j] = sorted[j - 1]; sorted[j - 1] = t;
+        }
+    for (int i = 0; i < N; i++) assert_int_equal(m(f, 8 * KiB, 0), sorted[i]);
+    done(f);
+}
+
 static void test_streams_do_not_share(void **state)
 {
     (void)state;
@@ -926,6 +952,7 @@ int main(void)
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_pools_measured_22mib),
         cmocka_unit_test(test_best_fit_and_ties),
+        cmocka_unit_test(test_best_fit_many_of_one_size),
         cmocka_unit_test(test_streams_do_not_share),
         cmocka_unit_test(test_max_split_measured),
         cmocka_unit_test(test_max_non_split_rounding),
