@@ -557,8 +557,14 @@ static TNode *fs_first(const Pool *p)
     return t_first(p->free);
 }
 
+/* The free block after n (n in the set, or any key: then the first block above it). */
 static TNode *fs_next(const Pool *p, const TNode *n)
 {
+    const Block *b = (const Block *)n;
+    if (b->where == IN_FREE && b->head) { /* the lowest of its others, else the next head */
+        TNode *m = t_first(b->same);
+        return m ? m : t_lower(p->free, n->k0, n->k1, n->k2 + 1);
+    }
     return fs_lower(p, n->k0, n->k1, n->k2 + 1);
 }
 
