@@ -5,6 +5,7 @@ line that either measures (--out F, on a GPU) or writes the calibrated Lua table
 measurement (--from F --lua FILE, without torch).
 """
 import argparse
+import json
 import statistics
 
 try:  # writing a table (--from) runs without torch
@@ -41,6 +42,19 @@ def median_kernel_us(fn, calls=5, label=lambda name: "all"):
     keys = {k for t in times for k in t}
     return ({k: statistics.median(t.get(k, 0.0) for t in times) for k in keys},
             {k: statistics.median(n.get(k, 0) for n in counts) for k in keys})
+
+
+def save_rows(path, rows):
+    """The measurement file --from reads: the rows, with the torch version and the GPU."""
+    with open(path, "w") as f:
+        json.dump({"rows": rows, "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}, f)
+
+
+def byte_rate_points(path):
+    """A measurement file's rows with a time, as (bytes, GB/s, row), by bytes."""
+    with open(path) as f:
+        rows = json.load(f)["rows"]
+    return sorted((r["bytes"], r["bytes"] / (r["us"] * 1e-6) / 1e9, r) for r in rows if r["us"] > 0)
 
 
 def write_torch_ops(path, header, rows, gbps_digits=1):

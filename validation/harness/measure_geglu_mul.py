@@ -12,7 +12,8 @@ grad * hidden) under torch.profiler, the median of 5 calls, with the bytes vrsim
 """
 import json
 
-from kernel_timing import measure_or_write, median_kernel_us, torch, write_torch_ops
+from kernel_timing import (byte_rate_points, measure_or_write, median_kernel_us, save_rows, torch,
+                           write_torch_ops)
 
 if torch is not None:  # --from runs without torch
     import torch.nn.functional as F
@@ -49,13 +50,11 @@ def measure(a):
         print(json.dumps(rows[-2]), json.dumps(rows[-1]))
         del p, g, grad
         torch.cuda.empty_cache()
-    with open(a.out, "w") as fh:
-        json.dump({"rows": rows, "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}, fh)
+    save_rows(a.out, rows)
 
 
 def write_lua(src, path):
-    d = json.load(open(src))
-    pts = sorted((r["bytes"], r["bytes"] / (r["us"] * 1e-6) / 1e9, r) for r in d["rows"] if r["us"] > 0)
+    pts = byte_rate_points(src)
     write_torch_ops(path,
                 "-- GEGLU's product of a strided half-view and a contiguous tensor on NVIDIA H200, torch\n"
                 "-- 2.11.0+cu130, bf16, torch.profiler kernel time, 2026-12-01: the bytes vrsim's op counts\n"

@@ -19,7 +19,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kernel_timing import measure_or_write, median_kernel_us, torch  # noqa: E402
+from kernel_timing import measure_or_write, median_kernel_us, save_rows, torch  # noqa: E402
 
 if torch is not None:  # --from runs without torch
     import torch.nn as nn
@@ -91,8 +91,7 @@ def measure(a):
                          "tflops": round(2 * m * n * k / (ms * 1e-3) / 1e12, 2), "kernels": kernels})
             print(json.dumps(rows[-1]))
         torch.cuda.empty_cache()
-    with open(a.out, "w") as f:
-        json.dump({"rows": rows, "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}, f)
+    save_rows(a.out, rows)
 
 
 def write_lua(src, path):

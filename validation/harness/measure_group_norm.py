@@ -14,7 +14,7 @@ JSON object: {"rows": [{"n", "c", "hw", "groups", "row_bytes", "moments_us", "ot
 """
 import json
 
-from kernel_timing import measure_or_write, median_kernel_us, torch, write_torch_ops
+from kernel_timing import measure_or_write, median_kernel_us, save_rows, torch, write_torch_ops
 
 if torch is not None:  # --from runs without torch
     import torch.nn.functional as F
@@ -51,8 +51,7 @@ def measure(a):
             print(json.dumps(rows[-1]))
             del x
             torch.cuda.empty_cache()
-    with open(a.out, "w") as f:
-        json.dump({"rows": rows, "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}, f)
+    save_rows(a.out, rows)
 
 
 def write_lua(src, path):

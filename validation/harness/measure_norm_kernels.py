@@ -12,7 +12,8 @@ rate of vrsim's "norm" class (forward) and "norm_bwd" (backward). One JSON objec
 """
 import json
 
-from kernel_timing import measure_or_write, median_kernel_us, torch, write_torch_ops
+from kernel_timing import (byte_rate_points, measure_or_write, median_kernel_us, save_rows, torch,
+                           write_torch_ops)
 
 if torch is not None:  # --from runs without torch
     import torch.nn.functional as F
@@ -67,13 +68,11 @@ def measure(a):
         print(json.dumps(rows[-2]), json.dumps(rows[-1]))
         del x, g
         torch.cuda.empty_cache()
-    with open(a.out, "w") as f:
-        json.dump({"rows": rows, "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}, f)
+    save_rows(a.out, rows)
 
 
 def write_lua(src, path):
-    d = json.load(open(src))
-    pts = sorted((r["bytes"], r["bytes"] / (r["us"] * 1e-6) / 1e9, r) for r in d["rows"] if r["us"] > 0)
+    pts = byte_rate_points(src)
     write_torch_ops(path,
                 "-- F.layer_norm's and F.group_norm's kernels (GroupNorm's statistics kernel apart: h200_group_norm.lua)\n"
                 "-- on NVIDIA H200, torch 2.11.0+cu130, bf16, torch.profiler kernel time, 2026-12-01: the\n"
