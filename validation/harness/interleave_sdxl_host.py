@@ -12,30 +12,19 @@ import gc
 import json
 import os
 import sys
-import time
 from types import SimpleNamespace
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from profile_sdxl_step import build, phases  # noqa: E402
-
-PHASES = ("forward", "backward", "optimizer")
+from profile_sdxl_step import build, phases, timed_step  # noqa: E402
 
 
 def step(fns):
-    fwd, bwd, optim = fns
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    t0 = time.perf_counter(); loss = fwd()
-    t1 = time.perf_counter(); bwd(loss)
-    t2 = time.perf_counter(); optim()
-    t3 = time.perf_counter()
-    e.record()
-    torch.cuda.synchronize()
-    return {"gpu_ms": round(s.elapsed_time(e), 3),
-            "host_ms": {p: round(d * 1e3, 3) for p, d in zip(PHASES, (t1 - t0, t2 - t1, t3 - t2))}}
+    """One step's GPU and per-phase host milliseconds (profile_sdxl_step.timed_step)."""
+    r = timed_step(*fns)
+    del r["wait_ms"]
+    return r
 
 
 def op_table(fns):

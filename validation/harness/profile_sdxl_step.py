@@ -71,6 +71,24 @@ def phases(a, model, opt, inp, target):
     return fwd, bwd, optim
 
 
+def timed_step(fwd, bwd, optim):
+    """One step, from a synchronized device: its GPU milliseconds (events around it), the host's
+    milliseconds in each phase, and how long the host then waited for the device (wait_ms)."""
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    t0 = time.perf_counter(); loss = fwd()
+    t1 = time.perf_counter(); bwd(loss)
+    t2 = time.perf_counter(); optim()
+    t3 = time.perf_counter()
+    e.record()
+    torch.cuda.synchronize()
+    t4 = time.perf_counter()
+    return {"gpu_ms": round(s.elapsed_time(e), 3),
+            "host_ms": {p: round(d * 1e3, 3) for p, d in zip(PHASES, (t1 - t0, t2 - t1, t3 - t2))},
+            "wait_ms": round((t4 - t3) * 1e3, 3)}
+
+
 def subtree_kernels(e):
     return len(e.kernels) + sum(subtree_kernels(c) for c in e.cpu_children)
 

@@ -22,9 +22,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from profile_sdxl_step import build, phases  # noqa: E402
-
-PHASES = ("forward", "backward", "optimizer")
+from profile_sdxl_step import build, phases, timed_step  # noqa: E402
 
 
 class GcLog:
@@ -56,19 +54,9 @@ def timed_steps(a, fwd, bwd, optim, log, n):
     for _ in range(n):
         torch.cuda.synchronize()
         log.take()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        t0 = time.perf_counter(); loss = fwd()
-        t1 = time.perf_counter(); bwd(loss)
-        t2 = time.perf_counter(); optim()
-        t3 = time.perf_counter()
-        e.record()
-        torch.cuda.synchronize()
-        t4 = time.perf_counter()
-        rows.append({"gpu_ms": round(s.elapsed_time(e), 3),
-                     "host_ms": {p: round(d * 1e3, 3) for p, d in zip(PHASES, (t1 - t0, t2 - t1, t3 - t2))},
-                     "wait_ms": round((t4 - t3) * 1e3, 3), "gc": log.take()})
-        del loss
+        r = timed_step(fwd, bwd, optim)
+        r["gc"] = log.take()
+        rows.append(r)
     return rows
 
 
