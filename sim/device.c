@@ -1,6 +1,7 @@
 /* device.c: the roofline cost of one op on a DeviceSpec. */
 #include "device.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 double device_collective_ns(const DeviceSpec *dev, const char *kind, double bytes, int n) {
@@ -23,6 +24,51 @@ double device_collective_ns(const DeviceSpec *dev, const char *kind, double byte
                    .nics_per_node = dev->nics_per_node, .gpus_per_node = g, .per_node = per_node,
                    .nodes = nodes};
     return coll_net_time_ns(&net, k, bytes, n);
+}
+
+static int64_t last_pow2(int64_t n) {
+    int64_t p = 1;
+    while (p * 2 <= n) p *= 2;
+    return p;
+}
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Reduce.cuh's ReduceConfig for a sum over dim 0 of a contiguous m x c tensor (the output's c
+ * elements vectorised by 4 or 2 where c allows): block shape, whether the rows split across
+ * blocks (values per thread above 256 and few enough output blocks to fill the GPU), and then
+ * the blocks per output column (ctas_per_output). Checked against the traces: (4096, 640) ->
+ * 20 MiB + 20 B, (4096, 5120) -> 132.5 MiB + 160 B, (1024, 10240) -> 80 MiB (SDXL); (4096, 4096)
+ * -> 128 MiB + 128 B (fulltrace_held-eager-ckpt-b2), (8192, 4096) -> 132 MiB + 128 B
+ * (optrace_pub-c04), all on an H200 (132 SMs); tests/ops/test_rules.lua checks them. */
+int device_row_sum_buffers(const DeviceSpec *dev, int64_t m, int64_t c, uint64_t out[2]) {
+    if (m <= 0 || c <= 0) return 0;
+    int64_t vec = c % 4 == 0 ? 4 : c % 2 == 0 ? 2 : 1;
+    int64_t max_threads = 512 / vec;
+    int64_t dim0 = c / vec, dim1 = m;
+    int64_t d0 = dim0 < max_threads ? last_pow2(dim0) : max_threads;
+    int64_t d1 = dim1 < max_threads ? last_pow2(dim1) : max_threads;
+    int64_t bw = min64(d0, 32);
+    int64_t bh = min64(d1, max_threads / bw);
+    bw = min64(d0, max_threads / bh);
+    int64_t step_out = bw, step_in = 1;
+    bool split = m >= min64(bh * 16, 256);
+    if (split) step_in = bh;
+    else step_out *= bh;
+    int64_t vpt = (m + step_in - 1) / step_in;
+    int64_t grid = (dim0 + step_out - 1) / step_out;
+    int64_t sms = dev && dev->sm_count > 0 ? dev->sm_count : 132;
+    double cc = dev ? dev->compute_capability : 0;
+    int64_t threads_per_sm = (cc == 8.6 || cc == 8.9) ? 1536 : 2048;
+    int64_t target = sms * (threads_per_sm / (bw * bh));
+    if (!(split && vpt >= 256 && grid <= target)) return 0;
+    int64_t c1 = (target + grid - 1) / grid, c2 = (vpt + 15) / 16, c3 = (vpt + 255) / 256;
+    int64_t ctas = min64(c1, c2);
+    if (c3 > ctas) ctas = c3;
+    if (ctas <= 1) return 0;
+    out[0] = (uint64_t)(4 * c * ctas * bw * vec);
+    out[1] = (uint64_t)(4 * grid);
+    return 2;
 }
 
 double device_op_ns(const DeviceSpec *dev, const Op *op) {

@@ -20,6 +20,8 @@ typedef struct DeviceSpec {
     double eff_compute;             /* fraction of peak_flops large GEMMs reach */
     double eff_memory;              /* fraction of mem_bw streaming kernels reach */
     double launch_ns;               /* per-kernel launch + dispatch overhead, ns */
+    int sm_count;                   /* streaming multiprocessors (0: unknown, taken as 132) */
+    double compute_capability;      /* e.g. 8.6, 9.0 (0: unknown) */
     double price_per_hour;          /* USD per GPU-hour, 0 = unknown */
     /* links, for collectives and offload */
     int world;                      /* data-parallel ranks */
@@ -43,6 +45,14 @@ typedef struct DeviceSpec {
 /* Time in ns of a collective of `bytes` (the full tensor) over n ranks (collective.h): kind is
  * "allreduce", "reduce_scatter", "allgather" or "broadcast"; 0 for n <= 1 or an unknown kind. */
 double device_collective_ns(const DeviceSpec *dev, const char *kind, double bytes, int n);
+
+/* ATen's staging buffers for a sum over the rows of an m x c tensor (a Linear's grad_bias, a
+ * norm weight's gradient; Reduce.cuh's global reduce): when the reduction splits its rows over
+ * several blocks, it allocates a buffer of partial sums and a semaphore per output block through
+ * the caching allocator. Whether it splits, and into how many blocks, follows the GPU's SM count
+ * and threads per SM, so the buffers are worked out per device when an op runs (Op.rowsum).
+ * Writes the two sizes (bytes) to out and returns 2, or returns 0 when the sum does not split. */
+int device_row_sum_buffers(const DeviceSpec *dev, int64_t m, int64_t c, uint64_t out[2]);
 
 /* Time in ns of one op on dev: roofline max(flops / (peak * e_c), bytes / (bw * e_m)) plus the
  * launch overhead. Ops of kind "none" take no time. */

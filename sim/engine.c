@@ -15,6 +15,7 @@
 #include "engine.h"
 
 #include "cost.h"
+#include "device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,14 +215,24 @@ static VrStatus alloc_outputs(Run *r, const Op *op, int i, StepResult *sr, bool 
     return VR_OK;
 }
 
-/* Allocates op i's workspaces (temporaries freed when it ends) into ws_addr. */
-static VrStatus alloc_workspaces(Run *r, const Op *op, int i, StepResult *sr, uint64_t *ws_addr) {
+/* Op i's workspaces in the order it allocates them: its own, then the staging buffers of a row
+ * sum for the GPU it runs on (Op.rowsum). Returns how many were written to ws. */
+static int op_workspaces(const Run *r, const Op *op, uint64_t *ws) {
+    int n = op->n_workspace; /* graph_add_op keeps n + 2 <= GRAPH_MAX_WORKSPACES */
+    for (int k = 0; k < n; k++) ws[k] = op->workspace[k];
+    if (op->rowsum[0] > 0) n += device_row_sum_buffers(r->cfg->dev, op->rowsum[0], op->rowsum[1], ws + n);
+    return n;
+}
+
+/* Allocates op i's n workspaces of ws bytes (temporaries freed when it ends) into ws_addr. */
+static VrStatus alloc_workspaces(Run *r, const Op *op, int i, StepResult *sr, const uint64_t *ws,
+                                 int n, uint64_t *ws_addr) {
     VrStatus st;
-    for (int k = 0; k < op->n_workspace; k++) {
-        if (!op->workspace[k]) continue;
-        if ((st = alloc_malloc(r->a, op->workspace[k], op->stream, 0, &ws_addr[k]))) return st;
-        if ((st = log_ev(r, LOG_MALLOC, op->workspace[k], op->stream, -1))) return st;
-        notify(r, true, ws_addr[k], op->workspace[k], i);
+    for (int k = 0; k < n; k++) {
+        if (!ws[k]) continue;
+        if ((st = alloc_malloc(r->a, ws[k], op->stream, 0, &ws_addr[k]))) return st;
+        if ((st = log_ev(r, LOG_MALLOC, ws[k], op->stream, -1))) return st;
+        notify(r, true, ws_addr[k], ws[k], i);
         r->cat_bytes[CAT_TEMP] += alloc_block_size(r->a, ws_addr[k]);
         r->alloc_seq++;
         note_peak(r, sr, i);
@@ -272,7 +283,9 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
      * the op's first output is allocated (the autograd thread has a handle of its own: its
      * workspace comes with backward's first GEMM, fulltrace_pub-c05 after the loss's backward
      * allocations; fulltrace_dev-x2-zero1-trace after lm_head's weight gradient) */
-    bool allocates = op->n_outputs > 0 || op->n_workspace > 0;
+    uint64_t ws[GRAPH_MAX_WORKSPACES];
+    int n_ws = op_workspaces(r, op, ws);
+    bool allocates = op->n_outputs > 0 || n_ws > 0;
     bool new_handle = false;
     if (r->handles < r->cfg->cublas_handles && allocates) {
         bool first_fwd_gemm = r->handles == 0 && op->kind_id == OPK_MM &&
@@ -293,12 +306,11 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     }
     if (op->slot > 0) r->slot_held[op->slot] = -1;
     uint64_t ws_addr[GRAPH_MAX_WORKSPACES] = {0};
-    int n_ws = op->n_workspace; /* graph_add_op keeps it <= GRAPH_MAX_WORKSPACES */
     /* most kernels allocate their results and then scratch; a composite derivative formula
      * (PowBackward0, a broadcast MulBackward0) computes its temporaries first */
     for (int pass = 0; pass < 2; pass++) {
         if ((pass == 0) == op->workspace_first) {
-            if ((st = alloc_workspaces(r, op, i, sr, ws_addr))) return st;
+            if ((st = alloc_workspaces(r, op, i, sr, ws, n_ws, ws_addr))) return st;
         } else {
             if ((st = alloc_outputs(r, op, i, sr, &new_handle))) return st;
         }
@@ -361,7 +373,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     for (int k = n_ws - 1; k >= 0; k--) {
         if (!ws_addr[k]) continue;
         r->cat_bytes[CAT_TEMP] -= alloc_block_size(r->a, ws_addr[k]);
-        notify(r, false, ws_addr[k], op->workspace[k], i);
+        notify(r, false, ws_addr[k], ws[k], i);
         alloc_dealloc(r->a, ws_addr[k]);
         if ((st = log_ev(r, LOG_FREE, ws_addr[k], 0, -1))) return st;
     }

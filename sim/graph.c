@@ -240,9 +240,17 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
                          "%d, which does not exist", op->name, i + 1, op->grads[i].pass_output + 1);
                 return VR_EINVAL;
             }
-    if (op->n_workspace > GRAPH_MAX_WORKSPACES || op->n_bwd_workspace > GRAPH_MAX_WORKSPACES) {
-        snprintf(g->err, sizeof g->err, "op '%s': at most %d workspaces", op->name,
-                 GRAPH_MAX_WORKSPACES);
+    /* a row sum's staging buffers are two more workspaces */
+    int rs = op->rowsum[0] > 0 ? 2 : 0, brs = op->bwd_rowsum[0] > 0 ? 2 : 0;
+    if (op->n_workspace + rs > GRAPH_MAX_WORKSPACES ||
+        op->n_bwd_workspace + brs > GRAPH_MAX_WORKSPACES) {
+        snprintf(g->err, sizeof g->err, "op '%s': at most %d workspaces (a row sum's staging "
+                 "buffers count two)", op->name, GRAPH_MAX_WORKSPACES);
+        return VR_EINVAL;
+    }
+    if (op->rowsum[0] < 0 || op->rowsum[1] < 0 || op->bwd_rowsum[0] < 0 || op->bwd_rowsum[1] < 0) {
+        snprintf(g->err, sizeof g->err, "op '%s': a row sum's rows and columns must be >= 0",
+                 op->name);
         return VR_EINVAL;
     }
     if (grow((void **)&g->ops, &g->cap_ops, g->n_ops + 1, sizeof(Op))) return VR_ENOMEM;
@@ -513,6 +521,7 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
         Op r = {.name = name, .kind = o.kind, .phase = PH_RECOMPUTE, .fwd_op = f, .inputs = in,
                 .n_inputs = o.n_inputs, .outputs = out, .n_outputs = o.n_outputs, .frees = fr,
                 .n_frees = o.n_frees, .workspace = o.workspace, .n_workspace = o.n_workspace,
+                .rowsum = {o.rowsum[0], o.rowsum[1]},
                 .flops = o.flops, .bytes_moved = o.bytes_moved, .kernels = o.kernels,
                 .compute_dtype = o.compute_dtype, .layer = o.layer, .region = 0, .in_ckpt = true,
                 .has_dispatch = o.has_dispatch, .dispatch_ns = o.dispatch_ns,
@@ -724,7 +733,8 @@ static VrStatus derive_one(Deriv *d, int f) {
      * gradient, often in more than one kernel); a node whose gradients all pass through (an
      * add) launches no kernel */
     double bwd_bytes = fop.bwd_bytes > 0 ? fop.bwd_bytes : 2.0 * fop.bytes_moved;
-    bool launches = nout > 0 || fop.n_bwd_workspace > 0 || fop.bwd_flops > 0 || fop.bwd_bytes > 0;
+    bool launches = nout > 0 || fop.n_bwd_workspace > 0 || fop.bwd_rowsum[0] > 0 ||
+                    fop.bwd_flops > 0 || fop.bwd_bytes > 0;
     /* a GEMM's backward launches one GEMM per input that gets a gradient (dX = dY W, dW = dY^T X) */
     bool gemm = fop.kind_id == OPK_MM || fop.kind_id == OPK_CONV;
     int kernels = fop.bwd_kernels > 0 ? fop.bwd_kernels : gemm && nout > 1 ? nout : 1;
@@ -735,6 +745,7 @@ static VrStatus derive_one(Deriv *d, int f) {
             .fwd_op = f, .inputs = in,
             .n_inputs = nin, .outputs = out, .n_outputs = nout, .frees = frees, .n_frees = nfree,
             .workspace = fop.bwd_workspace, .n_workspace = fop.n_bwd_workspace,
+            .rowsum = {fop.bwd_rowsum[0], fop.bwd_rowsum[1]},
             .flops = fop.bwd_flops > 0 ? fop.bwd_flops : 2.0 * fop.flops,
             .bytes_moved = bwd_bytes, .kernels = kernels,
             .compute_dtype = fop.compute_dtype, .layer = fop.layer,

@@ -124,6 +124,10 @@ typedef struct Op {
     GradSpec *grads;                  /* forward: one per input */
     int *grad_order; int n_grad_order;/* forward: order in which backward allocates input grads */
     uint64_t *bwd_workspace; int n_bwd_workspace; /* backward temporaries, bytes */
+    int64_t rowsum[2];     /* (rows, columns) > 0: the op sums an m x c tensor over its rows, and
+                              ATen's staging buffers for it (device.h device_row_sum_buffers)
+                              are further workspaces, worked out for the GPU the op runs on */
+    int64_t bwd_rowsum[2]; /* forward op: the same for its derived backward */
     double flops;          /* forward (or this op's) floating-point operations */
     double bytes_moved;    /* bytes read and written by the kernel(s) */
     double bwd_flops;      /* backward flops (0 = 2 x flops) */

@@ -853,6 +853,45 @@ static void test_workspace_first(void **state) {
     }
 }
 
+/* A row sum's staging buffers follow the GPU (device_row_sum_buffers, Reduce.cuh's global
+ * reduce): summing a 16384 x 4096 tensor over its rows splits each column's rows over
+ * ctas_per_output blocks, one per (SMs x 2048 threads / 512) block slot for 128 output blocks:
+ * 132 SMs give 33 blocks per column, 4 * 4096 * 33 * 32 * 4 B = 132 MiB of partial sums; 72 SMs
+ * of compute capability 8.6 (1536 threads per SM) give 54 MiB; both add a 4-byte semaphore per
+ * output block, 128 x 4 = 512 B (the ideal allocator's rounding keeps it 512). A 100-row sum does
+ * not split and stages nothing. */
+static void test_row_sum_staging_per_device(void **state) {
+    (void)state;
+    const struct { int sms; double cc; int64_t rows; uint64_t partial, sem; } cases[] = {
+        {132, 9.0, 16384, 138412032, 512}, {72, 8.6, 16384, 56623104, 512}, {132, 9.0, 100, 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Graph *g;
+        assert_int_equal(graph_new(&g), VR_OK);
+        int x = tensor(g, "x", 4096, CAT_TEMP, false, true);
+        int id = op(g, (OpArgs){.name = "sum_rows", .phase = PH_FWD, .in = {x}, .nin = 1});
+        graph_op(g, id)->rowsum[0] = cases[i].rows;
+        graph_op(g, id)->rowsum[1] = 4096;
+        DeviceSpec dev = {.sm_count = cases[i].sms, .compute_capability = cases[i].cc};
+        AllocLog log = {0};
+        EngineConfig ec = {.steps = 1, .stop_at_step = -1, .dev = &dev, .on_alloc = log_alloc,
+                           .on_alloc_ud = &log};
+        AllocConfig ac = ideal(0);
+        SimResult *r = NULL;
+        char err[256];
+        assert_int_equal(engine_run(g, &ec, &ac, &r, err, sizeof err), VR_OK);
+        /* x at build; then the two buffers, allocated in order and freed when the op ends */
+        int n = cases[i].partial ? 3 : 1;
+        assert_int_equal(r->steps[0].peak_allocated, 4096 + cases[i].partial + cases[i].sem);
+        assert_int_equal(log.n, n);
+        if (cases[i].partial) {
+            assert_int_equal(log.sizes[1], cases[i].partial);
+            assert_int_equal(log.sizes[2], 128); /* requested; 512 once rounded */
+        }
+        engine_result_free(r);
+        graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_peak_ideal),
@@ -875,6 +914,7 @@ int main(void) {
         cmocka_unit_test(test_hold_slots),
         cmocka_unit_test(test_step_start_and_from_step),
         cmocka_unit_test(test_workspace_first),
+        cmocka_unit_test(test_row_sum_staging_per_device),
     };
     return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }

@@ -105,7 +105,7 @@ local function rmsnorm_forward(cx, m, x)
     wv.rg = true
     nn.op(cx, { name = name .. ".weight_grad", kind = "none", inputs = { w }, out_tensors = { wv },
                 saves = { yb }, grads = { { dtype = w.dtype } }, bytes = 0, bwd_kind = "reduce_rows",
-                bwd_workspace = nn.row_sum_buffers(cx, nn.numel(x.shape) // c, c),
+                bwd_rowsum = { nn.numel(x.shape) // c, c },
                 bwd_bytes = nn.bytes(x.shape, odt) + nn.bytes(w.shape, w.dtype), frees = {} })
   end
   if yb.rg then saves[1] = w end

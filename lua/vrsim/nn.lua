@@ -102,7 +102,8 @@ end
 -- Generic op. spec fields:
 --   name, kind, inputs (tensors), outs ({ {name, shape, dtype} ...}) or out_tensors (made already),
 --   saves (tensors), grads (per input: "new" | "none" | {pass = k} | {bytes=, dtype=, view=}),
---   grad_order (input indices), workspace, bwd_workspace (bytes), flops, bytes, dtype,
+--   grad_order (input indices), workspace, bwd_workspace (bytes), bwd_rowsum ({ m, c }: its
+--     backward sums an m x c tensor over its rows, nn.row_sum_buffers), flops, bytes, dtype,
 --   host: the op's host-cost class (a key of the profile's host_class_us: "linear", "conv",
 --     "cast", ...), whose measured dispatch, forward and backward node, the op then costs
 --     instead of the one per-op figure; "inside" for an op whose host work is part of another
@@ -151,7 +152,7 @@ function nn.op(cx, spec)
   -- name, kind, phase, inputs, outputs, saves, frees, grads, grad_order, workspace, bwd_kind,
   -- bwd_workspace, bwd_workspace_first, flops, bytes, bwd_flops, bwd_bytes, dtype, kernels,
   -- bwd_kernels, dispatch_us, bwd_dispatch_us, dispatch_ckpt_us, bwd_dispatch_ckpt_us, layer,
-  -- once, no_grad, region (then fields nn.op does not give). cx.last_op: its index, for ops that
+  -- once, no_grad, region, bwd_rowsum (then fields nn.op does not give). cx.last_op: its index, for ops that
   -- set more on it (G:op_layout)
   -- the tensor lists go as they are (G:opv reads each tensor's id, up to the first nil as
   -- ipairs would), and so do spec.grads when the op records autograd history (G:opv resolves
@@ -164,7 +165,7 @@ function nn.op(cx, spec)
     spec.bwd_workspace, spec.bwd_workspace_first, spec.flops or 0, bytes,
     spec.bwd_flops, spec.bwd_bytes, spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
     spec.kernels, spec.bwd_kernels, c and c.fwd, c and c.bwd, c and c.ckpt_fwd, c and c.ckpt_bwd,
-    cx.layer, spec.once, cx.no_grad, cx.region)
+    cx.layer, spec.once, cx.no_grad, cx.region, spec.bwd_rowsum)
   return table.unpack(outs)
 end
 
@@ -234,40 +235,13 @@ end
 -- (a bias or norm-weight gradient): ATen's setReduceConfig (Reduce.cuh) splits a long reduction
 -- across thread blocks ("global reduce") and allocates acc_size * c * ctas * block.x *
 -- output_vec_size bytes plus an int per output block through the caching allocator; nil when it
--- does not split. Checked against the traces: (4096, 640) -> 20 MiB + 20 B, (4096, 5120) ->
--- 132.5 MiB + 160 B, (1024, 10240) -> 80 MiB (SDXL); (4096, 4096) -> 128 MiB + 128 B
--- (fulltrace_held-eager-ckpt-b2), (8192, 4096) -> 132 MiB + 128 B (optrace_pub-c04). cx.gpu is
--- the catalog entry (its SM count sets the grid).
+-- does not split. How many blocks it takes follows the GPU's SM count, so an op declares the sum
+-- as bwd_rowsum = { m, c } and the engine works the buffers out for the GPU it simulates
+-- (sim/device.c device_row_sum_buffers, the one rule): the graph is then the same on every GPU.
+-- This gives them for cx.gpu (the catalog entry), for the op library's tests.
 function nn.row_sum_buffers(cx, m, c)
-  local vec = (c % 4 == 0) and 4 or ((c % 2 == 0) and 2 or 1)
-  local max_threads = 512 // vec
-  local function last_pow2(n)
-    local p = 1
-    while p * 2 <= n do p = p * 2 end
-    return p
-  end
-  local dim0, dim1 = c // vec, m
-  local d0 = dim0 < max_threads and last_pow2(dim0) or max_threads
-  local d1 = dim1 < max_threads and last_pow2(dim1) or max_threads
-  local bw = math.min(d0, 32)
-  local bh = math.min(d1, max_threads // bw)
-  bw = math.min(d0, max_threads // bh)
-  local step_out, step_in = bw, 1
-  local split = m >= math.min(bh * 16, 256)
-  if split then step_in = bh else step_out = step_out * bh end
-  local vpt = (m + step_in - 1) // step_in
-  local grid = (dim0 + step_out - 1) // step_out
   local g = cx.gpu or {}
-  local sms = g.sm_count or 132
-  local threads_per_sm = (g.compute_capability == 8.6 or g.compute_capability == 8.9) and 1536 or 2048
-  local target = sms * (threads_per_sm // (bw * bh))
-  if not (split and vpt >= 256 and grid <= target) then return nil end
-  local c1 = (target + grid - 1) // grid
-  local c2 = (vpt + 15) // 16
-  local c3 = (vpt + 255) // 256
-  local ctas = math.max(math.min(c1, c2), c3)
-  if ctas <= 1 then return nil end
-  return { 4 * c * ctas * bw * vec, 4 * grid }
+  return require("vrsim.core").row_sum_buffers(m, c, g.sm_count, g.compute_capability)
 end
 
 -- Drops one reference of each tensor in `list` at this point: models a Python variable that

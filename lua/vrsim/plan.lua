@@ -622,6 +622,8 @@ local function device_of(cfg, ctx)
     -- 777/989 TFLOP/s bf16 and 4.22/4.8 TB/s, validation/results/hw_h200_pytorch.json)
     eff_compute = g.eff_compute or 0.75, eff_memory = g.eff_memory or 0.85,
     launch_ns = g.launch_ns or 5000,
+    -- what sizes a row sum's staging buffers on this GPU (sim/device.c device_row_sum_buffers)
+    sm_count = g.sm_count, compute_capability = g.compute_capability,
   }, g
 end
 

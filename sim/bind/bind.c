@@ -552,7 +552,7 @@ static int l_tensorv(lua_State *L) {
 enum { OF_NAME, OF_KIND, OF_PHASE, OF_INPUTS, OF_OUTPUTS, OF_SAVES, OF_FREES, OF_GRADS,
        OF_GRAD_ORDER, OF_WORKSPACE, OF_BWD_KIND, OF_BWD_WORKSPACE, OF_BWD_WORKSPACE_FIRST,
        OF_FLOPS, OF_BYTES, OF_BWD_FLOPS, OF_BWD_BYTES, OF_DTYPE, OF_KERNELS, OF_BWD_KERNELS,
-       OF_DISPATCH_US, OF_BWD_DISPATCH_US, OF_DISPATCH_CKPT_US, OF_BWD_DISPATCH_CKPT_US, OF_LAYER, OF_ONCE, OF_NO_GRAD, OF_REGION, OF_SLOT, OF_SLOT_FREE_AFTER, OF_HOST_US,
+       OF_DISPATCH_US, OF_BWD_DISPATCH_US, OF_DISPATCH_CKPT_US, OF_BWD_DISPATCH_CKPT_US, OF_LAYER, OF_ONCE, OF_NO_GRAD, OF_REGION, OF_BWD_ROWSUM, OF_SLOT, OF_SLOT_FREE_AFTER, OF_HOST_US,
        OF_STREAM, OF_HOOK, OF_GRADS_OF, OF_FREE_GRADS, OF_DROP_PERSISTENT, OF_WORLD, OF_REMAP_OF,
        OF_CKPT_ARGS, OF_AT_STEP, OF_FROM_STEP, OF_STEP_START, OF_COUNT };
 static const char *const OP_FIELDS[OF_COUNT] = {
@@ -560,7 +560,7 @@ static const char *const OP_FIELDS[OF_COUNT] = {
     "workspace", "bwd_kind", "bwd_workspace", "bwd_workspace_first", "flops", "bytes",
     "bwd_flops", "bwd_bytes", "dtype", "kernels", "bwd_kernels", "dispatch_us",
     "bwd_dispatch_us", "dispatch_ckpt_us", "bwd_dispatch_ckpt_us", "layer", "once", "no_grad",
-    "region", "slot", "slot_free_after", "host_us", "stream", "hook", "grads_of", "free_grads",
+    "region", "bwd_rowsum", "slot", "slot_free_after", "host_us", "stream", "hook", "grads_of", "free_grads",
     "drop_persistent", "world", "remap_of", "ckpt_args", "at_step", "from_step", "step_start"};
 
 /* G:opv's grads (on top): nn.op's spec.grads as the spec gives them, or true for "every input
@@ -655,6 +655,11 @@ static int read_op(lua_State *L, Graph *g, const Fields *fs) {
     }
     op.n_workspace = fs_u64s(L, fs, OF_WORKSPACE, &op.workspace);
     op.n_bwd_workspace = fs_u64s(L, fs, OF_BWD_WORKSPACE, &op.bwd_workspace);
+    uint64_t *rowsum = NULL;
+    int n_rowsum = fs_u64s(L, fs, OF_BWD_ROWSUM, &rowsum);
+    if (n_rowsum && n_rowsum != 2)
+        luaL_error(L, "op '%s': bwd_rowsum is { rows, columns }", op.name);
+    if (n_rowsum) op.bwd_rowsum[0] = (int64_t)rowsum[0], op.bwd_rowsum[1] = (int64_t)rowsum[1];
     op.n_grad_order = fs_ids(L, fs, OF_GRAD_ORDER, &op.grad_order);
     push_field(L, fs, OF_GRADS);
     if (fs->t == 0 && !lua_isnil(L, -1)) {
@@ -751,6 +756,23 @@ static int l_op(lua_State *L) {
     luaL_checktype(L, 2, LUA_TTABLE);
     Fields fs = {.t = 2, .names = OP_FIELDS};
     return read_op(L, g, &fs);
+}
+
+/* core.row_sum_buffers(m, c, sm_count, compute_capability): the two staging buffers (bytes) of
+ * a row sum of an m x c tensor on such a GPU (device.h device_row_sum_buffers), or nil when it
+ * does not split; sm_count and compute_capability may be nil (unknown). */
+static int l_row_sum_buffers(lua_State *L) {
+    lua_Integer m = luaL_checkinteger(L, 1), c = luaL_checkinteger(L, 2);
+    DeviceSpec d = {.sm_count = (int)luaL_optinteger(L, 3, 0),
+                    .compute_capability = luaL_optnumber(L, 4, 0)};
+    uint64_t b[2];
+    if (device_row_sum_buffers(&d, m, c, b) == 0) return 0;
+    lua_createtable(L, 2, 0);
+    for (int k = 0; k < 2; k++) {
+        lua_pushinteger(L, (lua_Integer)b[k]);
+        lua_rawseti(L, -2, k + 1);
+    }
+    return 1;
 }
 
 /* G:opv(name, kind, phase, ...): the same fields as arguments, in OP_FIELDS' order. */
@@ -940,6 +962,8 @@ static int open_vrsim(lua_State *L) {
     lua_setfield(L, -2, "new_graph");
     lua_pushcfunction(L, l_read_config);
     lua_setfield(L, -2, "read_config");
+    lua_pushcfunction(L, l_row_sum_buffers);
+    lua_setfield(L, -2, "row_sum_buffers");
     /* the argument orders of G:opv and G:tensorv, for Lua code that records ops itself (the op
      * library's tests) */
     const char *const *lists[2] = {OP_FIELDS, TENSOR_FIELDS};
@@ -1241,6 +1265,8 @@ static void read_device(lua_State *L, int t, DeviceSpec *d) {
     d->eff_compute = field_num(L, t, "eff_compute", 1);
     d->eff_memory = field_num(L, t, "eff_memory", 1);
     d->launch_ns = field_num(L, t, "launch_ns", 0);
+    d->sm_count = (int)field_num(L, t, "sm_count", 0);
+    d->compute_capability = field_num(L, t, "compute_capability", 0);
     d->price_per_hour = field_num(L, t, "price_per_hour", 0);
     d->world = (int)field_num(L, t, "world", 1);
     d->coll_bw = field_num(L, t, "coll_bw", 0);

@@ -138,8 +138,11 @@ do
   local w, b = param(cx, "w", { 640, 640 }, "bf16", true), param(cx, "b", { 640 }, "bf16", true)
   nn.linear(cx, "lin_b", act(cx, "x", { 4096, 640 }, "bf16", true), w, b)
   local bs = op_named(G, "lin_b.bias_grad")
-  check(bs and bs.bwd_workspace and bs.bwd_workspace[1] == 20971520 and bs.bwd_workspace[2] == 20,
-        "bias gradient of (4096, 640) stages 20 MiB + 20 B (ATen's global reduce)")
+  check(bs and bs.bwd_rowsum and bs.bwd_rowsum[1] == 4096 and bs.bwd_rowsum[2] == 640,
+        "bias gradient of (4096, 640): its backward is a row sum of the (4096, 640) output gradient")
+  local staged = nn.row_sum_buffers(cx, bs.bwd_rowsum[1], bs.bwd_rowsum[2])
+  check(staged and staged[1] == 20971520 and staged[2] == 20,
+        "... which stages 20 MiB + 20 B on 132 SMs (ATen's global reduce)")
   check(op_named(G, "lin_b").grad_order[1] == 1, "addmm: grad_input first")
 end
 do

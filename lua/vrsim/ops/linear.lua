@@ -45,7 +45,8 @@ return function(nn)
       end
       return outs
     end
-    local red = b and b.rg and not opts.grad_transposed and nn.row_sum_buffers(cx, m, w.shape[1]) or nil
+    -- grad_bias = grad.sum(0), a row sum whose staging buffers the engine sizes per GPU
+    local red = b and b.rg and not opts.grad_transposed and { m, w.shape[1] } or nil
     if b and not opts.noncontig then
       local bv = b
       if b.rg and not cx.no_grad then
@@ -53,7 +54,7 @@ return function(nn)
         bv.rg = true
         -- its backward is addmm's grad_bias = grad.sum(0): a row reduction of the output gradient
         nn.op_sized(cx, { name = name .. ".bias_grad", kind = "none", inputs = { b }, out_tensors = { bv },
-                          grads = { { dtype = b.dtype } }, bwd_workspace = red, bytes = 0, bwd_kind = "reduce_rows",
+                          grads = { { dtype = b.dtype } }, bwd_rowsum = red, bytes = 0, bwd_kind = "reduce_rows",
                           bwd_bytes = nn.bytes({ m, w.shape[1] }, x.dtype) + nn.bytes(b.shape, b.dtype),
                           host = "inside" })
       end
@@ -79,7 +80,7 @@ return function(nn)
     yb.rg = rg
     nn.op_sized(cx, { name = name .. ".add_bias_", kind = "elementwise", inputs = { y, b },
                       out_tensors = lt_outs(yb), grads = { { pass = 1 }, b.rg and { dtype = b.dtype } or "none" },
-                      bwd_workspace = red, bytes = 2 * nn.bytes(y.shape, y.dtype), flops = nn.numel(y.shape),
+                      bwd_rowsum = red, bytes = 2 * nn.bytes(y.shape, y.dtype), flops = nn.numel(y.shape),
                       host = "inside" })
     return yb
   end
