@@ -385,16 +385,22 @@ int cmd_shop(int argc, char **argv) {
         const char **setv = calloc(((size_t)n + 1) * ((size_t)n_sets + 3), sizeof(char *));
         if (!rj || !pj || !setv) { free(rj); free(pj); free(setv); rc = VR_EXIT_INTERNAL; goto out; }
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        /* the rows of one GPU count are points that differ in the GPU only, which often share
+         * a graph: they go together, and children keep their graph between them */
+        points_set_reuse(sh.scn, true);
         for (int k = 0; k < n_tries; k++) {
             int m = 0;
-            for (int i = 0; i < n; i++) {
-                Row *r = &rows[i];
-                if (r->error && k == 0) continue; /* no price: nothing to simulate */
-                if (k > 0 && (r->count == 1 || r->error || r->fits)) continue;
-                if (r->count > 1) snprintf(r->strategy, sizeof r->strategy, "%s", one ? one : tries[k]);
-                rj[m].sets = setv + (size_t)m * ((size_t)n_sets + 3);
-                row_job(&rj[m], r, sets, n_sets, &pj[m]);
-                m++;
+            for (int c = 0; c < n_counts; c++) {
+                for (int i = 0; i < n; i++) {
+                    Row *r = &rows[i];
+                    if (i % n_counts != c) continue; /* rows go GPU by GPU, a row per count */
+                    if (r->error && k == 0) continue; /* no price: nothing to simulate */
+                    if (k > 0 && (r->count == 1 || r->error || r->fits)) continue;
+                    if (r->count > 1) snprintf(r->strategy, sizeof r->strategy, "%s", one ? one : tries[k]);
+                    rj[m].sets = setv + (size_t)m * ((size_t)n_sets + 3);
+                    row_job(&rj[m], r, sets, n_sets, &pj[m]);
+                    m++;
+                }
             }
             if (m == 0) break;
             points_run_batch(sh.scn, sh.path, sh.src, pj, m, ncpu > 0 ? (int)ncpu : 1);

@@ -15,8 +15,15 @@
  * seen as end-of-file on its result pipe: its point is recorded as an error and a new worker
  * takes over, so one bad point never stops the sweep.
  *
- * Invariants (parent): done + |busy workers| + (n_todo - next) == n_todo; every point of the
- * shard is recorded exactly once (ok, out of memory, or error). */
+ * Order. Workers get the points with the GPU axis varying fastest (Sweep.order), whatever the
+ * order of the --set options, a group of points that differ in the GPU only at a time: such
+ * points often share a graph, and each worker's runner keeps its children and their graphs from
+ * one point to the next (points_set_reuse). A worker stays in its group until the group's points
+ * are given out, then starts the next group no worker has started, or else helps in one that is
+ * still going. The table and files list the points by number all the same.
+ *
+ * Invariants (parent): done + |busy workers| + (n_todo - next) == n_todo, next counting through
+ * order; every point of the shard is recorded exactly once (ok, out of memory, or error). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -117,6 +124,7 @@ typedef struct Worker {
     pid_t pid;                 /* 0: not running */
     int task_fd, res_fd;       /* parent's ends; -1 when closed */
     long busy;                 /* point it is running, -1 if idle */
+    long group;                /* the group (see Order) it takes its points from, -1: none yet */
     char buf[4096]; size_t len;/* partial result line */
 } Worker;
 
@@ -129,6 +137,9 @@ typedef struct Sweep {
     bool unsafe;
     long n_points;             /* whole cross product */
     long *todo; long n_todo;   /* this shard's points, ascending */
+    long *order;               /* n_todo indices into todo: the order workers get them (feed) */
+    long *grp_pos, *grp_end;   /* per group, a range of order: the next point to give and the end */
+    long n_groups, next_group; /* groups, and the first that no worker has started */
     PointResult *res;          /* n_todo */
     Worker *w; int n_w;
     PointRunner *runner;       /* the loaded Lua state every worker forks its points from */
@@ -230,6 +241,9 @@ static void sweep_free(Sweep *s) {
     free(s->consts);
     free(s->src);
     free(s->todo);
+    free(s->order);
+    free(s->grp_pos);
+    free(s->grp_end);
     free(s->res);
     free(s->w);
     points_free(s->runner);
@@ -315,6 +329,7 @@ static bool parse_result(const char *line, long *k, PointResult *r) {
 
 /* The worker's loop: point numbers in, result lines out, until the task pipe closes. */
 static void worker_main(const Sweep *s, int task_fd, int res_fd) {
+    points_set_reuse(s->runner, true);
     for (;;) {
         long k;
         ssize_t r = read(task_fd, &k, sizeof k);
@@ -361,21 +376,93 @@ static int spawn(Sweep *s, int wi) {
     w->task_fd = tp[1];
     w->res_fd = rp[0];
     w->busy = -1;
+    w->group = -1;
     w->len = 0;
     return 0;
 }
 
-/* Gives worker wi the next point, or closes its task pipe when none is left. */
+/* The point's number with the GPU axis ("gpu" or "hardware.gpu") moved to vary fastest. */
+static long gpu_last_number(const Sweep *s, long k) {
+    long n = 0, gpu = -1, gpu_n = 1;
+    for (int a = 0; a < s->n_axes; a++) {
+        const Axis *x = &s->axes[a];
+        long v = (k / x->stride) % x->n;
+        if (gpu < 0 && (strcmp(x->key, "gpu") == 0 || strcmp(x->key, "hardware.gpu") == 0)) {
+            gpu = v;
+            gpu_n = x->n;
+        } else {
+            n = n * x->n + v;
+        }
+    }
+    return gpu < 0 ? n : n * gpu_n + gpu;
+}
+
+static const Sweep *order_sweep; /* for cmp_order (qsort has no user pointer) */
+
+static int cmp_order(const void *a, const void *b) {
+    const Sweep *s = order_sweep;
+    long x = gpu_last_number(s, s->todo[*(const long *)a]);
+    long y = gpu_last_number(s, s->todo[*(const long *)b]);
+    return x < y ? -1 : x > y;
+}
+
+/* Fills s->order and the groups (see Order at the top). -1 on host memory. */
+static int feed_order(Sweep *s) {
+    s->order = malloc(sizeof(long) * (size_t)(s->n_todo + 1));
+    s->grp_pos = malloc(sizeof(long) * (size_t)(s->n_todo + 1));
+    s->grp_end = malloc(sizeof(long) * (size_t)(s->n_todo + 1));
+    if (!s->order || !s->grp_pos || !s->grp_end) return -1;
+    for (long i = 0; i < s->n_todo; i++) s->order[i] = i;
+    order_sweep = s;
+    qsort(s->order, (size_t)s->n_todo, sizeof(long), cmp_order);
+    long gpu_n = 1;
+    for (int a = 0; a < s->n_axes; a++)
+        if (strcmp(s->axes[a].key, "gpu") == 0 || strcmp(s->axes[a].key, "hardware.gpu") == 0) {
+            gpu_n = s->axes[a].n;
+            break;
+        }
+    s->n_groups = s->next_group = 0;
+    long prev = -1;
+    for (long i = 0; i < s->n_todo; i++) {
+        long g = gpu_last_number(s, s->todo[s->order[i]]) / gpu_n;
+        if (i == 0 || g != prev) s->grp_pos[s->n_groups++] = i;
+        s->grp_end[s->n_groups - 1] = i + 1;
+        prev = g;
+    }
+    return 0;
+}
+
+/* The group a worker that has none left goes to (see Order), or -1 when every point is given. */
+static long next_group(Sweep *s) {
+    if (s->next_group < s->n_groups) return s->next_group++;
+    for (long g = 0; g < s->n_groups; g++)
+        if (s->grp_pos[g] < s->grp_end[g]) return g;
+    return -1;
+}
+
+/* Gives worker wi the next point of its group (see Order), or closes its task pipe when none is
+ * left; *next counts the points given out (and those a --resume found done). */
 static void feed(Sweep *s, int wi, long *next) {
     Worker *w = &s->w[wi];
-    while (*next < s->n_todo && s->res[*next].done) (*next)++; /* finished before a --resume */
-    if (*next < s->n_todo) {
-        long k = s->todo[(*next)++];
+    long g = w->group;
+    for (;;) {
+        if (g < 0 || s->grp_pos[g] == s->grp_end[g]) g = next_group(s);
+        if (g < 0) break;
+        while (s->grp_pos[g] < s->grp_end[g] && s->res[s->order[s->grp_pos[g]]].done) {
+            s->grp_pos[g]++; /* finished before a --resume */
+            (*next)++;
+        }
+        if (s->grp_pos[g] == s->grp_end[g]) continue;
+        long k = s->todo[s->order[s->grp_pos[g]++]];
+        (*next)++;
+        w->group = g;
         w->busy = k;
         if (!vr_write_all(w->task_fd, &k, sizeof k)) {
             /* the worker is gone: its end-of-file will report the point */
         }
-    } else if (w->task_fd >= 0) {
+        return;
+    }
+    if (w->task_fd >= 0) {
         close(w->task_fd);
         w->task_fd = -1;
     }
@@ -812,6 +899,7 @@ int cmd_sweep(int argc, char **argv) {
     s.todo = malloc(sizeof(long) * (size_t)(s.n_points / shard_n + 1));
     if (!s.todo) { rc = VR_EXIT_INTERNAL; goto out; }
     for (long k = shard_i - 1; k < s.n_points; k += shard_n) s.todo[s.n_todo++] = k;
+    if (feed_order(&s)) { rc = VR_EXIT_INTERNAL; goto out; }
     s.res = calloc((size_t)s.n_todo + 1, sizeof(PointResult));
     if (!s.res) { rc = VR_EXIT_INTERNAL; goto out; }
     s.src = points_read_scenario(s.path, err, sizeof err);

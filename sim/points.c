@@ -1,4 +1,5 @@
 /* points.c: simulation points in forked children of a loaded Lua state (see points.h). */
+#define _GNU_SOURCE /* close_range */
 #include "points.h"
 
 #include <errno.h>
@@ -15,11 +16,31 @@
 #include "report.h"
 #include "scenario.h"
 
+enum { MAX_CHILDREN = 64, MAX_IDLE = 4 };
+
+/* A child process running points: its answer pipe (read end), and with reuse its job pipe (write
+ * end); how much of the running job's PointOut came; NULL job: idle, keeping its graph. */
+typedef struct Child {
+    pid_t pid;
+    int fd;
+    int task_fd;               /* -1 without reuse */
+    size_t got;
+    double deadline;           /* vr_now_s() past which it is killed; 0: none */
+    PointJob *job;
+    char **base;               /* with reuse: the sets of the job it loaded first (owned) */
+    int n_base;
+} Child;
+
 struct PointRunner {
     ScenarioState *state;      /* owned; never used here, only in forked copies */
     char *dir;                 /* owned, or NULL */
     bool unsafe;
     double timeout_s;          /* <= 0: none */
+    bool reuse;                /* children stay after a point, keeping its graph (points_set_reuse) */
+    Child idle[MAX_IDLE];      /* those children, waiting for a point, least recently used first */
+    int n_idle;
+    char *idle_src;            /* the scenario they loaded: chunkname, a NUL, then its source */
+    size_t idle_src_len;
 };
 
 VrStatus points_new(const char *dir, bool unsafe, double timeout_s, PointRunner **out, char *err,
@@ -40,8 +61,36 @@ VrStatus points_new(const char *dir, bool unsafe, double timeout_s, PointRunner 
     return VR_OK;
 }
 
+/* Ends child c (killed first when kill_it) and returns its wait status. */
+static int end_child(Child *c, bool kill_it) {
+    for (int i = 0; i < c->n_base; i++) free(c->base[i]);
+    free(c->base);
+    c->base = NULL;
+    c->n_base = 0;
+    close(c->fd);
+    if (c->task_fd >= 0) close(c->task_fd);
+    if (kill_it) kill(c->pid, SIGKILL);
+    int ws = 0;
+    while (waitpid(c->pid, &ws, 0) < 0 && errno == EINTR) {}
+    return ws;
+}
+
+/* Ends every idle child: a closed job pipe makes it exit. */
+static void drop_idle(PointRunner *r) {
+    for (int i = 0; i < r->n_idle; i++) end_child(&r->idle[i], false);
+    r->n_idle = 0;
+    free(r->idle_src);
+    r->idle_src = NULL;
+}
+
+void points_set_reuse(PointRunner *r, bool reuse) {
+    if (!reuse) drop_idle(r);
+    r->reuse = reuse;
+}
+
 void points_free(PointRunner *r) {
     if (!r) return;
+    drop_idle(r);
     scenario_state_free(r->state);
     free(r->dir);
     free(r);
@@ -71,6 +120,17 @@ static VrStatus simulate_plan(const Plan *plan, const AllocConfig *acfg, PointOu
     return st;
 }
 
+/* out's plan fields, from a loaded plan, and then its step fields when simulate. */
+static VrStatus answer(const Plan *plan, bool simulate, PointOut *out) {
+    snprintf(out->strategy, sizeof out->strategy, "%s", plan->strategy);
+    snprintf(out->dev_name, sizeof out->dev_name, "%s", plan->dev.name);
+    snprintf(out->title, sizeof out->title, "%s", plan->title);
+    out->capacity = (double)plan->alloc.capacity;
+    out->tokens_per_step = plan->tokens_per_step;
+    out->samples_per_step = plan->samples_per_step;
+    return simulate ? simulate_plan(plan, &plan->alloc, out) : VR_OK;
+}
+
 /* The point itself: load (in state, or a fresh one when state is NULL) and simulate. */
 static void simulate_point(ScenarioState *state, const char *dir, bool unsafe,
                            const char *chunkname, const char *src, const char *const *sets,
@@ -81,15 +141,7 @@ static void simulate_point(ScenarioState *state, const char *dir, bool unsafe,
                                                   sizeof out->err)
                         : scenario_load_source(chunkname, src, dir, &opts, &plan, out->err,
                                                sizeof out->err);
-    if (!st) {
-        snprintf(out->strategy, sizeof out->strategy, "%s", plan->strategy);
-        snprintf(out->dev_name, sizeof out->dev_name, "%s", plan->dev.name);
-        snprintf(out->title, sizeof out->title, "%s", plan->title);
-        out->capacity = (double)plan->alloc.capacity;
-        out->tokens_per_step = plan->tokens_per_step;
-        out->samples_per_step = plan->samples_per_step;
-    }
-    if (!st && simulate) st = simulate_plan(plan, &plan->alloc, out);
+    if (!st) st = answer(plan, simulate, out);
     out->status = st;
     plan_free(plan);
 }
@@ -98,14 +150,98 @@ void points_simulate_plan(const Plan *plan, const AllocConfig *acfg, PointOut *o
     out->status = simulate_plan(plan, acfg, out);
 }
 
-/* A child running one job of a batch: its pipe's read end and how much of its PointOut came. */
-typedef struct Child {
-    pid_t pid;
-    int fd;
-    size_t got;
-    double deadline;           /* vr_now_s() past which it is killed; 0: none */
-    PointJob *job;
-} Child;
+/* ---- children that keep their graph (reuse) -------------------------------------------------
+ * A job goes down the pipe as: simulate (int), n_sets (int), then each set as its length (int)
+ * and its bytes. */
+
+static bool read_all(int fd, void *p, size_t n) {
+    char *b = p;
+    while (n > 0) {
+        ssize_t k = read(fd, b, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        b += k;
+        n -= (size_t)k;
+    }
+    return true;
+}
+
+static bool send_job(int fd, const PointJob *j) {
+    int head[2] = {j->simulate, j->n_sets};
+    if (!vr_write_all(fd, head, sizeof head)) return false;
+    for (int i = 0; i < j->n_sets; i++) {
+        int len = (int)strlen(j->sets[i]);
+        if (!vr_write_all(fd, &len, sizeof len) || !vr_write_all(fd, j->sets[i], (size_t)len))
+            return false;
+    }
+    return true;
+}
+
+/* The next job from fd into a new array of sets (the caller frees each and the array); false at
+ * the pipe's end or on host memory. */
+static bool recv_job(int fd, char ***sets, int *n_sets, bool *simulate) {
+    int head[2];
+    if (!read_all(fd, head, sizeof head) || head[1] < 0 || head[1] > 100000) return false;
+    char **v = calloc((size_t)head[1] + 1, sizeof *v);
+    if (!v) return false;
+    for (int i = 0; i < head[1]; i++) {
+        int len;
+        if (!read_all(fd, &len, sizeof len) || len < 0 || !(v[i] = malloc((size_t)len + 1)) ||
+            !read_all(fd, v[i], (size_t)len)) {
+            for (int k = 0; k <= i; k++) free(v[k]);
+            free(v);
+            return false;
+        }
+        v[i][len] = 0;
+    }
+    *sets = v;
+    *n_sets = head[1];
+    *simulate = head[0] != 0;
+    return true;
+}
+
+/* A child with reuse: loads its first job as a fresh state would and answers it; then, while the
+ * runner sends jobs, answers each with that job's plan made on the first one's graph (plan.lua
+ * P.rebuild). A job it cannot answer that way it answers `stale`: the runner gives it to another
+ * child, or a fresh one, so every answer is the fresh one. Where the graph differs it stays for
+ * the next job; where anything else failed it exits. */
+static void reuse_child(PointRunner *r, const char *chunkname, const char *src, const PointJob *j,
+                        int res_fd, int task_fd) {
+    PointOut o;
+    memset(&o, 0, sizeof o);
+    ScenarioOptions opts = {.sets = j->sets, .n_sets = j->n_sets, .unsafe = r->unsafe};
+    Plan *base = NULL;
+    o.status = scenario_load_source_kept(r->state, chunkname, src, NULL, &opts, &base, o.err,
+                                         sizeof o.err);
+    if (!o.status) o.status = answer(base, j->simulate, &o);
+    o.idle = o.status == VR_OK;
+    if (!vr_write_all(res_fd, &o, sizeof o) || !o.idle) _exit(0);
+    for (;;) {
+        char **sets;
+        int n_sets;
+        bool sim;
+        if (!recv_job(task_fd, &sets, &n_sets, &sim)) _exit(0);
+        memset(&o, 0, sizeof o);
+        opts = (ScenarioOptions){.sets = (const char *const *)sets, .n_sets = n_sets,
+                                 .unsafe = r->unsafe};
+        Plan *p = NULL;
+        VrStatus st = scenario_load_source_kept(r->state, chunkname, src, base, &opts, &p, o.err,
+                                                sizeof o.err);
+        if (!st) st = answer(p, sim, &o);
+        plan_free(p);
+        for (int i = 0; i < n_sets; i++) free(sets[i]);
+        free(sets);
+        if (st) {
+            memset(&o, 0, sizeof o);
+            o.stale = true;
+        }
+        o.status = st;
+        o.idle = !st || st == VR_ENOTSUP; /* another point may still share the graph */
+        if (!vr_write_all(res_fd, &o, sizeof o) || !o.idle) _exit(0);
+    }
+}
+
+/* ---- batches -------------------------------------------------------------------------------- */
 
 /* The job's answer once its child is done (ws its wait status): kept when whole, else why not. */
 static void finish(const PointRunner *r, Child *c, bool timed_out, int ws) {
@@ -127,14 +263,23 @@ static void finish(const PointRunner *r, Child *c, bool timed_out, int ws) {
 }
 
 /* Forks the child of job j into *c; false (and the job run here, in a fresh state) when no
- * child can be made. */
+ * child can be made. With reuse the child keeps only its own pipes (the runner's other pipes held
+ * open in it would hide their end from the children at their other ends). */
 static bool start(PointRunner *r, const char *chunkname, const char *src, PointJob *j, Child *c) {
-    int fd[2];
+    int fd[2], tfd[2] = {-1, -1};
     pid_t pid = -1;
     if (pipe(fd) == 0) {
-        fflush(NULL); /* the child must not write the parent's buffered output again */
-        pid = fork();
-        if (pid < 0) { close(fd[0]); close(fd[1]); }
+        if (r->reuse && pipe(tfd) != 0) {
+            close(fd[0]);
+            close(fd[1]);
+        } else {
+            fflush(NULL); /* the child must not write the parent's buffered output again */
+            pid = fork();
+            if (pid < 0) {
+                close(fd[0]); close(fd[1]);
+                if (tfd[0] >= 0) close(tfd[0]), close(tfd[1]);
+            }
+        }
     }
     if (pid < 0) { /* no child: this process, a fresh state */
         simulate_point(NULL, r->dir, r->unsafe, chunkname, src, j->sets, j->n_sets, j->simulate,
@@ -144,6 +289,14 @@ static bool start(PointRunner *r, const char *chunkname, const char *src, PointJ
     if (pid == 0) {
         close(fd[0]);
         signal(SIGPIPE, SIG_IGN);
+        if (r->reuse) {
+            close(tfd[1]);
+            int lo = fd[1] < tfd[0] ? fd[1] : tfd[0], hi = fd[1] < tfd[0] ? tfd[0] : fd[1];
+            close_range(3, (unsigned)lo - 1, 0);
+            close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
+            close_range((unsigned)hi + 1, ~0U, 0);
+            reuse_child(r, chunkname, src, j, fd[1], tfd[0]);
+        }
         PointOut o;
         memset(&o, 0, sizeof o);
         simulate_point(r->state, r->dir, r->unsafe, chunkname, src, j->sets, j->n_sets,
@@ -151,32 +304,126 @@ static bool start(PointRunner *r, const char *chunkname, const char *src, PointJ
         _exit(vr_write_all(fd[1], &o, sizeof o) ? 0 : 1);
     }
     close(fd[1]);
-    *c = (Child){.pid = pid, .fd = fd[0], .job = j,
+    if (tfd[0] >= 0) close(tfd[0]);
+    *c = (Child){.pid = pid, .fd = fd[0], .task_fd = tfd[1], .job = j,
                  .deadline = r->timeout_s > 0 ? vr_now_s() + r->timeout_s : 0};
+    if (r->reuse && (c->base = calloc((size_t)j->n_sets + 1, sizeof(char *)))) {
+        for (int i = 0; i < j->n_sets && (c->base[i] = strdup(j->sets[i])); i++) c->n_base = i + 1;
+        if (c->n_base < j->n_sets) c->n_base = -1; /* no host memory: matches no job */
+    }
     return true;
+}
+
+/* Whether a child that loaded a job with the sets base may have the graph of job j: the same
+ * sets but for the GPU and the allocator settings, which graphs mostly do not read. Only a
+ * filter, to spare children that surely differ the try: the child itself decides. */
+static bool may_share(char *const *base, int n_base, const PointJob *j) {
+    if (n_base != j->n_sets) return false;
+    for (int i = 0; i < n_base; i++) {
+        const char *a = base[i], *b = j->sets[i];
+        if (strcmp(a, b) == 0) continue;
+        size_t ka = strcspn(a, "="), kb = strcspn(b, "=");
+        if (ka != kb || strncmp(a, b, ka) != 0) return false;
+        bool gpu = (ka == 3 && strncmp(a, "gpu", 3) == 0) || (ka == 12 && strncmp(a, "hardware.gpu", 12) == 0);
+        if (!gpu && strncmp(a, "allocator.", 10) != 0) return false;
+    }
+    return true;
+}
+
+/* The idle child most recently used that may have job j's graph and that j has not tried
+ * (tried: the pids of those it has, n of them), or -1. */
+static int idle_for(const PointRunner *r, const PointJob *j, const pid_t *tried, int n) {
+    for (int i = r->n_idle - 1; i >= 0; i--) {
+        bool seen = false;
+        for (int k = 0; k < n; k++) seen = seen || tried[k] == r->idle[i].pid;
+        if (!seen && may_share(r->idle[i].base, r->idle[i].n_base, j)) return i;
+    }
+    return -1;
+}
+
+/* Gives job j to idle child i into *c; false (the child ended) when it cannot take it. */
+static bool resume(PointRunner *r, int i, PointJob *j, Child *c) {
+    *c = r->idle[i];
+    memmove(&r->idle[i], &r->idle[i + 1], sizeof(Child) * (size_t)(r->n_idle - i - 1));
+    r->n_idle--;
+    if (send_job(c->task_fd, j)) {
+        c->job = j;
+        c->got = 0;
+        c->deadline = r->timeout_s > 0 ? vr_now_s() + r->timeout_s : 0;
+        return true;
+    }
+    end_child(c, false);
+    return false;
+}
+
+/* Keeps child c idle (the most recently used), ending the least recently used beyond MAX_IDLE. */
+static void keep_idle(PointRunner *r, Child *c) {
+    if (r->n_idle == MAX_IDLE) {
+        end_child(&r->idle[0], false);
+        memmove(&r->idle[0], &r->idle[1], sizeof(Child) * (MAX_IDLE - 1));
+        r->n_idle--;
+    }
+    c->job = NULL;
+    r->idle[r->n_idle++] = *c;
 }
 
 /* Ends child c: reaps it (killed first when timed_out) and fills its job's answer. */
 static void reap(const PointRunner *r, Child *c, bool timed_out) {
-    close(c->fd);
-    if (timed_out) kill(c->pid, SIGKILL);
-    int ws = 0;
-    while (waitpid(c->pid, &ws, 0) < 0 && errno == EINTR) {}
-    finish(r, c, timed_out, ws);
+    finish(r, c, timed_out, end_child(c, timed_out));
+}
+
+/* With reuse, idle children belong to the scenario they loaded: another one ends them. */
+static void keep_idle_for(PointRunner *r, const char *chunkname, const char *src) {
+    size_t a = strlen(chunkname), b = strlen(src);
+    if (r->idle_src && r->idle_src_len == a + 1 + b && memcmp(r->idle_src, chunkname, a + 1) == 0 &&
+        memcmp(r->idle_src + a + 1, src, b) == 0)
+        return;
+    drop_idle(r);
+    if ((r->idle_src = malloc(a + b + 2))) {
+        memcpy(r->idle_src, chunkname, a + 1);
+        memcpy(r->idle_src + a + 1, src, b + 1);
+        r->idle_src_len = a + 1 + b;
+    }
 }
 
 void points_run_batch(PointRunner *r, const char *chunkname, const char *src, PointJob *jobs,
                       int n, int max_children) {
-    enum { MAX_CHILDREN = 64 };
     Child ch[MAX_CHILDREN];
     struct pollfd pf[MAX_CHILDREN];
     if (max_children < 1) max_children = 1;
     if (max_children > MAX_CHILDREN) max_children = MAX_CHILDREN;
     for (int i = 0; i < n; i++) memset(&jobs[i].out, 0, sizeof jobs[i].out);
-    int next = 0, live = 0;
-    while (next < n || live > 0) {
-        while (next < n && live < max_children) {
-            PointJob *j = &jobs[next++];
+    if (r->reuse) keep_idle_for(r, chunkname, src);
+    if (r->reuse && !r->idle_src) points_set_reuse(r, false); /* no host memory: no reuse */
+    /* the jobs to start, in order; a job an idle child answered `stale` comes again next, for
+     * the children it has not tried (the idle ones, then a fresh one) */
+    PointJob **queue = malloc(sizeof *queue * (size_t)(n + 1));
+    pid_t (*tried)[MAX_IDLE] = calloc((size_t)n + 1, sizeof *tried);
+    int *n_tried = calloc((size_t)n + 1, sizeof *n_tried);
+    if (!queue || !tried || !n_tried) {
+        for (int i = 0; i < n; i++) {
+            jobs[i].out.status = VR_ENOMEM;
+            snprintf(jobs[i].out.err, sizeof jobs[i].out.err, "out of host memory");
+        }
+        free(queue);
+        free(tried);
+        free(n_tried);
+        return;
+    }
+    /* queue[head..n-1] are waiting; a job put back goes in front of head */
+    int head = 0, live = 0;
+    for (int i = 0; i < n; i++) queue[i] = &jobs[i];
+    while (head < n || live > 0) {
+        while (head < n && live < max_children) {
+            PointJob *j = queue[head++];
+            long ji = j - jobs;
+            int i = r->reuse && n_tried[ji] < MAX_IDLE ? idle_for(r, j, tried[ji], n_tried[ji]) : -1;
+            if (i >= 0) {
+                pid_t pid = r->idle[i].pid;
+                if (resume(r, i, j, &ch[live])) live++;
+                else tried[ji][n_tried[ji]++] = pid, queue[--head] = j; /* gone: try the next */
+                continue;
+            }
             if (start(r, chunkname, src, j, &ch[live])) live++;
         }
         if (live <= 0) continue;
@@ -208,12 +455,30 @@ void points_run_batch(PointRunner *r, const char *chunkname, const char *src, Po
             }
             if (!done && c->deadline > 0 && now >= c->deadline) done = timed_out = true;
             if (!done) { i++; continue; }
-            reap(r, c, timed_out);
+            PointOut *o = &c->job->out;
+            bool whole = c->got == sizeof *o && !timed_out;
+            if (whole && o->stale) { /* again, next, in another child */
+                long ji = c->job - jobs;
+                tried[ji][n_tried[ji]++] = c->pid;
+                queue[--head] = c->job;
+                bool stays = o->idle;
+                memset(o, 0, sizeof *o);
+                if (stays && r->reuse) keep_idle(r, c);
+                else end_child(c, false);
+            } else if (whole && o->idle && r->reuse) {
+                o->idle = false;
+                keep_idle(r, c);
+            } else {
+                reap(r, c, timed_out);
+            }
             ch[i] = ch[live - 1]; /* the order children are waited on does not matter */
             pf[i] = pf[live - 1];
             live--;
         }
     }
+    free(queue);
+    free(tried);
+    free(n_tried);
 }
 
 void points_run(PointRunner *r, const char *chunkname, const char *src, const char *const *sets,

@@ -36,6 +36,8 @@ typedef struct PointOut {
     char dev_name[128];        /* Plan.dev.name */
     char title[256];           /* Plan.title */
     char err[1024];
+    bool stale, idle;          /* between a child and the runner only (reuse): the child could not
+                                  reuse its graph for the point / stays for the next one */
 } PointOut;
 
 typedef struct PointRunner PointRunner;
@@ -46,6 +48,14 @@ typedef struct PointRunner PointRunner;
 VrStatus points_new(const char *dir, bool unsafe, double timeout_s, PointRunner **out /* OUT */,
                     char *err, size_t errlen);
 void points_free(PointRunner *r); /* NULL is a no-op */
+
+/* With reuse on, a child stays after its point, keeping that point's Lua state and graph, and
+ * takes the next point of the same scenario, which it answers on that graph where the graph read
+ * nothing that differs between the two points (lua/vrsim/plan.lua P.rebuild: points that differ
+ * in the GPU only, most often); a point it cannot answer so runs in a fresh child. Every answer is
+ * the one a fresh child gives. For callers whose points often share a graph (vrsim sweep, shop);
+ * off by default. Turning it off ends the children kept. */
+void points_set_reuse(PointRunner *r, bool reuse);
 
 /* Loads the scenario source src (named chunkname in messages) with the n_sets "key=value"
  * overrides and, when simulate is true, runs it; fills *out. Where fork fails, the point runs

@@ -13,7 +13,7 @@
 
 void plan_free(Plan *p) {
     if (!p) return;
-    graph_free(p->graph);
+    if (!p->graph_borrowed) graph_free(p->graph);
     cost_free(p->cost);
     free(p);
 }

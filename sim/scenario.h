@@ -17,7 +17,9 @@
 struct CostModel;
 
 typedef struct Plan {
-    Graph *graph;              /* owned */
+    Graph *graph;              /* owned, unless graph_borrowed */
+    bool graph_borrowed;       /* graph is another plan's (scenario_load_source_kept), which must
+                                  outlive this one */
     struct CostModel *cost;    /* owned; NULL when the GPU has no calibrated profile */
     double host_op_ns;         /* CPU dispatch time per op (from the profile, else 0) */
     double host_ckpt_op_ns;    /* the same inside checkpointed regions (0 = host_op_ns) */
@@ -104,6 +106,17 @@ void scenario_state_free(ScenarioState *s); /* NULL is a no-op */
 VrStatus scenario_load_source_in(ScenarioState *s, const char *chunkname, const char *src,
                                  const ScenarioOptions *opts, Plan **out /* OUT */, char *err,
                                  size_t errlen);
+
+/* scenario_load_source_in that keeps s for further loads: with base NULL, the first load in s (a
+ * fresh state, as scenario_state_new made it); with base, a later one that reuses base's graph
+ * (base the plan of this state's previous load without base) where that graph read nothing that
+ * differs between the two scenarios (lua/vrsim/plan.lua P.rebuild): the plan borrows it
+ * (graph_borrowed), and is what scenario_load_source would give. Where the graph cannot be reused,
+ * VR_ENOTSUP with the reason in err; a later load with base may still succeed. Any other failure
+ * leaves s unfit for more loads (free it). s may then only be used by this function. */
+VrStatus scenario_load_source_kept(ScenarioState *s, const char *chunkname, const char *src,
+                                   const Plan *base, const ScenarioOptions *opts,
+                                   Plan **out /* OUT */, char *err, size_t errlen);
 
 /* Runs require(module)[fn](flag) in the sandbox and returns the string it returns in *out (the
  * caller frees it). For catalog listings such as `vrsim gpus`. */

@@ -493,6 +493,51 @@ static void test_load_source(void **state) {
     assert_non_null(strstr(err, "must be a string"));
 }
 
+/* A state kept for more loads: a later load reuses the first one's graph where that graph read
+ * nothing that differs (another GPU of the same architecture class: an RTX 3090 after an A100),
+ * and says why not otherwise (a Hopper GPU: cuDNN's attention; another micro-batch), while the
+ * plan's own figures (device, capacity) are the new scenario's. A failed reuse leaves the state
+ * fit for the next. */
+static void test_kept_state_reuses_graph(void **state) {
+    (void)state;
+    ScenarioOptions base_o = opts_with(NULL, 0);
+    char err[512];
+    ScenarioState *ss = NULL;
+    assert_int_equal(scenario_state_new(&base_o, NULL, &ss, err, sizeof err), VR_OK);
+    const char *src = "return {\n hardware = { gpu = 'a100_80g' },\n" TINY_MODEL
+                      "  training = { micro_batch = 2, seq = 64, steps = 2 },\n}\n";
+    Plan *base = NULL, *p = NULL;
+    assert_int_equal(scenario_load_source_kept(ss, "kept.lua", src, NULL, &base_o, &base, err,
+                                               sizeof err), VR_OK);
+    assert_false(base->graph_borrowed);
+    const char *other_gpu[] = {"gpu=rtx3090"}, *hopper[] = {"gpu=h100_sxm"},
+               *other_batch[] = {"micro_batch=4"};
+    ScenarioOptions o = opts_with(hopper, 1);
+    assert_int_equal(scenario_load_source_kept(ss, "kept.lua", src, base, &o, &p, err, sizeof err),
+                     VR_ENOTSUP);
+    assert_null(p);
+    o = opts_with(other_batch, 1);
+    assert_int_equal(scenario_load_source_kept(ss, "kept.lua", src, base, &o, &p, err, sizeof err),
+                     VR_ENOTSUP);
+    assert_non_null(strstr(err, "differs"));
+    o = opts_with(other_gpu, 1);
+    assert_int_equal(scenario_load_source_kept(ss, "kept.lua", src, base, &o, &p, err, sizeof err),
+                     VR_OK);
+    assert_true(p->graph_borrowed);
+    assert_ptr_equal(p->graph, base->graph);
+    assert_string_equal(p->dev.key, "rtx3090");
+    Plan *fresh = NULL;
+    assert_int_equal(scenario_load_source("kept.lua", src, NULL, &o, &fresh, err, sizeof err), VR_OK);
+    assert_int_equal(p->alloc.capacity, fresh->alloc.capacity);
+    assert_string_equal(p->settings, fresh->settings);
+    assert_string_equal(p->notes, fresh->notes);
+    assert_int_equal(graph_num_ops(p->graph), graph_num_ops(fresh->graph));
+    plan_free(fresh);
+    plan_free(p);
+    plan_free(base);
+    scenario_state_free(ss);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_valid_scenario_loads, setup, teardown),
@@ -509,6 +554,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_instruction_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_source, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kept_state_reuses_graph, setup, teardown),
     };
     return cmocka_run_group_tests_name("scenario", tests, NULL, NULL);
 }

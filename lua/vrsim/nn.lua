@@ -212,6 +212,14 @@ function nn.sdpa_backend(arch, dtype, forced)
   return "flash"
 end
 
+-- The GPU architecture as the op library tells architectures apart (cx.arch): Hopper, whose
+-- fused attention is cuDNN's, or "other". A graph is the same on two GPUs of one class (as far as
+-- the architecture goes; lua/vrsim/plan.lua graph_key), so an op that needs to tell more apart
+-- adds its class here.
+function nn.arch_class(arch)
+  return arch == "hopper" and "hopper" or "other"
+end
+
 -- A cast of x to dtype: a new tensor (out_name, default name) that one kernel writes; its
 -- backward (ToCopyBackward0) casts the gradient back, the same bytes the other way. keep: the
 -- caller still holds x, so the cast does not drop it.

@@ -627,7 +627,82 @@ local function device_of(cfg, ctx)
   }, g
 end
 
-function P.build(scn, sets, file, src)
+-- A value as a string that two values share exactly when they are equal as data (tables by
+-- content, keys in order, numbers exact), or nil for what is not data (a function, a table
+-- nested deeper than 32 or holding itself).
+local function canonical(v)
+  local out, seen = {}, {}
+  local function key_less(a, b)
+    local ta, tb = type(a), type(b)
+    if ta ~= tb then return ta < tb end
+    if ta == "boolean" then return (not a) and b end
+    return a < b
+  end
+  local function put(x, depth)
+    local t = type(x)
+    if t == "table" then
+      if depth > 32 or seen[x] then return false end
+      seen[x] = true
+      local ks = {}
+      for k in next, x do ks[#ks + 1] = k end
+      table.sort(ks, key_less)
+      out[#out + 1] = "{"
+      for _, k in ipairs(ks) do
+        if not (put(k, depth + 1) and put(rawget(x, k), depth + 1)) then return false end
+        out[#out + 1] = ";"
+      end
+      out[#out + 1] = "}"
+      seen[x] = nil
+    elseif t == "string" then out[#out + 1] = ("%q"):format(x)
+    elseif t == "number" then out[#out + 1] = math.type(x) == "integer" and ("%d"):format(x) or ("%a"):format(x)
+    elseif t == "boolean" or t == "nil" then out[#out + 1] = tostring(x)
+    else return false end
+    return true
+  end
+  return put(v, 0) and table.concat(out) or nil
+end
+
+-- What a graph may depend on beyond the hardware section and the GPU's catalog entry (whose
+-- fields the build reads are noted one by one): the rest of the normalized scenario (the
+-- allocator section and the notes apart: compared where the build read them, and not an input),
+-- the GPU's architecture as the op library tells them apart (nn.arch_class: the fused attention
+-- kernel) and the host costs its ops carry. nil when
+-- some of it is not data.
+local function graph_key(st)
+  local rest = {}
+  for k, v in pairs(st.cfg) do
+    if k ~= "hardware" and k ~= "allocator" and k ~= "notes" then rest[k] = v end
+  end
+  local prof = st.dev.profile or {}
+  return canonical { cfg = rest, arch = nn.arch_class(st.g.arch), host_classes = prof.host_classes,
+                     optim_host = prof.optim_host, fsdp2_hook_us = prof.fsdp2_hook_us }
+end
+
+-- A stand-in for table t that notes in reads[prefix .. key] the canonical value of every field
+-- read through it ("*" for the whole table, when iterated; "!" once anything is written, which
+-- no reuse can follow).
+local function noting_reads(t, prefix, reads)
+  return setmetatable({}, {
+    __index = function(_, k)
+      local v = t[k]
+      reads[prefix .. tostring(k)] = canonical(v) or "?"
+      return v
+    end,
+    __newindex = function(_, k, v) reads[prefix .. "!"] = "!"; t[k] = v end,
+    __pairs = function() reads[prefix .. "*"] = canonical(t) or "?"; return next, t, nil end,
+    __len = function() reads[prefix .. "*"] = canonical(t) or "?"; return #t end,
+  })
+end
+
+-- Building a plan, in three parts: prepare (the scenario normalized, its GPU and links found, the
+-- inputs checked), build_graph (the model, the strategy and the optimizer as ops) and finish (what
+-- the report needs). P.build runs all three. A graph that did not read what distinguishes two
+-- scenarios is the same for both, so P.rebuild prepares a new one and, where the graph P.build
+-- made last read nothing that differs, finishes it with that graph (vrsim sweep and shop, whose
+-- points often differ only in the GPU: sim/points.c).
+
+-- st: the prepared scenario (prepare's table).
+local function prepare(scn, sets, file, src)
   local cfg, ctx = P.normalize(scn, sets, file, src)
   for _, s in ipairs(sets) do if s:match("^gpu=") or s:match("^hardware%.gpu=") then ctx.from_set = true end end
   local dev, g = device_of(cfg, ctx)
@@ -642,15 +717,9 @@ function P.build(scn, sets, file, src)
     __pairs = function() alloc_read = true; return next, alloc_real, nil end,
     __len = function() alloc_read = true; return #alloc_real end,
   })
-  local G = require("vrsim.core").new_graph()
-  local cx = nn.context(G)
   local t0 = cfg.training
-  cx.no_grad = t0.inference
-  cx.arch = g.arch
-  cx.gpu = g
-  cx.optim_host = dev.profile and dev.profile.optim_host
-  cx.host_classes = dev.profile and dev.profile.host_classes
-  cx.fsdp2_hook_us = dev.profile and dev.profile.fsdp2_hook_us
+  local st = { cfg = cfg, ctx = ctx, dev = dev, g = g, t0 = t0, sets = sets, alloc_real = alloc_real,
+               alloc_read = function() return alloc_read end }
   if t0.deepspeed then require("strategies.deepspeed").apply(cfg, ctx, function(m) fail(ctx, "deepspeed", "training", m) end) end
   -- training.zero's knobs are checked whether or not a strategy uses them: a typo is an error
   for k, v in pairs(t0.zero or {}) do
@@ -666,6 +735,26 @@ function P.build(scn, sets, file, src)
     end)
     if not okc then fail(ctx, "config", "model", (tostring(msg):gsub("^[^:]*plan%.lua:%d+: ", ""))) end
   end
+  st.key = graph_key(st)
+  st.notes_before = #(cfg.notes or {})
+  return st
+end
+
+-- The graph of a prepared scenario, and what it read of the hardware section and of the GPU's
+-- catalog entry (name -> canonical value; graph_inputs_match compares them).
+local function build_graph(st)
+  local cfg, ctx, dev, g, t0 = st.cfg, st.ctx, st.dev, st.g, st.t0
+  local reads = {}
+  local G = require("vrsim.core").new_graph()
+  local cx = nn.context(G)
+  cx.no_grad = t0.inference
+  cx.arch = nn.arch_class(g.arch)
+  cx.gpu = noting_reads(g, "gpu.", reads)
+  cx.optim_host = dev.profile and dev.profile.optim_host
+  cx.host_classes = dev.profile and dev.profile.host_classes
+  cx.fsdp2_hook_us = dev.profile and dev.profile.fsdp2_hook_us
+  local hw = cfg.hardware
+  cfg.hardware = noting_reads(hw, "hardware.", reads)
   local dp = nil
   if t0.strategy ~= "none" then
     -- (on one GPU the strategy still shapes memory: ZeRO-Offload on one card is common)
@@ -724,7 +813,18 @@ function P.build(scn, sets, file, src)
     optim.build(cx, cfg, cx.params)
   end
 
-  cfg.allocator = alloc_real
+  cfg.hardware = hw
+  -- notes the build added (the plan's own come again from prepare)
+  local notes = {}
+  for i = st.notes_before + 1, #(cfg.notes or {}) do notes[#notes + 1] = cfg.notes[i] end
+  return G, cx, reads, notes
+end
+
+-- The plan table C reads (sim/bind/bind.c load_protected), of a prepared scenario and its graph.
+local function finish(st, G, cx, alloc_read)
+  local cfg, dev, sets = st.cfg, st.dev, st.sets
+  local dp = st.t0.strategy ~= "none" and require("strategies.dp") or nil
+  cfg.allocator = st.alloc_real
 
   -- capacity the allocator may reserve: the card minus the CUDA context, or the fraction cap
   -- (lua/hw/memory.lua, the one rule)
@@ -791,6 +891,41 @@ function P.build(scn, sets, file, src)
     knobs = ("training.checkpointing=%s training.precision=%s training.optimizer_impl=%s training.strategy=%s"):format(
       tostring(t.checkpointing), tostring(t.precision), tostring(t.optimizer_impl), tostring(t.strategy)),
   }
+end
+
+
+function P.build(scn, sets, file, src)
+  local st = prepare(scn, sets, file, src)
+  local G, cx, reads, notes = build_graph(st)
+  local alloc_read = st.alloc_read()
+  P.last_build = { key = st.key, alloc = canonical(st.alloc_real), alloc_read = alloc_read, reads = reads,
+                   notes = notes, G = G, cx = cx }
+  return finish(st, G, cx, alloc_read)
+end
+
+-- The plan of scenario scn with sets, as P.build would make it, made with the graph of the last
+-- P.build in this state where that graph read nothing that differs between the two: the same
+-- normalized scenario outside its hardware section (the allocator section too, where the graph
+-- read it), the same GPU architecture and host costs, and the same value of every hardware field
+-- and catalog field of the GPU that the build read. Returns nil and why when it cannot. The plan
+-- has graph_reused = true: its graph is the one the earlier plan took (bind.c).
+function P.rebuild(scn, sets, file, src)
+  local last = P.last_build
+  if not last then return nil, "no graph was built in this state" end
+  local st = prepare(scn, sets, file, src)
+  if not st.key or st.key ~= last.key then return nil, "the scenario differs beyond its hardware" end
+  if last.alloc_read and canonical(st.alloc_real) ~= last.alloc then return nil, "the allocator settings differ" end
+  for name, v in pairs(last.reads) do
+    local sec, k = name:match("^(%a+)%.(.*)$")
+    local t = sec == "gpu" and st.g or st.cfg.hardware
+    local now = (k == "*" or k == "!") and canonical(t) or canonical(t[k])
+    if k == "!" or now ~= v then return nil, ("the graph read %s, which differs"):format(name) end
+  end
+  st.cfg.notes = st.cfg.notes or {}
+  for _, n in ipairs(last.notes) do table.insert(st.cfg.notes, n) end
+  local plan = finish(st, last.G, last.cx, last.alloc_read or st.alloc_read())
+  plan.graph_reused = true
+  return plan
 end
 
 -- The module that builds a normalized config's run: models.sdxl, or vrsim.causal_lm for the decoder families (whose

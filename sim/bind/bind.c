@@ -1518,8 +1518,10 @@ typedef struct LoadCtx {
     int rec_steps, rec_rank;
     const ScenarioOptions *opts;
     Plan *plan;
-    bool skipped;               /* record.lua said why the record cannot be modelled: */
+    bool skipped;               /* record.lua said why the record cannot be modelled, or
+                                   plan.lua's rebuild why it cannot reuse the graph: */
     char skip[512];             /* ... this */
+    const Plan *base;           /* non-NULL: plan.lua's rebuild, reusing base's graph */
 } LoadCtx;
 
 /* Pushes require(name) through vrsim's own require, whatever the globals say. */
@@ -1613,7 +1615,7 @@ static int load_protected(lua_State *L) {
     }
     int scn = lua_gettop(L);
     push_module(L, "vrsim.plan");
-    lua_getfield(L, -1, "build");
+    lua_getfield(L, -1, c->base ? "rebuild" : "build");
     lua_pushvalue(L, scn);
     lua_newtable(L);
     for (int i = 0; i < c->opts->n_sets; i++) {
@@ -1623,8 +1625,14 @@ static int load_protected(lua_State *L) {
     lua_pushstring(L, c->chunkname + 1);
     if (c->src) lua_pushstring(L, c->src);
     else lua_pushnil(L);
-    lua_call(L, 4, 1);
-    int pt = lua_gettop(L);
+    lua_call(L, 4, 2);
+    int pt = lua_gettop(L) - 1;
+    if (c->base && lua_isnil(L, pt)) {
+        const char *why = lua_tostring(L, pt + 1);
+        snprintf(c->skip, sizeof c->skip, "%s", why ? why : "the graph cannot be reused");
+        c->skipped = true;
+        return 0;
+    }
     if (!lua_istable(L, pt)) luaL_error(L, "the planner returned no plan");
     Plan *p = c->plan;
     field_str(L, pt, "title", p->title, sizeof p->title);
@@ -1659,6 +1667,11 @@ static int load_protected(lua_State *L) {
     field_str(L, lua_gettop(L), "conf", p->alloc_conf, sizeof p->alloc_conf);
     read_alloc(L, lua_gettop(L), &p->alloc);
     lua_pop(L, 1);
+    if (c->base && field_bool(L, pt, "graph_reused", false)) {
+        p->graph = c->base->graph; /* the base plan keeps ownership */
+        p->graph_borrowed = true;
+        return 0;
+    }
     lua_getfield(L, pt, "graph");
     GraphBox *b = luaL_checkudata(L, -1, GRAPH_MT);
     if (!b->g) luaL_error(L, "the plan's graph was already taken or freed");
@@ -1743,10 +1756,12 @@ static VrStatus sandbox_new(const ScenarioOptions *opts, const char *dir, Sandbo
  * receives the scenario's table as data, so nothing a scenario does to its globals, to the
  * modules it requires, to the string metatable or with finalizers reaches the planner. Both
  * share one sandbox: one memory limit, one instruction limit. Takes sb and the planner's state
- * P (either may be NULL: made here) and uses them up. */
+ * P (either may be NULL: made here) and uses them up, unless keep (both then stay the caller's,
+ * for a later load in P). With base, the planner is plan.lua's rebuild: the plan reuses base's
+ * graph, or the load returns VR_ENOTSUP with the reason it cannot in err. */
 static VrStatus load_in(Sandbox *sb, lua_State *P, const char *chunkname, const char *src,
                         const cJSON *rec, int steps, int rank, const ScenarioOptions *opts,
-                        Plan **out, char *err, size_t errlen) {
+                        const Plan *base, bool keep, Plan **out, char *err, size_t errlen) {
     *out = NULL;
     Plan *p = calloc(1, sizeof *p);
     size_t cn = strlen(chunkname) + 2;
@@ -1754,16 +1769,17 @@ static VrStatus load_in(Sandbox *sb, lua_State *P, const char *chunkname, const 
     if (!P && sb) P = new_state(sb, false, true);
     lua_State *S = src && P ? new_state(sb, opts->unsafe, false) : NULL;
     if (!p || !chunk || !P || (src && !S)) {
-        if (P) lua_close(P);
+        if (P && !keep) lua_close(P);
         if (S) lua_close(S);
-        free(chunk); sandbox_free(sb); free(p);
+        if (!keep) sandbox_free(sb);
+        free(chunk); free(p);
         snprintf(err, errlen, "out of host memory");
         return VR_ENOMEM;
     }
     p->n_params = p->n_trainable = -1;
     snprintf(chunk, cn, "@%s", chunkname);
     LoadCtx c = {.chunkname = chunk, .src = src, .S = S, .record = rec, .rec_steps = steps,
-                 .rec_rank = rank, .opts = opts, .plan = p};
+                 .rec_rank = rank, .opts = opts, .plan = p, .base = base};
     VrStatus st = VR_OK;
     watchdog_arm(chunkname); /* until lua_close, which runs the finalizers */
     if (S) {
@@ -1790,16 +1806,18 @@ static VrStatus load_in(Sandbox *sb, lua_State *P, const char *chunkname, const 
         }
     }
     if (S) lua_close(S);
-    lua_close(P);
+    if (!keep) {
+        lua_close(P);
+        sandbox_free(sb);
+    }
     watchdog_disarm();
-    sandbox_free(sb);
     free(chunk);
     if (st) {
         plan_free(p);
         return st;
     }
-    const char *base = strrchr(chunkname, '/');
-    snprintf(p->name, sizeof p->name, "%s", base ? base + 1 : chunkname);
+    const char *slash = strrchr(chunkname, '/');
+    snprintf(p->name, sizeof p->name, "%s", slash ? slash + 1 : chunkname);
     char *dot = strrchr(p->name, '.');
     if (dot && strcmp(dot, ".lua") == 0) *dot = 0;
     *out = p;
@@ -1813,7 +1831,7 @@ static VrStatus load_common(const char *chunkname, const char *src, const cJSON 
     Sandbox *sb;
     VrStatus st = sandbox_new(opts, dir, &sb, err, errlen);
     if (st) return st;
-    return load_in(sb, NULL, chunkname, src, rec, steps, rank, opts, out, err, errlen);
+    return load_in(sb, NULL, chunkname, src, rec, steps, rank, opts, NULL, false, out, err, errlen);
 }
 
 VrStatus scenario_load_source(const char *chunkname, const char *src, const char *dir,
@@ -1835,6 +1853,7 @@ struct ScenarioState {
     Sandbox *sb;
     lua_State *P;   /* the planner's state; each load makes the scenario's own state fresh */
     bool unsafe;
+    bool kept;      /* scenario_load_source_kept has loaded in it */
 };
 
 static int cmp_str(const void *a, const void *b) {
@@ -1932,23 +1951,44 @@ void scenario_state_free(ScenarioState *ss) {
     free(ss);
 }
 
+/* Readies ss's sandbox for one more load with opts: its own instruction budget and --set
+ * strings, as a fresh state would have. */
+static void sandbox_rearm(ScenarioState *ss, const ScenarioOptions *opts) {
+    Sandbox *sb = ss->sb;
+    sb->limit_ins = opts->instruction_limit ? opts->instruction_limit : DEFAULT_INSTRUCTIONS;
+    sb->instructions = 0;
+    /* the --set strings of this load (the paths typed on the command line) */
+    sb->sets = opts->sets;
+    sb->n_sets = opts->n_sets;
+}
+
 VrStatus scenario_load_source_in(ScenarioState *ss, const char *chunkname, const char *src,
                                  const ScenarioOptions *opts, Plan **out, char *err,
                                  size_t errlen) {
     *out = NULL;
-    if (!ss || !ss->P || ss->unsafe != opts->unsafe) {
+    if (!ss || !ss->P || ss->unsafe != opts->unsafe || ss->kept) {
         snprintf(err, errlen, "internal: a used or mismatched scenario state");
         return VR_EINVAL;
     }
+    sandbox_rearm(ss, opts);
     Sandbox *sb = ss->sb;
     lua_State *P = ss->P;
     ss->sb = NULL;
     ss->P = NULL;
-    sb->limit_ins = opts->instruction_limit ? opts->instruction_limit : DEFAULT_INSTRUCTIONS;
-    /* the --set strings of this load (the paths typed on the command line) */
-    sb->sets = opts->sets;
-    sb->n_sets = opts->n_sets;
-    return load_in(sb, P, chunkname, src, NULL, 0, 0, opts, out, err, errlen);
+    return load_in(sb, P, chunkname, src, NULL, 0, 0, opts, NULL, false, out, err, errlen);
+}
+
+VrStatus scenario_load_source_kept(ScenarioState *ss, const char *chunkname, const char *src,
+                                   const Plan *base, const ScenarioOptions *opts, Plan **out,
+                                   char *err, size_t errlen) {
+    *out = NULL;
+    if (!ss || !ss->P || ss->unsafe != opts->unsafe || (base && !ss->kept) || ss->sb->stopped) {
+        snprintf(err, errlen, "internal: a used or mismatched scenario state");
+        return VR_EINVAL;
+    }
+    sandbox_rearm(ss, opts);
+    ss->kept = true;
+    return load_in(ss->sb, ss->P, chunkname, src, NULL, 0, 0, opts, base, true, out, err, errlen);
 }
 
 typedef struct ReportCtx { const char *module, *fn; bool flag; char *text; } ReportCtx;
