@@ -315,17 +315,21 @@ static bool start(PointRunner *r, const char *chunkname, const char *src, PointJ
 }
 
 /* Whether a child that loaded a job with the sets base may have the graph of job j: the same
- * sets but for the GPU and the allocator settings, which graphs mostly do not read. Only a
- * filter, to spare children that surely differ the try: the child itself decides. */
+ * sets but for the hardware and allocator sections' (the GPU, the capacity), which graphs mostly
+ * do not read. Only a filter, to spare children that surely differ the try: the child itself
+ * decides (lua/vrsim/plan.lua P.rebuild). */
 static bool may_share(char *const *base, int n_base, const PointJob *j) {
+    static const char *const bare[] = {"gpu", "capacity_gib", "capacity_mib", "memory_fraction"};
     if (n_base != j->n_sets) return false;
     for (int i = 0; i < n_base; i++) {
         const char *a = base[i], *b = j->sets[i];
         if (strcmp(a, b) == 0) continue;
         size_t ka = strcspn(a, "="), kb = strcspn(b, "=");
         if (ka != kb || strncmp(a, b, ka) != 0) return false;
-        bool gpu = (ka == 3 && strncmp(a, "gpu", 3) == 0) || (ka == 12 && strncmp(a, "hardware.gpu", 12) == 0);
-        if (!gpu && strncmp(a, "allocator.", 10) != 0) return false;
+        bool ok = strncmp(a, "hardware.", 9) == 0 || strncmp(a, "allocator.", 10) == 0;
+        for (size_t k = 0; !ok && k < sizeof bare / sizeof bare[0]; k++)
+            ok = strlen(bare[k]) == ka && strncmp(a, bare[k], ka) == 0;
+        if (!ok) return false;
     }
     return true;
 }

@@ -103,6 +103,9 @@ if command -v python3 >/dev/null 2>&1; then
     --set strategy=ddp,zero3 --set micro_batch=1,2 \
     --set gpu=rtx3090,h200,4090,a100_80g,h100_sxm,nope
   check_points reuse_sdxl scenarios/sdxl_breakdown.lua --set resolution=64 --set gpu=rtx3090,h200,l40s
+  # the capacity and the allocator settings: the graph reads neither
+  check_points reuse_capacity $SCN $SMALL --set capacity_gib=3,40 \
+    --set allocator.conf=,expandable_segments:True
 fi
 
 run sweep_range sweep $SCN $SMALL --set micro_batch=3..5 --no-files --json
