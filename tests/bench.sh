@@ -13,11 +13,14 @@
 #   sweep        a 1,000-point sweep, micro-batch x GPU x strategy, every point simulated op by
 #                op through the allocator (goal 500 points/s on two cores)
 #   scenarios    every scenario, --no-files, best of 3
-#   VRSIM=path/to/vrsim  REPEAT=N  TRACE=file  SWEEP=0 (skip the sweep)  sh tests/bench.sh
+# The figures then go into README.md's speed table (the block between `<!-- BEGIN speed (make
+# bench) -->` and `<!-- END speed -->`), with the date and the machine; README= leaves it be.
+#   VRSIM=path/to/vrsim  REPEAT=N  TRACE=file  SWEEP=0 (skip the sweep)  README=file  sh tests/bench.sh
 set -eu
 VRSIM=${VRSIM:-./vrsim}
 REPEAT=${REPEAT:-200}
 SWEEP=${SWEEP:-1}
+README=${README-README.md}
 if [ -z "${TRACE:-}" ]; then
     TRACE=$(ls -S validation/traces/*.csv.gz | head -n 1)
 fi
@@ -52,11 +55,14 @@ for conf in "" "expandable_segments:True"; do
     m=$(echo "$rate" | sed -n 's/.*= \([0-9.]*\) million events\/s.*/\1/p')
     echo "  replay $label: $rate"
     [ -n "$m" ] && echo "    = $(python3 -c "import sys; print('%.3f' % (float(sys.argv[1]) * float(sys.argv[2])))" "$m" "$REF") million events per reference run (goal 10 million events/s)"
+    if [ "$label" = default ]; then REPLAY=$m; else REPLAY_EXP=$m; fi
 done
 
 t=$(best 10 "$VRSIM" scenarios/llama70b_zero3_offload.lua --set count=64 --no-files)
+T70=$t
 echo "  70B ZeRO-3 on 64 GPUs: $(ratio "$t" 0.001) ms whole process, best of 10 ($(ratio "$t" "$REF") x reference; goal 0.050 s)"
 t=$(best 5 "$VRSIM" scenarios/llama13b_zero2.lua --out "$TMP/headline")
+THEAD=$t
 echo "  headline with files and suggestions: $t s, best of 5 ($(ratio "$t" "$REF") x reference; goal 0.3 s)"
 t=$(best 5 "$VRSIM" scenarios/llama13b_zero2.lua --no-files)
 echo "  headline --no-files: $t s, best of 5 ($(ratio "$t" "$REF") x reference)"
@@ -67,6 +73,7 @@ if [ "$SWEEP" != 0 ]; then
         --set gpu=a10g,rtx3090,rtx4090,a100_40g,l40s,rtx_a6000,a100_80g,h100_pcie,h100_sxm,h200 \
         --set strategy=ddp,zero1,zero2,zero3,fsdp2 --set count=8 -j "$(nproc)" --no-files)
     pps=$(python3 -c "import sys; print('%.0f' % (1000 / float(sys.argv[1])))" "$t")
+    TSWEEP=$t
     echo "  sweep, 1,000 points (micro-batch x GPU x strategy), -j $(nproc): $t s, $pps points/s" \
          "($(ratio "$t" "$REF") x reference; goal 500 points/s)"
 fi
@@ -76,3 +83,43 @@ for s in scenarios/*.lua; do
     t=$(best 3 "$VRSIM" "$s" --no-files)
     echo "  $t  $(ratio "$t" "$REF")  $s"
 done
+
+# README.md's speed table: this run's figures
+if [ -n "$README" ] && [ -f "$README" ]; then
+    if ! grep -q '^<!-- BEGIN speed (make bench) -->$' "$README" || ! grep -q '^<!-- END speed -->$' "$README"; then
+        echo "bench.sh: $README has no speed block" >&2; exit 1
+    fi
+    python3 - "$REF" "${REPLAY:-}" "${REPLAY_EXP:-}" "$T70" "$THEAD" "${TSWEEP:-}" "$(nproc)" "$(uname -m)" \
+        > "$TMP/speed" <<'PY'
+import sys, time
+ref, replay, replay_exp, t70, thead, tsweep, cores, arch = sys.argv[1:9]
+ref = float(ref)
+rows = []
+if replay:
+    rows.append(("replay, the largest trace (PyTorch's default settings)", "%.1f M events/s" % float(replay),
+                 "%.2f" % (float(replay) * ref), "10 M events/s"))
+if replay_exp:
+    rows.append(("replay, expandable segments", "%.1f M events/s" % float(replay_exp), "", ""))
+rows.append(("LLaMA2-70B ZeRO-3 on 64 GPUs, whole process", "%.0f ms" % (float(t70) * 1e3),
+             "%.2f" % (float(t70) / ref), "50 ms"))
+rows.append(("headline (`scenarios/llama13b_zero2.lua`) with files and \"what would help\"",
+             "%.2f s" % float(thead), "%.2f" % (float(thead) / ref), "0.3 s"))
+if tsweep:
+    rows.append(("sweep of 1,000 points (micro-batch x GPU x strategy), every point simulated",
+                 "%.0f points/s" % (1000 / float(tsweep)), "%.2f" % (float(tsweep) / ref), "500 points/s"))
+print("`make bench`, %s, %s cores (%s); the reference is a gunzip of the largest trace, best of 5: %.3f s."
+      % (time.strftime("%Y-%m-%d", time.gmtime()), cores, arch, ref))
+print("The machines are shared and noisy: compare the ratios between runs (a figure's time over the")
+print("reference's; for replay, the million events replayed in the reference's time).")
+print()
+print("| figure | this run | ratio | goal |")
+print("|---|---|---|---|")
+for r in rows:
+    print("| %s | %s | %s | %s |" % r)
+PY
+    awk -v content="$TMP/speed" '
+        $0 == "<!-- BEGIN speed (make bench) -->" { print; while ((getline l < content) > 0) print l; skip = 1; next }
+        $0 == "<!-- END speed -->" { skip = 0 }
+        !skip { print }' "$README" > "$TMP/readme" && { cmp -s "$TMP/readme" "$README" || cat "$TMP/readme" > "$README"; }
+    echo "bench: $README (speed)"
+fi
