@@ -154,18 +154,6 @@ void points_simulate_plan(const Plan *plan, const AllocConfig *acfg, PointOut *o
  * A job goes down the pipe as: simulate (int), n_sets (int), then each set as its length (int)
  * and its bytes. */
 
-static bool read_all(int fd, void *p, size_t n) {
-    char *b = p;
-    while (n > 0) {
-        ssize_t k = read(fd, b, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return false;
-        b += k;
-        n -= (size_t)k;
-    }
-    return true;
-}
-
 static bool send_job(int fd, const PointJob *j) {
     int head[2] = {j->simulate, j->n_sets};
     if (!vr_write_all(fd, head, sizeof head)) return false;
@@ -181,13 +169,13 @@ static bool send_job(int fd, const PointJob *j) {
  * the pipe's end or on host memory. */
 static bool recv_job(int fd, char ***sets, int *n_sets, bool *simulate) {
     int head[2];
-    if (!read_all(fd, head, sizeof head) || head[1] < 0 || head[1] > 100000) return false;
+    if (!vr_read_all(fd, head, sizeof head) || head[1] < 0 || head[1] > 100000) return false;
     char **v = calloc((size_t)head[1] + 1, sizeof *v);
     if (!v) return false;
     for (int i = 0; i < head[1]; i++) {
         int len;
-        if (!read_all(fd, &len, sizeof len) || len < 0 || !(v[i] = malloc((size_t)len + 1)) ||
-            !read_all(fd, v[i], (size_t)len)) {
+        if (!vr_read_all(fd, &len, sizeof len) || len < 0 || !(v[i] = malloc((size_t)len + 1)) ||
+            !vr_read_all(fd, v[i], (size_t)len)) {
             for (int k = 0; k <= i; k++) free(v[k]);
             free(v);
             return false;

@@ -38,6 +38,19 @@ bool vr_write_all(int fd, const void *p, size_t n)
     return true;
 }
 
+bool vr_read_all(int fd, void *p, size_t n)
+{
+    char *c = p;
+    while (n) {
+        ssize_t r = read(fd, c, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        c += r;
+        n -= (size_t)r;
+    }
+    return true;
+}
+
 double vr_now_s(void)
 {
     struct timespec ts;

@@ -35,6 +35,9 @@ const char *vr_status_str(VrStatus s);
 
 /* Writes all n bytes of p to fd, retrying short writes and EINTR. False on any other failure. */
 bool vr_write_all(int fd, const void *p, size_t n);
+/* Reads exactly n bytes from fd (retrying short reads and EINTR); false at end of file first or
+ * on an error. */
+bool vr_read_all(int fd, void *p, size_t n);
 
 /* Seconds on the monotonic clock (for timeouts and rates; no meaning as a date). */
 double vr_now_s(void);
