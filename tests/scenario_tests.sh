@@ -103,6 +103,16 @@ elif grep -q "x0.328 bf16 (sustained matmul 271.2 TFLOP/s / the H200's 826.3 in 
   ok "a carried GEMM rate is raised to the GPU's sustained matmul only where the carry gives less"
 else fail "carried step-time basis" "$(grep 'step time' "$TMP/carry_a100.out" "$TMP/carry_h100.out")"; fi
 
+# A V100 (Volta) has no bf16 math units and runs neither flash nor cuDNN attention: a bf16 run
+# says how its GEMMs are priced, and forcing flash attention is refused as PyTorch refuses it.
+run v100_bf16 scenarios/llama7b_h200.lua --set gpu=v100_32g --set model.size=7b-l1 --set seq=256 --no-files
+run v100_flash scenarios/llama7b_h200.lua --set gpu=v100_32g --set attention=flash --no-files
+if crashed "V100 bf16 / flash"; then :
+elif grep -q "has no bf16 math units" "$TMP/v100_bf16.out" && [ "$RC" = 2 ] &&
+     grep -q "compute capability 8.0 or above" "$TMP/v100_flash.err"; then
+  ok "a V100: bf16 GEMM pricing named in the notes, forced flash attention exits 2"
+else fail "V100 bf16 / flash" "$(cat "$TMP/v100_bf16.out" "$TMP/v100_flash.err" | tail -n 5)"; fi
+
 # ---- the reference scenario --------------------------------------------------------------
 OUT1="$TMP/run1"
 run llama scenarios/llama7b_h200.lua --out "$OUT1"

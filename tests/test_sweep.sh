@@ -176,6 +176,28 @@ assert len(costs) >= 2, costs
 assert costs == sorted(costs), costs
 EOF
   then ok "shop: job hours = tokens / (tokens/s), cost = hours x GPUs x price, cheapest first"; else fail "shop: arithmetic or order" "$(cat "$TMP/shop.out")"; fi
+  # the rows share graphs between GPUs (points_set_reuse): each is still what vrsim SCENARIO gives
+  if python3 - "$VRSIM" "$SCN" "$TMP/shop.out" $SMALL <<'EOF'
+import json, re, subprocess, sys
+vrsim, scn, out = sys.argv[1:4]
+small = sys.argv[4:]
+n_rows = 0
+for line in open(out):
+    m = re.match(r"^  (\w+)\s+(\d+) (\S+)\s+(yes|NO)\s+([\d.]+)\s+[\d.]+\s+(\S+)", line)
+    if not m:
+        continue
+    gpu, n, dp, fits, resvd, step = m[1], int(m[2]), m[3], m[4] == "yes", float(m[5]), m[6]
+    sets = small + ["--set", "gpu=" + gpu, "--set", "count=%d" % n] + (["--set", "strategy=" + dp] if n > 1 else [])
+    r = subprocess.run([vrsim, scn, "--json", "--no-files", "--no-suggest"] + sets, capture_output=True, text=True)
+    j = json.loads(r.stdout)
+    assert j["fits"] == fits, (line, j["fits"])
+    assert abs(j["peak_reserved_bytes"] / 2**30 - resvd) < 0.006, (line, j["peak_reserved_bytes"])
+    if fits:
+        assert abs(j["step_time_ms"] - float(step)) < 0.051, (line, j["step_time_ms"])
+    n_rows += 1
+assert n_rows == 8, n_rows
+EOF
+  then ok "shop: every row as vrsim SCENARIO --set gives it"; else fail "shop: rows differ from single runs"; fi
 fi
 run shop_none shop $SCN --gpus 1;                        expect "shop without --tokens" 2
 run shop_gpu shop $SCN --tokens 1e9 --set gpu=h200;      expect "shop with --set gpu=" 2

@@ -258,7 +258,8 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   local grouped = a.kv_heads ~= a.heads
   local enable_gqa = grouped and r.attention ~= "eager" and not sdpa_mask
   if enable_gqa and attn_impl == "mem_efficient" then
-    error(("%s: grouped-query attention with SDPA's memory-efficient kernel (fp32, or forced) runs "
+    error(("%s: grouped-query attention with SDPA's memory-efficient kernel (fp32, forced, or a GPU "
+           .. "before Ampere) runs "
            .. "PyTorch's math fallback, which is not modelled: use bf16/fp16 or attention = \"eager\"")
           :format(pre), 0)
   end

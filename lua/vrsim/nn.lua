@@ -201,23 +201,35 @@ function nn.mul(cx, name, a, b, dtype, extra)
   return nn.op(cx, spec)
 end
 
+-- GPUs before Ampere (compute capability below 8.0): neither flash nor cuDNN attention runs on
+-- them (sdp_utils.cpp: check_flash_attention_hardware_support takes sm80 to sm121,
+-- check_cudnn_hardware_support sm80 and above); the memory-efficient kernel does (sm50 and above).
+local PRE_AMPERE = { volta = true, turing = true, pascal = true }
+
 -- Which fused kernel F.scaled_dot_product_attention picks (PyTorch 2.11): memory-efficient
--- attention for fp32 (flash and cuDNN take 16-bit only), cuDNN attention on Hopper (the H200
--- traces show _cudnn_attention_forward), flash attention elsewhere. forced ("flash", "cudnn",
--- "mem_efficient": training.attention) overrides the choice.
+-- attention for fp32 (flash and cuDNN take 16-bit only) and before Ampere, cuDNN attention on
+-- Hopper (the H200 traces show _cudnn_attention_forward), flash attention elsewhere. forced
+-- ("flash", "cudnn", "mem_efficient": training.attention) overrides the choice, where the GPU
+-- can run it (PyTorch raises "No available kernel" otherwise).
 function nn.sdpa_backend(arch, dtype, forced)
+  local pre_ampere = PRE_AMPERE[arch] or arch == "pre-ampere"
+  if (forced == "flash" or forced == "cudnn") and pre_ampere then
+    error(("training.attention = \"%s\": %s attention needs a GPU of compute capability 8.0 or above "
+           .. "(Ampere), and this one is older (use \"sdpa\" or \"mem_efficient\")"):format(forced, forced), 0)
+  end
   if forced == "flash" or forced == "cudnn" or forced == "mem_efficient" then return forced end
-  if dtype == "fp32" then return "mem_efficient" end
+  if dtype == "fp32" or pre_ampere then return "mem_efficient" end
   if arch == "hopper" then return "cudnn" end
   return "flash"
 end
 
--- The GPU architecture as the op library tells architectures apart (cx.arch): Hopper, whose
--- fused attention is cuDNN's, or "other". A graph is the same on two GPUs of one class (as far as
--- the architecture goes; lua/vrsim/plan.lua graph_key), so an op that needs to tell more apart
--- adds its class here.
+-- The GPU architecture as the op library tells architectures apart (cx.arch): "hopper", whose
+-- fused attention is cuDNN's, "pre-ampere" (the memory-efficient kernel), or "other". A
+-- graph is the same on two GPUs of one class (as far as the architecture goes; lua/vrsim/plan.lua
+-- graph_key), so an op that needs to tell more apart adds its class here.
 function nn.arch_class(arch)
-  return arch == "hopper" and "hopper" or "other"
+  if arch == "hopper" then return "hopper" end
+  return PRE_AMPERE[arch] and "pre-ampere" or "other"
 end
 
 -- A cast of x to dtype: a new tensor (out_name, default name) that one kernel writes; its

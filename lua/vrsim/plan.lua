@@ -852,6 +852,13 @@ local function finish(st, G, cx, alloc_read)
   local notes = {}
   for _, n in ipairs(cfg.notes or {}) do notes[#notes + 1] = n end
   for _, n in ipairs(cx.notes or {}) do notes[#notes + 1] = n end
+  -- bf16 math on a GPU without bf16 units (Volta): PyTorch emulates it, and the cost model prices
+  -- those GEMMs at the GPU's fp32 rate (sim/cost.c cost_gemm_rate), which nobody measured
+  local bf16_math = t.precision:match("bf16") or t.precision == "mp_fp32"
+  if bf16_math and not ((dev.peak_flops and dev.peak_flops.bf16 or 0) > 0) then
+    notes[#notes + 1] = ("the %s has no bf16 math units: PyTorch emulates bf16, and vrsim prices its bf16 "
+                         .. "GEMMs at the GPU's fp32 rate, an assumption no measurement checks"):format(dev.name)
+  end
   -- DeepSpeed's estimator for the model states, beside the simulation (ZeRO-2 and -3 only)
   local ds_est = 0
   if dp and (t.strategy == "zero2" or t.strategy == "zero3") then

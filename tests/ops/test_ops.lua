@@ -223,6 +223,22 @@ do
   check(o and names(G, o.frees) == "att.attn_bias", "the masked call drops its bias reference")
 end
 
+do
+  -- which fused kernel SDPA takes by architecture (sdp_utils.cpp): flash and cuDNN need sm80 and
+  -- above, so a V100 (Volta) runs the memory-efficient kernel; cx.arch is nn.arch_class's class
+  check(nn.sdpa_backend(nn.arch_class("volta"), "bf16") == "mem_efficient", "Volta: memory-efficient attention")
+  check(nn.sdpa_backend(nn.arch_class("ampere"), "bf16") == "flash", "Ampere: flash attention")
+  check(nn.sdpa_backend(nn.arch_class("ada"), "fp16") == "flash", "Ada: flash attention")
+  check(nn.sdpa_backend(nn.arch_class("hopper"), "bf16") == "cudnn", "Hopper: cuDNN attention")
+  check(nn.arch_class("ampere") == nn.arch_class("ada"), "Ampere and Ada share a class (one graph)")
+  local ok, msg = pcall(nn.sdpa_backend, nn.arch_class("volta"), "bf16", "flash")
+  check(not ok and tostring(msg):match("compute capability 8%.0"), "forced flash attention on a V100 is an error")
+  local cx, G = context({ arch = nn.arch_class("volta") })
+  local q, k, v = qkv(cx, 1, 4, 128, 64, "bf16")
+  nn.sdpa(cx, "att", q, k, v, { causal = true })
+  check(op_named(G, "att.sdpa_mem_efficient") ~= nil, "a V100's SDPA op is the memory-efficient kernel's")
+end
+
 -- products, launches -------------------------------------------------------------------------
 do
   local cx, G = context({ measured_launches = true })
