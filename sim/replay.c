@@ -85,6 +85,7 @@ typedef struct Reader {
     bool header_done;    /* CSV: the header line has been read */
     int col[6];          /* CSV: column of each of col_names, -1 if absent */
     int need;            /* CSV: fields a line must have */
+    int field_col[12];   /* CSV: the col_names index field i holds, -1 for none (i < need) */
     uint32_t lineno;     /* CSV: current line */
 } Reader;
 
@@ -388,17 +389,23 @@ static VrStatus on_event(Reader *r, RawAction ra, uint64_t addr, uint64_t size, 
 
 /* ---- CSV ---- */
 
-/* Strict unsigned decimal. */
+/* Strict unsigned decimal. Up to 19 digits cannot pass 2^64 (10^19 - 1 < 2^64), so only a 20th
+ * digit is checked for overflow: the check divides, and a trace has millions of numbers. */
 static bool num(const char *s, const char *e, uint64_t *out)
 {
     if (s >= e || e - s > 20)
         return false;
+    const char *safe = e - s > 19 ? s + 19 : e;
     uint64_t v = 0;
-    for (; s < e; s++) {
+    for (; s < safe; s++) {
         unsigned d = (unsigned)(unsigned char)*s - '0';
         if (d > 9)
             return false;
-        if (v > (UINT64_MAX - d) / 10)
+        v = v * 10 + d;
+    }
+    for (; s < e; s++) {
+        unsigned d = (unsigned)(unsigned char)*s - '0';
+        if (d > 9 || v > (UINT64_MAX - d) / 10)
             return false;
         v = v * 10 + d;
     }
@@ -445,35 +452,101 @@ static VrStatus csv_header(Reader *r, const char *p, const char *le)
     for (int i = 0; i < NCOLS; i++)
         if (r->col[i] + 1 > r->need)
             r->need = r->col[i] + 1;
+    for (int k = 0; k < NCOLS * 2; k++)
+        r->field_col[k] = -1;
+    for (int i = 0; i < NCOLS; i++)
+        if (r->col[i] >= 0 && r->col[i] < NCOLS * 2)
+            r->field_col[r->col[i]] = i;
     r->header_done = true;
     return VR_OK;
 }
 
-/* One data line [p, le) (without its end of line), number r->lineno. */
-static VrStatus csv_line(Reader *r, const char *p, const char *le)
+/* The decimal digits at the start of the 8 bytes at s (s[0] first), eight at a time: how many
+ * of them lead (0 to 8), and their value in *out. Bytes past the digits are only looked at. */
+static int digits8(const char *s, uint64_t *out)
+{
+    uint64_t w;
+    memcpy(&w, s, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w); /* s[0] in the low byte */
+#endif
+    /* a byte is a digit when its high nibble is 3 and adding 6 keeps it 3 (0x30..0x39); a
+     * carry out of a byte that is not a digit can spoil only the bytes after it */
+    uint64_t hi = 0xF0F0F0F0F0F0F0F0ULL, three = 0x3030303030303030ULL;
+    uint64_t not_digit = ((w & hi) ^ three) | (((w + 0x0606060606060606ULL) & hi) ^ three);
+    int n = not_digit ? __builtin_ctzll(not_digit) / 8 : 8;
+    if (n == 0) {
+        *out = 0;
+        return 0;
+    }
+    /* the n digits' values, moved to the last n places of eight (zeros before them) */
+    uint64_t t = w - three;
+    if (n < 8) t <<= 8 * (8 - n);
+    t = (t * 10 + (t >> 8)) & 0x00FF00FF00FF00FFULL;
+    t = (t * 100 + (t >> 16)) & 0x0000FFFF0000FFFFULL;
+    t = (t * 10000 + (t >> 32)) & 0xFFFFFFFFULL;
+    *out = t;
+    return n;
+}
+
+/* One data line [p, le) (without its end of line), number r->lineno. One pass over its fields up
+ * to the last one this reader needs, each number parsed as it is scanned (a trace has millions of
+ * them); a line's faults are reported in the order a field count, then the action, then each
+ * number column in col_names' order, is checked. */
+static VrStatus csv_line(Reader *r, const char *p, const char *le, const char *end)
 {
     uint32_t lineno = r->lineno;
     int need = r->need;
     const int *col = r->col;
-    const char *sfs[NCOLS * 2 + 1], *sfe[NCOLS * 2 + 1]; /* need <= 1001: see the clamp */
-    int nf = 0;
-    const char *f = p;
     if (need > NCOLS * 2)
         return fail(r, lineno, "the columns this reader needs come after column %d", NCOLS * 2);
+    const char *fs[NCOLS] = {0}, *fe[NCOLS] = {0}; /* each column's field */
+    uint64_t v[NCOLS] = {0};
+    bool bad[NCOLS] = {0};
+    int nf = 0;
+    const char *f = p;
     for (;;) {
-        const char *c = f;
-        while (c < le && *c != ',')
-            c++;
-        sfs[nf] = f;
-        sfe[nf] = c;
+        int c = r->field_col[nf];
+        const char *q = f;
+        if (c > COL_ACTION) {
+            /* digits, eight at a time where the buffer has eight bytes left, accumulated
+             * without an overflow check: a number of 20 digits is read again by num, which
+             * checks it; the field ends at its first byte that is not a digit */
+            static const uint64_t pow10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000,
+                                              10000000, 100000000};
+            uint64_t x = 0;
+            while (q + 8 <= end) {
+                uint64_t d;
+                int k = digits8(q, &d);
+                x = x * pow10[k] + d;
+                q += k;
+                if (k < 8) break;
+            }
+            for (; q < le; q++) {
+                unsigned d = (unsigned)(unsigned char)*q - '0';
+                if (d > 9) break;
+                x = x * 10 + d;
+            }
+            ptrdiff_t n = q - f;
+            bool ends = q == le || *q == ',';
+            while (q < le && *q != ',')
+                q++;
+            bad[c] = !ends || n == 0 || n > 20 || (n > 19 && !num(f, q, &x));
+            v[c] = x;
+        } else {
+            while (q < le && *q != ',')
+                q++;
+        }
+        if (c >= 0)
+            fs[c] = f, fe[c] = q;
         nf++;
-        if (c == le || nf >= need)
+        if (q == le || nf >= need)
             break;
-        f = c + 1;
+        f = q + 1;
     }
     if (nf < need)
         return fail(r, lineno, "expected at least %d comma-separated fields, found %d", need, nf);
-    const char *as = sfs[col[COL_ACTION]], *ae = sfe[col[COL_ACTION]];
+    const char *as = fs[COL_ACTION], *ae = fe[COL_ACTION];
     RawAction ra = action_of(as, (size_t)(ae - as));
     if (ra == RA_UNKNOWN) {
         int n = (int)(ae - as);
@@ -485,15 +558,12 @@ static VrStatus csv_line(Reader *r, const char *p, const char *le)
                                            "segment_free, segment_map, segment_unmap, oom)", n, as)
                          : fail(r, lineno, "unknown or unreadable action");
     }
-    uint64_t v[NCOLS] = {0};
     for (int i = COL_ADDR; i < NCOLS; i++) {
-        if (col[i] < 0)
+        if (col[i] < 0 || !bad[i])
             continue;
-        if (!num(sfs[col[i]], sfe[col[i]], &v[i])) {
-            ptrdiff_t n = sfe[col[i]] - sfs[col[i]];
-            return fail(r, lineno, "%s is not an unsigned integer below 2^64: '%.*s'",
-                        col_names[i], (int)(n > 40 ? 40 : n), sfs[col[i]]);
-        }
+        ptrdiff_t n = fe[i] - fs[i];
+        return fail(r, lineno, "%s is not an unsigned integer below 2^64: '%.*s'",
+                    col_names[i], (int)(n > 40 ? 40 : n), fs[i]);
     }
     if (col[COL_SEQ] >= 0) {
         if (r->have_seq && v[COL_SEQ] <= r->last_seq)
@@ -527,7 +597,7 @@ static VrStatus csv_feed(Reader *r, const char *data, size_t len, bool final, si
                 return fail(r, r->lineno, "more than 2^32 lines");
             r->lineno++;
             if (le > p) /* blank lines are skipped */
-                st = csv_line(r, p, le);
+                st = csv_line(r, p, le, end);
         }
         if (st != VR_OK)
             return st;
