@@ -16,7 +16,9 @@
 #include "report.h"
 #include "scenario.h"
 
-enum { MAX_CHILDREN = 64, MAX_IDLE = 4 };
+/* children kept with their graphs: one per architecture class (lua/vrsim/nn.lua nn.arch_class),
+ * as points of one group differ in the GPU; each holds a Lua state and a graph, some tens of MB */
+enum { MAX_CHILDREN = 64, MAX_IDLE = 3 };
 
 /* A child process running points: its answer pipe (read end), and with reuse its job pipe (write
  * end); how much of the running job's PointOut came; NULL job: idle, keeping its graph. */
