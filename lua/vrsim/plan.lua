@@ -666,8 +666,7 @@ end
 -- fields the build reads are noted one by one): the rest of the normalized scenario (the
 -- allocator section and the notes apart: compared where the build read them, and not an input),
 -- the GPU's architecture as the op library tells them apart (nn.arch_class: the fused attention
--- kernel) and the host costs its ops carry. nil when
--- some of it is not data.
+-- kernel) and the host costs its ops carry. nil when some of it is not data.
 local function graph_key(st)
   local rest = {}
   for k, v in pairs(st.cfg) do
@@ -740,8 +739,8 @@ local function prepare(scn, sets, file, src)
   return st
 end
 
--- The graph of a prepared scenario, and what it read of the hardware section and of the GPU's
--- catalog entry (name -> canonical value; graph_inputs_match compares them).
+-- The graph of a prepared scenario, what it read of the hardware section and of the GPU's catalog
+-- entry (name -> canonical value; P.rebuild compares them) and the notes it added.
 local function build_graph(st)
   local cfg, ctx, dev, g, t0 = st.cfg, st.ctx, st.dev, st.g, st.t0
   local reads = {}
@@ -899,7 +898,6 @@ local function finish(st, G, cx, alloc_read)
       tostring(t.checkpointing), tostring(t.precision), tostring(t.optimizer_impl), tostring(t.strategy)),
   }
 end
-
 
 function P.build(scn, sets, file, src)
   local st = prepare(scn, sets, file, src)
