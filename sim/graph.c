@@ -876,3 +876,235 @@ out:
     if (st == VR_ENOMEM) snprintf(g->err, sizeof g->err, "out of host memory deriving backward");
     return st;
 }
+
+/* ---- a layer as another layer's --------------------------------------------------------- */
+
+/* "layers.F" and "layer F" and what they become (rename_layer). */
+typedef struct Renamer {
+    char from[2][32], to[2][32];
+    size_t from_len[2], to_len[2];
+} Renamer;
+
+static void renamer_init(Renamer *r, int from, int to) {
+    static const char *const fmt[2] = {"layers.%d", "layer %d"};
+    for (int p = 0; p < 2; p++) {
+        snprintf(r->from[p], sizeof r->from[p], fmt[p], from);
+        snprintf(r->to[p], sizeof r->to[p], fmt[p], to);
+        r->from_len[p] = strlen(r->from[p]);
+        r->to_len[p] = strlen(r->to[p]);
+    }
+}
+
+/* s with r's "layers.F" and "layer F" (F not followed by a digit) written for the other layer,
+ * into out (n bytes, cut short if it must). */
+static void rename_layer(const Renamer *r, const char *s, char *out, size_t n) {
+    size_t k = 0;
+    while (*s && k + 1 < n) {
+        const char *h = strstr(s, "layer");
+        size_t plain = h ? (size_t)(h - s) : strlen(s);
+        if (plain > n - 1 - k) plain = n - 1 - k;
+        memcpy(out + k, s, plain);
+        k += plain;
+        s += plain;
+        if (!h || k + 1 >= n) break;
+        int hit = -1;
+        for (int p = 0; p < 2 && hit < 0; p++)
+            if (strncmp(s, r->from[p], r->from_len[p]) == 0 && !(s[r->from_len[p]] >= '0' && s[r->from_len[p]] <= '9'))
+                hit = p;
+        if (hit >= 0 && k + r->to_len[hit] < n) {
+            memcpy(out + k, r->to[hit], r->to_len[hit]);
+            k += r->to_len[hit];
+            s += r->from_len[hit];
+        } else {
+            out[k++] = *s++;
+        }
+    }
+    out[k] = 0;
+}
+
+/* Where map carries tensor x when the copies start at t0 (the template's own tensors) */
+static int map_tensor(const LayerMap *m, int t0, int x) {
+    if (x >= m->t_first && x < m->t_first + m->t_count) return t0 + (x - m->t_first);
+    for (int i = 0; i < m->n_ext; i++)
+        if (m->ext_from[i] == x) return m->ext_to[i];
+    return x;
+}
+
+static int map_op(const LayerMap *m, int op0, int x) {
+    return x >= m->op_first && x < m->op_first + m->op_count ? op0 + (x - m->op_first) : x;
+}
+
+static bool map_ids(const LayerMap *m, int t0, const int *in, int n, int *out) {
+    for (int i = 0; i < n; i++) out[i] = map_tensor(m, t0, in[i]);
+    return true;
+}
+
+/* The template's op j carried over (copies starting at t0 / op0), its arrays in buf (room for
+ * 6 x the largest list) and its name in name. */
+static Op carried_op(const Graph *g, const LayerMap *m, const Renamer *rn, int j, int t0, int *buf,
+                     char *name, size_t name_n) {
+    Op o = g->ops[j];
+    int *p = buf;
+    rename_layer(rn, o.name, name, name_n);
+    o.name = name;
+    const int *lists[5] = {o.inputs, o.outputs, o.saves, o.frees, o.grads_of};
+    int ns[5] = {o.n_inputs, o.n_outputs, o.n_saves, o.n_frees, o.n_grads_of};
+    int *outs[5];
+    for (int k = 0; k < 5; k++) {
+        outs[k] = p;
+        map_ids(m, t0, lists[k], ns[k], p);
+        p += ns[k];
+    }
+    o.inputs = outs[0], o.outputs = outs[1], o.saves = outs[2], o.frees = outs[3], o.grads_of = outs[4];
+    if (o.remap_of) {
+        map_ids(m, t0, o.remap_of, o.n_outputs, p);
+        o.remap_of = p;
+    }
+    if (o.layer == m->from_layer) o.layer = m->to_layer;
+    if (o.region > 0) o.region += m->region_delta;
+    return o;
+}
+
+static size_t max_list(const Graph *g, const LayerMap *m) {
+    size_t mx = 1;
+    for (int j = m->op_first; j < m->op_first + m->op_count; j++) {
+        const Op *o = &g->ops[j];
+        size_t n = (size_t)o->n_inputs + o->n_outputs * 2 + o->n_saves + o->n_frees + o->n_grads_of;
+        if (n > mx) mx = n;
+    }
+    return mx;
+}
+
+static bool template_ok(const Graph *g, const LayerMap *m) {
+    if (m->t_first < 0 || m->t_count < 0 || m->t_first + m->t_count > g->n_tensors ||
+        m->op_first < 0 || m->op_count < 0 || m->op_first + m->op_count > g->n_ops)
+        return false;
+    for (int j = m->op_first; j < m->op_first + m->op_count; j++)
+        if (g->ops[j].fwd_op != -1) return false; /* a derived op: backward is derived later */
+    return true;
+}
+
+VrStatus graph_replicate(Graph *g, const LayerMap *m, int *t_first, int *op_first) {
+    if (!template_ok(g, m)) {
+        snprintf(g->err, sizeof g->err, "replicate: not a range of declared (not derived) ops");
+        return VR_EINVAL;
+    }
+    int t0 = g->n_tensors, op0 = g->n_ops;
+    char name[512];
+    Renamer rn;
+    renamer_init(&rn, m->from_layer, m->to_layer);
+    for (int i = m->t_first; i < m->t_first + m->t_count; i++) {
+        Tensor t = g->tensors[i];
+        rename_layer(&rn, t.name, name, sizeof name);
+        t.name = name;
+        if (t.base >= 0) t.base = map_tensor(m, t0, t.base);
+        t.producer = -1;
+        int id;
+        VrStatus st = graph_add_tensor(g, &t, &id);
+        if (st) return st;
+    }
+    int *buf = malloc(sizeof(int) * max_list(g, m));
+    if (!buf) return VR_ENOMEM;
+    for (int j = m->op_first; j < m->op_first + m->op_count; j++) {
+        Op o = carried_op(g, m, &rn, j, t0, buf, name, sizeof name);
+        int id;
+        VrStatus st = graph_add_op(g, &o, &id);
+        if (st) { free(buf); return st; }
+    }
+    free(buf);
+    *t_first = t0;
+    *op_first = op0;
+    return VR_OK;
+}
+
+static bool same_ints(const int *a, const int *b, int n) {
+    return n == 0 || (a && b && memcmp(a, b, sizeof(int) * (size_t)n) == 0);
+}
+static bool same_u64s(const uint64_t *a, const uint64_t *b, int n) {
+    return n == 0 || (a && b && memcmp(a, b, sizeof(uint64_t) * (size_t)n) == 0);
+}
+static bool same_str(const char *a, const char *b) {
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static bool same_tensor(const Tensor *a, const Tensor *b) {
+    return same_str(a->name, b->name) && a->bytes == b->bytes && a->numel == b->numel &&
+           a->dtype == b->dtype && a->cat == b->cat && a->base == b->base &&
+           a->producer == b->producer && a->module == b->module &&
+           a->requires_grad == b->requires_grad && a->is_param == b->is_param &&
+           a->trainable == b->trainable && a->grad_view == b->grad_view &&
+           a->persistent == b->persistent;
+}
+
+static bool same_grads(const Op *a, const Op *b) {
+    if (!a->grads || !b->grads) return !a->grads && !b->grads;
+    for (int i = 0; i < a->n_inputs; i++) {
+        const GradSpec *x = &a->grads[i], *y = &b->grads[i];
+        if (x->mode != y->mode || x->pass_output != y->pass_output ||
+            x->grad_bytes != y->grad_bytes || x->grad_dtype != y->grad_dtype || x->view != y->view)
+            return false;
+    }
+    return true;
+}
+
+static bool same_op(const Op *a, const Op *b) {
+    return same_str(a->name, b->name) && same_str(a->kind, b->kind) && a->kind_id == b->kind_id &&
+           same_str(a->bwd_kind, b->bwd_kind) && a->phase == b->phase && a->fwd_op == b->fwd_op &&
+           a->n_inputs == b->n_inputs && same_ints(a->inputs, b->inputs, a->n_inputs) &&
+           a->n_outputs == b->n_outputs && same_ints(a->outputs, b->outputs, a->n_outputs) &&
+           a->n_saves == b->n_saves && same_ints(a->saves, b->saves, a->n_saves) &&
+           a->n_frees == b->n_frees && same_ints(a->frees, b->frees, a->n_frees) &&
+           a->n_workspace == b->n_workspace && same_u64s(a->workspace, b->workspace, a->n_workspace) &&
+           same_grads(a, b) && a->n_grad_order == b->n_grad_order &&
+           same_ints(a->grad_order, b->grad_order, a->n_grad_order) &&
+           a->n_bwd_workspace == b->n_bwd_workspace &&
+           same_u64s(a->bwd_workspace, b->bwd_workspace, a->n_bwd_workspace) &&
+           a->rowsum[0] == b->rowsum[0] && a->rowsum[1] == b->rowsum[1] &&
+           a->bwd_rowsum[0] == b->bwd_rowsum[0] && a->bwd_rowsum[1] == b->bwd_rowsum[1] &&
+           a->flops == b->flops && a->bytes_moved == b->bytes_moved && a->bwd_flops == b->bwd_flops &&
+           a->bwd_bytes == b->bwd_bytes && a->layout_bytes[0] == b->layout_bytes[0] &&
+           a->layout_bytes[1] == b->layout_bytes[1] && a->bwd_layout_bytes[0] == b->bwd_layout_bytes[0] &&
+           a->bwd_layout_bytes[1] == b->bwd_layout_bytes[1] && a->rowwise_rows == b->rowwise_rows &&
+           a->rowwise_row_bytes == b->rowwise_row_bytes && a->in_ckpt == b->in_ckpt &&
+           a->kernels == b->kernels && a->bwd_kernels == b->bwd_kernels && a->slot == b->slot &&
+           a->slot_free_after == b->slot_free_after && a->workspace_first == b->workspace_first &&
+           a->bwd_workspace_first == b->bwd_workspace_first && a->host_extra_ns == b->host_extra_ns &&
+           a->has_dispatch == b->has_dispatch && a->dispatch_ns == b->dispatch_ns &&
+           a->dispatch_ckpt_ns == b->dispatch_ckpt_ns && a->bwd_dispatch_ns == b->bwd_dispatch_ns &&
+           a->bwd_dispatch_ckpt_ns == b->bwd_dispatch_ckpt_ns && a->gemms == b->gemms &&
+           a->compute_dtype == b->compute_dtype && a->layer == b->layer && a->stream == b->stream &&
+           a->hook == b->hook && a->n_grads_of == b->n_grads_of &&
+           same_ints(a->grads_of, b->grads_of, a->n_grads_of) && a->free_grads == b->free_grads &&
+           (!a->remap_of) == (!b->remap_of) &&
+           (!a->remap_of || same_ints(a->remap_of, b->remap_of, a->n_outputs)) &&
+           a->drop_persistent == b->drop_persistent && a->world == b->world &&
+           a->region == b->region && a->ckpt_args == b->ckpt_args && a->once == b->once &&
+           a->at_step == b->at_step && a->from_step == b->from_step &&
+           a->step_start == b->step_start && a->no_grad == b->no_grad;
+}
+
+bool graph_is_replica(const Graph *g, const LayerMap *m, int t_first, int op_first) {
+    if (!template_ok(g, m) || t_first < 0 || op_first < 0 || t_first + m->t_count > g->n_tensors ||
+        op_first + m->op_count > g->n_ops)
+        return false;
+    char name[512];
+    Renamer rn;
+    renamer_init(&rn, m->from_layer, m->to_layer);
+    for (int i = 0; i < m->t_count; i++) {
+        Tensor t = g->tensors[m->t_first + i];
+        rename_layer(&rn, t.name, name, sizeof name);
+        t.name = name;
+        if (t.base >= 0) t.base = map_tensor(m, t_first, t.base);
+        if (t.producer >= 0) t.producer = map_op(m, op_first, t.producer);
+        if (!same_tensor(&t, &g->tensors[t_first + i])) return false;
+    }
+    int *buf = malloc(sizeof(int) * max_list(g, m));
+    if (!buf) return false;
+    bool same = true;
+    for (int j = 0; same && j < m->op_count; j++) {
+        Op o = carried_op(g, m, &rn, m->op_first + j, t_first, buf, name, sizeof name);
+        same = same_op(&o, &g->ops[op_first + j]);
+    }
+    free(buf);
+    return same;
+}

@@ -240,6 +240,26 @@ const Op *graph_op_c(const Graph *g, int i);
 /* Index of the tensor owning the storage of t (follows views). */
 int graph_storage_of(const Graph *g, int t);
 
+/* A decoder layer's tensors and ops carried over to another alike layer (lua/vrsim/replicate.lua):
+ * the template's tensors [t_first, t_first + t_count) and ops [op_first, op_first + op_count) (as
+ * the forward declared them: none derived); their names' "layers.F" and "layer F" and Op.layer F become to_layer; Op.region > 0
+ * moves by region_delta; a tensor the template made maps to its copy, one in ext_from to the same
+ * place of ext_to (the layer's parameters and input), any other stays. */
+typedef struct LayerMap {
+    int t_first, t_count, op_first, op_count;
+    int from_layer, to_layer, region_delta;
+    const int *ext_from, *ext_to;
+    int n_ext;
+} LayerMap;
+
+/* Appends the carried-over copies (tensors, then ops, in the template's order); their first ids
+ * in *t_first, *op_first. VR_EINVAL when the range holds a derived op. */
+VrStatus graph_replicate(Graph *g, const LayerMap *m, int *t_first /* OUT */, int *op_first /* OUT */);
+
+/* Whether the tensors from t_first and ops from op_first (as many as the template's) are exactly
+ * the template carried over by m: every field, names and ids included. */
+bool graph_is_replica(const Graph *g, const LayerMap *m, int t_first, int op_first);
+
 /* The last error message (static lifetime per graph). */
 const char *graph_error(const Graph *g);
 

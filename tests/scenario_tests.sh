@@ -113,6 +113,34 @@ elif grep -q "has no bf16 math units" "$TMP/v100_bf16.out" && [ "$RC" = 2 ] &&
   ok "a V100: bf16 GEMM pricing named in the notes, forced flash attention exits 2"
 else fail "V100 bf16 / flash" "$(cat "$TMP/v100_bf16.out" "$TMP/v100_flash.err" | tail -n 5)"; fi
 
+# A stack of decoder layers is built once in Lua and carried over to the alike layers in C
+# (lua/vrsim/replicate.lua): the answer must be the one every layer built in Lua gives, for
+# strategies whose hooks keep per-layer state (ZeRO-3, FSDP2 across nodes), checkpointing of
+# every k-th layer, LoRA, QLoRA, autocast's weight cache, accumulation and other families.
+if command -v python3 >/dev/null 2>&1; then
+  bad=""
+  for v in "" "--set strategy=zero3 --set count=8 --set checkpointing=true" \
+           "--set strategy=fsdp2 --set count=16 --set gpus_per_node=8" \
+           "--set checkpointing=true --set checkpoint_every=3" "--set precision=lora_bf16" \
+           "--set quant=nf4 --set precision=lora_bf16 --set checkpointing=true" \
+           "--set precision=amp_bf16 --set grad_accum=2 --set strategy=zero2 --set count=2" \
+           "--set model.config=scenarios/configs/qwen2.5-0.5b.json"; do
+    # shellcheck disable=SC2086
+    "$VRSIM" scenarios/llama7b_h200.lua --set seq=256 $v --json --no-files --no-suggest > "$TMP/once.json" 2>&1
+    # shellcheck disable=SC2086
+    "$VRSIM" scenarios/llama7b_h200.lua --set seq=256 $v --set build_layers_once=false --json --no-files \
+      --no-suggest > "$TMP/each.json" 2>&1
+    python3 - "$TMP/once.json" "$TMP/each.json" <<'PY' || bad="$bad [$v]"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+for d in (a, b): d.pop("overrides", None)
+sys.exit(a != b)
+PY
+  done
+  if [ -z "$bad" ]; then ok "layers built once and carried over give every layer's Lua answer (8 configurations)"
+  else fail "layers built once differ from every layer in Lua:$bad"; fi
+fi
+
 # ---- the reference scenario --------------------------------------------------------------
 OUT1="$TMP/run1"
 run llama scenarios/llama7b_h200.lua --out "$OUT1"

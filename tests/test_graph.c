@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -698,6 +699,72 @@ static void test_views_and_names(void **state) {
     graph_free(NULL); /* a no-op */
 }
 
+/* One decoder-like layer: x -> "layers.L.mul" (with the layer's weight w) -> h, then
+ * "layers.L.add" h + shared -> out, at layer L; returns out, the first tensor made in *t0 and
+ * the first op in *op0. */
+static int toy_layer(Graph *g, int L, int x, int w, int shared, int *t0, int *op0) {
+    char n1[64], n2[64], n3[64], n4[64];
+    snprintf(n1, sizeof n1, "layers.%d.h", L);
+    snprintf(n2, sizeof n2, "layers.%d.out", L);
+    snprintf(n3, sizeof n3, "layers.%d.mul", L);
+    snprintf(n4, sizeof n4, "release layer %d", L);
+    *t0 = graph_num_tensors(g);
+    *op0 = graph_num_ops(g);
+    int h = add_act(g, n1, 400, true), out = add_act(g, n2, 400, true);
+    int in1[2] = {x, w}, in2[2] = {h, shared};
+    int a = add_fwd(g, n3, in1, 2, h, in1, 2, NULL);
+    int b = add_fwd(g, n4, in2, 2, out, NULL, 0, NULL);
+    graph_op(g, a)->layer = graph_op(g, b)->layer = L;
+    graph_op(g, b)->region = L + 1;
+    return out;
+}
+
+/* Layer 2 is layer 1 carried over (graph_is_replica): its names, layer, region, weight and input;
+ * a copy made by graph_replicate for layer 3 equals layer 3 built op by op, and a layer whose
+ * op differs in one field is not a replica. */
+static void test_replicate_layer(void **state) {
+    Graph *g = *state;
+    int w[4], shared = add_frozen(g, "rotary", 64);
+    for (int i = 0; i < 4; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "layers.%d.w", i);
+        w[i] = add_param(g, nm, 400);
+    }
+    int x0 = add_act(g, "x", 400, true);
+    int t1, o1, t2, o2;
+    int x1 = toy_layer(g, 1, x0, w[1], shared, &t1, &o1);
+    int x2 = toy_layer(g, 2, x1, w[2], shared, &t2, &o2);
+    int from12[2] = {w[1], x0}, to12[2] = {w[2], x1};
+    LayerMap m = {.t_first = t1, .t_count = t2 - t1, .op_first = o1, .op_count = o2 - o1,
+                  .from_layer = 1, .to_layer = 2, .region_delta = 1, .ext_from = from12,
+                  .ext_to = to12, .n_ext = 2};
+    assert_true(graph_is_replica(g, &m, t2, o2));
+    m.region_delta = 0; /* layer 2's region is 3, not 2 */
+    assert_false(graph_is_replica(g, &m, t2, o2));
+    m.region_delta = 1;
+    /* layer 3 carried over, and a layer 3 built by hand beside it */
+    int to13[2] = {w[3], x2};
+    LayerMap m3 = m;
+    m3.to_layer = 3, m3.region_delta = 2, m3.ext_to = to13;
+    int rt, ro;
+    assert_int_equal(graph_replicate(g, &m3, &rt, &ro), VR_OK);
+    assert_string_equal(graph_tensor_c(g, rt)->name, "layers.3.h");
+    assert_string_equal(graph_op_c(g, ro + 1)->name, "release layer 3");
+    assert_int_equal(graph_op_c(g, ro)->inputs[0], x2);
+    assert_int_equal(graph_op_c(g, ro)->inputs[1], w[3]);
+    assert_int_equal(graph_op_c(g, ro + 1)->inputs[1], shared);
+    assert_int_equal(graph_op_c(g, ro)->layer, 3);
+    assert_int_equal(graph_op_c(g, ro + 1)->region, 4);
+    assert_int_equal(graph_tensor_c(g, rt)->producer, ro);
+    int t3, o3;
+    toy_layer(g, 3, x2, w[3], shared, &t3, &o3);
+    LayerMap same = m3;
+    same.ext_to = to13;
+    assert_true(graph_is_replica(g, &same, t3, o3));
+    graph_op(g, o3)->flops = 101; /* one field off */
+    assert_false(graph_is_replica(g, &same, t3, o3));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_linear_chain_reverse_order, setup_graph, teardown_graph),
@@ -717,6 +784,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_bad_indices_are_einval, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_loss_without_grad_is_einval, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_views_and_names, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_replicate_layer, setup_graph, teardown_graph),
     };
     return cmocka_run_group_tests_name("graph", tests, NULL, NULL);
 }

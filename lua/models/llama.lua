@@ -457,10 +457,14 @@ local function model_forward(cx, m, ids)
   local dt = x and x.dtype or r.hidden_dtype
   local mask = make_mask(cx, r, m.cfg.sliding_window, r.param_dtype == "fp32" and (cx.autocast or "fp32") or r.param_dtype)
   local cos, sin = rotary_tables(cx, r.seq, m.cfg.head_dim, dt)
-  for l = 0, m.cfg.layers - 1 do
-    local layer = C.layers.children[tostring(l)]
-    x = mod.call(cx, layer, x, mask, cos, sin)
-  end
+  -- the decoder layers: alike, so built once in Lua and replayed where the check allows
+  -- (lua/vrsim/replicate.lua)
+  local layers = {}
+  for l = 0, m.cfg.layers - 1 do layers[l + 1] = C.layers.children[tostring(l)] end
+  local run = require("vrsim.replicate").stack(cx, layers, function(l, h)
+    return mod.call(cx, layers[l + 1], h, mask, cos, sin)
+  end)
+  for l = 0, m.cfg.layers - 1 do x = run(l, x) end
   -- causal_mask_mapping keeps a sliding-window mask until the model returns
   if mask and r.attention ~= "eager" then nn.release(cx, { mask }, "sliding_window_mask: LlamaModel.forward returns") end
   local hf = mod.call(cx, C.norm, x)

@@ -55,6 +55,7 @@ local SCHEMA = {
     quant = { "string", "none", "bitsandbytes base weights: none, nf4 (QLoRA 4-bit) or int8 (LLM.int8)" },
     device_map = { "string", "none", "inference: none, or auto (Accelerate: layers across hardware.count GPUs, then the CPU)" },
     steps = { "integer", 4, "training steps to simulate (step 0 creates optimizer state)" },
+    build_layers_once = { "boolean", true, "build one decoder layer in Lua and carry it over to the layers declared alike, where the check allows (lua/vrsim/replicate.lua); false builds every layer in Lua: the same graph, slower" },
     grad_accum = { "integer", 1, "micro-batches per optimizer step (gradient accumulation)" },
     build = { "string", "cast", "cast: built in fp32 then .to(dtype), as from_config does; direct" },
     lora = { "table", nil, "{ r = 8, alpha = 32, dropout = 0.05, targets = {'q','v'} }" },
@@ -747,6 +748,7 @@ local function build_graph(st)
   local G = require("vrsim.core").new_graph()
   local cx = nn.context(G)
   cx.no_grad = t0.inference
+  cx.layers_once = t0.build_layers_once
   cx.arch = nn.arch_class(g.arch)
   cx.gpu = noting_reads(g, "gpu.", reads)
   cx.optim_host = dev.profile and dev.profile.optim_host

@@ -758,6 +758,57 @@ static int l_op(lua_State *L) {
     return read_op(L, g, &fs);
 }
 
+/* The LayerMap of the table at idx: t_first (a tensor id, as Lua's), t_count, op_first (an op
+ * index), op_count, from_layer, to_layer, region_delta, ext_from and ext_to (lists of tensor ids
+ * of one length); the lists in the userdata it pushes. */
+static void read_layer_map(lua_State *L, int idx, LayerMap *m) {
+    luaL_checktype(L, idx, LUA_TTABLE);
+    m->t_first = (int)field_int(L, idx, "t_first", 1) - 1;
+    m->t_count = (int)field_int(L, idx, "t_count", 0);
+    m->op_first = (int)field_int(L, idx, "op_first", 0);
+    m->op_count = (int)field_int(L, idx, "op_count", 0);
+    m->from_layer = (int)field_int(L, idx, "from_layer", -1);
+    m->to_layer = (int)field_int(L, idx, "to_layer", -1);
+    m->region_delta = (int)field_int(L, idx, "region_delta", 0);
+    lua_getfield(L, idx, "ext_from");
+    int *from = NULL, *to = NULL;
+    int n = top_ids(L, "ext_from", &from, true, false, NULL, 0);
+    lua_getfield(L, idx, "ext_to");
+    int n2 = top_ids(L, "ext_to", &to, true, false, NULL, 0);
+    if (n != n2) luaL_error(L, "replicate: ext_from and ext_to differ in length");
+    m->ext_from = from, m->ext_to = to, m->n_ext = n;
+}
+
+/* G:replicate(map): the template's tensors and ops carried over (graph.h graph_replicate);
+ * returns the first new tensor's id and the first new op's index. */
+static int l_replicate(lua_State *L) {
+    Graph *g = check_graph(L);
+    LayerMap m;
+    read_layer_map(L, 2, &m);
+    int t0, op0;
+    VrStatus st = graph_replicate(g, &m, &t0, &op0);
+    if (st) raise_status(L, g, st);
+    lua_pushinteger(L, t0 + 1);
+    lua_pushinteger(L, op0);
+    return 2;
+}
+
+/* G:is_replica(map, t_first, op_first): whether the tensors from t_first (an id) and ops from
+ * op_first are the template carried over (graph.h graph_is_replica). */
+static int l_is_replica(lua_State *L) {
+    Graph *g = check_graph(L);
+    LayerMap m;
+    read_layer_map(L, 2, &m);
+    lua_Integer t0 = luaL_checkinteger(L, 3), op0 = luaL_checkinteger(L, 4);
+    lua_pushboolean(L, graph_is_replica(g, &m, (int)t0 - 1, (int)op0));
+    return 1;
+}
+
+static int l_num_ops(lua_State *L) {
+    lua_pushinteger(L, graph_num_ops(check_graph(L)));
+    return 1;
+}
+
 /* core.row_sum_buffers(m, c, sm_count, compute_capability): the two staging buffers (bytes) of
  * a row sum of an m x c tensor on such a GPU (device.h device_row_sum_buffers), or nil when it
  * does not split; sm_count and compute_capability may be nil (unknown). */
@@ -944,7 +995,8 @@ static const luaL_Reg GRAPH_METHODS[] = {
     {"opv", l_opv}, {"op_layout", l_op_layout},
     {"op_rowwise", l_op_rowwise},
     {"derive_backward", l_derive_backward}, {"param_grad", l_param_grad},
-    {"num_tensors", l_num_tensors}, {NULL, NULL}};
+    {"num_tensors", l_num_tensors}, {"num_ops", l_num_ops}, {"replicate", l_replicate},
+    {"is_replica", l_is_replica}, {NULL, NULL}};
 
 static int open_vrsim(lua_State *L) {
     luaL_newmetatable(L, JSON_MT);
