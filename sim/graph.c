@@ -922,6 +922,12 @@ static void rename_layer(const Renamer *r, const char *s, char *out, size_t n) {
     out[k] = 0;
 }
 
+void graph_rename_layer(const char *s, int from, int to, char *out, size_t n) {
+    Renamer r;
+    renamer_init(&r, from, to);
+    rename_layer(&r, s, out, n);
+}
+
 /* Where map carries tensor x when the copies start at t0 (the template's own tensors) */
 static int map_tensor(const LayerMap *m, int t0, int x) {
     if (x >= m->t_first && x < m->t_first + m->t_count) return t0 + (x - m->t_first);

@@ -260,6 +260,10 @@ VrStatus graph_replicate(Graph *g, const LayerMap *m, int *t_first /* OUT */, in
  * the template carried over by m: every field, names and ids included. */
 bool graph_is_replica(const Graph *g, const LayerMap *m, int t_first, int op_first);
 
+/* s with "layers.F" and "layer F" (F not followed by a digit) written for layer to, into out (n
+ * bytes; cut short if it must): the names graph_replicate gives a layer's copies. */
+void graph_rename_layer(const char *s, int from, int to, char *out, size_t n);
+
 /* The last error message (static lifetime per graph). */
 const char *graph_error(const Graph *g);
 

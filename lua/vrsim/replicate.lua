@@ -81,10 +81,6 @@ end
 
 -- ---- which layers are alike ----------------------------------------------------------------
 
-local NAME_KEYS = { opname = true, lpre = true, path = true, key = true, name = true }
-local LAYER_KEYS = { layer = true, layer_of = true, dm_key = true, dm_unit = true }
-local SKIP_KEYS = { parent = true, p = true, forward = true, saved_region = true, children = true,
-                    hooks = true, decls = true, order = true }
 
 local function rename(s, from, to)
   if type(s) ~= "string" then return s end
@@ -93,41 +89,12 @@ local function rename(s, from, to)
 end
 
 -- Whether module trees a (of layer la) and b (of lb) were declared alike: the same classes,
--- children, hooks (as many on each module), parameter declarations and settings, names and the
--- layer number apart.
-local function alike(a, b, la, lb, depth)
-  if depth > 8 or a.cls ~= b.cls or #a.hooks ~= #b.hooks or #a.order ~= #b.order or #a.decls ~= #b.decls then
-    return false
-  end
-  for k, v in pairs(a) do
-    local w = rawget(b, k)
-    if v ~= w and not SKIP_KEYS[k] then
-      if NAME_KEYS[k] then
-        if type(v) ~= type(w) or (type(v) == "string" and rename(v, la, lb) ~= w and not (k == "key" and v == tostring(la) and w == tostring(lb))) then return false end
-      elseif LAYER_KEYS[k] then
-        if not (v == w or (v == la and w == lb)) then return false end
-      elseif type(v) == "table" or type(w) == "table" then
-        if type(v) ~= type(w) then return false end
-        for k2, v2 in pairs(v) do if type(v2) ~= "table" and w[k2] ~= v2 then return false end end
-        for k2 in pairs(w) do if v[k2] == nil then return false end end
-      elseif type(v) ~= "function" and v ~= w then
-        return false
-      end
-    end
-  end
-  for k in pairs(b) do if not SKIP_KEYS[k] and rawget(a, k) == nil then return false end end
-  for i, d in ipairs(a.decls) do
-    local e = b.decls[i]
-    if d.key ~= e.key or d.dtype ~= e.dtype or d.trainable ~= e.trainable or #d.shape ~= #e.shape then return false end
-    for j = 1, #d.shape do if d.shape[j] ~= e.shape[j] then return false end end
-  end
-  for i, k in ipairs(a.order) do
-    local kb = b.order[i]
-    if k ~= kb and not (k == tostring(la) and kb == tostring(lb)) then return false end
-    if not alike(a.children[k], b.children[kb], la, lb, depth + 1) then return false end
-  end
-  return true
-end
+-- children, hooks (as many on each module), parameter declarations (key, dtype, trainable, shape)
+-- and settings (every other field: a name with the layer's number written for the other's, a
+-- layer-number field holding la and lb, a table holding the same scalars, a function counted as
+-- alike; the parent, the parameters, forwards and hooks themselves left out). In C:
+-- sim/bind/bind.c modules_alike.
+local alike = require("vrsim.core").modules_alike
 
 -- A parameter's fields to two levels (p.k and p.k.k2), scalars only, as "k" / "k.k2" -> value;
 -- first_use apart (its own rule).
@@ -263,7 +230,7 @@ function R.stack(cx, layers, call)
   local function check(nxt)
     if not (tpl.moves and nxt.moves and tpl.t_count == nxt.t_count and tpl.op_count == nxt.op_count
             and nxt.op_first == tpl.op_first + tpl.op_count and tpl.op_count > 0
-            and alike(layers[T + 1], layers[T + 2], T, T + 1, 0)) then
+            and alike(layers[T + 1], layers[T + 2], T, T + 1)) then
       return false
     end
     for _, d in ipairs { 0, 1 } do
@@ -348,7 +315,7 @@ function R.stack(cx, layers, call)
       ok = check(nxt)
       return out
     end
-    if ok and l > T + 1 and l < n - 1 and alike(layers[T + 1], layers[l + 1], T, l, 0) then
+    if ok and l > T + 1 and l < n - 1 and alike(layers[T + 1], layers[l + 1], T, l) then
       local out = replay(l, x)
       if out then return out end
     end

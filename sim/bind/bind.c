@@ -804,6 +804,178 @@ static int l_is_replica(lua_State *L) {
     return 1;
 }
 
+/* ---- core.modules_alike: two decoder layers declared alike (lua/vrsim/replicate.lua) ---- */
+
+static bool key_is(lua_State *L, int k, const char *const *set) {
+    if (lua_type(L, k) != LUA_TSTRING) return false;
+    const char *s = lua_tostring(L, k);
+    for (int i = 0; set[i]; i++)
+        if (strcmp(s, set[i]) == 0) return true;
+    return false;
+}
+
+static const char *const ALIKE_SKIP[] = {"parent", "p", "forward", "saved_region", "children",
+                                         "hooks", "decls", "order", NULL};
+static const char *const ALIKE_NAMES[] = {"opname", "lpre", "path", "key", "name", NULL};
+static const char *const ALIKE_LAYERS[] = {"layer", "layer_of", "dm_key", "dm_unit", NULL};
+
+static lua_Integer raw_len_of(lua_State *L, int t, const char *k) {
+    lua_getfield(L, t, k);
+    lua_Integer n = lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : -1;
+    lua_pop(L, 1);
+    return n;
+}
+
+/* Whether the strings at -2 (layer la's) and -1 (lb's) are one name: la's written for lb, or
+ * (is_key: a module's key under its parent) the two layer numbers themselves. */
+static bool names_alike(lua_State *L, lua_Integer la, lua_Integer lb, bool is_key) {
+    const char *v = lua_tostring(L, -2), *w = lua_tostring(L, -1);
+    char buf[512], na[24], nb[24];
+    graph_rename_layer(v, (int)la, (int)lb, buf, sizeof buf);
+    if (strcmp(buf, w) == 0) return true;
+    snprintf(na, sizeof na, "%lld", (long long)la);
+    snprintf(nb, sizeof nb, "%lld", (long long)lb);
+    return is_key && strcmp(v, na) == 0 && strcmp(w, nb) == 0;
+}
+
+/* Whether the tables at -2 and -1 hold the same scalars under the same keys (nested tables only
+ * as keys present in both). */
+static bool shallow_alike(lua_State *L) {
+    int v = lua_absindex(L, -2), w = lua_absindex(L, -1);
+    lua_pushnil(L);
+    while (lua_next(L, v)) {
+        if (!lua_istable(L, -1)) {
+            lua_pushvalue(L, -2);
+            lua_rawget(L, w);
+            bool eq = lua_rawequal(L, -1, -2);
+            lua_pop(L, 1);
+            if (!eq) { lua_pop(L, 2); return false; }
+        }
+        lua_pop(L, 1);
+    }
+    lua_pushnil(L);
+    while (lua_next(L, w)) {
+        lua_pop(L, 1);
+        lua_pushvalue(L, -1);
+        lua_rawget(L, v);
+        bool has = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (!has) { lua_pop(L, 1); return false; }
+    }
+    return true;
+}
+
+/* The modules at a and b (layers la, lb): see replicate.lua's alike. */
+static bool modules_alike(lua_State *L, int a, int b, lua_Integer la, lua_Integer lb, int depth) {
+    luaL_checkstack(L, 12, "modules_alike");
+    if (depth > 8) return false;
+    lua_getfield(L, a, "cls");
+    lua_getfield(L, b, "cls");
+    bool same_cls = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    static const char *const LISTS[] = {"hooks", "order", "decls"};
+    if (!same_cls) return false;
+    for (int i = 0; i < 3; i++)
+        if (raw_len_of(L, a, LISTS[i]) != raw_len_of(L, b, LISTS[i])) return false;
+    /* a's fields against b's */
+    lua_pushnil(L);
+    while (lua_next(L, a)) {
+        int k = lua_absindex(L, -2);
+        lua_pushvalue(L, k);
+        lua_rawget(L, b); /* stack: k v w */
+        bool ok = true;
+        if (!lua_rawequal(L, -1, -2) && !key_is(L, k, ALIKE_SKIP)) {
+            int tv = lua_type(L, -2), tw = lua_type(L, -1);
+            if (key_is(L, k, ALIKE_NAMES)) {
+                ok = tv == tw && (tv != LUA_TSTRING ||
+                                  names_alike(L, la, lb, strcmp(lua_tostring(L, k), "key") == 0));
+            } else if (key_is(L, k, ALIKE_LAYERS)) {
+                ok = lua_isinteger(L, -2) && lua_isinteger(L, -1) && lua_tointeger(L, -2) == la &&
+                     lua_tointeger(L, -1) == lb;
+            } else if (tv == LUA_TTABLE || tw == LUA_TTABLE) {
+                ok = tv == tw && shallow_alike(L);
+            } else {
+                ok = tv == LUA_TFUNCTION;
+            }
+        }
+        lua_pop(L, 2);
+        if (!ok) { lua_pop(L, 1); return false; }
+    }
+    /* and no field of b's that a lacks */
+    lua_pushnil(L);
+    while (lua_next(L, b)) {
+        lua_pop(L, 1);
+        if (!key_is(L, -1, ALIKE_SKIP)) {
+            lua_pushvalue(L, -1);
+            lua_rawget(L, a);
+            bool has = !lua_isnil(L, -1);
+            lua_pop(L, 1);
+            if (!has) { lua_pop(L, 1); return false; }
+        }
+    }
+    /* parameter declarations: key, dtype, trainable, shape */
+    lua_getfield(L, a, "decls");
+    lua_getfield(L, b, "decls");
+    int da = lua_absindex(L, -2), db = lua_absindex(L, -1);
+    lua_Integer nd = (lua_Integer)lua_rawlen(L, da);
+    for (lua_Integer i = 1; i <= nd; i++) {
+        lua_rawgeti(L, da, i);
+        lua_rawgeti(L, db, i);
+        int x = lua_absindex(L, -2), y = lua_absindex(L, -1);
+        bool ok = lua_istable(L, x) && lua_istable(L, y);
+        static const char *const F[] = {"key", "dtype", "trainable"};
+        for (int f = 0; ok && f < 3; f++) {
+            lua_getfield(L, x, F[f]);
+            lua_getfield(L, y, F[f]);
+            ok = lua_rawequal(L, -1, -2);
+            lua_pop(L, 2);
+        }
+        if (ok) {
+            lua_getfield(L, x, "shape");
+            lua_getfield(L, y, "shape");
+            ok = lua_istable(L, -1) && lua_istable(L, -2) && shallow_alike(L);
+            lua_pop(L, 2);
+        }
+        lua_pop(L, 2);
+        if (!ok) { lua_pop(L, 2); return false; }
+    }
+    lua_pop(L, 2);
+    /* children, in order */
+    lua_getfield(L, a, "order");
+    lua_getfield(L, b, "order");
+    lua_getfield(L, a, "children");
+    lua_getfield(L, b, "children");
+    int oa = lua_absindex(L, -4), ob = lua_absindex(L, -3), ca = lua_absindex(L, -2),
+        cb = lua_absindex(L, -1);
+    lua_Integer no = (lua_Integer)lua_rawlen(L, oa);
+    bool ok = true;
+    for (lua_Integer i = 1; ok && i <= no; i++) {
+        lua_rawgeti(L, oa, i);
+        lua_rawgeti(L, ob, i);
+        ok = lua_rawequal(L, -1, -2) || names_alike(L, la, lb, true);
+        if (ok) {
+            lua_rawget(L, cb); /* b's child (pops kb) */
+            lua_insert(L, -2);
+            lua_rawget(L, ca); /* a's child */
+            ok = lua_istable(L, -1) && lua_istable(L, -2) &&
+                 modules_alike(L, lua_absindex(L, -1), lua_absindex(L, -2), la, lb, depth + 1);
+        }
+        lua_pop(L, 2);
+    }
+    lua_pop(L, 4);
+    return ok;
+}
+
+/* core.modules_alike(a, b, la, lb): whether module trees a (layer la's) and b (lb's) were declared
+ * alike (lua/vrsim/replicate.lua says what that means). */
+static int l_modules_alike(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer la = luaL_checkinteger(L, 3), lb = luaL_checkinteger(L, 4);
+    lua_pushboolean(L, modules_alike(L, 1, 2, la, lb, 0));
+    return 1;
+}
+
 static int l_num_ops(lua_State *L) {
     lua_pushinteger(L, graph_num_ops(check_graph(L)));
     return 1;
@@ -1016,6 +1188,8 @@ static int open_vrsim(lua_State *L) {
     lua_setfield(L, -2, "read_config");
     lua_pushcfunction(L, l_row_sum_buffers);
     lua_setfield(L, -2, "row_sum_buffers");
+    lua_pushcfunction(L, l_modules_alike);
+    lua_setfield(L, -2, "modules_alike");
     /* the argument orders of G:opv and G:tensorv, for Lua code that records ops itself (the op
      * library's tests) */
     const char *const *lists[2] = {OP_FIELDS, TENSOR_FIELDS};
