@@ -214,7 +214,12 @@ function M.build(cx, cfg, params, updates)
     if impl == "foreach" then
       local numels = {}
       for i, p in ipairs(trainable) do numels[i] = n(p.shape) end
-      local function k(depth) return foreach_launches(numels, depth) end
+      -- (one count per list depth: the eight calls share three)
+      local launches = {}
+      local function k(depth)
+        launches[depth] = launches[depth] or foreach_launches(numels, depth)
+        return launches[depth]
+      end
       -- the step's per-tensor host work, spread over its eight _foreach_ calls
       local per_op = step_us * n_tensors / 8
       -- kinds by access pattern, each with its measured bandwidth (measure_torch_ops.py):
