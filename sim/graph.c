@@ -940,9 +940,8 @@ static int map_op(const LayerMap *m, int op0, int x) {
     return x >= m->op_first && x < m->op_first + m->op_count ? op0 + (x - m->op_first) : x;
 }
 
-static bool map_ids(const LayerMap *m, int t0, const int *in, int n, int *out) {
+static void map_ids(const LayerMap *m, int t0, const int *in, int n, int *out) {
     for (int i = 0; i < n; i++) out[i] = map_tensor(m, t0, in[i]);
-    return true;
 }
 
 /* The template's op j carried over (copies starting at t0 / op0), its arrays in buf (room for

@@ -81,11 +81,11 @@ end
 
 -- ---- which layers are alike ----------------------------------------------------------------
 
-
+-- s with "layers.from" and "layer from" written for layer `to`: the names graph_replicate gives
+-- the copies (sim/graph.c graph_rename_layer, the one rule)
 local function rename(s, from, to)
   if type(s) ~= "string" then return s end
-  s = s:gsub("layers%." .. from .. "%f[%D]", "layers." .. to)
-  return (s:gsub("layer " .. from .. "%f[%D]", "layer " .. to))
+  return require("vrsim.core").rename_layer(s, from, to)
 end
 
 -- Whether module trees a (of layer la) and b (of lb) were declared alike: the same classes,

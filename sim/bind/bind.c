@@ -966,6 +966,17 @@ static bool modules_alike(lua_State *L, int a, int b, lua_Integer la, lua_Intege
     return ok;
 }
 
+/* core.rename_layer(s, from, to): s with "layers.from" and "layer from" written for layer to
+ * (graph.h graph_rename_layer). */
+static int l_rename_layer(lua_State *L) {
+    const char *s = luaL_checkstring(L, 1);
+    lua_Integer from = luaL_checkinteger(L, 2), to = luaL_checkinteger(L, 3);
+    char buf[512];
+    graph_rename_layer(s, (int)from, (int)to, buf, sizeof buf);
+    lua_pushstring(L, buf);
+    return 1;
+}
+
 /* core.modules_alike(a, b, la, lb): whether module trees a (layer la's) and b (lb's) were declared
  * alike (lua/vrsim/replicate.lua says what that means). */
 static int l_modules_alike(lua_State *L) {
@@ -1190,6 +1201,8 @@ static int open_vrsim(lua_State *L) {
     lua_setfield(L, -2, "row_sum_buffers");
     lua_pushcfunction(L, l_modules_alike);
     lua_setfield(L, -2, "modules_alike");
+    lua_pushcfunction(L, l_rename_layer);
+    lua_setfield(L, -2, "rename_layer");
     /* the argument orders of G:opv and G:tensorv, for Lua code that records ops itself (the op
      * library's tests) */
     const char *const *lists[2] = {OP_FIELDS, TENSOR_FIELDS};
