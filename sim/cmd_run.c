@@ -18,7 +18,8 @@
 typedef struct TraceOut { FILE *f; long seq; bool bad; const Graph *g; } TraceOut;
 
 /* One event; the frames column names the op, as _record_memory_history(context=...) would. */
-static void trace_event(void *ud, bool alloc, uint64_t addr, uint64_t size, int stream, int op) {
+static void trace_event(void *ud, bool alloc, uint64_t addr, uint64_t size, int stream, int op,
+                        double host_ns) {
     TraceOut *t = ud;
     if (t->bad) return;
     const char *act[2] = {"free_requested", "alloc"};
@@ -26,10 +27,11 @@ static void trace_event(void *ud, bool alloc, uint64_t addr, uint64_t size, int 
     char frames[200];
     snprintf(frames, sizeof frames, "%s", name);
     for (char *c = frames; *c; c++) if (*c == ',' || *c == '"' || *c == '\n') *c = ';';
-    if (fprintf(t->f, "%ld,0,%s,%llu,%llu,%d,%s\n", t->seq++, act[alloc], (unsigned long long)addr,
-                (unsigned long long)size, stream, frames) < 0)
+    long long us = (long long)(host_ns / 1000.0);
+    if (fprintf(t->f, "%ld,%lld,%s,%llu,%llu,%d,%s\n", t->seq++, us, act[alloc],
+                (unsigned long long)addr, (unsigned long long)size, stream, frames) < 0)
         t->bad = true;
-    if (!alloc && fprintf(t->f, "%ld,0,free_completed,%llu,%llu,%d,%s\n", t->seq++,
+    if (!alloc && fprintf(t->f, "%ld,%lld,free_completed,%llu,%llu,%d,%s\n", t->seq++, us,
                           (unsigned long long)addr, (unsigned long long)size, stream, frames) < 0)
         t->bad = true;
 }
@@ -101,8 +103,9 @@ static void usage(FILE *f) {
         "                      the environment's PYTORCH_CUDA_ALLOC_CONF is used, as PyTorch would\n"
         "  --unsafe            let the scenario use io/os (trusted scenarios only)\n"
         "  --alloc-trace FILE  write every allocation and free as a PyTorch-style trace CSV\n"
-        "                      (seq,time_us,action,addr,size,stream), for vrsim replay or a diff\n"
-        "                      against torch.cuda.memory._record_memory_history\n"
+        "                      (seq,time_us,action,addr,size,stream,frames), for vrsim replay or a\n"
+        "                      diff against torch.cuda.memory._record_memory_history: time_us is\n"
+        "                      the simulated host clock, frames the op that allocates\n"
         "\n"
         "examples:\n"
         "  vrsim scenarios/llama7b_h200.lua\n"

@@ -39,6 +39,7 @@ typedef struct Run {
     double *ready_ns;           /* per storage: when its producer finished */
     double busy_ns[STREAM_COUNT];   /* this step: time each stream was busy */
     double host_ns;             /* the host thread has issued everything up to this time */
+    double build_host_ns;       /* the build's host time, which the steps' clock starts after */
     int fwd_region;             /* checkpointed region the last forward op ran in (0: none) */
     long alloc_seq;             /* allocations within the current step */
     int slot_held[GRAPH_MAX_SLOTS]; /* storage held in each slot (Op.slot), -1 none */
@@ -113,7 +114,8 @@ static VrStatus sample(Run *r, Growth *gr, int op) {
 /* Reports an allocation or free to the optional listener. */
 static void notify(Run *r, bool alloc, uint64_t addr, uint64_t size, int op) {
     if (r->cfg->on_alloc)
-        r->cfg->on_alloc(r->cfg->on_alloc_ud, alloc, addr, size, alloc_block_stream(r->a, addr), op);
+        r->cfg->on_alloc(r->cfg->on_alloc_ud, alloc, addr, size, alloc_block_stream(r->a, addr), op,
+                         r->build_host_ns + r->host_ns);
 }
 
 /* The stream whose pool an op's allocations come from (PyTorch's current stream when it runs). */
@@ -473,6 +475,7 @@ static VrStatus simulate(Run *r) {
     alloc_stats(r->a, &as);
     res->build_allocated = as.allocated;
     res->build_reserved = as.reserved;
+    r->build_host_ns = r->host_ns;
     r->clock_ns = 0;
 
     for (int step = 0; step < r->cfg->steps; step++) {

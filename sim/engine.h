@@ -44,9 +44,10 @@ typedef struct EngineConfig {
                                   empty: a caller that prints none of them saves the log of
                                   allocator calls they are rebuilt from */
     /* optional: every allocation (alloc = true) and free the engine makes, in order, with the
-     * block's stream and the op that made it (-1 for the build's parameters); size is the
-     * unrounded request */
-    void (*on_alloc)(void *ud, bool alloc, uint64_t addr, uint64_t size, int stream, int op);
+     * block's stream, the op that made it (-1 for the build's parameters) and the simulated host
+     * clock then (what PyTorch's own trace stamps as time_us); size is the unrounded request */
+    void (*on_alloc)(void *ud, bool alloc, uint64_t addr, uint64_t size, int stream, int op,
+                     double host_ns);
     void *on_alloc_ud;
 } EngineConfig;
 

@@ -243,8 +243,16 @@ assert rep["peak_allocated_bytes"] == pa, "peak allocated: replay %d, run %d" % 
 assert rep["peak_reserved_bytes"] == pr, "peak reserved: replay %d, run %d" % (rep["peak_reserved_bytes"], pr)
 m = run["steps"][-1]["num_cuda_mallocs"]
 assert rep["segment_allocs"] == m, "cudaMallocs: replay %d, run %d" % (rep["segment_allocs"], m)
-' "$TMP/atrun.out" "$TMP/atreplay.out" 2>&1); then
-      ok "--alloc-trace ($atname) replayed by vrsim replay gives the run's peaks and cudaMalloc count"
+# time_us is the simulated host clock: it never runs back, every step before the last has
+# dispatched all its ops before the last event, and it never passes the end of the run
+t = [int(l.split(",")[1]) for l in open(sys.argv[3]).readlines()[1:]]
+assert all(a <= b for a, b in zip(t, t[1:])), "time_us runs back"
+n = len(run["steps"])
+lo = (n - 1) * run["time_ms"]["host_dispatch"] * 1000 * 0.999
+hi = sum(s["step_time_ms"] for s in run["steps"]) * 1000
+assert lo <= t[-1] <= hi, "last time_us %d outside [%d, %d]" % (t[-1], lo, hi)
+' "$TMP/atrun.out" "$TMP/atreplay.out" "$TMP/at.csv" 2>&1); then
+      ok "--alloc-trace ($atname) replayed by vrsim replay gives the run's peaks and cudaMalloc count; its time_us is the host clock"
     else fail "--alloc-trace round trip ($atname)" "$(printf '%s' "$msg" | tail -n 1)"; fi
   fi
   done

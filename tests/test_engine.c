@@ -822,8 +822,9 @@ static void test_step_start_and_from_step(void **state) {
 
 typedef struct AllocLog { uint64_t sizes[8]; int n; } AllocLog;
 
-static void log_alloc(void *ud, bool alloc, uint64_t addr, uint64_t size, int stream, int op) {
-    (void)addr; (void)stream; (void)op;
+static void log_alloc(void *ud, bool alloc, uint64_t addr, uint64_t size, int stream, int op,
+                      double host_ns) {
+    (void)addr; (void)stream; (void)op; (void)host_ns;
     AllocLog *l = ud;
     if (alloc && l->n < 8) l->sizes[l->n++] = size;
 }
