@@ -879,13 +879,7 @@ out:
 
 /* ---- a layer as another layer's --------------------------------------------------------- */
 
-/* "layers.F" and "layer F" and what they become (rename_layer). */
-typedef struct Renamer {
-    char from[2][32], to[2][32];
-    size_t from_len[2], to_len[2];
-} Renamer;
-
-static void renamer_init(Renamer *r, int from, int to) {
+void graph_renamer_init(LayerRenamer *r, int from, int to) {
     static const char *const fmt[2] = {"layers.%d", "layer %d"};
     for (int p = 0; p < 2; p++) {
         snprintf(r->from[p], sizeof r->from[p], fmt[p], from);
@@ -897,7 +891,7 @@ static void renamer_init(Renamer *r, int from, int to) {
 
 /* s with r's "layers.F" and "layer F" (F not followed by a digit) written for the other layer,
  * into out (n bytes, cut short if it must). */
-static void rename_layer(const Renamer *r, const char *s, char *out, size_t n) {
+void graph_renamer_apply(const LayerRenamer *r, const char *s, char *out, size_t n) {
     size_t k = 0;
     while (*s && k + 1 < n) {
         const char *h = strstr(s, "layer");
@@ -923,9 +917,9 @@ static void rename_layer(const Renamer *r, const char *s, char *out, size_t n) {
 }
 
 void graph_rename_layer(const char *s, int from, int to, char *out, size_t n) {
-    Renamer r;
-    renamer_init(&r, from, to);
-    rename_layer(&r, s, out, n);
+    LayerRenamer r;
+    graph_renamer_init(&r, from, to);
+    graph_renamer_apply(&r, s, out, n);
 }
 
 /* Where map carries tensor x when the copies start at t0 (the template's own tensors) */
@@ -946,11 +940,11 @@ static void map_ids(const LayerMap *m, int t0, const int *in, int n, int *out) {
 
 /* The template's op j carried over (copies starting at t0 / op0), its arrays in buf (room for
  * 6 x the largest list) and its name in name. */
-static Op carried_op(const Graph *g, const LayerMap *m, const Renamer *rn, int j, int t0, int *buf,
+static Op carried_op(const Graph *g, const LayerMap *m, const LayerRenamer *rn, int j, int t0, int *buf,
                      char *name, size_t name_n) {
     Op o = g->ops[j];
     int *p = buf;
-    rename_layer(rn, o.name, name, name_n);
+    graph_renamer_apply(rn, o.name, name, name_n);
     o.name = name;
     const int *lists[5] = {o.inputs, o.outputs, o.saves, o.frees, o.grads_of};
     int ns[5] = {o.n_inputs, o.n_outputs, o.n_saves, o.n_frees, o.n_grads_of};
@@ -996,11 +990,11 @@ VrStatus graph_replicate(Graph *g, const LayerMap *m, int *t_first, int *op_firs
     }
     int t0 = g->n_tensors, op0 = g->n_ops;
     char name[512];
-    Renamer rn;
-    renamer_init(&rn, m->from_layer, m->to_layer);
+    LayerRenamer rn;
+    graph_renamer_init(&rn, m->from_layer, m->to_layer);
     for (int i = m->t_first; i < m->t_first + m->t_count; i++) {
         Tensor t = g->tensors[i];
-        rename_layer(&rn, t.name, name, sizeof name);
+        graph_renamer_apply(&rn, t.name, name, sizeof name);
         t.name = name;
         if (t.base >= 0) t.base = map_tensor(m, t0, t.base);
         t.producer = -1;
@@ -1093,11 +1087,11 @@ bool graph_is_replica(const Graph *g, const LayerMap *m, int t_first, int op_fir
         op_first + m->op_count > g->n_ops)
         return false;
     char name[512];
-    Renamer rn;
-    renamer_init(&rn, m->from_layer, m->to_layer);
+    LayerRenamer rn;
+    graph_renamer_init(&rn, m->from_layer, m->to_layer);
     for (int i = 0; i < m->t_count; i++) {
         Tensor t = g->tensors[m->t_first + i];
-        rename_layer(&rn, t.name, name, sizeof name);
+        graph_renamer_apply(&rn, t.name, name, sizeof name);
         t.name = name;
         if (t.base >= 0) t.base = map_tensor(m, t_first, t.base);
         if (t.producer >= 0) t.producer = map_op(m, op_first, t.producer);

@@ -264,6 +264,15 @@ bool graph_is_replica(const Graph *g, const LayerMap *m, int t_first, int op_fir
  * bytes; cut short if it must): the names graph_replicate gives a layer's copies. */
 void graph_rename_layer(const char *s, int from, int to, char *out, size_t n);
 
+/* The same rule with its two spellings of each layer number made once (a caller renaming many
+ * names between one pair of layers). */
+typedef struct LayerRenamer {
+    char from[2][32], to[2][32];
+    size_t from_len[2], to_len[2];
+} LayerRenamer;
+void graph_renamer_init(LayerRenamer *r, int from, int to);
+void graph_renamer_apply(const LayerRenamer *r, const char *s, char *out, size_t n);
+
 /* The last error message (static lifetime per graph). */
 const char *graph_error(const Graph *g);
 

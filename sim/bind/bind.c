@@ -806,18 +806,37 @@ static int l_is_replica(lua_State *L) {
 
 /* ---- core.modules_alike: two decoder layers declared alike (lua/vrsim/replicate.lua) ---- */
 
-static bool key_is(lua_State *L, int k, const char *const *set) {
-    if (lua_type(L, k) != LUA_TSTRING) return false;
-    const char *s = lua_tostring(L, k);
-    for (int i = 0; set[i]; i++)
-        if (strcmp(s, set[i]) == 0) return true;
-    return false;
+/* What modules_alike does with a module's field: skips it (links, the forward function, lists
+ * compared apart), reads it as a name written for the other layer, as a layer number, or
+ * compares it as a value. One switch on the key's length, as every field of every module of a
+ * layer goes through it. */
+typedef enum { KEY_VALUE, KEY_SKIP, KEY_NAME, KEY_LAYER } AlikeKey;
+
+static AlikeKey alike_key(lua_State *L, int k) {
+    if (lua_type(L, k) != LUA_TSTRING) return KEY_VALUE;
+    size_t n;
+    const char *s = lua_tolstring(L, k, &n);
+#define IS(lit) (n == sizeof(lit) - 1 && memcmp(s, lit, n) == 0)
+    switch (n) {
+    case 1: return IS("p") ? KEY_SKIP : KEY_VALUE;
+    case 3: return IS("key") ? KEY_NAME : KEY_VALUE;
+    case 4: return IS("path") || IS("lpre") || IS("name") ? KEY_NAME : KEY_VALUE;
+    case 5: return IS("hooks") || IS("decls") || IS("order") ? KEY_SKIP : IS("layer") ? KEY_LAYER : KEY_VALUE;
+    case 6: return IS("parent") ? KEY_SKIP : IS("opname") ? KEY_NAME : IS("dm_key") ? KEY_LAYER : KEY_VALUE;
+    case 7: return IS("forward") ? KEY_SKIP : IS("dm_unit") ? KEY_LAYER : KEY_VALUE;
+    case 8: return IS("children") ? KEY_SKIP : IS("layer_of") ? KEY_LAYER : KEY_VALUE;
+    case 12: return IS("saved_region") ? KEY_SKIP : KEY_VALUE;
+    default: return KEY_VALUE;
+    }
+#undef IS
 }
 
-static const char *const ALIKE_SKIP[] = {"parent", "p", "forward", "saved_region", "children",
-                                         "hooks", "decls", "order", NULL};
-static const char *const ALIKE_NAMES[] = {"opname", "lpre", "path", "key", "name", NULL};
-static const char *const ALIKE_LAYERS[] = {"layer", "layer_of", "dm_key", "dm_unit", NULL};
+/* Two layers compared: their numbers, as integers and as strings, and the renaming between them. */
+typedef struct Alike {
+    lua_Integer la, lb;
+    char na[24], nb[24];
+    LayerRenamer rn;
+} Alike;
 
 static lua_Integer raw_len_of(lua_State *L, int t, const char *k) {
     lua_getfield(L, t, k);
@@ -828,14 +847,12 @@ static lua_Integer raw_len_of(lua_State *L, int t, const char *k) {
 
 /* Whether the strings at -2 (layer la's) and -1 (lb's) are one name: la's written for lb, or
  * (is_key: a module's key under its parent) the two layer numbers themselves. */
-static bool names_alike(lua_State *L, lua_Integer la, lua_Integer lb, bool is_key) {
+static bool names_alike(lua_State *L, const Alike *c, bool is_key) {
     const char *v = lua_tostring(L, -2), *w = lua_tostring(L, -1);
-    char buf[512], na[24], nb[24];
-    graph_rename_layer(v, (int)la, (int)lb, buf, sizeof buf);
+    char buf[512];
+    graph_renamer_apply(&c->rn, v, buf, sizeof buf);
     if (strcmp(buf, w) == 0) return true;
-    snprintf(na, sizeof na, "%lld", (long long)la);
-    snprintf(nb, sizeof nb, "%lld", (long long)lb);
-    return is_key && strcmp(v, na) == 0 && strcmp(w, nb) == 0;
+    return is_key && strcmp(v, c->na) == 0 && strcmp(w, c->nb) == 0;
 }
 
 /* Whether the tables at -2 and -1 hold the same scalars under the same keys (nested tables only
@@ -866,7 +883,7 @@ static bool shallow_alike(lua_State *L) {
 }
 
 /* The modules at a and b (layers la, lb): see replicate.lua's alike. */
-static bool modules_alike(lua_State *L, int a, int b, lua_Integer la, lua_Integer lb, int depth) {
+static bool modules_alike(lua_State *L, int a, int b, const Alike *c, int depth) {
     luaL_checkstack(L, 12, "modules_alike");
     if (depth > 8) return false;
     lua_getfield(L, a, "cls");
@@ -884,14 +901,15 @@ static bool modules_alike(lua_State *L, int a, int b, lua_Integer la, lua_Intege
         lua_pushvalue(L, k);
         lua_rawget(L, b); /* stack: k v w */
         bool ok = true;
-        if (!lua_rawequal(L, -1, -2) && !key_is(L, k, ALIKE_SKIP)) {
+        AlikeKey kind = KEY_VALUE;
+        if (!lua_rawequal(L, -1, -2) && (kind = alike_key(L, k)) != KEY_SKIP) {
             int tv = lua_type(L, -2), tw = lua_type(L, -1);
-            if (key_is(L, k, ALIKE_NAMES)) {
+            if (kind == KEY_NAME) {
                 ok = tv == tw && (tv != LUA_TSTRING ||
-                                  names_alike(L, la, lb, strcmp(lua_tostring(L, k), "key") == 0));
-            } else if (key_is(L, k, ALIKE_LAYERS)) {
-                ok = lua_isinteger(L, -2) && lua_isinteger(L, -1) && lua_tointeger(L, -2) == la &&
-                     lua_tointeger(L, -1) == lb;
+                                  names_alike(L, c, strcmp(lua_tostring(L, k), "key") == 0));
+            } else if (kind == KEY_LAYER) {
+                ok = lua_isinteger(L, -2) && lua_isinteger(L, -1) && lua_tointeger(L, -2) == c->la &&
+                     lua_tointeger(L, -1) == c->lb;
             } else if (tv == LUA_TTABLE || tw == LUA_TTABLE) {
                 ok = tv == tw && shallow_alike(L);
             } else {
@@ -905,7 +923,7 @@ static bool modules_alike(lua_State *L, int a, int b, lua_Integer la, lua_Intege
     lua_pushnil(L);
     while (lua_next(L, b)) {
         lua_pop(L, 1);
-        if (!key_is(L, -1, ALIKE_SKIP)) {
+        if (alike_key(L, -1) != KEY_SKIP) {
             lua_pushvalue(L, -1);
             lua_rawget(L, a);
             bool has = !lua_isnil(L, -1);
@@ -952,13 +970,13 @@ static bool modules_alike(lua_State *L, int a, int b, lua_Integer la, lua_Intege
     for (lua_Integer i = 1; ok && i <= no; i++) {
         lua_rawgeti(L, oa, i);
         lua_rawgeti(L, ob, i);
-        ok = lua_rawequal(L, -1, -2) || names_alike(L, la, lb, true);
+        ok = lua_rawequal(L, -1, -2) || names_alike(L, c, true);
         if (ok) {
             lua_rawget(L, cb); /* b's child (pops kb) */
             lua_insert(L, -2);
             lua_rawget(L, ca); /* a's child */
             ok = lua_istable(L, -1) && lua_istable(L, -2) &&
-                 modules_alike(L, lua_absindex(L, -1), lua_absindex(L, -2), la, lb, depth + 1);
+                 modules_alike(L, lua_absindex(L, -1), lua_absindex(L, -2), c, depth + 1);
         }
         lua_pop(L, 2);
     }
@@ -982,8 +1000,11 @@ static int l_rename_layer(lua_State *L) {
 static int l_modules_alike(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     luaL_checktype(L, 2, LUA_TTABLE);
-    lua_Integer la = luaL_checkinteger(L, 3), lb = luaL_checkinteger(L, 4);
-    lua_pushboolean(L, modules_alike(L, 1, 2, la, lb, 0));
+    Alike c = {.la = luaL_checkinteger(L, 3), .lb = luaL_checkinteger(L, 4)};
+    snprintf(c.na, sizeof c.na, "%lld", (long long)c.la);
+    snprintf(c.nb, sizeof c.nb, "%lld", (long long)c.lb);
+    graph_renamer_init(&c.rn, (int)c.la, (int)c.lb);
+    lua_pushboolean(L, modules_alike(L, 1, 2, &c, 0));
     return 1;
 }
 
