@@ -574,8 +574,8 @@ static VrStatus emit_hooks(Deriv *d, int layer, int kind) {
     Graph *g = d->g;
     for (int h = 0; h < d->n_hooks; h++) {
         int f = d->hooks[h];
-        Op o = g->ops[f];
-        if (o.hook != kind || o.layer != layer) continue;
+        if (g->ops[f].hook != kind || g->ops[f].layer != layer) continue;
+        Op o = g->ops[f]; /* copy: g->ops may move as ops are added */
         int n_in = o.n_inputs + o.n_grads_of, n_fr = o.n_frees + (o.free_grads ? o.n_grads_of : 0);
         int *in = graph_alloc(g, sizeof(int) * (size_t)(n_in + 1));
         int *fr = graph_alloc(g, sizeof(int) * (size_t)(n_fr + 1));
