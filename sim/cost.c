@@ -332,36 +332,42 @@ static VrStatus stream_point(const CostStreamRow *r, CostPoint *out) {
  * Where a dtype has kernel-time rows, its other rows up to their largest FLOPs are not read. */
 static VrStatus gemm_points(const CostProfile *p, CostPoint *pts, const CostPoint *gemm[DT_COUNT],
                             int n_gemm[DT_COUNT], char *why, size_t why_n) {
+    /* each row's dtype, parsed once (-1: tf32, measured but not read, cost.h) */
+    int *dts = malloc(sizeof(int) * (size_t)(p->n_gemm > 0 ? p->n_gemm : 1));
+    if (!dts) return VR_ENOMEM;
+    double kernel_top[DT_COUNT] = {0}; /* the largest kernel-time problem of each dtype */
+    for (int i = 0; i < p->n_gemm; i++) {
+        const CostGemmRow *r = &p->gemm[i];
+        DType dt;
+        if (!r->dtype) { free(dts); return bad_row(why, why_n, "gemm", i, "no dtype"); }
+        if (strcmp(r->dtype, "tf32") == 0) { dts[i] = -1; continue; }
+        if (dtype_parse(r->dtype, &dt) != VR_OK) {
+            free(dts);
+            return bad_row(why, why_n, "gemm", i, "a dtype vrsim does not know");
+        }
+        dts[i] = (int)dt;
+        double f = 2 * r->m * r->n * r->k * r->batch;
+        if (r->kernel_time && f > kernel_top[dt]) kernel_top[dt] = f;
+    }
     int used = 0;
     for (int d = 0; d < DT_COUNT; d++) {
         gemm[d] = pts + used;
         n_gemm[d] = 0;
-        double kernel_top = 0; /* the largest kernel-time problem of this dtype */
         for (int i = 0; i < p->n_gemm; i++) {
             const CostGemmRow *r = &p->gemm[i];
-            DType dt;
-            if (r->kernel_time && r->dtype && dtype_parse(r->dtype, &dt) == VR_OK && dt == (DType)d) {
-                double f = 2 * r->m * r->n * r->k * r->batch;
-                if (f > kernel_top) kernel_top = f;
-            }
-        }
-        for (int i = 0; i < p->n_gemm; i++) {
-            const CostGemmRow *r = &p->gemm[i];
-            DType dt;
-            if (!r->dtype) return bad_row(why, why_n, "gemm", i, "no dtype");
-            if (strcmp(r->dtype, "tf32") == 0) continue; /* measured, not read (cost.h) */
-            if (dtype_parse(r->dtype, &dt) != VR_OK)
-                return bad_row(why, why_n, "gemm", i, "a dtype vrsim does not know");
-            if (dt != (DType)d) continue;
+            if (dts[i] != d) continue;
             double f = 2 * r->m * r->n * r->k * r->batch;
             if (!(r->m > 0) || !(r->n > 0) || !(r->k > 0) || !(r->batch > 0) || !(r->tflops > 0) ||
-                !isfinite(f) || !isfinite(r->tflops))
+                !isfinite(f) || !isfinite(r->tflops)) {
+                free(dts);
                 return bad_row(why, why_n, "gemm", i, "m, n, k, batch and tflops must be > 0");
-            if (!r->kernel_time && f <= kernel_top) continue; /* superseded: a launch, timed */
+            }
+            if (!r->kernel_time && f <= kernel_top[d]) continue; /* superseded: a launch, timed */
             pts[used++] = (CostPoint){f, r->tflops * 1e12};
             n_gemm[d]++;
         }
     }
+    free(dts);
     return VR_OK;
 }
 
