@@ -85,6 +85,8 @@ check "pcall around a runaway loop" 2 "pcall_loop.lua:3: instruction limit reach
       "$H/pcall_loop.lua" --no-files
 check "xpcall, coroutines and nested pcalls around runaway loops" 2 "instruction limit reached" \
       "made no progress" -- "$H/xpcall_nested.lua" --no-files
+check "a loop that raises and catches an error each turn" 2 "pcall_error_loop.lua:3: time limit reached" \
+      "made no progress" -- "$H/pcall_error_loop.lua" --no-files
 check "error({})" 2 "error_table.lua: the scenario raised an error that is not a message \(a table" \
       "" -- "$H/error_table.lua" --no-files
 

@@ -36,6 +36,9 @@
 #include "watchdog.h"
 
 #define DEFAULT_INSTRUCTIONS 400000000L
+/* and a scenario's own code its seconds: 400 M instructions take from 0.4 s (an empty loop) to
+ * half a minute (a loop that raises and catches an error each time) */
+#define SCENARIO_LIMIT_S 5
 #define DEFAULT_MEMORY ((size_t)1 << 30)
 #define HOOK_EVERY 10000
 
@@ -66,7 +69,8 @@ typedef struct PoolChunk {
 typedef struct Sandbox {
     size_t used, limit;          /* bytes, over every state that shares this sandbox */
     long instructions, limit_ins;
-    int stopped;                 /* the instruction limit was reached: every hook call raises */
+    double deadline_s;           /* vr_now_s() past which the scenario's code is stopped (0: none) */
+    int stopped;                 /* a limit was reached: every hook call raises */
     char stop_msg[400];          /* the message it raises (and the load reports) */
     char lua_dir[PATH_MAX];
     char scn_dir[PATH_MAX];      /* "" = none */
@@ -181,7 +185,8 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     if (!sb->stopped) {
         sb->instructions += HOOK_EVERY;
         watchdog_beat();
-        if (sb->instructions <= sb->limit_ins) return;
+        bool late = sb->deadline_s > 0 && vr_now_s() > sb->deadline_s;
+        if (sb->instructions <= sb->limit_ins && !late) return;
         /* inside the hook, level 0 is the Lua function that was running: name its line, and
          * say whether that was the scenario's code or vrsim's own building the plan */
         lua_Debug d;
@@ -191,7 +196,11 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
             own = realpath(d.source + 1, real) && under(real, sb->lua_real);
         }
         luaL_where(L, 0);
-        if (own)
+        if (late)
+            snprintf(sb->stop_msg, sizeof sb->stop_msg,
+                     "%stime limit reached (the scenario's code ran for %d s): a runaway loop in "
+                     "the scenario?", lua_tostring(L, -1), SCENARIO_LIMIT_S);
+        else if (own)
             snprintf(sb->stop_msg, sizeof sb->stop_msg,
                      "%sinstruction limit reached (%ld Lua instructions) while vrsim built the "
                      "plan: the model, sequence, micro-batch or grad_accum is too large to "
@@ -2045,7 +2054,9 @@ static VrStatus load_in(Sandbox *sb, lua_State *P, const char *chunkname, const 
     if (S) {
         lua_pushcfunction(S, scenario_protected);
         lua_pushlightuserdata(S, &c);
+        sb->deadline_s = vr_now_s() + SCENARIO_LIMIT_S;
         int rc = lua_pcall(S, 1, 1, 0);
+        sb->deadline_s = 0;
         if (rc || sb->stopped) {
             pcall_message(S, rc, sb, chunkname, err, errlen);
             st = VR_EINVAL;
