@@ -2,8 +2,8 @@
 -- every decoder layer) save and cost for LLaMA2-7B in bf16 on an H200 at micro-batch 4 x 2048?
 --
 -- Answer (./vrsim scenarios/llama7b_checkpointing_cost.lua, then --set checkpointing=false):
---   checkpointing     FITS: peak reserved 65.96 GiB, step time 929.5 ms
---   no checkpointing  FITS: peak reserved 88.80 GiB, step time 755.3 ms
+--   checkpointing     FITS: peak reserved 65.96 GiB, step time 924.5 ms
+--   no checkpointing  FITS: peak reserved 88.80 GiB, step time 751.4 ms
 --   23 GiB less memory for 23 % more time (each layer's forward runs again inside backward;
 --   the recompute ops are on the timeline in trace.json). Step times come from the calibrated
 --   H200 profile. --set checkpoint_every=2 or --set checkpoint_scope=attention trade between them.

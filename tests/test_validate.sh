@@ -107,13 +107,7 @@ def spread(cfg):
 # measured and a bound. It is left out of its metric's mean and max and held to its bound; once
 # it is back within the band the test fails until the entry is removed, so the list cannot go
 # stale.
-KNOWN = {
-    ("pub-r1024_bf16_ckpt", "step_time"): (0.30,
-        "issue 15: SDXL at 1024 px with checkpointing is host-bound; Python's garbage collector "
-        "adds 88 ms to its mean step (524 ms with the collector on, 436 off: "
-        "validation/results/profile_sdxl_h200.jsonl) and is not modelled; the steady steps "
-        "measure 506.9, 599.3, 458.0 ms, predicted 346.9"),
-}
+KNOWN = {}
 for (cfg, metric), (bound, why) in sorted(KNOWN.items()):
     r = [x for x in rows if x["config"] == cfg and x["metric"] == metric]
     band = {"peak_allocated": 0.03, "peak_reserved": 0.04, "step_time": 0.12}[metric]

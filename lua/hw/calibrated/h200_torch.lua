@@ -23,9 +23,10 @@ return {
   -- torch.utils.checkpoint(use_reentrant=False)'s own host time per region, forward and its
   -- recomputation together: least squares over 16..128 regions of 1..8 tiny ops, with and
   -- without checkpointing, mean of 25 steps (python3 validation/harness/measure_ckpt_region.py
-  -- --out validation/results/ckpt_region_h200.json, 2026-11-30). host_kernel_ckpt_us above
-  -- carries 2 % of it (16 regions in its 98.6 ms).
-  host_ckpt_region_us = 135.2,
+  -- --out validation/results/ckpt_region_h200_b.json, 2026-12-01, on the host and in the call
+  -- of the ckpt_fwd / ckpt_bwd figures below; 135.2 on 2026-11-30, ckpt_region_h200.json).
+  -- host_kernel_ckpt_us above carries 2 % of it (16 regions in its 98.6 ms).
+  host_ckpt_region_us = 112.5,
   -- Host dispatch by op class, in us: what the Python thread spends issuing one op of the class
   -- with autograd recording (fwd, its launches included) and what the autograd engine spends on
   -- its backward node (bwd, its AccumulateGrad nodes included). Chains of 400 ops on tiny
@@ -38,21 +39,29 @@ return {
   -- kernel in its two runs (host_kernel_us above: 34.1): a host's speed moves by that much.
   -- ckpt_fwd, ckpt_bwd: what torch.utils.checkpoint(use_reentrant=False) adds inside a region,
   -- to the op and to its backward node (the recomputation's hooks included; the recomputation
-  -- itself costs fwd): the same chains as regions of 8 ops (--ckpt-region 8, into
-  -- host_classes_ckpt8_h200.json, the third run's call), less the third run's plain figures and
-  -- host_ckpt_region_us / 8 in forward; 0 where that is negative (an op that saves nothing).
+  -- itself costs fwd): the same chains as regions of 8 ops (--ckpt-region 8), less the plain
+  -- chains of the same call, less host_ckpt_region_us / 8 in forward and the recomputation's
+  -- forward in backward; 0 where that is negative (a region that saves nothing is not
+  -- recomputed); the mean of two calls on one host (host_classes_h200_d.json with
+  -- host_classes_ckpt8_h200_d.json, host_classes_h200_e.json with host_classes_ckpt8_h200_e.json,
+  -- 2026-12-01; cast: per cast of the chain's two). The same host ran the whole UNet
+  -- (validation/harness/measure_ckpt_parts.py, validation/results/ckpt_parts_h200.jsonl): what
+  -- checkpointing added there is what these figures add in vrsim within 10 % (docs/step-time.md).
+  -- The first measurement (host_classes_ckpt8_h200.json, 2026-12-01) gave about half of them;
+  -- the UNet's checkpointed steps measured on other hosts (the truth run's own trace,
+  -- validation/results/profile_sdxl_h200.jsonl) add as much as these do, not as much as it.
   host_class_us = {
-    linear        = { fwd = 34.7, bwd = 112.0, ckpt_fwd = 5.5,  ckpt_bwd = 3.1 },   -- nn.Linear with a bias (addmm)
-    linear_nobias = { fwd = 32.9, bwd = 81.1,  ckpt_fwd = 8.2,  ckpt_bwd = 10.6 },  -- nn.Linear(bias=False) (mm)
-    conv          = { fwd = 62.8, bwd = 113.8, ckpt_fwd = 10.3, ckpt_bwd = 9.5 },   -- nn.Conv2d, its bias and weight sides
-    group_norm    = { fwd = 50.2, bwd = 105.8, ckpt_fwd = 23.7, ckpt_bwd = 25.0 },  -- nn.GroupNorm
-    layer_norm    = { fwd = 28.1, bwd = 62.4,  ckpt_fwd = 32.6, ckpt_bwd = 44.4 },  -- nn.LayerNorm
-    sdpa          = { fwd = 35.2, bwd = 76.9,  ckpt_fwd = 34.5, ckpt_bwd = 59.0 },  -- F.scaled_dot_product_attention
-    cast          = { fwd = 14.4, bwd = 17.8,  ckpt_fwd = 0,    ckpt_bwd = 0 },     -- x.to(dtype), autocast's casts
-    activation    = { fwd = 12.8, bwd = 18.8,  ckpt_fwd = 15.8, ckpt_bwd = 17.2 },  -- F.silu / F.gelu
-    add           = { fwd = 12.8, bwd = 5.6,   ckpt_fwd = 0,    ckpt_bwd = 0 },     -- x + y (AddBackward0 passes it on)
-    mul_scalar    = { fwd = 13.2, bwd = 14.6,  ckpt_fwd = 0,    ckpt_bwd = 0 },     -- x * 0.5 (LoRA's scaling)
-    dropout       = { fwd = 22.7, bwd = 17.5,  ckpt_fwd = 0,    ckpt_bwd = 20.5 },  -- nn.Dropout (native_dropout)
+    linear        = { fwd = 34.7, bwd = 112.0, ckpt_fwd = 34.4, ckpt_bwd = 83.5 },   -- nn.Linear with a bias (addmm)
+    linear_nobias = { fwd = 32.9, bwd = 81.1,  ckpt_fwd = 40.5, ckpt_bwd = 49.2 },  -- nn.Linear(bias=False) (mm)
+    conv          = { fwd = 62.8, bwd = 113.8, ckpt_fwd = 41.5, ckpt_bwd = 52.6 },   -- nn.Conv2d, its bias and weight sides
+    group_norm    = { fwd = 50.2, bwd = 105.8, ckpt_fwd = 58.2, ckpt_bwd = 85.1 },  -- nn.GroupNorm
+    layer_norm    = { fwd = 28.1, bwd = 62.4,  ckpt_fwd = 57.8, ckpt_bwd = 87.3 },  -- nn.LayerNorm
+    sdpa          = { fwd = 35.2, bwd = 76.9,  ckpt_fwd = 67.3, ckpt_bwd = 128.9 },  -- F.scaled_dot_product_attention
+    cast          = { fwd = 14.4, bwd = 17.8,  ckpt_fwd = 6.1, ckpt_bwd = 0 },     -- x.to(dtype), autocast's casts
+    activation    = { fwd = 12.8, bwd = 18.8,  ckpt_fwd = 22.7, ckpt_bwd = 32.4 },  -- F.silu / F.gelu
+    add           = { fwd = 12.8, bwd = 5.6,   ckpt_fwd = 12.2, ckpt_bwd = 0 },     -- x + y (AddBackward0 passes it on)
+    mul_scalar    = { fwd = 13.2, bwd = 14.6,  ckpt_fwd = 13.8, ckpt_bwd = 0 },     -- x * 0.5 (LoRA's scaling)
+    dropout       = { fwd = 22.7, bwd = 17.5,  ckpt_fwd = 23.6, ckpt_bwd = 35.3 },  -- nn.Dropout (native_dropout)
   },
   -- FSDP2's own host time per fully_shard module per step, forward and backward apart: a stack
   -- of 8..64 tiny Linear modules with and without fully_shard on a one-rank group, the slope
