@@ -18,6 +18,7 @@ Classes (the op library's host classes, lua/vrsim/ops/*.lua):
   cast            x.to(fp32).to(bf16) with autograd (ToCopyBackward0): the figure is for two casts
   linear          nn.Linear call (module + addmm + the weight's transpose view)
   linear_nobias   nn.Linear(bias=False) call (module + mm)
+  linear_frozen   the same with its weight frozen (requires_grad False): LoRA's base layers
   autocast_linear nn.Linear with fp32 weights inside one bf16 autocast region: two casts more
   conv            nn.Conv2d call (cuDNN)
   group_norm      nn.GroupNorm call
@@ -76,6 +77,10 @@ def make_classes():
     c["linear"] = (small, [lambda x, m=m: m(x) for m in lins], False)
     lins_nb = per(lambda: nn.Linear(64, 64, bias=False, device=DEV, dtype=BF))
     c["linear_nobias"] = (small, [lambda x, m=m: m(x) for m in lins_nb], False)
+    # a frozen Linear (LoRA's and QLoRA's base layers): it saves only its weight, and its
+    # backward node computes the input's gradient alone, with no AccumulateGrad after it
+    lins_fz = per(lambda: nn.Linear(64, 64, bias=False, device=DEV, dtype=BF).requires_grad_(False))
+    c["linear_frozen"] = (small, [lambda x, m=m: m(x) for m in lins_fz], False)
     lins32 = per(lambda: nn.Linear(64, 64, device=DEV, dtype=torch.float32))
     c["autocast_linear"] = (small, [lambda x, m=m: m(x) for m in lins32], True)
     convs = per(lambda: nn.Conv2d(32, 32, 3, padding=1, device=DEV, dtype=BF))
