@@ -30,6 +30,7 @@ from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sdxl_unet  # noqa: E402
+from measure_ckpt_blocks import saved_count  # noqa: E402
 from profile_sdxl_step import build, phases, timed_step  # noqa: E402
 
 VARIANTS = {
@@ -54,19 +55,6 @@ def use_variant(model, kw, calls):
     sdxl_unet.checkpoint = ck
 
 
-def saved_tensors(fwd, model, calls):
-    use_variant(model, None, calls)
-    n = [0]
-
-    def pack(t):
-        n[0] += 1
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = fwd()
-    loss.backward()
-    return n[0]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--res", type=int, default=64)
@@ -81,7 +69,8 @@ def main():
     rec = {"res": a.res, "batch": a.batch, "mode": a.mode, "rounds": a.rounds,
            "torch": torch.__version__, "python": sys.version.split()[0],
            "gpu": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d")}
-    rec["saved_tensors"] = saved_tensors(fwd, model, calls)
+    use_variant(model, None, calls)
+    rec["saved_tensors"] = saved_count(fwd)
     for name, kw in VARIANTS.items():  # warm-up: optimizer state, cuDNN plans, every variant once
         use_variant(model, kw, calls)
         timed_step(fwd, bwd, optim)
