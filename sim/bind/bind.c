@@ -36,8 +36,8 @@
 #include "watchdog.h"
 
 #define DEFAULT_INSTRUCTIONS 400000000L
-/* and a scenario's own code its seconds: 400 M instructions take from 0.4 s (an empty loop) to
- * half a minute (a loop that raises and catches an error each time) */
+/* A scenario's own code also has this many seconds: 400 M instructions take from 0.4 s (an empty
+ * loop) to half a minute (a loop that raises and catches an error each time). */
 #define SCENARIO_LIMIT_S 5
 #define DEFAULT_MEMORY ((size_t)1 << 30)
 #define HOOK_EVERY 10000
