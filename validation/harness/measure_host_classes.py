@@ -19,6 +19,8 @@ Classes (the op library's host classes, lua/vrsim/ops/*.lua):
   linear          nn.Linear call (module + addmm + the weight's transpose view)
   linear_nobias   nn.Linear(bias=False) call (module + mm)
   linear_frozen   the same with its weight frozen (requires_grad False): LoRA's base layers
+  lora_linear     peft's LoRA layer (r 8, dropout 0) around a frozen Linear; lora_linear_dropout
+                  the same with dropout 0.05 (when peft is installed)
   autocast_linear nn.Linear with fp32 weights inside one bf16 autocast region: two casts more
   conv            nn.Conv2d call (cuDNN)
   group_norm      nn.GroupNorm call
@@ -81,6 +83,22 @@ def make_classes():
     # backward node computes the input's gradient alone, with no AccumulateGrad after it
     lins_fz = per(lambda: nn.Linear(64, 64, bias=False, device=DEV, dtype=BF).requires_grad_(False))
     c["linear_frozen"] = (small, [lambda x, m=m: m(x) for m in lins_fz], False)
+    # peft's LoRA layer around a frozen Linear (r 8, alpha 8; dropout 0, peft's Identity, and
+    # 0.05): the whole layer, base, adapters, scaling and add, as one op of the chain
+    try:
+        from peft import LoraConfig, inject_adapter_in_model
+    except ImportError:
+        LoraConfig = None
+    if LoraConfig is not None:
+        for key, p in (("lora_linear", 0.0), ("lora_linear_dropout", 0.05)):
+            holder = nn.ModuleList([nn.Module() for _ in range(N)])
+            for h in holder:
+                h.lin = nn.Linear(64, 64, bias=False, device=DEV, dtype=BF)
+            holder.requires_grad_(False)
+            holder = inject_adapter_in_model(LoraConfig(r=8, lora_alpha=8, lora_dropout=p,
+                                                        target_modules=["lin"]), holder)
+            holder.to(DEV)  # peft keeps the adapters in fp32 (autocast_adapter_dtype), as in training
+            c[key] = (small, [lambda x, m=h.lin: m(x) for h in holder], False)
     lins32 = per(lambda: nn.Linear(64, 64, device=DEV, dtype=torch.float32))
     c["autocast_linear"] = (small, [lambda x, m=m: m(x) for m in lins32], True)
     convs = per(lambda: nn.Conv2d(32, 32, 3, padding=1, device=DEV, dtype=BF))
