@@ -938,6 +938,17 @@ static void map_ids(const LayerMap *m, int t0, const int *in, int n, int *out) {
     for (int i = 0; i < n; i++) out[i] = map_tensor(m, t0, in[i]);
 }
 
+/* The template's tensor i carried over (copies starting at t0 / op0), its name in name. */
+static Tensor carried_tensor(const Graph *g, const LayerMap *m, const LayerRenamer *rn, int i,
+                             int t0, int op0, char *name, size_t name_n) {
+    Tensor t = g->tensors[i];
+    graph_renamer_apply(rn, t.name, name, name_n);
+    t.name = name;
+    if (t.base >= 0) t.base = map_tensor(m, t0, t.base);
+    if (t.producer >= 0) t.producer = map_op(m, op0, t.producer);
+    return t;
+}
+
 /* The template's op j carried over (copies starting at t0 / op0), its arrays in buf (room for
  * 6 x the largest list) and its name in name. */
 static Op carried_op(const Graph *g, const LayerMap *m, const LayerRenamer *rn, int j, int t0, int *buf,
@@ -993,11 +1004,8 @@ VrStatus graph_replicate(Graph *g, const LayerMap *m, int *t_first, int *op_firs
     LayerRenamer rn;
     graph_renamer_init(&rn, m->from_layer, m->to_layer);
     for (int i = m->t_first; i < m->t_first + m->t_count; i++) {
-        Tensor t = g->tensors[i];
-        graph_renamer_apply(&rn, t.name, name, sizeof name);
-        t.name = name;
-        if (t.base >= 0) t.base = map_tensor(m, t0, t.base);
-        t.producer = -1;
+        Tensor t = carried_tensor(g, m, &rn, i, t0, op0, name, sizeof name);
+        t.producer = -1; /* graph_add_op sets it as the copied op is added */
         int id;
         VrStatus st = graph_add_tensor(g, &t, &id);
         if (st) return st;
@@ -1090,11 +1098,7 @@ bool graph_is_replica(const Graph *g, const LayerMap *m, int t_first, int op_fir
     LayerRenamer rn;
     graph_renamer_init(&rn, m->from_layer, m->to_layer);
     for (int i = 0; i < m->t_count; i++) {
-        Tensor t = g->tensors[m->t_first + i];
-        graph_renamer_apply(&rn, t.name, name, sizeof name);
-        t.name = name;
-        if (t.base >= 0) t.base = map_tensor(m, t_first, t.base);
-        if (t.producer >= 0) t.producer = map_op(m, op_first, t.producer);
+        Tensor t = carried_tensor(g, m, &rn, m->t_first + i, t_first, op_first, name, sizeof name);
         if (!same_tensor(&t, &g->tensors[t_first + i])) return false;
     }
     int *buf = malloc(sizeof(int) * max_list(g, m));

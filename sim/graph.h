@@ -242,9 +242,10 @@ int graph_storage_of(const Graph *g, int t);
 
 /* A decoder layer's tensors and ops carried over to another alike layer (lua/vrsim/replicate.lua):
  * the template's tensors [t_first, t_first + t_count) and ops [op_first, op_first + op_count) (as
- * the forward declared them: none derived); their names' "layers.F" and "layer F" and Op.layer F become to_layer; Op.region > 0
- * moves by region_delta; a tensor the template made maps to its copy, one in ext_from to the same
- * place of ext_to (the layer's parameters and input), any other stays. */
+ * the forward declared them: none derived); their names' "layers.F" and "layer F" and Op.layer F
+ * become to_layer; Op.region > 0 moves by region_delta; a tensor the template made maps to its
+ * copy, one in ext_from to the same place of ext_to (the layer's parameters and input), any other
+ * stays. */
 typedef struct LayerMap {
     int t_first, t_count, op_first, op_count;
     int from_layer, to_layer, region_delta;
