@@ -391,9 +391,8 @@ int cmd_shop(int argc, char **argv) {
         for (int k = 0; k < n_tries; k++) {
             int m = 0;
             for (int c = 0; c < n_counts; c++) {
-                for (int i = 0; i < n; i++) {
+                for (int i = c; i < n; i += n_counts) { /* rows go GPU by GPU, a row per count */
                     Row *r = &rows[i];
-                    if (i % n_counts != c) continue; /* rows go GPU by GPU, a row per count */
                     if (r->error && k == 0) continue; /* no price: nothing to simulate */
                     if (k > 0 && (r->count == 1 || r->error || r->fits)) continue;
                     if (r->count > 1) snprintf(r->strategy, sizeof r->strategy, "%s", one ? one : tries[k]);

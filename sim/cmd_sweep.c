@@ -384,13 +384,18 @@ static int spawn(Sweep *s, int wi) {
     return 0;
 }
 
-/* The point's number with the GPU axis ("gpu" or "hardware.gpu") moved to vary fastest. */
+/* Whether axis x sets the GPU ("gpu" or "hardware.gpu"). */
+static bool is_gpu_axis(const Axis *x) {
+    return strcmp(x->key, "gpu") == 0 || strcmp(x->key, "hardware.gpu") == 0;
+}
+
+/* The point's number with the GPU axis moved to vary fastest. */
 static long gpu_last_number(const Sweep *s, long k) {
     long n = 0, gpu = -1, gpu_n = 1;
     for (int a = 0; a < s->n_axes; a++) {
         const Axis *x = &s->axes[a];
         long v = (k / x->stride) % x->n;
-        if (gpu < 0 && (strcmp(x->key, "gpu") == 0 || strcmp(x->key, "hardware.gpu") == 0)) {
+        if (gpu < 0 && is_gpu_axis(x)) {
             gpu = v;
             gpu_n = x->n;
         } else {
@@ -420,7 +425,7 @@ static int feed_order(Sweep *s) {
     qsort(s->order, (size_t)s->n_todo, sizeof(long), cmp_order);
     long gpu_n = 1;
     for (int a = 0; a < s->n_axes; a++)
-        if (strcmp(s->axes[a].key, "gpu") == 0 || strcmp(s->axes[a].key, "hardware.gpu") == 0) {
+        if (is_gpu_axis(&s->axes[a])) {
             gpu_n = s->axes[a].n;
             break;
         }
