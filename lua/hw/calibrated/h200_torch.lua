@@ -50,9 +50,19 @@ return {
   -- The first measurement (host_classes_ckpt8_h200.json, 2026-12-01) gave about half of them;
   -- the UNet's checkpointed steps measured on other hosts (the truth run's own trace,
   -- validation/results/profile_sdxl_h200.jsonl) add as much as these do, not as much as it.
+  -- linear_frozen: a bias-free Linear whose weight needs no gradient while its input does (LoRA's
+  -- base layers, the frozen rest of a LoRA model): its backward node runs one GEMM (grad_input)
+  -- and no AccumulateGrad. Timed beside linear_nobias in four calls (host_classes_h200_f1, _f2,
+  -- _g1, _g2.json and their host_classes_ckpt8_h200_* pairs, 2026-12-01); each column is
+  -- linear_nobias's here times the mean of the four calls' frozen / linear_nobias ratios (0.99,
+  -- 0.36, 0.69, 0.78), so that the host's speed in those calls cancels. With it, peft's LoRA layer
+  -- priced op by op (the frozen base, its two casts, A, B, the scaling, the add) is within 1 us of
+  -- the whole layer timed in forward and within 31 us in backward (lora_linear in _g1, _g2).
+  -- A frozen Linear with a bias is not measured: it keeps linear's figures.
   host_class_us = {
     linear        = { fwd = 34.7, bwd = 112.0, ckpt_fwd = 34.4, ckpt_bwd = 83.5 },   -- nn.Linear with a bias (addmm)
     linear_nobias = { fwd = 32.9, bwd = 81.1,  ckpt_fwd = 40.5, ckpt_bwd = 49.2 },  -- nn.Linear(bias=False) (mm)
+    linear_frozen = { fwd = 32.5, bwd = 29.3,  ckpt_fwd = 27.8, ckpt_bwd = 38.4 },  -- the same with its weight frozen (below)
     conv          = { fwd = 62.8, bwd = 113.8, ckpt_fwd = 41.5, ckpt_bwd = 52.6 },   -- nn.Conv2d, its bias and weight sides
     group_norm    = { fwd = 50.2, bwd = 105.8, ckpt_fwd = 58.2, ckpt_bwd = 85.1 },  -- nn.GroupNorm
     layer_norm    = { fwd = 28.1, bwd = 62.4,  ckpt_fwd = 57.8, ckpt_bwd = 87.3 },  -- nn.LayerNorm

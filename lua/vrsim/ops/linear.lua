@@ -13,6 +13,8 @@ return function(nn)
   -- What the node keeps: the input only when the weight needs a gradient, the weight only when
   -- the input does (a frozen Linear keeps nothing of its input; one whose input needs no
   -- gradient keeps no weight), and its backward runs one GEMM per input that gets a gradient.
+  -- A bias-free one whose weight is frozen and whose input needs a gradient (LoRA's base layers)
+  -- has a host class of its own, linear_frozen: one GEMM in its backward node, no AccumulateGrad.
   -- Under autocast an fp32 input is cast to the low dtype and an fp32 weight comes from the
   -- autocast cache (nn.autocast_weight).
   -- opts: keep_input (the caller's frame still holds x: the call drops no reference of it),
@@ -73,7 +75,7 @@ return function(nn)
                                           w.rg and { dtype = w.dtype } or "none" },
                                 grad_order = { 2, 1 }, frees = frees, bwd_workspace = opts.bwd_workspace,
                                 flops = flops, bwd_flops = bwd_flops, dtype = x.dtype,
-                                host = b and "linear" or "linear_nobias" })
+                                host = b and "linear" or (x.rg and not w.rg) and "linear_frozen" or "linear_nobias" })
     if not b then return y end
     -- output.add_(bias): in place (a view of the product)
     local yb = nn.view(cx, y, y.shape, name .. ".add_bias")
