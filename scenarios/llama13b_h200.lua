@@ -1,9 +1,9 @@
 -- LLaMA2-13B full fine-tune in bf16 (AdamW foreach) on one H200 at 2048 tokens per sequence:
 -- does it fit without ZeRO, offload or checkpointing, and up to which micro-batch?
 --
--- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama13b_h200.lua --set micro_batch=N):
+-- Answer (vrsim, 2026-12-01: ./vrsim scenarios/llama13b_h200.lua --set micro_batch=N):
 --   it fits without ZeRO, up to micro-batch 3 (./vrsim maxbatch scenarios/llama13b_h200.lua:
---   "micro_batch = 3 fits (peak reserved 134.83 GiB of 139.05 GiB, step 1081.0 ms, 5684
+--   "micro_batch = 3 fits (peak reserved 134.83 GiB of 139.05 GiB, step 1076.1 ms, 5710
 --    tokens/s); 4 does not");
 --   the peak is in the AdamW step, not in backward.
 --     N=1  FITS: peak reserved 123.63 GiB of 139.05 GiB usable (88.9 %)   <- this file

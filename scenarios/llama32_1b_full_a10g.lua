@@ -3,8 +3,8 @@
 --
 -- Answer (vrsim, 2026-12-01: ./vrsim scenarios/llama32_1b_full_a10g.lua [--set ...]):
 --   micro-batch 2 without checkpointing (./vrsim maxbatch scenarios/llama32_1b_full_a10g.lua:
---   "micro_batch = 2 fits (peak reserved 19.86 GiB of 21.38 GiB, step 1110.6 ms, 3688
---   tokens/s); 3 does not"), 3 with it (--set checkpointing=true: 19.22 GiB, 3240 tokens/s).
+--   "micro_batch = 2 fits (peak reserved 19.86 GiB of 21.38 GiB, step 1093.4 ms, 3746
+--   tokens/s); 3 does not"), 3 with it (--set checkpointing=true: 19.22 GiB, 3300 tokens/s).
 --   The loss dominates: at 2048 tokens the fp32 logits are 1 GiB per sequence.
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):

@@ -4,7 +4,7 @@
 -- Answer (vrsim, 2026-12-01: ./vrsim scenarios/llama3_8b_lora_4090.lua [--set ...]):
 --   with the weights loaded in bf16 and gradient checkpointing it fits up to micro-batch 2
 --   (./vrsim maxbatch scenarios/llama3_8b_lora_4090.lua: "micro_batch = 2 fits (peak reserved
---   22.93 GiB of 22.97 GiB, step 3480.1 ms, 1177 tokens/s); 3 does not"), with 40 MiB to spare.
+--   22.93 GiB of 22.97 GiB, step 3440.4 ms, 1191 tokens/s); 3 does not"), with 40 MiB to spare.
 --     as this file (N=1)   FITS: peak reserved 20.30 GiB of 22.97 GiB usable (88.4 %)
 --     --set checkpointing=false
 --                          DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.11.mlp.up_proj.lora_scale'

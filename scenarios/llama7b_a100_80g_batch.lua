@@ -1,10 +1,10 @@
 -- LLaMA2-7B full fine-tune in bf16 (AdamW foreach) on one A100-80GB at 2048 tokens per
 -- sequence: what is the largest micro-batch that fits?
 --
--- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama7b_a100_80g_batch.lua --set micro_batch=N):
+-- Answer (vrsim, 2026-12-01: ./vrsim scenarios/llama7b_a100_80g_batch.lua --set micro_batch=N):
 --   the largest micro-batch that fits is 2 (./vrsim maxbatch
 --   scenarios/llama7b_a100_80g_batch.lua:
---   "micro_batch = 2 fits (peak reserved 64.45 GiB of 78.45 GiB, step 1051.2 ms, 3896 tokens/s);
+--   "micro_batch = 2 fits (peak reserved 64.45 GiB of 78.45 GiB, step 1184.8 ms, 3457 tokens/s);
 --    3 does not").
 --     N=1  FITS: peak reserved 63.76 GiB of 78.45 GiB usable (81.3 %)
 --     N=2  FITS: peak reserved 64.45 GiB of 78.45 GiB usable (82.2 %)   <- this file

@@ -1,10 +1,10 @@
 -- LLaMA2-7B LoRA fine-tune (r = 8 on q and v, bf16 base weights) on one RTX 4090 (24 GB) at
 -- 2048 tokens per sequence: what does it take to fit, and at which micro-batch?
 --
--- Answer (vrsim, 2026-11-30: ./vrsim scenarios/llama7b_lora_rtx4090.lua [--set ...]):
+-- Answer (vrsim, 2026-12-01: ./vrsim scenarios/llama7b_lora_rtx4090.lua [--set ...]):
 --   it fits only with the weights loaded straight in bf16 and with gradient checkpointing, up
 --   to micro-batch 7 (./vrsim maxbatch scenarios/llama7b_lora_rtx4090.lua:
---   "micro_batch = 7 fits (peak reserved 21.83 GiB of 22.97 GiB, step 6616.9 ms, 2167 tokens/s);
+--   "micro_batch = 7 fits (peak reserved 21.83 GiB of 22.97 GiB, step 8120.0 ms, 1766 tokens/s);
 --    8 does not").
 --     as this file (build direct, checkpointing, N=4)
 --               FITS: peak reserved 18.92 GiB of 22.97 GiB usable (82.3 %)   <- this file

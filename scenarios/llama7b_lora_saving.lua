@@ -5,8 +5,9 @@
 --   LoRA        FITS: peak reserved 25.67 GiB of 78.45 GiB usable (32.7 %)
 --   full bf16   FITS: peak reserved 63.09 GiB of 78.45 GiB usable (80.4 %)
 --   LoRA needs 59 % less: no weight gradients and AdamW state for 6.7 B frozen parameters (the
---   frozen bf16 weights, 12.6 GiB, remain). Step time 515.2 ms against 730.6 ms (roofline on
---   the A100 datasheet, no calibrated A100 profile): frozen layers skip their weight-gradient GEMMs.
+--   frozen bf16 weights, 12.6 GiB, remain). Step time 618.8 ms against 856.8 ms (vrsim,
+--   2026-12-01; the H200's measured profile carried to the A100, as the step time line says):
+--   frozen layers skip their weight-gradient GEMMs.
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama7b_lora_saving.lua

@@ -4,7 +4,7 @@
 --
 -- Answer (vrsim, 2026-12-01: ./vrsim scenarios/mistral7b_qlora_long_3090.lua [--set ...]):
 --   micro-batch 2 (./vrsim maxbatch scenarios/mistral7b_qlora_long_3090.lua: "micro_batch = 2
---   fits (peak reserved 19.00 GiB of 23.09 GiB, step 54450.3 ms, 301 tokens/s); 3 does not").
+--   fits (peak reserved 19.00 GiB of 23.09 GiB, step 58282.6 ms, 281 tokens/s); 3 does not").
 --     as this file (N=1)   FITS: peak reserved 11.84 GiB of 23.09 GiB usable (51.3 %)
 --     --set quant=none --set build=direct (bf16 base)
 --                          FITS: peak reserved 21.59 GiB of 23.09 GiB usable (93.5 %)

@@ -3,7 +3,7 @@
 --
 -- Answer (vrsim, 2026-12-01: ./vrsim scenarios/qwen25_05b_full_4090.lua [--set ...]):
 --   micro-batch 2 (./vrsim maxbatch scenarios/qwen25_05b_full_4090.lua: "micro_batch = 2 fits
---   (peak reserved 16.90 GiB of 22.97 GiB, step 280.8 ms, 14587 tokens/s); 3 does not"), 5 with
+--   (peak reserved 16.90 GiB of 22.97 GiB, step 304.1 ms, 13467 tokens/s); 3 does not"), 5 with
 --   checkpointing (--set checkpointing=true: 22.21 GiB). Half a billion parameters, but the
 --   vocabulary makes the loss 1.2 GiB of fp32 logits per sequence, three times over.
 -- Measured (gen-cap23521-qwen25-05b-*): on an H200 capped at 23521 MiB, batch 2 fits at 15437.82

@@ -2,7 +2,7 @@
 -- checkpointing on an RTX 4090 at 2048 tokens: how large a micro-batch?
 --
 -- Answer (vrsim, 2026-12-01: ./vrsim maxbatch scenarios/tinyllama_full_4090.lua):
---   "micro_batch = 14 fits (peak reserved 22.09 GiB of 22.97 GiB, step 3762.5 ms, 7620
+--   "micro_batch = 14 fits (peak reserved 22.09 GiB of 22.97 GiB, step 3735.5 ms, 7676
 --   tokens/s); 15 does not".
 --     as this file (N=1)   FITS: peak reserved 10.97 GiB of 22.97 GiB usable (47.8 %)
 --

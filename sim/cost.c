@@ -29,6 +29,13 @@ struct CostModel {
     double gap_ns;          /* dead time between back-to-back kernels, beyond their own time */
     Curve gemm[DT_COUNT];
     Curve mem;
+    /* LoRA adapter GEMMs: per dtype and GEMM (COST_LORA_*), the ranks measured, ascending, each
+     * with its FLOP-rate curve */
+    struct LoraCurves {
+        int n;
+        double rank[COST_LORA_RANKS];
+        Curve rate[COST_LORA_RANKS];
+    } lora[DT_COUNT][COST_LORA_GEMMS];
 };
 
 static int cmp_point(const void *a, const void *b) {
@@ -170,6 +177,9 @@ static const Curve *class_curve(const CostModel *c, const char *kind) {
 
 void cost_free(CostModel *c) {
     if (!c) return;
+    for (int d = 0; d < DT_COUNT; d++)
+        for (int g = 0; g < COST_LORA_GEMMS; g++)
+            for (int i = 0; i < c->lora[d][g].n; i++) curve_free(&c->lora[d][g].rate[i]);
     for (int i = 0; i < c->n_classes; i++) curve_free(&c->cls[i]);
     for (int d = 0; d < DT_COUNT; d++) curve_free(&c->gemm[d]);
     curve_free(&c->mem);
@@ -223,11 +233,44 @@ static double rowwise_ns(const CostModel *c, const Op *op) {
     return ceil(op->rowwise_rows / ROWWISE_WAVE) * op->rowwise_row_bytes / bw * 1e9;
 }
 
+/* The time (s) of one adapter GEMM g of rank r and dtype d at `flops`, from the measured ranks
+ * either side (log-linear in rank), or -1 when r lies outside them or nothing was measured. */
+static double lora_gemm_s(const CostModel *c, DType d, int g, double r, double flops) {
+    const struct LoraCurves *lc = &c->lora[d][g];
+    if (lc->n == 0 || r < lc->rank[0] || r > lc->rank[lc->n - 1] || !(flops > 0)) return -1;
+    int i = 0;
+    while (i + 1 < lc->n && lc->rank[i + 1] <= r) i++;
+    bool at = lc->rank[i] == r || i + 1 == lc->n;
+    /* (a curve carried to a GPU without that dtype's path is empty) */
+    if (lc->rate[i].n == 0 || (!at && lc->rate[i + 1].n == 0)) return -1;
+    double t0 = flops / curve_eval(&lc->rate[i], flops);
+    if (at) return t0;
+    double t1 = flops / curve_eval(&lc->rate[i + 1], flops);
+    double w = log(r / lc->rank[i]) / log(lc->rank[i + 1] / lc->rank[i]);
+    return exp(log(t0) + w * (log(t1) - log(t0)));
+}
+
+/* The device time (s) of a LoRA adapter's GEMM op (Op.lora_rank): its forward GEMM, or its
+ * backward's data and weight gradients (the weight's alone when it launches one), each an equal
+ * share of the FLOPs; -1 when the profile has no curves for it. */
+static double lora_op_s(const CostModel *c, const Op *op) {
+    bool a = op->lora_role == 'A';
+    if (op->phase != PH_BWD)
+        return lora_gemm_s(c, op->compute_dtype, a ? COST_LORA_A_FWD : COST_LORA_B_FWD, op->lora_rank, op->flops);
+    int parts = op->gemms == 1 ? 1 : 2;
+    double f = op->flops / parts;
+    double w = lora_gemm_s(c, op->compute_dtype, a ? COST_LORA_A_WGRAD : COST_LORA_B_WGRAD, op->lora_rank, f);
+    if (parts == 1 || w < 0) return w;
+    double dg = lora_gemm_s(c, op->compute_dtype, a ? COST_LORA_A_DGRAD : COST_LORA_B_DGRAD, op->lora_rank, f);
+    return dg < 0 ? -1 : w + dg;
+}
+
 double cost_op_ns(const CostModel *c, const Op *op) {
     if (op->kind_id == OPK_NONE) return 0.0;
     if (op->stream != STREAM_COMPUTE || op->kind_id == OPK_CPU_ADAM || op->kind_id == OPK_CPU_ADAMW_TORCH)
         return device_op_ns(&c->dev, op);
     double t_c = 0;
+    double t_lora = op->lora_rank > 0 && op->kind_id == OPK_MM ? lora_op_s(c, op) : -1;
     bool attention = op->kind_id == OPK_ATTENTION;
     /* fused attention: the rate PyTorch's kernel of that backend reached at this size, where the
      * profile measured one at least this large (below, the GEMM path's estimate) */
@@ -258,6 +301,9 @@ double cost_op_ns(const CostModel *c, const Op *op) {
     }
     double t_m = bw > 0 ? op->bytes_moved / bw : 0;
     double t = (t_c > t_m ? t_c : t_m) * 1e9;
+    /* an adapter GEMM: its kernels' measured time, carried by compute; on a GPU of less
+     * bandwidth its bytes may take longer */
+    if (t_lora >= 0) t = (t_lora > t_m ? t_lora : t_m) * 1e9;
     t += layout_ns(c, op) + rowwise_ns(c, op);
     /* each kernel is followed by the stream's dead time before the next starts; no kernel with
      * its gap is shorter than an empty one back to back */
@@ -291,6 +337,10 @@ VrStatus cost_carry(CostModel *c, const DeviceSpec *target, const CostCarry *k) 
     for (int i = 0; i < c->n_classes && !st; i++)
         st = c->cls_by_flops[i] ? curve_carry(&c->cls[i], k->sm, k->compute[DT_BF16])
                                 : curve_carry(&c->cls[i], k->bw, k->bw);
+    for (int d = 0; d < DT_COUNT && !st; d++)
+        for (int g = 0; g < COST_LORA_GEMMS && !st; g++)
+            for (int i = 0; i < c->lora[d][g].n && !st; i++)
+                st = curve_carry(&c->lora[d][g].rate[i], k->sm, k->compute[d]);
     if (!st) c->dev = *target;
     return st;
 }
@@ -437,12 +487,67 @@ static VrStatus sdpa_classes(CostModel *c, const CostProfile *p, SdpaVariant v, 
     return VR_OK;
 }
 
+static const char *const LORA_GEMM_NAMES[COST_LORA_GEMMS] = {
+    [COST_LORA_A_FWD] = "A_fwd", [COST_LORA_B_FWD] = "B_fwd", [COST_LORA_A_DGRAD] = "A_dgrad",
+    [COST_LORA_A_WGRAD] = "A_wgrad", [COST_LORA_B_DGRAD] = "B_dgrad", [COST_LORA_B_WGRAD] = "B_wgrad"};
+
+/* The `lora_gemm` rows as curves (cost.h): pts has room for p->n_lora points. */
+static VrStatus lora_curves(CostModel *c, const CostProfile *p, CostPoint *pts, char *why, size_t why_n) {
+    int *dt = malloc(sizeof(int) * (size_t)(p->n_lora > 0 ? p->n_lora : 1));
+    int *gm = malloc(sizeof(int) * (size_t)(p->n_lora > 0 ? p->n_lora : 1));
+    VrStatus st = dt && gm ? VR_OK : VR_ENOMEM;
+    for (int i = 0; !st && i < p->n_lora; i++) {
+        const CostLoraRow *r = &p->lora[i];
+        DType d = DT_FP32;
+        gm[i] = -1;
+        for (int g = 0; g < COST_LORA_GEMMS; g++)
+            if (r->gemm && strcmp(r->gemm, LORA_GEMM_NAMES[g]) == 0) gm[i] = g;
+        if (!r->dtype || dtype_parse(r->dtype, &d) != VR_OK)
+            st = bad_row(why, why_n, "lora_gemm", i, "a dtype vrsim does not know");
+        else if (gm[i] < 0)
+            st = bad_row(why, why_n, "lora_gemm", i, "gemm must be A_fwd, B_fwd, A_dgrad, A_wgrad, B_dgrad or B_wgrad");
+        else if (!(r->rank >= 1) || !(r->tokens > 0) || !(r->width > 0) || !(r->ms > 0) ||
+                 !isfinite(r->rank * r->tokens * r->width * r->ms))
+            st = bad_row(why, why_n, "lora_gemm", i, "rank, tokens, width and ms must be > 0");
+        dt[i] = (int)d;
+    }
+    /* one curve per (dtype, gemm, rank), ranks kept in ascending order */
+    for (int i = 0; !st && i < p->n_lora; i++) {
+        struct LoraCurves *lc = &c->lora[dt[i]][gm[i]];
+        double r = p->lora[i].rank;
+        int j = 0;
+        while (j < lc->n && lc->rank[j] < r) j++;
+        if (j < lc->n && lc->rank[j] == r) continue; /* made with an earlier row of its rank */
+        if (lc->n == COST_LORA_RANKS) {
+            st = bad_row(why, why_n, "lora_gemm", i, "more distinct ranks than vrsim keeps for one GEMM");
+            break;
+        }
+        int n = 0;
+        for (int k = i; k < p->n_lora; k++) {
+            const CostLoraRow *q = &p->lora[k];
+            if (dt[k] != dt[i] || gm[k] != gm[i] || q->rank != r) continue;
+            double f = 2 * q->tokens * q->width * q->rank;
+            pts[n++] = (CostPoint){f, f / (q->ms * 1e-3)};
+        }
+        memmove(&lc->rank[j + 1], &lc->rank[j], sizeof lc->rank[0] * (size_t)(lc->n - j));
+        memmove(&lc->rate[j + 1], &lc->rate[j], sizeof lc->rate[0] * (size_t)(lc->n - j));
+        lc->rank[j] = r;
+        lc->n++;
+        st = curve_init(&lc->rate[j], pts, n);
+    }
+    free(dt);
+    free(gm);
+    return st;
+}
+
 VrStatus cost_from_profile(const DeviceSpec *dev, const CostProfile *p, CostModel **out,
                            char *why, size_t why_n) {
     *out = NULL;
     if (why && why_n) why[0] = '\0';
-    if (p->n_gemm < 0 || p->n_stream < 0 || p->n_torch_ops < 0 || p->n_sdpa < 0) return VR_EINVAL;
+    if (p->n_gemm < 0 || p->n_stream < 0 || p->n_torch_ops < 0 || p->n_sdpa < 0 || p->n_lora < 0)
+        return VR_EINVAL;
     int most = p->n_gemm;
+    if (p->n_lora > most) most = p->n_lora;
     if (p->n_stream > most) most = p->n_stream;
     if (p->n_torch_ops > most) most = p->n_torch_ops;
     if (2 * p->n_sdpa > most) most = 2 * p->n_sdpa;
@@ -469,6 +574,7 @@ VrStatus cost_from_profile(const DeviceSpec *dev, const CostProfile *p, CostMode
     }
     for (int v = 0; v < SDPA_VARIANTS && !st; v++)
         st = sdpa_classes(c, p, (SdpaVariant)v, pts, pts + p->n_sdpa, why, why_n);
+    if (!st && p->n_lora > 0) st = lora_curves(c, p, pts, why, why_n);
     free(pts);
     if (st) {
         cost_free(c);

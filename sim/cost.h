@@ -71,6 +71,21 @@ typedef struct CostSdpaRow {
     bool masked;           /* with an additive attention mask (no block skipped) */
 } CostSdpaRow;
 
+/* The six GEMMs of a LoRA adapter of rank r on a layer of width d at t tokens (graph.h
+ * Op.lora_rank), by the names of a `lora_gemm` row's `gemm`: forward x A^T ("A_fwd") and a B^T
+ * ("B_fwd"); backward, each matrix's data and weight gradients. Each is 2 t d r FLOPs. */
+enum { COST_LORA_A_FWD = 0, COST_LORA_B_FWD, COST_LORA_A_DGRAD, COST_LORA_A_WGRAD,
+       COST_LORA_B_DGRAD, COST_LORA_B_WGRAD, COST_LORA_GEMMS };
+#define COST_LORA_RANKS 8 /* distinct ranks one dtype's GEMM may have rows of */
+
+/* A row of `lora_gemm` (measure_lora_gemms.py): one adapter GEMM's kernels' own time. */
+typedef struct CostLoraRow {
+    const char *dtype;   /* "fp32", "bf16", ...; borrowed */
+    const char *gemm;    /* "A_fwd", "B_fwd", "A_dgrad", "A_wgrad", "B_dgrad", "B_wgrad"; borrowed */
+    double rank, tokens, width;
+    double ms;
+} CostLoraRow;
+
 /* A whole profile. Arrays are borrowed for the call; NULL with a count of 0 for a table the
  * profile lacks. */
 typedef struct CostProfile {
@@ -78,6 +93,7 @@ typedef struct CostProfile {
     const CostStreamRow *stream;   int n_stream;     /* `copy` then `elementwise`: the generic curve */
     const CostStreamRow *torch_ops; int n_torch_ops; /* PyTorch's kernels by class */
     const CostSdpaRow *sdpa;       int n_sdpa;       /* fused attention per backend */
+    const CostLoraRow *lora;       int n_lora;       /* LoRA adapters' GEMMs */
     double launch_device_us;       /* an empty kernel's device time, back to back (0: none) */
     double kernel_gap_us;          /* the stream's gap between back-to-back kernels (0: none) */
 } CostProfile;
@@ -115,6 +131,13 @@ const char *cost_sdpa_backend(int b);
  *     what a self-attention of the same FLOPs takes; and masked rows, "attention_<backend>_masked",
  *     whose kernels read the additive mask and skip no block. An op of a "_cross" or "_masked"
  *     kind without such a curve takes its backend's;
+ *   - per dtype, adapter GEMM (COST_LORA_*) and rank, a FLOP-rate curve from the `lora_gemm` rows
+ *     (2 tokens width rank FLOPs over ms): an op with Op.lora_rank takes each of its GEMMs' time
+ *     from the curves of its dtype, GEMM and rank, interpolated in log rank between the two
+ *     nearest ranks measured, or the GEMM path when its rank lies outside them or its dtype has
+ *     none (cuBLAS runs these skinny GEMMs far below the rate of square ones of the same FLOPs:
+ *     in fp32, as peft keeps its adapters, on the SIMT cores); never less than its bytes' time
+ *     at the streaming curve (on a GPU of less bandwidth than the one measured, their bound);
  *   - the kernel floor and gap (cost_set_kernel_ns, cost_set_kernel_gap_ns).
  * There is no limit on rows. The caller owns *out. VR_EINVAL for a row that cannot be a point
  * (why, if not NULL, gets a line naming the table, the row (1-based) and the figure), VR_ENOMEM. */
@@ -146,6 +169,7 @@ void cost_set_kernel_gap_ns(CostModel *c, double ns);
  *     it reached of the reference's, at the same work per SM (the same number of tile waves): the
  *     curve's sizes scale by sm, its rates by compute[d] (target / reference dense peak of dtype d,
  *     each at the clock its GEMMs hold inside a training step); fused attention takes bf16's ratio;
+ *     (a LoRA adapter GEMM takes its own dtype's ratio);
  *   - a memory-bound kernel reaches the same fraction of the target's DRAM bandwidth at the same
  *     time per byte (Little's law: the same latency with bw times the bytes in flight): sizes and
  *     rates scale by bw;

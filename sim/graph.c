@@ -750,6 +750,7 @@ static VrStatus derive_one(Deriv *d, int f) {
             .bytes_moved = bwd_bytes, .kernels = kernels,
             .compute_dtype = fop.compute_dtype, .layer = fop.layer,
             .gemms = fop.flops > 0 && fop.bwd_flops > 0 ? (int)(fop.bwd_flops / fop.flops + 0.5) : 2,
+            .lora_rank = fop.lora_rank, .lora_role = fop.lora_role,
             .in_ckpt = fop.region > 0, .workspace_first = fop.bwd_workspace_first,
             .has_dispatch = fop.has_dispatch, .dispatch_ns = fop.bwd_dispatch_ns,
             .dispatch_ckpt_ns = fop.bwd_dispatch_ckpt_ns,
@@ -1079,6 +1080,7 @@ static bool same_op(const Op *a, const Op *b) {
            a->has_dispatch == b->has_dispatch && a->dispatch_ns == b->dispatch_ns &&
            a->dispatch_ckpt_ns == b->dispatch_ckpt_ns && a->bwd_dispatch_ns == b->bwd_dispatch_ns &&
            a->bwd_dispatch_ckpt_ns == b->bwd_dispatch_ckpt_ns && a->gemms == b->gemms &&
+           a->lora_rank == b->lora_rank && a->lora_role == b->lora_role &&
            a->compute_dtype == b->compute_dtype && a->layer == b->layer && a->stream == b->stream &&
            a->hook == b->hook && a->n_grads_of == b->n_grads_of &&
            same_ints(a->grads_of, b->grads_of, a->n_grads_of) && a->free_grads == b->free_grads &&

@@ -170,6 +170,11 @@ typedef struct Op {
                               hooks included) */
     int gemms;             /* GEMM kernels the op runs (a derived backward GEMM op: one per input
                               that needs a gradient); 0 = 1 */
+    int lora_rank;         /* > 0: a GEMM of a LoRA adapter of this rank (its backward too), of
+                              matrix lora_role 'A' (x A^T, rank-wide output) or 'B' (a B^T,
+                              rank-deep product): priced by the profile's adapter GEMM table
+                              where it has one (sim/cost.c lora_ns) */
+    char lora_role;
     DType compute_dtype;   /* dtype the math runs in (cost model) */
     int layer;             /* decoder layer / block index, -1 if none (reports) */
     int stream;            /* 0 compute, 1 communication (NCCL), 2 host-to-device, 3 device-to-host,

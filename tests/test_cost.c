@@ -390,6 +390,81 @@ static void test_profile_sdpa_kernel_rows(void **state) {
     cost_free(c);
 }
 
+/* The GEMM op of a LoRA adapter (Op.lora_rank) of matrix role, rank r, fp32, at flops, moving
+ * 4 MB (1 us at the test device's 4 TB/s). */
+static double lora_time(const CostModel *c, char role, int r, Phase phase, int gemms, double flops) {
+    Op op = op_of("mm", phase, flops, 4e6);
+    op.compute_dtype = DT_FP32;
+    op.lora_rank = r;
+    op.lora_role = role;
+    op.gemms = gemms;
+    return cost_op_ns(c, &op);
+}
+
+/* lora_gemm rows: a curve per dtype, GEMM and rank at 2 t d r FLOPs; a rank between two measured
+ * ones takes the log-linear mean of their times, one outside them (or a dtype without rows) the
+ * GEMM path; a backward op adds its data and weight gradients, or takes the weight's alone when
+ * it runs one GEMM; rows that are not points are errors naming the row. */
+static void test_profile_lora_rows(void **state) {
+    (void)state;
+    DeviceSpec dev = plain_device();
+    CostLoraRow r[5] = {{"fp32", "A_fwd", 8, 8192, 2048, 0.040},    /* 0.27 GFLOP in 40 us */
+                        {"fp32", "A_fwd", 32, 8192, 2048, 0.090},   /* 1.07 GFLOP in 90 us */
+                        {"fp32", "A_dgrad", 8, 8192, 2048, 0.030},
+                        {"fp32", "A_wgrad", 8, 8192, 2048, 0.050},
+                        {"fp32", "B_fwd", 8, 8192, 2048, 0.020}};
+    CostProfile p = {.lora = r, .n_lora = 5};
+    CostModel *c = NULL;
+    assert_int_equal(cost_from_profile(&dev, &p, &c, NULL, 0), VR_OK);
+    double f8 = 2.0 * 8192 * 2048 * 8, f32 = 4 * f8;
+    assert_true(fabs(lora_time(c, 'A', 8, PH_FWD, 0, f8) - 40e3) < 1.0);
+    assert_true(fabs(lora_time(c, 'A', 8, PH_RECOMPUTE, 0, f8) - 40e3) < 1.0);
+    assert_true(fabs(lora_time(c, 'B', 8, PH_FWD, 0, f8) - 20e3) < 1.0);
+    assert_true(fabs(lora_time(c, 'A', 32, PH_FWD, 0, f32) - 90e3) < 1.0);
+    /* rank 16, half way in log rank: at the same FLOPs the rank-8 curve gives 80 us and the
+     * rank-32 one 45 us (a curve of one point keeps its rate at every size) ... */
+    double f16 = 2 * f8, want = exp(0.5 * (log(80e3) + log(45e3)));
+    assert_true(fabs(lora_time(c, 'A', 16, PH_FWD, 0, f16) - want) < 1.0);
+    /* ... rank 64 lies outside the measured ranks: the GEMM path (60 TFLOP/s fp32 datasheet) */
+    assert_true(fabs(lora_time(c, 'A', 64, PH_FWD, 0, 8 * f8) - 8 * f8 / 60e12 * 1e9) < 1.0);
+    /* backward: data and weight gradients, f8 each; the weight's alone with one GEMM */
+    assert_true(fabs(lora_time(c, 'A', 8, PH_BWD, 2, 2 * f8) - 80e3) < 1.0);
+    assert_true(fabs(lora_time(c, 'A', 8, PH_BWD, 1, f8) - 50e3) < 1.0);
+    /* B has no gradient rows: the GEMM path */
+    assert_true(fabs(lora_time(c, 'B', 8, PH_BWD, 2, 2 * f8) - 2 * f8 / 60e12 * 1e9) < 1.0);
+    /* an op without lora_rank is a plain GEMM */
+    Op plain = op_of("mm", PH_FWD, f8, 4e6);
+    plain.compute_dtype = DT_FP32;
+    assert_true(fabs(cost_op_ns(c, &plain) - f8 / 60e12 * 1e9) < 1.0);
+    /* an adapter GEMM takes at least its bytes' time: 1e9 bytes at 4 TB/s */
+    Op heavy = op_of("mm", PH_FWD, f8, 1e9);
+    heavy.compute_dtype = DT_FP32, heavy.lora_rank = 8, heavy.lora_role = 'A';
+    assert_true(fabs(cost_op_ns(c, &heavy) - 250e3) < 1.0);
+    /* carried to half the SMs and a quarter of the fp32 peak: the rank-8 fraction at f8 comes at
+     * f8 / 2, at a quarter of the rate */
+    DeviceSpec tgt = dev;
+    CostCarry k = {.sm = 0.5, .bw = 0.5};
+    k.compute[DT_FP32] = 0.25;
+    assert_int_equal(cost_carry(c, &tgt, &k), VR_OK);
+    assert_true(fabs(lora_time(c, 'A', 8, PH_FWD, 0, f8 / 2) - 80e3) < 1.0);
+    /* a target without an fp32 path: the curves are emptied, and the GEMM path prices the op */
+    k.compute[DT_FP32] = 0;
+    assert_int_equal(cost_carry(c, &tgt, &k), VR_OK);
+    Op gone = op_of("mm", PH_FWD, f8, 4e6);
+    gone.compute_dtype = DT_FP32;
+    double generic = cost_op_ns(c, &gone);
+    assert_true(generic > 0 && fabs(lora_time(c, 'A', 8, PH_FWD, 0, f8) - generic) < 1.0);
+    cost_free(c);
+    char why[160];
+    CostLoraRow bad[2] = {{"fp32", "C_fwd", 8, 8192, 2048, 0.040}, {"fp32", "A_fwd", 8, 8192, 2048, 0}};
+    p = (CostProfile){.lora = bad, .n_lora = 1};
+    assert_int_equal(cost_from_profile(&dev, &p, &c, why, sizeof why), VR_EINVAL);
+    assert_non_null(strstr(why, "lora_gemm row 1"));
+    p.lora = bad + 1;
+    assert_int_equal(cost_from_profile(&dev, &p, &c, why, sizeof why), VR_EINVAL);
+    assert_non_null(strstr(why, "must be > 0"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_and_fp32_fallback),
@@ -404,6 +479,7 @@ int main(void) {
         cmocka_unit_test(test_profile_stream_rows),
         cmocka_unit_test(test_profile_sdpa_rows),
         cmocka_unit_test(test_profile_sdpa_kernel_rows),
+        cmocka_unit_test(test_profile_lora_rows),
     };
     return cmocka_run_group_tests_name("cost", tests, NULL, NULL);
 }

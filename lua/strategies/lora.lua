@@ -35,8 +35,9 @@ local function lora_forward(base)
                                  save_outs = { 1 }, frees = {}, flops = nn.numel(xa.shape), host = "dropout" })
       xd = out
     end
-    local a = nn.linear(cx, name .. ".lora_A", xd, A)
-    local b = nn.linear(cx, name .. ".lora_B", a, B)
+    -- (the adapters' skinny GEMMs are priced by the profile's table of them: nn.linear's opts.lora)
+    local a = nn.linear(cx, name .. ".lora_A", xd, A, nil, { lora = { lora.r, "A" } })
+    local b = nn.linear(cx, name .. ".lora_B", a, B, nil, { lora = { lora.r, "B" } })
     local scaled = nn.op(cx, { name = name .. ".lora_scale", inputs = { b },
                                outs = { { name .. ".lora_scale", b.shape, b.dtype } },
                                flops = nn.numel(b.shape), dtype = b.dtype, host = "mul_scalar" })

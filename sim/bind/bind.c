@@ -1081,6 +1081,23 @@ static int l_op_rowwise(lua_State *L) {
     return 0;
 }
 
+/* G:op_lora(i, rank, role): op i (a forward GEMM) is one of a LoRA adapter's, of that rank and
+ * matrix ("A" or "B"): graph.h Op.lora_rank. */
+static int l_op_lora(lua_State *L) {
+    Graph *g = check_graph(L);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    if (i < 0 || i >= graph_num_ops(g)) return luaL_error(L, "op_lora: no op %d", (int)i);
+    lua_Integer r = luaL_checkinteger(L, 3);
+    const char *role = luaL_checkstring(L, 4);
+    if (r < 1 || r > 1 << 20) return luaL_error(L, "op_lora: rank must be 1..%d", 1 << 20);
+    if (strcmp(role, "A") != 0 && strcmp(role, "B") != 0) return luaL_error(L, "op_lora: role must be \"A\" or \"B\"");
+    Op *op = graph_op(g, (int)i);
+    if (op->kind_id != OPK_MM || op->phase == PH_BWD) return luaL_error(L, "op_lora: op '%s' is not a forward GEMM", op->name);
+    op->lora_rank = (int)r;
+    op->lora_role = role[0];
+    return 0;
+}
+
 static int l_derive_backward(lua_State *L) {
     Graph *g = check_graph(L);
     int loss = (int)luaL_checkinteger(L, 2) - 1;
@@ -1206,7 +1223,7 @@ static int l_new_graph(lua_State *L) {
 static const luaL_Reg GRAPH_METHODS[] = {
     {"module", l_module}, {"tensor", l_tensor}, {"op", l_op}, {"tensorv", l_tensorv},
     {"opv", l_opv}, {"op_layout", l_op_layout},
-    {"op_rowwise", l_op_rowwise},
+    {"op_rowwise", l_op_rowwise}, {"op_lora", l_op_lora},
     {"derive_backward", l_derive_backward}, {"param_grad", l_param_grad},
     {"num_tensors", l_num_tensors}, {"num_ops", l_num_ops}, {"replicate", l_replicate},
     {"is_replica", l_is_replica}, {NULL, NULL}};
@@ -1646,18 +1663,23 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
     lua_pop(L, 1);
     int n_sdpa = profile_table(L, prof, "sdpa");
     lua_pop(L, 1);
+    int n_lora = profile_table(L, prof, "lora_gemm");
+    lua_pop(L, 1);
     /* the rows live in userdata (freed by Lua's collector if a field raises), dtype and class
      * names copied into it: nothing borrowed from Lua outlives this call */
     size_t bytes = sizeof(CostGemmRow) * (size_t)n_gemm + sizeof(char[16]) * (size_t)n_gemm +
                    sizeof(CostStreamRow) * (size_t)(n_stream + n_ops) + sizeof(char[32]) * (size_t)n_ops +
-                   sizeof(CostSdpaRow) * (size_t)n_sdpa;
+                   sizeof(CostSdpaRow) * (size_t)n_sdpa + sizeof(CostLoraRow) * (size_t)n_lora +
+                   sizeof(char[16]) * 2 * (size_t)n_lora;
     char *buf = lua_newuserdatauv(L, bytes ? bytes : 1, 0);
     CostGemmRow *gemm = (CostGemmRow *)buf;
     CostSdpaRow *sdpa = (CostSdpaRow *)(gemm + n_gemm);
-    CostStreamRow *stream = (CostStreamRow *)(sdpa + n_sdpa);
+    CostLoraRow *lora = (CostLoraRow *)(sdpa + n_sdpa);
+    CostStreamRow *stream = (CostStreamRow *)(lora + n_lora);
     CostStreamRow *ops = stream + n_stream;
     char (*dtypes)[16] = (char (*)[16])(ops + n_ops);
-    char (*classes)[32] = (char (*)[32])(dtypes + n_gemm);
+    char (*lora_names)[16] = dtypes + n_gemm; /* per row: its dtype, then its gemm */
+    char (*classes)[32] = (char (*)[32])(lora_names + 2 * n_lora);
     profile_table(L, prof, "gemm");
     for (int i = 1; i <= n_gemm; i++) {
         int e = profile_row(L, "gemm", i);
@@ -1674,7 +1696,18 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
     /* PyTorch's kernels by memory-access class (validation/harness/measure_torch_ops.py) */
     read_points(L, prof, "torch_ops", ops, 0, classes);
     read_sdpa(L, prof, sdpa);
-    CostProfile cp = {gemm, n_gemm, stream, n_stream, ops, n_ops, sdpa, n_sdpa,
+    /* LoRA adapters' GEMMs, kernel time by rank, tokens and width (measure_lora_gemms.py) */
+    profile_table(L, prof, "lora_gemm");
+    for (int i = 1; i <= n_lora; i++) {
+        int e = profile_row(L, "lora_gemm", i);
+        lora[i - 1] = (CostLoraRow){field_str(L, e, "dtype", lora_names[2 * (i - 1)], sizeof lora_names[0]),
+                                    field_str(L, e, "gemm", lora_names[2 * (i - 1) + 1], sizeof lora_names[0]),
+                                    field_num(L, e, "rank", 0), field_num(L, e, "tokens", 0),
+                                    field_num(L, e, "width", 0), field_num(L, e, "ms", 0)};
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    CostProfile cp = {gemm, n_gemm, stream, n_stream, ops, n_ops, sdpa, n_sdpa, lora, n_lora,
                       field_num(L, prof, "launch_device_us", 0), field_num(L, prof, "kernel_gap_us", 0)};
     char why[160], src[200] = "?";
     VrStatus st = cost_from_profile(&p->dev, &cp, &p->cost, why, sizeof why);

@@ -1,8 +1,10 @@
 """The GPU kernels of one steady training step of a Hugging Face causal LM built from a record's
-hf_config (random weights, bf16, SDPA, AdamW foreach lr 1e-5, as measure_llama.py's runs): each
+hf_config as measure_llama.py builds its runs (random weights, the record's mode bf16 or
+lora_bf16 with its peft settings, checkpointing, attention and AdamW variant, lr 1e-5): each
 kernel's name, launches and device time from torch.profiler, per phase (forward, backward,
 optimizer; profile_sdxl_kernels.py's kernels_of). For checking vrsim's op costs kernel by kernel
-on the families' runs (llama_h200_gen_families.jsonl).
+on the families' runs (llama_h200_gen_families.jsonl). A record with settings this does not
+reproduce (another mode, accumulation, a memory cap) is refused.
 
   python3 validation/harness/profile_hf_step.py --record validation/records/llama_h200_gen_families.jsonl \\
       --name gen-mistral-l4-s8192-b1 --out F.jsonl
@@ -26,15 +28,30 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     rec = next(json.loads(l) for l in open(a.record) if json.loads(l)["name"] == a.name)
+    mode, attn = rec.get("mode", "bf16"), rec.get("attn", "sdpa")
+    if mode not in ("bf16", "lora_bf16") or rec.get("accum", 1) != 1 or "cap_mib" in rec:
+        sys.exit("profile_hf_step: %s: mode %s, accum %s%s not reproduced here"
+                 % (a.name, mode, rec.get("accum", 1), ", a memory cap" if "cap_mib" in rec else ""))
     from transformers import AutoConfig, AutoModelForCausalLM
     hf = dict(rec["hf_config"])
     cfg = AutoConfig.for_model(hf.pop("model_type"), **{k: v for k, v in hf.items() if k != "architectures"})
-    cfg._attn_implementation = "sdpa"
+    cfg._attn_implementation = attn
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)
+    if rec.get("ckpt"):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if mode == "lora_bf16":  # as measure_llama.py (the record's lora, else its defaults)
+        from peft import LoraConfig, get_peft_model
+        if rec.get("ckpt"):
+            model.enable_input_require_grads()
+        lc = rec.get("lora") or {"r": 8, "alpha": 32, "dropout": 0.05, "targets": ["q_proj", "v_proj"]}
+        model = get_peft_model(model, LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
+                                                 target_modules=lc["targets"], task_type="CAUSAL_LM"))
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
+    kw = {"adamw_foreach": {"foreach": True}, "adamw_fused": {"fused": True},
+          "adamw_forloop": {"foreach": False}}[rec.get("optim", "adamw_foreach")]
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5, **kw)
     ids = torch.randint(0, cfg.vocab_size, (rec["batch"], rec["seq"]), device="cuda")
     fwd = lambda: model(input_ids=ids, labels=ids).loss
     for _ in range(3):
@@ -43,7 +60,8 @@ def main():
     loss, kf = kernels_of(fwd)
     _, kb = kernels_of(lambda: loss.backward())
     _, ko = kernels_of(lambda: (opt.step(), opt.zero_grad(set_to_none=True)))
-    out = {"name": a.name, "kernels": {"forward": kf, "backward": kb, "optimizer": ko},
+    out = {"name": a.name, "mode": mode, "ckpt": bool(rec.get("ckpt")), "lora": rec.get("lora"),
+           "kernels": {"forward": kf, "backward": kb, "optimizer": ko},
            "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
     with open(a.out, "a") as f:
         f.write(json.dumps(out) + "\n")

@@ -19,7 +19,8 @@ return function(nn)
   -- autocast cache (nn.autocast_weight).
   -- opts: keep_input (the caller's frame still holds x: the call drops no reference of it),
   -- frees, noncontig, grad_transposed (the gradient arrives as a transposed view: the bias
-  -- reduction runs along its fastest dim, no staging buffer), bwd_workspace.
+  -- reduction runs along its fastest dim, no staging buffer), bwd_workspace, lora ({ rank, "A" or
+  -- "B" }: the GEMM of a LoRA adapter, graph.h Op.lora_rank; bias-free only).
   function nn.linear(cx, name, x, w, b, opts)
     opts = opts or {}
     local cast
@@ -76,6 +77,7 @@ return function(nn)
                                 grad_order = { 2, 1 }, frees = frees, bwd_workspace = opts.bwd_workspace,
                                 flops = flops, bwd_flops = bwd_flops, dtype = x.dtype,
                                 host = b and "linear" or (x.rg and not w.rg) and "linear_frozen" or "linear_nobias" })
+    if opts.lora and not b then cx.G:op_lora(cx.last_op, opts.lora[1], opts.lora[2]) end
     if not b then return y end
     -- output.add_(bias): in place (a view of the product)
     local yb = nn.view(cx, y, y.shape, name .. ".add_bias")
