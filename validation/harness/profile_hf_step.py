@@ -21,17 +21,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from profile_sdxl_kernels import kernels_of  # noqa: E402  (kernel name -> launches, ms)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--record", required=True)
-    ap.add_argument("--name", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
-    rec = next(json.loads(l) for l in open(a.record) if json.loads(l)["name"] == a.name)
+def build(record, name):
+    """The record's run as measure_llama.py builds it, warmed up by three steps: (its mode, its
+    forward as a function returning the loss, the optimizer). Exits for a record it does not
+    reproduce."""
+    rec = next(json.loads(l) for l in open(record) if json.loads(l)["name"] == name)
     mode, attn = rec.get("mode", "bf16"), rec.get("attn", "sdpa")
+    if "hf_config" not in rec:
+        sys.exit("profile_hf_step: %s: no hf_config (a shape record: measure_llama.py's LlamaConfig), "
+                 "not reproduced here" % name)
     if mode not in ("bf16", "lora_bf16") or rec.get("accum", 1) != 1 or "cap_mib" in rec:
         sys.exit("profile_hf_step: %s: mode %s, accum %s%s not reproduced here"
-                 % (a.name, mode, rec.get("accum", 1), ", a memory cap" if "cap_mib" in rec else ""))
+                 % (name, mode, rec.get("accum", 1), ", a memory cap" if "cap_mib" in rec else ""))
     from transformers import AutoConfig, AutoModelForCausalLM
     hf = dict(rec["hf_config"])
     cfg = AutoConfig.for_model(hf.pop("model_type"), **{k: v for k, v in hf.items() if k != "architectures"})
@@ -57,6 +58,17 @@ def main():
     for _ in range(3):
         loss = fwd(); loss.backward(); opt.step(); opt.zero_grad(set_to_none=True); del loss
     torch.cuda.synchronize()
+    return rec, fwd, opt
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--record", required=True)
+    ap.add_argument("--name", required=True)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    rec, fwd, opt = build(a.record, a.name)
+    mode = rec.get("mode", "bf16")
     loss, kf = kernels_of(fwd)
     _, kb = kernels_of(lambda: loss.backward())
     _, ko = kernels_of(lambda: (opt.step(), opt.zero_grad(set_to_none=True)))
