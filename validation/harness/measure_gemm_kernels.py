@@ -61,8 +61,9 @@ def shapes():
     return sorted(out)
 
 
-def operands(op, m, n, k):
-    kw = dict(device="cuda", dtype=torch.bfloat16)
+def operands(op, m, n, k, dtype=None):
+    """A call computing C[m, n] = op(A) op(B) on random operands (bf16 unless dtype)."""
+    kw = dict(device="cuda", dtype=dtype or torch.bfloat16)
     if op == "nt":
         a, b = torch.randn(m, k, **kw), torch.randn(n, k, **kw)
         return lambda: a @ b.t()

@@ -20,6 +20,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernel_timing import median_kernel_us, save_rows, torch  # noqa: E402
+if torch is not None:  # --from runs without torch
+    from measure_gemm_kernels import operands  # noqa: E402  (op, m, n, k, dtype -> the call)
 
 RANKS = (8, 16, 32, 64)
 WIDTHS = (512, 2048, 4096, 8192, 14336)
@@ -34,18 +36,6 @@ def shapes():
                 out.update({("nt", t, r, d), ("nt", t, d, r), ("nn", t, r, d), ("tn", d, r, t),
                             ("nn", t, d, r), ("tn", r, d, t)})
     return sorted(out)
-
-
-def operands(op, m, n, k, dtype):
-    kw = dict(device="cuda", dtype=dtype)
-    if op == "nt":
-        a, b = torch.randn(m, k, **kw), torch.randn(n, k, **kw)
-        return lambda: a @ b.t()
-    if op == "tn":
-        a, b = torch.randn(k, m, **kw), torch.randn(k, n, **kw)
-        return lambda: a.t() @ b
-    a, b = torch.randn(m, k, **kw), torch.randn(k, n, **kw)
-    return lambda: a @ b
 
 
 def measure(out):
@@ -87,9 +77,9 @@ def write_lua(src, path):
                 "-- default) and bf16: an adapter of rank r on a layer of width d at t tokens runs A_fwd (x A^T),\n"
                 "-- B_fwd (a B^T) and each matrix's data and weight gradients, 2 t d r FLOPs each\n"
                 "-- (sim/cost.h COST_LORA_*, graph.h Op.lora_rank).\n"
-                "--   python3 validation/harness/measure_lora_gemms.py --out validation/results/lora_gemms_h200.json\n"
-                "--   python3 validation/harness/measure_lora_gemms.py --from validation/results/lora_gemms_h200.json --lua THIS_FILE\n"
-                % (d["gpu"], d["torch"]))
+                "--   python3 validation/harness/measure_lora_gemms.py --out %s\n"
+                "--   python3 validation/harness/measure_lora_gemms.py --from %s --lua THIS_FILE\n"
+                % (d["gpu"], d["torch"], src, src))
         f.write("return {\n  lora_gemm = {\n")
         for r in d["rows"]:
             g, t, w = gemm_of(r)

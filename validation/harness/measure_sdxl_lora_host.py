@@ -21,6 +21,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from profile_sdxl_step import build, phases, timed_step  # noqa: E402
 
 
+def lora_run(a):
+    """The UNet frozen with pub-s01's adapters (LoraConfig(r, lora_alpha=r, lora_dropout=0, to_q,
+    to_k, to_v, to_out.0), inject_adapter_in_model) and AdamW foreach over them: (its phases, the
+    adapter tensors)."""
+    from peft import LoraConfig, inject_adapter_in_model
+    model, _, inp, target, _ = build(a)
+    model.requires_grad_(False)
+    cfg = LoraConfig(r=a.rank, lora_alpha=a.rank, lora_dropout=0.0,
+                     target_modules=["to_q", "to_k", "to_v", "to_out.0"])
+    model = inject_adapter_in_model(cfg, model)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=1e-5, foreach=True)
+    return phases(a, model, opt, inp, target), trainable
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--res", type=int, default=512)
@@ -30,18 +45,10 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     a.mode, a.ckpt = "bf16", False
-    from peft import LoraConfig, inject_adapter_in_model
     runs = {}
     full = build(a)
     runs["full"] = phases(a, *full[:4])
-    model, _, inp, target, _ = build(a)
-    model.requires_grad_(False)
-    cfg = LoraConfig(r=a.rank, lora_alpha=a.rank, lora_dropout=0.0,
-                     target_modules=["to_q", "to_k", "to_v", "to_out.0"])
-    model = inject_adapter_in_model(cfg, model)
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trainable, lr=1e-5, foreach=True)
-    runs["lora"] = phases(a, model, opt, inp, target)
+    runs["lora"], trainable = lora_run(a)
     rec = {"res": a.res, "batch": a.batch, "rank": a.rank, "rounds": a.rounds,
            "lora_tensors": len(trainable), "torch": torch.__version__,
            "python": sys.version.split()[0], "date": time.strftime("%Y-%m-%d")}

@@ -3,7 +3,7 @@ garbage collector takes of it: the measured record pub-s01 (shared/truth/sdxl_h2
 LoRA r 8 at 512 px, batch 1, host-bound) has steps 1-3 of 307, 403 and 366 ms.
 
 Two UNets of sdxl_unet.py in one process, bf16, no checkpointing, built as
-measure_sdxl_lora_host.py builds them (the LoRA one frozen with peft adapters as pub-s01's). Each
+measure_sdxl_lora_host.py builds them (its lora_run) (the LoRA one frozen with peft adapters as pub-s01's). Each
 runs --steps steps with the collector on, as the records' runs leave it, then --steps with it off
 (gc.disable(), after a gc.collect()). Every step is timed as the records time theirs (CUDA events
 around it, from a synchronized device: profile_sdxl_step.timed_step), and gc.callbacks times each
@@ -26,6 +26,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from measure_sdxl_lora_host import lora_run  # noqa: E402
 from profile_sdxl_step import build, phases, timed_step  # noqa: E402
 
 
@@ -79,19 +80,11 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     a.mode, a.ckpt = "bf16", False
-    from peft import LoraConfig, inject_adapter_in_model
     runs = {}
     if not a.as_record:
         full = build(a)
         runs["full"] = phases(a, *full[:4])
-    model, _, inp, target, _ = build(a)
-    model.requires_grad_(False)
-    cfg = LoraConfig(r=a.rank, lora_alpha=a.rank, lora_dropout=0.0,
-                     target_modules=["to_q", "to_k", "to_v", "to_out.0"])
-    model = inject_adapter_in_model(cfg, model)
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trainable, lr=1e-5, foreach=True)
-    runs["lora"] = phases(a, model, opt, inp, target)
+    runs["lora"], _ = lora_run(a)
     coll = Collections()
     rec = {"res": a.res, "batch": a.batch, "rank": a.rank, "steps": a.steps, "as_record": a.as_record,
            "gc_threshold": list(gc.get_threshold()), "python_objects": len(gc.get_objects()),

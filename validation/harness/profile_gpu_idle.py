@@ -8,7 +8,6 @@ waited for. One JSON line per record.
   python3 validation/harness/profile_gpu_idle.py --record validation/records/llama_h200_gen_families.jsonl \\
       --name gen-mistral-l4-b4 --out F.jsonl
 """
-import argparse
 import collections
 import json
 import os
@@ -17,7 +16,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from profile_hf_step import build  # noqa: E402
+from profile_hf_step import built_from_args  # noqa: E402
 
 PHASES = ("forward", "backward", "optimizer")
 GAP_US = 2.0  # shorter gaps are the stream's own spacing between kernels
@@ -47,12 +46,7 @@ def timed(fwd, opt, n=5):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--record", required=True)
-    ap.add_argument("--name", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
-    rec, fwd, opt = build(a.record, a.name)
+    a, _, fwd, opt = built_from_args(__doc__)
     step_ms = timed(fwd, opt)
     from torch.profiler import ProfilerActivity, profile, record_function
     torch.cuda.synchronize()

@@ -61,13 +61,19 @@ def build(record, name):
     return rec, fwd, opt
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def built_from_args(doc):
+    """The command line --record F --name N --out F, and the record's run built: (args, the
+    record, its forward, the optimizer)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--record", required=True)
     ap.add_argument("--name", required=True)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    rec, fwd, opt = build(a.record, a.name)
+    return (a,) + build(a.record, a.name)
+
+
+def main():
+    a, rec, fwd, opt = built_from_args(__doc__)
     mode = rec.get("mode", "bf16")
     loss, kf = kernels_of(fwd)
     _, kb = kernels_of(lambda: loss.backward())
