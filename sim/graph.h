@@ -173,7 +173,7 @@ typedef struct Op {
     int lora_rank;         /* > 0: a GEMM of a LoRA adapter of this rank (its backward too), of
                               matrix lora_role 'A' (x A^T, rank-wide output) or 'B' (a B^T,
                               rank-deep product): priced by the profile's adapter GEMM table
-                              where it has one (sim/cost.c lora_ns) */
+                              where it has one (sim/cost.c lora_op_s) */
     char lora_role;
     DType compute_dtype;   /* dtype the math runs in (cost model) */
     int layer;             /* decoder layer / block index, -1 if none (reports) */
