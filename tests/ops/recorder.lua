@@ -49,6 +49,7 @@ local function recorder()
   end
   function G.op_layout(self, i, ...) self.ops[i].layout = { ... } end
   function G.op_rowwise(self, i, rows, bytes) self.ops[i].rowwise = { rows, bytes } end
+  function G.op_lora(self, i, rank, role) self.ops[i].lora = { rank, role } end
   return G
 end
 

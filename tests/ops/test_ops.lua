@@ -126,6 +126,27 @@ do
   check(o.bwd_flops == 2 * 2 * 16 * 8, "frozen Linear's backward is one GEMM")
 end
 do
+  -- host classes: a bias-free Linear with a frozen weight and an input that needs a gradient is
+  -- linear_frozen (one GEMM, no AccumulateGrad in its backward node); trainable, linear_nobias
+  local classes = { linear_nobias = { fwd = 1, bwd = 2, ckpt_fwd = 3, ckpt_bwd = 4 },
+                    linear_frozen = { fwd = 5, bwd = 6, ckpt_fwd = 7, ckpt_bwd = 8 } }
+  local cx, G = context({ host_classes = classes })
+  local x = act(cx, "x", { 2, 8 }, "bf16", true)
+  nn.linear(cx, "frozen", x, param(cx, "wf", { 16, 8 }, "bf16", false), nil, { keep_input = true })
+  nn.linear(cx, "trained", x, param(cx, "wt", { 16, 8 }, "bf16", true), nil, { keep_input = true })
+  nn.linear(cx, "no_grad_in", act(cx, "x0", { 2, 8 }, "bf16", false), param(cx, "wn", { 16, 8 }, "bf16", false))
+  local f, t, n = op_named(G, "frozen"), op_named(G, "trained"), op_named(G, "no_grad_in")
+  check(f.dispatch_us == 5 and f.bwd_dispatch_us == 6 and f.dispatch_ckpt_us == 7 and f.bwd_dispatch_ckpt_us == 8,
+        "frozen bias-free Linear: host class linear_frozen, both directions")
+  check(t.dispatch_us == 1 and t.bwd_dispatch_us == 2, "trainable bias-free Linear: linear_nobias")
+  check(n.dispatch_us == 1, "a Linear with nothing to differentiate keeps linear_nobias")
+  -- a LoRA adapter's GEMMs say so (Op.lora_rank): opts.lora on a bias-free Linear
+  nn.linear(cx, "ad_A", x, param(cx, "A", { 16, 8 }, "fp32", true), nil, { keep_input = true, lora = { 16, "A" } })
+  local a = op_named(G, "ad_A")
+  check(a.lora and a.lora[1] == 16 and a.lora[2] == "A", "an adapter's GEMM is marked with its rank and matrix")
+  check(f.lora == nil, "... and no other Linear is")
+end
+do
   local cx, G = context()
   local w = param(cx, "w", { 16, 8 }, "bf16", true)
   nn.linear(cx, "first_lin", act(cx, "x", { 2, 8 }, "bf16", false), w)
