@@ -1,5 +1,5 @@
 """The GPU kernels of one steady training step of a Hugging Face causal LM built from a record's
-hf_config as measure_llama.py builds its runs (random weights, the record's mode bf16 or
+hf_config (or shape) as measure_llama.py builds its runs (random weights, the record's mode bf16 or
 lora_bf16 with its peft settings, checkpointing, attention and AdamW variant, lr 1e-5): each
 kernel's name, launches and device time from torch.profiler, per phase (forward, backward,
 optimizer; profile_sdxl_kernels.py's kernels_of). For checking vrsim's op costs kernel by kernel
@@ -27,15 +27,17 @@ def build(record, name):
     reproduce."""
     rec = next(json.loads(l) for l in open(record) if json.loads(l)["name"] == name)
     mode, attn = rec.get("mode", "bf16"), rec.get("attn", "sdpa")
-    if "hf_config" not in rec:
-        sys.exit("profile_hf_step: %s: no hf_config (a shape record: measure_llama.py's LlamaConfig), "
-                 "not reproduced here" % name)
     if mode not in ("bf16", "lora_bf16") or rec.get("accum", 1) != 1 or "cap_mib" in rec:
         sys.exit("profile_hf_step: %s: mode %s, accum %s%s not reproduced here"
                  % (name, mode, rec.get("accum", 1), ", a memory cap" if "cap_mib" in rec else ""))
     from transformers import AutoConfig, AutoModelForCausalLM
-    hf = dict(rec["hf_config"])
-    cfg = AutoConfig.for_model(hf.pop("model_type"), **{k: v for k, v in hf.items() if k != "architectures"})
+    if "hf_config" in rec:
+        hf = dict(rec["hf_config"])
+        cfg = AutoConfig.for_model(hf.pop("model_type"), **{k: v for k, v in hf.items() if k != "architectures"})
+    else:  # a shape record: the LlamaConfig measure_llama.py makes of it
+        from measure_llama import shape_config
+        cfg = AutoConfig.for_model("llama", vocab_size=32000, max_position_embeddings=4096,
+                                   tie_word_embeddings=False, **shape_config(rec["shape"]))
     cfg._attn_implementation = attn
     torch.manual_seed(0)
     with torch.device("cuda"):
