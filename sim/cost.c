@@ -269,13 +269,17 @@ double cost_op_ns(const CostModel *c, const Op *op) {
     if (op->kind_id == OPK_NONE) return 0.0;
     if (op->stream != STREAM_COMPUTE || op->kind_id == OPK_CPU_ADAM || op->kind_id == OPK_CPU_ADAMW_TORCH)
         return device_op_ns(&c->dev, op);
-    double t_c = 0;
+    /* a LoRA adapter's GEMM: its kernels' measured time (carried by compute), where the profile
+     * has it, in place of its FLOPs' time below; either way no shorter than its bytes' */
     double t_lora = op->lora_rank > 0 && op->kind_id == OPK_MM ? lora_op_s(c, op) : -1;
+    double t_c = t_lora >= 0 ? t_lora : 0;
     bool attention = op->kind_id == OPK_ATTENTION;
     /* fused attention: the rate PyTorch's kernel of that backend reached at this size, where the
      * profile measured one at least this large (below, the GEMM path's estimate) */
     const Curve *fc = attention ? flops_curve(c, op->kind, op->phase == PH_BWD) : NULL;
-    if (fc && fc->n && op->flops > 0 && log(op->flops) >= fc->x[0]) {
+    if (t_lora >= 0) {
+        /* priced above */
+    } else if (fc && fc->n && op->flops > 0 && log(op->flops) >= fc->x[0]) {
         t_c = op->flops / curve_eval(fc, op->flops);
     } else if (op->flops > 0) {
         /* convolutions run as implicit GEMMs; fused attention as GEMM-bound tiles */
@@ -301,9 +305,6 @@ double cost_op_ns(const CostModel *c, const Op *op) {
     }
     double t_m = bw > 0 ? op->bytes_moved / bw : 0;
     double t = (t_c > t_m ? t_c : t_m) * 1e9;
-    /* an adapter GEMM: its kernels' measured time, carried by compute; on a GPU of less
-     * bandwidth its bytes may take longer */
-    if (t_lora >= 0) t = (t_lora > t_m ? t_lora : t_m) * 1e9;
     t += layout_ns(c, op) + rowwise_ns(c, op);
     /* each kernel is followed by the stream's dead time before the next starts; no kernel with
      * its gap is shorter than an empty one back to back */

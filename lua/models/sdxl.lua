@@ -148,7 +148,7 @@ function M.build(cx, cfg)
   local unet = M.unet()
   -- peft's unet.add_adapter(LoraConfig(...)): the targeted Linears wrapped (lora.lua)
   local lora, lora_hit
-  if t.precision:match("^lora") or t.lora then
+  if require("strategies.lora").wanted(t) then
     local L = require "strategies.lora"
     -- adapters in the UNet's dtype: add_adapter (peft's inject_adapter_in_model) makes them
     -- on the base layer's device and dtype (BaseTunerLayer._move_adapter_to_device_of_base_layer;
@@ -284,7 +284,7 @@ function M.settings(cfg)
     extra = (", text encoders %s, VAE %s"):format(t.text_encoders, t.vae)
   end
   local lora = ""
-  if t.precision:match("^lora") or t.lora then
+  if require("strategies.lora").wanted(t) then
     local lc = t.lora or {}
     lora = (", LoRA r=%d on %s"):format(lc.r or 4, table.concat(lc.targets or { "to_q", "to_k", "to_v", "to_out.0" }, "/"))
   end

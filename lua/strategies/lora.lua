@@ -57,6 +57,12 @@ local function lora_forward(base)
   end
 end
 
+-- Whether a run's training settings (cfg.training) ask for LoRA adapters: a lora_* precision or a
+-- training.lora table (the model builders and the profile's adapter GEMM table ask the same).
+function M.wanted(t)
+  return (tostring(t.precision):match("^lora") or t.lora) and true or false
+end
+
 -- The LoRA settings of a run: training.lora with peft's LoraConfig defaults where left out
 -- (r 8, lora_alpha 8, lora_dropout 0), or the family's defaults (`defaults`). Legacy short
 -- names ("q", "v") name the projections of the same letter.

@@ -118,7 +118,7 @@ function M.build(cx, cfg)
   local lora_hit
   if t.quant ~= "none" then require("strategies.quant").apply(root, t.quant, "lm_head") end
   local lora = nil
-  if prec:match("^lora") or t.lora then
+  if require("strategies.lora").wanted(t) then
     local L = require "strategies.lora"
     lora = L.settings(t.lora, { r = 8, alpha = 32, dropout = 0.05, targets = { "q_proj", "v_proj" },
                                 aliases = { q = "q_proj", k = "k_proj", v = "v_proj", o = "o_proj",

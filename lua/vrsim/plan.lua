@@ -557,8 +557,7 @@ local function device_of(cfg, ctx)
       -- LoRA adapters' skinny GEMMs by rank, tokens and width (measure_lora_gemms.py): their
       -- kernels run far below the GEMM curve's rate for their FLOPs, in fp32 on the SIMT cores.
       -- Only a run with adapters has such GEMMs; the others do not read the table's 960 rows
-      local t = cfg.training
-      local lg = (t.lora or tostring(t.precision):match("^lora")) and calibrated("_lora_gemm", gname)
+      local lg = require("strategies.lora").wanted(cfg.training) and calibrated("_lora_gemm", gname)
       prof.lora_gemm = lg and lg.lora_gemm or nil
       -- compute kernels beside an NCCL collective (measure_contention.py, two GPUs): none is
       -- applied until it is measured

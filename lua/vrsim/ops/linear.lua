@@ -77,7 +77,10 @@ return function(nn)
                                 grad_order = { 2, 1 }, frees = frees, bwd_workspace = opts.bwd_workspace,
                                 flops = flops, bwd_flops = bwd_flops, dtype = x.dtype,
                                 host = b and "linear" or (x.rg and not w.rg) and "linear_frozen" or "linear_nobias" })
-    if opts.lora and not b then cx.G:op_lora(cx.last_op, opts.lora[1], opts.lora[2]) end
+    if opts.lora then
+      if b then error(("op '%s': opts.lora is for a bias-free Linear (a LoRA adapter)"):format(name), 2) end
+      cx.G:op_lora(cx.last_op, opts.lora[1], opts.lora[2])
+    end
     if not b then return y end
     -- output.add_(bias): in place (a view of the product)
     local yb = nn.view(cx, y, y.shape, name .. ".add_bias")
