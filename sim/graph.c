@@ -2,6 +2,7 @@
  *
  * Memory: strings and op arrays live in an arena of chunks freed with the graph; the tensor and
  * op tables are growable arrays (pointers into them are invalidated by the next add). */
+#define _GNU_SOURCE /* mremap */
 #include "graph.h"
 
 #include "collective.h"
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 typedef struct Chunk {
     struct Chunk *next;
@@ -58,6 +60,35 @@ VrStatus dtype_parse(const char *s, DType *out) {
     return VR_EINVAL;
 }
 
+/* The tensor, op and module tables grow by doubling. Past TABLE_MAPPED bytes a table lives in
+ * pages of its own (mmap) and grows with mremap, which moves the pages instead of copying them:
+ * a large model's op table (hundreds of thousands of 432-byte ops) is otherwise copied at every
+ * doubling, and each copy touches fresh pages (most of a sweep point's page faults). Whether a
+ * table is mapped follows from its capacity alone, so table_free needs no flag. */
+#define TABLE_MAPPED ((size_t)1 << 16)
+
+static void table_free(void *p, size_t cap_bytes) {
+    if (!p) return;
+    if (cap_bytes >= TABLE_MAPPED) munmap(p, cap_bytes);
+    else free(p);
+}
+
+/* p (cap_bytes, NULL for 0) moved to a table of ncap_bytes > cap_bytes, or NULL (p kept). */
+static void *table_resize(void *p, size_t cap_bytes, size_t ncap_bytes) {
+    if (ncap_bytes < TABLE_MAPPED) return realloc(p, ncap_bytes);
+    void *q;
+    if (cap_bytes >= TABLE_MAPPED) {
+        q = mremap(p, cap_bytes, ncap_bytes, MREMAP_MAYMOVE);
+    } else {
+        q = mmap(NULL, ncap_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (q != MAP_FAILED && p) {
+            memcpy(q, p, cap_bytes);
+            free(p);
+        }
+    }
+    return q == MAP_FAILED ? NULL : q;
+}
+
 VrStatus graph_new(Graph **out) {
     *out = calloc(1, sizeof(Graph));
     return *out ? VR_OK : VR_ENOMEM;
@@ -66,9 +97,9 @@ VrStatus graph_new(Graph **out) {
 void graph_free(Graph *g) {
     if (!g) return;
     for (Chunk *c = g->arena, *next; c; c = next) { next = c->next; free(c); }
-    free(g->tensors);
-    free(g->ops);
-    free(g->modules);
+    table_free(g->tensors, (size_t)g->cap_tensors * sizeof(Tensor));
+    table_free(g->ops, (size_t)g->cap_ops * sizeof(Op));
+    table_free(g->modules, (size_t)g->cap_modules * sizeof(char *));
     free(g->param_grad);
     free(g);
 }
@@ -113,7 +144,7 @@ static int grow(void **arr, int *cap, int need, size_t elem) {
     if (need <= *cap) return 0;
     int ncap = *cap ? *cap * 2 : 64;
     while (ncap < need) ncap *= 2;
-    void *p = realloc(*arr, (size_t)ncap * elem);
+    void *p = table_resize(*arr, (size_t)*cap * elem, (size_t)ncap * elem);
     if (!p) return -1;
     *arr = p; *cap = ncap;
     return 0;
