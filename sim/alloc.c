@@ -2388,6 +2388,96 @@ VrStatus alloc_clone(const Alloc *src, Alloc **out)
     return VR_OK;
 }
 
+/* ---- alloc_same_state ---- */
+
+static bool same_block(const Block *x, const Block *y)
+{
+    return x->addr == y->addr && x->size == y->size && x->requested == y->requested &&
+           x->gc_base == y->gc_base && x->nuses == y->nuses && x->event_count == y->event_count &&
+           x->stream == y->stream && x->allocated == y->allocated && x->mapped == y->mapped &&
+           x->where == y->where && x->deferred == y->deferred &&
+           (x->nuses == 0 || memcmp(x->uses, y->uses, x->nuses * sizeof(int)) == 0);
+}
+
+/* In-order walk of a segment tree without host memory: NULL at the end, or with it->deep set
+ * when the tree is deeper than the stack (the caller then answers "cannot tell"). */
+typedef struct SegIter {
+    const TNode *stack[160];
+    int n;
+    const TNode *t;
+    bool deep;
+} SegIter;
+
+static const Segment *seg_iter_next(SegIter *it)
+{
+    while (it->t) {
+        if (it->n == (int)(sizeof it->stack / sizeof it->stack[0])) {
+            it->deep = true;
+            return NULL;
+        }
+        it->stack[it->n++] = it->t;
+        it->t = it->t->l;
+    }
+    if (it->n == 0)
+        return NULL;
+    const TNode *t = it->stack[--it->n];
+    it->t = t->r;
+    return (const Segment *)t;
+}
+
+static bool same_stat(Stat x, Stat y) { return x.cur == y.cur && x.peak == y.peak; }
+
+bool alloc_same_state(const Alloc *a, const Alloc *b)
+{
+    for (int i = 0; i < 2; i++)
+        if (a->pools[i].gc_calls != b->pools[i].gc_calls || a->pools[i].small != b->pools[i].small)
+            return false;
+    if (!same_stat(a->allocated, b->allocated) || !same_stat(a->reserved, b->reserved) ||
+        !same_stat(a->active, b->active) || !same_stat(a->requested, b->requested) ||
+        !same_stat(a->inactive_split, b->inactive_split) || !same_stat(a->segments, b->segments))
+        return false;
+    if (a->low_water != b->low_water || a->ideal_next != b->ideal_next ||
+        a->inject_cursor != b->inject_cursor || a->nev != b->nev ||
+        u64map_count(&a->live) != u64map_count(&b->live))
+        return false;
+    /* the segments in address order, each with its blocks */
+    SegIter ia = {.t = a->segs}, ib = {.t = b->segs};
+    for (;;) {
+        const Segment *x = seg_iter_next(&ia), *y = seg_iter_next(&ib);
+        if (ia.deep || ib.deep || !x != !y)
+            return false;
+        if (!x)
+            break;
+        if (x->base != y->base || x->size != y->size || x->page != y->page ||
+            x->stream != y->stream || x->small != y->small || x->expandable != y->expandable ||
+            x->injected != y->injected)
+            return false;
+        const Block *p = x->head, *q = y->head;
+        for (; p && q; p = p->next, q = q->next)
+            if (!same_block(p, q))
+                return false;
+        if (p || q)
+            return false;
+    }
+    /* the live blocks (the ideal allocator's lie in no segment), the events, the deferred list */
+    size_t pos = 0;
+    uint64_t addr, v;
+    while (u64map_next(&a->live, &pos, &addr, &v)) {
+        const Block *y = live_get(b, addr);
+        if (!y || !same_block((const Block *)(uintptr_t)v, y))
+            return false;
+    }
+    for (size_t i = 0; i < a->nev; i++)
+        if (a->ev[i].stream != b->ev[i].stream || a->ev[i].done != b->ev[i].done ||
+            !same_block(a->ev[i].b, b->ev[i].b))
+            return false;
+    const Block *p = a->deferred, *q = b->deferred;
+    for (; p && q; p = p->dnext, q = q->dnext)
+        if (!same_block(p, q))
+            return false;
+    return !p && !q;
+}
+
 /* ---- alloc_check ---- */
 
 typedef struct CheckCtx {

@@ -158,6 +158,13 @@ VrStatus alloc_segment_map(const Alloc *a, AllocBlockInfo **blocks /* OUT */, si
  * NULL. */
 VrStatus alloc_clone(const Alloc *src, Alloc **out /* OUT */);
 
+/* Whether the same calls from here on take a and b (one model's states at two moments, or a
+ * clone of it) through the same states: the same segments and blocks at the same addresses,
+ * pools, events, deferred frees, statistics and placement cursors. The counters that only count
+ * (segment allocations and frees, retries, OOMs) may differ; so may the tree shapes. false
+ * whenever it cannot tell (a tree deeper than it walks), which costs a caller only a shortcut. */
+bool alloc_same_state(const Alloc *a, const Alloc *b);
+
 /* Checks every invariant of the model; VR_OK or VR_EINVAL (for tests). */
 VrStatus alloc_check(const Alloc *a);
 

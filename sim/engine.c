@@ -56,6 +56,15 @@ typedef struct Run {
     long snap_log;              /* log length when it was taken */
     unsigned char *snap_live;
     uint64_t *snap_addr, *snap_rsize;
+    /* ... and the rest of what a step's allocator calls depend on, and the step it began */
+    uint64_t snap_cat_bytes[CAT_COUNT], snap_workspace_bytes;
+    int snap_handles, snap_slot_held[GRAPH_MAX_SLOTS], snap_step;
+    /* Repeated steps. From step steady_from on every step runs the same ops (Op.once, at_step
+     * and from_step say which run when), so a step that begins in the state an earlier one
+     * began in makes the same allocator calls, to the same peaks, as that one did: repeat_of is
+     * that earlier step (-1: none found), and the steps from there on are timed op by op
+     * without the allocator (op_timing), their memory figures the earlier step's */
+    int steady_from, repeat_of;
     SimResult *res;
 } Run;
 
@@ -271,53 +280,11 @@ static double op_time(Run *r, int i, const Op *op) {
     return dur;
 }
 
-/* Runs one op. Returns VR_OOM when an allocation fails (recorded by the caller). */
-static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
-    const Graph *g = r->g;
-    const Op *op = graph_op_c(g, i);
-    VrStatus st;
-    if (op->kind_id == OPK_EMPTY_CACHE) { /* torch.cuda.empty_cache() */
-        alloc_empty_cache(r->a);
-        if ((st = log_ev(r, LOG_EMPTY_CACHE, 0, 0, -1))) return st;
-        return sample(r, gr, i);
-    }
-    /* a thread's first GEMM creates its cuBLAS handle and workspace when the GEMM runs: after
-     * the op's first output is allocated (the autograd thread has a handle of its own: its
-     * workspace comes with backward's first GEMM, fulltrace_pub-c05 after the loss's backward
-     * allocations; fulltrace_dev-x2-zero1-trace after lm_head's weight gradient) */
-    uint64_t ws[GRAPH_MAX_WORKSPACES];
-    int n_ws = op_workspaces(r, op, ws);
-    bool allocates = op->n_outputs > 0 || n_ws > 0;
-    bool new_handle = false;
-    if (r->handles < r->cfg->cublas_handles && allocates) {
-        bool first_fwd_gemm = r->handles == 0 && op->kind_id == OPK_MM &&
-                              (op->phase == PH_FWD || op->phase == PH_RECOMPUTE);
-        bool first_bwd = r->handles == 1 && op->phase == PH_BWD && op->kind_id == OPK_MM;
-        new_handle = first_fwd_gemm || first_bwd;
-    }
-    if (new_handle && op->n_outputs == 0) {
-        if ((st = cublas_workspace(r, sr, i))) return st;
-        new_handle = false;
-    }
-    /* the slot's previous tensor goes first (its space may serve this op's outputs), or once
-     * they are allocated */
-    int slot_prev = op->slot > 0 ? r->slot_held[op->slot] : -1;
-    if (slot_prev >= 0 && !op->slot_free_after) {
-        if ((st = free_storage(r, slot_prev, i))) return st;
-        slot_prev = -1;
-    }
-    if (op->slot > 0) r->slot_held[op->slot] = -1;
-    uint64_t ws_addr[GRAPH_MAX_WORKSPACES] = {0};
-    /* most kernels allocate their results and then scratch; a composite derivative formula
-     * (PowBackward0, a broadcast MulBackward0) computes its temporaries first */
-    for (int pass = 0; pass < 2; pass++) {
-        if ((pass == 0) == op->workspace_first) {
-            if ((st = alloc_workspaces(r, op, i, sr, ws, n_ws, ws_addr))) return st;
-        } else {
-            if ((st = alloc_outputs(r, op, i, sr, &new_handle))) return st;
-        }
-    }
-    if (slot_prev >= 0 && (st = free_storage(r, slot_prev, i))) return st;
+/* Op i's times: the host's dispatch, the op's start (its stream free, its inputs ready, the
+ * host past its launch) and end, and the stream and step figures they add to. Apart from the
+ * allocator: a step whose allocator calls repeat an earlier step's is timed by this alone
+ * (simulate). Returns the op's device time (contention included); it ran from *start_out. */
+static double op_timing(Run *r, int i, const Op *op, StepResult *sr, double *start_out) {
     /* time: the op starts when its stream is free and its inputs are ready */
     double dur = op_time(r, i, op);
     int sid = op->stream;
@@ -365,6 +332,61 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     if (r->host_ns > r->clock_ns) r->clock_ns = r->host_ns;
     r->busy_ns[sid] += dur;
     if (sr) sr->phase_ns[op->phase] += dur;
+    *start_out = start;
+    return dur;
+}
+
+/* Runs one op. Returns VR_OOM when an allocation fails (recorded by the caller). */
+static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
+    const Graph *g = r->g;
+    const Op *op = graph_op_c(g, i);
+    VrStatus st;
+    if (op->kind_id == OPK_EMPTY_CACHE) { /* torch.cuda.empty_cache() */
+        alloc_empty_cache(r->a);
+        if ((st = log_ev(r, LOG_EMPTY_CACHE, 0, 0, -1))) return st;
+        return sample(r, gr, i);
+    }
+    /* a thread's first GEMM creates its cuBLAS handle and workspace when the GEMM runs: after
+     * the op's first output is allocated (the autograd thread has a handle of its own: its
+     * workspace comes with backward's first GEMM, fulltrace_pub-c05 after the loss's backward
+     * allocations; fulltrace_dev-x2-zero1-trace after lm_head's weight gradient) */
+    uint64_t ws[GRAPH_MAX_WORKSPACES];
+    int n_ws = op_workspaces(r, op, ws);
+    bool allocates = op->n_outputs > 0 || n_ws > 0;
+    bool new_handle = false;
+    if (r->handles < r->cfg->cublas_handles && allocates) {
+        bool first_fwd_gemm = r->handles == 0 && op->kind_id == OPK_MM &&
+                              (op->phase == PH_FWD || op->phase == PH_RECOMPUTE);
+        bool first_bwd = r->handles == 1 && op->phase == PH_BWD && op->kind_id == OPK_MM;
+        new_handle = first_fwd_gemm || first_bwd;
+    }
+    if (new_handle && op->n_outputs == 0) {
+        if ((st = cublas_workspace(r, sr, i))) return st;
+        new_handle = false;
+    }
+    /* the slot's previous tensor goes first (its space may serve this op's outputs), or once
+     * they are allocated */
+    int slot_prev = op->slot > 0 ? r->slot_held[op->slot] : -1;
+    if (slot_prev >= 0 && !op->slot_free_after) {
+        if ((st = free_storage(r, slot_prev, i))) return st;
+        slot_prev = -1;
+    }
+    if (op->slot > 0) r->slot_held[op->slot] = -1;
+    uint64_t ws_addr[GRAPH_MAX_WORKSPACES] = {0};
+    /* most kernels allocate their results and then scratch; a composite derivative formula
+     * (PowBackward0, a broadcast MulBackward0) computes its temporaries first */
+    for (int pass = 0; pass < 2; pass++) {
+        if ((pass == 0) == op->workspace_first) {
+            if ((st = alloc_workspaces(r, op, i, sr, ws, n_ws, ws_addr))) return st;
+        } else {
+            if ((st = alloc_outputs(r, op, i, sr, &new_handle))) return st;
+        }
+    }
+    if (slot_prev >= 0 && (st = free_storage(r, slot_prev, i))) return st;
+    double start;
+    double dur = op_timing(r, i, op, sr, &start);
+    double end = start + dur;
+    int sid = op->stream;
     if (r->cfg->record_timeline && op->phase != PH_BUILD && dur > 0) {
         SimResult *res = r->res;
         if (grow_array((void **)&res->spans, &res->n_spans, &gr->cap_spans, sizeof(OpSpan)))
@@ -423,27 +445,91 @@ static void step_end_stats(Run *r, StepResult *sr) {
     sr->inactive_split = as.inactive_split;
 }
 
-/* Keeps the allocator and the live storages as they stand in r->snap (see Run). Without the
- * host memory for it, none is kept: collect_peak then replays from the start, to the same
- * answer. */
-static void take_snapshot(Run *r) {
+static void drop_snapshot(Run *r) {
+    alloc_free(r->snap);
+    free(r->snap_live);
+    free(r->snap_addr);
+    free(r->snap_rsize);
+    r->snap = NULL;
+    r->snap_live = NULL;
+    r->snap_addr = r->snap_rsize = NULL;
+}
+
+/* Keeps the allocator and the live storages as they stand at the start of step in r->snap (see
+ * Run), in place of any earlier one. Without the host memory for it, none is kept: collect_peak
+ * then replays from the start, to the same answer, and no step is found repeated. */
+static void take_snapshot(Run *r, int step) {
+    drop_snapshot(r);
     size_t n = (size_t)r->n_t + 1;
     r->snap_live = malloc(n);
     r->snap_addr = malloc(n * sizeof(uint64_t));
     r->snap_rsize = malloc(n * sizeof(uint64_t));
     if (!r->snap_live || !r->snap_addr || !r->snap_rsize || alloc_clone(r->a, &r->snap) != VR_OK) {
-        free(r->snap_live);
-        free(r->snap_addr);
-        free(r->snap_rsize);
-        r->snap_live = NULL;
-        r->snap_addr = r->snap_rsize = NULL;
-        r->snap = NULL;
+        drop_snapshot(r);
         return;
     }
     memcpy(r->snap_live, r->live, n);
     memcpy(r->snap_addr, r->addr, n * sizeof(uint64_t));
     memcpy(r->snap_rsize, r->rsize, n * sizeof(uint64_t));
+    memcpy(r->snap_cat_bytes, r->cat_bytes, sizeof r->snap_cat_bytes);
+    r->snap_workspace_bytes = r->workspace_bytes;
+    r->snap_handles = r->handles;
+    memcpy(r->snap_slot_held, r->slot_held, sizeof r->snap_slot_held);
     r->snap_log = r->n_log;
+    r->snap_step = step;
+}
+
+/* Whether the run stands where it stood when the snapshot was taken, in all that its allocator
+ * calls depend on: the allocator, the live storages at their addresses, the slots, the cuBLAS
+ * handles (the clocks start afresh each step, and no input is ready after a step's start). */
+static bool same_as_snapshot(const Run *r) {
+    if (!r->snap || r->handles != r->snap_handles || r->workspace_bytes != r->snap_workspace_bytes ||
+        memcmp(r->cat_bytes, r->snap_cat_bytes, sizeof r->cat_bytes) != 0 ||
+        memcmp(r->slot_held, r->snap_slot_held, sizeof r->slot_held) != 0)
+        return false;
+    for (int t = 0; t < r->n_t; t++) {
+        if (r->live[t] != r->snap_live[t]) return false;
+        if (r->live[t] && (r->addr[t] != r->snap_addr[t] || r->rsize[t] != r->snap_rsize[t]))
+            return false;
+    }
+    return alloc_same_state(r->a, r->snap);
+}
+
+/* The first step from which every step runs the same ops (see runs_in_step). */
+static int steady_step(const Graph *g) {
+    int from = 1;
+    for (int i = 0; i < graph_num_ops(g); i++) {
+        const Op *op = graph_op_c(g, i);
+        if (op->at_step > 0 && op->at_step + 1 > from) from = op->at_step + 1;
+        if (op->from_step > from) from = op->from_step;
+    }
+    return from;
+}
+
+/* Step `step` of a run whose allocator calls repeat those of step r->repeat_of: its ops timed
+ * (op_timing, in the order simulate runs them), its memory figures those of that step, the
+ * cumulative counters grown by what that step added. */
+static void time_repeated_step(Run *r, int step, StepResult *sr) {
+    const Graph *g = r->g;
+    int n_ops = graph_num_ops(g);
+    const StepResult *like = &r->res->steps[r->repeat_of];
+    const StepResult *before = &r->res->steps[r->repeat_of - 1];
+    *sr = *like;
+    memset(sr->phase_ns, 0, sizeof sr->phase_ns);
+    if (step > 0) {
+        const StepResult *prev = &r->res->steps[step - 1];
+        sr->num_alloc_retries = prev->num_alloc_retries + (like->num_alloc_retries - before->num_alloc_retries);
+        sr->num_cuda_mallocs = prev->num_cuda_mallocs + (like->num_cuda_mallocs - before->num_cuda_mallocs);
+    }
+    r->peak_log[step] = r->peak_log[r->repeat_of];
+    for (int k = 0; k < 2 * n_ops; k++) {
+        int i = k % n_ops;
+        const Op *op = graph_op_c(g, i);
+        if (!runs_in_step(op, step) || op->step_start != (k < n_ops) || op->kind_id == OPK_EMPTY_CACHE)
+            continue;
+        double start;
+        (void)op_timing(r, i, op, sr, &start);
+    }
 }
 
 /* One full pass: build, then the steps. */
@@ -478,47 +564,63 @@ static VrStatus simulate(Run *r) {
     r->build_host_ns = r->host_ns;
     r->clock_ns = 0;
 
+    /* a repeated step is found only where nothing watches the steps' allocator calls one by
+     * one (the timeline's memory samples, the allocation listener) */
+    bool may_repeat = !r->cfg->record_timeline && !r->cfg->on_alloc;
     for (int step = 0; step < r->cfg->steps; step++) {
         StepResult *sr = &res->steps[step];
-        memset(sr, 0, sizeof *sr);
-        sr->peak_op = -1;
-        r->peak_log[step] = -1;
-        alloc_reset_peaks(r->a);
-        if ((st = log_ev(r, LOG_RESET_PEAKS, 0, 0, -1))) return st;
-        alloc_stats(r->a, &as);
-        sr->peak_allocated = as.allocated;
-        memcpy(sr->peak_breakdown, r->cat_bytes, sizeof sr->peak_breakdown);
-        sr->peak_breakdown[CAT_TEMP] += r->workspace_bytes;
-        count_drops(r, step);
-        if (r->logging && step == r->cfg->steps - 1) take_snapshot(r);
+        bool last = step == r->cfg->steps - 1;
+        if (r->repeat_of < 0) {
+            memset(sr, 0, sizeof *sr);
+            sr->peak_op = -1;
+            r->peak_log[step] = -1;
+            alloc_reset_peaks(r->a);
+            if ((st = log_ev(r, LOG_RESET_PEAKS, 0, 0, -1))) return st;
+            alloc_stats(r->a, &as);
+            sr->peak_allocated = as.allocated;
+            memcpy(sr->peak_breakdown, r->cat_bytes, sizeof sr->peak_breakdown);
+            sr->peak_breakdown[CAT_TEMP] += r->workspace_bytes;
+            count_drops(r, step);
+            /* this step begins where the step before began: it, and every step after, repeats
+             * that one (the snapshot of its start stays, for collect_peak) */
+            if (may_repeat && r->snap && r->snap_step == step - 1 && step - 1 >= r->steady_from &&
+                same_as_snapshot(r))
+                r->repeat_of = step - 1, res->repeat_from = step;
+            else if ((may_repeat && step >= r->steady_from && !last) || (r->logging && last))
+                take_snapshot(r, step);
+        }
         r->alloc_seq = 0;
         double t0 = r->clock_ns;
         for (int k = 0; k < STREAM_COUNT; k++)
             r->stream_ns[k] = t0, r->busy_ns[k] = 0, r->coll_start_ns[k] = r->coll_end_ns[k] = 0;
         r->host_ns = t0;
         r->fwd_region = 0;
-        Phase prev = PH_FWD;
-        /* pass 0: the ops that open the step (Op.step_start); pass 1: the rest, in order */
-        for (int k = 0; k < 2 * n_ops; k++) {
-            int i = k % n_ops;
-            const Op *op = graph_op_c(g, i);
-            if (!runs_in_step(op, step) || op->step_start != (k < n_ops)) continue;
-            if (op->phase != prev) {
-                alloc_stats(r->a, &as);
-                if (prev == PH_FWD) sr->fwd_peak_allocated = as.allocated_peak;
-                if ((prev == PH_BWD || prev == PH_RECOMPUTE) && op->phase >= PH_OPTIM)
-                    sr->bwd_peak_allocated = as.allocated_peak;
-                prev = op->phase;
+        if (r->repeat_of >= 0) {
+            time_repeated_step(r, step, sr);
+        } else {
+            Phase prev = PH_FWD;
+            /* pass 0: the ops that open the step (Op.step_start); pass 1: the rest, in order */
+            for (int k = 0; k < 2 * n_ops; k++) {
+                int i = k % n_ops;
+                const Op *op = graph_op_c(g, i);
+                if (!runs_in_step(op, step) || op->step_start != (k < n_ops)) continue;
+                if (op->phase != prev) {
+                    alloc_stats(r->a, &as);
+                    if (prev == PH_FWD) sr->fwd_peak_allocated = as.allocated_peak;
+                    if ((prev == PH_BWD || prev == PH_RECOMPUTE) && op->phase >= PH_OPTIM)
+                        sr->bwd_peak_allocated = as.allocated_peak;
+                    prev = op->phase;
+                }
+                st = run_op(r, i, step, sr, &gr);
+                if (st == VR_OOM) {
+                    record_oom(r, step, i);
+                    step_end_stats(r, sr);
+                    return VR_OK;
+                }
+                if (st) return st;
             }
-            st = run_op(r, i, step, sr, &gr);
-            if (st == VR_OOM) {
-                record_oom(r, step, i);
-                step_end_stats(r, sr);
-                return VR_OK;
-            }
-            if (st) return st;
+            step_end_stats(r, sr);
         }
-        step_end_stats(r, sr);
         sr->time_ns = r->clock_ns - t0;
         for (int k = 0; k < STREAM_COUNT; k++) sr->stream_busy_ns[k] = r->busy_ns[k];
         sr->host_ns = r->host_ns - t0; /* the host never waits in this model: all dispatch */
@@ -540,10 +642,7 @@ static void run_free(Run *r) {
     free(r->peak_log);
     free(r->op_ns);
     free(r->op_ns_set);
-    alloc_free(r->snap);
-    free(r->snap_live);
-    free(r->snap_addr);
-    free(r->snap_rsize);
+    drop_snapshot(r);
 }
 
 static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
@@ -553,6 +652,8 @@ static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
     r->cfg = cfg;
     r->res = res;
     r->logging = !cfg->skip_live_at_peak;
+    r->steady_from = steady_step(g);
+    r->repeat_of = -1;
     for (int k = 0; k < GRAPH_MAX_SLOTS; k++) r->slot_held[k] = -1;
     r->n_t = graph_num_tensors(g);
     size_t n = (size_t)r->n_t + 1;
@@ -677,6 +778,7 @@ VrStatus engine_run(const Graph *g, const EngineConfig *cfg, const AllocConfig *
     SimResult *res = calloc(1, sizeof *res);
     if (!res) return VR_ENOMEM;
     res->oom_step = res->oom_op = -1;
+    res->repeat_from = -1;
     res->steps = calloc((size_t)cfg->steps, sizeof(StepResult));
     Run r;
     memset(&r, 0, sizeof r);

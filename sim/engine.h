@@ -9,7 +9,14 @@
  * .grad, optimizer state) are freed only by a PH_ZERO_GRAD op.
  *
  * Build ops run once before the first step, `once` ops in the first step only. Peaks are reset
- * at every step start, as the measured runs reset them (torch.cuda.reset_peak_memory_stats). */
+ * at every step start, as the measured runs reset them (torch.cuda.reset_peak_memory_stats).
+ *
+ * Repeated steps. The allocator is deterministic in its calls, so a step that begins in the
+ * state (allocator, live storages, slots, handles) the step before it began in, with the same
+ * ops to run, makes that step's calls again, and so does every step after it. The engine checks
+ * this at each step start against a snapshot of the previous one (alloc_same_state) and, where
+ * it holds, times the remaining steps op by op without the allocator: same figures, to the last
+ * bit, at a fraction of the cost (SimResult.repeat_from says where it started). */
 #ifndef VR_ENGINE_H
 #define VR_ENGINE_H
 
@@ -100,6 +107,10 @@ typedef struct SimResult {
                                                      moment of the OOM; sorted by size desc */
     AllocBlockInfo *segmap; size_t n_segmap;      /* segment map at that moment */
     uint64_t oom_breakdown[CAT_COUNT];            /* rounded bytes per category at the OOM */
+    int repeat_from;           /* the first step found to begin as the step before it began, so
+                                  that it and the steps after make that step's allocator calls:
+                                  their memory figures are its, their times timed op by op
+                                  (-1: none; never with a timeline or an allocation listener) */
     uint64_t largest_free_at_peak;
 } SimResult;
 

@@ -829,7 +829,8 @@ static void test_host_failure(void **state)
 /* alloc_clone: a copy taken in the middle of a random run (mallocs on two streams, frees,
  * deferred frees completed or not, record_stream, stream syncs, empty_cache, under capacity
  * pressure) answers the rest of the run exactly as the original does: the same addresses and
- * statuses, the same statistics and segment map after every call, and every invariant holds. */
+ * statuses, the same statistics and segment map after every call, and every invariant holds;
+ * alloc_same_state says so after every call, and says not once only one of them made a call. */
 static void same_state(Alloc *a, Alloc *b)
 {
     AllocStats x, y;
@@ -934,9 +935,22 @@ static void test_clone(void **state)
             alloc_free(t);
             assert_int_equal(alloc_clone(a, &b), VR_OK);
             same_state(a, b);
+            assert_true(alloc_same_state(a, b));
             for (int i = 0; i < 1500; i++) {
                 random_call(a, b, &r, live, &n, &deferred);
                 same_state(a, b);
+                assert_true(alloc_same_state(a, b) && alloc_same_state(b, a));
+            }
+            /* a call on one of them only: they differ until the other makes it too */
+            uint64_t pa = 0, pb = 0;
+            if (alloc_malloc(a, 3 * MiB + 7, 1, 0, &pa) == VR_OK) {
+                assert_false(alloc_same_state(a, b));
+                assert_int_equal(alloc_malloc(b, 3 * MiB + 7, 1, 0, &pb), VR_OK);
+                assert_true(alloc_same_state(a, b));
+                alloc_dealloc(a, pa);
+                assert_false(alloc_same_state(a, b));
+                alloc_dealloc(b, pb);
+                assert_true(alloc_same_state(a, b));
             }
             alloc_free(a);
             alloc_free(b);

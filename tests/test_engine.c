@@ -893,6 +893,99 @@ static void test_row_sum_staging_per_device(void **state) {
     }
 }
 
+/* Every figure of two runs' steps, compared exactly (times to the last bit). */
+static void assert_same_steps(const SimResult *a, const SimResult *b) {
+    assert_int_equal(a->n_steps, b->n_steps);
+    assert_int_equal(a->oom, b->oom);
+    for (int s = 0; s < a->n_steps; s++) {
+        const StepResult *x = &a->steps[s], *y = &b->steps[s];
+        assert_int_equal(x->peak_allocated, y->peak_allocated);
+        assert_int_equal(x->peak_reserved, y->peak_reserved);
+        assert_int_equal(x->fwd_peak_allocated, y->fwd_peak_allocated);
+        assert_int_equal(x->bwd_peak_allocated, y->bwd_peak_allocated);
+        assert_int_equal(x->end_allocated, y->end_allocated);
+        assert_int_equal(x->end_reserved, y->end_reserved);
+        assert_memory_equal(x->peak_breakdown, y->peak_breakdown, sizeof x->peak_breakdown);
+        assert_true(x->time_ns == y->time_ns);
+        assert_memory_equal(x->phase_ns, y->phase_ns, sizeof x->phase_ns);
+        assert_memory_equal(x->stream_busy_ns, y->stream_busy_ns, sizeof x->stream_busy_ns);
+        assert_true(x->host_ns == y->host_ns);
+        assert_int_equal(x->num_alloc_retries, y->num_alloc_retries);
+        assert_int_equal(x->num_cuda_mallocs, y->num_cuda_mallocs);
+        assert_int_equal(x->inactive_split, y->inactive_split);
+        assert_int_equal(x->peak_op, y->peak_op);
+        assert_int_equal(x->peak_alloc_index, y->peak_alloc_index);
+    }
+}
+
+/* The training graph with an optimizer (state made in step 0), zero_grad, a collective beside
+ * the forward (contention) and host costs that are not round numbers, so that the steps' times
+ * differ in their last bits as their start times grow; `extra` adds an empty_cache at the end
+ * of every step (each step then makes its segments again, each time below the last: no step
+ * begins where another began) and `late` an op from step 3 on. */
+static Graph *build_repeating(bool extra, bool late) {
+    Train t = build_train();
+    int st = tensor(t.g, "state", 2000, CAT_OPTSTATE, false, true);
+    op(t.g, (OpArgs){.name = "adam.init", .phase = PH_OPTIM, .in = {t.p}, .nin = 1,
+                     .out = {st}, .nout = 1, .once = true});
+    op(t.g, (OpArgs){.name = "adam.step", .phase = PH_OPTIM, .in = {t.p, t.gp, st}, .nin = 3,
+                     .ws = {3000000}, .nws = 1});
+    int ag = op(t.g, (OpArgs){.name = "allgather", .phase = PH_FWD, .in = {t.p}, .nin = 1,
+                              .step_start = true});
+    assert_int_equal(graph_op_set_kind(t.g, ag, "allgather"), VR_OK);
+    Op *o = graph_op(t.g, ag);
+    o->stream = STREAM_COLLECTIVE;
+    o->world = 2;
+    o->bytes_moved = 3333;
+    if (late)
+        op(t.g, (OpArgs){.name = "late", .phase = PH_OPTIM, .in = {t.p}, .nin = 1,
+                         .ws = {5000000}, .nws = 1, .from_step = 3});
+    op(t.g, (OpArgs){.name = "zero_grad", .phase = PH_ZERO_GRAD, .frees = {t.gp}, .nfrees = 1,
+                     .kind = "none"});
+    if (extra)
+        op(t.g, (OpArgs){.name = "empty_cache", .phase = PH_ZERO_GRAD, .kind = "empty_cache"});
+    return t.g;
+}
+
+/* Repeated steps (engine.h): a run that finds them gives every figure a run that simulates each
+ * step through the allocator gives (a timeline turns the shortcut off), the live set at the
+ * last step's peak included; with an empty_cache each step none is found and the segment count
+ * grows step by step; an op from step 3 on keeps steps 0-3 from counting as repeats. */
+static void test_repeated_steps(void **state) {
+    (void)state;
+    DeviceSpec dev = {.launch_ns = 1000, .world = 2, .coll_bw = 1.7e9};
+    snprintf(dev.key, sizeof dev.key, "test");
+    AllocConfig ac = caching(0);
+    for (int variant = 0; variant < 3; variant++) {
+        Graph *g = build_repeating(variant == 1, variant == 2);
+        EngineConfig ec = {.steps = 7, .dev = &dev, .stop_at_step = -1, .host_op_ns = 1234.567,
+                           .host_launch_ns = 89.1, .contention = {0.31, 0.17}};
+        SimResult *fast = run_with(g, &ec, &ac);
+        ec.record_timeline = true;
+        SimResult *full = run_with(g, &ec, &ac);
+        assert_int_equal(full->repeat_from, -1);
+        if (variant == 1) {
+            assert_int_equal(fast->repeat_from, -1);
+        } else {
+            assert_true(fast->repeat_from >= (variant == 2 ? 4 : 2));
+            assert_true(fast->repeat_from < 7);
+        }
+        assert_same_steps(fast, full);
+        if (variant == 1)
+            for (int s = 1; s < 7; s++)
+                assert_true(fast->steps[s].num_cuda_mallocs > fast->steps[s - 1].num_cuda_mallocs);
+        assert_int_equal(fast->n_live_at_peak, full->n_live_at_peak);
+        for (int i = 0; i < fast->n_live_at_peak; i++) {
+            assert_int_equal(fast->live_at_peak[i].tensor, full->live_at_peak[i].tensor);
+            assert_int_equal(fast->live_at_peak[i].bytes, full->live_at_peak[i].bytes);
+        }
+        assert_int_equal(fast->n_segmap, full->n_segmap);
+        engine_result_free(fast);
+        engine_result_free(full);
+        graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_peak_ideal),
@@ -916,6 +1009,7 @@ int main(void) {
         cmocka_unit_test(test_step_start_and_from_step),
         cmocka_unit_test(test_workspace_first),
         cmocka_unit_test(test_row_sum_staging_per_device),
+        cmocka_unit_test(test_repeated_steps),
     };
     return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }
