@@ -92,9 +92,9 @@ function nn.param(cx, name, shape, dtype, trainable, module)
   local whole = not (p.sharded and cx.dp and cx.dp.init_partitioned)
   -- device_map: a module placed on another device (or the CPU) has no bytes on this GPU
   if cx.dm and cx.module ~= nil and not cx.dm.resident(cx.module) then whole = false end
-  p.id = cx.G:tensor { name = name, bytes = whole and nn.bytes(shape, dtype) or 0, numel = nn.numel(shape),
-                       dtype = dtype, cat = "param", param = true, persistent = true,
-                       trainable = trainable, requires_grad = trainable, module = module }
+  -- (G:tensorv: name, bytes, numel, dtype, cat, requires_grad, trainable, param, persistent, module)
+  p.id = cx.G:tensorv(name, whole and nn.bytes(shape, dtype) or 0, nn.numel(shape), dtype, "param",
+                      trainable, trainable, true, true, module)
   cx.params[#cx.params + 1] = p
   return p
 end
