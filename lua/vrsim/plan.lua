@@ -826,6 +826,35 @@ local function build_graph(st)
   return G, cx, reads, notes
 end
 
+-- What the report counts of a graph's parameters, worked out once per graph (P.rebuild's plans
+-- share it): the base model's parameter count as model.parameters() sees it before peft (a tied
+-- weight once; adapters not counted) and the parameters that train (adapters included), as the
+-- measured records define n_params and n_trainable; for DeepSpeed's estimator, every
+-- parameter's elements and the largest layer's.
+local function param_counts(cx)
+  if cx.param_counts then return cx.param_counts end
+  local n_params, n_trainable, counted = 0, 0, {}
+  for _, p in ipairs(cx.params) do
+    if not counted[p] then
+      counted[p] = true
+      -- (an adapter by its flag, or by peft's parameter names where a model sets no flag)
+      if not (p.adapter or tostring(p.name):match("%.lora_[AB]%.")) then n_params = n_params + nn.numel(p.shape) end
+      if p.trainable then n_trainable = n_trainable + nn.numel(p.shape) end
+    end
+  end
+  local total, largest_layer, per_layer = 0, 0, {}
+  for _, p in ipairs(cx.params) do
+    local n = nn.numel(p.shape)
+    total = total + n
+    local l = p.layer or -1
+    per_layer[l] = (per_layer[l] or 0) + n
+  end
+  for _, n in pairs(per_layer) do if n > largest_layer then largest_layer = n end end
+  cx.param_counts = { n_params = n_params, n_trainable = n_trainable, total = total,
+                      largest_layer = largest_layer }
+  return cx.param_counts
+end
+
 -- The plan table C reads (sim/bind/bind.c load_protected), of a prepared scenario and its graph.
 local function finish(st, G, cx, alloc_read)
   local cfg, dev, sets = st.cfg, st.dev, st.sets
@@ -843,18 +872,8 @@ local function finish(st, G, cx, alloc_read)
     t.optimizer_impl, t.attention, (t.checkpointing and ", checkpointing" or "") ..
     (t.strategy ~= "none" and (", " .. t.strategy .. " over " .. cfg.hardware.count .. " GPUs") or ""),
     cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "")
-  -- the base model's parameter count as model.parameters() sees it before peft (a tied weight
-  -- once; adapters not counted), and the parameters that train (adapters included), as the
-  -- measured records define n_params and n_trainable
-  local n_params, n_trainable, counted = 0, 0, {}
-  for _, p in ipairs(cx.params) do
-    if not counted[p] then
-      counted[p] = true
-      -- (an adapter by its flag, or by peft's parameter names where a model sets no flag)
-      if not (p.adapter or tostring(p.name):match("%.lora_[AB]%.")) then n_params = n_params + nn.numel(p.shape) end
-      if p.trainable then n_trainable = n_trainable + nn.numel(p.shape) end
-    end
-  end
+  local counts = param_counts(cx)
+  local n_params, n_trainable = counts.n_params, counts.n_trainable
   local notes = {}
   for _, n in ipairs(cfg.notes or {}) do notes[#notes + 1] = n end
   for _, n in ipairs(cx.notes or {}) do notes[#notes + 1] = n end
@@ -868,15 +887,7 @@ local function finish(st, G, cx, alloc_read)
   -- DeepSpeed's estimator for the model states, beside the simulation (ZeRO-2 and -3 only)
   local ds_est = 0
   if dp and (t.strategy == "zero2" or t.strategy == "zero3") then
-    local total, largest_layer = 0, 0
-    local per_layer = {}
-    for _, p in ipairs(cx.params) do
-      local n = nn.numel(p.shape)
-      total = total + n
-      local l = p.layer or -1
-      per_layer[l] = (per_layer[l] or 0) + n
-    end
-    for _, n in pairs(per_layer) do if n > largest_layer then largest_layer = n end end
+    local total, largest_layer = counts.total, counts.largest_layer
     local off = cx.dp.opts.offload_optimizer == "cpu"
     ds_est = dp.deepspeed_estimate(t.strategy == "zero2" and 2 or 3, total, largest_layer,
                                    math.min(cfg.hardware.count, cfg.hardware.gpus_per_node),
