@@ -11,7 +11,8 @@
 #   headline     vrsim scenarios/llama13b_zero2.lua with its files and "what would help" rows
 #                (goal under 0.3 s)
 #   sweep        a 1,000-point sweep, micro-batch x GPU x strategy, every point simulated op by
-#                op through the allocator (goal 500 points/s on two cores)
+#                op through the allocator (goal 500 points/s on two cores), and what one point
+#                costs on one worker when it builds its graph and when it reuses one
 #   scenarios    every scenario, --no-files, best of 3
 # The figures then go into README.md's speed table (the block between `<!-- BEGIN speed (make
 # bench) -->` and `<!-- END speed -->`), with the date and the machine; README= leaves it be.
@@ -76,6 +77,23 @@ if [ "$SWEEP" != 0 ]; then
     TSWEEP=$t
     echo "  sweep, 1,000 points (micro-batch x GPU x strategy), -j $(nproc): $t s, $pps points/s" \
          "($(ratio "$t" "$REF") x reference; goal 500 points/s)"
+    # what one point costs, on one worker: (a) every point a graph of its own (40 micro-batches
+    # on one GPU); (b) the 7 GPUs that share a graph (no Hopper: its fused attention differs) x
+    # 20 micro-batches, GPU fastest: 20 graphs built, 120 points on a graph already built, whose
+    # cost is (b) less 20 points of (a)
+    ta=$(best 3 "$VRSIM" sweep scenarios/llama7b_h200.lua --set micro_batch=1..40 --set gpu=h200 \
+         --set strategy=zero2 --set count=8 -j 1 --no-files)
+    tb=$(best 3 "$VRSIM" sweep scenarios/llama7b_h200.lua --set micro_batch=1..20 \
+         --set gpu=a10g,rtx3090,rtx4090,a100_40g,l40s,rtx_a6000,a100_80g \
+         --set strategy=zero2 --set count=8 -j 1 --no-files)
+    python3 - "$ta" "$tb" <<'PY'
+import sys
+ta, tb = float(sys.argv[1]), float(sys.argv[2])
+fresh = ta / 40
+reused = (tb - 20 * fresh) / 120
+print("  one point, -j 1: %.1f ms when it builds its graph (40 micro-batches: %.3f s), %.1f ms on a"
+      " graph built already (7 GPUs x 20 micro-batches: %.3f s, less 20 builds)" % (fresh * 1e3, ta, reused * 1e3, tb))
+PY
 fi
 
 echo "scenarios (best of 3 wall seconds, --no-files; x reference):"
