@@ -128,9 +128,13 @@ function M.check_knobs(cfg, given)
 end
 
 local function tensor(cx, name, bytes, dtype, cat, persistent, extra)
+  if not extra then
+    -- (G:tensorv: name, bytes, numel, dtype, cat, requires_grad, trainable, param, persistent)
+    return cx.G:tensorv(name, bytes, bytes // nn.DT_SIZE[dtype], dtype, cat, nil, nil, nil, persistent)
+  end
   local spec = { name = name, bytes = bytes, numel = bytes // nn.DT_SIZE[dtype], dtype = dtype,
                  cat = cat, persistent = persistent }
-  for k, v in pairs(extra or {}) do spec[k] = v end
+  for k, v in pairs(extra) do spec[k] = v end
   return cx.G:tensor(spec)
 end
 

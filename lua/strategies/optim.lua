@@ -30,9 +30,9 @@ local nn = require "vrsim.nn"
 local M = {}
 
 local function state_tensor(cx, p, what)
-  local id = cx.G:tensor { name = p.name .. "." .. what, bytes = nn.bytes(p.shape, p.dtype),
-                           numel = nn.numel(p.shape), dtype = p.dtype, cat = "optstate",
-                           persistent = true }
+  -- (G:tensorv: name, bytes, numel, dtype, cat, requires_grad, trainable, param, persistent)
+  local id = cx.G:tensorv(p.name .. "." .. what, nn.bytes(p.shape, p.dtype), nn.numel(p.shape), p.dtype,
+                          "optstate", false, false, false, true)
   return { id = id, shape = p.shape, dtype = p.dtype, name = p.name .. "." .. what }
 end
 
@@ -200,8 +200,7 @@ function M.build(cx, cfg, params, updates)
     for _, p in ipairs(trainable) do
       local outs = {}
       if impl == "fused" then
-        outs[#outs + 1] = G:tensor { name = p.name .. ".step", bytes = 4, numel = 1, dtype = "fp32",
-                                     cat = "optstate", persistent = true }
+        outs[#outs + 1] = G:tensorv(p.name .. ".step", 4, 1, "fp32", "optstate", false, false, false, true)
       end
       p.exp_avg = state_tensor(cx, p, "exp_avg")
       p.exp_avg_sq = state_tensor(cx, p, "exp_avg_sq")
@@ -236,8 +235,7 @@ function M.build(cx, cfg, params, updates)
       op(cx, { name = "adamw._foreach_addcmul_(exp_avg_sqs)", kind = fk("foreach"), frees = {}, bytes = 3 * total, kernels = k(3), host_us = per_op })
       local sq = {}
       for i, p in ipairs(trainable) do
-        sq[i] = G:tensor { name = p.name .. ".exp_avg_sq_sqrt", bytes = nn.bytes(p.shape, p.dtype),
-                           numel = n(p.shape), dtype = p.dtype, cat = "temp" }
+        sq[i] = G:tensorv(p.name .. ".exp_avg_sq_sqrt", nn.bytes(p.shape, p.dtype), n(p.shape), p.dtype, "temp")
       end
       op(cx, { name = "adamw._foreach_sqrt", kind = fk("foreach_out"), outputs = sq, frees = {}, bytes = 2 * total, kernels = k(2), host_us = per_op })
       op(cx, { name = "adamw._foreach_div_(bias_correction2_sqrt)", kind = fk("foreach_scalar"), frees = {}, bytes = 2 * total,
@@ -254,8 +252,8 @@ function M.build(cx, cfg, params, updates)
         -- mul_ 2P, lerp_ 3P, mul_ 2P, addcmul_ 3P; then sqrt 2P, div 2P, add_ 2P, addcdiv_ 4P
         op(cx, { name = "adamw.update " .. p.name, kind = "elementwise", frees = {}, bytes = 10 * b,
                  kernels = 4, host_us = step_us })
-        local s = G:tensor { name = p.name .. ".sqrt", bytes = b, numel = n(p.shape), dtype = p.dtype, cat = "temp" }
-        local d = G:tensor { name = p.name .. ".denom", bytes = b, numel = n(p.shape), dtype = p.dtype, cat = "temp" }
+        local s = G:tensorv(p.name .. ".sqrt", b, n(p.shape), p.dtype, "temp")
+        local d = G:tensorv(p.name .. ".denom", b, n(p.shape), p.dtype, "temp")
         op(cx, { name = "adamw.sqrt " .. p.name, kind = "elementwise", outputs = { s }, frees = {}, bytes = 2 * b })
         op(cx, { name = "adamw.div " .. p.name, kind = "elementwise", inputs = { s }, outputs = { d },
                  frees = prev and { s, prev } or { s }, bytes = 2 * b })
