@@ -7,6 +7,7 @@
 
 #include "collective.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,9 +64,14 @@ VrStatus dtype_parse(const char *s, DType *out) {
 /* The tensor, op and module tables grow by doubling. Past TABLE_MAPPED bytes a table lives in
  * pages of its own (mmap) and grows with mremap, which moves the pages instead of copying them:
  * a large model's op table (hundreds of thousands of 432-byte ops) is otherwise copied at every
- * doubling, and each copy touches fresh pages (most of a sweep point's page faults). Whether a
- * table is mapped follows from its capacity alone, so table_free needs no flag. */
+ * doubling, and each copy touches fresh pages (a fifth of a 7B sweep point's page faults,
+ * docs/speed.md). Whether a table is mapped follows from its capacity alone, so table_free needs
+ * no flag. Under AddressSanitizer the tables stay in the heap, where it checks every access. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TABLE_MAPPED SIZE_MAX
+#else
 #define TABLE_MAPPED ((size_t)1 << 16)
+#endif
 
 static void table_free(void *p, size_t cap_bytes) {
     if (!p) return;
