@@ -495,6 +495,15 @@ static bool same_as_snapshot(const Run *r) {
     return alloc_same_state(r->a, r->snap);
 }
 
+/* The order a step runs its ops in, position k of 2 x the graph's ops: pass 0 the ops that
+ * open the step (Op.step_start), pass 1 the rest, each in graph order. The op at position k,
+ * or NULL where none runs there (k % n_ops is its index). */
+static const Op *step_op(const Graph *g, int step, int k) {
+    int n_ops = graph_num_ops(g);
+    const Op *op = graph_op_c(g, k % n_ops);
+    return runs_in_step(op, step) && op->step_start == (k < n_ops) ? op : NULL;
+}
+
 /* The first step from which every step runs the same ops (see runs_in_step). */
 static int steady_step(const Graph *g) {
     int from = 1;
@@ -507,7 +516,7 @@ static int steady_step(const Graph *g) {
 }
 
 /* Step `step` of a run whose allocator calls repeat those of step r->repeat_of: its ops timed
- * (op_timing, in the order simulate runs them), its memory figures those of that step, the
+ * (op_timing, in step_op's order, as simulate runs them), its memory figures those of that step, the
  * cumulative counters grown by what that step added. */
 static void time_repeated_step(Run *r, int step, StepResult *sr) {
     const Graph *g = r->g;
@@ -523,12 +532,10 @@ static void time_repeated_step(Run *r, int step, StepResult *sr) {
     }
     r->peak_log[step] = r->peak_log[r->repeat_of];
     for (int k = 0; k < 2 * n_ops; k++) {
-        int i = k % n_ops;
-        const Op *op = graph_op_c(g, i);
-        if (!runs_in_step(op, step) || op->step_start != (k < n_ops) || op->kind_id == OPK_EMPTY_CACHE)
-            continue;
+        const Op *op = step_op(g, step, k);
+        if (!op || op->kind_id == OPK_EMPTY_CACHE) continue;
         double start;
-        (void)op_timing(r, i, op, sr, &start);
+        (void)op_timing(r, k % n_ops, op, sr, &start);
     }
 }
 
@@ -599,11 +606,10 @@ static VrStatus simulate(Run *r) {
             time_repeated_step(r, step, sr);
         } else {
             Phase prev = PH_FWD;
-            /* pass 0: the ops that open the step (Op.step_start); pass 1: the rest, in order */
             for (int k = 0; k < 2 * n_ops; k++) {
+                const Op *op = step_op(g, step, k);
+                if (!op) continue;
                 int i = k % n_ops;
-                const Op *op = graph_op_c(g, i);
-                if (!runs_in_step(op, step) || op->step_start != (k < n_ops)) continue;
                 if (op->phase != prev) {
                     alloc_stats(r->a, &as);
                     if (prev == PH_FWD) sr->fwd_peak_allocated = as.allocated_peak;

@@ -834,17 +834,16 @@ end
 local function param_counts(cx)
   if cx.param_counts then return cx.param_counts end
   local n_params, n_trainable, counted = 0, 0, {}
-  for _, p in ipairs(cx.params) do
-    if not counted[p] then
-      counted[p] = true
-      -- (an adapter by its flag, or by peft's parameter names where a model sets no flag)
-      if not (p.adapter or tostring(p.name):match("%.lora_[AB]%.")) then n_params = n_params + nn.numel(p.shape) end
-      if p.trainable then n_trainable = n_trainable + nn.numel(p.shape) end
-    end
-  end
   local total, largest_layer, per_layer = 0, 0, {}
   for _, p in ipairs(cx.params) do
     local n = nn.numel(p.shape)
+    if not counted[p] then
+      counted[p] = true
+      -- (an adapter by its flag, or by peft's parameter names where a model sets no flag)
+      if not (p.adapter or tostring(p.name):match("%.lora_[AB]%.")) then n_params = n_params + n end
+      if p.trainable then n_trainable = n_trainable + n end
+    end
+    -- (the estimator's sums take every entry of the list; counted is for the report's counts)
     total = total + n
     local l = p.layer or -1
     per_layer[l] = (per_layer[l] or 0) + n
