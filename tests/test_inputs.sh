@@ -179,6 +179,10 @@ run cfgpath scenarios/llama7b_from_config.lua --set model.config="$TMP/my-config
 expect "--set model.config=PATH outside the scenario's folder is read (the user typed it)" 0 "^FITS"
 run cfgrel scenarios/llama7b_deepspeed_json.lua --set training.deepspeed=tests/deepspeed/hf_docs_zero3.json $SMALL
 expect "--set training.deepspeed=PATH relative to the working folder" 0 "^FITS"
+run rank scenarios/llama7b_h200.lua --set count=8 --set strategy=zero1 --set rank=8 $SMALL
+expect "--set rank=8 of 8 GPUs is an error (was a ZeRO-1 partition of nothing)" 2 "^vrsim: --set rank=8: hardware.rank = 8: the ranks of 8 GPUs are 0 to 7"
+run rank7 scenarios/llama7b_h200.lua --set count=8 --set strategy=zero1 --set rank=7 $SMALL
+expect "  ... rank 7, the last, runs" 0 "^FITS"
 run ver --version
 expect "vrsim --version" 0 "^vrsim [0-9]+\\.[0-9]+"
 run typo valdate

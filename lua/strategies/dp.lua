@@ -157,26 +157,27 @@ end
 local function pbytes(p) return nn.bytes(p.shape, p.dtype) end
 
 -- ZeroRedundancyOptimizer._partition_parameters: largest first, to the least loaded rank.
--- Returns the set of this rank's parameters and their order in its local optimizer (the
--- partition's order: largest first, a stable sort).
-local function owned_by_rank(params, n, rank)
+-- Returns, for every rank r (0-based), the list of its parameters in the order of its local
+-- optimizer (the partition's order: largest first, a stable sort): lists[r + 1]. The partition
+-- is the same for every rank, so it is made once.
+local function partition_by_rank(params, n)
   local order = {}
-  for i, p in ipairs(params) do order[i] = { p = p, i = i } end
+  for i, p in ipairs(params) do order[i] = { p = p, i = i, numel = nn.numel(p.shape) } end
   table.sort(order, function(a, b)
-    local x, y = nn.numel(a.p.shape), nn.numel(b.p.shape)
+    local x, y = a.numel, b.numel
     if x ~= y then return x > y end
     return a.i < b.i
   end)
-  local load = {}
-  for r = 1, n do load[r] = 0 end
-  local mine, list = {}, {}
+  local load, lists = {}, {}
+  for r = 1, n do load[r], lists[r] = 0, {} end
   for _, e in ipairs(order) do
     local best = 1
     for r = 2, n do if load[r] < load[best] then best = r end end
-    load[best] = load[best] + nn.numel(e.p.shape)
-    if best == rank + 1 then mine[e.p.id] = true; list[#list + 1] = e.p end
+    load[best] = load[best] + e.numel
+    local list = lists[best]
+    list[#list + 1] = e.p
   end
-  return mine, list
+  return lists
 end
 
 -- Called by the planner before the model is built: installs the hooks the model calls.
@@ -721,8 +722,7 @@ function M.after_backward(cx, cfg, params)
     for _, p in ipairs(trainable) do upd.all_grads[#upd.all_grads + 1] = G:param_grad(p.id) end
     if s.kind == "zero1" then
       -- the rank's local AdamW steps its partition, largest parameters first
-      local _, list = owned_by_rank(trainable, n, cfg.hardware.rank)
-      for _, p in ipairs(list) do upd[#upd + 1] = { param = p, grad = G:param_grad(p.id) } end
+      for _, p in ipairs(partition_by_rank(trainable, n)[cfg.hardware.rank + 1]) do upd[#upd + 1] = { param = p, grad = G:param_grad(p.id) } end
     else
       for _, p in ipairs(trainable) do upd[#upd + 1] = { param = p, grad = G:param_grad(p.id) } end
     end
@@ -811,9 +811,9 @@ function M.after_step(cx)
     op(cx, { name = "optimizer step done", phase = "optim", outputs = { updated } })
     local trainable = {}
     for _, p in ipairs(cx.params) do if p.trainable then trainable[#trainable + 1] = p end end
+    local lists = partition_by_rank(trainable, s.n)
     for r = 0, s.n - 1 do
-      local _, list = owned_by_rank(trainable, s.n, r)
-      for _, p in ipairs(list) do
+      for _, p in ipairs(lists[r + 1]) do
         op(cx, { name = ("broadcast %s from rank %d"):format(p.name, r), kind = "broadcast",
                  stream = S.collective, phase = "optim", inputs = { updated }, frees = {}, bytes = pbytes(p),
                  world = s.n })

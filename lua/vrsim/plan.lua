@@ -722,6 +722,18 @@ local function prepare(scn, sets, file, src)
     __pairs = function() alloc_read = true; return next, alloc_real, nil end,
     __len = function() alloc_read = true; return #alloc_real end,
   })
+  -- the rank simulated is one of the run's (ZeRO-1's partition and a device map pick by it)
+  if cfg.hardware.rank >= cfg.hardware.count then
+    local msg = ("hardware.rank = %d: the ranks of %d GPUs are 0 to %d"):format(
+                cfg.hardware.rank, cfg.hardware.count, cfg.hardware.count - 1)
+    for i = #sets, 1, -1 do
+      if sets[i]:match("^rank=") or sets[i]:match("^hardware%.rank=") or sets[i]:match("^count=")
+         or sets[i]:match("^hardware%.count=") then
+        error(("--set %s: %s"):format(sets[i], msg), 0)
+      end
+    end
+    fail(ctx, "rank", "hardware", msg)
+  end
   local t0 = cfg.training
   local st = { cfg = cfg, ctx = ctx, dev = dev, g = g, t0 = t0, sets = sets, alloc_real = alloc_real,
                alloc_read = function() return alloc_read end }
