@@ -379,6 +379,15 @@ static DType parse_dtype(lua_State *L, const char *s) {
     return d;
 }
 
+/* The graph methods' field names as Lua strings, made once (open_vrsim) and kept as the methods'
+ * upvalue: a lookup by one of them is a table lookup, where lua_getfield would first find its C
+ * string among Lua's interned strings (a strcmp each time: some 8 % of a sweep's time). Key k of
+ * that array: KEY_ID "id", then TENSOR_FIELDS from KEY_TENSOR0, then OP_FIELDS from KEY_OP0. Only
+ * a graph method (which has the upvalue) may push one. */
+enum { KEY_ID = 1, KEY_TENSOR0 = 2 };
+static void push_key(lua_State *L, int k) { lua_rawgeti(L, lua_upvalueindex(1), k); }
+
+
 /* Reads the value on top, an array field k of integers (tensor ids, 1-based in Lua -> 0-based)
  * or of tensors (tables whose field id is one), into a userdata buffer kept on the stack above
  * it; returns its length. upto_nil: the list ends at its first nil, as ipairs ends (nn.op's
@@ -398,7 +407,7 @@ static int top_ids(lua_State *L, const char *k, int **out, bool ids, bool upto_n
             n = i;
             break;
         }
-        if (lua_istable(L, -1)) lua_getfield(L, -1, "id"), lua_remove(L, -2);
+        if (lua_istable(L, -1)) push_key(L, KEY_ID), lua_gettable(L, -2), lua_remove(L, -2);
         int ok;
         lua_Integer v = lua_tointegerx(L, -1, &ok);
         if (!ok) luaL_error(L, "%s[%d] is not a tensor", k, i + 1);
@@ -455,11 +464,12 @@ typedef struct Fields {
     int t;                     /* the table, or 0 for arguments */
     int base, n;               /* arguments: the first one's index and how many there are */
     const char *const *names;
+    int key0;                  /* names[0]'s key (push_key) */
 } Fields;
 
 /* Pushes field f. */
 static void push_field(lua_State *L, const Fields *fs, int f) {
-    if (fs->t) lua_getfield(L, fs->t, fs->names[f]);
+    if (fs->t) push_key(L, fs->key0 + f), lua_gettable(L, fs->t);
     else if (f < fs->n) lua_pushvalue(L, fs->base + f);
     else lua_pushnil(L);
 }
@@ -502,6 +512,7 @@ enum { TF_NAME, TF_BYTES, TF_NUMEL, TF_DTYPE, TF_CAT, TF_REQUIRES_GRAD, TF_TRAIN
 static const char *const TENSOR_FIELDS[TF_COUNT] = {
     "name", "bytes", "numel", "dtype", "cat", "requires_grad", "trainable", "param",
     "persistent", "module", "base"};
+enum { KEY_OP0 = KEY_TENSOR0 + TF_COUNT };
 
 /* The tensor of fs into g; pushes its id (1-based). */
 static int read_tensor(lua_State *L, Graph *g, const Fields *fs) {
@@ -544,7 +555,7 @@ static int read_tensor(lua_State *L, Graph *g, const Fields *fs) {
 static int l_tensor(lua_State *L) {
     Graph *g = check_graph(L);
     luaL_checktype(L, 2, LUA_TTABLE);
-    Fields fs = {.t = 2, .names = TENSOR_FIELDS};
+    Fields fs = {.t = 2, .names = TENSOR_FIELDS, .key0 = KEY_TENSOR0};
     return read_tensor(L, g, &fs);
 }
 
@@ -552,7 +563,7 @@ static int l_tensor(lua_State *L) {
 static int l_tensorv(lua_State *L) {
     Graph *g = check_graph(L);
     int n = lua_gettop(L) - 1;
-    Fields fs = {.base = 2, .n = n < TF_COUNT ? n : TF_COUNT, .names = TENSOR_FIELDS};
+    Fields fs = {.base = 2, .n = n < TF_COUNT ? n : TF_COUNT, .names = TENSOR_FIELDS, .key0 = KEY_TENSOR0};
     return read_tensor(L, g, &fs);
 }
 
@@ -763,7 +774,7 @@ static int read_op(lua_State *L, Graph *g, const Fields *fs) {
 static int l_op(lua_State *L) {
     Graph *g = check_graph(L);
     luaL_checktype(L, 2, LUA_TTABLE);
-    Fields fs = {.t = 2, .names = OP_FIELDS};
+    Fields fs = {.t = 2, .names = OP_FIELDS, .key0 = KEY_OP0};
     return read_op(L, g, &fs);
 }
 
@@ -1043,7 +1054,7 @@ static int l_row_sum_buffers(lua_State *L) {
 static int l_opv(lua_State *L) {
     Graph *g = check_graph(L);
     int n = lua_gettop(L) - 1;
-    Fields fs = {.base = 2, .n = n < OF_COUNT ? n : OF_COUNT, .names = OP_FIELDS};
+    Fields fs = {.base = 2, .n = n < OF_COUNT ? n : OF_COUNT, .names = OP_FIELDS, .key0 = KEY_OP0};
     return read_op(L, g, &fs);
 }
 
@@ -1236,7 +1247,13 @@ static int open_vrsim(lua_State *L) {
     luaL_newmetatable(L, GRAPH_MT);
     lua_pushcfunction(L, graph_gc);
     lua_setfield(L, -2, "__gc");
-    luaL_newlib(L, GRAPH_METHODS);
+    luaL_newlibtable(L, GRAPH_METHODS);
+    lua_createtable(L, KEY_OP0 + OF_COUNT - 1, 0); /* the methods' upvalue: push_key's strings */
+    lua_pushstring(L, "id");
+    lua_rawseti(L, -2, KEY_ID);
+    for (int i = 0; i < TF_COUNT; i++) lua_pushstring(L, TENSOR_FIELDS[i]), lua_rawseti(L, -2, KEY_TENSOR0 + i);
+    for (int i = 0; i < OF_COUNT; i++) lua_pushstring(L, OP_FIELDS[i]), lua_rawseti(L, -2, KEY_OP0 + i);
+    luaL_setfuncs(L, GRAPH_METHODS, 1);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
     lua_newtable(L);
