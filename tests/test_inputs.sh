@@ -183,6 +183,23 @@ run rank scenarios/llama7b_h200.lua --set count=8 --set strategy=zero1 --set ran
 expect "--set rank=8 of 8 GPUs is an error (was a ZeRO-1 partition of nothing)" 2 "^vrsim: --set rank=8: hardware.rank = 8: the ranks of 8 GPUs are 0 to 7"
 run rank7 scenarios/llama7b_h200.lua --set count=8 --set strategy=zero1 --set rank=7 $SMALL
 expect "  ... rank 7, the last, runs" 0 "^FITS"
+# a knob this run does not read is said so, never silently dropped
+run inert1 scenarios/llama7b_h200.lua --set checkpoint_scope=attention $SMALL
+expect "checkpoint_scope without checkpointing: noted as having no effect" 0 "training.checkpoint_scope = attention has no effect on this run: checkpointing is off"
+run inert2 scenarios/llama7b_h200.lua --set checkpoint_scope=attention --set checkpointing=true $SMALL
+if grep -q "no effect" "$TMP/inert2.out"; then fail "  ... with checkpointing on it is read: no note" "$(grep 'no effect' "$TMP/inert2.out")"
+else ok "  ... with checkpointing on it is read: no note"; fi
+run inert3 scenarios/llama7b_h200.lua --set zero.offload_optimizer=cpu $SMALL
+expect "a training.zero knob with strategy none: noted" 0 "training.zero.offload_optimizer has no effect: strategy is none"
+run inert4 scenarios/llama7b_h200.lua --set count=2 --set strategy=zero2 --set optimizer_impl=fused $SMALL
+expect "optimizer_impl under ZeRO-2 (DeepSpeed's FusedAdam): noted" 0 "training.optimizer_impl = fused has no effect on this run: ZeRO-2's step is DeepSpeed's FusedAdam"
+run inert5 scenarios/llama7b_h200.lua --set network=ib_hdr --set count=16 --set strategy=zero2 $SMALL
+if grep -q "hardware.network.*no effect" "$TMP/inert5.out"; then fail "network across two nodes is read: no note" "$(grep 'no effect' "$TMP/inert5.out")"
+else ok "network across two nodes is read: no note"; fi
+run sgdz2 scenarios/llama7b_h200.lua --set count=2 --set strategy=zero2 --set optimizer=sgd $SMALL
+expect "SGD under ZeRO-2 is not modelled, exit 2 (was Adam's state, silently)" 2 "optimizer = \"sgd\" under strategy zero2 is not modelled"
+run sgdoff scenarios/llama7b_h200.lua --set count=2 --set strategy=zero3 --set zero.offload_optimizer=cpu --set optimizer=adamw8bit $SMALL
+expect "8-bit AdamW with a CPU-offloaded step is not modelled, exit 2" 2 "with offload_optimizer = \"cpu\" is not modelled"
 run ver --version
 expect "vrsim --version" 0 "^vrsim [0-9]+\\.[0-9]+"
 run typo valdate

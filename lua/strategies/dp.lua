@@ -209,6 +209,16 @@ function M.setup(cx, cfg)
     end
     s.replicate, s.n = s.n // shard, shard
   end
+  -- ZeRO-2's step (DeepSpeed's FusedAdam over its fp32 partition) and a CPU-offloaded one
+  -- (DeepSpeedCPUAdam, or torch AdamW on FSDP2's CPU shards) are modelled for Adam only: two
+  -- fp32 states per element, Adam's arithmetic
+  local adam_step = s.kind == "zero2" and "ZeRO-2's partitioned step is modelled as DeepSpeed's FusedAdam"
+                    or o.offload_optimizer == "cpu" and "the CPU-offloaded step is modelled as AdamW's"
+  if adam_step and t.optimizer ~= "adamw" and t.optimizer ~= "adam" and not t.inference then
+    error(("training.optimizer = \"%s\" under strategy %s%s is not modelled: %s (use adamw)"):format(
+          t.optimizer, s.kind, o.offload_optimizer == "cpu" and " with offload_optimizer = \"cpu\"" or "",
+          adam_step), 0)
+  end
   cx.dp = s
   if s.kind == "zero3" or s.kind == "fsdp2" then
     -- parameters are made as shards; the model asks for whole ones per layer

@@ -699,6 +699,58 @@ local function noting_reads(t, prefix, reads)
   })
 end
 
+-- Fields the scenario or --set gave that nothing in this run reads, each with why: a knob that
+-- only some runs use (checkpointing's, device_map's, the network's between nodes, ...) is noted
+-- where it has no effect, so that setting it is never silently an answer that ignores it. (A
+-- field given its default value is not: it asks for nothing.)
+local function inert_given(cfg, ctx)
+  local t, hw = cfg.training, cfg.hardware
+  local zero = t.zero or {}
+  local sharded = t.strategy == "zero3" or t.strategy == "fsdp2"
+  local offload_opt = zero.offload_optimizer == "cpu" and (sharded or t.strategy == "zero2")
+  local offload = offload_opt or (zero.offload_param == "cpu" and sharded)
+  local nodes = math.ceil(hw.count / hw.gpus_per_node)
+  local impl_unread = t.inference and "inference has no optimizer step"
+    or t.optimizer == "adamw8bit" and "bitsandbytes' 8-bit AdamW has one implementation"
+    or t.strategy == "zero2" and "ZeRO-2's step is DeepSpeed's FusedAdam"
+    or offload_opt and "the optimizer steps on the CPU"
+  -- { field, read by this run, why not }
+  local rules = {
+    { "training.checkpoint_every", t.checkpointing and not t.inference, "checkpointing is off" },
+    { "training.checkpoint_scope", t.checkpointing and not t.inference, "checkpointing is off" },
+    { "hardware.max_memory_gib", t.device_map == "auto", "device_map is not \"auto\"" },
+    { "hardware.network", nodes > 1, "the run's GPUs are in one node" },
+    { "hardware.nics_per_node", nodes > 1, "the run's GPUs are in one node" },
+    { "hardware.interconnect", hw.count > 1, "one GPU runs no collectives" },
+    { "hardware.rank", t.strategy == "zero1" or t.device_map == "auto",
+      "every rank is alike (only ZeRO-1's partitions and a device map differ by rank)" },
+    { "training.optimizer_impl", not impl_unread, impl_unread },
+    { "training.cpu_threads", t.strategy == "fsdp2" and offload_opt,
+      "only FSDP2's CPU-offloaded torch AdamW step runs on those threads" },
+    { "hardware.host", offload, "nothing is offloaded to host memory" },
+    { "model.size", cfg.model.config == nil and cfg.model.arch ~= "sdxl",
+      cfg.model.arch == "sdxl" and "SDXL's shapes are its variant's" or "model.config gives the shape" },
+    { "model.variant", cfg.model.arch == "sdxl", "only sdxl has variants" },
+  }
+  for _, f in ipairs { "hidden", "intermediate", "heads", "kv_heads", "layers", "vocab" } do
+    rules[#rules + 1] = { "model." .. f, cfg.model.arch ~= "sdxl", "SDXL's shapes are its variant's" }
+  end
+  local out = {}
+  for _, r in ipairs(rules) do
+    local sec, f = r[1]:match("^(%a+)%.(.*)$")
+    local v, spec = cfg[sec][f], SCHEMA[sec][f]
+    if ctx.given[r[1]] and not r[2] and not (spec and v == spec[2]) then
+      out[#out + 1] = ("%s = %s has no effect on this run: %s"):format(r[1], shown(v), r[3])
+    end
+  end
+  if t.strategy == "none" then
+    for _, k in ipairs(ordered_keys(zero)) do
+      out[#out + 1] = ("training.zero.%s has no effect: strategy is none (one GPU, no data parallelism)"):format(k)
+    end
+  end
+  return out
+end
+
 -- Building a plan, in three parts: prepare (the scenario normalized, its GPU and links found, the
 -- inputs checked), build_graph (the model, the strategy and the optimizer as ops) and finish (what
 -- the report needs). P.build runs all three. A graph that did not read what distinguishes two
@@ -752,8 +804,10 @@ local function prepare(scn, sets, file, src)
     end)
     if not okc then fail(ctx, "config", "model", (tostring(msg):gsub("^[^:]*plan%.lua:%d+: ", ""))) end
   end
+  cfg.notes = cfg.notes or {}
+  for _, n in ipairs(inert_given(cfg, ctx)) do cfg.notes[#cfg.notes + 1] = n end
   st.key = graph_key(st)
-  st.notes_before = #(cfg.notes or {})
+  st.notes_before = #cfg.notes
   return st
 end
 

@@ -381,7 +381,8 @@ static DType parse_dtype(lua_State *L, const char *s) {
 
 /* The graph methods' field names as Lua strings, made once (open_vrsim) and kept as the methods'
  * upvalue: a lookup by one of them is a table lookup, where lua_getfield would first find its C
- * string among Lua's interned strings (a strcmp each time: some 8 % of a sweep's time). Key k of
+ * string among Lua's interned strings (a strcmp each time; 1.2 % of the instructions of a 7B DDP
+ * run, callgrind). Key k of
  * that array: KEY_ID "id", then TENSOR_FIELDS from KEY_TENSOR0, then OP_FIELDS from KEY_OP0. Only
  * a graph method (which has the upvalue) may push one. */
 enum { KEY_ID = 1, KEY_TENSOR0 = 2 };
