@@ -113,5 +113,30 @@ scn arch mistral-7b-v0.1.json
 if [ $rc -eq 2 ] && grep -q "model.arch = qwen2, but the config is a mistral model" "$tmp/err"; then ok "model.arch that contradicts the config exits 2"
 else bad "arch mismatch: exit $rc, $(cat "$tmp/err")"; fi
 
+# shape fields beside a config replace its keys as editing config.json would: hidden_size 2048
+# without a head_dim in the config makes head_dim 2048 // 32 = 64 (LlamaConfig), so q, k, v and o
+# are 2048 x 2048; vocab_size replaces the config's too
+want=$(python3 -c "h, i, L, v = 2048, 11008, 32, 32000; print(2*v*h + L*(4*h*h + 3*h*i + 2*h) + h)")
+got=$(json scenarios/llama7b_from_config.lua --set hidden=2048 | field 'd["n_params"]')
+if [ "$got" = "$want" ]; then ok "model.hidden over a config: $got parameters, head_dim from the new hidden size"
+else bad "model.hidden over a config: $got parameters, want $want (head_dim not recomputed?)"; fi
+want=$(python3 -c "h, i, L, v = 4096, 11008, 32, 64000; print(2*v*h + L*(4*h*h + 3*h*i + 2*h) + h)")
+got=$(json scenarios/llama7b_from_config.lua --set vocab=64000 | field 'd["n_params"]')
+if [ "$got" = "$want" ]; then ok "model.vocab over a config: $got parameters"
+else bad "model.vocab over a config: $got parameters, want $want (was the config's vocab, silently)"; fi
+"$VRSIM" scenarios/llama7b_from_config.lua --set heads=16 --no-files >"$tmp/out" 2>&1
+if [ $? -eq 2 ] && grep -q "num_attention_heads (16) must be a multiple of num_key_value_heads (32)" "$tmp/out"; then
+  ok "model.heads that the config's key/value heads do not divide: exit 2, as transformers"
+else bad "model.heads 16 over 32 key/value heads: $(head -2 "$tmp/out")"; fi
+# a shape field that a model does not read is said so
+"$VRSIM" scenarios/llama7b_from_config.lua --set size=13b --no-files >"$tmp/out" 2>&1
+if grep -q "model.size = 13b has no effect on this run: model.config gives the shape" "$tmp/out"; then
+  ok "model.size beside a config: noted as having no effect"
+else bad "model.size beside a config: no note ($(grep notes "$tmp/out"))"; fi
+"$VRSIM" scenarios/sdxl_train_3090.lua --set hidden=2048 --no-files >"$tmp/out" 2>&1
+if grep -q "model.hidden = 2048 has no effect on this run: SDXL's shapes are its variant's" "$tmp/out"; then
+  ok "model.hidden on SDXL: noted as having no effect"
+else bad "model.hidden on SDXL: no note ($(grep notes "$tmp/out"))"; fi
+
 echo "test_families: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -30,8 +30,17 @@ function H.read(src)
 end
 
 -- Returns the family module's name, the family module and its normalized config.
-function H.resolve(src)
+function H.resolve(src, overrides)
   local hf, where = H.read(src)
+  if overrides and next(overrides) then
+    -- the scenario's shape fields replace the config's keys before the family reads them, so
+    -- what follows from them (head_dim = hidden_size // num_attention_heads where the config
+    -- gives none) follows as transformers has it
+    local copy = {}
+    for k, v in pairs(hf) do copy[k] = v end
+    for k, v in pairs(overrides) do copy[k] = v end
+    hf = copy
+  end
   local by_arch, by_type = families()
   local fam
   local archs = hf.architectures

@@ -17,13 +17,16 @@ local PARAM_DTYPE = { fp32 = "fp32", mp_fp32 = "fp32", amp_bf16 = "fp32", amp_fp
 -- named Llama-2 shape.
 function M.resolve(model)
   if model.config ~= nil then
-    local _, fam, c = require("models.hf").resolve(model.config)
-    -- explicit shape fields override the config's, as before configs were read whole
-    for k, f in pairs { hidden = "hidden", intermediate = "intermediate", heads = "heads",
-                        kv_heads = "kv_heads", layers = "layers" } do
-      if model[k] then c[f] = model[k] end
+    -- explicit shape fields override the config's keys (models/hf.lua H.resolve), as editing
+    -- config.json would: heads given without kv_heads keeps the config's num_key_value_heads
+    -- (or, where it has none, is multi-head attention)
+    local over = {}
+    for k, key in pairs { hidden = "hidden_size", intermediate = "intermediate_size",
+                          heads = "num_attention_heads", kv_heads = "num_key_value_heads",
+                          layers = "num_hidden_layers", vocab = "vocab_size" } do
+      if model[k] then over[key] = model[k] end
     end
-    if model.heads and not model.kv_heads then c.kv_heads = math.min(c.kv_heads, c.heads) end
+    local _, fam, c = require("models.hf").resolve(model.config, over)
     return fam, c
   end
   return require("models.llama"), require("models.llama2").named_config(model)
