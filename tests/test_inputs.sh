@@ -200,6 +200,14 @@ run sgdz2 scenarios/llama7b_h200.lua --set count=2 --set strategy=zero2 --set op
 expect "SGD under ZeRO-2 is not modelled, exit 2 (was Adam's state, silently)" 2 "optimizer = \"sgd\" under strategy zero2 is not modelled"
 run sgdoff scenarios/llama7b_h200.lua --set count=2 --set strategy=zero3 --set zero.offload_optimizer=cpu --set optimizer=adamw8bit $SMALL
 expect "8-bit AdamW with a CPU-offloaded step is not modelled, exit 2" 2 "with offload_optimizer = \"cpu\" is not modelled"
+run q4full scenarios/llama7b_h200.lua --set quant=nf4 $SMALL
+expect "a 4-bit model trained without LoRA: exit 2, as transformers' Trainer refuses it (was embeddings-only training)" 2 "does not fine-tune a purely quantized model"
+run q8lora scenarios/llama7b_h200.lua --set quant=int8 --set precision=lora_bf16 $SMALL
+expect "LoRA over LLM.int8 is not modelled, exit 2 (was 'the loss tensor does not require grad')" 2 "int8.*with LoRA is not modelled"
+run mbres maxbatch scenarios/llama7b_h200.lua --field resolution
+expect "maxbatch --field resolution on a language model: exit 2 (was 8192 'fits' at a constant peak)" 2 "training.resolution = 64: llama2 does not read it"
+run mbseq maxbatch scenarios/sdxl_train_3090.lua --field seq
+expect "maxbatch --field seq on SDXL: exit 2" 2 "training.seq = 1: sdxl does not read it"
 run ver --version
 expect "vrsim --version" 0 "^vrsim [0-9]+\\.[0-9]+"
 run typo valdate

@@ -115,6 +115,18 @@ function M.build(cx, cfg)
                               :format(mc.sliding_window)
   end
 
+  if t.quant ~= "none" and not t.inference then
+    -- transformers' Trainer refuses a quantized model without adapters ("You cannot perform
+    -- fine-tuning on purely quantized models"); LLM.int8's backward (MatMul8bitLt) is not built
+    if not require("strategies.lora").wanted(t) then
+      error(("training.quant = \"%s\" without LoRA: transformers' Trainer does not fine-tune a purely "
+             .. "quantized model (use precision lora_bf16 for QLoRA, or inference = true)"):format(t.quant), 0)
+    end
+    if t.quant == "int8" then
+      error("training.quant = \"int8\" with LoRA is not modelled (LLM.int8's backward through its "
+            .. "int8 weights is not built): use quant = \"nf4\" (QLoRA), or inference = true", 0)
+    end
+  end
   local root = fam.tree(mc)
   mark_layers(root)
   -- bitsandbytes first (from_pretrained(quantization_config=...)), then peft on the result

@@ -703,7 +703,7 @@ end
 -- only some runs use (checkpointing's, device_map's, the network's between nodes, ...) is noted
 -- where it has no effect, so that setting it is never silently an answer that ignores it. (A
 -- field given its default value is not: it asks for nothing.)
-local function inert_given(cfg, ctx)
+local function inert_given(cfg, ctx, sets)
   local t, hw = cfg.training, cfg.hardware
   local zero = t.zero or {}
   local sharded = t.strategy == "zero3" or t.strategy == "fsdp2"
@@ -734,6 +734,21 @@ local function inert_given(cfg, ctx)
   }
   for _, f in ipairs { "hidden", "intermediate", "heads", "kv_heads", "layers", "vocab" } do
     rules[#rules + 1] = { "model." .. f, cfg.model.arch ~= "sdxl", "SDXL's shapes are its variant's" }
+  end
+  -- the size a search or sweep moves must be one the model reads: given to the other kind of
+  -- model, it is an error
+  local sdxl = cfg.model.arch == "sdxl"
+  for _, e in ipairs { { "training.resolution", not sdxl, "an image size, for diffusion models (a language model's length is training.seq)" },
+                       { "training.seq", sdxl, "SDXL's text encoders take 77 tokens (its size is training.resolution)" } } do
+    local f = e[1]:match("%.(.*)$")
+    if ctx.given[e[1]] and e[2] and t[f] ~= SCHEMA.training[f][2] then
+      local msg = ("%s = %s: %s does not read it: %s"):format(e[1], shown(t[f]), cfg.model.arch, e[3])
+      for i = #sets, 1, -1 do
+        local k = sets[i]:match("^([%w_.]+)=")
+        if k == f or k == e[1] then error(("--set %s: %s"):format(sets[i], msg), 0) end
+      end
+      fail(ctx, f, "training", msg)
+    end
   end
   local out = {}
   for _, r in ipairs(rules) do
@@ -805,7 +820,7 @@ local function prepare(scn, sets, file, src)
     if not okc then fail(ctx, "config", "model", (tostring(msg):gsub("^[^:]*plan%.lua:%d+: ", ""))) end
   end
   cfg.notes = cfg.notes or {}
-  for _, n in ipairs(inert_given(cfg, ctx)) do cfg.notes[#cfg.notes + 1] = n end
+  for _, n in ipairs(inert_given(cfg, ctx, sets)) do cfg.notes[#cfg.notes + 1] = n end
   st.key = graph_key(st)
   st.notes_before = #cfg.notes
   return st
