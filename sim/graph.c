@@ -443,6 +443,27 @@ static VrStatus route_grad(Deriv *d, int x, int gi, bool fresh, int fwd, int lay
             return add_simple(g, "AccumulateGrad(copy)", "elementwise", fwd, in, 1, out, 1, in, 1,
                               2.0 * (double)tx->bytes, layer);
         }
+        /* A second gradient in this pass (a weight used twice: tied embeddings): the engine sums
+         * the two in the AccumulateGrad node's InputBuffer before .grad is set, in place into the
+         * first only where that is a buffer of its own and not a view (a Linear's weight gradient
+         * is a transposed view of its GEMM's result), else out of place, both freed; .grad then
+         * takes the sum (torch/csrc/autograd/input_buffer.cpp accumulate; the trace of
+         * gen3p-llama32-3b-bf16-b2-ckpt-fused-stacks: a third 751.5 MiB block at the embedding's
+         * backward, the other two freed after it) */
+        int first = d->param_grad[x];
+        bool this_pass = x >= g->n_param_grad || g->param_grad[x] < 0;
+        if (this_pass && g->tensors[first].grad_view) {
+            int sum;
+            uint64_t bytes = tx->bytes;
+            if ((st = new_tensor(g, "grad:", tx->name, bytes, tx->dtype, CAT_GRAD, &sum))) return st;
+            g->tensors[sum].persistent = true;
+            g->tensors[first].persistent = false; /* it was .grad only until now */
+            g->tensors[first].cat = CAT_TEMP;
+            d->param_grad[x] = sum;
+            int in[2] = {first, gi}, out[1] = {sum};
+            return add_simple(g, "InputBuffer::accumulate", "elementwise", fwd, in, 2, out, 1, in, 2,
+                              3.0 * (double)bytes, layer);
+        }
         /* .grad exists (gradient accumulation): added in place, the incoming one dropped */
         int in[2] = {d->param_grad[x], gi};
         int fr[1] = {gi};

@@ -288,6 +288,44 @@ static void test_param_grad_is_stolen(void **state) {
     assert_int_equal(graph_param_grad(g, 100000), -1);
 }
 
+/* A parameter used twice whose first gradient arrives as a view (a Linear's weight gradient, a
+ * tied embedding's lm_head): autograd sums the two in the AccumulateGrad node's InputBuffer, out
+ * of place since a view cannot be added into, and .grad takes the sum; both gradients are freed
+ * by the sum (the trace of a tied Llama-3.2-3B: a third embedding-sized block, then the other two
+ * freed). */
+static void test_param_used_twice_view_grad_sums_out_of_place(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 4096);
+    int x = add_act(g, "x", 1024, true), loss = add_act(g, "loss", 4, true);
+    GradSpec second_view[2] = {{.mode = GRAD_NEW, .grad_dtype = DT_FP32},
+                               {.mode = GRAD_NEW, .grad_dtype = DT_FP32, .view = true}};
+    int fx = add_fwd(g, "fx", (int[]){w}, 1, x, NULL, 0, NULL);
+    add_fwd(g, "fl", (int[]){x, w}, 2, loss, (int[]){x, w}, 2, second_view);
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    int acc = op_named(g, "InputBuffer::accumulate");
+    assert_true(acc > backward_of(g, fx));
+    assert_int_equal(count_named(g, "AccumulateGrad"), 0);
+    const Op *oa = graph_op_c(g, acc);
+    int first = graph_op_c(g, backward_of(g, 1))->outputs[1];  /* fl's gradient of w */
+    int second = graph_op_c(g, backward_of(g, fx))->outputs[0];
+    assert_true(graph_tensor_c(g, first)->grad_view);
+    assert_int_equal(oa->n_inputs, 2);
+    assert_int_equal(oa->inputs[0], first);
+    assert_int_equal(oa->inputs[1], second);
+    assert_int_equal(oa->n_outputs, 1);
+    int sum = oa->outputs[0];
+    assert_int_equal(graph_param_grad(g, w), sum);
+    assert_int_equal(graph_tensor_c(g, sum)->cat, CAT_GRAD);
+    assert_true(graph_tensor_c(g, sum)->persistent);
+    assert_int_equal(graph_tensor_c(g, sum)->bytes, 4096);
+    /* the first was .grad only until the second came: a temporary now, freed with the second */
+    assert_int_equal(graph_tensor_c(g, first)->cat, CAT_TEMP);
+    assert_false(graph_tensor_c(g, first)->persistent);
+    assert_int_equal(oa->n_frees, 2);
+    assert_true(contains(oa->frees, 2, first));
+    assert_true(contains(oa->frees, 2, second));
+}
+
 /* GRAD_PASS: the backward op allocates nothing for that input; the output's gradient flows
  * through unchanged to the input's producer. A passed (shared) gradient reaching a parameter
  * is copied into a new .grad. */
@@ -772,6 +810,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_two_consumers_accumulate_in_place, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_two_consumers_accumulate_out_of_place_for_view, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_param_grad_is_stolen, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_param_used_twice_view_grad_sums_out_of_place, setup_graph,
+                                        teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_pass_allocates_nothing, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_backward_kernel_counts, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_frozen_branch_has_no_backward, setup_graph, teardown_graph),

@@ -10,6 +10,9 @@ return function(nn)
   --   bias, x a non-contiguous view (opts.noncontig, Transformer2DModel's proj_in on the permuted
   --     norm output): matmul does not fold it, bmm keeps the view (its base's storage) and
   --     output.add_(bias) follows in place (its backward, the bias reduction, runs first).
+  -- The weight gradient is mm_mat2_backward's transposed product (weight.t() is column-major),
+  -- handed back through TBackward0: a view of the GEMM's result, which an InputBuffer does not
+  -- add into in place (graph.c route_grad: a tied weight's two gradients).
   -- What the node keeps: the input only when the weight needs a gradient, the weight only when
   -- the input does (a frozen Linear keeps nothing of its input; one whose input needs no
   -- gradient keeps no weight), and its backward runs one GEMM per input that gets a gradient.
@@ -64,7 +67,7 @@ return function(nn)
       local out = nn.new_tensor(cx, name, shape, x.dtype, rg)
       return nn.op_sized(cx, { name = name, kind = "mm", inputs = { x, w, bv }, out_tensors = lt_outs(out),
                                saves = saves,
-                               grads = { { dtype = x.dtype, view = true }, w.rg and { dtype = w.dtype } or "none",
+                               grads = { { dtype = x.dtype, view = true }, w.rg and { dtype = w.dtype, view = true } or "none",
                                          bv.rg and { pass = 1 } or "none" },
                                grad_order = { 1, 2, 3 }, frees = frees, bwd_workspace = opts.bwd_workspace,
                                flops = flops, bwd_flops = bwd_flops, dtype = x.dtype, host = "linear" })
@@ -73,7 +76,7 @@ return function(nn)
     local y = nn.op_sized(cx, { name = name, kind = "mm", inputs = { x, w },
                                 out_tensors = b and { out } or lt_outs(out), saves = saves,
                                 grads = { { dtype = x.dtype, view = not opts.noncontig },
-                                          w.rg and { dtype = w.dtype } or "none" },
+                                          w.rg and { dtype = w.dtype, view = true } or "none" },
                                 grad_order = { 2, 1 }, frees = frees, bwd_workspace = opts.bwd_workspace,
                                 flops = flops, bwd_flops = bwd_flops, dtype = x.dtype,
                                 host = b and "linear" or (x.rg and not w.rg) and "linear_frozen" or "linear_nobias" })
