@@ -8,6 +8,11 @@ bandwidth over bytes moved. Writes lua/hw/calibrated/<gpu>_torch_ops.lua.
 --only foreach measures just the optimizer's foreach classes, for bf16 and fp32 parameter lists
 (the fp32 ones as classes foreach_fp32, foreach_scalar_fp32, foreach_out_fp32).
 
+--only fused_adamw measures torch._fused_adamw_ (AdamW(fused=True)'s one kernel per tensor-list
+chunk) over the same lists and over lists three times longer, bf16 and fp32 (classes fused_adamw,
+fused_adamw_fp32); its bytes are the simulator's: parameters, gradients and both moments read,
+parameters and moments written, 7 x the parameters' bytes.
+
 Bytes moved = bytes of every input read + every output written (as the simulator counts them).
 """
 import argparse, datetime
@@ -29,7 +34,8 @@ def nb(*ts):
 
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument("--gpu", required=True); ap.add_argument("-o", required=True)
-    ap.add_argument("--only", choices=["foreach"], help="only the optimizer's foreach classes")
+    ap.add_argument("--only", choices=["foreach", "fused_adamw"],
+                    help="only the optimizer's foreach classes, or only its fused AdamW kernel")
     a = ap.parse_args()
     dev = "cuda"
     rows = []
@@ -64,7 +70,7 @@ def main():
         rec("softmax", "log_softmax fp32", timed(lambda: torch.log_softmax(l, -1), 5), nb(l, l))
     # optimizer: foreach kernels over the parameter list of a 7B layer stack (two layers), in
     # bf16 and in fp32 (amp and fp32 training keep fp32 parameters and AdamW state)
-    for dt, suffix in ((bf, ""), (f32, "_fp32")):
+    for dt, suffix in ((bf, ""), (f32, "_fp32")) if a.only != "fused_adamw" else ():
         name = "bf16" if dt == bf else "fp32"
         params = [torch.randn(s_, device=dev, dtype=dt) for s_ in [4096 * 4096] * 8 + [11008 * 4096] * 6 + [4096] * 4]
         grads = [torch.randn_like(p) for p in params]
@@ -73,6 +79,22 @@ def main():
         rec("foreach_scalar" + suffix, "_foreach_mul_ " + name, timed(lambda: torch._foreach_mul_(params, 0.99), 5), 2 * tot)
         rec("foreach_out" + suffix, "_foreach_sqrt " + name, timed(lambda: torch._foreach_sqrt(params), 5), 2 * tot)
         del params, grads
+    # AdamW(fused=True).step's kernel: the 7B two-layer list, and three times as many tensors
+    for dt, suffix in ((bf, ""), (f32, "_fp32")) if a.only in (None, "fused_adamw") else ():
+        name = "bf16" if dt == bf else "fp32"
+        for copies in (1, 3):
+            params = [torch.randn(s_, device=dev, dtype=dt)
+                      for s_ in ([4096 * 4096] * 8 + [11008 * 4096] * 6 + [4096] * 4) * copies]
+            grads = [torch.randn_like(p) for p in params]
+            m = [torch.zeros_like(p) for p in params]
+            v = [torch.zeros_like(p) for p in params]
+            steps = [torch.tensor(1.0, device=dev) for _ in params]
+            tot = nb(*params)
+            def step():
+                torch._fused_adamw_(params, grads, m, v, [], steps, lr=1e-5, beta1=0.9, beta2=0.999,
+                                    weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False)
+            rec("fused_adamw" + suffix, "_fused_adamw_ %s x%d" % (name, copies), timed(step, 5), 7 * tot)
+            del params, grads, m, v, steps
     with open(a.o, "w") as f:
         f.write("-- PyTorch's own kernels on %s, %s, torch %s: bandwidth by access class.\n" % (
             torch.cuda.get_device_name(0), datetime.date.today().isoformat(), torch.__version__))

@@ -85,5 +85,14 @@ return {
     {class="foreach_fp32", op="_foreach_add_ fp32", bytes=4857200640, ms=1.28091, gbps=3792.0},
     {class="foreach_scalar_fp32", op="_foreach_mul_ fp32", bytes=3238133760, ms=0.92986, gbps=3482.4},
     {class="foreach_out_fp32", op="_foreach_sqrt fp32", bytes=3238133760, ms=1.04244, gbps=3106.3},
+    -- AdamW(fused=True)'s kernel (torch._fused_adamw_) over the same list and one three times as
+    -- long, 2026-12-02 on another H200 instance: python3 validation/harness/measure_torch_ops.py
+    -- --gpu h200 --only fused_adamw -o validation/results/fused_adamw_h200.lua. Bytes are the
+    -- simulator's 7 x the parameters (p, g, m, v read; p, m, v written): in bf16 it reaches 2.72
+    -- TB/s of them, below the foreach list add (its arithmetic is all of Adam's, in fp32)
+    {class="fused_adamw", op="_fused_adamw_ bf16 x1", bytes=5666734080, ms=2.07953, gbps=2725.0},
+    {class="fused_adamw", op="_fused_adamw_ bf16 x3", bytes=17000202240, ms=6.24182, gbps=2723.6},
+    {class="fused_adamw_fp32", op="_fused_adamw_ fp32 x1", bytes=11333468160, ms=3.23314, gbps=3505.4},
+    {class="fused_adamw_fp32", op="_fused_adamw_ fp32 x3", bytes=34000404480, ms=9.62243, gbps=3533.5},
   },
 }
