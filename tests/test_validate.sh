@@ -107,7 +107,14 @@ def spread(cfg):
 # measured and a bound. It is left out of its metric's mean and max and held to its bound; once
 # it is back within the band the test fails until the entry is removed, so the list cannot go
 # stale.
-KNOWN = {}
+KNOWN = {
+    ("gen3-qwen25-05b-lora-qv-b16-s512", "step_time"): (0.20,
+        "issue 15, host dispatch: a host-bound step (the profiled kernels are 87.3 ms of its 121.3, "
+        "validation/results/kernels_gen3-qwen25-05b-lora-qv-b16-s512.jsonl), and the lent host's "
+        "speed moves it: the same configuration took 110.2 ms on another host "
+        "(gen3-qwen25-05b-lora-qv-b16-s512-rerun, within the band); vrsim's host figures for it are "
+        "low by 7-16 %"),
+}
 for (cfg, metric), (bound, why) in sorted(KNOWN.items()):
     r = [x for x in rows if x["config"] == cfg and x["metric"] == metric]
     band = {"peak_allocated": 0.03, "peak_reserved": 0.04, "step_time": 0.12}[metric]
