@@ -382,12 +382,10 @@ static DType parse_dtype(lua_State *L, const char *s) {
 /* The graph methods' field names as Lua strings, made once (open_vrsim) and kept as the methods'
  * upvalue: a lookup by one of them is a table lookup, where lua_getfield would first find its C
  * string among Lua's interned strings (a strcmp each time; 1.2 % of the instructions of a 7B DDP
- * run, callgrind). Key k of
- * that array: KEY_ID "id", then TENSOR_FIELDS from KEY_TENSOR0, then OP_FIELDS from KEY_OP0. Only
- * a graph method (which has the upvalue) may push one. */
+ * run, callgrind). The array holds KEY_ID "id", then TENSOR_FIELDS from KEY_TENSOR0, then
+ * OP_FIELDS from KEY_OP0. Only a graph method (which has the upvalue) may push one. */
 enum { KEY_ID = 1, KEY_TENSOR0 = 2 };
 static void push_key(lua_State *L, int k) { lua_rawgeti(L, lua_upvalueindex(1), k); }
-
 
 /* Reads the value on top, an array field k of integers (tensor ids, 1-based in Lua -> 0-based)
  * or of tensors (tables whose field id is one), into a userdata buffer kept on the stack above
