@@ -112,7 +112,8 @@ KNOWN = {
         "issue 15, host dispatch: a host-bound step (the profiled kernels are 87.3 ms of its 121.3, "
         "validation/results/kernels_gen3-qwen25-05b-lora-qv-b16-s512.jsonl), and the lent host's "
         "speed moves it: the same configuration took 110.2 ms on another host "
-        "(gen3-qwen25-05b-lora-qv-b16-s512-rerun, within the band); vrsim's host figures for it are "
+        "(gen3-qwen25-05b-lora-qv-b16-s512-rerun, within the band), and 107.6-136.3 ms a step on a "
+        "third (validation/results/gpu_idle_gen3_h200.jsonl); vrsim's host figures for it are "
         "low by 7-16 %"),
 }
 for (cfg, metric), (bound, why) in sorted(KNOWN.items()):
