@@ -408,6 +408,18 @@ static VrStatus add_simple(Graph *g, const char *name, const char *kind, int fwd
 
 static bool fresh_buffer(const Deriv *d, int t);
 
+/* InputBuffer's out-of-place sum of tensor x's gradients a and b into *sum, a new buffer of
+ * category cat sized as tensor `like`; the op frees both. */
+static VrStatus sum_out_of_place(Graph *g, int x, int a, int b, int like, Category cat, int fwd,
+                                 int layer, int *sum) {
+    uint64_t bytes = g->tensors[like].bytes;
+    VrStatus st = new_tensor(g, "grad:", g->tensors[x].name, bytes, g->tensors[like].dtype, cat, sum);
+    if (st) return st;
+    int in[2] = {a, b}, out[1] = {*sum};
+    return add_simple(g, "InputBuffer::accumulate", "elementwise", fwd, in, 2, out, 1, in, 2,
+                      3.0 * (double)bytes, layer);
+}
+
 /* grad_of[x] = v, keeping the owner counts. */
 static void set_grad_of(Deriv *d, int x, int v) {
     int old = d->grad_of[x];
@@ -454,15 +466,12 @@ static VrStatus route_grad(Deriv *d, int x, int gi, bool fresh, int fwd, int lay
         bool this_pass = x >= g->n_param_grad || g->param_grad[x] < 0;
         if (this_pass && g->tensors[first].grad_view) {
             int sum;
-            uint64_t bytes = tx->bytes;
-            if ((st = new_tensor(g, "grad:", tx->name, bytes, tx->dtype, CAT_GRAD, &sum))) return st;
+            if ((st = sum_out_of_place(g, x, first, gi, x, CAT_GRAD, fwd, layer, &sum))) return st;
             g->tensors[sum].persistent = true;
             g->tensors[first].persistent = false; /* it was .grad only until now */
             g->tensors[first].cat = CAT_TEMP;
             d->param_grad[x] = sum;
-            int in[2] = {first, gi}, out[1] = {sum};
-            return add_simple(g, "InputBuffer::accumulate", "elementwise", fwd, in, 2, out, 1, in, 2,
-                              3.0 * (double)bytes, layer);
+            return VR_OK;
         }
         /* .grad exists (gradient accumulation): added in place, the incoming one dropped */
         int in[2] = {d->param_grad[x], gi};
@@ -478,13 +487,7 @@ static VrStatus route_grad(Deriv *d, int x, int gi, bool fresh, int fwd, int lay
                           fr, 1, 3.0 * (double)g->tensors[gi].bytes, layer);
     }
     int sum;
-    if ((st = new_tensor(g, "grad:", tx->name, g->tensors[gi].bytes, g->tensors[gi].dtype,
-                         CAT_TEMP, &sum)))
-        return st;
-    int in[2] = {d->grad_of[x], gi}, out[1] = {sum};
-    if ((st = add_simple(g, "InputBuffer::accumulate", "elementwise", fwd, in, 2, out, 1, in, 2,
-                         3.0 * (double)g->tensors[gi].bytes, layer)))
-        return st;
+    if ((st = sum_out_of_place(g, x, d->grad_of[x], gi, gi, CAT_TEMP, fwd, layer, &sum))) return st;
     set_grad_of(d, x, sum);
     return VR_OK;
 }
