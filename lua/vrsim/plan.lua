@@ -699,11 +699,37 @@ local function noting_reads(t, prefix, reads)
   })
 end
 
+-- Raises msg where the value came from: the last --set of one of `keys` (quoted), else the
+-- scenario's line of section.field.
+local function fail_given(ctx, sets, keys, field, section, msg)
+  for i = #sets, 1, -1 do
+    local k = sets[i]:match("^([%w_.]+)=")
+    for _, want in ipairs(keys) do
+      if k == want then error(("--set %s: %s"):format(sets[i], msg), 0) end
+    end
+  end
+  fail(ctx, field, section, msg)
+end
+
+-- The size a search or sweep moves must be one the model reads: given to the other kind of
+-- model (an image size to a language model, a token count to SDXL), it is an error.
+local function check_size_read(cfg, ctx, sets)
+  local t, sdxl = cfg.training, cfg.model.arch == "sdxl"
+  for _, e in ipairs { { "resolution", not sdxl, "an image size, for diffusion models (a language model's length is training.seq)" },
+                       { "seq", sdxl, "SDXL's text encoders take 77 tokens (its size is training.resolution)" } } do
+    local f, unread, why = e[1], e[2], e[3]
+    if ctx.given["training." .. f] and unread and t[f] ~= SCHEMA.training[f][2] then
+      fail_given(ctx, sets, { f, "training." .. f }, f, "training",
+                 ("training.%s = %s: %s does not read it: %s"):format(f, shown(t[f]), cfg.model.arch, why))
+    end
+  end
+end
+
 -- Fields the scenario or --set gave that nothing in this run reads, each with why: a knob that
 -- only some runs use (checkpointing's, device_map's, the network's between nodes, ...) is noted
 -- where it has no effect, so that setting it is never silently an answer that ignores it. (A
 -- field given its default value is not: it asks for nothing.)
-local function inert_given(cfg, ctx, sets)
+local function inert_given(cfg, ctx)
   local t, hw = cfg.training, cfg.hardware
   local zero = t.zero or {}
   local sharded = t.strategy == "zero3" or t.strategy == "fsdp2"
@@ -734,21 +760,6 @@ local function inert_given(cfg, ctx, sets)
   }
   for _, f in ipairs { "hidden", "intermediate", "heads", "kv_heads", "layers", "vocab" } do
     rules[#rules + 1] = { "model." .. f, cfg.model.arch ~= "sdxl", "SDXL's shapes are its variant's" }
-  end
-  -- the size a search or sweep moves must be one the model reads: given to the other kind of
-  -- model, it is an error
-  local sdxl = cfg.model.arch == "sdxl"
-  for _, e in ipairs { { "training.resolution", not sdxl, "an image size, for diffusion models (a language model's length is training.seq)" },
-                       { "training.seq", sdxl, "SDXL's text encoders take 77 tokens (its size is training.resolution)" } } do
-    local f = e[1]:match("%.(.*)$")
-    if ctx.given[e[1]] and e[2] and t[f] ~= SCHEMA.training[f][2] then
-      local msg = ("%s = %s: %s does not read it: %s"):format(e[1], shown(t[f]), cfg.model.arch, e[3])
-      for i = #sets, 1, -1 do
-        local k = sets[i]:match("^([%w_.]+)=")
-        if k == f or k == e[1] then error(("--set %s: %s"):format(sets[i], msg), 0) end
-      end
-      fail(ctx, f, "training", msg)
-    end
   end
   local out = {}
   for _, r in ipairs(rules) do
@@ -791,16 +802,11 @@ local function prepare(scn, sets, file, src)
   })
   -- the rank simulated is one of the run's (ZeRO-1's partition and a device map pick by it)
   if cfg.hardware.rank >= cfg.hardware.count then
-    local msg = ("hardware.rank = %d: the ranks of %d GPUs are 0 to %d"):format(
-                cfg.hardware.rank, cfg.hardware.count, cfg.hardware.count - 1)
-    for i = #sets, 1, -1 do
-      if sets[i]:match("^rank=") or sets[i]:match("^hardware%.rank=") or sets[i]:match("^count=")
-         or sets[i]:match("^hardware%.count=") then
-        error(("--set %s: %s"):format(sets[i], msg), 0)
-      end
-    end
-    fail(ctx, "rank", "hardware", msg)
+    fail_given(ctx, sets, { "rank", "hardware.rank", "count", "hardware.count" }, "rank", "hardware",
+               ("hardware.rank = %d: the ranks of %d GPUs are 0 to %d"):format(
+               cfg.hardware.rank, cfg.hardware.count, cfg.hardware.count - 1))
   end
+  check_size_read(cfg, ctx, sets)
   local t0 = cfg.training
   local st = { cfg = cfg, ctx = ctx, dev = dev, g = g, t0 = t0, sets = sets, alloc_real = alloc_real,
                alloc_read = function() return alloc_read end }
@@ -820,7 +826,7 @@ local function prepare(scn, sets, file, src)
     if not okc then fail(ctx, "config", "model", (tostring(msg):gsub("^[^:]*plan%.lua:%d+: ", ""))) end
   end
   cfg.notes = cfg.notes or {}
-  for _, n in ipairs(inert_given(cfg, ctx, sets)) do cfg.notes[#cfg.notes + 1] = n end
+  for _, n in ipairs(inert_given(cfg, ctx)) do cfg.notes[#cfg.notes + 1] = n end
   st.key = graph_key(st)
   st.notes_before = #cfg.notes
   return st
