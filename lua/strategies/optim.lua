@@ -189,12 +189,15 @@ function M.build(cx, cfg, params, updates)
 
   local step_us, zero_us = host_per_tensor_us(cx, impl, trainable[1] and trainable[1].dtype)
   local n_tensors = #trainable
+  -- each tensor's elements (the kernels' launches over the lists), and the lists' dtype: fp32
+  -- lists (amp, fp32 training) have kernel classes of their own, 13-50 % faster per byte than
+  -- bf16 ones (measure_torch_ops.py --only foreach)
+  local numels = {}
+  for i, p in ipairs(trainable) do numels[i] = nn.numel(p.shape) end
+  local fp32 = trainable[1] and trainable[1].dtype == "fp32"
+  local function fk(base) return fp32 and base .. "_fp32" or base end
   local found_inf = nil
-  if cx.grad_scaler then
-    local numels = {}
-    for i, p in ipairs(trainable) do numels[i] = nn.numel(p.shape) end
-    found_inf = grad_scaler_unscale(cx, grads, total, numels)
-  end
+  if cx.grad_scaler then found_inf = grad_scaler_unscale(cx, grads, total, numels) end
   if kind == "adamw" or kind == "adam" then
     -- state creation, first step only
     for _, p in ipairs(trainable) do
@@ -211,8 +214,6 @@ function M.build(cx, cfg, params, updates)
     end
     local n = nn.numel
     if impl == "foreach" then
-      local numels = {}
-      for i, p in ipairs(trainable) do numels[i] = n(p.shape) end
       -- (one count per list depth: the eight calls share three)
       local launches = {}
       local function k(depth)
@@ -224,9 +225,7 @@ function M.build(cx, cfg, params, updates)
       -- kinds by access pattern, each with its measured bandwidth (measure_torch_ops.py):
       -- foreach (tensor lists with tensor lists), foreach_scalar (one list and a scalar, in
       -- place), foreach_out (one list into new tensors); fp32 lists (amp, fp32 training) have
-      -- classes of their own, 13-50 % faster per byte than bf16 ones (--only foreach)
-      local fp32 = trainable[1] and trainable[1].dtype == "fp32"
-      local function fk(base) return fp32 and base .. "_fp32" or base end
+      -- classes of their own (fk)
       -- the in-place _foreach_ calls before the sqrt, bytes read + written: mul_(params) 2P,
       -- lerp_(exp_avgs, grads) 3P, mul_(exp_avg_sqs) 2P, addcmul_(exp_avg_sqs, grads, grads) 3P
       op(cx, { name = "adamw._foreach_mul_(params)", kind = fk("foreach_scalar"), frees = {}, bytes = 2 * total, kernels = k(1), host_us = per_op })
@@ -266,10 +265,7 @@ function M.build(cx, cfg, params, updates)
       -- one pass: read param, grad, exp_avg, exp_avg_sq; write param, exp_avg, exp_avg_sq
       -- its own class: all of Adam's arithmetic in one kernel per tensor-list chunk of the four
       -- lists (validation/results/fused_adamw_h200.lua: 2.72 TB/s in bf16, 3.5 in fp32)
-      local numels = {}
-      for i, p in ipairs(trainable) do numels[i] = n(p.shape) end
-      local fp32 = trainable[1] and trainable[1].dtype == "fp32"
-      op(cx, { name = "adamw._fused_adamw_", kind = fp32 and "fused_adamw_fp32" or "fused_adamw", frees = {},
+      op(cx, { name = "adamw._fused_adamw_", kind = fk("fused_adamw"), frees = {},
                bytes = 7 * total, kernels = foreach_launches(numels, 4), host_us = step_us * n_tensors })
     else
       error("optimizer_impl must be foreach, forloop or fused", 0)
@@ -282,10 +278,6 @@ function M.build(cx, cfg, params, updates)
                kind = "copy", outputs = { p.momentum.id }, once = true, frees = {},
                bytes = impl == "fused" and 0 or 2 * nn.bytes(p.shape, p.dtype) })
     end
-    local numels = {}
-    for i, p in ipairs(trainable) do numels[i] = nn.numel(p.shape) end
-    local fp32 = trainable[1] and trainable[1].dtype == "fp32"
-    local function fk(base) return fp32 and base .. "_fp32" or base end
     if impl == "foreach" then
       local per_op = step_us * n_tensors / 3
       op(cx, { name = "sgd._foreach_mul_(momentum_buffers)", kind = fk("foreach_scalar"), frees = {},
