@@ -108,6 +108,51 @@ VrStatus cost_new(const DeviceSpec *dev, const CostPoint *const gemm[DT_COUNT],
     return VR_OK;
 }
 
+static VrStatus curve_copy(Curve *to, const Curve *from) {
+    memset(to, 0, sizeof *to);
+    if (from->n == 0) return VR_OK;
+    to->x = malloc(sizeof(double) * (size_t)from->n);
+    to->y = malloc(sizeof(double) * (size_t)from->n);
+    if (!to->x || !to->y) return VR_ENOMEM;
+    memcpy(to->x, from->x, sizeof(double) * (size_t)from->n);
+    memcpy(to->y, from->y, sizeof(double) * (size_t)from->n);
+    to->n = from->n;
+    if (from->interp) {
+        to->interp = gsl_interp_alloc(gsl_interp_linear, (size_t)to->n);
+        if (!to->interp) return VR_ENOMEM;
+        if (gsl_interp_init(to->interp, to->x, to->y, (size_t)to->n) != GSL_SUCCESS) return VR_EINVAL;
+    }
+    return VR_OK;
+}
+
+VrStatus cost_clone(const CostModel *c, const DeviceSpec *dev, CostModel **out) {
+    *out = NULL;
+    CostModel *k = malloc(sizeof *k);
+    if (!k) return VR_ENOMEM;
+    /* the scalars and names as they are; every curve then its own arrays (zeroed first, so that
+     * cost_free frees only what was copied if a copy fails) */
+    memcpy(k, c, sizeof *k);
+    for (int i = 0; i < COST_CLASSES; i++) memset(&k->cls[i], 0, sizeof k->cls[i]);
+    for (int d = 0; d < DT_COUNT; d++) {
+        memset(&k->gemm[d], 0, sizeof k->gemm[d]);
+        for (int g = 0; g < COST_LORA_GEMMS; g++)
+            for (int r = 0; r < COST_LORA_RANKS; r++) memset(&k->lora[d][g].rate[r], 0, sizeof(Curve));
+    }
+    memset(&k->mem, 0, sizeof k->mem);
+    k->dev = *dev;
+    VrStatus st = curve_copy(&k->mem, &c->mem);
+    for (int i = 0; i < c->n_classes && !st; i++) st = curve_copy(&k->cls[i], &c->cls[i]);
+    for (int d = 0; d < DT_COUNT && !st; d++) {
+        st = curve_copy(&k->gemm[d], &c->gemm[d]);
+        for (int g = 0; g < COST_LORA_GEMMS && !st; g++)
+            for (int r = 0; r < c->lora[d][g].n && !st; r++)
+                st = curve_copy(&k->lora[d][g].rate[r], &c->lora[d][g].rate[r]);
+    }
+    if (st) { cost_free(k); return st; }
+    *out = k;
+    return VR_OK;
+}
+
 static VrStatus add_class(CostModel *c, const char *name, const CostPoint *pts, int n,
                           bool by_flops) {
     int i;

@@ -30,6 +30,11 @@ VrStatus cost_new(const DeviceSpec *dev, const CostPoint *const gemm[DT_COUNT],
                   CostModel **out /* OUT */);
 void cost_free(CostModel *c); /* NULL is a no-op */
 
+/* A copy of c that prices ops on dev: its curves, classes and kernel floor and gap are c's, to
+ * the bit, and its device dev (what the curves fall back to where they have no point). The caller
+ * owns *out. VR_ENOMEM. */
+VrStatus cost_clone(const CostModel *c, const DeviceSpec *dev, CostModel **out /* OUT */);
+
 /* ---- a calibrated profile as measured ---------------------------------------------------
  * The tables of lua/hw/calibrated/<gpu>*.lua (their fields: lua/hw/calibrated/README.md) as plain
  * rows; sim/bind/bind.c copies them out of Lua, cost_from_profile turns them into curves. Every

@@ -438,6 +438,21 @@ if crashed "vrsim validate (missing file)"; then :
 elif [ "$RC" -eq 2 ] && grep -q "no-such.jsonl" "$TMP/noval.err"; then ok "vrsim validate on a missing file exits 2 and names it"
 else fail "vrsim validate on a missing file: exit $RC, expected 2"; fi
 
+# ---- one process, many cost models --------------------------------------------------------
+# The process keeps the cost model it made of a calibrated profile (sim/bind/bind.c
+# read_profile), by the GPU and by whether the run has LoRA adapters, whose GEMMs have curves of
+# their own: a LoRA run after a full fine-tune in one process is priced as it is alone.
+sed -n 1p validation/records/llama_h200_gen3.jsonl >"$TMP/mix.jsonl"
+sed -n 2p validation/records/llama_h200_gen3.jsonl >"$TMP/lora.jsonl"
+cat "$TMP/lora.jsonl" >>"$TMP/mix.jsonl"
+run mixval validate "$TMP/mix.jsonl" --json
+mixed=$(tr -d ' \t\n' <"$TMP/mixval.out" | grep -o '"config":"gen3-llama32-3b-lora[^}]*"metric":"step_time"[^}]*' | grep -o '"predicted":[0-9.e+-]*')
+run loraval validate "$TMP/lora.jsonl" --json
+alone=$(tr -d ' \t\n' <"$TMP/loraval.out" | grep -o '"config":"gen3-llama32-3b-lora[^}]*"metric":"step_time"[^}]*' | grep -o '"predicted":[0-9.e+-]*')
+if crashed "vrsim validate (a LoRA record after a full one)"; then :
+elif [ -n "$alone" ] && [ "$mixed" = "$alone" ]; then ok "a LoRA run after a full fine-tune in one process: the step time it has alone ($alone)"
+else fail "a LoRA run after a full fine-tune in one process: step time '$mixed', alone '$alone'"; fi
+
 # ---- the H200's supplements reach the cost model -----------------------------------------
 # plan.lua reads lua/hw/calibrated/h200_gemm.lua (GEMMs timed from an idle card) in place of the
 # profile's grid, and h200_sdpa.lua for fused attention. torch.profiler's kernels of this very

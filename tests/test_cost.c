@@ -4,7 +4,7 @@
  * attention takes its measured FLOP rate (forward and backward curves) where the profile covers
  * its size, the GEMM curve elsewhere; every kernel adds the stream's measured gap. A measured
  * profile's rows become curves (cost_from_profile) with every row read, however many, and a row
- * that cannot be a point is an error naming it. */
+ * that cannot be a point is an error naming it; a model's copy prices ops as a fresh one. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -465,6 +465,51 @@ static void test_profile_lora_rows(void **state) {
     assert_non_null(strstr(why, "must be > 0"));
 }
 
+/* A clone (cost_clone) prices every op as a model made afresh from the same rows on the clone's
+ * device, to the bit, carried or not, and carrying it leaves the original as it was. */
+static void test_clone(void **state) {
+    (void)state;
+    DeviceSpec dev = plain_device(), other = plain_device();
+    other.mem_bw = 2e12;
+    other.peak_flops[DT_FP32] = 30e12;
+    other.peak_flops[DT_FP16] = 200e12;
+    CostGemmRow g[3] = {{"bf16", 1024, 1024, 1024, 1, 300, false}, {"bf16", 8192, 8192, 8192, 1, 700, false},
+                        {"bf16", 256, 256, 256, 1, 20, true}};
+    CostStreamRow s[2] = {{NULL, 1, 1000}, {NULL, 10, 2000}};
+    CostStreamRow o[3] = {{"broadcast", 1, 3000}, {"cast_up", 1, 500}, {"broadcast", 2, 2900}};
+    CostSdpaRow r[1] = {{.batch = 4, .heads = 32, .seq_q = 2048, .seq_k = 2048, .dim = 128, .causal = true}};
+    r[0].fwd_ms[COST_SDPA_FLASH] = 0.3, r[0].fwdbwd_ms[COST_SDPA_FLASH] = 1.1;
+    CostLoraRow l[2] = {{"fp32", "A_fwd", 8, 8192, 2048, 0.040}, {"fp32", "A_fwd", 32, 8192, 2048, 0.090}};
+    CostProfile p = {.gemm = g, .n_gemm = 3, .stream = s, .n_stream = 2, .torch_ops = o, .n_torch_ops = 3,
+                     .sdpa = r, .n_sdpa = 1, .lora = l, .n_lora = 2, .launch_device_us = 2, .kernel_gap_us = 1.5};
+    CostModel *a = NULL, *fresh = NULL, *k = NULL;
+    assert_int_equal(cost_from_profile(&dev, &p, &a, NULL, 0), VR_OK);
+    assert_int_equal(cost_from_profile(&other, &p, &fresh, NULL, 0), VR_OK);
+    assert_int_equal(cost_clone(a, &other, &k), VR_OK);
+    Op ops[7] = {op_of("mm", PH_FWD, 3e12, 1e8), op_of("mm", PH_BWD, 1e9, 1e6), op_of("broadcast", PH_FWD, 0, 6e9),
+                 op_of("cast_up", PH_FWD, 0, 1e5), op_of("elementwise", PH_FWD, 0, 3e9),
+                 op_of("attention_flash", PH_FWD, 2e12, 1e8), op_of("mm", PH_FWD, 1e12, 1e6)};
+    ops[0].compute_dtype = DT_FP16; /* no fp16 rows: the device's datasheet */
+    ops[6].compute_dtype = DT_FP32, ops[6].lora_rank = 16, ops[6].lora_role = 'A';
+    double before[7];
+    for (int i = 0; i < 7; i++) {
+        before[i] = cost_op_ns(a, &ops[i]);
+        assert_true(cost_op_ns(k, &ops[i]) == cost_op_ns(fresh, &ops[i]));
+    }
+    assert_true(cost_op_ns(k, &ops[0]) != before[0]); /* the clone's device, not the original's */
+    CostCarry carry = {.sm = 0.5, .bw = 0.7};
+    carry.compute[DT_BF16] = 0.4, carry.compute[DT_FP32] = 0.3;
+    assert_int_equal(cost_carry(k, &other, &carry), VR_OK);
+    assert_int_equal(cost_carry(fresh, &other, &carry), VR_OK);
+    for (int i = 0; i < 7; i++) {
+        assert_true(cost_op_ns(k, &ops[i]) == cost_op_ns(fresh, &ops[i]));
+        assert_true(cost_op_ns(a, &ops[i]) == before[i]);
+    }
+    cost_free(a);
+    cost_free(fresh);
+    cost_free(k);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_and_fp32_fallback),
@@ -480,6 +525,7 @@ int main(void) {
         cmocka_unit_test(test_profile_sdpa_rows),
         cmocka_unit_test(test_profile_sdpa_kernel_rows),
         cmocka_unit_test(test_profile_lora_rows),
+        cmocka_unit_test(test_clone),
     };
     return cmocka_run_group_tests_name("cost", tests, NULL, NULL);
 }

@@ -460,6 +460,9 @@ local function resolve_gpu(name)
 end
 P.resolve_gpu = resolve_gpu
 
+-- device_of's joined row lists, by GPU and table
+local JOINED = {}
+
 local function device_of(cfg, ctx)
   local name, msg = resolve_gpu(cfg.hardware.gpu)
   if not name then
@@ -522,15 +525,19 @@ local function device_of(cfg, ctx)
     local ok, t = pcall(require, "hw.calibrated." .. (gname or name) .. suffix)
     return ok and type(t) == "table" and t or nil
   end
-  -- A new list of rows followed by the `key` rows of each supplement named by suffixes that
-  -- exists: the modules' own tables stay as loaded
+  -- A list of rows followed by the `key` rows of each supplement named by suffixes that
+  -- exists: the modules' own tables stay as loaded. Made once per GPU and table (JOINED): the
+  -- modules' rows never change once loaded
   local function joined(rows, key, suffixes, gname)
+    local memo = (gname or name) .. "/" .. key
+    if JOINED[memo] then return JOINED[memo] end
     local all = {}
     for _, r in ipairs(rows) do all[#all + 1] = r end
     for _, suffix in ipairs(suffixes) do
       local extra = calibrated(suffix, gname)
       for _, r in ipairs(extra and extra[key] or {}) do all[#all + 1] = r end
     end
+    JOINED[memo] = all
     return all
   end
   local function load_profile(gname)
@@ -559,6 +566,9 @@ local function device_of(cfg, ctx)
       -- Only a run with adapters has such GEMMs; the others do not read the table's 960 rows
       local lg = require("strategies.lora").wanted(cfg.training) and calibrated("_lora_gemm", gname)
       prof.lora_gemm = lg and lg.lora_gemm or nil
+      -- the rows C makes the cost model from are a function of these two alone: the process
+      -- makes that model once per key (sim/bind/bind.c read_profile)
+      prof.cost_key = gname .. (lg and "+lora_gemm" or "")
       -- compute kernels beside an NCCL collective (measure_contention.py, two GPUs): none is
       -- applied until it is measured
       local ct = calibrated("_contention", gname)

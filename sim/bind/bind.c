@@ -1662,10 +1662,37 @@ static int read_sdpa(lua_State *L, int prof, CostSdpaRow *rows) {
 
 /* Builds the plan's cost model from device.profile (a calibrated profile table), if any: its
  * tables copied into the cost module's rows (cost.h, cost_from_profile, turns them into curves). */
-static void read_profile(lua_State *L, int dev, Plan *p) {
-    lua_getfield(L, dev, "profile");
-    if (!lua_istable(L, -1)) { lua_pop(L, 1); return; }
-    int prof = lua_gettop(L);
+/* The cost models made from calibrated profiles, kept for the life of the process. A profile
+ * that lua/vrsim/plan.lua marks with a cost_key (the GPU whose calibrated files it joined, and
+ * whether it took their LoRA table) holds the same rows every time it is read from one lua/
+ * folder, so its curves are made once, and each plan gets a copy priced on its own device
+ * (cost_clone: the same curves to the bit). The rows are some 60,000 fields; a sweep's parent
+ * reads them before it forks its workers, so no point reads them again. */
+#define COST_CACHE 16
+static struct CostCache {
+    char key[PATH_MAX + 64];
+    CostModel *model;
+} cost_cache[COST_CACHE];
+static int n_cost_cache;
+
+/* The cache's key of the profile at prof (its cost_key under this state's lua/ folder) into key,
+ * or false when it has none. */
+static bool cost_cache_key(lua_State *L, int prof, char *key, size_t n) {
+    char ck[64];
+    if (!field_str(L, prof, "cost_key", ck, sizeof ck)) return false;
+    Sandbox *sb;
+    lua_getallocf(L, (void **)&sb);
+    return snprintf(key, n, "%s|%s", sb->lua_real, ck) < (int)n;
+}
+
+static CostModel *cost_cached(const char *key) {
+    for (int i = 0; i < n_cost_cache; i++)
+        if (strcmp(cost_cache[i].key, key) == 0) return cost_cache[i].model;
+    return NULL;
+}
+
+/* Reads the profile's rows at prof into a cost model for p->dev (p->cost). */
+static void read_profile_rows(lua_State *L, int prof, Plan *p) {
     /* the grid a profile's `gemm` table holds (plan.lua puts the idle-card grid of <gpu>_gemm.lua
      * there when there is one: a step's GEMMs run below the power limit, so a gemm_sustained
      * table is a record, not read) */
@@ -1733,6 +1760,26 @@ static void read_profile(lua_State *L, int dev, Plan *p) {
         luaL_error(L, "the calibrated profile of %s (%s): %s", p->dev.key, src, why);
     }
     lua_pop(L, 1); /* the rows */
+}
+
+static void read_profile(lua_State *L, int dev, Plan *p) {
+    lua_getfield(L, dev, "profile");
+    if (!lua_istable(L, -1)) { lua_pop(L, 1); return; }
+    int prof = lua_gettop(L);
+    char key[sizeof cost_cache[0].key];
+    bool keyed = cost_cache_key(L, prof, key, sizeof key);
+    const CostModel *kept = keyed ? cost_cached(key) : NULL;
+    if (kept) {
+        if (cost_clone(kept, &p->dev, &p->cost))
+            luaL_error(L, "out of memory building the cost model of %s", p->dev.key);
+    } else {
+        read_profile_rows(L, prof, p);
+        CostModel *copy;
+        if (keyed && n_cost_cache < COST_CACHE && !cost_clone(p->cost, &p->dev, &copy)) {
+            snprintf(cost_cache[n_cost_cache].key, sizeof cost_cache[0].key, "%s", key);
+            cost_cache[n_cost_cache++].model = copy;
+        }
+    }
     /* a GPU without a profile of its own: the reference GPU's profile carried to it
      * (device.carry, made by lua/hw/carry.lua; cost.h says what is carried and how) */
     lua_getfield(L, dev, "carry");
