@@ -3,6 +3,7 @@
 #include "cost.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,8 @@ typedef struct Curve {
 struct CostModel {
     DeviceSpec dev;
     char class_name[COST_CLASSES][48]; /* memory-access classes measured through PyTorch */
+    uint32_t class_hash[COST_CLASSES];  /* name_hash of each class name: every op's cost looks
+                                         * its kind up, so names are compared only on a match */
     Curve cls[COST_CLASSES];
     bool cls_by_flops[COST_CLASSES];   /* a FLOP-rate curve (fused attention), not bandwidth */
     int n_classes;
@@ -153,11 +156,19 @@ VrStatus cost_clone(const CostModel *c, const DeviceSpec *dev, CostModel **out) 
     return VR_OK;
 }
 
+/* FNV-1a of a class or kind name */
+static uint32_t name_hash(const char *s) {
+    uint32_t h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
 static VrStatus add_class(CostModel *c, const char *name, const CostPoint *pts, int n,
                           bool by_flops) {
     int i;
+    uint32_t h = name_hash(name);
     for (i = 0; i < c->n_classes; i++)
-        if (strcmp(c->class_name[i], name) == 0) break;
+        if (c->class_hash[i] == h && strcmp(c->class_name[i], name) == 0) break;
     if (i == c->n_classes) {
         if (c->n_classes == COST_CLASSES || strlen(name) >= sizeof c->class_name[0]) return VR_EINVAL;
         c->n_classes++;
@@ -165,6 +176,7 @@ static VrStatus add_class(CostModel *c, const char *name, const CostPoint *pts, 
         curve_free(&c->cls[i]);
     }
     snprintf(c->class_name[i], sizeof c->class_name[i], "%s", name);
+    c->class_hash[i] = name_hash(c->class_name[i]);
     c->cls_by_flops[i] = by_flops;
     return curve_init(&c->cls[i], pts, n);
 }
@@ -189,8 +201,10 @@ static const Curve *flops_curve(const CostModel *c, const char *kind, bool backw
     char name[sizeof c->class_name[0]];
     if (!kind || snprintf(name, sizeof name, "%s%s", kind, backward ? "_bwd" : "") >= (int)sizeof name)
         return NULL;
+    uint32_t h = name_hash(name);
     for (int i = 0; i < c->n_classes; i++)
-        if (c->cls_by_flops[i] && strcmp(c->class_name[i], name) == 0) return &c->cls[i];
+        if (c->class_hash[i] == h && c->cls_by_flops[i] && strcmp(c->class_name[i], name) == 0)
+            return &c->cls[i];
     size_t n = strlen(kind);
     for (int v = 1; v < SDPA_VARIANTS; v++) {
         size_t m = strlen(SDPA_SUFFIX[v]);
@@ -207,8 +221,10 @@ static const Curve *class_curve(const CostModel *c, const char *kind) {
     if (!kind) return NULL;
     /* generic elementwise kernels are the contiguous class */
     const char *k = strcmp(kind, "elementwise") == 0 ? "contiguous" : kind;
+    uint32_t h = name_hash(k);
     for (int i = 0; i < c->n_classes; i++)
-        if (!c->cls_by_flops[i] && strcmp(c->class_name[i], k) == 0) return &c->cls[i];
+        if (c->class_hash[i] == h && !c->cls_by_flops[i] && strcmp(c->class_name[i], k) == 0)
+            return &c->cls[i];
     /* a dtype-specific class ("foreach_fp32") a profile did not measure: its generic one */
     size_t n = strlen(k);
     if (n > 5 && strcmp(k + n - 5, "_fp32") == 0) {
