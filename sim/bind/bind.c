@@ -464,32 +464,75 @@ typedef struct Fields {
     int base, n;               /* arguments: the first one's index and how many there are */
     const char *const *names;
     int key0;                  /* names[0]'s key (push_key) */
+    bool spread;               /* t's fields copied to base + f already (spread_fields) */
+    uint64_t absent;           /* bit f: field f is known to be nil (spread_fields,
+                                * args_absent), so reading it is its default at once */
 } Fields;
+
+#define ABSENT(fs, f) ((fs)->absent >> (f) & 1)
 
 /* Pushes field f. */
 static void push_field(lua_State *L, const Fields *fs, int f) {
-    if (fs->t) push_key(L, fs->key0 + f), lua_gettable(L, fs->t);
+    if (fs->spread) lua_pushvalue(L, fs->base + f);
+    else if (fs->t) push_key(L, fs->key0 + f), lua_gettable(L, fs->t);
     else if (f < fs->n) lua_pushvalue(L, fs->base + f);
     else lua_pushnil(L);
 }
 
+/* A plain table's fields (fs->t, no metatable: what lua_gettable reads is what lua_next visits)
+ * copied in one pass to fresh stack slots, field f at base + f and nil where absent: an op table
+ * from a strategy gives some 8 of OP_FIELDS' 43, and looking each of the 43 up cost more than
+ * the op's own work. by_name (an upvalue index): field name -> key (push_key's numbering).
+ * A table with a metatable is read by name, as before. */
+static void spread_fields(lua_State *L, Fields *fs, int count, int by_name) {
+    if (lua_getmetatable(L, fs->t)) { lua_pop(L, 1); return; }
+    luaL_checkstack(L, count + 4, "op fields");
+    int base = lua_gettop(L) + 1;
+    uint64_t given = 0;
+    lua_settop(L, base + count - 1);
+    lua_pushnil(L);
+    while (lua_next(L, fs->t)) {
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            lua_pushvalue(L, -2);
+            int f = lua_rawget(L, by_name) == LUA_TNUMBER ? (int)lua_tointeger(L, -1) - fs->key0 : -1;
+            lua_pop(L, 1);
+            if (f >= 0 && f < count && !lua_isnil(L, -1)) lua_copy(L, -1, base + f), given |= 1ull << f;
+        }
+        lua_pop(L, 1);
+    }
+    fs->base = base, fs->n = count, fs->spread = true, fs->absent = ~given;
+}
+
+/* The arguments' fields of fs that are nil (or beyond the last argument), of count. */
+static void args_absent(lua_State *L, Fields *fs, int count) {
+    uint64_t absent = 0;
+    for (int f = 0; f < count; f++)
+        if (f >= fs->n || lua_isnil(L, fs->base + f)) absent |= 1ull << f;
+    fs->absent = absent;
+}
+
 static lua_Integer fs_int(lua_State *L, const Fields *fs, int f, lua_Integer def) {
+    if (ABSENT(fs, f)) return def;
     push_field(L, fs, f);
     return top_int(L, fs->names[f], def);
 }
 static double fs_num(lua_State *L, const Fields *fs, int f, double def) {
+    if (ABSENT(fs, f)) return def;
     push_field(L, fs, f);
     return top_num(L, fs->names[f], def);
 }
 static bool fs_bool(lua_State *L, const Fields *fs, int f, bool def) {
+    if (ABSENT(fs, f)) return def;
     push_field(L, fs, f);
     return top_bool(L, def);
 }
 static const char *fs_str(lua_State *L, const Fields *fs, int f, char *buf, size_t n) {
+    if (ABSENT(fs, f)) return NULL;
     push_field(L, fs, f);
     return top_str(L, buf, n);
 }
 static int fs_ids(lua_State *L, const Fields *fs, int f, int **out) {
+    if (ABSENT(fs, f)) { *out = NULL; return 0; }
     push_field(L, fs, f);
     return top_ids(L, fs->names[f], out, true, false, NULL, 0);
 }
@@ -497,10 +540,12 @@ static int fs_ids(lua_State *L, const Fields *fs, int f, int **out) {
  * of at most cap goes into local (valid while the caller's frame is), a longer one onto the
  * stack. */
 static int fs_tensors(lua_State *L, const Fields *fs, int f, int **out, int *local, int cap) {
+    if (ABSENT(fs, f)) { *out = NULL; return 0; }
     push_field(L, fs, f);
     return top_ids(L, fs->names[f], out, true, fs->t == 0, local, cap);
 }
 static int fs_u64s(lua_State *L, const Fields *fs, int f, uint64_t **out) {
+    if (ABSENT(fs, f)) { *out = NULL; return 0; }
     push_field(L, fs, f);
     return top_u64s(L, fs->names[f], out);
 }
@@ -563,6 +608,7 @@ static int l_tensorv(lua_State *L) {
     Graph *g = check_graph(L);
     int n = lua_gettop(L) - 1;
     Fields fs = {.base = 2, .n = n < TF_COUNT ? n : TF_COUNT, .names = TENSOR_FIELDS, .key0 = KEY_TENSOR0};
+    args_absent(L, &fs, TF_COUNT);
     return read_tensor(L, g, &fs);
 }
 
@@ -774,6 +820,7 @@ static int l_op(lua_State *L) {
     Graph *g = check_graph(L);
     luaL_checktype(L, 2, LUA_TTABLE);
     Fields fs = {.t = 2, .names = OP_FIELDS, .key0 = KEY_OP0};
+    spread_fields(L, &fs, OF_COUNT, lua_upvalueindex(2));
     return read_op(L, g, &fs);
 }
 
@@ -1054,6 +1101,7 @@ static int l_opv(lua_State *L) {
     Graph *g = check_graph(L);
     int n = lua_gettop(L) - 1;
     Fields fs = {.base = 2, .n = n < OF_COUNT ? n : OF_COUNT, .names = OP_FIELDS, .key0 = KEY_OP0};
+    args_absent(L, &fs, OF_COUNT);
     return read_op(L, g, &fs);
 }
 
@@ -1252,7 +1300,9 @@ static int open_vrsim(lua_State *L) {
     lua_rawseti(L, -2, KEY_ID);
     for (int i = 0; i < TF_COUNT; i++) lua_pushstring(L, TENSOR_FIELDS[i]), lua_rawseti(L, -2, KEY_TENSOR0 + i);
     for (int i = 0; i < OF_COUNT; i++) lua_pushstring(L, OP_FIELDS[i]), lua_rawseti(L, -2, KEY_OP0 + i);
-    luaL_setfuncs(L, GRAPH_METHODS, 1);
+    lua_createtable(L, 0, OF_COUNT); /* the second: an op field's name -> its key (spread_fields) */
+    for (int i = 0; i < OF_COUNT; i++) lua_pushinteger(L, KEY_OP0 + i), lua_setfield(L, -2, OP_FIELDS[i]);
+    luaL_setfuncs(L, GRAPH_METHODS, 2);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
     lua_newtable(L);

@@ -175,6 +175,24 @@ do
   check(sum_bytes(4096, 640) == 20 * MiB + 20, "row-sum buffers of (4096, 640): 20 MiB + 20 B")
   check(sum_bytes(4096, 4096) == 128 * MiB + 128, "row-sum buffers of (4096, 4096): 128 MiB + 128 B")
 end
+do
+  -- G:op{...} reads a plain table's fields in one pass and a table with a metatable by name
+  -- (its __index's fields too): both give the op, and a bad field is an error naming it
+  local G = require("vrsim.core").new_graph()
+  local x = G:tensorv("x", 64, 16, "fp32")
+  local y = G:tensorv("y", 64, 16, "fp32")
+  local spec = { name = "plain", kind = "elementwise", phase = "fwd", inputs = { x }, outputs = { y }, bytes = 128 }
+  G:op(spec)
+  check(G:num_ops() == 1, "G:op{...}: a plain table gives an op")
+  G:op(setmetatable({ name = "inherits" }, { __index = spec }))
+  check(G:num_ops() == 2, "G:op{...}: a table with a metatable gives an op")
+  raises(function() G:op { name = "bad", inputs = { x }, outputs = {}, flops = "many" } end,
+         "field 'flops' must be a number", "G:op{...}: a bad field of a plain table names it")
+  raises(function() G:op(setmetatable({ name = "bad" }, { __index = { inputs = { x }, flops = "many" } })) end,
+         "field 'flops' must be a number", "G:op{...}: a bad field under __index names it")
+  raises(function() G:opv("bad", "elementwise", "fwd", { x }, {}, nil, nil, nil, nil, nil, nil, nil, nil, "many") end,
+         "field 'flops' must be a number", "G:opv: a bad field names it")
+end
 
 if #failures > 0 then
   error(("rules: %d of %d checks failed:\n  %s"):format(#failures, checks, table.concat(failures, "\n  ")), 0)
