@@ -481,8 +481,9 @@ static void push_field(lua_State *L, const Fields *fs, int f) {
 
 /* A plain table's fields (fs->t, no metatable: what lua_gettable reads is what lua_next visits)
  * copied in one pass to fresh stack slots, field f at base + f and nil where absent: an op table
- * from a strategy gives some 8 of OP_FIELDS' 43, and looking each of the 43 up cost more than
- * the op's own work. by_name (an upvalue index): field name -> key (push_key's numbering).
+ * from a strategy gives some 8 of OP_FIELDS' 43, and looking up each of the 43 by name was most
+ * of reading it (8,800 instructions an op table, 5,900 this way: docs/speed.md). by_name (an
+ * upvalue index): field name -> key (push_key's numbering).
  * A table with a metatable is read by name, as before. */
 static void spread_fields(lua_State *L, Fields *fs, int count, int by_name) {
     if (lua_getmetatable(L, fs->t)) { lua_pop(L, 1); return; }
@@ -1710,8 +1711,6 @@ static int read_sdpa(lua_State *L, int prof, CostSdpaRow *rows) {
     return len;
 }
 
-/* Builds the plan's cost model from device.profile (a calibrated profile table), if any: its
- * tables copied into the cost module's rows (cost.h, cost_from_profile, turns them into curves). */
 /* The cost models made from calibrated profiles, kept for the life of the process. A profile
  * that lua/vrsim/plan.lua marks with a cost_key (the GPU whose calibrated files it joined, and
  * whether it took their LoRA table) holds the same rows every time it is read from one lua/
@@ -1812,6 +1811,9 @@ static void read_profile_rows(lua_State *L, int prof, Plan *p) {
     lua_pop(L, 1); /* the rows */
 }
 
+/* Builds the plan's cost model from device.profile (a calibrated profile table), if any: its
+ * tables copied into the cost module's rows (cost.h, cost_from_profile, turns them into curves),
+ * or the process's model of the same rows copied. */
 static void read_profile(lua_State *L, int dev, Plan *p) {
     lua_getfield(L, dev, "profile");
     if (!lua_istable(L, -1)) { lua_pop(L, 1); return; }
