@@ -1725,13 +1725,19 @@ static struct CostCache {
 static int n_cost_cache;
 
 /* The cache's key of the profile at prof (its cost_key under this state's lua/ folder) into key,
- * or false when it has none. */
+ * or false when it has none, or one too long to keep whole. */
 static bool cost_cache_key(lua_State *L, int prof, char *key, size_t n) {
-    char ck[64];
-    if (!field_str(L, prof, "cost_key", ck, sizeof ck)) return false;
-    Sandbox *sb;
-    lua_getallocf(L, (void **)&sb);
-    return snprintf(key, n, "%s|%s", sb->lua_real, ck) < (int)n;
+    bool keyed = false;
+    if (lua_getfield(L, prof, "cost_key") == LUA_TSTRING) {
+        Sandbox *sb;
+        lua_getallocf(L, (void **)&sb);
+        size_t len;
+        const char *ck = lua_tolstring(L, -1, &len);
+        int w = snprintf(key, n, "%s|%s", sb->lua_real, ck);
+        keyed = w >= 0 && (size_t)w < n && strlen(ck) == len;
+    }
+    lua_pop(L, 1);
+    return keyed;
 }
 
 static CostModel *cost_cached(const char *key) {
