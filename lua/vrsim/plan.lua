@@ -659,9 +659,15 @@ local function canonical(v)
     if t == "table" then
       if depth > 32 or seen[x] then return false end
       seen[x] = true
-      local ks = {}
-      for k in next, x do ks[#ks + 1] = k end
-      table.sort(ks, key_less)
+      -- (keys of one type, strings or numbers, sort as key_less sorts them with Lua's own
+      -- comparison, without a call into Lua for each)
+      local ks, kt, mixed = {}, nil, false
+      for k in next, x do
+        ks[#ks + 1] = k
+        local t1 = type(k)
+        if kt == nil then kt = t1 elseif t1 ~= kt then mixed = true end
+      end
+      if mixed or (kt ~= "string" and kt ~= "number") then table.sort(ks, key_less) else table.sort(ks) end
       out[#out + 1] = "{"
       for _, k in ipairs(ks) do
         if not (put(k, depth + 1) and put(rawget(x, k), depth + 1)) then return false end
@@ -683,13 +689,22 @@ end
 -- allocator section and the notes apart: compared where the build read them, and not an input),
 -- the GPU's architecture as the op library tells them apart (nn.arch_class: the fused attention
 -- kernel) and the host costs its ops carry. nil when some of it is not data.
+local HOST_CANON = setmetatable({}, { __mode = "k" })
 local function graph_key(st)
   local rest = {}
   for k, v in pairs(st.cfg) do
     if k ~= "hardware" and k ~= "allocator" and k ~= "notes" then rest[k] = v end
   end
   local prof = st.dev.profile or {}
-  return canonical { cfg = rest, arch = nn.arch_class(st.g.arch), host_classes = prof.host_classes,
+  -- (the profile's table of host costs by op class is a loaded module's, which nothing changes:
+  -- its canonical string is made once, HOST_CANON)
+  local hc = prof.host_classes
+  if type(hc) == "table" then
+    if HOST_CANON[hc] == nil then HOST_CANON[hc] = canonical(hc) or false end
+    hc = HOST_CANON[hc]
+    if not hc then return nil end
+  end
+  return canonical { cfg = rest, arch = nn.arch_class(st.g.arch), host_classes = hc,
                      optim_host = prof.optim_host, fsdp2_hook_us = prof.fsdp2_hook_us }
 end
 
