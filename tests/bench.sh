@@ -14,9 +14,14 @@
 #                op through the allocator (goal 500 points/s on two cores), and what one point
 #                costs on one worker when it builds its graph and when it reuses one
 #   scenarios    every scenario, --no-files, best of 3
+#   instructions with INSTR=1 (and valgrind): instruction counts, which no machine's noise
+#                moves, of a 100-point sweep's points (micro-batches 1-2 of the sweep above, one
+#                worker; every point's child from the moment it gets its point), of the 70B run
+#                and of the headline without files: compare them between two builds
 # The figures then go into README.md's speed table (the block between `<!-- BEGIN speed (make
 # bench) -->` and `<!-- END speed -->`), with the date and the machine; README= leaves it be.
-#   VRSIM=path/to/vrsim  REPEAT=N  TRACE=file  SWEEP=0 (skip the sweep)  README=file  sh tests/bench.sh
+#   VRSIM=path/to/vrsim  REPEAT=N  TRACE=file  SWEEP=0 (skip the sweep)  README=file  INSTR=1
+#   sh tests/bench.sh
 set -eu
 VRSIM=${VRSIM:-./vrsim}
 REPEAT=${REPEAT:-200}
@@ -94,6 +99,29 @@ reused = (tb - 20 * fresh) / 120
 print("  one point, -j 1: %.1f ms when it builds its graph (40 micro-batches: %.3f s), %.1f ms on a"
       " graph built already (7 GPUs x 20 micro-batches: %.3f s, less 20 builds)" % (fresh * 1e3, ta, reused * 1e3, tb))
 PY
+fi
+
+# instrs OUT CMD...: the instructions of CMD and of every process it forks (callgrind, each
+# process counted from where collection starts: with --toggle-collect, inside that function)
+instrs() {
+    _d=$(mktemp -d "$TMP/cg.XXXXXX")
+    valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$_d/cg.%p" "$@" \
+        >/dev/null 2>"$_d/log" || true
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$_d/log" | awk '{ s += $1 } END { printf "%.1f", s / 1e6 }'
+}
+if [ "${INSTR:-0}" = 1 ]; then
+    if command -v valgrind >/dev/null 2>&1; then
+        echo "instructions (valgrind --tool=callgrind; M = million):"
+        n=$(instrs --toggle-collect=points_run_batch "$VRSIM" sweep scenarios/llama7b_h200.lua \
+            --set micro_batch=1..2 \
+            --set gpu=a10g,rtx3090,rtx4090,a100_40g,l40s,rtx_a6000,a100_80g,h100_pcie,h100_sxm,h200 \
+            --set strategy=ddp,zero1,zero2,zero3,fsdp2 --set count=8 -j 1 --no-files)
+        echo "  sweep of 100 points (micro-batches 1-2 of the sweep above), the points: $n M"
+        echo "  70B ZeRO-3 on 64 GPUs, whole process: $(instrs "$VRSIM" scenarios/llama70b_zero3_offload.lua --set count=64 --no-files) M"
+        echo "  headline --no-files: $(instrs "$VRSIM" scenarios/llama13b_zero2.lua --no-files) M"
+    else
+        echo "instructions: skipped (INSTR=1 needs valgrind: apt-get install -y valgrind)"
+    fi
 fi
 
 echo "scenarios (best of 3 wall seconds, --no-files; x reference):"
