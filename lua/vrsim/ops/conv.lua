@@ -11,7 +11,9 @@ return function(nn)
   -- Other GPUs: no other card has been measured; the H200's figures are used as they are on
   -- every GPU (an assumption: cuDNN's heuristics choose per architecture, so a card of another
   -- architecture may pick algorithms with other workspaces).
-  nn.conv_ws = require "vrsim.ops.conv_ws_h200"
+  -- (the table is read at the first convolution, not when the op library loads: a language
+  -- model has none)
+  local function conv_ws() return require "vrsim.ops.conv_ws_h200" end
 
   local function conv_key(cin, cout, k, stride, h, w, dt, n)
     return ("%d,%d,%d,%d,%d,%d,%s,%d"):format(cin, cout, k, stride, h, w, dt, n)
@@ -39,7 +41,7 @@ return function(nn)
     w = nn.autocast_weight(cx, w)
     if b then b = nn.autocast_weight(cx, b) end
     local dt = x.dtype
-    local ws = nn.conv_ws[conv_key(cin, cout, k, stride, h, wd, dt, n)]
+    local ws = conv_ws()[conv_key(cin, cout, k, stride, h, wd, dt, n)]
                or nn.conv_ws_estimate(cin, cout, k, stride, h, wd, dt, n)
     local flops = 2 * n * cout * ho * wo * cin * k * k
     -- cuDNN's tensor-core engines work in NHWC: on NCHW tensors a k x k convolution (k > 1) in
@@ -105,7 +107,7 @@ return function(nn)
   function nn.conv_ws_estimate(cin, cout, k, stride, h, w, _, n)
     local best, bd
     local size = n * h * w
-    for key, v in pairs(nn.conv_ws) do
+    for key, v in pairs(conv_ws()) do
       local c1, c2, k1, s1, h1, w1, _, n1 = key:match("^(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%w+),(%d+)$")
       if tonumber(c1) == cin and tonumber(c2) == cout and tonumber(k1) == k and tonumber(s1) == stride then
         local s0 = tonumber(n1) * tonumber(h1) * tonumber(w1)
