@@ -684,12 +684,14 @@ local function canonical(v)
   return put(v, 0) and table.concat(out) or nil
 end
 
+-- graph_key's canonical strings of the profile's host costs by op class, by table
+local HOST_CANON = setmetatable({}, { __mode = "k" })
+
 -- What a graph may depend on beyond the hardware section and the GPU's catalog entry (whose
 -- fields the build reads are noted one by one): the rest of the normalized scenario (the
 -- allocator section and the notes apart: compared where the build read them, and not an input),
 -- the GPU's architecture as the op library tells them apart (nn.arch_class: the fused attention
 -- kernel) and the host costs its ops carry. nil when some of it is not data.
-local HOST_CANON = setmetatable({}, { __mode = "k" })
 local function graph_key(st)
   local rest = {}
   for k, v in pairs(st.cfg) do
