@@ -953,8 +953,11 @@ local function param_counts(cx)
     local n = nn.numel(p.shape)
     if not counted[p] then
       counted[p] = true
-      -- (an adapter by its flag, or by peft's parameter names where a model sets no flag)
-      if not (p.adapter or tostring(p.name):match("%.lora_[AB]%.")) then n_params = n_params + n end
+      -- (an adapter by its flag, or by peft's parameter names where a model sets no flag; the
+      -- plain find first: an unanchored pattern tries every position of every name)
+      local name = tostring(p.name)
+      local adapter = p.adapter or (name:find("lora_", 1, true) and name:match("%.lora_[AB]%."))
+      if not adapter then n_params = n_params + n end
       if p.trainable then n_trainable = n_trainable + n end
     end
     -- (the estimator's sums take every entry of the list; counted is for the report's counts)
