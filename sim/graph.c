@@ -7,11 +7,13 @@
 
 #include "collective.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 typedef struct Chunk {
     struct Chunk *next;
@@ -73,20 +75,77 @@ VrStatus dtype_parse(const char *s, DType *out) {
 #define TABLE_MAPPED ((size_t)1 << 16)
 #endif
 
+/* Freed mapped tables are kept for the next graph this process makes (a sweep's child builds
+ * graph after graph, sim/points.c): their pages are in memory already, where a new mapping
+ * faults in each page it is written in. SPARE_MAPS of them at most, the largest; they are the
+ * process's own (spare_pid): a forked child lets its parent's go, as writing them would copy
+ * each page. Contents are stale: every table slot is written whole before it is read. */
+enum { SPARE_MAPS = 4 };
+typedef struct SpareMap { void *p; size_t bytes; } SpareMap;
+static SpareMap spare[SPARE_MAPS];
+static int n_spare;
+static pid_t spare_pid;
+
+static size_t page_round(size_t n) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + pg - 1) / pg * pg;
+}
+
+static void spare_own(void) {
+    pid_t me = getpid();
+    if (spare_pid == me) return;
+    for (int i = 0; i < n_spare; i++) munmap(spare[i].p, spare[i].bytes);
+    n_spare = 0;
+    spare_pid = me;
+}
+
+/* The smallest spare mapping of at least bytes (its size into *got), taken; or NULL. */
+static void *spare_take(size_t bytes, size_t *got) {
+    spare_own();
+    int best = -1;
+    for (int i = 0; i < n_spare; i++)
+        if (spare[i].bytes >= bytes && (best < 0 || spare[i].bytes < spare[best].bytes)) best = i;
+    if (best < 0) return NULL;
+    void *p = spare[best].p;
+    *got = spare[best].bytes;
+    spare[best] = spare[--n_spare];
+    return p;
+}
+
+/* Keeps mapping p of bytes as a spare, in place of a smaller one when all are taken. */
+static void spare_give(void *p, size_t bytes) {
+    spare_own();
+    int small = 0;
+    for (int i = 1; i < n_spare; i++)
+        if (spare[i].bytes < spare[small].bytes) small = i;
+    if (n_spare < SPARE_MAPS) {
+        spare[n_spare++] = (SpareMap){p, bytes};
+    } else if (spare[small].bytes < bytes) {
+        munmap(spare[small].p, spare[small].bytes);
+        spare[small].p = p;
+        spare[small].bytes = bytes;
+    } else {
+        munmap(p, bytes);
+    }
+}
+
 static void table_free(void *p, size_t cap_bytes) {
     if (!p) return;
-    if (cap_bytes >= TABLE_MAPPED) munmap(p, cap_bytes);
+    if (cap_bytes >= TABLE_MAPPED) spare_give(p, page_round(cap_bytes));
     else free(p);
 }
 
-/* p (cap_bytes, NULL for 0) moved to a table of ncap_bytes > cap_bytes, or NULL (p kept). */
-static void *table_resize(void *p, size_t cap_bytes, size_t ncap_bytes) {
-    if (ncap_bytes < TABLE_MAPPED) return realloc(p, ncap_bytes);
+/* p (cap_bytes, NULL for 0) moved to a table of *ncap_bytes > cap_bytes, or NULL (p kept); a
+ * mapped table may be larger than asked: *ncap_bytes is then its size. */
+static void *table_resize(void *p, size_t cap_bytes, size_t *ncap_bytes) {
+    if (*ncap_bytes < TABLE_MAPPED) return realloc(p, *ncap_bytes);
     void *q;
     if (cap_bytes >= TABLE_MAPPED) {
-        q = mremap(p, cap_bytes, ncap_bytes, MREMAP_MAYMOVE);
+        q = mremap(p, cap_bytes, *ncap_bytes, MREMAP_MAYMOVE);
     } else {
-        q = mmap(NULL, ncap_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        size_t got;
+        if ((q = spare_take(*ncap_bytes, &got))) *ncap_bytes = got;
+        else q = mmap(NULL, *ncap_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (q != MAP_FAILED && p) {
             memcpy(q, p, cap_bytes);
             free(p);
@@ -150,9 +209,11 @@ static int grow(void **arr, int *cap, int need, size_t elem) {
     if (need <= *cap) return 0;
     int ncap = *cap ? *cap * 2 : 64;
     while (ncap < need) ncap *= 2;
-    void *p = table_resize(*arr, (size_t)*cap * elem, (size_t)ncap * elem);
+    size_t nbytes = (size_t)ncap * elem;
+    void *p = table_resize(*arr, (size_t)*cap * elem, &nbytes);
     if (!p) return -1;
-    *arr = p; *cap = ncap;
+    size_t got = nbytes / elem;
+    *arr = p; *cap = got > INT_MAX ? INT_MAX : (int)got;
     return 0;
 }
 

@@ -153,11 +153,11 @@ void points_simulate_plan(const Plan *plan, const AllocConfig *acfg, PointOut *o
 }
 
 /* ---- children that keep their graph (reuse) -------------------------------------------------
- * A job goes down the pipe as: simulate (int), n_sets (int), then each set as its length (int)
- * and its bytes. */
+ * A job goes down the pipe as: simulate (int), n_sets (int), anew (int: load the point as a
+ * fresh child would, dropping the graph kept), then each set as its length (int) and its bytes. */
 
-static bool send_job(int fd, const PointJob *j) {
-    int head[2] = {j->simulate, j->n_sets};
+static bool send_job(int fd, const PointJob *j, bool anew) {
+    int head[3] = {j->simulate, j->n_sets, anew};
     if (!vr_write_all(fd, head, sizeof head)) return false;
     for (int i = 0; i < j->n_sets; i++) {
         int len = (int)strlen(j->sets[i]);
@@ -169,8 +169,8 @@ static bool send_job(int fd, const PointJob *j) {
 
 /* The next job from fd into a new array of sets (the caller frees each and the array); false at
  * the pipe's end or on host memory. */
-static bool recv_job(int fd, char ***sets, int *n_sets, bool *simulate) {
-    int head[2];
+static bool recv_job(int fd, char ***sets, int *n_sets, bool *simulate, bool *anew) {
+    int head[3];
     if (!vr_read_all(fd, head, sizeof head) || head[1] < 0 || head[1] > 100000) return false;
     char **v = calloc((size_t)head[1] + 1, sizeof *v);
     if (!v) return false;
@@ -187,6 +187,7 @@ static bool recv_job(int fd, char ***sets, int *n_sets, bool *simulate) {
     *sets = v;
     *n_sets = head[1];
     *simulate = head[0] != 0;
+    *anew = head[2] != 0;
     return true;
 }
 
@@ -194,40 +195,50 @@ static bool recv_job(int fd, char ***sets, int *n_sets, bool *simulate) {
  * runner sends jobs, answers each with that job's plan made on the first one's graph (plan.lua
  * P.rebuild). A job it cannot answer that way it answers `stale`: the runner gives it to another
  * child, or a fresh one, so every answer is the fresh one. Where the graph differs it stays for
- * the next job; where anything else failed it exits. */
+ * the next job; where anything else failed it exits. A job sent `anew` it loads as its first:
+ * the graph it kept is dropped, and the load makes everything again in the state as it stands,
+ * in which vrsim's modules keep nothing of an earlier load but caches of what they read once
+ * (the GPU's joined profile rows, lua/vrsim/plan.lua; P.build lets go of the last build before
+ * it makes the next), so its answer is the fresh child's too. It reuses the pages the state and
+ * the graph it dropped had, where a fresh child faults every page it writes in (docs/speed.md). */
 static void reuse_child(PointRunner *r, const char *chunkname, const char *src, const PointJob *j,
                         int res_fd, int task_fd) {
     PointOut o;
-    memset(&o, 0, sizeof o);
-    ScenarioOptions opts = {.sets = j->sets, .n_sets = j->n_sets, .unsafe = r->unsafe};
     Plan *base = NULL;
-    o.status = scenario_load_source_kept(r->state, chunkname, src, NULL, &opts, &base, o.err,
-                                         sizeof o.err);
-    if (!o.status) o.status = answer(base, j->simulate, &o);
-    o.idle = o.status == VR_OK;
-    if (!vr_write_all(res_fd, &o, sizeof o) || !o.idle) _exit(0);
+    char **sets = NULL;
+    int n_sets = j->n_sets;
+    bool sim = j->simulate, anew = true;
     for (;;) {
-        char **sets;
-        int n_sets;
-        bool sim;
-        if (!recv_job(task_fd, &sets, &n_sets, &sim)) _exit(0);
         memset(&o, 0, sizeof o);
-        opts = (ScenarioOptions){.sets = (const char *const *)sets, .n_sets = n_sets,
-                                 .unsafe = r->unsafe};
-        Plan *p = NULL;
-        VrStatus st = scenario_load_source_kept(r->state, chunkname, src, base, &opts, &p, o.err,
-                                                sizeof o.err);
-        if (!st) st = answer(p, sim, &o);
-        plan_free(p);
-        for (int i = 0; i < n_sets; i++) free(sets[i]);
-        free(sets);
-        if (st) {
-            memset(&o, 0, sizeof o);
-            o.stale = true;
+        ScenarioOptions opts = {.sets = sets ? (const char *const *)sets : j->sets,
+                                .n_sets = n_sets, .unsafe = r->unsafe};
+        if (anew) {
+            plan_free(base);
+            base = NULL;
+            o.status = scenario_load_source_kept(r->state, chunkname, src, NULL, &opts, &base,
+                                                 o.err, sizeof o.err);
+            if (!o.status) o.status = answer(base, sim, &o);
+            o.idle = o.status == VR_OK;
+        } else {
+            Plan *p = NULL;
+            VrStatus st = scenario_load_source_kept(r->state, chunkname, src, base, &opts, &p,
+                                                    o.err, sizeof o.err);
+            if (!st) st = answer(p, sim, &o);
+            plan_free(p);
+            if (st) {
+                memset(&o, 0, sizeof o);
+                o.stale = true;
+            }
+            o.status = st;
+            o.idle = !st || st == VR_ENOTSUP; /* another point may still share the graph */
         }
-        o.status = st;
-        o.idle = !st || st == VR_ENOTSUP; /* another point may still share the graph */
+        if (sets) {
+            for (int i = 0; i < n_sets; i++) free(sets[i]);
+            free(sets);
+            sets = NULL;
+        }
         if (!vr_write_all(res_fd, &o, sizeof o) || !o.idle) _exit(0);
+        if (!recv_job(task_fd, &sets, &n_sets, &sim, &anew)) _exit(0);
     }
 }
 
@@ -249,6 +260,19 @@ static void finish(const PointRunner *r, Child *c, bool timed_out, int ws) {
     } else {
         snprintf(out->err, sizeof out->err, "the simulation ended without an answer (exit %d)",
                  WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+    }
+}
+
+/* Makes the sets of job j those child c loaded its graph with (may_share compares them). */
+static void set_base(Child *c, const PointJob *j) {
+    for (int i = 0; i < c->n_base; i++) free(c->base[i]);
+    free(c->base);
+    c->n_base = 0;
+    if ((c->base = calloc((size_t)j->n_sets + 1, sizeof(char *)))) {
+        for (int i = 0; i < j->n_sets && (c->base[i] = strdup(j->sets[i])); i++) c->n_base = i + 1;
+        if (c->n_base < j->n_sets) c->n_base = -1; /* no host memory: matches no job */
+    } else {
+        c->n_base = -1;
     }
 }
 
@@ -297,10 +321,7 @@ static bool start(PointRunner *r, const char *chunkname, const char *src, PointJ
     if (tfd[0] >= 0) close(tfd[0]);
     *c = (Child){.pid = pid, .fd = fd[0], .task_fd = tfd[1], .job = j,
                  .deadline = r->timeout_s > 0 ? vr_now_s() + r->timeout_s : 0};
-    if (r->reuse && (c->base = calloc((size_t)j->n_sets + 1, sizeof(char *)))) {
-        for (int i = 0; i < j->n_sets && (c->base[i] = strdup(j->sets[i])); i++) c->n_base = i + 1;
-        if (c->n_base < j->n_sets) c->n_base = -1; /* no host memory: matches no job */
-    }
+    if (r->reuse) set_base(c, j);
     return true;
 }
 
@@ -335,12 +356,29 @@ static int idle_for(const PointRunner *r, const PointJob *j, const pid_t *tried,
     return -1;
 }
 
-/* Gives job j to idle child i into *c; false (the child ended) when it cannot take it. */
-static bool resume(PointRunner *r, int i, PointJob *j, Child *c) {
+/* The idle child to make a new graph in, with every place for one taken: the most recently used
+ * that the job has not tried (tried: the pids of those it has, n of them), whose pages are the
+ * likeliest to be in the processor's caches still (a sweep's points of one graph come together,
+ * so the next point seldom needs the graph it drops: docs/speed.md); one that answered the job
+ * `stale` keeps its graph, which the job's group may need again (a GPU of the other attention
+ * kernel). With every one tried, the least recently used. */
+static int recycle(const PointRunner *r, const pid_t *tried, int n) {
+    for (int i = r->n_idle - 1; i >= 0; i--) {
+        bool seen = false;
+        for (int k = 0; k < n; k++) seen = seen || tried[k] == r->idle[i].pid;
+        if (!seen) return i;
+    }
+    return 0;
+}
+
+/* Gives job j to idle child i into *c, to answer on its graph or, anew, on a graph of its own;
+ * false (the child ended) when it cannot take it. */
+static bool resume(PointRunner *r, int i, PointJob *j, Child *c, bool anew) {
     *c = r->idle[i];
     memmove(&r->idle[i], &r->idle[i + 1], sizeof(Child) * (size_t)(r->n_idle - i - 1));
     r->n_idle--;
-    if (send_job(c->task_fd, j)) {
+    if (send_job(c->task_fd, j, anew)) {
+        if (anew) set_base(c, j);
         c->job = j;
         c->got = 0;
         c->deadline = r->timeout_s > 0 ? vr_now_s() + r->timeout_s : 0;
@@ -414,8 +452,15 @@ void points_run_batch(PointRunner *r, const char *chunkname, const char *src, Po
             int i = r->reuse && n_tried[ji] < MAX_IDLE ? idle_for(r, j, tried[ji], n_tried[ji]) : -1;
             if (i >= 0) {
                 pid_t pid = r->idle[i].pid;
-                if (resume(r, i, j, &ch[live])) live++;
+                if (resume(r, i, j, &ch[live], false)) live++;
                 else tried[ji][n_tried[ji]++] = pid, queue[--head] = j; /* gone: try the next */
+                continue;
+            }
+            /* a new graph: with every place for an idle child taken, in one of them (recycle),
+             * else in a fresh child */
+            if (r->reuse && r->n_idle == MAX_IDLE) {
+                if (resume(r, recycle(r, tried[ji], n_tried[ji]), j, &ch[live], true)) live++;
+                else queue[--head] = j; /* gone: a fresh child, next */
                 continue;
             }
             if (start(r, chunkname, src, j, &ch[live])) live++;

@@ -6,12 +6,14 @@
  * the point's --set overrides in its copy of that state, simulates it op by op through the
  * allocator (without a timeline or the live set at the peak, which no caller prints) and writes
  * a PointOut back through a pipe; the runner's own state stays unused for the next point. The
- * child is a fresh copy each time, so no point sees what an earlier one did to the Lua state:
- * every point gives what `vrsim SCENARIO --set ...` gives.
+ * child is a fresh copy each time (with reuse, below, one that keeps nothing of an earlier point
+ * but its graph and caches), so no point sees what an earlier one did to the Lua state: every
+ * point gives what `vrsim SCENARIO --set ...` gives.
  *
- * Limits. A child still running timeout_s seconds after it was forked is killed (SIGKILL) and
- * its point reported as failed ("timed out"); a child that dies without an answer (a crash, the
- * kernel's OOM killer) is reported as failed with its signal. Either way the caller goes on. */
+ * Limits. A child still running timeout_s seconds after it was given its point is killed
+ * (SIGKILL) and its point reported as failed ("timed out"); a child that dies without an answer
+ * (a crash, the kernel's OOM killer) is reported as failed with its signal. Either way the
+ * caller goes on. */
 #ifndef VR_POINTS_H
 #define VR_POINTS_H
 
@@ -52,9 +54,11 @@ void points_free(PointRunner *r); /* NULL is a no-op */
 /* With reuse on, a child stays after its point, keeping that point's Lua state and graph, and
  * takes the next point of the same scenario, which it answers on that graph where the graph read
  * nothing that differs between the two points (lua/vrsim/plan.lua P.rebuild: points that differ
- * in the GPU only, most often); a point it cannot answer so runs in a fresh child. Every answer is
- * the one a fresh child gives. For callers whose points often share a graph (vrsim sweep, shop);
- * off by default. Turning it off ends the children kept. */
+ * in the GPU only, most often); a point it cannot answer so runs in a fresh child or, once a few
+ * children are kept, in one of them, which drops its graph and loads the point anew in the state
+ * it has (points.c reuse_child). Every answer is the one a fresh child gives. For callers whose
+ * points often share a graph (vrsim sweep, shop); off by default. Turning it off ends the
+ * children kept. */
 void points_set_reuse(PointRunner *r, bool reuse);
 
 /* Loads the scenario source src (named chunkname in messages) with the n_sets "key=value"

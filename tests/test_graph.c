@@ -737,6 +737,57 @@ static void test_views_and_names(void **state) {
     graph_free(NULL); /* a no-op */
 }
 
+/* A chain of n ops over n + 1 activations, each op's flops its index, each tensor's bytes
+ * 4096 + its index: large enough that the tables live in pages of their own (graph.c). */
+static void build_chain(Graph *g, int n) {
+    char name[32];
+    int prev = add_act(g, "x0", 4096, true);
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "x%d", i + 1);
+        int next = add_act(g, name, 4096 + (uint64_t)i + 1, true);
+        snprintf(name, sizeof name, "op%d", i);
+        int in[1] = {prev};
+        int id = add_fwd(g, name, in, 1, next, NULL, 0, NULL);
+        graph_op(g, id)->flops = i;
+        prev = next;
+    }
+}
+
+static void check_chain(const Graph *g, int n) {
+    char name[32];
+    assert_int_equal(graph_num_ops(g), n);
+    assert_int_equal(graph_num_tensors(g), n + 1);
+    for (int i = 0; i < n; i++) {
+        const Op *op = graph_op_c(g, i);
+        snprintf(name, sizeof name, "op%d", i);
+        assert_string_equal(op->name, name);
+        assert_true(op->flops == i);
+        assert_int_equal(op->n_inputs, 1);
+        assert_int_equal(op->inputs[0], i);
+        assert_int_equal(op->outputs[0], i + 1);
+        assert_int_equal(graph_tensor_c(g, i + 1)->bytes, 4096 + (uint64_t)i + 1);
+    }
+}
+
+/* A freed graph's tables are kept for the next one (graph.c spare mappings): a smaller graph
+ * made in them, and a larger one that grows out of them, read back what they were given. */
+static void test_tables_reused_after_free(void **state) {
+    (void)state;
+    Graph *g = NULL;
+    assert_int_equal(graph_new(&g), VR_OK);
+    build_chain(g, 20000);
+    check_chain(g, 20000);
+    graph_free(g);
+    assert_int_equal(graph_new(&g), VR_OK);
+    build_chain(g, 3000);
+    check_chain(g, 3000);
+    graph_free(g);
+    assert_int_equal(graph_new(&g), VR_OK);
+    build_chain(g, 90000);
+    check_chain(g, 90000);
+    graph_free(g);
+}
+
 /* One decoder-like layer: x -> "layers.L.mul" (with the layer's weight w) -> h, then
  * "layers.L.add" h + shared -> out, at layer L; returns out, the first tensor made in *t0 and
  * the first op in *op0. */
@@ -824,6 +875,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_bad_indices_are_einval, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_loss_without_grad_is_einval, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_views_and_names, setup_graph, teardown_graph),
+        cmocka_unit_test(test_tables_reused_after_free),
         cmocka_unit_test_setup_teardown(test_replicate_layer, setup_graph, teardown_graph),
     };
     return cmocka_run_group_tests_name("graph", tests, NULL, NULL);

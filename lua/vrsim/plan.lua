@@ -1034,6 +1034,9 @@ local function finish(st, G, cx, alloc_read)
 end
 
 function P.build(scn, sets, file, src)
+  -- a state that builds again (sim/points.c, a child sent a job anew) holds nothing of the last
+  -- build while it makes this one, as a fresh state would not
+  P.last_build = nil
   local st = prepare(scn, sets, file, src)
   local G, cx, reads, notes = build_graph(st)
   local alloc_read = st.alloc_read()
