@@ -345,14 +345,19 @@ static bool may_share(char *const *base, int n_base, const PointJob *j) {
     return true;
 }
 
+/* Whether pid is among the n pids of tried (the children a job has tried). */
+static bool was_tried(const pid_t *tried, int n, pid_t pid) {
+    for (int k = 0; k < n; k++)
+        if (tried[k] == pid) return true;
+    return false;
+}
+
 /* The idle child most recently used that may have job j's graph and that j has not tried
  * (tried: the pids of those it has, n of them), or -1. */
 static int idle_for(const PointRunner *r, const PointJob *j, const pid_t *tried, int n) {
-    for (int i = r->n_idle - 1; i >= 0; i--) {
-        bool seen = false;
-        for (int k = 0; k < n; k++) seen = seen || tried[k] == r->idle[i].pid;
-        if (!seen && may_share(r->idle[i].base, r->idle[i].n_base, j)) return i;
-    }
+    for (int i = r->n_idle - 1; i >= 0; i--)
+        if (!was_tried(tried, n, r->idle[i].pid) && may_share(r->idle[i].base, r->idle[i].n_base, j))
+            return i;
     return -1;
 }
 
@@ -363,11 +368,8 @@ static int idle_for(const PointRunner *r, const PointJob *j, const pid_t *tried,
  * `stale` keeps its graph, which the job's group may need again (a GPU of the other attention
  * kernel). With every one tried, the least recently used. */
 static int recycle(const PointRunner *r, const pid_t *tried, int n) {
-    for (int i = r->n_idle - 1; i >= 0; i--) {
-        bool seen = false;
-        for (int k = 0; k < n; k++) seen = seen || tried[k] == r->idle[i].pid;
-        if (!seen) return i;
-    }
+    for (int i = r->n_idle - 1; i >= 0; i--)
+        if (!was_tried(tried, n, r->idle[i].pid)) return i;
     return 0;
 }
 
