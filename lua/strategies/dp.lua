@@ -154,7 +154,8 @@ local function op(cx, spec)
   cx.G:op(spec)
 end
 
-local function pbytes(p) return nn.bytes(p.shape, p.dtype) end
+-- A parameter's bytes: a packed 4-bit weight's are its storage's (strategies/quant.lua p.nb)
+local function pbytes(p) return p.nb or nn.bytes(p.shape, p.dtype) end
 
 -- ZeroRedundancyOptimizer._partition_parameters: largest first, to the least loaded rank.
 -- Returns, for every rank r (0-based), the list of its parameters in the order of its local
@@ -224,7 +225,11 @@ function M.setup(cx, cfg)
     -- parameters are made as shards; the model asks for whole ones per layer
     cx.shard_params = true
     cx.shard_param = M.shard
-    if o.init == "partitioned" or o.init == "meta" or (o.init == "auto" and s.kind == "zero3") then
+    -- transformers builds a quantized model without zero.Init (modeling_utils: needs_zero3_init =
+    -- is_deepspeed_zero3_enabled() and not _is_quantized): whole, then partitioned by
+    -- deepspeed.initialize
+    local zero_init = s.kind == "zero3" and t.quant == "none"
+    if o.init == "partitioned" or o.init == "meta" or (o.init == "auto" and zero_init) then
       s.init_partitioned = true
     elseif o.init ~= "auto" and o.init ~= "whole" then
       error("training.zero.init must be auto, whole, partitioned or meta", 0)
@@ -304,13 +309,14 @@ function M.gather(cx, holder, keys, layer)
   for _, k in ipairs(keys) do
     local p = holder[k]
     if p and p.shard then
-      local gdt = s.param_dtype or p.dtype
-      local full_bytes = nn.bytes(p.shape, gdt)
+      -- a packed 4-bit weight is gathered in its storage dtype (no mixed-precision cast)
+      local gdt = p.storage or s.param_dtype or p.dtype
+      local full_bytes = p.nb or nn.bytes(p.shape, gdt)
       local full = tensor(cx, p.name .. " (gathered)", full_bytes, gdt, "param", false,
                           { requires_grad = p.trainable, trainable = p.trainable })
       local ft = { id = full, shape = p.shape, dtype = gdt, rg = p.trainable,
                    trainable = p.trainable, name = p.name, param = true, orig = p,
-                   nb = full_bytes }
+                   nb = full_bytes, quant = p.quant, blocks = p.blocks, storage = p.storage }
       holder[k] = ft
       local it = { holder = holder, key = k, full = ft, p = p, dtype = gdt,
                    bytes = (full_bytes + s.n - 1) // s.n }
@@ -465,9 +471,9 @@ function M.after_build(cx)
   for _, l in ipairs(order) do
     local outs, frees = {}, {}
     for _, p in ipairs(by_layer[l]) do
-      -- the shard keeps the parameter's dtype after the model's cast
-      local sb = (nn.bytes(p.shape, p.dtype) + s.n - 1) // s.n
-      local sid = tensor(cx, p.name .. " (shard)", p.shard.host and 0 or sb, p.dtype, "param", true,
+      -- the shard keeps the parameter's dtype after the model's cast (a packed weight its storage's)
+      local sb = (pbytes(p) + s.n - 1) // s.n
+      local sid = tensor(cx, p.name .. " (shard)", p.shard.host and 0 or sb, p.storage or p.dtype, "param", true,
                          { param = true })
       p.shard.id, p.shard.bytes = sid, sb
       if p.shard_grad then
@@ -488,7 +494,8 @@ function M.shard(cx, p)
   local s = cx.dp
   local o = s.opts
   local full = pbytes(p)
-  if s.kind == "zero3" and nn.numel(p.shape) < o.stage3_param_persistence_threshold then
+  local numel = p.storage and p.nb // nn.DT_SIZE[p.storage] or nn.numel(p.shape)
+  if s.kind == "zero3" and numel < o.stage3_param_persistence_threshold then
     return false -- small parameters stay whole on every rank
   end
   local bytes = (full + s.n - 1) // s.n

@@ -33,16 +33,45 @@ local function tensor(cx, name, bytes, dtype, cat, persistent)
                        param = cat == "param" }
 end
 
+-- The dtype the packed 4-bit codes are stored in (bnb_4bit_quant_storage): `given` is the scenario's
+-- choice; "auto" follows the FSDP-QLoRA and ZeRO-3 QLoRA recipes (peft's docs, bitsandbytes'
+-- fsdp_qlora guide, axolotl), which set it to the model's dtype so that the sharding strategy
+-- sees a floating parameter, and transformers' BitsAndBytesConfig default (uint8) otherwise.
+function M.storage(given, strategy, param_dtype)
+  if given ~= "auto" then return given end
+  if strategy == "fsdp2" or strategy == "zero3" then return param_dtype end
+  return "uint8"
+end
+
 -- A quantized, frozen weight of `shape` (out, in). Returns a parameter table whose parts are
 -- persistent tensors; p.id is the packed weight.
+--
+-- NF4 packs two codes a byte into `storage` (quantize_4bit: ((n + 1) // (2 * itemsize), 1)
+-- elements of the quant storage dtype). Under fsdp2 or zero3 (cx.shard_param) a packed weight in
+-- a floating storage is a frozen parameter like any other, so it is sharded, gathered per unit
+-- and offloaded with offload_param; in uint8 accelerate leaves it out of fully_shard
+-- (fsdp2_prepare_model: non-floating frozen Params4bit go to ignored_params), so every rank keeps
+-- it whole. The quantization state (absmax, the nested absmax and code) is a QuantState held on
+-- the Params4bit and on the module (Linear4bit.quant_state), not a parameter: no strategy shards
+-- or offloads it, every rank keeps it whole.
 function M.param(cx, name, shape, kind, compute_dtype, double_quant)
   local n = nn.numel(shape)
   local p = { shape = shape, dtype = compute_dtype, rg = false, trainable = false, name = name,
               param = true, quant = kind, layer = cx.layer, parts = {} }
   if kind == "nf4" then
     local blocks = (n + 63) // 64
-    p.id = tensor(cx, name, (n + 1) // 2, "uint8", "param", true)
-    p.blocks = blocks
+    local storage = cx.quant_storage or "uint8"
+    local size = nn.DT_SIZE[storage]
+    local elems = (n + 1) // (2 * size)
+    p.storage, p.nb, p.blocks = storage, elems * size, blocks
+    local whole = p.nb
+    if cx.shard_param and storage ~= "uint8" and cx.shard_param(cx, p) then
+      p.sharded = true
+      -- partitioned at construction (rank-0 loading, zero.Init): never whole on this GPU
+      if cx.dp.init_partitioned then whole = 0 end
+    end
+    p.id = cx.G:tensor { name = name, bytes = whole, numel = elems, dtype = storage, cat = "param",
+                         persistent = true, param = true }
     if double_quant then
       p.parts[1] = tensor(cx, name .. ".absmax (uint8)", blocks, "uint8", "param", true)
       p.parts[2] = tensor(cx, name .. ".absmax2", ((blocks + 255) // 256) * 4, "fp32", "param", true)
@@ -77,7 +106,7 @@ function M.linear(cx, name, x, w)
     -- whenever any of its inputs needs a gradient (bitsandbytes/autograd/_functions.py), so
     -- the input lives until the backward node runs, although only the weight is needed then.
     local ws = { w.blocks * 4, n * nn.DT_SIZE[x.dtype] }
-    return nn.op(cx, { name = name, kind = "mm", inputs = { x, { id = w.id, shape = { n // 2 }, dtype = "uint8", rg = false } },
+    return nn.op(cx, { name = name, kind = "mm", inputs = { x, { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false } },
                        outs = { { name, shape, x.dtype } }, workspace = ws, bwd_workspace = ws,
                        saves = x.rg and { x } or nil,
                        grads = { { dtype = x.dtype }, "none" },

@@ -149,6 +149,18 @@ function M.build(cx, cfg)
     if not t.inference then error("training.device_map = \"auto\" is for inference (set inference = true)", 0) end
     dm_hooks = require("strategies.device_map").hooks(cx, cfg, root, { shape = { b, s, mc.hidden }, dtype = pdtype }, pdtype)
   end
+  if t.quant == "nf4" then
+    cx.quant_storage = require("strategies.quant").storage(t.quant_storage, t.strategy, pdtype)
+    if cx.quant_storage == "uint8" and t.strategy == "zero3" then
+      error("training.quant_storage = \"uint8\" under zero3 is not modelled: ZeRO-3 QLoRA stores the "
+            .. "4-bit weights in the model's dtype (bnb_4bit_quant_storage) so that DeepSpeed partitions "
+            .. "them; leave quant_storage \"auto\" or set \"bf16\"", 0)
+    elseif cx.quant_storage == "uint8" and t.strategy == "fsdp2" then
+      cx.notes[#cx.notes + 1] = "4-bit weights stored in uint8 are left out of fully_shard (accelerate puts "
+        .. "non-floating Params4bit in ignored_params): every rank holds the whole 4-bit model; "
+        .. "training.quant_storage = \"bf16\" shards them"
+    end
+  end
   materialize(cx, root, build_dtype, not lora and not t.inference, pdtype)
   if lora then require("strategies.lora").materialize(cx, lora_hit, "base_model.model.") end
   if cx.dp and cx.dp.init_partitioned then

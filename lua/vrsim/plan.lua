@@ -53,6 +53,7 @@ local SCHEMA = {
     checkpoint_scope = { "string", "layer", "layer (whole decoder layers) or attention (selective)" },
     inference = { "boolean", false, "forward only under torch.no_grad(): no backward, no optimizer" },
     quant = { "string", "none", "bitsandbytes base weights: none, nf4 (QLoRA 4-bit) or int8 (LLM.int8)" },
+    quant_storage = { "string", "auto", "bnb_4bit_quant_storage, the dtype the packed 4-bit weights are stored in: auto (the parameters' dtype under fsdp2 and zero3, as the FSDP-QLoRA and ZeRO-3 QLoRA guides set it, so the packed weights shard; uint8, transformers' default, otherwise), uint8, bf16, fp16 or fp32" },
     device_map = { "string", "none", "inference: none, or auto (Accelerate: layers across hardware.count GPUs, then the CPU)" },
     steps = { "integer", 4, "training steps to simulate (step 0 creates optimizer state)" },
     build_layers_once = { "boolean", true, "build one decoder layer in Lua and carry it over to the layers declared alike, where the check allows (lua/vrsim/replicate.lua); false builds every layer in Lua: the same graph, slower" },
@@ -76,6 +77,7 @@ local CHOICES = {
                 mp_fp32 = 1 },
   optimizer = { adamw = 1, adam = 1, sgd = 1, adamw8bit = 1 },
   quant = { none = 1, nf4 = 1, int8 = 1 },
+  quant_storage = { auto = 1, uint8 = 1, bf16 = 1, fp16 = 1, fp32 = 1 },
   device_map = { none = 1, auto = 1 },
   optimizer_impl = { foreach = 1, fused = 1, forloop = 1 },
   attention = { sdpa = 1, eager = 1, flash = 1, mem_efficient = 1, cudnn = 1 },
@@ -784,6 +786,7 @@ local function inert_given(cfg, ctx)
     { "model.size", cfg.model.config == nil and cfg.model.arch ~= "sdxl",
       cfg.model.arch == "sdxl" and "SDXL's shapes are its variant's" or "model.config gives the shape" },
     { "model.variant", cfg.model.arch == "sdxl", "only sdxl has variants" },
+    { "training.quant_storage", t.quant == "nf4", "only 4-bit (nf4) weights are packed into a storage dtype" },
   }
   for _, f in ipairs { "hidden", "intermediate", "heads", "kv_heads", "layers", "vocab" } do
     rules[#rules + 1] = { "model." .. f, cfg.model.arch ~= "sdxl", "SDXL's shapes are its variant's" }

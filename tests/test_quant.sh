@@ -1,0 +1,81 @@
+#!/bin/sh
+# QLoRA's 4-bit base weights under the sharding strategies: fully_shard and ZeRO-3 shard a packed
+# weight held in a floating storage dtype (bnb_4bit_quant_storage) like any frozen parameter,
+# gather it per unit and offload it with offload_param; its quantization state stays whole on
+# every rank; uint8 storage is left out of FSDP2's sharding (accelerate's ignored_params) with a
+# note, and refused under ZeRO-3.
+VRSIM=${VRSIM:-./vrsim}
+pass=0; fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+field() { python3 -c "import sys,json; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
+
+# Llama-2-7B's shapes cut to 2 layers; q_proj is 4096 x 4096 (8,388,608 packed bytes), the MLP's
+# projections 11008 x 4096 (22,544,384)
+cat > "$tmp/q.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm", count = 4 }, model = { arch = "llama2", size = "7b", layers = 2 },
+  training = { micro_batch = 1, seq = 512, precision = "lora_bf16", quant = "nf4", strategy = "fsdp2",
+               steps = 2 } }
+EOS
+# 70B on 1, 2 and 4 GPUs, the published FSDP-QLoRA setting (peft's docs: r 8 on every linear,
+# micro-batch 2 x 2048, checkpointing)
+cat > "$tmp/q70.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm", count = 2 }, model = { arch = "llama2", size = "70b" },
+  training = { micro_batch = 2, seq = 2048, precision = "lora_bf16", quant = "nf4", checkpointing = true,
+               strategy = "fsdp2", steps = 2,
+               lora = { r = 8, alpha = 16, targets = "all-linear" } } }
+EOS
+
+# 1. fully_shard makes each packed weight's shard: a quarter of its bytes on each of 4 ranks
+"$VRSIM" "$tmp/q.lua" --no-files --alloc-trace "$tmp/q.csv" >/dev/null 2>"$tmp/err"
+sizes=$(grep "fully_shard layer 0" "$tmp/q.csv" | grep ",alloc," | cut -d, -f5 | sort -n | uniq -c | tr -s ' ' | tr '\n' ';')
+case "$sizes" in
+  *"4 2097152;"*"3 5636096;"*) ok "fsdp2 x4: q/k/v/o and the MLP's packed weights sharded to 1/4 ($sizes)" ;;
+  *) bad "fsdp2 x4: packed weights not sharded to 1/4 (fully_shard layer 0 allocates: $sizes)" ;;
+esac
+
+# 2. the same under ZeRO-3
+"$VRSIM" "$tmp/q.lua" --no-files --set strategy=zero3 --alloc-trace "$tmp/z.csv" >/dev/null 2>"$tmp/err"
+n=$(grep "fully_shard layer 0" "$tmp/z.csv" | grep ",alloc," | grep -c ",2097152,\|,5636096,")
+if [ "$n" = 7 ]; then ok "zero3 x4: the 7 packed weights of a layer partitioned"
+else bad "zero3 x4: $n of the 7 packed weights of a layer partitioned"; fi
+
+# 3. parameters per GPU fall with the GPU count (the quantization state, ~1/32 of the packed
+#    bytes, and one gathered unit stay whole on each rank)
+p1=$("$VRSIM" "$tmp/q70.lua" --json --no-files --set count=1 --set strategy=none | field 'd["breakdown_at_peak"]["parameters"]')
+p2=$("$VRSIM" "$tmp/q70.lua" --json --no-files --set count=2 --set training.zero.init=meta | field 'd["breakdown_at_peak"]["parameters"]')
+p4=$("$VRSIM" "$tmp/q70.lua" --json --no-files --set count=4 --set training.zero.init=meta | field 'd["breakdown_at_peak"]["parameters"]')
+if python3 -c "import sys; p1,p2,p4=map(int,sys.argv[1:]); sys.exit(not (p2 < 0.58*p1 and p4 < 0.33*p1 and p4 < p2))" "$p1" "$p2" "$p4"; then
+  ok "70B QLoRA parameters per GPU: 1 GPU $p1, 2 GPUs $p2, 4 GPUs $p4 bytes"
+else bad "70B QLoRA parameters per GPU do not fall with the count: $p1, $p2, $p4"; fi
+
+# 4. offload_param moves the packed shards to the host: two 24 GB cards hold 70B QLoRA
+#    (Answer.AI's FSDP-QLoRA: 70B on two 24 GB cards with CPU offload)
+po=$("$VRSIM" "$tmp/q70.lua" --json --no-files --set training.zero.init=meta --set training.zero.offload_param=cpu | field 'd["breakdown_at_peak"]["parameters"]')
+if python3 -c "import sys; a,b=map(int,sys.argv[1:]); sys.exit(not (b < a - 15*2**30))" "$p2" "$po"; then
+  ok "70B QLoRA offload_param=cpu: parameters on the GPU $p2 -> $po bytes"
+else bad "70B QLoRA offload_param=cpu leaves the packed shards on the GPU ($p2 -> $po)"; fi
+"$VRSIM" "$tmp/q70.lua" --no-files --set gpu=rtx3090 --set training.zero.init=meta \
+  --set training.zero.offload_param=cpu >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 0 ]; then ok "70B QLoRA with param offload fits on two RTX 3090s"
+else bad "70B QLoRA with param offload on two RTX 3090s: exit $rc ($(head -c 300 "$tmp/out"))"; fi
+
+# 5. uint8 storage: left whole under FSDP2, with a note; refused under ZeRO-3
+"$VRSIM" "$tmp/q.lua" --no-files --set quant_storage=uint8 --alloc-trace "$tmp/u.csv" >"$tmp/out" 2>&1
+n=$(grep "fully_shard layer 0" "$tmp/u.csv" | grep ",alloc," | grep -c ",2097152,\|,5636096,")
+if [ "$n" = 0 ] && grep -q "left out of fully_shard" "$tmp/out"; then
+  ok "fsdp2, uint8 storage: packed weights whole on every rank, and the note says so"
+else bad "fsdp2, uint8 storage: $n packed shards made, or no note"; fi
+"$VRSIM" "$tmp/q.lua" --no-files --set strategy=zero3 --set quant_storage=uint8 >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q 'quant_storage = "uint8" under zero3 is not modelled' "$tmp/out"; then
+  ok "zero3, uint8 storage: exit 2 naming it"
+else bad "zero3, uint8 storage: exit $rc"; fi
+
+# 6. quant_storage without 4-bit weights asks for nothing: a note says so
+"$VRSIM" "$tmp/q.lua" --no-files --set quant=none --set precision=bf16 --set quant_storage=bf16 >"$tmp/out" 2>&1
+if grep -q "training.quant_storage = .* has no effect" "$tmp/out"; then ok "quant_storage without nf4: noted as unread"
+else bad "quant_storage without nf4 is silently ignored"; fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
