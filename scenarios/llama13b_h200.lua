@@ -20,17 +20,17 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama13b_h200.lua
---   FITS: peak reserved 123.63 GiB of 139.05 GiB usable (88.9 %), 15.42 GiB headroom
+--   FITS: peak reserved 132.12 GiB of 139.05 GiB usable (95.0 %), 6.93 GiB headroom
 --   $ ./vrsim scenarios/llama13b_h200.lua --set micro_batch=2
---   FITS: peak reserved 128.43 GiB of 139.05 GiB usable (92.4 %), 10.62 GiB headroom
+--   FITS: peak reserved 135.49 GiB of 139.05 GiB usable (97.4 %), 3.56 GiB headroom
 --   $ ./vrsim scenarios/llama13b_h200.lua --set micro_batch=3
---   FITS: peak reserved 138.96 GiB of 139.05 GiB usable (99.9 %), 0.09 GiB headroom, at step 1 (its worst)
+--   FITS: peak reserved 139.00 GiB of 139.05 GiB usable (100.0 %), 0.05 GiB headroom, at step 1 (its worst)
 --   $ ./vrsim scenarios/llama13b_h200.lua --set micro_batch=4
---   DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.34.mlp.silu'
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.33.post_attention_layernorm.pow'
 --   $ ./vrsim scenarios/llama13b_h200.lua --set optimizer_impl=fused
---   FITS: peak reserved 101.70 GiB of 139.05 GiB usable (73.1 %), 37.35 GiB headroom
+--   FITS: peak reserved 108.00 GiB of 139.05 GiB usable (77.7 %), 31.05 GiB headroom
 --   $ ./vrsim scenarios/llama13b_h200.lua --set optimizer_impl=fused --set micro_batch=4
---   DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.34.mlp.up_proj'
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.33.post_attention_layernorm.pow'
 return {
   title = "LLaMA2-13B full bf16 fine-tune on one H200",
   hardware = { gpu = "h200" },

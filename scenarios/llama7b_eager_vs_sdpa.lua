@@ -19,11 +19,11 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama7b_eager_vs_sdpa.lua
---   FITS: peak reserved 64.49 GiB of 139.05 GiB usable (46.4 %), 74.56 GiB headroom
+--   FITS: peak reserved 64.34 GiB of 139.05 GiB usable (46.3 %), 74.71 GiB headroom
 --   $ ./vrsim scenarios/llama7b_eager_vs_sdpa.lua --set attention=eager
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.31.self_attn.softmax.backward'
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.26.self_attn.softmax'
 --   $ ./vrsim scenarios/llama7b_eager_vs_sdpa.lua --set attention=eager --set checkpointing=true
---   FITS: peak reserved 73.05 GiB of 139.05 GiB usable (52.5 %), 66.00 GiB headroom
+--   FITS: peak reserved 65.55 GiB of 139.05 GiB usable (47.1 %), 73.51 GiB headroom
 return {
   title = "LLaMA2-7B at 4096 tokens on an H200: SDPA against eager attention",
   hardware = { gpu = "h200" },

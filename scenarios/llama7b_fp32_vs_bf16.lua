@@ -23,7 +23,7 @@
 --   $ ./vrsim scenarios/llama7b_fp32_vs_bf16.lua --set precision=amp_bf16
 --   FITS: peak reserved 139.04 GiB of 139.05 GiB usable (100.0 %), 0.01 GiB headroom, at step 0 (its worst)
 --   $ ./vrsim scenarios/llama7b_fp32_vs_bf16.lua --set precision=bf16
---   FITS: peak reserved 63.73 GiB of 139.05 GiB usable (45.8 %), 75.32 GiB headroom
+--   FITS: peak reserved 66.57 GiB of 139.05 GiB usable (47.9 %), 72.49 GiB headroom
 --   $ ./vrsim scenarios/llama7b_fp32_vs_bf16.lua --set optimizer_impl=fused
 --   FITS: peak reserved 113.92 GiB of 139.05 GiB usable (81.9 %), 25.13 GiB headroom
 --   $ ./vrsim scenarios/llama7b_fp32_vs_bf16.lua --alloc-conf expandable_segments:True

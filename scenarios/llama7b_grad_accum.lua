@@ -10,9 +10,9 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama7b_grad_accum.lua
---   FITS: peak reserved 66.50 GiB of 78.45 GiB usable (84.8 %), 11.95 GiB headroom
+--   FITS: peak reserved 65.65 GiB of 78.45 GiB usable (83.7 %), 12.80 GiB headroom
 --   $ ./vrsim scenarios/llama7b_grad_accum.lua --set micro_batch=32 --set grad_accum=1
---   DOES NOT FIT: CUDA out of memory in step 1 at op 'logits.float'
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax'
 return {
   title = "LLaMA2-7B bf16 on an A100-80GB: 8 x 4 accumulated against a batch of 32",
   hardware = { gpu = "a100_80g" },

@@ -3,9 +3,9 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama7b_h200.lua
---   FITS: peak reserved 63.73 GiB of 139.05 GiB usable (45.8 %), 75.32 GiB headroom
+--   FITS: peak reserved 66.57 GiB of 139.05 GiB usable (47.9 %), 72.49 GiB headroom
 --   $ ./vrsim scenarios/llama7b_h200.lua --set optimizer_impl=fused
---   FITS: peak reserved 53.00 GiB of 139.05 GiB usable (38.1 %), 86.05 GiB headroom
+--   FITS: peak reserved 54.26 GiB of 139.05 GiB usable (39.0 %), 84.79 GiB headroom
 return {
   title = "LLaMA2-7B full fine-tune, bf16 weights and AdamW state, on one H200",
   hardware = { gpu = "h200" },

@@ -77,5 +77,5 @@ else bad "zero3, uint8 storage: exit $rc"; fi
 if grep -q "training.quant_storage = .* has no effect" "$tmp/out"; then ok "quant_storage without nf4: noted as unread"
 else bad "quant_storage without nf4 is silently ignored"; fi
 
-echo "$pass passed, $fail failed"
+echo "test_quant: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -31,7 +31,10 @@ M.DEFAULTS = {
   contiguous_gradients = true, stage3_param_persistence_threshold = 1e5,
   stage3_prefetch_bucket_size = 5e7, stage3_max_live_parameters = 1e9,
   offload_optimizer = "none", offload_param = "none", raf = true,
-  init = "auto", -- auto: zero3 partitions at construction (zero.Init), fsdp2 builds whole first
+  -- auto: zero3 partitions at construction (zero.Init); fsdp2 builds on the meta device and
+  -- loads each rank's shards (accelerate's fsdp_cpu_ram_efficient_loading, torchtitan's meta
+  -- init), so the whole model is never on a GPU; "whole" builds it on every GPU first
+  init = "auto",
   -- FSDP2 hybrid sharding: fully_shard(mesh=init_device_mesh("cuda", (replicate, shard_group)))
   -- shards over shard_group consecutive ranks and all-reduces gradient shards over the replicate
   -- group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce:
@@ -225,11 +228,12 @@ function M.setup(cx, cfg)
     -- parameters are made as shards; the model asks for whole ones per layer
     cx.shard_params = true
     cx.shard_param = M.shard
-    -- transformers builds a quantized model without zero.Init (modeling_utils: needs_zero3_init =
+    -- "auto": FSDP2 builds on the meta device; ZeRO-3 under zero.Init, except that transformers
+    -- builds a quantized model without it (modeling_utils: needs_zero3_init =
     -- is_deepspeed_zero3_enabled() and not _is_quantized): whole, then partitioned by
     -- deepspeed.initialize
-    local zero_init = s.kind == "zero3" and t.quant == "none"
-    if o.init == "partitioned" or o.init == "meta" or (o.init == "auto" and zero_init) then
+    local partitioned_by_default = s.kind == "fsdp2" or t.quant == "none"
+    if o.init == "partitioned" or o.init == "meta" or (o.init == "auto" and partitioned_by_default) then
       s.init_partitioned = true
     elseif o.init ~= "auto" and o.init ~= "whole" then
       error("training.zero.init must be auto, whole, partitioned or meta", 0)

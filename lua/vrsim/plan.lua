@@ -58,7 +58,7 @@ local SCHEMA = {
     steps = { "integer", 4, "training steps to simulate (step 0 creates optimizer state)" },
     build_layers_once = { "boolean", true, "build one decoder layer in Lua and carry it over to the layers declared alike, where the check allows (lua/vrsim/replicate.lua); false builds every layer in Lua: the same graph, slower" },
     grad_accum = { "integer", 1, "micro-batches per optimizer step (gradient accumulation)" },
-    build = { "string", "cast", "cast: built in fp32 then .to(dtype), as from_config does; direct" },
+    build = { "string", "direct", "direct: the weights made in their dtype, as from_pretrained(torch_dtype=...) loads them; cast: built in fp32 then .to(dtype), as from_config does" },
     lora = { "table", nil, "{ r = 8, alpha = 32, dropout = 0.05, targets = {'q','v'} }" },
     strategy = { "string", "none", "none, ddp, zero1, zero2, zero3 or fsdp2 (data parallel over hardware.count)" },
     cpu_threads = { "integer", 8, "intra-op CPU threads per rank (OMP_NUM_THREADS) for optimizer steps on the host" },
@@ -974,6 +974,20 @@ local function param_counts(cx)
   return cx.param_counts
 end
 
+-- How the model came onto the GPU, for the header: the defaults (from_pretrained's dtype, FSDP2's
+-- meta-device init) are stated, since they decide the build's peak.
+local function how_built(t, cx)
+  if t.inference then return "" end
+  local dtype = cx.run and cx.run.param_dtype
+  local s = t.build == "cast" and t.quant == "none" and "; built in fp32, then .to(" .. tostring(dtype) .. ")"
+            or "; weights made in their dtype (from_pretrained)"
+  if cx.dp and (t.strategy == "fsdp2" or t.strategy == "zero3") then
+    s = s .. (cx.dp.init_partitioned and (t.strategy == "fsdp2" and ", sharded from meta-device init" or ", partitioned by zero.Init")
+              or ", whole on every GPU, then sharded")
+  end
+  return s
+end
+
 -- The plan table C reads (sim/bind/bind.c load_protected), of a prepared scenario and its graph.
 local function finish(st, G, cx, alloc_read)
   local cfg, dev, sets = st.cfg, st.dev, st.sets
@@ -986,11 +1000,11 @@ local function finish(st, G, cx, alloc_read)
   local t = cfg.training
   local model_mod = require(P.builder(cfg))
   local settings_line = model_mod.settings and model_mod.settings(cfg)
-  local settings = settings_line or ("%s %s, micro-batch %d x seq %d, %s, %s %s, attention %s%s%s"):format(
+  local settings = settings_line or ("%s %s, micro-batch %d x seq %d, %s, %s %s, attention %s%s%s%s"):format(
     cfg.model.arch, cfg.model.config ~= nil and cx.model_name or cfg.model.size, t.micro_batch, t.seq, t.precision, t.optimizer,
     t.optimizer_impl, t.attention, (t.checkpointing and ", checkpointing" or "") ..
     (t.strategy ~= "none" and (", " .. t.strategy .. " over " .. cfg.hardware.count .. " GPUs") or ""),
-    cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "")
+    cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "", how_built(t, cx))
   local counts = param_counts(cx)
   local n_params, n_trainable = counts.n_params, counts.n_trainable
   local notes = {}

@@ -227,7 +227,8 @@ function R.scenario(rec, opts)
   if oi[1] == "sgd" and field_type("training", "momentum") then tr.momentum = 0.9 end
   local accum = int(rec, "accum", 1)
   if accum ~= 1 then tr.grad_accum = accum end
-  if build == "direct" then tr.build = "direct" end
+  -- the harnesses build with from_config in fp32, then .to(dtype), unless the record says direct
+  tr.build = build or "cast"
   local lora = lora_of(rec)
   if lora then tr.lora = lora end
   -- multi-GPU records: strategy, raf, world_size, offload, empty_cache_after_build
@@ -238,6 +239,8 @@ function R.scenario(rec, opts)
     hw.rank = opts.rank
     tr.strategy = strategy
     tr.zero = { raf = rec.raf ~= false }
+    -- measure_multi.py builds the whole model on every GPU, then fully_shard replaces it
+    if strategy == "fsdp2" then tr.zero.init = "whole" end
     if bool(rec, "offload") then
       tr.zero.offload_param, tr.zero.offload_optimizer = "cpu", "cpu"
     end
