@@ -4,8 +4,9 @@
  *   live[s]        the storage holds device memory at addr[s] of rsize[s] rounded bytes
  *   drops_total[s] references the ops of the current step list for s (or any view of it)
  *   drops_done[s]  references dropped so far in this step
- * Invariants, after every op:
- *   a non-persistent storage is live  <=>  it was allocated and drops_done < drops_total
+ * Invariants, after every op (checked by check_invariants when EngineConfig.check_invariants):
+ *   a non-persistent storage is live  =>  drops_done < drops_total, or a slot holds it
+ *   a live storage holds the allocator's block at addr, of rsize bytes; a view holds none
  *   sum over live storages of rsize == allocator allocated bytes - cuBLAS workspaces
  *   cat_bytes[c] == sum of rsize over live storages of category c
  * Memory follows the host's program order (PyTorch allocates when an op is launched, from the
@@ -43,6 +44,7 @@ typedef struct Run {
     int fwd_region;             /* checkpointed region the last forward op ran in (0: none) */
     long alloc_seq;             /* allocations within the current step */
     int slot_held[GRAPH_MAX_SLOTS]; /* storage held in each slot (Op.slot), -1 none */
+    char check_err[200];        /* the invariant check_invariants found broken */
     /* the allocator calls of the run, in order, for the live set at the peak (see live_log) */
     struct LogEv *log; long n_log, cap_log;
     long *peak_log;             /* per step: log length just after the step's peak allocation */
@@ -424,6 +426,51 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     return sample(r, gr, i);
 }
 
+static bool held_in_slot(const Run *r, int s) {
+    for (int k = 0; k < GRAPH_MAX_SLOTS; k++)
+        if (r->slot_held[k] == s) return true;
+    return false;
+}
+
+/* Checks the invariants of the opening comment as they stand after op (-1: the build's
+ * parameters), and the allocator's own (alloc_check). VR_EINVAL with r->check_err set where one
+ * is broken. */
+static VrStatus check_invariants(Run *r, int op) {
+    const Graph *g = r->g;
+    const char *name = op >= 0 ? graph_op_c(g, op)->name : "(parameters)";
+    uint64_t cat[CAT_COUNT] = {0}, sum = 0;
+    for (int s = 0; s < r->n_t; s++) {
+        if (!r->live[s]) continue;
+        const Tensor *t = graph_tensor_c(g, s);
+        const char *why = NULL;
+        if (t->base >= 0) why = "a view holds memory";
+        else if (alloc_block_size(r->a, r->addr[s]) != r->rsize[s])
+            why = "the allocator's block at its address is not its size";
+        else if (!t->persistent && r->drops_done[s] >= r->drops_total[s] && !held_in_slot(r, s))
+            why = "live after its last reference was dropped";
+        if (why) {
+            snprintf(r->check_err, sizeof r->check_err, "engine invariant after op '%s': tensor '%s': %s",
+                     name, t->name, why);
+            return VR_EINVAL;
+        }
+        cat[t->cat] += r->rsize[s];
+        sum += r->rsize[s];
+    }
+    AllocStats as;
+    alloc_stats(r->a, &as);
+    const char *why = NULL;
+    if (sum + r->workspace_bytes != as.allocated)
+        why = "live storages + cuBLAS workspaces != the allocator's allocated bytes";
+    for (int c = 0; !why && c < CAT_COUNT; c++)
+        if (cat[c] != r->cat_bytes[c]) why = "a category's bytes != the sum of its live storages";
+    if (!why && alloc_check(r->a) != VR_OK) why = "the allocator's own invariants (alloc_check)";
+    if (why) {
+        snprintf(r->check_err, sizeof r->check_err, "engine invariant after op '%s': %s", name, why);
+        return VR_EINVAL;
+    }
+    return VR_OK;
+}
+
 static void record_oom(Run *r, int step, int op) {
     SimResult *res = r->res;
     res->oom = true;
@@ -557,12 +604,15 @@ static VrStatus simulate(Run *r) {
             return st;
         }
     }
+    bool check = r->cfg->check_invariants;
+    if (check && (st = check_invariants(r, -1))) return st;
     for (int i = 0; i < n_ops; i++) {
         if (graph_op_c(g, i)->phase != PH_BUILD) continue;
         if ((st = run_op(r, i, -1, NULL, &gr))) {
             if (st == VR_OOM) { record_oom(r, -1, i); return VR_OK; }
             return st;
         }
+        if (check && (st = check_invariants(r, i))) return st;
     }
     AllocStats as;
     alloc_stats(r->a, &as);
@@ -624,6 +674,7 @@ static VrStatus simulate(Run *r) {
                     return VR_OK;
                 }
                 if (st) return st;
+                if (check && (st = check_invariants(r, i))) return st;
             }
             step_end_stats(r, sr);
         }
@@ -801,7 +852,7 @@ VrStatus engine_run(const Graph *g, const EngineConfig *cfg, const AllocConfig *
         st = collect_peak(&r, acfg, res, last);
     run_free(&r);
     if (st) {
-        if (st == VR_EINVAL) snprintf(err, errlen, "%s", graph_error(g));
+        if (st == VR_EINVAL) snprintf(err, errlen, "%s", r.check_err[0] ? r.check_err : graph_error(g));
         engine_result_free(res);
         return st;
     }

@@ -46,7 +46,9 @@ typedef struct EngineConfig {
      * 0 where nothing was measured. */
     double contention[2];
     bool record_timeline;      /* keep memory samples and op spans for trace/CSV outputs */
-    int stop_at_step;          /* unused (kept for callers that set it) */
+    bool check_invariants;     /* after every op, check the invariants of engine.c's opening
+                                  comment and alloc_check (O(tensors) an op: for tests); a
+                                  violation ends the run with VR_EINVAL and says which */
     bool skip_live_at_peak;    /* leave SimResult's live_at_peak, segmap and largest_free_at_peak
                                   empty: a caller that prints none of them saves the log of
                                   allocator calls they are rebuilt from */

@@ -31,7 +31,6 @@ void plan_engine_config(const Plan *p, bool record_timeline, EngineConfig *out) 
     out->contention[0] = p->contention[0];
     out->contention[1] = p->contention[1];
     out->record_timeline = record_timeline;
-    out->stop_at_step = -1;
 }
 
 static bool has_plan_module(const char *dir) {

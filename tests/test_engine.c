@@ -85,7 +85,7 @@ static SimResult *run_with(const Graph *g, const EngineConfig *ec, const AllocCo
 
 static SimResult *run(const Graph *g, int steps, const AllocConfig *ac, const DeviceSpec *dev) {
     EngineConfig ec = {.steps = steps, .cublas_handles = 0, .dev = dev, .record_timeline = true,
-                       .stop_at_step = -1};
+                       .check_invariants = true};
     return run_with(g, &ec, ac);
 }
 
@@ -352,7 +352,7 @@ static void test_live_at_peak_before_oom(void **state) {
     (void)state;
     Train t = build_train();
     AllocConfig ac = caching(4 * VR_MIB);
-    EngineConfig ec = {.steps = 3, .stop_at_step = -1};
+    EngineConfig ec = {.steps = 3};
     SimResult *r = NULL, *q = NULL;
     char err[256] = "";
     assert_int_equal(engine_run(t.g, &ec, &ac, &r, err, sizeof err), VR_OK);
@@ -536,7 +536,7 @@ static void test_host_oom_is_enomem(void **state) {
             AllocConfig ac = kind ? caching(0) : ideal(0);
             ac.host_alloc = fail_after;
             ac.host_ud = &f;
-            EngineConfig ec = {.steps = 2, .stop_at_step = -1, .record_timeline = true};
+            EngineConfig ec = {.steps = 2, .record_timeline = true};
             SimResult *r = NULL;
             char err[128] = "";
             VrStatus st = engine_run(t.g, &ec, &ac, &r, err, sizeof err);
@@ -642,7 +642,7 @@ static void test_host_dispatch_by_class(void **state) {
     AllocConfig ac = ideal(0);
     for (int ck = 0; ck < 2; ck++) {
         graph_op(g, oc)->dispatch_ckpt_ns = ck ? 2000 : 0;
-        EngineConfig ec = {.steps = 1, .stop_at_step = -1, .host_op_ns = 10000,
+        EngineConfig ec = {.steps = 1, .host_op_ns = 10000,
                            .host_ckpt_op_ns = 25000};
         SimResult *r = run_with(g, &ec, &ac);
         assert_true(r->steps[0].time_ns == (ck ? 20000.0 : 18000.0));
@@ -674,7 +674,7 @@ static void test_contention(void **state) {
     DeviceSpec dev = {.launch_ns = 1000, .world = 2, .coll_bw = 1e9};
     AllocConfig ac = ideal(0);
     for (int k = 0; k < 2; k++) {
-        EngineConfig ec = {.steps = 1, .stop_at_step = -1, .dev = &dev, .contention = {0, k ? 0.5 : 0}};
+        EngineConfig ec = {.steps = 1, .dev = &dev, .contention = {0, k ? 0.5 : 0}};
         SimResult *r = run_with(g, &ec, &ac);
         assert_true(r->steps[0].stream_busy_ns[1] == 1000.0);
         assert_true(r->steps[0].stream_busy_ns[0] == (k ? 1500.0 : 1000.0));
@@ -702,7 +702,7 @@ static void test_cublas_workspaces(void **state) {
     const uint64_t W = 8519680;
     DeviceSpec dev = {.cublas_workspace_bytes = W};
     AllocConfig ac = ideal(0);
-    EngineConfig ec = {.steps = 2, .cublas_handles = 2, .dev = &dev, .stop_at_step = -1};
+    EngineConfig ec = {.steps = 2, .cublas_handles = 2, .dev = &dev};
     SimResult *r = NULL;
     char err[128];
     assert_int_equal(engine_run(t.g, &ec, &ac, &r, err, sizeof err), VR_OK);
@@ -841,7 +841,7 @@ static void test_workspace_first(void **state) {
                        .workspace_first = first});
         op(g, (OpArgs){.name = "use", .phase = PH_FWD, .in = {out}, .nin = 1});
         AllocLog log = {0};
-        EngineConfig ec = {.steps = 1, .stop_at_step = -1, .on_alloc = log_alloc, .on_alloc_ud = &log};
+        EngineConfig ec = {.steps = 1, .on_alloc = log_alloc, .on_alloc_ud = &log};
         AllocConfig ac = ideal(0);
         SimResult *r = NULL;
         char err[256];
@@ -874,7 +874,7 @@ static void test_row_sum_staging_per_device(void **state) {
         graph_op(g, id)->rowsum[1] = 4096;
         DeviceSpec dev = {.sm_count = cases[i].sms, .compute_capability = cases[i].cc};
         AllocLog log = {0};
-        EngineConfig ec = {.steps = 1, .stop_at_step = -1, .dev = &dev, .on_alloc = log_alloc,
+        EngineConfig ec = {.steps = 1, .dev = &dev, .on_alloc = log_alloc,
                            .on_alloc_ud = &log};
         AllocConfig ac = ideal(0);
         SimResult *r = NULL;
@@ -958,7 +958,7 @@ static void test_repeated_steps(void **state) {
     AllocConfig ac = caching(0);
     for (int variant = 0; variant < 3; variant++) {
         Graph *g = build_repeating(variant == 1, variant == 2);
-        EngineConfig ec = {.steps = 7, .dev = &dev, .stop_at_step = -1, .host_op_ns = 1234.567,
+        EngineConfig ec = {.steps = 7, .dev = &dev, .host_op_ns = 1234.567,
                            .host_launch_ns = 89.1, .contention = {0.31, 0.17}};
         SimResult *fast = run_with(g, &ec, &ac);
         ec.record_timeline = true;
