@@ -121,6 +121,17 @@ function M.apply(root, s, output)
         end
       end)
       table.sort(names)
+      -- a module of that name that is no Linear (a mixture-of-experts router or experts block):
+      -- peft's target_modules takes Linear layers; their parameters need target_parameters
+      local other
+      mod.walk(root, function(m)
+        if not other and m.path:match("([^.]+)$") == t then other = m.cls end
+      end)
+      if other then
+        error(("training.lora.targets: '%s' is a %s, not a Linear: LoRA on its parameters (peft's "
+               .. "target_parameters) is not modelled (Linear names: %s, or \"all-linear\")")
+              :format(t, other, table.concat(names, ", ")), 0)
+      end
       error(("training.lora.targets: no Linear module named '%s' in this model (its Linear names: %s, or \"all-linear\")")
             :format(t, table.concat(names, ", ")), 0)
     end

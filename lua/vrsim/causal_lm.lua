@@ -131,7 +131,13 @@ function M.build(cx, cfg)
   mark_layers(root)
   -- bitsandbytes first (from_pretrained(quantization_config=...)), then peft on the result
   local lora_hit
-  if t.quant ~= "none" then require("strategies.quant").apply(root, t.quant, "lm_head") end
+  if t.quant ~= "none" then
+    require("strategies.quant").apply(root, t.quant, "lm_head")
+    if mc.experts then
+      cx.notes[#cx.notes + 1] = ("bitsandbytes quantizes nn.Linear modules only: the experts' 3-D weights "
+        .. "(%d experts a layer) stay in %s"):format(mc.experts, pdtype)
+    end
+  end
   local lora = nil
   if require("strategies.lora").wanted(t) then
     local L = require "strategies.lora"

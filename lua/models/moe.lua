@@ -1,0 +1,195 @@
+-- moe.lua: a sparse mixture-of-experts block as transformers 5.x runs it in training (5.25:
+-- models/mixtral/modeling_mixtral.py MixtralSparseMoeBlock and MixtralTopKRouter, the experts
+-- by integrations/moe.py grouped_mm_experts_forward). The families that use it (mixtral.lua)
+-- put it where their decoder layer has its MLP.
+--
+--   gate: a TopKRouter (weight (E, hidden); not an nn.Linear, so peft's "all-linear" and
+--         bitsandbytes leave it alone): logits = F.linear(x, weight); softmax in fp32; top-k;
+--         the k weights renormalised to sum to 1 (norm_topk_prob)
+--   experts: gate_up_proj (E, 2 * intermediate, hidden) and down_proj (E, hidden, intermediate),
+--         3-D parameters (again not nn.Linear). The model's _experts_implementation defaults to
+--         "grouped_mm" (modeling_utils get_correct_experts_implementation) for a class decorated
+--         with @use_experts_implementation: the token-expert pairs (S = tokens x k) sorted by
+--         expert, gathered, through torch's grouped GEMM for every expert at once, gated,
+--         through the second grouped GEMM, weighted by the router (in fp32: the bf16 product
+--         times the fp32 weights promotes), put back in token order and summed over k in fp32,
+--         then cast back.
+-- Every tensor's size depends on S alone, not on which expert a token goes to: the routing
+-- changes the time of the grouped GEMMs (taken here as balanced, each expert S / E rows), never
+-- the memory. Not modelled (an error where configured): the eager per-expert loop
+-- (experts_implementation = "eager"), router jitter noise, the load-balancing loss
+-- (output_router_logits), LoRA on the experts' 3-D parameters (peft target_parameters).
+local nn = require "vrsim.nn"
+local mod = require "vrsim.module"
+
+local M = {}
+
+local W = mod.weight
+
+-- The router's F.linear, under autocast with its weight cast like a Linear's.
+local function router_forward(cx, m, x)
+  return require("models.llama").linear_forward(cx, m, x)
+end
+
+-- An op whose outputs need no gradient and that saves nothing: sort, histc, the index sums.
+local function index_op(cx, name, inputs, outs, kind)
+  for _, o in ipairs(outs) do o.no_grad = true end
+  return nn.op(cx, { name = name, kind = kind or "elementwise", inputs = inputs, outs = outs,
+                     grads = { "none", "none" } })
+end
+
+-- x[idx] along dim 0 (aten::index): a new (n, ...) tensor; IndexBackward0 scatters the gradient
+-- into zeros of x's shape (index_put_ with accumulate), so backward makes one buffer of x's size.
+local function gather_rows(cx, name, x, idx, n)
+  local shape = nn.copy_shape(x.shape)
+  shape[1] = n
+  return nn.op(cx, { name = name, kind = "gather", inputs = { x, idx },
+                     outs = { { name, shape, x.dtype } }, saves = { idx },
+                     grads = { "new", "none" } })
+end
+
+-- torch grouped GEMM of the S rows of x with each expert's (out, in) matrix of w (E, out, in),
+-- weight.transpose(-2, -1) a view: what it saves follows F.linear (x for the weight's gradient,
+-- the weight for x's).
+local function grouped_mm(cx, name, x, w, offsets)
+  local s, cin, cout = x.shape[1], w.shape[3], w.shape[2]
+  local saves = {}
+  if w.rg then saves[#saves + 1] = x end
+  if x.rg then saves[#saves + 1] = w end
+  local flops = 2 * s * cout * cin
+  local bwd = flops * ((x.rg and 1 or 0) + (w.rg and 1 or 0))
+  return nn.op(cx, { name = name, kind = "mm", inputs = { x, w, offsets },
+                     outs = { { name, { s, cout }, x.dtype } }, saves = saves,
+                     grads = { { dtype = x.dtype }, w.rg and { dtype = w.dtype } or "none", "none" },
+                     grad_order = { 2, 1, 3 }, flops = flops, bwd_flops = bwd > 0 and bwd or nil,
+                     dtype = x.dtype })
+end
+
+-- MixtralSparseMoeBlock.forward(hidden_states (b, s, hidden)).
+local function moe_forward(cx, m, x)
+  local e = m.moe
+  local pre = m.opname
+  local b, s, h = x.shape[1], x.shape[2], x.shape[3]
+  local t, k, ne, inter = b * s, e.top_k, e.experts, e.intermediate
+  local n = t * k
+  local dt = x.dtype
+  local hs = nn.view(cx, x, { t, h }, pre .. ".hidden_flat")
+
+  -- the router: `_, top_k_weights, top_k_index = self.gate(hidden_states)`; router_logits is
+  -- bound to `_` until the block returns
+  local logits = mod.call(cx, m.children.gate, hs)
+  local l32 = nn.to(cx, logits, "fp32", pre .. ".router_logits.float")
+  local probs = nn.op(cx, { name = pre .. ".router_softmax", kind = "softmax", inputs = { l32 },
+                            outs = { { pre .. ".router_probs", { t, ne }, "fp32" } }, save_outs = { 1 } })
+  -- TopkBackward0 keeps the indices and scatters the gradient into zeros of the input's shape
+  local topv, topi = nn.op(cx, { name = pre .. ".topk", inputs = { probs },
+                                 outs = { { pre .. ".top_k_values", { t, k }, "fp32" },
+                                          { pre .. ".top_k_index", { t, k }, "int64", no_grad = true } },
+                                 save_outs = { 2 } })
+  if e.norm_topk then
+    -- `router_top_value /= router_top_value.sum(dim=-1, keepdim=True)`: in place, so the
+    -- DivBackward0 node keeps a copy of the values it divided, and the divisor
+    local sum = nn.op(cx, { name = pre .. ".topk_sum", kind = "reduce_rows", inputs = { topv },
+                            outs = { { pre .. ".topk_sum", { t, 1 }, "fp32" } }, frees = {} })
+    topv = nn.op(cx, { name = pre .. ".topk_normalize", kind = "broadcast_rows", inputs = { topv, sum },
+                       outs = { { pre .. ".top_k_weights", { t, k }, "fp32" } }, saves = { topv, sum } })
+  end
+
+  -- grouped_mm_experts_forward
+  local weights = nn.view(cx, topv, { n }, pre .. ".sample_weights")
+  local ids = nn.view(cx, topi, { n }, pre .. ".expert_ids")
+  local ids_sorted, perm = index_op(cx, pre .. ".sort", { ids },
+    { { pre .. ".expert_ids_sorted", { n }, "int64" }, { pre .. ".perm", { n }, "int64" } })
+  local rows = index_op(cx, pre .. ".perm_div_k", { perm }, { { pre .. ".token_of_pair", { n }, "int64" } })
+  local selected = gather_rows(cx, pre .. ".select_hidden", hs, rows, n)
+  local weights_g = gather_rows(cx, pre .. ".select_weights", weights, perm, n)
+  -- histc over the sorted ids (cast to int on CUDA), then the per-expert offsets
+  local ids32 = index_op(cx, pre .. ".expert_ids.int", { ids_sorted }, { { pre .. ".expert_ids_int", { n }, "int32" } })
+  local counts = index_op(cx, pre .. ".histc", { ids32 }, { { pre .. ".tokens_per_expert", { ne }, "int32" } })
+  local offsets = index_op(cx, pre .. ".cumsum", { counts }, { { pre .. ".offsets", { ne }, "int32" } })
+
+  local ex = m.children.experts
+  local gu, dp = W(cx, ex.p.gate_up_proj), W(cx, ex.p.down_proj)
+  -- grouped_mm is not autocast-enabled: `input.to(weight.dtype)`
+  local sel = nn.to(cx, selected, gu.dtype, pre .. ".experts.input_cast")
+  local proj = grouped_mm(cx, pre .. ".experts.gate_up_proj", sel, gu, offsets)
+  -- `gate, up = gate_up_out.chunk(2, dim=-1)`: two views; SplitBackward0 joins their gradients
+  -- into one buffer of proj's size
+  local gate = nn.view(cx, proj, { n, inter }, pre .. ".experts.gate")
+  local up = nn.view(cx, proj, { n, inter }, pre .. ".experts.up")
+  nn.op(cx, { name = pre .. ".experts.chunk", kind = "none", inputs = { proj }, out_tensors = { gate, up },
+              grads = { { dtype = proj.dtype } }, bwd_kind = "cat_strided", bytes = 0 })
+  local act = nn.ew(cx, pre .. ".experts.act_fn", { gate }, gate.dtype, { gate })
+  local gated = nn.mul(cx, pre .. ".experts.mul", act, up, act.dtype)
+  local gated_in = nn.to(cx, gated, dp.dtype, pre .. ".experts.down_input_cast")
+  local down = grouped_mm(cx, pre .. ".experts.down_proj", gated_in, dp, offsets)
+  -- `proj_out * sample_weights_g.unsqueeze(-1)`: the fp32 weights promote the product
+  local wcol = nn.view(cx, weights_g, { n, 1 }, pre .. ".sample_weights_col")
+  local weighted = nn.mul(cx, pre .. ".experts.weighted", down, wcol, nn.promote(down.dtype, "fp32"))
+  -- inv_perm = empty_like(perm); inv_perm[perm] = arange(S)
+  local arange = index_op(cx, pre .. ".arange", {}, { { pre .. ".arange", { n }, "int64" } })
+  local inv = index_op(cx, pre .. ".inv_perm", { perm, arange }, { { pre .. ".inv_perm", { n }, "int64" } })
+  local reordered = gather_rows(cx, pre .. ".restore_order", weighted, inv, n)
+  -- view(tokens, k, hidden).sum(dim=1) in fp32; SumBackward0 expands the gradient (a view)
+  local summed = nn.op(cx, { name = pre .. ".sum_top_k", kind = "reduce_rows", inputs = { reordered },
+                             outs = { { pre .. ".final_hidden", { t, h }, reordered.dtype } },
+                             grads = { { pass = 1 } } })
+  local out = nn.to(cx, summed, x.dtype, pre .. ".final_hidden.to")
+  -- the router's logits die as the block returns
+  nn.release(cx, { logits }, pre .. ": returns")
+  return nn.view(cx, out, { b, s, h }, pre .. ".out")
+end
+
+-- The block of `cfg` for decoder layer prefix `pre`: cfg.experts, cfg.top_k,
+-- cfg.moe_intermediate, cfg.norm_topk_prob; `classes` names its router and experts classes.
+function M.SparseMoeBlock(cfg, pre, classes)
+  classes = classes or {}
+  local m = mod.new(classes.block or "MixtralSparseMoeBlock", moe_forward,
+                    { opname = pre .. ".mlp",
+                      moe = { experts = cfg.experts, top_k = cfg.top_k, intermediate = cfg.moe_intermediate,
+                              norm_topk = cfg.norm_topk_prob } })
+  local gate = mod.new(classes.router or "MixtralTopKRouter", router_forward,
+                       { opname = pre .. ".mlp.gate", in_features = cfg.hidden, out_features = cfg.experts })
+  gate:declare("weight", { cfg.experts, cfg.hidden })
+  m:add("gate", gate)
+  local ex = mod.new(classes.experts or "MixtralExperts", nil, { opname = pre .. ".mlp.experts" })
+  ex:declare("gate_up_proj", { cfg.experts, 2 * cfg.moe_intermediate, cfg.hidden })
+  ex:declare("down_proj", { cfg.experts, cfg.hidden, cfg.moe_intermediate })
+  m:add("experts", ex)
+  return m
+end
+
+-- The router and experts keys of a MoE family's config (H: models/hf.lua; c: the config being
+-- made), with what is not modelled refused by name.
+function M.config(hf, where, c, defaults)
+  local H = require "models.hf"
+  c.experts = H.int(hf, defaults.experts_key, defaults.experts, where)
+  c.top_k = H.int(hf, "num_experts_per_tok", defaults.top_k, where)
+  if c.top_k > c.experts then
+    error(("%s: num_experts_per_tok (%d) exceeds the number of experts (%d)"):format(where, c.top_k, c.experts), 0)
+  end
+  c.moe_intermediate = defaults.intermediate_key and H.int(hf, defaults.intermediate_key, defaults.moe_intermediate, where)
+                       or c.intermediate
+  c.norm_topk_prob = defaults.norm_topk_prob
+  if defaults.norm_topk_key then c.norm_topk_prob = H.bool(hf, defaults.norm_topk_key, defaults.norm_topk_prob, where) end
+  if H.bool(hf, "output_router_logits", false, where) then
+    error(where .. ": output_router_logits = true (the load-balancing auxiliary loss over every layer's "
+          .. "router logits) is not modelled", 0)
+  end
+  local jitter = hf.router_jitter_noise
+  if jitter ~= nil and jitter ~= 0 then
+    error(where .. ": router_jitter_noise (multiplicative noise on the hidden states in training) is not modelled", 0)
+  end
+  local impl = hf.experts_implementation or hf._experts_implementation
+  if impl ~= nil and impl ~= "grouped_mm" then
+    error(("%s: experts_implementation = %s is not modelled (vrsim models transformers' default, grouped_mm)")
+          :format(where, tostring(impl)), 0)
+  end
+  return c
+end
+
+-- The keys M.config reads, for the family's check of unknown keys.
+M.KEYS = { num_experts_per_tok = 1, output_router_logits = 1, router_aux_loss_coef = 1,
+           router_jitter_noise = 1, experts_implementation = 1, _experts_implementation = 1 }
+
+return M
