@@ -31,6 +31,8 @@
 #include <cjson/cJSON.h>
 
 #include "../cost.h"
+#include "../infile.h"
+#include "../jsonin.h"
 #include "../scenario.h"
 #include "luabc.h"
 #include "watchdog.h"
@@ -1253,16 +1255,13 @@ static int l_read_config(lua_State *L) {
     JsonBox *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->j = NULL;
     luaL_setmetatable(L, JSON_MT);
-    const char *end = NULL;
-    box->j = cJSON_ParseWithLengthOpts(src, len, &end, false);
-    if (!box->j) {
-        /* the line of the first character the parser could not take */
-        int line = 1;
-        for (const char *q = src; end && q < end && q < src + len; q++) line += *q == '\n';
-        free(src);
-        (lua_pushfstring(L, "config '%s' is not valid JSON (line %d)", name, line), lua_error(L));
-    }
+    char jerr[300];
+    cJSON *j = NULL;
+    VrStatus js = jsonin_parse(src, len, &j, jerr, sizeof jerr);
     free(src);
+    if (js == VR_ENOMEM) luaL_error(L, "out of host memory reading config '%s'", name);
+    if (js != VR_OK) (lua_pushfstring(L, "config '%s': %s", name, jerr), lua_error(L));
+    box->j = j;
     if (!cJSON_IsObject(box->j))
         (lua_pushfstring(L, "config '%s' is not a JSON object", name), lua_error(L));
     push_json(L, box->j, 0);
@@ -1345,40 +1344,19 @@ static int open_vrsim(lua_State *L) {
 
 /* ---- sandboxed require ---------------------------------------------------------------- */
 
-/* Reads a regular file of at most max bytes into a new buffer (*out, *len; the caller frees).
- * Opened without blocking, so a FIFO or device cannot stall vrsim. */
+/* Reads a regular file of at most max bytes into a new buffer (*out, *len; the caller frees),
+ * the checked way every reader of vrsim opens its files (infile.h): a FIFO or device cannot
+ * stall vrsim. */
 static ReadStatus read_file(const char *path, size_t max, char **out, size_t *len) {
-    *out = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return RF_MISSING;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); return RF_NOTFILE; }
-    if ((uintmax_t)st.st_size > max) { close(fd); return RF_TOOBIG; }
-    size_t cap = (size_t)st.st_size + 1, n = 0;
-    char *buf = malloc(cap + 1);
-    if (!buf) { close(fd); return RF_NOMEM; }
-    for (;;) {
-        if (n == cap) {
-            /* the file grew while being read */
-            if (cap > max) { free(buf); close(fd); return RF_TOOBIG; }
-            size_t nc = cap * 2 > max + 1 ? max + 1 : cap * 2;
-            char *nb = realloc(buf, nc + 1);
-            if (!nb) { free(buf); close(fd); return RF_NOMEM; }
-            buf = nb;
-            cap = nc;
-        }
-        ssize_t r = read(fd, buf + n, cap - n);
-        if (r < 0) { free(buf); close(fd); return RF_IO; }
-        if (r == 0) break;
-        n += (size_t)r;
+    switch (infile_read(path, max, out, len)) {
+    case INFILE_OK: return RF_OK;
+    case INFILE_MISSING: return RF_MISSING;
+    case INFILE_NOTFILE: return RF_NOTFILE;
+    case INFILE_TOOBIG: return RF_TOOBIG;
+    case INFILE_NOMEM: return RF_NOMEM;
+    case INFILE_IO: return RF_IO;
     }
-    close(fd);
-    if (n > max) { free(buf); return RF_TOOBIG; }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return RF_OK;
+    return RF_IO;
 }
 
 /* True when real (a resolved path) is root or lies under it. */
