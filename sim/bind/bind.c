@@ -1286,6 +1286,12 @@ static const luaL_Reg GRAPH_METHODS[] = {
     {"num_tensors", l_num_tensors}, {"num_ops", l_num_ops}, {"replicate", l_replicate},
     {"is_replica", l_is_replica}, {NULL, NULL}};
 
+/* __newindex of the graph metatable's read-only view */
+static int readonly_newindex(lua_State *L) {
+    return luaL_error(L, "a graph's metatable is read-only (setting '%s')",
+                      lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "?");
+}
+
 static int open_vrsim(lua_State *L) {
     luaL_newmetatable(L, JSON_MT);
     lua_pushcfunction(L, json_gc);
@@ -1303,7 +1309,25 @@ static int open_vrsim(lua_State *L) {
     lua_createtable(L, 0, OF_COUNT); /* the second: an op field's name -> its key (spread_fields) */
     for (int i = 0; i < OF_COUNT; i++) lua_pushinteger(L, KEY_OP0 + i), lua_setfield(L, -2, OP_FIELDS[i]);
     luaL_setfuncs(L, GRAPH_METHODS, 2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "__index");
+    /* getmetatable(G) gives a read-only view of {__gc, __index}, not the metatable itself: a
+     * scenario that set __gc to nil there would leave every graph's C memory, which the
+     * sandbox's limit does not count, unfreed */
+    lua_createtable(L, 0, 0);              /* the view */
+    lua_createtable(L, 0, 3);              /* its metatable */
+    lua_createtable(L, 0, 2);              /* what the view reads */
+    lua_rotate(L, -4, -1);                 /* the methods to the top */
     lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, graph_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, readonly_newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
     lua_newtable(L);
     lua_pushcfunction(L, l_new_graph);
