@@ -10,12 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include <gsl/gsl_statistics_double.h>
 
 #include "cmds.h"
 #include "engine.h"
+#include "infile.h"
+#include "jsonin.h"
 #include "scenario.h"
 
 #define MIB 1048576.0
@@ -96,11 +98,47 @@ static int jint(const cJSON *o, const char *k, int def, int lo, int hi) {
 
 typedef struct Opts { bool json, step0; const char *only; } Opts;
 
+/* What the records gave besides rows. */
+typedef struct Tally {
+    int skipped;   /* records (or ranks) listed as skipped */
+    int malformed; /* of them, records that break the format (exit status 2) */
+} Tally;
+
 /* Prints (text mode) or notes on stderr (--json) that cfg was skipped, and counts it. */
-static void skip(const Opts *o, const char *cfg, const char *why, int *skipped) {
+static void skip(const Opts *o, const char *cfg, const char *why, Tally *t) {
     if (!o->json) printf("  %-24s skipped: %s\n", cfg, why);
     else fprintf(stderr, "vrsim validate: %s skipped: %s\n", cfg, why);
-    (*skipped)++;
+    t->skipped++;
+}
+
+/* skip() for a record that breaks the record format (measurements missing, a rank that is not
+ * an integer): also an error naming the record, and the command exits 2. */
+static void malformed(const Opts *o, const char *cfg, const char *file, int line, const char *why,
+                      Tally *t) {
+    fprintf(stderr, "vrsim validate: %s:%d (%s): %s\n", file, line, cfg, why);
+    skip(o, cfg, why, t);
+    t->malformed++;
+}
+
+/* Why the steps of a record cannot be compared (a malformed record), or NULL: each step must be
+ * an object with peak_alloc_mib and peak_reserved_mib as finite numbers >= 0, and gpu_ms, where
+ * present, a finite number (a missing measurement read as 0 would score +0.00 %). why holds the
+ * message. */
+static const char *bad_steps(const cJSON *steps, char *why, size_t n) {
+    if (steps && !cJSON_IsArray(steps)) return snprintf(why, n, "steps is not an array"), why;
+    int i = 0;
+    for (const cJSON *st = steps ? steps->child : NULL; st; st = st->next, i++) {
+        if (!cJSON_IsObject(st)) return snprintf(why, n, "steps[%d] is not an object", i), why;
+        static const char *const NEED[] = {"peak_alloc_mib", "peak_reserved_mib", "gpu_ms"};
+        for (int k = 0; k < 3; k++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, NEED[k]);
+            if (!v && k == 2) continue;
+            if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0)
+                return snprintf(why, n, "steps[%d] has %s %s (a measurement must be a finite "
+                                "number >= 0)", i, v ? "a non-numeric" : "no", NEED[k]), why;
+        }
+    }
+    return NULL;
 }
 
 /* Simulates one record (for multi-GPU records, one rank) and adds its rows. The record becomes
@@ -108,29 +146,34 @@ static void skip(const Opts *o, const char *cfg, const char *why, int *skipped) 
  * source. */
 static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool oomed,
                          const char *cfg, const char *file, int line, int rank, const Opts *o,
-                         Rows *rows, int *skipped) {
+                         Rows *rows, Tally *tally) {
+    char why[200];
+    if (bad_steps(steps, why, sizeof why)) {
+        malformed(o, cfg, file, line, why, tally);
+        return;
+    }
     if (nsteps == 0 && !oomed) {
-        skip(o, cfg, "the record has no measured steps", skipped);
+        skip(o, cfg, "the record has no measured steps", tally);
         return;
     }
     int sim_steps = oomed ? jint(rec, "oom_at_step", 0, 0, 1000) + 1 : nsteps;
     if (sim_steps < 1) sim_steps = 1;
     char err[1024];
     char *chunk = fmt("%s:%d (%s)", file, line, cfg);
-    if (!chunk) { skip(o, cfg, "out of host memory", skipped); return; }
+    if (!chunk) { skip(o, cfg, "out of host memory", tally); return; }
     ScenarioOptions so = {0};
     Plan *plan = NULL;
     VrStatus st = scenario_load_record(chunk, rec, sim_steps, rank, &so, &plan, err, sizeof err);
     free(chunk);
     if (st) {
-        skip(o, cfg, err, skipped);
+        skip(o, cfg, err, tally);
         return;
     }
     EngineConfig ec;
     plan_engine_config(plan, false, &ec);
     SimResult *res = NULL;
     if (engine_run(plan->graph, &ec, &plan->alloc, &res, err, sizeof err)) {
-        skip(o, cfg, err, skipped);
+        skip(o, cfg, err, tally);
         plan_free(plan);
         return;
     }
@@ -162,53 +205,120 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
     plan_free(plan);
 }
 
-static int validate_record(const cJSON *rec, const char *file, int line, const Opts *o, Rows *rows,
-                           int *skipped) {
-    const char *name = jstr(rec, "name");
-    char *cfg = cJSON_GetObjectItem(rec, "cap_mib")
-                    ? fmt("%s@cap%.0f", name ? name : "?", jnum(rec, "cap_mib", 0))
+/* Record fields vrsim does not read, declared informational (docs/validation.md "Provenance
+ * fields"): where and how the run was made. They are taken out of the record before it is
+ * rebuilt as a scenario, and the output names them; any other field vrsim does not know still
+ * skips the record (record.lua), since it might change the configuration. Anything under `meta`
+ * (an object) is informational too. */
+static const char *const PROVENANCE[] = {
+    "meta", "env", "python", "launch_s", "nvidia_smi_at_end", "n_params_local",
+    "hostname", "date", "command", "git_commit", "driver",
+};
+
+/* Takes the provenance fields out of rec (a copy the caller owns). Writes their names,
+ * comma-separated, into names (empty when none). Returns NULL, or why the record must be skipped:
+ * meta that is not an object, or an env whose PYTORCH_CUDA_ALLOC_CONF differs from the record's
+ * alloc_conf (the environment would have changed the allocator: not informational). */
+static const char *take_provenance(cJSON *rec, char *names, size_t n, char *why, size_t wn) {
+    names[0] = 0;
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(rec, "meta");
+    if (meta && !cJSON_IsObject(meta)) return snprintf(why, wn, "meta must be an object"), why;
+    const cJSON *env = cJSON_GetObjectItemCaseSensitive(rec, "env");
+    const cJSON *conf = env ? cJSON_GetObjectItemCaseSensitive(env, "PYTORCH_CUDA_ALLOC_CONF") : NULL;
+    if (conf) {
+        const char *rc = jstr(rec, "alloc_conf");
+        if (!cJSON_IsString(conf) || strcmp(conf->valuestring, rc ? rc : "") != 0)
+            return snprintf(why, wn, "env.PYTORCH_CUDA_ALLOC_CONF differs from alloc_conf '%s' (it "
+                            "sets the allocator: give it as alloc_conf)", rc ? rc : ""), why;
+    }
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof PROVENANCE / sizeof PROVENANCE[0]; i++) {
+        if (!cJSON_GetObjectItemCaseSensitive(rec, PROVENANCE[i])) continue;
+        cJSON_DeleteItemFromObjectCaseSensitive(rec, PROVENANCE[i]);
+        int k = snprintf(names + used, n - used, "%s%s", used ? ", " : "", PROVENANCE[i]);
+        if (k > 0 && (size_t)k < n - used) used += (size_t)k;
+    }
+    return NULL;
+}
+
+static int validate_record(const cJSON *rec0, const char *file, int line, const Opts *o, Rows *rows,
+                           Tally *tally) {
+    const char *name = jstr(rec0, "name");
+    char *cfg = cJSON_GetObjectItem(rec0, "cap_mib")
+                    ? fmt("%s@cap%.0f", name ? name : "?", jnum(rec0, "cap_mib", 0))
                     : fmt("%s", name ? name : "?");
     if (!cfg) return -1;
     if (o->only && !strstr(cfg, o->only)) { free(cfg); return 0; }
-    bool oomed = cJSON_GetObjectItem(rec, "oom_at_step") != NULL;
+    cJSON *rec = cJSON_Duplicate(rec0, true);
+    if (!rec) { free(cfg); return -1; }
+    char info[256], why[300];
+    if (take_provenance(rec, info, sizeof info, why, sizeof why)) {
+        skip(o, cfg, why, tally);
+        goto done;
+    }
+    if (info[0]) {
+        if (!o->json) printf("  %-24s informational, not read: %s\n", cfg, info);
+        else fprintf(stderr, "vrsim validate: %s informational, not read: %s\n", cfg, info);
+    }
+    const cJSON *oom = cJSON_GetObjectItem(rec, "oom_at_step");
+    bool oomed = oom != NULL;
+    if (oomed && (!cJSON_IsNumber(oom) || oom->valuedouble != floor(oom->valuedouble) ||
+                  !(oom->valuedouble >= 0 && oom->valuedouble <= 1000))) {
+        malformed(o, cfg, file, line, "oom_at_step must be an integer in [0, 1000]", tally);
+        goto done;
+    }
+    if (oomed && !cJSON_GetObjectItem(rec, "cap_mib")) {
+        skip(o, cfg, "oom_at_step without cap_mib: the verdict is compared only for capped runs "
+             "(an out-of-memory on the whole card has no cap to rebuild)", tally);
+        goto done;
+    }
     const cJSON *ranks = cJSON_GetObjectItem(rec, "ranks");
     if (cJSON_IsArray(ranks)) {
         /* multi-GPU: every rank is simulated as itself and compared with its own steps */
         int r = 0;
         for (const cJSON *rk = ranks->child; rk; rk = rk->next, r++) {
             const cJSON *steps = cJSON_GetObjectItem(rk, "steps");
+            const cJSON *rv = cJSON_GetObjectItem(rk, "rank");
+            if (rv && (!cJSON_IsNumber(rv) || rv->valuedouble != floor(rv->valuedouble) ||
+                       !(rv->valuedouble >= 0 && rv->valuedouble <= 65535))) {
+                char *rc = fmt("%s/ranks[%d]", cfg, r);
+                if (!rc) { cJSON_Delete(rec); free(cfg); return -1; }
+                malformed(o, rc, file, line, "rank must be an integer in [0, 65535]", tally);
+                free(rc);
+                continue;
+            }
             int rank = jint(rk, "rank", r, 0, 65535);
             char *rc = fmt("%s/r%d", cfg, rank);
-            if (!rc) { free(cfg); return -1; }
+            if (!rc) { cJSON_Delete(rec); free(cfg); return -1; }
             validate_one(rec, steps, cJSON_IsArray(steps) ? cJSON_GetArraySize(steps) : 0, oomed,
-                         rc, file, line, rank, o, rows, skipped);
+                         rc, file, line, rank, o, rows, tally);
             free(rc);
         }
-        free(cfg);
-        return 0;
+        goto done;
     }
     const cJSON *steps = cJSON_GetObjectItem(rec, "steps");
     validate_one(rec, steps, cJSON_IsArray(steps) ? cJSON_GetArraySize(steps) : 0, oomed, cfg, file,
-                 line, 0, o, rows, skipped);
+                 line, 0, o, rows, tally);
+done:
+    cJSON_Delete(rec);
     free(cfg);
     return 0;
 }
 
 /* Records files are read whole lines at a time; past this a file is refused, not read. */
-#define MAX_RECORDS_BYTES ((off_t)256 << 20)
+#define MAX_RECORDS_BYTES ((uint64_t)256 << 20)
 
-static int validate_file(const char *path, const Opts *o, Rows *rows, int *skipped) {
-    FILE *f = fopen(path, "r");
+static int validate_file(const char *path, const Opts *o, Rows *rows, Tally *tally) {
+    int fd;
+    uint64_t size;
+    InfileStatus is = infile_open(path, MAX_RECORDS_BYTES, &fd, &size);
+    FILE *f = is == INFILE_OK ? fdopen(fd, "r") : NULL;
     if (!f) {
-        fprintf(stderr, "vrsim validate: cannot read %s\n", path);
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > MAX_RECORDS_BYTES) {
+        if (is == INFILE_OK) close(fd);
         fprintf(stderr, "vrsim validate: %s: %s\n", path,
-                S_ISREG(st.st_mode) ? "larger than 256 MiB: refused" : "not a regular file");
-        fclose(f);
-        return -1;
+                is == INFILE_TOOBIG ? "larger than 256 MiB: refused"
+                : is == INFILE_OK  ? "out of host memory" : infile_reason(is));
+        return is == INFILE_OK ? -2 : -1;
     }
     char *line = NULL;
     size_t cap = 0;
@@ -219,17 +329,25 @@ static int validate_file(const char *path, const Opts *o, Rows *rows, int *skipp
         char *p = line;
         while (*p == ' ' || *p == '\t' || *p == '\r') p++;
         if (*p == '\n' || (*p == 0 && p - line == n)) continue;
-        const char *end = NULL;
-        cJSON *rec = cJSON_ParseWithLengthOpts(p, (size_t)(n - (p - line)), &end, false);
-        while (rec && end && end < line + n && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n'))
-            end++;
-        if (!rec || !cJSON_IsObject(rec) || !end || end != line + n) {
-            fprintf(stderr, "vrsim validate: %s:%d: not a JSON object\n", path, lineno);
+        cJSON *rec = NULL;
+        char jerr[300];
+        VrStatus js = jsonin_parse(p, (size_t)(n - (p - line)), &rec, jerr, sizeof jerr);
+        if (js == VR_ENOMEM) {
+            fprintf(stderr, "vrsim validate: out of host memory\n");
+            rc = -2;
+            break;
+        }
+        if (js != VR_OK || !cJSON_IsObject(rec)) {
+            /* a record is one line: jsonin's "(line 1)" within it says nothing */
+            char *l1 = strstr(jerr, " (line 1)");
+            if (l1 && l1[9] == 0) *l1 = 0;
+            fprintf(stderr, "vrsim validate: %s:%d: %s\n", path, lineno,
+                    js != VR_OK ? jerr : "not a JSON object");
             cJSON_Delete(rec);
             rc = -1;
             break;
         }
-        if (validate_record(rec, path, lineno, o, rows, skipped)) {
+        if (validate_record(rec, path, lineno, o, rows, tally)) {
             fprintf(stderr, "vrsim validate: out of host memory\n");
             cJSON_Delete(rec);
             rc = -2;
@@ -393,20 +511,25 @@ int cmd_validate(int argc, char **argv) {
         nf = nown;
     }
     Rows rows = {0};
-    int skipped = 0, rc = 0;
+    Tally tally = {0};
+    int rc = 0;
     if (!o.json) printf("vrsim validate: predictions against measured runs\n");
     for (int i = 0; i < nf; i++) {
         if (!o.json) printf("\n%s\n", files[i]);
-        int fr = validate_file(files[i], &o, &rows, &skipped);
+        int fr = validate_file(files[i], &o, &rows, &tally);
         if (fr == -2) rc = VR_EXIT_INTERNAL;
         else if (fr && rc == 0) rc = VR_EXIT_USAGE;
     }
     if (o.json) {
         print_json(&rows);
-        fprintf(stderr, "vrsim validate: %d records skipped\n", skipped);
+        fprintf(stderr, "vrsim validate: %d records skipped\n", tally.skipped);
     } else {
         print_table(&rows);
-        printf("  skipped         %d records (reasons above)\n", skipped);
+        printf("  skipped         %d records (reasons above)\n", tally.skipped);
+    }
+    if (tally.malformed) {
+        fprintf(stderr, "vrsim validate: %d malformed records (named above)\n", tally.malformed);
+        if (rc == 0) rc = VR_EXIT_USAGE;
     }
     rows_free(&rows);
     for (int i = 0; i < nown; i++) free(owned[i]);

@@ -55,19 +55,26 @@ int device_row_sum_buffers(const DeviceSpec *dev, int64_t m, int64_t c, uint64_t
     bool split = m >= min64(bh * 16, 256);
     if (split) step_in = bh;
     else step_out *= bh;
-    int64_t vpt = (m + step_in - 1) / step_in;
-    int64_t grid = (dim0 + step_out - 1) / step_out;
+    /* ceil(m / step_in) as (m - 1) / step_in + 1: m + step_in - 1 overflows near INT64_MAX */
+    int64_t vpt = (m - 1) / step_in + 1;
+    int64_t grid = (dim0 - 1) / step_out + 1;
     int64_t sms = dev && dev->sm_count > 0 ? dev->sm_count : 132;
     double cc = dev ? dev->compute_capability : 0;
     int64_t threads_per_sm = (cc == 8.6 || cc == 8.9) ? 1536 : 2048;
     int64_t target = sms * (threads_per_sm / (bw * bh));
     if (!(split && vpt >= 256 && grid <= target)) return 0;
-    int64_t c1 = (target + grid - 1) / grid, c2 = (vpt + 15) / 16, c3 = (vpt + 255) / 256;
+    int64_t c1 = (target + grid - 1) / grid, c2 = (vpt - 1) / 16 + 1, c3 = (vpt - 1) / 256 + 1;
     int64_t ctas = min64(c1, c2);
     if (c3 > ctas) ctas = c3;
     if (ctas <= 1) return 0;
-    out[0] = (uint64_t)(4 * c * ctas * bw * vec);
-    out[1] = (uint64_t)(4 * grid);
+    /* bytes of a tensor no GPU holds saturate at INT64_MAX (the allocator refuses it; Lua's
+     * integers hold it) rather than wrap to a small size */
+    uint64_t b = 4;
+    if (__builtin_mul_overflow(b, (uint64_t)c, &b) || __builtin_mul_overflow(b, (uint64_t)ctas, &b) ||
+        __builtin_mul_overflow(b, (uint64_t)(bw * vec), &b) || b > INT64_MAX)
+        b = INT64_MAX;
+    out[0] = b;
+    out[1] = 4 * (uint64_t)grid;
     return 2;
 }
 

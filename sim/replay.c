@@ -24,11 +24,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include "infile.h"
+#include "jsonin.h"
 #include "u64map.h"
 
-#define MAX_TRACE_BYTES ((uint64_t)4 << 30) /* larger inputs are refused (line numbers are u32) */
+/* A trace's text (after inflating a gzip file) past this is refused as it is read, so a gzip
+ * bomb stops there, not when memory runs out: the largest real trace here, SDXL's from process
+ * start, is 9 MB of text; 1 GiB is some 20 million events. */
+#define MAX_TRACE_BYTES ((uint64_t)1 << 30)
+/* A JSON trace is parsed whole, and cJSON holds some ten times the text: a snapshot's JSON past
+ * this is refused (a snapshot's ring buffer of a million entries is about 100 MB). */
+#define MAX_JSON_TRACE_BYTES ((uint64_t)256 << 20)
+/* A gzip file's text may be at most this many times the file, and at least MIN_TEXT_LIMIT,
+ * whatever the ratio (up to MAX_TRACE_BYTES): the traces here inflate 7 to 37 times, a gzip
+ * bomb (deflate's ratio reaches 1032) past this limit is refused as it inflates, before it takes
+ * the memory or the time of its text. */
+#define TEXT_RATIO_MAX 100
+#define MIN_TEXT_LIMIT ((uint64_t)64 << 20)
 #define MAX_SEGMENT_BYTES ((uint64_t)1 << 48)
 #define MAX_SEQ_SUM ((int64_t)1 << 62)
 
@@ -637,9 +652,22 @@ static bool json_u64(const cJSON *o, const char *key, uint64_t *out, bool requir
     return true;
 }
 
+/* A snapshot segment's place, for the check that no two overlap. */
+typedef struct SegPlace {
+    uint64_t addr, size; /* bytes */
+    uint32_t index;      /* in "segments" */
+} SegPlace;
+
+static int cmp_place(const void *x, const void *y)
+{
+    const SegPlace *a = x, *b = y;
+    return a->addr < b->addr ? -1 : a->addr > b->addr;
+}
+
 static VrStatus parse_json(Reader *r, const char *data, size_t len)
 {
-    cJSON *root = cJSON_ParseWithLength(data, len);
+    const char *pend = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(data, len, &pend, false);
     if (!root) {
         const char *ep = cJSON_GetErrorPtr();
         uint32_t line = 1;
@@ -651,7 +679,14 @@ static VrStatus parse_json(Reader *r, const char *data, size_t len)
         r->t->json = true;
         return st;
     }
-    VrStatus st = VR_OK;
+    SegPlace *places = NULL; /* the snapshot segments' places */
+    size_t nplaces = 0, capplaces = 0;
+    char jerr[300];
+    VrStatus st = jsonin_check(data, len, root, pend, jerr, sizeof jerr);
+    if (st != VR_OK) {
+        st = st == VR_ENOMEM ? oom_msg(r) : fail(r, 0, "%s", jerr);
+        goto out;
+    }
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(root, "device_traces");
     if (!cJSON_IsArray(dt)) {
         st = fail(r, 0, "expected an object with a \"device_traces\" array (the format of "
@@ -738,6 +773,26 @@ static VrStatus parse_json(Reader *r, const char *data, size_t len)
                 (st = seg_seen(r, saddr, ssize, sidx_stream, 0, true, small)) != VR_OK)
                 goto out;
         }
+        /* the snapshot's structure: a segment with blocks has a place, its blocks lie inside
+         * it in address order without overlapping, and no two segments overlap (checked
+         * below, sorted) */
+        if (cJSON_GetArraySize(blocks) > 0 && (!saddr || !ssize)) {
+            st = fail(r, 0, "segments[%" PRIu32 "] has blocks but no address or total_size", sidx - 1);
+            goto out;
+        }
+        if (saddr && ssize) {
+            if (ssize > MAX_SEGMENT_BYTES || saddr > UINT64_MAX - ssize) {
+                st = fail(r, 0, "segments[%" PRIu32 "]: address or total_size out of range", sidx - 1);
+                goto out;
+            }
+            if (nplaces == capplaces &&
+                grow((void **)&places, &capplaces, nplaces + 1, sizeof *places) != VR_OK) {
+                st = oom_msg(r);
+                goto out;
+            }
+            places[nplaces++] = (SegPlace){saddr, ssize, sidx - 1};
+        }
+        uint64_t next_free = saddr; /* blocks come in address order from the segment's base */
         const cJSON *bl;
         cJSON_ArrayForEach(bl, blocks)
         {
@@ -749,6 +804,13 @@ static VrStatus parse_json(Reader *r, const char *data, size_t len)
                           sidx - 1);
                 goto out;
             }
+            if (baddr < next_free || baddr - saddr > ssize || bsize > ssize - (baddr - saddr)) {
+                st = fail(r, 0, "segments[%" PRIu32 "]: the block at %" PRIu64 " (%" PRIu64
+                          " bytes) lies outside its segment [%" PRIu64 ", +%" PRIu64 ") or "
+                          "overlaps the block before it", sidx - 1, baddr, bsize, saddr, ssize);
+                goto out;
+            }
+            next_free = baddr + bsize;
             if (!cJSON_IsString(state) || (strcmp(state->valuestring, "active_allocated") != 0 &&
                                            strcmp(state->valuestring, "active_pending_free") != 0))
                 continue;
@@ -772,7 +834,16 @@ static VrStatus parse_json(Reader *r, const char *data, size_t len)
                 r->t->pre[r->t->npre - 1].bytes = bsize;
         }
     }
+    if (nplaces > 1)
+        qsort(places, nplaces, sizeof *places, cmp_place);
+    for (size_t i = 1; i < nplaces; i++)
+        if (places[i].addr - places[i - 1].addr < places[i - 1].size) {
+            st = fail(r, 0, "segments[%" PRIu32 "] and segments[%" PRIu32 "] overlap",
+                      places[i - 1].index, places[i].index);
+            goto out;
+        }
 out:
+    free(places);
     cJSON_Delete(root);
     return st;
 }
@@ -906,7 +977,9 @@ VrStatus trace_parse(const char *name, const char *data, size_t len, Trace **out
     if (st != VR_OK)
         return st;
     if (len > MAX_TRACE_BYTES) {
-        st = fail(&r, 0, "trace larger than 4 GiB");
+        st = fail(&r, 0, "trace text larger than 1 GiB: refused");
+    } else if (looks_json(data, len) && len > MAX_JSON_TRACE_BYTES) {
+        st = fail(&r, 0, "JSON trace larger than 256 MiB: refused");
     } else if (looks_json(data, len)) {
         r.t->json = true;
         st = parse_json(&r, data, len);
@@ -926,6 +999,7 @@ typedef struct Source {
     const char *mem;      /* memory source */
     size_t memlen, mempos;
     size_t chunk;         /* bytes per read */
+    uint64_t limit;       /* most bytes of text it may give (a gzip file's inflated text) */
 } Source;
 
 /* Reads up to src->chunk more bytes into buf[*n..], growing buf. Returns bytes read (0 at the
@@ -992,8 +1066,8 @@ static VrStatus load_source(Source *src, Trace **out, char *err, size_t errlen)
     if (looks_json(buf, n)) {
         while (got > 0 && (got = read_more(src, &buf, &n, &cap, err, errlen, &st)) > 0) {
             total += (uint64_t)got;
-            if (total > MAX_TRACE_BYTES) {
-                snprintf(err, errlen, "%s: trace larger than 4 GiB", src->name);
+            if (total > MAX_JSON_TRACE_BYTES) {
+                snprintf(err, errlen, "%s: JSON trace larger than 256 MiB: refused", src->name);
                 st = VR_EINVAL;
                 goto out;
             }
@@ -1023,8 +1097,12 @@ static VrStatus load_source(Source *src, Trace **out, char *err, size_t errlen)
         if ((got = read_more(src, &buf, &n, &cap, err, errlen, &st)) < 0)
             break;
         total += (uint64_t)got;
-        if (total > MAX_TRACE_BYTES) {
-            st = fail(&r, 0, "trace larger than 4 GiB");
+        if (total > src->limit) {
+            st = src->limit < MAX_TRACE_BYTES
+                     ? fail(&r, 0, "inflates to more than %" PRIu64 " MiB of text (%d times its "
+                                   "compressed size): refused, a gzip bomb?",
+                            src->limit >> 20, TEXT_RATIO_MAX)
+                     : fail(&r, 0, "trace text larger than 1 GiB: refused");
             break;
         }
     }
@@ -1038,47 +1116,59 @@ out:
  * than zlib's stream (the largest trace here: 9 ms against 26); larger ones, plain
  * text and anything libdeflate refuses stream through zlib, whose messages name the fault. */
 #define WHOLE_GZIP_MAX ((size_t)256 << 20)
+/* ... and only while its text fits in this much memory */
+#define WHOLE_TEXT_MAX ((size_t)256 << 20)
 
-/* Reads the gzip file at path whole and inflates it (every member) into *text (*len bytes, the
- * caller frees it); false, with nothing allocated, where that path does not apply. */
-static bool inflate_whole(const char *path, char **text, size_t *len)
+/* What inflate_whole did. */
+typedef enum Whole { WHOLE_OK, WHOLE_NA, WHOLE_TOOBIG } Whole;
+
+/* Reads the gzip file open at fd (size bytes) whole and inflates it (every member) into *text
+ * (*len bytes, the caller frees it), never holding more than limit bytes of text
+ * (WHOLE_TOOBIG when it inflates past that) nor more than WHOLE_TEXT_MAX (WHOLE_NA: then the
+ * stream reads it, a line at a time, counting its text against the limit as it inflates).
+ * WHOLE_NA, with nothing allocated and fd rewound, wherever this path does not apply. */
+static Whole inflate_whole(int fd, uint64_t size, uint64_t limit, char **text, size_t *len)
 {
     *text = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return false;
     unsigned char *in = NULL, *out = NULL;
     struct libdeflate_decompressor *d = NULL;
-    bool ok = false;
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n < 18 || (size_t)n > WHOLE_GZIP_MAX || fseek(f, 0, SEEK_SET) != 0)
+    Whole w = WHOLE_NA;
+    size_t most = limit < WHOLE_TEXT_MAX ? (size_t)limit : WHOLE_TEXT_MAX;
+    size_t n = (size_t)size;
+    if (size < 18 || size > WHOLE_GZIP_MAX)
         goto out;
-    in = malloc((size_t)n);
-    if (!in || fread(in, 1, (size_t)n, f) != (size_t)n || in[0] != 0x1f || in[1] != 0x8b)
+    in = malloc(n);
+    if (!in || !vr_read_all(fd, in, n) || in[0] != 0x1f || in[1] != 0x8b)
         goto out;
     /* each member's trailer gives its size mod 2^32; one member's (the usual case) sizes the
-     * buffer, which grows where a member needs more */
+     * buffer, which grows where a member needs more, up to WHOLE_TEXT_MAX */
     size_t cap = (size_t)in[n - 4] | (size_t)in[n - 3] << 8 | (size_t)in[n - 2] << 16 |
                  (size_t)in[n - 1] << 24;
     if (cap < 1 << 16)
         cap = 1 << 16;
+    if (cap > most)
+        cap = most;
     d = libdeflate_alloc_decompressor();
     if (!d || !(out = malloc(cap)))
         goto out;
     size_t pos = 0, used = 0;
-    while (pos < (size_t)n) {
+    while (pos < n) {
         size_t in_used = 0, got = 0;
-        enum libdeflate_result r = libdeflate_gzip_decompress_ex(d, in + pos, (size_t)n - pos,
+        enum libdeflate_result r = libdeflate_gzip_decompress_ex(d, in + pos, n - pos,
                                                                  out + used, cap - used, &in_used, &got);
         if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
-            if (cap > MAX_TRACE_BYTES)
+            if (cap >= most) {
+                if (most == limit)
+                    w = WHOLE_TOOBIG;
                 goto out;
-            unsigned char *nb = realloc(out, cap * 2);
+            }
+            size_t nc = cap * 2 > most ? most : cap * 2;
+            unsigned char *nb = realloc(out, nc);
             if (!nb)
                 goto out;
             out = nb;
-            cap *= 2;
+            cap = nc;
             continue;
         }
         if (r != LIBDEFLATE_SUCCESS)
@@ -1086,7 +1176,7 @@ static bool inflate_whole(const char *path, char **text, size_t *len)
         pos += in_used;
         used += got;
     }
-    ok = true;
+    w = WHOLE_OK;
     *text = (char *)out;
     *len = used;
     out = NULL;
@@ -1095,27 +1185,55 @@ out:
         libdeflate_free_decompressor(d);
     free(in);
     free(out);
-    fclose(f);
-    return ok;
+    if (w == WHOLE_NA)
+        lseek(fd, 0, SEEK_SET);
+    return w;
 }
 
 VrStatus trace_load(const char *path, Trace **out, char *err, size_t errlen)
 {
     *out = NULL;
+    /* opened the one checked way (infile.h): a FIFO or a device is refused, not waited on */
+    int fd;
+    uint64_t size;
+    InfileStatus is = infile_open(path, MAX_TRACE_BYTES, &fd, &size);
+    if (is != INFILE_OK) {
+        if (is == INFILE_TOOBIG)
+            snprintf(err, errlen, "%s: larger than 1 GiB: refused", path);
+        else
+            snprintf(err, errlen, "%s: %s", path, infile_reason(is));
+        return is == INFILE_MISSING || is == INFILE_IO ? VR_EIO
+               : is == INFILE_NOMEM                    ? VR_ENOMEM
+                                                       : VR_EINVAL;
+    }
     char *text;
     size_t len;
-    if (inflate_whole(path, &text, &len)) {
+    /* a gzip file's text is limited while it inflates (the limit applies to plain text too,
+     * which is never larger than the file) */
+    uint64_t limit = size > MAX_TRACE_BYTES / TEXT_RATIO_MAX ? MAX_TRACE_BYTES : size * TEXT_RATIO_MAX;
+    if (limit < MIN_TEXT_LIMIT)
+        limit = MIN_TEXT_LIMIT;
+    Whole w = inflate_whole(fd, size, limit, &text, &len);
+    if (w == WHOLE_TOOBIG) {
+        close(fd);
+        snprintf(err, errlen, "%s: inflates to more than %" PRIu64 " MiB of text (%d times its "
+                 "compressed size): refused, a gzip bomb?", path, limit >> 20, TEXT_RATIO_MAX);
+        return VR_EINVAL;
+    }
+    if (w == WHOLE_OK) {
+        close(fd);
         VrStatus st = trace_parse(path, text, len, out, err, errlen);
         free(text);
         return st;
     }
-    gzFile f = gzopen(path, "rb");
+    gzFile f = gzdopen(fd, "rb");
     if (!f) {
+        close(fd);
         snprintf(err, errlen, "%s: cannot open", path);
         return VR_EIO;
     }
     gzbuffer(f, 1 << 17);
-    Source src = {path, f, NULL, 0, 0, CHUNK};
+    Source src = {path, f, NULL, 0, 0, CHUNK, limit};
     VrStatus st = load_source(&src, out, err, errlen);
     gzclose(f);
     return st;
@@ -1126,7 +1244,7 @@ VrStatus trace_parse_chunked(const char *name, const char *data, size_t len, siz
 {
     if (chunk == 0)
         chunk = 1;
-    Source src = {name ? name : "trace", NULL, data, len, 0, chunk};
+    Source src = {name ? name : "trace", NULL, data, len, 0, chunk, MAX_TRACE_BYTES};
     return load_source(&src, out, err, errlen);
 }
 

@@ -104,6 +104,19 @@ local function keys(t) return require("vrsim.plan").keys(t) end
 
 local function num(v) return math.type(v) ~= nil and v == v and v ~= math.huge and v ~= -math.huge end
 
+-- Whether v is a JSON object: a table whose keys are all strings (a JSON array is a table of
+-- integer keys; an empty one cannot be told from {}, and is taken as an empty object).
+local function is_object(v)
+  if type(v) ~= "table" then return false end
+  for k in pairs(v) do if type(k) ~= "string" then return false end end
+  return true
+end
+
+-- The zero_optimization keys whose "auto" the HF Trainer fills from the model's hidden size
+-- (trainer_config_finalize); for any other key "auto" stays a string DeepSpeed rejects.
+local HIDDEN_AUTO = { reduce_bucket_size = true, stage3_prefetch_bucket_size = true,
+                      stage3_param_persistence_threshold = true }
+
 local function enabled(sec)
   if type(sec) ~= "table" then return nil end
   return sec.enabled
@@ -148,7 +161,7 @@ function D.apply(cfg, ctx, fail)
   -- precision: fp16 / bf16 ("auto" -> the scenario's precision, as fill_match does)
   local prec = t.precision
   local function resolve_enabled(sec, name, want)
-    if type(sec) ~= "table" then
+    if not is_object(sec) then
       if sec ~= nil then err(name .. " must be an object {\"enabled\": ...}") end
       return nil
     end
@@ -191,7 +204,7 @@ function D.apply(cfg, ctx, fail)
 
   -- optimizer: DeepSpeed builds it from the config (Adam/AdamW -> FusedAdam on the GPU,
   -- DeepSpeedCPUAdam under offload); without the section the Trainer's torch AdamW is used
-  if type(ds.optimizer) == "table" then
+  if is_object(ds.optimizer) then
     local ty = tostring(ds.optimizer.type or ""):lower()
     if ty == "adam" or ty == "adamw" then
       t.optimizer, t.optimizer_impl = "adamw", "fused"
@@ -206,7 +219,7 @@ function D.apply(cfg, ctx, fail)
   -- zero_optimization
   local z = ds.zero_optimization
   local stage = 0
-  if z == nil then z = {} elseif type(z) ~= "table" then err("zero_optimization must be an object") end
+  if z == nil then z = {} elseif not is_object(z) then err("zero_optimization must be an object") end
   t.zero = t.zero or {}
   if z.stage ~= nil then
     stage = math.tointeger(z.stage)
@@ -231,7 +244,13 @@ function D.apply(cfg, ctx, fail)
       err(("zero_optimization.%s is not a DeepSpeed key (DeepSpeedZeroConfig forbids unknown keys)%s"):format(k,
           s and ("; did you mean '" .. s .. "'?") or ""))
     elseif how == "knob" then
-      if v == "auto" then
+      if v == "auto" and not HIDDEN_AUTO[k] then
+        err(("zero_optimization.%s = \"auto\": the HF Trainer fills \"auto\" only in %s, and "
+             .. "DeepSpeed rejects the string here (give %s)"):format(k,
+             table.concat(keys(HIDDEN_AUTO), ", "),
+             (k:match("size$") or k:match("threshold$") or k:match("parameters$")) and "a number"
+             or "true or false"))
+      elseif v == "auto" then
         -- trainer_config_finalize: reduce_bucket_size always, the stage3_ pair under ZeRO-3
         -- only (otherwise DeepSpeed would reject the string; the keys are unused below stage 3)
         if k ~= "reduce_bucket_size" and stage ~= 3 then
@@ -239,7 +258,8 @@ function D.apply(cfg, ctx, fail)
           v = nil
         elseif auto[k] == nil then
           err(("zero_optimization.%s = \"auto\" needs the model's hidden_size, which %s has none of "
-               .. "(the Trainer's error: give a number)"):format(k, cfg.model.arch))
+               .. "(the Trainer's error: give a number)"):format(k,
+               cfg.model.arch and ("model arch " .. cfg.model.arch) or "this model"))
         else
           v = auto[k]
           read[#read + 1] = ("%s auto = %d"):format(k, v)
@@ -255,6 +275,9 @@ function D.apply(cfg, ctx, fail)
       if v ~= nil then t.zero[k] = v end
     elseif how == "offload" then
       local dev = v
+      if type(v) == "table" and not is_object(v) then
+        err(("zero_optimization.%s must be an object {\"device\": ...}"):format(k))
+      end
       if type(v) == "table" then dev = v.device end
       if dev == nil then dev = "none" end
       if dev == "nvme" then
@@ -296,12 +319,19 @@ function D.apply(cfg, ctx, fail)
   -- batch sizes: "auto" is the scenario's value (fill_match); a number the scenario also gave
   -- must agree; missing ones derived as DeepSpeed does; then its assertion
   local world = cfg.hardware.count
+  -- a batch field's value within the bounds the scenario field has (--set's, plan.lua check_field)
+  local function bounded(scen_field, v, k)
+    local ok, r = pcall(require("vrsim.plan").check_field, "training", scen_field, v, k)
+    if not ok then err(tostring(r)) end
+    return r
+  end
   local function int_key(k, scen_field)
     local v = ds[k]
     if v == nil then return nil end
     if v == "auto" then return t[scen_field], true end
     if math.tointeger(v) == nil or v <= 0 then err(("%s must be a positive integer or \"auto\", not %s"):format(k, tostring(v))) end
     v = math.tointeger(v)
+    if scen_field then v = bounded(scen_field, v, k) end
     if scen_field and given["training." .. scen_field] and t[scen_field] ~= v then
       err(("%s = %d, but training.%s = %d (the HF Trainer's mismatch error: set it to \"auto\")"):format(
           k, v, scen_field, t[scen_field]))
@@ -313,9 +343,15 @@ function D.apply(cfg, ctx, fail)
   local tb_auto = ds.train_batch_size == "auto"
   local tb = (not tb_auto) and int_key("train_batch_size", nil) or nil
   if tb then
-    if mb and not ga then ga = tb // mb // world
-    elseif ga and not mb then mb = tb // world // ga
-    elseif not mb and not ga then ga = 1; mb = tb // world end
+    -- a value derived from train_batch_size is held to its field's bounds too (0 is left to
+    -- the assertion below, which names all four)
+    local function derived(f, v, k)
+      if v >= 1 then return bounded(f, v, k .. " (train_batch_size / the others)") end
+      return v
+    end
+    if mb and not ga then ga = derived("grad_accum", tb // mb // world, "gradient_accumulation_steps")
+    elseif ga and not mb then mb = derived("micro_batch", tb // world // ga, "train_micro_batch_size_per_gpu")
+    elseif not mb and not ga then ga = 1; mb = derived("micro_batch", tb // world, "train_micro_batch_size_per_gpu") end
   end
   mb = mb or t.micro_batch
   ga = ga or t.grad_accum

@@ -234,6 +234,13 @@ local function check_value(ctx, section, field, spec, v, origin)
   return v
 end
 
+-- A value for section.field from a source other than the scenario or --set (a DeepSpeed JSON
+-- config, a validation record), checked with the same bounds: the value as the field holds it,
+-- or an error that starts with origin ("ds.json: gradient_accumulation_steps").
+function P.check_field(section, field, v, origin)
+  return check_value(nil, section, field, SCHEMA[section][field], v, origin)
+end
+
 -- A value of training.zero.k whose default is a number (a bucket size, a threshold): a finite
 -- count in [0, 1e15], or DeepSpeed's "auto". Returns the error message, or nil when v is fine
 -- (flags and placements are checked by strategies/dp.lua).

@@ -8,7 +8,8 @@
 --   opts.rank   which rank of a multi-GPU record
 -- Every field a record may carry is listed below, either mapped onto the scenario or named as
 -- a measurement/provenance field; a field that is neither is a reason to skip the record, never
--- silently ignored.
+-- silently ignored. The provenance fields vrsim does not read at all (`meta`, `env`, `python`,
+-- ...: sim/cmd_validate.c PROVENANCE) are taken out of the record before it reaches this file.
 local R = {}
 
 -- Fields that describe the measurement or where it came from: they never change what runs.

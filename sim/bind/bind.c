@@ -31,6 +31,8 @@
 #include <cjson/cJSON.h>
 
 #include "../cost.h"
+#include "../infile.h"
+#include "../jsonin.h"
 #include "../scenario.h"
 #include "luabc.h"
 #include "watchdog.h"
@@ -1253,16 +1255,13 @@ static int l_read_config(lua_State *L) {
     JsonBox *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->j = NULL;
     luaL_setmetatable(L, JSON_MT);
-    const char *end = NULL;
-    box->j = cJSON_ParseWithLengthOpts(src, len, &end, false);
-    if (!box->j) {
-        /* the line of the first character the parser could not take */
-        int line = 1;
-        for (const char *q = src; end && q < end && q < src + len; q++) line += *q == '\n';
-        free(src);
-        (lua_pushfstring(L, "config '%s' is not valid JSON (line %d)", name, line), lua_error(L));
-    }
+    char jerr[300];
+    cJSON *j = NULL;
+    VrStatus js = jsonin_parse(src, len, &j, jerr, sizeof jerr);
     free(src);
+    if (js == VR_ENOMEM) luaL_error(L, "out of host memory reading config '%s'", name);
+    if (js != VR_OK) (lua_pushfstring(L, "config '%s': %s", name, jerr), lua_error(L));
+    box->j = j;
     if (!cJSON_IsObject(box->j))
         (lua_pushfstring(L, "config '%s' is not a JSON object", name), lua_error(L));
     push_json(L, box->j, 0);
@@ -1287,6 +1286,12 @@ static const luaL_Reg GRAPH_METHODS[] = {
     {"num_tensors", l_num_tensors}, {"num_ops", l_num_ops}, {"replicate", l_replicate},
     {"is_replica", l_is_replica}, {NULL, NULL}};
 
+/* __newindex of the graph metatable's read-only view */
+static int readonly_newindex(lua_State *L) {
+    return luaL_error(L, "a graph's metatable is read-only (setting '%s')",
+                      lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "?");
+}
+
 static int open_vrsim(lua_State *L) {
     luaL_newmetatable(L, JSON_MT);
     lua_pushcfunction(L, json_gc);
@@ -1304,7 +1309,25 @@ static int open_vrsim(lua_State *L) {
     lua_createtable(L, 0, OF_COUNT); /* the second: an op field's name -> its key (spread_fields) */
     for (int i = 0; i < OF_COUNT; i++) lua_pushinteger(L, KEY_OP0 + i), lua_setfield(L, -2, OP_FIELDS[i]);
     luaL_setfuncs(L, GRAPH_METHODS, 2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "__index");
+    /* getmetatable(G) gives a read-only view of {__gc, __index}, not the metatable itself: a
+     * scenario that set __gc to nil there would leave every graph's C memory, which the
+     * sandbox's limit does not count, unfreed */
+    lua_createtable(L, 0, 0);              /* the view */
+    lua_createtable(L, 0, 3);              /* its metatable */
+    lua_createtable(L, 0, 2);              /* what the view reads */
+    lua_rotate(L, -4, -1);                 /* the methods to the top */
     lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, graph_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, readonly_newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
     lua_newtable(L);
     lua_pushcfunction(L, l_new_graph);
@@ -1345,40 +1368,19 @@ static int open_vrsim(lua_State *L) {
 
 /* ---- sandboxed require ---------------------------------------------------------------- */
 
-/* Reads a regular file of at most max bytes into a new buffer (*out, *len; the caller frees).
- * Opened without blocking, so a FIFO or device cannot stall vrsim. */
+/* Reads a regular file of at most max bytes into a new buffer (*out, *len; the caller frees),
+ * the checked way every reader of vrsim opens its files (infile.h): a FIFO or device cannot
+ * stall vrsim. */
 static ReadStatus read_file(const char *path, size_t max, char **out, size_t *len) {
-    *out = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return RF_MISSING;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); return RF_NOTFILE; }
-    if ((uintmax_t)st.st_size > max) { close(fd); return RF_TOOBIG; }
-    size_t cap = (size_t)st.st_size + 1, n = 0;
-    char *buf = malloc(cap + 1);
-    if (!buf) { close(fd); return RF_NOMEM; }
-    for (;;) {
-        if (n == cap) {
-            /* the file grew while being read */
-            if (cap > max) { free(buf); close(fd); return RF_TOOBIG; }
-            size_t nc = cap * 2 > max + 1 ? max + 1 : cap * 2;
-            char *nb = realloc(buf, nc + 1);
-            if (!nb) { free(buf); close(fd); return RF_NOMEM; }
-            buf = nb;
-            cap = nc;
-        }
-        ssize_t r = read(fd, buf + n, cap - n);
-        if (r < 0) { free(buf); close(fd); return RF_IO; }
-        if (r == 0) break;
-        n += (size_t)r;
+    switch (infile_read(path, max, out, len)) {
+    case INFILE_OK: return RF_OK;
+    case INFILE_MISSING: return RF_MISSING;
+    case INFILE_NOTFILE: return RF_NOTFILE;
+    case INFILE_TOOBIG: return RF_TOOBIG;
+    case INFILE_NOMEM: return RF_NOMEM;
+    case INFILE_IO: return RF_IO;
     }
-    close(fd);
-    if (n > max) { free(buf); return RF_TOOBIG; }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return RF_OK;
+    return RF_IO;
 }
 
 /* True when real (a resolved path) is root or lies under it. */

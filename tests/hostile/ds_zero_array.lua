@@ -1,0 +1,6 @@
+-- DeepSpeed zero_optimization given as an array
+return {
+  hardware = { gpu = "h200", count = 2 },
+  model = { arch = "llama2", size = "7b-l1", hidden = 64, intermediate = 128, heads = 1, kv_heads = 1, vocab = 128 },
+  training = { seq = 8, steps = 1, deepspeed = "ds_zero_array.json" },
+}
