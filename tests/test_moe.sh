@@ -56,10 +56,10 @@ scn tgt "layers = 2" 'precision = "lora_bf16", lora = { targets = { "experts" } 
 "$VRSIM" "$tmp/tgt.lua" --no-files >"$tmp/out" 2>&1; rc=$?
 if [ $rc = 2 ] && grep -q "'experts' is a MixtralExperts, not a Linear" "$tmp/out"; then ok "LoRA on the experts: exit 2 naming it"
 else bad "LoRA on the experts: exit $rc: $(cat "$tmp/out")"; fi
-for kv in '"output_router_logits": true|output_router_logits' '"router_jitter_noise": 0.01|router_jitter_noise' \
-          '"experts_implementation": "eager"|experts_implementation'; do
-  key=${kv#*|}; entry=${kv%|*}
-  sed "s/\"vocab_size\": 32000/\"vocab_size\": 32000, $entry/" scenarios/configs/mixtral-8x7b.json > "$tmp/mixtral-8x7b.json"
+for kv in 'output_router_logits=True' 'router_jitter_noise=0.01' 'experts_implementation="eager"'; do
+  key=${kv%%=*}
+  python3 -c "import json, sys; d = json.load(open(sys.argv[1])); d['$key'] = $(echo "${kv#*=}"); json.dump(d, open(sys.argv[2], 'w'))" \
+    scenarios/configs/mixtral-8x7b.json "$tmp/mixtral-8x7b.json"
   scn refuse "layers = 2"
   "$VRSIM" "$tmp/refuse.lua" --no-files >"$tmp/out" 2>&1; rc=$?
   if [ $rc = 2 ] && grep -q "$key.*not modelled" "$tmp/out"; then ok "$key: exit 2 naming it"

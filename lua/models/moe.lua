@@ -95,6 +95,10 @@ local function moe_forward(cx, m, x)
                        outs = { { pre .. ".top_k_weights", { t, k }, "fp32" } }, saves = { topv, sum } })
   end
 
+  -- Qwen3-MoE's router hands its weights back in the logits' dtype
+  -- (`router_top_value.to(router_logits.dtype)`); Mixtral's stay fp32
+  if e.weights_to_logits_dtype then topv = nn.to(cx, topv, logits.dtype, pre .. ".top_k_weights.to") end
+
   -- grouped_mm_experts_forward
   local weights = nn.view(cx, topv, { n }, pre .. ".sample_weights")
   local ids = nn.view(cx, topi, { n }, pre .. ".expert_ids")
@@ -141,13 +145,15 @@ local function moe_forward(cx, m, x)
 end
 
 -- The block of `cfg` for decoder layer prefix `pre`: cfg.experts, cfg.top_k,
--- cfg.moe_intermediate, cfg.norm_topk_prob; `classes` names its router and experts classes.
+-- cfg.moe_intermediate, cfg.norm_topk_prob, cfg.router_weights_to_logits_dtype; `classes` names
+-- its router and experts classes.
 function M.SparseMoeBlock(cfg, pre, classes)
   classes = classes or {}
   local m = mod.new(classes.block or "MixtralSparseMoeBlock", moe_forward,
                     { opname = pre .. ".mlp",
                       moe = { experts = cfg.experts, top_k = cfg.top_k, intermediate = cfg.moe_intermediate,
-                              norm_topk = cfg.norm_topk_prob } })
+                              norm_topk = cfg.norm_topk_prob,
+                              weights_to_logits_dtype = cfg.router_weights_to_logits_dtype } })
   local gate = mod.new(classes.router or "MixtralTopKRouter", router_forward,
                        { opname = pre .. ".mlp.gate", in_features = cfg.hidden, out_features = cfg.experts })
   gate:declare("weight", { cfg.experts, cfg.hidden })
@@ -170,6 +176,7 @@ function M.config(hf, where, c, defaults)
   end
   c.moe_intermediate = defaults.intermediate_key and H.int(hf, defaults.intermediate_key, defaults.moe_intermediate, where)
                        or c.intermediate
+  c.router_weights_to_logits_dtype = defaults.router_weights_to_logits_dtype
   c.norm_topk_prob = defaults.norm_topk_prob
   if defaults.norm_topk_key then c.norm_topk_prob = H.bool(hf, defaults.norm_topk_key, defaults.norm_topk_prob, where) end
   if H.bool(hf, "output_router_logits", false, where) then
