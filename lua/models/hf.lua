@@ -55,8 +55,9 @@ function H.resolve(src, overrides)
     table.sort(known)
     local what = archs and archs[1] and ("architecture '" .. tostring(archs[1]) .. "'")
                  or ("model_type '" .. tostring(hf.model_type) .. "'")
-    error(("%s: %s is not modelled (modelled: %s; a new family is a file in lua/models/, "
-           .. "see README \"Adding a model family\")"):format(where, what, table.concat(known, ", ")), 0)
+    error(("%s: %s is not modelled (modelled: %s; what is and is not modelled: %s; a new family "
+           .. "is a file in lua/models/: docs/model-families.md, \"Adding a family: Qwen2 as the worked example\")"):format(where, what,
+           table.concat(known, ", "), require("vrsim.unmodelled").WHERE), 0)
   end
   local f = require("models." .. fam)
   local cfg = f.config(hf, where)
