@@ -893,10 +893,17 @@ local function inert_given(cfg, ctx)
   for _, f in ipairs { "hidden", "intermediate", "heads", "kv_heads", "layers", "vocab" } do
     rules[#rules + 1] = { "model." .. f, cfg.model.arch ~= "sdxl", "SDXL's shapes are its variant's" }
   end
+  if cfg.model.arch == "sdxl" then
+    local full = cfg.model.variant == "sdxl-base"
+    rules[#rules + 1] = { "training.text_encoders", full, "the sdxl-base-unet variant runs the UNet alone" }
+    rules[#rules + 1] = { "training.vae", full, "the sdxl-base-unet variant runs the UNet alone" }
+    rules[#rules + 1] = { "training.build", false, "SDXL's models are built in their dtype (diffusers' from_pretrained)" }
+  end
+  local schema = schema_of(cfg.model.arch == "sdxl" and "sdxl" or "llama2")
   local out = {}
   for _, r in ipairs(rules) do
     local sec, f = r[1]:match("^(%a+)%.(.*)$")
-    local v, spec = cfg[sec][f], SCHEMA[sec][f]
+    local v, spec = cfg[sec][f], schema[sec][f]
     if ctx.given[r[1]] and not r[2] and not (spec and v == spec[2]) then
       out[#out + 1] = ("%s = %s has no effect on this run: %s"):format(r[1], shown(v), r[3])
     end
@@ -992,7 +999,13 @@ local function build_graph(st)
     dp = require "strategies.dp"
     dp.setup(cx, cfg)
   end
-  local model = require(P.builder(cfg))
+  -- (a config the arch does not read is an error at the scenario's model.arch or model.config)
+  local okb, builder = pcall(P.builder, cfg)
+  if not okb then
+    local m = tostring(builder)
+    fail(ctx, m:match("^model%.arch") and "arch" or "config", "model", m)
+  end
+  local model = require(builder)
   cx.micro, cx.micro_total = 1, t0.inference and 1 or t0.grad_accum
   local ok, loss, _, _, forward = pcall(model.build, cx, cfg)
   if not ok then
@@ -1190,7 +1203,17 @@ function P.builder(cfg)
   local given = m.arch
   if m.config ~= nil then
     local fam = require("models.hf").resolve(m.config)
-    if given ~= nil and given ~= "llama2" and given ~= fam then
+    -- (llama2 names the Llama-2 shapes: beside a config of another family, as --set model.config
+    -- on a Llama-2 scenario gives, the config's family is built, and the run says so)
+    if given == "llama2" and fam ~= "llama" then
+      cfg.notes = cfg.notes or {}
+      local note = ("model.arch = llama2 read as %s, the family of model.config (%s)"):format(fam,
+                    type(m.config) == "string" and m.config or "a table")
+      -- (a plan finished with an earlier build's graph has that build's notes already)
+      local seen = false
+      for _, n in ipairs(cfg.notes) do seen = seen or n == note end
+      if not seen then table.insert(cfg.notes, note) end
+    elseif given ~= nil and given ~= fam and given ~= "llama2" then
       error(("model.arch = %s, but the config is a %s model (%s)"):format(given, fam,
             type(m.config) == "string" and m.config or "model.config"), 0)
     end
