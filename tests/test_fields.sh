@@ -179,5 +179,13 @@ if [ -z "$bad" ] && [ -s "$TMP/cites" ]; then ok "every docs section a message c
 else fail "messages cite sections that do not exist" "$bad"; fi
 grep -q '^## Not modelled$' README.md && ok "README has its \"Not modelled\" section" || fail "README lacks ## Not modelled"
 
+# no tracked file cites a path outside the repository (its users have no sibling folder of it);
+# the pattern and the messages are written so that this file does not match itself
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  hits=$(git grep -n -I -e '\.\./shar[e]d' -- . 2>/dev/null | head -5)
+  if [ -z "$hits" ]; then ok "no tracked file cites ../shar""ed"
+  else fail "tracked files cite ../shar""ed, outside the repository" "$hits"; fi
+else echo "skip the check of citations outside the repository: not a git checkout"; fi
+
 echo "test_fields: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
