@@ -179,6 +179,20 @@ if [ -z "$bad" ] && [ -s "$TMP/cites" ]; then ok "every docs section a message c
 else fail "messages cite sections that do not exist" "$bad"; fi
 grep -q '^## Not modelled$' README.md && ok "README has its \"Not modelled\" section" || fail "README lacks ## Not modelled"
 
+# ---- the run's header states the defaults that change the answer --------------------------
+run hcast "$TMP/llama.lua" --no-files --set build=cast
+expect "header: build cast stated" 0 "llama2 7b-l1, micro-batch 1 x seq 128, bf16 \(built in fp32, then cast\), adamw"
+run hdir "$TMP/llama.lua" --no-files --set build=direct
+expect "header: build direct stated" 0 "bf16 \(built in bf16\), adamw"
+run hinit "$TMP/llama.lua" --no-files --set strategy=fsdp2 --set count=2 --set zero.init=meta
+expect "header: FSDP2's zero.init stated" 0 "fsdp2 over 2 GPUs \(zero.init meta\)"
+run hz3 "$TMP/llama.lua" --no-files --set strategy=zero3 --set count=2 --set zero.init=whole
+expect "header: ZeRO-3's zero.init stated" 0 "zero3 over 2 GPUs \(zero.init whole\)"
+run hfp32 "$TMP/llama.lua" --no-files --set precision=fp32 --set build=direct
+expect "build where the weights are fp32: no build in the header, a note that it has no effect" 0 \
+  "training.build = direct has no effect on this run"
+grep -q "(built in" "$TMP/hfp32.out" && fail "  ... fp32 weights: the header names a build path"
+
 # no tracked file cites a path outside the repository (its users have no sibling folder of it);
 # the pattern and the messages are written so that this file does not match itself
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then

@@ -857,6 +857,14 @@ local function check_size_read(cfg, ctx, sets)
   end
 end
 
+-- Whether a decoder run reads training.build: weights whose dtype is not fp32, built for training
+-- in full precision (vrsim/causal_lm.lua: inference and bitsandbytes weights are built in their
+-- dtype whatever it says).
+local function build_read(t)
+  local low = { bf16 = 1, fp16 = 1, lora_bf16 = 1, lora_fp16 = 1 }
+  return low[t.precision] ~= nil and not t.inference and t.quant == "none"
+end
+
 -- Fields the scenario or --set gave that nothing in this run reads, each with why: a knob that
 -- only some runs use (checkpointing's, device_map's, the network's between nodes, ...) is noted
 -- where it has no effect, so that setting it is never silently an answer that ignores it. (A
@@ -892,6 +900,10 @@ local function inert_given(cfg, ctx)
   }
   for _, f in ipairs { "hidden", "intermediate", "heads", "kv_heads", "layers", "vocab" } do
     rules[#rules + 1] = { "model." .. f, cfg.model.arch ~= "sdxl", "SDXL's shapes are its variant's" }
+  end
+  if cfg.model.arch ~= "sdxl" then
+    rules[#rules + 1] = { "training.build", build_read(t),
+      "the weights are built in their own dtype (fp32 weights, inference or bitsandbytes)" }
   end
   if cfg.model.arch == "sdxl" then
     local full = cfg.model.variant == "sdxl-base"
@@ -1107,10 +1119,18 @@ local function finish(st, G, cx, alloc_read)
   local t = cfg.training
   local model_mod = require(P.builder(cfg))
   local settings_line = model_mod.settings and model_mod.settings(cfg)
-  local settings = settings_line or ("%s %s, micro-batch %d x seq %d, %s, %s %s, attention %s%s%s"):format(
-    cfg.model.arch, cfg.model.config ~= nil and cx.model_name or cfg.model.size, t.micro_batch, t.seq, t.precision, t.optimizer,
-    t.optimizer_impl, t.attention, (t.checkpointing and ", checkpointing" or "") ..
-    (t.strategy ~= "none" and (", " .. t.strategy .. " over " .. cfg.hardware.count .. " GPUs") or ""),
+  -- the defaults that change the answer are stated with the run: how the weights are built (in
+  -- fp32 then cast, as from_config, or directly in their dtype) and how a sharded model is
+  -- initialised (whole on every GPU, partitioned at construction, or on the meta device)
+  local zinit = (t.strategy == "fsdp2" or t.strategy == "zero3") and cx.dp and cx.dp.opts and cx.dp.opts.init
+  if zinit == "auto" then zinit = t.strategy == "zero3" and "auto: partitioned" or "auto: whole" end
+  local settings = settings_line or ("%s %s, micro-batch %d x seq %d, %s%s, %s %s, attention %s%s%s"):format(
+    cfg.model.arch, cfg.model.config ~= nil and cx.model_name or cfg.model.size, t.micro_batch, t.seq, t.precision,
+    build_read(t) and (t.build == "direct" and (" (built in " .. (t.precision:match("bf16") and "bf16" or "fp16") .. ")")
+                       or " (built in fp32, then cast)") or "",
+    t.optimizer, t.optimizer_impl, t.attention, (t.checkpointing and ", checkpointing" or "") ..
+    (t.strategy ~= "none" and (", " .. t.strategy .. " over " .. cfg.hardware.count .. " GPUs") or "") ..
+    (zinit and (" (zero.init " .. zinit .. ")") or ""),
     cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "")
   local counts = param_counts(cx)
   local n_params, n_trainable = counts.n_params, counts.n_trainable
