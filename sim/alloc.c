@@ -1,4 +1,4 @@
-/* alloc.c: a model of PyTorch's CUDACachingAllocator (../shared/ALLOCATOR.md is the spec; section
+/* alloc.c: a model of PyTorch's CUDACachingAllocator (docs/allocator.md, "Specification", is the spec; section
  * numbers below refer to it) and an ideal exact-bytes allocator behind the same interface.
  *
  * Data model

@@ -1,6 +1,6 @@
 /* alloc.h: device memory allocators behind one interface.
  *
- * ALLOC_CACHING is a model of PyTorch's CUDACachingAllocator (../shared/ALLOCATOR.md is the spec):
+ * ALLOC_CACHING is a model of PyTorch's CUDACachingAllocator (docs/allocator.md, "Specification"):
  * it decides, from a sequence of malloc/free calls alone, which segments would be cudaMalloc'ed,
  * which cached blocks are reused, and therefore reserved memory and fragmentation.
  * ALLOC_IDEAL keeps exact bytes (512-byte rounding, no caching): reserved == allocated. Reports
@@ -8,7 +8,7 @@
  *
  * Addresses are simulated device addresses. The engine never interprets them; replay passes the
  * real addresses of a trace as hints so segment placement (and with it best-fit tie-breaking)
- * follows the trace (ALLOCATOR.md 11.2).
+ * follows the trace (docs/allocator.md 11.2).
  *
  * Invariants (checked by alloc_check):
  *   reserved == allocated + cached free + blocks pending free (caching allocator)
@@ -213,7 +213,7 @@ uint64_t alloc_allocated_bytes(const Alloc *a);
 uint64_t alloc_reserved_bytes(const Alloc *a);
 uint64_t alloc_num_alloc_retries(const Alloc *a); /* count */
 
-/* ---- Memory that is not a tensor (ALLOCATOR.md section 10) ----
+/* ---- Memory that is not a tensor (docs/allocator.md section 10) ----
  * The capacity the allocator may reserve (AllocConfig.capacity) and the cuBLAS workspace each
  * handle allocates through it are one rule each, in lua/hw/memory.lua (tested by
  * tests/ops/test_rules.lua); the workspace reaches the engine as DeviceSpec.cublas_workspace_bytes. */

@@ -14,7 +14,7 @@
 #include "report.h"
 #include "scenario.h"
 
-/* --alloc-trace: the engine's allocations as a trace CSV (truth/README.md's format). */
+/* --alloc-trace: the engine's allocations as a trace CSV (docs/validation.md, "Record format"). */
 typedef struct TraceOut { FILE *f; long seq; bool bad; const Graph *g; } TraceOut;
 
 /* One event; the frames column names the op, as _record_memory_history(context=...) would. */

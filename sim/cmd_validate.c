@@ -1,5 +1,5 @@
-/* cmd_validate.c: `vrsim validate [FILE.jsonl ...]`: every measured run (format of
- * ../shared/truth/README.md, vocabulary of DESIGN.md "Validation records") is rebuilt as a
+/* cmd_validate.c: `vrsim validate [FILE.jsonl ...]`: every measured run (docs/validation.md,
+ * "Record format") is rebuilt as a
  * scenario, simulated, and compared metric by metric. Records the simulator cannot model yet
  * are listed as skipped with the reason, never dropped. */
 #include <cjson/cJSON.h>

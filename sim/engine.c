@@ -195,7 +195,7 @@ static void count_drops(Run *r, int step) {
     }
 }
 
-/* Creates a cuBLAS workspace (a cached allocation never freed, ALLOCATOR.md 10.1). */
+/* Creates a cuBLAS workspace (a cached allocation never freed, docs/allocator.md 10.1). */
 static VrStatus cublas_workspace(Run *r, StepResult *sr, int op) {
     uint64_t bytes = r->cfg->dev ? r->cfg->dev->cublas_workspace_bytes : 0;
     r->handles++;

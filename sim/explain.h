@@ -3,7 +3,7 @@
  * of the steady step), why the peak is where it is (the op and phase at the peak, what is live
  * then, the largest tensors), how step 0 differs, and where allocator slack comes from (reserved
  * but unallocated memory at the peak, the largest free block, and the caching-allocator rule of
- * shared/ALLOCATOR.md behind each kind of free block). After an OOM it explains the failing
+ * docs/allocator.md behind each kind of free block). After an OOM it explains the failing
  * request the same way.
  *
  * The walk through phases needs the timeline (EngineConfig.record_timeline = true); without it

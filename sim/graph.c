@@ -601,7 +601,7 @@ static bool saves_an_output(const Op *o) {
  * tensor pack hook raises _StopRecomputationError there. Autograd saves an op's inputs before
  * its kernel runs and its outputs after, so that op runs again only if it saves an output.
  * A LLaMA layer's down_proj saves only its input: PyTorch's recomputation allocates gate, silu,
- * up and their product, and never down_proj's output (shared/truth/optrace_pub-c05: the
+ * up and their product, and never down_proj's output (validation/traces/optrace_pub-c05.csv.gz: the
  * recompute_fn allocations at modeling_llama.py:175 are four, against five in forward). */
 static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
     Graph *g = d->g;

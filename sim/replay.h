@@ -1,7 +1,7 @@
 /* replay.h: reading PyTorch allocator traces and replaying them through the allocator model.
  *
  * Two input formats:
- *   CSV (plain or gzip), as in ../shared/truth/README.md: a header naming the columns, at least
+ *   CSV (plain or gzip), as docs/validation.md, "Record format", gives it: a header naming the columns, at least
  *     `action`, `addr` and `size` (`stream`, `seq`, `time_us` and any others are optional), then
  *     one event a line. Extra columns (e.g. `frames`) are ignored.
  *   JSON written by tools/snapshot_to_json.py from a pickled torch.cuda.memory._snapshot():
@@ -10,7 +10,7 @@
  *                    "blocks": [{"address", "size", "requested_size", "state"}, ...]}, ...]}
  *
  * Only alloc and free events decide anything; segment_alloc/segment_map events are compared
- * against, and a run of segment_free/segment_unmap events marks an empty_cache() call (ALLOCATOR.md
+ * against, and a run of segment_free/segment_unmap events marks an empty_cache() call (docs/allocator.md
  * 11.9). A trace that starts mid-run is made whole by placing, before the first event, every
  * segment it frees before allocating and every block it frees before allocating (alloc_inject*),
  * and, for a snapshot, every segment and every allocated block of the snapshot that the trace
@@ -96,7 +96,7 @@ typedef struct Trace {
                                weights, optimizer state): set by the caller, default 0; the
                                replay places them first as one block */
     bool no_hints;          /* set by the caller: ignore the trace's addresses and place new
-                               segments as a simulation does (ALLOCATOR.md 11.3) */
+                               segments as a simulation does (docs/allocator.md 11.3) */
     bool want_map;          /* set by the caller: the result keeps the allocator's segment map
                                as the replay ends (ReplayResult.map) */
 } Trace;

@@ -30,7 +30,7 @@ const char *report_cost_source(const Plan *p);
 /* Prints the human summary to f. */
 void report_print_summary(FILE *f, const Plan *p, const SimResult *r);
 
-/* Builds summary.json's text (DESIGN.md's contract); the caller frees it with free(). NULL on
+/* Builds summary.json's text (the contract of docs/scenarios.md, "Outputs"); the caller frees it with free(). NULL on
  * host allocation failure. */
 char *report_summary_json(const Plan *p, const SimResult *r);
 

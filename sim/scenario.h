@@ -79,7 +79,7 @@ VrStatus scenario_load_source(const char *chunkname, const char *src, const char
                               size_t errlen);
 
 /* The same for a measured run: rec is one record of a validation .jsonl (the format of
- * shared/truth/README.md), which lua/vrsim/record.lua turns into a scenario table as data (no
+ * docs/validation.md, "Record format"), which lua/vrsim/record.lua turns into a scenario table as data (no
  * part of it becomes Lua source); steps and rank are what to simulate. Returns VR_ENOTSUP with
  * the reason in err when the record cannot be modelled, VR_EINVAL when the planner rejects the
  * scenario it makes. chunkname names the record in messages. */

@@ -19,7 +19,7 @@ typedef enum VrStatus {
     VR_ENOTSUP,  /* valid input the simulator cannot model yet */
 } VrStatus;
 
-/* Process exit statuses, the same for every subcommand (DESIGN.md). */
+/* Process exit statuses, the same for every subcommand (docs/scenarios.md). */
 enum {
     VR_EXIT_OK = 0,     /* success; for a scenario, it fits */
     VR_EXIT_INTERNAL = 1,

@@ -4,7 +4,7 @@
 # The machines this runs on are shared and noisy, so every figure is printed twice: absolute, and
 # as a ratio against a fixed reference run timed in the same invocation (gunzip of the largest
 # trace, best of 5: work that no change to vrsim changes). A ratio moves only when vrsim does;
-# compare ratios between runs, and absolute figures with DESIGN.md's goals:
+# compare ratios between runs, and absolute figures with the goals of docs/validation.md:
 #   replay       allocator events per second of the largest trace (goal 10 million), the trace
 #                read once (--repeat), and end to end (gunzip + parse + replay)
 #   70B/64       LLaMA2-70B ZeRO-3 on 64 GPUs, one whole process (goal under 50 ms)

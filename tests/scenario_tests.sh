@@ -158,7 +158,7 @@ done
 if [ -z "$missing" ]; then ok "--out DIR gets summary.json, memory.csv and trace.json"
 else fail "--out DIR: missing or empty:$missing"; fi
 if [ -s "$OUT1/report.html" ] && grep -qi "<html" "$OUT1/report.html"; then ok "  ... and report.html"
-else fail "--out DIR: no report.html (DESIGN.md lists it among the run's files)"; fi
+else fail "--out DIR: no report.html (docs/scenarios.md, "Outputs", lists it among the run's files)"; fi
 
 if [ -s "$OUT1/summary.json" ]; then
   if msg=$(json_has "$OUT1/summary.json" fits capacity_bytes peak_allocated_bytes \
@@ -310,7 +310,7 @@ if crashed "--alloc-conf no_such_key:1"; then :
 elif [ "$RC" -eq 2 ] && grep -q "no_such_key" "$TMP/badconf.err"; then ok "--alloc-conf with an unknown key exits 2 and names it"
 else fail "--alloc-conf no_such_key:1: exit $RC, expected 2"; fi
 
-# several GPUs: summary.json carries per_gpu (DESIGN.md's contract)
+# several GPUs: summary.json carries per_gpu (the contract of docs/scenarios.md, "Outputs")
 if [ -f scenarios/llama13b_zero2.lua ]; then
   run zero2 scenarios/llama13b_zero2.lua --json --no-files
   if crashed "llama13b_zero2 --json"; then :

@@ -1,4 +1,4 @@
-/* test_alloc.c: the caching-allocator model against the rules of ../shared/ALLOCATOR.md, each with
+/* test_alloc.c: the caching-allocator model against the rules of docs/allocator.md, "Specification", each with
  * a small hand-made sequence (the "measured" examples included), alloc_check after every step,
  * and fault injection on host allocations. */
 #include <setjmp.h>

@@ -2,7 +2,7 @@
  *
  * Every figure asserted here is worked out in the comment above it: bytes are the allocator's
  * 512-byte rounding of each request; the ideal allocator reserves exactly what is allocated, the
- * caching allocator puts requests of at most 1 MiB into 2 MiB segments (ALLOCATOR.md). */
+ * caching allocator puts requests of at most 1 MiB into 2 MiB segments (docs/allocator.md). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -499,7 +499,7 @@ static int recomputed_ops(bool save_input, bool save_output, char names[4][64]) 
 
 /* torch.utils.checkpoint's early stop: the recomputation stops at the region's last saved
  * tensor. Autograd saves an op's inputs before its kernel and its outputs after, so the last
- * saving op runs again only when it saves an output (shared/truth/optrace_pub-c05: LLaMA's
+ * saving op runs again only when it saves an output (validation/traces/optrace_pub-c05.csv.gz: LLaMA's
  * down_proj, which saves its input, is not recomputed). */
 static void test_recompute_early_stop(void **state) {
     (void)state;
@@ -684,7 +684,7 @@ static void test_contention(void **state) {
     graph_free(g);
 }
 
-/* cuBLAS workspaces (ALLOCATOR.md 10.1): created lazily through the caching allocator and never
+/* cuBLAS workspaces (docs/allocator.md 10.1): created lazily through the caching allocator and never
  * freed: the first at the first forward GEMM, the second at the first backward op that
  * allocates (autograd's thread has its own handle). With W = 8519680 bytes (cc < 9) and the
  * training graph above with f1 a GEMM:

@@ -138,5 +138,55 @@ if grep -q "model.hidden = 2048 has no effect on this run: SDXL's shapes are its
   ok "model.hidden on SDXL: noted as having no effect"
 else bad "model.hidden on SDXL: no note ($(grep notes "$tmp/out"))"; fi
 
+# a model.config the arch does not read is refused, naming what differs (was: SD 1.5's UNet config
+# with arch sdxl simulated SDXL, titled "sdxl-7b", without a word); tests/data/unet_configs holds
+# diffusers' unet/config.json of SD 1.5 and of SDXL base as published
+cp tests/data/unet_configs/*.json "$tmp/"
+unet() { # name config arch
+  size="seq = 128"; [ "$3" = sdxl ] && size="resolution = 256"
+  printf 'return { hardware = { gpu = "h200" }, model = { arch = "%s", config = "%s" },\n  training = { %s, steps = 2 } }\n' "$3" "$2" "$size" >"$tmp/$1.lua"
+  "$VRSIM" "$tmp/$1.lua" --no-files --json >"$tmp/$1.out" 2>&1
+}
+unet sd15 sd15_unet.json sdxl
+if [ $? -eq 2 ] && grep -q "sd15_unet.json: arch sdxl builds SDXL base's UNet" "$tmp/sd15.out" \
+   && grep -q "cross_attention_dim = 768 (SDXL base: 2048)" "$tmp/sd15.out"; then
+  ok "SD 1.5's UNet config with arch sdxl: exit 2 naming cross_attention_dim 768 against 2048"
+else bad "SD 1.5's UNet config with arch sdxl: $(head -c 300 "$tmp/sd15.out")"; fi
+unet sdxl sdxl_base_unet.json sdxl
+if [ $? -eq 0 ] && [ "$(field 'd["n_params"], d["model"]' <"$tmp/sdxl.out")" = "(2567463684, 'sdxl-base-unet')" ]; then
+  ok "SDXL base's own UNet config with arch sdxl: read, 2,567,463,684 parameters, named sdxl-base-unet"
+else bad "SDXL base's UNet config: $(head -c 300 "$tmp/sdxl.out")"; fi
+sed 's/"sample_size": 128,/"sample_size": 128, "cross_attention_norm_num_groups": 32,/' "$tmp/sdxl_base_unet.json" >"$tmp/extra.json"
+unet extra extra.json sdxl
+if [ $? -eq 2 ] && grep -q "keys vrsim does not read: cross_attention_norm_num_groups" "$tmp/extra.out"; then
+  ok "a UNet config key vrsim does not read: exit 2 naming it"
+else bad "UNet config with an unread key: $(head -c 300 "$tmp/extra.out")"; fi
+unet llsd llama-2-7b-hf.json sdxl
+if [ $? -eq 2 ] && grep -q "this is a transformers LlamaForCausalLM config" "$tmp/llsd.out"; then
+  ok "a Llama config with arch sdxl: exit 2"
+else bad "a Llama config with arch sdxl: $(head -c 300 "$tmp/llsd.out")"; fi
+unet unll sd15_unet.json llama
+if [ $? -eq 2 ] && grep -q "a diffusers UNet2DConditionModel config is not a transformers model's" "$tmp/unll.out"; then
+  ok "a UNet config with arch llama: exit 2"
+else bad "a UNet config with arch llama: $(head -c 300 "$tmp/unll.out")"; fi
+unet l2q qwen2.5-0.5b.json llama2
+if [ $? -eq 0 ] && grep -q "model.arch = llama2 read as qwen2, the family of model.config (qwen2.5-0.5b.json)" "$tmp/l2q.out"; then
+  ok "arch llama2 with a Qwen2 config: Qwen2 built, with a note saying so (was silently Qwen2)"
+else bad "arch llama2 with a Qwen2 config: $(head -c 300 "$tmp/l2q.out")"; fi
+unet m2q qwen2.5-0.5b.json mistral
+if [ $? -eq 2 ] && grep -q "m2q.lua:1: model.arch = mistral, but the config is a qwen2 model" "$tmp/m2q.out"; then
+  ok "arch mistral with a Qwen2 config: exit 2 with the scenario's line"
+else bad "arch mistral with a Qwen2 config: $(head -c 300 "$tmp/m2q.out")"; fi
+sed 's/LlamaForCausalLM/LlamaForSequenceClassification/' "$tmp/llama-2-7b-hf.json" >"$tmp/cls.json"
+scn cls cls.json
+json "$tmp/cls.lua" >/dev/null
+if [ $? -eq 2 ] && grep -q "architecture 'LlamaForSequenceClassification' is not modelled" "$tmp/err"; then
+  ok "architectures naming a class vrsim does not model, model_type llama: exit 2 (was a causal LM)"
+else bad "LlamaForSequenceClassification: $(head -c 300 "$tmp/err")"; fi
+"$VRSIM" scenarios/sdxl_breakdown.lua --set variant=sdxl-base-unet --set training.vae=bf16 --no-files >"$tmp/out" 2>&1
+if grep -q "training.vae = bf16 has no effect on this run: the sdxl-base-unet variant runs the UNet alone" "$tmp/out"; then
+  ok "training.vae on the UNet-alone variant: noted as having no effect"
+else bad "training.vae on sdxl-base-unet: no note ($(grep notes "$tmp/out"))"; fi
+
 echo "test_families: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -2,7 +2,7 @@
  *   - each recorded-from-start trace in validation/traces replays to exactly PyTorch's segment
  *     allocations (count, sizes, order) and its measured peak reserved, to the byte;
  *   - the mid-run traces replay without error;
- *   - a capped replay reproduces the OOM verdicts of ../shared/truth/fit_h200.jsonl;
+ *   - a capped replay reproduces the OOM verdicts of validation/records/fit_h200.jsonl;
  *   - malformed, truncated, out-of-order and hostile traces give one-line FILE:LINE errors;
  *   - every input under tests/fuzz/regressions is handled without breaking an invariant.
  * Run from the repository root (make test does). */
@@ -88,7 +88,7 @@ static void check_full(const char *name, uint64_t peak_reserved, uint64_t peak_a
     trace_free(t);
 }
 
-/* Figures: peak reserved/allocated of ../shared/truth/llama_h200.jsonl (MiB there) in bytes. */
+/* Figures: peak reserved/allocated of validation/records/llama_h200.jsonl (MiB there) in bytes. */
 static void test_fulltrace_c04(void **s)
 {
     (void)s;
@@ -161,7 +161,7 @@ static void test_dev_traces(void **s)
     }
 }
 
-/* ALLOCATOR.md 11.3: with no addresses at all (as in simulation), each new segment below the
+/* docs/allocator.md 11.3: with no addresses at all (as in simulation), each new segment below the
  * earlier ones still gives PyTorch's segments here, retries and OOMs included. */
 static void test_simulation_placement(void **s)
 {
@@ -679,7 +679,7 @@ static void test_truncated_gzip(void **s)
     remove(path);
 }
 
-/* ---- the command line: exit statuses (DESIGN.md) ---- */
+/* ---- the command line: exit statuses (docs/scenarios.md) ---- */
 
 static int run_cmd(int argc, char **argv)
 {

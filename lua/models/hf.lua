@@ -48,15 +48,23 @@ function H.resolve(src, overrides)
     error(("%s: architectures must be a list of class names"):format(where), 0)
   end
   for _, a in ipairs(archs or {}) do fam = fam or by_arch[a] end
-  if not fam and hf.model_type then fam = by_type[hf.model_type] end
+  -- the class comes from architectures when the config names one: a model_type vrsim knows does
+  -- not make LlamaForSequenceClassification a causal LM (its head and loss differ)
+  if not fam and hf.model_type and not (archs and archs[1] ~= nil) then fam = by_type[hf.model_type] end
+  if not fam and hf._class_name ~= nil then
+    error(("%s: a diffusers %s config is not a transformers model's: arch = \"sdxl\" reads SDXL base's "
+           .. "UNet config, and no other diffusers model is modelled (what is and is not modelled: %s)")
+          :format(where, tostring(hf._class_name), require("vrsim.unmodelled").WHERE), 0)
+  end
   if not fam then
     local known = {}
     for a in pairs(by_arch) do known[#known + 1] = a end
     table.sort(known)
     local what = archs and archs[1] and ("architecture '" .. tostring(archs[1]) .. "'")
                  or ("model_type '" .. tostring(hf.model_type) .. "'")
-    error(("%s: %s is not modelled (modelled: %s; a new family is a file in lua/models/, "
-           .. "see README \"Adding a model family\")"):format(where, what, table.concat(known, ", ")), 0)
+    error(("%s: %s is not modelled (modelled: %s; what is and is not modelled: %s; a new family "
+           .. "is a file in lua/models/: docs/model-families.md, \"Adding a family: Qwen2 as the worked example\")"):format(where, what,
+           table.concat(known, ", "), require("vrsim.unmodelled").WHERE), 0)
   end
   local f = require("models." .. fam)
   local cfg = f.config(hf, where)

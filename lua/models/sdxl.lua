@@ -52,6 +52,122 @@ M.unet_config = {
   projection_class_embeddings_input_dim = 2816,
 }
 
+-- model.config for arch sdxl: a diffusers unet/config.json (or its table) is read only to check
+-- that it is the UNet vrsim builds, since the step around it (the text encoders' widths, the
+-- pooled embedding, the six time ids, the VAE) is SDXL base's: every key that shapes the tree
+-- must hold SDXL base's value (a key left out takes diffusers' default, UNet2DConditionModel's
+-- __init__), and any other key is one that changes nothing modelled (NEUTRAL) or an error. So
+-- SD 1.5's UNet config (cross_attention_dim 768, four blocks) or a Llama config given with
+-- arch = "sdxl" is refused, naming what differs, rather than simulated as SDXL.
+M.CONFIG_CLASS = "UNet2DConditionModel"
+-- keys the tree assumes at SDXL base's value, beyond unet_config's (false: null or false)
+local ASSUMED = {
+  num_attention_heads = false, only_cross_attention = false, dual_cross_attention = false,
+  use_linear_projection = true, class_embed_type = false, num_class_embeds = false,
+  encoder_hid_dim = false, encoder_hid_dim_type = false, time_embedding_type = "positional",
+  time_embedding_dim = false, time_embedding_act_fn = false, timestep_post_act = false,
+  time_cond_proj_dim = false, conv_in_kernel = 3, conv_out_kernel = 3, act_fn = "silu",
+  resnet_time_scale_shift = "default", resnet_skip_time_act = false, attention_type = "default",
+  class_embeddings_concat = false, mid_block_only_cross_attention = false, cross_attention_norm = false,
+  reverse_transformer_layers_per_block = false, dropout = 0, upcast_attention = false,
+  downsample_padding = 1,
+}
+-- diffusers' defaults (UNet2DConditionModel.__init__) where they are not SDXL base's: a key left
+-- out of the config has this value
+local DIFFUSERS_DEFAULT = {
+  block_out_channels = { 320, 640, 1280, 1280 },
+  down_block_types = { "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D" },
+  up_block_types = { "UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D" },
+  transformer_layers_per_block = 1, attention_head_dim = 8, cross_attention_dim = 1280,
+  addition_embed_type = false, addition_time_embed_dim = false,
+  projection_class_embeddings_input_dim = false, use_linear_projection = false,
+}
+-- keys that change no tensor vrsim simulates (names, versions, the sampling defaults)
+local NEUTRAL = {
+  _class_name = 1, _diffusers_version = 1, _name_or_path = 1, sample_size = 1, flip_sin_to_cos = 1,
+  freq_shift = 1, center_input_sample = 1, norm_eps = 1, mid_block_scale_factor = 1,
+  resnet_out_scale_factor = 1, addition_embed_type_num_heads = 1,
+}
+
+local function same(a, b)
+  if a == false then return b == nil or b == false end
+  if type(a) == "table" and type(b) == "number" then
+    for _, x in ipairs(a) do if x ~= b then return false end end
+    return true
+  end
+  if type(a) ~= "table" then return a == b end
+  if type(b) ~= "table" or #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  for k in pairs(b) do if math.type(k) ~= "integer" or k < 1 or k > #a then return false end end
+  return true
+end
+
+local function shown(v)
+  if type(v) == "string" and #v > 24 then return '"' .. v:sub(1, 20) .. '..."' end
+  if v == nil or v == false then return "null" end
+  if type(v) == "table" then
+    local r = {}
+    if #v > 4 then return ("[%d values]"):format(#v) end
+    for i, x in ipairs(v) do r[i] = type(x) == "string" and ('"' .. x .. '"') or shown(x) end
+    return "[" .. table.concat(r, ", ") .. "]"
+  end
+  if type(v) == "string" then return '"' .. v .. '"' end
+  return math.tointeger(v) and tostring(math.tointeger(v)) or tostring(v)
+end
+
+-- Checks model.config (a path or a table) against the UNet vrsim builds for SDXL; raises the
+-- first difference, by key, in a fixed order.
+function M.check_config(src)
+  local c, where = require("models.hf").read(src)
+  where = type(src) == "string" and src or "model.config"
+  local head = ("%s: arch sdxl builds SDXL base's UNet (stabilityai/stable-diffusion-xl-base-1.0 "
+                .. "unet/config.json) and reads model.config only as that config"):format(where)
+  if c._class_name ~= M.CONFIG_CLASS then
+    local what = c._class_name and ("a diffusers %s config"):format(tostring(c._class_name))
+                 or (c.architectures or c.model_type) and ("a transformers %s config"):format(
+                   tostring(type(c.architectures) == "table" and c.architectures[1] or c.model_type))
+                 or "not a diffusers UNet config (no _class_name)"
+    error(("%s; this is %s"):format(head, what), 0)
+  end
+  local names = {}
+  for k in pairs(M.unet_config) do names[#names + 1] = k end
+  for k in pairs(ASSUMED) do if M.unet_config[k] == nil then names[#names + 1] = k end end
+  -- (what tells one UNet from another first: the text width, then the blocks)
+  local first = { cross_attention_dim = 1, block_out_channels = 2, addition_embed_type = 3, down_block_types = 4 }
+  table.sort(names, function(a, b)
+    local pa, pb = first[a] or 9, first[b] or 9
+    if pa ~= pb then return pa < pb end
+    return a < b
+  end)
+  local diff, diff_names = {}, {}
+  local function names_of(_, from) return { table.unpack(diff_names, from) } end
+  for _, k in ipairs(names) do
+    local want = M.unet_config[k]
+    if want == nil then want = ASSUMED[k] end
+    local v = c[k]
+    local left_out = v == nil
+    if left_out and DIFFUSERS_DEFAULT[k] ~= nil then v = DIFFUSERS_DEFAULT[k] end
+    if not (left_out and DIFFUSERS_DEFAULT[k] == nil) and not same(want, v) then
+      diff[#diff + 1] = ("%s = %s%s (SDXL base: %s)"):format(k, shown(v), left_out and ", left out" or "", shown(want))
+      diff_names[#diff] = k
+    end
+  end
+  if #diff > 0 then
+    -- (the first three in full; the message stays one readable line)
+    local more = #diff > 3 and ("; and %d more: %s"):format(#diff - 3, table.concat(names_of(diff, 4), ", ")) or ""
+    error(("%s; this UNet differs, and is not modelled: %s%s"):format(head,
+          table.concat(diff, "; ", 1, math.min(3, #diff)), more), 0)
+  end
+  local other = {}
+  for k in pairs(c) do
+    if M.unet_config[k] == nil and ASSUMED[k] == nil and not NEUTRAL[k] then other[#other + 1] = tostring(k) end
+  end
+  table.sort(other)
+  if #other > 0 then
+    error(("%s; it has keys vrsim does not read: %s"):format(head, table.concat(other, ", ")), 0)
+  end
+end
+
 local function precision(t)
   local p = t.precision
   local pd = ({ fp32 = "fp32", amp_bf16 = "fp32", amp_fp16 = "fp32", bf16 = "bf16", fp16 = "fp16",
@@ -130,6 +246,8 @@ function M.build(cx, cfg)
   end
   local full = variant == "sdxl-base"
   check_supported(cfg, full)
+  if cfg.model.config ~= nil then M.check_config(cfg.model.config) end
+  cx.model_name = variant
   local pd, ac = precision(t)
   cx.autocast = ac
   cx.gpu = require("hw.gpus")[cfg.hardware.gpu]

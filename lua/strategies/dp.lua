@@ -71,6 +71,7 @@ local KNOB_STRATEGIES = {
   overlap_comm = { zero2 = 1, zero3 = 1 }, contiguous_gradients = { zero2 = 1, zero3 = 1 },
 }
 M.KNOB_STRATEGIES = KNOB_STRATEGIES
+M.KNOB_TYPES = KNOB_TYPES
 
 -- Checks and completes the knobs: "auto" values resolved as the HF Trainer resolves them
 -- (strategies/deepspeed.lua), every value of its type, a knob the strategy does not read an

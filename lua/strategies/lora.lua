@@ -57,6 +57,18 @@ local function lora_forward(base)
   end
 end
 
+-- The keys of training.lora, as `vrsim fields` lists them and the planner checks them (a key not
+-- here is an error): peft's LoraConfig fields that vrsim models. Defaults in brackets are the
+-- family's where left out (settings' `defaults`).
+M.FIELDS = {
+  r = { "integer", nil, "adapter rank, LoraConfig(r) [8; SDXL 4]" },
+  alpha = { "integer", nil, "lora_alpha: scales the adapter, no memory effect [32; SDXL r]" },
+  dropout = { "number", nil, "lora_dropout in [0, 1): above 0 a dropout mask is kept per adapter [0.05; SDXL 0]" },
+  targets = { "list", nil, "target_modules: Linear names as peft matches them, or \"all-linear\" [q_proj, v_proj; SDXL to_q, to_k, to_v, to_out.0]" },
+  dtype = { "string", nil, "adapter dtype [fp32; SDXL the UNet's, fp32 under fp16]" },
+}
+M.CHOICES = { dtype = { fp32 = 1, bf16 = 1, fp16 = 1 } }
+
 -- Whether a run's training settings (cfg.training) ask for LoRA adapters: a lora_* precision or a
 -- training.lora table (the model builders and the profile's adapter GEMM table ask the same).
 function M.wanted(t)
@@ -91,7 +103,9 @@ function M.settings(lc, defaults)
   if type(s.dropout) ~= "number" or s.dropout < 0 or s.dropout >= 1 then
     error("training.lora.dropout must be in [0, 1)", 0)
   end
-  if not nn.DT_SIZE[s.dtype] then error("training.lora.dtype: unknown dtype " .. tostring(s.dtype), 0) end
+  if not M.CHOICES.dtype[s.dtype] then
+    error(("training.lora.dtype: unknown dtype %s (one of: bf16, fp16, fp32)"):format(tostring(s.dtype)), 0)
+  end
   return s
 end
 

@@ -6,6 +6,7 @@
 -- 3. looks the GPU up in lua/hw/gpus.lua;
 -- 4. builds the forward graph with the model builder, derives backward (C), adds the optimizer.
 local nn = require "vrsim.nn"
+local unmodelled = require "vrsim.unmodelled"
 local gpus = require "hw.gpus"
 local memory = require "hw.memory"
 
@@ -45,7 +46,7 @@ local SCHEMA = {
     seq = { "integer", 2048, "tokens per sequence" },
     resolution = { "integer", 1024, "image side in pixels (diffusion models)" },
     precision = { "string", "bf16", "fp32, amp_bf16, amp_fp16, bf16, fp16, lora_bf16, lora_fp16, mp_fp32 (FSDP2: fp32 shards, bf16 compute)" },
-    optimizer = { "string", "adamw", "adamw or sgd" },
+    optimizer = { "string", "adamw", "adamw or adam (torch.optim), adamw8bit (bitsandbytes' 8-bit AdamW) or sgd" },
     optimizer_impl = { "string", "foreach", "foreach, fused or forloop" },
     attention = { "string", "sdpa", "sdpa (PyTorch's pick), flash, mem_efficient, cudnn or eager" },
     checkpointing = { "boolean", false, "gradient checkpointing per decoder layer" },
@@ -59,11 +60,11 @@ local SCHEMA = {
     build_layers_once = { "boolean", true, "build one decoder layer in Lua and carry it over to the layers declared alike, where the check allows (lua/vrsim/replicate.lua); false builds every layer in Lua: the same graph, slower" },
     grad_accum = { "integer", 1, "micro-batches per optimizer step (gradient accumulation)" },
     build = { "string", "direct", "direct: the weights made in their dtype, as from_pretrained(torch_dtype=...) loads them; cast: built in fp32 then .to(dtype), as from_config does" },
-    lora = { "table", nil, "{ r = 8, alpha = 32, dropout = 0.05, targets = {'q','v'} }" },
+    lora = { "table", nil, "peft's LoraConfig: { r = 16, targets = \"all-linear\" } (its keys: training.lora below)" },
     strategy = { "string", "none", "none, ddp, zero1, zero2, zero3 or fsdp2 (data parallel over hardware.count)" },
     cpu_threads = { "integer", 8, "intra-op CPU threads per rank (OMP_NUM_THREADS) for optimizer steps on the host" },
     empty_cache_after_build = { "boolean", false, "torch.cuda.empty_cache() once the model and optimizer are built" },
-    zero = { "table", nil, "DeepSpeed/FSDP knobs: reduce_bucket_size, overlap_comm, offload_optimizer, raf, ..." },
+    zero = { "table", nil, "DeepSpeed/FSDP2/DDP knobs: { offload_optimizer = \"cpu\" } (its keys: training.zero below)" },
     deepspeed = { "string", nil, "a DeepSpeed JSON config beside the scenario (zero_optimization is read)" },
   },
   allocator = {
@@ -89,28 +90,55 @@ local CHOICES = {
   arch = { llama2 = 1, llama = 1, mistral = 1, qwen2 = 1, mixtral = 1, sdxl = 1 },
 }
 
--- Levenshtein distance, for "did you mean".
+-- Edit distance with adjacent transpositions counted as one edit (optimal string alignment), for
+-- "did you mean": "bf61" is one slip from "bf16".
 local function distance(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
+  local d = {}
+  for i = 0, #a do d[i] = { [0] = i } end
+  for j = 0, #b do d[0][j] = j end
   for i = 1, #a do
-    local cur = { [0] = i }
     for j = 1, #b do
-      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        v = math.min(v, d[i - 2][j - 2] + 1)
+      end
+      d[i][j] = v
     end
-    prev = cur
   end
-  return prev[#b]
+  return d[#a][#b]
 end
 
+-- Whether cand is close enough to word to be what was meant: a suggestion that names another
+-- thing is worse than none ("loss" is not "lora", "tp" not "ddp", "fp8" not "fp16"). The word
+-- has at least three characters, the two differ by at most one edit in four (one for names up to
+-- seven characters), and their digits differ by no more than a swap or one digit typed twice or
+-- dropped: a changed digit is another product or format (rtx4080 is not rtx4090, fp8 not fp16).
+local function close_enough(word, cand, d)
+  if #word < 3 then return false end
+  if d > math.max(1, math.max(#word, #cand) // 4) then return false end
+  local da, db = word:gsub("%D", ""), cand:gsub("%D", "")
+  if da == db then return true end
+  if #da == #db then
+    local sa, sb = {}, {}
+    for c in da:gmatch(".") do sa[#sa + 1] = c end
+    for c in db:gmatch(".") do sb[#sb + 1] = c end
+    table.sort(sa); table.sort(sb)
+    return table.concat(sa) == table.concat(sb) and distance(da, db) == 1
+  end
+  return math.abs(#da - #db) == 1 and distance(da, db) == 1
+end
+
+-- The name of `names` that `word` most likely misspells, or nil when none is close enough.
 local function closest(word, names)
+  if type(word) ~= "string" then return nil end
+  local w = word:lower()
   local best, bd = nil, math.huge
   for _, n in ipairs(names) do
-    local d = distance(word, n)
+    local d = distance(w, n:lower())
     if d < bd then best, bd = n, d end
   end
-  if best and bd <= math.max(2, #word // 3) then return best end
+  if best and close_enough(w, best:lower(), bd) then return best end
   return nil
 end
 P.closest = closest
@@ -160,6 +188,8 @@ end
 local function unknown_zero_knob(k)
   local known = require("strategies.dp").DEFAULTS
   if type(k) == "string" and known[k] ~= nil then return nil end
+  local r = unmodelled.refusal("training.zero." .. tostring(k), k)
+  if r then return r end
   local s = type(k) == "string" and closest(k, keys(known))
   return ("training.zero.%s is not a knob vrsim knows%s (one of: %s)"):format(tostring(k),
     s and ("; did you mean '" .. s .. "'?") or "", table.concat(keys(known), ", "))
@@ -187,7 +217,7 @@ local function shown(v)
 end
 P.shown = shown
 
-local function check_value(ctx, section, field, spec, v, origin)
+local function check_value(ctx, section, field, spec, v, origin, choices)
   local ty = spec[1]
   local where = section .. "." .. field
   local bad = function(m)
@@ -218,10 +248,11 @@ local function check_value(ctx, section, field, spec, v, origin)
     if type(v) ~= "boolean" then bad(("%s must be true or false"):format(where)) end
   elseif ty == "string" then
     if type(v) ~= "string" then bad(("%s must be a string"):format(where)) end
-    local ch = CHOICES[field]
+    local ch = (choices or CHOICES)[field]
     if ch and not ch[v] then
       local s = closest(v, keys(ch))
-      bad(("%s: unknown value '%s' (one of: %s)%s"):format(where, v, table.concat(keys(ch), ", "),
+      bad(unmodelled.refusal(("%s = \"%s\""):format(where, v), v)
+          or ("%s: unknown value '%s' (one of: %s)%s"):format(where, v, table.concat(keys(ch), ", "),
           s and ("; did you mean '" .. s .. "'?") or ""))
     end
   elseif ty == "table" then
@@ -293,9 +324,9 @@ local function parse_set_value(spec, raw, origin)
 end
 
 -- Every field name -> its sections (for "micro_batch=4" without a section).
-local function field_index()
+local function field_index(schema)
   local idx = {}
-  for sec, fields in pairs(SCHEMA) do
+  for sec, fields in pairs(schema) do
     if type(fields) == "table" then
       for f in pairs(fields) do
         idx[f] = idx[f] or {}
@@ -306,53 +337,124 @@ local function field_index()
   return idx
 end
 
--- A model module may add fields to any section: module.schema = { training = { name = spec } }.
-local function extend_schema(scn, sets)
-  local arch = type(scn.model) == "table" and scn.model.arch or "llama2"
-  if arch == "llama" or arch == "mistral" or arch == "qwen2" or arch == "mixtral" then arch = "llama2" end
-  for _, s in ipairs(sets) do arch = s:match("^model%.arch=(.*)$") or s:match("^arch=(.*)$") or arch end
-  if type(arch) ~= "string" or not CHOICES.arch[arch] then return end
-  local ok, mod = pcall(require, "models." .. arch)
-  if not ok or type(mod) ~= "table" or type(mod.schema) ~= "table" then return end
-  for sec, fields in pairs(mod.schema) do
-    if type(SCHEMA[sec]) == "table" then
-      for f, spec in pairs(fields) do SCHEMA[sec][f] = SCHEMA[sec][f] or spec end
+-- A model module may add fields to any section (module.schema = { training = { name = spec } })
+-- and choices (module.choices = { field = { value = 1 } }): read by that arch's runs only, so a
+-- run of another arch refuses them (by arch, in the order of CHOICES.arch's names).
+local function arch_modules()
+  local r = {}
+  for _, arch in ipairs(keys(CHOICES.arch)) do
+    local ok, mod = pcall(require, "models." .. arch)
+    if ok and type(mod) == "table" and (type(mod.schema) == "table" or type(mod.choices) == "table") then
+      r[#r + 1] = { arch = arch, schema = mod.schema or {}, choices = mod.choices or {} }
     end
   end
-  for f, ch in pairs(mod.choices or {}) do CHOICES[f] = CHOICES[f] or ch end
+  return r
+end
+
+-- The arch whose module adds section.field, or nil.
+local function field_arch(section, field)
+  for _, m in ipairs(arch_modules()) do
+    if type(m.schema[section]) == "table" and m.schema[section][field] then return m.arch end
+  end
+  return nil
+end
+
+-- The arch a scenario and its --set name (its model module's fields apply), or nil when the
+-- scenario names none vrsim knows (the checker then refuses the arch itself).
+local function arch_of(scn, sets)
+  local arch = type(scn.model) == "table" and scn.model.arch or "llama2"
+  for _, s in ipairs(sets) do arch = s:match("^model%.arch=(.*)$") or s:match("^arch=(.*)$") or arch end
+  if type(arch) ~= "string" or not CHOICES.arch[arch] then return nil end
+  return arch
+end
+
+-- The schema and choices of a run of `arch` (SCHEMA and CHOICES with that arch's module's fields),
+-- made once per arch; SCHEMA and CHOICES themselves never change.
+local MERGED = {}
+local function schema_of(arch)
+  local key = arch or "?"
+  if MERGED[key] then return MERGED[key].schema, MERGED[key].choices end
+  local schema, choices = {}, {}
+  for sec, fields in pairs(SCHEMA) do
+    if type(fields) == "table" then
+      schema[sec] = {}
+      for f, spec in pairs(fields) do schema[sec][f] = spec end
+    else
+      schema[sec] = fields
+    end
+  end
+  for f, ch in pairs(CHOICES) do choices[f] = ch end
+  for _, m in ipairs(arch_modules()) do
+    if m.arch == arch then
+      for sec, fields in pairs(m.schema) do
+        if type(schema[sec]) == "table" then
+          for f, spec in pairs(fields) do schema[sec][f] = schema[sec][f] or spec end
+        end
+      end
+      for f, ch in pairs(m.choices) do choices[f] = choices[f] or ch end
+    end
+  end
+  MERGED[key] = { schema = schema, choices = choices }
+  return schema, choices
+end
+
+-- The message for a field `name` of section `sec` that the run's schema lacks: a thing vrsim
+-- knows it does not model, a field of another arch's model, or a misspelling of one of `names`
+-- (listed when none is close).
+local function unknown_field(sec, name, names, arch)
+  local full = sec and (sec .. "." .. tostring(name)) or tostring(name)
+  local r = unmodelled.refusal(full, name)
+  if r then return r end
+  local other = type(name) == "string" and sec and field_arch(sec, name)
+  if other then
+    return ("%s is read by arch %s only (this run's model.arch is %s)"):format(full, other, tostring(arch))
+  end
+  local s = closest(name, names)
+  return ("unknown field '%s'%s"):format(full, s and ("; did you mean '" .. s .. "'?")
+         or (" (fields: " .. table.concat(names, ", ") .. ")"))
+end
+
+-- The message for a key of training.lora that peft's LoraConfig as vrsim models it does not
+-- take (nil when it is one: lua/strategies/lora.lua FIELDS).
+local function unknown_lora_key(k)
+  local fields = require("strategies.lora").FIELDS
+  if type(k) == "string" and fields[k] then return nil end
+  local r = unmodelled.refusal("training.lora." .. tostring(k), k)
+  if r then return r end
+  local s = closest(k, keys(fields))
+  return ("training.lora.%s is not a key vrsim knows%s (one of: %s)"):format(tostring(k),
+    s and ("; did you mean '" .. s .. "'?") or "", table.concat(keys(fields), ", "))
 end
 
 function P.normalize(scn, sets, file, src)
   local ctx = { file = file, src = src, given = {} } -- given: "section.field" the scenario or --set gave
-  extend_schema(scn, sets)
+  local arch = arch_of(scn, sets)
+  local schema, choices = schema_of(arch)
   local cfg = {}
   for _, k in ipairs(ordered_keys(scn)) do
-    if type(k) ~= "string" or SCHEMA[k] == nil then
-      local s = type(k) == "string" and closest(k, keys(SCHEMA))
-      fail(ctx, tostring(k), nil, ("unknown section '%s'%s"):format(tostring(k),
-           s and ("; did you mean '" .. s .. "'?") or " (sections: " .. table.concat(keys(SCHEMA), ", ") .. ")"))
+    if type(k) ~= "string" or schema[k] == nil then
+      local s = type(k) == "string" and closest(k, keys(schema))
+      fail(ctx, tostring(k), nil, unmodelled.refusal(tostring(k), k) or ("unknown section '%s'%s"):format(tostring(k),
+           s and ("; did you mean '" .. s .. "'?") or " (sections: " .. table.concat(keys(schema), ", ") .. ")"))
     end
   end
+  if scn.title ~= nil and type(scn.title) ~= "string" then fail(ctx, "title", nil, "title must be a string") end
   cfg.title = scn.title
-  for _, sec in ipairs(keys(SCHEMA)) do
-    local fields = SCHEMA[sec]
+  for _, sec in ipairs(keys(schema)) do
+    local fields = schema[sec]
     if type(fields) == "table" then
       local given = scn[sec] or {}
       if type(given) ~= "table" then fail(ctx, sec, nil, sec .. " must be a table") end
       cfg[sec] = {}
       for _, f in ipairs(ordered_keys(given)) do
         local v = given[f]
-        if not fields[f] then
-          local s = closest(tostring(f), keys(fields))
-          fail(ctx, tostring(f), sec, ("unknown field '%s.%s'%s"):format(sec, tostring(f),
-               s and ("; did you mean '" .. s .. "'?") or (" (fields: " .. table.concat(keys(fields), ", ") .. ")")))
-        end
-        cfg[sec][f] = check_value(ctx, sec, f, fields[f], v)
+        if not fields[f] then fail(ctx, tostring(f), sec, unknown_field(sec, f, keys(fields), arch)) end
+        cfg[sec][f] = check_value(ctx, sec, f, fields[f], v, nil, choices)
         ctx.given[sec .. "." .. f] = true
       end
     end
   end
-  local idx = field_index()
+  local idx = field_index(schema)
   for _, set in ipairs(sets) do
     local key, raw = set:match("^([%w_%.]+)=(.*)$")
     if not key then error(("--set %s: expected key=value"):format(set), 0) end
@@ -364,14 +466,14 @@ function P.normalize(scn, sets, file, src)
     end
     if sec3 then
       -- a field of a table-valued field: training.zero.offload_optimizer=cpu
-      local spec = SCHEMA[sec3] and SCHEMA[sec3][tbl]
+      local spec = schema[sec3] and schema[sec3][tbl]
       if not spec or spec[1] ~= "table" then
         error(("--set %s: '%s.%s' is not a table field"):format(set, sec3, tbl), 0)
       end
       local v = raw
       if raw == "true" then v = true elseif raw == "false" then v = false
       elseif tonumber(raw) then v = tonumber(raw) end
-      local bad_knob = tbl == "zero" and unknown_zero_knob(sub)
+      local bad_knob = (tbl == "zero" and unknown_zero_knob(sub)) or (tbl == "lora" and unknown_lora_key(sub))
       if bad_knob then error(("--set %s: %s"):format(set, bad_knob), 0) end
       cfg[sec3][tbl] = cfg[sec3][tbl] or {}
       cfg[sec3][tbl][sub] = v
@@ -385,8 +487,8 @@ function P.normalize(scn, sets, file, src)
         local all = {}
         for name in pairs(idx) do all[#all + 1] = name end
         table.sort(all)
-        local s = closest(f, all)
-        error(("--set %s: unknown field '%s'%s"):format(set, f, s and ("; did you mean '" .. s .. "'?") or ""), 0)
+        local other = field_arch("training", f) and "training" or field_arch("model", f) and "model"
+        error(("--set %s: %s"):format(set, unknown_field(other, f, all, arch):gsub(" %(fields: .*%)$", "")), 0)
       end
       if #secs > 1 then
         error(("--set %s: '%s' is in several sections (%s): write section.%s"):format(set, f,
@@ -394,14 +496,17 @@ function P.normalize(scn, sets, file, src)
       end
       sec = secs[1]
     end
-    local spec = SCHEMA[sec] and SCHEMA[sec][f]
-    if not spec then error(("--set %s: unknown field '%s.%s'"):format(set, sec, f), 0) end
+    local spec = schema[sec] and schema[sec][f]
+    if not spec then
+      error(("--set %s: %s"):format(set, type(schema[sec]) == "table" and unknown_field(sec, f, keys(schema[sec]), arch)
+            or ("unknown section '" .. sec .. "'")), 0)
+    end
     local origin = "--set " .. set
-    cfg[sec][f] = check_value(ctx, sec, f, spec, parse_set_value(spec, raw, origin), origin)
+    cfg[sec][f] = check_value(ctx, sec, f, spec, parse_set_value(spec, raw, origin), origin, choices)
     ctx.given[sec .. "." .. f] = true
     ::continue::
   end
-  for sec, fields in pairs(SCHEMA) do
+  for sec, fields in pairs(schema) do
     if type(fields) == "table" then
       for f, spec in pairs(fields) do
         if cfg[sec][f] == nil then cfg[sec][f] = spec[2] end
@@ -761,6 +866,14 @@ local function check_size_read(cfg, ctx, sets)
   end
 end
 
+-- Whether a decoder run reads training.build: weights whose dtype is not fp32, built for training
+-- in full precision (vrsim/causal_lm.lua: inference and bitsandbytes weights are built in their
+-- dtype whatever it says).
+local function build_read(t)
+  local low = { bf16 = 1, fp16 = 1, lora_bf16 = 1, lora_fp16 = 1 }
+  return low[t.precision] ~= nil and not t.inference and t.quant == "none"
+end
+
 -- Fields the scenario or --set gave that nothing in this run reads, each with why: a knob that
 -- only some runs use (checkpointing's, device_map's, the network's between nodes, ...) is noted
 -- where it has no effect, so that setting it is never silently an answer that ignores it. (A
@@ -798,10 +911,21 @@ local function inert_given(cfg, ctx)
   for _, f in ipairs { "hidden", "intermediate", "heads", "kv_heads", "layers", "vocab" } do
     rules[#rules + 1] = { "model." .. f, cfg.model.arch ~= "sdxl", "SDXL's shapes are its variant's" }
   end
+  if cfg.model.arch ~= "sdxl" then
+    rules[#rules + 1] = { "training.build", build_read(t),
+      "the weights are built in their own dtype (fp32 weights, inference or bitsandbytes)" }
+  end
+  if cfg.model.arch == "sdxl" then
+    local full = cfg.model.variant == "sdxl-base"
+    rules[#rules + 1] = { "training.text_encoders", full, "the sdxl-base-unet variant runs the UNet alone" }
+    rules[#rules + 1] = { "training.vae", full, "the sdxl-base-unet variant runs the UNet alone" }
+    rules[#rules + 1] = { "training.build", false, "SDXL's models are built in their dtype (diffusers' from_pretrained)" }
+  end
+  local schema = schema_of(cfg.model.arch == "sdxl" and "sdxl" or "llama2")
   local out = {}
   for _, r in ipairs(rules) do
     local sec, f = r[1]:match("^(%a+)%.(.*)$")
-    local v, spec = cfg[sec][f], SCHEMA[sec][f]
+    local v, spec = cfg[sec][f], schema[sec][f]
     if ctx.given[r[1]] and not r[2] and not (spec and v == spec[2]) then
       out[#out + 1] = ("%s = %s has no effect on this run: %s"):format(r[1], shown(v), r[3])
     end
@@ -853,6 +977,12 @@ local function prepare(scn, sets, file, src)
     local msg = unknown_zero_knob(k) or bad_zero_value(k, v)
     if msg then fail(ctx, "zero", "training", msg) end
   end
+  -- training.lora's keys likewise: one peft's LoraConfig as modelled does not take is an error,
+  -- never a default silently in its place
+  for _, k in ipairs(ordered_keys(t0.lora or {})) do
+    local msg = unknown_lora_key(k)
+    if msg then fail_given(ctx, sets, { "lora." .. tostring(k), "training.lora." .. tostring(k) }, "lora", "training", msg) end
+  end
   -- a Hugging Face config's sizes are checked before a model is built from them
   if cfg.model.config ~= nil then
     local c = cfg.model.config
@@ -891,7 +1021,13 @@ local function build_graph(st)
     dp = require "strategies.dp"
     dp.setup(cx, cfg)
   end
-  local model = require(P.builder(cfg))
+  -- (a config the arch does not read is an error at the scenario's model.arch or model.config)
+  local okb, builder = pcall(P.builder, cfg)
+  if not okb then
+    local m = tostring(builder)
+    fail(ctx, m:match("^model%.arch") and "arch" or "config", "model", m)
+  end
+  local model = require(builder)
   cx.micro, cx.micro_total = 1, t0.inference and 1 or t0.grad_accum
   local ok, loss, _, _, forward = pcall(model.build, cx, cfg)
   if not ok then
@@ -986,8 +1122,11 @@ end
 local function how_built(t, cx)
   if t.inference then return "" end
   local dtype = cx.run and cx.run.param_dtype
-  local s = t.build == "cast" and t.quant == "none" and "; built in fp32, then .to(" .. tostring(dtype) .. ")"
-            or "; weights made in their dtype (from_pretrained)"
+  local s = ""
+  if build_read(t) then
+    s = t.build == "cast" and "; built in fp32, then .to(" .. tostring(dtype) .. ")"
+        or "; weights made in their dtype (from_pretrained)"
+  end
   if cx.dp and (t.strategy == "fsdp2" or t.strategy == "zero3") then
     s = s .. (cx.dp.init_partitioned and (t.strategy == "fsdp2" and ", sharded from meta-device init" or ", partitioned by zero.Init")
               or ", whole on every GPU, then sharded")
@@ -1103,7 +1242,17 @@ function P.builder(cfg)
   local given = m.arch
   if m.config ~= nil then
     local fam = require("models.hf").resolve(m.config)
-    if given ~= nil and given ~= "llama2" and given ~= fam then
+    -- (llama2 names the Llama-2 shapes: beside a config of another family, as --set model.config
+    -- on a Llama-2 scenario gives, the config's family is built, and the run says so)
+    if given == "llama2" and fam ~= "llama" then
+      cfg.notes = cfg.notes or {}
+      local note = ("model.arch = llama2 read as %s, the family of model.config (%s)"):format(fam,
+                    type(m.config) == "string" and m.config or "a table")
+      -- (a plan finished with an earlier build's graph has that build's notes already)
+      local seen = false
+      for _, n in ipairs(cfg.notes) do seen = seen or n == note end
+      if not seen then table.insert(cfg.notes, note) end
+    elseif given ~= nil and given ~= fam and given ~= "llama2" then
       error(("model.arch = %s, but the config is a %s model (%s)"):format(given, fam,
             type(m.config) == "string" and m.config or "model.config"), 0)
     end
@@ -1126,26 +1275,103 @@ function P.field_type(section, field)
   return spec and spec[1] or nil
 end
 
--- `vrsim fields`: every scenario field with its type, default, choices and meaning, by section.
+-- What each training.zero knob does, for `vrsim fields` (the knobs, their types, choices and
+-- defaults are lua/strategies/dp.lua's DEFAULTS and KNOB_TYPES, which check them).
+local ZERO_HELP = {
+  bucket_cap_mb = "DDP's gradient bucket size in MiB (DistributedDataParallel bucket_cap_mb)",
+  first_bucket_mb = "DDP's first gradient bucket in MiB",
+  reduce_bucket_size = "DeepSpeed: elements per gradient reduction bucket (\"auto\": hidden^2)",
+  allgather_bucket_size = "DeepSpeed: elements per parameter all-gather bucket",
+  overlap_comm = "DeepSpeed: overlap reductions with backward (\"auto\": true at stage 3 only)",
+  contiguous_gradients = "DeepSpeed: copy gradients into one contiguous buffer as they are reduced",
+  stage3_param_persistence_threshold = "ZeRO-3: parameters of fewer elements stay whole on every rank (\"auto\": 10 hidden)",
+  stage3_prefetch_bucket_size = "ZeRO-3: elements of parameters gathered ahead (\"auto\": 0.9 hidden^2)",
+  stage3_max_live_parameters = "ZeRO-3: elements of gathered parameters kept at once",
+  offload_optimizer = "optimizer state and step on the host (DeepSpeed offload_optimizer, FSDP2 CPUOffloadPolicy); nvme is refused",
+  offload_param = "parameters on the host between uses (ZeRO-3 offload_param, FSDP2 CPUOffloadPolicy); nvme is refused",
+  raf = "reshard after forward: free gathered parameters after forward, gather again for backward",
+  init = "how the sharded model is built: whole (on every GPU, then sharded), partitioned (at construction, as zero.Init), meta (on the meta device, then materialised as shards), auto (the strategy's own: the run's header names it)",
+  shard_group = "FSDP2 hybrid sharding (HSDP): shard over this many consecutive ranks, all-reduce across groups (0: every rank)",
+  reduce_dtype = "FSDP2 MixedPrecisionPolicy.reduce_dtype (auto: the gradients' dtype)",
+  sync_every_micro_batch = "FSDP2 with grad_accum: reduce-scatter every micro-batch (false: set_requires_gradient_sync(False) until the last)",
+}
+
+-- A default as `vrsim fields` shows it, in brackets ("" when there is none).
+local function default_shown(d)
+  if d == nil then return "" end
+  return " [" .. shown(d) .. "]"
+end
+
+-- The rows of `vrsim fields` for one table of fields: names sorted, each with its type, meaning,
+-- default and choices (ch: field -> { value = 1 } or a list; tags: field -> "[sdxl] ").
+local function field_rows(out, fields, ch, extra)
+  for _, f in ipairs(keys(fields)) do
+    local spec = fields[f]
+    local e = extra and extra[f] or {}
+    -- (a name past the column keeps one space before its type)
+    local rest = (e.tag or "") .. (spec[3] or "") .. default_shown(spec[2])
+    out[#out + 1] = #f < 24 and ("  %-24s %-8s %s"):format(f, spec[1], rest)
+                    or ("  %s %s %s"):format(f, spec[1], rest)
+    local c = ch[f]
+    if c then
+      if c[1] == nil then c = keys(c) end
+      out[#out + 1] = ("  %-24s %-8s one of%s: %s"):format("", "", e.choices_of or "", table.concat(c, ", "))
+    end
+    for _, more in ipairs(e.more or {}) do
+      out[#out + 1] = ("  %-24s %-8s %s"):format("", "", more)
+    end
+  end
+end
+
+-- `vrsim fields`: every field a scenario may set, with its type, default, choices and meaning, by
+-- section: the schema that checks scenarios (SCHEMA and CHOICES, each model module's own fields,
+-- training.zero's knobs from lua/strategies/dp.lua and training.lora's keys from
+-- lua/strategies/lora.lua), so that the list and the checker cannot differ.
 function P.fields_text()
   local order = { "hardware", "model", "training", "allocator" }
   local out = { "Scenario fields (a scenario returns { title = ..., hardware = {...}, model = {...},",
                 "training = {...}, allocator = {...} }; --set section.field=value or field=value",
-                "overrides one). Defaults in brackets.", "" }
+                "overrides one). Defaults in brackets; [ARCH] marks a field only that model.arch reads.", "" }
   for _, sec in ipairs(order) do
     out[#out + 1] = sec
-    local names = keys(SCHEMA[sec])
-    for _, f in ipairs(names) do
-      local spec = SCHEMA[sec][f]
-      local def = spec[2] == nil and "" or (" [" .. tostring(spec[2]) .. "]")
-      out[#out + 1] = ("  %-24s %-8s %s%s"):format(f, spec[1], spec[3] or "", def)
-      if CHOICES[f] then
-        local c = keys(CHOICES[f])
-        out[#out + 1] = ("  %-24s %-8s one of: %s"):format("", "", table.concat(c, ", "))
+    local fields, extra = {}, {}
+    for f, spec in pairs(SCHEMA[sec]) do fields[f] = spec end
+    local ch = {}
+    for f in pairs(fields) do ch[f] = CHOICES[f] end
+    for _, m in ipairs(arch_modules()) do
+      for f, spec in pairs(m.schema[sec] or {}) do
+        if not fields[f] then
+          fields[f], ch[f] = spec, m.choices[f]
+          extra[f] = { tag = "[" .. m.arch .. "] " }
+        end
+      end
+      for f, c in pairs(m.choices) do
+        if SCHEMA[sec][f] and not CHOICES[f] then ch[f], extra[f] = c, { choices_of = " (" .. m.arch .. ")" } end
       end
     end
+    field_rows(out, fields, ch, extra)
     out[#out + 1] = ""
   end
+  -- training.zero: dp.lua's knobs, which strategies read each
+  local dp = require "strategies.dp"
+  out[#out + 1] = "training.zero (the data-parallel strategy's knobs: zero = { NAME = value }, --set zero.NAME=value)"
+  local zfields, zch, zextra = {}, {}, {}
+  for k, d in pairs(dp.DEFAULTS) do
+    local ty = dp.KNOB_TYPES[k]
+    local kind = type(ty) == "table" and "string" or ty or type(d)
+    zfields[k] = { kind, d, ZERO_HELP[k] or "" }
+    if type(ty) == "table" then zch[k] = ty end
+    local by = dp.KNOB_STRATEGIES[k]
+    if by then zextra[k] = { more = { "read by: " .. table.concat(keys(by), ", ") } } end
+  end
+  field_rows(out, zfields, zch, zextra)
+  out[#out + 1] = ""
+  -- training.lora: peft's LoraConfig keys
+  local lora = require "strategies.lora"
+  out[#out + 1] = "training.lora (peft's LoraConfig: lora = { NAME = value }, --set lora.NAME=value; any lora_* precision uses it)"
+  field_rows(out, lora.FIELDS, lora.CHOICES)
+  out[#out + 1] = ""
+  out[#out + 1] = "Not modelled (refused by name): " .. unmodelled.WHERE .. "."
   out[#out + 1] = "GPU names: vrsim gpus. Hosts, links and networks: lua/hw/hosts.lua, links.lua."
   return table.concat(out, "\n") .. "\n"
 end

@@ -1,5 +1,5 @@
 -- record.lua: one measured run (a line of a validation .jsonl, in the format of
--- shared/truth/README.md, decoded into a Lua table by the C side) turned into the scenario table
+-- docs/validation.md, "Record format", decoded into a Lua table by the C side) turned into the scenario table
 -- that reproduces it. The scenario then goes through the planner like any other
 -- (lua/vrsim/plan.lua), so a record is data from start to end: nothing of it becomes Lua source.
 --

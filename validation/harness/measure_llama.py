@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measure LLaMA training steps on one GPU the way shared/truth/README.md describes.
+"""Measure LLaMA training steps on one GPU the way docs/validation.md, "Record format", describes.
 
 Each configuration runs in a fresh Python process (so the caching allocator starts empty):
 
@@ -8,7 +8,7 @@ Each configuration runs in a fresh Python process (so the caching allocator star
   non-reentrant gradient checkpointing per decoder layer; AdamW(lr=1e-5) foreach / fused /
   for-loop; four steps of forward (labels = ids), backward, opt.step(), zero_grad(set_to_none);
   peak statistics reset before each step; one JSON line per configuration in the record layout
-  of shared/truth/llama_h200.jsonl (and fit_h200.jsonl for capped runs).
+  of validation/records/llama_h200.jsonl (and fit_h200.jsonl for capped runs).
 
 Usage:
   measure_llama.py --plan PLAN.jsonl --out RESULTS.jsonl [--trace-dir DIR] [--deadline-s S]
@@ -308,7 +308,7 @@ def worker(cfg, result_path, trace_dir):
     else:
         ids = torch.randint(0, lcfg.vocab_size, (batch, seq), device=dev)
         autocast = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(mode)
-        # amp_fp16 scales the loss as torch.amp.GradScaler does (shared/truth/README.md)
+        # amp_fp16 scales the loss as torch.amp.GradScaler does (docs/validation.md, "Record format")
         scaler = torch.amp.GradScaler("cuda") if mode == "amp_fp16" else None
         for step in range(nsteps):
             torch.cuda.synchronize()

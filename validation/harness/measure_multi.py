@@ -4,7 +4,7 @@
 Same step procedure as measure_llama.py (fresh processes per configuration, four steps, peaks
 reset before each step, fwd/bwd peaks, CUDA-event step time), run under torchrun with one
 process a GPU. One JSON line per configuration in the multi-GPU record format of
-shared/DESIGN.md ("Validation records"): the single-GPU fields plus strategy, raf, world_size,
+docs/validation.md ("Record format"): the single-GPU fields plus strategy, raf, world_size,
 offload, empty_cache_after_build and a ranks array, each rank with its after_build_* figures,
 steps and nvsmi_used_minus_reserved_mib.
 

@@ -1,7 +1,7 @@
 """The host time of an SDXL UNet step with LoRA against the same UNet trained whole, on one host:
 two UNets of sdxl_unet.py in one process, bf16, no checkpointing; one trained whole, the other
 frozen with peft adapters (LoraConfig(r, lora_alpha=r, lora_dropout=0, target_modules to_q,
-to_k, to_v, to_out.0), inject_adapter_in_model), as shared/truth/sdxl_h200_gen2.jsonl's pub-s01.
+to_k, to_v, to_out.0), inject_adapter_in_model), as the held-out sdxl_h200_gen2.jsonl's pub-s01.
 Steps alternate between the two, Python's collector off; the host time per phase (forward,
 backward, optimizer; no synchronisation inside the step), medians over the rounds. One JSON line.
 

@@ -1,5 +1,5 @@
 """Step-to-step spread of SDXL UNet steps, LoRA and trained whole, and what Python's cyclic
-garbage collector takes of it: the measured record pub-s01 (shared/truth/sdxl_h200_gen2.jsonl,
+garbage collector takes of it: the measured record pub-s01 (the held-out sdxl_h200_gen2.jsonl,
 LoRA r 8 at 512 px, batch 1, host-bound) has steps 1-3 of 307, 403 and 366 ms.
 
 Two UNets of sdxl_unet.py in one process, bf16, no checkpointing, built as

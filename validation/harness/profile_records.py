@@ -1,5 +1,5 @@
 """profile_sdxl_step.py's lines as records `vrsim validate` reads: each profiled configuration
-becomes a record of the truth's SDXL layout (shared/truth/sdxl_h200.jsonl), its steps the
+becomes a record of the truth's SDXL layout (validation/records/sdxl_h200.jsonl), its steps the
 profile's CUDA-event step times and per-step peaks; a last entry holds the median of the steady
 steps (1..), which is what validate compares. The build fields come from the truth record of
 the same mode and checkpointing (the harness builds the same UNet the same way).

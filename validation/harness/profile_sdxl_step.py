@@ -1,5 +1,5 @@
 """Where an SDXL UNet training step's time goes on the host and on the GPU, measured with the
-plain-PyTorch UNet of sdxl_unet.py and the step of shared/truth/sdxl_h200.jsonl (MSE on random
+plain-PyTorch UNet of sdxl_unet.py and the step of validation/records/sdxl_h200.jsonl (MSE on random
 latents, AdamW foreach lr 1e-5, bf16 parameters or fp32 under bf16 autocast, optional
 checkpointing). One JSON line per configuration:
 

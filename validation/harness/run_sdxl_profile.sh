@@ -1,6 +1,6 @@
 #!/bin/bash
 # SDXL UNet step profiles on one H200 (one device call): the three configurations of
-# shared/truth/sdxl_h200.jsonl at their resolution, with and without Python's garbage collector,
+# validation/records/sdxl_h200.jsonl at their resolution, with and without Python's garbage collector,
 # then the same steps at 64 px, where the GPU never limits and what is measured is the host's
 # dispatch of the step.
 #   usage: OUT=... bash validation/harness/run_sdxl_profile.sh

@@ -5,7 +5,7 @@ GEGLU feed-forward, Downsample2D / Upsample2D (the bf16 -> fp32 cast around near
 the time and add embeddings, and diffusers' gradient checkpointing (non-reentrant, every
 ResnetBlock2D and every BasicTransformerBlock except the mid block's first ResNet).
 
-2,567,463,684 parameters with the default config, as shared/truth/sdxl_h200.jsonl's model.
+2,567,463,684 parameters with the default config, as validation/records/sdxl_h200.jsonl's model.
 Used by profile_sdxl_step.py.
 """
 import math

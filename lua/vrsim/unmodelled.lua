@@ -1,0 +1,82 @@
+-- unmodelled.lua: names of things training scripts set that vrsim knows it does not model, so that
+-- a scenario naming one (a field, a section, a knob or a value: `compile = true`,
+-- `strategy = "tp"`, `optimizer = "paged_adamw_8bit"`) is refused as not modelled, with a
+-- pointer to the list of what is and is not modelled, instead of "unknown field" and a guess at
+-- a modelled name that would answer another question. docs/scenarios.md "Not modelled" lists the
+-- same things; every entry there is one here.
+local U = {}
+
+-- Where a refusal points: the docs' list of what is and is not modelled.
+U.WHERE = 'docs/scenarios.md, "Not modelled"'
+
+-- { what it is, names as people write them }. A name matches once lowercased with everything
+-- but letters and digits removed ("torch.compile", "torch_compile" and "TorchCompile" alike),
+-- whole, or with a suffix of SUFFIXES ("tp_size", "pipeline_parallel_degree").
+local THINGS = {
+  { "torch.compile (compiled graphs: fused kernels and Inductor's own buffers)",
+    { "compile", "torchcompile", "compiled", "inductor", "dynamo" } },
+  { "float8 training (torchao float8, Transformer Engine fp8)",
+    { "fp8", "float8", "fp8e4m3", "fp8e5m2", "transformerengine", "te", "torchao" } },
+  { "fused or chunked cross-entropy (Liger kernels, Cut Cross-Entropy, chunked loss)",
+    { "liger", "ligerkernel", "useligerkernel", "fusedcrossentropy", "fusedce", "chunkedcrossentropy",
+      "chunkedce", "chunkedloss", "cutcrossentropy", "cce", "fusedlinearcrossentropy" } },
+  { "tensor parallelism", { "tp", "tensorparallel", "tensorparallelism", "tensormodelparallel" } },
+  { "pipeline parallelism", { "pp", "pipelineparallel", "pipelineparallelism", "pipeline" } },
+  { "context / sequence parallelism (ring attention, Ulysses)",
+    { "cp", "sp", "contextparallel", "contextparallelism", "sequenceparallel", "sequenceparallelism",
+      "ringattention", "ulysses" } },
+  { "expert parallelism and mixture-of-experts models", { "ep", "expertparallel", "expertparallelism", "moe" } },
+  { "activation offloading to host memory",
+    { "activationoffloading", "activationoffload", "offloadactivations", "cpuoffloadactivations",
+      "enableactivationoffloading", "offloadactivation" } },
+  { "the optimizer step in backward (optimizer_in_backward, fused into the gradient hooks)",
+    { "optimizerinbackward", "optiminbwd", "optimizerinbwd", "optimizerbackward" } },
+  { "paged optimizers (bitsandbytes' paged AdamW, unified memory)",
+    { "paged", "pagedadamw", "pagedadamw8bit", "pagedadamw32bit", "pagedadam", "pagedlion8bit",
+      "pagedoptimizer" } },
+  { "sequence packing (several samples in one sequence, varlen attention)",
+    { "packing", "samplepacking", "pack", "packed", "padfree" } },
+  { "preference and RL training (DPO, ORPO, KTO, PPO, GRPO: a reference model, paired batches)",
+    { "dpo", "orpo", "kto", "ppo", "grpo", "rlhf", "referencemodel", "refmodel" } },
+  { "generation (model.generate, the KV cache beyond one forward pass)",
+    { "generate", "generation", "kvcache", "maxnewtokens", "decode" } },
+}
+
+-- Suffixes a name may carry and still be the thing: tp_size, pipeline_parallel_degree, ...
+local SUFFIXES = { "", "size", "degree", "world", "worldsize", "enabled", "enable", "config", "kwargs" }
+
+local BY_NAME = {}
+for _, t in ipairs(THINGS) do
+  for _, n in ipairs(t[2]) do BY_NAME[n] = t[1] end
+end
+
+-- What `name` names that vrsim does not model, or nil when it names none of them.
+function U.what(name)
+  if type(name) ~= "string" then return nil end
+  local n = name:lower():gsub("[^%w]", "")
+  for _, s in ipairs(SUFFIXES) do
+    if s == "" or (#n > #s and n:sub(-#s) == s) then
+      local stem = n:sub(1, #n - #s)
+      local w = BY_NAME[stem] or BY_NAME[stem:gsub("^use", "", 1)] or BY_NAME[stem:gsub("^enable", "", 1)]
+      if w then return w end
+    end
+  end
+  return nil
+end
+
+-- The refusal for `where` (a field, a section or a value as the scenario wrote it), or nil when
+-- `name` is nothing vrsim knows it does not model.
+function U.refusal(where, name)
+  local w = U.what(name)
+  if not w then return nil end
+  return ("%s: vrsim does not model %s (what it does and does not model: %s)"):format(where, w, U.WHERE)
+end
+
+-- Every thing in the list, for the docs' check.
+function U.things()
+  local r = {}
+  for i, t in ipairs(THINGS) do r[i] = t[1] end
+  return r
+end
+
+return U
