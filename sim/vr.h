@@ -41,5 +41,7 @@ bool vr_read_all(int fd, void *p, size_t n);
 
 /* Seconds on the monotonic clock (for timeouts and rates; no meaning as a date). */
 double vr_now_s(void);
+/* Seconds of CPU this process has used (a bound on work that a loaded machine must not move). */
+double vr_cpu_s(void);
 
 #endif

@@ -71,7 +71,9 @@ typedef struct PoolChunk {
 typedef struct Sandbox {
     size_t used, limit;          /* bytes, over every state that shares this sandbox */
     long instructions, limit_ins;
-    double deadline_s;           /* vr_now_s() past which the scenario's code is stopped (0: none) */
+    double deadline_s;           /* vr_cpu_s() past which the scenario's code is stopped (0: none):
+                                    CPU time, so that a loaded machine stops a runaway loop at
+                                    the instruction limit as an idle one does */
     int stopped;                 /* a limit was reached: every hook call raises */
     char stop_msg[400];          /* the message it raises (and the load reports) */
     char lua_dir[PATH_MAX];
@@ -187,7 +189,7 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     if (!sb->stopped) {
         sb->instructions += HOOK_EVERY;
         watchdog_beat();
-        bool late = sb->deadline_s > 0 && vr_now_s() > sb->deadline_s;
+        bool late = sb->deadline_s > 0 && vr_cpu_s() > sb->deadline_s;
         if (sb->instructions <= sb->limit_ins && !late) return;
         /* inside the hook, level 0 is the Lua function that was running: name its line, and
          * say whether that was the scenario's code or vrsim's own building the plan */
@@ -200,7 +202,7 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
         luaL_where(L, 0);
         if (late)
             snprintf(sb->stop_msg, sizeof sb->stop_msg,
-                     "%stime limit reached (the scenario's code ran for %d s): a runaway loop in "
+                     "%stime limit reached (the scenario's code ran for %d s of CPU): a runaway loop in "
                      "the scenario?", lua_tostring(L, -1), SCENARIO_LIMIT_S);
         else if (own)
             snprintf(sb->stop_msg, sizeof sb->stop_msg,
@@ -2210,7 +2212,7 @@ static VrStatus load_in(Sandbox *sb, lua_State *P, const char *chunkname, const 
     if (S) {
         lua_pushcfunction(S, scenario_protected);
         lua_pushlightuserdata(S, &c);
-        sb->deadline_s = vr_now_s() + SCENARIO_LIMIT_S;
+        sb->deadline_s = vr_cpu_s() + SCENARIO_LIMIT_S;
         int rc = lua_pcall(S, 1, 1, 0);
         sb->deadline_s = 0;
         if (rc || sb->stopped) {
