@@ -32,5 +32,16 @@ rc=$?
 if [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ]; then ok "every listed training default ($n fields) is accepted by --set"
 else fail "listed defaults through --set: exit $rc" "$(head -n 3 "$TMP/run")"; fi
 
+# the field that states an NVLink bridge between two cards sold without NVLink is listed, with
+# its default (none fitted), and takes that default back through --set
+if awk '/^[a-z]/ { sec = $1 } sec == "hardware" && /^  nvlink_bridge +boolean .*\[false\]$/ { f = 1 } END { exit !f }' "$TMP/fields"
+then
+  "$VRSIM" scenarios/llama7b_h200.lua --no-files --set model.size=7b-l1 --set seq=128 \
+    --set hardware.nvlink_bridge=false >"$TMP/bridge" 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ]; then ok "hardware.nvlink_bridge is listed (boolean, default false) and --set takes it"
+  else fail "hardware.nvlink_bridge through --set: exit $rc" "$(head -n 3 "$TMP/bridge")"; fi
+else fail "vrsim fields does not list hardware.nvlink_bridge" "$(grep -A3 '^hardware' "$TMP/fields")"; fi
+
 echo "test_fields: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
