@@ -205,9 +205,9 @@ EOF
 fi
 # a catalog GPU without a price (no dated source for one: lua/hw/prices.lua) still gets its row,
 # with no cost and a note saying why, beside a priced one
-run shop_noprice shop $SCN $SMALL --tokens 1e7 --only l4,rtx4090 --gpus 1
+run shop_noprice shop $SCN $SMALL --tokens 1e7 --only t4,rtx4090 --gpus 1
 expect "shop with a GPU that has no price" 0
-if grep -qE '^  l4 +1 +- +yes .* - +no price in lua/hw/prices.lua$' "$TMP/shop_noprice.out" &&
+if grep -qE '^  t4 +1 +- +yes .* - +no price in lua/hw/prices.lua$' "$TMP/shop_noprice.out" &&
    grep -qE '^  rtx4090 +1 +- +yes .* [0-9]+\.[0-9]+; ' "$TMP/shop_noprice.out"; then
   ok "shop: a GPU without a price gets its row, no cost and a note"
 else fail "shop: a GPU without a price" "$(cat "$TMP/shop_noprice.out" "$TMP/shop_noprice.err")"; fi

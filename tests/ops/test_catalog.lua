@@ -87,7 +87,7 @@ for _, k in ipairs { "rtx4090", "rtx4080", "rtx5090", "l4", "l40s", "a10", "t4",
   check(gpus[k].nvlink == false, k .. ": no NVLink")
 end
 -- prices exist only with a source: the new cards without one have none
-for _, k in ipairs { "l4", "t4", "rtx5090", "mi300x", "b200" } do check(prices[k] == nil, k .. ": no price without a source") end
+for _, k in ipairs { "t4", "a10", "rtx4080", "rtx5080", "mi300x" } do check(prices[k] == nil, k .. ": no price without a source") end
 
 -- aliases: every value is a catalog name (or a list of them), and the spellings people type resolve
 for a, v in pairs(aliases) do
