@@ -1055,8 +1055,9 @@ local function finish(st, G, cx, alloc_read)
   local notes = {}
   for _, n in ipairs(cfg.notes or {}) do notes[#notes + 1] = n end
   for _, n in ipairs(cx.notes or {}) do notes[#notes + 1] = n end
-  -- bf16 math on a GPU without bf16 units (Volta): PyTorch emulates it, and the cost model prices
-  -- those GEMMs at the GPU's fp32 rate (sim/cost.c cost_gemm_rate), which nobody measured
+  -- bf16 math on a GPU without bf16 tensor cores (Volta, Turing: compute capability below 8.0):
+  -- PyTorch emulates it, and the catalog gives those GEMMs the GPU's fp32 rate as their bf16 peak
+  -- (lua/hw/gpus.lua), which nobody measured. Then what vrsim does not model on the card.
   local bf16_math = t.precision:match("bf16") or t.precision == "mp_fp32"
   local gpu = gpus[dev.key] or {}
   if bf16_math and gpu.vendor ~= "amd" and (dev.compute_capability or 0) < 8 then
