@@ -6,6 +6,7 @@
 #   docs/validation.md  block validate-table (all of `vrsim validate`)
 #   README.md and docs/step-time.md  block published (tests/test_published.sh as a table; python3)
 #   docs/scenarios.md   block fields (`vrsim fields`)
+#   docs/gpus.md        blocks gpus (`vrsim gpus`) and gpu-kinds (each figure's kind, --sources)
 # A block is the text between `<!-- BEGIN NAME (make reports) -->` and `<!-- END NAME -->`; the
 # rest of each file is left byte for byte. Running it twice changes nothing.
 #
@@ -342,6 +343,18 @@ splice README.md published "$TMP/published"
 splice docs/step-time.md published "$TMP/published"
 { echo '```'; echo '$ ./vrsim fields'; "$VRSIM" fields 2>&1; echo '```'; } >"$TMP/fields"
 splice docs/scenarios.md fields "$TMP/fields"
+# the GPU catalog: `vrsim gpus`, and each figure's kind from `vrsim gpus --sources` as a table
+fence gpus
+splice docs/gpus.md gpus "$TMP/fence"
+"$VRSIM" gpus --sources 2>&1 | awk '
+  BEGIN { print "| catalog name | card | memory | usable | context | bandwidth | peaks | SMs | L2 | NVLink | power |"
+          print "|---|---|---|---|---|---|---|---|---|---|---|" }
+  /^[a-z0-9_]+ \(/ { key = $1; name = substr($0, length($1) + 3); sub(/\)$/, "", name) }
+  /^  kind / { row = "| `" key "` | " name " |"
+               n = split(substr($0, 26), f, ", ")
+               for (i = 1; i <= n; i++) { sub(/^[a-z0-9_]+ /, "", f[i]); row = row " " f[i] " |" }
+               print row }' >"$TMP/kinds"
+splice docs/gpus.md gpu-kinds "$TMP/kinds"
 VRSIM=$VRSIM sh reports/scenario_answers.sh write >"$TMP/answers"; arc=$?
 grep -v '^ok ' "$TMP/answers"
 echo "make_reports: scenarios/*.lua ($(grep -c '^ok ' "$TMP/answers") answers as they were)"

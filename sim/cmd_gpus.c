@@ -16,7 +16,8 @@ int cmd_gpus(int argc, char **argv) {
                    "Lists the GPU catalog (lua/hw/gpus.lua): memory, what torch reports as usable,\n"
                    "the CUDA context outside the allocator, bandwidth, bf16 rate, rental price\n"
                    "(lua/hw/prices.lua) and whether a calibrated profile exists. --sources adds\n"
-                   "the datasheet or measurement behind every figure. Add a GPU: lua/hw/README.md.\n");
+                   "each figure's kind (measured, carried or datasheet) and the datasheet or\n"
+                   "measurement behind it (docs/gpus.md). Add a GPU: lua/hw/README.md.\n");
             return VR_EXIT_OK;
         } else {
             fprintf(stderr, "vrsim gpus: unknown option %s (vrsim gpus --help)\n", argv[i]);

@@ -416,11 +416,11 @@ int cmd_shop(int argc, char **argv) {
     snprintf(name, sizeof name, "%s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
     if (strlen(name) > 4 && strcmp(name + strlen(name) - 4, ".lua") == 0) name[strlen(name) - 4] = 0;
     printf("vrsim shop: %s, a job of %.4g %s\n\n", name, job, images ? "images" : "tokens");
-    printf("  %-10s %4s %-6s %-5s %9s %8s %10s %12s %10s %9s  %s\n", "gpu", "n", "dp", "fits", "resvd GiB",
+    printf("  %-15s %4s %-6s %-5s %9s %8s %10s %12s %10s %9s  %s\n", "gpu", "n", "dp", "fits", "resvd GiB",
            "of GiB", "step ms", images ? "images/s" : "tokens/s", "job", "cost $", "price ($/GPU-h; confidence, provider, date)");
     for (int i = 0; i < n; i++) {
         const Row *r = &rows[i];
-        printf("  %-10s %4d %-6s ", r->gpu, r->count, r->count > 1 ? r->strategy : "-");
+        printf("  %-15s %4d %-6s ", r->gpu, r->count, r->count > 1 ? r->strategy : "-");
         if (r->error) { printf("error: %s\n", r->err); continue; }
         printf("%-5s %9.2f %8.2f", r->fits ? "yes" : "NO", GIB(r->peak_res), GIB(r->capacity));
         if (r->fits && r->step_ms > 0) {

@@ -60,7 +60,9 @@ int device_row_sum_buffers(const DeviceSpec *dev, int64_t m, int64_t c, uint64_t
     int64_t grid = (dim0 - 1) / step_out + 1;
     int64_t sms = dev && dev->sm_count > 0 ? dev->sm_count : 132;
     double cc = dev ? dev->compute_capability : 0;
-    int64_t threads_per_sm = (cc == 8.6 || cc == 8.9) ? 1536 : 2048;
+    /* cudaDeviceProp.maxThreadsPerMultiProcessor by compute capability (CUDA C++ Programming
+     * Guide, technical specifications): 1024 on 7.5, 1536 on 8.6, 8.9 and 12.x, 2048 else */
+    int64_t threads_per_sm = cc == 7.5 ? 1024 : (cc == 8.6 || cc == 8.9 || (cc >= 12 && cc < 13)) ? 1536 : 2048;
     int64_t target = sms * (threads_per_sm / (bw * bh));
     if (!(split && vpt >= 256 && grid <= target)) return 0;
     int64_t c1 = (target + grid - 1) / grid, c2 = (vpt - 1) / 16 + 1, c3 = (vpt - 1) / 256 + 1;

@@ -91,6 +91,89 @@ elif [ "$RC" -eq 0 ] && grep -q "^h200 " "$TMP/gpus.out" && grep -q "^rtx4090 " 
   ok "vrsim gpus lists the catalog"
 else fail "vrsim gpus: exit $RC, or h200/rtx4090 missing from its list"; fi
 
+# ---- the catalog: the cards people rent ----------------------------------------------------
+# Each runs a small scenario (TinyLlama cut to 2 layers; eager attention before Ampere, where
+# SDPA's grouped-query path is PyTorch's unmodelled math fallback) and gives a sane answer: it
+# fits, the capacity is the card's (less its context), the step time is finite.
+CARDS="l4 t4 a10 a10g rtx4060ti_16g rtx4070ti_super rtx4080 rtx4090 rtx5080 rtx5090 rtx6000_ada rtx_a5000 rtx_a6000 l40s v100_16g v100_32g a100_40g a100_80g h100_pcie h100_sxm h200 b200 mi300x rtx3090"
+for g in $CARDS; do
+  grep -q "^$g " "$TMP/gpus.out" || fail "vrsim gpus: $g missing from its list"
+  case $g in t4|v100_*) att="--set attention=eager" ;; *) att="" ;; esac
+  # shellcheck disable=SC2086
+  run "card_$g" scenarios/tinyllama_full_4090.lua --set gpu=$g --set layers=2 $att --json --no-files
+  if crashed "catalog card $g"; then continue; fi
+  if [ "$RC" -ne 0 ]; then fail "catalog card $g: exit $RC" "$(head -n 3 "$TMP/card_$g.err")"; continue; fi
+  [ "$HAVE_PY" = 1 ] || { ok "catalog card $g runs"; continue; }
+  if msg=$(python3 - "$TMP/card_$g.out" "$g" <<'EOF' 2>&1
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+g = sys.argv[2]
+cap, peak, st = d["capacity_bytes"], d["peak_reserved_bytes"], d["step_time_ms"]
+assert d["gpu"] == g, "gpu is %r" % d["gpu"]
+assert d["fits"] is True, "does not fit"
+assert 13 * 2**30 < cap < 200 * 2**30, "capacity %r" % cap
+assert 2**30 < peak < cap, "peak reserved %r of %r" % (peak, cap)
+assert math.isfinite(st) and 1 < st < 60000, "step time %r ms" % st
+EOF
+); then ok "catalog card $g: a small run fits with a sane capacity and step time"
+  else fail "catalog card $g" "$msg"; fi
+done
+
+# The V100 has no bf16 tensor cores: PyTorch emulates bf16 and its GEMMs run at the fp32 rate,
+# not 0 (lua/hw/gpus.lua); a bf16 run there says so in a note.
+if grep -qE "^v100_32g .* 0\.90 +16 +16 " "$TMP/gpus.out"; then ok "vrsim gpus: V100 bf16 at its fp32 rate, 16 TFLOP/s"
+else fail "vrsim gpus: V100 bf16 figure" "$(grep '^v100' "$TMP/gpus.out")"; fi
+if grep -q "no bf16 tensor cores (compute capability 7.0)" "$TMP/card_v100_16g.out"; then
+  ok "a bf16 run on a V100 notes that bf16 is emulated"
+else fail "bf16 on a V100: no note" "$(grep notes "$TMP/card_v100_16g.out")"; fi
+# MI300X: what vrsim does not model on ROCm is a named note of every run
+if grep -q "not modelled on the AMD Instinct MI300X" "$TMP/card_mi300x.out"; then ok "an MI300X run names what is not modelled"
+else fail "MI300X run: no not-modelled note"; fi
+
+# MI300X: its Infinity Fabric is a full mesh, one link to each of the other 7 GPUs: two GPUs
+# share one link, eight use all seven (lua/hw/links.lua nvlink.xgmi_mi300x), so the same
+# gradients take well over three times as long to all-reduce on two as on eight
+MI="scenarios/tinyllama_full_4090.lua --set gpu=mi300x --set layers=2 --set strategy=ddp --no-files"
+# shellcheck disable=SC2086
+run mi_2 $MI --set count=2
+# shellcheck disable=SC2086
+run mi_8 $MI --set count=8
+c2=$(sed -n 's/.*communication \([0-9.]*\) ms.*/\1/p' "$TMP/mi_2.out")
+c8=$(sed -n 's/.*communication \([0-9.]*\) ms.*/\1/p' "$TMP/mi_8.out")
+if [ -n "$c2" ] && [ -n "$c8" ] && awk -v a="$c2" -v b="$c8" 'BEGIN { exit !(b > 0 && a > 3 * b) }'; then
+  ok "MI300X: all-reduce on 2 GPUs (one xGMI link, $c2 ms) over 3x that on 8 (seven links, $c8 ms)"
+else fail "MI300X mesh: communication $c2 ms on 2, $c8 ms on 8" "$(cat "$TMP/mi_2.err" "$TMP/mi_8.err")"; fi
+
+# A name people type: rtx4080 is its own card, not "did you mean rtx4090?"
+run gpu_4080 scenarios/tinyllama_full_4090.lua --set gpu=RTX-4080 --set layers=2 --no-files
+if crashed "gpu=RTX-4080"; then :
+elif [ "$RC" -eq 0 ] && grep -q "on NVIDIA GeForce RTX 4080 " "$TMP/gpu_4080.out"; then ok "gpu=RTX-4080 reads as the catalog's rtx4080"
+else fail "gpu=RTX-4080: exit $RC" "$(head -n 3 "$TMP/gpu_4080.err" "$TMP/gpu_4080.out")"; fi
+
+# Interconnects as sold: two RTX 3090s talk over PCIe unless the scenario says a bridge is fitted
+PAIR="scenarios/tinyllama_full_4090.lua --set gpu=rtx3090 --set layers=2 --set count=2 --set strategy=ddp --no-files"
+# shellcheck disable=SC2086
+run pair_pcie $PAIR
+# shellcheck disable=SC2086
+run pair_bridge $PAIR --set nvlink_bridge=true
+if crashed "two RTX 3090s"; then :
+elif grep -q "(ddp over pcie)" "$TMP/pair_pcie.out" && grep -q "(ddp over nvlink)" "$TMP/pair_bridge.out"; then
+  ok "two RTX 3090s: PCIe by default, NVLink with hardware.nvlink_bridge = true"
+else fail "two RTX 3090s: the link" "$(grep -h 'GPUs (' "$TMP/pair_pcie.out" "$TMP/pair_bridge.out")"; fi
+# shellcheck disable=SC2086
+run pair_ic $PAIR --set interconnect=nvlink
+if [ "$RC" -eq 2 ] && grep -q "sold without NVLink: set hardware.nvlink_bridge = true" "$TMP/pair_ic.err"; then
+  ok "interconnect = nvlink on unbridged RTX 3090s is refused, naming nvlink_bridge"
+else fail "interconnect = nvlink on RTX 3090s: exit $RC" "$(cat "$TMP/pair_ic.err")"; fi
+# shellcheck disable=SC2086
+run pair_four $PAIR --set count=4 --set nvlink_bridge=true
+if [ "$RC" -eq 2 ] && grep -q "joins two cards" "$TMP/pair_four.err"; then ok "nvlink_bridge with 4 cards is refused"
+else fail "nvlink_bridge with 4 cards: exit $RC" "$(cat "$TMP/pair_four.err")"; fi
+# shellcheck disable=SC2086
+run pair_4090 $PAIR --set gpu=rtx4090 --set nvlink_bridge=true
+if [ "$RC" -eq 2 ] && grep -q "takes no NVLink bridge" "$TMP/pair_4090.err"; then ok "nvlink_bridge on RTX 4090s is refused"
+else fail "nvlink_bridge on RTX 4090s: exit $RC" "$(cat "$TMP/pair_4090.err")"; fi
+
 # The carried GEMM rate is raised to a GPU's sustained best matmul where the carry gives less
 # (lua/hw/carry.lua): the A100's published 271.2 TFLOP/s over the H200's best measured bf16 GEMM
 # (826.33 in lua/hw/calibrated/h200_gemm.lua) is x0.328, where its peak at 1410 MHz gives x0.291;
@@ -103,12 +186,12 @@ elif grep -q "x0.328 bf16 (sustained matmul 271.2 TFLOP/s / the H200's 826.3 in 
   ok "a carried GEMM rate is raised to the GPU's sustained matmul only where the carry gives less"
 else fail "carried step-time basis" "$(grep 'step time' "$TMP/carry_a100.out" "$TMP/carry_h100.out")"; fi
 
-# A V100 (Volta) has no bf16 math units and runs neither flash nor cuDNN attention: a bf16 run
+# A V100 (Volta) has no bf16 tensor cores and runs neither flash nor cuDNN attention: a bf16 run
 # says how its GEMMs are priced, and forcing flash attention is refused as PyTorch refuses it.
 run v100_bf16 scenarios/llama7b_h200.lua --set gpu=v100_32g --set model.size=7b-l1 --set seq=256 --no-files
 run v100_flash scenarios/llama7b_h200.lua --set gpu=v100_32g --set attention=flash --no-files
 if crashed "V100 bf16 / flash"; then :
-elif grep -q "has no bf16 math units" "$TMP/v100_bf16.out" && [ "$RC" = 2 ] &&
+elif grep -q "has no bf16 tensor cores" "$TMP/v100_bf16.out" && [ "$RC" = 2 ] &&
      grep -q "compute capability 8.0 or above" "$TMP/v100_flash.err"; then
   ok "a V100: bf16 GEMM pricing named in the notes, forced flash attention exits 2"
 else fail "V100 bf16 / flash" "$(cat "$TMP/v100_bf16.out" "$TMP/v100_flash.err" | tail -n 5)"; fi

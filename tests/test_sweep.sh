@@ -203,6 +203,14 @@ assert n_rows == 8, n_rows
 EOF
   then ok "shop: every row as vrsim SCENARIO --set gives it"; else fail "shop: rows differ from single runs"; fi
 fi
+# a catalog GPU without a price (no dated source for one: lua/hw/prices.lua) still gets its row,
+# with no cost and a note saying why, beside a priced one
+run shop_noprice shop $SCN $SMALL --tokens 1e7 --only t4,rtx4090 --gpus 1
+expect "shop with a GPU that has no price" 0
+if grep -qE '^  t4 +1 +- +yes .* - +no price in lua/hw/prices.lua$' "$TMP/shop_noprice.out" &&
+   grep -qE '^  rtx4090 +1 +- +yes .* [0-9]+\.[0-9]+; ' "$TMP/shop_noprice.out"; then
+  ok "shop: a GPU without a price gets its row, no cost and a note"
+else fail "shop: a GPU without a price" "$(cat "$TMP/shop_noprice.out" "$TMP/shop_noprice.err")"; fi
 run shop_none shop $SCN --gpus 1;                        expect "shop without --tokens" 2
 run shop_gpu shop $SCN --tokens 1e9 --set gpu=h200;      expect "shop with --set gpu=" 2
 

@@ -14,6 +14,15 @@ return {
       source = "PCI Express Base Specification 3.0 (PCI-SIG): 8 GT/s, 128b/130b. Typical pinned ~80% of theoretical "
         .. "is an assumption (TLP/DLLP overhead with 128-256 B payloads caps ~84-91%); pageable and latency assumed",
     },
+    gen4_x8 = {
+      gen = 4, lanes = 8,
+      theoretical_bw_bytes_per_s = 15.75e9,   -- 16 GT/s x 8 lanes: the signalling rate of gen3 x16
+      bw_bytes_per_s = 12.5e9,
+      pageable_bw_bytes_per_s = 6e9,
+      latency_s = 8e-6,
+      source = "PCI Express Base Specification 4.0 (PCI-SIG): 16 GT/s, 8 lanes (the RTX 4060 Ti's link). Achieved and "
+        .. "pageable figures taken as gen3 x16's (the same signalling rate); latency as gen4 x16's: assumptions",
+    },
     gen4_x16 = {
       gen = 4, lanes = 16,
       theoretical_bw_bytes_per_s = 31.5e9,    -- 16 GT/s
@@ -46,6 +55,17 @@ return {
     gen4 = { links = 18, bw_per_link_bytes_per_s = 25e9, theoretical_bw_bytes_per_s = 450e9, bw_bytes_per_s = 390e9,
       latency_s = 3e-6,
       source = "NVIDIA H100 datasheet: NVLink 900 GB/s (fourth generation, 18 links). Achieved ~87% is an assumption" },
+    gen5 = { links = 18, bw_per_link_bytes_per_s = 50e9, theoretical_bw_bytes_per_s = 900e9, bw_bytes_per_s = 780e9,
+      latency_s = 3e-6,
+      source = "NVIDIA HGX B200 datasheet: fifth-generation NVLink, 1.8 TB/s per GPU (bidirectional, 18 links). Achieved "
+        .. "~87% is an assumption, as for the earlier generations" },
+    -- AMD Infinity Fabric (xGMI) between the 8 MI300X of an OAM platform: a full mesh, each GPU
+    -- one link to each of the 7 others. A collective among n of them uses n - 1 links of each GPU
+    -- (mesh = true: lua/vrsim/plan.lua scales the figures by (n - 1) / links)
+    xgmi_mi300x = { links = 7, bw_per_link_bytes_per_s = 64e9, theoretical_bw_bytes_per_s = 448e9,
+      bw_bytes_per_s = 390e9, latency_s = 3e-6, mesh = true,
+      source = "AMD Instinct MI300X data sheet: Infinity Fabric 7 links, 128 GB/s each bidirectional (896 GB/s "
+        .. "aggregate). Achieved ~87% is an assumption taken from the NVLink entries; not measured" },
     bridge_ampere = { links = 4, theoretical_bw_bytes_per_s = 56.25e9, bw_bytes_per_s = 50e9, latency_s = 3e-6,
       source = "NVIDIA RTX A6000 datasheet: NVLink 112.5 GB/s (bidirectional), 2-way bridge; RTX 3090 uses the same "
         .. "bridge. Achieved figure assumed" },

@@ -6,13 +6,23 @@ local M = {}
 
 -- PyTorch's default cuBLAS workspace (aten/src/ATen/cuda/CublasHandlePool.cpp,
 -- getChosenWorkspaceSize with no CUBLAS_WORKSPACE_CONFIG): ":4096:8" (4096 KiB x 8) on compute
--- capability 9.0 and later, ":4096:2:16:8" (4096 KiB x 2 + 16 KiB x 8) before; shared/ALLOCATOR.md
+-- capability 9.0 and later (major 9, 10, 11 and 12: Hopper and Blackwell, "32MiB for Hopper and
+-- Blackwell"), ":4096:2:16:8" (4096 KiB x 2 + 16 KiB x 8) before; shared/ALLOCATOR.md
 -- 10.1 (two such workspaces per process on an H200, measured).
 M.CUBLAS_WORKSPACE_HOPPER = 4096 * 1024 * 8            -- 33554432
 M.CUBLAS_WORKSPACE_PRE_HOPPER = 4096 * 1024 * 2 + 16 * 1024 * 8 -- 8519680
 
--- Bytes of one cuBLAS workspace on GPU g (a lua/hw/gpus.lua entry), by its compute capability.
+-- PyTorch on ROCm (the same file): GEMMs on AMD Instinct gfx90a/gfx942 go to hipBLASLt
+-- (ATen/Context.cpp blasPreferredBackend), whose workspace, allocated through the caching
+-- allocator per handle and stream, defaults to 76 MiB (HIPBLASLT_WORKSPACE_SIZE; unlike cuBLASLt it
+-- is not the cuBLAS handle's). The hipBLAS handle's own (128 MiB on gfx94x) comes only with GEMMs
+-- hipBLASLt does not take: not modelled (a named note of the MI300X's catalog entry).
+M.HIPBLASLT_WORKSPACE = 76 * 1024 * 1024               -- 79691776
+
+-- Bytes of one BLAS workspace on GPU g (a lua/hw/gpus.lua entry): by its compute capability on
+-- NVIDIA cards, hipBLASLt's on AMD ones.
 function M.cublas_workspace_bytes(g)
+  if g.vendor == "amd" then return M.HIPBLASLT_WORKSPACE end
   local cc = g.compute_capability
   if type(cc) ~= "number" or cc <= 0 then
     error(("GPU '%s' has no compute_capability: the cuBLAS workspace depends on it"):format(

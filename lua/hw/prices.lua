@@ -57,6 +57,29 @@ return {
     date = "list price recalled for AWS p3dn.24xlarge (us-east-1), not dated or re-checked", confidence = "recalled",
     source = "AWS p3dn.24xlarge (8x V100-SXM2-32GB) $31.212/h / 8; https://aws.amazon.com/ec2/instance-types/p3/ -- "
       .. "no page supporting this figure was found (2026-11-30): verify before use" },
+  l4 = { usd_per_gpu_hour = 0.78, provider = "RunPod",
+    date = "as of March 2026 list price, RunPod", confidence = "secondary",
+    source = "RunPod L4 on-demand, Deploybase 'RunPod GPU Pricing: 2026 Comprehensive Pricing Guide' (data as of "
+      .. "March 2026), https://deploybase.ai/articles/runpod-gpu-pricing",
+    others = { "RunPod spot $0.44 (same page)",
+      "RunPod Serverless flex 'L4, A5000, 3090' $0.00019 per second = $0.684/h, https://docs.runpod.io/serverless/pricing" } },
+  rtx5090 = { usd_per_gpu_hour = 1.22, provider = "RunPod",
+    date = "as of March 2026 list price, RunPod", confidence = "secondary",
+    source = "RunPod RTX 5090 on-demand, Deploybase 'RunPod GPU Pricing: 2026', https://deploybase.ai/articles/runpod-gpu-pricing",
+    others = { "RunPod spot $0.69 (same page; Deploybase 'RTX 5090 Cloud' quotes $0.69/h)" } },
+  b200 = { usd_per_gpu_hour = 10.57, provider = "RunPod",
+    date = "as of March 2026 list price, RunPod", confidence = "secondary",
+    source = "RunPod B200 on-demand, Deploybase 'RunPod GPU Pricing: 2026', https://deploybase.ai/articles/runpod-gpu-pricing",
+    others = { "RunPod spot $5.98 (same page)",
+      "RunPod Serverless flex B200 $0.00240 per second = $8.64/h, https://docs.runpod.io/serverless/pricing" } },
+  rtx_a5000 = { usd_per_gpu_hour = 0.684, provider = "RunPod",
+    date = "RunPod serverless flex rate, page read 2026 (page undated)", confidence = "provider",
+    source = "RunPod Serverless pricing, 'L4, A5000, 3090' flex $0.00019 per second (= $0.684/h), "
+      .. "https://docs.runpod.io/serverless/pricing; serverless flex is dearer than a RunPod pod of the same GPU" },
+  rtx6000_ada = { usd_per_gpu_hour = 1.908, provider = "RunPod",
+    date = "RunPod serverless flex rate, page read 2026 (page undated)", confidence = "provider",
+    source = "RunPod Serverless pricing, 'L40, L40S, 6000 Ada PRO' flex $0.00053 per second (= $1.908/h), "
+      .. "https://docs.runpod.io/serverless/pricing; serverless flex is dearer than a RunPod pod of the same GPU" },
   rtx_a6000 = { usd_per_gpu_hour = 1.224, provider = "RunPod",
     date = "RunPod serverless flex rate, page read 2026 (page undated)", confidence = "provider",
     source = "RunPod Serverless pricing, A6000/A40 flex $0.00034 per second (= $1.224/h), https://docs.runpod.io/serverless/pricing; "

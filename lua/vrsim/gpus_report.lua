@@ -9,6 +9,14 @@ local M = {}
 
 local function gib(b) return b / 2^30 end
 
+-- The figures each entry says the kind of (lua/hw/gpus.lua header), in the order --sources lists them
+M.FIGURES = { "memory_bytes", "usable_bytes", "cuda_context_bytes", "mem_bw_bytes_per_s", "peak_flops",
+              "sm_count", "l2_bytes", "nvlink", "tdp_w" }
+
+-- The kinds of a figure in the table's short form: measured, carried, datasheet
+local SHORT = { measured = "meas", carried = "carr", datasheet = "data" }
+local function short(g, f) return SHORT[(g.kind or {})[f]] or "?" end
+
 function M.text(detail)
   local names = {}
   for k in pairs(gpus) do names[#names + 1] = k end
@@ -18,8 +26,8 @@ function M.text(detail)
   local ref_best = okg and carry.best_bf16(ref_gemm) or nil
   local out = {}
   local function add(fmt, ...) out[#out + 1] = fmt:format(...) end
-  add("%-11s %-26s %8s %8s %8s %9s %9s %9s %8s  %s", "gpu", "name", "memory", "usable", "context",
-      "HBM TB/s", "bf16 TF/s", "step TF/s", "$/hour", "step-time figures")
+  add("%-15s %-32s %8s %8s %8s %-9s %9s %9s %9s %8s  %s", "gpu", "name", "memory", "usable", "context",
+      "usbl/ctx", "HBM TB/s", "bf16 TF/s", "step TF/s", "$/hour", "step-time figures")
   for _, k in ipairs(names) do
     local g = gpus[k]
     local okc = pcall(require, "hw.calibrated." .. k)
@@ -31,16 +39,19 @@ function M.text(detail)
                   (g.peak_clock_mhz and "; step clock: assumed" or "; datasheet clock"))
                   .. (raised and "; GEMM: its sustained matmul" or ""))
       or "datasheet roofline"
-    add("%-11s %-26s %6.1f G %6.1f G %6.0f M %9.2f %9.0f %9.0f %8s  %s", k, g.name, gib(g.memory_bytes),
+    add("%-15s %-32s %6.1f G %6.1f G %6.0f M %-9s %9.2f %9.0f %9.0f %8s  %s", k, g.name, gib(g.memory_bytes),
         gib(g.usable_bytes or g.memory_bytes), (g.cuda_context_bytes or 0) / 2^20,
+        short(g, "usable_bytes") .. "/" .. short(g, "cuda_context_bytes"),
         (g.mem_bw_bytes_per_s or 0) / 1e12, (g.peak_flops and g.peak_flops.bf16 or 0) / 1e12,
         carry.step_peak(g, "bf16") / 1e12,
         p and ("%.2f"):format(p.usd_per_gpu_hour) or "-", basis)
   end
   add("")
   add("memory: datasheet GiB; usable: what torch reports as total; context: CUDA context and")
-  add("library handles outside the caching allocator. Sources per figure: vrsim gpus --sources,")
-  add("or lua/hw/gpus.lua. Prices (lua/hw/prices.lua) carry their date and provider; they go stale.")
+  add("library handles outside the caching allocator. usbl/ctx: how usable and context were obtained:")
+  add("meas(ured) on the card, carr(ied) from another card or a stated rule, data(sheet). Every")
+  add("figure's kind and source: vrsim gpus --sources, lua/hw/gpus.lua, docs/gpus.md. Prices")
+  add("(lua/hw/prices.lua) carry their date and provider; they go stale; a GPU without one shows -.")
   add("bf16 TF/s: the datasheet's dense peak; step TF/s: the same at the clock GEMMs hold inside a")
   add("training step (step_clock_mhz where there is evidence, else the datasheet's clock). Step-time")
   add("figures: measured on that GPU, or the H200's measured fractions of peak carried to it through")
@@ -51,13 +62,18 @@ function M.text(detail)
     for _, k in ipairs(names) do
       add("")
       add("%s (%s)", k, gpus[k].name)
+      local kinds = {}
+      for _, f in ipairs(M.FIGURES) do kinds[#kinds + 1] = f .. " " .. ((gpus[k].kind or {})[f] or "?") end
+      add("  %-22s %s", "kind", table.concat(kinds, ", "))
+      for _, n in ipairs(gpus[k].not_modelled or {}) do add("  %-22s %s", "not modelled", n) end
       local src = gpus[k].source or {}
       local keys = {}
       for sk in pairs(src) do keys[#keys + 1] = sk end
       table.sort(keys)
       for _, sk in ipairs(keys) do add("  %-22s %s", sk, tostring(src[sk])) end
       local p = prices[k]
-      if p then add("  %-22s %s, %s (%s)", "price", p.provider or "?", p.date or "?", p.source or "") end
+      if p then add("  %-22s %s, %s (%s)", "price", p.provider or "?", p.date or "?", p.source or "")
+      else add("  %-22s %s", "price", "none in lua/hw/prices.lua (no dated source found)") end
     end
   end
   return table.concat(out, "\n") .. "\n"

@@ -226,9 +226,13 @@ end
 -- The GPU architecture as the op library tells architectures apart (cx.arch): "hopper", whose
 -- fused attention is cuDNN's, "pre-ampere" (the memory-efficient kernel), or "other". A
 -- graph is the same on two GPUs of one class (as far as the architecture goes; lua/vrsim/plan.lua
--- graph_key), so an op that needs to tell more apart adds its class here.
-function nn.arch_class(arch)
-  if arch == "hopper" then return "hopper" end
+-- graph_key), so an op that needs to tell more apart adds its class here. cc, the compute
+-- capability: SDPA puts cuDNN attention first on sm90 and on data-center Blackwell, sm100 and
+-- sm103 (sdp_utils.cpp check_prefer_cudnn_attention: major 9 or 10, minor 0 or 3, with the cuDNN
+-- above 9.15 that PyTorch's CUDA 13 wheels ship), so the B200 is of the "hopper" class; GeForce
+-- Blackwell (sm120) is not.
+function nn.arch_class(arch, cc)
+  if arch == "hopper" or (arch == "blackwell" and (cc == 10.0 or cc == 10.3)) then return "hopper" end
   return PRE_AMPERE[arch] and "pre-ampere" or "other"
 end
 

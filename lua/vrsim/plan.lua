@@ -22,6 +22,7 @@ local SCHEMA = {
     rank = { "index", 0, "which rank to simulate when ranks differ (ZeRO-1 partitions, device_map)" },
     max_memory_gib = { "number", nil, "device_map: memory Accelerate may fill on each GPU (max_memory)" },
     interconnect = { "string", "auto", "auto, nvlink or pcie: the link collectives run on" },
+    nvlink_bridge = { "boolean", false, "two cards sold without NVLink (RTX 3090/A5000/A6000, H100 PCIe) have a 2-way NVLink bridge fitted; without it they talk over PCIe" },
     network = { "string", "ib_ndr", "link between nodes (lua/hw/links.lua network): ib_hdr, ib_ndr, roce_400g, ..." },
     nics_per_node = { "integer", nil, "network ports (of hardware.network) per node, rail-optimised [one per GPU, as DGX/HGX]" },
     host = { "string", nil, "host config from lua/hw/hosts.lua (host RAM for offload)" },
@@ -569,13 +570,37 @@ local function resolve_gpu(name)
   local s = closest(key, names)
   local sa = s and require("hw.gpu_aliases")[s]
   if type(sa) == "string" then s = sa elseif type(sa) == "table" then s = table.concat(sa, "' or '") end
+  -- the suggestion's memory beside it: a card near in name may be far in size (a 12 GB
+  -- RTX 4070 is not the catalog's 16 GB RTX 4080)
+  local sg = s and gpus[s]
+  local what = sg and (" (%s, %.0f GB)"):format(sg.name, sg.memory_bytes / 2^30) or ""
   return nil, ("unknown GPU '%s'%s (vrsim gpus lists them)"):format(name,
-              s and ("; did you mean '" .. s .. "'?") or "")
+              s and ("; did you mean '" .. s .. "'" .. what .. "?") or "")
 end
 P.resolve_gpu = resolve_gpu
 
 -- device_of's joined row lists, by GPU and table
 local JOINED = {}
+
+-- GPU g's NVLink as the n cards of the run have it: built in, or a 2-way bridge only where the
+-- scenario says one is fitted (hardware.nvlink_bridge; cards are sold without); nil when the
+-- collectives cannot take NVLink. A bridge joins two cards: with more, or on a card that takes
+-- none, stating one is an error.
+local function link_as_sold(g, name, n, bridge)
+  if bridge then
+    if not (g.nvlink and g.nvlink.bridge) then
+      error(("hardware.nvlink_bridge = true: the %s takes no NVLink bridge (%s)"):format(name,
+            g.nvlink and "its NVLink is built in" or "it has no NVLink"), 0)
+    end
+    if n ~= 2 then
+      error(("hardware.nvlink_bridge = true joins two cards, and hardware.count is %d: with more, the "
+             .. "collectives cross PCIe between bridged pairs (leave nvlink_bridge out)"):format(n), 0)
+    end
+    return g.nvlink
+  end
+  if g.nvlink and g.nvlink.bridge then return nil end
+  return g.nvlink or nil
+end
 
 local function device_of(cfg, ctx)
   local name, msg = resolve_gpu(cfg.hardware.gpu)
@@ -593,12 +618,23 @@ local function device_of(cfg, ctx)
   local hosts = require "hw.hosts"
   local n = cfg.hardware.count
   local ic = cfg.hardware.interconnect
-  if ic == "auto" then ic = (g.nvlink and n > 1) and "nvlink" or "pcie" end
+  local nvlink = link_as_sold(g, name, n, cfg.hardware.nvlink_bridge)
+  if ic == "auto" then ic = (nvlink and n > 1) and "nvlink" or "pcie" end
   local coll_bw, coll_lat
   if ic == "nvlink" then
-    if not g.nvlink then error(("%s has no NVLink: use hardware.interconnect = \"pcie\""):format(name), 0) end
-    local l = links.nvlink["gen" .. g.nvlink.gen] or {}
+    if not nvlink then
+      error(g.nvlink and g.nvlink.bridge
+        and ("%s is sold without NVLink: set hardware.nvlink_bridge = true if the two cards have a bridge fitted"):format(name)
+        or ("%s has no NVLink: use hardware.interconnect = \"pcie\""):format(name), 0)
+    end
+    local gen = g.nvlink.gen
+    local l = links.nvlink[type(gen) == "string" and gen or ("gen" .. gen)] or {}
     coll_bw, coll_lat = l.bw_bytes_per_s or g.nvlink.bw_bytes_per_s, (l.latency_s or 3e-6) * 1e9
+    -- a full mesh (MI300X's Infinity Fabric): a group of n GPUs of one node uses n - 1 of each
+    -- GPU's links
+    if l.mesh and l.links then
+      coll_bw = coll_bw * math.min(math.max(math.min(n, cfg.hardware.gpus_per_node) - 1, 1), l.links) / l.links
+    end
   else
     local l = links.pcie[("gen%d_x%d"):format(g.pcie.gen, g.pcie.lanes)] or links.pcie.gen4_x16
     coll_bw, coll_lat = l.bw_bytes_per_s, l.latency_s * 1e9
@@ -820,7 +856,7 @@ local function graph_key(st)
     hc = HOST_CANON[hc]
     if not hc then return nil end
   end
-  return canonical { cfg = rest, arch = nn.arch_class(st.g.arch), host_classes = hc,
+  return canonical { cfg = rest, arch = nn.arch_class(st.g.arch, st.g.compute_capability), host_classes = hc,
                      optim_host = prof.optim_host, fsdp2_hook_us = prof.fsdp2_hook_us }
 end
 
@@ -897,6 +933,8 @@ local function inert_given(cfg, ctx)
     { "hardware.network", nodes > 1, "the run's GPUs are in one node" },
     { "hardware.nics_per_node", nodes > 1, "the run's GPUs are in one node" },
     { "hardware.interconnect", hw.count > 1, "one GPU runs no collectives" },
+    { "hardware.nvlink_bridge", hw.interconnect ~= "pcie",
+      "hardware.interconnect = \"pcie\" runs the collectives on PCIe" },
     { "hardware.rank", t.strategy == "zero1" or t.device_map == "auto",
       "every rank is alike (only ZeRO-1's partitions and a device map differ by rank)" },
     { "training.optimizer_impl", not impl_unread, impl_unread },
@@ -1008,7 +1046,7 @@ local function build_graph(st)
   local cx = nn.context(G)
   cx.no_grad = t0.inference
   cx.layers_once = t0.build_layers_once
-  cx.arch = nn.arch_class(g.arch)
+  cx.arch = nn.arch_class(g.arch, g.compute_capability)
   cx.gpu = noting_reads(g, "gpu.", reads)
   cx.optim_host = dev.profile and dev.profile.optim_host
   cx.host_classes = dev.profile and dev.profile.host_classes
@@ -1156,12 +1194,22 @@ local function finish(st, G, cx, alloc_read)
   local notes = {}
   for _, n in ipairs(cfg.notes or {}) do notes[#notes + 1] = n end
   for _, n in ipairs(cx.notes or {}) do notes[#notes + 1] = n end
-  -- bf16 math on a GPU without bf16 units (Volta): PyTorch emulates it, and the cost model prices
-  -- those GEMMs at the GPU's fp32 rate (sim/cost.c cost_gemm_rate), which nobody measured
+  -- bf16 math on a GPU without bf16 tensor cores (Volta, Turing: compute capability below 8.0):
+  -- PyTorch emulates it, and the catalog gives those GEMMs the GPU's fp32 rate as their bf16 peak
+  -- (lua/hw/gpus.lua), which nobody measured. Then what vrsim does not model on the card.
   local bf16_math = t.precision:match("bf16") or t.precision == "mp_fp32"
-  if bf16_math and not ((dev.peak_flops and dev.peak_flops.bf16 or 0) > 0) then
-    notes[#notes + 1] = ("the %s has no bf16 math units: PyTorch emulates bf16, and vrsim prices its bf16 "
-                         .. "GEMMs at the GPU's fp32 rate, an assumption no measurement checks"):format(dev.name)
+  local gpu = gpus[dev.key] or {}
+  if bf16_math and gpu.vendor ~= "amd" and (dev.compute_capability or 0) < 8 then
+    notes[#notes + 1] = ("the %s has no bf16 tensor cores (compute capability %.1f): PyTorch emulates bf16, "
+                         .. "and vrsim prices its bf16 GEMMs at the GPU's fp32 rate, an assumption no "
+                         .. "measurement checks"):format(dev.name, dev.compute_capability or 0)
+  end
+  for _, n in ipairs(gpu.not_modelled or {}) do
+    notes[#notes + 1] = ("not modelled on the %s: %s"):format(dev.name, n)
+  end
+  if gpu.nvlink and not gpu.nvlink.bridge and type(gpu.nvlink.gen) == "string" and dev.interconnect:match("^nvlink") then
+    notes[#notes + 1] = ("the %s's collectives run on its own links (lua/hw/links.lua nvlink.%s), shown as nvlink")
+      :format(dev.name, gpu.nvlink.gen)
   end
   -- DeepSpeed's estimator for the model states, beside the simulation (ZeRO-2 and -3 only)
   local ds_est = 0

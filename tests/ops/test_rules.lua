@@ -61,10 +61,17 @@ do
   check(memory.cublas_workspace_bytes({ compute_capability = 7.0 }) == 8519680, "cuBLAS workspace on cc 7.0")
   raises(function() memory.cublas_workspace_bytes({ name = "x" }) end, "has no compute_capability",
          "cuBLAS workspace without a compute capability")
-  -- every catalog GPU has one (so none runs without its workspaces)
+  check(memory.cublas_workspace_bytes({ compute_capability = 12.0 }) == 33554432, "cuBLAS workspace on cc 12.0")
+  -- PyTorch on ROCm: the hipBLASLt workspace, 76 MiB, whatever torch reports as the capability
+  check(memory.cublas_workspace_bytes({ vendor = "amd", compute_capability = 9.4 }) == 76 * MiB,
+        "hipBLASLt workspace on an AMD card")
+  -- every catalog GPU has one (so none runs without its workspaces): 32 MiB on Hopper and
+  -- Blackwell, 76 MiB (hipBLASLt) on the MI300X, 8519680 bytes on the others
   for k, g in pairs(gpus) do
     local ok, w = pcall(memory.cublas_workspace_bytes, g)
-    check(ok and (w == 33554432) == (g.arch == "hopper"), "cuBLAS workspace of catalog GPU " .. k)
+    local want = g.vendor == "amd" and 76 * MiB
+      or (g.arch == "hopper" or g.arch == "blackwell") and 33554432 or 8519680
+    check(ok and w == want, "cuBLAS workspace of catalog GPU " .. k)
   end
 end
 
@@ -174,6 +181,15 @@ do
   end
   check(sum_bytes(4096, 640) == 20 * MiB + 20, "row-sum buffers of (4096, 640): 20 MiB + 20 B")
   check(sum_bytes(4096, 4096) == 128 * MiB + 128, "row-sum buffers of (4096, 4096): 128 MiB + 128 B")
+  -- the blocks a reduction may spread over follow the card's threads per SM (maxThreadsPerMultiProcessor):
+  -- 1024 on a T4 (cc 7.5) against 2048 at cc 7.0 (40 SMs each), 1536 on GeForce
+  -- Blackwell (cc 12.0) against 2048 on sm100
+  local core = require "vrsim.core"
+  local function first(m, c, sms, cc) return (core.row_sum_buffers(m, c, sms, cc) or {})[1] end
+  check(first(4096, 4096, 40, 7.5) == 20 * MiB and first(4096, 4096, 40, 7.0) == 40 * MiB,
+        "row-sum buffer of (4096, 4096) on 40 SMs: half the blocks at 1024 threads per SM (cc 7.5)")
+  check(first(8192, 4096, 170, 12.0) == 128 * MiB and first(8192, 4096, 170, 10.0) == 170 * MiB,
+        "row-sum buffer of (8192, 4096) on 170 SMs: fewer blocks at 1536 threads per SM (cc 12.0)")
 end
 do
   -- G:op{...} reads a plain table's fields in one pass and a table with a metatable by name
