@@ -102,9 +102,12 @@ void diagnose_print(FILE *f, const Plan *p, const Diagnosis *d, const char *in) 
     case OOM_BUILDING:
         fprintf(f, "%swhy: building the model: at %s it holds %.2f GiB (parameters\n"
                    "%s  %.2f GiB, temporaries %.2f GiB), more than the %.2f GiB the allocator may use,\n"
-                   "%s  although the model states of the step (%.2f GiB) fit.\n",
+                   "%s  although the model states of the step (%.2f GiB) fit.%s\n",
                 in, op, GIB(d->need), in, GIB(d->at_peak[CAT_PARAM]), GIB(d->at_peak[CAT_TEMP]),
-                GIB(cap), in, GIB(d->states_total));
+                GIB(cap), in, GIB(d->states_total),
+                strstr(p->knobs, "training.build=cast") ? " It is built in fp32 first\n"
+                "    (build = \"cast\", as from_config): loaded as from_pretrained(torch_dtype=...)\n"
+                "    loads it (build = \"direct\"), it has no fp32 copy." : "");
         break;
     case OOM_FRAGMENTATION:
         fprintf(f, "%swhy: fragmentation: the run never holds more than %.2f GiB (at %s),\n"

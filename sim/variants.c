@@ -25,6 +25,7 @@ enum {
     G_ALLOC = 1 << 5,          /* allocator.conf */
     G_GPU = 1 << 6,            /* hardware.gpu */
     G_PREC = 1 << 7,           /* precision, quant */
+    G_BUILD = 1 << 8,          /* build */
 };
 
 enum { MAX_SETS = 6, MAX_CANDS = 160, MAX_PAIRS = 40 };
@@ -218,6 +219,10 @@ static void second_round(Variants *v) {
         snprintf(lbl, sizeof lbl, "ZeRO-3 over %d GPUs", c);
         add(v, G_STRAT, VK_MORE_GPUS, lbl, "training.strategy=zero3", a, NULL);
     }
+    /* the fp32 model that from_config's build makes before .to(dtype) is gone when the model is
+     * loaded as fine-tuning scripts load it, from_pretrained(torch_dtype=...) */
+    add(v, G_BUILD, VK_SAME, "build in the training dtype (from_pretrained(torch_dtype=...))",
+        "training.build=direct", NULL);
     larger_cards(v);
     if (strcmp(quant, "none") == 0 && strncmp(prec, "lora", 4) != 0)
         add(v, G_PREC, VK_TRAINING, "QLoRA: LoRA on 4-bit (nf4) base weights: changes the training",

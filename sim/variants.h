@@ -9,7 +9,8 @@
  * are kept, least memory first.
  *
  * For a run that does not fit the search goes further: also selective checkpointing, the
- * for-loop optimizer, 8-bit AdamW, a quarter of the micro-batch accumulated four times,
+ * for-loop optimizer, 8-bit AdamW, a quarter of the micro-batch accumulated four times, the
+ * model built in its training dtype (build = "direct"),
  * ZeRO-2 / ZeRO-3 with the optimizer state offloaded to the CPU on the same GPUs, FSDP2 and
  * ZeRO-3 on 2, 4 and 8 of the same card, every larger card of the catalog, and QLoRA; then every
  * pair of the changes that did not fit alone but lowered what the run needs (the peak allocated

@@ -101,6 +101,33 @@ reproduces fragmentation "$TMP/frag.out" "expandable segments" --set capacity_gi
 if ! grep -q "expandable segments" "$TMP/l13.out"; then ok "13B: expandable segments not suggested"
 else fail "13B: expandable segments suggested for a model-states case"; fi
 
+# the other causes, each named alone. Activations: LLaMA2-7B at micro-batch 16 x 2048 on an H200
+# holds 37.65 GiB of model states and 187.04 GiB of activations at the loss's backward
+"$VRSIM" scenarios/llama7b_h200.lua --set micro_batch=16 --no-files --no-suggest >"$TMP/act.out" 2>&1
+if grep -q "why: activations: at op 'nll_loss.backward' (backward) the step needs 228.66 GiB," "$TMP/act.out" &&
+   grep -q "model states 37.65 GiB and activations 187.04 GiB, more than the 139.05 GiB" "$TMP/act.out" &&
+   ! grep -q "why: fragmentation\|model states alone need" "$TMP/act.out"; then
+  ok "activations: named as the cause, with the states beside them"
+else fail "activations: diagnosis" "$(sed -n '/why/,$p' "$TMP/act.out")"; fi
+# A temporary: four layers of LLaMA2-7B on 10,800 MiB: the states (7.98 GiB) fit, AdamW's foreach
+# sqrt makes 2 GiB of temporaries on top
+"$VRSIM" scenarios/llama7b_h200.lua --set size=7b-l4 --set steps=2 --set capacity_mib=10800 --no-files \
+  --no-suggest >"$TMP/tmp.out" 2>&1
+if grep -q "why: a temporary: at op 'adamw._foreach_sqrt' (optimizer) the step needs 10.04 GiB;" "$TMP/tmp.out" &&
+   grep -q "the 2.00 GiB of temporaries alive there take it over" "$TMP/tmp.out" &&
+   ! grep -q "why: fragmentation\|why: activations" "$TMP/tmp.out"; then
+  ok "a temporary: named as the cause (AdamW's foreach temporaries)"
+else fail "a temporary: diagnosis" "$(sed -n '/why/,$p' "$TMP/tmp.out")"; fi
+# Building: LLaMA2-7B LoRA built in fp32 (build = "cast") holds 24.87 GiB before .to(bf16), over
+# 15.30 GiB usable, while its steps need 12.61 GiB of model states: built as from_pretrained
+# loads it, it fits
+SCN=scenarios/llama7b_lora_saving.lua
+"$VRSIM" "$SCN" --set capacity_gib=16 --no-files >"$TMP/build.out" 2>&1
+if grep -q "why: building the model: at op 'to(bf16) model.embed_tokens.weight' (build) it holds 24.87 GiB" "$TMP/build.out"; then
+  ok "building: named as the cause"
+else fail "building: diagnosis" "$(sed -n '/why/,$p' "$TMP/build.out")"; fi
+reproduces building "$TMP/build.out" "build in the training dtype (from_pretrained(torch_dtype=...))" --set capacity_gib=16
+
 # a run that fits prints no doctor section
 "$VRSIM" scenarios/llama7b_h200.lua --set size=7b-l2 --set steps=2 --no-files >"$TMP/fit.out" 2>&1
 rc=$?

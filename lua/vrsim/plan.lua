@@ -1030,11 +1030,11 @@ local function finish(st, G, cx, alloc_read)
     -- key=value words: a change whose every setting is already here is the run itself
     knobs = ("training.checkpointing=%s training.precision=%s training.optimizer_impl=%s training.strategy=%s"
              .. " training.optimizer=%s training.checkpoint_scope=%s training.grad_accum=%s training.quant=%s"
-             .. " hardware.count=%s hardware.gpu=%s training.zero.offload_optimizer=%s"):format(
+             .. " hardware.count=%s hardware.gpu=%s training.zero.offload_optimizer=%s training.build=%s"):format(
       tostring(t.checkpointing), tostring(t.precision), tostring(t.optimizer_impl), tostring(t.strategy),
       tostring(t.optimizer), tostring(t.checkpoint_scope), tostring(t.grad_accum), tostring(t.quant),
       tostring(cfg.hardware.count), tostring(cfg.hardware.gpu),
-      tostring(cx.dp and cx.dp.opts.offload_optimizer or "none")),
+      tostring(cx.dp and cx.dp.opts.offload_optimizer or "none"), tostring(t.build)),
   }
 end
 
