@@ -9,10 +9,12 @@
 
 #include "cmds.h"
 #include "engine.h"
+#include "diagnose.h"
 #include "explain.h"
 #include "report_html.h"
 #include "report.h"
 #include "scenario.h"
+#include "variants.h"
 
 /* --alloc-trace: the engine's allocations as a trace CSV (docs/validation.md, "Record format"). */
 typedef struct TraceOut { FILE *f; long seq; bool bad; const Graph *g; } TraceOut;
@@ -93,10 +95,12 @@ static void usage(FILE *f) {
         "  --no-files          write no files\n"
         "  --explain           after the summary, walk through the step in plain words: what is\n"
         "                      allocated when, why the peak is where it is, where slack comes from\n"
-        "  --no-suggest        skip report.html's \"what would help\": by default the changes that\n"
-        "                      could lower the peak (checkpointing, LoRA, fused AdamW, accumulation,\n"
-        "                      expandable segments, ZeRO, offload) are each simulated once and those\n"
-        "                      that help are listed\n"
+        "  --no-suggest        skip \"what would help\": by default the changes that could lower the\n"
+        "                      peak (checkpointing, LoRA, fused AdamW, accumulation, expandable\n"
+        "                      segments, ZeRO, offload) are each simulated once for report.html; a\n"
+        "                      run that does not fit also searches 8-bit AdamW, offload on one GPU,\n"
+        "                      more GPUs, larger cards, QLoRA and pairs of changes, and prints the\n"
+        "                      best that fit (with --explain, also for a run that fits)\n"
         "  --json              print summary.json on stdout instead of the table\n"
         "  --allocator KIND    caching (PyTorch's, default) or ideal (no fragmentation)\n"
         "  --alloc-conf STR    PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True; without it\n"
@@ -208,10 +212,11 @@ int cmd_run(int argc, char **argv) {
         return st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
     }
     plan->alloc_conf_from_env = conf_from_env;
-    /* report.html's "what would help" rows are simulated (in a helper, started before the
-     * signal handlers: it leaves the staged files alone) while this run goes on */
-    ReportVariants *variants = NULL;
-    if (files && suggest && report_html_variants_start(path, &opts, plan, &variants)) {
+    /* "what would help" (variants.h) is simulated, for report.html and the terminal, in a helper
+     * started before the signal handlers (it leaves the staged files alone), while this run goes
+     * on; without files or --explain, only once the run is found not to fit */
+    Variants *variants = NULL;
+    if ((files || explain) && suggest && variants_start(path, &opts, plan, &variants)) {
         fprintf(stderr, "vrsim: out of host memory\n");
         plan_free(plan);
         free(setbuf[0]);
@@ -235,7 +240,7 @@ int cmd_run(int argc, char **argv) {
             fprintf(stderr, "vrsim: cannot write %s\n", atrace);
             if (fd >= 0) { close(fd); unlink(tmp_trace); }
             cleanup.trace_tmp[0] = 0;
-            report_html_variants_cancel(variants);
+            variants_cancel(variants);
             plan_free(plan);
             free(setbuf[0]);
             free(setbuf[1]);
@@ -262,7 +267,7 @@ int cmd_run(int argc, char **argv) {
     }
     if (st) {
         fprintf(stderr, "vrsim: %s: %s\n", path, st == VR_ENOMEM ? "out of host memory" : err);
-        report_html_variants_cancel(variants);
+        variants_cancel(variants);
         plan_free(plan);
         free(setbuf[0]);
         free(setbuf[1]);
@@ -274,12 +279,39 @@ int cmd_run(int argc, char **argv) {
     int per_node = plan->gpus < 8 ? plan->gpus : 8;
     bool host_oom = plan->host_capacity > 0 && plan->host_bytes * per_node > plan->host_capacity;
     if (host_oom) rc = VR_EXIT_OOM;
+    /* out of memory: what exceeds the card (diagnose.h), and what would make it fit */
+    Diagnosis dg;
+    memset(&dg, 0, sizeof dg);
+    bool fits = report_fits(res);
+    if (!fits && (!json || suggest) && diagnose_oom(plan, res, &dg, err, sizeof err)) {
+        fprintf(stderr, "vrsim: %s: the out-of-memory diagnosis failed: %s\n", path, err);
+        memset(&dg, 0, sizeof dg);
+    }
+    if (!fits && suggest && !json && !variants && variants_start(path, &opts, plan, &variants)) {
+        fprintf(stderr, "vrsim: out of host memory\n");
+        rc = VR_EXIT_INTERNAL;
+        variants = NULL;
+    }
+    ReportVariant *rows = NULL;
+    int n_rows = -1;
+    if (variants && variants_finish(variants, res, dg.need, &rows, &n_rows)) {
+        fprintf(stderr, "vrsim: out of host memory\n");
+        rc = VR_EXIT_INTERNAL;
+        rows = NULL;
+        n_rows = -1;
+    }
+    variants = NULL;
     if (json) {
         char *js = report_summary_json(plan, res);
         if (js) { puts(js); free(js); }
     } else {
         report_print_summary(stdout, plan, res);
-        if (explain) explain_print(stdout, plan, res);
+        if (!fits && !explain && dg.cause != OOM_NONE) {
+            printf("\n");
+            diagnose_print(stdout, plan, &dg, "  ");
+        }
+        if (explain) explain_print(stdout, plan, res, &dg);
+        if (n_rows >= 0 && (!fits || explain)) variants_print(stdout, rows, n_rows, 10, fits);
     }
     if (host_oom)
         fprintf(json ? stderr : stdout, "\nDOES NOT FIT IN HOST MEMORY: the offloaded state needs %.1f GiB "
@@ -295,16 +327,8 @@ int cmd_run(int argc, char **argv) {
         bool staged = !st;
         if (staged) cleanup_set(tmp);
         /* report.html once: with the "what would help" rows when they are simulated */
-        if (!st) st = report_write_all(tmp, plan, res, !suggest, err, sizeof err);
-        if (!st && suggest) {
-            ReportVariant *v = NULL;
-            int nv = 0;
-            st = report_html_variants_finish(variants, res, &v, &nv);
-            variants = NULL;
-            if (st) snprintf(err, sizeof err, "out of host memory");
-            else st = report_html_write_with(tmp, plan, res, v, nv, err, sizeof err);
-            free(v);
-        }
+        if (!st) st = report_write_all(tmp, plan, res, err, sizeof err);
+        if (!st) st = report_html_write_with(tmp, plan, res, rows, suggest ? n_rows : -1, err, sizeof err);
         if (!st) st = report_commit_dir(tmp, dir, err, sizeof err);
         if (st && staged) report_remove_set_dir(tmp);
         cleanup.n_set_files = 0;
@@ -317,7 +341,7 @@ int cmd_run(int argc, char **argv) {
                    "         trace.json (open in https://ui.perfetto.dev)\n", dir);
         }
     }
-    report_html_variants_cancel(variants); /* not used (the files could not be written) */
+    free(rows);
     engine_result_free(res);
     plan_free(plan);
     free(setbuf[0]);

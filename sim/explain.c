@@ -256,7 +256,7 @@ static void explain_slack(FILE *f, const Plan *p, const SimResult *r, const Step
             sz(a, reserved), nfree, nfree == 1 ? "" : "s", sz(b, ffree), sz(c, (double)r->largest_free_at_peak));
     if (fsmall >= 1048576.0)
         fprintf(f, "  - %s free in small-pool segments: requests of 1 MiB or less share 2 MiB segments\n"
-                   "    of their own pool (ALLOCATOR.md 2.1-2.2); partly used ones cannot be returned.\n",
+                   "    of their own pool (docs/allocator.md 2.1-2.2); partly used ones cannot be returned.\n",
                 sz(a, fsmall));
     if (f20 >= 1048576.0)
         fprintf(f, "  - %s free in 20 MiB segments: a request under 10 MiB gets a whole 20 MiB segment\n"
@@ -278,7 +278,7 @@ static void explain_slack(FILE *f, const Plan *p, const SimResult *r, const Step
                 sz(a, (double)s->peak_reserved), sz(b, reserved));
 }
 
-static void explain_oom(FILE *f, const Plan *p, const SimResult *r) {
+static void explain_oom(FILE *f, const Plan *p, const SimResult *r, const Diagnosis *dg) {
     char a[32], b[32], c[32], d[32];
     const Op *op = r->oom_op >= 0 && r->oom_op < graph_num_ops(p->graph) ? graph_op_c(p->graph, r->oom_op) : NULL;
     fprintf(f, "\nWhy it does not fit\n");
@@ -289,28 +289,26 @@ static void explain_oom(FILE *f, const Plan *p, const SimResult *r) {
     fprintf(f, ".\n  Capacity %s: %s allocated by PyTorch, %s reserved but unallocated, %s never reserved.\n",
             sz(b, (double)r->oom_info.capacity), sz(c, (double)r->oom_info.allocated),
             sz(d, (double)r->oom_info.reserved_unallocated), sz(a, (double)r->oom_info.free));
-    if (r->oom_info.reserved_unallocated + r->oom_info.free >= r->oom_info.requested)
-        fprintf(f, "  There is enough memory in total, but not in one piece: after releasing every\n"
-                   "  wholly free cached segment and retrying (5.6), no free block or fresh segment\n"
-                   "  is large enough. This is fragmentation; expandable_segments:True, a smaller\n"
-                   "  micro-batch or max_split_size_mb may make it fit.\n");
-    else
-        fprintf(f, "  Even without fragmentation the request would not fit: the memory in use is\n"
-                   "  too large for the card. Reduce what is alive (checkpointing, LoRA, a smaller\n"
-                   "  micro-batch, a fused optimizer, ZeRO) or pick a larger GPU.\n");
-    if (r->oom_step >= 1)
+    /* the failing request is where the run stopped, not why: the cause is what the same graph
+     * holds when nothing stops it (diagnose.h) */
+    if (dg && dg->cause != OOM_NONE) {
+        fprintf(f, "  The same step simulated without a memory limit and without fragmentation shows\n"
+                   "  the cause:\n");
+        diagnose_print(f, p, dg, "  ");
+    }
+    if (r->oom_step >= 1 && (!dg || dg->cause != OOM_FRAGMENTATION))
         fprintf(f, "  It failed in step %d, not step 0: the optimizer state created in step 0 stays\n"
                    "  allocated and the following step no longer has room.\n", r->oom_step);
 }
 
-void explain_print(FILE *f, const Plan *p, const SimResult *r) {
+void explain_print(FILE *f, const Plan *p, const SimResult *r, const Diagnosis *d) {
     char a[32], b[32];
     const StepResult *s = report_step(r);
     int step = r->oom ? r->oom_step : r->n_steps - 1;
     fprintf(f, "\nWhat happens in a training step: %s on %s\n", p->model, p->dev.name);
     fprintf(f, "  %s\n", p->settings);
     if (r->oom && r->oom_step < 0) {
-        explain_oom(f, p, r);
+        explain_oom(f, p, r, d);
         return;
     }
     fprintf(f, "\nBefore the first step\n");
@@ -332,7 +330,7 @@ void explain_print(FILE *f, const Plan *p, const SimResult *r) {
         }
     }
     if (s && !r->oom) explain_peak(f, p, r, s);
-    if (r->oom) explain_oom(f, p, r);
+    if (r->oom) explain_oom(f, p, r, d);
     if (s && !r->oom) explain_slack(f, p, r, s);
     fprintf(f, "\n");
 }

@@ -4,7 +4,7 @@
  * then, the largest tensors), how step 0 differs, and where allocator slack comes from (reserved
  * but unallocated memory at the peak, the largest free block, and the caching-allocator rule of
  * docs/allocator.md behind each kind of free block). After an OOM it explains the failing
- * request the same way.
+ * request the same way, and gives the cause that diagnose_oom found (diagnose.h).
  *
  * The walk through phases needs the timeline (EngineConfig.record_timeline = true); without it
  * the text says so and explains the peak and the slack only. */
@@ -13,11 +13,13 @@
 
 #include <stdio.h>
 
+#include "diagnose.h"
 #include "engine.h"
 #include "scenario.h"
 
-/* Prints the explanation of result r of plan p to f. Reads only; allocates nothing that
+/* Prints the explanation of result r of plan p to f, with d (diagnose_oom of the same run; NULL:
+ * not diagnosed) as the cause of an out-of-memory error. Reads only; allocates nothing that
  * outlives the call (host allocation failure shortens the text, never aborts). */
-void explain_print(FILE *f, const Plan *p, const SimResult *r);
+void explain_print(FILE *f, const Plan *p, const SimResult *r, const Diagnosis *d);
 
 #endif

@@ -39,6 +39,7 @@ struct PointRunner {
     bool unsafe;
     double timeout_s;          /* <= 0: none */
     bool reuse;                /* children stay after a point, keeping its graph (points_set_reuse) */
+    bool need;                 /* points that do not fit also give need_alloc (points_set_need) */
     Child idle[MAX_IDLE];      /* those children, waiting for a point, least recently used first */
     int n_idle;
     char *idle_src;            /* the scenario they loaded: chunkname, a NUL, then its source */
@@ -90,6 +91,8 @@ void points_set_reuse(PointRunner *r, bool reuse) {
     r->reuse = reuse;
 }
 
+void points_set_need(PointRunner *r, bool need) { r->need = need; }
+
 void points_free(PointRunner *r) {
     if (!r) return;
     drop_idle(r);
@@ -101,12 +104,27 @@ void points_free(PointRunner *r) {
 /* Runs plan's graph through an allocator made from acfg, without a timeline or the live set at
  * the peak (no caller of points prints them), into out's step fields; returns the engine's
  * status (the message in out->err). */
-static VrStatus simulate_plan(const Plan *plan, const AllocConfig *acfg, PointOut *out) {
+static VrStatus simulate_plan(const Plan *plan, const AllocConfig *acfg, bool need, PointOut *out) {
     EngineConfig ec;
     SimResult *res = NULL;
     plan_engine_config(plan, false, &ec);
     ec.skip_live_at_peak = true;
     VrStatus st = engine_run(plan->graph, &ec, acfg, &res, out->err, sizeof out->err);
+    if (!st && need && !report_fits(res)) {
+        /* the same graph, no limit, no fragmentation: the most it holds at once */
+        AllocConfig ideal = *acfg;
+        ideal.kind = ALLOC_IDEAL;
+        ideal.capacity = 0;
+        SimResult *ir = NULL;
+        char ierr[256];
+        if (engine_run(plan->graph, &ec, &ideal, &ir, ierr, sizeof ierr) == VR_OK) {
+            out->need_alloc = (double)ir->build_allocated;
+            for (int i = 0; i < ir->n_steps; i++)
+                if ((double)ir->steps[i].peak_allocated > out->need_alloc)
+                    out->need_alloc = (double)ir->steps[i].peak_allocated;
+        }
+        engine_result_free(ir); /* without it, need_alloc stays 0: unknown */
+    }
     if (st == VR_ENOMEM) snprintf(out->err, sizeof out->err, "out of host memory");
     if (!st) {
         const StepResult *sr = report_step(res);
@@ -123,18 +141,19 @@ static VrStatus simulate_plan(const Plan *plan, const AllocConfig *acfg, PointOu
 }
 
 /* out's plan fields, from a loaded plan, and then its step fields when simulate. */
-static VrStatus answer(const Plan *plan, bool simulate, PointOut *out) {
+static VrStatus answer(const Plan *plan, bool simulate, bool need, PointOut *out) {
     snprintf(out->strategy, sizeof out->strategy, "%s", plan->strategy);
     snprintf(out->dev_name, sizeof out->dev_name, "%s", plan->dev.name);
     snprintf(out->title, sizeof out->title, "%s", plan->title);
     out->capacity = (double)plan->alloc.capacity;
     out->tokens_per_step = plan->tokens_per_step;
     out->samples_per_step = plan->samples_per_step;
-    return simulate ? simulate_plan(plan, &plan->alloc, out) : VR_OK;
+    out->gpus = plan->gpus;
+    return simulate ? simulate_plan(plan, &plan->alloc, need, out) : VR_OK;
 }
 
 /* The point itself: load (in state, or a fresh one when state is NULL) and simulate. */
-static void simulate_point(ScenarioState *state, const char *dir, bool unsafe,
+static void simulate_point(ScenarioState *state, const char *dir, bool unsafe, bool need,
                            const char *chunkname, const char *src, const char *const *sets,
                            int n_sets, bool simulate, PointOut *out) {
     ScenarioOptions opts = {.sets = sets, .n_sets = n_sets, .unsafe = unsafe};
@@ -143,13 +162,13 @@ static void simulate_point(ScenarioState *state, const char *dir, bool unsafe,
                                                   sizeof out->err)
                         : scenario_load_source(chunkname, src, dir, &opts, &plan, out->err,
                                                sizeof out->err);
-    if (!st) st = answer(plan, simulate, out);
+    if (!st) st = answer(plan, simulate, need, out);
     out->status = st;
     plan_free(plan);
 }
 
 void points_simulate_plan(const Plan *plan, const AllocConfig *acfg, PointOut *out) {
-    out->status = simulate_plan(plan, acfg, out);
+    out->status = simulate_plan(plan, acfg, false, out);
 }
 
 /* ---- children that keep their graph (reuse) -------------------------------------------------
@@ -217,13 +236,13 @@ static void reuse_child(PointRunner *r, const char *chunkname, const char *src, 
             base = NULL;
             o.status = scenario_load_source_kept(r->state, chunkname, src, NULL, &opts, &base,
                                                  o.err, sizeof o.err);
-            if (!o.status) o.status = answer(base, sim, &o);
+            if (!o.status) o.status = answer(base, sim, r->need, &o);
             o.idle = o.status == VR_OK;
         } else {
             Plan *p = NULL;
             VrStatus st = scenario_load_source_kept(r->state, chunkname, src, base, &opts, &p,
                                                     o.err, sizeof o.err);
-            if (!st) st = answer(p, sim, &o);
+            if (!st) st = answer(p, sim, r->need, &o);
             plan_free(p);
             if (st) {
                 memset(&o, 0, sizeof o);
@@ -296,8 +315,8 @@ static bool start(PointRunner *r, const char *chunkname, const char *src, PointJ
         }
     }
     if (pid < 0) { /* no child: this process, a fresh state */
-        simulate_point(NULL, r->dir, r->unsafe, chunkname, src, j->sets, j->n_sets, j->simulate,
-                       &j->out);
+        simulate_point(NULL, r->dir, r->unsafe, r->need, chunkname, src, j->sets, j->n_sets,
+                       j->simulate, &j->out);
         return false;
     }
     if (pid == 0) {
@@ -313,7 +332,7 @@ static bool start(PointRunner *r, const char *chunkname, const char *src, PointJ
         }
         PointOut o;
         memset(&o, 0, sizeof o);
-        simulate_point(r->state, r->dir, r->unsafe, chunkname, src, j->sets, j->n_sets,
+        simulate_point(r->state, r->dir, r->unsafe, r->need, chunkname, src, j->sets, j->n_sets,
                        j->simulate, &o);
         _exit(vr_write_all(fd[1], &o, sizeof o) ? 0 : 1);
     }

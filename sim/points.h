@@ -34,6 +34,10 @@ typedef struct PointOut {
     double capacity;           /* bytes the allocator may reserve */
     double time_ns;            /* step time of report_step */
     double tokens_per_step, samples_per_step; /* per GPU (Plan) */
+    double need_alloc;         /* with points_set_need, a point that does not fit: the peak
+                                  allocated bytes of its graph through the ideal allocator with
+                                  no limit (what it needs without fragmentation); else 0 */
+    int gpus;                  /* Plan.gpus */
     char strategy[32];         /* Plan.strategy */
     char dev_name[128];        /* Plan.dev.name */
     char title[256];           /* Plan.title */
@@ -60,6 +64,11 @@ void points_free(PointRunner *r); /* NULL is a no-op */
  * points often share a graph (vrsim sweep, shop); off by default. Turning it off ends the
  * children kept. */
 void points_set_reuse(PointRunner *r, bool reuse);
+
+/* With need on, a point that does not fit is simulated a second time, on the same graph, through
+ * the ideal allocator without a capacity, for PointOut.need_alloc: how far a change that does
+ * not fit got (vrsim's out-of-memory suggestions, sim/variants.c). Off by default. */
+void points_set_need(PointRunner *r, bool need);
 
 /* Loads the scenario source src (named chunkname in messages) with the n_sets "key=value"
  * overrides and, when simulate is true, runs it; fills *out. Where fork fails, the point runs

@@ -3,7 +3,6 @@
 #define _GNU_SOURCE /* renameat2 (RENAME_EXCHANGE) */
 #include "report.h"
 
-#include "report_html.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -569,8 +568,8 @@ fail:
     return VR_EIO;
 }
 
-VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, bool html,
-                          char *err, size_t errlen) {
+VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, char *err,
+                          size_t errlen) {
     VrStatus st = report_make_dir(dir, err, errlen);
     if (st) return st;
     char path[4200];
@@ -593,7 +592,6 @@ VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, bo
         if (!st) st = report_write_file(path, b.p, b.n, err, errlen);
     }
     free(b.p);
-    if (!st && html) st = report_html_write(dir, p, r, err, errlen);
     return st;
 }
 

@@ -39,11 +39,11 @@ char *report_summary_json(const Plan *p, const SimResult *r);
  * a path of 4096 bytes or more (refused, never cut short). */
 VrStatus report_make_dir(const char *dir, char *err, size_t errlen);
 
-/* Writes summary.json, memory.csv and trace.json into dir (created if missing), and with html
- * report.html (without: the caller writes it itself, with its "what would help" rows,
- * report_html_write_with). VR_EIO with a message in err when a file cannot be written. */
-VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, bool html,
-                          char *err, size_t errlen);
+/* Writes summary.json, memory.csv and trace.json into dir (created if missing); report.html is
+ * the caller's (report_html.h), with its "what would help" rows. VR_EIO with a message in err
+ * when a file cannot be written. */
+VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, char *err,
+                          size_t errlen);
 
 /* Writes text to path atomically (temporary file + rename). */
 VrStatus report_write_file(const char *path, const char *text, size_t len, char *err,

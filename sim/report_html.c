@@ -10,13 +10,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
-#include <sys/wait.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "points.h"
 #include "report.h"
 #include "scenario.h"
 
@@ -255,11 +252,11 @@ static const char HTML_TAIL[] =
     "  function variants(D) {\n"
     "    var box = document.getElementById('variants'), V = D.variants || [];\n"
     "    if (!D.variants_computed) {\n"
-    "      html('p', 'Not computed for this run (--no-suggest): each suggestion re-simulates the scenario with one change.', box, 'note');\n"
+    "      html('p', 'Not computed for this run (--no-suggest): each suggestion re-simulates the scenario with a change.', box, 'note');\n"
     "      return;\n"
     "    }\n"
-    "    if (!V.length) { html('p', 'None of the changes tried (checkpointing, LoRA, fused AdamW, a smaller micro-batch accumulated, expandable segments, ZeRO stages) lowers the peak here.', box, 'note'); return; }\n"
-    "    html('p', 'Each row is the scenario simulated again with one change (the --set shown); savings are in peak reserved memory against this run, time against its step time.', box, 'note');\n"
+    "    if (!V.length) { html('p', D.fits ? 'None of the changes tried (checkpointing, LoRA, fused AdamW, a smaller micro-batch accumulated, expandable segments, ZeRO stages) lowers the peak here.' : 'None of the changes tried (checkpointing, optimizers, a smaller micro-batch accumulated, offload, more GPUs, larger cards, LoRA/QLoRA, and pairs of them) fits.', box, 'note'); return; }\n"
+    "    html('p', 'Each row is the scenario simulated again with the change shown (its --set); savings are in peak reserved memory against this run, time against its step time.' + (D.fits ? '' : ' The changes that fit, training unchanged first, then fewer GPUs, then step time.'), box, 'note');\n"
     "    var t = html('table', null, box), tr = html('tr', null, t), base = D.step ? D.step.peak_reserved : 0;\n"
     "    ['change', '--set', 'fits', 'peak reserved', 'memory', 'step time', 'time'].forEach(function (h, i) { html('th', h, tr, i > 2 ? 'num' : ''); });\n"
     "    V.forEach(function (v) {\n"
@@ -553,263 +550,6 @@ static void add_segments(cJSON *o, const SimResult *r) {
         seg_size += b->size;
     }
     cJSON_AddNumberToObject(o, "largest_free", (double)r->largest_free_at_peak);
-}
-
-/* ---- what would help: the scenario re-simulated with one change each ---------------------- */
-
-/* Whether the word w (a key=value set) is one of the space-separated words of knobs. */
-static bool knob_in_effect(const char *knobs, const char *w) {
-    size_t n = strlen(w);
-    for (const char *k = knobs; (k = strstr(k, w)) != NULL; k += n)
-        if ((k == knobs || k[-1] == ' ') && (k[n] == ' ' || k[n] == 0)) return true;
-    return false;
-}
-
-/* Adds a candidate (label, up to two sets) to v if there is room, unless every set of it is
- * already in effect (knobs: Plan.knobs), when it would simulate this run again and could not
- * help. Returns whether it was added. */
-static bool candidate(ReportVariant *v, int *n, int max, const char *knobs, const char *label,
-                      const char *s1, const char *s2) {
-    if (*n >= max) return false;
-    if (knob_in_effect(knobs, s1) && (!s2 || knob_in_effect(knobs, s2))) return false;
-    ReportVariant *x = &v[(*n)++];
-    memset(x, 0, sizeof *x);
-    snprintf(x->label, sizeof x->label, "%s", label);
-    snprintf(x->set, sizeof x->set, "%s%s%s", s1, s2 ? " " : "", s2 ? s2 : "");
-    return true;
-}
-
-/* The variants being simulated: the candidates and the helper process that simulates them. */
-struct ReportVariants {
-    ReportVariant v[12];
-    int n;
-    pid_t pid;                 /* the helper, or -1 when the points ran here */
-    int fd;                    /* its pipe (-1 when none) */
-    PointOut *outs;            /* n answers, owned */
-    const Plan *plan;          /* the run's plan (borrowed) */
-    int same_graph;            /* the candidate that runs plan's graph, or -1 */
-};
-
-/* The points of rv's candidates (the scenario at path, base's overrides and each change's)
- * into rv->outs, in this process: a batch of children forked from a state with vrsim's modules
- * loaded, as many at a time as there are CPUs; each gives what scenario_load and engine_run give
- * (status, fits, the reported step). A scenario that cannot be read fails every point. */
-static void simulate_variants(struct ReportVariants *rv, const char *path,
-                              const ScenarioOptions *base) {
-    int n = rv->n;
-    size_t per = (size_t)base->n_sets + 3;
-    char (*sb)[2][160] = calloc((size_t)n + 1, sizeof *sb);
-    const char **all = calloc((size_t)(n + 1) * per, sizeof(char *));
-    PointJob *jobs = calloc((size_t)n + 1, sizeof *jobs);
-    char dir[4096], perr[1024];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir) dir[1] = 0;
-    else if (slash) *slash = 0;
-    else snprintf(dir, sizeof dir, ".");
-    PointRunner *runner = NULL;
-    char *src = NULL;
-    VrStatus st = sb && all && jobs ? points_new(dir, base->unsafe, 0, &runner, perr, sizeof perr)
-                                    : VR_ENOMEM;
-    if (!st) src = points_read_scenario(path, perr, sizeof perr);
-    for (int i = 0; i < n && src; i++) {
-        const char **js = all + (size_t)i * per;
-        int m = 0;
-        for (int k = 0; k < base->n_sets; k++) js[m++] = base->sets[k];
-        snprintf(sb[i][0], sizeof sb[i][0], "%s", rv->v[i].set);
-        char *sp = strchr(sb[i][0], ' ');
-        if (sp) { *sp = 0; snprintf(sb[i][1], sizeof sb[i][1], "%s", sp + 1); js[m++] = sb[i][0]; js[m++] = sb[i][1]; }
-        else js[m++] = sb[i][0];
-        jobs[i] = (PointJob){.sets = js, .n_sets = m, .simulate = true};
-    }
-    /* the candidate that changes allocator settings only, on this plan's graph: its settings
-     * are what plan.lua's read_alloc makes of --set allocator.conf=expandable_segments:True
-     * (the conf given replaces the run's; kind and capacity come from elsewhere) */
-    int same = rv->same_graph;
-    if (src && same >= 0) {
-        const Plan *p = rv->plan;
-        AllocConfig ac;
-        alloc_config_default(&ac);
-        PointOut *o = &jobs[same].out;
-        memset(o, 0, sizeof *o);
-        if (alloc_config_parse(&ac, "expandable_segments:True", o->err, sizeof o->err)) {
-            o->status = VR_EINVAL;
-        } else {
-            ac.kind = p->alloc.kind;
-            ac.capacity = p->alloc.capacity;
-            ac.fraction_set = p->alloc.fraction_set;
-            points_simulate_plan(p, &ac, o);
-        }
-        /* the others as one batch, this one left out of it */
-        PointJob t = jobs[same];
-        for (int i = same; i + 1 < n; i++) jobs[i] = jobs[i + 1];
-        jobs[n - 1] = t;
-    }
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    if (src) points_run_batch(runner, path, src, jobs, same >= 0 ? n - 1 : n, ncpu > 0 ? (int)ncpu : 1);
-    if (src && same >= 0) { /* back in the candidates' order */
-        PointJob t = jobs[n - 1];
-        for (int i = n - 1; i > same; i--) jobs[i] = jobs[i - 1];
-        jobs[same] = t;
-    }
-    for (int i = 0; i < n; i++) {
-        if (src) rv->outs[i] = jobs[i].out;
-        else {
-            memset(&rv->outs[i], 0, sizeof rv->outs[i]);
-            rv->outs[i].status = st == VR_ENOMEM ? VR_ENOMEM : VR_EINVAL;
-        }
-    }
-    free(src);
-    points_free(runner);
-    free(sb);
-    free(all);
-    free(jobs);
-}
-
-VrStatus report_html_variants_start(const char *path, const ScenarioOptions *base, const Plan *p,
-                                    ReportVariants **out) {
-    *out = NULL;
-    struct ReportVariants *rv = calloc(1, sizeof *rv);
-    if (!rv) return VR_ENOMEM;
-    rv->pid = -1;
-    rv->fd = -1;
-    enum { MAX = 12 };
-    ReportVariant *v = rv->v;
-    int n = 0;
-    char a[64], b[96];
-    candidate(v, &n, MAX, p->knobs, "gradient checkpointing", "training.checkpointing=true", NULL);
-    candidate(v, &n, MAX, p->knobs, "LoRA on frozen bf16 weights (r=8 on q, v)", "training.precision=lora_bf16", NULL);
-    candidate(v, &n, MAX, p->knobs, "fused AdamW (no foreach temporaries)", "training.optimizer_impl=fused", NULL);
-    int mb = (int)p->samples_per_step;
-    if (mb >= 2) {
-        snprintf(a, sizeof a, "training.micro_batch=%d", mb / 2);
-        snprintf(b, sizeof b, "micro-batch %d accumulated twice (instead of %d once)", mb / 2, mb);
-        candidate(v, &n, MAX, p->knobs, b, a, "training.grad_accum=2");
-    }
-    int expandable = -1;
-    if (!p->alloc.expandable_segments) {
-        if (candidate(v, &n, MAX, p->knobs, "expandable segments", "allocator.conf=expandable_segments:True", NULL))
-            expandable = n - 1;
-    }
-    if (p->gpus > 1) {
-        candidate(v, &n, MAX, p->knobs, "ZeRO-2 (shard gradients and optimizer state)", "training.strategy=zero2", NULL);
-        candidate(v, &n, MAX, p->knobs, "ZeRO-3 (shard parameters too)", "training.strategy=zero3", NULL);
-        candidate(v, &n, MAX, p->knobs, "ZeRO-3 with the optimizer state offloaded to the CPU",
-                  "training.strategy=zero3", "training.zero.offload_optimizer=cpu");
-    }
-    rv->n = n;
-    /* the graph of a change of allocator settings alone is this plan's own when building it read
-     * none (plan.lua watches): that variant runs this graph, not a new build */
-    rv->plan = p;
-    rv->same_graph = p->graph_reads_allocator ? -1 : expandable;
-    rv->outs = calloc((size_t)n + 1, sizeof *rv->outs);
-    if (!rv->outs) { free(rv); return VR_ENOMEM; }
-    /* a helper process simulates them while the caller goes on; where it cannot be made, they
-     * are simulated here, now */
-    int fd[2];
-    pid_t pid = -1;
-    if (pipe(fd) == 0) {
-        fflush(NULL); /* the helper must not write the caller's buffered output again */
-        pid = fork();
-        if (pid < 0) { close(fd[0]); close(fd[1]); }
-    }
-    if (pid == 0) {
-        close(fd[0]);
-        signal(SIGPIPE, SIG_IGN);
-        simulate_variants(rv, path, base);
-        _exit(vr_write_all(fd[1], rv->outs, sizeof *rv->outs * (size_t)n) ? 0 : 1);
-    }
-    if (pid < 0) {
-        simulate_variants(rv, path, base);
-    } else {
-        close(fd[1]);
-        rv->pid = pid;
-        rv->fd = fd[0];
-    }
-    *out = rv;
-    return VR_OK;
-}
-
-/* Waits for rv's helper and reads its answers; false when they did not all come. */
-static bool collect(struct ReportVariants *rv, bool kill_it) {
-    if (rv->pid < 0) return true;
-    size_t want = sizeof *rv->outs * (size_t)rv->n, got = 0;
-    while (!kill_it && got < want) {
-        ssize_t k = read(rv->fd, (char *)rv->outs + got, want - got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-    close(rv->fd);
-    if (kill_it) kill(rv->pid, SIGKILL);
-    int ws;
-    while (waitpid(rv->pid, &ws, 0) < 0 && errno == EINTR) {}
-    rv->pid = -1;
-    rv->fd = -1;
-    return !kill_it && got == want;
-}
-
-void report_html_variants_cancel(ReportVariants *rv) {
-    if (!rv) return;
-    collect(rv, true);
-    free(rv->outs);
-    free(rv);
-}
-
-VrStatus report_html_variants_finish(ReportVariants *rv, const SimResult *r, ReportVariant **out,
-                                     int *n_out) {
-    *out = NULL;
-    *n_out = 0;
-    int n = rv->n;
-    bool whole = collect(rv, false);
-    ReportVariant *v = calloc(12, sizeof *v);
-    if (!v) { report_html_variants_cancel(rv); return VR_ENOMEM; }
-    const StepResult *s0 = report_step(r);
-    int kept = 0;
-    bool nomem = false;
-    for (int i = 0; i < n; i++) {
-        ReportVariant *x = &v[i];
-        *x = rv->v[i];
-        const PointOut *po = &rv->outs[i];
-        bool keep = true;
-        if (!whole || po->status) {
-            /* a change this scenario cannot take (a model without LoRA, ...) is left out */
-            keep = false;
-            nomem = nomem || (whole && po->status == VR_ENOMEM);
-        } else {
-            x->fits = po->fits;
-            x->peak_reserved = po->has_step ? po->peak_res : 0;
-            x->step_ms = po->has_step ? po->time_ns / 1e6 : 0;
-            /* it helps if it fits and holds less than this run, or fits where this run does
-             * not; the same figures mean the scenario already had it */
-            bool base_fits = report_fits(r);
-            keep = x->fits && (!base_fits || !s0 || x->peak_reserved < (double)s0->peak_reserved);
-        }
-        if (keep) v[kept++] = *x;
-    }
-    report_html_variants_cancel(rv);
-    if (nomem) { free(v); return VR_ENOMEM; }
-    /* most memory saved first (fitting before not fitting) */
-    for (int i = 1; i < kept; i++)
-        for (int j = i; j > 0; j--) {
-            ReportVariant *x = &v[j - 1], *y = &v[j];
-            bool swap = x->fits != y->fits ? y->fits : y->peak_reserved < x->peak_reserved;
-            if (!swap) break;
-            ReportVariant t = *x; *x = *y; *y = t;
-        }
-    *out = v;
-    *n_out = kept;
-    return VR_OK;
-}
-
-VrStatus report_html_variants(const char *path, const ScenarioOptions *base, const Plan *p,
-                              const SimResult *r, ReportVariant **out, int *n_out) {
-    *out = NULL;
-    *n_out = 0;
-    ReportVariants *rv = NULL;
-    VrStatus st = report_html_variants_start(path, base, p, &rv);
-    if (st) return st;
-    return report_html_variants_finish(rv, r, out, n_out);
 }
 
 static cJSON *page_data(const Plan *p, const SimResult *r, const ReportVariant *v, int nv,

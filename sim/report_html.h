@@ -1,7 +1,8 @@
 /* report_html.h: report.html, a self-contained page (inline JavaScript and SVG, no network) that
  * shows one run: the memory timeline as stacked categories with allocated and reserved lines and
  * phase markers, the breakdown at peak, the largest tensors live at peak, and the segment map at
- * peak, and (when computed) what would help: the scenario re-simulated with one change each. The
+ * peak, and (when computed) what would help: the scenario re-simulated with changes, as the list
+ * given (sim/variants.c). The
  * page's script sets data-ok="1" on <body> once everything is drawn (and data-error
  * with the message if it fails), which is what tests/html/check.sh looks for in headless
  * Chromium.
@@ -20,13 +21,18 @@
 
 #define REPORT_HTML_MAX_SAMPLES 6000   /* samples kept in the page, at most */
 
-/* "What would help": the scenario simulated again with one change. */
+/* "What would help": the scenario simulated again with a change (sim/variants.c makes the list;
+ * this file only shows it). */
 typedef struct ReportVariant {
-    char label[96];            /* what the change is, in words */
-    char set[160];             /* the --set option(s) that make it, space-separated */
+    char label[128];           /* what the change is, in words */
+    char set[400];             /* the --set option(s) that make it, space-separated */
     bool fits;
     double peak_reserved;      /* bytes, the reported step (report_step) */
     double step_ms;            /* the reported step's time */
+    int gpus;                  /* GPUs the variant runs on (hardware.count) */
+    int kind;                  /* VariantKind (variants.h): what sort of change, for picking a few
+                                  of each sort to print */
+    bool changes_training;     /* it trains something else (LoRA, QLoRA): said beside it */
 } ReportVariant;
 
 /* Builds the page. Returns text the caller frees with free(), or NULL when host memory runs
@@ -45,31 +51,8 @@ char *report_json_print(const struct cJSON *o);
 VrStatus report_html_write(const char *dir, const Plan *p, const SimResult *r, char *err,
                            size_t errlen);
 
-/* Re-simulates the scenario at path (loaded with base's options, giving plan p and result r)
- * once per change that could lower its memory: gradient checkpointing, LoRA, fused AdamW, half
- * the micro-batch accumulated twice, expandable segments, and for several GPUs ZeRO-2, ZeRO-3
- * and ZeRO-3 with optimizer offload. Only changes that help are kept: the variant fits and
- * reserves less than this run at its peak, or fits where this run does not (a change the
- * scenario cannot take, a load or engine error, is left out). They are sorted by peak reserved,
- * least first. Each is a full simulation without a timeline
- * (a few times the cost of the run). The caller frees *out with free(). VR_OK or VR_ENOMEM. */
-VrStatus report_html_variants(const char *path, const ScenarioOptions *base, const Plan *p,
-                              const SimResult *r, ReportVariant **out /* OUT */,
-                              int *n /* OUT */);
-
-/* report_html_variants in two halves, so that the caller can go on while the variants are
- * simulated (in a helper process): _start takes the plan (the candidates depend on its
- * micro-batch, allocator settings and GPU count), _finish the run's result, and gives what
- * report_html_variants gives; _finish and _cancel (which stops the helper) free rv. */
-typedef struct ReportVariants ReportVariants;
-VrStatus report_html_variants_start(const char *path, const ScenarioOptions *base, const Plan *p,
-                                    ReportVariants **rv /* OUT */);
-VrStatus report_html_variants_finish(ReportVariants *rv, const SimResult *r,
-                                     ReportVariant **out /* OUT */, int *n /* OUT */);
-void report_html_variants_cancel(ReportVariants *rv); /* NULL is a no-op */
-
 /* report_html_build and report_html_write with the "what would help" rows v[0..nv-1] (from
- * report_html_variants); nv < 0 means not computed. */
+ * variants_finish, variants.h); nv < 0 means not computed. */
 char *report_html_build_with(const Plan *p, const SimResult *r, const ReportVariant *v, int nv);
 VrStatus report_html_write_with(const char *dir, const Plan *p, const SimResult *r,
                                 const ReportVariant *v, int nv, char *err, size_t errlen);

@@ -51,8 +51,9 @@ typedef struct Plan {
     int64_t n_params;          /* the base model's parameters (numel summed, before adapters),
                                   -1 = unknown */
     int64_t n_trainable;       /* parameters that require grad, adapters included, -1 = unknown */
-    char knobs[256];           /* settings in effect that report.html's changes try, as
-                                  space-separated key=value words (plan.lua's `knobs`) */
+    char knobs[512];           /* settings in effect that the "what would help" changes start
+                                  from (sim/variants.c), as space-separated key=value words
+                                  (plan.lua's `knobs`) */
     bool graph_reads_allocator; /* building the graph read the allocator settings (plan.lua
                                    watches): false means the graph is the same whatever they
                                    are, so a run that changes only them may reuse it */

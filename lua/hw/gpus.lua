@@ -64,7 +64,7 @@
 --                        "measured YYYY-MM-DD"); keys match the fields (memory, bandwidth, SMs and
 --                        L2 may share `memory`, anything may fall back to `spec`)
 --
--- cuda_context_bytes estimates.  Only the H200 is measured (shared/truth: nvidia-smi used minus
+-- cuda_context_bytes estimates.  Only the H200 is measured (validation/records/llama_h200.jsonl: nvidia-smi used minus
 -- torch reserved after training steps, torch 2.11 + CUDA 13.0, driver 580): 750.8 MiB in the fp32
 -- run, 766.8 MiB in the bf16/amp runs, 768.8-770.8 MiB in SDXL (cuDNN attention).  We carry
 -- 766.8125 MiB.  For other GPUs we split that figure into a part that scales with the GPU -- the
@@ -274,7 +274,7 @@ return {
       usable_bytes = "deviceQuery 'NVIDIA H100 80GB HBM3 ... 81079 MBytes (85017755648 bytes)' (driver 13.0, public repo); "
         .. "81090 MiB = 85028896768 with a CUDA 12.8 driver",
       nvlink = "H100 datasheet: NVLink 900 GB/s (fourth generation, 18 links); PCIe Gen5 128 GB/s",
-      cuda_context_bytes = "taken from the H200 measurement (same GH100 die and SM count): shared/truth, file date 2026-11-30",
+      cuda_context_bytes = "taken from the H200 measurement (same GH100 die and SM count): validation/records/llama_h200.jsonl, file date 2026-11-30",
       tdp_w = "H100 datasheet: up to 700 W (configurable)",
     },
   },
@@ -348,12 +348,12 @@ return {
         .. "clock 1070.5 TFLOP/s, the reference the carried fractions are taken of",
       spec = "NVIDIA H200 Tensor Core GPU product page / datasheet (H200 SXM column): https://www.nvidia.com/en-us/data-center/h200/",
       peak_flops = "H200 datasheet lists sparse figures equal to H100 SXM (TF32 989, BF16/FP16 1,979, FP8/INT8 3,958 TFLOPS), "
-        .. "FP32 67; dense = half. Measured through PyTorch (shared/truth/hw_h200_pytorch.json): best GEMM 777 TFLOP/s bf16, "
+        .. "FP32 67; dense = half. Measured through PyTorch (validation/results/hw_h200_pytorch.json): best GEMM 777 TFLOP/s bf16, "
         .. "748 fp16, 381 tf32, 51.6 fp32",
       memory = "H200 datasheet: 141 GB HBM3e, 4.8 TB/s; same GH100 die as H100 (132 SMs, 50 MB L2). Measured device copy "
         .. "2.11 TB/s each way (4.22 TB/s read+write) at 4 GiB, hw_h200_pytorch.json",
       usable_bytes = "measured 2026-11-30 (file date; the truth README gives no run date): torch total 143155.9375 MiB, "
-        .. "shared/truth/llama_h200.jsonl total_mib; nvidia-smi 143771 MiB, driver 580.159.04",
+        .. "validation/records/llama_h200.jsonl total_mib; nvidia-smi 143771 MiB, driver 580.159.04",
       cuda_context_bytes = "measured 2026-11-30 (file date): nvsmi_used_minus_reserved_mib = 766.8125 in the bf16/amp LLaMA "
         .. "runs and fit_h200.jsonl, 750.8125 in the fp32 run, 768.8-770.8 in SDXL runs (torch 2.11.0+cu130)",
       nvlink = "MLCommons inference v4.1 system description H200-SXM-141GBx8: '18x 4th Gen NVLink, 900GB/s', 'PCIe Gen5 x16', "

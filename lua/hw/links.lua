@@ -38,7 +38,7 @@ return {
       bw_bytes_per_s = 55.4e9,                -- measured, pinned H2D (D2H 55.3e9)
       pageable_bw_bytes_per_s = 19.1e9,       -- measured H2D (D2H 15.5e9)
       latency_s = 6.5e-6,                     -- measured: 1 MiB pinned copy 25.4 us minus 1 MiB / 55.4 GB/s
-      source = "measured 2026-11-30 (file date) on the H200 host: shared/truth/hw_h200_pytorch.json, torch copies of "
+      source = "measured 2026-11-30 (file date) on the H200 host: validation/results/hw_h200_pytorch.json, torch copies of "
         .. "1 MiB-4 GiB (pinned H2D 55.45 GB/s, D2H 55.30 GB/s; pageable 19.1 / 15.5 GB/s); theoretical from PCI "
         .. "Express Base Specification 5.0 (32 GT/s), H100 datasheet 'PCIe Gen5 128 GB/s' (bidirectional)",
     },

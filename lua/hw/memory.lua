@@ -7,7 +7,7 @@ local M = {}
 -- PyTorch's default cuBLAS workspace (aten/src/ATen/cuda/CublasHandlePool.cpp,
 -- getChosenWorkspaceSize with no CUBLAS_WORKSPACE_CONFIG): ":4096:8" (4096 KiB x 8) on compute
 -- capability 9.0 and later (major 9, 10, 11 and 12: Hopper and Blackwell, "32MiB for Hopper and
--- Blackwell"), ":4096:2:16:8" (4096 KiB x 2 + 16 KiB x 8) before; shared/ALLOCATOR.md
+-- Blackwell"), ":4096:2:16:8" (4096 KiB x 2 + 16 KiB x 8) before; docs/allocator.md
 -- 10.1 (two such workspaces per process on an H200, measured).
 M.CUBLAS_WORKSPACE_HOPPER = 4096 * 1024 * 8            -- 33554432
 M.CUBLAS_WORKSPACE_PRE_HOPPER = 4096 * 1024 * 2 + 16 * 1024 * 8 -- 8519680

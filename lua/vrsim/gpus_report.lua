@@ -79,4 +79,14 @@ function M.text(detail)
   return table.concat(out, "\n") .. "\n"
 end
 
+-- The catalog's GPUs as lines of "key usable_bytes" (what torch reports as total), fewest bytes
+-- first: the larger cards vrsim's out-of-memory suggestions try (sim/variants.c).
+function M.usable(_)
+  local out = {}
+  for k, g in pairs(gpus) do out[#out + 1] = { k, g.usable_bytes or g.memory_bytes } end
+  table.sort(out, function(a, b) return a[2] < b[2] or (a[2] == b[2] and a[1] < b[1]) end)
+  for i, e in ipairs(out) do out[i] = ("%s %.0f"):format(e[1], e[2]) end
+  return table.concat(out, "\n") .. "\n"
+end
+
 return M

@@ -1237,10 +1237,15 @@ local function finish(st, G, cx, alloc_read)
     allocator = { conf = cfg.allocator.conf, kind = cfg.allocator.kind, capacity_bytes = cap,
                   fraction_set = fraction_set },
     graph_reads_allocator = alloc_read,
-    -- the settings in effect that report.html's "what would help" changes try, as key=value
-    -- words: a change whose every setting is already here is the run itself and is not simulated
-    knobs = ("training.checkpointing=%s training.precision=%s training.optimizer_impl=%s training.strategy=%s"):format(
-      tostring(t.checkpointing), tostring(t.precision), tostring(t.optimizer_impl), tostring(t.strategy)),
+    -- the settings in effect that the "what would help" changes (sim/variants.c) start from, as
+    -- key=value words: a change whose every setting is already here is the run itself
+    knobs = ("training.checkpointing=%s training.precision=%s training.optimizer_impl=%s training.strategy=%s"
+             .. " training.optimizer=%s training.checkpoint_scope=%s training.grad_accum=%s training.quant=%s"
+             .. " hardware.count=%s hardware.gpu=%s training.zero.offload_optimizer=%s training.build=%s"):format(
+      tostring(t.checkpointing), tostring(t.precision), tostring(t.optimizer_impl), tostring(t.strategy),
+      tostring(t.optimizer), tostring(t.checkpoint_scope), tostring(t.grad_accum), tostring(t.quant),
+      tostring(cfg.hardware.count), tostring(cfg.hardware.gpu),
+      tostring(cx.dp and cx.dp.opts.offload_optimizer or "none"), tostring(t.build)),
   }
 end
 
