@@ -215,9 +215,9 @@ static void second_round(Variants *v) {
         if (c <= p->gpus) continue;
         snprintf(a, sizeof a, "hardware.count=%d", c);
         snprintf(lbl, sizeof lbl, "FSDP2 over %d GPUs", c);
-        add(v, G_STRAT, VK_MORE_GPUS, lbl, "training.strategy=fsdp2", a, NULL);
+        add(v, G_STRAT, VK_MORE_GPUS_FSDP, lbl, "training.strategy=fsdp2", a, NULL);
         snprintf(lbl, sizeof lbl, "ZeRO-3 over %d GPUs", c);
-        add(v, G_STRAT, VK_MORE_GPUS, lbl, "training.strategy=zero3", a, NULL);
+        add(v, G_STRAT, VK_MORE_GPUS_ZERO, lbl, "training.strategy=zero3", a, NULL);
     }
     /* the fp32 model that from_config's build makes before .to(dtype) is gone when the model is
      * loaded as fine-tuning scripts load it, from_pretrained(torch_dtype=...) */
@@ -275,7 +275,8 @@ static void pairs(Variants *v, double need) {
         for (int s = 0; s < y->n_sets && z->n_sets < MAX_SETS; s++)
             memcpy(z->sets[z->n_sets++], y->sets[s], sizeof z->sets[0]);
         z->groups = x->groups | y->groups;
-        z->kind = x->kind == VK_MORE_GPUS || y->kind == VK_MORE_GPUS ? VK_MORE_GPUS
+        z->kind = x->kind == VK_MORE_GPUS_FSDP || y->kind == VK_MORE_GPUS_FSDP ? VK_MORE_GPUS_FSDP
+                : x->kind == VK_MORE_GPUS_ZERO || y->kind == VK_MORE_GPUS_ZERO ? VK_MORE_GPUS_ZERO
                 : x->kind == VK_OFFLOAD || y->kind == VK_OFFLOAD ? VK_OFFLOAD : VK_SAME;
         v->n++;
     }

@@ -42,7 +42,9 @@ typedef enum VariantKind {
     VK_SAME,                   /* the same GPUs and training: batch, checkpointing, optimizer,
                                   ZeRO stage */
     VK_OFFLOAD,                /* the optimizer state offloaded to the CPU */
-    VK_MORE_GPUS,              /* sharded over more GPUs of the same card */
+    VK_MORE_GPUS_FSDP,         /* sharded over more GPUs of the same card by torch's FSDP2 */
+    VK_MORE_GPUS_ZERO,         /* ... by DeepSpeed's ZeRO-3: another framework, so a kind of its
+                                  own (a user's script runs one or the other) */
     VK_LARGER_GPU,             /* a larger card of the catalog */
     VK_TRAINING,               /* LoRA / QLoRA: trains something else */
     VK_COUNT

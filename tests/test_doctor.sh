@@ -122,11 +122,11 @@ else fail "a temporary: diagnosis" "$(sed -n '/why/,$p' "$TMP/tmp.out")"; fi
 # 15.30 GiB usable, while its steps need 12.61 GiB of model states: built as from_pretrained
 # loads it, it fits
 SCN=scenarios/llama7b_lora_saving.lua
-"$VRSIM" "$SCN" --set capacity_gib=16 --no-files >"$TMP/build.out" 2>&1
+"$VRSIM" "$SCN" --set capacity_gib=16 --set build=cast --no-files >"$TMP/build.out" 2>&1
 if grep -q "why: building the model: at op 'to(bf16) model.embed_tokens.weight' (build) it holds 24.87 GiB" "$TMP/build.out"; then
   ok "building: named as the cause"
 else fail "building: diagnosis" "$(sed -n '/why/,$p' "$TMP/build.out")"; fi
-reproduces building "$TMP/build.out" "build in the training dtype (from_pretrained(torch_dtype=...))" --set capacity_gib=16
+reproduces building "$TMP/build.out" "build in the training dtype (from_pretrained(torch_dtype=...))" --set capacity_gib=16 --set build=cast
 
 # a run that fits prints no doctor section
 "$VRSIM" scenarios/llama7b_h200.lua --set size=7b-l2 --set steps=2 --no-files >"$TMP/fit.out" 2>&1
