@@ -85,7 +85,7 @@ cat > "$tmp/gpt2.json" <<'EOS'
 EOS
 scn gpt2 gpt2.json
 "$VRSIM" "$tmp/gpt2.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
-if [ $rc -eq 2 ] && grep -q "GPT2LMHeadModel' is not modelled (modelled: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM" "$tmp/err"; then
+if [ $rc -eq 2 ] && grep -q "GPT2LMHeadModel' is not modelled (modelled: .*LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM" "$tmp/err"; then
   ok "an architecture that is not modelled exits 2 and names the ones that are"
 else bad "GPT2LMHeadModel: exit $rc, $(cat "$tmp/err")"; fi
 python3 -c "
@@ -137,6 +137,79 @@ else bad "model.size beside a config: no note ($(grep notes "$tmp/out"))"; fi
 if grep -q "model.hidden = 2048 has no effect on this run: SDXL's shapes are its variant's" "$tmp/out"; then
   ok "model.hidden on SDXL: noted as having no effect"
 else bad "model.hidden on SDXL: no note ($(grep notes "$tmp/out"))"; fi
+
+# 8. Qwen3 (modeling_qwen3.py, transformers 5.25): q_norm and k_norm, an RMSNorm over each head's
+# head_dim of q and of k before the rotary embedding, computed in fp32 as LlamaRMSNorm is: at
+# 512 tokens the fp32 copy of q is 512 x 32 heads x 128 x 4 bytes = 8 MiB, of k (8 key/value
+# heads) 2 MiB, made once per layer in forward
+scn q3 qwen3-8b.json
+"$VRSIM" "$tmp/q3.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/q3.csv" >/dev/null 2>&1
+qn=$(awk -F, '$3 == "alloc" && $7 == "layers.0.self_attn.q_norm.to_fp32" { print $5 }' "$tmp/q3.csv" | head -1)
+kn=$(awk -F, '$3 == "alloc" && $7 == "layers.0.self_attn.k_norm.to_fp32" { print $5 }' "$tmp/q3.csv" | head -1)
+if [ "$qn" = "8388608" ] && [ "$kn" = "2097152" ]; then ok "Qwen3 q_norm / k_norm: per-head RMSNorm in fp32 on q (8 MiB) and k (2 MiB) before RoPE"
+else bad "Qwen3 q_norm / k_norm: fp32 copies of $qn and $kn bytes, want 8388608 and 2097152"; fi
+# ... and its weights are trainable parameters of their own (head_dim each), which LoRA does not target
+n=$(json "$tmp/q3.lua" --set model.layers=1 | field 'd["n_params"]')
+want=$(python3 -c "h, i, v, q, kv = 4096, 12288, 151936, 32 * 128, 8 * 128; print(2*v*h + h + 2*h*q + 2*h*kv + 3*h*i + 2*h + 2*128)")
+if [ "$n" = "$want" ]; then ok "Qwen3 one layer: $n parameters (q_norm and k_norm 128 each, no q/k/v bias)"
+else bad "Qwen3 one layer: $n parameters, want $want"; fi
+# LoRA by the names peft uses on Qwen3: all-linear is the seven projections, not the norms
+scn q3l qwen3-8b.json 'precision = "lora_bf16", build = "direct", lora = { r = 16, targets = "all-linear" }'
+n=$(json "$tmp/q3l.lua" --set model.layers=1 | field 'd["parameters"]["lora_adapters"]')
+want=$((16 * (4096 + 4096) + 2 * 16 * (4096 + 1024) + 16 * (4096 + 4096) + 2 * 16 * (4096 + 12288) + 16 * (12288 + 4096)))
+if [ "$n" = "$want" ]; then ok "Qwen3 all-linear LoRA r16: $n adapter parameters a layer"
+else bad "Qwen3 all-linear LoRA r16: $n adapter parameters a layer, want $want"; fi
+# the answer of scenarios/qwen3_8b_lora_4090.lua: at 4096 tokens bf16 LoRA does not fit a 24 GB
+# card even at micro-batch 1 (the 151,936-token vocabulary's fp32 log-probabilities and their
+# gradient, 2374 MiB each, at the loss's backward); 4-bit QLoRA fits micro-batch 2, not 3
+"$VRSIM" scenarios/qwen3_8b_lora_4090.lua --no-files >"$tmp/out" 2>&1; rc=$?
+if [ $rc -eq 3 ] && grep -q "out of memory in step 0 at op 'log_softmax.backward'" "$tmp/out"; then
+  ok "Qwen3-8B bf16 LoRA at 4096 tokens on an RTX 4090: does not fit (the loss's backward)"
+else bad "Qwen3-8B bf16 LoRA at 4096 on a 4090: exit $rc, $(grep -E 'FIT' "$tmp/out")"; fi
+"$VRSIM" maxbatch scenarios/qwen3_8b_lora_4090.lua --set quant=nf4 >"$tmp/out" 2>&1
+if grep -q "answer: micro_batch = 2 fits .*; 3 does not" "$tmp/out"; then ok "Qwen3-8B QLoRA at 4096 tokens on an RTX 4090: micro-batch 2"
+else bad "Qwen3-8B QLoRA maxbatch: $(grep answer "$tmp/out")"; fi
+# sharded: FSDP2 over 8 GPUs holds a shard of Qwen3's 16.4 GB of bf16 weights plus the gathered units
+scn q3f qwen3-8b.json 'strategy = "fsdp2", checkpointing = true'
+held=$(json "$tmp/q3f.lua" --set hardware.count=8 | field 'round(d["breakdown_at_peak"]["parameters"])')
+if python3 -c "import sys; h=$held; sys.exit(0 if 0 < h < 0.3 * 16381470720 else 1)"; then
+  ok "Qwen3-8B fsdp2 over 8 GPUs: $held parameter bytes at the peak"
+else bad "Qwen3-8B fsdp2 over 8 GPUs: $held parameter bytes at the peak"; fi
+python3 -c "
+import json; d=json.load(open('$tmp/qwen3-8b.json')); d['use_sliding_window']=True
+json.dump(d, open('$tmp/q3_sw.json','w'))"
+scn q3sw q3_sw.json
+"$VRSIM" "$tmp/q3sw.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "use_sliding_window = true (sliding attention on some Qwen3 layers) is not modelled" "$tmp/err"; then
+  ok "Qwen3 use_sliding_window is an error"
+else bad "Qwen3 use_sliding_window: exit $rc, $(cat "$tmp/err")"; fi
+
+# layers built once in Lua and carried over in C give the answer every layer built in Lua gives
+same_once() { # scenario [--set ...]: the JSON with build_layers_once true and false, compared
+  f=$1; shift
+  json "$f" "$@" --no-suggest > "$tmp/once.json"
+  json "$f" "$@" --no-suggest --set build_layers_once=false > "$tmp/each.json"
+  python3 - "$tmp/once.json" "$tmp/each.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+for d in (a, b): d.pop("overrides", None)
+sys.exit(a != b or not a.get("peak_reserved_bytes"))
+PY
+}
+if same_once "$tmp/q3l.lua" --set model.layers=4 --set checkpointing=true; then ok "Qwen3: layers carried over as built one by one"
+else bad "Qwen3: layers built once differ from every layer in Lua"; fi
+
+# 9. the mixture-of-experts families and Gemma 3's multimodal class are not modelled: exit 2
+# naming the architecture (AutoModelForCausalLM's class for each)
+for am in MixtralForCausalLM:mixtral Qwen3MoeForCausalLM:qwen3_moe GptOssForCausalLM:gpt_oss \
+          DeepseekV3ForCausalLM:deepseek_v3 Gemma3ForConditionalGeneration:gemma3; do
+  a=${am%%:*}; t=${am#*:}
+  printf '{ "architectures": ["%s"], "model_type": "%s", "num_hidden_layers": 2 }\n' "$a" "$t" > "$tmp/moe.json"
+  scn moe moe.json
+  "$VRSIM" "$tmp/moe.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc -eq 2 ] && grep -q "architecture '$a' is not modelled" "$tmp/err"; then ok "$a: exit 2, not modelled"
+  else bad "$a: exit $rc, $(cat "$tmp/err")"; fi
+done
 
 echo "test_families: $pass passed, $fail failed"
 [ $fail -eq 0 ]

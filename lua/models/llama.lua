@@ -115,8 +115,8 @@ local function rmsnorm_forward(cx, m, x)
                      grad_order = { 2, 1 }, frees = drops, flops = nn.numel(x.shape), dtype = odt })
 end
 
-function L.RMSNorm(opname, dim)
-  local m = mod.new("LlamaRMSNorm", rmsnorm_forward, { opname = opname })
+function L.RMSNorm(opname, dim, cls)
+  local m = mod.new(cls or "LlamaRMSNorm", rmsnorm_forward, { opname = opname })
   m:declare("weight", { dim })
   return m
 end
@@ -227,6 +227,21 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask)
   return o, pr
 end
 
+-- A projection split into heads, (b, s, n * d) -> (b, n, s, d): `x_proj(h).view(hidden_shape)
+-- .transpose(1, 2)`, whose backward copies the non-contiguous gradient back. With a per-head norm
+-- (Qwen3's and Gemma 3's q_norm / k_norm, `norm(x_proj(h).view(hidden_shape)).transpose(1, 2)`)
+-- the norm runs on the (b, s, n, d) view and the transpose is a view of its output: the gradient
+-- reaching the norm's backward is the transposed one, every elementwise kernel of that backward
+-- keeps its layout, and the view back to (b, s, n * d) is where it is copied.
+local function heads_of(cx, m, which, x, n, b, s, hd)
+  local pre = m.lpre
+  local norm = m.children[which .. "_norm"]
+  if not norm then return nn.view_op(cx, pre .. "." .. which .. "_heads", x, { b, n, s, hd }) end
+  local x4 = nn.view_op(cx, pre .. "." .. which .. "_heads", x, { b, s, n, hd })
+  local xn = mod.call(cx, norm, x4)
+  return nn.view(cx, xn, { b, n, s, hd }, pre .. "." .. which .. "_transpose")
+end
+
 -- LlamaAttention.forward(hidden_states, position_embeddings, attention_mask). The run's
 -- settings (cx.run: batch, seq, attention implementation, KV cache on or off) come from the
 -- caller, as transformers' kwargs do.
@@ -239,9 +254,9 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   -- `x_proj(hidden_states).view(hidden_shape).transpose(1, 2)` for q, then k, then v (the
   -- autograd nodes in that order); backward copies the non-contiguous gradient
   local q = mod.call(cx, m.children.q_proj, hn)
-  local qv = nn.view_op(cx, pre .. ".q_heads", q, { b, a.heads, s, hd })
+  local qv = heads_of(cx, m, "q", q, a.heads, b, s, hd)
   local k = mod.call(cx, m.children.k_proj, hn)
-  local kv = nn.view_op(cx, pre .. ".k_heads", k, { b, a.kv_heads, s, hd })
+  local kv = heads_of(cx, m, "k", k, a.kv_heads, b, s, hd)
   local v = mod.call(cx, m.children.v_proj, hn)
   -- v's gradient: cuDNN attention's backward makes dv with v's strides, so when v reaches
   -- it directly (no cache copy, no repeat_kv) dv transposed back is already contiguous and
@@ -347,6 +362,11 @@ function L.Attention(cfg, l, pre)
   m:add("k_proj", L.Linear(p .. "k_proj", h, kvd, cfg.qkv_bias))
   m:add("v_proj", L.Linear(p .. "v_proj", h, kvd, cfg.qkv_bias))
   m:add("o_proj", L.Linear(p .. "o_proj", qd, h, cfg.o_bias))
+  if cfg.qk_norm == "head" then
+    -- Qwen3Attention: an RMSNorm over each head's head_dim for q and for k, made after o_proj
+    m:add("q_norm", L.RMSNorm(p .. "q_norm", cfg.head_dim, cfg.norm_cls))
+    m:add("k_norm", L.RMSNorm(p .. "k_norm", cfg.head_dim, cfg.norm_cls))
+  end
   return m
 end
 
@@ -407,8 +427,8 @@ function L.DecoderLayer(cfg, l)
   -- __init__ order: self_attn, mlp, input_layernorm, post_attention_layernorm
   m:add("self_attn", L.Attention(cfg, l, pre))
   m:add("mlp", L.MLP(cfg, pre))
-  m:add("input_layernorm", L.RMSNorm(pre .. ".input_layernorm", cfg.hidden))
-  m:add("post_attention_layernorm", L.RMSNorm(pre .. ".post_attention_layernorm", cfg.hidden))
+  m:add("input_layernorm", L.RMSNorm(pre .. ".input_layernorm", cfg.hidden, cfg.norm_cls))
+  m:add("post_attention_layernorm", L.RMSNorm(pre .. ".post_attention_layernorm", cfg.hidden, cfg.norm_cls))
   return m
 end
 
@@ -533,7 +553,7 @@ function L.CausalLM(cfg, classes)
     local dl = layers:add(l, L.DecoderLayer(cfg, l))
     if classes.layer then dl.cls = classes.layer end
   end
-  local norm = model:add("norm", L.RMSNorm("model.norm", cfg.hidden))
+  local norm = model:add("norm", L.RMSNorm("model.norm", cfg.hidden, cfg.norm_cls))
   norm.dm_key = "norm"
   local head = root:add("lm_head", mod.new("Linear", L.linear_forward,
                                            { opname = "lm_head", in_features = cfg.hidden,
@@ -578,12 +598,13 @@ function L.config(hf, where, defaults)
   -- num_key_value_heads None means multi-head attention; head_dim None means hidden // heads
   c.kv_heads = hf.num_key_value_heads ~= nil and H.int(hf, "num_key_value_heads", nil, where)
                or d("num_key_value_heads", c.heads)
-  c.head_dim = hf.head_dim ~= nil and H.int(hf, "head_dim", nil, where) or c.hidden // c.heads
+  -- (a family whose config class has a head_dim default of its own, Qwen3's 128, gives it)
+  c.head_dim = hf.head_dim ~= nil and H.int(hf, "head_dim", nil, where) or d("head_dim", c.hidden // c.heads)
   if c.heads % c.kv_heads ~= 0 then
     error(("%s: num_attention_heads (%d) must be a multiple of num_key_value_heads (%d)")
           :format(where, c.heads, c.kv_heads), 0)
   end
-  if hf.head_dim == nil and c.hidden % c.heads ~= 0 then
+  if hf.head_dim == nil and defaults.head_dim == nil and c.hidden % c.heads ~= 0 then
     error(("%s: hidden_size (%d) must be a multiple of num_attention_heads (%d), or give head_dim")
           :format(where, c.hidden, c.heads), 0)
   end
