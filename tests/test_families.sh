@@ -199,6 +199,80 @@ PY
 if same_once "$tmp/q3l.lua" --set model.layers=4 --set checkpointing=true; then ok "Qwen3: layers carried over as built one by one"
 else bad "Qwen3: layers built once differ from every layer in Lua"; fi
 
+# 10. Gemma 2 (modeling_gemma2.py, transformers 5.25), at 512 tokens, one layer (layer 0: sliding)
+scn g2 gemma-2-9b.json
+"$VRSIM" "$tmp/g2.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/g2.csv" >"$tmp/g2.out" 2>&1
+size_of() { awk -F, -v f="$2" '$3 == "alloc" && $7 == f { print $5; exit }' "$1"; }
+# eager attention, as from_pretrained gives Gemma2 (_supports_sdpa = False), said in the notes
+if grep -q "Gemma2ForCausalLM does not run SDPA" "$tmp/g2.out" && grep -q "layers.0.self_attn.qk" "$tmp/g2.csv" \
+   && ! grep -q "sdpa" "$tmp/g2.csv"; then ok "Gemma 2: eager attention in place of SDPA, with a note"
+else bad "Gemma 2: not eager, or no note"; fi
+"$VRSIM" "$tmp/g2.lua" --no-files --set attention=flash >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "Gemma2ForCausalLM does not run SDPA" "$tmp/err"; then ok "Gemma 2 with an SDPA kernel asked for: exit 2"
+else bad "Gemma 2 attention=flash: exit $rc, $(cat "$tmp/err")"; fi
+# attention logit soft-capping: tanh of the (1, 16 heads, 512, 512) bf16 scores (8 MiB)
+t=$(size_of "$tmp/g2.csv" layers.0.self_attn.softcap_tanh)
+if [ "$t" = "8388608" ]; then ok "Gemma 2 attention soft-cap: tanh on the 16 x 512 x 512 scores (8 MiB)"
+else bad "Gemma 2 attention soft-cap tanh: $t bytes, want 8388608"; fi
+# final logit soft-capping: tanh of the (512, 256000) bf16 logits (250 MiB), kept for backward
+t=$(size_of "$tmp/g2.csv" final_softcap.tanh)
+if [ "$t" = "262144000" ]; then ok "Gemma 2 final soft-cap: tanh on the 512 x 256000 logits (250 MiB)"
+else bad "Gemma 2 final soft-cap tanh: $t bytes, want 262144000"; fi
+# the embedding times sqrt(hidden): a new (512, 3584) bf16 tensor
+t=$(size_of "$tmp/g2.csv" embed_tokens.embed_scale)
+if [ "$t" = "3670016" ]; then ok "Gemma 2 embedding scaled by sqrt(hidden): a multiply of its own (3.5 MiB)"
+else bad "Gemma 2 embed_scale: $t bytes, want 3670016"; fi
+# GemmaRMSNorm multiplies by (1 + weight) in fp32 before casting back: a (512, 3584) fp32 product,
+# on each of the four norms of a layer
+n=0
+for k in input_layernorm post_attention_layernorm pre_feedforward_layernorm post_feedforward_layernorm; do
+  [ "$(size_of "$tmp/g2.csv" layers.0.$k.mul_weight)" = "7340032" ] && n=$((n + 1))
+done
+if [ $n -eq 4 ] && grep -q "layers.0.mlp.gelu_tanh" "$tmp/g2.csv"; then ok "Gemma 2: four norms a layer, (1 + weight) in fp32; GELU-tanh MLP"
+else bad "Gemma 2: $n of 4 norms with an fp32 (1 + weight) product, or no gelu_tanh"; fi
+# the layer kinds alternate: with two layers, both an eager causal mask and a sliding one
+"$VRSIM" "$tmp/g2.lua" --no-files --set model.layers=2 --alloc-trace "$tmp/g2b.csv" >/dev/null 2>&1
+if [ "$(size_of "$tmp/g2b.csv" causal_mask)" = "524288" ] && [ "$(size_of "$tmp/g2b.csv" sliding_window_mask)" = "524288" ]; then
+  ok "Gemma 2: an additive mask for the full layers and one for the sliding layers"
+else bad "Gemma 2 masks: $(size_of "$tmp/g2b.csv" causal_mask) and $(size_of "$tmp/g2b.csv" sliding_window_mask) bytes"; fi
+scn g2l gemma-2-9b.json 'precision = "lora_bf16", build = "direct", lora = { r = 16, targets = "all-linear" }'
+if same_once "$tmp/g2l.lua" --set model.layers=5 --set checkpointing=true; then ok "Gemma 2: alternating layers carried over as built one by one"
+else bad "Gemma 2: layers built once differ from every layer in Lua"; fi
+# the answer of scenarios/gemma2_9b_qlora_4090.lua: 4096 tokens do not fit a 4090 (the loss's
+# backward meets the final soft-cap's saved tanh), 3072 do
+"$VRSIM" scenarios/gemma2_9b_qlora_4090.lua --no-files >"$tmp/out" 2>&1; rc=$?
+"$VRSIM" scenarios/gemma2_9b_qlora_4090.lua --set seq=3072 --no-files >/dev/null 2>&1; rc2=$?
+if [ $rc -eq 3 ] && grep -q "logits.softcap_tanh" "$tmp/out" && [ $rc2 -eq 0 ]; then
+  ok "Gemma-2-9B QLoRA on an RTX 4090: 4096 tokens do not fit, 3072 do"
+else bad "Gemma-2-9B QLoRA on a 4090: exit $rc at 4096, $rc2 at 3072"; fi
+scn g2f gemma-2-9b.json 'strategy = "fsdp2", checkpointing = true'
+held=$(json "$tmp/g2f.lua" --set hardware.count=8 | field 'round(d["breakdown_at_peak"]["parameters"])')
+if python3 -c "import sys; h=$held; sys.exit(0 if 0 < h < 0.3 * 18483411968 else 1)"; then
+  ok "Gemma-2-9B fsdp2 over 8 GPUs: $held parameter bytes at the peak"
+else bad "Gemma-2-9B fsdp2 over 8 GPUs: $held parameter bytes at the peak"; fi
+
+# 11. Gemma 3 text (modeling_gemma3.py, 5.25) at 2048 tokens, six layers (five sliding, one global)
+scn g3 gemma-3-4b-text.json
+"$VRSIM" "$tmp/g3.lua" --no-files --set model.layers=6 --set seq=2048 --alloc-trace "$tmp/g3.csv" >/dev/null 2>&1
+# q_norm / k_norm: fp32 copies of q (8 heads x 2048 x 256, 16 MiB) and k (4 heads, 8 MiB)
+if [ "$(size_of "$tmp/g3.csv" layers.0.self_attn.q_norm.float)" = "16777216" ] && \
+   [ "$(size_of "$tmp/g3.csv" layers.0.self_attn.k_norm.float)" = "8388608" ]; then ok "Gemma 3 q_norm / k_norm in fp32"
+else bad "Gemma 3 q_norm / k_norm: $(size_of "$tmp/g3.csv" layers.0.self_attn.q_norm.float) bytes"; fi
+# SDPA; the sliding layers (0-4) take the boolean window mask past 1024 tokens, the global one (5) none
+if grep -q "layers.4.self_attn.attn_mask_to_bias" "$tmp/g3.csv" && ! grep -q "layers.5.self_attn.attn_mask_to_bias" "$tmp/g3.csv" \
+   && grep -q "layers.5.self_attn.sdpa" "$tmp/g3.csv" && grep -q "rotary.sliding_attention.freqs" "$tmp/g3.csv" \
+   && grep -q "rotary.full_attention.freqs" "$tmp/g3.csv"; then
+  ok "Gemma 3: five sliding layers with the window's mask, the sixth global, a rotary table for each kind"
+else bad "Gemma 3: layer kinds, masks or rotary tables not as sliding_window_pattern 6 makes them"; fi
+if grep -q "softcap" "$tmp/g3.csv"; then bad "Gemma 3: soft-capping ops in the graph"; else ok "Gemma 3: no soft-capping (null in the config)"; fi
+scn g3l gemma-3-4b-text.json 'precision = "lora_bf16", build = "direct", lora = { r = 16, targets = "all-linear" }'
+if same_once "$tmp/g3l.lua" --set model.layers=8 --set seq=2048 --set checkpointing=true; then ok "Gemma 3: layers carried over as built one by one"
+else bad "Gemma 3: layers built once differ from every layer in Lua"; fi
+"$VRSIM" scenarios/gemma3_4b_lora_4090.lua --no-files >/dev/null 2>&1; rc=$?
+"$VRSIM" scenarios/gemma3_4b_lora_4090.lua --no-files --set checkpointing=false >/dev/null 2>&1; rc2=$?
+if [ $rc -eq 0 ] && [ $rc2 -eq 3 ]; then ok "Gemma-3-4B LoRA at 4096 tokens on an RTX 4090: fits with checkpointing, not without"
+else bad "Gemma-3-4B LoRA on a 4090: exit $rc with checkpointing, $rc2 without"; fi
+
 # 9. the mixture-of-experts families and Gemma 3's multimodal class are not modelled: exit 2
 # naming the architecture (AutoModelForCausalLM's class for each)
 for am in MixtralForCausalLM:mixtral Qwen3MoeForCausalLM:qwen3_moe GptOssForCausalLM:gpt_oss \

@@ -201,6 +201,18 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask)
   -- scores * scaling: its backward is the gradient times the same constant, as many bytes
   local scaled = nn.op(cx, { name = name .. ".scale", inputs = { scores }, outs = { { name .. ".scale", sshape, dt } },
                              flops = nn.numel(sshape), bwd_bytes = 2 * nn.bytes(sshape, dt) })
+  if a.softcap then
+    -- attention logit soft-capping (Gemma 2's eager_attention_forward): attn_weights / softcap,
+    -- tanh, * softcap, each a new (b, heads, s, s) tensor in the scores' dtype; TanhBackward0
+    -- keeps its output, the two scalar ops nothing
+    local d = nn.op(cx, { name = name .. ".softcap_div", inputs = { scaled },
+                          outs = { { name .. ".softcap_div", sshape, dt } }, flops = nn.numel(sshape) })
+    local t = nn.op(cx, { name = name .. ".softcap_tanh", inputs = { d },
+                          outs = { { name .. ".softcap_tanh", sshape, dt } }, save_outs = { 1 },
+                          flops = nn.numel(sshape) })
+    scaled = nn.op(cx, { name = name .. ".softcap_mul", inputs = { t },
+                         outs = { { name .. ".softcapped", sshape, dt } }, flops = nn.numel(sshape) })
+  end
   local masked = nn.op(cx, { name = name .. ".add_mask", inputs = { scaled, mask },
                              outs = { { name .. ".masked", sshape, dt } },
                              grads = { { pass = 1 }, "none" } })
@@ -237,6 +249,12 @@ local function heads_of(cx, m, which, x, n, b, s, hd)
   local pre = m.lpre
   local norm = m.children[which .. "_norm"]
   if not norm then return nn.view_op(cx, pre .. "." .. which .. "_heads", x, { b, n, s, hd }) end
+  if m.attn.norm_after_transpose then
+    -- Gemma 3: `norm(x_proj(h).view(hidden_shape).transpose(1, 2))`, the norm on the transposed
+    -- view; its backward hands back a gradient the view back to (b, s, n * d) is taken to copy, as
+    -- the plain projection's is
+    return mod.call(cx, norm, nn.view_op(cx, pre .. "." .. which .. "_heads", x, { b, n, s, hd }))
+  end
   local x4 = nn.view_op(cx, pre .. "." .. which .. "_heads", x, { b, s, n, hd })
   local xn = mod.call(cx, norm, x4)
   return nn.view(cx, xn, { b, n, s, hd }, pre .. "." .. which .. "_transpose")
@@ -354,7 +372,8 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
 end
 
 function L.Attention(cfg, l, pre)
-  local a = { heads = cfg.heads, kv_heads = cfg.kv_heads, head_dim = cfg.head_dim }
+  local a = { heads = cfg.heads, kv_heads = cfg.kv_heads, head_dim = cfg.head_dim, softcap = cfg.attn_softcap,
+              norm_after_transpose = cfg.qk_norm == "head_transposed" }
   local m = mod.new("LlamaAttention", attention_forward, { attn = a, opname = pre .. ".self_attn", lpre = pre })
   local h, qd, kvd = cfg.hidden, cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
   local p = pre .. ".self_attn."
@@ -362,7 +381,7 @@ function L.Attention(cfg, l, pre)
   m:add("k_proj", L.Linear(p .. "k_proj", h, kvd, cfg.qkv_bias))
   m:add("v_proj", L.Linear(p .. "v_proj", h, kvd, cfg.qkv_bias))
   m:add("o_proj", L.Linear(p .. "o_proj", qd, h, cfg.o_bias))
-  if cfg.qk_norm == "head" then
+  if cfg.qk_norm == "head" or cfg.qk_norm == "head_transposed" then
     -- Qwen3Attention: an RMSNorm over each head's head_dim for q and for k, made after o_proj
     m:add("q_norm", L.RMSNorm(p .. "q_norm", cfg.head_dim, cfg.norm_cls))
     m:add("k_norm", L.RMSNorm(p .. "k_norm", cfg.head_dim, cfg.norm_cls))
@@ -374,7 +393,9 @@ end
 local function mlp_forward(cx, m, x)
   local pre = m.opname
   local g = mod.call(cx, m.children.gate_proj, x)
-  local act = nn.ew(cx, pre .. ".silu", { g }, g.dtype, { g })
+  -- act_fn: SiLU, or GELU with the tanh approximation (Gemma's gelu_pytorch_tanh): one kernel
+  -- either way, whose backward keeps its input
+  local act = nn.ew(cx, pre .. "." .. (m.act or "silu"), { g }, g.dtype, { g })
   local u = mod.call(cx, m.children.up_proj, x)
   local mm = nn.mul(cx, pre .. ".mul", act, u, act.dtype)
   return mod.call(cx, m.children.down_proj, mm)
@@ -453,18 +474,19 @@ local function make_mask(cx, r, window, mask_dtype)
 end
 
 -- LlamaRotaryEmbedding.forward: cos/sin computed in fp32 then cast to the hidden dtype.
-local function rotary_tables(cx, s, hd, dtype)
+local function rotary_tables(cx, s, hd, dtype, prefix)
+  local P = prefix or "rotary"
   local rshape = { 1, s, hd }
   -- inv_freq @ position_ids is a matmul: the first cuBLAS call of the step (workspace)
-  local freqs = nn.op(cx, { name = "rotary.freqs", kind = "mm", inputs = {},
-                            outs = { { "rotary.freqs", { 1, s, hd // 2 }, "fp32" } } })
-  local emb = nn.op(cx, { name = "rotary.cat", inputs = { freqs },
-                          outs = { { "rotary.emb", rshape, "fp32" } } })
+  local freqs = nn.op(cx, { name = P .. ".freqs", kind = "mm", inputs = {},
+                            outs = { { P .. ".freqs", { 1, s, hd // 2 }, "fp32" } } })
+  local emb = nn.op(cx, { name = P .. ".cat", inputs = { freqs },
+                          outs = { { P .. ".emb", rshape, "fp32" } } })
   -- cos = emb.cos() * attention_scaling (a second tensor; the first dies at once)
-  local cos32 = nn.ew(cx, "rotary.cos_scaled", { nn.ew(cx, "rotary.cos", { emb }, "fp32") }, "fp32")
-  local sin32 = nn.ew(cx, "rotary.sin_scaled", { nn.ew(cx, "rotary.sin", { emb }, "fp32") }, "fp32")
-  local cos = nn.to(cx, cos32, dtype, "rotary.cos_cast")
-  local sin = nn.to(cx, sin32, dtype, "rotary.sin_cast")
+  local cos32 = nn.ew(cx, P .. ".cos_scaled", { nn.ew(cx, P .. ".cos", { emb }, "fp32") }, "fp32")
+  local sin32 = nn.ew(cx, P .. ".sin_scaled", { nn.ew(cx, P .. ".sin", { emb }, "fp32") }, "fp32")
+  local cos = nn.to(cx, cos32, dtype, P .. ".cos_cast")
+  local sin = nn.to(cx, sin32, dtype, P .. ".sin_cast")
   return cos, sin
 end
 
@@ -615,6 +637,11 @@ function L.config(hf, where, defaults)
   c.mlp_bias = H.bool(hf, "mlp_bias", false, where)
   return c
 end
+
+-- The pieces a family that changes the model's or the head's forward calls (gemma2.lua).
+L.embedding_forward = embedding_forward
+L.rotary_tables = rotary_tables
+L.causal_lm_loss = causal_lm_loss
 
 L.classes = {}
 L.tree = function(cfg) return L.CausalLM(cfg) end

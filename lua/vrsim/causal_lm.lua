@@ -196,7 +196,11 @@ function M.build(cx, cfg)
 
   cx.layer = -1
   cx.last_layer = mc.layers - 1
-  cx.run = { batch = b, seq = s, attention = t.attention, inference = t.inference,
+  -- the attention implementation from_pretrained gives the family for the one asked (Gemma 2
+  -- cannot run SDPA and falls back to eager)
+  local attention = t.attention
+  if fam.attention then attention = fam.attention(attention, cx.notes, mc) end
+  cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
              use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype }
   -- one forward pass (a micro-batch); gradient accumulation calls it again
   local function forward()
