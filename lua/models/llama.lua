@@ -239,6 +239,48 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask)
   return o, pr
 end
 
+-- Phi-3's fused projection (Phi3Attention): qkv = qkv_proj(h), then q, k and v the slices
+-- qkv[..., :q_end], [q_end:k_end], [k_end:] along the last dimension: views, so the whole qkv lives
+-- while any of them does (v, which the attention keeps, holds q's and k's bytes too), and each
+-- slice's backward (SliceBackward0) writes its gradient into zeros of qkv's full shape.
+local function split_qkv(cx, m, hn, b, s)
+  local a, pre = m.attn, m.lpre
+  local qkv = mod.call(cx, m.children.qkv_proj, hn)
+  local full = nn.bytes(qkv.shape, qkv.dtype)
+  local qd, kvd = a.heads * a.head_dim, a.kv_heads * a.head_dim
+  local q = nn.view_op(cx, pre .. ".q_slice", qkv, { b, s, qd }, full, "strided")
+  local k = nn.view_op(cx, pre .. ".k_slice", qkv, { b, s, kvd }, full, "strided")
+  local v = nn.view_op(cx, pre .. ".v_slice", qkv, { b, s, kvd }, full, "strided")
+  return q, k, v
+end
+
+-- Phi-3's apply_rotary_pos_emb (partial_rotary_factor 1.0): `q_rot, q_pass = q[..., :rotary_dim],
+-- q[..., rotary_dim:]` and the same for k (four slices, the second of each empty), then
+-- `torch.cat([rotated q_rot, q_pass], dim=-1)`: a copy of each rotated tensor. In backward the cat
+-- hands back narrowed views, and each slice, the empty one too, makes a gradient the size of
+-- the whole q (or k) from zeros; the two are summed into q's gradient.
+local function rotary_sliced(cx, pre, qv, kv, cos, sin)
+  local function slices(x, which)
+    local none = nn.copy_shape(x.shape)
+    none[#none] = 0
+    return nn.view_op(cx, pre .. "." .. which .. "_rot", x, x.shape, nil, "strided"),
+           nn.view_op(cx, pre .. "." .. which .. "_pass", x, none, nil, "strided")
+  end
+  local q_rot, q_pass = slices(qv, "q")
+  local k_rot, k_pass = slices(kv, "k")
+  local function embed(x_rot, x_pass, which)
+    local e = rotary(cx, pre .. "." .. which .. "_rotary", x_rot, cos, sin)
+    return nn.op(cx, { name = pre .. "." .. which .. "_rotary.cat_pass", kind = "copy", inputs = { e, x_pass },
+                       outs = { { pre .. "." .. which .. "_embed", x_rot.shape, e.dtype } },
+                       grads = { { pass = 1 }, { pass = 1 } } })
+  end
+  local qe = embed(q_rot, q_pass, "q")
+  local ke = embed(k_rot, k_pass, "k")
+  -- apply_rotary_pos_emb returns: its slices go
+  nn.release(cx, { q_rot, q_pass, k_rot, k_pass }, pre .. ": apply_rotary_pos_emb returns")
+  return qe, ke
+end
+
 -- A projection split into heads, (b, s, n * d) -> (b, n, s, d): `x_proj(h).view(hidden_shape)
 -- .transpose(1, 2)`, whose backward copies the non-contiguous gradient back. With a per-head norm
 -- (Qwen3's and Gemma 3's q_norm / k_norm, `norm(x_proj(h).view(hidden_shape)).transpose(1, 2)`)
@@ -271,11 +313,13 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   local hd = a.head_dim
   -- `x_proj(hidden_states).view(hidden_shape).transpose(1, 2)` for q, then k, then v (the
   -- autograd nodes in that order); backward copies the non-contiguous gradient
-  local q = mod.call(cx, m.children.q_proj, hn)
+  local q, k, v
+  if m.children.qkv_proj then q, k, v = split_qkv(cx, m, hn, b, s) end
+  q = q or mod.call(cx, m.children.q_proj, hn)
   local qv = heads_of(cx, m, "q", q, a.heads, b, s, hd)
-  local k = mod.call(cx, m.children.k_proj, hn)
+  k = k or mod.call(cx, m.children.k_proj, hn)
   local kv = heads_of(cx, m, "k", k, a.kv_heads, b, s, hd)
-  local v = mod.call(cx, m.children.v_proj, hn)
+  v = v or mod.call(cx, m.children.v_proj, hn)
   -- v's gradient: cuDNN attention's backward makes dv with v's strides, so when v reaches
   -- it directly (no cache copy, no repeat_kv) dv transposed back is already contiguous and
   -- the view's backward copies nothing (fulltrace_pub-c05: no 64 MiB copy after each
@@ -302,8 +346,13 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   else
     vv = nn.view_op(cx, pre .. ".v_heads", v, { b, a.kv_heads, s, hd })
   end
-  local qe = rotary(cx, pre .. ".q_rotary", qv, cos, sin)
-  local ke = rotary(cx, pre .. ".k_rotary", kv, cos, sin)
+  local qe, ke
+  if a.rotary_slices then
+    qe, ke = rotary_sliced(cx, pre, qv, kv, cos, sin)
+  else
+    qe = rotary(cx, pre .. ".q_rotary", qv, cos, sin)
+    ke = rotary(cx, pre .. ".k_rotary", kv, cos, sin)
+  end
   -- `query_states, key_states = apply_rotary_pos_emb(...)`: the projections die together
   nn.release(cx, { qv, kv }, pre .. ": query/key states reassigned")
   -- DynamicCache.update (use_cache defaults to True): torch.cat onto an empty cache copies
@@ -373,10 +422,16 @@ end
 
 function L.Attention(cfg, l, pre)
   local a = { heads = cfg.heads, kv_heads = cfg.kv_heads, head_dim = cfg.head_dim, softcap = cfg.attn_softcap,
-              norm_after_transpose = cfg.qk_norm == "head_transposed" }
+              norm_after_transpose = cfg.qk_norm == "head_transposed", rotary_slices = cfg.rotary_slices }
   local m = mod.new("LlamaAttention", attention_forward, { attn = a, opname = pre .. ".self_attn", lpre = pre })
   local h, qd, kvd = cfg.hidden, cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
   local p = pre .. ".self_attn."
+  if cfg.fused_qkv then
+    -- Phi3Attention.__init__: o_proj, then qkv_proj (h -> q, k and v stacked)
+    m:add("o_proj", L.Linear(p .. "o_proj", qd, h, false))
+    m:add("qkv_proj", L.Linear(p .. "qkv_proj", h, qd + 2 * kvd, false))
+    return m
+  end
   m:add("q_proj", L.Linear(p .. "q_proj", h, qd, cfg.qkv_bias))
   m:add("k_proj", L.Linear(p .. "k_proj", h, kvd, cfg.qkv_bias))
   m:add("v_proj", L.Linear(p .. "v_proj", h, kvd, cfg.qkv_bias))
