@@ -315,9 +315,40 @@ scn phid phi_drop.json
 if [ $rc -eq 2 ] && grep -q "resid_pdrop = 0.1 is not modelled" "$tmp/err"; then ok "Phi-3 resid_pdrop > 0 is an error"
 else bad "Phi-3 resid_pdrop: exit $rc, $(cat "$tmp/err")"; fi
 
-# 9. the mixture-of-experts families and Gemma 3's multimodal class are not modelled: exit 2
-# naming the architecture (AutoModelForCausalLM's class for each)
-for am in MixtralForCausalLM:mixtral Qwen3MoeForCausalLM:qwen3_moe GptOssForCausalLM:gpt_oss \
+# 13. OLMo-2 (modeling_olmo2.py, 5.25) at 512 tokens, one layer
+scn olmo olmo-2-1124-7b.json
+"$VRSIM" "$tmp/olmo.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/olmo.csv" >/dev/null 2>&1
+# no norm before the attention; one after it and one after the MLP, each multiplying its weight into
+# the fp32 normalized input (a (512, 4096) fp32 product); q_norm over the whole 4096-wide q
+if ! grep -q "layers.0.input_layernorm" "$tmp/olmo.csv" && \
+   [ "$(size_of "$tmp/olmo.csv" layers.0.post_attention_layernorm.mul_weight)" = "8388608" ] && \
+   [ "$(size_of "$tmp/olmo.csv" layers.0.post_feedforward_layernorm.mul_weight)" = "8388608" ] && \
+   [ "$(size_of "$tmp/olmo.csv" layers.0.self_attn.q_norm.mul_weight)" = "8388608" ]; then
+  ok "OLMo-2: norms after attention and MLP, q_norm over the whole projection, weights multiplied in fp32"
+else bad "OLMo-2 norms: input_layernorm present or fp32 products missing"; fi
+# the parameters of one layer: q, k, v, o, q_norm and k_norm over the whole projections, two norms
+n=$(json "$tmp/olmo.lua" --set model.layers=1 | field 'd["n_params"]')
+want=$(python3 -c "h, i, v = 4096, 11008, 100352; print(2*v*h + h + 4*h*h + 2*h + 3*h*i + 2*h)")
+if [ "$n" = "$want" ]; then ok "OLMo-2 one layer: $n parameters (q_norm and k_norm 4096 each, two layer norms)"
+else bad "OLMo-2 one layer: $n parameters, want $want"; fi
+scn olmol olmo-2-1124-7b.json 'precision = "lora_bf16", build = "direct", lora = { r = 16, targets = "all-linear" }'
+if same_once "$tmp/olmol.lua" --set model.layers=4 --set checkpointing=true; then ok "OLMo-2: layers carried over as built one by one"
+else bad "OLMo-2: layers built once differ from every layer in Lua"; fi
+# peft has no default LoRA targets for olmo2 or phi3: a LoRA without targets is refused
+for c in olmo-2-1124-7b.json phi-3-mini-4k-instruct.json; do
+  scn nt "$c" 'precision = "lora_bf16"'
+  "$VRSIM" "$tmp/nt.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc -eq 2 ] && grep -q "peft has no default target modules" "$tmp/err"; then ok "$c: LoRA without targets exits 2 (peft has no default)"
+  else bad "$c LoRA without targets: exit $rc, $(cat "$tmp/err")"; fi
+done
+"$VRSIM" scenarios/olmo2_7b_fsdp2_8xh100.lua --no-files --set micro_batch=6 >/dev/null 2>&1; rc=$?
+"$VRSIM" scenarios/olmo2_7b_fsdp2_8xh100.lua --no-files --set micro_batch=7 >/dev/null 2>&1; rc2=$?
+if [ $rc -eq 0 ] && [ $rc2 -eq 3 ]; then ok "OLMo-2-7B FSDP2 over 8 H100s at 4096 tokens: micro-batch 6 fits, 7 does not"
+else bad "OLMo-2-7B FSDP2: exit $rc at 6, $rc2 at 7"; fi
+
+# 9. the mixture-of-experts families other than Mixtral and Gemma 3's multimodal class are not
+# modelled: exit 2 naming the architecture (AutoModelForCausalLM's class for each)
+for am in Qwen3MoeForCausalLM:qwen3_moe GptOssForCausalLM:gpt_oss \
           DeepseekV3ForCausalLM:deepseek_v3 Gemma3ForConditionalGeneration:gemma3; do
   a=${am%%:*}; t=${am#*:}
   printf '{ "architectures": ["%s"], "model_type": "%s", "num_hidden_layers": 2 }\n' "$a" "$t" > "$tmp/moe.json"

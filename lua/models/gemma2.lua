@@ -3,8 +3,8 @@
 -- tree is Llama's (llama.lua) with:
 --   - Gemma2TextScaledWordEmbedding: the embedding times embed_scale = sqrt(hidden_size), a 0-dim
 --     fp32 buffer cast to the weight's dtype, multiplied in as an op of its own;
---   - Gemma2RMSNorm: x.float(), normalized in fp32, then times (1 + weight.float()) in fp32 and
---     only then cast back (Llama casts first and multiplies in the input's dtype): the product's
+--   - Gemma2RMSNorm (blocks/rmsnorm.lua): x.float(), normalized in fp32, then times
+--     (1 + weight.float()) in fp32 and only then cast back (Llama casts first and multiplies in the input's dtype): the product's
 --     backward keeps the fp32 normalized input, and the weight side is two (hidden,) fp32 copies;
 --   - four norms a layer: input_layernorm, post_attention_layernorm (on the attention's output,
 --     before the residual add), pre_feedforward_layernorm, post_feedforward_layernorm (on the
@@ -26,6 +26,7 @@
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 local llama = require "models.llama"
+local rmsnorm = require "models.blocks.rmsnorm"
 
 local F = {}
 F.architectures = { "Gemma2ForCausalLM" }
@@ -33,65 +34,14 @@ F.model_type = "gemma2"
 F.classes = { lm = "Gemma2ForCausalLM", model = "Gemma2Model", layer = "Gemma2DecoderLayer",
               norm = "Gemma2RMSNorm", embed = "Gemma2TextScaledWordEmbedding" }
 
-local W = mod.weight
-
 -- ---- the modules ------------------------------------------------------------------------------
-
--- Gemma2RMSNorm.forward: output = _norm(x.float()); output * (1.0 + weight.float());
--- output.type_as(x). The normalization is LlamaRMSNorm's ops (pow, mean, + eps, rsqrt, x * rsqrt,
--- in fp32); the weight multiply is in fp32 on a (1 + w) made per call.
-local function norm_forward(cx, m, x)
-  local w = W(cx, m.p.weight)
-  local name = m.opname
-  local x32 = nn.to(cx, x, "fp32", name .. ".float")
-  local rshape = nn.copy_shape(x.shape)
-  rshape[#rshape] = 1
-  local c = x.shape[#x.shape]
-  local sq = nn.op(cx, { name = name .. ".pow", inputs = { x32 },
-                         outs = { { name .. ".squared", x.shape, "fp32" } }, saves = { x32 },
-                         bwd_workspace = { nn.bytes(x.shape, "fp32"), nn.bytes(x.shape, "fp32") },
-                         bwd_workspace_first = true })
-  local var = nn.op(cx, { name = name .. ".mean", kind = "reduce_rows", inputs = { sq },
-                          outs = { { name .. ".variance", rshape, "fp32" } } })
-  local ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32")
-  local rs = nn.op(cx, { name = name .. ".rsqrt", inputs = { ve },
-                         outs = { { name .. ".rsqrt", rshape, "fp32" } }, save_outs = { 1 } })
-  local n = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x32, rs },
-                        outs = { { name .. ".normed", x.shape, "fp32" } }, saves = { x32, rs },
-                        bwd_workspace = { nn.bytes(x.shape, "fp32") }, bwd_workspace_first = true })
-  -- 1.0 + self.weight.float(): a (hidden,) fp32 copy of a bf16 weight, then the sum (AddBackward
-  -- passes the gradient through; ToCopyBackward casts it back to the weight's dtype)
-  local w32 = nn.to(cx, w, "fp32", name .. ".weight_float")
-  local w1 = nn.op(cx, { name = name .. ".one_plus_weight", inputs = { w32 },
-                         outs = { { name .. ".one_plus_weight", w.shape, "fp32" } },
-                         grads = { { pass = 1 } }, flops = nn.numel(w.shape) })
-  -- output * (1 + w): MulBackward0 makes the normalized input's gradient (grad * (1 + w)) and the
-  -- full fp32 product grad * output, reduced to the weight's shape as the node returns (a row
-  -- sum with ATen's staging buffers): as in llama.lua's norm, that reduction is an op of its own
-  -- on the weight's side, made first, and it keeps the normalized input
-  local wv, saves = w1, {}
-  if w1.rg and not cx.no_grad then
-    wv = nn.view(cx, w1, w1.shape, name .. ".weight_side")
-    wv.rg = true
-    nn.op(cx, { name = name .. ".weight_grad", kind = "none", inputs = { w1 }, out_tensors = { wv },
-                saves = { n }, grads = { { dtype = "fp32" } }, bytes = 0, bwd_kind = "reduce_rows",
-                bwd_rowsum = { nn.numel(x.shape) // c, c },
-                bwd_bytes = nn.bytes(x.shape, "fp32") + nn.bytes(w.shape, "fp32"), frees = {} })
-  end
-  if n.rg then saves[1] = w1 end
-  local out = nn.op(cx, { name = name .. ".mul_weight", kind = "broadcast", inputs = { wv, n },
-                          outs = { { name .. ".scaled", x.shape, "fp32" } }, saves = saves,
-                          grads = { { bytes = nn.bytes(x.shape, "fp32"), dtype = "fp32" }, { dtype = "fp32" } },
-                          grad_order = { 2, 1 }, frees = { w1, n }, flops = nn.numel(x.shape), dtype = "fp32" })
-  -- .type_as(x): the fp32 product cast back (dropped once cast)
-  return nn.to(cx, out, x.dtype, name)
-end
 
 -- Gemma2TextScaledWordEmbedding.forward: nn.Embedding's gather, then
 -- `* self.embed_scale.to(self.weight.dtype)`: the 0-dim fp32 buffer sqrt(hidden_size) cast to the
 -- weight's dtype (a new 0-dim tensor, unless the weight is fp32) and a multiply that makes the
 -- scaled embeddings, a new (b, s, hidden) tensor; the unscaled one is dropped (MulBackward0
--- keeps only the scalar).
+-- keeps only the scalar). The 4-byte buffer itself is left out, as the rotary inv_freq buffers
+-- are (llama.lua).
 local function embedding_forward(cx, m, ids)
   local e = llama.embedding_forward(cx, m, ids)
   local scale = {}
@@ -267,7 +217,7 @@ function F.CausalLM(cfg, classes)
   end
   mod.finalize(root)
   mod.walk(root, function(x)
-    if x.cls == "LlamaRMSNorm" or x.cls == cfg.norm_cls then x.cls, x.forward = classes.norm, norm_forward end
+    if x.cls == "LlamaRMSNorm" or x.cls == cfg.norm_cls then x.cls, x.forward, x.one_plus = classes.norm, rmsnorm.forward, true end
   end)
   return root
 end

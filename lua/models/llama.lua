@@ -291,6 +291,11 @@ local function heads_of(cx, m, which, x, n, b, s, hd)
   local pre = m.lpre
   local norm = m.children[which .. "_norm"]
   if not norm then return nn.view_op(cx, pre .. "." .. which .. "_heads", x, { b, n, s, hd }) end
+  if m.attn.norm_on_proj then
+    -- OLMo-2: `norm(x_proj(h))` over the whole projection, then `.view(hidden_shape).transpose(1,
+    -- 2)` of its output, whose backward copies as the plain projection's does
+    return nn.view_op(cx, pre .. "." .. which .. "_heads", mod.call(cx, norm, x), { b, n, s, hd })
+  end
   if m.attn.norm_after_transpose then
     -- Gemma 3: `norm(x_proj(h).view(hidden_shape).transpose(1, 2))`, the norm on the transposed
     -- view; its backward hands back a gradient the view back to (b, s, n * d) is taken to copy, as
@@ -422,7 +427,8 @@ end
 
 function L.Attention(cfg, l, pre)
   local a = { heads = cfg.heads, kv_heads = cfg.kv_heads, head_dim = cfg.head_dim, softcap = cfg.attn_softcap,
-              norm_after_transpose = cfg.qk_norm == "head_transposed", rotary_slices = cfg.rotary_slices }
+              norm_after_transpose = cfg.qk_norm == "head_transposed", norm_on_proj = cfg.qk_norm == "proj",
+              rotary_slices = cfg.rotary_slices }
   local m = mod.new("LlamaAttention", attention_forward, { attn = a, opname = pre .. ".self_attn", lpre = pre })
   local h, qd, kvd = cfg.hidden, cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
   local p = pre .. ".self_attn."
@@ -440,6 +446,10 @@ function L.Attention(cfg, l, pre)
     -- Qwen3Attention: an RMSNorm over each head's head_dim for q and for k, made after o_proj
     m:add("q_norm", L.RMSNorm(p .. "q_norm", cfg.head_dim, cfg.norm_cls))
     m:add("k_norm", L.RMSNorm(p .. "k_norm", cfg.head_dim, cfg.norm_cls))
+  elseif cfg.qk_norm == "proj" then
+    -- Olmo2Attention: over the whole q projection (heads * head_dim) and the whole k projection
+    m:add("q_norm", L.RMSNorm(p .. "q_norm", qd, cfg.norm_cls))
+    m:add("k_norm", L.RMSNorm(p .. "k_norm", kvd, cfg.norm_cls))
   end
   return m
 end
@@ -503,8 +513,8 @@ function L.DecoderLayer(cfg, l)
   -- __init__ order: self_attn, mlp, input_layernorm, post_attention_layernorm
   m:add("self_attn", L.Attention(cfg, l, pre))
   m:add("mlp", L.MLP(cfg, pre))
-  m:add("input_layernorm", L.RMSNorm(pre .. ".input_layernorm", cfg.hidden, cfg.norm_cls))
-  m:add("post_attention_layernorm", L.RMSNorm(pre .. ".post_attention_layernorm", cfg.hidden, cfg.norm_cls))
+  m:add("input_layernorm", L.RMSNorm(pre .. ".input_layernorm", cfg.hidden))
+  m:add("post_attention_layernorm", L.RMSNorm(pre .. ".post_attention_layernorm", cfg.hidden))
   return m
 end
 

@@ -20,6 +20,9 @@ local llama = require "models.llama"
 local F = {}
 F.architectures = { "Phi3ForCausalLM" }
 F.model_type = "phi3"
+-- peft's LoRA has no default target modules for this model type (peft 0.21)
+F.peft_targets = false
+F.lora_example = '"qkv_proj", "o_proj"'
 F.classes = { lm = "Phi3ForCausalLM", model = "Phi3Model", layer = "Phi3DecoderLayer" }
 
 -- Phi3MLP.forward: up_states = gate_up_proj(x); gate, up_states = up_states.chunk(2, dim=-1);

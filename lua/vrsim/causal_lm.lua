@@ -135,6 +135,14 @@ function M.build(cx, cfg)
   local lora = nil
   if require("strategies.lora").wanted(t) then
     local L = require "strategies.lora"
+    -- peft's LoraConfig without target_modules takes them from its table of model types
+    -- (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: q_proj and v_proj for Llama, Mistral,
+    -- Qwen and Gemma); a family it has no entry for (peft_targets = false) needs them named
+    if fam.peft_targets == false and (type(t.lora) ~= "table" or t.lora.targets == nil) then
+      error(("training.lora.targets: peft has no default target modules for %s (\"Please specify "
+             .. "`target_modules` in `peft_config`\"): name them, e.g. { %s } or \"all-linear\"")
+            :format(fam.model_type, fam.lora_example), 0)
+    end
     lora = L.settings(t.lora, { r = 8, alpha = 32, dropout = 0.05, targets = { "q_proj", "v_proj" },
                                 aliases = { q = "q_proj", k = "k_proj", v = "v_proj", o = "o_proj",
                                             gate = "gate_proj", up = "up_proj", down = "down_proj" } })
