@@ -640,7 +640,7 @@ function L.CausalLM(cfg, classes)
     local dl = layers:add(l, L.DecoderLayer(cfg, l))
     if classes.layer then dl.cls = classes.layer end
   end
-  local norm = model:add("norm", L.RMSNorm("model.norm", cfg.hidden, cfg.norm_cls))
+  local norm = model:add("norm", L.RMSNorm("model.norm", cfg.hidden))
   norm.dm_key = "norm"
   local head = root:add("lm_head", mod.new("Linear", L.linear_forward,
                                            { opname = "lm_head", in_features = cfg.hidden,

@@ -85,7 +85,7 @@ function F.tree(cfg)
   end
   mod.finalize(root)
   mod.walk(root, function(x)
-    if x.cls == cfg.norm_cls then x.forward = rmsnorm.forward end
+    if x.cls == "LlamaRMSNorm" or x.cls == cfg.norm_cls then x.cls, x.forward = cfg.norm_cls, rmsnorm.forward end
   end)
   return root
 end

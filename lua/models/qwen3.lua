@@ -37,5 +37,12 @@ function F.config(hf, where)
   return c
 end
 
-F.tree = function(cfg) return llama.CausalLM(cfg, F.classes) end
+-- Llama's tree; its norms are Qwen3RMSNorm, LlamaRMSNorm's ops under the family's class name.
+function F.tree(cfg)
+  local root = llama.CausalLM(cfg, F.classes)
+  require("vrsim.module").walk(root, function(m)
+    if m.cls == "LlamaRMSNorm" then m.cls = cfg.norm_cls end
+  end)
+  return root
+end
 return F
