@@ -199,7 +199,7 @@ PY
 if same_once "$tmp/q3l.lua" --set model.layers=4 --set checkpointing=true; then ok "Qwen3: layers carried over as built one by one"
 else bad "Qwen3: layers built once differ from every layer in Lua"; fi
 
-# 10. Gemma 2 (modeling_gemma2.py, transformers 5.25), at 512 tokens, one layer (layer 0: sliding)
+# 9. Gemma 2 (modeling_gemma2.py, transformers 5.25), at 512 tokens, one layer (layer 0: sliding)
 scn g2 gemma-2-9b.json
 "$VRSIM" "$tmp/g2.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/g2.csv" >"$tmp/g2.out" 2>&1
 size_of() { awk -F, -v f="$2" '$3 == "alloc" && $7 == f { print $5; exit }' "$1"; }
@@ -251,7 +251,7 @@ if python3 -c "import sys; h=$held; sys.exit(0 if 0 < h < 0.3 * 18483411968 else
   ok "Gemma-2-9B fsdp2 over 8 GPUs: $held parameter bytes at the peak"
 else bad "Gemma-2-9B fsdp2 over 8 GPUs: $held parameter bytes at the peak"; fi
 
-# 11. Gemma 3 text (modeling_gemma3.py, 5.25) at 2048 tokens, six layers (five sliding, one global)
+# 10. Gemma 3 text (modeling_gemma3.py, 5.25) at 2048 tokens, six layers (five sliding, one global)
 scn g3 gemma-3-4b-text.json
 "$VRSIM" "$tmp/g3.lua" --no-files --set model.layers=6 --set seq=2048 --alloc-trace "$tmp/g3.csv" >/dev/null 2>&1
 # q_norm / k_norm: fp32 copies of q (8 heads x 2048 x 256, 16 MiB) and k (4 heads, 8 MiB)
@@ -273,7 +273,7 @@ else bad "Gemma 3: layers built once differ from every layer in Lua"; fi
 if [ $rc -eq 0 ] && [ $rc2 -eq 3 ]; then ok "Gemma-3-4B LoRA at 4096 tokens on an RTX 4090: fits with checkpointing, not without"
 else bad "Gemma-3-4B LoRA on a 4090: exit $rc with checkpointing, $rc2 without"; fi
 
-# 12. Phi-3 (modeling_phi3.py, 5.25) at 512 tokens, one layer, checkpointed (no KV cache)
+# 11. Phi-3 (modeling_phi3.py, 5.25) at 512 tokens, one layer, checkpointed (no KV cache)
 scn phi phi-3-mini-4k-instruct.json 'checkpointing = true'
 "$VRSIM" "$tmp/phi.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/phi.csv" >/dev/null 2>&1
 # the recomputed qkv (512 x 9216 bf16, 9 MiB) lives until the attention's backward: v, which the
@@ -315,7 +315,7 @@ scn phid phi_drop.json
 if [ $rc -eq 2 ] && grep -q "resid_pdrop = 0.1 is not modelled" "$tmp/err"; then ok "Phi-3 resid_pdrop > 0 is an error"
 else bad "Phi-3 resid_pdrop: exit $rc, $(cat "$tmp/err")"; fi
 
-# 13. OLMo-2 (modeling_olmo2.py, 5.25) at 512 tokens, one layer
+# 12. OLMo-2 (modeling_olmo2.py, 5.25) at 512 tokens, one layer
 scn olmo olmo-2-1124-7b.json
 "$VRSIM" "$tmp/olmo.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/olmo.csv" >/dev/null 2>&1
 # no norm before the attention; one after it and one after the MLP, each multiplying its weight into
@@ -346,7 +346,20 @@ done
 if [ $rc -eq 0 ] && [ $rc2 -eq 3 ]; then ok "OLMo-2-7B FSDP2 over 8 H100s at 4096 tokens: micro-batch 6 fits, 7 does not"
 else bad "OLMo-2-7B FSDP2: exit $rc at 6, $rc2 at 7"; fi
 
-# 9. the mixture-of-experts families other than Mixtral and Gemma 3's multimodal class are not
+# 13. sharding the other new families: under FSDP2 and ZeRO-3 over 8 GPUs a rank holds at the peak
+# its 1/8 shard of the bf16 weights and the units gathered then (Gemma 3's root group holds its
+# 1.3 GB tied embedding), well under the whole
+for c in gemma-3-4b-text.json phi-3-mini-4k-instruct.json olmo-2-1124-7b.json; do
+  scn shard "$c" 'strategy = "fsdp2", checkpointing = true'
+  for st in fsdp2 zero3; do
+    f=$(json "$tmp/shard.lua" --set strategy=$st --set hardware.count=8 \
+        | field 'round(d["breakdown_at_peak"]["parameters"] / (2 * d["n_params"]), 3)')
+    if python3 -c "import sys; sys.exit(0 if 0.125 < $f < 0.35 else 1)"; then ok "$c $st over 8 GPUs: $f of the weights held at the peak"
+    else bad "$c $st over 8 GPUs: $f of the weights held at the peak"; fi
+  done
+done
+
+# 14. the mixture-of-experts families other than Mixtral and Gemma 3's multimodal class are not
 # modelled: exit 2 naming the architecture (AutoModelForCausalLM's class for each)
 for am in Qwen3MoeForCausalLM:qwen3_moe GptOssForCausalLM:gpt_oss \
           DeepseekV3ForCausalLM:deepseek_v3 Gemma3ForConditionalGeneration:gemma3; do
