@@ -85,7 +85,7 @@ cat > "$tmp/gpt2.json" <<'EOS'
 EOS
 scn gpt2 gpt2.json
 "$VRSIM" "$tmp/gpt2.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
-if [ $rc -eq 2 ] && grep -q "GPT2LMHeadModel' is not modelled (modelled: .*LlamaForCausalLM.*MixtralForCausalLM" "$tmp/err"; then
+if [ $rc -eq 2 ] && grep -q "GPT2LMHeadModel' is not modelled (modelled: .*LlamaForCausalLM.*MixtralForCausalLM.*Qwen3ForCausalLM" "$tmp/err"; then
   ok "an architecture that is not modelled exits 2 and names the ones that are"
 else bad "GPT2LMHeadModel: exit $rc, $(cat "$tmp/err")"; fi
 python3 -c "
@@ -187,6 +187,239 @@ else bad "LlamaForSequenceClassification: $(head -c 300 "$tmp/err")"; fi
 if grep -q "training.vae = bf16 has no effect on this run: the sdxl-base-unet variant runs the UNet alone" "$tmp/out"; then
   ok "training.vae on the UNet-alone variant: noted as having no effect"
 else bad "training.vae on sdxl-base-unet: no note ($(grep notes "$tmp/out"))"; fi
+
+# 8. Qwen3 (modeling_qwen3.py, transformers 5.25): q_norm and k_norm, an RMSNorm over each head's
+# head_dim of q and of k before the rotary embedding, computed in fp32 as LlamaRMSNorm is: at
+# 512 tokens the fp32 copy of q is 512 x 32 heads x 128 x 4 bytes = 8 MiB, of k (8 key/value
+# heads) 2 MiB, made once per layer in forward
+scn q3 qwen3-8b.json
+"$VRSIM" "$tmp/q3.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/q3.csv" >/dev/null 2>&1
+qn=$(awk -F, '$3 == "alloc" && $7 == "layers.0.self_attn.q_norm.to_fp32" { print $5 }' "$tmp/q3.csv" | head -1)
+kn=$(awk -F, '$3 == "alloc" && $7 == "layers.0.self_attn.k_norm.to_fp32" { print $5 }' "$tmp/q3.csv" | head -1)
+if [ "$qn" = "8388608" ] && [ "$kn" = "2097152" ]; then ok "Qwen3 q_norm / k_norm: per-head RMSNorm in fp32 on q (8 MiB) and k (2 MiB) before RoPE"
+else bad "Qwen3 q_norm / k_norm: fp32 copies of $qn and $kn bytes, want 8388608 and 2097152"; fi
+# ... and its weights are trainable parameters of their own (head_dim each), which LoRA does not target
+n=$(json "$tmp/q3.lua" --set model.layers=1 | field 'd["n_params"]')
+want=$(python3 -c "h, i, v, q, kv = 4096, 12288, 151936, 32 * 128, 8 * 128; print(2*v*h + h + 2*h*q + 2*h*kv + 3*h*i + 2*h + 2*128)")
+if [ "$n" = "$want" ]; then ok "Qwen3 one layer: $n parameters (q_norm and k_norm 128 each, no q/k/v bias)"
+else bad "Qwen3 one layer: $n parameters, want $want"; fi
+# LoRA by the names peft uses on Qwen3: all-linear is the seven projections, not the norms
+scn q3l qwen3-8b.json 'precision = "lora_bf16", build = "direct", lora = { r = 16, targets = "all-linear" }'
+n=$(json "$tmp/q3l.lua" --set model.layers=1 | field 'd["parameters"]["lora_adapters"]')
+want=$((16 * (4096 + 4096) + 2 * 16 * (4096 + 1024) + 16 * (4096 + 4096) + 2 * 16 * (4096 + 12288) + 16 * (12288 + 4096)))
+if [ "$n" = "$want" ]; then ok "Qwen3 all-linear LoRA r16: $n adapter parameters a layer"
+else bad "Qwen3 all-linear LoRA r16: $n adapter parameters a layer, want $want"; fi
+# the answer of scenarios/qwen3_8b_lora_4090.lua: at 4096 tokens bf16 LoRA does not fit a 24 GB
+# card even at micro-batch 1 (the 151,936-token vocabulary's fp32 log-probabilities and their
+# gradient, 2374 MiB each, at the loss's backward); 4-bit QLoRA fits micro-batch 2, not 3
+"$VRSIM" scenarios/qwen3_8b_lora_4090.lua --no-files >"$tmp/out" 2>&1; rc=$?
+if [ $rc -eq 3 ] && grep -q "out of memory in step 0 at op 'log_softmax.backward'" "$tmp/out"; then
+  ok "Qwen3-8B bf16 LoRA at 4096 tokens on an RTX 4090: does not fit (the loss's backward)"
+else bad "Qwen3-8B bf16 LoRA at 4096 on a 4090: exit $rc, $(grep -E 'FIT' "$tmp/out")"; fi
+"$VRSIM" maxbatch scenarios/qwen3_8b_lora_4090.lua --set quant=nf4 >"$tmp/out" 2>&1
+if grep -q "answer: micro_batch = 2 fits .*; 3 does not" "$tmp/out"; then ok "Qwen3-8B QLoRA at 4096 tokens on an RTX 4090: micro-batch 2"
+else bad "Qwen3-8B QLoRA maxbatch: $(grep answer "$tmp/out")"; fi
+# sharded: FSDP2 over 8 GPUs holds a shard of Qwen3's 16.4 GB of bf16 weights plus the gathered units
+scn q3f qwen3-8b.json 'strategy = "fsdp2", checkpointing = true'
+held=$(json "$tmp/q3f.lua" --set hardware.count=8 | field 'round(d["breakdown_at_peak"]["parameters"])')
+if python3 -c "import sys; h=$held; sys.exit(0 if 0 < h < 0.3 * 16381470720 else 1)"; then
+  ok "Qwen3-8B fsdp2 over 8 GPUs: $held parameter bytes at the peak"
+else bad "Qwen3-8B fsdp2 over 8 GPUs: $held parameter bytes at the peak"; fi
+python3 -c "
+import json; d=json.load(open('$tmp/qwen3-8b.json')); d['use_sliding_window']=True
+json.dump(d, open('$tmp/q3_sw.json','w'))"
+scn q3sw q3_sw.json
+"$VRSIM" "$tmp/q3sw.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "use_sliding_window = true (sliding attention on some Qwen3 layers) is not modelled" "$tmp/err"; then
+  ok "Qwen3 use_sliding_window is an error"
+else bad "Qwen3 use_sliding_window: exit $rc, $(cat "$tmp/err")"; fi
+
+# layers built once in Lua and carried over in C give the answer every layer built in Lua gives
+same_once() { # scenario [--set ...]: the JSON with build_layers_once true and false, compared
+  f=$1; shift
+  json "$f" "$@" --no-suggest > "$tmp/once.json"
+  json "$f" "$@" --no-suggest --set build_layers_once=false > "$tmp/each.json"
+  python3 - "$tmp/once.json" "$tmp/each.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+for d in (a, b): d.pop("overrides", None)
+sys.exit(a != b or not a.get("peak_reserved_bytes"))
+PY
+}
+if same_once "$tmp/q3l.lua" --set model.layers=4 --set checkpointing=true; then ok "Qwen3: layers carried over as built one by one"
+else bad "Qwen3: layers built once differ from every layer in Lua"; fi
+
+# 9. Gemma 2 (modeling_gemma2.py, transformers 5.25), at 512 tokens, one layer (layer 0: sliding)
+scn g2 gemma-2-9b.json
+"$VRSIM" "$tmp/g2.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/g2.csv" >"$tmp/g2.out" 2>&1
+size_of() { awk -F, -v f="$2" '$3 == "alloc" && $7 == f { print $5; exit }' "$1"; }
+# eager attention, as from_pretrained gives Gemma2 (_supports_sdpa = False), said in the notes
+if grep -q "Gemma2ForCausalLM does not run SDPA" "$tmp/g2.out" && grep -q "layers.0.self_attn.qk" "$tmp/g2.csv" \
+   && ! grep -q "sdpa" "$tmp/g2.csv"; then ok "Gemma 2: eager attention in place of SDPA, with a note"
+else bad "Gemma 2: not eager, or no note"; fi
+"$VRSIM" "$tmp/g2.lua" --no-files --set attention=flash >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "Gemma2ForCausalLM does not run SDPA" "$tmp/err"; then ok "Gemma 2 with an SDPA kernel asked for: exit 2"
+else bad "Gemma 2 attention=flash: exit $rc, $(cat "$tmp/err")"; fi
+# attention logit soft-capping: tanh of the (1, 16 heads, 512, 512) bf16 scores (8 MiB)
+t=$(size_of "$tmp/g2.csv" layers.0.self_attn.softcap_tanh)
+if [ "$t" = "8388608" ]; then ok "Gemma 2 attention soft-cap: tanh on the 16 x 512 x 512 scores (8 MiB)"
+else bad "Gemma 2 attention soft-cap tanh: $t bytes, want 8388608"; fi
+# final logit soft-capping: tanh of the (512, 256000) bf16 logits (250 MiB), kept for backward
+t=$(size_of "$tmp/g2.csv" final_softcap.tanh)
+if [ "$t" = "262144000" ]; then ok "Gemma 2 final soft-cap: tanh on the 512 x 256000 logits (250 MiB)"
+else bad "Gemma 2 final soft-cap tanh: $t bytes, want 262144000"; fi
+# the embedding times sqrt(hidden): a new (512, 3584) bf16 tensor
+t=$(size_of "$tmp/g2.csv" embed_tokens.embed_scale)
+if [ "$t" = "3670016" ]; then ok "Gemma 2 embedding scaled by sqrt(hidden): a multiply of its own (3.5 MiB)"
+else bad "Gemma 2 embed_scale: $t bytes, want 3670016"; fi
+# GemmaRMSNorm multiplies by (1 + weight) in fp32 before casting back: a (512, 3584) fp32 product,
+# on each of the four norms of a layer
+n=0
+for k in input_layernorm post_attention_layernorm pre_feedforward_layernorm post_feedforward_layernorm; do
+  [ "$(size_of "$tmp/g2.csv" layers.0.$k.mul_weight)" = "7340032" ] && n=$((n + 1))
+done
+if [ $n -eq 4 ] && grep -q "layers.0.mlp.gelu_tanh" "$tmp/g2.csv"; then ok "Gemma 2: four norms a layer, (1 + weight) in fp32; GELU-tanh MLP"
+else bad "Gemma 2: $n of 4 norms with an fp32 (1 + weight) product, or no gelu_tanh"; fi
+# the layer kinds alternate: with two layers, both an eager causal mask and a sliding one
+"$VRSIM" "$tmp/g2.lua" --no-files --set model.layers=2 --alloc-trace "$tmp/g2b.csv" >/dev/null 2>&1
+if [ "$(size_of "$tmp/g2b.csv" causal_mask)" = "524288" ] && [ "$(size_of "$tmp/g2b.csv" sliding_window_mask)" = "524288" ]; then
+  ok "Gemma 2: an additive mask for the full layers and one for the sliding layers"
+else bad "Gemma 2 masks: $(size_of "$tmp/g2b.csv" causal_mask) and $(size_of "$tmp/g2b.csv" sliding_window_mask) bytes"; fi
+scn g2l gemma-2-9b.json 'precision = "lora_bf16", build = "direct", lora = { r = 16, targets = "all-linear" }'
+if same_once "$tmp/g2l.lua" --set model.layers=5 --set checkpointing=true; then ok "Gemma 2: alternating layers carried over as built one by one"
+else bad "Gemma 2: layers built once differ from every layer in Lua"; fi
+# the answer of scenarios/gemma2_9b_qlora_4090.lua: 4096 tokens do not fit a 4090 (the loss's
+# backward meets the final soft-cap's saved tanh), 3072 do
+"$VRSIM" scenarios/gemma2_9b_qlora_4090.lua --no-files >"$tmp/out" 2>&1; rc=$?
+"$VRSIM" scenarios/gemma2_9b_qlora_4090.lua --set seq=3072 --no-files >/dev/null 2>&1; rc2=$?
+if [ $rc -eq 3 ] && grep -q "logits.softcap_tanh" "$tmp/out" && [ $rc2 -eq 0 ]; then
+  ok "Gemma-2-9B QLoRA on an RTX 4090: 4096 tokens do not fit, 3072 do"
+else bad "Gemma-2-9B QLoRA on a 4090: exit $rc at 4096, $rc2 at 3072"; fi
+scn g2f gemma-2-9b.json 'strategy = "fsdp2", checkpointing = true'
+held=$(json "$tmp/g2f.lua" --set hardware.count=8 | field 'round(d["breakdown_at_peak"]["parameters"])')
+if python3 -c "import sys; h=$held; sys.exit(0 if 0 < h < 0.3 * 18483411968 else 1)"; then
+  ok "Gemma-2-9B fsdp2 over 8 GPUs: $held parameter bytes at the peak"
+else bad "Gemma-2-9B fsdp2 over 8 GPUs: $held parameter bytes at the peak"; fi
+
+# 10. Gemma 3 text (modeling_gemma3.py, 5.25) at 2048 tokens, six layers (five sliding, one global)
+scn g3 gemma-3-4b-text.json
+"$VRSIM" "$tmp/g3.lua" --no-files --set model.layers=6 --set seq=2048 --alloc-trace "$tmp/g3.csv" >/dev/null 2>&1
+# q_norm / k_norm: fp32 copies of q (8 heads x 2048 x 256, 16 MiB) and k (4 heads, 8 MiB)
+if [ "$(size_of "$tmp/g3.csv" layers.0.self_attn.q_norm.float)" = "16777216" ] && \
+   [ "$(size_of "$tmp/g3.csv" layers.0.self_attn.k_norm.float)" = "8388608" ]; then ok "Gemma 3 q_norm / k_norm in fp32"
+else bad "Gemma 3 q_norm / k_norm: $(size_of "$tmp/g3.csv" layers.0.self_attn.q_norm.float) bytes"; fi
+# SDPA; the sliding layers (0-4) take the boolean window mask past 1024 tokens, the global one (5) none
+if grep -q "layers.4.self_attn.attn_mask_to_bias" "$tmp/g3.csv" && ! grep -q "layers.5.self_attn.attn_mask_to_bias" "$tmp/g3.csv" \
+   && grep -q "layers.5.self_attn.sdpa" "$tmp/g3.csv" && grep -q "rotary.sliding_attention.freqs" "$tmp/g3.csv" \
+   && grep -q "rotary.full_attention.freqs" "$tmp/g3.csv"; then
+  ok "Gemma 3: five sliding layers with the window's mask, the sixth global, a rotary table for each kind"
+else bad "Gemma 3: layer kinds, masks or rotary tables not as sliding_window_pattern 6 makes them"; fi
+if grep -q "softcap" "$tmp/g3.csv"; then bad "Gemma 3: soft-capping ops in the graph"; else ok "Gemma 3: no soft-capping (null in the config)"; fi
+scn g3l gemma-3-4b-text.json 'precision = "lora_bf16", build = "direct", lora = { r = 16, targets = "all-linear" }'
+if same_once "$tmp/g3l.lua" --set model.layers=8 --set seq=2048 --set checkpointing=true; then ok "Gemma 3: layers carried over as built one by one"
+else bad "Gemma 3: layers built once differ from every layer in Lua"; fi
+"$VRSIM" scenarios/gemma3_4b_lora_4090.lua --no-files >/dev/null 2>&1; rc=$?
+"$VRSIM" scenarios/gemma3_4b_lora_4090.lua --no-files --set checkpointing=false >/dev/null 2>&1; rc2=$?
+if [ $rc -eq 0 ] && [ $rc2 -eq 3 ]; then ok "Gemma-3-4B LoRA at 4096 tokens on an RTX 4090: fits with checkpointing, not without"
+else bad "Gemma-3-4B LoRA on a 4090: exit $rc with checkpointing, $rc2 without"; fi
+
+# 11. Phi-3 (modeling_phi3.py, 5.25) at 512 tokens, one layer, checkpointed (no KV cache)
+scn phi phi-3-mini-4k-instruct.json 'checkpointing = true'
+"$VRSIM" "$tmp/phi.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/phi.csv" >/dev/null 2>&1
+# the recomputed qkv (512 x 9216 bf16, 9 MiB) lives until the attention's backward: v, which the
+# attention keeps, is a slice of it
+addr=$(awk -F, '$3 == "alloc" && $7 == "layers.0.self_attn.qkv_proj (recompute)" { print $4; exit }' "$tmp/phi.csv")
+freed=$(awk -F, -v a="$addr" '$3 == "free_requested" && $4 == a { print $7; exit }' "$tmp/phi.csv")
+if [ "$(size_of "$tmp/phi.csv" "layers.0.self_attn.qkv_proj (recompute)")" = "9437184" ] && \
+   [ "$freed" = "layers.0.self_attn.sdpa_cudnn.backward" ]; then ok "Phi-3: the fused qkv lives until the attention's backward (v is its slice)"
+else bad "Phi-3: qkv freed at '$freed'"; fi
+# each slice's backward is a gradient of qkv's full size; the empty pass-through slice of
+# apply_rotary_pos_emb makes one of q's full size too; the MLP's chunk a (512, 16384) buffer
+if [ "$(size_of "$tmp/phi.csv" layers.0.v_slice.backward)" = "9437184" ] && \
+   [ "$(size_of "$tmp/phi.csv" layers.0.q_pass.backward)" = "3145728" ] && \
+   [ "$(size_of "$tmp/phi.csv" layers.0.q_rotary.cat_pass)" = "3145728" ] && \
+   [ "$(size_of "$tmp/phi.csv" layers.0.mlp.chunk.backward)" = "16777216" ]; then
+  ok "Phi-3: slice and chunk gradients full-size, rotary's cat with the empty pass-through a copy"
+else bad "Phi-3 views: v_slice $(size_of "$tmp/phi.csv" layers.0.v_slice.backward), q_pass $(size_of "$tmp/phi.csv" layers.0.q_pass.backward), chunk $(size_of "$tmp/phi.csv" layers.0.mlp.chunk.backward)"; fi
+# LoRA on the fused projections by name
+scn phil phi-3-mini-4k-instruct.json 'precision = "lora_bf16", build = "direct", lora = { r = 16, targets = { "qkv_proj", "o_proj", "gate_up_proj", "down_proj" } }'
+n=$(json "$tmp/phil.lua" --set model.layers=1 | field 'd["parameters"]["lora_adapters"]')
+want=$((16 * (3072 + 9216) + 16 * (3072 + 3072) + 16 * (3072 + 16384) + 16 * (8192 + 3072)))
+if [ "$n" = "$want" ]; then ok "Phi-3 LoRA on qkv_proj, o_proj, gate_up_proj, down_proj: $n adapter parameters a layer"
+else bad "Phi-3 LoRA: $n adapter parameters a layer, want $want"; fi
+scn phiq phi-3-mini-4k-instruct.json 'precision = "lora_bf16", lora = { targets = { "q_proj", "v_proj" } }'
+"$VRSIM" "$tmp/phiq.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "no Linear module named 'q_proj'.*qkv_proj" "$tmp/err"; then ok "Phi-3: LoRA on q_proj (there is none) exits 2 naming qkv_proj"
+else bad "Phi-3 LoRA q_proj: exit $rc, $(cat "$tmp/err")"; fi
+if same_once "$tmp/phil.lua" --set model.layers=4 --set seq=4096 --set checkpointing=true; then ok "Phi-3: layers carried over as built one by one"
+else bad "Phi-3: layers built once differ from every layer in Lua"; fi
+"$VRSIM" scenarios/phi3_mini_lora_4090.lua --no-files --set micro_batch=6 >/dev/null 2>&1; rc=$?
+"$VRSIM" scenarios/phi3_mini_lora_4090.lua --no-files --set micro_batch=7 >/dev/null 2>&1; rc2=$?
+if [ $rc -eq 0 ] && [ $rc2 -eq 3 ]; then ok "Phi-3-mini LoRA at 4096 tokens on an RTX 4090: micro-batch 6 fits, 7 does not"
+else bad "Phi-3-mini LoRA on a 4090: exit $rc at 6, $rc2 at 7"; fi
+python3 -c "
+import json; d=json.load(open('$tmp/phi-3-mini-4k-instruct.json')); d['resid_pdrop']=0.1
+json.dump(d, open('$tmp/phi_drop.json','w'))"
+scn phid phi_drop.json
+"$VRSIM" "$tmp/phid.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "resid_pdrop = 0.1 is not modelled" "$tmp/err"; then ok "Phi-3 resid_pdrop > 0 is an error"
+else bad "Phi-3 resid_pdrop: exit $rc, $(cat "$tmp/err")"; fi
+
+# 12. OLMo-2 (modeling_olmo2.py, 5.25) at 512 tokens, one layer
+scn olmo olmo-2-1124-7b.json
+"$VRSIM" "$tmp/olmo.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/olmo.csv" >/dev/null 2>&1
+# no norm before the attention; one after it and one after the MLP, each multiplying its weight into
+# the fp32 normalized input (a (512, 4096) fp32 product); q_norm over the whole 4096-wide q
+if ! grep -q "layers.0.input_layernorm" "$tmp/olmo.csv" && \
+   [ "$(size_of "$tmp/olmo.csv" layers.0.post_attention_layernorm.mul_weight)" = "8388608" ] && \
+   [ "$(size_of "$tmp/olmo.csv" layers.0.post_feedforward_layernorm.mul_weight)" = "8388608" ] && \
+   [ "$(size_of "$tmp/olmo.csv" layers.0.self_attn.q_norm.mul_weight)" = "8388608" ]; then
+  ok "OLMo-2: norms after attention and MLP, q_norm over the whole projection, weights multiplied in fp32"
+else bad "OLMo-2 norms: input_layernorm present or fp32 products missing"; fi
+# the parameters of one layer: q, k, v, o, q_norm and k_norm over the whole projections, two norms
+n=$(json "$tmp/olmo.lua" --set model.layers=1 | field 'd["n_params"]')
+want=$(python3 -c "h, i, v = 4096, 11008, 100352; print(2*v*h + h + 4*h*h + 2*h + 3*h*i + 2*h)")
+if [ "$n" = "$want" ]; then ok "OLMo-2 one layer: $n parameters (q_norm and k_norm 4096 each, two layer norms)"
+else bad "OLMo-2 one layer: $n parameters, want $want"; fi
+scn olmol olmo-2-1124-7b.json 'precision = "lora_bf16", build = "direct", lora = { r = 16, targets = "all-linear" }'
+if same_once "$tmp/olmol.lua" --set model.layers=4 --set checkpointing=true; then ok "OLMo-2: layers carried over as built one by one"
+else bad "OLMo-2: layers built once differ from every layer in Lua"; fi
+# peft has no default LoRA targets for olmo2 or phi3: a LoRA without targets is refused
+for c in olmo-2-1124-7b.json phi-3-mini-4k-instruct.json; do
+  scn nt "$c" 'precision = "lora_bf16"'
+  "$VRSIM" "$tmp/nt.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc -eq 2 ] && grep -q "peft has no default target modules" "$tmp/err"; then ok "$c: LoRA without targets exits 2 (peft has no default)"
+  else bad "$c LoRA without targets: exit $rc, $(cat "$tmp/err")"; fi
+done
+"$VRSIM" scenarios/olmo2_7b_fsdp2_8xh100.lua --no-files --set micro_batch=6 >/dev/null 2>&1; rc=$?
+"$VRSIM" scenarios/olmo2_7b_fsdp2_8xh100.lua --no-files --set micro_batch=7 >/dev/null 2>&1; rc2=$?
+if [ $rc -eq 0 ] && [ $rc2 -eq 3 ]; then ok "OLMo-2-7B FSDP2 over 8 H100s at 4096 tokens: micro-batch 6 fits, 7 does not"
+else bad "OLMo-2-7B FSDP2: exit $rc at 6, $rc2 at 7"; fi
+
+# 13. sharding the other new families: under FSDP2 and ZeRO-3 over 8 GPUs a rank holds at the peak
+# its 1/8 shard of the bf16 weights and the units gathered then (Gemma 3's root group holds its
+# 1.3 GB tied embedding), well under the whole
+for c in gemma-3-4b-text.json phi-3-mini-4k-instruct.json olmo-2-1124-7b.json; do
+  scn shard "$c" 'strategy = "fsdp2", checkpointing = true'
+  for st in fsdp2 zero3; do
+    f=$(json "$tmp/shard.lua" --set strategy=$st --set hardware.count=8 \
+        | field 'round(d["breakdown_at_peak"]["parameters"] / (2 * d["n_params"]), 3)')
+    if python3 -c "import sys; sys.exit(0 if 0.125 < $f < 0.35 else 1)"; then ok "$c $st over 8 GPUs: $f of the weights held at the peak"
+    else bad "$c $st over 8 GPUs: $f of the weights held at the peak"; fi
+  done
+done
+
+# 14. the mixture-of-experts families other than Mixtral and Gemma 3's multimodal class are not
+# modelled: exit 2 naming the architecture (AutoModelForCausalLM's class for each)
+for am in Qwen3MoeForCausalLM:qwen3_moe GptOssForCausalLM:gpt_oss \
+          DeepseekV3ForCausalLM:deepseek_v3 Gemma3ForConditionalGeneration:gemma3; do
+  a=${am%%:*}; t=${am#*:}
+  printf '{ "architectures": ["%s"], "model_type": "%s", "num_hidden_layers": 2 }\n' "$a" "$t" > "$tmp/moe.json"
+  scn moe moe.json
+  "$VRSIM" "$tmp/moe.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc -eq 2 ] && grep -q "architecture '$a' is not modelled" "$tmp/err"; then ok "$a: exit 2, not modelled"
+  else bad "$a: exit $rc, $(cat "$tmp/err")"; fi
+done
 
 echo "test_families: $pass passed, $fail failed"
 [ $fail -eq 0 ]

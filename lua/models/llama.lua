@@ -115,8 +115,8 @@ local function rmsnorm_forward(cx, m, x)
                      grad_order = { 2, 1 }, frees = drops, flops = nn.numel(x.shape), dtype = odt })
 end
 
-function L.RMSNorm(opname, dim)
-  local m = mod.new("LlamaRMSNorm", rmsnorm_forward, { opname = opname })
+function L.RMSNorm(opname, dim, cls)
+  local m = mod.new(cls or "LlamaRMSNorm", rmsnorm_forward, { opname = opname })
   m:declare("weight", { dim })
   return m
 end
@@ -201,6 +201,18 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask)
   -- scores * scaling: its backward is the gradient times the same constant, as many bytes
   local scaled = nn.op(cx, { name = name .. ".scale", inputs = { scores }, outs = { { name .. ".scale", sshape, dt } },
                              flops = nn.numel(sshape), bwd_bytes = 2 * nn.bytes(sshape, dt) })
+  if a.softcap then
+    -- attention logit soft-capping (Gemma 2's eager_attention_forward): attn_weights / softcap,
+    -- tanh, * softcap, each a new (b, heads, s, s) tensor in the scores' dtype; TanhBackward0
+    -- keeps its output, the two scalar ops nothing
+    local d = nn.op(cx, { name = name .. ".softcap_div", inputs = { scaled },
+                          outs = { { name .. ".softcap_div", sshape, dt } }, flops = nn.numel(sshape) })
+    local t = nn.op(cx, { name = name .. ".softcap_tanh", inputs = { d },
+                          outs = { { name .. ".softcap_tanh", sshape, dt } }, save_outs = { 1 },
+                          flops = nn.numel(sshape) })
+    scaled = nn.op(cx, { name = name .. ".softcap_mul", inputs = { t },
+                         outs = { { name .. ".softcapped", sshape, dt } }, flops = nn.numel(sshape) })
+  end
   local masked = nn.op(cx, { name = name .. ".add_mask", inputs = { scaled, mask },
                              outs = { { name .. ".masked", sshape, dt } },
                              grads = { { pass = 1 }, "none" } })
@@ -227,6 +239,74 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask)
   return o, pr
 end
 
+-- Phi-3's fused projection (Phi3Attention): qkv = qkv_proj(h), then q, k and v the slices
+-- qkv[..., :q_end], [q_end:k_end], [k_end:] along the last dimension: views, so the whole qkv lives
+-- while any of them does (v, which the attention keeps, holds q's and k's bytes too), and each
+-- slice's backward (SliceBackward0) writes its gradient into zeros of qkv's full shape.
+local function split_qkv(cx, m, hn, b, s)
+  local a, pre = m.attn, m.lpre
+  local qkv = mod.call(cx, m.children.qkv_proj, hn)
+  local full = nn.bytes(qkv.shape, qkv.dtype)
+  local qd, kvd = a.heads * a.head_dim, a.kv_heads * a.head_dim
+  local q = nn.view_op(cx, pre .. ".q_slice", qkv, { b, s, qd }, full, "strided")
+  local k = nn.view_op(cx, pre .. ".k_slice", qkv, { b, s, kvd }, full, "strided")
+  local v = nn.view_op(cx, pre .. ".v_slice", qkv, { b, s, kvd }, full, "strided")
+  return q, k, v
+end
+
+-- Phi-3's apply_rotary_pos_emb (partial_rotary_factor 1.0): `q_rot, q_pass = q[..., :rotary_dim],
+-- q[..., rotary_dim:]` and the same for k (four slices, the second of each empty), then
+-- `torch.cat([rotated q_rot, q_pass], dim=-1)`: a copy of each rotated tensor. In backward the cat
+-- hands back narrowed views, and each slice, the empty one too, makes a gradient the size of
+-- the whole q (or k) from zeros; the two are summed into q's gradient.
+local function rotary_sliced(cx, pre, qv, kv, cos, sin)
+  local function slices(x, which)
+    local none = nn.copy_shape(x.shape)
+    none[#none] = 0
+    return nn.view_op(cx, pre .. "." .. which .. "_rot", x, x.shape, nil, "strided"),
+           nn.view_op(cx, pre .. "." .. which .. "_pass", x, none, nil, "strided")
+  end
+  local q_rot, q_pass = slices(qv, "q")
+  local k_rot, k_pass = slices(kv, "k")
+  local function embed(x_rot, x_pass, which)
+    local e = rotary(cx, pre .. "." .. which .. "_rotary", x_rot, cos, sin)
+    return nn.op(cx, { name = pre .. "." .. which .. "_rotary.cat_pass", kind = "copy", inputs = { e, x_pass },
+                       outs = { { pre .. "." .. which .. "_embed", x_rot.shape, e.dtype } },
+                       grads = { { pass = 1 }, { pass = 1 } } })
+  end
+  local qe = embed(q_rot, q_pass, "q")
+  local ke = embed(k_rot, k_pass, "k")
+  -- apply_rotary_pos_emb returns: its slices go
+  nn.release(cx, { q_rot, q_pass, k_rot, k_pass }, pre .. ": apply_rotary_pos_emb returns")
+  return qe, ke
+end
+
+-- A projection split into heads, (b, s, n * d) -> (b, n, s, d): `x_proj(h).view(hidden_shape)
+-- .transpose(1, 2)`, whose backward copies the non-contiguous gradient back. With a per-head norm
+-- (Qwen3's and Gemma 3's q_norm / k_norm, `norm(x_proj(h).view(hidden_shape)).transpose(1, 2)`)
+-- the norm runs on the (b, s, n, d) view and the transpose is a view of its output: the gradient
+-- reaching the norm's backward is the transposed one, every elementwise kernel of that backward
+-- keeps its layout, and the view back to (b, s, n * d) is where it is copied.
+local function heads_of(cx, m, which, x, n, b, s, hd)
+  local pre = m.lpre
+  local norm = m.children[which .. "_norm"]
+  if not norm then return nn.view_op(cx, pre .. "." .. which .. "_heads", x, { b, n, s, hd }) end
+  if m.attn.norm_on_proj then
+    -- OLMo-2: `norm(x_proj(h))` over the whole projection, then `.view(hidden_shape).transpose(1,
+    -- 2)` of its output, whose backward copies as the plain projection's does
+    return nn.view_op(cx, pre .. "." .. which .. "_heads", mod.call(cx, norm, x), { b, n, s, hd })
+  end
+  if m.attn.norm_after_transpose then
+    -- Gemma 3: `norm(x_proj(h).view(hidden_shape).transpose(1, 2))`, the norm on the transposed
+    -- view; its backward hands back a gradient the view back to (b, s, n * d) is taken to copy, as
+    -- the plain projection's is
+    return mod.call(cx, norm, nn.view_op(cx, pre .. "." .. which .. "_heads", x, { b, n, s, hd }))
+  end
+  local x4 = nn.view_op(cx, pre .. "." .. which .. "_heads", x, { b, s, n, hd })
+  local xn = mod.call(cx, norm, x4)
+  return nn.view(cx, xn, { b, n, s, hd }, pre .. "." .. which .. "_transpose")
+end
+
 -- LlamaAttention.forward(hidden_states, position_embeddings, attention_mask). The run's
 -- settings (cx.run: batch, seq, attention implementation, KV cache on or off) come from the
 -- caller, as transformers' kwargs do.
@@ -238,11 +318,13 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   local hd = a.head_dim
   -- `x_proj(hidden_states).view(hidden_shape).transpose(1, 2)` for q, then k, then v (the
   -- autograd nodes in that order); backward copies the non-contiguous gradient
-  local q = mod.call(cx, m.children.q_proj, hn)
-  local qv = nn.view_op(cx, pre .. ".q_heads", q, { b, a.heads, s, hd })
-  local k = mod.call(cx, m.children.k_proj, hn)
-  local kv = nn.view_op(cx, pre .. ".k_heads", k, { b, a.kv_heads, s, hd })
-  local v = mod.call(cx, m.children.v_proj, hn)
+  local q, k, v
+  if m.children.qkv_proj then q, k, v = split_qkv(cx, m, hn, b, s) end
+  q = q or mod.call(cx, m.children.q_proj, hn)
+  local qv = heads_of(cx, m, "q", q, a.heads, b, s, hd)
+  k = k or mod.call(cx, m.children.k_proj, hn)
+  local kv = heads_of(cx, m, "k", k, a.kv_heads, b, s, hd)
+  v = v or mod.call(cx, m.children.v_proj, hn)
   -- v's gradient: cuDNN attention's backward makes dv with v's strides, so when v reaches
   -- it directly (no cache copy, no repeat_kv) dv transposed back is already contiguous and
   -- the view's backward copies nothing (fulltrace_pub-c05: no 64 MiB copy after each
@@ -269,8 +351,13 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   else
     vv = nn.view_op(cx, pre .. ".v_heads", v, { b, a.kv_heads, s, hd })
   end
-  local qe = rotary(cx, pre .. ".q_rotary", qv, cos, sin)
-  local ke = rotary(cx, pre .. ".k_rotary", kv, cos, sin)
+  local qe, ke
+  if a.rotary_slices then
+    qe, ke = rotary_sliced(cx, pre, qv, kv, cos, sin)
+  else
+    qe = rotary(cx, pre .. ".q_rotary", qv, cos, sin)
+    ke = rotary(cx, pre .. ".k_rotary", kv, cos, sin)
+  end
   -- `query_states, key_states = apply_rotary_pos_emb(...)`: the projections die together
   nn.release(cx, { qv, kv }, pre .. ": query/key states reassigned")
   -- DynamicCache.update (use_cache defaults to True): torch.cat onto an empty cache copies
@@ -339,14 +426,31 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
 end
 
 function L.Attention(cfg, l, pre)
-  local a = { heads = cfg.heads, kv_heads = cfg.kv_heads, head_dim = cfg.head_dim }
+  local a = { heads = cfg.heads, kv_heads = cfg.kv_heads, head_dim = cfg.head_dim, softcap = cfg.attn_softcap,
+              norm_after_transpose = cfg.qk_norm == "head_transposed", norm_on_proj = cfg.qk_norm == "proj",
+              rotary_slices = cfg.rotary_slices }
   local m = mod.new("LlamaAttention", attention_forward, { attn = a, opname = pre .. ".self_attn", lpre = pre })
   local h, qd, kvd = cfg.hidden, cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
   local p = pre .. ".self_attn."
+  if cfg.fused_qkv then
+    -- Phi3Attention.__init__: o_proj, then qkv_proj (h -> q, k and v stacked)
+    m:add("o_proj", L.Linear(p .. "o_proj", qd, h, false))
+    m:add("qkv_proj", L.Linear(p .. "qkv_proj", h, qd + 2 * kvd, false))
+    return m
+  end
   m:add("q_proj", L.Linear(p .. "q_proj", h, qd, cfg.qkv_bias))
   m:add("k_proj", L.Linear(p .. "k_proj", h, kvd, cfg.qkv_bias))
   m:add("v_proj", L.Linear(p .. "v_proj", h, kvd, cfg.qkv_bias))
   m:add("o_proj", L.Linear(p .. "o_proj", qd, h, cfg.o_bias))
+  if cfg.qk_norm == "head" or cfg.qk_norm == "head_transposed" then
+    -- Qwen3Attention: an RMSNorm over each head's head_dim for q and for k, made after o_proj
+    m:add("q_norm", L.RMSNorm(p .. "q_norm", cfg.head_dim, cfg.norm_cls))
+    m:add("k_norm", L.RMSNorm(p .. "k_norm", cfg.head_dim, cfg.norm_cls))
+  elseif cfg.qk_norm == "proj" then
+    -- Olmo2Attention: over the whole q projection (heads * head_dim) and the whole k projection
+    m:add("q_norm", L.RMSNorm(p .. "q_norm", qd, cfg.norm_cls))
+    m:add("k_norm", L.RMSNorm(p .. "k_norm", kvd, cfg.norm_cls))
+  end
   return m
 end
 
@@ -354,7 +458,9 @@ end
 local function mlp_forward(cx, m, x)
   local pre = m.opname
   local g = mod.call(cx, m.children.gate_proj, x)
-  local act = nn.ew(cx, pre .. ".silu", { g }, g.dtype, { g })
+  -- act_fn: SiLU, or GELU with the tanh approximation (Gemma's gelu_pytorch_tanh): one kernel
+  -- either way, whose backward keeps its input
+  local act = nn.ew(cx, pre .. "." .. (m.act or "silu"), { g }, g.dtype, { g })
   local u = mod.call(cx, m.children.up_proj, x)
   local mm = nn.mul(cx, pre .. ".mul", act, u, act.dtype)
   return mod.call(cx, m.children.down_proj, mm)
@@ -434,18 +540,19 @@ local function make_mask(cx, r, window, mask_dtype)
 end
 
 -- LlamaRotaryEmbedding.forward: cos/sin computed in fp32 then cast to the hidden dtype.
-local function rotary_tables(cx, s, hd, dtype)
+local function rotary_tables(cx, s, hd, dtype, prefix)
+  local P = prefix or "rotary"
   local rshape = { 1, s, hd }
   -- inv_freq @ position_ids is a matmul: the first cuBLAS call of the step (workspace)
-  local freqs = nn.op(cx, { name = "rotary.freqs", kind = "mm", inputs = {},
-                            outs = { { "rotary.freqs", { 1, s, hd // 2 }, "fp32" } } })
-  local emb = nn.op(cx, { name = "rotary.cat", inputs = { freqs },
-                          outs = { { "rotary.emb", rshape, "fp32" } } })
+  local freqs = nn.op(cx, { name = P .. ".freqs", kind = "mm", inputs = {},
+                            outs = { { P .. ".freqs", { 1, s, hd // 2 }, "fp32" } } })
+  local emb = nn.op(cx, { name = P .. ".cat", inputs = { freqs },
+                          outs = { { P .. ".emb", rshape, "fp32" } } })
   -- cos = emb.cos() * attention_scaling (a second tensor; the first dies at once)
-  local cos32 = nn.ew(cx, "rotary.cos_scaled", { nn.ew(cx, "rotary.cos", { emb }, "fp32") }, "fp32")
-  local sin32 = nn.ew(cx, "rotary.sin_scaled", { nn.ew(cx, "rotary.sin", { emb }, "fp32") }, "fp32")
-  local cos = nn.to(cx, cos32, dtype, "rotary.cos_cast")
-  local sin = nn.to(cx, sin32, dtype, "rotary.sin_cast")
+  local cos32 = nn.ew(cx, P .. ".cos_scaled", { nn.ew(cx, P .. ".cos", { emb }, "fp32") }, "fp32")
+  local sin32 = nn.ew(cx, P .. ".sin_scaled", { nn.ew(cx, P .. ".sin", { emb }, "fp32") }, "fp32")
+  local cos = nn.to(cx, cos32, dtype, P .. ".cos_cast")
+  local sin = nn.to(cx, sin32, dtype, P .. ".sin_cast")
   return cos, sin
 end
 
@@ -579,12 +686,13 @@ function L.config(hf, where, defaults)
   -- num_key_value_heads None means multi-head attention; head_dim None means hidden // heads
   c.kv_heads = hf.num_key_value_heads ~= nil and H.int(hf, "num_key_value_heads", nil, where)
                or d("num_key_value_heads", c.heads)
-  c.head_dim = hf.head_dim ~= nil and H.int(hf, "head_dim", nil, where) or c.hidden // c.heads
+  -- (a family whose config class has a head_dim default of its own, Qwen3's 128, gives it)
+  c.head_dim = hf.head_dim ~= nil and H.int(hf, "head_dim", nil, where) or d("head_dim", c.hidden // c.heads)
   if c.heads % c.kv_heads ~= 0 then
     error(("%s: num_attention_heads (%d) must be a multiple of num_key_value_heads (%d)")
           :format(where, c.heads, c.kv_heads), 0)
   end
-  if hf.head_dim == nil and c.hidden % c.heads ~= 0 then
+  if hf.head_dim == nil and defaults.head_dim == nil and c.hidden % c.heads ~= 0 then
     error(("%s: hidden_size (%d) must be a multiple of num_attention_heads (%d), or give head_dim")
           :format(where, c.hidden, c.heads), 0)
   end
@@ -595,6 +703,11 @@ function L.config(hf, where, defaults)
   c.mlp_bias = H.bool(hf, "mlp_bias", false, where)
   return c
 end
+
+-- The pieces a family that changes the model's or the head's forward calls (gemma2.lua).
+L.embedding_forward = embedding_forward
+L.rotary_tables = rotary_tables
+L.causal_lm_loss = causal_lm_loss
 
 L.classes = {}
 L.tree = function(cfg) return L.CausalLM(cfg) end

@@ -141,6 +141,14 @@ function M.build(cx, cfg)
   local lora = nil
   if require("strategies.lora").wanted(t) then
     local L = require "strategies.lora"
+    -- peft's LoraConfig without target_modules takes them from its table of model types
+    -- (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: q_proj and v_proj for Llama, Mistral,
+    -- Qwen and Gemma); a family it has no entry for (peft_targets = false) needs them named
+    if fam.peft_targets == false and (type(t.lora) ~= "table" or t.lora.targets == nil) then
+      error(("training.lora.targets: peft has no default target modules for %s (\"Please specify "
+             .. "`target_modules` in `peft_config`\"): name them, e.g. { %s } or \"all-linear\"")
+            :format(fam.model_type, fam.lora_example), 0)
+    end
     lora = L.settings(t.lora, { r = 8, alpha = 32, dropout = 0.05, targets = { "q_proj", "v_proj" },
                                 aliases = { q = "q_proj", k = "k_proj", v = "v_proj", o = "o_proj",
                                             gate = "gate_proj", up = "up_proj", down = "down_proj" } })
@@ -202,7 +210,11 @@ function M.build(cx, cfg)
 
   cx.layer = -1
   cx.last_layer = mc.layers - 1
-  cx.run = { batch = b, seq = s, attention = t.attention, inference = t.inference,
+  -- the attention implementation from_pretrained gives the family for the one asked (Gemma 2
+  -- cannot run SDPA and falls back to eager)
+  local attention = t.attention
+  if fam.attention then attention = fam.attention(attention, cx.notes, mc) end
+  cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
              use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype }
   -- one forward pass (a micro-batch); gradient accumulation calls it again
   local function forward()

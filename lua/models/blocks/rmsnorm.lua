@@ -1,0 +1,67 @@
+-- blocks/rmsnorm.lua: the RMSNorms that multiply by their weight in fp32 and only then cast back,
+-- where LlamaRMSNorm (models/llama.lua) casts the normalized input back first and multiplies in
+-- the input's dtype. Two families write it (transformers 5.25):
+--   Gemma2RMSNorm / Gemma3RMSNorm: output = _norm(x.float()); output * (1.0 + weight.float());
+--     output.type_as(x)                                              (module field one_plus = true)
+--   Olmo2RMSNorm: x.to(float32), normalized; (weight * x).to(input_dtype)   (one_plus absent)
+-- The normalization is LlamaRMSNorm's ops (pow, mean, + eps, rsqrt, x * rsqrt, in fp32). The
+-- product is a (..., hidden) fp32 tensor: MulBackward0 keeps the fp32 normalized input where the
+-- weight is trained (Llama keeps it in the input's dtype), and the cast back is one more tensor.
+local nn = require "vrsim.nn"
+local mod = require "vrsim.module"
+
+local R = {}
+
+function R.forward(cx, m, x)
+  local w = mod.weight(cx, m.p.weight)
+  local name = m.opname
+  local x32 = nn.to(cx, x, "fp32", name .. ".float")
+  local rshape = nn.copy_shape(x.shape)
+  rshape[#rshape] = 1
+  local c = x.shape[#x.shape]
+  -- PowBackward0 makes its two temporaries before the result (as llama.lua's norm)
+  local sq = nn.op(cx, { name = name .. ".pow", inputs = { x32 },
+                         outs = { { name .. ".squared", x.shape, "fp32" } }, saves = { x32 },
+                         bwd_workspace = { nn.bytes(x.shape, "fp32"), nn.bytes(x.shape, "fp32") },
+                         bwd_workspace_first = true })
+  local var = nn.op(cx, { name = name .. ".mean", kind = "reduce_rows", inputs = { sq },
+                          outs = { { name .. ".variance", rshape, "fp32" } } })
+  local ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32")
+  local rs = nn.op(cx, { name = name .. ".rsqrt", inputs = { ve },
+                         outs = { { name .. ".rsqrt", rshape, "fp32" } }, save_outs = { 1 } })
+  local n = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x32, rs },
+                        outs = { { name .. ".normed", x.shape, "fp32" } }, saves = { x32, rs },
+                        bwd_workspace = { nn.bytes(x.shape, "fp32") }, bwd_workspace_first = true })
+  local wf = w
+  if m.one_plus then
+    -- 1.0 + self.weight.float(): a (hidden,) fp32 copy of a bf16 weight, then the sum
+    -- (AddBackward passes the gradient through; ToCopyBackward casts it back to the weight's dtype)
+    local w32 = nn.to(cx, w, "fp32", name .. ".weight_float")
+    wf = nn.op(cx, { name = name .. ".one_plus_weight", inputs = { w32 },
+                     outs = { { name .. ".one_plus_weight", w.shape, "fp32" } },
+                     grads = { { pass = 1 } }, flops = nn.numel(w.shape) })
+  end
+  -- the product: MulBackward0 makes the normalized input's gradient (grad * weight) and the full
+  -- fp32 product grad * normed, reduced to the weight's shape as the node returns (a row sum with
+  -- ATen's staging buffers): as in llama.lua's norm, that reduction is an op of its own on the
+  -- weight's side, made first, and it keeps the normalized input. (Olmo2's bf16 weight: the sum
+  -- is cast to bf16 as autograd hands it back; the (hidden,) fp32 sum before the cast is left out.)
+  local wv, saves = wf, {}
+  if wf.rg and not cx.no_grad then
+    wv = nn.view(cx, wf, wf.shape, name .. ".weight_side")
+    wv.rg = true
+    nn.op(cx, { name = name .. ".weight_grad", kind = "none", inputs = { wf }, out_tensors = { wv },
+                saves = { n }, grads = { { dtype = wf.dtype } }, bytes = 0, bwd_kind = "reduce_rows",
+                bwd_rowsum = { nn.numel(x.shape) // c, c },
+                bwd_bytes = nn.bytes(x.shape, "fp32") + nn.bytes(w.shape, wf.dtype), frees = {} })
+  end
+  if n.rg then saves[1] = wf end
+  local out = nn.op(cx, { name = name .. ".mul_weight", kind = "broadcast", inputs = { wv, n },
+                          outs = { { name .. ".scaled", x.shape, "fp32" } }, saves = saves,
+                          grads = { { bytes = nn.bytes(x.shape, "fp32"), dtype = "fp32" }, { dtype = "fp32" } },
+                          grad_order = { 2, 1 }, frees = { wf, n }, flops = nn.numel(x.shape), dtype = "fp32" })
+  -- .type_as(x) / .to(input_dtype): the fp32 product cast back (dropped once cast)
+  return nn.to(cx, out, x.dtype, name)
+end
+
+return R
