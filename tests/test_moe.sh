@@ -66,5 +66,34 @@ for kv in 'output_router_logits=True' 'router_jitter_noise=0.01' 'experts_implem
   else bad "$key: exit $rc: $(cat "$tmp/out")"; fi
 done
 
+# 5. Qwen3-MoE: Qwen3-30B-A3B's parameters as transformers counts them (30,532,122,624); its
+#    router hands the weights back in bf16, so the weighting, reorder and sum are bf16 (Mixtral's
+#    fp32): transformers' forward allocations at 1 x 256 tokens, in order (fake tensors, 5.25)
+cp scenarios/configs/qwen3-30b-a3b.json "$tmp/"
+q3() { # name [model fields] [training fields]
+  cat > "$tmp/$1.lua" <<EOS
+return { hardware = { gpu = "h200" }, model = { config = "${3:-qwen3-30b-a3b.json}", $2 },
+  training = { micro_batch = 1, seq = 256, precision = "bf16", steps = 2 } }
+EOS
+}
+q3 qfull ""
+got=$("$VRSIM" "$tmp/qfull.lua" --json --no-files | field 'sum(v for k, v in d["parameters"].items())')
+if [ "$got" = 30532122624 ]; then ok "Qwen3-30B-A3B: 30532122624 parameters, as transformers counts"
+else bad "Qwen3-30B-A3B: $got parameters, transformers counts 30532122624"; fi
+want="65536 131072 131072 8192 16384 1024 8192 4096 16384 16384 16384 8388608 4096 8192 512 512 6291456 3145728 3145728 8388608 8388608 16384 16384 8388608 1048576"
+q3 qone "layers = 1"
+"$VRSIM" "$tmp/qone.lua" --no-files --alloc-trace "$tmp/qone.csv" >/dev/null 2>"$tmp/err"
+got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp/ { printf "%s ", $5 }' "$tmp/qone.csv" | sed 's/ $//')
+if [ "$got" = "$want" ]; then ok "Qwen3-MoE block forward: transformers' allocations in order, the weighting in bf16"
+else bad "Qwen3-MoE block forward allocates: $got (transformers: $want)"; fi
+#    dense layers where Qwen3MoeDecoderLayer keeps them: 4 layers, decoder_sparse_step 2,
+#    mlp_only_layers [1]: layers 0, 1, 2 dense, 3 sparse; transformers counts 1,415,334,912
+python3 -c "import json, sys; d = json.load(open(sys.argv[1])); d.update(num_hidden_layers=4, decoder_sparse_step=2, mlp_only_layers=[1]); json.dump(d, open(sys.argv[2], 'w'))" \
+  scenarios/configs/qwen3-30b-a3b.json "$tmp/q4.json"
+q3 qsparse "" q4.json
+got=$("$VRSIM" "$tmp/qsparse.lua" --json --no-files | field 'sum(v for k, v in d["parameters"].items())')
+if [ "$got" = 1415334912 ]; then ok "Qwen3-MoE decoder_sparse_step and mlp_only_layers: dense layers where transformers has them"
+else bad "Qwen3-MoE sparse step: $got parameters, transformers counts 1415334912"; fi
+
 echo "test_moe: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

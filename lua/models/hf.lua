@@ -9,7 +9,7 @@
 -- qwen2.lua, which is Llama's tree with biases on q/k/v), and its name in FAMILIES.
 local H = {}
 
-H.FAMILIES = { "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2", "mixtral" }
+H.FAMILIES = { "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2", "mixtral", "qwen3_moe" }
 
 local function families()
   local by_arch, by_type = {}, {}

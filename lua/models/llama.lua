@@ -512,8 +512,10 @@ function L.DecoderLayer(cfg, l)
   local m = mod.new("LlamaDecoderLayer", decoder_layer_forward, { opname = pre, layer = l, dm_key = l })
   -- __init__ order: self_attn, mlp, input_layernorm, post_attention_layernorm
   m:add("self_attn", L.Attention(cfg, l, pre))
-  -- a mixture-of-experts family (cfg.experts) has its sparse block where the MLP is
-  m:add("mlp", cfg.experts and require("models.moe").SparseMoeBlock(cfg, pre, cfg.moe_classes) or L.MLP(cfg, pre))
+  -- a mixture-of-experts family (cfg.experts) has its sparse block where the MLP is, except in
+  -- the layers it keeps dense (cfg.dense_layers)
+  local sparse = cfg.experts and not (cfg.dense_layers and cfg.dense_layers[l])
+  m:add("mlp", sparse and require("models.moe").SparseMoeBlock(cfg, pre, cfg.moe_classes) or L.MLP(cfg, pre))
   m:add("input_layernorm", L.RMSNorm(pre .. ".input_layernorm", cfg.hidden))
   m:add("post_attention_layernorm", L.RMSNorm(pre .. ".post_attention_layernorm", cfg.hidden))
   return m

@@ -127,14 +127,15 @@ local function moe_forward(cx, m, x)
   local gated = nn.mul(cx, pre .. ".experts.mul", act, up, act.dtype)
   local gated_in = nn.to(cx, gated, dp.dtype, pre .. ".experts.down_input_cast")
   local down = grouped_mm(cx, pre .. ".experts.down_proj", gated_in, dp, offsets)
-  -- `proj_out * sample_weights_g.unsqueeze(-1)`: the fp32 weights promote the product
+  -- `proj_out * sample_weights_g.unsqueeze(-1)`: fp32 weights (Mixtral's) promote the product
   local wcol = nn.view(cx, weights_g, { n, 1 }, pre .. ".sample_weights_col")
-  local weighted = nn.mul(cx, pre .. ".experts.weighted", down, wcol, nn.promote(down.dtype, "fp32"))
+  local weighted = nn.mul(cx, pre .. ".experts.weighted", down, wcol, nn.promote(down.dtype, weights_g.dtype))
   -- inv_perm = empty_like(perm); inv_perm[perm] = arange(S)
   local arange = index_op(cx, pre .. ".arange", {}, { { pre .. ".arange", { n }, "int64" } })
   local inv = index_op(cx, pre .. ".inv_perm", { perm, arange }, { { pre .. ".inv_perm", { n }, "int64" } })
   local reordered = gather_rows(cx, pre .. ".restore_order", weighted, inv, n)
-  -- view(tokens, k, hidden).sum(dim=1) in fp32; SumBackward0 expands the gradient (a view)
+  -- view(tokens, k, hidden).sum(dim=1) in the product's dtype; SumBackward0 expands the
+  -- gradient (a view)
   local summed = nn.op(cx, { name = pre .. ".sum_top_k", kind = "reduce_rows", inputs = { reordered },
                              outs = { { pre .. ".final_hidden", { t, h }, reordered.dtype } },
                              grads = { { pass = 1 } } })

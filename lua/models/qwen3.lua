@@ -15,9 +15,10 @@ F.model_type = "qwen3"
 F.classes = { lm = "Qwen3ForCausalLM", model = "Qwen3Model", layer = "Qwen3DecoderLayer" }
 
 -- Qwen3Config's defaults (configuration_qwen3.py, 5.25).
-function F.config(hf, where)
+-- `defaults` replaces Qwen3Config's (a family built on Qwen3's attention: qwen3_moe.lua).
+function F.config(hf, where, defaults)
   local H = require "models.hf"
-  local c = llama.config(hf, where, {
+  local c = llama.config(hf, where, defaults or {
     hidden_size = 4096, intermediate_size = 22016, num_hidden_layers = 32, num_attention_heads = 32,
     num_key_value_heads = 32, head_dim = 128, vocab_size = 151936, tie_word_embeddings = false,
     attention_bias = false,
