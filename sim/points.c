@@ -1,6 +1,7 @@
 /* points.c: simulation points in forked children of a loaded Lua state (see points.h). */
 #define _GNU_SOURCE /* close_range */
 #include "points.h"
+#include "infile.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -549,29 +550,13 @@ void points_run(PointRunner *r, const char *chunkname, const char *src, const ch
 }
 
 char *points_read_scenario(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot read the scenario file", path);
-        return NULL;
-    }
-    size_t cap = 65536, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t k = fread(b + n, 1, cap - n - 1, f);
-        n += k;
-        if (n < cap - 1) break;
-        char *nb = realloc(b, cap * 2);
-        if (!nb) { free(b); b = NULL; break; }
-        b = nb;
-        cap *= 2;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (!b) { snprintf(err, errlen, "out of host memory"); return NULL; }
-    b[n] = 0;
-    if (bad) {
-        free(b);
-        snprintf(err, errlen, "%s: cannot read the scenario file", path);
+    /* the checked open every reader uses: a FIFO, a device or a folder is refused, not waited on */
+    char *b = NULL;
+    size_t n = 0;
+    InfileStatus s = infile_read(path, (size_t)32 << 20, &b, &n);
+    if (s != INFILE_OK) {
+        if (s == INFILE_TOOBIG) snprintf(err, errlen, "%s: larger than 32 MiB", path);
+        else snprintf(err, errlen, "%s: %s", path, infile_reason(s));
         return NULL;
     }
     if (memchr(b, 0, n)) {

@@ -60,6 +60,10 @@ if [ "$HAVE_FIFO" = 1 ]; then
   check "validate of a FIFO (it waited forever)" 2 "fifo: not a regular file" "" -- validate "$TMP/fifo"
   check "replay of a FIFO (it waited forever)" 2 "fifo: not a regular file" "" -- replay "$TMP/fifo"
   check "a scenario that is a FIFO" 2 "not a regular file" "" -- "$TMP/fifo" --no-files
+  check "sweep of a FIFO scenario (it waited forever)" 2 "fifo: not a regular file" "" -- \
+        sweep "$TMP/fifo" --set micro_batch=1,2 --no-files
+  check "maxbatch of a FIFO scenario (it waited forever)" 2 "fifo: not a regular file" "" -- maxbatch "$TMP/fifo"
+  check "shop of a FIFO scenario (it waited forever)" 2 "fifo: not a regular file" "" -- shop "$TMP/fifo" --tokens 1e6
 fi
 check "replay of a folder" 2 "not a regular file" "" -- replay "$H"
 
