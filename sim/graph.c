@@ -330,14 +330,19 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
                      op->grad_order[i] + 1, op->n_inputs);
             return VR_EINVAL;
         }
-    if (op->grads)
-        for (int i = 0; i < op->n_inputs; i++)
-            if (op->grads[i].mode == GRAD_PASS &&
-                (op->grads[i].pass_output < 0 || op->grads[i].pass_output >= op->n_outputs)) {
-                snprintf(g->err, sizeof g->err, "op '%s': input %d passes the gradient of output "
-                         "%d, which does not exist", op->name, i + 1, op->grads[i].pass_output + 1);
-                return VR_EINVAL;
-            }
+    for (int i = 0; op->grads && i < op->n_inputs; i++) {
+        const GradSpec *gs = &op->grads[i];
+        if (gs->mode == GRAD_PASS && (gs->pass_output < 0 || gs->pass_output >= op->n_outputs)) {
+            snprintf(g->err, sizeof g->err, "op '%s': input %d passes the gradient of output "
+                     "%d, which does not exist", op->name, i + 1, gs->pass_output + 1);
+            return VR_EINVAL;
+        }
+        if (gs->mode == GRAD_SAVED && (gs->pass_output < 0 || gs->pass_output >= op->n_saves)) {
+            snprintf(g->err, sizeof g->err, "op '%s': input %d takes saved tensor %d as its "
+                     "gradient, which does not exist", op->name, i + 1, gs->pass_output + 1);
+            return VR_EINVAL;
+        }
+    }
     /* a row sum's staging buffers are two more workspaces */
     int rs = op->rowsum[0] > 0 ? 2 : 0, brs = op->bwd_rowsum[0] > 0 ? 2 : 0;
     if (op->n_workspace + rs > GRAPH_MAX_WORKSPACES ||
@@ -810,6 +815,12 @@ static VrStatus derive_one(Deriv *d, int f) {
     }
     for (int i = 0; i < fop.n_saves; i++) {
         int sv = fop.saves[i];
+        /* a saved tensor that is an input's gradient is handed on, not dropped */
+        bool handed_on = false;
+        for (int k = 0; k < fop.n_inputs && fop.grads; k++)
+            handed_on |= fop.grads[k].mode == GRAD_SAVED && fop.grads[k].pass_output == i &&
+                         input_gets_grad(g, &fop, k);
+        if (handed_on) continue;
         if (fop.region > 0) {
             if ((sv = remapped(d, sv)) < 0) return VR_ENOMEM; /* the recomputed copy */
         } else if (d->remap[sv] >= 0) {
@@ -839,6 +850,10 @@ static VrStatus derive_one(Deriv *d, int f) {
         if (gs->mode == GRAD_PASS) {
             gi_of[i] = d->grad_of[fop.outputs[gs->pass_output]];
             continue; /* may be -1: that output got no gradient */
+        }
+        if (gs->mode == GRAD_SAVED) {
+            gi_of[i] = fop.saves[gs->pass_output];
+            continue;
         }
         /* a view owns no storage, but its gradient is a tensor of the view's size (a Linear on
          * the attention output's view: MmBackward0 allocates dX, optrace_pub-c04) */
@@ -883,7 +898,7 @@ static VrStatus derive_one(Deriv *d, int f) {
 
     for (int i = 0; i < fop.n_inputs; i++) {
         if (gi_of[i] < 0) continue;
-        bool fresh = fop.grads[i].mode == GRAD_NEW;
+        bool fresh = fop.grads[i].mode == GRAD_NEW || fop.grads[i].mode == GRAD_SAVED;
         /* the same tensor may appear twice among the inputs (x * x): both gradients route */
         if ((st = route_grad(d, fop.inputs[i], gi_of[i], fresh, f, fop.layer))) return st;
     }

@@ -50,6 +50,9 @@ typedef enum GradMode {
     GRAD_NONE = 0, /* no gradient flows to this input */
     GRAD_NEW,      /* a new buffer of grad_bytes (default: the input's bytes) */
     GRAD_PASS,     /* the gradient of output pass_output, passed through unchanged */
+    GRAD_SAVED,    /* saved tensor pass_output of the op, made in forward (a fused loss that
+                      computes its input gradients there, as Liger's fused linear cross-entropy
+                      does): the backward hands it on instead of dropping it */
 } GradMode;
 
 typedef struct Tensor {
@@ -100,7 +103,8 @@ OpKind op_kind_of(const char *kind);
 
 typedef struct GradSpec {
     GradMode mode;
-    int pass_output;       /* GRAD_PASS: which output's gradient (index into op outputs) */
+    int pass_output;       /* GRAD_PASS: which output's gradient (index into op outputs);
+                              GRAD_SAVED: which saved tensor (index into op saves) */
     uint64_t grad_bytes;   /* GRAD_NEW: 0 = the input's bytes */
     DType grad_dtype;      /* GRAD_NEW: dtype of the new gradient */
     bool view;             /* GRAD_NEW: the kernel returns the gradient as a view of a larger

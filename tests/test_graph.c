@@ -369,6 +369,45 @@ static void test_grad_pass_allocates_nothing(void **state) {
     graph_free(h);
 }
 
+/* GRAD_SAVED: a loss that computes its input gradients in forward (Liger's fused linear
+ * cross-entropy) saves them, and its backward hands them on: no new buffer, the saved tensors
+ * not dropped by it; a parameter's becomes its .grad (stolen), an activation's is dropped by the
+ * backward that consumes it. A saved index past the op's saves is VR_EINVAL. */
+static void test_grad_saved_handed_on(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 4096);
+    int h = add_act(g, "h", 1024, true), hn = add_act(g, "hn", 1024, true);
+    int gi = add_act(g, "grad_input", 1024, false), gw = add_act(g, "grad_weight", 4096, false);
+    int loss = add_act(g, "loss", 4, true);
+    int fn = add_fwd(g, "norm", (int[]){h}, 1, hn, (int[]){h}, 1, NULL);
+    add_fwd(g, "zeros_gi", NULL, 0, gi, NULL, 0, NULL);
+    add_fwd(g, "zeros_gw", NULL, 0, gw, NULL, 0, NULL);
+    GradSpec saved[2] = {{.mode = GRAD_SAVED, .pass_output = 0}, {.mode = GRAD_SAVED, .pass_output = 1}};
+    int fl = add_fwd(g, "fused_loss", (int[]){hn, w}, 2, loss, (int[]){gi, gw}, 2, saved);
+    int n_t = graph_num_tensors(g);
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    const Op *ol = graph_op_c(g, backward_of(g, fl));
+    assert_int_equal(ol->n_outputs, 0);
+    assert_false(contains(ol->frees, ol->n_frees, gi));
+    assert_false(contains(ol->frees, ol->n_frees, gw));
+    assert_int_equal(graph_param_grad(g, w), gw);
+    assert_int_equal(graph_tensor_c(g, gw)->cat, CAT_GRAD);
+    assert_true(graph_tensor_c(g, gw)->persistent);
+    const Op *on = graph_op_c(g, backward_of(g, fn));
+    assert_true(contains(on->inputs, on->n_inputs, gi));
+    assert_true(contains(on->frees, on->n_frees, gi));
+    /* new tensors: the seed and the norm's input gradient */
+    assert_int_equal(graph_num_tensors(g), n_t + 2);
+
+    GradSpec bad[1] = {{.mode = GRAD_SAVED, .pass_output = 1}};
+    int outs[1] = {add_act(g, "y", 4, true)};
+    Op op = {.name = "bad", .kind = "elementwise", .phase = PH_FWD, .fwd_op = -1,
+             .inputs = (int[]){h}, .n_inputs = 1, .outputs = outs, .n_outputs = 1,
+             .saves = (int[]){gi}, .n_saves = 1, .grads = bad, .layer = -1};
+    int id;
+    assert_int_equal(graph_add_op(g, &op, &id), VR_EINVAL);
+}
+
 /* What a backward node launches: a GEMM's backward one GEMM per input that gets a gradient
  * (two with a trainable weight, one with a frozen one), a node whose gradients all pass
  * through (an add) no kernel at all, and an op's own bwd_kernels when it states them. */
@@ -864,6 +903,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_param_used_twice_view_grad_sums_out_of_place, setup_graph,
                                         teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_pass_allocates_nothing, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_grad_saved_handed_on, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_backward_kernel_counts, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_frozen_branch_has_no_backward, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_checkpoint_region_recomputes, setup_graph, teardown_graph),

@@ -140,6 +140,8 @@ function M.build(cx, cfg)
                                             gate = "gate_proj", up = "up_proj", down = "down_proj" } })
     lora_hit = L.apply(root, lora, "lm_head")
   end
+  local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes)
+  if refused then error(refused, 0) end
 
   -- the model as the measured runs make it: built on the GPU in fp32, then cast with .to()
   cx.phase = "build"
@@ -197,7 +199,8 @@ function M.build(cx, cfg)
   cx.layer = -1
   cx.last_layer = mc.layers - 1
   cx.run = { batch = b, seq = s, attention = t.attention, inference = t.inference,
-             use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype }
+             use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype,
+             loss = t.loss }
   -- one forward pass (a micro-batch); gradient accumulation calls it again
   local function forward()
     cx.run.inputs_embeds = nil

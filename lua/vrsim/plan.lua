@@ -65,6 +65,7 @@ local SCHEMA = {
     empty_cache_after_build = { "boolean", false, "torch.cuda.empty_cache() once the model and optimizer are built" },
     zero = { "table", nil, "DeepSpeed/FSDP knobs: reduce_bucket_size, overlap_comm, offload_optimizer, raf, ..." },
     deepspeed = { "string", nil, "a DeepSpeed JSON config beside the scenario (zero_optimization is read)" },
+    loss = { "string", "full", "cross-entropy of a language model: full (transformers: the whole fp32 logits), liger_fused (Liger's fused linear cross-entropy: chunks, gradients in forward) or chunked (torchtune's CEWithChunkedOutputLoss: the head and the fp32 upcast in 8 chunks)" },
   },
   allocator = {
     conf = { "string", "", "PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True" },
@@ -87,6 +88,7 @@ local CHOICES = {
   strategy = { none = 1, ddp = 1, zero1 = 1, zero2 = 1, zero3 = 1, fsdp2 = 1 },
   interconnect = { auto = 1, nvlink = 1, pcie = 1 },
   arch = { llama2 = 1, llama = 1, mistral = 1, qwen2 = 1, sdxl = 1 },
+  loss = { full = 1, liger_fused = 1, chunked = 1 },
 }
 
 -- Levenshtein distance, for "did you mean".

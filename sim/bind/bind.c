@@ -632,7 +632,8 @@ static const char *const OP_FIELDS[OF_COUNT] = {
 /* G:opv's grads (on top): nn.op's spec.grads as the spec gives them, or true for "every input
  * new", resolved per input as nn.op documents: nil, false or "new" is a new gradient in the
  * input's dtype; a table {pass=, bytes=, dtype=, view=} is one too (or the pass-through of
- * output pass), in its dtype or else the input's; anything else is none. A dtype that is nil
+ * output pass, or with saved= the op's saved tensor of that index, made in forward), in its
+ * dtype or else the input's; anything else is none. A dtype that is nil
  * is fp32, as in G:op's grads. Returns the specs in a userdata left on the stack (n + 1 of
  * them, zeroed past n). */
 static GradSpec *opv_grads(lua_State *L, const Fields *fs, const char *opname, int n) {
@@ -676,6 +677,8 @@ static GradSpec *opv_grads(lua_State *L, const Fields *fs, const char *opname, i
                 gs[i].view = field_bool(L, g, "view", false);
                 lua_Integer p = field_int(L, g, "pass", 0);
                 if (p > 0) gs[i].mode = GRAD_PASS, gs[i].pass_output = (int)p - 1;
+                lua_Integer sv = field_int(L, g, "saved", 0);
+                if (sv > 0) gs[i].mode = GRAD_SAVED, gs[i].pass_output = (int)sv - 1;
             }
         } else {
             gs[i].mode = GRAD_NONE;
@@ -750,6 +753,8 @@ static int read_op(lua_State *L, Graph *g, const Fields *fs) {
                 gs[i].view = field_bool(L, k, "view", false);
                 lua_Integer p = field_int(L, k, "pass", 0);
                 if (p > 0) gs[i].mode = GRAD_PASS, gs[i].pass_output = (int)p - 1;
+                lua_Integer sv = field_int(L, k, "saved", 0);
+                if (sv > 0) gs[i].mode = GRAD_SAVED, gs[i].pass_output = (int)sv - 1;
             } else if (lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "none") == 0) {
                 gs[i].mode = GRAD_NONE;
             } else if (!lua_isnil(L, -1)) {

@@ -1,0 +1,98 @@
+#!/bin/sh
+# The techniques a run that does not fit reaches for, each against its library's physics:
+# Liger's fused linear cross-entropy and torchtune's chunked cross-entropy (training.loss), the
+# optimizer step in backward (training.optimizer_in_backward) and activation offloading
+# (training.activation_offload); and the combinations each refuses.
+VRSIM=${VRSIM:-./vrsim}
+pass=0; fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+field() { python3 -c "import sys,json; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
+cp scenarios/configs/llama-3-8b.json "$tmp/"
+
+# Llama-3-8B (vocabulary 128256, hidden 4096) at 1 x 4096 tokens with all-linear LoRA: the fp32
+# logits are 4096 x 128256 x 4 = 2,101,346,304 bytes
+cat > "$tmp/l3.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json" },
+  training = { micro_batch = 1, seq = 4096, precision = "lora_bf16", steps = 2,
+               lora = { r = 16, alpha = 32, targets = "all-linear" } } }
+EOS
+LOGITS32=2101346304
+
+# 1. the full loss's peak holds the three fp32 logits-sized tensors (log_softmax's output and the
+#    two gradients); Liger's fused loss never makes one, and the peak falls by about their bytes
+"$VRSIM" "$tmp/l3.lua" --json --no-files > "$tmp/full.json"
+"$VRSIM" "$tmp/l3.lua" --json --no-files --set training.loss=liger_fused > "$tmp/fused.json"
+n=$(field "sum(1 for x in d['live_at_peak'] if x['bytes'] == $LOGITS32)" < "$tmp/full.json")
+if [ "$n" = 3 ]; then ok "loss = full: three fp32 logits tensors live at the peak"
+else bad "loss = full: $n fp32 logits tensors live at the peak (want 3)"; fi
+pf=$(field "d['peak_allocated_bytes']" < "$tmp/full.json")
+pl=$(field "d['peak_allocated_bytes']" < "$tmp/fused.json")
+if python3 -c "import sys; a,b,l=map(int,sys.argv[1:]); sys.exit(not (2.5*l < a-b < 3.2*l))" "$pf" "$pl" "$LOGITS32"; then
+  ok "loss = liger_fused: the peak falls by $(( (pf - pl) >> 20 )) MiB (three fp32 logits: $(( 3 * LOGITS32 >> 20 )) MiB)"
+else bad "loss = liger_fused: the peak falls from $pf to $pl bytes, not by about three fp32 logits"; fi
+
+# 2. Liger's chunks: inc_factor = ceil(128256 / 4096) = 32, chunk = next_pow2(4096 / 32) = 128
+#    rows; one (128, 128256) bf16 buffer reused by every chunk, and nothing logits-sized at all
+"$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=liger_fused --alloc-trace "$tmp/fused.csv" >/dev/null
+big=$(awk -F, '$3 == "alloc" && $5 >= 1000000000' "$tmp/fused.csv" | grep -c "logits\|log_probs\|fused_lce")
+store=$(grep ",alloc," "$tmp/fused.csv" | grep "fused_lce.logits_storage" | cut -d, -f5 | sort -u)
+if [ "$big" = 0 ] && [ "$store" = 32833536 ]; then
+  ok "loss = liger_fused: one 128 x 128256 bf16 logits buffer per step ($store bytes), no logits of the batch"
+else bad "loss = liger_fused: logits buffer '$store' bytes (want 32833536), $big allocations of 1 GB or more"; fi
+
+# 3. the gradients are made in forward and handed on: the hidden states' gradient is allocated
+#    before backward starts and freed by the final norm's backward, which allocates none for it
+first_bwd=$(grep -n "\.backward" "$tmp/fused.csv" | head -1 | cut -d: -f1)
+gi=$(grep -n ",alloc,.*fused_lce.grad_input$" "$tmp/fused.csv" | head -1 | cut -d: -f1)
+if [ -n "$gi" ] && [ -n "$first_bwd" ] && [ "$gi" -lt "$first_bwd" ]; then
+  ok "loss = liger_fused: grad_input made in forward (trace line $gi, backward from $first_bwd)"
+else bad "loss = liger_fused: grad_input not made in forward ($gi, backward from $first_bwd)"; fi
+
+# 4. full fine-tuning: the head's weight gradient is Liger's accumulator, the .grad the
+#    optimizer reads (one of the weight's bytes, in the gradients category), not a second copy
+cat > "$tmp/l3f.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json" },
+  training = { micro_batch = 1, seq = 4096, precision = "bf16", optimizer = "sgd", steps = 2, checkpointing = true } }
+EOS
+"$VRSIM" "$tmp/l3f.lua" --json --no-files --set training.loss=liger_fused > "$tmp/ff.json"
+g=$(field "[x['category'] for x in d['live_at_peak'] if x['name'] == 'fused_lce.grad_weight']" < "$tmp/ff.json")
+gf=$("$VRSIM" "$tmp/l3f.lua" --json --no-files | field "d['breakdown_at_peak']['gradients']")
+gl=$(field "d['breakdown_at_peak']['gradients']" < "$tmp/ff.json")
+if [ "$g" = "['gradients']" ] && [ "$gf" = "$gl" ]; then
+  ok "loss = liger_fused, full fine-tuning: the head's gradient is Liger's accumulator ($gl bytes of gradients, as with the full loss)"
+else bad "loss = liger_fused, full fine-tuning: grad_weight at the peak as $g; gradients $gl vs $gf with the full loss"; fi
+
+# 5. torchtune's chunked loss: the head on 8 chunks, each chunk's fp32 upcast and log-probs 1/8
+#    of the logits (log_softmax keeps every chunk's for backward), nothing fp32 logits-sized
+"$VRSIM" "$tmp/l3.lua" --json --no-files --set training.loss=chunked > "$tmp/chunked.json"
+"$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=chunked --alloc-trace "$tmp/ch.csv" >/dev/null
+sizes=$(grep ",alloc," "$tmp/ch.csv" | grep "chunked_ce.chunk[0-9]*.log_softmax$\|chunked_ce.chunk[0-9]*.float$" | cut -d, -f5 | sort | uniq -c | tr -s ' ')
+heads=$(grep ",alloc," "$tmp/ch.csv" | grep -c ",lm_head.chunk[1-8]$")
+big=$(awk -F, -v l=$LOGITS32 '$3 == "alloc" && $5 >= l/2 && $7 != ""' "$tmp/ch.csv" | wc -l)
+if [ "$sizes" = " 32 262668288" ] && [ "$heads" = 16 ] && [ "$big" = 0 ]; then
+  ok "loss = chunked: 8 head chunks a step, fp32 copies and log-probs of 1/8 of the logits (262668288 bytes)"
+else bad "loss = chunked: chunk allocations '$sizes', $heads head chunks in 2 steps, $big allocations of half the fp32 logits or more"; fi
+pc=$(field "d['peak_allocated_bytes']" < "$tmp/chunked.json")
+if [ "$pl" -lt "$pc" ] && [ "$pc" -lt "$pf" ]; then
+  ok "loss = chunked: peak between Liger's and the full loss's ($pl < $pc < $pf)"
+else bad "loss = chunked: peak $pc not between Liger's $pl and the full loss's $pf"; fi
+
+# 6. refused where the library refuses or vrsim does not model it
+"$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=liger_fused --set precision=amp_bf16 >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "liger_fused.*amp_bf16.*not modelled" "$tmp/err"; then ok "liger_fused under autocast: exit 2, named"
+else bad "liger_fused under autocast: exit $rc: $(cat "$tmp/err")"; fi
+sed 's/targets = "all-linear"/targets = { "q_proj", "lm_head" }/' "$tmp/l3.lua" > "$tmp/l3h.lua"
+"$VRSIM" "$tmp/l3h.lua" --no-files --set training.loss=liger_fused >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "LoRA on lm_head" "$tmp/err"; then ok "liger_fused with LoRA on lm_head: exit 2, named"
+else bad "liger_fused with LoRA on lm_head: exit $rc: $(cat "$tmp/err")"; fi
+"$VRSIM" scenarios/sdxl_lora_4090.lua --no-files --set training.loss=chunked >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "sdxl: training.loss" "$tmp/err"; then ok "training.loss on SDXL: exit 2, named"
+else bad "training.loss on SDXL: exit $rc: $(cat "$tmp/err")"; fi
+"$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=chunked --set inference=true >"$tmp/out" 2>&1
+if grep -q "training.loss = chunked has no effect" "$tmp/out"; then ok "training.loss under inference: noted as without effect"
+else bad "training.loss under inference: not noted"; fi
+
+echo "test_techniques: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
