@@ -330,6 +330,11 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
                      op->grad_order[i] + 1, op->n_inputs);
             return VR_EINVAL;
         }
+    if (op->hook == 3 && op->n_grads_of < 1) {
+        snprintf(g->err, sizeof g->err, "op '%s': a post-accumulate-grad hook (hook 3) names its "
+                 "parameter in grads_of", op->name);
+        return VR_EINVAL;
+    }
     for (int i = 0; op->grads && i < op->n_inputs; i++) {
         const GradSpec *gs = &op->grads[i];
         if (gs->mode == GRAD_PASS && (gs->pass_output < 0 || gs->pass_output >= op->n_outputs)) {
@@ -404,6 +409,8 @@ typedef struct Deriv {
     int recomputed;  /* the region whose recompute ops were emitted last, 0 = none */
     int *hooks;      /* the forward ops in [first, n_fwd) that are hooks, in order */
     int n_hooks;
+    int *post_left;  /* per entry of hooks: a post-accumulate-grad hook's (Op.hook 3) gradients
+                      * of its parameter still to arrive in this backward; 0 once it has run */
     struct RegionInfo *regions; /* by checkpointed region id (index 0 unused), n_regions */
     int n_regions;
 } Deriv;
@@ -697,40 +704,93 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
 
 /* Emits copies of the hook ops of `layer` with hook kind `kind` (see Op.hook), resolving
  * grads_of into the parameters' .grad tensors. */
+/* A copy of hook op f (see emit_hooks) appended to the backward. */
+static VrStatus emit_hook_op(Deriv *d, int f) {
+    Graph *g = d->g;
+    Op o = g->ops[f]; /* copy: g->ops may move as ops are added */
+    int n_in = o.n_inputs + o.n_grads_of, n_fr = o.n_frees + (o.free_grads ? o.n_grads_of : 0);
+    int *in = graph_alloc(g, sizeof(int) * (size_t)(n_in + 1));
+    int *fr = graph_alloc(g, sizeof(int) * (size_t)(n_fr + 1));
+    if (!in || !fr) return VR_ENOMEM;
+    int ni = 0, nf = 0;
+    for (int k = 0; k < o.n_inputs; k++) in[ni++] = o.inputs[k];
+    for (int k = 0; k < o.n_frees; k++) fr[nf++] = o.frees[k];
+    for (int k = 0; k < o.n_grads_of; k++) {
+        int p = o.grads_of[k];
+        int gp = (size_t)p < d->cap ? d->param_grad[p] : -1;
+        if (gp < 0) continue; /* no gradient reached this parameter */
+        in[ni++] = gp;
+        if (o.free_grads) fr[nf++] = gp;
+    }
+    Op c = o;
+    c.hook = 0;
+    c.inputs = in; c.n_inputs = ni;
+    c.frees = fr; c.n_frees = nf;
+    c.grads_of = NULL; c.n_grads_of = 0;
+    c.phase = PH_BWD;
+    c.fwd_op = f;
+    int id;
+    VrStatus st = graph_add_op(g, &c, &id);
+    if (st) return st;
+    if (o.remap_of)
+        for (int k = 0; k < o.n_outputs; k++)
+            if (o.remap_of[k] >= 0 && (size_t)o.remap_of[k] < d->cap)
+                d->remap[o.remap_of[k]] = o.outputs[k];
+    return VR_OK;
+}
+
+/* Appends copies of the hook ops of `layer` and `kind` (1 before its backward, 2 after): each
+ * copy takes the .grad of its grads_of parameters as further inputs (and drops them with
+ * free_grads). */
 static VrStatus emit_hooks(Deriv *d, int layer, int kind) {
     Graph *g = d->g;
     for (int h = 0; h < d->n_hooks; h++) {
         int f = d->hooks[h];
         if (g->ops[f].hook != kind || g->ops[f].layer != layer) continue;
-        Op o = g->ops[f]; /* copy: g->ops may move as ops are added */
-        int n_in = o.n_inputs + o.n_grads_of, n_fr = o.n_frees + (o.free_grads ? o.n_grads_of : 0);
-        int *in = graph_alloc(g, sizeof(int) * (size_t)(n_in + 1));
-        int *fr = graph_alloc(g, sizeof(int) * (size_t)(n_fr + 1));
-        if (!in || !fr) return VR_ENOMEM;
-        int ni = 0, nf = 0;
-        for (int k = 0; k < o.n_inputs; k++) in[ni++] = o.inputs[k];
-        for (int k = 0; k < o.n_frees; k++) fr[nf++] = o.frees[k];
-        for (int k = 0; k < o.n_grads_of; k++) {
-            int p = o.grads_of[k];
-            int gp = (size_t)p < d->cap ? d->param_grad[p] : -1;
-            if (gp < 0) continue; /* no gradient reached this parameter */
-            in[ni++] = gp;
-            if (o.free_grads) fr[nf++] = gp;
-        }
-        Op c = o;
-        c.hook = 0;
-        c.inputs = in; c.n_inputs = ni;
-        c.frees = fr; c.n_frees = nf;
-        c.grads_of = NULL; c.n_grads_of = 0;
-        c.phase = PH_BWD;
-        c.fwd_op = f;
-        int id;
-        VrStatus st = graph_add_op(g, &c, &id);
+        VrStatus st = emit_hook_op(d, f);
         if (st) return st;
-        if (o.remap_of)
-            for (int k = 0; k < o.n_outputs; k++)
-                if (o.remap_of[k] >= 0 && (size_t)o.remap_of[k] < d->cap)
-                    d->remap[o.remap_of[k]] = o.outputs[k];
+    }
+    return VR_OK;
+}
+
+/* The tensor a gradient routed to x lands on: a view no op made hands it to its base. */
+static int grad_target(const Graph *g, int x) {
+    while (g->tensors[x].base >= 0 && g->tensors[x].producer < 0) x = g->tensors[x].base;
+    return x;
+}
+
+/* Post-accumulate-grad hooks (Op.hook 3, torch's register_post_accumulate_grad_hook): the
+ * gradients each one's parameter (grads_of[0]) gets in this backward, one per forward op input
+ * through which a gradient reaches it, counted once before derivation. */
+static void count_post_hooks(Deriv *d) {
+    Graph *g = d->g;
+    for (int h = 0; h < d->n_hooks; h++) {
+        const Op *o = &g->ops[d->hooks[h]];
+        d->post_left[h] = 0;
+        if (o->hook != 3 || o->n_grads_of < 1) continue;
+        for (int f = d->first; f < d->n_fwd; f++) {
+            const Op *c = &g->ops[f];
+            if (c->phase != PH_FWD || c->hook) continue;
+            for (int i = 0; i < c->n_inputs; i++)
+                if (input_gets_grad(g, c, i) && grad_target(g, c->inputs[i]) == o->grads_of[0])
+                    d->post_left[h]++;
+        }
+    }
+}
+
+/* A gradient of tensor x has just been accumulated: the post-accumulate-grad hooks of x whose
+ * last gradient this was run now, as AccumulateGrad's post hooks do. */
+static VrStatus post_accumulated(Deriv *d, int x) {
+    Graph *g = d->g;
+    x = grad_target(g, x);
+    if (!g->tensors[x].trainable) return VR_OK;
+    for (int h = 0; h < d->n_hooks; h++) {
+        const Op *o = &g->ops[d->hooks[h]];
+        if (o->hook != 3 || d->post_left[h] <= 0 || o->grads_of[0] != x) continue;
+        if (--d->post_left[h] == 0) {
+            VrStatus st = emit_hook_op(d, d->hooks[h]);
+            if (st) return st;
+        }
     }
     return VR_OK;
 }
@@ -901,6 +961,7 @@ static VrStatus derive_one(Deriv *d, int f) {
         bool fresh = fop.grads[i].mode == GRAD_NEW || fop.grads[i].mode == GRAD_SAVED;
         /* the same tensor may appear twice among the inputs (x * x): both gradients route */
         if ((st = route_grad(d, fop.inputs[i], gi_of[i], fresh, f, fop.layer))) return st;
+        if (d->post_left && (st = post_accumulated(d, fop.inputs[i]))) return st;
     }
     return VR_OK;
 }
@@ -947,6 +1008,12 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     for (int f = d.first; f < n_fwd; f++)
         if (g->ops[f].hook) d.hooks[d.n_hooks++] = f;
     bool any_hooks = d.n_hooks > 0;
+    bool any_post = false;
+    for (int h = 0; h < d.n_hooks; h++) any_post |= g->ops[d.hooks[h]].hook == 3;
+    if (any_post) {
+        if (!(d.post_left = malloc(sizeof(int) * (size_t)d.n_hooks))) { st = VR_ENOMEM; goto out; }
+        count_post_hooks(&d);
+    }
     for (int f = n_fwd - 1; f >= d.first; f--) {
         if (g->ops[f].phase != PH_FWD || g->ops[f].hook) continue;
         if (any_hooks && g->ops[f].layer != cur_layer) {
@@ -981,6 +1048,14 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     if (!st && any_hooks && cur_layer >= 0) st = emit_hooks(&d, cur_layer, 2);
     /* post hooks of parameters outside every layer (embeddings, head) run when backward ends */
     if (!st && any_hooks) st = emit_hooks(&d, -1, 2);
+    /* a post-accumulate-grad hook whose parameter got some of its gradients but not all (a
+     * consumer whose backward never ran) runs as backward ends */
+    for (int h = 0; !st && any_post && h < d.n_hooks; h++) {
+        const Op *o = &g->ops[d.hooks[h]];
+        if (o->hook == 3 && d.post_left[h] > 0 && (size_t)o->grads_of[0] < d.cap &&
+            d.param_grad[o->grads_of[0]] >= 0)
+            st = emit_hook_op(&d, d.hooks[h]);
+    }
     /* gradients left pending on inputs that need none further (e.g. the embedding output when
      * the embedding is frozen) and the saved tensors of nodes that never ran are released when
      * backward() returns and the graph is freed */
@@ -1000,6 +1075,7 @@ out:
     free(never_run);
     free(d.regions);
     free(d.hooks);
+    free(d.post_left);
     free(d.grad_of);
     free(d.owners);
     free(d.remap);

@@ -185,7 +185,10 @@ typedef struct Op {
                               4 a second communication stream (FSDP2's reduce-scatter); allocations
                               an op makes come from its stream's pool */
     int hook;              /* 0; 1: a copy of this op runs just before the backward of layer
-                              `layer`, 2: just after it (ZeRO/FSDP gathers and reductions) */
+                              `layer`, 2: just after it (ZeRO/FSDP gathers and reductions); 3:
+                              just after the last gradient of parameter grads_of[0] in this
+                              backward is accumulated (a post-accumulate-grad hook: the
+                              optimizer step in backward) */
     int *grads_of; int n_grads_of; /* hook ops: parameters whose .grad are extra inputs */
     bool free_grads;       /* hook ops: drop those .grad tensors when the op ends */
     int *remap_of;         /* hook ops, one per output (or NULL): backward ops derived after this

@@ -408,6 +408,50 @@ static void test_grad_saved_handed_on(void **state) {
     assert_int_equal(graph_add_op(g, &op, &id), VR_EINVAL);
 }
 
+/* Op.hook 3, a post-accumulate-grad hook: its copy runs just after its parameter's last gradient
+ * of the pass is accumulated (a weight used twice: after the second), before the backward of
+ * ops created earlier, and takes the .grad as an input (freeing it with free_grads). A hook 3
+ * without a parameter is VR_EINVAL. */
+static void test_post_accumulate_grad_hook(void **state) {
+    Graph *g = *state;
+    int w1 = add_param(g, "w1", 2048), w2 = add_param(g, "w2", 4096);
+    int x = add_act(g, "x", 1024, true), y = add_act(g, "y", 1024, true);
+    int loss = add_act(g, "loss", 4, true);
+    int f1 = add_fwd(g, "f1", (int[]){w1}, 1, x, NULL, 0, NULL);
+    int f2 = add_fwd(g, "f2", (int[]){x, w2}, 2, y, (int[]){x, w2}, 2, NULL);
+    int f3 = add_fwd(g, "f3", (int[]){y, w2}, 2, loss, (int[]){y, w2}, 2, NULL);
+    int hooks[2];
+    for (int k = 0; k < 2; k++) {
+        int p = k == 0 ? w1 : w2;
+        Op h = {.name = k == 0 ? "step w1" : "step w2", .kind = "elementwise", .phase = PH_BWD,
+                .fwd_op = -1, .hook = 3, .grads_of = (int[]){p}, .n_grads_of = 1,
+                .free_grads = true, .drop_persistent = true, .layer = -1};
+        assert_int_equal(graph_add_op(g, &h, &hooks[k]), VR_OK);
+    }
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    int s1 = -1, s2 = -1;
+    for (int i = hooks[1] + 1; i < graph_num_ops(g); i++)
+        if (strcmp(graph_op_c(g, i)->name, "step w2") == 0) s2 = i;
+        else if (strcmp(graph_op_c(g, i)->name, "step w1") == 0) s1 = i;
+    assert_true(s1 > 0 && s2 > 0);
+    /* w2's gradients come from f3's and f2's backward: its step follows the second, and comes
+     * before f1's backward; w1's follows f1's */
+    assert_true(s2 > backward_of(g, f2));
+    assert_true(s2 < backward_of(g, f1));
+    assert_true(s1 > backward_of(g, f1));
+    assert_true(backward_of(g, f3) < backward_of(g, f2));
+    const Op *o2 = graph_op_c(g, s2);
+    int gw2 = graph_param_grad(g, w2);
+    assert_true(contains(o2->inputs, o2->n_inputs, gw2));
+    assert_true(contains(o2->frees, o2->n_frees, gw2));
+    assert_int_equal(o2->phase, PH_BWD);
+    assert_int_equal(o2->hook, 0);
+
+    Op bad = {.name = "bad", .kind = "none", .phase = PH_BWD, .fwd_op = -1, .hook = 3, .layer = -1};
+    int id;
+    assert_int_equal(graph_add_op(g, &bad, &id), VR_EINVAL);
+}
+
 /* What a backward node launches: a GEMM's backward one GEMM per input that gets a gradient
  * (two with a trainable weight, one with a frozen one), a node whose gradients all pass
  * through (an add) no kernel at all, and an op's own bwd_kernels when it states them. */
@@ -904,6 +948,7 @@ int main(void) {
                                         teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_pass_allocates_nothing, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_saved_handed_on, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_post_accumulate_grad_hook, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_backward_kernel_counts, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_frozen_branch_has_no_backward, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_checkpoint_region_recomputes, setup_graph, teardown_graph),

@@ -94,5 +94,44 @@ else bad "training.loss on SDXL: exit $rc: $(cat "$tmp/err")"; fi
 if grep -q "training.loss = chunked has no effect" "$tmp/out"; then ok "training.loss under inference: noted as without effect"
 else bad "training.loss under inference: not noted"; fi
 
+# 7. the optimizer step in backward: full fine-tuning of Llama-3-8B with AdamW. Without it every
+#    gradient is alive when the step begins (16,060,522,496 bytes: all of them); with it no more
+#    than one parameter's gradient at any op (the 1 GiB head's or embedding's; a decoder layer's
+#    largest, an MLP weight, 117,440,512 bytes, while the layers run backward), and the peak falls
+#    by more than the gradients' bytes (the foreach step's temporaries go with them)
+cat > "$tmp/oib.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json" },
+  training = { micro_batch = 1, seq = 4096, precision = "bf16", checkpointing = true, steps = 2 } }
+EOS
+grads() { python3 -c "
+import csv, sys
+r = list(csv.DictReader(open(sys.argv[1])))
+layers = [int(x['gradients_bytes']) for x in r if x['phase'] == 'backward' and x['op'].startswith('layers.')]
+print(max(int(x['gradients_bytes']) for x in r), max(layers), max(int(x['allocated_bytes']) for x in r))" "$1"; }
+"$VRSIM" "$tmp/oib.lua" --out "$tmp/o0" --no-suggest >/dev/null
+"$VRSIM" "$tmp/oib.lua" --out "$tmp/o1" --no-suggest --set training.optimizer_in_backward=true >"$tmp/o1.txt"
+set -- $(grads "$tmp/o0/memory.csv"); g0=$1; p0=$3
+set -- $(grads "$tmp/o1/memory.csv"); g1=$1; l1=$2; p1=$3
+if [ "$g0" = 16060522496 ] && [ "$g1" = 1050673152 ] && [ "$l1" = 117440512 ]; then
+  ok "optimizer_in_backward: gradients alive at most $g1 bytes (one parameter's; $l1 in a layer's backward), $g0 without"
+else bad "optimizer_in_backward: gradients at most $g1 (in layers $l1), $g0 without (want 1050673152, 117440512, 16060522496)"; fi
+if python3 -c "import sys; a,b=map(int,sys.argv[1:]); sys.exit(not (a - b > 16060522496))" "$p0" "$p1"; then
+  ok "optimizer_in_backward: peak allocated $((p0 >> 20)) -> $((p1 >> 20)) MiB"
+else bad "optimizer_in_backward: peak allocated $p0 -> $p1 bytes: not below by the gradients' bytes"; fi
+# each parameter's step follows its gradient at once: the head's state is made and its gradient
+# dropped before any decoder layer's backward
+first_layer=$(grep -n ',"layers\.31\..*",backward$' "$tmp/o1/memory.csv" | head -1 | cut -d: -f1)
+head_step=$(grep -n 'adamw.init lm_head.weight' "$tmp/o1/memory.csv" | head -1 | cut -d: -f1)
+if [ -n "$head_step" ] && [ -n "$first_layer" ] && [ "$head_step" -lt "$first_layer" ]; then
+  ok "optimizer_in_backward: the head steps before layer 31's backward (memory.csv rows $head_step < $first_layer)"
+else bad "optimizer_in_backward: the head's step at row '$head_step', layer 31's backward from '$first_layer'"; fi
+
+# 8. refused where torchtune refuses or vrsim does not model it
+for s in "grad_accum=2:torchtune refuses" "strategy=ddp:not modelled" "precision=amp_fp16:not modelled"; do
+  "$VRSIM" "$tmp/oib.lua" --no-files --set training.optimizer_in_backward=true --set "${s%%:*}" >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -q "optimizer_in_backward.*${s#*:}" "$tmp/err"; then ok "optimizer_in_backward with ${s%%:*}: exit 2, named"
+  else bad "optimizer_in_backward with ${s%%:*}: exit $rc: $(cat "$tmp/err")"; fi
+done
+
 echo "test_techniques: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -23,6 +23,26 @@ function M.check_causal_lm(t, root, notes)
              .. "training.lora.targets, or use loss = \"chunked\")"
     end
   end
+  if t.optimizer_in_backward then
+    if t.inference then
+      notes[#notes + 1] = "training.optimizer_in_backward = true has no effect on this run: inference has no optimizer step"
+    elseif t.grad_accum > 1 then
+      -- torchtune's recipes: "Gradient accumulation is not supported with optimizer in bwd."
+      return ("training.optimizer_in_backward with grad_accum = %d: torchtune refuses it (each "
+              .. "gradient is stepped and freed as soon as it is made, so none is left to accumulate); "
+              .. "set grad_accum = 1"):format(t.grad_accum)
+    elseif t.strategy ~= "none" then
+      return ("training.optimizer_in_backward under strategy %s is not modelled (the per-parameter "
+              .. "hooks are built for one GPU's parameters, not for a data-parallel framework's "
+              .. "gradient reductions)"):format(t.strategy)
+    elseif t.precision == "amp_fp16" then
+      return "training.optimizer_in_backward with precision amp_fp16 is not modelled: GradScaler's "
+             .. "unscale_ and step need the whole optimizer after backward"
+    elseif t.optimizer == "adamw8bit" then
+      return "training.optimizer_in_backward with optimizer adamw8bit is not modelled (its "
+             .. "per-parameter step in backward is not built); use adamw or sgd"
+    end
+  end
   return nil
 end
 
@@ -31,6 +51,10 @@ function M.check_other(t, model)
   if t.loss ~= "full" then
     return ("%s: training.loss = \"%s\" is a causal language model's cross-entropy; %s's loss is "
             .. "not one"):format(model, t.loss, model)
+  end
+  if t.optimizer_in_backward then
+    return ("%s: training.optimizer_in_backward is not modelled for this model (torchtune's "
+            .. "per-parameter hooks are built for the causal language models)"):format(model)
   end
   return nil
 end

@@ -171,6 +171,7 @@ function M.build(cx, cfg)
   if build_dtype ~= pdtype then cast_parameters(cx, pdtype, lora) end
   -- a sharding strategy (FSDP2 fully_shard, ZeRO-3) now replaces the whole parameters by shards
   if cx.dp then require("strategies.dp").after_build(cx) end
+  if t.optimizer_in_backward and not t.inference then require("strategies.optim_in_bwd").register(cx, cfg) end
   -- the input batch is made once, after the model and optimizer, and reused every step
   local ids = { id = cx.G:tensor { name = "input_ids", bytes = b * s * 8, numel = b * s,
                                    dtype = "int64", cat = "temp", persistent = true },
