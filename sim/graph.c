@@ -330,6 +330,11 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
                      op->grad_order[i] + 1, op->n_inputs);
             return VR_EINVAL;
         }
+    if (op->hook == 4 && op->region <= 0 && (op->anchor < 0 || op->anchor >= g->n_ops)) {
+        snprintf(g->err, sizeof g->err, "op '%s': a hook before a backward node (hook 4) names a "
+                 "checkpointed region or an earlier forward op (before_op)", op->name);
+        return VR_EINVAL;
+    }
     if (op->hook == 3 && op->n_grads_of < 1) {
         snprintf(g->err, sizeof g->err, "op '%s': a post-accumulate-grad hook (hook 3) names its "
                  "parameter in grads_of", op->name);
@@ -410,7 +415,11 @@ typedef struct Deriv {
     int *hooks;      /* the forward ops in [first, n_fwd) that are hooks, in order */
     int n_hooks;
     int *post_left;  /* per entry of hooks: a post-accumulate-grad hook's (Op.hook 3) gradients
-                      * of its parameter still to arrive in this backward; 0 once it has run */
+                      * of its parameter still to arrive in this backward, 0 once it has run;
+                      * a hook before a backward node (Op.hook 4): 1 until it has run */
+    int *unpacked;   /* the outputs of the hooks before the node being derived (hook 4): the
+                      * node holds them until it is done, n_unpacked of cap_unpacked */
+    int n_unpacked, cap_unpacked;
     struct RegionInfo *regions; /* by checkpointed region id (index 0 unused), n_regions */
     int n_regions;
 } Deriv;
@@ -724,6 +733,8 @@ static VrStatus emit_hook_op(Deriv *d, int f) {
     }
     Op c = o;
     c.hook = 0;
+    c.region = 0;
+    c.anchor = -1;
     c.inputs = in; c.n_inputs = ni;
     c.frees = fr; c.n_frees = nf;
     c.grads_of = NULL; c.n_grads_of = 0;
@@ -766,7 +777,7 @@ static void count_post_hooks(Deriv *d) {
     Graph *g = d->g;
     for (int h = 0; h < d->n_hooks; h++) {
         const Op *o = &g->ops[d->hooks[h]];
-        d->post_left[h] = 0;
+        d->post_left[h] = o->hook == 4;
         if (o->hook != 3 || o->n_grads_of < 1) continue;
         for (int f = d->first; f < d->n_fwd; f++) {
             const Op *c = &g->ops[f];
@@ -776,6 +787,31 @@ static void count_post_hooks(Deriv *d) {
                     d->post_left[h]++;
         }
     }
+}
+
+/* The hooks before a backward node (Op.hook 4) that precede forward op f's backward (f >= 0)
+ * or region `region`'s recomputation (region > 0), each once. */
+static VrStatus emit_before(Deriv *d, int f, int region) {
+    Graph *g = d->g;
+    for (int h = 0; d->post_left && h < d->n_hooks; h++) {
+        const Op *o = &g->ops[d->hooks[h]];
+        if (o->hook != 4 || d->post_left[h] <= 0) continue;
+        if (region > 0 ? o->region != region : (o->region > 0 || o->anchor != f)) continue;
+        d->post_left[h] = 0;
+        VrStatus st = emit_hook_op(d, d->hooks[h]);
+        if (st) return st;
+        /* what it brought back is held by the node that reads it until that node is done */
+        const Op *e = &g->ops[d->hooks[h]];
+        if (d->n_unpacked + e->n_outputs > d->cap_unpacked) {
+            int ncap = (d->cap_unpacked ? d->cap_unpacked * 2 : 16) + e->n_outputs;
+            int *nu = realloc(d->unpacked, sizeof(int) * (size_t)ncap);
+            if (!nu) return VR_ENOMEM;
+            d->unpacked = nu;
+            d->cap_unpacked = ncap;
+        }
+        for (int k = 0; k < e->n_outputs; k++) d->unpacked[d->n_unpacked++] = e->outputs[k];
+    }
+    return VR_OK;
 }
 
 /* A gradient of tensor x has just been accumulated: the post-accumulate-grad hooks of x whose
@@ -855,8 +891,11 @@ static VrStatus derive_one(Deriv *d, int f) {
     for (int i = 0; i < fop.n_inputs; i++) needs |= input_gets_grad(g, &fop, i);
     if (!n_out_grads || !needs) return VR_OK; /* autograd never runs this node */
     if (fop.region > 0 && d->recomputed != fop.region) {
-        VrStatus rs = emit_recompute(d, fop.region, d->n_fwd);
+        VrStatus rs = emit_before(d, -1, fop.region);
+        if (!rs) rs = emit_recompute(d, fop.region, d->n_fwd);
         if (rs) return rs;
+    } else if (fop.region == 0 && (st = emit_before(d, f, 0))) {
+        return st;
     }
 
     const RegionInfo *ri = fop.region > 0 && fop.region < d->n_regions ? &d->regions[fop.region] : NULL;
@@ -865,7 +904,7 @@ static VrStatus derive_one(Deriv *d, int f) {
     int cap = fop.n_outputs + fop.n_saves + fop.n_inputs + 1;
     int *in = graph_alloc(g, (size_t)cap * sizeof(int));
     int *out = graph_alloc(g, (size_t)(fop.n_inputs + 1) * sizeof(int));
-    int *frees = graph_alloc(g, (size_t)(cap + args_cap) * sizeof(int));
+    int *frees = graph_alloc(g, (size_t)(cap + args_cap + d->n_unpacked) * sizeof(int));
     int *gi_of = graph_alloc(g, (size_t)(fop.n_inputs + 1) * sizeof(int));
     if (!in || !out || !frees || !gi_of) return VR_ENOMEM;
     int nin = 0, nout = 0, nfree = 0;
@@ -892,6 +931,9 @@ static VrStatus derive_one(Deriv *d, int f) {
     /* the frame holds the region's recomputed tensors and its arguments: the recomputed ones
      * go first as it is destroyed (fulltrace_pub-c05: the recomputed x, then the layer input) */
     for (int k = 0; frame_goes && k < ri->n_args; k++) frees[nfree++] = ri->args[k];
+    /* saved tensors brought back for this node (hook 4) go when it is done */
+    for (int k = 0; k < d->n_unpacked; k++) frees[nfree++] = d->unpacked[k];
+    d->n_unpacked = 0;
 
     /* input gradients, in the order the kernel allocates them */
     for (int k = 0; k < fop.n_inputs; k++) gi_of[k] = -1;
@@ -1009,7 +1051,7 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
         if (g->ops[f].hook) d.hooks[d.n_hooks++] = f;
     bool any_hooks = d.n_hooks > 0;
     bool any_post = false;
-    for (int h = 0; h < d.n_hooks; h++) any_post |= g->ops[d.hooks[h]].hook == 3;
+    for (int h = 0; h < d.n_hooks; h++) any_post |= g->ops[d.hooks[h]].hook >= 3;
     if (any_post) {
         if (!(d.post_left = malloc(sizeof(int) * (size_t)d.n_hooks))) { st = VR_ENOMEM; goto out; }
         count_post_hooks(&d);
@@ -1076,6 +1118,7 @@ out:
     free(d.regions);
     free(d.hooks);
     free(d.post_left);
+    free(d.unpacked);
     free(d.grad_of);
     free(d.owners);
     free(d.remap);

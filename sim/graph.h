@@ -188,7 +188,11 @@ typedef struct Op {
                               `layer`, 2: just after it (ZeRO/FSDP gathers and reductions); 3:
                               just after the last gradient of parameter grads_of[0] in this
                               backward is accumulated (a post-accumulate-grad hook: the
-                              optimizer step in backward) */
+                              optimizer step in backward); 4: just before the backward node of
+                              forward op `anchor` runs, or, for a hook op of a checkpointed
+                              region (region > 0), just before that region's recomputation (a
+                              saved tensor brought back as backward unpacks it) */
+    int anchor;            /* hook 4 without a region: the forward op index it precedes, else -1 */
     int *grads_of; int n_grads_of; /* hook ops: parameters whose .grad are extra inputs */
     bool free_grads;       /* hook ops: drop those .grad tensors when the op ends */
     int *remap_of;         /* hook ops, one per output (or NULL): backward ops derived after this

@@ -452,6 +452,39 @@ static void test_post_accumulate_grad_hook(void **state) {
     assert_int_equal(graph_add_op(g, &bad, &id), VR_EINVAL);
 }
 
+/* Op.hook 4 (a saved tensor brought back, as activation offloading's unpack does): its copy runs
+ * just before the backward node of its before_op; its output replaces the saved tensor there
+ * (remap_of), and that node drops it when done, while the original is no longer held for
+ * backward. One with neither a region nor an earlier op is VR_EINVAL. */
+static void test_hook_before_backward_node(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 4096);
+    int x = add_act(g, "x", 1024, true), y = add_act(g, "y", 1024, true);
+    int loss = add_act(g, "loss", 4, true);
+    int f1 = add_fwd(g, "f1", (int[]){x, w}, 2, y, (int[]){x}, 1, NULL);
+    int f2 = add_fwd(g, "f2", (int[]){y}, 1, loss, (int[]){y}, 1, NULL);
+    int copy = add_act(g, "x (from host)", 1024, false);
+    int id;
+    Op h = {.name = "unpack x", .kind = "h2d", .phase = PH_BWD, .fwd_op = -1, .hook = 4,
+            .anchor = f1, .outputs = (int[]){copy}, .n_outputs = 1, .remap_of = (int[]){x},
+            .layer = -1, .stream = STREAM_H2D};
+    assert_int_equal(graph_add_op(g, &h, &id), VR_OK);
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    int u = -1;
+    for (int i = id + 1; i < graph_num_ops(g); i++)
+        if (strcmp(graph_op_c(g, i)->name, "unpack x") == 0) u = i;
+    assert_true(u > backward_of(g, f2));
+    assert_true(u < backward_of(g, f1));
+    const Op *b1 = graph_op_c(g, backward_of(g, f1));
+    assert_true(contains(b1->inputs, b1->n_inputs, copy));
+    assert_true(contains(b1->frees, b1->n_frees, copy));
+    assert_false(contains(b1->frees, b1->n_frees, x));
+
+    Op bad = {.name = "bad", .kind = "none", .phase = PH_BWD, .fwd_op = -1, .hook = 4, .anchor = -1,
+              .layer = -1};
+    assert_int_equal(graph_add_op(g, &bad, &id), VR_EINVAL);
+}
+
 /* What a backward node launches: a GEMM's backward one GEMM per input that gets a gradient
  * (two with a trainable weight, one with a frozen one), a node whose gradients all pass
  * through (an add) no kernel at all, and an op's own bwd_kernels when it states them. */
@@ -949,6 +982,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_grad_pass_allocates_nothing, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_saved_handed_on, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_post_accumulate_grad_hook, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_hook_before_backward_node, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_backward_kernel_counts, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_frozen_branch_has_no_backward, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_checkpoint_region_recomputes, setup_graph, teardown_graph),

@@ -43,6 +43,16 @@ function M.check_causal_lm(t, root, notes)
              .. "per-parameter step in backward is not built); use adamw or sgd"
     end
   end
+  if t.activation_offload then
+    if t.inference then
+      notes[#notes + 1] = "training.activation_offload = true has no effect on this run: inference saves no activations"
+    elseif not t.checkpointing then
+      -- torchtune's recipes: "enable_activation_offloading should only be True when
+      -- enable_activation_checkpointing is True"
+      return "training.activation_offload without checkpointing: torchtune refuses it (offloading "
+             .. "every saved activation of every layer would stall on the host link); set checkpointing = true"
+    end
+  end
   return nil
 end
 
@@ -51,6 +61,10 @@ function M.check_other(t, model)
   if t.loss ~= "full" then
     return ("%s: training.loss = \"%s\" is a causal language model's cross-entropy; %s's loss is "
             .. "not one"):format(model, t.loss, model)
+  end
+  if t.activation_offload then
+    return ("%s: training.activation_offload is not modelled for this model (torchtune's "
+            .. "OffloadActivations around a decoder's forward)"):format(model)
   end
   if t.optimizer_in_backward then
     return ("%s: training.optimizer_in_backward is not modelled for this model (torchtune's "

@@ -190,6 +190,11 @@ function M.build(cx, cfg)
   if dm_hooks then register(dm_hooks) end
   if cx.dp and cx.shard_params then register(require("strategies.shard").hooks(cx, root, cx.dp.kind)) end
   register(ck, "last")
+  if t.activation_offload and not t.inference then
+    -- torchtune's recipes enter OffloadActivations around the model; the head runs under a
+    -- NoOpManager and the loss outside: the decoder body is what offloads
+    require("strategies.offload_act").install(cx, mod.get(root, "model"))
+  end
   if lora and t.checkpointing then
     -- enable_input_require_grads(): a forward hook makes the embedding output require grad
     mod.hook(mod.get(root, "model.embed_tokens"), { post = function(_, _, _, outs)
