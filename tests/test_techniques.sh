@@ -175,5 +175,44 @@ else bad "activation_offload without checkpointing: exit $rc: $(cat "$tmp/err")"
 if [ $rc = 2 ] && grep -q "sdxl: training.activation_offload" "$tmp/err"; then ok "activation_offload on SDXL: exit 2, named"
 else bad "activation_offload on SDXL: exit $rc: $(cat "$tmp/err")"; fi
 
+# 10. Adafactor and Lion on TinyLlama-1.1B (hidden 2048, MLP 5632, 22 layers, 4 key/value heads,
+#    vocabulary 32000, untied head; 1,100,048,384 bf16 parameters). Adafactor keeps, per matrix
+#    (r, c), an fp32 row and column moment (r + c values), per vector an fp32 moment of its size;
+#    its step holds four fp32 copies of the parameter it is on (grad.float(), p.float(), the update
+#    and -update): at most four of the embedding's 32000 x 2048. lion-pytorch keeps exp_avg in the
+#    parameters' dtype, bitsandbytes' lion_32bit an fp32 state1.
+cp scenarios/configs/tinyllama-1.1b.json "$tmp/"
+cat > "$tmp/tl.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "tinyllama-1.1b.json" },
+  training = { micro_batch = 1, seq = 2048, precision = "bf16", steps = 2 } }
+EOS
+want=$(python3 -c "
+V, H, I, L, KV = 32000, 2048, 5632, 22, 256
+mats = [(V, H), (V, H)] + [(H, H), (KV, H), (KV, H), (H, H), (I, H), (I, H), (H, I)] * L
+print(sum(4 * (r + c) for r, c in mats) + 4 * H * (2 * L + 1))")
+state() { grep ",alloc," "$1" | grep "$2" | cut -d, -f5 | python3 -c "import sys; print(sum(map(int, sys.stdin)))"; }
+"$VRSIM" "$tmp/tl.lua" --no-files --set optimizer=adafactor --alloc-trace "$tmp/af.csv" >/dev/null
+"$VRSIM" "$tmp/tl.lua" --out "$tmp/afo" --no-suggest --set optimizer=adafactor >/dev/null
+got=$(state "$tmp/af.csv" "adafactor.init")
+peak_tmp=$(python3 -c "
+import csv, sys
+print(max(int(x['temporaries_bytes']) for x in csv.DictReader(open(sys.argv[1])) if x['phase'] == 'optimizer'))" "$tmp/afo/memory.csv")
+if [ "$got" = "$want" ] && python3 -c "import sys; t=int(sys.argv[1]); e=32000*2048*4; sys.exit(not (4*e <= t < 4*e + (1 << 20)))" "$peak_tmp"; then
+  ok "adafactor: factored state $got bytes (as computed from the shapes), step temporaries $peak_tmp (four fp32 embeddings)"
+else bad "adafactor: state $got bytes (want $want), step temporaries $peak_tmp (want four fp32 copies of 32000 x 2048)"; fi
+"$VRSIM" "$tmp/tl.lua" --no-files --set optimizer=lion --alloc-trace "$tmp/lion.csv" >/dev/null
+"$VRSIM" "$tmp/tl.lua" --no-files --set optimizer=lion_32bit --alloc-trace "$tmp/lion32.csv" >/dev/null
+l16=$(state "$tmp/lion.csv" "lion.init"); l32=$(state "$tmp/lion32.csv" "lion.init")
+clones=$(grep -c ",alloc,.*lion exp_avg.clone" "$tmp/lion.csv"); t32=$(grep ",alloc," "$tmp/lion32.csv" | grep -c "lion optimizer_update")
+if [ "$l16" = $((2 * 1100048384)) ] && [ "$l32" = $((4 * 1100048384)) ] && [ "$clones" -gt 0 ] && [ "$t32" = 0 ]; then
+  ok "lion: exp_avg $l16 bytes (bf16), lion_32bit: state1 $l32 bytes (fp32), its fused step allocating nothing"
+else bad "lion: state $l16 (want $((2 * 1100048384))), lion_32bit $l32 (want $((4 * 1100048384))), $clones clones, $t32 allocations in the fused step"; fi
+"$VRSIM" "$tmp/tl.lua" --no-files --set optimizer=adafactor --set strategy=fsdp2 --set count=2 >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "adafactor.*fsdp2 is not modelled" "$tmp/err"; then ok "adafactor under fsdp2: exit 2, named"
+else bad "adafactor under fsdp2: exit $rc: $(cat "$tmp/err")"; fi
+"$VRSIM" "$tmp/tl.lua" --no-files --set optimizer=lion --set optimizer_impl=fused >"$tmp/out" 2>&1
+if grep -q "optimizer_impl = fused has no effect" "$tmp/out"; then ok "lion with optimizer_impl: noted as without effect"
+else bad "lion with optimizer_impl = fused: not noted"; fi
+
 echo "test_techniques: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -100,7 +100,7 @@ local function check_supported(cfg, full)
   if sharded and t.ema then
     error("sdxl: an EMA copy of a " .. t.strategy .. "-sharded UNet is not modelled", 0)
   end
-  local refused = require("strategies.techniques").check_other(t, "sdxl")
+  local refused = require("strategies.techniques").check_other(t, "sdxl", cfg.notes)
   if refused then error(refused, 0) end
 end
 

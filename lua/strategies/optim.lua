@@ -306,8 +306,12 @@ function M.build(cx, cfg, params, updates)
     else
       error("optimizer_impl must be foreach, forloop or fused", 0)
     end
+  elseif kind == "adafactor" then
+    require("strategies.adafactor").step(cx, trainable, grads, op)
+  elseif kind == "lion" or kind == "lion_32bit" then
+    require("strategies.lion").step(cx, trainable, grads, op, kind)
   else
-    error("optimizer must be adamw or sgd", 0)
+    error("optimizer must be adamw, sgd, adafactor, lion or lion_32bit", 0)
   end
   if found_inf then grad_scaler_update(cx, found_inf) end
   -- zero_grad(set_to_none=True)

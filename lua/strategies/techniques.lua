@@ -4,10 +4,32 @@
 -- answer that ignores the setting.
 local M = {}
 
+local NEW_OPTIMIZERS = { adafactor = "transformers' Adafactor", lion = "lion-pytorch's Lion",
+                         lion_32bit = "bitsandbytes' Lion" }
+
+-- Adafactor and Lion: the error where the strategy hands them parameters vrsim does not model
+-- (a sharded parameter's shard), or nil; a note where optimizer_impl is given but not read.
+local function check_optimizer(t, notes)
+  local what = NEW_OPTIMIZERS[t.optimizer]
+  if not what or t.inference then return nil end
+  if t.strategy == "zero3" or t.strategy == "fsdp2" then
+    return ("training.optimizer = \"%s\" under strategy %s is not modelled: %s would step the "
+            .. "parameters' shards (flattened under ZeRO-3), whose factored or sign updates vrsim does not "
+            .. "build (use none, ddp or zero1)"):format(t.optimizer, t.strategy, what)
+  end
+  if t.optimizer_impl ~= "foreach" then
+    notes[#notes + 1] = ("training.optimizer_impl = %s has no effect on this run: %s has one implementation")
+                        :format(t.optimizer_impl, what)
+  end
+  return nil
+end
+
 -- The error for the first technique cfg.training asks for that this causal LM run cannot have
 -- (nil when all can be simulated); notes gets a line for a technique that has no effect on it.
 -- root: the model tree after peft (its lm_head's adapters).
 function M.check_causal_lm(t, root, notes)
+  local bad = check_optimizer(t, notes)
+  if bad then return bad end
   if t.loss ~= "full" then
     if t.inference then
       notes[#notes + 1] = ("training.loss = %s has no effect on this run: inference computes no loss"):format(t.loss)
@@ -56,8 +78,11 @@ function M.check_causal_lm(t, root, notes)
   return nil
 end
 
--- The error for a technique given to a model that has no such step (SDXL's UNet), or nil.
-function M.check_other(t, model)
+-- The error for a technique given to a model that has no such step (SDXL's UNet), or nil
+-- (notes: where a technique's unread knob is noted).
+function M.check_other(t, model, notes)
+  local bad = check_optimizer(t, notes or {})
+  if bad then return bad end
   if t.loss ~= "full" then
     return ("%s: training.loss = \"%s\" is a causal language model's cross-entropy; %s's loss is "
             .. "not one"):format(model, t.loss, model)

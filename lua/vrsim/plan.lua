@@ -45,7 +45,7 @@ local SCHEMA = {
     seq = { "integer", 2048, "tokens per sequence" },
     resolution = { "integer", 1024, "image side in pixels (diffusion models)" },
     precision = { "string", "bf16", "fp32, amp_bf16, amp_fp16, bf16, fp16, lora_bf16, lora_fp16, mp_fp32 (FSDP2: fp32 shards, bf16 compute)" },
-    optimizer = { "string", "adamw", "adamw or sgd" },
+    optimizer = { "string", "adamw", "adamw, adam, sgd, adamw8bit, adafactor (transformers' Adafactor: factored second moments), lion (lion-pytorch) or lion_32bit (bitsandbytes' Lion)" },
     optimizer_impl = { "string", "foreach", "foreach, fused or forloop" },
     attention = { "string", "sdpa", "sdpa (PyTorch's pick), flash, mem_efficient, cudnn or eager" },
     checkpointing = { "boolean", false, "gradient checkpointing per decoder layer" },
@@ -78,7 +78,7 @@ local SCHEMA = {
 local CHOICES = {
   precision = { fp32 = 1, amp_bf16 = 1, amp_fp16 = 1, bf16 = 1, fp16 = 1, lora_bf16 = 1, lora_fp16 = 1,
                 mp_fp32 = 1 },
-  optimizer = { adamw = 1, adam = 1, sgd = 1, adamw8bit = 1 },
+  optimizer = { adamw = 1, adam = 1, sgd = 1, adamw8bit = 1, adafactor = 1, lion = 1, lion_32bit = 1 },
   quant = { none = 1, nf4 = 1, int8 = 1 },
   quant_storage = { auto = 1, uint8 = 1, bf16 = 1, fp16 = 1, fp32 = 1 },
   device_map = { none = 1, auto = 1 },
