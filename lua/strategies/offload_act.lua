@@ -83,10 +83,14 @@ local function finish(cx, st)
                      inputs = {}, outputs = { copy }, remap_of = { t.id }, frees = {},
                      bytes = nbytes(t), layer = e.layer }, e.anchor))
   end
-  cx.notes = cx.notes or {}
-  cx.notes[#cx.notes + 1] = ("activation_offload: %d saved tensors (%.2f GiB) a micro-batch copied to pinned host "
-                             .. "memory in forward and back in backward"):format(#st.packs, st.bytes / 2 ^ 30)
-  st.packs = {}
+  -- (one note, of the first micro-batch: every micro-batch packs the same tensors)
+  if not st.noted then
+    cx.notes = cx.notes or {}
+    cx.notes[#cx.notes + 1] = ("activation_offload: %d saved tensors (%.2f GiB) a micro-batch copied to pinned host "
+                               .. "memory in forward and back in backward"):format(#st.packs, st.bytes / 2 ^ 30)
+    st.noted = true
+  end
+  st.packs, st.bytes = {}, 0
 end
 
 -- Registers the offloading context around the model's forward (module `body`: the decoder
