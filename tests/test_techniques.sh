@@ -177,7 +177,8 @@ else bad "activation_offload on SDXL: exit $rc: $(cat "$tmp/err")"; fi
 
 # 10. Adafactor and Lion on TinyLlama-1.1B (hidden 2048, MLP 5632, 22 layers, 4 key/value heads,
 #    vocabulary 32000, untied head; 1,100,048,384 bf16 parameters). Adafactor keeps, per matrix
-#    (r, c), an fp32 row and column moment (r + c values), per vector an fp32 moment of its size;
+#    (r, c), an fp32 row and column moment (r + c values), per vector an fp32 moment of its size,
+#    and a 0-dim fp32 RMS per parameter (checked against transformers' Adafactor on the CPU);
 #    its step holds four fp32 copies of the parameter it is on (grad.float(), p.float(), the update
 #    and -update): at most four of the embedding's 32000 x 2048. lion-pytorch keeps exp_avg in the
 #    parameters' dtype, bitsandbytes' lion_32bit an fp32 state1.
@@ -189,7 +190,7 @@ EOS
 want=$(python3 -c "
 V, H, I, L, KV = 32000, 2048, 5632, 22, 256
 mats = [(V, H), (V, H)] + [(H, H), (KV, H), (KV, H), (H, H), (I, H), (I, H), (H, I)] * L
-print(sum(4 * (r + c) for r, c in mats) + 4 * H * (2 * L + 1))")
+print(sum(4 * (r + c) for r, c in mats) + 4 * H * (2 * L + 1) + 4 * (len(mats) + 2 * L + 1))")
 state() { grep ",alloc," "$1" | grep "$2" | cut -d, -f5 | python3 -c "import sys; print(sum(map(int, sys.stdin)))"; }
 "$VRSIM" "$tmp/tl.lua" --no-files --set optimizer=adafactor --alloc-trace "$tmp/af.csv" >/dev/null
 "$VRSIM" "$tmp/tl.lua" --out "$tmp/afo" --no-suggest --set optimizer=adafactor >/dev/null

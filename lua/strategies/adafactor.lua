@@ -5,7 +5,7 @@
 --   state at the first step: for a matrix, the factored second moments exp_avg_sq_row
 --     (shape[:-1]) and exp_avg_sq_col (shape[:-2] + shape[-1:]), made on the CPU and copied over
 --     (torch.zeros(...).to(grad)), fp32; for a vector, exp_avg_sq = zeros_like(grad); no first
---     moment (beta1 None, the default);
+--     moment (beta1 None, the default); RMS, a 0-dim fp32 tensor made anew every step;
 --   p_data_fp32 = p.float() for a bf16/fp16 parameter; RMS = its norm over sqrt(numel);
 --   update = grad**2 + eps (two fp32 tensors, the first dropped); the row and column means fold
 --     into the factored moments; update = rsqrt(row / row.mean()) * rsqrt(col) (a new fp32
@@ -47,17 +47,20 @@ function M.step(cx, params, grads, op)
       op(cx, { name = "adafactor grad.float() " .. nm, kind = "cast_up", inputs = { grads[i] }, outputs = { g32 },
                frees = {}, bytes = nn.bytes(p.shape, p.dtype) + b4 })
     end
+    -- state["RMS"]: a 0-dim fp32 tensor, replaced by a new one every step (one alive per parameter)
+    local rms = cx.G:tensorv(nm .. ".RMS", 4, 1, "fp32", "optstate", false, false, false, true)
     local factored = #p.shape >= 2
     local rows, cols = n // p.shape[#p.shape], p.shape[#p.shape]
     if factored and #p.shape > 2 then cols = n // p.shape[#p.shape - 1] end
     if factored then
       local r = cx.G:tensorv(nm .. ".exp_avg_sq_row", 4 * rows, rows, "fp32", "optstate", false, false, false, true)
       local c = cx.G:tensorv(nm .. ".exp_avg_sq_col", 4 * cols, cols, "fp32", "optstate", false, false, false, true)
-      op(cx, { name = "adafactor.init " .. nm, kind = "copy", outputs = { r, c }, once = true, frees = {},
+      op(cx, { name = "adafactor.init " .. nm, kind = "copy", outputs = { r, c, rms }, once = true, frees = {},
                bytes = 4 * (rows + cols) })
     else
       local s = cx.G:tensorv(nm .. ".exp_avg_sq", b4, n, "fp32", "optstate", false, false, false, true)
-      op(cx, { name = "adafactor.init " .. nm, kind = "elementwise", outputs = { s }, once = true, frees = {}, bytes = b4 })
+      op(cx, { name = "adafactor.init " .. nm, kind = "elementwise", outputs = { s, rms }, once = true, frees = {},
+               bytes = b4 })
     end
     -- p_data_fp32 = p: the last parameter's fp32 copy goes; then p.float() and its RMS
     drop("adafactor: p_data_fp32 rebound", last.p32)
