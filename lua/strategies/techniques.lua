@@ -43,6 +43,12 @@ function M.check_causal_lm(t, root, notes)
       return "training.loss = \"liger_fused\" with LoRA on lm_head: Liger's fused loss reads "
              .. "lm_head.weight directly, so the adapter would not be trained (leave lm_head out of "
              .. "training.lora.targets, or use loss = \"chunked\")"
+    elseif t.loss == "liger_fused" then
+      notes[#notes + 1] = "training.loss = liger_fused is Liger's fused linear cross-entropy alone: the RMSNorm, "
+        .. "SwiGLU and RoPE kernels apply_liger_kernel_to_* (and use_liger_kernel) also patch in by default are not modelled"
+    else
+      notes[#notes + 1] = "training.loss = chunked is torchtune's chunked output and loss on the transformers model: "
+        .. "the rest of the model is transformers', not torchtune's"
     end
   end
   if t.optimizer_in_backward then
