@@ -417,6 +417,10 @@ typedef struct Deriv {
     int *post_left;  /* per entry of hooks: a post-accumulate-grad hook's (Op.hook 3) gradients
                       * of its parameter still to arrive in this backward, 0 once it has run;
                       * a hook before a backward node (Op.hook 4): 1 until it has run */
+    int *post_next;  /* per entry of hooks: the next hook 3 of the same parameter, -1 none */
+    int *post_head;  /* per tensor (n_post_head of them): its first hook 3, -1 none */
+    int n_post_head;
+    int n_before;    /* hooks before a backward node (hook 4) not yet run */
     int *unpacked;   /* the outputs of the hooks before the node being derived (hook 4): the
                       * node holds them until it is done, n_unpacked of cap_unpacked */
     int n_unpacked, cap_unpacked;
@@ -711,9 +715,8 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
     return VR_OK;
 }
 
-/* Emits copies of the hook ops of `layer` with hook kind `kind` (see Op.hook), resolving
- * grads_of into the parameters' .grad tensors. */
-/* A copy of hook op f (see emit_hooks) appended to the backward. */
+/* A copy of hook op f appended to the backward, its grads_of resolved into the parameters'
+ * .grad tensors (further inputs, dropped with free_grads). */
 static VrStatus emit_hook_op(Deriv *d, int f) {
     Graph *g = d->g;
     Op o = g->ops[f]; /* copy: g->ops may move as ops are added */
@@ -772,32 +775,49 @@ static int grad_target(const Graph *g, int x) {
 
 /* Post-accumulate-grad hooks (Op.hook 3, torch's register_post_accumulate_grad_hook): the
  * gradients each one's parameter (grads_of[0]) gets in this backward, one per forward op input
- * through which a gradient reaches it, counted once before derivation. */
-static void count_post_hooks(Deriv *d) {
+ * through which a gradient reaches it, counted once before derivation in one pass over the
+ * forward ops; and each parameter's hooks chained (post_head, post_next), so that an arriving
+ * gradient visits its own. Hooks before a backward node (hook 4) are pending (1). */
+static VrStatus count_post_hooks(Deriv *d) {
     Graph *g = d->g;
-    for (int h = 0; h < d->n_hooks; h++) {
+    int n_t = g->n_tensors;
+    int *arrivals = calloc((size_t)n_t + 1, sizeof(int));
+    d->post_head = malloc(sizeof(int) * ((size_t)n_t + 1));
+    d->post_next = malloc(sizeof(int) * ((size_t)d->n_hooks + 1));
+    if (!arrivals || !d->post_head || !d->post_next) { free(arrivals); return VR_ENOMEM; }
+    d->n_post_head = n_t;
+    for (int t = 0; t < n_t; t++) d->post_head[t] = -1;
+    for (int f = d->first; f < d->n_fwd; f++) {
+        const Op *c = &g->ops[f];
+        if (c->phase != PH_FWD || c->hook) continue;
+        for (int i = 0; i < c->n_inputs; i++)
+            if (input_gets_grad(g, c, i)) arrivals[grad_target(g, c->inputs[i])]++;
+    }
+    for (int h = d->n_hooks - 1; h >= 0; h--) {
         const Op *o = &g->ops[d->hooks[h]];
         d->post_left[h] = o->hook == 4;
-        if (o->hook != 3 || o->n_grads_of < 1) continue;
-        for (int f = d->first; f < d->n_fwd; f++) {
-            const Op *c = &g->ops[f];
-            if (c->phase != PH_FWD || c->hook) continue;
-            for (int i = 0; i < c->n_inputs; i++)
-                if (input_gets_grad(g, c, i) && grad_target(g, c->inputs[i]) == o->grads_of[0])
-                    d->post_left[h]++;
-        }
+        d->n_before += o->hook == 4;
+        d->post_next[h] = -1;
+        if (o->hook != 3 || o->grads_of[0] < 0 || o->grads_of[0] >= n_t) continue;
+        int p = o->grads_of[0];
+        d->post_left[h] = arrivals[p];
+        d->post_next[h] = d->post_head[p];
+        d->post_head[p] = h;
     }
+    free(arrivals);
+    return VR_OK;
 }
 
 /* The hooks before a backward node (Op.hook 4) that precede forward op f's backward (f >= 0)
  * or region `region`'s recomputation (region > 0), each once. */
 static VrStatus emit_before(Deriv *d, int f, int region) {
     Graph *g = d->g;
-    for (int h = 0; d->post_left && h < d->n_hooks; h++) {
+    for (int h = 0; d->n_before > 0 && h < d->n_hooks; h++) {
         const Op *o = &g->ops[d->hooks[h]];
         if (o->hook != 4 || d->post_left[h] <= 0) continue;
         if (region > 0 ? o->region != region : (o->region > 0 || o->anchor != f)) continue;
         d->post_left[h] = 0;
+        d->n_before--;
         VrStatus st = emit_hook_op(d, d->hooks[h]);
         if (st) return st;
         /* what it brought back is held by the node that reads it until that node is done */
@@ -819,10 +839,9 @@ static VrStatus emit_before(Deriv *d, int f, int region) {
 static VrStatus post_accumulated(Deriv *d, int x) {
     Graph *g = d->g;
     x = grad_target(g, x);
-    if (!g->tensors[x].trainable) return VR_OK;
-    for (int h = 0; h < d->n_hooks; h++) {
-        const Op *o = &g->ops[d->hooks[h]];
-        if (o->hook != 3 || d->post_left[h] <= 0 || o->grads_of[0] != x) continue;
+    if (x >= d->n_post_head || !g->tensors[x].trainable) return VR_OK;
+    for (int h = d->post_head[x]; h >= 0; h = d->post_next[h]) {
+        if (d->post_left[h] <= 0) continue;
         if (--d->post_left[h] == 0) {
             VrStatus st = emit_hook_op(d, d->hooks[h]);
             if (st) return st;
@@ -1054,7 +1073,7 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     for (int h = 0; h < d.n_hooks; h++) any_post |= g->ops[d.hooks[h]].hook >= 3;
     if (any_post) {
         if (!(d.post_left = malloc(sizeof(int) * (size_t)d.n_hooks))) { st = VR_ENOMEM; goto out; }
-        count_post_hooks(&d);
+        if ((st = count_post_hooks(&d))) goto out;
     }
     for (int f = n_fwd - 1; f >= d.first; f--) {
         if (g->ops[f].phase != PH_FWD || g->ops[f].hook) continue;
@@ -1118,6 +1137,8 @@ out:
     free(d.regions);
     free(d.hooks);
     free(d.post_left);
+    free(d.post_next);
+    free(d.post_head);
     free(d.unpacked);
     free(d.grad_of);
     free(d.owners);
