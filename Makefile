@@ -78,6 +78,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_published.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_inputs.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_doctor.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_techniques.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/html/check.sh; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 77 ]
 
 test: unit

@@ -330,14 +330,29 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
                      op->grad_order[i] + 1, op->n_inputs);
             return VR_EINVAL;
         }
-    if (op->grads)
-        for (int i = 0; i < op->n_inputs; i++)
-            if (op->grads[i].mode == GRAD_PASS &&
-                (op->grads[i].pass_output < 0 || op->grads[i].pass_output >= op->n_outputs)) {
-                snprintf(g->err, sizeof g->err, "op '%s': input %d passes the gradient of output "
-                         "%d, which does not exist", op->name, i + 1, op->grads[i].pass_output + 1);
-                return VR_EINVAL;
-            }
+    if (op->hook == 4 && op->region <= 0 && (op->anchor < 0 || op->anchor >= g->n_ops)) {
+        snprintf(g->err, sizeof g->err, "op '%s': a hook before a backward node (hook 4) names a "
+                 "checkpointed region or an earlier forward op (before_op)", op->name);
+        return VR_EINVAL;
+    }
+    if (op->hook == 3 && op->n_grads_of < 1) {
+        snprintf(g->err, sizeof g->err, "op '%s': a post-accumulate-grad hook (hook 3) names its "
+                 "parameter in grads_of", op->name);
+        return VR_EINVAL;
+    }
+    for (int i = 0; op->grads && i < op->n_inputs; i++) {
+        const GradSpec *gs = &op->grads[i];
+        if (gs->mode == GRAD_PASS && (gs->pass_output < 0 || gs->pass_output >= op->n_outputs)) {
+            snprintf(g->err, sizeof g->err, "op '%s': input %d passes the gradient of output "
+                     "%d, which does not exist", op->name, i + 1, gs->pass_output + 1);
+            return VR_EINVAL;
+        }
+        if (gs->mode == GRAD_SAVED && (gs->pass_output < 0 || gs->pass_output >= op->n_saves)) {
+            snprintf(g->err, sizeof g->err, "op '%s': input %d takes saved tensor %d as its "
+                     "gradient, which does not exist", op->name, i + 1, gs->pass_output + 1);
+            return VR_EINVAL;
+        }
+    }
     /* a row sum's staging buffers are two more workspaces */
     int rs = op->rowsum[0] > 0 ? 2 : 0, brs = op->bwd_rowsum[0] > 0 ? 2 : 0;
     if (op->n_workspace + rs > GRAPH_MAX_WORKSPACES ||
@@ -399,6 +414,16 @@ typedef struct Deriv {
     int recomputed;  /* the region whose recompute ops were emitted last, 0 = none */
     int *hooks;      /* the forward ops in [first, n_fwd) that are hooks, in order */
     int n_hooks;
+    int *post_left;  /* per entry of hooks: a post-accumulate-grad hook's (Op.hook 3) gradients
+                      * of its parameter still to arrive in this backward, 0 once it has run;
+                      * a hook before a backward node (Op.hook 4): 1 until it has run */
+    int *post_next;  /* per entry of hooks: the next hook 3 of the same parameter, -1 none */
+    int *post_head;  /* per tensor (n_post_head of them): its first hook 3, -1 none */
+    int n_post_head;
+    int n_before;    /* hooks before a backward node (hook 4) not yet run */
+    int *unpacked;   /* the outputs of the hooks before the node being derived (hook 4): the
+                      * node holds them until it is done, n_unpacked of cap_unpacked */
+    int n_unpacked, cap_unpacked;
     struct RegionInfo *regions; /* by checkpointed region id (index 0 unused), n_regions */
     int n_regions;
 } Deriv;
@@ -690,42 +715,137 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
     return VR_OK;
 }
 
-/* Emits copies of the hook ops of `layer` with hook kind `kind` (see Op.hook), resolving
- * grads_of into the parameters' .grad tensors. */
+/* A copy of hook op f appended to the backward, its grads_of resolved into the parameters'
+ * .grad tensors (further inputs, dropped with free_grads). */
+static VrStatus emit_hook_op(Deriv *d, int f) {
+    Graph *g = d->g;
+    Op o = g->ops[f]; /* copy: g->ops may move as ops are added */
+    int n_in = o.n_inputs + o.n_grads_of, n_fr = o.n_frees + (o.free_grads ? o.n_grads_of : 0);
+    int *in = graph_alloc(g, sizeof(int) * (size_t)(n_in + 1));
+    int *fr = graph_alloc(g, sizeof(int) * (size_t)(n_fr + 1));
+    if (!in || !fr) return VR_ENOMEM;
+    int ni = 0, nf = 0;
+    for (int k = 0; k < o.n_inputs; k++) in[ni++] = o.inputs[k];
+    for (int k = 0; k < o.n_frees; k++) fr[nf++] = o.frees[k];
+    for (int k = 0; k < o.n_grads_of; k++) {
+        int p = o.grads_of[k];
+        int gp = (size_t)p < d->cap ? d->param_grad[p] : -1;
+        if (gp < 0) continue; /* no gradient reached this parameter */
+        in[ni++] = gp;
+        if (o.free_grads) fr[nf++] = gp;
+    }
+    Op c = o;
+    c.hook = 0;
+    c.region = 0;
+    c.anchor = -1;
+    c.inputs = in; c.n_inputs = ni;
+    c.frees = fr; c.n_frees = nf;
+    c.grads_of = NULL; c.n_grads_of = 0;
+    c.phase = PH_BWD;
+    c.fwd_op = f;
+    int id;
+    VrStatus st = graph_add_op(g, &c, &id);
+    if (st) return st;
+    if (o.remap_of)
+        for (int k = 0; k < o.n_outputs; k++)
+            if (o.remap_of[k] >= 0 && (size_t)o.remap_of[k] < d->cap)
+                d->remap[o.remap_of[k]] = o.outputs[k];
+    return VR_OK;
+}
+
+/* Appends copies of the hook ops of `layer` and `kind` (1 before its backward, 2 after): each
+ * copy takes the .grad of its grads_of parameters as further inputs (and drops them with
+ * free_grads). */
 static VrStatus emit_hooks(Deriv *d, int layer, int kind) {
     Graph *g = d->g;
     for (int h = 0; h < d->n_hooks; h++) {
         int f = d->hooks[h];
         if (g->ops[f].hook != kind || g->ops[f].layer != layer) continue;
-        Op o = g->ops[f]; /* copy: g->ops may move as ops are added */
-        int n_in = o.n_inputs + o.n_grads_of, n_fr = o.n_frees + (o.free_grads ? o.n_grads_of : 0);
-        int *in = graph_alloc(g, sizeof(int) * (size_t)(n_in + 1));
-        int *fr = graph_alloc(g, sizeof(int) * (size_t)(n_fr + 1));
-        if (!in || !fr) return VR_ENOMEM;
-        int ni = 0, nf = 0;
-        for (int k = 0; k < o.n_inputs; k++) in[ni++] = o.inputs[k];
-        for (int k = 0; k < o.n_frees; k++) fr[nf++] = o.frees[k];
-        for (int k = 0; k < o.n_grads_of; k++) {
-            int p = o.grads_of[k];
-            int gp = (size_t)p < d->cap ? d->param_grad[p] : -1;
-            if (gp < 0) continue; /* no gradient reached this parameter */
-            in[ni++] = gp;
-            if (o.free_grads) fr[nf++] = gp;
-        }
-        Op c = o;
-        c.hook = 0;
-        c.inputs = in; c.n_inputs = ni;
-        c.frees = fr; c.n_frees = nf;
-        c.grads_of = NULL; c.n_grads_of = 0;
-        c.phase = PH_BWD;
-        c.fwd_op = f;
-        int id;
-        VrStatus st = graph_add_op(g, &c, &id);
+        VrStatus st = emit_hook_op(d, f);
         if (st) return st;
-        if (o.remap_of)
-            for (int k = 0; k < o.n_outputs; k++)
-                if (o.remap_of[k] >= 0 && (size_t)o.remap_of[k] < d->cap)
-                    d->remap[o.remap_of[k]] = o.outputs[k];
+    }
+    return VR_OK;
+}
+
+/* The tensor a gradient routed to x lands on: a view no op made hands it to its base. */
+static int grad_target(const Graph *g, int x) {
+    while (g->tensors[x].base >= 0 && g->tensors[x].producer < 0) x = g->tensors[x].base;
+    return x;
+}
+
+/* Post-accumulate-grad hooks (Op.hook 3, torch's register_post_accumulate_grad_hook): the
+ * gradients each one's parameter (grads_of[0]) gets in this backward, one per forward op input
+ * through which a gradient reaches it, counted once before derivation in one pass over the
+ * forward ops; and each parameter's hooks chained (post_head, post_next), so that an arriving
+ * gradient visits its own. Hooks before a backward node (hook 4) are pending (1). */
+static VrStatus count_post_hooks(Deriv *d) {
+    Graph *g = d->g;
+    int n_t = g->n_tensors;
+    int *arrivals = calloc((size_t)n_t + 1, sizeof(int));
+    d->post_head = malloc(sizeof(int) * ((size_t)n_t + 1));
+    d->post_next = malloc(sizeof(int) * ((size_t)d->n_hooks + 1));
+    if (!arrivals || !d->post_head || !d->post_next) { free(arrivals); return VR_ENOMEM; }
+    d->n_post_head = n_t;
+    for (int t = 0; t < n_t; t++) d->post_head[t] = -1;
+    for (int f = d->first; f < d->n_fwd; f++) {
+        const Op *c = &g->ops[f];
+        if (c->phase != PH_FWD || c->hook) continue;
+        for (int i = 0; i < c->n_inputs; i++)
+            if (input_gets_grad(g, c, i)) arrivals[grad_target(g, c->inputs[i])]++;
+    }
+    for (int h = d->n_hooks - 1; h >= 0; h--) {
+        const Op *o = &g->ops[d->hooks[h]];
+        d->post_left[h] = o->hook == 4;
+        d->n_before += o->hook == 4;
+        d->post_next[h] = -1;
+        if (o->hook != 3 || o->grads_of[0] < 0 || o->grads_of[0] >= n_t) continue;
+        int p = o->grads_of[0];
+        d->post_left[h] = arrivals[p];
+        d->post_next[h] = d->post_head[p];
+        d->post_head[p] = h;
+    }
+    free(arrivals);
+    return VR_OK;
+}
+
+/* The hooks before a backward node (Op.hook 4) that precede forward op f's backward (f >= 0)
+ * or region `region`'s recomputation (region > 0), each once. */
+static VrStatus emit_before(Deriv *d, int f, int region) {
+    Graph *g = d->g;
+    for (int h = 0; d->n_before > 0 && h < d->n_hooks; h++) {
+        const Op *o = &g->ops[d->hooks[h]];
+        if (o->hook != 4 || d->post_left[h] <= 0) continue;
+        if (region > 0 ? o->region != region : (o->region > 0 || o->anchor != f)) continue;
+        d->post_left[h] = 0;
+        d->n_before--;
+        VrStatus st = emit_hook_op(d, d->hooks[h]);
+        if (st) return st;
+        /* what it brought back is held by the node that reads it until that node is done */
+        const Op *e = &g->ops[d->hooks[h]];
+        if (d->n_unpacked + e->n_outputs > d->cap_unpacked) {
+            int ncap = (d->cap_unpacked ? d->cap_unpacked * 2 : 16) + e->n_outputs;
+            int *nu = realloc(d->unpacked, sizeof(int) * (size_t)ncap);
+            if (!nu) return VR_ENOMEM;
+            d->unpacked = nu;
+            d->cap_unpacked = ncap;
+        }
+        for (int k = 0; k < e->n_outputs; k++) d->unpacked[d->n_unpacked++] = e->outputs[k];
+    }
+    return VR_OK;
+}
+
+/* A gradient of tensor x has just been accumulated: the post-accumulate-grad hooks of x whose
+ * last gradient this was run now, as AccumulateGrad's post hooks do. */
+static VrStatus post_accumulated(Deriv *d, int x) {
+    Graph *g = d->g;
+    x = grad_target(g, x);
+    if (x >= d->n_post_head || !g->tensors[x].trainable) return VR_OK;
+    for (int h = d->post_head[x]; h >= 0; h = d->post_next[h]) {
+        if (d->post_left[h] <= 0) continue;
+        if (--d->post_left[h] == 0) {
+            VrStatus st = emit_hook_op(d, d->hooks[h]);
+            if (st) return st;
+        }
     }
     return VR_OK;
 }
@@ -790,8 +910,11 @@ static VrStatus derive_one(Deriv *d, int f) {
     for (int i = 0; i < fop.n_inputs; i++) needs |= input_gets_grad(g, &fop, i);
     if (!n_out_grads || !needs) return VR_OK; /* autograd never runs this node */
     if (fop.region > 0 && d->recomputed != fop.region) {
-        VrStatus rs = emit_recompute(d, fop.region, d->n_fwd);
+        VrStatus rs = emit_before(d, -1, fop.region);
+        if (!rs) rs = emit_recompute(d, fop.region, d->n_fwd);
         if (rs) return rs;
+    } else if (fop.region == 0 && (st = emit_before(d, f, 0))) {
+        return st;
     }
 
     const RegionInfo *ri = fop.region > 0 && fop.region < d->n_regions ? &d->regions[fop.region] : NULL;
@@ -800,7 +923,7 @@ static VrStatus derive_one(Deriv *d, int f) {
     int cap = fop.n_outputs + fop.n_saves + fop.n_inputs + 1;
     int *in = graph_alloc(g, (size_t)cap * sizeof(int));
     int *out = graph_alloc(g, (size_t)(fop.n_inputs + 1) * sizeof(int));
-    int *frees = graph_alloc(g, (size_t)(cap + args_cap) * sizeof(int));
+    int *frees = graph_alloc(g, (size_t)(cap + args_cap + d->n_unpacked) * sizeof(int));
     int *gi_of = graph_alloc(g, (size_t)(fop.n_inputs + 1) * sizeof(int));
     if (!in || !out || !frees || !gi_of) return VR_ENOMEM;
     int nin = 0, nout = 0, nfree = 0;
@@ -810,6 +933,12 @@ static VrStatus derive_one(Deriv *d, int f) {
     }
     for (int i = 0; i < fop.n_saves; i++) {
         int sv = fop.saves[i];
+        /* a saved tensor that is an input's gradient is handed on, not dropped */
+        bool handed_on = false;
+        for (int k = 0; k < fop.n_inputs && fop.grads; k++)
+            handed_on |= fop.grads[k].mode == GRAD_SAVED && fop.grads[k].pass_output == i &&
+                         input_gets_grad(g, &fop, k);
+        if (handed_on) continue;
         if (fop.region > 0) {
             if ((sv = remapped(d, sv)) < 0) return VR_ENOMEM; /* the recomputed copy */
         } else if (d->remap[sv] >= 0) {
@@ -821,6 +950,9 @@ static VrStatus derive_one(Deriv *d, int f) {
     /* the frame holds the region's recomputed tensors and its arguments: the recomputed ones
      * go first as it is destroyed (fulltrace_pub-c05: the recomputed x, then the layer input) */
     for (int k = 0; frame_goes && k < ri->n_args; k++) frees[nfree++] = ri->args[k];
+    /* saved tensors brought back for this node (hook 4) go when it is done */
+    for (int k = 0; k < d->n_unpacked; k++) frees[nfree++] = d->unpacked[k];
+    d->n_unpacked = 0;
 
     /* input gradients, in the order the kernel allocates them */
     for (int k = 0; k < fop.n_inputs; k++) gi_of[k] = -1;
@@ -839,6 +971,10 @@ static VrStatus derive_one(Deriv *d, int f) {
         if (gs->mode == GRAD_PASS) {
             gi_of[i] = d->grad_of[fop.outputs[gs->pass_output]];
             continue; /* may be -1: that output got no gradient */
+        }
+        if (gs->mode == GRAD_SAVED) {
+            gi_of[i] = fop.saves[gs->pass_output];
+            continue;
         }
         /* a view owns no storage, but its gradient is a tensor of the view's size (a Linear on
          * the attention output's view: MmBackward0 allocates dX, optrace_pub-c04) */
@@ -883,9 +1019,10 @@ static VrStatus derive_one(Deriv *d, int f) {
 
     for (int i = 0; i < fop.n_inputs; i++) {
         if (gi_of[i] < 0) continue;
-        bool fresh = fop.grads[i].mode == GRAD_NEW;
+        bool fresh = fop.grads[i].mode == GRAD_NEW || fop.grads[i].mode == GRAD_SAVED;
         /* the same tensor may appear twice among the inputs (x * x): both gradients route */
         if ((st = route_grad(d, fop.inputs[i], gi_of[i], fresh, f, fop.layer))) return st;
+        if (d->post_left && (st = post_accumulated(d, fop.inputs[i]))) return st;
     }
     return VR_OK;
 }
@@ -932,6 +1069,12 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     for (int f = d.first; f < n_fwd; f++)
         if (g->ops[f].hook) d.hooks[d.n_hooks++] = f;
     bool any_hooks = d.n_hooks > 0;
+    bool any_post = false;
+    for (int h = 0; h < d.n_hooks; h++) any_post |= g->ops[d.hooks[h]].hook >= 3;
+    if (any_post) {
+        if (!(d.post_left = malloc(sizeof(int) * (size_t)d.n_hooks))) { st = VR_ENOMEM; goto out; }
+        if ((st = count_post_hooks(&d))) goto out;
+    }
     for (int f = n_fwd - 1; f >= d.first; f--) {
         if (g->ops[f].phase != PH_FWD || g->ops[f].hook) continue;
         if (any_hooks && g->ops[f].layer != cur_layer) {
@@ -966,6 +1109,14 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     if (!st && any_hooks && cur_layer >= 0) st = emit_hooks(&d, cur_layer, 2);
     /* post hooks of parameters outside every layer (embeddings, head) run when backward ends */
     if (!st && any_hooks) st = emit_hooks(&d, -1, 2);
+    /* a post-accumulate-grad hook whose parameter got some of its gradients but not all (a
+     * consumer whose backward never ran) runs as backward ends */
+    for (int h = 0; !st && any_post && h < d.n_hooks; h++) {
+        const Op *o = &g->ops[d.hooks[h]];
+        if (o->hook == 3 && d.post_left[h] > 0 && (size_t)o->grads_of[0] < d.cap &&
+            d.param_grad[o->grads_of[0]] >= 0)
+            st = emit_hook_op(&d, d.hooks[h]);
+    }
     /* gradients left pending on inputs that need none further (e.g. the embedding output when
      * the embedding is frozen) and the saved tensors of nodes that never ran are released when
      * backward() returns and the graph is freed */
@@ -985,6 +1136,10 @@ out:
     free(never_run);
     free(d.regions);
     free(d.hooks);
+    free(d.post_left);
+    free(d.post_next);
+    free(d.post_head);
+    free(d.unpacked);
     free(d.grad_of);
     free(d.owners);
     free(d.remap);

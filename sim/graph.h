@@ -50,6 +50,9 @@ typedef enum GradMode {
     GRAD_NONE = 0, /* no gradient flows to this input */
     GRAD_NEW,      /* a new buffer of grad_bytes (default: the input's bytes) */
     GRAD_PASS,     /* the gradient of output pass_output, passed through unchanged */
+    GRAD_SAVED,    /* saved tensor pass_output of the op, made in forward (a fused loss that
+                      computes its input gradients there, as Liger's fused linear cross-entropy
+                      does): the backward hands it on instead of dropping it */
 } GradMode;
 
 typedef struct Tensor {
@@ -100,7 +103,8 @@ OpKind op_kind_of(const char *kind);
 
 typedef struct GradSpec {
     GradMode mode;
-    int pass_output;       /* GRAD_PASS: which output's gradient (index into op outputs) */
+    int pass_output;       /* GRAD_PASS: which output's gradient (index into op outputs);
+                              GRAD_SAVED: which saved tensor (index into op saves) */
     uint64_t grad_bytes;   /* GRAD_NEW: 0 = the input's bytes */
     DType grad_dtype;      /* GRAD_NEW: dtype of the new gradient */
     bool view;             /* GRAD_NEW: the kernel returns the gradient as a view of a larger
@@ -181,7 +185,14 @@ typedef struct Op {
                               4 a second communication stream (FSDP2's reduce-scatter); allocations
                               an op makes come from its stream's pool */
     int hook;              /* 0; 1: a copy of this op runs just before the backward of layer
-                              `layer`, 2: just after it (ZeRO/FSDP gathers and reductions) */
+                              `layer`, 2: just after it (ZeRO/FSDP gathers and reductions); 3:
+                              just after the last gradient of parameter grads_of[0] in this
+                              backward is accumulated (a post-accumulate-grad hook: the
+                              optimizer step in backward); 4: just before the backward node of
+                              forward op `anchor` runs, or, for a hook op of a checkpointed
+                              region (region > 0), just before that region's recomputation (a
+                              saved tensor brought back as backward unpacks it) */
+    int anchor;            /* hook 4 without a region: the forward op index it precedes, else -1 */
     int *grads_of; int n_grads_of; /* hook ops: parameters whose .grad are extra inputs */
     bool free_grads;       /* hook ops: drop those .grad tensors when the op ends */
     int *remap_of;         /* hook ops, one per output (or NULL): backward ops derived after this

@@ -369,6 +369,122 @@ static void test_grad_pass_allocates_nothing(void **state) {
     graph_free(h);
 }
 
+/* GRAD_SAVED: a loss that computes its input gradients in forward (Liger's fused linear
+ * cross-entropy) saves them, and its backward hands them on: no new buffer, the saved tensors
+ * not dropped by it; a parameter's becomes its .grad (stolen), an activation's is dropped by the
+ * backward that consumes it. A saved index past the op's saves is VR_EINVAL. */
+static void test_grad_saved_handed_on(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 4096);
+    int h = add_act(g, "h", 1024, true), hn = add_act(g, "hn", 1024, true);
+    int gi = add_act(g, "grad_input", 1024, false), gw = add_act(g, "grad_weight", 4096, false);
+    int loss = add_act(g, "loss", 4, true);
+    int fn = add_fwd(g, "norm", (int[]){h}, 1, hn, (int[]){h}, 1, NULL);
+    add_fwd(g, "zeros_gi", NULL, 0, gi, NULL, 0, NULL);
+    add_fwd(g, "zeros_gw", NULL, 0, gw, NULL, 0, NULL);
+    GradSpec saved[2] = {{.mode = GRAD_SAVED, .pass_output = 0}, {.mode = GRAD_SAVED, .pass_output = 1}};
+    int fl = add_fwd(g, "fused_loss", (int[]){hn, w}, 2, loss, (int[]){gi, gw}, 2, saved);
+    int n_t = graph_num_tensors(g);
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    const Op *ol = graph_op_c(g, backward_of(g, fl));
+    assert_int_equal(ol->n_outputs, 0);
+    assert_false(contains(ol->frees, ol->n_frees, gi));
+    assert_false(contains(ol->frees, ol->n_frees, gw));
+    assert_int_equal(graph_param_grad(g, w), gw);
+    assert_int_equal(graph_tensor_c(g, gw)->cat, CAT_GRAD);
+    assert_true(graph_tensor_c(g, gw)->persistent);
+    const Op *on = graph_op_c(g, backward_of(g, fn));
+    assert_true(contains(on->inputs, on->n_inputs, gi));
+    assert_true(contains(on->frees, on->n_frees, gi));
+    /* new tensors: the seed and the norm's input gradient */
+    assert_int_equal(graph_num_tensors(g), n_t + 2);
+
+    GradSpec bad[1] = {{.mode = GRAD_SAVED, .pass_output = 1}};
+    int outs[1] = {add_act(g, "y", 4, true)};
+    Op op = {.name = "bad", .kind = "elementwise", .phase = PH_FWD, .fwd_op = -1,
+             .inputs = (int[]){h}, .n_inputs = 1, .outputs = outs, .n_outputs = 1,
+             .saves = (int[]){gi}, .n_saves = 1, .grads = bad, .layer = -1};
+    int id;
+    assert_int_equal(graph_add_op(g, &op, &id), VR_EINVAL);
+}
+
+/* Op.hook 3, a post-accumulate-grad hook: its copy runs just after its parameter's last gradient
+ * of the pass is accumulated (a weight used twice: after the second), before the backward of
+ * ops created earlier, and takes the .grad as an input (freeing it with free_grads). A hook 3
+ * without a parameter is VR_EINVAL. */
+static void test_post_accumulate_grad_hook(void **state) {
+    Graph *g = *state;
+    int w1 = add_param(g, "w1", 2048), w2 = add_param(g, "w2", 4096);
+    int x = add_act(g, "x", 1024, true), y = add_act(g, "y", 1024, true);
+    int loss = add_act(g, "loss", 4, true);
+    int f1 = add_fwd(g, "f1", (int[]){w1}, 1, x, NULL, 0, NULL);
+    int f2 = add_fwd(g, "f2", (int[]){x, w2}, 2, y, (int[]){x, w2}, 2, NULL);
+    int f3 = add_fwd(g, "f3", (int[]){y, w2}, 2, loss, (int[]){y, w2}, 2, NULL);
+    int hooks[2];
+    for (int k = 0; k < 2; k++) {
+        int p = k == 0 ? w1 : w2;
+        Op h = {.name = k == 0 ? "step w1" : "step w2", .kind = "elementwise", .phase = PH_BWD,
+                .fwd_op = -1, .hook = 3, .grads_of = (int[]){p}, .n_grads_of = 1,
+                .free_grads = true, .drop_persistent = true, .layer = -1};
+        assert_int_equal(graph_add_op(g, &h, &hooks[k]), VR_OK);
+    }
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    int s1 = -1, s2 = -1;
+    for (int i = hooks[1] + 1; i < graph_num_ops(g); i++)
+        if (strcmp(graph_op_c(g, i)->name, "step w2") == 0) s2 = i;
+        else if (strcmp(graph_op_c(g, i)->name, "step w1") == 0) s1 = i;
+    assert_true(s1 > 0 && s2 > 0);
+    /* w2's gradients come from f3's and f2's backward: its step follows the second, and comes
+     * before f1's backward; w1's follows f1's */
+    assert_true(s2 > backward_of(g, f2));
+    assert_true(s2 < backward_of(g, f1));
+    assert_true(s1 > backward_of(g, f1));
+    assert_true(backward_of(g, f3) < backward_of(g, f2));
+    const Op *o2 = graph_op_c(g, s2);
+    int gw2 = graph_param_grad(g, w2);
+    assert_true(contains(o2->inputs, o2->n_inputs, gw2));
+    assert_true(contains(o2->frees, o2->n_frees, gw2));
+    assert_int_equal(o2->phase, PH_BWD);
+    assert_int_equal(o2->hook, 0);
+
+    Op bad = {.name = "bad", .kind = "none", .phase = PH_BWD, .fwd_op = -1, .hook = 3, .layer = -1};
+    int id;
+    assert_int_equal(graph_add_op(g, &bad, &id), VR_EINVAL);
+}
+
+/* Op.hook 4 (a saved tensor brought back, as activation offloading's unpack does): its copy runs
+ * just before the backward node of its before_op; its output replaces the saved tensor there
+ * (remap_of), and that node drops it when done, while the original is no longer held for
+ * backward. One with neither a region nor an earlier op is VR_EINVAL. */
+static void test_hook_before_backward_node(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 4096);
+    int x = add_act(g, "x", 1024, true), y = add_act(g, "y", 1024, true);
+    int loss = add_act(g, "loss", 4, true);
+    int f1 = add_fwd(g, "f1", (int[]){x, w}, 2, y, (int[]){x}, 1, NULL);
+    int f2 = add_fwd(g, "f2", (int[]){y}, 1, loss, (int[]){y}, 1, NULL);
+    int copy = add_act(g, "x (from host)", 1024, false);
+    int id;
+    Op h = {.name = "unpack x", .kind = "h2d", .phase = PH_BWD, .fwd_op = -1, .hook = 4,
+            .anchor = f1, .outputs = (int[]){copy}, .n_outputs = 1, .remap_of = (int[]){x},
+            .layer = -1, .stream = STREAM_H2D};
+    assert_int_equal(graph_add_op(g, &h, &id), VR_OK);
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    int u = -1;
+    for (int i = id + 1; i < graph_num_ops(g); i++)
+        if (strcmp(graph_op_c(g, i)->name, "unpack x") == 0) u = i;
+    assert_true(u > backward_of(g, f2));
+    assert_true(u < backward_of(g, f1));
+    const Op *b1 = graph_op_c(g, backward_of(g, f1));
+    assert_true(contains(b1->inputs, b1->n_inputs, copy));
+    assert_true(contains(b1->frees, b1->n_frees, copy));
+    assert_false(contains(b1->frees, b1->n_frees, x));
+
+    Op bad = {.name = "bad", .kind = "none", .phase = PH_BWD, .fwd_op = -1, .hook = 4, .anchor = -1,
+              .layer = -1};
+    assert_int_equal(graph_add_op(g, &bad, &id), VR_EINVAL);
+}
+
 /* What a backward node launches: a GEMM's backward one GEMM per input that gets a gradient
  * (two with a trainable weight, one with a frozen one), a node whose gradients all pass
  * through (an add) no kernel at all, and an op's own bwd_kernels when it states them. */
@@ -864,6 +980,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_param_used_twice_view_grad_sums_out_of_place, setup_graph,
                                         teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_pass_allocates_nothing, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_grad_saved_handed_on, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_post_accumulate_grad_hook, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_hook_before_backward_node, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_backward_kernel_counts, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_frozen_branch_has_no_backward, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_checkpoint_region_recomputes, setup_graph, teardown_graph),

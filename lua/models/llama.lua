@@ -617,6 +617,16 @@ local function causal_lm_forward(cx, m, ids)
   local r = cx.run
   local hf = mod.call(cx, m.children.model, ids)
   if not hf then return nil end
+  if not r.inference and r.loss ~= "full" then
+    -- the cross-entropy variants that never make the whole batch's logits (vrsim/lm_loss.lua):
+    -- Liger's reads the head's weight itself, torchtune's runs the head on chunks
+    local LL = require "vrsim.lm_loss"
+    local head = m.children.lm_head
+    local loss = r.loss == "liger_fused" and LL.liger_fused(cx, hf, mod.weight(cx, head.p.weight), r.batch, r.seq)
+                 or LL.chunked(cx, head, hf, r.batch, r.seq)
+    nn.release(cx, { hf }, "LlamaForCausalLM.forward returns: hidden_states")
+    return loss
+  end
   local logits = mod.call(cx, m.children.lm_head, hf)
   if not logits or logits == hf then return nil end
   nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped

@@ -216,6 +216,8 @@ local function check_supported(cfg, full)
   if sharded and t.ema then
     error("sdxl: an EMA copy of a " .. t.strategy .. "-sharded UNet is not modelled", 0)
   end
+  local refused = require("strategies.techniques").check_other(t, "sdxl", cfg.notes)
+  if refused then error(refused, 0) end
 end
 
 -- Makes the parameters of a tree in construction order: depth first, children in the order

@@ -24,7 +24,14 @@ function M.hooks(root, layer_cls, every, scope, attn_key)
           pre = function(cx) cx.region = k end,
           post = function(cx) cx.region = nil end,
         }, last = {
-          pre = function(cx, _, args) nn.checkpoint_args(cx, { args[1], args[2], args[3], args[4] }) end,
+          pre = function(cx, _, args)
+            -- the positional argument (the hidden states) is saved by frame.save_inputs through
+            -- the saved-tensor hooks outside the region: activation offloading takes it
+            -- (strategies/offload_act.lua), and the frame then holds no GPU copy
+            local x = args[1]
+            if cx.offload then x = require("strategies.offload_act").checkpoint_input(cx, x) end
+            nn.checkpoint_args(cx, { x, args[2], args[3], args[4] })
+          end,
         } }
       else
         local attn = layer.children[attn_key]

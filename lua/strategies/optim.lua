@@ -151,12 +151,22 @@ local function op(cx, spec)
   spec.kind = spec.kind or "foreach"
   spec.inputs = spec.inputs or {}
   spec.outputs = spec.outputs or {}
+  local h = cx.optim_hook
+  if h then
+    -- the step in backward (strategies/optim_in_bwd.lua): a post-accumulate-grad hook of one
+    -- parameter, which reads its .grad; zero_grad(set_to_none=True) drops it
+    spec.hook, spec.grads_of, spec.layer = 3, h.grads_of, h.layer
+    if spec.phase == "zero_grad" then spec.free_grads, spec.drop_persistent = true, true end
+    spec.phase = "bwd"
+  end
   cx.G:op(spec)
 end
 
 -- Builds the optimizer step for `updates` (a list of { param = p, grad = id }; by default every
 -- trainable parameter with its .grad) and zero_grad for those gradients.
 function M.build(cx, cfg, params, updates)
+  -- with the step in backward every parameter has stepped by now (strategies/optim_in_bwd.lua)
+  if cx.optim_in_backward then return 0 end
   local t = cfg.training
   local G = cx.G
   local trainable, grads = {}, {}
@@ -296,8 +306,12 @@ function M.build(cx, cfg, params, updates)
     else
       error("optimizer_impl must be foreach, forloop or fused", 0)
     end
+  elseif kind == "adafactor" then
+    require("strategies.adafactor").step(cx, trainable, grads, op)
+  elseif kind == "lion" or kind == "lion_32bit" then
+    require("strategies.lion").step(cx, trainable, grads, op, kind)
   else
-    error("optimizer must be adamw or sgd", 0)
+    error("optimizer must be adamw, sgd, adafactor, lion or lion_32bit", 0)
   end
   if found_inf then grad_scaler_update(cx, found_inf) end
   -- zero_grad(set_to_none=True)

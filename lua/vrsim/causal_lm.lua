@@ -154,6 +154,8 @@ function M.build(cx, cfg)
                                             gate = "gate_proj", up = "up_proj", down = "down_proj" } })
     lora_hit = L.apply(root, lora, "lm_head")
   end
+  local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes)
+  if refused then error(refused, 0) end
 
   -- the model as the measured runs make it: built on the GPU in fp32, then cast with .to()
   cx.phase = "build"
@@ -183,6 +185,7 @@ function M.build(cx, cfg)
   if build_dtype ~= pdtype then cast_parameters(cx, pdtype, lora) end
   -- a sharding strategy (FSDP2 fully_shard, ZeRO-3) now replaces the whole parameters by shards
   if cx.dp then require("strategies.dp").after_build(cx) end
+  if t.optimizer_in_backward and not t.inference then require("strategies.optim_in_bwd").register(cx, cfg) end
   -- the input batch is made once, after the model and optimizer, and reused every step
   local ids = { id = cx.G:tensor { name = "input_ids", bytes = b * s * 8, numel = b * s,
                                    dtype = "int64", cat = "temp", persistent = true },
@@ -201,6 +204,11 @@ function M.build(cx, cfg)
   if dm_hooks then register(dm_hooks) end
   if cx.dp and cx.shard_params then register(require("strategies.shard").hooks(cx, root, cx.dp.kind)) end
   register(ck, "last")
+  if t.activation_offload and not t.inference then
+    -- torchtune's recipes enter OffloadActivations around the model; the head runs under a
+    -- NoOpManager and the loss outside: the decoder body is what offloads
+    require("strategies.offload_act").install(cx, mod.get(root, "model"))
+  end
   if lora and t.checkpointing then
     -- enable_input_require_grads(): a forward hook makes the embedding output require grad
     mod.hook(mod.get(root, "model.embed_tokens"), { post = function(_, _, _, outs)
@@ -215,7 +223,8 @@ function M.build(cx, cfg)
   local attention = t.attention
   if fam.attention then attention = fam.attention(attention, cx.notes, mc) end
   cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
-             use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype }
+             use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype,
+             loss = t.loss }
   -- one forward pass (a micro-batch); gradient accumulation calls it again
   local function forward()
     cx.run.inputs_embeds = nil

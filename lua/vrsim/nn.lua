@@ -166,6 +166,12 @@ function nn.op(cx, spec)
     spec.bwd_flops, spec.bwd_bytes, spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
     spec.kernels, spec.bwd_kernels, c and c.fwd, c and c.bwd, c and c.ckpt_fwd, c and c.ckpt_bwd,
     cx.layer, spec.once, cx.no_grad, cx.region, spec.bwd_rowsum)
+  -- activation offloading's pack hook sees what autograd saves outside checkpointed regions
+  -- (strategies/offload_act.lua)
+  local off = cx.offload
+  if off and off.active and rg and spec.saves and not cx.region then
+    require("strategies.offload_act").saved(cx, spec.saves, cx.last_op)
+  end
   return table.unpack(outs)
 end
 

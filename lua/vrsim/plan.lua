@@ -47,7 +47,7 @@ local SCHEMA = {
     seq = { "integer", 2048, "tokens per sequence" },
     resolution = { "integer", 1024, "image side in pixels (diffusion models)" },
     precision = { "string", "bf16", "fp32, amp_bf16, amp_fp16, bf16, fp16, lora_bf16, lora_fp16, mp_fp32 (FSDP2: fp32 shards, bf16 compute)" },
-    optimizer = { "string", "adamw", "adamw or adam (torch.optim), adamw8bit (bitsandbytes' 8-bit AdamW) or sgd" },
+    optimizer = { "string", "adamw", "adamw, adam, sgd, adamw8bit, adafactor (transformers' Adafactor: factored second moments), lion (lion-pytorch) or lion_32bit (bitsandbytes' Lion)" },
     optimizer_impl = { "string", "foreach", "foreach, fused or forloop" },
     attention = { "string", "sdpa", "sdpa (PyTorch's pick), flash, mem_efficient, cudnn or eager" },
     checkpointing = { "boolean", false, "gradient checkpointing per decoder layer" },
@@ -67,6 +67,9 @@ local SCHEMA = {
     empty_cache_after_build = { "boolean", false, "torch.cuda.empty_cache() once the model and optimizer are built" },
     zero = { "table", nil, "DeepSpeed/FSDP2/DDP knobs: { offload_optimizer = \"cpu\" } (its keys: training.zero below)" },
     deepspeed = { "string", nil, "a DeepSpeed JSON config beside the scenario (zero_optimization is read)" },
+    activation_offload = { "boolean", false, "torchtune's enable_activation_offloading (OffloadActivations): the decoder's saved activations (with checkpointing: each layer's input) copied to pinned host memory in forward and back in backward, on their own streams" },
+    optimizer_in_backward = { "boolean", false, "torchtune's optimizer_in_bwd: each parameter's optimizer step and zero_grad run in backward as soon as its gradient is complete (one gradient alive at a time instead of all)" },
+    loss = { "string", "full", "cross-entropy of a language model: full (transformers: the whole fp32 logits), liger_fused (Liger's fused linear cross-entropy: chunks, gradients in forward) or chunked (torchtune's CEWithChunkedOutputLoss: the head and the fp32 upcast in 8 chunks)" },
   },
   allocator = {
     conf = { "string", "", "PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True" },
@@ -77,7 +80,7 @@ local SCHEMA = {
 local CHOICES = {
   precision = { fp32 = 1, amp_bf16 = 1, amp_fp16 = 1, bf16 = 1, fp16 = 1, lora_bf16 = 1, lora_fp16 = 1,
                 mp_fp32 = 1 },
-  optimizer = { adamw = 1, adam = 1, sgd = 1, adamw8bit = 1 },
+  optimizer = { adamw = 1, adam = 1, sgd = 1, adamw8bit = 1, adafactor = 1, lion = 1, lion_32bit = 1 },
   quant = { none = 1, nf4 = 1, int8 = 1 },
   quant_storage = { auto = 1, uint8 = 1, bf16 = 1, fp16 = 1, fp32 = 1 },
   device_map = { none = 1, auto = 1 },
@@ -89,6 +92,7 @@ local CHOICES = {
   strategy = { none = 1, ddp = 1, zero1 = 1, zero2 = 1, zero3 = 1, fsdp2 = 1 },
   interconnect = { auto = 1, nvlink = 1, pcie = 1 },
   arch = { llama2 = 1, llama = 1, mistral = 1, qwen2 = 1, qwen3 = 1, gemma2 = 1, gemma3 = 1, phi3 = 1, olmo2 = 1, mixtral = 1, qwen3_moe = 1, sdxl = 1 },
+  loss = { full = 1, liger_fused = 1, chunked = 1 },
 }
 
 -- Edit distance with adjacent transpositions counted as one edit (optimal string alignment), for

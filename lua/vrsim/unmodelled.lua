@@ -17,20 +17,28 @@ local THINGS = {
     { "compile", "torchcompile", "compiled", "inductor", "dynamo" } },
   { "float8 training (torchao float8, Transformer Engine fp8)",
     { "fp8", "float8", "fp8e4m3", "fp8e5m2", "transformerengine", "te", "torchao" } },
-  { "fused or chunked cross-entropy (Liger kernels, Cut Cross-Entropy, chunked loss)",
-    { "liger", "ligerkernel", "useligerkernel", "fusedcrossentropy", "fusedce", "chunkedcrossentropy",
-      "chunkedce", "chunkedloss", "cutcrossentropy", "cce", "fusedlinearcrossentropy" } },
+  { "Liger's kernels beyond its fused loss (RMSNorm, SwiGLU, RoPE, as use_liger_kernel patches them in)",
+    { "liger", "ligerkernel", "useligerkernel" },
+    "its fused linear cross-entropy alone is training.loss = \"liger_fused\"" },
+  { "Cut Cross-Entropy", { "cutcrossentropy", "cce" } },
+  -- what vrsim models under another name: the refusal names the field
+  { "a fused or chunked cross-entropy", { "fusedcrossentropy", "fusedce", "fusedlinearcrossentropy",
+                                          "chunkedcrossentropy", "chunkedce", "chunkedloss" },
+    "training.loss = \"liger_fused\" (Liger's fused linear cross-entropy) or \"chunked\" (torchtune's)",
+    modelled = true },
   { "tensor parallelism", { "tp", "tensorparallel", "tensorparallelism", "tensormodelparallel" } },
   { "pipeline parallelism", { "pp", "pipelineparallel", "pipelineparallelism", "pipeline" } },
   { "context / sequence parallelism (ring attention, Ulysses)",
     { "cp", "sp", "contextparallel", "contextparallelism", "sequenceparallel", "sequenceparallelism",
       "ringattention", "ulysses" } },
-  { "expert parallelism and mixture-of-experts models", { "ep", "expertparallel", "expertparallelism", "moe" } },
+  { "expert parallelism (mixture-of-experts models are modelled on data parallelism)",
+    { "ep", "expertparallel", "expertparallelism" } },
   { "activation offloading to host memory",
-    { "activationoffloading", "activationoffload", "offloadactivations", "cpuoffloadactivations",
-      "enableactivationoffloading", "offloadactivation" } },
-  { "the optimizer step in backward (optimizer_in_backward, fused into the gradient hooks)",
-    { "optimizerinbackward", "optiminbwd", "optimizerinbwd", "optimizerbackward" } },
+    { "activationoffloading", "offloadactivations", "cpuoffloadactivations", "enableactivationoffloading",
+      "offloadactivation" },
+    "training.activation_offload = true (torchtune's OffloadActivations)", modelled = true },
+  { "the optimizer step in backward", { "optiminbwd", "optimizerinbwd", "optimizerbackward" },
+    "training.optimizer_in_backward = true (torchtune's optimizer_in_bwd)", modelled = true },
   { "paged optimizers (bitsandbytes' paged AdamW, unified memory)",
     { "paged", "pagedadamw", "pagedadamw8bit", "pagedadamw32bit", "pagedadam", "pagedlion8bit",
       "pagedoptimizer" } },
@@ -47,11 +55,11 @@ local SUFFIXES = { "", "size", "degree", "world", "worldsize", "enabled", "enabl
 
 local BY_NAME = {}
 for _, t in ipairs(THINGS) do
-  for _, n in ipairs(t[2]) do BY_NAME[n] = t[1] end
+  for _, n in ipairs(t[2]) do BY_NAME[n] = t end
 end
 
--- What `name` names that vrsim does not model, or nil when it names none of them.
-function U.what(name)
+-- The entry of THINGS `name` names ({ what, names, instead, modelled = }), or nil.
+local function entry(name)
   if type(name) ~= "string" then return nil end
   local n = name:lower():gsub("[^%w]", "")
   for _, s in ipairs(SUFFIXES) do
@@ -64,18 +72,27 @@ function U.what(name)
   return nil
 end
 
--- The refusal for `where` (a field, a section or a value as the scenario wrote it), or nil when
--- `name` is nothing vrsim knows it does not model.
-function U.refusal(where, name)
-  local w = U.what(name)
-  if not w then return nil end
-  return ("%s: vrsim does not model %s (what it does and does not model: %s)"):format(where, w, U.WHERE)
+-- What `name` names that vrsim does not model, or nil when it names none of them.
+function U.what(name)
+  local t = entry(name)
+  return t and not t.modelled and t[1] or nil
 end
 
--- Every thing in the list, for the docs' check.
+-- The refusal for `where` (a field, a section or a value as the scenario wrote it), or nil when
+-- `name` is nothing vrsim knows: what vrsim does not model is said so, with what it does model
+-- nearby (t[3]); what it models under another name is pointed to that name.
+function U.refusal(where, name)
+  local t = entry(name)
+  if not t then return nil end
+  if t.modelled then return ("%s: %s is written %s"):format(where, t[1], t[3]) end
+  return ("%s: vrsim does not model %s%s (what it does and does not model: %s)"):format(where, t[1],
+    t[3] and ("; " .. t[3]) or "", U.WHERE)
+end
+
+-- Every thing in the list that is not modelled, for the docs' check.
 function U.things()
   local r = {}
-  for i, t in ipairs(THINGS) do r[i] = t[1] end
+  for _, t in ipairs(THINGS) do if not t.modelled then r[#r + 1] = t[1] end end
   return r
 end
 

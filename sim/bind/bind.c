@@ -624,19 +624,20 @@ enum { OF_NAME, OF_KIND, OF_PHASE, OF_INPUTS, OF_OUTPUTS, OF_SAVES, OF_FREES, OF
        OF_FLOPS, OF_BYTES, OF_BWD_FLOPS, OF_BWD_BYTES, OF_DTYPE, OF_KERNELS, OF_BWD_KERNELS,
        OF_DISPATCH_US, OF_BWD_DISPATCH_US, OF_DISPATCH_CKPT_US, OF_BWD_DISPATCH_CKPT_US, OF_LAYER, OF_ONCE, OF_NO_GRAD, OF_REGION, OF_BWD_ROWSUM, OF_SLOT, OF_SLOT_FREE_AFTER, OF_HOST_US,
        OF_STREAM, OF_HOOK, OF_GRADS_OF, OF_FREE_GRADS, OF_DROP_PERSISTENT, OF_WORLD, OF_REMAP_OF,
-       OF_CKPT_ARGS, OF_AT_STEP, OF_FROM_STEP, OF_STEP_START, OF_COUNT };
+       OF_CKPT_ARGS, OF_AT_STEP, OF_FROM_STEP, OF_STEP_START, OF_BEFORE_OP, OF_COUNT };
 static const char *const OP_FIELDS[OF_COUNT] = {
     "name", "kind", "phase", "inputs", "outputs", "saves", "frees", "grads", "grad_order",
     "workspace", "bwd_kind", "bwd_workspace", "bwd_workspace_first", "flops", "bytes",
     "bwd_flops", "bwd_bytes", "dtype", "kernels", "bwd_kernels", "dispatch_us",
     "bwd_dispatch_us", "dispatch_ckpt_us", "bwd_dispatch_ckpt_us", "layer", "once", "no_grad",
     "region", "bwd_rowsum", "slot", "slot_free_after", "host_us", "stream", "hook", "grads_of", "free_grads",
-    "drop_persistent", "world", "remap_of", "ckpt_args", "at_step", "from_step", "step_start"};
+    "drop_persistent", "world", "remap_of", "ckpt_args", "at_step", "from_step", "step_start", "before_op"};
 
 /* G:opv's grads (on top): nn.op's spec.grads as the spec gives them, or true for "every input
  * new", resolved per input as nn.op documents: nil, false or "new" is a new gradient in the
  * input's dtype; a table {pass=, bytes=, dtype=, view=} is one too (or the pass-through of
- * output pass), in its dtype or else the input's; anything else is none. A dtype that is nil
+ * output pass, or with saved= the op's saved tensor of that index, made in forward), in its
+ * dtype or else the input's; anything else is none. A dtype that is nil
  * is fp32, as in G:op's grads. Returns the specs in a userdata left on the stack (n + 1 of
  * them, zeroed past n). */
 static GradSpec *opv_grads(lua_State *L, const Fields *fs, const char *opname, int n) {
@@ -680,6 +681,8 @@ static GradSpec *opv_grads(lua_State *L, const Fields *fs, const char *opname, i
                 gs[i].view = field_bool(L, g, "view", false);
                 lua_Integer p = field_int(L, g, "pass", 0);
                 if (p > 0) gs[i].mode = GRAD_PASS, gs[i].pass_output = (int)p - 1;
+                lua_Integer sv = field_int(L, g, "saved", 0);
+                if (sv > 0) gs[i].mode = GRAD_SAVED, gs[i].pass_output = (int)sv - 1;
             }
         } else {
             gs[i].mode = GRAD_NONE;
@@ -754,6 +757,8 @@ static int read_op(lua_State *L, Graph *g, const Fields *fs) {
                 gs[i].view = field_bool(L, k, "view", false);
                 lua_Integer p = field_int(L, k, "pass", 0);
                 if (p > 0) gs[i].mode = GRAD_PASS, gs[i].pass_output = (int)p - 1;
+                lua_Integer sv = field_int(L, k, "saved", 0);
+                if (sv > 0) gs[i].mode = GRAD_SAVED, gs[i].pass_output = (int)sv - 1;
             } else if (lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "none") == 0) {
                 gs[i].mode = GRAD_NONE;
             } else if (!lua_isnil(L, -1)) {
@@ -792,7 +797,8 @@ static int read_op(lua_State *L, Graph *g, const Fields *fs) {
     op.layer = (int)fs_int(L, fs, OF_LAYER, -1);
     op.stream = (int)fs_int(L, fs, OF_STREAM, 0);
     op.hook = (int)fs_int(L, fs, OF_HOOK, 0);
-    if (op.hook < 0 || op.hook > 2) luaL_error(L, "op '%s': hook must be 0, 1 or 2", op.name);
+    if (op.hook < 0 || op.hook > 4) luaL_error(L, "op '%s': hook must be 0 to 4", op.name);
+    op.anchor = (int)fs_int(L, fs, OF_BEFORE_OP, -1);
     op.n_grads_of = fs_ids(L, fs, OF_GRADS_OF, &op.grads_of);
     op.free_grads = fs_bool(L, fs, OF_FREE_GRADS, false);
     op.drop_persistent = fs_bool(L, fs, OF_DROP_PERSISTENT, false);

@@ -1,0 +1,200 @@
+-- lm_loss.lua: the two cross-entropy losses of a causal language model that replace the full
+-- logits (training.loss; "full", transformers' ForCausalLMLoss, is models/llama.lua's):
+--
+--   liger_fused  Liger's LigerFusedLinearCrossEntropyFunction (liger-kernel 0.8.5,
+--                liger_kernel/ops/fused_linear_cross_entropy.py, through
+--                transformers/model/loss_utils.py LigerForCausalLMLoss): the head's weight is
+--                read directly (lm_head's forward never runs) and the tokens go through in
+--                chunks; per chunk the logits are computed into one reused buffer, the
+--                cross-entropy kernel overwrites them with their gradient, and the chunk's input
+--                gradient and the weight gradient are accumulated at once. Forward keeps the two
+--                gradients, and backward hands them on: no logits of the whole batch, and no fp32
+--                logits at all.
+--   chunked      torchtune's CEWithChunkedOutputLoss (torchtune 0.6.1,
+--                torchtune/modules/loss/ce_chunked_output_loss.py) with the model's
+--                chunked_output (torchtune/modules/transformer.py): the output projection runs on
+--                num_output_chunks = 8 chunks of the hidden states along the sequence, and the
+--                loss upcasts one chunk at a time. Each chunk's log_softmax output (fp32, 1/8 of
+--                the logits) is still saved for backward.
+local nn = require "vrsim.nn"
+local mod = require "vrsim.module"
+
+local M = {}
+
+-- torchtune's TransformerDecoder.num_output_chunks as its recipes set it
+-- (model.set_num_output_chunks(self._loss_fn.num_output_chunks), CEWithChunkedOutputLoss's
+-- default)
+M.NUM_OUTPUT_CHUNKS = 8
+
+local function next_pow2(n)
+  local p = 1
+  while p < n do p = p * 2 end
+  return p
+end
+
+-- Liger's chunk rule (fused_linear_cross_entropy_forward, chunk_mem_const 1): the transient
+-- logits are bounded by about BT x H elements, so inc_factor = ceil(V / H) and chunk_size =
+-- next_power_of_2(ceil(BT / inc_factor)), at most BT. Returns chunk_size, num_chunks.
+function M.liger_chunks(bt, h, v)
+  local inc = (v + h - 1) // h
+  local cs = math.min(next_pow2((bt + inc - 1) // inc), bt)
+  return cs, (bt + cs - 1) // cs
+end
+
+-- The labels as both losses take them: labels padded with ignore_index and shifted left
+-- (LigerForCausalLMLoss: nn.functional.pad(labels, (0, 1)), then [..., 1:].contiguous();
+-- torchtune's recipes build the same shifted (b, s) tensor with torch.hstack).
+local function shifted_labels(cx, b, s)
+  local labels = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
+  return nn.op(cx, { name = "labels.shift", inputs = { labels }, outs = { { "shift_labels", { b, s }, "int64" } } })
+end
+
+-- LigerFusedLinearCrossEntropyFunction.apply(hidden.view(-1, H), lm_head.weight, labels): the
+-- loss, in forward, of hidden states hf (b, s, H) and the head weight w (V, H). Returns the loss.
+function M.liger_fused(cx, hf, w, b, s)
+  local bt, h, v = b * s, hf.shape[#hf.shape], w.shape[1]
+  local dt, wdt = hf.dtype, w.dtype
+  local target = shifted_labels(cx, b, s)
+  local x = nn.view(cx, hf, { bt, h }, "hidden_states.view(-1, H)")
+  -- autograd.Function.forward runs without grad mode: the ops inside record no history
+  local was = cx.no_grad
+  cx.no_grad = true
+  local cs, nchunks = M.liger_chunks(bt, h, v)
+  -- target != ignore_index, then its sum's .item() (a host sync): the mask stays a local of the
+  -- function until it returns
+  local mask = nn.op(cx, { name = "fused_lce.target_mask", inputs = { target }, frees = {},
+                           outs = { { "fused_lce.target_mask", { bt }, "bool" } } })
+  local count = nn.op(cx, { name = "fused_lce.n_non_ignore", kind = "reduce_rows", inputs = { mask },
+                            frees = {}, outs = { { "fused_lce.n_non_ignore", {}, "int64" } } })
+  nn.release(cx, { count }, "fused_lce: .item()")
+  -- torch.zeros_like(_input); zeros_like(weight) where the weight needs a gradient (accum_dtype
+  -- None: the parameter's dtype); loss_1d in fp32
+  local gi = nn.op(cx, { name = "fused_lce.grad_input", inputs = {},
+                         outs = { { "fused_lce.grad_input", { bt, h }, dt } } })
+  local gw = w.rg and nn.op(cx, { name = "fused_lce.grad_weight", inputs = {},
+                                  outs = { { "fused_lce.grad_weight", w.shape, wdt } } })
+  local loss_1d = nn.op(cx, { name = "fused_lce.loss_1d", inputs = {}, outs = { { "fused_lce.loss_1d", { bt }, "fp32" } } })
+  -- _can_use_mm_out: input and weight of one dtype (fp16, bf16 or fp32) and grad mode off, as it
+  -- is inside forward: one (chunk_size, V) buffer in the input's dtype that every chunk's
+  -- torch.mm(out=) reuses
+  local store = nn.op(cx, { name = "fused_lce.logits_storage", inputs = {},
+                            outs = { { "fused_lce.logits_storage", { cs, v }, dt } } })
+  local fp32_accum = gw and gw.dtype == "fp32"
+  for c = 1, nchunks do
+    local rows = math.min(cs, bt - (c - 1) * cs)
+    local pre = ("fused_lce.chunk%d"):format(c)
+    local xc = nn.view(cx, x, { rows, h }, pre .. ".input")
+    local flops = 2 * rows * v * h
+    nn.op(cx, { name = pre .. ".logits", kind = "mm", inputs = { xc, w, store }, outs = {}, flops = flops,
+                bytes = nn.bytes({ rows, h }, dt) + nn.bytes(w.shape, wdt) + nn.bytes({ rows, v }, dt), dtype = dt })
+    -- liger_cross_entropy_kernel: one program per row reads the row for its max and sum, then
+    -- writes the gradient over the logits in place, and the row's loss into loss_1d
+    nn.op(cx, { name = pre .. ".cross_entropy", kind = "softmax", inputs = { store, target, loss_1d }, outs = {},
+                flops = 5 * rows * v, bytes = 3 * nn.bytes({ rows, v }, dt), dtype = "fp32" })
+    -- grad_input[chunk] = grad_logits @ weight (torch.mm(out=))
+    nn.op(cx, { name = pre .. ".grad_input", kind = "mm", inputs = { store, w, gi }, outs = {}, flops = flops,
+                bytes = nn.bytes({ rows, v }, dt) + nn.bytes(w.shape, wdt) + nn.bytes({ rows, h }, dt), dtype = dt })
+    if gw then
+      -- grad_weight += grad_logits.t() @ input_chunk: addmm(out=grad_weight) in place where the
+      -- logits' gradient is fp16/bf16 of the accumulator's dtype; an fp32 accumulator with fp32
+      -- logits takes the legacy path, torch.mm(...).float() into a weight-sized fp32 temporary
+      local ws = fp32_accum and dt == "fp32" and { nn.bytes(w.shape, "fp32") } or nil
+      nn.op(cx, { name = pre .. ".grad_weight", kind = "mm", inputs = { store, xc, gw }, outs = {}, flops = flops,
+                  workspace = ws, bytes = nn.bytes({ rows, v }, dt) + nn.bytes({ rows, h }, dt) + 2 * nn.bytes(w.shape, gw.dtype),
+                  dtype = dt })
+    end
+  end
+  -- del logits_storage; loss = torch.sum(loss_1d); the mask and loss_1d go as forward returns
+  nn.release(cx, { store }, "fused_lce: del logits_storage")
+  local lsum = nn.op(cx, { name = "fused_lce.sum", kind = "reduce_rows", inputs = { loss_1d },
+                           outs = { { "fused_lce.loss", {}, "fp32" } } })
+  nn.release(cx, { mask }, "fused_lce: forward returns")
+  cx.no_grad = was
+  -- the Function's node: its output is the loss; ctx.save_for_backward(grad_input, grad_weight);
+  -- backward returns them as the input's and the weight's gradients (grad_output is 1.0, so
+  -- the element_mul kernels are skipped; torch.equal reads the scalar)
+  local saves, grads = { gi }, { { saved = 1 }, "none", "none" }
+  if gw then saves[2] = gw; grads[2] = { saved = 2 } end
+  local loss = nn.new_tensor(cx, "loss", {}, "fp32", true)
+  nn.op(cx, { name = "LigerFusedLinearCrossEntropyFunction", kind = "none", inputs = { x, w, lsum },
+              out_tensors = { loss }, saves = saves, grads = grads, bytes = 0, bwd_bytes = 8 })
+  return loss
+end
+
+-- torchtune's TransformerDecoder.chunked_output and CEWithChunkedOutputLoss: the head m applied
+-- to each chunk of hf along the sequence, then the loss over the chunks. Returns the loss.
+function M.chunked(cx, head, hf, b, s)
+  local h = hf.shape[#hf.shape]
+  local n = M.NUM_OUTPUT_CHUNKS
+  -- torch.chunk: chunks of ceil(s / n) tokens, the last shorter; fewer than n when s is small
+  local cs = (s + n - 1) // n
+  local sizes = {}
+  for start = 0, s - 1, cs do sizes[#sizes + 1] = math.min(cs, s - start) end
+  -- last_hidden_state.chunk(n, dim=1): views; SplitBackward cats their gradients into one of
+  -- the hidden states' size
+  local views = {}
+  for k, sz in ipairs(sizes) do
+    views[k] = nn.view(cx, hf, { b, sz, h }, ("hidden_states.chunk%d"):format(k))
+  end
+  nn.op(cx, { name = "hidden_states.chunk", kind = "none", inputs = { hf }, out_tensors = views,
+              grads = { { bytes = nn.bytes(hf.shape, hf.dtype), dtype = hf.dtype } }, bwd_kind = "copy",
+              bytes = 0, bwd_bytes = 2 * nn.bytes(hf.shape, hf.dtype) })
+  -- [self.output(chunk) for chunk in ...]: a chunk of a batch of several sequences is not
+  -- contiguous, and matmul's reshape to (tokens, H) copies it (clone + _unsafe_view, whose
+  -- gradients pass through)
+  local opname = head.opname
+  local logits = {}
+  for k, v in ipairs(views) do
+    local xin = v
+    if b > 1 then
+      xin = nn.op(cx, { name = ("lm_head.chunk%d.reshape"):format(k), kind = "copy", inputs = { v },
+                        outs = { { ("lm_head.chunk%d.input"):format(k), { b * sizes[k], h }, hf.dtype } },
+                        grads = { { pass = 1 } } })
+    end
+    head.opname = ("lm_head.chunk%d"):format(k)
+    logits[k] = mod.call(cx, head, xin)
+    head.opname = opname
+    nn.hold(cx, logits[k]) -- the recipe's `logits` list, deleted after the loss
+  end
+  local target = shifted_labels(cx, b, s)
+  -- total_elements = (labels != ignore_index).sum()
+  local ne = nn.op(cx, { name = "chunked_ce.labels_ne", inputs = { target }, frees = {},
+                         outs = { { "chunked_ce.labels_ne", { b, s }, "bool" } } })
+  local total = nn.op(cx, { name = "chunked_ce.total_elements", kind = "reduce_rows", inputs = { ne },
+                            outs = { { "chunked_ce.total_elements", {}, "int64" } } })
+  local total_loss
+  for k, lg in ipairs(logits) do
+    local pre = ("chunked_ce.chunk%d"):format(k)
+    -- labels.chunk(n, dim=1) -> reshape(-1): a copy where the batch has several sequences
+    local lab = nn.view(cx, target, { b * sizes[k] }, pre .. ".labels")
+    if b > 1 then
+      lab = nn.op(cx, { name = pre .. ".labels_reshape", kind = "copy", inputs = { lab }, frees = {},
+                        outs = { { pre .. ".labels", { b * sizes[k] }, "int64" } } })
+    end
+    -- compute_cross_entropy: F.cross_entropy(logits.float(), labels, reduction="sum"); the fp32
+    -- copy is the call's argument until it returns
+    local lf = nn.to(cx, lg, "fp32", pre .. ".float")
+    local rows, v = b * sizes[k], lf.shape[#lf.shape]
+    local fp32 = nn.bytes({ rows, v }, "fp32")
+    local lsm = nn.op(cx, { name = pre .. ".log_softmax", kind = "softmax", inputs = { lf },
+                            frees = lf ~= lg and {} or nil,
+                            outs = { { pre .. ".log_probs", lf.shape, "fp32" } }, save_outs = { 1 },
+                            flops = 5 * rows * v, bwd_bytes = 3 * fp32 })
+    local l = nn.op(cx, { name = pre .. ".nll_loss", inputs = { lsm, lab },
+                          outs = { { pre .. ".loss", {}, "fp32" }, { pre .. ".total_weight", {}, "fp32", no_grad = true } },
+                          saves = { lab, lsm }, save_outs = { 2 }, grads = { { dtype = "fp32" }, "none" },
+                          bytes = rows * (4 + 8), bwd_bytes = fp32, bwd_kernels = 2 })
+    if lf ~= lg then nn.release(cx, { lf }, pre .. ": compute_cross_entropy returns") end
+    -- total_loss += ...: 0.0 + loss first, then a new sum each time
+    local inputs = total_loss and { total_loss, l } or { l }
+    total_loss = nn.op(cx, { name = pre .. ".accumulate", inputs = inputs,
+                             outs = { { pre .. ".total_loss", {}, "fp32" } },
+                             grads = total_loss and { { pass = 1 }, { pass = 1 } } or { { pass = 1 } } })
+  end
+  nn.release(cx, { ne }, "chunked_ce: forward returns")
+  -- total_loss / total_elements: DivBackward0 keeps the divisor and makes the dividend's gradient
+  return nn.op(cx, { name = "chunked_ce.normalize", inputs = { total_loss, total },
+                     outs = { { "loss", {}, "fp32" } }, saves = { total }, grads = { { dtype = "fp32" }, "none" } })
+end
+
+return M

@@ -1,0 +1,219 @@
+#!/bin/sh
+# The techniques a run that does not fit reaches for, each against its library's physics:
+# Liger's fused linear cross-entropy and torchtune's chunked cross-entropy (training.loss), the
+# optimizer step in backward (training.optimizer_in_backward) and activation offloading
+# (training.activation_offload); and the combinations each refuses.
+VRSIM=${VRSIM:-./vrsim}
+pass=0; fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+field() { python3 -c "import sys,json; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
+cp scenarios/configs/llama-3-8b.json "$tmp/"
+
+# Llama-3-8B (vocabulary 128256, hidden 4096) at 1 x 4096 tokens with all-linear LoRA: the fp32
+# logits are 4096 x 128256 x 4 = 2,101,346,304 bytes
+cat > "$tmp/l3.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json" },
+  training = { micro_batch = 1, seq = 4096, precision = "lora_bf16", steps = 2,
+               lora = { r = 16, alpha = 32, targets = "all-linear" } } }
+EOS
+LOGITS32=2101346304
+
+# 1. the full loss's peak holds the three fp32 logits-sized tensors (log_softmax's output and the
+#    two gradients); Liger's fused loss never makes one, and the peak falls by about their bytes
+"$VRSIM" "$tmp/l3.lua" --json --no-files > "$tmp/full.json"
+"$VRSIM" "$tmp/l3.lua" --json --no-files --set training.loss=liger_fused > "$tmp/fused.json"
+n=$(field "sum(1 for x in d['live_at_peak'] if x['bytes'] == $LOGITS32)" < "$tmp/full.json")
+if [ "$n" = 3 ]; then ok "loss = full: three fp32 logits tensors live at the peak"
+else bad "loss = full: $n fp32 logits tensors live at the peak (want 3)"; fi
+pf=$(field "d['peak_allocated_bytes']" < "$tmp/full.json")
+pl=$(field "d['peak_allocated_bytes']" < "$tmp/fused.json")
+if python3 -c "import sys; a,b,l=map(int,sys.argv[1:]); sys.exit(not (2.5*l < a-b < 3.2*l))" "$pf" "$pl" "$LOGITS32"; then
+  ok "loss = liger_fused: the peak falls by $(( (pf - pl) >> 20 )) MiB (three fp32 logits: $(( 3 * LOGITS32 >> 20 )) MiB)"
+else bad "loss = liger_fused: the peak falls from $pf to $pl bytes, not by about three fp32 logits"; fi
+
+# 2. Liger's chunks: inc_factor = ceil(128256 / 4096) = 32, chunk = next_pow2(4096 / 32) = 128
+#    rows; one (128, 128256) bf16 buffer reused by every chunk, and nothing logits-sized at all
+"$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=liger_fused --alloc-trace "$tmp/fused.csv" >/dev/null
+big=$(awk -F, '$3 == "alloc" && $5 >= 1000000000' "$tmp/fused.csv" | grep -c "logits\|log_probs\|fused_lce")
+store=$(grep ",alloc," "$tmp/fused.csv" | grep "fused_lce.logits_storage" | cut -d, -f5 | sort -u)
+if [ "$big" = 0 ] && [ "$store" = 32833536 ]; then
+  ok "loss = liger_fused: one 128 x 128256 bf16 logits buffer per step ($store bytes), no logits of the batch"
+else bad "loss = liger_fused: logits buffer '$store' bytes (want 32833536), $big allocations of 1 GB or more"; fi
+
+# 3. the gradients are made in forward and handed on: the hidden states' gradient is allocated
+#    before backward starts and freed by the final norm's backward, which allocates none for it
+first_bwd=$(grep -n "\.backward" "$tmp/fused.csv" | head -1 | cut -d: -f1)
+gi=$(grep -n ",alloc,.*fused_lce.grad_input$" "$tmp/fused.csv" | head -1 | cut -d: -f1)
+if [ -n "$gi" ] && [ -n "$first_bwd" ] && [ "$gi" -lt "$first_bwd" ]; then
+  ok "loss = liger_fused: grad_input made in forward (trace line $gi, backward from $first_bwd)"
+else bad "loss = liger_fused: grad_input not made in forward ($gi, backward from $first_bwd)"; fi
+
+# 4. full fine-tuning: the head's weight gradient is Liger's accumulator, the .grad the
+#    optimizer reads (one of the weight's bytes, in the gradients category), not a second copy
+cat > "$tmp/l3f.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json" },
+  training = { micro_batch = 1, seq = 4096, precision = "bf16", optimizer = "sgd", steps = 2, checkpointing = true } }
+EOS
+"$VRSIM" "$tmp/l3f.lua" --json --no-files --set training.loss=liger_fused > "$tmp/ff.json"
+g=$(field "[x['category'] for x in d['live_at_peak'] if x['name'] == 'fused_lce.grad_weight']" < "$tmp/ff.json")
+gf=$("$VRSIM" "$tmp/l3f.lua" --json --no-files | field "d['breakdown_at_peak']['gradients']")
+gl=$(field "d['breakdown_at_peak']['gradients']" < "$tmp/ff.json")
+if [ "$g" = "['gradients']" ] && [ "$gf" = "$gl" ]; then
+  ok "loss = liger_fused, full fine-tuning: the head's gradient is Liger's accumulator ($gl bytes of gradients, as with the full loss)"
+else bad "loss = liger_fused, full fine-tuning: grad_weight at the peak as $g; gradients $gl vs $gf with the full loss"; fi
+
+# 5. torchtune's chunked loss: the head on 8 chunks, each chunk's fp32 upcast and log-probs 1/8
+#    of the logits (log_softmax keeps every chunk's for backward), nothing fp32 logits-sized
+"$VRSIM" "$tmp/l3.lua" --json --no-files --set training.loss=chunked > "$tmp/chunked.json"
+"$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=chunked --alloc-trace "$tmp/ch.csv" >/dev/null
+sizes=$(grep ",alloc," "$tmp/ch.csv" | grep "chunked_ce.chunk[0-9]*.log_softmax$\|chunked_ce.chunk[0-9]*.float$" | cut -d, -f5 | sort | uniq -c | tr -s ' ')
+heads=$(grep ",alloc," "$tmp/ch.csv" | grep -c ",lm_head.chunk[1-8]$")
+big=$(awk -F, -v l=$LOGITS32 '$3 == "alloc" && $5 >= l/2 && $7 != ""' "$tmp/ch.csv" | wc -l)
+if [ "$sizes" = " 32 262668288" ] && [ "$heads" = 16 ] && [ "$big" = 0 ]; then
+  ok "loss = chunked: 8 head chunks a step, fp32 copies and log-probs of 1/8 of the logits (262668288 bytes)"
+else bad "loss = chunked: chunk allocations '$sizes', $heads head chunks in 2 steps, $big allocations of half the fp32 logits or more"; fi
+pc=$(field "d['peak_allocated_bytes']" < "$tmp/chunked.json")
+if [ "$pl" -lt "$pc" ] && [ "$pc" -lt "$pf" ]; then
+  ok "loss = chunked: peak between Liger's and the full loss's ($pl < $pc < $pf)"
+else bad "loss = chunked: peak $pc not between Liger's $pl and the full loss's $pf"; fi
+
+# 6. refused where the library refuses or vrsim does not model it
+"$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=liger_fused --set precision=amp_bf16 >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "liger_fused.*amp_bf16.*not modelled" "$tmp/err"; then ok "liger_fused under autocast: exit 2, named"
+else bad "liger_fused under autocast: exit $rc: $(cat "$tmp/err")"; fi
+sed 's/targets = "all-linear"/targets = { "q_proj", "lm_head" }/' "$tmp/l3.lua" > "$tmp/l3h.lua"
+"$VRSIM" "$tmp/l3h.lua" --no-files --set training.loss=liger_fused >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "LoRA on lm_head" "$tmp/err"; then ok "liger_fused with LoRA on lm_head: exit 2, named"
+else bad "liger_fused with LoRA on lm_head: exit $rc: $(cat "$tmp/err")"; fi
+"$VRSIM" scenarios/sdxl_lora_4090.lua --no-files --set training.loss=chunked >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "sdxl: training.loss" "$tmp/err"; then ok "training.loss on SDXL: exit 2, named"
+else bad "training.loss on SDXL: exit $rc: $(cat "$tmp/err")"; fi
+"$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=chunked --set inference=true >"$tmp/out" 2>&1
+if grep -q "training.loss = chunked has no effect" "$tmp/out"; then ok "training.loss under inference: noted as without effect"
+else bad "training.loss under inference: not noted"; fi
+
+# 7. the optimizer step in backward: full fine-tuning of Llama-3-8B with AdamW. Without it every
+#    gradient is alive when the step begins (16,060,522,496 bytes: all of them); with it no more
+#    than one parameter's gradient at any op (the 1 GiB head's or embedding's; a decoder layer's
+#    largest, an MLP weight, 117,440,512 bytes, while the layers run backward), and the peak falls
+#    by more than the gradients' bytes (the foreach step's temporaries go with them)
+cat > "$tmp/oib.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json" },
+  training = { micro_batch = 1, seq = 4096, precision = "bf16", checkpointing = true, steps = 2 } }
+EOS
+grads() { python3 -c "
+import csv, sys
+r = list(csv.DictReader(open(sys.argv[1])))
+layers = [int(x['gradients_bytes']) for x in r if x['phase'] == 'backward' and x['op'].startswith('layers.')]
+print(max(int(x['gradients_bytes']) for x in r), max(layers), max(int(x['allocated_bytes']) for x in r))" "$1"; }
+"$VRSIM" "$tmp/oib.lua" --out "$tmp/o0" --no-suggest >/dev/null
+"$VRSIM" "$tmp/oib.lua" --out "$tmp/o1" --no-suggest --set training.optimizer_in_backward=true >"$tmp/o1.txt"
+set -- $(grads "$tmp/o0/memory.csv"); g0=$1; p0=$3
+set -- $(grads "$tmp/o1/memory.csv"); g1=$1; l1=$2; p1=$3
+if [ "$g0" = 16060522496 ] && [ "$g1" = 1050673152 ] && [ "$l1" = 117440512 ]; then
+  ok "optimizer_in_backward: gradients alive at most $g1 bytes (one parameter's; $l1 in a layer's backward), $g0 without"
+else bad "optimizer_in_backward: gradients at most $g1 (in layers $l1), $g0 without (want 1050673152, 117440512, 16060522496)"; fi
+if python3 -c "import sys; a,b=map(int,sys.argv[1:]); sys.exit(not (a - b > 16060522496))" "$p0" "$p1"; then
+  ok "optimizer_in_backward: peak allocated $((p0 >> 20)) -> $((p1 >> 20)) MiB"
+else bad "optimizer_in_backward: peak allocated $p0 -> $p1 bytes: not below by the gradients' bytes"; fi
+# each parameter's step follows its gradient at once: the head's state is made and its gradient
+# dropped before any decoder layer's backward
+first_layer=$(grep -n ',"layers\.31\..*",backward$' "$tmp/o1/memory.csv" | head -1 | cut -d: -f1)
+head_step=$(grep -n 'adamw.init lm_head.weight' "$tmp/o1/memory.csv" | head -1 | cut -d: -f1)
+if [ -n "$head_step" ] && [ -n "$first_layer" ] && [ "$head_step" -lt "$first_layer" ]; then
+  ok "optimizer_in_backward: the head steps before layer 31's backward (memory.csv rows $head_step < $first_layer)"
+else bad "optimizer_in_backward: the head's step at row '$head_step', layer 31's backward from '$first_layer'"; fi
+
+# 8. refused where torchtune refuses or vrsim does not model it
+for s in "grad_accum=2:torchtune refuses" "strategy=ddp:not modelled" "precision=amp_fp16:not modelled"; do
+  "$VRSIM" "$tmp/oib.lua" --no-files --set training.optimizer_in_backward=true --set "${s%%:*}" >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -q "optimizer_in_backward.*${s#*:}" "$tmp/err"; then ok "optimizer_in_backward with ${s%%:*}: exit 2, named"
+  else bad "optimizer_in_backward with ${s%%:*}: exit $rc: $(cat "$tmp/err")"; fi
+done
+
+# 9. activation offloading with per-layer checkpointing (Llama-3-8B LoRA, 1 x 4096): what reaches
+#    the offloading hooks is each layer's input (checkpoint's frame.save_inputs), 4096 x 4096 bf16 =
+#    33,554,432 bytes, and the final norm's saves. At the peak (the loss's backward) the forward
+#    stash still holds the last 5 packs (the norm's 4 and layer 31's input), and the first layer's
+#    input is the model's until it returns: 31 layer inputs fewer on the GPU. The copies run on the
+#    copy streams: the step's device-to-host and host-to-device time grow from zero, equal.
+cat > "$tmp/off.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json" },
+  training = { micro_batch = 1, seq = 4096, precision = "lora_bf16", checkpointing = true, steps = 2,
+               lora = { r = 16, alpha = 32, targets = "all-linear" } } }
+EOS
+acts='[d["breakdown_at_peak"]["activations"], d["time_ms"]["device_to_host"], d["time_ms"]["host_to_device"], d["step_time_ms"]]'
+set -- $("$VRSIM" "$tmp/off.lua" --json --no-files | field "' '.join(map(str, $acts))")
+a0=$1; d0=$2; s0=$4
+set -- $("$VRSIM" "$tmp/off.lua" --json --no-files --set training.activation_offload=true | field "' '.join(map(str, $acts))")
+a1=$1; d1=$2; h1=$3; s1=$4
+if [ $((a0 - a1)) = $((31 * 33554432)) ]; then ok "activation_offload: activations at the peak $a0 -> $a1 bytes (31 layer inputs to the host)"
+else bad "activation_offload: activations at the peak $a0 -> $a1 bytes (want 31 x 33554432 fewer)"; fi
+if python3 -c "import sys; d0,d1,h1=map(float,sys.argv[1:]); sys.exit(not (d0 == 0 and d1 > 10 and d1 == h1))" "$d0" "$d1" "$h1"; then
+  ok "activation_offload: device-to-host $d0 -> $d1 ms a step, host-to-device $h1 ms"
+else bad "activation_offload: copy time $d0 -> $d1 ms down, $h1 ms up"; fi
+# the copies overlap compute where it outlasts them; checkpointing every second layer offloads
+# every saved activation of the others, and the forward stalls on the host link
+s2=$("$VRSIM" "$tmp/off.lua" --json --no-files --set checkpoint_every=2 | field 'd["step_time_ms"]')
+s3=$("$VRSIM" "$tmp/off.lua" --json --no-files --set checkpoint_every=2 --set training.activation_offload=true | field 'd["step_time_ms"]')
+if python3 -c "import sys; s0,s1,s2,s3=map(float,sys.argv[1:]); sys.exit(not (s1 >= s0 and s1 < 1.01*s0 and s3 > 1.2*s2))" "$s0" "$s1" "$s2" "$s3"; then
+  ok "activation_offload: step $s0 -> $s1 ms with every layer checkpointed, $s2 -> $s3 ms with every second"
+else bad "activation_offload: step $s0 -> $s1 ms (every layer), $s2 -> $s3 ms (every second)"; fi
+# each layer's input comes back before its recomputation and goes once its first backward node is done
+"$VRSIM" "$tmp/off.lua" --no-files --set training.activation_offload=true --alloc-trace "$tmp/off.csv" >/dev/null
+order=$(grep -n "unpack layers.29.out from host\|layers.30.input_layernorm.to_fp32 (recompute)" "$tmp/off.csv" | head -2 | cut -d, -f7 | tr '\n' ';')
+case "$order" in
+  "unpack layers.29.out from host;layers.30.input_layernorm.to_fp32 (recompute);") ok "activation_offload: layer 30's input comes back before its recomputation" ;;
+  *) bad "activation_offload: layer 30's input and recomputation in the order '$order'" ;;
+esac
+"$VRSIM" "$tmp/off.lua" --no-files --set training.activation_offload=true --set checkpointing=false >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "activation_offload without checkpointing: torchtune refuses" "$tmp/err"; then ok "activation_offload without checkpointing: exit 2, named"
+else bad "activation_offload without checkpointing: exit $rc: $(cat "$tmp/err")"; fi
+"$VRSIM" scenarios/sdxl_lora_4090.lua --no-files --set training.activation_offload=true >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "sdxl: training.activation_offload" "$tmp/err"; then ok "activation_offload on SDXL: exit 2, named"
+else bad "activation_offload on SDXL: exit $rc: $(cat "$tmp/err")"; fi
+
+# 10. Adafactor and Lion on TinyLlama-1.1B (hidden 2048, MLP 5632, 22 layers, 4 key/value heads,
+#    vocabulary 32000, untied head; 1,100,048,384 bf16 parameters). Adafactor keeps, per matrix
+#    (r, c), an fp32 row and column moment (r + c values), per vector an fp32 moment of its size,
+#    and a 0-dim fp32 RMS per parameter (checked against transformers' Adafactor on the CPU);
+#    its step holds four fp32 copies of the parameter it is on (grad.float(), p.float(), the update
+#    and -update): at most four of the embedding's 32000 x 2048. lion-pytorch keeps exp_avg in the
+#    parameters' dtype, bitsandbytes' lion_32bit an fp32 state1.
+cp scenarios/configs/tinyllama-1.1b.json "$tmp/"
+cat > "$tmp/tl.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "tinyllama-1.1b.json" },
+  training = { micro_batch = 1, seq = 2048, precision = "bf16", steps = 2 } }
+EOS
+want=$(python3 -c "
+V, H, I, L, KV = 32000, 2048, 5632, 22, 256
+mats = [(V, H), (V, H)] + [(H, H), (KV, H), (KV, H), (H, H), (I, H), (I, H), (H, I)] * L
+print(sum(4 * (r + c) for r, c in mats) + 4 * H * (2 * L + 1) + 4 * (len(mats) + 2 * L + 1))")
+state() { grep ",alloc," "$1" | grep "$2" | cut -d, -f5 | python3 -c "import sys; print(sum(map(int, sys.stdin)))"; }
+"$VRSIM" "$tmp/tl.lua" --no-files --set optimizer=adafactor --alloc-trace "$tmp/af.csv" >/dev/null
+"$VRSIM" "$tmp/tl.lua" --out "$tmp/afo" --no-suggest --set optimizer=adafactor >/dev/null
+got=$(state "$tmp/af.csv" "adafactor.init")
+peak_tmp=$(python3 -c "
+import csv, sys
+print(max(int(x['temporaries_bytes']) for x in csv.DictReader(open(sys.argv[1])) if x['phase'] == 'optimizer'))" "$tmp/afo/memory.csv")
+if [ "$got" = "$want" ] && python3 -c "import sys; t=int(sys.argv[1]); e=32000*2048*4; sys.exit(not (4*e <= t < 4*e + (1 << 20)))" "$peak_tmp"; then
+  ok "adafactor: factored state $got bytes (as computed from the shapes), step temporaries $peak_tmp (four fp32 embeddings)"
+else bad "adafactor: state $got bytes (want $want), step temporaries $peak_tmp (want four fp32 copies of 32000 x 2048)"; fi
+"$VRSIM" "$tmp/tl.lua" --no-files --set optimizer=lion --alloc-trace "$tmp/lion.csv" >/dev/null
+"$VRSIM" "$tmp/tl.lua" --no-files --set optimizer=lion_32bit --alloc-trace "$tmp/lion32.csv" >/dev/null
+l16=$(state "$tmp/lion.csv" "lion.init"); l32=$(state "$tmp/lion32.csv" "lion.init")
+clones=$(grep -c ",alloc,.*lion exp_avg.clone" "$tmp/lion.csv"); t32=$(grep ",alloc," "$tmp/lion32.csv" | grep -c "lion optimizer_update")
+if [ "$l16" = $((2 * 1100048384)) ] && [ "$l32" = $((4 * 1100048384)) ] && [ "$clones" -gt 0 ] && [ "$t32" = 0 ]; then
+  ok "lion: exp_avg $l16 bytes (bf16), lion_32bit: state1 $l32 bytes (fp32), its fused step allocating nothing"
+else bad "lion: state $l16 (want $((2 * 1100048384))), lion_32bit $l32 (want $((4 * 1100048384))), $clones clones, $t32 allocations in the fused step"; fi
+"$VRSIM" "$tmp/tl.lua" --no-files --set optimizer=adafactor --set strategy=fsdp2 --set count=2 >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "adafactor.*fsdp2 is not modelled" "$tmp/err"; then ok "adafactor under fsdp2: exit 2, named"
+else bad "adafactor under fsdp2: exit $rc: $(cat "$tmp/err")"; fi
+"$VRSIM" "$tmp/tl.lua" --no-files --set optimizer=lion --set optimizer_impl=fused >"$tmp/out" 2>&1
+if grep -q "optimizer_impl = fused has no effect" "$tmp/out"; then ok "lion with optimizer_impl: noted as without effect"
+else bad "lion with optimizer_impl = fused: not noted"; fi
+
+echo "test_techniques: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
