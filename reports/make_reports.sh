@@ -4,7 +4,7 @@
 #   scenarios/*.lua headers' checked answers  reports/scenario_answers.sh write
 #   README.md        blocks example, maxbatch, validation-summary
 #   docs/validation.md  block validate-table (all of `vrsim validate`)
-#   README.md and docs/step-time.md  block published (tests/test_published.sh as a table; python3)
+#   docs/step-time.md  block published (tests/test_published.sh as a table; python3)
 #   docs/scenarios.md   block fields (`vrsim fields`)
 #   docs/gpus.md        blocks gpus (`vrsim gpus`) and gpu-kinds (each figure's kind, --sources)
 # A block is the text between `<!-- BEGIN NAME (make reports) -->` and `<!-- END NAME -->`; the
@@ -339,7 +339,6 @@ MARKDOWN=1 VRSIM=$VRSIM sh tests/test_published.sh >"$TMP/pubout" 2>&1 ||
 { grep -v '^test_published:' "$TMP/pubout"; echo
   echo "\`sh tests/test_published.sh\` (make test runs it and holds every row to 25 %, each median to 15 %)."
 } >"$TMP/published"
-splice README.md published "$TMP/published"
 splice docs/step-time.md published "$TMP/published"
 { echo '```'; echo '$ ./vrsim fields'; "$VRSIM" fields 2>&1; echo '```'; } >"$TMP/fields"
 splice docs/scenarios.md fields "$TMP/fields"

@@ -18,7 +18,7 @@
 #                moves, of a 100-point sweep's points (micro-batches 1-2 of the sweep above, one
 #                worker; every point's child from the moment it gets its point), of the 70B run
 #                and of the headline without files: compare them between two builds
-# The figures then go into README.md's speed table (the block between `<!-- BEGIN speed (make
+# The figures then go into docs/speed.md's speed table (the block between `<!-- BEGIN speed (make
 # bench) -->` and `<!-- END speed -->`), with the date and the machine; README= leaves it be.
 #   VRSIM=path/to/vrsim  REPEAT=N  TRACE=file  SWEEP=0 (skip the sweep)  README=file  INSTR=1
 #   sh tests/bench.sh
@@ -26,7 +26,7 @@ set -eu
 VRSIM=${VRSIM:-./vrsim}
 REPEAT=${REPEAT:-200}
 SWEEP=${SWEEP:-1}
-README=${README-README.md}
+README=${README-docs/speed.md}
 if [ -z "${TRACE:-}" ]; then
     TRACE=$(ls -S validation/traces/*.csv.gz | head -n 1)
 fi

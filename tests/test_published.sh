@@ -4,7 +4,7 @@
 # band the file states: each row within +-25 %, the median |error| within 15 %, overall and for
 # each kind (one A100 node, one H100 node, several nodes: issue 15's target). Prints the table;
 # MARKDOWN=1 prints it as a Markdown table with the sources instead (make reports puts it in the
-# README and docs/step-time.md).
+# docs/step-time.md).
 VRSIM=${VRSIM:-./vrsim}
 MARKDOWN=${MARKDOWN:-0}
 DIR=$(dirname "$0")

@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_validate.sh: vrsim validate over every measured run in validation/records/ (a regression guard:
-# the accuracy figures themselves are in the README's table, from `./vrsim validate`).
+# the accuracy figures themselves are in docs/validation.md, from `./vrsim validate`).
 #
 #   VRSIM=./vrsim sh tests/test_validate.sh
 #
