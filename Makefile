@@ -69,6 +69,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_streams.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_validate.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_hostile.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_outputs.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_fields.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_families.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_published.sh
