@@ -1069,8 +1069,18 @@ int cmd_sweep(int argc, char **argv) {
     if (!dir || !(jpath = vr_strfmt("%s/sweep%s.journal", dir, suffix))) { rc = VR_EXIT_INTERNAL; goto out; }
     long n_resumed = 0;
     if (files) {
+        /* the files must be writable where they go before any point runs: only over a regular
+         * file, never a link, a folder, a device or the scenario */
+        const char *inputs[] = {s.path, NULL};
+        VrStatus st = VR_OK;
+        for (int f = 0; f < 2 && !st; f++) {
+            char *path = vr_strfmt("%s/sweep%s.%s", dir, suffix, f ? "json" : "csv");
+            if (!path) { rc = VR_EXIT_INTERNAL; goto out; }
+            st = outpath_check_file(path, "--out", inputs, NULL, err, sizeof err);
+            free(path);
+        }
         JournalKey key = journal_key(&s, read_hash, shard_i, shard_n);
-        VrStatus st = journal_open_old(&s, jpath, &key, resume, json, err, sizeof err);
+        if (!st) st = journal_open_old(&s, jpath, &key, resume, json, err, sizeof err);
         if (!st) st = report_make_dir(dir, err, sizeof err);
         if (!st) st = journal_start(&s, jpath, &key, err, sizeof err);
         if (st) {

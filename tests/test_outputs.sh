@@ -137,15 +137,20 @@ EXP=$(grep -m1 '"peak_reserved_bytes"' "$TMP/exp.json" | tr -dc 0-9)
   || fail "  ... peak reserved $a, expandable segments give $EXP"
 
 # ---- the sweep journal: keyed by everything the answer depends on, one per sweep -------------
-# an interrupted sweep: its files cannot be written (sweep.csv is a folder), its journal stays
 mkdir -p "$W/j/sweep.csv"
-check "sweep whose files cannot be written" 1 "not a regular file" -- sweep cfg.lua --set micro_batch=1,2 -j 1 --out j
-[ -s "$W/j/sweep.journal" ] && ok "  ... its journal stays" || fail "  ... no journal"
-cp "$W/j/sweep.journal" "$TMP/cfg.journal"
+check "sweep into an --out whose sweep.csv is a folder" 2 "not a regular file" -- sweep cfg.lua --set micro_batch=1,2,3,4,5 -j 1 --out j
+[ ! -e "$W/j/sweep.journal" ] && ok "  ... refused before any point ran" || fail "  ... a journal was written"
 rmdir "$W/j/sweep.csv"
+# an interrupted sweep: a file size limit of one block lets the journal and sweep.csv through
+# but not sweep.json, and the journal stays for --resume
+(cd "$W" && trap '' XFSZ && ulimit -f 1 && exec "$VRSIM" sweep cfg.lua --set micro_batch=1,2,3,4,5 -j 1 --out j) >"$TMP/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && [ -s "$W/j/sweep.journal" ] && ok "an interrupted sweep leaves its journal (exit 1)" \
+  || fail "an interrupted sweep: exit $rc, journal: $(ls "$W/j")" "$(cat "$TMP/out")"
+cp "$W/j/sweep.journal" "$TMP/cfg.journal"
 sed -i 's/"num_hidden_layers": 1/"num_hidden_layers": 3/' "$W/cfg.json"
-check "sweep --resume after the config.json it reads was edited" 0 "changed since" -- sweep cfg.lua --set micro_batch=1,2 -j 1 --out j --resume
-check "the same sweep, fresh" 0 "" -- sweep cfg.lua --set micro_batch=1,2 -j 1 --out j_fresh
+check "sweep --resume after the config.json it reads was edited" 0 "changed since" -- sweep cfg.lua --set micro_batch=1,2,3,4,5 -j 1 --out j --resume
+check "the same sweep, fresh" 0 "" -- sweep cfg.lua --set micro_batch=1,2,3,4,5 -j 1 --out j_fresh
 cmp -s "$W/j/sweep.csv" "$W/j_fresh/sweep.csv" && ok "  ... its points are computed again: sweep.csv as a fresh sweep's" \
   || fail "  ... sweep.csv differs from a fresh sweep's" "$(diff "$W/j/sweep.csv" "$W/j_fresh/sweep.csv")"
 sed -i 's/"num_hidden_layers": 3/"num_hidden_layers": 1/' "$W/cfg.json"
@@ -155,12 +160,12 @@ check "another sweep into the folder of an interrupted one is refused" 2 "is fro
 # a journal holding nan or inf: its lines are not taken
 head -n 1 "$TMP/cfg.journal" >"$W/j/sweep.journal"
 printf '0\t0\t1\tnan\tinf\t1\t1\t1\t\n1\t0\t1\t1e999\t1\t1\t1\t1\t\n' >>"$W/j/sweep.journal"
-check "sweep --resume from a journal holding nan and inf" 0 "" -- sweep cfg.lua --set micro_batch=1,2 -j 1 --out j --resume
+check "sweep --resume from a journal holding nan and inf" 0 "" -- sweep cfg.lua --set micro_batch=1,2,3,4,5 -j 1 --out j --resume
 grep -Eiq 'nan|inf' "$W/j/sweep.csv" && fail "  ... nan or inf in sweep.csv" "$(cat "$W/j/sweep.csv")" \
   || ok "  ... no nan or inf in sweep.csv"
 # PYTORCH_CUDA_ALLOC_CONF changed between a sweep and its resume
 cp "$TMP/cfg.journal" "$W/j/sweep.journal"
-(cd "$W" && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 120 "$VRSIM" sweep cfg.lua --set micro_batch=1,2 -j 1 --out j --resume) >"$TMP/out" 2>&1
+(cd "$W" && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 120 "$VRSIM" sweep cfg.lua --set micro_batch=1,2,3,4,5 -j 1 --out j --resume) >"$TMP/out" 2>&1
 grep -q 'changed since' "$TMP/out" && ok "sweep --resume under another PYTORCH_CUDA_ALLOC_CONF computes again" \
   || fail "sweep --resume under another PYTORCH_CUDA_ALLOC_CONF took the old points" "$(cat "$TMP/out")"
 # two sweeps into one --out at once: the second is refused while the first runs
