@@ -758,8 +758,33 @@ static char *build_json(const Sweep *s, const char *name, int shard_i, int shard
  * sweep's with the same inputs, and runs every point again when an input changed. A sweep that
  * wrote its files removes its journal. */
 
+/* Folds the bytes of the file at path into h, if it is a regular file of at most 32 MiB (what a
+ * scenario may read); its absence or refusal folds in a marker instead. */
+static uint64_t hash_file(uint64_t h, const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (32 << 20)) {
+        if (fd >= 0) close(fd);
+        return vr_hash(h, "(none)", 6);
+    }
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) h = vr_hash(h, buf, (size_t)n);
+    close(fd);
+    return h;
+}
+
+/* Whether axis x names a file a point reads (a config typed on the command line). */
+static bool is_path_axis(const Axis *x) {
+    static const char *const KEYS[] = {"model.config", "config", "training.deepspeed", "deepspeed"};
+    for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++)
+        if (strcmp(x->key, KEYS[i]) == 0) return true;
+    return false;
+}
+
 /* The journal's key (journal.h): read_hash is what loading the scenario read (modules,
- * configs: ScenarioOptions.read_hash). */
+ * configs: ScenarioOptions.read_hash); the files an axis names are read here, as typed and
+ * beside the scenario (where a point would look for them). */
 static JournalKey journal_key(const Sweep *s, uint64_t read_hash, int shard_i, int shard_n) {
     uint64_t h = VR_HASH_INIT;
     h = vr_hash(h, s->path, strlen(s->path));
@@ -773,6 +798,13 @@ static JournalKey journal_key(const Sweep *s, uint64_t read_hash, int shard_i, i
     uint64_t in = VR_HASH_INIT;
     in = vr_hash(in, s->src, strlen(s->src));
     in = vr_hash(in, &read_hash, sizeof read_hash);
+    for (int a = 0; a < s->n_axes; a++)
+        for (int j = 0; is_path_axis(&s->axes[a]) && j < s->axes[a].n; j++) {
+            char *beside = vr_strfmt("%s/%s", s->dir, s->axes[a].vals[j]);
+            in = hash_file(in, s->axes[a].vals[j]);
+            in = beside ? hash_file(in, beside) : vr_hash(in, "(oom)", 5);
+            free(beside);
+        }
     in = vr_hash(in, s->env_conf ? s->env_conf : "", s->env_conf ? strlen(s->env_conf) : 0);
     in = vr_hash(in, VRSIM_VERSION, strlen(VRSIM_VERSION));
     return (JournalKey){.sweep = h, .inputs = in, .n_points = s->n_points, .shard_i = shard_i,

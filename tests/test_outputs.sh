@@ -154,6 +154,13 @@ check "the same sweep, fresh" 0 "" -- sweep cfg.lua --set micro_batch=1,2,3,4,5 
 cmp -s "$W/j/sweep.csv" "$W/j_fresh/sweep.csv" && ok "  ... its points are computed again: sweep.csv as a fresh sweep's" \
   || fail "  ... sweep.csv differs from a fresh sweep's" "$(diff "$W/j/sweep.csv" "$W/j_fresh/sweep.csv")"
 sed -i 's/"num_hidden_layers": 3/"num_hidden_layers": 1/' "$W/cfg.json"
+# a config typed on the command line, as an axis: edited between a sweep and its resume
+cp "$W/cfg.json" "$W/cfg2.json"
+rm -rf "$W/j2"
+(cd "$W" && trap '' XFSZ && ulimit -f 1 && exec "$VRSIM" sweep cfg.lua --set model.config=cfg2.json --set micro_batch=1,2,3,4,5 -j 1 --out j2) >"$TMP/out" 2>&1
+[ -s "$W/j2/sweep.journal" ] && ok "an interrupted sweep over --set model.config" || fail "an interrupted sweep over --set model.config: no journal" "$(cat "$TMP/out")"
+sed -i 's/"num_hidden_layers": 1/"num_hidden_layers": 2/' "$W/cfg2.json"
+check "sweep --resume after the config.json an axis names was edited" 0 "changed since" -- sweep cfg.lua --set model.config=cfg2.json --set micro_batch=1,2,3,4,5 -j 1 --out j2 --resume
 # another sweep into the folder of an interrupted one
 cp "$TMP/cfg.journal" "$W/j/sweep.journal"
 check "another sweep into the folder of an interrupted one is refused" 2 "is from another sweep" -- sweep cfg.lua --set micro_batch=1,2,3 -j 1 --out j

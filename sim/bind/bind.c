@@ -1536,7 +1536,7 @@ static int l_require(lua_State *L) {
         if (rs == RF_MISSING)
             luaL_error(L, "module '%s' not found in lua/%s", name, planner ? "" : " or the scenario's folder");
         if (rs != RF_OK) raise_read(L, "module", name, rs);
-        note_read(sb, path, src, len);
+        note_read(sb, name, src, len); /* by module name: the same whichever path vrsim runs from */
         char chunk[sizeof path + 1];
         snprintf(chunk, sizeof chunk, "@%s", path);
         /* one of lua/'s own modules as it was built: its dump; otherwise (a scenario's module,
