@@ -70,6 +70,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_validate.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_hostile.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_readers.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_outputs.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_fields.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_families.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_quant.sh

@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "points.h"
 #include "report.h"
+#include "safetext.h"
 #include "scenario.h"
 
 #define GIB(x) ((double)(x) / 1073741824.0)
@@ -37,6 +38,8 @@ static void usage(FILE *f) {
         "  --gpu NAME      the catalog GPU (the same as --set gpu=NAME)\n"
         "  --set KEY=VALUE as for vrsim SCENARIO (gpu=, precision=, checkpointing=, ...)\n"
         "  --unsafe        let the scenario use io/os\n"
+        "  (PYTORCH_CUDA_ALLOC_CONF in the environment applies, as for vrsim SCENARIO; --set\n"
+        "  allocator.conf=STR stands in for it)\n"
         "  --point-timeout S  a probe still running after S seconds (default 300) is stopped;\n"
         "                  the search goes on below it\n"
         "\n"
@@ -70,13 +73,13 @@ typedef struct Search {
  * with *out, or an error status with err (VR_EIO with *timed_out set: past --point-timeout). */
 static VrStatus probe(const Search *s, long v, Probe *out, bool *timed_out, char *err,
                       size_t errlen) {
-    char set[160];
-    snprintf(set, sizeof set, "%s=%ld", s->field, v);
+    char *set = vr_strfmt("%s=%ld", s->field, v);
     s->sets[s->n_sets] = set;
     *timed_out = false;
-    PointOut *po = malloc(sizeof *po);
-    if (!po) { snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
+    PointOut *po = set ? malloc(sizeof *po) : NULL;
+    if (!po) { free(set); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
     points_run(s->runner, s->path, s->src, s->sets, s->n_sets + 1, true, po);
+    free(set);
     VrStatus st = po->status;
     if (!st) {
         memset(out, 0, sizeof *out);
@@ -121,8 +124,9 @@ int cmd_maxbatch(int argc, char **argv) {
     Search s = {.field = "micro_batch"};
     long max = 0, step = 0;
     double timeout_s = 300;
-    char gpubuf[160];
-    s.sets = calloc((size_t)argc + 2, sizeof(char *));
+    char *gpubuf = NULL, *envbuf = NULL, *dir = NULL, *name = NULL;
+    const char *env_note = "";
+    s.sets = calloc((size_t)argc + 3, sizeof(char *));
     if (!s.sets) return VR_EXIT_INTERNAL;
     int rc = VR_EXIT_USAGE;
     for (int i = 1; i < argc; i++) {
@@ -134,11 +138,12 @@ int cmd_maxbatch(int argc, char **argv) {
         if (strcmp(a, "--set") == 0 || strcmp(a, "--field") == 0 || strcmp(a, "--max") == 0 ||
             strcmp(a, "--step") == 0 || strcmp(a, "--gpu") == 0 ||
             strcmp(a, "--point-timeout") == 0) {
-            if (!val) { fprintf(stderr, "vrsim maxbatch: %s needs a value\n", a); goto out; }
+            if (!val) { safetext_eprintf("vrsim maxbatch: %s needs a value\n", a); goto out; }
             i++;
             if (strcmp(a, "--set") == 0) s.sets[s.n_sets++] = val;
             else if (strcmp(a, "--gpu") == 0) {
-                snprintf(gpubuf, sizeof gpubuf, "hardware.gpu=%s", val);
+                free(gpubuf);
+                if (!(gpubuf = vr_strfmt("hardware.gpu=%s", val))) { rc = VR_EXIT_INTERNAL; goto out; }
                 s.sets[s.n_sets++] = gpubuf;
             }
             else if (strcmp(a, "--field") == 0) s.field = val;
@@ -146,27 +151,39 @@ int cmd_maxbatch(int argc, char **argv) {
                 char *end;
                 timeout_s = strtod(val, &end);
                 if (end == val || *end || !(timeout_s > 0) || timeout_s > 1e6) {
-                    fprintf(stderr, "vrsim maxbatch: --point-timeout %s: expected seconds, more "
+                    safetext_eprintf("vrsim maxbatch: --point-timeout %s: expected seconds, more "
                             "than 0 and at most 1e6\n", val);
                     goto out;
                 }
             }
             else if (!parse_long(val, strcmp(a, "--max") == 0 ? &max : &step) ||
                      (strcmp(a, "--max") == 0 ? max : step) < 1) {
-                fprintf(stderr, "vrsim maxbatch: %s %s: expected a positive integer\n", a, val);
+                safetext_eprintf("vrsim maxbatch: %s %s: expected a positive integer\n", a, val);
                 goto out;
             }
             continue;
         }
-        if (a[0] == '-') { fprintf(stderr, "vrsim maxbatch: unknown option %s (vrsim maxbatch --help)\n", a); goto out; }
-        if (s.path) { fprintf(stderr, "vrsim maxbatch: one scenario at a time\n"); goto out; }
+        if (a[0] == '-') { safetext_eprintf("vrsim maxbatch: unknown option %s (vrsim maxbatch --help)\n", a); goto out; }
+        if (s.path) { safetext_eprintf("vrsim maxbatch: one scenario at a time\n"); goto out; }
         s.path = a;
     }
     if (!s.path) { usage(stderr); goto out; }
+    /* PyTorch reads PYTORCH_CUDA_ALLOC_CONF from the environment, and so does a run: a --set
+     * allocator.conf given here stands in for it (it comes later, so it wins) */
+    {
+        const char *env = getenv("PYTORCH_CUDA_ALLOC_CONF");
+        if (env && env[0]) {
+            if (!(envbuf = vr_strfmt("allocator.conf=%s", env))) { rc = VR_EXIT_INTERNAL; goto out; }
+            memmove(s.sets + 1, s.sets, sizeof(char *) * (size_t)s.n_sets);
+            s.sets[0] = envbuf;
+            s.n_sets++;
+            env_note = " (allocator settings from PYTORCH_CUDA_ALLOC_CONF in the environment)";
+        }
+    }
     const char *f = strchr(s.field, '.') ? strchr(s.field, '.') + 1 : s.field;
     bool res_field = strcmp(f, "resolution") == 0;
     if (strcmp(f, "micro_batch") != 0 && strcmp(f, "seq") != 0 && !res_field) {
-        fprintf(stderr, "vrsim maxbatch: --field %s: expected micro_batch, seq or resolution\n", s.field);
+        safetext_eprintf("vrsim maxbatch: --field %s: expected micro_batch, seq or resolution\n", s.field);
         goto out;
     }
     for (int i = 0; i < s.n_sets; i++) {
@@ -176,29 +193,26 @@ int cmd_maxbatch(int argc, char **argv) {
         const char *kd = memchr(k, '.', kl);
         if (kd) { kl -= (size_t)(kd + 1 - k); k = kd + 1; }
         if (kl == strlen(f) && strncmp(k, f, kl) == 0) {
-            fprintf(stderr, "vrsim maxbatch: --set %s: the searched field cannot be set\n", s.sets[i]);
+            safetext_eprintf("vrsim maxbatch: --set %s: the searched field cannot be set\n", s.sets[i]);
             goto out;
         }
     }
     if (!step) step = res_field ? 64 : 1;
     if (!max) max = strcmp(f, "micro_batch") == 0 ? 4096 : res_field ? 8192 : 1048576;
-    if (max < step) { fprintf(stderr, "vrsim maxbatch: --max %ld is below the step %ld\n", max, step); goto out; }
+    if (max < step) { safetext_eprintf("vrsim maxbatch: --max %ld is below the step %ld\n", max, step); goto out; }
 
     char err[1024];
     if (!(s.src = points_read_scenario(s.path, err, sizeof err))) {
-        fprintf(stderr, "vrsim maxbatch: %s\n", err);
+        safetext_eprintf("vrsim maxbatch: %s\n", err);
         rc = strcmp(err, "out of host memory") == 0 ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
         goto out;
     }
     {
-        char dir[1024];
-        snprintf(dir, sizeof dir, "%s", s.path);
-        char *slash = strrchr(dir, '/');
-        if (slash) *slash = 0;
-        else snprintf(dir, sizeof dir, ".");
+        /* the scenario's whole folder: a cut one would widen what require may read */
+        if (!(dir = vr_dirname(s.path))) { rc = VR_EXIT_INTERNAL; goto out; }
         VrStatus st = points_new(dir, s.unsafe, timeout_s, &s.runner, err, sizeof err);
         if (st) {
-            fprintf(stderr, "vrsim maxbatch: %s\n", err);
+            safetext_eprintf("vrsim maxbatch: %s\n", err);
             rc = st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
             goto out;
         }
@@ -208,14 +222,18 @@ int cmd_maxbatch(int argc, char **argv) {
     bool hi_timed_out = false;
     long lo = 0, hi = 0; /* in units of step: lo fits (0 = none yet), hi does not (0 = unknown) */
     long kmax = max / step;
-    char name[256];
-    snprintf(name, sizeof name, "%s", strrchr(s.path, '/') ? strrchr(s.path, '/') + 1 : s.path);
+    if (!(name = vr_strfmt("%s", strrchr(s.path, '/') ? strrchr(s.path, '/') + 1 : s.path))) {
+        rc = VR_EXIT_INTERNAL;
+        goto out;
+    }
     if (strlen(name) > 4 && strcmp(name + strlen(name) - 4, ".lua") == 0) name[strlen(name) - 4] = 0;
     for (long k = 1;;) {
         bool timed_out;
         VrStatus st = probe(&s, k * step, &p, &timed_out, err, sizeof err);
         if (st && timed_out && n > 0) { /* no answer for this value: bisect below it */
-            printf("  %5d  %-12ld %s\n", ++n, k * step, err);
+            printf("  %5d  %-12ld ", ++n, k * step);
+            safetext_fputs(stdout, err);
+            putchar('\n');
             fflush(stdout);
             hi = k;
             hi_timed_out = true;
@@ -224,12 +242,15 @@ int cmd_maxbatch(int argc, char **argv) {
             continue;
         }
         if (st) {
-            fprintf(stderr, "vrsim maxbatch: %s\n", err);
+            safetext_eprintf("vrsim maxbatch: %s%s\n", err, env_note);
             rc = st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
             goto out;
         }
         if (n == 0) {
-            printf("vrsim maxbatch: %s, largest %s that fits on %s\n\n", name, s.field, p.gpu);
+            char *head = vr_strfmt("vrsim maxbatch: %s, largest %s that fits on %s\n\n", name,
+                                   s.field, p.gpu);
+            if (head) safetext_fputs(stdout, head);
+            free(head);
             printf("  probe  %-12s %-5s %9s %9s %10s %10s\n", s.field, "fits", "resvd GiB",
                    "of GiB", "step ms", p.images ? "images/s" : "tokens/s");
         }
@@ -265,5 +286,9 @@ out:
     points_free(s.runner);
     free(s.src);
     free(s.sets);
+    free(gpubuf);
+    free(envbuf);
+    free(dir);
+    free(name);
     return rc;
 }

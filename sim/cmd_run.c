@@ -11,12 +11,17 @@
 #include "engine.h"
 #include "diagnose.h"
 #include "explain.h"
+#include "outpath.h"
 #include "report_html.h"
 #include "report.h"
+#include "safetext.h"
 #include "scenario.h"
 #include "variants.h"
 
-/* --alloc-trace: the engine's allocations as a trace CSV (docs/validation.md, "Record format"). */
+/* --alloc-trace: the engine's allocations as a trace CSV (docs/validation.md, "Record format"). An existing
+ * file is replaced only when it starts with this header (a trace vrsim wrote). */
+static const char TRACE_HEADER[] = "seq,time_us,action,addr,size,stream,frames\n";
+
 typedef struct TraceOut { FILE *f; long seq; bool bad; const Graph *g; } TraceOut;
 
 /* One event; the frames column names the op, as _record_memory_history(context=...) would. */
@@ -26,16 +31,18 @@ static void trace_event(void *ud, bool alloc, uint64_t addr, uint64_t size, int 
     if (t->bad) return;
     const char *act[2] = {"free_requested", "alloc"};
     const char *name = op >= 0 ? graph_op_c(t->g, op)->name : "";
-    char frames[200];
-    snprintf(frames, sizeof frames, "%s", name);
-    for (char *c = frames; *c; c++) if (*c == ',' || *c == '"' || *c == '\n') *c = ';';
     long long us = (long long)(host_ns / 1000.0);
-    if (fprintf(t->f, "%ld,%lld,%s,%llu,%llu,%d,%s\n", t->seq++, us, act[alloc],
-                (unsigned long long)addr, (unsigned long long)size, stream, frames) < 0)
-        t->bad = true;
-    if (!alloc && fprintf(t->f, "%ld,%lld,free_completed,%llu,%llu,%d,%s\n", t->seq++, us,
-                          (unsigned long long)addr, (unsigned long long)size, stream, frames) < 0)
-        t->bad = true;
+    for (int k = 0; k < (alloc ? 1 : 2); k++) {
+        if (fprintf(t->f, "%ld,%lld,%s,%llu,%llu,%d,", t->seq++, us,
+                    k ? "free_completed" : act[alloc], (unsigned long long)addr,
+                    (unsigned long long)size, stream) < 0)
+            t->bad = true;
+        /* the op's whole name, with what would end the CSV field or line made ';' */
+        for (const char *c = name; *c; c++)
+            if (putc(*c == ',' || *c == '"' || *c == '\n' || *c == '\r' ? ';' : *c, t->f) == EOF)
+                t->bad = true;
+        if (putc('\n', t->f) == EOF) t->bad = true;
+    }
 }
 
 /* Temporaries to remove if SIGINT or SIGTERM ends the run: the staged output directory and
@@ -139,7 +146,7 @@ int cmd_run(int argc, char **argv) {
         if (strcmp(a, "--set") == 0 || strcmp(a, "--out") == 0 || strcmp(a, "--allocator") == 0 ||
             strcmp(a, "--alloc-conf") == 0 || strcmp(a, "--alloc-trace") == 0) {
             if (!val) {
-                fprintf(stderr, "vrsim: %s needs a value (vrsim --help)\n", a);
+                safetext_eprintf("vrsim: %s needs a value (vrsim --help)\n", a);
                 free(sets);
                 return VR_EXIT_USAGE;
             }
@@ -153,12 +160,12 @@ int cmd_run(int argc, char **argv) {
         }
         if (strncmp(a, "--set=", 6) == 0) { sets[n_sets++] = a + 6; continue; }
         if (a[0] == '-') {
-            fprintf(stderr, "vrsim: unknown option %s (vrsim --help)\n", a);
+            safetext_eprintf("vrsim: unknown option %s (vrsim --help)\n", a);
             free(sets);
             return VR_EXIT_USAGE;
         }
         if (path) {
-            fprintf(stderr, "vrsim: one scenario at a time (got %s and %s); use vrsim sweep for "
+            safetext_eprintf("vrsim: one scenario at a time (got %s and %s); use vrsim sweep for "
                     "several\n", path, a);
             free(sets);
             return VR_EXIT_USAGE;
@@ -169,13 +176,30 @@ int cmd_run(int argc, char **argv) {
     struct stat ost;
     /* the report writer builds DIR/NAME paths within PATH_MAX: refuse, never cut, a longer one */
     if (files && outdir && strlen(outdir) > 4000) {
-        fprintf(stderr, "vrsim: --out: a path of %zu characters is longer than the 4000 vrsim "
+        safetext_eprintf("vrsim: --out: a path of %zu characters is longer than the 4000 vrsim "
                 "can write under\n", strlen(outdir));
         free(sets);
         return VR_EXIT_USAGE;
     }
+    /* --alloc-trace is created as the output set is: only over a trace vrsim wrote, never over
+     * a link, a device or the scenario */
+    if (atrace) {
+        const char *inputs[] = {path, NULL};
+        char cerr[8300];
+        if (strlen(atrace) > 4000) {
+            safetext_eprintf("vrsim: --alloc-trace: a path of %zu characters is longer than the "
+                    "4000 vrsim can write\n", strlen(atrace));
+            free(sets);
+            return VR_EXIT_USAGE;
+        }
+        if (outpath_check_file(atrace, "--alloc-trace", inputs, TRACE_HEADER, cerr, sizeof cerr)) {
+            safetext_eprintf("vrsim: %s\n", cerr);
+            free(sets);
+            return VR_EXIT_USAGE;
+        }
+    }
     if (files && outdir && stat(outdir, &ost) == 0 && !S_ISDIR(ost.st_mode)) {
-        fprintf(stderr, "vrsim: --out %s: exists and is not a directory\n", outdir);
+        safetext_eprintf("vrsim: --out %s: exists and is not a directory\n", outdir);
         free(sets);
         return VR_EXIT_USAGE;
     }
@@ -207,7 +231,7 @@ int cmd_run(int argc, char **argv) {
         free(setbuf[0]);
         free(setbuf[1]);
         free(sets);
-        fprintf(stderr, "vrsim: %s%s\n", err, conf_from_env ? " (allocator settings from PYTORCH_CUDA_ALLOC_CONF "
+        safetext_eprintf("vrsim: %s%s\n", err, conf_from_env ? " (allocator settings from PYTORCH_CUDA_ALLOC_CONF "
                 "in the environment)" : "");
         return st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
     }
@@ -217,7 +241,7 @@ int cmd_run(int argc, char **argv) {
      * on; without files or --explain, only once the run is found not to fit */
     Variants *variants = NULL;
     if ((files || explain) && suggest && variants_start(path, &opts, plan, &variants)) {
-        fprintf(stderr, "vrsim: out of host memory\n");
+        safetext_eprintf("vrsim: out of host memory\n");
         plan_free(plan);
         free(setbuf[0]);
         free(setbuf[1]);
@@ -228,17 +252,16 @@ int cmd_run(int argc, char **argv) {
     EngineConfig ec;
     plan_engine_config(plan, files || explain, &ec); /* --explain walks the timeline */
     TraceOut tout = {0};
-    char tmp_trace[1100];
+    char *tmp_trace = NULL;
     if (atrace) {
-        /* a temporary of this run's own beside the file (mkstemp), renamed over it at the end */
-        int fd = -1;
-        if ((size_t)snprintf(tmp_trace, sizeof tmp_trace, "%s.tmp-XXXXXX", atrace) < sizeof tmp_trace)
-            fd = mkstemp(tmp_trace);
+        /* a temporary of this run's own beside the file, renamed over it at the end */
+        int fd = outpath_temp_file(atrace, &tmp_trace);
         if (fd >= 0) snprintf(cleanup.trace_tmp, sizeof cleanup.trace_tmp, "%s", tmp_trace);
         tout.f = fd >= 0 ? fdopen(fd, "w") : NULL;
         if (!tout.f) {
-            fprintf(stderr, "vrsim: cannot write %s\n", atrace);
+            safetext_eprintf("vrsim: cannot write %s\n", atrace);
             if (fd >= 0) { close(fd); unlink(tmp_trace); }
+            free(tmp_trace);
             cleanup.trace_tmp[0] = 0;
             variants_cancel(variants);
             plan_free(plan);
@@ -247,7 +270,7 @@ int cmd_run(int argc, char **argv) {
             free(sets);
             return VR_EXIT_INTERNAL;
         }
-        fprintf(tout.f, "seq,time_us,action,addr,size,stream,frames\n");
+        fputs(TRACE_HEADER, tout.f);
         tout.g = plan->graph;
         ec.on_alloc = trace_event;
         ec.on_alloc_ud = &tout;
@@ -258,15 +281,20 @@ int cmd_run(int argc, char **argv) {
     if (atrace) {
         int flushed = fflush(tout.f), closed = fclose(tout.f); /* both run, whatever the first says */
         bool bad = tout.bad || flushed != 0 || closed != 0;
-        if (bad || st || rename(tmp_trace, atrace) != 0) {
+        const char *inputs[] = {path, NULL};
+        char cerr[8300] = "";
+        if (bad || st || outpath_commit_file(tmp_trace, atrace, "--alloc-trace", inputs,
+                                             TRACE_HEADER, cerr, sizeof cerr)) {
             remove(tmp_trace);
-            if (!st) fprintf(stderr, "vrsim: could not write %s\n", atrace);
+            if (!st && cerr[0]) safetext_eprintf("vrsim: %s\n", cerr);
+            else if (!st) safetext_eprintf("vrsim: could not write %s\n", atrace);
             trace_failed = !st;
         }
+        free(tmp_trace);
         cleanup.trace_tmp[0] = 0;
     }
     if (st) {
-        fprintf(stderr, "vrsim: %s: %s\n", path, st == VR_ENOMEM ? "out of host memory" : err);
+        safetext_eprintf("vrsim: %s: %s\n", path, st == VR_ENOMEM ? "out of host memory" : err);
         variants_cancel(variants);
         plan_free(plan);
         free(setbuf[0]);
@@ -306,11 +334,24 @@ int cmd_run(int argc, char **argv) {
         if (js) { puts(js); free(js); }
     } else {
         report_print_summary(stdout, plan, res);
-        if (!fits && !explain && dg.cause != OOM_NONE) {
-            printf("\n");
-            diagnose_print(stdout, plan, &dg, "  ");
+        /* the diagnosis and the walk-through name the scenario's ops and tensors: made safe for a
+         * terminal */
+        if ((!fits && !explain && dg.cause != OOM_NONE) || explain) {
+            char *text = NULL;
+            size_t len = 0;
+            FILE *m = open_memstream(&text, &len);
+            if (m) {
+                if (explain) {
+                    explain_print(m, plan, res, &dg);
+                } else {
+                    fputc('\n', m);
+                    diagnose_print(m, plan, &dg, "  ");
+                }
+                if (fclose(m) == 0) safetext_fputs(stdout, text);
+            }
+            if (!m || !text) safetext_eprintf("vrsim: out of host memory\n");
+            free(text);
         }
-        if (explain) explain_print(stdout, plan, res, &dg);
         if (n_rows >= 0 && (!fits || explain)) variants_print(stdout, rows, n_rows, 10, fits);
     }
     if (host_oom)
@@ -334,7 +375,7 @@ int cmd_run(int argc, char **argv) {
         cleanup.n_set_files = 0;
         cleanup.set_dir[0] = 0;
         if (st) {
-            fprintf(stderr, "vrsim: %s\n", err);
+            safetext_eprintf("vrsim: %s\n", err);
             rc = st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
         } else if (!json) {
             printf("\n  files: %s/report.html (open in a browser), summary.json, memory.csv,\n"

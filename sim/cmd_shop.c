@@ -16,6 +16,7 @@
  * whose title carries the answer: one lists the catalog's keys, one per GPU reads its price.
  * Each is a one-layer toy model (a few milliseconds). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include "engine.h"
 #include "points.h"
 #include "report.h"
+#include "safetext.h"
 #include "scenario.h"
 
 #define GIB(x) ((double)(x) / 1073741824.0)
@@ -51,6 +53,8 @@ static void usage(FILE *f) {
         "  --only LIST      catalog names to consider (default: all), e.g. rtx4090,a100_80g\n"
         "  --set KEY=VALUE  as for vrsim SCENARIO (not gpu=: shop sets it)\n"
         "  --unsafe         let the scenario use io/os\n"
+        "  (PYTORCH_CUDA_ALLOC_CONF in the environment applies, as for vrsim SCENARIO; --set\n"
+        "  allocator.conf=STR stands in for it)\n"
         "  --point-timeout S  a row whose simulation runs past S seconds (default 300) is\n"
         "                   stopped and shows the error; the others go on\n"
         "\n"
@@ -242,9 +246,11 @@ static bool in_list(const char *list, const char *key) {
 }
 
 static void fmt_hours(char *b, size_t n, double h) {
-    if (h < 1) snprintf(b, n, "%.1f min", h * 60);
+    if (!isfinite(h)) snprintf(b, n, "-"); /* beyond any number of days */
+    else if (h < 1) snprintf(b, n, "%.1f min", h * 60);
     else if (h < 48) snprintf(b, n, "%.1f h", h);
-    else snprintf(b, n, "%.1f days", h / 24);
+    else if (h / 24 < 1e6) snprintf(b, n, "%.1f days", h / 24);
+    else snprintf(b, n, "%.3g days", h / 24); /* a width a table can hold */
 }
 
 int cmd_shop(int argc, char **argv) {
@@ -252,7 +258,8 @@ int cmd_shop(int argc, char **argv) {
     double job = 0, timeout_s = 300;
     bool images = false, unsafe = false;
     Shop sh = {0};
-    const char **sets = calloc((size_t)argc + 4, sizeof(char *));
+    const char **sets = calloc((size_t)argc + 5, sizeof(char *));
+    char *envbuf = NULL, *dir = NULL, *name = NULL;
     int n_sets = 0, rc = VR_EXIT_USAGE;
     Row *rows = NULL;
     if (!sets) return VR_EXIT_INTERNAL;
@@ -265,11 +272,11 @@ int cmd_shop(int argc, char **argv) {
         if (strcmp(a, "--set") == 0 || strcmp(a, "--tokens") == 0 || strcmp(a, "--images") == 0 ||
             strcmp(a, "--gpus") == 0 || strcmp(a, "--only") == 0 || strcmp(a, "--strategy") == 0 ||
             strcmp(a, "--point-timeout") == 0) {
-            if (!val) { fprintf(stderr, "vrsim shop: %s needs a value\n", a); goto out; }
+            if (!val) { safetext_eprintf("vrsim shop: %s needs a value\n", a); goto out; }
             i++;
             if (strcmp(a, "--set") == 0) {
                 if (strncmp(val, "gpu=", 4) == 0 || strncmp(val, "hardware.gpu=", 13) == 0) {
-                    fprintf(stderr, "vrsim shop: --set %s: shop tries every GPU (use --only)\n", val);
+                    safetext_eprintf("vrsim shop: --set %s: shop tries every GPU (use --only)\n", val);
                     goto out;
                 }
                 sets[n_sets++] = val;
@@ -279,11 +286,16 @@ int cmd_shop(int argc, char **argv) {
                 only = val;
             } else if (strcmp(a, "--strategy") == 0) {
                 strategy = val;
+                if (strlen(val) >= sizeof ((Row *)0)->strategy) { /* no strategy's name is longer */
+                    safetext_eprintf("vrsim shop: --strategy %.40s...: not a strategy (ddp, zero1, "
+                            "zero2, zero3, fsdp2)\n", val);
+                    goto out;
+                }
             } else if (strcmp(a, "--point-timeout") == 0) {
                 char *end;
                 timeout_s = strtod(val, &end);
                 if (end == val || *end || !(timeout_s > 0) || timeout_s > 1e6) {
-                    fprintf(stderr, "vrsim shop: --point-timeout %s: expected seconds, more than 0 "
+                    safetext_eprintf("vrsim shop: --point-timeout %s: expected seconds, more than 0 "
                             "and at most 1e6\n", val);
                     goto out;
                 }
@@ -291,26 +303,39 @@ int cmd_shop(int argc, char **argv) {
                 char *end;
                 errno = 0;
                 job = strtod(val, &end);
-                if (*end || errno || !(job > 0)) {
-                    fprintf(stderr, "vrsim shop: %s %s: expected a positive number\n", a, val);
+                if (end == val || *end || errno || !(job > 0) || !isfinite(job)) {
+                    safetext_eprintf("vrsim shop: %s %s: expected a positive, finite number\n", a, val);
                     goto out;
                 }
                 images = a[2] == 'i';
             }
             continue;
         }
-        if (a[0] == '-') { fprintf(stderr, "vrsim shop: unknown option %s (vrsim shop --help)\n", a); goto out; }
-        if (path) { fprintf(stderr, "vrsim shop: one scenario at a time\n"); goto out; }
+        if (a[0] == '-') { safetext_eprintf("vrsim shop: unknown option %s (vrsim shop --help)\n", a); goto out; }
+        if (path) { safetext_eprintf("vrsim shop: one scenario at a time\n"); goto out; }
         path = a;
     }
     if (!path) { usage(stderr); goto out; }
-    if (!(job > 0)) { fprintf(stderr, "vrsim shop: give the job's size: --tokens N or --images N\n"); goto out; }
+    /* PyTorch reads PYTORCH_CUDA_ALLOC_CONF from the environment, and so does a run: a --set
+     * allocator.conf given here stands in for it (it comes later, so it wins) */
+    const char *env_note = "";
+    {
+        const char *env = getenv("PYTORCH_CUDA_ALLOC_CONF");
+        if (env && env[0]) {
+            if (!(envbuf = vr_strfmt("allocator.conf=%s", env))) { rc = VR_EXIT_INTERNAL; goto out; }
+            memmove(sets + 1, sets, sizeof(char *) * (size_t)n_sets);
+            sets[0] = envbuf;
+            n_sets++;
+            env_note = " (allocator settings from PYTORCH_CUDA_ALLOC_CONF in the environment)";
+        }
+    }
+    if (!(job > 0)) { safetext_eprintf("vrsim shop: give the job's size: --tokens N or --images N\n"); goto out; }
     int counts[MAX_COUNTS], n_counts = 0;
     for (const char *s = gpus_arg; *s;) {
         char *end;
         long c = strtol(s, &end, 10);
         if (end == s || c < 1 || c > 4096 || (*end && *end != ',') || n_counts == MAX_COUNTS) {
-            fprintf(stderr, "vrsim shop: --gpus %s: expected counts like 1,2,4,8\n", gpus_arg);
+            safetext_eprintf("vrsim shop: --gpus %s: expected counts like 1,2,4,8\n", gpus_arg);
             goto out;
         }
         counts[n_counts++] = (int)c;
@@ -319,28 +344,25 @@ int cmd_shop(int argc, char **argv) {
 
     char err[1024], own[32] = "";
     if (!(sh.src = points_read_scenario(path, err, sizeof err))) {
-        fprintf(stderr, "vrsim shop: %s\n", err);
+        safetext_eprintf("vrsim shop: %s\n", err);
         rc = strcmp(err, "out of host memory") == 0 ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
         goto out;
     }
     sh.path = path;
     {
-        char dir[1024];
-        snprintf(dir, sizeof dir, "%s", path);
-        char *slash = strrchr(dir, '/');
-        if (slash) *slash = 0;
-        else snprintf(dir, sizeof dir, ".");
+        /* the scenario's whole folder: a cut one would widen what require may read */
+        if (!(dir = vr_dirname(path))) { rc = VR_EXIT_INTERNAL; goto out; }
         VrStatus st = points_new(dir, unsafe, timeout_s, &sh.scn, err, sizeof err);
         if (!st) st = points_new(NULL, false, timeout_s, &sh.toy, err, sizeof err);
         if (st) {
-            fprintf(stderr, "vrsim shop: %s\n", err);
+            safetext_eprintf("vrsim shop: %s\n", err);
             rc = st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
             goto out;
         }
     }
     char keys[MAX_GPUS][64];
     int nk = catalog(&sh, keys, MAX_GPUS, err, sizeof err);
-    if (nk < 0) { fprintf(stderr, "vrsim shop: %s\n", err); rc = VR_EXIT_INTERNAL; goto out; }
+    if (nk < 0) { safetext_eprintf("vrsim shop: %s\n", err); rc = VR_EXIT_INTERNAL; goto out; }
     rows = calloc((size_t)(nk * n_counts) + 1, sizeof(Row));
     if (!rows) { rc = VR_EXIT_INTERNAL; goto out; }
     /* the scenario must load as given (with its own GPU) */
@@ -352,11 +374,11 @@ int cmd_shop(int argc, char **argv) {
         bool lm = st == VR_OK && po->tokens_per_step > 0;
         if (st == VR_OK && !strategy && po->strategy[0] && strcmp(po->strategy, "none") != 0)
             snprintf(own, sizeof own, "%s", po->strategy);
-        if (st) fprintf(stderr, "vrsim shop: %s\n", po->err);
+        if (st) safetext_eprintf("vrsim shop: %s%s\n", po->err, env_note);
         free(po);
         if (st) { rc = st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL; goto out; }
         if (!images && !lm) {
-            fprintf(stderr, "vrsim shop: %s is not a language model (no tokens per step): use --images\n", path);
+            safetext_eprintf("vrsim shop: %s is not a language model (no tokens per step): use --images\n", path);
             goto out;
         }
     }
@@ -409,25 +431,34 @@ int cmd_shop(int argc, char **argv) {
         free(pj);
         free(setv);
     }
-    if (n == 0) { fprintf(stderr, "vrsim shop: --only %s names no catalog GPU\n", only); goto out; }
+    if (n == 0) { safetext_eprintf("vrsim shop: --only %s names no catalog GPU\n", only); goto out; }
     qsort(rows, (size_t)n, sizeof(Row), cmp_rows);
 
-    char name[256];
-    snprintf(name, sizeof name, "%s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
+    if (!(name = vr_strfmt("%s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path))) {
+        rc = VR_EXIT_INTERNAL;
+        goto out;
+    }
     if (strlen(name) > 4 && strcmp(name + strlen(name) - 4, ".lua") == 0) name[strlen(name) - 4] = 0;
-    printf("vrsim shop: %s, a job of %.4g %s\n\n", name, job, images ? "images" : "tokens");
+    printf("vrsim shop: ");
+    safetext_fputs(stdout, name);
+    printf(", a job of %.4g %s\n\n", job, images ? "images" : "tokens");
     printf("  %-15s %4s %-6s %-5s %9s %8s %10s %12s %10s %9s  %s\n", "gpu", "n", "dp", "fits", "resvd GiB",
            "of GiB", "step ms", images ? "images/s" : "tokens/s", "job", "cost $", "price ($/GPU-h; confidence, provider, date)");
     for (int i = 0; i < n; i++) {
         const Row *r = &rows[i];
         printf("  %-15s %4d %-6s ", r->gpu, r->count, r->count > 1 ? r->strategy : "-");
-        if (r->error) { printf("error: %s\n", r->err); continue; }
+        if (r->error) {
+            printf("error: ");
+            safetext_fputs(stdout, r->err);
+            putchar('\n');
+            continue;
+        }
         printf("%-5s %9.2f %8.2f", r->fits ? "yes" : "NO", GIB(r->peak_res), GIB(r->capacity));
         if (r->fits && r->step_ms > 0) {
             char h[32];
             fmt_hours(h, sizeof h, r->hours);
             printf(" %10.1f %12.0f %10s", r->step_ms, r->per_step * r->count / (r->step_ms / 1e3), h);
-            if (r->priced) printf(" %9.2f", r->usd);
+            if (r->priced && isfinite(r->usd)) printf(r->usd < 1e8 ? " %9.2f" : " %9.3g", r->usd);
             else printf(" %9s", "-");
         } else {
             printf(" %10s %12s %10s %9s", "-", "-", "-", "-");
@@ -445,5 +476,8 @@ out:
     free(sh.src);
     free(rows);
     free(sets);
+    free(envbuf);
+    free(dir);
+    free(name);
     return rc;
 }

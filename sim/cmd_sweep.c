@@ -26,6 +26,7 @@
  * order; every point of the shard is recorded exactly once (ok, out of memory, or error). */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -39,14 +40,17 @@
 
 #include "cmds.h"
 #include "engine.h"
+#include "journal.h"
+#include "outpath.h"
 #include "points.h"
 #include "report.h"
+#include "safetext.h"
 #include "scenario.h"
 
 #define GIB(x) ((double)(x) / 1073741824.0)
 #define MAX_POINTS 10000000L   /* a cross product larger than this is a usage error */
 #define MAX_RANGE 100000L      /* values one lo..hi range may expand to */
-#define ERR_MAX 400            /* bytes of error text kept per point */
+#define ERR_MAX JOURNAL_ERR_MAX
 #define POINT_TIMEOUT_S 300.0  /* default --point-timeout: seconds one point may run */
 
 static void usage(FILE *f) {
@@ -78,10 +82,13 @@ static void usage(FILE *f) {
         "  --no-files       write no files\n"
         "  --json           print sweep.json on stdout instead of the table\n"
         "  --resume         continue an interrupted sweep: the points it finished (kept in\n"
-        "                   DIR/sweep.journal as they arrive) are read back, not run again\n"
+        "                   DIR/sweep.journal as they arrive) are read back, not run again;\n"
+        "                   all of them run again when the scenario, a file it reads,\n"
+        "                   PYTORCH_CUDA_ALLOC_CONF or vrsim changed since\n"
         "  --point-timeout S  a point still running after S seconds (default 300) is stopped\n"
         "                   and reported as failed; the sweep goes on\n"
-        "  --allocator KIND, --alloc-conf STR, --unsafe   as for vrsim SCENARIO\n"
+        "  --allocator KIND, --alloc-conf STR, --unsafe   as for vrsim SCENARIO (without\n"
+        "                   --alloc-conf, PYTORCH_CUDA_ALLOC_CONF in the environment applies)\n"
         "\n"
         "examples:\n"
         "  vrsim sweep scenarios/llama7b_h200.lua --set micro_batch=1..32 \\\n"
@@ -113,16 +120,6 @@ typedef struct Axis {
     long stride;               /* points between consecutive values of this axis */
 } Axis;
 
-typedef struct PointResult {
-    bool done;
-    bool error;                /* the point could not be simulated: err says why */
-    bool fits;
-    double peak_alloc, peak_res, capacity;   /* bytes */
-    double step_ms;
-    double tokens_per_s;       /* per GPU; 0 when not a language model */
-    char err[ERR_MAX];
-} PointResult;
-
 typedef struct Worker {
     pid_t pid;                 /* 0: not running */
     int task_fd, res_fd;       /* parent's ends; -1 when closed */
@@ -134,7 +131,7 @@ typedef struct Worker {
 typedef struct Sweep {
     const char *path;          /* scenario file (argv, borrowed) */
     char *src;                 /* scenario source, owned */
-    char dir[1024];            /* the scenario's folder, for require */
+    char *dir;                 /* the scenario's folder, for require, owned */
     Axis *axes; int n_axes;
     const char **consts; int n_consts; /* --allocator etc. as "key=value", borrowed */
     bool unsafe;
@@ -147,6 +144,8 @@ typedef struct Sweep {
     Worker *w; int n_w;
     PointRunner *runner;       /* the loaded Lua state every worker forks its points from */
     FILE *journal;             /* finished points' result lines as they arrive, or NULL */
+    bool journal_failed;       /* a line could not be written (said once) */
+    const char *env_conf;      /* PYTORCH_CUDA_ALLOC_CONF of the environment, when it applies */
 } Sweep;
 
 /* ---- argument parsing ---------------------------------------------------------------------- */
@@ -209,8 +208,13 @@ static int add_item(Axis *a, const char *item, char *err, size_t errlen) {
 /* Parses "key=v1,v2,lo..hi" into a. Same return convention as add_item. */
 static int parse_axis(Axis *a, const char *spec, char *err, size_t errlen) {
     const char *eq = strchr(spec, '=');
-    if (!eq || eq == spec || (size_t)(eq - spec) >= sizeof a->key) {
+    if (!eq || eq == spec) {
         snprintf(err, errlen, "--set %s: expected KEY=VALUES", spec);
+        return 1;
+    }
+    if ((size_t)(eq - spec) >= sizeof a->key) {
+        snprintf(err, errlen, "--set %.*s...: no field has a name of %zu characters", 40, spec,
+                 (size_t)(eq - spec));
         return 1;
     }
     memcpy(a->key, spec, (size_t)(eq - spec));
@@ -241,7 +245,9 @@ static void sweep_free(Sweep *s) {
         free(s->axes[i].vals);
     }
     free(s->axes);
+    for (int i = 0; i < s->n_consts; i++) free((char *)s->consts[i]);
     free(s->consts);
+    free(s->dir);
     free(s->src);
     free(s->todo);
     free(s->order);
@@ -268,20 +274,23 @@ static void point(const Sweep *s, long k, bool load_only, PointResult *out) {
     out->done = true;
     int n = s->n_consts + s->n_axes;
     const char **sets = calloc((size_t)n + 1, sizeof(char *));
-    char *bufs = calloc((size_t)s->n_axes + 1, 1200);
+    char **bufs = calloc((size_t)s->n_axes + 1, sizeof(char *));
     PointOut *po = malloc(sizeof *po);
-    if (!sets || !bufs || !po) {
+    bool oom = !sets || !bufs || !po;
+    int m = 0;
+    for (int i = 0; !oom && i < s->n_consts; i++) sets[m++] = s->consts[i];
+    for (int a = 0; !oom && a < s->n_axes; a++) {
+        /* the whole value, however long: never cut to a buffer */
+        bufs[a] = vr_strfmt("%s=%s", s->axes[a].key, point_val(s, a, k));
+        if (!bufs[a]) oom = true;
+        sets[m++] = bufs[a];
+    }
+    if (oom) {
+        for (int a = 0; bufs && a < s->n_axes; a++) free(bufs[a]);
         free(sets); free(bufs); free(po);
         out->error = true;
         snprintf(out->err, sizeof out->err, "out of host memory");
         return;
-    }
-    int m = 0;
-    for (int i = 0; i < s->n_consts; i++) sets[m++] = s->consts[i];
-    for (int a = 0; a < s->n_axes; a++) {
-        char *b = bufs + (size_t)a * 1200;
-        snprintf(b, 1200, "%s=%s", s->axes[a].key, point_val(s, a, k));
-        sets[m++] = b;
     }
     points_run(s->runner, s->path, s->src, sets, m, !load_only, po);
     if (po->status) {
@@ -300,34 +309,20 @@ static void point(const Sweep *s, long k, bool load_only, PointResult *out) {
     }
     free(po);
     free(sets);
+    for (int a = 0; a < s->n_axes; a++) free(bufs[a]);
     free(bufs);
 }
 
 static void run_point(const Sweep *s, long k, PointResult *out) { point(s, k, false, out); }
 static void run_point_load_only(const Sweep *s, long k, PointResult *out) { point(s, k, true, out); }
 
-/* Result line: "k \t error \t fits \t alloc \t reserved \t capacity \t step_ms \t tok/s \t text\n".
- * Tabs and newlines in the text become spaces; the line stays under PIPE_BUF. */
+/* Result line: the journal's (journal.h); it stays under PIPE_BUF. */
 static int format_result(char *line, size_t n, long k, const PointResult *r) {
-    char text[ERR_MAX];
-    snprintf(text, sizeof text, "%s", r->err);
-    for (char *c = text; *c; c++) if (*c == '\t' || *c == '\n' || *c == '\r') *c = ' ';
-    return snprintf(line, n, "%ld\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.6f\t%.3f\t%s\n", k, r->error,
-                    r->fits, r->peak_alloc, r->peak_res, r->capacity, r->step_ms,
-                    r->tokens_per_s, text);
+    return journal_format(line, n, k, r);
 }
 
 static bool parse_result(const char *line, long *k, PointResult *r) {
-    memset(r, 0, sizeof *r);
-    int e, f, pos = 0;
-    if (sscanf(line, "%ld\t%d\t%d\t%lf\t%lf\t%lf\t%lf\t%lf\t%n", k, &e, &f, &r->peak_alloc,
-               &r->peak_res, &r->capacity, &r->step_ms, &r->tokens_per_s, &pos) < 8 || !pos)
-        return false;
-    r->done = true;
-    r->error = e != 0;
-    r->fits = f != 0;
-    snprintf(r->err, sizeof r->err, "%s", line + pos);
-    return true;
+    return journal_parse(line, k, r);
 }
 
 /* The worker's loop: point numbers in, result lines out, until the task pipe closes. */
@@ -502,6 +497,19 @@ static void progress(long done, long total, double t0, bool final) {
     fflush(stderr);
 }
 
+/* Appends a result line to the journal (newline added with nl) and flushes it; a failure (a full
+ * disk) is said once: the sweep goes on, but an interruption would lose the points since. */
+static void journal_append(Sweep *s, const char *line, bool nl) {
+    fputs(line, s->journal);
+    if (nl) fputc('\n', s->journal);
+    if ((fflush(s->journal) != 0 || ferror(s->journal)) && !s->journal_failed) {
+        s->journal_failed = true;
+        fprintf(stderr, "\nvrsim sweep: the journal could not be written (%s): the sweep goes on, "
+                "but --resume after an interruption would run the points from here again\n",
+                strerror(errno));
+    }
+}
+
 /* Runs every point of s->todo in n_jobs workers. Returns 0, or -1 if no worker could start. */
 static int run_all(Sweep *s, int n_jobs, bool show_progress) {
     s->n_w = n_jobs < s->n_todo ? n_jobs : (int)s->n_todo;
@@ -549,7 +557,7 @@ static int run_all(Sweep *s, int n_jobs, bool show_progress) {
                         !s->res[ti].done) {
                         s->res[ti] = r;
                         done++;
-                        if (s->journal) { fprintf(s->journal, "%s\n", w->buf); fflush(s->journal); }
+                        if (s->journal) journal_append(s, w->buf, true);
                     }
                     size_t used = (size_t)(nl + 1 - w->buf);
                     memmove(w->buf, nl + 1, w->len - used + 1);
@@ -581,10 +589,8 @@ static int run_all(Sweep *s, int n_jobs, bool show_progress) {
                                  "simulating this point", WEXITSTATUS(status));
                     done++;
                     char line[ERR_MAX + 256];
-                    if (s->journal && format_result(line, sizeof line, w->busy, r) > 0) {
-                        fputs(line, s->journal);
-                        fflush(s->journal);
-                    }
+                    if (s->journal && format_result(line, sizeof line, w->busy, r) > 0)
+                        journal_append(s, line, false);
                 }
                 w->busy = -1;
                 if (next < s->n_todo && spawn(s, wi) == 0) feed(s, wi, &next);
@@ -733,68 +739,180 @@ static char *build_json(const Sweep *s, const char *name, int shard_i, int shard
         }
         cJSON_AddItemToArray(pts, p);
     }
-    char *text = cJSON_Print(o);
+    char *raw = cJSON_Print(o);
     cJSON_Delete(o);
+    /* names and values as valid UTF-8 (a byte that is not becomes U+FFFD) */
+    char *text = raw ? safetext_utf8(raw, strlen(raw), NULL) : NULL;
+    free(raw);
     return text;
 }
 
-static int mkdir_p(const char *dir) {
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *q = tmp + 1; *q; q++) {
-        if (*q != '/') continue;
-        *q = 0;
-        if (mkdir(tmp, 0777) && errno != EEXIST) return -1;
-        *q = '/';
-    }
-    return mkdir(tmp, 0777) && errno != EEXIST ? -1 : 0;
-}
-
-/* ---- the journal: finished points as they arrive, for --resume ------------------------------
+/* ---- the journal: finished points as they arrive, for --resume (journal.h) --------------
  *
- * <out>/sweep<suffix>.journal holds a header line naming the sweep (a hash of the scenario's
- * path and source, every axis with its values, the constant settings and the shard), then one
- * result line per finished point in the workers' format (format_result), appended and flushed as
- * each point arrives. An interrupted sweep leaves it behind; --resume reads back the lines that
- * are whole and runs only the other points, so the files it writes are those an uninterrupted
- * run would have written. A sweep that wrote its files removes its journal. */
+ * <out>/sweep<suffix>.journal is made whole beside its place (a temporary renamed into it: a
+ * full disk leaves no journal rather than an empty one), then has each finished point appended
+ * and flushed as it arrives. The sweep holds a lock on it while it runs (fcntl, gone with the
+ * process however it ends), so a second sweep into the same --out is refused rather than mixing
+ * its points into the first's; a journal of another, interrupted sweep is refused as well. An
+ * interrupted sweep leaves its journal behind; --resume takes its whole lines when it is this
+ * sweep's with the same inputs, and runs every point again when an input changed. A sweep that
+ * wrote its files removes its journal. */
 
-static uint64_t fnv1a(uint64_t h, const char *p, size_t n) {
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
-    return (h ^ 0xff) * 1099511628211ULL; /* a separator: "ab","c" differs from "a","bc" */
+/* Folds the bytes of the file at path into h, if it is a regular file of at most 32 MiB (what a
+ * scenario may read); its absence or refusal folds in a marker instead. */
+static uint64_t hash_file(uint64_t h, const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (32 << 20)) {
+        if (fd >= 0) close(fd);
+        return vr_hash(h, "(none)", 6);
+    }
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) h = vr_hash(h, buf, (size_t)n);
+    close(fd);
+    return h;
 }
 
-static void journal_header(const Sweep *s, int shard_i, int shard_n, char *buf, size_t n) {
-    uint64_t h = 14695981039346656037ULL;
-    h = fnv1a(h, s->path, strlen(s->path));
-    h = fnv1a(h, s->src, strlen(s->src));
+/* Whether axis x names a file a point reads (a config typed on the command line). */
+static bool is_path_axis(const Axis *x) {
+    static const char *const KEYS[] = {"model.config", "config", "training.deepspeed", "deepspeed"};
+    for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++)
+        if (strcmp(x->key, KEYS[i]) == 0) return true;
+    return false;
+}
+
+/* The journal's key (journal.h): read_hash is what loading the scenario read (modules,
+ * configs: ScenarioOptions.read_hash); the files an axis names are read here, as typed and
+ * beside the scenario (where a point would look for them). */
+static JournalKey journal_key(const Sweep *s, uint64_t read_hash, int shard_i, int shard_n) {
+    uint64_t h = VR_HASH_INIT;
+    h = vr_hash(h, s->path, strlen(s->path));
     for (int a = 0; a < s->n_axes; a++) {
-        h = fnv1a(h, s->axes[a].key, strlen(s->axes[a].key));
-        for (int j = 0; j < s->axes[a].n; j++) h = fnv1a(h, s->axes[a].vals[j], strlen(s->axes[a].vals[j]));
+        h = vr_hash(h, s->axes[a].key, strlen(s->axes[a].key));
+        for (int j = 0; j < s->axes[a].n; j++) h = vr_hash(h, s->axes[a].vals[j], strlen(s->axes[a].vals[j]));
     }
-    for (int i = 0; i < s->n_consts; i++) h = fnv1a(h, s->consts[i], strlen(s->consts[i]));
-    snprintf(buf, n, "vrsim sweep journal 1 %016llx %ld points shard %d/%d\n",
-             (unsigned long long)h, s->n_points, shard_i, shard_n);
+    for (int i = 0; i < s->n_consts; i++)
+        if (!s->env_conf || i != s->n_consts - 1) h = vr_hash(h, s->consts[i], strlen(s->consts[i]));
+    h = vr_hash(h, s->unsafe ? "unsafe" : "", s->unsafe ? 6 : 0);
+    uint64_t in = VR_HASH_INIT;
+    in = vr_hash(in, s->src, strlen(s->src));
+    in = vr_hash(in, &read_hash, sizeof read_hash);
+    for (int a = 0; a < s->n_axes; a++)
+        for (int j = 0; is_path_axis(&s->axes[a]) && j < s->axes[a].n; j++) {
+            char *beside = vr_strfmt("%s/%s", s->dir, s->axes[a].vals[j]);
+            in = hash_file(in, s->axes[a].vals[j]);
+            in = beside ? hash_file(in, beside) : vr_hash(in, "(oom)", 5);
+            free(beside);
+        }
+    in = vr_hash(in, s->env_conf ? s->env_conf : "", s->env_conf ? strlen(s->env_conf) : 0);
+    in = vr_hash(in, VRSIM_VERSION, strlen(VRSIM_VERSION));
+    return (JournalKey){.sweep = h, .inputs = in, .n_points = s->n_points, .shard_i = shard_i,
+                        .shard_n = shard_n};
 }
 
-/* Reads the finished points of journal f (header checked) into s->res. Returns how many, or -1
- * when the journal belongs to another sweep. */
-static long journal_load(Sweep *s, FILE *f, const char *header) {
-    char line[ERR_MAX + 512];
-    if (!fgets(line, sizeof line, f) || strcmp(line, header) != 0) return -1;
-    long n = 0;
-    while (fgets(line, sizeof line, f)) {
-        size_t len = strlen(line);
-        if (len == 0 || line[len - 1] != '\n') break; /* cut short by the interruption */
-        line[len - 1] = 0;
-        long k, ti;
-        PointResult r;
-        if (parse_result(line, &k, &r) && (ti = todo_index(s, k)) >= 0 && !s->res[ti].done) {
-            s->res[ti] = r;
-            n++;
-        }
+/* journal_read's taker: a finished point of this shard, once. */
+static void take_point(void *ud, long k, const PointResult *r) {
+    Sweep *s = ud;
+    long ti = todo_index(s, k);
+    if (ti >= 0 && !s->res[ti].done) s->res[ti] = *r;
+}
+
+static void take_nothing(void *ud, long k, const PointResult *r) { (void)ud; (void)k; (void)r; }
+
+/* Takes a write lock on all of fd's file, released when this process ends however it ends.
+ * False when another process holds one: *holder is its pid (0 when unknown). */
+static bool lock_file(int fd, long *holder) {
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    *holder = 0;
+    if (fcntl(fd, F_SETLK, &fl) == 0) return true;
+    if (errno != EACCES && errno != EAGAIN) return true; /* a file system without locks */
+    struct flock q = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(fd, F_GETLK, &q) == 0 && q.l_type != F_UNLCK) *holder = (long)q.l_pid;
+    return false;
+}
+
+/* Reads the journal at jpath, if there is one, into s->res (with resume) and says what it found.
+ * Returns VR_OK, or VR_EINVAL (refused: another sweep's, or one being written now) / VR_EIO with
+ * a message in err. */
+static VrStatus journal_open_old(Sweep *s, const char *jpath, const JournalKey *key, bool resume,
+                                 bool quiet, char *err, size_t errlen) {
+    struct stat st;
+    if (lstat(jpath, &st) != 0) {
+        if (resume) safetext_eprintf("vrsim sweep: --resume: no journal %s: running every point\n", jpath);
+        return VR_OK;
     }
-    return n;
+    VrStatus cs = outpath_check_file(jpath, "--out", NULL, NULL, err, errlen);
+    if (cs) return cs;
+    int fd = open(jpath, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    FILE *jf = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!jf) {
+        snprintf(err, errlen, "cannot read %s: %s", jpath, strerror(errno));
+        if (fd >= 0) close(fd);
+        return VR_EIO;
+    }
+    long holder;
+    if (!lock_file(fd, &holder)) {
+        fclose(jf);
+        snprintf(err, errlen, "%s: another sweep (process %ld) is writing into this folder now: two "
+                 "sweeps into one --out would mix their points; give another --out", jpath, holder);
+        return VR_EINVAL;
+    }
+    JournalMatch m;
+    long got = journal_read(jf, key, &m, resume ? take_point : take_nothing, s);
+    fclose(jf);
+    if (got < 0) {
+        snprintf(err, errlen, "out of host memory");
+        return VR_ENOMEM;
+    }
+    if (m == JOURNAL_FOREIGN) {
+        snprintf(err, errlen, "%s is from another sweep, interrupted (another scenario, --set "
+                 "values, settings or shard, or an older vrsim): finish that one with its own command and "
+                 "--resume, remove the journal, or give another --out", jpath);
+        return VR_EINVAL;
+    }
+    if (resume && m == JOURNAL_STALE && !quiet)
+        safetext_eprintf("vrsim sweep: --resume: the scenario, a file it reads, the allocator "
+                "settings of the environment or vrsim changed since %s was written: running every "
+                "point again\n", jpath);
+    if (resume && m == JOURNAL_EMPTY && !quiet)
+        safetext_eprintf("vrsim sweep: --resume: %s holds no finished point: running every point\n", jpath);
+    return VR_OK;
+}
+
+/* Makes the journal at jpath whole (the header and the points s->res holds) and leaves it open
+ * in s->journal, locked, for the points to come. VR_OK, or VR_EIO / VR_EINVAL with err. */
+static VrStatus journal_start(Sweep *s, const char *jpath, const JournalKey *key, char *err,
+                              size_t errlen) {
+    char *tmp = NULL;
+    int fd = outpath_temp_file(jpath, &tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        snprintf(err, errlen, "cannot write %s: %s", jpath, strerror(errno));
+        if (fd >= 0) { close(fd); unlink(tmp); }
+        free(tmp);
+        return VR_EIO;
+    }
+    long holder;
+    lock_file(fd, &holder);
+    char header[256], line[ERR_MAX + 256];
+    journal_header(key, header, sizeof header);
+    fputs(header, f);
+    for (long i = 0; i < s->n_todo; i++)
+        if (s->res[i].done && format_result(line, sizeof line, s->todo[i], &s->res[i]) > 0)
+            fputs(line, f);
+    if (fflush(f) != 0 || ferror(f)) {
+        snprintf(err, errlen, "cannot write %s: %s", jpath, strerror(errno));
+        fclose(f);
+        unlink(tmp);
+        free(tmp);
+        return VR_EIO;
+    }
+    VrStatus st = outpath_commit_file(tmp, jpath, "--out", NULL, NULL, err, errlen);
+    free(tmp);
+    if (st) { fclose(f); return st; }
+    s->journal = f;
+    return VR_OK;
 }
 
 /* ---- the command --------------------------------------------------------------------------- */
@@ -813,12 +931,13 @@ int cmd_sweep(int argc, char **argv) {
     double timeout_s = POINT_TIMEOUT_S;
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
     int shard_i = 1, shard_n = 1;
-    char setbuf[2][600];
     int rc = VR_EXIT_USAGE;
+    char *name = NULL, *dir = NULL, *jpath = NULL;
+    const char *conf_given = NULL;
     char err[1024];
     if (jobs < 1) jobs = 1;
     s.axes = calloc((size_t)argc + 1, sizeof(Axis));
-    s.consts = calloc(4, sizeof(char *));
+    s.consts = calloc(4, sizeof(char *)); /* --allocator, --alloc-conf or the environment's */
     if (!s.axes || !s.consts) { sweep_free(&s); return VR_EXIT_INTERNAL; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -835,30 +954,37 @@ int cmd_sweep(int argc, char **argv) {
                      strcmp(a, "--allocator") == 0 || strcmp(a, "--alloc-conf") == 0 ||
                      strcmp(a, "--point-timeout") == 0;
         if (takes) {
-            if (!val) { fprintf(stderr, "vrsim sweep: %s needs a value (vrsim sweep --help)\n", a); goto out; }
+            if (!val) { safetext_eprintf("vrsim sweep: %s needs a value (vrsim sweep --help)\n", a); goto out; }
             i++;
             if (strcmp(a, "--set") == 0) {
                 Axis *ax = &s.axes[s.n_axes];
                 int pr = parse_axis(ax, val, err, sizeof err);
                 s.n_axes++;
                 if (pr < 0) { rc = VR_EXIT_INTERNAL; goto out; }
-                if (pr) { fprintf(stderr, "vrsim sweep: %s\n", err); goto out; }
+                if (pr) { safetext_eprintf("vrsim sweep: %s\n", err); goto out; }
                 for (int j = 0; j < s.n_axes - 1; j++)
                     if (strcmp(s.axes[j].key, ax->key) == 0) {
-                        fprintf(stderr, "vrsim sweep: --set %s given twice\n", ax->key);
+                        safetext_eprintf("vrsim sweep: --set %s given twice\n", ax->key);
                         goto out;
                     }
             } else if (strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0) {
                 if (!parse_int(val, &jobs) || jobs < 1 || jobs > 1024) {
-                    fprintf(stderr, "vrsim sweep: %s %s: expected a number of workers from 1 to 1024\n", a, val);
+                    safetext_eprintf("vrsim sweep: %s %s: expected a number of workers from 1 to 1024\n", a, val);
                     goto out;
                 }
             } else if (strcmp(a, "--shard") == 0) {
-                char tail;
-                if (sscanf(val, "%d/%d%c", &shard_i, &shard_n, &tail) != 2 || shard_n < 1 ||
-                    shard_i < 1 || shard_i > shard_n) {
-                    fprintf(stderr, "vrsim sweep: --shard %s: expected I/N with 1 <= I <= N "
-                            "(Slurm: --shard $SLURM_ARRAY_TASK_ID/N with --array=1-N)\n", val);
+                /* whole numbers within range, or refused: never wrapped into another shard */
+                const char *sl = strchr(val, '/');
+                char *ib = sl ? strndup(val, (size_t)(sl - val)) : NULL;
+                long li = 0, ln = 0;
+                bool good = ib && parse_int(ib, &li) && parse_int(sl + 1, &ln) && ln >= 1 &&
+                            ln <= MAX_POINTS && li >= 1 && li <= ln;
+                free(ib);
+                if (good) { shard_i = (int)li; shard_n = (int)ln; }
+                if (!good) {
+                    safetext_eprintf("vrsim sweep: --shard %s: expected I/N, whole numbers with 1 <= I "
+                            "<= N <= %ld (Slurm: --shard $SLURM_ARRAY_TASK_ID/N with --array=1-N)\n",
+                            val, MAX_POINTS);
                     goto out;
                 }
             } else if (strcmp(a, "--out") == 0) {
@@ -867,30 +993,46 @@ int cmd_sweep(int argc, char **argv) {
                 char *end;
                 timeout_s = strtod(val, &end);
                 if (end == val || *end || !(timeout_s > 0) || timeout_s > 1e6) {
-                    fprintf(stderr, "vrsim sweep: --point-timeout %s: expected seconds, more than 0 "
+                    safetext_eprintf("vrsim sweep: --point-timeout %s: expected seconds, more than 0 "
                             "and at most 1e6\n", val);
                     goto out;
                 }
-            } else if (strcmp(a, "--allocator") == 0) {
-                snprintf(setbuf[0], sizeof setbuf[0], "allocator.kind=%s", val);
-                s.consts[s.n_consts++] = setbuf[0];
             } else {
-                snprintf(setbuf[1], sizeof setbuf[1], "allocator.conf=%s", val);
-                s.consts[s.n_consts++] = setbuf[1];
+                /* the whole value, however long (never cut to a buffer) */
+                bool kind = strcmp(a, "--allocator") == 0;
+                if (!kind) conf_given = val;
+                for (int c = 0; c < s.n_consts; c++)
+                    if (strncmp(s.consts[c], kind ? "allocator.kind=" : "allocator.conf=", 15) == 0) {
+                        safetext_eprintf("vrsim sweep: %s given twice\n", a);
+                        goto out;
+                    }
+                char *c = vr_strfmt("%s=%s", kind ? "allocator.kind" : "allocator.conf", val);
+                if (!c) { rc = VR_EXIT_INTERNAL; goto out; }
+                s.consts[s.n_consts++] = c;
             }
             continue;
         }
-        if (a[0] == '-') { fprintf(stderr, "vrsim sweep: unknown option %s (vrsim sweep --help)\n", a); goto out; }
-        if (s.path) { fprintf(stderr, "vrsim sweep: one scenario at a time (got %s and %s)\n", s.path, a); goto out; }
+        if (a[0] == '-') { safetext_eprintf("vrsim sweep: unknown option %s (vrsim sweep --help)\n", a); goto out; }
+        if (s.path) { safetext_eprintf("vrsim sweep: one scenario at a time (got %s and %s)\n", s.path, a); goto out; }
         s.path = a;
     }
     if (!s.path) { usage(stderr); goto out; }
+    /* PyTorch reads PYTORCH_CUDA_ALLOC_CONF from the environment, and so does a run:
+     * --alloc-conf stands in for it, as it does for vrsim SCENARIO */
+    if (!conf_given) {
+        const char *env = getenv("PYTORCH_CUDA_ALLOC_CONF");
+        char *c = env && env[0] ? vr_strfmt("allocator.conf=%s", env) : NULL;
+        if (env && env[0] && !c) { rc = VR_EXIT_INTERNAL; goto out; }
+        if (c) { s.consts[s.n_consts++] = c; s.env_conf = env; } /* the last constant */
+    }
+    const char *env_note = s.env_conf ? " (allocator settings from PYTORCH_CUDA_ALLOC_CONF in the "
+                                        "environment)" : "";
     if (s.n_axes == 0) {
-        fprintf(stderr, "vrsim sweep: nothing to sweep: give --set KEY=VALUES (vrsim sweep --help)\n");
+        safetext_eprintf("vrsim sweep: nothing to sweep: give --set KEY=VALUES (vrsim sweep --help)\n");
         goto out;
     }
     if (resume && !files) {
-        fprintf(stderr, "vrsim sweep: --resume continues from the files in --out: it cannot go with "
+        safetext_eprintf("vrsim sweep: --resume continues from the files in --out: it cannot go with "
                 "--no-files\n");
         goto out;
     }
@@ -899,7 +1041,7 @@ int cmd_sweep(int argc, char **argv) {
     for (int a = s.n_axes - 1; a >= 0; a--) {
         s.axes[a].stride = s.n_points;
         if (s.n_points > MAX_POINTS / s.axes[a].n) {
-            fprintf(stderr, "vrsim sweep: more than %ld points; split the sweep\n", MAX_POINTS);
+            safetext_eprintf("vrsim sweep: more than %ld points; split the sweep\n", MAX_POINTS);
             goto out;
         }
         s.n_points *= s.axes[a].n;
@@ -912,92 +1054,80 @@ int cmd_sweep(int argc, char **argv) {
     if (!s.res) { rc = VR_EXIT_INTERNAL; goto out; }
     s.src = points_read_scenario(s.path, err, sizeof err);
     if (!s.src) {
-        fprintf(stderr, "vrsim sweep: %s\n", err);
+        safetext_eprintf("vrsim sweep: %s\n", err);
         if (strcmp(err, "out of host memory") == 0) rc = VR_EXIT_INTERNAL;
         goto out;
     }
-    snprintf(s.dir, sizeof s.dir, "%s", s.path);
-    char *slash = strrchr(s.dir, '/');
-    if (slash) *slash = 0;
-    else snprintf(s.dir, sizeof s.dir, ".");
+    /* the scenario's whole folder: a cut one would widen what require may read to its parent */
+    if (!(s.dir = vr_dirname(s.path))) { rc = VR_EXIT_INTERNAL; goto out; }
     /* the Lua state with vrsim's modules loaded, which every worker inherits and forks its
      * points from */
     {
         VrStatus st = points_new(s.dir, s.unsafe, timeout_s, &s.runner, err, sizeof err);
-        if (st) { fprintf(stderr, "vrsim sweep: %s\n", err); rc = st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE; goto out; }
+        if (st) { safetext_eprintf("vrsim sweep: %s\n", err); rc = st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE; goto out; }
     }
     /* The scenario itself must load (with the constants), and every key must name a field: a
      * typo would fail every point. A point's own values may still fail, in its row. */
+    uint64_t read_hash = VR_HASH_INIT; /* every file the load reads, for the journal's key */
     {
-        ScenarioOptions opts = {.sets = s.consts, .n_sets = s.n_consts, .unsafe = s.unsafe};
+        ScenarioOptions opts = {.sets = s.consts, .n_sets = s.n_consts, .unsafe = s.unsafe,
+                                .read_hash = &read_hash};
         Plan *p = NULL;
         VrStatus st = scenario_load_source(s.path, s.src, s.dir, &opts, &p, err, sizeof err);
         plan_free(p);
-        if (st) { fprintf(stderr, "vrsim sweep: %s\n", err); rc = st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE; goto out; }
+        if (st) {
+            safetext_eprintf("vrsim sweep: %s%s\n", err, env_note);
+            rc = st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
+            goto out;
+        }
         PointResult first;
         run_point_load_only(&s, 0, &first);
         if (first.error && (strstr(first.err, "unknown field") || strstr(first.err, "several sections") ||
                             strstr(first.err, "expected key=value") || strstr(first.err, "cannot be set"))) {
-            fprintf(stderr, "vrsim sweep: %s\n", first.err);
+            safetext_eprintf("vrsim sweep: %s\n", first.err);
             goto out;
         }
     }
-    char name[256];
     {
         const char *b = strrchr(s.path, '/');
-        snprintf(name, sizeof name, "%s", b ? b + 1 : s.path);
+        name = vr_strfmt("%s", b ? b + 1 : s.path);
+        if (!name) { rc = VR_EXIT_INTERNAL; goto out; }
         char *dot = strrchr(name, '.');
         if (dot && strcmp(dot, ".lua") == 0) *dot = 0;
     }
-    char dir[1100], suffix[64] = "", jpath[1200] = "";
-    if (outdir) snprintf(dir, sizeof dir, "%s", outdir);
-    else snprintf(dir, sizeof dir, "out/sweep-%s", name);
+    char suffix[64] = "";
+    dir = outdir ? vr_strfmt("%s", outdir) : vr_strfmt("out/sweep-%s", name);
     if (shard_n > 1) snprintf(suffix, sizeof suffix, ".shard-%d-of-%d", shard_i, shard_n);
+    if (!dir || !(jpath = vr_strfmt("%s/sweep%s.journal", dir, suffix))) { rc = VR_EXIT_INTERNAL; goto out; }
     long n_resumed = 0;
     if (files) {
-        char header[160];
-        journal_header(&s, shard_i, shard_n, header, sizeof header);
-        snprintf(jpath, sizeof jpath, "%s/sweep%s.journal", dir, suffix);
-        if (resume) {
-            FILE *jf = fopen(jpath, "r");
-            if (jf) {
-                n_resumed = journal_load(&s, jf, header);
-                fclose(jf);
-                if (n_resumed < 0) {
-                    fprintf(stderr, "vrsim sweep: --resume: %s is from another sweep (a different "
-                            "scenario, --set values or shard); run without --resume to start over\n", jpath);
-                    goto out;
-                }
-            } else {
-                fprintf(stderr, "vrsim sweep: --resume: no journal %s: running every point\n", jpath);
-            }
+        /* the files must be writable where they go before any point runs: only over a regular
+         * file, never a link, a folder, a device or the scenario */
+        const char *inputs[] = {s.path, NULL};
+        VrStatus st = VR_OK;
+        for (int f = 0; f < 2 && !st; f++) {
+            char *path = vr_strfmt("%s/sweep%s.%s", dir, suffix, f ? "json" : "csv");
+            if (!path) { rc = VR_EXIT_INTERNAL; goto out; }
+            st = outpath_check_file(path, "--out", inputs, NULL, err, sizeof err);
+            free(path);
         }
-        if (mkdir_p(dir)) {
-            fprintf(stderr, "vrsim sweep: cannot create %s: %s\n", dir, strerror(errno));
-            rc = VR_EXIT_INTERNAL;
+        JournalKey key = journal_key(&s, read_hash, shard_i, shard_n);
+        if (!st) st = journal_open_old(&s, jpath, &key, resume, json, err, sizeof err);
+        if (!st) st = report_make_dir(dir, err, sizeof err);
+        if (!st) st = journal_start(&s, jpath, &key, err, sizeof err);
+        if (st) {
+            safetext_eprintf("vrsim sweep: %s\n", err);
+            rc = st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
             goto out;
         }
-        /* the journal is rewritten whole: the header, the points read back, then new ones */
-        s.journal = fopen(jpath, "w");
-        if (!s.journal) {
-            fprintf(stderr, "vrsim sweep: cannot write %s: %s\n", jpath, strerror(errno));
-            rc = VR_EXIT_INTERNAL;
-            goto out;
-        }
-        fputs(header, s.journal);
-        for (long i = 0; i < s.n_todo; i++) {
-            char line[ERR_MAX + 256];
-            if (s.res[i].done && format_result(line, sizeof line, s.todo[i], &s.res[i]) > 0)
-                fputs(line, s.journal);
-        }
-        fflush(s.journal);
+        for (long i = 0; i < s.n_todo; i++) n_resumed += s.res[i].done;
     }
     if (n_resumed > 0 && !json)
-        fprintf(stderr, "vrsim sweep: resuming: %ld of %ld points already done\n", n_resumed, s.n_todo);
+        safetext_eprintf("vrsim sweep: resuming: %ld of %ld points already done\n", n_resumed, s.n_todo);
     double t0 = vr_now_s();
     bool bar = isatty(STDERR_FILENO) && s.n_todo - n_resumed > 1;
     if (s.n_todo > n_resumed && run_all(&s, (int)jobs, bar)) {
-        fprintf(stderr, "vrsim sweep: cannot start worker processes: %s\n", strerror(errno));
+        safetext_eprintf("vrsim sweep: cannot start worker processes: %s\n", strerror(errno));
         rc = VR_EXIT_INTERNAL;
         goto out;
     }
@@ -1013,10 +1143,20 @@ int cmd_sweep(int argc, char **argv) {
     if (json) {
         puts(js);
     } else {
-        printf("vrsim sweep: %s, %ld point%s", name, s.n_points, s.n_points == 1 ? "" : "s");
+        printf("vrsim sweep: ");
+        safetext_fputs(stdout, name);
+        printf(", %ld point%s", s.n_points, s.n_points == 1 ? "" : "s");
         if (shard_n > 1) printf(" (shard %d/%d: %ld of them)", shard_i, shard_n, s.n_todo);
         printf("\n\n");
-        print_table(stdout, &s);
+        /* the values and error texts are the user's and the scenario's: safe for a terminal */
+        char *table = NULL;
+        size_t tlen = 0;
+        FILE *m = open_memstream(&table, &tlen);
+        if (m) {
+            print_table(m, &s);
+            if (fclose(m) == 0) safetext_fputs(stdout, table);
+        }
+        free(table);
         printf("\n  %ld fit, %ld do not fit, %ld failed; %.2f s with %ld worker%s (%.0f points/s)\n",
                n_ok, n_oom, n_err, el, jobs < s.n_todo ? jobs : s.n_todo,
                (jobs < s.n_todo ? jobs : s.n_todo) == 1 ? "" : "s",
@@ -1024,25 +1164,20 @@ int cmd_sweep(int argc, char **argv) {
     }
     rc = VR_EXIT_OK;
     if (files) {
-        char path[1200];
         size_t clen = 0;
         char *csv = build_csv(&s, &clen);
-        VrStatus st = VR_OK;
-        if (mkdir_p(dir)) {
-            snprintf(err, sizeof err, "cannot create %.900s: %s", dir, strerror(errno));
-            st = VR_EIO;
-        }
+        VrStatus st = report_make_dir(dir, err, sizeof err);
         if (!st && !csv) { snprintf(err, sizeof err, "out of host memory"); st = VR_ENOMEM; }
-        if (!st) {
-            snprintf(path, sizeof path, "%s/sweep%s.csv", dir, suffix);
-            st = report_write_file(path, csv, clen, err, sizeof err);
-        }
-        if (!st) {
-            snprintf(path, sizeof path, "%s/sweep%s.json", dir, suffix);
-            st = report_write_file(path, js, strlen(js), err, sizeof err);
+        for (int f = 0; f < 2 && !st; f++) {
+            char *path = vr_strfmt("%s/sweep%s.%s", dir, suffix, f ? "json" : "csv");
+            if (!path) { snprintf(err, sizeof err, "out of host memory"); st = VR_ENOMEM; break; }
+            outpath_clean_stale(path); /* temporaries of a sweep that was killed */
+            st = f ? report_write_file(path, js, strlen(js), err, sizeof err)
+                   : report_write_file(path, csv, clen, err, sizeof err);
+            free(path);
         }
         free(csv);
-        if (st) { fprintf(stderr, "vrsim sweep: %s\n", err); rc = VR_EXIT_INTERNAL; }
+        if (st) { safetext_eprintf("vrsim sweep: %s\n", err); rc = VR_EXIT_INTERNAL; }
         else if (!json) printf("  files: %s/sweep%s.csv, sweep%s.json\n", dir, suffix, suffix);
         if (!st) { /* the sweep is complete: nothing to resume */
             fclose(s.journal);
@@ -1053,5 +1188,8 @@ int cmd_sweep(int argc, char **argv) {
     free(js);
 out:
     sweep_free(&s);
+    free(name);
+    free(dir);
+    free(jpath);
     return rc;
 }

@@ -24,6 +24,9 @@
 
 typedef struct Run {
     const Graph *g;
+    uint64_t refused_bytes;  /* a request the allocator refused as no card's (ALLOC_MAX_REQUEST), */
+    const char *refused_what; /* and what it was for (a tensor's or an op's name): engine_run's
+                                 message */
     const EngineConfig *cfg;
     Alloc *a;
     int n_t;
@@ -147,6 +150,17 @@ static void note_peak(Run *r, StepResult *sr, int op) {
     r->peak_log[r->res->n_steps] = r->n_log; /* the step being run is steps[n_steps] */
 }
 
+/* alloc_malloc for op; a request the allocator refuses outright (larger than any card,
+ * ALLOC_MAX_REQUEST, on a capacity larger still) is noted for engine_run's message. */
+static VrStatus dev_malloc(Run *r, uint64_t bytes, int stream, const char *what, uint64_t *addr) {
+    VrStatus st = alloc_malloc(r->a, bytes, stream, 0, addr);
+    if (st == VR_EINVAL) {
+        r->refused_bytes = bytes;
+        r->refused_what = what;
+    }
+    return st;
+}
+
 /* Allocates storage s for op; VR_OOM is passed back for the caller to record. */
 static VrStatus alloc_storage(Run *r, int s, StepResult *sr, int op) {
     const Tensor *t = graph_tensor_c(r->g, s);
@@ -154,7 +168,7 @@ static VrStatus alloc_storage(Run *r, int s, StepResult *sr, int op) {
     if (t->bytes == 0) return VR_OK; /* zero-byte tensors never reach the allocator */
     uint64_t addr;
     int stream = op_stream(r, op);
-    VrStatus st = alloc_malloc(r->a, t->bytes, stream, 0, &addr);
+    VrStatus st = dev_malloc(r, t->bytes, stream, t->name, &addr);
     if (st) return st;
     if ((st = log_ev(r, LOG_MALLOC, t->bytes, stream, s))) return st;
     notify(r, true, addr, t->bytes, op);
@@ -201,7 +215,7 @@ static VrStatus cublas_workspace(Run *r, StepResult *sr, int op) {
     r->handles++;
     if (!bytes) return VR_OK;
     uint64_t addr;
-    VrStatus st = alloc_malloc(r->a, bytes, 0, 0, &addr);
+    VrStatus st = dev_malloc(r, bytes, 0, "the cuBLAS workspace", &addr);
     if (st) return st;
     if ((st = log_ev(r, LOG_MALLOC, bytes, 0, -1))) return st;
     notify(r, true, addr, bytes, op);
@@ -243,7 +257,7 @@ static VrStatus alloc_workspaces(Run *r, const Op *op, int i, StepResult *sr, co
     VrStatus st;
     for (int k = 0; k < n; k++) {
         if (!ws[k]) continue;
-        if ((st = alloc_malloc(r->a, ws[k], op->stream, 0, &ws_addr[k]))) return st;
+        if ((st = dev_malloc(r, ws[k], op->stream, op->name, &ws_addr[k]))) return st;
         if ((st = log_ev(r, LOG_MALLOC, ws[k], op->stream, -1))) return st;
         notify(r, true, ws_addr[k], ws[k], i);
         r->cat_bytes[CAT_TEMP] += alloc_block_size(r->a, ws_addr[k]);
@@ -852,7 +866,19 @@ VrStatus engine_run(const Graph *g, const EngineConfig *cfg, const AllocConfig *
         st = collect_peak(&r, acfg, res, last);
     run_free(&r);
     if (st) {
-        if (st == VR_EINVAL) snprintf(err, errlen, "%s", r.check_err[0] ? r.check_err : graph_error(g));
+        if (st == VR_EINVAL && r.check_err[0]) {
+            snprintf(err, errlen, "%s", r.check_err);
+        } else if (st == VR_EINVAL && r.refused_bytes) {
+            snprintf(err, errlen, "'%s' needs one allocation of %.1f TiB: the simulated "
+                     "allocator takes at most %.0f TiB in one request (no card has more); lower "
+                     "the model's size, the batch or the sequence",
+                     r.refused_what ? r.refused_what : "?", (double)r.refused_bytes / (double)(VR_GIB * 1024),
+                     (double)ALLOC_MAX_REQUEST / (double)(VR_GIB * 1024));
+        } else if (st == VR_EINVAL) {
+            const char *ge = graph_error(g);
+            snprintf(err, errlen, "%s", ge && ge[0] ? ge : "the simulation stopped on an input "
+                     "the engine could not take (no message)");
+        }
         engine_result_free(res);
         return st;
     }

@@ -11,9 +11,8 @@
 #include "cmds.h"
 #include "vr.h"
 
-/* The release, bumped with each tagged version; the build may name its commit (make passes
+/* The release is vr.h's VRSIM_VERSION; the build may name its commit (make passes
  * VRSIM_COMMIT when git is there). */
-#define VRSIM_VERSION "0.14.0"
 #ifndef VRSIM_COMMIT
 #define VRSIM_COMMIT ""
 #endif

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE /* renameat2 (RENAME_EXCHANGE) */
 #include "report.h"
 
+#include "outpath.h"
+#include "safetext.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -45,29 +47,29 @@ const char *report_cost_source(const Plan *p) {
 
 /* Sum of parameter elements per top-level module ("model.layers.3.mlp.up_proj.weight" counts
  * under "model.layers", "lm_head.weight" under "lm_head"). */
-typedef struct ModCount { char name[64]; double n; } ModCount;
+typedef struct ModCount {
+    const char *name;          /* the module's name: the first len bytes of a tensor's name */
+    size_t len;                /* (the graph's, valid while it lives) */
+    double n;                  /* parameter elements */
+} ModCount;
 
 static int module_counts(const Graph *g, ModCount *out, int max) {
     int n = 0;
     for (int t = 0; t < graph_num_tensors(g); t++) {
         const Tensor *x = graph_tensor_c(g, t);
         if (!x->is_param || x->producer >= 0) continue; /* count each parameter once (as built) */
-        char key[64];
         const char *nm = x->name;
         const char *a = strchr(nm, '.');
         const char *b = a ? strchr(a + 1, '.') : NULL;
         size_t len = b && strncmp(nm, "model.", 6) == 0 ? (size_t)(b - nm) : (a ? (size_t)(a - nm) : strlen(nm));
-        if (strstr(nm, "lora_")) { snprintf(key, sizeof key, "lora_adapters"); }
-        else {
-            if (len >= sizeof key) len = sizeof key - 1;
-            memcpy(key, nm, len);
-            key[len] = 0;
-        }
+        if (strstr(nm, "lora_")) { nm = "lora_adapters"; len = strlen(nm); }
+        /* the whole module name: two long ones that share a prefix stay apart */
         int i;
-        for (i = 0; i < n; i++) if (strcmp(out[i].name, key) == 0) break;
+        for (i = 0; i < n; i++) if (out[i].len == len && memcmp(out[i].name, nm, len) == 0) break;
         if (i == n) {
             if (n == max) continue;
-            snprintf(out[n].name, sizeof out[n].name, "%s", key);
+            out[n].name = nm;
+            out[n].len = len;
             out[n++].n = 0;
         }
         out[i].n += (double)x->numel;
@@ -79,7 +81,25 @@ static double slack_bytes(const StepResult *s) {
     return (double)s->peak_reserved - (double)s->peak_allocated;
 }
 
+static void print_summary(FILE *f, const Plan *p, const SimResult *r);
+
+/* The summary is built whole, then written with the names in it (the title, modules, tensors,
+ * ops: the scenario's text) made safe for a terminal (safetext.h). */
 void report_print_summary(FILE *f, const Plan *p, const SimResult *r) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m) {
+        fputs("vrsim: out of host memory\n", stderr);
+        return;
+    }
+    print_summary(m, p, r);
+    if (fclose(m) == 0) safetext_fputs(f, text);
+    else fputs("vrsim: out of host memory\n", stderr);
+    free(text);
+}
+
+static void print_summary(FILE *f, const Plan *p, const SimResult *r) {
     const StepResult *s = report_step(r);
     uint64_t cap = p->alloc.capacity;
     fprintf(f, "vrsim: %s\n", p->name);
@@ -256,7 +276,11 @@ char *report_summary_json(const Plan *p, const SimResult *r) {
     ModCount mc[64];
     int nm = module_counts(p->graph, mc, 64);
     cJSON *pm = cJSON_AddObjectToObject(o, "parameters");
-    for (int i = 0; i < nm; i++) cJSON_AddNumberToObject(pm, mc[i].name, mc[i].n);
+    for (int i = 0; i < nm; i++) {
+        char *key = vr_strfmt("%.*s", (int)mc[i].len, mc[i].name);
+        if (key) cJSON_AddNumberToObject(pm, key, mc[i].n);
+        free(key);
+    }
     /* the base model's parameters (before adapters) and those that train, whole tensors */
     if (p->n_params >= 0) cJSON_AddNumberToObject(o, "n_params", (double)p->n_params);
     if (p->n_trainable >= 0) cJSON_AddNumberToObject(o, "n_trainable", (double)p->n_trainable);
@@ -330,17 +354,29 @@ char *report_summary_json(const Plan *p, const SimResult *r) {
     cJSON_AddNumberToObject(sm, "segments", (double)segs);
     cJSON_AddNumberToObject(sm, "free_blocks", (double)freeb);
     cJSON_AddNumberToObject(sm, "largest_free_block_bytes", (double)r->largest_free_at_peak);
-    char *text = cJSON_Print(o);
+    char *raw = cJSON_Print(o);
     cJSON_Delete(o);
+    /* the scenario's text (a title, names) as valid UTF-8: a byte that is not becomes U+FFFD */
+    char *text = raw ? safetext_utf8(raw, strlen(raw), NULL) : NULL;
+    free(raw);
     return text;
 }
 
 VrStatus report_write_file(const char *path, const char *text, size_t len, char *err, size_t errlen) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
+    /* only over a regular file: never through a link or into a device or FIFO */
+    VrStatus cst = outpath_check_file(path, "cannot write", NULL, NULL, err, errlen);
+    if (cst) return cst;
+    size_t tn = strlen(path) + 32;
+    char *tmp = malloc(tn);
+    if (!tmp) return VR_ENOMEM;
+    snprintf(tmp, tn, "%s.tmp.%ld", path, (long)getpid());
+    unlink(tmp); /* one of an earlier process of this pid */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        if (fd >= 0) { close(fd); unlink(tmp); }
+        free(tmp);
         return VR_EIO;
     }
     size_t w = fwrite(text, 1, len, f);
@@ -349,8 +385,10 @@ VrStatus report_write_file(const char *path, const char *text, size_t len, char 
     if (bad || rename(tmp, path) != 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         unlink(tmp);
+        free(tmp);
         return VR_EIO;
     }
+    free(tmp);
     return VR_OK;
 }
 
@@ -588,8 +626,12 @@ VrStatus report_write_all(const char *dir, const Plan *p, const SimResult *r, ch
     if (!st) {
         write_trace_json(&b, p, r);
         if (b.bad) st = VR_ENOMEM;
+        size_t tn = 0;
+        char *trace = st ? NULL : safetext_utf8(b.p, b.n, &tn); /* op names as valid UTF-8 */
+        if (!st && !trace) st = VR_ENOMEM;
         snprintf(path, sizeof path, "%s/trace.json", dir);
-        if (!st) st = report_write_file(path, b.p, b.n, err, errlen);
+        if (!st) st = report_write_file(path, trace, tn, err, errlen);
+        free(trace);
     }
     free(b.p);
     return st;
@@ -652,6 +694,11 @@ void report_remove_set_dir(const char *dir) {
 
 VrStatus report_stage_dir(const char *dir, char *tmp, size_t tmplen, char *err, size_t errlen) {
     struct stat st;
+    if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
+        snprintf(err, errlen, "--out %s: is a symbolic link: the output set replaces the folder "
+                 "itself, so give the folder's own path", dir);
+        return VR_EINVAL;
+    }
     if (stat(dir, &st) == 0) {
         char bad[256];
         if (!S_ISDIR(st.st_mode)) {
@@ -675,7 +722,12 @@ VrStatus report_stage_dir(const char *dir, char *tmp, size_t tmplen, char *err, 
         VrStatus s2 = report_make_dir(parent, err, errlen);
         if (s2) return s2;
     }
-    if ((size_t)snprintf(tmp, tmplen, "%.*s.tmp-XXXXXX", (int)L, dir) >= tmplen) {
+    /* the folders a killed run left beside dir go first; this one's name carries the pid that
+     * makes it, so the next run can tell it from one still being written (outpath.h) */
+    parent[L] = 0;
+    memcpy(parent, dir, L);
+    outpath_clean_stale(parent);
+    if ((size_t)snprintf(tmp, tmplen, "%.*s.tmp-%ld-XXXXXX", (int)L, dir, (long)getpid()) >= tmplen) {
         snprintf(err, errlen, "--out %s: path too long", dir);
         return VR_EINVAL;
     }

@@ -66,6 +66,8 @@ typedef struct ScenarioOptions {
     const char *lua_dir;       /* the project's lua/ folder; NULL = found from the executable */
     long instruction_limit;    /* 0 = default */
     size_t memory_limit;       /* bytes, 0 = default */
+    uint64_t *read_hash;       /* NULL, or a hash (vr_hash) into which the load folds the name and
+                                  bytes of every file it reads (modules, configs), in order */
 } ScenarioOptions;
 
 /* Loads the scenario file at path. On failure returns VR_EINVAL (or VR_ENOMEM) with a one-line

@@ -2,6 +2,10 @@
 #include "vr.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,4 +67,34 @@ double vr_cpu_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+uint64_t vr_hash(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ULL;
+    return (h ^ 0xff) * 1099511628211ULL;
+}
+
+char *vr_strfmt(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return NULL;
+    char *s = malloc((size_t)n + 1);
+    if (!s) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+char *vr_dirname(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) return vr_strfmt(".");
+    if (slash == path) return vr_strfmt("/");
+    return vr_strfmt("%.*s", (int)(slash - path), path);
 }

@@ -39,6 +39,22 @@ bool vr_write_all(int fd, const void *p, size_t n);
  * on an error. */
 bool vr_read_all(int fd, void *p, size_t n);
 
+/* FNV-1a of the n bytes at p folded into h (start from VR_HASH_INIT), with a separator after
+ * them, so the pieces "ab","c" hash unlike "a","bc". For keys, not for security. */
+#define VR_HASH_INIT 14695981039346656037ULL
+uint64_t vr_hash(uint64_t h, const void *p, size_t n);
+
+/* A new string formatted as printf would (the caller frees it); NULL when out of memory. No
+ * length limit: for paths and values that must never be cut to fit a buffer. */
+char *vr_strfmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The folder of path as a new string: "." for a bare name, "/" for one at the root; NULL when
+ * out of memory. */
+char *vr_dirname(const char *path);
+
+/* The release, bumped with each tagged version. */
+#define VRSIM_VERSION "0.14.0"
+
 /* Seconds on the monotonic clock (for timeouts and rates; no meaning as a date). */
 double vr_now_s(void);
 /* Seconds of CPU this process has used (a bound on work that a loaded machine must not move). */

@@ -254,7 +254,7 @@ function D.apply(cfg, ctx, fail)
         -- trainer_config_finalize: reduce_bucket_size always, the stage3_ pair under ZeRO-3
         -- only (otherwise DeepSpeed would reject the string; the keys are unused below stage 3)
         if k ~= "reduce_bucket_size" and stage ~= 3 then
-          note(("zero_optimization.%s = \"auto\" is left unfilled below stage 3 (unused there)"):format(k))
+          note(("zero_optimization.%s = \"auto\" is left unfilled below stage 3 (%s)"):format(k, k:match("^stage3_") and "unused there" or "DeepSpeed reads it at stage 2 and would want a value: its default is simulated"))
           v = nil
         elseif auto[k] == nil then
           err(("zero_optimization.%s = \"auto\" needs the model's hidden_size, which %s has none of "

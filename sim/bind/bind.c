@@ -83,6 +83,7 @@ typedef struct Sandbox {
     const char *const *sets;     /* the command line's --set key=value strings (borrowed, valid
                                     while the scenario loads): paths the user typed */
     int n_sets;
+    uint64_t *read_hash;         /* ScenarioOptions.read_hash (NULL: none) */
     /* the pool of small blocks (see sandbox_alloc): a free list per size class, and the chunks
      * they are cut from (freed with the sandbox) */
     void *pool_free[POOL_CLASSES];
@@ -98,6 +99,14 @@ static void sandbox_free(Sandbox *sb) {
         free(c);
     }
     free(sb);
+}
+
+/* Folds a file the load read (its name and bytes) into the caller's hash, if it asked for one:
+ * what a sweep's journal is keyed by besides the scenario (ScenarioOptions.read_hash). */
+static void note_read(const Sandbox *sb, const char *name, const char *bytes, size_t len) {
+    if (!sb->read_hash) return;
+    *sb->read_hash = vr_hash(*sb->read_hash, name, strlen(name));
+    *sb->read_hash = vr_hash(*sb->read_hash, bytes, len);
 }
 
 /* Files a scenario makes vrsim read (the scenario, modules, configs) are refused past this. */
@@ -1260,6 +1269,7 @@ static int l_read_config(lua_State *L) {
         rs = read_inside(sb, path, &src, &len);
     }
     if (rs != RF_OK) raise_read(L, "config", name, rs);
+    note_read(sb, name, src, len);
     JsonBox *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->j = NULL;
     luaL_setmetatable(L, JSON_MT);
@@ -1536,6 +1546,7 @@ static int l_require(lua_State *L) {
         if (rs == RF_MISSING)
             luaL_error(L, "module '%s' not found in lua/%s", name, planner ? "" : " or the scenario's folder");
         if (rs != RF_OK) raise_read(L, "module", name, rs);
+        note_read(sb, name, src, len); /* by module name: the same whichever path vrsim runs from */
         char chunk[sizeof path + 1];
         snprintf(chunk, sizeof chunk, "@%s", path);
         /* one of lua/'s own modules as it was built: its dump; otherwise (a scenario's module,
@@ -2171,6 +2182,7 @@ static VrStatus sandbox_new(const ScenarioOptions *opts, const char *dir, Sandbo
     snprintf(sb->lua_dir, sizeof sb->lua_dir, "%s", ld);
     sb->sets = opts->sets;
     sb->n_sets = opts->n_sets;
+    sb->read_hash = opts->read_hash;
     if (dir) {
         if (strlen(dir) >= sizeof sb->scn_dir) {
             snprintf(err, errlen, "%s: the scenario's folder name is too long", dir);
@@ -2395,6 +2407,7 @@ static void sandbox_rearm(ScenarioState *ss, const ScenarioOptions *opts) {
     /* the --set strings of this load (the paths typed on the command line) */
     sb->sets = opts->sets;
     sb->n_sets = opts->n_sets;
+    sb->read_hash = opts->read_hash;
 }
 
 VrStatus scenario_load_source_in(ScenarioState *ss, const char *chunkname, const char *src,
