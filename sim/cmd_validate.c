@@ -18,6 +18,7 @@
 #include "engine.h"
 #include "infile.h"
 #include "jsonin.h"
+#include "safetext.h"
 #include "scenario.h"
 
 #define MIB 1048576.0
@@ -241,12 +242,25 @@ static const char *take_provenance(cJSON *rec, char *names, size_t n, char *why,
     return NULL;
 }
 
+/* A record's name as every line shows it: valid UTF-8 (U+FFFD for other bytes, as the JSON rows
+ * need), with each control character a '?' (a name cannot move a terminal's cursor). NULL when out
+ * of memory. */
+static char *shown_name(const char *name) {
+    char *s = safetext_utf8(name, strlen(name), NULL);
+    if (!s) return NULL;
+    for (unsigned char *c = (unsigned char *)s; *c; c++)
+        if (*c < 0x20 || *c == 0x7f) *c = '?';
+    return s;
+}
+
 static int validate_record(const cJSON *rec0, const char *file, int line, const Opts *o, Rows *rows,
                            Tally *tally) {
-    const char *name = jstr(rec0, "name");
+    char *name = shown_name(jstr(rec0, "name") ? jstr(rec0, "name") : "?");
+    if (!name) return -1;
     char *cfg = cJSON_GetObjectItem(rec0, "cap_mib")
-                    ? fmt("%s@cap%.0f", name ? name : "?", jnum(rec0, "cap_mib", 0))
-                    : fmt("%s", name ? name : "?");
+                    ? fmt("%s@cap%.0f", name, jnum(rec0, "cap_mib", 0))
+                    : fmt("%s", name);
+    free(name);
     if (!cfg) return -1;
     if (o->only && !strstr(cfg, o->only)) { free(cfg); return 0; }
     cJSON *rec = cJSON_Duplicate(rec0, true);

@@ -66,6 +66,11 @@ if [ "$HAVE_FIFO" = 1 ]; then
   check "shop of a FIFO scenario (it waited forever)" 2 "fifo: not a regular file" "" -- shop "$TMP/fifo" --tokens 1e6
 fi
 check "replay of a folder" 2 "not a regular file" "" -- replay "$H"
+# a record's name with terminal escapes: shown with each control character a '?'
+printf '{"name": "esc\\u001b]0;pwned\\u0007x", "shape": "7b-l1"}\n' >"$TMP/esc.jsonl"
+"$VRSIM" validate "$TMP/esc.jsonl" >"$TMP/out" 2>&1
+if grep -q 'esc?]0;pwned?x' "$TMP/out" && ! grep -q "$(printf '\033')" "$TMP/out"; then ok "validate: a record name's escapes never reach the terminal raw"
+else fail "validate: a record name's escapes reach the terminal" "$(cat -v "$TMP/out" | head -3)"; fi
 
 # ---- one range check per field: DeepSpeed JSON as --set ---------------------------------------
 check "DeepSpeed gradient_accumulation_steps 1e9 (ran for minutes)" 2 \
