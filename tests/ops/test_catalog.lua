@@ -114,9 +114,14 @@ end
 do
   local got, msg = plan.resolve_gpu("v100")
   check(got == nil and msg:find("ambiguous", 1, true), "'v100' is ambiguous (16 or 32 GB)")
+  -- a card one digit away is another product: no guess ("rtx4070" is not the 4080)
   got, msg = plan.resolve_gpu("rtx4070")
-  check(got == nil and msg:find("unknown GPU", 1, true) and msg:find("(NVIDIA GeForce RTX 4080, 16 GB)", 1, true),
-        "'rtx4070' (not in the catalog) is unknown, and the suggestion shows its memory (got " .. tostring(msg) .. ")")
+  check(got == nil and msg:find("unknown GPU", 1, true) and not msg:find("did you mean", 1, true),
+        "'rtx4070' (not in the catalog) is unknown, with no guess at another card (got " .. tostring(msg) .. ")")
+  -- a slip in the letters is corrected, and the suggestion shows the card's memory
+  got, msg = plan.resolve_gpu("rtx4080s")
+  check(got == nil and msg:find("(NVIDIA GeForce RTX 4080, 16 GB)", 1, true),
+        "'rtx4080s' suggests the 4080 with its memory (got " .. tostring(msg) .. ")")
   -- two swapped digits are one edit: a swapped 4090 is not taken for the 4080
   got, msg = plan.resolve_gpu("rtx4900")
   check(got == nil and msg:find("did you mean 'rtx4090' (NVIDIA GeForce RTX 4090, 24 GB)?", 1, true),
