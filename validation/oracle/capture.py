@@ -101,8 +101,12 @@ def enable_fake_cuda(torch):
     # Module._apply (model.to(dtype)) swaps a FakeTensor parameter's whole tensor, which fails on
     # the weakrefs FakeTensorMode keeps; on real CUDA tensors it takes the set_data path
     # (param.data = new): the new storage allocated, the old one freed when replaced. That path:
+    # (a CPU parameter moved to CUDA, as peft moves a new adapter to its base layer, becomes a
+    # new Parameter on CUDA: for a fake tensor, the same object with its fake device updated)
     def set_data(param, applied):
         param.data = applied.data
+        if hasattr(applied, "fake_device") and param.fake_device != applied.fake_device:
+            param.fake_device = applied.fake_device
     torch.utils.swap_tensors = set_data
     # An op with a CUDA kernel and a CompositeImplicitAutograd one runs the kernel on a GPU; on
     # a CPU-only build the CUDA slot is empty, so the composite fills AutogradCUDA and the op is
@@ -121,6 +125,32 @@ def enable_fake_cuda(torch):
     _KEEP.append(lib)
 
 
+def install_data_answers(torch):
+    """The answers real data gives where transformers branches on tensor values. A fake tensor
+    has no values, and transformers treats it as traced and takes the branch that keeps every
+    case open; the loop's own inputs decide these on a GPU:
+    - masking_utils.find_packed_sequence_indices(position_ids): the loop's position ids are
+      0..seq-1, one sequence a row, so the function returns None (after its diff, cumsum and the
+      check `(mask[:, -1] == 0).all()`, which are run here too) and no packed-sequence mask is
+      built (without this, a run without a KV cache, as under checkpointing, builds a full
+      boolean causal mask that the GPU never makes)."""
+    try:
+        import transformers.masking_utils as mu
+    except ImportError:
+        return
+    orig = getattr(mu, "find_packed_sequence_indices", None)
+    if orig is None:
+        return
+
+    def find_packed_sequence_indices(position_ids):
+        mask = orig(position_ids)
+        if mask is not None:
+            (mask[:, -1] == 0).all()
+        return None
+
+    mu.find_packed_sequence_indices = find_packed_sequence_indices
+
+
 def install_sdpa_backend(torch, backend):
     """F.scaled_dot_product_attention as PyTorch runs it on CUDA with `backend` chosen: the
     composite op (aten/src/ATen/native/transformers/attention.cpp) asks a CUDA-only stub for the
@@ -142,10 +172,13 @@ def install_sdpa_backend(torch, backend):
         lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
         if attn_mask is not None and attn_mask.dtype == torch.bool:
             attn_mask = torch.where(attn_mask, 0.0, float("-inf")).to(q.dtype)
-        if backend == "cudnn":
+        # cuDNN and flash attention take fp16 and bf16 only (sdp_utils.cpp check_tensor_dtype):
+        # an fp32 run gets the memory-efficient kernel, as on the GPU
+        chosen = backend if q.dtype in (torch.float16, torch.bfloat16) else "efficient"
+        if chosen == "cudnn":
             return aten._scaled_dot_product_cudnn_attention(q, k, v, attn_mask, lse, dropout_p,
                                                             is_causal, False, scale=scale)[0]
-        if backend == "flash" and attn_mask is None:
+        if chosen == "flash" and attn_mask is None:
             return aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, False,
                                                             scale=scale)[0]
         return aten._scaled_dot_product_efficient_attention(q, k, v, attn_mask, lse, dropout_p,
@@ -210,96 +243,6 @@ class Recorder:
         self.peak = max(self.peak, self.live)
         return sid, True
 
-
-
-def install_sdpa_backend(torch, backend):
-    """F.scaled_dot_product_attention as PyTorch runs it on CUDA with `backend` chosen: the
-    composite op (aten/src/ATen/native/transformers/attention.cpp) asks a CUDA-only stub for the
-    backend, which a CPU-only build lacks, and so falls to the math path; here the fused op the
-    GPU would pick is called as the composite calls it (autocast casts q, k, v first, as the
-    composite is on CUDA autocast's lower-precision list)."""
-    F = torch.nn.functional
-    orig = F.scaled_dot_product_attention
-    aten = torch.ops.aten
-    if backend == "math":
-        return
-
-    def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-        if torch.is_autocast_enabled("cuda"):
-            dt = torch.get_autocast_dtype("cuda")
-            with torch.autocast("cuda", enabled=False):
-                q, k, v = q.to(dt), k.to(dt), v.to(dt)
-                return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
-        lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-        if attn_mask is not None and attn_mask.dtype == torch.bool:
-            attn_mask = torch.where(attn_mask, 0.0, float("-inf")).to(q.dtype)
-        if backend == "cudnn":
-            return aten._scaled_dot_product_cudnn_attention(q, k, v, attn_mask, lse, dropout_p,
-                                                            is_causal, False, scale=scale)[0]
-        if backend == "flash" and attn_mask is None:
-            return aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, False,
-                                                            scale=scale)[0]
-        return aten._scaled_dot_product_efficient_attention(q, k, v, attn_mask, lse, dropout_p,
-                                                            is_causal, scale=scale)[0]
-
-    sdpa.__wrapped__ = orig
-    F.scaled_dot_product_attention = sdpa
-
-
-def dtype_name(dt):
-    return str(dt).replace("torch.", "")
-
-
-class Recorder:
-    """The event log and the live-storage accounting of one capture."""
-
-    def __init__(self):
-        self.events = []
-        self.n = 0                # ops seen
-        self.ph, self.st, self.mb = "build", -1, 0
-        self.sids = weakref.WeakKeyDictionary()   # untyped storage -> storage id
-        self.refs = {}            # sid -> weakref (kept so the callback fires)
-        self.nbytes = {}          # live sid -> bytes
-        self.next_sid = 1
-        self.live = 0
-        self.peak = 0
-        self.mod_stack = []
-        self.mod_names = {}
-        self.param_names = {}
-
-    def phase(self, ph, st=None, mb=0):
-        self.ph = ph
-        if st is not None:
-            self.st = st
-        self.mb = mb
-        self.events.append({"e": "phase", "ph": ph, "st": self.st, "mb": mb})
-
-    def module_path(self):
-        return self.mod_stack[-1] if self.mod_stack else ""
-
-    def on_free(self, sid, _ref):
-        b = self.nbytes.pop(sid, None)
-        self.refs.pop(sid, None)
-        if b is None:
-            return
-        self.live -= b
-        self.events.append({"e": "free", "i": self.n, "sid": sid, "b": b})
-
-    def track(self, t):
-        """The storage of CUDA tensor t: its id, and whether it is new (an allocation)."""
-        st = t.untyped_storage()
-        sid = self.sids.get(st)
-        if sid is not None:
-            return sid, False
-        sid = self.next_sid
-        self.next_sid += 1
-        self.sids[st] = sid
-        self.refs[sid] = weakref.ref(st, lambda r, s=sid: self.on_free(s, r))
-        b = st.nbytes()
-        self.nbytes[sid] = b
-        self.live += b
-        self.peak = max(self.peak, self.live)
-        return sid, True
 
 
 def make_tagger(torch, rec):
@@ -451,6 +394,7 @@ def capture(spec):
     if backend not in SDPA_BACKENDS:
         raise SystemExit(f"capture: sdpa_backend {backend!r} is not one of {SDPA_BACKENDS}")
     install_sdpa_backend(torch, backend)
+    install_data_answers(torch)
     try:
         import peft
         peft_version = peft.__version__

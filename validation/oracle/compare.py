@@ -49,7 +49,9 @@ NAMED = [
 # never for a tensor subclass: a FakeTensor is one, so each such sum is an out-of-place add
 # in the capture (vrsim: InputBuffer::accumulate(add_), no allocation).
 FAKE_ONLY = [
-    ("backward", re.compile(r"^(\S+ )?add\.Tensor\b"),
+    # (an engine's op has no module path; an add with one is forward code recomputed by
+    # checkpointing inside backward)
+    ("backward", re.compile(r"^add\.Tensor\b"),
      "gradient sum out of place: FakeTensor is subclass-like, so InputBuffer never adds in place "
      "(torch/csrc/autograd/input_buffer.cpp can_accumulate_inplace)"),
 ]
@@ -57,11 +59,13 @@ FAKE_ONLY = [
 # handle the thread's first GEMM creates (kept for the process; sim/engine.c cublas_workspace).
 CUBLAS = "cuBLAS workspace (a thread's handle, kept for the process)"
 
-REORDER_SPAN = 8
+REORDER_SPAN = 64
 
 PHASES = {"build": "build", "inputs": "build", "fwd": "forward", "bwd": "backward",
           "optim": "optimizer", "zero_grad": "zero_grad", "forward": "forward",
-          "backward": "backward", "optimizer": "optimizer"}
+          "backward": "backward", "optimizer": "optimizer",
+          # vrsim's checkpoint recomputation runs inside backward, as on the GPU
+          "recompute": "backward"}
 
 
 class Alloc:
@@ -197,6 +201,7 @@ def read_vrsim(rows, events):
     return allocs, marks, peak
 
 
+CUBLAS_MIN = 1 << 20   # the smallest workspace a handle takes (cuBLASLt's 1 MiB)
 GEMM = re.compile(r"proj|lm_head|rotary\.freqs|linear|to_q|to_k|to_v|to_out|ff\.|bmm|matmul|mm\b")
 
 
@@ -204,7 +209,7 @@ def name_vrsim_only(a, freed_in_op):
     for pat, what, where in NAMED:
         if pat.search(a.op) and (freed_in_op or not a.freed):
             return f"{what} ({where})"
-    if not a.freed and GEMM.search(a.op):
+    if not a.freed and a.size >= CUBLAS_MIN and GEMM.search(a.op):
         return CUBLAS + " (sim/engine.c cublas_workspace)"
     return None
 
