@@ -38,7 +38,7 @@ backend), params (name, shape, dtype, bytes, trainable), then events in order:
   {"e": "op", "i": n, "op": aten name, "m": module path, "ph", "st", "fw": forward op of the
    backward node ("module|op"), "out": [[shape, dtype, bytes], ...], "new": [[sid, bytes], ...]}
   {"e": "free", "i": n (the last op before it), "sid", "b"}
-  {"e": "save", "i": n, "sid", "b", "shape", "dtype"}
+  {"e": "save", "i": n, "op": the op whose node saves it, "sid", "b", "shape", "dtype"}
   {"e": "step", "st", "peak", "after_fwd", "after_bwd", "after_opt", "live_end"}
 Fake CUDA on a CPU-only PyTorch needs stand-ins, each outside what is measured: a no-op CUDA
 device guard and CUDA hooks that say CUDA is built (fake_cuda_hooks.cpp, preloaded: the
@@ -198,6 +198,7 @@ class Recorder:
     def __init__(self):
         self.events = []
         self.n = 0                # ops seen
+        self.last_op = ""
         self.ph, self.st, self.mb = "build", -1, 0
         self.sids = weakref.WeakKeyDictionary()   # untyped storage -> storage id
         self.refs = {}            # sid -> weakref (kept so the callback fires)
@@ -284,7 +285,10 @@ def make_mode(torch, rec):
                                   device=kwargs.get("device"))
             else:
                 out = func(*args, **kwargs)
+            if func.namespace == "prim":
+                return out        # prim.device and the like: metadata queries, no kernel
             rec.n += 1
+            rec.last_op = str(func)
             ev = {"e": "op", "i": rec.n, "op": str(func), "m": rec.module_path(), "ph": rec.ph,
                   "st": rec.st}
             node = torch._C._current_autograd_node()
@@ -407,7 +411,8 @@ def capture(spec):
     def pack(t):
         if t.device.type == "cuda":
             sid, _ = rec.track(t)
-            rec.events.append({"e": "save", "i": rec.n, "sid": sid, "b": rec.nbytes.get(sid, 0),
+            rec.events.append({"e": "save", "i": rec.n, "op": rec.last_op, "sid": sid,
+                               "b": rec.nbytes.get(sid, 0),
                                "shape": list(t.shape), "dtype": dtype_name(t.dtype)})
         return t
 

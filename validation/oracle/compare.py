@@ -95,23 +95,22 @@ def read_capture(path):
     if not lines or lines[0].get("e") != "header":
         fail_input(f"{path}: not an oracle capture (no header line)")
     header = lines[0]
-    allocs, live, marks = [], 0, {}
+    allocs = []
     by_sid = {}
+    seq = []                  # ("a" | "f" | "m", Alloc or phase key), in order
     key = (-1, "build")
-    peak = {}
     grp = 0
     for ev in lines[1:]:
         kind = ev.get("e")
         if kind == "phase":
             ph = ev["ph"]
             if ph == "end":
-                marks[("end", ev["st"])] = live
                 continue
             prev = key
             # (the input ids, made once before the first step, are the build's, as vrsim's)
             key = (ev["st"] if PHASES[ph] != "build" else -1, PHASES[ph])
             if prev != key:
-                marks[("end",) + prev] = live
+                seq.append(("m", prev))
         elif kind == "op":
             grp += 1
             for sid, b in ev.get("new", []):
@@ -120,16 +119,15 @@ def read_capture(path):
                     label += " <- " + ev["fw"].replace("aten.", "")
                 a = Alloc(key, b, label.strip(), grp)
                 allocs.append(a)
+                seq.append(("a", a))
                 by_sid[sid] = a
-                live += b
-                peak[key[0]] = max(peak.get(key[0], 0), live)
         elif kind == "free":
             a = by_sid.pop(ev["sid"], None)
             if a is not None:
                 a.freed = True
-                live -= a.size
-    marks[("end",) + key] = live
-    return header, allocs, marks, peak
+                seq.append(("f", a))
+    seq.append(("m", key))
+    return header, allocs, seq
 
 
 def run_vrsim(vrsim, scenario, tmp):
@@ -159,8 +157,9 @@ def read_vrsim(rows, events):
             step += 1
         phases.append((r["op"], ph, step))
         prev = ph
-    allocs, live, marks, peak = [], 0, {}, {}
+    allocs = []
     by_addr = {}
+    seq = []
     j = 0
     key = (-1, "build")
     grp, last_frame = 0, None
@@ -178,27 +177,41 @@ def read_vrsim(rows, events):
                     _, ph, st = phases[j]
                     nkey = (-1, "build") if ph == "build" else (st, ph)
                     if nkey != key:
-                        marks[("end",) + key] = live
-                        if key[0] >= 0 and nkey[0] != key[0]:
-                            marks[("end", key[0])] = live
+                        seq.append(("m", key))
                         key = nkey
         size = int(ev["size"])
         if ev["action"] == "alloc":
             a = Alloc(key, size, frame or "(before build)", grp)
             allocs.append(a)
+            seq.append(("a", a))
             by_addr[ev["addr"]] = a
-            live += size
-            peak[key[0]] = max(peak.get(key[0], 0), live)
         elif ev["action"] == "free_requested":
             a = by_addr.pop(ev["addr"], None)
             if a is not None:
                 a.freed = True
                 a.free_grp = grp
-                live -= size
-    marks[("end",) + key] = live
-    if key[0] >= 0:
-        marks[("end", key[0])] = live
-    return allocs, marks, peak
+                seq.append(("f", a))
+    seq.append(("m", key))
+    return allocs, seq
+
+
+def milestones(seq, skip_named):
+    """Live bytes at the end of each phase (key -> bytes) and each step's peak (step -> bytes),
+    without the named allocations when skip_named."""
+    live, ends, peak = 0, {}, {}
+    key = (-1, "build")
+    for kind, x in seq:
+        if kind == "m":
+            ends[x] = live
+            continue
+        if skip_named and x.named:
+            continue
+        if kind == "a":
+            live += x.size
+            peak[x.key[0]] = max(peak.get(x.key[0], 0), live)
+        else:
+            live -= x.size
+    return ends, peak
 
 
 CUBLAS_MIN = 1 << 20   # the smallest workspace a handle takes (cuBLASLt's 1 MiB)
@@ -209,7 +222,7 @@ def name_vrsim_only(a, freed_in_op):
     for pat, what, where in NAMED:
         if pat.search(a.op) and (freed_in_op or not a.freed):
             return f"{what} ({where})"
-    if not a.freed and a.size >= CUBLAS_MIN and GEMM.search(a.op):
+    if not a.freed and a.key[1] != "build" and a.size >= CUBLAS_MIN and GEMM.search(a.op):
         return CUBLAS + " (sim/engine.c cublas_workspace)"
     return None
 
@@ -302,8 +315,7 @@ def phase_name(key):
     return "build" if key[0] < 0 else f"step{key[0]}.{key[1]}"
 
 
-def mib(b):
-    return f"{b / 1048576:10.2f} MiB"
+MIB = 1048576.0
 
 
 def main():
@@ -318,13 +330,13 @@ def main():
     a = ap.parse_args()
     if not os.path.exists(a.scenario):
         fail_input(f"no scenario {a.scenario}")
-    header, cap, cmarks, cpeak = read_capture(a.capture)
+    header, cap, cseq = read_capture(a.capture)
     tmp = tempfile.mkdtemp(prefix="vrsim-oracle.")
     try:
         rows, events = run_vrsim(a.vrsim, a.scenario, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    vr, vmarks, vpeak = read_vrsim(rows, events)
+    vr, vseq = read_vrsim(rows, events)
     # vrsim allocations freed inside the op that made them (a kernel's workspace)
     freed_in_op = {id(x) for x in vr if x.freed and x.free_grp == x.grp}
     divergences, named, matched, reordered = compare(cap, vr, freed_in_op)
@@ -359,16 +371,21 @@ def main():
             for ln in lines:
                 print("    " + ln)
     last = max([x.key[0] for x in cap] or [0])
-    named_live = sum(x.size for _, x in named if not x.freed)
+    # (the capture's own named allocations, the out-of-place gradient sums, stay in: the GPU's
+    # in-place sum keeps the old buffer where the capture frees it, so dropping the new one
+    # alone would undercount)
+    ce, cp = milestones(cseq, False)
+    ve, vp = milestones(vseq, False)
+    ve2, vp2 = milestones(vseq, True)
+    print("  live bytes (MiB):              capture      vrsim  vrsim less its named")
 
-    def row(label, c, vv):
-        c = c or 0
-        vv = vv or 0
-        print(f"  {label:28s} capture {mib(c)}   vrsim {mib(vv)}   vrsim less named {mib(vv - named_live)}")
-    print("  live bytes:")
-    row("after build (parameters)", cmarks.get(("end", -1, "build")), vmarks.get(("end", -1, "build")))
-    row(f"after forward, step {last}", cmarks.get(("end", last, "forward")), vmarks.get(("end", last, "forward")))
-    row(f"step {last} peak", cpeak.get(last), vpeak.get(last))
+    def row(label, get):
+        c, v_, v2 = (get(x) or 0 for x in ((ce, cp), (ve, vp), (ve2, vp2)))
+        print(f"    {label:26s} {c / MIB:10.2f} {v_ / MIB:10.2f} {v2 / MIB:10.2f}"
+              + ("" if c == v2 else f"   ({v2 - c:+d} bytes)"))
+    row("after build (parameters)", lambda m: m[0].get((-1, "build")))
+    row(f"after forward, step {last}", lambda m: m[0].get((last, "forward")))
+    row(f"step {last} peak", lambda m: m[1].get(last))
     print(f"  capture parameter bytes {header.get('param_bytes')}")
     if a.expect:
         try:
