@@ -480,14 +480,48 @@ def capture(spec):
     return lines
 
 
+SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch": int, "seq": int,
+               "precision": str, "steps": int, "grad_accum": int, "build": str,
+               "optimizer": str, "optimizer_impl": str, "checkpointing": bool, "lora": dict,
+               "attention": str, "sdpa_backend": str}
+SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16"),
+                "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),
+                "build": ("cast", "direct"), "attention": ("sdpa", "eager"),
+                "sdpa_backend": SDPA_BACKENDS}
+
+
+def check_spec(path):
+    """The spec at path, or exit 2 naming what is wrong (an unknown field is not skipped)."""
+    def bad(msg):
+        print(f"capture: {path}: {msg}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        with open(path) as f:
+            spec = json.load(f)
+    except (OSError, ValueError) as e:
+        bad(f"cannot read the spec: {e}")
+    if not isinstance(spec, dict):
+        bad("a spec is a JSON object")
+    for k in ("name", "config", "micro_batch", "seq", "precision"):
+        if k not in spec:
+            bad(f"no '{k}'")
+    for k, v in spec.items():
+        if k not in SPEC_FIELDS:
+            bad(f"unknown field '{k}' (fields: {', '.join(SPEC_FIELDS)})")
+        if not isinstance(v, SPEC_FIELDS[k]) or (SPEC_FIELDS[k] is int and isinstance(v, bool)):
+            bad(f"'{k}' has the wrong type ({type(v).__name__})")
+        if k in SPEC_CHOICES and v not in SPEC_CHOICES[k]:
+            bad(f"'{k}' is {v!r}, not one of {', '.join(SPEC_CHOICES[k])}")
+    return spec
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("spec")
     ap.add_argument("-o", "--out")
     a = ap.parse_args()
+    spec = check_spec(a.spec)
     preload_fake_cuda()
-    with open(a.spec) as f:
-        spec = json.load(f)
     out = a.out or os.path.join(HERE, "captures", spec["name"] + ".jsonl.gz")
     lines = capture(spec)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
