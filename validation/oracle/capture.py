@@ -14,7 +14,7 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
   build         cast (fp32 then .to(dtype), from_config's way; default) or direct
   optimizer     adamw or sgd;  optimizer_impl: foreach, fused or forloop
   checkpointing true: non-reentrant checkpointing of every decoder layer (HF's
-                gradient_checkpointing_enable)
+                gradient_checkpointing_enable); checkpoint_every k: of layers 0, k, 2k... only
   lora          {r, alpha, dropout, targets} (peft; targets a list or "all-linear")
   attention     sdpa (default) or eager;  sdpa_backend: cudnn (default: what PyTorch 2.11 picks
                 on an H200 for these shapes), flash, efficient or math
@@ -351,6 +351,12 @@ def build_model(torch, transformers, spec, rec):
         model.to(dtype)
     if spec.get("checkpointing"):
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # every k-th decoder layer only (0, k, 2k, ...): the others run as plain modules
+        # (GradientCheckpointingLayer.__call__ checks its own gradient_checkpointing flag)
+        every = int(spec.get("checkpoint_every", 1))
+        for i, layer in enumerate(model.model.layers):
+            if i % every:
+                layer.gradient_checkpointing = False
     if prec == "lora_bf16":
         from peft import LoraConfig, get_peft_model
         if spec.get("checkpointing"):
@@ -482,7 +488,8 @@ def capture(spec):
 
 SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch": int, "seq": int,
                "precision": str, "steps": int, "grad_accum": int, "build": str,
-               "optimizer": str, "optimizer_impl": str, "checkpointing": bool, "lora": dict,
+               "optimizer": str, "optimizer_impl": str, "checkpointing": bool,
+               "checkpoint_every": int, "lora": dict,
                "attention": str, "sdpa_backend": str}
 SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16"),
                 "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),
