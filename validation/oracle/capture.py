@@ -171,7 +171,10 @@ def install_sdpa_backend(torch, backend):
                 return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
         lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
         if attn_mask is not None and attn_mask.dtype == torch.bool:
-            attn_mask = torch.where(attn_mask, 0.0, float("-inf")).to(q.dtype)
+            # convert_boolean_attn_mask (attention.cpp): where(mask, 0.0, scalar_tensor(-inf,
+            # q's dtype)), one additive mask in q's dtype
+            attn_mask = torch.where(attn_mask, 0.0, torch.scalar_tensor(float("-inf"), dtype=q.dtype,
+                                                                         device=q.device))
         # cuDNN and flash attention take fp16 and bf16 only (sdp_utils.cpp check_tensor_dtype):
         # an fp32 run gets the memory-efficient kernel, as on the GPU
         chosen = backend if q.dtype in (torch.float16, torch.bfloat16) else "efficient"

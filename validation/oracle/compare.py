@@ -40,6 +40,9 @@ NAMED = [
      "fused attention kernel internals (workspace, fp32 dq accumulator, row statistic)",
      "lua/vrsim/ops/attention.lua"),
     (re.compile(r"conv"), "cuDNN convolution workspace", "lua/vrsim/ops/conv.lua"),
+    (re.compile(r"weight_grad\.backward"),
+     "the CUDA reduce kernel's staging buffer and semaphores of a row sum (the norm weight's "
+     "gradient over many rows)", "lua/models/llama.lua bwd_rowsum, sim/engine.c op_workspaces"),
     (re.compile(r"embed_tokens\.backward"),
      "embedding_backward_cuda_kernel's fp32 partial sums", "lua/models/llama.lua embedding_forward"),
 ]
