@@ -129,6 +129,7 @@ def install_data_answers(torch):
     """The answers real data gives where transformers branches on tensor values. A fake tensor
     has no values, and transformers treats it as traced and takes the branch that keeps every
     case open; the loop's own inputs decide these on a GPU:
+    - GradScaler's found-inf check: no inf (the optimizer steps; below).
     - masking_utils.find_packed_sequence_indices(position_ids): the loop's position ids are
       0..seq-1, one sequence a row, so the function returns None (after its diff, cumsum and the
       check `(mask[:, -1] == 0).all()`, which are run here too) and no packed-sequence mask is
@@ -149,6 +150,16 @@ def install_data_answers(torch):
         return None
 
     mu.find_packed_sequence_indices = find_packed_sequence_indices
+
+    # GradScaler._maybe_opt_step: found_inf (a device scalar per device, read with .item(), a
+    # sync that allocates nothing) is 0 on a step whose gradients are finite, the step every
+    # measured run takes: the optimizer steps
+    from torch.amp import grad_scaler
+
+    def _maybe_opt_step(self, optimizer, optimizer_state, *args, **kwargs):
+        return optimizer.step(*args, **kwargs)
+
+    grad_scaler.GradScaler._maybe_opt_step = _maybe_opt_step
 
 
 def install_sdpa_backend(torch, backend):
@@ -456,12 +467,11 @@ def capture(spec):
                         loss = model(input_ids=ids, labels=ids).loss
                     if accum != 1:
                         loss = loss / accum
+                if scaler is not None:
+                    loss = scaler.scale(loss)   # (forward's, as vrsim counts it)
                 row.setdefault("after_fwd", rec.live)
                 rec.phase("bwd", step, micro)
-                if scaler is not None:
-                    scaler.scale(loss).backward()
-                else:
-                    loss.backward()
+                loss.backward()
                 row.setdefault("after_bwd", rec.live)
             rec.phase("optim", step)
             if scaler is not None:
