@@ -27,7 +27,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/luabc.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
 
-.PHONY: all test unit asan scenario-test html-test bench fuzz calibrate reports clean
+.PHONY: all test unit asan scenario-test html-test bench fuzz calibrate reports clean oracle
 all: vrsim
 
 ifeq ($(SAN),)
@@ -80,6 +80,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_inputs.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_doctor.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_techniques.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_oracle.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/html/check.sh; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 77 ]
 
 test: unit
@@ -108,3 +109,10 @@ clean:
 	rm -rf build build-san vrsim out
 
 -include $(shell find build build-san -name '*.d' 2>/dev/null)
+
+# The oracle's captures again, from validation/oracle/specs/ (needs torch, transformers, peft:
+# ORACLE_PYTHON names the interpreter that has them; docs/oracle.md)
+ORACLE_PYTHON ?= python3
+oracle:
+	@$(ORACLE_PYTHON) -c "import torch, transformers" 2>/dev/null || { echo "make oracle: $(ORACLE_PYTHON) cannot import torch and transformers"; exit 2; }
+	@set -e; for s in validation/oracle/specs/*.json; do $(ORACLE_PYTHON) validation/oracle/capture.py $$s; done

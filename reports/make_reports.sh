@@ -2,7 +2,7 @@
 # reports/make_reports.sh: regenerates what is written from vrsim's output (`make reports` runs it):
 #   reports/seed_claims.md                   the seed article's claims (below)
 #   scenarios/*.lua headers' checked answers  reports/scenario_answers.sh write
-#   README.md        blocks example, maxbatch, validation-summary
+#   README.md        blocks example, validation-summary
 #   docs/validation.md  block validate-table (all of `vrsim validate`)
 #   docs/step-time.md  block published (tests/test_published.sh as a table; python3)
 #   docs/scenarios.md   block fields (`vrsim fields`)
@@ -325,8 +325,6 @@ fence() {
 }
 fence scenarios/llama7b_h200.lua
 splice README.md example "$TMP/fence"
-fence maxbatch scenarios/llama7b_h200.lua --set gpu=a100_80g
-splice README.md maxbatch "$TMP/fence"
 "$VRSIM" validate >"$TMP/validate" 2>&1
 { echo '```'; echo '$ ./vrsim validate   (its last lines)'
   sed -n '/^  peak_allocated  mean/,$p' "$TMP/validate"; echo '```'; } >"$TMP/summary"

@@ -1,0 +1,54 @@
+#!/bin/sh
+# test_oracle.sh: vrsim against every committed oracle capture (validation/oracle/: the real
+# transformers/peft/torch training step run on fake CUDA tensors, docs/oracle.md). Each
+# captures/NAME.jsonl.gz is compared with scenarios/NAME.lua by compare.py (standard library
+# only: no torch needed); the comparison must find no divergence outside the named CUDA-only
+# and fake-tensor-only differences, or exactly the divergences expected/NAME.txt lists (each
+# explained in docs/oracle.md). Then compare.py must catch a scenario that is not the capture's.
+#
+#   VRSIM=./vrsim sh tests/test_oracle.sh
+set -u
+VRSIM=${VRSIM:-./vrsim}
+cd "$(dirname "$0")/.." || exit 1
+[ -x "$VRSIM" ] || { echo "test_oracle: $VRSIM is not an executable (set VRSIM)" >&2; exit 1; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/vrsim-oracle.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT INT TERM
+PASS=0
+FAIL=0
+ok()   { PASS=$((PASS + 1)); echo "ok   $1"; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/       /'; }
+O=validation/oracle
+n=0
+for cap in "$O"/captures/*.jsonl.gz; do
+  [ -f "$cap" ] || continue
+  name=$(basename "$cap" .jsonl.gz)
+  scen="$O/scenarios/$name.lua"
+  exp="$O/expected/$name.txt"
+  n=$((n + 1))
+  if [ ! -f "$scen" ]; then fail "$name: no scenario $scen"; continue; fi
+  set -- python3 "$O/compare.py" --quiet --vrsim "$VRSIM" "$cap" "$scen"
+  [ -f "$exp" ] && set -- "$@" --expect "$exp"
+  if "$@" >"$TMP/out" 2>&1; then
+    ok "$name: $(grep -E 'PASS' "$TMP/out" | sed 's/^ *//')"
+  else fail "$name" "$(cat "$TMP/out")"; fi
+done
+[ "$n" -gt 0 ] && ok "$n captures compared" || fail "no capture in $O/captures"
+
+# A scenario that is not the capture's (another sequence length) must diverge: exit 1.
+cap="$O/captures/llama2_7b_l2_bf16.jsonl.gz"
+sed 's/seq = 256/seq = 128/' "$O/scenarios/llama2_7b_l2_bf16.lua" >"$TMP/wrong.lua"
+python3 "$O/compare.py" --quiet --vrsim "$VRSIM" --expect "$O/expected/llama2_7b_l2_bf16.txt" \
+  "$cap" "$TMP/wrong.lua" >"$TMP/out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q "FAIL" "$TMP/out"; then ok "a scenario with another seq diverges (exit 1)"
+else fail "a scenario with another seq: exit $rc, expected 1" "$(cat "$TMP/out")"; fi
+# Bad input: exit 2 with a message, no traceback.
+printf 'not json\n' >"$TMP/bad.jsonl"
+python3 "$O/compare.py" --vrsim "$VRSIM" "$TMP/bad.jsonl" "$O/scenarios/llama2_7b_l2_bf16.lua" >"$TMP/out" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q "cannot read capture" "$TMP/out" && ! grep -q Traceback "$TMP/out"; then
+  ok "a capture that is not JSONL: exit 2, named"
+else fail "a bad capture: exit $rc" "$(cat "$TMP/out")"; fi
+
+echo "test_oracle: $PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]

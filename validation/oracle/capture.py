@@ -1,0 +1,563 @@
+#!/usr/bin/env python3
+"""The oracle's capture: run the real transformers / peft / torch training code on fake CUDA
+tensors (no GPU, no data) and write what it allocates, frees and saves, op by op.
+
+  capture.py SPEC.json [-o OUT.jsonl.gz]
+
+A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim scenario:
+
+  name          the capture's name (the output is captures/<name>.jsonl.gz by default)
+  config        a Hugging Face config.json: a path relative to the repository, or the object
+  layers        num_hidden_layers (the repeated layers cut, as vrsim's model.layers)
+  micro_batch, seq, steps (default 2), grad_accum (default 1)
+  precision     fp32, bf16, amp_bf16, amp_fp16 or lora_bf16 (as measure_llama.py's modes)
+  build         cast (fp32 then .to(dtype), from_config's way; default) or direct
+  optimizer     adamw or sgd;  optimizer_impl: foreach, fused or forloop
+  checkpointing true: non-reentrant checkpointing of every decoder layer (HF's
+                gradient_checkpointing_enable); checkpoint_every k: of layers 0, k, 2k... only
+  lora          {r, alpha, dropout, targets} (peft; targets a list or "all-linear")
+  attention     sdpa (default) or eager;  sdpa_backend: cudnn (default: what PyTorch 2.11 picks
+                on an H200 for these shapes), flash, efficient or math
+
+The training loop is validation/harness/measure_llama.py's (the loop the GPU records ran):
+forward with labels = input_ids, loss.backward(), opt.step(), opt.zero_grad(set_to_none=True).
+
+How it records (the mechanisms of torch/distributed/_tools/mem_tracker.py):
+- a TorchDispatchMode above FakeTensorMode sees every aten op; a CUDA output storage not seen
+  before is an allocation of storage.nbytes() bytes (the size the op asked the allocator for);
+- a weakref callback on each untyped storage (whose Python object lives exactly as long as the
+  storage) is its free;
+- module paths come from global module forward hooks; in backward the autograd node being run
+  (torch._C._current_autograd_node()) carries, in its metadata, the forward op and module that
+  made it; gradient accumulation nodes name their parameter;
+- saved_tensors_hooks record what each autograd node keeps for backward.
+
+Output: gzipped JSONL, one object a line: a header (spec, versions, world size, rank, the SDPA
+backend), params (name, shape, dtype, bytes, trainable), then events in order:
+  {"e": "phase", "ph": "fwd"|"bwd"|"optim"|"zero_grad"|"build", "st": step, "mb": micro}
+  {"e": "op", "i": n, "op": aten name, "m": module path, "ph", "st", "fw": forward op of the
+   backward node ("module|op"), "out": [[shape, dtype, bytes], ...], "new": [[sid, bytes], ...]}
+  {"e": "free", "i": n (the last op before it), "sid", "b"}
+  {"e": "save", "i": n, "op": the op whose node saves it, "sid", "b", "shape", "dtype"}
+  {"e": "step", "st", "peak", "after_fwd", "after_bwd", "after_opt", "live_end"}
+Fake CUDA on a CPU-only PyTorch needs stand-ins, each outside what is measured: a no-op CUDA
+device guard and CUDA hooks that say CUDA is built (fake_cuda_hooks.cpp, preloaded: the
+autograd engine needs both), autocast and GradScaler told CUDA exists, model.to() by set_data
+as on CUDA (enable_fake_cuda), and the SDPA backend chosen here (install_sdpa_backend: the
+choice is a CUDA kernel).
+Random fills (weight init, randint) allocate nothing and are skipped.
+"""
+import argparse
+import gzip
+import json
+import os
+import sys
+import weakref
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+SDPA_BACKENDS = ("cudnn", "flash", "efficient", "math")
+RANDOM_INPLACE = {"uniform_", "normal_", "bernoulli_", "random_", "exponential_", "log_normal_",
+                  "cauchy_", "geometric_"}
+CUDA_KERNEL_OPS = ("silu_backward", "mish_backward")
+_KEEP = []
+
+
+def preload_fake_cuda():
+    """Re-executes this process with fake_cuda_hooks.so preloaded (built on first use beside the
+    wheel's headers into validation/oracle/build/): its CUDA guard and hooks must be registered
+    before torch first asks for them, which happens while torch imports."""
+    if os.environ.get("VRSIM_ORACLE_PRELOADED") == "1":
+        return
+    import sysconfig
+    import subprocess
+    spec = __import__("importlib.util").util.find_spec("torch")
+    tdir = os.path.dirname(spec.origin)
+    src = os.path.join(HERE, "fake_cuda_hooks.cpp")
+    build = os.path.join(HERE, "build")
+    so = os.path.join(build, "fake_cuda_hooks.so")
+    if not os.path.exists(so) or os.path.getmtime(so) < os.path.getmtime(src):
+        os.makedirs(build, exist_ok=True)
+        cxx = os.environ.get("CXX", "g++")
+        subprocess.check_call([cxx, "-O1", "-shared", "-fPIC", "-std=c++17",
+                               "-I" + os.path.join(tdir, "include"), src,
+                               "-L" + os.path.join(tdir, "lib"), "-lc10", "-ltorch_cpu",
+                               "-o", so + ".tmp"])
+        os.replace(so + ".tmp", so)
+    env = dict(os.environ)
+    env["VRSIM_ORACLE_PRELOADED"] = "1"
+    env["LD_PRELOAD"] = so + ((" " + env["LD_PRELOAD"]) if env.get("LD_PRELOAD") else "")
+    env["LD_LIBRARY_PATH"] = os.path.join(tdir, "lib") + (
+        (":" + env["LD_LIBRARY_PATH"]) if env.get("LD_LIBRARY_PATH") else "")
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def enable_fake_cuda(torch):
+    """Python-side stand-ins for a GPU (the C++ ones are fake_cuda_hooks.cpp's)."""
+    import torch.cuda.amp.common as amp_common
+    amp_common.amp_definitely_not_available = lambda: False
+    torch.cuda.is_bf16_supported = lambda *a, **k: True
+    # Module._apply (model.to(dtype)) swaps a FakeTensor parameter's whole tensor, which fails on
+    # the weakrefs FakeTensorMode keeps; on real CUDA tensors it takes the set_data path
+    # (param.data = new): the new storage allocated, the old one freed when replaced. That path:
+    # (a CPU parameter moved to CUDA, as peft moves a new adapter to its base layer, becomes a
+    # new Parameter on CUDA: for a fake tensor, the same object with its fake device updated)
+    def set_data(param, applied):
+        param.data = applied.data
+        if hasattr(applied, "fake_device") and param.fake_device != applied.fake_device:
+            param.fake_device = applied.fake_device
+    torch.utils.swap_tensors = set_data
+    # An op with a CUDA kernel and a CompositeImplicitAutograd one runs the kernel on a GPU; on
+    # a CPU-only build the CUDA slot is empty, so the composite fills AutogradCUDA and the op is
+    # decomposed before any dispatch mode sees it (silu_backward became sigmoid, fill_, sub_,
+    # mul, add, mul, mul: five fp32-sized buffers where the GPU allocates one). A CUDA entry
+    # restores the GPU's dispatch: autograd, then the Python key (this recorder, then the meta
+    # kernel); the entry itself never runs. These are the ops of this kind (the CompositeImplicit
+    # ops with a CPU kernel and none for CUDA in the CPU wheel) whose CUDA kernels exist in
+    # native_functions.yaml (native_channel_shuffle, the third, has none).
+    lib = torch.library.Library("aten", "IMPL")
+
+    def never(*_a, **_k):
+        raise RuntimeError("oracle: a fake CUDA kernel ran on data")
+    for op in CUDA_KERNEL_OPS:
+        lib.impl(op, never, "CUDA")
+    _KEEP.append(lib)
+
+
+def install_data_answers(torch):
+    """The answers real data gives where transformers branches on tensor values. A fake tensor
+    has no values, and transformers treats it as traced and takes the branch that keeps every
+    case open; the loop's own inputs decide these on a GPU:
+    - GradScaler's found-inf check: no inf (the optimizer steps; below).
+    - masking_utils.find_packed_sequence_indices(position_ids): the loop's position ids are
+      0..seq-1, one sequence a row, so the function returns None (after its diff, cumsum and the
+      check `(mask[:, -1] == 0).all()`, which are run here too) and no packed-sequence mask is
+      built (without this, a run without a KV cache, as under checkpointing, builds a full
+      boolean causal mask that the GPU never makes)."""
+    try:
+        import transformers.masking_utils as mu
+    except ImportError:
+        return
+    orig = getattr(mu, "find_packed_sequence_indices", None)
+    if orig is None:
+        return
+
+    def find_packed_sequence_indices(position_ids):
+        mask = orig(position_ids)
+        if mask is not None:
+            (mask[:, -1] == 0).all()
+        return None
+
+    mu.find_packed_sequence_indices = find_packed_sequence_indices
+
+    # GradScaler._maybe_opt_step: found_inf (a device scalar per device, read with .item(), a
+    # sync that allocates nothing) is 0 on a step whose gradients are finite, the step every
+    # measured run takes: the optimizer steps
+    from torch.amp import grad_scaler
+
+    def _maybe_opt_step(self, optimizer, optimizer_state, *args, **kwargs):
+        return optimizer.step(*args, **kwargs)
+
+    grad_scaler.GradScaler._maybe_opt_step = _maybe_opt_step
+
+
+def install_sdpa_backend(torch, backend):
+    """F.scaled_dot_product_attention as PyTorch runs it on CUDA with `backend` chosen: the
+    composite op (aten/src/ATen/native/transformers/attention.cpp) asks a CUDA-only stub for the
+    backend, which a CPU-only build lacks, and so falls to the math path; here the fused op the
+    GPU would pick is called as the composite calls it (autocast casts q, k, v first, as the
+    composite is on CUDA autocast's lower-precision list)."""
+    F = torch.nn.functional
+    orig = F.scaled_dot_product_attention
+    aten = torch.ops.aten
+    if backend == "math":
+        return
+
+    def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        if torch.is_autocast_enabled("cuda"):
+            dt = torch.get_autocast_dtype("cuda")
+            with torch.autocast("cuda", enabled=False):
+                q, k, v = q.to(dt), k.to(dt), v.to(dt)
+                return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+        lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            # convert_boolean_attn_mask (attention.cpp): where(mask, 0.0, scalar_tensor(-inf,
+            # q's dtype)), one additive mask in q's dtype
+            attn_mask = torch.where(attn_mask, 0.0, torch.scalar_tensor(float("-inf"), dtype=q.dtype,
+                                                                         device=q.device))
+        # cuDNN and flash attention take fp16 and bf16 only (sdp_utils.cpp check_tensor_dtype):
+        # an fp32 run gets the memory-efficient kernel, as on the GPU
+        chosen = backend if q.dtype in (torch.float16, torch.bfloat16) else "efficient"
+        if chosen == "cudnn":
+            return aten._scaled_dot_product_cudnn_attention(q, k, v, attn_mask, lse, dropout_p,
+                                                            is_causal, False, scale=scale)[0]
+        if chosen == "flash" and attn_mask is None:
+            return aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, False,
+                                                            scale=scale)[0]
+        return aten._scaled_dot_product_efficient_attention(q, k, v, attn_mask, lse, dropout_p,
+                                                            is_causal, scale=scale)[0]
+
+    sdpa.__wrapped__ = orig
+    F.scaled_dot_product_attention = sdpa
+
+
+def dtype_name(dt):
+    return str(dt).replace("torch.", "")
+
+
+class Recorder:
+    """The event log and the live-storage accounting of one capture."""
+
+    def __init__(self):
+        self.events = []
+        self.n = 0                # ops seen
+        self.last_op = ""
+        self.ph, self.st, self.mb = "build", -1, 0
+        self.sids = weakref.WeakKeyDictionary()   # untyped storage -> storage id
+        self.refs = {}            # sid -> weakref (kept so the callback fires)
+        self.nbytes = {}          # live sid -> bytes
+        self.next_sid = 1
+        self.live = 0
+        self.peak = 0
+        self.mod_stack = []
+        self.mod_names = {}
+        self.param_names = {}
+
+    def phase(self, ph, st=None, mb=0):
+        self.ph = ph
+        if st is not None:
+            self.st = st
+        self.mb = mb
+        self.events.append({"e": "phase", "ph": ph, "st": self.st, "mb": mb})
+
+    def module_path(self):
+        return self.mod_stack[-1] if self.mod_stack else ""
+
+    def on_free(self, sid, _ref):
+        b = self.nbytes.pop(sid, None)
+        self.refs.pop(sid, None)
+        if b is None:
+            return
+        self.live -= b
+        self.events.append({"e": "free", "i": self.n, "sid": sid, "b": b})
+
+    def track(self, t):
+        """The storage of CUDA tensor t: its id, and whether it is new (an allocation)."""
+        st = t.untyped_storage()
+        sid = self.sids.get(st)
+        if sid is not None:
+            return sid, False
+        sid = self.next_sid
+        self.next_sid += 1
+        self.sids[st] = sid
+        self.refs[sid] = weakref.ref(st, lambda r, s=sid: self.on_free(s, r))
+        b = st.nbytes()
+        self.nbytes[sid] = b
+        self.live += b
+        self.peak = max(self.peak, self.live)
+        return sid, True
+
+
+
+def make_tagger(torch, rec):
+    """A TorchFunctionMode that names, in each new autograd node's metadata, the module and the
+    torch function that made it (the node exists only once the call returns, above dispatch),
+    so that backward can name what it runs without keeping the nodes alive."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._pytree import tree_flatten
+
+    class Tagger(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if rec.ph == "fwd":
+                flat, _ = tree_flatten(out)
+                for t in flat:
+                    fn = getattr(t, "grad_fn", None) if isinstance(t, torch.Tensor) else None
+                    if fn is not None and "vr" not in fn.metadata:
+                        fn.metadata["vr"] = rec.module_path() + "|" + getattr(func, "__name__", str(func))
+            return out
+
+    return Tagger()
+
+
+def make_mode(torch, rec):
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = func.overloadpacket.__name__
+            if name in RANDOM_INPLACE:
+                return args[0]
+            if name == "copy_" and args[0].device.type == "cuda" and args[1].device.type == "cpu":
+                return args[0]    # a host-to-device copy into an existing storage allocates nothing
+            if name == "randint":
+                size = args[-1]
+                out = torch.empty(size, dtype=kwargs.get("dtype") or torch.long,
+                                  device=kwargs.get("device"))
+            else:
+                out = func(*args, **kwargs)
+            if func.namespace == "prim":
+                return out        # prim.device and the like: metadata queries, no kernel
+            rec.n += 1
+            rec.last_op = str(func)
+            ev = {"e": "op", "i": rec.n, "op": str(func), "m": rec.module_path(), "ph": rec.ph,
+                  "st": rec.st}
+            node = torch._C._current_autograd_node()
+            if node is not None:
+                tag = node.metadata.get("vr") if hasattr(node, "metadata") else None
+                if tag is not None:
+                    ev["fw"] = tag
+                else:
+                    ev["fw"] = "|" + node.name()
+                    var = getattr(node, "variable", None)
+                    if var is not None:
+                        ev["fw"] = rec.param_names.get(id(var), "") + "|" + node.name()
+            outs, new = [], []
+            flat, _ = tree_flatten(out)
+            for t in flat:
+                if not isinstance(t, torch.Tensor):
+                    continue
+                outs.append([list(t.shape), dtype_name(t.dtype), t.untyped_storage().nbytes()
+                             if t.device.type == "cuda" else 0])
+                if t.device.type != "cuda":
+                    continue
+                sid, fresh = rec.track(t)
+                if fresh:
+                    new.append([sid, rec.nbytes[sid]])
+            ev["out"] = outs
+            if new:
+                ev["new"] = new
+            rec.events.append(ev)
+            return out
+
+    return Mode()
+
+
+def load_config(spec):
+    cfg = spec["config"]
+    if isinstance(cfg, str):
+        with open(os.path.join(REPO, cfg)) as f:
+            cfg = json.load(f)
+    return cfg
+
+
+def build_model(torch, transformers, spec, rec):
+    hf = dict(load_config(spec))
+    arch = hf.pop("architectures", ["LlamaForCausalLM"])[0]
+    for k in ("transformers_version", "torch_dtype", "dtype"):
+        hf.pop(k, None)
+    if spec.get("layers"):
+        hf["num_hidden_layers"] = int(spec["layers"])
+    attn = spec.get("attention", "sdpa")
+    cls = getattr(transformers, arch)
+    lcfg = cls.config_class(attn_implementation=attn, **hf)
+    prec = spec["precision"]
+    dtype = {"bf16": torch.bfloat16, "lora_bf16": torch.bfloat16, "fp16": torch.float16}.get(prec)
+    if spec.get("build", "cast") == "direct" and dtype is not None:
+        torch.set_default_dtype(dtype)
+    with torch.device("cuda"):
+        model = cls(lcfg)
+    torch.set_default_dtype(torch.float32)
+    if dtype is not None:
+        model.to(dtype)
+    if spec.get("checkpointing"):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # every k-th decoder layer only (0, k, 2k, ...): the others run as plain modules
+        # (GradientCheckpointingLayer.__call__ checks its own gradient_checkpointing flag)
+        every = int(spec.get("checkpoint_every", 1))
+        for i, layer in enumerate(model.model.layers):
+            if i % every:
+                layer.gradient_checkpointing = False
+    if prec == "lora_bf16":
+        from peft import LoraConfig, get_peft_model
+        if spec.get("checkpointing"):
+            model.enable_input_require_grads()
+        lc = spec.get("lora") or {"r": 8, "alpha": 32, "dropout": 0.05, "targets": ["q_proj", "v_proj"]}
+        model = get_peft_model(model, LoraConfig(r=lc["r"], lora_alpha=lc["alpha"],
+                                                 lora_dropout=lc["dropout"],
+                                                 target_modules=lc["targets"], task_type="CAUSAL_LM"))
+    model.train()
+    return model, lcfg
+
+
+def make_optimizer(torch, spec, params):
+    impl = spec.get("optimizer_impl", "foreach")
+    kw = {"foreach": {"foreach": True}, "fused": {"fused": True}, "forloop": {"foreach": False}}[impl]
+    if spec.get("optimizer", "adamw") == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kw)
+    return torch.optim.AdamW(params, lr=1e-5, **kw)
+
+
+def install_module_hooks(torch, model, rec):
+    for n, m in model.named_modules():
+        rec.mod_names[id(m)] = n
+    for n, p in model.named_parameters():
+        rec.param_names[id(p)] = n
+
+    def pre(mod, _inp):
+        rec.mod_stack.append(rec.mod_names.get(id(mod), type(mod).__name__))
+
+    def post(mod, _inp, _out):
+        if rec.mod_stack:
+            rec.mod_stack.pop()
+
+    a = torch.nn.modules.module.register_module_forward_pre_hook(pre)
+    b = torch.nn.modules.module.register_module_forward_hook(post, always_call=True)
+    return a, b
+
+
+def capture(spec):
+    import torch
+    import transformers
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    enable_fake_cuda(torch)
+    backend = spec.get("sdpa_backend", "cudnn")
+    if backend not in SDPA_BACKENDS:
+        raise SystemExit(f"capture: sdpa_backend {backend!r} is not one of {SDPA_BACKENDS}")
+    install_sdpa_backend(torch, backend)
+    install_data_answers(torch)
+    try:
+        import peft
+        peft_version = peft.__version__
+    except ImportError:
+        peft_version = None
+    rec = Recorder()
+    fake = FakeTensorMode()
+    torch.manual_seed(0)
+
+    def pack(t):
+        if t.device.type == "cuda":
+            sid, _ = rec.track(t)
+            rec.events.append({"e": "save", "i": rec.n, "op": rec.last_op, "sid": sid,
+                               "b": rec.nbytes.get(sid, 0),
+                               "shape": list(t.shape), "dtype": dtype_name(t.dtype)})
+        return t
+
+    with fake, make_mode(torch, rec), make_tagger(torch, rec):
+        rec.phase("build")
+        model, lcfg = build_model(torch, transformers, spec, rec)
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = make_optimizer(torch, spec, params)
+        hooks = install_module_hooks(torch, model, rec)
+        param_rows = [{"name": n, "shape": list(p.shape), "dtype": dtype_name(p.dtype),
+                       "bytes": p.untyped_storage().nbytes(), "trainable": p.requires_grad}
+                      for n, p in model.named_parameters()]
+        mb, seq = int(spec["micro_batch"]), int(spec["seq"])
+        accum = int(spec.get("grad_accum", 1))
+        prec = spec["precision"]
+        autocast = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(prec)
+        scaler = torch.amp.GradScaler("cuda") if prec == "amp_fp16" else None
+        rec.phase("inputs")
+        ids = torch.randint(0, lcfg.vocab_size, (mb, seq), device="cuda")
+        steps = []
+        for step in range(int(spec.get("steps", 2))):
+            base = rec.live
+            rec.peak = rec.live
+            row = {"e": "step", "st": step, "live_start": base}
+            for micro in range(accum):
+                rec.phase("fwd", step, micro)
+                with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                    if autocast is not None:
+                        with torch.autocast("cuda", dtype=autocast):
+                            loss = model(input_ids=ids, labels=ids).loss
+                    else:
+                        loss = model(input_ids=ids, labels=ids).loss
+                    if accum != 1:
+                        loss = loss / accum
+                if scaler is not None:
+                    loss = scaler.scale(loss)   # (forward's, as vrsim counts it)
+                row.setdefault("after_fwd", rec.live)
+                rec.phase("bwd", step, micro)
+                loss.backward()
+                row.setdefault("after_bwd", rec.live)
+            rec.phase("optim", step)
+            if scaler is not None:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+            row["after_opt"] = rec.live
+            rec.phase("zero_grad", step)
+            opt.zero_grad(set_to_none=True)
+            del loss
+            row["live_end"] = rec.live
+            row["peak"] = rec.peak
+            rec.phase("end", step)
+            steps.append(row)
+        for h in hooks:
+            h.remove()
+    header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,
+              "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                           "peft": peft_version, "python": sys.version.split()[0]},
+              "world_size": int(spec.get("world", 1)), "rank": 0, "device": "cuda (fake)",
+              "sdpa_backend": backend if spec.get("attention", "sdpa") == "sdpa" else None,
+              "param_bytes": sum(r["bytes"] for r in param_rows)}
+    lines = [header] + [dict(e="param", **r) for r in param_rows] + rec.events + steps
+    return lines
+
+
+SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch": int, "seq": int,
+               "precision": str, "steps": int, "grad_accum": int, "build": str,
+               "optimizer": str, "optimizer_impl": str, "checkpointing": bool,
+               "checkpoint_every": int, "lora": dict,
+               "attention": str, "sdpa_backend": str}
+SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16"),
+                "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),
+                "build": ("cast", "direct"), "attention": ("sdpa", "eager"),
+                "sdpa_backend": SDPA_BACKENDS}
+
+
+def check_spec(path):
+    """The spec at path, or exit 2 naming what is wrong (an unknown field is not skipped)."""
+    def bad(msg):
+        print(f"capture: {path}: {msg}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        with open(path) as f:
+            spec = json.load(f)
+    except (OSError, ValueError) as e:
+        bad(f"cannot read the spec: {e}")
+    if not isinstance(spec, dict):
+        bad("a spec is a JSON object")
+    for k in ("name", "config", "micro_batch", "seq", "precision"):
+        if k not in spec:
+            bad(f"no '{k}'")
+    for k, v in spec.items():
+        if k not in SPEC_FIELDS:
+            bad(f"unknown field '{k}' (fields: {', '.join(SPEC_FIELDS)})")
+        if not isinstance(v, SPEC_FIELDS[k]) or (SPEC_FIELDS[k] is int and isinstance(v, bool)):
+            bad(f"'{k}' has the wrong type ({type(v).__name__})")
+        if k in SPEC_CHOICES and v not in SPEC_CHOICES[k]:
+            bad(f"'{k}' is {v!r}, not one of {', '.join(SPEC_CHOICES[k])}")
+    return spec
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("spec")
+    ap.add_argument("-o", "--out")
+    a = ap.parse_args()
+    spec = check_spec(a.spec)
+    preload_fake_cuda()
+    out = a.out or os.path.join(HERE, "captures", spec["name"] + ".jsonl.gz")
+    lines = capture(spec)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    tmp = out + ".tmp"
+    # (no name and no time in the gzip header: the same capture is the same bytes)
+    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb",
+                                               compresslevel=9, mtime=0) as f:
+        for ln in lines:
+            f.write((json.dumps(ln, separators=(",", ":")) + "\n").encode())
+    os.replace(tmp, out)
+    steps = [ln for ln in lines if ln.get("e") == "step"]
+    for s in steps:
+        print(f"{spec['name']} step {s['st']}: peak {s['peak']} after_fwd {s['after_fwd']} "
+              f"after_bwd {s['after_bwd']} after_opt {s['after_opt']}")
+    print(f"wrote {out} ({os.path.getsize(out)} bytes)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,416 @@
+#!/usr/bin/env python3
+"""vrsim against an oracle capture, allocation by allocation (Python's standard library only:
+it runs in `make test`, where torch is absent).
+
+  compare.py CAPTURE.jsonl.gz SCENARIO.lua [--vrsim ./vrsim] [--expect FILE] [--quiet]
+
+It runs `vrsim SCENARIO --alloc-trace` (each allocation's exact requested bytes, named by the op
+that made it) with memory.csv (each op's phase), splits both streams into phases (build; then
+per step forward, backward, optimizer, zero_grad) and aligns the allocation sizes of each phase
+in order (difflib over the sizes; inside one op the order of its outputs is not compared, as a
+CUDA kernel and its meta function list them differently). What is left over on either side is:
+
+- a named CUDA-only difference (NAMED below: kernel workspaces and the like, which the fake
+  tensors of the capture cannot show), reported with its size; or
+- a divergence: printed with both sides' op names and sizes, the first one marked.
+
+Then the live bytes on both sides: after the build (the parameters), after the last step's
+forward, and the last step's peak; vrsim's also without its named CUDA-only allocations.
+
+--expect FILE: the divergences this capture is known to have (one `phase side bytes op` line
+each, as printed under "divergences"); the comparison passes when the divergences are exactly
+those, in any order. Exit status: 0 no divergence (or exactly the expected ones), 1 otherwise, 2 bad input.
+"""
+import argparse
+import csv
+import difflib
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+# vrsim allocations the capture cannot have, by op name: the CUDA kernels' own buffers.
+# (pattern on vrsim's op name, what it is, where vrsim models it)
+NAMED = [
+    (re.compile(r"sdpa_(cudnn|flash|mem_efficient)"),
+     "fused attention kernel internals (workspace, fp32 dq accumulator, row statistic)",
+     "lua/vrsim/ops/attention.lua"),
+    (re.compile(r"conv"), "cuDNN convolution workspace", "lua/vrsim/ops/conv.lua"),
+    (re.compile(r"weight_grad\.backward"),
+     "the CUDA reduce kernel's staging buffer and semaphores of a row sum (the norm weight's "
+     "gradient over many rows)", "lua/models/llama.lua bwd_rowsum, sim/engine.c op_workspaces"),
+    (re.compile(r"embed_tokens\.backward"),
+     "embedding_backward_cuda_kernel's fp32 partial sums", "lua/models/llama.lua embedding_forward"),
+]
+# Capture allocations a GPU does not make, named by why: (phase, pattern on the capture's op,
+# what it is). The autograd engine sums two gradients for one input in place (add_) when it
+# holds the last reference (torch/csrc/autograd/input_buffer.cpp, can_accumulate_inplace), but
+# never for a tensor subclass: a FakeTensor is one, so each such sum is an out-of-place add
+# in the capture (vrsim: InputBuffer::accumulate(add_), no allocation).
+FAKE_ONLY = [
+    # (an engine's op has no module path; an add with one is forward code recomputed by
+    # checkpointing inside backward)
+    ("backward", re.compile(r"^add\.Tensor\b"),
+     "gradient sum out of place: FakeTensor is subclass-like, so InputBuffer never adds in place "
+     "(torch/csrc/autograd/input_buffer.cpp can_accumulate_inplace)"),
+]
+# A vrsim allocation never freed, made by a GEMM's op: the cuBLAS/cuBLASLt workspace of the
+# handle the thread's first GEMM creates (kept for the process; sim/engine.c cublas_workspace).
+CUBLAS = "cuBLAS workspace (a thread's handle, kept for the process)"
+
+REORDER_SPAN = 64
+
+PHASES = {"build": "build", "inputs": "build", "fwd": "forward", "bwd": "backward",
+          "optim": "optimizer", "zero_grad": "zero_grad", "forward": "forward",
+          "backward": "backward", "optimizer": "optimizer",
+          # vrsim's checkpoint recomputation runs inside backward, as on the GPU
+          "recompute": "backward"}
+
+
+class Alloc:
+    __slots__ = ("key", "size", "op", "freed", "named", "grp", "free_grp")
+
+    def __init__(self, key, size, op, grp):
+        self.key, self.size, self.op, self.grp = key, size, op, grp
+        self.freed = False
+        self.named = None
+        self.free_grp = None
+
+
+def fail_input(msg):
+    print("compare: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def read_capture(path):
+    """The capture's allocations per phase key (step, phase), its live-bytes milestones and its
+    header."""
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt") as f:
+            lines = [json.loads(ln) for ln in f if ln.strip()]
+    except (OSError, ValueError) as e:
+        fail_input(f"cannot read capture {path}: {e}")
+    if not lines or lines[0].get("e") != "header":
+        fail_input(f"{path}: not an oracle capture (no header line)")
+    header = lines[0]
+    allocs = []
+    by_sid = {}
+    seq = []                  # ("a" | "f" | "m", Alloc or phase key), in order
+    key = (-1, "build")
+    grp = 0
+    for ev in lines[1:]:
+        kind = ev.get("e")
+        if kind == "phase":
+            ph = ev["ph"]
+            if ph == "end":
+                continue
+            prev = key
+            # (the input ids, made once before the first step, are the build's, as vrsim's)
+            key = (ev["st"] if PHASES[ph] != "build" else -1, PHASES[ph])
+            if prev != key:
+                seq.append(("m", prev))
+        elif kind == "op":
+            grp += 1
+            for sid, b in ev.get("new", []):
+                label = (ev.get("m") or "") + " " + ev["op"].replace("aten.", "")
+                if ev.get("fw"):
+                    label += " <- " + ev["fw"].replace("aten.", "")
+                a = Alloc(key, b, label.strip(), grp)
+                allocs.append(a)
+                seq.append(("a", a))
+                by_sid[sid] = a
+        elif kind == "free":
+            a = by_sid.pop(ev["sid"], None)
+            if a is not None:
+                a.freed = True
+                seq.append(("f", a))
+    seq.append(("m", key))
+    return header, allocs, seq
+
+
+def run_vrsim(vrsim, scenario, tmp):
+    trace = os.path.join(tmp, "alloc.csv")
+    out = os.path.join(tmp, "out")
+    p = subprocess.run([vrsim, scenario, "--out", out, "--no-suggest", "--alloc-trace", trace],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode not in (0, 3):
+        fail_input(f"vrsim {scenario} exited {p.returncode}: {p.stderr.strip()}")
+    with open(os.path.join(out, "memory.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    with open(trace, newline="") as f:
+        events = list(csv.DictReader(f))
+    return rows, events
+
+
+def read_vrsim(rows, events):
+    """vrsim's allocations per phase key, as read_capture's. An event's phase is that of the op
+    row (memory.csv, one row per op in order) whose name it carries: the rows are walked forward
+    as the trace's op names change; a step ends where the optimizer or zero_grad gives way to a
+    forward."""
+    phases = []
+    step, prev = 0, None
+    for r in rows:
+        ph = PHASES.get(r["phase"], r["phase"])
+        if ph == "forward" and prev in ("optimizer", "zero_grad"):
+            step += 1
+        phases.append((r["op"], ph, step))
+        prev = ph
+    allocs = []
+    by_addr = {}
+    seq = []
+    j = 0
+    key = (-1, "build")
+    grp, last_frame = 0, None
+    for ev in events:
+        frame = ev["frames"]
+        if frame != last_frame or not frame:   # (unnamed allocations are each their own)
+            grp += 1
+            last_frame = frame
+            if frame:
+                k = j
+                while k < len(phases) and phases[k][0] != frame:
+                    k += 1
+                if k < len(phases):
+                    j = k
+                    _, ph, st = phases[j]
+                    nkey = (-1, "build") if ph == "build" else (st, ph)
+                    if nkey != key:
+                        seq.append(("m", key))
+                        key = nkey
+        size = int(ev["size"])
+        if ev["action"] == "alloc":
+            a = Alloc(key, size, frame or "(before build)", grp)
+            allocs.append(a)
+            seq.append(("a", a))
+            by_addr[ev["addr"]] = a
+        elif ev["action"] == "free_requested":
+            a = by_addr.pop(ev["addr"], None)
+            if a is not None:
+                a.freed = True
+                a.free_grp = grp
+                seq.append(("f", a))
+    seq.append(("m", key))
+    return allocs, seq
+
+
+def milestones(seq, skip_named):
+    """Live bytes at the end of each phase (key -> bytes) and each step's peak (step -> bytes),
+    without the named allocations when skip_named."""
+    live, ends, peak = 0, {}, {}
+    key = (-1, "build")
+    for kind, x in seq:
+        if kind == "m":
+            ends[x] = live
+            continue
+        if skip_named and x.named:
+            continue
+        if kind == "a":
+            live += x.size
+            peak[x.key[0]] = max(peak.get(x.key[0], 0), live)
+        else:
+            live -= x.size
+    return ends, peak
+
+
+CUBLAS_MIN = 1 << 20   # the smallest workspace a handle takes (cuBLASLt's 1 MiB)
+GEMM = re.compile(r"proj|lm_head|rotary\.freqs|linear|to_q|to_k|to_v|to_out|ff\.|bmm|matmul|mm\b")
+
+
+def name_vrsim_only(a, freed_in_op):
+    for pat, what, where in NAMED:
+        if pat.search(a.op) and (freed_in_op or not a.freed):
+            return f"{what} ({where})"
+    if not a.freed and a.key[1] != "build" and a.size >= CUBLAS_MIN and GEMM.search(a.op):
+        return CUBLAS + " (sim/engine.c cublas_workspace)"
+    return None
+
+
+def ordered(allocs):
+    """Inside one op (a run of the same group) the sizes largest first: the order of one
+    kernel's outputs is not compared."""
+    out, i = [], 0
+    while i < len(allocs):
+        j = i
+        while j < len(allocs) and allocs[j].grp == allocs[i].grp:
+            j += 1
+        out.extend(sorted(allocs[i:j], key=lambda x: -x.size))
+        i = j
+    return out
+
+
+def align(c, v):
+    """Pairs of equal sizes in order (difflib), and what is left on each side."""
+    sm = difflib.SequenceMatcher(None, [a.size for a in c], [a.size for a in v], autojunk=False)
+    left_c, left_v, matched = [], [], 0
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            matched += i2 - i1
+        else:
+            left_c.extend(c[i1:i2])
+            left_v.extend(v[j1:j2])
+    return matched, left_c, left_v
+
+
+def compare(cap_allocs, vr_allocs, vr_freed_in_op):
+    """Per phase: align; name what is left that has a named cause; pair what remains by size
+    where the two lie near each other; the remainder are divergences."""
+    order = ["build", "forward", "backward", "optimizer", "zero_grad"]
+    keys = sorted({a.key for a in cap_allocs + vr_allocs}, key=lambda k: (k[0], order.index(k[1])))
+    divergences, named, matched = [], [], 0
+    reordered = [0]
+    for key in keys:
+        c = ordered([a for a in cap_allocs if a.key == key and a.size > 0])
+        v = ordered([a for a in vr_allocs if a.key == key and a.size > 0])
+        # the gradient sums first, as their own stream: the capture's out-of-place adds against
+        # vrsim's out-of-place sums (InputBuffer::accumulate: the GPU could not add in place);
+        # the capture's others are the in-place sums of the GPU, named; vrsim's others diverge
+        sums_c = [a for a in c if any(ph == key[1] and pat.search(a.op) for ph, pat, _ in FAKE_ONLY)]
+        sums_v = [a for a in v if a.op == "InputBuffer::accumulate"]
+        c = [a for a in c if a not in sums_c]
+        v = [a for a in v if a not in sums_v]
+        n, left_sc, left_sv = align(sums_c, sums_v)
+        matched += n
+        for a in left_sc:
+            a.named = next(w for ph, pat, w in FAKE_ONLY if ph == key[1] and pat.search(a.op))
+            named.append((key, a))
+        for a in left_sv:
+            divergences.append((key, "vrsim", a, ""))
+        n, left_c, left_v = align(c, v)
+        matched += n
+        rest_c, rest_v = [], []
+        for a in left_v:
+            a.named = name_vrsim_only(a, id(a) in vr_freed_in_op)
+            (named if a.named else rest_v).append((key, a) if a.named else a)
+        for a in left_c:
+            a.named = next((w for ph, pat, w in FAKE_ONLY if ph == key[1] and pat.search(a.op)), None)
+            (named if a.named else rest_c).append((key, a) if a.named else a)
+        left_c, left_v = rest_c, rest_v
+        # what is left pairs by size regardless of order (one op's temporaries listed before
+        # or after a neighbour's): counted, not a divergence (the live bytes below still show
+        # what an order difference does to the peak)
+        # (near each other only: within REORDER_SPAN allocations of the phase)
+        pos_c = {id(a): i for i, a in enumerate(c)}
+        pos_v = {id(a): i for i, a in enumerate(v)}
+        taken, rest_c = set(), []
+        for a in left_c:
+            b = next((x for x in left_v if id(x) not in taken and x.size == a.size and
+                      abs(pos_v[id(x)] - pos_c[id(a)]) <= REORDER_SPAN), None)
+            if b is None:
+                rest_c.append(a)
+            else:
+                taken.add(id(b))
+                reordered[0] += 1
+        left_c = rest_c
+        left_v = [x for x in left_v if id(x) not in taken]
+        for a in left_v:
+            divergences.append((key, "vrsim", a, left_c[0].op if left_c else ""))
+        for a in left_c:
+            divergences.append((key, "capture", a, left_v[0].op if left_v else ""))
+    return divergences, named, matched, reordered[0]
+
+
+def phase_name(key):
+    return "build" if key[0] < 0 else f"step{key[0]}.{key[1]}"
+
+
+MIB = 1048576.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("capture")
+    ap.add_argument("scenario")
+    ap.add_argument("--vrsim", default=os.environ.get("VRSIM", "./vrsim"))
+    ap.add_argument("--expect", help="the expected divergences (one `phase side bytes op` a line)")
+    ap.add_argument("--quiet", action="store_true", help="only the summary and the verdict")
+    ap.add_argument("--list", action="store_true",
+                    help="print only the divergences, one `phase side bytes op` a line (an --expect file's body)")
+    a = ap.parse_args()
+    if not os.path.exists(a.scenario):
+        fail_input(f"no scenario {a.scenario}")
+    header, cap, cseq = read_capture(a.capture)
+    tmp = tempfile.mkdtemp(prefix="vrsim-oracle.")
+    try:
+        rows, events = run_vrsim(a.vrsim, a.scenario, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    vr, vseq = read_vrsim(rows, events)
+    # vrsim allocations freed inside the op that made them (a kernel's workspace)
+    freed_in_op = {id(x) for x in vr if x.freed and x.free_grp == x.grp}
+    divergences, named, matched, reordered = compare(cap, vr, freed_in_op)
+
+    lines = [f"{phase_name(key)} {side} {x.size} {x.op}" for key, side, x, _ in divergences]
+    if a.list:
+        print("\n".join(lines))
+        return 0
+    name = header["spec"].get("name", os.path.basename(a.capture))
+    v = header["versions"]
+    print(f"oracle {name}: torch {v['torch']}, transformers {v['transformers']}, peft {v['peft']}, "
+          f"world {header['world_size']}, sdpa backend {header.get('sdpa_backend')}")
+    print(f"  allocations matched: {matched} (capture {sum(1 for x in cap if x.size)}, "
+          f"vrsim {sum(1 for x in vr if x.size)}); {reordered} more of equal size in another order "
+          f"within their phase")
+    totals = {}
+    for key, x in named:
+        t = totals.setdefault(x.named, [0, 0, set()])
+        t[0] += 1
+        t[1] += x.size
+        t[2].add(x.op)
+    if named:
+        print("  named differences (CUDA-only allocations of vrsim, fake-tensor-only ones of the capture):")
+        for what, (n, b, ops) in sorted(totals.items()):
+            print(f"    {n:4d} x, {b:12d} bytes: {what}; e.g. {sorted(ops)[0]}")
+    if divergences:
+        key, side, x, other = divergences[0]
+        print(f"  FIRST DIVERGENCE in {phase_name(key)}: {side} only, {x.size} bytes at '{x.op}'"
+              f" (the other side there: '{other}')")
+        if not a.quiet:
+            print("  divergences:")
+            for ln in lines:
+                print("    " + ln)
+    last = max([x.key[0] for x in cap] or [0])
+    # (the capture's own named allocations, the out-of-place gradient sums, stay in: the GPU's
+    # in-place sum keeps the old buffer where the capture frees it, so dropping the new one
+    # alone would undercount)
+    ce, cp = milestones(cseq, False)
+    ve, vp = milestones(vseq, False)
+    ve2, vp2 = milestones(vseq, True)
+    print("  live bytes (MiB):              capture      vrsim  vrsim less its named")
+
+    def row(label, get):
+        c, v_, v2 = (get(x) or 0 for x in ((ce, cp), (ve, vp), (ve2, vp2)))
+        print(f"    {label:26s} {c / MIB:10.2f} {v_ / MIB:10.2f} {v2 / MIB:10.2f}"
+              + ("" if c == v2 else f"   ({v2 - c:+d} bytes)"))
+    row("after build (parameters)", lambda m: m[0].get((-1, "build")))
+    row(f"after forward, step {last}", lambda m: m[0].get((last, "forward")))
+    row(f"step {last} peak", lambda m: m[1].get(last))
+    print(f"  capture parameter bytes {header.get('param_bytes')}")
+    if a.expect:
+        try:
+            with open(a.expect) as f:
+                want = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
+        except OSError as e:
+            fail_input(f"cannot read {a.expect}: {e}")
+        # (the same divergences in another order are the same: a library's order of two
+        # small tensors is no change of what is allocated)
+        if sorted(want) == sorted(lines):
+            print(f"  PASS: the {len(lines)} divergences are the expected ones ({a.expect})")
+            return 0
+        print(f"  FAIL: the divergences differ from {a.expect}:")
+        for d in difflib.unified_diff(sorted(want), sorted(lines), "expected", "found", lineterm="", n=0):
+            print("    " + d)
+        return 1
+    if divergences:
+        print(f"  FAIL: {len(divergences)} divergences")
+        return 1
+    print("  PASS: every allocation matches, outside the named CUDA-only differences")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""The vrsim scenario of an oracle spec (standard library only).
+
+  scenario_of.py SPEC.json > validation/oracle/scenarios/NAME.lua
+
+A spec's Hugging Face config becomes model.config written out as a Lua table (a scenario may
+only read files beside it), except Llama-2-7B's, which is vrsim's named llama2 7b shape; the
+spec's training fields become the scenario's of the same names (capture.py's docstring lists
+them). The GPU is an H200, the one whose CUDA behaviour (SDPA's cuDNN backend, the cuBLAS
+workspace) the capture's named differences stand for.
+"""
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+FIELDS = ("micro_batch", "seq", "precision", "steps", "grad_accum", "checkpointing",
+          "checkpoint_every", "optimizer", "optimizer_impl", "attention", "build", "strategy")
+
+
+def lua(v, indent="    "):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "{ " + ", ".join(lua(x, indent) for x in v) + " }"
+    if isinstance(v, dict):
+        items = [f"{k} = {lua(x, indent + '  ')}" if k.isidentifier() else f"[{json.dumps(k)}] = {lua(x, indent + '  ')}"
+                 for k, x in v.items() if x is not None]
+        return "{\n" + "".join(f"{indent}  {it},\n" for it in items) + indent + "}"
+    raise ValueError(f"cannot write {v!r} as Lua")
+
+
+def scenario(spec):
+    cfg = spec["config"]
+    if cfg == "scenarios/configs/llama-2-7b-hf.json":
+        model = {"arch": "llama2", "size": "7b"}
+    else:
+        if isinstance(cfg, str):
+            with open(os.path.join(REPO, cfg)) as f:
+                cfg = json.load(f)
+        cfg = {k: v for k, v in cfg.items() if k not in ("transformers_version", "torch_dtype")}
+        model = {"config": cfg}
+    if spec.get("layers"):
+        model["layers"] = int(spec["layers"])
+    training = {k: spec[k] for k in FIELDS if k in spec}
+    training.setdefault("steps", 2)
+    # capture.py builds from_config in fp32 then casts unless the spec says direct; vrsim's default
+    # is from_pretrained's direct build, so the scenario says which (where the dtype makes it matter)
+    if training.get("precision") in ("bf16", "fp16", "lora_bf16", "lora_fp16"):
+        training.setdefault("build", "cast")
+    if "lora" in spec:
+        training["lora"] = spec["lora"]
+    hardware = {"gpu": "h200"}
+    if spec.get("world"):
+        hardware["count"] = int(spec["world"])
+    if spec.get("zero"):
+        training["zero"] = spec["zero"]
+    return (f"-- oracle capture {spec['name']}: validation/oracle/specs/{spec['name']}.json "
+            f"(written by scenario_of.py)\nreturn {{\n  title = {json.dumps('oracle: ' + spec['name'])},\n"
+            f"  hardware = {lua(hardware, '  ')},\n  model = {lua(model, '  ')},\n"
+            f"  training = {lua(training, '  ')},\n}}\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    with open(sys.argv[1]) as f:
+        sys.stdout.write(scenario(json.load(f)))

@@ -1,0 +1,20 @@
+-- oracle capture llama2_7b_l2_fp32: validation/oracle/specs/llama2_7b_l2_fp32.json (written by scenario_of.py)
+return {
+  title = "oracle: llama2_7b_l2_fp32",
+  hardware = {
+    gpu = "h200",
+  },
+  model = {
+    arch = "llama2",
+    size = "7b",
+    layers = 2,
+  },
+  training = {
+    micro_batch = 1,
+    seq = 256,
+    precision = "fp32",
+    steps = 2,
+    optimizer = "adamw",
+    optimizer_impl = "foreach",
+  },
+}

@@ -1,0 +1,42 @@
+-- oracle capture qwen25_05b_l2_bf16: validation/oracle/specs/qwen25_05b_l2_bf16.json (written by scenario_of.py)
+return {
+  title = "oracle: qwen25_05b_l2_bf16",
+  hardware = {
+    gpu = "h200",
+  },
+  model = {
+    config = {
+      architectures = { "Qwen2ForCausalLM" },
+      attention_dropout = 0.0,
+      bos_token_id = 151643,
+      eos_token_id = 151643,
+      hidden_act = "silu",
+      hidden_size = 896,
+      initializer_range = 0.02,
+      intermediate_size = 4864,
+      max_position_embeddings = 32768,
+      max_window_layers = 24,
+      model_type = "qwen2",
+      num_attention_heads = 14,
+      num_hidden_layers = 24,
+      num_key_value_heads = 2,
+      rms_norm_eps = 1e-06,
+      rope_theta = 1000000.0,
+      sliding_window = 32768,
+      tie_word_embeddings = true,
+      use_cache = true,
+      use_sliding_window = false,
+      vocab_size = 151936,
+    },
+    layers = 2,
+  },
+  training = {
+    micro_batch = 1,
+    seq = 256,
+    precision = "bf16",
+    steps = 2,
+    optimizer = "adamw",
+    optimizer_impl = "foreach",
+    build = "cast",
+  },
+}
