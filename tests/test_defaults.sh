@@ -35,5 +35,20 @@ if has_alloc "$tmp/w.csv" 33554432 && grep -q "whole on every GPU, then sharded"
   ok "fsdp2 init = whole: the whole model first, and the header says so"
 else bad "fsdp2 init = whole: no whole weight made, or no header"; fi
 
+# Llama-3-8B, all-linear LoRA r16, checkpointing, 1 x 2048 on a 24 GB RTX 4090, written without a
+# build field: it fits as from_pretrained loads it (built in fp32 first it runs out of memory
+# while building, as it did under the old default)
+cp scenarios/configs/llama-3-8b.json "$tmp/"
+cat > "$tmp/l3.lua" <<'EOS'
+return { hardware = { gpu = "rtx4090" }, model = { config = "llama-3-8b.json" },
+  training = { micro_batch = 1, seq = 2048, precision = "lora_bf16", checkpointing = true, steps = 2,
+               lora = { r = 16, alpha = 32, targets = "all-linear" } } }
+EOS
+"$VRSIM" "$tmp/l3.lua" --no-files --no-suggest >"$tmp/out" 2>&1; rc=$?
+"$VRSIM" "$tmp/l3.lua" --no-files --no-suggest --set build=cast >"$tmp/out2" 2>&1; rc2=$?
+if [ $rc = 0 ] && [ $rc2 = 3 ] && grep -q "while building the model" "$tmp/out2"; then
+  ok "Llama-3-8B LoRA on a 24 GB card: fits as loaded by default; built in fp32 it does not"
+else bad "Llama-3-8B LoRA on a 4090: exit $rc by default, $rc2 with build=cast"; fi
+
 echo "test_defaults: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
