@@ -59,7 +59,8 @@ else bad "LoRA on the experts: exit $rc: $(cat "$tmp/out")"; fi
 for kv in '"output_router_logits": true|output_router_logits' '"router_jitter_noise": 0.01|router_jitter_noise' \
           '"experts_implementation": "eager"|experts_implementation'; do
   key=${kv#*|}; entry=${kv%|*}
-  sed "s/\"vocab_size\": 32000/\"vocab_size\": 32000, $entry/" scenarios/configs/mixtral-8x7b.json > "$tmp/mixtral-8x7b.json"
+  # (the key's own line, where the config has one, goes: a key given twice is refused as such)
+  sed -e "/\"$key\":/d" -e "s/\"vocab_size\": 32000/\"vocab_size\": 32000, $entry/" scenarios/configs/mixtral-8x7b.json > "$tmp/mixtral-8x7b.json"
   scn refuse "layers = 2"
   "$VRSIM" "$tmp/refuse.lua" --no-files >"$tmp/out" 2>&1; rc=$?
   if [ $rc = 2 ] && grep -q "$key.*not modelled" "$tmp/out"; then ok "$key: exit 2 naming it"
