@@ -71,6 +71,8 @@ same "axolotl LoRA bf16 on 2 GPUs (DDP, sdp_attention, adamw_torch)" $D/axolotl_
   $D/axolotl_lora_ddp.yml --gpu h100 --gpus 2
 same "axolotl full fine-tuning under its DeepSpeed ZeRO-2 JSON" $D/axolotl_full_zero2.lua -- \
   $D/axolotl_full_zero2.yml --gpu h100 --gpus 4
+same "axolotl full fine-tuning under FSDP2 (fsdp_version 2, fsdp_config)" $D/axolotl_fsdp2.lua -- \
+  $D/axolotl_fsdp2.yml --gpu h100 --gpus 8
 same "accelerate FSDP2 config with the script's model and batch" $D/accelerate_fsdp2.lua -- \
   $D/accelerate_fsdp2.yaml --gpu h100 --set model.config=$M --set micro_batch=4 --set seq=2048
 same "accelerate DeepSpeed ZeRO-3 config (inline, optimizer offload)" $D/accelerate_zero3.lua -- \
@@ -134,6 +136,12 @@ check "a value out of the field's range names the key and line" 2 \
   "zero\.yml:23: sequence_len: training\.seq = 0 is out of range" -- "$TMP/zero.yml" --gpu rtx4090 --no-files
 variant off 's#^load_in_8bit: false#load_in_8bit: false\nxformers_attention: false#'
 check "an unknown key left false is listed as not read, not refused" 0 "FITS" -- "$TMP/off.yml" --gpu rtx4090 --no-files
+sed 's/^fsdp_version: 2/fsdp_version: 1/' $D/axolotl_fsdp2.yml >"$TMP/afsdp1.yml"
+check "axolotl FSDP1" 2 "afsdp1\.yml:11: fsdp_version: 1: FSDP1 \(FullyShardedDataParallel\) is not modelled" -- \
+  "$TMP/afsdp1.yml" --gpu h100 --gpus 8 --no-files
+sed 's/^bf16: true/bf16: true\nadapter: lora/' $D/axolotl_fsdp2.yml >"$TMP/afsdplora.yml"
+check "axolotl LoRA under FSDP2" 2 "afsdplora\.yml:8: adapter: LoRA under FSDP2 is not modelled" -- \
+  "$TMP/afsdplora.yml" --gpu h100 --gpus 8 --no-files
 sed 's/^  fsdp_version: 2/  fsdp_version: 1/' $D/accelerate_fsdp2.yaml >"$TMP/fsdp1.yaml"
 check "accelerate FSDP1" 2 "fsdp1\.yaml:[0-9]+: fsdp_config\.fsdp_version: 1 \(FSDP1, FullyShardedDataParallel\) is not modelled" -- \
   "$TMP/fsdp1.yaml" --gpu h100 --set model.config=$M --no-files

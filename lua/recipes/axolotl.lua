@@ -8,11 +8,13 @@
 -- lora_dropout / lora_target_modules / lora_target_linear, sequence_len, pad_to_sequence_len,
 -- sample_packing (refused when on), micro_batch_size, gradient_accumulation_steps, batch_size,
 -- gradient_checkpointing (+ _kwargs), bf16 / fp16 / tf32 / bfloat16 / float16, optimizer,
--- attn_implementation / flash_attention / sdp_attention / eager_attention, deepspeed. The rest of
--- the keys that change memory or time are refused by name (fsdp among them: not read yet).
+-- attn_implementation / flash_attention / sdp_attention / eager_attention, deepspeed, fsdp /
+-- fsdp_config / fsdp_version (FSDP2 of a full fine-tuning). The rest of the keys that change
+-- memory or time are refused by name.
 local A = {}
 
 local TOOL = "axolotl"
+local read_fsdp -- below
 
 -- Whether a YAML document looks like an axolotl config.
 function A.detect(doc)
@@ -74,6 +76,76 @@ local function gpu_has_bf16(gpu)
   local name = plan.resolve_gpu(gpu)
   local g = name and require("hw.gpus")[name]
   return g and g.compute_capability >= 8.0
+end
+
+-- FSDP: fsdp_config (its keys with or without the fsdp_ prefix, as axolotl accepts them), the
+-- legacy fsdp list, fsdp_version at the top or inside fsdp_config (validation.py
+-- _resolve_fsdp_version: 1 when neither says). Only FSDP2 of the whole model is modelled. Returns
+-- nil without FSDP, else { zero = knobs, checkpointing = bool }.
+local FSDP_NOT_READ = { "transformer_layer_cls_to_wrap", "state_dict_type", "final_state_dict_type",
+                        "sync_module_states", "use_orig_params", "cpu_offload_pin_memory" }
+read_fsdp = function(r, d, adapter, notes)
+  local list = r:get(d, "fsdp", { "table", "string" })
+  local fc = r:get(d, "fsdp_config", "table")
+  local top = r:get(d, "fsdp_version", "integer")
+  if not list and not fc then
+    if top then r:fail(d, "fsdp_version", "without fsdp_config: no FSDP to version") end
+    return nil
+  end
+  fc = fc or {}
+  local P = "fsdp_config."
+  -- a key of fsdp_config by its name with or without the fsdp_ prefix
+  local function key(name)
+    if r:has(fc, name) and r:has(fc, "fsdp_" .. name) then r:fail(fc, name, "given twice (with and without fsdp_)", P) end
+    return r:has(fc, "fsdp_" .. name) and ("fsdp_" .. name) or name
+  end
+  local vkey = r:has(fc, "version") and "version" or key("version")
+  local version = top or r:get(fc, vkey, "integer", 1, P)
+  if top then r:get(fc, vkey, "integer", nil, P) end
+  local where_t, where_k = top and d or fc, top and "fsdp_version" or vkey
+  if version ~= 2 then
+    r:fail(where_t, where_k, ("%d: FSDP1 (FullyShardedDataParallel) is not modelled; vrsim models "
+           .. "FSDP2 (fully_shard): fsdp_version: 2"):format(version), where_t == fc and P or nil)
+  end
+  if adapter then
+    r:fail(d, "adapter", "LoRA under FSDP2 is not modelled (accelerate up-casts the trainable adapters to "
+           .. "fp32 shards beside the frozen base)")
+  end
+  local z, raf = {}, true
+  if type(list) == "string" then list = { list } end
+  for i, w in ipairs(list or {}) do
+    if w == "full_shard" then raf = true
+    elseif w == "shard_grad_op" then raf = false
+    elseif w == "offload" then z.offload_param, z.offload_optimizer = "cpu", "cpu"
+    elseif w ~= "auto_wrap" then
+      r:fail(d, "fsdp", ("item %d, '%s', is not modelled (read: full_shard, shard_grad_op, offload, auto_wrap)"):format(i, tostring(w)))
+    end
+  end
+  local ss = r:get(fc, key("sharding_strategy"), "string", nil, P)
+  if ss == "SHARD_GRAD_OP" then raf = false
+  elseif ss and ss ~= "FULL_SHARD" then r:fail(fc, key("sharding_strategy"), ("'%s' is not modelled"):format(ss), P) end
+  local rk = key("reshard_after_forward")
+  local rv = r:get(fc, rk, "boolean", nil, P)
+  if rv ~= nil then raf = rv end
+  z.raf = raf
+  if r:get(fc, key("offload_params"), "boolean", false, P) then z.offload_param, z.offload_optimizer = "cpu", "cpu" end
+  local wrap = r:get(fc, key("auto_wrap_policy"), "string", "TRANSFORMER_BASED_WRAP", P)
+  if wrap ~= "TRANSFORMER_BASED_WRAP" then
+    r:fail(fc, key("auto_wrap_policy"), ("'%s' is not modelled (vrsim shards per decoder layer)"):format(wrap), P)
+  end
+  if r:get(fc, key("cpu_ram_efficient_loading"), "boolean", nil, P) ~= nil then
+    notes[#notes + 1] = "axolotl fsdp cpu_ram_efficient_loading: host memory at load, not simulated "
+        .. "(on the GPU each rank holds only its shards either way)"
+  end
+  local ckpt = r:get(fc, key("activation_checkpointing"), "boolean", false, P)
+  if r:get(fc, key("mixed_precision_policy"), "string", nil, P) then
+    r:fail(fc, key("mixed_precision_policy"), "not modelled (vrsim's FSDP2 policy follows bf16)", P)
+  end
+  local nr = {}
+  for _, k in ipairs(FSDP_NOT_READ) do nr[#nr + 1] = k; nr[#nr + 1] = "fsdp_" .. k end
+  r:not_read(fc, nr, P)
+  r:finish(fc, TOOL, P)
+  return { zero = z, checkpointing = ckpt }
 end
 
 -- The scenario of the config read by r. opts: gpu (catalog name, required), count (ranks),
@@ -249,12 +321,16 @@ function A.scenario(r, opts)
   -- distribution: DeepSpeed (a JSON file; vrsim reads it as training.deepspeed), else DDP over
   -- the ranks the launcher starts
   local ds = r:get(d, "deepspeed", "string")
-  if ds then t.deepspeed = ds
+  local fsdp = read_fsdp(r, d, adapter, notes)
+  if ds and fsdp then r:fail(d, "deepspeed", "beside fsdp_config: one or the other") end
+  if fsdp then
+    t.strategy, t.zero = "fsdp2", fsdp.zero
+    if fsdp.checkpointing then t.checkpointing = true end
+    -- fsdp2_prepare_model: under mixed precision the trainable (bf16) parameters are up-cast to
+    -- fp32 shards, and MixedPrecisionPolicy computes in bf16
+    t.precision = dtype == "bf16" and "mp_fp32" or "fp32"
+  elseif ds then t.deepspeed = ds
   elseif scn.hardware.count > 1 then t.strategy = "ddp" end
-  if r:get(d, "fsdp", { "table", "string" }) or r:get(d, "fsdp_config", "table") then
-    r:fail(d, r:has(d, "fsdp") and "fsdp" or "fsdp_config",
-           "axolotl's FSDP settings are not read yet: write the run as a scenario (training.strategy = \"fsdp2\")")
-  end
   if r:has(d, "special_tokens") or r:has(d, "tokens") then
     r:get(d, "special_tokens", "table")
     r:get(d, "tokens", "table")
