@@ -3,7 +3,7 @@
 # Targets: all test asan bench fuzz calibrate reports clean
 
 CC      ?= cc
-PKGS    := gsl lua5.4 libcjson zlib libdeflate
+PKGS    := gsl lua5.4 libcjson zlib libdeflate yaml-0.1
 SAN     ?=
 OPT     ?= -O2
 CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow \
@@ -81,6 +81,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_doctor.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_techniques.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_oracle.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_recipes.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/html/check.sh; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 77 ]
 
 test: unit

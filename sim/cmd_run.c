@@ -12,6 +12,7 @@
 #include "diagnose.h"
 #include "explain.h"
 #include "outpath.h"
+#include "recipe.h"
 #include "report_html.h"
 #include "report.h"
 #include "safetext.h"
@@ -89,6 +90,7 @@ static void cleanup_set(const char *dir) {
 static void usage(FILE *f) {
     fprintf(f,
         "usage: vrsim SCENARIO.lua [options]\n"
+        "       vrsim CONFIG.yaml --gpu NAME [options]   a trainer's config (axolotl, accelerate)\n"
         "\n"
         "Simulates training steps of the scenario op by op through PyTorch's caching allocator\n"
         "and prints whether it fits, peak memory with a breakdown, and the step time.\n"
@@ -113,6 +115,12 @@ static void usage(FILE *f) {
         "  --alloc-conf STR    PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True; without it\n"
         "                      the environment's PYTORCH_CUDA_ALLOC_CONF is used, as PyTorch would\n"
         "  --unsafe            let the scenario use io/os (trusted scenarios only)\n"
+        "  --gpu NAME          a trainer config (CONFIG.yaml, below): the GPU it runs on\n"
+        "  --gpus N            a trainer config: the ranks the launcher starts (default: the\n"
+        "                      file's num_processes, else 1)\n"
+        "  --from FORMAT       a trainer config's format: axolotl or accelerate (default: found\n"
+        "                      from its keys)\n"
+        "  --print-scenario    a trainer config: print the scenario it reads as (Lua, to keep)\n"
         "  --alloc-trace FILE  write every allocation and free as a PyTorch-style trace CSV\n"
         "                      (seq,time_us,action,addr,size,stream,frames), for vrsim replay or a\n"
         "                      diff against torch.cuda.memory._record_memory_history: time_us is\n"
@@ -122,6 +130,7 @@ static void usage(FILE *f) {
         "  vrsim scenarios/llama7b_h200.lua\n"
         "  vrsim scenarios/llama7b_h200.lua --set micro_batch=8 --set gpu=a100_80g\n"
         "  vrsim scenarios/llama7b_h200.lua --json | jq .peak_reserved_bytes\n"
+        "  vrsim qlora.yml --gpu rtx4090          an axolotl config as it is (docs/recipes.md)\n"
         "\n"
         "exit status: 0 fits, 3 does not fit (CUDA out of memory), 2 bad input, 1 internal error\n"
         "the trace.json opens in https://ui.perfetto.dev; memory.csv in any spreadsheet\n");
@@ -130,6 +139,8 @@ static void usage(FILE *f) {
 int cmd_run(int argc, char **argv) {
     const char *path = NULL, *outdir = NULL, *allocator = NULL, *conf = NULL, *atrace = NULL;
     bool json = false, files = true, unsafe = false, explain = false, suggest = true;
+    bool print_scn = false;
+    RecipeOptions rcp = {0};
     const char **sets = calloc((size_t)argc + 1, sizeof(char *));
     int n_sets = 0;
     if (!sets) return VR_EXIT_INTERNAL;
@@ -159,6 +170,23 @@ int cmd_run(int argc, char **argv) {
             continue;
         }
         if (strncmp(a, "--set=", 6) == 0) { sets[n_sets++] = a + 6; continue; }
+        /* a trainer config (vrsim CONFIG.yaml): its format, the hardware it does not name */
+        if (strcmp(a, "--print-scenario") == 0) { print_scn = true; continue; }
+        if (strcmp(a, "--from") == 0 || strcmp(a, "--gpu") == 0 || strcmp(a, "--gpus") == 0) {
+            char *end = NULL;
+            long n = val ? strtol(val, &end, 10) : 0;
+            if (!val || (strcmp(a, "--gpus") == 0 && (*end || n < 1 || n > 1 << 20))) {
+                fprintf(stderr, "vrsim: %s needs a %s (vrsim --help)\n", a,
+                        strcmp(a, "--gpus") == 0 ? "count from 1 to 1048576" : "value");
+                free(sets);
+                return VR_EXIT_USAGE;
+            }
+            if (a[2] == 'f') rcp.from = val;
+            else if (strcmp(a, "--gpu") == 0) rcp.gpu = val;
+            else rcp.count = (int)n;
+            i++;
+            continue;
+        }
         if (a[0] == '-') {
             safetext_eprintf("vrsim: unknown option %s (vrsim --help)\n", a);
             free(sets);
@@ -173,6 +201,13 @@ int cmd_run(int argc, char **argv) {
         path = a;
     }
     if (!path) { usage(stderr); free(sets); return VR_EXIT_USAGE; }
+    bool recipe = rcp.from || recipe_is_config(path);
+    if (!recipe && (print_scn || rcp.gpu || rcp.count)) {
+        fprintf(stderr, "vrsim: --print-scenario, --gpu and --gpus are for a trainer config "
+                "(CONFIG.yaml); a scenario names its hardware (--set hardware.gpu=NAME)\n");
+        free(sets);
+        return VR_EXIT_USAGE;
+    }
     struct stat ost;
     /* the report writer builds DIR/NAME paths within PATH_MAX: refuse, never cut, a longer one */
     if (files && outdir && strlen(outdir) > 4000) {
@@ -226,7 +261,32 @@ int cmd_run(int argc, char **argv) {
     ScenarioOptions opts = {.sets = sets, .n_sets = n_sets, .unsafe = unsafe};
     char err[1024];
     Plan *plan = NULL;
-    VrStatus st = scenario_load(path, &opts, &plan, err, sizeof err);
+    VrStatus st;
+    if (recipe) {
+        /* lua/recipes/load.lua reads the file (opened as typed) into the scenario; relative
+         * paths in it are read from the working folder, as the trainer reads them */
+        for (int k = 0; k < n_sets; k++)
+            if (strncmp(sets[k], "model.config=", 13) == 0 || strncmp(sets[k], "config=", 7) == 0)
+                rcp.model_config = strchr(sets[k], '=') + 1;
+        opts.typed_file = path;
+        suggest = false; /* report.html's variants reload the path as a scenario */
+        char *chunk = recipe_chunk(path, &rcp, print_scn);
+        char *text = NULL;
+        if (!chunk) st = VR_ENOMEM, snprintf(err, sizeof err, "out of host memory");
+        else if (print_scn) st = scenario_eval_text(path, chunk, ".", &opts, &text, err, sizeof err);
+        else st = scenario_load_source(path, chunk, ".", &opts, &plan, err, sizeof err);
+        free(chunk);
+        if (print_scn && !st) {
+            fputs(text, stdout);
+            free(text);
+            free(setbuf[0]);
+            free(setbuf[1]);
+            free(sets);
+            return fflush(stdout) == 0 && !ferror(stdout) ? VR_EXIT_OK : VR_EXIT_INTERNAL;
+        }
+    } else {
+        st = scenario_load(path, &opts, &plan, err, sizeof err);
+    }
     if (st) {
         free(setbuf[0]);
         free(setbuf[1]);

@@ -58,6 +58,7 @@ static void usage(FILE *f) {
         "vrsim: a discrete-event GPU memory simulator for training steps\n"
         "\n"
         "  vrsim SCENARIO.lua [--set k=v ...]   simulate: fits?, peak memory, breakdown, time\n"
+        "  vrsim CONFIG.yaml --gpu NAME         the same for a trainer's config (axolotl, accelerate)\n"
         "  vrsim validate [FILE.jsonl ...]     predictions against measured runs (validation/records/)\n"
         "  vrsim replay TRACE.csv[.gz]          replay a real PyTorch allocator trace\n"
         "  vrsim gpus [--sources]               the hardware catalog and where its figures come from\n"

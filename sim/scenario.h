@@ -63,6 +63,9 @@ typedef struct ScenarioOptions {
     const char *const *sets;   /* "key=value" overrides, borrowed */
     int n_sets;
     bool unsafe;               /* open io/os/package in the Lua state */
+    const char *typed_file;    /* a file the user named on the command line (vrsim CONFIG.yaml's
+                                  trainer config), which the scenario may read as typed; NULL =
+                                  none. Borrowed */
     const char *lua_dir;       /* the project's lua/ folder; NULL = found from the executable */
     long instruction_limit;    /* 0 = default */
     size_t memory_limit;       /* bytes, 0 = default */
@@ -120,6 +123,14 @@ VrStatus scenario_load_source_in(ScenarioState *s, const char *chunkname, const 
 VrStatus scenario_load_source_kept(ScenarioState *s, const char *chunkname, const char *src,
                                    const Plan *base, const ScenarioOptions *opts,
                                    Plan **out /* OUT */, char *err, size_t errlen);
+
+/* Runs the chunk src (named chunkname in messages) in a scenario's sandboxed state (dir as for
+ * scenario_load_source) and returns the string it returns in *out (the caller frees it): the
+ * scenario text `vrsim CONFIG.yaml --print-scenario` prints. VR_EINVAL with the message in err
+ * when it raises or returns no string. */
+VrStatus scenario_eval_text(const char *chunkname, const char *src, const char *dir,
+                            const ScenarioOptions *opts, char **out /* OUT */, char *err,
+                            size_t errlen);
 
 /* Runs require(module)[fn](flag) in the sandbox and returns the string it returns in *out (the
  * caller frees it). For catalog listings such as `vrsim gpus`. */

@@ -15,6 +15,7 @@ local P = {}
 -- section -> field -> { type, default, check, help }
 local SCHEMA = {
   title = "string",
+  notes = "list", -- lines the report shows as notes (a trainer config's reader: what it did not read)
   hardware = {
     gpu = { "string", "h200", "catalog name (vrsim gpus)" },
     count = { "integer", 1, "data-parallel GPUs (symmetric ranks, simulated once)" },
@@ -445,6 +446,11 @@ function P.normalize(scn, sets, file, src)
   end
   if scn.title ~= nil and type(scn.title) ~= "string" then fail(ctx, "title", nil, "title must be a string") end
   cfg.title = scn.title
+  if scn.notes ~= nil then
+    if type(scn.notes) ~= "table" then fail(ctx, "notes", nil, "notes must be a list of strings") end
+    cfg.notes = {}
+    for i, n in ipairs(scn.notes) do cfg.notes[i] = tostring(n) end
+  end
   for _, sec in ipairs(keys(schema)) do
     local fields = schema[sec]
     if type(fields) == "table" then

@@ -36,6 +36,7 @@
 #include "../scenario.h"
 #include "luabc.h"
 #include "watchdog.h"
+#include "yaml.h"
 
 #define DEFAULT_INSTRUCTIONS 400000000L
 /* A scenario's own code also has this many seconds: 400 M instructions take from 0.4 s (an empty
@@ -84,6 +85,7 @@ typedef struct Sandbox {
                                     while the scenario loads): paths the user typed */
     int n_sets;
     uint64_t *read_hash;         /* ScenarioOptions.read_hash (NULL: none) */
+    const char *typed_file;      /* ScenarioOptions.typed_file (borrowed), NULL = none */
     /* the pool of small blocks (see sandbox_alloc): a free list per size class, and the chunks
      * they are cut from (freed with the sandbox) */
     void *pool_free[POOL_CLASSES];
@@ -112,10 +114,11 @@ static void note_read(const Sandbox *sb, const char *name, const char *bytes, si
 /* Files a scenario makes vrsim read (the scenario, modules, configs) are refused past this. */
 #define MAX_INPUT_BYTES ((size_t)32 << 20)
 /* Whether name is a file path the user typed on the command line (--set model.config=PATH or
- * training.deepspeed=PATH): the folder rule is about what a scenario's code may open, so such a
+ * training.deepspeed=PATH, or the trainer config of `vrsim CONFIG.yaml`): the folder rule is about what a scenario's code may open, so such a
  * path is opened as typed. Scenario code cannot add to the list. */
 static bool user_typed_path(const Sandbox *sb, const char *name) {
     static const char *const keys[] = {"model.config=", "config=", "training.deepspeed=", "deepspeed="};
+    if (sb->typed_file && strcmp(sb->typed_file, name) == 0) return true;
     for (int i = 0; i < sb->n_sets; i++)
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
             size_t n = strlen(keys[k]);
@@ -1241,19 +1244,17 @@ static int json_gc(lua_State *L) {
     return 0;
 }
 
-/* vrsim.core.read_config(name): a JSON file next to the scenario (or under lua/) as a Lua table:
- * a Hugging Face config.json, a DeepSpeed config. The file, once every symlink is resolved, must
- * lie inside one of those folders, be a regular file and at most MAX_INPUT_BYTES. */
-static int l_read_config(lua_State *L) {
-    const char *name = luaL_checkstring(L, 1);
+/* A config file a scenario names (name): as typed where the user typed it on the command line,
+ * else next to the scenario or under lua/, where once every symlink is resolved it must lie; a
+ * regular file of at most MAX_INPUT_BYTES. Its bytes into *src (the caller frees), or an error
+ * raised. */
+static void read_named(lua_State *L, const char *name, char **src, size_t *len) {
     Sandbox *sb;
     lua_getallocf(L, (void **)&sb);
     char path[2 * PATH_MAX + 8];
-    size_t len = 0;
-    char *src = NULL;
     ReadStatus rs = RF_MISSING;
     bool typed = user_typed_path(sb, name);
-    if (typed) rs = read_file(name, MAX_INPUT_BYTES, &src, &len); /* as typed, from the working folder */
+    if (typed) rs = read_file(name, MAX_INPUT_BYTES, src, len); /* as typed, from the working folder */
     if (typed && rs != RF_OK && rs != RF_MISSING) raise_read(L, "config", name, rs);
     if (typed && rs == RF_MISSING && (name[0] == '/' || strstr(name, "..")))
         (lua_pushfstring(L, "config '%s': cannot read it", name), lua_error(L));
@@ -1266,10 +1267,19 @@ static int l_read_config(lua_State *L) {
     for (int i = 0; i < 2 && rs == RF_MISSING; i++) {
         if (!dirs[i][0]) continue;
         snprintf(path, sizeof path, "%s/%s", dirs[i], name);
-        rs = read_inside(sb, path, &src, &len);
+        rs = read_inside(sb, path, src, len);
     }
     if (rs != RF_OK) raise_read(L, "config", name, rs);
-    note_read(sb, name, src, len);
+    note_read(sb, name, *src, *len);
+}
+
+/* vrsim.core.read_config(name): a JSON file (read_named) as a Lua table: a Hugging Face
+ * config.json, a DeepSpeed config. */
+static int l_read_config(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    size_t len = 0;
+    char *src = NULL;
+    read_named(L, name, &src, &len);
     JsonBox *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->j = NULL;
     luaL_setmetatable(L, JSON_MT);
@@ -1286,6 +1296,16 @@ static int l_read_config(lua_State *L) {
     cJSON_Delete(box->j);
     box->j = NULL;
     return 1;
+}
+
+/* vrsim.core.read_yaml(name): a YAML file (read_named; a trainer config) as a Lua table and its
+ * lines (sim/bind/yaml.h). */
+static int l_read_yaml(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    size_t len = 0;
+    char *src = NULL;
+    read_named(L, name, &src, &len);
+    return bind_push_yaml(L, name, src, len);
 }
 
 static int l_new_graph(lua_State *L) {
@@ -1311,6 +1331,7 @@ static int readonly_newindex(lua_State *L) {
 }
 
 static int open_vrsim(lua_State *L) {
+    bind_yaml_open(L);
     luaL_newmetatable(L, JSON_MT);
     lua_pushcfunction(L, json_gc);
     lua_setfield(L, -2, "__gc");
@@ -1352,6 +1373,8 @@ static int open_vrsim(lua_State *L) {
     lua_setfield(L, -2, "new_graph");
     lua_pushcfunction(L, l_read_config);
     lua_setfield(L, -2, "read_config");
+    lua_pushcfunction(L, l_read_yaml);
+    lua_setfield(L, -2, "read_yaml");
     lua_pushcfunction(L, l_row_sum_buffers);
     lua_setfield(L, -2, "row_sum_buffers");
     lua_pushcfunction(L, l_modules_alike);
@@ -2183,6 +2206,7 @@ static VrStatus sandbox_new(const ScenarioOptions *opts, const char *dir, Sandbo
     sb->sets = opts->sets;
     sb->n_sets = opts->n_sets;
     sb->read_hash = opts->read_hash;
+    sb->typed_file = opts->typed_file;
     if (dir) {
         if (strlen(dir) >= sizeof sb->scn_dir) {
             snprintf(err, errlen, "%s: the scenario's folder name is too long", dir);
@@ -2487,6 +2511,59 @@ VrStatus scenario_report_text(const char *module, const char *fn, bool flag, cha
     lua_close(L);
     watchdog_disarm();
     sandbox_free(sb);
+    *out = c.text;
+    return st;
+}
+
+/* In a scenario's state: runs the chunk, which must return a string, and copies it out. */
+typedef struct EvalCtx { const char *chunkname, *src; char *text; } EvalCtx;
+static int eval_protected(lua_State *L) {
+    EvalCtx *c = lua_touserdata(L, 1);
+    if (luaL_loadbufferx(L, c->src, strlen(c->src), c->chunkname, "t")) lua_error(L);
+    lua_call(L, 0, 1);
+    size_t n;
+    const char *s = lua_tolstring(L, -1, &n);
+    if (!s) luaL_error(L, "%s: gave no text", c->chunkname + 1);
+    c->text = malloc(n + 1);
+    if (!c->text) luaL_error(L, "out of host memory");
+    memcpy(c->text, s, n + 1);
+    return 0;
+}
+
+VrStatus scenario_eval_text(const char *chunkname, const char *src, const char *dir,
+                            const ScenarioOptions *opts, char **out, char *err, size_t errlen) {
+    *out = NULL;
+    Sandbox *sb;
+    VrStatus st = sandbox_new(opts, dir, &sb, err, errlen);
+    if (st) return st;
+    lua_State *S = new_state(sb, opts->unsafe, false);
+    size_t cn = strlen(chunkname) + 2;
+    char *chunk = malloc(cn);
+    if (!S || !chunk) {
+        if (S) lua_close(S);
+        sandbox_free(sb);
+        free(chunk);
+        snprintf(err, errlen, "out of host memory");
+        return VR_ENOMEM;
+    }
+    snprintf(chunk, cn, "@%s", chunkname);
+    EvalCtx c = {.chunkname = chunk, .src = src};
+    watchdog_arm(chunkname);
+    lua_pushcfunction(S, eval_protected);
+    lua_pushlightuserdata(S, &c);
+    sb->deadline_s = vr_now_s() + SCENARIO_LIMIT_S;
+    int rc = lua_pcall(S, 1, 0, 0);
+    sb->deadline_s = 0;
+    if (rc || sb->stopped) {
+        pcall_message(S, rc, sb, chunkname, err, errlen);
+        free(c.text);
+        c.text = NULL;
+        st = VR_EINVAL;
+    }
+    lua_close(S);
+    watchdog_disarm();
+    sandbox_free(sb);
+    free(chunk);
     *out = c.text;
     return st;
 }

@@ -1,0 +1,45 @@
+/* recipe.c: the chunk that runs lua/recipes/load.lua on a trainer config (recipe.h). */
+#include "recipe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+bool recipe_is_config(const char *path) {
+    const char *dot = strrchr(path, '.');
+    return dot && !strchr(dot, '/') && (strcasecmp(dot, ".yaml") == 0 || strcasecmp(dot, ".yml") == 0);
+}
+
+/* Appends s to buf (at *n) as a Lua string literal, every byte but letters and digits as a
+ * decimal escape. buf has room: the caller sized it 4 bytes a byte. */
+static void put_string(char *buf, size_t *n, const char *s) {
+    buf[(*n)++] = '"';
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'))
+            buf[(*n)++] = (char)*c;
+        else
+            *n += (size_t)sprintf(buf + *n, "\\%03u", *c);
+    }
+    buf[(*n)++] = '"';
+}
+
+char *recipe_chunk(const char *path, const RecipeOptions *o, bool print) {
+    size_t cap = 256 + 4 * (strlen(path) + (o->from ? strlen(o->from) : 0) + (o->gpu ? strlen(o->gpu) : 0) +
+                               (o->model_config ? strlen(o->model_config) : 0) + 4);
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    size_t n = (size_t)sprintf(buf, "return require(\"recipes.load\").%s(", print ? "source" : "scenario");
+    put_string(buf, &n, path);
+    n += (size_t)sprintf(buf + n, ", {");
+    if (o->from) { n += (size_t)sprintf(buf + n, "from = "); put_string(buf, &n, o->from); buf[n++] = ','; }
+    if (o->gpu) { n += (size_t)sprintf(buf + n, "gpu = "); put_string(buf, &n, o->gpu); buf[n++] = ','; }
+    if (o->count > 0) n += (size_t)sprintf(buf + n, "count = %d,", o->count);
+    if (o->model_config) {
+        n += (size_t)sprintf(buf + n, "model_config = ");
+        put_string(buf, &n, o->model_config);
+        buf[n++] = ',';
+    }
+    sprintf(buf + n, "})\n");
+    return buf;
+}

@@ -1,0 +1,180 @@
+#!/bin/sh
+# test_recipes.sh: `vrsim CONFIG.yaml`, a trainer's config file simulated as it is
+# (lua/recipes/, docs/recipes.md). For each format, a config in tests/data/recipes/ must give the
+# same peak and step time as the scenario written by hand beside it (their --json outputs
+# compared); --print-scenario's text must run as a scenario with the same figures; the keys that
+# would change the run but are not modelled are exit 2 naming the key with file:line; hostile
+# YAML (deep nesting, an alias bomb, a merge key, a duplicate key, a foreign tag, a FIFO, an
+# oversized file) is refused with a clear message.
+#
+#   VRSIM=./vrsim sh tests/test_recipes.sh      (make test runs it for each build)
+set -u
+
+VRSIM=${VRSIM:-./vrsim}
+case "$VRSIM" in /*) ;; */*) VRSIM="$(pwd)/$VRSIM" ;; esac
+cd "$(dirname "$0")/.." || exit 1
+[ -x "$VRSIM" ] || { echo "test_recipes: $VRSIM is not an executable (set VRSIM)" >&2; exit 1; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/vrsim-recipes.XXXXXX") || exit 1
+KEEP=""
+trap 'rm -rf "$TMP" $KEEP' EXIT
+trap 'exit 130' INT TERM
+
+PASS=0
+FAIL=0
+ok()   { PASS=$((PASS + 1)); echo "ok   $1"; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/       /'; }
+
+# run_check NAME RC WANT -- CMD...: CMD (120 s at most) must exit RC and say the extended regex WANT
+run_check() {
+  _n=$1 _rc=$2 _want=$3
+  shift 4
+  timeout 120 "$@" >"$TMP/out" 2>&1
+  _got=$?
+  if [ "$_got" -eq 124 ]; then fail "$_n: still running after 120 s"; return; fi
+  if [ "$_got" -ge 128 ]; then fail "$_n: exit $_got (crash)" "$(tail -n 5 "$TMP/out")"; return; fi
+  if [ "$_got" -ne "$_rc" ]; then fail "$_n: exit $_got, expected $_rc" "$(head -n 4 "$TMP/out")"; return; fi
+  if [ -n "$_want" ] && ! grep -Eq -- "$_want" "$TMP/out"; then
+    fail "$_n: the output does not say /$_want/" "$(head -n 6 "$TMP/out")"; return
+  fi
+  ok "$_n: exit $_rc, $(grep -v '^$' "$TMP/out" | head -n 1 | cut -c1-110)"
+}
+check() { _a=$1 _b=$2 _c=$3; shift 4; run_check "$_a" "$_b" "$_c" -- "$VRSIM" "$@"; }
+
+# figures FILE: peak reserved, peak allocated, step time and fits of a --json summary
+figures() {
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["peak_reserved_bytes"], d["peak_allocated_bytes"], d["step_time_ms"], d["fits"])' "$1" 2>/dev/null ||
+    sed -n 's/.*"peak_reserved_bytes": *\([0-9]*\).*"step_time_ms": *\([0-9.e+-]*\).*/\1 \2/p' "$1"
+}
+
+# same NAME SCENARIO -- CONFIG ARGS...: the config run as it is and the hand-written scenario give
+# the same figures (and both run: exit 0)
+same() {
+  _n=$1 _scn=$2
+  shift 3
+  "$VRSIM" "$_scn" --json --no-files >"$TMP/a.json" 2>"$TMP/a.err"; _ra=$?
+  "$VRSIM" "$@" --json --no-files >"$TMP/b.json" 2>"$TMP/b.err"; _rb=$?
+  if [ "$_ra" -ne 0 ] || [ "$_rb" -ne 0 ]; then
+    fail "$_n: exit $_ra (scenario), $_rb (config)" "$(cat "$TMP/a.err" "$TMP/b.err" | head -n 4)"; return
+  fi
+  _fa=$(figures "$TMP/a.json"); _fb=$(figures "$TMP/b.json")
+  if [ -z "$_fa" ] || [ "$_fa" != "$_fb" ]; then fail "$_n: scenario [$_fa], config [$_fb]"; return; fi
+  ok "$_n: the same peak and step time [$_fb]"
+}
+
+D=tests/data/recipes
+M=$D/llama-3.2-1b/config.json
+
+# ---- each format: the config as it is = the scenario written by hand --------------------------
+same "axolotl QLoRA (nf4, all-linear, 8-bit AdamW, flash attention)" $D/axolotl_qlora.lua -- \
+  $D/axolotl_qlora.yml --gpu rtx4090
+same "axolotl LoRA bf16 on 2 GPUs (DDP, sdp_attention, adamw_torch)" $D/axolotl_lora_ddp.lua -- \
+  $D/axolotl_lora_ddp.yml --gpu h100 --gpus 2
+same "axolotl full fine-tuning under its DeepSpeed ZeRO-2 JSON" $D/axolotl_full_zero2.lua -- \
+  $D/axolotl_full_zero2.yml --gpu h100 --gpus 4
+same "axolotl full fine-tuning under FSDP2 (fsdp_version 2, fsdp_config)" $D/axolotl_fsdp2.lua -- \
+  $D/axolotl_fsdp2.yml --gpu h100 --gpus 8
+same "accelerate FSDP2 config with the script's model and batch" $D/accelerate_fsdp2.lua -- \
+  $D/accelerate_fsdp2.yaml --gpu h100 --set model.config=$M --set micro_batch=4 --set seq=2048
+same "accelerate DeepSpeed ZeRO-3 config (inline, optimizer offload)" $D/accelerate_zero3.lua -- \
+  $D/accelerate_zero3.yaml --gpu a100_80g --set model.config=$M --set micro_batch=2 --set seq=4096
+same "--from axolotl on a config that names no format by extension alone" $D/axolotl_qlora.lua -- \
+  $D/axolotl_qlora.yml --gpu rtx4090 --from axolotl
+
+# what the reader read is said: the notes name the keys not read and the approximations
+check "axolotl notes: keys not read, flash_attention_2 as SDPA's flash" 0 \
+  "keys not read.*learning_rate.*output_dir.*wandb_project" -- $D/axolotl_qlora.yml --gpu rtx4090 --no-files
+grep -q "flash_attention_2 (the flash-attn package) simulated as SDPA's flash backend" "$TMP/out" &&
+  ok "  ... and the attention note" || fail "no flash_attention_2 note" "$(tail -n 3 "$TMP/out")"
+
+# --print-scenario: a scenario a user can keep; run from the folder the config's paths are read
+# from, it gives the config's own figures
+P=$(mktemp ./.vrsim-recipe-XXXXXX) && mv "$P" "$P.lua" && KEEP="$P.lua"
+if "$VRSIM" $D/axolotl_qlora.yml --gpu rtx4090 --print-scenario >"$P.lua" 2>"$TMP/p.err"; then
+  same "--print-scenario's text runs as a scenario with the config's figures" "$P.lua" -- \
+    $D/axolotl_qlora.yml --gpu rtx4090
+  grep -q 'quant_storage = "bf16"' "$P.lua" && ok "  ... it says quant_storage = \"bf16\" (axolotl's)" ||
+    fail "--print-scenario lacks quant_storage" "$(head -n 30 "$P.lua")"
+else
+  fail "--print-scenario: exit $?" "$(cat "$TMP/p.err")"
+fi
+rm -f "$P.lua"
+
+# ---- the hardware and the model are not in the file ---------------------------------------------
+check "no --gpu: an error naming --gpu" 2 "does not name the GPU: give --gpu NAME" -- $D/axolotl_qlora.yml --no-files
+check "--gpu unknown" 2 "--gpu: unknown GPU 'rtx9999'" -- $D/axolotl_qlora.yml --gpu rtx9999 --no-files
+check "--gpu on a scenario: refused" 2 "for a trainer config" -- $D/axolotl_qlora.lua --gpu h100 --no-files
+check "--from an unknown format" 2 "--from llamafactory: not a format vrsim reads" -- $D/axolotl_qlora.yml --gpu h100 --from llamafactory --no-files
+check "accelerate config without the model" 2 "names no model: give .*--set model.config=PATH" -- $D/accelerate_fsdp2.yaml --gpu h100 --no-files
+
+# variant NAME SED: the QLoRA config edited by SED, as $TMP/NAME.yml
+variant() { sed "$2" $D/axolotl_qlora.yml >"$TMP/$1.yml"; }
+variant hub 's#^base_model: .*#base_model: meta-llama/Llama-3.2-1B#'
+check "a Hugging Face Hub id: download config.json (vrsim never reaches the network)" 2 \
+  "hub\.yml:3: base_model: 'meta-llama/Llama-3.2-1B' is not a local folder holding config.json.*download" -- \
+  "$TMP/hub.yml" --gpu rtx4090 --no-files
+check "... or --set model.config=PATH stands in for it" 0 "FITS" -- "$TMP/hub.yml" --gpu rtx4090 --set model.config=$M --no-files
+
+# ---- keys that would change the run and are not modelled: exit 2, key and file:line ------------
+variant packing 's#^sample_packing: false#sample_packing: true#'
+check "sample_packing: true" 2 "packing\.yml:24: sample_packing: packing .* is not modelled" -- "$TMP/packing.yml" --gpu rtx4090 --no-files
+variant paged 's#^optimizer: adamw_bnb_8bit#optimizer: paged_adamw_8bit#'
+check "a paged optimizer" 2 "paged\.yml:33: optimizer: 'paged_adamw_8bit' is not modelled \(paged" -- "$TMP/paged.yml" --gpu rtx4090 --no-files
+variant unknown 's#^lora_dropout: 0.05#lora_dropout: 0.05\nlora_modules_to_save: [embed_tokens, lm_head]#'
+check "a key the reader does not know (lora_modules_to_save)" 2 \
+  "unknown\.yml:14: lora_modules_to_save: not modelled" -- "$TMP/unknown.yml" --gpu rtx4090 --no-files
+variant offload 's#^gradient_checkpointing: true#gradient_checkpointing: offload#'
+check "gradient_checkpointing: offload" 2 "gradient_checkpointing: 'offload' \(activations offloaded\) is not modelled" -- \
+  "$TMP/offload.yml" --gpu rtx4090 --no-files
+variant nobf16 's#^bf16: auto#bf16: false#'
+check "LoRA on fp32 weights (bf16: false)" 2 "nobf16\.yml:[0-9]+: adapter: LoRA on fp32 weights is not modelled" -- \
+  "$TMP/nobf16.yml" --gpu rtx4090 --no-files
+variant typo 's#^micro_batch_size: 2#micro_batch_size: two#'
+check "a value of the wrong type" 2 "typo\.yml:31: micro_batch_size: must be an integer, not 'two'" -- \
+  "$TMP/typo.yml" --gpu rtx4090 --no-files
+variant zero 's#^sequence_len: 2048#sequence_len: 0#'
+check "a value out of the field's range names the key and line" 2 \
+  "zero\.yml:23: sequence_len: training\.seq = 0 is out of range" -- "$TMP/zero.yml" --gpu rtx4090 --no-files
+variant off 's#^load_in_8bit: false#load_in_8bit: false\nxformers_attention: false#'
+check "an unknown key left false is listed as not read, not refused" 0 "FITS" -- "$TMP/off.yml" --gpu rtx4090 --no-files
+sed 's/^fsdp_version: 2/fsdp_version: 1/' $D/axolotl_fsdp2.yml >"$TMP/afsdp1.yml"
+check "axolotl FSDP1" 2 "afsdp1\.yml:11: fsdp_version: 1: FSDP1 \(FullyShardedDataParallel\) is not modelled" -- \
+  "$TMP/afsdp1.yml" --gpu h100 --gpus 8 --no-files
+sed 's/^bf16: true/bf16: true\nadapter: lora/' $D/axolotl_fsdp2.yml >"$TMP/afsdplora.yml"
+check "axolotl LoRA under FSDP2" 2 "afsdplora\.yml:8: adapter: LoRA under FSDP2 is not modelled" -- \
+  "$TMP/afsdplora.yml" --gpu h100 --gpus 8 --no-files
+sed 's/^  fsdp_version: 2/  fsdp_version: 1/' $D/accelerate_fsdp2.yaml >"$TMP/fsdp1.yaml"
+check "accelerate FSDP1" 2 "fsdp1\.yaml:[0-9]+: fsdp_config\.fsdp_version: 1 \(FSDP1, FullyShardedDataParallel\) is not modelled" -- \
+  "$TMP/fsdp1.yaml" --gpu h100 --set model.config=$M --no-files
+sed 's/^  fsdp_state_dict_type: SHARDED_STATE_DICT/  fsdp_state_dict_type: SHARDED_STATE_DICT\n  fsdp_offload_policy: x/' \
+  $D/accelerate_fsdp2.yaml >"$TMP/fsdpx.yaml"
+check "accelerate: an unknown fsdp_config key" 2 "fsdpx\.yaml:14: fsdp_config\.fsdp_offload_policy: not modelled" -- \
+  "$TMP/fsdpx.yaml" --gpu h100 --set model.config=$M --no-files
+
+sed 's/^  zero3_init_flag: true/  zero3_init_flag: false/' $D/accelerate_zero3.yaml >"$TMP/noinit.yaml"
+check "accelerate ZeRO-3 without zero.Init" 2 "noinit\.yaml:10: deepspeed_config\.zero3_init_flag: false with zero_stage 3" -- \
+  "$TMP/noinit.yaml" --gpu a100_80g --set model.config=$M --no-files
+
+# ---- hostile YAML --------------------------------------------------------------------------------
+H=tests/hostile
+check "nesting 200 deep" 2 "yaml_deep\.yaml:66: nested deeper than 64 levels: refused" -- $H/yaml_deep.yaml --gpu h100 --no-files
+check "an alias bomb (billion laughs)" 2 "yaml_alias_bomb\.yaml:3: an alias \(\*a\): aliases and merge keys are not read" -- \
+  $H/yaml_alias_bomb.yaml --gpu h100 --no-files
+check "a merge key" 2 "yaml_merge\.yaml:5: a merge key" -- $H/yaml_merge.yaml --gpu h100 --no-files
+check "a key twice" 2 "yaml_dup_key\.yaml:5: key 'micro_batch_size' appears twice \(first on line 3\)" -- \
+  $H/yaml_dup_key.yaml --gpu h100 --no-files
+check "a Python object tag" 2 "yaml_tag\.yaml:2: tag 'tag:yaml.org,2002:python/object/apply:os.system' is not a core type" -- \
+  $H/yaml_tag.yaml --gpu h100 --no-files
+printf 'base_model: [a, b\nlora_r: 8\n' >"$TMP/syntax.yaml"
+check "not valid YAML: libyaml's message with its line" 2 "syntax\.yaml:2: not valid YAML" -- "$TMP/syntax.yaml" --gpu h100 --no-files
+printf -- '- a\n- b\n' >"$TMP/list.yaml"
+check "a document that is a list" 2 "list\.yaml:1: the document is not a mapping" -- "$TMP/list.yaml" --gpu h100 --no-files
+if mkfifo "$TMP/fifo.yaml" 2>/dev/null; then
+  check "a FIFO (it would wait forever)" 2 "fifo\.yaml' is not a regular file" -- "$TMP/fifo.yaml" --gpu h100 --no-files
+fi
+if truncate -s 40M "$TMP/big.yaml" 2>/dev/null; then
+  check "a 40 MiB config" 2 "big\.yaml' is larger than 32 MiB: refused" -- "$TMP/big.yaml" --gpu h100 --no-files
+fi
+check "a missing config" 2 "config '[^']*nothere\.yaml': no such file" -- "$TMP/nothere.yaml" --gpu h100 --no-files
+
+echo "test_recipes: $PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
