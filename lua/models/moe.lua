@@ -134,11 +134,11 @@ local function moe_forward(cx, m, x)
   local arange = index_op(cx, pre .. ".arange", {}, { { pre .. ".arange", { n }, "int64" } })
   local inv = index_op(cx, pre .. ".inv_perm", { perm, arange }, { { pre .. ".inv_perm", { n }, "int64" } })
   local reordered = gather_rows(cx, pre .. ".restore_order", weighted, inv, n)
-  -- view(tokens, k, hidden).sum(dim=1) in the product's dtype; SumBackward0 expands the
-  -- gradient (a view)
+  -- view(tokens, k, hidden).sum(dim=1) in the product's dtype. SumBackward0 expands the gradient
+  -- (a stride-0 view), and the view's backward reshapes it to (S, hidden), which cannot be a view
+  -- of it: a copy of the pairs' size (the oracle's Mixtral capture: clone <- experts|view)
   local summed = nn.op(cx, { name = pre .. ".sum_top_k", kind = "reduce_rows", inputs = { reordered },
-                             outs = { { pre .. ".final_hidden", { t, h }, reordered.dtype } },
-                             grads = { { pass = 1 } } })
+                             outs = { { pre .. ".final_hidden", { t, h }, reordered.dtype } } })
   local out = nn.to(cx, summed, x.dtype, pre .. ".final_hidden.to")
   -- the router's logits die as the block returns
   nn.release(cx, { logits }, pre .. ": returns")

@@ -98,6 +98,9 @@ def enable_fake_cuda(torch):
     import torch.cuda.amp.common as amp_common
     amp_common.amp_definitely_not_available = lambda: False
     torch.cuda.is_bf16_supported = lambda *a, **k: True
+    # the capability of the GPU the captures stand for (an H200, sm90): transformers asks it
+    # before taking torch's grouped GEMM for a mixture of experts (integrations/moe.py)
+    torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
     # Module._apply (model.to(dtype)) swaps a FakeTensor parameter's whole tensor, which fails on
     # the weakrefs FakeTensorMode keeps; on real CUDA tensors it takes the set_data path
     # (param.data = new): the new storage allocated, the old one freed when replaced. That path:

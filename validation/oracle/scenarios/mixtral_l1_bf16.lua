@@ -1,0 +1,42 @@
+-- oracle capture mixtral_l1_bf16: validation/oracle/specs/mixtral_l1_bf16.json (written by scenario_of.py)
+return {
+  title = "oracle: mixtral_l1_bf16",
+  hardware = {
+    gpu = "h200",
+  },
+  model = {
+    config = {
+      architectures = { "MixtralForCausalLM" },
+      attention_dropout = 0.0,
+      bos_token_id = 1,
+      eos_token_id = 2,
+      hidden_act = "silu",
+      hidden_size = 4096,
+      initializer_range = 0.02,
+      intermediate_size = 14336,
+      max_position_embeddings = 32768,
+      model_type = "mixtral",
+      num_attention_heads = 32,
+      num_experts_per_tok = 2,
+      num_hidden_layers = 32,
+      num_key_value_heads = 8,
+      num_local_experts = 8,
+      output_router_logits = false,
+      rms_norm_eps = 1e-05,
+      rope_theta = 1000000.0,
+      router_aux_loss_coef = 0.02,
+      tie_word_embeddings = false,
+      use_cache = true,
+      vocab_size = 32000,
+    },
+    layers = 1,
+  },
+  training = {
+    micro_batch = 1,
+    seq = 256,
+    precision = "bf16",
+    steps = 2,
+    optimizer = "sgd",
+    build = "direct",
+  },
+}
