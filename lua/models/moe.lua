@@ -1,7 +1,7 @@
 -- moe.lua: a sparse mixture-of-experts block as transformers 5.x runs it in training (5.25:
 -- models/mixtral/modeling_mixtral.py MixtralSparseMoeBlock and MixtralTopKRouter, the experts
--- by integrations/moe.py grouped_mm_experts_forward). The families that use it (mixtral.lua)
--- put it where their decoder layer has its MLP.
+-- by integrations/moe.py grouped_mm_experts_forward). The families that use it (mixtral.lua,
+-- qwen3_moe.lua) put it where their decoder layer has its MLP.
 --
 --   gate: a TopKRouter (weight (E, hidden); not an nn.Linear, so peft's "all-linear" and
 --         bitsandbytes leave it alone): logits = F.linear(x, weight); softmax in fp32; top-k;
@@ -11,9 +11,9 @@
 --         "grouped_mm" (modeling_utils get_correct_experts_implementation) for a class decorated
 --         with @use_experts_implementation: the token-expert pairs (S = tokens x k) sorted by
 --         expert, gathered, through torch's grouped GEMM for every expert at once, gated,
---         through the second grouped GEMM, weighted by the router (in fp32: the bf16 product
---         times the fp32 weights promotes), put back in token order and summed over k in fp32,
---         then cast back.
+--         through the second grouped GEMM, weighted by the router (Mixtral's fp32 weights
+--         promote the bf16 product to fp32; Qwen3-MoE's router hands back bf16 weights), put
+--         back in token order, summed over k, then cast back.
 -- Every tensor's size depends on S alone, not on which expert a token goes to: the routing
 -- changes the time of the grouped GEMMs (taken here as balanced, each expert S / E rows), never
 -- the memory. Not modelled (an error where configured): the eager per-expert loop
