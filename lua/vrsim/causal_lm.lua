@@ -157,7 +157,8 @@ function M.build(cx, cfg)
   local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes)
   if refused then error(refused, 0) end
 
-  -- the model as the measured runs make it: built on the GPU in fp32, then cast with .to()
+  -- the model built as training.build says: directly in its dtype (from_pretrained, the default) or
+  -- in fp32 then cast with .to() (from_config, as the measured runs built it)
   cx.phase = "build"
   local build_dtype = (t.build == "direct" or t.inference or t.quant ~= "none") and pdtype or "fp32"
   local dm_hooks
