@@ -141,11 +141,24 @@ function L.Embedding(num, dim)
   return m
 end
 
+-- A product x * table where the table's dtype outranks x's (under autocast q and k are bf16,
+-- the tables fp32): MulBackward0 computes `grad * table` in the promoted dtype, then the engine
+-- casts it to x's dtype (validate_outputs, torch/csrc/autograd/engine.cpp): the promoted product
+-- is a temporary made before the cast and freed after it (fulltrace_gen-stk-g07-amp-bf16-b4: a
+-- 128 MiB fp32 product then its 64 MiB bf16 cast, four of each a layer).
+local function mixed_mul_grad(spec, x, out_dtype)
+  if out_dtype ~= x.dtype then
+    spec.bwd_workspace = { nn.bytes(x.shape, out_dtype) }
+    spec.bwd_workspace_first = true
+  end
+  return spec
+end
+
 -- rotate_half(x) * sin + x * cos, as apply_rotary_pos_emb runs it.
 local function rotary(cx, name, x, cos, sin)
-  local xc = nn.op(cx, { name = name .. ".mul_cos", kind = "strided", inputs = { x, cos },
+  local xc = nn.op(cx, mixed_mul_grad({ name = name .. ".mul_cos", kind = "strided", inputs = { x, cos },
                          outs = { { name .. ".x_cos", x.shape, promote(x.dtype, cos.dtype) } },
-                         saves = { cos }, grads = { "new", "none" } })
+                         saves = { cos }, grads = { "new", "none" } }, x, promote(x.dtype, cos.dtype)))
   local half = {}
   for i = 1, #x.shape do half[i] = x.shape[i] end
   half[#half] = half[#half] // 2
@@ -157,9 +170,9 @@ local function rotary(cx, name, x, cos, sin)
   local rot = nn.op(cx, { name = name .. ".cat", kind = "cat_strided", inputs = { neg, x1 },
                           outs = { { name .. ".rotated", x.shape, x.dtype } },
                           grads = { { pass = 1 }, { pass = 1 } } })
-  local rs = nn.op(cx, { name = name .. ".mul_sin", kind = "broadcast", inputs = { rot, sin },
+  local rs = nn.op(cx, mixed_mul_grad({ name = name .. ".mul_sin", kind = "broadcast", inputs = { rot, sin },
                          outs = { { name .. ".rot_sin", x.shape, promote(x.dtype, sin.dtype) } },
-                         saves = { sin }, grads = { "new", "none" } })
+                         saves = { sin }, grads = { "new", "none" } }, rot, promote(x.dtype, sin.dtype)))
   return nn.op(cx, { name = name .. ".add", inputs = { xc, rs },
                      outs = { { name .. ".embed", x.shape, xc.dtype } },
                      grads = { { pass = 1 }, { pass = 1 } } })
@@ -484,17 +497,19 @@ local function decoder_layer_forward(cx, m, x, mask, cos, sin)
   -- `hidden_states, _ = self.self_attn(...)`
   local o, attn_weights = mod.call(cx, C.self_attn, hn, cos, sin, mask)
   nn.release(cx, { hn }, pre .. ": hidden_states reassigned")
+  local g1, moved1 = nn.add_grads(promote(residual.dtype, o.dtype), residual, o)
   local h1 = nn.op(cx, { name = pre .. ".residual_add1", inputs = { residual, o },
                          outs = { { pre .. ".h1", o.shape, promote(residual.dtype, o.dtype) } },
-                         grads = { { pass = 1 }, { pass = 1 } } })
+                         grads = g1, bwd_bytes = moved1 })
   local hn2 = mod.call(cx, C.post_attention_layernorm, h1)
   local d = mod.call(cx, C.mlp, hn2)
   nn.release(cx, { hn2 }, pre .. ": hidden_states reassigned")
   -- `hidden_states = residual + hidden_states`: the MLP output goes with the rebinding,
   -- the residual when the layer returns
+  local g2, moved2 = nn.add_grads(promote(h1.dtype, d.dtype), h1, d)
   local out = nn.op(cx, { name = pre .. ".residual_add2", inputs = { h1, d },
                           outs = { { pre .. ".out", d.shape, promote(h1.dtype, d.dtype) } },
-                          grads = { { pass = 1 }, { pass = 1 } }, frees = { d, h1 } })
+                          grads = g2, bwd_bytes = moved2, frees = { d, h1 } })
   -- LlamaModel.forward's `hidden_states` keeps the layer's input until the layer returns;
   -- the first layer's input is also its `inputs_embeds`, alive until the model returns
   -- (fulltrace_dev-x2-zero1-trace: no 64 MiB free after layer 0)
