@@ -536,11 +536,44 @@ function L.DecoderLayer(cfg, l)
   return m
 end
 
+-- sdpa_mask (transformers masking_utils.py) past the sliding window: the index tensors
+-- (arange(b), arange(1), arange(s) + q_offset, arange(s) + kv_offset), then the mask function
+-- and_masks(sliding_window_overlay, causal_mask_function) broadcast over (1, 1, s, s):
+-- `result = q_idx.new_ones(())`, `result & (kv_idx > q_idx - sliding_window)`, then
+-- `result & (kv_idx <= q_idx)`, each condition and each `&` a new s x s boolean, the condition
+-- dropped after its `&` and the older result with the rebinding; `.expand(b, -1, s, s)` is a
+-- view, so the mask is s x s whatever the batch (fulltrace_gen-mistral-l4-s8192-b1: four 64 MiB
+-- allocations a step, three of them freed before the rotary tables).
+local function sliding_window_mask(cx, b, s)
+  local P = "sliding_window_mask"
+  local function new(name, shape, dtype, inputs, frees)
+    return nn.op(cx, { name = P .. "." .. name, inputs = inputs or {}, frees = frees,
+                       outs = { { P .. "." .. name, shape, dtype, no_grad = true } } })
+  end
+  local batch_idx = new("batch_arange", { b }, "int64")
+  local head_idx = new("head_arange", { 1 }, "int64")
+  local q_ar = new("q_arange", { s }, "int64")
+  local q_idx = new("q_idx", { s }, "int64", { q_ar }, { q_ar })
+  local kv_ar = new("kv_arange", { s }, "int64")
+  local kv_idx = new("kv_idx", { s }, "int64", { kv_ar }, { kv_ar })
+  local ss = { 1, 1, s, s }
+  local ones = new("new_ones", {}, "bool", { q_idx })
+  local lower = new("q_minus_window", { s }, "int64", { q_idx })
+  local in_window = new("in_window", ss, "bool", { kv_idx, lower }, { lower })
+  local r1 = new("and_window", ss, "bool", { ones, in_window }, { in_window, ones })
+  local causal = new("causal", ss, "bool", { kv_idx, q_idx })
+  local mask = new("and_causal", ss, "bool", { r1, causal }, { causal, r1 })
+  -- sdpa_mask returns: its index tensors go
+  nn.release(cx, { batch_idx, head_idx, q_idx, kv_idx }, P .. ": sdpa_mask returns")
+  if b == 1 then return mask end
+  return nn.view(cx, mask, { b, 1, s, s }, P .. ".expand")
+end
+
 -- The masks create_causal_mask / create_sliding_window_causal_mask make for one forward.
 -- eager: a boolean (s, s) mask, then the additive (b, 1, s, s) one in the model's dtype, the
 -- boolean one dropped (fulltrace_held-eager-ckpt-b2: 4 MiB in, 16 MiB in, 4 MiB out, then the
 -- rotary tables). SDPA: none (is_causal) unless a sliding window shorter than the sequence makes
--- the causal shortcut impossible; then a boolean (b, 1, s, s) mask.
+-- the causal shortcut impossible; then a boolean (1, 1, s, s) mask expanded to (b, 1, s, s).
 local function make_mask(cx, r, window, mask_dtype)
   local b, s = r.batch, r.seq
   if r.attention == "eager" then
@@ -549,10 +582,7 @@ local function make_mask(cx, r, window, mask_dtype)
     return nn.op(cx, { name = "causal_mask", inputs = { allowed },
                        outs = { { "causal_mask", { b, 1, s, s }, mask_dtype } } })
   end
-  if window and window < s then
-    return nn.op(cx, { name = "sliding_window_mask", inputs = {},
-                       outs = { { "sliding_window_mask", { b, 1, s, s }, "bool", no_grad = true } } })
-  end
+  if window and window < s then return sliding_window_mask(cx, b, s) end
   return nil
 end
 
