@@ -78,9 +78,14 @@ local function rmsnorm_forward(cx, m, x)
   rshape[#rshape + 1] = 1
   local var = nn.op(cx, { name = name .. ".mean", kind = "reduce_rows", inputs = { sq },
                           outs = { { name .. ".variance", rshape, "fp32" } } })
-  local ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32")
+  -- variance + eps: AddBackward1 (a scalar add) passes the gradient on
+  local ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32", nil, { { pass = 1 } })
+  -- RsqrtBackward0 is `-0.5 * grad * result.pow(3)` (derivatives.yaml): result.pow(3) and
+  -- -0.5 * grad are temporaries made before their product, the gradient: three kernels
   local rs = nn.op(cx, { name = name .. ".rsqrt", inputs = { ve },
-                         outs = { { name .. ".rsqrt", rshape, "fp32" } }, save_outs = { 1 } })
+                         outs = { { name .. ".rsqrt", rshape, "fp32" } }, save_outs = { 1 },
+                         bwd_workspace = { nn.bytes(rshape, "fp32"), nn.bytes(rshape, "fp32") },
+                         bwd_workspace_first = true, bwd_kernels = 3 })
   -- x32 * rs: the gradient of rs (computed first, as `other`'s) is the full product, reduced
   -- to rs's shape by the engine as the node returns; then x32's gradient
   local y = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x32, rs },
@@ -637,7 +642,14 @@ end
 local function causal_lm_loss(cx, logits, b, s)
   local lf = nn.to(cx, logits, "fp32", "logits.float")
   local labels = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
-  local shifted = nn.op(cx, { name = "labels.shift", inputs = { labels }, outs = { { "shift_labels", { b, s }, "int64" } } })
+  -- labels[..., 1:].contiguous() (loss_utils.py ForCausalLMLoss): at micro_batch 1 the slice is
+  -- already contiguous (a size-1 dimension's stride does not count) and .contiguous() returns it
+  local shifted
+  if b == 1 then
+    shifted = nn.view(cx, labels, { b, s }, "shift_labels")
+  else
+    shifted = nn.op(cx, { name = "labels.shift", inputs = { labels }, outs = { { "shift_labels", { b, s }, "int64" } } })
+  end
   -- What the kernels move (torch.profiler's kernel table of a real step,
   -- validation/results/profile_tables_h200.jsonl): log_softmax's backward
   -- (cunn_SoftMaxBackward) reads the output gradient and the saved output and writes the input
