@@ -592,11 +592,25 @@ local function make_mask(cx, r, window, mask_dtype)
 end
 
 -- LlamaRotaryEmbedding.forward: cos/sin computed in fp32 then cast to the hidden dtype.
-local function rotary_tables(cx, s, hd, dtype, prefix)
+-- position_ids (the model's, a (1, s) int64) and buf_dtype (the inv_freq buffer's: the
+-- parameters' once model.to() has cast them) where the caller models them: then
+-- `inv_freq[None, :, None].expand(...).to(float)` copies a buffer that is not fp32 and
+-- `position_ids[:, None, :].float()` is a (1, 1, s) fp32 copy, both alive until the function
+-- returns.
+local function rotary_tables(cx, s, hd, dtype, prefix, position_ids, buf_dtype)
   local P = prefix or "rotary"
   local rshape = { 1, s, hd }
+  local temps = {}
+  if position_ids then
+    if buf_dtype ~= "fp32" then
+      temps[#temps + 1] = nn.op(cx, { name = P .. ".inv_freq_float", kind = "copy", inputs = {},
+                                      outs = { { P .. ".inv_freq_float", { 1, hd // 2, 1 }, "fp32", no_grad = true } } })
+    end
+    temps[#temps + 1] = nn.op(cx, { name = P .. ".position_ids_float", kind = "copy", inputs = { position_ids },
+                                    frees = {}, outs = { { P .. ".position_ids_float", { 1, 1, s }, "fp32", no_grad = true } } })
+  end
   -- inv_freq @ position_ids is a matmul: the first cuBLAS call of the step (workspace)
-  local freqs = nn.op(cx, { name = P .. ".freqs", kind = "mm", inputs = {},
+  local freqs = nn.op(cx, { name = P .. ".freqs", kind = "mm", inputs = temps, frees = {},
                             outs = { { P .. ".freqs", { 1, s, hd // 2 }, "fp32" } } })
   local emb = nn.op(cx, { name = P .. ".cat", inputs = { freqs },
                           outs = { { P .. ".emb", rshape, "fp32" } } })
@@ -605,6 +619,7 @@ local function rotary_tables(cx, s, hd, dtype, prefix)
   local sin32 = nn.ew(cx, P .. ".sin_scaled", { nn.ew(cx, P .. ".sin", { emb }, "fp32") }, "fp32")
   local cos = nn.to(cx, cos32, dtype, P .. ".cos_cast")
   local sin = nn.to(cx, sin32, dtype, P .. ".sin_cast")
+  nn.release(cx, temps, P .. ": LlamaRotaryEmbedding.forward returns")
   return cos, sin
 end
 
@@ -615,8 +630,14 @@ local function model_forward(cx, m, ids)
   local x = mod.call(cx, C.embed_tokens, ids)
   r.inputs_embeds = x
   local dt = x and x.dtype or r.hidden_dtype
+  -- position_ids = torch.arange(seq) + past_seen_tokens, unsqueezed: int64, alive until the
+  -- model returns (LlamaModel.forward)
+  local ar = nn.op(cx, { name = "position_ids.arange", inputs = {},
+                         outs = { { "position_ids.arange", { r.seq }, "int64", no_grad = true } } })
+  local position_ids = nn.op(cx, { name = "position_ids", inputs = { ar },
+                                   outs = { { "position_ids", { 1, r.seq }, "int64", no_grad = true } } })
   local mask = make_mask(cx, r, m.cfg.sliding_window, r.param_dtype == "fp32" and (cx.autocast or "fp32") or r.param_dtype)
-  local cos, sin = rotary_tables(cx, r.seq, m.cfg.head_dim, dt)
+  local cos, sin = rotary_tables(cx, r.seq, m.cfg.head_dim, dt, nil, position_ids, r.param_dtype)
   -- the decoder layers: alike, so built once in Lua and replayed where the check allows
   -- (lua/vrsim/replicate.lua)
   local layers = {}
@@ -628,6 +649,7 @@ local function model_forward(cx, m, ids)
   -- causal_mask_mapping keeps a sliding-window mask until the model returns
   if mask and r.attention ~= "eager" then nn.release(cx, { mask }, "sliding_window_mask: LlamaModel.forward returns") end
   local hf = mod.call(cx, C.norm, x)
+  nn.release(cx, { position_ids }, "position_ids: LlamaModel.forward returns")
   if hf ~= x then
     nn.release(cx, { x }, "model.norm: hidden_states reassigned")
     if r.inputs_embeds and r.inputs_embeds ~= x then
