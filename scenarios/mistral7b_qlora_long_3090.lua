@@ -14,7 +14,7 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/mistral7b_qlora_long_3090.lua
---   FITS: peak reserved 11.84 GiB of 23.09 GiB usable (51.3 %), 11.25 GiB headroom
+--   FITS: peak reserved 11.89 GiB of 23.09 GiB usable (51.5 %), 11.20 GiB headroom
 return {
   title = "Mistral-7B QLoRA (NF4, all-linear r16) at 8192 tokens, past its 4096-token window, on an RTX 3090",
   hardware = { gpu = "rtx3090" },

@@ -16,11 +16,11 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/phi3_mini_lora_4090.lua
---   FITS: peak reserved 10.62 GiB of 22.97 GiB usable (46.2 %), 12.35 GiB headroom
+--   FITS: peak reserved 10.63 GiB of 22.97 GiB usable (46.3 %), 12.34 GiB headroom
 --   $ ./vrsim scenarios/phi3_mini_lora_4090.lua --set micro_batch=6
---   FITS: peak reserved 22.61 GiB of 22.97 GiB usable (98.4 %), 0.36 GiB headroom
+--   FITS: peak reserved 22.53 GiB of 22.97 GiB usable (98.1 %), 0.44 GiB headroom
 --   $ ./vrsim scenarios/phi3_mini_lora_4090.lua --set micro_batch=7
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'log_softmax'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'log_softmax.backward'
 --   $ ./vrsim scenarios/phi3_mini_lora_4090.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.20.mlp.gate_up_proj'
 return {

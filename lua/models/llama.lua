@@ -78,9 +78,14 @@ local function rmsnorm_forward(cx, m, x)
   rshape[#rshape + 1] = 1
   local var = nn.op(cx, { name = name .. ".mean", kind = "reduce_rows", inputs = { sq },
                           outs = { { name .. ".variance", rshape, "fp32" } } })
-  local ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32")
+  -- variance + eps: AddBackward1 (a scalar add) passes the gradient on
+  local ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32", nil, { { pass = 1 } })
+  -- RsqrtBackward0 is `-0.5 * grad * result.pow(3)` (derivatives.yaml): result.pow(3) and
+  -- -0.5 * grad are temporaries made before their product, the gradient: three kernels
   local rs = nn.op(cx, { name = name .. ".rsqrt", inputs = { ve },
-                         outs = { { name .. ".rsqrt", rshape, "fp32" } }, save_outs = { 1 } })
+                         outs = { { name .. ".rsqrt", rshape, "fp32" } }, save_outs = { 1 },
+                         bwd_workspace = { nn.bytes(rshape, "fp32"), nn.bytes(rshape, "fp32") },
+                         bwd_workspace_first = true, bwd_kernels = 3 })
   -- x32 * rs: the gradient of rs (computed first, as `other`'s) is the full product, reduced
   -- to rs's shape by the engine as the node returns; then x32's gradient
   local y = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x32, rs },
@@ -141,11 +146,24 @@ function L.Embedding(num, dim)
   return m
 end
 
+-- A product x * table where the table's dtype outranks x's (under autocast q and k are bf16,
+-- the tables fp32): MulBackward0 computes `grad * table` in the promoted dtype, then the engine
+-- casts it to x's dtype (validate_outputs, torch/csrc/autograd/engine.cpp): the promoted product
+-- is a temporary made before the cast and freed after it (fulltrace_gen-stk-g07-amp-bf16-b4: a
+-- 128 MiB fp32 product then its 64 MiB bf16 cast, four of each a layer).
+local function mixed_mul_grad(spec, x, out_dtype)
+  if out_dtype ~= x.dtype then
+    spec.bwd_workspace = { nn.bytes(x.shape, out_dtype) }
+    spec.bwd_workspace_first = true
+  end
+  return spec
+end
+
 -- rotate_half(x) * sin + x * cos, as apply_rotary_pos_emb runs it.
 local function rotary(cx, name, x, cos, sin)
-  local xc = nn.op(cx, { name = name .. ".mul_cos", kind = "strided", inputs = { x, cos },
+  local xc = nn.op(cx, mixed_mul_grad({ name = name .. ".mul_cos", kind = "strided", inputs = { x, cos },
                          outs = { { name .. ".x_cos", x.shape, promote(x.dtype, cos.dtype) } },
-                         saves = { cos }, grads = { "new", "none" } })
+                         saves = { cos }, grads = { "new", "none" } }, x, promote(x.dtype, cos.dtype)))
   local half = {}
   for i = 1, #x.shape do half[i] = x.shape[i] end
   half[#half] = half[#half] // 2
@@ -157,9 +175,9 @@ local function rotary(cx, name, x, cos, sin)
   local rot = nn.op(cx, { name = name .. ".cat", kind = "cat_strided", inputs = { neg, x1 },
                           outs = { { name .. ".rotated", x.shape, x.dtype } },
                           grads = { { pass = 1 }, { pass = 1 } } })
-  local rs = nn.op(cx, { name = name .. ".mul_sin", kind = "broadcast", inputs = { rot, sin },
+  local rs = nn.op(cx, mixed_mul_grad({ name = name .. ".mul_sin", kind = "broadcast", inputs = { rot, sin },
                          outs = { { name .. ".rot_sin", x.shape, promote(x.dtype, sin.dtype) } },
-                         saves = { sin }, grads = { "new", "none" } })
+                         saves = { sin }, grads = { "new", "none" } }, rot, promote(x.dtype, sin.dtype)))
   return nn.op(cx, { name = name .. ".add", inputs = { xc, rs },
                      outs = { { name .. ".embed", x.shape, xc.dtype } },
                      grads = { { pass = 1 }, { pass = 1 } } })
@@ -484,17 +502,19 @@ local function decoder_layer_forward(cx, m, x, mask, cos, sin)
   -- `hidden_states, _ = self.self_attn(...)`
   local o, attn_weights = mod.call(cx, C.self_attn, hn, cos, sin, mask)
   nn.release(cx, { hn }, pre .. ": hidden_states reassigned")
+  local g1, moved1 = nn.add_grads(promote(residual.dtype, o.dtype), residual, o)
   local h1 = nn.op(cx, { name = pre .. ".residual_add1", inputs = { residual, o },
                          outs = { { pre .. ".h1", o.shape, promote(residual.dtype, o.dtype) } },
-                         grads = { { pass = 1 }, { pass = 1 } } })
+                         grads = g1, bwd_bytes = moved1 })
   local hn2 = mod.call(cx, C.post_attention_layernorm, h1)
   local d = mod.call(cx, C.mlp, hn2)
   nn.release(cx, { hn2 }, pre .. ": hidden_states reassigned")
   -- `hidden_states = residual + hidden_states`: the MLP output goes with the rebinding,
   -- the residual when the layer returns
+  local g2, moved2 = nn.add_grads(promote(h1.dtype, d.dtype), h1, d)
   local out = nn.op(cx, { name = pre .. ".residual_add2", inputs = { h1, d },
                           outs = { { pre .. ".out", d.shape, promote(h1.dtype, d.dtype) } },
-                          grads = { { pass = 1 }, { pass = 1 } }, frees = { d, h1 } })
+                          grads = g2, bwd_bytes = moved2, frees = { d, h1 } })
   -- LlamaModel.forward's `hidden_states` keeps the layer's input until the layer returns;
   -- the first layer's input is also its `inputs_embeds`, alive until the model returns
   -- (fulltrace_dev-x2-zero1-trace: no 64 MiB free after layer 0)
@@ -521,11 +541,44 @@ function L.DecoderLayer(cfg, l)
   return m
 end
 
+-- sdpa_mask (transformers masking_utils.py) past the sliding window: the index tensors
+-- (arange(b), arange(1), arange(s) + q_offset, arange(s) + kv_offset), then the mask function
+-- and_masks(sliding_window_overlay, causal_mask_function) broadcast over (1, 1, s, s):
+-- `result = q_idx.new_ones(())`, `result & (kv_idx > q_idx - sliding_window)`, then
+-- `result & (kv_idx <= q_idx)`, each condition and each `&` a new s x s boolean, the condition
+-- dropped after its `&` and the older result with the rebinding; `.expand(b, -1, s, s)` is a
+-- view, so the mask is s x s whatever the batch (fulltrace_gen-mistral-l4-s8192-b1: four 64 MiB
+-- allocations a step, three of them freed before the rotary tables).
+local function sliding_window_mask(cx, b, s)
+  local P = "sliding_window_mask"
+  local function new(name, shape, dtype, inputs, frees)
+    return nn.op(cx, { name = P .. "." .. name, inputs = inputs or {}, frees = frees,
+                       outs = { { P .. "." .. name, shape, dtype, no_grad = true } } })
+  end
+  local batch_idx = new("batch_arange", { b }, "int64")
+  local head_idx = new("head_arange", { 1 }, "int64")
+  local q_ar = new("q_arange", { s }, "int64")
+  local q_idx = new("q_idx", { s }, "int64", { q_ar }, { q_ar })
+  local kv_ar = new("kv_arange", { s }, "int64")
+  local kv_idx = new("kv_idx", { s }, "int64", { kv_ar }, { kv_ar })
+  local ss = { 1, 1, s, s }
+  local ones = new("new_ones", {}, "bool", { q_idx })
+  local lower = new("q_minus_window", { s }, "int64", { q_idx })
+  local in_window = new("in_window", ss, "bool", { kv_idx, lower }, { lower })
+  local r1 = new("and_window", ss, "bool", { ones, in_window }, { in_window, ones })
+  local causal = new("causal", ss, "bool", { kv_idx, q_idx })
+  local mask = new("and_causal", ss, "bool", { r1, causal }, { causal, r1 })
+  -- sdpa_mask returns: its index tensors go
+  nn.release(cx, { batch_idx, head_idx, q_idx, kv_idx }, P .. ": sdpa_mask returns")
+  if b == 1 then return mask end
+  return nn.view(cx, mask, { b, 1, s, s }, P .. ".expand")
+end
+
 -- The masks create_causal_mask / create_sliding_window_causal_mask make for one forward.
 -- eager: a boolean (s, s) mask, then the additive (b, 1, s, s) one in the model's dtype, the
 -- boolean one dropped (fulltrace_held-eager-ckpt-b2: 4 MiB in, 16 MiB in, 4 MiB out, then the
 -- rotary tables). SDPA: none (is_causal) unless a sliding window shorter than the sequence makes
--- the causal shortcut impossible; then a boolean (b, 1, s, s) mask.
+-- the causal shortcut impossible; then a boolean (1, 1, s, s) mask expanded to (b, 1, s, s).
 local function make_mask(cx, r, window, mask_dtype)
   local b, s = r.batch, r.seq
   if r.attention == "eager" then
@@ -534,19 +587,30 @@ local function make_mask(cx, r, window, mask_dtype)
     return nn.op(cx, { name = "causal_mask", inputs = { allowed },
                        outs = { { "causal_mask", { b, 1, s, s }, mask_dtype } } })
   end
-  if window and window < s then
-    return nn.op(cx, { name = "sliding_window_mask", inputs = {},
-                       outs = { { "sliding_window_mask", { b, 1, s, s }, "bool", no_grad = true } } })
-  end
+  if window and window < s then return sliding_window_mask(cx, b, s) end
   return nil
 end
 
 -- LlamaRotaryEmbedding.forward: cos/sin computed in fp32 then cast to the hidden dtype.
-local function rotary_tables(cx, s, hd, dtype, prefix)
+-- position_ids (the model's, a (1, s) int64) and buf_dtype (the inv_freq buffer's: the
+-- parameters' once model.to() has cast them) where the caller models them: then
+-- `inv_freq[None, :, None].expand(...).to(float)` copies a buffer that is not fp32 and
+-- `position_ids[:, None, :].float()` is a (1, 1, s) fp32 copy, both alive until the function
+-- returns.
+local function rotary_tables(cx, s, hd, dtype, prefix, position_ids, buf_dtype)
   local P = prefix or "rotary"
   local rshape = { 1, s, hd }
+  local temps = {}
+  if position_ids then
+    if buf_dtype ~= "fp32" then
+      temps[#temps + 1] = nn.op(cx, { name = P .. ".inv_freq_float", kind = "copy", inputs = {},
+                                      outs = { { P .. ".inv_freq_float", { 1, hd // 2, 1 }, "fp32", no_grad = true } } })
+    end
+    temps[#temps + 1] = nn.op(cx, { name = P .. ".position_ids_float", kind = "copy", inputs = { position_ids },
+                                    frees = {}, outs = { { P .. ".position_ids_float", { 1, 1, s }, "fp32", no_grad = true } } })
+  end
   -- inv_freq @ position_ids is a matmul: the first cuBLAS call of the step (workspace)
-  local freqs = nn.op(cx, { name = P .. ".freqs", kind = "mm", inputs = {},
+  local freqs = nn.op(cx, { name = P .. ".freqs", kind = "mm", inputs = temps, frees = {},
                             outs = { { P .. ".freqs", { 1, s, hd // 2 }, "fp32" } } })
   local emb = nn.op(cx, { name = P .. ".cat", inputs = { freqs },
                           outs = { { P .. ".emb", rshape, "fp32" } } })
@@ -555,6 +619,7 @@ local function rotary_tables(cx, s, hd, dtype, prefix)
   local sin32 = nn.ew(cx, P .. ".sin_scaled", { nn.ew(cx, P .. ".sin", { emb }, "fp32") }, "fp32")
   local cos = nn.to(cx, cos32, dtype, P .. ".cos_cast")
   local sin = nn.to(cx, sin32, dtype, P .. ".sin_cast")
+  nn.release(cx, temps, P .. ": LlamaRotaryEmbedding.forward returns")
   return cos, sin
 end
 
@@ -565,8 +630,14 @@ local function model_forward(cx, m, ids)
   local x = mod.call(cx, C.embed_tokens, ids)
   r.inputs_embeds = x
   local dt = x and x.dtype or r.hidden_dtype
+  -- position_ids = torch.arange(seq) + past_seen_tokens, unsqueezed: int64, alive until the
+  -- model returns (LlamaModel.forward)
+  local ar = nn.op(cx, { name = "position_ids.arange", inputs = {},
+                         outs = { { "position_ids.arange", { r.seq }, "int64", no_grad = true } } })
+  local position_ids = nn.op(cx, { name = "position_ids", inputs = { ar },
+                                   outs = { { "position_ids", { 1, r.seq }, "int64", no_grad = true } } })
   local mask = make_mask(cx, r, m.cfg.sliding_window, r.param_dtype == "fp32" and (cx.autocast or "fp32") or r.param_dtype)
-  local cos, sin = rotary_tables(cx, r.seq, m.cfg.head_dim, dt)
+  local cos, sin = rotary_tables(cx, r.seq, m.cfg.head_dim, dt, nil, position_ids, r.param_dtype)
   -- the decoder layers: alike, so built once in Lua and replayed where the check allows
   -- (lua/vrsim/replicate.lua)
   local layers = {}
@@ -578,6 +649,7 @@ local function model_forward(cx, m, ids)
   -- causal_mask_mapping keeps a sliding-window mask until the model returns
   if mask and r.attention ~= "eager" then nn.release(cx, { mask }, "sliding_window_mask: LlamaModel.forward returns") end
   local hf = mod.call(cx, C.norm, x)
+  nn.release(cx, { position_ids }, "position_ids: LlamaModel.forward returns")
   if hf ~= x then
     nn.release(cx, { x }, "model.norm: hidden_states reassigned")
     if r.inputs_embeds and r.inputs_embeds ~= x then
@@ -592,7 +664,14 @@ end
 local function causal_lm_loss(cx, logits, b, s)
   local lf = nn.to(cx, logits, "fp32", "logits.float")
   local labels = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
-  local shifted = nn.op(cx, { name = "labels.shift", inputs = { labels }, outs = { { "shift_labels", { b, s }, "int64" } } })
+  -- labels[..., 1:].contiguous() (loss_utils.py ForCausalLMLoss): at micro_batch 1 the slice is
+  -- already contiguous (a size-1 dimension's stride does not count) and .contiguous() returns it
+  local shifted
+  if b == 1 then
+    shifted = nn.view(cx, labels, { b, s }, "shift_labels")
+  else
+    shifted = nn.op(cx, { name = "labels.shift", inputs = { labels }, outs = { { "shift_labels", { b, s }, "int64" } } })
+  end
   -- What the kernels move (torch.profiler's kernel table of a real step,
   -- validation/results/profile_tables_h200.jsonl): log_softmax's backward
   -- (cunn_SoftMaxBackward) reads the output gradient and the saved output and writes the input

@@ -2,8 +2,9 @@
 -- Llama tree with grouped-query attention by default and a sliding window. Mistral's decoder
 -- layer, attention and MLP are Llama's (modular_mistral.py derives them); what differs is the
 -- mask: create_sliding_window_causal_mask. With SDPA the causal shortcut (is_causal, no mask)
--- holds while the sequence fits in the window; past it a boolean (b, 1, s, s) mask is made and
--- the attention runs with it (llama.lua, attention with a mask).
+-- holds while the sequence fits in the window; past it an s x s boolean mask is made (expanded to
+-- (b, 1, s, s) as a view) and the attention runs with it (llama.lua sliding_window_mask, attention
+-- with a mask).
 local llama = require "models.llama"
 
 local F = {}

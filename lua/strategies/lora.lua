@@ -44,10 +44,12 @@ local function lora_forward(base)
     -- `result = result + lora_B(lora_A(dropout(x))) * scaling`: the product is a temporary
     -- dropped as the add returns, then the old `result` with the rebinding (the allocator
     -- sees the two frees in that order: fulltrace_gen-llama32-1b-lora-all-r16-b4-ckpt-trace)
+    -- (its backward casts the fp32 gradient for a bf16 base output: nn.add_grads)
+    local sum_dt = promote(result.dtype, scaled.dtype)
+    local grads, moved = nn.add_grads(sum_dt, result, scaled)
     local sum = nn.op(cx, { name = name .. ".lora_add", inputs = { result, scaled },
-                            outs = { { name .. ".lora_sum", result.shape,
-                                       promote(result.dtype, scaled.dtype) } },
-                            grads = { { pass = 1 }, { pass = 1 } }, frees = { scaled, result }, host = "add" })
+                            outs = { { name .. ".lora_sum", result.shape, sum_dt } },
+                            grads = grads, bwd_bytes = moved, frees = { scaled, result }, host = "add" })
     local y = nn.to(cx, sum, result.dtype, name .. ".lora_out_cast")
     if xd ~= xa then nn.release(cx, { xa }, name .. ": lora forward returns") end
     -- the caller holds the module's input until the call returns (the argument of

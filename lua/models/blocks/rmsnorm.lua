@@ -26,9 +26,14 @@ function R.forward(cx, m, x)
                          bwd_workspace_first = true })
   local var = nn.op(cx, { name = name .. ".mean", kind = "reduce_rows", inputs = { sq },
                           outs = { { name .. ".variance", rshape, "fp32" } } })
-  local ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32")
+  -- variance + eps: AddBackward1 (a scalar add) passes the gradient on
+  local ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32", nil, { { pass = 1 } })
+  -- RsqrtBackward0 is `-0.5 * grad * result.pow(3)` (derivatives.yaml): result.pow(3) and
+  -- -0.5 * grad are temporaries made before their product, the gradient: three kernels
   local rs = nn.op(cx, { name = name .. ".rsqrt", inputs = { ve },
-                         outs = { { name .. ".rsqrt", rshape, "fp32" } }, save_outs = { 1 } })
+                         outs = { { name .. ".rsqrt", rshape, "fp32" } }, save_outs = { 1 },
+                         bwd_workspace = { nn.bytes(rshape, "fp32"), nn.bytes(rshape, "fp32") },
+                         bwd_workspace_first = true, bwd_kernels = 3 })
   local n = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x32, rs },
                         outs = { { name .. ".normed", x.shape, "fp32" } }, saves = { x32, rs },
                         bwd_workspace = { nn.bytes(x.shape, "fp32") }, bwd_workspace_first = true })

@@ -111,6 +111,22 @@ return function(nn)
                              dtype = x.dtype, host = "activation", kind = opts.kind, bwd_kind = opts.kind })
   end
 
+  -- The gradients of a same-shape a + b in dtype dt (nn.promote of theirs): AddBackward0 passes
+  -- the output gradient on, and the engine casts it for an input of another dtype
+  -- (validate_outputs, torch/csrc/autograd/engine.cpp): a new buffer in that input's dtype
+  -- (under autocast, an fp32 residual plus a bf16 sublayer output; a bf16 base output plus an
+  -- fp32 LoRA adapter's). Returns the grads and the bytes backward moves: each cast reads the
+  -- gradient and writes its copy (nil where both pass: no kernel).
+  function nn.add_grads(dt, a, b)
+    local moved
+    local function g(t)
+      if t.dtype == dt then return { pass = 1 } end
+      moved = (moved or 0) + nn.numel(t.shape) * (nn.DT_SIZE[dt] + nn.DT_SIZE[t.dtype])
+      return { dtype = t.dtype }
+    end
+    return { g(a), g(b) }, moved
+  end
+
   -- a + b (broadcast to the larger): AddBackward passes the gradient through (reduced to a
   -- broadcast input's shape, or cast to an input's dtype, with a new buffer).
   function nn.add(cx, name, a, b, opts)
