@@ -493,6 +493,27 @@ function L.MLP(cfg, pre)
   return m
 end
 
+-- `residual + hidden_states` in a decoder layer: a new tensor named out_name in the promoted
+-- dtype (under autocast an input of another dtype gets its gradient cast: nn.add_grads). frees:
+-- the references the add drops (nil: its inputs').
+function L.residual_add(cx, name, out_name, residual, h, frees)
+  local dt = promote(residual.dtype, h.dtype)
+  local g, moved = nn.add_grads(dt, residual, h)
+  return nn.op(cx, { name = name, inputs = { residual, h }, outs = { { out_name, h.shape, dt } },
+                     grads = g, bwd_bytes = moved, frees = frees })
+end
+
+-- A decoder layer returns: the model's `hidden_states` has kept the layer's input until now (the
+-- first layer's is also `inputs_embeds`, alive until the model returns: fulltrace_dev-x2-zero1-trace,
+-- no 64 MiB free after layer 0), and eager attention's weights, bound to `_`, die here too
+-- (fulltrace_held-eager-ckpt-b2: a 512 MiB free after the MLP).
+function L.layer_returns(cx, pre, residual, attn_weights)
+  local dropped = {}
+  if residual ~= cx.run.inputs_embeds then dropped[#dropped + 1] = residual end
+  if attn_weights then dropped[#dropped + 1] = attn_weights end
+  nn.release(cx, dropped, pre .. ": returns")
+end
+
 -- LlamaDecoderLayer.forward(hidden_states, attention_mask, position_embeddings).
 local function decoder_layer_forward(cx, m, x, mask, cos, sin)
   local pre = m.opname
@@ -502,28 +523,14 @@ local function decoder_layer_forward(cx, m, x, mask, cos, sin)
   -- `hidden_states, _ = self.self_attn(...)`
   local o, attn_weights = mod.call(cx, C.self_attn, hn, cos, sin, mask)
   nn.release(cx, { hn }, pre .. ": hidden_states reassigned")
-  local g1, moved1 = nn.add_grads(promote(residual.dtype, o.dtype), residual, o)
-  local h1 = nn.op(cx, { name = pre .. ".residual_add1", inputs = { residual, o },
-                         outs = { { pre .. ".h1", o.shape, promote(residual.dtype, o.dtype) } },
-                         grads = g1, bwd_bytes = moved1 })
+  local h1 = L.residual_add(cx, pre .. ".residual_add1", pre .. ".h1", residual, o)
   local hn2 = mod.call(cx, C.post_attention_layernorm, h1)
   local d = mod.call(cx, C.mlp, hn2)
   nn.release(cx, { hn2 }, pre .. ": hidden_states reassigned")
   -- `hidden_states = residual + hidden_states`: the MLP output goes with the rebinding,
   -- the residual when the layer returns
-  local g2, moved2 = nn.add_grads(promote(h1.dtype, d.dtype), h1, d)
-  local out = nn.op(cx, { name = pre .. ".residual_add2", inputs = { h1, d },
-                          outs = { { pre .. ".out", d.shape, promote(h1.dtype, d.dtype) } },
-                          grads = g2, bwd_bytes = moved2, frees = { d, h1 } })
-  -- LlamaModel.forward's `hidden_states` keeps the layer's input until the layer returns;
-  -- the first layer's input is also its `inputs_embeds`, alive until the model returns
-  -- (fulltrace_dev-x2-zero1-trace: no 64 MiB free after layer 0)
-  -- `hidden_states, _ = self.self_attn(...)`: eager attention's weights die with `_` here
-  -- too (fulltrace_held-eager-ckpt-b2: a 512 MiB free after the MLP)
-  local dropped = {}
-  if residual ~= cx.run.inputs_embeds then dropped[#dropped + 1] = residual end
-  if attn_weights then dropped[#dropped + 1] = attn_weights end
-  nn.release(cx, dropped, pre .. ": returns")
+  local out = L.residual_add(cx, pre .. ".residual_add2", pre .. ".out", h1, d, { d, h1 })
+  L.layer_returns(cx, pre, residual, attn_weights)
   return out
 end
 

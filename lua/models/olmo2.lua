@@ -29,32 +29,18 @@ local function decoder_layer_forward(cx, m, x, mask, cos, sin)
   local pre = m.opname
   local residual = x
   local C = m.children
-  local promote = nn.promote
   -- `hidden_states, _ = self.self_attn(hidden_states=hidden_states, ...)`: on the layer's input
   local o, attn_weights = mod.call(cx, C.self_attn, x, cos, sin, mask)
   -- `hidden_states = self.post_attention_layernorm(hidden_states)`: the attention's output lives
   -- until the norm returns
   local pa = mod.call(cx, C.post_attention_layernorm, o)
   nn.release(cx, { o }, pre .. ": hidden_states reassigned")
-  -- (under autocast an input of another dtype gets its gradient cast: nn.add_grads)
-  local g1, moved1 = nn.add_grads(promote(residual.dtype, pa.dtype), residual, pa)
-  local h1 = nn.op(cx, { name = pre .. ".residual_add1", inputs = { residual, pa },
-                         outs = { { pre .. ".h1", pa.shape, promote(residual.dtype, pa.dtype) } },
-                         grads = g1, bwd_bytes = moved1 })
+  local h1 = llama.residual_add(cx, pre .. ".residual_add1", pre .. ".h1", residual, pa)
   local d = mod.call(cx, C.mlp, h1)
   local pf = mod.call(cx, C.post_feedforward_layernorm, d)
   nn.release(cx, { d }, pre .. ": hidden_states reassigned")
-  local g2, moved2 = nn.add_grads(promote(h1.dtype, pf.dtype), h1, pf)
-  local out = nn.op(cx, { name = pre .. ".residual_add2", inputs = { h1, pf },
-                          outs = { { pre .. ".out", pf.shape, promote(h1.dtype, pf.dtype) } },
-                          grads = g2, bwd_bytes = moved2, frees = { pf, h1 } })
-  -- the layer's input stays with the model's `hidden_states` until the layer returns (the first
-  -- layer's is inputs_embeds, alive until the model returns); eager attention's weights die with
-  -- `_` here (llama.lua's decoder layer)
-  local dropped = {}
-  if residual ~= cx.run.inputs_embeds then dropped[#dropped + 1] = residual end
-  if attn_weights then dropped[#dropped + 1] = attn_weights end
-  nn.release(cx, dropped, pre .. ": returns")
+  local out = llama.residual_add(cx, pre .. ".residual_add2", pre .. ".out", h1, pf, { pf, h1 })
+  llama.layer_returns(cx, pre, residual, attn_weights)
   return out
 end
 
