@@ -372,26 +372,19 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
     n.kind = intern_kind(g, op->kind ? op->kind : "elementwise", &n.kind_id);
     OpKind bk;
     n.bwd_kind = op->bwd_kind ? intern_kind(g, op->bwd_kind, &bk) : NULL;
-    n.inputs = copy_array(g, op->inputs, op->n_inputs, sizeof(int));
-    n.outputs = copy_array(g, op->outputs, op->n_outputs, sizeof(int));
-    n.saves = copy_array(g, op->saves, op->n_saves, sizeof(int));
-    n.frees = copy_array(g, op->frees, op->n_frees, sizeof(int));
-    n.workspace = copy_array(g, op->workspace, op->n_workspace, sizeof(uint64_t));
-    n.grads = copy_array(g, op->grads, op->grads ? op->n_inputs : 0, sizeof(GradSpec));
-    n.grad_order = copy_array(g, op->grad_order, op->n_grad_order, sizeof(int));
-    n.bwd_workspace = copy_array(g, op->bwd_workspace, op->n_bwd_workspace, sizeof(uint64_t));
-    n.grads_of = copy_array(g, op->grads_of, op->n_grads_of, sizeof(int));
-    n.remap_of = op->remap_of ? copy_array(g, op->remap_of, op->n_outputs, sizeof(int)) : NULL;
+    if (!n.name || !n.kind || (op->bwd_kind && !n.bwd_kind)) return VR_ENOMEM;
+    /* every list (op_fields.h), copied into the arena */
+#define OP_LIST(type, member, count, key, read, elem, inherit) \
+    n.member = copy_array(g, op->member, op->count, sizeof(type)); \
+    if (op->count && op->member && !n.member) return VR_ENOMEM;
+#define OP_LISTX(type, member, count, key, read, elem, inherit) \
+    n.member = copy_array(g, op->member, op->count, sizeof(type)); \
+    if (op->count && op->member && !n.member) return VR_ENOMEM;
+#include "op_fields.h"
     if (op->stream < 0 || op->stream >= STREAM_COUNT) {
         snprintf(g->err, sizeof g->err, "op '%s': stream %d does not exist", op->name, op->stream);
         return VR_EINVAL;
     }
-    if (!n.name || !n.kind || (op->n_inputs && !n.inputs) || (op->n_outputs && !n.outputs) ||
-        (op->n_saves && !n.saves) || (op->n_frees && !n.frees) ||
-        (op->n_workspace && !n.workspace) || (op->grads && op->n_inputs && !n.grads) ||
-        (op->n_grad_order && !n.grad_order) || (op->n_bwd_workspace && !n.bwd_workspace) ||
-        (op->n_grads_of && !n.grads_of))
-        return VR_ENOMEM;
     int oid = g->n_ops;
     for (int i = 0; i < n.n_outputs; i++) g->tensors[n.outputs[i]].producer = oid;
     g->ops[g->n_ops++] = n;
@@ -400,6 +393,18 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
 }
 
 /* ---- backward derivation ------------------------------------------------------------------ */
+
+void graph_op_inherit(Op *dst, const Op *src, OpInherit to) {
+#define OP_VAL(type, member, dim, key, read, def, inherit) \
+    if ((inherit) & to) memcpy(&dst->member, &src->member, sizeof dst->member);
+#define OP_STR(member, key, read, inherit) if ((inherit) & to) dst->member = src->member;
+#define OP_LIST(type, member, count, key, read, elem, inherit) \
+    if ((inherit) & to) dst->member = src->member, dst->count = src->count;
+#define OP_LISTX(type, member, count, key, read, elem, inherit) \
+    if ((inherit) & to) dst->member = src->member;
+#include "op_fields.h"
+}
+
 
 typedef struct Deriv {
     Graph *g;
@@ -665,15 +670,10 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
         }
         char name[200];
         join2(name, sizeof name, o.name, " (recompute)");
-        Op r = {.name = name, .kind = o.kind, .phase = PH_RECOMPUTE, .fwd_op = f, .inputs = in,
+        Op r = {.name = name, .phase = PH_RECOMPUTE, .fwd_op = f, .inputs = in,
                 .n_inputs = o.n_inputs, .outputs = out, .n_outputs = o.n_outputs, .frees = fr,
-                .n_frees = o.n_frees, .workspace = o.workspace, .n_workspace = o.n_workspace,
-                .rowsum = {o.rowsum[0], o.rowsum[1]},
-                .flops = o.flops, .bytes_moved = o.bytes_moved, .kernels = o.kernels,
-                .compute_dtype = o.compute_dtype, .layer = o.layer, .region = 0, .in_ckpt = true,
-                .has_dispatch = o.has_dispatch, .dispatch_ns = o.dispatch_ns,
-                .layout_bytes = {o.layout_bytes[0], o.layout_bytes[1]},
-                .rowwise_rows = o.rowwise_rows, .rowwise_row_bytes = o.rowwise_row_bytes};
+                .n_frees = o.n_frees, .region = 0, .in_ckpt = true};
+        graph_op_inherit(&r, &o, OPI_RECOMPUTE);
         /* the recomputation costs the op's plain dispatch: what checkpointing adds to it is
          * measured with the backward node (bwd_dispatch_ckpt_ns) */
         int id;
@@ -1006,13 +1006,11 @@ static VrStatus derive_one(Deriv *d, int f) {
             .rowsum = {fop.bwd_rowsum[0], fop.bwd_rowsum[1]},
             .flops = fop.bwd_flops > 0 ? fop.bwd_flops : 2.0 * fop.flops,
             .bytes_moved = bwd_bytes, .kernels = kernels,
-            .compute_dtype = fop.compute_dtype, .layer = fop.layer,
             .gemms = fop.flops > 0 && fop.bwd_flops > 0 ? (int)(fop.bwd_flops / fop.flops + 0.5) : 2,
-            .lora_rank = fop.lora_rank, .lora_role = fop.lora_role,
             .in_ckpt = fop.region > 0, .workspace_first = fop.bwd_workspace_first,
-            .has_dispatch = fop.has_dispatch, .dispatch_ns = fop.bwd_dispatch_ns,
-            .dispatch_ckpt_ns = fop.bwd_dispatch_ckpt_ns,
+            .dispatch_ns = fop.bwd_dispatch_ns, .dispatch_ckpt_ns = fop.bwd_dispatch_ckpt_ns,
             .layout_bytes = {fop.bwd_layout_bytes[0], fop.bwd_layout_bytes[1]}};
+    graph_op_inherit(&b, &fop, OPI_BWD); /* its dtype, layer, stream, world, ... */
     int bid;
     if ((st = graph_add_op(g, &b, &bid))) return st;
     for (int i = 0; i < fop.n_outputs; i++) set_grad_of(d, fop.outputs[i], -1);
@@ -1227,6 +1225,17 @@ static Tensor carried_tensor(const Graph *g, const LayerMap *m, const LayerRenam
     return t;
 }
 
+/* carried_op's step for one list of op_fields.h: a list of tensor ids is mapped into buf */
+#define CARRY_OPE_TENSORS(member, count) \
+    if (o.member) { \
+        map_ids(m, t0, o.member, o.count, p); \
+        o.member = p; \
+        p += o.count; \
+    }
+#define CARRY_OPE_INTS(member, count)
+#define CARRY_OPE_BYTES(member, count)
+#define CARRY_OPE_GRADS(member, count)
+
 /* The template's op j carried over (copies starting at t0 / op0), its arrays in buf (room for
  * 6 x the largest list) and its name in name. */
 static Op carried_op(const Graph *g, const LayerMap *m, const LayerRenamer *rn, int j, int t0, int *buf,
@@ -1235,29 +1244,28 @@ static Op carried_op(const Graph *g, const LayerMap *m, const LayerRenamer *rn, 
     int *p = buf;
     graph_renamer_apply(rn, o.name, name, name_n);
     o.name = name;
-    const int *lists[5] = {o.inputs, o.outputs, o.saves, o.frees, o.grads_of};
-    int ns[5] = {o.n_inputs, o.n_outputs, o.n_saves, o.n_frees, o.n_grads_of};
-    int *outs[5];
-    for (int k = 0; k < 5; k++) {
-        outs[k] = p;
-        map_ids(m, t0, lists[k], ns[k], p);
-        p += ns[k];
-    }
-    o.inputs = outs[0], o.outputs = outs[1], o.saves = outs[2], o.frees = outs[3], o.grads_of = outs[4];
-    if (o.remap_of) {
-        map_ids(m, t0, o.remap_of, o.n_outputs, p);
-        o.remap_of = p;
-    }
+    /* every list of tensor ids (op_fields.h OPE_TENSORS) maps to the copies */
+#define OP_LIST(type, member, count, key, read, elem, inherit) CARRY_##elem(member, count)
+#define OP_LISTX(type, member, count, key, read, elem, inherit) CARRY_##elem(member, count)
+#include "op_fields.h"
     if (o.layer == m->from_layer) o.layer = m->to_layer;
     if (o.region > 0) o.region += m->region_delta;
     return o;
 }
 
+/* The room carried_op needs for the largest op of the template: its tensor-id lists. */
 static size_t max_list(const Graph *g, const LayerMap *m) {
     size_t mx = 1;
     for (int j = m->op_first; j < m->op_first + m->op_count; j++) {
         const Op *o = &g->ops[j];
-        size_t n = (size_t)o->n_inputs + o->n_outputs * 2 + o->n_saves + o->n_frees + o->n_grads_of;
+        size_t n = 0;
+#define LIST_ROOM_OPE_TENSORS(count) n += (size_t)o->count;
+#define LIST_ROOM_OPE_INTS(count)
+#define LIST_ROOM_OPE_BYTES(count)
+#define LIST_ROOM_OPE_GRADS(count)
+#define OP_LIST(type, member, count, key, read, elem, inherit) LIST_ROOM_##elem(count)
+#define OP_LISTX(type, member, count, key, read, elem, inherit) LIST_ROOM_##elem(count)
+#include "op_fields.h"
         if (n > mx) mx = n;
     }
     return mx;
@@ -1321,52 +1329,35 @@ static bool same_tensor(const Tensor *a, const Tensor *b) {
            a->persistent == b->persistent;
 }
 
-static bool same_grads(const Op *a, const Op *b) {
-    if (!a->grads || !b->grads) return !a->grads && !b->grads;
-    for (int i = 0; i < a->n_inputs; i++) {
-        const GradSpec *x = &a->grads[i], *y = &b->grads[i];
-        if (x->mode != y->mode || x->pass_output != y->pass_output ||
-            x->grad_bytes != y->grad_bytes || x->grad_dtype != y->grad_dtype || x->view != y->view)
+static bool same_grads(const GradSpec *x, const GradSpec *y, int n) {
+    if (!x || !y) return !x && !y;
+    for (int i = 0; i < n; i++)
+        if (x[i].mode != y[i].mode || x[i].pass_output != y[i].pass_output ||
+            x[i].grad_bytes != y[i].grad_bytes || x[i].grad_dtype != y[i].grad_dtype ||
+            x[i].view != y[i].view)
             return false;
-    }
     return true;
 }
 
+/* Lists of op_fields.h alike: the same length (OP_LIST) and elements; a list whose length is
+ * another's (OP_LISTX) present in both or neither */
+#define SAME_OPE_TENSORS(x, y, n) same_ints(x, y, n)
+#define SAME_OPE_INTS(x, y, n) same_ints(x, y, n)
+#define SAME_OPE_BYTES(x, y, n) same_u64s(x, y, n)
+#define SAME_OPE_GRADS(x, y, n) same_grads(x, y, n)
+
+/* Every field of op_fields.h alike (values byte for byte, strings and lists by content). */
 static bool same_op(const Op *a, const Op *b) {
-    return same_str(a->name, b->name) && same_str(a->kind, b->kind) && a->kind_id == b->kind_id &&
-           same_str(a->bwd_kind, b->bwd_kind) && a->phase == b->phase && a->fwd_op == b->fwd_op &&
-           a->n_inputs == b->n_inputs && same_ints(a->inputs, b->inputs, a->n_inputs) &&
-           a->n_outputs == b->n_outputs && same_ints(a->outputs, b->outputs, a->n_outputs) &&
-           a->n_saves == b->n_saves && same_ints(a->saves, b->saves, a->n_saves) &&
-           a->n_frees == b->n_frees && same_ints(a->frees, b->frees, a->n_frees) &&
-           a->n_workspace == b->n_workspace && same_u64s(a->workspace, b->workspace, a->n_workspace) &&
-           same_grads(a, b) && a->n_grad_order == b->n_grad_order &&
-           same_ints(a->grad_order, b->grad_order, a->n_grad_order) &&
-           a->n_bwd_workspace == b->n_bwd_workspace &&
-           same_u64s(a->bwd_workspace, b->bwd_workspace, a->n_bwd_workspace) &&
-           a->rowsum[0] == b->rowsum[0] && a->rowsum[1] == b->rowsum[1] &&
-           a->bwd_rowsum[0] == b->bwd_rowsum[0] && a->bwd_rowsum[1] == b->bwd_rowsum[1] &&
-           a->flops == b->flops && a->bytes_moved == b->bytes_moved && a->bwd_flops == b->bwd_flops &&
-           a->bwd_bytes == b->bwd_bytes && a->layout_bytes[0] == b->layout_bytes[0] &&
-           a->layout_bytes[1] == b->layout_bytes[1] && a->bwd_layout_bytes[0] == b->bwd_layout_bytes[0] &&
-           a->bwd_layout_bytes[1] == b->bwd_layout_bytes[1] && a->rowwise_rows == b->rowwise_rows &&
-           a->rowwise_row_bytes == b->rowwise_row_bytes && a->in_ckpt == b->in_ckpt &&
-           a->kernels == b->kernels && a->bwd_kernels == b->bwd_kernels && a->slot == b->slot &&
-           a->slot_free_after == b->slot_free_after && a->workspace_first == b->workspace_first &&
-           a->bwd_workspace_first == b->bwd_workspace_first && a->host_extra_ns == b->host_extra_ns &&
-           a->has_dispatch == b->has_dispatch && a->dispatch_ns == b->dispatch_ns &&
-           a->dispatch_ckpt_ns == b->dispatch_ckpt_ns && a->bwd_dispatch_ns == b->bwd_dispatch_ns &&
-           a->bwd_dispatch_ckpt_ns == b->bwd_dispatch_ckpt_ns && a->gemms == b->gemms &&
-           a->lora_rank == b->lora_rank && a->lora_role == b->lora_role &&
-           a->compute_dtype == b->compute_dtype && a->layer == b->layer && a->stream == b->stream &&
-           a->hook == b->hook && a->n_grads_of == b->n_grads_of &&
-           same_ints(a->grads_of, b->grads_of, a->n_grads_of) && a->free_grads == b->free_grads &&
-           (!a->remap_of) == (!b->remap_of) &&
-           (!a->remap_of || same_ints(a->remap_of, b->remap_of, a->n_outputs)) &&
-           a->drop_persistent == b->drop_persistent && a->world == b->world &&
-           a->region == b->region && a->ckpt_args == b->ckpt_args && a->once == b->once &&
-           a->at_step == b->at_step && a->from_step == b->from_step &&
-           a->step_start == b->step_start && a->no_grad == b->no_grad;
+#define OP_VAL(type, member, dim, key, read, def, inherit) \
+    if (memcmp(&a->member, &b->member, sizeof a->member) != 0) return false;
+#define OP_STR(member, key, read, inherit) if (!same_str(a->member, b->member)) return false;
+#define OP_LIST(type, member, count, key, read, elem, inherit) \
+    if (a->count != b->count || !SAME_##elem(a->member, b->member, a->count)) return false;
+#define OP_LISTX(type, member, count, key, read, elem, inherit) \
+    if ((!a->member) != (!b->member) || \
+        (a->member && !SAME_##elem(a->member, b->member, a->count))) return false;
+#include "op_fields.h"
+    return true;
 }
 
 bool graph_is_replica(const Graph *g, const LayerMap *m, int t_first, int op_first) {

@@ -111,109 +111,22 @@ typedef struct GradSpec {
                               result (matmul folding dims), so it cannot be accumulated into */
 } GradSpec;
 
+/* Which derived ops copy a field of their forward op as it is (sim/op_fields.h's last column). */
+typedef enum OpInherit { OPI_NONE = 0, OPI_BWD = 1, OPI_RECOMPUTE = 2, OPI_BOTH = 3 } OpInherit;
+
+/* One op: its fields, with what each means, are declared once in sim/op_fields.h, in three
+ * parts: what it allocates and how autograd derives it, what it costs, when and where it runs. */
 typedef struct Op {
-    const char *name;      /* arena copy */
-    const char *kind;      /* arena copy: "mm", "attention", "elementwise", "broadcast", ... (the
-                              cost model's GEMM path or memory-access class) */
-    OpKind kind_id;        /* op_kind_of(kind), set by graph_add_op and graph_op_set_kind */
-    const char *bwd_kind;  /* arena copy or NULL: the kind of the derived backward op, when it
-                              differs (a view whose backward copies a strided gradient) */
-    Phase phase;
-    int fwd_op;            /* backward/recompute ops: the forward op they derive from, else -1 */
-    int *inputs;  int n_inputs;
-    int *outputs; int n_outputs;
-    int *saves;   int n_saves;        /* forward: tensors kept for backward */
-    int *frees;   int n_frees;        /* tensors whose reference this op drops when it ends */
-    uint64_t *workspace; int n_workspace; /* bytes; allocated after outputs, freed at end */
-    GradSpec *grads;                  /* forward: one per input */
-    int *grad_order; int n_grad_order;/* forward: order in which backward allocates input grads */
-    uint64_t *bwd_workspace; int n_bwd_workspace; /* backward temporaries, bytes */
-    int64_t rowsum[2];     /* (rows, columns) > 0: the op sums an m x c tensor over its rows, and
-                              ATen's staging buffers for it (device.h device_row_sum_buffers)
-                              are further workspaces, worked out for the GPU the op runs on */
-    int64_t bwd_rowsum[2]; /* forward op: the same for its derived backward */
-    double flops;          /* forward (or this op's) floating-point operations */
-    double bytes_moved;    /* bytes read and written by the kernel(s) */
-    double bwd_flops;      /* backward flops (0 = 2 x flops) */
-    double bwd_bytes;      /* backward bytes moved (0 = 2 x bytes_moved) */
-    double layout_bytes[2];/* bytes cuDNN's layout transforms around the op's kernel move (read
-                              and written): [0] activations between NCHW and NHWC, [1] a filter
-                              between KCRS and KRSC; kernels of their own, priced by the profile's
-                              classes "layout" and "layout_filter" */
-    double bwd_layout_bytes[2]; /* forward op: the same for its derived backward */
-    double rowwise_rows;   /* a row-per-block statistics kernel beside the op's own (GroupNorm's
-                              RowwiseMomentsCUDAKernel): its blocks, one per row... */
-    double rowwise_row_bytes; /* ...and each row's bytes (bf16 elements x 2); priced by the
-                              profile's class "rowwise" (sim/cost.c rowwise_ns); 0: none */
-    bool in_ckpt;          /* recompute or backward of a checkpointed region: torch.utils.checkpoint's
-                              saved-tensor hooks make its host dispatch dearer */
-    int kernels;           /* kernel launches the op makes (a foreach op: one per tensor-list
-                              chunk; a derived GEMM backward: one per input gradient); 0 = 1 */
-    int bwd_kernels;       /* forward op: launches of its backward (0: derived as above) */
-    int slot;              /* > 0: the op's first output is held in this slot until the next op of
-                              the same slot runs, which frees it just before allocating its own
-                              outputs, or just after with slot_free_after (FSDP2 keeps each
-                              all-gather output and reduce-scatter input until the next collective
-                              of its kind, instead of record_stream) */
-    bool slot_free_after;
-    bool workspace_first;  /* allocate the workspaces before the outputs (a derivative formula
-                              that computes its temporaries first) */
-    bool bwd_workspace_first; /* forward op: its derived backward has workspace_first */
-    double host_extra_ns;  /* host CPU time the op costs beyond its dispatch and launches: the
-                              per-parameter Python and C++ work of an optimizer step */
-    bool has_dispatch;     /* the op's host dispatch was measured for its op class (a module
-                              call, a cast, ...: lua/hw/calibrated/<gpu>_torch.lua host_class_us):
-                              dispatch_ns replaces the profile's one figure per op, and its
-                              launches are inside it */
-    double dispatch_ns;    /* has_dispatch: host time to issue the op (its launches included) */
-    double dispatch_ckpt_ns; /* has_dispatch: what torch.utils.checkpoint adds to it in a
-                              checkpointed region (its saved-tensor hooks); a recomputation op
-                              has 0: its figure is the backward node's */
-    double bwd_dispatch_ns;/* has_dispatch, forward op: the same of its derived backward node */
-    double bwd_dispatch_ckpt_ns; /* and its checkpointed-region addition (the recomputation's
-                              hooks included) */
-    int gemms;             /* GEMM kernels the op runs (a derived backward GEMM op: one per input
-                              that needs a gradient); 0 = 1 */
-    int lora_rank;         /* > 0: a GEMM of a LoRA adapter of this rank (its backward too), of
-                              matrix lora_role 'A' (x A^T, rank-wide output) or 'B' (a B^T,
-                              rank-deep product): priced by the profile's adapter GEMM table
-                              where it has one (sim/cost.c lora_op_s) */
-    char lora_role;
-    DType compute_dtype;   /* dtype the math runs in (cost model) */
-    int layer;             /* decoder layer / block index, -1 if none (reports) */
-    int stream;            /* 0 compute, 1 communication (NCCL), 2 host-to-device, 3 device-to-host,
-                              4 a second communication stream (FSDP2's reduce-scatter); allocations
-                              an op makes come from its stream's pool */
-    int hook;              /* 0; 1: a copy of this op runs just before the backward of layer
-                              `layer`, 2: just after it (ZeRO/FSDP gathers and reductions); 3:
-                              just after the last gradient of parameter grads_of[0] in this
-                              backward is accumulated (a post-accumulate-grad hook: the
-                              optimizer step in backward); 4: just before the backward node of
-                              forward op `anchor` runs, or, for a hook op of a checkpointed
-                              region (region > 0), just before that region's recomputation (a
-                              saved tensor brought back as backward unpacks it) */
-    int anchor;            /* hook 4 without a region: the forward op index it precedes, else -1 */
-    int *grads_of; int n_grads_of; /* hook ops: parameters whose .grad are extra inputs */
-    bool free_grads;       /* hook ops: drop those .grad tensors when the op ends */
-    int *remap_of;         /* hook ops, one per output (or NULL): backward ops derived after this
-                              one use output k wherever they saved tensor remap_of[k] (a
-                              parameter gathered again for backward, as ZeRO-3/FSDP do) */
-    bool drop_persistent;  /* frees of persistent tensors are honoured (param.grad = None) */
-    int world;             /* collectives: ranks taking part */
-    int region;            /* checkpointed region (> 0) whose saved tensors are recomputed in
-                              backward instead of kept; 0 = none */
-    bool ckpt_args;        /* a marker (kind "none") naming region's checkpointed function's
-                              arguments as its inputs: torch.utils.checkpoint's frame holds them
-                              until the region's backward is done */
-    bool once;             /* runs in the first step only (optimizer state creation) */
-    int at_step;           /* > 0: runs in that step only (DDP rebuilds its buckets in step 1);
-                              0 = every step (or the first, with once) */
-    int from_step;         /* > 0: runs in that step and every later one (DDP's rebuilt buckets) */
-    bool step_start;       /* runs as its steps begin, before every other op, whatever its place
-                              in the graph (DDP's bucket rebuild, declared once forward has shown
-                              the order gradients become ready) */
-    bool no_grad;          /* forward op run under torch.no_grad(): outputs need no grad */
+#define OP_VAL(type, member, dim, key, read, def, inherit) type member dim;
+#define OP_STR(member, key, read, inherit) const char *member;
+#define OP_LIST(type, member, count, key, read, elem, inherit) type *member; int count;
+#define OP_LISTX(type, member, count, key, read, elem, inherit) type *member;
+#include "op_fields.h"
 } Op;
+
+/* Copies into dst every field that op_fields.h marks as inherited by `to` (OPI_BWD or
+ * OPI_RECOMPUTE) from src, its forward op; the rest of dst is left as it is. */
+void graph_op_inherit(Op *dst, const Op *src, OpInherit to);
 
 /* Creates an empty graph. Returns VR_ENOMEM if the host is out of memory. */
 VrStatus graph_new(Graph **out /* OUT */);

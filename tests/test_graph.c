@@ -637,6 +637,63 @@ static void test_checkpoint_region_recomputes(void **state) {
     assert_true(backward_of(g, f0) > b1);
 }
 
+/* What derived ops carry over from their forward op (sim/op_fields.h's inherit column): the
+ * recomputation of a checkpointed op and its backward node keep its stream (autograd runs a node
+ * on its forward op's stream), collective world, layer and dtype; the recomputation its costs;
+ * and every field the file marks inherited is the forward op's, byte for byte. */
+static void test_derived_ops_inherit(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 1024);
+    int x0 = add_act(g, "x0", 2048, true), a = add_act(g, "a", 4096, true);
+    int b = add_act(g, "b", 4096, true), loss = add_act(g, "loss", 512, true);
+    add_fwd(g, "f0", (int[]){w}, 1, x0, NULL, 0, NULL);
+    int f1 = add_fwd(g, "f1", (int[]){x0}, 1, a, (int[]){a}, 1, NULL); /* saves its output */
+    int f2 = add_fwd(g, "f2", (int[]){a}, 1, b, (int[]){a}, 1, NULL);
+    add_fwd(g, "f3", (int[]){b}, 1, loss, (int[]){b}, 1, NULL);
+    Op *o = graph_op(g, f1);
+    o->region = 1;
+    o->stream = STREAM_D2H;
+    o->world = 4;
+    o->layer = 7;
+    o->compute_dtype = DT_BF16;
+    o->kernels = 3;
+    o->lora_rank = 8;
+    o->lora_role = 'A';
+    o->has_dispatch = true;
+    o->dispatch_ns = 1500;
+    o->rowwise_rows = 12;
+    o->rowwise_row_bytes = 64;
+    graph_op(g, f2)->region = 1;
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    int rc = -1;
+    for (int i = 0; i < graph_num_ops(g); i++)
+        if (graph_op_c(g, i)->phase == PH_RECOMPUTE && graph_op_c(g, i)->fwd_op == f1) rc = i;
+    int bw = backward_of(g, f1);
+    assert_true(rc >= 0 && bw >= 0);
+    const Op *f = graph_op_c(g, f1), *r = graph_op_c(g, rc), *d = graph_op_c(g, bw);
+    assert_int_equal(r->stream, STREAM_D2H);
+    assert_int_equal(d->stream, STREAM_D2H);
+    assert_int_equal(r->world, 4);
+    assert_int_equal(d->world, 4);
+    assert_int_equal(r->layer, 7);
+    assert_int_equal(d->layer, 7);
+    assert_int_equal(d->compute_dtype, DT_BF16);
+    assert_int_equal(r->kernels, 3);
+    assert_int_equal(d->lora_rank, 8);
+    assert_true(r->rowwise_rows == 12 && r->rowwise_row_bytes == 64);
+    assert_true(r->dispatch_ns == 1500);
+#define OP_VAL(type, member, dim, key, read, def, inherit) \
+    if ((inherit) & OPI_BWD) assert_memory_equal(&d->member, &f->member, sizeof f->member); \
+    if ((inherit) & OPI_RECOMPUTE) assert_memory_equal(&r->member, &f->member, sizeof f->member);
+#define OP_STR(member, key, read, inherit) \
+    if ((inherit) & OPI_BWD) assert_string_equal(d->member, f->member); \
+    if ((inherit) & OPI_RECOMPUTE) assert_string_equal(r->member, f->member);
+#define OP_LIST(type, member, count, key, read, elem, inherit) \
+    if ((inherit) & OPI_BWD) assert_int_equal(d->count, f->count); \
+    if ((inherit) & OPI_RECOMPUTE) assert_int_equal(r->count, f->count);
+#include "op_fields.h"
+}
+
 /* Gradient accumulation: one graph_derive_backward per micro-batch. The second call derives
  * only the forward ops declared since the first, and the parameter's gradient from the second
  * micro-batch is added in place into the .grad the first one made. */
@@ -996,6 +1053,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_views_and_names, setup_graph, teardown_graph),
         cmocka_unit_test(test_tables_reused_after_free),
         cmocka_unit_test_setup_teardown(test_replicate_layer, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_derived_ops_inherit, setup_graph, teardown_graph),
     };
     return cmocka_run_group_tests_name("graph", tests, NULL, NULL);
 }

@@ -99,6 +99,21 @@ function nn.param(cx, name, shape, dtype, trainable, module)
   return p
 end
 
+-- The op fields (vrsim.core.op_fields: G:op's keys) a spec gives as they are: all but those
+-- nn.op works out itself (below), which a spec's own value would contradict. Made at the first op.
+local OWN = { name = true, kind = true, phase = true, inputs = true, outputs = true, saves = true,
+              grads = true, flops = true, bytes = true, dtype = true, dispatch_us = true,
+              bwd_dispatch_us = true, dispatch_ckpt_us = true, bwd_dispatch_ckpt_us = true,
+              layer = true, no_grad = true, region = true }
+local PASSED
+local function passed_fields()
+  PASSED = {}
+  for _, k in ipairs(require("vrsim.core").op_fields) do
+    if not OWN[k] then PASSED[k] = true end
+  end
+  return PASSED
+end
+
 -- Generic op. spec fields:
 --   name, kind, inputs (tensors), outs ({ {name, shape, dtype} ...}) or out_tensors (made already),
 --   saves (tensors), grads (per input: "new" | "none" | {pass = k} | {bytes=, dtype=, view=}),
@@ -107,7 +122,8 @@ end
 --   host: the op's host-cost class (a key of the profile's host_class_us: "linear", "conv",
 --     "cast", ...), whose measured dispatch, forward and backward node, the op then costs
 --     instead of the one per-op figure; "inside" for an op whose host work is part of another
---     op's class figure (a Linear's bias reduction, a convolution's weight side)
+--     op's class figure (a Linear's bias reduction, a convolution's weight side),
+--   and any other field of G:op{...} (sim/op_fields.h: kernels, bwd_kind, once, stream, world, ...)
 -- Returns the output tensors (unpacked).
 local INSIDE = { fwd = 0, bwd = 0 }  -- host class "inside": costed by the op it is part of
 
@@ -148,24 +164,23 @@ function nn.op(cx, spec)
     c = spec.host == "inside" and INSIDE or cx.host_classes[spec.host]
     if not c then error(("op '%s': host class '%s' is not in the profile's host_class_us"):format(spec.name, spec.host), 0) end
   end
-  -- G:opv takes the fields of G:op{...} as arguments, in sim/bind/bind.c's OP_FIELDS order:
-  -- name, kind, phase, inputs, outputs, saves, frees, grads, grad_order, workspace, bwd_kind,
-  -- bwd_workspace, bwd_workspace_first, flops, bytes, bwd_flops, bwd_bytes, dtype, kernels,
-  -- bwd_kernels, dispatch_us, bwd_dispatch_us, dispatch_ckpt_us, bwd_dispatch_ckpt_us, layer,
-  -- once, no_grad, region, bwd_rowsum (then fields nn.op does not give). cx.last_op: its index, for ops that
-  -- set more on it (G:op_layout)
-  -- the tensor lists go as they are (G:opv reads each tensor's id, up to the first nil as
-  -- ipairs would), and so do spec.grads when the op records autograd history (G:opv resolves
-  -- them per input: nil, false or "new" a new gradient in the input's dtype, a table
-  -- {pass=, bytes=, dtype=, view=} with the input's dtype by default, anything else none;
-  -- true: every input "new")
-  cx.last_op = cx.G:opv(spec.name, spec.kind or "elementwise", spec.phase or cx.phase,
-    inputs, outs, rg and spec.saves or nil, spec.frees,
-    rg and (spec.grads or true) or nil, spec.grad_order, spec.workspace, spec.bwd_kind,
-    spec.bwd_workspace, spec.bwd_workspace_first, spec.flops or 0, bytes,
-    spec.bwd_flops, spec.bwd_bytes, spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
-    spec.kernels, spec.bwd_kernels, c and c.fwd, c and c.bwd, c and c.ckpt_fwd, c and c.ckpt_bwd,
-    cx.layer, spec.once, cx.no_grad, cx.region, spec.bwd_rowsum)
+  -- the op as G:op{...} takes it (its fields are sim/op_fields.h's): the tensor lists go as they
+  -- are (G:op reads each tensor's id), and so do spec.grads when the op records autograd history
+  -- (G:op resolves them per input: nil, false or "new" a new gradient in the input's dtype, a
+  -- table {pass=, saved=, bytes=, dtype=, view=} with the input's dtype by default, "none" none;
+  -- true: every input "new"); any other op field the spec gives goes as it is (passed_fields).
+  -- cx.last_op: its index, for ops that set more on it (G:op_layout)
+  local op = { name = spec.name, kind = spec.kind or "elementwise", phase = spec.phase or cx.phase,
+    inputs = inputs, outputs = outs, saves = rg and spec.saves or nil,
+    grads = rg and (spec.grads or true) or nil, flops = spec.flops or 0, bytes = bytes,
+    dtype = spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
+    dispatch_us = c and c.fwd, bwd_dispatch_us = c and c.bwd, dispatch_ckpt_us = c and c.ckpt_fwd,
+    bwd_dispatch_ckpt_us = c and c.ckpt_bwd, layer = cx.layer, no_grad = cx.no_grad, region = cx.region }
+  local passed = PASSED or passed_fields()
+  for k, v in next, spec do
+    if passed[k] then op[k] = v end
+  end
+  cx.last_op = cx.G:op(op)
   -- activation offloading's pack hook sees what autograd saves outside checkpointed regions
   -- (strategies/offload_act.lua)
   local off = cx.offload

@@ -418,6 +418,8 @@ static int top_ids(lua_State *L, const char *k, int **out, bool ids, bool upto_n
     int *buf = local && n <= cap ? local : lua_newuserdatauv(L, sizeof(int) * (size_t)(n + 1), 0);
     for (int i = 0; i < n; i++) {
         if (lua_geti(L, t, i + 1) == LUA_TNIL && upto_nil) {
+            /* the length is a border: a tensor at n follows this hole */
+            if (i + 1 < n) luaL_error(L, "%s[%d] is nil, and %s[%d] is not", k, i + 1, k, n);
             lua_pop(L, 1);
             n = i;
             break;
@@ -473,7 +475,7 @@ static int l_module(lua_State *L) {
 
 /* Where a tensor's or an op's fields come from: the table at index t, by name (G:tensor{...},
  * G:op{...}), or the call's arguments from index base on, field f at base + f in the order of
- * names (G:tensorv(...), G:opv(...): the op library's calls, which name nothing). Absent and nil
+ * names (G:tensorv(...): the op library's tensors, which name nothing). Absent and nil
  * are the same either way, and so are the errors. */
 typedef struct Fields {
     int t;                     /* the table, or 0 for arguments */
@@ -497,7 +499,7 @@ static void push_field(lua_State *L, const Fields *fs, int f) {
 
 /* A plain table's fields (fs->t, no metatable: what lua_gettable reads is what lua_next visits)
  * copied in one pass to fresh stack slots, field f at base + f and nil where absent: an op table
- * from a strategy gives some 8 of OP_FIELDS' 43, and looking up each of the 43 by name was most
+ * from a strategy gives some 8 of OP_FIELDS' 44, and looking up each of the 44 by name was most
  * of reading it (8,800 instructions an op table, 5,900 this way: docs/speed.md). by_name (an
  * upvalue index): field name -> key (push_key's numbering).
  * A table with a metatable is read by name, as before. */
@@ -553,13 +555,13 @@ static int fs_ids(lua_State *L, const Fields *fs, int f, int **out) {
     push_field(L, fs, f);
     return top_ids(L, fs->names[f], out, true, false, NULL, 0);
 }
-/* A list of tensors: G:opv's (nn.op passes its lists as they are) ends at the first nil. A list
- * of at most cap goes into local (valid while the caller's frame is), a longer one onto the
- * stack. */
+/* A list of tensors (tables with an id, or ids): it ends at its last entry, and a hole before
+ * that is an error. A list of at most cap goes into local (valid while the caller's frame is), a
+ * longer one onto the stack. */
 static int fs_tensors(lua_State *L, const Fields *fs, int f, int **out, int *local, int cap) {
     if (ABSENT(fs, f)) { *out = NULL; return 0; }
     push_field(L, fs, f);
-    return top_ids(L, fs->names[f], out, true, fs->t == 0, local, cap);
+    return top_ids(L, fs->names[f], out, true, true, local, cap);
 }
 static int fs_u64s(lua_State *L, const Fields *fs, int f, uint64_t **out) {
     if (ABSENT(fs, f)) { *out = NULL; return 0; }
@@ -629,34 +631,57 @@ static int l_tensorv(lua_State *L) {
     return read_tensor(L, g, &fs);
 }
 
-/* An op's fields, in the order G:opv takes them: those lua/vrsim/nn.lua's nn.op gives first (a
- * new field goes at the end, and nn.op passes it there). */
-enum { OF_NAME, OF_KIND, OF_PHASE, OF_INPUTS, OF_OUTPUTS, OF_SAVES, OF_FREES, OF_GRADS,
-       OF_GRAD_ORDER, OF_WORKSPACE, OF_BWD_KIND, OF_BWD_WORKSPACE, OF_BWD_WORKSPACE_FIRST,
-       OF_FLOPS, OF_BYTES, OF_BWD_FLOPS, OF_BWD_BYTES, OF_DTYPE, OF_KERNELS, OF_BWD_KERNELS,
-       OF_DISPATCH_US, OF_BWD_DISPATCH_US, OF_DISPATCH_CKPT_US, OF_BWD_DISPATCH_CKPT_US, OF_LAYER, OF_ONCE, OF_NO_GRAD, OF_REGION, OF_BWD_ROWSUM, OF_SLOT, OF_SLOT_FREE_AFTER, OF_HOST_US,
-       OF_STREAM, OF_HOOK, OF_GRADS_OF, OF_FREE_GRADS, OF_DROP_PERSISTENT, OF_WORLD, OF_REMAP_OF,
-       OF_CKPT_ARGS, OF_AT_STEP, OF_FROM_STEP, OF_STEP_START, OF_BEFORE_OP, OF_COUNT };
+/* An op's fields that Lua gives, by name (sim/op_fields.h: every field whose read is not
+ * OPR_NO), numbered in that file's order. */
+#define OF_ENTRY_OPR_INT(m) OF_##m,
+#define OF_ENTRY_OPR_NUM(m) OF_##m,
+#define OF_ENTRY_OPR_BOOL(m) OF_##m,
+#define OF_ENTRY_OPR_US(m) OF_##m,
+#define OF_ENTRY_OPR_HAND(m) OF_##m,
+#define OF_ENTRY_OPR_NO(m)
+enum {
+#define OP_VAL(type, member, dim, key, read, def, inherit) OF_ENTRY_##read(member)
+#define OP_STR(member, key, read, inherit) OF_ENTRY_##read(member)
+#define OP_LIST(type, member, count, key, read, elem, inherit) OF_ENTRY_##read(member)
+#define OP_LISTX(type, member, count, key, read, elem, inherit) OF_ENTRY_##read(member)
+#include "op_fields.h"
+    OF_COUNT
+};
+#define OF_KEY_OPR_INT(k) k,
+#define OF_KEY_OPR_NUM(k) k,
+#define OF_KEY_OPR_BOOL(k) k,
+#define OF_KEY_OPR_US(k) k,
+#define OF_KEY_OPR_HAND(k) k,
+#define OF_KEY_OPR_NO(k)
 static const char *const OP_FIELDS[OF_COUNT] = {
-    "name", "kind", "phase", "inputs", "outputs", "saves", "frees", "grads", "grad_order",
-    "workspace", "bwd_kind", "bwd_workspace", "bwd_workspace_first", "flops", "bytes",
-    "bwd_flops", "bwd_bytes", "dtype", "kernels", "bwd_kernels", "dispatch_us",
-    "bwd_dispatch_us", "dispatch_ckpt_us", "bwd_dispatch_ckpt_us", "layer", "once", "no_grad",
-    "region", "bwd_rowsum", "slot", "slot_free_after", "host_us", "stream", "hook", "grads_of", "free_grads",
-    "drop_persistent", "world", "remap_of", "ckpt_args", "at_step", "from_step", "step_start", "before_op"};
+#define OP_VAL(type, member, dim, key, read, def, inherit) OF_KEY_##read(key)
+#define OP_STR(member, key, read, inherit) OF_KEY_##read(key)
+#define OP_LIST(type, member, count, key, read, elem, inherit) OF_KEY_##read(key)
+#define OP_LISTX(type, member, count, key, read, elem, inherit) OF_KEY_##read(key)
+#include "op_fields.h"
+};
+_Static_assert(OF_COUNT <= 64, "Fields.absent holds one bit per op field");
 
-/* G:opv's grads (on top): nn.op's spec.grads as the spec gives them, or true for "every input
- * new", resolved per input as nn.op documents: nil, false or "new" is a new gradient in the
- * input's dtype; a table {pass=, bytes=, dtype=, view=} is one too (or the pass-through of
- * output pass, or with saved= the op's saved tensor of that index, made in forward), in its
- * dtype or else the input's; anything else is none. A dtype that is nil
- * is fp32, as in G:op's grads. Returns the specs in a userdata left on the stack (n + 1 of
- * them, zeroed past n). */
-static GradSpec *opv_grads(lua_State *L, const Fields *fs, const char *opname, int n) {
+/* An op being read (read_op): the record and the buffers its strings and short lists live in
+ * until graph_add_op copies them. */
+enum { LIST_CAP = 16 };
+typedef struct OpRead {
+    Op op;
+    char name[160], kind[32], bwd_kind[32];
+    int lists[4][LIST_CAP]; /* inputs, outputs, saves, frees, when short */
+} OpRead;
+
+/* G:op's grads (on top of the stack): true for "every input gets a new gradient", or one entry
+ * per input: nil, false or "new", a new gradient in the input's dtype (fp32 where the input is a
+ * tensor id, not a tensor table); a table {bytes=, dtype=, view=} a new one too (its dtype, else
+ * the input's), {pass = k} the gradient of output k passed through, {saved = k} the op's saved
+ * tensor k, made in forward; "none", no gradient. Returns the n specs in a userdata left on the
+ * stack (zeroed past n). */
+static GradSpec *read_grads(lua_State *L, const Fields *fs, const char *opname, int n) {
     int gt = lua_gettop(L);
     bool all_new = lua_isboolean(L, gt) && lua_toboolean(L, gt);
-    if (!all_new) luaL_checktype(L, gt, LUA_TTABLE);
-    push_field(L, fs, OF_INPUTS);
+    if (!all_new && !lua_istable(L, gt)) luaL_error(L, "op '%s': grads must be true or a table", opname);
+    push_field(L, fs, OF_inputs);
     int in = lua_gettop(L);
     GradSpec *gs = lua_newuserdatauv(L, sizeof(GradSpec) * (size_t)(n + 1), 0);
     memset(gs, 0, sizeof(GradSpec) * (size_t)(n + 1));
@@ -696,9 +721,11 @@ static GradSpec *opv_grads(lua_State *L, const Fields *fs, const char *opname, i
                 lua_Integer sv = field_int(L, g, "saved", 0);
                 if (sv > 0) gs[i].mode = GRAD_SAVED, gs[i].pass_output = (int)sv - 1;
             }
-        } else {
+        } else if (lua_type(L, g) == LUA_TSTRING && strcmp(lua_tostring(L, g), "none") == 0) {
             gs[i].mode = GRAD_NONE;
             gs[i].grad_dtype = DT_FP32;
+        } else {
+            luaL_error(L, "op '%s': grads[%d] must be \"new\", \"none\", a table, false or nil", opname, i + 1);
         }
         if (!all_new) lua_pop(L, 1);
     }
@@ -706,145 +733,221 @@ static GradSpec *opv_grads(lua_State *L, const Fields *fs, const char *opname, i
     return gs;
 }
 
+/* One reader per field that op_fields.h marks OPR_HAND, in that file's order (a later one may
+ * use an earlier one's result). */
+static void read_hand_name(lua_State *L, const Fields *fs, OpRead *r) {
+    r->op.name = fs_str(L, fs, OF_name, r->name, sizeof r->name) ? r->name : "op";
+}
+static void read_hand_kind(lua_State *L, const Fields *fs, OpRead *r) {
+    snprintf(r->kind, sizeof r->kind, "elementwise");
+    fs_str(L, fs, OF_kind, r->kind, sizeof r->kind);
+    r->op.kind = r->kind;
+}
+static void read_hand_bwd_kind(lua_State *L, const Fields *fs, OpRead *r) {
+    if (fs_str(L, fs, OF_bwd_kind, r->bwd_kind, sizeof r->bwd_kind)) r->op.bwd_kind = r->bwd_kind;
+}
+static void read_hand_phase(lua_State *L, const Fields *fs, OpRead *r) {
+    char phase[16] = "fwd";
+    fs_str(L, fs, OF_phase, phase, sizeof phase);
+    for (size_t i = 0; i < sizeof PHASES / sizeof PHASES[0]; i++)
+        if (strcmp(phase, PHASES[i].name) == 0) {
+            r->op.phase = PHASES[i].p;
+            return;
+        }
+    luaL_error(L, "op '%s': unknown phase '%s'", r->op.name, phase);
+}
+static void read_hand_inputs(lua_State *L, const Fields *fs, OpRead *r) {
+    r->op.n_inputs = fs_tensors(L, fs, OF_inputs, &r->op.inputs, r->lists[0], LIST_CAP);
+}
+static void read_hand_outputs(lua_State *L, const Fields *fs, OpRead *r) {
+    r->op.n_outputs = fs_tensors(L, fs, OF_outputs, &r->op.outputs, r->lists[1], LIST_CAP);
+}
+static void read_hand_saves(lua_State *L, const Fields *fs, OpRead *r) {
+    r->op.n_saves = fs_tensors(L, fs, OF_saves, &r->op.saves, r->lists[2], LIST_CAP);
+}
+/* absent: each consumer holds its inputs until it ends (forward, recompute, build, optimizer) */
+static void read_hand_frees(lua_State *L, const Fields *fs, OpRead *r) {
+    Op *op = &r->op;
+    if (!ABSENT(fs, OF_frees)) {
+        push_field(L, fs, OF_frees);
+        bool given = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (given) {
+            op->n_frees = fs_tensors(L, fs, OF_frees, &op->frees, r->lists[3], LIST_CAP);
+            return;
+        }
+    }
+    if (op->phase == PH_FWD || op->phase == PH_RECOMPUTE || op->phase == PH_BUILD ||
+        op->phase == PH_OPTIM)
+        op->frees = op->inputs, op->n_frees = op->n_inputs;
+}
+static void read_hand_workspace(lua_State *L, const Fields *fs, OpRead *r) {
+    r->op.n_workspace = fs_u64s(L, fs, OF_workspace, &r->op.workspace);
+}
+static void read_hand_grads(lua_State *L, const Fields *fs, OpRead *r) {
+    if (ABSENT(fs, OF_grads)) return;
+    push_field(L, fs, OF_grads);
+    if (lua_isnil(L, -1)) return;
+    r->op.grads = read_grads(L, fs, r->op.name, r->op.n_inputs);
+}
+static void read_hand_grad_order(lua_State *L, const Fields *fs, OpRead *r) {
+    r->op.n_grad_order = fs_ids(L, fs, OF_grad_order, &r->op.grad_order);
+}
+static void read_hand_bwd_workspace(lua_State *L, const Fields *fs, OpRead *r) {
+    r->op.n_bwd_workspace = fs_u64s(L, fs, OF_bwd_workspace, &r->op.bwd_workspace);
+}
+static void read_hand_bwd_rowsum(lua_State *L, const Fields *fs, OpRead *r) {
+    uint64_t *rowsum = NULL;
+    int n = fs_u64s(L, fs, OF_bwd_rowsum, &rowsum);
+    if (n && n != 2) luaL_error(L, "op '%s': bwd_rowsum is { rows, columns }", r->op.name);
+    if (n) r->op.bwd_rowsum[0] = (int64_t)rowsum[0], r->op.bwd_rowsum[1] = (int64_t)rowsum[1];
+}
+static void read_hand_compute_dtype(lua_State *L, const Fields *fs, OpRead *r) {
+    char dt[16] = "fp32";
+    fs_str(L, fs, OF_compute_dtype, dt, sizeof dt);
+    r->op.compute_dtype = parse_dtype(L, dt);
+}
+static void read_hand_grads_of(lua_State *L, const Fields *fs, OpRead *r) {
+    r->op.n_grads_of = fs_ids(L, fs, OF_grads_of, &r->op.grads_of);
+}
+static void read_hand_remap_of(lua_State *L, const Fields *fs, OpRead *r) {
+    int *remap = NULL;
+    int n = fs_ids(L, fs, OF_remap_of, &remap);
+    if (n && n != r->op.n_outputs) luaL_error(L, "op '%s': remap_of needs one entry per output", r->op.name);
+    r->op.remap_of = remap;
+}
+
+/* The generated read of one field of op_fields.h, by its read kind. */
+#define READ_OPR_INT(type, member, def) r.op.member = (type)fs_int(L, fs, OF_##member, def);
+#define READ_OPR_NUM(type, member, def) r.op.member = (type)fs_num(L, fs, OF_##member, def);
+#define READ_OPR_BOOL(type, member, def) r.op.member = fs_bool(L, fs, OF_##member, def);
+#define READ_OPR_US(type, member, def) r.op.member = fs_num(L, fs, OF_##member, def) * 1e3;
+#define READ_OPR_HAND(type, member, def) read_hand_##member(L, fs, &r);
+#define READ_OPR_NO(type, member, def)
+
 /* The op of fs into g (see lua/vrsim/nn.lua for the fields); pushes its index. */
 static int read_op(lua_State *L, Graph *g, const Fields *fs) {
     luaL_checkstack(L, 2 * OF_COUNT, "op fields");
     int top = lua_gettop(L);
-    char name[160], kind[32] = "elementwise", bkind[32] = "", phase[16] = "fwd", dt[16] = "fp32";
-    enum { LIST_CAP = 16 };
-    int lists[4][LIST_CAP]; /* inputs, outputs, saves, frees, when short (graph_add_op copies) */
-    Op op = {.fwd_op = -1};
-    if (fs_str(L, fs, OF_BWD_KIND, bkind, sizeof bkind)) op.bwd_kind = bkind;
-    op.name = fs_str(L, fs, OF_NAME, name, sizeof name) ? name : "op";
-    fs_str(L, fs, OF_KIND, kind, sizeof kind);
-    op.kind = kind;
-    fs_str(L, fs, OF_PHASE, phase, sizeof phase);
-    bool found = false;
-    for (size_t i = 0; i < sizeof PHASES / sizeof PHASES[0]; i++)
-        if (strcmp(phase, PHASES[i].name) == 0) op.phase = PHASES[i].p, found = true;
-    if (!found) luaL_error(L, "op '%s': unknown phase '%s'", op.name, phase);
-    fs_str(L, fs, OF_DTYPE, dt, sizeof dt);
-    op.compute_dtype = parse_dtype(L, dt);
-    op.n_inputs = fs_tensors(L, fs, OF_INPUTS, &op.inputs, lists[0], LIST_CAP);
-    op.n_outputs = fs_tensors(L, fs, OF_OUTPUTS, &op.outputs, lists[1], LIST_CAP);
-    op.n_saves = fs_tensors(L, fs, OF_SAVES, &op.saves, lists[2], LIST_CAP);
-    push_field(L, fs, OF_FREES);
-    bool has_frees = !lua_isnil(L, -1);
-    lua_pop(L, 1);
-    if (has_frees) {
-        op.n_frees = fs_tensors(L, fs, OF_FREES, &op.frees, lists[3], LIST_CAP);
-    } else if (op.phase == PH_FWD || op.phase == PH_RECOMPUTE || op.phase == PH_BUILD ||
-               op.phase == PH_OPTIM) {
-        op.frees = op.inputs; /* each consumer holds its inputs until it ends */
-        op.n_frees = op.n_inputs;
-    }
-    op.n_workspace = fs_u64s(L, fs, OF_WORKSPACE, &op.workspace);
-    op.n_bwd_workspace = fs_u64s(L, fs, OF_BWD_WORKSPACE, &op.bwd_workspace);
-    uint64_t *rowsum = NULL;
-    int n_rowsum = fs_u64s(L, fs, OF_BWD_ROWSUM, &rowsum);
-    if (n_rowsum && n_rowsum != 2)
-        luaL_error(L, "op '%s': bwd_rowsum is { rows, columns }", op.name);
-    if (n_rowsum) op.bwd_rowsum[0] = (int64_t)rowsum[0], op.bwd_rowsum[1] = (int64_t)rowsum[1];
-    op.n_grad_order = fs_ids(L, fs, OF_GRAD_ORDER, &op.grad_order);
-    push_field(L, fs, OF_GRADS);
-    if (fs->t == 0 && !lua_isnil(L, -1)) {
-        op.grads = opv_grads(L, fs, op.name, op.n_inputs);
-    } else if (!lua_isnil(L, -1)) {
-        luaL_checktype(L, -1, LUA_TTABLE);
-        GradSpec *gs = lua_newuserdatauv(L, sizeof(GradSpec) * (size_t)(op.n_inputs + 1), 0);
-        memset(gs, 0, sizeof(GradSpec) * (size_t)(op.n_inputs + 1));
-        for (int i = 0; i < op.n_inputs; i++) {
-            lua_geti(L, -2, i + 1);
-            gs[i].grad_dtype = DT_FP32;
-            if (lua_istable(L, -1)) {
-                int k = lua_gettop(L);
-                char gdt[16] = "fp32";
-                gs[i].mode = GRAD_NEW;
-                double gb = field_num(L, k, "bytes", 0);
-                if (!(gb >= 0 && gb <= 1e18))
-                    luaL_error(L, "op '%s': grads[%d].bytes must be in [0, 1e18]", op.name, i + 1);
-                gs[i].grad_bytes = (uint64_t)gb;
-                field_str(L, k, "dtype", gdt, sizeof gdt);
-                gs[i].grad_dtype = parse_dtype(L, gdt);
-                gs[i].view = field_bool(L, k, "view", false);
-                lua_Integer p = field_int(L, k, "pass", 0);
-                if (p > 0) gs[i].mode = GRAD_PASS, gs[i].pass_output = (int)p - 1;
-                lua_Integer sv = field_int(L, k, "saved", 0);
-                if (sv > 0) gs[i].mode = GRAD_SAVED, gs[i].pass_output = (int)sv - 1;
-            } else if (lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "none") == 0) {
-                gs[i].mode = GRAD_NONE;
-            } else if (!lua_isnil(L, -1)) {
-                luaL_error(L, "op '%s': grads[%d] must be a table or \"none\"", op.name, i + 1);
-            }
-            lua_pop(L, 1);
-        }
-        op.grads = gs;
-    }
-    op.flops = fs_num(L, fs, OF_FLOPS, 0);
-    op.bytes_moved = fs_num(L, fs, OF_BYTES, 0);
-    op.bwd_flops = fs_num(L, fs, OF_BWD_FLOPS, 0);
-    op.bwd_bytes = fs_num(L, fs, OF_BWD_BYTES, 0);
-    op.kernels = (int)fs_int(L, fs, OF_KERNELS, 0);
-    op.bwd_kernels = (int)fs_int(L, fs, OF_BWD_KERNELS, 0);
-    if (op.kernels < 0 || op.bwd_kernels < 0) return luaL_error(L, "op '%s': kernels must be >= 0", op.name);
-    op.slot = (int)fs_int(L, fs, OF_SLOT, 0);
-    if (op.slot < 0 || op.slot >= GRAPH_MAX_SLOTS)
-        return luaL_error(L, "op '%s': slot must be 0..%d", op.name, GRAPH_MAX_SLOTS - 1);
-    op.slot_free_after = fs_bool(L, fs, OF_SLOT_FREE_AFTER, false);
-    op.bwd_workspace_first = fs_bool(L, fs, OF_BWD_WORKSPACE_FIRST, false);
-    op.host_extra_ns = fs_num(L, fs, OF_HOST_US, 0) * 1e3;
-    if (!(op.host_extra_ns >= 0)) return luaL_error(L, "op '%s': host_us must be >= 0", op.name);
+    OpRead r = {.op = {.fwd_op = -1}};
+    Op *op = &r.op;
+#define OP_VAL(type, member, dim, key, read, def, inherit) READ_##read(type, member, def)
+#define OP_STR(member, key, read, inherit) READ_##read(const char *, member, NULL)
+#define OP_LIST(type, member, count, key, read, elem, inherit) READ_##read(type *, member, NULL)
+#define OP_LISTX(type, member, count, key, read, elem, inherit) READ_##read(type *, member, NULL)
+#include "op_fields.h"
+    if (op->kernels < 0 || op->bwd_kernels < 0) return luaL_error(L, "op '%s': kernels must be >= 0", op->name);
+    if (op->slot < 0 || op->slot >= GRAPH_MAX_SLOTS)
+        return luaL_error(L, "op '%s': slot must be 0..%d", op->name, GRAPH_MAX_SLOTS - 1);
+    if (!(op->host_extra_ns >= 0)) return luaL_error(L, "op '%s': host_us must be >= 0", op->name);
     /* the op class's measured host dispatch, forward and backward node (nn.op sets both) */
-    op.dispatch_ns = fs_num(L, fs, OF_DISPATCH_US, -1) * 1e3;
-    op.bwd_dispatch_ns = fs_num(L, fs, OF_BWD_DISPATCH_US, 0) * 1e3;
-    op.dispatch_ckpt_ns = fs_num(L, fs, OF_DISPATCH_CKPT_US, 0) * 1e3;
-    op.bwd_dispatch_ckpt_ns = fs_num(L, fs, OF_BWD_DISPATCH_CKPT_US, 0) * 1e3;
-    op.has_dispatch = op.dispatch_ns >= 0;
-    if (!op.has_dispatch) op.dispatch_ns = 0;
-    else if (!(op.bwd_dispatch_ns >= 0) || !(op.dispatch_ckpt_ns >= 0) || !(op.bwd_dispatch_ckpt_ns >= 0) ||
-             !isfinite(op.dispatch_ns) || !isfinite(op.bwd_dispatch_ns) || !isfinite(op.dispatch_ckpt_ns) ||
-             !isfinite(op.bwd_dispatch_ckpt_ns))
+    op->has_dispatch = op->dispatch_ns >= 0;
+    if (!op->has_dispatch) op->dispatch_ns = 0;
+    else if (!(op->bwd_dispatch_ns >= 0) || !(op->dispatch_ckpt_ns >= 0) || !(op->bwd_dispatch_ckpt_ns >= 0) ||
+             !isfinite(op->dispatch_ns) || !isfinite(op->bwd_dispatch_ns) || !isfinite(op->dispatch_ckpt_ns) ||
+             !isfinite(op->bwd_dispatch_ckpt_ns))
         return luaL_error(L, "op '%s': dispatch_us, bwd_dispatch_us and their _ckpt_us must be finite and >= 0",
-                          op.name);
-    op.layer = (int)fs_int(L, fs, OF_LAYER, -1);
-    op.stream = (int)fs_int(L, fs, OF_STREAM, 0);
-    op.hook = (int)fs_int(L, fs, OF_HOOK, 0);
-    if (op.hook < 0 || op.hook > 4) luaL_error(L, "op '%s': hook must be 0 to 4", op.name);
-    op.anchor = (int)fs_int(L, fs, OF_BEFORE_OP, -1);
-    op.n_grads_of = fs_ids(L, fs, OF_GRADS_OF, &op.grads_of);
-    op.free_grads = fs_bool(L, fs, OF_FREE_GRADS, false);
-    op.drop_persistent = fs_bool(L, fs, OF_DROP_PERSISTENT, false);
-    op.world = (int)fs_int(L, fs, OF_WORLD, 1);
-    int *remap = NULL;
-    int n_remap = fs_ids(L, fs, OF_REMAP_OF, &remap);
-    if (n_remap && n_remap != op.n_outputs)
-        luaL_error(L, "op '%s': remap_of needs one entry per output", op.name);
-    op.remap_of = remap;
-    op.region = (int)fs_int(L, fs, OF_REGION, 0);
-    if (op.region < 0) luaL_error(L, "op '%s': region must be >= 0", op.name);
-    op.once = fs_bool(L, fs, OF_ONCE, false);
-    op.ckpt_args = fs_bool(L, fs, OF_CKPT_ARGS, false);
-    op.at_step = (int)fs_int(L, fs, OF_AT_STEP, 0);
-    if (op.at_step < 0) luaL_error(L, "op '%s': at_step must be >= 0", op.name);
-    op.from_step = (int)fs_int(L, fs, OF_FROM_STEP, 0);
-    op.step_start = fs_bool(L, fs, OF_STEP_START, false);
-    if (op.from_step < 0) luaL_error(L, "op '%s': from_step must be >= 0", op.name);
-    op.no_grad = fs_bool(L, fs, OF_NO_GRAD, false);
+                          op->name);
+    if (op->hook < 0 || op->hook > 4) luaL_error(L, "op '%s': hook must be 0 to 4", op->name);
+    if (op->region < 0) luaL_error(L, "op '%s': region must be >= 0", op->name);
+    if (op->at_step < 0) luaL_error(L, "op '%s': at_step must be >= 0", op->name);
+    if (op->from_step < 0) luaL_error(L, "op '%s': from_step must be >= 0", op->name);
     int id;
-    VrStatus st = graph_add_op(g, &op, &id);
+    VrStatus st = graph_add_op(g, op, &id);
     if (st) raise_status(L, g, st);
     lua_settop(L, top);
     lua_pushinteger(L, id);
     return 1;
 }
 
-/* G:op{...}: see lua/vrsim/nn.lua for the fields. Returns the op index. */
+/* G:op{...}: see lua/vrsim/nn.lua for the fields (sim/op_fields.h's keys). Returns the op
+ * index. */
 static int l_op(lua_State *L) {
     Graph *g = check_graph(L);
     luaL_checktype(L, 2, LUA_TTABLE);
     Fields fs = {.t = 2, .names = OP_FIELDS, .key0 = KEY_OP0};
     spread_fields(L, &fs, OF_COUNT, lua_upvalueindex(2));
     return read_op(L, g, &fs);
+}
+
+/* The generated write of one field of op_fields.h into the table on top, by its read kind
+ * (G:op_fields): what G:op would read back to the same op. */
+#define PUSH_OPR_INT(member, key) lua_pushinteger(L, op->member), lua_setfield(L, -2, key);
+#define PUSH_OPR_NUM(member, key) lua_pushnumber(L, op->member), lua_setfield(L, -2, key);
+#define PUSH_OPR_BOOL(member, key) lua_pushboolean(L, op->member), lua_setfield(L, -2, key);
+#define PUSH_OPR_US(member, key) lua_pushnumber(L, op->member / 1e3), lua_setfield(L, -2, key);
+#define PUSH_OPR_HAND(member, key) push_hand(L, op, key);
+#define PUSH_OPR_NO(member, key)
+
+static void push_ids(lua_State *L, const int *ids, int n, int add) {
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) lua_pushinteger(L, ids[i] + add), lua_rawseti(L, -2, i + 1);
+}
+
+/* A field G:op reads by hand, as G:op takes it: lists of tensor ids and indices 1-based. */
+static void push_hand(lua_State *L, const Op *op, const char *key) {
+    if (strcmp(key, "name") == 0) lua_pushstring(L, op->name);
+    else if (strcmp(key, "kind") == 0) lua_pushstring(L, op->kind);
+    else if (strcmp(key, "bwd_kind") == 0) lua_pushstring(L, op->bwd_kind);
+    else if (strcmp(key, "phase") == 0) {
+        lua_pushnil(L);
+        for (size_t i = 0; i < sizeof PHASES / sizeof PHASES[0]; i++)
+            if (PHASES[i].p == op->phase) lua_pop(L, 1), lua_pushstring(L, PHASES[i].name);
+    }
+    else if (strcmp(key, "dtype") == 0) lua_pushstring(L, dtype_name(op->compute_dtype));
+    else if (strcmp(key, "inputs") == 0) push_ids(L, op->inputs, op->n_inputs, 1);
+    else if (strcmp(key, "outputs") == 0) push_ids(L, op->outputs, op->n_outputs, 1);
+    else if (strcmp(key, "saves") == 0) push_ids(L, op->saves, op->n_saves, 1);
+    else if (strcmp(key, "frees") == 0) push_ids(L, op->frees, op->n_frees, 1);
+    else if (strcmp(key, "grad_order") == 0) push_ids(L, op->grad_order, op->n_grad_order, 1);
+    else if (strcmp(key, "grads_of") == 0) push_ids(L, op->grads_of, op->n_grads_of, 1);
+    else if (strcmp(key, "remap_of") == 0 && op->remap_of) push_ids(L, op->remap_of, op->n_outputs, 1);
+    else if (strcmp(key, "workspace") == 0 || strcmp(key, "bwd_workspace") == 0 || strcmp(key, "bwd_rowsum") == 0) {
+        bool ws = key[0] == 'w';
+        const uint64_t *v = ws ? op->workspace : op->bwd_workspace;
+        int n = ws ? op->n_workspace : op->n_bwd_workspace;
+        if (key[4] == 'r') n = op->bwd_rowsum[0] > 0 ? 2 : 0;
+        lua_createtable(L, n, 0);
+        for (int i = 0; i < n; i++) {
+            lua_pushnumber(L, key[4] == 'r' ? (double)op->bwd_rowsum[i] : (double)v[i]);
+            lua_rawseti(L, -2, i + 1);
+        }
+    } else if (strcmp(key, "grads") == 0 && op->grads) {
+        lua_createtable(L, op->n_inputs, 0);
+        for (int i = 0; i < op->n_inputs; i++) {
+            const GradSpec *gs = &op->grads[i];
+            if (gs->mode == GRAD_NONE) {
+                lua_pushstring(L, "none");
+            } else {
+                lua_createtable(L, 0, 4);
+                if (gs->mode == GRAD_PASS) lua_pushinteger(L, gs->pass_output + 1), lua_setfield(L, -2, "pass");
+                if (gs->mode == GRAD_SAVED) lua_pushinteger(L, gs->pass_output + 1), lua_setfield(L, -2, "saved");
+                lua_pushnumber(L, (double)gs->grad_bytes), lua_setfield(L, -2, "bytes");
+                lua_pushstring(L, dtype_name(gs->grad_dtype)), lua_setfield(L, -2, "dtype");
+                lua_pushboolean(L, gs->view), lua_setfield(L, -2, "view");
+            }
+            lua_rawseti(L, -2, i + 1);
+        }
+    } else lua_pushnil(L);
+    lua_setfield(L, -2, key);
+}
+
+/* G:op_fields(i) -> the fields of op i (an index G:op returned) as G:op{...} takes them, under
+ * the same keys: an absent list is an empty one, and a derived op's fields are those the
+ * derivation gave it. */
+static int l_op_fields(lua_State *L) {
+    Graph *g = check_graph(L);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    if (i < 0 || i >= graph_num_ops(g)) return luaL_error(L, "op_fields: no op %d", (int)i);
+    const Op *op = graph_op_c(g, (int)i);
+    lua_createtable(L, 0, OF_COUNT);
+#define OP_VAL(type, member, dim, key, read, def, inherit) PUSH_##read(member, key)
+#define OP_STR(member, key, read, inherit) PUSH_##read(member, key)
+#define OP_LIST(type, member, count, key, read, elem, inherit) PUSH_##read(member, key)
+#define OP_LISTX(type, member, count, key, read, elem, inherit) PUSH_##read(member, key)
+#include "op_fields.h"
+    if (!op->has_dispatch) lua_pushnil(L), lua_setfield(L, -2, "dispatch_us");
+    return 1;
 }
 
 /* The LayerMap of the table at idx: t_first (a tensor id, as Lua's), t_count, op_first (an op
@@ -1119,17 +1222,8 @@ static int l_row_sum_buffers(lua_State *L) {
     return 1;
 }
 
-/* G:opv(name, kind, phase, ...): the same fields as arguments, in OP_FIELDS' order. */
-static int l_opv(lua_State *L) {
-    Graph *g = check_graph(L);
-    int n = lua_gettop(L) - 1;
-    Fields fs = {.base = 2, .n = n < OF_COUNT ? n : OF_COUNT, .names = OP_FIELDS, .key0 = KEY_OP0};
-    args_absent(L, &fs, OF_COUNT);
-    return read_op(L, g, &fs);
-}
-
 /* G:op_layout(op, fwd_act, fwd_filter, bwd_act, bwd_filter): the bytes of cuDNN's layout
- * transforms around op (an index G:op/G:opv returned) and around its backward (graph.h
+ * transforms around op (an index G:op returned) and around its backward (graph.h
  * Op.layout_bytes). */
 static int l_op_layout(lua_State *L) {
     Graph *g = check_graph(L);
@@ -1318,7 +1412,7 @@ static int l_new_graph(lua_State *L) {
 
 static const luaL_Reg GRAPH_METHODS[] = {
     {"module", l_module}, {"tensor", l_tensor}, {"op", l_op}, {"tensorv", l_tensorv},
-    {"opv", l_opv}, {"op_layout", l_op_layout},
+    {"op_fields", l_op_fields}, {"op_layout", l_op_layout},
     {"op_rowwise", l_op_rowwise}, {"op_lora", l_op_lora},
     {"derive_backward", l_derive_backward}, {"param_grad", l_param_grad},
     {"num_tensors", l_num_tensors}, {"num_ops", l_num_ops}, {"replicate", l_replicate},

@@ -6,11 +6,7 @@ local function recorder()
     self.tensors[#self.tensors + 1] = spec
     return #self.tensors
   end
-  function G.op(self, spec)
-    self.ops[#self.ops + 1] = spec
-    return #self.ops
-  end
-  -- the op library calls G:opv / G:tensorv (fields as arguments, in vrsim.core's orders)
+  -- the op library calls G:tensorv (fields as arguments, in vrsim.core's order)
   local core = require "vrsim.core"
   local function spec_of(names, ...)
     local a, spec = table.pack(...), {}
@@ -18,8 +14,8 @@ local function recorder()
     return spec
   end
   function G.tensorv(self, ...) return self:tensor(spec_of(core.tensor_fields, ...)) end
-  -- G:opv takes nn.op's tensor lists and grads as they are and reads them as G:op's
-  -- (sim/bind/bind.c: a list's ids up to its first nil; grads resolved per input, opv_grads)
+  -- G:op takes nn.op's tensor lists and grads as they are: recorded as ids, and grads resolved
+  -- per input as sim/bind/bind.c read_grads resolves them
   local function ids(list)
     if list == nil then return nil end
     local r = {}
@@ -41,11 +37,11 @@ local function recorder()
     end
     return r
   end
-  function G.opv(self, ...)
-    local spec = spec_of(core.op_fields, ...)
+  function G.op(self, spec)
     spec.grads = grads(spec.grads, spec.inputs)
     for _, k in ipairs { "inputs", "outputs", "saves", "frees" } do spec[k] = ids(spec[k]) end
-    return self:op(spec)
+    self.ops[#self.ops + 1] = spec
+    return #self.ops
   end
   function G.op_layout(self, i, ...) self.ops[i].layout = { ... } end
   function G.op_rowwise(self, i, rows, bytes) self.ops[i].rowwise = { rows, bytes } end

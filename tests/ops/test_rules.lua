@@ -206,8 +206,44 @@ do
          "field 'flops' must be a number", "G:op{...}: a bad field of a plain table names it")
   raises(function() G:op(setmetatable({ name = "bad" }, { __index = { inputs = { x }, flops = "many" } })) end,
          "field 'flops' must be a number", "G:op{...}: a bad field under __index names it")
-  raises(function() G:opv("bad", "elementwise", "fwd", { x }, {}, nil, nil, nil, nil, nil, nil, nil, nil, "many") end,
-         "field 'flops' must be a number", "G:opv: a bad field names it")
+  raises(function() G:op { name = "hole", inputs = { x, nil, y }, outputs = {} } end,
+         "inputs[2] is nil, and inputs[3] is not", "G:op{...}: a hole within a tensor list is an error")
+  raises(function() G:op { name = "bad grads", inputs = { x }, outputs = { y }, grads = { "nwe" } } end,
+         "grads[1] must be", "G:op{...}: a gradient that is none of the forms is an error")
+end
+do
+  -- every field of G:op{...} (vrsim.core.op_fields, from sim/op_fields.h) reaches the op: each is
+  -- given a value other than its default and G:op_fields reads the same back; a field added to
+  -- the record needs a value here
+  local core = require "vrsim.core"
+  local G = core.new_graph()
+  local x = G:tensorv("x", 64, 16, "bf16", "activation", true)
+  local w = G:tensorv("w", 64, 16, "bf16", "param", true, true, true)
+  local y = G:tensorv("y", 64, 16, "bf16", "activation", true)
+  G:op { name = "first", inputs = {}, outputs = {}, phase = "build" }
+  local every = {
+    name = "every field", kind = "mm", bwd_kind = "copy", phase = "fwd", inputs = { x, w },
+    outputs = { y }, saves = { x }, frees = { x }, workspace = { 256 },
+    grads = { { bytes = 64, dtype = "fp32", view = true }, "none" }, grad_order = { 2, 1 },
+    bwd_workspace = { 512, 128 }, bwd_rowsum = { 4, 8 }, bwd_workspace_first = true, dtype = "bf16",
+    region = 3, ckpt_args = true, no_grad = true, flops = 1e6, bytes = 4096, bwd_flops = 2e6,
+    bwd_bytes = 8192, kernels = 2, bwd_kernels = 3, host_us = 1.5, dispatch_us = 7,
+    dispatch_ckpt_us = 2, bwd_dispatch_us = 9, bwd_dispatch_ckpt_us = 4, world = 8, layer = 5,
+    stream = 1, slot = 2, slot_free_after = true, hook = 4, before_op = 0, grads_of = { w },
+    free_grads = true, remap_of = { x }, drop_persistent = true, once = true, at_step = 2,
+    from_step = 3, step_start = true }
+  local function same(a, b)
+    if type(a) ~= "table" or type(b) ~= "table" then return a == b end
+    for k, v in pairs(a) do if not same(v, b[k]) then return false end end
+    for k in pairs(b) do if a[k] == nil then return false end end
+    return true
+  end
+  local i = G:op(every)
+  local got = G:op_fields(i)
+  for _, k in ipairs(core.op_fields) do
+    check(every[k] ~= nil, "G:op{...}: the test gives field '" .. k .. "' a value")
+    check(same(every[k], got[k]), "G:op{...}: field '" .. k .. "' reads back as given")
+  end
 end
 
 if #failures > 0 then

@@ -1,0 +1,202 @@
+/* op_fields.h: the fields of an Op (graph.h), declared once.
+ *
+ * Each line is one field, with what every user of the record needs to know about it:
+ *
+ *   OP_VAL(type, member, dim, key, read, def, inherit)   a value (dim: empty, or [2] for a pair)
+ *   OP_STR(member, key, read, inherit)                   a string in the graph's arena
+ *   OP_LIST(type, member, count, key, read, elem, inherit) an arena array and its length, declared
+ *                                                        here as `int count`
+ *   OP_LISTX(type, member, count, key, read, elem, inherit) an arena array whose length is another
+ *                                                        list's count (grads: one per input)
+ *
+ *   key      the field's name in the op table Lua gives G:op{...} (sim/bind/graph_ud.c)
+ *   read     how G:op reads it: OPR_INT, OPR_NUM, OPR_BOOL (a generated read, `def` when absent),
+ *            OPR_US (a number of microseconds, stored as ns), OPR_HAND (read by hand: a name to
+ *            parse, a list, a default that depends on other fields), OPR_NO (not from Lua: the
+ *            graph or a derivation sets it)
+ *   elem     what a list holds: OPE_TENSORS (tensor ids, which graph_replicate maps to a layer's
+ *            copies), OPE_INTS, OPE_BYTES, OPE_GRADS (GradSpec)
+ *   inherit  which derived ops copy it from their forward op as it is (graph.c op_inherit):
+ *            OPI_NONE, OPI_BWD (the backward node), OPI_RECOMPUTE (a checkpointed region's
+ *            recomputation) or OPI_BOTH. A field the derivation works out itself (the backward's
+ *            flops from bwd_flops) is OPI_NONE for it.
+ *
+ * From this list come the struct's fields (graph.h), G:op's field names and reader, the equality
+ * graph_is_replica checks, the copy graph_add_op makes of every list, the mapping graph_replicate
+ * gives the tensor lists, and what derived ops inherit. A new field is one line here, plus its
+ * use. The file is included once per use, with the OP_* macros the user needs defined (the rest
+ * expand to nothing); it undefines them all at its end. No include guard, on purpose.
+ */
+#ifndef OP_VAL
+#define OP_VAL(type, member, dim, key, read, def, inherit)
+#endif
+#ifndef OP_STR
+#define OP_STR(member, key, read, inherit)
+#endif
+#ifndef OP_LIST
+#define OP_LIST(type, member, count, key, read, elem, inherit)
+#endif
+#ifndef OP_LISTX
+#define OP_LISTX(type, member, count, key, read, elem, inherit)
+#endif
+
+/* ---- what the op is, what it allocates and frees, and how autograd derives its backward ---- */
+/* name: arena copy */
+OP_STR(name, "name", OPR_HAND, OPI_NONE)
+/* kind: arena copy: "mm", "attention", "elementwise", "broadcast", ... (the cost model's GEMM
+ * path or memory-access class) */
+OP_STR(kind, "kind", OPR_HAND, OPI_RECOMPUTE)
+/* kind_id: op_kind_of(kind), set by graph_add_op and graph_op_set_kind */
+OP_VAL(OpKind, kind_id, , "", OPR_NO, 0, OPI_NONE)
+/* bwd_kind: arena copy or NULL: the kind of the derived backward op, when it differs (a view
+ * whose backward copies a strided gradient) */
+OP_STR(bwd_kind, "bwd_kind", OPR_HAND, OPI_NONE)
+OP_VAL(Phase, phase, , "phase", OPR_HAND, PH_FWD, OPI_NONE)
+/* fwd_op: backward/recompute ops: the forward op they derive from, else -1 */
+OP_VAL(int, fwd_op, , "", OPR_NO, -1, OPI_NONE)
+OP_LIST(int, inputs, n_inputs, "inputs", OPR_HAND, OPE_TENSORS, OPI_NONE)
+OP_LIST(int, outputs, n_outputs, "outputs", OPR_HAND, OPE_TENSORS, OPI_NONE)
+/* saves: forward: tensors kept for backward */
+OP_LIST(int, saves, n_saves, "saves", OPR_HAND, OPE_TENSORS, OPI_NONE)
+/* frees: tensors whose reference this op drops when it ends (absent: a forward, build or
+ * optimizer op frees its inputs) */
+OP_LIST(int, frees, n_frees, "frees", OPR_HAND, OPE_TENSORS, OPI_NONE)
+/* workspace: bytes; allocated after outputs, freed at end */
+OP_LIST(uint64_t, workspace, n_workspace, "workspace", OPR_HAND, OPE_BYTES, OPI_RECOMPUTE)
+/* grads: forward: one per input (NULL: no input gets a gradient) */
+OP_LISTX(GradSpec, grads, n_inputs, "grads", OPR_HAND, OPE_GRADS, OPI_NONE)
+/* grad_order: forward: order in which backward allocates input grads */
+OP_LIST(int, grad_order, n_grad_order, "grad_order", OPR_HAND, OPE_INTS, OPI_NONE)
+/* bwd_workspace: backward temporaries, bytes */
+OP_LIST(uint64_t, bwd_workspace, n_bwd_workspace, "bwd_workspace", OPR_HAND, OPE_BYTES, OPI_NONE)
+/* rowsum: (rows, columns) > 0: the op sums an m x c tensor over its rows, and ATen's staging
+ * buffers for it (device.h device_row_sum_buffers) are further workspaces, worked out for the GPU
+ * the op runs on */
+OP_VAL(int64_t, rowsum, [2], "", OPR_NO, 0, OPI_RECOMPUTE)
+/* bwd_rowsum: forward op: the same for its derived backward; Lua gives { rows, columns } */
+OP_VAL(int64_t, bwd_rowsum, [2], "bwd_rowsum", OPR_HAND, 0, OPI_NONE)
+/* workspace_first: allocate the workspaces before the outputs (a derivative formula that
+ * computes its temporaries first) */
+OP_VAL(bool, workspace_first, , "", OPR_NO, false, OPI_RECOMPUTE)
+/* bwd_workspace_first: forward op: its derived backward has workspace_first */
+OP_VAL(bool, bwd_workspace_first, , "bwd_workspace_first", OPR_BOOL, false, OPI_NONE)
+/* compute_dtype: dtype the math runs in (cost model); Lua's key "dtype" */
+OP_VAL(DType, compute_dtype, , "dtype", OPR_HAND, DT_FP32, OPI_BOTH)
+/* region: checkpointed region (> 0) whose saved tensors are recomputed in backward instead of
+ * kept; 0 = none */
+OP_VAL(int, region, , "region", OPR_INT, 0, OPI_NONE)
+/* ckpt_args: a marker (kind "none") naming region's checkpointed function's arguments as its
+ * inputs: torch.utils.checkpoint's frame holds them until the region's backward is done */
+OP_VAL(bool, ckpt_args, , "ckpt_args", OPR_BOOL, false, OPI_NONE)
+/* no_grad: forward op run under torch.no_grad(): outputs need no grad */
+OP_VAL(bool, no_grad, , "no_grad", OPR_BOOL, false, OPI_NONE)
+
+/* ---- what it costs (sim/cost.c) ---- */
+/* flops: forward (or this op's) floating-point operations */
+OP_VAL(double, flops, , "flops", OPR_NUM, 0, OPI_RECOMPUTE)
+/* bytes_moved: bytes read and written by the kernel(s); Lua's key "bytes" */
+OP_VAL(double, bytes_moved, , "bytes", OPR_NUM, 0, OPI_RECOMPUTE)
+/* bwd_flops: backward flops (0 = 2 x flops) */
+OP_VAL(double, bwd_flops, , "bwd_flops", OPR_NUM, 0, OPI_NONE)
+/* bwd_bytes: backward bytes moved (0 = 2 x bytes_moved) */
+OP_VAL(double, bwd_bytes, , "bwd_bytes", OPR_NUM, 0, OPI_NONE)
+/* layout_bytes: bytes cuDNN's layout transforms around the op's kernel move (read and
+ * written): [0] activations between NCHW and NHWC, [1] a filter between KCRS and KRSC; kernels
+ * of their own, priced by the profile's classes "layout" and "layout_filter" (G:op_layout) */
+OP_VAL(double, layout_bytes, [2], "", OPR_NO, 0, OPI_RECOMPUTE)
+/* bwd_layout_bytes: forward op: the same for its derived backward */
+OP_VAL(double, bwd_layout_bytes, [2], "", OPR_NO, 0, OPI_NONE)
+/* rowwise_rows: a row-per-block statistics kernel beside the op's own (GroupNorm's
+ * RowwiseMomentsCUDAKernel): its blocks, one per row... (G:op_rowwise) */
+OP_VAL(double, rowwise_rows, , "", OPR_NO, 0, OPI_RECOMPUTE)
+/* rowwise_row_bytes: ...and each row's bytes (bf16 elements x 2); priced by the profile's class
+ * "rowwise" (sim/cost.c rowwise_ns); 0: none */
+OP_VAL(double, rowwise_row_bytes, , "", OPR_NO, 0, OPI_RECOMPUTE)
+/* in_ckpt: recompute or backward of a checkpointed region: torch.utils.checkpoint's
+ * saved-tensor hooks make its host dispatch dearer */
+OP_VAL(bool, in_ckpt, , "", OPR_NO, false, OPI_NONE)
+/* kernels: kernel launches the op makes (a foreach op: one per tensor-list chunk; a derived GEMM
+ * backward: one per input gradient); 0 = 1 */
+OP_VAL(int, kernels, , "kernels", OPR_INT, 0, OPI_RECOMPUTE)
+/* bwd_kernels: forward op: launches of its backward (0: derived as above) */
+OP_VAL(int, bwd_kernels, , "bwd_kernels", OPR_INT, 0, OPI_NONE)
+/* host_extra_ns: host CPU time the op costs beyond its dispatch and launches: the per-parameter
+ * Python and C++ work of an optimizer step; Lua's key "host_us", in microseconds */
+OP_VAL(double, host_extra_ns, , "host_us", OPR_US, 0, OPI_NONE)
+/* has_dispatch: the op's host dispatch was measured for its op class (a module call, a cast,
+ * ...: lua/hw/calibrated/<gpu>_torch.lua host_class_us): dispatch_ns replaces the profile's one
+ * figure per op, and its launches are inside it. Set when Lua gives dispatch_us. */
+OP_VAL(bool, has_dispatch, , "", OPR_NO, false, OPI_BOTH)
+/* dispatch_ns: has_dispatch: host time to issue the op (its launches included) */
+OP_VAL(double, dispatch_ns, , "dispatch_us", OPR_US, -1, OPI_RECOMPUTE)
+/* dispatch_ckpt_ns: has_dispatch: what torch.utils.checkpoint adds to it in a checkpointed
+ * region (its saved-tensor hooks); a recomputation op has 0: its figure is the backward node's */
+OP_VAL(double, dispatch_ckpt_ns, , "dispatch_ckpt_us", OPR_US, 0, OPI_NONE)
+/* bwd_dispatch_ns: has_dispatch, forward op: the same of its derived backward node */
+OP_VAL(double, bwd_dispatch_ns, , "bwd_dispatch_us", OPR_US, 0, OPI_NONE)
+/* bwd_dispatch_ckpt_ns: and its checkpointed-region addition (the recomputation's hooks
+ * included) */
+OP_VAL(double, bwd_dispatch_ckpt_ns, , "bwd_dispatch_ckpt_us", OPR_US, 0, OPI_NONE)
+/* gemms: GEMM kernels the op runs (a derived backward GEMM op: one per input that needs a
+ * gradient); 0 = 1 */
+OP_VAL(int, gemms, , "", OPR_NO, 0, OPI_RECOMPUTE)
+/* lora_rank: > 0: a GEMM of a LoRA adapter of this rank (its backward too), of matrix lora_role
+ * 'A' (x A^T, rank-wide output) or 'B' (a B^T, rank-deep product): priced by the profile's
+ * adapter GEMM table where it has one (sim/cost.c lora_op_s) (G:op_lora). A checkpointed
+ * region's recomputation does not inherit them: it is priced as a plain GEMM of its shape.
+ * Pricing it from the adapter table instead raises the step time of vrsim validate's five
+ * checkpointed LoRA records by 0.1 to 1.3 % (three nearer the measurement, two further), a
+ * change of the cost model to be made on its own evidence. */
+OP_VAL(int, lora_rank, , "", OPR_NO, 0, OPI_BWD)
+OP_VAL(char, lora_role, , "", OPR_NO, 0, OPI_BWD)
+/* world: collectives: ranks taking part */
+OP_VAL(int, world, , "world", OPR_INT, 1, OPI_BOTH)
+
+/* ---- when and where it runs (sim/engine.c) ---- */
+/* layer: decoder layer / block index, -1 if none (reports, hooks) */
+OP_VAL(int, layer, , "layer", OPR_INT, -1, OPI_BOTH)
+/* stream: 0 compute, 1 communication (NCCL), 2 host-to-device, 3 device-to-host, 4 a second
+ * communication stream (FSDP2's reduce-scatter); allocations an op makes come from its stream's
+ * pool, and autograd runs a backward node on its forward op's stream */
+OP_VAL(int, stream, , "stream", OPR_INT, 0, OPI_BOTH)
+/* slot: > 0: the op's first output is held in this slot until the next op of the same slot
+ * runs, which frees it just before allocating its own outputs, or just after with
+ * slot_free_after (FSDP2 keeps each all-gather output and reduce-scatter input until the next
+ * collective of its kind, instead of record_stream) */
+OP_VAL(int, slot, , "slot", OPR_INT, 0, OPI_NONE)
+OP_VAL(bool, slot_free_after, , "slot_free_after", OPR_BOOL, false, OPI_NONE)
+/* hook: 0; 1: a copy of this op runs just before the backward of layer `layer`, 2: just after
+ * it (ZeRO/FSDP gathers and reductions); 3: just after the last gradient of parameter
+ * grads_of[0] in this backward is accumulated (a post-accumulate-grad hook: the optimizer step
+ * in backward); 4: just before the backward node of forward op `anchor` runs, or, for a hook op
+ * of a checkpointed region (region > 0), just before that region's recomputation (a saved
+ * tensor brought back as backward unpacks it) */
+OP_VAL(int, hook, , "hook", OPR_INT, 0, OPI_NONE)
+/* anchor: hook 4 without a region: the forward op index it precedes, else -1; Lua's key
+ * "before_op" */
+OP_VAL(int, anchor, , "before_op", OPR_INT, -1, OPI_NONE)
+/* grads_of: hook ops: parameters whose .grad are extra inputs */
+OP_LIST(int, grads_of, n_grads_of, "grads_of", OPR_HAND, OPE_TENSORS, OPI_NONE)
+/* free_grads: hook ops: drop those .grad tensors when the op ends */
+OP_VAL(bool, free_grads, , "free_grads", OPR_BOOL, false, OPI_NONE)
+/* remap_of: hook ops, one per output (or NULL): backward ops derived after this one use output
+ * k wherever they saved tensor remap_of[k] (a parameter gathered again for backward, as
+ * ZeRO-3/FSDP do) */
+OP_LISTX(int, remap_of, n_outputs, "remap_of", OPR_HAND, OPE_TENSORS, OPI_NONE)
+/* drop_persistent: frees of persistent tensors are honoured (param.grad = None) */
+OP_VAL(bool, drop_persistent, , "drop_persistent", OPR_BOOL, false, OPI_NONE)
+/* once: runs in the first step only (optimizer state creation) */
+OP_VAL(bool, once, , "once", OPR_BOOL, false, OPI_NONE)
+/* at_step: > 0: runs in that step only (DDP rebuilds its buckets in step 1); 0 = every step (or
+ * the first, with once) */
+OP_VAL(int, at_step, , "at_step", OPR_INT, 0, OPI_NONE)
+/* from_step: > 0: runs in that step and every later one (DDP's rebuilt buckets) */
+OP_VAL(int, from_step, , "from_step", OPR_INT, 0, OPI_NONE)
+/* step_start: runs as its steps begin, before every other op, whatever its place in the graph
+ * (DDP's bucket rebuild, declared once forward has shown the order gradients become ready) */
+OP_VAL(bool, step_start, , "step_start", OPR_BOOL, false, OPI_NONE)
+
+#undef OP_VAL
+#undef OP_STR
+#undef OP_LIST
+#undef OP_LISTX
