@@ -64,6 +64,7 @@ local SCHEMA = {
     build = { "string", "direct", "direct: the weights made in their dtype, as from_pretrained(torch_dtype=...) loads them; cast: built in fp32 then .to(dtype), as from_config does" },
     lora = { "table", nil, "peft's LoraConfig: { r = 16, targets = \"all-linear\" } (its keys: training.lora below)" },
     strategy = { "string", "none", "none, ddp, zero1, zero2, zero3 or fsdp2 (data parallel over hardware.count)" },
+    parallel = { "table", nil, "the device mesh, torchtitan's degrees: { dp_replicate, dp_shard, tp, cp, pp, ep, ... } (its keys: training.parallel below)" },
     cpu_threads = { "integer", 8, "intra-op CPU threads per rank (OMP_NUM_THREADS) for optimizer steps on the host" },
     empty_cache_after_build = { "boolean", false, "torch.cuda.empty_cache() once the model and optimizer are built" },
     zero = { "table", nil, "DeepSpeed/FSDP2/DDP knobs: { offload_optimizer = \"cpu\" } (its keys: training.zero below)" },
@@ -474,6 +475,7 @@ function P.normalize(scn, sets, file, src)
       tbl, sub = key:match("^(zero)%.([%w_]+)$")
       if tbl then sec3 = "training" end
       if not tbl then tbl, sub = key:match("^(lora)%.([%w_]+)$"); if tbl then sec3 = "training" end end
+      if not tbl then tbl, sub = key:match("^(parallel)%.([%w_]+)$"); if tbl then sec3 = "training" end end
     end
     if sec3 then
       -- a field of a table-valued field: training.zero.offload_optimizer=cpu
@@ -485,6 +487,7 @@ function P.normalize(scn, sets, file, src)
       if raw == "true" then v = true elseif raw == "false" then v = false
       elseif tonumber(raw) then v = tonumber(raw) end
       local bad_knob = (tbl == "zero" and unknown_zero_knob(sub)) or (tbl == "lora" and unknown_lora_key(sub))
+        or (tbl == "parallel" and require("vrsim.mesh").unknown_key(sub))
       if bad_knob then error(("--set %s: %s"):format(set, bad_knob), 0) end
       cfg[sec3][tbl] = cfg[sec3][tbl] or {}
       cfg[sec3][tbl][sub] = v
@@ -997,6 +1000,18 @@ end
 local function prepare(scn, sets, file, src)
   local cfg, ctx = P.normalize(scn, sets, file, src)
   for _, s in ipairs(sets) do if s:match("^gpu=") or s:match("^hardware%.gpu=") then ctx.from_set = true end end
+  -- the device mesh (training.parallel, or the strategy and count it shortens), before the links:
+  -- a layout sets the data-parallel strategy it implies (lua/vrsim/mesh.lua)
+  local mesh_mod = require "vrsim.mesh"
+  local mesh_sets = { "count", "hardware.count", "strategy", "training.strategy" }
+  for k in pairs(mesh_mod.FIELDS) do
+    mesh_sets[#mesh_sets + 1] = "parallel." .. k
+    mesh_sets[#mesh_sets + 1] = "training.parallel." .. k
+  end
+  local okm, mesh = pcall(mesh_mod.resolve, cfg, ctx.given)
+  if not okm then fail_given(ctx, sets, mesh_sets, "parallel", "training", tostring(mesh)) end
+  local nm = mesh_mod.not_modelled(mesh)
+  if nm then fail_given(ctx, sets, mesh_sets, "parallel", "training", nm) end
   local dev, g = device_of(cfg, ctx)
   -- Whether building the graph reads the allocator settings: the build sees cfg.allocator through
   -- a table that notes every read (and write); when nothing touched it, the graph is the same
@@ -1042,6 +1057,12 @@ local function prepare(scn, sets, file, src)
   end
   cfg.notes = cfg.notes or {}
   for _, n in ipairs(inert_given(cfg, ctx)) do cfg.notes[#cfg.notes + 1] = n end
+  for _, n in ipairs(mesh.notes) do cfg.notes[#cfg.notes + 1] = n end
+  if mesh.given then
+    cfg.notes[#cfg.notes + 1] = mesh_mod.describe(mesh, cfg.hardware.rank, cfg.hardware.gpus_per_node,
+      dev.interconnect:match("^[^+]*"), cfg.hardware.network)
+  end
+  st.mesh = mesh
   st.key = graph_key(st)
   st.notes_before = #cfg.notes
   return st
@@ -1433,6 +1454,12 @@ function P.fields_text()
   local lora = require "strategies.lora"
   out[#out + 1] = "training.lora (peft's LoraConfig: lora = { NAME = value }, --set lora.NAME=value; any lora_* precision uses it)"
   field_rows(out, lora.FIELDS, lora.CHOICES)
+  out[#out + 1] = ""
+  -- training.parallel: the device mesh's degrees (lua/vrsim/mesh.lua)
+  local mesh = require "vrsim.mesh"
+  out[#out + 1] = "training.parallel (the device mesh, outermost first " .. table.concat(mesh.ORDER, ", ")
+    .. "; product = hardware.count: parallel = { NAME = value }, --set parallel.NAME=value)"
+  field_rows(out, mesh.FIELDS, mesh.CHOICES)
   out[#out + 1] = ""
   out[#out + 1] = "Not modelled (refused by name): " .. unmodelled.WHERE .. "."
   out[#out + 1] = "GPU names: vrsim gpus. Hosts, links and networks: lua/hw/hosts.lua, links.lua."

@@ -1,0 +1,245 @@
+-- mesh.lua: the run's device mesh (training.parallel), checked and turned into process groups.
+--
+-- The layout is torchtitan's (torchtitan/distributed/parallel_dims.py): the world's ranks form a
+-- mesh of named dimensions, outermost first,
+--
+--   ORDER = pp, dp_replicate, dp_shard, cp, tp          (tp innermost: its ranks are adjacent)
+--
+-- and pp * dp_replicate * dp_shard * cp * tp == hardware.count. A rank r has the coordinate
+-- (r // stride(d)) % size(d) on dimension d, where stride(d) is the product of the sizes of the
+-- dimensions inside d; the process group of d that holds r is the size(d) ranks that differ from
+-- r on d alone. ep is no factor of the world: as in torchtitan, expert parallelism borrows its
+-- ranks from dp_shard * cp (times tp).
+--
+-- dp_shard = -1 is "the rest": hardware.count over the product of the other degrees.
+-- Without training.parallel, training.strategy and hardware.count are shorthands for one
+-- data-parallel dimension: fsdp2, zero1, zero2 and zero3 over N GPUs are dp_shard = N (FSDP2 with
+-- training.zero.shard_group = S: dp_shard = S, dp_replicate = N / S, hybrid sharding), ddp is
+-- dp_replicate = N.
+--
+-- Each group is placed on the machines: how many of its ranks share a node of
+-- hardware.gpus_per_node GPUs, how many nodes it spans, and so which link its collectives use (the
+-- node's NVLink or PCIe inside one node; the network between nodes).
+local M = {}
+
+-- The mesh dimensions, outermost first (torchtitan's ParallelDims mesh order).
+M.ORDER = { "pp", "dp_replicate", "dp_shard", "cp", "tp" }
+
+-- torchtitan's pipeline schedules (torch.distributed.pipelining's schedule classes by the names
+-- torchtitan's parallelism.pipeline_parallel_schedule takes).
+local SCHEDULES = { "1F1B", "GPipe", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble",
+                    "LoopedBFS", "DualPipeV" }
+
+-- training.parallel's keys: { type, default, help } as the plan's schema writes a field.
+M.FIELDS = {
+  dp_replicate = { "integer", 1, "data-parallel replicas (DDP; with dp_shard > 1, FSDP2 hybrid sharding's replicate dimension)" },
+  dp_shard = { "integer", -1, "FSDP2 shards of each replica; -1: the rest of hardware.count (torchtitan's data_parallel_shard_degree)" },
+  tp = { "integer", 1, "tensor parallelism (DTensor ColwiseParallel/RowwiseParallel, sequence parallel on the norms): ranks of one layer's shards, innermost" },
+  cp = { "integer", 1, "context parallelism (ring attention): ranks that split each sequence" },
+  pp = { "integer", 1, "pipeline parallelism: stages, outermost" },
+  ep = { "integer", 1, "expert parallelism: ranks the experts are split over, borrowed from dp_shard * cp (no factor of the world)" },
+  pp_schedule = { "string", "1F1B", "pipeline schedule (torch.distributed.pipelining)" },
+  pp_microbatches = { "integer", nil, "micro-batches per step through the pipeline" },
+}
+M.CHOICES = { pp_schedule = SCHEDULES }
+
+local DEGREES = { "pp", "dp_replicate", "dp_shard", "cp", "tp", "ep" }
+
+local function sorted_keys(t)
+  local r = {}
+  for k in pairs(t) do r[#r + 1] = k end
+  table.sort(r)
+  return r
+end
+
+-- The error for a key of training.parallel that is not one (nil when it is).
+function M.unknown_key(k)
+  if type(k) == "string" and M.FIELDS[k] then return nil end
+  return ("training.parallel.%s is not a key vrsim knows (one of: %s)"):format(tostring(k),
+    table.concat(sorted_keys(M.FIELDS), ", "))
+end
+
+-- training.parallel.k = v checked: the value, or nil and the message.
+local function check_key(k, v)
+  local where = "training.parallel." .. k
+  if k == "pp_schedule" then
+    if type(v) ~= "string" then return nil, where .. " must be a string" end
+    for _, s in ipairs(SCHEDULES) do if s == v then return v end end
+    return nil, ("%s: unknown schedule '%s' (one of: %s)"):format(where, v, table.concat(SCHEDULES, ", "))
+  end
+  local i = math.type(v) == "integer" and v or (type(v) == "number" and math.tointeger(v))
+  if not i then return nil, ("%s must be an integer, not %s"):format(where, tostring(v)) end
+  if k == "dp_shard" then
+    if i ~= -1 and (i < 1 or i > 65536) then
+      return nil, ("%s = %d is out of range: must be -1 (the rest) or an integer in [1, 65536]"):format(where, i)
+    end
+  elseif i < 1 or i > 65536 then
+    return nil, ("%s = %d is out of range: must be an integer in [1, 65536]"):format(where, i)
+  end
+  return i
+end
+
+-- The degrees the shorthands training.strategy / hardware.count stand for.
+local function shorthand(t, n)
+  local d = { pp = 1, dp_replicate = 1, dp_shard = 1, cp = 1, tp = 1, ep = 1 }
+  if t.strategy == "ddp" then
+    d.dp_replicate = n
+  elseif t.strategy ~= "none" then
+    local s = t.strategy == "fsdp2" and t.zero and t.zero.shard_group
+    if s and s > 0 and s < n and n % s == 0 then d.dp_shard, d.dp_replicate = s, n // s
+    else d.dp_shard = n end
+  end
+  return d
+end
+
+-- The data-parallel strategy a layout implies, as torchtitan applies it: FSDP2 where dp_shard > 1
+-- (hybrid sharding with dp_replicate > 1 too), DDP where only dp_replicate is, none otherwise.
+local function implied_strategy(d)
+  if d.dp_shard > 1 then return "fsdp2" end
+  if d.dp_replicate > 1 then return "ddp" end
+  return "none"
+end
+
+-- The mesh of a normalized scenario: { degrees = { pp, dp_replicate, dp_shard, cp, tp, ep },
+-- world, given (training.parallel was written), pp_schedule, pp_microbatches, notes (what the
+-- layout was given that this run does not read) }. With
+-- training.parallel given, training.strategy (unless the scenario gave one, which must agree) and
+-- training.zero.shard_group are set from it, so the data-parallel strategies read the layout.
+-- Raises a message (no file:line; the caller adds it) when the layout is not one.
+function M.resolve(cfg, given)
+  local t, n = cfg.training, cfg.hardware.count
+  local p = t.parallel
+  if p == nil then
+    local d = shorthand(t, n)
+    return { degrees = d, world = n, given = false, pp_schedule = M.FIELDS.pp_schedule[2], notes = {} }
+  end
+  local d = { pp = 1, dp_replicate = 1, dp_shard = -1, cp = 1, tp = 1, ep = 1 }
+  local sched, micro = M.FIELDS.pp_schedule[2], nil
+  for _, k in ipairs(sorted_keys(p)) do
+    local msg = M.unknown_key(k)
+    if msg then error(msg, 0) end
+    local v, bad = check_key(k, p[k])
+    if bad then error(bad, 0) end
+    if k == "pp_schedule" then sched = v elseif k == "pp_microbatches" then micro = v else d[k] = v end
+  end
+  local others = d.pp * d.dp_replicate * d.cp * d.tp
+  if d.dp_shard == -1 then
+    if n % others ~= 0 then
+      error(("training.parallel: pp * dp_replicate * cp * tp = %d does not divide hardware.count = %d, "
+             .. "so dp_shard = -1 (the rest) is no integer"):format(others, n), 0)
+    end
+    d.dp_shard = n // others
+  end
+  local prod = others * d.dp_shard
+  if prod ~= n then
+    error(("training.parallel: pp * dp_replicate * dp_shard * cp * tp = %d * %d * %d * %d * %d = %d, "
+           .. "and hardware.count = %d: the mesh must hold every GPU"):format(d.pp, d.dp_replicate,
+           d.dp_shard, d.cp, d.tp, prod, n), 0)
+  end
+  local want = implied_strategy(d)
+  if given["training.strategy"] then
+    local s = t.strategy
+    local fits = s == want or ((s == "zero1" or s == "zero2" or s == "zero3") and d.dp_replicate == 1)
+    if not fits then
+      error(("training.strategy = \"%s\" does not match training.parallel (dp_replicate = %d, dp_shard = %d), "
+             .. "which is %s: leave training.strategy out, or make them agree"):format(s, d.dp_replicate,
+             d.dp_shard, want == "none" and "no data parallelism" or want), 0)
+    end
+  else
+    t.strategy = want
+  end
+  if t.strategy == "fsdp2" and d.dp_replicate > 1 then
+    local sg = t.zero and t.zero.shard_group
+    if sg and sg ~= 0 and sg ~= d.dp_shard then
+      error(("training.zero.shard_group = %d and training.parallel.dp_shard = %d: hybrid sharding's shard "
+             .. "group is dp_shard (leave shard_group out)"):format(sg, d.dp_shard), 0)
+    end
+    t.zero = t.zero or {}
+    t.zero.shard_group = d.dp_shard
+  end
+  -- (a pipeline knob without a pipeline asks for nothing: said so, as the plan's inert fields are)
+  local notes = {}
+  if d.pp == 1 then
+    for _, k in ipairs { "pp_schedule", "pp_microbatches" } do
+      if p[k] ~= nil then
+        notes[#notes + 1] = ("training.parallel.%s = %s has no effect on this run: pp = 1 (no pipeline)"):format(k, tostring(p[k]))
+      end
+    end
+  end
+  return { degrees = d, world = n, given = true, pp_schedule = sched, pp_microbatches = micro, notes = notes }
+end
+
+-- What the mesh asks for that vrsim does not model yet: the message (naming the knob), or nil.
+-- Every such refusal is here, in one place, so that modelling a dimension is removing its line.
+function M.not_modelled(mesh)
+  local d = mesh.degrees
+  if d.pp > 1 then
+    return ("training.parallel.pp = %d: pipeline parallelism is not modelled yet"):format(d.pp)
+  end
+  if d.tp > 1 then
+    return ("training.parallel.tp = %d: tensor parallelism is not modelled yet"):format(d.tp)
+  end
+  if d.cp > 1 then
+    return ("training.parallel.cp = %d: context parallelism (ring attention) is not modelled yet"):format(d.cp)
+  end
+  if d.ep > 1 then
+    return ("training.parallel.ep = %d: expert parallelism is not modelled yet"):format(d.ep)
+  end
+  return nil
+end
+
+-- The process groups of the mesh, one per dimension in ORDER: { dim, size, stride (ranks between
+-- neighbours of the group), ranks_per_node (the most of its ranks one node holds), nodes (how
+-- many nodes it spans), link ("intra" inside one node, else "network"), ranks (rank `rank`'s
+-- group, in order) }, and coords (rank's coordinate on each dimension). gpus_per_node places
+-- ranks on nodes: rank r is on node r // gpus_per_node.
+function M.groups(mesh, rank, gpus_per_node)
+  local d = mesh.degrees
+  local out, coords = {}, {}
+  local stride = 1
+  local strides = {}
+  for i = #M.ORDER, 1, -1 do
+    strides[M.ORDER[i]] = stride
+    stride = stride * d[M.ORDER[i]]
+  end
+  for _, dim in ipairs(M.ORDER) do
+    local size, s = d[dim], strides[dim]
+    local c = (rank // s) % size
+    coords[dim] = c
+    local base = rank - c * s
+    local ranks, per_node, most = {}, {}, 0
+    for i = 0, size - 1 do
+      local r = base + i * s
+      ranks[#ranks + 1] = r
+      local node = r // gpus_per_node
+      per_node[node] = (per_node[node] or 0) + 1
+      if per_node[node] > most then most = per_node[node] end
+    end
+    local nodes = 0
+    for _ in pairs(per_node) do nodes = nodes + 1 end
+    out[#out + 1] = { dim = dim, size = size, stride = s, ranks_per_node = most, nodes = nodes,
+                      link = nodes > 1 and "network" or "intra", ranks = ranks }
+  end
+  return out, coords
+end
+
+-- One line that states the mesh and its groups of more than one rank, for the run's notes:
+-- intra is the link inside a node ("nvlink", "pcie"), network the one between nodes.
+function M.describe(mesh, rank, gpus_per_node, intra, network)
+  local d = mesh.degrees
+  local sizes = {}
+  for _, dim in ipairs(M.ORDER) do sizes[#sizes + 1] = dim .. " " .. d[dim] end
+  local groups = M.groups(mesh, rank, gpus_per_node)
+  local parts = {}
+  for _, g in ipairs(groups) do
+    if g.size > 1 then
+      parts[#parts + 1] = ("%s: %d ranks, stride %d, %d per node over %d node%s (%s)"):format(g.dim, g.size,
+        g.stride, g.ranks_per_node, g.nodes, g.nodes == 1 and "" or "s",
+        g.link == "intra" and intra or network)
+    end
+  end
+  return ("device mesh [%s]%s%s"):format(table.concat(sizes, ", "), #parts > 0 and "; " or "",
+                                        table.concat(parts, "; "))
+end
+
+return M
