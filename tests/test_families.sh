@@ -409,10 +409,10 @@ for c in gemma-3-4b-text.json phi-3-mini-4k-instruct.json olmo-2-1124-7b.json; d
   done
 done
 
-# 14. the mixture-of-experts families other than Mixtral and Qwen3-MoE, and Gemma 3's multimodal class, are not
-# modelled: exit 2 naming the architecture (AutoModelForCausalLM's class for each)
-for am in GptOssForCausalLM:gpt_oss \
-          DeepseekV3ForCausalLM:deepseek_v3 Gemma3ForConditionalGeneration:gemma3; do
+# 14. the mixture-of-experts families other than Mixtral, Qwen3-MoE, GPT-OSS and DeepSeek-V2/V3, and Gemma 3's
+# multimodal class, are not modelled: exit 2 naming the architecture (AutoModelForCausalLM's class for each)
+for am in Qwen2MoeForCausalLM:qwen2_moe \
+          Glm4MoeForCausalLM:glm4_moe Gemma3ForConditionalGeneration:gemma3; do
   a=${am%%:*}; t=${am#*:}
   printf '{ "architectures": ["%s"], "model_type": "%s", "num_hidden_layers": 2 }\n' "$a" "$t" > "$tmp/moe.json"
   scn moe moe.json

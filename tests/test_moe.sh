@@ -1,5 +1,5 @@
 #!/bin/sh
-# Mixture-of-experts layers (lua/models/moe.lua) as transformers 5.25 runs them: Mixtral from its
+# Mixture-of-experts layers (lua/models/moe.lua, gpt_oss.lua) as transformers 5.25 runs them: Mixtral from its
 # config.json with the exact parameter count, the router and the grouped-GEMM experts allocating
 # what the real forward allocates, peft's and bitsandbytes' reach (Linear modules only), and the
 # configurations that are refused.
@@ -94,6 +94,74 @@ q3 qsparse "" q4.json
 got=$("$VRSIM" "$tmp/qsparse.lua" --json --no-files | field 'sum(v for k, v in d["parameters"].items())')
 if [ "$got" = 1415334912 ]; then ok "Qwen3-MoE decoder_sparse_step and mlp_only_layers: dense layers where transformers has them"
 else bad "Qwen3-MoE sparse step: $got parameters, transformers counts 1415334912"; fi
+
+# 6. GPT-OSS (models/gpt_oss.lua): gpt-oss-20b's and gpt-oss-120b's parameters as transformers counts
+#    them (meta device, 5.25): 20,914,757,184 and 116,829,156,672; the MXFP4 experts taken as
+#    dequantized to bf16, with a note
+cp scenarios/configs/gpt-oss-20b.json scenarios/configs/gpt-oss-120b.json "$tmp/"
+go() { # name config [training fields]
+  cat > "$tmp/$1.lua" <<EOS
+return { hardware = { gpu = "h200" }, model = { config = "$2" },
+  training = { micro_batch = 1, seq = 256, precision = "bf16", steps = 2, optimizer = "sgd", $3 } }
+EOS
+}
+for cn in gpt-oss-20b:20914757184 gpt-oss-120b:116829156672; do
+  c=${cn%%:*}; want=${cn#*:}
+  go gfull "$c.json"
+  "$VRSIM" "$tmp/gfull.lua" --json --no-files > "$tmp/gfull.json" 2>"$tmp/err"
+  got=$(field 'sum(d["parameters"].values())' < "$tmp/gfull.json")
+  note=$(field '" ".join(d["notes"])' < "$tmp/gfull.json")
+  case "$got $note" in
+    "$want "*"MXFP4 weights are taken as dequantized to bf16"*) ok "$c: $want parameters, as transformers counts; MXFP4 noted as dequantized" ;;
+    *) bad "$c: $got parameters (transformers: $want), notes: $note" ;;
+  esac
+done
+#    layer 0 (sliding) of gpt-oss-20b cut to two layers at 1 x 256 tokens, as transformers' fake-CUDA
+#    forward allocates (validation/oracle/captures/gpt_oss_20b_l2_bf16): the eager attention with
+#    its sinks (q @ k^T, * scaling, + mask, the cat with the sinks column (b, 64, s, s + 1), the
+#    row max and its int64 indices, the shifted logits, softmax, @ v, the transpose copy) and the
+#    MLP (router addmm with its bias, topk, softmax over k in bf16, sort, perm // k, the gathers,
+#    histc, cumsum, the gate_up bias gather and grouped GEMM, the two clamps, gate * alpha,
+#    sigmoid, glu, up + 1, their product, the down bias gather and grouped GEMM, the weighting,
+#    the inverse permutation, the reorder, the sum over k)
+python3 -c "import json, sys; d = json.load(open(sys.argv[1])); d.update(num_hidden_layers=2, layer_types=d['layer_types'][:2]); json.dump(d, open(sys.argv[2], 'w'))" \
+  scenarios/configs/gpt-oss-20b.json "$tmp/g2.json"
+go gtwo g2.json
+"$VRSIM" "$tmp/gtwo.lua" --no-files --alloc-trace "$tmp/g2.csv" >/dev/null 2>"$tmp/err"
+want="8388608 8388608 8388608 8421376 32768 131072 8421376 8421376 2097152 2097152"
+got=$(awk -F, '$7 ~ /^layers\.1\./ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.self_attn\.(qk|scale|add_mask|cat_sinks|row_max|sub_max|softmax|pv|attn_transpose)$/ { printf "%s ", $5 }' "$tmp/g2.csv" | sed 's/ $//')
+if [ "$got" = "$want" ]; then ok "GPT-OSS attention with sinks: transformers' eager allocations in order"
+else bad "GPT-OSS attention allocates: $got (transformers: $want)"; fi
+want="16384 2048 8192 2048 8192 8192 8192 5898240 2048 4096 128 128 11796480 11796480 5898240 5898240 5898240 5898240 5898240 5898240 5898240 5898240 5898240 5898240 8192 8192 5898240 1474560"
+got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp/ { printf "%s ", $5 }' "$tmp/g2.csv" | sed 's/ $//')
+if [ "$got" = "$want" ]; then ok "GPT-OSS MLP forward: transformers' 28 allocations in order (biases, clamped SwiGLU)"
+else bad "GPT-OSS MLP forward allocates: $got (transformers: $want)"; fi
+#    all-linear LoRA r 16 reaches q, k, v and o only (the router and experts are not nn.Linear):
+#    663,552 parameters in two layers, as peft 0.21 counts; peft has no default targets for gpt_oss
+go glora g2.json 'precision = "lora_bf16", lora = { r = 16, targets = "all-linear" }'
+n=$("$VRSIM" "$tmp/glora.lua" --json --no-files 2>"$tmp/err" | field 'd["n_trainable"]')
+if [ "$n" = 663552 ]; then ok "GPT-OSS all-linear LoRA: 663552 trainable, as peft counts"
+else bad "GPT-OSS all-linear LoRA: $n trainable (peft: 663552)"; fi
+#    refused by name: the experts kept in MXFP4, fp16, autocast, flash attention, LoRA without targets
+python3 -c "import json, sys; d = json.load(open(sys.argv[1])); d['quantization_config']['dequantize'] = False; json.dump(d, open(sys.argv[2], 'w'))" \
+  "$tmp/g2.json" "$tmp/gkeep.json"
+go gkeep gkeep.json
+"$VRSIM" "$tmp/gkeep.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q "dequantize = false.*not modelled" "$tmp/out"; then ok "MXFP4 kept (dequantize false): exit 2 naming it"
+else bad "MXFP4 kept: exit $rc: $(cat "$tmp/out")"; fi
+for kv in 'precision = "fp16"|fp16 is not modelled' 'precision = "amp_bf16"|autocast' \
+          'attention = "flash"|flash kernels' 'precision = "lora_bf16"|no default target modules for gpt_oss'; do
+  go gbad g2.json "${kv%%|*}"
+  "$VRSIM" "$tmp/gbad.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+  if [ $rc = 2 ] && grep -q "${kv#*|}" "$tmp/out"; then ok "GPT-OSS ${kv%%|*}: exit 2 naming it"
+  else bad "GPT-OSS ${kv%%|*}: exit $rc: $(cat "$tmp/out")"; fi
+done
+#    SDPA asked for (the default) runs eager, with a note
+note=$("$VRSIM" "$tmp/gtwo.lua" --json --no-files 2>"$tmp/err" | field '" ".join(d["notes"])')
+case "$note" in
+  *"does not run SDPA"*"falls back to eager"*) ok "GPT-OSS: SDPA falls back to eager, noted" ;;
+  *) bad "GPT-OSS SDPA note missing: $note" ;;
+esac
 
 echo "test_moe: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

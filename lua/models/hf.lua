@@ -9,7 +9,8 @@
 -- qwen2.lua, which is Llama's tree with biases on q/k/v), and its name in FAMILIES.
 local H = {}
 
-H.FAMILIES = { "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2", "mixtral", "qwen3_moe" }
+H.FAMILIES = { "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2", "mixtral", "qwen3_moe", "gpt_oss",
+              "deepseek_v2", "deepseek_v3" }
 
 local function families()
   local by_arch, by_type = {}, {}
@@ -113,7 +114,8 @@ H.NEUTRAL = {
 function H.check_keys(hf, where, extra)
   local unknown = {}
   for k, v in pairs(hf) do
-    local known = H.NEUTRAL[k] or (extra and extra[k])
+    -- a family that reads a key itself (GPT-OSS's quantization_config) lists it in extra
+    local known = (extra and extra[k]) or H.NEUTRAL[k]
     if known == nil then
       unknown[#unknown + 1] = tostring(k)
     elseif known == 0 and v ~= nil and v ~= 0 and v ~= false and type(v) ~= "userdata" then

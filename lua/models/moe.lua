@@ -1,7 +1,9 @@
 -- moe.lua: a sparse mixture-of-experts block as transformers 5.x runs it in training (5.25:
 -- models/mixtral/modeling_mixtral.py MixtralSparseMoeBlock and MixtralTopKRouter, the experts
 -- by integrations/moe.py grouped_mm_experts_forward). The families that use it (mixtral.lua,
--- qwen3_moe.lua) put it where their decoder layer has its MLP.
+-- qwen3_moe.lua) put it where their decoder layer has its MLP; GPT-OSS (gpt_oss.lua) builds its
+-- own experts from its pieces, and DeepSeek (deepseek_v3.lua) its own router around
+-- experts_forward.
 --
 --   gate: a TopKRouter (weight (E, hidden); not an nn.Linear, so peft's "all-linear" and
 --         bitsandbytes leave it alone): logits = F.linear(x, weight); softmax in fp32; top-k;
@@ -50,9 +52,11 @@ end
 
 -- torch grouped GEMM of the S rows of x with each expert's (out, in) matrix of w (E, out, in),
 -- weight.transpose(-2, -1) a view: what it saves follows F.linear (x for the weight's gradient,
--- the weight for x's).
-local function grouped_mm(cx, name, x, w, offsets)
+-- the weight for x's). transposed: w is laid out (E, in, out) and goes in as it is (GPT-OSS's
+-- experts, is_transposed=True).
+local function grouped_mm(cx, name, x, w, offsets, transposed)
   local s, cin, cout = x.shape[1], w.shape[3], w.shape[2]
+  if transposed then cin, cout = w.shape[2], w.shape[3] end
   local saves = {}
   if w.rg then saves[#saves + 1] = x end
   if x.rg then saves[#saves + 1] = w end
@@ -65,41 +69,13 @@ local function grouped_mm(cx, name, x, w, offsets)
                      dtype = x.dtype })
 end
 
--- MixtralSparseMoeBlock.forward(hidden_states (b, s, hidden)).
-local function moe_forward(cx, m, x)
-  local e = m.moe
-  local pre = m.opname
-  local b, s, h = x.shape[1], x.shape[2], x.shape[3]
-  local t, k, ne, inter = b * s, e.top_k, e.experts, e.intermediate
+-- grouped_mm_experts_forward(hidden_states (t, hidden), top_k_index, top_k_weights) of an experts
+-- module `ex` (gate_up_proj (E, 2 * inter, hidden), down_proj (E, hidden, inter), no biases) in
+-- block `pre`: e.experts, e.top_k, e.intermediate. Returns the (t, hidden) output in x_dtype.
+local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
+  local t, h = hs.shape[1], hs.shape[2]
+  local k, ne, inter = e.top_k, e.experts, e.intermediate
   local n = t * k
-  local dt = x.dtype
-  local hs = nn.view(cx, x, { t, h }, pre .. ".hidden_flat")
-
-  -- the router: `_, top_k_weights, top_k_index = self.gate(hidden_states)`; router_logits is
-  -- bound to `_` until the block returns
-  local logits = mod.call(cx, m.children.gate, hs)
-  local l32 = nn.to(cx, logits, "fp32", pre .. ".router_logits.float")
-  local probs = nn.op(cx, { name = pre .. ".router_softmax", kind = "softmax", inputs = { l32 },
-                            outs = { { pre .. ".router_probs", { t, ne }, "fp32" } }, save_outs = { 1 } })
-  -- TopkBackward0 keeps the indices and scatters the gradient into zeros of the input's shape
-  local topv, topi = nn.op(cx, { name = pre .. ".topk", inputs = { probs },
-                                 outs = { { pre .. ".top_k_values", { t, k }, "fp32" },
-                                          { pre .. ".top_k_index", { t, k }, "int64", no_grad = true } },
-                                 save_outs = { 2 } })
-  if e.norm_topk then
-    -- `router_top_value /= router_top_value.sum(dim=-1, keepdim=True)`: in place, so the
-    -- DivBackward0 node keeps a copy of the values it divided, and the divisor
-    local sum = nn.op(cx, { name = pre .. ".topk_sum", kind = "reduce_rows", inputs = { topv },
-                            outs = { { pre .. ".topk_sum", { t, 1 }, "fp32" } }, frees = {} })
-    topv = nn.op(cx, { name = pre .. ".topk_normalize", kind = "broadcast_rows", inputs = { topv, sum },
-                       outs = { { pre .. ".top_k_weights", { t, k }, "fp32" } }, saves = { topv, sum } })
-  end
-
-  -- Qwen3-MoE's router hands its weights back in the logits' dtype
-  -- (`router_top_value.to(router_logits.dtype)`); Mixtral's stay fp32
-  if e.weights_to_logits_dtype then topv = nn.to(cx, topv, logits.dtype, pre .. ".top_k_weights.to") end
-
-  -- grouped_mm_experts_forward
   local weights = nn.view(cx, topv, { n }, pre .. ".sample_weights")
   local ids = nn.view(cx, topi, { n }, pre .. ".expert_ids")
   local ids_sorted, perm = index_op(cx, pre .. ".sort", { ids },
@@ -112,7 +88,6 @@ local function moe_forward(cx, m, x)
   local counts = index_op(cx, pre .. ".histc", { ids32 }, { { pre .. ".tokens_per_expert", { ne }, "int32" } })
   local offsets = index_op(cx, pre .. ".cumsum", { counts }, { { pre .. ".offsets", { ne }, "int32" } })
 
-  local ex = m.children.experts
   local gu, dp = W(cx, ex.p.gate_up_proj), W(cx, ex.p.down_proj)
   -- grouped_mm is not autocast-enabled: `input.to(weight.dtype)`
   local sel = nn.to(cx, selected, gu.dtype, pre .. ".experts.input_cast")
@@ -139,11 +114,50 @@ local function moe_forward(cx, m, x)
   -- of it: a copy of the pairs' size (the oracle's Mixtral capture: clone <- experts|view)
   local summed = nn.op(cx, { name = pre .. ".sum_top_k", kind = "reduce_rows", inputs = { reordered },
                              outs = { { pre .. ".final_hidden", { t, h }, reordered.dtype } } })
-  local out = nn.to(cx, summed, x.dtype, pre .. ".final_hidden.to")
+  return nn.to(cx, summed, x_dtype, pre .. ".final_hidden.to")
+end
+
+-- MixtralSparseMoeBlock.forward(hidden_states (b, s, hidden)).
+local function moe_forward(cx, m, x)
+  local e = m.moe
+  local pre = m.opname
+  local b, s, h = x.shape[1], x.shape[2], x.shape[3]
+  local t, k, ne = b * s, e.top_k, e.experts
+  local hs = nn.view(cx, x, { t, h }, pre .. ".hidden_flat")
+
+  -- the router: `_, top_k_weights, top_k_index = self.gate(hidden_states)`; router_logits is
+  -- bound to `_` until the block returns
+  local logits = mod.call(cx, m.children.gate, hs)
+  local l32 = nn.to(cx, logits, "fp32", pre .. ".router_logits.float")
+  local probs = nn.op(cx, { name = pre .. ".router_softmax", kind = "softmax", inputs = { l32 },
+                            outs = { { pre .. ".router_probs", { t, ne }, "fp32" } }, save_outs = { 1 } })
+  -- TopkBackward0 keeps the indices and scatters the gradient into zeros of the input's shape
+  local topv, topi = nn.op(cx, { name = pre .. ".topk", inputs = { probs },
+                                 outs = { { pre .. ".top_k_values", { t, k }, "fp32" },
+                                          { pre .. ".top_k_index", { t, k }, "int64", no_grad = true } },
+                                 save_outs = { 2 } })
+  if e.norm_topk then
+    -- `router_top_value /= router_top_value.sum(dim=-1, keepdim=True)`: in place, so the
+    -- DivBackward0 node keeps a copy of the values it divided, and the divisor
+    local sum = nn.op(cx, { name = pre .. ".topk_sum", kind = "reduce_rows", inputs = { topv },
+                            outs = { { pre .. ".topk_sum", { t, 1 }, "fp32" } }, frees = {} })
+    topv = nn.op(cx, { name = pre .. ".topk_normalize", kind = "broadcast_rows", inputs = { topv, sum },
+                       outs = { { pre .. ".top_k_weights", { t, k }, "fp32" } }, saves = { topv, sum } })
+  end
+
+  -- Qwen3-MoE's router hands its weights back in the logits' dtype
+  -- (`router_top_value.to(router_logits.dtype)`); Mixtral's stay fp32
+  if e.weights_to_logits_dtype then topv = nn.to(cx, topv, logits.dtype, pre .. ".top_k_weights.to") end
+
+  local out = experts_forward(cx, pre, m.children.experts, hs, topv, topi, e, x.dtype)
   -- the router's logits die as the block returns
   nn.release(cx, { logits }, pre .. ": returns")
   return nn.view(cx, out, { b, s, h }, pre .. ".out")
 end
+
+-- The pieces another family's experts forward is made of (gpt_oss.lua).
+M.index_op, M.gather_rows, M.grouped_mm = index_op, gather_rows, grouped_mm
+M.experts_forward = experts_forward
 
 -- The block of `cfg` for decoder layer prefix `pre`: cfg.experts, cfg.top_k,
 -- cfg.moe_intermediate, cfg.norm_topk_prob, cfg.router_weights_to_logits_dtype; `classes` names

@@ -152,6 +152,8 @@ function M.build(cx, cfg)
     lora = L.settings(t.lora, { r = 8, alpha = 32, dropout = 0.05, targets = { "q_proj", "v_proj" },
                                 aliases = { q = "q_proj", k = "k_proj", v = "v_proj", o = "o_proj",
                                             gate = "gate_proj", up = "up_proj", down = "down_proj" } })
+    -- a family whose peft targets go beyond Linear modules (its target_parameters) refuses them
+    if fam.check_lora then fam.check_lora(lora, mc) end
     lora_hit = L.apply(root, lora, "lm_head")
   end
   local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes)

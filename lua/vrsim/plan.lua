@@ -32,7 +32,7 @@ local SCHEMA = {
     capacity_mib = { "number", nil, "the same in MiB" },
   },
   model = {
-    arch = { "string", nil, "model family: llama2 (named Llama-2 shapes), llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, olmo2, mixtral, qwen3_moe (from model.config), sdxl" },
+    arch = { "string", nil, "model family: llama2 (named Llama-2 shapes), llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, olmo2, mixtral, qwen3_moe, gpt_oss, deepseek_v2, deepseek_v3 (from model.config), sdxl" },
     variant = { "string", nil, "model-specific variant (sdxl: sdxl-base-unet, ...)" },
     size = { "string", "7b", "7b, 13b, 70b, or NAME-lN (cut to N layers)" },
     layers = { "integer", nil, "override the layer count" },
@@ -93,7 +93,8 @@ local CHOICES = {
   kind = { caching = 1, ideal = 1 },
   strategy = { none = 1, ddp = 1, zero1 = 1, zero2 = 1, zero3 = 1, fsdp2 = 1 },
   interconnect = { auto = 1, nvlink = 1, pcie = 1 },
-  arch = { llama2 = 1, llama = 1, mistral = 1, qwen2 = 1, qwen3 = 1, gemma2 = 1, gemma3 = 1, phi3 = 1, olmo2 = 1, mixtral = 1, qwen3_moe = 1, sdxl = 1 },
+  arch = { llama2 = 1, llama = 1, mistral = 1, qwen2 = 1, qwen3 = 1, gemma2 = 1, gemma3 = 1, phi3 = 1, olmo2 = 1, mixtral = 1, qwen3_moe = 1, gpt_oss = 1,
+          deepseek_v2 = 1, deepseek_v3 = 1, sdxl = 1 },
   loss = { full = 1, liger_fused = 1, chunked = 1 },
 }
 
