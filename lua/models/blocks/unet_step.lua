@@ -15,6 +15,10 @@
 --   pooled_dim     the added text embedding's width (nil: the UNet takes none)
 --   time_ids       the added time ids' count (nil: none)
 --   vae_dtype(t, pd, ac)   the VAE's dtype for training.vae (nil: cached latents)
+--   latents_as_encoded     true: the latents keep the VAE's dtype (train_text_to_image.py);
+--                  otherwise they are cast to the UNet's parameter dtype
+--   encoders_autocast      false: the text encoders run outside autocast (a script whose
+--                  accelerator autocasts only the prepared UNet's forward)
 --   lora_targets   peft's target_modules in the family's LoRA script
 -- Parameters are named as in diffusers' state dicts ("unet.down_blocks...", "text_encoder...",
 -- "vae.encoder..."), so the report groups them by model.
@@ -206,7 +210,7 @@ function S.build(cx, cfg, fam)
       cx.autocast = nil
       local l = mod.call(cx, V, inp.pixels)
       cx.autocast = saved_ac
-      l = nn.to(cx, l, act, "latents.to_unet_dtype")
+      if not fam.latents_as_encoded then l = nn.to(cx, l, act, "latents.to_unet_dtype") end
       cx.no_grad = false
       inp.latents = l
     end
@@ -214,15 +218,19 @@ function S.build(cx, cfg, fam)
     if te_mode ~= "cached" then
       local frozen = te_mode == "frozen"
       cx.no_grad = frozen
+      local saved_ac = cx.autocast
+      if fam.encoders_autocast == false then cx.autocast = nil end
       local outs = {}
       for i = 1, #TE do outs[i] = { mod.call(cx, TE[i], inp.ids[i]) } end
       inp.context, inp.text_embeds = fam.encode(cx, outs)
+      cx.autocast = saved_ac
       cx.no_grad = false
     end
     -- noise = randn_like(latents); timesteps; noisy = scheduler.add_noise(latents, noise, t)
-    inp.target = nn.op_sized(cx, { name = "noise", inputs = {}, outs = { { "noise", inp.latents.shape, act } } })
+    local ldt = inp.latents.dtype
+    inp.target = nn.op_sized(cx, { name = "noise", inputs = {}, outs = { { "noise", inp.latents.shape, ldt } } })
     inp.sample = nn.op_sized(cx, { name = "add_noise", inputs = { inp.latents, inp.target },
-                             outs = { { "noisy_latents", inp.latents.shape, act } },
+                             outs = { { "noisy_latents", inp.latents.shape, ldt } },
                              frees = { inp.latents } })
   end
 
