@@ -353,7 +353,8 @@ end
 -- Timestep embeddings ------------------------------------------------------------------------
 
 -- get_timestep_embedding(t, dim, flip_sin_to_cos=True, shift=0) on (n,) values: fp32 math on
--- small tensors (arange, scale, exp, outer product, sin, cos, cat), no autograd history.
+-- small tensors (arange, scale, exp, outer product, `scale * emb`, sin, cos, cat, and the
+-- flip's cat of the two halves swapped), no autograd history.
 function U.timestep_embedding(cx, name, t, n, dim)
   local half = dim // 2
   local saved = cx.no_grad
@@ -364,10 +365,11 @@ function U.timestep_embedding(cx, name, t, n, dim)
   a = nn.ew(cx, name .. ".exp", { a }, "fp32")
   local tf = nn.op_sized(cx, { name = name .. ".t_float", inputs = { t }, outs = { { name .. ".t_float", { n }, "fp32" } } })
   local e = nn.op_sized(cx, { name = name .. ".outer", inputs = { tf, a }, outs = { { name .. ".outer", { n, half }, "fp32" } } })
+  e = nn.ew(cx, name .. ".scale", { e }, "fp32")
   local s = nn.op_sized(cx, { name = name .. ".sin", inputs = { e }, outs = { { name .. ".sin", { n, half }, "fp32" } }, frees = {} })
   local co = nn.op_sized(cx, { name = name .. ".cos", inputs = { e }, outs = { { name .. ".cos", { n, half }, "fp32" } }, frees = {} })
-  local cat = nn.op_sized(cx, { name = name .. ".cat", inputs = { co, s }, outs = { { name .. ".emb", { n, dim }, "fp32" } }, frees = {} })
-  nn.release(cx, { e, s, co }, name .. ".return")
+  local sc = nn.op_sized(cx, { name = name .. ".cat", inputs = { s, co }, outs = { { name .. ".sin_cos", { n, dim }, "fp32" } }, frees = { s, co, e } })
+  local cat = nn.op_sized(cx, { name = name .. ".flip", inputs = { sc }, outs = { { name .. ".emb", { n, dim }, "fp32" } }, frees = { sc } })
   cx.no_grad = saved
   return cat
 end

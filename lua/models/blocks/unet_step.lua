@@ -90,6 +90,46 @@ end
 
 local register = mod.register
 
+-- DDPMScheduler.add_noise(original_samples, noise, timesteps) as diffusers runs it: alphas_cumprod
+-- (num_train_timesteps 1000, fp32) moved to the GPU on the first call, which the scheduler keeps;
+-- its dtype cast for other samples (a temporary every call); the (n,) coefficients
+-- sqrt_alpha_prod = alphas_cumprod[timesteps] ** 0.5 and sqrt_one_minus_alpha_prod =
+-- (1 - alphas_cumprod[timesteps]) ** 0.5 (their flatten and unsqueeze are views); then
+-- sqrt_alpha_prod * original_samples + sqrt_one_minus_alpha_prod * noise. The step's latents
+-- are released with it.
+function S.add_noise(cx, x, noise, t)
+  local n, dt = x.shape[1], x.dtype
+  if not cx.alphas_cumprod then
+    cx.alphas_cumprod = cx.G:tensor { name = "noise_scheduler.alphas_cumprod", bytes = 4000, numel = 1000,
+                                      dtype = "fp32", cat = "temp", persistent = true }
+    cx.G:op { name = "noise_scheduler.alphas_cumprod.to(device)", kind = "copy", phase = "fwd",
+              inputs = {}, outputs = { cx.alphas_cumprod }, frees = {}, once = true, bytes = 8000 }
+  end
+  local ac = { id = cx.alphas_cumprod, shape = { 1000 }, dtype = "fp32", rg = false,
+               name = "noise_scheduler.alphas_cumprod" }
+  local acd = ac
+  if dt ~= "fp32" then acd = nn.op_sized(cx, { name = "add_noise.alphas_cumprod.to", inputs = { ac }, frees = {},
+                                               outs = { { "add_noise.alphas_cumprod", { 1000 }, dt } } }) end
+  local function coef(nm, steps)
+    local c = nn.op_sized(cx, { name = "add_noise." .. nm .. ".index", inputs = { acd, t }, frees = {},
+                                outs = { { "add_noise." .. nm, { n }, dt } } })
+    for _, st in ipairs(steps) do
+      c = nn.op_sized(cx, { name = "add_noise." .. nm .. "." .. st, inputs = { c },
+                            outs = { { "add_noise." .. nm, { n }, dt } } })
+    end
+    return c
+  end
+  local sa = coef("sqrt_alpha_prod", { "pow" })
+  local sb = coef("sqrt_one_minus_alpha_prod", { "rsub", "pow" })
+  local a = nn.op_sized(cx, { name = "add_noise.mul_samples", inputs = { sa, x }, frees = {},
+                              outs = { { "add_noise.scaled_samples", x.shape, dt } } })
+  local b = nn.op_sized(cx, { name = "add_noise.mul_noise", inputs = { sb, noise }, frees = {},
+                              outs = { { "add_noise.scaled_noise", x.shape, dt } } })
+  -- (the function's locals, the cast alphas_cumprod among them, go when it returns)
+  return nn.op_sized(cx, { name = "add_noise", inputs = { a, b }, outs = { { "noisy_latents", x.shape, dt } },
+                           frees = { a, b, sa, sb, x, acd ~= ac and acd or nil } })
+end
+
 -- Builds the step's graph up to the loss; returns the loss and the UNet.
 function S.build(cx, cfg, fam)
   local t = cfg.training
@@ -229,9 +269,7 @@ function S.build(cx, cfg, fam)
     -- noise = randn_like(latents); timesteps; noisy = scheduler.add_noise(latents, noise, t)
     local ldt = inp.latents.dtype
     inp.target = nn.op_sized(cx, { name = "noise", inputs = {}, outs = { { "noise", inp.latents.shape, ldt } } })
-    inp.sample = nn.op_sized(cx, { name = "add_noise", inputs = { inp.latents, inp.target },
-                             outs = { { "noisy_latents", inp.latents.shape, ldt } },
-                             frees = { inp.latents } })
+    inp.sample = S.add_noise(cx, inp.latents, inp.target, inp.timesteps)
   end
 
   -- cuBLASLt workspaces of the forward thread's handle (first addmm) and of the autograd
