@@ -97,6 +97,11 @@ fl=$(nalloc "$TMP/sd15.csv" text_encoder.final_layer_norm)
 casts=$(awk -F, '$3 == "alloc" && $7 ~ /^text_encoder\..*(input_cast|autocast)$/' "$TMP/sd15.csv" | wc -l)
 if [ "$fl" -gt 0 ] && [ "$casts" -eq 0 ]; then ok "SD 1.5's text encoder: the last hidden state (final_layer_norm), no autocast casts"
 else fail "SD text encoder: final_layer_norm allocations $fl, autocast casts $casts (want > 0 and 0)"; fi
+# a trained text encoder is prepared by Accelerate, so its forward autocasts (casts appear)
+run sd15 --set text_encoders=trained --alloc-trace "$TMP/sd15t.csv"
+casts=$(awk -F, '$3 == "alloc" && $7 ~ /^text_encoder\..*(input_cast|autocast)$/' "$TMP/sd15t.csv" | wc -l)
+if [ "$RC" -eq 0 ] && [ "$casts" -gt 0 ]; then ok "a trained text encoder runs under autocast ($casts casts)"
+else fail "trained text encoder: exit $RC, autocast casts $casts (want > 0)"; fi
 # the VAE in weight_dtype (bf16 under amp_bf16: the 512 px batch is 1 x 3 x 512 x 512 x 2 bytes)
 # and the latents kept in it (noise: 1 x 4 x 64 x 64 x 2 bytes)
 if [ "$(nalloc "$TMP/sd15.csv" pixel_values 1572864)" -eq 1 ] && [ "$(nalloc "$TMP/sd15.csv" noise 32768)" -eq 1 ] \

@@ -154,8 +154,9 @@ local function family(ucfg, te)
     end,
     lora_targets = sdxl.LORA_TARGETS,
     -- latents = vae.encode(pixel_values.to(weight_dtype)).latent_dist.sample(): the noise and the
-    -- noisy latents are made in the VAE's dtype; the text encoder is called in the training loop
-    -- outside any autocast region (Accelerate autocasts the prepared UNet's forward only)
+    -- noisy latents are made in the VAE's dtype; the frozen text encoder is called in the
+    -- training loop outside any autocast region (Accelerate autocasts the forwards of the models
+    -- it prepares: the UNet)
     latents_as_encoded = true, encoders_autocast = false,
   }
 end

@@ -357,12 +357,13 @@ local function arch_modules()
   return r
 end
 
--- The arch whose module adds section.field, or nil.
+-- The archs whose modules add section.field ("sd or sdxl"), or nil.
 local function field_arch(section, field)
+  local r = {}
   for _, m in ipairs(arch_modules()) do
-    if type(m.schema[section]) == "table" and m.schema[section][field] then return m.arch end
+    if type(m.schema[section]) == "table" and m.schema[section][field] then r[#r + 1] = m.arch end
   end
-  return nil
+  return r[1] and table.concat(r, " or ") or nil
 end
 
 -- The arch a scenario and its --set name (its model module's fields apply), or nil when the

@@ -17,8 +17,9 @@
 --   vae_dtype(t, pd, ac)   the VAE's dtype for training.vae (nil: cached latents)
 --   latents_as_encoded     true: the latents keep the VAE's dtype (train_text_to_image.py);
 --                  otherwise they are cast to the UNet's parameter dtype
---   encoders_autocast      false: the text encoders run outside autocast (a script whose
---                  accelerator autocasts only the prepared UNet's forward)
+--   encoders_autocast      false: frozen text encoders run outside autocast (Accelerate
+--                  autocasts the forwards of the models it prepares: the UNet, and a trained
+--                  text encoder)
 --   lora_targets   peft's target_modules in the family's LoRA script
 -- Parameters are named as in diffusers' state dicts ("unet.down_blocks...", "text_encoder...",
 -- "vae.encoder..."), so the report groups them by model.
@@ -259,7 +260,7 @@ function S.build(cx, cfg, fam)
       local frozen = te_mode == "frozen"
       cx.no_grad = frozen
       local saved_ac = cx.autocast
-      if fam.encoders_autocast == false then cx.autocast = nil end
+      if fam.encoders_autocast == false and frozen then cx.autocast = nil end
       local outs = {}
       for i = 1, #TE do outs[i] = { mod.call(cx, TE[i], inp.ids[i]) } end
       inp.context, inp.text_embeds = fam.encode(cx, outs)
