@@ -53,9 +53,12 @@ function H.resolve(src, overrides)
   -- not make LlamaForSequenceClassification a causal LM (its head and loss differ)
   if not fam and hf.model_type and not (archs and archs[1] ~= nil) then fam = by_type[hf.model_type] end
   if not fam and hf._class_name ~= nil then
-    error(("%s: a diffusers %s config is not a transformers model's: arch = \"sdxl\" reads SDXL base's "
-           .. "UNet config, and no other diffusers model is modelled (what is and is not modelled: %s)")
-          :format(where, tostring(hf._class_name), require("vrsim.unmodelled").WHERE), 0)
+    local what = require("vrsim.unmodelled").what(tostring(hf._class_name))
+    error(("%s: a diffusers %s config is not a transformers model's: arch = \"sd\" reads a Stable "
+           .. "Diffusion 1.x / 2.x UNet config and arch = \"sdxl\" SDXL base's, and no other diffusers "
+           .. "model is modelled%s (what is and is not modelled: %s)")
+          :format(where, tostring(hf._class_name), what and ("; not modelled: " .. what) or "",
+                  require("vrsim.unmodelled").WHERE), 0)
   end
   if not fam then
     local known = {}

@@ -32,7 +32,7 @@ local SCHEMA = {
     capacity_mib = { "number", nil, "the same in MiB" },
   },
   model = {
-    arch = { "string", nil, "model family: llama2 (named Llama-2 shapes), llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, olmo2, mixtral, qwen3_moe, gpt_oss, deepseek_v2, deepseek_v3 (from model.config), sdxl" },
+    arch = { "string", nil, "model family: llama2 (named Llama-2 shapes), llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, olmo2, mixtral, qwen3_moe, gpt_oss, deepseek_v2, deepseek_v3 (from model.config), sdxl, sd (Stable Diffusion 1.x / 2.x, from model.config)" },
     variant = { "string", nil, "model-specific variant (sdxl: sdxl-base-unet, ...)" },
     size = { "string", "7b", "7b, 13b, 70b, or NAME-lN (cut to N layers)" },
     layers = { "integer", nil, "override the layer count" },
@@ -94,7 +94,7 @@ local CHOICES = {
   strategy = { none = 1, ddp = 1, zero1 = 1, zero2 = 1, zero3 = 1, fsdp2 = 1 },
   interconnect = { auto = 1, nvlink = 1, pcie = 1 },
   arch = { llama2 = 1, llama = 1, mistral = 1, qwen2 = 1, qwen3 = 1, gemma2 = 1, gemma3 = 1, phi3 = 1, olmo2 = 1, mixtral = 1, qwen3_moe = 1, gpt_oss = 1,
-          deepseek_v2 = 1, deepseek_v3 = 1, sdxl = 1 },
+          deepseek_v2 = 1, deepseek_v3 = 1, sdxl = 1, sd = 1 },
   loss = { full = 1, liger_fused = 1, chunked = 1 },
 }
 
@@ -359,12 +359,13 @@ local function arch_modules()
   return r
 end
 
--- The arch whose module adds section.field, or nil.
+-- The archs whose modules add section.field ("sd or sdxl"), or nil.
 local function field_arch(section, field)
+  local r = {}
   for _, m in ipairs(arch_modules()) do
-    if type(m.schema[section]) == "table" and m.schema[section][field] then return m.arch end
+    if type(m.schema[section]) == "table" and m.schema[section][field] then r[#r + 1] = m.arch end
   end
-  return nil
+  return r[1] and table.concat(r, " or ") or nil
 end
 
 -- The arch a scenario and its --set name (its model module's fields apply), or nil when the
@@ -905,9 +906,9 @@ end
 -- The size a search or sweep moves must be one the model reads: given to the other kind of
 -- model (an image size to a language model, a token count to SDXL), it is an error.
 local function check_size_read(cfg, ctx, sets)
-  local t, sdxl = cfg.training, cfg.model.arch == "sdxl"
+  local t, sdxl = cfg.training, P.diffusion(cfg.model.arch)
   for _, e in ipairs { { "resolution", not sdxl, "an image size, for diffusion models (a language model's length is training.seq)" },
-                       { "seq", sdxl, "SDXL's text encoders take 77 tokens (its size is training.resolution)" } } do
+                       { "seq", sdxl, "its text encoders take 77 tokens (its size is training.resolution)" } } do
     local f, unread, why = e[1], e[2], e[3]
     if ctx.given["training." .. f] and unread and t[f] ~= SCHEMA.training[f][2] then
       fail_given(ctx, sets, { f, "training." .. f }, f, "training",
@@ -930,6 +931,7 @@ end
 -- field given its default value is not: it asks for nothing.)
 local function inert_given(cfg, ctx)
   local t, hw = cfg.training, cfg.hardware
+  local diffusion = P.diffusion(cfg.model.arch)
   local zero = t.zero or {}
   local sharded = t.strategy == "zero3" or t.strategy == "fsdp2"
   local offload_opt = zero.offload_optimizer == "cpu" and (sharded or t.strategy == "zero2")
@@ -955,15 +957,17 @@ local function inert_given(cfg, ctx)
     { "training.cpu_threads", t.strategy == "fsdp2" and offload_opt,
       "only FSDP2's CPU-offloaded torch AdamW step runs on those threads" },
     { "hardware.host", offload, "nothing is offloaded to host memory" },
-    { "model.size", cfg.model.config == nil and cfg.model.arch ~= "sdxl",
-      cfg.model.arch == "sdxl" and "SDXL's shapes are its variant's" or "model.config gives the shape" },
+    { "model.size", cfg.model.config == nil and not diffusion,
+      cfg.model.arch == "sdxl" and "SDXL's shapes are its variant's"
+      or cfg.model.arch == "sd" and "the UNet's shapes are model.config's" or "model.config gives the shape" },
     { "model.variant", cfg.model.arch == "sdxl", "only sdxl has variants" },
     { "training.quant_storage", t.quant == "nf4", "only 4-bit (nf4) weights are packed into a storage dtype" },
   }
   for _, f in ipairs { "hidden", "intermediate", "heads", "kv_heads", "layers", "vocab" } do
-    rules[#rules + 1] = { "model." .. f, cfg.model.arch ~= "sdxl", "SDXL's shapes are its variant's" }
+    rules[#rules + 1] = { "model." .. f, not diffusion, cfg.model.arch == "sd"
+      and "the UNet's shapes are model.config's" or "SDXL's shapes are its variant's" }
   end
-  if cfg.model.arch ~= "sdxl" then
+  if not diffusion then
     rules[#rules + 1] = { "training.build", build_read(t),
       "the weights are built in their own dtype (fp32 weights, inference or bitsandbytes)" }
   end
@@ -973,7 +977,10 @@ local function inert_given(cfg, ctx)
     rules[#rules + 1] = { "training.vae", full, "the sdxl-base-unet variant runs the UNet alone" }
     rules[#rules + 1] = { "training.build", false, "SDXL's models are built in their dtype (diffusers' from_pretrained)" }
   end
-  local schema = schema_of(cfg.model.arch == "sdxl" and "sdxl" or "llama2")
+  if cfg.model.arch == "sd" then
+    rules[#rules + 1] = { "training.build", false, "the models are built in their dtype (diffusers' from_pretrained)" }
+  end
+  local schema = schema_of(diffusion and cfg.model.arch or "llama2")
   local out = {}
   for _, r in ipairs(rules) do
     local sec, f = r[1]:match("^(%a+)%.(.*)$")
@@ -1318,11 +1325,14 @@ function P.rebuild(scn, sets, file, src)
   return plan
 end
 
--- The module that builds a normalized config's run: models.sdxl, or vrsim.causal_lm for the decoder families (whose
+-- The archs whose model is a diffusers UNet and its pipeline (models/<arch>.lua builds the run).
+function P.diffusion(arch) return arch == "sdxl" or arch == "sd" end
+
+-- The module that builds a normalized config's run: models.sdxl, models.sd, or vrsim.causal_lm for the decoder families (whose
 -- family comes from model.config, or the named Llama-2 shapes for arch llama2).
 function P.builder(cfg)
   local m = cfg.model
-  if m.arch == "sdxl" then return "models.sdxl" end
+  if P.diffusion(m.arch) then return "models." .. m.arch end
   if m.resolved_arch then return "vrsim.causal_lm" end
   local given = m.arch
   if m.config ~= nil then
@@ -1424,10 +1434,24 @@ function P.fields_text()
     local ch = {}
     for f in pairs(fields) do ch[f] = CHOICES[f] end
     for _, m in ipairs(arch_modules()) do
-      for f, spec in pairs(m.schema[sec] or {}) do
+      for _, f in ipairs(keys(m.schema[sec] or {})) do
+        local spec = m.schema[sec][f]
         if not fields[f] then
           fields[f], ch[f] = spec, m.choices[f]
-          extra[f] = { tag = "[" .. m.arch .. "] " }
+          extra[f] = { tag = "[" .. m.arch .. "] ", archs = { m.arch }, more = {} }
+        elseif extra[f] and extra[f].archs then
+          -- a field several archs read: the tag names them all, and each later arch's meaning,
+          -- default and choices follow where they differ from the first's
+          local e = extra[f]
+          e.archs[#e.archs + 1] = m.arch
+          e.tag = "[" .. table.concat(e.archs, ", ") .. "] "
+          if spec[3] ~= fields[f][3] or spec[2] ~= fields[f][2] then
+            e.more[#e.more + 1] = ("[%s] %s%s"):format(m.arch, spec[3] or "", default_shown(spec[2]))
+          end
+          local c = m.choices[f]
+          if c and table.concat(keys(c), ", ") ~= table.concat(keys(ch[f] or {}), ", ") then
+            e.more[#e.more + 1] = ("one of (%s): %s"):format(m.arch, table.concat(keys(c), ", "))
+          end
         end
       end
       for f, c in pairs(m.choices) do

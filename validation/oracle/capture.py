@@ -18,9 +18,19 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
   lora          {r, alpha, dropout, targets} (peft; targets a list or "all-linear")
   attention     sdpa (default) or eager;  sdpa_backend: cudnn (default: what PyTorch 2.11 picks
                 on an H200 for these shapes), flash, efficient or math
+  compare       all (default) or forward: what compare.py holds vrsim to (the build and the
+                forward only, the rest counted)
+  resolution    image side in pixels, for a diffusers UNet config (below), in place of seq
 
 The training loop is validation/harness/measure_llama.py's (the loop the GPU records ran):
 forward with labels = input_ids, loss.backward(), opt.step(), opt.zero_grad(set_to_none=True).
+
+A diffusers UNet config (_class_name UNet2DConditionModel: Stable Diffusion 1.x / 2.x, vrsim's
+arch sd) is trained instead as diffusers' examples/text_to_image/train_text_to_image.py trains
+it, with the latents and the text encoder's output given (vrsim's text_encoders = "cached",
+vae = "cached"): `resolution` (pixels) replaces seq; noise = randn_like(latents), timesteps,
+DDPMScheduler.add_noise, unet(noisy, timesteps, encoder_hidden_states).sample under autocast
+(Accelerate's, around the UNet's forward only), F.mse_loss(pred.float(), noise.float()).
 
 How it records (the mechanisms of torch/distributed/_tools/mem_tracker.py):
 - a TorchDispatchMode above FakeTensorMode sees every aten op; a CUDA output storage not seen
@@ -347,6 +357,35 @@ def load_config(spec):
     return cfg
 
 
+def is_unet(spec):
+    return load_config(spec).get("_class_name") == "UNet2DConditionModel"
+
+
+def build_unet(torch, spec):
+    """UNet2DConditionModel from its config on (fake) CUDA: from_pretrained's build, the
+    parameters made in their dtype (fp32 under amp; bf16 for bf16 and LoRA)."""
+    import diffusers
+    cfg = {k: v for k, v in load_config(spec).items() if not k.startswith("_")}
+    prec = spec["precision"]
+    dtype = {"bf16": torch.bfloat16, "lora_bf16": torch.bfloat16}.get(prec)
+    if dtype is not None:
+        torch.set_default_dtype(dtype)
+    with torch.device("cuda"):
+        model = diffusers.UNet2DConditionModel.from_config(cfg)
+    torch.set_default_dtype(torch.float32)
+    if spec.get("checkpointing"):
+        model.enable_gradient_checkpointing()
+    if prec == "lora_bf16":
+        from peft import LoraConfig
+        model.requires_grad_(False)
+        lc = spec.get("lora") or {"r": 4, "alpha": 4, "dropout": 0.0,
+                                  "targets": ["to_k", "to_q", "to_v", "to_out.0"]}
+        model.add_adapter(LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
+                                     init_lora_weights="gaussian", target_modules=lc["targets"]))
+    model.train()
+    return model, model.config
+
+
 def build_model(torch, transformers, spec, rec):
     hf = dict(load_config(spec))
     arch = hf.pop("architectures", ["LlamaForCausalLM"])[0]
@@ -439,22 +478,55 @@ def capture(spec):
                                "shape": list(t.shape), "dtype": dtype_name(t.dtype)})
         return t
 
+    unet = is_unet(spec)
+    if unet:
+        # (one build on the meta device first, outside the fake CUDA device: what it imports
+        # lazily makes module-level constant tensors, which under torch.device("cuda") would be
+        # allocations of the build)
+        import diffusers
+        with torch.device("meta"):
+            diffusers.UNet2DConditionModel.from_config(
+                {k: v for k, v in load_config(spec).items() if not k.startswith("_")})
     with fake, make_mode(torch, rec), make_tagger(torch, rec):
         rec.phase("build")
-        model, lcfg = build_model(torch, transformers, spec, rec)
+        if unet:
+            model, lcfg = build_unet(torch, spec)
+        else:
+            model, lcfg = build_model(torch, transformers, spec, rec)
         params = [p for p in model.parameters() if p.requires_grad]
         opt = make_optimizer(torch, spec, params)
         hooks = install_module_hooks(torch, model, rec)
         param_rows = [{"name": n, "shape": list(p.shape), "dtype": dtype_name(p.dtype),
                        "bytes": p.untyped_storage().nbytes(), "trainable": p.requires_grad}
                       for n, p in model.named_parameters()]
-        mb, seq = int(spec["micro_batch"]), int(spec["seq"])
+        mb = int(spec["micro_batch"])
+        seq = int(spec["seq"]) if not unet else None
         accum = int(spec.get("grad_accum", 1))
         prec = spec["precision"]
         autocast = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(prec)
         scaler = torch.amp.GradScaler("cuda") if prec == "amp_fp16" else None
         rec.phase("inputs")
-        ids = torch.randint(0, lcfg.vocab_size, (mb, seq), device="cuda")
+        if unet:
+            import diffusers
+            lat = int(spec["resolution"]) // 8
+            sched = diffusers.DDPMScheduler(num_train_timesteps=1000)
+            # the cached latents and text embeddings, in the UNet's parameter dtype
+            pdt = next(model.parameters()).dtype
+            latents = torch.randn(mb, lcfg.in_channels, lat, lat, device="cuda", dtype=pdt)
+            ehs = torch.randn(mb, 77, lcfg.cross_attention_dim, device="cuda", dtype=pdt)
+            timesteps = torch.randint(0, 1000, (mb,), device="cuda")
+
+            def unet_loss():
+                noise = torch.randn_like(latents)
+                noisy = sched.add_noise(latents, noise, timesteps)
+                if autocast is not None:
+                    with torch.autocast("cuda", dtype=autocast):
+                        pred = model(noisy, timesteps, ehs).sample
+                else:
+                    pred = model(noisy, timesteps, ehs).sample
+                return torch.nn.functional.mse_loss(pred.float(), noise.float(), reduction="mean")
+        else:
+            ids = torch.randint(0, lcfg.vocab_size, (mb, seq), device="cuda")
         steps = []
         for step in range(int(spec.get("steps", 2))):
             base = rec.live
@@ -463,7 +535,9 @@ def capture(spec):
             for micro in range(accum):
                 rec.phase("fwd", step, micro)
                 with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                    if autocast is not None:
+                    if unet:
+                        loss = unet_loss()
+                    elif autocast is not None:
                         with torch.autocast("cuda", dtype=autocast):
                             loss = model(input_ids=ids, labels=ids).loss
                     else:
@@ -503,14 +577,15 @@ def capture(spec):
 
 
 SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch": int, "seq": int,
+               "resolution": int,
                "precision": str, "steps": int, "grad_accum": int, "build": str,
                "optimizer": str, "optimizer_impl": str, "checkpointing": bool,
                "checkpoint_every": int, "lora": dict,
-               "attention": str, "sdpa_backend": str}
+               "attention": str, "sdpa_backend": str, "compare": str}
 SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16"),
                 "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),
                 "build": ("cast", "direct"), "attention": ("sdpa", "eager"),
-                "sdpa_backend": SDPA_BACKENDS}
+                "sdpa_backend": SDPA_BACKENDS, "compare": ("all", "forward")}
 
 
 def check_spec(path):
@@ -525,7 +600,11 @@ def check_spec(path):
         bad(f"cannot read the spec: {e}")
     if not isinstance(spec, dict):
         bad("a spec is a JSON object")
-    for k in ("name", "config", "micro_batch", "seq", "precision"):
+    try:
+        size = "resolution" if is_unet(spec) else "seq"
+    except (OSError, ValueError, KeyError, AttributeError):
+        size = "seq"
+    for k in ("name", "config", "micro_batch", size, "precision"):
         if k not in spec:
             bad(f"no '{k}'")
     for k, v in spec.items():

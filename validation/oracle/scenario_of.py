@@ -15,7 +15,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-FIELDS = ("micro_batch", "seq", "precision", "steps", "grad_accum", "checkpointing",
+FIELDS = ("micro_batch", "seq", "resolution", "precision", "steps", "grad_accum", "checkpointing",
           "checkpoint_every", "optimizer", "optimizer_impl", "attention", "build", "strategy")
 
 
@@ -45,13 +45,18 @@ def scenario(spec):
                 cfg = json.load(f)
         cfg = {k: v for k, v in cfg.items() if k not in ("transformers_version", "torch_dtype")}
         model = {"config": cfg}
+        if cfg.get("_class_name") == "UNet2DConditionModel":
+            # a Stable Diffusion UNet, its latents and text embeddings given (capture.py)
+            model["arch"] = "sd"
     if spec.get("layers"):
         model["layers"] = int(spec["layers"])
     training = {k: spec[k] for k in FIELDS if k in spec}
     training.setdefault("steps", 2)
     # capture.py builds from_config in fp32 then casts unless the spec says direct; vrsim's default
     # is from_pretrained's direct build, so the scenario says which (where the dtype makes it matter)
-    if training.get("precision") in ("bf16", "fp16", "lora_bf16", "lora_fp16"):
+    if model.get("arch") == "sd":
+        training.update(text_encoders="cached", vae="cached")
+    elif training.get("precision") in ("bf16", "fp16", "lora_bf16", "lora_fp16"):
         training.setdefault("build", "cast")
     if "lora" in spec:
         training["lora"] = spec["lora"]

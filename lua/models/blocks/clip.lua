@@ -1,8 +1,10 @@
--- blocks/clip.lua: transformers' CLIPTextModel / CLIPTextModelWithProjection (the two SDXL text
--- encoders, models/clip/modeling_clip.py) as module trees: parameters named as in their state
--- dicts under a prefix ("text_encoder.", "text_encoder_2."), and the forward ops.
--- SDXL uses the penultimate layer's hidden states of both and the projected pooled output of the
--- second (OpenCLIP ViT-bigG/14); under no_grad nothing is saved and only the weights matter.
+-- blocks/clip.lua: transformers' CLIPTextModel / CLIPTextModelWithProjection (the text encoders
+-- of Stable Diffusion 1.x, 2.x and XL, models/clip/modeling_clip.py) as module trees: parameters
+-- named as in their state dicts under a prefix ("text_encoder.", "text_encoder_2."), and the
+-- forward ops. SDXL uses the penultimate layer's hidden states of both and the projected pooled
+-- output of the second (OpenCLIP ViT-bigG/14); SD 1.x and 2.x the last hidden state (after
+-- final_layer_norm) of their one encoder (output = "last"). Under no_grad nothing is saved and
+-- only the weights matter.
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 local U = require "models.blocks.unet"
@@ -14,11 +16,16 @@ local C = {}
 
 C.configs = {
   -- openai/clip-vit-large-patch14 text tower: 123,060,480 parameters
+  -- (SD 1.x's text_encoder/config.json: hidden_act quick_gelu)
   ["vit-l-14"] = { hidden = 768, layers = 12, heads = 12, intermediate = 3072, vocab = 49408,
-                   positions = 77, projection = nil },
+                   positions = 77, projection = nil, act = "quick_gelu" },
   -- laion/CLIP-ViT-bigG-14 text tower with text_projection: 694,659,840 parameters
   ["vit-bigg-14"] = { hidden = 1280, layers = 32, heads = 20, intermediate = 5120, vocab = 49408,
-                      positions = 77, projection = 1280 },
+                      positions = 77, projection = 1280, act = "gelu" },
+  -- OpenCLIP ViT-H/14's text tower as SD 2.x ships it (stabilityai/stable-diffusion-2-1
+  -- text_encoder/config.json: 23 of its 24 layers, hidden_act gelu): 340,387,840 parameters
+  ["vit-h-14-sd2"] = { hidden = 1024, layers = 23, heads = 16, intermediate = 4096, vocab = 49408,
+                       positions = 77, projection = nil, act = "gelu" },
 }
 
 -- CLIPEncoderLayer.forward(hidden_states, causal_attention_mask): pre-norm attention (q, k, v
@@ -57,7 +64,7 @@ local function layer_forward(cx, m, h, mask)
   x = call(cx, C_.layer_norm2, h)
   local M_ = C_.mlp.children
   local f = call(cx, M_.fc1, x)
-  if cfg.hidden == 768 then
+  if cfg.act == "quick_gelu" then
     -- quick_gelu: x * sigmoid(1.702 x): the sigmoid and the product
     local sg = nn.ew(cx, pre .. ".sigmoid", { f }, f.dtype, { f }, nil)
     f = nn.mul(cx, pre .. ".quick_gelu", f, sg, f.dtype)
@@ -70,6 +77,8 @@ end
 
 -- Forward with output_hidden_states (SDXL reads hidden_states[-2]): returns the penultimate
 -- hidden states (b, 77, d) and, with a projection, the pooled projected output (b, proj).
+-- With m.output "last" (SD 1.x / 2.x: text_encoder(input_ids)[0]): returns last_hidden_state,
+-- final_layer_norm's output; the pooled rows the model also gathers are dropped at once.
 local function clip_forward(cx, m, ids)
   local name, cfg = m.opname, m.cfg
   local tm = m.children.text_model.children
@@ -86,13 +95,23 @@ local function clip_forward(cx, m, ids)
   local mask = nn.op_sized(cx, { name = name .. ".causal_mask", inputs = {},
                            outs = { { name .. ".causal_mask", { b, 1, s, s }, cx.autocast or tok.dtype } } })
   local layers = tm.encoder.children.layers
+  local last = m.output == "last"
   local penultimate
   for l, k in ipairs(layers.order) do
     h = call(cx, layers.children[k], h, mask)
-    if l == #layers.order - 1 then
+    if l == #layers.order - 1 and not last then
       penultimate = h
       nn.hold(cx, h) -- output_hidden_states keeps every layer's output; the penultimate is used
     end
+  end
+  if last then
+    local fh = call(cx, tm.final_layer_norm, h)
+    -- pooled_output = last_hidden_state[arange(b), eos positions]: unused, freed on return
+    local pr = nn.op_sized(cx, { name = name .. ".pooled", kind = "gather", inputs = { fh },
+                           outs = { { name .. ".pooled", { b, d }, fh.dtype } },
+                           grads = { { dtype = fh.dtype } } })
+    nn.release(cx, { pr }, name .. ".return")
+    return fh
   end
   local pooled
   local proj = m.children.text_projection
@@ -117,10 +136,10 @@ end
 -- self_attn (k, v, q, out), layer_norm1, mlp (fc1, fc2), layer_norm2; final_layer_norm; the
 -- projection of CLIPTextModelWithProjection). `name` is the prefix of its ops in reports
 -- ("text_encoder"), `prefix` of its parameters.
-function C.CLIPTextModel(cfg, name)
+function C.CLIPTextModel(cfg, name, output)
   local d = cfg.hidden
   local root = mod.new(cfg.projection and "CLIPTextModelWithProjection" or "CLIPTextModel", clip_forward,
-                       { cfg = cfg, opname = name })
+                       { cfg = cfg, opname = name, output = output })
   local tm = root:add("text_model", mod.new("CLIPTextTransformer", nil))
   local emb = tm:add("embeddings", mod.new("CLIPTextEmbeddings", nil))
   emb:add("token_embedding", embedding(cfg.vocab, d))

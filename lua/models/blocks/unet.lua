@@ -248,7 +248,9 @@ end
 -- feed-forward; only_cross_attention off, norm_type "layer_norm").
 local function transformer_block_forward(cx, m, h, ctx)
   local name, C = m.opname, m.children
-  local n1 = call(cx, C.norm1, h)
+  -- (h is a permuted view of a 1x1 convolution's output in the first block of a Transformer2DModel
+  -- without linear projections: native_layer_norm makes it contiguous first)
+  local n1 = call(cx, C.norm1, h, h.permuted and { noncontig = true } or nil)
   local a1 = call(cx, C.attn1, n1, nil)
   h = nn.add(cx, name .. ".add_attn1", a1, h)
   local n2 = call(cx, C.norm2, h)
@@ -272,18 +274,33 @@ function U.BasicTransformerBlock(dim, heads, cross_dim)
   return m
 end
 
--- Transformer2DModel.forward (continuous input, use_linear_projection): GroupNorm (eps 1e-6),
--- the permute(0,2,3,1).reshape view, proj_in (a bmm on that non-contiguous view, which it
--- keeps), the blocks, proj_out, the copy back to NCHW, the residual add.
+-- Transformer2DModel.forward (continuous input). With use_linear_projection (SD 2.x, SDXL):
+-- GroupNorm (eps 1e-6), the permute(0,2,3,1).reshape view, proj_in (a bmm on that
+-- non-contiguous view, which it keeps), the blocks, proj_out, the copy back to NCHW, the
+-- residual add. Without (SD 1.x: _operate_on_continuous_inputs): proj_in is a 1x1 convolution
+-- on the normed NCHW tensor and the blocks take the permute(0,2,3,1).reshape of its output, a
+-- view (h and w merge); at the end the copy back to NCHW comes first and proj_out convolves it.
 local function transformer2d_forward(cx, m, x, ctx)
   local name, C = m.opname, m.children
   local b, c, hh, ww = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
   local g = call(cx, C.norm, x)
-  local gv = nn.view(cx, g, { b, hh * ww, c }, name .. ".nlc_view")
-  local h = call(cx, C.proj_in, gv, { noncontig = true })
+  local h
+  if m.linear then
+    local gv = nn.view(cx, g, { b, hh * ww, c }, name .. ".nlc_view")
+    h = call(cx, C.proj_in, gv, { noncontig = true })
+  else
+    local p = call(cx, C.proj_in, g)
+    h = nn.view(cx, p, { b, hh * ww, c }, name .. ".nlc_view")
+    h.permuted = true
+  end
   local blocks = C.transformer_blocks
   for _, k in ipairs(blocks.order) do
     h = call(cx, blocks.children[k], h, ctx)
+  end
+  if not m.linear then
+    h = nn.copy(cx, name .. ".to_nchw", h, { b, c, hh, ww })
+    h = call(cx, C.proj_out, h)
+    return nn.add(cx, name .. ".add_residual", h, x)
   end
   -- reshape(b, h, w, c).permute(0, 3, 1, 2).contiguous(): the gradient comes back as a
   -- permuted view, which proj_out's backward must copy when the batch does not fold into a view
@@ -293,15 +310,18 @@ local function transformer2d_forward(cx, m, x, ctx)
   return nn.add(cx, name .. ".add_residual", h, x)
 end
 
--- __init__ order: norm, proj_in, transformer_blocks, proj_out.
-function U.Transformer2DModel(heads, dim, depth, cross_dim, groups)
-  local m = mod.new("Transformer2DModel", transformer2d_forward, { dim = dim })
+-- __init__ order: norm, proj_in, transformer_blocks, proj_out. linear: use_linear_projection
+-- (Linear projections; false: 1x1 Conv2d ones).
+function U.Transformer2DModel(heads, dim, depth, cross_dim, groups, linear)
+  if linear == nil then linear = true end
+  local m = mod.new("Transformer2DModel", transformer2d_forward, { dim = dim, linear = linear })
+  local function proj() return linear and U.Linear(dim, dim) or U.Conv2d(dim, dim, 1) end
   m:add("norm", U.GroupNorm(groups or 32, dim))
-  m:add("proj_in", U.Linear(dim, dim))
+  m:add("proj_in", proj())
   local list = {}
   for i = 1, depth do list[i] = U.BasicTransformerBlock(dim, heads, cross_dim) end
   m:add("transformer_blocks", U.ModuleList(list))
-  m:add("proj_out", U.Linear(dim, dim))
+  m:add("proj_out", proj())
   return m
 end
 
@@ -333,7 +353,8 @@ end
 -- Timestep embeddings ------------------------------------------------------------------------
 
 -- get_timestep_embedding(t, dim, flip_sin_to_cos=True, shift=0) on (n,) values: fp32 math on
--- small tensors (arange, scale, exp, outer product, sin, cos, cat), no autograd history.
+-- small tensors (arange, scale, exp, outer product, `scale * emb`, sin, cos, cat, and the
+-- flip's cat of the two halves swapped), no autograd history.
 function U.timestep_embedding(cx, name, t, n, dim)
   local half = dim // 2
   local saved = cx.no_grad
@@ -344,10 +365,11 @@ function U.timestep_embedding(cx, name, t, n, dim)
   a = nn.ew(cx, name .. ".exp", { a }, "fp32")
   local tf = nn.op_sized(cx, { name = name .. ".t_float", inputs = { t }, outs = { { name .. ".t_float", { n }, "fp32" } } })
   local e = nn.op_sized(cx, { name = name .. ".outer", inputs = { tf, a }, outs = { { name .. ".outer", { n, half }, "fp32" } } })
+  e = nn.ew(cx, name .. ".scale", { e }, "fp32")
   local s = nn.op_sized(cx, { name = name .. ".sin", inputs = { e }, outs = { { name .. ".sin", { n, half }, "fp32" } }, frees = {} })
   local co = nn.op_sized(cx, { name = name .. ".cos", inputs = { e }, outs = { { name .. ".cos", { n, half }, "fp32" } }, frees = {} })
-  local cat = nn.op_sized(cx, { name = name .. ".cat", inputs = { co, s }, outs = { { name .. ".emb", { n, dim }, "fp32" } }, frees = {} })
-  nn.release(cx, { e, s, co }, name .. ".return")
+  local sc = nn.op_sized(cx, { name = name .. ".cat", inputs = { s, co }, outs = { { name .. ".sin_cos", { n, dim }, "fp32" } }, frees = { s, co, e } })
+  local cat = nn.op_sized(cx, { name = name .. ".flip", inputs = { sc }, outs = { { name .. ".emb", { n, dim }, "fp32" } }, frees = { sc } })
   cx.no_grad = saved
   return cat
 end
@@ -403,7 +425,7 @@ local function down_block(cls, a)
   local res, attn = {}, {}
   for j = 1, a.layers do
     res[j] = U.ResnetBlock2D(j == 1 and a.cin or a.cout, a.cout, a.temb, a.groups)
-    if a.depth then attn[j] = U.Transformer2DModel(a.heads, a.cout, a.depth, a.cross, a.groups) end
+    if a.depth then attn[j] = U.Transformer2DModel(a.heads, a.cout, a.depth, a.cross, a.groups, a.linear) end
   end
   m:add("resnets", U.ModuleList(res))
   if a.depth then m:add("attentions", U.ModuleList(attn)) end
@@ -437,7 +459,7 @@ local function up_block(cls, a)
     local skip = (j == a.layers) and a.cin or a.cout
     local rin = (j == 1) and a.prev or a.cout
     res[j] = U.ResnetBlock2D(rin + skip, a.cout, a.temb, a.groups)
-    if a.depth then attn[j] = U.Transformer2DModel(a.heads, a.cout, a.depth, a.cross, a.groups) end
+    if a.depth then attn[j] = U.Transformer2DModel(a.heads, a.cout, a.depth, a.cross, a.groups, a.linear) end
   end
   m:add("resnets", U.ModuleList(res))
   if a.depth then m:add("attentions", U.ModuleList(attn)) end
@@ -464,7 +486,7 @@ local function mid_block(cls, a)
   local res = { U.ResnetBlock2D(a.cin, a.cin, a.temb, a.groups) }
   local attn = {}
   for j = 1, a.layers do
-    attn[j] = U.Transformer2DModel(a.heads, a.cin, a.depth, a.cross, a.groups)
+    attn[j] = U.Transformer2DModel(a.heads, a.cin, a.depth, a.cross, a.groups, a.linear)
     res[j + 1] = U.ResnetBlock2D(a.cin, a.cin, a.temb, a.groups)
   end
   res[1].no_checkpoint = true
@@ -510,15 +532,18 @@ local function unet_forward(cx, m, sample, timesteps, ctx, added)
   local t_emb = nn.to(cx, tp, sample.dtype, m.opname .. ".time_proj.to_sample_dtype")
   local emb = call(cx, C.time_embedding, t_emb)
   -- text_time: add_time_proj(time_ids.flatten()), concat with text_embeds, add_embedding
-  local time_ids = added.time_ids
-  local nt = time_ids.shape[2]
-  local dim = C.add_time_proj.dim
-  local ti = call(cx, C.add_time_proj, time_ids, n * nt)
-  local tiv = nn.view(cx, ti, { n, nt * dim }, m.opname .. ".time_embeds")
-  local add = nn.cat(cx, m.opname .. ".add_embeds", { added.text_embeds, tiv }, 2)
-  local add_c = nn.to(cx, add, emb.dtype, m.opname .. ".add_embeds.to_emb_dtype")
-  local aug = call(cx, C.add_embedding, add_c)
-  emb = nn.add(cx, m.opname .. ".emb_add", emb, aug)
+  -- (addition_embed_type null, SD 1.x / 2.x: the time embedding alone)
+  if C.add_embedding then
+    local time_ids = added.time_ids
+    local nt = time_ids.shape[2]
+    local dim = C.add_time_proj.dim
+    local ti = call(cx, C.add_time_proj, time_ids, n * nt)
+    local tiv = nn.view(cx, ti, { n, nt * dim }, m.opname .. ".time_embeds")
+    local add = nn.cat(cx, m.opname .. ".add_embeds", { added.text_embeds, tiv }, 2)
+    local add_c = nn.to(cx, add, emb.dtype, m.opname .. ".add_embeds.to_emb_dtype")
+    local aug = call(cx, C.add_embedding, add_c)
+    emb = nn.add(cx, m.opname .. ".emb_add", emb, aug)
+  end
   -- 2. conv_in
   local h = call(cx, C.conv_in, sample)
   local skips = { h }
@@ -544,7 +569,8 @@ end
 -- layers_per_block, down_block_types, mid_block_type, up_block_types,
 -- transformer_layers_per_block, attention_head_dim (the head count, as diffusers reads it when
 -- num_attention_heads is absent), cross_attention_dim, in/out_channels, norm_num_groups,
--- addition_embed_type "text_time", addition_time_embed_dim,
+-- use_linear_projection, addition_embed_type "text_time" (SDXL) or null (SD 1.x / 2.x: no
+-- add_time_proj, add_embedding), addition_time_embed_dim,
 -- projection_class_embeddings_input_dim. Children are added in the order the measured model's
 -- build allocates their parameters: conv_in, time_proj, time_embedding, add_time_proj,
 -- add_embedding, down_blocks, mid_block, up_blocks, conv_norm_out, conv_out. Block units (what
@@ -562,10 +588,12 @@ function U.UNet2DConditionModel(c, prefix)
   local heads = per_block(c.num_attention_heads or c.attention_head_dim)
   local depth = per_block(c.transformer_layers_per_block or 1)
   local groups = c.norm_num_groups or 32
-  if c.addition_embed_type ~= "text_time" then
-    error(("unet config: addition_embed_type '%s' is not modelled (text_time: SDXL)")
-          :format(tostring(c.addition_embed_type)), 0)
+  local add = c.addition_embed_type
+  if add ~= nil and add ~= false and add ~= "text_time" then
+    error(("unet config: addition_embed_type '%s' is not modelled (text_time: SDXL; null: SD 1.x, 2.x)")
+          :format(tostring(add)), 0)
   end
+  local linear = c.use_linear_projection == true
   if #c.down_block_types ~= nb or #c.up_block_types ~= nb then
     error("unet config: down_block_types and up_block_types need one entry per block_out_channels", 0)
   end
@@ -574,8 +602,10 @@ function U.UNet2DConditionModel(c, prefix)
   root:add("conv_in", U.Conv2d(c.in_channels or 4, bo[1], 3))
   root:add("time_proj", U.Timesteps(bo[1]))
   root:add("time_embedding", U.TimestepEmbedding(bo[1], temb))
-  root:add("add_time_proj", U.Timesteps(c.addition_time_embed_dim))
-  root:add("add_embedding", U.TimestepEmbedding(c.projection_class_embeddings_input_dim, temb))
+  if add == "text_time" then
+    root:add("add_time_proj", U.Timesteps(c.addition_time_embed_dim))
+    root:add("add_embedding", U.TimestepEmbedding(c.projection_class_embeddings_input_dim, temb))
+  end
   local downs = root:add("down_blocks", mod.new("ModuleList", nil))
   local out = bo[1]
   for i = 1, nb do
@@ -583,13 +613,14 @@ function U.UNet2DConditionModel(c, prefix)
     out = bo[i]
     local b = pick("down block", U.DOWN_BLOCKS, c.down_block_types[i]) {
       cin = inp, cout = out, layers = c.layers_per_block, temb = temb, groups = groups,
-      depth = depth[i], heads = heads[i], cross = c.cross_attention_dim, add_downsample = i < nb }
+      depth = depth[i], heads = heads[i], cross = c.cross_attention_dim, linear = linear,
+      add_downsample = i < nb }
     b.layer = i - 1
     downs:add(i - 1, b)
   end
   local mid = pick("mid block", U.MID_BLOCKS, c.mid_block_type or "UNetMidBlock2DCrossAttn") {
     cin = bo[nb], temb = temb, groups = groups, layers = 1, depth = depth[nb], heads = heads[nb],
-    cross = c.cross_attention_dim }
+    cross = c.cross_attention_dim, linear = linear }
   mid.layer = nb
   root:add("mid_block", mid)
   local ups = root:add("up_blocks", mod.new("ModuleList", nil))
@@ -600,7 +631,7 @@ function U.UNet2DConditionModel(c, prefix)
     local b = pick("up block", U.UP_BLOCKS, c.up_block_types[i]) {
       cin = inp, cout = o, prev = prev, layers = c.layers_per_block + 1, temb = temb,
       groups = groups, depth = depth[nb - i + 1], heads = heads[nb - i + 1],
-      cross = c.cross_attention_dim, add_upsample = i < nb }
+      cross = c.cross_attention_dim, linear = linear, add_upsample = i < nb }
     b.layer = nb + i
     ups:add(i - 1, b)
     prev = o

@@ -42,10 +42,17 @@ return function(nn)
   -- F.layer_norm over the last dim (native_layer_norm): output, then fp32 mean and rstd per row.
   -- NativeLayerNormBackward0 exists whenever the input or the affine parameters need a
   -- gradient, and then keeps input, mean, rstd, weight and bias; it allocates dX (and dgamma,
-  -- dbeta where they need one).
+  -- dbeta where they need one). opts.noncontig: x is a permuted view, which the forward and the
+  -- backward each copy to a contiguous temporary (input.expect_contiguous(); autocast's fp32 cast
+  -- keeps the strides).
   function nn.layer_norm(cx, name, x, w, b, opts)
     opts = opts or {}
     x = nn.autocast_fp32(cx, x, name .. ".input_cast")
+    local ws, bws = nil, opts.bwd_workspace
+    if opts.noncontig then
+      ws = { nn.bytes(x.shape, x.dtype) }
+      bws = { nn.bytes(x.shape, x.dtype), table.unpack(bws or {}) }
+    end
     local rows = nn.numel(x.shape) // x.shape[#x.shape]
     local out = nn.new_tensor(cx, name, x.shape, x.dtype, (x.rg or w.rg) and not cx.no_grad)
     local mean = nn.new_tensor(cx, name .. ".mean", { rows }, "fp32", false)
@@ -54,7 +61,7 @@ return function(nn)
                       saves = { x, mean, rstd, w, b },
                       grads = { { dtype = x.dtype }, w.rg and { dtype = w.dtype } or "none",
                                 b.rg and { dtype = b.dtype } or "none" },
-                      bwd_workspace = opts.bwd_workspace, frees = opts.frees,
+                      workspace = ws, bwd_workspace = bws, frees = opts.frees,
                       bwd_kernels = nn.launches(cx, "layer_norm_bwd"),
                       flops = 8 * nn.numel(x.shape), dtype = x.dtype, host = "layer_norm" })
     return out

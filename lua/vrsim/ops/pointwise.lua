@@ -176,11 +176,18 @@ return function(nn)
                              grads = { g }, frees = opts.frees, dtype = x.dtype })
   end
 
-  -- F.interpolate(x, scale_factor=2, mode="nearest"): backward needs only sizes.
+  -- F.interpolate(x, scale_factor=2, mode="nearest"): backward needs only sizes. Under autocast
+  -- upsample_nearest2d is an fp32 op: the input is cast up (a temporary) and the output is fp32.
   function nn.upsample_nearest2x(cx, name, x, opts)
     opts = opts or {}
-    local s = { x.shape[1], x.shape[2], x.shape[3] * 2, x.shape[4] * 2 }
-    return nn.op_sized(cx, { name = name, inputs = { x }, outs = { { name, s, x.dtype } },
-                             frees = opts.frees, dtype = x.dtype })
+    local xc = nn.autocast_fp32(cx, x, name .. ".input_cast")
+    local frees = opts.frees
+    if xc ~= x then
+      frees = { xc }
+      for _, f in ipairs(opts.frees or {}) do frees[#frees + 1] = f end
+    end
+    local s = { xc.shape[1], xc.shape[2], xc.shape[3] * 2, xc.shape[4] * 2 }
+    return nn.op_sized(cx, { name = name, inputs = { xc }, outs = { { name, s, xc.dtype } },
+                             frees = frees, dtype = xc.dtype })
   end
 end
