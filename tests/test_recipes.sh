@@ -99,6 +99,36 @@ else
 fi
 rm -f "$P.lua"
 
+# ---- vrsim sweep and vrsim maxbatch take the config as vrsim CONFIG does -------------------------
+# both_say NAME -- ARGS_SCENARIO -- ARGS_CONFIG: the two commands print the same result lines
+both_say() {
+  _n=$1; shift 2
+  _a=""; while [ "$1" != "--" ]; do _a="$_a $1"; shift; done; shift
+  # shellcheck disable=SC2086
+  timeout 120 "$VRSIM" $_a >"$TMP/s.out" 2>&1; _ra=$?
+  timeout 120 "$VRSIM" "$@" >"$TMP/c.out" 2>&1; _rb=$?
+  if [ "$_ra" -ne 0 ] || [ "$_rb" -ne 0 ]; then
+    fail "$_n: exit $_ra (scenario), $_rb (config)" "$(tail -n 3 "$TMP/s.out" "$TMP/c.out")"; return
+  fi
+  # the rows and the answer, without the timing of the run itself
+  grep -E '^ +[0-9]+  |^answer' "$TMP/s.out" >"$TMP/s.rows"; grep -E '^ +[0-9]+  |^answer' "$TMP/c.out" >"$TMP/c.rows"
+  if [ ! -s "$TMP/c.rows" ] || ! cmp -s "$TMP/s.rows" "$TMP/c.rows"; then
+    fail "$_n: the config's rows differ from the scenario's" "$(diff "$TMP/s.rows" "$TMP/c.rows" | head -n 6)"; return
+  fi
+  ok "$_n: the same $(wc -l <"$TMP/c.rows") result lines as the scenario"
+}
+both_say "vrsim maxbatch CONFIG --gpu --gpus" -- maxbatch $D/axolotl_lora_ddp.lua --max 16 -- \
+  maxbatch $D/axolotl_lora_ddp.yml --gpu h100 --gpus 2 --max 16
+both_say "vrsim sweep CONFIG --gpu, a model.config constant" -- \
+  sweep $D/accelerate_fsdp2.lua --set micro_batch=1,4 --set seq=1024,2048 --no-files -j 2 -- \
+  sweep $D/accelerate_fsdp2.yaml --gpu h100 --set model.config=$M --set micro_batch=1,4 --set seq=1024,2048 --no-files -j 2
+sed 's#^sample_packing: false#sample_packing: true#' $D/axolotl_qlora.yml >"$TMP/spacking.yml"
+check "vrsim sweep CONFIG: the config's refusals come first" 2 "vrsim sweep: .*spacking\.yml:24: sample_packing" -- \
+  sweep "$TMP/spacking.yml" --gpu rtx4090 --set micro_batch=1,2 --no-files
+check "vrsim maxbatch CONFIG without --gpu" 2 "vrsim maxbatch: .*does not name the GPU" -- maxbatch $D/axolotl_qlora.yml
+check "vrsim sweep --gpu on a scenario" 2 "--gpu and --gpus are for a trainer config" -- \
+  sweep $D/axolotl_qlora.lua --gpu h100 --set micro_batch=1,2 --no-files
+
 # ---- the hardware and the model are not in the file ---------------------------------------------
 check "no --gpu: an error naming --gpu" 2 "does not name the GPU: give --gpu NAME" -- $D/axolotl_qlora.yml --no-files
 check "--gpu unknown" 2 "--gpu: unknown GPU 'rtx9999'" -- $D/axolotl_qlora.yml --gpu rtx9999 --no-files
