@@ -77,6 +77,10 @@ same "accelerate FSDP2 config with the script's model and batch" $D/accelerate_f
   $D/accelerate_fsdp2.yaml --gpu h100 --set model.config=$M --set micro_batch=4 --set seq=2048
 same "accelerate DeepSpeed ZeRO-3 config (inline, optimizer offload)" $D/accelerate_zero3.lua -- \
   $D/accelerate_zero3.yaml --gpu a100_80g --set model.config=$M --set micro_batch=2 --set seq=4096
+same "TRL SFT config (trl sft --config): LoRA, SFTConfig's defaults" $D/trl_sft_lora.lua -- \
+  $D/trl_sft_lora.yaml --gpu h100
+same "TrainingArguments as JSON with the script's model and rows, DeepSpeed ZeRO-2" $D/trainer_args_zero2.lua -- \
+  $D/trainer_args_zero2.json --gpu a100_80g --gpus 4 --set model.config=$M --set seq=1024
 same "--from axolotl on a config that names no format by extension alone" $D/axolotl_qlora.lua -- \
   $D/axolotl_qlora.yml --gpu rtx4090 --from axolotl
 
@@ -183,6 +187,34 @@ check "accelerate: an unknown fsdp_config key" 2 "fsdpx\.yaml:14: fsdp_config\.f
 sed 's/^  zero3_init_flag: true/  zero3_init_flag: false/' $D/accelerate_zero3.yaml >"$TMP/noinit.yaml"
 check "accelerate ZeRO-3 without zero.Init" 2 "noinit\.yaml:10: deepspeed_config\.zero3_init_flag: false with zero_stage 3" -- \
   "$TMP/noinit.yaml" --gpu a100_80g --set model.config=$M --no-files
+
+# TRL and TrainingArguments: what is not modelled, named with its line (JSON's too)
+sed 's/^packing: false/packing: true/' $D/trl_sft_lora.yaml >"$TMP/tpack.yaml"
+check "trl packing: true" 2 "tpack\.yaml:15: packing: packing .* is not modelled" -- "$TMP/tpack.yaml" --gpu h100 --no-files
+sed 's/^use_peft: true/use_peft: true\nload_in_4bit: true/' $D/trl_sft_lora.yaml >"$TMP/tq.yaml"
+check "trl QLoRA without nested quantization (TRL's default)" 2 \
+  "tq\.yaml:9: load_in_4bit: NF4 without use_bnb_nested_quant .* is not modelled" -- "$TMP/tq.yaml" --gpu h100 --no-files
+printf 'use_bnb_nested_quant: true\n' >>"$TMP/tq.yaml"
+check "... with it: simulated" 0 "FITS" -- "$TMP/tq.yaml" --gpu h100 --no-files
+printf 'beta: 0.1\n' >>"$TMP/tq.yaml"
+check "trl: a DPO key (beta) in an SFT config" 2 "tq\.yaml:28: beta: not modelled: vrsim's trl reader" -- \
+  "$TMP/tq.yaml" --gpu h100 --no-files
+sed 's/^dtype: bfloat16/dtype: float32/' $D/trl_sft_lora.yaml >"$TMP/tfp32.yaml"
+check "trl LoRA on fp32 weights" 2 "tfp32\.yaml:6: dtype: LoRA on fp32 weights is not modelled" -- \
+  "$TMP/tfp32.yaml" --gpu h100 --no-files
+sed 's/"optim": "adamw_torch"/"optim": "paged_adamw_8bit"/' $D/trainer_args_zero2.json >"$TMP/paged.json"
+check "TrainingArguments JSON: a paged optimizer, with its JSON line" 2 "paged\.json:8: optim: 'paged_adamw_8bit' is not modelled" -- \
+  "$TMP/paged.json" --gpu h100 --set model.config=$M --no-files
+sed 's/"torch_compile": false/"torch_compile": true/' $D/trainer_args_zero2.json >"$TMP/compile.json"
+check "TrainingArguments JSON: torch_compile" 2 "compile\.json:18: torch_compile: torch\.compile .* is not modelled" -- \
+  "$TMP/compile.json" --gpu h100 --set model.config=$M --no-files
+check "TrainingArguments JSON without the model" 2 "trainer_args_zero2\.json:3: per_device_train_batch_size: a TrainingArguments file names no model" -- \
+  $D/trainer_args_zero2.json --gpu h100 --no-files
+printf '{"per_device_train_batch_size": 2,\n "per_device_train_batch_size": 4}\n' >"$TMP/dup.json"
+check "TrainingArguments JSON with a key twice" 2 "dup\.json': key 'per_device_train_batch_size' appears twice" -- \
+  "$TMP/dup.json" --gpu h100 --no-files
+printf '{"per_device_train_batch_size": 2,\n' >"$TMP/cut.json"
+check "a JSON config cut short" 2 "cut\.json': not valid JSON" -- "$TMP/cut.json" --gpu h100 --no-files
 
 # ---- hostile YAML --------------------------------------------------------------------------------
 H=tests/hostile
