@@ -81,6 +81,10 @@ same "TRL SFT config (trl sft --config): LoRA, SFTConfig's defaults" $D/trl_sft_
   $D/trl_sft_lora.yaml --gpu h100
 same "TrainingArguments as JSON with the script's model and rows, DeepSpeed ZeRO-2" $D/trainer_args_zero2.lua -- \
   $D/trainer_args_zero2.json --gpu a100_80g --gpus 4 --set model.config=$M --set seq=1024
+same "LLaMA-Factory QLoRA SFT (quantization_bit 4, lora_target all)" $D/llamafactory_qlora.lua -- \
+  $D/llamafactory_qlora.yaml --gpu rtx4090
+same "LLaMA-Factory full SFT under its DeepSpeed ZeRO-2 JSON" $D/llamafactory_full_ds.lua -- \
+  $D/llamafactory_full_ds.yaml --gpu h100 --gpus 4
 same "--from axolotl on a config that names no format by extension alone" $D/axolotl_qlora.lua -- \
   $D/axolotl_qlora.yml --gpu rtx4090 --from axolotl
 
@@ -137,7 +141,7 @@ check "vrsim sweep --gpu on a scenario" 2 "--gpu and --gpus are for a trainer co
 check "no --gpu: an error naming --gpu" 2 "does not name the GPU: give --gpu NAME" -- $D/axolotl_qlora.yml --no-files
 check "--gpu unknown" 2 "--gpu: unknown GPU 'rtx9999'" -- $D/axolotl_qlora.yml --gpu rtx9999 --no-files
 check "--gpu on a scenario: refused" 2 "for a trainer config" -- $D/axolotl_qlora.lua --gpu h100 --no-files
-check "--from an unknown format" 2 "--from llamafactory: not a format vrsim reads" -- $D/axolotl_qlora.yml --gpu h100 --from llamafactory --no-files
+check "--from an unknown format" 2 "--from torchtune: not a format vrsim reads" -- $D/axolotl_qlora.yml --gpu h100 --from torchtune --no-files
 check "accelerate config without the model" 2 "names no model: give .*--set model.config=PATH" -- $D/accelerate_fsdp2.yaml --gpu h100 --no-files
 
 # variant NAME SED: the QLoRA config edited by SED, as $TMP/NAME.yml
@@ -215,6 +219,23 @@ check "TrainingArguments JSON with a key twice" 2 "dup\.json': key 'per_device_t
   "$TMP/dup.json" --gpu h100 --no-files
 printf '{"per_device_train_batch_size": 2,\n' >"$TMP/cut.json"
 check "a JSON config cut short" 2 "cut\.json': not valid JSON" -- "$TMP/cut.json" --gpu h100 --no-files
+
+# LLaMA-Factory: what is not modelled, named with its line
+sed '/^use_reentrant_gc: false/d' $D/llamafactory_qlora.yaml >"$TMP/lfre.yaml"
+check "LLaMA-Factory's default reentrant checkpointing" 2 \
+  "lfre\.yaml:[0-9]+: disable_gradient_checkpointing: LLaMA-Factory's default reentrant gradient checkpointing" -- \
+  "$TMP/lfre.yaml" --gpu rtx4090 --no-files
+sed 's/^stage: sft/stage: dpo/' $D/llamafactory_qlora.yaml >"$TMP/lfdpo.yaml"
+check "LLaMA-Factory stage: dpo" 2 "lfdpo\.yaml:13: stage: 'dpo' is not modelled" -- "$TMP/lfdpo.yaml" --gpu rtx4090 --no-files
+sed 's/^finetuning_type: lora/finetuning_type: freeze/' $D/llamafactory_qlora.yaml >"$TMP/lffreeze.yaml"
+check "LLaMA-Factory finetuning_type: freeze" 2 "lffreeze\.yaml:15: finetuning_type: 'freeze' is not modelled" -- \
+  "$TMP/lffreeze.yaml" --gpu rtx4090 --no-files
+sed 's/^lora_target: all/lora_target: all\nuse_galore: true/' $D/llamafactory_qlora.yaml >"$TMP/lfgalore.yaml"
+check "LLaMA-Factory: a key the reader does not know (use_galore)" 2 "lfgalore\.yaml:18: use_galore: not modelled: vrsim's llamafactory reader" -- \
+  "$TMP/lfgalore.yaml" --gpu rtx4090 --no-files
+sed 's/^quantization_bit: 4/quantization_bit: 4\ndouble_quantization: false/' $D/llamafactory_qlora.yaml >"$TMP/lfdq.yaml"
+check "LLaMA-Factory NF4 without double quantization" 2 "lfdq\.yaml:8: double_quantization: false is not modelled" -- \
+  "$TMP/lfdq.yaml" --gpu rtx4090 --no-files
 
 # ---- hostile YAML --------------------------------------------------------------------------------
 H=tests/hostile
