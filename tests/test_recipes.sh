@@ -85,6 +85,13 @@ same "LLaMA-Factory QLoRA SFT (quantization_bit 4, lora_target all)" $D/llamafac
   $D/llamafactory_qlora.yaml --gpu rtx4090
 same "LLaMA-Factory full SFT under its DeepSpeed ZeRO-2 JSON" $D/llamafactory_full_ds.lua -- \
   $D/llamafactory_full_ds.yaml --gpu h100 --gpus 4
+same "torchtune lora_finetune_single_device (its llama3_2/1B config)" $D/torchtune_1B_lora_single_device.lua -- \
+  $D/torchtune_1B_lora_single_device.yaml --gpu rtx4090
+# its full_finetune_single_device config with torch's fused AdamW for bitsandbytes' paged one
+sed 's/^  _component_: bitsandbytes.optim.PagedAdamW8bit/  _component_: torch.optim.AdamW\n  fused: True/' \
+  $D/torchtune_1B_full_single_device.yaml >"$TMP/ttfull.yaml"
+same "torchtune full_finetune_single_device (optimizer in backward)" $D/torchtune_1B_full_single_device.lua -- \
+  "$TMP/ttfull.yaml" --gpu h100
 same "--from axolotl on a config that names no format by extension alone" $D/axolotl_qlora.lua -- \
   $D/axolotl_qlora.yml --gpu rtx4090 --from axolotl
 
@@ -141,7 +148,9 @@ check "vrsim sweep --gpu on a scenario" 2 "--gpu and --gpus are for a trainer co
 check "no --gpu: an error naming --gpu" 2 "does not name the GPU: give --gpu NAME" -- $D/axolotl_qlora.yml --no-files
 check "--gpu unknown" 2 "--gpu: unknown GPU 'rtx9999'" -- $D/axolotl_qlora.yml --gpu rtx9999 --no-files
 check "--gpu on a scenario: refused" 2 "for a trainer config" -- $D/axolotl_qlora.lua --gpu h100 --no-files
-check "--from an unknown format" 2 "--from torchtune: not a format vrsim reads" -- $D/axolotl_qlora.yml --gpu h100 --from torchtune --no-files
+check "--from an unknown format" 2 "--from torchtitan: not a format vrsim reads" -- $D/axolotl_qlora.yml --gpu h100 --from torchtitan --no-files
+check "--from torchtune on an axolotl config: its missing model section named" 2 \
+  "axolotl_qlora\.yml:[0-9]+: model: missing: a torchtune recipe's model section" -- $D/axolotl_qlora.yml --gpu h100 --from torchtune --no-files
 check "accelerate config without the model" 2 "names no model: give .*--set model.config=PATH" -- $D/accelerate_fsdp2.yaml --gpu h100 --no-files
 
 # variant NAME SED: the QLoRA config edited by SED, as $TMP/NAME.yml
@@ -236,6 +245,28 @@ check "LLaMA-Factory: a key the reader does not know (use_galore)" 2 "lfgalore\.
 sed 's/^quantization_bit: 4/quantization_bit: 4\ndouble_quantization: false/' $D/llamafactory_qlora.yaml >"$TMP/lfdq.yaml"
 check "LLaMA-Factory NF4 without double quantization" 2 "lfdq\.yaml:8: double_quantization: false is not modelled" -- \
   "$TMP/lfdq.yaml" --gpu rtx4090 --no-files
+
+# torchtune: what is not modelled, named with its line
+check "torchtune: bitsandbytes' PagedAdamW8bit (its full single-device config as shipped)" 2 \
+  "torchtune_1B_full_single_device\.yaml:59: optimizer\._component_: 'bitsandbytes\.optim\.PagedAdamW8bit' is not modelled" -- \
+  $D/torchtune_1B_full_single_device.yaml --gpu h100 --no-files
+sed 's/^  _component_: torchtune.modules.loss.CEWithChunkedOutputLoss/  _component_: torchtune.modules.loss.LinearCrossEntropyLoss/' \
+  $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttlin.yaml"
+check "torchtune 0.7's LinearCrossEntropyLoss" 2 "ttlin\.yaml:[0-9]+: loss\._component_: 'torchtune\.modules\.loss\.LinearCrossEntropyLoss' is not modelled" -- \
+  "$TMP/ttlin.yaml" --gpu rtx4090 --no-files
+sed 's/^  _component_: torchtune.models.llama3_2.lora_llama3_2_1b/  _component_: torchtune.models.llama3_2.qlora_llama3_2_1b/' \
+  $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttq.yaml"
+check "torchtune QLoRA (torchao's NF4Tensor)" 2 "ttq\.yaml:[0-9]+: model\._component_: QLoRA builders quantize the base weights to torchao's NF4Tensor" -- \
+  "$TMP/ttq.yaml" --gpu rtx4090 --no-files
+sed 's/^  packed: False  # True increases speed/  packed: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttpack.yaml"
+check "torchtune packed dataset" 2 "ttpack\.yaml:[0-9]+: dataset\.packed: packed rows" -- "$TMP/ttpack.yaml" --gpu rtx4090 --no-files
+check "torchtune on 2 GPUs (the distributed recipes)" 2 "--gpus 2: torchtune's distributed recipes .* are not modelled" -- \
+  $D/torchtune_1B_lora_single_device.yaml --gpu h100 --gpus 2 --no-files
+sed 's/^compile: False/compile: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttc.yaml"
+check "torchtune compile: True" 2 "ttc\.yaml:[0-9]+: compile: torch\.compile" -- "$TMP/ttc.yaml" --gpu rtx4090 --no-files
+check "torchtune notes: the transformers model, the keys not read" 0 \
+  "lora_llama3_2_1b simulated as the transformers model.*keys not read.*metric_logger.*profiler" -- \
+  $D/torchtune_1B_lora_single_device.yaml --gpu rtx4090 --no-files
 
 # ---- hostile YAML --------------------------------------------------------------------------------
 H=tests/hostile

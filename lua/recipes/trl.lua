@@ -25,12 +25,14 @@ local function has_any(doc, keys)
   return false
 end
 
+-- (a torchtune recipe's model is a section with a _component_: recipes/torchtune.lua)
 function T.detect_trl(doc)
-  return has_any(doc, TRL_KEYS) and not has_any(doc, LF_KEYS)
+  return has_any(doc, TRL_KEYS) and not has_any(doc, LF_KEYS) and type(doc.model) ~= "table"
 end
 
 function T.detect_trainer(doc)
   return doc.per_device_train_batch_size ~= nil and not has_any(doc, TRL_KEYS) and not has_any(doc, LF_KEYS)
+      and type(doc.model) ~= "table"
 end
 
 -- TRL keys that change neither memory nor time: data and its preparation, chat templates, hub
