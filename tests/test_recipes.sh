@@ -248,7 +248,7 @@ check "LLaMA-Factory NF4 without double quantization" 2 "lfdq\.yaml:8: double_qu
 
 # torchtune: what is not modelled, named with its line
 check "torchtune: bitsandbytes' PagedAdamW8bit (its full single-device config as shipped)" 2 \
-  "torchtune_1B_full_single_device\.yaml:59: optimizer\._component_: 'bitsandbytes\.optim\.PagedAdamW8bit' is not modelled" -- \
+  "torchtune_1B_full_single_device\.yaml:60: optimizer\._component_: 'bitsandbytes\.optim\.PagedAdamW8bit' is not modelled" -- \
   $D/torchtune_1B_full_single_device.yaml --gpu h100 --no-files
 sed 's/^  _component_: torchtune.modules.loss.CEWithChunkedOutputLoss/  _component_: torchtune.modules.loss.LinearCrossEntropyLoss/' \
   $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttlin.yaml"
