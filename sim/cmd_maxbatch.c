@@ -16,6 +16,7 @@
 #include "cmds.h"
 #include "engine.h"
 #include "points.h"
+#include "recipe.h"
 #include "report.h"
 #include "safetext.h"
 #include "scenario.h"
@@ -25,6 +26,7 @@
 static void usage(FILE *f) {
     fprintf(f,
         "usage: vrsim maxbatch SCENARIO.lua [--set KEY=VALUE ...] [--field FIELD] [--max N]\n"
+        "       vrsim maxbatch CONFIG.yaml --gpu NAME [--gpus N] [--from FORMAT] [...]\n"
         "\n"
         "Finds the largest value of FIELD at which the scenario fits, by doubling then bisection;\n"
         "every probe is a full simulation (op by op through the caching allocator) and is\n"
@@ -35,7 +37,9 @@ static void usage(FILE *f) {
         "  --step N        search multiples of N (default 1; resolution 64 pixels)\n"
         "  --max N         the largest value tried (default: micro_batch 4096, seq 1048576,\n"
         "                  resolution 8192)\n"
-        "  --gpu NAME      the catalog GPU (the same as --set gpu=NAME)\n"
+        "  --gpu NAME      the catalog GPU (the same as --set gpu=NAME); a trainer config\n"
+        "                  (docs/recipes.md) needs it\n"
+        "  --gpus N, --from FORMAT  a trainer config's ranks and format, as for vrsim CONFIG\n"
         "  --set KEY=VALUE as for vrsim SCENARIO (gpu=, precision=, checkpointing=, ...)\n"
         "  --unsafe        let the scenario use io/os\n"
         "  (PYTORCH_CUDA_ALLOC_CONF in the environment applies, as for vrsim SCENARIO; --set\n"
@@ -122,6 +126,7 @@ static bool parse_long(const char *s, long *v) {
 
 int cmd_maxbatch(int argc, char **argv) {
     Search s = {.field = "micro_batch"};
+    RecipeOptions rcp = {0};
     long max = 0, step = 0;
     double timeout_s = 300;
     char *gpubuf = NULL, *envbuf = NULL, *dir = NULL, *name = NULL;
@@ -134,6 +139,14 @@ int cmd_maxbatch(int argc, char **argv) {
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); free(s.sets); return 0; }
         if (strcmp(a, "--unsafe") == 0) { s.unsafe = true; continue; }
+        if (strcmp(a, "--from") == 0 || strcmp(a, "--gpus") == 0) {
+            char rerr[128];
+            if (recipe_option(argc, argv, &i, &rcp, rerr, sizeof rerr) < 0) {
+                safetext_eprintf("vrsim maxbatch: %s\n", rerr);
+                goto out;
+            }
+            continue;
+        }
         if (strncmp(a, "--set=", 6) == 0) { s.sets[s.n_sets++] = a + 6; continue; }
         if (strcmp(a, "--set") == 0 || strcmp(a, "--field") == 0 || strcmp(a, "--max") == 0 ||
             strcmp(a, "--step") == 0 || strcmp(a, "--gpu") == 0 ||
@@ -142,6 +155,7 @@ int cmd_maxbatch(int argc, char **argv) {
             i++;
             if (strcmp(a, "--set") == 0) s.sets[s.n_sets++] = val;
             else if (strcmp(a, "--gpu") == 0) {
+                rcp.gpu = val;
                 free(gpubuf);
                 if (!(gpubuf = vr_strfmt("hardware.gpu=%s", val))) { rc = VR_EXIT_INTERNAL; goto out; }
                 s.sets[s.n_sets++] = gpubuf;
@@ -202,14 +216,28 @@ int cmd_maxbatch(int argc, char **argv) {
     if (max < step) { safetext_eprintf("vrsim maxbatch: --max %ld is below the step %ld\n", max, step); goto out; }
 
     char err[1024];
-    if (!(s.src = points_read_scenario(s.path, err, sizeof err))) {
+    bool recipe = rcp.from || recipe_is_config(s.path);
+    if (!recipe && (rcp.count || rcp.from)) {
+        safetext_eprintf("vrsim maxbatch: --gpus and --from are for a trainer config (CONFIG.yaml)\n");
+        goto out;
+    }
+    if (recipe) {
+        /* a trainer config, read once into the scenario text each probe loads; its paths are
+         * read from the working folder */
+        VrStatus st = recipe_source(s.path, &rcp, s.sets, s.n_sets, &s.src, err, sizeof err);
+        if (st) {
+            safetext_eprintf("vrsim maxbatch: %s\n", err);
+            rc = st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
+            goto out;
+        }
+    } else if (!(s.src = points_read_scenario(s.path, err, sizeof err))) {
         safetext_eprintf("vrsim maxbatch: %s\n", err);
         rc = strcmp(err, "out of host memory") == 0 ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
         goto out;
     }
     {
         /* the scenario's whole folder: a cut one would widen what require may read */
-        if (!(dir = vr_dirname(s.path))) { rc = VR_EXIT_INTERNAL; goto out; }
+        if (!(dir = recipe ? vr_strfmt(".") : vr_dirname(s.path))) { rc = VR_EXIT_INTERNAL; goto out; }
         VrStatus st = points_new(dir, s.unsafe, timeout_s, &s.runner, err, sizeof err);
         if (st) {
             safetext_eprintf("vrsim maxbatch: %s\n", err);
@@ -227,6 +255,7 @@ int cmd_maxbatch(int argc, char **argv) {
         goto out;
     }
     if (strlen(name) > 4 && strcmp(name + strlen(name) - 4, ".lua") == 0) name[strlen(name) - 4] = 0;
+    else if (recipe && strrchr(name, '.') && strrchr(name, '.') != name) *strrchr(name, '.') = 0;
     for (long k = 1;;) {
         bool timed_out;
         VrStatus st = probe(&s, k * step, &p, &timed_out, err, sizeof err);

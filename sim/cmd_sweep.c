@@ -43,6 +43,7 @@
 #include "journal.h"
 #include "outpath.h"
 #include "points.h"
+#include "recipe.h"
 #include "report.h"
 #include "safetext.h"
 #include "scenario.h"
@@ -56,6 +57,7 @@
 static void usage(FILE *f) {
     fprintf(f,
         "usage: vrsim sweep SCENARIO.lua --set KEY=VALUES [--set KEY=VALUES ...] [options]\n"
+        "       vrsim sweep CONFIG.yaml --gpu NAME [--gpus N] [--from FORMAT] --set ... [options]\n"
         "\n"
         "Simulates every combination (the cross product) of the values given, each point a full\n"
         "run of the scenario with those --set overrides, in parallel worker processes. Prints a\n"
@@ -87,6 +89,8 @@ static void usage(FILE *f) {
         "                   PYTORCH_CUDA_ALLOC_CONF or vrsim changed since\n"
         "  --point-timeout S  a point still running after S seconds (default 300) is stopped\n"
         "                   and reported as failed; the sweep goes on\n"
+        "  --gpu NAME, --gpus N, --from FORMAT   a trainer config's GPU, ranks and format, as\n"
+        "                   for vrsim CONFIG (docs/recipes.md); the config is read once\n"
         "  --allocator KIND, --alloc-conf STR, --unsafe   as for vrsim SCENARIO (without\n"
         "                   --alloc-conf, PYTORCH_CUDA_ALLOC_CONF in the environment applies)\n"
         "\n"
@@ -935,6 +939,7 @@ int cmd_sweep(int argc, char **argv) {
     char *name = NULL, *dir = NULL, *jpath = NULL;
     const char *conf_given = NULL;
     char err[1024];
+    RecipeOptions rcp = {0};
     if (jobs < 1) jobs = 1;
     s.axes = calloc((size_t)argc + 1, sizeof(Axis));
     s.consts = calloc(4, sizeof(char *)); /* --allocator, --alloc-conf or the environment's */
@@ -947,6 +952,9 @@ int cmd_sweep(int argc, char **argv) {
         if (strcmp(a, "--json") == 0) { json = true; continue; }
         if (strcmp(a, "--unsafe") == 0) { s.unsafe = true; continue; }
         if (strcmp(a, "--resume") == 0) { resume = true; continue; }
+        int ro = recipe_option(argc, argv, &i, &rcp, err, sizeof err);
+        if (ro < 0) { safetext_eprintf("vrsim sweep: %s\n", err); goto out; }
+        if (ro) continue;
         if (strncmp(a, "--set=", 6) == 0) { val = a + 6; a = "--set"; i--; }
         else if (strncmp(a, "-j", 2) == 0 && a[2]) { val = a + 2; a = "-j"; i--; }
         bool takes = strcmp(a, "--set") == 0 || strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0 ||
@@ -1052,14 +1060,36 @@ int cmd_sweep(int argc, char **argv) {
     if (feed_order(&s)) { rc = VR_EXIT_INTERNAL; goto out; }
     s.res = calloc((size_t)s.n_todo + 1, sizeof(PointResult));
     if (!s.res) { rc = VR_EXIT_INTERNAL; goto out; }
-    s.src = points_read_scenario(s.path, err, sizeof err);
-    if (!s.src) {
+    bool recipe = rcp.from || recipe_is_config(s.path);
+    if (!recipe && (rcp.gpu || rcp.count)) {
+        safetext_eprintf("vrsim sweep: --gpu and --gpus are for a trainer config (CONFIG.yaml); a "
+                "scenario's GPU is --set gpu=NAMES\n");
+        goto out;
+    }
+    if (recipe) {
+        /* a trainer config, read once into the scenario text every point loads (its paths read
+         * from the working folder); a model.config among the constants stands in for its model */
+        const char **cs = calloc((size_t)s.n_axes + 1, sizeof(char *));
+        int n_cs = 0;
+        VrStatus st = cs ? VR_OK : VR_ENOMEM;
+        for (int a = 0; a < s.n_axes && !st; a++)
+            if (s.axes[a].n == 1 && !(cs[n_cs++] = vr_strfmt("%s=%s", s.axes[a].key, s.axes[a].vals[0])))
+                st = VR_ENOMEM;
+        if (!st) st = recipe_source(s.path, &rcp, cs, n_cs, &s.src, err, sizeof err);
+        for (int c = 0; c < n_cs; c++) free((char *)cs[c]);
+        free(cs);
+        if (st) {
+            safetext_eprintf("vrsim sweep: %s\n", st == VR_ENOMEM ? "out of host memory" : err);
+            rc = st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
+            goto out;
+        }
+    } else if (!(s.src = points_read_scenario(s.path, err, sizeof err))) {
         safetext_eprintf("vrsim sweep: %s\n", err);
         if (strcmp(err, "out of host memory") == 0) rc = VR_EXIT_INTERNAL;
         goto out;
     }
     /* the scenario's whole folder: a cut one would widen what require may read to its parent */
-    if (!(s.dir = vr_dirname(s.path))) { rc = VR_EXIT_INTERNAL; goto out; }
+    if (!(s.dir = recipe ? vr_strfmt(".") : vr_dirname(s.path))) { rc = VR_EXIT_INTERNAL; goto out; }
     /* the Lua state with vrsim's modules loaded, which every worker inherits and forks its
      * points from */
     {
@@ -1093,7 +1123,7 @@ int cmd_sweep(int argc, char **argv) {
         name = vr_strfmt("%s", b ? b + 1 : s.path);
         if (!name) { rc = VR_EXIT_INTERNAL; goto out; }
         char *dot = strrchr(name, '.');
-        if (dot && strcmp(dot, ".lua") == 0) *dot = 0;
+        if (dot && (strcmp(dot, ".lua") == 0 || recipe)) *dot = 0;
     }
     char suffix[64] = "";
     dir = outdir ? vr_strfmt("%s", outdir) : vr_strfmt("out/sweep-%s", name);

@@ -1,5 +1,6 @@
 /* recipe.c: the chunk that runs lua/recipes/load.lua on a trainer config (recipe.h). */
 #include "recipe.h"
+#include "scenario.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,8 @@
 
 bool recipe_is_config(const char *path) {
     const char *dot = strrchr(path, '.');
-    return dot && !strchr(dot, '/') && (strcasecmp(dot, ".yaml") == 0 || strcasecmp(dot, ".yml") == 0);
+    return dot && !strchr(dot, '/') && (strcasecmp(dot, ".yaml") == 0 || strcasecmp(dot, ".yml") == 0 ||
+                                        strcasecmp(dot, ".json") == 0);
 }
 
 /* Appends s to buf (at *n) as a Lua string literal, every byte but letters and digits as a
@@ -42,4 +44,36 @@ char *recipe_chunk(const char *path, const RecipeOptions *o, bool print) {
     }
     sprintf(buf + n, "})\n");
     return buf;
+}
+
+VrStatus recipe_source(const char *path, const RecipeOptions *o, const char *const *sets,
+                       int n_sets, char **out, char *err, size_t errlen) {
+    RecipeOptions ro = *o;
+    for (int k = 0; k < n_sets; k++)
+        if (strncmp(sets[k], "model.config=", 13) == 0 || strncmp(sets[k], "config=", 7) == 0)
+            ro.model_config = strchr(sets[k], '=') + 1;
+    char *chunk = recipe_chunk(path, &ro, true);
+    if (!chunk) { snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
+    ScenarioOptions opts = {.typed_file = path};
+    VrStatus st = scenario_eval_text(path, chunk, ".", &opts, out, err, errlen);
+    free(chunk);
+    return st;
+}
+
+int recipe_option(int argc, char **argv, int *i, RecipeOptions *o, char *err, size_t errlen) {
+    const char *a = argv[*i];
+    if (strcmp(a, "--from") != 0 && strcmp(a, "--gpu") != 0 && strcmp(a, "--gpus") != 0) return 0;
+    const char *val = *i + 1 < argc ? argv[*i + 1] : NULL;
+    bool count = strcmp(a, "--gpus") == 0;
+    char *end = NULL;
+    long n = val && count ? strtol(val, &end, 10) : 0;
+    if (!val || (count && (end == val || *end || n < 1 || n > 1 << 20))) {
+        snprintf(err, errlen, "%s needs a %s", a, count ? "count from 1 to 1048576" : "value");
+        return -1;
+    }
+    if (a[2] == 'f') o->from = val;
+    else if (count) o->count = (int)n;
+    else o->gpu = val;
+    (*i)++;
+    return 1;
 }

@@ -77,6 +77,21 @@ same "accelerate FSDP2 config with the script's model and batch" $D/accelerate_f
   $D/accelerate_fsdp2.yaml --gpu h100 --set model.config=$M --set micro_batch=4 --set seq=2048
 same "accelerate DeepSpeed ZeRO-3 config (inline, optimizer offload)" $D/accelerate_zero3.lua -- \
   $D/accelerate_zero3.yaml --gpu a100_80g --set model.config=$M --set micro_batch=2 --set seq=4096
+same "TRL SFT config (trl sft --config): LoRA, SFTConfig's defaults" $D/trl_sft_lora.lua -- \
+  $D/trl_sft_lora.yaml --gpu h100
+same "TrainingArguments as JSON with the script's model and rows, DeepSpeed ZeRO-2" $D/trainer_args_zero2.lua -- \
+  $D/trainer_args_zero2.json --gpu a100_80g --gpus 4 --set model.config=$M --set seq=1024
+same "LLaMA-Factory QLoRA SFT (quantization_bit 4, lora_target all)" $D/llamafactory_qlora.lua -- \
+  $D/llamafactory_qlora.yaml --gpu rtx4090
+same "LLaMA-Factory full SFT under its DeepSpeed ZeRO-2 JSON" $D/llamafactory_full_ds.lua -- \
+  $D/llamafactory_full_ds.yaml --gpu h100 --gpus 4
+same "torchtune lora_finetune_single_device (its llama3_2/1B config)" $D/torchtune_1B_lora_single_device.lua -- \
+  $D/torchtune_1B_lora_single_device.yaml --gpu rtx4090
+# its full_finetune_single_device config with torch's fused AdamW for bitsandbytes' paged one
+sed 's/^  _component_: bitsandbytes.optim.PagedAdamW8bit/  _component_: torch.optim.AdamW\n  fused: True/' \
+  $D/torchtune_1B_full_single_device.yaml >"$TMP/ttfull.yaml"
+same "torchtune full_finetune_single_device (optimizer in backward)" $D/torchtune_1B_full_single_device.lua -- \
+  "$TMP/ttfull.yaml" --gpu h100
 same "--from axolotl on a config that names no format by extension alone" $D/axolotl_qlora.lua -- \
   $D/axolotl_qlora.yml --gpu rtx4090 --from axolotl
 
@@ -99,11 +114,43 @@ else
 fi
 rm -f "$P.lua"
 
+# ---- vrsim sweep and vrsim maxbatch take the config as vrsim CONFIG does -------------------------
+# both_say NAME -- ARGS_SCENARIO -- ARGS_CONFIG: the two commands print the same result lines
+both_say() {
+  _n=$1; shift 2
+  _a=""; while [ "$1" != "--" ]; do _a="$_a $1"; shift; done; shift
+  # shellcheck disable=SC2086
+  timeout 120 "$VRSIM" $_a >"$TMP/s.out" 2>&1; _ra=$?
+  timeout 120 "$VRSIM" "$@" >"$TMP/c.out" 2>&1; _rb=$?
+  if [ "$_ra" -ne 0 ] || [ "$_rb" -ne 0 ]; then
+    fail "$_n: exit $_ra (scenario), $_rb (config)" "$(tail -n 3 "$TMP/s.out" "$TMP/c.out")"; return
+  fi
+  # the rows and the answer, without the timing of the run itself
+  grep -E '^ +[0-9]+  |^answer' "$TMP/s.out" >"$TMP/s.rows"; grep -E '^ +[0-9]+  |^answer' "$TMP/c.out" >"$TMP/c.rows"
+  if [ ! -s "$TMP/c.rows" ] || ! cmp -s "$TMP/s.rows" "$TMP/c.rows"; then
+    fail "$_n: the config's rows differ from the scenario's" "$(diff "$TMP/s.rows" "$TMP/c.rows" | head -n 6)"; return
+  fi
+  ok "$_n: the same $(wc -l <"$TMP/c.rows") result lines as the scenario"
+}
+both_say "vrsim maxbatch CONFIG --gpu --gpus" -- maxbatch $D/axolotl_lora_ddp.lua --max 16 -- \
+  maxbatch $D/axolotl_lora_ddp.yml --gpu h100 --gpus 2 --max 16
+both_say "vrsim sweep CONFIG --gpu, a model.config constant" -- \
+  sweep $D/accelerate_fsdp2.lua --set micro_batch=1,4 --set seq=1024,2048 --no-files -j 2 -- \
+  sweep $D/accelerate_fsdp2.yaml --gpu h100 --set model.config=$M --set micro_batch=1,4 --set seq=1024,2048 --no-files -j 2
+sed 's#^sample_packing: false#sample_packing: true#' $D/axolotl_qlora.yml >"$TMP/spacking.yml"
+check "vrsim sweep CONFIG: the config's refusals come first" 2 "vrsim sweep: .*spacking\.yml:24: sample_packing" -- \
+  sweep "$TMP/spacking.yml" --gpu rtx4090 --set micro_batch=1,2 --no-files
+check "vrsim maxbatch CONFIG without --gpu" 2 "vrsim maxbatch: .*does not name the GPU" -- maxbatch $D/axolotl_qlora.yml
+check "vrsim sweep --gpu on a scenario" 2 "--gpu and --gpus are for a trainer config" -- \
+  sweep $D/axolotl_qlora.lua --gpu h100 --set micro_batch=1,2 --no-files
+
 # ---- the hardware and the model are not in the file ---------------------------------------------
 check "no --gpu: an error naming --gpu" 2 "does not name the GPU: give --gpu NAME" -- $D/axolotl_qlora.yml --no-files
 check "--gpu unknown" 2 "--gpu: unknown GPU 'rtx9999'" -- $D/axolotl_qlora.yml --gpu rtx9999 --no-files
 check "--gpu on a scenario: refused" 2 "for a trainer config" -- $D/axolotl_qlora.lua --gpu h100 --no-files
-check "--from an unknown format" 2 "--from llamafactory: not a format vrsim reads" -- $D/axolotl_qlora.yml --gpu h100 --from llamafactory --no-files
+check "--from an unknown format" 2 "--from torchtitan: not a format vrsim reads" -- $D/axolotl_qlora.yml --gpu h100 --from torchtitan --no-files
+check "--from torchtune on an axolotl config: its missing model section named" 2 \
+  "axolotl_qlora\.yml:[0-9]+: model: missing: a torchtune recipe's model section" -- $D/axolotl_qlora.yml --gpu h100 --from torchtune --no-files
 check "accelerate config without the model" 2 "names no model: give .*--set model.config=PATH" -- $D/accelerate_fsdp2.yaml --gpu h100 --no-files
 
 # variant NAME SED: the QLoRA config edited by SED, as $TMP/NAME.yml
@@ -153,6 +200,73 @@ check "accelerate: an unknown fsdp_config key" 2 "fsdpx\.yaml:14: fsdp_config\.f
 sed 's/^  zero3_init_flag: true/  zero3_init_flag: false/' $D/accelerate_zero3.yaml >"$TMP/noinit.yaml"
 check "accelerate ZeRO-3 without zero.Init" 2 "noinit\.yaml:10: deepspeed_config\.zero3_init_flag: false with zero_stage 3" -- \
   "$TMP/noinit.yaml" --gpu a100_80g --set model.config=$M --no-files
+
+# TRL and TrainingArguments: what is not modelled, named with its line (JSON's too)
+sed 's/^packing: false/packing: true/' $D/trl_sft_lora.yaml >"$TMP/tpack.yaml"
+check "trl packing: true" 2 "tpack\.yaml:15: packing: packing .* is not modelled" -- "$TMP/tpack.yaml" --gpu h100 --no-files
+sed 's/^use_peft: true/use_peft: true\nload_in_4bit: true/' $D/trl_sft_lora.yaml >"$TMP/tq.yaml"
+check "trl QLoRA without nested quantization (TRL's default)" 2 \
+  "tq\.yaml:9: load_in_4bit: NF4 without use_bnb_nested_quant .* is not modelled" -- "$TMP/tq.yaml" --gpu h100 --no-files
+printf 'use_bnb_nested_quant: true\n' >>"$TMP/tq.yaml"
+check "... with it: simulated" 0 "FITS" -- "$TMP/tq.yaml" --gpu h100 --no-files
+printf 'beta: 0.1\n' >>"$TMP/tq.yaml"
+check "trl: a DPO key (beta) in an SFT config" 2 "tq\.yaml:28: beta: not modelled: vrsim's trl reader" -- \
+  "$TMP/tq.yaml" --gpu h100 --no-files
+sed 's/^dtype: bfloat16/dtype: float32/' $D/trl_sft_lora.yaml >"$TMP/tfp32.yaml"
+check "trl LoRA on fp32 weights" 2 "tfp32\.yaml:6: dtype: LoRA on fp32 weights is not modelled" -- \
+  "$TMP/tfp32.yaml" --gpu h100 --no-files
+sed 's/"optim": "adamw_torch"/"optim": "paged_adamw_8bit"/' $D/trainer_args_zero2.json >"$TMP/paged.json"
+check "TrainingArguments JSON: a paged optimizer, with its JSON line" 2 "paged\.json:8: optim: 'paged_adamw_8bit' is not modelled" -- \
+  "$TMP/paged.json" --gpu h100 --set model.config=$M --no-files
+sed 's/"torch_compile": false/"torch_compile": true/' $D/trainer_args_zero2.json >"$TMP/compile.json"
+check "TrainingArguments JSON: torch_compile" 2 "compile\.json:18: torch_compile: torch\.compile .* is not modelled" -- \
+  "$TMP/compile.json" --gpu h100 --set model.config=$M --no-files
+check "TrainingArguments JSON without the model" 2 "trainer_args_zero2\.json:3: per_device_train_batch_size: a TrainingArguments file names no model" -- \
+  $D/trainer_args_zero2.json --gpu h100 --no-files
+printf '{"per_device_train_batch_size": 2,\n "per_device_train_batch_size": 4}\n' >"$TMP/dup.json"
+check "TrainingArguments JSON with a key twice" 2 "dup\.json': key 'per_device_train_batch_size' appears twice" -- \
+  "$TMP/dup.json" --gpu h100 --no-files
+printf '{"per_device_train_batch_size": 2,\n' >"$TMP/cut.json"
+check "a JSON config cut short" 2 "cut\.json': not valid JSON" -- "$TMP/cut.json" --gpu h100 --no-files
+
+# LLaMA-Factory: what is not modelled, named with its line
+sed '/^use_reentrant_gc: false/d' $D/llamafactory_qlora.yaml >"$TMP/lfre.yaml"
+check "LLaMA-Factory's default reentrant checkpointing" 2 \
+  "lfre\.yaml:[0-9]+: disable_gradient_checkpointing: LLaMA-Factory's default reentrant gradient checkpointing" -- \
+  "$TMP/lfre.yaml" --gpu rtx4090 --no-files
+sed 's/^stage: sft/stage: dpo/' $D/llamafactory_qlora.yaml >"$TMP/lfdpo.yaml"
+check "LLaMA-Factory stage: dpo" 2 "lfdpo\.yaml:13: stage: 'dpo' is not modelled" -- "$TMP/lfdpo.yaml" --gpu rtx4090 --no-files
+sed 's/^finetuning_type: lora/finetuning_type: freeze/' $D/llamafactory_qlora.yaml >"$TMP/lffreeze.yaml"
+check "LLaMA-Factory finetuning_type: freeze" 2 "lffreeze\.yaml:15: finetuning_type: 'freeze' is not modelled" -- \
+  "$TMP/lffreeze.yaml" --gpu rtx4090 --no-files
+sed 's/^lora_target: all/lora_target: all\nuse_galore: true/' $D/llamafactory_qlora.yaml >"$TMP/lfgalore.yaml"
+check "LLaMA-Factory: a key the reader does not know (use_galore)" 2 "lfgalore\.yaml:18: use_galore: not modelled: vrsim's llamafactory reader" -- \
+  "$TMP/lfgalore.yaml" --gpu rtx4090 --no-files
+sed 's/^quantization_bit: 4/quantization_bit: 4\ndouble_quantization: false/' $D/llamafactory_qlora.yaml >"$TMP/lfdq.yaml"
+check "LLaMA-Factory NF4 without double quantization" 2 "lfdq\.yaml:8: double_quantization: false is not modelled" -- \
+  "$TMP/lfdq.yaml" --gpu rtx4090 --no-files
+
+# torchtune: what is not modelled, named with its line
+check "torchtune: bitsandbytes' PagedAdamW8bit (its full single-device config as shipped)" 2 \
+  "torchtune_1B_full_single_device\.yaml:60: optimizer\._component_: 'bitsandbytes\.optim\.PagedAdamW8bit' is not modelled" -- \
+  $D/torchtune_1B_full_single_device.yaml --gpu h100 --no-files
+sed 's/^  _component_: torchtune.modules.loss.CEWithChunkedOutputLoss/  _component_: torchtune.modules.loss.LinearCrossEntropyLoss/' \
+  $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttlin.yaml"
+check "torchtune 0.7's LinearCrossEntropyLoss" 2 "ttlin\.yaml:[0-9]+: loss\._component_: 'torchtune\.modules\.loss\.LinearCrossEntropyLoss' is not modelled" -- \
+  "$TMP/ttlin.yaml" --gpu rtx4090 --no-files
+sed 's/^  _component_: torchtune.models.llama3_2.lora_llama3_2_1b/  _component_: torchtune.models.llama3_2.qlora_llama3_2_1b/' \
+  $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttq.yaml"
+check "torchtune QLoRA (torchao's NF4Tensor)" 2 "ttq\.yaml:[0-9]+: model\._component_: QLoRA builders quantize the base weights to torchao's NF4Tensor" -- \
+  "$TMP/ttq.yaml" --gpu rtx4090 --no-files
+sed 's/^  packed: False  # True increases speed/  packed: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttpack.yaml"
+check "torchtune packed dataset" 2 "ttpack\.yaml:[0-9]+: dataset\.packed: packed rows" -- "$TMP/ttpack.yaml" --gpu rtx4090 --no-files
+check "torchtune on 2 GPUs (the distributed recipes)" 2 "--gpus 2: torchtune's distributed recipes .* are not modelled" -- \
+  $D/torchtune_1B_lora_single_device.yaml --gpu h100 --gpus 2 --no-files
+sed 's/^compile: False/compile: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttc.yaml"
+check "torchtune compile: True" 2 "ttc\.yaml:[0-9]+: compile: torch\.compile" -- "$TMP/ttc.yaml" --gpu rtx4090 --no-files
+check "torchtune notes: the transformers model, the keys not read" 0 \
+  "lora_llama3_2_1b simulated as the transformers model.*keys not read.*metric_logger.*profiler" -- \
+  $D/torchtune_1B_lora_single_device.yaml --gpu rtx4090 --no-files
 
 # ---- hostile YAML --------------------------------------------------------------------------------
 H=tests/hostile

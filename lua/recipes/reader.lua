@@ -10,14 +10,43 @@
 local R = {}
 R.__index = R
 
--- Opens the YAML file at path (as typed on the command line) as a reader.
+-- The lines of a JSON document doc (read_config's table) from the YAML reading of the same text
+-- (JSON's syntax is YAML's flow style): ylines holds the YAML tree's lines by table, yt the YAML
+-- tree. Every key of doc gets a line (0 where the YAML reading has none), so that finish sees
+-- them all; a key whose value is null is only in the YAML tree. Whole numbers become integers.
+local function json_lines(doc, yt, ylines, out)
+  local yl = yt and ylines[yt] or {}
+  local l = { [0] = yl[0] or 0 }
+  out[doc] = l
+  for k in pairs(yl) do if k ~= 0 then l[k] = yl[k] end end
+  for k, v in pairs(doc) do
+    l[k] = l[k] or 0
+    -- read_config gives every JSON number as a float; a whole one is the int Python's json reads
+    if math.type(v) == "float" and math.tointeger(v) then doc[k] = math.tointeger(v) end
+    if type(v) == "table" then
+      local yv = type(yt) == "table" and yt[k] or nil
+      json_lines(v, type(yv) == "table" and yv or nil, ylines, out)
+    end
+  end
+  return out
+end
+
+-- Opens the YAML file at path (as typed on the command line) as a reader; a path ending in .json
+-- is read as JSON (Python's json.load, as the HF Trainer and TRL read a JSON of their arguments),
+-- its lines found by reading it as YAML too.
 function R.open(path)
+  local core = require "vrsim.core"
+  local json = path:lower():match("%.json$") ~= nil
   -- called through pcall, its errors carry no position of this file: "FILE:LINE: what" alone
-  local ok, doc, lines = pcall(require("vrsim.core").read_yaml, path)
+  local ok, doc, lines = pcall(json and core.read_config or core.read_yaml, path)
   if not ok then
     local msg = tostring(doc)
     if msg:find("': cannot read it", 1, true) then msg = ("config '%s': no such file"):format(path) end
     error(msg, 0)
+  end
+  if json then
+    local yok, ydoc, ylines = pcall(core.read_yaml, path)
+    lines = json_lines(doc, yok and ydoc or nil, yok and ylines or {}, {})
   end
   return setmetatable({ file = path, doc = doc, lines = lines, seen = {}, skipped = {} }, R)
 end
@@ -32,7 +61,8 @@ end
 
 -- Raises "FILE:LINE: KEY: msg" for key k of table t (prefix: the path of t, "fsdp_config.").
 function R:fail(t, k, msg, prefix)
-  error(("%s:%d: %s%s: %s"):format(self.file, self:line(t, k), prefix or "", tostring(k), msg), 0)
+  local l = self:line(t, k)
+  error(("%s%s: %s%s: %s"):format(self.file, l > 0 and (":" .. l) or "", prefix or "", tostring(k), msg), 0)
 end
 
 -- Whether key k appears in t (a null too).

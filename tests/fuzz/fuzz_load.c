@@ -5,6 +5,10 @@
  *                     model.config
  *   3 fuzz_deepspeed  the input is a DeepSpeed JSON config (training.deepspeed)
  *   4 fuzz_record     the input is one validation record (cJSON, lua/vrsim/record.lua, planner)
+ *   5 fuzz_trl        the input is a trainer config (lua/recipes/) read with --from FORMAT:
+ *   6 fuzz_llamafactory  trl, llamafactory, torchtune or hf_trainer (a JSON), as vrsim CONFIG
+ *   7 fuzz_torchtune     --gpu h100 loads it; its model may name the folder "m", which holds a
+ *   8 fuzz_hf_trainer    small Llama config.json
  * Any input must give a plan or a one-line error; a plan's graph must then simulate. A crash, a
  * sanitizer report or a hang is a finding. The instruction and memory limits are lowered so a
  * runaway input ends fast. Run from the repository root (lua/ is found there). */
@@ -20,6 +24,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "engine.h"
+#include "recipe.h"
 #include "scenario.h"
 
 #ifndef FUZZ_MODE
@@ -39,7 +44,7 @@ static void simulate(Plan *p) {
     if (engine_run(p->graph, &ec, &p->alloc, &res, err, sizeof err) == VR_OK) engine_result_free(res);
 }
 
-/* Writes the input as dir/name (modes 2 and 3). */
+/* Writes the input as dir/name (modes 2, 3 and 5 to 8). */
 __attribute__((unused)) static int write_input(const char *name, const uint8_t *data, size_t size) {
     char path[128];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -78,6 +83,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           " hidden = 64, intermediate = 128, heads = 2, kv_heads = 2, vocab = 256 },"
           " training = { seq = 16, steps = 1, deepspeed = 'ds.json' } }";
     st = scenario_load_source("fuzz.lua", SRC, dir, &so, &p, err, sizeof err);
+#elif FUZZ_MODE >= 5 && FUZZ_MODE <= 8
+    static const char *FORMAT[] = {"trl", "llamafactory", "torchtune", "hf_trainer"};
+    static const char *TINY = "{\"model_type\": \"llama\", \"architectures\": [\"LlamaForCausalLM\"], "
+        "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2, "
+        "\"num_attention_heads\": 2, \"num_key_value_heads\": 2, \"vocab_size\": 256, "
+        "\"max_position_embeddings\": 256, \"torch_dtype\": \"bfloat16\"}";
+    static int model_written;
+    if (!model_written) {
+        char mdir[96];
+        snprintf(mdir, sizeof mdir, "%s/m", dir);
+        if (mkdir(mdir, 0700) && errno != EEXIST) abort();
+        if (write_input("m/config.json", (const uint8_t *)TINY, strlen(TINY))) abort();
+        model_written = 1;
+    }
+    const char *name = FUZZ_MODE == 8 ? "config.json" : "config.yaml";
+    if (write_input(name, data, size)) return 0;
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    RecipeOptions ro = {.from = FORMAT[FUZZ_MODE - 5], .gpu = "h100"};
+    char *chunk = recipe_chunk(path, &ro, false);
+    if (!chunk) return 0;
+    so.typed_file = path;
+    st = scenario_load_source(path, chunk, dir, &so, &p, err, sizeof err);
+    free(chunk);
 #else
     cJSON *rec = cJSON_ParseWithLength((const char *)data, size);
     if (!rec) return 0;
@@ -85,6 +114,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                               err, sizeof err);
     cJSON_Delete(rec);
 #endif
+    /* FUZZ_VERBOSE=1: each input's outcome, to check that the seeds reach a plan */
+    if (getenv("FUZZ_VERBOSE")) fprintf(stderr, "fuzz_load: %s\n", st == VR_OK ? "a plan" : err);
     if (st == VR_OK) {
         /* a model too large for one fuzz iteration is skipped, not simulated */
         if (graph_num_tensors(p->graph) < 20000) simulate(p);

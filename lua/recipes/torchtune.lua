@@ -1,0 +1,218 @@
+-- recipes/torchtune.lua: a torchtune recipe config (`tune run RECIPE --config FILE`) read as
+-- torchtune 0.6.1 reads it (recipes/lora_finetune_single_device.py and
+-- full_finetune_single_device.py; torchtune/models/*/_model_builders.py for the builders' LoRA
+-- arguments and defaults; torchtune/training/checkpointing for FullModelHFCheckpointer), into a
+-- vrsim scenario.
+--
+-- What is simulated: the single-device recipes (LoRA and full fine-tuning), on the transformers
+-- model of the checkpoint's config.json (checkpointer.checkpoint_dir, which `tune download`
+-- fills from the Hub), with torchtune's own techniques as vrsim models them: the chunked output
+-- and CEWithChunkedOutputLoss (training.loss = "chunked"), activation offloading, the optimizer
+-- in backward. The decoder layers are transformers' (a note says so): torchtune's
+-- TransformerDecoder has the same weights and operations but its own intermediates.
+local T = {}
+
+local H = require "recipes.hf_args"
+local TOOL = "torchtune"
+
+function T.detect(doc)
+  local m = doc.model
+  return type(m) == "table" and type(m._component_) == "string" and m._component_:match("^torchtune%.") ~= nil
+end
+
+-- torchtune.models.<family> -> the config.json model_type its builders make
+local FAMILIES = { llama2 = "llama", llama3 = "llama", llama3_1 = "llama", llama3_2 = "llama",
+                   llama3_3 = "llama", qwen2 = "qwen2", qwen2_5 = "qwen2", qwen3 = "qwen3",
+                   mistral = "mistral", gemma = "gemma", gemma2 = "gemma2", phi3 = "phi3" }
+
+-- torchtune's module names -> transformers' (lora_attn_modules; apply_lora_to_mlp: w1, w2, w3)
+local ATTN = { q_proj = "q_proj", k_proj = "k_proj", v_proj = "v_proj", output_proj = "o_proj" }
+local MLP = { "gate_proj", "down_proj", "up_proj" }
+
+-- the optimizer _component_ -> vrsim's optimizer (torch's AdamW runs foreach unless fused)
+local OPTIMIZERS = {
+  ["torch.optim.AdamW"] = "adamw", ["torch.optim.SGD"] = "sgd",
+  ["bitsandbytes.optim.AdamW8bit"] = "adamw8bit",
+}
+
+-- Top-level keys with no effect on memory or time; whole sections (their keys not read either)
+local NOT_READ = {
+  "output_dir", "seed", "shuffle", "epochs", "max_steps_per_epoch", "resume_from_checkpoint",
+  "save_adapter_weights_only", "metric_logger", "log_every_n_steps", "log_peak_memory_stats",
+  "log_level", "lr_scheduler", "clip_grad_norm", "run_val_every_n_steps", "dataset_val",
+  "batch_size_val", "tokenizer", "profiler",
+}
+
+-- The model section: the builder, its LoRA arguments. Returns the LoRA table (nil: full).
+local function read_model(r, d, m, notes)
+  local P = "model."
+  local comp = r:get(m, "_component_", "string", nil, P)
+  if not comp then r:fail(m, "_component_", "missing: the model builder", P) end
+  local family, builder = comp:match("^torchtune%.models%.([%w_]+)%.([%w_]+)$")
+  if not family or not FAMILIES[family] then
+    r:fail(m, "_component_", ("'%s' is not a builder vrsim reads (torchtune.models.FAMILY.BUILDER, FAMILY one of "
+           .. "llama2, llama3, llama3_1, llama3_2, llama3_3, qwen2, qwen2_5, qwen3, mistral, gemma, gemma2, phi3)"):format(comp), P)
+  end
+  if builder:match("^qlora_") then
+    r:fail(m, "_component_", "QLoRA builders quantize the base weights to torchao's NF4Tensor, which is not "
+           .. "modelled (vrsim's NF4 is bitsandbytes')", P)
+  end
+  local lora = nil
+  if builder:match("^lora_") then
+    local attn = r:get(m, "lora_attn_modules", "table", nil, P)
+    if not attn then r:fail(m, "_component_", "a LoRA builder needs lora_attn_modules", P) end
+    local targets = {}
+    for i, name in ipairs(attn) do
+      if not ATTN[name] then
+        r:fail(m, "lora_attn_modules", ("item %d, '%s', is not one of q_proj, k_proj, v_proj, output_proj"):format(i, tostring(name)), P)
+      end
+      targets[#targets + 1] = ATTN[name]
+    end
+    if r:get(m, "apply_lora_to_mlp", "boolean", false, P) then
+      for _, n in ipairs(MLP) do targets[#targets + 1] = n end
+    end
+    if r:get(m, "apply_lora_to_output", "boolean", false, P) then
+      r:fail(m, "apply_lora_to_output", "LoRA on the output projection is not modelled", P)
+    end
+    if r:get(m, "use_dora", "boolean", false, P) then r:fail(m, "use_dora", "DoRA is not modelled", P) end
+    if r:get(m, "quantize_base", "boolean", false, P) then
+      r:fail(m, "quantize_base", "torchao's NF4Tensor base weights are not modelled", P)
+    end
+    -- the builders' defaults: rank 8, alpha 16, dropout 0.0; every parameter in the recipe's
+    -- dtype (the model is built under set_default_dtype), adapters too
+    lora = { r = r:get(m, "lora_rank", "integer", 8, P), alpha = r:get(m, "lora_alpha", { "integer", "number" }, 16, P),
+             dropout = r:get(m, "lora_dropout", "number", 0.0, P), targets = targets, dtype = "bf16" }
+    r:not_read(m, { "tie_word_embeddings" }, P)
+  end
+  r:finish(m, TOOL, P)
+  notes[#notes + 1] = ("torchtune's %s simulated as the transformers model of the checkpoint's config.json: "
+                       .. "the same weights and operations per layer, transformers' intermediates"):format(comp)
+  return lora, FAMILIES[family], comp
+end
+
+function T.scenario(r, opts)
+  local d = r.doc
+  local notes = {}
+  local scn = { hardware = { gpu = opts.gpu, count = opts.count or 1 }, model = {}, training = {} }
+  local t = scn.training
+  if scn.hardware.count > 1 then
+    r:fail(d, "model", ("--gpus %d: torchtune's distributed recipes (FSDP2 over torchtune's modules, "
+           .. "custom_sharded_layers) are not modelled by this reader; it reads the single-device ones")
+           :format(scn.hardware.count))
+  end
+
+  local m = r:get(d, "model", "table")
+  if not m then r:fail(d, "model", "missing: a torchtune recipe's model section names its builder (_component_)") end
+  local lora, model_type, comp = read_model(r, d, m, notes)
+
+  -- the model's config.json: the HF checkpoint's folder
+  local ck = r:get(d, "checkpointer", "table")
+  if not opts.model_config then
+    if not ck then r:fail(d, "checkpointer", "missing: the checkpoint's folder holds the model's config.json") end
+    local cc = r:get(ck, "_component_", "string", nil, "checkpointer.")
+    if cc ~= "torchtune.training.FullModelHFCheckpointer" then
+      r:fail(ck, "_component_", ("'%s': vrsim reads the model's config.json from a FullModelHFCheckpointer's "
+             .. "checkpoint_dir; give --set model.config=PATH"):format(tostring(cc)), "checkpointer.")
+    end
+    local dir = r:get(ck, "checkpoint_dir", "string", nil, "checkpointer.")
+    if not dir then r:fail(ck, "checkpoint_dir", "missing", "checkpointer.") end
+    scn.model.config = H.model_config(r, ck, "checkpoint_dir", dir, "checkpointer.")
+    local ok, c = pcall(require("vrsim.core").read_config, scn.model.config)
+    if ok and c.model_type ~= model_type then
+      r:fail(d.model, "_component_", ("%s builds a %s model; checkpoint_dir's config.json is %s"):format(comp,
+             model_type, tostring(c.model_type)), "model.")
+    end
+  end
+
+  -- dtype: bf16 or fp32 (torchtune refuses fp16); every parameter in it, no autocast
+  local dt = r:get(d, "dtype", "string", "bf16")
+  if dt ~= "bf16" and dt ~= "fp32" then r:fail(d, "dtype", ("'%s' is not modelled (read: bf16, fp32)"):format(dt)) end
+  if lora then
+    if dt ~= "bf16" then r:fail(d, "dtype", "LoRA on fp32 weights is not modelled: dtype: bf16") end
+    t.precision, t.lora = "lora_bf16", lora
+  else
+    t.precision = dt
+  end
+  t.build = "direct" -- built under set_default_dtype, the checkpoint loaded into it
+  local dev = r:get(d, "device", "string", "cuda")
+  if dev ~= "cuda" then r:fail(d, "device", ("'%s': vrsim simulates a CUDA GPU"):format(dev)) end
+
+  -- batch, rows
+  t.micro_batch = r:field(d, "batch_size", "training", "micro_batch", r:get(d, "batch_size", "integer", 1))
+  t.grad_accum = r:field(d, "gradient_accumulation_steps", "training", "grad_accum",
+                         r:get(d, "gradient_accumulation_steps", "integer", 1))
+  local tok = r:get(d, "tokenizer", "table") or {}
+  local msl = r:get(tok, "max_seq_len", "integer", nil, "tokenizer.")
+  if msl then
+    t.seq = r:field(tok, "max_seq_len", "training", "seq", msl, "tokenizer.")
+    notes[#notes + 1] = ("torchtune rows simulated at tokenizer.max_seq_len (%d tokens), the longest a batch can be: "
+                         .. "the collator pads each batch to its longest row"):format(t.seq)
+  else
+    notes[#notes + 1] = "torchtune tokenizer.max_seq_len is null (no truncation): the rows are the data's, so "
+        .. "the sequence is vrsim's default unless --set seq=N gives it"
+  end
+  local ds = r:get(d, "dataset", "table") or {}
+  local dss = (ds[1] ~= nil) and ds or { ds }
+  for _, one in ipairs(dss) do
+    if type(one) == "table" and one.packed then
+      r:fail(one, "packed", "packed rows (several samples each, their own masks) are not modelled", "dataset.")
+    end
+  end
+
+  -- the techniques
+  t.checkpointing = r:get(d, "enable_activation_checkpointing", "boolean", false)
+  if r:get(d, "enable_activation_offloading", "boolean", false) then t.activation_offload = true end
+  if r:get(d, "optimizer_in_bwd", "boolean", false) then t.optimizer_in_backward = true end
+  if r:get(d, "compile", { "boolean", "table" }, false) then
+    r:fail(d, "compile", "torch.compile (its fused kernels and freed intermediates) is not modelled")
+  end
+
+  -- the optimizer
+  local o = r:get(d, "optimizer", "table")
+  if not o then r:fail(d, "optimizer", "missing") end
+  local oc = r:get(o, "_component_", "string", nil, "optimizer.")
+  local name = OPTIMIZERS[oc]
+  if not name then
+    r:fail(o, "_component_", ("'%s' is not modelled (read: torch.optim.AdamW, torch.optim.SGD, "
+           .. "bitsandbytes.optim.AdamW8bit)"):format(tostring(oc)), "optimizer.")
+  end
+  t.optimizer = name
+  if name == "adamw" then
+    t.optimizer_impl = r:get(o, "fused", "boolean", false, "optimizer.") and "fused" or "foreach"
+    if r:get(o, "foreach", "boolean", nil, "optimizer.") == false and t.optimizer_impl ~= "fused" then
+      r:fail(o, "foreach", "the for-loop AdamW is not modelled (vrsim's is foreach or fused)", "optimizer.")
+    end
+  end
+  for _, k in ipairs({ "amsgrad", "capturable", "differentiable" }) do
+    if r:get(o, k, "boolean", nil, "optimizer.") then r:fail(o, k, "not modelled", "optimizer.") end
+  end
+  r:not_read(o, { "lr", "weight_decay", "betas", "eps", "momentum", "nesterov", "dampening", "maximize" }, "optimizer.")
+  r:finish(o, TOOL, "optimizer.")
+
+  -- the loss: CEWithChunkedOutputLoss with the model's chunked output
+  local l = r:get(d, "loss", "table")
+  local lc = l and r:get(l, "_component_", "string", nil, "loss.")
+  if lc ~= "torchtune.modules.loss.CEWithChunkedOutputLoss" then
+    r:fail(l or d, l and "_component_" or "loss", ("'%s' is not modelled (read: "
+           .. "torchtune.modules.loss.CEWithChunkedOutputLoss; torchtune 0.7's LinearCrossEntropyLoss is not)")
+           :format(tostring(lc)), l and "loss." or nil)
+  end
+  r:not_read(l, { "num_output_chunks", "ignore_index" }, "loss.")
+  if l.num_output_chunks and l.num_output_chunks ~= 8 then
+    r:fail(l, "num_output_chunks", "vrsim's chunked loss has torchtune's 8 chunks", "loss.")
+  end
+  r:finish(l, TOOL, "loss.")
+  t.loss = "chunked"
+  t.attention = "sdpa" -- torchtune's attention is F.scaled_dot_product_attention
+
+  if ck then
+    r:not_read(ck, { "_component_", "checkpoint_dir", "checkpoint_files", "recipe_checkpoint", "output_dir",
+                     "model_type", "adapter_checkpoint", "safe_serialization", "should_load_recipe_state" }, "checkpointer.")
+    r:finish(ck, TOOL, "checkpointer.")
+  end
+  r:not_read(d, NOT_READ)
+  r:finish(d, TOOL)
+  return scn, notes
+end
+
+return T

@@ -1,0 +1,16 @@
+-- torchtune_1B_full_single_device.yaml by hand, with its optimizer torch.optim.AdamW (fused)
+-- instead of bitsandbytes' PagedAdamW8bit, which vrsim does not model (tests/test_recipes.sh
+-- makes that edit): `vrsim EDITED.yaml --gpu h100` (tune run full_finetune_single_device).
+return {
+  title = "Llama-3.2-1B full fine-tuning in bf16, optimizer in backward, torchtune's single-device recipe",
+  hardware = { gpu = "h100" },
+  model = { config = "llama-3.2-1b/config.json" },
+  training = {
+    micro_batch = 4, grad_accum = 1, seq = 2048,
+    precision = "bf16", build = "direct",
+    checkpointing = false, optimizer_in_backward = true,
+    optimizer = "adamw", optimizer_impl = "fused",
+    loss = "chunked",
+    attention = "sdpa",
+  },
+}
