@@ -70,6 +70,7 @@ local SCHEMA = {
     deepspeed = { "string", nil, "a DeepSpeed JSON config beside the scenario (zero_optimization is read)" },
     activation_offload = { "boolean", false, "torchtune's enable_activation_offloading (OffloadActivations): the decoder's saved activations (with checkpointing: each layer's input) copied to pinned host memory in forward and back in backward, on their own streams" },
     optimizer_in_backward = { "boolean", false, "torchtune's optimizer_in_bwd: each parameter's optimizer step and zero_grad run in backward as soon as its gradient is complete (one gradient alive at a time instead of all)" },
+    data = { "table", nil, "variable-length data: { lengths = \"lengths.txt\" (or a list, or JSONL with length_field), batching = \"pad\" or \"padding_free\", order = \"shuffle\" or \"given\", batch = \"worst\" or \"p50\"... }: the batch the run meets (lua/strategies/data.lua)" },
     loss = { "string", "full", "cross-entropy of a language model: full (transformers: the whole fp32 logits), liger_fused (Liger's fused linear cross-entropy: chunks, gradients in forward) or chunked (torchtune's CEWithChunkedOutputLoss: the head and the fp32 upcast in 8 chunks)" },
   },
   allocator = {
@@ -1017,6 +1018,9 @@ local function prepare(scn, sets, file, src)
   end
   check_size_read(cfg, ctx, sets)
   local t0 = cfg.training
+  if t0.data then
+    require("strategies.data").apply(cfg, ctx, function(m) fail_given(ctx, sets, { "training.seq", "seq" }, "data", "training", m) end)
+  end
   local st = { cfg = cfg, ctx = ctx, dev = dev, g = g, t0 = t0, sets = sets, alloc_real = alloc_real,
                alloc_read = function() return alloc_read end }
   if t0.deepspeed then require("strategies.deepspeed").apply(cfg, ctx, function(m) fail(ctx, "deepspeed", "training", m) end) end
@@ -1194,8 +1198,11 @@ local function finish(st, G, cx, alloc_read)
   local t = cfg.training
   local model_mod = require(P.builder(cfg))
   local settings_line = model_mod.settings and model_mod.settings(cfg)
-  local settings = settings_line or ("%s %s, micro-batch %d x seq %d, %s, %s %s, attention %s%s%s%s"):format(
-    cfg.model.arch, cfg.model.config ~= nil and cx.model_name or cfg.model.size, t.micro_batch, t.seq, t.precision, t.optimizer,
+  local d = t.data_batch
+  local shape = d and d.batching == "padding_free" and ("micro-batch %d flattened to 1 x seq %d"):format(d.n, d.len)
+    or ("micro-batch %d x seq %d"):format(d and d.rows or t.micro_batch, t.seq)
+  local settings = settings_line or ("%s %s, %s, %s, %s %s, attention %s%s%s%s"):format(
+    cfg.model.arch, cfg.model.config ~= nil and cx.model_name or cfg.model.size, shape, t.precision, t.optimizer,
     t.optimizer_impl, t.attention, (t.checkpointing and ", checkpointing" or "") ..
     (t.strategy ~= "none" and (", " .. t.strategy .. " over " .. cfg.hardware.count .. " GPUs") or ""),
     cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "", how_built(t, cx))
@@ -1242,7 +1249,7 @@ local function finish(st, G, cx, alloc_read)
     model = cx.model_name or (cfg.model.arch .. "-" .. (cfg.model.variant or cfg.model.size)),
     n_params = n_params, n_trainable = n_trainable,
     settings = settings, steps = t.steps, gpus = cfg.hardware.count,
-    tokens_per_step = cx.tokens or 0, samples_per_step = t.micro_batch,
+    tokens_per_step = cx.tokens or 0, samples_per_step = t.data_batch and t.data_batch.n or t.micro_batch,
     device = dev,
     allocator = { conf = cfg.allocator.conf, kind = cfg.allocator.kind, capacity_bytes = cap,
                   fraction_set = fraction_set },

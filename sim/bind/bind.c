@@ -117,7 +117,8 @@ static void note_read(const Sandbox *sb, const char *name, const char *bytes, si
  * training.deepspeed=PATH, or the trainer config of `vrsim CONFIG.yaml`): the folder rule is about what a scenario's code may open, so such a
  * path is opened as typed. Scenario code cannot add to the list. */
 static bool user_typed_path(const Sandbox *sb, const char *name) {
-    static const char *const keys[] = {"model.config=", "config=", "training.deepspeed=", "deepspeed="};
+    static const char *const keys[] = {"model.config=", "config=", "training.deepspeed=", "deepspeed=",
+                                       "training.data.lengths="};
     if (sb->typed_file && strcmp(sb->typed_file, name) == 0) return true;
     for (int i = 0; i < sb->n_sets; i++)
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
@@ -1260,7 +1261,8 @@ static void read_named(lua_State *L, const char *name, char **src, size_t *len) 
         (lua_pushfstring(L, "config '%s': cannot read it", name), lua_error(L));
     if (!typed && (name[0] == '/' || strstr(name, ".."))) {
         (lua_pushfstring(L, "config '%s': give a path inside the scenario's folder (or type it on the "
-                         "command line: --set model.config=PATH, --set training.deepspeed=PATH)", name),
+                         "command line: --set model.config=PATH, --set training.deepspeed=PATH, --set "
+                         "training.data.lengths=PATH)", name),
          lua_error(L));
     }
     const char *dirs[2] = {sb->scn_dir, sb->lua_dir};
@@ -1295,6 +1297,23 @@ static int l_read_config(lua_State *L) {
     push_json(L, box->j, 0);
     cJSON_Delete(box->j);
     box->j = NULL;
+    return 1;
+}
+
+/* vrsim.core.read_text(name): a text file (read_named; a data set's sequence lengths) as a
+ * string. */
+static int l_read_text(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    size_t len = 0;
+    char *src = NULL;
+    read_named(L, name, &src, &len);
+    luaL_Buffer b;
+    /* (were the buffer to raise for want of host memory, the read copy would be lost with
+     * the run that error ends) */
+    char *dst = luaL_buffinitsize(L, &b, len);
+    memcpy(dst, src, len);
+    free(src);
+    luaL_pushresultsize(&b, len);
     return 1;
 }
 
@@ -1375,6 +1394,8 @@ static int open_vrsim(lua_State *L) {
     lua_setfield(L, -2, "read_config");
     lua_pushcfunction(L, l_read_yaml);
     lua_setfield(L, -2, "read_yaml");
+    lua_pushcfunction(L, l_read_text);
+    lua_setfield(L, -2, "read_text");
     lua_pushcfunction(L, l_row_sum_buffers);
     lua_setfield(L, -2, "row_sum_buffers");
     lua_pushcfunction(L, l_modules_alike);

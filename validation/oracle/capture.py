@@ -18,6 +18,11 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
   lora          {r, alpha, dropout, targets} (peft; targets a list or "all-linear")
   attention     sdpa (default) or eager;  sdpa_backend: cudnn (default: what PyTorch 2.11 picks
                 on an H200 for these shapes), flash, efficient or math
+  data          {"lengths": [...], "batching": "pad" or "padding_free"}: one batch of
+                sequences of these lengths (in place of micro_batch and seq), as vrsim's
+                training.data: padded to the longest with an attention_mask
+                (DataCollatorWithPadding), or flattened into one row with position_ids
+                restarting at each sequence (DataCollatorWithFlattening)
 
 The training loop is validation/harness/measure_llama.py's (the loop the GPU records ran):
 forward with labels = input_ids, loss.backward(), opt.step(), opt.zero_grad(set_to_none=True).
@@ -128,7 +133,7 @@ def enable_fake_cuda(torch):
     _KEEP.append(lib)
 
 
-def install_data_answers(torch):
+def install_data_answers(torch, packed=False):
     """The answers real data gives where transformers branches on tensor values. A fake tensor
     has no values, and transformers treats it as traced and takes the branch that keeps every
     case open; the loop's own inputs decide these on a GPU:
@@ -137,7 +142,8 @@ def install_data_answers(torch):
       0..seq-1, one sequence a row, so the function returns None (after its diff, cumsum and the
       check `(mask[:, -1] == 0).all()`, which are run here too) and no packed-sequence mask is
       built (without this, a run without a KV cache, as under checkpointing, builds a full
-      boolean causal mask that the GPU never makes)."""
+      boolean causal mask that the GPU never makes). A spec whose data is flattened
+      (padding_free) has several sequences in its row: the function returns their indices."""
     try:
         import transformers.masking_utils as mu
     except ImportError:
@@ -150,7 +156,7 @@ def install_data_answers(torch):
         mask = orig(position_ids)
         if mask is not None:
             (mask[:, -1] == 0).all()
-        return None
+        return mask if packed else None
 
     mu.find_packed_sequence_indices = find_packed_sequence_indices
 
@@ -421,7 +427,8 @@ def capture(spec):
     if backend not in SDPA_BACKENDS:
         raise SystemExit(f"capture: sdpa_backend {backend!r} is not one of {SDPA_BACKENDS}")
     install_sdpa_backend(torch, backend)
-    install_data_answers(torch)
+    data = spec.get("data")
+    install_data_answers(torch, packed=bool(data) and data["batching"] == "padding_free")
     try:
         import peft
         peft_version = peft.__version__
@@ -448,13 +455,23 @@ def capture(spec):
         param_rows = [{"name": n, "shape": list(p.shape), "dtype": dtype_name(p.dtype),
                        "bytes": p.untyped_storage().nbytes(), "trainable": p.requires_grad}
                       for n, p in model.named_parameters()]
-        mb, seq = int(spec["micro_batch"]), int(spec["seq"])
+        if data:
+            lens = [int(x) for x in data["lengths"]]
+            mb, seq = (len(lens), max(lens)) if data["batching"] == "pad" else (1, sum(lens))
+        else:
+            mb, seq = int(spec["micro_batch"]), int(spec["seq"])
         accum = int(spec.get("grad_accum", 1))
         prec = spec["precision"]
         autocast = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(prec)
         scaler = torch.amp.GradScaler("cuda") if prec == "amp_fp16" else None
         rec.phase("inputs")
         ids = torch.randint(0, lcfg.vocab_size, (mb, seq), device="cuda")
+        # the collator's other inputs (values are not needed: fake tensors hold none)
+        extra = {}
+        if data and data["batching"] == "pad":
+            extra["attention_mask"] = torch.ones((mb, seq), dtype=torch.int64, device="cuda")
+        elif data:
+            extra["position_ids"] = torch.zeros((1, seq), dtype=torch.int64, device="cuda")
         steps = []
         for step in range(int(spec.get("steps", 2))):
             base = rec.live
@@ -465,9 +482,9 @@ def capture(spec):
                 with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
                     if autocast is not None:
                         with torch.autocast("cuda", dtype=autocast):
-                            loss = model(input_ids=ids, labels=ids).loss
+                            loss = model(input_ids=ids, labels=ids, **extra).loss
                     else:
-                        loss = model(input_ids=ids, labels=ids).loss
+                        loss = model(input_ids=ids, labels=ids, **extra).loss
                     if accum != 1:
                         loss = loss / accum
                 if scaler is not None:
@@ -506,7 +523,7 @@ SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch":
                "precision": str, "steps": int, "grad_accum": int, "build": str,
                "optimizer": str, "optimizer_impl": str, "checkpointing": bool,
                "checkpoint_every": int, "lora": dict,
-               "attention": str, "sdpa_backend": str}
+               "attention": str, "sdpa_backend": str, "data": dict}
 SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16"),
                 "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),
                 "build": ("cast", "direct"), "attention": ("sdpa", "eager"),
@@ -525,9 +542,18 @@ def check_spec(path):
         bad(f"cannot read the spec: {e}")
     if not isinstance(spec, dict):
         bad("a spec is a JSON object")
-    for k in ("name", "config", "micro_batch", "seq", "precision"):
+    for k in ("name", "config", "precision") + (() if "data" in spec else ("micro_batch", "seq")):
         if k not in spec:
             bad(f"no '{k}'")
+    d = spec.get("data")
+    if d is not None:
+        if "micro_batch" in spec or "seq" in spec:
+            bad("'data' gives the batch: no 'micro_batch' or 'seq' beside it")
+        if set(d) != {"lengths", "batching"} or d["batching"] not in ("pad", "padding_free"):
+            bad("'data' is {\"lengths\": [...], \"batching\": \"pad\" or \"padding_free\"}")
+        if not d["lengths"] or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0
+                                       for x in d["lengths"]):
+            bad("'data.lengths' is a list of positive integers")
     for k, v in spec.items():
         if k not in SPEC_FIELDS:
             bad(f"unknown field '{k}' (fields: {', '.join(SPEC_FIELDS)})")

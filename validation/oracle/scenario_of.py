@@ -55,6 +55,11 @@ def scenario(spec):
         training.setdefault("build", "cast")
     if "lora" in spec:
         training["lora"] = spec["lora"]
+    if "data" in spec:
+        # the spec's one batch, in its order, as vrsim's training.data cuts it
+        training["micro_batch"] = len(spec["data"]["lengths"])
+        training["data"] = {"lengths": spec["data"]["lengths"], "batching": spec["data"]["batching"],
+                            "order": "given"}
     hardware = {"gpu": "h200"}
     if spec.get("world"):
         hardware["count"] = int(spec["world"])
