@@ -205,6 +205,12 @@ typedef struct Op {
     bool ckpt_args;        /* a marker (kind "none") naming region's checkpointed function's
                               arguments as its inputs: torch.utils.checkpoint's frame holds them
                               until the region's backward is done */
+    bool sac_saved;        /* op-level selective checkpointing (torch.utils.checkpoint's
+                              create_selective_checkpoint_contexts, MUST_SAVE): an op of its region
+                              whose outputs the caching dispatch mode keeps from forward until the
+                              recomputation reaches it, which replays them instead of running it */
+    bool full_recompute;   /* its region's recomputation runs to the region's end
+                              (torch.utils.checkpoint's early_stop=False) */
     bool once;             /* runs in the first step only (optimizer state creation) */
     int at_step;           /* > 0: runs in that step only (DDP rebuilds its buckets in step 1);
                               0 = every step (or the first, with once) */

@@ -299,5 +299,36 @@ for case in "attention=flash|flash_attention_2's varlen path" "attention=eager|u
   else bad "data with $set_: exit $rc: $(cat "$tmp/err")"; fi
 done
 
+# 12. op-level selective checkpointing (checkpoint_scope = "op", torchtitan's SelectiveAC):
+#     each layer's mm outputs 1, 3, 5, 7 (q, v, gate, down) and the attention kernel's are kept
+#     from forward and replayed; k, o and up (mm 2, 4, 6) and everything else are recomputed,
+#     to the layer's end (early_stop=False: the last residual add too, which per-layer
+#     checkpointing's early stop never re-runs)
+cat > "$tmp/sac.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json" },
+  training = { micro_batch = 1, seq = 8192, precision = "bf16", steps = 2, optimizer = "sgd", checkpointing = true } }
+EOS
+"$VRSIM" "$tmp/sac.lua" --json --no-files --set checkpoint_scope=op --alloc-trace "$tmp/op.csv" > "$tmp/op.json"
+"$VRSIM" "$tmp/sac.lua" --json --no-files --alloc-trace "$tmp/lay.csv" > "$tmp/lay.json"
+"$VRSIM" "$tmp/sac.lua" --json --no-files --set checkpointing=false > "$tmp/none.json"
+rec() { grep ",alloc," "$1" | grep ",layers\.5\..*(recompute)$" | sed 's/.*,layers\.5\.//; s/ (recompute)$//' | grep -x "$2" | wc -l; }
+r_on=""; r_off=""
+for o in self_attn.k_proj self_attn.o_proj mlp.up_proj residual_add2; do [ "$(rec "$tmp/op.csv" $o)" = 2 ] || r_on="$r_on $o"; done
+for o in self_attn.q_proj self_attn.v_proj mlp.gate_proj mlp.down_proj self_attn.sdpa_cudnn; do [ "$(rec "$tmp/op.csv" $o)" = 0 ] || r_off="$r_off $o"; done
+if [ -z "$r_on$r_off" ] && [ "$(rec "$tmp/lay.csv" residual_add2)" = 0 ] && [ "$(rec "$tmp/lay.csv" mlp.gate_proj)" = 2 ]; then
+  ok "checkpoint_scope = op: q, v, gate, down and attention replayed, k, o, up and the rest recomputed to the layer's end"
+else bad "checkpoint_scope = op: not recomputed:$r_on; recomputed:$r_off"; fi
+po=$(field "d['peak_allocated_bytes']" < "$tmp/op.json"); pl=$(field "d['peak_allocated_bytes']" < "$tmp/lay.json"); pn=$(field "d['peak_allocated_bytes']" < "$tmp/none.json")
+to=$(field "d['step_time_ms']" < "$tmp/op.json"); tl=$(field "d['step_time_ms']" < "$tmp/lay.json")
+if [ "$pl" -lt "$po" ] && [ "$po" -lt "$pn" ] && python3 -c "import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))" "$to" "$tl"; then
+  ok "checkpoint_scope = op: peak between per-layer checkpointing and none ($pl < $po < $pn), step faster than per-layer ($to < $tl ms)"
+else bad "checkpoint_scope = op: peaks $pl / $po / $pn, step $to vs $tl ms"; fi
+for case in "checkpoint_every=2|checkpoint_every = 2 is not modelled" "activation_offload=true|with activation_offload is not modelled"; do
+  set_=${case%%|*}; want=${case#*|}
+  "$VRSIM" "$tmp/sac.lua" --no-files --set checkpoint_scope=op --set "$set_" >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -q "$want" "$tmp/err"; then ok "checkpoint_scope = op with $set_: exit 2, named"
+  else bad "checkpoint_scope = op with $set_: exit $rc: $(cat "$tmp/err")"; fi
+done
+
 echo "test_techniques: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

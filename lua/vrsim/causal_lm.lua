@@ -158,6 +158,7 @@ function M.build(cx, cfg)
   end
   local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes)
     or require("strategies.data").check(t, mc, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
+    or require("strategies.sac").check(t, mc)
   if refused then error(refused, 0) end
 
   -- the model built as training.build says: directly in its dtype (from_pretrained, the default) or

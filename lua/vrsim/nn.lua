@@ -166,6 +166,8 @@ function nn.op(cx, spec)
     spec.bwd_flops, spec.bwd_bytes, spec.dtype or (outs[1] and outs[1].dtype) or "fp32",
     spec.kernels, spec.bwd_kernels, c and c.fwd, c and c.bwd, c and c.ckpt_fwd, c and c.ckpt_bwd,
     cx.layer, spec.once, cx.no_grad, cx.region, spec.bwd_rowsum)
+  -- op-level selective checkpointing's policy sees each op of its region (strategies/sac.lua)
+  if cx.sac and cx.region then cx.sac(cx, spec, cx.last_op) end
   -- activation offloading's pack hook sees what autograd saves outside checkpointed regions
   -- (strategies/offload_act.lua)
   local off = cx.offload

@@ -1180,6 +1180,21 @@ static int l_op_lora(lua_State *L) {
     return 0;
 }
 
+/* G:op_sac(i, full_recompute): marks forward op i as one the selective checkpoint's policy saves
+ * (Op.sac_saved; it must be in a checkpointed region), and its region's recomputation as running
+ * to the end when full_recompute (Op.full_recompute). */
+static int l_op_sac(lua_State *L) {
+    Graph *g = check_graph(L);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    if (i < 0 || i >= graph_num_ops(g)) return luaL_error(L, "op_sac: no op %d", (int)i);
+    Op *op = graph_op(g, (int)i);
+    if (op->phase != PH_FWD || op->region <= 0)
+        return luaL_error(L, "op_sac: op '%s' is not a forward op of a checkpointed region", op->name);
+    op->sac_saved = true;
+    op->full_recompute = lua_toboolean(L, 3);
+    return 0;
+}
+
 static int l_derive_backward(lua_State *L) {
     Graph *g = check_graph(L);
     int loss = (int)luaL_checkinteger(L, 2) - 1;
@@ -1338,7 +1353,7 @@ static int l_new_graph(lua_State *L) {
 static const luaL_Reg GRAPH_METHODS[] = {
     {"module", l_module}, {"tensor", l_tensor}, {"op", l_op}, {"tensorv", l_tensorv},
     {"opv", l_opv}, {"op_layout", l_op_layout},
-    {"op_rowwise", l_op_rowwise}, {"op_lora", l_op_lora},
+    {"op_rowwise", l_op_rowwise}, {"op_lora", l_op_lora}, {"op_sac", l_op_sac},
     {"derive_backward", l_derive_backward}, {"param_grad", l_param_grad},
     {"num_tensors", l_num_tensors}, {"num_ops", l_num_ops}, {"replicate", l_replicate},
     {"is_replica", l_is_replica}, {NULL, NULL}};

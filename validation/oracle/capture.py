@@ -15,6 +15,9 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
   optimizer     adamw or sgd;  optimizer_impl: foreach, fused or forloop
   checkpointing true: non-reentrant checkpointing of every decoder layer (HF's
                 gradient_checkpointing_enable); checkpoint_every k: of layers 0, k, 2k... only
+  checkpoint_scope  layer (default) or op: torchtitan's op-level selective checkpointing
+                (SelectiveAC: create_selective_checkpoint_contexts with its policy, early_stop
+                off) through the same gradient_checkpointing_enable
   lora          {r, alpha, dropout, targets} (peft; targets a list or "all-linear")
   attention     sdpa (default) or eager;  sdpa_backend: cudnn (default: what PyTorch 2.11 picks
                 on an H200 for these shapes), flash, efficient or math
@@ -353,6 +356,40 @@ def load_config(spec):
     return cfg
 
 
+def torchtitan_op_sac_context(torch):
+    """torchtitan's SelectiveAC policy (torchtitan/distributed/activation_checkpoint.py,
+    _get_default_save_ops and _wrap_block's wrapped_policy; no force-recomputed mm shapes, as no
+    module of a transformers model matches its default "moe.router.gate"): a context_fn for
+    torch.utils.checkpoint that makes a fresh policy per call."""
+    from torch._functorch.partitioners import get_default_op_list
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+    ops = torch.ops
+    save_ops = {op.default for op in get_default_op_list().compute_intensive_ops}
+    save_ops.update({ops.aten._scaled_dot_product_cudnn_attention.default,
+                     ops.aten._scaled_dot_product_attention_math.default,
+                     ops.aten._scaled_dot_product_fused_attention_overrideable.default,
+                     ops.aten.max.default, ops.aten.linear.default, ops.aten.topk.default,
+                     ops._c10d_functional.reduce_scatter_tensor.default,
+                     ops._c10d_functional.all_to_all_single.default})
+    mm_ops = (ops.aten.mm.default, ops.aten.linear.default)
+
+    def policy():
+        meta = {"forward_mm_count": 0, "recompute_mm_count": 0}
+
+        def wrapped_policy(ctx, func, *args, **kwargs):
+            key = ("recompute" if ctx.is_recompute else "forward") + "_mm_count"
+            if func in mm_ops:
+                meta[key] += 1
+            if func in save_ops:
+                if func in mm_ops and meta[key] % 2 == 0:
+                    return CheckpointPolicy.PREFER_RECOMPUTE
+                return CheckpointPolicy.MUST_SAVE
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        return wrapped_policy
+
+    return lambda: create_selective_checkpoint_contexts(policy())
+
+
 def build_model(torch, transformers, spec, rec):
     hf = dict(load_config(spec))
     arch = hf.pop("architectures", ["LlamaForCausalLM"])[0]
@@ -373,7 +410,10 @@ def build_model(torch, transformers, spec, rec):
     if dtype is not None:
         model.to(dtype)
     if spec.get("checkpointing"):
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kwargs = {"use_reentrant": False}
+        if spec.get("checkpoint_scope", "layer") == "op":
+            kwargs.update(context_fn=torchtitan_op_sac_context(torch), early_stop=False)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         # every k-th decoder layer only (0, k, 2k, ...): the others run as plain modules
         # (GradientCheckpointingLayer.__call__ checks its own gradient_checkpointing flag)
         every = int(spec.get("checkpoint_every", 1))
@@ -522,11 +562,12 @@ def capture(spec):
 SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch": int, "seq": int,
                "precision": str, "steps": int, "grad_accum": int, "build": str,
                "optimizer": str, "optimizer_impl": str, "checkpointing": bool,
-               "checkpoint_every": int, "lora": dict,
+               "checkpoint_every": int, "checkpoint_scope": str, "lora": dict,
                "attention": str, "sdpa_backend": str, "data": dict}
 SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16"),
                 "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),
                 "build": ("cast", "direct"), "attention": ("sdpa", "eager"),
+                "checkpoint_scope": ("layer", "op"),
                 "sdpa_backend": SDPA_BACKENDS}
 
 
