@@ -275,6 +275,10 @@ if [ "$s50" = "micro-batch 2 x seq 200" ] && [ "$sw" = "micro-batch 2 x seq 400"
   ok "data, batch = p50 / worst: 2 x 200 / 2 x 400; a (100, 300) batch counts 400 tokens a step, not 600"
 else bad "data: p50 '$s50', worst '$sw', tokens a step $t_pad (want 400)"; fi
 
+if "$VRSIM" "$tmp/q.lua" --no-files --set grad_accum=2 | grep -q "each of the 2 accumulated micro-batches is simulated at this shape"; then
+  ok "data with grad_accum = 2: the note says both micro-batches take the chosen shape"
+else bad "data with grad_accum = 2: not noted"; fi
+
 # 10. a file of lengths, one a line or JSONL with a length field, is the list; a bad line is
 #     exit 2 naming the file and line (a file beside the scenario, or a path typed on the
 #     command line)

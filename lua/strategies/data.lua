@@ -233,6 +233,9 @@ function M.apply(cfg, ctx, fail)
   if t.inference then fail("training.data is not modelled for inference (generation's batches are not built)") end
   local ok, chosen, note = pcall(plan, t.data, t.micro_batch)
   if not ok then fail(tostring(chosen)) end
+  if t.grad_accum > 1 then
+    note = note .. ("; each of the %d accumulated micro-batches is simulated at this shape"):format(t.grad_accum)
+  end
   t.seq = chosen.len
   t.data_batch = chosen
   cfg.notes = cfg.notes or {}
