@@ -34,8 +34,23 @@ end
 
 -- The lengths of a text: one integer a line, or one JSON object a line holding `field` (found
 -- once at its top level as "field": N). Blank lines are skipped. name: the file, for errors.
+-- (A text of digits and blanks alone is read in one pass of C pattern matching: a data set's
+-- millions of lines.)
 local function parse_lengths(text, name, field)
-  local out, n = {}, 0
+  local out = {}
+  if not text:find("[^%d \t\r\n]") then
+    local n = 0
+    for d in text:gmatch("%d+") do
+      local v = #d <= 9 and math.tointeger(tonumber(d))
+      n = n + 1
+      if not v or v < 1 or v > MAX_LEN then break end
+      out[n] = v
+    end
+    -- (two numbers on one line are an error the line-by-line pass below names)
+    if #out == n and n > 0 and not text:find("%d[ \t\r]+%d") then return out end
+    out = {}
+  end
+  local n = 0
   local pat = '"' .. field:gsub("%p", "%%%0") .. '"%s*:%s*(-?[%d%.eE+]+)'
   for line in (text .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
@@ -68,7 +83,11 @@ end
 local function read_lengths(d)
   local src = d.lengths
   if type(src) == "string" then
-    return parse_lengths(require("vrsim.core").read_text(src), src, d.length_field or "length")
+    local ok, text = pcall(require("vrsim.core").read_text, src)
+    if not ok then
+      error(("training.data.lengths: %s"):format((tostring(text):gsub("^[^:]*%.lua:%d+: ", ""))), 0)
+    end
+    return parse_lengths(text, src, d.length_field or "length")
   end
   if type(src) ~= "table" or #src == 0 then
     error("training.data.lengths must be a file of lengths or a list of them ({ 512, 2048, ... })", 0)
@@ -108,6 +127,28 @@ end
 
 local function round_up(n, m) return m and (n + m - 1) // m * m or n end
 
+-- Rearranges a[lo..hi] so that a[k] holds the value it would hold sorted, with no larger value
+-- before it and no smaller one after (Hoare's selection, the median of three as pivot). In Lua,
+-- not table.sort: a data set's millions of values sort in one C call that nothing interrupts.
+local function select_kth(a, k, lo, hi)
+  while lo < hi do
+    local x, y, z = a[lo], a[(lo + hi) // 2], a[hi]
+    if x > y then x, y = y, x end
+    if y > z then y = z end
+    local pivot = x > y and x or y
+    local i, j = lo, hi
+    while i <= j do
+      while a[i] < pivot do i = i + 1 end
+      while a[j] > pivot do j = j - 1 end
+      if i <= j then
+        a[i], a[j] = a[j], a[i]
+        i, j = i + 1, j - 1
+      end
+    end
+    if k <= j then hi = j elseif k >= i then lo = i else return end
+  end
+end
+
 -- A batch of sequences (their lengths) as its collator shapes it: rows x len tokens computed,
 -- real the tokens of the data, padded whether some row is padded, packed whether one row holds
 -- several sequences.
@@ -124,8 +165,6 @@ local function shape(lens, batching, multiple)
   local len = round_up(max, multiple)
   return { rows = #lens, len = len, real = sum, packed = false, padded = min < len, n = #lens }
 end
-
-local function tokens(s) return s.rows * s.len end
 
 -- The normalized training.data (its keys checked) and the batch the run simulates, with the
 -- note that says what it is. b: sequences per micro-batch.
@@ -162,46 +201,65 @@ local function plan(d, b)
   end
   local lens = read_lengths(d)
   local n = #lens
-  -- the epoch's batches, in the sampler's order, the last one short (dataloader_drop_last off)
+  -- the epoch's batches, in the sampler's order, the last one short (dataloader_drop_last off):
+  -- each one's tokens computed and whether a row is padded, in flat arrays (a data set may
+  -- have millions of sequences)
   local idx = order == "shuffle" and shuffled(n, seed) or nil
-  local batches, real, computed = {}, 0, 0
+  local tok, pad, nb, real, computed = {}, {}, 0, 0, 0
   for i = 1, n, b do
-    local bl = {}
+    local sum, max, min = 0, 0, math.maxinteger
+    local last = math.min(n, i + b - 1)
+    for j = i, last do
+      local l = lens[idx and idx[j] or j]
+      sum = sum + l
+      if l > max then max = l end
+      if l < min then min = l end
+    end
+    nb = nb + 1
+    local rows = last - i + 1
+    if batching == "padding_free" then
+      tok[nb], pad[nb] = sum, false
+    else
+      local len = round_up(max, multiple)
+      tok[nb], pad[nb] = rows * len, min < len
+    end
+    real, computed = real + sum, computed + tok[nb]
+  end
+  -- the lengths of batch k, in the sampler's order
+  local function batch_lengths(k)
+    local bl, i = {}, (k - 1) * b + 1
     for j = i, math.min(n, i + b - 1) do bl[#bl + 1] = lens[idx and idx[j] or j] end
-    local s = shape(bl, batching, multiple)
-    batches[#batches + 1] = s
-    real, computed = real + s.real, computed + tokens(s)
+    return bl
   end
   local chosen, what
   if pick == "worst" and order == "shuffle" then
     -- the worst a shuffle can deal: padded, the longest sequence with the b - 1 shortest (the
     -- largest batch and its most padding); flattened, the b longest in one row
-    local sorted = {}
-    for i, l in ipairs(lens) do sorted[i] = l end
-    table.sort(sorted)
+    local a = table.move(lens, 1, n, 1, {})
     local k = math.min(b, n)
     local bl = {}
     if batching == "pad" then
-      bl[1] = sorted[n]
-      for i = 1, k - 1 do bl[#bl + 1] = sorted[i] end
+      select_kth(a, n, 1, n) -- the longest last
+      if k > 1 then select_kth(a, k - 1, 1, n - 1) end -- the k - 1 shortest first
+      bl[1] = a[n]
+      for i = 1, k - 1 do bl[#bl + 1] = a[i] end
     else
-      for i = n - k + 1, n do bl[#bl + 1] = sorted[i] end
+      select_kth(a, n - k + 1, 1, n) -- the k longest last
+      for i = n - k + 1, n do bl[#bl + 1] = a[i] end
     end
     chosen, what = shape(bl, batching, multiple), "the worst batch a shuffle can deal"
   else
-    local order_ix = {}
-    for i = 1, #batches do order_ix[i] = i end
-    -- by tokens computed, then a padded batch (its mask) before one without
-    table.sort(order_ix, function(x, y)
-      local a, c = batches[x], batches[y]
-      if tokens(a) ~= tokens(c) then return tokens(a) < tokens(c) end
-      if a.padded ~= c.padded then return c.padded end
-      return x < y
-    end)
-    local rank = pick == "worst" and #batches or math.max(1, math.ceil(q / 100 * #batches))
-    chosen = batches[order_ix[rank]]
+    -- by tokens computed, then a padded batch (its mask) before one without: the key
+    -- 2 x tokens + padded sorts as numbers; the chosen batch is the first with the rank's key
+    local keys = {}
+    for k = 1, nb do keys[k] = 2 * tok[k] + (pad[k] and 1 or 0) end
+    local rank = pick == "worst" and nb or math.max(1, math.ceil(q / 100 * nb))
+    select_kth(keys, rank, 1, nb)
+    local want, k = keys[rank], 1
+    while 2 * tok[k] + (pad[k] and 1 or 0) ~= want do k = k + 1 end
+    chosen = shape(batch_lengths(k), batching, multiple)
     what = pick == "worst" and "the epoch's largest batch"
-      or ("the epoch's %s batch by tokens computed (%d of %d)"):format(pick, rank, #batches)
+      or ("the epoch's %s batch by tokens computed (%d of %d)"):format(pick, rank, nb)
   end
   local lo, hi, sum = math.maxinteger, 0, 0
   for _, l in ipairs(lens) do
@@ -215,7 +273,7 @@ local function plan(d, b)
   local note = ("training.data: %d sequences of %d to %d tokens (mean %.0f); %s %d %s: %.1f %% of the "
                 .. "tokens computed are padding; simulated: %s, %d x %d (%d tokens of data)")
     :format(n, lo, hi, sum / n, order == "shuffle" and ("a shuffled epoch (seed " .. seed .. ") of") or "an epoch of",
-            #batches, how, 100 * (computed - real) / computed, what, chosen.rows, chosen.len, chosen.real)
+            nb, how, 100 * (computed - real) / computed, what, chosen.rows, chosen.len, chosen.real)
   chosen.batching = batching
   return chosen, note
 end
