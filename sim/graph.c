@@ -636,17 +636,35 @@ static bool saves_an_output(const Op *o) {
 static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
     Graph *g = d->g;
     VrStatus st;
-    int first = -1, last_needed = -1;
+    int first = -1, last_needed = -1, last = -1;
+    bool full = false;
     for (int f = d->first; f < n_fwd; f++) {
         const Op *o = &g->ops[f];
         if (o->phase != PH_FWD || o->region != region) continue;
         if (first < 0) first = f;
         if (o->n_saves > 0 && f > last_needed) last_needed = f;
+        last = f;
+        full = full || o->full_recompute;
     }
     if (last_needed >= 0 && !saves_an_output(&g->ops[last_needed])) last_needed--;
+    if (full) last_needed = last;
     for (int f = first; f >= 0 && f <= last_needed; f++) {
         Op o = g->ops[f];
         if (o.phase != PH_FWD || o.region != region || o.ckpt_args) continue;
+        if (o.sac_saved) {
+            /* the caching mode's stored outputs stand for the op's: the recomputation uses the
+             * forward's tensors and the cache drops its reference to them here */
+            int *fr = graph_alloc(g, sizeof(int) * (size_t)(o.n_outputs + 1));
+            if (!fr) return VR_ENOMEM;
+            for (int k = 0; k < o.n_outputs; k++) d->remap[o.outputs[k]] = fr[k] = o.outputs[k];
+            char name[200];
+            join2(name, sizeof name, o.name, " (replayed from the selective checkpoint's cache)");
+            Op r = {.name = name, .kind = "none", .phase = PH_RECOMPUTE, .fwd_op = f, .frees = fr,
+                    .n_frees = o.n_outputs, .layer = o.layer, .in_ckpt = true};
+            int id;
+            if ((st = graph_add_op(g, &r, &id))) return st;
+            continue;
+        }
         if (ensure_cap(d, (size_t)g->n_tensors + (size_t)o.n_outputs + 16)) return VR_ENOMEM;
         int *in = graph_alloc(g, sizeof(int) * (size_t)(o.n_inputs + 1));
         int *out = graph_alloc(g, sizeof(int) * (size_t)(o.n_outputs + 1));

@@ -88,6 +88,14 @@ OP_VAL(int, region, , "region", OPR_INT, 0, OPI_NONE)
 /* ckpt_args: a marker (kind "none") naming region's checkpointed function's arguments as its
  * inputs: torch.utils.checkpoint's frame holds them until the region's backward is done */
 OP_VAL(bool, ckpt_args, , "ckpt_args", OPR_BOOL, false, OPI_NONE)
+/* sac_saved: op-level selective checkpointing (torch.utils.checkpoint's
+ * create_selective_checkpoint_contexts, MUST_SAVE): an op of its region whose outputs the caching
+ * dispatch mode keeps from forward until the recomputation reaches it, which replays them instead
+ * of running it (set by G:op_sac) */
+OP_VAL(bool, sac_saved, , "", OPR_NO, false, OPI_NONE)
+/* full_recompute: its region's recomputation runs to the region's end (torch.utils.checkpoint's
+ * early_stop=False) */
+OP_VAL(bool, full_recompute, , "", OPR_NO, false, OPI_NONE)
 /* no_grad: forward op run under torch.no_grad(): outputs need no grad */
 OP_VAL(bool, no_grad, , "no_grad", OPR_BOOL, false, OPI_NONE)
 

@@ -694,6 +694,50 @@ static void test_derived_ops_inherit(void **state) {
 #include "op_fields.h"
 }
 
+/* Op-level selective checkpointing: region 1 is f1, f2; the policy saves f1 (Op.sac_saved) and
+ * the region recomputes to its end (full_recompute). The recomputation replays f1 from the
+ * cache (a kind "none" op that drops the cache's reference, no new tensor) and re-runs f2 on
+ * the forward's a, although f2 saves only its input (no early stop); f2's backward then uses and
+ * releases the forward's a itself, which is therefore dropped by f2's forward, the replay and
+ * f2's backward (and f2's re-run, whose frees are f2's). */
+static void test_selective_checkpoint_replays_saved_op(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 1024);
+    int x0 = add_act(g, "x0", 2048, true), a = add_act(g, "a", 4096, true);
+    int b = add_act(g, "b", 4096, true), loss = add_act(g, "loss", 512, true);
+    add_fwd(g, "f0", (int[]){w}, 1, x0, NULL, 0, NULL);
+    int f1 = add_fwd(g, "f1", (int[]){x0}, 1, a, (int[]){x0}, 1, NULL);
+    int f2 = add_fwd(g, "f2", (int[]){a}, 1, b, (int[]){a}, 1, NULL);
+    int f3 = add_fwd(g, "f3", (int[]){b}, 1, loss, (int[]){b}, 1, NULL);
+    graph_op(g, f1)->region = 1;
+    graph_op(g, f2)->region = 1;
+    graph_op(g, f1)->sac_saved = true;
+    graph_op(g, f1)->full_recompute = true;
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+
+    int replay = -1, rerun = -1;
+    for (int i = 0; i < graph_num_ops(g); i++) {
+        const Op *o = graph_op_c(g, i);
+        if (o->phase != PH_RECOMPUTE || o->fwd_op < 0) continue;
+        if (o->fwd_op == f1) replay = i;
+        if (o->fwd_op == f2) rerun = i;
+    }
+    assert_true(replay >= 0 && rerun > replay);
+    const Op *rp = graph_op_c(g, replay);
+    assert_string_equal(rp->kind, "none");
+    assert_int_equal(rp->n_outputs, 0);
+    assert_int_equal(rp->n_frees, 1);
+    assert_int_equal(rp->frees[0], a); /* the cache lets go of the forward's a */
+    const Op *rr = graph_op_c(g, rerun);
+    assert_int_equal(rr->inputs[0], a); /* f2 re-runs on the cached a, not a recomputed copy */
+    assert_true(rr->outputs[0] != b);
+    /* f2's backward uses and releases the forward's a */
+    const Op *o2 = graph_op_c(g, backward_of(g, f2));
+    assert_true(contains(o2->inputs, o2->n_inputs, a));
+    assert_true(contains(o2->frees, o2->n_frees, a));
+    assert_true(backward_of(g, f3) < replay);
+}
+
 /* Gradient accumulation: one graph_derive_backward per micro-batch. The second call derives
  * only the forward ops declared since the first, and the parameter's gradient from the second
  * micro-batch is added in place into the .grad the first one made. */
@@ -1043,6 +1087,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_backward_kernel_counts, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_frozen_branch_has_no_backward, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_checkpoint_region_recomputes, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_selective_checkpoint_replays_saved_op, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_checkpoint_frame_and_early_stop_unwind, setup_graph,
                                         teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_accumulation_two_microbatches, setup_graph, teardown_graph),

@@ -215,5 +215,124 @@ else bad "adafactor under fsdp2: exit $rc: $(cat "$tmp/err")"; fi
 if grep -q "optimizer_impl = fused has no effect" "$tmp/out"; then ok "lion with optimizer_impl: noted as without effect"
 else bad "lion with optimizer_impl = fused: not noted"; fi
 
+# 6. variable-length data (training.data): the batch the run meets, shaped by its collator.
+#    Padded to the longest (DataCollatorWithPadding): the worst batch a shuffle can deal is the
+#    longest sequence with the shortest, (4, 2048), and transformers' SDPA mask for a padded
+#    batch is a (4, 1, 2048, 2048) boolean (16 MiB) beside the (4, 2048) int64 attention_mask
+cat > "$tmp/vl.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "tinyllama-1.1b.json" },
+  training = { micro_batch = 4, precision = "bf16", steps = 2, checkpointing = true,
+               data = { lengths = { 1000, 300, 700, 2048, 50, 1900, 999, 100 } } } }
+EOS
+"$VRSIM" "$tmp/vl.lua" --no-files --alloc-trace "$tmp/vl.csv" > "$tmp/vl.out"
+mask=$(grep ",alloc," "$tmp/vl.csv" | grep ",padding_mask.and_padding$" | cut -d, -f5 | sort -u)
+am=$(grep ",alloc," "$tmp/vl.csv" | grep ",attention_mask$" | cut -d, -f5)
+if [ "$mask" = 16777216 ] && [ "$am" = 65536 ] && grep -q "micro-batch 4 x seq 2048" "$tmp/vl.out" \
+   && grep -q "simulated: the worst batch a shuffle can deal, 4 x 2048 (2498 tokens of data)" "$tmp/vl.out"; then
+  ok "data, padded: the worst batch 4 x 2048 (2048 + 50 + 100 + 300 tokens), its 16 MiB boolean mask and attention_mask"
+else bad "data, padded: mask '$mask' (want 16777216), attention_mask '$am' (want 65536): $(grep -o 'simulated:.*' "$tmp/vl.out")"; fi
+
+# 7. data of one length: no row is padded, so no mask (is_causal serves); the run is the
+#    fixed-length one plus the collator's attention_mask (4 x 512 int64: 16384 bytes)
+printf '512\n512\n512\n512\n512\n' > "$tmp/even.txt"
+"$VRSIM" "$tmp/vl.lua" --json --no-files --set "training.data.lengths=$tmp/even.txt" --alloc-trace "$tmp/even.csv" > "$tmp/even.json"
+sed 's/data = {.*} } } }/seq = 512 } }/' "$tmp/vl.lua" > "$tmp/fixed.lua"
+"$VRSIM" "$tmp/fixed.lua" --json --no-files > "$tmp/fixed.json"
+pe=$(field "d['peak_allocated_bytes']" < "$tmp/even.json"); px=$(field "d['peak_allocated_bytes']" < "$tmp/fixed.json")
+nm=$(grep -c "padding_mask" "$tmp/even.csv")
+if [ "$nm" = 0 ] && [ $((pe - px)) = 16384 ]; then
+  ok "data of one length: no mask, the fixed-length run's peak plus the attention_mask ($pe = $px + 16384)"
+else bad "data of one length: $nm mask allocations, peak $pe vs the fixed run's $px (want + 16384)"; fi
+
+# 8. padding-free (DataCollatorWithFlattening): the 4 longest in one row, 2048 + 1900 + 1000 +
+#    999 = 5947 tokens, with the collator's position_ids (no arange); under checkpointing (no
+#    cache) transformers finds the packed sequences and builds a (1, 1, T, T) block-causal
+#    boolean; without checkpointing the DynamicCache keeps it from looking: no mask, and a note
+"$VRSIM" "$tmp/vl.lua" --no-files --set training.data.batching=padding_free --alloc-trace "$tmp/pf.csv" > "$tmp/pf.out"
+pm=$(grep ",alloc," "$tmp/pf.csv" | grep ",packed_mask.and_same_sequence$" | cut -d, -f5 | sort -u)
+pos=$(grep ",alloc," "$tmp/pf.csv" | grep ",position_ids$" | cut -d, -f5)
+ar=$(grep -c "position_ids.arange" "$tmp/pf.csv")
+if [ "$pm" = $((5947 * 5947)) ] && [ "$pos" = $((5947 * 8)) ] && [ "$ar" = 0 ] && grep -q "micro-batch 4 flattened to 1 x seq 5947" "$tmp/pf.out"; then
+  ok "data, padding-free: one row of 5947 tokens, its position_ids and a 5947 x 5947 block-causal mask"
+else bad "data, padding-free: mask '$pm' (want $((5947 * 5947))), position_ids '$pos', $ar aranges"; fi
+"$VRSIM" "$tmp/vl.lua" --no-files --set training.data.batching=padding_free --set checkpointing=false --alloc-trace "$tmp/pfc.csv" > "$tmp/pfc.out"
+if [ "$(grep -c packed_mask "$tmp/pfc.csv")" = 0 ] && grep -q "SDPA attends across them" "$tmp/pfc.out"; then
+  ok "data, padding-free without checkpointing: the cache keeps transformers from building the mask, noted"
+else bad "data, padding-free without checkpointing: mask built or not noted"; fi
+
+# 9. which batch: in the order given, batches of 2 of 100..400 tokens: p50 is the second
+#    (2 x 200), worst the last (2 x 400); tokens/s counts the data's tokens, not the padding
+cat > "$tmp/q.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "tinyllama-1.1b.json" },
+  training = { micro_batch = 2, precision = "bf16", steps = 2,
+               data = { lengths = { 100, 100, 200, 200, 300, 300, 400, 400 }, order = "given" } } }
+EOS
+s50=$("$VRSIM" "$tmp/q.lua" --no-files --set training.data.batch=p50 | grep -o "micro-batch [0-9]* x seq [0-9]*")
+sw=$("$VRSIM" "$tmp/q.lua" --no-files | grep -o "micro-batch [0-9]* x seq [0-9]*")
+printf '100\n300\n' > "$tmp/two.txt"
+t_pad=$("$VRSIM" "$tmp/q.lua" --json --no-files --set "training.data.lengths=$tmp/two.txt" | field "round(d['tokens_per_s'] * d['step_time_ms'] / 1000)")
+if [ "$s50" = "micro-batch 2 x seq 200" ] && [ "$sw" = "micro-batch 2 x seq 400" ] && [ "$t_pad" = 400 ]; then
+  ok "data, batch = p50 / worst: 2 x 200 / 2 x 400; a (100, 300) batch counts 400 tokens a step, not 600"
+else bad "data: p50 '$s50', worst '$sw', tokens a step $t_pad (want 400)"; fi
+
+if "$VRSIM" "$tmp/q.lua" --no-files --set grad_accum=2 | grep -q "each of the 2 accumulated micro-batches is simulated at this shape"; then
+  ok "data with grad_accum = 2: the note says both micro-batches take the chosen shape"
+else bad "data with grad_accum = 2: not noted"; fi
+
+# 10. a file of lengths, one a line or JSONL with a length field, is the list; a bad line is
+#     exit 2 naming the file and line (a file beside the scenario, or a path typed on the
+#     command line)
+printf '1000\n300\n700\n2048\n\n50\n1900\n999\n100\n' > "$tmp/l.txt"
+i=0; for l in 1000 300 700 2048 50 1900 999 100; do i=$((i + 1)); echo "{\"id\": $i, \"length\": $l, \"text\": \"...\"}"; done > "$tmp/l.jsonl"
+p0=$("$VRSIM" "$tmp/vl.lua" --json --no-files | field "d['peak_allocated_bytes']")
+p1=$("$VRSIM" "$tmp/vl.lua" --json --no-files --set training.data.lengths=l.txt | field "d['peak_allocated_bytes']")
+p2=$("$VRSIM" "$tmp/vl.lua" --json --no-files --set "training.data.lengths=$tmp/l.jsonl" | field "d['peak_allocated_bytes']")
+printf '100\n12x\n' > "$tmp/bad.txt"
+"$VRSIM" "$tmp/vl.lua" --no-files --set "training.data.lengths=$tmp/bad.txt" >/dev/null 2>"$tmp/err"; rc=$?
+if [ "$p0" = "$p1" ] && [ "$p0" = "$p2" ] && [ $rc = 2 ] && grep -q "bad.txt:2: '12x' is not a sequence length" "$tmp/err"; then
+  ok "data: a file of lengths and a JSONL with a length field are the list; a bad line is exit 2 at file:line"
+else bad "data files: peaks $p0 $p1 $p2; bad line: exit $rc: $(cat "$tmp/err")"; fi
+
+# 11. what is not modelled is exit 2, named
+for case in "attention=flash|flash_attention_2's varlen path" "attention=eager|under eager attention is not modelled" \
+            "seq=512|training.seq is set by training.data" "training.data.shuffle=true|training.data.shuffle is not a key" \
+            "inference=true|not modelled for inference" "training.data.batch=p101|worst, or pNN"; do
+  set_=${case%%|*}; want=${case#*|}
+  "$VRSIM" "$tmp/vl.lua" --no-files --set "$set_" >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -q "$want" "$tmp/err"; then ok "data with $set_: exit 2, named"
+  else bad "data with $set_: exit $rc: $(cat "$tmp/err")"; fi
+done
+
+# 12. op-level selective checkpointing (checkpoint_scope = "op", torchtitan's SelectiveAC):
+#     each layer's mm outputs 1, 3, 5, 7 (q, v, gate, down) and the attention kernel's are kept
+#     from forward and replayed; k, o and up (mm 2, 4, 6) and everything else are recomputed,
+#     to the layer's end (early_stop=False: the last residual add too, which per-layer
+#     checkpointing's early stop never re-runs)
+cat > "$tmp/sac.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json" },
+  training = { micro_batch = 1, seq = 8192, precision = "bf16", steps = 2, optimizer = "sgd", checkpointing = true } }
+EOS
+"$VRSIM" "$tmp/sac.lua" --json --no-files --set checkpoint_scope=op --alloc-trace "$tmp/op.csv" > "$tmp/op.json"
+"$VRSIM" "$tmp/sac.lua" --json --no-files --alloc-trace "$tmp/lay.csv" > "$tmp/lay.json"
+"$VRSIM" "$tmp/sac.lua" --json --no-files --set checkpointing=false > "$tmp/none.json"
+rec() { grep ",alloc," "$1" | grep ",layers\.5\..*(recompute)$" | sed 's/.*,layers\.5\.//; s/ (recompute)$//' | grep -x "$2" | wc -l; }
+r_on=""; r_off=""
+for o in self_attn.k_proj self_attn.o_proj mlp.up_proj residual_add2; do [ "$(rec "$tmp/op.csv" $o)" = 2 ] || r_on="$r_on $o"; done
+for o in self_attn.q_proj self_attn.v_proj mlp.gate_proj mlp.down_proj self_attn.sdpa_cudnn; do [ "$(rec "$tmp/op.csv" $o)" = 0 ] || r_off="$r_off $o"; done
+if [ -z "$r_on$r_off" ] && [ "$(rec "$tmp/lay.csv" residual_add2)" = 0 ] && [ "$(rec "$tmp/lay.csv" mlp.gate_proj)" = 2 ]; then
+  ok "checkpoint_scope = op: q, v, gate, down and attention replayed, k, o, up and the rest recomputed to the layer's end"
+else bad "checkpoint_scope = op: not recomputed:$r_on; recomputed:$r_off"; fi
+po=$(field "d['peak_allocated_bytes']" < "$tmp/op.json"); pl=$(field "d['peak_allocated_bytes']" < "$tmp/lay.json"); pn=$(field "d['peak_allocated_bytes']" < "$tmp/none.json")
+to=$(field "d['step_time_ms']" < "$tmp/op.json"); tl=$(field "d['step_time_ms']" < "$tmp/lay.json")
+if [ "$pl" -lt "$po" ] && [ "$po" -lt "$pn" ] && python3 -c "import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))" "$to" "$tl"; then
+  ok "checkpoint_scope = op: peak between per-layer checkpointing and none ($pl < $po < $pn), step faster than per-layer ($to < $tl ms)"
+else bad "checkpoint_scope = op: peaks $pl / $po / $pn, step $to vs $tl ms"; fi
+for case in "checkpoint_every=2|checkpoint_every = 2 is not modelled" "activation_offload=true|with activation_offload is not modelled"; do
+  set_=${case%%|*}; want=${case#*|}
+  "$VRSIM" "$tmp/sac.lua" --no-files --set checkpoint_scope=op --set "$set_" >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -q "$want" "$tmp/err"; then ok "checkpoint_scope = op with $set_: exit 2, named"
+  else bad "checkpoint_scope = op with $set_: exit $rc: $(cat "$tmp/err")"; fi
+done
+
 echo "test_techniques: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -347,7 +347,8 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   -- it directly (no cache copy, no repeat_kv) dv transposed back is already contiguous and
   -- the view's backward copies nothing (fulltrace_pub-c05: no 64 MiB copy after each
   -- attention backward). A cache copy, repeat_kv or eager bmm hands back a contiguous
-  -- (b, heads, s, d) gradient, which the view back copies.
+  -- (b, heads, s, d) gradient, which the view back copies. An attention mask changes nothing
+  -- here (the oracle's llama2_7b_l2_bf16_packed_ckpt: a block-causal mask, no copy).
   local attn_impl = r.attention == "sdpa" and nn.sdpa_backend(cx.arch, cx.autocast or v.dtype) or r.attention
   local sdpa_mask = mask and r.attention ~= "eager"
   -- sdpa_attention_forward (integrations/sdpa_attention.py) hands grouped keys and values to
@@ -364,7 +365,7 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
           :format(pre), 0)
   end
   local vv
-  if attn_impl == "cudnn" and not r.use_cache and not sdpa_mask and (not grouped or enable_gqa) then
+  if attn_impl == "cudnn" and not r.use_cache and (not grouped or enable_gqa) then
     vv = nn.view(cx, v, { b, a.kv_heads, s, hd }, pre .. ".v_heads")
   else
     vv = nn.view_op(cx, pre .. ".v_heads", v, { b, a.kv_heads, s, hd })
@@ -595,6 +596,11 @@ local function make_mask(cx, r, window, mask_dtype)
                        outs = { { "causal_mask", { b, 1, s, s }, mask_dtype } } })
   end
   if window and window < s then return sliding_window_mask(cx, b, s) end
+  -- a padded or packed batch of variable-length data (strategies/data.lua)
+  if r.data then
+    r.data_mask_made = true
+    return require("strategies.data").mask(cx, r, r.data_inputs)
+  end
   return nil
 end
 
@@ -639,10 +645,14 @@ local function model_forward(cx, m, ids)
   local dt = x and x.dtype or r.hidden_dtype
   -- position_ids = torch.arange(seq) + past_seen_tokens, unsqueezed: int64, alive until the
   -- model returns (LlamaModel.forward)
-  local ar = nn.op(cx, { name = "position_ids.arange", inputs = {},
-                         outs = { { "position_ids.arange", { r.seq }, "int64", no_grad = true } } })
-  local position_ids = nn.op(cx, { name = "position_ids", inputs = { ar },
-                                   outs = { { "position_ids", { 1, r.seq }, "int64", no_grad = true } } })
+  -- (a flattened batch's come from its collator, an input: strategies/data.lua)
+  local position_ids = r.data_inputs and r.data_inputs.position_ids
+  if not position_ids then
+    local ar = nn.op(cx, { name = "position_ids.arange", inputs = {},
+                           outs = { { "position_ids.arange", { r.seq }, "int64", no_grad = true } } })
+    position_ids = nn.op(cx, { name = "position_ids", inputs = { ar },
+                               outs = { { "position_ids", { 1, r.seq }, "int64", no_grad = true } } })
+  end
   local mask = make_mask(cx, r, m.cfg.sliding_window, r.param_dtype == "fp32" and (cx.autocast or "fp32") or r.param_dtype)
   local cos, sin = rotary_tables(cx, r.seq, m.cfg.head_dim, dt, nil, position_ids, r.param_dtype)
   -- the decoder layers: alike, so built once in Lua and replayed where the check allows
@@ -656,7 +666,9 @@ local function model_forward(cx, m, ids)
   -- causal_mask_mapping keeps a sliding-window mask until the model returns
   if mask and r.attention ~= "eager" then nn.release(cx, { mask }, "sliding_window_mask: LlamaModel.forward returns") end
   local hf = mod.call(cx, C.norm, x)
-  nn.release(cx, { position_ids }, "position_ids: LlamaModel.forward returns")
+  if position_ids ~= (r.data_inputs and r.data_inputs.position_ids) then
+    nn.release(cx, { position_ids }, "position_ids: LlamaModel.forward returns")
+  end
   if hf ~= x then
     nn.release(cx, { x }, "model.norm: hidden_states reassigned")
     if r.inputs_embeds and r.inputs_embeds ~= x then

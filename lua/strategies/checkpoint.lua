@@ -1,7 +1,8 @@
 -- checkpoint.lua: torch.utils.checkpoint as transformers' gradient_checkpointing_enable applies
 -- it (use_reentrant=False): every GradientCheckpointingLayer (a decoder layer) runs as one
 -- checkpointed region, or every k-th one; or, selectively, the attention of each layer without
--- its projections (the "attention" scope). A region is a run of ops the engine recomputes in
+-- its projections (the "attention" scope); or every layer under torchtitan's op-level policy
+-- (the "op" scope, strategies/sac.lua). A region is a run of ops the engine recomputes in
 -- backward (cx.region); the checkpointed function's arguments are held by its frame until the
 -- region's backward is done (nn.checkpoint_args).
 local nn = require "vrsim.nn"
@@ -10,7 +11,7 @@ local mod = require "vrsim.module"
 local M = {}
 
 -- Hooks for the modules of class `layer_cls` (in order: the k-th is a region when
--- (k - 1) % every == 0). scope: "layer" or "attention" (attention children named `attn_key`).
+-- (k - 1) % every == 0). scope: "layer", "op" or "attention" (attention children named `attn_key`).
 -- Returns two hook tables per layer: the region's start (registered before any other pass, so
 -- that the region spans the others' forward work) and its arguments (registered after them).
 function M.hooks(root, layer_cls, every, scope, attn_key)
@@ -19,10 +20,14 @@ function M.hooks(root, layer_cls, every, scope, attn_key)
   local out = {}
   for k, layer in ipairs(layers) do
     if (k - 1) % every == 0 then
-      if scope == "layer" then
+      if scope == "layer" or scope == "op" then
+        -- "op": torchtitan's selective op policy, a new one per forward (strategies/sac.lua)
         out[#out + 1] = { module = layer, first = {
-          pre = function(cx) cx.region = k end,
-          post = function(cx) cx.region = nil end,
+          pre = function(cx)
+            cx.region = k
+            if scope == "op" then cx.sac = require("strategies.sac").policy() end
+          end,
+          post = function(cx) cx.region, cx.sac = nil, nil end,
         }, last = {
           pre = function(cx, _, args)
             -- the positional argument (the hidden states) is saved by frame.save_inputs through

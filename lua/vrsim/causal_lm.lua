@@ -102,6 +102,8 @@ function M.build(cx, cfg)
   local fam, mc = M.resolve(cfg.model)
   local t = cfg.training
   local b, s = t.micro_batch, t.seq
+  -- variable-length data: the collator's shape of the batch simulated (strategies/data.lua)
+  if t.data_batch then b, s = t.data_batch.rows, t.data_batch.len end
   local prec = t.precision
   local pdtype = PARAM_DTYPE[prec]
   if prec == "amp_bf16" then cx.autocast = "bf16" elseif prec == "amp_fp16" then cx.autocast = "fp16" end
@@ -157,6 +159,8 @@ function M.build(cx, cfg)
     lora_hit = L.apply(root, lora, "lm_head")
   end
   local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes)
+    or require("strategies.data").check(t, mc, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
+    or require("strategies.sac").check(t, mc)
   if refused then error(refused, 0) end
 
   -- the model built as training.build says: directly in its dtype (from_pretrained, the default) or
@@ -195,6 +199,7 @@ function M.build(cx, cfg)
                 shape = { b, s }, dtype = "int64", rg = false, name = "input_ids" }
   cx.G:op { name = "input_ids", kind = "none", phase = "build", inputs = {}, outputs = { ids.id },
             frees = {} }
+  local data_inputs = t.data_batch and require("strategies.data").inputs(cx, t.data_batch)
   cx.phase = "fwd"
 
   -- the passes' hooks, in the order the runtime nests them: checkpoint regions outermost, then
@@ -227,7 +232,7 @@ function M.build(cx, cfg)
   if fam.attention then attention = fam.attention(attention, cx.notes, mc) end
   cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
              use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype,
-             loss = t.loss }
+             loss = t.loss, data = t.data_batch, data_inputs = data_inputs }
   -- one forward pass (a micro-batch); gradient accumulation calls it again
   local function forward()
     cx.run.inputs_embeds = nil
@@ -237,7 +242,11 @@ function M.build(cx, cfg)
   end
 
   local loss = forward()
-  cx.tokens = b * s * (t.grad_accum or 1)
+  cx.tokens = (t.data_batch and t.data_batch.real or b * s) * (t.grad_accum or 1)
+  if t.data_batch and (t.data_batch.padded or t.data_batch.packed) and not cx.run.data_mask_made then
+    error(("training.data: %s's forward does not build the mask a %s batch needs (not modelled for this family)")
+          :format(fam.model_type or "this model", t.data_batch.padded and "padded" or "packed"), 0)
+  end
   cx.model_name = mc.name
   return loss, root, mc, forward
 end

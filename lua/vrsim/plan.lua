@@ -53,7 +53,7 @@ local SCHEMA = {
     attention = { "string", "sdpa", "sdpa (PyTorch's pick), flash, mem_efficient, cudnn or eager" },
     checkpointing = { "boolean", false, "gradient checkpointing per decoder layer" },
     checkpoint_every = { "integer", 1, "checkpoint every k-th layer only" },
-    checkpoint_scope = { "string", "layer", "layer (whole decoder layers) or attention (selective)" },
+    checkpoint_scope = { "string", "layer", "layer (whole decoder layers), attention (selective) or op (torchtitan's op-level policy: matmuls and attention saved, every second mm recomputed)" },
     inference = { "boolean", false, "forward only under torch.no_grad(): no backward, no optimizer" },
     quant = { "string", "none", "bitsandbytes base weights: none, nf4 (QLoRA 4-bit) or int8 (LLM.int8)" },
     quant_storage = { "string", "auto", "bnb_4bit_quant_storage, the dtype the packed 4-bit weights are stored in: auto (the parameters' dtype under fsdp2 and zero3, as the FSDP-QLoRA and ZeRO-3 QLoRA guides set it, so the packed weights shard; uint8, transformers' default, otherwise), uint8, bf16, fp16 or fp32" },
@@ -71,6 +71,7 @@ local SCHEMA = {
     deepspeed = { "string", nil, "a DeepSpeed JSON config beside the scenario (zero_optimization is read)" },
     activation_offload = { "boolean", false, "torchtune's enable_activation_offloading (OffloadActivations): the decoder's saved activations (with checkpointing: each layer's input) copied to pinned host memory in forward and back in backward, on their own streams" },
     optimizer_in_backward = { "boolean", false, "torchtune's optimizer_in_bwd: each parameter's optimizer step and zero_grad run in backward as soon as its gradient is complete (one gradient alive at a time instead of all)" },
+    data = { "table", nil, "variable-length data: { lengths = \"lengths.txt\" (or a list, or JSONL with length_field), batching = \"pad\" or \"padding_free\", order = \"shuffle\" or \"given\", batch = \"worst\" or \"p50\"... }: the batch the run meets (lua/strategies/data.lua)" },
     loss = { "string", "full", "cross-entropy of a language model: full (transformers: the whole fp32 logits), liger_fused (Liger's fused linear cross-entropy: chunks, gradients in forward) or chunked (torchtune's CEWithChunkedOutputLoss: the head and the fp32 upcast in 8 chunks)" },
   },
   allocator = {
@@ -88,7 +89,7 @@ local CHOICES = {
   device_map = { none = 1, auto = 1 },
   optimizer_impl = { foreach = 1, fused = 1, forloop = 1 },
   attention = { sdpa = 1, eager = 1, flash = 1, mem_efficient = 1, cudnn = 1 },
-  checkpoint_scope = { layer = 1, attention = 1 },
+  checkpoint_scope = { layer = 1, attention = 1, op = 1 },
   build = { cast = 1, direct = 1 },
   kind = { caching = 1, ideal = 1 },
   strategy = { none = 1, ddp = 1, zero1 = 1, zero2 = 1, zero3 = 1, fsdp2 = 1 },
@@ -1040,6 +1041,9 @@ local function prepare(scn, sets, file, src)
   end
   check_size_read(cfg, ctx, sets)
   local t0 = cfg.training
+  if t0.data then
+    require("strategies.data").apply(cfg, ctx, function(m) fail_given(ctx, sets, { "training.seq", "seq" }, "data", "training", m) end)
+  end
   local st = { cfg = cfg, ctx = ctx, dev = dev, g = g, t0 = t0, sets = sets, alloc_real = alloc_real,
                alloc_read = function() return alloc_read end }
   if t0.deepspeed then require("strategies.deepspeed").apply(cfg, ctx, function(m) fail(ctx, "deepspeed", "training", m) end) end
@@ -1223,8 +1227,11 @@ local function finish(st, G, cx, alloc_read)
   local t = cfg.training
   local model_mod = require(P.builder(cfg))
   local settings_line = model_mod.settings and model_mod.settings(cfg)
-  local settings = settings_line or ("%s %s, micro-batch %d x seq %d, %s, %s %s, attention %s%s%s%s"):format(
-    cfg.model.arch, cfg.model.config ~= nil and cx.model_name or cfg.model.size, t.micro_batch, t.seq, t.precision, t.optimizer,
+  local d = t.data_batch
+  local shape = d and d.batching == "padding_free" and ("micro-batch %d flattened to 1 x seq %d"):format(d.n, d.len)
+    or ("micro-batch %d x seq %d"):format(d and d.rows or t.micro_batch, t.seq)
+  local settings = settings_line or ("%s %s, %s, %s, %s %s, attention %s%s%s%s"):format(
+    cfg.model.arch, cfg.model.config ~= nil and cx.model_name or cfg.model.size, shape, t.precision, t.optimizer,
     t.optimizer_impl, t.attention, (t.checkpointing and ", checkpointing" or "") ..
     (t.strategy ~= "none" and (", " .. t.strategy .. " over " .. cfg.hardware.count .. " GPUs") or ""),
     cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "", how_built(t, cx))
@@ -1271,7 +1278,7 @@ local function finish(st, G, cx, alloc_read)
     model = cx.model_name or (cfg.model.arch .. "-" .. (cfg.model.variant or cfg.model.size)),
     n_params = n_params, n_trainable = n_trainable,
     settings = settings, steps = t.steps, gpus = cfg.hardware.count,
-    tokens_per_step = cx.tokens or 0, samples_per_step = t.micro_batch,
+    tokens_per_step = cx.tokens or 0, samples_per_step = t.data_batch and t.data_batch.n or t.micro_batch,
     device = dev,
     allocator = { conf = cfg.allocator.conf, kind = cfg.allocator.kind, capacity_bytes = cap,
                   fraction_set = fraction_set },

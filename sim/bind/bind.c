@@ -117,7 +117,8 @@ static void note_read(const Sandbox *sb, const char *name, const char *bytes, si
  * training.deepspeed=PATH, or the trainer config of `vrsim CONFIG.yaml`): the folder rule is about what a scenario's code may open, so such a
  * path is opened as typed. Scenario code cannot add to the list. */
 static bool user_typed_path(const Sandbox *sb, const char *name) {
-    static const char *const keys[] = {"model.config=", "config=", "training.deepspeed=", "deepspeed="};
+    static const char *const keys[] = {"model.config=", "config=", "training.deepspeed=", "deepspeed=",
+                                       "training.data.lengths="};
     if (sb->typed_file && strcmp(sb->typed_file, name) == 0) return true;
     for (int i = 0; i < sb->n_sets; i++)
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
@@ -1273,6 +1274,21 @@ static int l_op_lora(lua_State *L) {
     return 0;
 }
 
+/* G:op_sac(i, full_recompute): marks forward op i as one the selective checkpoint's policy saves
+ * (Op.sac_saved; it must be in a checkpointed region), and its region's recomputation as running
+ * to the end when full_recompute (Op.full_recompute). */
+static int l_op_sac(lua_State *L) {
+    Graph *g = check_graph(L);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    if (i < 0 || i >= graph_num_ops(g)) return luaL_error(L, "op_sac: no op %d", (int)i);
+    Op *op = graph_op(g, (int)i);
+    if (op->phase != PH_FWD || op->region <= 0)
+        return luaL_error(L, "op_sac: op '%s' is not a forward op of a checkpointed region", op->name);
+    op->sac_saved = true;
+    op->full_recompute = lua_toboolean(L, 3);
+    return 0;
+}
+
 static int l_derive_backward(lua_State *L) {
     Graph *g = check_graph(L);
     int loss = (int)luaL_checkinteger(L, 2) - 1;
@@ -1354,7 +1370,8 @@ static void read_named(lua_State *L, const char *name, char **src, size_t *len) 
         (lua_pushfstring(L, "config '%s': cannot read it", name), lua_error(L));
     if (!typed && (name[0] == '/' || strstr(name, ".."))) {
         (lua_pushfstring(L, "config '%s': give a path inside the scenario's folder (or type it on the "
-                         "command line: --set model.config=PATH, --set training.deepspeed=PATH)", name),
+                         "command line: --set model.config=PATH, --set training.deepspeed=PATH, --set "
+                         "training.data.lengths=PATH)", name),
          lua_error(L));
     }
     const char *dirs[2] = {sb->scn_dir, sb->lua_dir};
@@ -1392,6 +1409,23 @@ static int l_read_config(lua_State *L) {
     return 1;
 }
 
+/* vrsim.core.read_text(name): a text file (read_named; a data set's sequence lengths) as a
+ * string. */
+static int l_read_text(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    size_t len = 0;
+    char *src = NULL;
+    read_named(L, name, &src, &len);
+    luaL_Buffer b;
+    /* (were the buffer to raise for want of host memory, the read copy would be lost with
+     * the run that error ends) */
+    char *dst = luaL_buffinitsize(L, &b, len);
+    memcpy(dst, src, len);
+    free(src);
+    luaL_pushresultsize(&b, len);
+    return 1;
+}
+
 /* vrsim.core.read_yaml(name): a YAML file (read_named; a trainer config) as a Lua table and its
  * lines (sim/bind/yaml.h). */
 static int l_read_yaml(lua_State *L) {
@@ -1413,7 +1447,7 @@ static int l_new_graph(lua_State *L) {
 static const luaL_Reg GRAPH_METHODS[] = {
     {"module", l_module}, {"tensor", l_tensor}, {"op", l_op}, {"tensorv", l_tensorv},
     {"op_fields", l_op_fields}, {"op_layout", l_op_layout},
-    {"op_rowwise", l_op_rowwise}, {"op_lora", l_op_lora},
+    {"op_rowwise", l_op_rowwise}, {"op_lora", l_op_lora}, {"op_sac", l_op_sac},
     {"derive_backward", l_derive_backward}, {"param_grad", l_param_grad},
     {"num_tensors", l_num_tensors}, {"num_ops", l_num_ops}, {"replicate", l_replicate},
     {"is_replica", l_is_replica}, {NULL, NULL}};
@@ -1469,6 +1503,8 @@ static int open_vrsim(lua_State *L) {
     lua_setfield(L, -2, "read_config");
     lua_pushcfunction(L, l_read_yaml);
     lua_setfield(L, -2, "read_yaml");
+    lua_pushcfunction(L, l_read_text);
+    lua_setfield(L, -2, "read_text");
     lua_pushcfunction(L, l_row_sum_buffers);
     lua_setfield(L, -2, "row_sum_buffers");
     lua_pushcfunction(L, l_modules_alike);

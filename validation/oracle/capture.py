@@ -15,12 +15,20 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
   optimizer     adamw or sgd;  optimizer_impl: foreach, fused or forloop
   checkpointing true: non-reentrant checkpointing of every decoder layer (HF's
                 gradient_checkpointing_enable); checkpoint_every k: of layers 0, k, 2k... only
+  checkpoint_scope  layer (default) or op: torchtitan's op-level selective checkpointing
+                (SelectiveAC: create_selective_checkpoint_contexts with its policy, early_stop
+                off) through the same gradient_checkpointing_enable
   lora          {r, alpha, dropout, targets} (peft; targets a list or "all-linear")
   attention     sdpa (default) or eager;  sdpa_backend: cudnn (default: what PyTorch 2.11 picks
                 on an H200 for these shapes), flash, efficient or math
   compare       all (default) or forward: what compare.py holds vrsim to (the build and the
                 forward only, the rest counted)
   resolution    image side in pixels, for a diffusers UNet config (below), in place of seq
+  data          {"lengths": [...], "batching": "pad" or "padding_free"}: one batch of
+                sequences of these lengths (in place of micro_batch and seq), as vrsim's
+                training.data: padded to the longest with an attention_mask
+                (DataCollatorWithPadding), or flattened into one row with position_ids
+                restarting at each sequence (DataCollatorWithFlattening)
 
 The training loop is validation/harness/measure_llama.py's (the loop the GPU records ran):
 forward with labels = input_ids, loss.backward(), opt.step(), opt.zero_grad(set_to_none=True).
@@ -138,7 +146,7 @@ def enable_fake_cuda(torch):
     _KEEP.append(lib)
 
 
-def install_data_answers(torch):
+def install_data_answers(torch, packed=False):
     """The answers real data gives where transformers branches on tensor values. A fake tensor
     has no values, and transformers treats it as traced and takes the branch that keeps every
     case open; the loop's own inputs decide these on a GPU:
@@ -147,7 +155,8 @@ def install_data_answers(torch):
       0..seq-1, one sequence a row, so the function returns None (after its diff, cumsum and the
       check `(mask[:, -1] == 0).all()`, which are run here too) and no packed-sequence mask is
       built (without this, a run without a KV cache, as under checkpointing, builds a full
-      boolean causal mask that the GPU never makes)."""
+      boolean causal mask that the GPU never makes). A spec whose data is flattened
+      (padding_free) has several sequences in its row: the function returns their indices."""
     try:
         import transformers.masking_utils as mu
     except ImportError:
@@ -160,7 +169,7 @@ def install_data_answers(torch):
         mask = orig(position_ids)
         if mask is not None:
             (mask[:, -1] == 0).all()
-        return None
+        return mask if packed else None
 
     mu.find_packed_sequence_indices = find_packed_sequence_indices
 
@@ -386,6 +395,40 @@ def build_unet(torch, spec):
     return model, model.config
 
 
+def torchtitan_op_sac_context(torch):
+    """torchtitan's SelectiveAC policy (torchtitan/distributed/activation_checkpoint.py,
+    _get_default_save_ops and _wrap_block's wrapped_policy; no force-recomputed mm shapes, as no
+    module of a transformers model matches its default "moe.router.gate"): a context_fn for
+    torch.utils.checkpoint that makes a fresh policy per call."""
+    from torch._functorch.partitioners import get_default_op_list
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+    ops = torch.ops
+    save_ops = {op.default for op in get_default_op_list().compute_intensive_ops}
+    save_ops.update({ops.aten._scaled_dot_product_cudnn_attention.default,
+                     ops.aten._scaled_dot_product_attention_math.default,
+                     ops.aten._scaled_dot_product_fused_attention_overrideable.default,
+                     ops.aten.max.default, ops.aten.linear.default, ops.aten.topk.default,
+                     ops._c10d_functional.reduce_scatter_tensor.default,
+                     ops._c10d_functional.all_to_all_single.default})
+    mm_ops = (ops.aten.mm.default, ops.aten.linear.default)
+
+    def policy():
+        meta = {"forward_mm_count": 0, "recompute_mm_count": 0}
+
+        def wrapped_policy(ctx, func, *args, **kwargs):
+            key = ("recompute" if ctx.is_recompute else "forward") + "_mm_count"
+            if func in mm_ops:
+                meta[key] += 1
+            if func in save_ops:
+                if func in mm_ops and meta[key] % 2 == 0:
+                    return CheckpointPolicy.PREFER_RECOMPUTE
+                return CheckpointPolicy.MUST_SAVE
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        return wrapped_policy
+
+    return lambda: create_selective_checkpoint_contexts(policy())
+
+
 def build_model(torch, transformers, spec, rec):
     hf = dict(load_config(spec))
     arch = hf.pop("architectures", ["LlamaForCausalLM"])[0]
@@ -406,7 +449,10 @@ def build_model(torch, transformers, spec, rec):
     if dtype is not None:
         model.to(dtype)
     if spec.get("checkpointing"):
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kwargs = {"use_reentrant": False}
+        if spec.get("checkpoint_scope", "layer") == "op":
+            kwargs.update(context_fn=torchtitan_op_sac_context(torch), early_stop=False)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         # every k-th decoder layer only (0, k, 2k, ...): the others run as plain modules
         # (GradientCheckpointingLayer.__call__ checks its own gradient_checkpointing flag)
         every = int(spec.get("checkpoint_every", 1))
@@ -460,7 +506,8 @@ def capture(spec):
     if backend not in SDPA_BACKENDS:
         raise SystemExit(f"capture: sdpa_backend {backend!r} is not one of {SDPA_BACKENDS}")
     install_sdpa_backend(torch, backend)
-    install_data_answers(torch)
+    data = spec.get("data")
+    install_data_answers(torch, packed=bool(data) and data["batching"] == "padding_free")
     try:
         import peft
         peft_version = peft.__version__
@@ -499,8 +546,12 @@ def capture(spec):
         param_rows = [{"name": n, "shape": list(p.shape), "dtype": dtype_name(p.dtype),
                        "bytes": p.untyped_storage().nbytes(), "trainable": p.requires_grad}
                       for n, p in model.named_parameters()]
-        mb = int(spec["micro_batch"])
-        seq = int(spec["seq"]) if not unet else None
+        if data:
+            lens = [int(x) for x in data["lengths"]]
+            mb, seq = (len(lens), max(lens)) if data["batching"] == "pad" else (1, sum(lens))
+        else:
+            mb = int(spec["micro_batch"])
+            seq = int(spec["seq"]) if not unet else None
         accum = int(spec.get("grad_accum", 1))
         prec = spec["precision"]
         autocast = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(prec)
@@ -527,6 +578,12 @@ def capture(spec):
                 return torch.nn.functional.mse_loss(pred.float(), noise.float(), reduction="mean")
         else:
             ids = torch.randint(0, lcfg.vocab_size, (mb, seq), device="cuda")
+        # the collator's other inputs (values are not needed: fake tensors hold none)
+        extra = {}
+        if data and data["batching"] == "pad":
+            extra["attention_mask"] = torch.ones((mb, seq), dtype=torch.int64, device="cuda")
+        elif data:
+            extra["position_ids"] = torch.zeros((1, seq), dtype=torch.int64, device="cuda")
         steps = []
         for step in range(int(spec.get("steps", 2))):
             base = rec.live
@@ -539,9 +596,9 @@ def capture(spec):
                         loss = unet_loss()
                     elif autocast is not None:
                         with torch.autocast("cuda", dtype=autocast):
-                            loss = model(input_ids=ids, labels=ids).loss
+                            loss = model(input_ids=ids, labels=ids, **extra).loss
                     else:
-                        loss = model(input_ids=ids, labels=ids).loss
+                        loss = model(input_ids=ids, labels=ids, **extra).loss
                     if accum != 1:
                         loss = loss / accum
                 if scaler is not None:
@@ -580,11 +637,12 @@ SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch":
                "resolution": int,
                "precision": str, "steps": int, "grad_accum": int, "build": str,
                "optimizer": str, "optimizer_impl": str, "checkpointing": bool,
-               "checkpoint_every": int, "lora": dict,
-               "attention": str, "sdpa_backend": str, "compare": str}
+               "checkpoint_every": int, "checkpoint_scope": str, "lora": dict,
+               "attention": str, "sdpa_backend": str, "compare": str, "data": dict}
 SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16"),
                 "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),
                 "build": ("cast", "direct"), "attention": ("sdpa", "eager"),
+                "checkpoint_scope": ("layer", "op"),
                 "sdpa_backend": SDPA_BACKENDS, "compare": ("all", "forward")}
 
 
@@ -604,9 +662,18 @@ def check_spec(path):
         size = "resolution" if is_unet(spec) else "seq"
     except (OSError, ValueError, KeyError, AttributeError):
         size = "seq"
-    for k in ("name", "config", "micro_batch", size, "precision"):
+    for k in ("name", "config", "precision") + (() if "data" in spec else ("micro_batch", size)):
         if k not in spec:
             bad(f"no '{k}'")
+    d = spec.get("data")
+    if d is not None:
+        if "micro_batch" in spec or "seq" in spec:
+            bad("'data' gives the batch: no 'micro_batch' or 'seq' beside it")
+        if set(d) != {"lengths", "batching"} or d["batching"] not in ("pad", "padding_free"):
+            bad("'data' is {\"lengths\": [...], \"batching\": \"pad\" or \"padding_free\"}")
+        if not d["lengths"] or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0
+                                       for x in d["lengths"]):
+            bad("'data.lengths' is a list of positive integers")
     for k, v in spec.items():
         if k not in SPEC_FIELDS:
             bad(f"unknown field '{k}' (fields: {', '.join(SPEC_FIELDS)})")

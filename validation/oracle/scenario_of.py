@@ -16,7 +16,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 FIELDS = ("micro_batch", "seq", "resolution", "precision", "steps", "grad_accum", "checkpointing",
-          "checkpoint_every", "optimizer", "optimizer_impl", "attention", "build", "strategy")
+          "checkpoint_every", "checkpoint_scope", "optimizer", "optimizer_impl", "attention", "build", "strategy")
 
 
 def lua(v, indent="    "):
@@ -60,6 +60,11 @@ def scenario(spec):
         training.setdefault("build", "cast")
     if "lora" in spec:
         training["lora"] = spec["lora"]
+    if "data" in spec:
+        # the spec's one batch, in its order, as vrsim's training.data cuts it
+        training["micro_batch"] = len(spec["data"]["lengths"])
+        training["data"] = {"lengths": spec["data"]["lengths"], "batching": spec["data"]["batching"],
+                            "order": "given"}
     hardware = {"gpu": "h200"}
     if spec.get("world"):
         hardware["count"] = int(spec["world"])

@@ -1,0 +1,419 @@
+-- data.lua: training.data, the batches a run meets when its sequences differ in length. A data
+-- set's lengths (a list, or a file: one length a line, or JSONL with a length field) are cut
+-- into micro-batches the way the Trainer's DataLoader cuts them (RandomSampler's shuffle, or the
+-- order given; the last batch short), and each batch is shaped by its collator:
+--   pad           DataCollatorWithPadding (padding="longest"): (b, L) with L the batch's longest
+--                 (rounded up to pad_to_multiple_of) and an attention_mask; where a row is
+--                 padded, create_causal_mask builds a (b, 1, L, L) boolean mask for SDPA;
+--   padding_free  DataCollatorWithFlattening, TRL's padding_free: the batch's sequences in one
+--                 (1, T) row with position_ids restarting at each; transformers finds the packed
+--                 sequences from them and builds a (1, 1, T, T) block-causal mask for SDPA.
+-- The run simulates one batch, training.data.batch: the worst any epoch can meet (the fit
+-- verdict), or a quantile of a shuffled epoch's batches by tokens computed (its step time).
+local M = {}
+
+local KEYS = {
+  lengths = "the sequence lengths: a list, or a file beside the scenario (one a line, or JSONL)",
+  length_field = "the JSONL field that holds a sequence's length [length]",
+  batching = "pad (DataCollatorWithPadding) or padding_free (DataCollatorWithFlattening) [pad]",
+  pad_to_multiple_of = "DataCollatorWithPadding's pad_to_multiple_of [none]",
+  order = "shuffle (the Trainer's RandomSampler) or given (the batches in the listed order) [shuffle]",
+  seed = "the shuffle's seed [42]",
+  batch = "which batch is simulated: worst, or pNN (a quantile of the epoch's batches by tokens computed) [worst]",
+}
+M.KEYS = KEYS
+
+local MAX_LEN = 1 << 26
+
+local function keys_text()
+  local ks = {}
+  for k in pairs(KEYS) do ks[#ks + 1] = k end
+  table.sort(ks)
+  return table.concat(ks, ", ")
+end
+
+-- The lengths of a text: one integer a line, or one JSON object a line holding `field` (found
+-- once at its top level as "field": N). Blank lines are skipped. name: the file, for errors.
+-- (A text of digits and blanks alone is read in one pass of C pattern matching: a data set's
+-- millions of lines.)
+local function parse_lengths(text, name, field)
+  local out = {}
+  if not text:find("[^%d \t\r\n]") then
+    local n = 0
+    for d in text:gmatch("%d+") do
+      local v = #d <= 9 and math.tointeger(tonumber(d))
+      n = n + 1
+      if not v or v < 1 or v > MAX_LEN then break end
+      out[n] = v
+    end
+    -- (two numbers on one line are an error the line-by-line pass below names)
+    if #out == n and n > 0 and not text:find("%d[ \t\r]+%d") then return out end
+    out = {}
+  end
+  local n = 0
+  local pat = '"' .. field:gsub("%p", "%%%0") .. '"%s*:%s*(-?[%d%.eE+]+)'
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    line = line:gsub("\r$", "")
+    if line:match("%S") then
+      local v
+      if line:match("^%s*{") then
+        local found = {}
+        for m in line:gmatch(pat) do found[#found + 1] = m end
+        if #found ~= 1 then
+          error(("%s:%d: %s field '%s' in this JSON line (want one, at its top level, a number)")
+                :format(name, n, #found == 0 and "no numeric" or "more than one", field), 0)
+        end
+        v = math.tointeger(tonumber(found[1]))
+      else
+        v = math.tointeger(tonumber(line:match("^%s*(%S+)%s*$") or ""))
+      end
+      if not v or v < 1 or v > MAX_LEN then
+        error(("%s:%d: '%s' is not a sequence length (an integer in [1, %d])"):format(name, n,
+              line:sub(1, 60), MAX_LEN), 0)
+      end
+      out[#out + 1] = v
+    end
+  end
+  if #out == 0 then error(("%s: no sequence lengths in it"):format(name), 0) end
+  return out
+end
+
+-- The data's lengths, checked.
+local function read_lengths(d)
+  local src = d.lengths
+  if type(src) == "string" then
+    local ok, text = pcall(require("vrsim.core").read_text, src)
+    if not ok then
+      error(("training.data.lengths: %s"):format((tostring(text):gsub("^[^:]*%.lua:%d+: ", ""))), 0)
+    end
+    return parse_lengths(text, src, d.length_field or "length")
+  end
+  if type(src) ~= "table" or #src == 0 then
+    error("training.data.lengths must be a file of lengths or a list of them ({ 512, 2048, ... })", 0)
+  end
+  local out = {}
+  for i, v in ipairs(src) do
+    local n = math.tointeger(v)
+    if not n or n < 1 or n > MAX_LEN then
+      error(("training.data.lengths[%d] = %s is not a sequence length (an integer in [1, %d])")
+            :format(i, tostring(v), MAX_LEN), 0)
+    end
+    out[i] = n
+  end
+  return out
+end
+
+-- A permutation of 1..n from the seed: Fisher-Yates over splitmix64 (Lua's integers wrap as
+-- the generator's arithmetic does). The sampler's own order is torch's generator's; what vrsim
+-- takes from a shuffle is the spread of batch shapes, which any fair shuffle gives.
+local function shuffled(n, seed)
+  local x = seed
+  local function nxt()
+    x = x + 0x9E3779B97F4A7C15
+    local z = x
+    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
+    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
+    return z ~ (z >> 31)
+  end
+  local p = {}
+  for i = 1, n do p[i] = i end
+  for i = n, 2, -1 do
+    local j = (nxt() >> 1) % i + 1
+    p[i], p[j] = p[j], p[i]
+  end
+  return p
+end
+
+local function round_up(n, m) return m and (n + m - 1) // m * m or n end
+
+-- Rearranges a[lo..hi] so that a[k] holds the value it would hold sorted, with no larger value
+-- before it and no smaller one after (Hoare's selection, the median of three as pivot). In Lua,
+-- not table.sort: a data set's millions of values sort in one C call that nothing interrupts.
+local function select_kth(a, k, lo, hi)
+  while lo < hi do
+    local x, y, z = a[lo], a[(lo + hi) // 2], a[hi]
+    if x > y then x, y = y, x end
+    if y > z then y = z end
+    local pivot = x > y and x or y
+    local i, j = lo, hi
+    while i <= j do
+      while a[i] < pivot do i = i + 1 end
+      while a[j] > pivot do j = j - 1 end
+      if i <= j then
+        a[i], a[j] = a[j], a[i]
+        i, j = i + 1, j - 1
+      end
+    end
+    if k <= j then hi = j elseif k >= i then lo = i else return end
+  end
+end
+
+-- A batch of sequences (their lengths) as its collator shapes it: rows x len tokens computed,
+-- real the tokens of the data, padded whether some row is padded, packed whether one row holds
+-- several sequences.
+local function shape(lens, batching, multiple)
+  local sum, max, min = 0, 0, math.maxinteger
+  for _, l in ipairs(lens) do
+    sum = sum + l
+    if l > max then max = l end
+    if l < min then min = l end
+  end
+  if batching == "padding_free" then
+    return { rows = 1, len = sum, real = sum, packed = #lens > 1, padded = false, n = #lens }
+  end
+  local len = round_up(max, multiple)
+  return { rows = #lens, len = len, real = sum, packed = false, padded = min < len, n = #lens }
+end
+
+-- The normalized training.data (its keys checked) and the batch the run simulates, with the
+-- note that says what it is. b: sequences per micro-batch.
+local function plan(d, b)
+  for k in pairs(d) do
+    if not KEYS[k] then
+      error(("training.data.%s is not a key vrsim knows (one of: %s)"):format(tostring(k), keys_text()), 0)
+    end
+  end
+  local batching = d.batching or "pad"
+  if batching ~= "pad" and batching ~= "padding_free" then
+    error(("training.data.batching = %s: one of pad, padding_free"):format(tostring(batching)), 0)
+  end
+  local order = d.order or "shuffle"
+  if order ~= "shuffle" and order ~= "given" then
+    error(("training.data.order = %s: one of shuffle, given"):format(tostring(order)), 0)
+  end
+  local multiple = d.pad_to_multiple_of
+  if multiple ~= nil and (not math.tointeger(multiple) or multiple < 1 or multiple > 65536) then
+    error(("training.data.pad_to_multiple_of = %s: an integer in [1, 65536]"):format(tostring(multiple)), 0)
+  end
+  if multiple ~= nil and batching ~= "pad" then
+    error("training.data.pad_to_multiple_of is DataCollatorWithPadding's: padding_free pads nothing", 0)
+  end
+  local seed = d.seed or 42
+  if not math.tointeger(seed) then error(("training.data.seed = %s: an integer"):format(tostring(seed)), 0) end
+  if d.seed ~= nil and order ~= "shuffle" then
+    error("training.data.seed: order = \"given\" does not shuffle", 0)
+  end
+  local pick = d.batch or "worst"
+  local q = type(pick) == "string" and math.tointeger(tonumber(pick:match("^p(%d+)$") or ""))
+  if pick ~= "worst" and not (q and q >= 0 and q <= 100) then
+    error(("training.data.batch = %s: worst, or pNN with NN in 0..100 (p50: the median batch)"):format(tostring(pick)), 0)
+  end
+  local lens = read_lengths(d)
+  local n = #lens
+  -- the epoch's batches, in the sampler's order, the last one short (dataloader_drop_last off):
+  -- each one's tokens computed and whether a row is padded, in flat arrays (a data set may
+  -- have millions of sequences)
+  local idx = order == "shuffle" and shuffled(n, seed) or nil
+  local tok, pad, nb, real, computed = {}, {}, 0, 0, 0
+  for i = 1, n, b do
+    local sum, max, min = 0, 0, math.maxinteger
+    local last = math.min(n, i + b - 1)
+    for j = i, last do
+      local l = lens[idx and idx[j] or j]
+      sum = sum + l
+      if l > max then max = l end
+      if l < min then min = l end
+    end
+    nb = nb + 1
+    local rows = last - i + 1
+    if batching == "padding_free" then
+      tok[nb], pad[nb] = sum, false
+    else
+      local len = round_up(max, multiple)
+      tok[nb], pad[nb] = rows * len, min < len
+    end
+    real, computed = real + sum, computed + tok[nb]
+  end
+  -- the lengths of batch k, in the sampler's order
+  local function batch_lengths(k)
+    local bl, i = {}, (k - 1) * b + 1
+    for j = i, math.min(n, i + b - 1) do bl[#bl + 1] = lens[idx and idx[j] or j] end
+    return bl
+  end
+  local chosen, what
+  if pick == "worst" and order == "shuffle" then
+    -- the worst a shuffle can deal: padded, the longest sequence with the b - 1 shortest (the
+    -- largest batch and its most padding); flattened, the b longest in one row
+    local a = table.move(lens, 1, n, 1, {})
+    local k = math.min(b, n)
+    local bl = {}
+    if batching == "pad" then
+      select_kth(a, n, 1, n) -- the longest last
+      if k > 1 then select_kth(a, k - 1, 1, n - 1) end -- the k - 1 shortest first
+      bl[1] = a[n]
+      for i = 1, k - 1 do bl[#bl + 1] = a[i] end
+    else
+      select_kth(a, n - k + 1, 1, n) -- the k longest last
+      for i = n - k + 1, n do bl[#bl + 1] = a[i] end
+    end
+    chosen, what = shape(bl, batching, multiple), "the worst batch a shuffle can deal"
+  else
+    -- by tokens computed, then a padded batch (its mask) before one without: the key
+    -- 2 x tokens + padded sorts as numbers; the chosen batch is the first with the rank's key
+    local keys = {}
+    for k = 1, nb do keys[k] = 2 * tok[k] + (pad[k] and 1 or 0) end
+    local rank = pick == "worst" and nb or math.max(1, math.ceil(q / 100 * nb))
+    select_kth(keys, rank, 1, nb)
+    local want, k = keys[rank], 1
+    while 2 * tok[k] + (pad[k] and 1 or 0) ~= want do k = k + 1 end
+    chosen = shape(batch_lengths(k), batching, multiple)
+    what = pick == "worst" and "the epoch's largest batch"
+      or ("the epoch's %s batch by tokens computed (%d of %d)"):format(pick, rank, nb)
+  end
+  local lo, hi, sum = math.maxinteger, 0, 0
+  for _, l in ipairs(lens) do
+    sum = sum + l
+    if l < lo then lo = l end
+    if l > hi then hi = l end
+  end
+  local how = batching == "pad"
+    and ("micro-batches of %d padded to their longest%s"):format(b, multiple and (" (a multiple of " .. multiple .. ")") or "")
+    or ("micro-batches of %d flattened into one row each (position_ids)"):format(b)
+  local note = ("training.data: %d sequences of %d to %d tokens (mean %.0f); %s %d %s: %.1f %% of the "
+                .. "tokens computed are padding; simulated: %s, %d x %d (%d tokens of data)")
+    :format(n, lo, hi, sum / n, order == "shuffle" and ("a shuffled epoch (seed " .. seed .. ") of") or "an epoch of",
+            nb, how, 100 * (computed - real) / computed, what, chosen.rows, chosen.len, chosen.real)
+  chosen.batching = batching
+  return chosen, note
+end
+
+-- Applies cfg.training.data before the model is built: the batch the run simulates becomes its
+-- shape (training.seq its row length, training.data_batch the rest) and a note says which. fail:
+-- raises an error at the scenario's data field.
+function M.apply(cfg, ctx, fail)
+  local t = cfg.training
+  if cfg.model.arch == "sdxl" then fail("training.data is a language model's sequences; sdxl's batches are images") end
+  if ctx.given["training.seq"] then
+    fail("training.seq is set by training.data's batches (the longest of the batch, or the flattened "
+         .. "row's length): give one or the other")
+  end
+  if t.inference then fail("training.data is not modelled for inference (generation's batches are not built)") end
+  local ok, chosen, note = pcall(plan, t.data, t.micro_batch)
+  if not ok then fail(tostring(chosen)) end
+  if t.grad_accum > 1 then
+    note = note .. ("; each of the %d accumulated micro-batches is simulated at this shape"):format(t.grad_accum)
+  end
+  t.seq = chosen.len
+  t.data_batch = chosen
+  cfg.notes = cfg.notes or {}
+  cfg.notes[#cfg.notes + 1] = note
+end
+
+-- The error for a run whose model or attention cannot take this batch (nil when it can): the
+-- attention a padded or packed batch needs, a sliding window the batch outruns.
+function M.check(t, mc, attention)
+  local d = t.data_batch
+  if not d or not (d.padded or d.packed) then return nil end
+  local what = d.padded and "padded batches" or "padding-free (packed) batches"
+  if attention == "eager" then
+    return ("training.data with %s under eager attention is not modelled (eager_mask's additive "
+            .. "padded mask is not built); use sdpa"):format(what)
+  end
+  if attention == "flash" then
+    return ("training.data with %s and attention = flash is not modelled: flash_attention_2's "
+            .. "varlen path (unpadding, cu_seqlens) is not built, and SDPA's flash kernel takes no mask "
+            .. "(PyTorch raises); use sdpa, mem_efficient or cudnn"):format(what)
+  end
+  if mc.sliding_window and mc.sliding_window < d.len then
+    return ("training.data with %s longer than the sliding window (%d tokens, a row of %d) is not "
+            .. "modelled: the window's mask with padding or packing is not built"):format(what, mc.sliding_window, d.len)
+  end
+  return nil
+end
+
+-- The collator's inputs besides input_ids, made once with the batch (persistent): the (b, L)
+-- int64 attention_mask of a padded batch, the (1, T) int64 position_ids of a flattened one.
+function M.inputs(cx, d)
+  local function input(name, shape)
+    local id = cx.G:tensor { name = name, bytes = shape[1] * shape[2] * 8, numel = shape[1] * shape[2],
+                             dtype = "int64", cat = "temp", persistent = true }
+    cx.G:op { name = name, kind = "none", phase = "build", inputs = {}, outputs = { id }, frees = {} }
+    return { id = id, shape = shape, dtype = "int64", rg = false, name = name }
+  end
+  if d.batching == "pad" then return { attention_mask = input("attention_mask", { d.rows, d.len }) } end
+  return { position_ids = input("position_ids", { 1, d.len }) }
+end
+
+-- create_causal_mask for SDPA (transformers masking_utils.py, the index-based sdpa_mask) with
+-- this batch: nil where is_causal serves (no row padded, one sequence a row), else the boolean
+-- mask, alive until the model returns. Checked with a TorchDispatchMode on the CPU: each
+-- tensor below in order, each freed where Python drops its last reference.
+--   padded: attention_mask.to(bool) (b, L); _ignore_causal_mask_sdpa's two fast_all sums; the
+--     aranges; causal_mask_function's kv <= q (1, 1, L, L), and-ed into new_ones(()); the
+--     padding lookup padding_mask[b, kv] (b, 1, 1, L); the & of the two, (b, 1, L, L).
+--   packed: find_packed_sequence_indices (diff of position_ids with a prepended column: the
+--     (1, T + 1) cat and the (1, T) difference; != 1, cumsum: the sequence index per token,
+--     alive until the mask is made; the last column's == 0 and all()); the aranges; kv <= q
+--     over the row, and-ed into new_ones(()); the same-sequence test (the sequence index
+--     gathered at q and at kv, then ==), and-ed in: (1, 1, T, T). This is transformers 5.17's
+--     (the version the measured runs and the oracle's captures use); later releases test the
+--     causal order on the remapped positions (remap_positions_for_packed_sequence: position_ids
+--     gathered at q and at kv, two more (1, 1, T, 1) and (1, 1, 1, T) int64 tensors), the
+--     same mask.
+function M.mask(cx, r, inputs)
+  local d = r.data
+  if not (d.padded or d.packed) then return nil end
+  if d.packed and r.use_cache then
+    -- LlamaModel.forward makes a DynamicCache when use_cache holds (training without
+    -- checkpointing keeps the config's True), and _preprocess_mask_arguments looks for packed
+    -- sequences only without a cache: no mask, SDPA's is_causal over the whole row
+    cx.notes[#cx.notes + 1] = "training.data: padding_free without checkpointing: the model runs with "
+      .. "use_cache (a DynamicCache), so transformers does not find the packed sequences and SDPA attends "
+      .. "across them (is_causal over the whole row: no mask is built, and the results mix sequences); "
+      .. "transformers' padding-free training passes use_cache=False"
+    return nil
+  end
+  local nn = require "vrsim.nn"
+  local P = d.padded and "padding_mask" or "packed_mask"
+  local function new(name, shp, dtype, ins, frees)
+    return nn.op(cx, { name = P .. "." .. name, inputs = ins or {}, frees = frees,
+                       outs = { { P .. "." .. name, shp, dtype, no_grad = true } } })
+  end
+  local b, L = d.rows, d.len
+  local seq_id, pad_bool
+  if d.padded then
+    pad_bool = new("to_bool", { b, L }, "bool", { inputs.attention_mask })
+    for i = 1, 2 do
+      local s = new("fast_all_sum" .. i, {}, "int64", { pad_bool })
+      local e = new("fast_all_eq" .. i, {}, "bool", { s }, { s })
+      nn.release(cx, { e }, P .. ": fast_all's answer read")
+    end
+  else
+    local pos = inputs.position_ids
+    local first = new("first_minus_one", { 1, 1 }, "int64", { pos })
+    local cat = new("diff_prepend_cat", { 1, L + 1 }, "int64", { pos, first })
+    local diff = new("diff", { 1, L }, "int64", { cat }, { cat })
+    nn.release(cx, { first }, P .. ": find_packed_sequence_indices's first value dropped")
+    local ne = new("ne_one", { 1, L }, "bool", { diff }, { diff })
+    seq_id = new("sequence_index", { 1, L }, "int64", { ne }, { ne })
+    local last = new("last_eq_zero", { 1 }, "bool", { seq_id })
+    local all = new("all", {}, "bool", { last }, { last })
+    nn.release(cx, { all }, P .. ": the all() read")
+  end
+  local batch_idx = new("batch_arange", { b }, "int64")
+  local head_idx = new("head_arange", { 1 }, "int64")
+  local q_ar = new("q_arange", { L }, "int64")
+  local q_idx = new("q_idx", { L }, "int64", { q_ar }, { q_ar })
+  local kv_ar = new("kv_arange", { L }, "int64")
+  local kv_idx = new("kv_idx", { L }, "int64", { kv_ar }, { kv_ar })
+  local LL = { 1, 1, L, L }
+  local ones = new("new_ones", {}, "bool", { q_idx })
+  local causal = new("causal", LL, "bool", { kv_idx, q_idx })
+  local r1 = new("and_causal", LL, "bool", { ones, causal }, { causal, ones })
+  local mask
+  if d.padded then
+    local lookup = new("padding_lookup", { b, 1, 1, L }, "bool", { pad_bool, batch_idx, kv_idx })
+    mask = new("and_padding", { b, 1, L, L }, "bool", { r1, lookup }, { lookup, r1 })
+  else
+    local sq = new("sequence_at_q", { 1, 1, L, 1 }, "int64", { seq_id, q_idx })
+    local sk = new("sequence_at_kv", { 1, 1, 1, L }, "int64", { seq_id, kv_idx })
+    local same = new("same_sequence", LL, "bool", { sq, sk }, { sq, sk })
+    mask = new("and_same_sequence", LL, "bool", { r1, same }, { same, r1 })
+  end
+  nn.release(cx, { batch_idx, head_idx, q_idx, kv_idx }, P .. ": sdpa_mask returns")
+  nn.release(cx, { pad_bool, seq_id }, P .. ": create_causal_mask returns")
+  return mask
+end
+
+return M
