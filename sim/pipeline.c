@@ -7,6 +7,15 @@
 
 static const char KIND_CHAR[PP_KINDS] = {'F', 'B', 'I', 'W'};
 
+void pipeline_plan_free(PpPlan *p) {
+    if (!p) return;
+    free(p->stage_layers);
+    free(p->actions);
+    free(p->op_first);
+    free(p->op_end);
+    free(p);
+}
+
 double pipeline_p2p_ns(const CollLink *link, double bytes) {
     if (!(bytes > 0)) return 0;
     return link->latency_ns + (link->bus_bw > 0 ? bytes / link->bus_bw * 1e9 : 0);

@@ -53,6 +53,25 @@ typedef struct PipelineResult {
     double send_ns;                /* one transfer's time on the link, stage 0's bytes */
 } PipelineResult;
 
+/* One pipeline rank's plan (lua/vrsim/pipeline.lua): its schedule and where each action's ops lie
+ * in the rank's graph. Owned by its Plan (plan_free frees it with pipeline_plan_free). */
+typedef struct PpPlan {
+    int ranks;                     /* pipeline ranks (pp) */
+    int stages;                    /* global stages */
+    int virtual_stages;            /* stages per rank */
+    int microbatches;
+    int rank;                      /* the pipeline rank this plan simulates */
+    int gpus_per_rank;             /* hardware.count / ranks: the stride between pipeline peers */
+    char schedule[32];             /* torchtitan's name: "1F1B", "GPipe", ... */
+    double send_bytes;             /* bytes a stage sends per micro-batch (activation or gradient) */
+    int *stage_layers;             /* per stage: its decoder layers (stages of them) */
+    PpAction *actions;             /* the rank's compute actions, in order (n_actions) */
+    int *op_first, *op_end;        /* per action: its ops [op_first, op_end) in the graph */
+    int n_actions;
+} PpPlan;
+
+void pipeline_plan_free(PpPlan *p); /* NULL is a no-op */
+
 /* Time of one point-to-point transfer of `bytes` over the link: its latency plus the bytes at
  * its bandwidth (a send moves the buffer once). */
 double pipeline_p2p_ns(const CollLink *link, double bytes);
