@@ -96,5 +96,20 @@ given "{ 2, 3 }"
 refuse "a given split that misses layers" "adds up to 5 layers; the model has 6" "$tmp/given.lua"
 refuse "--explain" "--explain is not made for pipeline parallelism" --explain
 
+# 6. torchtitan's published pipeline runs (tests/data/published_pipeline.tsv): their layouts
+#    (TP and FSDP beside the pipeline) are refused by name until built, never run without them
+n=0
+while IFS="$(printf '\t')" read -r id tps mem src args; do
+  case $id in "#"*|"") continue ;; esac
+  n=$((n + 1))
+  sets=""; for a in $args; do sets="$sets --set $a"; done
+  # shellcheck disable=SC2086
+  "$VRSIM" tests/data/published_pipeline.lua --no-files $sets >"$tmp/out" 2>&1; rc=$?
+  if [ $rc = 2 ] && grep -q "tp > 1 with pipeline parallelism is not modelled" "$tmp/out"; then
+    ok "published $id ($tps tokens/s per GPU): its layout refused by name until tensor parallelism is built"
+  else bad "published $id: exit $rc: $(head -3 "$tmp/out")"; fi
+done < tests/data/published_pipeline.tsv
+[ $n -ge 2 ] || bad "tests/data/published_pipeline.tsv: $n rows"
+
 echo "test_pipeline: $pass passed, $fail failed"
 [ $fail = 0 ]
