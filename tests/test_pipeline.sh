@@ -95,6 +95,14 @@ refuse "InterleavedZeroBubble's split backward" "input and weight gradients (I a
 given "{ 2, 3 }"
 refuse "a given split that misses layers" "adds up to 5 layers; the model has 6" "$tmp/given.lua"
 refuse "--explain" "--explain is not made for pipeline parallelism" --explain
+# the commands that run one plan (one rank) say so instead of answering for rank 0 alone
+"$VRSIM" maxbatch "$tmp/pp.lua" >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q "simulated by vrsim SCENARIO only" "$tmp/out"; then ok "refused: maxbatch on a pipeline"
+else bad "maxbatch on a pipeline: exit $rc: $(cat "$tmp/out")"; fi
+"$VRSIM" sweep "$tmp/pp.lua" --set micro_batch=1,2 >"$tmp/out" 2>&1
+if [ "$(grep -c "error: pipeline parallelism (training.parallel.pp > 1) is simulated by vrsim SCENARIO only" "$tmp/out")" = 2 ]
+then ok "sweep on a pipeline: each point an error naming why"
+else bad "sweep on a pipeline: $(cat "$tmp/out")"; fi
 
 # 6. torchtitan's published pipeline runs (tests/data/published_pipeline.tsv): their layouts
 #    (TP and FSDP beside the pipeline) are refused by name until built, never run without them
