@@ -78,6 +78,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_defaults.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_moe.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_mla.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_pipeline.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_published.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_inputs.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_doctor.sh

@@ -296,6 +296,23 @@ int cmd_run(int argc, char **argv) {
         return st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
     }
     plan->alloc_conf_from_env = conf_from_env;
+    if (plan->pp) {
+        /* pipeline parallelism: every pipeline rank is a plan of its own (sim/cmd_pipeline.c) */
+        int prc;
+        if (recipe || explain || atrace) {
+            safetext_eprintf("vrsim: %s: %s is not made for pipeline parallelism (training.parallel.pp > 1) yet\n",
+                             path, recipe ? "a trainer config" : explain ? "--explain" : "--alloc-trace");
+            plan_free(plan);
+            prc = VR_EXIT_USAGE;
+        } else {
+            if (files && !json) printf("(no output files for a pipeline run yet: the terminal summary only)\n");
+            prc = cmd_pipeline(path, &opts, plan, json);
+        }
+        free(setbuf[0]);
+        free(setbuf[1]);
+        free(sets);
+        return prc;
+    }
     /* "what would help" (variants.h) is simulated, for report.html and the terminal, in a helper
      * started before the signal handlers (it leaves the staged files alone), while this run goes
      * on; without files or --explain, only once the run is found not to fit */

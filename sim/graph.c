@@ -1043,16 +1043,20 @@ static VrStatus derive_one(Deriv *d, int f) {
     return VR_OK;
 }
 
-VrStatus graph_derive_backward(Graph *g, int loss) {
+/* The backward of the forward ops [first, n_fwd), seeded at tensor `loss` by ones_like(loss)
+ * (grad_in < 0) or by the given gradient grad_in (a pipeline stage's output gradient, received
+ * from the next stage); the gradient reaching tensor `keep` (>= 0) is handed back in *kept
+ * instead of released with the graph (-1 when none reached it). */
+static VrStatus derive(Graph *g, int first, int n_fwd, int loss, int grad_in, int keep, int *kept) {
     if (loss < 0 || loss >= g->n_tensors || !g->tensors[loss].requires_grad) {
         snprintf(g->err, sizeof g->err, "the loss tensor does not require grad: nothing to train");
         return VR_EINVAL;
     }
     VrStatus st = VR_ENOMEM;
     Deriv d = {.g = g, .recomputed = 0};
-    int n_fwd = g->n_ops;
     d.n_fwd = n_fwd;
-    d.first = g->derived_upto;
+    d.first = first;
+    if (kept) *kept = -1;
     int *never_run = NULL;
     size_t n_saved = 0;
     for (int f = d.first; f < n_fwd; f++) n_saved += (size_t)g->ops[f].n_saves;
@@ -1060,18 +1064,29 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
     /* an earlier micro-batch's backward left .grad tensors: later ones accumulate into them */
     for (int t = 0; t < g->n_param_grad && (size_t)t < d.cap; t++) d.param_grad[t] = g->param_grad[t];
 
-    /* loss.backward(): ones_like(loss) seeds the gradient */
-    int seed;
-    if ((st = new_tensor(g, "grad:", g->tensors[loss].name, g->tensors[loss].bytes,
-                         g->tensors[loss].dtype, CAT_TEMP, &seed)))
-        goto out;
-    int lossv[1] = {loss}, seedv[1] = {seed};
-    Op ones = {.name = "ones_like(loss)", .kind = "elementwise", .phase = PH_BWD, .fwd_op = -1,
-               .inputs = lossv, .n_inputs = 1, .outputs = seedv, .n_outputs = 1,
-               .frees = lossv, .n_frees = 1, .bytes_moved = 4, .layer = -1};
     int oid;
-    if ((st = graph_add_op(g, &ones, &oid))) goto out;
-    set_grad_of(&d, loss, seed);
+    if (grad_in >= 0) {
+        /* torch.autograd.backward(stage_output, grad): the stage drops its output (the
+         * pipeline stage's forward cache) as the gradient takes over */
+        int io[2] = {loss, grad_in}, lossv[1] = {loss};
+        Op seed_op = {.name = "backward(stage output, received gradient)", .kind = "none",
+                      .phase = PH_BWD, .fwd_op = -1, .inputs = io, .n_inputs = 2, .frees = lossv,
+                      .n_frees = 1, .layer = -1};
+        if ((st = graph_add_op(g, &seed_op, &oid))) goto out;
+        set_grad_of(&d, loss, grad_in);
+    } else {
+        /* loss.backward(): ones_like(loss) seeds the gradient */
+        int seed;
+        if ((st = new_tensor(g, "grad:", g->tensors[loss].name, g->tensors[loss].bytes,
+                             g->tensors[loss].dtype, CAT_TEMP, &seed)))
+            goto out;
+        int lossv[1] = {loss}, seedv[1] = {seed};
+        Op ones = {.name = "ones_like(loss)", .kind = "elementwise", .phase = PH_BWD, .fwd_op = -1,
+                   .inputs = lossv, .n_inputs = 1, .outputs = seedv, .n_outputs = 1,
+                   .frees = lossv, .n_frees = 1, .bytes_moved = 4, .layer = -1};
+        if ((st = graph_add_op(g, &ones, &oid))) goto out;
+        set_grad_of(&d, loss, seed);
+    }
 
     never_run = malloc(sizeof(int) * (n_saved + 1));
     if (!never_run) { st = VR_ENOMEM; goto out; }
@@ -1140,6 +1155,10 @@ VrStatus graph_derive_backward(Graph *g, int loss) {
         int *grown = realloc(never_run, sizeof(int) * (n_saved + (size_t)g->n_tensors + 1));
         if (!grown) { st = VR_ENOMEM; goto out; }
         never_run = grown;
+        if (keep >= 0 && (size_t)keep < d.cap && d.grad_of[keep] >= 0) {
+            *kept = d.grad_of[keep];
+            set_grad_of(&d, keep, -1);
+        }
         for (int t = 0; t < g->n_tensors && (size_t)t < d.cap; t++)
             if (d.grad_of[t] >= 0) never_run[n_never++] = d.grad_of[t];
         if (n_never) {
@@ -1163,12 +1182,37 @@ out:
         free(g->param_grad);
         g->param_grad = d.param_grad;
         g->n_param_grad = (int)d.cap;
-        g->derived_upto = g->n_ops;
     } else {
         free(d.param_grad);
     }
     if (st == VR_ENOMEM) snprintf(g->err, sizeof g->err, "out of host memory deriving backward");
     return st;
+}
+
+VrStatus graph_derive_backward(Graph *g, int loss) {
+    VrStatus st = derive(g, g->derived_upto, g->n_ops, loss, -1, -1, NULL);
+    if (!st) g->derived_upto = g->n_ops;
+    return st;
+}
+
+VrStatus graph_derive_backward_of(Graph *g, const BackwardOf *b, int *in_grad) {
+    if (in_grad) *in_grad = -1;
+    if (!b || b->first < 0 || b->end < b->first || b->end > g->n_ops) {
+        snprintf(g->err, sizeof g->err, "derive backward: forward ops [%d, %d) outside the graph's %d ops",
+                 b ? b->first : -1, b ? b->end : -1, g->n_ops);
+        return VR_EINVAL;
+    }
+    for (int f = b->first; f < b->end; f++)
+        if (g->ops[f].phase != PH_FWD && g->ops[f].phase != PH_BUILD) {
+            snprintf(g->err, sizeof g->err, "derive backward: op %d (%s) in [%d, %d) is not a forward op",
+                     f, g->ops[f].name, b->first, b->end);
+            return VR_EINVAL;
+        }
+    if (b->grad_out >= g->n_tensors || b->input >= g->n_tensors) {
+        snprintf(g->err, sizeof g->err, "derive backward: no tensor %d", b->grad_out >= g->n_tensors ? b->grad_out : b->input);
+        return VR_EINVAL;
+    }
+    return derive(g, b->first, b->end, b->output, b->grad_out, b->input, in_grad);
 }
 
 /* ---- a layer as another layer's --------------------------------------------------------- */

@@ -17,7 +17,8 @@
  * Invariants:
  *   every Op input/output/saved index < graph_num_tensors
  *   a forward op's outputs are created by that op alone (Tensor.producer == op index)
- *   backward ops come after every forward op (phase order fwd < bwd < optimizer)
+ *   a backward op comes after the forward ops it derives from (graph_derive_backward: after every
+ *   forward op; graph_derive_backward_of: a pipeline's micro-batches interleave)
  */
 #ifndef VR_GRAPH_H
 #define VR_GRAPH_H
@@ -154,6 +155,25 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id /* OUT */);
  * per micro-batch: gradients of trainable parameters accumulate into the .grad tensors an
  * earlier call made (gradient accumulation). */
 VrStatus graph_derive_backward(Graph *g, int loss);
+
+/* The backward of one micro-batch's forward, appended after whatever was declared since (other
+ * micro-batches' forwards and backwards, as a pipeline schedule runs them): the forward ops
+ * [first, end) that lead to tensor `output`, seeded with ones_like(output) when grad_out < 0 (the
+ * loss), else with tensor grad_out (a stage's output gradient received from the next stage; the
+ * stage's reference to `output` is dropped as it takes over). Gradients accumulate into the .grad
+ * tensors earlier calls made, as graph_derive_backward's do. */
+typedef struct BackwardOf {
+    int first, end;        /* forward ops of the micro-batch */
+    int output;            /* the tensor backward starts from (loss or stage output) */
+    int grad_out;          /* its gradient, made by an op already declared; -1: ones_like */
+    int input;             /* a tensor whose gradient the caller takes over (a stage's input, sent
+                              on to the previous stage), -1 none */
+} BackwardOf;
+
+/* Appends that backward. *in_grad: the gradient reaching b->input (the caller's to free), -1
+ * when none did. VR_EINVAL (graph_error) on a range that is not forward ops of this graph or an
+ * output that does not require grad. Does not move graph_derive_backward's "since" mark. */
+VrStatus graph_derive_backward_of(Graph *g, const BackwardOf *b, int *in_grad /* OUT */);
 
 /* After graph_derive_backward: the .grad tensor of a trainable parameter, -1 if none. */
 int graph_param_grad(const Graph *g, int param);

@@ -106,6 +106,12 @@ void points_free(PointRunner *r) {
  * the peak (no caller of points prints them), into out's step fields; returns the engine's
  * status (the message in out->err). */
 static VrStatus simulate_plan(const Plan *plan, const AllocConfig *acfg, bool need, PointOut *out) {
+    if (plan->pp) {
+        /* a plan is one pipeline rank: the others and the step come from sim/cmd_pipeline.c */
+        snprintf(out->err, sizeof out->err, "pipeline parallelism (training.parallel.pp > 1) is "
+                 "simulated by vrsim SCENARIO only: this command runs one plan, one rank");
+        return VR_EINVAL;
+    }
     EngineConfig ec;
     SimResult *res = NULL;
     plan_engine_config(plan, false, &ec);

@@ -1,5 +1,6 @@
 /* scenario.c: Plan ownership and locating the Lua library; the Lua side is sim/bind/bind.c. */
 #include "scenario.h"
+#include "pipeline.h"
 
 #include "cost.h"
 #include "engine.h"
@@ -14,6 +15,7 @@
 void plan_free(Plan *p) {
     if (!p) return;
     if (!p->graph_borrowed) graph_free(p->graph);
+    pipeline_plan_free(p->pp);
     cost_free(p->cost);
     free(p);
 }

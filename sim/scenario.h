@@ -54,6 +54,8 @@ typedef struct Plan {
     char knobs[512];           /* settings in effect that the "what would help" changes start
                                   from (sim/variants.c), as space-separated key=value words
                                   (plan.lua's `knobs`) */
+    struct PpPlan *pp;         /* owned: the pipeline rank this plan is (sim/pipeline.h), NULL
+                                  without pipeline parallelism */
     bool graph_reads_allocator; /* building the graph read the allocator settings (plan.lua
                                    watches): false means the graph is the same whatever they
                                    are, so a run that changes only them may reuse it */

@@ -1071,6 +1071,84 @@ static void test_replicate_layer(void **state) {
     assert_false(graph_is_replica(g, &same, t3, o3));
 }
 
+
+/* A pipeline stage's op that makes tensor t from nothing (a received activation or gradient). */
+static int add_recv(Graph *g, const char *name, int t, Phase ph) {
+    int outs[1] = {t};
+    Op op = {.name = name, .kind = "none", .phase = ph, .fwd_op = -1, .outputs = outs,
+             .n_outputs = 1, .layer = -1};
+    int id = -1;
+    assert_int_equal(graph_add_op(g, &op, &id), VR_OK);
+    return id;
+}
+
+/* One micro-batch of a middle pipeline stage: recv x -> f1(w) -> h -> f2 -> out. */
+static void stage_forward(Graph *g, int w, int k, int *first, int *end, int *x, int *out) {
+    char nx[16], nh[16], no[16];
+    snprintf(nx, sizeof nx, "x%d", k);
+    snprintf(nh, sizeof nh, "h%d", k);
+    snprintf(no, sizeof no, "out%d", k);
+    *x = add_act(g, nx, 512, true);
+    int h = add_act(g, nh, 1024, true);
+    *out = add_act(g, no, 512, true);
+    *first = add_recv(g, "recv activation", *x, PH_FWD);
+    add_fwd(g, "f1", (int[]){*x, w}, 2, h, (int[]){*x, w}, 2, NULL);
+    add_fwd(g, "f2", (int[]){h}, 1, *out, (int[]){h}, 1, NULL);
+    *end = graph_num_ops(g);
+}
+
+/* The 1F1B order of a stage that holds two micro-batches: F0 F1 B0 B1. Micro-batch 0's backward
+ * is declared after micro-batch 1's forward, from the gradient received for out0: its nodes use
+ * micro-batch 0's saved tensors, free its activations, hand back x0's gradient to be sent on, and
+ * leave micro-batch 1's alone; micro-batch 1's backward accumulates into the same .grad. */
+static void test_backward_of_one_micro_batch_later(void **state) {
+    Graph *g = *state;
+    int w = add_param(g, "w", 256);
+    int first[2], end[2], x[2], out[2];
+    stage_forward(g, w, 0, &first[0], &end[0], &x[0], &out[0]);
+    stage_forward(g, w, 1, &first[1], &end[1], &x[1], &out[1]);
+    int dy0 = add_act(g, "grad out0", 512, false);
+    add_recv(g, "recv gradient 0", dy0, PH_BWD);
+    int before = graph_num_ops(g);
+    int dx0 = -1;
+    BackwardOf b0 = {.first = first[0], .end = end[0], .output = out[0], .grad_out = dy0, .input = x[0]};
+    assert_int_equal(graph_derive_backward_of(g, &b0, &dx0), VR_OK);
+    /* the nodes of micro-batch 0's f2 and f1, in that order, after both forwards */
+    int b_f2 = backward_of(g, first[0] + 2), b_f1 = backward_of(g, first[0] + 1);
+    assert_true(b_f2 >= before && b_f1 > b_f2);
+    assert_int_equal(backward_of(g, first[1] + 2), -1);
+    assert_true(contains(graph_op_c(g, b_f2)->inputs, graph_op_c(g, b_f2)->n_inputs, dy0));
+    /* x0's gradient is the caller's: made by f1's node, released by nothing derived */
+    assert_true(dx0 >= 0);
+    assert_int_equal(graph_tensor_c(g, dx0)->producer, b_f1);
+    for (int i = before; i < graph_num_ops(g); i++)
+        assert_false(contains(graph_op_c(g, i)->frees, graph_op_c(g, i)->n_frees, dx0));
+    /* out0 is dropped as its gradient takes over; micro-batch 1's tensors are not touched */
+    bool freed_out0 = false;
+    for (int i = before; i < graph_num_ops(g); i++) {
+        const Op *o = graph_op_c(g, i);
+        freed_out0 |= contains(o->frees, o->n_frees, out[0]);
+        assert_false(contains(o->frees, o->n_frees, out[1]) || contains(o->frees, o->n_frees, x[1]));
+    }
+    assert_true(freed_out0);
+    int grad_w = graph_param_grad(g, w);
+    assert_true(grad_w >= 0);
+
+    int dy1 = add_act(g, "grad out1", 512, false);
+    add_recv(g, "recv gradient 1", dy1, PH_BWD);
+    int dx1 = -1;
+    BackwardOf b1 = {.first = first[1], .end = end[1], .output = out[1], .grad_out = dy1, .input = x[1]};
+    assert_int_equal(graph_derive_backward_of(g, &b1, &dx1), VR_OK);
+    assert_true(dx1 >= 0 && dx1 != dx0);
+    assert_int_equal(graph_param_grad(g, w), grad_w); /* accumulated into, not made again */
+    assert_int_equal(backward_of(g, first[0] + 2), b_f2);  /* micro-batch 0 not derived twice */
+
+    /* a range holding a derived op is refused */
+    BackwardOf bad = {.first = first[0], .end = graph_num_ops(g), .output = out[0], .grad_out = -1, .input = -1};
+    assert_int_equal(graph_derive_backward_of(g, &bad, &dx0), VR_EINVAL);
+    assert_non_null(strstr(graph_error(g), "is not a forward op"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_linear_chain_reverse_order, setup_graph, teardown_graph),
@@ -1099,6 +1177,7 @@ int main(void) {
         cmocka_unit_test(test_tables_reused_after_free),
         cmocka_unit_test_setup_teardown(test_replicate_layer, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_derived_ops_inherit, setup_graph, teardown_graph),
+        cmocka_unit_test_setup_teardown(test_backward_of_one_micro_batch_later, setup_graph, teardown_graph),
     };
     return cmocka_run_group_tests_name("graph", tests, NULL, NULL);
 }

@@ -104,7 +104,7 @@ expect "dp_shard = -1 where the rest is no integer: exit 2 at the scenario's lin
   "div.lua:3: training.parallel: pp \* dp_replicate \* cp \* tp = 4 does not divide hardware.count = 6"
 run key "$TMP/hsdp.lua" --no-files --set parallel.tensor=2
 expect "an unknown key of training.parallel: exit 2 listing the keys" 2 \
-  "training.parallel.tensor is not a key vrsim knows \(one of: cp, dp_replicate, dp_shard, ep, pp, pp_microbatches, pp_schedule, tp\)"
+  "training.parallel.tensor is not a key vrsim knows \(one of: cp, dp_replicate, dp_shard, ep, pp, pp_layers_per_stage, pp_microbatches, pp_schedule, pp_stage_layers, tp\)"
 scn key2 "count = 2" "parallel = { dp_shrad = 2 }"
 run key2 "$TMP/key2.lua" --no-files
 expect "an unknown key in the scenario: exit 2 at its line" 2 "key2.lua:3: training.parallel.dp_shrad is not a key"
@@ -124,7 +124,7 @@ expect "a pipeline knob without a pipeline: a named note" 0 \
   "training.parallel.pp_microbatches = 4 has no effect on this run: pp = 1 \(no pipeline\)"
 
 # ---- the dimensions not modelled yet: exit 2 naming each --------------------------------------
-for case in "pp=4:pipeline parallelism" "cp=2:context parallelism" "ep=2:expert parallelism" \
+for case in "cp=2:context parallelism" "ep=2:expert parallelism" \
             "tp=2:tensor parallelism"; do
   d=${case%%=*}; v=${case#*=}; v=${v%%:*}; what=${case#*:}
   run nm "$TMP/hsdp.lua" --no-files --set "parallel.$d=$v"

@@ -640,7 +640,11 @@ end
 local function model_forward(cx, m, ids)
   local r = cx.run
   local C = m.children
-  local x = mod.call(cx, C.embed_tokens, ids)
+  -- (a pipeline stage, cx.run.stage, runs its own layers on what the previous stage sent:
+  -- vrsim/pipeline.lua)
+  local stage = r.stage
+  local x
+  if C.embed_tokens then x = mod.call(cx, C.embed_tokens, ids) else x = stage.input end
   r.inputs_embeds = x
   local dt = x and x.dtype or r.hidden_dtype
   -- position_ids = torch.arange(seq) + past_seen_tokens, unsqueezed: int64, alive until the
@@ -662,9 +666,16 @@ local function model_forward(cx, m, ids)
   local run = require("vrsim.replicate").stack(cx, layers, function(l, h)
     return mod.call(cx, layers[l + 1], h, mask, cos, sin)
   end)
-  for l = 0, m.cfg.layers - 1 do x = run(l, x) end
+  for l = 0, m.cfg.layers - 1 do
+    if not stage or (l >= stage.first and l <= stage.last) then x = run(l, x) end
+  end
   -- causal_mask_mapping keeps a sliding-window mask until the model returns
   if mask and r.attention ~= "eager" then nn.release(cx, { mask }, "sliding_window_mask: LlamaModel.forward returns") end
+  if stage and not stage.head then
+    nn.release(cx, { position_ids }, "position_ids: the stage's forward returns")
+    if r.inputs_embeds ~= x then nn.release(cx, { r.inputs_embeds }, "the stage's forward returns: inputs_embeds") end
+    return x
+  end
   local hf = mod.call(cx, C.norm, x)
   if position_ids ~= (r.data_inputs and r.data_inputs.position_ids) then
     nn.release(cx, { position_ids }, "position_ids: LlamaModel.forward returns")
@@ -715,6 +726,7 @@ local function causal_lm_forward(cx, m, ids)
   local r = cx.run
   local hf = mod.call(cx, m.children.model, ids)
   if not hf then return nil end
+  if r.stage and not r.stage.head then return hf end -- a pipeline stage's output, sent on
   if not r.inference and r.loss ~= "full" then
     -- the cross-entropy variants that never make the whole batch's logits (vrsim/lm_loss.lua):
     -- Liger's reads the head's weight itself, torchtune's runs the head on chunks
@@ -743,7 +755,9 @@ end
 function L.CausalLM(cfg, classes)
   classes = classes or {}
   local root = mod.new(classes.lm or "LlamaForCausalLM", causal_lm_forward, { cfg = cfg, layer = -1 })
-  local model = root:add("model", mod.new(classes.model or "LlamaModel", model_forward, { cfg = cfg }))
+  -- (pipeline_stages: model_forward runs a pipeline stage's part, cx.run.stage)
+  local model = root:add("model", mod.new(classes.model or "LlamaModel", model_forward,
+                                          { cfg = cfg, pipeline_stages = true }))
   local embed = model:add("embed_tokens", L.Embedding(cfg.vocab, cfg.hidden))
   embed.dm_key = "embed"
   local layers = model:add("layers", mod.new("ModuleList", nil))

@@ -130,6 +130,8 @@ function M.build(cx, cfg)
     end
   end
   local root = fam.tree(mc)
+  -- a pipeline rank holds its stages' part of the tree only (vrsim/pipeline.lua)
+  if cx.pp then require("vrsim.pipeline").prune(cx.pp, root, mc) end
   mark_layers(root)
   -- bitsandbytes first (from_pretrained(quantization_config=...)), then peft on the result
   local lora_hit
@@ -241,6 +243,12 @@ function M.build(cx, cfg)
     return out
   end
 
+  cx.model_name = mc.name
+  if cx.pp then
+    -- the pipeline schedule runs each stage's forwards (vrsim/pipeline.lua P.run)
+    cx.tokens = b * s * cx.pp.par.pp_microbatches
+    return nil, root, mc, forward
+  end
   local loss = forward()
   cx.tokens = (t.data_batch and t.data_batch.real or b * s) * (t.grad_accum or 1)
   if t.data_batch and (t.data_batch.padded or t.data_batch.packed) and not cx.run.data_mask_made then

@@ -39,7 +39,9 @@ M.FIELDS = {
   pp = { "integer", 1, "pipeline parallelism: stages, outermost" },
   ep = { "integer", 1, "expert parallelism: ranks the experts are split over, borrowed from dp_shard * cp (no factor of the world)" },
   pp_schedule = { "string", "1F1B", "pipeline schedule (torch.distributed.pipelining)" },
-  pp_microbatches = { "integer", nil, "micro-batches per step through the pipeline" },
+  pp_microbatches = { "integer", nil, "micro-batches per step through the pipeline [pp: one per stage]" },
+  pp_layers_per_stage = { "integer", nil, "decoder layers per (virtual) stage, the embeddings and the head counting one each (torchtitan's pipeline_parallel_layers_per_stage)" },
+  pp_stage_layers = { "list", nil, "a given split: decoder layers on each stage, in order (torchtitan's module_fqns_per_model_part, by counts)" },
 }
 M.CHOICES = { pp_schedule = SCHEDULES }
 
@@ -66,6 +68,15 @@ local function check_key(k, v)
     if type(v) ~= "string" then return nil, where .. " must be a string" end
     for _, s in ipairs(SCHEDULES) do if s == v then return v end end
     return nil, ("%s: unknown schedule '%s' (one of: %s)"):format(where, v, table.concat(SCHEDULES, ", "))
+  end
+  if k == "pp_stage_layers" then
+    if type(v) ~= "table" or #v == 0 then return nil, where .. " must be a list of decoder-layer counts, one per stage" end
+    for i, c in ipairs(v) do
+      if math.type(c) ~= "integer" or c < 0 then
+        return nil, ("%s[%d] must be an integer >= 0"):format(where, i)
+      end
+    end
+    return v
   end
   local i = math.type(v) == "integer" and v or (type(v) == "number" and math.tointeger(v))
   if not i then return nil, ("%s must be an integer, not %s"):format(where, tostring(v)) end
@@ -114,13 +125,14 @@ function M.resolve(cfg, given)
     return { degrees = d, world = n, given = false, pp_schedule = M.FIELDS.pp_schedule[2], notes = {} }
   end
   local d = { pp = 1, dp_replicate = 1, dp_shard = -1, cp = 1, tp = 1, ep = 1 }
-  local sched, micro = M.FIELDS.pp_schedule[2], nil
+  local sched, micro, split = M.FIELDS.pp_schedule[2], nil, {}
   for _, k in ipairs(sorted_keys(p)) do
     local msg = M.unknown_key(k)
     if msg then error(msg, 0) end
     local v, bad = check_key(k, p[k])
     if bad then error(bad, 0) end
-    if k == "pp_schedule" then sched = v elseif k == "pp_microbatches" then micro = v else d[k] = v end
+    if k == "pp_schedule" then sched = v elseif k == "pp_microbatches" then micro = v
+    elseif k == "pp_layers_per_stage" or k == "pp_stage_layers" then split[k] = v else d[k] = v end
   end
   local others = d.pp * d.dp_replicate * d.cp * d.tp
   if d.dp_shard == -1 then
@@ -160,22 +172,22 @@ function M.resolve(cfg, given)
   -- (a pipeline knob without a pipeline asks for nothing: said so, as the plan's inert fields are)
   local notes = {}
   if d.pp == 1 then
-    for _, k in ipairs { "pp_schedule", "pp_microbatches" } do
+    for _, k in ipairs { "pp_schedule", "pp_microbatches", "pp_layers_per_stage", "pp_stage_layers" } do
       if p[k] ~= nil then
-        notes[#notes + 1] = ("training.parallel.%s = %s has no effect on this run: pp = 1 (no pipeline)"):format(k, tostring(p[k]))
+        notes[#notes + 1] = ("training.parallel.%s = %s has no effect on this run: pp = 1 (no pipeline)"):format(k, type(p[k]) == "table" and ("{ " .. table.concat(p[k], ", ") .. " }") or tostring(p[k]))
       end
     end
   end
-  return { degrees = d, world = n, given = true, pp_schedule = sched, pp_microbatches = micro, notes = notes }
+  return { degrees = d, world = n, given = true, pp_schedule = sched, pp_microbatches = micro,
+           pp_layers_per_stage = split.pp_layers_per_stage, pp_stage_layers = split.pp_stage_layers,
+           notes = notes }
 end
 
 -- What the mesh asks for that vrsim does not model yet: the message (naming the knob), or nil.
 -- Every such refusal is here, in one place, so that modelling a dimension is removing its line.
 function M.not_modelled(mesh)
   local d = mesh.degrees
-  if d.pp > 1 then
-    return ("training.parallel.pp = %d: pipeline parallelism is not modelled yet"):format(d.pp)
-  end
+  -- (pp > 1: vrsim/pipeline.lua's layout refuses what it does not compose with)
   if d.tp > 1 then
     return ("training.parallel.tp = %d: tensor parallelism is not modelled yet"):format(d.tp)
   end

@@ -1110,7 +1110,19 @@ local function build_graph(st)
   end
   local model = require(builder)
   cx.micro, cx.micro_total = 1, t0.inference and 1 or t0.grad_accum
-  local ok, loss, _, _, forward = pcall(model.build, cx, cfg)
+  -- pipeline parallelism: this plan is one pipeline rank, its schedule declared in order
+  -- (vrsim/pipeline.lua)
+  if t0.parallel ~= nil then
+    local okp, pl = pcall(function()
+      if builder ~= "vrsim.causal_lm" then error("training.parallel: only decoder language models are modelled", 0) end
+      local _, mc = require("vrsim.causal_lm").resolve(cfg.model)
+      return require("vrsim.pipeline").layout(cfg, mc.layers, st.mesh)
+    end)
+    if not okp then fail(ctx, "parallel", "training", tostring(pl)) end
+    cx.pp = pl
+    if pl then cx.layers_once = false end -- (replicate.lua numbers a stack's layers from 0)
+  end
+  local ok, loss, _, mc, forward = pcall(model.build, cx, cfg)
   if not ok then
     local msg = tostring(loss)
     if not msg:match("^[^:]+:%d+:") then
@@ -1122,6 +1134,11 @@ local function build_graph(st)
   -- the strategy declares its reduction hooks for each micro-batch as its framework runs them
   -- (dp.before_backward: DDP/ZeRO-1 on the last only, ZeRO-2/3 and FSDP2 on every one)
   local k = t0.inference and 0 or t0.grad_accum
+  if cx.pp then
+    local okr, pp = pcall(require("vrsim.pipeline").run, cx, cx.pp, mc, forward)
+    if not okr then fail(ctx, "parallel", "training", tostring(pp)) end
+    cx.pp_plan, k = pp, 0
+  end
   for i = 1, k do
     cx.micro = i
     if i > 1 then
@@ -1274,7 +1291,7 @@ local function finish(st, G, cx, alloc_read)
     notes = table.concat(notes, "; "),
     overrides = table.concat(sets, ", "),
     deepspeed_read = cfg.deepspeed_read, deepspeed_unknown = table.concat(cfg.deepspeed_unknown or {}, ", "),
-    graph = G, title = cfg.title or "",
+    graph = G, title = cfg.title or "", pp = cx.pp_plan,
     model = cx.model_name or (cfg.model.arch .. "-" .. (cfg.model.variant or cfg.model.size)),
     n_params = n_params, n_trainable = n_trainable,
     settings = settings, steps = t.steps, gpus = cfg.hardware.count,

@@ -33,6 +33,7 @@
 #include "../cost.h"
 #include "../infile.h"
 #include "../jsonin.h"
+#include "../pipeline.h"
 #include "../scenario.h"
 #include "luabc.h"
 #include "watchdog.h"
@@ -1299,6 +1300,25 @@ static int l_derive_backward(lua_State *L) {
     return 0;
 }
 
+/* G:derive_backward_of(first, end, output, grad_out, input) -> the id of input's gradient, or nil:
+ * the backward of forward ops [first, end) (op indices as G:num_ops counts them) from tensor
+ * output, seeded by tensor grad_out (nil: ones_like), input's gradient handed back (nil: none) */
+static int l_derive_backward_of(lua_State *L) {
+    Graph *g = check_graph(L);
+    BackwardOf b = {.first = (int)luaL_checkinteger(L, 2), .end = (int)luaL_checkinteger(L, 3),
+                    .output = (int)luaL_checkinteger(L, 4) - 1,
+                    .grad_out = (int)luaL_optinteger(L, 5, 0) - 1,
+                    .input = (int)luaL_optinteger(L, 6, 0) - 1};
+    int in_grad = -1;
+    watchdog_enter_c();
+    VrStatus st = graph_derive_backward_of(g, &b, &in_grad);
+    watchdog_leave_c();
+    if (st) raise_status(L, g, st);
+    if (in_grad < 0) lua_pushnil(L);
+    else lua_pushinteger(L, in_grad + 1);
+    return 1;
+}
+
 /* G:param_grad(id) -> id of its .grad, or nil */
 static int l_param_grad(lua_State *L) {
     Graph *g = check_graph(L);
@@ -1448,7 +1468,8 @@ static const luaL_Reg GRAPH_METHODS[] = {
     {"module", l_module}, {"tensor", l_tensor}, {"op", l_op}, {"tensorv", l_tensorv},
     {"op_fields", l_op_fields}, {"op_layout", l_op_layout},
     {"op_rowwise", l_op_rowwise}, {"op_lora", l_op_lora}, {"op_sac", l_op_sac},
-    {"derive_backward", l_derive_backward}, {"param_grad", l_param_grad},
+    {"derive_backward", l_derive_backward}, {"derive_backward_of", l_derive_backward_of},
+    {"param_grad", l_param_grad},
     {"num_tensors", l_num_tensors}, {"num_ops", l_num_ops}, {"replicate", l_replicate},
     {"is_replica", l_is_replica}, {NULL, NULL}};
 
@@ -2187,6 +2208,54 @@ static void copy_data(lua_State *P, lua_State *S, int idx, int depth, const char
 /* In the planner's state: gets the scenario table (copied from the scenario's state, or made
  * from a record by lua/vrsim/record.lua), runs lua/vrsim/plan.lua's build on it and reads the
  * plan table into c->plan. */
+/* The plan's pipeline rank (lua/vrsim/pipeline.lua P.run's table) into p->pp, which p owns from
+ * the moment it is made (a raise after leaves it to plan_free). */
+static void read_pp(lua_State *L, int t, Plan *p) {
+    PpPlan *pp = calloc(1, sizeof *pp);
+    if (!pp) luaL_error(L, "out of host memory");
+    p->pp = pp;
+    pp->ranks = (int)field_int(L, t, "ranks", 1);
+    pp->stages = (int)field_int(L, t, "stages", 1);
+    pp->virtual_stages = (int)field_int(L, t, "virtual", 1);
+    pp->microbatches = (int)field_int(L, t, "microbatches", 1);
+    pp->rank = (int)field_int(L, t, "rank", 0);
+    pp->send_bytes = field_num(L, t, "send_bytes", 0);
+    field_str(L, t, "schedule", pp->schedule, sizeof pp->schedule);
+    if (pp->ranks < 1 || pp->stages < pp->ranks || pp->stages > 1 << 16 || pp->microbatches < 1)
+        luaL_error(L, "the plan's pipeline: %d stages on %d ranks", pp->stages, pp->ranks);
+    pp->gpus_per_rank = p->gpus / pp->ranks > 0 ? p->gpus / pp->ranks : 1;
+    lua_getfield(L, t, "stage_layers");
+    luaL_checktype(L, -1, LUA_TTABLE);
+    if (!(pp->stage_layers = calloc((size_t)pp->stages, sizeof(int)))) luaL_error(L, "out of host memory");
+    for (int i = 0; i < pp->stages; i++) {
+        lua_rawgeti(L, -1, i + 1);
+        pp->stage_layers[i] = (int)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    lua_getfield(L, t, "actions");
+    luaL_checktype(L, -1, LUA_TTABLE);
+    int at = lua_gettop(L);
+    lua_Integer n = luaL_len(L, at);
+    if (n < 0 || n > 1 << 24) luaL_error(L, "the plan's pipeline: %d actions", (int)n);
+    pp->actions = calloc((size_t)n + 1, sizeof(PpAction));
+    pp->op_first = calloc((size_t)n + 1, sizeof(int));
+    pp->op_end = calloc((size_t)n + 1, sizeof(int));
+    if (!pp->actions || !pp->op_first || !pp->op_end) luaL_error(L, "out of host memory");
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_rawgeti(L, at, i + 1);
+        int a = lua_gettop(L);
+        pp->actions[i] = (PpAction){.stage = (int)field_int(L, a, "stage", 0),
+                                    .kind = (PpKind)field_int(L, a, "kind", 0),
+                                    .mb = (int)field_int(L, a, "mb", 0)};
+        pp->op_first[i] = (int)field_int(L, a, "op_first", 0);
+        pp->op_end[i] = (int)field_int(L, a, "op_end", 0);
+        lua_pop(L, 1);
+    }
+    pp->n_actions = (int)n;
+    lua_pop(L, 1);
+}
+
 static int load_protected(lua_State *L) {
     LoadCtx *c = lua_touserdata(L, 1);
     if (c->record) {
@@ -2263,6 +2332,9 @@ static int load_protected(lua_State *L) {
     luaL_checktype(L, -1, LUA_TTABLE);
     field_str(L, lua_gettop(L), "conf", p->alloc_conf, sizeof p->alloc_conf);
     read_alloc(L, lua_gettop(L), &p->alloc);
+    lua_pop(L, 1);
+    lua_getfield(L, pt, "pp");
+    if (lua_istable(L, -1)) read_pp(L, lua_gettop(L), p);
     lua_pop(L, 1);
     if (c->base && field_bool(L, pt, "graph_reused", false)) {
         p->graph = c->base->graph; /* the base plan keeps ownership */

@@ -1,0 +1,24 @@
+-- Llama 3 70B on H100s as a 4-stage pipeline (1F1B, 8 micro-batches of 1 x 8192 tokens, full
+-- activation checkpointing), torchtitan's split: does each stage fit, which is the busiest?
+--
+-- The layout the question is about, 64 H100s with TP 8, PP 4 and FSDP 2
+-- (parallel = { tp = 8, pp = 4, dp_shard = 2, ... }, hardware.count = 64), is refused today
+-- (exit 2: tensor parallelism and FSDP beside a pipeline are not built); this is its pipeline
+-- alone, each stage on one GPU: 20, 21, 20 and 19 decoder layers (the embeddings and the head
+-- counted as a layer each), each stage's bf16 weights, gradients and AdamW state whole. Llama 3
+-- 8B's pipeline (--set model.config=configs/llama-3-8b.json) fits: its last stage, with the head
+-- and the loss's fp32 logits, is the busiest; the bubble takes 29 % of the step (1F1B's
+-- (p - 1) / (m + p - 1) is 27 % on equal stages).
+--
+-- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
+--   $ ./vrsim scenarios/llama3_70b_pp4_h100.lua --set model.config=configs/llama-3-8b.json
+--   FITS: peak reserved 31.07 GiB of 78.43 GiB usable (39.6 %), 47.36 GiB headroom
+--   $ ./vrsim scenarios/llama3_70b_pp4_h100.lua
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw.init model.layers.44.mlp.up_proj.weight'
+return {
+  title = "Llama 3 70B, pipeline of 4 H100s (1F1B, 8 micro-batches of 1 x 8192), full checkpointing",
+  hardware = { gpu = "h100_sxm", count = 4, gpus_per_node = 8 },
+  model = { config = "configs/llama-3-70b.json" },
+  training = { micro_batch = 1, seq = 8192, precision = "bf16", build = "direct", checkpointing = true,
+               steps = 2, parallel = { pp = 4, pp_schedule = "1F1B", pp_microbatches = 8 } },
+}

@@ -1,0 +1,231 @@
+/* test_pipeline.c: pipeline parallelism: the schedules' action orders (lua/vrsim/pp_schedules.lua)
+ * against the orders torch.distributed.pipelining runs, as validation/pp_schedules/capture_orders.py
+ * recorded them in tests/data/pp_schedule_orders.tsv (torch is not needed here); and the step
+ * those orders make (sim/pipeline.c) against the schedules' known timings: with equal stages,
+ * GPipe and 1F1B take (m + p - 1)(f + b) and idle (p - 1) / (m + p - 1) of it (GPipe's paper,
+ * Huang et al. 2019; Narayanan et al. 2021, section 2.2).
+ *
+ * The schedules are Lua: the test loads lua/vrsim/pp_schedules.lua from the source tree into a
+ * bare Lua state (run from the repository root, as make test does). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "pipeline.h"
+
+#define ORDERS "tests/data/pp_schedule_orders.tsv"
+#define SCHEDULES "lua/vrsim/pp_schedules.lua"
+
+/* A Lua state holding the schedules module at global `S`. */
+static lua_State *schedules_state(void) {
+    lua_State *L = luaL_newstate();
+    assert_non_null(L);
+    luaL_openlibs(L);
+    if (luaL_dofile(L, SCHEDULES) != LUA_OK) fail_msg("%s: %s", SCHEDULES, lua_tostring(L, -1));
+    lua_setglobal(L, "S");
+    return L;
+}
+
+/* S.line(name, pp, m, v, rank) into out; false with the error message there when it raises. */
+static bool order_line(lua_State *L, const char *name, int pp, int m, int v, int rank, char *out,
+                       size_t n) {
+    lua_getglobal(L, "S");
+    lua_getfield(L, -1, "line");
+    lua_pushstring(L, name);
+    lua_pushinteger(L, pp);
+    lua_pushinteger(L, m);
+    lua_pushinteger(L, v);
+    lua_pushinteger(L, rank);
+    int rc = lua_pcall(L, 5, 1, 0);
+    snprintf(out, n, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "(nil)");
+    lua_pop(L, 2);
+    return rc == LUA_OK;
+}
+
+/* Every rank of every captured (schedule, pp, microbatches, virtual) case runs torch's order. */
+static void test_orders_match_torch(void **state) {
+    (void)state;
+    lua_State *L = schedules_state();
+    FILE *f = fopen(ORDERS, "r");
+    assert_non_null(f);
+    char line[8192], got[8192];
+    int rows = 0;
+    char seen[4][64] = {{0}};
+    int n_seen = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || strncmp(line, "schedule\t", 9) == 0) continue;
+        line[strcspn(line, "\n")] = 0;
+        char name[64];
+        int pp, m, v, rank, used = 0;
+        assert_int_equal(sscanf(line, "%63[^\t]\t%d\t%d\t%d\t%d\t%n", name, &pp, &m, &v, &rank, &used), 5);
+        const char *want = line + used;
+        if (!order_line(L, name, pp, m, v, rank, got, sizeof got))
+            fail_msg("%s pp=%d m=%d v=%d rank %d: %s", name, pp, m, v, rank, got);
+        if (strcmp(got, want) != 0)
+            fail_msg("%s pp=%d m=%d v=%d rank %d:\n  torch: %s\n  vrsim: %s", name, pp, m, v, rank, want, got);
+        rows++;
+        bool known = false;
+        for (int i = 0; i < n_seen; i++) known |= strcmp(seen[i], name) == 0;
+        if (!known && n_seen < 4) snprintf(seen[n_seen++], sizeof seen[0], "%s", name);
+    }
+    fclose(f);
+    lua_close(L);
+    assert_true(rows >= 40);
+    assert_int_equal(n_seen, 4); /* GPipe, 1F1B, Interleaved1F1B, InterleavedZeroBubble */
+}
+
+/* What torch's constructors refuse is refused with their reason. */
+static void test_refused_as_torch_refuses(void **state) {
+    (void)state;
+    lua_State *L = schedules_state();
+    char got[1024];
+    assert_false(order_line(L, "1F1B", 4, 2, 1, 0, got, sizeof got));
+    assert_non_null(strstr(got, "Number of microbatches (2) must be greater than or equal to the number of stages (4)"));
+    assert_false(order_line(L, "Interleaved1F1B", 4, 9, 2, 0, got, sizeof got));
+    assert_non_null(strstr(got, "multiple of the number of rounds (2)"));
+    assert_false(order_line(L, "ZBVZeroBubble", 4, 8, 2, 0, got, sizeof got));
+    assert_non_null(strstr(got, "not modelled"));
+    assert_false(order_line(L, "1F1B", 4, 8, 2, 0, got, sizeof got));
+    assert_false(order_line(L, "Interleaved1F1B", 4, 8, 1, 0, got, sizeof got));
+    lua_close(L);
+}
+
+
+/* The orders of schedule `name` for every rank, parsed from the Lua module's strings into
+ * acts[r] (cap entries each); n[r] their counts. */
+static void orders_of(lua_State *L, const char *name, int pp, int m, int v, PpAction acts[][64], int *n) {
+    char line[4096];
+    for (int r = 0; r < pp; r++) {
+        if (!order_line(L, name, pp, m, v, r, line, sizeof line)) fail_msg("%s", line);
+        n[r] = 0;
+        for (char *tok = strtok(line, " "); tok; tok = strtok(NULL, " ")) {
+            int st, mb;
+            char k;
+            assert_int_equal(sscanf(tok, "%d%c%d", &st, &k, &mb), 3);
+            assert_true(n[r] < 64);
+            acts[r][n[r]++] = (PpAction){.stage = st, .mb = mb,
+                                         .kind = k == 'F' ? PP_F : k == 'B' ? PP_B : k == 'I' ? PP_I : PP_W};
+        }
+    }
+}
+
+/* Composes the orders with every stage's F taking f ns, B (or I + W) b ns, and transfers of
+ * `bytes` over a link of latency lat ns at 1 GB/s. */
+static VrStatus compose(PpAction acts[][64], int *n, int pp, int stages, int m, double f, double b,
+                        double lat, double bytes, PipelineResult *res, double *end, double *busy,
+                        char *err, size_t errlen) {
+    const PpAction *order[8];
+    double ns[32 * PP_KINDS], sb[32];
+    for (int r = 0; r < pp; r++) order[r] = acts[r];
+    for (int st = 0; st < stages; st++) {
+        ns[st * PP_KINDS + PP_F] = f;
+        ns[st * PP_KINDS + PP_B] = b;
+        ns[st * PP_KINDS + PP_I] = b / 2;
+        ns[st * PP_KINDS + PP_W] = b / 2;
+        sb[st] = bytes;
+    }
+    PipelineSpec spec = {.ranks = pp, .stages = stages, .microbatches = m, .order = order,
+                         .n_order = n, .action_ns = ns, .send_bytes = sb,
+                         .link = {.latency_ns = lat, .bus_bw = 1e9}};
+    return pipeline_compose(&spec, res, end, busy, err, errlen);
+}
+
+/* GPipe and 1F1B on equal stages with free transfers: (m + p - 1)(f + b), bubble (p-1)/(m+p-1). */
+static void test_gpipe_and_1f1b_span(void **state) {
+    (void)state;
+    lua_State *L = schedules_state();
+    const char *names[2] = {"GPipe", "1F1B"};
+    const int cases[3][2] = {{4, 8}, {2, 4}, {8, 16}};
+    for (int i = 0; i < 2; i++)
+        for (int c = 0; c < 3; c++) {
+            int pp = cases[c][0], m = cases[c][1];
+            PpAction acts[8][64];
+            int n[8];
+            orders_of(L, names[i], pp, m, 1, acts, n);
+            PipelineResult res;
+            double end[8], busy[8];
+            char err[256];
+            assert_int_equal(compose(acts, n, pp, pp, m, 10, 20, 0, 0, &res, end, busy, err, sizeof err), VR_OK);
+            assert_float_equal(res.span_ns, (m + pp - 1) * 30.0, 1e-9);
+            assert_float_equal(res.bubble, (pp - 1.0) / (m + pp - 1.0), 1e-12);
+            for (int r = 0; r < pp; r++) assert_float_equal(busy[r], m * 30.0, 1e-9);
+        }
+    lua_close(L);
+}
+
+/* One micro-batch over two ranks: F0, send, F1, B1, send back, B0 (latency 100 ns + 1000 bytes
+ * at 1 GB/s = 1100 ns each way); the rest after the last action ends the step. */
+static void test_transfers_on_the_link(void **state) {
+    (void)state;
+    PpAction acts[2][64] = {{{0, PP_F, 0}, {0, PP_B, 0}}, {{1, PP_F, 0}, {1, PP_B, 0}}};
+    int n[2] = {2, 2};
+    PipelineResult res;
+    double end[2], busy[2];
+    char err[256];
+    assert_int_equal(compose(acts, n, 2, 2, 1, 10, 20, 100, 1000, &res, end, busy, err, sizeof err), VR_OK);
+    assert_float_equal(end[1], 10 + 1100 + 10 + 20, 1e-9);
+    assert_float_equal(end[0], end[1] + 1100 + 20, 1e-9);
+    assert_float_equal(res.send_ns, 1100, 1e-9);
+    assert_float_equal(res.step_ns, end[0], 1e-9);
+}
+
+/* Interleaved1F1B on equal stages takes less than 1F1B with the same work per rank; the zero
+ * bubble one less again (its W fills the waits). */
+static void test_interleaved_shrinks_the_bubble(void **state) {
+    (void)state;
+    lua_State *L = schedules_state();
+    PpAction acts[8][64];
+    int n[8];
+    PipelineResult one, inter, zb;
+    double end[8], busy[8];
+    char err[256];
+    orders_of(L, "1F1B", 4, 8, 1, acts, n);
+    assert_int_equal(compose(acts, n, 4, 4, 8, 20, 40, 0, 0, &one, end, busy, err, sizeof err), VR_OK);
+    orders_of(L, "Interleaved1F1B", 4, 8, 2, acts, n);
+    assert_int_equal(compose(acts, n, 4, 8, 8, 10, 20, 0, 0, &inter, end, busy, err, sizeof err), VR_OK);
+    for (int r = 0; r < 4; r++) assert_float_equal(busy[r], 8 * 60.0, 1e-9);
+    orders_of(L, "InterleavedZeroBubble", 4, 8, 2, acts, n);
+    assert_int_equal(compose(acts, n, 4, 8, 8, 10, 20, 0, 0, &zb, end, busy, err, sizeof err), VR_OK);
+    assert_true(inter.span_ns < one.span_ns);
+    assert_true(zb.span_ns < inter.span_ns);
+    assert_true(zb.bubble < inter.bubble && inter.bubble < one.bubble);
+    lua_close(L);
+}
+
+/* An order that waits on itself is refused, naming where each rank stands. */
+static void test_deadlock_is_einval(void **state) {
+    (void)state;
+    PpAction acts[2][64] = {{{0, PP_B, 0}, {0, PP_F, 0}}, {{1, PP_F, 0}, {1, PP_B, 0}}};
+    int n[2] = {2, 2};
+    PipelineResult res;
+    double end[2], busy[2];
+    char err[256];
+    assert_int_equal(compose(acts, n, 2, 2, 1, 10, 20, 0, 0, &res, end, busy, err, sizeof err), VR_EINVAL);
+    assert_non_null(strstr(err, "deadlocks"));
+    assert_non_null(strstr(err, "rank 0 at 0B0"));
+    PpAction wrong[2][64] = {{{1, PP_F, 0}}, {{1, PP_F, 0}}};
+    int n1[2] = {1, 1};
+    assert_int_equal(compose(wrong, n1, 2, 2, 1, 10, 20, 0, 0, &res, end, busy, err, sizeof err), VR_EINVAL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_orders_match_torch),
+        cmocka_unit_test(test_refused_as_torch_refuses),
+        cmocka_unit_test(test_gpipe_and_1f1b_span),
+        cmocka_unit_test(test_transfers_on_the_link),
+        cmocka_unit_test(test_interleaved_shrinks_the_bubble),
+        cmocka_unit_test(test_deadlock_is_einval),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

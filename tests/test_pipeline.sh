@@ -1,0 +1,123 @@
+#!/bin/sh
+# Pipeline parallelism (lua/vrsim/pipeline.lua, sim/cmd_pipeline.c): the stages torchtitan cuts,
+# each rank's graph running torch.distributed.pipelining's schedule in order, the memory that
+# order makes each rank hold, the step composed with its bubble, and what is refused.
+VRSIM=${VRSIM:-./vrsim}
+pass=0; fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+cp scenarios/configs/tinyllama-1.1b.json "$tmp/"
+field() { python3 -c "import sys,json; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
+# TinyLlama's shapes, 6 layers, on two H100s as a 2-stage pipeline
+cat > "$tmp/pp.lua" <<EOS
+return { hardware = { gpu = "h100", count = 2 }, model = { config = "tinyllama-1.1b.json", layers = 6 },
+  training = { micro_batch = 1, seq = 1024, precision = "bf16", steps = 2,
+               parallel = { pp = 2, pp_microbatches = 4 } } }
+EOS
+run() { "$VRSIM" "$tmp/pp.lua" --json --no-files "$@" 2>"$tmp/err"; }
+given() { sed "s/pp_microbatches = 4/pp_microbatches = 4, pp_stage_layers = $1/" "$tmp/pp.lua" > "$tmp/given.lua"; }
+
+# 1. torchtitan's split (_generate_llm_fqn_per_model_part, the embeddings and the norm + head
+#    counted as a layer each): 6 layers on 2 stages are 3 + 3; 80 on 4 are 20, 21, 20, 19
+got=$(run | field '[r["stage_layers"] for r in d["pipeline"]["ranks"]]')
+want="[['0-2 +embed'], ['3-5 +head,loss']]"
+if [ "$got" = "$want" ]; then ok "even split of 6 layers over 2 stages: $want"
+else bad "6 layers over 2 stages: $got, torchtitan: $want"; fi
+got=$(run --set layers=80 --set hidden=256 --set intermediate=512 --set heads=4 --set kv_heads=2 --set seq=64 \
+          --set hardware.count=4 --set training.parallel.pp=4 | field '[r["stage_layers"][0] for r in d["pipeline"]["ranks"]]')
+want="['0-19 +embed', '20-40', '41-60', '61-79 +head,loss']"
+if [ "$got" = "$want" ]; then ok "even split of 80 layers over 4 stages: 20, 21, 20, 19 as torchtitan"
+else bad "80 layers over 4 stages: $got, torchtitan: $want"; fi
+given "{ 1, 5 }"
+got=$("$VRSIM" "$tmp/given.lua" --json --no-files 2>"$tmp/err" | field '[r["stage_layers"] for r in d["pipeline"]["ranks"]]')
+if [ "$got" = "[['0-0 +embed'], ['1-5 +head,loss']]" ]; then ok "a given split: 1 and 5 layers"
+else bad "given split {1,5}: $got"; fi
+
+# 2. each rank's graph runs its schedule's actions in torch's order (the orders
+#    validation/pp_schedules/capture_orders.py captured from torch)
+for case in "1F1B 2 4 1" "GPipe 2 4 1" "Interleaved1F1B 2 4 2"; do
+  set -- $case
+  want=$(awk -F'\t' -v s="$1" -v p="$2" -v m="$3" -v v="$4" '$1 == s && $2 == p && $3 == m && $4 == v { printf "%s|", $6 }' \
+         tests/data/pp_schedule_orders.tsv)
+  got=$(run --set training.parallel.pp_schedule=$1 | field '"".join(" ".join(r["actions"]) + "|" for r in d["pipeline"]["ranks"])')
+  if [ -n "$want" ] && [ "$got" = "$want" ]; then ok "$1 (pp $2, $3 micro-batches): each rank's graph in torch's order"
+  else bad "$1: the ranks ran $got; torch: $want"; fi
+done
+
+# 3. memory is what the order makes each rank hold. Under 1F1B a rank keeps at most pp - rank
+#    micro-batches in flight, so a further micro-batch adds only its receive buffer (PipelineStage
+#    makes one per micro-batch and keeps it: 1 x 4096 x 2048 bf16 = 16 MiB), on the first rank (a
+#    gradient buffer) as on the last (an activation buffer); under GPipe every forward runs before
+#    any backward, and each micro-batch adds its saved activations (over 50 times that)
+peaks() { run --set seq=4096 --set training.parallel.pp_schedule=$1 --set training.parallel.pp_microbatches=$2 \
+          | field '" ".join(str(r["peak_allocated_bytes"]) for r in d["pipeline"]["ranks"])'; }
+set -- $(peaks 1F1B 4) $(peaks 1F1B 5) $(peaks GPipe 4) $(peaks GPipe 5)
+d0=$(( $3 - $1 )); d1=$(( $4 - $2 )); g0=$(( $7 - $5 ))
+if [ "$d0" = 16777216 ] && [ "$d1" = 16777216 ]; then ok "1F1B: a fifth micro-batch adds one 16 MiB receive buffer on each rank, no activations"
+else bad "1F1B: a fifth micro-batch adds $d0 and $d1 bytes (one receive buffer: 16777216)"; fi
+if [ "$g0" -gt $((50 * 16777216)) ]; then ok "GPipe: a fifth micro-batch adds its activations on rank 0 ($g0 bytes)"
+else bad "GPipe: a fifth micro-batch adds only $g0 bytes on rank 0"; fi
+
+# 4. the step: the bubble shrinks with more micro-batches and with interleaving; the busiest rank
+#    is the verdict and every rank's peak is reported
+b4=$(run | field 'd["pipeline"]["bubble"]')
+b8=$(run --set training.parallel.pp_microbatches=8 | field 'd["pipeline"]["bubble"]')
+bi=$(run --set training.parallel.pp_schedule=Interleaved1F1B | field 'd["pipeline"]["bubble"]')
+if python3 -c "import sys; a,b,c=map(float,sys.argv[1:]); sys.exit(not (0 < b < a and 0 < c < a < 0.5))" "$b4" "$b8" "$bi"; then
+  ok "bubble: 1F1B $b4 at 4 micro-batches, $b8 at 8, Interleaved1F1B $bi"
+else bad "bubble: 1F1B $b4 at 4, $b8 at 8, Interleaved1F1B $bi"; fi
+"$VRSIM" "$tmp/pp.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 0 ] && grep -q "^  step .* bubble .* tokens/s" "$tmp/out" && grep -q "<- busiest" "$tmp/out" \
+   && [ "$(grep -c '^     [01]  ' "$tmp/out")" = 2 ]; then ok "text report: a line per rank, the busiest marked, step, bubble and tokens/s"
+else bad "text report (exit $rc): $(head -8 "$tmp/out")"; fi
+
+# 5. refused by name, never dropped: other mesh dimensions, data-parallel strategies beside it,
+#    what torch refuses, the split backward (its order is modelled, its graph not yet)
+refuse() { # what grep-pattern [scenario] --set...
+  what=$1; pat=$2; shift 2
+  f="$tmp/pp.lua"
+  case "$1" in *.lua) f=$1; shift ;; esac
+  "$VRSIM" "$f" --no-files "$@" >"$tmp/out" 2>&1; rc=$?
+  if [ $rc = 2 ] && grep -q -e "$pat" "$tmp/out"; then ok "refused: $what"
+  else bad "$what: exit $rc: $(cat "$tmp/out")"; fi
+}
+refuse "tp > 1" "training.parallel.tp = 2: tensor parallelism is not modelled" --set training.parallel.tp=2 --set hardware.count=4
+refuse "tp > 1 without pp" "tp = 2: tensor parallelism is not modelled" --set training.parallel.pp=1 --set training.parallel.tp=2
+refuse "strategy fsdp2 beside pp" 'training.strategy = "fsdp2" does not match training.parallel' --set strategy=fsdp2
+refuse "1F1B with fewer micro-batches than stages" "Number of microbatches (1) must be greater than or equal to the number of stages (2)" \
+       --set training.parallel.pp_microbatches=1
+refuse "a mesh larger than hardware.count" "data parallelism (dp_replicate, dp_shard) with pipeline parallelism is not modelled" --set hardware.count=4
+refuse "an unknown key" "pp_size is not a key vrsim knows" --set training.parallel.pp_size=2
+refuse "a schedule not modelled" 'pp_schedule "ZBVZeroBubble" is not modelled' --set training.parallel.pp_schedule=ZBVZeroBubble
+refuse "InterleavedZeroBubble's split backward" "input and weight gradients (I actions) is not built" \
+       --set training.parallel.pp_schedule=InterleavedZeroBubble
+given "{ 2, 3 }"
+refuse "a given split that misses layers" "adds up to 5 layers; the model has 6" "$tmp/given.lua"
+refuse "--explain" "--explain is not made for pipeline parallelism" --explain
+# the commands that run one plan (one rank) say so instead of answering for rank 0 alone
+"$VRSIM" maxbatch "$tmp/pp.lua" >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q "simulated by vrsim SCENARIO only" "$tmp/out"; then ok "refused: maxbatch on a pipeline"
+else bad "maxbatch on a pipeline: exit $rc: $(cat "$tmp/out")"; fi
+"$VRSIM" sweep "$tmp/pp.lua" --set micro_batch=1,2 >"$tmp/out" 2>&1
+if [ "$(grep -c "error: pipeline parallelism (training.parallel.pp > 1) is simulated by vrsim SCENARIO only" "$tmp/out")" = 2 ]
+then ok "sweep on a pipeline: each point an error naming why"
+else bad "sweep on a pipeline: $(cat "$tmp/out")"; fi
+
+# 6. torchtitan's published pipeline runs (tests/data/published_pipeline.tsv): their layouts
+#    (TP and FSDP beside the pipeline) are refused by name until built, never run without them
+n=0
+while IFS="$(printf '\t')" read -r id tps mem src args; do
+  case $id in "#"*|"") continue ;; esac
+  n=$((n + 1))
+  sets=""; for a in $args; do sets="$sets --set $a"; done
+  # shellcheck disable=SC2086
+  "$VRSIM" tests/data/published_pipeline.lua --no-files $sets >"$tmp/out" 2>&1; rc=$?
+  if [ $rc = 2 ] && grep -q "tensor parallelism is not modelled" "$tmp/out"; then
+    ok "published $id ($tps tokens/s per GPU): its layout refused by name until tensor parallelism is built"
+  else bad "published $id: exit $rc: $(head -3 "$tmp/out")"; fi
+done < tests/data/published_pipeline.tsv
+[ $n -ge 2 ] || bad "tests/data/published_pipeline.tsv: $n rows"
+
+echo "test_pipeline: $pass passed, $fail failed"
+[ $fail = 0 ]
