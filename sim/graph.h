@@ -191,7 +191,10 @@ typedef struct Op {
                               optimizer step in backward); 4: just before the backward node of
                               forward op `anchor` runs, or, for a hook op of a checkpointed
                               region (region > 0), just before that region's recomputation (a
-                              saved tensor brought back as backward unpacks it) */
+                              saved tensor brought back as backward unpacks it); 5: just
+                              before the backward of layer `layer` even where its hook-1 ops
+                              were prefetched (FSDP2's all-gather copy-out: the prefetch issues
+                              the all-gather, the layer's own pre-backward copies it out) */
     int anchor;            /* hook 4 without a region: the forward op index it precedes, else -1 */
     int *grads_of; int n_grads_of; /* hook ops: parameters whose .grad are extra inputs */
     bool free_grads;       /* hook ops: drop those .grad tensors when the op ends */

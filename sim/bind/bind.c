@@ -809,7 +809,7 @@ static int read_op(lua_State *L, Graph *g, const Fields *fs) {
     op.layer = (int)fs_int(L, fs, OF_LAYER, -1);
     op.stream = (int)fs_int(L, fs, OF_STREAM, 0);
     op.hook = (int)fs_int(L, fs, OF_HOOK, 0);
-    if (op.hook < 0 || op.hook > 4) luaL_error(L, "op '%s': hook must be 0 to 4", op.name);
+    if (op.hook < 0 || op.hook > 5) luaL_error(L, "op '%s': hook must be 0 to 5", op.name);
     op.anchor = (int)fs_int(L, fs, OF_BEFORE_OP, -1);
     op.n_grads_of = fs_ids(L, fs, OF_GRADS_OF, &op.grads_of);
     op.free_grads = fs_bool(L, fs, OF_FREE_GRADS, false);
