@@ -467,6 +467,39 @@ def wrap_parallel(torch, spec, model, mesh):
             fully_shard(layer, **kw)
         fully_shard(model, **kw)
         return model
+    if strategy == "ddp":
+        # (DistributedDataParallel's defaults: 25 MiB buckets, the first 1 MiB; the module's
+        # states broadcast from rank 0 at construction)
+        import torch.nn.parallel.distributed as ddp
+        # the shape check across ranks reads the parameters' data in C++ (a fake tensor has
+        # none): its few-KB metadata tensors are not recorded
+        ddp._verify_param_shape_across_processes = lambda *a, **k: None
+        wrapped = ddp.DistributedDataParallel(model, device_ids=[0])
+        # the reducer's all-reduce is in place on the bucket: its future's value is the bucket
+        # itself (ProcessGroupNCCL), where the fake group's future holds none (the reducer then
+        # stops, comm.cpp's "hook result is either a Tensor"); this hook gives that value
+        def allreduce_in_place(_state, bucket):
+            fut = torch.futures.Future()
+            fut.set_result(bucket.buffer())
+            return fut
+        wrapped.register_comm_hook(None, allreduce_in_place)
+
+        class Logger:
+            """DDP's C++ logger, less its runtime statistics: they time each iteration with the
+            device's timer, which the CPU wheel does not register for CUDA (an internal assert
+            in logger.cpp); they allocate nothing on the device."""
+
+            def __init__(self, inner):
+                self._inner = inner
+
+            def set_runtime_stats_and_log(self):
+                pass
+
+            def __getattr__(self, name):
+                return getattr(self._inner, name)
+
+        wrapped.logger = Logger(wrapped.logger)
+        return wrapped
     raise SystemExit(f"capture: strategy {strategy!r} has no wrapping here")
 
 
@@ -609,7 +642,7 @@ SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch":
                "attention": str, "sdpa_backend": str, "strategy": str, "world": int,
                "zero": dict}
 SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16", "mp_fp32"),
-                "strategy": ("none", "fsdp2"),
+                "strategy": ("none", "fsdp2", "ddp"),
                 "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),
                 "build": ("cast", "direct"), "attention": ("sdpa", "eager"),
                 "sdpa_backend": SDPA_BACKENDS}
@@ -642,11 +675,13 @@ def check_spec(path):
         bad(f"strategy {strategy} needs 'world' (the fake world size), 2 or more")
     if spec["precision"] == "mp_fp32" and strategy != "fsdp2":
         bad("precision mp_fp32 is FSDP2's MixedPrecisionPolicy: strategy fsdp2")
+    if strategy == "ddp" and spec.get("zero"):
+        bad("zero: ddp is captured with DistributedDataParallel's defaults (no knobs)")
     for k, v in (spec.get("zero") or {}).items():
         # the harness's loop builds the model whole on the GPU, then shards it (zero.init whole)
         if (k, v) not in (("init", "whole"), ("raf", True), ("raf", False)):
             bad(f"zero.{k} = {v!r} is not captured (zero.init must be \"whole\"; zero.raf true or false)")
-    if strategy != "none" and (spec.get("zero") or {}).get("init") != "whole":
+    if strategy == "fsdp2" and (spec.get("zero") or {}).get("init") != "whole":
         bad("zero.init must be \"whole\": the capture builds the whole model on the GPU, then shards it")
     return spec
 
