@@ -21,7 +21,7 @@
 --   $ ./vrsim scenarios/olmo2_7b_fsdp2_8xh100.lua --set micro_batch=7
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax'
 --   $ ./vrsim scenarios/olmo2_7b_fsdp2_8xh100.lua --set checkpointing=false
---   FITS: peak reserved 78.39 GiB of 78.43 GiB usable (100.0 %), 0.04 GiB headroom
+--   FITS: peak reserved 78.42 GiB of 78.43 GiB usable (100.0 %), 0.01 GiB headroom, at step 2 (its worst)
 --   $ ./vrsim scenarios/olmo2_7b_fsdp2_8xh100.lua --set checkpointing=false --set micro_batch=2
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.23.self_attn.o_proj'
 return {

@@ -771,7 +771,8 @@ static VrStatus emit_hook_op(Deriv *d, int f) {
     return VR_OK;
 }
 
-/* Appends copies of the hook ops of `layer` and `kind` (1 before its backward, 2 after): each
+/* Appends copies of the hook ops of `layer` and `kind` (1 before its backward, or before the
+ * layer after it when prefetched; 5 before its backward, never prefetched; 2 after): each
  * copy takes the .grad of its grads_of parameters as further inputs (and drops them with
  * free_grads). */
 static VrStatus emit_hooks(Deriv *d, int layer, int kind) {
@@ -1101,11 +1102,14 @@ static VrStatus derive(Graph *g, int first, int n_fwd, int loss, int grad_in, in
         if (g->ops[f].hook) d.hooks[d.n_hooks++] = f;
     bool any_hooks = d.n_hooks > 0;
     bool any_post = false;
-    for (int h = 0; h < d.n_hooks; h++) any_post |= g->ops[d.hooks[h]].hook >= 3;
+    for (int h = 0; h < d.n_hooks; h++) any_post |= g->ops[d.hooks[h]].hook == 3 || g->ops[d.hooks[h]].hook == 4;
     if (any_post) {
         if (!(d.post_left = malloc(sizeof(int) * (size_t)d.n_hooks))) { st = VR_ENOMEM; goto out; }
         if ((st = count_post_hooks(&d))) goto out;
     }
+    /* the root's pre-backward hooks (FSDP2 with reshard_after_forward=True gathers the root
+     * again) run as backward starts, before anything of the head's backward */
+    if (any_hooks && ((st = emit_hooks(&d, -1, 1)) || (st = emit_hooks(&d, -1, 5)))) goto out;
     for (int f = n_fwd - 1; f >= d.first; f--) {
         if (g->ops[f].phase != PH_FWD || g->ops[f].hook) continue;
         if (any_hooks && g->ops[f].layer != cur_layer) {
@@ -1113,6 +1117,7 @@ static VrStatus derive(Graph *g, int first, int n_fwd, int loss, int grad_in, in
             cur_layer = g->ops[f].layer;
             if (cur_layer >= 0 && cur_layer != prefetched && (st = emit_hooks(&d, cur_layer, 1)))
                 break;
+            if (cur_layer >= 0 && (st = emit_hooks(&d, cur_layer, 5))) break;
             /* backward prefetch (FSDP2, ZeRO-3): the next layer's pre-backward hooks (its
              * all-gather) are issued as this layer's backward starts; as backward itself starts
              * (the head and loss, outside every layer) the root's pre-backward prefetches the

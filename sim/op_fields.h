@@ -178,7 +178,9 @@ OP_VAL(bool, slot_free_after, , "slot_free_after", OPR_BOOL, false, OPI_NONE)
  * grads_of[0] in this backward is accumulated (a post-accumulate-grad hook: the optimizer step
  * in backward); 4: just before the backward node of forward op `anchor` runs, or, for a hook op
  * of a checkpointed region (region > 0), just before that region's recomputation (a saved
- * tensor brought back as backward unpacks it) */
+ * tensor brought back as backward unpacks it); 5: just before the backward of layer `layer` even
+ * where its hook-1 ops were prefetched (FSDP2's all-gather copy-out: the prefetch issues the
+ * all-gather, the layer's own pre-backward copies it out) */
 OP_VAL(int, hook, , "hook", OPR_INT, 0, OPI_NONE)
 /* anchor: hook 4 without a region: the forward op index it precedes, else -1; Lua's key
  * "before_op" */

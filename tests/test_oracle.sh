@@ -50,5 +50,12 @@ if [ $rc -eq 2 ] && grep -q "cannot read capture" "$TMP/out" && ! grep -q Traceb
   ok "a capture that is not JSONL: exit 2, named"
 else fail "a bad capture: exit $rc" "$(cat "$TMP/out")"; fi
 
+# No vrsim where --vrsim says: exit 2, named, no traceback.
+python3 "$O/compare.py" --vrsim "$TMP/no-such-vrsim" "$cap" "$O/scenarios/llama2_7b_l2_bf16.lua" >"$TMP/out" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q "cannot run vrsim" "$TMP/out" && ! grep -q Traceback "$TMP/out"; then
+  ok "no vrsim to run: exit 2, named"
+else fail "no vrsim to run: exit $rc" "$(cat "$TMP/out")"; fi
+
 echo "test_oracle: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -286,10 +286,31 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
       inputs[#inputs + 1] = it.p.shard.id
     end
   end
+  -- FSDP2 mixed precision: the shards cast to the parameter dtype into one flat input first
+  -- (_fsdp_collectives.py _get_param_all_gather_inputs, the foreach-copy path of every parameter
+  -- with a param_dtype and no CPU offload), freed once the all-gather is issued
+  local cast_bytes = 0
+  if s.kind == "fsdp2" and s.param_dtype and s.opts.offload_param ~= "cpu" then
+    for _, it in ipairs(list) do
+      if not it.p.storage and it.p.dtype ~= it.dtype then cast_bytes = cast_bytes + it.bytes end
+    end
+  end
+  local cast
+  if cast_bytes > 0 then
+    cast = tensor(cx, ("all-gather input (layer %d%s)"):format(layer, names_suffix), cast_bytes,
+                  list[1].dtype, "temp", false)
+    op(cx, { name = ("all-gather input cast layer %d%s"):format(layer, names_suffix), kind = "copy",
+             stream = S.collective, phase = phase, hook = hook, layer = layer, inputs = inputs,
+             outputs = { cast }, bytes = cast_bytes * 3 })
+  end
   local flat = tensor(cx, ("all-gather output (layer %d%s)"):format(layer, names_suffix), flat_bytes,
                       list[1].dtype, "temp", false)
   local host_inputs = {}
   for i, it in ipairs(list) do if it.p.shard.host then host_inputs[#host_inputs + 1] = inputs[i] end end
+  if cast then
+    inputs[#inputs + 1] = cast
+    host_inputs[#host_inputs + 1] = cast
+  end
   -- in forward FSDP2 keeps the output until the next module's all-gather has been issued
   -- (AllGatherState, freed in the next wait_for_unshard; no record_stream); in backward, and in
   -- ZeRO-3, it is freed once copied out
@@ -300,8 +321,10 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
            slot = deferred and SLOT_ALL_GATHER or nil, slot_free_after = deferred or nil })
   local outs = {}
   for i, it in ipairs(list) do outs[i] = it.full end
+  -- (FSDP2's backward copy-out runs in the layer's own pre-backward, wait_for_unshard, where a
+  -- prefetch issued only the all-gather: hook 5)
   op(cx, { name = ("all-gather copy-out layer %d%s"):format(layer, names_suffix), kind = "copy",
-           phase = phase, hook = hook, layer = layer, inputs = { flat }, outputs = outs,
+           phase = phase, hook = (s.kind == "fsdp2" and hook == 1) and 5 or hook, layer = layer, inputs = { flat }, outputs = outs,
            frees = deferred and {} or { flat }, bytes = 2 * flat_bytes, remap_of = remaps,
            host_us = s.kind == "fsdp2" and phase == "fwd" and fsdp2_hook_us(cx, s, layer, "fwd") or nil })
 end
@@ -386,6 +409,11 @@ function M.release(cx, layer, keep)
   -- the last keep the unsharded gradients instead (FSDPParam.to_accumulated_grad_if_needed /
   -- accumulate_unsharded_grad_if_needed: unsharded_accumulated_grad += grad, grad = None), and
   -- the last reduce-scatters their sum.
+  -- FSDP2's post-backward reshards before it reduces (FSDPParamGroup.post_backward: reshard(),
+  -- then foreach_reduce): the unsharded parameters go before the reduce-scatter input comes
+  local free_gathered = { name = "free gathered layer " .. layer, phase = "bwd", hook = 2, layer = layer,
+                          frees = used }
+  if s.kind == "fsdp2" then op(cx, free_gathered) end
   local mb, nmb = cx.micro or 1, cx.micro_total or 1
   local offload = s.opts.offload_optimizer == "cpu" or s.opts.offload_param == "cpu"
   local no_sync = s.kind == "fsdp2" and not s.opts.sync_every_micro_batch
@@ -447,7 +475,7 @@ function M.release(cx, layer, keep)
                frees = { rout }, bytes = 3 * ((rs_bytes + s.n - 1) // s.n) })
     end
   end
-  op(cx, { name = "free gathered layer " .. layer, phase = "bwd", hook = 2, layer = layer, frees = used })
+  if s.kind ~= "fsdp2" then op(cx, free_gathered) end
   if layer == -1 and s.kind == "fsdp2" then
     -- the root's hooks end backward: its final callback waits for the last reduce-scatter and
     -- drops the input it kept

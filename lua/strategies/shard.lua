@@ -82,9 +82,12 @@ function M.hooks(cx, root, kind)
     for _, p in ipairs(g.params) do if not seen[p] then seen[p] = true; all[#all + 1] = p end end
   end
   if kind == "fsdp2" then
+    -- fully_shard(model, reshard_after_forward=True) reshards the root after forward too and
+    -- gathers it again as backward starts: only the default (None) keeps the root's parameters
+    -- (torch/distributed/fsdp/_fully_shard/_fsdp_state.py _lazy_init, _auto_reshard_after_forward)
     out[#out + 1] = { module = root, hook = {
       pre = function(c) gather(c, dp, all, -1) end,
-      post = function(c) dp.release(c, -1, true); unbind(c, all) end,
+      post = function(c) dp.release(c, -1); unbind(c, all) end,
     } }
   else
     -- ZeRO-3: the first group on its own, the rest in one fetch before the first of them

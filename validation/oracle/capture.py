@@ -10,7 +10,9 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
   config        a Hugging Face config.json: a path relative to the repository, or the object
   layers        num_hidden_layers (the repeated layers cut, as vrsim's model.layers)
   micro_batch, seq, steps (default 2), grad_accum (default 1)
-  precision     fp32, bf16, amp_bf16, amp_fp16 or lora_bf16 (as measure_llama.py's modes)
+  precision     fp32, bf16, amp_bf16, amp_fp16 or lora_bf16 (as measure_llama.py's modes), or
+                mp_fp32 (FSDP2's MixedPrecisionPolicy over the fp32 model: bf16 compute, fp32
+                reduction, as measure_multi.py's mode)
   build         cast (fp32 then .to(dtype), from_config's way; default) or direct
   optimizer     adamw or sgd;  optimizer_impl: foreach, fused or forloop
   checkpointing true: non-reentrant checkpointing of every decoder layer (HF's
@@ -29,6 +31,13 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
                 training.data: padded to the longest with an attention_mask
                 (DataCollatorWithPadding), or flattened into one row with position_ids
                 restarting at each sequence (DataCollatorWithFlattening)
+  strategy      none (default) or fsdp2: fully_shard on every decoder layer, then the root, as
+                validation/harness/measure_multi.py wraps the model, over a fake process group of
+                `world` ranks (fake_dist.py); rank 0 is recorded
+  world         the fake world size (2 or more with a strategy)
+  zero          the strategy's knobs, as the scenario's training.zero: init "whole" (the model is
+                built on the GPU, then sharded: required), raf (reshard_after_forward, passed to
+                every fully_shard call; default true)
 
 The training loop is validation/harness/measure_llama.py's (the loop the GPU records ran):
 forward with labels = input_ids, loss.backward(), opt.step(), opt.zero_grad(set_to_none=True).
@@ -48,7 +57,11 @@ How it records (the mechanisms of torch/distributed/_tools/mem_tracker.py):
 - module paths come from global module forward hooks; in backward the autograd node being run
   (torch._C._current_autograd_node()) carries, in its metadata, the forward op and module that
   made it; gradient accumulation nodes name their parameter;
-- saved_tensors_hooks record what each autograd node keeps for backward.
+- saved_tensors_hooks record what each autograd node keeps for backward;
+- a storage resized in place (FSDP2's unsharded parameters: resize_(0) after use, resize_(n)
+  before) is a free and an allocation (UntypedStorage.resize_ wrapped, as MemTracker does);
+- a wrapper subclass (a DTensor parameter or gradient) holds no memory of its own: its inner
+  tensors (the local shard) are what is tracked.
 
 Output: gzipped JSONL, one object a line: a header (spec, versions, world size, rank, the SDPA
 backend), params (name, shape, dtype, bytes, trainable), then events in order:
@@ -259,14 +272,16 @@ class Recorder:
     def on_free(self, sid, _ref):
         b = self.nbytes.pop(sid, None)
         self.refs.pop(sid, None)
-        if b is None:
+        if not b:       # (unknown, or resized to nothing before: freed then)
             return
         self.live -= b
         self.events.append({"e": "free", "i": self.n, "sid": sid, "b": b})
 
     def track(self, t):
         """The storage of CUDA tensor t: its id, and whether it is new (an allocation)."""
-        st = t.untyped_storage()
+        return self.track_storage(t.untyped_storage())
+
+    def track_storage(self, st):
         sid = self.sids.get(st)
         if sid is not None:
             return sid, False
@@ -279,6 +294,37 @@ class Recorder:
         self.live += b
         self.peak = max(self.peak, self.live)
         return sid, True
+
+    def install_resize(self, torch):
+        """A storage resized in place (FSDP2's unsharded parameters and all-gather output:
+        `untyped_storage().resize_(0)` frees the memory, `resize_(n)` allocates it again, the
+        storage object living on) is a free and an allocation; no dispatch mode sees it, so the
+        method is wrapped, as MemTracker wraps it (torch/distributed/_tools/mem_tracker.py)."""
+        orig = torch.UntypedStorage.resize_
+
+        def resize_(st, size):
+            out = orig(st, size)
+            # (a fake tensor's storage is on the meta device: a CUDA one is one seen before, as
+            # an op's output)
+            sid = self.sids.get(st)
+            if sid is None:
+                return out
+            old = self.nbytes.get(sid, 0)
+            if old:
+                self.live -= old
+                self.nbytes[sid] = 0
+                self.events.append({"e": "free", "i": self.n, "sid": sid, "b": old})
+            nb = st.nbytes()
+            if nb:
+                self.nbytes[sid] = nb
+                self.live += nb
+                self.peak = max(self.peak, self.live)
+                self.events.append({"e": "op", "i": self.n, "op": "UntypedStorage.resize_",
+                                    "m": self.module_path(), "ph": self.ph, "st": self.st,
+                                    "out": [], "new": [[sid, nb]]})
+            return out
+
+        torch.UntypedStorage.resize_ = resize_
 
 
 
@@ -301,6 +347,24 @@ def make_tagger(torch, rec):
             return out
 
     return Tagger()
+
+
+def plain_tensors(flat):
+    """The tensors that own memory among `flat`: a wrapper subclass (a DTensor) has a storage of
+    its logical size that holds nothing; its inner tensors (the local shard) are what is
+    allocated, as MemTracker's _get_untyped_storages flattens them."""
+    import torch
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+    todo = [t for t in flat if isinstance(t, torch.Tensor)]
+    out = []
+    while todo:
+        t = todo.pop(0)
+        if is_traceable_wrapper_subclass(t):
+            attrs, _ = t.__tensor_flatten__()
+            todo[:0] = [x for x in (getattr(t, a) for a in attrs) if isinstance(x, torch.Tensor)]
+        else:
+            out.append(t)
+    return out
 
 
 def make_mode(torch, rec):
@@ -339,9 +403,7 @@ def make_mode(torch, rec):
                         ev["fw"] = rec.param_names.get(id(var), "") + "|" + node.name()
             outs, new = [], []
             flat, _ = tree_flatten(out)
-            for t in flat:
-                if not isinstance(t, torch.Tensor):
-                    continue
+            for t in plain_tensors(flat):
                 outs.append([list(t.shape), dtype_name(t.dtype), t.untyped_storage().nbytes()
                              if t.device.type == "cuda" else 0])
                 if t.device.type != "cuda":
@@ -471,6 +533,66 @@ def build_model(torch, transformers, spec, rec):
     return model, lcfg
 
 
+def wrap_parallel(torch, spec, model, mesh):
+    """The data-parallel strategy as validation/harness/measure_multi.py wraps the built model
+    (the loop of the multi-GPU records): fsdp2 fully_shard on every decoder layer, then on the
+    root, reshard_after_forward = zero.raf, and under mp_fp32 MixedPrecisionPolicy(bf16
+    parameters, fp32 reduction) over the fp32 model."""
+    strategy = spec.get("strategy", "none")
+    if strategy == "none":
+        return model
+    zero = spec.get("zero") or {}
+    if strategy == "fsdp2":
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        kw = {"mesh": mesh, "reshard_after_forward": bool(zero.get("raf", True))}
+        if spec["precision"] == "mp_fp32":
+            kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                                   reduce_dtype=torch.float32)
+        for layer in model.model.layers:
+            fully_shard(layer, **kw)
+        fully_shard(model, **kw)
+        return model
+    if strategy == "ddp":
+        # (DistributedDataParallel's defaults: 25 MiB buckets, the first 1 MiB; the module's
+        # states broadcast from rank 0 at construction)
+        import torch.nn.parallel.distributed as ddp
+        # the shape check across ranks reads the parameters' data in C++ (a fake tensor has
+        # none): its few-KB metadata tensors are not recorded
+        ddp._verify_param_shape_across_processes = lambda *a, **k: None
+        wrapped = ddp.DistributedDataParallel(model, device_ids=[0])
+        # the reducer's all-reduce is in place on the bucket: its future's value is the bucket
+        # itself (ProcessGroupNCCL), where the fake group's future holds none (the reducer then
+        # stops, comm.cpp's "hook result is either a Tensor"); this hook gives that value
+        def allreduce_in_place(_state, bucket):
+            fut = torch.futures.Future()
+            fut.set_result(bucket.buffer())
+            return fut
+        wrapped.register_comm_hook(None, allreduce_in_place)
+
+        class Logger:
+            """DDP's C++ logger, less its runtime statistics: they time each iteration with the
+            device's timer, which the CPU wheel does not register for CUDA (an internal assert
+            in logger.cpp); they allocate nothing on the device."""
+
+            def __init__(self, inner):
+                self._inner = inner
+
+            def set_runtime_stats_and_log(self):
+                pass
+
+            def __getattr__(self, name):
+                return getattr(self._inner, name)
+
+        wrapped.logger = Logger(wrapped.logger)
+        return wrapped
+    raise SystemExit(f"capture: strategy {strategy!r} has no wrapping here")
+
+
+def local_tensor(p):
+    """A parameter's rank-local tensor (a DTensor's shard under FSDP2)."""
+    return p.to_local() if hasattr(p, "to_local") else p
+
+
 def make_optimizer(torch, spec, params):
     impl = spec.get("optimizer_impl", "foreach")
     kw = {"foreach": {"foreach": True}, "fused": {"fused": True}, "forloop": {"foreach": False}}[impl]
@@ -514,16 +636,24 @@ def capture(spec):
     except ImportError:
         peft_version = None
     rec = Recorder()
+    rec.install_resize(torch)
+    world = int(spec.get("world", 1))
+    mesh = None
+    if spec.get("strategy", "none") != "none":
+        sys.path.insert(0, HERE)
+        import fake_dist
+        mesh = fake_dist.setup(torch, world)
     fake = FakeTensorMode()
     torch.manual_seed(0)
 
-    def pack(t):
-        if t.device.type == "cuda":
-            sid, _ = rec.track(t)
-            rec.events.append({"e": "save", "i": rec.n, "op": rec.last_op, "sid": sid,
-                               "b": rec.nbytes.get(sid, 0),
-                               "shape": list(t.shape), "dtype": dtype_name(t.dtype)})
-        return t
+    def pack(saved):
+        for t in plain_tensors([saved]):
+            if t.device.type == "cuda":
+                sid, _ = rec.track(t)
+                rec.events.append({"e": "save", "i": rec.n, "op": rec.last_op, "sid": sid,
+                                   "b": rec.nbytes.get(sid, 0),
+                                   "shape": list(t.shape), "dtype": dtype_name(t.dtype)})
+        return saved
 
     unet = is_unet(spec)
     if unet:
@@ -540,11 +670,14 @@ def capture(spec):
             model, lcfg = build_unet(torch, spec)
         else:
             model, lcfg = build_model(torch, transformers, spec, rec)
+        model = wrap_parallel(torch, spec, model, mesh)
         params = [p for p in model.parameters() if p.requires_grad]
         opt = make_optimizer(torch, spec, params)
         hooks = install_module_hooks(torch, model, rec)
-        param_rows = [{"name": n, "shape": list(p.shape), "dtype": dtype_name(p.dtype),
-                       "bytes": p.untyped_storage().nbytes(), "trainable": p.requires_grad}
+        # (rank 0's part: a sharded parameter's local shard)
+        param_rows = [{"name": n, "shape": list(local_tensor(p).shape), "dtype": dtype_name(p.dtype),
+                       "bytes": local_tensor(p).untyped_storage().nbytes(),
+                       "trainable": p.requires_grad}
                       for n, p in model.named_parameters()]
         if data:
             lens = [int(x) for x in data["lengths"]]
@@ -626,7 +759,7 @@ def capture(spec):
     header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,
               "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                            "peft": peft_version, "python": sys.version.split()[0]},
-              "world_size": int(spec.get("world", 1)), "rank": 0, "device": "cuda (fake)",
+              "world_size": world, "rank": 0, "device": "cuda (fake)",
               "sdpa_backend": backend if spec.get("attention", "sdpa") == "sdpa" else None,
               "param_bytes": sum(r["bytes"] for r in param_rows)}
     lines = [header] + [dict(e="param", **r) for r in param_rows] + rec.events + steps
@@ -638,8 +771,10 @@ SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch":
                "precision": str, "steps": int, "grad_accum": int, "build": str,
                "optimizer": str, "optimizer_impl": str, "checkpointing": bool,
                "checkpoint_every": int, "checkpoint_scope": str, "lora": dict,
-               "attention": str, "sdpa_backend": str, "compare": str, "data": dict}
-SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16"),
+               "attention": str, "sdpa_backend": str, "compare": str, "data": dict,
+               "strategy": str, "world": int, "zero": dict}
+SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16", "mp_fp32"),
+                "strategy": ("none", "fsdp2", "ddp"),
                 "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),
                 "build": ("cast", "direct"), "attention": ("sdpa", "eager"),
                 "checkpoint_scope": ("layer", "op"),
@@ -681,6 +816,19 @@ def check_spec(path):
             bad(f"'{k}' has the wrong type ({type(v).__name__})")
         if k in SPEC_CHOICES and v not in SPEC_CHOICES[k]:
             bad(f"'{k}' is {v!r}, not one of {', '.join(SPEC_CHOICES[k])}")
+    strategy = spec.get("strategy", "none")
+    if strategy != "none" and spec.get("world", 0) < 2:
+        bad(f"strategy {strategy} needs 'world' (the fake world size), 2 or more")
+    if spec["precision"] == "mp_fp32" and strategy != "fsdp2":
+        bad("precision mp_fp32 is FSDP2's MixedPrecisionPolicy: strategy fsdp2")
+    if strategy == "ddp" and spec.get("zero"):
+        bad("zero: ddp is captured with DistributedDataParallel's defaults (no knobs)")
+    for k, v in (spec.get("zero") or {}).items():
+        # the harness's loop builds the model whole on the GPU, then shards it (zero.init whole)
+        if (k, v) not in (("init", "whole"), ("raf", True), ("raf", False)):
+            bad(f"zero.{k} = {v!r} is not captured (zero.init must be \"whole\"; zero.raf true or false)")
+    if strategy == "fsdp2" and (spec.get("zero") or {}).get("init") != "whole":
+        bad("zero.init must be \"whole\": the capture builds the whole model on the GPU, then shards it")
     return spec
 
 

@@ -143,8 +143,11 @@ def read_capture(path):
 def run_vrsim(vrsim, scenario, tmp):
     trace = os.path.join(tmp, "alloc.csv")
     out = os.path.join(tmp, "out")
-    p = subprocess.run([vrsim, scenario, "--out", out, "--no-suggest", "--alloc-trace", trace],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        p = subprocess.run([vrsim, scenario, "--out", out, "--no-suggest", "--alloc-trace", trace],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as e:
+        fail_input(f"cannot run vrsim ({vrsim}): {e} (--vrsim or VRSIM names it)")
     if p.returncode not in (0, 3):
         fail_input(f"vrsim {scenario} exited {p.returncode}: {p.stderr.strip()}")
     with open(os.path.join(out, "memory.csv"), newline="") as f:
