@@ -1007,6 +1007,8 @@ static VrStatus derive_one(Deriv *d, int f) {
             .flops = fop.bwd_flops > 0 ? fop.bwd_flops : 2.0 * fop.flops,
             .bytes_moved = bwd_bytes, .kernels = kernels,
             .compute_dtype = fop.compute_dtype, .layer = fop.layer,
+            /* a collective's backward (bwd_kind: its conjugate) runs over the same group */
+            .world = fop.world,
             .gemms = fop.flops > 0 && fop.bwd_flops > 0 ? (int)(fop.bwd_flops / fop.flops + 0.5) : 2,
             .lora_rank = fop.lora_rank, .lora_role = fop.lora_role,
             .in_ckpt = fop.region > 0, .workspace_first = fop.bwd_workspace_first,

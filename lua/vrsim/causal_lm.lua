@@ -156,6 +156,16 @@ function M.build(cx, cfg)
   end
   local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes)
   if refused then error(refused, 0) end
+  -- tensor parallelism (parallelize_module, before fully_shard): each rank's shapes
+  local tp = cx.mesh and cx.mesh.degrees.tp or 1
+  if tp > 1 then
+    local TP = require "strategies.tp"
+    local why = TP.refusal(fam, mc, t, tp)
+    if why then error(why, 0) end
+    TP.shard_tree(root, tp)
+    cx.tp_applied = true
+    for _, n in ipairs(TP.notes(tp)) do cx.notes[#cx.notes + 1] = n end
+  end
 
   -- the model built as training.build says: directly in its dtype (from_pretrained, the default) or
   -- in fp32 then cast with .to() (from_config, as the measured runs built it)
@@ -203,6 +213,7 @@ function M.build(cx, cfg)
                                                      t.checkpoint_scope, "self_attn") or {}
   register(ck, "first")
   if dm_hooks then register(dm_hooks) end
+  if tp > 1 then register(require("strategies.tp").hooks(cx, root, tp)) end
   if cx.dp and cx.shard_params then register(require("strategies.shard").hooks(cx, root, cx.dp.kind)) end
   register(ck, "last")
   if t.activation_offload and not t.inference then
@@ -235,7 +246,9 @@ function M.build(cx, cfg)
   end
 
   local loss = forward()
-  cx.tokens = b * s * (t.grad_accum or 1)
+  -- (a tensor-parallel group of tp GPUs works on one batch: each GPU's share of the tokens is
+  -- 1/tp of it, as torchtitan counts tokens per second per GPU)
+  cx.tokens = b * s * (t.grad_accum or 1) // tp
   cx.model_name = mc.name
   return loss, root, mc, forward
 end
