@@ -12,7 +12,8 @@ VrStatus coll_kind_parse(const char *s, CollKind *out) {
         {"allreduce", COLL_ALLREDUCE}, {"all_reduce", COLL_ALLREDUCE},
         {"reduce_scatter", COLL_REDUCE_SCATTER}, {"reducescatter", COLL_REDUCE_SCATTER},
         {"allgather", COLL_ALLGATHER}, {"all_gather", COLL_ALLGATHER},
-        {"broadcast", COLL_BROADCAST}};
+        {"broadcast", COLL_BROADCAST}, {"all_to_all", COLL_ALLTOALL}, {"alltoall", COLL_ALLTOALL},
+        {"send", COLL_SEND}, {"recv", COLL_RECV}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i].name) == 0) { *out = names[i].k; return VR_OK; }
     return VR_EINVAL;
@@ -24,7 +25,8 @@ double coll_bus_bytes(CollKind k, double bytes, int n) {
     switch (k) {
     case COLL_ALLREDUCE: return 2 * f * bytes;
     case COLL_REDUCE_SCATTER:
-    case COLL_ALLGATHER: return f * bytes;
+    case COLL_ALLGATHER:
+    case COLL_ALLTOALL: return f * bytes;
     default: return bytes;
     }
 }
@@ -48,10 +50,17 @@ VrStatus coll_fit(const CollPoint *pts, int n, CollLink *out) {
     return VR_OK;
 }
 
+/* Latency steps of the ring (or, for all-to-all and point-to-point, the one grouped step). */
+static double ring_steps(CollKind k, int n) {
+    if (k == COLL_ALLREDUCE) return 2.0 * (n - 1);
+    if (k == COLL_ALLTOALL || k == COLL_SEND || k == COLL_RECV) return 1.0;
+    return (double)(n - 1);
+}
+
 double coll_time_ns(const CollLink *link, CollKind k, double bytes, int n) {
     if (n <= 1 || !(link->bus_bw > 0)) return 0;
     double data = coll_bus_bytes(k, bytes, n) / link->bus_bw * 1e9;
-    double steps = k == COLL_ALLREDUCE ? 2.0 * (n - 1) : (double)(n - 1);
+    double steps = ring_steps(k, n);
     double ring = steps * link->latency_ns + data;
     if (k != COLL_ALLREDUCE) return ring;
     double tree = 2.0 * ceil(log2((double)n)) * link->latency_ns + data;
@@ -69,7 +78,7 @@ double coll_net_time_ns(const CollNet *net, CollKind k, double bytes, int n) {
     if (n <= 1 || !(bw > 0)) return 0;
     double data = coll_bus_bytes(k, bytes, n) / bw * 1e9;
     double lat = net->nic_latency_ns > net->intra.latency_ns ? net->nic_latency_ns : net->intra.latency_ns;
-    double steps = k == COLL_ALLREDUCE ? 2.0 * (n - 1) : (double)(n - 1);
+    double steps = ring_steps(k, n);
     double ring = steps * lat + data;
     if (k != COLL_ALLREDUCE) return ring;
     double tree = 2.0 * (ceil(log2((double)net->nodes)) * net->nic_latency_ns +

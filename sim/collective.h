@@ -1,9 +1,12 @@
-/* collective.h: NCCL collectives (all-reduce, reduce-scatter, all-gather, broadcast) as
- * latency plus bytes over bus bandwidth, for the ring and tree algorithms NCCL chooses between.
+/* collective.h: NCCL collectives (all-reduce, reduce-scatter, all-gather, broadcast, all-to-all)
+ * and point-to-point transfers (send, recv) as latency plus bytes over bus bandwidth, for the
+ * ring and tree algorithms NCCL chooses between.
  *
- * Bus bytes follow nccl-tests: all-reduce moves 2 (n-1)/n of the buffer per rank, reduce-scatter
- * and all-gather (n-1)/n, broadcast 1. Ring: (n-1) latency steps (2 (n-1) for all-reduce); tree
- * (all-reduce only): 2 log2(n) steps. The latency and bandwidth per collective come from a
+ * Bus bytes follow nccl-tests: all-reduce moves 2 (n-1)/n of the buffer per rank, reduce-scatter,
+ * all-gather and all-to-all (n-1)/n, broadcast 1, send and recv the whole buffer. Ring: (n-1)
+ * latency steps (2 (n-1) for all-reduce); tree (all-reduce only): 2 log2(n) steps; all-to-all
+ * (n-1 sends and receives issued together, as ncclGroupStart/End groups them), send and recv:
+ * one step. The latency and bandwidth per collective come from a
  * least-squares fit (GSL) of measured NCCL points when the GPU has a calibrated link profile,
  * else from the link catalog (lua/hw/links.lua). */
 #ifndef VR_COLLECTIVE_H
@@ -12,7 +15,7 @@
 #include "vr.h"
 
 typedef enum CollKind { COLL_ALLREDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_BROADCAST,
-                        COLL_COUNT } CollKind;
+                        COLL_ALLTOALL, COLL_SEND, COLL_RECV, COLL_COUNT } CollKind;
 
 /* Latency and bus bandwidth of one collective on one link. */
 typedef struct CollLink {
@@ -27,7 +30,8 @@ typedef struct CollPoint {
     double ns;
 } CollPoint;
 
-/* Parses "allreduce", "all_reduce", "reduce_scatter", "allgather", "all_gather", "broadcast". */
+/* Parses "allreduce", "all_reduce", "reduce_scatter", "allgather", "all_gather", "broadcast",
+ * "all_to_all", "alltoall", "send", "recv". */
 VrStatus coll_kind_parse(const char *s, CollKind *out /* OUT */);
 
 /* Bytes each rank moves over the link for a collective of `bytes` over n ranks. */

@@ -328,7 +328,8 @@ static double lora_op_s(const CostModel *c, const Op *op) {
 
 double cost_op_ns(const CostModel *c, const Op *op) {
     if (op->kind_id == OPK_NONE) return 0.0;
-    if (op->stream != STREAM_COMPUTE || op->kind_id == OPK_CPU_ADAM || op->kind_id == OPK_CPU_ADAMW_TORCH)
+    if (op->stream != STREAM_COMPUTE || op->kind_id == OPK_CPU_ADAM || op->kind_id == OPK_CPU_ADAMW_TORCH ||
+        (op->kind_id == OPK_COLLECTIVE && op->world > 1))
         return device_op_ns(&c->dev, op);
     /* a LoRA adapter's GEMM: its kernels' measured time (carried by compute), where the profile
      * has it, in place of its FLOPs' time below; either way no shorter than its bytes' */

@@ -82,7 +82,12 @@ int device_row_sum_buffers(const DeviceSpec *dev, int64_t m, int64_t c, uint64_t
 
 double device_op_ns(const DeviceSpec *dev, const Op *op) {
     if (op->kind_id == OPK_NONE) return 0.0;
-    if (op->stream == STREAM_COLLECTIVE || op->stream == STREAM_REDUCE_SCATTER)
+    /* a collective is priced by its kind and group wherever it runs: on a communication stream
+     * (data parallelism's, overlapped) or on the compute stream (tensor parallelism's, which the
+     * next kernel waits for; there a group of one is a kernel: "broadcast" also names the
+     * memory-bound broadcasting kernels) */
+    if (op->stream == STREAM_COLLECTIVE || op->stream == STREAM_REDUCE_SCATTER ||
+        (op->kind_id == OPK_COLLECTIVE && op->world > 1))
         return device_collective_ns(dev, op->kind, op->bytes_moved, op->world);
     if (op->stream == STREAM_H2D || op->stream == STREAM_D2H)
         return dev->host_bw > 0 ? op->bytes_moved / dev->host_bw * 1e9 + dev->host_latency_ns : 0;

@@ -57,7 +57,47 @@ static void test_ring_and_tree(void **state) {
     CollKind k;
     assert_int_equal(coll_kind_parse("all_gather", &k), VR_OK);
     assert_int_equal(k, COLL_ALLGATHER);
-    assert_int_equal(coll_kind_parse("alltoall", &k), VR_EINVAL);
+    assert_int_equal(coll_kind_parse("nccl_magic", &k), VR_EINVAL);
+}
+
+/* All-to-all moves (n-1)/n of its buffer in one grouped step; send and recv move the whole
+ * buffer in one step. */
+static void test_alltoall_and_p2p(void **state) {
+    (void)state;
+    CollKind k;
+    assert_int_equal(coll_kind_parse("all_to_all", &k), VR_OK);
+    assert_int_equal(k, COLL_ALLTOALL);
+    assert_int_equal(coll_kind_parse("alltoall", &k), VR_OK);
+    assert_int_equal(coll_kind_parse("send", &k), VR_OK);
+    assert_int_equal(k, COLL_SEND);
+    assert_int_equal(coll_kind_parse("recv", &k), VR_OK);
+    assert_int_equal(k, COLL_RECV);
+    assert_true(fabs(coll_bus_bytes(COLL_ALLTOALL, 1000, 8) - 875) < 1e-9);
+    assert_true(fabs(coll_bus_bytes(COLL_SEND, 1000, 2) - 1000) < 1e-9);
+    CollLink l = {5000.0, 100e9};
+    assert_true(fabs(coll_time_ns(&l, COLL_ALLTOALL, 8e9, 8) - (5000.0 + 7e9 / 100e9 * 1e9)) < 1e-3);
+    assert_true(fabs(coll_time_ns(&l, COLL_RECV, 1e9, 2) - (5000.0 + 1e9 / 100e9 * 1e9)) < 1e-3);
+}
+
+/* A collective on the compute stream (tensor parallelism's, which the next kernel waits for) is
+ * priced as the collective it is, by its kind and group, not as a memory-bound kernel. */
+static void test_collective_on_compute_stream(void **state) {
+    (void)state;
+    DeviceSpec d;
+    memset(&d, 0, sizeof d);
+    d.world = 8, d.gpus_per_node = 8, d.coll_bw = 390e9, d.coll_latency_ns = 3000;
+    d.mem_bw = 4.8e12, d.eff_memory = 0.85, d.launch_ns = 5000;
+    Op op;
+    memset(&op, 0, sizeof op);
+    op.kind = "all_gather", op.kind_id = OPK_COLLECTIVE, op.stream = STREAM_COMPUTE;
+    op.bytes_moved = 64.0 * 1048576, op.world = 8;
+    double want = device_collective_ns(&d, "all_gather", op.bytes_moved, 8);
+    assert_true(want > 0);
+    assert_true(fabs(device_op_ns(&d, &op) - want) < 1e-6);
+    /* on the compute stream a "broadcast" of no group is the broadcasting kernel, bound by memory */
+    op.kind = "broadcast", op.world = 1;
+    double kernel = op.bytes_moved / (d.mem_bw * d.eff_memory) * 1e9 + d.launch_ns;
+    assert_true(fabs(device_op_ns(&d, &op) - kernel) < 1e-6);
 }
 
 /* Across nodes, a group that fills its nodes drives all their NICs at once (rail-optimised), a
@@ -105,6 +145,8 @@ int main(void) {
         cmocka_unit_test(test_fit_rejects_too_few_points),
         cmocka_unit_test(test_ring_and_tree),
         cmocka_unit_test(test_across_nodes),
+        cmocka_unit_test(test_alltoall_and_p2p),
+        cmocka_unit_test(test_collective_on_compute_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

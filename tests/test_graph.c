@@ -156,6 +156,35 @@ static void test_linear_chain_reverse_order(void **state) {
     assert_true(o3->flops == 200.0);
 }
 
+/* A collective's backward is the conjugate its op names (bwd_kind), over the same group:
+ * tensor parallelism's all-gather of the sequence reduce-scatters the gradient among the same
+ * ranks, a gradient of the input's size. */
+static void test_collective_backward_is_its_conjugate(void **state) {
+    Graph *g = *state;
+    int p = add_param(g, "w", 1024);
+    int x = add_act(g, "x", 1024, true), gathered = add_act(g, "gathered", 4096, true);
+    int loss = add_act(g, "loss", 4, true);
+    add_fwd(g, "f", (int[]){p}, 1, x, NULL, 0, NULL);
+    GradSpec gs[1] = {{.mode = GRAD_NEW, .grad_dtype = DT_FP32, .grad_bytes = 1024}};
+    int outs[1] = {gathered};
+    Op ag = {.name = "all_gather", .kind = "all_gather", .bwd_kind = "reduce_scatter", .phase = PH_FWD,
+             .fwd_op = -1, .inputs = (int[]){x}, .n_inputs = 1, .outputs = outs, .n_outputs = 1,
+             .frees = (int[]){x}, .n_frees = 1, .grads = gs, .bytes_moved = 4096, .world = 4, .layer = -1};
+    int f_ag = -1;
+    assert_int_equal(graph_add_op(g, &ag, &f_ag), VR_OK);
+    add_fwd(g, "head", (int[]){gathered}, 1, loss, (int[]){gathered}, 1, NULL);
+    assert_int_equal(graph_derive_backward(g, loss), VR_OK);
+    int b = backward_of(g, f_ag);
+    assert_true(b >= 0);
+    const Op *bo = graph_op_c(g, b);
+    assert_string_equal(bo->kind, "reduce_scatter");
+    assert_int_equal(bo->kind_id, OPK_COLLECTIVE);
+    assert_int_equal(bo->world, 4);
+    assert_int_equal(bo->stream, STREAM_COMPUTE);
+    assert_int_equal(bo->n_outputs, 1);
+    assert_int_equal(graph_tensor_c(g, bo->outputs[0])->bytes, 1024);
+}
+
 /* Saved tensors are inputs of the backward op and are in its frees (released after it ran). */
 static void test_saved_tensors_freed_by_backward(void **state) {
     Graph *g = *state;
@@ -1158,6 +1187,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_param_grad_is_stolen, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_param_used_twice_view_grad_sums_out_of_place, setup_graph,
                                         teardown_graph),
+        cmocka_unit_test_setup_teardown(test_collective_backward_is_its_conjugate, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_pass_allocates_nothing, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_grad_saved_handed_on, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_post_accumulate_grad_hook, setup_graph, teardown_graph),

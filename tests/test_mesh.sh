@@ -123,14 +123,124 @@ run mb "$TMP/hsdp.lua" --no-files --set parallel.pp_microbatches=4
 expect "a pipeline knob without a pipeline: a named note" 0 \
   "training.parallel.pp_microbatches = 4 has no effect on this run: pp = 1 \(no pipeline\)"
 
+# a DeepSpeed config sets its own data parallelism over hardware.count: not beside a layout
+cp scenarios/configs/ds_zero2.json "$TMP/"
+scn dsp "count = 2" "deepspeed = \"ds_zero2.json\", parallel = { dp_shard = 2 }"
+run dsp "$TMP/dsp.lua" --no-files
+expect "training.deepspeed beside training.parallel: exit 2" 2 "dsp.lua:[0-9]+: training.deepspeed and training.parallel"
+
 # ---- the dimensions not modelled yet: exit 2 naming each --------------------------------------
-for case in "cp=2:context parallelism" "ep=2:expert parallelism" \
-            "tp=2:tensor parallelism"; do
+for case in "cp=2:context parallelism" "ep=2:expert parallelism"; do
   d=${case%%=*}; v=${case#*=}; v=${v%%:*}; what=${case#*:}
   run nm "$TMP/hsdp.lua" --no-files --set "parallel.$d=$v"
   expect "parallel.$d = $v: exit 2, $what not modelled yet" 2 \
     "--set parallel.$d=$v: training.parallel.$d = $v: $what.* is not modelled yet"
 done
+
+# ---- tensor parallelism (lua/strategies/tp.lua): torchtitan's plan on transformers' modules ---
+# LLaMA2-7B cut to one layer, 1 x 256 tokens, bf16. Each rank's parameters, counted by hand from
+# the plan: embed_tokens and lm_head 32000/tp rows of 4096, q/k/v/o 4096 x 4096/tp, gate/up/down
+# 4096 x 11008/tp, the three norms (4096 each) whole.
+scn tp "count = 2" "seq = 256, parallel = { tp = 2 }"
+params() { "$VRSIM" "$TMP/tp.lua" --no-files --json "$@" | python3 -c "import json,sys; print(json.load(sys.stdin)['n_params'])"; }
+for case in "2:232271872" "4:116142080"; do
+  tp=${case%%:*}; want=${case#*:}
+  got=$(params --set count="$tp" --set parallel.tp="$tp")
+  if [ "$got" = "$want" ]; then ok "tp = $tp: each rank holds $want parameters (the plan's shards, the norms whole)"
+  else fail "tp = $tp: $got parameters per rank, the plan gives $want"; fi
+done
+"$VRSIM" "$TMP/tp.lua" --no-files --alloc-trace "$TMP/tp.csv" >"$TMP/tp.out" 2>&1
+# the first step's allocations of layer 0 and the head, by op, in order (size op)
+awk -F, '$3 == "alloc" && $7 ~ /^(layers\.0\.|lm_head|embed_tokens)/ { print $5, $7 }' "$TMP/tp.csv" >"$TMP/tp.allocs"
+has() { grep -qxF "$1" "$TMP/tp.allocs"; }
+# sequence parallel: the norms run on (1, 128, 4096): the fp32 copy is 2 MiB (4 MiB on one GPU)
+has "2097152 layers.0.input_layernorm.pow" && has "2097152 layers.0.post_attention_layernorm.pow" \
+  && ok "sequence parallel: the norms run on each rank's 128 of the 256 tokens" \
+  || fail "the norms' fp32 square is not (1, 128, 4096)" "$(grep layernorm.pow "$TMP/tp.allocs" | head -2)"
+# PrepareModuleInput: the 128-token shard all-gathered to (1, 256, 4096) bf16 before attention
+# and the MLP; RowwiseParallel(output_layouts=Shard(1)): o_proj's and down_proj's (1, 256, 4096)
+# partial sums reduce-scattered to (1, 128, 4096), after reduce_scatter_single's cat of their
+# chunks along dim 0 (a 2 MiB copy); the embedding's partial rows likewise. (At batch 1 the
+# all-gather's chunk cat is a view: _maybe_view_chunk_cat.)
+want="2097152 embed_tokens: reduce_scatter (chunk cat)
+1048576 embed_tokens: reduce_scatter
+2097152 layers.0.self_attn: all_gather input
+2097152 layers.0.self_attn.o_proj: reduce_scatter (chunk cat)
+1048576 layers.0.self_attn.o_proj: reduce_scatter
+2097152 layers.0.mlp: all_gather input
+2097152 layers.0.mlp.down_proj: reduce_scatter (chunk cat)
+1048576 layers.0.mlp.down_proj: reduce_scatter
+2097152 lm_head: all_gather hidden states"
+got=$(grep -E ": (all_gather|reduce_scatter)[^.]*$" "$TMP/tp.allocs" | head -9)
+if [ "$got" = "$want" ]; then ok "forward: the embedding's reduce-scatter, two all-gathers and two reduce-scatters a layer, the head's all-gather, at their sizes"
+else fail "forward collectives" "$got"; fi
+# ColwiseParallel: q_proj's output is 16 of the 32 heads, (1, 256, 2048) bf16; gate_proj's
+# 11008/2 columns; the head's logits the vocabulary shard, (1, 256, 16000) bf16
+has "1048576 layers.0.self_attn.q_proj" && has "2818048 layers.0.mlp.gate_proj" && has "8192000 lm_head" \
+  && ok "ColwiseParallel: q_proj's, gate_proj's and the head's outputs are the rank's columns" \
+  || fail "Colwise outputs are not the shards" "$(grep -E 'q_proj$|gate_proj$|lm_head$' "$TMP/tp.allocs" | head -3)"
+# autograd's conjugates: the reduce-scatters' backward all-gathers the gradient (2 MiB), the
+# all-gathers' backward reduce-scatters it (1 MiB)
+has "2097152 layers.0.mlp.down_proj: reduce_scatter.backward" && has "1048576 layers.0.mlp: all_gather input.backward" \
+  && has "2097152 layers.0.self_attn.o_proj: reduce_scatter.backward" && has "1048576 layers.0.self_attn: all_gather input.backward" \
+  && ok "backward: each collective's conjugate, at the gradient's size" \
+  || fail "backward conjugates missing" "$(grep backward "$TMP/tp.allocs" | grep -E 'gather|scatter' | head -4)"
+grep -q "tensor parallel over 2 GPUs" "$TMP/tp.out" && grep -q "loss parallel" "$TMP/tp.out" \
+  && ok "the header states tensor parallelism; the notes say what loss parallel leaves out" \
+  || fail "tp not stated in the header or notes" "$(sed -n 3,4p "$TMP/tp.out")"
+# the collectives are priced as collectives on their link: over PCIe the same step is slower
+# (as memory-bound kernels the link would not matter)
+tms() { "$VRSIM" "$TMP/tp.lua" --no-files --json "$@" | python3 -c "import json,sys; print(json.load(sys.stdin)['step_time_ms'])"; }
+nv=$(tms --set seq=4096); pc=$(tms --set seq=4096 --set interconnect=pcie)
+if python3 -c "import sys; sys.exit(0 if float('$pc') > float('$nv') * 1.05 else 1)"
+then ok "tensor parallelism's collectives are priced on the link: PCIe $pc ms > NVLink $nv ms a step"
+else fail "the link does not change the step ($nv ms on NVLink, $pc ms on PCIe)"; fi
+# TP + FSDP2 over dp_shard: FSDP2 shards each rank's TP-local parameters, so layer 0's
+# all-gather is the TP-local layer (33554432 + 67633152 + 8192 elements, bf16)
+"$VRSIM" "$TMP/tp.lua" --no-files --set count=4 --set parallel.dp_shard=2 --alloc-trace "$TMP/tpf.csv" >"$TMP/tpf.out" 2>&1
+got=$(awk -F, '$3 == "alloc" && $7 == "all_gather layer 0" { print $5; exit }' "$TMP/tpf.csv")
+if [ "$got" = 202391552 ] && grep -q "fsdp2 over 2 GPUs, tensor parallel over 2 GPUs" "$TMP/tpf.out"
+then ok "tp 2 x dp_shard 2: FSDP2 over the 2 data-parallel ranks gathers the TP-local layer (202391552 bytes)"
+else fail "TP + FSDP2: layer 0 gathers $got bytes (want 202391552)" "$(sed -n 4p "$TMP/tpf.out")"; fi
+# tokens per GPU: a tensor-parallel group works on one batch, so each GPU's share is 1/tp of it
+# (torchtitan's tokens/s per GPU), and the job's tokens/s is the 2 data-parallel ranks' 256 tokens
+# a step
+"$VRSIM" "$TMP/tp.lua" --no-files --set count=4 --set parallel.dp_shard=2 --json >"$TMP/tpf.json" 2>&1
+if python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+want = 2 * 256 / (d['step_time_ms'] / 1e3)
+sys.exit(0 if abs(d['tokens_per_s'] - want) <= 0.01 * want else 1)" "$TMP/tpf.json"
+then ok "tokens/s under tp 2 x dp_shard 2: the job's is 2 batches of 256 tokens a step, not 4"
+else fail "tokens/s per GPU under tp" "$(grep tokens_per_s "$TMP/tpf.json")"; fi
+# a data-parallel group the mesh strides across nodes is said to be priced as consecutive ranks
+run mis "$TMP/tp.lua" --no-files --set count=16 --set parallel.tp=8 --set parallel.dp_shard=2
+expect "tp 8 x dp_shard 2 on 2 nodes: the dp_shard group's placement named where it is priced otherwise" 0 \
+  "the dp_shard group's collectives are priced as 2 consecutive ranks \(2 per node over 1 node\), not as the mesh places them \(1 per node over 2 nodes\)"
+# one rank's allocated memory against DTensor's own (validation/oracle/capture_tp.py: rank 0 of
+# tp 2 on fake CUDA tensors in a fake process group, committed): after the build and after
+# forward, vrsim less its named CUDA-only allocations is within 4 KiB of the capture
+O=validation/oracle
+python3 "$O/compare.py" --vrsim "$VRSIM" "$O/captures/llama2_7b_l2_bf16_tp2.jsonl.gz" \
+  "$O/scenarios/llama2_7b_l2_bf16_tp2.lua" >"$TMP/oracle.out" 2>&1
+if awk '/after build|after forward/ { d = $(NF - 1); gsub(/[^0-9-]/, "", d); d += 0; n++; if (d < -4096 || d > 4096) bad = 1 }
+        END { exit (n == 2 && !bad) ? 0 : 1 }' "$TMP/oracle.out"
+then ok "tp 2: one rank's live bytes after the build and after forward match DTensor's capture (to 4 KiB)"
+else fail "tp 2 against the capture" "$(grep -E 'after|peak|Traceback' "$TMP/oracle.out")"; fi
+# what is not modelled with it: exit 2 naming the knob
+run tpl "$TMP/tp.lua" --no-files --set precision=lora_bf16
+expect "tp with LoRA: exit 2" 2 "training.parallel.tp = 2 with LoRA adapters: not modelled yet"
+run tpz "$TMP/tp.lua" --no-files --set count=4 --set parallel.dp_shard=2 --set strategy=zero2
+expect "tp with DeepSpeed: exit 2" 2 "training.parallel.tp = 2 with training.strategy = \"zero2\": torchtitan composes tensor parallelism with FSDP2 only"
+run tp3 "$TMP/tp.lua" --no-files --set count=3 --set parallel.tp=3
+expect "tp that does not divide the heads: exit 2" 2 "num_attention_heads = 32 is not a multiple of tp"
+cat >"$TMP/tpsd.lua" <<'L'
+return { hardware = { gpu = "h100", count = 2 }, model = { arch = "sdxl" },
+         training = { resolution = 256, steps = 2, parallel = { tp = 2 } } }
+L
+run tpsd "$TMP/tpsd.lua" --no-files
+expect "tp on SDXL (a builder without the pass): exit 2, never ignored" 2 \
+  "tpsd.lua:[0-9]+: training.parallel.tp = 2: tensor parallelism is not modelled for model.arch sdxl"
 
 echo "test_mesh: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -82,8 +82,7 @@ refuse() { # what grep-pattern [scenario] --set...
   if [ $rc = 2 ] && grep -q -e "$pat" "$tmp/out"; then ok "refused: $what"
   else bad "$what: exit $rc: $(cat "$tmp/out")"; fi
 }
-refuse "tp > 1" "training.parallel.tp = 2: tensor parallelism is not modelled" --set training.parallel.tp=2 --set hardware.count=4
-refuse "tp > 1 without pp" "tp = 2: tensor parallelism is not modelled" --set training.parallel.pp=1 --set training.parallel.tp=2
+refuse "tp > 1" "tp > 1 with pipeline parallelism is not modelled" --set training.parallel.tp=2 --set hardware.count=4
 refuse "strategy fsdp2 beside pp" 'training.strategy = "fsdp2" does not match training.parallel' --set strategy=fsdp2
 refuse "1F1B with fewer micro-batches than stages" "Number of microbatches (1) must be greater than or equal to the number of stages (2)" \
        --set training.parallel.pp_microbatches=1
@@ -113,8 +112,8 @@ while IFS="$(printf '\t')" read -r id tps mem src args; do
   sets=""; for a in $args; do sets="$sets --set $a"; done
   # shellcheck disable=SC2086
   "$VRSIM" tests/data/published_pipeline.lua --no-files $sets >"$tmp/out" 2>&1; rc=$?
-  if [ $rc = 2 ] && grep -q "tensor parallelism is not modelled" "$tmp/out"; then
-    ok "published $id ($tps tokens/s per GPU): its layout refused by name until tensor parallelism is built"
+  if [ $rc = 2 ] && grep -q "tp > 1 with pipeline parallelism is not modelled" "$tmp/out"; then
+    ok "published $id ($tps tokens/s per GPU): its layout refused by name until tensor parallelism composes with the pipeline"
   else bad "published $id: exit $rc: $(head -3 "$tmp/out")"; fi
 done < tests/data/published_pipeline.tsv
 [ $n -ge 2 ] || bad "tests/data/published_pipeline.tsv: $n rows"

@@ -192,7 +192,10 @@ function M.setup(cx, cfg)
   local o, notes = M.check_knobs(cfg, t.zero)
   cfg.notes = cfg.notes or {}
   for _, n in ipairs(notes) do cfg.notes[#cfg.notes + 1] = n end
-  local s = { kind = t.strategy, n = cfg.hardware.count, opts = o, gathered = {} }
+  -- over the mesh's data-parallel ranks (hardware.count but for tensor parallelism's groups:
+  -- each rank's FSDP shard is of its tensor-parallel parameters, lua/vrsim/mesh.lua)
+  local s = { kind = t.strategy, n = cx.mesh and cx.mesh.given and cx.mesh.dp or cfg.hardware.count, opts = o,
+              gathered = {} }
   -- FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) over fp32 shards
   if t.precision == "mp_fp32" then
     if t.strategy ~= "fsdp2" then error("precision mp_fp32 is FSDP2's mixed precision: use strategy fsdp2", 0) end

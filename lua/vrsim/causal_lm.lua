@@ -164,6 +164,16 @@ function M.build(cx, cfg)
     or require("strategies.data").check(t, mc, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
     or require("strategies.sac").check(t, mc)
   if refused then error(refused, 0) end
+  -- tensor parallelism (parallelize_module, before fully_shard): each rank's shapes
+  local tp = cx.mesh and cx.mesh.degrees.tp or 1
+  if tp > 1 then
+    local TP = require "strategies.tp"
+    local why = TP.refusal(fam, mc, t, tp)
+    if why then error(why, 0) end
+    TP.shard_tree(root, tp)
+    cx.tp_applied = true
+    for _, n in ipairs(TP.notes(tp)) do cx.notes[#cx.notes + 1] = n end
+  end
 
   -- the model built as training.build says: directly in its dtype (from_pretrained, the default) or
   -- in fp32 then cast with .to() (from_config, as the measured runs built it)
@@ -212,6 +222,7 @@ function M.build(cx, cfg)
                                                      t.checkpoint_scope, "self_attn") or {}
   register(ck, "first")
   if dm_hooks then register(dm_hooks) end
+  if tp > 1 then register(require("strategies.tp").hooks(cx, root, tp)) end
   if cx.dp and cx.shard_params then register(require("strategies.shard").hooks(cx, root, cx.dp.kind)) end
   register(ck, "last")
   if t.activation_offload and not t.inference then
@@ -250,7 +261,9 @@ function M.build(cx, cfg)
     return nil, root, mc, forward
   end
   local loss = forward()
-  cx.tokens = (t.data_batch and t.data_batch.real or b * s) * (t.grad_accum or 1)
+  -- (a tensor-parallel group of tp GPUs works on one batch: each GPU's share of the tokens is
+  -- 1/tp of it, as torchtitan counts tokens per second per GPU)
+  cx.tokens = (t.data_batch and t.data_batch.real or b * s) * (t.grad_accum or 1) // tp
   if t.data_batch and (t.data_batch.padded or t.data_batch.packed) and not cx.run.data_mask_made then
     error(("training.data: %s's forward does not build the mask a %s batch needs (not modelled for this family)")
           :format(fam.model_type or "this model", t.data_batch.padded and "padded" or "packed"), 0)

@@ -45,8 +45,6 @@ M.FIELDS = {
 }
 M.CHOICES = { pp_schedule = SCHEDULES }
 
-local DEGREES = { "pp", "dp_replicate", "dp_shard", "cp", "tp", "ep" }
-
 local function sorted_keys(t)
   local r = {}
   for k in pairs(t) do r[#r + 1] = k end
@@ -112,7 +110,7 @@ local function implied_strategy(d)
 end
 
 -- The mesh of a normalized scenario: { degrees = { pp, dp_replicate, dp_shard, cp, tp, ep },
--- world, given (training.parallel was written), pp_schedule, pp_microbatches, notes (what the
+-- world, dp (the data-parallel ranks a data-parallel strategy reduces over), given (training.parallel was written), pp_schedule, pp_microbatches, notes (what the
 -- layout was given that this run does not read) }. With
 -- training.parallel given, training.strategy (unless the scenario gave one, which must agree) and
 -- training.zero.shard_group are set from it, so the data-parallel strategies read the layout.
@@ -122,7 +120,8 @@ function M.resolve(cfg, given)
   local p = t.parallel
   if p == nil then
     local d = shorthand(t, n)
-    return { degrees = d, world = n, given = false, pp_schedule = M.FIELDS.pp_schedule[2], notes = {} }
+    return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard, given = false,
+             pp_schedule = M.FIELDS.pp_schedule[2], notes = {} }
   end
   local d = { pp = 1, dp_replicate = 1, dp_shard = -1, cp = 1, tp = 1, ep = 1 }
   local sched, micro, split = M.FIELDS.pp_schedule[2], nil, {}
@@ -178,7 +177,7 @@ function M.resolve(cfg, given)
       end
     end
   end
-  return { degrees = d, world = n, given = true, pp_schedule = sched, pp_microbatches = micro,
+  return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard, given = true, pp_schedule = sched, pp_microbatches = micro,
            pp_layers_per_stage = split.pp_layers_per_stage, pp_stage_layers = split.pp_stage_layers,
            notes = notes }
 end
@@ -187,10 +186,8 @@ end
 -- Every such refusal is here, in one place, so that modelling a dimension is removing its line.
 function M.not_modelled(mesh)
   local d = mesh.degrees
-  -- (pp > 1: vrsim/pipeline.lua's layout refuses what it does not compose with)
-  if d.tp > 1 then
-    return ("training.parallel.tp = %d: tensor parallelism is not modelled yet"):format(d.tp)
-  end
+  -- (pp > 1: vrsim/pipeline.lua's layout refuses what it does not compose with; tp > 1:
+  -- strategies/tp.lua refuses what it does not compose with)
   if d.cp > 1 then
     return ("training.parallel.cp = %d: context parallelism (ring attention) is not modelled yet"):format(d.cp)
   end
@@ -233,6 +230,29 @@ function M.groups(mesh, rank, gpus_per_node)
                       link = nodes > 1 and "network" or "intra", ranks = ranks }
   end
   return out, coords
+end
+
+-- The data-parallel groups whose collectives are priced as if their ranks were consecutive
+-- (sim/device.c device_collective_ns: a group of n ranks fills min(n, gpus_per_node) GPUs of a
+-- node; HSDP's replicate all-reduce is taken as strided) while the mesh places them otherwise:
+-- one message per such group, naming where it really sits. An op does not carry its group's
+-- stride yet.
+function M.mispriced(mesh, gpus_per_node)
+  local d = mesh.degrees
+  local out = {}
+  for _, g in ipairs(M.groups(mesh, 0, gpus_per_node)) do
+    local dp = g.dim == "dp_shard" or (g.dim == "dp_replicate" and d.dp_shard == 1)
+    if dp and g.size > 1 then
+      local per = math.min(g.size, gpus_per_node)
+      local nodes = (g.size + per - 1) // per
+      if per ~= g.ranks_per_node or nodes ~= g.nodes then
+        out[#out + 1] = ("the %s group's collectives are priced as %d consecutive ranks (%d per node over %d node%s), "
+          .. "not as the mesh places them (%d per node over %d node%s): an op does not carry its group's stride yet")
+          :format(g.dim, g.size, per, nodes, nodes == 1 and "" or "s", g.ranks_per_node, g.nodes, g.nodes == 1 and "" or "s")
+      end
+    end
+  end
+  return out
 end
 
 -- One line that states the mesh and its groups of more than one rank, for the run's notes:

@@ -128,7 +128,7 @@ function P.layout(cfg, n_layers, mesh)
   -- what is not modelled)
   if par.pp == 1 then return nil end
   local function no(what, why) fail(("%s with pipeline parallelism is not modelled%s"):format(what, why or "")) end
-  if par.tp > 1 then no("tp > 1", " yet: tensor parallelism is not built") end
+  if par.tp > 1 then no("tp > 1", " yet: tensor parallelism is modelled without a pipeline only") end
   if par.cp > 1 then no("cp > 1", ": context parallelism is not built") end
   if par.ep > 1 then no("ep > 1", ": expert parallelism is not built") end
   if par.dp_replicate > 1 or par.dp_shard > 1 then

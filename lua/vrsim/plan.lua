@@ -677,8 +677,10 @@ local function device_of(cfg, ctx)
   end
   -- FSDP2 hybrid sharding (HSDP): shards over shard_group consecutive ranks, gradients all-reduced
   -- over the replicate group of one rank per shard group
+  -- (over the data-parallel ranks: the mesh's, which tensor parallelism's groups divide)
+  local dp_n = ctx.mesh and ctx.mesh.given and ctx.mesh.dp or n
   local shard = cfg.training.zero and cfg.training.zero.shard_group
-  local replicate = shard and shard > 0 and shard < n and n // shard or 0
+  local replicate = shard and shard > 0 and shard < dp_n and dp_n // shard or 0
   local pl = links.pcie[("gen%d_x%d"):format(g.pcie.gen, g.pcie.lanes)] or links.pcie.gen4_x16
   local host = cfg.hardware.host and hosts[cfg.hardware.host]
   if cfg.hardware.host and not host then
@@ -1021,6 +1023,7 @@ local function prepare(scn, sets, file, src)
   if not okm then fail_given(ctx, sets, mesh_sets, "parallel", "training", tostring(mesh)) end
   local nm = mesh_mod.not_modelled(mesh)
   if nm then fail_given(ctx, sets, mesh_sets, "parallel", "training", nm) end
+  ctx.mesh, ctx.mesh_sets = mesh, mesh_sets
   local dev, g = device_of(cfg, ctx)
   -- Whether building the graph reads the allocator settings: the build sees cfg.allocator through
   -- a table that notes every read (and write); when nothing touched it, the graph is the same
@@ -1046,6 +1049,11 @@ local function prepare(scn, sets, file, src)
   end
   local st = { cfg = cfg, ctx = ctx, dev = dev, g = g, t0 = t0, sets = sets, alloc_real = alloc_real,
                alloc_read = function() return alloc_read end }
+  -- (a DeepSpeed config sets the strategy itself, over hardware.count: not beside a mesh)
+  if t0.deepspeed and mesh.given then
+    fail(ctx, "deepspeed", "training", "training.deepspeed and training.parallel: a DeepSpeed config's data "
+         .. "parallelism runs over hardware.count, a layout names its own: give one of them")
+  end
   if t0.deepspeed then require("strategies.deepspeed").apply(cfg, ctx, function(m) fail(ctx, "deepspeed", "training", m) end) end
   -- training.zero's knobs are checked whether or not a strategy uses them: a typo is an error
   for k, v in pairs(t0.zero or {}) do
@@ -1073,6 +1081,7 @@ local function prepare(scn, sets, file, src)
   if mesh.given then
     cfg.notes[#cfg.notes + 1] = mesh_mod.describe(mesh, cfg.hardware.rank, cfg.hardware.gpus_per_node,
       dev.interconnect:match("^[^+]*"), cfg.hardware.network)
+    for _, n in ipairs(mesh_mod.mispriced(mesh, cfg.hardware.gpus_per_node)) do cfg.notes[#cfg.notes + 1] = n end
   end
   st.mesh = mesh
   st.key = graph_key(st)
@@ -1087,6 +1096,7 @@ local function build_graph(st)
   local reads = {}
   local G = require("vrsim.core").new_graph()
   local cx = nn.context(G)
+  cx.mesh = st.mesh
   cx.no_grad = t0.inference
   cx.layers_once = t0.build_layers_once
   cx.arch = nn.arch_class(g.arch, g.compute_capability)
@@ -1112,7 +1122,7 @@ local function build_graph(st)
   cx.micro, cx.micro_total = 1, t0.inference and 1 or t0.grad_accum
   -- pipeline parallelism: this plan is one pipeline rank, its schedule declared in order
   -- (vrsim/pipeline.lua)
-  if t0.parallel ~= nil then
+  if st.mesh and st.mesh.degrees.pp > 1 then
     local okp, pl = pcall(function()
       if builder ~= "vrsim.causal_lm" then error("training.parallel: only decoder language models are modelled", 0) end
       local _, mc = require("vrsim.causal_lm").resolve(cfg.model)
@@ -1125,10 +1135,18 @@ local function build_graph(st)
   local ok, loss, _, mc, forward = pcall(model.build, cx, cfg)
   if not ok then
     local msg = tostring(loss)
+    -- (what the layout asks of this model that is not modelled names training.parallel)
+    if msg:match("^training%.parallel") then fail_given(ctx, st.sets, ctx.mesh_sets, "parallel", "training", msg) end
     if not msg:match("^[^:]+:%d+:") then
       fail(ctx, msg:match("^config '") and "config" or "model", msg:match("^config '") and "model" or nil, msg)
     end
     error(msg, 0)
+  end
+  -- a layout's tensor parallelism is applied by the model's builder or refused: never ignored
+  if st.mesh.degrees.tp > 1 and not cx.tp_applied then
+    fail_given(ctx, st.sets, ctx.mesh_sets, "parallel", "training",
+      ("training.parallel.tp = %d: tensor parallelism is not modelled for model.arch %s"):format(
+        st.mesh.degrees.tp, tostring(cfg.model.arch)))
   end
   -- gradient accumulation: forward + backward per micro-batch, gradients accumulate into .grad;
   -- the strategy declares its reduction hooks for each micro-batch as its framework runs them
@@ -1250,7 +1268,8 @@ local function finish(st, G, cx, alloc_read)
   local settings = settings_line or ("%s %s, %s, %s, %s %s, attention %s%s%s%s"):format(
     cfg.model.arch, cfg.model.config ~= nil and cx.model_name or cfg.model.size, shape, t.precision, t.optimizer,
     t.optimizer_impl, t.attention, (t.checkpointing and ", checkpointing" or "") ..
-    (t.strategy ~= "none" and (", " .. t.strategy .. " over " .. cfg.hardware.count .. " GPUs") or ""),
+    (t.strategy ~= "none" and (", " .. t.strategy .. " over " .. (st.mesh and st.mesh.given and st.mesh.dp or cfg.hardware.count) .. " GPUs") or "")
+      .. (st.mesh and st.mesh.degrees.tp > 1 and (", tensor parallel over " .. st.mesh.degrees.tp .. " GPUs") or ""),
     cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "", how_built(t, cx))
   local counts = param_counts(cx)
   local n_params, n_trainable = counts.n_params, counts.n_trainable

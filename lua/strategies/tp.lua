@@ -1,0 +1,236 @@
+-- tp.lua: tensor parallelism with sequence parallelism, as torch.distributed.tensor.parallel runs
+-- torchtitan's plan (torchtitan/models/llama3/infra/parallelize.py apply_tp, at the parent of
+-- torchtitan commit 9810191), on transformers' module names:
+--
+--   embed_tokens     RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
+--   input_layernorm, post_attention_layernorm, norm: SequenceParallel()
+--   self_attn        PrepareModuleInput(Shard(1) -> Replicate()): all-gather of the sequence
+--   q_proj, k_proj, v_proj, gate_proj, up_proj: ColwiseParallel()
+--   o_proj, down_proj: RowwiseParallel(output_layouts=Shard(1)): reduce-scatter of the output
+--   mlp              PrepareModuleInput(Shard(1) -> Replicate())
+--   lm_head          ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1)), loss parallel
+--
+-- Each rank holds: the Colwise weights' rows out/tp (their biases too), the Rowwise weights'
+-- columns in/tp, the embedding's and the head's vocabulary rows vocab/tp, the norms whole. Between
+-- the blocks the hidden states are sequence-sharded, (b, s/tp, h); the norms run on that shard.
+-- Before attention and the MLP the shard is all-gathered to (b, s, h), which the projections keep
+-- for backward; attention runs on heads/tp heads (kv_heads/tp) over the whole sequence; the
+-- Rowwise projection's (b, s, h) partial sum is reduce-scattered back to (b, s/tp, h). Autograd
+-- runs the conjugates: a reduce-scatter of the gradient where forward all-gathered, an all-gather
+-- where it reduce-scattered. The collectives run on the compute stream (DTensor's functional
+-- collectives are issued there and block the kernels that read their output), over the tp group
+-- of adjacent ranks.
+--
+-- The pass changes the tree before its parameters are made (per-rank shapes: torchtitan builds the
+-- model on the meta device, parallelizes it, then materializes each rank's shards) and hooks the
+-- collectives on module boundaries after, as parallelize_module registers its input and output
+-- functions.
+local nn = require "vrsim.nn"
+local mod = require "vrsim.module"
+
+local T = {}
+
+-- The families whose decoder layer is llama.lua's (q/k/v/o, gate/up/down, two RMSNorms): the
+-- plan names their modules.
+local FAMILIES = { llama = true, mistral = true, qwen2 = true, qwen3 = true }
+
+local COLWISE = { q_proj = true, k_proj = true, v_proj = true, gate_proj = true, up_proj = true }
+local ROWWISE = { o_proj = true, down_proj = true }
+
+-- What tensor parallelism over tp ranks cannot be applied to as modelled: the message naming it,
+-- or nil. fam: the family module (models/*.lua), mc: its normalized config, t: cfg.training.
+function T.refusal(fam, mc, t, tp)
+  local where = ("training.parallel.tp = %d"):format(tp)
+  if not FAMILIES[fam.model_type or ""] then
+    return ("%s: tensor parallelism is modelled for the Llama, Mistral, Qwen2 and Qwen3 families "
+            .. "(torchtitan's plan on their modules), not for %s"):format(where, tostring(fam.model_type))
+  end
+  if mc.experts then return where .. ": tensor parallelism of mixture-of-experts layers is not modelled" end
+  if mc.fused_qkv then return where .. ": a fused qkv projection is not modelled under tensor parallelism" end
+  if mc.qk_norm == "proj" then
+    return where .. ": a q/k norm over the whole projection (OLMo-2) is not modelled under tensor parallelism"
+  end
+  for _, e in ipairs { { "num_attention_heads", mc.heads }, { "num_key_value_heads", mc.kv_heads },
+                       { "intermediate_size", mc.intermediate }, { "vocab_size", mc.vocab },
+                       { "training.seq (sequence parallelism shards it)", t.seq } } do
+    if e[2] % tp ~= 0 then
+      return ("%s: %s = %d is not a multiple of tp (uneven DTensor shards are not modelled)"):format(where, e[1], e[2])
+    end
+  end
+  if t.strategy ~= "none" and t.strategy ~= "fsdp2" then
+    return ("%s with training.strategy = \"%s\": torchtitan composes tensor parallelism with FSDP2 only "
+            .. "(DDP and DeepSpeed over a 2-D mesh are not modelled)"):format(where, t.strategy)
+  end
+  local unsupported = {
+    { t.precision:match("^lora") or t.lora ~= nil, "LoRA adapters" },
+    { t.quant ~= "none", "bitsandbytes quantization" },
+    { t.loss ~= "full", "training.loss = \"" .. t.loss .. "\" (torchtitan's loss parallel is the full cross-entropy)" },
+    { t.device_map ~= "none", "device_map" },
+    { t.activation_offload, "activation offloading" },
+    { t.optimizer_in_backward, "the optimizer step in backward" },
+    { t.build == "cast", "training.build = \"cast\" (each rank's shards are made in their dtype, as torchtitan materializes them)" },
+    { t.precision:match("^amp") or t.precision == "mp_fp32", "autocast or FSDP2 mixed precision" },
+  }
+  for _, u in ipairs(unsupported) do
+    if u[1] then return ("%s with %s: not modelled yet"):format(where, u[2]) end
+  end
+  return nil
+end
+
+-- A decl's shape with dimension d divided by tp.
+local function shard_decl(m, key, d, tp)
+  for _, decl in ipairs(m.decls) do
+    if decl.key == key then
+      local s = {}
+      for i, v in ipairs(decl.shape) do s[i] = v end
+      s[d] = s[d] // tp
+      decl.shape = s
+    end
+  end
+end
+
+-- The tree's parameters as one rank of the tp group holds them (before they are made).
+function T.shard_tree(root, tp)
+  mod.walk(root, function(m)
+    if COLWISE[m.key] then
+      shard_decl(m, "weight", 1, tp)
+      shard_decl(m, "bias", 1, tp)
+      m.out_features = m.out_features // tp
+    elseif ROWWISE[m.key] then
+      shard_decl(m, "weight", 2, tp) -- the bias stays whole (Replicate)
+      m.in_features = m.in_features // tp
+    elseif m.key == "embed_tokens" then
+      shard_decl(m, "weight", 1, tp)
+    elseif m.key == "lm_head" then
+      shard_decl(m, "weight", 1, tp)
+      m.out_features = m.out_features // tp
+      -- a tied head's constructed weight: torchtitan builds on the meta device, nothing is made
+      m.untied_at_init = nil
+    end
+    if m.attn then
+      m.attn.heads = m.attn.heads // tp
+      m.attn.kv_heads = m.attn.kv_heads // tp
+    end
+  end)
+end
+
+-- A collective of the tp group on the compute stream: `kind` of x into a new tensor of `shape`,
+-- whose backward is `bwd_kind` of the gradient (x's shape back). bytes: the larger buffer, as
+-- nccl-tests counts it. bwd_temp: bytes its backward makes first and frees (the sequence
+-- reduce-scatter's chunk cat).
+local function collective(cx, name, kind, bwd_kind, x, shape, tp, bwd_temp)
+  local rg = x.rg and not cx.no_grad
+  local out = nn.new_tensor(cx, name, shape, x.dtype, rg)
+  local full = math.max(nn.bytes(shape, x.dtype), nn.bytes(x.shape, x.dtype))
+  cx.G:op { name = name, kind = kind, phase = cx.phase, inputs = { x.id }, outputs = { out.id },
+            grads = rg and { { bytes = nn.bytes(x.shape, x.dtype), dtype = x.dtype } } or nil,
+            bwd_kind = bwd_kind, bytes = full, bwd_bytes = full, dtype = x.dtype, world = tp,
+            bwd_workspace = bwd_temp and { bwd_temp } or nil, bwd_workspace_first = bwd_temp and true or nil,
+            layer = cx.layer, region = cx.region, no_grad = cx.no_grad }
+  return out
+end
+
+-- The functional collectives gather and scatter along dim 0 (torch/distributed/
+-- _functional_collectives.py, torch 2.13); along the sequence (dim 1) they reorder with a copy:
+-- reduce_scatter_single cats the input's tp chunks along dim 0 first (_chunk_or_narrow_cat), and
+-- all_gather_single cats the gathered (tp * b, s/tp, h) buffer's chunks along dim 1 after, unless
+-- that is a view (_maybe_view_chunk_cat: b == 1). The copy's backward hands back views.
+local function chunk_cat(cx, name, x)
+  return nn.op(cx, { name = name, kind = "copy", inputs = { x },
+                     outs = { { name, x.shape, x.dtype } }, grads = { { pass = 1 } } })
+end
+
+-- (b, s/tp, h) -> (b, s, h)
+local function gather_seq(cx, name, x, tp)
+  local s = nn.copy_shape(x.shape)
+  s[2] = s[2] * tp
+  -- (its backward, a reduce-scatter along the sequence, cats the gradient's chunks first)
+  local y = collective(cx, name, "all_gather", "reduce_scatter", x, s, tp, nn.bytes(s, x.dtype))
+  if s[1] > 1 then y = chunk_cat(cx, name .. " (chunk cat)", y) end
+  return y
+end
+
+-- (b, s, h) partial sums -> (b, s/tp, h)
+local function scatter_seq(cx, name, x, tp)
+  local s = nn.copy_shape(x.shape)
+  s[2] = s[2] // tp
+  return collective(cx, name, "reduce_scatter", "all_gather", chunk_cat(cx, name .. " (chunk cat)", x), s, tp)
+end
+
+-- The hooks of the plan, { module, hook } pairs for module.register, in the order
+-- parallelize_module registers them (before fully_shard's).
+function T.hooks(cx, root, tp)
+  local list = {}
+  local function add(m, h) if m then list[#list + 1] = { module = m, hook = h } end end
+  -- PrepareModuleInput(Shard(1) -> Replicate()): the module's input all-gathered; the gathered
+  -- tensor is the forward's argument, alive until the module returns
+  local function prepare_input(m, what)
+    local gathered
+    add(m, {
+      pre = function(c, _, args)
+        gathered = gather_seq(c, m.opname .. ": all_gather " .. what, args[1], tp)
+        args[1] = gathered
+      end,
+      post = function(c)
+        nn.release(c, { gathered }, m.opname .. " returns: the gathered input")
+      end })
+  end
+  -- RowwiseParallel(output_layouts=Shard(1)): the partial output reduce-scattered
+  local function scatter_output(m)
+    add(m, { post = function(c, _, _, outs)
+      outs[1] = scatter_seq(c, m.opname .. ": reduce_scatter", outs[1], tp)
+    end })
+  end
+  local embed = mod.get(root, "model.embed_tokens")
+  -- RowwiseParallel on an Embedding: each rank looks up the ids of its vocabulary rows (the
+  -- others masked to row 0: MaskPartial's mask and shifted ids, int64), zeroes the masked rows
+  -- of its partial output, and the partials are reduce-scattered over the sequence. In backward
+  -- DTensor has no vocabulary-sharded strategy for embedding_dense_backward
+  -- (torch/distributed/tensor/_ops/_embedding_ops.py: column-wise, batch-dim or partial only): it
+  -- makes the whole table's gradient, Partial over the group, then reduce-scatters it to the
+  -- rank's rows (the kernel's output as a temporary of the backward; the reduce-scatter's time is
+  -- not an op)
+  local mask
+  add(embed, {
+    pre = function(c, m, args)
+      local w = m.p.weight
+      m.tp_full_grad_bytes = nn.bytes({ w.shape[1] * tp, w.shape[2] }, w.dtype)
+      local ids = args[1]
+      local n = nn.numel(ids.shape)
+      mask = nn.op(c, { name = "embed_tokens: vocabulary mask", inputs = { ids },
+                        outs = { { "embed_tokens.mask", ids.shape, "bool", no_grad = true } }, bytes = n * 9 })
+      args[1] = nn.op(c, { name = "embed_tokens: local ids", inputs = { ids, mask }, frees = {},
+                           outs = { { "embed_tokens.local_ids", ids.shape, "int64", no_grad = true } },
+                           bytes = n * 17 })
+    end,
+    post = function(c, _, args, outs)
+      local y = scatter_seq(c, "embed_tokens: reduce_scatter", outs[1], tp)
+      nn.release(c, { mask, args[1] }, "embed_tokens returns: the mask and local ids")
+      outs[1] = y
+    end })
+  mod.walk(root, function(m)
+    if m.cls and m.children.self_attn and m.children.mlp then
+      prepare_input(m.children.self_attn, "input")
+      scatter_output(m.children.self_attn.children.o_proj)
+      prepare_input(m.children.mlp, "input")
+      scatter_output(m.children.mlp.children.down_proj)
+    end
+  end)
+  -- the head: ColwiseParallel(input_layouts=Shard(1)): the normed states all-gathered; its
+  -- output stays vocabulary-sharded (loss parallel)
+  local head = mod.get(root, "lm_head")
+  head.opname = head.opname or "lm_head"
+  prepare_input(head, "hidden states")
+  return list
+end
+
+-- The note a run with tensor parallelism carries: what it leaves out.
+function T.notes(tp)
+  return {
+    ("tensor parallelism over %d ranks (torchtitan's plan with sequence parallelism); loss parallel: the "
+     .. "cross-entropy of each rank's vocabulary shard, its per-token all-reduces of max and sum "
+     .. "(b x s floats) not ops; the norms' weight-gradient all-reduce over tp not an op"):format(tp),
+  }
+end
+
+return T

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""The oracle's capture of tensor parallelism: one rank (rank 0) of DTensor tensor parallelism
+with sequence parallelism, torchtitan's plan on transformers' Llama modules, run on fake CUDA
+tensors in a fake process group (torch.testing._internal.distributed.fake_pg.FakeStore), and
+written in capture.py's format.
+
+  capture_tp.py SPEC.json [-o OUT.jsonl.gz]
+
+A spec is capture.py's (validation/oracle/specs/) with `tp` (the world size: every rank is in
+the one tensor-parallel group) and without what the plan does not take here (lora, checkpointing,
+amp). The plan is torchtitan's apply_tp (torchtitan/models/llama3/infra/parallelize.py, at the
+parent of torchtitan commit 9810191) on transformers' names, as lua/strategies/tp.lua models it:
+
+  model.embed_tokens  RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
+  model.norm          SequenceParallel()
+  lm_head             ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1),
+                      use_local_output=False)      (loss parallel)
+  each decoder layer: input_layernorm and post_attention_layernorm SequenceParallel();
+  self_attn and mlp PrepareModuleInput(Shard(1) -> Replicate()); q/k/v_proj and gate/up_proj
+  ColwiseParallel(); o_proj and down_proj RowwiseParallel(output_layouts=Shard(1)).
+
+The model is built on the meta device in its dtype, parallelized, then each rank's shards are
+made on the GPU (model.to_empty), as torchtitan builds it. The step: the model called with input_ids and position_ids = arange(seq) (under sequence
+parallelism the decoder's input is the rank's 1/tp of the sequence, from which transformers would
+otherwise make positions 0..s/tp), then torchtitan's loss under loss_parallel():
+cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1)), backward, the optimizer step,
+zero_grad(set_to_none=True).
+
+What is recorded is capture.py's, with one change: a DTensor's allocation is its local tensor's
+(the dispatch mode sees the DTensor-level op; its storage is the rank's shard). Known fake-only
+events: the functional collectives' wait_tensor returns its input on a GPU (an alias), while the
+fake kernel makes a new tensor.
+"""
+import argparse
+import gzip
+import json
+import os
+import sys
+
+import capture as C
+
+SPEC_FIELDS = dict(C.SPEC_FIELDS, tp=int)
+for k in ("lora", "checkpointing", "checkpoint_every", "grad_accum"):
+    SPEC_FIELDS.pop(k, None)
+
+
+def tp_plan(torch):
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
+                                                   RowwiseParallel, SequenceParallel)
+    top = {
+        "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+        "model.norm": SequenceParallel(),
+        "lm_head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1),
+                                   use_local_output=False),
+    }
+    layer = {
+        "input_layernorm": SequenceParallel(),
+        "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)},
+                                        desired_input_kwarg_layouts={"hidden_states": Replicate()}),
+        "self_attn.q_proj": ColwiseParallel(),
+        "self_attn.k_proj": ColwiseParallel(),
+        "self_attn.v_proj": ColwiseParallel(),
+        "self_attn.o_proj": RowwiseParallel(output_layouts=Shard(1)),
+        "post_attention_layernorm": SequenceParallel(),
+        "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+        "mlp.gate_proj": ColwiseParallel(),
+        "mlp.up_proj": ColwiseParallel(),
+        "mlp.down_proj": RowwiseParallel(output_layouts=Shard(1)),
+    }
+    return top, layer
+
+
+def build_meta(torch, transformers, spec):
+    """The model on the meta device, in its dtype (torchtitan builds it there, parallelizes it,
+    then materializes each rank's shards): capture.py's build_model without the GPU."""
+    hf = dict(C.load_config(spec))
+    arch = hf.pop("architectures", ["LlamaForCausalLM"])[0]
+    for k in ("transformers_version", "torch_dtype", "dtype"):
+        hf.pop(k, None)
+    if spec.get("layers"):
+        hf["num_hidden_layers"] = int(spec["layers"])
+    cls = getattr(transformers, arch)
+    lcfg = cls.config_class(attn_implementation=spec.get("attention", "sdpa"), **hf)
+    dtype = {"bf16": torch.bfloat16}.get(spec["precision"])
+    if dtype is not None:
+        torch.set_default_dtype(dtype)
+    with torch.device("meta"):
+        model = cls(lcfg)
+    torch.set_default_dtype(torch.float32)
+    return model, lcfg
+
+
+def capture(spec):
+    import torch
+    import transformers
+    import torch.distributed as dist
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.parallel import loss_parallel, parallelize_module
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    C.enable_fake_cuda(torch)
+    backend = spec.get("sdpa_backend", "cudnn")
+    C.install_sdpa_backend(torch, backend)
+    C.install_data_answers(torch)
+    tp = int(spec["tp"])
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=tp)
+    # (the mesh is made outside fake mode: DeviceMesh reads its rank table's values)
+    mesh = init_device_mesh("cuda", (tp,))
+
+    # a DTensor's storage is its local shard's
+    track = C.Recorder.track
+
+    def local_track(self, t):
+        return track(self, t._local_tensor if isinstance(t, DTensor) else t)
+    C.Recorder.track = local_track
+
+    rec = C.Recorder()
+    fake = FakeTensorMode()
+    torch.manual_seed(0)
+
+    def pack(t):
+        if t.device.type == "cuda":
+            sid, _ = rec.track(t)
+            loc = t._local_tensor if isinstance(t, DTensor) else t
+            rec.events.append({"e": "save", "i": rec.n, "op": rec.last_op, "sid": sid,
+                               "b": rec.nbytes.get(sid, 0),
+                               "shape": list(loc.shape), "dtype": C.dtype_name(loc.dtype)})
+        return t
+
+    with fake, C.make_mode(torch, rec), C.make_tagger(torch, rec):
+        rec.phase("build")
+        model, lcfg = build_meta(torch, transformers, spec)
+        top, layer = tp_plan(torch)
+        parallelize_module(model, mesh, top)
+        for blk in model.model.layers:
+            parallelize_module(blk, mesh, layer)
+        # each rank's shards made on the GPU (torchtitan: model.to_empty(device="cuda"), then
+        # init_weights; random fills allocate nothing)
+        # (by hand: Module.to_empty swaps each parameter, which the fake tensors' stand-in for
+        # swap_tensors does not take for a DTensor)
+        for mod in model.modules():
+            for key, p in list(mod.named_parameters(recurse=False)):
+                if isinstance(p, DTensor):
+                    loc = torch.empty_like(p._local_tensor, device="cuda")
+                    new = DTensor.from_local(loc, p.device_mesh, p.placements, run_check=False,
+                                             shape=p.shape, stride=p.stride())
+                else:
+                    new = torch.empty_like(p, device="cuda")
+                mod.register_parameter(key, torch.nn.Parameter(new, requires_grad=p.requires_grad))
+            for key, b in list(mod.named_buffers(recurse=False)):
+                mod.register_buffer(key, torch.empty_like(b, device="cuda"),
+                                    persistent=key not in mod._non_persistent_buffers_set)
+        model.train()
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = C.make_optimizer(torch, spec, params)
+        hooks = C.install_module_hooks(torch, model, rec)
+
+        def local(p):
+            return p._local_tensor if isinstance(p, DTensor) else p
+        param_rows = [{"name": n, "shape": list(local(p).shape), "dtype": C.dtype_name(p.dtype),
+                       "bytes": local(p).untyped_storage().nbytes(), "trainable": p.requires_grad}
+                      for n, p in model.named_parameters()]
+        mb, seq = int(spec["micro_batch"]), int(spec["seq"])
+        rec.phase("inputs")
+        ids = torch.randint(0, lcfg.vocab_size, (mb, seq), device="cuda")
+        pos = torch.arange(seq, device="cuda").unsqueeze(0)
+        steps = []
+        for step in range(int(spec.get("steps", 2))):
+            rec.peak = rec.live
+            row = {"e": "step", "st": step, "live_start": rec.live}
+            rec.phase("fwd", step, 0)
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                logits = model(input_ids=ids, position_ids=pos).logits
+                with loss_parallel():
+                    loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(),
+                                                             ids.flatten(0, 1))
+            del logits
+            row["after_fwd"] = rec.live
+            rec.phase("bwd", step, 0)
+            with loss_parallel():
+                loss.backward()
+            row["after_bwd"] = rec.live
+            rec.phase("optim", step)
+            opt.step()
+            row["after_opt"] = rec.live
+            rec.phase("zero_grad", step)
+            opt.zero_grad(set_to_none=True)
+            del loss
+            row["live_end"] = rec.live
+            row["peak"] = rec.peak
+            rec.phase("end", step)
+            steps.append(row)
+        for h in hooks:
+            h.remove()
+    header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,
+              "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                           "peft": None, "python": sys.version.split()[0]},
+              "world_size": tp, "rank": 0, "device": "cuda (fake)", "process_group": "fake",
+              "parallel": {"tp": tp}, "sdpa_backend": backend,
+              "param_bytes": sum(r["bytes"] for r in param_rows)}
+    return [header] + [dict(e="param", **r) for r in param_rows] + rec.events + steps
+
+
+def check_spec(path):
+    def bad(msg):
+        print(f"capture_tp: {path}: {msg}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        with open(path) as f:
+            spec = json.load(f)
+    except (OSError, ValueError) as e:
+        bad(f"cannot read the spec: {e}")
+    if not isinstance(spec, dict):
+        bad("a spec is a JSON object")
+    for k in ("name", "config", "micro_batch", "seq", "precision", "tp"):
+        if k not in spec:
+            bad(f"no '{k}'")
+    for k, v in spec.items():
+        if k not in SPEC_FIELDS:
+            bad(f"unknown field '{k}' (fields: {', '.join(SPEC_FIELDS)})")
+        if not isinstance(v, SPEC_FIELDS[k]) or (SPEC_FIELDS[k] is int and isinstance(v, bool)):
+            bad(f"'{k}' has the wrong type ({type(v).__name__})")
+    if spec["precision"] not in ("bf16", "fp32"):
+        bad(f"precision {spec['precision']!r}: the tensor-parallel capture takes bf16 or fp32")
+    if spec["tp"] < 2:
+        bad("tp must be at least 2")
+    return spec
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("spec")
+    ap.add_argument("-o", "--out")
+    a = ap.parse_args()
+    spec = check_spec(a.spec)
+    C.preload_fake_cuda()
+    out = a.out or os.path.join(C.HERE, "captures", spec["name"] + ".jsonl.gz")
+    lines = capture(spec)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    tmp = out + ".tmp"
+    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb",
+                                               compresslevel=9, mtime=0) as f:
+        for ln in lines:
+            f.write((json.dumps(ln, separators=(",", ":")) + "\n").encode())
+    os.replace(tmp, out)
+    for s in (ln for ln in lines if ln.get("e") == "step"):
+        print(f"{spec['name']} step {s['st']}: peak {s['peak']} after_fwd {s['after_fwd']} "
+              f"after_bwd {s['after_bwd']} after_opt {s['after_opt']}")
+    print(f"wrote {out} ({os.path.getsize(out)} bytes)")
+
+
+if __name__ == "__main__":
+    main()
