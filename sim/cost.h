@@ -37,7 +37,7 @@ VrStatus cost_clone(const CostModel *c, const DeviceSpec *dev, CostModel **out /
 
 /* ---- a calibrated profile as measured ---------------------------------------------------
  * The tables of lua/hw/calibrated/<gpu>*.lua (their fields: lua/hw/calibrated/README.md) as plain
- * rows; sim/bind/bind.c copies them out of Lua, cost_from_profile turns them into curves. Every
+ * rows; sim/bind/plan_read.c copies them out of Lua, cost_from_profile turns them into curves. Every
  * row of a table that is read becomes a point: a row that cannot (a missing or non-positive
  * figure, a dtype vrsim does not know) is an error naming the table and row, never skipped. */
 

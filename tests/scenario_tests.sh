@@ -522,7 +522,7 @@ elif [ "$RC" -eq 2 ] && grep -q "no-such.jsonl" "$TMP/noval.err"; then ok "vrsim
 else fail "vrsim validate on a missing file: exit $RC, expected 2"; fi
 
 # ---- one process, many cost models --------------------------------------------------------
-# The process keeps the cost model it made of a calibrated profile (sim/bind/bind.c
+# The process keeps the cost model it made of a calibrated profile (sim/bind/plan_read.c
 # read_profile), by the GPU and by whether the run has LoRA adapters, whose GEMMs have curves of
 # their own: a LoRA run after a full fine-tune in one process is priced as it is alone.
 sed -n 1p validation/records/llama_h200_gen3.jsonl >"$TMP/mix.jsonl"

@@ -46,7 +46,7 @@ end
 local function new_tensor(cx, name, shape, dtype, rg, cat)
   local n = numel(shape)
   -- G:tensorv takes the fields of G:tensor{...} as arguments: name, bytes, numel, dtype, cat,
-  -- requires_grad, trainable, param, persistent, module, base (sim/bind/bind.c TENSOR_FIELDS)
+  -- requires_grad, trainable, param, persistent, module, base (sim/bind/graph_ud.c TENSOR_FIELDS)
   local nb = n * (DT_SIZE[dtype] or nn.bytes(shape, dtype))
   local id = cx.G:tensorv(name, nb, n, dtype, cat or "activation", rg)
   -- nb: its bytes (nn.bytes of its shape and dtype), kept so that nn.op need not recompute

@@ -93,8 +93,17 @@ end
 -- and settings (every other field: a name with the layer's number written for the other's, a
 -- layer-number field holding la and lb, a table holding the same scalars, a function counted as
 -- alike; the parent, the parameters, forwards and hooks themselves left out). In C:
--- sim/bind/bind.c modules_alike.
-local alike = require("vrsim.core").modules_alike
+-- sim/bind/alike.c modules_alike, told each field's role by ROLES.
+local ROLES = {
+  -- left out: links, the forward function, the lists compared apart (hooks, order, decls)
+  p = "skip", parent = "skip", children = "skip", forward = "skip", hooks = "skip", order = "skip",
+  decls = "skip", saved_region = "skip",
+  -- names with the layer's number in them (a module's key: or the bare layer numbers)
+  path = "name", lpre = "name", name = "name", opname = "name", key = "key",
+  -- layer numbers
+  layer = "layer", dm_key = "layer", dm_unit = "layer", layer_of = "layer" }
+local modules_alike = require("vrsim.core").modules_alike
+local function alike(a, b, la, lb) return modules_alike(a, b, la, lb, ROLES) end
 
 -- A parameter's fields to two levels (p.k and p.k.k2), scalars only, as "k" / "k.k2" -> value;
 -- first_use apart (its own rule).

@@ -15,7 +15,7 @@ local function recorder()
   end
   function G.tensorv(self, ...) return self:tensor(spec_of(core.tensor_fields, ...)) end
   -- G:op takes nn.op's tensor lists and grads as they are: recorded as ids, and grads resolved
-  -- per input as sim/bind/bind.c read_grads resolves them
+  -- per input as sim/bind/graph_ud.c read_grads resolves them
   local function ids(list)
     if list == nil then return nil end
     local r = {}

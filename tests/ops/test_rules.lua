@@ -212,6 +212,20 @@ do
          "grads[1] must be", "G:op{...}: a gradient that is none of the forms is an error")
 end
 do
+  -- core.modules_alike reads each module field's role from the roles table the Lua side gives:
+  -- a field it names "layer" holds the two layers' numbers; one it does not name is a value
+  local core = require "vrsim.core"
+  local C = {}
+  local function m(v) return { cls = C, hooks = {}, order = {}, decls = {}, children = {}, unit = v } end
+  local lists = { hooks = "skip", order = "skip", decls = "skip", children = "skip" }
+  local roles = { unit = "layer" }
+  for k, v in pairs(lists) do roles[k] = v end
+  check(core.modules_alike(m(3), m(4), 3, 4, roles), "modules_alike: a field of role layer holds la and lb")
+  check(not core.modules_alike(m(3), m(4), 3, 4, lists), "modules_alike: a field of no role is compared as a value")
+  raises(function() core.modules_alike(m(3), m(4), 3, 4, { unit = "layr" }) end,
+         "field 'unit' has role 'layr'", "modules_alike: an unknown role is an error naming the field")
+end
+do
   -- every field of G:op{...} (vrsim.core.op_fields, from sim/op_fields.h) reaches the op: each is
   -- given a value other than its default and G:op_fields reads the same back; a field added to
   -- the record needs a value here
