@@ -735,7 +735,7 @@ local function device_of(cfg, ctx)
       local lg = require("strategies.lora").wanted(cfg.training) and calibrated("_lora_gemm", gname)
       prof.lora_gemm = lg and lg.lora_gemm or nil
       -- the rows C makes the cost model from are a function of these two alone: the process
-      -- makes that model once per key (sim/bind/bind.c read_profile)
+      -- makes that model once per key (sim/bind/plan_read.c read_profile)
       prof.cost_key = gname .. (lg and "+lora_gemm" or "")
       -- compute kernels beside an NCCL collective (measure_contention.py, two GPUs): none is
       -- applied until it is measured
@@ -1348,7 +1348,7 @@ end
 -- normalized scenario outside its hardware section (the allocator section too, where the graph
 -- read it), the same GPU architecture and host costs, and the same value of every hardware field
 -- and catalog field of the GPU that the build read. Returns nil and why when it cannot. The plan
--- has graph_reused = true: its graph is the one the earlier plan took (bind.c).
+-- has graph_reused = true: its graph is the one the earlier plan took (sim/bind/bind.c load_protected).
 function P.rebuild(scn, sets, file, src)
   local last = P.last_build
   if not last then return nil, "no graph was built in this state" end
