@@ -1,4 +1,5 @@
-/* scenario.c: Plan ownership and locating the Lua library; the Lua side is sim/bind/ (bind.c loads a scenario, plan_read.c reads its plan). */
+/* scenario.c: Plan ownership and locating the Lua library; the Lua side is sim/bind/ (bind.c loads
+ * a scenario, plan_read.c reads its plan). */
 #include "scenario.h"
 #include "pipeline.h"
 
