@@ -247,8 +247,8 @@ check "LLaMA-Factory NF4 without double quantization" 2 "lfdq\.yaml:8: double_qu
   "$TMP/lfdq.yaml" --gpu rtx4090 --no-files
 
 # torchtune: what is not modelled, named with its line
-check "torchtune: bitsandbytes' PagedAdamW8bit (its full single-device config as shipped)" 2 \
-  "torchtune_1B_full_single_device\.yaml:60: optimizer\._component_: 'bitsandbytes\.optim\.PagedAdamW8bit' is not modelled" -- \
+check "torchtune: bitsandbytes' PagedAdamW8bit (its full single-device settings)" 2 \
+  "torchtune_1B_full_single_device\.yaml:32: optimizer\._component_: 'bitsandbytes\.optim\.PagedAdamW8bit' is not modelled" -- \
   $D/torchtune_1B_full_single_device.yaml --gpu h100 --no-files
 sed 's/^  _component_: torchtune.modules.loss.CEWithChunkedOutputLoss/  _component_: torchtune.modules.loss.LinearCrossEntropyLoss/' \
   $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttlin.yaml"
@@ -258,7 +258,7 @@ sed 's/^  _component_: torchtune.models.llama3_2.lora_llama3_2_1b/  _component_:
   $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttq.yaml"
 check "torchtune QLoRA (torchao's NF4Tensor)" 2 "ttq\.yaml:[0-9]+: model\._component_: QLoRA builders quantize the base weights to torchao's NF4Tensor" -- \
   "$TMP/ttq.yaml" --gpu rtx4090 --no-files
-sed 's/^  packed: False  # True increases speed/  packed: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttpack.yaml"
+sed 's/^  packed: False/  packed: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttpack.yaml"
 check "torchtune packed dataset" 2 "ttpack\.yaml:[0-9]+: dataset\.packed: packed rows" -- "$TMP/ttpack.yaml" --gpu rtx4090 --no-files
 check "torchtune on 2 GPUs (the distributed recipes)" 2 "--gpus 2: torchtune's distributed recipes .* are not modelled" -- \
   $D/torchtune_1B_lora_single_device.yaml --gpu h100 --gpus 2 --no-files
