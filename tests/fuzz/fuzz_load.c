@@ -9,6 +9,8 @@
  *   6 fuzz_llamafactory  trl, llamafactory, torchtune or hf_trainer (a JSON), as vrsim CONFIG
  *   7 fuzz_torchtune     --gpu h100 loads it; its model may name the folder "m", which holds a
  *   8 fuzz_hf_trainer    small Llama config.json
+ *   9 fuzz_data_lengths  the input is a file of sequence lengths (one a line, or JSONL) that a
+ *                     small scenario reads as training.data.lengths (lua/strategies/data.lua)
  * Any input must give a plan or a one-line error; a plan's graph must then simulate. A crash, a
  * sanitizer report or a hang is a finding. The instruction and memory limits are lowered so a
  * runaway input ends fast. Run from the repository root (lua/ is found there). */
@@ -107,6 +109,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     so.typed_file = path;
     st = scenario_load_source(path, chunk, dir, &so, &p, err, sizeof err);
     free(chunk);
+#elif FUZZ_MODE == 9
+    if (write_input("lengths.txt", data, size)) return 0;
+    static const char *SRC =
+        "return { hardware = { gpu = 'h200' }, model = { arch = 'llama2', size = '7b-l1',"
+        " hidden = 64, intermediate = 128, heads = 2, kv_heads = 2, vocab = 256 },"
+        " training = { micro_batch = 2, steps = 1, attention = 'sdpa',"
+        " data = { lengths = 'lengths.txt', batching = 'pad' } } }";
+    st = scenario_load_source("fuzz.lua", SRC, dir, &so, &p, err, sizeof err);
 #else
     cJSON *rec = cJSON_ParseWithLength((const char *)data, size);
     if (!rec) return 0;
