@@ -72,7 +72,22 @@ if [ $rc = 0 ] && grep -q "^  step .* bubble .* tokens/s" "$tmp/out" && grep -q 
    && [ "$(grep -c '^     [01]  ' "$tmp/out")" = 2 ]; then ok "text report: a line per rank, the busiest marked, step, bubble and tokens/s"
 else bad "text report (exit $rc): $(head -8 "$tmp/out")"; fi
 
-# 5. refused by name, never dropped: other mesh dimensions, data-parallel strategies beside it,
+# 5. tensor parallelism inside each stage (torchtitan parallelizes each stage's module first):
+#    with sequence parallelism the stage sends its last block's local Shard(1) output, 1/tp of
+#    the sequence (1 x 512 x 2048 bf16 = 2 MiB at tp 2, against 4 MiB without), as each receive
+#    buffer is; the job's tokens a step count the tensor-parallel group once (4 micro-batches of
+#    1 x 1024 = 4096, not 8192); each rank's weights, gradients and optimizer state are its shard
+tp2() { run --set hardware.count=4 --set training.parallel.tp=2 "$@"; }
+got=$(tp2 | field 'd["pipeline"]["send_bytes"], round(d["pipeline"]["tokens_per_s"] * d["pipeline"]["step_time_ms"] / 1e3), d["pipeline"]["tokens_per_s_per_gpu"] * 4 == d["pipeline"]["tokens_per_s"]')
+if [ "$got" = "(2097152, 4096, True)" ]; then ok "tp 2 in each stage: the stage sends 1/tp of the sequence; the job's 4096 tokens a step counted once"
+else bad "tp 2 in each stage: (send bytes, tokens a step, per GPU = job / 4) $got, want (2097152, 4096, True)"; fi
+tpeaks() { tp2 --set seq=4096 | field '" ".join(str(r["peak_allocated_bytes"]) for r in d["pipeline"]["ranks"])'; }
+set -- $(tpeaks) $(peaks 1F1B 4)
+if [ "$1" -lt $(( $3 * 2 / 3 )) ] && [ "$2" -lt $(( $4 * 2 / 3 )) ]; then
+  ok "tp 2 in each stage: each rank holds its stage's tp shard ($1 and $2 bytes, $3 and $4 without tp)"
+else bad "tp 2 in each stage: peaks $1 $2, without tp $3 $4"; fi
+
+# 6. refused by name, never dropped: other mesh dimensions, data-parallel strategies beside it,
 #    what torch refuses, the split backward (its order is modelled, its graph not yet)
 refuse() { # what grep-pattern [scenario] --set...
   what=$1; pat=$2; shift 2
@@ -82,7 +97,7 @@ refuse() { # what grep-pattern [scenario] --set...
   if [ $rc = 2 ] && grep -q -e "$pat" "$tmp/out"; then ok "refused: $what"
   else bad "$what: exit $rc: $(cat "$tmp/out")"; fi
 }
-refuse "tp > 1" "tp > 1 with pipeline parallelism is not modelled" --set training.parallel.tp=2 --set hardware.count=4
+refuse "tp that does not divide the heads" "num_key_value_heads = 4 is not a multiple of tp" --set training.parallel.tp=8 --set hardware.count=16
 refuse "strategy fsdp2 beside pp" 'training.strategy = "fsdp2" does not match training.parallel' --set strategy=fsdp2
 refuse "1F1B with fewer micro-batches than stages" "Number of microbatches (1) must be greater than or equal to the number of stages (2)" \
        --set training.parallel.pp_microbatches=1
@@ -103,8 +118,8 @@ if [ "$(grep -c "error: pipeline parallelism (training.parallel.pp > 1) is simul
 then ok "sweep on a pipeline: each point an error naming why"
 else bad "sweep on a pipeline: $(cat "$tmp/out")"; fi
 
-# 6. torchtitan's published pipeline runs (tests/data/published_pipeline.tsv): their layouts
-#    (TP and FSDP beside the pipeline) are refused by name until built, never run without them
+# 7. torchtitan's published pipeline runs (tests/data/published_pipeline.tsv): their layouts
+#    (FSDP beside the pipeline) are refused by name until built, never run without it
 n=0
 while IFS="$(printf '\t')" read -r id tps mem src args; do
   case $id in "#"*|"") continue ;; esac
@@ -112,8 +127,8 @@ while IFS="$(printf '\t')" read -r id tps mem src args; do
   sets=""; for a in $args; do sets="$sets --set $a"; done
   # shellcheck disable=SC2086
   "$VRSIM" tests/data/published_pipeline.lua --no-files $sets >"$tmp/out" 2>&1; rc=$?
-  if [ $rc = 2 ] && grep -q "tp > 1 with pipeline parallelism is not modelled" "$tmp/out"; then
-    ok "published $id ($tps tokens/s per GPU): its layout refused by name until tensor parallelism composes with the pipeline"
+  if [ $rc = 2 ] && grep -q "data parallelism (dp_replicate, dp_shard) with pipeline parallelism is not modelled" "$tmp/out"; then
+    ok "published $id ($tps tokens/s per GPU): its layout refused by name until FSDP composes with the pipeline"
   else bad "published $id: exit $rc: $(head -3 "$tmp/out")"; fi
 done < tests/data/published_pipeline.tsv
 [ $n -ge 2 ] || bad "tests/data/published_pipeline.tsv: $n rows"
