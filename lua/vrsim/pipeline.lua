@@ -130,10 +130,17 @@ function P.layout(cfg, n_layers, mesh)
   local function no(what, why) fail(("%s with pipeline parallelism is not modelled%s"):format(what, why or "")) end
   if par.cp > 1 then no("cp > 1", ": context parallelism is not built") end
   if par.ep > 1 then no("ep > 1", ": expert parallelism is not built") end
-  if par.dp_replicate > 1 or par.dp_shard > 1 then
-    no("data parallelism (dp_replicate, dp_shard)", " yet: each pipeline rank is simulated alone")
+  if par.dp_replicate > 1 then
+    no("dp_replicate > 1 (DDP or HSDP)", " yet: FSDP2 over dp_shard is the data parallelism modelled beside a pipeline")
   end
-  if t.strategy ~= "none" then no("training.strategy = \"" .. t.strategy .. "\"", " yet (set parallel's degrees instead)") end
+  -- FSDP2 over dp_shard as torchtitan applies it to each stage's model part (strategies/dp.lua
+  -- M.pp_keep); the mesh set training.strategy = "fsdp2" from dp_shard
+  if t.strategy ~= "none" and not (t.strategy == "fsdp2" and par.dp_shard > 1) then
+    no("training.strategy = \"" .. t.strategy .. "\"", " yet (set parallel's degrees instead: dp_shard is FSDP2)")
+  end
+  if t.zero and next(t.zero) then
+    no("training.zero", ": FSDP2 runs as torchtitan's default for a pipeline (reshard_after_forward=False, gradients reduced once a step)")
+  end
   if t.inference then no("inference") end
   if t.grad_accum ~= 1 then no("grad_accum", ": the schedule's pp_microbatches are the micro-batches") end
   if t.device_map ~= "none" then no("device_map") end
