@@ -1,10 +1,8 @@
 -- Llama 3 70B on H100s as a 4-stage pipeline (1F1B, 8 micro-batches of 1 x 8192 tokens, full
 -- activation checkpointing), torchtitan's split: does each stage fit, which is the busiest?
 --
--- The layout the question is about, 64 H100s with TP 8, PP 4 and FSDP 2
--- (parallel = { tp = 8, pp = 4, dp_shard = 2, ... }, hardware.count = 64), is refused today
--- (exit 2: tensor parallelism and FSDP beside a pipeline are not built); this is its pipeline
--- alone, each stage on one GPU: 20, 21, 20 and 19 decoder layers (the embeddings and the head
+-- The layout of 64 H100s with TP 8, PP 4 and FSDP 2 is scenarios/llama3_70b_tp8_pp4_fsdp2.lua;
+-- this is its pipeline alone, each stage on one GPU: 20, 21, 20 and 19 decoder layers (the embeddings and the head
 -- counted as a layer each), each stage's bf16 weights, gradients and AdamW state whole. Llama 3
 -- 8B's pipeline (--set model.config=configs/llama-3-8b.json) fits: its last stage, with the head
 -- and the loss's fp32 logits, is the busiest; the bubble takes 29 % of the step (1F1B's

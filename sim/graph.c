@@ -1207,8 +1207,9 @@ VrStatus graph_derive_backward_of(Graph *g, const BackwardOf *b, int *in_grad) {
                  b ? b->first : -1, b ? b->end : -1, g->n_ops);
         return VR_EINVAL;
     }
+    /* (a hook op is declared in forward for the backward it joins: FSDP2's gradient hooks) */
     for (int f = b->first; f < b->end; f++)
-        if (g->ops[f].phase != PH_FWD && g->ops[f].phase != PH_BUILD) {
+        if (g->ops[f].phase != PH_FWD && g->ops[f].phase != PH_BUILD && !g->ops[f].hook) {
             snprintf(g->err, sizeof g->err, "derive backward: op %d (%s) in [%d, %d) is not a forward op",
                      f, g->ops[f].name, b->first, b->end);
             return VR_EINVAL;

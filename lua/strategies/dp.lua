@@ -339,7 +339,13 @@ function M.gather(cx, holder, keys, layer)
   local list = {}
   for _, k in ipairs(keys) do
     local p = holder[k]
-    if p and p.shard then
+    local kept = p and s.pp_keep and s.pp_keep[p]
+    if kept then
+      -- a pipeline stage's later micro-batches: the parameters stay unsharded (see M.pp_keep)
+      holder[k] = kept.full
+      table.insert(s.gathered[layer], { holder = holder, key = k, full = kept.full, p = p, dtype = kept.dtype,
+                                        bytes = kept.bytes })
+    elseif p and p.shard then
       -- a packed 4-bit weight is gathered in its storage dtype (no mixed-precision cast)
       local gdt = p.storage or s.param_dtype or p.dtype
       local full_bytes = p.nb or nn.bytes(p.shape, gdt)
@@ -353,6 +359,10 @@ function M.gather(cx, holder, keys, layer)
                    bytes = (full_bytes + s.n - 1) // s.n }
       table.insert(s.gathered[layer], it)
       list[#list + 1] = { p = p, full = full, dtype = gdt, bytes = it.bytes }
+      if s.pp_keep then
+        s.pp_keep[p] = it
+        s.pp_kept[#s.pp_kept + 1] = { layer = layer, it = it }
+      end
     end
   end
   if #list > 0 then gather_module(cx, s, list, layer, "fwd", 0, "", nil) end
@@ -371,6 +381,7 @@ function M.release(cx, layer, keep)
   end
   local list = s.gathered[layer] or {}
   if #list == 0 then return end
+  if s.pp_keep then return M.pp_release(cx, s, layer, list) end
   local raf = s.opts.raf and not keep
   local frees = {}
   for _, g in ipairs(list) do
@@ -486,6 +497,88 @@ function M.release(cx, layer, keep)
              hook = 2, layer = layer, slot = SLOT_REDUCE_SCATTER })
   end
   s.gathered[layer] = nil
+end
+
+-- FSDP2 beside a pipeline, as torchtitan and torch.distributed.pipelining run it: torchtitan's
+-- apply_fsdp sets reshard_after_forward = not pp_enabled (its "default" policy: no per-micro-batch
+-- all-gathers), and PipelineStage.backward_maybe_with_nosync runs every micro-batch's backward
+-- with set_reshard_after_backward(False) and set_requires_gradient_sync(False); only
+-- perform_reduce_grad, after the schedule's last backward, runs each group's post_backward
+-- (reshard, then reduce-scatter). So a stage's parameters are all-gathered once, at its first
+-- forward, and stay unsharded through the step; its unsharded gradients accumulate over the
+-- micro-batches (as under set_requires_gradient_sync(False) in M.release) and are
+-- reduce-scattered once (M.pp_reduce_grads). Called with cx.dp set up, before the model is built.
+function M.pp_keep(cx)
+  local s = cx.dp
+  s.pp_keep, s.pp_kept = {}, {}
+end
+
+-- A micro-batch's release under M.pp_keep: no reshard, no gather again; its gradients added
+-- into the unsharded accumulated ones.
+function M.pp_release(cx, s, layer, list)
+  local grads, rs_bytes = {}, 0
+  local rdt = s.reduce_dtype
+  for _, g in ipairs(list) do
+    g.holder[g.key] = g.p
+    if g.p.trainable then
+      grads[#grads + 1] = g.full.id
+      rs_bytes = rs_bytes + nn.bytes(g.p.shape, rdt or g.dtype)
+    end
+  end
+  s.gathered[layer] = nil
+  if #grads == 0 then return end
+  s.acc_unsharded = s.acc_unsharded or {}
+  local acc = s.acc_unsharded[layer]
+  if not acc then
+    acc = tensor(cx, ("unsharded accumulated gradients (layer %d)"):format(layer), rs_bytes,
+                 rdt or list[1].dtype, "grad", true)
+    s.acc_unsharded[layer] = acc
+    op(cx, { name = ("to_accumulated_grad layer %d"):format(layer), kind = "copy", phase = "bwd",
+             hook = 2, layer = layer, grads_of = grads, free_grads = true, drop_persistent = true,
+             outputs = { acc }, bytes = 2 * rs_bytes })
+  else
+    op(cx, { name = ("accumulate unsharded grads layer %d"):format(layer), kind = "elementwise",
+             phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
+             drop_persistent = true, inputs = { acc }, bytes = 3 * rs_bytes })
+  end
+end
+
+-- perform_reduce_grad after the schedule's last backward: each group's post_backward reshards its
+-- parameters, then reduce-scatters its accumulated gradients into the shards the optimizer steps.
+function M.pp_reduce_grads(cx)
+  local s = cx.dp
+  local layers, by_layer = {}, {}
+  for _, e in ipairs(s.pp_kept) do
+    if not by_layer[e.layer] then by_layer[e.layer] = {}; layers[#layers + 1] = e.layer end
+    table.insert(by_layer[e.layer], e.it)
+  end
+  for _, layer in ipairs(layers) do
+    local list, used, outs = by_layer[layer], {}, {}
+    for i, it in ipairs(list) do
+      used[i] = it.full.id
+      if it.p.trainable then outs[#outs + 1] = it.p.shard_grad end
+    end
+    op(cx, { name = "post_backward: reshard layer " .. layer, phase = "bwd", layer = layer, frees = used })
+    local acc = s.acc_unsharded and s.acc_unsharded[layer]
+    if acc then
+      s.acc_unsharded[layer] = nil
+      local rdt = s.reduce_dtype or list[1].dtype
+      local rs_bytes = 0
+      for _, it in ipairs(list) do if it.p.trainable then rs_bytes = rs_bytes + nn.bytes(it.p.shape, rdt) end end
+      local rin = tensor(cx, ("reduce-scatter input (layer %d)"):format(layer), rs_bytes, rdt, "temp", false)
+      op(cx, { name = ("reduce-scatter copy-in layer %d"):format(layer), kind = "copy", phase = "bwd", layer = layer,
+               inputs = { acc }, outputs = { rin }, frees = { acc }, drop_persistent = true, bytes = 2 * rs_bytes,
+               slot = SLOT_REDUCE_SCATTER })
+      local rout = tensor(cx, ("reduce-scatter output (layer %d)"):format(layer), (rs_bytes + s.n - 1) // s.n, rdt,
+                          "grad", true)
+      for _, sg in ipairs(outs) do sg.flat = rout end
+      op(cx, { name = ("reduce_scatter layer %d"):format(layer), kind = "reduce_scatter", stream = S.reduce_scatter,
+               phase = "bwd", layer = layer, inputs = { rin }, outputs = { rout }, bytes = rs_bytes, world = s.n })
+    end
+  end
+  op(cx, { name = "reduce-scatter state freed (backward ends)", kind = "none", phase = "bwd",
+           slot = SLOT_REDUCE_SCATTER })
+  s.pp_keep, s.pp_kept = {}, {}
 end
 
 -- After the model is built (and cast): fully_shard replaces each whole parameter by its shard,

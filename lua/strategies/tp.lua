@@ -218,9 +218,12 @@ function T.hooks(cx, root, tp)
   end)
   -- the head: ColwiseParallel(input_layouts=Shard(1)): the normed states all-gathered; its
   -- output stays vocabulary-sharded (loss parallel)
-  local head = mod.get(root, "lm_head")
-  head.opname = head.opname or "lm_head"
-  prepare_input(head, "hidden states")
+  -- (a pipeline stage but the last holds no head, and one but the first no embeddings)
+  local head = root.children.lm_head
+  if head then
+    head.opname = head.opname or "lm_head"
+    prepare_input(head, "hidden states")
+  end
   return list
 end
 

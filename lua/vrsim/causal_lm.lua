@@ -257,7 +257,8 @@ function M.build(cx, cfg)
   cx.model_name = mc.name
   if cx.pp then
     -- the pipeline schedule runs each stage's forwards (vrsim/pipeline.lua P.run)
-    cx.tokens = b * s * cx.pp.par.pp_microbatches
+    -- (the tensor-parallel group shares each micro-batch: its tokens counted once, 1/tp a GPU)
+    cx.tokens = b * s * cx.pp.par.pp_microbatches // tp
     return nil, root, mc, forward
   end
   local loss = forward()

@@ -128,13 +128,19 @@ function P.layout(cfg, n_layers, mesh)
   -- what is not modelled)
   if par.pp == 1 then return nil end
   local function no(what, why) fail(("%s with pipeline parallelism is not modelled%s"):format(what, why or "")) end
-  if par.tp > 1 then no("tp > 1", " yet: tensor parallelism is modelled without a pipeline only") end
   if par.cp > 1 then no("cp > 1", ": context parallelism is not built") end
   if par.ep > 1 then no("ep > 1", ": expert parallelism is not built") end
-  if par.dp_replicate > 1 or par.dp_shard > 1 then
-    no("data parallelism (dp_replicate, dp_shard)", " yet: each pipeline rank is simulated alone")
+  if par.dp_replicate > 1 then
+    no("dp_replicate > 1 (DDP or HSDP)", " yet: FSDP2 over dp_shard is the data parallelism modelled beside a pipeline")
   end
-  if t.strategy ~= "none" then no("training.strategy = \"" .. t.strategy .. "\"", " yet (set parallel's degrees instead)") end
+  -- FSDP2 over dp_shard as torchtitan applies it to each stage's model part (strategies/dp.lua
+  -- M.pp_keep); the mesh set training.strategy = "fsdp2" from dp_shard
+  if t.strategy ~= "none" and not (t.strategy == "fsdp2" and par.dp_shard > 1) then
+    no("training.strategy = \"" .. t.strategy .. "\"", " yet (set parallel's degrees instead: dp_shard is FSDP2)")
+  end
+  if t.zero and next(t.zero) then
+    no("training.zero", ": FSDP2 runs as torchtitan's default for a pipeline (reshard_after_forward=False, gradients reduced once a step)")
+  end
   if t.inference then no("inference") end
   if t.grad_accum ~= 1 then no("grad_accum", ": the schedule's pp_microbatches are the micro-batches") end
   if t.device_map ~= "none" then no("device_map") end
@@ -189,15 +195,22 @@ function P.run(cx, pl, mc, forward)
   local G, b, s, hidden = cx.G, cx.run.batch, cx.run.seq, mc.hidden
   local dtype = cx.run.hidden_dtype
   local m = pl.par.pp_microbatches
-  local act_bytes = b * s * hidden * require("vrsim.nn").bytes({ 1 }, dtype)
+  -- With tensor parallelism inside the stage (torchtitan parallelizes each stage's module before
+  -- the schedule is built), the stage's output is the last block's: with sequence parallelism a
+  -- local Shard(1) tensor, 1/tp of the sequence, and that is what the stage sends and its
+  -- neighbour's buffer receives (the norms and the head's input all-gather it on the last stage).
+  local tp = pl.par.tp
+  if s % tp ~= 0 then fail(("training.seq = %d is not a multiple of tp = %d (sequence parallelism shards it)"):format(s, tp)) end
+  local s_local = s // tp
+  local act_bytes = b * s_local * hidden * require("vrsim.nn").bytes({ 1 }, dtype)
   local function buffers(stage, what, rg, cat)
     local list = {}
     for k = 0, m - 1 do
       local name = ("stage %d %s buffer, micro-batch %d"):format(stage, what, k)
-      local id = G:tensor { name = name, bytes = act_bytes, numel = b * s * hidden, dtype = dtype, cat = cat,
+      local id = G:tensor { name = name, bytes = act_bytes, numel = b * s_local * hidden, dtype = dtype, cat = cat,
                             persistent = true, requires_grad = rg }
       G:op { name = name, kind = "none", phase = "build", inputs = {}, outputs = { id }, frees = {} }
-      list[k] = { id = id, shape = { b, s, hidden }, dtype = dtype, rg = rg, name = name }
+      list[k] = { id = id, shape = { b, s_local, hidden }, dtype = dtype, rg = rg, name = name }
     end
     return list
   end

@@ -1131,6 +1131,8 @@ local function build_graph(st)
     if not okp then fail(ctx, "parallel", "training", tostring(pl)) end
     cx.pp = pl
     if pl then cx.layers_once = false end -- (replicate.lua numbers a stack's layers from 0)
+    -- FSDP2 over dp_shard beside the pipeline keeps each stage's parameters unsharded (dp.lua)
+    if pl and dp then dp.pp_keep(cx) end
   end
   local ok, loss, _, mc, forward = pcall(model.build, cx, cfg)
   if not ok then
@@ -1156,6 +1158,7 @@ local function build_graph(st)
     local okr, pp = pcall(require("vrsim.pipeline").run, cx, cx.pp, mc, forward)
     if not okr then fail(ctx, "parallel", "training", tostring(pp)) end
     cx.pp_plan, k = pp, 0
+    if dp then dp.pp_reduce_grads(cx) end
   end
   for i = 1, k do
     cx.micro = i
