@@ -313,7 +313,10 @@ int cmd_pipeline(const char *path, const ScenarioOptions *opts, Plan *plan0, boo
                    plan0->gpus ? job_tps / plan0->gpus : 0, pr.send_ns / 1e6, across ? "network" : "intra-node");
         else
             printf("  step time: not composed (a rank ran out of memory in its first step)\n\n");
-        printf("pipeline rank %d (busiest):\n", busiest);
+        /* (the rank's own summary times its work alone, as if it never waited on its neighbours:
+         * the step and tokens/s of the run are the pipeline's line above) */
+        printf("pipeline rank %d (busiest); its step time below is its own work alone, without the "
+               "schedule's waits: the run's step and tokens/s are the pipeline line above\n", busiest);
         report_print_summary(stdout, bp, k.res[busiest]);
     }
     rc = all_fit ? VR_EXIT_OK : VR_EXIT_OOM;
