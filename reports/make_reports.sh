@@ -219,16 +219,23 @@ sim dp4z3 $C/data_parallel.lua hardware.count=4 strategy=zero3
 # a 4-stage 1F1B pipeline of 4 micro-batches (each as large as the one GPU's batch): its busiest
 # rank, the verdict (docs/pipeline.md)
 sim pp4 $C/data_parallel.lua hardware.count=4 training.parallel.pp=4
+# tensor parallelism over the same 4 GPUs (DTensor colwise/rowwise with sequence parallelism, as
+# torchtitan applies it: lua/strategies/tp.lua)
+sim tp4 $C/data_parallel.lua hardware.count=4 training.parallel.tp=4
 r1=$(get dp1 peak_reserved_bytes); rd=$(get dp4ddp peak_reserved_bytes); rz=$(get dp4z3 peak_reserved_bytes)
 rp=$(get pp4 peak_reserved_bytes); sp=$(m0 "100 * (1 - $rp / $r1)")
-fig="LLaMA2-7B per GPU: 1 GPU $(gib "$r1") GiB; 4 GPUs DDP $(gib "$rd") GiB ($(verdict_of dp4ddp)); 4 GPUs ZeRO-3 $(gib "$rz") GiB ($(m0 "100 * (1 - $rz / $r1)") % less); 4-stage 1F1B pipeline, busiest stage $(gib "$rp") GiB ($sp % less)"
+rt=$(get tp4 peak_reserved_bytes); st=$(m0 "100 * (1 - $rt / $r1)")
+fig="LLaMA2-7B per GPU: 1 GPU $(gib "$r1") GiB; 4 GPUs DDP $(gib "$rd") GiB ($(verdict_of dp4ddp)); 4 GPUs ZeRO-3 $(gib "$rz") GiB ($(m0 "100 * (1 - $rz / $r1)") % less); 4-stage 1F1B pipeline, busiest stage $(gib "$rp") GiB ($sp % less); TP 4 $(gib "$rt") GiB ($st % less)"
 if within "$sp" 60 80; then vp="holds for pipeline parallelism"; else vp="does not hold for pipeline parallelism ($sp %)"; fi
-wp="A pipeline stage holds a quarter of the weights, gradients and AdamW state, and under 1F1B the first stage keeps 4 micro-batches of its quarter of the layers in flight: $sp % less on the busiest stage."
+if within "$st" 50 70; then vt="holds for tensor parallelism"
+elif awk "BEGIN { exit !($st > 70) }"; then vt="tensor parallelism saves more than claimed ($st %)"
+else vt="does not hold for tensor parallelism ($st %)"; fi
+wp="A pipeline stage holds a quarter of the weights, gradients and AdamW state, and under 1F1B the first stage keeps 4 micro-batches of its quarter of the layers in flight: $sp % less on the busiest stage. Tensor parallelism shards each linear layer's weights, gradients and AdamW state four ways (the embedding and head by vocabulary), and with sequence parallelism the norms' activations too: $st % less."
 if awk "BEGIN { exit !($rd >= $r1) }"; then
-v="does not hold for data parallelism; $vp; tensor parallelism not checked yet"
-w="Plain data parallelism (DDP) replicates the model and adds gradient buckets: it saves nothing per GPU. Sharding (ZeRO/FSDP) is what saves. $wp vrsim does not model tensor parallelism yet."
-else v="holds only with sharding; $vp; tensor parallelism not checked yet"
-w="DDP saves $(m0 "100 * (1 - $rd / $r1)") % per GPU here; sharding (ZeRO/FSDP) saves more. $wp vrsim does not model tensor parallelism yet."
+v="does not hold for data parallelism; $vp; $vt"
+w="Plain data parallelism (DDP) replicates the model and adds gradient buckets: it saves nothing per GPU. Sharding (ZeRO/FSDP) is what saves. $wp"
+else v="holds only with sharding; $vp; $vt"
+w="DDP saves $(m0 "100 * (1 - $rd / $r1)") % per GPU here; sharding (ZeRO/FSDP) saves more. $wp"
 fi
 row "Data, pipeline and tensor parallelism save 30-50 %, 60-80 % and 50-70 % of memory" "$fig" "$v" "$w"
 

@@ -1,6 +1,7 @@
 -- Claims: data, pipeline and tensor parallelism save 30-50 %, 60-80 % and 50-70 % of memory per
 -- GPU. (zero_stages.lua checks which ZeRO stage each GPU count needs.) With --set hardware.count=4
--- --set training.parallel.pp=4 it is a 4-stage 1F1B pipeline (docs/pipeline.md).
+-- --set training.parallel.pp=4 it is a 4-stage 1F1B pipeline (docs/pipeline.md), with
+-- --set training.parallel.tp=4 tensor parallelism over the four.
 -- LLaMA2-7B bf16 with checkpointing on A100-80GBs (NVLink); reports/make_reports.sh runs it on
 -- one GPU and with --set hardware.count=N --set training.strategy=ddp, zero1, zero2, zero3.
 return {
