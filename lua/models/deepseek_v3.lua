@@ -27,6 +27,7 @@
 -- is taken as balanced over the experts (models/moe.lua).
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
+local rotary_halves = require "models.blocks.rotary_halves"
 local llama = require "models.llama"
 local moe = require "models.moe"
 
@@ -52,21 +53,7 @@ local function rotary_interleave(cx, name, x, cos, sin)
   half[#half] = half[#half] // 2
   local x1 = nn.view_op(cx, name .. ".even", x, half, nil, "strided")
   local x2 = nn.view_op(cx, name .. ".odd", x, half, nil, "strided")
-  local function mul(what, a, t)
-    return nn.op(cx, { name = name .. "." .. what, kind = "broadcast", inputs = { a, t },
-                       outs = { { name .. "." .. what, half, a.dtype } }, saves = { t },
-                       grads = { "new", "none" }, flops = nn.numel(half) })
-  end
-  local t1 = mul("even_cos", x1, cos)
-  local t2 = mul("odd_sin", x2, sin)
-  local first = nn.op(cx, { name = name .. ".sub", inputs = { t1, t2 }, outs = { { name .. ".first", half, x.dtype } },
-                            grads = { { pass = 1 }, "new" }, flops = nn.numel(half) })
-  local t3 = mul("odd_cos", x2, cos)
-  local t4 = mul("even_sin", x1, sin)
-  local second = nn.op(cx, { name = name .. ".add", inputs = { t3, t4 }, outs = { { name .. ".second", half, x.dtype } },
-                             grads = { { pass = 1 }, { pass = 1 } }, flops = nn.numel(half) })
-  return nn.op(cx, { name = name .. ".cat", kind = "cat_strided", inputs = { first, second },
-                     outs = { { name .. ".embed", x.shape, x.dtype } }, grads = { { pass = 1 }, { pass = 1 } } })
+  return rotary_halves.rotate(cx, name, x, x1, x2, cos, sin, { "even", "odd" })
 end
 
 -- DeepseekV3RotaryEmbedding.forward: `position_ids[..., None].float() * inv_freq.to(float)` (the

@@ -37,6 +37,7 @@ local mod = require "vrsim.module"
 local llama = require "models.llama"
 local moe = require "models.moe"
 local rmsnorm = require "models.blocks.rmsnorm"
+local rotary_halves = require "models.blocks.rotary_halves"
 
 local F = {}
 F.architectures = { "GptOssForCausalLM" }
@@ -65,21 +66,7 @@ local function rotary(cx, name, x, cos, sin)
   local x2 = nn.view(cx, x, half, name .. ".second_half")
   nn.op(cx, { name = name .. ".chunk", kind = "none", inputs = { x }, out_tensors = { x1, x2 },
               grads = { { dtype = x.dtype } }, bwd_kind = "cat_strided", bytes = 0, frees = {} })
-  local function mul(what, a, t)
-    return nn.op(cx, { name = name .. "." .. what, kind = "broadcast", inputs = { a, t },
-                       outs = { { name .. "." .. what, half, a.dtype } }, saves = { t },
-                       grads = { "new", "none" }, flops = nn.numel(half) })
-  end
-  local t1 = mul("first_cos", x1, cos)
-  local t2 = mul("second_sin", x2, sin)
-  local first = nn.op(cx, { name = name .. ".sub", inputs = { t1, t2 }, outs = { { name .. ".first", half, x.dtype } },
-                            grads = { { pass = 1 }, "new" }, flops = nn.numel(half) })
-  local t3 = mul("second_cos", x2, cos)
-  local t4 = mul("first_sin", x1, sin)
-  local second = nn.op(cx, { name = name .. ".add", inputs = { t3, t4 }, outs = { { name .. ".second", half, x.dtype } },
-                             grads = { { pass = 1 }, { pass = 1 } }, flops = nn.numel(half) })
-  return nn.op(cx, { name = name .. ".cat", kind = "cat_strided", inputs = { first, second },
-                     outs = { { name .. ".embed", x.shape, x.dtype } }, grads = { { pass = 1 }, { pass = 1 } } })
+  return rotary_halves.rotate(cx, name, x, x1, x2, cos, sin, { "first", "second" })
 end
 
 -- eager_attention_forward with the sinks (modeling_gpt_oss.py). q (b, heads, s, d) contiguous (the
