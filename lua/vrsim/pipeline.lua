@@ -22,36 +22,7 @@ local S = require "vrsim.pp_schedules"
 
 local P = {}
 
--- The keys of training.parallel (torchtitan's degrees and schedule options); pp_stage_layers is
--- the given split (module_fqns_per_model_part by counts), pp_layers_per_stage torchtitan's
--- pipeline_parallel_layers_per_stage.
-P.KEYS = { dp_replicate = "integer", dp_shard = "integer", tp = "integer", cp = "integer", pp = "integer",
-           ep = "integer", pp_schedule = "string", pp_microbatches = "integer",
-           pp_layers_per_stage = "integer", pp_stage_layers = "table" }
-
 local function fail(msg) error("training.parallel: " .. msg, 0) end
-
--- training.parallel checked and filled with its defaults (degrees 1, torchtitan's 1F1B, as many
--- micro-batches as pipeline ranks).
-function P.settings(par)
-  par = par or {}
-  local out = {}
-  local names = {}
-  for k in pairs(P.KEYS) do names[#names + 1] = k end
-  table.sort(names)
-  for k, v in pairs(par) do
-    local ty = P.KEYS[k]
-    if not ty then fail(("unknown key '%s' (keys: %s)"):format(tostring(k), table.concat(names, ", "))) end
-    if ty == "integer" and (math.type(v) ~= "integer" or v < 1) then fail(("%s must be an integer >= 1"):format(k)) end
-    if ty == "string" and type(v) ~= "string" then fail(("%s must be a string"):format(k)) end
-    if ty == "table" and type(v) ~= "table" then fail(("%s must be a list of layer counts"):format(k)) end
-    out[k] = v
-  end
-  for _, k in ipairs { "dp_replicate", "dp_shard", "tp", "cp", "pp", "ep" } do out[k] = out[k] or 1 end
-  out.pp_schedule = out.pp_schedule or "1F1B"
-  out.pp_microbatches = out.pp_microbatches or out.pp
-  return out
-end
 
 -- torchtitan's _generate_llm_fqn_per_model_part by counts: per stage { first, last } decoder layers
 -- (last < first: none) and whether it holds the embeddings / the norm and head.
@@ -115,15 +86,11 @@ end
 -- and the rank's schedule order. Refuses what is not modelled, naming it.
 function P.layout(cfg, n_layers, mesh)
   local t, hw = cfg.training, cfg.hardware
-  -- the degrees as the device mesh resolved them (dp_shard = -1 made the rest: vrsim/mesh.lua)
-  local par
-  if mesh then
-    par = { pp_schedule = mesh.pp_schedule, pp_microbatches = mesh.pp_microbatches or mesh.degrees.pp,
-            pp_layers_per_stage = mesh.pp_layers_per_stage, pp_stage_layers = mesh.pp_stage_layers }
-    for k, v in pairs(mesh.degrees) do par[k] = v end
-  else
-    par = P.settings(t.parallel)
-  end
+  -- the degrees as the device mesh read and resolved them (vrsim/mesh.lua: dp_shard = -1 made
+  -- the rest; pp_microbatches one per stage unless given)
+  local par = { pp_schedule = mesh.pp_schedule, pp_microbatches = mesh.pp_microbatches or mesh.degrees.pp,
+                pp_layers_per_stage = mesh.pp_layers_per_stage, pp_stage_layers = mesh.pp_stage_layers }
+  for k, v in pairs(mesh.degrees) do par[k] = v end
   -- (without a pipeline the device mesh's other dimensions are vrsim/mesh.lua's: it refuses
   -- what is not modelled)
   if par.pp == 1 then return nil end
