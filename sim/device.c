@@ -4,16 +4,19 @@
 #include <stdbool.h>
 #include <string.h>
 
-double device_collective_ns(const DeviceSpec *dev, const char *kind, double bytes, int n) {
+double device_collective_ns(const DeviceSpec *dev, const char *kind, double bytes, int n, int placed) {
     CollKind k;
     if (n <= 1 || coll_kind_parse(kind, &k)) return 0.0;
     CollLink link = dev->coll[k];
     if (!(link.bus_bw > 0)) link = (CollLink){dev->coll_latency_ns, dev->coll_bw};
-    /* how the group lies on the nodes: HSDP's replicate all-reduce takes one rank of each shard
-     * group (strided), every other collective a block of consecutive ranks */
+    /* how the group lies on the nodes: as the mesh placed it where the op says (a data-parallel
+     * group that tensor parallelism strides across nodes); else HSDP's replicate all-reduce takes
+     * one rank of each shard group (strided), every other collective a block of consecutive ranks */
     int g = dev->gpus_per_node > 0 ? dev->gpus_per_node : n;
     int per_node = n < g ? n : g;
-    if (k == COLL_ALLREDUCE && dev->replicate > 1 && n == dev->replicate && n < dev->world) {
+    if (placed > 0) {
+        per_node = placed < per_node ? placed : per_node;
+    } else if (k == COLL_ALLREDUCE && dev->replicate > 1 && n == dev->replicate && n < dev->world) {
         int shard = dev->world / n;
         per_node = shard >= g ? 1 : g / shard;
     }
@@ -88,7 +91,7 @@ double device_op_ns(const DeviceSpec *dev, const Op *op) {
      * memory-bound broadcasting kernels) */
     if (op->stream == STREAM_COLLECTIVE || op->stream == STREAM_REDUCE_SCATTER ||
         (op->kind_id == OPK_COLLECTIVE && op->world > 1))
-        return device_collective_ns(dev, op->kind, op->bytes_moved, op->world);
+        return device_collective_ns(dev, op->kind, op->bytes_moved, op->world, op->per_node);
     if (op->stream == STREAM_H2D || op->stream == STREAM_D2H)
         return dev->host_bw > 0 ? op->bytes_moved / dev->host_bw * 1e9 + dev->host_latency_ns : 0;
     if (op->kind_id == OPK_CPU_ADAM)

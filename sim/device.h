@@ -43,8 +43,10 @@ typedef struct DeviceSpec {
 } DeviceSpec;
 
 /* Time in ns of a collective of `bytes` (the full tensor) over n ranks (collective.h): kind is
- * "allreduce", "reduce_scatter", "allgather" or "broadcast"; 0 for n <= 1 or an unknown kind. */
-double device_collective_ns(const DeviceSpec *dev, const char *kind, double bytes, int n);
+ * "allreduce", "reduce_scatter", "allgather" or "broadcast"; 0 for n <= 1 or an unknown kind.
+ * per_node: how many of the group's ranks share a node, as the mesh places it (0: a block of
+ * consecutive ranks, or HSDP's strided replicate group where dev->replicate says so). */
+double device_collective_ns(const DeviceSpec *dev, const char *kind, double bytes, int n, int per_node);
 
 /* ATen's staging buffers for a sum over the rows of an m x c tensor (a Linear's grad_bias, a
  * norm weight's gradient; Reduce.cuh's global reduce): when the reduction splits its rows over

@@ -159,6 +159,10 @@ OP_VAL(int, lora_rank, , "", OPR_NO, 0, OPI_BWD)
 OP_VAL(char, lora_role, , "", OPR_NO, 0, OPI_BWD)
 /* world: collectives: ranks taking part */
 OP_VAL(int, world, , "world", OPR_INT, 1, OPI_BOTH)
+/* per_node: collectives: how many of the group's ranks one node holds, as the device mesh places
+ * the group (lua/vrsim/mesh.lua M.groups); the group spans ceil(world / per_node) nodes and uses
+ * that many of each node's NICs. 0: consecutive ranks, min(world, gpus_per_node) a node */
+OP_VAL(int, per_node, , "per_node", OPR_INT, 0, OPI_BOTH)
 
 /* ---- when and where it runs (sim/engine.c) ---- */
 /* layer: decoder layer / block index, -1 if none (reports, hooks) */

@@ -91,7 +91,7 @@ static void test_collective_on_compute_stream(void **state) {
     memset(&op, 0, sizeof op);
     op.kind = "all_gather", op.kind_id = OPK_COLLECTIVE, op.stream = STREAM_COMPUTE;
     op.bytes_moved = 64.0 * 1048576, op.world = 8;
-    double want = device_collective_ns(&d, "all_gather", op.bytes_moved, 8);
+    double want = device_collective_ns(&d, "all_gather", op.bytes_moved, 8, 0);
     assert_true(want > 0);
     assert_true(fabs(device_op_ns(&d, &op) - want) < 1e-6);
     /* on the compute stream a "broadcast" of no group is the broadcasting kernel, bound by memory */
@@ -119,23 +119,31 @@ static void test_across_nodes(void **state) {
     d.coll_bw = 390e9, d.coll_latency_ns = 3000;
     double gib = 1073741824.0;
     /* a full-world reduce-scatter of 1 GiB: 127/128 GiB at 8 x 47 GB/s plus 127 steps */
-    double rs = device_collective_ns(&d, "reduce_scatter", gib, 128);
+    double rs = device_collective_ns(&d, "reduce_scatter", gib, 128, 0);
     assert_true(fabs(rs - (127.0 / 128 * gib / 376e9 * 1e9 + 127 * 3000)) < 1);
     /* one NIC per node: eight times the data term */
     d.nics_per_node = 1;
-    double rs1 = device_collective_ns(&d, "reduce_scatter", gib, 128);
+    double rs1 = device_collective_ns(&d, "reduce_scatter", gib, 128, 0);
     assert_true(fabs((rs1 - 127 * 3000) - 8 * (rs - 127 * 3000)) < 1);
     /* HSDP, shard groups of 8 (one node each), replicate groups of 16 (one rank per node) */
     d.nics_per_node = 8, d.replicate = 16;
-    double ag = device_collective_ns(&d, "all_gather", gib, 8);
+    double ag = device_collective_ns(&d, "all_gather", gib, 8, 0);
     assert_true(fabs(ag - (7.0 / 8 * gib / 390e9 * 1e9 + 7 * 3000)) < 1); /* NVLink only */
-    double ar = device_collective_ns(&d, "allreduce", gib, 16);
+    double ar = device_collective_ns(&d, "allreduce", gib, 16, 0);
     double data = 2 * 15.0 / 16 * gib / 47e9 * 1e9;
     assert_true(ar >= data && ar < data + 30 * 3000);
     /* the same all-reduce over 16 consecutive ranks (two full nodes) is eight times faster in data */
     d.replicate = 0;
-    double ar2 = device_collective_ns(&d, "allreduce", gib, 16);
+    double ar2 = device_collective_ns(&d, "allreduce", gib, 16, 0);
     assert_true(ar2 < ar / 7);
+    /* a group the mesh places one rank a node (a data-parallel group that tensor parallelism
+     * strides across nodes): its 2 ranks use one NIC of each of 2 nodes, not one node's NVLink */
+    double in_node = device_collective_ns(&d, "reduce_scatter", gib, 2, 0);
+    double strided = device_collective_ns(&d, "reduce_scatter", gib, 2, 1);
+    assert_true(fabs(in_node - (0.5 * gib / 390e9 * 1e9 + 3000)) < 1);
+    assert_true(fabs(strided - (0.5 * gib / 47e9 * 1e9 + 3000)) < 1);
+    /* per_node above the node's GPUs is capped at them: 16 ranks at most 8 a node */
+    assert_true(fabs(device_collective_ns(&d, "allreduce", gib, 16, 16) - ar2) < 1e-6);
 }
 
 int main(void) {

@@ -213,10 +213,25 @@ want = 2 * 256 / (d['step_time_ms'] / 1e3)
 sys.exit(0 if abs(d['tokens_per_s'] - want) <= 0.01 * want else 1)" "$TMP/tpf.json"
 then ok "tokens/s under tp 2 x dp_shard 2: the job's is 2 batches of 256 tokens a step, not 4"
 else fail "tokens/s per GPU under tp" "$(grep tokens_per_s "$TMP/tpf.json")"; fi
-# a data-parallel group the mesh strides across nodes is said to be priced as consecutive ranks
-run mis "$TMP/tp.lua" --no-files --set count=16 --set parallel.tp=8 --set parallel.dp_shard=2
-expect "tp 8 x dp_shard 2 on 2 nodes: the dp_shard group's placement named where it is priced otherwise" 0 \
-  "the dp_shard group's collectives are priced as 2 consecutive ranks \(2 per node over 1 node\), not as the mesh places them \(1 per node over 2 nodes\)"
+# a data-parallel group is priced where the mesh places it: tp 8 x dp_shard 2 on two nodes of 8
+# puts the dp_shard pair one rank a node, so FSDP2's layer all-gather (25.3 MB on the wire)
+# crosses the NICs (one 400 Gb/s port a rank) where on one node of 16 it stays on NVLink
+coll_us() { # the duration of FSDP2's layer-0 all-gather in a run's trace.json
+  python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d['traceEvents'] if isinstance(d, dict) else d
+print(next(e['dur'] for e in ev if e.get('name') == 'all_gather layer 0' and 'dur' in e))" "$1"
+}
+for g in 8 16; do
+  "$VRSIM" "$TMP/tp.lua" --set count=16 --set parallel.tp=8 --set parallel.dp_shard=2 \
+    --set gpus_per_node=$g --out "$TMP/place$g" >"$TMP/place$g.out" 2>&1
+done
+n8=$(coll_us "$TMP/place8/trace.json"); n16=$(coll_us "$TMP/place16/trace.json")
+if python3 -c "import sys; sys.exit(0 if float('$n8') > 4 * float('$n16') else 1)" \
+   && ! grep -q "priced as .* consecutive ranks" "$TMP/place8.out"
+then ok "tp 8 x dp_shard 2: the dp_shard pair strided over 2 nodes gathers on the NICs ($n8 us), not NVLink ($n16 us on one node)"
+else fail "the dp_shard group across nodes is priced as on one node ($n8 us against $n16 us)" "$(grep -i priced "$TMP/place8.out")"; fi
 # one rank's allocated memory against DTensor's own (validation/oracle/capture_tp.py: rank 0 of
 # tp 2 on fake CUDA tensors in a fake process group, committed): after the build and after
 # forward, vrsim less its named CUDA-only allocations is within 4 KiB of the capture

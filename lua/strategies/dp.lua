@@ -152,6 +152,9 @@ end
 
 local function op(cx, spec)
   spec.kind = spec.kind or "none"
+  -- a collective over the data-parallel group is priced where the mesh places that group's ranks
+  -- (the replicate all-reduce names its own group's placement)
+  if spec.per_node == nil and (spec.world or 1) > 1 and cx.dp then spec.per_node = cx.dp.per_node end
   spec.inputs = spec.inputs or {}
   spec.outputs = spec.outputs or {}
   spec.frees = spec.frees or {}
@@ -216,6 +219,17 @@ function M.setup(cx, cfg)
       error(("training.zero.shard_group %d does not divide hardware.count %d"):format(shard, s.n), 0)
     end
     s.replicate, s.n = s.n // shard, shard
+  end
+  -- where the groups' ranks sit (lua/vrsim/mesh.lua M.groups): how many of them one node holds,
+  -- which decides the link their collectives take. The data-parallel group is dp_shard (FSDP2,
+  -- ZeRO) or, without sharding, dp_replicate (DDP); HSDP's all-reduce runs over dp_replicate.
+  if cx.mesh then
+    local place = {}
+    for _, g in ipairs(require("vrsim.mesh").groups(cx.mesh, cfg.hardware.rank or 0, cfg.hardware.gpus_per_node)) do
+      place[g.dim] = g.ranks_per_node
+    end
+    s.per_node = cx.mesh.degrees.dp_shard > 1 and place.dp_shard or place.dp_replicate
+    s.replicate_per_node = place.dp_replicate
   end
   -- ZeRO-2's step (DeepSpeed's FusedAdam over its fp32 partition) and a CPU-offloaded one
   -- (DeepSpeedCPUAdam, or torch AdamW on FSDP2's CPU shards) are modelled for Adam only: two
@@ -477,7 +491,7 @@ function M.release(cx, layer, keep)
       -- HSDP: the shard's gradient is then all-reduced across the replicas, in place
       op(cx, { name = ("all_reduce (replicate) layer %d"):format(layer), kind = "allreduce", stream = S.reduce_scatter,
                phase = "bwd", hook = 2, layer = layer, inputs = { rout }, outputs = {},
-               bytes = (rs_bytes + s.n - 1) // s.n, world = s.replicate })
+               bytes = (rs_bytes + s.n - 1) // s.n, world = s.replicate, per_node = s.replicate_per_node })
     end
     if offload then
       op(cx, { name = ("copy gradient shards of layer %d to host"):format(layer), kind = "d2h", stream = S.d2h,

@@ -232,29 +232,6 @@ function M.groups(mesh, rank, gpus_per_node)
   return out, coords
 end
 
--- The data-parallel groups whose collectives are priced as if their ranks were consecutive
--- (sim/device.c device_collective_ns: a group of n ranks fills min(n, gpus_per_node) GPUs of a
--- node; HSDP's replicate all-reduce is taken as strided) while the mesh places them otherwise:
--- one message per such group, naming where it really sits. An op does not carry its group's
--- stride yet.
-function M.mispriced(mesh, gpus_per_node)
-  local d = mesh.degrees
-  local out = {}
-  for _, g in ipairs(M.groups(mesh, 0, gpus_per_node)) do
-    local dp = g.dim == "dp_shard" or (g.dim == "dp_replicate" and d.dp_shard == 1)
-    if dp and g.size > 1 then
-      local per = math.min(g.size, gpus_per_node)
-      local nodes = (g.size + per - 1) // per
-      if per ~= g.ranks_per_node or nodes ~= g.nodes then
-        out[#out + 1] = ("the %s group's collectives are priced as %d consecutive ranks (%d per node over %d node%s), "
-          .. "not as the mesh places them (%d per node over %d node%s): an op does not carry its group's stride yet")
-          :format(g.dim, g.size, per, nodes, nodes == 1 and "" or "s", g.ranks_per_node, g.nodes, g.nodes == 1 and "" or "s")
-      end
-    end
-  end
-  return out
-end
-
 -- One line that states the mesh and its groups of more than one rank, for the run's notes:
 -- intra is the link inside a node ("nvlink", "pcie"), network the one between nodes.
 function M.describe(mesh, rank, gpus_per_node, intra, network)

@@ -1081,7 +1081,6 @@ local function prepare(scn, sets, file, src)
   if mesh.given then
     cfg.notes[#cfg.notes + 1] = mesh_mod.describe(mesh, cfg.hardware.rank, cfg.hardware.gpus_per_node,
       dev.interconnect:match("^[^+]*"), cfg.hardware.network)
-    for _, n in ipairs(mesh_mod.mispriced(mesh, cfg.hardware.gpus_per_node)) do cfg.notes[#cfg.notes + 1] = n end
   end
   st.mesh = mesh
   st.key = graph_key(st)
