@@ -12,8 +12,9 @@
 --
 -- vrsim's answer: every stage fits; the busiest is stage 0 (the embeddings and 20 layers), 18.6 GiB
 -- allocated at peak (22.0 GiB reserved): its 2.3 G parameters' bf16 weights whole (4.2 GiB) beside
--- their shard, the unsharded gradients, the AdamW state of the shard. The step takes 3.98 s, the
--- bubble 28 % of it (1F1B's (p - 1) / (m + p - 1) is 27 % on equal stages), 515 tokens/s per GPU.
+-- their shard, the unsharded gradients, the AdamW state of the shard. The step takes 4.02 s, the
+-- bubble 28 % of it (1F1B's (p - 1) / (m + p - 1) is 27 % on equal stages), 509 tokens/s per GPU
+-- (the dp_shard pair sits one rank a node: its reduce-scatter crosses the NICs).
 -- Interleaved1F1B (--set parallel.pp_schedule=Interleaved1F1B) cuts the bubble to 16 %.
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
