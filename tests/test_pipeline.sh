@@ -101,7 +101,29 @@ if [ "$8" = fsdp2 ] && [ "$5" -gt $(( $1 * 14 / 10 )) ] && [ $(( $6 * 100 / $2 )
   ok "fsdp2 over dp_shard 2 beside the pipeline: the stage stays unsharded all step ($5 bytes of parameters, $1 without FSDP), AdamW state $6 of $2, 8192 tokens a step"
 else bad "fsdp2 beside the pipeline: (parameters, optimizer state, tokens a step, strategy) without FSDP $1 $2 $3 $4, with $5 $6 $7 $8"; fi
 
-# 7. refused by name, never dropped: other mesh dimensions, data-parallel strategies beside it,
+# 7. dp_replicate beside the pipeline: torchtitan fully_shards each stage over its
+#    ["dp_replicate", "fsdp"] mesh (llama3/parallelize.py), so dp_replicate alone is FSDP2 with a
+#    shard group of one rank: the rank holds its stage's parameters twice (the one-rank shard and
+#    the unsharded copy FSDP2 makes at world size 1) and AdamW state for all of them (the
+#    breakdowns at the peak within 0.1 %), and the
+#    replicas' gradients are all-reduced once after the schedule (foreach_reduce's all_reduce over
+#    the replicate group), so the rank's step after its last action grows by it, more with the
+#    pair on two nodes (one NIC a rank) than on one node's NVLink; HSDP (dp_replicate 2 x dp_shard
+#    2) adds it after the reduce-scatter of dp_shard 2 alone
+rep() { field '[d["strategy"], d["breakdown_at_peak"]["parameters"], d["breakdown_at_peak"]["optimizer_state"], round(d["pipeline"]["tokens_per_s"] * d["pipeline"]["step_time_ms"] / 1e3), round(d["pipeline"]["ranks"][0]["rest_ms"] * 1000)]'; }
+set -- $(run | rep | tr -d "[],'") $(run --set hardware.count=4 --set training.parallel.dp_replicate=2 | rep | tr -d "[],'") \
+       $(run --set hardware.count=4 --set training.parallel.dp_replicate=2 --set gpus_per_node=1 | rep | tr -d "[],'")
+if [ "$6" = fsdp2 ] && [ "$7" -ge $(( $2 * 199 / 100 )) ] && [ "$7" -le $(( $2 * 2 )) ] && [ "$8" -ge $(( $3 * 999 / 1000 )) ] && [ "$8" -le "$3" ] && [ "$9" = 8192 ] && [ "${10}" -gt "$5" ] \
+   && [ "${15}" -gt $(( ${10} * 3 / 2 )) ]; then
+  ok "dp_replicate 2 beside the pipeline: FSDP2 with a shard of one ($7 bytes of parameters, $2 alone), 8192 tokens a step, the replicate all-reduce after the schedule (${10} us after the last action, $5 without; ${15} us across nodes)"
+else bad "dp_replicate 2 beside the pipeline: alone $*"; fi
+set -- $(run --set hardware.count=4 --set training.parallel.dp_shard=2 | rep | tr -d "[],'") \
+       $(run --set hardware.count=8 --set training.parallel.dp_shard=2 --set training.parallel.dp_replicate=2 | rep | tr -d "[],'")
+if [ "$6" = fsdp2 ] && [ "$7" = "$2" ] && [ "$9" = 16384 ] && [ "${10}" -gt "$5" ]; then
+  ok "HSDP (dp_replicate 2 x dp_shard 2) beside the pipeline: the shards' all-reduce after the reduce-scatter (${10} us after the last action, $5 with dp_shard 2 alone), 16384 tokens a step"
+else bad "HSDP beside the pipeline: dp_shard 2 alone, then with dp_replicate 2: $*"; fi
+
+# 8. refused by name, never dropped: other mesh dimensions, data-parallel strategies beside it,
 #    what torch refuses, the split backward (its order is modelled, its graph not yet)
 refuse() { # what grep-pattern [scenario] --set...
   what=$1; pat=$2; shift 2
@@ -115,8 +137,8 @@ refuse "tp that does not divide the heads" "num_key_value_heads = 4 is not a mul
 refuse "strategy fsdp2 beside pp" 'training.strategy = "fsdp2" does not match training.parallel' --set strategy=fsdp2
 refuse "1F1B with fewer micro-batches than stages" "Number of microbatches (1) must be greater than or equal to the number of stages (2)" \
        --set training.parallel.pp_microbatches=1
-refuse "dp_replicate beside pp" "dp_replicate > 1 (DDP or HSDP) with pipeline parallelism is not modelled" --set hardware.count=4 \
-       --set training.parallel.dp_replicate=2
+refuse "training.strategy ddp beside pp" 'training.strategy = "ddp" does not match training.parallel' --set hardware.count=4 \
+       --set training.parallel.dp_replicate=2 --set strategy=ddp
 refuse "FSDP knobs beside pp" "training.zero with pipeline parallelism is not modelled" --set hardware.count=4 --set training.zero.raf=true
 refuse "an unknown key" "pp_size is not a key vrsim knows" --set training.parallel.pp_size=2
 refuse "a schedule not modelled" 'pp_schedule "ZBVZeroBubble" is not modelled' --set training.parallel.pp_schedule=ZBVZeroBubble

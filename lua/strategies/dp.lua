@@ -588,6 +588,13 @@ function M.pp_reduce_grads(cx)
       for _, sg in ipairs(outs) do sg.flat = rout end
       op(cx, { name = ("reduce_scatter layer %d"):format(layer), kind = "reduce_scatter", stream = S.reduce_scatter,
                phase = "bwd", layer = layer, inputs = { rin }, outputs = { rout }, bytes = rs_bytes, world = s.n })
+      if s.replicate then
+        -- HSDP (dp_replicate > 1; a shard group of one where dp_shard is 1): foreach_reduce then
+        -- all-reduces the shard's gradient over the replicas, in place, after the schedule
+        op(cx, { name = ("all_reduce (replicate) layer %d"):format(layer), kind = "allreduce", stream = S.reduce_scatter,
+                 phase = "bwd", layer = layer, inputs = { rout }, outputs = {},
+                 bytes = (rs_bytes + s.n - 1) // s.n, world = s.replicate, per_node = s.replicate_per_node })
+      end
     end
   end
   op(cx, { name = "reduce-scatter state freed (backward ends)", kind = "none", phase = "bwd",

@@ -103,9 +103,12 @@ end
 
 -- The data-parallel strategy a layout implies, as torchtitan applies it: FSDP2 where dp_shard > 1
 -- (hybrid sharding with dp_replicate > 1 too), DDP where only dp_replicate is, none otherwise.
+-- Beside a pipeline torchtitan fully_shards each stage over its ["dp_replicate", "fsdp"] mesh
+-- whatever the degrees (llama3/parallelize.py, apply_fsdp_to_decoder), so dp_replicate alone is
+-- FSDP2 with a shard group of one rank: the replicate all-reduce after the schedule.
 local function implied_strategy(d)
   if d.dp_shard > 1 then return "fsdp2" end
-  if d.dp_replicate > 1 then return "ddp" end
+  if d.dp_replicate > 1 then return d.pp > 1 and "fsdp2" or "ddp" end
   return "none"
 end
 

@@ -97,15 +97,17 @@ function P.layout(cfg, n_layers, mesh)
   local function no(what, why) fail(("%s with pipeline parallelism is not modelled%s"):format(what, why or "")) end
   if par.cp > 1 then no("cp > 1", ": context parallelism is not built") end
   if par.ep > 1 then no("ep > 1", ": expert parallelism is not built") end
-  if par.dp_replicate > 1 then
-    no("dp_replicate > 1 (DDP or HSDP)", " yet: FSDP2 over dp_shard is the data parallelism modelled beside a pipeline")
+  -- FSDP2 over dp_shard (and dp_replicate: HSDP, or a shard group of one) as torchtitan applies
+  -- it to each stage's model part (strategies/dp.lua M.pp_keep); the mesh set training.strategy =
+  -- "fsdp2" from the degrees, and zero.shard_group = dp_shard where dp_replicate > 1
+  if t.strategy ~= "none" and not (t.strategy == "fsdp2" and par.dp_shard * par.dp_replicate > 1) then
+    no("training.strategy = \"" .. t.strategy .. "\"", " yet (set parallel's degrees instead: dp_shard and dp_replicate are FSDP2)")
   end
-  -- FSDP2 over dp_shard as torchtitan applies it to each stage's model part (strategies/dp.lua
-  -- M.pp_keep); the mesh set training.strategy = "fsdp2" from dp_shard
-  if t.strategy ~= "none" and not (t.strategy == "fsdp2" and par.dp_shard > 1) then
-    no("training.strategy = \"" .. t.strategy .. "\"", " yet (set parallel's degrees instead: dp_shard is FSDP2)")
+  local zero_given = {}
+  for k in pairs(t.zero or {}) do
+    if not (k == "shard_group" and par.dp_replicate > 1 and t.zero.shard_group == par.dp_shard) then zero_given[#zero_given + 1] = k end
   end
-  if t.zero and next(t.zero) then
+  if #zero_given > 0 then
     no("training.zero", ": FSDP2 runs as torchtitan's default for a pipeline (reshard_after_forward=False, gradients reduced once a step)")
   end
   if t.inference then no("inference") end
