@@ -86,6 +86,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_oracle.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_recipes.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_mesh.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_cp_ep.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/html/check.sh; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 77 ]
 
 test: unit

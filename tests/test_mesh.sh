@@ -104,7 +104,7 @@ expect "dp_shard = -1 where the rest is no integer: exit 2 at the scenario's lin
   "div.lua:3: training.parallel: pp \* dp_replicate \* cp \* tp = 4 does not divide hardware.count = 6"
 run key "$TMP/hsdp.lua" --no-files --set parallel.tensor=2
 expect "an unknown key of training.parallel: exit 2 listing the keys" 2 \
-  "training.parallel.tensor is not a key vrsim knows \(one of: cp, dp_replicate, dp_shard, ep, pp, pp_layers_per_stage, pp_microbatches, pp_schedule, pp_stage_layers, tp\)"
+  "training.parallel.tensor is not a key vrsim knows \(one of: cp, cp_rotate_method, dp_replicate, dp_shard, ep, pp, pp_layers_per_stage, pp_microbatches, pp_schedule, pp_stage_layers, tp\)"
 scn key2 "count = 2" "parallel = { dp_shrad = 2 }"
 run key2 "$TMP/key2.lua" --no-files
 expect "an unknown key in the scenario: exit 2 at its line" 2 "key2.lua:3: training.parallel.dp_shrad is not a key"
@@ -116,9 +116,9 @@ run sched "$TMP/hsdp.lua" --no-files --set parallel.pp_schedule=1f1b
 expect "an unknown schedule: exit 2 listing torchtitan's" 2 "unknown schedule '1f1b' \(one of: 1F1B, GPipe, Interleaved1F1B"
 run strat "$TMP/hsdp.lua" --no-files --set strategy=ddp
 expect "a strategy the layout contradicts: exit 2" 2 \
-  "training.strategy = \"ddp\" does not match training.parallel \(dp_replicate = 2, dp_shard = 8\), which is fsdp2"
+  "training.strategy = \"ddp\" does not match training.parallel \(dp_replicate = 2, dp_shard = 8, cp = 1\), which is fsdp2"
 run sg "$TMP/hsdp.lua" --no-files --set zero.shard_group=4
-expect "a shard_group other than dp_shard: exit 2" 2 "training.zero.shard_group = 4 and training.parallel.dp_shard = 8"
+expect "a shard_group other than dp_shard: exit 2" 2 "training.zero.shard_group = 4 and training.parallel.dp_shard \* cp = 8"
 run mb "$TMP/hsdp.lua" --no-files --set parallel.pp_microbatches=4
 expect "a pipeline knob without a pipeline: a named note" 0 \
   "training.parallel.pp_microbatches = 4 has no effect on this run: pp = 1 \(no pipeline\)"
@@ -130,7 +130,7 @@ run dsp "$TMP/dsp.lua" --no-files
 expect "training.deepspeed beside training.parallel: exit 2" 2 "dsp.lua:[0-9]+: training.deepspeed and training.parallel"
 
 # ---- the dimensions not modelled yet: exit 2 naming each --------------------------------------
-for case in "cp=2:context parallelism" "ep=2:expert parallelism"; do
+for case in "ep=2:expert parallelism"; do
   d=${case%%=*}; v=${case#*=}; v=${v%%:*}; what=${case#*:}
   run nm "$TMP/hsdp.lua" --no-files --set "parallel.$d=$v"
   expect "parallel.$d = $v: exit 2, $what not modelled yet" 2 \

@@ -194,6 +194,10 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask)
   local shape = { b, heads, s, hd }
   local dt = q.dtype
   if impl ~= "eager" then
+    -- under context parallelism the call is ring attention's (strategies/cp.lua)
+    if cx.cp then
+      return require("strategies.cp").ring_attention(cx, name, q, k, v, cx.cp, nn.sdpa_backend(cx.arch, q.dtype, impl))
+    end
     -- F.scaled_dot_product_attention (the op library's nn.sdpa: the kernel PyTorch picks, a
     -- boolean mask's additive copy, what each backend keeps), is_causal unless a mask is given
     local out = nn.sdpa(cx, name, q, k, v, { impl = impl, causal = true, mask = mask })

@@ -220,16 +220,17 @@ function M.setup(cx, cfg)
     end
     s.replicate, s.n = s.n // shard, shard
   end
-  -- where the groups' ranks sit (lua/vrsim/mesh.lua M.groups): how many of them one node holds,
-  -- which decides the link their collectives take. The data-parallel group is dp_shard (FSDP2,
-  -- ZeRO) or, without sharding, dp_replicate (DDP); HSDP's all-reduce runs over dp_replicate.
+  -- where the groups' ranks sit (lua/vrsim/mesh.lua M.placement): how many of them one node
+  -- holds, which decides the link their collectives take. The data-parallel group is FSDP's
+  -- dp_shard * cp (FSDP2, ZeRO) or, without sharding, dp_replicate (DDP); HSDP's all-reduce runs
+  -- over dp_replicate.
   if cx.mesh then
-    local place = {}
-    for _, g in ipairs(require("vrsim.mesh").groups(cx.mesh, cfg.hardware.rank or 0, cfg.hardware.gpus_per_node)) do
-      place[g.dim] = g.ranks_per_node
+    local mesh, d = require "vrsim.mesh", cx.mesh.degrees
+    local function per_node(dims)
+      return mesh.placement(cx.mesh, dims, cfg.hardware.rank or 0, cfg.hardware.gpus_per_node).ranks_per_node
     end
-    s.per_node = cx.mesh.degrees.dp_shard > 1 and place.dp_shard or place.dp_replicate
-    s.replicate_per_node = place.dp_replicate
+    s.per_node = per_node(d.dp_shard * d.cp > 1 and { "dp_shard", "cp" } or { "dp_replicate" })
+    s.replicate_per_node = per_node { "dp_replicate" }
   end
   -- ZeRO-2's step (DeepSpeed's FusedAdam over its fp32 partition) and a CPU-offloaded one
   -- (DeepSpeedCPUAdam, or torch AdamW on FSDP2's CPU shards) are modelled for Adam only: two

@@ -174,6 +174,20 @@ function M.build(cx, cfg)
     cx.tp_applied = true
     for _, n in ipairs(TP.notes(tp)) do cx.notes[#cx.notes + 1] = n end
   end
+  -- context parallelism (torchtitan's context_parallel: the batch's sequence sharded before the
+  -- model runs): the rank's graph is of its s/cp tokens, its attention the ring's
+  local cp = cx.mesh and cx.mesh.degrees.cp or 1
+  if cp > 1 then
+    local CP = require "strategies.cp"
+    local why = CP.refusal(fam, mc, t, cp, tp, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
+    if why then error(why, 0) end
+    local hw = cfg.hardware
+    local _, coords = require("vrsim.mesh").groups(cx.mesh, hw.rank or 0, hw.gpus_per_node)
+    local place = require("vrsim.mesh").placement(cx.mesh, { "cp" }, hw.rank or 0, hw.gpus_per_node)
+    cx.cp = { size = cp, rank = coords.cp, per_node = place.ranks_per_node, rotate = cx.mesh.cp_rotate_method }
+    s = s // cp
+    for _, n in ipairs(CP.notes(cp, cx.cp.rotate, coords.cp)) do cx.notes[#cx.notes + 1] = n end
+  end
 
   -- the model built as training.build says: directly in its dtype (from_pretrained, the default) or
   -- in fp32 then cast with .to() (from_config, as the measured runs built it)

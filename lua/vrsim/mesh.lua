@@ -39,11 +39,12 @@ M.FIELDS = {
   pp = { "integer", 1, "pipeline parallelism: stages, outermost" },
   ep = { "integer", 1, "expert parallelism: ranks the experts are split over, borrowed from dp_shard * cp (no factor of the world)" },
   pp_schedule = { "string", "1F1B", "pipeline schedule (torch.distributed.pipelining)" },
+  cp_rotate_method = { "string", "allgather", "how ring attention brings the other ranks' keys and values (torch's set_rotate_method): allgather (once, torch's default, kept by torchtitan) or alltoall (passed on each step)" },
   pp_microbatches = { "integer", nil, "micro-batches per step through the pipeline [pp: one per stage]" },
   pp_layers_per_stage = { "integer", nil, "decoder layers per (virtual) stage, the embeddings and the head counting one each (torchtitan's pipeline_parallel_layers_per_stage)" },
   pp_stage_layers = { "list", nil, "a given split: decoder layers on each stage, in order (torchtitan's module_fqns_per_model_part, by counts)" },
 }
-M.CHOICES = { pp_schedule = SCHEDULES }
+M.CHOICES = { pp_schedule = SCHEDULES, cp_rotate_method = { "allgather", "alltoall" } }
 
 local function sorted_keys(t)
   local r = {}
@@ -66,6 +67,12 @@ local function check_key(k, v)
     if type(v) ~= "string" then return nil, where .. " must be a string" end
     for _, s in ipairs(SCHEDULES) do if s == v then return v end end
     return nil, ("%s: unknown schedule '%s' (one of: %s)"):format(where, v, table.concat(SCHEDULES, ", "))
+  end
+  if k == "cp_rotate_method" then
+    if v ~= "allgather" and v ~= "alltoall" then
+      return nil, ("%s: unknown rotate method '%s' (one of: allgather, alltoall)"):format(where, tostring(v))
+    end
+    return v
   end
   if k == "pp_stage_layers" then
     if type(v) ~= "table" or #v == 0 then return nil, where .. " must be a list of decoder-layer counts, one per stage" end
@@ -103,11 +110,13 @@ end
 
 -- The data-parallel strategy a layout implies, as torchtitan applies it: FSDP2 where dp_shard > 1
 -- (hybrid sharding with dp_replicate > 1 too), DDP where only dp_replicate is, none otherwise.
+-- Context parallelism folds into FSDP's mesh (parallel_dims.py: fsdp = dp_shard * cp, "we always
+-- assume that when cp is used, FSDP is also applied"), so cp > 1 is FSDP2 over dp_shard * cp.
 -- Beside a pipeline torchtitan fully_shards each stage over its ["dp_replicate", "fsdp"] mesh
 -- whatever the degrees (llama3/parallelize.py, apply_fsdp_to_decoder), so dp_replicate alone is
 -- FSDP2 with a shard group of one rank: the replicate all-reduce after the schedule.
 local function implied_strategy(d)
-  if d.dp_shard > 1 then return "fsdp2" end
+  if d.dp_shard * d.cp > 1 then return "fsdp2" end
   if d.dp_replicate > 1 then return d.pp > 1 and "fsdp2" or "ddp" end
   return "none"
 end
@@ -124,16 +133,17 @@ function M.resolve(cfg, given)
   if p == nil then
     local d = shorthand(t, n)
     return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard, given = false,
-             pp_schedule = M.FIELDS.pp_schedule[2], notes = {} }
+             pp_schedule = M.FIELDS.pp_schedule[2], cp_rotate_method = M.FIELDS.cp_rotate_method[2], notes = {} }
   end
   local d = { pp = 1, dp_replicate = 1, dp_shard = -1, cp = 1, tp = 1, ep = 1 }
-  local sched, micro, split = M.FIELDS.pp_schedule[2], nil, {}
+  local sched, micro, split, rotate = M.FIELDS.pp_schedule[2], nil, {}, M.FIELDS.cp_rotate_method[2]
   for _, k in ipairs(sorted_keys(p)) do
     local msg = M.unknown_key(k)
     if msg then error(msg, 0) end
     local v, bad = check_key(k, p[k])
     if bad then error(bad, 0) end
     if k == "pp_schedule" then sched = v elseif k == "pp_microbatches" then micro = v
+    elseif k == "cp_rotate_method" then rotate = v
     elseif k == "pp_layers_per_stage" or k == "pp_stage_layers" then split[k] = v else d[k] = v end
   end
   local others = d.pp * d.dp_replicate * d.cp * d.tp
@@ -155,21 +165,21 @@ function M.resolve(cfg, given)
     local s = t.strategy
     local fits = s == want or ((s == "zero1" or s == "zero2" or s == "zero3") and d.dp_replicate == 1)
     if not fits then
-      error(("training.strategy = \"%s\" does not match training.parallel (dp_replicate = %d, dp_shard = %d), "
+      error(("training.strategy = \"%s\" does not match training.parallel (dp_replicate = %d, dp_shard = %d, cp = %d), "
              .. "which is %s: leave training.strategy out, or make them agree"):format(s, d.dp_replicate,
-             d.dp_shard, want == "none" and "no data parallelism" or want), 0)
+             d.dp_shard, d.cp, want == "none" and "no data parallelism" or want), 0)
     end
   else
     t.strategy = want
   end
   if t.strategy == "fsdp2" and d.dp_replicate > 1 then
     local sg = t.zero and t.zero.shard_group
-    if sg and sg ~= 0 and sg ~= d.dp_shard then
-      error(("training.zero.shard_group = %d and training.parallel.dp_shard = %d: hybrid sharding's shard "
-             .. "group is dp_shard (leave shard_group out)"):format(sg, d.dp_shard), 0)
+    if sg and sg ~= 0 and sg ~= d.dp_shard * d.cp then
+      error(("training.zero.shard_group = %d and training.parallel.dp_shard * cp = %d: hybrid sharding's shard "
+             .. "group is dp_shard (times cp; leave shard_group out)"):format(sg, d.dp_shard * d.cp), 0)
     end
     t.zero = t.zero or {}
-    t.zero.shard_group = d.dp_shard
+    t.zero.shard_group = d.dp_shard * d.cp
   end
   -- (a pipeline knob without a pipeline asks for nothing: said so, as the plan's inert fields are)
   local notes = {}
@@ -180,7 +190,12 @@ function M.resolve(cfg, given)
       end
     end
   end
-  return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard, given = true, pp_schedule = sched, pp_microbatches = micro,
+  if d.cp == 1 and p.cp_rotate_method ~= nil then
+    notes[#notes + 1] = ("training.parallel.cp_rotate_method = %s has no effect on this run: cp = 1 (no context parallelism)"):format(p.cp_rotate_method)
+  end
+  -- (the ranks FSDP shards over and reduces gradients across: dp_shard * cp, times dp_replicate)
+  return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard * d.cp, given = true, pp_schedule = sched, pp_microbatches = micro,
+           cp_rotate_method = rotate,
            pp_layers_per_stage = split.pp_layers_per_stage, pp_stage_layers = split.pp_stage_layers,
            notes = notes }
 end
@@ -190,10 +205,7 @@ end
 function M.not_modelled(mesh)
   local d = mesh.degrees
   -- (pp > 1: vrsim/pipeline.lua's layout refuses what it does not compose with; tp > 1:
-  -- strategies/tp.lua refuses what it does not compose with)
-  if d.cp > 1 then
-    return ("training.parallel.cp = %d: context parallelism (ring attention) is not modelled yet"):format(d.cp)
-  end
+  -- strategies/tp.lua, cp > 1: strategies/cp.lua refuse what they do not compose with)
   if d.ep > 1 then
     return ("training.parallel.ep = %d: expert parallelism is not modelled yet"):format(d.ep)
   end
@@ -233,6 +245,35 @@ function M.groups(mesh, rank, gpus_per_node)
                       link = nodes > 1 and "network" or "intra", ranks = ranks }
   end
   return out, coords
+end
+
+-- Where the group of the flattened dimensions `dims` (e.g. { "dp_shard", "cp" }: FSDP's) that
+-- holds `rank` sits: { size, ranks_per_node, nodes }.
+function M.placement(mesh, dims, rank, gpus_per_node)
+  local d = mesh.degrees
+  local strides, stride = {}, 1
+  for i = #M.ORDER, 1, -1 do
+    strides[M.ORDER[i]] = stride
+    stride = stride * d[M.ORDER[i]]
+  end
+  local base = rank
+  for _, dim in ipairs(dims) do base = base - ((rank // strides[dim]) % d[dim]) * strides[dim] end
+  local ranks = { base }
+  for _, dim in ipairs(dims) do
+    local more = {}
+    for _, r in ipairs(ranks) do
+      for c = 0, d[dim] - 1 do more[#more + 1] = r + c * strides[dim] end
+    end
+    ranks = more
+  end
+  local per_node, most, nodes = {}, 0, 0
+  for _, r in ipairs(ranks) do
+    local node = r // gpus_per_node
+    if not per_node[node] then nodes = nodes + 1 end
+    per_node[node] = (per_node[node] or 0) + 1
+    if per_node[node] > most then most = per_node[node] end
+  end
+  return { size = #ranks, ranks_per_node = most, nodes = nodes }
 end
 
 -- One line that states the mesh and its groups of more than one rank, for the run's notes:

@@ -1,0 +1,194 @@
+-- cp.lua: context parallelism as torchtitan runs it for SDPA models (torchtitan at 56e7b65,
+-- distributed/context_parallel/api.py: the inputs, labels and positions sharded along the
+-- sequence by _context_parallel_shard with the head-tail load balancer, the attention's q, k, v
+-- wrapped as Shard(seq) DTensors so that F.scaled_dot_product_attention dispatches to ring
+-- attention), and as torch 2.13 runs ring attention
+-- (torch/distributed/tensor/experimental/_context_parallel/_attention.py):
+--
+--   The sequence of s tokens is cut into 2 * cp chunks; cp rank r holds chunks r and 2cp-1-r
+--   (head-tail), s/cp tokens. Every activation of the rank is of its s/cp tokens: embeddings,
+--   norms, projections, MLP, the rotary tables (positions sharded too), the logits and the loss
+--   over the rank's labels. Only attention needs the other ranks' keys and values.
+--
+--   _templated_ring_attention, cp steps. The rotater (_cp_options.rotate_method: "allgather",
+--   torch's default, which torchtitan keeps; or "alltoall") brings the other ranks' k and v:
+--   allgather cats the local k and v (key.contiguous(), value.contiguous(), torch.cat of both
+--   flattened) and all-gathers that once (cp times its bytes, kept to the end); alltoall passes
+--   the cat to the next rank each step (permute_tensor), one buffer in flight. Step 0 is SDPA of
+--   the local q over the local k, v, causal; step i > 0 is SDPA without the mask of either the
+--   whole local q over the first half of the arriving k, v (i <= r) or the second half of q over
+--   all of them (i > r): each step a quarter of the local q x k block, 1/cp of the causal
+--   attention in all. _SDPAMerger, convert_to_f32 = True, keeps the running output and
+--   logsumexp in fp32 and merges each step's (out - sigmoid(lse_i - lse) * (out - out_i), lse -
+--   logsigmoid(lse - lse_i)), the output cast back to q's dtype at the end.
+--
+--   The autograd node is SDPA's own (the DTensor dispatch replaces the aten op inside it), so
+--   backward keeps what it keeps without context parallelism: the local q, k, v, the output and
+--   the logsumexp; the gathered k, v are not saved. _templated_ring_attention_backward exchanges
+--   k, v again (the same rotater), keeps fp32 accumulators of dq, dk, dv, runs each step's SDPA
+--   backward, and passes the fp32 dk, dv accumulators round the ring every step (always
+--   alltoall: cp exchanges), casting them back at the end.
+--
+-- The ops: the cat and the exchange on the compute stream (ft_c collectives the next kernel
+-- waits for), a fused-attention op and a merge per step, then the node that autograd records
+-- (the final cast; its backward the cp steps' SDPA backward at their summed FLOPs, with the
+-- buffers above as its workspace), and two views on its output whose backward ops are the
+-- backward's exchanges (they run just before the node's backward, as the backward's
+-- all-gather and ring do before and beside its kernels).
+local nn = require "vrsim.nn"
+
+local C = {}
+
+-- The families whose attention is llama.lua's (transformers' sdpa_attention_forward, one
+-- F.scaled_dot_product_attention call that the context-parallel dispatcher takes).
+local FAMILIES = { llama = true, mistral = true, qwen2 = true, qwen3 = true, mixtral = true, qwen3_moe = true }
+
+C.ROTATE = { "allgather", "alltoall" }
+
+-- What context parallelism over cp ranks cannot be applied to as modelled: the message naming
+-- it, or nil. attention: the implementation the family runs (fam.attention's answer).
+function C.refusal(fam, mc, t, cp, tp, attention)
+  local where = ("training.parallel.cp = %d"):format(cp)
+  if not FAMILIES[fam.model_type or ""] then
+    return ("%s: context parallelism is modelled for the families whose attention is one SDPA call "
+            .. "(Llama, Mistral, Qwen2, Qwen3, Mixtral, Qwen3-MoE), not for %s"):format(where, tostring(fam.model_type))
+  end
+  if attention == "eager" then
+    return ("%s with attention = \"eager\": ring attention replaces F.scaled_dot_product_attention "
+            .. "(its flash, memory-efficient or cuDNN kernels; torchtitan's SDPA module), which eager "
+            .. "attention never calls: use attention = \"sdpa\""):format(where)
+  end
+  if t.seq % (2 * cp) ~= 0 then
+    return ("%s: training.seq = %d is not a multiple of 2 * cp = %d (the head-tail load balancer cuts "
+            .. "the sequence into 2 * cp equal chunks)"):format(where, t.seq, 2 * cp)
+  end
+  if (t.seq // cp) % tp ~= 0 then
+    return ("%s: each rank's %d tokens are not a multiple of tp = %d (sequence parallelism shards them)")
+      :format(where, t.seq // cp, tp)
+  end
+  if mc.sliding_window and t.seq > mc.sliding_window then
+    return ("%s: a sliding window (%d) shorter than the sequence needs an attention mask, which "
+            .. "ring attention does not take"):format(where, mc.sliding_window)
+  end
+  local unsupported = {
+    { t.data_batch ~= nil, "training.data (variable-length or packed batches need a mask)" },
+    { t.inference, "inference" },
+    { t.precision:match("^amp") or t.precision == "mp_fp32" or t.precision == "fp32", "precision " .. t.precision },
+    { t.quant ~= "none", "bitsandbytes quantization" },
+    { t.device_map ~= "none", "device_map" },
+    { t.strategy ~= "none" and t.strategy ~= "fsdp2", "training.strategy = \"" .. t.strategy .. "\" (torchtitan folds cp into FSDP2's mesh)" },
+  }
+  for _, u in ipairs(unsupported) do
+    if u[1] then return ("%s with %s: not modelled"):format(where, u[2]) end
+  end
+  return nil
+end
+
+-- A view of x whose backward op is a collective of the cp group (kind, bytes): the backward's
+-- exchanges, which run before the ring attention's backward kernels.
+local function backward_exchange(cx, name, x, kind, bytes, g)
+  local v = nn.view(cx, x, x.shape, name)
+  nn.op(cx, { name = name, kind = "none", inputs = { x }, out_tensors = { v }, grads = { { pass = 1 } },
+              bwd_kind = kind, bytes = 0, bwd_bytes = bytes, world = g.size, per_node = g.per_node })
+  return v
+end
+
+-- Ring attention of the local q (b, heads, s/cp, d) over the cp group's keys and values, k and v
+-- (b, kv_heads, s/cp, d). g: { size, rank (this rank's place in the group), per_node, rotate }.
+-- backend: the SDPA kernel ("cudnn", "flash", "mem_efficient"). Returns the output in q's layout.
+function C.ring_attention(cx, name, q, k, v, g, backend)
+  local b, h, sl, d = q.shape[1], q.shape[2], q.shape[3], q.shape[4]
+  local kvh = k.shape[2]
+  local dt = q.dtype
+  local cp, r = g.size, g.rank
+  local kind = "attention_" .. backend
+  local qn, kvn = b * h * sl * d, b * kvh * sl * d
+  local sz = nn.DT_SIZE[dt]
+  local kv_bytes = 2 * kvn * sz -- k and v flattened and catted
+  local lse_shape = { b, h, sl }
+  local block = 4 * b * h * sl * sl * d -- FLOPs of the local q over the local k, unmasked
+  local none = function(n) local t = {} for i = 1, n do t[i] = "none" end return t end
+  -- key.contiguous() (a copy of v, which arrives as a transposed view), value.contiguous() and
+  -- torch.cat([key.flatten(), value.flatten()])
+  local kvcat = nn.op(cx, { name = name .. ".cp_kv_cat", kind = "copy", inputs = { k, v }, grads = none(2),
+                            outs = { { name .. ".cp_kv", { 2 * kvn }, dt, no_grad = true } },
+                            workspace = { kvn * sz }, bytes = 3 * kv_bytes })
+  local gathered
+  if g.rotate == "allgather" then
+    gathered = nn.op(cx, { name = name .. ".cp_kv_all_gather", kind = "all_gather", inputs = { kvcat }, grads = none(1),
+                           outs = { { name .. ".cp_kv_gathered", { cp * 2 * kvn }, dt, no_grad = true } },
+                           bytes = cp * kv_bytes, world = cp, per_node = g.per_node })
+  end
+  -- step 0: the local block, causal (half of it)
+  local o0, lse = nn.op(cx, { name = name .. ".cp_step0", kind = kind, inputs = { q, k, v }, grads = none(3),
+                              outs = { { name .. ".cp_out0", q.shape, dt, no_grad = true },
+                                       { name .. ".cp_lse", lse_shape, "fp32", no_grad = true } },
+                              flops = block / 2, dtype = dt })
+  local out = nn.op(cx, { name = name .. ".cp_out_fp32", kind = "cast_up", inputs = { o0 }, grads = none(1),
+                          outs = { { name .. ".cp_out", q.shape, "fp32", no_grad = true } } })
+  local held = kvcat
+  for i = 1, cp - 1 do
+    local src = gathered
+    if not src then
+      -- alltoall: this step's k, v arrive from the previous rank (permute_tensor), the buffer
+      -- passed on
+      src = nn.op(cx, { name = ("%s.cp_kv_send_step%d"):format(name, i), kind = "send", inputs = { held },
+                        grads = none(1), outs = { { ("%s.cp_kv_step%d"):format(name, i), { 2 * kvn }, dt, no_grad = true } },
+                        bytes = kv_bytes, world = cp, per_node = g.per_node })
+      held = src
+    end
+    -- i <= r: all of q over the first half of the arriving k, v; i > r: q's second half over all
+    local partial = i > r
+    local qs = partial and { b, h, sl // 2, d } or q.shape
+    local ls = partial and { b, h, sl // 2 } or lse_shape
+    local oi, li = nn.op(cx, { name = ("%s.cp_step%d"):format(name, i), kind = kind, inputs = { q, src }, grads = none(2),
+                               outs = { { ("%s.cp_out%d"):format(name, i), qs, dt, no_grad = true },
+                                        { ("%s.cp_lse%d"):format(name, i), ls, "fp32", no_grad = true } },
+                               flops = block / 4, dtype = dt })
+    -- _SDPAMerger: the block cast to fp32, (out - out_i), its product with the sigmoid, the new
+    -- output (a partial update cats the unchanged half back in), and the new logsumexp
+    local qpart = nn.numel(qs)
+    out, lse = nn.op(cx, { name = ("%s.cp_merge%d"):format(name, i), kind = "elementwise",
+                           inputs = { out, lse, oi, li }, grads = none(4),
+                           outs = { { name .. ".cp_out", q.shape, "fp32", no_grad = true },
+                                    { name .. ".cp_lse", lse_shape, "fp32", no_grad = true } },
+                           workspace = { 3 * qpart * 4 }, flops = 6 * qpart, dtype = "fp32" })
+  end
+  if gathered then nn.release(cx, { gathered }, name .. ": ring attention returns (the gathered k, v)") end
+  -- the node autograd records: the output cast back; its backward the ring's. What it keeps is
+  -- SDPA's: q, k, v (the local ones), the output and the logsumexp.
+  local total = block / 2 + (cp - 1) * block / 4
+  local acc = qn * 4 + 2 * kvn * 4                        -- fp32 dq, dk, dv accumulators
+  local ring = 2 * (2 * kvn * 4)                          -- the dk, dv cat sent and the one received
+  local step = qn * sz + 2 * kvn * sz + qn * 4 + nn.bytes(lse_shape, "fp32") -- a step's dq_, dk_, dv_ and kernel workspace
+  local kvx = kv_bytes + (g.rotate == "allgather" and cp * kv_bytes or kv_bytes) -- k, v again
+  local y, lse_out = nn.op(cx, { name = name .. ".ring_attention", kind = "cast_down", inputs = { q, k, v, out, lse },
+                                 grads = { "new", "new", "new", "none", "none" }, grad_order = { 1, 2, 3 },
+                                 outs = { { name .. ".attn_out", q.shape, dt },
+                                          { name .. ".logsumexp", lse_shape, "fp32", no_grad = true } },
+                                 saves = { q, k, v }, save_outs = { 1, 2 },
+                                 bwd_kind = kind, bwd_flops = 2.5 * total, flops = qn,
+                                 bwd_workspace = { acc + ring + step + kvx }, bwd_workspace_first = true,
+                                 dtype = dt })
+  nn.release(cx, { lse_out }, name .. ": the logsumexp (kept by autograd)")
+  -- backward's exchanges: k, v again (the rotater's), then the dk, dv ring (cp passes of fp32)
+  if g.rotate == "allgather" then
+    y = backward_exchange(cx, name .. ".cp_kv_all_gather (backward)", y, "all_gather", cp * kv_bytes, g)
+  else
+    y = backward_exchange(cx, name .. ".cp_kv_send (backward)", y, "send", (cp - 1) * kv_bytes, g)
+  end
+  y = backward_exchange(cx, name .. ".cp_dkv_send (backward)", y, "send", cp * 2 * kvn * 4, g)
+  return y
+end
+
+-- The note a run with context parallelism carries.
+function C.notes(cp, rotate, rank)
+  return {
+    ("context parallelism over %d ranks (torch's ring attention, rotate method %s, head-tail load balance): "
+     .. "each rank runs s/%d tokens, this rank (cp %d) its chunks %d and %d; the ring's backward kernels "
+     .. "priced as one at their summed FLOPs; the loss's all-reduce over cp not an op"):format(cp, rotate, cp, rank,
+     rank, 2 * cp - 1 - rank),
+  }
+end
+
+return C
