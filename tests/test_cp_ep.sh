@@ -1,7 +1,9 @@
 #!/bin/sh
 # Context parallelism (lua/strategies/cp.lua): each rank runs its s/cp tokens, attention is torch's
 # ring attention with its KV exchange on the timeline, FSDP2 shards over dp_shard * cp, and what
-# ring attention cannot take is refused by name.
+# ring attention cannot take is refused by name. Expert parallelism (lua/strategies/ep.lua): E/ep
+# experts a rank, torchtitan's all-to-all dispatch and combine around the grouped GEMMs, the
+# routing's imbalance knob.
 #
 #   VRSIM=./vrsim sh tests/test_cp_ep.sh
 set -u
@@ -107,6 +109,65 @@ run inert "$TMP/cp.lua" --no-files --set parallel.cp=1 --set parallel.cp_rotate_
 expect "cp_rotate_method without cp: a named note" 0 "training.parallel.cp_rotate_method = alltoall has no effect on this run: cp = 1"
 run pp "$TMP/cp.lua" --no-files --set count=4 --set parallel.pp=2 --set layers=4
 expect "cp beside a pipeline: exit 2" 2 "cp > 1 with pipeline parallelism is not modelled"
+
+# ---- expert parallelism (lua/strategies/ep.lua) -------------------------------------------------
+# Qwen3-30B-A3B's shapes (128 experts of 768, top 8, hidden 2048), two layers, ep 2 on two H100s:
+# S = 4096 tokens x 8 = 32768 token-expert pairs a layer, 128 MiB of bf16 rows
+cp scenarios/configs/qwen3-30b-a3b.json "$TMP/"
+cat >"$TMP/ep.lua" <<'EOS'
+return { hardware = { gpu = "h100", count = 2 }, model = { config = "qwen3-30b-a3b.json", layers = 2 },
+         training = { seq = 4096, steps = 2, precision = "bf16", parallel = { ep = 2 } } }
+EOS
+"$VRSIM" "$TMP/ep.lua" --out "$TMP/e" --alloc-trace "$TMP/ep.csv" >"$TMP/e.out" 2>&1
+size() { awk -F, -v n="$2" '$3 == "alloc" && $7 == n { print $5; exit }' "$1"; }
+# each rank holds E/ep = 64 experts, whole (ep takes every data-parallel rank: no FSDP shard of
+# them), their AdamW state the same size: 64 x 1536 x 2048 bf16
+got=$(size "$TMP/ep.csv" "adamw.init model.layers.0.mlp.experts.gate_up_proj")
+if [ "$got" = 402653184 ] && ! grep -q "experts.gate_up_proj (shard)" "$TMP/ep.csv"
+then ok "ep 2: each rank holds 64 of the 128 experts whole (gate_up_proj's AdamW state 402653184 bytes)"
+else fail "ep 2: gate_up_proj's state is $got bytes (want 402653184, unsharded)"; fi
+# the dispatch: the counts exchanged, the pairs all-to-all'd, permuted, the grouped GEMMs, unpermuted,
+# all-to-all'd back; each all-to-all's backward the gradient's all-to-all
+a=$(size "$TMP/ep.csv" layers.0.mlp.ep_dispatch); b=$(size "$TMP/ep.csv" layers.0.mlp.ep_combine)
+c=$(size "$TMP/ep.csv" layers.0.mlp.ep_dispatch.backward); p=$(size "$TMP/ep.csv" layers.0.mlp.ep_permute)
+if [ "$a" = 134217728 ] && [ "$b" = 134217728 ] && [ "$c" = 134217728 ] && [ "$p" = 134217728 ]
+then ok "ep 2, balanced: dispatch, permute, combine and the backward all-to-all each 32768 rows (134217728 bytes)"
+else fail "ep 2 buffers: dispatch $a, combine $b, dispatch backward $c, permute $p (want 134217728)"; fi
+python3 - "$TMP/e/trace.json" >"$TMP/eev" <<'P2'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d['traceEvents'] if isinstance(d, dict) else d
+seen = []
+for e in ev:
+    n = e.get('name', '')
+    if 'dur' in e and n.startswith('layers.0.mlp.ep_') and n not in seen:
+        seen.append(n)
+print(' '.join(seen))
+P2
+want="layers.0.mlp.ep_count_exchange layers.0.mlp.ep_splits layers.0.mlp.ep_dispatch layers.0.mlp.ep_permuted_indices layers.0.mlp.ep_permute layers.0.mlp.ep_local_offsets layers.0.mlp.ep_unpermute layers.0.mlp.ep_combine layers.0.mlp.ep_combine.backward layers.0.mlp.ep_unpermute.backward layers.0.mlp.ep_permute.backward layers.0.mlp.ep_dispatch.backward"
+if [ "$(cat "$TMP/eev")" = "$want" ]; then ok "ep 2: the dispatcher's steps on the timeline in torchtitan's order, forward and backward"
+else fail "ep 2 timeline" "$(cat "$TMP/eev")"; fi
+grep -q "expert parallelism over 2 ranks (torchtitan's all-to-all token dispatcher around transformers' experts forward): routing balanced" "$TMP/e.out" \
+  && ok "the notes state expert parallelism and its routing assumption" || fail "no expert-parallelism note" "$(grep notes "$TMP/e.out")"
+# the imbalance knob: the busiest rank receives 1.5 x the pairs; its buffers and step grow with them
+"$VRSIM" "$TMP/ep.lua" --no-files --alloc-trace "$TMP/ep15.csv" --set parallel.ep_imbalance=1.5 >"$TMP/e15.out" 2>&1
+a=$(size "$TMP/ep15.csv" layers.0.mlp.ep_dispatch); b=$(size "$TMP/ep15.csv" layers.0.mlp.ep_combine)
+t1=$("$VRSIM" "$TMP/ep.lua" --no-files --json | python3 -c "import json,sys; print(json.load(sys.stdin)['step_time_ms'])")
+t2=$("$VRSIM" "$TMP/ep.lua" --no-files --json --set parallel.ep_imbalance=1.5 | python3 -c "import json,sys; print(json.load(sys.stdin)['step_time_ms'])")
+if [ "$a" = 201326592 ] && [ "$b" = 134217728 ] && python3 -c "import sys; sys.exit(0 if $t2 > $t1 else 1)"
+then ok "ep_imbalance 1.5: the busiest rank receives 49152 rows (201326592 bytes), sends back 32768; step $t2 ms against $t1"
+else fail "ep_imbalance 1.5: dispatch $a, combine $b, step $t2 against $t1"; fi
+# refused by name
+run epd "$TMP/ep.lua" --no-files --set model.config=scenarios/configs/llama-3-8b.json
+expect "ep on a dense model: exit 2" 2 "training.parallel.ep = 2: the model has no mixture-of-experts layers"
+run epw "$TMP/ep.lua" --no-files --set count=4
+expect "ep short of every data-parallel rank: exit 2 naming efsdp" 2 "FSDP2 of the experts over the 2 ranks ep leaves \(torchtitan's efsdp mesh\) is not modelled yet"
+run epi "$TMP/ep.lua" --no-files --set parallel.ep_imbalance=3
+expect "an imbalance above ep: exit 2" 2 "ep_imbalance = 3: the busiest rank's share over the mean cannot exceed ep = 2"
+run epn "$TMP/ep.lua" --no-files --set parallel.ep_imbalance=0.5
+expect "an imbalance below 1: exit 2" 2 "ep_imbalance must be a number >= 1"
+run epx "$TMP/ep.lua" --no-files --set parallel.ep=1 --set parallel.ep_imbalance=2
+expect "ep_imbalance without ep: a named note" 0 "training.parallel.ep_imbalance = 2 has no effect on this run: ep = 1"
 
 echo "test_cp_ep: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -104,7 +104,7 @@ expect "dp_shard = -1 where the rest is no integer: exit 2 at the scenario's lin
   "div.lua:3: training.parallel: pp \* dp_replicate \* cp \* tp = 4 does not divide hardware.count = 6"
 run key "$TMP/hsdp.lua" --no-files --set parallel.tensor=2
 expect "an unknown key of training.parallel: exit 2 listing the keys" 2 \
-  "training.parallel.tensor is not a key vrsim knows \(one of: cp, cp_rotate_method, dp_replicate, dp_shard, ep, pp, pp_layers_per_stage, pp_microbatches, pp_schedule, pp_stage_layers, tp\)"
+  "training.parallel.tensor is not a key vrsim knows \(one of: cp, cp_rotate_method, dp_replicate, dp_shard, ep, ep_imbalance, pp, pp_layers_per_stage, pp_microbatches, pp_schedule, pp_stage_layers, tp\)"
 scn key2 "count = 2" "parallel = { dp_shrad = 2 }"
 run key2 "$TMP/key2.lua" --no-files
 expect "an unknown key in the scenario: exit 2 at its line" 2 "key2.lua:3: training.parallel.dp_shrad is not a key"
@@ -129,13 +129,15 @@ scn dsp "count = 2" "deepspeed = \"ds_zero2.json\", parallel = { dp_shard = 2 }"
 run dsp "$TMP/dsp.lua" --no-files
 expect "training.deepspeed beside training.parallel: exit 2" 2 "dsp.lua:[0-9]+: training.deepspeed and training.parallel"
 
-# ---- the dimensions not modelled yet: exit 2 naming each --------------------------------------
-for case in "ep=2:expert parallelism"; do
-  d=${case%%=*}; v=${case#*=}; v=${v%%:*}; what=${case#*:}
-  run nm "$TMP/hsdp.lua" --no-files --set "parallel.$d=$v"
-  expect "parallel.$d = $v: exit 2, $what not modelled yet" 2 \
-    "--set parallel.$d=$v: training.parallel.$d = $v: $what.* is not modelled yet"
-done
+# ---- a dimension the model's builder does not apply: exit 2 naming it ---------------------------
+cat >"$TMP/sdcp.lua" <<'L'
+return { hardware = { gpu = "h100", count = 2 }, model = { arch = "sdxl" },
+         training = { resolution = 256, steps = 2, parallel = { cp = 2 } } }
+L
+run sdcp "$TMP/sdcp.lua" --no-files
+expect "cp on SDXL (a builder without the pass): exit 2, never ignored" 2 "training.parallel.cp = 2: context parallelism is not modelled for model.arch sdxl"
+run sdep "$TMP/sdcp.lua" --no-files --set parallel.cp=1 --set parallel.ep=2
+expect "ep on SDXL: exit 2, never ignored" 2 "training.parallel.ep = 2: expert parallelism is not modelled for model.arch sdxl"
 
 # ---- tensor parallelism (lua/strategies/tp.lua): torchtitan's plan on transformers' modules ---
 # LLaMA2-7B cut to one layer, 1 x 256 tokens, bf16. Each rank's parameters, counted by hand from

@@ -91,17 +91,22 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
   local gu, dp = W(cx, ex.p.gate_up_proj), W(cx, ex.p.down_proj)
   -- grouped_mm is not autocast-enabled: `input.to(weight.dtype)`
   local sel = nn.to(cx, selected, gu.dtype, pre .. ".experts.input_cast")
+  -- expert parallelism (strategies/ep.lua): the sorted pairs sent to their experts' ranks, this
+  -- rank's E/ep experts run on what arrives
+  local ep_state
+  if cx.ep then sel, offsets, ep_state = require("strategies.ep").dispatch(cx, pre, sel, counts, e) end
   local proj = grouped_mm(cx, pre .. ".experts.gate_up_proj", sel, gu, offsets)
   -- `gate, up = gate_up_out.chunk(2, dim=-1)`: two views; SplitBackward0 joins their gradients
   -- into one buffer of proj's size
-  local gate = nn.view(cx, proj, { n, inter }, pre .. ".experts.gate")
-  local up = nn.view(cx, proj, { n, inter }, pre .. ".experts.up")
+  local gate = nn.view(cx, proj, { proj.shape[1], inter }, pre .. ".experts.gate")
+  local up = nn.view(cx, proj, { proj.shape[1], inter }, pre .. ".experts.up")
   nn.op(cx, { name = pre .. ".experts.chunk", kind = "none", inputs = { proj }, out_tensors = { gate, up },
               grads = { { dtype = proj.dtype } }, bwd_kind = "cat_strided", bytes = 0 })
   local act = nn.ew(cx, pre .. ".experts.act_fn", { gate }, gate.dtype, { gate })
   local gated = nn.mul(cx, pre .. ".experts.mul", act, up, act.dtype)
   local gated_in = nn.to(cx, gated, dp.dtype, pre .. ".experts.down_input_cast")
   local down = grouped_mm(cx, pre .. ".experts.down_proj", gated_in, dp, offsets)
+  if ep_state then down = require("strategies.ep").combine(cx, pre, down, ep_state) end
   -- `proj_out * sample_weights_g.unsqueeze(-1)`: fp32 weights (Mixtral's) promote the product
   local wcol = nn.view(cx, weights_g, { n, 1 }, pre .. ".sample_weights_col")
   local weighted = nn.mul(cx, pre .. ".experts.weighted", down, wcol, nn.promote(down.dtype, weights_g.dtype))

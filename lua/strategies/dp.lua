@@ -649,6 +649,9 @@ function M.shard(cx, p)
   if s.kind == "zero3" and numel < o.stage3_param_persistence_threshold then
     return false -- small parameters stay whole on every rank
   end
+  -- expert parallelism over every data-parallel rank: each rank's experts are its own (torchtitan's
+  -- efsdp mesh of one rank; strategies/ep.lua)
+  if cx.ep and require("strategies.ep").is_expert_param(p) then return false end
   local bytes = (full + s.n - 1) // s.n
   -- under CPU offload the shard lives in host memory (no device bytes)
   local host = o.offload_param == "cpu"

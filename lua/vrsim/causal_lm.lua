@@ -188,6 +188,19 @@ function M.build(cx, cfg)
     s = s // cp
     for _, n in ipairs(CP.notes(cp, cx.cp.rotate, coords.cp)) do cx.notes[#cx.notes + 1] = n end
   end
+  -- expert parallelism (torchtitan's ExpertParallel on the experts): E/ep experts a rank, the
+  -- tokens dispatched to them and back (models/moe.lua calls strategies/ep.lua)
+  local ep = cx.mesh and cx.mesh.degrees.ep or 1
+  if ep > 1 then
+    local EP = require "strategies.ep"
+    local why = EP.refusal(fam, mc, t, cx.mesh)
+    if why then error(why, 0) end
+    EP.shard_tree(root, ep)
+    local place = require("vrsim.mesh").placement(cx.mesh, { "dp_shard", "cp" }, cfg.hardware.rank or 0,
+                                                  cfg.hardware.gpus_per_node)
+    cx.ep = { size = ep, per_node = place.ranks_per_node, imbalance = cx.mesh.ep_imbalance }
+    for _, n in ipairs(EP.notes(ep, cx.ep.imbalance)) do cx.notes[#cx.notes + 1] = n end
+  end
 
   -- the model built as training.build says: directly in its dtype (from_pretrained, the default) or
   -- in fp32 then cast with .to() (from_config, as the measured runs built it)

@@ -39,6 +39,7 @@ M.FIELDS = {
   pp = { "integer", 1, "pipeline parallelism: stages, outermost" },
   ep = { "integer", 1, "expert parallelism: ranks the experts are split over, borrowed from dp_shard * cp (no factor of the world)" },
   pp_schedule = { "string", "1F1B", "pipeline schedule (torch.distributed.pipelining)" },
+  ep_imbalance = { "number", 1, "expert parallelism's routing: the busiest rank's share of the token-expert pairs over the mean (1: balanced; the simulated rank is the busiest)" },
   cp_rotate_method = { "string", "allgather", "how ring attention brings the other ranks' keys and values (torch's set_rotate_method): allgather (once, torch's default, kept by torchtitan) or alltoall (passed on each step)" },
   pp_microbatches = { "integer", nil, "micro-batches per step through the pipeline [pp: one per stage]" },
   pp_layers_per_stage = { "integer", nil, "decoder layers per (virtual) stage, the embeddings and the head counting one each (torchtitan's pipeline_parallel_layers_per_stage)" },
@@ -67,6 +68,12 @@ local function check_key(k, v)
     if type(v) ~= "string" then return nil, where .. " must be a string" end
     for _, s in ipairs(SCHEDULES) do if s == v then return v end end
     return nil, ("%s: unknown schedule '%s' (one of: %s)"):format(where, v, table.concat(SCHEDULES, ", "))
+  end
+  if k == "ep_imbalance" then
+    if type(v) ~= "number" or v ~= v or v < 1 or v == math.huge then
+      return nil, ("%s must be a number >= 1 (the busiest rank's share over the mean), not %s"):format(where, tostring(v))
+    end
+    return v
   end
   if k == "cp_rotate_method" then
     if v ~= "allgather" and v ~= "alltoall" then
@@ -133,10 +140,12 @@ function M.resolve(cfg, given)
   if p == nil then
     local d = shorthand(t, n)
     return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard, given = false,
-             pp_schedule = M.FIELDS.pp_schedule[2], cp_rotate_method = M.FIELDS.cp_rotate_method[2], notes = {} }
+             pp_schedule = M.FIELDS.pp_schedule[2], cp_rotate_method = M.FIELDS.cp_rotate_method[2],
+             ep_imbalance = M.FIELDS.ep_imbalance[2], notes = {} }
   end
   local d = { pp = 1, dp_replicate = 1, dp_shard = -1, cp = 1, tp = 1, ep = 1 }
   local sched, micro, split, rotate = M.FIELDS.pp_schedule[2], nil, {}, M.FIELDS.cp_rotate_method[2]
+  local imbalance = M.FIELDS.ep_imbalance[2]
   for _, k in ipairs(sorted_keys(p)) do
     local msg = M.unknown_key(k)
     if msg then error(msg, 0) end
@@ -144,6 +153,7 @@ function M.resolve(cfg, given)
     if bad then error(bad, 0) end
     if k == "pp_schedule" then sched = v elseif k == "pp_microbatches" then micro = v
     elseif k == "cp_rotate_method" then rotate = v
+    elseif k == "ep_imbalance" then imbalance = v
     elseif k == "pp_layers_per_stage" or k == "pp_stage_layers" then split[k] = v else d[k] = v end
   end
   local others = d.pp * d.dp_replicate * d.cp * d.tp
@@ -190,12 +200,15 @@ function M.resolve(cfg, given)
       end
     end
   end
+  if d.ep == 1 and p.ep_imbalance ~= nil then
+    notes[#notes + 1] = ("training.parallel.ep_imbalance = %s has no effect on this run: ep = 1 (no expert parallelism)"):format(tostring(p.ep_imbalance))
+  end
   if d.cp == 1 and p.cp_rotate_method ~= nil then
     notes[#notes + 1] = ("training.parallel.cp_rotate_method = %s has no effect on this run: cp = 1 (no context parallelism)"):format(p.cp_rotate_method)
   end
   -- (the ranks FSDP shards over and reduces gradients across: dp_shard * cp, times dp_replicate)
   return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard * d.cp, given = true, pp_schedule = sched, pp_microbatches = micro,
-           cp_rotate_method = rotate,
+           cp_rotate_method = rotate, ep_imbalance = imbalance,
            pp_layers_per_stage = split.pp_layers_per_stage, pp_stage_layers = split.pp_stage_layers,
            notes = notes }
 end
@@ -205,10 +218,8 @@ end
 function M.not_modelled(mesh)
   local d = mesh.degrees
   -- (pp > 1: vrsim/pipeline.lua's layout refuses what it does not compose with; tp > 1:
-  -- strategies/tp.lua, cp > 1: strategies/cp.lua refuse what they do not compose with)
-  if d.ep > 1 then
-    return ("training.parallel.ep = %d: expert parallelism is not modelled yet"):format(d.ep)
-  end
+  -- strategies/tp.lua, cp > 1: strategies/cp.lua, ep > 1: strategies/ep.lua refuse what they do
+  -- not compose with)
   return nil
 end
 

@@ -1149,6 +1149,13 @@ local function build_graph(st)
       ("training.parallel.tp = %d: tensor parallelism is not modelled for model.arch %s"):format(
         st.mesh.degrees.tp, tostring(cfg.model.arch)))
   end
+  for _, k in ipairs { { "cp", "context", cx.cp }, { "ep", "expert", cx.ep } } do
+    if st.mesh.degrees[k[1]] > 1 and not k[3] then
+      fail_given(ctx, st.sets, ctx.mesh_sets, "parallel", "training",
+        ("training.parallel.%s = %d: %s parallelism is not modelled for model.arch %s"):format(
+          k[1], st.mesh.degrees[k[1]], k[2], tostring(cfg.model.arch)))
+    end
+  end
   -- gradient accumulation: forward + backward per micro-batch, gradients accumulate into .grad;
   -- the strategy declares its reduction hooks for each micro-batch as its framework runs them
   -- (dp.before_backward: DDP/ZeRO-1 on the last only, ZeRO-2/3 and FSDP2 on every one)

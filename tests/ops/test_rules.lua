@@ -242,7 +242,7 @@ do
     bwd_workspace = { 512, 128 }, bwd_rowsum = { 4, 8 }, bwd_workspace_first = true, dtype = "bf16",
     region = 3, ckpt_args = true, no_grad = true, flops = 1e6, bytes = 4096, bwd_flops = 2e6,
     bwd_bytes = 8192, kernels = 2, bwd_kernels = 3, host_us = 1.5, dispatch_us = 7,
-    dispatch_ckpt_us = 2, bwd_dispatch_us = 9, bwd_dispatch_ckpt_us = 4, world = 8, layer = 5,
+    dispatch_ckpt_us = 2, bwd_dispatch_us = 9, bwd_dispatch_ckpt_us = 4, world = 8, per_node = 2, layer = 5,
     stream = 1, slot = 2, slot_free_after = true, hook = 4, before_op = 0, grads_of = { w },
     free_grads = true, remap_of = { x }, drop_persistent = true, once = true, at_step = 2,
     from_step = 3, step_start = true }
