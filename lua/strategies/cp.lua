@@ -29,8 +29,10 @@
 --   backward, and passes the fp32 dk, dv accumulators round the ring every step (always
 --   alltoall: cp exchanges), casting them back at the end.
 --
--- The ops: the cat and the exchange on the compute stream (ft_c collectives the next kernel
--- waits for), a fused-attention op and a merge per step, then the node that autograd records
+-- The ops: the cat and the exchange on the compute stream, a fused-attention op and a merge per
+-- step (torch issues each exchange asynchronously and waits for it at the step that reads it, so
+-- it can overlap the step before; here it runs ahead of that step, and the step time counts it
+-- whole), then the node that autograd records
 -- (the final cast; its backward the cp steps' SDPA backward at their summed FLOPs, with the
 -- buffers above as its workspace), and two views on its output whose backward ops are the
 -- backward's exchanges (they run just before the node's backward, as the backward's
