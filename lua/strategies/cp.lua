@@ -187,8 +187,9 @@ end
 function C.notes(cp, rotate, rank)
   return {
     ("context parallelism over %d ranks (torch's ring attention, rotate method %s, head-tail load balance): "
-     .. "each rank runs s/%d tokens, this rank (cp %d) its chunks %d and %d; the ring's backward kernels "
-     .. "priced as one at their summed FLOPs; the loss's all-reduce over cp not an op"):format(cp, rotate, cp, rank,
+     .. "each rank runs s/%d tokens, this rank (cp %d) its chunks %d and %d; the ring's exchanges timed ahead "
+     .. "of their step (not overlapped), its backward kernels priced as one at their summed FLOPs; the loss's "
+     .. "all-reduce over cp not an op"):format(cp, rotate, cp, rank,
      rank, 2 * cp - 1 - rank),
   }
 end
