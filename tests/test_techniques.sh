@@ -334,5 +334,54 @@ for case in "checkpoint_every=2|checkpoint_every = 2 is not modelled" "activatio
   else bad "checkpoint_scope = op with $set_: exit $rc: $(cat "$tmp/err")"; fi
 done
 
+# float8 (torchao's Float8Linear, eager). Llama-3-8B cut to 2 layers, 1 x 4096 tokens: down_proj
+# has M = 4096 rows, K = 14336 in, N = 4096 out. Its input cast: an fp32 copy of the bf16 input
+# (4 MK bytes) and the float8 result (MK); the output layer stays nn.Linear (torchtitan's filter)
+cat > "$tmp/f8.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { config = "llama-3-8b.json", layers = 2 },
+  training = { micro_batch = 1, seq = 4096, precision = "bf16", steps = 2, optimizer = "sgd",
+               float8 = { recipe = "tensorwise" } } }
+EOS
+"$VRSIM" "$tmp/f8.lua" --no-files --alloc-trace "$tmp/f8.csv" >/dev/null
+sz() { grep ",alloc,.*,$2$" "$1" | head -1 | cut -d, -f5; }
+MK=58720256
+if [ "$(sz "$tmp/f8.csv" layers.1.mlp.down_proj.input.to_fp32)" = $((4 * MK)) ] \
+   && [ "$(sz "$tmp/f8.csv" layers.1.mlp.down_proj.input.to_float8)" = $MK ] \
+   && [ "$(sz "$tmp/f8.csv" layers.1.mlp.down_proj.weight.to_float8)" = $MK ] \
+   && ! grep -q "lm_head.input.to_float8" "$tmp/f8.csv"; then
+  ok "float8: down_proj's input cast through an fp32 copy ($((4 * MK)) bytes) to float8 ($MK), its weight too; lm_head not converted"
+else bad "float8: casts $(sz "$tmp/f8.csv" layers.1.mlp.down_proj.input.to_fp32) / $(sz "$tmp/f8.csv" layers.1.mlp.down_proj.input.to_float8), lm_head: $(grep -c lm_head.input.to_float8 "$tmp/f8.csv")"; fi
+# backward: the saved high-precision input (bf16, 2 MK) is freed by the grad_weight half; its
+# temporaries: tensorwise holds grad_output's and the weight's float8 copies (MN + NK) and casts
+# again (MN + 8 MK at the input cast's peak); rowwise_with_gw_hp computes grad_weight in bf16
+MN=16777216
+ws_t=$(sz "$tmp/f8.csv" layers.1.mlp.down_proj.float8_grad_weight.backward)
+"$VRSIM" "$tmp/f8.lua" --no-files --set training.float8.recipe=rowwise_with_gw_hp --alloc-trace "$tmp/f8h.csv" >/dev/null
+ws_h=$(sz "$tmp/f8h.csv" layers.1.mlp.down_proj.float8_grad_weight.backward)
+freed=$(grep "layers.1.mlp.down_proj.float8_grad_weight.backward$" "$tmp/f8.csv" | grep -c "free_completed,[0-9]*,$((2 * MK)),")
+if [ "$ws_t" = $((MN + MK + MN + 8 * MK)) ] && [ "$ws_h" = $((MN + MK)) ] && [ "$freed" -ge 1 ]; then
+  ok "float8: grad_weight's temporaries $ws_t bytes tensorwise, $ws_h with rowwise_with_gw_hp; the bf16 input saved until then"
+else bad "float8: grad_weight temporaries $ws_t / $ws_h (want $((MN + MK + MN + 8 * MK)) / $((MN + MK))), input freed there: $freed"; fi
+# on an sm80 card torchtitan refuses it; an sm89 card (RTX 4090) runs it
+"$VRSIM" "$tmp/f8.lua" --no-files --set gpu=a100_80g >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "only supported on SM89 or later" "$tmp/err" && "$VRSIM" "$tmp/f8.lua" --no-files --set gpu=rtx4090 >/dev/null 2>&1; then
+  ok "float8: refused on the A100 (sm80) with torchtitan's reason, runs on the RTX 4090 (sm89)"
+else bad "float8 on a100_80g: exit $rc: $(cat "$tmp/err")"; fi
+# FSDP2's float8 all-gather: a layer's all-gather output in float8 (its Linears 1 byte an
+# element, its norms bf16) instead of bf16
+cat > "$tmp/f8f.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm", count = 4 }, model = { config = "llama-3-8b.json", layers = 2 },
+  training = { micro_batch = 1, seq = 4096, precision = "mp_fp32", strategy = "fsdp2", steps = 2,
+               float8 = { recipe = "tensorwise" } } }
+EOS
+"$VRSIM" "$tmp/f8f.lua" --no-files --alloc-trace "$tmp/ag0.csv" >/dev/null
+"$VRSIM" "$tmp/f8f.lua" --no-files --set training.float8.fsdp_float8_all_gather=true --alloc-trace "$tmp/ag1.csv" >/dev/null
+a0=$(sz "$tmp/ag0.csv" "all_gather layer 1"); a1=$(sz "$tmp/ag1.csv" "all_gather layer 1")
+if [ "$a0" = 436224000 ] && [ "$a1" = 218120192 ]; then ok "float8: fsdp_float8_all_gather halves a layer's all-gather output ($a0 -> $a1 bytes)"
+else bad "float8: all-gather output $a0 -> $a1 (want 436224000 -> 218120192)"; fi
+"$VRSIM" "$tmp/f8f.lua" --no-files --set training.float8.recipe=rowwise --set training.float8.fsdp_float8_all_gather=true >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "only supports tensorwise" "$tmp/err"; then ok "float8: rowwise with the float8 all-gather refused (torchao's assertion)"
+else bad "float8 rowwise all-gather: exit $rc: $(cat "$tmp/err")"; fi
+
 echo "test_techniques: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

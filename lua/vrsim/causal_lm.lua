@@ -160,6 +160,18 @@ function M.build(cx, cfg)
     if fam.check_lora then fam.check_lora(lora, mc) end
     lora_hit = L.apply(root, lora, "lm_head")
   end
+  -- torchao's convert_to_float8_training (after the model is built, before sharding), with
+  -- torchtitan's filter (strategies/float8.lua)
+  local f8, f8hit
+  if t.float8 then
+    local F8 = require "strategies.float8"
+    f8 = F8.settings(t.float8)
+    local left
+    f8hit, left = F8.apply(root, f8, "lm_head")
+    cx.notes[#cx.notes + 1] = ("float8 (torchao, recipe %s): %d Linears are Float8Linear, %d stay nn.Linear "
+      .. "(the output layer, dims not divisible by 16); eager casts, each intermediate a tensor (under "
+      .. "torch.compile they fuse)"):format(f8.recipe, #f8hit, #left)
+  end
   local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes)
     or require("strategies.data").check(t, mc, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
     or require("strategies.sac").check(t, mc)
@@ -202,6 +214,7 @@ function M.build(cx, cfg)
     for _, p in ipairs(cx.params) do if p.sharded then p.dtype = pdtype end end
   end
   if build_dtype ~= pdtype then cast_parameters(cx, pdtype, lora) end
+  if f8 then require("strategies.float8").mark_params(f8hit, f8) end
   -- a sharding strategy (FSDP2 fully_shard, ZeRO-3) now replaces the whole parameters by shards
   if cx.dp then require("strategies.dp").after_build(cx) end
   if t.optimizer_in_backward and not t.inference then require("strategies.optim_in_bwd").register(cx, cfg) end

@@ -15,8 +15,10 @@ U.WHERE = 'docs/scenarios.md, "Not modelled"'
 local THINGS = {
   { "torch.compile (compiled graphs: fused kernels and Inductor's own buffers)",
     { "compile", "torchcompile", "compiled", "inductor", "dynamo" } },
-  { "float8 training (torchao float8, Transformer Engine fp8)",
-    { "fp8", "float8", "fp8e4m3", "fp8e5m2", "transformerengine", "te", "torchao" } },
+  { "float8 training (torchao's Float8Linear)", { "fp8", "fp8e4m3", "fp8e5m2", "torchao", "float8training" },
+    "training.float8 = { recipe = \"tensorwise\" } (torchao's convert_to_float8_training)", modelled = true },
+  { "Transformer Engine (its fp8 layers and recipes)", { "transformerengine", "te" },
+    "torchao's float8 training is training.float8" },
   { "Liger's kernels beyond its fused loss (RMSNorm, SwiGLU, RoPE, as use_liger_kernel patches them in)",
     { "liger", "ligerkernel", "useligerkernel" },
     "its fused linear cross-entropy alone is training.loss = \"liger_fused\"" },
