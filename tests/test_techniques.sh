@@ -383,5 +383,75 @@ else bad "float8: all-gather output $a0 -> $a1 (want 436224000 -> 218120192)"; f
 if [ $rc = 2 ] && grep -q "only supports tensorwise" "$tmp/err"; then ok "float8: rowwise with the float8 all-gather refused (torchao's assertion)"
 else bad "float8 rowwise all-gather: exit $rc: $(cat "$tmp/err")"; fi
 
+# DPO (TRL's DPOTrainer). Llama-3-8B cut to 2 layers, micro_batch 1: chosen and rejected make a
+# batch of 2 rows of prompt + completion tokens (512 + 512, or cut to max_length)
+cat > "$tmp/dpo.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { config = "llama-3-8b.json", layers = 2 },
+  training = { micro_batch = 1, precision = "bf16", steps = 2, optimizer = "sgd",
+               dpo = { prompt_length = 512, completion_length = 512 } } }
+EOS
+"$VRSIM" "$tmp/dpo.lua" --json --no-files > "$tmp/dpo.json"
+"$VRSIM" "$tmp/dpo.lua" --json --no-files --set training.dpo.precompute_ref_log_probs=true > "$tmp/dpo_pre.json"
+sed 's/dpo = { prompt_length = 512, completion_length = 512 }/seq = 1024/' "$tmp/dpo.lua" > "$tmp/sft.lua"
+"$VRSIM" "$tmp/sft.lua" --json --no-files > "$tmp/sft.json"
+pd=$(field "d['breakdown_at_peak']['parameters']" < "$tmp/dpo.json")
+pp=$(field "d['breakdown_at_peak']['parameters']" < "$tmp/dpo_pre.json")
+ps=$(field "d['breakdown_at_peak']['parameters']" < "$tmp/sft.json")
+nref=$(field "sum(1 for x in d['live_at_peak'] if x['name'].startswith('ref_model.'))" < "$tmp/dpo.json")
+if [ "$pd" = $((2 * ps)) ] && [ "$pp" = "$ps" ] && [ "$nref" -gt 0 ]; then
+  ok "dpo, full fine-tune: two models' weights ($pd bytes against $ps), one with precompute_ref_log_probs"
+else bad "dpo, full fine-tune: parameters $pd / precomputed $pp / sft $ps, ref_model tensors at peak $nref"; fi
+# the batch: input_ids 2 x (512 + 88) int64 at max_length 600; the head takes the 2 x 88
+# completion positions only (hidden_states[mask], bf16), in one 176 x 32768 tile buffer: no logits
+"$VRSIM" "$tmp/dpo.lua" --no-files --set training.dpo.max_length=600 --alloc-trace "$tmp/dpo.csv" >/dev/null
+ids=$(grep ",alloc,.*,input_ids$" "$tmp/dpo.csv" | head -1 | cut -d, -f5)
+hm=$(grep ",alloc,.*,hidden_states\[mask\]$" "$tmp/dpo.csv" | head -1 | cut -d, -f5)
+buf=$(grep ",alloc,.*,chunked_logprob.mm_buf$" "$tmp/dpo.csv" | head -1 | cut -d, -f5)
+big=$(awk -F, '$3 == "alloc" && ($5 == 2 * 599 * 128256 * 2 || $5 == 2 * 599 * 128256 * 4)' "$tmp/dpo.csv" | wc -l)
+if [ "$ids" = $((2 * 600 * 8)) ] && [ "$hm" = $((2 * 88 * 4096 * 2)) ] && [ "$buf" = $((176 * 32768 * 2)) ] && [ "$big" = 0 ]; then
+  ok "dpo: 2 x 600 tokens in one batch, the head on the 176 completion positions through a $buf-byte tile, no logits"
+else bad "dpo: input_ids $ids, hidden_states[mask] $hm, tile buffer $buf, $big logits-sized allocations"; fi
+# LoRA: the reference is the base with its adapters disabled: no second copy; without
+# checkpointing the reference forward runs over the policy's saved activations and sets the peak
+# (after the policy's fused head, before any backward); precomputing the reference removes it
+cat > "$tmp/dpol.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { config = "llama-3-8b.json", layers = 4 },
+  training = { micro_batch = 2, precision = "lora_bf16", steps = 2, lora = { r = 16, targets = "all-linear" },
+               dpo = { prompt_length = 512, completion_length = 512 } } }
+EOS
+"$VRSIM" "$tmp/dpol.lua" --json --no-files --alloc-trace "$tmp/dl.csv" > "$tmp/dl.json"
+"$VRSIM" "$tmp/dpol.lua" --json --no-files --alloc-trace "$tmp/dlp.csv" --set training.dpo.precompute_ref_log_probs=true > "$tmp/dlp.json"
+sed 's/dpo = { prompt_length = 512, completion_length = 512 }/seq = 1024, micro_batch = 4/; s/micro_batch = 2, //' "$tmp/dpol.lua" > "$tmp/sftl.lua"
+"$VRSIM" "$tmp/sftl.lua" --json --no-files > "$tmp/sl.json"
+# where the trace's peak falls: "ref" when the policy's head ran last and no backward since
+where() { python3 - "$1" <<'PY'
+import csv, sys
+live = peak = 0; state = at = None
+for r in csv.DictReader(open(sys.argv[1])):
+    if r["action"] == "alloc": live += int(r["size"])
+    elif r["action"] == "free_completed": live -= int(r["size"])
+    f = r["frames"]
+    if f == "log_probs.masked_scatter": state = "ref"
+    elif f.endswith(".backward"): state = None
+    if live > peak: peak, at = live, state
+print(at or "other")
+PY
+}
+pl=$(field "d['breakdown_at_peak']['parameters']" < "$tmp/dl.json"); psl=$(field "d['breakdown_at_peak']['parameters']" < "$tmp/sl.json")
+nref=$(grep -c "ref_model\." "$tmp/dl.csv")
+w1=$(where "$tmp/dl.csv"); w2=$(where "$tmp/dlp.csv")
+p1=$(field "d['peak_allocated_bytes']" < "$tmp/dl.json"); p2=$(field "d['peak_allocated_bytes']" < "$tmp/dlp.json")
+if [ "$pl" = "$psl" ] && [ "$nref" = 0 ] && [ "$w1" = ref ] && [ "$w2" = other ] && [ "$p2" -lt "$p1" ]; then
+  ok "dpo, LoRA: one model's weights; the peak in the reference forward ($p1), gone with precompute_ref_log_probs ($p2)"
+else bad "dpo, LoRA: parameters $pl (sft $psl), ref_model tensors $nref, peak in: $w1 / $w2, peaks $p1 / $p2"; fi
+cp scenarios/configs/qwen3-30b-a3b.json "$tmp/"
+for case in "strategy=ddp|not modelled" "model.config=qwen3-30b-a3b.json|mixture-of-experts" \
+            "training.dpo.prompt_length=1024|TRL drops such examples"; do
+  set_=${case%%|*}; want=${case#*|}
+  "$VRSIM" "$tmp/dpo.lua" --no-files --set hardware.count=2 --set "$set_" >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -q "$want" "$tmp/err"; then ok "dpo with $set_: exit 2, named"
+  else bad "dpo with $set_: exit $rc: $(cat "$tmp/err")"; fi
+done
+
 echo "test_techniques: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -729,6 +729,16 @@ local function causal_lm_forward(cx, m, ids)
   local hf = mod.call(cx, m.children.model, ids)
   if not hf then return nil end
   if r.stage and not r.stage.head then return hf end -- a pipeline stage's output, sent on
+  if r.dpo then
+    -- DPOTrainer's model(..., fused_lm_head=True): TRL's fused head on the completion positions
+    -- (strategies/dpo.lua); the reference (no_grad) asks for the log-probs alone
+    local out = require("strategies.dpo").head(cx, hf, mod.weight(cx, m.children.lm_head.p.weight), r.dpo,
+      cx.no_grad and { "log_probs" } or { "log_probs", "entropy", "mean_logits", "is_top1" },
+      m.path == "" and "" or (m.path .. "."))
+    nn.release(cx, { hf }, "fused forward returns: hidden_states")
+    r.dpo_head = true
+    return out
+  end
   if not r.inference and r.loss ~= "full" then
     -- the cross-entropy variants that never make the whole batch's logits (vrsim/lm_loss.lua):
     -- Liger's reads the head's weight itself, torchtune's runs the head on chunks

@@ -104,6 +104,15 @@ function M.build(cx, cfg)
   local b, s = t.micro_batch, t.seq
   -- variable-length data: the collator's shape of the batch simulated (strategies/data.lua)
   if t.data_batch then b, s = t.data_batch.rows, t.data_batch.len end
+  -- DPO: chosen and rejected in one batch of 2 x micro_batch rows (strategies/dpo.lua)
+  local dpo = t.dpo and require("strategies.dpo").settings(t.dpo)
+  if dpo then
+    b, s = require("strategies.dpo").batch(t, dpo)
+    cx.layers_once = false -- (the reference forward runs the layers a second time)
+    cx.notes = cx.notes or {}
+    cx.notes[#cx.notes + 1] = ("training.dpo: %d prompts, each with a chosen and a rejected completion: one batch of "
+      .. "%d rows of %d tokens (%d of prompt, %d of completion)"):format(t.micro_batch, b, s, dpo.prompt_length, dpo.completion)
+  end
   local prec = t.precision
   local pdtype = PARAM_DTYPE[prec]
   if prec == "amp_bf16" then cx.autocast = "bf16" elseif prec == "amp_fp16" then cx.autocast = "fp16" end
@@ -128,6 +137,12 @@ function M.build(cx, cfg)
       error("training.quant = \"int8\" with LoRA is not modelled (LLM.int8's backward through its "
             .. "int8 weights is not built): use quant = \"nf4\" (QLoRA), or inference = true", 0)
     end
+  end
+  if dpo and mc.experts then
+    -- DPOTrainer asks a mixture-of-experts policy for its router logits and adds their
+    -- load-balancing loss: not built
+    error("training.dpo with a mixture-of-experts model is not modelled (the router logits and auxiliary loss "
+          .. "DPOTrainer adds)", 0)
   end
   local root = fam.tree(mc)
   -- a pipeline rank holds its stages' part of the tree only (vrsim/pipeline.lua)
@@ -158,6 +173,12 @@ function M.build(cx, cfg)
                                             gate = "gate_proj", up = "up_proj", down = "down_proj" } })
     -- a family whose peft targets go beyond Linear modules (its target_parameters) refuses them
     if fam.check_lora then fam.check_lora(lora, mc) end
+    if dpo and lora.dropout > 0 then
+      -- DPOConfig.disable_dropout (default True): every nn.Dropout's p set to 0, peft's lora_dropout
+      -- included, and dropout with p = 0 returns its input
+      lora.dropout = 0
+      cx.notes[#cx.notes + 1] = "training.dpo: lora_dropout is 0 (DPOConfig.disable_dropout, TRL's default)"
+    end
     lora_hit = L.apply(root, lora, "lm_head")
   end
   -- torchao's convert_to_float8_training (after the model is built, before sharding), with
@@ -215,6 +236,18 @@ function M.build(cx, cfg)
   end
   if build_dtype ~= pdtype then cast_parameters(cx, pdtype, lora) end
   if f8 then require("strategies.float8").mark_params(f8hit, f8) end
+  -- DPO's reference model beside a full fine-tune (TRL's create_model_from_path in the model's
+  -- dtype, frozen), unless the reference's log-probs are precomputed
+  local ref_root
+  if dpo and not lora and not dpo.precompute_ref_log_probs then
+    ref_root = require("strategies.dpo").reference_tree(fam, mc)
+    mark_layers(ref_root)
+    materialize(cx, ref_root, pdtype, false, pdtype)
+  end
+  if dpo and lora and root.children.lm_head and root.children.lm_head.lora then
+    error("training.dpo with LoRA on lm_head: TRL's fused head reads lm_head.weight directly, so the adapter "
+          .. "would not be trained (leave lm_head out of training.lora.targets)", 0)
+  end
   -- a sharding strategy (FSDP2 fully_shard, ZeRO-3) now replaces the whole parameters by shards
   if cx.dp then require("strategies.dp").after_build(cx) end
   if t.optimizer_in_backward and not t.inference then require("strategies.optim_in_bwd").register(cx, cfg) end
@@ -258,11 +291,24 @@ function M.build(cx, cfg)
   if fam.attention then attention = fam.attention(attention, cx.notes, mc) end
   cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
              use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype,
-             loss = t.loss, data = t.data_batch, data_inputs = data_inputs }
+             loss = t.loss, data = t.data_batch, data_inputs = data_inputs, dpo = dpo }
+  -- DPOTrainer calls both models with use_cache=False
+  if dpo then cx.run.use_cache = false end
   -- one forward pass (a micro-batch); gradient accumulation calls it again
   local function forward()
     cx.run.inputs_embeds = nil
     local out = mod.call(cx, root, ids)
+    if dpo then
+      -- the reference after the policy, under no_grad: the frozen copy, or the same model with
+      -- its adapters disabled (peft's use_adapter(model, None))
+      out = require("strategies.dpo").loss(cx, out, dpo, function()
+        cx.run.inputs_embeds = nil
+        cx.adapters_off = lora and true or nil
+        local r = mod.call(cx, ref_root or root, ids)
+        cx.adapters_off = nil
+        return r
+      end)
+    end
     nn.end_forward(cx)
     return out
   end
@@ -278,6 +324,10 @@ function M.build(cx, cfg)
   -- (a tensor-parallel group of tp GPUs works on one batch: each GPU's share of the tokens is
   -- 1/tp of it, as torchtitan counts tokens per second per GPU)
   cx.tokens = (t.data_batch and t.data_batch.real or b * s) * (t.grad_accum or 1) // tp
+  if dpo and not cx.run.dpo_head then
+    error(("training.dpo: %s's forward does not run TRL's fused head (not modelled for this family)")
+          :format(fam.model_type or "this model"), 0)
+  end
   if t.data_batch and (t.data_batch.padded or t.data_batch.packed) and not cx.run.data_mask_made then
     error(("training.data: %s's forward does not build the mask a %s batch needs (not modelled for this family)")
           :format(fam.model_type or "this model", t.data_batch.padded and "padded" or "packed"), 0)
