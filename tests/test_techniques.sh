@@ -453,5 +453,43 @@ for case in "strategy=ddp|not modelled" "model.config=qwen3-30b-a3b.json|mixture
   else bad "dpo with $set_: exit $rc: $(cat "$tmp/err")"; fi
 done
 
+# generation (transformers' generate with its DynamicCache, greedy). TinyLlama (22 layers, 4 key/value
+# heads of 64): 8 prompts of 16 tokens, 48 new tokens. Each layer's cache grows by torch.cat, one
+# token (8 x 4 x 64 x 2 = 4096 bytes) a step, the old tensor freed; the head runs on the last
+# position only; the peak is in the last token's forward
+cp scenarios/configs/tinyllama-1.1b.json "$tmp/"
+cat > "$tmp/gen.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { config = "tinyllama-1.1b.json" },
+  training = { inference = true, precision = "bf16", steps = 1,
+               generate = { prompt = 16, max_new_tokens = 48, batch = 8 } } }
+EOS
+"$VRSIM" "$tmp/gen.lua" --no-files --alloc-trace "$tmp/gen.csv" >/dev/null
+python3 - "$tmp/gen.csv" > "$tmp/gen.out" <<'PY'
+import csv, re, sys
+live = peak = 0; tok = at = None; keys = []; head = set(); bad = 0; freed_old = 0; prev = None
+for r in csv.DictReader(open(sys.argv[1])):
+    f, size = r["frames"], int(r["size"])
+    if r["action"] == "alloc":
+        live += size
+        if f in ("layers.0.cache_keys", "layers.0.cache_keys.cat"): keys.append(size)
+        if f == "lm_head": head.add(size)
+    elif r["action"] == "free_completed":
+        live -= size
+        if f == "layers.0.cache_keys.cat" and prev is not None and size == prev: freed_old += 1
+    if r["action"] == "alloc" and f == "layers.0.cache_keys.cat": prev = keys[-2]
+    m = re.search(r"\(token (\d+)\)$", f)
+    if m: tok = int(m.group(1))
+    if live > peak: peak, at = live, tok
+steps = [b - a for a, b in zip(keys, keys[1:])]
+print(len(keys), keys[0], keys[-1], sorted(set(steps)), freed_old, sorted(head), at)
+PY
+want="48 65536 258048 [4096] 47 [512000] 48"
+if [ "$(cat "$tmp/gen.out")" = "$want" ]; then
+  ok "generate: layer 0's keys cached at 16 tokens then grown by 4096 bytes a token (47 torch.cat, each freeing the old), logits of the last position only, the peak in the last token's forward"
+else bad "generate: $(cat "$tmp/gen.out") (want $want)"; fi
+"$VRSIM" "$tmp/gen.lua" --no-files --set inference=false >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "needs inference = true" "$tmp/err"; then ok "generate without inference: exit 2, named"
+else bad "generate without inference: exit $rc: $(cat "$tmp/err")"; fi
+
 echo "test_techniques: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

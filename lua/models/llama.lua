@@ -196,7 +196,8 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask)
   if impl ~= "eager" then
     -- F.scaled_dot_product_attention (the op library's nn.sdpa: the kernel PyTorch picks, a
     -- boolean mask's additive copy, what each backend keeps), is_causal unless a mask is given
-    local out = nn.sdpa(cx, name, q, k, v, { impl = impl, causal = true, mask = mask })
+    -- (a decode step's one query: sdpa_attention_forward's is_causal is off for a query of length 1)
+    local out = nn.sdpa(cx, name, q, k, v, { impl = impl, causal = not cx.run.decode, mask = mask })
     return out
   end
   -- eager_attention_forward: scores = q @ k^T * scaling (+ mask); softmax in fp32, cast back;
@@ -385,7 +386,11 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   -- the keys and values; the copies are what attention sees and saves
   -- (with checkpointing transformers turns use_cache off: no copies)
   local kc, vc = ke, vv
-  if r.use_cache then
+  if cx.gen then
+    -- model.generate's DynamicCache: the layer's cache grows by torch.cat (strategies/generate.lua)
+    kc, vc = require("strategies.generate").update(cx, pre, ke, vv, promote(ke.dtype, vv.dtype))
+    nn.release(cx, { ke, vv }, pre .. ": key/value states rebound to the cache's")
+  elseif r.use_cache then
     -- `key_states, value_states = past_key_values.update(...)`: both copies are made before
     -- the names are rebound and the originals go (fulltrace_dev-x2-zero1-trace)
     -- DynamicLayer.lazy_initialization makes both empty tensors in the keys' dtype, so
@@ -749,8 +754,13 @@ local function causal_lm_forward(cx, m, ids)
     nn.release(cx, { hf }, "LlamaForCausalLM.forward returns: hidden_states")
     return loss
   end
-  local logits = mod.call(cx, m.children.lm_head, hf)
-  if not logits or logits == hf then return nil end
+  local hl = hf
+  if r.logits_to_keep then
+    -- logits_to_keep (generate passes 1): the head on hidden_states[:, -1:, :], a view
+    hl = nn.view(cx, hf, { hf.shape[1], 1, hf.shape[3] }, "hidden_states[:, -1:, :]")
+  end
+  local logits = mod.call(cx, m.children.lm_head, hl)
+  if not logits or logits == hl then return nil end
   nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped
   if r.inference then return logits end
   local loss = causal_lm_loss(cx, logits, r.batch, r.seq)

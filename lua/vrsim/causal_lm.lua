@@ -105,6 +105,12 @@ function M.build(cx, cfg)
   -- variable-length data: the collator's shape of the batch simulated (strategies/data.lua)
   if t.data_batch then b, s = t.data_batch.rows, t.data_batch.len end
   -- DPO: chosen and rejected in one batch of 2 x micro_batch rows (strategies/dpo.lua)
+  -- generation (model.generate with a DynamicCache): the prompt's batch first (strategies/generate.lua)
+  local gen = t.generate and require("strategies.generate").settings(t.generate)
+  if gen then
+    b, s = gen.batch, gen.prompt
+    cx.layers_once = false -- (every decode step runs the layers again)
+  end
   local dpo = t.dpo and require("strategies.dpo").settings(t.dpo)
   if dpo then
     b, s = require("strategies.dpo").batch(t, dpo)
@@ -137,6 +143,10 @@ function M.build(cx, cfg)
       error("training.quant = \"int8\" with LoRA is not modelled (LLM.int8's backward through its "
             .. "int8 weights is not built): use quant = \"nf4\" (QLoRA), or inference = true", 0)
     end
+  end
+  if gen and mc.sliding_window and gen.prompt + gen.max_new_tokens > mc.sliding_window then
+    error(("training.generate past the sliding window (%d tokens): DynamicSlidingWindowLayer's cache is not "
+           .. "modelled"):format(mc.sliding_window), 0)
   end
   if dpo and mc.experts then
     -- DPOTrainer asks a mixture-of-experts policy for its router logits and adds their
@@ -289,6 +299,10 @@ function M.build(cx, cfg)
   -- cannot run SDPA and falls back to eager)
   local attention = t.attention
   if fam.attention then attention = fam.attention(attention, cx.notes, mc) end
+  if gen and attention == "eager" then
+    error(("training.generate with eager attention (%s's) is not modelled (its (q, kv) score shapes in decode)")
+          :format(fam.model_type or "this model"), 0)
+  end
   cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
              use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype,
              loss = t.loss, data = t.data_batch, data_inputs = data_inputs, dpo = dpo }
@@ -297,6 +311,11 @@ function M.build(cx, cfg)
   -- one forward pass (a micro-batch); gradient accumulation calls it again
   local function forward()
     cx.run.inputs_embeds = nil
+    if gen then
+      local out = require("strategies.generate").run(cx, root, ids, gen)
+      nn.end_forward(cx)
+      return out
+    end
     local out = mod.call(cx, root, ids)
     if dpo then
       -- the reference after the policy, under no_grad: the frozen copy, or the same model with
@@ -324,6 +343,12 @@ function M.build(cx, cfg)
   -- (a tensor-parallel group of tp GPUs works on one batch: each GPU's share of the tokens is
   -- 1/tp of it, as torchtitan counts tokens per second per GPU)
   cx.tokens = (t.data_batch and t.data_batch.real or b * s) * (t.grad_accum or 1) // tp
+  -- generation: the tokens generated
+  if gen then cx.tokens = gen.batch * gen.max_new_tokens end
+  if gen and not cx.gen.cache[next(cx.gen.cache) or ""] then
+    error(("training.generate: %s's attention does not run DynamicCache's update (not modelled for this family)")
+          :format(fam.model_type or "this model"), 0)
+  end
   if dpo and not cx.run.dpo_head then
     error(("training.dpo: %s's forward does not run TRL's fused head (not modelled for this family)")
           :format(fam.model_type or "this model"), 0)
