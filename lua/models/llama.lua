@@ -193,6 +193,12 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask)
   local hd, heads = a.head_dim, a.heads
   local shape = { b, heads, s, hd }
   local dt = q.dtype
+  local dd = cx.run.data
+  if impl == "flash" and dd and (dd.padded or dd.packed) then
+    -- a padded or packed batch under flash: transformers' flash_attention_2 and its varlen kernel
+    -- (strategies/data.lua)
+    return require("strategies.data").flash_varlen(cx, name, q, k, v, dd, cx.run.use_cache)
+  end
   if impl ~= "eager" then
     -- F.scaled_dot_product_attention (the op library's nn.sdpa: the kernel PyTorch picks, a
     -- boolean mask's additive copy, what each backend keeps), is_causal unless a mask is given
@@ -368,7 +374,9 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
           :format(pre), 0)
   end
   local vv
-  if attn_impl == "cudnn" and not r.use_cache and (not grouped or enable_gqa) then
+  -- (flash_attention_2's varlen path likewise takes v as its (b, L, heads, d) layout)
+  local varlen = attn_impl == "flash" and r.data and (r.data.padded or r.data.packed)
+  if (attn_impl == "cudnn" or varlen) and not r.use_cache and (not grouped or enable_gqa or varlen) then
     vv = nn.view(cx, v, { b, a.kv_heads, s, hd }, pre .. ".v_heads")
   else
     vv = nn.view_op(cx, pre .. ".v_heads", v, { b, a.kv_heads, s, hd })
