@@ -141,8 +141,17 @@ local function cast(cx, name, t, rows)
   -- (t is consumed by the ops below: each use drops one of its references, as each op's input)
   local ab = nn.op(cx, { name = name .. ".abs", inputs = { t }, outs = { { name .. ".abs", t.shape, t.dtype } },
                          frees = {} })
-  local scale = nn.op(cx, { name = name .. ".amax_to_scale", kind = "reduce_rows", inputs = { ab },
-                            outs = { { name .. ".scale", sshape, "fp32" } } })
+  -- tensor_to_amax: max (or amax along the axis) in t's dtype; amax_to_scale: .to(float64),
+  -- clamp(min=EPS), finfo.max / amax (reciprocal, then the product), .to(float32) (the float64
+  -- scalars are made as 8-byte int64 tensors: the graph's dtypes have no float64, and only their
+  -- bytes matter here)
+  local amax = nn.op(cx, { name = name .. ".amax", kind = "reduce_rows", inputs = { ab },
+                           outs = { { name .. ".amax", sshape, t.dtype } } })
+  local a64 = nn.op(cx, { name = name .. ".amax_float64", inputs = { amax }, outs = { { name .. ".amax_float64", sshape, "int64" } } })
+  local cl = nn.op(cx, { name = name .. ".amax_clamp", inputs = { a64 }, outs = { { name .. ".amax_clamp", sshape, "int64" } } })
+  local rc = nn.op(cx, { name = name .. ".amax_reciprocal", inputs = { cl }, outs = { { name .. ".amax_reciprocal", sshape, "int64" } } })
+  local sc = nn.op(cx, { name = name .. ".scale_float64", inputs = { rc }, outs = { { name .. ".scale_float64", sshape, "int64" } } })
+  local scale = nn.op(cx, { name = name .. ".scale", inputs = { sc }, outs = { { name .. ".scale", sshape, "fp32" } } })
   local src = t
   if t.dtype ~= "fp32" then
     src = nn.op(cx, { name = name .. ".to_fp32", kind = "cast_up", inputs = { t },
