@@ -142,8 +142,6 @@ function M.head(cx, hf, w, s, outputs, pre)
               bytes = nn.bytes({ n, H }, dt) * ((V + M.VOCAB_CHUNK - 1) // M.VOCAB_CHUNK)
                       + nn.bytes(w.shape, w.dtype) * ((n + M.TOKEN_CHUNK - 1) // M.TOKEN_CHUNK) + 2 * n * V * nn.DT_SIZE[dt] })
   nn.release(cx, { buf }, pre .. "chunked_logprob: mm_buf goes as forward returns")
-  local nout = 0
-  for _ in pairs(outputs) do nout = nout + 1 end
   -- log_z and the outputs (log_probs; entropy, mean_logits fp32, is_top1 bool where asked)
   local log_z = nn.op(cx, { name = pre .. "chunked_logprob.log_z", inputs = { stats }, frees = {},
                             outs = { { pre .. "chunked_logprob.log_z", { n }, "fp32" } } })
@@ -177,8 +175,10 @@ function M.head(cx, hf, w, s, outputs, pre)
                            outs = { { pre .. "log_probs", { b, S - 1 }, "fp32" } },
                            grads = { { dtype = "fp32" }, "none" } })
   for i = 2, #per do
+    -- (the output object keeps them, for the trainer's metrics, until the loss is computed)
     local o = outputs[i]
-    nn.op(cx, { name = pre .. o .. ".masked_scatter", inputs = {}, outs = { { pre .. o, { b, S - 1 }, o == "is_top1" and "bool" or "fp32" } } })
+    nn.hold(cx, nn.op(cx, { name = pre .. o .. ".masked_scatter", inputs = {},
+                            outs = { { pre .. o, { b, S - 1 }, o == "is_top1" and "bool" or "fp32" } } }))
   end
   nn.release(cx, { idx }, pre .. "fused forward returns")
   return full

@@ -69,9 +69,6 @@ function M.refusal(t)
   return nil
 end
 
--- The tokens cached after the prefill and t decode steps.
-local function cached(s, t) return s.prompt + t end
-
 -- next_token_logits: the (B, V) fp32 copy of the last position's logits, the output's logits
 -- dropped, the greedy pick (argmax), and input_ids grown by it. Returns the new input_ids.
 local function next_token(cx, logits, ids, s, t)
@@ -97,7 +94,7 @@ function M.run(cx, root, ids, s)
   nn.end_forward(cx)
   for t = 1, s.max_new_tokens - 1 do
     -- the next forward takes the last token of each row (cache_position, one new position)
-    r.seq, r.decode, r.kv_len, r.past = 1, true, cached(s, t), cached(s, t - 1)
+    r.seq, r.decode = 1, true
     local one = nn.op(cx, { name = ("generate.input_ids[:, -1:] (token %d)"):format(t + 1), kind = "copy",
                             inputs = { all }, frees = {}, outs = { { "input_ids (next)", { s.batch, 1 }, "int64" } } })
     r.inputs_embeds = nil

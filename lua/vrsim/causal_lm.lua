@@ -104,13 +104,13 @@ function M.build(cx, cfg)
   local b, s = t.micro_batch, t.seq
   -- variable-length data: the collator's shape of the batch simulated (strategies/data.lua)
   if t.data_batch then b, s = t.data_batch.rows, t.data_batch.len end
-  -- DPO: chosen and rejected in one batch of 2 x micro_batch rows (strategies/dpo.lua)
   -- generation (model.generate with a DynamicCache): the prompt's batch first (strategies/generate.lua)
   local gen = t.generate and require("strategies.generate").settings(t.generate)
   if gen then
     b, s = gen.batch, gen.prompt
     cx.layers_once = false -- (every decode step runs the layers again)
   end
+  -- DPO: chosen and rejected in one batch of 2 x micro_batch rows (strategies/dpo.lua)
   local dpo = t.dpo and require("strategies.dpo").settings(t.dpo)
   if dpo then
     b, s = require("strategies.dpo").batch(t, dpo)
@@ -345,7 +345,7 @@ function M.build(cx, cfg)
   cx.tokens = (t.data_batch and t.data_batch.real or b * s) * (t.grad_accum or 1) // tp
   -- generation: the tokens generated
   if gen then cx.tokens = gen.batch * gen.max_new_tokens end
-  if gen and not cx.gen.cache[next(cx.gen.cache) or ""] then
+  if gen and next(cx.gen.cache) == nil then
     error(("training.generate: %s's attention does not run DynamicCache's update (not modelled for this family)")
           :format(fam.model_type or "this model"), 0)
   end
