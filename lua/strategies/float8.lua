@@ -114,6 +114,12 @@ function M.refusal(t, g)
     return "training.float8 with LoRA or bitsandbytes quantization is not modelled (torchao swaps "
            .. "nn.Linear modules; peft's and bitsandbytes' layers are not Float8Linear)"
   end
+  local par = type(t.parallel) == "table" and t.parallel or {}
+  if (par.tp or 1) > 1 or (par.pp or 1) > 1 then
+    -- torchtitan's float8 tensor parallelism (Float8ColwiseParallel / Float8RowwiseParallel:
+    -- float8 all-gathers of the activations) and float8 pipeline stages are not built
+    return "training.float8 with tensor or pipeline parallelism (training.parallel tp or pp above 1) is not modelled"
+  end
   if t.strategy == "zero3" or t.strategy == "zero1" or t.strategy == "zero2" then
     return ("training.float8 under DeepSpeed's %s is not modelled (torchtitan runs float8 with FSDP2)"):format(t.strategy)
   end
