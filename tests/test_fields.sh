@@ -146,12 +146,11 @@ else fail "gpu=rtx3080" "$(cat "$TMP/gpu.err")"; fi
 run typo "$TMP/llama.lua" --no-files --set checkpointng=true
 expect "a real slip is still corrected (checkpointng -> checkpointing)" 2 "did you mean 'checkpointing'"
 NM='does not model .*docs/scenarios.md, "Not modelled"'
-for case in "training.fp8=true:float8" "precision=fp8:float8" "compile=true:torch.compile" \
+for case in "transformer_engine=true:Transformer Engine" "compile=true:torch.compile" \
             "torch_compile=true:torch.compile" "pipeline_parallel_size=2:pipeline parallelism" \
             "context_parallel=2:context" "expert_parallel=2:expert parallelism" "use_liger_kernel=true:Liger's kernels" \
             "optimizer=paged_adamw_8bit:paged optimizers" "cut_cross_entropy=true:Cut Cross-Entropy" \
-            "packing=true:packing" "dpo=true:DPO" "generate=true:generation" \
-            "lora.fp8=true:float8"; do
+            "packing=true:packing" "orpo=true:ORPO"; do
   set_=${case%%:*}; want=${case#*:}
   run nm "$TMP/llama.lua" --no-files --set precision=lora_bf16 --set "$set_"
   if [ "$RC" -eq 2 ] && grep -q "$want" "$TMP/nm.err" && grep -qE "$NM" "$TMP/nm.err" && ! grep -q "did you mean" "$TMP/nm.err"
@@ -162,7 +161,10 @@ for case in "chunked_cross_entropy=true:training.loss = \"liger_fused\"" \
             "activation_offloading=true:training.activation_offload = true" \
             "optimizer_in_bwd=true:training.optimizer_in_backward = true" \
             "tp=2:training.parallel = { tp = N }" "strategy=tp:training.parallel = { tp = N }" \
-            "zero.tp_size=2:training.parallel = { tp = N }"; do
+            "zero.tp_size=2:training.parallel = { tp = N }" \
+            "training.fp8=true:training.float8 = {" "precision=fp8:training.float8 = {" \
+            "lora.fp8=true:training.float8 = {" "dpo_trainer=true:training.dpo = {" \
+            "kv_cache=true:training.generate = {"; do
   set_=${case%%:*}; want=${case#*:}
   run nm "$TMP/llama.lua" --no-files --set "$set_"
   if [ "$RC" -eq 2 ] && grep -qF "is written $want" "$TMP/nm.err"; then :

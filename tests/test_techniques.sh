@@ -294,7 +294,7 @@ if [ "$p0" = "$p1" ] && [ "$p0" = "$p2" ] && [ $rc = 2 ] && grep -q "bad.txt:2: 
 else bad "data files: peaks $p0 $p1 $p2; bad line: exit $rc: $(cat "$tmp/err")"; fi
 
 # 11. what is not modelled is exit 2, named
-for case in "attention=flash|flash_attention_2's varlen path" "attention=eager|under eager attention is not modelled" \
+for case in "attention=eager|under eager attention is not modelled" \
             "seq=512|training.seq is set by training.data" "training.data.shuffle=true|training.data.shuffle is not a key" \
             "inference=true|not modelled for inference" "training.data.batch=p101|worst, or pNN"; do
   set_=${case%%|*}; want=${case#*|}
@@ -333,6 +333,195 @@ for case in "checkpoint_every=2|checkpoint_every = 2 is not modelled" "activatio
   if [ $rc = 2 ] && grep -q "$want" "$tmp/err"; then ok "checkpoint_scope = op with $set_: exit 2, named"
   else bad "checkpoint_scope = op with $set_: exit $rc: $(cat "$tmp/err")"; fi
 done
+
+# float8 (torchao's Float8Linear, eager). Llama-3-8B cut to 2 layers, 1 x 4096 tokens: down_proj
+# has M = 4096 rows, K = 14336 in, N = 4096 out. Its input cast: an fp32 copy of the bf16 input
+# (4 MK bytes) and the float8 result (MK); the output layer stays nn.Linear (torchtitan's filter)
+cat > "$tmp/f8.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { config = "llama-3-8b.json", layers = 2 },
+  training = { micro_batch = 1, seq = 4096, precision = "bf16", steps = 2, optimizer = "sgd",
+               float8 = { recipe = "tensorwise" } } }
+EOS
+"$VRSIM" "$tmp/f8.lua" --no-files --alloc-trace "$tmp/f8.csv" >/dev/null
+sz() { grep ",alloc,.*,$2$" "$1" | head -1 | cut -d, -f5; }
+MK=58720256
+if [ "$(sz "$tmp/f8.csv" layers.1.mlp.down_proj.input.to_fp32)" = $((4 * MK)) ] \
+   && [ "$(sz "$tmp/f8.csv" layers.1.mlp.down_proj.input.to_float8)" = $MK ] \
+   && [ "$(sz "$tmp/f8.csv" layers.1.mlp.down_proj.weight.to_float8)" = $MK ] \
+   && ! grep -q "lm_head.input.to_float8" "$tmp/f8.csv"; then
+  ok "float8: down_proj's input cast through an fp32 copy ($((4 * MK)) bytes) to float8 ($MK), its weight too; lm_head not converted"
+else bad "float8: casts $(sz "$tmp/f8.csv" layers.1.mlp.down_proj.input.to_fp32) / $(sz "$tmp/f8.csv" layers.1.mlp.down_proj.input.to_float8), lm_head: $(grep -c lm_head.input.to_float8 "$tmp/f8.csv")"; fi
+# backward: the saved high-precision input (bf16, 2 MK) is freed by the grad_weight half; its
+# temporaries: tensorwise holds grad_output's and the weight's float8 copies (MN + NK) and casts
+# again (MN + 8 MK at the input cast's peak); rowwise_with_gw_hp computes grad_weight in bf16
+MN=16777216
+ws_t=$(sz "$tmp/f8.csv" layers.1.mlp.down_proj.float8_grad_weight.backward)
+"$VRSIM" "$tmp/f8.lua" --no-files --set training.float8.recipe=rowwise_with_gw_hp --alloc-trace "$tmp/f8h.csv" >/dev/null
+ws_h=$(sz "$tmp/f8h.csv" layers.1.mlp.down_proj.float8_grad_weight.backward)
+freed=$(grep "layers.1.mlp.down_proj.float8_grad_weight.backward$" "$tmp/f8.csv" | grep -c "free_completed,[0-9]*,$((2 * MK)),")
+if [ "$ws_t" = $((MN + MK + MN + 8 * MK)) ] && [ "$ws_h" = $((MN + MK)) ] && [ "$freed" -ge 1 ]; then
+  ok "float8: grad_weight's temporaries $ws_t bytes tensorwise, $ws_h with rowwise_with_gw_hp; the bf16 input saved until then"
+else bad "float8: grad_weight temporaries $ws_t / $ws_h (want $((MN + MK + MN + 8 * MK)) / $((MN + MK))), input freed there: $freed"; fi
+# on an sm80 card torchtitan refuses it; an sm89 card (RTX 4090) runs it
+"$VRSIM" "$tmp/f8.lua" --no-files --set gpu=a100_80g >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "only supported on SM89 or later" "$tmp/err" && "$VRSIM" "$tmp/f8.lua" --no-files --set gpu=rtx4090 >/dev/null 2>&1; then
+  ok "float8: refused on the A100 (sm80) with torchtitan's reason, runs on the RTX 4090 (sm89)"
+else bad "float8 on a100_80g: exit $rc: $(cat "$tmp/err")"; fi
+# FSDP2's float8 all-gather: a layer's all-gather output in float8 (its Linears 1 byte an
+# element, its norms bf16) instead of bf16
+cat > "$tmp/f8f.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm", count = 4 }, model = { config = "llama-3-8b.json", layers = 2 },
+  training = { micro_batch = 1, seq = 4096, precision = "mp_fp32", strategy = "fsdp2", steps = 2,
+               float8 = { recipe = "tensorwise" } } }
+EOS
+"$VRSIM" "$tmp/f8f.lua" --no-files --alloc-trace "$tmp/ag0.csv" >/dev/null
+"$VRSIM" "$tmp/f8f.lua" --no-files --set training.float8.fsdp_float8_all_gather=true --alloc-trace "$tmp/ag1.csv" >/dev/null
+a0=$(sz "$tmp/ag0.csv" "all_gather layer 1"); a1=$(sz "$tmp/ag1.csv" "all_gather layer 1")
+if [ "$a0" = 436224000 ] && [ "$a1" = 218120192 ]; then ok "float8: fsdp_float8_all_gather halves a layer's all-gather output ($a0 -> $a1 bytes)"
+else bad "float8: all-gather output $a0 -> $a1 (want 436224000 -> 218120192)"; fi
+"$VRSIM" "$tmp/f8f.lua" --no-files --set training.float8.recipe=rowwise --set training.float8.fsdp_float8_all_gather=true >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "only supports tensorwise" "$tmp/err"; then ok "float8: rowwise with the float8 all-gather refused (torchao's assertion)"
+else bad "float8 rowwise all-gather: exit $rc: $(cat "$tmp/err")"; fi
+"$VRSIM" "$tmp/f8f.lua" --no-files --set hardware.count=8 --set training.parallel.tp=2 --set training.parallel.dp_shard=4 >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "tensor or pipeline parallelism" "$tmp/err"; then ok "float8 with tensor parallelism: exit 2, named"
+else bad "float8 with tp: exit $rc: $(cat "$tmp/err")"; fi
+
+# DPO (TRL's DPOTrainer). Llama-3-8B cut to 2 layers, micro_batch 1: chosen and rejected make a
+# batch of 2 rows of prompt + completion tokens (512 + 512, or cut to max_length)
+cat > "$tmp/dpo.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { config = "llama-3-8b.json", layers = 2 },
+  training = { micro_batch = 1, precision = "bf16", steps = 2, optimizer = "sgd",
+               dpo = { prompt_length = 512, completion_length = 512 } } }
+EOS
+"$VRSIM" "$tmp/dpo.lua" --json --no-files > "$tmp/dpo.json"
+"$VRSIM" "$tmp/dpo.lua" --json --no-files --set training.dpo.precompute_ref_log_probs=true > "$tmp/dpo_pre.json"
+sed 's/dpo = { prompt_length = 512, completion_length = 512 }/seq = 1024/' "$tmp/dpo.lua" > "$tmp/sft.lua"
+"$VRSIM" "$tmp/sft.lua" --json --no-files > "$tmp/sft.json"
+pd=$(field "d['breakdown_at_peak']['parameters']" < "$tmp/dpo.json")
+pp=$(field "d['breakdown_at_peak']['parameters']" < "$tmp/dpo_pre.json")
+ps=$(field "d['breakdown_at_peak']['parameters']" < "$tmp/sft.json")
+nref=$(field "sum(1 for x in d['live_at_peak'] if x['name'].startswith('ref_model.'))" < "$tmp/dpo.json")
+if [ "$pd" = $((2 * ps)) ] && [ "$pp" = "$ps" ] && [ "$nref" -gt 0 ]; then
+  ok "dpo, full fine-tune: two models' weights ($pd bytes against $ps), one with precompute_ref_log_probs"
+else bad "dpo, full fine-tune: parameters $pd / precomputed $pp / sft $ps, ref_model tensors at peak $nref"; fi
+# the batch: input_ids 2 x (512 + 88) int64 at max_length 600; the head takes the 2 x 88
+# completion positions only (hidden_states[mask], bf16), in one 176 x 32768 tile buffer: no logits
+"$VRSIM" "$tmp/dpo.lua" --no-files --set training.dpo.max_length=600 --alloc-trace "$tmp/dpo.csv" >/dev/null
+ids=$(grep ",alloc,.*,input_ids$" "$tmp/dpo.csv" | head -1 | cut -d, -f5)
+hm=$(grep ",alloc,.*,hidden_states\[mask\]$" "$tmp/dpo.csv" | head -1 | cut -d, -f5)
+buf=$(grep ",alloc,.*,chunked_logprob.mm_buf$" "$tmp/dpo.csv" | head -1 | cut -d, -f5)
+big=$(awk -F, '$3 == "alloc" && ($5 == 2 * 599 * 128256 * 2 || $5 == 2 * 599 * 128256 * 4)' "$tmp/dpo.csv" | wc -l)
+if [ "$ids" = $((2 * 600 * 8)) ] && [ "$hm" = $((2 * 88 * 4096 * 2)) ] && [ "$buf" = $((176 * 32768 * 2)) ] && [ "$big" = 0 ]; then
+  ok "dpo: 2 x 600 tokens in one batch, the head on the 176 completion positions through a $buf-byte tile, no logits"
+else bad "dpo: input_ids $ids, hidden_states[mask] $hm, tile buffer $buf, $big logits-sized allocations"; fi
+# LoRA: the reference is the base with its adapters disabled: no second copy; without
+# checkpointing the reference forward runs over the policy's saved activations and sets the peak
+# (after the policy's fused head, before any backward); precomputing the reference removes it
+cat > "$tmp/dpol.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { config = "llama-3-8b.json", layers = 4 },
+  training = { micro_batch = 2, precision = "lora_bf16", steps = 2, lora = { r = 16, targets = "all-linear" },
+               dpo = { prompt_length = 512, completion_length = 512 } } }
+EOS
+"$VRSIM" "$tmp/dpol.lua" --json --no-files --alloc-trace "$tmp/dl.csv" > "$tmp/dl.json"
+"$VRSIM" "$tmp/dpol.lua" --json --no-files --alloc-trace "$tmp/dlp.csv" --set training.dpo.precompute_ref_log_probs=true > "$tmp/dlp.json"
+sed 's/dpo = { prompt_length = 512, completion_length = 512 }/seq = 1024, micro_batch = 4/; s/micro_batch = 2, //' "$tmp/dpol.lua" > "$tmp/sftl.lua"
+"$VRSIM" "$tmp/sftl.lua" --json --no-files > "$tmp/sl.json"
+# where the trace's peak falls: "ref" when the policy's head ran last and no backward since
+where() { python3 - "$1" <<'PY'
+import csv, sys
+live = peak = 0; state = at = None
+for r in csv.DictReader(open(sys.argv[1])):
+    if r["action"] == "alloc": live += int(r["size"])
+    elif r["action"] == "free_completed": live -= int(r["size"])
+    f = r["frames"]
+    if f == "log_probs.masked_scatter": state = "ref"
+    elif f.endswith(".backward"): state = None
+    if live > peak: peak, at = live, state
+print(at or "other")
+PY
+}
+pl=$(field "d['breakdown_at_peak']['parameters']" < "$tmp/dl.json"); psl=$(field "d['breakdown_at_peak']['parameters']" < "$tmp/sl.json")
+nref=$(grep -c "ref_model\." "$tmp/dl.csv")
+w1=$(where "$tmp/dl.csv"); w2=$(where "$tmp/dlp.csv")
+p1=$(field "d['peak_allocated_bytes']" < "$tmp/dl.json"); p2=$(field "d['peak_allocated_bytes']" < "$tmp/dlp.json")
+if [ "$pl" = "$psl" ] && [ "$nref" = 0 ] && [ "$w1" = ref ] && [ "$w2" = other ] && [ "$p2" -lt "$p1" ]; then
+  ok "dpo, LoRA: one model's weights; the peak in the reference forward ($p1), gone with precompute_ref_log_probs ($p2)"
+else bad "dpo, LoRA: parameters $pl (sft $psl), ref_model tensors $nref, peak in: $w1 / $w2, peaks $p1 / $p2"; fi
+cp scenarios/configs/qwen3-30b-a3b.json "$tmp/"
+for case in "strategy=ddp|not modelled" "model.config=qwen3-30b-a3b.json|mixture-of-experts" \
+            "training.dpo.prompt_length=1024|TRL drops such examples"; do
+  set_=${case%%|*}; want=${case#*|}
+  "$VRSIM" "$tmp/dpo.lua" --no-files --set hardware.count=2 --set "$set_" >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -q "$want" "$tmp/err"; then ok "dpo with $set_: exit 2, named"
+  else bad "dpo with $set_: exit $rc: $(cat "$tmp/err")"; fi
+done
+
+# generation (transformers' generate with its DynamicCache, greedy). TinyLlama (22 layers, 4 key/value
+# heads of 64): 8 prompts of 16 tokens, 48 new tokens. Each layer's cache grows by torch.cat, one
+# token (8 x 4 x 64 x 2 = 4096 bytes) a step, the old tensor freed; the head runs on the last
+# position only; the peak is in the last token's forward
+cp scenarios/configs/tinyllama-1.1b.json "$tmp/"
+cat > "$tmp/gen.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { config = "tinyllama-1.1b.json" },
+  training = { inference = true, precision = "bf16", steps = 1,
+               generate = { prompt = 16, max_new_tokens = 48, batch = 8 } } }
+EOS
+"$VRSIM" "$tmp/gen.lua" --no-files --alloc-trace "$tmp/gen.csv" >/dev/null
+python3 - "$tmp/gen.csv" > "$tmp/gen.out" <<'PY'
+import csv, re, sys
+live = peak = 0; tok = at = None; keys = []; head = set(); bad = 0; freed_old = 0; prev = None
+for r in csv.DictReader(open(sys.argv[1])):
+    f, size = r["frames"], int(r["size"])
+    if r["action"] == "alloc":
+        live += size
+        if f in ("layers.0.cache_keys", "layers.0.cache_keys.cat"): keys.append(size)
+        if f == "lm_head": head.add(size)
+    elif r["action"] == "free_completed":
+        live -= size
+        if f == "layers.0.cache_keys.cat" and prev is not None and size == prev: freed_old += 1
+    if r["action"] == "alloc" and f == "layers.0.cache_keys.cat": prev = keys[-2]
+    m = re.search(r"\(token (\d+)\)$", f)
+    if m: tok = int(m.group(1))
+    if live > peak: peak, at = live, tok
+steps = [b - a for a, b in zip(keys, keys[1:])]
+print(len(keys), keys[0], keys[-1], sorted(set(steps)), freed_old, sorted(head), at)
+PY
+want="48 65536 258048 [4096] 47 [512000] 48"
+if [ "$(cat "$tmp/gen.out")" = "$want" ]; then
+  ok "generate: layer 0's keys cached at 16 tokens then grown by 4096 bytes a token (47 torch.cat, each freeing the old), logits of the last position only, the peak in the last token's forward"
+else bad "generate: $(cat "$tmp/gen.out") (want $want)"; fi
+"$VRSIM" "$tmp/gen.lua" --no-files --set inference=false >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "needs inference = true" "$tmp/err"; then ok "generate without inference: exit 2, named"
+else bad "generate without inference: exit $rc: $(cat "$tmp/err")"; fi
+
+# flash_attention_2's varlen path (attention = flash with a padded or packed batch). The worst
+# shuffled batch of 4 from these lengths: padded, 4096 with 77, 120 and 300 (4 x 4096, 4593 real
+# tokens); flattened, the 4 longest in one row of 8544
+printf '%s\n' 900 120 4096 300 2048 77 1500 640 > "$tmp/fl.txt"
+cat > "$tmp/fl.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { config = "llama-3-8b.json", layers = 2 },
+  training = { micro_batch = 4, precision = "bf16", steps = 2, checkpointing = true, optimizer = "sgd",
+               attention = "flash", data = { lengths = "fl.txt" } } }
+EOS
+"$VRSIM" "$tmp/fl.lua" --no-files --alloc-trace "$tmp/flp.csv" >/dev/null
+fa() { grep ",alloc,.*,layers\.0\.self_attn\.flash_varlen$2$" "$1" | head -1 | cut -d, -f5; }
+T=4593
+got="$(fa "$tmp/flp.csv" .indices) $(fa "$tmp/flp.csv" .unpad_q) $(fa "$tmp/flp.csv" .unpad_k) $(fa "$tmp/flp.csv" .pad) $(grep -c 'padding_mask\.' "$tmp/flp.csv")"
+want="$((T * 8)) $((T * 32 * 128 * 2)) $((T * 8 * 128 * 2)) $((4 * 4096 * 32 * 128 * 2)) 0"
+if [ "$got" = "$want" ]; then
+  ok "flash, padded: each layer unpads q, k, v to the 4593 real tokens (indices, copies), pads the output back; no (b, 1, L, L) mask"
+else bad "flash, padded: indices / q / k / padded output / mask ops $got (want $want)"; fi
+"$VRSIM" "$tmp/fl.lua" --no-files --set training.data.batching=padding_free --alloc-trace "$tmp/flf.csv" >/dev/null
+got="$(fa "$tmp/flf.csv" .cu_seqlens) $(fa "$tmp/flf.csv" "") $(grep -c 'flash_varlen\.unpad\|packed_mask\.' "$tmp/flf.csv")"
+want="20 $((8544 * 32 * 128 * 2)) 0"
+if [ "$got" = "$want" ]; then ok "flash, padding-free: cu_seqlens from position_ids, q, k, v viewed (no copies, no mask), the output (8544 tokens)"
+else bad "flash, padding-free: cu_seqlens / output / copies and mask ops $got (want $want)"; fi
+# each sequence's causal square alone: faster than SDPA's block-causal mask over the whole row
+t_fa=$("$VRSIM" "$tmp/fl.lua" --json --no-files --set training.data.batching=padding_free | field "d['step_time_ms']")
+t_sd=$("$VRSIM" "$tmp/fl.lua" --json --no-files --set training.data.batching=padding_free --set attention=sdpa | field "d['step_time_ms']")
+if python3 -c "import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))" "$t_fa" "$t_sd"; then
+  ok "flash, padding-free: step $t_fa ms against SDPA's masked $t_sd ms"
+else bad "flash, padding-free: step $t_fa ms, SDPA $t_sd ms"; fi
 
 echo "test_techniques: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -193,6 +193,12 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask)
   local hd, heads = a.head_dim, a.heads
   local shape = { b, heads, s, hd }
   local dt = q.dtype
+  local dd = cx.run.data
+  if impl == "flash" and dd and (dd.padded or dd.packed) then
+    -- a padded or packed batch under flash: transformers' flash_attention_2 and its varlen kernel
+    -- (strategies/data.lua)
+    return require("strategies.data").flash_varlen(cx, name, q, k, v, dd, cx.run.use_cache)
+  end
   if impl ~= "eager" then
     -- under context parallelism the call is ring attention's (strategies/cp.lua)
     if cx.cp then
@@ -200,7 +206,8 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask)
     end
     -- F.scaled_dot_product_attention (the op library's nn.sdpa: the kernel PyTorch picks, a
     -- boolean mask's additive copy, what each backend keeps), is_causal unless a mask is given
-    local out = nn.sdpa(cx, name, q, k, v, { impl = impl, causal = true, mask = mask })
+    -- (a decode step's one query: sdpa_attention_forward's is_causal is off for a query of length 1)
+    local out = nn.sdpa(cx, name, q, k, v, { impl = impl, causal = not cx.run.decode, mask = mask })
     return out
   end
   -- eager_attention_forward: scores = q @ k^T * scaling (+ mask); softmax in fp32, cast back;
@@ -371,7 +378,9 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
           :format(pre), 0)
   end
   local vv
-  if attn_impl == "cudnn" and not r.use_cache and (not grouped or enable_gqa) then
+  -- (flash_attention_2's varlen path likewise takes v as its (b, L, heads, d) layout)
+  local varlen = attn_impl == "flash" and r.data and (r.data.padded or r.data.packed)
+  if (attn_impl == "cudnn" or varlen) and not r.use_cache and (not grouped or enable_gqa or varlen) then
     vv = nn.view(cx, v, { b, a.kv_heads, s, hd }, pre .. ".v_heads")
   else
     vv = nn.view_op(cx, pre .. ".v_heads", v, { b, a.kv_heads, s, hd })
@@ -389,7 +398,11 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   -- the keys and values; the copies are what attention sees and saves
   -- (with checkpointing transformers turns use_cache off: no copies)
   local kc, vc = ke, vv
-  if r.use_cache then
+  if cx.gen then
+    -- model.generate's DynamicCache: the layer's cache grows by torch.cat (strategies/generate.lua)
+    kc, vc = require("strategies.generate").update(cx, pre, ke, vv, promote(ke.dtype, vv.dtype))
+    nn.release(cx, { ke, vv }, pre .. ": key/value states rebound to the cache's")
+  elseif r.use_cache then
     -- `key_states, value_states = past_key_values.update(...)`: both copies are made before
     -- the names are rebound and the originals go (fulltrace_dev-x2-zero1-trace)
     -- DynamicLayer.lazy_initialization makes both empty tensors in the keys' dtype, so
@@ -733,6 +746,16 @@ local function causal_lm_forward(cx, m, ids)
   local hf = mod.call(cx, m.children.model, ids)
   if not hf then return nil end
   if r.stage and not r.stage.head then return hf end -- a pipeline stage's output, sent on
+  if r.dpo then
+    -- DPOTrainer's model(..., fused_lm_head=True): TRL's fused head on the completion positions
+    -- (strategies/dpo.lua); the reference (no_grad) asks for the log-probs alone
+    local out = require("strategies.dpo").head(cx, hf, mod.weight(cx, m.children.lm_head.p.weight), r.dpo,
+      cx.no_grad and { "log_probs" } or { "log_probs", "entropy", "mean_logits", "is_top1" },
+      m.path == "" and "" or (m.path .. "."))
+    nn.release(cx, { hf }, "fused forward returns: hidden_states")
+    r.dpo_head = true
+    return out
+  end
   if not r.inference and r.loss ~= "full" then
     -- the cross-entropy variants that never make the whole batch's logits (vrsim/lm_loss.lua):
     -- Liger's reads the head's weight itself, torchtune's runs the head on chunks
@@ -743,8 +766,13 @@ local function causal_lm_forward(cx, m, ids)
     nn.release(cx, { hf }, "LlamaForCausalLM.forward returns: hidden_states")
     return loss
   end
-  local logits = mod.call(cx, m.children.lm_head, hf)
-  if not logits or logits == hf then return nil end
+  local hl = hf
+  if r.logits_to_keep then
+    -- logits_to_keep (generate passes 1): the head on hidden_states[:, -1:, :], a view
+    hl = nn.view(cx, hf, { hf.shape[1], 1, hf.shape[3] }, "hidden_states[:, -1:, :]")
+  end
+  local logits = mod.call(cx, m.children.lm_head, hl)
+  if not logits or logits == hl then return nil end
   nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped
   if r.inference then return logits end
   local loss = causal_lm_loss(cx, logits, r.batch, r.seq)

@@ -22,14 +22,18 @@ function M.hooks(root, layer_cls, every, scope, attn_key)
     if (k - 1) % every == 0 then
       if scope == "layer" or scope == "op" then
         -- "op": torchtitan's selective op policy, a new one per forward (strategies/sac.lua)
+        -- (a forward under no_grad, DPO's reference, runs unchecked: TRL disables checkpointing
+        -- around it, and no_grad saves nothing to recompute)
         out[#out + 1] = { module = layer, first = {
           pre = function(cx)
+            if cx.no_grad then return end
             cx.region = k
             if scope == "op" then cx.sac = require("strategies.sac").policy() end
           end,
           post = function(cx) cx.region, cx.sac = nil, nil end,
         }, last = {
           pre = function(cx, _, args)
+            if cx.no_grad then return end
             -- the positional argument (the hidden states) is saved by frame.save_inputs through
             -- the saved-tensor hooks outside the region: activation offloading takes it
             -- (strategies/offload_act.lua), and the frame then holds no GPU copy
@@ -42,7 +46,7 @@ function M.hooks(root, layer_cls, every, scope, attn_key)
         local attn = layer.children[attn_key]
         if not attn then error("selective checkpointing: no '" .. attn_key .. "' in " .. layer_cls, 0) end
         out[#out + 1] = { module = attn, first = {
-          pre = function(cx) cx.region = k end,
+          pre = function(cx) if not cx.no_grad then cx.region = k end end,
           post = function(cx) cx.region = nil end,
         } }
         -- the projections are not recomputed: the region pauses inside each Linear child

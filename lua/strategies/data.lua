@@ -160,10 +160,10 @@ local function shape(lens, batching, multiple)
     if l < min then min = l end
   end
   if batching == "padding_free" then
-    return { rows = 1, len = sum, real = sum, packed = #lens > 1, padded = false, n = #lens }
+    return { rows = 1, len = sum, real = sum, packed = #lens > 1, padded = false, n = #lens, lens = lens }
   end
   local len = round_up(max, multiple)
-  return { rows = #lens, len = len, real = sum, packed = false, padded = min < len, n = #lens }
+  return { rows = #lens, len = len, real = sum, packed = false, padded = min < len, n = #lens, lens = lens }
 end
 
 -- The normalized training.data (its keys checked) and the batch the run simulates, with the
@@ -310,10 +310,9 @@ function M.check(t, mc, attention)
     return ("training.data with %s under eager attention is not modelled (eager_mask's additive "
             .. "padded mask is not built); use sdpa"):format(what)
   end
-  if attention == "flash" then
-    return ("training.data with %s and attention = flash is not modelled: flash_attention_2's "
-            .. "varlen path (unpadding, cu_seqlens) is not built, and SDPA's flash kernel takes no mask "
-            .. "(PyTorch raises); use sdpa, mem_efficient or cudnn"):format(what)
+  if attention == "flash" and t.precision == "fp32" then
+    return ("training.data with %s and attention = flash in fp32 is not modelled (flash_attention_2 takes "
+            .. "fp16 and bf16: transformers casts fp32 queries back first)"):format(what)
   end
   if mc.sliding_window and mc.sliding_window < d.len then
     return ("training.data with %s longer than the sliding window (%d tokens, a row of %d) is not "
@@ -354,6 +353,9 @@ end
 function M.mask(cx, r, inputs)
   local d = r.data
   if not (d.padded or d.packed) then return nil end
+  -- flash_attention_2: flash_attention_mask hands on the 2-D attention_mask itself (padded) or
+  -- none (packed: position_ids say where each sequence starts); M.flash_varlen unpads per layer
+  if r.attention == "flash" then return nil end
   if d.packed and r.use_cache then
     -- LlamaModel.forward makes a DynamicCache when use_cache holds (training without
     -- checkpointing keeps the config's True), and _preprocess_mask_arguments looks for packed
@@ -414,6 +416,90 @@ function M.mask(cx, r, inputs)
   nn.release(cx, { batch_idx, head_idx, q_idx, kv_idx }, P .. ": sdpa_mask returns")
   nn.release(cx, { pad_bool, seq_id }, P .. ": create_causal_mask returns")
   return mask
+end
+
+-- transformers' flash_attention_2 on a padded or packed batch (integrations/flash_attention.py
+-- flash_attention_forward, modeling_flash_attention_utils.py _flash_attention_forward, 5.25):
+-- q (b, heads, L, d), k and v (b, kv_heads, L, d), each a transposed view of a (b, L, heads, d)
+-- layout; transposed back, they are contiguous (b, L, heads, d) again (not where a DynamicCache
+-- copied k and v: `.contiguous()` / `reshape` then copy them).
+--   padded  _upad_input: _get_unpad_data(attention_mask) (the lengths, int32; nonzero's indices of
+--           the real tokens, int64; cu_seqlens, int32; max_seqlen's .item()), every layer;
+--           k, v and q gathered into (T, heads, d) copies of the T real tokens (IndexBackward keeps
+--           the indices; its gradient is zeros of the padded size with the rows put in);
+--           flash_attn_varlen_func on them; _pad_input: zeros of (b x L, heads, d) with the output
+--           put in (IndexPutBackward gathers the gradient back to (T, heads, d)).
+--   packed  _prepare_from_posids: q, k, v viewed as (T, heads, d), no copy; cu_seqlens from
+--           position_ids == min (nonzero: one start a sequence) cat with the total, int32, and
+--           max_seqlen from its diff; flash_attn_varlen_func; the output viewed back.
+-- flash_attn_varlen_func keeps q, k, v, the output and the (heads, T) fp32 log-sum-exp, as
+-- PyTorch's flash kernel does; its backward's fp32 dq accumulator and softmax_d likewise.
+-- Its FLOPs: each sequence's causal square alone. Returns the output as (b, heads, L, d).
+function M.flash_varlen(cx, name, q, k, v, d, use_cache)
+  local nn = require "vrsim.nn"
+  local b, heads, L, hd = q.shape[1], q.shape[2], q.shape[3], q.shape[4]
+  local kvh = k.shape[2]
+  local T, dt = d.real, q.dtype
+  local sq = 0
+  for _, l in ipairs(d.lens) do sq = sq + l * l end
+  local flops = 4 * heads * hd * sq / 2
+  local P = name .. ".flash_varlen"
+  local function small(what, shp, dtype, ins)
+    return nn.op(cx, { name = P .. "." .. what, inputs = ins or {}, frees = {},
+                       outs = { { P .. "." .. what, shp, dtype, no_grad = true } } })
+  end
+  if use_cache then
+    -- the cache's copies are (b, kv_heads, L, d) in memory: transposed, they are copied to be
+    -- flattened (`.contiguous()` / reshape's copy; its backward passes the gradient on)
+    local function contig(x, what)
+      return nn.op(cx, { name = P .. "." .. what .. "_contiguous", kind = "transpose", inputs = { x },
+                         outs = { { P .. "." .. what .. "_contiguous", x.shape, x.dtype } }, grads = { { pass = 1 } } })
+    end
+    k, v = contig(k, "k"), contig(v, "v")
+  end
+  local qf, kf, vf, idx, temps
+  if d.padded then
+    local lens = small("seqlens_in_batch", { b }, "int32")
+    idx = small("indices", { T }, "int64")
+    local cu = small("cu_seqlens", { b + 1 }, "int32", { lens })
+    temps = { lens, cu }
+    -- _index_first_axis: reshape(-1, heads, d) (a view) then [indices], a gather
+    local function unpad(x, what, n)
+      return nn.op(cx, { name = P .. ".unpad_" .. what, kind = "gather", inputs = { x, idx },
+                         outs = { { P .. "." .. what .. "_unpadded", { T, n, hd }, dt } }, saves = { idx },
+                         grads = { { bytes = nn.bytes(x.shape, x.dtype), dtype = x.dtype }, "none" } })
+    end
+    kf = unpad(k, "k", kvh)
+    vf = unpad(v, "v", kvh)
+    qf = unpad(q, "q", heads)
+  else
+    local first = small("position_starts", { d.n }, "int64")
+    local cu = small("cu_seqlens", { d.n + 1 }, "int32", { first })
+    local mx = small("max_seqlen", {}, "int32", { cu })
+    temps = { first, cu, mx }
+    qf = nn.view(cx, q, { T, heads, hd }, P .. ".q_flat")
+    kf = nn.view(cx, k, { T, kvh, hd }, P .. ".k_flat")
+    vf = nn.view(cx, v, { T, kvh, hd }, P .. ".v_flat")
+  end
+  local lse = { heads, T }
+  local out = nn.op_sized(cx, {
+    name = P, kind = "attention_flash", inputs = { qf, kf, vf },
+    outs = { { P .. ".out", { T, heads, hd }, dt }, { P .. ".softmax_lse", lse, "fp32", no_grad = true } },
+    save_outs = { 1, 2 }, saves = { qf, kf, vf }, grad_order = { 1, 2, 3 },
+    bwd_workspace = { T * heads * hd * 4 + nn.bytes(lse, "fp32") },
+    flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
+  local res
+  if d.padded then
+    -- _pad_input: zeros of the padded size, the output put in at the indices
+    res = nn.op(cx, { name = P .. ".pad", kind = "copy", inputs = { out, idx },
+                      outs = { { P .. ".padded", { b * L, heads, hd }, dt } }, saves = { idx },
+                      grads = { { dtype = dt }, "none" } })
+    nn.release(cx, { idx }, P .. ": _flash_attention_forward returns")
+  else
+    res = out
+  end
+  nn.release(cx, temps, P .. ": the varlen arguments go")
+  return nn.view(cx, res, { b, heads, L, hd }, P .. ".output")
 end
 
 return M

@@ -308,9 +308,12 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
   -- (_fsdp_collectives.py _get_param_all_gather_inputs, the foreach-copy path of every parameter
   -- with a param_dtype and no CPU offload), freed once the all-gather is issued
   local cast_bytes = 0
-  if s.kind == "fsdp2" and s.param_dtype and s.opts.offload_param ~= "cpu" then
+  -- (and a float8-gathered weight's shard, cast by fsdp_pre_all_gather whatever the precision)
+  if s.kind == "fsdp2" and s.opts.offload_param ~= "cpu" then
     for _, it in ipairs(list) do
-      if not it.p.storage and it.p.dtype ~= it.dtype then cast_bytes = cast_bytes + it.bytes end
+      if not it.p.storage and it.p.dtype ~= it.dtype and (s.param_dtype or it.p.float8_gather) then
+        cast_bytes = cast_bytes + it.bytes
+      end
     end
   end
   local cast
@@ -362,7 +365,9 @@ function M.gather(cx, holder, keys, layer)
                                         bytes = kept.bytes })
     elseif p and p.shard then
       -- a packed 4-bit weight is gathered in its storage dtype (no mixed-precision cast)
-      local gdt = p.storage or s.param_dtype or p.dtype
+      -- (a Float8Linear's weight under enable_fsdp_float8_all_gather: its shard cast to float8
+      -- before the all-gather, strategies/float8.lua)
+      local gdt = p.storage or (p.float8_gather and "fp8") or s.param_dtype or p.dtype
       local full_bytes = p.nb or nn.bytes(p.shape, gdt)
       local full = tensor(cx, p.name .. " (gathered)", full_bytes, gdt, "param", false,
                           { requires_grad = p.trainable, trainable = p.trainable })
@@ -371,6 +376,7 @@ function M.gather(cx, holder, keys, layer)
                    nb = full_bytes, quant = p.quant, blocks = p.blocks, storage = p.storage }
       holder[k] = ft
       local it = { holder = holder, key = k, full = ft, p = p, dtype = gdt,
+                   grad_dtype = p.float8_gather and (s.param_dtype or p.dtype) or nil,
                    bytes = (full_bytes + s.n - 1) // s.n }
       table.insert(s.gathered[layer], it)
       list[#list + 1] = { p = p, full = full, dtype = gdt, bytes = it.bytes }
@@ -421,12 +427,13 @@ function M.release(cx, layer, keep)
     for i, g in ipairs(list) do used[i] = g.full.id end
   end
   -- reduce-scatter: the layer's unsharded gradients copied into one flat input (reduce dtype)
-  local rdt = s.reduce_dtype
+  -- (the reduce dtype, else the gradients': a float8-gathered weight's is the parameter dtype)
+  local rdt = s.reduce_dtype or list[1].grad_dtype
   local grads, rs_bytes, outs = {}, 0, {}
   for _, g in ipairs(list) do
     if g.p.trainable then
       grads[#grads + 1] = g.full.id
-      rs_bytes = rs_bytes + nn.bytes(g.p.shape, rdt or g.dtype)
+      rs_bytes = rs_bytes + nn.bytes(g.p.shape, rdt or g.grad_dtype or g.dtype)
       outs[#outs + 1] = g.p.shard_grad
     end
   end

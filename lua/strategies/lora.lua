@@ -19,6 +19,8 @@ local promote = nn.promote
 -- view of its input, go to the base layer as they came).
 local function lora_forward(base)
   return function(cx, m, x, ...)
+    -- adapters disabled (peft's disable_adapter / TRL's use_adapter(model, None)): the base layer alone
+    if cx.adapters_off then return base(cx, m, x, ...) end
     local ad, lora = m.lora, m.lora.cfg
     local name = m.opname
     local result = base(cx, m, x, ...)

@@ -104,6 +104,21 @@ function M.build(cx, cfg)
   local b, s = t.micro_batch, t.seq
   -- variable-length data: the collator's shape of the batch simulated (strategies/data.lua)
   if t.data_batch then b, s = t.data_batch.rows, t.data_batch.len end
+  -- generation (model.generate with a DynamicCache): the prompt's batch first (strategies/generate.lua)
+  local gen = t.generate and require("strategies.generate").settings(t.generate)
+  if gen then
+    b, s = gen.batch, gen.prompt
+    cx.layers_once = false -- (every decode step runs the layers again)
+  end
+  -- DPO: chosen and rejected in one batch of 2 x micro_batch rows (strategies/dpo.lua)
+  local dpo = t.dpo and require("strategies.dpo").settings(t.dpo)
+  if dpo then
+    b, s = require("strategies.dpo").batch(t, dpo)
+    cx.layers_once = false -- (the reference forward runs the layers a second time)
+    cx.notes = cx.notes or {}
+    cx.notes[#cx.notes + 1] = ("training.dpo: %d prompts, each with a chosen and a rejected completion: one batch of "
+      .. "%d rows of %d tokens (%d of prompt, %d of completion)"):format(t.micro_batch, b, s, dpo.prompt_length, dpo.completion)
+  end
   local prec = t.precision
   local pdtype = PARAM_DTYPE[prec]
   if prec == "amp_bf16" then cx.autocast = "bf16" elseif prec == "amp_fp16" then cx.autocast = "fp16" end
@@ -128,6 +143,16 @@ function M.build(cx, cfg)
       error("training.quant = \"int8\" with LoRA is not modelled (LLM.int8's backward through its "
             .. "int8 weights is not built): use quant = \"nf4\" (QLoRA), or inference = true", 0)
     end
+  end
+  if gen and mc.sliding_window and gen.prompt + gen.max_new_tokens > mc.sliding_window then
+    error(("training.generate past the sliding window (%d tokens): DynamicSlidingWindowLayer's cache is not "
+           .. "modelled"):format(mc.sliding_window), 0)
+  end
+  if dpo and mc.experts then
+    -- DPOTrainer asks a mixture-of-experts policy for its router logits and adds their
+    -- load-balancing loss: not built
+    error("training.dpo with a mixture-of-experts model is not modelled (the router logits and auxiliary loss "
+          .. "DPOTrainer adds)", 0)
   end
   local root = fam.tree(mc)
   -- a pipeline rank holds its stages' part of the tree only (vrsim/pipeline.lua)
@@ -158,7 +183,25 @@ function M.build(cx, cfg)
                                             gate = "gate_proj", up = "up_proj", down = "down_proj" } })
     -- a family whose peft targets go beyond Linear modules (its target_parameters) refuses them
     if fam.check_lora then fam.check_lora(lora, mc) end
+    if dpo and lora.dropout > 0 then
+      -- DPOConfig.disable_dropout (default True): every nn.Dropout's p set to 0, peft's lora_dropout
+      -- included, and dropout with p = 0 returns its input
+      lora.dropout = 0
+      cx.notes[#cx.notes + 1] = "training.dpo: lora_dropout is 0 (DPOConfig.disable_dropout, TRL's default)"
+    end
     lora_hit = L.apply(root, lora, "lm_head")
+  end
+  -- torchao's convert_to_float8_training (after the model is built, before sharding), with
+  -- torchtitan's filter (strategies/float8.lua)
+  local f8, f8hit
+  if t.float8 then
+    local F8 = require "strategies.float8"
+    f8 = F8.settings(t.float8)
+    local left
+    f8hit, left = F8.apply(root, f8, "lm_head")
+    cx.notes[#cx.notes + 1] = ("float8 (torchao, recipe %s): %d Linears are Float8Linear, %d stay nn.Linear "
+      .. "(the output layer, dims not divisible by 16); eager casts, each intermediate a tensor (under "
+      .. "torch.compile they fuse)"):format(f8.recipe, #f8hit, #left)
   end
   local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes)
     or require("strategies.data").check(t, mc, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
@@ -229,6 +272,19 @@ function M.build(cx, cfg)
     for _, p in ipairs(cx.params) do if p.sharded then p.dtype = pdtype end end
   end
   if build_dtype ~= pdtype then cast_parameters(cx, pdtype, lora) end
+  if f8 then require("strategies.float8").mark_params(f8hit, f8) end
+  -- DPO's reference model beside a full fine-tune (TRL's create_model_from_path in the model's
+  -- dtype, frozen), unless the reference's log-probs are precomputed
+  local ref_root
+  if dpo and not lora and not dpo.precompute_ref_log_probs then
+    ref_root = require("strategies.dpo").reference_tree(fam, mc)
+    mark_layers(ref_root)
+    materialize(cx, ref_root, pdtype, false, pdtype)
+  end
+  if dpo and lora and root.children.lm_head and root.children.lm_head.lora then
+    error("training.dpo with LoRA on lm_head: TRL's fused head reads lm_head.weight directly, so the adapter "
+          .. "would not be trained (leave lm_head out of training.lora.targets)", 0)
+  end
   -- a sharding strategy (FSDP2 fully_shard, ZeRO-3) now replaces the whole parameters by shards
   if cx.dp then require("strategies.dp").after_build(cx) end
   if t.optimizer_in_backward and not t.inference then require("strategies.optim_in_bwd").register(cx, cfg) end
@@ -270,13 +326,35 @@ function M.build(cx, cfg)
   -- cannot run SDPA and falls back to eager)
   local attention = t.attention
   if fam.attention then attention = fam.attention(attention, cx.notes, mc) end
+  if gen and attention == "eager" then
+    error(("training.generate with eager attention (%s's) is not modelled (its (q, kv) score shapes in decode)")
+          :format(fam.model_type or "this model"), 0)
+  end
   cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
              use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype,
-             loss = t.loss, data = t.data_batch, data_inputs = data_inputs }
+             loss = t.loss, data = t.data_batch, data_inputs = data_inputs, dpo = dpo }
+  -- DPOTrainer calls both models with use_cache=False
+  if dpo then cx.run.use_cache = false end
   -- one forward pass (a micro-batch); gradient accumulation calls it again
   local function forward()
     cx.run.inputs_embeds = nil
+    if gen then
+      local out = require("strategies.generate").run(cx, root, ids, gen)
+      nn.end_forward(cx)
+      return out
+    end
     local out = mod.call(cx, root, ids)
+    if dpo then
+      -- the reference after the policy, under no_grad: the frozen copy, or the same model with
+      -- its adapters disabled (peft's use_adapter(model, None))
+      out = require("strategies.dpo").loss(cx, out, dpo, function()
+        cx.run.inputs_embeds = nil
+        cx.adapters_off = lora and true or nil
+        local r = mod.call(cx, ref_root or root, ids)
+        cx.adapters_off = nil
+        return r
+      end)
+    end
     nn.end_forward(cx)
     return out
   end
@@ -292,6 +370,16 @@ function M.build(cx, cfg)
   -- (a tensor-parallel group of tp GPUs works on one batch: each GPU's share of the tokens is
   -- 1/tp of it, as torchtitan counts tokens per second per GPU)
   cx.tokens = (t.data_batch and t.data_batch.real or b * s) * (t.grad_accum or 1) // tp
+  -- generation: the tokens generated
+  if gen then cx.tokens = gen.batch * gen.max_new_tokens end
+  if gen and next(cx.gen.cache) == nil then
+    error(("training.generate: %s's attention does not run DynamicCache's update (not modelled for this family)")
+          :format(fam.model_type or "this model"), 0)
+  end
+  if dpo and not cx.run.dpo_head then
+    error(("training.dpo: %s's forward does not run TRL's fused head (not modelled for this family)")
+          :format(fam.model_type or "this model"), 0)
+  end
   if t.data_batch and (t.data_batch.padded or t.data_batch.packed) and not cx.run.data_mask_made then
     error(("training.data: %s's forward does not build the mask a %s batch needs (not modelled for this family)")
           :format(fam.model_type or "this model", t.data_batch.padded and "padded" or "packed"), 0)

@@ -72,6 +72,9 @@ local SCHEMA = {
     activation_offload = { "boolean", false, "torchtune's enable_activation_offloading (OffloadActivations): the decoder's saved activations (with checkpointing: each layer's input) copied to pinned host memory in forward and back in backward, on their own streams" },
     optimizer_in_backward = { "boolean", false, "torchtune's optimizer_in_bwd: each parameter's optimizer step and zero_grad run in backward as soon as its gradient is complete (one gradient alive at a time instead of all)" },
     data = { "table", nil, "variable-length data: { lengths = \"lengths.txt\" (or a list, or JSONL with length_field), batching = \"pad\" or \"padding_free\", order = \"shuffle\" or \"given\", batch = \"worst\" or \"p50\"... }: the batch the run meets (lua/strategies/data.lua)" },
+    generate = { "table", nil, "inference: transformers' model.generate with its DynamicCache, greedy: { prompt = N, max_new_tokens = M, batch = B }: the prompt's prefill, then one forward a token, the cache grown by torch.cat (its keys: training.generate below)" },
+    dpo = { "table", nil, "TRL's DPOTrainer: { prompt_length = N, completion_length = M, max_length = 1024, precompute_ref_log_probs = false }: chosen and rejected in one batch of 2 x micro_batch rows, the reference model's forward under no_grad (its keys: training.dpo below)" },
+    float8 = { "table", nil, "torchao's float8 training (convert_to_float8_training, torchtitan's filter): { recipe = \"tensorwise\", fsdp_float8_all_gather = false } (its keys: training.float8 below; sm89 and newer)" },
     loss = { "string", "full", "cross-entropy of a language model: full (transformers: the whole fp32 logits), liger_fused (Liger's fused linear cross-entropy: chunks, gradients in forward) or chunked (torchtune's CEWithChunkedOutputLoss: the head and the fp32 upcast in 8 chunks)" },
   },
   allocator = {
@@ -1047,6 +1050,32 @@ local function prepare(scn, sets, file, src)
   if t0.data then
     require("strategies.data").apply(cfg, ctx, function(m) fail_given(ctx, sets, { "training.seq", "seq" }, "data", "training", m) end)
   end
+  if t0.float8 then
+    local why = require("strategies.float8").refusal(t0, g)
+    if why then fail(ctx, "float8", "training", why) end
+  end
+  if t0.dpo then
+    local why = require("strategies.dpo").refusal(t0)
+    if why then fail(ctx, "dpo", "training", why) end
+    -- the rows' length is the collator's (prompt + completion, cut to max_length)
+    if ctx.given["training.seq"] then
+      fail_given(ctx, sets, { "training.seq", "seq" }, "seq", "training", "training.seq is set by training.dpo "
+                 .. "(prompt_length + completion_length, cut to max_length): leave it out")
+    end
+    t0.seq = require("strategies.dpo").settings(t0.dpo).len
+  end
+  if t0.generate then
+    local why = require("strategies.generate").refusal(t0)
+    if why then fail(ctx, "generate", "training", why) end
+    for _, k in ipairs { "seq", "micro_batch" } do
+      if ctx.given["training." .. k] then
+        fail_given(ctx, sets, { "training." .. k, k }, k, "training", ("training.%s is set by training.generate "
+                   .. "(prompt, batch): leave it out"):format(k))
+      end
+    end
+    local gs = require("strategies.generate").settings(t0.generate)
+    t0.seq, t0.micro_batch = gs.prompt, gs.batch
+  end
   local st = { cfg = cfg, ctx = ctx, dev = dev, g = g, t0 = t0, sets = sets, alloc_real = alloc_real,
                alloc_read = function() return alloc_read end }
   -- (a DeepSpeed config sets the strategy itself, over hardware.count: not beside a mesh)
@@ -1531,6 +1560,18 @@ function P.fields_text()
   local lora = require "strategies.lora"
   out[#out + 1] = "training.lora (peft's LoraConfig: lora = { NAME = value }, --set lora.NAME=value; any lora_* precision uses it)"
   field_rows(out, lora.FIELDS, lora.CHOICES)
+  out[#out + 1] = ""
+  -- training.float8: torchao's Float8LinearConfig as modelled (lua/strategies/float8.lua)
+  out[#out + 1] = "training.float8 (torchao's float8 training: float8 = { NAME = value })"
+  field_rows(out, require("strategies.float8").FIELDS, { recipe = { tensorwise = 1, rowwise = 1, rowwise_with_gw_hp = 1 } })
+  out[#out + 1] = ""
+  -- training.generate: model.generate as modelled (lua/strategies/generate.lua)
+  out[#out + 1] = "training.generate (transformers' generate, inference = true: generate = { NAME = value })"
+  field_rows(out, require("strategies.generate").FIELDS, {})
+  out[#out + 1] = ""
+  -- training.dpo: TRL's DPOTrainer as modelled (lua/strategies/dpo.lua)
+  out[#out + 1] = "training.dpo (TRL's DPOTrainer: dpo = { NAME = value })"
+  field_rows(out, require("strategies.dpo").FIELDS, {})
   out[#out + 1] = ""
   -- training.parallel: the device mesh's degrees (lua/vrsim/mesh.lua)
   local mesh = require "vrsim.mesh"

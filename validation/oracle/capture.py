@@ -21,6 +21,8 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
                 (SelectiveAC: create_selective_checkpoint_contexts with its policy, early_stop
                 off) through the same gradient_checkpointing_enable
   lora          {r, alpha, dropout, targets} (peft; targets a list or "all-linear")
+  float8        {recipe}: torchao's convert_to_float8_training (tensorwise, rowwise or
+                rowwise_with_gw_hp) with torchtitan's filter (not lm_head, dims divisible by 16)
   attention     sdpa (default) or eager;  sdpa_backend: cudnn (default: what PyTorch 2.11 picks
                 on an H200 for these shapes), flash, efficient or math
   compare       all (default) or forward: what compare.py holds vrsim to (the build and the
@@ -521,6 +523,14 @@ def build_model(torch, transformers, spec, rec):
         for i, layer in enumerate(model.model.layers):
             if i % every:
                 layer.gradient_checkpointing = False
+    if spec.get("float8"):
+        # torchao's convert_to_float8_training with torchtitan's module_filter_fn: not the output
+        # layer, only Linears whose dims are divisible by 16
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        f8 = spec["float8"]
+        cfg8 = Float8LinearConfig.from_recipe_name(f8.get("recipe", "tensorwise"))
+        convert_to_float8_training(model, config=cfg8, module_filter_fn=lambda m, fqn: (
+            fqn != "lm_head" and m.in_features % 16 == 0 and m.out_features % 16 == 0))
     if prec == "lora_bf16":
         from peft import LoraConfig, get_peft_model
         if spec.get("checkpointing"):
@@ -772,7 +782,7 @@ SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch":
                "optimizer": str, "optimizer_impl": str, "checkpointing": bool,
                "checkpoint_every": int, "checkpoint_scope": str, "lora": dict,
                "attention": str, "sdpa_backend": str, "compare": str, "data": dict,
-               "strategy": str, "world": int, "zero": dict}
+               "strategy": str, "world": int, "zero": dict, "float8": dict}
 SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16", "mp_fp32"),
                 "strategy": ("none", "fsdp2", "ddp"),
                 "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),

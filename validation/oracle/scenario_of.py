@@ -60,6 +60,8 @@ def scenario(spec):
         training.setdefault("build", "cast")
     if "lora" in spec:
         training["lora"] = spec["lora"]
+    if "float8" in spec:
+        training["float8"] = spec["float8"]
     if "data" in spec:
         # the spec's one batch, in its order, as vrsim's training.data cuts it
         training["micro_batch"] = len(spec["data"]["lengths"])

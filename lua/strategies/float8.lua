@@ -1,0 +1,282 @@
+-- float8.lua: float8 training as torchao's convert_to_float8_training runs it (torchao 0.18:
+-- float8/float8_linear.py Float8Linear and matmul_with_hp_or_float8_args,
+-- float8/float8_scaling_utils.py hp_tensor_to_float8_dynamic, float8/float8_utils.py
+-- tensor_to_amax / amax_to_scale / to_fp8_saturated, float8/float8_training_tensor.py
+-- _ToFloat8ConstrFunc, float8/float8_ops.py preprocess_addmm / addmm_float8_unwrapped,
+-- float8/config.py recipes, float8/fsdp_utils.py WeightWithDynamicFloat8CastTensor), eager (no
+-- torch.compile: every intermediate of a cast is a tensor of its own).
+--
+-- Which Linears: torchtitan's module_filter_fn: not the output layer (transformers' lm_head),
+-- and only where in_features and out_features are both divisible by 16 (_scaled_mm's rule).
+--
+-- A cast of a high-precision tensor T (n elements) to float8 (hp_tensor_to_float8_dynamic):
+--   amax     torch.max(torch.abs(T)) (tensorwise) or torch.amax(abs, dim, keepdim) (rowwise):
+--            abs(T) a temporary in T's dtype, the amax a scalar or one per row
+--   scale    finfo.max / clamp(amax.double()) .float(): a scalar or one per row, fp32
+--   scaled   T.to(float32) * scale: an fp32 copy (T's own storage when T is fp32), then the fp32
+--            product; clamp(-max, max) another fp32 tensor; .to(float8) the result (n bytes)
+--   so 8 bytes an element at the cast's peak, 1 byte after it.
+-- The autograd Function (matmul_with_hp_or_float8_args):
+--   forward  saves input_hp and weight_hp_t (the high-precision tensors, in every recipe); casts
+--            the input (e4m3) and the weight (e4m3; not where FSDP2 gathered it in float8), one
+--            _scaled_mm in the input's dtype; the float8 copies die as forward returns
+--   backward grad_input first: grad_output cast (e5m2 tensorwise, e4m3 rowwise), the weight cast
+--            again (for grad_input), _scaled_mm's operand layout (preprocess_addmm: the second
+--            operand column-major: the weight's float8 copy transposed into a new tensor);
+--            then grad_weight: grad_output cast again and the input cast (both along the other
+--            axis), both operands copied into _scaled_mm's layouts, the product in the
+--            gradient's dtype. The float8 tensors made for grad_input are Python locals of
+--            backward(): alive until it returns. Recipe rowwise_with_gw_hp computes grad_weight
+--            in high precision (torch.mm of grad_output and the saved input: no casts, no copies).
+-- Two graph ops carry the Function's backward: the product (its derived backward the
+-- grad_input GEMM) and a weight-side op made before it (its derived backward the grad_weight
+-- GEMM), as the bias reduction of ops/linear.lua; each one's temporaries are its backward
+-- workspace, sized at the sequence's peak.
+-- FSDP2's float8 all-gather (enable_fsdp_float8_all_gather, tensorwise only): fsdp_pre_all_gather
+-- casts each shard to float8 before the all-gather, so the gathered weight is float8 (1 byte an
+-- element) and the forward and the grad_input cast skip it (tensor_already_casted_to_fp8); its
+-- gradient stays in the parameter dtype (strategies/dp.lua reads p.float8_gather).
+local nn = require "vrsim.nn"
+
+local M = {}
+
+-- The recipes of Float8LinearConfig.from_recipe_name: per operand, its scaling ("tensorwise",
+-- "rowwise" = AXISWISE, false = DISABLED, high precision) in each GEMM it enters.
+M.RECIPES = {
+  tensorwise = { input = "tensorwise", weight = "tensorwise", grad_output = "tensorwise",
+                 weight_for_grad_input = "tensorwise", input_for_grad_weight = "tensorwise",
+                 grad_output_for_grad_weight = "tensorwise" },
+  rowwise = { input = "rowwise", weight = "rowwise", grad_output = "rowwise",
+              weight_for_grad_input = "rowwise", input_for_grad_weight = "rowwise",
+              grad_output_for_grad_weight = "rowwise" },
+  rowwise_with_gw_hp = { input = "rowwise", weight = "rowwise", grad_output = "rowwise",
+                         weight_for_grad_input = "tensorwise", input_for_grad_weight = false,
+                         grad_output_for_grad_weight = false },
+}
+
+-- training.float8's keys, as `vrsim fields` lists them.
+M.FIELDS = {
+  recipe = { "string", "tensorwise", "Float8LinearConfig.from_recipe_name: tensorwise, rowwise or rowwise_with_gw_hp" },
+  fsdp_float8_all_gather = { "boolean", false, "enable_fsdp_float8_all_gather (FSDP2, tensorwise): the shards cast to float8 before the all-gather" },
+}
+
+-- The settings of training.float8 (true, or a table of FIELDS), or raises the first bad key.
+function M.settings(f)
+  if f == true then f = {} end
+  if type(f) ~= "table" then
+    error("training.float8 is true or a table { recipe = ..., fsdp_float8_all_gather = ... }", 0)
+  end
+  local s = { recipe = "tensorwise", fsdp_float8_all_gather = false }
+  for k, v in pairs(f) do
+    local d = M.FIELDS[k]
+    if not d then
+      local names = {}
+      for n in pairs(M.FIELDS) do names[#names + 1] = n end
+      table.sort(names)
+      error(("training.float8.%s is not a key vrsim knows (one of: %s)"):format(tostring(k), table.concat(names, ", ")), 0)
+    end
+    if type(v) ~= d[1] then error(("training.float8.%s must be a %s"):format(k, d[1]), 0) end
+    s[k] = v
+  end
+  if not M.RECIPES[s.recipe] then
+    error(("training.float8.recipe = \"%s\": torchao's recipes are tensorwise, rowwise and rowwise_with_gw_hp")
+          :format(s.recipe), 0)
+  end
+  return s
+end
+
+-- The error for float8 on this run (nil when it can be simulated): t the training section, g
+-- the GPU's catalog entry.
+function M.refusal(t, g)
+  local ok, s = pcall(M.settings, t.float8)
+  if not ok then return s end
+  local cc = g.compute_capability or 0
+  if g.vendor ~= "nvidia" or cc < 8.9 then
+    -- torchtitan's Float8LinearConverter (has_cuda_capability(8, 9)); torch._scaled_mm raises
+    -- the same below sm89
+    return ("training.float8 on %s (compute capability %s): \"Failed to swap to Float8Linear because "
+            .. "float8 is only supported on SM89 or later\" (torchtitan; torch._scaled_mm needs sm89+)")
+           :format(g.name or "this GPU", tostring(cc))
+  end
+  if s.fsdp_float8_all_gather and s.recipe ~= "tensorwise" then
+    return ("training.float8.fsdp_float8_all_gather with recipe %s: torchao's Float8LinearConfig asserts "
+            .. "\"enable_fsdp_float8_all_gather only supports tensorwise scaling granularity\""):format(s.recipe)
+  end
+  if s.fsdp_float8_all_gather and t.strategy ~= "fsdp2" then
+    return ("training.float8.fsdp_float8_all_gather under strategy %s: it is FSDP2's all-gather "
+            .. "(use strategy fsdp2, or leave it false)"):format(t.strategy)
+  end
+  if t.precision ~= "bf16" and t.precision ~= "mp_fp32" then
+    return ("training.float8 with precision %s is not modelled: bf16, or mp_fp32 (FSDP2's bf16 compute over "
+            .. "fp32 shards), as torchtitan runs it"):format(t.precision)
+  end
+  if t.quant ~= "none" or require("strategies.lora").wanted(t) then
+    return "training.float8 with LoRA or bitsandbytes quantization is not modelled (torchao swaps "
+           .. "nn.Linear modules; peft's and bitsandbytes' layers are not Float8Linear)"
+  end
+  local par = type(t.parallel) == "table" and t.parallel or {}
+  if (par.tp or 1) > 1 or (par.pp or 1) > 1 then
+    -- torchtitan's float8 tensor parallelism (Float8ColwiseParallel / Float8RowwiseParallel:
+    -- float8 all-gathers of the activations) and float8 pipeline stages are not built
+    return "training.float8 with tensor or pipeline parallelism (training.parallel tp or pp above 1) is not modelled"
+  end
+  if t.strategy == "zero3" or t.strategy == "zero1" or t.strategy == "zero2" then
+    return ("training.float8 under DeepSpeed's %s is not modelled (torchtitan runs float8 with FSDP2)"):format(t.strategy)
+  end
+  return nil
+end
+
+-- torchtitan's module_filter_fn: the output layer and dims not divisible by 16 stay nn.Linear.
+local function converted(m, skip)
+  return m.cls == "Linear" and m.path ~= skip and m.in_features % 16 == 0 and m.out_features % 16 == 0
+end
+
+-- Bytes a cast of n elements of a `h`-byte dtype moves (abs, amax, the fp32 copy, the product,
+-- clamp, the float8 write).
+local function cast_traffic(n, h)
+  return n * (2 * h + h + (h < 4 and (h + 4) or 0) + 8 + 8 + 5)
+end
+
+-- hp_tensor_to_float8_dynamic of t, as ops under no_grad (their output is no autograd
+-- history: the Function's backward is its own). rows: the axiswise scale's length (nil:
+-- tensorwise). Returns the float8 tensor.
+local function cast(cx, name, t, rows)
+  local keep = cx.no_grad
+  cx.no_grad = true
+  local sshape = rows and { rows, 1 } or { 1 }
+  -- (t is consumed by the ops below: each use drops one of its references, as each op's input)
+  local ab = nn.op(cx, { name = name .. ".abs", inputs = { t }, outs = { { name .. ".abs", t.shape, t.dtype } },
+                         frees = {} })
+  -- tensor_to_amax: max (or amax along the axis) in t's dtype; amax_to_scale: .to(float64),
+  -- clamp(min=EPS), finfo.max / amax (reciprocal, then the product), .to(float32) (the float64
+  -- scalars are made as 8-byte int64 tensors: the graph's dtypes have no float64, and only their
+  -- bytes matter here)
+  local amax = nn.op(cx, { name = name .. ".amax", kind = "reduce_rows", inputs = { ab },
+                           outs = { { name .. ".amax", sshape, t.dtype } } })
+  local a64 = nn.op(cx, { name = name .. ".amax_float64", inputs = { amax }, outs = { { name .. ".amax_float64", sshape, "int64" } } })
+  local cl = nn.op(cx, { name = name .. ".amax_clamp", inputs = { a64 }, outs = { { name .. ".amax_clamp", sshape, "int64" } } })
+  local rc = nn.op(cx, { name = name .. ".amax_reciprocal", inputs = { cl }, outs = { { name .. ".amax_reciprocal", sshape, "int64" } } })
+  local sc = nn.op(cx, { name = name .. ".scale_float64", inputs = { rc }, outs = { { name .. ".scale_float64", sshape, "int64" } } })
+  local scale = nn.op(cx, { name = name .. ".scale", inputs = { sc }, outs = { { name .. ".scale", sshape, "fp32" } } })
+  local src = t
+  if t.dtype ~= "fp32" then
+    src = nn.op(cx, { name = name .. ".to_fp32", kind = "cast_up", inputs = { t },
+                      outs = { { name .. ".fp32", t.shape, "fp32" } }, frees = {} })
+  end
+  local scaled = nn.op(cx, { name = name .. ".mul_scale", kind = "broadcast_rows", inputs = { src, scale },
+                             outs = { { name .. ".scaled", t.shape, "fp32" } },
+                             frees = src ~= t and { src, scale } or { scale } })
+  local clamped = nn.op(cx, { name = name .. ".clamp", inputs = { scaled },
+                              outs = { { name .. ".saturated", t.shape, "fp32" } } })
+  local q = nn.op(cx, { name = name .. ".to_float8", kind = "cast_down", inputs = { clamped },
+                        outs = { { name .. ".float8", t.shape, "fp8" } } })
+  cx.no_grad = keep
+  return q
+end
+
+-- The peak bytes of a cast of n elements (the fp32 copy and its product, or the product and
+-- its clamp, alive together), beside what it leaves: n bytes.
+local function cast_peak(n) return 8 * n end
+
+-- Float8Linear.forward for x (..., K) and weight w (N, K) (a gathered float8 copy where FSDP2
+-- gathered it so), no bias (torchtitan's Llama and transformers' decoders have none on the
+-- converted Linears). recipe: a row of M.RECIPES.
+function M.linear(cx, name, x, w, recipe)
+  local K, N = x.shape[#x.shape], w.shape[1]
+  local Mr = nn.numel(x.shape) // K
+  local MN, NK, MK = Mr * N, N * K, Mr * K
+  local flops = 2 * Mr * N * K
+  local w_fp8 = w.dtype == "fp8"
+  -- the high-precision dtype: the input's (the product and both gradients are made in it)
+  local hp = x.dtype
+  local h = nn.DT_SIZE[hp]
+  local rg = (x.rg or w.rg) and not cx.no_grad
+  local shape = nn.copy_shape(x.shape)
+  shape[#shape] = N
+  local gw_fp8 = recipe.input_for_grad_weight ~= false
+  -- the weight side: grad_weight's GEMM and the casts before it (made first: its backward runs
+  -- after the grad_input GEMM's)
+  local wv = w
+  if w.rg and not cx.no_grad then
+    -- held from the grad_input half: grad_output's float8 copy, the weight's (unless gathered in float8)
+    local held = MN + (w_fp8 and 0 or NK)
+    local ws = held
+    local traffic = 0
+    if gw_fp8 then
+      ws = held + math.max(cast_peak(MN), MN + cast_peak(MK), 2 * MN + 2 * MK)
+      traffic = cast_traffic(MN, h) + cast_traffic(MK, h) + 2 * MN + 2 * MK
+    end
+    local ws_side = nn.view(cx, w, w.shape, name .. ".float8_weight_side")
+    ws_side.rg = true
+    nn.op(cx, { name = name .. ".float8_grad_weight", kind = "none", inputs = { w }, out_tensors = { ws_side },
+                saves = { x }, grads = { { bytes = nn.bytes(w.shape, hp), dtype = hp } }, bytes = 0,
+                bwd_kind = "mm", bwd_flops = flops, dtype = gw_fp8 and "fp8" or hp,
+                bwd_workspace = { ws }, bwd_workspace_first = true, frees = {} })
+    -- the casts grad_weight's GEMM needs, a pass-through whose backward is their traffic
+    wv = nn.view(cx, ws_side, w.shape, name .. ".float8_weight_side.casts")
+    wv.rg = true
+    nn.op(cx, { name = name .. ".float8_grad_weight_casts", kind = "none", inputs = { ws_side },
+                out_tensors = { wv }, grads = { { pass = 1 } }, bytes = 0, bwd_kind = "elementwise",
+                bwd_bytes = math.max(traffic, 1), frees = {} })
+  end
+  -- forward: the input's cast, then the weight's (weight_hp_t, axiswise along out_features)
+  local rows_in = recipe.input == "rowwise" and Mr or nil
+  local xq = cast(cx, name .. ".input", x, rows_in)
+  local wq = w
+  if not w_fp8 then wq = cast(cx, name .. ".weight", w, recipe.weight == "rowwise" and N or nil) end
+  local out = nn.new_tensor(cx, name, shape, hp, rg)
+  -- the grad_input half's temporaries: grad_output's cast, the weight's again, the weight's
+  -- float8 copy transposed for _scaled_mm
+  local ws_main = math.max(cast_peak(MN), MN + (w_fp8 and 0 or cast_peak(NK)), MN + 2 * NK - (w_fp8 and NK or 0))
+  local inputs = { x, wv, xq }
+  local grads = { x.rg and { bytes = nn.bytes(x.shape, hp), dtype = hp } or "none", { pass = 1 }, "none" }
+  if wq ~= w then inputs[4], grads[4] = wq, "none" end
+  local saves = {}
+  if x.rg then saves[1] = w end
+  nn.op(cx, { name = name, kind = "mm", inputs = inputs, out_tensors = { out }, saves = saves,
+              grads = grads, grad_order = { 1, 2 }, flops = flops, bwd_flops = flops, dtype = "fp8",
+              bytes = MK + (w_fp8 and NK or NK) + MN * h, bwd_bytes = MN * h + 2 * NK + MN + MK * h,
+              bwd_workspace = { ws_main }, bwd_workspace_first = true,
+              frees = { x, wv, xq, wq ~= w and wq or nil } })
+  if not rg then return out end
+  -- grad_output's cast and the weight's for the grad_input GEMM: a pass-through after the
+  -- product whose backward (the first to run) is their traffic
+  local y = nn.view(cx, out, shape, name .. ".float8_out")
+  y.rg = true
+  nn.op(cx, { name = name .. ".float8_grad_input_casts", kind = "none", inputs = { out }, out_tensors = { y },
+              grads = { { pass = 1 } }, bytes = 0, bwd_kind = "elementwise",
+              bwd_bytes = cast_traffic(MN, h) + (w_fp8 and 0 or cast_traffic(NK, h)) + 2 * NK })
+  return y
+end
+
+-- Swaps the Linears torchtitan converts for Float8Linear's forward (bias-free ones: a converted
+-- Linear with a bias is refused). Returns the converted modules and those left as nn.Linear.
+function M.apply(root, s, skip)
+  local mod = require "vrsim.module"
+  local recipe = M.RECIPES[s.recipe]
+  local hit, left = {}, {}
+  mod.walk(root, function(m)
+    if m.cls ~= "Linear" then return end
+    if not converted(m, skip) then left[#left + 1] = m; return end
+    if m.p.bias or (function() for _, d in ipairs(m.decls) do if d.key == "bias" then return true end end end)() then
+      error(("training.float8: %s has a bias; a Float8Linear with a bias (output + bias) is not modelled")
+            :format(m.path), 0)
+    end
+    m.cls = "Float8Linear"
+    m.float8 = s
+    m.forward = function(cx, self, x)
+      local w = mod.weight(cx, self.p.weight)
+      return M.linear(cx, self.opname, x, w, recipe)
+    end
+    hit[#hit + 1] = m
+  end)
+  return hit, left
+end
+
+-- After the parameters are made: the weights FSDP2 gathers in float8.
+function M.mark_params(hit, s)
+  if not s.fsdp_float8_all_gather then return end
+  for _, m in ipairs(hit) do m.p.weight.float8_gather = true end
+end
+
+return M
