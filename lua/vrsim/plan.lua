@@ -72,6 +72,7 @@ local SCHEMA = {
     activation_offload = { "boolean", false, "torchtune's enable_activation_offloading (OffloadActivations): the decoder's saved activations (with checkpointing: each layer's input) copied to pinned host memory in forward and back in backward, on their own streams" },
     optimizer_in_backward = { "boolean", false, "torchtune's optimizer_in_bwd: each parameter's optimizer step and zero_grad run in backward as soon as its gradient is complete (one gradient alive at a time instead of all)" },
     data = { "table", nil, "variable-length data: { lengths = \"lengths.txt\" (or a list, or JSONL with length_field), batching = \"pad\" or \"padding_free\", order = \"shuffle\" or \"given\", batch = \"worst\" or \"p50\"... }: the batch the run meets (lua/strategies/data.lua)" },
+    compile = { "compile", false, "torch.compile (mode \"default\"): true, or { scope = \"layer\", mode = \"default\", fullgraph = false }: each decoder layer one graph, as torchtitan and torchtune compile them; AOTAutograd's min-cut partitioner decides what backward reads from forward and what it recomputes, Inductor's fused kernels allocate only their outputs (lua/strategies/compile.lua)" },
     loss = { "string", "full", "cross-entropy of a language model: full (transformers: the whole fp32 logits), liger_fused (Liger's fused linear cross-entropy: chunks, gradients in forward) or chunked (torchtune's CEWithChunkedOutputLoss: the head and the fp32 upcast in 8 chunks)" },
   },
   allocator = {
@@ -266,6 +267,9 @@ local function check_value(ctx, section, field, spec, v, origin, choices)
     end
   elseif ty == "table" then
     if type(v) ~= "table" then bad(("%s must be a table"):format(where)) end
+  elseif ty == "compile" then
+    -- its keys are strategies/compile.lua's to check
+    if type(v) ~= "boolean" and type(v) ~= "table" then bad(("%s must be true, false or a table"):format(where)) end
   elseif ty == "config" then
     if type(v) ~= "string" and type(v) ~= "table" then
       bad(("%s must be a config.json path or a config table"):format(where))
@@ -328,6 +332,11 @@ local function parse_set_value(spec, raw, origin)
     error(("%s: '%s' is not true or false"):format(origin, raw), 0)
   elseif ty == "table" then
     error(("%s: tables cannot be set from the command line"):format(origin), 0)
+  elseif ty == "compile" then
+    -- training.compile: a flag, or a scope for short (compile=layer)
+    if raw == "true" or raw == "false" then return raw == "true" end
+    if raw == "layer" or raw == "model" then return { scope = raw } end
+    error(("%s: '%s' is not true, false, layer or model"):format(origin, raw), 0)
   end
   return raw
 end
