@@ -90,9 +90,10 @@ end
 -- The error for a run compile is not modelled for (nil when it is).
 function M.check(t, mc)
   if t.inference then return nil end
-  if t.checkpointing then
-    return "training.compile with checkpointing is not modelled (the partitioner's handling of "
-           .. "checkpointed regions, recompute tags, is not built)"
+  if t.checkpointing and (t.checkpoint_scope ~= "layer" or t.checkpoint_every ~= 1) then
+    return ("training.compile with checkpoint_scope = \"%s\" and checkpoint_every = %d is not modelled "
+            .. "(compiled with checkpointing, every decoder layer checkpointed whole is)"):format(
+            t.checkpoint_scope, t.checkpoint_every)
   end
   if mc.experts then
     return "training.compile on a mixture-of-experts model is not modelled (the router's data-"
@@ -128,7 +129,7 @@ end
 -- outputs, the layer's outputs (tensor tables). Marks each op's role (G:op_partition) and the
 -- fused tensors (G:tensor_fused); returns the saved tensors (storage tables, in op order) for
 -- the tests and the oracle check.
-function M.partition(cx, ops, outputs)
+function M.partition(cx, ops, outputs, checkpointed)
   local G = cx.G
   local node_of, nodes = {}, {}   -- storage id -> node record; records in order
   local function node(st, producer)
@@ -140,12 +141,28 @@ function M.partition(cx, ops, outputs)
     end
     return n
   end
+  -- AOTAutograd's common-subexpression elimination (fx_graph_cse): a cast of a tensor to a dtype
+  -- the layer already cast it to is the first cast (autocast casts a Linear's input once per
+  -- Linear in eager; q, k and v's projections then share one copy). The repeated cast makes
+  -- nothing: its output is the first's node, and has no bytes of its own.
+  local cse, first_cast, dup = {}, {}, {}
+  for k, o in ipairs(ops) do
+    local kind, x, y = o.spec.kind, o.spec.inputs[1], o.outs[1]
+    if (kind == "cast_up" or kind == "cast_down") and #o.spec.inputs == 1 and #o.outs == 1 and not y.base then
+      local key = storage(x).id .. ":" .. y.dtype
+      if first_cast[key] then cse[y.id] = first_cast[key]; dup[k] = true else first_cast[key] = y end
+    end
+  end
+  local function storage_cse(t)
+    local st = storage(t)
+    return cse[st.id] or st
+  end
   -- the region's nodes: every op's own outputs (not views: a view is its storage's node)
   local op_nodes = {}
   for k, o in ipairs(ops) do
     op_nodes[k] = {}
     for _, t in ipairs(o.outs) do
-      if not t.base then op_nodes[k][#op_nodes[k] + 1] = node(t, k) end
+      if not t.base and not dup[k] then op_nodes[k][#op_nodes[k] + 1] = node(t, k) end
     end
   end
   -- inputs from outside the region (the layer's input, the rotary tables, parameters) are the
@@ -157,17 +174,17 @@ function M.partition(cx, ops, outputs)
     o.recomputable = rec
     o.fusible = rec or CAT[kind]
     for _, x in ipairs(o.spec.inputs) do
-      local n = node(storage(x), nil)
+      local n = node(storage_cse(x), nil)
       n.users[#n.users + 1] = k
       if not o.fusible then n.extern = true end     -- read by a GEMM or attention kernel
     end
     for _, s in ipairs(o.rg and o.spec.saves or {}) do
-      local n = node(storage(s), nil)
+      local n = node(storage_cse(s), nil)
       n.needed = true                           -- backward reads it (its dist_from_bw is 1)
       if not rec then n.bw_extern = true end    -- ...in a kernel that cannot fuse it
     end
   end
-  for _, t in ipairs(outputs) do node(storage(t), nil).out = true end
+  for _, t in ipairs(outputs) do node(storage_cse(t), nil).out = true end
   -- dist_from_bw: 1 for what backward reads, else one more than its nearest user's
   for k = #ops, 1, -1 do
     local d = 1e9
@@ -176,7 +193,7 @@ function M.partition(cx, ops, outputs)
       d = math.min(d, n.dist)
     end
     for _, x in ipairs(ops[k].spec.inputs) do
-      local n = node_of[storage(x).id]
+      local n = node_of[storage_cse(x).id]
       if n.needed then n.dist = 1 elseif d < 1e9 then n.dist = math.min(n.dist, d + 1) end
     end
   end
@@ -206,13 +223,20 @@ function M.partition(cx, ops, outputs)
       local materialized = not prod or not prod.recomputable or n.extern or n.bw_extern or n.out
       if not materialized then weight = 2 * weight end
     end
-    if banned then edge(SRC, 2 * n.v, INF) end
+    -- a checkpointed layer's ops are tagged MUST_RECOMPUTE (torch.utils.checkpoint traced
+    -- by dynamo): the partitioner recomputes each one backward needs, GEMMs included
+    -- (must_recompute: node_in -> sink), and saves only the layer's inputs
+    if checkpointed and prod then
+      edge(2 * n.v, SNK, INF)
+    elseif banned then
+      edge(SRC, 2 * n.v, INF)
+    end
     edge(2 * n.v, 2 * n.v + 1, weight)
     if n.needed then edge(2 * n.v + 1, SNK, INF) end
   end
   for k, o in ipairs(ops) do
     for _, x in ipairs(o.spec.inputs) do
-      local a = node_of[storage(x).id]
+      local a = node_of[storage_cse(x).id]
       for _, b in ipairs(op_nodes[k]) do edge(2 * a.v + 1, 2 * b.v, INF) end
     end
     -- an op's outputs come from one kernel: recomputing one recomputes all
@@ -227,6 +251,7 @@ function M.partition(cx, ops, outputs)
     if n.saved then saved[#saved + 1] = n.t end
   end
   -- Inductor's fusion: what only fused kernels of this graph read never exists
+  for k in pairs(dup) do G:tensor_fused(ops[k].outs[1].id) end
   for _, n in ipairs(nodes) do
     local prod = n.producer and ops[n.producer]
     if prod and prod.fusible and not n.saved and not n.extern and not n.out then
@@ -237,34 +262,42 @@ function M.partition(cx, ops, outputs)
   for k, o in ipairs(ops) do
     local role = "skip"
     local outs = op_nodes[k]
-    if #outs > 0 then
+    if dup[k] then
+      role = "skip"      -- the first cast's output stands for it
+    elseif #outs > 0 then
       role = outs[1].saved and "save" or outs[1].recomputed and "recompute" or "skip"
       for _, n in ipairs(outs) do if n.saved then role = "save" end end
     elseif #o.outs > 0 then
       -- an op making views only: run again where its input is there in backward
-      local n = node_of[storage(o.outs[1]).id]
+      local n = node_of[storage_cse(o.outs[1]).id]
       role = (n.saved or n.recomputed) and "recompute" or "skip"
     end
     -- a fused op moves only what is materialized of its inputs and outputs
-    local moved
-    if o.fusible then
+    local moved, kernel
+    if dup[k] then
+      moved, kernel = 0, "fused"
+    elseif o.fusible then
+      -- its own kernel where it writes a tensor that exists, else inside its consumer's
+      kernel = "fused"
+      for _, n in ipairs(outs) do if not n.fused then kernel = "kernel" end end
+      if #outs == 0 then kernel = "kernel" end
       moved = 0
       for _, x in ipairs(o.spec.inputs) do
-        local n = node_of[storage(x).id]
+        local n = node_of[storage_cse(x).id]
         if not n.fused then moved = moved + nn.bytes(x.shape, x.dtype) end
       end
       for _, n in ipairs(outs) do
         if not n.fused then moved = moved + nn.bytes(n.t.shape, n.t.dtype) end
       end
     end
-    G:op_partition(o.index, role, o.fusible, moved)
+    G:op_partition(o.index, role, kernel, moved)
   end
   return saved, nodes
 end
 
--- The note that says what the partitioner saves of the first compiled layer: each saved tensor
--- as name shape dtype, and their bytes (parameters, saved for free, left out).
-function M.note(saved)
+-- The note that says what the partitioner saves of compiled decoder layer `layer` (from 0): each
+-- saved tensor as name [shape] dtype, and their bytes (parameters, saved for free, left out).
+function M.note(saved, layer)
   local parts, total = {}, 0
   for _, t in ipairs(saved) do
     if not t.param then
@@ -273,8 +306,8 @@ function M.note(saved)
       parts[#parts + 1] = ("%s [%s] %s"):format(t.name, table.concat(t.shape, "x"), t.dtype)
     end
   end
-  return ("torch.compile: the partitioner saves %d activations of the first decoder layer for "
-          .. "backward, %.2f MiB (%s); it recomputes the rest in backward"):format(#parts, total / 2^20,
+  return ("torch.compile: the partitioner saves %d activations of decoder layer %d for backward, "
+          .. "%.2f MiB (%s); backward recomputes the rest it needs"):format(#parts, layer, total / 2^20,
           table.concat(parts, ", "))
 end
 
@@ -287,12 +320,23 @@ end
 
 -- Hooks for the modules of class layer_cls: each is one compiled region (numbered as
 -- checkpointing numbers its regions), whose ops nn.op reports (cx.sac) and whose partition is
--- made as the layer returns. Registered before any other pass, as checkpoint.hooks are.
-function M.hooks(root, layer_cls)
+-- made as the layer returns; checkpointed: every layer is also checkpointed whole
+-- (strategies/checkpoint.lua makes the same region), torchtitan's order (activation
+-- checkpointing applied, then each layer compiled). Registered before any other pass, as
+-- checkpoint.hooks are.
+function M.hooks(root, layer_cls, checkpointed)
   local mod = require "vrsim.module"
   local layers = mod.find(root, { [layer_cls] = true })
   if #layers == 0 then error("torch.compile: this model has no " .. layer_cls .. " to compile", 0) end
-  local out = {}
+  local out, first_saved, noted = {}, {}, false
+  -- the note, once the model has run: the second layer's saved set where there is one (the
+  -- first's input needs no gradient where the embedding is frozen, as under LoRA)
+  out[1] = { module = root, first = { post = function(cx)
+    local k = first_saved[2] and 2 or 1
+    if noted or not first_saved[k] then return end
+    noted = true
+    cx.notes[#cx.notes + 1] = M.note(first_saved[k], k - 1)
+  end } }
   for k, layer in ipairs(layers) do
     local ops, held, first_op
     out[#out + 1] = { module = layer, first = {
@@ -311,7 +355,8 @@ function M.hooks(root, layer_cls)
         for _, t in ipairs(outs or {}) do if type(t) == "table" and t.id then res[#res + 1] = t end end
         -- what the layer hands to the framework to hold (a KV cache's tensors) is its output too
         for i = held + 1, #cx.held do res[#res + 1] = cx.held[i] end
-        local saved = M.partition(cx, ops, res)
+        local saved = M.partition(cx, ops, res, checkpointed)
+        if k <= 2 then first_saved[k] = saved end
         -- the layer's other ops (a Python variable's reference dropped, nn.release) make nothing:
         -- the compiled backward has no such step; what it recomputes is dropped after its last use
         local seen = {}
@@ -319,7 +364,6 @@ function M.hooks(root, layer_cls)
         for i = first_op, cx.G:num_ops() - 1 do
           if not seen[i] then cx.G:op_partition(i, "skip") end
         end
-        if k == 1 then cx.notes[#cx.notes + 1] = M.note(saved) end
         ops = nil
       end,
     } }

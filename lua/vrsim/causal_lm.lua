@@ -229,7 +229,9 @@ function M.build(cx, cfg)
                                                      t.checkpoint_scope, "self_attn") or {}
   register(ck, "first")
   -- each compiled decoder layer is one region, like a checkpointed one (strategies/compile.lua)
-  if compiled then register(require("strategies.compile").hooks(root, root.checkpoint_layer), "first") end
+  if compiled then
+    register(require("strategies.compile").hooks(root, root.checkpoint_layer, t.checkpointing), "first")
+  end
   if dm_hooks then register(dm_hooks) end
   if tp > 1 then register(require("strategies.tp").hooks(cx, root, tp)) end
   if cx.dp and cx.shard_params then register(require("strategies.shard").hooks(cx, root, cx.dp.kind)) end

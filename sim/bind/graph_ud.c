@@ -768,15 +768,16 @@ static int l_op_sac(lua_State *L) {
     return 0;
 }
 
-/* G:op_partition(i, role, fused, bytes): torch.compile's partitioner's decision for forward op i
+/* G:op_partition(i, role, kernel, bytes): torch.compile's partitioner's decision for forward op i
  * of a compiled region (lua/strategies/compile.lua): "save" (its outputs kept from forward for
  * backward, as Op.sac_saved), "recompute" (run again in backward) or "skip" (its outputs never
  * needed in backward: Op.not_recomputed). The region's backward recomputes what it needs, to its
  * end, in every case (Op.full_recompute): the partition, not an early stop, decides what runs
- * again. fused: the op is part of one of Inductor's fused kernels, forward and backward: it has
- * no temporaries of its own (workspaces), an input's gradient is of the input's own size (0 for
- * a fused intermediate), and it moves `bytes` (its materialized inputs and outputs) forward and
- * twice that backward. */
+ * again. kernel: nil for an extern kernel (a GEMM, attention: Op.compiled 1); "kernel" or
+ * "fused" for an op of one of Inductor's fused kernels, forward and backward (Op.compiled 1 where
+ * it launches the kernel, 2 where it is inside another's): it has no temporaries of its own
+ * (workspaces), an input's gradient is of the input's own size (0 for a fused intermediate), and
+ * it moves `bytes` (its materialized inputs and outputs) forward and twice that backward. */
 static int l_op_partition(lua_State *L) {
     Graph *g = check_graph(L);
     lua_Integer i = luaL_checkinteger(L, 2);
@@ -789,7 +790,10 @@ static int l_op_partition(lua_State *L) {
     op->sac_saved = role == 0;
     op->not_recomputed = role == 2;
     op->full_recompute = true;
-    if (lua_toboolean(L, 4)) {
+    static const char *const KERNELS[] = {"kernel", "fused", NULL};
+    int kernel = lua_isnoneornil(L, 4) ? -1 : luaL_checkoption(L, 4, NULL, KERNELS);
+    op->compiled = kernel == 1 ? 2 : 1;
+    if (kernel >= 0) {
         double bytes = luaL_checknumber(L, 5);
         op->n_workspace = op->n_bwd_workspace = 0;
         for (int k = 0; op->grads && k < op->n_inputs; k++) op->grads[k].grad_bytes = 0;
