@@ -307,7 +307,7 @@ function M.note(saved, layer)
     end
   end
   return ("torch.compile: the partitioner saves %d activations of decoder layer %d for backward, "
-          .. "%.2f MiB (%s); backward recomputes the rest it needs"):format(#parts, layer, total / 2^20,
+          .. "%.2f MiB (%s), and backward recomputes what else it reads"):format(#parts, layer, total / 2^20,
           table.concat(parts, ", "))
 end
 
