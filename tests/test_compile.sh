@@ -141,6 +141,10 @@ refused nf4 'training.compile with quant = nf4 is not modelled' 'compile = true,
 refused op-ckpt 'training.compile with checkpoint_scope = "op"' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
 refused fsdp2 'training.compile under strategy fsdp2 is not modelled' 'compile = true, strategy = "fsdp2"' --set hardware.count=2
 refused set-bad "is not true, false, layer or model" '' --set compile=maybe
+"$VRSIM" scenarios/sdxl_768_vs_512.lua --no-files --set compile=true > "$tmp/sdxl.out" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q "sdxl: training.compile is not modelled for this model" "$tmp/sdxl.out" && ok "refused: SDXL" \
+  || bad "SDXL with compile: exit $rc" "$(cat "$tmp/sdxl.out")"
 "$VRSIM" "$tmp/l.lua" --no-files --set compile=layer > "$tmp/set.out" 2>&1 && grep -q "torch.compile: the partitioner saves" "$tmp/set.out" \
   && ok "--set compile=layer compiles each layer" || bad "--set compile=layer" "$(cat "$tmp/set.out")"
 

@@ -21,7 +21,7 @@
 -- 3. The region's recomputation (sim/graph.c emit_recompute) runs the partitioner's recomputed
 --    ops when backward reaches the layer, and replays the saved ones from forward (G:op_partition).
 --
--- What is assumed (docs/techniques.md "torch.compile"): transformers' Llama-family decoder layers
+-- What is assumed (docs/techniques.md, "torch.compile"): transformers' Llama-family decoder layers
 -- with SDPA compile without graph breaks (transformers 5.x's layers are traceable: no data-
 -- dependent branch in a layer's forward); the partitioner's ban heuristics "used far apart" and
 -- "long fusible chains" are left out (both only ever ban more recomputation); Inductor's buffer
