@@ -83,6 +83,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_inputs.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_doctor.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_techniques.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_compile.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_oracle.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_recipes.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_mesh.sh

@@ -307,6 +307,31 @@ else v="does not hold"; w="See the figures."
 fi
 row "A two-GPU device_map with 20 GiB each" "$fig" "$v" "$w"
 
+# ---- 17. torch.compile -----------------------------------------------------------------------
+sim ce $C/compile.lua
+sim cc $C/compile.lua compile=true
+sim cle $C/compile.lua precision=lora_bf16
+sim clc $C/compile.lua precision=lora_bf16 compile=true
+# pct EXPR: a signed whole percentage (+3, -11)
+pct() { awk "BEGIN { printf \"%+.0f\", $1 }"; }
+# fwdact NAME: the forward peak less the weights and optimizer state (activations, temporaries)
+fwdact() {
+  _f=$(sed -n "s/^$T$T$T\"fwd_peak_allocated_bytes\":$T\([0-9]*\),\$/\1/p" "$TMP/$1.json" | tail -n 1)
+  m "$_f - $(bd "$1" parameters) - $(bd "$1" optimizer_state)"
+}
+re=$(get ce peak_reserved_bytes); rc_=$(get cc peak_reserved_bytes)
+rle=$(get cle peak_reserved_bytes); rlc=$(get clc peak_reserved_bytes)
+ae=$(fwdact ce); ac=$(fwdact cc); ale=$(fwdact cle); alc=$(fwdact clc)
+sa=$(m "100 * (1 - $ac / $ae)"); sla=$(m "100 * (1 - $alc / $ale)")
+sr=$(m "100 * (1 - $rc_ / $re)"); slr=$(m "100 * (1 - $rlc / $rle)")
+fig="LLaMA2-7B, micro-batch 1 x 2048, H200, each decoder layer compiled: full bf16 fine-tune peak reserved $(gib "$re") GiB eager, $(gib "$rc_") GiB compiled ($(pct "0 - ($sr)") %), activations and temporaries at the forward peak $(gib "$ae") against $(gib "$ac") GiB ($(pct "0 - ($sa)") %); LoRA $(gib "$rle") against $(gib "$rlc") GiB ($(pct "0 - ($slr)") %), activations $(gib "$ale") against $(gib "$alc") GiB ($(pct "0 - ($sla)") %); step $(m1 "$(get ce step_time_ms)") -> $(m1 "$(get cc step_time_ms)") ms full, $(m1 "$(get cle step_time_ms)") -> $(m1 "$(get clc step_time_ms)") ms LoRA"
+if within "$sr" 10 20; then v="holds"; w="Compiled layers save fewer activations and the peak falls by about the claimed share."
+elif within "$slr" 10 20 || within "$sa" 10 40; then
+  v="holds for activations, not for a full fine-tune's peak"
+  w="AOTAutograd's min-cut partitioner saves a layer's matmul outputs, the normalized inputs of the matmuls and the attention kernel's outputs, and recomputes the rest (RMSNorm's fp32 intermediates, SiLU) in backward; Inductor's fused kernels never allocate those intermediates. That removes $(m0 "$sa") % of the activations, but a full fine-tune's peak is the optimizer step over bf16 weights, gradients and AdamW state, which compile does not touch ($(pct "0 - ($sr)") % peak reserved, the allocator's slack included). Where activations weigh more, as under LoRA, the peak falls $(m0 "$slr") %."
+else v="does not hold"; w="Compiled layers change the peak by $(pct "0 - ($sr)") % (full) and $(pct "0 - ($slr)") % (LoRA)."; fi
+row "torch.compile improves memory efficiency by about 15 %" "$fig" "$v" "$w"
+
 {
   echo "# The seed article's claims, checked by vrsim"
   echo

@@ -370,7 +370,7 @@ double cost_op_ns(const CostModel *c, const Op *op) {
     t += layout_ns(c, op) + rowwise_ns(c, op);
     /* each kernel is followed by the stream's dead time before the next starts; no kernel with
      * its gap is shorter than an empty one back to back */
-    int kernels = op->kernels > 1 ? op->kernels : 1;
+    int kernels = op->compiled == 2 ? 0 : op->kernels > 1 ? op->kernels : 1; /* 0: fused */
     t += kernels * c->gap_ns;
     if (t < kernels * c->kernel_ns) t = kernels * c->kernel_ns;
     return t;

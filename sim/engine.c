@@ -307,7 +307,8 @@ static double op_timing(Run *r, int i, const Op *op, StepResult *sr, double *sta
     /* entering a checkpointed region in forward: checkpoint()'s own work, once per region (its
      * recomputation's set-up included) */
     if (op->phase == PH_FWD) {
-        if (op->region > 0 && op->region != r->fwd_region) r->host_ns += r->cfg->host_ckpt_region_ns;
+        if (op->region > 0 && op->region != r->fwd_region && !op->compiled)
+            r->host_ns += r->cfg->host_ckpt_region_ns;
         r->fwd_region = op->region;
     }
     /* the host thread issues ops one after another; a kernel cannot start before its launch.
@@ -316,7 +317,12 @@ static double op_timing(Run *r, int i, const Op *op, StepResult *sr, double *sta
      * figure of module-heavy code (of checkpointed code in a region), and each further kernel
      * a bare launch */
     bool in_region = op->region > 0 || op->in_ckpt;
-    if (op->has_dispatch) {
+    if (op->compiled) {
+        /* a compiled graph's code launches its kernels itself: a bare launch each, none for an
+         * op fused into another's kernel (Op.compiled) */
+        if (op->compiled == 1 && op->kind_id != OPK_NONE)
+            r->host_ns += (op->kernels > 1 ? op->kernels : 1) * r->cfg->host_launch_ns;
+    } else if (op->has_dispatch) {
         r->host_ns += op->dispatch_ns + (in_region ? op->dispatch_ckpt_ns : 0);
     } else if (op->kind_id != OPK_NONE) {
         bool ck = in_region && r->cfg->host_ckpt_op_ns > 0;

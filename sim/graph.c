@@ -650,7 +650,7 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
     if (full) last_needed = last;
     for (int f = first; f >= 0 && f <= last_needed; f++) {
         Op o = g->ops[f];
-        if (o.phase != PH_FWD || o.region != region || o.ckpt_args) continue;
+        if (o.phase != PH_FWD || o.region != region || o.ckpt_args || o.not_recomputed) continue;
         if (o.sac_saved) {
             /* the caching mode's stored outputs stand for the op's: the recomputation uses the
              * forward's tensors and the cache drops its reference to them here */

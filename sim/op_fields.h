@@ -96,6 +96,16 @@ OP_VAL(bool, sac_saved, , "", OPR_NO, false, OPI_NONE)
 /* full_recompute: its region's recomputation runs to the region's end (torch.utils.checkpoint's
  * early_stop=False) */
 OP_VAL(bool, full_recompute, , "", OPR_NO, false, OPI_NONE)
+/* not_recomputed: an op of a torch.compile region whose outputs the partitioner's backward never
+ * needs (neither saved nor recomputed): its region's recomputation skips it (set by
+ * G:op_partition) */
+OP_VAL(bool, not_recomputed, , "", OPR_NO, false, OPI_NONE)
+/* compiled: 0, an op eager PyTorch dispatches; 1, an op of a torch.compile graph that launches
+ * its own kernel (Inductor's generated code calls it: no eager dispatch, no checkpoint hooks);
+ * 2, one whose work is part of another op's fused kernel (no launch, no kernel gap of its own).
+ * Its backward and its recomputation are the compiled backward graph's: they inherit it (set by
+ * G:op_partition) */
+OP_VAL(int, compiled, , "", OPR_NO, 0, OPI_BOTH)
 /* no_grad: forward op run under torch.no_grad(): outputs need no grad */
 OP_VAL(bool, no_grad, , "no_grad", OPR_BOOL, false, OPI_NONE)
 

@@ -146,8 +146,7 @@ else fail "gpu=rtx3080" "$(cat "$TMP/gpu.err")"; fi
 run typo "$TMP/llama.lua" --no-files --set checkpointng=true
 expect "a real slip is still corrected (checkpointng -> checkpointing)" 2 "did you mean 'checkpointing'"
 NM='does not model .*docs/scenarios.md, "Not modelled"'
-for case in "transformer_engine=true:Transformer Engine" "compile=true:torch.compile" \
-            "torch_compile=true:torch.compile" "pipeline_parallel_size=2:pipeline parallelism" \
+for case in "transformer_engine=true:Transformer Engine" "pipeline_parallel_size=2:pipeline parallelism" \
             "context_parallel=2:context" "expert_parallel=2:expert parallelism" "use_liger_kernel=true:Liger's kernels" \
             "optimizer=paged_adamw_8bit:paged optimizers" "cut_cross_entropy=true:Cut Cross-Entropy" \
             "packing=true:packing" "orpo=true:ORPO"; do
@@ -164,19 +163,20 @@ for case in "chunked_cross_entropy=true:training.loss = \"liger_fused\"" \
             "zero.tp_size=2:training.parallel = { tp = N }" \
             "training.fp8=true:training.float8 = {" "precision=fp8:training.float8 = {" \
             "lora.fp8=true:training.float8 = {" "dpo_trainer=true:training.dpo = {" \
-            "kv_cache=true:training.generate = {"; do
+            "kv_cache=true:training.generate = {" \
+            "torch_compile=true:training.compile = true" "inductor=true:training.compile = true"; do
   set_=${case%%:*}; want=${case#*:}
   run nm "$TMP/llama.lua" --no-files --set "$set_"
   if [ "$RC" -eq 2 ] && grep -qF "is written $want" "$TMP/nm.err"; then :
   else fail "--set $set_: not pointed to $want" "$(cat "$TMP/nm.err")"; fi
 done
-ok "names of things vrsim does not model (tp, fp8, compile, liger, ...) are refused as not modelled"
+ok "names of things vrsim does not model (fp8, liger, ...) are refused as not modelled, and those it models under another name (tp, compile) pointed to it"
 cat >"$TMP/nmsec.lua" <<'L'
 return { hardware = { gpu = "h200" }, model = { size = "7b-l1" }, training = { seq = 128 },
          torch_compile = { mode = "max-autotune" } }
 L
 run nmsec "$TMP/nmsec.lua" --no-files
-expect "a section named after torch.compile: not modelled, with the scenario's line" 2 "nmsec.lua:2: torch_compile: vrsim does not model torch.compile"
+expect "a section named after torch.compile: pointed to training.compile, with the scenario's line" 2 "nmsec.lua:2: torch_compile: torch.compile is written training.compile = true"
 
 # every "docs/FILE.md, \"Section\"" and README "Section" a source file cites is a heading there
 bad=""

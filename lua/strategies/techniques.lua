@@ -101,6 +101,10 @@ function M.check_other(t, model, notes)
     return ("%s: training.optimizer_in_backward is not modelled for this model (torchtune's "
             .. "per-parameter hooks are built for the causal language models)"):format(model)
   end
+  if t.compile then
+    return ("%s: training.compile is not modelled for this model (compiled decoder layers of the "
+            .. "causal language models are)"):format(model)
+  end
   return nil
 end
 

@@ -206,6 +206,13 @@ function M.build(cx, cfg)
   local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes)
     or require("strategies.data").check(t, mc, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
     or require("strategies.sac").check(t, mc)
+  -- torch.compile: its settings checked, and what it does not compose with refused
+  local compiled = require("strategies.compile").settings(t.compile)
+  if compiled and t.inference then
+    cx.notes[#cx.notes + 1] = "training.compile is not modelled for inference: the forward runs as eager PyTorch runs it"
+    compiled = nil
+  end
+  refused = refused or (compiled and require("strategies.compile").check(t, mc))
   if refused then error(refused, 0) end
   -- tensor parallelism (parallelize_module, before fully_shard): each rank's shapes
   local tp = cx.mesh and cx.mesh.degrees.tp or 1
@@ -304,6 +311,10 @@ function M.build(cx, cfg)
              require("strategies.checkpoint").hooks(root, root.checkpoint_layer, t.checkpoint_every,
                                                      t.checkpoint_scope, "self_attn") or {}
   register(ck, "first")
+  -- each compiled decoder layer is one region, like a checkpointed one (strategies/compile.lua)
+  if compiled then
+    register(require("strategies.compile").hooks(root, root.checkpoint_layer, t.checkpointing), "first")
+  end
   if dm_hooks then register(dm_hooks) end
   if tp > 1 then register(require("strategies.tp").hooks(cx, root, tp)) end
   if cx.dp and cx.shard_params then register(require("strategies.shard").hooks(cx, root, cx.dp.kind)) end

@@ -181,8 +181,9 @@ function nn.op(cx, spec)
     if passed[k] then op[k] = v end
   end
   cx.last_op = cx.G:op(op)
-  -- op-level selective checkpointing's policy sees each op of its region (strategies/sac.lua)
-  if cx.sac and cx.region then cx.sac(cx, spec, cx.last_op) end
+  -- op-level selective checkpointing's policy sees each op of its region (strategies/sac.lua),
+  -- and torch.compile's partitioner each op of its compiled layer (strategies/compile.lua)
+  if cx.sac and cx.region then cx.sac(cx, spec, cx.last_op, outs, rg) end
   -- activation offloading's pack hook sees what autograd saves outside checkpointed regions
   -- (strategies/offload_act.lua)
   local off = cx.offload

@@ -75,6 +75,7 @@ local SCHEMA = {
     generate = { "table", nil, "inference: transformers' model.generate with its DynamicCache, greedy: { prompt = N, max_new_tokens = M, batch = B }: the prompt's prefill, then one forward a token, the cache grown by torch.cat (its keys: training.generate below)" },
     dpo = { "table", nil, "TRL's DPOTrainer: { prompt_length = N, completion_length = M, max_length = 1024, precompute_ref_log_probs = false }: chosen and rejected in one batch of 2 x micro_batch rows, the reference model's forward under no_grad (its keys: training.dpo below)" },
     float8 = { "table", nil, "torchao's float8 training (convert_to_float8_training, torchtitan's filter): { recipe = \"tensorwise\", fsdp_float8_all_gather = false } (its keys: training.float8 below; sm89 and newer)" },
+    compile = { "compile", false, "torch.compile (mode \"default\"): true, or { scope = \"layer\", mode = \"default\", fullgraph = false }: each decoder layer one graph, as torchtitan and torchtune compile them; AOTAutograd's min-cut partitioner decides what backward reads from forward and what it recomputes, Inductor's fused kernels allocate only their outputs (lua/strategies/compile.lua)" },
     loss = { "string", "full", "cross-entropy of a language model: full (transformers: the whole fp32 logits), liger_fused (Liger's fused linear cross-entropy: chunks, gradients in forward) or chunked (torchtune's CEWithChunkedOutputLoss: the head and the fp32 upcast in 8 chunks)" },
   },
   allocator = {
@@ -269,6 +270,9 @@ local function check_value(ctx, section, field, spec, v, origin, choices)
     end
   elseif ty == "table" then
     if type(v) ~= "table" then bad(("%s must be a table"):format(where)) end
+  elseif ty == "compile" then
+    -- its keys are strategies/compile.lua's to check
+    if type(v) ~= "boolean" and type(v) ~= "table" then bad(("%s must be true, false or a table"):format(where)) end
   elseif ty == "config" then
     if type(v) ~= "string" and type(v) ~= "table" then
       bad(("%s must be a config.json path or a config table"):format(where))
@@ -331,6 +335,11 @@ local function parse_set_value(spec, raw, origin)
     error(("%s: '%s' is not true or false"):format(origin, raw), 0)
   elseif ty == "table" then
     error(("%s: tables cannot be set from the command line"):format(origin), 0)
+  elseif ty == "compile" then
+    -- training.compile: a flag, or a scope for short (compile=layer)
+    if raw == "true" or raw == "false" then return raw == "true" end
+    if raw == "layer" or raw == "model" then return { scope = raw } end
+    error(("%s: '%s' is not true, false, layer or model"):format(origin, raw), 0)
   end
   return raw
 end

@@ -13,8 +13,9 @@ U.WHERE = 'docs/scenarios.md, "Not modelled"'
 -- but letters and digits removed ("torch.compile", "torch_compile" and "TorchCompile" alike),
 -- whole, or with a suffix of SUFFIXES ("tp_size", "pipeline_parallel_degree").
 local THINGS = {
-  { "torch.compile (compiled graphs: fused kernels and Inductor's own buffers)",
-    { "compile", "torchcompile", "compiled", "inductor", "dynamo" } },
+  { "torch.compile", { "compile", "torchcompile", "compiled", "inductor", "dynamo" },
+    "training.compile = true (each decoder layer compiled: the min-cut partitioner, Inductor's fusion)",
+    modelled = true },
   { "float8 training (torchao's Float8Linear)", { "fp8", "fp8e4m3", "fp8e5m2", "torchao", "float8training" },
     "training.float8 = { recipe = \"tensorwise\" } (torchao's convert_to_float8_training)", modelled = true },
   { "Transformer Engine (its fp8 layers and recipes)", { "transformerengine", "te" },

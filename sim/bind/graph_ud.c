@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../device.h"
+#include "../mincut.h"
 #include "bind_int.h"
 #include "watchdog.h"
 
@@ -651,6 +652,56 @@ static int l_row_sum_buffers(lua_State *L) {
     return 1;
 }
 
+/* core.mincut(n, source, sink, edges): the minimum cut of a graph of n nodes (numbered 0 .. n-1)
+ * whose edges are the flat list { from, to, capacity, from, to, capacity, ... } (math.huge: an
+ * edge never cut), by sim/mincut.h: returns the cut's capacity and a list of n booleans, entry
+ * v + 1 true for a node on the source side. Errors name a bad edge, or an infinite cut. */
+static int l_mincut(lua_State *L) {
+    lua_Integer n = luaL_checkinteger(L, 1), s = luaL_checkinteger(L, 2), t = luaL_checkinteger(L, 3);
+    luaL_checktype(L, 4, LUA_TTABLE);
+    if (n < 2 || n > 50000000) return luaL_error(L, "mincut: %d nodes", (int)n);
+    lua_Integer len = (lua_Integer)lua_rawlen(L, 4);
+    if (len % 3) return luaL_error(L, "mincut: the edge list's length is not a multiple of 3");
+    /* the result table first: any Lua call may raise, and the graph must not leak then */
+    unsigned char *side = lua_newuserdatauv(L, (size_t)n, 0);
+    MinCut *m;
+    if (mincut_new((int)n, &m)) return luaL_error(L, "mincut: out of host memory");
+    VrStatus st = VR_OK;
+    for (lua_Integer k = 0; k < len && !st; k += 3) {
+        lua_Integer e[2];
+        double cap;
+        lua_rawgeti(L, 4, k + 1);
+        lua_rawgeti(L, 4, k + 2);
+        lua_rawgeti(L, 4, k + 3);
+        int ok0, ok1;
+        e[0] = lua_tointegerx(L, -3, &ok0);
+        e[1] = lua_tointegerx(L, -2, &ok1);
+        cap = lua_tonumber(L, -1);
+        bool num = lua_type(L, -1) == LUA_TNUMBER;
+        lua_pop(L, 3);
+        if (!ok0 || !ok1 || !num || e[0] < 0 || e[0] >= n || e[1] < 0 || e[1] >= n)
+            st = VR_EINVAL;
+        else
+            st = mincut_add_edge(m, (int)e[0], (int)e[1], cap);
+        if (st) {
+            mincut_free(m);
+            return luaL_error(L, "mincut: edge %d (%s)", (int)(k / 3 + 1),
+                              st == VR_ENOMEM ? "out of host memory" : "bad nodes or capacity");
+        }
+    }
+    double value;
+    st = s < 0 || s >= n || t < 0 || t >= n ? VR_EINVAL : mincut_solve(m, (int)s, (int)t, &value, side);
+    mincut_free(m);
+    if (st) return luaL_error(L, "mincut: no finite cut separates node %d from node %d", (int)s, (int)t);
+    lua_pushnumber(L, value);
+    lua_createtable(L, (int)n, 0);
+    for (lua_Integer v = 0; v < n; v++) {
+        lua_pushboolean(L, side[v]);
+        lua_rawseti(L, -2, v + 1);
+    }
+    return 2;
+}
+
 /* G:op_layout(op, fwd_act, fwd_filter, bwd_act, bwd_filter): the bytes of cuDNN's layout
  * transforms around op (an index G:op returned) and around its backward (graph.h
  * Op.layout_bytes). */
@@ -717,6 +768,55 @@ static int l_op_sac(lua_State *L) {
     return 0;
 }
 
+/* G:op_partition(i, role, kernel, bytes): torch.compile's partitioner's decision for forward op i
+ * of a compiled region (lua/strategies/compile.lua): "save" (its outputs kept from forward for
+ * backward, as Op.sac_saved), "recompute" (run again in backward) or "skip" (its outputs never
+ * needed in backward: Op.not_recomputed). The region's backward recomputes what it needs, to its
+ * end, in every case (Op.full_recompute): the partition, not an early stop, decides what runs
+ * again. kernel: nil for an extern kernel (a GEMM, attention: Op.compiled 1); "kernel" or
+ * "fused" for an op of one of Inductor's fused kernels, forward and backward (Op.compiled 1 where
+ * it launches the kernel, 2 where it is inside another's): it has no temporaries of its own
+ * (workspaces), an input's gradient is of the input's own size (0 for a fused intermediate), and
+ * it moves `bytes` (its materialized inputs and outputs) forward and twice that backward. */
+static int l_op_partition(lua_State *L) {
+    Graph *g = check_graph(L);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    static const char *const ROLES[] = {"save", "recompute", "skip", NULL};
+    int role = luaL_checkoption(L, 3, NULL, ROLES);
+    if (i < 0 || i >= graph_num_ops(g)) return luaL_error(L, "op_partition: no op %d", (int)i);
+    Op *op = graph_op(g, (int)i);
+    if (op->phase != PH_FWD || op->region <= 0)
+        return luaL_error(L, "op_partition: op '%s' is not a forward op of a compiled region", op->name);
+    op->sac_saved = role == 0;
+    op->not_recomputed = role == 2;
+    op->full_recompute = true;
+    static const char *const KERNELS[] = {"kernel", "fused", NULL};
+    int kernel = lua_isnoneornil(L, 4) ? -1 : luaL_checkoption(L, 4, NULL, KERNELS);
+    op->compiled = kernel == 1 ? 2 : 1;
+    if (kernel >= 0) {
+        double bytes = luaL_checknumber(L, 5);
+        op->n_workspace = op->n_bwd_workspace = 0;
+        for (int k = 0; op->grads && k < op->n_inputs; k++) op->grads[k].grad_bytes = 0;
+        op->bytes_moved = bytes;
+        op->bwd_bytes = 2 * bytes;
+    }
+    return 0;
+}
+
+/* G:tensor_fused(t): tensor t (an id G:tensor gave) is an intermediate of a fused kernel
+ * (Inductor's fusion, lua/strategies/compile.lua): it is never materialized, and has no bytes,
+ * nor has its recomputed copy or a gradient autograd would make of its size. */
+static int l_tensor_fused(lua_State *L) {
+    Graph *g = check_graph(L);
+    lua_Integer t = luaL_checkinteger(L, 2) - 1; /* Lua's ids count from 1 */
+    if (t < 0 || t >= graph_num_tensors(g)) return luaL_error(L, "tensor_fused: no tensor %d", (int)t + 1);
+    Tensor *x = graph_tensor(g, (int)t);
+    if (x->persistent || x->is_param || x->base >= 0)
+        return luaL_error(L, "tensor_fused: '%s' is not an activation of its own storage", x->name);
+    x->bytes = 0;
+    return 0;
+}
+
 static int l_derive_backward(lua_State *L) {
     Graph *g = check_graph(L);
     int loss = (int)luaL_checkinteger(L, 2) - 1;
@@ -772,6 +872,7 @@ static const luaL_Reg GRAPH_METHODS[] = {
     {"module", l_module}, {"tensor", l_tensor}, {"op", l_op}, {"tensorv", l_tensorv},
     {"op_fields", l_op_fields}, {"op_layout", l_op_layout},
     {"op_rowwise", l_op_rowwise}, {"op_lora", l_op_lora}, {"op_sac", l_op_sac},
+    {"op_partition", l_op_partition}, {"tensor_fused", l_tensor_fused},
     {"derive_backward", l_derive_backward}, {"derive_backward_of", l_derive_backward_of},
     {"param_grad", l_param_grad},
     {"num_tensors", l_num_tensors}, {"num_ops", l_num_ops}, {"replicate", l_replicate},
@@ -831,6 +932,8 @@ void bind_graph_core(lua_State *L) {
     lua_setfield(L, -2, "new_graph");
     lua_pushcfunction(L, l_row_sum_buffers);
     lua_setfield(L, -2, "row_sum_buffers");
+    lua_pushcfunction(L, l_mincut);
+    lua_setfield(L, -2, "mincut");
     /* G:op's field names and G:tensorv's argument order, for Lua code that gives or records ops
      * itself (nn.op, the op library's tests) */
     const char *const *lists[2] = {OP_FIELDS, TENSOR_FIELDS};

@@ -1,0 +1,374 @@
+-- compile.lua: torch.compile (mode "default", PyTorch 2.13) of each decoder layer, as torchtitan
+-- and torchtune compile them (training.compile, scope "layer"): every layer is one graph that
+-- AOTAutograd traces jointly with its backward and splits in two with
+-- torch._functorch.partitioners.min_cut_rematerialization_partition, and that Inductor lowers
+-- into fused kernels. What that does to memory, in the order it happens:
+--
+-- 1. The partitioner (solve_min_cut) chooses what the forward graph saves for backward: a graph
+--    of the layer's forward nodes, each split in two (node_in -> node_out, weighted by the bytes
+--    saving it costs), with an infinite edge from the source into every node it bans from
+--    recomputation and from every node backward needs into the sink; its minimum cut (sim/mincut.c,
+--    networkx's minimum_cut) is the saved set. Backward recomputes the nodes on the sink side
+--    from the saved ones; a node on neither side of the cut that backward needs is run once, in
+--    forward. Here the layer's ops are its nodes, a tensor and its views one node, and "backward
+--    needs" is what each op's backward reads (the op's saves).
+-- 2. Inductor fuses chains of pointwise ops and reductions into one kernel each: a tensor that
+--    only fusible ops of the layer read, that backward does not read from forward (not saved),
+--    and that is not the layer's output, is never materialized (G:tensor_fused: no bytes), nor is
+--    its recomputed copy or its gradient; a fused op's temporaries (workspaces) are registers.
+--    A tensor an extern kernel reads (a GEMM, SDPA) is materialized, as Inductor realizes the
+--    inputs of ExternKernels.
+-- 3. The region's recomputation (sim/graph.c emit_recompute) runs the partitioner's recomputed
+--    ops when backward reaches the layer, and replays the saved ones from forward (G:op_partition).
+--
+-- What is assumed (docs/techniques.md, "torch.compile"): transformers' Llama-family decoder layers
+-- with SDPA compile without graph breaks (transformers 5.x's layers are traceable: no data-
+-- dependent branch in a layer's forward); the partitioner's ban heuristics "used far apart" and
+-- "long fusible chains" are left out (both only ever ban more recomputation); Inductor's buffer
+-- reuse inside a graph is the caching allocator's reuse here (both reuse a freed block of the
+-- size asked); its kernels' launches and host costs are the eager ops' (a step-time figure is the
+-- eager one's, less the bytes fusion removes: a fused op moves only its materialized inputs and
+-- outputs).
+local nn = require "vrsim.nn"
+
+local M = {}
+
+-- The partitioner's op classes (get_default_op_list) for vrsim's op kinds: fusible and
+-- recomputable (pointwise, views, reductions, casts, copies, gathers: the recomputable_ops list,
+-- with softmax and layer norm as Inductor's decompositions make them), compute-intensive
+-- (compute_intensive_ops: mm, bmm, addmm, convolution, the flash and memory-efficient SDPA
+-- kernels; cuDNN's SDPA is not in its allowlist, which bans it as well), and the rest, banned as
+-- not in the allowlist (ban_recompute_not_in_allowlist: aten.cat, for one).
+local RECOMPUTABLE = { elementwise = true, broadcast = true, broadcast_rows = true, cast_up = true,
+                       cast_down = true, reduce_rows = true, softmax = true, copy = true,
+                       transpose = true, strided = true, gather = true, none = true, norm = true }
+
+-- Inductor lowers a concatenation of few inputs as a pointwise kernel (max_pointwise_cat_inputs),
+-- fused with its producers and consumers; the partitioner lets any op fuse into a cat
+-- (is_fusible) but does not recompute one (aten.cat is not in its allowlist).
+local CAT = { cat_strided = true }
+
+-- The settings training.compile gives: nil when off, else { scope, mode, fullgraph }. Errors (exit 2)
+-- name a key or a value that is not modelled.
+function M.settings(v)
+  if v == nil or v == false then return nil end
+  if v == true then v = {} end
+  if type(v) ~= "table" then
+    error("training.compile must be true, false or a table { scope = \"layer\", mode = \"default\", fullgraph = false }", 0)
+  end
+  local s = { scope = "layer", mode = "default", fullgraph = false }
+  for k, x in pairs(v) do
+    if k == "scope" then
+      if x == "model" then
+        error("training.compile.scope = \"model\" is not modelled: the whole model as one graph (its "
+              .. "partition across layer boundaries, the embedding and loss inside it) is not built; "
+              .. "scope \"layer\" compiles each decoder layer, as torchtitan and torchtune do", 0)
+      elseif x ~= "layer" then
+        error(("training.compile.scope = %s: one of \"layer\" (each decoder layer) or \"model\""):format(tostring(x)), 0)
+      end
+    elseif k == "mode" then
+      if x == "reduce-overhead" or x == "max-autotune" or x == "max-autotune-no-cudagraphs" then
+        error(("training.compile.mode = \"%s\" is not modelled (%s); mode \"default\" is"):format(x,
+              x == "max-autotune-no-cudagraphs" and "Triton GEMM templates and their epilogue fusion"
+              or x == "max-autotune" and "CUDA graphs' private memory pool, Triton GEMM templates"
+              or "CUDA graphs: their private memory pool and static input and output buffers"), 0)
+      elseif x ~= "default" then
+        error(("training.compile.mode = %s: torch.compile's modes are \"default\", \"reduce-overhead\", "
+              .. "\"max-autotune\" and \"max-autotune-no-cudagraphs\""):format(tostring(x)), 0)
+      end
+    elseif k == "fullgraph" then
+      -- a decoder layer compiles without graph breaks, so fullgraph changes nothing here
+      if type(x) ~= "boolean" then error("training.compile.fullgraph must be true or false", 0) end
+    else
+      error(("training.compile.%s is not a key vrsim knows (one of: scope, mode, fullgraph)"):format(tostring(k)), 0)
+    end
+    s[k] = x
+  end
+  return s
+end
+
+-- The error for a run compile is not modelled for (nil when it is).
+function M.check(t, mc)
+  if t.inference then return nil end
+  if t.checkpointing and (t.checkpoint_scope ~= "layer" or t.checkpoint_every ~= 1) then
+    return ("training.compile with checkpoint_scope = \"%s\" and checkpoint_every = %d is not modelled "
+            .. "(compiled with checkpointing, every decoder layer checkpointed whole is)"):format(
+            t.checkpoint_scope, t.checkpoint_every)
+  end
+  if mc.experts then
+    return "training.compile on a mixture-of-experts model is not modelled (the router's data-"
+           .. "dependent token counts break the graph)"
+  end
+  if t.quant ~= "none" then
+    return ("training.compile with quant = %s is not modelled (bitsandbytes' matmuls are opaque "
+            .. "custom ops to the partitioner)"):format(t.quant)
+  end
+  if t.activation_offload then
+    return "training.compile with activation_offload is not modelled (the saved-tensor hooks see "
+           .. "the compiled graph's saved outputs, not autograd's)"
+  end
+  if (t.parallel and ((t.parallel.tp or 1) > 1 or (t.parallel.pp or 1) > 1)) then
+    return "training.compile with tensor or pipeline parallelism is not modelled"
+  end
+  if t.strategy == "zero3" or t.strategy == "fsdp2" then
+    return ("training.compile under strategy %s is not modelled (the parameters' all-gathers "
+            .. "inside each compiled layer, which backward gathers again)"):format(t.strategy)
+  end
+  return nil
+end
+
+-- ---- the partition -------------------------------------------------------------------------
+
+-- The storage a tensor table stands for (a view's base, to its root).
+local function storage(t)
+  while t.base do t = t.base end
+  return t
+end
+
+-- The partition of one compiled layer: ops, the { index, spec, outs } nn.op made in it, in order;
+-- outputs, the layer's outputs (tensor tables). Marks each op's role (G:op_partition) and the
+-- fused tensors (G:tensor_fused); returns the saved tensors (storage tables, in op order) for
+-- the tests and the oracle check.
+function M.partition(cx, ops, outputs, checkpointed)
+  local G = cx.G
+  local node_of, nodes = {}, {}   -- storage id -> node record; records in order
+  local function node(st, producer)
+    local n = node_of[st.id]
+    if not n then
+      n = { t = st, producer = producer, users = {}, needed = false, dist = 1e9 }
+      node_of[st.id] = n
+      nodes[#nodes + 1] = n
+    end
+    return n
+  end
+  -- AOTAutograd's common-subexpression elimination (fx_graph_cse): a cast of a tensor to a dtype
+  -- the layer already cast it to is the first cast (autocast casts a Linear's input once per
+  -- Linear in eager; q, k and v's projections then share one copy). The repeated cast makes
+  -- nothing: its output is the first's node, and has no bytes of its own.
+  local cse, first_cast, dup = {}, {}, {}
+  for k, o in ipairs(ops) do
+    local kind, x, y = o.spec.kind, o.spec.inputs[1], o.outs[1]
+    if (kind == "cast_up" or kind == "cast_down") and #o.spec.inputs == 1 and #o.outs == 1 and not y.base then
+      local key = storage(x).id .. ":" .. y.dtype
+      if first_cast[key] then cse[y.id] = first_cast[key]; dup[k] = true else first_cast[key] = y end
+    end
+  end
+  local function storage_cse(t)
+    local st = storage(t)
+    return cse[st.id] or st
+  end
+  -- the region's nodes: every op's own outputs (not views: a view is its storage's node)
+  local op_nodes = {}
+  for k, o in ipairs(ops) do
+    op_nodes[k] = {}
+    for _, t in ipairs(o.outs) do
+      if not t.base and not dup[k] then op_nodes[k][#op_nodes[k] + 1] = node(t, k) end
+    end
+  end
+  -- inputs from outside the region (the layer's input, the rotary tables, parameters) are the
+  -- graph's primals
+  for k, o in ipairs(ops) do
+    local kind = o.spec.kind or "elementwise"
+    -- recomputable: in the partitioner's allowlist (random ops, dropout's, are not)
+    local rec = RECOMPUTABLE[kind] and o.spec.host ~= "dropout"
+    o.recomputable = rec
+    o.fusible = rec or CAT[kind]
+    for _, x in ipairs(o.spec.inputs) do
+      local n = node(storage_cse(x), nil)
+      n.users[#n.users + 1] = k
+      if not o.fusible then n.extern = true end     -- read by a GEMM or attention kernel
+    end
+    for _, s in ipairs(o.rg and o.spec.saves or {}) do
+      local n = node(storage_cse(s), nil)
+      n.needed = true                           -- backward reads it (its dist_from_bw is 1)
+      if not rec then n.bw_extern = true end    -- ...in a kernel that cannot fuse it
+    end
+  end
+  for _, t in ipairs(outputs) do node(storage_cse(t), nil).out = true end
+  -- dist_from_bw: 1 for what backward reads, else one more than its nearest user's
+  for k = #ops, 1, -1 do
+    local d = 1e9
+    for _, n in ipairs(op_nodes[k]) do
+      if n.needed then n.dist = 1 end
+      d = math.min(d, n.dist)
+    end
+    for _, x in ipairs(ops[k].spec.inputs) do
+      local n = node_of[storage_cse(x).id]
+      if n.needed then n.dist = 1 elseif d < 1e9 then n.dist = math.min(n.dist, d + 1) end
+    end
+  end
+  -- the flow graph: node v's in = 2v, out = 2v + 1; source and sink after them
+  local nn_ = #nodes
+  local SRC, SNK = 2 * nn_, 2 * nn_ + 1
+  local edges, INF = {}, math.huge
+  local function edge(a, b, c) edges[#edges + 1] = a; edges[#edges + 1] = b; edges[#edges + 1] = c end
+  for v, n in ipairs(nodes) do
+    n.v = v - 1
+    local t, prod = n.t, n.producer and ops[n.producer]
+    local bytes = nn.bytes(t.shape, t.dtype)
+    local banned, weight
+    if not prod then
+      -- a primal: banned (it cannot be recomputed); a parameter is free to save
+      -- (treat_parameters_as_free_to_save)
+      banned, weight = true, t.param and 0 or nil
+    else
+      banned = not prod.recomputable                     -- compute-intensive, random, or not allowed
+        or n.bw_extern                                   -- materialized in backward
+        or (prod.spec.kind == "reduce_rows" and 4 * bytes < M.input_bytes(prod.spec))  -- a reduction
+    end
+    if not weight then
+      -- _size_of, biased toward nodes near backward; twice for a node fusion would not
+      -- materialize (is_materialized: every user fusible with it)
+      weight = bytes * 1.1 ^ math.max(math.min(n.dist, 100), 1)
+      local materialized = not prod or not prod.recomputable or n.extern or n.bw_extern or n.out
+      if not materialized then weight = 2 * weight end
+    end
+    -- a checkpointed layer's ops are tagged MUST_RECOMPUTE (torch.utils.checkpoint traced
+    -- by dynamo): the partitioner recomputes each one backward needs, GEMMs included
+    -- (must_recompute: node_in -> sink), and saves only the layer's inputs
+    if checkpointed and prod then
+      edge(2 * n.v, SNK, INF)
+    elseif banned then
+      edge(SRC, 2 * n.v, INF)
+    end
+    edge(2 * n.v, 2 * n.v + 1, weight)
+    if n.needed then edge(2 * n.v + 1, SNK, INF) end
+  end
+  for k, o in ipairs(ops) do
+    for _, x in ipairs(o.spec.inputs) do
+      local a = node_of[storage_cse(x).id]
+      for _, b in ipairs(op_nodes[k]) do edge(2 * a.v + 1, 2 * b.v, INF) end
+    end
+    -- an op's outputs come from one kernel: recomputing one recomputes all
+    local outs = op_nodes[k]
+    for i = 2, #outs do edge(2 * outs[1].v, 2 * outs[i].v, INF); edge(2 * outs[i].v, 2 * outs[1].v, INF) end
+  end
+  local _, side = require("vrsim.core").mincut(2 * nn_ + 2, SRC, SNK, edges)
+  local saved = {}
+  for _, n in ipairs(nodes) do
+    n.saved = side[2 * n.v + 1] and not side[2 * n.v + 2]
+    n.recomputed = not side[2 * n.v + 1]
+    if n.saved then saved[#saved + 1] = n.t end
+  end
+  -- Inductor's fusion: what only fused kernels of this graph read never exists
+  for k in pairs(dup) do G:tensor_fused(ops[k].outs[1].id) end
+  for _, n in ipairs(nodes) do
+    local prod = n.producer and ops[n.producer]
+    if prod and prod.fusible and not n.saved and not n.extern and not n.out then
+      n.fused = true
+      G:tensor_fused(n.t.id)
+    end
+  end
+  for k, o in ipairs(ops) do
+    local role = "skip"
+    local outs = op_nodes[k]
+    if dup[k] then
+      role = "skip"      -- the first cast's output stands for it
+    elseif #outs > 0 then
+      role = outs[1].saved and "save" or outs[1].recomputed and "recompute" or "skip"
+      for _, n in ipairs(outs) do if n.saved then role = "save" end end
+    elseif #o.outs > 0 then
+      -- an op making views only: run again where its input is there in backward
+      local n = node_of[storage_cse(o.outs[1]).id]
+      role = (n.saved or n.recomputed) and "recompute" or "skip"
+    end
+    -- a fused op moves only what is materialized of its inputs and outputs
+    local moved, kernel
+    if dup[k] then
+      moved, kernel = 0, "fused"
+    elseif o.fusible then
+      -- its own kernel where it writes a tensor that exists, else inside its consumer's
+      kernel = "fused"
+      for _, n in ipairs(outs) do if not n.fused then kernel = "kernel" end end
+      if #outs == 0 then kernel = "kernel" end
+      moved = 0
+      for _, x in ipairs(o.spec.inputs) do
+        local n = node_of[storage_cse(x).id]
+        if not n.fused then moved = moved + nn.bytes(x.shape, x.dtype) end
+      end
+      for _, n in ipairs(outs) do
+        if not n.fused then moved = moved + nn.bytes(n.t.shape, n.t.dtype) end
+      end
+    end
+    G:op_partition(o.index, role, kernel, moved)
+  end
+  return saved, nodes
+end
+
+-- The note that says what the partitioner saves of compiled decoder layer `layer` (from 0): each
+-- saved tensor as name [shape] dtype, and their bytes (parameters, saved for free, left out).
+function M.note(saved, layer)
+  local parts, total = {}, 0
+  for _, t in ipairs(saved) do
+    if not t.param then
+      local b = nn.bytes(t.shape, t.dtype)
+      total = total + b
+      parts[#parts + 1] = ("%s [%s] %s"):format(t.name, table.concat(t.shape, "x"), t.dtype)
+    end
+  end
+  return ("torch.compile: the partitioner saves %d activations of decoder layer %d for backward, "
+          .. "%.2f MiB (%s), and backward recomputes what else it reads"):format(#parts, layer, total / 2^20,
+          table.concat(parts, ", "))
+end
+
+-- The bytes of an op's inputs (a reduction's ban compares its output with them).
+function M.input_bytes(spec)
+  local b = 0
+  for _, x in ipairs(spec.inputs) do b = b + nn.bytes(x.shape, x.dtype) end
+  return b
+end
+
+-- Hooks for the modules of class layer_cls: each is one compiled region (numbered as
+-- checkpointing numbers its regions), whose ops nn.op reports (cx.sac) and whose partition is
+-- made as the layer returns; checkpointed: every layer is also checkpointed whole
+-- (strategies/checkpoint.lua makes the same region), torchtitan's order (activation
+-- checkpointing applied, then each layer compiled). Registered before any other pass, as
+-- checkpoint.hooks are.
+function M.hooks(root, layer_cls, checkpointed)
+  local mod = require "vrsim.module"
+  local layers = mod.find(root, { [layer_cls] = true })
+  if #layers == 0 then error("torch.compile: this model has no " .. layer_cls .. " to compile", 0) end
+  local out, first_saved, noted = {}, {}, false
+  -- the note, once the model has run: the second layer's saved set where there is one (the
+  -- first's input needs no gradient where the embedding is frozen, as under LoRA)
+  out[1] = { module = root, first = { post = function(cx)
+    local k = first_saved[2] and 2 or 1
+    if noted or not first_saved[k] then return end
+    noted = true
+    cx.notes[#cx.notes + 1] = M.note(first_saved[k], k - 1)
+  end } }
+  for k, layer in ipairs(layers) do
+    local ops, held, first_op
+    out[#out + 1] = { module = layer, first = {
+      pre = function(cx)
+        cx.region = k
+        ops, first_op = {}, cx.G:num_ops()
+        held = #cx.held
+        cx.sac = function(_, spec, index, outs, rg)
+          ops[#ops + 1] = { index = index, spec = spec, outs = outs, rg = rg }
+        end
+      end,
+      post = function(cx, _, _, outs)
+        cx.region, cx.sac = nil, nil
+        if cx.no_grad then return end
+        local res = {}
+        for _, t in ipairs(outs or {}) do if type(t) == "table" and t.id then res[#res + 1] = t end end
+        -- what the layer hands to the framework to hold (a KV cache's tensors) is its output too
+        for i = held + 1, #cx.held do res[#res + 1] = cx.held[i] end
+        local saved = M.partition(cx, ops, res, checkpointed)
+        if k <= 2 then first_saved[k] = saved end
+        -- the layer's other ops (a Python variable's reference dropped, nn.release) make nothing:
+        -- the compiled backward has no such step; what it recomputes is dropped after its last use
+        local seen = {}
+        for _, o in ipairs(ops) do seen[o.index] = true end
+        for i = first_op, cx.G:num_ops() - 1 do
+          if not seen[i] then cx.G:op_partition(i, "skip") end
+        end
+        ops = nil
+      end,
+    } }
+  end
+  return out
+end
+
+return M

@@ -1,0 +1,155 @@
+#!/bin/sh
+# test_compile.sh: torch.compile (training.compile, lua/strategies/compile.lua) against the
+# partitioner's and Inductor's physics: the saved set of a Llama-2-7B layer as AOTAutograd's
+# min-cut partitioner chooses it on the CPU (validation/oracle/captures/compile_llama2_7b_l1.json,
+# written by validation/oracle/capture_compile.py) for bf16, amp_bf16 and LoRA; fewer bytes
+# saved than eager, never more; no GEMM output recomputed (but under checkpointing, where the
+# layer's ops must be recomputed); fused intermediates never allocated; a shorter step; the
+# knobs and combinations it refuses.
+#
+#   VRSIM=./vrsim sh tests/test_compile.sh
+set -u
+VRSIM=${VRSIM:-./vrsim}
+cd "$(dirname "$0")/.." || exit 1
+pass=0; fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/       /'; fail=$((fail + 1)); }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/vrsim-compile.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+field() { python3 -c "import sys,json; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
+cat > "$tmp/l.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { arch = "llama2", size = "7b-l4" },
+  training = { micro_batch = 1, seq = 1024, precision = "bf16", steps = 2 } }
+EOS
+
+# 1. the saved set of decoder layer 1 (the second: the first's input needs no gradient under
+#    LoRA) against the partitioner's on a fake-CUDA LlamaDecoderLayer at 1 x 256, as a multiset of
+#    (elements, dtype): a view and its base one tensor, parameters left out (saved for free)
+CAP=validation/oracle/captures/compile_llama2_7b_l1.json
+for prec in bf16 amp_bf16 lora_bf16; do
+  "$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set precision=$prec \
+    --set compile=true > "$tmp/o_$prec.json" 2>"$tmp/o_$prec.err"
+  if python3 - "$CAP" "$prec" "$tmp/o_$prec.json" > "$tmp/o_$prec.out" 2>&1 <<'PY'
+import json, re, sys
+from collections import Counter
+cap, prec, out = sys.argv[1:]
+rec = [r for r in json.load(open(cap))["records"] if r["config"] == prec][0]
+DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "bool": "bool", "float16": "fp16"}
+want, seen = Counter(), set()
+for x in rec["saved"]:
+    if x["kind"] == "param" or x["storage"] in seen:
+        continue
+    seen.add(x["storage"])
+    n = 1
+    for d in x["shape"]:
+        n *= d
+    want[(n, DT[x["dtype"]])] += 1
+note = [n for n in json.load(open(out))["notes"] if n.startswith("torch.compile: the partitioner saves")][0]
+got = Counter()
+for shape, dt in re.findall(r" \[([0-9x]+)\] (\w+)", note):
+    n = 1
+    for d in shape.split("x"):
+        n *= int(d)
+    got[(n, dt)] += 1
+if got != want:
+    print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got))
+    sys.exit(1)
+print(sum(want.values()), "tensors,", sum(n * {"bf16": 2, "fp32": 4, "int64": 8, "bool": 1, "fp16": 2}[d] * c
+                                            for (n, d), c in want.items()), "bytes")
+PY
+  then ok "$prec: the saved set of a layer is the min-cut partitioner's ($(cat "$tmp/o_$prec.out"))"
+  else bad "$prec: the saved set differs from the partitioner's" "$(cat "$tmp/o_$prec.out" "$tmp/o_$prec.err")"; fi
+done
+
+# 2. fewer bytes saved than eager, never more, and a peak no higher: bf16, amp and LoRA
+for prec in bf16 amp_bf16 lora_bf16; do
+  "$VRSIM" "$tmp/l.lua" --json --no-files --set precision=$prec > "$tmp/e.json"
+  "$VRSIM" "$tmp/l.lua" --json --no-files --set precision=$prec --set compile=true > "$tmp/c.json"
+  fe=$(field "d['steps'][-1]['fwd_peak_allocated_bytes']" < "$tmp/e.json")
+  fc=$(field "d['steps'][-1]['fwd_peak_allocated_bytes']" < "$tmp/c.json")
+  pe=$(field "d['peak_allocated_bytes']" < "$tmp/e.json")
+  pc=$(field "d['peak_allocated_bytes']" < "$tmp/c.json")
+  if [ -n "$fc" ] && [ "$fc" -lt "$fe" ] && [ "$pc" -le "$pe" ]; then
+    ok "$prec: compiled layers hold $(( (fe - fc) >> 20 )) MiB less after forward ($(( fc >> 20 )) against $(( fe >> 20 )) MiB), peak $(( pc >> 20 )) <= $(( pe >> 20 )) MiB"
+  else bad "$prec: after forward $fc against eager $fe bytes, peak $pc against $pe"; fi
+done
+
+# 3. no GEMM's output is recomputed in backward (compute-intensive ops are banned from
+#    recomputation); under checkpointing the compiled layer's ops are all recomputed, GEMMs too,
+#    and the same search finds them
+"$VRSIM" "$tmp/l.lua" --no-files --set compile=true --alloc-trace "$tmp/c.csv" > /dev/null
+"$VRSIM" "$tmp/l.lua" --no-files --set compile=true --set checkpointing=true --alloc-trace "$tmp/ck.csv" > /dev/null
+mm=$(grep ",alloc," "$tmp/c.csv" | grep -c "_proj (recompute)")
+mmck=$(grep ",alloc," "$tmp/ck.csv" | grep -c "_proj (recompute)")
+if [ "$mm" = 0 ] && [ "$mmck" -gt 0 ]; then
+  ok "no GEMM output recomputed ($mmck recomputed GEMM outputs with checkpointing)"
+else bad "GEMM outputs recomputed: $mm (with checkpointing: $mmck)"; fi
+
+# 4. Inductor's fusion: RMSNorm's fp32 intermediates and SiLU's output are never allocated, in
+#    forward or in the recomputation; eager allocates them (the gradients backward makes of the
+#    tensors a GEMM reads exist either way)
+"$VRSIM" "$tmp/l.lua" --no-files --alloc-trace "$tmp/e.csv" > /dev/null
+FUSED='(input_layernorm\.(pow|mul)|mlp\.silu)( \(recompute\))?$'
+fe=$(grep ",alloc," "$tmp/e.csv" | grep -cE "$FUSED")
+fc=$(grep ",alloc," "$tmp/c.csv" | grep -cE "$FUSED")
+if [ "$fc" = 0 ] && [ "$fe" -gt 0 ]; then ok "fused intermediates never allocated (eager: $fe allocations)"
+else bad "fused intermediates: $fc allocations compiled, $fe eager"; fi
+
+# 5. with checkpointing, the compiled layer saves its inputs alone (the hidden states and the
+#    rotary tables) and holds what checkpointing alone holds after forward, at no higher a peak
+"$VRSIM" "$tmp/l.lua" --json --no-files --set checkpointing=true > "$tmp/ke.json"
+"$VRSIM" "$tmp/l.lua" --json --no-files --set checkpointing=true --set compile=true > "$tmp/kc.json"
+n=$(field "[n for n in d['notes'] if n.startswith('torch.compile: the partitioner saves')][0].split()[4]" < "$tmp/kc.json")
+fe=$(field "d['steps'][-1]['fwd_peak_allocated_bytes']" < "$tmp/ke.json")
+fc=$(field "d['steps'][-1]['fwd_peak_allocated_bytes']" < "$tmp/kc.json")
+pe=$(field "d['peak_allocated_bytes']" < "$tmp/ke.json")
+pc=$(field "d['peak_allocated_bytes']" < "$tmp/kc.json")
+if [ "$n" = 3 ] && [ "$fc" = "$fe" ] && [ "$pc" -le "$pe" ]; then
+  ok "compile + checkpointing: 3 tensors saved a layer, after forward as checkpointing alone, peak $(( pc >> 20 )) <= $(( pe >> 20 )) MiB"
+else bad "compile + checkpointing: $n saved, after forward $fc against $fe, peak $pc against $pe"; fi
+
+# 6. the step: Inductor's generated code launches fused kernels, no eager dispatch per op
+"$VRSIM" "$tmp/l.lua" --json --no-files > "$tmp/e.json"
+"$VRSIM" "$tmp/l.lua" --json --no-files --set compile=true > "$tmp/c.json"
+se=$(field "d['step_time_ms']" < "$tmp/e.json")
+sc=$(field "d['step_time_ms']" < "$tmp/c.json")
+if python3 -c "import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))" "$sc" "$se"; then
+  ok "step time $sc ms compiled against $se ms eager"
+else bad "step time $sc ms compiled against $se ms eager"; fi
+
+# 7. one graph whether the layers are built once and carried over or each in Lua
+"$VRSIM" "$tmp/l.lua" --json --no-files --set compile=true --set build_layers_once=false > "$tmp/c2.json"
+a=$(field "(d['peak_allocated_bytes'], d['steps'][-1]['fwd_peak_allocated_bytes'], d['step_time_ms'])" < "$tmp/c.json")
+b=$(field "(d['peak_allocated_bytes'], d['steps'][-1]['fwd_peak_allocated_bytes'], d['step_time_ms'])" < "$tmp/c2.json")
+[ "$a" = "$b" ] && ok "build_layers_once true and false give one answer $a" || bad "build_layers_once: $a against $b"
+
+# 8. what is refused, by name (exit 2); compile = "layer" from the command line
+refused() { # NAME WANT SCENARIO-TRAINING-TABLE [--set ...]
+  _n=$1; _w=$2; _t=$3; shift 3
+  printf 'return { hardware = { gpu = "h200" }, model = { arch = "llama2", size = "7b-l2" },\n  training = { seq = 256, %s } }\n' "$_t" > "$tmp/$_n.lua"
+  "$VRSIM" "$tmp/$_n.lua" --no-files "$@" > "$tmp/$_n.out" 2>&1
+  _rc=$?
+  if [ "$_rc" = 2 ] && grep -q "$_w" "$tmp/$_n.out"; then ok "refused: $_n"
+  else bad "$_n: exit $_rc, want 2 with '$_w'" "$(cat "$tmp/$_n.out")"; fi
+}
+refused reduce-overhead 'mode = "reduce-overhead" is not modelled.*CUDA graphs' 'compile = { mode = "reduce-overhead" }'
+refused max-autotune 'mode = "max-autotune" is not modelled' 'compile = { mode = "max-autotune" }'
+refused scope-model 'scope = "model" is not modelled' 'compile = { scope = "model" }'
+refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic = true }'
+refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
+refused nf4 'training.compile with quant = nf4 is not modelled' 'compile = true, precision = "lora_bf16", quant = "nf4"'
+refused op-ckpt 'training.compile with checkpoint_scope = "op"' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
+refused fsdp2 'training.compile under strategy fsdp2 is not modelled' 'compile = true, strategy = "fsdp2"' --set hardware.count=2
+refused set-bad "is not true, false, layer or model" '' --set compile=maybe
+"$VRSIM" scenarios/sdxl_768_vs_512.lua --no-files --set compile=true > "$tmp/sdxl.out" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q "sdxl: training.compile is not modelled for this model" "$tmp/sdxl.out" && ok "refused: SDXL" \
+  || bad "SDXL with compile: exit $rc" "$(cat "$tmp/sdxl.out")"
+"$VRSIM" "$tmp/l.lua" --no-files --set compile=layer > "$tmp/set.out" 2>&1 && grep -q "torch.compile: the partitioner saves" "$tmp/set.out" \
+  && ok "--set compile=layer compiles each layer" || bad "--set compile=layer" "$(cat "$tmp/set.out")"
+
+# 9. vrsim fields lists it
+"$VRSIM" fields 2>&1 | grep -qE "^ +compile +compile +torch.compile" && ok "vrsim fields lists training.compile" || bad "vrsim fields lacks training.compile"
+
+echo "test_compile: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""What torch.compile's partitioner saves of one decoder layer: AOTAutograd traces a Llama-2-7B
+shaped decoder layer (transformers' LlamaDecoderLayer with SDPA) on fake CUDA tensors, with
+Inductor's decompositions and torch._functorch.partitioners.min_cut_rematerialization_partition,
+the partition torch.compile's default mode makes; the forward graph's outputs past the layer's
+own output are what it saves for backward. Inductor's codegen is not run (it needs a GPU).
+
+  capture_compile.py [-o validation/oracle/captures/compile_llama2_7b_l1.json]
+
+One record per configuration (bf16, amp_bf16: fp32 weights under autocast, lora_bf16: peft's
+LoRA on q_proj and v_proj, r 8, dropout 0.05), each with every saved tensor: its graph name,
+shape, dtype, bytes, kind ("param" for a parameter or a view of one, "input" for another
+input of the layer: its hidden states and the rotary tables, "activation" for the rest) and
+storage (the node whose storage it is: a view and its base are one saved tensor).
+tests/test_compile.sh holds vrsim's saved set (the note training.compile adds) to it. The fake
+CUDA set-up is capture.py's (fake_cuda_hooks.cpp preloaded, the SDPA backend cuDNN as on an
+H200)."""
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import capture as C  # noqa: E402
+
+SEQ = 256
+CONFIGS = {
+    "bf16": {"precision": "bf16"},
+    "amp_bf16": {"precision": "amp_bf16"},
+    "lora_bf16": {"precision": "lora_bf16",
+                  "lora": {"r": 8, "alpha": 32, "dropout": 0.05, "targets": ["q_proj", "v_proj"]}},
+}
+
+
+def layer_of(model):
+    """The first decoder layer, under peft's wrapper or not."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.model.layers[0], base.model.rotary_emb
+
+
+VIEWS = ("aten.view.", "aten.permute.", "aten.alias.", "aten.t.", "aten._unsafe_view.",
+         "aten.reshape.", "aten.expand.", "aten.unsqueeze.", "aten.squeeze.", "aten.slice.")
+
+
+def view_root(torch, n):
+    """The node whose storage a view node shares (itself when it is no view)."""
+    while (n.op == "call_function" and str(n.target).startswith(VIEWS) and n.args
+           and isinstance(n.args[0], torch.fx.Node)):
+        n = n.args[0]
+    return n
+
+
+def saved_of(torch, name, spec):
+    import transformers
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from functorch.compile import aot_function, make_boxed_func, min_cut_rematerialization_partition
+    from torch._inductor.decomposition import select_decomp_table
+    graphs = {}
+
+    def fw(gm, _inputs):
+        graphs["fw"] = gm
+        return make_boxed_func(gm.forward)
+
+    def bw(gm, _inputs):
+        return make_boxed_func(gm.forward)
+
+    spec = dict(spec, config=os.path.join(HERE, "..", "..", "scenarios/configs/llama-2-7b-hf.json"),
+                layers=1)
+    with FakeTensorMode():
+        model, _ = C.build_model(torch, transformers, spec, None)
+        layer, rotary = layer_of(model)
+        pdt = torch.float32 if spec["precision"] == "amp_bf16" else torch.bfloat16
+        x = torch.randn(1, SEQ, 4096, device="cuda", dtype=pdt, requires_grad=True)
+        cos, sin = rotary(x, torch.arange(SEQ, device="cuda")[None])
+        params = dict(layer.named_parameters())
+        amp = spec["precision"] == "amp_bf16"
+
+        def f(params, x, cos, sin):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                return torch.func.functional_call(layer, params, (x,),
+                                                  {"position_embeddings": (cos, sin),
+                                                   "attention_mask": None})
+
+        compiled = aot_function(f, fw_compiler=fw, bw_compiler=bw,
+                                partition_fn=min_cut_rematerialization_partition,
+                                decompositions=select_decomp_table())
+        out = compiled(params, x, cos, sin)
+        (out[0] if isinstance(out, tuple) else out).sum().backward()
+    gm = graphs["fw"]
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    # aot_function flattens (params, x, cos, sin): the parameters first, in dict order
+    n_params = len(params)
+    param_nodes = set(placeholders[:n_params])
+    outs = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+    # the layer's own output comes first (one tensor: transformers 5 returns hidden states)
+    rows = []
+    for n in outs[1:]:
+        v = n.meta.get("val")
+        if v is None:
+            continue
+        base = view_root(torch, n)
+        kind = "param" if base in param_nodes else "input" if base.op == "placeholder" else "activation"
+        rows.append({"name": n.name, "shape": list(v.shape), "dtype": C.dtype_name(v.dtype),
+                     "bytes": v.numel() * v.element_size(), "kind": kind, "storage": base.name})
+    return {"config": name, "seq": SEQ, "precision": spec["precision"], "lora": spec.get("lora"),
+            "saved": rows}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-o", default=os.path.join(HERE, "captures", "compile_llama2_7b_l1.json"))
+    args = ap.parse_args()
+    C.preload_fake_cuda()
+    import torch
+    import transformers
+    C.enable_fake_cuda(torch)
+    C.install_sdpa_backend(torch, "cudnn")
+    recs = [saved_of(torch, name, spec) for name, spec in CONFIGS.items()]
+    head = {"torch": torch.__version__, "transformers": transformers.__version__,
+            "partition": "min_cut_rematerialization_partition",
+            "decompositions": "torch._inductor.decomposition.select_decomp_table()",
+            "model": "scenarios/configs/llama-2-7b-hf.json, 1 layer, batch 1", "sdpa": "cudnn"}
+    try:
+        import peft
+        head["peft"] = peft.__version__
+    except ImportError:
+        pass
+    with open(args.o + ".tmp", "w") as fh:
+        json.dump({"header": head, "records": recs}, fh, indent=1)
+        fh.write("\n")
+    os.replace(args.o + ".tmp", args.o)
+    print(args.o)
+
+
+if __name__ == "__main__":
+    main()
