@@ -140,6 +140,12 @@ refused bad-type 'training.compile must be true, false or a table' 'compile = "y
 refused nf4 'training.compile with quant = nf4 is not modelled' 'compile = true, precision = "lora_bf16", quant = "nf4"'
 refused op-ckpt 'training.compile with checkpoint_scope = "op"' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
 refused fsdp2 'training.compile under strategy fsdp2 is not modelled' 'compile = true, strategy = "fsdp2"' --set hardware.count=2
+refused float8 'training.compile with training.float8 is not modelled' 'compile = true, float8 = { recipe = "tensorwise" }'
+printf 'return { hardware = { gpu = "h200" }, model = { arch = "llama2", size = "7b-l2" },\n  training = { compile = true, precision = "lora_bf16", dpo = { prompt_length = 64, completion_length = 64 } } }\n' > "$tmp/dpo.lua"
+"$VRSIM" "$tmp/dpo.lua" --no-files > "$tmp/dpo.out" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q "training.compile with training.dpo is not modelled" "$tmp/dpo.out" && ok "refused: dpo" \
+  || bad "dpo with compile: exit $rc" "$(cat "$tmp/dpo.out")"
 refused set-bad "is not true, false, layer or model" '' --set compile=maybe
 "$VRSIM" scenarios/sdxl_768_vs_512.lua --no-files --set compile=true > "$tmp/sdxl.out" 2>&1
 rc=$?

@@ -95,6 +95,14 @@ function M.check(t, mc)
             .. "(compiled with checkpointing, every decoder layer checkpointed whole is)"):format(
             t.checkpoint_scope, t.checkpoint_every)
   end
+  if t.float8 then
+    return "training.compile with training.float8 is not modelled (torchao's casts fused into the "
+           .. "compiled layer's kernels, and what its partitioner saves then, are not built)"
+  end
+  if t.dpo then
+    return "training.compile with training.dpo is not modelled (TRL's reference forward and "
+           .. "log-prob head around the compiled layers are not built)"
+  end
   if mc.experts then
     return "training.compile on a mixture-of-experts model is not modelled (the router's data-"
            .. "dependent token counts break the graph)"
