@@ -92,6 +92,12 @@ sed 's/^  _component_: bitsandbytes.optim.PagedAdamW8bit/  _component_: torch.op
   $D/torchtune_1B_full_single_device.yaml >"$TMP/ttfull.yaml"
 same "torchtune full_finetune_single_device (optimizer in backward)" $D/torchtune_1B_full_single_device.lua -- \
   "$TMP/ttfull.yaml" --gpu h100
+same "torchtitan TOML: llama3 8B flavor, FSDP over 8 GPUs, per-op selective checkpointing" $D/torchtitan_llama3_8b.lua -- \
+  $D/torchtitan_llama3_8b.toml --gpu h100 --gpus 8
+same "torchtitan TOML, 2-D: tensor parallelism 2 x FSDP over the rest, bf16 parameters" $D/torchtitan_llama3_8b_tp.lua -- \
+  $D/torchtitan_llama3_8b_tp.toml --gpu h100 --gpus 8
+same "torchtitan TOML, 3-D: pipeline 2 (1F1B, 4 micro-batches) x FSDP 2 x TP 2" $D/torchtitan_llama3_8b_pp.lua -- \
+  $D/torchtitan_llama3_8b_pp.toml --gpu h100 --gpus 8
 same "--from axolotl on a config that names no format by extension alone" $D/axolotl_qlora.lua -- \
   $D/axolotl_qlora.yml --gpu rtx4090 --from axolotl
 
@@ -148,7 +154,7 @@ check "vrsim sweep --gpu on a scenario" 2 "--gpu and --gpus are for a trainer co
 check "no --gpu: an error naming --gpu" 2 "does not name the GPU: give --gpu NAME" -- $D/axolotl_qlora.yml --no-files
 check "--gpu unknown" 2 "--gpu: unknown GPU 'rtx9999'" -- $D/axolotl_qlora.yml --gpu rtx9999 --no-files
 check "--gpu on a scenario: refused" 2 "for a trainer config" -- $D/axolotl_qlora.lua --gpu h100 --no-files
-check "--from an unknown format" 2 "--from torchtitan: not a format vrsim reads" -- $D/axolotl_qlora.yml --gpu h100 --from torchtitan --no-files
+check "--from an unknown format" 2 "--from megatron: not a format vrsim reads" -- $D/axolotl_qlora.yml --gpu h100 --from megatron --no-files
 check "--from torchtune on an axolotl config: its missing model section named" 2 \
   "axolotl_qlora\.yml:[0-9]+: model: missing: a torchtune recipe's model section" -- $D/axolotl_qlora.yml --gpu h100 --from torchtune --no-files
 check "accelerate config without the model" 2 "names no model: give .*--set model.config=PATH" -- $D/accelerate_fsdp2.yaml --gpu h100 --no-files
@@ -267,6 +273,81 @@ check "torchtune compile: True" 2 "ttc\.yaml:[0-9]+: compile: torch\.compile" --
 check "torchtune notes: the transformers model, the keys not read" 0 \
   "lora_llama3_2_1b simulated as the transformers model.*keys not read.*metric_logger.*profiler" -- \
   $D/torchtune_1B_lora_single_device.yaml --gpu rtx4090 --no-files
+
+# torchtitan: what is not modelled, named with its key and line; the mesh's refusals by the TOML key
+T=$D/torchtitan_llama3_8b.toml
+tvariant() { sed "$2" $T >"$TMP/$1.toml"; }
+tvariant f8 's/^hf_assets_path = .*/&\nconverters = ["float8"]/'
+check "torchtitan model.converters float8" 2 "f8\.toml:22: model\.converters: 'float8': torchtitan's model converters .* are not modelled" -- \
+  "$TMP/f8.toml" --gpu h100 --gpus 8 --no-files
+tvariant cp 's/^context_parallel_degree = 1/context_parallel_degree = 2/'
+check "torchtitan context parallelism: the mesh's refusal, by the TOML key" 2 \
+  "cp\.toml:44: parallelism\.context_parallel_degree: training\.parallel\.cp = 2: context parallelism .* is not modelled" -- \
+  "$TMP/cp.toml" --gpu h100 --gpus 8 --no-files
+tvariant ep 's/^context_parallel_degree = 1/&\nexpert_parallel_degree = 2/'
+check "torchtitan expert parallelism" 2 "ep\.toml:45: parallelism\.expert_parallel_degree: training\.parallel\.ep = 2: expert parallelism" -- \
+  "$TMP/ep.toml" --gpu h100 --gpus 8 --no-files
+tvariant atp 's/^context_parallel_degree = 1/&\nenable_async_tensor_parallel = true/'
+check "torchtitan async tensor parallelism" 2 "atp\.toml:45: parallelism\.enable_async_tensor_parallel: async tensor parallelism" -- \
+  "$TMP/atp.toml" --gpu h100 --gpus 8 --no-files
+tvariant comp 's/^enable = false$/enable = true/'
+check "torchtitan compile.enable (every enable = false turned on: checkpoint's is not read)" 2 \
+  "comp\.toml:52: compile\.enable: torch\.compile" -- "$TMP/comp.toml" --gpu h100 --gpus 8 --no-files
+tvariant mb 's/^mode = "selective"/mode = "memory_budget"/'
+check "torchtitan activation_checkpoint.mode memory_budget" 2 "mb\.toml:56: activation_checkpoint\.mode: 'memory_budget' is not modelled" -- \
+  "$TMP/mb.toml" --gpu h100 --gpus 8 --no-files
+tvariant flex 's/^flavor = "8B"/flavor = "8B_flex"/'
+check "torchtitan flavor with flex attention" 2 "flex\.toml:20: model\.flavor: '8B_flex' is not a llama3 flavor" -- \
+  "$TMP/flex.toml" --gpu h100 --gpus 8 --no-files
+tvariant qwen 's/^name = "llama3"/name = "qwen3"/'
+check "torchtitan model other than llama3: --set model.config" 2 "qwen\.toml:19: model\.name: 'qwen3'.*--set model\.config=PATH" -- \
+  "$TMP/qwen.toml" --gpu h100 --gpus 8 --no-files
+check "... which stands in for the model" 0 "FITS" -- "$TMP/qwen.toml" --gpu h100 --gpus 8 --set model.config=$M --no-files
+tvariant sel3 's/^selective_ac_option = "op"/selective_ac_option = "3"/'
+check "torchtitan every 3rd layer of 32 (not the count vrsim checkpoints)" 2 \
+  "sel3\.toml:57: activation_checkpoint\.selective_ac_option: every 3 layers" -- "$TMP/sel3.toml" --gpu h100 --gpus 8 --no-files
+tvariant sel2 's/^selective_ac_option = "op"/selective_ac_option = "2"/'
+check "torchtitan every 2nd layer of 32" 0 "checkpoints decoder layers 2, 4, \.\.\." -- "$TMP/sel2.toml" --gpu h100 --gpus 8 --no-files
+tvariant val '64s/false/true/'
+check "torchtitan validation.enable" 2 "val\.toml:64: validation\.enable: validation steps" -- "$TMP/val.toml" --gpu h100 --gpus 8 --no-files
+tvariant unk 's/^seq_len = 8192/&\nmystery_knob = 3/'
+check "torchtitan: a key the reader does not know" 2 "unk\.toml:35: training\.mystery_knob: not modelled: vrsim's torchtitan reader" -- \
+  "$TMP/unk.toml" --gpu h100 --gpus 8 --no-files
+check "torchtitan: the degrees must fill --gpus" 2 "torchtitan_llama3_8b_tp\.toml:20: parallelism\.data_parallel_shard_degree: -1 \(the rest\).* do not divide the 3 GPUs" -- \
+  $D/torchtitan_llama3_8b_tp.toml --gpu h100 --gpus 3 --no-files
+check "torchtitan notes: the keys not read, the flavor's model" 0 \
+  "llama3 8B simulated as the transformers Llama model.*keys not read.*checkpoint, compile\.components.*optimizer\.lr.*quantize \(model\.converters names no converter\)" -- \
+  $T --gpu h100 --gpus 8 --no-files
+sed 's/^dtype = "bfloat16"/dtype = "float32"/' $D/torchtitan_llama3_8b_tp.toml >"$TMP/tpmp.toml"
+check "torchtitan TP with FSDP2 mixed precision (fp32 shards): tensor parallelism's refusal" 2 \
+  "training\.parallel\.tp = 2 with autocast or FSDP2 mixed precision: not modelled yet" -- "$TMP/tpmp.toml" --gpu h100 --gpus 8 --no-files
+P=$(mktemp ./.vrsim-recipe-XXXXXX) && mv "$P" "$P.lua" && KEEP="$P.lua"
+if "$VRSIM" $D/torchtitan_llama3_8b_pp.toml --gpu h100 --gpus 8 --print-scenario >"$P.lua" 2>"$TMP/p.err"; then
+  same "torchtitan --print-scenario (a pipeline) runs as a scenario with the config's figures" "$P.lua" -- \
+    $D/torchtitan_llama3_8b_pp.toml --gpu h100 --gpus 8
+else
+  fail "torchtitan --print-scenario: exit $?" "$(cat "$TMP/p.err")"
+fi
+rm -f "$P.lua"
+
+# ---- hostile TOML (tomlc17 behind sim/tomlin.c) --------------------------------------------------
+printf '[training]\nseq_len = 1\nseq_len = 2\n' >"$TMP/tdup.toml"
+check "TOML: a key twice" 2 "tdup\.toml:3: not valid TOML" -- "$TMP/tdup.toml" --gpu h100 --no-files
+printf '[training]\nseq_len = [1,\n' >"$TMP/tcut.toml"
+check "TOML cut short" 2 "tcut\.toml:[23]: not valid TOML" -- "$TMP/tcut.toml" --gpu h100 --no-files
+printf '[job]\nx = %s1%s\n' "$(printf '%.0s[' $(seq 40))" "$(printf '%.0s]' $(seq 40))" >"$TMP/tdeep.toml"
+check "TOML: brackets 40 deep" 2 "tdeep\.toml:2: not valid TOML" -- "$TMP/tdeep.toml" --gpu h100 --no-files
+printf '[job]\nwhen = 1979-05-27T07:32:00Z\n' >"$TMP/tdate.toml"
+check "TOML: a date" 2 "tdate\.toml:2: a date or time value" -- "$TMP/tdate.toml" --gpu h100 --no-files
+printf '[job]\ndescription = "a"\n\000[training]\n' >"$TMP/tnul.toml"
+check "TOML: a NUL byte" 2 "tnul\.toml:3: a NUL byte" -- "$TMP/tnul.toml" --gpu h100 --no-files
+python3 -c 'import sys
+for t in range(9):
+    sys.stdout.write("[t%d]\n" % t + "".join("k%d = %d\n" % (i, i) for i in range(12000)))' >"$TMP/tmany.toml" 2>/dev/null &&
+  check "TOML: more than 100000 values" 2 "tmany\.toml:[0-9]+: more than 100000 values: refused" -- "$TMP/tmany.toml" --gpu h100 --no-files
+if truncate -s 40M "$TMP/big.toml" 2>/dev/null; then
+  check "a 40 MiB TOML" 2 "big\.toml' is larger than 32 MiB: refused" -- "$TMP/big.toml" --gpu h100 --no-files
+fi
 
 # ---- hostile YAML --------------------------------------------------------------------------------
 H=tests/hostile

@@ -105,8 +105,12 @@ function P.layout(cfg, n_layers, mesh)
   if t.strategy ~= "none" and not (t.strategy == "fsdp2" and par.dp_shard > 1) then
     no("training.strategy = \"" .. t.strategy .. "\"", " yet (set parallel's degrees instead: dp_shard is FSDP2)")
   end
-  if t.zero and next(t.zero) then
-    no("training.zero", ": FSDP2 runs as torchtitan's default for a pipeline (reshard_after_forward=False, gradients reduced once a step)")
+  -- (but reduce_dtype, MixedPrecisionPolicy's, which torchtitan sets: the accumulated gradients
+  -- and their one reduce-scatter are in it, strategies/dp.lua M.pp_release)
+  for k in pairs(t.zero or {}) do
+    if k ~= "reduce_dtype" then
+      no("training.zero", " (" .. tostring(k) .. "): FSDP2 runs as torchtitan's default for a pipeline (reshard_after_forward=False, gradients reduced once a step)")
+    end
   end
   if t.inference then no("inference") end
   if t.grad_accum ~= 1 then no("grad_accum", ": the schedule's pp_microbatches are the micro-batches") end

@@ -11,6 +11,8 @@
  *   8 fuzz_hf_trainer    small Llama config.json
  *   9 fuzz_data_lengths  the input is a file of sequence lengths (one a line, or JSONL) that a
  *                     small scenario reads as training.data.lengths (lua/strategies/data.lua)
+ *  10 fuzz_torchtitan the input is a torchtitan TOML job config read as vrsim CONFIG.toml --gpu
+ *                     h100 --gpus 8 (lua/recipes/torchtitan.lua; its flavors as they come)
  * Any input must give a plan or a one-line error; a plan's graph must then simulate. A crash, a
  * sanitizer report or a hang is a finding. The instruction and memory limits are lowered so a
  * runaway input ends fast. Run from the repository root (lua/ is found there). */
@@ -46,7 +48,7 @@ static void simulate(Plan *p) {
     if (engine_run(p->graph, &ec, &p->alloc, &res, err, sizeof err) == VR_OK) engine_result_free(res);
 }
 
-/* Writes the input as dir/name (modes 2, 3 and 5 to 8). */
+/* Writes the input as dir/name (modes 2, 3, 5 to 8 and 10). */
 __attribute__((unused)) static int write_input(const char *name, const uint8_t *data, size_t size) {
     char path[128];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -104,6 +106,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[128];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     RecipeOptions ro = {.from = FORMAT[FUZZ_MODE - 5], .gpu = "h100"};
+    char *chunk = recipe_chunk(path, &ro, false);
+    if (!chunk) return 0;
+    so.typed_file = path;
+    st = scenario_load_source(path, chunk, dir, &so, &p, err, sizeof err);
+    free(chunk);
+#elif FUZZ_MODE == 10
+    if (write_input("config.toml", data, size)) return 0;
+    char path[128];
+    snprintf(path, sizeof path, "%s/config.toml", dir);
+    RecipeOptions ro = {.from = "torchtitan", .gpu = "h100", .count = 8};
     char *chunk = recipe_chunk(path, &ro, false);
     if (!chunk) return 0;
     so.typed_file = path;
