@@ -98,6 +98,18 @@ same "torchtitan TOML, 2-D: tensor parallelism 2 x FSDP over the rest, bf16 para
   $D/torchtitan_llama3_8b_tp.toml --gpu h100 --gpus 8
 same "torchtitan TOML, 3-D: pipeline 2 (1F1B, 4 micro-batches) x FSDP 2 x TP 2" $D/torchtitan_llama3_8b_pp.lua -- \
   $D/torchtitan_llama3_8b_pp.toml --gpu h100 --gpus 8
+same "torchtune full_finetune_distributed on 4 GPUs (FSDP2, reshard_after_forward off)" $D/torchtune_1B_full_distributed.lua -- \
+  $D/torchtune_1B_full_distributed.yaml --gpu h100 --gpus 4
+sed 's/^fsdp_cpu_offload: False/fsdp_cpu_offload: True/' $D/torchtune_1B_full_distributed.yaml >"$TMP/ttoff.yaml"
+"$VRSIM" "$TMP/ttoff.yaml" --gpu h100 --gpus 4 --json --no-files >"$TMP/off.json" 2>&1
+"$VRSIM" $D/torchtune_1B_full_distributed.yaml --gpu h100 --gpus 4 --set zero.offload_param=cpu \
+  --set zero.offload_optimizer=cpu --json --no-files >"$TMP/set.json" 2>&1
+_fo=$(figures "$TMP/off.json"); _fs=$(figures "$TMP/set.json"); _fn=$(figures "$TMP/b.json")
+if [ -n "$_fo" ] && [ "$_fo" = "$_fs" ] && [ "$_fo" != "$_fn" ]; then
+  ok "torchtune fsdp_cpu_offload: FSDP2's CPUOffloadPolicy (zero.offload_param, offload_optimizer = cpu) [$_fo]"
+else
+  fail "torchtune fsdp_cpu_offload: [$_fo], with --set [$_fs], without [$_fn]"
+fi
 same "--from axolotl on a config that names no format by extension alone" $D/axolotl_qlora.lua -- \
   $D/axolotl_qlora.yml --gpu rtx4090 --from axolotl
 
@@ -266,8 +278,20 @@ check "torchtune QLoRA (torchao's NF4Tensor)" 2 "ttq\.yaml:[0-9]+: model\._compo
   "$TMP/ttq.yaml" --gpu rtx4090 --no-files
 sed 's/^  packed: False/  packed: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttpack.yaml"
 check "torchtune packed dataset" 2 "ttpack\.yaml:[0-9]+: dataset\.packed: packed rows" -- "$TMP/ttpack.yaml" --gpu rtx4090 --no-files
-check "torchtune on 2 GPUs (the distributed recipes)" 2 "--gpus 2: torchtune's distributed recipes .* are not modelled" -- \
+check "torchtune LoRA on 2 GPUs (lora_finetune_distributed)" 2 "model\._component_: --gpus 2: lora_finetune_distributed \(LoRA under FSDP2\) is not modelled" -- \
   $D/torchtune_1B_lora_single_device.yaml --gpu h100 --gpus 2 --no-files
+check "torchtune's distributed config on one GPU: the single-device recipe, its FSDP keys said not read" 0 \
+  "single-device recipe \(one GPU\), which does not read fsdp_cpu_offload, fsdp_reshard_after_forward" -- \
+  $D/torchtune_1B_full_distributed.yaml --gpu h100 --no-files
+sed 's/^fsdp_reshard_after_forward: False/fsdp_reshard_after_forward: False\ncustom_sharded_layers: [tok_embeddings, output]/' \
+  $D/torchtune_1B_full_distributed.yaml >"$TMP/ttcsl.yaml"
+check "torchtune custom_sharded_layers: the root unit's overestimate said" 0 \
+  "custom_sharded_layers \(tok_embeddings, output\) are FSDP units of their own.*overestimate" -- \
+  "$TMP/ttcsl.yaml" --gpu h100 --gpus 4 --no-files
+sed 's/^fsdp_reshard_after_forward: False/fsdp_reshard_after_forward: False\ntensor_parallel_dim: 2/' \
+  $D/torchtune_1B_full_distributed.yaml >"$TMP/tttp.yaml"
+check "torchtune tensor_parallel_dim" 2 "tttp\.yaml:46: tensor_parallel_dim: torchtune's tensor parallelism" -- \
+  "$TMP/tttp.yaml" --gpu h100 --gpus 4 --no-files
 sed 's/^compile: False/compile: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttc.yaml"
 check "torchtune compile: True" 2 "ttc\.yaml:[0-9]+: compile: torch\.compile" -- "$TMP/ttc.yaml" --gpu rtx4090 --no-files
 check "torchtune notes: the transformers model, the keys not read" 0 \
@@ -342,8 +366,8 @@ check "TOML: a date" 2 "tdate\.toml:2: a date or time value" -- "$TMP/tdate.toml
 printf '[job]\ndescription = "a"\n\000[training]\n' >"$TMP/tnul.toml"
 check "TOML: a NUL byte" 2 "tnul\.toml:3: a NUL byte" -- "$TMP/tnul.toml" --gpu h100 --no-files
 python3 -c 'import sys
-for t in range(9):
-    sys.stdout.write("[t%d]\n" % t + "".join("k%d = %d\n" % (i, i) for i in range(12000)))' >"$TMP/tmany.toml" 2>/dev/null &&
+for t in range(101):
+    sys.stdout.write("[t%d]\n" % t + "".join("k%d = %d\n" % (i, i) for i in range(1000)))' >"$TMP/tmany.toml" 2>/dev/null &&
   check "TOML: more than 100000 values" 2 "tmany\.toml:[0-9]+: more than 100000 values: refused" -- "$TMP/tmany.toml" --gpu h100 --no-files
 if truncate -s 40M "$TMP/big.toml" 2>/dev/null; then
   check "a 40 MiB TOML" 2 "big\.toml' is larger than 32 MiB: refused" -- "$TMP/big.toml" --gpu h100 --no-files

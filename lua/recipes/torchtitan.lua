@@ -242,6 +242,16 @@ function T.scenario(r, opts)
     end
   end
 
+  -- apply_fsdp's units: tok_embeddings alone (resharded after forward), each layer, [norm,
+  -- output] (not resharded), the root; vrsim's FSDP2 has one root unit for the embeddings, norm
+  -- and head, gathered through the step. Beside a pipeline nothing is resharded: the same.
+  if fsdp and deg.pp == 1 and raf ~= "never" then
+    notes[#notes + 1] = "torchtitan's FSDP shards tok_embeddings as a unit of its own, resharded after forward; "
+        .. "vrsim's FSDP2 keeps the embeddings in the root's unit with the final norm and the head, gathered from "
+        .. "the first forward to the end of backward, so its peak may count their gathered copy where torchtitan "
+        .. "holds the shard (an overestimate of up to the embeddings' unsharded size)"
+  end
+
   -- [model]
   local m = section(r, d, "model")
   P = "model."
