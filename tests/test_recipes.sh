@@ -110,6 +110,10 @@ if [ -n "$_fo" ] && [ "$_fo" = "$_fs" ] && [ "$_fo" != "$_fn" ]; then
 else
   fail "torchtune fsdp_cpu_offload: [$_fo], with --set [$_fs], without [$_fn]"
 fi
+same "diffusers train_text_to_image_lora_sdxl.py launch command (its README's)" $D/diffusers_lora_sdxl.lua -- \
+  $D/diffusers_lora_sdxl.sh --gpu rtx4090
+same "diffusers train_text_to_image_sdxl.py launch command (autocast, EMA, 8-bit Adam)" $D/diffusers_full_sdxl.lua -- \
+  $D/diffusers_full_sdxl.sh --gpu h100
 same "--from axolotl on a config that names no format by extension alone" $D/axolotl_qlora.lua -- \
   $D/axolotl_qlora.yml --gpu rtx4090 --from axolotl
 
@@ -353,6 +357,42 @@ else
   fail "torchtitan --print-scenario: exit $?" "$(cat "$TMP/p.err")"
 fi
 rm -f "$P.lua"
+
+# diffusers: the launch command's flags, what is not modelled named with its line
+L=$D/diffusers_lora_sdxl.sh
+check "diffusers notes: validation images and the model path said, the flags not read listed" 0 \
+  "validation images .* are not simulated.*pretrained_model_name_or_path is not read.*keys not read.*--learning_rate.*--seed" -- \
+  $L --gpu rtx4090 --no-files
+sed 's/^  --gradient_checkpointing \\$/  --gradient_checkpointing --enable_xformers_memory_efficient_attention \\/' $L >"$TMP/dx.sh"
+check "diffusers xformers" 2 "dx\.sh:12: --enable_xformers_memory_efficient_attention: xformers' attention kernels are not modelled" -- \
+  "$TMP/dx.sh" --gpu rtx4090 --no-files
+sed 's/^  --seed=42 \\$/  --seed=42 --train_text_encoder \\/' $L >"$TMP/dte.sh"
+check "diffusers LoRA on the text encoders" 2 "dte\.sh:13: --train_text_encoder: LoRA on the text encoders is not modelled" -- \
+  "$TMP/dte.sh" --gpu rtx4090 --no-files
+sed 's/^  --seed=42 \\$/  --seed=42 --gradient_accumulation_steps 4 \\/' $L >"$TMP/dga.sh"
+check "diffusers gradient accumulation (not modelled for SDXL)" 2 "dga\.sh:13: --gradient_accumulation_steps: gradient accumulation" -- \
+  "$TMP/dga.sh" --gpu rtx4090 --no-files
+sed 's/^  --seed=42 \\$/  --seed=42 --mystery_flag 3 \\/' $L >"$TMP/dunk.sh"
+check "diffusers: a flag the reader does not know" 2 "dunk\.sh:13: --mystery_flag: not modelled: vrsim's diffusers reader" -- \
+  "$TMP/dunk.sh" --gpu rtx4090 --no-files
+sed 's/^  --mixed_precision="bf16" \\$/  --mixed_precision="fp16" \\/' $L >"$TMP/dfp16.sh"
+check "diffusers fp16: the adapters in fp32 (lora_fp16)" 0 "lora_fp16" -- "$TMP/dfp16.sh" --gpu rtx4090 --no-files --print-scenario
+sed 's/^  --mixed_precision="bf16" \\$/  \\/' $L >"$TMP/dnomp.sh"
+check "diffusers without --mixed_precision: fp32 LoRA refused, accelerate's default config said" 2 \
+  "dnomp\.sh:[0-9]+: --mixed_precision: LoRA on an fp32 UNet is not modelled" -- "$TMP/dnomp.sh" --gpu rtx4090 --no-files
+printf 'accelerate launch train_dreambooth_lora_sdxl.py --rank 4\n' >"$TMP/db.sh"
+check "diffusers dreambooth (not read yet)" 2 "db\.sh:1: \(script\): 'train_dreambooth_lora_sdxl\.py' is not a script vrsim reads" -- \
+  "$TMP/db.sh" --gpu h100 --no-files
+printf 'accelerate launch train_text_to_image_lora_sdxl.py --rank $RANK\n' >"$TMP/dvar.sh"
+check "a command with a shell variable" 2 "dvar\.sh:1: '[$]': variables and command substitution are not read" -- "$TMP/dvar.sh" --gpu h100 --no-files
+printf 'accelerate launch train_text_to_image_lora_sdxl.py --rank 4 && echo done\n' >"$TMP/dand.sh"
+check "two commands" 2 "dand\.sh:1: '&': one command per file" -- "$TMP/dand.sh" --gpu h100 --no-files
+printf 'accelerate launch train_text_to_image_lora_sdxl.py --rank "4\n' >"$TMP/dq.sh"
+check "an unclosed quote" 2 "dq\.sh:1: a quote .* that is not closed" -- "$TMP/dq.sh" --gpu h100 --no-files
+printf 'python train_text_to_image_lora_sdxl.py --rank 4 --rank 8\n' >"$TMP/dtw.sh"
+check "a flag twice" 2 "dtw\.sh:1: --rank given twice" -- "$TMP/dtw.sh" --gpu h100 --no-files
+printf 'python train_text_to_image_lora_sdxl.py --mixed_precision bf16 --gradient_checkpointing yes\n' >"$TMP/dst.sh"
+check "a store_true flag given a value" 2 "dst\.sh:1: --gradient_checkpointing: takes no value" -- "$TMP/dst.sh" --gpu h100 --no-files
 
 # ---- hostile TOML (tomlc17 behind sim/tomlin.c) --------------------------------------------------
 printf '[training]\nseq_len = 1\nseq_len = 2\n' >"$TMP/tdup.toml"

@@ -13,6 +13,8 @@
  *                     small scenario reads as training.data.lengths (lua/strategies/data.lua)
  *  10 fuzz_torchtitan the input is a torchtitan TOML job config read as vrsim CONFIG.toml --gpu
  *                     h100 --gpus 8 (lua/recipes/torchtitan.lua; its flavors as they come)
+ *  11 fuzz_diffusers  the input is a saved launch command (lua/recipes/cmdline.lua) read as
+ *                     vrsim CMD.sh --gpu h100 (lua/recipes/diffusers.lua)
  * Any input must give a plan or a one-line error; a plan's graph must then simulate. A crash, a
  * sanitizer report or a hang is a finding. The instruction and memory limits are lowered so a
  * runaway input ends fast. Run from the repository root (lua/ is found there). */
@@ -48,7 +50,7 @@ static void simulate(Plan *p) {
     if (engine_run(p->graph, &ec, &p->alloc, &res, err, sizeof err) == VR_OK) engine_result_free(res);
 }
 
-/* Writes the input as dir/name (modes 2, 3, 5 to 8 and 10). */
+/* Writes the input as dir/name (modes 2, 3, 5 to 8, 10 and 11). */
 __attribute__((unused)) static int write_input(const char *name, const uint8_t *data, size_t size) {
     char path[128];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -111,11 +113,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     so.typed_file = path;
     st = scenario_load_source(path, chunk, dir, &so, &p, err, sizeof err);
     free(chunk);
-#elif FUZZ_MODE == 10
-    if (write_input("config.toml", data, size)) return 0;
+#elif FUZZ_MODE == 10 || FUZZ_MODE == 11
+    const char *name = FUZZ_MODE == 10 ? "config.toml" : "train.sh";
+    if (write_input(name, data, size)) return 0;
     char path[128];
-    snprintf(path, sizeof path, "%s/config.toml", dir);
-    RecipeOptions ro = {.from = "torchtitan", .gpu = "h100", .count = 8};
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    RecipeOptions ro = {.from = FUZZ_MODE == 10 ? "torchtitan" : "diffusers", .gpu = "h100",
+                        .count = FUZZ_MODE == 10 ? 8 : 0};
     char *chunk = recipe_chunk(path, &ro, false);
     if (!chunk) return 0;
     so.typed_file = path;
