@@ -54,8 +54,14 @@ local function read_model(r, d, m, notes)
            .. "llama2, llama3, llama3_1, llama3_2, llama3_3, qwen2, qwen2_5, qwen3, mistral, gemma, gemma2, phi3)"):format(comp), P)
   end
   if builder:match("^qlora_") then
-    r:fail(m, "_component_", "QLoRA builders quantize the base weights to torchao's NF4Tensor, which is not "
-           .. "modelled (vrsim's NF4 is bitsandbytes')", P)
+    -- torchao's NF4Tensor stores what bitsandbytes' double-quantized NF4 stores (4-bit codes, an
+    -- int8 scaler a block of 64, a factor a block of 256 scalers), but its linear_nf4 dequantizes
+    -- in eager PyTorch (get_original_weight: both 4-bit halves as int64 indices, a table lookup,
+    -- the scalers expanded, interleaved), about 8 bytes a weight alive at once where bitsandbytes'
+    -- kernel writes the 2-byte weight alone: a transient vrsim's NF4 does not have
+    r:fail(m, "_component_", "QLoRA builders quantize the base weights to torchao's NF4Tensor, whose dequantization "
+           .. "(eager PyTorch: int64 indices, about 8 bytes a weight at once, forward and backward) is not modelled "
+           .. "(vrsim's NF4 is bitsandbytes', dequantized by one kernel)", P)
   end
   local lora = nil
   if builder:match("^lora_") then
