@@ -90,9 +90,8 @@ function T.scenario(r, opts)
 
   -- [job]: paths and names; a custom config module would change what the file means
   local job = section(r, d, "job")
-  for _, k in ipairs { "custom_config_module" } do
-    local v = r:get(job, k, "string", "", "job.")
-    if v ~= "" then r:fail(job, k, "a custom config module (its own keys) is not read", "job.") end
+  if r:get(job, "custom_config_module", "string", "", "job.") ~= "" then
+    r:fail(job, "custom_config_module", "a custom config module (its own keys) is not read", "job.")
   end
   r:not_read(job, { "config_file", "dump_folder", "description", "print_config", "save_config_file" }, "job.")
   r:finish(job, TOOL, "job.")
@@ -361,11 +360,17 @@ function T.scenario(r, opts)
   r:not_read(c, { "components", "backend" }, P)
   r:finish(c, TOOL, P)
 
-  -- sections whose keys, when on, change the run and are not modelled
+  -- sections that change the run only when enabled, which is not modelled: off, their other
+  -- keys have no effect
   local function off(sec, key, why)
     local s = section(r, d, sec)
     if r:get(s, key, "boolean", false, sec .. ".") then r:fail(s, key, why, sec .. ".") end
-    r:not_read(s, (function() local ks = {} for k in pairs(r.lines[s] or {}) do if k ~= 0 and k ~= key then ks[#ks + 1] = k end end return ks end)(), sec .. ".")
+    local rest = {}
+    for k in pairs(r.lines[s] or {}) do
+      if k ~= 0 and k ~= key then rest[#rest + 1] = k end
+    end
+    table.sort(rest)
+    r:not_read(s, rest, sec .. ".")
     r:finish(s, TOOL, sec .. ".")
   end
   off("validation", "enable", "validation steps (their forward passes every freq steps) are not modelled")
