@@ -8,7 +8,7 @@ SAN     ?=
 OPT     ?= -O2
 CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow \
            -Wstrict-prototypes -Wmissing-prototypes -g $(OPT) \
-           $(shell pkg-config --cflags $(PKGS)) -Isim
+           $(shell pkg-config --cflags $(PKGS)) -Isim -Ithird_party/tomlc17
 LDLIBS  := $(shell pkg-config --libs $(PKGS)) -lm
 TESTLIBS := $(shell pkg-config --libs cmocka)
 
@@ -20,7 +20,8 @@ else
   BUILD := build
 endif
 
-LIB_SRC  := $(filter-out sim/main.c,$(wildcard sim/*.c sim/bind/*.c))
+# (third_party/: vendored C libraries Debian does not package, each with its LICENSE)
+LIB_SRC  := $(filter-out sim/main.c,$(wildcard sim/*.c sim/bind/*.c)) third_party/tomlc17/tomlc17.c
 # lua/'s modules precompiled into the binary (sim/bind/luabc.h; tools/luabc_gen.c writes them)
 LUA_FILES := $(sort $(shell find lua -name '*.lua'))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/luabc.o

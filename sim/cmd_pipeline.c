@@ -51,8 +51,9 @@ static void ranks_free(Ranks *r) {
 }
 
 /* The plan of pipeline rank `rank`: the scenario loaded again with hardware.rank on its first
- * GPU (pp is the mesh's outermost dimension). */
-static VrStatus load_rank(const char *path, const ScenarioOptions *opts, int rank, int stride,
+ * GPU (pp is the mesh's outermost dimension); from src where the scenario is source text (a
+ * trainer config's chunk, sim/recipe.h), else from path. */
+static VrStatus load_rank(const char *path, const char *src, const ScenarioOptions *opts, int rank, int stride,
                           Plan **out, char *err, size_t errlen) {
     const char **sets = calloc((size_t)opts->n_sets + 1, sizeof(char *));
     if (!sets) return VR_ENOMEM;
@@ -63,7 +64,8 @@ static VrStatus load_rank(const char *path, const ScenarioOptions *opts, int ran
     ScenarioOptions o = *opts;
     o.sets = sets;
     o.n_sets = opts->n_sets + 1;
-    VrStatus st = scenario_load(path, &o, out, err, errlen);
+    VrStatus st = src ? scenario_load_source(path, src, ".", &o, out, err, errlen)
+                      : scenario_load(path, &o, out, err, errlen);
     free(sets);
     return st;
 }
@@ -144,7 +146,7 @@ static double peak_reserved(const SimResult *r) {
     return s ? (double)s->peak_reserved : 0;
 }
 
-int cmd_pipeline(const char *path, const ScenarioOptions *opts, Plan *plan0, bool json) {
+int cmd_pipeline(const char *path, const char *src, const ScenarioOptions *opts, Plan *plan0, bool json) {
     Ranks k = {0};
     const PpPlan *pp0 = plan0->pp;
     int n = pp0->ranks;
@@ -171,7 +173,7 @@ int cmd_pipeline(const char *path, const ScenarioOptions *opts, Plan *plan0, boo
     k.plans[pp0->rank] = plan0;
     for (int r = 0; r < n; r++) {
         if (k.plans[r]) continue;
-        VrStatus st = load_rank(path, opts, r, pp0->gpus_per_rank, &k.plans[r], err, sizeof err);
+        VrStatus st = load_rank(path, src, opts, r, pp0->gpus_per_rank, &k.plans[r], err, sizeof err);
         if (st || !k.plans[r]->pp || k.plans[r]->pp->rank != r) {
             safetext_eprintf("vrsim: pipeline rank %d: %s\n", r, st ? err : "the plan is not that rank's");
             rc = st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;

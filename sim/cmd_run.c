@@ -262,6 +262,7 @@ int cmd_run(int argc, char **argv) {
     char err[1024];
     Plan *plan = NULL;
     VrStatus st;
+    char *chunk = NULL; /* a trainer config's chunk, kept for a pipeline's other ranks */
     if (recipe) {
         /* lua/recipes/load.lua reads the file (opened as typed) into the scenario; relative
          * paths in it are read from the working folder, as the trainer reads them */
@@ -270,12 +271,15 @@ int cmd_run(int argc, char **argv) {
                 rcp.model_config = strchr(sets[k], '=') + 1;
         opts.typed_file = path;
         suggest = false; /* report.html's variants reload the path as a scenario */
-        char *chunk = recipe_chunk(path, &rcp, print_scn);
+        chunk = recipe_chunk(path, &rcp, print_scn);
         char *text = NULL;
         if (!chunk) st = VR_ENOMEM, snprintf(err, sizeof err, "out of host memory");
         else if (print_scn) st = scenario_eval_text(path, chunk, ".", &opts, &text, err, sizeof err);
         else st = scenario_load_source(path, chunk, ".", &opts, &plan, err, sizeof err);
-        free(chunk);
+        if (st || print_scn || !plan->pp) {
+            free(chunk);
+            chunk = NULL;
+        }
         if (print_scn && !st) {
             fputs(text, stdout);
             free(text);
@@ -299,15 +303,16 @@ int cmd_run(int argc, char **argv) {
     if (plan->pp) {
         /* pipeline parallelism: every pipeline rank is a plan of its own (sim/cmd_pipeline.c) */
         int prc;
-        if (recipe || explain || atrace) {
+        if (explain || atrace) {
             safetext_eprintf("vrsim: %s: %s is not made for pipeline parallelism (training.parallel.pp > 1) yet\n",
-                             path, recipe ? "a trainer config" : explain ? "--explain" : "--alloc-trace");
+                             path, explain ? "--explain" : "--alloc-trace");
             plan_free(plan);
             prc = VR_EXIT_USAGE;
         } else {
             if (files && !json) printf("(no output files for a pipeline run yet: the terminal summary only)\n");
-            prc = cmd_pipeline(path, &opts, plan, json);
+            prc = cmd_pipeline(path, chunk, &opts, plan, json);
         }
+        free(chunk);
         free(setbuf[0]);
         free(setbuf[1]);
         free(sets);

@@ -18,7 +18,8 @@ int cmd_shop(int argc, char **argv);     /* vrsim shop SCENARIO --tokens N (sim/
  * (sim/cmd_pipeline.c). Takes ownership of plan; opts as the plan was loaded with. */
 struct Plan;
 struct ScenarioOptions;
-int cmd_pipeline(const char *path, const struct ScenarioOptions *opts, struct Plan *plan, bool json);
+int cmd_pipeline(const char *path, const char *src, const struct ScenarioOptions *opts, struct Plan *plan,
+                 bool json);
 
 
 #endif

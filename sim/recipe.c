@@ -10,7 +10,8 @@
 bool recipe_is_config(const char *path) {
     const char *dot = strrchr(path, '.');
     return dot && !strchr(dot, '/') && (strcasecmp(dot, ".yaml") == 0 || strcasecmp(dot, ".yml") == 0 ||
-                                        strcasecmp(dot, ".json") == 0);
+                                        strcasecmp(dot, ".json") == 0 || strcasecmp(dot, ".toml") == 0 ||
+                                        strcasecmp(dot, ".sh") == 0);
 }
 
 /* Appends s to buf (at *n) as a Lua string literal, every byte but letters and digits as a

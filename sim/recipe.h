@@ -17,8 +17,8 @@ typedef struct RecipeOptions {
                                   file's model is not read; NULL = none */
 } RecipeOptions;
 
-/* Whether path names a YAML or JSON file (.yaml, .yml, .json, any case): a trainer config, not a
- * scenario. */
+/* Whether path names a YAML, JSON or TOML file or a saved launch command (.yaml, .yml, .json,
+ * .toml, .sh, any case): a trainer config, not a scenario. */
 bool recipe_is_config(const char *path);
 
 /* The Lua chunk that returns the scenario of the config at path (print false) or its text as a

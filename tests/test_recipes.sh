@@ -92,6 +92,28 @@ sed 's/^  _component_: bitsandbytes.optim.PagedAdamW8bit/  _component_: torch.op
   $D/torchtune_1B_full_single_device.yaml >"$TMP/ttfull.yaml"
 same "torchtune full_finetune_single_device (optimizer in backward)" $D/torchtune_1B_full_single_device.lua -- \
   "$TMP/ttfull.yaml" --gpu h100
+same "torchtitan TOML: llama3 8B flavor, FSDP over 8 GPUs, per-op selective checkpointing" $D/torchtitan_llama3_8b.lua -- \
+  $D/torchtitan_llama3_8b.toml --gpu h100 --gpus 8
+same "torchtitan TOML, 2-D: tensor parallelism 2 x FSDP over the rest, bf16 parameters" $D/torchtitan_llama3_8b_tp.lua -- \
+  $D/torchtitan_llama3_8b_tp.toml --gpu h100 --gpus 8
+same "torchtitan TOML, 3-D: pipeline 2 (1F1B, 4 micro-batches) x FSDP 2 x TP 2" $D/torchtitan_llama3_8b_pp.lua -- \
+  $D/torchtitan_llama3_8b_pp.toml --gpu h100 --gpus 8
+same "torchtune full_finetune_distributed on 4 GPUs (FSDP2, reshard_after_forward off)" $D/torchtune_1B_full_distributed.lua -- \
+  $D/torchtune_1B_full_distributed.yaml --gpu h100 --gpus 4
+sed 's/^fsdp_cpu_offload: False/fsdp_cpu_offload: True/' $D/torchtune_1B_full_distributed.yaml >"$TMP/ttoff.yaml"
+"$VRSIM" "$TMP/ttoff.yaml" --gpu h100 --gpus 4 --json --no-files >"$TMP/off.json" 2>&1
+"$VRSIM" $D/torchtune_1B_full_distributed.yaml --gpu h100 --gpus 4 --set zero.offload_param=cpu \
+  --set zero.offload_optimizer=cpu --json --no-files >"$TMP/set.json" 2>&1
+_fo=$(figures "$TMP/off.json"); _fs=$(figures "$TMP/set.json"); _fn=$(figures "$TMP/b.json")
+if [ -n "$_fo" ] && [ "$_fo" = "$_fs" ] && [ "$_fo" != "$_fn" ]; then
+  ok "torchtune fsdp_cpu_offload: FSDP2's CPUOffloadPolicy (zero.offload_param, offload_optimizer = cpu) [$_fo]"
+else
+  fail "torchtune fsdp_cpu_offload: [$_fo], with --set [$_fs], without [$_fn]"
+fi
+same "diffusers train_text_to_image_lora_sdxl.py launch command (its README's)" $D/diffusers_lora_sdxl.lua -- \
+  $D/diffusers_lora_sdxl.sh --gpu rtx4090
+same "diffusers train_text_to_image_sdxl.py launch command (autocast, EMA, 8-bit Adam)" $D/diffusers_full_sdxl.lua -- \
+  $D/diffusers_full_sdxl.sh --gpu h100
 same "--from axolotl on a config that names no format by extension alone" $D/axolotl_qlora.lua -- \
   $D/axolotl_qlora.yml --gpu rtx4090 --from axolotl
 
@@ -148,7 +170,7 @@ check "vrsim sweep --gpu on a scenario" 2 "--gpu and --gpus are for a trainer co
 check "no --gpu: an error naming --gpu" 2 "does not name the GPU: give --gpu NAME" -- $D/axolotl_qlora.yml --no-files
 check "--gpu unknown" 2 "--gpu: unknown GPU 'rtx9999'" -- $D/axolotl_qlora.yml --gpu rtx9999 --no-files
 check "--gpu on a scenario: refused" 2 "for a trainer config" -- $D/axolotl_qlora.lua --gpu h100 --no-files
-check "--from an unknown format" 2 "--from torchtitan: not a format vrsim reads" -- $D/axolotl_qlora.yml --gpu h100 --from torchtitan --no-files
+check "--from an unknown format" 2 "--from megatron: not a format vrsim reads" -- $D/axolotl_qlora.yml --gpu h100 --from megatron --no-files
 check "--from torchtune on an axolotl config: its missing model section named" 2 \
   "axolotl_qlora\.yml:[0-9]+: model: missing: a torchtune recipe's model section" -- $D/axolotl_qlora.yml --gpu h100 --from torchtune --no-files
 check "accelerate config without the model" 2 "names no model: give .*--set model.config=PATH" -- $D/accelerate_fsdp2.yaml --gpu h100 --no-files
@@ -260,13 +282,136 @@ check "torchtune QLoRA (torchao's NF4Tensor)" 2 "ttq\.yaml:[0-9]+: model\._compo
   "$TMP/ttq.yaml" --gpu rtx4090 --no-files
 sed 's/^  packed: False/  packed: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttpack.yaml"
 check "torchtune packed dataset" 2 "ttpack\.yaml:[0-9]+: dataset\.packed: packed rows" -- "$TMP/ttpack.yaml" --gpu rtx4090 --no-files
-check "torchtune on 2 GPUs (the distributed recipes)" 2 "--gpus 2: torchtune's distributed recipes .* are not modelled" -- \
+check "torchtune LoRA on 2 GPUs (lora_finetune_distributed)" 2 "model\._component_: --gpus 2: lora_finetune_distributed \(LoRA under FSDP2\) is not modelled" -- \
   $D/torchtune_1B_lora_single_device.yaml --gpu h100 --gpus 2 --no-files
+check "torchtune's distributed config on one GPU: the single-device recipe, its FSDP keys said not read" 0 \
+  "single-device recipe \(one GPU\), which does not read fsdp_cpu_offload, fsdp_reshard_after_forward" -- \
+  $D/torchtune_1B_full_distributed.yaml --gpu h100 --no-files
+sed 's/^fsdp_reshard_after_forward: False/fsdp_reshard_after_forward: False\ncustom_sharded_layers: [tok_embeddings, output]/' \
+  $D/torchtune_1B_full_distributed.yaml >"$TMP/ttcsl.yaml"
+check "torchtune custom_sharded_layers: the root unit's overestimate said" 0 \
+  "custom_sharded_layers \(tok_embeddings, output\) are FSDP units of their own.*overestimate" -- \
+  "$TMP/ttcsl.yaml" --gpu h100 --gpus 4 --no-files
+sed 's/^fsdp_reshard_after_forward: False/fsdp_reshard_after_forward: False\ntensor_parallel_dim: 2/' \
+  $D/torchtune_1B_full_distributed.yaml >"$TMP/tttp.yaml"
+check "torchtune tensor_parallel_dim" 2 "tttp\.yaml:46: tensor_parallel_dim: torchtune's tensor parallelism" -- \
+  "$TMP/tttp.yaml" --gpu h100 --gpus 4 --no-files
 sed 's/^compile: False/compile: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttc.yaml"
 check "torchtune compile: True" 2 "ttc\.yaml:[0-9]+: compile: torch\.compile" -- "$TMP/ttc.yaml" --gpu rtx4090 --no-files
 check "torchtune notes: the transformers model, the keys not read" 0 \
   "lora_llama3_2_1b simulated as the transformers model.*keys not read.*metric_logger.*profiler" -- \
   $D/torchtune_1B_lora_single_device.yaml --gpu rtx4090 --no-files
+
+# torchtitan: what is not modelled, named with its key and line; the mesh's refusals by the TOML key
+T=$D/torchtitan_llama3_8b.toml
+tvariant() { sed "$2" $T >"$TMP/$1.toml"; }
+tvariant f8 's/^hf_assets_path = .*/&\nconverters = ["float8"]/'
+check "torchtitan model.converters float8" 2 "f8\.toml:22: model\.converters: 'float8': torchtitan's model converters .* are not modelled" -- \
+  "$TMP/f8.toml" --gpu h100 --gpus 8 --no-files
+tvariant cp 's/^context_parallel_degree = 1/context_parallel_degree = 2/'
+check "torchtitan context parallelism: the mesh's refusal, by the TOML key" 2 \
+  "cp\.toml:44: parallelism\.context_parallel_degree: training\.parallel\.cp = 2: context parallelism .* is not modelled" -- \
+  "$TMP/cp.toml" --gpu h100 --gpus 8 --no-files
+tvariant ep 's/^context_parallel_degree = 1/&\nexpert_parallel_degree = 2/'
+check "torchtitan expert parallelism" 2 "ep\.toml:45: parallelism\.expert_parallel_degree: training\.parallel\.ep = 2: expert parallelism" -- \
+  "$TMP/ep.toml" --gpu h100 --gpus 8 --no-files
+tvariant atp 's/^context_parallel_degree = 1/&\nenable_async_tensor_parallel = true/'
+check "torchtitan async tensor parallelism" 2 "atp\.toml:45: parallelism\.enable_async_tensor_parallel: async tensor parallelism" -- \
+  "$TMP/atp.toml" --gpu h100 --gpus 8 --no-files
+tvariant comp 's/^enable = false$/enable = true/'
+check "torchtitan compile.enable (every enable = false turned on: checkpoint's is not read)" 2 \
+  "comp\.toml:52: compile\.enable: torch\.compile" -- "$TMP/comp.toml" --gpu h100 --gpus 8 --no-files
+tvariant mb 's/^mode = "selective"/mode = "memory_budget"/'
+check "torchtitan activation_checkpoint.mode memory_budget" 2 "mb\.toml:56: activation_checkpoint\.mode: 'memory_budget' is not modelled" -- \
+  "$TMP/mb.toml" --gpu h100 --gpus 8 --no-files
+tvariant flex 's/^flavor = "8B"/flavor = "8B_flex"/'
+check "torchtitan flavor with flex attention" 2 "flex\.toml:20: model\.flavor: '8B_flex' is not a llama3 flavor" -- \
+  "$TMP/flex.toml" --gpu h100 --gpus 8 --no-files
+tvariant qwen 's/^name = "llama3"/name = "qwen3"/'
+check "torchtitan model other than llama3: --set model.config" 2 "qwen\.toml:19: model\.name: 'qwen3'.*--set model\.config=PATH" -- \
+  "$TMP/qwen.toml" --gpu h100 --gpus 8 --no-files
+check "... which stands in for the model" 0 "FITS" -- "$TMP/qwen.toml" --gpu h100 --gpus 8 --set model.config=$M --no-files
+tvariant sel3 's/^selective_ac_option = "op"/selective_ac_option = "3"/'
+check "torchtitan every 3rd layer of 32 (not the count vrsim checkpoints)" 2 \
+  "sel3\.toml:57: activation_checkpoint\.selective_ac_option: every 3 layers" -- "$TMP/sel3.toml" --gpu h100 --gpus 8 --no-files
+tvariant sel2 's/^selective_ac_option = "op"/selective_ac_option = "2"/'
+check "torchtitan every 2nd layer of 32" 0 "checkpoints decoder layers 2, 4, \.\.\." -- "$TMP/sel2.toml" --gpu h100 --gpus 8 --no-files
+tvariant val '64s/false/true/'
+check "torchtitan validation.enable" 2 "val\.toml:64: validation\.enable: validation steps" -- "$TMP/val.toml" --gpu h100 --gpus 8 --no-files
+tvariant unk 's/^seq_len = 8192/&\nmystery_knob = 3/'
+check "torchtitan: a key the reader does not know" 2 "unk\.toml:35: training\.mystery_knob: not modelled: vrsim's torchtitan reader" -- \
+  "$TMP/unk.toml" --gpu h100 --gpus 8 --no-files
+check "torchtitan: the degrees must fill --gpus" 2 "torchtitan_llama3_8b_tp\.toml:20: parallelism\.data_parallel_shard_degree: -1 \(the rest\).* do not divide the 3 GPUs" -- \
+  $D/torchtitan_llama3_8b_tp.toml --gpu h100 --gpus 3 --no-files
+check "torchtitan notes: the keys not read, the flavor's model" 0 \
+  "llama3 8B simulated as the transformers Llama model.*keys not read.*checkpoint, compile\.components.*optimizer\.lr.*quantize \(model\.converters names no converter\)" -- \
+  $T --gpu h100 --gpus 8 --no-files
+sed 's/^dtype = "bfloat16"/dtype = "float32"/' $D/torchtitan_llama3_8b_tp.toml >"$TMP/tpmp.toml"
+check "torchtitan TP with FSDP2 mixed precision (fp32 shards): tensor parallelism's refusal" 2 \
+  "training\.parallel\.tp = 2 with autocast or FSDP2 mixed precision: not modelled yet" -- "$TMP/tpmp.toml" --gpu h100 --gpus 8 --no-files
+P=$(mktemp ./.vrsim-recipe-XXXXXX) && mv "$P" "$P.lua" && KEEP="$P.lua"
+if "$VRSIM" $D/torchtitan_llama3_8b_pp.toml --gpu h100 --gpus 8 --print-scenario >"$P.lua" 2>"$TMP/p.err"; then
+  same "torchtitan --print-scenario (a pipeline) runs as a scenario with the config's figures" "$P.lua" -- \
+    $D/torchtitan_llama3_8b_pp.toml --gpu h100 --gpus 8
+else
+  fail "torchtitan --print-scenario: exit $?" "$(cat "$TMP/p.err")"
+fi
+rm -f "$P.lua"
+
+# diffusers: the launch command's flags, what is not modelled named with its line
+L=$D/diffusers_lora_sdxl.sh
+check "diffusers notes: validation images and the model path said, the flags not read listed" 0 \
+  "validation images .* are not simulated.*pretrained_model_name_or_path is not read.*keys not read.*--learning_rate.*--seed" -- \
+  $L --gpu rtx4090 --no-files
+sed 's/^  --gradient_checkpointing \\$/  --gradient_checkpointing --enable_xformers_memory_efficient_attention \\/' $L >"$TMP/dx.sh"
+check "diffusers xformers" 2 "dx\.sh:12: --enable_xformers_memory_efficient_attention: xformers' attention kernels are not modelled" -- \
+  "$TMP/dx.sh" --gpu rtx4090 --no-files
+sed 's/^  --seed=42 \\$/  --seed=42 --train_text_encoder \\/' $L >"$TMP/dte.sh"
+check "diffusers LoRA on the text encoders" 2 "dte\.sh:13: --train_text_encoder: LoRA on the text encoders is not modelled" -- \
+  "$TMP/dte.sh" --gpu rtx4090 --no-files
+sed 's/^  --seed=42 \\$/  --seed=42 --gradient_accumulation_steps 4 \\/' $L >"$TMP/dga.sh"
+check "diffusers gradient accumulation (not modelled for SDXL)" 2 "dga\.sh:13: --gradient_accumulation_steps: gradient accumulation" -- \
+  "$TMP/dga.sh" --gpu rtx4090 --no-files
+sed 's/^  --seed=42 \\$/  --seed=42 --mystery_flag 3 \\/' $L >"$TMP/dunk.sh"
+check "diffusers: a flag the reader does not know" 2 "dunk\.sh:13: --mystery_flag: not modelled: vrsim's diffusers reader" -- \
+  "$TMP/dunk.sh" --gpu rtx4090 --no-files
+sed 's/^  --mixed_precision="bf16" \\$/  --mixed_precision="fp16" \\/' $L >"$TMP/dfp16.sh"
+check "diffusers fp16: the adapters in fp32 (lora_fp16)" 0 "lora_fp16" -- "$TMP/dfp16.sh" --gpu rtx4090 --no-files --print-scenario
+sed 's/^  --mixed_precision="bf16" \\$/  \\/' $L >"$TMP/dnomp.sh"
+check "diffusers without --mixed_precision: fp32 LoRA refused, accelerate's default config said" 2 \
+  "dnomp\.sh:[0-9]+: --mixed_precision: LoRA on an fp32 UNet is not modelled" -- "$TMP/dnomp.sh" --gpu rtx4090 --no-files
+printf 'accelerate launch train_dreambooth_lora_sdxl.py --rank 4\n' >"$TMP/db.sh"
+check "diffusers dreambooth (not read yet)" 2 "db\.sh:1: \(script\): 'train_dreambooth_lora_sdxl\.py' is not a script vrsim reads" -- \
+  "$TMP/db.sh" --gpu h100 --no-files
+printf 'accelerate launch train_text_to_image_lora_sdxl.py --rank $RANK\n' >"$TMP/dvar.sh"
+check "a command with a shell variable" 2 "dvar\.sh:1: '[$]': variables and command substitution are not read" -- "$TMP/dvar.sh" --gpu h100 --no-files
+printf 'accelerate launch train_text_to_image_lora_sdxl.py --rank 4 && echo done\n' >"$TMP/dand.sh"
+check "two commands" 2 "dand\.sh:1: '&': one command per file" -- "$TMP/dand.sh" --gpu h100 --no-files
+printf 'accelerate launch train_text_to_image_lora_sdxl.py --rank "4\n' >"$TMP/dq.sh"
+check "an unclosed quote" 2 "dq\.sh:1: a quote .* that is not closed" -- "$TMP/dq.sh" --gpu h100 --no-files
+printf 'python train_text_to_image_lora_sdxl.py --rank 4 --rank 8\n' >"$TMP/dtw.sh"
+check "a flag twice" 2 "dtw\.sh:1: --rank given twice" -- "$TMP/dtw.sh" --gpu h100 --no-files
+printf 'python train_text_to_image_lora_sdxl.py --mixed_precision bf16 --gradient_checkpointing yes\n' >"$TMP/dst.sh"
+check "a store_true flag given a value" 2 "dst\.sh:1: --gradient_checkpointing: takes no value" -- "$TMP/dst.sh" --gpu h100 --no-files
+
+# ---- hostile TOML (tomlc17 behind sim/tomlin.c) --------------------------------------------------
+printf '[training]\nseq_len = 1\nseq_len = 2\n' >"$TMP/tdup.toml"
+check "TOML: a key twice" 2 "tdup\.toml:3: not valid TOML" -- "$TMP/tdup.toml" --gpu h100 --no-files
+printf '[training]\nseq_len = [1,\n' >"$TMP/tcut.toml"
+check "TOML cut short" 2 "tcut\.toml:[23]: not valid TOML" -- "$TMP/tcut.toml" --gpu h100 --no-files
+printf '[job]\nx = %s1%s\n' "$(printf '%.0s[' $(seq 40))" "$(printf '%.0s]' $(seq 40))" >"$TMP/tdeep.toml"
+check "TOML: brackets 40 deep" 2 "tdeep\.toml:2: not valid TOML" -- "$TMP/tdeep.toml" --gpu h100 --no-files
+printf '[job]\nwhen = 1979-05-27T07:32:00Z\n' >"$TMP/tdate.toml"
+check "TOML: a date" 2 "tdate\.toml:2: a date or time value" -- "$TMP/tdate.toml" --gpu h100 --no-files
+printf '[job]\ndescription = "a"\n\000[training]\n' >"$TMP/tnul.toml"
+check "TOML: a NUL byte" 2 "tnul\.toml:3: a NUL byte" -- "$TMP/tnul.toml" --gpu h100 --no-files
+python3 -c 'import sys
+for t in range(101):
+    sys.stdout.write("[t%d]\n" % t + "".join("k%d = %d\n" % (i, i) for i in range(1000)))' >"$TMP/tmany.toml" 2>/dev/null &&
+  check "TOML: more than 100000 values" 2 "tmany\.toml:[0-9]+: more than 100000 values: refused" -- "$TMP/tmany.toml" --gpu h100 --no-files
+if truncate -s 40M "$TMP/big.toml" 2>/dev/null; then
+  check "a 40 MiB TOML" 2 "big\.toml' is larger than 32 MiB: refused" -- "$TMP/big.toml" --gpu h100 --no-files
+fi
 
 # ---- hostile YAML --------------------------------------------------------------------------------
 H=tests/hostile

@@ -4,12 +4,15 @@
 -- come from the file (accelerate's num_processes) or --gpus.
 local L = {}
 
-local FORMATS = { "axolotl", "accelerate", "trl", "hf_trainer", "llamafactory", "torchtune" }
+local FORMATS = { "axolotl", "accelerate", "trl", "hf_trainer", "llamafactory", "torchtune", "torchtitan", "diffusers" }
 
 local function detect(path, doc)
   local found = {}
+  -- a launch command (a .sh file, recipes/cmdline.lua) is a command format's, a file of keys another's
+  local command = doc["(script)"] ~= nil
   for _, f in ipairs(FORMATS) do
-    if require("recipes." .. f).detect(doc) then found[#found + 1] = f end
+    local m = require("recipes." .. f)
+    if (m.command or false) == command and m.detect(doc) then found[#found + 1] = f end
   end
   if #found == 1 then return found[1] end
   if #found == 0 then

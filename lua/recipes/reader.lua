@@ -33,12 +33,21 @@ end
 
 -- Opens the YAML file at path (as typed on the command line) as a reader; a path ending in .json
 -- is read as JSON (Python's json.load, as the HF Trainer and TRL read a JSON of their arguments),
--- its lines found by reading it as YAML too.
+-- its lines found by reading it as YAML too; one ending in .toml as TOML (torchtitan's job
+-- configs, through vrsim.core.read_toml: the same table and lines as a YAML file's); one ending
+-- in .sh as a training script's launch command (recipes/cmdline.lua).
 function R.open(path)
   local core = require "vrsim.core"
   local json = path:lower():match("%.json$") ~= nil
+  local toml = path:lower():match("%.toml$") ~= nil
+  -- a launch command saved in a shell file (recipes/cmdline.lua: the script's flags as keys)
+  local function read_cmd(p)
+    return require("recipes.cmdline").read(core.read_text(p), p)
+  end
+  local sh = path:lower():match("%.sh$") ~= nil
   -- called through pcall, its errors carry no position of this file: "FILE:LINE: what" alone
-  local ok, doc, lines = pcall(json and core.read_config or core.read_yaml, path)
+  local ok, doc, lines = pcall(json and core.read_config or toml and core.read_toml or sh and read_cmd
+                               or core.read_yaml, path)
   if not ok then
     local msg = tostring(doc)
     if msg:find("': cannot read it", 1, true) then msg = ("config '%s': no such file"):format(path) end

@@ -54,8 +54,14 @@ local function read_model(r, d, m, notes)
            .. "llama2, llama3, llama3_1, llama3_2, llama3_3, qwen2, qwen2_5, qwen3, mistral, gemma, gemma2, phi3)"):format(comp), P)
   end
   if builder:match("^qlora_") then
-    r:fail(m, "_component_", "QLoRA builders quantize the base weights to torchao's NF4Tensor, which is not "
-           .. "modelled (vrsim's NF4 is bitsandbytes')", P)
+    -- torchao's NF4Tensor stores what bitsandbytes' double-quantized NF4 stores (4-bit codes, an
+    -- int8 scaler a block of 64, a factor a block of 256 scalers), but its linear_nf4 dequantizes
+    -- in eager PyTorch (get_original_weight: both 4-bit halves as int64 indices, a table lookup,
+    -- the scalers expanded, interleaved), about 8 bytes a weight alive at once where bitsandbytes'
+    -- kernel writes the 2-byte weight alone: a transient vrsim's NF4 does not have
+    r:fail(m, "_component_", "QLoRA builders quantize the base weights to torchao's NF4Tensor, whose dequantization "
+           .. "(eager PyTorch: int64 indices, about 8 bytes a weight at once, forward and backward) is not modelled "
+           .. "(vrsim's NF4 is bitsandbytes', dequantized by one kernel)", P)
   end
   local lora = nil
   if builder:match("^lora_") then
@@ -90,20 +96,71 @@ local function read_model(r, d, m, notes)
   return lora, FAMILIES[family], comp
 end
 
+-- The distributed recipes' keys. One GPU: the single-device recipe, which does not read them (a
+-- note says so where they are set). More (tune run --nproc_per_node N: --gpus N):
+-- full_finetune_distributed (0.6.1), FSDP2 as training.shard_model applies it: fully_shard on
+-- each decoder layer (and on the custom_sharded_layers), then on the root with
+-- reshard_after_forward=False; no MixedPrecisionPolicy (the parameters are in the recipe's
+-- dtype); fsdp_cpu_offload is CPUOffloadPolicy. lora_finetune_distributed (LoRA under FSDP2)
+-- is refused.
+local DIST_KEYS = { "fsdp_cpu_offload", "fsdp_reshard_after_forward", "custom_sharded_layers",
+                    "tensor_parallel_dim", "tensor_parallel_plan", "ac_mode", "ac_option",
+                    "enable_async_checkpointing" }
+
+local function read_distributed(r, d, scn, lora, notes)
+  local n = scn.hardware.count
+  if n == 1 then
+    local set = {}
+    for _, k in ipairs(DIST_KEYS) do if d[k] ~= nil then set[#set + 1] = k end end
+    r:not_read(d, DIST_KEYS)
+    if #set > 0 then
+      notes[#notes + 1] = ("torchtune read as its single-device recipe (one GPU), which does not read %s: "
+          .. "give --gpus N for the distributed recipe"):format(table.concat(set, ", "))
+    end
+    return
+  end
+  if lora then
+    r:fail(d.model, "_component_", ("--gpus %d: lora_finetune_distributed (LoRA under FSDP2) is not modelled"):format(n), "model.")
+  end
+  local t = scn.training
+  t.strategy = "fsdp2"
+  t.zero = {}
+  if r:get(d, "fsdp_cpu_offload", "boolean", false) then t.zero.offload_param, t.zero.offload_optimizer = "cpu", "cpu" end
+  if not r:get(d, "fsdp_reshard_after_forward", "boolean", true) then t.zero.raf = false end
+  if next(t.zero) == nil then t.zero = nil end
+  local tp = r:get(d, "tensor_parallel_dim", "integer", 1)
+  if tp ~= 1 then r:fail(d, "tensor_parallel_dim", "torchtune's tensor parallelism (its own plan) is not modelled") end
+  r:not_read(d, { "tensor_parallel_plan", "enable_async_checkpointing" })
+  for _, k in ipairs { "ac_mode", "ac_option" } do
+    if r:get(d, k, { "string", "integer" }) ~= nil then
+      r:fail(d, k, "torchtune's selective activation checkpointing is not modelled (enable_activation_checkpointing is)")
+    end
+  end
+  local csl = r:get(d, "custom_sharded_layers", "table")
+  if csl and #csl > 0 then
+    for i, name in ipairs(csl) do
+      if name ~= "tok_embeddings" and name ~= "output" then
+        r:fail(d, "custom_sharded_layers", ("item %d, '%s': vrsim's FSDP2 units are the decoder layers and the root "
+               .. "(read: tok_embeddings, output)"):format(i, tostring(name)))
+      end
+    end
+    notes[#notes + 1] = ("torchtune's custom_sharded_layers (%s) are FSDP units of their own, resharded after forward; "
+        .. "vrsim's FSDP2 keeps them in the root's unit, gathered from the first forward to the end of backward, "
+        .. "so its peak may count their gathered copies where torchtune holds shards (an overestimate of up to "
+        .. "their unsharded size)"):format(table.concat(csl, ", "))
+  end
+end
+
 function T.scenario(r, opts)
   local d = r.doc
   local notes = {}
   local scn = { hardware = { gpu = opts.gpu, count = opts.count or 1 }, model = {}, training = {} }
   local t = scn.training
-  if scn.hardware.count > 1 then
-    r:fail(d, "model", ("--gpus %d: torchtune's distributed recipes (FSDP2 over torchtune's modules, "
-           .. "custom_sharded_layers) are not modelled by this reader; it reads the single-device ones")
-           :format(scn.hardware.count))
-  end
 
   local m = r:get(d, "model", "table")
   if not m then r:fail(d, "model", "missing: a torchtune recipe's model section names its builder (_component_)") end
   local lora, model_type, comp = read_model(r, d, m, notes)
+  read_distributed(r, d, scn, lora, notes)
 
   -- the model's config.json: the HF checkpoint's folder
   local ck = r:get(d, "checkpointer", "table")

@@ -103,12 +103,16 @@ function P.layout(cfg, n_layers, mesh)
   if t.strategy ~= "none" and not (t.strategy == "fsdp2" and par.dp_shard * par.dp_replicate > 1) then
     no("training.strategy = \"" .. t.strategy .. "\"", " yet (set parallel's degrees instead: dp_shard and dp_replicate are FSDP2)")
   end
+  -- (nor reduce_dtype, MixedPrecisionPolicy's, which torchtitan sets: the accumulated gradients
+  -- and their one reduce-scatter are in it, strategies/dp.lua M.pp_release)
   local zero_given = {}
   for k in pairs(t.zero or {}) do
-    if not (k == "shard_group" and par.dp_replicate > 1 and t.zero.shard_group == par.dp_shard) then zero_given[#zero_given + 1] = k end
+    if not (k == "shard_group" and par.dp_replicate > 1 and t.zero.shard_group == par.dp_shard)
+       and k ~= "reduce_dtype" then zero_given[#zero_given + 1] = k end
   end
   if #zero_given > 0 then
-    no("training.zero", ": FSDP2 runs as torchtitan's default for a pipeline (reshard_after_forward=False, gradients reduced once a step)")
+    table.sort(zero_given)
+    no("training.zero", " (" .. table.concat(zero_given, ", ") .. "): FSDP2 runs as torchtitan's default for a pipeline (reshard_after_forward=False, gradients reduced once a step)")
   end
   if t.inference then no("inference") end
   if t.grad_accum ~= 1 then no("grad_accum", ": the schedule's pp_microbatches are the micro-batches") end

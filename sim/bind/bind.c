@@ -41,6 +41,7 @@
 #include "luabc.h"
 #include "watchdog.h"
 #include "bind_int.h"
+#include "toml.h"
 #include "yaml.h"
 
 /* Pushes a JSON value as a Lua value (objects and arrays become tables; depth-limited). */
@@ -161,8 +162,19 @@ static int l_read_yaml(lua_State *L) {
     return bind_push_yaml(L, name, src, len);
 }
 
+/* vrsim.core.read_toml(name): a TOML file (read_named; a torchtitan job config) as a Lua table
+ * and its lines (sim/bind/toml.h). */
+static int l_read_toml(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    size_t len = 0;
+    char *src = NULL;
+    read_named(L, name, &src, &len);
+    return bind_push_toml(L, name, src, len);
+}
+
 int bind_open_core(lua_State *L) {
     bind_yaml_open(L);
+    bind_toml_open(L);
     luaL_newmetatable(L, JSON_MT);
     lua_pushcfunction(L, json_gc);
     lua_setfield(L, -2, "__gc");
@@ -173,6 +185,8 @@ int bind_open_core(lua_State *L) {
     lua_setfield(L, -2, "read_config");
     lua_pushcfunction(L, l_read_yaml);
     lua_setfield(L, -2, "read_yaml");
+    lua_pushcfunction(L, l_read_toml);
+    lua_setfield(L, -2, "read_toml");
     lua_pushcfunction(L, l_read_text);
     lua_setfield(L, -2, "read_text");
     lua_pushcfunction(L, bind_modules_alike);

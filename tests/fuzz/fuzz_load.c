@@ -11,6 +11,10 @@
  *   8 fuzz_hf_trainer    small Llama config.json
  *   9 fuzz_data_lengths  the input is a file of sequence lengths (one a line, or JSONL) that a
  *                     small scenario reads as training.data.lengths (lua/strategies/data.lua)
+ *  10 fuzz_torchtitan the input is a torchtitan TOML job config read as vrsim CONFIG.toml --gpu
+ *                     h100 --gpus 8 (lua/recipes/torchtitan.lua; its flavors as they come)
+ *  11 fuzz_diffusers  the input is a saved launch command (lua/recipes/cmdline.lua) read as
+ *                     vrsim CMD.sh --gpu h100 (lua/recipes/diffusers.lua)
  * Any input must give a plan or a one-line error; a plan's graph must then simulate. A crash, a
  * sanitizer report or a hang is a finding. The instruction and memory limits are lowered so a
  * runaway input ends fast. Run from the repository root (lua/ is found there). */
@@ -46,7 +50,7 @@ static void simulate(Plan *p) {
     if (engine_run(p->graph, &ec, &p->alloc, &res, err, sizeof err) == VR_OK) engine_result_free(res);
 }
 
-/* Writes the input as dir/name (modes 2, 3 and 5 to 8). */
+/* Writes the input as dir/name (modes 2, 3, 5 to 8, 10 and 11). */
 __attribute__((unused)) static int write_input(const char *name, const uint8_t *data, size_t size) {
     char path[128];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -109,6 +113,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     so.typed_file = path;
     st = scenario_load_source(path, chunk, dir, &so, &p, err, sizeof err);
     free(chunk);
+#elif FUZZ_MODE == 10 || FUZZ_MODE == 11
+    const char *name = FUZZ_MODE == 10 ? "config.toml" : "train.sh";
+    if (write_input(name, data, size)) return 0;
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    RecipeOptions ro = {.from = FUZZ_MODE == 10 ? "torchtitan" : "diffusers", .gpu = "h100",
+                        .count = FUZZ_MODE == 10 ? 8 : 0};
+    /* fuzz_diffusers: the command's scenario text alone (--print-scenario), not its plan: the
+     * SDXL model every command builds takes a second under the sanitizers, and the planner and
+     * engine are the other targets' */
+    char *chunk = recipe_chunk(path, &ro, FUZZ_MODE == 11);
+    if (!chunk) return 0;
+    so.typed_file = path;
+    if (FUZZ_MODE == 11) {
+        char *text = NULL;
+        st = scenario_eval_text(path, chunk, dir, &so, &text, err, sizeof err);
+        free(text);
+    } else {
+        st = scenario_load_source(path, chunk, dir, &so, &p, err, sizeof err);
+    }
+    free(chunk);
 #elif FUZZ_MODE == 9
     if (write_input("lengths.txt", data, size)) return 0;
     static const char *SRC =
@@ -128,7 +153,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (getenv("FUZZ_VERBOSE")) fprintf(stderr, "fuzz_load: %s\n", st == VR_OK ? "a plan" : err);
     if (st == VR_OK) {
         /* a model too large for one fuzz iteration is skipped, not simulated */
-        if (graph_num_tensors(p->graph) < 20000) simulate(p);
+        if (p && graph_num_tensors(p->graph) < 20000) simulate(p);
         plan_free(p);
     } else if (!memchr(err, 0, sizeof err)) {
         abort(); /* the message must be a terminated string */
