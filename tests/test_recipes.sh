@@ -309,11 +309,11 @@ tvariant f8 's/^hf_assets_path = .*/&\nconverters = ["float8"]/'
 check "torchtitan model.converters float8" 2 "f8\.toml:22: model\.converters: 'float8': torchtitan's model converters .* are not modelled" -- \
   "$TMP/f8.toml" --gpu h100 --gpus 8 --no-files
 tvariant cp 's/^context_parallel_degree = 1/context_parallel_degree = 2/'
-check "torchtitan context parallelism: the mesh's refusal, by the TOML key" 2 \
-  "cp\.toml:44: parallelism\.context_parallel_degree: training\.parallel\.cp = 2: context parallelism .* is not modelled" -- \
+check "torchtitan context parallelism reaches the mesh (cp under torchtitan's fp32 parameters with bf16 compute is refused there)" 2 \
+  "training\.parallel\.cp = 2 with precision mp_fp32: not modelled" -- \
   "$TMP/cp.toml" --gpu h100 --gpus 8 --no-files
 tvariant ep 's/^context_parallel_degree = 1/&\nexpert_parallel_degree = 2/'
-check "torchtitan expert parallelism" 2 "ep\.toml:45: parallelism\.expert_parallel_degree: training\.parallel\.ep = 2: expert parallelism" -- \
+check "torchtitan expert parallelism reaches the mesh (refused there on a dense model)" 2 "training\.parallel\.ep = 2: the model has no mixture-of-experts layers" -- \
   "$TMP/ep.toml" --gpu h100 --gpus 8 --no-files
 tvariant atp 's/^context_parallel_degree = 1/&\nenable_async_tensor_parallel = true/'
 check "torchtitan async tensor parallelism" 2 "atp\.toml:45: parallelism\.enable_async_tensor_parallel: async tensor parallelism" -- \

@@ -138,10 +138,10 @@ function T.scenario(r, opts)
     r:fail(pa, KEYS.dp_shard, ("the degrees multiply to %d; torchtitan runs on the world size, %d GPUs (--gpus)")
            :format(others * deg.dp_shard, world), P)
   end
-  -- what the mesh does not model yet is refused there (mesh.not_modelled), named here by its key
-  for _, dim in ipairs { "cp", "ep" } do
-    local msg = require("vrsim.mesh").not_modelled({ degrees = { cp = dim == "cp" and deg.cp or 1, ep = dim == "ep" and deg.ep or 1 } })
-    if msg then r:fail(pa, KEYS[dim], msg, P) end
+  -- context parallelism's rotate method (torchtitan's default "allgather", torch's set_rotate_method)
+  local rotate = r:get(pa, "context_parallel_rotate_method", "string", "allgather", P)
+  if rotate ~= "allgather" and rotate ~= "alltoall" then
+    r:fail(pa, "context_parallel_rotate_method", ("'%s' is not one of allgather, alltoall"):format(rotate), P)
   end
   if r:get(pa, "enable_async_tensor_parallel", "boolean", false, P) then
     r:fail(pa, "enable_async_tensor_parallel", "async tensor parallelism (micro-pipelined collectives under "
@@ -171,15 +171,15 @@ function T.scenario(r, opts)
   end
   local csv = r:get(pa, "pipeline_parallel_schedule_csv", "string", "", P)
   if csv ~= "" then r:fail(pa, "pipeline_parallel_schedule_csv", "a schedule from a CSV file is not modelled", P) end
-  r:not_read(pa, { "context_parallel_load_balancer", "context_parallel_rotate_method",
-                   "expert_parallel_comm_backend", "pipeline_parallel_expert_parallel_overlap" }, P)
+  r:not_read(pa, { "context_parallel_load_balancer", "expert_parallel_comm_backend", "pipeline_parallel_expert_parallel_overlap" }, P)
   r:finish(pa, TOOL, P)
 
   local par = {}
-  for _, dim in ipairs { "dp_replicate", "dp_shard", "tp", "pp" } do
+  for _, dim in ipairs { "dp_replicate", "dp_shard", "tp", "pp", "cp", "ep" } do
     if deg[dim] ~= 1 then par[dim] = deg[dim] end
   end
   par.dp_shard = deg.dp_shard -- (as resolved: -1 made the rest)
+  if deg.cp > 1 then par.cp_rotate_method = rotate end
   local fsdp = deg.dp_shard > 1 or deg.cp > 1 -- ParallelDims.fsdp_enabled
   if deg.pp > 1 then
     par.pp_schedule = sched
