@@ -91,16 +91,20 @@ if [ "$(nalloc "$TMP/cached.csv" transformer.transformer_blocks.0.norm1.norm.inp
    && [ "$(nalloc "$TMP/cached.csv" transformer.transformer_blocks.0.norm1.norm 50331648)" -ge 1 ]; then
   ok "AdaLayerNormZero's layer norm runs in fp32 under bf16 autocast (its input cast up)"
 else fail "norm1: no fp32 input cast / output of 50331648 bytes"; fi
-# q/k RMSNorm on (1, 4096, 24, 128) bf16; the text tokens put in front: (1, 4608, 24, 128)
-if [ "$(nalloc "$TMP/cached.csv" transformer.transformer_blocks.0.attn.norm_q 25165824)" -ge 1 ] \
-   && [ "$(nalloc "$TMP/cached.csv" transformer.transformer_blocks.0.attn.norm_added_k 3145728)" -ge 1 ] \
-   && [ "$(nalloc "$TMP/cached.csv" transformer.transformer_blocks.0.attn.cat_q 28311552)" -ge 1 ]; then
-  ok "joint attention: q/k RMSNorm per stream, text and image q concatenated (4608 tokens)"
+# q/k RMSNorm, an fp32 op under autocast (as the oracle capture flux_cut_lora_ckpt shows): its
+# output (1, 4096, 24, 128) fp32; the text stream's (1, 512, 24, 128); the text tokens put in
+# front of the image tokens: (1, 4608, 24, 128) fp32
+if [ "$(nalloc "$TMP/cached.csv" transformer.transformer_blocks.0.attn.norm_q 50331648)" -ge 1 ] \
+   && [ "$(nalloc "$TMP/cached.csv" transformer.transformer_blocks.0.attn.norm_added_k 6291456)" -ge 1 ] \
+   && [ "$(nalloc "$TMP/cached.csv" transformer.transformer_blocks.0.attn.cat_q 56623104)" -ge 1 ]; then
+  ok "joint attention: q/k RMSNorm per stream in fp32, text and image q concatenated (4608 tokens)"
 else fail "joint attention: norm_q / norm_added_k / cat_q allocations not as expected"; fi
-# the rotary embedding: x.float() of q, an fp32 (1, 4608, 24, 128) copy
-if [ "$(nalloc "$TMP/cached.csv" transformer.single_transformer_blocks.0.attn.rope_q.x_float 56623104)" -ge 1 ]; then
-  ok "apply_rotary_emb: q cast to fp32 (1 x 4608 x 24 x 128) in a single block"
-else fail "rotary: no fp32 copy of q in single_transformer_blocks.0"; fi
+# the rotary embedding on the fp32 q: x * cos, x_rotated * sin, (1, 4608, 24, 128) fp32 each;
+# the negated half and the stack
+if [ "$(nalloc "$TMP/cached.csv" transformer.single_transformer_blocks.0.attn.rope_q.mul_cos 56623104)" -ge 1 ] \
+   && [ "$(nalloc "$TMP/cached.csv" transformer.single_transformer_blocks.0.attn.rope_q.neg_imag 28311552)" -ge 1 ]; then
+  ok "apply_rotary_emb: the fp32 products and the negated half in a single block"
+else fail "rotary: no fp32 products / negated half in single_transformer_blocks.0"; fi
 # the 2x2 packing of the 16-channel latents: 1 x 4096 x 64 bf16, once a step (two steps)
 if [ "$(nalloc "$TMP/cached.csv" pack_latents 524288)" -eq 2 ] && [ "$(nalloc "$TMP/cached.csv" latents 524288)" -eq 1 ]; then
   ok "the 16-channel 128 x 128 latents packed to 4096 tokens of 64 channels"

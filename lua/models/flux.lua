@@ -158,11 +158,15 @@ local function noise(cx, inp)
   inp.img_ids = nn.op_sized(cx, { name = "latent_image_ids", inputs = {},
                                   outs = { { "latent_image_ids", { tokens, 3 }, dt } } })
   local z = nn.op_sized(cx, { name = "noise", inputs = {}, outs = { { "noise", lat.shape, dt } } })
-  -- get_sigmas: the scheduler's sigmas .to(device, dtype) and timesteps .to(device) (1000 each),
-  -- sigma gathered and unsqueezed to (n, 1, 1, 1)
+  -- timesteps = scheduler.timesteps[indices].to(device) (n, fp32); get_sigmas: the scheduler's
+  -- sigmas .to(device, dtype) and timesteps .to(device) (1000 each), the step indices (a list,
+  -- made an index tensor on the GPU), sigma gathered and unsqueezed to (n, 1, 1, 1)
+  local ts = nn.op_sized(cx, { name = "timesteps.to_device", inputs = {}, outs = { { "timesteps", { n }, "fp32" } } })
   local all = nn.op_sized(cx, { name = "get_sigmas.sigmas", inputs = {}, outs = { { "scheduler.sigmas", { 1000 }, dt } } })
   local st = nn.op_sized(cx, { name = "get_sigmas.timesteps", inputs = {}, outs = { { "scheduler.timesteps", { 1000 }, "fp32" } } })
-  local sigma = nn.op_sized(cx, { name = "get_sigmas.index", inputs = { all, st },
+  local idx = nn.op_sized(cx, { name = "get_sigmas.step_indices", inputs = { st, ts },
+                                outs = { { "step_indices", { n }, "int64" } } })
+  local sigma = nn.op_sized(cx, { name = "get_sigmas.index", inputs = { all, idx },
                                   outs = { { "sigmas", { n, 1, 1, 1 }, dt } } })
   local om = nn.ew(cx, "flow.one_minus_sigma", { sigma }, dt)
   local a = nn.mul(cx, "flow.scaled_latents", om, lat, dt)
@@ -176,14 +180,14 @@ local function noise(cx, inp)
     inp.guidance = nn.op_sized(cx, { name = "guidance", inputs = {}, outs = { { "guidance", { 1 }, "fp32" } } })
     inp.guidance = nn.view(cx, inp.guidance, { n }, "guidance.expand")
   end
-  inp.timestep = nn.op_sized(cx, { name = "timesteps.div_1000", inputs = { inp.timesteps },
+  inp.timestep = nn.op_sized(cx, { name = "timesteps.div_1000", inputs = { ts },
                                    outs = { { "timestep", { n }, "fp32" } } })
   if not inp.txt_ids then
     -- encode_prompt: text_ids = torch.zeros(prompt_embeds.shape[1], 3) in weight_dtype
     inp.txt_ids = nn.op_sized(cx, { name = "text_ids", inputs = {},
                                     outs = { { "text_ids", { inp.context.shape[2], 3 }, dt } } })
   end
-  -- the weighting of the loss (weighting_scheme "none": ones_like(sigmas)) is made with it
+  -- (the loss weighting is made from the sigmas: ones_like)
   inp.sigmas = sigma
 end
 
@@ -199,18 +203,23 @@ end
 
 -- target = noise - model_input; loss = mean((weighting.float() * (model_pred.float() -
 -- target.float()) ** 2).reshape(n, -1), 1).mean(): the fp32 casts, the difference, its square
--- (PowBackward keeps the difference), the weighting, the per-sample mean, the mean.
+-- (PowBackward keeps the difference; SubBackward passes the gradient on), the weighting, the
+-- per-sample mean, the mean.
 local function loss(cx, pred, inp)
   local target = nn.op_sized(cx, { name = "target", inputs = { inp.noise, inp.latents },
                                    outs = { { "target", pred.shape, inp.latents.dtype } } })
   local pf = nn.to(cx, pred, "fp32", "loss.pred_float")
   local tf = nn.to(cx, target, "fp32", "loss.target_float")
   local diff = nn.op_sized(cx, { name = "loss.sub", inputs = { pf, tf },
-                                 outs = { { "loss.diff", pred.shape, "fp32" } }, grads = { { dtype = "fp32" }, "none" } })
+                                 outs = { { "loss.diff", pred.shape, "fp32" } }, grads = { { pass = 1 }, "none" } })
+  -- PowBackward0 (grad * 2 * diff): its two temporaries before the result, as in LlamaRMSNorm
   local sq = nn.op_sized(cx, { name = "loss.pow", inputs = { diff }, outs = { { "loss.squared", pred.shape, "fp32" } },
-                               saves = { diff } })
+                               saves = { diff }, bwd_workspace = { nn.bytes(pred.shape, "fp32"), nn.bytes(pred.shape, "fp32") },
+                               bwd_workspace_first = true })
+  -- compute_loss_weighting_for_sd3("none"): ones_like(sigmas), then .float()
   local w = nn.op_sized(cx, { name = "loss.weighting", inputs = { inp.sigmas },
-                              outs = { { "loss.weighting", inp.sigmas.shape, "fp32" } }, grads = { "none" } })
+                              outs = { { "loss.weighting", inp.sigmas.shape, inp.sigmas.dtype } }, grads = { "none" } })
+  w = nn.to(cx, w, "fp32", "loss.weighting.float")
   local ws = nn.mul(cx, "loss.weighted", w, sq, "fp32")
   local n = pred.shape[1]
   local per = nn.op_sized(cx, { name = "loss.mean_per_sample", kind = "reduce_rows", inputs = { ws },

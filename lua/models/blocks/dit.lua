@@ -7,8 +7,7 @@
 -- Under the training scripts' autocast (Accelerate's mixed_precision wraps the prepared
 -- transformer's forward) layer_norm is an fp32 op: the bf16 input is cast up, and the normed
 -- output, its modulation by (1 + scale) and + shift are fp32 tensors the next Linear casts back
--- down (each Linear its own cast). torch.nn.RMSNorm is taken as running in its input's dtype
--- (rms_norm is not among autocast's fp32 ops).
+-- down (each Linear its own cast); so is rms_norm (torch.nn.RMSNorm, the q/k norms).
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 local U = require "models.blocks.unet"
@@ -110,22 +109,41 @@ function D.AdaLayerNormContinuous(dim, cond)
   return m
 end
 
--- torch.nn.RMSNorm(head_dim) on (n, s, heads, head_dim): F.rms_norm, which PyTorch runs as one
--- fused CUDA kernel (_fused_rms_norm): the output in the input's dtype and an fp32 rstd per row;
--- its backward keeps input, rstd and weight and makes the input's gradient (and the weight's,
--- where trained).
+-- torch.nn.RMSNorm(head_dim) on (n, s, heads, head_dim): F.rms_norm, an fp32 op under CUDA
+-- autocast (its input and weight cast up: the weight, frozen, is not in autocast's cache), then
+-- ATen's composite rms_norm in the input's opmath dtype: pow(2), mean over the last dim, + eps in
+-- place, rsqrt, x * rsqrt, type_as(input), * weight. Under autocast the output is fp32, and the
+-- q and k that follow (the concatenation, the rotary embedding) stay fp32 until SDPA casts them
+-- down. (The oracle capture flux_cut_lora_ckpt shows these ops; a fused CUDA rms_norm kernel
+-- would make fewer temporaries, none of them kept.)
 local function rms_norm_forward(cx, m, x)
   local name = m.opname
   local w = W(cx, m.p.weight)
-  local rows = nn.numel(x.shape) // x.shape[#x.shape]
-  local rg = (x.rg or w.rg) and not cx.no_grad
-  local out = nn.new_tensor(cx, name, x.shape, x.dtype, rg)
-  local rstd = nn.new_tensor(cx, name .. ".rstd", { rows, 1 }, "fp32", false)
-  nn.op_sized(cx, { name = name, kind = "norm", bwd_kind = "norm_bwd", inputs = { x, w },
-                    out_tensors = { out, rstd }, saves = { x, rstd, w },
-                    grads = { { dtype = x.dtype }, w.rg and { dtype = w.dtype } or "none" },
-                    flops = 4 * nn.numel(x.shape), dtype = x.dtype })
-  return out
+  if cx.autocast then
+    x = nn.autocast_fp32(cx, x, name .. ".input_cast")
+    if w.dtype ~= "fp32" then
+      w = nn.op_sized(cx, { name = name .. ".weight_cast", inputs = { w }, outs = { { name .. ".weight_fp32", w.shape, "fp32" } },
+                            grads = { { dtype = w.dtype } } })
+    end
+  end
+  local x32 = nn.to(cx, x, "fp32", name .. ".float")
+  local rshape = nn.copy_shape(x.shape)
+  rshape[#rshape] = 1
+  -- (the backward nodes' temporaries as in models/llama.lua's LlamaRMSNorm, which runs the same
+  -- ops: PowBackward0's two, RsqrtBackward0's two, the product's full grad * x before its row sum)
+  local sq = nn.op(cx, { name = name .. ".pow", inputs = { x32 }, outs = { { name .. ".squared", x.shape, "fp32" } },
+                         saves = { x32 }, bwd_workspace = { nn.bytes(x.shape, "fp32"), nn.bytes(x.shape, "fp32") },
+                         bwd_workspace_first = true })
+  local var = nn.op(cx, { name = name .. ".mean", kind = "reduce_rows", inputs = { sq },
+                          outs = { { name .. ".variance", rshape, "fp32" } } })
+  local rs = nn.op(cx, { name = name .. ".rsqrt", inputs = { var }, outs = { { name .. ".rsqrt", rshape, "fp32" } },
+                         save_outs = { 1 }, bwd_workspace = { nn.bytes(rshape, "fp32"), nn.bytes(rshape, "fp32") },
+                         bwd_workspace_first = true, bwd_kernels = 3 })
+  local n = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x32, rs },
+                        outs = { { name .. ".normed", x.shape, "fp32" } }, saves = { x32, rs },
+                        bwd_workspace = { nn.bytes(x.shape, "fp32") }, bwd_workspace_first = true })
+  n = nn.to(cx, n, x.dtype, name .. ".type_as")
+  return nn.mul(cx, name, n, w, nn.promote(n.dtype, w.dtype))
 end
 
 function D.RMSNorm(dim)

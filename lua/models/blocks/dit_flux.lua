@@ -60,8 +60,10 @@ local function attention_forward(cx, m, x, ctx, rope)
   local kh = nn.view(cx, k, { n, heads, s, dh }, name .. ".k_bhsd")
   local vh = nn.view(cx, v, { n, heads, s, dh }, name .. ".v_bhsd")
   local ao = nn.sdpa(cx, name, qh, kh, vh)
-  -- .permute back, .flatten(2, 3), .to(query.dtype): views
+  -- .permute back, .flatten(2, 3): views; .to(query.dtype): under autocast q is fp32 (the q/k
+  -- norms are fp32 ops), so the bf16 attention output is cast up, a new tensor
   local o = nn.view(cx, ao, { n, s, heads * dh }, name .. ".attn_out")
+  o = nn.to(cx, o, q.dtype, name .. ".attn_out.to_query_dtype")
   if not ctx then return o end
   local st = ctx.shape[2]
   local si = s - st
@@ -202,8 +204,14 @@ local function rope_tables(cx, name, ids, axes)
   local total = 0
   for i, d in ipairs(axes) do
     local nm = name .. ".axis" .. (i - 1)
-    -- freqs = outer(pos, 1 / theta ** (arange(0, d, 2) / d)) in float64; cos, sin, repeat_interleave(2)
-    local fr = nn.op_sized(cx, { name = nm .. ".freqs", inputs = { pos }, frees = {},
+    -- 1.0 / (theta ** (arange(0, d, 2) / d)) / linear_factor in float64: arange, div, pow,
+    -- reciprocal, mul, div, each a (d / 2,) tensor; freqs = outer(pos, that); cos, sin,
+    -- repeat_interleave(2), float()
+    local f1 = nn.op_sized(cx, { name = nm .. ".arange", inputs = {}, outs = { { nm .. ".arange", { d // 2 }, "int64" } } })
+    for _, op in ipairs { "div_dim", "pow_theta", "reciprocal", "mul", "div_linear_factor" } do
+      f1 = nn.op_sized(cx, { name = nm .. "." .. op, inputs = { f1 }, outs = { { nm .. "." .. op, { d // 2 }, "int64" } } })
+    end
+    local fr = nn.op_sized(cx, { name = nm .. ".freqs", inputs = { pos, f1 }, frees = { f1 },
                                  outs = { { nm .. ".freqs", { s, d // 2 }, "int64" } } })
     for _, kind in ipairs { "cos", "sin" } do
       local f = nn.op_sized(cx, { name = nm .. "." .. kind, inputs = { fr }, frees = {},

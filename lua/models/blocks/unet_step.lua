@@ -249,7 +249,8 @@ function S.build(cx, cfg, fam)
     if fam.pooled_dim then inp.text_embeds = nn.input(cx, "text_embeds", { n, fam.pooled_dim }, act) end
     if fam.time_ids then inp.time_ids = nn.input(cx, "time_ids", { n, fam.time_ids }, act) end
   end
-  inp.timesteps = nn.input(cx, "timesteps", { n }, "int64")
+  -- (a family with its own noising draws its timesteps there)
+  if not (full and fam.noise) then inp.timesteps = nn.input(cx, "timesteps", { n }, "int64") end
   cx.phase = "fwd"
 
   -- the passes' hooks on the UNet, outermost first: checkpoint regions, then sharding
