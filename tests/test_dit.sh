@@ -61,6 +61,15 @@ if [ "$RC" -eq 0 ] && [ "$got" = "lora_adapters=4669440 transformer=11891178560"
   ok "Flux.1-schnell (no guidance embedder): transformer 11,891,178,560 parameters"
 else fail "Flux.1-schnell parameters: exit $RC, '$got'" "$(tail -n 3 "$TMP/cached.err")"; fi
 
+# more LoRA targets (--lora_layers: the text stream's projections and both feed-forwards, and
+# the single blocks' proj_mlp), rank 16, with bitsandbytes' 8-bit AdamW: peft's count 54,165,504
+printf 'return { hardware = { gpu = "h200" }, model = { arch = "flux", config = "flux1-dev-transformer.json" },\n  training = { micro_batch = 1, resolution = 1024, precision = "lora_bf16", checkpointing = true, optimizer = "adamw8bit", steps = 2,\n    lora = { r = 16, targets = { "to_k", "to_q", "to_v", "to_out.0", "add_k_proj", "add_q_proj", "add_v_proj", "to_add_out",\n      "ff.net.0.proj", "ff.net.2", "ff_context.net.0.proj", "ff_context.net.2", "proj_mlp" } } } }\n' >"$TMP/layers.lua"
+run layers --json
+got=$(params "$TMP/layers.out")
+if [ "$RC" -eq 0 ] && [ "$got" = "lora_adapters=54165504 transformer=11901408320 vae=83819683" ]; then
+  ok "LoRA r16 on 13 target names (--lora_layers) with 8-bit AdamW: 54,165,504 adapter parameters"
+else fail "LoRA targets: exit $RC, '$got'" "$(tail -n 3 "$TMP/layers.err")"; fi
+
 # ---- precomputed text embeddings take T5-XXL (and CLIP-L) off the GPU ---------------------------
 run cached --json --alloc-trace "$TMP/cached.csv"
 pc=$(peak "$TMP/cached.out"); pf=$(peak "$TMP/frozen.out")
