@@ -87,6 +87,13 @@ if [ "$RC" -eq 0 ] && [ "$(nalloc "$TMP/cached256.csv" prompt_embeds 2097152)" -
   ok "max_sequence_length = 256: 256 T5 tokens"
 else fail "max_sequence_length 256: exit $RC" "$(tail -n 3 "$TMP/cached.err")"; fi
 
+# text_encoders = frozen runs T5-XXL every step, no_grad: its last block's wo (1 x 512 x 4096
+# bf16) once a step, the position bias (1 x 64 x 512 x 512 bf16) made once a step and dropped
+if [ "$(nalloc "$TMP/frozen.csv" text_encoder_2.block.23.wo 4194304)" -eq 2 ] \
+   && [ "$(nalloc "$TMP/frozen.csv" text_encoder_2.relative_attention_bias 33554432)" -eq 2 ]; then
+  ok "text_encoders = frozen: T5-XXL's 24 blocks run every step, the position bias shared by them"
+else fail "frozen T5: its last block's wo / the position bias not made once a step"; fi
+
 # ---- gradient checkpointing lowers the peak ------------------------------------------------------
 run cached --json --set checkpointing=false
 pn=$(peak "$TMP/cached.out")

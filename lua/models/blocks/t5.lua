@@ -53,7 +53,7 @@ end
 -- T5Block.forward: T5LayerSelfAttention (layer_norm, q, k, v, SDPA with the relative position
 -- bias as its additive mask, o, residual), T5LayerFF (layer_norm, wi_0, gelu_new, wi_1, product,
 -- wo, residual). Dropout is off: from_pretrained returns the model in eval mode.
-local function block_forward(cx, m, h, bias)
+local function block_forward(cx, m, h)
   local pre, cfg = m.opname, m.cfg
   local SA = m.children.layer.children["0"].children
   local FF = m.children.layer.children["1"].children
@@ -66,7 +66,11 @@ local function block_forward(cx, m, h, bias)
   local k = call(cx, A.k, x, keep)
   local v = call(cx, A.v, x)
   local function heads(t, nm) return nn.view(cx, t, { b, cfg.heads, s, cfg.d_kv }, pre .. "." .. nm .. "_heads") end
-  local ao = nn.sdpa(cx, pre .. ".attn", heads(q, "q"), heads(k, "k"), heads(v, "v"), { mask = bias })
+  -- (the position bias is SDPA's additive attn_mask, a float tensor used as it is; nn.sdpa's mask
+  -- path converts a boolean mask first, a copy T5 does not make. Under no_grad the kernel keeps
+  -- nothing and its output is its one allocation, so the call is made without it: t5_forward
+  -- holds the bias across the blocks)
+  local ao = nn.sdpa(cx, pre .. ".attn", heads(q, "q"), heads(k, "k"), heads(v, "v"))
   -- attn_output.reshape(b, s, -1).contiguous(): the (b, s, heads, d_kv) view copied
   local at = nn.copy(cx, pre .. ".attn_out", ao, { b, s, inner })
   local o = call(cx, A.o, at)
@@ -109,9 +113,10 @@ local function t5_forward(cx, m, ids)
                                    inputs = { buckets, rb },
                                    outs = { { name .. ".position_bias", { s, s, cfg.heads }, rb.dtype } },
                                    grads = { "none", { dtype = rb.dtype } } })
-  -- values.permute([2, 0, 1]).unsqueeze(0): a view, the mask of every block's attention
-  local bias = nn.view(cx, values, { 1, cfg.heads, s, s }, name .. ".position_bias")
-  for _, k in ipairs(blocks.order) do h = call(cx, blocks.children[k], h, bias) end
+  -- values.permute([2, 0, 1]).unsqueeze(0): a view, the mask of every block's attention, held
+  -- until the stack returns
+  for _, k in ipairs(blocks.order) do h = call(cx, blocks.children[k], h) end
+  nn.release(cx, { values }, name .. ".position_bias dropped")
   return call(cx, enc.final_layer_norm, h)
 end
 
