@@ -67,6 +67,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_sweep.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_sdxl.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_diffusion.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_dit.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_ops.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_streams.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_validate.sh

@@ -121,20 +121,20 @@ else fail "sd15_train_4090: exit $RC" "$(head -n 12 "$TMP/scn.out")"; fi
 
 # ---- what is not modelled: exit 2, naming it ------------------------------------------------
 run sd15 --set model.config=flux1-dev-transformer.json
-if [ "$RC" -eq 2 ] && grep -q "FluxTransformer2DModel config, and vrsim does not model Flux.1" "$TMP/sd15.err"; then
-  ok "Flux.1-dev's transformer config with arch sd: exit 2, Flux.1 named as not modelled"
+if [ "$RC" -eq 2 ] && grep -q "FluxTransformer2DModel config (Flux.1's transformer: arch flux reads it)" "$TMP/sd15.err"; then
+  ok "Flux.1-dev's transformer config with arch sd: exit 2, pointed to arch flux"
 else fail "Flux config with arch sd: exit $RC" "$(cat "$TMP/sd15.err")"; fi
 run sd15 --set arch=flux
-if [ "$RC" -eq 2 ] && grep -q "does not model Flux.1 and Stable Diffusion 3 / 3.5" "$TMP/sd15.err"; then
-  ok "model.arch = flux: exit 2, not modelled"
-else fail "arch flux: exit $RC" "$(cat "$TMP/sd15.err")"; fi
+if [ "$RC" -eq 2 ] && grep -q "arch flux reads a FluxTransformer2DModel config; this is a diffusers UNet2DConditionModel config" "$TMP/sd15.err"; then
+  ok "model.arch = flux with SD 1.5's UNet config: exit 2, the config named"
+else fail "arch flux with a UNet config: exit $RC" "$(cat "$TMP/sd15.err")"; fi
 run sd15 --set arch=sd3
-if [ "$RC" -eq 2 ] && grep -q "does not model Flux.1 and Stable Diffusion 3 / 3.5" "$TMP/sd15.err"; then
+if [ "$RC" -eq 2 ] && grep -q "does not model Stable Diffusion 3 / 3.5" "$TMP/sd15.err"; then
   ok "model.arch = sd3: exit 2, not modelled"
 else fail "arch sd3: exit $RC" "$(cat "$TMP/sd15.err")"; fi
 printf 'return { hardware = { gpu = "h200" }, model = { arch = "llama", config = "flux1-dev-transformer.json" }, training = { seq = 128 } }\n' >"$TMP/fll.lua"
 run fll
-if [ "$RC" -eq 2 ] && grep -q "not modelled: Flux.1" "$TMP/fll.err"; then ok "Flux.1's config with a language-model arch: exit 2, Flux.1 named"
+if [ "$RC" -eq 2 ] && grep -q 'arch = "flux" a FluxTransformer2DModel config' "$TMP/fll.err"; then ok "Flux.1's config with a language-model arch: exit 2, pointed to arch flux"
 else fail "Flux config with arch llama: exit $RC" "$(cat "$TMP/fll.err")"; fi
 run sd15 --set model.config=sdxl_base_unet.json
 if [ "$RC" -eq 2 ] && grep -q 'addition_embed_type "text_time" is SDXL' "$TMP/sd15.err"; then ok "SDXL's UNet config with arch sd: exit 2, pointed to arch sdxl"

@@ -55,8 +55,9 @@ function H.resolve(src, overrides)
   if not fam and hf._class_name ~= nil then
     local what = require("vrsim.unmodelled").what(tostring(hf._class_name))
     error(("%s: a diffusers %s config is not a transformers model's: arch = \"sd\" reads a Stable "
-           .. "Diffusion 1.x / 2.x UNet config and arch = \"sdxl\" SDXL base's, and no other diffusers "
-           .. "model is modelled%s (what is and is not modelled: %s)")
+           .. "Diffusion 1.x / 2.x UNet config, arch = \"sdxl\" SDXL base's and arch = \"flux\" a "
+           .. "FluxTransformer2DModel config (Flux.1), and no other diffusers model is modelled%s (what is "
+           .. "and is not modelled: %s)")
           :format(where, tostring(hf._class_name), what and ("; not modelled: " .. what) or "",
                   require("vrsim.unmodelled").WHERE), 0)
   end

@@ -71,7 +71,9 @@ function M.read_config(src)
   local head = where .. ": arch sd reads a Stable Diffusion 1.x / 2.x UNet2DConditionModel config"
   if c._class_name ~= sdxl.CONFIG_CLASS then
     local nm = require("vrsim.unmodelled").what(tostring(c._class_name))
-    local what = nm and ("a diffusers %s config, and vrsim does not model %s (%s)"):format(
+    local what = c._class_name == "FluxTransformer2DModel"
+                   and "a diffusers FluxTransformer2DModel config (Flux.1's transformer: arch flux reads it)"
+                 or nm and ("a diffusers %s config, and vrsim does not model %s (%s)"):format(
                    tostring(c._class_name), nm, require("vrsim.unmodelled").WHERE)
                  or c._class_name and ("a diffusers %s config"):format(tostring(c._class_name))
                  or (c.architectures or c.model_type) and ("a transformers %s config"):format(

@@ -54,11 +54,10 @@ local THINGS = {
   { "preference and RL training beyond DPO (ORPO, KTO, PPO, GRPO)", { "orpo", "kto", "ppo", "grpo", "rlhf" } },
   { "generation (model.generate with its KV cache)", { "generation", "kvcache", "maxnewtokens", "decode" },
     "training.generate = { prompt = N, max_new_tokens = M } with inference = true", modelled = true },
-  { "Flux.1 and Stable Diffusion 3 / 3.5 (diffusers' FluxTransformer2DModel and SD3Transformer2DModel)",
-    { "flux", "flux1", "fluxdev", "flux1dev", "fluxschnell", "flux1schnell", "sd3", "sd35", "sd3medium",
-      "sd35medium", "sd35large", "stablediffusion3", "mmdit", "fluxtransformer2dmodel",
+  { "Stable Diffusion 3 / 3.5 (diffusers' SD3Transformer2DModel)",
+    { "sd3", "sd35", "sd3medium", "sd35medium", "sd35large", "stablediffusion3", "mmdit",
       "sd3transformer2dmodel" },
-    "the UNet models are: arch sd (Stable Diffusion 1.x / 2.x) and sdxl" },
+    "the diffusion models are: arch sd (Stable Diffusion 1.x / 2.x), sdxl and flux (Flux.1)" },
 }
 
 -- Suffixes a name may carry and still be the thing: tp_size, pipeline_parallel_degree, ...

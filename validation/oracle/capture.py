@@ -50,6 +50,11 @@ it, with the latents and the text encoder's output given (vrsim's text_encoders 
 vae = "cached"): `resolution` (pixels) replaces seq; noise = randn_like(latents), timesteps,
 DDPMScheduler.add_noise, unet(noisy, timesteps, encoder_hidden_states).sample under autocast
 (Accelerate's, around the UNet's forward only), F.mse_loss(pred.float(), noise.float()).
+A FluxTransformer2DModel config (Flux.1, vrsim's arch flux) is trained as diffusers'
+examples/dreambooth/train_dreambooth_lora_flux.py trains it with --cache_latents and one
+instance prompt (flux_step): the transformer built in weight_dtype, checkpointing and LoRA as the
+spec says, the flow-matching step with the 2x2 packing, the forward under autocast (for lora_bf16
+too: Accelerate's), the fp32 weighted mean-squared loss.
 
 How it records (the mechanisms of torch/distributed/_tools/mem_tracker.py):
 - a TorchDispatchMode above FakeTensorMode sees every aten op; a CUDA output storage not seen
@@ -81,6 +86,7 @@ choice is a CUDA kernel).
 Random fills (weight init, randint) allocate nothing and are skipped.
 """
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -211,7 +217,9 @@ def install_sdpa_backend(torch, backend):
     if backend == "math":
         return
 
-    def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        # (F.scaled_dot_product_attention's own argument names: diffusers passes them by keyword)
+        q, k, v = query, key, value
         if torch.is_autocast_enabled("cuda"):
             dt = torch.get_autocast_dtype("cuda")
             with torch.autocast("cuda", enabled=False):
@@ -432,6 +440,85 @@ def load_config(spec):
 
 def is_unet(spec):
     return load_config(spec).get("_class_name") == "UNet2DConditionModel"
+
+
+def is_flux(spec):
+    return load_config(spec).get("_class_name") == "FluxTransformer2DModel"
+
+
+def build_flux(torch, spec):
+    """FluxTransformer2DModel from its config on (fake) CUDA, as train_dreambooth_lora_flux.py
+    has it: built in weight_dtype (bf16 for lora_bf16), enable_gradient_checkpointing, then
+    add_adapter(LoraConfig(r, lora_alpha=r, init_lora_weights="gaussian", target_modules))."""
+    import diffusers
+    cfg = {k: v for k, v in load_config(spec).items() if not k.startswith("_")}
+    prec = spec["precision"]
+    dtype = {"bf16": torch.bfloat16, "lora_bf16": torch.bfloat16}.get(prec)
+    if dtype is not None:
+        torch.set_default_dtype(dtype)
+    with torch.device("cuda"):
+        model = diffusers.FluxTransformer2DModel.from_config(cfg)
+    torch.set_default_dtype(torch.float32)
+    if spec.get("checkpointing"):
+        model.enable_gradient_checkpointing()
+    if prec == "lora_bf16":
+        from peft import LoraConfig
+        model.requires_grad_(False)
+        lc = spec.get("lora") or {"r": 4, "alpha": 4, "dropout": 0.0,
+                                  "targets": ["to_k", "to_q", "to_v", "to_out.0"]}
+        model.add_adapter(LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
+                                     init_lora_weights="gaussian", target_modules=lc["targets"]))
+    model.train()
+    return model, model.config
+
+
+def flux_step(torch, model, lcfg, mb, res, autocast):
+    """The training loop's step of train_dreambooth_lora_flux.py with --cache_latents and the
+    prompt embeddings precomputed (vrsim's text_encoders = vae = "cached"): returns a function
+    making one step's loss. The latents, prompt embeddings, pooled embeddings and text ids are
+    made once, in weight_dtype. Per step: latent_image_ids, noise, the sigmas of the timesteps,
+    the noisy latents, their 2x2 packing, guidance, the transformer under autocast, the
+    unpacking, target = noise - latents, the fp32 weighted mean-squared loss. (get_sigmas'
+    `(schedule_timesteps == t).nonzero().item()` cannot run on fake tensors: the timesteps'
+    indices are drawn on the CPU and index the sigmas on the GPU.)"""
+    from diffusers import FluxPipeline
+    pdt = next(model.parameters()).dtype
+    lat = res // 8
+    # (the scheduler's sigmas and timesteps: 1000 each on the CPU, as made at its __init__, whose
+    # .item() calls fake tensors cannot run; their values do not matter here)
+    sigmas_cpu, timesteps_cpu = torch.empty(1000), torch.empty(1000)
+    latents = torch.randn(mb, 16, lat, lat, device="cuda", dtype=pdt)
+    seq = 512 if lcfg.joint_attention_dim == 4096 else 64
+    prompt_embeds = torch.randn(mb, seq, lcfg.joint_attention_dim, device="cuda", dtype=pdt)
+    pooled = torch.randn(mb, lcfg.pooled_projection_dim, device="cuda", dtype=pdt)
+    text_ids = torch.zeros(seq, 3, device="cuda", dtype=pdt)
+
+    def step():
+        img_ids = FluxPipeline._prepare_latent_image_ids(mb, lat // 2, lat // 2, "cuda", pdt)
+        noise = torch.randn_like(latents)
+        indices = (torch.rand(mb) * 1000).long()
+        timesteps = timesteps_cpu[indices].to(device="cuda")
+        sigmas_all = sigmas_cpu.to(device="cuda", dtype=pdt)
+        schedule_timesteps = timesteps_cpu.to("cuda")
+        sigma = sigmas_all[indices.to("cuda")].flatten()
+        del schedule_timesteps
+        while sigma.ndim < 4:
+            sigma = sigma.unsqueeze(-1)
+        noisy = (1.0 - sigma) * latents + sigma * noise
+        packed = FluxPipeline._pack_latents(noisy, mb, 16, lat, lat)
+        guidance = None
+        if lcfg.guidance_embeds:
+            guidance = torch.tensor([3.5], device="cuda").expand(mb)
+        with (torch.autocast("cuda", dtype=autocast) if autocast is not None else contextlib.nullcontext()):
+            pred = model(hidden_states=packed, timestep=timesteps / 1000, guidance=guidance,
+                         pooled_projections=pooled, encoder_hidden_states=prompt_embeds,
+                         txt_ids=text_ids, img_ids=img_ids, return_dict=False)[0]
+        pred = FluxPipeline._unpack_latents(pred, height=lat * 8, width=lat * 8, vae_scale_factor=8)
+        weighting = torch.ones_like(sigma)
+        target = noise - latents
+        loss = torch.mean((weighting.float() * (pred.float() - target.float()) ** 2).reshape(mb, -1), 1)
+        return loss.mean()
+    return step
 
 
 def build_unet(torch, spec):
@@ -666,6 +753,12 @@ def capture(spec):
         return saved
 
     unet = is_unet(spec)
+    flux = is_flux(spec)
+    if flux:
+        import diffusers
+        with torch.device("meta"):
+            diffusers.FluxTransformer2DModel.from_config(
+                {k: v for k, v in load_config(spec).items() if not k.startswith("_")})
     if unet:
         # (one build on the meta device first, outside the fake CUDA device: what it imports
         # lazily makes module-level constant tensors, which under torch.device("cuda") would be
@@ -678,6 +771,8 @@ def capture(spec):
         rec.phase("build")
         if unet:
             model, lcfg = build_unet(torch, spec)
+        elif flux:
+            model, lcfg = build_flux(torch, spec)
         else:
             model, lcfg = build_model(torch, transformers, spec, rec)
         model = wrap_parallel(torch, spec, model, mesh)
@@ -694,12 +789,17 @@ def capture(spec):
             mb, seq = (len(lens), max(lens)) if data["batching"] == "pad" else (1, sum(lens))
         else:
             mb = int(spec["micro_batch"])
-            seq = int(spec["seq"]) if not unet else None
+            seq = int(spec["seq"]) if not (unet or flux) else None
         accum = int(spec.get("grad_accum", 1))
         prec = spec["precision"]
         autocast = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(prec)
+        if flux and prec == "lora_bf16":
+            # Accelerate's autocast around the prepared transformer, its weights bf16 already
+            autocast = torch.bfloat16
         scaler = torch.amp.GradScaler("cuda") if prec == "amp_fp16" else None
         rec.phase("inputs")
+        if flux:
+            flux_loss = flux_step(torch, model, lcfg, mb, int(spec["resolution"]), autocast)
         if unet:
             import diffusers
             lat = int(spec["resolution"]) // 8
@@ -719,7 +819,7 @@ def capture(spec):
                 else:
                     pred = model(noisy, timesteps, ehs).sample
                 return torch.nn.functional.mse_loss(pred.float(), noise.float(), reduction="mean")
-        else:
+        elif not flux:
             ids = torch.randint(0, lcfg.vocab_size, (mb, seq), device="cuda")
         # the collator's other inputs (values are not needed: fake tensors hold none)
         extra = {}
@@ -735,7 +835,9 @@ def capture(spec):
             for micro in range(accum):
                 rec.phase("fwd", step, micro)
                 with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                    if unet:
+                    if flux:
+                        loss = flux_loss()
+                    elif unet:
                         loss = unet_loss()
                     elif autocast is not None:
                         with torch.autocast("cuda", dtype=autocast):
@@ -804,7 +906,7 @@ def check_spec(path):
     if not isinstance(spec, dict):
         bad("a spec is a JSON object")
     try:
-        size = "resolution" if is_unet(spec) else "seq"
+        size = "resolution" if is_unet(spec) or is_flux(spec) else "seq"
     except (OSError, ValueError, KeyError, AttributeError):
         size = "seq"
     for k in ("name", "config", "precision") + (() if "data" in spec else ("micro_batch", size)):

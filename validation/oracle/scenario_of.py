@@ -48,14 +48,20 @@ def scenario(spec):
         if cfg.get("_class_name") == "UNet2DConditionModel":
             # a Stable Diffusion UNet, its latents and text embeddings given (capture.py)
             model["arch"] = "sd"
+        elif cfg.get("_class_name") == "FluxTransformer2DModel":
+            # a Flux transformer, its latents and prompt embeddings given (capture.py flux_step)
+            model["arch"] = "flux"
     if spec.get("layers"):
         model["layers"] = int(spec["layers"])
     training = {k: spec[k] for k in FIELDS if k in spec}
     training.setdefault("steps", 2)
     # capture.py builds from_config in fp32 then casts unless the spec says direct; vrsim's default
     # is from_pretrained's direct build, so the scenario says which (where the dtype makes it matter)
-    if model.get("arch") == "sd":
+    if model.get("arch") in ("sd", "flux"):
         training.update(text_encoders="cached", vae="cached")
+    if model.get("arch") == "flux" and cfg.get("joint_attention_dim") != 4096:
+        # (capture.py's prompt length for a cut transformer's narrower text width)
+        training["max_sequence_length"] = 64
     elif training.get("precision") in ("bf16", "fp16", "lora_bf16", "lora_fp16"):
         training.setdefault("build", "cast")
     if "lora" in spec:

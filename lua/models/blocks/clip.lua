@@ -3,8 +3,9 @@
 -- named as in their state dicts under a prefix ("text_encoder.", "text_encoder_2."), and the
 -- forward ops. SDXL uses the penultimate layer's hidden states of both and the projected pooled
 -- output of the second (OpenCLIP ViT-bigG/14); SD 1.x and 2.x the last hidden state (after
--- final_layer_norm) of their one encoder (output = "last"). Under no_grad nothing is saved and
--- only the weights matter.
+-- final_layer_norm) of their one encoder (output = "last"); Flux.1 its pooler_output (output =
+-- "pooled": final_layer_norm's output at the end-of-text rows). Under no_grad nothing is saved
+-- and only the weights matter.
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 local U = require "models.blocks.unet"
@@ -103,6 +104,14 @@ local function clip_forward(cx, m, ids)
       penultimate = h
       nn.hold(cx, h) -- output_hidden_states keeps every layer's output; the penultimate is used
     end
+  end
+  if m.output == "pooled" then
+    -- CLIPTextModel(...).pooler_output: last_hidden_state[arange(b), eos positions]; the last
+    -- hidden state is dropped as the model output is
+    local fh = call(cx, tm.final_layer_norm, h)
+    return nn.op_sized(cx, { name = name .. ".pooled", kind = "gather", inputs = { fh },
+                             outs = { { name .. ".pooled", { b, d }, fh.dtype } },
+                             grads = { { dtype = fh.dtype } } })
   end
   if last then
     local fh = call(cx, tm.final_layer_norm, h)

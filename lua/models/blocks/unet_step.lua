@@ -1,6 +1,7 @@
--- blocks/unet_step.lua: one training step of a UNet2DConditionModel as diffusers' text-to-image
+-- blocks/unet_step.lua: one training step of a diffusers denoiser as diffusers' text-to-image
 -- scripts run it (examples/text_to_image/train_text_to_image.py, train_text_to_image_lora.py and
--- their _sdxl versions), op by op as PyTorch runs it: the models built directly in their dtype
+-- their _sdxl versions; for the transformer denoisers examples/dreambooth/
+-- train_dreambooth_lora_flux.py and train_dreambooth_flux.py), op by op as PyTorch runs it: the models built directly in their dtype
 -- on the GPU, the VAE encode of the image batch without autograd (or cached latents), the text
 -- encoders (frozen without autograd, trained, or cached), noise, the UNet forward and backward,
 -- the MSE loss. The families differ only in their UNet config and in what conditions it: a
@@ -21,6 +22,17 @@
 --                  autocasts the forwards of the models it prepares: the UNet, and a trained
 --                  text encoder)
 --   lora_targets   peft's target_modules in the family's LoRA script
+-- and, where the denoiser is not a UNet2DConditionModel trained on DDPM noise (models/flux.lua):
+--   denoiser()     its module tree (default: blocks/unet.lua's UNet from unet_config)
+--   latent_channels   the VAE's latent channels (default: unet_config.in_channels)
+--   vae_config     blocks/vae.lua's config of its VAE (default: the 4-channel SD VAE)
+--   autocast(t, pd, ac)   the autocast dtype of the step (default: training.precision's)
+--   cached_text(cx, inp, n, dtype)   the precomputed text embeddings (default: 77 tokens of
+--                  cross_attention_dim, and the pooled embedding where pooled_dim is set)
+--   noise(cx, inp) the noised input and the target, set on inp (default: DDPM's add_noise)
+--   call(cx, denoiser, inp)   the denoiser's prediction (default: the UNet's call)
+--   loss(cx, pred, inp)       the scalar loss (default: F.mse_loss)
+-- An encoder entry may name its own tree (build(e)) and token count (tokens, default 77).
 -- Parameters are named as in diffusers' state dicts ("unet.down_blocks...", "text_encoder...",
 -- "vae.encoder..."), so the report groups them by model.
 local nn = require "vrsim.nn"
@@ -47,11 +59,11 @@ local function check_supported(fam, cfg)
   local full = not fam.unet_alone
   if t.device_map ~= "none" then
     error(name .. ": training.device_map = \"" .. t.device_map .. "\" (Accelerate's placement of a "
-          .. "transformers model's layers across devices) is not modelled for a diffusers UNet", 0)
+          .. "transformers model's layers across devices) is not modelled for a diffusers denoiser", 0)
   end
   if t.quant ~= "none" then
     error(name .. ": training.quant = \"" .. t.quant .. "\" (bitsandbytes base weights) is not modelled "
-          .. "for a diffusers UNet: vrsim quantizes the decoder families' Linear layers only", 0)
+          .. "for a diffusers denoiser: vrsim quantizes the decoder families' Linear layers only", 0)
   end
   if t.checkpoint_every ~= 1 or t.checkpoint_scope ~= "layer" then
     error(name .. ": training.checkpoint_every / checkpoint_scope are transformers' per-layer options; "
@@ -137,6 +149,7 @@ function S.build(cx, cfg, fam)
   local full = not fam.unet_alone
   check_supported(fam, cfg)
   local pd, ac = S.precision(fam.name, t)
+  if fam.autocast then ac = fam.autocast(t, pd, ac) end
   cx.autocast = ac
   cx.gpu = require("hw.gpus")[cfg.hardware.gpu]
   cx.attention = t.attention
@@ -151,9 +164,9 @@ function S.build(cx, cfg, fam)
   end
   local lat, latw = t.resolution // 8, width // 8
   local ucfg = fam.unet_config
-  local lat_c = ucfg.in_channels or 4
+  local lat_c = fam.latent_channels or ucfg.in_channels or 4
 
-  local unet = U.UNet2DConditionModel(ucfg, "unet")
+  local unet = fam.denoiser and fam.denoiser() or U.UNet2DConditionModel(ucfg, "unet")
   -- peft's unet.add_adapter(LoraConfig(...)): the targeted Linears wrapped (lora.lua)
   local lora, lora_hit
   if require("strategies.lora").wanted(t) then
@@ -182,11 +195,13 @@ function S.build(cx, cfg, fam)
     -- under mixed precision); trained ones keep the parameter dtype
     local tr = te_mode == "trained"
     local tdt = tr and pd or (ac or pd)
-    for i, e in ipairs(fam.encoders) do TE[i] = clip.CLIPTextModel(e.cfg, e.prefix, e.output) end
+    for i, e in ipairs(fam.encoders) do
+      TE[i] = e.build and e.build(e) or clip.CLIPTextModel(e.cfg, e.prefix, e.output)
+    end
     for i = 1, #TE do materialize(cx, TE[i], tdt, tr) end
   end
   if vdt then
-    V = vae.AutoencoderKL(vae.config, "vae")
+    V = vae.AutoencoderKL(fam.vae_config or vae.config, "vae")
     materialize(cx, V, vdt, false)
   end
   cx.shard_param = shard_param
@@ -215,14 +230,16 @@ function S.build(cx, cfg, fam)
     else
       inp.latents = nn.input(cx, "latents", { n, lat_c, lat, latw }, act)
     end
-    if te_mode == "cached" then
+    if te_mode == "cached" and fam.cached_text then
+      fam.cached_text(cx, inp, n, act)
+    elseif te_mode == "cached" then
       inp.context = nn.input(cx, "prompt_embeds", { n, 77, ctx_dim }, act)
       if fam.pooled_dim then
         inp.text_embeds = nn.input(cx, "pooled_prompt_embeds", { n, fam.pooled_dim }, act)
       end
     else
       inp.ids = {}
-      for i, e in ipairs(fam.encoders) do inp.ids[i] = nn.input(cx, e.ids, { n, 77 }, "int64") end
+      for i, e in ipairs(fam.encoders) do inp.ids[i] = nn.input(cx, e.ids, { n, e.tokens or 77 }, "int64") end
     end
     if fam.time_ids then inp.time_ids = nn.input(cx, "add_time_ids", { n, fam.time_ids }, act) end
   else
@@ -232,7 +249,8 @@ function S.build(cx, cfg, fam)
     if fam.pooled_dim then inp.text_embeds = nn.input(cx, "text_embeds", { n, fam.pooled_dim }, act) end
     if fam.time_ids then inp.time_ids = nn.input(cx, "time_ids", { n, fam.time_ids }, act) end
   end
-  inp.timesteps = nn.input(cx, "timesteps", { n }, "int64")
+  -- (a family with its own noising draws its timesteps there)
+  if not (full and fam.noise) then inp.timesteps = nn.input(cx, "timesteps", { n }, "int64") end
   cx.phase = "fwd"
 
   -- the passes' hooks on the UNet, outermost first: checkpoint regions, then sharding
@@ -267,19 +285,28 @@ function S.build(cx, cfg, fam)
       cx.autocast = saved_ac
       cx.no_grad = false
     end
-    -- noise = randn_like(latents); timesteps; noisy = scheduler.add_noise(latents, noise, t)
-    local ldt = inp.latents.dtype
-    inp.target = nn.op_sized(cx, { name = "noise", inputs = {}, outs = { { "noise", inp.latents.shape, ldt } } })
-    inp.sample = S.add_noise(cx, inp.latents, inp.target, inp.timesteps)
+    if fam.noise then
+      fam.noise(cx, inp)
+    else
+      -- noise = randn_like(latents); timesteps; noisy = scheduler.add_noise(latents, noise, t)
+      local ldt = inp.latents.dtype
+      inp.target = nn.op_sized(cx, { name = "noise", inputs = {}, outs = { { "noise", inp.latents.shape, ldt } } })
+      inp.sample = S.add_noise(cx, inp.latents, inp.target, inp.timesteps)
+    end
   end
 
   -- cuBLASLt workspaces of the forward thread's handle (first addmm) and of the autograd
   -- thread's (its first GEMM comes in backward; kept from the end of forward here)
   cx.lt_workspace_pending = nn.lt_workspace(cx, "cublasLt workspace (forward)")
   cx.late_outputs = { nn.lt_workspace(cx, "cublasLt workspace (backward)") }
-  local added = fam.time_ids and { text_embeds = inp.text_embeds, time_ids = inp.time_ids } or nil
-  local pred = mod.call(cx, unet, inp.sample, inp.timesteps, inp.context, added)
-  local loss = nn.mse_loss(cx, "mse_loss", pred, inp.target)
+  local pred
+  if fam.call then
+    pred = fam.call(cx, unet, inp)
+  else
+    local added = fam.time_ids and { text_embeds = inp.text_embeds, time_ids = inp.time_ids } or nil
+    pred = mod.call(cx, unet, inp.sample, inp.timesteps, inp.context, added)
+  end
+  local loss = fam.loss and fam.loss(cx, pred, inp) or nn.mse_loss(cx, "mse_loss", pred, inp.target)
   nn.end_forward(cx)
   cx.tokens = 0
   return loss, unet

@@ -1,7 +1,9 @@
--- blocks/vae.lua: diffusers' AutoencoderKL with the SDXL VAE config (83,653,863 parameters,
--- models/autoencoders/autoencoder_kl.py, vae.py Encoder/Decoder) as a module tree: encoder,
--- decoder, quant_conv, post_quant_conv, named as in its state dict; the encoder's forward
--- (training scripts encode the image batch under no_grad; the decoder is loaded but not run).
+-- blocks/vae.lua: diffusers' AutoencoderKL (models/autoencoders/autoencoder_kl.py, vae.py
+-- Encoder/Decoder) as a module tree: encoder, decoder, quant_conv, post_quant_conv, named as in
+-- its state dict; the encoder's forward (training scripts encode the image batch under no_grad;
+-- the decoder is loaded but not run). Two configs: SD / SDXL's 4-channel VAE (83,653,863
+-- parameters) and the 16-channel VAE of Flux.1 and SD 3 / 3.5 (latent_channels 16, no
+-- quant_conv / post_quant_conv: 83,819,683 parameters).
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 local U = require "models.blocks.unet"
@@ -10,7 +12,13 @@ local call = mod.call
 
 local V = {}
 
-V.config = { block_out = { 128, 256, 512, 512 }, layers_per_block = 2, latent = 4, in_ch = 3 }
+V.config = { block_out = { 128, 256, 512, 512 }, layers_per_block = 2, latent = 4, in_ch = 3,
+             quant_conv = true }
+-- black-forest-labs/FLUX.1-dev and stabilityai/stable-diffusion-3.5-* vae/config.json:
+-- latent_channels 16, use_quant_conv and use_post_quant_conv false, a shift_factor (the training
+-- scripts subtract it before scaling the latents: shift)
+V.config16 = { block_out = { 128, 256, 512, 512 }, layers_per_block = 2, latent = 16, in_ch = 3,
+               quant_conv = false, shift = true }
 
 -- Attention(c, heads=1, dim_head=c, residual_connection=True, group_norm) of the VAE's mid
 -- block: group norm, the (b, hw, c) view, q, k, v (bmm on the non-contiguous view, which they
@@ -87,13 +95,14 @@ local function encoder_forward(cx, m, x)
   return call(cx, C.conv_out, h)
 end
 
--- AutoencoderKL.encode(pixels).latent_dist.sample() * scaling_factor: the encoder, quant_conv,
--- then DiagonalGaussianDistribution: mean, logvar = chunk; logvar clamp; std = exp(0.5 logvar);
--- var = exp(logvar); sample = mean + std * randn. Returns the latents.
+-- AutoencoderKL.encode(pixels).latent_dist.sample() * scaling_factor: the encoder, quant_conv
+-- (where the config has one), then DiagonalGaussianDistribution: mean, logvar = chunk; logvar
+-- clamp; std = exp(0.5 logvar); var = exp(logvar); sample = mean + std * randn. With a shift
+-- factor (the 16-channel VAE): (sample - shift_factor) * scaling_factor. Returns the latents.
 local function encode_forward(cx, m, x)
   local name = m.opname
   local h = call(cx, m.children.encoder, x)
-  local moments = call(cx, m.children.quant_conv, h)
+  local moments = m.children.quant_conv and call(cx, m.children.quant_conv, h) or h
   local s = moments.shape
   local half = { s[1], s[2] // 2, s[3], s[4] }
   local lv = nn.ew(cx, name .. ".logvar_clamp", { moments }, moments.dtype, nil, nil, half)
@@ -103,6 +112,7 @@ local function encode_forward(cx, m, x)
   local sr = nn.mul(cx, name .. ".std_x_randn", std, rnd, lv.dtype)
   local smp = nn.op_sized(cx, { name = name .. ".sample", inputs = { moments, sr },
                           outs = { { name .. ".sample", half, lv.dtype } } })
+  if m.cfg.shift then smp = nn.ew(cx, name .. ".shift", { smp }, smp.dtype) end
   return nn.ew(cx, name .. ".scale", { smp }, smp.dtype)
 end
 
@@ -148,8 +158,10 @@ function V.AutoencoderKL(cfg, prefix)
   end
   dec:add("conv_norm_out", U.GroupNorm(32, bo[1]))
   dec:add("conv_out", U.Conv2d(bo[1], cfg.in_ch, 3))
-  root:add("quant_conv", U.Conv2d(2 * cfg.latent, 2 * cfg.latent, 1))
-  root:add("post_quant_conv", U.Conv2d(cfg.latent, cfg.latent, 1))
+  if cfg.quant_conv then
+    root:add("quant_conv", U.Conv2d(2 * cfg.latent, 2 * cfg.latent, 1))
+    root:add("post_quant_conv", U.Conv2d(cfg.latent, cfg.latent, 1))
+  end
   mod.finalize(root, prefix)
   mod.walk(root, function(x) x.opname = x.opname or x.path end)
   return root

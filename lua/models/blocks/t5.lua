@@ -1,0 +1,160 @@
+-- blocks/t5.lua: transformers' T5EncoderModel (models/t5/modeling_t5.py, transformers 5.25) as a
+-- module tree and its forward, as the text encoder Flux.1 and Stable Diffusion 3 / 3.5 call for
+-- their long prompt embeddings (text_encoder_2 / text_encoder_3: T5 v1.1 XXL's encoder,
+-- 4,762,310,656 parameters). The training scripts run it frozen, under no_grad, its weights moved
+-- to weight_dtype (the bf16 .to() casts `wo` too, which T5's _keep_in_fp32_modules would otherwise
+-- keep in fp32); so its forward matters for its transient tensors only, and nothing is saved.
+--
+-- Parameters are named as in its state dict under a prefix ("text_encoder_2.shared.weight",
+-- "text_encoder_2.encoder.block.0.layer.0.SelfAttention.q.weight"); encoder.embed_tokens is
+-- `shared` itself (tied: one tensor).
+local nn = require "vrsim.nn"
+local mod = require "vrsim.module"
+local U = require "models.blocks.unet"
+
+local W = mod.weight
+local call = mod.call
+
+local T = {}
+
+-- google/t5-v1_1-xxl's encoder as the pipelines ship it (text_encoder_2/config.json of
+-- black-forest-labs/FLUX.1-dev, text_encoder_3 of stabilityai/stable-diffusion-3.5-*): d_model
+-- 4096, d_kv 64, 64 heads, d_ff 10240, 24 layers, gated-gelu (gelu_new), 32 relative-position
+-- buckets, vocabulary 32128.
+T.configs = {
+  ["t5-v1_1-xxl"] = { d_model = 4096, d_kv = 64, heads = 64, d_ff = 10240, layers = 24, vocab = 32128,
+                      buckets = 32 },
+}
+
+-- T5LayerNorm: variance = x.to(fp32).pow(2).mean(-1); x * rsqrt(variance + eps) (fp32, by
+-- promotion); cast to the weight's dtype; weight * x.
+local function t5_norm_forward(cx, m, x)
+  local name = m.opname
+  local w = W(cx, m.p.weight)
+  local x32 = nn.to(cx, x, "fp32", name .. ".float")
+  local rshape = nn.copy_shape(x.shape)
+  rshape[#rshape] = 1
+  local sq = nn.ew(cx, name .. ".pow", { x32 }, "fp32")
+  local var = nn.op(cx, { name = name .. ".mean", kind = "reduce_rows", inputs = { sq },
+                          outs = { { name .. ".variance", rshape, "fp32" } } })
+  local rs = nn.ew(cx, name .. ".rsqrt", { var }, "fp32")
+  local n = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x, rs },
+                        outs = { { name .. ".normed", x.shape, "fp32" } } })
+  local nc = nn.to(cx, n, w.dtype, name .. ".to_weight_dtype")
+  return nn.mul(cx, name .. ".mul_weight", w, nc, w.dtype)
+end
+
+local function t5_norm(d)
+  local m = mod.new("T5LayerNorm", t5_norm_forward, { channels = d })
+  m:declare("weight", { d })
+  return m
+end
+
+-- T5Block.forward: T5LayerSelfAttention (layer_norm, q, k, v, SDPA with the relative position
+-- bias as its additive mask, o, residual), T5LayerFF (layer_norm, wi_0, gelu_new, wi_1, product,
+-- wo, residual). Dropout is off: from_pretrained returns the model in eval mode.
+local function block_forward(cx, m, h)
+  local pre, cfg = m.opname, m.cfg
+  local SA = m.children.layer.children["0"].children
+  local FF = m.children.layer.children["1"].children
+  local A = SA.SelfAttention.children
+  local b, s = h.shape[1], h.shape[2]
+  local inner = cfg.heads * cfg.d_kv
+  local x = call(cx, SA.layer_norm, h)
+  local keep = { keep_input = true }
+  local q = call(cx, A.q, x, keep)
+  local k = call(cx, A.k, x, keep)
+  local v = call(cx, A.v, x)
+  local function heads(t, nm) return nn.view(cx, t, { b, cfg.heads, s, cfg.d_kv }, pre .. "." .. nm .. "_heads") end
+  -- (the position bias is SDPA's additive attn_mask, a float tensor used as it is; nn.sdpa's mask
+  -- path converts a boolean mask first, a copy T5 does not make. Under no_grad the kernel keeps
+  -- nothing and its output is its one allocation, so the call is made without it: t5_forward
+  -- holds the bias across the blocks)
+  local ao = nn.sdpa(cx, pre .. ".attn", heads(q, "q"), heads(k, "k"), heads(v, "v"))
+  -- attn_output.reshape(b, s, -1).contiguous(): the (b, s, heads, d_kv) view copied
+  local at = nn.copy(cx, pre .. ".attn_out", ao, { b, s, inner })
+  local o = call(cx, A.o, at)
+  h = nn.add(cx, pre .. ".residual1", h, o)
+  x = call(cx, FF.layer_norm, h)
+  local D = FF.DenseReluDense.children
+  local g = call(cx, D.wi_0, x, keep)
+  -- NewGELUActivation: 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3))), op by op
+  local t = nn.ew(cx, pre .. ".gelu.pow", { g }, g.dtype)
+  t = nn.ew(cx, pre .. ".gelu.mul_c", { t }, g.dtype)
+  t = nn.add(cx, pre .. ".gelu.add_x", g, t, { frees = { t } })
+  t = nn.ew(cx, pre .. ".gelu.mul_sqrt", { t }, g.dtype)
+  t = nn.ew(cx, pre .. ".gelu.tanh", { t }, g.dtype)
+  t = nn.ew(cx, pre .. ".gelu.add_one", { t }, g.dtype)
+  local half = nn.ew(cx, pre .. ".gelu.half_x", { g }, g.dtype)
+  local act = nn.mul(cx, pre .. ".gelu", half, t, g.dtype)
+  local lin = call(cx, D.wi_1, x)
+  local prod = nn.mul(cx, pre .. ".gated", act, lin, act.dtype)
+  local f = call(cx, D.wo, prod)
+  return nn.add(cx, pre .. ".residual2", h, f)
+end
+
+-- T5EncoderModel(input_ids)[0]: the embedding, the position bias of block 0
+-- (compute_bias: the (s, s) relative-position buckets, the bias embedding's (s, s, heads)
+-- lookup, permuted to (1, heads, s, s), kept for every block), the blocks, final_layer_norm.
+local function t5_forward(cx, m, ids)
+  local name, cfg = m.opname, m.cfg
+  local b, s = ids.shape[1], ids.shape[2]
+  local E = W(cx, m.children.shared.p.weight)
+  local h = nn.op_sized(cx, { name = name .. ".embed_tokens", kind = "gather", inputs = { ids, E },
+                              outs = { { name .. ".inputs_embeds", { b, s, cfg.d_model }, E.dtype } },
+                              grads = { "none", { dtype = E.dtype } } })
+  local enc = m.children.encoder.children
+  local blocks = enc.block
+  local rel = blocks.children["0"].children.layer.children["0"].children.SelfAttention.children.relative_attention_bias
+  local buckets = nn.op_sized(cx, { name = name .. ".relative_position_bucket", inputs = {},
+                                    outs = { { name .. ".relative_position_bucket", { s, s }, "int64" } } })
+  local rb = W(cx, rel.p.weight)
+  local values = nn.op_sized(cx, { name = name .. ".relative_attention_bias", kind = "gather",
+                                   inputs = { buckets, rb },
+                                   outs = { { name .. ".position_bias", { s, s, cfg.heads }, rb.dtype } },
+                                   grads = { "none", { dtype = rb.dtype } } })
+  -- values.permute([2, 0, 1]).unsqueeze(0): a view, the mask of every block's attention, held
+  -- until the stack returns
+  for _, k in ipairs(blocks.order) do h = call(cx, blocks.children[k], h) end
+  nn.release(cx, { values }, name .. ".position_bias dropped")
+  return call(cx, enc.final_layer_norm, h)
+end
+
+local function embedding(num, dim)
+  local m = mod.new("Embedding", nil, { num = num, dim = dim })
+  m:declare("weight", { num, dim })
+  return m
+end
+
+-- The tree in construction order: shared, encoder.block[i] (layer.0: SelfAttention q, k, v, o,
+-- relative_attention_bias in block 0; layer_norm; layer.1: DenseReluDense wi_0, wi_1, wo;
+-- layer_norm), encoder.final_layer_norm.
+function T.T5EncoderModel(cfg, name)
+  local d, inner = cfg.d_model, cfg.heads * cfg.d_kv
+  local root = mod.new("T5EncoderModel", t5_forward, { cfg = cfg, opname = name })
+  root:add("shared", embedding(cfg.vocab, d))
+  local enc = root:add("encoder", mod.new("T5Stack", nil))
+  local blocks = enc:add("block", mod.new("ModuleList", nil))
+  for l = 0, cfg.layers - 1 do
+    local pre = name .. ".block." .. l
+    local B = blocks:add(l, mod.new("T5Block", block_forward, { cfg = cfg, opname = pre }))
+    local layer = B:add("layer", mod.new("ModuleList", nil))
+    local sa = layer:add(0, mod.new("T5LayerSelfAttention", nil))
+    local a = sa:add("SelfAttention", mod.new("T5Attention", nil))
+    for _, nm in ipairs { "q", "k", "v" } do a:add(nm, U.Linear(d, inner, false)).opname = pre .. "." .. nm end
+    a:add("o", U.Linear(inner, d, false)).opname = pre .. ".o"
+    if l == 0 then a:add("relative_attention_bias", embedding(cfg.buckets, cfg.heads)) end
+    sa:add("layer_norm", t5_norm(d)).opname = pre .. ".layer_norm1"
+    local ff = layer:add(1, mod.new("T5LayerFF", nil))
+    local dd = ff:add("DenseReluDense", mod.new("T5DenseGatedActDense", nil))
+    dd:add("wi_0", U.Linear(d, cfg.d_ff, false)).opname = pre .. ".wi_0"
+    dd:add("wi_1", U.Linear(d, cfg.d_ff, false)).opname = pre .. ".wi_1"
+    dd:add("wo", U.Linear(cfg.d_ff, d, false)).opname = pre .. ".wo"
+    ff:add("layer_norm", t5_norm(d)).opname = pre .. ".layer_norm2"
+  end
+  enc:add("final_layer_norm", t5_norm(d)).opname = name .. ".final_layer_norm"
+  mod.finalize(root, name)
+  return root
+end
+
+return T
