@@ -171,5 +171,19 @@ run sd15 --set seq=128
 if [ "$RC" -eq 2 ] && grep -q "training.seq = 128: sd does not read it" "$TMP/sd15.err"; then ok "training.seq on arch sd: exit 2"
 else fail "seq on arch sd: exit $RC" "$(cat "$TMP/sd15.err")"; fi
 
+# the language-model techniques are refused on a diffusion model by name, never ignored
+for case in "float8:precision=bf16 training.float8.recipe=tensorwise:training.float8 is not modelled for this model" \
+            "dpo:training.dpo.prompt_length=8 training.dpo.completion_length=8:training.dpo is TRL's DPOTrainer"; do
+  name=${case%%:*}; rest=${case#*:}; sets=${rest%%:*}; want=${rest#*:}
+  args=""; for s in $sets; do args="$args --set $s"; done
+  run sd15 $args
+  if [ "$RC" -eq 2 ] && grep -qF "$want" "$TMP/sd15.err"; then ok "$name on arch sd: exit 2 naming it"
+  else fail "$name on arch sd: exit $RC" "$(cat "$TMP/sd15.err")"; fi
+done
+printf 'return { hardware = { gpu = "h200" }, model = { arch = "sd", config = "sd15-unet.json" },\n  training = { resolution = 512, inference = true, generate = { prompt = 8, max_new_tokens = 2 } } }\n' >"$TMP/gen.lua"
+run gen
+if [ "$RC" -eq 2 ] && grep -qF "training.generate is transformers' generate" "$TMP/gen.err"; then ok "generate on arch sd: exit 2 naming it"
+else fail "generate on arch sd: exit $RC" "$(cat "$TMP/gen.err")"; fi
+
 echo "test_diffusion: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -84,7 +84,7 @@ function M.check_causal_lm(t, root, notes)
   return nil
 end
 
--- The error for a technique given to a model that has no such step (SDXL's UNet), or nil
+-- The error for a technique given to a model that has no such step (the diffusion models), or nil
 -- (notes: where a technique's unread knob is noted).
 function M.check_other(t, model, notes)
   local bad = check_optimizer(t, notes or {})
@@ -104,6 +104,20 @@ function M.check_other(t, model, notes)
   if t.compile then
     return ("%s: training.compile is not modelled for this model (compiled decoder layers of the "
             .. "causal language models are)"):format(model)
+  end
+  -- torchao's converter, TRL's trainer and transformers' generate are built on the causal
+  -- language models' graph alone
+  if t.float8 then
+    return ("%s: training.float8 is not modelled for this model (torchao's Float8Linear is built "
+            .. "into the causal language models' Linears)"):format(model)
+  end
+  if t.dpo then
+    return ("%s: training.dpo is TRL's DPOTrainer for a causal language model; %s has no "
+            .. "preference objective here (Diffusion-DPO is not modelled)"):format(model, model)
+  end
+  if t.generate then
+    return ("%s: training.generate is transformers' generate for a causal language model; %s "
+            .. "does not generate tokens"):format(model, model)
   end
   return nil
 end
