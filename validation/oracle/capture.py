@@ -698,6 +698,13 @@ def capture(spec):
             pdt = next(model.parameters()).dtype
             latents = torch.randn(mb, lcfg.in_channels, lat, lat, device="cuda", dtype=pdt)
             ehs = torch.randn(mb, 77, lcfg.cross_attention_dim, device="cuda", dtype=pdt)
+            # SDXL's added conditioning (addition_embed_type text_time): the pooled text
+            # embedding of the second encoder and the six time ids, given with the latents
+            added = None
+            if lcfg.addition_embed_type == "text_time":
+                pooled = lcfg.projection_class_embeddings_input_dim - 6 * lcfg.addition_time_embed_dim
+                added = {"text_embeds": torch.randn(mb, pooled, device="cuda", dtype=pdt),
+                         "time_ids": torch.randn(mb, 6, device="cuda", dtype=pdt)}
             timesteps = torch.randint(0, 1000, (mb,), device="cuda")
 
             def unet_loss():
@@ -705,9 +712,9 @@ def capture(spec):
                 noisy = sched.add_noise(latents, noise, timesteps)
                 if autocast is not None:
                     with torch.autocast("cuda", dtype=autocast):
-                        pred = model(noisy, timesteps, ehs).sample
+                        pred = model(noisy, timesteps, ehs, added_cond_kwargs=added).sample
                 else:
-                    pred = model(noisy, timesteps, ehs).sample
+                    pred = model(noisy, timesteps, ehs, added_cond_kwargs=added).sample
                 return torch.nn.functional.mse_loss(pred.float(), noise.float(), reduction="mean")
         else:
             ids = torch.randint(0, lcfg.vocab_size, (mb, seq), device="cuda")

@@ -44,9 +44,10 @@ NAMED = [
      "fused attention kernel internals (workspace, fp32 dq accumulator, row statistic)",
      "lua/vrsim/ops/attention.lua"),
     (re.compile(r"conv"), "cuDNN convolution workspace", "lua/vrsim/ops/conv.lua"),
-    (re.compile(r"weight_grad\.backward"),
-     "the CUDA reduce kernel's staging buffer and semaphores of a row sum (the norm weight's "
-     "gradient over many rows)", "lua/models/llama.lua bwd_rowsum, sim/engine.c op_workspaces"),
+    (re.compile(r"(weight|bias)_grad\.backward"),
+     "the CUDA reduce kernel's staging buffer and semaphores of a row sum (a norm weight's or a "
+     "linear bias's gradient over many rows)",
+     "lua/models/llama.lua bwd_rowsum, lua/vrsim/ops/linear.lua, sim/engine.c op_workspaces"),
     (re.compile(r"(resnets\.\d+\.norm[12]|attentions\.\d+\.norm|conv_norm_out)(\.backward)?$"),
      "native_group_norm's fp32 (N, C) scale and shift temporaries, forward and backward (the "
      "CUDA kernels' own buffers)", "lua/vrsim/ops/norm.lua nn.group_norm"),
@@ -64,6 +65,14 @@ FAKE_ONLY = [
     ("backward", re.compile(r"^add\.Tensor\b"),
      "gradient sum out of place: FakeTensor is subclass-like, so InputBuffer never adds in place "
      "(torch/csrc/autograd/input_buffer.cpp can_accumulate_inplace)"),
+    # at::linear on a non-contiguous 3-D input (a UNet transformer's proj_in over the permuted
+    # feature map) runs matmul, then adds the bias in place (output.add_(bias)) unless the bias
+    # is subclass-like, as a FakeTensor is: then out of place (aten/src/ATen/native/Linear.cpp
+    # linear, "for composite compliance use out-of-place version of `add`")
+    ("forward", re.compile(r"\.proj_in add\.Tensor$"),
+     "linear's bias added out of place: subclass-like bias (aten/src/ATen/native/Linear.cpp linear)"),
+    ("backward", re.compile(r"\.proj_in add\.Tensor$"),
+     "linear's bias added out of place: subclass-like bias (aten/src/ATen/native/Linear.cpp linear)"),
 ]
 # A vrsim allocation never freed, made by a GEMM's op: the cuBLAS/cuBLASLt workspace of the
 # handle the thread's first GEMM creates (kept for the process; sim/engine.c cublas_workspace).

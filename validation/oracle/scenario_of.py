@@ -48,13 +48,16 @@ def scenario(spec):
         if cfg.get("_class_name") == "UNet2DConditionModel":
             # a Stable Diffusion UNet, its latents and text embeddings given (capture.py)
             model["arch"] = "sd"
+            if cfg.get("addition_embed_type") == "text_time":
+                # SDXL's UNet (cut: fewer or narrower blocks), its step's inputs given
+                model.update(arch="sdxl", variant="sdxl-base")
     if spec.get("layers"):
         model["layers"] = int(spec["layers"])
     training = {k: spec[k] for k in FIELDS if k in spec}
     training.setdefault("steps", 2)
     # capture.py builds from_config in fp32 then casts unless the spec says direct; vrsim's default
     # is from_pretrained's direct build, so the scenario says which (where the dtype makes it matter)
-    if model.get("arch") == "sd":
+    if model.get("arch") in ("sd", "sdxl"):
         training.update(text_encoders="cached", vae="cached")
     elif training.get("precision") in ("bf16", "fp16", "lora_bf16", "lora_fp16"):
         training.setdefault("build", "cast")

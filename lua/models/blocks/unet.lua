@@ -363,8 +363,15 @@ function U.timestep_embedding(cx, name, t, n, dim)
   a = nn.ew(cx, name .. ".mul_log", { a }, "fp32")
   a = nn.ew(cx, name .. ".div", { a }, "fp32")
   a = nn.ew(cx, name .. ".exp", { a }, "fp32")
-  local tf = nn.op_sized(cx, { name = name .. ".t_float", inputs = { t }, outs = { { name .. ".t_float", { n }, "fp32" } } })
-  local e = nn.op_sized(cx, { name = name .. ".outer", inputs = { tf, a }, outs = { { name .. ".outer", { n, half }, "fp32" } } })
+  -- (`timesteps[:, None].float()`: a copy of int64 timesteps or bf16 time ids; fp32 values,
+  -- SDXL's time ids under amp, are used as they are)
+  local tf, tfrees = t, { a }
+  if t.dtype ~= "fp32" then
+    tf = nn.op_sized(cx, { name = name .. ".t_float", inputs = { t }, outs = { { name .. ".t_float", { n }, "fp32" } } })
+    tfrees[2] = tf
+  end
+  local e = nn.op_sized(cx, { name = name .. ".outer", inputs = { tf, a }, frees = tfrees,
+                              outs = { { name .. ".outer", { n, half }, "fp32" } } })
   e = nn.ew(cx, name .. ".scale", { e }, "fp32")
   local s = nn.op_sized(cx, { name = name .. ".sin", inputs = { e }, outs = { { name .. ".sin", { n, half }, "fp32" } }, frees = {} })
   local co = nn.op_sized(cx, { name = name .. ".cos", inputs = { e }, outs = { { name .. ".cos", { n, half }, "fp32" } }, frees = {} })
@@ -418,8 +425,21 @@ local function down_block_forward(cx, m, h, emb, ctx)
   return h, states
 end
 
--- The parameters are made resnets first, then attentions, then the downsampler (the order the
--- measured model's build allocates them).
+-- A block's children as diffusers' constructors make them (unet_2d_blocks.py): one loop makes
+-- resnet j then its transformer j (the parameters allocated in that order: init_order), and
+-- then registers `self.attentions` before `self.resnets` (reg_order), so model.parameters(),
+-- the order the optimizer steps them, gives every transformer of the block before its resnets.
+local function interleaved(m, nres, nattn, tail)
+  local order = {}
+  for j = 1, math.max(nres, nattn) do
+    if j <= nres then order[#order + 1] = "resnets." .. (j - 1) end
+    if j <= nattn then order[#order + 1] = "attentions." .. (j - 1) end
+  end
+  if tail then order[#order + 1] = tail end
+  m.init_order = order
+  if nattn > 0 then m.reg_order = { "attentions", "resnets", tail } end
+end
+
 local function down_block(cls, a)
   local m = mod.new(cls, down_block_forward, { in_channels = a.cin, out_channels = a.cout })
   local res, attn = {}, {}
@@ -430,6 +450,7 @@ local function down_block(cls, a)
   m:add("resnets", U.ModuleList(res))
   if a.depth then m:add("attentions", U.ModuleList(attn)) end
   if a.add_downsample then m:add("downsamplers", U.ModuleList { U.Downsample2D(a.cout) }) end
+  interleaved(m, #res, #attn, a.add_downsample and "downsamplers" or nil)
   return m
 end
 
@@ -464,6 +485,7 @@ local function up_block(cls, a)
   m:add("resnets", U.ModuleList(res))
   if a.depth then m:add("attentions", U.ModuleList(attn)) end
   if a.add_upsample then m:add("upsamplers", U.ModuleList { U.Upsample2D(a.cout) }) end
+  interleaved(m, #res, #attn, a.add_upsample and "upsamplers" or nil)
   return m
 end
 
@@ -492,6 +514,7 @@ local function mid_block(cls, a)
   res[1].no_checkpoint = true
   m:add("resnets", U.ModuleList(res))
   m:add("attentions", U.ModuleList(attn))
+  interleaved(m, #res, #attn)
   return m
 end
 
@@ -638,6 +661,13 @@ function U.UNet2DConditionModel(c, prefix)
   end
   root:add("conv_norm_out", U.GroupNorm(groups, bo[1]))
   root:add("conv_out", U.Conv2d(bo[1], c.out_channels or 4, 3))
+  -- (UNet2DConditionModel.__init__ registers the empty down_blocks and up_blocks lists before
+  -- it makes the mid block: model.parameters() gives the up blocks before the mid block)
+  root.reg_order = {}
+  for _, k in ipairs(root.order) do
+    if k ~= "mid_block" then root.reg_order[#root.reg_order + 1] = k end
+    if k == "up_blocks" then root.reg_order[#root.reg_order + 1] = "mid_block" end
+  end
   mod.finalize(root, prefix)
   mod.walk(root, function(x) x.opname = x.opname or x.path end)
   -- FSDP's units (diffusers' _no_split_modules are the ResNet and transformer blocks; FSDP2's
