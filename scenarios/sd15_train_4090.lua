@@ -20,11 +20,11 @@
 --   $ ./vrsim scenarios/sd15_train_4090.lua
 --   FITS: peak reserved 20.17 GiB of 22.97 GiB usable (87.8 %), 2.81 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set checkpointing=false
---   FITS: peak reserved 20.31 GiB of 22.97 GiB usable (88.4 %), 2.66 GiB headroom
+--   FITS: peak reserved 20.32 GiB of 22.97 GiB usable (88.5 %), 2.65 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set micro_batch=4
 --   FITS: peak reserved 20.76 GiB of 22.97 GiB usable (90.4 %), 2.21 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set micro_batch=4 --set checkpointing=false
---   FITS: peak reserved 21.58 GiB of 22.97 GiB usable (93.9 %), 1.39 GiB headroom
+--   FITS: peak reserved 21.57 GiB of 22.97 GiB usable (93.9 %), 1.40 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set optimizer=adamw8bit --set micro_batch=8
 --   FITS: peak reserved 13.88 GiB of 22.97 GiB usable (60.4 %), 9.10 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set precision=lora_fp16 --set ema=false --set micro_batch=8

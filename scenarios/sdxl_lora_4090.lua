@@ -10,7 +10,7 @@
 --       FITS: peak reserved 10.23 GiB of 22.97 GiB usable (44.5 %)   <- this file
 --       the peak (9517 MiB allocated) is the fp32 VAE encode (a 1.08 GB cuDNN workspace for
 --       the 128-channel convolutions at 1024 px), not the UNet
---   --set checkpointing=false              FITS: 12.36 GiB (53.8 %)
+--   --set checkpointing=false              FITS: 12.38 GiB (53.9 %)
 --   --set micro_batch=4                    FITS: 19.69 GiB (85.7 %)
 --   micro-batch 6 is the largest that fits (21.59 GiB; ./vrsim maxbatch scenarios/sdxl_lora_4090.lua);
 --   --set micro_batch=8                    DOES NOT FIT (OOM in the fp32 VAE encode, step 1)
@@ -23,7 +23,7 @@
 --   $ ./vrsim scenarios/sdxl_lora_4090.lua
 --   FITS: peak reserved 10.23 GiB of 22.97 GiB usable (44.5 %), 12.74 GiB headroom
 --   $ ./vrsim scenarios/sdxl_lora_4090.lua --set checkpointing=false
---   FITS: peak reserved 12.36 GiB of 22.97 GiB usable (53.8 %), 10.62 GiB headroom
+--   FITS: peak reserved 12.38 GiB of 22.97 GiB usable (53.9 %), 10.59 GiB headroom
 --   $ ./vrsim scenarios/sdxl_lora_4090.lua --set micro_batch=4
 --   FITS: peak reserved 19.69 GiB of 22.97 GiB usable (85.7 %), 3.28 GiB headroom
 --   $ ./vrsim scenarios/sdxl_lora_4090.lua --set micro_batch=6

@@ -36,7 +36,7 @@
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set micro_batch=2
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'vae.encoder.conv_in'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set precision=amp_bf16
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw.init unet.down_blocks.2.attentions.0.transformer_blocks.2.attn1.to_k.weight'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw.init unet.down_blocks.2.attentions.0.transformer_blocks.1.ff.net.2.weight'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set text_encoders=trained
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw.init unet.up_blocks.0.attentions.2.transformer_blocks.1.ff.net.2.weight'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set text_encoders=cached --set vae=cached

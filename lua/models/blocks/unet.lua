@@ -283,7 +283,13 @@ end
 local function transformer2d_forward(cx, m, x, ctx)
   local name, C = m.opname, m.children
   local b, c, hh, ww = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
-  local g = call(cx, C.norm, x)
+  -- a frozen proj_in (LoRA, frozen base) on the permuted view is a bmm (matmul folds the view
+  -- into one mm only when the weight needs a gradient: aten's matmul should_fold), whose input
+  -- gradient comes back in (b, h*w, c) order: in NCHW a permuted view, which
+  -- NativeGroupNormBackward makes contiguous (a clone of the norm's output size, alive for its
+  -- backward). A trained one's mm gives the gradient in the view's own strides.
+  local pw = m.linear and C.proj_in.p.weight
+  local g = call(cx, C.norm, x, (pw and not pw.rg) and { noncontig_grad = true } or nil)
   local h
   if m.linear then
     local gv = nn.view(cx, g, { b, hh * ww, c }, name .. ".nlc_view")
@@ -464,7 +470,8 @@ local function up_block_forward(cx, m, h, skips, emb, ctx)
   local block_in = h
   for j, k in ipairs(res.order) do
     local skip = table.remove(skips)
-    h = nn.cat(cx, m.opname .. ".cat." .. (j - 1), { h, skip }, 2)
+    -- (the skip stays referenced by the caller's res_samples: unet_forward drops it)
+    h = nn.cat(cx, m.opname .. ".cat." .. (j - 1), { h, skip }, 2, { frees = { h } })
     h = call(cx, res.children[k], h, emb)
     if attn then h = call(cx, attn.children[attn.order[j]], h, ctx) end
   end
@@ -578,14 +585,25 @@ local function unet_forward(cx, m, sample, timesteps, ctx, added)
   end
   -- 4. mid
   h = call(cx, C.mid_block, h, emb, ctx)
-  -- 5. up
+  -- 5. up: `res_samples = down_block_res_samples[-len(upsample_block.resnets):]` keeps a
+  -- block's skips referenced until the next block's slice replaces it (the last block's until
+  -- forward returns), after the block has concatenated them; where no backward node saves a
+  -- skip (a frozen UNet under LoRA) that is when it goes
+  local res_samples
   for _, k in ipairs(C.up_blocks.order) do
-    h = call(cx, C.up_blocks.children[k], h, skips, emb, ctx)
+    local blk = C.up_blocks.children[k]
+    local nres = #blk.children.resnets.order
+    local nxt = { table.unpack(skips, #skips - nres + 1) }
+    if res_samples then nn.release(cx, res_samples, m.opname .. ".res_samples") end
+    res_samples = nxt
+    h = call(cx, blk, h, skips, emb, ctx)
   end
   -- 6. out
   h = call(cx, C.conv_norm_out, h)
   h = nn.act(cx, m.opname .. ".conv_act", h)
-  return call(cx, C.conv_out, h)
+  h = call(cx, C.conv_out, h)
+  if res_samples then nn.release(cx, res_samples, m.opname .. ".res_samples") end
+  return h
 end
 
 -- The tree from a diffusers UNet config (unet/config.json keys): block_out_channels,
