@@ -38,7 +38,9 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
   world         the fake world size (2 or more with a strategy)
   record        {"file": validation/records/*.jsonl, "name", "rank"}: the H200 run of this very
                 configuration, against whose measured peak compare.py holds the capture plus
-                vrsim's CUDA-only terms (not used by the capture itself)
+                vrsim's CUDA-only terms (not used by the capture itself); "unseen": {"bytes",
+                "what"}: what the GPU's trace shows live at the peak that neither side can make,
+                named with its evidence
   zero          the strategy's knobs, as the scenario's training.zero: init "whole" (the model is
                 built on the GPU, then sharded: required), raf (reshard_after_forward, passed to
                 every fully_shard call; default true)
@@ -863,8 +865,9 @@ def check_spec(path):
             bad(f"'{k}' is {v!r}, not one of {', '.join(SPEC_CHOICES[k])}")
     r = spec.get("record")
     if r is not None and (not isinstance(r.get("file"), str) or not isinstance(r.get("name"), str)
-                          or set(r) - {"file", "name", "rank"}):
-        bad("'record' is {\"file\": \"validation/records/....jsonl\", \"name\": ..., \"rank\": n}")
+                          or set(r) - {"file", "name", "rank", "unseen"}):
+        bad("'record' is {\"file\": \"validation/records/....jsonl\", \"name\": ..., \"rank\": n, "
+            "\"unseen\": {\"bytes\": n, \"what\": ...}}")
     strategy = spec.get("strategy", "none")
     if strategy != "none" and spec.get("world", 0) < 2:
         bad(f"strategy {strategy} needs 'world' (the fake world size), 2 or more")
