@@ -14,16 +14,16 @@
 -- feed-forwards, skip connections), which scales with the pixels (2.25x). Eager attention adds
 -- the s x s probabilities of every attention on top (443 MiB at 512 px, 2051 MiB at 768 px,
 -- 6271 MiB at 1024 px: quadratic). The whole step at 768 px:
---   FITS: peak reserved 20.92 GiB of 139.05 GiB usable (15.0 %)   <- this file
--- (peak 20512 MiB allocated, in backward); 512 px 20.93 GiB (20161 MiB): on an H200
+--   FITS: peak reserved 20.94 GiB of 139.05 GiB usable (15.1 %)   <- this file
+-- (peak 20492 MiB allocated, in backward); 512 px 21.00 GiB (20173 MiB): on an H200
 -- the weights, gradients and AdamW state (20 GB) dominate; on a 24 GB card the difference
 -- decides.
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/sdxl_768_vs_512.lua
---   FITS: peak reserved 20.92 GiB of 139.05 GiB usable (15.0 %), 118.13 GiB headroom
+--   FITS: peak reserved 20.94 GiB of 139.05 GiB usable (15.1 %), 118.12 GiB headroom
 --   $ ./vrsim scenarios/sdxl_768_vs_512.lua --set resolution=512
---   FITS: peak reserved 20.93 GiB of 139.05 GiB usable (15.1 %), 118.12 GiB headroom
+--   FITS: peak reserved 21.00 GiB of 139.05 GiB usable (15.1 %), 118.05 GiB headroom
 return {
   title = "SDXL UNet at 768 px against 512 px: activation memory, attention and the rest",
   hardware = { gpu = "h200" },

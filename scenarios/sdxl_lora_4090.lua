@@ -7,31 +7,31 @@
 --
 -- Answer (vrsim 2026-12-01, ./vrsim scenarios/sdxl_lora_4090.lua [--set ...]): LoRA fits easily:
 --   as written (batch 1, checkpointing):
---       FITS: peak reserved 10.22 GiB of 22.97 GiB usable (44.5 %)   <- this file
---       the peak (9514 MiB allocated) is the fp32 VAE encode (a 1.08 GB cuDNN workspace for
+--       FITS: peak reserved 10.23 GiB of 22.97 GiB usable (44.5 %)   <- this file
+--       the peak (9517 MiB allocated) is the fp32 VAE encode (a 1.08 GB cuDNN workspace for
 --       the 128-channel convolutions at 1024 px), not the UNet
 --   --set checkpointing=false              FITS: 12.38 GiB (53.9 %)
---   --set micro_batch=4                    FITS: 19.70 GiB (85.7 %)
---   micro-batch 6 is the largest that fits (21.60 GiB; ./vrsim maxbatch scenarios/sdxl_lora_4090.lua);
+--   --set micro_batch=4                    FITS: 19.69 GiB (85.7 %)
+--   micro-batch 6 is the largest that fits (21.59 GiB; ./vrsim maxbatch scenarios/sdxl_lora_4090.lua);
 --   --set micro_batch=8                    DOES NOT FIT (OOM in the fp32 VAE encode, step 1)
 --   with cached latents and embeddings, --set text_encoders=cached --set vae=cached
---   --set micro_batch=8                    FITS: 10.45 GiB (45.5 %)
+--   --set micro_batch=8                    FITS: 10.52 GiB (45.8 %)
 -- Weights (frozen UNet 4.9 GB bf16, text encoders 1.6 GB, VAE 0.3 GB) are most of it; the
 -- adapters, their gradients and AdamW state are 44 MiB.
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/sdxl_lora_4090.lua
---   FITS: peak reserved 10.22 GiB of 22.97 GiB usable (44.5 %), 12.75 GiB headroom
+--   FITS: peak reserved 10.23 GiB of 22.97 GiB usable (44.5 %), 12.74 GiB headroom
 --   $ ./vrsim scenarios/sdxl_lora_4090.lua --set checkpointing=false
 --   FITS: peak reserved 12.38 GiB of 22.97 GiB usable (53.9 %), 10.59 GiB headroom
 --   $ ./vrsim scenarios/sdxl_lora_4090.lua --set micro_batch=4
---   FITS: peak reserved 19.70 GiB of 22.97 GiB usable (85.7 %), 3.28 GiB headroom
+--   FITS: peak reserved 19.69 GiB of 22.97 GiB usable (85.7 %), 3.28 GiB headroom
 --   $ ./vrsim scenarios/sdxl_lora_4090.lua --set micro_batch=6
---   FITS: peak reserved 21.60 GiB of 22.97 GiB usable (94.0 %), 1.38 GiB headroom
+--   FITS: peak reserved 21.59 GiB of 22.97 GiB usable (94.0 %), 1.38 GiB headroom
 --   $ ./vrsim scenarios/sdxl_lora_4090.lua --set micro_batch=8
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'vae.encoder.down_blocks.0.resnets.0.silu1'
 --   $ ./vrsim scenarios/sdxl_lora_4090.lua --set text_encoders=cached --set vae=cached --set micro_batch=8
---   FITS: peak reserved 10.45 GiB of 22.97 GiB usable (45.5 %), 12.52 GiB headroom
+--   FITS: peak reserved 10.52 GiB of 22.97 GiB usable (45.8 %), 12.45 GiB headroom
 return {
   title = "SDXL LoRA (rank 4, attention projections) at 1024 px on an RTX 4090",
   hardware = { gpu = "rtx4090" },

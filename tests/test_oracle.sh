@@ -19,6 +19,7 @@ ok()   { PASS=$((PASS + 1)); echo "ok   $1"; }
 fail() { FAIL=$((FAIL + 1)); echo "FAIL $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/       /'; }
 O=validation/oracle
 n=0
+r=0
 for cap in "$O"/captures/*.jsonl.gz; do
   [ -f "$cap" ] || continue
   name=$(basename "$cap" .jsonl.gz)
@@ -31,8 +32,35 @@ for cap in "$O"/captures/*.jsonl.gz; do
   if "$@" >"$TMP/out" 2>&1; then
     ok "$name: $(grep -E 'PASS' "$TMP/out" | sed 's/^ *//')"
   else fail "$name" "$(cat "$TMP/out")"; fi
+  # a capture of the configuration of an H200 run (its spec's "record"): compare.py printed the
+  # capture's peak plus vrsim's CUDA-only terms against the measured peak, step by step, and
+  # passed only if they are equal to the byte
+  if grep -q '"record"' "$O/specs/$name.json" 2>/dev/null; then
+    r=$((r + 1))
+    if grep -q "against the H200 record" "$TMP/out" && [ "$(grep -cE '^ +[0-9]+ .* \+0 B$' "$TMP/out")" -gt 0 ] \
+       && ! grep -qE ' B +FAIL$' "$TMP/out"; then
+      ok "$name: capture + CUDA-only terms = the measured peak allocated, every step ($(grep -cE '^ +[0-9]+ .* \+0 B$' "$TMP/out") steps)"
+    else fail "$name: no record check, or it failed" "$(cat "$TMP/out")"; fi
+  fi
 done
 [ "$n" -gt 0 ] && ok "$n captures compared" || fail "no capture in $O/captures"
+[ "$r" -ge 4 ] && ok "$r captures checked against the peak of their H200 record" \
+  || fail "only $r captures checked against an H200 record (4 expected)"
+
+# The record check can fail: the same capture against another run's record (pub-c11, the whole
+# 7B at batch 1) is not its measured peak: exit 1, named.
+python3 - "$O/captures/llama2_7b_l4_bf16_b4.jsonl.gz" "$TMP/other.jsonl" <<'PY'
+import gzip, json, sys
+lines = [json.loads(ln) for ln in gzip.open(sys.argv[1], "rt")]
+lines[0]["spec"]["record"]["name"] = "pub-c11"
+with open(sys.argv[2], "w") as f:
+    f.writelines(json.dumps(ln) + "\n" for ln in lines)
+PY
+python3 "$O/compare.py" --quiet --vrsim "$VRSIM" --expect "$O/expected/llama2_7b_l4_bf16_b4.txt" \
+  "$TMP/other.jsonl" "$O/scenarios/llama2_7b_l4_bf16_b4.lua" >"$TMP/out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q "not the measured peak" "$TMP/out"; then ok "a capture held to another run's record: exit 1"
+else fail "a capture held to another run's record: exit $rc, expected 1" "$(cat "$TMP/out")"; fi
 
 # A scenario that is not the capture's (another sequence length) must diverge: exit 1.
 cap="$O/captures/llama2_7b_l2_bf16.jsonl.gz"

@@ -377,10 +377,17 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
            .. "PyTorch's math fallback, which is not modelled: use bf16/fp16 or attention = \"eager\"")
           :format(pre), 0)
   end
+  -- The values' heads view (view(b, s, h, d).transpose(1, 2)): its gradient comes back in the
+  -- values' own layout, a view, where the kernel's dv has the strides of the values it read:
+  -- cuDNN keeps its input's (v itself without a cache; with one, the cache's (b, h, s, d) copy,
+  -- whose transposed gradient the reshape must copy), and the memory-efficient kernel makes dv
+  -- contiguous in its BMHK order (attention_backward.cu _efficient_attention_backward:
+  -- at::empty(value.sizes()) on the transposed values), which is v's own layout either way.
   local vv
   -- (flash_attention_2's varlen path likewise takes v as its (b, L, heads, d) layout)
   local varlen = attn_impl == "flash" and r.data and (r.data.padded or r.data.packed)
-  if (attn_impl == "cudnn" or varlen) and not r.use_cache and (not grouped or enable_gqa or varlen) then
+  if (((attn_impl == "cudnn" or varlen) and not r.use_cache) or attn_impl == "mem_efficient")
+     and (not grouped or enable_gqa or varlen) then
     vv = nn.view(cx, v, { b, a.kv_heads, s, hd }, pre .. ".v_heads")
   else
     vv = nn.view_op(cx, pre .. ".v_heads", v, { b, a.kv_heads, s, hd })

@@ -114,8 +114,19 @@ function M.shown(v)
   return math.tointeger(v) and tostring(math.tointeger(v)) or tostring(v)
 end
 
+-- Keys that only size the tree (how many blocks, of which kind, how wide, how deep): a config
+-- may set them otherwise, the rest of SDXL's UNet kept, and the tree is built as it says
+-- (blocks/unet.lua reads them as diffusers' get_down_block / get_up_block do, and checks that
+-- the lists agree). That is a cut SDXL UNet, as the oracle's captures run one
+-- (validation/oracle/specs/sdxl_cut_*.json): the same block kinds, fewer or narrower.
+M.SIZING = {
+  block_out_channels = 1, down_block_types = 1, up_block_types = 1, layers_per_block = 1,
+  transformer_layers_per_block = 1, attention_head_dim = 1,
+}
+
 -- Checks model.config (a path or a table) against the UNet vrsim builds for SDXL; raises the
--- first difference, by key, in a fixed order.
+-- first difference, by key, in a fixed order. Returns the UNet config to build: SDXL base's,
+-- with the config's SIZING keys where it sets them, and whether any of them differs.
 function M.check_config(src)
   local c, where = require("models.hf").read(src)
   where = type(src) == "string" and src or "model.config"
@@ -146,7 +157,7 @@ function M.check_config(src)
     local v = c[k]
     local left_out = v == nil
     if left_out and M.DIFFUSERS_DEFAULT[k] ~= nil then v = M.DIFFUSERS_DEFAULT[k] end
-    if not (left_out and M.DIFFUSERS_DEFAULT[k] == nil) and not M.same(want, v) then
+    if not (left_out and M.DIFFUSERS_DEFAULT[k] == nil) and not M.same(want, v) and not M.SIZING[k] then
       diff[#diff + 1] = ("%s = %s%s (SDXL base: %s)"):format(k, M.shown(v), left_out and ", left out" or "", M.shown(want))
       diff_names[#diff] = k
     end
@@ -165,6 +176,14 @@ function M.check_config(src)
   if #other > 0 then
     error(("%s; it has keys vrsim does not read: %s"):format(head, table.concat(other, ", ")), 0)
   end
+  local u, cut = {}, false
+  for k, v in pairs(M.unet_config) do u[k] = v end
+  for k in pairs(M.SIZING) do
+    local v = c[k]
+    if v == nil then v = M.DIFFUSERS_DEFAULT[k] end
+    if v ~= nil and not M.same(M.unet_config[k], v) then u[k], cut = v, true end
+  end
+  return u, cut
 end
 
 -- peft's targets in diffusers' SDXL LoRA scripts (train_text_to_image_lora_sdxl.py).
@@ -180,9 +199,9 @@ end
 -- projected pooled output of the second (text_embeds), six time ids; the VAE encode in fp32
 -- unless training.vae says otherwise (train_text_to_image_sdxl.py keeps SDXL's VAE in fp32,
 -- which overflows in fp16).
-local function family(variant)
+local function family(variant, ucfg)
   return {
-    name = "sdxl", unet_config = M.unet_config, unet_alone = variant == "sdxl-base-unet",
+    name = "sdxl", unet_config = ucfg or M.unet_config, unet_alone = variant == "sdxl-base-unet",
     encoders = { { cfg = clip.configs["vit-l-14"], prefix = "text_encoder", ids = "input_ids" },
                  { cfg = clip.configs["vit-bigg-14"], prefix = "text_encoder_2", ids = "input_ids_2" } },
     encode = function(cx, outs)
@@ -203,9 +222,10 @@ function M.build(cx, cfg)
   if not M.choices.variant[variant] then
     error(("sdxl: unknown variant '%s' (sdxl-base-unet or sdxl-base)"):format(variant), 0)
   end
-  if cfg.model.config ~= nil then M.check_config(cfg.model.config) end
-  cx.model_name = variant
-  return require("models.blocks.unet_step").build(cx, cfg, family(variant))
+  local ucfg, cut
+  if cfg.model.config ~= nil then ucfg, cut = M.check_config(cfg.model.config) end
+  cx.model_name = cut and (variant .. " (cut UNet)") or variant
+  return require("models.blocks.unet_step").build(cx, cfg, family(variant, ucfg))
 end
 
 function M.settings(cfg)

@@ -35,8 +35,14 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
                 restarting at each sequence (DataCollatorWithFlattening)
   strategy      none (default) or fsdp2: fully_shard on every decoder layer, then the root, as
                 validation/harness/measure_multi.py wraps the model, over a fake process group of
-                `world` ranks (fake_dist.py); rank 0 is recorded
+                `world` ranks (fake_dist.py); rank 0 is recorded; ddp: DistributedDataParallel;
+                zero1: the same DDP with torch.distributed.optim.ZeroRedundancyOptimizer
   world         the fake world size (2 or more with a strategy)
+  record        {"file": validation/records/*.jsonl, "name", "rank"}: the H200 run of this very
+                configuration, against whose measured peak compare.py holds the capture plus
+                vrsim's CUDA-only terms (not used by the capture itself); "unseen": {"bytes",
+                "what"}: what the GPU's trace shows live at the peak that neither side can make,
+                named with its evidence
   zero          the strategy's knobs, as the scenario's training.zero: init "whole" (the model is
                 built on the GPU, then sharded: required), raf (reshard_after_forward, passed to
                 every fully_shard call; default true)
@@ -649,7 +655,7 @@ def wrap_parallel(torch, spec, model, mesh):
             fully_shard(layer, **kw)
         fully_shard(model, **kw)
         return model
-    if strategy == "ddp":
+    if strategy in ("ddp", "zero1"):
         # (DistributedDataParallel's defaults: 25 MiB buckets, the first 1 MiB; the module's
         # states broadcast from rank 0 at construction)
         import torch.nn.parallel.distributed as ddp
@@ -693,9 +699,15 @@ def local_tensor(p):
 def make_optimizer(torch, spec, params):
     impl = spec.get("optimizer_impl", "foreach")
     kw = {"foreach": {"foreach": True}, "fused": {"fused": True}, "forloop": {"foreach": False}}[impl]
-    if spec.get("optimizer", "adamw") == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kw)
-    return torch.optim.AdamW(params, lr=1e-5, **kw)
+    sgd = spec.get("optimizer", "adamw") == "sgd"
+    cls, kw = (torch.optim.SGD, dict(kw, lr=1e-3, momentum=0.9)) if sgd else (torch.optim.AdamW, dict(kw, lr=1e-5))
+    if spec.get("strategy") == "zero1":
+        # ZeRO-1 as torch.distributed expresses it (measure_multi.py's zero1): DDP, and
+        # ZeroRedundancyOptimizer over every parameter, the local optimizer stepping this rank's
+        # partition (parameters_as_bucket_view False, the default)
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        return ZeroRedundancyOptimizer(params, optimizer_class=cls, **kw)
+    return cls(params, **kw)
 
 
 def install_module_hooks(torch, model, rec):
@@ -714,6 +726,62 @@ def install_module_hooks(torch, model, rec):
     a = torch.nn.modules.module.register_module_forward_pre_hook(pre)
     b = torch.nn.modules.module.register_module_forward_hook(post, always_call=True)
     return a, b
+
+
+def run_steps(torch, rec, spec, opt, pack, loss_fn, backward=None, scaler=None):
+    """The training loop of the records (validation/harness/measure_llama.py), shared by every
+    capture (capture_tp.py's too): per step, per micro-batch (grad_accum) the forward under
+    saved_tensors_hooks(pack) (loss_fn() gives the loss; divided by the accumulation), the
+    GradScaler's scale where there is one, backward (backward(loss), default loss.backward()),
+    then the optimizer step (through the scaler), zero_grad(set_to_none=True). Records the phase
+    boundaries and returns each step's live-bytes row."""
+    accum = int(spec.get("grad_accum", 1))
+    steps = []
+    for step in range(int(spec.get("steps", 2))):
+        rec.peak = rec.live
+        row = {"e": "step", "st": step, "live_start": rec.live}
+        for micro in range(accum):
+            rec.phase("fwd", step, micro)
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                loss = loss_fn()
+                if accum != 1:
+                    loss = loss / accum
+            if scaler is not None:
+                loss = scaler.scale(loss)   # (forward's, as vrsim counts it)
+            row.setdefault("after_fwd", rec.live)
+            rec.phase("bwd", step, micro)
+            if backward is None:
+                loss.backward()
+            else:
+                backward(loss)
+            row.setdefault("after_bwd", rec.live)
+        rec.phase("optim", step)
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        row["after_opt"] = rec.live
+        rec.phase("zero_grad", step)
+        opt.zero_grad(set_to_none=True)
+        del loss
+        row["live_end"] = rec.live
+        row["peak"] = rec.peak
+        rec.phase("end", step)
+        steps.append(row)
+    return steps
+
+
+def write_capture(out, lines):
+    """The capture as gzipped JSONL, written whole or not at all (no name and no time in the gzip
+    header: the same capture is the same bytes)."""
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    tmp = out + ".tmp"
+    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb",
+                                               compresslevel=9, mtime=0) as f:
+        for ln in lines:
+            f.write((json.dumps(ln, separators=(",", ":")) + "\n").encode())
+    os.replace(tmp, out)
 
 
 def capture(spec):
@@ -790,7 +858,6 @@ def capture(spec):
         else:
             mb = int(spec["micro_batch"])
             seq = int(spec["seq"]) if not (unet or flux) else None
-        accum = int(spec.get("grad_accum", 1))
         prec = spec["precision"]
         autocast = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(prec)
         if flux and prec == "lora_bf16":
@@ -808,6 +875,13 @@ def capture(spec):
             pdt = next(model.parameters()).dtype
             latents = torch.randn(mb, lcfg.in_channels, lat, lat, device="cuda", dtype=pdt)
             ehs = torch.randn(mb, 77, lcfg.cross_attention_dim, device="cuda", dtype=pdt)
+            # SDXL's added conditioning (addition_embed_type text_time): the pooled text
+            # embedding of the second encoder and the six time ids, given with the latents
+            added = None
+            if lcfg.addition_embed_type == "text_time":
+                pooled = lcfg.projection_class_embeddings_input_dim - 6 * lcfg.addition_time_embed_dim
+                added = {"text_embeds": torch.randn(mb, pooled, device="cuda", dtype=pdt),
+                         "time_ids": torch.randn(mb, 6, device="cuda", dtype=pdt)}
             timesteps = torch.randint(0, 1000, (mb,), device="cuda")
 
             def unet_loss():
@@ -815,9 +889,9 @@ def capture(spec):
                 noisy = sched.add_noise(latents, noise, timesteps)
                 if autocast is not None:
                     with torch.autocast("cuda", dtype=autocast):
-                        pred = model(noisy, timesteps, ehs).sample
+                        pred = model(noisy, timesteps, ehs, added_cond_kwargs=added).sample
                 else:
-                    pred = model(noisy, timesteps, ehs).sample
+                    pred = model(noisy, timesteps, ehs, added_cond_kwargs=added).sample
                 return torch.nn.functional.mse_loss(pred.float(), noise.float(), reduction="mean")
         elif not flux:
             ids = torch.randint(0, lcfg.vocab_size, (mb, seq), device="cuda")
@@ -827,45 +901,18 @@ def capture(spec):
             extra["attention_mask"] = torch.ones((mb, seq), dtype=torch.int64, device="cuda")
         elif data:
             extra["position_ids"] = torch.zeros((1, seq), dtype=torch.int64, device="cuda")
-        steps = []
-        for step in range(int(spec.get("steps", 2))):
-            base = rec.live
-            rec.peak = rec.live
-            row = {"e": "step", "st": step, "live_start": base}
-            for micro in range(accum):
-                rec.phase("fwd", step, micro)
-                with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                    if flux:
-                        loss = flux_loss()
-                    elif unet:
-                        loss = unet_loss()
-                    elif autocast is not None:
-                        with torch.autocast("cuda", dtype=autocast):
-                            loss = model(input_ids=ids, labels=ids, **extra).loss
-                    else:
-                        loss = model(input_ids=ids, labels=ids, **extra).loss
-                    if accum != 1:
-                        loss = loss / accum
-                if scaler is not None:
-                    loss = scaler.scale(loss)   # (forward's, as vrsim counts it)
-                row.setdefault("after_fwd", rec.live)
-                rec.phase("bwd", step, micro)
-                loss.backward()
-                row.setdefault("after_bwd", rec.live)
-            rec.phase("optim", step)
-            if scaler is not None:
-                scaler.step(opt)
-                scaler.update()
-            else:
-                opt.step()
-            row["after_opt"] = rec.live
-            rec.phase("zero_grad", step)
-            opt.zero_grad(set_to_none=True)
-            del loss
-            row["live_end"] = rec.live
-            row["peak"] = rec.peak
-            rec.phase("end", step)
-            steps.append(row)
+        if flux:
+            loss_fn = flux_loss
+        elif unet:
+            loss_fn = unet_loss
+        elif autocast is not None:
+            def loss_fn():
+                with torch.autocast("cuda", dtype=autocast):
+                    return model(input_ids=ids, labels=ids, **extra).loss
+        else:
+            def loss_fn():
+                return model(input_ids=ids, labels=ids, **extra).loss
+        steps = run_steps(torch, rec, spec, opt, pack, loss_fn, scaler=scaler)
         for h in hooks:
             h.remove()
     header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,
@@ -884,9 +931,9 @@ SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch":
                "optimizer": str, "optimizer_impl": str, "checkpointing": bool,
                "checkpoint_every": int, "checkpoint_scope": str, "lora": dict,
                "attention": str, "sdpa_backend": str, "compare": str, "data": dict,
-               "strategy": str, "world": int, "zero": dict, "float8": dict}
+               "strategy": str, "world": int, "zero": dict, "float8": dict, "record": dict}
 SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16", "mp_fp32"),
-                "strategy": ("none", "fsdp2", "ddp"),
+                "strategy": ("none", "fsdp2", "ddp", "zero1"),
                 "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),
                 "build": ("cast", "direct"), "attention": ("sdpa", "eager"),
                 "checkpoint_scope": ("layer", "op"),
@@ -928,13 +975,18 @@ def check_spec(path):
             bad(f"'{k}' has the wrong type ({type(v).__name__})")
         if k in SPEC_CHOICES and v not in SPEC_CHOICES[k]:
             bad(f"'{k}' is {v!r}, not one of {', '.join(SPEC_CHOICES[k])}")
+    r = spec.get("record")
+    if r is not None and (not isinstance(r.get("file"), str) or not isinstance(r.get("name"), str)
+                          or set(r) - {"file", "name", "rank", "unseen"}):
+        bad("'record' is {\"file\": \"validation/records/....jsonl\", \"name\": ..., \"rank\": n, "
+            "\"unseen\": {\"bytes\": n, \"what\": ...}}")
     strategy = spec.get("strategy", "none")
     if strategy != "none" and spec.get("world", 0) < 2:
         bad(f"strategy {strategy} needs 'world' (the fake world size), 2 or more")
     if spec["precision"] == "mp_fp32" and strategy != "fsdp2":
         bad("precision mp_fp32 is FSDP2's MixedPrecisionPolicy: strategy fsdp2")
-    if strategy == "ddp" and spec.get("zero"):
-        bad("zero: ddp is captured with DistributedDataParallel's defaults (no knobs)")
+    if strategy in ("ddp", "zero1") and spec.get("zero"):
+        bad(f"zero: {strategy} is captured with DistributedDataParallel's defaults (no knobs)")
     for k, v in (spec.get("zero") or {}).items():
         # the harness's loop builds the model whole on the GPU, then shards it (zero.init whole)
         if (k, v) not in (("init", "whole"), ("raf", True), ("raf", False)):
@@ -953,14 +1005,7 @@ def main():
     preload_fake_cuda()
     out = a.out or os.path.join(HERE, "captures", spec["name"] + ".jsonl.gz")
     lines = capture(spec)
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    tmp = out + ".tmp"
-    # (no name and no time in the gzip header: the same capture is the same bytes)
-    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb",
-                                               compresslevel=9, mtime=0) as f:
-        for ln in lines:
-            f.write((json.dumps(ln, separators=(",", ":")) + "\n").encode())
-    os.replace(tmp, out)
+    write_capture(out, lines)
     steps = [ln for ln in lines if ln.get("e") == "step"]
     for s in steps:
         print(f"{spec['name']} step {s['st']}: peak {s['peak']} after_fwd {s['after_fwd']} "

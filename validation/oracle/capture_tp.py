@@ -32,7 +32,6 @@ events: the functional collectives' wait_tensor returns its input on a GPU (an a
 fake kernel makes a new tensor.
 """
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -166,32 +165,17 @@ def capture(spec):
         rec.phase("inputs")
         ids = torch.randint(0, lcfg.vocab_size, (mb, seq), device="cuda")
         pos = torch.arange(seq, device="cuda").unsqueeze(0)
-        steps = []
-        for step in range(int(spec.get("steps", 2))):
-            rec.peak = rec.live
-            row = {"e": "step", "st": step, "live_start": rec.live}
-            rec.phase("fwd", step, 0)
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                logits = model(input_ids=ids, position_ids=pos).logits
-                with loss_parallel():
-                    loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(),
-                                                             ids.flatten(0, 1))
-            del logits
-            row["after_fwd"] = rec.live
-            rec.phase("bwd", step, 0)
+
+        def loss_fn():
+            logits = model(input_ids=ids, position_ids=pos).logits
+            with loss_parallel():
+                return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(),
+                                                         ids.flatten(0, 1))
+
+        def backward(loss):
             with loss_parallel():
                 loss.backward()
-            row["after_bwd"] = rec.live
-            rec.phase("optim", step)
-            opt.step()
-            row["after_opt"] = rec.live
-            rec.phase("zero_grad", step)
-            opt.zero_grad(set_to_none=True)
-            del loss
-            row["live_end"] = rec.live
-            row["peak"] = rec.peak
-            rec.phase("end", step)
-            steps.append(row)
+        steps = C.run_steps(torch, rec, spec, opt, pack, loss_fn, backward=backward)
         for h in hooks:
             h.remove()
     header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,
@@ -238,13 +222,7 @@ def main():
     C.preload_fake_cuda()
     out = a.out or os.path.join(C.HERE, "captures", spec["name"] + ".jsonl.gz")
     lines = capture(spec)
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    tmp = out + ".tmp"
-    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb",
-                                               compresslevel=9, mtime=0) as f:
-        for ln in lines:
-            f.write((json.dumps(ln, separators=(",", ":")) + "\n").encode())
-    os.replace(tmp, out)
+    C.write_capture(out, lines)
     for s in (ln for ln in lines if ln.get("e") == "step"):
         print(f"{spec['name']} step {s['st']}: peak {s['peak']} after_fwd {s['after_fwd']} "
               f"after_bwd {s['after_bwd']} after_opt {s['after_opt']}")

@@ -48,6 +48,9 @@ def scenario(spec):
         if cfg.get("_class_name") == "UNet2DConditionModel":
             # a Stable Diffusion UNet, its latents and text embeddings given (capture.py)
             model["arch"] = "sd"
+            if cfg.get("addition_embed_type") == "text_time":
+                # SDXL's UNet (cut: fewer or narrower blocks), its step's inputs given
+                model.update(arch="sdxl", variant="sdxl-base")
         elif cfg.get("_class_name") == "FluxTransformer2DModel":
             # a Flux transformer, its latents and prompt embeddings given (capture.py flux_step)
             model["arch"] = "flux"
@@ -57,11 +60,11 @@ def scenario(spec):
     training.setdefault("steps", 2)
     # capture.py builds from_config in fp32 then casts unless the spec says direct; vrsim's default
     # is from_pretrained's direct build, so the scenario says which (where the dtype makes it matter)
-    if model.get("arch") in ("sd", "flux"):
+    if model.get("arch") in ("sd", "sdxl", "flux"):
         training.update(text_encoders="cached", vae="cached")
-    if model.get("arch") == "flux" and cfg.get("joint_attention_dim") != 4096:
-        # (capture.py's prompt length for a cut transformer's narrower text width)
-        training["max_sequence_length"] = 64
+        if model.get("arch") == "flux" and cfg.get("joint_attention_dim") != 4096:
+            # (capture.py's prompt length for a cut transformer's narrower text width)
+            training["max_sequence_length"] = 64
     elif training.get("precision") in ("bf16", "fp16", "lora_bf16", "lora_fp16"):
         training.setdefault("build", "cast")
     if "lora" in spec:

@@ -283,7 +283,13 @@ end
 local function transformer2d_forward(cx, m, x, ctx)
   local name, C = m.opname, m.children
   local b, c, hh, ww = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
-  local g = call(cx, C.norm, x)
+  -- a frozen proj_in (LoRA, frozen base) on the permuted view is a bmm (matmul folds the view
+  -- into one mm only when the weight needs a gradient: aten's matmul should_fold), whose input
+  -- gradient comes back in (b, h*w, c) order: in NCHW a permuted view, which
+  -- NativeGroupNormBackward makes contiguous (a clone of the norm's output size, alive for its
+  -- backward). A trained one's mm gives the gradient in the view's own strides.
+  local pw = m.linear and C.proj_in.p.weight
+  local g = call(cx, C.norm, x, (pw and not pw.rg) and { noncontig_grad = true } or nil)
   local h
   if m.linear then
     local gv = nn.view(cx, g, { b, hh * ww, c }, name .. ".nlc_view")
@@ -363,8 +369,15 @@ function U.timestep_embedding(cx, name, t, n, dim)
   a = nn.ew(cx, name .. ".mul_log", { a }, "fp32")
   a = nn.ew(cx, name .. ".div", { a }, "fp32")
   a = nn.ew(cx, name .. ".exp", { a }, "fp32")
-  local tf = nn.op_sized(cx, { name = name .. ".t_float", inputs = { t }, outs = { { name .. ".t_float", { n }, "fp32" } } })
-  local e = nn.op_sized(cx, { name = name .. ".outer", inputs = { tf, a }, outs = { { name .. ".outer", { n, half }, "fp32" } } })
+  -- (`timesteps[:, None].float()`: a copy of int64 timesteps or bf16 time ids; fp32 values,
+  -- SDXL's time ids under amp, are used as they are)
+  local tf, tfrees = t, { a }
+  if t.dtype ~= "fp32" then
+    tf = nn.op_sized(cx, { name = name .. ".t_float", inputs = { t }, outs = { { name .. ".t_float", { n }, "fp32" } } })
+    tfrees[2] = tf
+  end
+  local e = nn.op_sized(cx, { name = name .. ".outer", inputs = { tf, a }, frees = tfrees,
+                              outs = { { name .. ".outer", { n, half }, "fp32" } } })
   e = nn.ew(cx, name .. ".scale", { e }, "fp32")
   local s = nn.op_sized(cx, { name = name .. ".sin", inputs = { e }, outs = { { name .. ".sin", { n, half }, "fp32" } }, frees = {} })
   local co = nn.op_sized(cx, { name = name .. ".cos", inputs = { e }, outs = { { name .. ".cos", { n, half }, "fp32" } }, frees = {} })
@@ -418,8 +431,21 @@ local function down_block_forward(cx, m, h, emb, ctx)
   return h, states
 end
 
--- The parameters are made resnets first, then attentions, then the downsampler (the order the
--- measured model's build allocates them).
+-- A block's children as diffusers' constructors make them (unet_2d_blocks.py): one loop makes
+-- resnet j then its transformer j (the parameters allocated in that order: init_order), and
+-- then registers `self.attentions` before `self.resnets` (reg_order), so model.parameters(),
+-- the order the optimizer steps them, gives every transformer of the block before its resnets.
+local function interleaved(m, nres, nattn, tail)
+  local order = {}
+  for j = 1, math.max(nres, nattn) do
+    if j <= nres then order[#order + 1] = "resnets." .. (j - 1) end
+    if j <= nattn then order[#order + 1] = "attentions." .. (j - 1) end
+  end
+  if tail then order[#order + 1] = tail end
+  m.init_order = order
+  if nattn > 0 then m.reg_order = { "attentions", "resnets", tail } end
+end
+
 local function down_block(cls, a)
   local m = mod.new(cls, down_block_forward, { in_channels = a.cin, out_channels = a.cout })
   local res, attn = {}, {}
@@ -430,6 +456,7 @@ local function down_block(cls, a)
   m:add("resnets", U.ModuleList(res))
   if a.depth then m:add("attentions", U.ModuleList(attn)) end
   if a.add_downsample then m:add("downsamplers", U.ModuleList { U.Downsample2D(a.cout) }) end
+  interleaved(m, #res, #attn, a.add_downsample and "downsamplers" or nil)
   return m
 end
 
@@ -443,7 +470,8 @@ local function up_block_forward(cx, m, h, skips, emb, ctx)
   local block_in = h
   for j, k in ipairs(res.order) do
     local skip = table.remove(skips)
-    h = nn.cat(cx, m.opname .. ".cat." .. (j - 1), { h, skip }, 2)
+    -- (the skip stays referenced by the caller's res_samples: unet_forward drops it)
+    h = nn.cat(cx, m.opname .. ".cat." .. (j - 1), { h, skip }, 2, { frees = { h } })
     h = call(cx, res.children[k], h, emb)
     if attn then h = call(cx, attn.children[attn.order[j]], h, ctx) end
   end
@@ -464,6 +492,7 @@ local function up_block(cls, a)
   m:add("resnets", U.ModuleList(res))
   if a.depth then m:add("attentions", U.ModuleList(attn)) end
   if a.add_upsample then m:add("upsamplers", U.ModuleList { U.Upsample2D(a.cout) }) end
+  interleaved(m, #res, #attn, a.add_upsample and "upsamplers" or nil)
   return m
 end
 
@@ -492,6 +521,7 @@ local function mid_block(cls, a)
   res[1].no_checkpoint = true
   m:add("resnets", U.ModuleList(res))
   m:add("attentions", U.ModuleList(attn))
+  interleaved(m, #res, #attn)
   return m
 end
 
@@ -555,14 +585,25 @@ local function unet_forward(cx, m, sample, timesteps, ctx, added)
   end
   -- 4. mid
   h = call(cx, C.mid_block, h, emb, ctx)
-  -- 5. up
+  -- 5. up: `res_samples = down_block_res_samples[-len(upsample_block.resnets):]` keeps a
+  -- block's skips referenced until the next block's slice replaces it (the last block's until
+  -- forward returns), after the block has concatenated them; where no backward node saves a
+  -- skip (a frozen UNet under LoRA) that is when it goes
+  local res_samples
   for _, k in ipairs(C.up_blocks.order) do
-    h = call(cx, C.up_blocks.children[k], h, skips, emb, ctx)
+    local blk = C.up_blocks.children[k]
+    local nres = #blk.children.resnets.order
+    local nxt = { table.unpack(skips, #skips - nres + 1) }
+    if res_samples then nn.release(cx, res_samples, m.opname .. ".res_samples") end
+    res_samples = nxt
+    h = call(cx, blk, h, skips, emb, ctx)
   end
   -- 6. out
   h = call(cx, C.conv_norm_out, h)
   h = nn.act(cx, m.opname .. ".conv_act", h)
-  return call(cx, C.conv_out, h)
+  h = call(cx, C.conv_out, h)
+  if res_samples then nn.release(cx, res_samples, m.opname .. ".res_samples") end
+  return h
 end
 
 -- The tree from a diffusers UNet config (unet/config.json keys): block_out_channels,
@@ -638,6 +679,13 @@ function U.UNet2DConditionModel(c, prefix)
   end
   root:add("conv_norm_out", U.GroupNorm(groups, bo[1]))
   root:add("conv_out", U.Conv2d(bo[1], c.out_channels or 4, 3))
+  -- (UNet2DConditionModel.__init__ registers the empty down_blocks and up_blocks lists before
+  -- it makes the mid block: model.parameters() gives the up blocks before the mid block)
+  root.reg_order = {}
+  for _, k in ipairs(root.order) do
+    if k ~= "mid_block" then root.reg_order[#root.reg_order + 1] = k end
+    if k == "up_blocks" then root.reg_order[#root.reg_order + 1] = "mid_block" end
+  end
   mod.finalize(root, prefix)
   mod.walk(root, function(x) x.opname = x.opname or x.path end)
   -- FSDP's units (diffusers' _no_split_modules are the ResNet and transformer blocks; FSDP2's

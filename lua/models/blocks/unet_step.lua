@@ -101,6 +101,22 @@ local function materialize(cx, root, dtype, trainable)
   cx.layer = -1
 end
 
+-- Puts the parameters materialize made from index `from` on in the tree's registration order
+-- (a module's reg_order, where set, else its order; depth first: model.parameters(), the
+-- optimizer's order), where a constructor made them in another (init_order).
+local function registration_order(cx, root, from)
+  local rank, n = {}, 0
+  local function walk(m)
+    for _, d in ipairs(m.decls) do n = n + 1; rank[m.path .. "." .. d.key] = n end
+    for _, k in ipairs(m.reg_order or m.order) do walk(m.children[k]) end
+  end
+  walk(root)
+  local made = {}
+  for i = from, #cx.params do made[#made + 1] = cx.params[i] end
+  table.sort(made, function(x, y) return (rank[x.name] or 0) < (rank[y.name] or 0) end)
+  for i, p in ipairs(made) do cx.params[from + i - 1] = p end
+end
+
 local register = mod.register
 
 -- DDPMScheduler.add_noise(original_samples, noise, timesteps) as diffusers runs it: alphas_cumprod
@@ -205,7 +221,9 @@ function S.build(cx, cfg, fam)
     materialize(cx, V, vdt, false)
   end
   cx.shard_param = shard_param
+  local first = #cx.params + 1
   materialize(cx, unet, pd, not lora)
+  registration_order(cx, unet, first)
   -- the adapters after the base model
   if lora then require("strategies.lora").materialize(cx, lora_hit, "") end
   if t.ema then
