@@ -4,11 +4,16 @@
  *   live[s]        the storage holds device memory at addr[s] of rsize[s] rounded bytes
  *   drops_total[s] references the ops of the current step list for s (or any view of it)
  *   drops_done[s]  references dropped so far in this step
- * Invariants, after every op (checked by check_invariants when EngineConfig.check_invariants):
+ * Invariants, after every op (checked by engine_check when EngineConfig.check_invariants):
  *   a non-persistent storage is live  =>  drops_done < drops_total, or a slot holds it
+ *   0 <= drops_done <= drops_total (a reference is never dropped twice)
  *   a live storage holds the allocator's block at addr, of rsize bytes; a view holds none
  *   sum over live storages of rsize == allocator allocated bytes - cuBLAS workspaces
  *   cat_bytes[c] == sum of rsize over live storages of category c
+ *   the op just run read live storages only (its inputs' storages of nonzero size: a tensor is
+ *   never used after its last reference freed it) and a slot holds a live storage or none
+ *   within a step, the host's clock and every stream's clock only move forward, and the step's
+ *   clock is at or past each of them
  * Memory follows the host's program order (PyTorch allocates when an op is launched, from the
  * pool of the stream it runs on). Time: the host thread issues ops one after another
  * (host_op_ns each); an op starts when its stream is free, its inputs are ready and it has been
@@ -47,7 +52,9 @@ typedef struct Run {
     int fwd_region;             /* checkpointed region the last forward op ran in (0: none) */
     long alloc_seq;             /* allocations within the current step */
     int slot_held[GRAPH_MAX_SLOTS]; /* storage held in each slot (Op.slot), -1 none */
-    char check_err[200];        /* the invariant check_invariants found broken */
+    char check_err[200];        /* the invariant engine_check found broken */
+    double check_stream_ns[STREAM_COUNT], check_host_ns; /* the clocks at the last check, for
+                                                            engine_check's monotony */
     /* the allocator calls of the run, in order, for the live set at the peak (see live_log) */
     struct LogEv *log; long n_log, cap_log;
     long *peak_log;             /* per step: log length just after the step's peak allocation */
@@ -446,37 +453,88 @@ static bool held_in_slot(const Run *r, int s) {
     return false;
 }
 
-/* Checks the invariants of the opening comment as they stand after op (-1: the build's
- * parameters), and the allocator's own (alloc_check). VR_EINVAL with r->check_err set where one
- * is broken. */
-static VrStatus check_invariants(Run *r, int op) {
+/* Sets engine_check's record of the clocks to where they stand now (at a step's start, where
+ * the engine moves every stream to the step's start time). */
+static void check_clocks_from(Run *r) {
+    memcpy(r->check_stream_ns, r->stream_ns, sizeof r->check_stream_ns);
+    r->check_host_ns = r->host_ns;
+}
+
+/* The first broken invariant about tensors after op (-1: the build's parameters), with the
+ * tensor in *bad; NULL when none is. */
+static const char *check_tensors(const Run *r, int op, int *bad) {
+    const Graph *g = r->g;
+    for (int s = 0; s < r->n_t; s++) {
+        const Tensor *t = graph_tensor_c(g, s);
+        *bad = s;
+        if (r->drops_done[s] < 0 || r->drops_done[s] > r->drops_total[s])
+            return "references dropped outside 0 .. the references listed";
+        if (!r->live[s]) continue;
+        if (t->base >= 0) return "a view holds memory";
+        if (alloc_block_size(r->a, r->addr[s]) != r->rsize[s])
+            return "the allocator's block at its address is not its size";
+        if (!t->persistent && r->drops_done[s] >= r->drops_total[s] && !held_in_slot(r, s))
+            return "live after its last reference was dropped";
+    }
+    if (op >= 0) {
+        const Op *o = graph_op_c(g, op);
+        for (int k = 0; k < o->n_inputs; k++) {
+            int s = r->storage[o->inputs[k]];
+            *bad = s;
+            /* an input the op itself frees was live when it ran */
+            bool freed_here = false;
+            for (int f = 0; f < o->n_frees; f++) freed_here |= r->storage[o->frees[f]] == s;
+            if (!r->live[s] && !freed_here && graph_tensor_c(g, s)->bytes > 0 &&
+                !graph_tensor_c(g, s)->persistent)
+                return "read by the op after its last reference freed it";
+        }
+    }
+    for (int k = 0; k < GRAPH_MAX_SLOTS; k++) {
+        int s = r->slot_held[k];
+        *bad = s;
+        if (s >= 0 && !r->live[s] && graph_tensor_c(g, s)->bytes > 0) return "held in a slot but not live";
+    }
+    return NULL;
+}
+
+/* The first broken invariant about the clocks since the last check, NULL if none. */
+static const char *check_clocks(Run *r) {
+    if (r->host_ns < r->check_host_ns) return "the host's clock went back";
+    for (int k = 0; k < STREAM_COUNT; k++) {
+        if (r->stream_ns[k] < r->check_stream_ns[k]) return "a stream's clock went back";
+        if (r->stream_ns[k] > r->clock_ns) return "a stream's clock is past the step's clock";
+    }
+    if (r->host_ns > r->clock_ns) return "the host's clock is past the step's clock";
+    check_clocks_from(r);
+    return NULL;
+}
+
+/* engine_check: the invariants of the opening comment as they stand after op (-1: the build's
+ * parameters), and the allocator's own (alloc_check), as alloc_check checks the allocator's.
+ * VR_EINVAL with r->check_err set where one is broken. */
+static VrStatus engine_check(Run *r, int op) {
     const Graph *g = r->g;
     const char *name = op >= 0 ? graph_op_c(g, op)->name : "(parameters)";
+    int bad = -1;
+    const char *why = check_tensors(r, op, &bad);
+    if (why) {
+        snprintf(r->check_err, sizeof r->check_err, "engine invariant after op '%s': tensor '%s': %s",
+                 name, graph_tensor_c(g, bad)->name, why);
+        return VR_EINVAL;
+    }
     uint64_t cat[CAT_COUNT] = {0}, sum = 0;
     for (int s = 0; s < r->n_t; s++) {
         if (!r->live[s]) continue;
-        const Tensor *t = graph_tensor_c(g, s);
-        const char *why = NULL;
-        if (t->base >= 0) why = "a view holds memory";
-        else if (alloc_block_size(r->a, r->addr[s]) != r->rsize[s])
-            why = "the allocator's block at its address is not its size";
-        else if (!t->persistent && r->drops_done[s] >= r->drops_total[s] && !held_in_slot(r, s))
-            why = "live after its last reference was dropped";
-        if (why) {
-            snprintf(r->check_err, sizeof r->check_err, "engine invariant after op '%s': tensor '%s': %s",
-                     name, t->name, why);
-            return VR_EINVAL;
-        }
-        cat[t->cat] += r->rsize[s];
+        cat[graph_tensor_c(g, s)->cat] += r->rsize[s];
         sum += r->rsize[s];
     }
     AllocStats as;
     alloc_stats(r->a, &as);
-    const char *why = NULL;
     if (sum + r->workspace_bytes != as.allocated)
         why = "live storages + cuBLAS workspaces != the allocator's allocated bytes";
     for (int c = 0; !why && c < CAT_COUNT; c++)
         if (cat[c] != r->cat_bytes[c]) why = "a category's bytes != the sum of its live storages";
+    if (!why) why = check_clocks(r);
     if (!why && alloc_check(r->a) != VR_OK) why = "the allocator's own invariants (alloc_check)";
     if (why) {
         snprintf(r->check_err, sizeof r->check_err, "engine invariant after op '%s': %s", name, why);
@@ -619,14 +677,14 @@ static VrStatus simulate(Run *r) {
         }
     }
     bool check = r->cfg->check_invariants;
-    if (check && (st = check_invariants(r, -1))) return st;
+    if (check && (st = engine_check(r, -1))) return st;
     for (int i = 0; i < n_ops; i++) {
         if (graph_op_c(g, i)->phase != PH_BUILD) continue;
         if ((st = run_op(r, i, -1, NULL, &gr))) {
             if (st == VR_OOM) { record_oom(r, -1, i); return VR_OK; }
             return st;
         }
-        if (check && (st = check_invariants(r, i))) return st;
+        if (check && (st = engine_check(r, i))) return st;
     }
     AllocStats as;
     alloc_stats(r->a, &as);
@@ -666,6 +724,7 @@ static VrStatus simulate(Run *r) {
             r->stream_ns[k] = t0, r->busy_ns[k] = 0, r->coll_start_ns[k] = r->coll_end_ns[k] = 0;
         r->host_ns = t0;
         r->fwd_region = 0;
+        check_clocks_from(r);
         if (r->repeat_of >= 0) {
             time_repeated_step(r, step, sr);
         } else {
@@ -688,7 +747,7 @@ static VrStatus simulate(Run *r) {
                     return VR_OK;
                 }
                 if (st) return st;
-                if (check && (st = check_invariants(r, i))) return st;
+                if (check && (st = engine_check(r, i))) return st;
             }
             step_end_stats(r, sr);
         }

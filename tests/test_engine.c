@@ -741,6 +741,38 @@ static void test_steps_must_be_positive(void **state) {
     graph_free(f.g);
 }
 
+/* engine_check (EngineConfig.check_invariants) finds a graph that reads a tensor after its last
+ * reference freed it: f3 reads a, which f2 freed. The plain run goes through (it does not look);
+ * the checked run stops at f3, naming the op, the tensor and the invariant. */
+static void test_check_finds_use_after_free(void **state) {
+    (void)state;
+    Graph *g;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int p = tensor(g, "p", 1000, CAT_PARAM, false, true);
+    int a = tensor(g, "a", 3000, CAT_ACTIVATION, false, false);
+    int b = tensor(g, "b", 5000, CAT_ACTIVATION, false, false);
+    int c = tensor(g, "c", 100, CAT_TEMP, false, false);
+    op(g, (OpArgs){.name = "f1", .phase = PH_FWD, .in = {p}, .nin = 1, .out = {a}, .nout = 1});
+    op(g, (OpArgs){.name = "f2", .phase = PH_FWD, .in = {a}, .nin = 1, .out = {b}, .nout = 1,
+                   .frees = {a}, .nfrees = 1});
+    op(g, (OpArgs){.name = "f3", .phase = PH_FWD, .in = {a, b}, .nin = 2, .out = {c}, .nout = 1,
+                   .frees = {b, c}, .nfrees = 2});
+    AllocConfig ac = caching(1ull << 30);
+    EngineConfig ec = {.steps = 2};
+    SimResult *r = run_with(g, &ec, &ac);
+    assert_false(r->oom);
+    engine_result_free(r);
+    ec.check_invariants = true;
+    char err[256] = "";
+    r = NULL;
+    assert_int_equal(engine_run(g, &ec, &ac, &r, err, sizeof err), VR_EINVAL);
+    assert_null(r);
+    assert_non_null(strstr(err, "'f3'"));
+    assert_non_null(strstr(err, "tensor 'a'"));
+    assert_non_null(strstr(err, "after its last reference freed it"));
+    graph_free(g);
+}
+
 /* A view allocates nothing and keeps its base alive: the base is freed when the references
  * to it and to its view are all dropped. */
 static void test_view_keeps_base_alive(void **state) {
@@ -1004,6 +1036,7 @@ int main(void) {
         cmocka_unit_test(test_contention),
         cmocka_unit_test(test_cublas_workspaces),
         cmocka_unit_test(test_steps_must_be_positive),
+        cmocka_unit_test(test_check_finds_use_after_free),
         cmocka_unit_test(test_view_keeps_base_alive),
         cmocka_unit_test(test_hold_slots),
         cmocka_unit_test(test_step_start_and_from_step),
