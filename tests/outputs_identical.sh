@@ -2,7 +2,7 @@
 # outputs_identical.sh: every output vrsim writes, saved once and compared after a change that
 # must not alter any of them (a refactoring): each scenario's --json, its text (the table,
 # --explain and the suggestions) and its files (summary.json, memory.csv, trace.json,
-# report.html), vrsim validate, a sweep (table, sweep.csv, sweep.json), maxbatch and shop.
+# report.html), vrsim validate, a sweep (table, sweep.csv, sweep.json), maxbatch, shop and gpus.
 #
 #   VRSIM=./vrsim sh tests/outputs_identical.sh save DIR    write the outputs under DIR
 #   VRSIM=./vrsim sh tests/outputs_identical.sh check DIR   compare them with DIR's
@@ -48,6 +48,8 @@ run sweep.json sweep scenarios/llama7b_h200.lua $SMALL --set micro_batch=1,2 \
 run maxbatch maxbatch scenarios/llama7b_h200.lua $SMALL
 run maxbatch.seq maxbatch scenarios/llama7b_lora_rtx4090.lua --field seq
 run shop shop scenarios/llama7b_lora_rtx4090.lua --tokens 1e9 --gpus 1,2
+run gpus gpus
+run gpus.sources gpus --sources
 run shop.only shop scenarios/qwen25_05b_full_4090.lua --tokens 2.5e10 --only rtx4090,h100_sxm,a100_80g
 
 # the files' paths name the output directory: make them relative to it; a sweep's wall-clock
