@@ -27,8 +27,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The host memory of one run: EngineConfig.host_alloc (with host_ud), or the C library. Sizes of
+ * frees are passed as 0 (the hook's contract frees whenever nsize is 0). */
+typedef struct Host { AllocHostFn fn; void *ud; } Host;
+
+static void *h_realloc(const Host *h, void *p, size_t osize, size_t nsize) {
+    if (h->fn) return h->fn(h->ud, p, osize, nsize);
+    if (nsize == 0) {
+        free(p);
+        return NULL;
+    }
+    return realloc(p, nsize);
+}
+
+static void *h_malloc(const Host *h, size_t n) { return h_realloc(h, NULL, 0, n ? n : 1); }
+
+static void *h_calloc(const Host *h, size_t n, size_t size) {
+    void *p = h_malloc(h, n * size);
+    if (p) memset(p, 0, n * size);
+    return p;
+}
+
+static void h_free(const Host *h, void *p) {
+    if (p) h_realloc(h, p, 0, 0);
+}
+
 typedef struct Run {
     const Graph *g;
+    Host host;
     uint64_t refused_bytes;  /* a request the allocator refused as no card's (ALLOC_MAX_REQUEST), */
     const char *refused_what; /* and what it was for (a tensor's or an op's name): engine_run's
                                  message */
@@ -97,7 +123,7 @@ static VrStatus log_ev(Run *r, LogKind kind, uint64_t v, int stream, int storage
     if (!r->logging) return VR_OK;
     if (r->n_log == r->cap_log) {
         long ncap = r->cap_log ? r->cap_log * 2 : 4096;
-        LogEv *p = realloc(r->log, (size_t)ncap * sizeof *p);
+        LogEv *p = h_realloc(&r->host, r->log, (size_t)r->cap_log * sizeof *p, (size_t)ncap * sizeof *p);
         if (!p) return VR_ENOMEM;
         r->log = p;
         r->cap_log = ncap;
@@ -106,10 +132,10 @@ static VrStatus log_ev(Run *r, LogKind kind, uint64_t v, int stream, int storage
     return VR_OK;
 }
 
-static VrStatus grow_array(void **arr, int *n, int *cap, size_t elem) {
+static VrStatus grow_array(const Host *h, void **arr, int *n, int *cap, size_t elem) {
     if (*n < *cap) return VR_OK;
     int ncap = *cap ? *cap * 2 : 1024;
-    void *p = realloc(*arr, (size_t)ncap * elem);
+    void *p = h_realloc(h, *arr, (size_t)*cap * elem, (size_t)ncap * elem);
     if (!p) return VR_ENOMEM;
     *arr = p;
     *cap = ncap;
@@ -121,7 +147,7 @@ typedef struct Growth { int cap_samples, cap_spans; } Growth;
 static VrStatus sample(Run *r, Growth *gr, int op) {
     if (!r->cfg->record_timeline) return VR_OK;
     SimResult *res = r->res;
-    if (grow_array((void **)&res->samples, &res->n_samples, &gr->cap_samples, sizeof(MemSample)))
+    if (grow_array(&r->host, (void **)&res->samples, &res->n_samples, &gr->cap_samples, sizeof(MemSample)))
         return VR_ENOMEM;
     MemSample *m = &res->samples[res->n_samples++];
     m->t_ns = r->clock_ns;
@@ -412,7 +438,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     int sid = op->stream;
     if (r->cfg->record_timeline && op->phase != PH_BUILD && dur > 0) {
         SimResult *res = r->res;
-        if (grow_array((void **)&res->spans, &res->n_spans, &gr->cap_spans, sizeof(OpSpan)))
+        if (grow_array(&r->host, (void **)&res->spans, &res->n_spans, &gr->cap_spans, sizeof(OpSpan)))
             return VR_ENOMEM;
         res->spans[res->n_spans++] = (OpSpan){.op = i, .step = step, .stream = sid,
                                               .start_ns = start, .end_ns = end};
@@ -566,9 +592,9 @@ static void step_end_stats(Run *r, StepResult *sr) {
 
 static void drop_snapshot(Run *r) {
     alloc_free(r->snap);
-    free(r->snap_live);
-    free(r->snap_addr);
-    free(r->snap_rsize);
+    h_free(&r->host, r->snap_live);
+    h_free(&r->host, r->snap_addr);
+    h_free(&r->host, r->snap_rsize);
     r->snap = NULL;
     r->snap_live = NULL;
     r->snap_addr = r->snap_rsize = NULL;
@@ -580,9 +606,9 @@ static void drop_snapshot(Run *r) {
 static void take_snapshot(Run *r, int step) {
     drop_snapshot(r);
     size_t n = (size_t)r->n_t + 1;
-    r->snap_live = malloc(n);
-    r->snap_addr = malloc(n * sizeof(uint64_t));
-    r->snap_rsize = malloc(n * sizeof(uint64_t));
+    r->snap_live = h_malloc(&r->host, n);
+    r->snap_addr = h_malloc(&r->host, n * sizeof(uint64_t));
+    r->snap_rsize = h_malloc(&r->host, n * sizeof(uint64_t));
     if (!r->snap_live || !r->snap_addr || !r->snap_rsize || alloc_clone(r->a, &r->snap) != VR_OK) {
         drop_snapshot(r);
         return;
@@ -761,17 +787,17 @@ static VrStatus simulate(Run *r) {
 
 static void run_free(Run *r) {
     alloc_free(r->a);
-    free(r->storage);
-    free(r->drops_total);
-    free(r->drops_done);
-    free(r->addr);
-    free(r->rsize);
-    free(r->live);
-    free(r->ready_ns);
-    free(r->log);
-    free(r->peak_log);
-    free(r->op_ns);
-    free(r->op_ns_set);
+    h_free(&r->host, r->storage);
+    h_free(&r->host, r->drops_total);
+    h_free(&r->host, r->drops_done);
+    h_free(&r->host, r->addr);
+    h_free(&r->host, r->rsize);
+    h_free(&r->host, r->live);
+    h_free(&r->host, r->ready_ns);
+    h_free(&r->host, r->log);
+    h_free(&r->host, r->peak_log);
+    h_free(&r->host, r->op_ns);
+    h_free(&r->host, r->op_ns_set);
     drop_snapshot(r);
 }
 
@@ -781,23 +807,25 @@ static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
     r->g = g;
     r->cfg = cfg;
     r->res = res;
+    r->host = (Host){cfg->host_alloc, cfg->host_ud};
     r->logging = !cfg->skip_live_at_peak;
     r->steady_from = steady_step(g);
     r->repeat_of = -1;
     for (int k = 0; k < GRAPH_MAX_SLOTS; k++) r->slot_held[k] = -1;
     r->n_t = graph_num_tensors(g);
     size_t n = (size_t)r->n_t + 1;
-    r->storage = malloc(n * sizeof(int));
-    r->drops_total = malloc(n * sizeof(int));
-    r->drops_done = malloc(n * sizeof(int));
-    r->addr = calloc(n, sizeof(uint64_t));
-    r->rsize = calloc(n, sizeof(uint64_t));
-    r->live = calloc(n, 1);
-    r->ready_ns = calloc(n, sizeof(double));
-    r->peak_log = calloc((size_t)cfg->steps + 1, sizeof(long));
+    const Host *h = &r->host;
+    r->storage = h_malloc(h, n * sizeof(int));
+    r->drops_total = h_malloc(h, n * sizeof(int));
+    r->drops_done = h_malloc(h, n * sizeof(int));
+    r->addr = h_calloc(h, n, sizeof(uint64_t));
+    r->rsize = h_calloc(h, n, sizeof(uint64_t));
+    r->live = h_calloc(h, n, 1);
+    r->ready_ns = h_calloc(h, n, sizeof(double));
+    r->peak_log = h_calloc(h, (size_t)cfg->steps + 1, sizeof(long));
     size_t n_ops = (size_t)graph_num_ops(g) + 1;
-    r->op_ns = malloc(n_ops * sizeof(double));
-    r->op_ns_set = calloc(n_ops, 1);
+    r->op_ns = h_malloc(h, n_ops * sizeof(double));
+    r->op_ns_set = h_calloc(h, n_ops, 1);
     if (!r->op_ns || !r->op_ns_set || !r->peak_log || !r->ready_ns || !r->storage || !r->drops_total || !r->drops_done || !r->addr || !r->rsize || !r->live)
         return VR_ENOMEM;
     for (int t = 0; t < r->n_t; t++) r->storage[t] = graph_storage_of(g, t);
@@ -814,7 +842,7 @@ static int cmp_live(const void *a, const void *b) {
 static VrStatus copy_live_set(Run *r, SimResult *res) {
     int n = 0;
     for (int t = 0; t < r->n_t; t++) n += r->live[t];
-    res->live_at_peak = malloc(sizeof(LiveTensor) * (size_t)(n + 1));
+    res->live_at_peak = h_malloc(&r->host, sizeof(LiveTensor) * (size_t)(n + 1));
     if (!res->live_at_peak) return VR_ENOMEM;
     for (int t = 0; t < r->n_t; t++)
         if (r->live[t]) res->live_at_peak[res->n_live_at_peak++] = (LiveTensor){t, r->rsize[t]};
@@ -850,9 +878,9 @@ static VrStatus collect_peak(Run *run, const AllocConfig *acfg, SimResult *res, 
         run->snap_live = NULL;
         run->snap_rsize = run->snap_addr = NULL;
     } else {
-        live = calloc((size_t)n_t + 1, 1);
-        rsize = calloc((size_t)n_t + 1, sizeof(uint64_t));
-        addr = calloc((size_t)n_t + 1, sizeof(uint64_t));
+        live = h_calloc(&run->host, (size_t)n_t + 1, 1);
+        rsize = h_calloc(&run->host, (size_t)n_t + 1, sizeof(uint64_t));
+        addr = h_calloc(&run->host, (size_t)n_t + 1, sizeof(uint64_t));
         st = live && rsize && addr ? alloc_new(acfg, &a) : VR_ENOMEM;
     }
     for (long k = from; !st && k < end; k++) {
@@ -877,7 +905,7 @@ static VrStatus collect_peak(Run *run, const AllocConfig *acfg, SimResult *res, 
     if (!st) {
         int n = 0;
         for (int t = 0; t < n_t; t++) n += live[t];
-        res->live_at_peak = malloc(sizeof(LiveTensor) * (size_t)(n + 1));
+        res->live_at_peak = h_malloc(&run->host, sizeof(LiveTensor) * (size_t)(n + 1));
         if (!res->live_at_peak) st = VR_ENOMEM;
         for (int t = 0; !st && t < n_t; t++)
             if (live[t]) res->live_at_peak[res->n_live_at_peak++] = (LiveTensor){t, rsize[t]};
@@ -892,9 +920,9 @@ static VrStatus collect_peak(Run *run, const AllocConfig *acfg, SimResult *res, 
     /* the replay made the same calls as the run: a different outcome is a bug, not an OOM */
     if (st == VR_OOM) st = VR_EINVAL;
     alloc_free(a);
-    free(live);
-    free(rsize);
-    free(addr);
+    h_free(&run->host, live);
+    h_free(&run->host, rsize);
+    h_free(&run->host, addr);
     return st;
 }
 
@@ -905,11 +933,14 @@ VrStatus engine_run(const Graph *g, const EngineConfig *cfg, const AllocConfig *
         snprintf(err, errlen, "steps must be >= 1");
         return VR_EINVAL;
     }
-    SimResult *res = calloc(1, sizeof *res);
+    Host host = {cfg->host_alloc, cfg->host_ud};
+    SimResult *res = h_calloc(&host, 1, sizeof *res);
     if (!res) return VR_ENOMEM;
+    res->host_alloc = cfg->host_alloc;
+    res->host_ud = cfg->host_ud;
     res->oom_step = res->oom_op = -1;
     res->repeat_from = -1;
-    res->steps = calloc((size_t)cfg->steps, sizeof(StepResult));
+    res->steps = h_calloc(&host, (size_t)cfg->steps, sizeof(StepResult));
     Run r;
     memset(&r, 0, sizeof r);
     VrStatus st = res->steps ? run_init(&r, g, cfg, acfg, res) : VR_ENOMEM;
@@ -947,10 +978,11 @@ VrStatus engine_run(const Graph *g, const EngineConfig *cfg, const AllocConfig *
 
 void engine_result_free(SimResult *r) {
     if (!r) return;
-    free(r->steps);
-    free(r->samples);
-    free(r->spans);
-    free(r->live_at_peak);
-    free(r->segmap);
-    free(r);
+    Host host = {r->host_alloc, r->host_ud};
+    h_free(&host, r->steps);
+    h_free(&host, r->samples);
+    h_free(&host, r->spans);
+    h_free(&host, r->live_at_peak);
+    free(r->segmap); /* alloc_segment_map's: the C library's */
+    h_free(&host, r);
 }

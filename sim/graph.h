@@ -131,6 +131,9 @@ void graph_op_inherit(Op *dst, const Op *src, OpInherit to);
 
 /* Creates an empty graph. Returns VR_ENOMEM if the host is out of memory. */
 VrStatus graph_new(Graph **out /* OUT */);
+/* graph_new with every host allocation of the graph through fn (with ud; vr.h VrHostAllocFn),
+ * for tests that fail the Nth one; NULL fn = the C library (graph_new). */
+VrStatus graph_new_hosted(VrHostAllocFn fn, void *ud, Graph **out /* OUT */);
 void graph_free(Graph *g); /* NULL is a no-op */
 
 /* Copies s into the graph's arena; NULL on host allocation failure. */
