@@ -28,7 +28,6 @@ struct Graph {
     int *param_grad; int n_param_grad; /* after derivation: tensor -> its .grad, -1 none */
     int derived_upto;                  /* ops before this index have had their backward derived */
     Op *ops; int n_ops, cap_ops;
-    const char **modules; int n_modules, cap_modules;
     Chunk *arena;
     /* the distinct kind strings of the ops (arena copies, each with op_kind_of of it): ops of
      * one kind share one copy; open addressing, linear probing (a graph has some tens of
@@ -85,7 +84,7 @@ VrStatus dtype_parse(const char *s, DType *out) {
     return VR_EINVAL;
 }
 
-/* The tensor, op and module tables grow by doubling. Past TABLE_MAPPED bytes a table lives in
+/* The tensor and op tables grow by doubling. Past TABLE_MAPPED bytes a table lives in
  * pages of its own (mmap) and grows with mremap, which moves the pages instead of copying them:
  * a large model's op table (hundreds of thousands of 432-byte ops) is otherwise copied at every
  * doubling, and each copy touches fresh pages (a fifth of a 7B sweep point's page faults,
@@ -193,7 +192,6 @@ void graph_free(Graph *g) {
     for (Chunk *c = g->arena, *next; c; c = next) { next = c->next; g_free(g, c); }
     table_free(g, g->tensors, (size_t)g->cap_tensors * sizeof(Tensor));
     table_free(g, g->ops, (size_t)g->cap_ops * sizeof(Op));
-    table_free(g, g->modules, (size_t)g->cap_modules * sizeof(char *));
     g_free(g, g->param_grad);
     g_free(g, g);
 }
@@ -246,18 +244,6 @@ static int grow(const Graph *g, void **arr, int *cap, int need, size_t elem) {
     return 0;
 }
 
-int graph_add_module(Graph *g, const char *name) {
-    if (grow(g, (void **)&g->modules, &g->cap_modules, g->n_modules + 1, sizeof(char *))) return -1;
-    const char *s = graph_strdup(g, name);
-    if (!s) return -1;
-    g->modules[g->n_modules] = s;
-    return g->n_modules++;
-}
-const char *graph_module_name(const Graph *g, int i) {
-    return i >= 0 && i < g->n_modules ? g->modules[i] : "";
-}
-int graph_num_modules(const Graph *g) { return g->n_modules; }
-
 VrStatus graph_add_tensor(Graph *g, const Tensor *t, int *id) {
     if (grow(g, (void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, sizeof(Tensor)))
         return VR_ENOMEM;
@@ -275,7 +261,6 @@ VrStatus graph_add_tensor(Graph *g, const Tensor *t, int *id) {
 
 int graph_num_tensors(const Graph *g) { return g->n_tensors; }
 int graph_num_ops(const Graph *g) { return g->n_ops; }
-Tensor *graph_tensor(Graph *g, int i) { return &g->tensors[i]; }
 const Tensor *graph_tensor_c(const Graph *g, int i) { return &g->tensors[i]; }
 OpKind op_kind_of(const char *kind) {
     static const struct { const char *name; OpKind k; } KINDS[] = {

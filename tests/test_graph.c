@@ -972,10 +972,6 @@ static void test_views_and_names(void **state) {
     assert_int_equal(graph_storage_of(g, vv), a);
     assert_int_equal(graph_storage_of(g, a), a);
     assert_string_equal(graph_tensor_c(g, vv)->name, "a.view.view");
-    assert_int_equal(graph_add_module(g, "model.layers"), 0);
-    assert_int_equal(graph_num_modules(g), 1);
-    assert_string_equal(graph_module_name(g, 0), "model.layers");
-    assert_string_equal(graph_module_name(g, 7), "");
     DType d;
     assert_int_equal(dtype_parse("bfloat16", &d), VR_OK);
     assert_int_equal(d, DT_BF16);
