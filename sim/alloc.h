@@ -26,11 +26,9 @@ typedef struct Alloc Alloc;
 
 typedef enum AllocKind { ALLOC_CACHING = 0, ALLOC_IDEAL } AllocKind;
 
-/* Host allocator hook, shaped like lua_Alloc: nsize == 0 frees ptr (returns NULL); otherwise
- * returns a block of nsize bytes holding the first min(osize, nsize) bytes of ptr, or NULL on
- * failure (ptr then stays valid). Every host allocation of the allocator goes through it, so
- * tests can fail the Nth one. NULL in AllocConfig = the C library. */
-typedef void *(*AllocHostFn)(void *ud, void *ptr, size_t osize, size_t nsize);
+/* Host allocator hook (vr.h VrHostAllocFn): every host allocation of the allocator goes through
+ * it, so tests can fail the Nth one. NULL in AllocConfig = the C library. */
+typedef VrHostAllocFn AllocHostFn;
 
 /* Largest request alloc_malloc accepts (bytes); larger ones are VR_EINVAL. */
 #define ALLOC_MAX_REQUEST ((uint64_t)1 << 42)

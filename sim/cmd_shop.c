@@ -11,10 +11,8 @@
  * one, each count tries DDP, then ZeRO-2, then ZeRO-3, and keeps the first that fits: they hold
  * less memory in that order and usually take longer, so the first that fits is the fastest.
  *
- * The catalog and the prices are Lua data that only the sandboxed scenario loader reads (the
- * core never includes lua.h). So this file asks the loader through tiny generated scenarios
- * whose title carries the answer: one lists the catalog's keys, one per GPU reads its price.
- * Each is a one-layer toy model (a few milliseconds). */
+ * The catalog and the prices are Lua data (lua/hw/gpus.lua, lua/hw/prices.lua), which the
+ * binding reads as data (catalog.h): the catalog's names, and each one's price entry. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "catalog.h"
 #include "cmds.h"
 #include "engine.h"
 #include "points.h"
@@ -30,7 +29,6 @@
 #include "scenario.h"
 
 #define GIB(x) ((double)(x) / 1073741824.0)
-#define MAX_GPUS 64
 #define MAX_COUNTS 16
 
 static void usage(FILE *f) {
@@ -80,88 +78,35 @@ typedef struct Row {
     char price_note[200];      /* confidence, provider, date */
 } Row;
 
-/* A tiny model: enough for the loader to accept the generated scenario, a few ms to build. */
-#define TOY "model = { size = '7b-l1', hidden = 64, intermediate = 128, heads = 1, kv_heads = 1, " \
-            "vocab = 128 }, training = { seq = 8, steps = 1 }"
-
-/* The loaded Lua states the scenario's rows and the catalog questions fork from. */
+/* The loaded Lua state the scenario's rows fork from, and the catalog and its prices. */
 typedef struct Shop {
     PointRunner *scn;          /* the scenario's folder, --unsafe as given */
-    PointRunner *toy;          /* no folder, sandboxed: the generated catalog scenarios */
+    Catalog *gpus, *prices;    /* lua/hw/gpus.lua, lua/hw/prices.lua */
     const char *path;          /* scenario file (argv) */
     char *src;                 /* its source, owned */
 } Shop;
 
-/* Loads generated source src and copies the plan's title (the answer) into out. */
-static VrStatus ask(Shop *sh, const char *src, char *out, size_t n, char *err, size_t errlen) {
-    PointOut *po = malloc(sizeof *po);
-    if (!po) { snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
-    points_run(sh->toy, "(vrsim shop catalog)", src, NULL, 0, false, po);
-    VrStatus st = po->status;
-    if (!st) snprintf(out, n, "%s", po->title);
-    else snprintf(err, errlen, "%s", po->err);
-    free(po);
-    return st;
-}
-
-/* Fills keys with the catalog's GPU names, sorted. Returns how many, or -1 with err. */
-static int catalog(Shop *sh, char keys[][64], int max, char *err, size_t errlen) {
-    int n = 0, total = -1;
-    while (n < max) {
-        char src[1024], title[256];
-        snprintf(src, sizeof src,
-                 "local g = require 'hw.gpus'\n"
-                 "local ks = {}\n"
-                 "for k in pairs(g) do ks[#ks + 1] = k end\n"
-                 "table.sort(ks)\n"
-                 "local out, len = {}, 0\n"
-                 "for i = %d, #ks do\n"
-                 "  if len + #ks[i] + 1 > 200 then break end\n"
-                 "  out[#out + 1] = ks[i]; len = len + #ks[i] + 1\n"
-                 "end\n"
-                 "return { title = #ks .. ':' .. table.concat(out, ','), hardware = { gpu = ks[1] }, "
-                 TOY " }\n", n + 1);
-        if (ask(sh, src, title, sizeof title, err, errlen)) return -1;
-        char *colon = strchr(title, ':');
-        if (!colon) { snprintf(err, errlen, "cannot read the GPU catalog"); return -1; }
-        total = atoi(title);
-        int got = 0;
-        for (char *k = strtok(colon + 1, ","); k && n < max; k = strtok(NULL, ",")) {
-            snprintf(keys[n++], 64, "%s", k);
-            got++;
-        }
-        if (n >= total || got == 0) break;
-    }
-    return n;
-}
-
-/* Reads the price of catalog GPU key into r (r->priced false when prices.lua has none). */
-static VrStatus price_of(Shop *sh, const char *key, Row *r, char *err, size_t errlen) {
-    char src[1024], title[256];
-    for (const char *c = key; *c; c++)
-        if (!(*c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'))) {
-            snprintf(err, errlen, "catalog name '%s' is not an identifier", key);
-            return VR_EINVAL;
-        }
-    snprintf(src, sizeof src,
-             "local p = require 'hw.prices'\n"
-             "local e = p['%s']\n"
-             "local t = 'none'\n"
-             "if type(e) == 'table' and type(e.usd_per_gpu_hour) == 'number' then\n"
-             "  t = string.format('%%.6f|%%s, %%s, %%s', e.usd_per_gpu_hour, tostring(e.confidence),\n"
-             "                    tostring(e.provider), tostring(e.date))\n"
-             "end\n"
-             "return { title = t:sub(1, 250), hardware = { gpu = '%s' }, " TOY " }\n", key, key);
-    VrStatus st = ask(sh, src, title, sizeof title, err, errlen);
-    if (st) return st;
+/* The price of catalog GPU key into r (r->priced false when prices.lua has none): its USD per
+ * GPU-hour, and a note of its confidence, provider and date (each "nil" where the entry has
+ * none, as Lua's tostring writes it). */
+static void price_of(const Shop *sh, const char *key, Row *r) {
+    const CatalogEntry *e = catalog_entry(sh->prices, key);
+    const CatalogField *usd = catalog_field(e, "usd_per_gpu_hour");
     r->priced = false;
-    if (strcmp(title, "none") == 0) return VR_OK;
-    char *bar = strchr(title, '|');
-    if (!bar) return VR_OK;
-    r->price = strtod(title, NULL);
+    if (!usd || usd->kind != CATALOG_NUMBER) return;
+    r->price = usd->num;
     r->priced = r->price > 0;
-    snprintf(r->price_note, sizeof r->price_note, "%s", bar + 1);
-    return VR_OK;
+    static const char *const parts[] = {"confidence", "provider", "date"};
+    const char *text[3];
+    char num[3][32];
+    for (int i = 0; i < 3; i++) {
+        const CatalogField *f = catalog_field(e, parts[i]);
+        if (!f) text[i] = "nil";
+        else if (f->kind == CATALOG_STRING) text[i] = f->str;
+        else if (f->kind == CATALOG_BOOL) text[i] = f->b ? "true" : "false";
+        else snprintf(num[i], sizeof num[i], "%.14g", f->num), text[i] = num[i];
+    }
+    snprintf(r->price_note, sizeof r->price_note, "%s, %s, %s", text[0], text[1], text[2]);
 }
 
 /* One row's simulation as a point of a batch: its --set overrides (the command line's, then
@@ -353,16 +298,19 @@ int cmd_shop(int argc, char **argv) {
         /* the scenario's whole folder: a cut one would widen what require may read */
         if (!(dir = vr_dirname(path))) { rc = VR_EXIT_INTERNAL; goto out; }
         VrStatus st = points_new(dir, unsafe, timeout_s, &sh.scn, err, sizeof err);
-        if (!st) st = points_new(NULL, false, timeout_s, &sh.toy, err, sizeof err);
         if (st) {
             safetext_eprintf("vrsim shop: %s\n", err);
             rc = st == VR_EINVAL ? VR_EXIT_USAGE : VR_EXIT_INTERNAL;
             goto out;
         }
+        if (catalog_read("hw.gpus", &sh.gpus, err, sizeof err) ||
+            catalog_read("hw.prices", &sh.prices, err, sizeof err)) {
+            safetext_eprintf("vrsim shop: %s\n", err);
+            rc = VR_EXIT_INTERNAL;
+            goto out;
+        }
     }
-    char keys[MAX_GPUS][64];
-    int nk = catalog(&sh, keys, MAX_GPUS, err, sizeof err);
-    if (nk < 0) { safetext_eprintf("vrsim shop: %s\n", err); rc = VR_EXIT_INTERNAL; goto out; }
+    int nk = sh.gpus->n;
     rows = calloc((size_t)(nk * n_counts) + 1, sizeof(Row));
     if (!rows) { rc = VR_EXIT_INTERNAL; goto out; }
     /* the scenario must load as given (with its own GPU) */
@@ -384,15 +332,13 @@ int cmd_shop(int argc, char **argv) {
     }
     int n = 0;
     for (int i = 0; i < nk; i++) {
-        if (!in_list(only, keys[i])) continue;
+        const char *key = sh.gpus->entries[i].key;
+        if (!in_list(only, key)) continue;
         for (int c = 0; c < n_counts; c++) {
             Row *r = &rows[n++];
-            snprintf(r->gpu, sizeof r->gpu, "%s", keys[i]);
+            snprintf(r->gpu, sizeof r->gpu, "%s", key);
             r->count = counts[c];
-            if (price_of(&sh, keys[i], r, err, sizeof err)) {
-                r->error = true;
-                snprintf(r->err, sizeof r->err, "price: %.240s", err);
-            }
+            price_of(&sh, key, r);
         }
     }
     /* The rows as batches of points, as many children at a time as there are CPUs: first every
@@ -472,7 +418,8 @@ int cmd_shop(int argc, char **argv) {
     rc = VR_EXIT_OK;
 out:
     points_free(sh.scn);
-    points_free(sh.toy);
+    catalog_free(sh.gpus);
+    catalog_free(sh.prices);
     free(sh.src);
     free(rows);
     free(sets);

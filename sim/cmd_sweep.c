@@ -8,33 +8,34 @@
  * the points with k % n == i - 1; point numbers stay global, so the shards' CSV files merge by
  * concatenation.
  *
- * Workers. Each worker is a forked child with two pipes: the parent writes point numbers (one
- * int per write, atomic) to its task pipe; the child loads the scenario with the point's sets,
- * runs the engine without a timeline, and writes one tab-separated result line back through its
- * result pipe. A closed task pipe tells the child to exit. A child that dies (signal, abort) is
- * seen as end-of-file on its result pipe: its point is recorded as an error and a new worker
- * takes over, so one bad point never stops the sweep.
+ * Workers. The points run in the worker pool of points.h (points_run_feed), -j N children at a
+ * time, each forked from a Lua state that loaded vrsim's modules once: the pool asks the sweep
+ * for the next point (feed_next) and hands back each answer as it comes (feed_done), which the
+ * sweep turns into its journal's result line, appends to the journal and reads back into the
+ * point's result, so a finished point and one a --resume reads from the journal are the same
+ * bytes. A point whose child dies (a signal, the kernel's OOM killer) or runs past
+ * --point-timeout is recorded as an error, and the sweep goes on.
  *
- * Order. Workers get the points with the GPU axis varying fastest (Sweep.order), whatever the
+ * Order. The pool gets the points with the GPU axis varying fastest (Sweep.order), whatever the
  * order of the --set options, a group of points that differ in the GPU only at a time: such
- * points often share a graph, and each worker's runner keeps its children and their graphs from
- * one point to the next (points_set_reuse). A worker stays in its group until the group's points
- * are given out, then starts the next group no worker has started, or else helps in one that is
- * still going. The table and files list the points by number all the same.
+ * points often share a graph, which the pool's children keep from one point to the next
+ * (points_set_reuse). Each of the -j places the pool runs points in (a Slot) stays in its group
+ * until the group's points are given out, so a group's points run one after another on the
+ * graphs its first ones made, then starts the next group no place has started, or else helps in
+ * one that is still going. The table and files list the points by number all the same.
  *
- * Invariants (parent): done + |busy workers| + (n_todo - next) == n_todo, next counting through
- * order; every point of the shard is recorded exactly once (ok, out of memory, or error). */
+ * Invariants: done + |points running| + (points of order not yet given) == n_todo; every point
+ * of the shard is recorded exactly once (ok, out of memory, or error). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -124,13 +125,14 @@ typedef struct Axis {
     long stride;               /* points between consecutive values of this axis */
 } Axis;
 
-typedef struct Worker {
-    pid_t pid;                 /* 0: not running */
-    int task_fd, res_fd;       /* parent's ends; -1 when closed */
-    long busy;                 /* point it is running, -1 if idle */
+/* A point given to the pool and not yet answered: its job and the memory of its sets. */
+typedef struct Slot {
+    PointJob job;
+    long k;                    /* the point's number */
     long group;                /* the group (see Order) it takes its points from, -1: none yet */
-    char buf[4096]; size_t len;/* partial result line */
-} Worker;
+    const char **sets;         /* consts then one "key=value" per axis; the axes' strings owned */
+    struct Slot *next_free;
+} Slot;
 
 typedef struct Sweep {
     const char *path;          /* scenario file (argv, borrowed) */
@@ -141,12 +143,16 @@ typedef struct Sweep {
     bool unsafe;
     long n_points;             /* whole cross product */
     long *todo; long n_todo;   /* this shard's points, ascending */
-    long *order;               /* n_todo indices into todo: the order workers get them (feed) */
+    long *order;               /* n_todo indices into todo: the order the pool gets them */
     long *grp_pos, *grp_end;   /* per group, a range of order: the next point to give and the end */
-    long n_groups, next_group; /* groups, and the first that no worker has started */
+    long n_groups, next_group; /* groups, and the first that no place has started */
+    long done;                 /* points with a result (those a --resume read included) */
     PointResult *res;          /* n_todo */
-    Worker *w; int n_w;
-    PointRunner *runner;       /* the loaded Lua state every worker forks its points from */
+    Slot *slots, *free_slots;  /* one per point the pool may run at once */
+    int n_slots;
+    PointRunner *runner;       /* the loaded Lua state every point's child is forked from */
+    double t0, last_draw;      /* the progress bar's start and last drawing (vr_now_s) */
+    bool show_progress;
     FILE *journal;             /* finished points' result lines as they arrive, or NULL */
     bool journal_failed;       /* a line could not be written (said once) */
     const char *env_conf;      /* PYTORCH_CUDA_ALLOC_CONF of the environment, when it applies */
@@ -243,6 +249,14 @@ static int parse_axis(Axis *a, const char *spec, char *err, size_t errlen) {
     return rc;
 }
 
+/* Lets go of slot sl's sets. */
+static void slot_clear(const Sweep *s, Slot *sl) {
+    if (!sl->sets) return;
+    for (int i = s->n_consts; i < s->n_consts + s->n_axes; i++) free((char *)sl->sets[i]);
+    free(sl->sets);
+    sl->sets = NULL;
+}
+
 static void sweep_free(Sweep *s) {
     for (int i = 0; i < s->n_axes; i++) {
         for (int j = 0; j < s->axes[i].n; j++) free(s->axes[i].vals[j]);
@@ -258,7 +272,8 @@ static void sweep_free(Sweep *s) {
     free(s->grp_pos);
     free(s->grp_end);
     free(s->res);
-    free(s->w);
+    for (int i = 0; i < s->n_slots; i++) slot_clear(s, &s->slots[i]);
+    free(s->slots);
     points_free(s->runner);
     if (s->journal) fclose(s->journal);
 }
@@ -271,36 +286,30 @@ static const char *point_val(const Sweep *s, int a, long k) {
 
 /* ---- one point ----------------------------------------------------------------------------- */
 
-/* Simulates point k into *out (runs in a worker, each point in a child forked from the loaded
- * state); with load_only, only loads the scenario. */
-static void point(const Sweep *s, long k, bool load_only, PointResult *out) {
+/* The --set overrides of point k into sets (consts, then one "key=value" per axis, each a new
+ * string of the whole value, never cut to a buffer); -1 on host memory (then nothing is kept). */
+static int point_sets(const Sweep *s, long k, const char **sets) {
+    int m = 0;
+    for (int i = 0; i < s->n_consts; i++) sets[m++] = s->consts[i];
+    for (int a = 0; a < s->n_axes; a++) {
+        char *v = vr_strfmt("%s=%s", s->axes[a].key, point_val(s, a, k));
+        if (!v) {
+            while (--a >= 0) free((char *)sets[--m]);
+            return -1;
+        }
+        sets[m++] = v;
+    }
+    return m;
+}
+
+/* The sweep's result of a point from the pool's answer (simulate: the point was simulated). */
+static void point_result(const PointOut *po, bool simulate, PointResult *out) {
     memset(out, 0, sizeof *out);
     out->done = true;
-    int n = s->n_consts + s->n_axes;
-    const char **sets = calloc((size_t)n + 1, sizeof(char *));
-    char **bufs = calloc((size_t)s->n_axes + 1, sizeof(char *));
-    PointOut *po = malloc(sizeof *po);
-    bool oom = !sets || !bufs || !po;
-    int m = 0;
-    for (int i = 0; !oom && i < s->n_consts; i++) sets[m++] = s->consts[i];
-    for (int a = 0; !oom && a < s->n_axes; a++) {
-        /* the whole value, however long: never cut to a buffer */
-        bufs[a] = vr_strfmt("%s=%s", s->axes[a].key, point_val(s, a, k));
-        if (!bufs[a]) oom = true;
-        sets[m++] = bufs[a];
-    }
-    if (oom) {
-        for (int a = 0; bufs && a < s->n_axes; a++) free(bufs[a]);
-        free(sets); free(bufs); free(po);
-        out->error = true;
-        snprintf(out->err, sizeof out->err, "out of host memory");
-        return;
-    }
-    points_run(s->runner, s->path, s->src, sets, m, !load_only, po);
     if (po->status) {
         out->error = true;
         snprintf(out->err, sizeof out->err, "%.*s", (int)sizeof out->err - 1, po->err);
-    } else if (!load_only) {
+    } else if (simulate) {
         out->fits = po->fits;
         out->capacity = po->capacity;
         if (po->has_step) {
@@ -311,77 +320,28 @@ static void point(const Sweep *s, long k, bool load_only, PointResult *out) {
                 out->tokens_per_s = po->tokens_per_step / (po->time_ns / 1e9);
         }
     }
+}
+
+/* Loads point k's scenario without simulating it (the check that every key names a field). */
+static void load_point(const Sweep *s, long k, PointResult *out) {
+    const char **sets = calloc((size_t)(s->n_consts + s->n_axes) + 1, sizeof(char *));
+    PointOut *po = malloc(sizeof *po);
+    int m = sets && po ? point_sets(s, k, sets) : -1;
+    if (m < 0) {
+        memset(out, 0, sizeof *out);
+        out->done = out->error = true;
+        snprintf(out->err, sizeof out->err, "out of host memory");
+    } else {
+        points_run(s->runner, s->path, s->src, sets, m, false, po);
+        point_result(po, false, out);
+        for (int i = s->n_consts; i < m; i++) free((char *)sets[i]);
+    }
     free(po);
     free(sets);
-    for (int a = 0; a < s->n_axes; a++) free(bufs[a]);
-    free(bufs);
 }
 
-static void run_point(const Sweep *s, long k, PointResult *out) { point(s, k, false, out); }
-static void run_point_load_only(const Sweep *s, long k, PointResult *out) { point(s, k, true, out); }
+/* ---- the pool's feed ------------------------------------------------------------------------ */
 
-/* Result line: the journal's (journal.h); it stays under PIPE_BUF. */
-static int format_result(char *line, size_t n, long k, const PointResult *r) {
-    return journal_format(line, n, k, r);
-}
-
-static bool parse_result(const char *line, long *k, PointResult *r) {
-    return journal_parse(line, k, r);
-}
-
-/* The worker's loop: point numbers in, result lines out, until the task pipe closes. */
-static void worker_main(const Sweep *s, int task_fd, int res_fd) {
-    points_set_reuse(s->runner, true);
-    for (;;) {
-        long k;
-        ssize_t r = read(task_fd, &k, sizeof k);
-        if (r < 0 && errno == EINTR) continue;
-        if (r != (ssize_t)sizeof k) break;
-        PointResult pr;
-        run_point(s, k, &pr);
-        char line[ERR_MAX + 256];
-        int n = format_result(line, sizeof line, k, &pr);
-        if (n < 0 || !vr_write_all(res_fd, line, strlen(line))) break;
-    }
-    _exit(0);
-}
-
-/* ---- the parent ---------------------------------------------------------------------------- */
-
-static int spawn(Sweep *s, int wi) {
-    int tp[2], rp[2];
-    if (pipe(tp)) return -1;
-    if (pipe(rp)) { close(tp[0]); close(tp[1]); return -1; }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(tp[0]); close(tp[1]); close(rp[0]); close(rp[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        /* the child keeps only its own ends: other workers' pipes held open here would hide
-         * their end-of-file from them and from the parent */
-        for (int i = 0; i < s->n_w; i++) {
-            if (s->w[i].task_fd >= 0) close(s->w[i].task_fd);
-            if (s->w[i].res_fd >= 0) close(s->w[i].res_fd);
-        }
-        close(tp[1]);
-        close(rp[0]);
-        signal(SIGPIPE, SIG_DFL);
-        worker_main(s, tp[0], rp[1]);
-    }
-    close(tp[0]);
-    close(rp[1]);
-    Worker *w = &s->w[wi];
-    w->pid = pid;
-    w->task_fd = tp[1];
-    w->res_fd = rp[0];
-    w->busy = -1;
-    w->group = -1;
-    w->len = 0;
-    return 0;
-}
 
 /* Whether axis x sets the GPU ("gpu" or "hardware.gpu"). */
 static bool is_gpu_axis(const Axis *x) {
@@ -439,7 +399,7 @@ static int feed_order(Sweep *s) {
     return 0;
 }
 
-/* The group a worker that has none left goes to (see Order), or -1 when every point is given. */
+/* The group a place that has none left goes to (see Order), or -1 when every point is given. */
 static long next_group(Sweep *s) {
     if (s->next_group < s->n_groups) return s->next_group++;
     for (long g = 0; g < s->n_groups; g++)
@@ -447,31 +407,18 @@ static long next_group(Sweep *s) {
     return -1;
 }
 
-/* Gives worker wi the next point of its group (see Order), or closes its task pipe when none is
- * left; *next counts the points given out (and those a --resume found done). */
-static void feed(Sweep *s, int wi, long *next) {
-    Worker *w = &s->w[wi];
-    long g = w->group;
+/* The next point for place sl, from its group while the group has points left (see Order), not
+ * one a --resume found done; -1 when every point is given. */
+static long next_point(Sweep *s, Slot *sl) {
+    long g = sl->group;
     for (;;) {
         if (g < 0 || s->grp_pos[g] == s->grp_end[g]) g = next_group(s);
-        if (g < 0) break;
-        while (s->grp_pos[g] < s->grp_end[g] && s->res[s->order[s->grp_pos[g]]].done) {
+        if (g < 0) return -1;
+        while (s->grp_pos[g] < s->grp_end[g] && s->res[s->order[s->grp_pos[g]]].done)
             s->grp_pos[g]++; /* finished before a --resume */
-            (*next)++;
-        }
         if (s->grp_pos[g] == s->grp_end[g]) continue;
-        long k = s->todo[s->order[s->grp_pos[g]++]];
-        (*next)++;
-        w->group = g;
-        w->busy = k;
-        if (!vr_write_all(w->task_fd, &k, sizeof k)) {
-            /* the worker is gone: its end-of-file will report the point */
-        }
-        return;
-    }
-    if (w->task_fd >= 0) {
-        close(w->task_fd);
-        w->task_fd = -1;
+        sl->group = g;
+        return s->todo[s->order[s->grp_pos[g]++]];
     }
 }
 
@@ -514,111 +461,90 @@ static void journal_append(Sweep *s, const char *line, bool nl) {
     }
 }
 
-/* Runs every point of s->todo in n_jobs workers. Returns 0, or -1 if no worker could start. */
+/* Records result line `line` (the journal's, with its newline) of point k: into the point's
+ * result as the journal reads it back, and onto the journal. */
+static void record(Sweep *s, long k, const char *line) {
+    long lk, ti;
+    PointResult r;
+    size_t n = strlen(line);
+    char *bare = strndup(line, n && line[n - 1] == '\n' ? n - 1 : n);
+    bool parsed = bare && journal_parse(bare, &lk, &r) && lk == k;
+    free(bare);
+    if ((ti = todo_index(s, k)) < 0 || s->res[ti].done) return;
+    if (!parsed) { /* no host memory for the copy, or a line the journal cannot read back */
+        memset(&r, 0, sizeof r);
+        r.done = r.error = true;
+        snprintf(r.err, sizeof r.err, "the point's result could not be recorded");
+    }
+    s->res[ti] = r;
+    s->done++;
+    if (s->journal) journal_append(s, line, false);
+}
+
+/* points_run_feed's next: the next point for the place the pool has free (see Order), NULL when
+ * every point is given (or, for host memory, recorded as failed). */
+static PointJob *feed_next(void *ud) {
+    Sweep *s = ud;
+    Slot *sl = s->free_slots;
+    long k;
+    while (sl && (k = next_point(s, sl)) >= 0) {
+        const char **sets = calloc((size_t)(s->n_consts + s->n_axes) + 1, sizeof(char *));
+        int m = sets ? point_sets(s, k, sets) : -1;
+        if (m < 0) {
+            free(sets);
+            PointResult r = {.done = true, .error = true};
+            snprintf(r.err, sizeof r.err, "out of host memory");
+            char line[ERR_MAX + 256];
+            if (journal_format(line, sizeof line, k, &r) > 0) record(s, k, line);
+            continue;
+        }
+        s->free_slots = sl->next_free;
+        sl->sets = sets;
+        sl->k = k;
+        sl->job = (PointJob){.sets = sets, .n_sets = m, .simulate = true};
+        return &sl->job;
+    }
+    return NULL;
+}
+
+/* points_run_feed's done: point's answer recorded, its slot free again. */
+static void feed_done(void *ud, PointJob *job) {
+    Sweep *s = ud;
+    Slot *sl = (Slot *)((char *)job - offsetof(Slot, job));
+    PointResult r;
+    point_result(&job->out, true, &r);
+    char line[ERR_MAX + 256];
+    if (journal_format(line, sizeof line, sl->k, &r) > 0) record(s, sl->k, line);
+    slot_clear(s, sl);
+    sl->next_free = s->free_slots;
+    s->free_slots = sl;
+    if (s->show_progress && vr_now_s() - s->last_draw > 0.1) {
+        progress(s->done, s->n_todo, s->t0, false);
+        s->last_draw = vr_now_s();
+    }
+}
+
+/* Runs every point of s->todo not done yet in n_jobs children of the pool. Returns 0, or -1 on
+ * host memory. */
 static int run_all(Sweep *s, int n_jobs, bool show_progress) {
-    s->n_w = n_jobs < s->n_todo ? n_jobs : (int)s->n_todo;
-    s->w = calloc((size_t)(s->n_w ? s->n_w : 1), sizeof(Worker));
-    if (!s->w) return -1;
-    for (int i = 0; i < s->n_w; i++) s->w[i] = (Worker){.task_fd = -1, .res_fd = -1, .busy = -1};
-    signal(SIGPIPE, SIG_IGN);
-    long next = 0, done = 0;
-    for (long i = 0; i < s->n_todo; i++) done += s->res[i].done;
-    double t0 = vr_now_s(), last_draw = 0;
-    for (int i = 0; i < s->n_w; i++) {
-        if (spawn(s, i)) {
-            if (i == 0) return -1;
-            s->n_w = i;
-            break;
-        }
-        feed(s, i, &next);
+    s->n_slots = n_jobs < POINTS_MAX_CHILDREN ? n_jobs : POINTS_MAX_CHILDREN;
+    if (s->n_slots < 1) s->n_slots = 1;
+    s->slots = calloc((size_t)s->n_slots, sizeof(Slot));
+    if (!s->slots) return -1;
+    for (int i = s->n_slots - 1; i >= 0; i--) {
+        s->slots[i].group = -1;
+        s->slots[i].next_free = s->free_slots;
+        s->free_slots = &s->slots[i];
     }
-    struct pollfd *pf = calloc((size_t)s->n_w + 1, sizeof *pf);
-    int *map = calloc((size_t)s->n_w + 1, sizeof(int));
-    if (!pf || !map) { free(pf); free(map); return -1; }
-    while (done < s->n_todo) {
-        int np = 0;
-        for (int i = 0; i < s->n_w; i++)
-            if (s->w[i].res_fd >= 0) { pf[np] = (struct pollfd){.fd = s->w[i].res_fd, .events = POLLIN}; map[np++] = i; }
-        if (np == 0) break; /* every worker gone and none could be restarted */
-        int pr = poll(pf, (nfds_t)np, 200);
-        if (pr < 0 && errno != EINTR) break;
-        for (int j = 0; pr > 0 && j < np; j++) {
-            if (!(pf[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            int wi = map[j];
-            Worker *w = &s->w[wi];
-            ssize_t n = read(w->res_fd, w->buf + w->len, sizeof w->buf - 1 - w->len);
-            if (n < 0 && errno == EINTR) continue;
-            if (n > 0) {
-                w->len += (size_t)n;
-                w->buf[w->len] = 0;
-                char *nl;
-                while ((nl = strchr(w->buf, '\n'))) {
-                    *nl = 0;
-                    long k;
-                    PointResult r;
-                    long ti;
-                    if (parse_result(w->buf, &k, &r) && (ti = todo_index(s, k)) >= 0 &&
-                        !s->res[ti].done) {
-                        s->res[ti] = r;
-                        done++;
-                        if (s->journal) journal_append(s, w->buf, true);
-                    }
-                    size_t used = (size_t)(nl + 1 - w->buf);
-                    memmove(w->buf, nl + 1, w->len - used + 1);
-                    w->len -= used;
-                    w->busy = -1;
-                    feed(s, wi, &next);
-                }
-                if (w->len >= sizeof w->buf - 1) w->len = 0; /* a runaway line: drop it */
-                continue;
-            }
-            /* end of file: the worker exited (no work left) or died */
-            close(w->res_fd);
-            w->res_fd = -1;
-            if (w->task_fd >= 0) { close(w->task_fd); w->task_fd = -1; }
-            int status = 0;
-            waitpid(w->pid, &status, 0);
-            w->pid = 0;
-            if (w->busy >= 0) {
-                long ti = todo_index(s, w->busy);
-                if (ti >= 0 && !s->res[ti].done) {
-                    PointResult *r = &s->res[ti];
-                    memset(r, 0, sizeof *r);
-                    r->done = r->error = true;
-                    if (WIFSIGNALED(status))
-                        snprintf(r->err, sizeof r->err, "the worker died on signal %d (%s) "
-                                 "simulating this point", WTERMSIG(status), strsignal(WTERMSIG(status)));
-                    else
-                        snprintf(r->err, sizeof r->err, "the worker exited (status %d) "
-                                 "simulating this point", WEXITSTATUS(status));
-                    done++;
-                    char line[ERR_MAX + 256];
-                    if (s->journal && format_result(line, sizeof line, w->busy, r) > 0)
-                        journal_append(s, line, false);
-                }
-                w->busy = -1;
-                if (next < s->n_todo && spawn(s, wi) == 0) feed(s, wi, &next);
-            }
-        }
-        if (show_progress && vr_now_s() - last_draw > 0.1) {
-            progress(done, s->n_todo, t0, false);
-            last_draw = vr_now_s();
-        }
-    }
-    if (show_progress) progress(done, s->n_todo, t0, true);
-    for (int i = 0; i < s->n_w; i++) {
-        if (s->w[i].task_fd >= 0) close(s->w[i].task_fd);
-        if (s->w[i].res_fd >= 0) close(s->w[i].res_fd);
-        if (s->w[i].pid > 0) waitpid(s->w[i].pid, NULL, 0);
-    }
-    free(pf);
-    free(map);
-    /* points no worker could run (fork failures) */
-    for (long i = 0; i < s->n_todo; i++)
-        if (!s->res[i].done) {
-            s->res[i].done = s->res[i].error = true;
-            snprintf(s->res[i].err, sizeof s->res[i].err, "not run: no worker process could start");
-        }
+    s->done = 0;
+    for (long i = 0; i < s->n_todo; i++) s->done += s->res[i].done;
+    s->t0 = vr_now_s();
+    s->show_progress = show_progress;
+    signal(SIGPIPE, SIG_IGN); /* a child that died leaves a closed pipe: its point says why */
+    points_set_reuse(s->runner, true);
+    PointFeed feed = {.next = feed_next, .done = feed_done, .ud = s};
+    points_run_feed(s->runner, s->path, s->src, &feed, n_jobs);
+    if (show_progress) progress(s->done, s->n_todo, s->t0, true);
     return 0;
 }
 
@@ -903,7 +829,7 @@ static VrStatus journal_start(Sweep *s, const char *jpath, const JournalKey *key
     journal_header(key, header, sizeof header);
     fputs(header, f);
     for (long i = 0; i < s->n_todo; i++)
-        if (s->res[i].done && format_result(line, sizeof line, s->todo[i], &s->res[i]) > 0)
+        if (s->res[i].done && journal_format(line, sizeof line, s->todo[i], &s->res[i]) > 0)
             fputs(line, f);
     if (fflush(f) != 0 || ferror(f)) {
         snprintf(err, errlen, "cannot write %s: %s", jpath, strerror(errno));
@@ -1111,7 +1037,7 @@ int cmd_sweep(int argc, char **argv) {
             goto out;
         }
         PointResult first;
-        run_point_load_only(&s, 0, &first);
+        load_point(&s, 0, &first);
         if (first.error && (strstr(first.err, "unknown field") || strstr(first.err, "several sections") ||
                             strstr(first.err, "expected key=value") || strstr(first.err, "cannot be set"))) {
             safetext_eprintf("vrsim sweep: %s\n", first.err);
@@ -1157,7 +1083,7 @@ int cmd_sweep(int argc, char **argv) {
     double t0 = vr_now_s();
     bool bar = isatty(STDERR_FILENO) && s.n_todo - n_resumed > 1;
     if (s.n_todo > n_resumed && run_all(&s, (int)jobs, bar)) {
-        safetext_eprintf("vrsim sweep: cannot start worker processes: %s\n", strerror(errno));
+        safetext_eprintf("vrsim sweep: out of host memory\n");
         rc = VR_EXIT_INTERNAL;
         goto out;
     }

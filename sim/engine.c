@@ -4,11 +4,16 @@
  *   live[s]        the storage holds device memory at addr[s] of rsize[s] rounded bytes
  *   drops_total[s] references the ops of the current step list for s (or any view of it)
  *   drops_done[s]  references dropped so far in this step
- * Invariants, after every op (checked by check_invariants when EngineConfig.check_invariants):
+ * Invariants, after every op (checked by engine_check when EngineConfig.check_invariants):
  *   a non-persistent storage is live  =>  drops_done < drops_total, or a slot holds it
+ *   0 <= drops_done <= drops_total (a reference is never dropped twice)
  *   a live storage holds the allocator's block at addr, of rsize bytes; a view holds none
  *   sum over live storages of rsize == allocator allocated bytes - cuBLAS workspaces
  *   cat_bytes[c] == sum of rsize over live storages of category c
+ *   the op just run read live storages only (its inputs' storages of nonzero size: a tensor is
+ *   never used after its last reference freed it) and a slot holds a live storage or none
+ *   within a step, the host's clock and every stream's clock only move forward, and the step's
+ *   clock is at or past each of them
  * Memory follows the host's program order (PyTorch allocates when an op is launched, from the
  * pool of the stream it runs on). Time: the host thread issues ops one after another
  * (host_op_ns each); an op starts when its stream is free, its inputs are ready and it has been
@@ -22,8 +27,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The host memory of one run: EngineConfig.host_alloc (with host_ud), or the C library. Sizes of
+ * frees are passed as 0 (the hook's contract frees whenever nsize is 0). */
+typedef struct Host { AllocHostFn fn; void *ud; } Host;
+
+static void *h_realloc(const Host *h, void *p, size_t osize, size_t nsize) {
+    if (h->fn) return h->fn(h->ud, p, osize, nsize);
+    if (nsize == 0) {
+        free(p);
+        return NULL;
+    }
+    return realloc(p, nsize);
+}
+
+static void *h_malloc(const Host *h, size_t n) { return h_realloc(h, NULL, 0, n ? n : 1); }
+
+static void *h_calloc(const Host *h, size_t n, size_t size) {
+    void *p = h_malloc(h, n * size);
+    if (p) memset(p, 0, n * size);
+    return p;
+}
+
+static void h_free(const Host *h, void *p) {
+    if (p) h_realloc(h, p, 0, 0);
+}
+
 typedef struct Run {
     const Graph *g;
+    Host host;
     uint64_t refused_bytes;  /* a request the allocator refused as no card's (ALLOC_MAX_REQUEST), */
     const char *refused_what; /* and what it was for (a tensor's or an op's name): engine_run's
                                  message */
@@ -47,7 +78,9 @@ typedef struct Run {
     int fwd_region;             /* checkpointed region the last forward op ran in (0: none) */
     long alloc_seq;             /* allocations within the current step */
     int slot_held[GRAPH_MAX_SLOTS]; /* storage held in each slot (Op.slot), -1 none */
-    char check_err[200];        /* the invariant check_invariants found broken */
+    char check_err[200];        /* the invariant engine_check found broken */
+    double check_stream_ns[STREAM_COUNT], check_host_ns; /* the clocks at the last check, for
+                                                            engine_check's monotony */
     /* the allocator calls of the run, in order, for the live set at the peak (see live_log) */
     struct LogEv *log; long n_log, cap_log;
     long *peak_log;             /* per step: log length just after the step's peak allocation */
@@ -90,7 +123,7 @@ static VrStatus log_ev(Run *r, LogKind kind, uint64_t v, int stream, int storage
     if (!r->logging) return VR_OK;
     if (r->n_log == r->cap_log) {
         long ncap = r->cap_log ? r->cap_log * 2 : 4096;
-        LogEv *p = realloc(r->log, (size_t)ncap * sizeof *p);
+        LogEv *p = h_realloc(&r->host, r->log, (size_t)r->cap_log * sizeof *p, (size_t)ncap * sizeof *p);
         if (!p) return VR_ENOMEM;
         r->log = p;
         r->cap_log = ncap;
@@ -99,10 +132,10 @@ static VrStatus log_ev(Run *r, LogKind kind, uint64_t v, int stream, int storage
     return VR_OK;
 }
 
-static VrStatus grow_array(void **arr, int *n, int *cap, size_t elem) {
+static VrStatus grow_array(const Host *h, void **arr, int *n, int *cap, size_t elem) {
     if (*n < *cap) return VR_OK;
     int ncap = *cap ? *cap * 2 : 1024;
-    void *p = realloc(*arr, (size_t)ncap * elem);
+    void *p = h_realloc(h, *arr, (size_t)*cap * elem, (size_t)ncap * elem);
     if (!p) return VR_ENOMEM;
     *arr = p;
     *cap = ncap;
@@ -114,7 +147,7 @@ typedef struct Growth { int cap_samples, cap_spans; } Growth;
 static VrStatus sample(Run *r, Growth *gr, int op) {
     if (!r->cfg->record_timeline) return VR_OK;
     SimResult *res = r->res;
-    if (grow_array((void **)&res->samples, &res->n_samples, &gr->cap_samples, sizeof(MemSample)))
+    if (grow_array(&r->host, (void **)&res->samples, &res->n_samples, &gr->cap_samples, sizeof(MemSample)))
         return VR_ENOMEM;
     MemSample *m = &res->samples[res->n_samples++];
     m->t_ns = r->clock_ns;
@@ -411,7 +444,7 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     int sid = op->stream;
     if (r->cfg->record_timeline && op->phase != PH_BUILD && dur > 0) {
         SimResult *res = r->res;
-        if (grow_array((void **)&res->spans, &res->n_spans, &gr->cap_spans, sizeof(OpSpan)))
+        if (grow_array(&r->host, (void **)&res->spans, &res->n_spans, &gr->cap_spans, sizeof(OpSpan)))
             return VR_ENOMEM;
         res->spans[res->n_spans++] = (OpSpan){.op = i, .step = step, .stream = sid,
                                               .start_ns = start, .end_ns = end};
@@ -452,37 +485,88 @@ static bool held_in_slot(const Run *r, int s) {
     return false;
 }
 
-/* Checks the invariants of the opening comment as they stand after op (-1: the build's
- * parameters), and the allocator's own (alloc_check). VR_EINVAL with r->check_err set where one
- * is broken. */
-static VrStatus check_invariants(Run *r, int op) {
+/* Sets engine_check's record of the clocks to where they stand now (at a step's start, where
+ * the engine moves every stream to the step's start time). */
+static void check_clocks_from(Run *r) {
+    memcpy(r->check_stream_ns, r->stream_ns, sizeof r->check_stream_ns);
+    r->check_host_ns = r->host_ns;
+}
+
+/* The first broken invariant about tensors after op (-1: the build's parameters), with the
+ * tensor in *bad; NULL when none is. */
+static const char *check_tensors(const Run *r, int op, int *bad) {
+    const Graph *g = r->g;
+    for (int s = 0; s < r->n_t; s++) {
+        const Tensor *t = graph_tensor_c(g, s);
+        *bad = s;
+        if (r->drops_done[s] < 0 || r->drops_done[s] > r->drops_total[s])
+            return "references dropped outside 0 .. the references listed";
+        if (!r->live[s]) continue;
+        if (t->base >= 0) return "a view holds memory";
+        if (alloc_block_size(r->a, r->addr[s]) != r->rsize[s])
+            return "the allocator's block at its address is not its size";
+        if (!t->persistent && r->drops_done[s] >= r->drops_total[s] && !held_in_slot(r, s))
+            return "live after its last reference was dropped";
+    }
+    if (op >= 0) {
+        const Op *o = graph_op_c(g, op);
+        for (int k = 0; k < o->n_inputs; k++) {
+            int s = r->storage[o->inputs[k]];
+            *bad = s;
+            /* an input the op itself frees was live when it ran */
+            bool freed_here = false;
+            for (int f = 0; f < o->n_frees; f++) freed_here |= r->storage[o->frees[f]] == s;
+            if (!r->live[s] && !freed_here && graph_tensor_c(g, s)->bytes > 0 &&
+                !graph_tensor_c(g, s)->persistent)
+                return "read by the op after its last reference freed it";
+        }
+    }
+    for (int k = 0; k < GRAPH_MAX_SLOTS; k++) {
+        int s = r->slot_held[k];
+        *bad = s;
+        if (s >= 0 && !r->live[s] && graph_tensor_c(g, s)->bytes > 0) return "held in a slot but not live";
+    }
+    return NULL;
+}
+
+/* The first broken invariant about the clocks since the last check, NULL if none. */
+static const char *check_clocks(Run *r) {
+    if (r->host_ns < r->check_host_ns) return "the host's clock went back";
+    for (int k = 0; k < STREAM_COUNT; k++) {
+        if (r->stream_ns[k] < r->check_stream_ns[k]) return "a stream's clock went back";
+        if (r->stream_ns[k] > r->clock_ns) return "a stream's clock is past the step's clock";
+    }
+    if (r->host_ns > r->clock_ns) return "the host's clock is past the step's clock";
+    check_clocks_from(r);
+    return NULL;
+}
+
+/* engine_check: the invariants of the opening comment as they stand after op (-1: the build's
+ * parameters), and the allocator's own (alloc_check), as alloc_check checks the allocator's.
+ * VR_EINVAL with r->check_err set where one is broken. */
+static VrStatus engine_check(Run *r, int op) {
     const Graph *g = r->g;
     const char *name = op >= 0 ? graph_op_c(g, op)->name : "(parameters)";
+    int bad = -1;
+    const char *why = check_tensors(r, op, &bad);
+    if (why) {
+        snprintf(r->check_err, sizeof r->check_err, "engine invariant after op '%s': tensor '%s': %s",
+                 name, graph_tensor_c(g, bad)->name, why);
+        return VR_EINVAL;
+    }
     uint64_t cat[CAT_COUNT] = {0}, sum = 0;
     for (int s = 0; s < r->n_t; s++) {
         if (!r->live[s]) continue;
-        const Tensor *t = graph_tensor_c(g, s);
-        const char *why = NULL;
-        if (t->base >= 0) why = "a view holds memory";
-        else if (alloc_block_size(r->a, r->addr[s]) != r->rsize[s])
-            why = "the allocator's block at its address is not its size";
-        else if (!t->persistent && r->drops_done[s] >= r->drops_total[s] && !held_in_slot(r, s))
-            why = "live after its last reference was dropped";
-        if (why) {
-            snprintf(r->check_err, sizeof r->check_err, "engine invariant after op '%s': tensor '%s': %s",
-                     name, t->name, why);
-            return VR_EINVAL;
-        }
-        cat[t->cat] += r->rsize[s];
+        cat[graph_tensor_c(g, s)->cat] += r->rsize[s];
         sum += r->rsize[s];
     }
     AllocStats as;
     alloc_stats(r->a, &as);
-    const char *why = NULL;
     if (sum + r->workspace_bytes != as.allocated)
         why = "live storages + cuBLAS workspaces != the allocator's allocated bytes";
     for (int c = 0; !why && c < CAT_COUNT; c++)
         if (cat[c] != r->cat_bytes[c]) why = "a category's bytes != the sum of its live storages";
+    if (!why) why = check_clocks(r);
     if (!why && alloc_check(r->a) != VR_OK) why = "the allocator's own invariants (alloc_check)";
     if (why) {
         snprintf(r->check_err, sizeof r->check_err, "engine invariant after op '%s': %s", name, why);
@@ -514,9 +598,9 @@ static void step_end_stats(Run *r, StepResult *sr) {
 
 static void drop_snapshot(Run *r) {
     alloc_free(r->snap);
-    free(r->snap_live);
-    free(r->snap_addr);
-    free(r->snap_rsize);
+    h_free(&r->host, r->snap_live);
+    h_free(&r->host, r->snap_addr);
+    h_free(&r->host, r->snap_rsize);
     r->snap = NULL;
     r->snap_live = NULL;
     r->snap_addr = r->snap_rsize = NULL;
@@ -528,9 +612,9 @@ static void drop_snapshot(Run *r) {
 static void take_snapshot(Run *r, int step) {
     drop_snapshot(r);
     size_t n = (size_t)r->n_t + 1;
-    r->snap_live = malloc(n);
-    r->snap_addr = malloc(n * sizeof(uint64_t));
-    r->snap_rsize = malloc(n * sizeof(uint64_t));
+    r->snap_live = h_malloc(&r->host, n);
+    r->snap_addr = h_malloc(&r->host, n * sizeof(uint64_t));
+    r->snap_rsize = h_malloc(&r->host, n * sizeof(uint64_t));
     if (!r->snap_live || !r->snap_addr || !r->snap_rsize || alloc_clone(r->a, &r->snap) != VR_OK) {
         drop_snapshot(r);
         return;
@@ -625,14 +709,14 @@ static VrStatus simulate(Run *r) {
         }
     }
     bool check = r->cfg->check_invariants;
-    if (check && (st = check_invariants(r, -1))) return st;
+    if (check && (st = engine_check(r, -1))) return st;
     for (int i = 0; i < n_ops; i++) {
         if (graph_op_c(g, i)->phase != PH_BUILD) continue;
         if ((st = run_op(r, i, -1, NULL, &gr))) {
             if (st == VR_OOM) { record_oom(r, -1, i); return VR_OK; }
             return st;
         }
-        if (check && (st = check_invariants(r, i))) return st;
+        if (check && (st = engine_check(r, i))) return st;
     }
     AllocStats as;
     alloc_stats(r->a, &as);
@@ -672,6 +756,7 @@ static VrStatus simulate(Run *r) {
             r->stream_ns[k] = t0, r->busy_ns[k] = 0, r->coll_start_ns[k] = r->coll_end_ns[k] = 0;
         r->host_ns = t0;
         r->fwd_region = 0;
+        check_clocks_from(r);
         if (r->repeat_of >= 0) {
             time_repeated_step(r, step, sr);
         } else {
@@ -694,7 +779,7 @@ static VrStatus simulate(Run *r) {
                     return VR_OK;
                 }
                 if (st) return st;
-                if (check && (st = check_invariants(r, i))) return st;
+                if (check && (st = engine_check(r, i))) return st;
             }
             step_end_stats(r, sr);
         }
@@ -708,17 +793,17 @@ static VrStatus simulate(Run *r) {
 
 static void run_free(Run *r) {
     alloc_free(r->a);
-    free(r->storage);
-    free(r->drops_total);
-    free(r->drops_done);
-    free(r->addr);
-    free(r->rsize);
-    free(r->live);
-    free(r->ready_ns);
-    free(r->log);
-    free(r->peak_log);
-    free(r->op_ns);
-    free(r->op_ns_set);
+    h_free(&r->host, r->storage);
+    h_free(&r->host, r->drops_total);
+    h_free(&r->host, r->drops_done);
+    h_free(&r->host, r->addr);
+    h_free(&r->host, r->rsize);
+    h_free(&r->host, r->live);
+    h_free(&r->host, r->ready_ns);
+    h_free(&r->host, r->log);
+    h_free(&r->host, r->peak_log);
+    h_free(&r->host, r->op_ns);
+    h_free(&r->host, r->op_ns_set);
     drop_snapshot(r);
 }
 
@@ -728,23 +813,25 @@ static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
     r->g = g;
     r->cfg = cfg;
     r->res = res;
+    r->host = (Host){cfg->host_alloc, cfg->host_ud};
     r->logging = !cfg->skip_live_at_peak;
     r->steady_from = steady_step(g);
     r->repeat_of = -1;
     for (int k = 0; k < GRAPH_MAX_SLOTS; k++) r->slot_held[k] = -1;
     r->n_t = graph_num_tensors(g);
     size_t n = (size_t)r->n_t + 1;
-    r->storage = malloc(n * sizeof(int));
-    r->drops_total = malloc(n * sizeof(int));
-    r->drops_done = malloc(n * sizeof(int));
-    r->addr = calloc(n, sizeof(uint64_t));
-    r->rsize = calloc(n, sizeof(uint64_t));
-    r->live = calloc(n, 1);
-    r->ready_ns = calloc(n, sizeof(double));
-    r->peak_log = calloc((size_t)cfg->steps + 1, sizeof(long));
+    const Host *h = &r->host;
+    r->storage = h_malloc(h, n * sizeof(int));
+    r->drops_total = h_malloc(h, n * sizeof(int));
+    r->drops_done = h_malloc(h, n * sizeof(int));
+    r->addr = h_calloc(h, n, sizeof(uint64_t));
+    r->rsize = h_calloc(h, n, sizeof(uint64_t));
+    r->live = h_calloc(h, n, 1);
+    r->ready_ns = h_calloc(h, n, sizeof(double));
+    r->peak_log = h_calloc(h, (size_t)cfg->steps + 1, sizeof(long));
     size_t n_ops = (size_t)graph_num_ops(g) + 1;
-    r->op_ns = malloc(n_ops * sizeof(double));
-    r->op_ns_set = calloc(n_ops, 1);
+    r->op_ns = h_malloc(h, n_ops * sizeof(double));
+    r->op_ns_set = h_calloc(h, n_ops, 1);
     if (!r->op_ns || !r->op_ns_set || !r->peak_log || !r->ready_ns || !r->storage || !r->drops_total || !r->drops_done || !r->addr || !r->rsize || !r->live)
         return VR_ENOMEM;
     for (int t = 0; t < r->n_t; t++) r->storage[t] = graph_storage_of(g, t);
@@ -761,7 +848,7 @@ static int cmp_live(const void *a, const void *b) {
 static VrStatus copy_live_set(Run *r, SimResult *res) {
     int n = 0;
     for (int t = 0; t < r->n_t; t++) n += r->live[t];
-    res->live_at_peak = malloc(sizeof(LiveTensor) * (size_t)(n + 1));
+    res->live_at_peak = h_malloc(&r->host, sizeof(LiveTensor) * (size_t)(n + 1));
     if (!res->live_at_peak) return VR_ENOMEM;
     for (int t = 0; t < r->n_t; t++)
         if (r->live[t]) res->live_at_peak[res->n_live_at_peak++] = (LiveTensor){t, r->rsize[t]};
@@ -797,9 +884,9 @@ static VrStatus collect_peak(Run *run, const AllocConfig *acfg, SimResult *res, 
         run->snap_live = NULL;
         run->snap_rsize = run->snap_addr = NULL;
     } else {
-        live = calloc((size_t)n_t + 1, 1);
-        rsize = calloc((size_t)n_t + 1, sizeof(uint64_t));
-        addr = calloc((size_t)n_t + 1, sizeof(uint64_t));
+        live = h_calloc(&run->host, (size_t)n_t + 1, 1);
+        rsize = h_calloc(&run->host, (size_t)n_t + 1, sizeof(uint64_t));
+        addr = h_calloc(&run->host, (size_t)n_t + 1, sizeof(uint64_t));
         st = live && rsize && addr ? alloc_new(acfg, &a) : VR_ENOMEM;
     }
     for (long k = from; !st && k < end; k++) {
@@ -824,7 +911,7 @@ static VrStatus collect_peak(Run *run, const AllocConfig *acfg, SimResult *res, 
     if (!st) {
         int n = 0;
         for (int t = 0; t < n_t; t++) n += live[t];
-        res->live_at_peak = malloc(sizeof(LiveTensor) * (size_t)(n + 1));
+        res->live_at_peak = h_malloc(&run->host, sizeof(LiveTensor) * (size_t)(n + 1));
         if (!res->live_at_peak) st = VR_ENOMEM;
         for (int t = 0; !st && t < n_t; t++)
             if (live[t]) res->live_at_peak[res->n_live_at_peak++] = (LiveTensor){t, rsize[t]};
@@ -839,9 +926,9 @@ static VrStatus collect_peak(Run *run, const AllocConfig *acfg, SimResult *res, 
     /* the replay made the same calls as the run: a different outcome is a bug, not an OOM */
     if (st == VR_OOM) st = VR_EINVAL;
     alloc_free(a);
-    free(live);
-    free(rsize);
-    free(addr);
+    h_free(&run->host, live);
+    h_free(&run->host, rsize);
+    h_free(&run->host, addr);
     return st;
 }
 
@@ -852,11 +939,14 @@ VrStatus engine_run(const Graph *g, const EngineConfig *cfg, const AllocConfig *
         snprintf(err, errlen, "steps must be >= 1");
         return VR_EINVAL;
     }
-    SimResult *res = calloc(1, sizeof *res);
+    Host host = {cfg->host_alloc, cfg->host_ud};
+    SimResult *res = h_calloc(&host, 1, sizeof *res);
     if (!res) return VR_ENOMEM;
+    res->host_alloc = cfg->host_alloc;
+    res->host_ud = cfg->host_ud;
     res->oom_step = res->oom_op = -1;
     res->repeat_from = -1;
-    res->steps = calloc((size_t)cfg->steps, sizeof(StepResult));
+    res->steps = h_calloc(&host, (size_t)cfg->steps, sizeof(StepResult));
     Run r;
     memset(&r, 0, sizeof r);
     VrStatus st = res->steps ? run_init(&r, g, cfg, acfg, res) : VR_ENOMEM;
@@ -894,10 +984,11 @@ VrStatus engine_run(const Graph *g, const EngineConfig *cfg, const AllocConfig *
 
 void engine_result_free(SimResult *r) {
     if (!r) return;
-    free(r->steps);
-    free(r->samples);
-    free(r->spans);
-    free(r->live_at_peak);
-    free(r->segmap);
-    free(r);
+    Host host = {r->host_alloc, r->host_ud};
+    h_free(&host, r->steps);
+    h_free(&host, r->samples);
+    h_free(&host, r->spans);
+    h_free(&host, r->live_at_peak);
+    free(r->segmap); /* alloc_segment_map's: the C library's */
+    h_free(&host, r);
 }

@@ -58,6 +58,10 @@ typedef struct EngineConfig {
     void (*on_alloc)(void *ud, bool alloc, uint64_t addr, uint64_t size, int stream, int op,
                      double host_ns);
     void *on_alloc_ud;
+    /* the engine's host memory (its state and the SimResult's arrays), as AllocConfig.host_alloc
+     * is the allocator's: NULL = the C library; tests fail the Nth call (tests/test_engine.c) */
+    AllocHostFn host_alloc;
+    void *host_ud;
 } EngineConfig;
 
 typedef struct StepResult {
@@ -114,6 +118,8 @@ typedef struct SimResult {
                                   their memory figures are its, their times timed op by op
                                   (-1: none; never with a timeline or an allocation listener) */
     uint64_t largest_free_at_peak;
+    AllocHostFn host_alloc;    /* EngineConfig's, which engine_result_free frees with */
+    void *host_ud;
 } SimResult;
 
 /* Runs cfg->steps steps of g through a fresh allocator made from acfg. The caller owns *out

@@ -28,7 +28,6 @@ struct Graph {
     int *param_grad; int n_param_grad; /* after derivation: tensor -> its .grad, -1 none */
     int derived_upto;                  /* ops before this index have had their backward derived */
     Op *ops; int n_ops, cap_ops;
-    const char **modules; int n_modules, cap_modules;
     Chunk *arena;
     /* the distinct kind strings of the ops (arena copies, each with op_kind_of of it): ops of
      * one kind share one copy; open addressing, linear probing (a graph has some tens of
@@ -36,7 +35,29 @@ struct Graph {
     struct { const char *s; uint32_t hash; OpKind id; } kinds[KINDS_SLOTS];
     int n_kinds;
     char err[256];
+    VrHostAllocFn host_fn;             /* graph_new_hosted's hook (NULL: the C library, and */
+    void *host_ud;                     /* large tables mapped: see table_resize) */
 };
+
+/* The graph's host memory: its hook, or the C library. */
+static void *g_realloc(const Graph *g, void *p, size_t osize, size_t nsize) {
+    if (g->host_fn) {
+        if (nsize == 0 && !p) return NULL;
+        return g->host_fn(g->host_ud, p, osize, nsize);
+    }
+    if (nsize == 0) {
+        free(p);
+        return NULL;
+    }
+    return realloc(p, nsize);
+}
+static void *g_malloc(const Graph *g, size_t n) { return g_realloc(g, NULL, 0, n ? n : 1); }
+static void *g_calloc(const Graph *g, size_t n, size_t size) {
+    void *p = g_malloc(g, n * size);
+    if (p) memset(p, 0, n * size);
+    return p;
+}
+static void g_free(const Graph *g, void *p) { g_realloc(g, p, 0, 0); }
 
 
 static const char *const DTYPE_NAMES[DT_COUNT] = {
@@ -63,7 +84,7 @@ VrStatus dtype_parse(const char *s, DType *out) {
     return VR_EINVAL;
 }
 
-/* The tensor, op and module tables grow by doubling. Past TABLE_MAPPED bytes a table lives in
+/* The tensor and op tables grow by doubling. Past TABLE_MAPPED bytes a table lives in
  * pages of its own (mmap) and grows with mremap, which moves the pages instead of copying them:
  * a large model's op table (hundreds of thousands of 432-byte ops) is otherwise copied at every
  * doubling, and each copy touches fresh pages (a fifth of a 7B sweep point's page faults,
@@ -129,16 +150,17 @@ static void spare_give(void *p, size_t bytes) {
     }
 }
 
-static void table_free(void *p, size_t cap_bytes) {
+static void table_free(const Graph *g, void *p, size_t cap_bytes) {
     if (!p) return;
-    if (cap_bytes >= TABLE_MAPPED) spare_give(p, page_round(cap_bytes));
+    if (g->host_fn) g_free(g, p); /* a hooked graph maps no table */
+    else if (cap_bytes >= TABLE_MAPPED) spare_give(p, page_round(cap_bytes));
     else free(p);
 }
 
 /* p (cap_bytes, NULL for 0) moved to a table of *ncap_bytes > cap_bytes, or NULL (p kept); a
  * mapped table may be larger than asked: *ncap_bytes is then its size. */
-static void *table_resize(void *p, size_t cap_bytes, size_t *ncap_bytes) {
-    if (*ncap_bytes < TABLE_MAPPED) return realloc(p, *ncap_bytes);
+static void *table_resize(const Graph *g, void *p, size_t cap_bytes, size_t *ncap_bytes) {
+    if (g->host_fn || *ncap_bytes < TABLE_MAPPED) return g_realloc(g, p, cap_bytes, *ncap_bytes);
     void *q;
     if (cap_bytes >= TABLE_MAPPED) {
         q = mremap(p, cap_bytes, *ncap_bytes, MREMAP_MAYMOVE);
@@ -154,19 +176,24 @@ static void *table_resize(void *p, size_t cap_bytes, size_t *ncap_bytes) {
     return q == MAP_FAILED ? NULL : q;
 }
 
-VrStatus graph_new(Graph **out) {
-    *out = calloc(1, sizeof(Graph));
-    return *out ? VR_OK : VR_ENOMEM;
+VrStatus graph_new(Graph **out) { return graph_new_hosted(NULL, NULL, out); }
+
+VrStatus graph_new_hosted(VrHostAllocFn fn, void *ud, Graph **out) {
+    Graph proto = {.host_fn = fn, .host_ud = ud};
+    *out = g_calloc(&proto, 1, sizeof(Graph));
+    if (!*out) return VR_ENOMEM;
+    (*out)->host_fn = fn;
+    (*out)->host_ud = ud;
+    return VR_OK;
 }
 
 void graph_free(Graph *g) {
     if (!g) return;
-    for (Chunk *c = g->arena, *next; c; c = next) { next = c->next; free(c); }
-    table_free(g->tensors, (size_t)g->cap_tensors * sizeof(Tensor));
-    table_free(g->ops, (size_t)g->cap_ops * sizeof(Op));
-    table_free(g->modules, (size_t)g->cap_modules * sizeof(char *));
-    free(g->param_grad);
-    free(g);
+    for (Chunk *c = g->arena, *next; c; c = next) { next = c->next; g_free(g, c); }
+    table_free(g, g->tensors, (size_t)g->cap_tensors * sizeof(Tensor));
+    table_free(g, g->ops, (size_t)g->cap_ops * sizeof(Op));
+    g_free(g, g->param_grad);
+    g_free(g, g);
 }
 
 /* Arena space for n bytes, not cleared (the caller writes all of it). */
@@ -174,7 +201,7 @@ static void *arena_take(Graph *g, size_t n) {
     n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
     if (!g->arena || g->arena->used + n > g->arena->cap) {
         size_t cap = n > 65536 ? n : 65536;
-        Chunk *c = malloc(sizeof(Chunk) + cap);
+        Chunk *c = g_malloc(g, sizeof(Chunk) + cap);
         if (!c) return NULL;
         c->next = g->arena; c->used = 0; c->cap = cap;
         g->arena = c;
@@ -205,32 +232,20 @@ static void *copy_array(Graph *g, const void *src, int n, size_t elem) {
     return p;
 }
 
-static int grow(void **arr, int *cap, int need, size_t elem) {
+static int grow(const Graph *g, void **arr, int *cap, int need, size_t elem) {
     if (need <= *cap) return 0;
     int ncap = *cap ? *cap * 2 : 64;
     while (ncap < need) ncap *= 2;
     size_t nbytes = (size_t)ncap * elem;
-    void *p = table_resize(*arr, (size_t)*cap * elem, &nbytes);
+    void *p = table_resize(g, *arr, (size_t)*cap * elem, &nbytes);
     if (!p) return -1;
     size_t got = nbytes / elem;
     *arr = p; *cap = got > INT_MAX ? INT_MAX : (int)got;
     return 0;
 }
 
-int graph_add_module(Graph *g, const char *name) {
-    if (grow((void **)&g->modules, &g->cap_modules, g->n_modules + 1, sizeof(char *))) return -1;
-    const char *s = graph_strdup(g, name);
-    if (!s) return -1;
-    g->modules[g->n_modules] = s;
-    return g->n_modules++;
-}
-const char *graph_module_name(const Graph *g, int i) {
-    return i >= 0 && i < g->n_modules ? g->modules[i] : "";
-}
-int graph_num_modules(const Graph *g) { return g->n_modules; }
-
 VrStatus graph_add_tensor(Graph *g, const Tensor *t, int *id) {
-    if (grow((void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, sizeof(Tensor)))
+    if (grow(g, (void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, sizeof(Tensor)))
         return VR_ENOMEM;
     if (t->base >= g->n_tensors) {
         snprintf(g->err, sizeof g->err, "tensor '%s': view of unknown tensor %d", t->name, t->base);
@@ -246,7 +261,6 @@ VrStatus graph_add_tensor(Graph *g, const Tensor *t, int *id) {
 
 int graph_num_tensors(const Graph *g) { return g->n_tensors; }
 int graph_num_ops(const Graph *g) { return g->n_ops; }
-Tensor *graph_tensor(Graph *g, int i) { return &g->tensors[i]; }
 const Tensor *graph_tensor_c(const Graph *g, int i) { return &g->tensors[i]; }
 OpKind op_kind_of(const char *kind) {
     static const struct { const char *name; OpKind k; } KINDS[] = {
@@ -366,7 +380,7 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
                  op->name);
         return VR_EINVAL;
     }
-    if (grow((void **)&g->ops, &g->cap_ops, g->n_ops + 1, sizeof(Op))) return VR_ENOMEM;
+    if (grow(g, (void **)&g->ops, &g->cap_ops, g->n_ops + 1, sizeof(Op))) return VR_ENOMEM;
     Op n = *op;
     n.name = graph_strdup(g, op->name);
     n.kind = intern_kind(g, op->kind ? op->kind : "elementwise", &n.kind_id);
@@ -447,16 +461,17 @@ static int ensure_cap(Deriv *d, size_t n) {
     if (n <= d->cap) return 0;
     size_t ncap = d->cap ? d->cap : 1024;
     while (ncap < n) ncap *= 2;
-    int *a = realloc(d->grad_of, ncap * sizeof(int));
+    const Graph *g = d->g;
+    int *a = g_realloc(g, d->grad_of, d->cap * sizeof(int), ncap * sizeof(int));
     if (!a) return -1;
     d->grad_of = a;
-    int *b = realloc(d->param_grad, ncap * sizeof(int));
+    int *b = g_realloc(g, d->param_grad, d->cap * sizeof(int), ncap * sizeof(int));
     if (!b) return -1;
     d->param_grad = b;
-    int *c = realloc(d->remap, ncap * sizeof(int));
+    int *c = g_realloc(g, d->remap, d->cap * sizeof(int), ncap * sizeof(int));
     if (!c) return -1;
     d->remap = c;
-    int *o = realloc(d->owners, ncap * sizeof(int));
+    int *o = g_realloc(g, d->owners, d->cap * sizeof(int), ncap * sizeof(int));
     if (!o) return -1;
     d->owners = o;
     for (size_t i = d->cap; i < ncap; i++) {
@@ -800,10 +815,10 @@ static int grad_target(const Graph *g, int x) {
 static VrStatus count_post_hooks(Deriv *d) {
     Graph *g = d->g;
     int n_t = g->n_tensors;
-    int *arrivals = calloc((size_t)n_t + 1, sizeof(int));
-    d->post_head = malloc(sizeof(int) * ((size_t)n_t + 1));
-    d->post_next = malloc(sizeof(int) * ((size_t)d->n_hooks + 1));
-    if (!arrivals || !d->post_head || !d->post_next) { free(arrivals); return VR_ENOMEM; }
+    int *arrivals = g_calloc(g, (size_t)n_t + 1, sizeof(int));
+    d->post_head = g_malloc(g, sizeof(int) * ((size_t)n_t + 1));
+    d->post_next = g_malloc(g, sizeof(int) * ((size_t)d->n_hooks + 1));
+    if (!arrivals || !d->post_head || !d->post_next) { g_free(g, arrivals); return VR_ENOMEM; }
     d->n_post_head = n_t;
     for (int t = 0; t < n_t; t++) d->post_head[t] = -1;
     for (int f = d->first; f < d->n_fwd; f++) {
@@ -823,7 +838,7 @@ static VrStatus count_post_hooks(Deriv *d) {
         d->post_next[h] = d->post_head[p];
         d->post_head[p] = h;
     }
-    free(arrivals);
+    g_free(g, arrivals);
     return VR_OK;
 }
 
@@ -843,7 +858,7 @@ static VrStatus emit_before(Deriv *d, int f, int region) {
         const Op *e = &g->ops[d->hooks[h]];
         if (d->n_unpacked + e->n_outputs > d->cap_unpacked) {
             int ncap = (d->cap_unpacked ? d->cap_unpacked * 2 : 16) + e->n_outputs;
-            int *nu = realloc(d->unpacked, sizeof(int) * (size_t)ncap);
+            int *nu = g_realloc(g, d->unpacked, sizeof(int) * (size_t)d->cap_unpacked, sizeof(int) * (size_t)ncap);
             if (!nu) return VR_ENOMEM;
             d->unpacked = nu;
             d->cap_unpacked = ncap;
@@ -882,7 +897,7 @@ static VrStatus find_regions(Deriv *d) {
     for (int f = d->first; f < d->n_fwd; f++)
         if (g->ops[f].phase == PH_FWD && g->ops[f].region > max) max = g->ops[f].region;
     if (max == 0) return VR_OK;
-    RegionInfo *r = calloc((size_t)max + 1, sizeof *r);
+    RegionInfo *r = g_calloc(g, (size_t)max + 1, sizeof *r);
     if (!r) return VR_ENOMEM;
     d->regions = r;
     d->n_regions = max + 1;
@@ -1089,14 +1104,14 @@ static VrStatus derive(Graph *g, int first, int n_fwd, int loss, int grad_in, in
         set_grad_of(&d, loss, seed);
     }
 
-    never_run = malloc(sizeof(int) * (n_saved + 1));
+    never_run = g_malloc(g, sizeof(int) * (n_saved + 1));
     if (!never_run) { st = VR_ENOMEM; goto out; }
     int n_never = 0;
     int cur_layer = -2; /* layer whose backward is being derived; -2 none yet */
     int prefetched = -2; /* layer whose pre-backward hooks were already issued early */
     if ((st = find_regions(&d))) goto out;
     /* the hook ops, found once: emit_hooks runs for every layer */
-    d.hooks = malloc(sizeof(int) * (size_t)(n_fwd - d.first + 1));
+    d.hooks = g_malloc(g, sizeof(int) * (size_t)(n_fwd - d.first + 1));
     if (!d.hooks) { st = VR_ENOMEM; goto out; }
     for (int f = d.first; f < n_fwd; f++)
         if (g->ops[f].hook) d.hooks[d.n_hooks++] = f;
@@ -1104,7 +1119,7 @@ static VrStatus derive(Graph *g, int first, int n_fwd, int loss, int grad_in, in
     bool any_post = false;
     for (int h = 0; h < d.n_hooks; h++) any_post |= g->ops[d.hooks[h]].hook == 3 || g->ops[d.hooks[h]].hook == 4;
     if (any_post) {
-        if (!(d.post_left = malloc(sizeof(int) * (size_t)d.n_hooks))) { st = VR_ENOMEM; goto out; }
+        if (!(d.post_left = g_malloc(g, sizeof(int) * (size_t)d.n_hooks))) { st = VR_ENOMEM; goto out; }
         if ((st = count_post_hooks(&d))) goto out;
     }
     /* the root's pre-backward hooks (FSDP2 with reshard_after_forward=True gathers the root
@@ -1157,7 +1172,8 @@ static VrStatus derive(Graph *g, int first, int n_fwd, int loss, int grad_in, in
      * the embedding is frozen) and the saved tensors of nodes that never ran are released when
      * backward() returns and the graph is freed */
     if (!st) {
-        int *grown = realloc(never_run, sizeof(int) * (n_saved + (size_t)g->n_tensors + 1));
+        int *grown = g_realloc(g, never_run, sizeof(int) * (n_saved + 1),
+                               sizeof(int) * (n_saved + (size_t)g->n_tensors + 1));
         if (!grown) { st = VR_ENOMEM; goto out; }
         never_run = grown;
         if (keep >= 0 && (size_t)keep < d.cap && d.grad_of[keep] >= 0) {
@@ -1173,22 +1189,22 @@ static VrStatus derive(Graph *g, int first, int n_fwd, int loss, int grad_in, in
         }
     }
 out:
-    free(never_run);
-    free(d.regions);
-    free(d.hooks);
-    free(d.post_left);
-    free(d.post_next);
-    free(d.post_head);
-    free(d.unpacked);
-    free(d.grad_of);
-    free(d.owners);
-    free(d.remap);
+    g_free(g, never_run);
+    g_free(g, d.regions);
+    g_free(g, d.hooks);
+    g_free(g, d.post_left);
+    g_free(g, d.post_next);
+    g_free(g, d.post_head);
+    g_free(g, d.unpacked);
+    g_free(g, d.grad_of);
+    g_free(g, d.owners);
+    g_free(g, d.remap);
     if (!st) {
-        free(g->param_grad);
+        g_free(g, g->param_grad);
         g->param_grad = d.param_grad;
         g->n_param_grad = (int)d.cap;
     } else {
-        free(d.param_grad);
+        g_free(g, d.param_grad);
     }
     if (st == VR_ENOMEM) snprintf(g->err, sizeof g->err, "out of host memory deriving backward");
     return st;
@@ -1364,15 +1380,15 @@ VrStatus graph_replicate(Graph *g, const LayerMap *m, int *t_first, int *op_firs
         VrStatus st = graph_add_tensor(g, &t, &id);
         if (st) return st;
     }
-    int *buf = malloc(sizeof(int) * max_list(g, m));
+    int *buf = g_malloc(g, sizeof(int) * max_list(g, m));
     if (!buf) return VR_ENOMEM;
     for (int j = m->op_first; j < m->op_first + m->op_count; j++) {
         Op o = carried_op(g, m, &rn, j, t0, buf, name, sizeof name);
         int id;
         VrStatus st = graph_add_op(g, &o, &id);
-        if (st) { free(buf); return st; }
+        if (st) { g_free(g, buf); return st; }
     }
-    free(buf);
+    g_free(g, buf);
     *t_first = t0;
     *op_first = op0;
     return VR_OK;
@@ -1439,13 +1455,13 @@ bool graph_is_replica(const Graph *g, const LayerMap *m, int t_first, int op_fir
         Tensor t = carried_tensor(g, m, &rn, m->t_first + i, t_first, op_first, name, sizeof name);
         if (!same_tensor(&t, &g->tensors[t_first + i])) return false;
     }
-    int *buf = malloc(sizeof(int) * max_list(g, m));
+    int *buf = g_malloc(g, sizeof(int) * max_list(g, m));
     if (!buf) return false;
     bool same = true;
     for (int j = 0; same && j < m->op_count; j++) {
         Op o = carried_op(g, m, &rn, m->op_first + j, t_first, buf, name, sizeof name);
         same = same_op(&o, &g->ops[op_first + j]);
     }
-    free(buf);
+    g_free(g, buf);
     return same;
 }

@@ -64,7 +64,7 @@ typedef struct Tensor {
     Category cat;
     int base;              /* -1, or the tensor whose storage this view shares */
     int producer;          /* op index, or -1 for parameters and inputs */
-    int module;            /* parameters: index into graph modules, else -1 */
+    int module;            /* parameters: a module index the model layer may give, else -1 */
     bool requires_grad;    /* autograd tracks it */
     bool is_param;
     bool trainable;        /* parameter with requires_grad */
@@ -131,17 +131,15 @@ void graph_op_inherit(Op *dst, const Op *src, OpInherit to);
 
 /* Creates an empty graph. Returns VR_ENOMEM if the host is out of memory. */
 VrStatus graph_new(Graph **out /* OUT */);
+/* graph_new with every host allocation of the graph through fn (with ud; vr.h VrHostAllocFn),
+ * for tests that fail the Nth one; NULL fn = the C library (graph_new). */
+VrStatus graph_new_hosted(VrHostAllocFn fn, void *ud, Graph **out /* OUT */);
 void graph_free(Graph *g); /* NULL is a no-op */
 
 /* Copies s into the graph's arena; NULL on host allocation failure. */
 const char *graph_strdup(Graph *g, const char *s);
 /* Arena allocation of n zeroed bytes, freed with the graph; NULL on failure. */
 void *graph_alloc(Graph *g, size_t n);
-
-/* Adds a module name (parameter grouping for reports); returns its index or -1 on ENOMEM. */
-int graph_add_module(Graph *g, const char *name);
-const char *graph_module_name(const Graph *g, int i);
-int graph_num_modules(const Graph *g);
 
 /* Adds a tensor (copied) and returns its index in *id. The name is copied. */
 VrStatus graph_add_tensor(Graph *g, const Tensor *t, int *id /* OUT */);
@@ -180,7 +178,6 @@ int graph_param_grad(const Graph *g, int param);
 
 int graph_num_tensors(const Graph *g);
 int graph_num_ops(const Graph *g);
-Tensor *graph_tensor(Graph *g, int i);          /* borrowed; valid until the next add */
 const Tensor *graph_tensor_c(const Graph *g, int i);
 Op *graph_op(Graph *g, int i);                  /* borrowed; valid until the next add */
 /* Sets op i's kind (copied) and its kind_id. VR_ENOMEM. */

@@ -17,9 +17,10 @@
 #include "report.h"
 #include "scenario.h"
 
-/* children kept with their graphs: one per architecture class (lua/vrsim/nn.lua nn.arch_class),
- * as points of one group differ in the GPU; each holds a Lua state and a graph, some tens of MB */
-enum { MAX_CHILDREN = 64, MAX_IDLE = 3 };
+/* idle children kept with their graphs, for each child a batch runs at once: one per architecture
+ * class (lua/vrsim/nn.lua nn.arch_class), as points of one group differ in the GPU; each holds a
+ * Lua state and a graph, some tens of MB */
+enum { IDLE_PER_CHILD = 3 };
 
 /* A child process running points: its answer pipe (read end), and with reuse its job pipe (write
  * end); how much of the running job's PointOut came; NULL job: idle, keeping its graph. */
@@ -41,7 +42,8 @@ struct PointRunner {
     double timeout_s;          /* <= 0: none */
     bool reuse;                /* children stay after a point, keeping its graph (points_set_reuse) */
     bool need;                 /* points that do not fit also give need_alloc (points_set_need) */
-    Child idle[MAX_IDLE];      /* those children, waiting for a point, least recently used first */
+    Child *idle;               /* those children, waiting for a point, least recently used first: */
+    int max_idle, cap_idle;    /* IDLE_PER_CHILD for each child a batch runs at once, at most */
     int n_idle;
     char *idle_src;            /* the scenario they loaded: chunkname, a NUL, then its source */
     size_t idle_src_len;
@@ -97,6 +99,7 @@ void points_set_need(PointRunner *r, bool need) { r->need = need; }
 void points_free(PointRunner *r) {
     if (!r) return;
     drop_idle(r);
+    free(r->idle);
     scenario_state_free(r->state);
     free(r->dir);
     free(r);
@@ -416,12 +419,16 @@ static bool resume(PointRunner *r, int i, PointJob *j, Child *c, bool anew) {
     return false;
 }
 
-/* Keeps child c idle (the most recently used), ending the least recently used beyond MAX_IDLE. */
+/* Keeps child c idle (the most recently used), ending the least recently used beyond max_idle. */
 static void keep_idle(PointRunner *r, Child *c) {
-    if (r->n_idle == MAX_IDLE) {
+    while (r->n_idle > 0 && r->n_idle >= r->max_idle) {
         end_child(&r->idle[0], false);
-        memmove(&r->idle[0], &r->idle[1], sizeof(Child) * (MAX_IDLE - 1));
+        memmove(&r->idle[0], &r->idle[1], sizeof(Child) * (size_t)(r->n_idle - 1));
         r->n_idle--;
+    }
+    if (r->max_idle < 1) { /* no place to keep it */
+        end_child(c, false);
+        return;
     }
     c->job = NULL;
     r->idle[r->n_idle++] = *c;
@@ -446,54 +453,81 @@ static void keep_idle_for(PointRunner *r, const char *chunkname, const char *src
     }
 }
 
-void points_run_batch(PointRunner *r, const char *chunkname, const char *src, PointJob *jobs,
-                      int n, int max_children) {
-    Child ch[MAX_CHILDREN];
-    struct pollfd pf[MAX_CHILDREN];
+/* Makes room for IDLE_PER_CHILD idle children for each of the max_children a batch runs at once
+ * (each keeps the graphs its points need: a sweep's points of one group differ in the GPU, whose
+ * attention kernel may need another graph); fewer, never none, without the host memory. */
+static void idle_places(PointRunner *r, int max_children) {
+    int want = IDLE_PER_CHILD * max_children;
+    if (want > r->cap_idle) {
+        Child *p = realloc(r->idle, sizeof *p * (size_t)want);
+        if (p) r->idle = p, r->cap_idle = want;
+        else if (!r->idle && (r->idle = malloc(sizeof *r->idle * IDLE_PER_CHILD))) r->cap_idle = IDLE_PER_CHILD;
+    }
+    r->max_idle = want < r->cap_idle ? want : r->cap_idle;
+}
+
+/* A job's answer is in: told to the feed (the job's memory is the feed's again). */
+static void answered(const PointFeed *feed, PointJob *j) {
+    if (feed->done) feed->done(feed->ud, j);
+}
+
+void points_run_feed(PointRunner *r, const char *chunkname, const char *src, const PointFeed *feed,
+                     int max_children) {
     if (max_children < 1) max_children = 1;
-    if (max_children > MAX_CHILDREN) max_children = MAX_CHILDREN;
-    for (int i = 0; i < n; i++) memset(&jobs[i].out, 0, sizeof jobs[i].out);
-    if (r->reuse) keep_idle_for(r, chunkname, src);
-    if (r->reuse && !r->idle_src) points_set_reuse(r, false); /* no host memory: no reuse */
-    /* the jobs to start, in order; a job an idle child answered `stale` comes again next, for
-     * the children it has not tried (the idle ones, then a fresh one) */
-    PointJob **queue = malloc(sizeof *queue * (size_t)(n + 1));
-    pid_t (*tried)[MAX_IDLE] = calloc((size_t)n + 1, sizeof *tried);
-    int *n_tried = calloc((size_t)n + 1, sizeof *n_tried);
-    if (!queue || !tried || !n_tried) {
-        for (int i = 0; i < n; i++) {
-            jobs[i].out.status = VR_ENOMEM;
-            snprintf(jobs[i].out.err, sizeof jobs[i].out.err, "out of host memory");
+    if (max_children > POINTS_MAX_CHILDREN) max_children = POINTS_MAX_CHILDREN;
+    Child *ch = malloc(sizeof *ch * (size_t)max_children);
+    struct pollfd *pf = malloc(sizeof *pf * (size_t)max_children);
+    /* jobs an idle child answered `stale`, to start again before any new one, for the children
+     * they have not tried (the idle ones, then a fresh one): each was running, so there are never
+     * more than max_children */
+    PointJob **again = malloc(sizeof *again * (size_t)max_children);
+    if (!ch || !pf || !again) {
+        free(ch);
+        free(pf);
+        free(again);
+        for (PointJob *j; (j = feed->next(feed->ud));) {
+            memset(&j->out, 0, sizeof j->out);
+            j->out.status = VR_ENOMEM;
+            snprintf(j->out.err, sizeof j->out.err, "out of host memory");
+            answered(feed, j);
         }
-        free(queue);
-        free(tried);
-        free(n_tried);
         return;
     }
-    /* queue[head..n-1] are waiting; a job put back goes in front of head */
-    int head = 0, live = 0;
-    for (int i = 0; i < n; i++) queue[i] = &jobs[i];
-    while (head < n || live > 0) {
-        while (head < n && live < max_children) {
-            PointJob *j = queue[head++];
-            long ji = j - jobs;
-            int i = r->reuse && n_tried[ji] < MAX_IDLE ? idle_for(r, j, tried[ji], n_tried[ji]) : -1;
+    if (r->reuse) keep_idle_for(r, chunkname, src);
+    if (r->reuse && !r->idle_src) points_set_reuse(r, false); /* no host memory: no reuse */
+    if (r->reuse) idle_places(r, max_children);
+    int n_again = 0, live = 0;
+    bool fed_all = false;
+    for (;;) {
+        while (live < max_children) {
+            PointJob *j = n_again > 0 ? again[--n_again] : NULL;
+            if (!j && !fed_all) {
+                if ((j = feed->next(feed->ud))) {
+                    memset(&j->out, 0, sizeof j->out);
+                    j->n_tried = 0;
+                } else {
+                    fed_all = true;
+                }
+            }
+            if (!j) break;
+            int i = r->reuse && j->n_tried < POINTS_MAX_TRIED ? idle_for(r, j, j->tried, j->n_tried) : -1;
             if (i >= 0) {
                 pid_t pid = r->idle[i].pid;
                 if (resume(r, i, j, &ch[live], false)) live++;
-                else tried[ji][n_tried[ji]++] = pid, queue[--head] = j; /* gone: try the next */
+                else j->tried[j->n_tried++] = pid, again[n_again++] = j; /* gone: try the next */
                 continue;
             }
-            /* a new graph: with every place for an idle child taken, in one of them (recycle),
-             * else in a fresh child */
-            if (r->reuse && r->n_idle == MAX_IDLE) {
-                if (resume(r, recycle(r, tried[ji], n_tried[ji]), j, &ch[live], true)) live++;
-                else queue[--head] = j; /* gone: a fresh child, next */
+            /* a new graph: with every place for a child taken (the running ones count: each will
+             * be idle again, with its graph), in an idle one (recycle), else in a fresh child */
+            if (r->reuse && r->n_idle > 0 && r->n_idle + live >= r->max_idle) {
+                if (resume(r, recycle(r, j->tried, j->n_tried), j, &ch[live], true)) live++;
+                else again[n_again++] = j; /* gone: a fresh child, next */
                 continue;
             }
             if (start(r, chunkname, src, j, &ch[live])) live++;
+            else answered(feed, j); /* it ran here */
         }
-        if (live <= 0) continue;
+        if (live <= 0) break;
         /* wait for output from any child, up to the nearest deadline */
         double now = vr_now_s(), soonest = 0;
         for (int i = 0; i < live; i++)
@@ -506,7 +540,10 @@ void points_run_batch(PointRunner *r, const char *chunkname, const char *src, Po
         for (int i = 0; i < live; i++) pf[i] = (struct pollfd){.fd = ch[i].fd, .events = POLLIN};
         int pr = poll(pf, (nfds_t)live, wait_ms);
         if (pr < 0 && errno != EINTR) { /* cannot wait: every live child is ended as it stands */
-            for (int i = 0; i < live; i++) reap(r, &ch[i], false);
+            for (int i = 0; i < live; i++) {
+                reap(r, &ch[i], false);
+                answered(feed, ch[i].job);
+            }
             live = 0;
             continue;
         }
@@ -522,12 +559,12 @@ void points_run_batch(PointRunner *r, const char *chunkname, const char *src, Po
             }
             if (!done && c->deadline > 0 && now >= c->deadline) done = timed_out = true;
             if (!done) { i++; continue; }
-            PointOut *o = &c->job->out;
+            PointJob *j = c->job;
+            PointOut *o = &j->out;
             bool whole = c->got == sizeof *o && !timed_out;
             if (whole && o->stale) { /* again, next, in another child */
-                long ji = c->job - jobs;
-                tried[ji][n_tried[ji]++] = c->pid;
-                queue[--head] = c->job;
+                j->tried[j->n_tried++] = c->pid;
+                again[n_again++] = j;
                 bool stays = o->idle;
                 memset(o, 0, sizeof *o);
                 if (stays && r->reuse) keep_idle(r, c);
@@ -535,17 +572,34 @@ void points_run_batch(PointRunner *r, const char *chunkname, const char *src, Po
             } else if (whole && o->idle && r->reuse) {
                 o->idle = false;
                 keep_idle(r, c);
+                answered(feed, j);
             } else {
                 reap(r, c, timed_out);
+                answered(feed, j);
             }
             ch[i] = ch[live - 1]; /* the order children are waited on does not matter */
             pf[i] = pf[live - 1];
             live--;
         }
     }
-    free(queue);
-    free(tried);
-    free(n_tried);
+    free(ch);
+    free(pf);
+    free(again);
+}
+
+/* points_run_batch's feed: the jobs of an array, in order. */
+typedef struct BatchFeed { PointJob *jobs; int n, next; } BatchFeed;
+
+static PointJob *batch_next(void *ud) {
+    BatchFeed *b = ud;
+    return b->next < b->n ? &b->jobs[b->next++] : NULL;
+}
+
+void points_run_batch(PointRunner *r, const char *chunkname, const char *src, PointJob *jobs,
+                      int n, int max_children) {
+    BatchFeed b = {.jobs = jobs, .n = n};
+    PointFeed feed = {.next = batch_next, .ud = &b};
+    points_run_feed(r, chunkname, src, &feed, max_children);
 }
 
 void points_run(PointRunner *r, const char *chunkname, const char *src, const char *const *sets,

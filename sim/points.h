@@ -18,6 +18,7 @@
 #define VR_POINTS_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "scenario.h"
 #include "vr.h"
@@ -76,17 +77,40 @@ void points_set_need(PointRunner *r, bool need);
 void points_run(PointRunner *r, const char *chunkname, const char *src, const char *const *sets,
                 int n_sets, bool simulate, PointOut *out /* OUT */);
 
+/* Children running points at once (points_run_feed's max_children) at most, and the idle
+ * children (reuse) a job tries for a graph it may share before a fresh one makes it. */
+enum { POINTS_MAX_CHILDREN = 1024, POINTS_MAX_TRIED = 3 };
+
 /* One point of a batch: its "key=value" overrides (borrowed), whether to simulate, and its
- * answer (filled by points_run_batch, as points_run fills its out). */
+ * answer (filled by points_run_feed, as points_run fills its out). */
 typedef struct PointJob {
     const char *const *sets;
     int n_sets;
     bool simulate;
     PointOut out;              /* OUT */
+    pid_t tried[POINTS_MAX_TRIED]; /* points_run_feed's own: the idle children that answered the */
+    int n_tried;                  /* job `stale` (it goes to another) */
 } PointJob;
 
-/* Runs the n jobs as points_run runs one, up to max_children (at most 64) children at a time,
- * each with its own timeout: the answers are those points_run gives, in any order of running. */
+/* Where points_run_feed takes its jobs and gives their answers: next returns the next job to run
+ * (the caller's memory, untouched by the runner until then), NULL when there is none left; done
+ * (optional) is called once for each job with its answer in job->out, in the order the answers
+ * come, after which the job's memory is the caller's again. A job is done or running between the
+ * two, so a caller needs memory for max_children jobs at a time, not for all of them. */
+typedef struct PointFeed {
+    PointJob *(*next)(void *ud);
+    void (*done)(void *ud, PointJob *job);
+    void *ud;
+} PointFeed;
+
+/* The worker pool every command's simulations go through (vrsim sweep, maxbatch, shop, the
+ * "what would help" suggestions): runs the feed's jobs as points_run runs one, up to
+ * max_children (at most POINTS_MAX_CHILDREN) children at a time, each with its own timeout:
+ * the answers are those points_run gives, in any order of running. */
+void points_run_feed(PointRunner *r, const char *chunkname, const char *src, const PointFeed *feed,
+                     int max_children);
+
+/* points_run_feed over the n jobs of an array, in order. */
 void points_run_batch(PointRunner *r, const char *chunkname, const char *src, PointJob *jobs,
                       int n, int max_children);
 

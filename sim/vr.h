@@ -19,6 +19,14 @@ typedef enum VrStatus {
     VR_ENOTSUP,  /* valid input the simulator cannot model yet */
 } VrStatus;
 
+/* A host memory hook, shaped like lua_Alloc: nsize == 0 frees ptr (returns NULL); otherwise
+ * returns a block of nsize bytes holding the first min(osize, nsize) bytes of ptr (as realloc
+ * does: osize is ptr's size where the caller knows it, else 0), or NULL on failure (ptr then
+ * stays valid). The allocator (AllocConfig), the engine (EngineConfig) and graphs
+ * (graph_new_hosted) take one, so that tests can fail the Nth host allocation; NULL = the C
+ * library. */
+typedef void *(*VrHostAllocFn)(void *ud, void *ptr, size_t osize, size_t nsize);
+
 /* Process exit statuses, the same for every subcommand (docs/scenarios.md). */
 enum {
     VR_EXIT_OK = 0,     /* success; for a scenario, it fits */

@@ -112,7 +112,7 @@ instrs() {
 if [ "${INSTR:-0}" = 1 ]; then
     if command -v valgrind >/dev/null 2>&1; then
         echo "instructions (valgrind --tool=callgrind; M = million):"
-        n=$(instrs --toggle-collect=points_run_batch "$VRSIM" sweep scenarios/llama7b_h200.lua \
+        n=$(instrs --toggle-collect=points_run_feed "$VRSIM" sweep scenarios/llama7b_h200.lua \
             --set micro_batch=1..2 \
             --set gpu=a10g,rtx3090,rtx4090,a100_40g,l40s,rtx_a6000,a100_80g,h100_pcie,h100_sxm,h200 \
             --set strategy=ddp,zero1,zero2,zero3,fsdp2 --set count=8 -j 1 --no-files)

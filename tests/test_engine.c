@@ -3,6 +3,7 @@
  * Every figure asserted here is worked out in the comment above it: bytes are the allocator's
  * 512-byte rounding of each request; the ideal allocator reserves exactly what is allocated, the
  * caching allocator puts requests of at most 1 MiB into 2 MiB segments (docs/allocator.md). */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -741,6 +742,38 @@ static void test_steps_must_be_positive(void **state) {
     graph_free(f.g);
 }
 
+/* engine_check (EngineConfig.check_invariants) finds a graph that reads a tensor after its last
+ * reference freed it: f3 reads a, which f2 freed. The plain run goes through (it does not look);
+ * the checked run stops at f3, naming the op, the tensor and the invariant. */
+static void test_check_finds_use_after_free(void **state) {
+    (void)state;
+    Graph *g;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int p = tensor(g, "p", 1000, CAT_PARAM, false, true);
+    int a = tensor(g, "a", 3000, CAT_ACTIVATION, false, false);
+    int b = tensor(g, "b", 5000, CAT_ACTIVATION, false, false);
+    int c = tensor(g, "c", 100, CAT_TEMP, false, false);
+    op(g, (OpArgs){.name = "f1", .phase = PH_FWD, .in = {p}, .nin = 1, .out = {a}, .nout = 1});
+    op(g, (OpArgs){.name = "f2", .phase = PH_FWD, .in = {a}, .nin = 1, .out = {b}, .nout = 1,
+                   .frees = {a}, .nfrees = 1});
+    op(g, (OpArgs){.name = "f3", .phase = PH_FWD, .in = {a, b}, .nin = 2, .out = {c}, .nout = 1,
+                   .frees = {b, c}, .nfrees = 2});
+    AllocConfig ac = caching(1ull << 30);
+    EngineConfig ec = {.steps = 2};
+    SimResult *r = run_with(g, &ec, &ac);
+    assert_false(r->oom);
+    engine_result_free(r);
+    ec.check_invariants = true;
+    char err[256] = "";
+    r = NULL;
+    assert_int_equal(engine_run(g, &ec, &ac, &r, err, sizeof err), VR_EINVAL);
+    assert_null(r);
+    assert_non_null(strstr(err, "'f3'"));
+    assert_non_null(strstr(err, "tensor 'a'"));
+    assert_non_null(strstr(err, "after its last reference freed it"));
+    graph_free(g);
+}
+
 /* A view allocates nothing and keeps its base alive: the base is freed when the references
  * to it and to its view are all dropped. */
 static void test_view_keeps_base_alive(void **state) {
@@ -986,6 +1019,83 @@ static void test_repeated_steps(void **state) {
     }
 }
 
+/* ---- host allocation failure: fail the k-th allocation, every k ---- */
+
+typedef struct FailHook { long n, fail; } FailHook; /* calls so far; the first that fails */
+
+static void *fail_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    (void)osize;
+    FailHook *h = ud;
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    if (h->n++ >= h->fail) return NULL; /* this call and every one after it */
+    return realloc(ptr, nsize);
+}
+
+/* Runs g with the engine's and the allocator's host memory failing from the k-th call on, for
+ * every k until a run needs fewer calls: each run either succeeds with the figures of a run
+ * without the hook or returns VR_ENOMEM with no result; ASan's leak checker (make test) shows
+ * that no path leaves memory behind. */
+static void fail_every_allocation(const Graph *g, EngineConfig ec, AllocConfig ac) {
+    SimResult *want = run_with(g, &ec, &ac);
+    /* the engine's own state and result go through its hook, beside the allocator's calls */
+    FailHook only_alloc = {0, LONG_MAX}, both = {0, LONG_MAX};
+    AllocConfig ah = ac;
+    ah.host_alloc = fail_alloc;
+    ah.host_ud = &only_alloc;
+    engine_result_free(run_with(g, &ec, &ah));
+    EngineConfig eh = ec;
+    eh.host_alloc = fail_alloc;
+    eh.host_ud = ah.host_ud = &both;
+    engine_result_free(run_with(g, &eh, &ah));
+    assert_true(both.n > only_alloc.n);
+    for (long k = 0;; k++) {
+        FailHook h = {0, k};
+        ec.host_alloc = ac.host_alloc = fail_alloc;
+        ec.host_ud = ac.host_ud = &h;
+        SimResult *r = (SimResult *)&h; /* must be reset */
+        char err[256] = "";
+        VrStatus st = engine_run(g, &ec, &ac, &r, err, sizeof err);
+        if (st == VR_ENOMEM) {
+            assert_null(r);
+            assert_true(k < h.n);
+            continue;
+        }
+        assert_int_equal(st, VR_OK);
+        assert_non_null(r);
+        assert_int_equal(r->n_steps, want->n_steps);
+        for (int i = 0; i < r->n_steps; i++) {
+            assert_int_equal(r->steps[i].peak_allocated, want->steps[i].peak_allocated);
+            assert_int_equal(r->steps[i].peak_reserved, want->steps[i].peak_reserved);
+        }
+        assert_int_equal(r->n_live_at_peak, want->n_live_at_peak);
+        engine_result_free(r);
+        if (h.n <= k) break; /* the whole run made fewer calls than k: every path was tried */
+    }
+    engine_result_free(want);
+}
+
+static void test_host_failure(void **state) {
+    (void)state;
+    Train t = build_train();
+    Graph *rep = build_repeating(false, false);
+    AllocConfig ac = caching(0);
+    /* the timeline's samples and spans; the repeated steps' snapshot and the live set at the
+     * peak rebuilt from it; and with the invariants checked after every op */
+    EngineConfig ec = {.steps = 3, .record_timeline = true};
+    fail_every_allocation(t.g, ec, ac);
+    ec.record_timeline = false;
+    fail_every_allocation(t.g, ec, ac);
+    ec.steps = 7;
+    fail_every_allocation(rep, ec, ac);
+    ec.check_invariants = true;
+    fail_every_allocation(rep, ec, ac);
+    graph_free(t.g);
+    graph_free(rep);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_peak_ideal),
@@ -1004,6 +1114,8 @@ int main(void) {
         cmocka_unit_test(test_contention),
         cmocka_unit_test(test_cublas_workspaces),
         cmocka_unit_test(test_steps_must_be_positive),
+        cmocka_unit_test(test_check_finds_use_after_free),
+        cmocka_unit_test(test_host_failure),
         cmocka_unit_test(test_view_keeps_base_alive),
         cmocka_unit_test(test_hold_slots),
         cmocka_unit_test(test_step_start_and_from_step),

@@ -5,11 +5,13 @@
  * forward op that needs one, in reverse order; saved tensors released by their backward op;
  * gradients of tensors with several consumers accumulated (InputBuffer); a parameter's first
  * gradient stolen into .grad; pass-through gradients; and the error paths. */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -970,10 +972,6 @@ static void test_views_and_names(void **state) {
     assert_int_equal(graph_storage_of(g, vv), a);
     assert_int_equal(graph_storage_of(g, a), a);
     assert_string_equal(graph_tensor_c(g, vv)->name, "a.view.view");
-    assert_int_equal(graph_add_module(g, "model.layers"), 0);
-    assert_int_equal(graph_num_modules(g), 1);
-    assert_string_equal(graph_module_name(g, 0), "model.layers");
-    assert_string_equal(graph_module_name(g, 7), "");
     DType d;
     assert_int_equal(dtype_parse("bfloat16", &d), VR_OK);
     assert_int_equal(d, DT_BF16);
@@ -1178,8 +1176,95 @@ static void test_backward_of_one_micro_batch_later(void **state) {
     assert_non_null(strstr(graph_error(g), "is not a forward op"));
 }
 
+/* ---- host allocation failure: fail the k-th allocation, every k ---- */
+
+typedef struct FailHook { long n, fail; } FailHook; /* calls so far; the first that fails */
+
+static void *fail_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    (void)osize;
+    FailHook *h = ud;
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    if (h->n++ >= h->fail) return NULL; /* this call and every one after it */
+    return realloc(ptr, nsize);
+}
+
+/* A chain of `layers` forward ops over a weight each (enough tensors and ops to grow every
+ * table past its first size), post-accumulate-grad hooks on two weights, then backward: every
+ * call that allocates, each checked. */
+static VrStatus build_hooked(Graph *g, int layers) {
+    VrStatus st;
+    int w[200], x[201];
+    char name[32];
+    GradSpec def[2] = {{.mode = GRAD_NEW, .grad_dtype = DT_FP32}, {.mode = GRAD_NEW, .grad_dtype = DT_FP32}};
+    Tensor a = {.name = "x0", .bytes = 1024, .numel = 256, .dtype = DT_FP32, .cat = CAT_ACTIVATION,
+                .base = -1, .producer = -1, .module = -1, .requires_grad = true};
+    if ((st = graph_add_tensor(g, &a, &x[0]))) return st;
+    for (int l = 0; l < layers; l++) {
+        snprintf(name, sizeof name, "w%d", l);
+        Tensor p = {.name = name, .bytes = 2048, .numel = 512, .dtype = DT_FP32, .cat = CAT_PARAM,
+                    .base = -1, .producer = -1, .module = -1, .requires_grad = true,
+                    .is_param = true, .trainable = true, .persistent = true};
+        if ((st = graph_add_tensor(g, &p, &w[l]))) return st;
+        snprintf(name, sizeof name, "x%d", l + 1);
+        a.name = name;
+        if ((st = graph_add_tensor(g, &a, &x[l + 1]))) return st;
+        int in[2] = {x[l], w[l]}, out[1] = {x[l + 1]};
+        snprintf(name, sizeof name, "f%d", l);
+        Op f = {.name = name, .kind = "mm", .phase = PH_FWD, .fwd_op = -1, .inputs = in,
+                .n_inputs = 2, .outputs = out, .n_outputs = 1, .saves = in, .n_saves = 2,
+                .frees = in, .n_frees = 1, .grads = def, .flops = 100, .layer = l};
+        int id;
+        if ((st = graph_add_op(g, &f, &id))) return st;
+    }
+    for (int k = 0; k < 2; k++) {
+        Op h = {.name = "step", .kind = "elementwise", .phase = PH_BWD, .fwd_op = -1, .hook = 3,
+                .grads_of = &w[k], .n_grads_of = 1, .free_grads = true, .drop_persistent = true,
+                .layer = -1};
+        int id;
+        if ((st = graph_add_op(g, &h, &id))) return st;
+    }
+    return graph_derive_backward(g, x[layers]);
+}
+
+/* graph_new_hosted's graph takes every host allocation through its hook: failing the k-th for
+ * every k, each call returns VR_ENOMEM (never a crash), the graph can still be freed (ASan's
+ * leak checker, make test, shows nothing is lost), and with enough memory the graph is the one
+ * graph_new makes. */
+static void test_host_failure(void **state) {
+    (void)state;
+    enum { LAYERS = 100 };
+    Graph *want;
+    assert_int_equal(graph_new(&want), VR_OK);
+    assert_int_equal(build_hooked(want, LAYERS), VR_OK);
+    FailHook count = {0, LONG_MAX};
+    Graph *g;
+    assert_int_equal(graph_new_hosted(fail_alloc, &count, &g), VR_OK);
+    assert_int_equal(build_hooked(g, LAYERS), VR_OK);
+    graph_free(g);
+    assert_true(count.n > 3); /* the tables, the arena and backward's maps went through it */
+    for (long k = 0;; k++) {
+        FailHook h = {0, k};
+        g = NULL;
+        VrStatus st = graph_new_hosted(fail_alloc, &h, &g);
+        if (st == VR_OK) st = build_hooked(g, LAYERS);
+        assert_true(st == VR_OK || st == VR_ENOMEM);
+        if (st == VR_OK) {
+            assert_int_equal(graph_num_ops(g), graph_num_ops(want));
+            assert_int_equal(graph_num_tensors(g), graph_num_tensors(want));
+        }
+        graph_free(g);
+        if (st == VR_OK && h.n <= k) break; /* fewer calls than k: every one was failed once */
+        assert_true(k <= count.n);
+    }
+    graph_free(want);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_host_failure),
         cmocka_unit_test_setup_teardown(test_linear_chain_reverse_order, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_saved_tensors_freed_by_backward, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_two_consumers_accumulate_in_place, setup_graph, teardown_graph),

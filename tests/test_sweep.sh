@@ -103,9 +103,10 @@ if command -v python3 >/dev/null 2>&1; then
     --set strategy=ddp,zero3 --set micro_batch=1,2 \
     --set gpu=rtx3090,h200,4090,a100_80g,h100_sxm,nope
   check_points reuse_sdxl scenarios/sdxl_breakdown.lua --set resolution=64 --set gpu=rtx3090,h200,l40s
-  # more graphs than a worker keeps children for (sim/points.c MAX_IDLE): the later ones are made
-  # in children that made others before (sent a job anew), the two attention kernels' by turns
-  check_points reuse_anew $SCN --set model.size=7b-l1 --set seq=2048 --set micro_batch=1..5 \
+  # more graphs than the pool keeps children for (sim/points.c IDLE_PER_CHILD for each of the
+  # two): the later ones are made in children that made others before (sent a job anew), the
+  # two attention kernels' by turns
+  check_points reuse_anew $SCN --set model.size=7b-l1 --set seq=2048 --set micro_batch=1..16 \
     --set gpu=h200,rtx3090,h100_sxm,a10g
   # the capacity and the allocator settings: the graph reads neither
   check_points reuse_capacity $SCN $SMALL --set capacity_gib=3,40 \

@@ -699,9 +699,9 @@ static int report_protected(lua_State *L) {
     return 0;
 }
 
-VrStatus scenario_report_text(const char *module, const char *fn, bool flag, char **out,
-                              char *err, size_t errlen) {
-    *out = NULL;
+void bind_push_module(lua_State *L, const char *name) { push_module(L, name); }
+
+VrStatus bind_run_fresh(const char *what, lua_CFunction fn, void *ud, char *err, size_t errlen) {
     Sandbox *sb = calloc(1, sizeof *sb);
     if (!sb) { snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
     sb->limit = DEFAULT_MEMORY;
@@ -714,23 +714,31 @@ VrStatus scenario_report_text(const char *module, const char *fn, bool flag, cha
     }
     lua_State *L = new_state(sb, false, true);
     if (!L) { sandbox_free(sb); snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
-    ReportCtx c = {.module = module, .fn = fn, .flag = flag};
-    lua_pushcfunction(L, report_protected);
-    lua_pushlightuserdata(L, &c);
+    lua_pushcfunction(L, fn);
+    lua_pushlightuserdata(L, ud);
     VrStatus st = VR_OK;
-    watchdog_arm(module);
+    watchdog_arm(what);
     plan_watch(L);
     int rc = lua_pcall(L, 1, 0, 0);
     plan_watch(NULL);
     if (rc || sb->stopped) {
-        pcall_message(L, rc, sb, module, err, errlen);
-        free(c.text);
-        c.text = NULL;
+        pcall_message(L, rc, sb, what, err, errlen);
         st = VR_EINVAL;
     }
     lua_close(L);
     watchdog_disarm();
     sandbox_free(sb);
+    return st;
+}
+
+VrStatus scenario_report_text(const char *module, const char *fn, bool flag, char **out,
+                              char *err, size_t errlen) {
+    ReportCtx c = {.module = module, .fn = fn, .flag = flag};
+    VrStatus st = bind_run_fresh(module, report_protected, &c, err, errlen);
+    if (st) {
+        free(c.text);
+        c.text = NULL;
+    }
     *out = c.text;
     return st;
 }

@@ -128,6 +128,12 @@ int bind_rename_layer(lua_State *L);
 
 /* bind.c: pushes the vrsim.core module (require.c's require gives it to "vrsim.core"). */
 int bind_open_core(lua_State *L);
+/* bind.c: pushes require(name) through vrsim's own require, whatever the globals say. */
+void bind_push_module(lua_State *L, const char *name);
+/* bind.c: runs fn(ud) protected in a fresh sandboxed state of vrsim's modules (the planner's
+ * limits; `what` names it in messages). VR_EINVAL with the message in err when it raises,
+ * VR_ENOMEM without the host memory for the state. */
+VrStatus bind_run_fresh(const char *what, lua_CFunction fn, void *ud, char *err, size_t errlen);
 
 /* ---- plan_read.c: the plan table into a Plan ---- */
 void read_device(lua_State *L, int t, DeviceSpec *d);

@@ -98,15 +98,6 @@ static void raise_status(lua_State *L, Graph *g, VrStatus st) {
     luaL_error(L, "%s", graph_error(g));
 }
 
-/* G:module(name) -> index */
-static int l_module(lua_State *L) {
-    Graph *g = check_graph(L);
-    int m = graph_add_module(g, luaL_checkstring(L, 2));
-    if (m < 0) luaL_error(L, "out of host memory");
-    lua_pushinteger(L, m);
-    return 1;
-}
-
 /* Where a tensor's or an op's fields come from: the table at index t, by name (G:tensor{...},
  * G:op{...}), or the call's arguments from index base on, field f at base + f in the order of
  * names (G:tensorv(...): the op library's tensors, which name nothing). Absent and nil
@@ -869,7 +860,7 @@ static int l_new_graph(lua_State *L) {
 }
 
 static const luaL_Reg GRAPH_METHODS[] = {
-    {"module", l_module}, {"tensor", l_tensor}, {"op", l_op}, {"tensorv", l_tensorv},
+    {"tensor", l_tensor}, {"op", l_op}, {"tensorv", l_tensorv},
     {"op_fields", l_op_fields}, {"op_layout", l_op_layout},
     {"op_rowwise", l_op_rowwise}, {"op_lora", l_op_lora}, {"op_sac", l_op_sac},
     {"op_partition", l_op_partition}, {"tensor_fused", l_tensor_fused},
