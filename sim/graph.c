@@ -261,6 +261,7 @@ VrStatus graph_add_tensor(Graph *g, const Tensor *t, int *id) {
 
 int graph_num_tensors(const Graph *g) { return g->n_tensors; }
 int graph_num_ops(const Graph *g) { return g->n_ops; }
+Tensor *graph_tensor(Graph *g, int i) { return &g->tensors[i]; }
 const Tensor *graph_tensor_c(const Graph *g, int i) { return &g->tensors[i]; }
 OpKind op_kind_of(const char *kind) {
     static const struct { const char *name; OpKind k; } KINDS[] = {

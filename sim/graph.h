@@ -178,6 +178,7 @@ int graph_param_grad(const Graph *g, int param);
 
 int graph_num_tensors(const Graph *g);
 int graph_num_ops(const Graph *g);
+Tensor *graph_tensor(Graph *g, int i);          /* borrowed; valid until the next add */
 const Tensor *graph_tensor_c(const Graph *g, int i);
 Op *graph_op(Graph *g, int i);                  /* borrowed; valid until the next add */
 /* Sets op i's kind (copied) and its kind_id. VR_ENOMEM. */
