@@ -11,16 +11,16 @@
 -- (docs/pipeline.md). torchtitan's split: 20, 21, 20 and 19 decoder layers.
 --
 -- vrsim's answer: every stage fits; the busiest is stage 0 (the embeddings and 20 layers), 18.6 GiB
--- allocated at peak (22.0 GiB reserved): its 2.3 G parameters' bf16 weights whole (4.2 GiB) beside
+-- allocated at peak (24.0 GiB reserved): its 2.3 G parameters' bf16 weights whole (4.2 GiB) beside
 -- their shard, the unsharded gradients, the AdamW state of the shard. The step takes 3.98 s, the
 -- bubble 28 % of it (1F1B's (p - 1) / (m + p - 1) is 27 % on equal stages), 515 tokens/s per GPU.
 -- Interleaved1F1B (--set parallel.pp_schedule=Interleaved1F1B) cuts the bubble to 16 %.
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama3_70b_tp8_pp4_fsdp2.lua
---   FITS: peak reserved 22.01 GiB of 78.43 GiB usable (28.1 %), 56.42 GiB headroom
+--   FITS: peak reserved 23.96 GiB of 78.43 GiB usable (30.6 %), 54.47 GiB headroom
 --   $ ./vrsim scenarios/llama3_70b_tp8_pp4_fsdp2.lua --set parallel.pp_schedule=Interleaved1F1B
---   FITS: peak reserved 25.04 GiB of 78.43 GiB usable (31.9 %), 53.39 GiB headroom
+--   FITS: peak reserved 23.08 GiB of 78.43 GiB usable (29.4 %), 55.35 GiB headroom
 --   $ ./vrsim scenarios/llama3_70b_tp8_pp4_fsdp2.lua --set checkpointing=false
 --   FITS: peak reserved 70.93 GiB of 78.43 GiB usable (90.4 %), 7.50 GiB headroom
 return {

@@ -18,15 +18,15 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/sd15_train_4090.lua
---   FITS: peak reserved 20.16 GiB of 22.97 GiB usable (87.8 %), 2.81 GiB headroom
+--   FITS: peak reserved 20.14 GiB of 22.97 GiB usable (87.7 %), 2.83 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set checkpointing=false
 --   FITS: peak reserved 20.29 GiB of 22.97 GiB usable (88.3 %), 2.68 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set micro_batch=4
---   FITS: peak reserved 21.31 GiB of 22.97 GiB usable (92.8 %), 1.66 GiB headroom
+--   FITS: peak reserved 20.77 GiB of 22.97 GiB usable (90.4 %), 2.21 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set micro_batch=4 --set checkpointing=false
 --   FITS: peak reserved 21.57 GiB of 22.97 GiB usable (93.9 %), 1.40 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set optimizer=adamw8bit --set micro_batch=8
---   FITS: peak reserved 13.88 GiB of 22.97 GiB usable (60.4 %), 9.09 GiB headroom
+--   FITS: peak reserved 13.87 GiB of 22.97 GiB usable (60.4 %), 9.10 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set precision=lora_fp16 --set ema=false --set micro_batch=8
 --   FITS: peak reserved 6.21 GiB of 22.97 GiB usable (27.1 %), 16.76 GiB headroom
 -- SD 2.1 (768-v) at 768 px, the same way (its UNet config and OpenCLIP ViT-H/14 text encoder; its

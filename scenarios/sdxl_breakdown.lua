@@ -26,7 +26,7 @@
 --   $ ./vrsim scenarios/sdxl_breakdown.lua
 --   FITS: peak reserved 54.22 GiB of 78.45 GiB usable (69.1 %), 24.23 GiB headroom
 --   $ ./vrsim scenarios/sdxl_breakdown.lua --set optimizer_impl=fused
---   FITS: peak reserved 44.42 GiB of 78.45 GiB usable (56.6 %), 34.03 GiB headroom
+--   FITS: peak reserved 44.43 GiB of 78.45 GiB usable (56.6 %), 34.02 GiB headroom
 return {
   title = "SDXL full fine-tune (amp bf16, fp32 master weights) at 1024 px on an A100 80GB: the breakdown",
   hardware = { gpu = "a100_80g" },
