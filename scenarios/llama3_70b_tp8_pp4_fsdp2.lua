@@ -19,9 +19,9 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama3_70b_tp8_pp4_fsdp2.lua
---   FITS: peak reserved 22.01 GiB of 78.43 GiB usable (28.1 %), 56.42 GiB headroom
+--   FITS: peak reserved 23.96 GiB of 78.43 GiB usable (30.6 %), 54.47 GiB headroom
 --   $ ./vrsim scenarios/llama3_70b_tp8_pp4_fsdp2.lua --set parallel.pp_schedule=Interleaved1F1B
---   FITS: peak reserved 25.04 GiB of 78.43 GiB usable (31.9 %), 53.39 GiB headroom
+--   FITS: peak reserved 23.08 GiB of 78.43 GiB usable (29.4 %), 55.35 GiB headroom
 --   $ ./vrsim scenarios/llama3_70b_tp8_pp4_fsdp2.lua --set checkpointing=false
 --   FITS: peak reserved 70.93 GiB of 78.43 GiB usable (90.4 %), 7.50 GiB headroom
 return {

@@ -944,7 +944,11 @@ static VrStatus derive_one(Deriv *d, int f) {
     bool needs = false;
     for (int i = 0; i < fop.n_inputs; i++) needs |= input_gets_grad(g, &fop, i);
     if (!n_out_grads || !needs) return VR_OK; /* autograd never runs this node */
-    if (fop.region > 0 && d->recomputed != fop.region) {
+    /* torch.utils.checkpoint (non-reentrant) recomputes a region when backward first unpacks a
+     * tensor it saved (checkpoint.py _checkpoint_hook's unpack_hook): the region's nodes that
+     * save nothing (a cast back to the output dtype, an add, a product by a Python scalar, as
+     * peft's LoRA ends a Linear) run before it, and their gradients are live through it */
+    if (fop.region > 0 && d->recomputed != fop.region && fop.n_saves > 0) {
         VrStatus rs = emit_before(d, -1, fop.region);
         if (!rs) rs = emit_recompute(d, fop.region, d->n_fwd);
         if (rs) return rs;

@@ -121,7 +121,8 @@ local function model_forward(cx, m, ids)
   local x = mod.call(cx, C.embed_tokens, ids)
   r.inputs_embeds = x
   local dt = x and x.dtype or r.hidden_dtype
-  local mdt = r.param_dtype == "fp32" and (cx.autocast or "fp32") or r.param_dtype
+  -- the masks are made in inputs_embeds' dtype (masking_utils.py), fp32 under autocast too
+  local mdt = r.param_dtype
   local masks = {}
   for _, kind in ipairs { "full_attention", "sliding_attention" } do
     masks[kind] = make_mask(cx, r, kind, cfg.sliding_window, mdt)

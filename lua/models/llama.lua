@@ -189,7 +189,7 @@ end
 -- kernel, or eager matmul-softmax-matmul. q (b, heads, s, hd); k, v already repeated to every
 -- query head for eager. mask: an additive mask for eager, or for SDPA a (b, 1, s, s) boolean
 -- mask when the causal shortcut cannot be taken (a sliding window shorter than the sequence).
-local function attention(cx, name, q, k, v, a, b, s, impl, mask)
+local function attention(cx, name, q, k, v, a, b, s, impl, mask, kv_contiguous)
   local hd, heads = a.head_dim, a.heads
   local shape = { b, heads, s, hd }
   local dt = q.dtype
@@ -217,14 +217,18 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask)
   -- (b, s, heads * d) projections they came from, so with b > 1 no single batch stride exists
   -- and reshape copies each (_unsafe_view of a clone: the gradient passes straight through);
   -- bmm then saves the copies. With b = 1 the fold is a view. (fulltrace_held-eager-ckpt-b2:
-  -- two 32 MiB copies before each q @ k^T, one before each probs @ v.)
-  local function bmm_operand(x, what)
-    if b == 1 then return x end
+  -- two 32 MiB copies before each q @ k^T, one before each probs @ v.) Keys and values that
+  -- come out of DynamicCache's torch.cat (or repeat_kv's reshape) are contiguous in (b, heads,
+  -- s, d), and so is an autocast copy of them: the fold is a view, and only q is copied
+  -- (oracle heldout_llama2_7b_l4_amp_bf16_eager_b2_s4096: one clone before q @ k^T, none before
+  -- probs @ v).
+  local function bmm_operand(x, what, contiguous)
+    if b == 1 or contiguous then return x end
     return nn.op(cx, { name = name .. "." .. what .. "_bmm_copy", kind = "transpose", inputs = { x },
                        outs = { { name .. "." .. what .. "_bmm", x.shape, x.dtype } },
                        grads = { { pass = 1 } } })
   end
-  q, k = bmm_operand(q, "q"), bmm_operand(k, "k")
+  q, k = bmm_operand(q, "q"), bmm_operand(k, "k", kv_contiguous)
   -- BmmBackward0 computes mat2's gradient before self's, as MmBackward0 does
   local scores = nn.op(cx, { name = name .. ".qk", kind = "mm", inputs = { q, k },
                              outs = { { name .. ".scores", sshape, dt } }, saves = { q, k }, grad_order = { 2, 1 },
@@ -244,12 +248,17 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask)
     scaled = nn.op(cx, { name = name .. ".softcap_mul", inputs = { t },
                          outs = { { name .. ".softcapped", sshape, dt } }, flops = nn.numel(sshape) })
   end
+  -- `attn_weights + causal_mask`: under autocast the scores are bf16 and the mask fp32, so the sum
+  -- is already fp32 and AddBackward0 casts the gradient back for the scores (nn.add_grads)
+  local masked_dt = mask and nn.promote(dt, mask.dtype) or dt
+  local mgrads, moved = nn.add_grads(masked_dt, scaled, mask)
   local masked = nn.op(cx, { name = name .. ".add_mask", inputs = { scaled, mask },
-                             outs = { { name .. ".masked", sshape, dt } },
-                             grads = { { pass = 1 }, "none" } })
+                             outs = { { name .. ".masked", sshape, masked_dt } },
+                             grads = { mgrads[1], "none" }, bwd_bytes = moved })
   -- softmax(x, dtype=float32) on a bf16 input is input.to(float32) then _softmax (only fp16 has a
   -- fused half-to-float kernel): the cast is an autograd node of its own, so backward makes the
-  -- gradient in fp32 first and casts it back
+  -- gradient in fp32 first and casts it back; an fp32 input (the masked sum under autocast) is
+  -- not copied
   local m32 = nn.to(cx, masked, "fp32", name .. ".scores_fp32")
   -- its CUDA backward (softmax_backward_cuda_out, aten/src/ATen/native/cuda/SoftMax.cu) first
   -- computes `Tensor tmp = grad * output;`: a temporary the size of the gradient, in its dtype
@@ -260,7 +269,7 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask)
   local pr = nn.to(cx, p32, dt, name .. ".probs_cast")
   -- `attn_weights = softmax(attn_weights, ...).to(...)`: the old value dies on reassignment
   nn.release(cx, { masked }, name .. ": attn_weights reassigned")
-  v = bmm_operand(v, "v")
+  v = bmm_operand(v, "v", kv_contiguous)
   -- the attention weights are also LlamaAttention's second return value, which the decoder
   -- layer binds to `_` until it returns (the caller releases them): pv drops only v
   local o = nn.op(cx, { name = name .. ".pv", kind = "mm", inputs = { pr, v },
@@ -453,7 +462,8 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
     kc = cast(kc, "k")
     qa = cast(qe, "q")
   end
-  local ao, attn_weights = attention(cx, m.opname, qa, kc, vc, a, b, s, r.attention, mask)
+  local ao, attn_weights = attention(cx, m.opname, qa, kc, vc, a, b, s, r.attention, mask,
+                                     r.use_cache or (grouped and not enable_gqa))
   local ao2
   if r.attention == "eager" then
     -- transpose(1, 2).contiguous()
@@ -683,7 +693,10 @@ local function model_forward(cx, m, ids)
     position_ids = nn.op(cx, { name = "position_ids", inputs = { ar },
                                outs = { { "position_ids", { 1, r.seq }, "int64", no_grad = true } } })
   end
-  local mask = make_mask(cx, r, m.cfg.sliding_window, r.param_dtype == "fp32" and (cx.autocast or "fp32") or r.param_dtype)
+  -- create_causal_mask builds the eager mask in inputs_embeds' dtype (masking_utils.py:
+  -- `dtype=inputs_embeds.dtype`): the parameters' dtype, fp32 under autocast too (the embedding
+  -- is not autocast)
+  local mask = make_mask(cx, r, m.cfg.sliding_window, r.param_dtype)
   local cos, sin = rotary_tables(cx, r.seq, m.cfg.head_dim, dt, nil, position_ids, r.param_dtype)
   -- the decoder layers: alike, so built once in Lua and replayed where the check allows
   -- (lua/vrsim/replicate.lua)
