@@ -24,7 +24,7 @@
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.1.attn.to_k.lora_scale'
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set resolution=512
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.single_transformer_blocks.37.cat_attn_mlp (recompute)'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.single_transformer_blocks.37.attn.rope_q.mul_cos (recompute)'
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set resolution=512 --set max_sequence_length=128
 --   FITS: peak reserved 22.94 GiB of 22.97 GiB usable (99.9 %), 0.03 GiB headroom
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090
@@ -36,7 +36,7 @@
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090 --set text_encoders=frozen
 --   DOES NOT FIT: CUDA out of memory while building the model (at 'parameters')
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=l40s --set text_encoders=frozen --set vae=weight
---   FITS: peak reserved 34.12 GiB of 43.61 GiB usable (78.2 %), 9.49 GiB headroom
+--   FITS: peak reserved 34.25 GiB of 43.61 GiB usable (78.5 %), 9.36 GiB headroom
 return {
   title = "Flux.1-dev LoRA at 1024 px on an RTX 4090 (24 GB) with gradient checkpointing",
   hardware = { gpu = "rtx4090" },

@@ -11,7 +11,7 @@
 -- (docs/pipeline.md). torchtitan's split: 20, 21, 20 and 19 decoder layers.
 --
 -- vrsim's answer: every stage fits; the busiest is stage 0 (the embeddings and 20 layers), 18.6 GiB
--- allocated at peak (22.0 GiB reserved): its 2.3 G parameters' bf16 weights whole (4.2 GiB) beside
+-- allocated at peak (24.0 GiB reserved): its 2.3 G parameters' bf16 weights whole (4.2 GiB) beside
 -- their shard, the unsharded gradients, the AdamW state of the shard. The step takes 4.02 s, the
 -- bubble 28 % of it (1F1B's (p - 1) / (m + p - 1) is 27 % on equal stages), 509 tokens/s per GPU
 -- (the dp_shard pair sits one rank a node: its reduce-scatter crosses the NICs).

@@ -4,16 +4,16 @@
 --
 -- Answer (vrsim: ./vrsim scenarios/llama3_8b_dpo_lora_h100.lua [--set ...]): each prompt is two
 -- rows (chosen, rejected) of 1024 tokens, and the reference is the same model with its adapters
--- disabled (no second copy). With gradient checkpointing 4 prompts take 21.40 GiB reserved, and
--- up to 46 fit (./vrsim maxbatch scenarios/llama3_8b_dpo_lora_h100.lua: "micro_batch = 46 fits
--- (peak reserved 78.09 GiB ...); 47 does not"). Without checkpointing 2 prompts fit (54.83 GiB);
+-- disabled (no second copy). With gradient checkpointing 4 prompts take 21.46 GiB reserved, and
+-- up to 42 fit (./vrsim maxbatch scenarios/llama3_8b_dpo_lora_h100.lua: "micro_batch = 42 fits
+-- (peak reserved 78.26 GiB ...); 43 does not"). Without checkpointing 2 prompts fit (54.83 GiB);
 -- the peak is then the reference's forward over the policy's saved activations, and
 -- precompute_ref_log_probs removes that forward: the peak falls a little (54.69 GiB) and the step
 -- by a fifth (658 -> 533 ms), since the reference costs a forward of the whole model.
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama3_8b_dpo_lora_h100.lua
---   FITS: peak reserved 21.40 GiB of 78.43 GiB usable (27.3 %), 57.03 GiB headroom
+--   FITS: peak reserved 21.46 GiB of 78.43 GiB usable (27.4 %), 56.97 GiB headroom
 --   $ ./vrsim scenarios/llama3_8b_dpo_lora_h100.lua --set micro_batch=2 --set checkpointing=false
 --   FITS: peak reserved 54.83 GiB of 78.43 GiB usable (69.9 %), 23.60 GiB headroom
 --   $ ./vrsim scenarios/llama3_8b_dpo_lora_h100.lua --set micro_batch=2 --set checkpointing=false --set training.dpo.precompute_ref_log_probs=true

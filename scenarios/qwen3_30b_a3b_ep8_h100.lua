@@ -15,7 +15,7 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/qwen3_30b_a3b_ep8_h100.lua
---   FITS: peak reserved 53.21 GiB of 78.43 GiB usable (67.8 %), 25.22 GiB headroom
+--   FITS: peak reserved 53.35 GiB of 78.43 GiB usable (68.0 %), 25.08 GiB headroom
 --   $ ./vrsim scenarios/qwen3_30b_a3b_ep8_h100.lua --set parallel.ep=1
 --   FITS: peak reserved 53.08 GiB of 78.43 GiB usable (67.7 %), 25.35 GiB headroom
 --   $ ./vrsim scenarios/qwen3_30b_a3b_ep8_h100.lua --set micro_batch=2

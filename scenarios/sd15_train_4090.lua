@@ -22,11 +22,11 @@
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set checkpointing=false
 --   FITS: peak reserved 20.32 GiB of 22.97 GiB usable (88.5 %), 2.65 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set micro_batch=4
---   FITS: peak reserved 20.76 GiB of 22.97 GiB usable (90.4 %), 2.21 GiB headroom
+--   FITS: peak reserved 21.01 GiB of 22.97 GiB usable (91.5 %), 1.96 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set micro_batch=4 --set checkpointing=false
 --   FITS: peak reserved 21.57 GiB of 22.97 GiB usable (93.9 %), 1.40 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set optimizer=adamw8bit --set micro_batch=8
---   FITS: peak reserved 13.88 GiB of 22.97 GiB usable (60.4 %), 9.10 GiB headroom
+--   FITS: peak reserved 14.50 GiB of 22.97 GiB usable (63.1 %), 8.47 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set precision=lora_fp16 --set ema=false --set micro_batch=8
 --   FITS: peak reserved 6.22 GiB of 22.97 GiB usable (27.1 %), 16.75 GiB headroom
 -- SD 2.1 (768-v) at 768 px, the same way (its UNet config and OpenCLIP ViT-H/14 text encoder; its
@@ -34,7 +34,7 @@
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set model.config=configs/sd21-unet.json --set resolution=768
 --   FITS: peak reserved 20.81 GiB of 22.97 GiB usable (90.6 %), 2.16 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set model.config=configs/sd21-unet.json --set resolution=768 --set micro_batch=4
---   FITS: peak reserved 22.75 GiB of 22.97 GiB usable (99.0 %), 0.22 GiB headroom
+--   FITS: peak reserved 22.74 GiB of 22.97 GiB usable (99.0 %), 0.23 GiB headroom
 return {
   title = "Stable Diffusion 1.5 full fine-tune at 512 px on an RTX 4090, as diffusers' README runs it",
   hardware = { gpu = "rtx4090" },

@@ -7,9 +7,9 @@
 -- 1024 px fits only just, and only with fused (or for-loop) AdamW and gradient checkpointing:
 --   as written (fused AdamW, checkpointing):
 --       FITS: peak reserved 23.05 GiB of 23.09 GiB usable (99.9 %)   <- this file
---       22093 MiB allocated at the peak, in backward; the allocator has to free its cache and
+--       22097 MiB allocated at the peak, in backward; the allocator has to free its cache and
 --       retry twice per step (slow, and one driver update away from OOM)
---   --set optimizer_impl=forloop               FITS: 23.05 GiB (99.8 %)
+--   --set optimizer_impl=forloop               FITS: 22.96 GiB (99.5 %)
 --   --set optimizer_impl=foreach               DOES NOT FIT (OOM in step 0 at adamw._foreach_sqrt:
 --       the foreach step makes a sqrt copy of every exp_avg_sq, another 4.9 GB at once)
 --   --set checkpointing=false                  DOES NOT FIT (OOM in step 1's forward)
@@ -19,8 +19,8 @@
 --       alone are 39 GB: diffusers' default --mixed_precision is for 40 GB+ cards)
 --   --set text_encoders=trained                DOES NOT FIT
 -- With cached latents and text embeddings (--set text_encoders=cached --set vae=cached: the
--- VAE and text encoders never loaded) it is comfortable: 20.64 GiB (89.4 %); without
--- checkpointing 22.04 GiB (95.5 %); with checkpointing up to micro-batch 7 (22.73 GiB,
+-- VAE and text encoders never loaded) it is comfortable: 20.57 GiB (89.1 %); without
+-- checkpointing 22.04 GiB (95.5 %); with checkpointing up to micro-batch 7 (22.76 GiB,
 -- ./vrsim maxbatch scenarios/sdxl_train_3090.lua --set text_encoders=cached --set vae=cached),
 -- micro-batch 8 runs out in backward.
 --
@@ -28,23 +28,23 @@
 --   $ ./vrsim scenarios/sdxl_train_3090.lua
 --   FITS: peak reserved 23.05 GiB of 23.09 GiB usable (99.9 %), 0.03 GiB headroom
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set optimizer_impl=forloop
---   FITS: peak reserved 23.05 GiB of 23.09 GiB usable (99.8 %), 0.04 GiB headroom
+--   FITS: peak reserved 22.96 GiB of 23.09 GiB usable (99.5 %), 0.13 GiB headroom
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set optimizer_impl=foreach
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw._foreach_sqrt'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'unet.up_blocks.1.attentions.2.transformer_blocks.1.attn1.sdpa_flash'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set micro_batch=2
---   DOES NOT FIT: CUDA out of memory in step 1 at op 'vae.encoder.conv_in'
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'vae.encoder.down_blocks.0.resnets.0.norm1'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set precision=amp_bf16
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw.init unet.down_blocks.2.attentions.0.transformer_blocks.1.ff.net.2.weight'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set text_encoders=trained
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw.init unet.up_blocks.0.attentions.2.transformer_blocks.1.ff.net.2.weight'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw.init unet.up_blocks.0.attentions.2.transformer_blocks.2.attn1.to_q.weight'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set text_encoders=cached --set vae=cached
---   FITS: peak reserved 20.64 GiB of 23.09 GiB usable (89.4 %), 2.45 GiB headroom
+--   FITS: peak reserved 20.57 GiB of 23.09 GiB usable (89.1 %), 2.52 GiB headroom
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set text_encoders=cached --set vae=cached --set checkpointing=false
 --   FITS: peak reserved 22.04 GiB of 23.09 GiB usable (95.5 %), 1.04 GiB headroom
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set text_encoders=cached --set vae=cached --set micro_batch=7
---   FITS: peak reserved 22.73 GiB of 23.09 GiB usable (98.5 %), 0.36 GiB headroom
+--   FITS: peak reserved 22.76 GiB of 23.09 GiB usable (98.6 %), 0.33 GiB headroom
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set text_encoders=cached --set vae=cached --set micro_batch=8
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'unet.down_blocks.1.attentions.1.transformer_blocks.1.ff.geglu.backward'
 return {
