@@ -46,6 +46,10 @@ typedef struct EngineConfig {
      * 0 where nothing was measured. */
     double contention[2];
     bool record_timeline;      /* keep memory samples and op spans for trace/CSV outputs */
+    /* pages of unified memory (cudaMallocManaged: bitsandbytes' paged optimizer state) outside
+     * the allocator: resident on the card in what the allocator's reserve leaves free, the rest
+     * evicted to the host by the driver and brought back for the step (dev->host_bw each way) */
+    uint64_t managed_bytes;
     bool check_invariants;     /* after every op, check the invariants of engine.c's opening
                                   comment and alloc_check (O(tensors) an op: for tests); a
                                   violation ends the run with VR_EINVAL and says which */
@@ -74,6 +78,8 @@ typedef struct StepResult {
     double phase_ns[PH_COUNT];                /* busy time per phase (all streams) */
     double stream_busy_ns[STREAM_COUNT];      /* busy time per stream */
     double host_ns;                           /* the host thread's dispatch time (no waits) */
+    uint64_t managed_resident;                /* of EngineConfig.managed_bytes, on the card */
+    double managed_ns;                        /* the evicted pages' transfers, in time_ns */
     uint64_t num_alloc_retries;               /* cumulative, as torch reports it */
     uint64_t num_cuda_mallocs;                /* cumulative segment allocations */
     uint64_t inactive_split;                  /* bytes at step end */

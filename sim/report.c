@@ -124,6 +124,17 @@ static void print_summary(FILE *f, const Plan *p, const SimResult *r) {
                 GIB(cap > ws->peak_reserved ? cap - ws->peak_reserved : 0));
         if (w >= 0 && w != r->n_steps - 1) fprintf(f, ", at step %d (its worst)", w);
         fprintf(f, "\n");
+        if (p->managed_bytes > 0 && s) {
+            /* unified memory outside the allocator: the device holds it beside the reserve */
+            uint64_t out = (uint64_t)p->managed_bytes - s->managed_resident;
+            fprintf(f, "  paged optimizer state %.2f GiB in unified memory, outside reserved: %.2f GiB on the card "
+                    "(device total %.2f GiB of %.2f GiB with the CUDA context)",
+                    GIB(p->managed_bytes), GIB(s->managed_resident),
+                    GIB(s->peak_reserved + s->managed_resident + p->dev.context_bytes), GIB(p->dev.total_bytes));
+            if (out) fprintf(f, ", %.2f GiB evicted to the host and paged back each step (+%.1f ms)",
+                             GIB(out), s->managed_ns / 1e6);
+            fprintf(f, "\n");
+        }
         uint64_t retries = report_alloc_retries(r);
         if (retries > 0)
             fprintf(f, "  fits only after the allocator freed its cache and retried, %llu time%s\n",
@@ -248,6 +259,16 @@ char *report_summary_json(const Plan *p, const SimResult *r) {
     cJSON_AddStringToObject(o, "strategy", p->strategy);
     if (p->ds_estimate_bytes > 0)
         cJSON_AddNumberToObject(o, "deepspeed_estimate_model_states_bytes", p->ds_estimate_bytes);
+    if (p->managed_bytes > 0 && s) {
+        /* the paged optimizer state: unified memory, not in peak_reserved_bytes */
+        cJSON *mo = cJSON_AddObjectToObject(o, "paged_state");
+        cJSON_AddNumberToObject(mo, "bytes", p->managed_bytes);
+        cJSON_AddNumberToObject(mo, "resident_bytes", (double)s->managed_resident);
+        cJSON_AddNumberToObject(mo, "evicted_bytes", p->managed_bytes - (double)s->managed_resident);
+        cJSON_AddNumberToObject(mo, "device_total_bytes",
+                                (double)(s->peak_reserved + s->managed_resident + p->dev.context_bytes));
+        cJSON_AddNumberToObject(mo, "transfer_ms", s->managed_ns / 1e6);
+    }
     if (s) {
         cJSON *tm = cJSON_AddObjectToObject(o, "time_ms");
         cJSON_AddNumberToObject(tm, "compute", s->stream_busy_ns[0] / 1e6);

@@ -34,6 +34,7 @@ void plan_engine_config(const Plan *p, bool record_timeline, EngineConfig *out) 
     out->contention[0] = p->contention[0];
     out->contention[1] = p->contention[1];
     out->record_timeline = record_timeline;
+    out->managed_bytes = (uint64_t)p->managed_bytes;
 }
 
 static bool has_plan_module(const char *dir) {

@@ -42,6 +42,7 @@ typedef struct Plan {
     double ds_estimate_bytes;  /* DeepSpeed's model-state estimator for this plan, 0 = n/a */
     double host_bytes;         /* bytes the plan keeps in host memory (offload) */
     double host_capacity;      /* host RAM available to it, bytes (0 = unknown) */
+    double managed_bytes;      /* unified memory outside the allocator (paged optimizer state) */
     char notes[4096];          /* what the planner could not model, one line each */
     char deepspeed_read[1024]; /* a DeepSpeed JSON config: what was read from it ("" = none) */
     char deepspeed_unknown[512]; /* its keys DeepSpeed does not know, comma-separated */

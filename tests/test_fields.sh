@@ -152,7 +152,7 @@ expect "a real slip is still corrected (checkpointng -> checkpointing)" 2 "did y
 NM='does not model .*docs/scenarios.md, "Not modelled"'
 for case in "transformer_engine=true:Transformer Engine" "pipeline_parallel_size=2:pipeline parallelism" \
             "context_parallel=2:context" "expert_parallel=2:expert parallelism" "use_liger_kernel=true:Liger's kernels" \
-            "optimizer=paged_adamw_8bit:paged optimizers" "cut_cross_entropy=true:Cut Cross-Entropy" \
+            "cut_cross_entropy=true:Cut Cross-Entropy" \
             "packing=true:packing" "orpo=true:ORPO"; do
   set_=${case%%:*}; want=${case#*:}
   run nm "$TMP/llama.lua" --no-files --set precision=lora_bf16 --set "$set_"
@@ -168,7 +168,8 @@ for case in "chunked_cross_entropy=true:training.loss = \"liger_fused\"" \
             "training.fp8=true:training.float8 = {" "precision=fp8:training.float8 = {" \
             "lora.fp8=true:training.float8 = {" "dpo_trainer=true:training.dpo = {" \
             "kv_cache=true:training.generate = {" \
-            "torch_compile=true:training.compile = true" "inductor=true:training.compile = true"; do
+            "torch_compile=true:training.compile = true" "inductor=true:training.compile = true" \
+            "paged_optimizer=true:training.optimizer = \"paged_adamw_8bit\""; do
   set_=${case%%:*}; want=${case#*:}
   run nm "$TMP/llama.lua" --no-files --set "$set_"
   if [ "$RC" -eq 2 ] && grep -qF "is written $want" "$TMP/nm.err"; then :

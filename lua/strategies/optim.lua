@@ -187,10 +187,12 @@ function M.build(cx, cfg, params, updates)
     end
   end
   local kind, impl = t.optimizer, t.optimizer_impl
-  if kind == "adamw8bit" then
+  local quant = require "strategies.quant"
+  if kind == "adamw8bit" or quant.PAGED[kind] then
+    -- bitsandbytes' own kernels; the paged ones keep their large states in unified memory
     local upd = {}
     for i, p in ipairs(trainable) do upd[i] = { param = p, grad = grads[i] } end
-    local total = require("strategies.quant").adamw8bit(cx, upd)
+    local total = kind == "adamw8bit" and quant.adamw8bit(cx, upd) or quant.paged(cx, upd, kind)
     op(cx, { name = "zero_grad(set_to_none=True)", kind = "none", phase = "zero_grad", frees = grads })
     return total
   end

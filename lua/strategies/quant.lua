@@ -23,6 +23,13 @@
 -- 8-bit AdamW (bnb.optim.AdamW8bit, block_wise): per parameter with >= 4096 elements: state1
 --   and state2 uint8 (numel bytes each), absmax1 and absmax2 fp32 (one per 2048-element block);
 --   smaller parameters keep fp32 states; one fused kernel per parameter, no temporaries.
+-- Paged (is_paged=True: transformers' paged_adamw_8bit / _32bit, paged_lion_8bit / _32bit;
+--   Optimizer8bit.get_state_buffer): state1 and state2 of a parameter of >= 1e5 elements come
+--   from F.get_paged, cudaMallocManaged memory outside PyTorch's caching allocator, registered
+--   with the GlobalPageManager; smaller ones, the absmax and the qmaps are ordinary tensors.
+--   The 32-bit variants keep fp32 states for every parameter (no absmax). Lion has state1 only.
+--   The managed bytes go to cx.paged_bytes: the engine places them beside the allocator's
+--   reserve and pages out what does not fit (sim/engine.c page_managed).
 local nn = require "vrsim.nn"
 
 local M = {}
@@ -158,38 +165,68 @@ end
 
 -- 8-bit AdamW state for the parameters of `updates` ({param=, grad=}), first step only, and
 -- its fused update. Returns nothing; zero_grad is the caller's.
-function M.adamw8bit(cx, updates)
+M.PAGED_MIN_NUMEL = 1e5   -- get_state_buffer: `p.numel() < 1e5` stays in the allocator
+
+-- The state of bitsandbytes' Optimizer2State / Optimizer1State for `updates`. opts: bits (8 or
+-- 32), states (2 for Adam, 1 for Lion), paged, label (the op names).
+function M.bnb_state(cx, updates, opts)
   local G = cx.G
   local total = 0
   local qmap_made = false
+  local label, n_states = opts.label or "adamw8bit", opts.states or 2
   for _, u in ipairs(updates) do
     local p = u.param
     local n = nn.numel(p.shape)
     local outs = {}
     local name = p.name
-    if n < 4096 then
-      outs[1] = tensor(cx, name .. ".state1", n * 4, "fp32", "optstate", true)
-      outs[2] = tensor(cx, name .. ".state2", n * 4, "fp32", "optstate", true)
+    local function state(i, bytes, dtype)
+      if opts.paged and n >= M.PAGED_MIN_NUMEL then
+        cx.paged_bytes = (cx.paged_bytes or 0) + bytes
+      else
+        outs[#outs + 1] = tensor(cx, name .. ".state" .. i, bytes, dtype, "optstate", true)
+      end
+    end
+    local eight = opts.bits == 8 and n >= 4096
+    if not eight then
+      for i = 1, n_states do state(i, n * 4, "fp32") end
     else
       if not qmap_made then
         outs[#outs + 1] = tensor(cx, "qmap dynamic", 256 * 4, "fp32", "optstate", true)
-        outs[#outs + 1] = tensor(cx, "qmap udynamic", 256 * 4, "fp32", "optstate", true)
+        if n_states == 2 then outs[#outs + 1] = tensor(cx, "qmap udynamic", 256 * 4, "fp32", "optstate", true) end
         qmap_made = true
       end
       local blocks = (n + 2047) // 2048
-      outs[#outs + 1] = tensor(cx, name .. ".state1", n, "uint8", "optstate", true)
-      outs[#outs + 1] = tensor(cx, name .. ".state2", n, "uint8", "optstate", true)
-      outs[#outs + 1] = tensor(cx, name .. ".absmax1", blocks * 4, "fp32", "optstate", true)
-      outs[#outs + 1] = tensor(cx, name .. ".absmax2", blocks * 4, "fp32", "optstate", true)
+      for i = 1, n_states do state(i, n, "uint8") end
+      for i = 1, n_states do outs[#outs + 1] = tensor(cx, name .. ".absmax" .. i, blocks * 4, "fp32", "optstate", true) end
     end
-    G:op { name = "adamw8bit.init " .. name, kind = "none", phase = "optim", inputs = {},
+    G:op { name = label .. ".init " .. name, kind = "none", phase = "optim", inputs = {},
            outputs = outs, frees = {}, once = true }
     total = total + nn.bytes(p.shape, p.dtype)
-    -- read param, grad, two 1-byte states; write param and states
-    G:op { name = "adamw8bit.update " .. name, kind = "elementwise", phase = "optim",
-           inputs = {}, outputs = {}, frees = {}, bytes = 3 * nn.bytes(p.shape, p.dtype) + 4 * n }
+    -- read param, grad and the states; write param and states
+    local sb = (eight and 1 or 4) * n * n_states
+    G:op { name = label .. ".update " .. name, kind = "elementwise", phase = "optim",
+           inputs = {}, outputs = {}, frees = {}, bytes = 3 * nn.bytes(p.shape, p.dtype) + 2 * sb }
   end
   return total
+end
+
+function M.adamw8bit(cx, updates)
+  return M.bnb_state(cx, updates, { bits = 8, states = 2, label = "adamw8bit" })
+end
+
+-- transformers' paged optim names (trainer_optimizer.py: is_paged = "paged" in optim_name,
+-- optim_bits = 8 if "8bit" in optim_name else 32) and bitsandbytes' PagedAdamW (optim_bits=32)
+M.PAGED = {
+  paged_adamw_8bit = { bits = 8, states = 2, label = "PagedAdamW8bit" },
+  paged_adamw_32bit = { bits = 32, states = 2, label = "PagedAdamW32bit" },
+  paged_adamw = { bits = 32, states = 2, label = "PagedAdamW" },
+  paged_lion_8bit = { bits = 8, states = 1, label = "PagedLion8bit" },
+  paged_lion_32bit = { bits = 32, states = 1, label = "PagedLion32bit" },
+}
+
+function M.paged(cx, updates, kind)
+  local o = M.PAGED[kind]
+  return M.bnb_state(cx, updates, { bits = o.bits, states = o.states, label = o.label, paged = true })
 end
 
 return M

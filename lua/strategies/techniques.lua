@@ -66,8 +66,8 @@ function M.check_causal_lm(t, root, notes)
     elseif t.precision == "amp_fp16" then
       return "training.optimizer_in_backward with precision amp_fp16 is not modelled: GradScaler's "
              .. "unscale_ and step need the whole optimizer after backward"
-    elseif t.optimizer == "adamw8bit" then
-      return "training.optimizer_in_backward with optimizer adamw8bit is not modelled (its "
+    elseif t.optimizer == "adamw8bit" or t.optimizer:match("^paged_") then
+      return "training.optimizer_in_backward with optimizer " .. t.optimizer .. " is not modelled (its "
              .. "per-parameter step in backward is not built); use adamw or sgd"
     end
   end

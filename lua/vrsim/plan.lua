@@ -48,7 +48,7 @@ local SCHEMA = {
     seq = { "integer", 2048, "tokens per sequence" },
     resolution = { "integer", 1024, "image side in pixels (diffusion models)" },
     precision = { "string", "bf16", "fp32, amp_bf16, amp_fp16, bf16, fp16, lora_bf16, lora_fp16, mp_fp32 (FSDP2: fp32 shards, bf16 compute)" },
-    optimizer = { "string", "adamw", "adamw, adam, sgd, adamw8bit, adafactor (transformers' Adafactor: factored second moments), lion (lion-pytorch) or lion_32bit (bitsandbytes' Lion)" },
+    optimizer = { "string", "adamw", "adamw, adam, sgd, adamw8bit, adafactor (transformers' Adafactor: factored second moments), lion (lion-pytorch) , lion_32bit (bitsandbytes' Lion), or bitsandbytes' paged ones as transformers names them (state in unified memory outside the allocator, paged to the host under pressure): paged_adamw_8bit, paged_adamw_32bit, paged_adamw, paged_lion_8bit, paged_lion_32bit" },
     optimizer_impl = { "string", "foreach", "foreach, fused or forloop" },
     attention = { "string", "sdpa", "sdpa (PyTorch's pick), flash, mem_efficient, cudnn or eager" },
     checkpointing = { "boolean", false, "gradient checkpointing per decoder layer" },
@@ -87,7 +87,8 @@ local SCHEMA = {
 local CHOICES = {
   precision = { fp32 = 1, amp_bf16 = 1, amp_fp16 = 1, bf16 = 1, fp16 = 1, lora_bf16 = 1, lora_fp16 = 1,
                 mp_fp32 = 1 },
-  optimizer = { adamw = 1, adam = 1, sgd = 1, adamw8bit = 1, adafactor = 1, lion = 1, lion_32bit = 1 },
+  optimizer = { adamw = 1, adam = 1, sgd = 1, adamw8bit = 1, adafactor = 1, lion = 1, lion_32bit = 1,
+                paged_adamw_8bit = 1, paged_adamw_32bit = 1, paged_adamw = 1, paged_lion_8bit = 1, paged_lion_32bit = 1 },
   quant = { none = 1, nf4 = 1, int8 = 1 },
   quant_storage = { auto = 1, uint8 = 1, bf16 = 1, fp16 = 1, fp32 = 1 },
   device_map = { none = 1, auto = 1 },
@@ -953,7 +954,7 @@ local function inert_given(cfg, ctx)
   local offload = offload_opt or (zero.offload_param == "cpu" and sharded)
   local nodes = math.ceil(hw.count / hw.gpus_per_node)
   local impl_unread = t.inference and "inference has no optimizer step"
-    or t.optimizer == "adamw8bit" and "bitsandbytes' 8-bit AdamW has one implementation"
+    or (t.optimizer == "adamw8bit" or t.optimizer:match("^paged_")) and "bitsandbytes' optimizers have one implementation"
     or t.strategy == "zero2" and "ZeRO-2's step is DeepSpeed's FusedAdam"
     or offload_opt and "the optimizer steps on the CPU"
   -- { field, read by this run, why not }
@@ -1356,6 +1357,7 @@ local function finish(st, G, cx, alloc_read)
     strategy = t.strategy, interconnect = dev.interconnect, ds_estimate_bytes = ds_est,
     host_bytes = cx.dp and cx.dp.host_bytes or 0,
     host_capacity = dev.host and dev.host.host_ram_bytes or 0,
+    managed_bytes = cx.paged_bytes or 0, -- paged optimizer state (strategies/quant.lua bnb_state)
     notes = table.concat(notes, "; "),
     overrides = table.concat(sets, ", "),
     deepspeed_read = cfg.deepspeed_read, deepspeed_unknown = table.concat(cfg.deepspeed_unknown or {}, ", "),

@@ -1,6 +1,6 @@
 -- unmodelled.lua: names of things training scripts set that vrsim knows it does not model, so that
 -- a scenario naming one (a field, a section, a knob or a value: `compile = true`,
--- `strategy = "tp"`, `optimizer = "paged_adamw_8bit"`) is refused as not modelled, with a
+-- `strategy = "pp"`, `cut_cross_entropy = true`) is refused as not modelled, with a
 -- pointer to the list of what is and is not modelled, instead of "unknown field" and a guess at
 -- a modelled name that would answer another question. docs/scenarios.md "Not modelled" lists the
 -- same things; every entry there is one here.
@@ -45,7 +45,9 @@ local THINGS = {
     "training.optimizer_in_backward = true (torchtune's optimizer_in_bwd)", modelled = true },
   { "paged optimizers (bitsandbytes' paged AdamW, unified memory)",
     { "paged", "pagedadamw", "pagedadamw8bit", "pagedadamw32bit", "pagedadam", "pagedlion8bit",
-      "pagedoptimizer" } },
+      "pagedoptimizer" },
+    "training.optimizer = \"paged_adamw_8bit\" (or paged_adamw_32bit, paged_adamw, paged_lion_8bit, "
+      .. "paged_lion_32bit: bitsandbytes' paged state in unified memory)", modelled = true },
   { "sequence packing into fixed-length rows with flash-attention's varlen kernels (axolotl's sample_packing, TRL's packing)",
     { "packing", "samplepacking", "pack", "packed", "padfree" },
     "padding-free batches under SDPA are training.data = { lengths = ..., batching = \"padding_free\" }" },

@@ -336,6 +336,7 @@ static int load_protected(lua_State *L) {
     p->ds_estimate_bytes = field_num(L, pt, "ds_estimate_bytes", 0);
     p->host_bytes = field_num(L, pt, "host_bytes", 0);
     p->host_capacity = field_num(L, pt, "host_capacity", 0);
+    p->managed_bytes = field_num(L, pt, "managed_bytes", 0);
     p->steps = (int)field_int(L, pt, "steps", 3);
     p->gpus = (int)field_int(L, pt, "gpus", 1);
     p->tokens_per_step = field_num(L, pt, "tokens_per_step", 0);
