@@ -104,7 +104,6 @@ typedef struct Run {
      * without the allocator (op_timing), their memory figures the earlier step's */
     int steady_from, repeat_of;
     SimResult *res;
-    uint64_t capacity;          /* the allocator's (0 = unlimited) */
 } Run;
 
 /* One allocator call of the run. Replaying a prefix of the log on a fresh allocator rebuilds
@@ -693,7 +692,7 @@ static void time_repeated_step(Run *r, int step, StepResult *sr) {
 
 /* Unified memory outside the allocator (EngineConfig.managed_bytes): the driver gives the
  * allocator's cudaMalloc the card first, evicting managed pages to the host when it needs them, so
- * the pages never make an OOM; what the step's peak reserve leaves of the capacity holds them, and
+ * the pages never make an OOM; what the step's peak reserve leaves of the card holds them, and
  * the rest goes out during forward and backward and comes back for the optimizer step (bitsandbytes
  * prefetches the paged state before it), each way over the host link, after the step's work. */
 static void page_managed(Run *r, StepResult *sr) {
@@ -701,10 +700,13 @@ static void page_managed(Run *r, StepResult *sr) {
     sr->managed_resident = 0;
     sr->managed_ns = 0;
     if (!m) return;
-    uint64_t room = r->capacity == 0 ? m : r->capacity > sr->peak_reserved ? r->capacity - sr->peak_reserved : 0;
+    /* the card's memory, not the allocator's cap: a memory fraction limits the allocator only */
+    const DeviceSpec *d = r->cfg->dev;
+    uint64_t card = d && d->total_bytes > d->context_bytes ? d->total_bytes - d->context_bytes : 0;
+    uint64_t room = !d ? m : card > sr->peak_reserved ? card - sr->peak_reserved : 0;
     sr->managed_resident = m < room ? m : room;
     uint64_t out = m - sr->managed_resident;
-    double bw = r->cfg->dev ? r->cfg->dev->host_bw : 0;
+    double bw = d ? d->host_bw : 0;
     if (out && bw > 0) {
         sr->managed_ns = 2.0 * (double)out / bw * 1e9;
         r->clock_ns += sr->managed_ns;
@@ -857,7 +859,6 @@ static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
     if (!r->op_ns || !r->op_ns_set || !r->peak_log || !r->ready_ns || !r->storage || !r->drops_total || !r->drops_done || !r->addr || !r->rsize || !r->live)
         return VR_ENOMEM;
     for (int t = 0; t < r->n_t; t++) r->storage[t] = graph_storage_of(g, t);
-    r->capacity = acfg->capacity;
     return alloc_new(acfg, &r->a);
 }
 

@@ -125,7 +125,7 @@ static void print_summary(FILE *f, const Plan *p, const SimResult *r) {
         if (w >= 0 && w != r->n_steps - 1) fprintf(f, ", at step %d (its worst)", w);
         fprintf(f, "\n");
         if (p->managed_bytes > 0 && s) {
-            /* unified memory outside the allocator: the device holds it beside the reserve */
+            /* (a run that fits) unified memory outside the allocator: the device holds it beside the reserve */
             uint64_t out = (uint64_t)p->managed_bytes - s->managed_resident;
             fprintf(f, "  paged optimizer state %.2f GiB in unified memory, outside reserved: %.2f GiB on the card "
                     "(device total %.2f GiB of %.2f GiB with the CUDA context)",
@@ -259,7 +259,7 @@ char *report_summary_json(const Plan *p, const SimResult *r) {
     cJSON_AddStringToObject(o, "strategy", p->strategy);
     if (p->ds_estimate_bytes > 0)
         cJSON_AddNumberToObject(o, "deepspeed_estimate_model_states_bytes", p->ds_estimate_bytes);
-    if (p->managed_bytes > 0 && s) {
+    if (p->managed_bytes > 0 && s && !r->oom) {
         /* the paged optimizer state: unified memory, not in peak_reserved_bytes */
         cJSON *mo = cJSON_AddObjectToObject(o, "paged_state");
         cJSON_AddNumberToObject(mo, "bytes", p->managed_bytes);

@@ -2,7 +2,8 @@
 # The techniques a run that does not fit reaches for, each against its library's physics:
 # Liger's fused linear cross-entropy and torchtune's chunked cross-entropy (training.loss), the
 # optimizer step in backward (training.optimizer_in_backward) and activation offloading
-# (training.activation_offload); and the combinations each refuses.
+# (training.activation_offload), paged optimizers (training.optimizer = "paged_..."); and the
+# combinations each refuses.
 VRSIM=${VRSIM:-./vrsim}
 pass=0; fail=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
@@ -522,6 +523,59 @@ t_sd=$("$VRSIM" "$tmp/fl.lua" --json --no-files --set training.data.batching=pad
 if python3 -c "import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))" "$t_fa" "$t_sd"; then
   ok "flash, padding-free: step $t_fa ms against SDPA's masked $t_sd ms"
 else bad "flash, padding-free: step $t_fa ms, SDPA $t_sd ms"; fi
+
+# Paged optimizers (bitsandbytes' is_paged: state1 / state2 of parameters of >= 1e5 elements from
+# cudaMallocManaged, outside the caching allocator). Llama-3-8B cut to 8 layers (2,795,573,248
+# parameters, 17 RMSNorm weights of 4096 elements under 1e5) on one A10G: plain bf16 AdamW does
+# not fit; paged 8-bit AdamW keeps n bytes a state, paged 32-bit 4 n
+cat > "$tmp/pg.lua" <<'EOS'
+return { hardware = { gpu = "a10g" }, model = { config = "llama-3-8b.json", layers = 8 },
+  training = { micro_batch = 1, seq = 512, precision = "bf16", steps = 2, build = "direct" } }
+EOS
+"$VRSIM" "$tmp/pg.lua" --json --no-files --set optimizer=adamw8bit > "$tmp/a8.json"
+"$VRSIM" "$tmp/pg.lua" --json --no-files --set optimizer=paged_adamw_8bit > "$tmp/p8.json"; rc8=$?
+"$VRSIM" "$tmp/pg.lua" --json --no-files --set optimizer=adamw > "$tmp/a32.json"; rca=$?
+"$VRSIM" "$tmp/pg.lua" --json --no-files --set optimizer=paged_adamw_32bit > "$tmp/p32.json"; rc32=$?
+BIG=$((2795573248 - 17 * 4096))
+# 1. the allocator's figures leave the paged state out: the paged run's peak allocated is the
+#    8-bit run's less the managed bytes (within 16 MiB: the peak's temporaries), the optimizer
+#    state at its peak is only the small parameters' states, absmax and qmaps, and its peak
+#    reserved is the lower by at least the managed bytes' 90 % (the segments pack differently)
+got=$(python3 -c "
+import json,sys
+a=json.load(open('$tmp/a8.json')); p=json.load(open('$tmp/p8.json')); m=p['paged_state']
+d=a['peak_allocated_bytes']-p['peak_allocated_bytes']
+r=a['peak_reserved_bytes']-p['peak_reserved_bytes']
+print(m['bytes'], int(abs(d-m['bytes']) <= 16<<20), int(p['breakdown_at_peak']['optimizer_state'] < 16<<20), int(r > 0.9*m['bytes']))")
+if [ "$rc8" = 0 ] && [ "$got" = "$((2 * BIG)) 1 1 1" ]; then
+  ok "paged_adamw_8bit: 2 x $BIG bytes of state in unified memory, out of peak allocated and reserved"
+else bad "paged_adamw_8bit: rc $rc8, paged bytes and allocator checks $got (want $((2 * BIG)) 1 1 1)"; fi
+# 2. while it fits the card beside the reserve, the device total counts it and nothing moves
+got=$(python3 -c "
+import json
+p=json.load(open('$tmp/p8.json')); m=p['paged_state']
+print(int(m['device_total_bytes'] == p['peak_reserved_bytes'] + m['bytes'] + p['breakdown_at_peak']['cuda_context']),
+      m['evicted_bytes'], m['transfer_ms'])")
+if [ "$got" = "1 0 0" ]; then ok "paged_adamw_8bit: resident whole, in the device total (reserved + state + CUDA context), no transfer"
+else bad "paged_adamw_8bit: device total / evicted / transfer $got (want 1 0 0)"; fi
+# 3. where the state does not fit beside the reserve the driver evicts it: plain AdamW is out of
+#    memory, paged 32-bit AdamW fits, its excess over the card (total - context - reserve) paged
+#    out and back each step over the A10G's PCIe 4.0 x16 (25 GB/s pinned, lua/hw's link), in the
+#    step time
+got=$(python3 -c "
+import json
+p=json.load(open('$tmp/p32.json')); m=p['paged_state']
+card=23609475072 - p['breakdown_at_peak']['cuda_context']
+ev=m['bytes'] - (card - p['peak_reserved_bytes'])
+print(m['bytes'], int(m['evicted_bytes'] == ev > 0), int(abs(m['transfer_ms'] - 2 * ev / 25e9 * 1e3) < 0.01 * m['transfer_ms']),
+      int(p['step_time_ms'] > m['transfer_ms']))")
+if [ "$rca" = 3 ] && [ "$rc32" = 0 ] && [ "$got" = "$((8 * BIG)) 1 1 1" ]; then
+  ok "paged_adamw_32bit: fits where adamw is out of memory; the state's excess over the card is paged both ways in the step"
+else bad "paged_adamw_32bit: rc adamw $rca, paged $rc32; bytes / evicted / transfer / step $got (want $((8 * BIG)) 1 1 1)"; fi
+# 4. the step in backward with a paged optimizer is refused by name
+"$VRSIM" "$tmp/pg.lua" --no-files --set optimizer=paged_adamw_8bit --set optimizer_in_backward=true > /dev/null 2> "$tmp/pib.err"
+if [ $? = 2 ] && grep -q "optimizer paged_adamw_8bit is not modelled" "$tmp/pib.err"; then ok "paged optimizer with the step in backward: exit 2, named"
+else bad "paged optimizer with the step in backward: $(cat "$tmp/pib.err")"; fi
 
 echo "test_techniques: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -5,7 +5,9 @@
 local M = {}
 
 local NEW_OPTIMIZERS = { adafactor = "transformers' Adafactor", lion = "lion-pytorch's Lion",
-                         lion_32bit = "bitsandbytes' Lion" }
+                         lion_32bit = "bitsandbytes' Lion", paged_adamw_8bit = "bitsandbytes' paged AdamW",
+                         paged_adamw_32bit = "bitsandbytes' paged AdamW", paged_adamw = "bitsandbytes' paged AdamW",
+                         paged_lion_8bit = "bitsandbytes' paged Lion", paged_lion_32bit = "bitsandbytes' paged Lion" }
 
 -- Adafactor and Lion: the error where the strategy hands them parameters vrsim does not model
 -- (a sharded parameter's shard), or nil; a note where optimizer_impl is given but not read.
@@ -14,7 +16,7 @@ local function check_optimizer(t, notes)
   if not what or t.inference then return nil end
   if t.strategy == "zero3" or t.strategy == "fsdp2" then
     return ("training.optimizer = \"%s\" under strategy %s is not modelled: %s would step the "
-            .. "parameters' shards (flattened under ZeRO-3), whose factored or sign updates vrsim does not "
+            .. "parameters' shards (flattened under ZeRO-3), whose updates and state vrsim does not "
             .. "build (use none, ddp or zero1)"):format(t.optimizer, t.strategy, what)
   end
   if t.optimizer_impl ~= "foreach" then
