@@ -4,7 +4,7 @@
 # band the file states: each row within +-25 %, the median |error| within 15 %, overall and for
 # each kind (one A100 node, one H100 node, several nodes: issue 15's target). Prints the table;
 # MARKDOWN=1 prints it as a Markdown table with the sources instead (make reports puts it in the
-# docs/step-time.md).
+# docs/step-time.md). Then torchtune's published peak memory (tests/data/published_memory.tsv).
 VRSIM=${VRSIM:-./vrsim}
 MARKDOWN=${MARKDOWN:-0}
 DIR=$(dirname "$0")
@@ -56,5 +56,56 @@ for kind in sorted(kinds):
 sys.exit(1 if bad else 0)
 PY
 rc=$?
+# torchtune's published peak memory with the techniques vrsim models (tests/data/published_memory.tsv):
+# vrsim's peak allocated beside each row, a band where the row's setup is modelled, the refusal
+# where it is not (not in the Markdown output, which is docs/step-time.md's table)
+[ "$MARKDOWN" = 1 ] || grep -v '^#' "$DIR/data/published_memory.tsv" | while IFS='	' read -r id mem tps band scn src sets; do
+  args=""
+  for s in $sets; do args="$args --set $s"; done
+  # shellcheck disable=SC2086
+  "$VRSIM" "$DIR/data/$scn" $args --json --no-files > "$TMP/m_$id.json" 2> "$TMP/m_$id.err"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$mem" "$tps" "$band" "$TMP/m_$id.json" "$TMP/m_$id.err" >> "$TMP/mrows"
+done
+[ "$MARKDOWN" = 1 ] || python3 - "$TMP/mrows" "$MARKDOWN" <<'PY' || rc=1
+import json, sys, statistics
+md = sys.argv[2] == "1"
+merr, terr, bad = [], [], 0
+if md:
+    print("| torchtune row | published GiB | vrsim GiB | error | published tok/s | vrsim tok/s | error |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+for line in open(sys.argv[1]):
+    rid, mem, tps, band, path, errp = line.rstrip("\n").split("\t")
+    try:
+        d = json.load(open(path))
+        got = d["peak_allocated_bytes"] / 2**30
+        tok = d.get("tokens_per_s", 0) / d.get("gpus", 1)
+    except Exception:
+        why = (open(errp).read().strip().splitlines() or ["no output"])[0]
+        if band != "-":
+            print("FAIL %s: vrsim gave no figure: %s" % (rid, why)); bad += 1
+        elif md:
+            print("| %s | %s | not modelled | | %s | | |" % (rid, mem, tps))
+        else:
+            print("  -  %-17s published %5s GiB  vrsim: %s" % (rid, mem, why.split(": ", 2)[-1][:110]))
+        continue
+    e, et = got / float(mem) - 1, (tok / float(tps) - 1 if tok else float("nan"))
+    if band == "memory":
+        merr.append(abs(e)); terr.append(abs(et))
+        ok = abs(e) <= 0.25
+        bad += not ok
+        tag = "ok" if ok else "FAIL"
+    else:
+        tag = " - "
+    if md:
+        print("| %s | %s | %.1f | %+.1f %% | %s | %.0f | %+.1f %% |" % (rid, mem, got, 100 * e, tps, tok, 100 * et))
+    else:
+        print("%-4s %-17s published %5s GiB  vrsim %5.1f GiB  %+6.1f %%   tokens/s %5s  vrsim %5.0f  %+6.1f %%" %
+              (tag, rid, mem, got, 100 * e, tps, tok, 100 * et))
+med = statistics.median(merr) if merr else 1
+print("torchtune: median |error| of peak memory %.1f %% over %d modelled rows (band: 15 %%); "
+      "tokens/s %.1f %% (printed only)" % (100 * med, len(merr), 100 * statistics.median(terr) if terr else 0))
+if med > 0.15: bad += 1
+sys.exit(1 if bad else 0)
+PY
 [ $rc -eq 0 ] && echo "test_published: ok" || echo "test_published: FAILED"
 exit $rc
