@@ -225,6 +225,12 @@ else fail "qk_norm layer_norm: exit $RC" "$(cat "$TMP/l_cached.err")"; fi
 run l_cached --set weighting_scheme=uniform
 if [ "$RC" -eq 2 ] && grep -q "weighting_scheme" "$TMP/l_cached.err"; then ok "SD3 weighting_scheme uniform: exit 2"
 else fail "weighting_scheme uniform: exit $RC" "$(cat "$TMP/l_cached.err")"; fi
+# the shipped question: SD 3.5 Large LoRA at 1024 px fits a 24 GB card with checkpointing, not without
+"$VRSIM" scenarios/sd35_large_lora_4090.lua --no-files >"$TMP/scn.out" 2>&1; RC=$?
+"$VRSIM" scenarios/sd35_large_lora_4090.lua --no-files --set checkpointing=false >"$TMP/scn2.out" 2>&1; RC2=$?
+if [ "$RC" -eq 0 ] && [ "$RC2" -eq 3 ]; then
+  ok "scenarios/sd35_large_lora_4090.lua: fits on an RTX 4090 with checkpointing (exit 0), not without (exit 3)"
+else fail "sd35_large_lora_4090: exit $RC with checkpointing, $RC2 without" "$(head -n 8 "$TMP/scn.out")"; fi
 
 echo "test_dit: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
