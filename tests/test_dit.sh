@@ -225,6 +225,11 @@ else fail "qk_norm layer_norm: exit $RC" "$(cat "$TMP/l_cached.err")"; fi
 run l_cached --set weighting_scheme=uniform
 if [ "$RC" -eq 2 ] && grep -q "weighting_scheme" "$TMP/l_cached.err"; then ok "SD3 weighting_scheme uniform: exit 2"
 else fail "weighting_scheme uniform: exit $RC" "$(cat "$TMP/l_cached.err")"; fi
+# PatchEmbed crops its position table: a latent grid beyond pos_embed_max_size is refused
+run l_cached --set resolution=4096
+if [ "$RC" -eq 2 ] && grep -q "a 256x256 latent grid is larger than pos_embed_max_size 192" "$TMP/l_cached.err"; then
+  ok "SD 3.5 Large at 4096 px (a 256x256 grid, table 192): exit 2"
+else fail "SD3 grid beyond pos_embed_max_size: exit $RC" "$(cat "$TMP/l_cached.err")"; fi
 # the shipped question: SD 3.5 Large LoRA at 1024 px fits a 24 GB card with checkpointing, not without
 "$VRSIM" scenarios/sd35_large_lora_4090.lua --no-files >"$TMP/scn.out" 2>&1; RC=$?
 "$VRSIM" scenarios/sd35_large_lora_4090.lua --no-files --set checkpointing=false >"$TMP/scn2.out" 2>&1; RC2=$?
