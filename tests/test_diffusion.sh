@@ -26,7 +26,8 @@ ok()   { PASS=$((PASS + 1)); echo "ok   $1"; }
 fail() { FAIL=$((FAIL + 1)); echo "FAIL $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/       /'; }
 
 cp scenarios/configs/sd15-unet.json scenarios/configs/sd21-unet.json scenarios/configs/llama-2-7b-hf.json \
-   tests/data/unet_configs/sdxl_base_unet.json tests/data/diffusers/flux1-dev-transformer.json "$TMP/"
+   tests/data/unet_configs/sdxl_base_unet.json tests/data/diffusers/flux1-dev-transformer.json \
+   scenarios/configs/sd35-large-transformer.json "$TMP/"
 # scn NAME CONFIG [PRECISION]: a 512 px step of that UNet on an H200
 scn() {
   printf 'return { hardware = { gpu = "h200" }, model = { arch = "sd", config = "%s" },\n  training = { micro_batch = 1, resolution = 512, precision = "%s", steps = 1 } }\n' \
@@ -129,9 +130,13 @@ if [ "$RC" -eq 2 ] && grep -q "arch flux reads a FluxTransformer2DModel config; 
   ok "model.arch = flux with SD 1.5's UNet config: exit 2, the config named"
 else fail "arch flux with a UNet config: exit $RC" "$(cat "$TMP/sd15.err")"; fi
 run sd15 --set arch=sd3
-if [ "$RC" -eq 2 ] && grep -q "does not model Stable Diffusion 3 / 3.5" "$TMP/sd15.err"; then
-  ok "model.arch = sd3: exit 2, not modelled"
-else fail "arch sd3: exit $RC" "$(cat "$TMP/sd15.err")"; fi
+if [ "$RC" -eq 2 ] && grep -q "arch sd3 reads an SD3Transformer2DModel config; this is a diffusers UNet2DConditionModel config" "$TMP/sd15.err"; then
+  ok "model.arch = sd3 with SD 1.5's UNet config: exit 2, the config named"
+else fail "arch sd3 with a UNet config: exit $RC" "$(cat "$TMP/sd15.err")"; fi
+run sd15 --set model.config=sd35-large-transformer.json
+if [ "$RC" -eq 2 ] && grep -q "SD3Transformer2DModel config (Stable Diffusion 3's transformer: arch sd3 reads it)" "$TMP/sd15.err"; then
+  ok "SD 3.5 Large's transformer config with arch sd: exit 2, pointed to arch sd3"
+else fail "SD3 config with arch sd: exit $RC" "$(cat "$TMP/sd15.err")"; fi
 printf 'return { hardware = { gpu = "h200" }, model = { arch = "llama", config = "flux1-dev-transformer.json" }, training = { seq = 128 } }\n' >"$TMP/fll.lua"
 run fll
 if [ "$RC" -eq 2 ] && grep -q 'arch = "flux" a FluxTransformer2DModel config' "$TMP/fll.err"; then ok "Flux.1's config with a language-model arch: exit 2, pointed to arch flux"

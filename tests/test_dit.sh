@@ -1,7 +1,9 @@
 #!/bin/sh
 # test_dit.sh: the transformer (DiT) diffusion models through the vrsim command line: Flux.1
 # (arch flux) read from its diffusers transformer config (scenarios/configs/flux1-dev-transformer.json,
-# flux1-schnell-transformer.json), with CLIP ViT-L/14, T5-XXL's encoder and the 16-channel VAE.
+# flux1-schnell-transformer.json), with CLIP ViT-L/14, T5-XXL's encoder and the 16-channel VAE;
+# Stable Diffusion 3.5 (arch sd3: sd35-large-transformer.json, sd35-medium-transformer.json) with
+# CLIP-L, CLIP-G and T5-XXL.
 #
 #   VRSIM=./vrsim sh tests/test_dit.sh
 #
@@ -169,6 +171,71 @@ else fail "arch flux without a config: exit $RC" "$(cat "$TMP/noc.err")"; fi
 run cached --set seq=128
 if [ "$RC" -eq 2 ] && grep -q "training.seq = 128: flux does not read it" "$TMP/cached.err"; then ok "training.seq on arch flux: exit 2"
 else fail "seq on arch flux: exit $RC" "$(cat "$TMP/cached.err")"; fi
+
+# ---- Stable Diffusion 3.5 (arch sd3) -------------------------------------------------------------
+# Counts: SD3Transformer2DModel(**config) on the meta device (the 3.5 Large and Medium
+# transformer/config.json), CLIPTextModelWithProjection (CLIP-L, projection_dim 768), peft's
+# LoRA r4 on to_k, to_q, to_v, to_out.0 (attn2 of Medium's first 13 blocks included).
+cp scenarios/configs/sd35-large-transformer.json scenarios/configs/sd35-medium-transformer.json "$TMP/"
+# sd3 NAME CONFIG TEXT_ENCODERS VAE: an SD 3.5 LoRA step at 1024 px with checkpointing on an H200
+sd3() {
+  printf 'return { hardware = { gpu = "h200" }, model = { arch = "sd3", config = "%s" },\n  training = { micro_batch = 1, resolution = 1024, precision = "lora_bf16", checkpointing = true,\n    text_encoders = "%s", vae = "%s", steps = 2 } }\n' "$2" "$3" "$4" >"$TMP/$1.lua"
+}
+sd3 l_frozen sd35-large-transformer.json frozen fp32
+sd3 l_cached sd35-large-transformer.json cached cached
+sd3 m_cached sd35-medium-transformer.json cached cached
+run l_frozen --json
+got=$(params "$TMP/l_frozen.out")
+want="lora_adapters=2957312 text_encoder=123650304 text_encoder_2=694659840 text_encoder_3=4762310656 transformer=8056627520 vae=83819683"
+if [ "$RC" -eq 0 ] && [ "$got" = "$want" ]; then
+  ok "SD 3.5 Large: transformer 8,056,627,520, CLIP-L with projection 123,650,304, CLIP-G 694,659,840, T5-XXL 4,762,310,656, LoRA r4 2,957,312 parameters"
+else fail "SD 3.5 Large parameters: exit $RC, '$got'" "$(tail -n 3 "$TMP/l_frozen.err")"; fi
+run m_cached --json --alloc-trace "$TMP/m_cached.csv"
+got=$(params "$TMP/m_cached.out")
+if [ "$RC" -eq 0 ] && [ "$got" = "lora_adapters=1818624 transformer=2243171520" ]; then
+  ok "SD 3.5 Medium (dual attention in blocks 0-12): transformer 2,243,171,520, LoRA r4 1,818,624 parameters"
+else fail "SD 3.5 Medium parameters: exit $RC, '$got'" "$(tail -n 3 "$TMP/m_cached.err")"; fi
+# the position table is a bf16 buffer of pos_embed_max_size^2 x 1536 on the GPU, not a parameter
+n=$(awk -F, '$3 == "alloc" && $5 == 452984832 { n++ } END { print n + 0 }' "$TMP/m_cached.csv")
+if [ "$n" -eq 1 ]; then ok "SD 3.5 Medium: pos_embed's 384^2 x 1536 bf16 buffer (432 MiB) allocated once"
+else fail "pos_embed buffer: $n allocations of 452984832 bytes" "$(head -n 5 "$TMP/m_cached.csv")"; fi
+# Medium's attn2 runs in the first 13 blocks only; the last block is context_pre_only
+if grep -q "transformer_blocks.12.attn2" "$TMP/m_cached.csv" && ! grep -q "transformer_blocks.13.attn2" "$TMP/m_cached.csv" \
+   && ! grep -q "transformer_blocks.23.attn.to_add_out" "$TMP/m_cached.csv" && grep -q "transformer_blocks.22.attn.to_add_out" "$TMP/m_cached.csv"; then
+  ok "SD 3.5 Medium: attn2 in blocks 0-12 only, no context output in the last block"
+else fail "SD 3.5 Medium block structure" "$(grep -c attn2 "$TMP/m_cached.csv")"; fi
+# precomputed embeddings take the three encoders off the GPU
+run l_cached --json
+pc=$(peak "$TMP/l_cached.out"); pf=$(peak "$TMP/l_frozen.out")
+if [ "$RC" -eq 0 ] && [ "$pc" -gt 0 ] && [ "$pf" -gt $((pc + 5 * 1024 * 1024 * 1024)) ]; then
+  ok "SD 3.5 Large: cached prompt embeddings lower the peak by over 5 GiB (T5-XXL, CLIP-L, CLIP-G gone: $pf -> $pc)"
+else fail "SD 3.5 cached vs frozen: exit $RC, $pf -> $pc"; fi
+grep -q "text_encoder_3" "$TMP/l_cached.out" && fail "cached embeddings still build T5" || ok "... and no text_encoder_3 in the cached run"
+# gradient checkpointing lowers the peak
+run l_cached --json --set checkpointing=false --set gpu=h200
+pn=$(peak "$TMP/l_cached.out")
+if [ "$RC" -eq 0 ] && [ "$pn" -gt "$pc" ]; then ok "SD 3.5 Large: checkpointing lowers the peak ($pn -> $pc)"
+else fail "SD 3.5 checkpointing: exit $RC, without $pn, with $pc"; fi
+# an unmodelled value in the config is named
+sed 's/"qk_norm": "rms_norm",/"qk_norm": "layer_norm",/' "$TMP/sd35-large-transformer.json" >"$TMP/qkln.json"
+run l_cached --set model.config=qkln.json
+if [ "$RC" -eq 2 ] && grep -q 'qk_norm = "layer_norm": only null and "rms_norm" are modelled' "$TMP/l_cached.err"; then
+  ok "SD3 qk_norm layer_norm: exit 2 naming it"
+else fail "qk_norm layer_norm: exit $RC" "$(cat "$TMP/l_cached.err")"; fi
+run l_cached --set weighting_scheme=uniform
+if [ "$RC" -eq 2 ] && grep -q "weighting_scheme" "$TMP/l_cached.err"; then ok "SD3 weighting_scheme uniform: exit 2"
+else fail "weighting_scheme uniform: exit $RC" "$(cat "$TMP/l_cached.err")"; fi
+# PatchEmbed crops its position table: a latent grid beyond pos_embed_max_size is refused
+run l_cached --set resolution=4096
+if [ "$RC" -eq 2 ] && grep -q "a 256x256 latent grid is larger than pos_embed_max_size 192" "$TMP/l_cached.err"; then
+  ok "SD 3.5 Large at 4096 px (a 256x256 grid, table 192): exit 2"
+else fail "SD3 grid beyond pos_embed_max_size: exit $RC" "$(cat "$TMP/l_cached.err")"; fi
+# the shipped question: SD 3.5 Large LoRA at 1024 px fits a 24 GB card with checkpointing, not without
+"$VRSIM" scenarios/sd35_large_lora_4090.lua --no-files >"$TMP/scn.out" 2>&1; RC=$?
+"$VRSIM" scenarios/sd35_large_lora_4090.lua --no-files --set checkpointing=false >"$TMP/scn2.out" 2>&1; RC2=$?
+if [ "$RC" -eq 0 ] && [ "$RC2" -eq 3 ]; then
+  ok "scenarios/sd35_large_lora_4090.lua: fits on an RTX 4090 with checkpointing (exit 0), not without (exit 3)"
+else fail "sd35_large_lora_4090: exit $RC with checkpointing, $RC2 without" "$(head -n 8 "$TMP/scn.out")"; fi
 
 echo "test_dit: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -28,7 +28,7 @@ else fail "vrsim fields" "$(cat "$TMP/err")"; fi
 if [ $? -eq 2 ]; then ok "an unknown option exits 2"; else fail "vrsim fields --bogus: expected exit 2"; fi
 
 # section.field=default for the plain-valued training fields: a one-layer model keeps it quick
-sets=$(awk '/^[a-z]/ { sec = $1 } sec == "training" && !/sdxl\]/ && !/flux\]/ && /^  [a-z_]+ +(integer|number|boolean|string) .*\[[^]]*\]$/ {
+sets=$(awk '/^[a-z]/ { sec = $1 } sec == "training" && !/sdxl\]/ && !/flux\]/ && !/sd3\]/ && /^  [a-z_]+ +(integer|number|boolean|string) .*\[[^]]*\]$/ {
          match($0, /\[[^]]*\]$/); d = substr($0, RSTART + 1, RLENGTH - 2); print "--set training." $1 "=" d }' "$TMP/fields")
 n=$(printf '%s\n' "$sets" | grep -c . )
 # shellcheck disable=SC2086
@@ -50,14 +50,17 @@ L
 cat >"$TMP/sdxl.lua" <<'L'
 return { hardware = { gpu = "h200" }, model = { arch = "sdxl" }, training = { resolution = 256, steps = 2 } }
 L
-cp scenarios/configs/flux1-dev-transformer.json "$TMP/"
+cp scenarios/configs/flux1-dev-transformer.json scenarios/configs/sd35-medium-transformer.json "$TMP/"
 cat >"$TMP/flux.lua" <<'L'
 return { hardware = { gpu = "h200" }, model = { arch = "flux", config = "flux1-dev-transformer.json" }, training = { resolution = 256, steps = 2 } }
+L
+cat >"$TMP/sd3.lua" <<'L'
+return { hardware = { gpu = "h200" }, model = { arch = "sd3", config = "sd35-medium-transformer.json" }, training = { resolution = 256, steps = 2 } }
 L
 
 # ---- what `vrsim fields` lists, block by block: "SECTION NAME [sdxl]" per field --------------
 awk '/^[a-z][a-z_.]* *(\(|$)/ { blk = $1; next } /^$/ { blk = "" }
-     blk != "" && /^  [a-z_0-9]+ / { tag = ($0 ~ /sdxl\]/) ? "sdxl" : ($0 ~ /flux\]/) ? "flux" : "-"; print blk, $1, tag }' \
+     blk != "" && /^  [a-z_0-9]+ / { tag = ($0 ~ /sdxl\]/) ? "sdxl" : ($0 ~ /flux\]/) ? "flux" : ($0 ~ /sd3\]/) ? "sd3" : "-"; print blk, $1, tag }' \
   "$TMP/fields" >"$TMP/listed"
 for blk in hardware model training allocator training.zero training.lora; do
   grep -q "^$blk " "$TMP/listed" || fail "vrsim fields has no block $blk"
@@ -76,7 +79,7 @@ grep -A1 "^  optimizer " "$TMP/fields" | grep -q "one of: .*adam, adamw, adamw8b
 unknown_re="unknown field|unknown section|not a knob vrsim knows|not a key vrsim knows|read by arch|does not model"
 bad=""; n=0
 while read -r blk f tag; do
-  scn="$TMP/llama.lua"; [ "$tag" = sdxl ] && scn="$TMP/sdxl.lua"; [ "$tag" = flux ] && scn="$TMP/flux.lua"
+  scn="$TMP/llama.lua"; [ "$tag" = sdxl ] && scn="$TMP/sdxl.lua"; [ "$tag" = flux ] && scn="$TMP/flux.lua"; [ "$tag" = sd3 ] && scn="$TMP/sd3.lua"
   case $blk in training.zero) key="zero.$f" ;; training.lora) key="lora.$f" ;; *) key="$blk.$f" ;; esac
   "$VRSIM" "$scn" --no-files --set "$key=zzqq" >/dev/null 2>"$TMP/one.err"
   if grep -qE "$unknown_re" "$TMP/one.err"; then bad="$bad $key:$(head -c 160 "$TMP/one.err")"; fi
@@ -132,7 +135,7 @@ L
 run title "$TMP/title.lua" --no-files
 expect "a title that is not a string: exit 2" 2 "title must be a string"
 run sdxlf "$TMP/llama.lua" --no-files --set text_encoders=cached
-expect "an SDXL field on a Llama run: exit 2 naming the arch that reads it" 2 "training.text_encoders is read by arch flux or sd or sdxl only"
+expect "an SDXL field on a Llama run: exit 2 naming the arch that reads it" 2 "training.text_encoders is read by arch flux or sd or sd3 or sdxl only"
 
 # ---- did you mean: only a close name; things vrsim does not model named as such -------------
 run loss "$TMP/llama.lua" --no-files --set loss=1

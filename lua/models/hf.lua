@@ -56,7 +56,8 @@ function H.resolve(src, overrides)
     local what = require("vrsim.unmodelled").what(tostring(hf._class_name))
     error(("%s: a diffusers %s config is not a transformers model's: arch = \"sd\" reads a Stable "
            .. "Diffusion 1.x / 2.x UNet config, arch = \"sdxl\" SDXL base's and arch = \"flux\" a "
-           .. "FluxTransformer2DModel config (Flux.1), and no other diffusers model is modelled%s (what is "
+           .. "FluxTransformer2DModel config (Flux.1), arch = \"sd3\" an SD3Transformer2DModel config (Stable "
+           .. "Diffusion 3 / 3.5), and no other diffusers model is modelled%s (what is "
            .. "and is not modelled: %s)")
           :format(where, tostring(hf._class_name), what and ("; not modelled: " .. what) or "",
                   require("vrsim.unmodelled").WHERE), 0)

@@ -73,6 +73,8 @@ function M.read_config(src)
     local nm = require("vrsim.unmodelled").what(tostring(c._class_name))
     local what = c._class_name == "FluxTransformer2DModel"
                    and "a diffusers FluxTransformer2DModel config (Flux.1's transformer: arch flux reads it)"
+                 or c._class_name == "SD3Transformer2DModel"
+                   and "a diffusers SD3Transformer2DModel config (Stable Diffusion 3's transformer: arch sd3 reads it)"
                  or nm and ("a diffusers %s config, and vrsim does not model %s (%s)"):format(
                    tostring(c._class_name), nm, require("vrsim.unmodelled").WHERE)
                  or c._class_name and ("a diffusers %s config"):format(tostring(c._class_name))

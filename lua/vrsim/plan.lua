@@ -32,7 +32,7 @@ local SCHEMA = {
     capacity_mib = { "number", nil, "the same in MiB" },
   },
   model = {
-    arch = { "string", nil, "model family: llama2 (named Llama-2 shapes), llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, olmo2, mixtral, qwen3_moe, gpt_oss, deepseek_v2, deepseek_v3 (from model.config), sdxl, sd (Stable Diffusion 1.x / 2.x, from model.config), flux (Flux.1, from model.config)" },
+    arch = { "string", nil, "model family: llama2 (named Llama-2 shapes), llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, olmo2, mixtral, qwen3_moe, gpt_oss, deepseek_v2, deepseek_v3 (from model.config), sdxl, sd (Stable Diffusion 1.x / 2.x, from model.config), flux (Flux.1, from model.config), sd3 (Stable Diffusion 3 / 3.5, from model.config)" },
     variant = { "string", nil, "model-specific variant (sdxl: sdxl-base-unet, ...)" },
     size = { "string", "7b", "7b, 13b, 70b, or NAME-lN (cut to N layers)" },
     layers = { "integer", nil, "override the layer count" },
@@ -100,7 +100,7 @@ local CHOICES = {
   strategy = { none = 1, ddp = 1, zero1 = 1, zero2 = 1, zero3 = 1, fsdp2 = 1 },
   interconnect = { auto = 1, nvlink = 1, pcie = 1 },
   arch = { llama2 = 1, llama = 1, mistral = 1, qwen2 = 1, qwen3 = 1, gemma2 = 1, gemma3 = 1, phi3 = 1, olmo2 = 1, mixtral = 1, qwen3_moe = 1, gpt_oss = 1,
-          deepseek_v2 = 1, deepseek_v3 = 1, sdxl = 1, sd = 1, flux = 1 },
+          deepseek_v2 = 1, deepseek_v3 = 1, sdxl = 1, sd = 1, flux = 1, sd3 = 1 },
   loss = { full = 1, liger_fused = 1, chunked = 1 },
 }
 
@@ -976,13 +976,14 @@ local function inert_given(cfg, ctx)
     { "model.size", cfg.model.config == nil and not diffusion,
       cfg.model.arch == "sdxl" and "SDXL's shapes are its variant's"
       or cfg.model.arch == "sd" and "the UNet's shapes are model.config's"
-      or cfg.model.arch == "flux" and "the transformer's shapes are model.config's" or "model.config gives the shape" },
+      or (cfg.model.arch == "flux" or cfg.model.arch == "sd3") and "the transformer's shapes are model.config's"
+      or "model.config gives the shape" },
     { "model.variant", cfg.model.arch == "sdxl", "only sdxl has variants" },
     { "training.quant_storage", t.quant == "nf4", "only 4-bit (nf4) weights are packed into a storage dtype" },
   }
   for _, f in ipairs { "hidden", "intermediate", "heads", "kv_heads", "layers", "vocab" } do
     rules[#rules + 1] = { "model." .. f, not diffusion, cfg.model.arch == "sd"
-      and "the UNet's shapes are model.config's" or cfg.model.arch == "flux"
+      and "the UNet's shapes are model.config's" or (cfg.model.arch == "flux" or cfg.model.arch == "sd3")
       and "the transformer's shapes are model.config's" or "SDXL's shapes are its variant's" }
   end
   if not diffusion then
@@ -995,7 +996,7 @@ local function inert_given(cfg, ctx)
     rules[#rules + 1] = { "training.vae", full, "the sdxl-base-unet variant runs the UNet alone" }
     rules[#rules + 1] = { "training.build", false, "SDXL's models are built in their dtype (diffusers' from_pretrained)" }
   end
-  if cfg.model.arch == "sd" or cfg.model.arch == "flux" then
+  if cfg.model.arch == "sd" or cfg.model.arch == "flux" or cfg.model.arch == "sd3" then
     rules[#rules + 1] = { "training.build", false, "the models are built in their dtype (diffusers' from_pretrained)" }
   end
   local schema = schema_of(diffusion and cfg.model.arch or "llama2")
@@ -1420,7 +1421,7 @@ function P.rebuild(scn, sets, file, src)
 end
 
 -- The archs whose model is a diffusers denoiser and its pipeline (models/<arch>.lua builds the run).
-function P.diffusion(arch) return arch == "sdxl" or arch == "sd" or arch == "flux" end
+function P.diffusion(arch) return arch == "sdxl" or arch == "sd" or arch == "flux" or arch == "sd3" end
 
 -- The module that builds a normalized config's run: models.sdxl, models.sd, or vrsim.causal_lm for the decoder families (whose
 -- family comes from model.config, or the named Llama-2 shapes for arch llama2).

@@ -59,7 +59,7 @@ local THINGS = {
   { "Stable Diffusion 3 / 3.5 (diffusers' SD3Transformer2DModel)",
     { "sd3", "sd35", "sd3medium", "sd35medium", "sd35large", "stablediffusion3", "mmdit",
       "sd3transformer2dmodel" },
-    "the diffusion models are: arch sd (Stable Diffusion 1.x / 2.x), sdxl and flux (Flux.1)" },
+    "model = { arch = \"sd3\", config = \"configs/sd35-large-transformer.json\" }", modelled = true },
 }
 
 -- Suffixes a name may carry and still be the thing: tp_size, pipeline_parallel_degree, ...

@@ -20,6 +20,10 @@ C.configs = {
   -- (SD 1.x's text_encoder/config.json: hidden_act quick_gelu)
   ["vit-l-14"] = { hidden = 768, layers = 12, heads = 12, intermediate = 3072, vocab = 49408,
                    positions = 77, projection = nil, act = "quick_gelu" },
+  -- the same CLIP ViT-L/14 text tower as CLIPTextModelWithProjection (SD 3's text_encoder:
+  -- projection_dim 768): 123,650,304 parameters
+  ["vit-l-14-proj"] = { hidden = 768, layers = 12, heads = 12, intermediate = 3072, vocab = 49408,
+                        positions = 77, projection = 768, act = "quick_gelu" },
   -- laion/CLIP-ViT-bigG-14 text tower with text_projection: 694,659,840 parameters
   ["vit-bigg-14"] = { hidden = 1280, layers = 32, heads = 20, intermediate = 5120, vocab = 49408,
                       positions = 77, projection = 1280, act = "gelu" },

@@ -190,6 +190,16 @@ local function time_text_forward(cx, m, t, guidance, pooled)
   return nn.add(cx, m.opname .. ".conditioning", e, call(cx, C.text_embedder, pooled))
 end
 
+-- CombinedTimestepTextProjEmbeddings(dim, pooled_dim) on its own (SD3Transformer2DModel's
+-- time_text_embed): time_proj, timestep_embedder, text_embedder; forward(t, nil, pooled).
+function F.CombinedTimestepTextProjEmbeddings(dim, pooled_dim)
+  local tt = mod.new("CombinedTimestepTextProjEmbeddings", time_text_forward)
+  tt:add("time_proj", U.Timesteps(256))
+  tt:add("timestep_embedder", U.TimestepEmbedding(256, dim))
+  tt:add("text_embedder", U.TimestepEmbedding(pooled_dim, dim))
+  return tt
+end
+
 -- FluxPosEmbed(theta=10000, axes_dim).forward(cat(txt_ids, img_ids)): per axis
 -- get_1d_rotary_pos_embed in float64 (outer product of positions and frequencies, cos and sin,
 -- repeat_interleave to the axis' width, cast to fp32), the axes' tables concatenated: cos and

@@ -96,6 +96,16 @@ local function materialize(cx, root, dtype, trainable)
       m.p[d.key] = nn.param(cx, m.path .. "." .. d.key, d.shape, d.dtype or dtype, trainable)
     end
     for _, k in ipairs(m.init_order or m.order) do walk(mod.get(m, k), layer) end
+    -- persistent floating-point buffers (PatchEmbed's pos_embed) travel with the parameters
+    -- (.to(device, dtype)), after the module's children as Module._apply moves them: GPU bytes
+    -- in the model's dtype, never trained, not parameters
+    for _, b in ipairs(m.buffer_decls or {}) do
+      local name = m.path .. "." .. b.key
+      local t = { shape = b.shape, dtype = dtype, rg = false, name = name, param = true,
+                  trainable = false, layer = cx.layer }
+      t.id = cx.G:tensorv(name, nn.bytes(b.shape, dtype), 0, dtype, "param", false, false, true, true)
+      m.p[b.key] = t
+    end
   end
   walk(root, -1)
   cx.layer = -1
