@@ -237,5 +237,13 @@ if [ "$RC" -eq 0 ] && [ "$RC2" -eq 3 ]; then
   ok "scenarios/sd35_large_lora_4090.lua: fits on an RTX 4090 with checkpointing (exit 0), not without (exit 3)"
 else fail "sd35_large_lora_4090: exit $RC with checkpointing, $RC2 without" "$(head -n 8 "$TMP/scn.out")"; fi
 
+# a full fine-tune (no LoRA precision) is the LoRA script's step with that precision: a named note
+"$VRSIM" scenarios/sd35_large_lora_4090.lua --no-files --set precision=bf16 --set gpu=h200 >"$TMP/full.out" 2>&1
+"$VRSIM" scenarios/sd35_large_lora_4090.lua --no-files >"$TMP/lora.out" 2>&1
+if grep -q 'sd3: precision = "bf16" trains the whole transformer.*train_dreambooth_sd3.py' "$TMP/full.out" \
+   && ! grep -q "trains the whole transformer" "$TMP/lora.out"
+then ok "a full sd3 fine-tune names the script it does not follow; LoRA has no such note"
+else fail "full fine-tune note" "$(grep notes "$TMP/full.out")"; fi
+
 echo "test_dit: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

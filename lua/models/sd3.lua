@@ -291,6 +291,13 @@ function M.build(cx, cfg)
     table.insert(cfg.notes, "sd3: vae = \"cached\": the latent distributions --cache_latents keeps on "
                  .. "the GPU for the whole dataset are not counted (the step's own latents are)")
   end
+  if not t.precision:match("^lora_") then
+    -- the full fine-tuning script is another program than the LoRA one this file follows
+    cfg.notes = cfg.notes or {}
+    table.insert(cfg.notes, ("sd3: precision = \"%s\" trains the whole transformer with the LoRA "
+                 .. "script's step and this precision's weights, gradients and optimizer state; "
+                 .. "diffusers' train_dreambooth_sd3.py (its own dtype handling) is not read"):format(t.precision))
+  end
   return unet_step.build(cx, cfg, family(u, t))
 end
 
