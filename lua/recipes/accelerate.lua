@@ -39,7 +39,8 @@ function A.scenario(r, opts)
   local notes = {}
   local scn = { hardware = { gpu = opts.gpu }, model = {}, training = {} }
   local t = scn.training
-  if not opts.model_config then
+  -- opts.script: the training script's config is read beside this one (recipes/launch.lua)
+  if not opts.model_config and not opts.script then
     r:fail(d, "distributed_type", "an accelerate config names no model: give the training script's "
            .. "with --set model.config=PATH (its config.json), and its batch with --set micro_batch=N seq=N")
   end
@@ -140,8 +141,8 @@ function A.scenario(r, opts)
   else
     r:fail(d, "distributed_type", ("'%s' is not modelled (read: NO, MULTI_GPU, FSDP, DEEPSPEED)"):format(dt))
   end
-  notes[#notes + 1] = "accelerate config: the training script's batch, sequence, optimizer and checkpointing "
-      .. "are vrsim's defaults unless --set gives them"
+  if not opts.script then notes[#notes + 1] = "accelerate config: the training script's batch, sequence, optimizer and checkpointing "
+      .. "are vrsim's defaults unless --set gives them" end
   r:not_read(d, NOT_READ)
   r:finish(d, TOOL)
   return scn, notes

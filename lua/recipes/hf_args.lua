@@ -159,6 +159,10 @@ function H.read(r, d, t, scn, opts, notes, defaults, lora, tool)
   local fp16 = r:get(d, "fp16", "boolean", false)
   local bf16 = r:get(d, "bf16", "boolean")
   if bf16 == nil then bf16 = defaults.bf16 and not fp16 or false end
+  -- TrainingArguments.__post_init__: mixed_precision is the launcher's (ACCELERATE_MIXED_PRECISION,
+  -- which accelerate launch sets from its config) unless fp16 or bf16 is on
+  local mp = opts.launch and opts.launch.mixed_precision
+  if not bf16 and not fp16 and mp then bf16, fp16 = mp == "bf16", mp == "fp16" end
   local tf32 = r:get(d, "tf32", "boolean")
   if tf32 and not bf16 and not fp16 then
     r:fail(d, "tf32", "TF32 matmuls of an fp32 run are not modelled (vrsim prices fp32 GEMMs as fp32)")
