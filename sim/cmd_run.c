@@ -275,6 +275,7 @@ int cmd_run(int argc, char **argv) {
             if (strncmp(sets[k], "model.config=", 13) == 0 || strncmp(sets[k], "config=", 7) == 0)
                 rcp.model_config = strchr(sets[k], '=') + 1;
         opts.typed_file = path;
+        opts.typed_launcher = rcp.accelerate;
         suggest = false; /* report.html's variants reload the path as a scenario */
         chunk = recipe_chunk(path, &rcp, print_scn);
         char *text = NULL;

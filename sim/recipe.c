@@ -61,7 +61,7 @@ VrStatus recipe_source(const char *path, const RecipeOptions *o, const char *con
             ro.model_config = strchr(sets[k], '=') + 1;
     char *chunk = recipe_chunk(path, &ro, true);
     if (!chunk) { snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
-    ScenarioOptions opts = {.typed_file = path};
+    ScenarioOptions opts = {.typed_file = path, .typed_launcher = o->accelerate};
     VrStatus st = scenario_eval_text(path, chunk, ".", &opts, out, err, errlen);
     free(chunk);
     return st;

@@ -79,6 +79,8 @@ same "accelerate DeepSpeed ZeRO-3 config (inline, optimizer offload)" $D/acceler
   $D/accelerate_zero3.yaml --gpu a100_80g --set model.config=$M --set micro_batch=2 --set seq=4096
 same "TRL SFT config (trl sft --config): LoRA, SFTConfig's defaults" $D/trl_sft_lora.lua -- \
   $D/trl_sft_lora.yaml --gpu h100
+same "TRL SFT config launched by an accelerate FSDP2 config (--accelerate): ranks, plugin, bf16 in both" \
+  $D/trl_sft_full_fsdp2.lua -- $D/trl_sft_full.yaml --accelerate $D/accelerate_fsdp2.yaml --gpu h100
 same "TrainingArguments as JSON with the script's model and rows, DeepSpeed ZeRO-2" $D/trainer_args_zero2.lua -- \
   $D/trainer_args_zero2.json --gpu a100_80g --gpus 4 --set model.config=$M --set seq=1024
 same "LLaMA-Factory QLoRA SFT (quantization_bit 4, lora_target all)" $D/llamafactory_qlora.lua -- \
@@ -159,6 +161,11 @@ both_say "vrsim maxbatch CONFIG --gpu --gpus" -- maxbatch $D/axolotl_lora_ddp.lu
 both_say "vrsim sweep CONFIG --gpu, a model.config constant" -- \
   sweep $D/accelerate_fsdp2.lua --set micro_batch=1,4 --set seq=1024,2048 --no-files -j 2 -- \
   sweep $D/accelerate_fsdp2.yaml --gpu h100 --set model.config=$M --set micro_batch=1,4 --set seq=1024,2048 --no-files -j 2
+both_say "vrsim sweep CONFIG --accelerate FILE" -- \
+  sweep $D/trl_sft_full_fsdp2.lua --set micro_batch=1,4 --no-files -j 2 -- \
+  sweep $D/trl_sft_full.yaml --accelerate $D/accelerate_fsdp2.yaml --gpu h100 --set micro_batch=1,4 --no-files -j 2
+both_say "vrsim maxbatch CONFIG --accelerate FILE" -- maxbatch $D/trl_sft_full_fsdp2.lua --max 16 -- \
+  maxbatch $D/trl_sft_full.yaml --accelerate $D/accelerate_fsdp2.yaml --gpu h100 --max 16
 sed 's#^sample_packing: false#sample_packing: true#' $D/axolotl_qlora.yml >"$TMP/spacking.yml"
 check "vrsim sweep CONFIG: the config's refusals come first" 2 "vrsim sweep: .*spacking\.yml:24: sample_packing" -- \
   sweep "$TMP/spacking.yml" --gpu rtx4090 --set micro_batch=1,2 --no-files
@@ -174,6 +181,36 @@ check "--from an unknown format" 2 "--from megatron: not a format vrsim reads" -
 check "--from torchtune on an axolotl config: its missing model section named" 2 \
   "axolotl_qlora\.yml:[0-9]+: model: missing: a torchtune recipe's model section" -- $D/axolotl_qlora.yml --gpu h100 --from torchtune --no-files
 check "accelerate config without the model" 2 "names no model: give .*--set model.config=PATH" -- $D/accelerate_fsdp2.yaml --gpu h100 --no-files
+
+# ---- a trainer config and its launcher's (--accelerate): the precedence of each key -----------
+# scn_has NAME REGEX -- ARGS: --print-scenario of ARGS says the extended regex REGEX
+scn_has() { _n=$1 _w=$2; shift 3; run_check "$_n" 0 "$_w" -- "$VRSIM" "$@" --print-scenario; }
+A=$D/accelerate_fsdp2.yaml
+scn_has "--accelerate: the launcher's num_processes gives the ranks" "count = 8," -- $D/trl_sft_full.yaml --accelerate $A --gpu h100
+scn_has "--accelerate: --gpus wins over num_processes (accelerate launch --num_processes)" "count = 4," -- \
+  $D/trl_sft_full.yaml --accelerate $A --gpu h100 --gpus 4
+sed 's/^bf16: true/bf16: false/' $D/trl_sft_full.yaml >"$TMP/nobf16.yaml"
+scn_has "--accelerate: bf16 off in the trainer's file, the launcher's mixed_precision bf16 holds" \
+  'precision = "mp_fp32"' -- "$TMP/nobf16.yaml" --accelerate $A --gpu h100
+sed 's/^mixed_precision: bf16/mixed_precision: '"'no'"'/' $A >"$TMP/mpno.yaml"
+scn_has "--accelerate: the trainer's bf16 wins over the launcher's mixed_precision no" \
+  'precision = "mp_fp32"' -- $D/trl_sft_full.yaml --accelerate "$TMP/mpno.yaml" --gpu h100
+scn_has "--accelerate: bf16 off in both: fp32" 'precision = "fp32"' -- "$TMP/nobf16.yaml" --accelerate "$TMP/mpno.yaml" --gpu h100
+sed '/^gradient_checkpointing: false/d' $D/trl_sft_full.yaml >"$TMP/tckpt.yaml"
+check "--accelerate: SFTConfig's checkpointing beside FSDP's, both files named" 2 \
+  "tckpt\.yaml: gradient_checkpointing and .*accelerate_fsdp2\.yaml:8: fsdp_config\.fsdp_activation_checkpointing: both on.*SFTConfig's default" -- \
+  "$TMP/tckpt.yaml" --accelerate $A --gpu h100 --no-files
+printf 'fsdp: full_shard auto_wrap\n' | cat $D/trl_sft_full.yaml - >"$TMP/tfsdp.yaml"
+check "--accelerate: the trainer's fsdp beside the launcher's FSDP, both lines named" 2 \
+  "tfsdp\.yaml:22: fsdp and .*accelerate_fsdp2\.yaml:4: distributed_type: the Trainer builds its own FSDP plugin" -- \
+  "$TMP/tfsdp.yaml" --accelerate $A --gpu h100 --no-files
+check "--accelerate: LoRA under the launcher's FSDP2 refused" 2 "trl_sft_lora\.yaml:[0-9]+: use_peft: LoRA under FSDP2" -- \
+  $D/trl_sft_lora.yaml --accelerate $A --gpu h100 --no-files
+check "--accelerate with an axolotl config" 2 "pairs with a TRL or TrainingArguments config, not an axolotl one" -- \
+  $D/axolotl_qlora.yml --accelerate $A --gpu h100 --no-files
+check "--accelerate naming a TRL config" 2 "not an accelerate config" -- \
+  $D/trl_sft_full.yaml --accelerate $D/trl_sft_lora.yaml --gpu h100 --no-files
+check "--accelerate naming no file" 2 "no such file" -- $D/trl_sft_full.yaml --accelerate "$TMP/none.yaml" --gpu h100 --no-files
 
 # variant NAME SED: the QLoRA config edited by SED, as $TMP/NAME.yml
 variant() { sed "$2" $D/axolotl_qlora.yml >"$TMP/$1.yml"; }

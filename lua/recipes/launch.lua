@@ -15,7 +15,9 @@ local C = {}
 -- Raises "FILE:LINE: KEY and FILE:LINE: KEY: why" for key ka of the trainer's table ta (reader r)
 -- and key kb of the launcher's table tb (reader ar).
 local function both(r, ta, ka, ar, tb, kb, why, pb)
-  local la, lb = r:line(ta, ka), ar:line(tb, kb)
+  -- a key the file leaves out (a default) has no line of its own
+  local la = r:has(ta, ka) and r:line(ta, ka) or 0
+  local lb = ar:has(tb, kb) and ar:line(tb, kb) or 0
   error(("%s%s: %s and %s%s: %s%s: %s"):format(r.file, la > 0 and (":" .. la) or "", ka, ar.file,
         lb > 0 and (":" .. lb) or "", pb or "", kb, why), 0)
 end
