@@ -94,6 +94,13 @@ sed 's/^  _component_: bitsandbytes.optim.PagedAdamW8bit/  _component_: torch.op
   $D/torchtune_1B_full_single_device.yaml >"$TMP/ttfull.yaml"
 same "torchtune full_finetune_single_device (optimizer in backward)" $D/torchtune_1B_full_single_device.lua -- \
   "$TMP/ttfull.yaml" --gpu h100
+sed 's/^compile: False/compile: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttcompile.yaml"
+same "torchtune compile: True: the decoder layers compiled (training.compile)" $D/torchtune_1B_lora_compile.lua -- \
+  "$TMP/ttcompile.yaml" --gpu rtx4090
+sed 's/^compile: False/compile: True/' $D/torchtune_1B_full_distributed.yaml >"$TMP/ttcompile_fsdp.yaml"
+check "torchtune compile: True under FSDP2: compile's refusal, naming the key" 2 \
+  "ttcompile_fsdp\.yaml:42: compile: training.compile under strategy fsdp2 is not modelled" -- \
+  "$TMP/ttcompile_fsdp.yaml" --gpu h100 --gpus 8 --no-files
 same "torchtitan TOML: llama3 8B flavor, FSDP over 8 GPUs, per-op selective checkpointing" $D/torchtitan_llama3_8b.lua -- \
   $D/torchtitan_llama3_8b.toml --gpu h100 --gpus 8
 same "torchtitan TOML, 2-D: tensor parallelism 2 x FSDP over the rest, bf16 parameters" $D/torchtitan_llama3_8b_tp.lua -- \
@@ -333,8 +340,6 @@ sed 's/^fsdp_reshard_after_forward: False/fsdp_reshard_after_forward: False\nten
   $D/torchtune_1B_full_distributed.yaml >"$TMP/tttp.yaml"
 check "torchtune tensor_parallel_dim" 2 "tttp\.yaml:46: tensor_parallel_dim: torchtune's tensor parallelism" -- \
   "$TMP/tttp.yaml" --gpu h100 --gpus 4 --no-files
-sed 's/^compile: False/compile: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttc.yaml"
-check "torchtune compile: True" 2 "ttc\.yaml:[0-9]+: compile: torch\.compile" -- "$TMP/ttc.yaml" --gpu rtx4090 --no-files
 check "torchtune notes: the transformers model, the keys not read" 0 \
   "lora_llama3_2_1b simulated as the transformers model.*keys not read.*metric_logger.*profiler" -- \
   $D/torchtune_1B_lora_single_device.yaml --gpu rtx4090 --no-files
