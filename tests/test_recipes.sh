@@ -219,6 +219,21 @@ check "--accelerate naming a TRL config" 2 "not an accelerate config" -- \
   $D/trl_sft_full.yaml --accelerate $D/trl_sft_lora.yaml --gpu h100 --no-files
 check "--accelerate naming no file" 2 "no such file" -- $D/trl_sft_full.yaml --accelerate "$TMP/none.yaml" --gpu h100 --no-files
 
+printf 'torch_compile: true\n' | cat $D/trl_sft_full.yaml - >"$TMP/tcompile.yaml"
+same "--accelerate: torch_compile under the launcher's regional compilation is training.compile" \
+  $D/trl_sft_full_ddp_compile.lua -- "$TMP/tcompile.yaml" --accelerate $D/accelerate_ddp_compile.yaml --gpu h100
+sed -n '/^dynamo_config:/,/^machine_rank/p' $D/accelerate_ddp_compile.yaml | sed '$d' | cat $A - >"$TMP/fsdpdyn.yaml"
+check "--accelerate: torch_compile under FSDP2: compile's refusal, naming the trainer's key" 2 \
+  "tcompile\.yaml:22: torch_compile: training\.compile under strategy fsdp2 is not modelled" -- \
+  "$TMP/tcompile.yaml" --accelerate "$TMP/fsdpdyn.yaml" --gpu h100 --no-files
+check "accelerate FSDP2 with regional compilation: compile's refusal on dynamo_config" 2 \
+  "fsdpdyn\.yaml:[0-9]+: dynamo_config: training\.compile under strategy fsdp2 is not modelled" -- \
+  "$TMP/fsdpdyn.yaml" --gpu h100 --set model.config=$M --no-files
+sed 's/^  dynamo_use_regional_compilation: true/  dynamo_use_regional_compilation: false/' $D/accelerate_ddp_compile.yaml >"$TMP/dynwhole.yaml"
+check "accelerate dynamo_config without regional compilation: refused, naming the key" 2 \
+  "dynwhole\.yaml:6: dynamo_config\.dynamo_backend: torch\.compile of the whole model is not modelled" -- \
+  "$TMP/dynwhole.yaml" --gpu h100 --set model.config=$M --no-files
+
 # variant NAME SED: the QLoRA config edited by SED, as $TMP/NAME.yml
 variant() { sed "$2" $D/axolotl_qlora.yml >"$TMP/$1.yml"; }
 variant hub 's#^base_model: .*#base_model: meta-llama/Llama-3.2-1B#'
@@ -285,7 +300,8 @@ sed 's/"optim": "adamw_torch"/"optim": "paged_adamw_8bit"/' $D/trainer_args_zero
 check "TrainingArguments JSON: a paged optimizer, with its JSON line" 2 "paged\.json:8: optim: 'paged_adamw_8bit' is not modelled" -- \
   "$TMP/paged.json" --gpu h100 --set model.config=$M --no-files
 sed 's/"torch_compile": false/"torch_compile": true/' $D/trainer_args_zero2.json >"$TMP/compile.json"
-check "TrainingArguments JSON: torch_compile" 2 "compile\.json:18: torch_compile: torch\.compile .* is not modelled" -- \
+check "TrainingArguments JSON: torch_compile without regional compilation: the whole model, refused" 2 \
+  "compile\.json:18: torch_compile: torch\.compile of the whole model .* is not modelled.*dynamo_use_regional_compilation" -- \
   "$TMP/compile.json" --gpu h100 --set model.config=$M --no-files
 check "TrainingArguments JSON without the model" 2 "trainer_args_zero2\.json:3: per_device_train_batch_size: a TrainingArguments file names no model" -- \
   $D/trainer_args_zero2.json --gpu h100 --no-files

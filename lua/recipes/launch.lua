@@ -54,7 +54,9 @@ function C.scenario(r, from, opts)
            k, dt))
     end
   end
-  local launch = { mixed_precision = ad.mixed_precision or "no", fsdp = dt == "FSDP" }
+  local dyn = type(ad.dynamo_config) == "table" and ad.dynamo_config or {}
+  local launch = { mixed_precision = ad.mixed_precision or "no", fsdp = dt == "FSDP",
+                   regional_compile = dyn.dynamo_use_regional_compilation == true }
   local topts = { gpu = opts.gpu, count = ascn.hardware.count, model_config = opts.model_config, launch = launch }
   local scn, notes, prec = require("recipes." .. from).scenario(r, topts)
   local t, at = scn.training, ascn.training
@@ -84,6 +86,15 @@ function C.scenario(r, from, opts)
     -- resolved as TrainingArguments resolves it
     t.precision = prec.bf16 and "bf16" or prec.fp16 and "fp16" or "fp32"
   end
+  -- torch_compile (hf_args.lua) on the run as merged: compile's refusal names the trainer's key
+  -- the launcher's dynamo_config compiles the model too (TorchDynamoPlugin reads its environment)
+  if at.compile and not t.compile then t.compile = at.compile end
+  if t.compile then
+    local why = require("recipes.hf_args").compile_refusal(t)
+    if why and t.compile_key then r:fail(d, t.compile_key, why) end
+    if why then ar:fail(ad, "dynamo_config", why) end
+  end
+  t.compile_key = nil
   for _, n in ipairs(anotes) do notes[#notes + 1] = n end
   return scn, notes, ar
 end

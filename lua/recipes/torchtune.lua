@@ -262,12 +262,7 @@ function T.scenario(r, opts)
   t.loss = "chunked"
   t.attention = "sdpa" -- torchtune's attention is F.scaled_dot_product_attention
   if compile then
-    -- strategies/compile.lua's refusals, on the run as read (the plan's defaults: every decoder
-    -- layer checkpointed whole, no quantization)
-    local why = require("strategies.compile").check({
-      checkpointing = t.checkpointing, checkpoint_scope = "layer", checkpoint_every = 1,
-      quant = t.quant or "none", activation_offload = t.activation_offload, strategy = t.strategy,
-    }, {})
+    local why = require("recipes.hf_args").compile_refusal(t)
     if why then r:fail(d, "compile", why) end
     t.compile = true
     notes[#notes + 1] = "torchtune compile: the decoder layers compiled (training.compile); its compiled "
