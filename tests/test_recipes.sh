@@ -219,6 +219,12 @@ check "--accelerate naming a TRL config" 2 "not an accelerate config" -- \
   $D/trl_sft_full.yaml --accelerate $D/trl_sft_lora.yaml --gpu h100 --no-files
 check "--accelerate naming no file" 2 "no such file" -- $D/trl_sft_full.yaml --accelerate "$TMP/none.yaml" --gpu h100 --no-files
 
+same "--accelerate: the launcher's DeepSpeed ZeRO-3 plugin (optimizer offload) under a TRL config" \
+  $D/trl_sft_full_zero3.lua -- $D/trl_sft_full.yaml --accelerate $D/accelerate_zero3.yaml --gpu a100_80g
+sed 's/^gradient_accumulation_steps: 2/gradient_accumulation_steps: 4/' $D/trl_sft_full.yaml >"$TMP/tga.yaml"
+check "--accelerate: gradient accumulation differing in the two files, both lines named" 2 \
+  "tga\.yaml:13: gradient_accumulation_steps and .*accelerate_zero3\.yaml:[0-9]+: deepspeed_config\.gradient_accumulation_steps: the Trainer's 4 and the DeepSpeed plugin's 2" -- \
+  "$TMP/tga.yaml" --accelerate $D/accelerate_zero3.yaml --gpu a100_80g --no-files
 printf 'torch_compile: true\n' | cat $D/trl_sft_full.yaml - >"$TMP/tcompile.yaml"
 same "--accelerate: torch_compile under the launcher's regional compilation is training.compile" \
   $D/trl_sft_full_ddp_compile.lua -- "$TMP/tcompile.yaml" --accelerate $D/accelerate_ddp_compile.yaml --gpu h100

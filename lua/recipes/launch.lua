@@ -78,7 +78,7 @@ function C.scenario(r, from, opts)
     local dc = ad.deepspeed_config or {}
     if dc.gradient_accumulation_steps and dc.gradient_accumulation_steps ~= t.grad_accum then
       both(r, d, "gradient_accumulation_steps", ar, dc, "gradient_accumulation_steps",
-           ("%d and %d: the DeepSpeed plugin's and the Trainer's must agree"):format(t.grad_accum,
+           ("the Trainer's %d and the DeepSpeed plugin's %d must agree"):format(t.grad_accum,
            dc.gradient_accumulation_steps), "deepspeed_config.")
     end
     t.strategy, t.zero, t.deepspeed = at.strategy, at.zero, at.deepspeed

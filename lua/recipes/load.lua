@@ -115,8 +115,9 @@ end
 -- The scenario of the config at path as the text of a scenario file a user can keep and edit.
 function L.source(path, opts)
   local scn = L.scenario(path, opts)
+  local cmd = opts.accelerate and (path .. " --accelerate " .. opts.accelerate) or path
   local head = {
-    ("-- %s as a vrsim scenario (vrsim %s --print-scenario): keep it and edit it."):format(path, path),
+    ("-- %s as a vrsim scenario (vrsim %s --print-scenario): keep it and edit it."):format(cmd, cmd),
     "-- Its paths are the config's, read from the folder vrsim ran in; a scenario reads them from its",
     "-- own folder: move it there or correct them. --set overrides are not in it: add them.",
   }
