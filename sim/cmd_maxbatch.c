@@ -217,7 +217,12 @@ int cmd_maxbatch(int argc, char **argv) {
     if (max < step) { safetext_eprintf("vrsim maxbatch: --max %ld is below the step %ld\n", max, step); goto out; }
 
     char err[1024];
-    bool recipe = rcp.from || rcp.accelerate || recipe_is_config(s.path);
+    bool recipe = rcp.from || recipe_is_config(s.path);
+    if (!recipe && rcp.accelerate) {
+        safetext_eprintf("vrsim maxbatch: --accelerate is for a TRL or TrainingArguments config "
+                "(CONFIG.yaml), not a scenario\n");
+        goto out;
+    }
     if (!recipe && (rcp.count || rcp.from)) {
         safetext_eprintf("vrsim maxbatch: --gpus and --from are for a trainer config (CONFIG.yaml)\n");
         goto out;

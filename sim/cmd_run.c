@@ -206,7 +206,13 @@ int cmd_run(int argc, char **argv) {
         path = a;
     }
     if (!path) { usage(stderr); free(sets); return VR_EXIT_USAGE; }
-    bool recipe = rcp.from || rcp.accelerate || recipe_is_config(path);
+    bool recipe = rcp.from || recipe_is_config(path);
+    if (!recipe && rcp.accelerate) {
+        fprintf(stderr, "vrsim: --accelerate is for a TRL or TrainingArguments config (CONFIG.yaml), "
+                "not a scenario\n");
+        free(sets);
+        return VR_EXIT_USAGE;
+    }
     if (!recipe && (print_scn || rcp.gpu || rcp.count)) {
         fprintf(stderr, "vrsim: --print-scenario, --gpu and --gpus are for a trainer config "
                 "(CONFIG.yaml); a scenario names its hardware (--set hardware.gpu=NAME)\n");

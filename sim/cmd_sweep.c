@@ -987,7 +987,12 @@ int cmd_sweep(int argc, char **argv) {
     if (feed_order(&s)) { rc = VR_EXIT_INTERNAL; goto out; }
     s.res = calloc((size_t)s.n_todo + 1, sizeof(PointResult));
     if (!s.res) { rc = VR_EXIT_INTERNAL; goto out; }
-    bool recipe = rcp.from || rcp.accelerate || recipe_is_config(s.path);
+    bool recipe = rcp.from || recipe_is_config(s.path);
+    if (!recipe && rcp.accelerate) {
+        safetext_eprintf("vrsim sweep: --accelerate is for a TRL or TrainingArguments config "
+                "(CONFIG.yaml), not a scenario\n");
+        goto out;
+    }
     if (!recipe && (rcp.gpu || rcp.count)) {
         safetext_eprintf("vrsim sweep: --gpu and --gpus are for a trainer config (CONFIG.yaml); a "
                 "scenario's GPU is --set gpu=NAMES\n");

@@ -217,6 +217,10 @@ check "--accelerate with an axolotl config" 2 "pairs with a TRL or TrainingArgum
   $D/axolotl_qlora.yml --accelerate $A --gpu h100 --no-files
 check "--accelerate naming a TRL config" 2 "not an accelerate config" -- \
   $D/trl_sft_full.yaml --accelerate $D/trl_sft_lora.yaml --gpu h100 --no-files
+check "--accelerate on a scenario" 2 "vrsim: --accelerate is for a TRL or TrainingArguments config \(CONFIG\.yaml\), not a scenario" -- \
+  $D/trl_sft_full_fsdp2.lua --accelerate $A --no-files
+check "vrsim sweep --accelerate on a scenario" 2 "vrsim sweep: --accelerate is for a TRL" -- \
+  sweep $D/trl_sft_full_fsdp2.lua --accelerate $A --set micro_batch=1,2 --no-files
 check "--accelerate naming no file" 2 "no such file" -- $D/trl_sft_full.yaml --accelerate "$TMP/none.yaml" --gpu h100 --no-files
 
 same "--accelerate: the launcher's DeepSpeed ZeRO-3 plugin (optimizer offload) under a TRL config" \
