@@ -26,7 +26,8 @@
 static void usage(FILE *f) {
     fprintf(f,
         "usage: vrsim maxbatch SCENARIO.lua [--set KEY=VALUE ...] [--field FIELD] [--max N]\n"
-        "       vrsim maxbatch CONFIG.yaml --gpu NAME [--gpus N] [--from FORMAT] [...]\n"
+        "       vrsim maxbatch CONFIG.yaml --gpu NAME [--gpus N] [--from FORMAT]\n"
+        "                [--accelerate FILE] [...]\n"
         "\n"
         "Finds the largest value of FIELD at which the scenario fits, by doubling then bisection;\n"
         "every probe is a full simulation (op by op through the caching allocator) and is\n"
@@ -139,7 +140,7 @@ int cmd_maxbatch(int argc, char **argv) {
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); free(s.sets); return 0; }
         if (strcmp(a, "--unsafe") == 0) { s.unsafe = true; continue; }
-        if (strcmp(a, "--from") == 0 || strcmp(a, "--gpus") == 0) {
+        if (strcmp(a, "--from") == 0 || strcmp(a, "--gpus") == 0 || strcmp(a, "--accelerate") == 0) {
             char rerr[128];
             if (recipe_option(argc, argv, &i, &rcp, rerr, sizeof rerr) < 0) {
                 safetext_eprintf("vrsim maxbatch: %s\n", rerr);
@@ -217,6 +218,11 @@ int cmd_maxbatch(int argc, char **argv) {
 
     char err[1024];
     bool recipe = rcp.from || recipe_is_config(s.path);
+    if (!recipe && rcp.accelerate) {
+        safetext_eprintf("vrsim maxbatch: --accelerate is for a TRL or TrainingArguments config "
+                "(CONFIG.yaml), not a scenario\n");
+        goto out;
+    }
     if (!recipe && (rcp.count || rcp.from)) {
         safetext_eprintf("vrsim maxbatch: --gpus and --from are for a trainer config (CONFIG.yaml)\n");
         goto out;

@@ -120,6 +120,9 @@ static void usage(FILE *f) {
         "                      file's num_processes, else 1)\n"
         "  --from FORMAT       a trainer config's format: axolotl, accelerate, trl, hf_trainer,\n"
         "                      llamafactory or torchtune (default: found from its keys)\n"
+        "  --accelerate FILE   a TRL or TrainingArguments config run by `accelerate launch\n"
+        "                      --config_file FILE`: the launcher's ranks, FSDP / DeepSpeed plugin\n"
+        "                      and mixed precision from FILE, the rest from the config\n"
         "  --print-scenario    a trainer config: print the scenario it reads as (Lua, to keep)\n"
         "  --alloc-trace FILE  write every allocation and free as a PyTorch-style trace CSV\n"
         "                      (seq,time_us,action,addr,size,stream,frames), for vrsim replay or a\n"
@@ -172,7 +175,8 @@ int cmd_run(int argc, char **argv) {
         if (strncmp(a, "--set=", 6) == 0) { sets[n_sets++] = a + 6; continue; }
         /* a trainer config (vrsim CONFIG.yaml): its format, the hardware it does not name */
         if (strcmp(a, "--print-scenario") == 0) { print_scn = true; continue; }
-        if (strcmp(a, "--from") == 0 || strcmp(a, "--gpu") == 0 || strcmp(a, "--gpus") == 0) {
+        if (strcmp(a, "--from") == 0 || strcmp(a, "--gpu") == 0 || strcmp(a, "--gpus") == 0 ||
+            strcmp(a, "--accelerate") == 0) {
             char *end = NULL;
             long n = val ? strtol(val, &end, 10) : 0;
             if (!val || (strcmp(a, "--gpus") == 0 && (*end || n < 1 || n > 1 << 20))) {
@@ -182,6 +186,7 @@ int cmd_run(int argc, char **argv) {
                 return VR_EXIT_USAGE;
             }
             if (a[2] == 'f') rcp.from = val;
+            else if (a[2] == 'a') rcp.accelerate = val;
             else if (strcmp(a, "--gpu") == 0) rcp.gpu = val;
             else rcp.count = (int)n;
             i++;
@@ -202,6 +207,12 @@ int cmd_run(int argc, char **argv) {
     }
     if (!path) { usage(stderr); free(sets); return VR_EXIT_USAGE; }
     bool recipe = rcp.from || recipe_is_config(path);
+    if (!recipe && rcp.accelerate) {
+        fprintf(stderr, "vrsim: --accelerate is for a TRL or TrainingArguments config (CONFIG.yaml), "
+                "not a scenario\n");
+        free(sets);
+        return VR_EXIT_USAGE;
+    }
     if (!recipe && (print_scn || rcp.gpu || rcp.count)) {
         fprintf(stderr, "vrsim: --print-scenario, --gpu and --gpus are for a trainer config "
                 "(CONFIG.yaml); a scenario names its hardware (--set hardware.gpu=NAME)\n");
@@ -270,6 +281,7 @@ int cmd_run(int argc, char **argv) {
             if (strncmp(sets[k], "model.config=", 13) == 0 || strncmp(sets[k], "config=", 7) == 0)
                 rcp.model_config = strchr(sets[k], '=') + 1;
         opts.typed_file = path;
+        opts.typed_launcher = rcp.accelerate;
         suggest = false; /* report.html's variants reload the path as a scenario */
         chunk = recipe_chunk(path, &rcp, print_scn);
         char *text = NULL;

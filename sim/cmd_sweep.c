@@ -58,7 +58,8 @@
 static void usage(FILE *f) {
     fprintf(f,
         "usage: vrsim sweep SCENARIO.lua --set KEY=VALUES [--set KEY=VALUES ...] [options]\n"
-        "       vrsim sweep CONFIG.yaml --gpu NAME [--gpus N] [--from FORMAT] --set ... [options]\n"
+        "       vrsim sweep CONFIG.yaml --gpu NAME [--gpus N] [--from FORMAT]\n"
+        "                [--accelerate FILE] --set ... [options]\n"
         "\n"
         "Simulates every combination (the cross product) of the values given, each point a full\n"
         "run of the scenario with those --set overrides, in parallel worker processes. Prints a\n"
@@ -987,6 +988,11 @@ int cmd_sweep(int argc, char **argv) {
     s.res = calloc((size_t)s.n_todo + 1, sizeof(PointResult));
     if (!s.res) { rc = VR_EXIT_INTERNAL; goto out; }
     bool recipe = rcp.from || recipe_is_config(s.path);
+    if (!recipe && rcp.accelerate) {
+        safetext_eprintf("vrsim sweep: --accelerate is for a TRL or TrainingArguments config "
+                "(CONFIG.yaml), not a scenario\n");
+        goto out;
+    }
     if (!recipe && (rcp.gpu || rcp.count)) {
         safetext_eprintf("vrsim sweep: --gpu and --gpus are for a trainer config (CONFIG.yaml); a "
                 "scenario's GPU is --set gpu=NAMES\n");

@@ -59,6 +59,7 @@ static void usage(FILE *f) {
         "\n"
         "  vrsim SCENARIO.lua [--set k=v ...]   simulate: fits?, peak memory, breakdown, time\n"
         "  vrsim CONFIG.yaml --gpu NAME         the same for a trainer's config (axolotl, accelerate)\n"
+        "  vrsim sft.yaml --accelerate F.yaml --gpu NAME   a TRL config under accelerate launch\n"
         "  vrsim validate [FILE.jsonl ...]     predictions against measured runs (validation/records/)\n"
         "  vrsim replay TRACE.csv[.gz]          replay a real PyTorch allocator trace\n"
         "  vrsim gpus [--sources]               the hardware catalog and where its figures come from\n"

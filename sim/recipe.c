@@ -29,7 +29,8 @@ static void put_string(char *buf, size_t *n, const char *s) {
 
 char *recipe_chunk(const char *path, const RecipeOptions *o, bool print) {
     size_t cap = 256 + 4 * (strlen(path) + (o->from ? strlen(o->from) : 0) + (o->gpu ? strlen(o->gpu) : 0) +
-                               (o->model_config ? strlen(o->model_config) : 0) + 4);
+                               (o->model_config ? strlen(o->model_config) : 0) +
+                               (o->accelerate ? strlen(o->accelerate) : 0) + 5);
     char *buf = malloc(cap);
     if (!buf) return NULL;
     size_t n = (size_t)sprintf(buf, "return require(\"recipes.load\").%s(", print ? "source" : "scenario");
@@ -41,6 +42,11 @@ char *recipe_chunk(const char *path, const RecipeOptions *o, bool print) {
     if (o->model_config) {
         n += (size_t)sprintf(buf + n, "model_config = ");
         put_string(buf, &n, o->model_config);
+        buf[n++] = ',';
+    }
+    if (o->accelerate) {
+        n += (size_t)sprintf(buf + n, "accelerate = ");
+        put_string(buf, &n, o->accelerate);
         buf[n++] = ',';
     }
     sprintf(buf + n, "})\n");
@@ -55,7 +61,7 @@ VrStatus recipe_source(const char *path, const RecipeOptions *o, const char *con
             ro.model_config = strchr(sets[k], '=') + 1;
     char *chunk = recipe_chunk(path, &ro, true);
     if (!chunk) { snprintf(err, errlen, "out of host memory"); return VR_ENOMEM; }
-    ScenarioOptions opts = {.typed_file = path};
+    ScenarioOptions opts = {.typed_file = path, .typed_launcher = o->accelerate};
     VrStatus st = scenario_eval_text(path, chunk, ".", &opts, out, err, errlen);
     free(chunk);
     return st;
@@ -63,7 +69,9 @@ VrStatus recipe_source(const char *path, const RecipeOptions *o, const char *con
 
 int recipe_option(int argc, char **argv, int *i, RecipeOptions *o, char *err, size_t errlen) {
     const char *a = argv[*i];
-    if (strcmp(a, "--from") != 0 && strcmp(a, "--gpu") != 0 && strcmp(a, "--gpus") != 0) return 0;
+    if (strcmp(a, "--from") != 0 && strcmp(a, "--gpu") != 0 && strcmp(a, "--gpus") != 0 &&
+        strcmp(a, "--accelerate") != 0)
+        return 0;
     const char *val = *i + 1 < argc ? argv[*i + 1] : NULL;
     bool count = strcmp(a, "--gpus") == 0;
     char *end = NULL;
@@ -73,6 +81,7 @@ int recipe_option(int argc, char **argv, int *i, RecipeOptions *o, char *err, si
         return -1;
     }
     if (a[2] == 'f') o->from = val;
+    else if (a[2] == 'a') o->accelerate = val;
     else if (count) o->count = (int)n;
     else o->gpu = val;
     (*i)++;

@@ -13,6 +13,8 @@ typedef struct RecipeOptions {
     const char *from;          /* --from FORMAT, NULL: found from the file's keys */
     const char *gpu;           /* --gpu NAME, NULL: none (load.lua's error names --gpu) */
     int count;                 /* --gpus N, 0: from the file, else 1 */
+    const char *accelerate;    /* --accelerate FILE: the launcher's config beside a TRL or
+                                  TrainingArguments config (recipes/launch.lua); NULL = none */
     const char *model_config;  /* the path a --set model.config=PATH names (borrowed): the
                                   file's model is not read; NULL = none */
 } RecipeOptions;
@@ -35,7 +37,8 @@ char *recipe_chunk(const char *path, const RecipeOptions *o, bool print);
 VrStatus recipe_source(const char *path, const RecipeOptions *o, const char *const *sets,
                        int n_sets, char **out /* OUT */, char *err, size_t errlen);
 
-/* Reads a trainer config's option at argv[*i] (--from FORMAT, --gpu NAME, --gpus N) into o,
+/* Reads a trainer config's option at argv[*i] (--from FORMAT, --gpu NAME, --gpus N,
+ * --accelerate FILE) into o,
  * moving *i past its value. 1: read; 0: not one of them; -1: a bad or missing value, with err. */
 int recipe_option(int argc, char **argv, int *i, RecipeOptions *o, char *err, size_t errlen);
 

@@ -69,6 +69,8 @@ typedef struct ScenarioOptions {
     const char *typed_file;    /* a file the user named on the command line (vrsim CONFIG.yaml's
                                   trainer config), which the scenario may read as typed; NULL =
                                   none. Borrowed */
+    const char *typed_launcher; /* the launcher's config typed beside it (--accelerate FILE), read
+                                  as typed too; NULL = none. Borrowed */
     const char *lua_dir;       /* the project's lua/ folder; NULL = found from the executable */
     long instruction_limit;    /* 0 = default */
     size_t memory_limit;       /* bytes, 0 = default */

@@ -79,6 +79,8 @@ same "accelerate DeepSpeed ZeRO-3 config (inline, optimizer offload)" $D/acceler
   $D/accelerate_zero3.yaml --gpu a100_80g --set model.config=$M --set micro_batch=2 --set seq=4096
 same "TRL SFT config (trl sft --config): LoRA, SFTConfig's defaults" $D/trl_sft_lora.lua -- \
   $D/trl_sft_lora.yaml --gpu h100
+same "TRL SFT config launched by an accelerate FSDP2 config (--accelerate): ranks, plugin, bf16 in both" \
+  $D/trl_sft_full_fsdp2.lua -- $D/trl_sft_full.yaml --accelerate $D/accelerate_fsdp2.yaml --gpu h100
 same "TrainingArguments as JSON with the script's model and rows, DeepSpeed ZeRO-2" $D/trainer_args_zero2.lua -- \
   $D/trainer_args_zero2.json --gpu a100_80g --gpus 4 --set model.config=$M --set seq=1024
 same "LLaMA-Factory QLoRA SFT (quantization_bit 4, lora_target all)" $D/llamafactory_qlora.lua -- \
@@ -92,6 +94,13 @@ sed 's/^  _component_: bitsandbytes.optim.PagedAdamW8bit/  _component_: torch.op
   $D/torchtune_1B_full_single_device.yaml >"$TMP/ttfull.yaml"
 same "torchtune full_finetune_single_device (optimizer in backward)" $D/torchtune_1B_full_single_device.lua -- \
   "$TMP/ttfull.yaml" --gpu h100
+sed 's/^compile: False/compile: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttcompile.yaml"
+same "torchtune compile: True: the decoder layers compiled (training.compile)" $D/torchtune_1B_lora_compile.lua -- \
+  "$TMP/ttcompile.yaml" --gpu rtx4090
+sed 's/^compile: False/compile: True/' $D/torchtune_1B_full_distributed.yaml >"$TMP/ttcompile_fsdp.yaml"
+check "torchtune compile: True under FSDP2: compile's refusal, naming the key" 2 \
+  "ttcompile_fsdp\.yaml:42: compile: training.compile under strategy fsdp2 is not modelled" -- \
+  "$TMP/ttcompile_fsdp.yaml" --gpu h100 --gpus 8 --no-files
 same "torchtitan TOML: llama3 8B flavor, FSDP over 8 GPUs, per-op selective checkpointing" $D/torchtitan_llama3_8b.lua -- \
   $D/torchtitan_llama3_8b.toml --gpu h100 --gpus 8
 same "torchtitan TOML, 2-D: tensor parallelism 2 x FSDP over the rest, bf16 parameters" $D/torchtitan_llama3_8b_tp.lua -- \
@@ -159,6 +168,11 @@ both_say "vrsim maxbatch CONFIG --gpu --gpus" -- maxbatch $D/axolotl_lora_ddp.lu
 both_say "vrsim sweep CONFIG --gpu, a model.config constant" -- \
   sweep $D/accelerate_fsdp2.lua --set micro_batch=1,4 --set seq=1024,2048 --no-files -j 2 -- \
   sweep $D/accelerate_fsdp2.yaml --gpu h100 --set model.config=$M --set micro_batch=1,4 --set seq=1024,2048 --no-files -j 2
+both_say "vrsim sweep CONFIG --accelerate FILE" -- \
+  sweep $D/trl_sft_full_fsdp2.lua --set micro_batch=1,4 --no-files -j 2 -- \
+  sweep $D/trl_sft_full.yaml --accelerate $D/accelerate_fsdp2.yaml --gpu h100 --set micro_batch=1,4 --no-files -j 2
+both_say "vrsim maxbatch CONFIG --accelerate FILE" -- maxbatch $D/trl_sft_full_fsdp2.lua --max 16 -- \
+  maxbatch $D/trl_sft_full.yaml --accelerate $D/accelerate_fsdp2.yaml --gpu h100 --max 16
 sed 's#^sample_packing: false#sample_packing: true#' $D/axolotl_qlora.yml >"$TMP/spacking.yml"
 check "vrsim sweep CONFIG: the config's refusals come first" 2 "vrsim sweep: .*spacking\.yml:24: sample_packing" -- \
   sweep "$TMP/spacking.yml" --gpu rtx4090 --set micro_batch=1,2 --no-files
@@ -174,6 +188,61 @@ check "--from an unknown format" 2 "--from megatron: not a format vrsim reads" -
 check "--from torchtune on an axolotl config: its missing model section named" 2 \
   "axolotl_qlora\.yml:[0-9]+: model: missing: a torchtune recipe's model section" -- $D/axolotl_qlora.yml --gpu h100 --from torchtune --no-files
 check "accelerate config without the model" 2 "names no model: give .*--set model.config=PATH" -- $D/accelerate_fsdp2.yaml --gpu h100 --no-files
+
+# ---- a trainer config and its launcher's (--accelerate): the precedence of each key -----------
+# scn_has NAME REGEX -- ARGS: --print-scenario of ARGS says the extended regex REGEX
+scn_has() { _n=$1 _w=$2; shift 3; run_check "$_n" 0 "$_w" -- "$VRSIM" "$@" --print-scenario; }
+A=$D/accelerate_fsdp2.yaml
+scn_has "--accelerate: the launcher's num_processes gives the ranks" "count = 8," -- $D/trl_sft_full.yaml --accelerate $A --gpu h100
+scn_has "--accelerate: --gpus wins over num_processes (accelerate launch --num_processes)" "count = 4," -- \
+  $D/trl_sft_full.yaml --accelerate $A --gpu h100 --gpus 4
+sed 's/^bf16: true/bf16: false/' $D/trl_sft_full.yaml >"$TMP/nobf16.yaml"
+scn_has "--accelerate: bf16 off in the trainer's file, the launcher's mixed_precision bf16 holds" \
+  'precision = "mp_fp32"' -- "$TMP/nobf16.yaml" --accelerate $A --gpu h100
+sed 's/^mixed_precision: bf16/mixed_precision: '"'no'"'/' $A >"$TMP/mpno.yaml"
+scn_has "--accelerate: the trainer's bf16 wins over the launcher's mixed_precision no" \
+  'precision = "mp_fp32"' -- $D/trl_sft_full.yaml --accelerate "$TMP/mpno.yaml" --gpu h100
+scn_has "--accelerate: bf16 off in both: fp32" 'precision = "fp32"' -- "$TMP/nobf16.yaml" --accelerate "$TMP/mpno.yaml" --gpu h100
+sed '/^gradient_checkpointing: false/d' $D/trl_sft_full.yaml >"$TMP/tckpt.yaml"
+check "--accelerate: SFTConfig's checkpointing beside FSDP's, both files named" 2 \
+  "tckpt\.yaml: gradient_checkpointing and .*accelerate_fsdp2\.yaml:8: fsdp_config\.fsdp_activation_checkpointing: both on.*SFTConfig's default" -- \
+  "$TMP/tckpt.yaml" --accelerate $A --gpu h100 --no-files
+printf 'fsdp: full_shard auto_wrap\n' | cat $D/trl_sft_full.yaml - >"$TMP/tfsdp.yaml"
+check "--accelerate: the trainer's fsdp beside the launcher's FSDP, both lines named" 2 \
+  "tfsdp\.yaml:22: fsdp and .*accelerate_fsdp2\.yaml:4: distributed_type: the Trainer builds its own FSDP plugin" -- \
+  "$TMP/tfsdp.yaml" --accelerate $A --gpu h100 --no-files
+check "--accelerate: LoRA under the launcher's FSDP2 refused" 2 "trl_sft_lora\.yaml:[0-9]+: use_peft: LoRA under FSDP2" -- \
+  $D/trl_sft_lora.yaml --accelerate $A --gpu h100 --no-files
+check "--accelerate with an axolotl config" 2 "pairs with a TRL or TrainingArguments config, not an axolotl one" -- \
+  $D/axolotl_qlora.yml --accelerate $A --gpu h100 --no-files
+check "--accelerate naming a TRL config" 2 "not an accelerate config" -- \
+  $D/trl_sft_full.yaml --accelerate $D/trl_sft_lora.yaml --gpu h100 --no-files
+check "--accelerate on a scenario" 2 "vrsim: --accelerate is for a TRL or TrainingArguments config \(CONFIG\.yaml\), not a scenario" -- \
+  $D/trl_sft_full_fsdp2.lua --accelerate $A --no-files
+check "vrsim sweep --accelerate on a scenario" 2 "vrsim sweep: --accelerate is for a TRL" -- \
+  sweep $D/trl_sft_full_fsdp2.lua --accelerate $A --set micro_batch=1,2 --no-files
+check "--accelerate naming no file" 2 "no such file" -- $D/trl_sft_full.yaml --accelerate "$TMP/none.yaml" --gpu h100 --no-files
+
+same "--accelerate: the launcher's DeepSpeed ZeRO-3 plugin (optimizer offload) under a TRL config" \
+  $D/trl_sft_full_zero3.lua -- $D/trl_sft_full.yaml --accelerate $D/accelerate_zero3.yaml --gpu a100_80g
+sed 's/^gradient_accumulation_steps: 2/gradient_accumulation_steps: 4/' $D/trl_sft_full.yaml >"$TMP/tga.yaml"
+check "--accelerate: gradient accumulation differing in the two files, both lines named" 2 \
+  "tga\.yaml:13: gradient_accumulation_steps and .*accelerate_zero3\.yaml:[0-9]+: deepspeed_config\.gradient_accumulation_steps: the Trainer's 4 and the DeepSpeed plugin's 2" -- \
+  "$TMP/tga.yaml" --accelerate $D/accelerate_zero3.yaml --gpu a100_80g --no-files
+printf 'torch_compile: true\n' | cat $D/trl_sft_full.yaml - >"$TMP/tcompile.yaml"
+same "--accelerate: torch_compile under the launcher's regional compilation is training.compile" \
+  $D/trl_sft_full_ddp_compile.lua -- "$TMP/tcompile.yaml" --accelerate $D/accelerate_ddp_compile.yaml --gpu h100
+sed -n '/^dynamo_config:/,/^machine_rank/p' $D/accelerate_ddp_compile.yaml | sed '$d' | cat $A - >"$TMP/fsdpdyn.yaml"
+check "--accelerate: torch_compile under FSDP2: compile's refusal, naming the trainer's key" 2 \
+  "tcompile\.yaml:22: torch_compile: training\.compile under strategy fsdp2 is not modelled" -- \
+  "$TMP/tcompile.yaml" --accelerate "$TMP/fsdpdyn.yaml" --gpu h100 --no-files
+check "accelerate FSDP2 with regional compilation: compile's refusal on dynamo_config" 2 \
+  "fsdpdyn\.yaml:[0-9]+: dynamo_config: training\.compile under strategy fsdp2 is not modelled" -- \
+  "$TMP/fsdpdyn.yaml" --gpu h100 --set model.config=$M --no-files
+sed 's/^  dynamo_use_regional_compilation: true/  dynamo_use_regional_compilation: false/' $D/accelerate_ddp_compile.yaml >"$TMP/dynwhole.yaml"
+check "accelerate dynamo_config without regional compilation: refused, naming the key" 2 \
+  "dynwhole\.yaml:6: dynamo_config\.dynamo_backend: torch\.compile of the whole model is not modelled" -- \
+  "$TMP/dynwhole.yaml" --gpu h100 --set model.config=$M --no-files
 
 # variant NAME SED: the QLoRA config edited by SED, as $TMP/NAME.yml
 variant() { sed "$2" $D/axolotl_qlora.yml >"$TMP/$1.yml"; }
@@ -241,7 +310,8 @@ sed 's/"optim": "adamw_torch"/"optim": "paged_adamw_8bit"/' $D/trainer_args_zero
 check "TrainingArguments JSON: a paged optimizer, with its JSON line" 2 "paged\.json:8: optim: 'paged_adamw_8bit' is not modelled" -- \
   "$TMP/paged.json" --gpu h100 --set model.config=$M --no-files
 sed 's/"torch_compile": false/"torch_compile": true/' $D/trainer_args_zero2.json >"$TMP/compile.json"
-check "TrainingArguments JSON: torch_compile" 2 "compile\.json:18: torch_compile: torch\.compile .* is not modelled" -- \
+check "TrainingArguments JSON: torch_compile without regional compilation: the whole model, refused" 2 \
+  "compile\.json:18: torch_compile: torch\.compile of the whole model .* is not modelled.*dynamo_use_regional_compilation" -- \
   "$TMP/compile.json" --gpu h100 --set model.config=$M --no-files
 check "TrainingArguments JSON without the model" 2 "trainer_args_zero2\.json:3: per_device_train_batch_size: a TrainingArguments file names no model" -- \
   $D/trainer_args_zero2.json --gpu h100 --no-files
@@ -296,8 +366,6 @@ sed 's/^fsdp_reshard_after_forward: False/fsdp_reshard_after_forward: False\nten
   $D/torchtune_1B_full_distributed.yaml >"$TMP/tttp.yaml"
 check "torchtune tensor_parallel_dim" 2 "tttp\.yaml:46: tensor_parallel_dim: torchtune's tensor parallelism" -- \
   "$TMP/tttp.yaml" --gpu h100 --gpus 4 --no-files
-sed 's/^compile: False/compile: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttc.yaml"
-check "torchtune compile: True" 2 "ttc\.yaml:[0-9]+: compile: torch\.compile" -- "$TMP/ttc.yaml" --gpu rtx4090 --no-files
 check "torchtune notes: the transformers model, the keys not read" 0 \
   "lora_llama3_2_1b simulated as the transformers model.*keys not read.*metric_logger.*profiler" -- \
   $D/torchtune_1B_lora_single_device.yaml --gpu rtx4090 --no-files

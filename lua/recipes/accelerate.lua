@@ -20,7 +20,7 @@ local NOT_READ = {
   "compute_environment", "debug", "downcast_bf16", "enable_cpu_affinity", "machine_rank",
   "main_process_ip", "main_process_port", "main_training_function", "rdzv_backend",
   "same_network", "tpu_env", "tpu_use_cluster", "tpu_use_sudo", "gpu_ids", "use_cpu",
-  "dynamo_config", "ipex_config", "mpirun_config", "commands", "command_file", "tpu_name",
+  "ipex_config", "mpirun_config", "commands", "command_file", "tpu_name",
   "tpu_zone", "megatron_lm_config", "fp8_config",
 }
 local FSDP_NOT_READ = {
@@ -33,13 +33,41 @@ local FSDP_NOT_READ = {
 local DS_NOT_READ = { "gradient_clipping", "zero3_save_16bit_model", "deepspeed_multinode_launcher",
                       "deepspeed_hostfile", "deepspeed_exclusion_filter", "deepspeed_inclusion_filter" }
 
+-- dynamo_config: accelerate launch sets ACCELERATE_DYNAMO_*, from which the Accelerator's
+-- TorchDynamoPlugin compiles the script's model (prepare). With dynamo_use_regional_compilation
+-- it compiles each decoder layer on its own (compile_regions): vrsim's training.compile; the whole
+-- model as one graph is not modelled.
+local function read_dynamo(r, d, t)
+  local dc = r:get(d, "dynamo_config", "table")
+  if not dc then return end
+  local P = "dynamo_config."
+  local backend = r:get(dc, "dynamo_backend", "string", "NO", P)
+  local regional = r:get(dc, "dynamo_use_regional_compilation", "boolean", false, P)
+  local mode = r:get(dc, "dynamo_mode", "string", "default", P)
+  local full = r:get(dc, "dynamo_use_fullgraph", "boolean", false, P)
+  r:get(dc, "dynamo_use_dynamic", "boolean", nil, P)
+  if backend:upper() ~= "NO" then
+    if backend:upper() ~= "INDUCTOR" then
+      r:fail(dc, "dynamo_backend", ("'%s' is not modelled (read: NO, INDUCTOR)"):format(backend), P)
+    end
+    if not regional then
+      r:fail(dc, "dynamo_backend", "torch.compile of the whole model is not modelled: vrsim compiles each "
+             .. "decoder layer, as dynamo_use_regional_compilation: true does", P)
+    end
+    if mode ~= "default" then r:fail(dc, "dynamo_mode", ("'%s' is not modelled (read: default)"):format(mode), P) end
+    t.compile = full and { fullgraph = true } or true
+  end
+  r:finish(dc, TOOL, P)
+end
+
 -- The scenario of the config read by r (opts as recipes/load.lua's).
 function A.scenario(r, opts)
   local d = r.doc
   local notes = {}
   local scn = { hardware = { gpu = opts.gpu }, model = {}, training = {} }
   local t = scn.training
-  if not opts.model_config then
+  -- opts.script: the training script's config is read beside this one (recipes/launch.lua)
+  if not opts.model_config and not opts.script then
     r:fail(d, "distributed_type", "an accelerate config names no model: give the training script's "
            .. "with --set model.config=PATH (its config.json), and its batch with --set micro_batch=N seq=N")
   end
@@ -140,8 +168,14 @@ function A.scenario(r, opts)
   else
     r:fail(d, "distributed_type", ("'%s' is not modelled (read: NO, MULTI_GPU, FSDP, DEEPSPEED)"):format(dt))
   end
-  notes[#notes + 1] = "accelerate config: the training script's batch, sequence, optimizer and checkpointing "
-      .. "are vrsim's defaults unless --set gives them"
+  read_dynamo(r, d, t)
+  if t.compile and not opts.script then
+    -- compile's refusals (strategies/compile.lua) on the key that turns it on
+    local why = require("recipes.hf_args").compile_refusal(t)
+    if why then r:fail(d, "dynamo_config", why) end
+  end
+  if not opts.script then notes[#notes + 1] = "accelerate config: the training script's batch, sequence, optimizer and checkpointing "
+      .. "are vrsim's defaults unless --set gives them" end
   r:not_read(d, NOT_READ)
   r:finish(d, TOOL)
   return scn, notes

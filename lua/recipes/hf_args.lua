@@ -86,6 +86,16 @@ function H.precision(r, t, k, dtype, bf16, fp16, lora)
          :format(dtype, fp16 and " under fp16 autocast" or ""))
 end
 
+-- strategies/compile.lua's refusal of training table t as a recipe reads it (the plan's defaults:
+-- every decoder layer checkpointed whole, no quantization); nil when compile accepts the run.
+function H.compile_refusal(t)
+  return require("strategies.compile").check({
+    checkpointing = t.checkpointing, checkpoint_scope = "layer", checkpoint_every = 1,
+    quant = t.quant or "none", activation_offload = t.activation_offload, strategy = t.strategy,
+    float8 = t.float8, dpo = t.dpo, parallel = t.parallel,
+  }, {})
+end
+
 -- The fsdp and fsdp_config keys (training_args.py _process_fsdp_args; FSDP2 the default since
 -- transformers 5): nil without FSDP, else { zero = knobs, checkpointing = bool }.
 local FSDP_NOT_READ = { "transformer_layer_cls_to_wrap", "state_dict_type", "min_num_params",
@@ -159,6 +169,10 @@ function H.read(r, d, t, scn, opts, notes, defaults, lora, tool)
   local fp16 = r:get(d, "fp16", "boolean", false)
   local bf16 = r:get(d, "bf16", "boolean")
   if bf16 == nil then bf16 = defaults.bf16 and not fp16 or false end
+  -- TrainingArguments.__post_init__: mixed_precision is the launcher's (ACCELERATE_MIXED_PRECISION,
+  -- which accelerate launch sets from its config) unless fp16 or bf16 is on
+  local mp = opts.launch and opts.launch.mixed_precision
+  if not bf16 and not fp16 and mp then bf16, fp16 = mp == "bf16", mp == "fp16" end
   local tf32 = r:get(d, "tf32", "boolean")
   if tf32 and not bf16 and not fp16 then
     r:fail(d, "tf32", "TF32 matmuls of an fp32 run are not modelled (vrsim prices fp32 GEMMs as fp32)")
@@ -193,7 +207,6 @@ function H.read(r, d, t, scn, opts, notes, defaults, lora, tool)
 
   -- what changes the step and is not modelled
   local REFUSED = {
-    torch_compile = "torch.compile (its fused kernels and freed intermediates) is not modelled",
     use_liger_kernel = "Liger's kernels in place of the model's are not modelled by this reader "
         .. "(training.loss = \"liger_fused\" in a scenario models its loss alone)",
     use_cpu = "training on the CPU: nothing on the GPU to simulate",
@@ -205,11 +218,28 @@ function H.read(r, d, t, scn, opts, notes, defaults, lora, tool)
     ddp_bucket_cap_mb = "DDP buckets other than 25 MiB are not modelled",
     accelerator_config = "not modelled", parallelism_config = "not modelled (tensor, context and "
         .. "pipeline parallel degrees)",
-    torch_compile_backend = "torch.compile is not modelled", torch_compile_mode = "torch.compile is not modelled",
   }
   for k, why in pairs(REFUSED) do
     local v = r:get(d, k, { "boolean", "number", "string", "table" })
     if v ~= nil and v ~= false and v ~= 0 then r:fail(d, k, why) end
+  end
+  -- torch_compile (a backend or mode given turns it on: __post_init__): the Trainer's
+  -- TorchDynamoPlugin compiles the whole model unless the launcher asks for regional compilation
+  -- (accelerate config dynamo_config.dynamo_use_regional_compilation), which compiles each
+  -- decoder layer on its own: vrsim's training.compile
+  local tc = r:get(d, "torch_compile", "boolean", false)
+  local tcb = r:get(d, "torch_compile_backend", "string")
+  local tcm = r:get(d, "torch_compile_mode", "string")
+  if tc or tcb or tcm then
+    local key = r:has(d, "torch_compile") and "torch_compile" or tcb and "torch_compile_backend" or "torch_compile_mode"
+    if tcb and tcb ~= "inductor" then r:fail(d, "torch_compile_backend", ("'%s' is not modelled (read: inductor)"):format(tcb)) end
+    if tcm and tcm ~= "default" then r:fail(d, "torch_compile_mode", ("'%s' is not modelled (read: default)"):format(tcm)) end
+    if not (opts.launch and opts.launch.regional_compile) then
+      r:fail(d, key, "torch.compile of the whole model (the Trainer's TorchDynamoPlugin without regional "
+             .. "compilation) is not modelled: vrsim compiles each decoder layer, as accelerate does with "
+             .. "dynamo_use_regional_compilation: true in the accelerate config given with --accelerate FILE")
+    end
+    t.compile, t.compile_key = true, key
   end
   -- DDP options without an effect on memory or time here
   r:not_read(d, { "ddp_find_unused_parameters", "ddp_broadcast_buffers", "ddp_static_graph" })

@@ -24,7 +24,8 @@ local function detect(path, doc)
 end
 
 -- The scenario table of the config at path. opts: from (a format name or nil), gpu, count
--- (nil: from the file, else 1), model_config (a --set model.config path).
+-- (nil: from the file, else 1), model_config (a --set model.config path), accelerate (the path
+-- of the accelerate config that launches a TRL or TrainingArguments one).
 function L.scenario(path, opts)
   local r = require("recipes.reader").open(path)
   local from = opts.from
@@ -40,10 +41,22 @@ function L.scenario(path, opts)
   end
   local ok, msg = require("vrsim.plan").resolve_gpu(opts.gpu)
   if not ok then error("--gpu: " .. msg, 0) end
-  local scn, notes = require("recipes." .. from).scenario(r, opts)
+  local scn, notes, ar
+  if opts.accelerate then
+    -- a TRL / TrainingArguments config under accelerate launch --config_file (recipes/launch.lua)
+    scn, notes, ar = require("recipes.launch").scenario(r, from, opts)
+  else
+    scn, notes = require("recipes." .. from).scenario(r, opts)
+  end
   if opts.model_config then scn.model.config = opts.model_config end
   scn.title = ("%s (%s config) on %s"):format(path:match("[^/]*$"), from, opts.gpu)
+  if ar then
+    scn.title = ("%s (%s config) launched by %s on %s"):format(path:match("[^/]*$"), from,
+                                                              ar.file:match("[^/]*$"), opts.gpu)
+  end
   local sk = r:skipped_note(from)
+  if sk then notes[#notes + 1] = sk end
+  sk = ar and ar:skipped_note("accelerate")
   if sk then notes[#notes + 1] = sk end
   if #notes > 0 then scn.notes = notes end
   return scn
@@ -102,8 +115,9 @@ end
 -- The scenario of the config at path as the text of a scenario file a user can keep and edit.
 function L.source(path, opts)
   local scn = L.scenario(path, opts)
+  local cmd = opts.accelerate and (path .. " --accelerate " .. opts.accelerate) or path
   local head = {
-    ("-- %s as a vrsim scenario (vrsim %s --print-scenario): keep it and edit it."):format(path, path),
+    ("-- %s as a vrsim scenario (vrsim %s --print-scenario): keep it and edit it."):format(cmd, cmd),
     "-- Its paths are the config's, read from the folder vrsim ran in; a scenario reads them from its",
     "-- own folder: move it there or correct them. --set overrides are not in it: add them.",
   }

@@ -220,9 +220,9 @@ function T.scenario(r, opts)
   t.checkpointing = r:get(d, "enable_activation_checkpointing", "boolean", false)
   if r:get(d, "enable_activation_offloading", "boolean", false) then t.activation_offload = true end
   if r:get(d, "optimizer_in_bwd", "boolean", false) then t.optimizer_in_backward = true end
-  if r:get(d, "compile", { "boolean", "table" }, false) then
-    r:fail(d, "compile", "torch.compile (its fused kernels and freed intermediates) is not modelled")
-  end
+  -- compile: True (training.compile_model: each TransformerSelfAttentionLayer compiled on its own,
+  -- mode "default"): vrsim's training.compile of scope "layer", where it accepts the run (below)
+  local compile = r:get(d, "compile", "boolean", false)
 
   -- the optimizer
   local o = r:get(d, "optimizer", "table")
@@ -261,6 +261,13 @@ function T.scenario(r, opts)
   r:finish(l, TOOL, "loss.")
   t.loss = "chunked"
   t.attention = "sdpa" -- torchtune's attention is F.scaled_dot_product_attention
+  if compile then
+    local why = require("recipes.hf_args").compile_refusal(t)
+    if why then r:fail(d, "compile", why) end
+    t.compile = true
+    notes[#notes + 1] = "torchtune compile: the decoder layers compiled (training.compile); its compiled "
+        .. "loss (training.compile_loss over CEWithChunkedOutputLoss) is simulated eager"
+  end
 
   if ck then
     r:not_read(ck, { "_component_", "checkpoint_dir", "checkpoint_files", "recipe_checkpoint", "output_dir",

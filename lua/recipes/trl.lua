@@ -165,7 +165,12 @@ local function scenario(r, opts, tool)
   local defaults = tool == "trl" and { bf16 = true, checkpointing = true } or { bf16 = false, checkpointing = false }
   local prec, fsdp = H.read(r, d, t, scn, opts, notes, defaults, lora, tool)
   t.precision = H.precision(r, dt_t, dt_k, dtype, prec.bf16, prec.fp16, lora)
-  if fsdp then
+  -- opts.launch.fsdp: the launcher's FSDP plugin (recipes/launch.lua), read as the file's own
+  if fsdp or (opts.launch and opts.launch.fsdp) then
+    if lora and not fsdp then
+      r:fail(d, "use_peft", "LoRA under FSDP2 (the accelerate config's) is not modelled (accelerate up-casts "
+             .. "the trainable adapters to fp32 shards beside the frozen base)")
+    end
     -- fsdp2_prepare_model: trainable parameters up-cast to fp32 shards, bf16 compute under bf16
     if prec.fp16 then r:fail(d, "fp16", "fp16 under FSDP2 is not modelled") end
     t.precision = prec.bf16 and "mp_fp32" or "fp32"
@@ -224,7 +229,7 @@ local function scenario(r, opts, tool)
   read_env(r, d, tool)
   r:not_read(d, NOT_READ)
   r:finish(d, tool)
-  return scn, notes
+  return scn, notes, prec
 end
 
 T.detect = T.detect_trl

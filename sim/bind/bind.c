@@ -428,6 +428,7 @@ static VrStatus sandbox_new(const ScenarioOptions *opts, const char *dir, Sandbo
     sb->n_sets = opts->n_sets;
     sb->read_hash = opts->read_hash;
     sb->typed_file = opts->typed_file;
+    sb->typed_launcher = opts->typed_launcher;
     if (dir) {
         if (strlen(dir) >= sizeof sb->scn_dir) {
             snprintf(err, errlen, "%s: the scenario's folder name is too long", dir);

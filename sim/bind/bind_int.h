@@ -64,6 +64,7 @@ typedef struct Sandbox {
     int n_sets;
     uint64_t *read_hash;         /* ScenarioOptions.read_hash (NULL: none) */
     const char *typed_file;      /* ScenarioOptions.typed_file (borrowed), NULL = none */
+    const char *typed_launcher;  /* ScenarioOptions.typed_launcher (borrowed), NULL = none */
     /* the pool of small blocks (see sandbox_alloc): a free list per size class, and the chunks
      * they are cut from (freed with the sandbox) */
     void *pool_free[POOL_CLASSES];

@@ -35,12 +35,13 @@ void note_read(const Sandbox *sb, const char *name, const char *bytes, size_t le
 }
 
 /* Whether name is a file path the user typed on the command line (--set model.config=PATH or
- * training.deepspeed=PATH, or the trainer config of `vrsim CONFIG.yaml`): the folder rule is about what a scenario's code may open, so such a
+ * training.deepspeed=PATH, or the trainer config of `vrsim CONFIG.yaml` and its --accelerate FILE): the folder rule is about what a scenario's code may open, so such a
  * path is opened as typed. Scenario code cannot add to the list. */
 bool user_typed_path(const Sandbox *sb, const char *name) {
     static const char *const keys[] = {"model.config=", "config=", "training.deepspeed=", "deepspeed=",
                                        "training.data.lengths="};
     if (sb->typed_file && strcmp(sb->typed_file, name) == 0) return true;
+    if (sb->typed_launcher && strcmp(sb->typed_launcher, name) == 0) return true;
     for (int i = 0; i < sb->n_sets; i++)
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
             size_t n = strlen(keys[k]);
