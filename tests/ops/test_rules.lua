@@ -126,7 +126,7 @@ do
   local w1, w2 = nn.autocast_weight(cx, w), nn.autocast_weight(cx, w)
   check(w1 == w2 and w1.dtype == "bf16" and #G.ops == n0 + 1, "autocast: one cached cast of a weight")
   check(nn.autocast_weight(cx, y) == y, "autocast: a bf16 tensor is not cast")
-  local z = nn.autocast_fp32(cx, y, "y_fp32")
+  local z = nn.autocast(cx, "layer_norm", { y }, 1, { names = { "y_fp32" } })[1]
   check(z.dtype == "fp32", "autocast fp32 op: its bf16 input cast up")
 end
 do
