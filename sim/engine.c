@@ -32,12 +32,7 @@
 typedef struct Host { AllocHostFn fn; void *ud; } Host;
 
 static void *h_realloc(const Host *h, void *p, size_t osize, size_t nsize) {
-    if (h->fn) return h->fn(h->ud, p, osize, nsize);
-    if (nsize == 0) {
-        free(p);
-        return NULL;
-    }
-    return realloc(p, nsize);
+    return vr_host_realloc(h->fn, h->ud, p, osize, nsize);
 }
 
 static void *h_malloc(const Host *h, size_t n) { return h_realloc(h, NULL, 0, n ? n : 1); }

@@ -41,15 +41,7 @@ struct Graph {
 
 /* The graph's host memory: its hook, or the C library. */
 static void *g_realloc(const Graph *g, void *p, size_t osize, size_t nsize) {
-    if (g->host_fn) {
-        if (nsize == 0 && !p) return NULL;
-        return g->host_fn(g->host_ud, p, osize, nsize);
-    }
-    if (nsize == 0) {
-        free(p);
-        return NULL;
-    }
-    return realloc(p, nsize);
+    return vr_host_realloc(g->host_fn, g->host_ud, p, osize, nsize);
 }
 static void *g_malloc(const Graph *g, size_t n) { return g_realloc(g, NULL, 0, n ? n : 1); }
 static void *g_calloc(const Graph *g, size_t n, size_t size) {

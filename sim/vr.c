@@ -76,6 +76,16 @@ uint64_t vr_hash(uint64_t h, const void *p, size_t n)
     return (h ^ 0xff) * 1099511628211ULL;
 }
 
+void *vr_host_realloc(VrHostAllocFn fn, void *ud, void *p, size_t osize, size_t nsize) {
+    if (nsize == 0 && !p) return NULL;
+    if (fn) return fn(ud, p, osize, nsize);
+    if (nsize == 0) {
+        free(p);
+        return NULL;
+    }
+    return realloc(p, nsize);
+}
+
 char *vr_strfmt(const char *fmt, ...)
 {
     va_list ap;

@@ -27,6 +27,11 @@ typedef enum VrStatus {
  * library. */
 typedef void *(*VrHostAllocFn)(void *ud, void *ptr, size_t osize, size_t nsize);
 
+/* One host (re)allocation through fn (with ud), or the C library when fn is NULL, with
+ * VrHostAllocFn's contract: nsize == 0 frees p (freeing NULL calls nothing) and returns NULL. The
+ * engine and graphs allocate through it. */
+void *vr_host_realloc(VrHostAllocFn fn, void *ud, void *p, size_t osize, size_t nsize);
+
 /* Process exit statuses, the same for every subcommand (docs/scenarios.md). */
 enum {
     VR_EXIT_OK = 0,     /* success; for a scenario, it fits */

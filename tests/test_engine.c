@@ -16,6 +16,7 @@
 
 #include "engine.h"
 #include "graph.h"
+#include "fail_hook.h"
 
 /* ---- builders ---------------------------------------------------------------------------- */
 
@@ -1021,18 +1022,7 @@ static void test_repeated_steps(void **state) {
 
 /* ---- host allocation failure: fail the k-th allocation, every k ---- */
 
-typedef struct FailHook { long n, fail; } FailHook; /* calls so far; the first that fails */
-
-static void *fail_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
-    (void)osize;
-    FailHook *h = ud;
-    if (nsize == 0) {
-        free(ptr);
-        return NULL;
-    }
-    if (h->n++ >= h->fail) return NULL; /* this call and every one after it */
-    return realloc(ptr, nsize);
-}
+/* FailHook and fail_alloc: fail_hook.h */
 
 /* Runs g with the engine's and the allocator's host memory failing from the k-th call on, for
  * every k until a run needs fewer calls: each run either succeeds with the figures of a run

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "graph.h"
+#include "fail_hook.h"
 
 /* ---- fixtures and builders ------------------------------------------------------------- */
 
@@ -1178,18 +1179,7 @@ static void test_backward_of_one_micro_batch_later(void **state) {
 
 /* ---- host allocation failure: fail the k-th allocation, every k ---- */
 
-typedef struct FailHook { long n, fail; } FailHook; /* calls so far; the first that fails */
-
-static void *fail_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
-    (void)osize;
-    FailHook *h = ud;
-    if (nsize == 0) {
-        free(ptr);
-        return NULL;
-    }
-    if (h->n++ >= h->fail) return NULL; /* this call and every one after it */
-    return realloc(ptr, nsize);
-}
+/* FailHook and fail_alloc: fail_hook.h */
 
 /* A chain of `layers` forward ops over a weight each (enough tensors and ops to grow every
  * table past its first size), post-accumulate-grad hooks on two weights, then backward: every

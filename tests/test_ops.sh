@@ -23,5 +23,16 @@ for f in tests/ops/test_*.lua; do
     failed=$((failed + 1))
   fi
 done
+# models cast through the op library's autocast rule (lua/vrsim/ops/autocast.lua, nn.autocast),
+# never by hand: no weight cast cache of their own, no cast to cx.autocast's dtype
+hand=$(grep -rnE 'cast_cache|nn\.(cast|to)\(cx, [^,]+, (cx\.autocast|lp)[,)]' lua/models)
+if [ -n "$hand" ]; then
+  echo "FAIL lua/models: casts by hand where the autocast rule applies (use nn.autocast):"
+  printf '%s\n' "$hand" | sed 's/^/       /'
+  failed=$((failed + 1))
+else
+  echo "ok   lua/models: no autocast cast by hand"
+  pass=$((pass + 1))
+fi
 echo "test_ops: $pass passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -25,8 +25,8 @@ local promote = nn.promote
 
 local W = mod.weight
 
--- Linear.forward: F.linear(x, weight, bias), under autocast with the input and the (cached)
--- weight cast to the low-precision dtype first. Passes (LoRA, bitsandbytes) replace this
+-- Linear.forward: F.linear(x, weight, bias), under autocast with the (cached) weight, then the
+-- input cast to the low-precision dtype first (nn.linear: ops/autocast.lua's rule). Passes (LoRA, bitsandbytes) replace this
 -- forward on the modules they target.
 function L.linear_forward(cx, m, x)
   local w = W(cx, m.p.weight)
@@ -36,20 +36,7 @@ function L.linear_forward(cx, m, x)
     -- addmm with the bias (the bias-side reduction, cuBLASLt's workspace)
     return nn.linear(cx, name, x, w, b)
   end
-  if cx.autocast then
-    -- autocast's linear is `linear(cached_cast(input), cached_cast(weight))`; the compiler
-    -- evaluates the arguments right to left, so the weight's cast comes first
-    -- (fulltrace_gen-stk-g07-amp-bf16-b4: each 32 MiB weight copy before its 64 MiB input copy)
-    local lp = cx.autocast
-    local wc = cx.cast_cache[w.id]
-    if not wc and w.dtype ~= lp then
-      wc = nn.cast(cx, w, lp, name .. ".weight_cast", w.name .. "." .. lp)
-      cx.cast_cache[w.id] = wc
-    end
-    local xc = nn.to(cx, x, lp, name .. ".input_cast")
-    return nn.linear(cx, name, xc, wc or w)
-  end
-  return nn.linear(cx, name, x, w)
+  return nn.linear(cx, name, x, w, nil, { weight_cast = name .. ".weight_cast" })
 end
 
 -- A Linear module (in_features -> out_features). opname: the name its ops carry in reports.
@@ -449,18 +436,15 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   local qa = qe
   local uncast = {}
   if cx.autocast and qe.dtype ~= cx.autocast then
-    -- autocast's SDPA casts its arguments right to left (value, key, query); the fp32 originals
-    -- are the attention interface's arguments, held until the attention returns
+    -- autocast's SDPA casts (ops/autocast.lua: value, key, query); the fp32 originals are the
+    -- attention interface's arguments, held until the attention returns
     -- (fulltrace_gen-stk-g07-amp-bf16-b4: three 64 MiB copies, then the frees)
-    local lp = cx.autocast
-    local function cast(x, what)
-      if x.dtype == lp then return x end
-      uncast[#uncast + 1] = x
-      return nn.cast(cx, x, lp, pre .. "." .. what .. "_cast", pre .. "." .. what .. "_cast", true)
+    local args = nn.autocast(cx, "sdpa", { qe, kc, vc }, 3,
+                             { names = { pre .. ".q_cast", pre .. ".k_cast", pre .. ".v_cast" }, keep = true })
+    for i, x in ipairs { vc, kc, qe } do
+      if args[4 - i] ~= x then uncast[#uncast + 1] = x end
     end
-    vc = cast(vc, "v")
-    kc = cast(kc, "k")
-    qa = cast(qe, "q")
+    qa, kc, vc = args[1], args[2], args[3]
   end
   local ao, attn_weights = attention(cx, m.opname, qa, kc, vc, a, b, s, r.attention, mask,
                                      r.use_cache or (grouped and not enable_gqa))
@@ -728,8 +712,8 @@ local function model_forward(cx, m, ids)
   return hf
 end
 
--- ForCausalLMLoss: logits.float(); labels padded and shifted; cross_entropy = log_softmax
--- (saves its fp32 output) + nll_loss.
+-- ForCausalLMLoss: logits.float(); labels padded and shifted; F.cross_entropy (the op library's
+-- nn.cross_entropy: log_softmax, which saves its fp32 output, then nll_loss).
 local function causal_lm_loss(cx, logits, b, s)
   local lf = nn.to(cx, logits, "fp32", "logits.float")
   local labels = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
@@ -741,21 +725,7 @@ local function causal_lm_loss(cx, logits, b, s)
   else
     shifted = nn.op(cx, { name = "labels.shift", inputs = { labels }, outs = { { "shift_labels", { b, s }, "int64" } } })
   end
-  -- What the kernels move (torch.profiler's kernel table of a real step,
-  -- validation/results/profile_tables_h200.jsonl): log_softmax's backward
-  -- (cunn_SoftMaxBackward) reads the output gradient and the saved output and writes the input
-  -- gradient, three passes; nll_loss reads one log-probability and one label per row (19 us
-  -- for 8192 rows), and its backward fills a zero gradient the size of the logits, then
-  -- writes one value per row (FillFunctor, then nll_loss_backward_reduce_cuda_kernel_2d)
-  local fp32_logits = nn.bytes(lf.shape, "fp32")
-  local lsm = nn.op(cx, { name = "log_softmax", kind = "softmax", inputs = { lf },
-                          outs = { { "log_probs", lf.shape, "fp32" } }, save_outs = { 1 },
-                          flops = 5 * nn.numel(lf.shape), bwd_bytes = 3 * fp32_logits })
-  return nn.op(cx, { name = "nll_loss", inputs = { lsm, shifted },
-                     outs = { { "loss", {}, "fp32" }, { "total_weight", {}, "fp32", no_grad = true } },
-                     saves = { shifted, lsm }, save_outs = { 2 },
-                     grads = { { dtype = "fp32" }, "none" },
-                     bytes = b * s * (4 + 8), bwd_bytes = fp32_logits, bwd_kernels = 2 })
+  return nn.cross_entropy(cx, "", lf, shifted)
 end
 
 -- LlamaForCausalLM.forward(input_ids, labels=input_ids): the model, the head, the loss (none

@@ -174,16 +174,7 @@ function M.chunked(cx, head, hf, b, s)
     -- compute_cross_entropy: F.cross_entropy(logits.float(), labels, reduction="sum"); the fp32
     -- copy is the call's argument until it returns
     local lf = nn.to(cx, lg, "fp32", pre .. ".float")
-    local rows, v = b * sizes[k], lf.shape[#lf.shape]
-    local fp32 = nn.bytes({ rows, v }, "fp32")
-    local lsm = nn.op(cx, { name = pre .. ".log_softmax", kind = "softmax", inputs = { lf },
-                            frees = lf ~= lg and {} or nil,
-                            outs = { { pre .. ".log_probs", lf.shape, "fp32" } }, save_outs = { 1 },
-                            flops = 5 * rows * v, bwd_bytes = 3 * fp32 })
-    local l = nn.op(cx, { name = pre .. ".nll_loss", inputs = { lsm, lab },
-                          outs = { { pre .. ".loss", {}, "fp32" }, { pre .. ".total_weight", {}, "fp32", no_grad = true } },
-                          saves = { lab, lsm }, save_outs = { 2 }, grads = { { dtype = "fp32" }, "none" },
-                          bytes = rows * (4 + 8), bwd_bytes = fp32, bwd_kernels = 2 })
+    local l = nn.cross_entropy(cx, pre .. ".", lf, lab, { keep_input = lf ~= lg })
     if lf ~= lg then nn.release(cx, { lf }, pre .. ": compute_cross_entropy returns") end
     -- total_loss += ...: 0.0 + loss first, then a new sum each time
     local inputs = total_loss and { total_loss, l } or { l }

@@ -335,9 +335,9 @@ function nn.end_forward(cx)
   cx.held = {}
 end
 
--- The rest of the op library, by kind (lua/vrsim/ops/): elementwise and layout ops and autocast's
--- casts, F.linear, convolution, group and layer norm, scaled dot-product attention, losses.
-for _, kind in ipairs { "pointwise", "linear", "conv", "norm", "attention", "loss" } do
+-- The rest of the op library, by kind (lua/vrsim/ops/): autocast's rule per op, elementwise and
+-- layout ops, F.linear, convolution, group and layer norm, scaled dot-product attention, losses.
+for _, kind in ipairs { "autocast", "pointwise", "linear", "conv", "norm", "attention", "loss" } do
   require("vrsim.ops." .. kind)(nn)
 end
 

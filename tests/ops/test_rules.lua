@@ -126,7 +126,7 @@ do
   local w1, w2 = nn.autocast_weight(cx, w), nn.autocast_weight(cx, w)
   check(w1 == w2 and w1.dtype == "bf16" and #G.ops == n0 + 1, "autocast: one cached cast of a weight")
   check(nn.autocast_weight(cx, y) == y, "autocast: a bf16 tensor is not cast")
-  local z = nn.autocast_fp32(cx, y, "y_fp32")
+  local z = nn.autocast(cx, "layer_norm", { y }, 1, { names = { "y_fp32" } })[1]
   check(z.dtype == "fp32", "autocast fp32 op: its bf16 input cast up")
 end
 do
@@ -169,6 +169,25 @@ do
   local held = G.tensors[o.outputs[1]]
   check(held.persistent and held.bytes == n * 4, "mse_loss: the step buffer of the loss's size lives on")
   check(o.grads[2] == "none", "mse_loss: no gradient for the target")
+end
+do
+  -- F.cross_entropy: log_softmax keeps its fp32 output; nll_loss keeps the labels and the
+  -- log-probabilities; its backward fills a gradient of the logits' size (two kernels)
+  local G = recorder()
+  local cx = nn.context(G)
+  local x = nn.new_tensor(cx, "logits", { 2, 16, 32 }, "fp32", true)
+  local labels = nn.new_tensor(cx, "labels", { 2, 16 }, "int64", false)
+  local loss = nn.cross_entropy(cx, "c1.", x, labels, { keep_input = true })
+  local lsm, nll = G.ops[#G.ops - 1], G.ops[#G.ops]
+  local n = 2 * 16 * 32
+  check(lsm.name == "c1.log_softmax" and nll.name == "c1.nll_loss", "cross_entropy: log_softmax, then nll_loss")
+  check(#lsm.saves == 1 and lsm.saves[1] == lsm.outputs[1] and lsm.bwd_bytes == 3 * n * 4, "cross_entropy: log_softmax keeps its output, three passes back")
+  check(lsm.frees and #lsm.frees == 0, "cross_entropy: keep_input drops no reference of the logits")
+  check(#nll.saves == 3 and nll.saves[1] == labels.id and nll.saves[2] == lsm.outputs[1]
+        and nll.saves[3] == nll.outputs[2] and nll.bytes == 2 * 16 * (4 + 8),
+        "cross_entropy: nll_loss keeps the labels, the log-probabilities and total_weight")
+  check(nll.bwd_bytes == n * 4 and nll.bwd_kernels == 2, "cross_entropy: nll_loss's backward fills a logits-sized gradient")
+  check(#loss.shape == 0 and loss.dtype == "fp32", "cross_entropy: an fp32 scalar")
 end
 do
   -- ATen's global reduce staging buffer, as the traces show it on an H200 (132 SMs)

@@ -20,7 +20,7 @@ local D = {}
 -- nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6): native_layer_norm with no weight or bias;
 -- its output, an fp32 mean and rstd per row; the backward node keeps input, mean and rstd.
 function D.layer_norm(cx, name, x)
-  x = nn.autocast_fp32(cx, x, name .. ".input_cast")
+  x = nn.autocast(cx, "layer_norm", { x }, 1, { names = { name .. ".input_cast" } })[1]
   local rows = nn.numel(x.shape) // x.shape[#x.shape]
   local rg = x.rg and not cx.no_grad
   local out = nn.new_tensor(cx, name, x.shape, x.dtype, rg)
@@ -120,7 +120,7 @@ local function rms_norm_forward(cx, m, x)
   local name = m.opname
   local w = W(cx, m.p.weight)
   if cx.autocast then
-    x = nn.autocast_fp32(cx, x, name .. ".input_cast")
+    x = nn.autocast(cx, "rms_norm", { x }, 1, { names = { name .. ".input_cast" } })[1]
     if w.dtype ~= "fp32" then
       w = nn.op_sized(cx, { name = name .. ".weight_cast", inputs = { w }, outs = { { name .. ".weight_fp32", w.shape, "fp32" } },
                             grads = { { dtype = w.dtype } } })

@@ -151,11 +151,11 @@ local function attention_eager(cx, name, q, k, v, heads)
                             flops = 2 * b * heads * s * sk * d, dtype = dt })
   -- softmax is an fp32 op under autocast: the scores are cast up, the probabilities come out
   -- in fp32 and the bmm casts them back down (that copy is what it keeps)
-  local sc = nn.autocast_fp32(cx, scores, name .. ".scores_float")
+  local sc = nn.autocast(cx, "softmax", { scores }, 1, { names = { name .. ".scores_float" } })[1]
   local probs = nn.op_sized(cx, { name = name .. ".softmax", kind = "softmax", inputs = { sc },
                            outs = { { name .. ".probs", sshape, sc.dtype } }, save_outs = { 1 },
                            flops = 5 * nn.numel(sshape), dtype = sc.dtype })
-  probs = nn.autocast_input(cx, probs, name .. ".probs_cast")
+  probs = nn.autocast(cx, "bmm", { probs, vb }, 2, { names = { name .. ".probs_cast" } })[1]
   local o = nn.op_sized(cx, { name = name .. ".bmm", kind = "mm", inputs = { probs, vb },
                        outs = { { name .. ".attn_bh", { b * heads, s, d }, dt } }, saves = { probs, vb },
                        flops = 2 * b * heads * s * sk * d, dtype = dt })

@@ -18,7 +18,8 @@ return function(nn)
   -- AttentionBackward0 save attn_bias); flash attention takes no mask, so PyTorch picks cuDNN
   -- (Hopper) or memory-efficient attention; is_causal is then off and every block of the score
   -- matrix is computed.
-  -- Under autocast fp32 q, k, v are cast to the low dtype first.
+  -- Under autocast q, k, v are cast to the low dtype first (ops/autocast.lua): q, k, v, or with
+  -- opts.cast_v_first v, k, q (ops/autocast.lua says why both stand).
   -- opts: impl (a forced backend: "flash", "cudnn", "mem_efficient"; default cx.attention),
   -- causal (half the score matrix computed), mask (a boolean mask tensor), keep_input (the
   -- caller's frame keeps q, k, v), frees.
@@ -26,13 +27,12 @@ return function(nn)
     opts = opts or {}
     local frees = opts.frees
     if opts.keep_input then frees = {} end
-    if cx.autocast then
-      local c1, c2, c3
-      q, c1 = nn.autocast_input(cx, q, name .. ".q_cast", opts.keep_input)
-      k, c2 = nn.autocast_input(cx, k, name .. ".k_cast", opts.keep_input)
-      v, c3 = nn.autocast_input(cx, v, name .. ".v_cast", opts.keep_input)
-      if c1 or c2 or c3 then frees = opts.frees end
-    end
+    local args, cast = nn.autocast(cx, "sdpa", { q, k, v }, 3,
+                                   { names = { name .. ".q_cast", name .. ".k_cast", name .. ".v_cast" },
+                                     keep = opts.keep_input,
+                                     left_to_right = not opts.cast_v_first })
+    q, k, v = args[1], args[2], args[3]
+    if cast then frees = opts.frees end
     local b, h, s, d = q.shape[1], q.shape[2], q.shape[3], q.shape[4]
     local sk = k.shape[3]
     local flops = 4 * b * h * s * sk * d

@@ -37,9 +37,9 @@ return function(nn)
     pad = pad or (k // 2)
     local ho = (h + 2 * pad - k) // stride + 1
     local wo = (wd + 2 * pad - k) // stride + 1
-    x = nn.autocast_input(cx, x, name .. ".input_cast")
-    w = nn.autocast_weight(cx, w)
-    if b then b = nn.autocast_weight(cx, b) end
+    local args = nn.autocast(cx, "conv2d", { x, w, b }, 3,
+                             { names = { name .. ".input_cast" }, params = { false, true, true }, left_to_right = true })
+    x, w, b = args[1], args[2], args[3]
     local dt = x.dtype
     local ws = conv_ws()[conv_key(cin, cout, k, stride, h, wd, dt, n)]
                or nn.conv_ws_estimate(cin, cout, k, stride, h, wd, dt, n)

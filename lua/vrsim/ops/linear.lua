@@ -18,20 +18,23 @@ return function(nn)
   -- gradient keeps no weight), and its backward runs one GEMM per input that gets a gradient.
   -- A bias-free one whose weight is frozen and whose input needs a gradient (LoRA's base layers)
   -- has a host class of its own, linear_frozen: one GEMM in its backward node, no AccumulateGrad.
-  -- Under autocast an fp32 input is cast to the low dtype and an fp32 weight comes from the
-  -- autocast cache (nn.autocast_weight).
-  -- opts: keep_input (the caller's frame still holds x: the call drops no reference of it),
-  -- frees, noncontig, grad_transposed (the gradient arrives as a transposed view: the bias
-  -- reduction runs along its fastest dim, no staging buffer), bwd_workspace, lora ({ rank, "A" or
-  -- "B" }: the GEMM of a LoRA adapter, graph.h Op.lora_rank; bias-free only).
+  -- Under autocast the casts are ops/autocast.lua's (lower_precision_fp): with opts.weight_cast
+  -- (a transformers Linear, whose trace shows it) the weight from the weight cast cache, then the
+  -- input; without, input, weight, bias (ops/autocast.lua says why that order stays).
+  -- opts: weight_cast (the name of the weight's cast op: the weight is cast first), keep_input
+  -- (the caller's frame still holds x: the call drops no reference of it), frees, noncontig,
+  -- grad_transposed (the gradient arrives as a transposed view: the bias reduction runs along
+  -- its fastest dim, no staging buffer), bwd_workspace, lora ({ rank, "A" or "B" }: the GEMM of a
+  -- LoRA adapter, graph.h Op.lora_rank; bias-free only).
   function nn.linear(cx, name, x, w, b, opts)
     opts = opts or {}
-    local cast
-    x, cast = nn.autocast_input(cx, x, name .. ".input_cast", opts.keep_input)
+    local args, cast = nn.autocast(cx, "linear", { x, w, b }, 3,
+                                   { names = { name .. ".input_cast", opts.weight_cast },
+                                     params = { false, true, true }, keep = opts.keep_input,
+                                     left_to_right = not opts.weight_cast })
+    x, w, b = args[1], args[2], args[3]
     local frees = opts.frees
     if opts.keep_input and not cast then frees = {} end
-    w = nn.autocast_weight(cx, w)
-    if b then b = nn.autocast_weight(cx, b) end
     local shape = nn.copy_shape(x.shape)
     shape[#shape] = w.shape[1]
     local m = nn.numel(x.shape) // x.shape[#x.shape]

@@ -1,6 +1,32 @@
--- ops/loss.lua: losses of the op library (installed into vrsim/nn.lua's table). (The causal LM
--- loss is log_softmax + nll_loss, written out in models/llama.lua.)
+-- ops/loss.lua: losses of the op library (installed into vrsim/nn.lua's table): F.mse_loss and
+-- F.cross_entropy (log_softmax + nll_loss), which the causal LM losses (models/llama.lua's
+-- ForCausalLMLoss, vrsim/lm_loss.lua's chunked loss) call.
 return function(nn)
+  -- F.cross_entropy(x, labels) on fp32 logits x (rows, vocab) or (b, s, vocab) as
+  -- torch.nn.functional runs it: log_softmax (saves its fp32 output) then nll_loss (saves the
+  -- labels and the log-probabilities; its total_weight output is kept too). pre: the prefix of
+  -- the op and tensor names ("" or "<chunk>."). opts.keep_input: the caller's frame still holds x.
+  -- What the kernels move (torch.profiler's kernel table of a real step,
+  -- validation/results/profile_tables_h200.jsonl): log_softmax's backward (cunn_SoftMaxBackward)
+  -- reads the output gradient and the saved output and writes the input gradient, three passes;
+  -- nll_loss reads one log-probability and one label per row (19 us for 8192 rows), and its
+  -- backward fills a zero gradient the size of the logits, then writes one value per row
+  -- (FillFunctor, then nll_loss_backward_reduce_cuda_kernel_2d).
+  function nn.cross_entropy(cx, pre, x, labels, opts)
+    opts = opts or {}
+    local numel = nn.numel(x.shape)
+    local rows = numel // x.shape[#x.shape]
+    local fp32 = nn.bytes(x.shape, "fp32")
+    local lsm = nn.op(cx, { name = pre .. "log_softmax", kind = "softmax", inputs = { x },
+                            frees = opts.keep_input and {} or nil,
+                            outs = { { pre .. "log_probs", x.shape, "fp32" } }, save_outs = { 1 },
+                            flops = 5 * numel, bwd_bytes = 3 * fp32 })
+    return nn.op(cx, { name = pre .. "nll_loss", inputs = { lsm, labels },
+                       outs = { { pre .. "loss", {}, "fp32" }, { pre .. "total_weight", {}, "fp32", no_grad = true } },
+                       saves = { labels, lsm }, save_outs = { 2 }, grads = { { dtype = "fp32" }, "none" },
+                       bytes = rows * (4 + 8), bwd_bytes = fp32, bwd_kernels = 2 })
+  end
+
   -- F.mse_loss(pred.float(), target.float()) (mean): both casts, then (as the measured run's
   -- trace shows) a buffer of the loss's size that lives to the end of the step, the elementwise
   -- loss and the scalar. Backward keeps both inputs. cx.late_outputs: tensors the step makes

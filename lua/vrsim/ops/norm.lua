@@ -11,7 +11,7 @@ return function(nn)
   -- gradient is a permuted view (.contiguous()).
   function nn.group_norm(cx, name, x, w, b, groups, opts)
     opts = opts or {}
-    x = nn.autocast_fp32(cx, x, name .. ".input_cast")
+    x = nn.autocast(cx, "group_norm", { x }, 1, { names = { name .. ".input_cast" } })[1]
     local n, c = x.shape[1], x.shape[2]
     local mixed = x.dtype ~= w.dtype
     local sdt = mixed and "fp32" or x.dtype
@@ -47,7 +47,7 @@ return function(nn)
   -- keeps the strides).
   function nn.layer_norm(cx, name, x, w, b, opts)
     opts = opts or {}
-    x = nn.autocast_fp32(cx, x, name .. ".input_cast")
+    x = nn.autocast(cx, "layer_norm", { x }, 1, { names = { name .. ".input_cast" } })[1]
     local ws, bws = nil, opts.bwd_workspace
     if opts.noncontig then
       ws = { nn.bytes(x.shape, x.dtype) }

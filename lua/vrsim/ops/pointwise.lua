@@ -1,12 +1,10 @@
 -- ops/pointwise.lua: elementwise and layout ops of the op library (installed into vrsim/nn.lua's
 -- table): activations, add, division by a scalar, cat, layout copies, nearest upsampling, and
--- the autocast casts of PyTorch's dispatcher. Shapes are NCHW for images and
+-- PyTorch's type promotion. Shapes are NCHW for images and
 -- (batch, tokens, channels) for sequences.
 --
--- Autocast (cx.autocast = "bf16" / "fp16", torch.autocast's cast policy in
--- aten/src/ATen/autocast_mode.cpp): conv, linear, bmm and SDPA run in the low dtype (fp32 inputs
--- cast, fp32 weights cast once per forward and cached), group_norm, layer_norm and mse_loss in
--- fp32 (inputs cast up), everything else in the dtype it is given (with promotion).
+-- Autocast (cx.autocast = "bf16" / "fp16"): each op's policy and the casts it inserts are
+-- ops/autocast.lua's (nn.AUTOCAST, nn.autocast).
 return function(nn)
   -- Kernel launches per op, where PyTorch's op launches more than one: the counts
   -- torch.profiler saw on the H200 for the SDXL UNet in bf16 at 64 and 512 px, per call
@@ -70,35 +68,6 @@ return function(nn)
                              dtype = dtype, cat = "temp", persistent = true }
     cx.G:op { name = name, kind = "none", phase = "build", inputs = {}, outputs = { id }, frees = {} }
     return { id = id, shape = shape, dtype = dtype, rg = false, name = name }
-  end
-
-  -- The low-precision copy of a parameter under autocast, made once per forward (autocast's
-  -- cast cache: fp32 leaves) and dropped when the forward ends (nn.end_forward). name: the cast
-  -- op's name (default "<param>.autocast").
-  function nn.autocast_weight(cx, w, name)
-    local lp = cx.autocast
-    if not lp or w.dtype == lp or w.dtype ~= "fp32" then return w end
-    local wc = cx.cast_cache[w.id]
-    if not wc then
-      wc = nn.cast(cx, w, lp, name or (w.name .. ".autocast"), w.name .. "." .. lp)
-      cx.cast_cache[w.id] = wc
-    end
-    return wc
-  end
-
-  -- Input cast of an autocast "lower precision" op (a new tensor unless already in that dtype).
-  -- keep: the caller still holds x (the cast does not drop it). Returns the tensor to use and
-  -- whether it is a cast copy.
-  function nn.autocast_input(cx, x, name, keep)
-    local lp = cx.autocast
-    if not lp or x.dtype == lp or x.dtype ~= "fp32" then return x, false end
-    return nn.cast(cx, x, lp, name, name, keep), true
-  end
-
-  -- Input cast of an autocast "fp32" op.
-  function nn.autocast_fp32(cx, x, name)
-    if not cx.autocast or x.dtype == "fp32" then return x end
-    return nn.to(cx, x, "fp32", name)
   end
 
   -- SiLU / GELU: a new tensor; backward keeps the input and allocates the input's gradient.
@@ -180,7 +149,7 @@ return function(nn)
   -- upsample_nearest2d is an fp32 op: the input is cast up (a temporary) and the output is fp32.
   function nn.upsample_nearest2x(cx, name, x, opts)
     opts = opts or {}
-    local xc = nn.autocast_fp32(cx, x, name .. ".input_cast")
+    local xc = nn.autocast(cx, "upsample_nearest2x", { x }, 1, { names = { name .. ".input_cast" } })[1]
     local frees = opts.frees
     if xc ~= x then
       frees = { xc }
