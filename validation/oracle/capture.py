@@ -28,6 +28,9 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
   compare       all (default) or forward: what compare.py holds vrsim to (the build and the
                 forward only, the rest counted)
   resolution    image side in pixels, for a diffusers UNet config (below), in place of seq
+  text_encoders, vae  for an SDXL UNet config: cached (default: their outputs given) or frozen
+                / fp32: SDXL's full text encoders (bf16) and VAE (fp32) built and run in the step
+                as train_text_to_image_lora_sdxl.py runs them (build_sdxl_frozen, unet_loss)
   data          {"lengths": [...], "batching": "pad" or "padding_free"}: one batch of
                 sequences of these lengths (in place of micro_batch and seq), as vrsim's
                 training.data: padded to the longest with an attention_mask
@@ -559,11 +562,11 @@ SDXL_TEXT_ENCODERS = [
     ("text_encoder", "CLIPTextModel",
      {"hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12, "num_hidden_layers": 12,
       "max_position_embeddings": 77, "vocab_size": 49408, "hidden_act": "quick_gelu",
-      "projection_dim": 768}),
+      "projection_dim": 768, "bos_token_id": 0, "eos_token_id": 2, "pad_token_id": 1}),
     ("text_encoder_2", "CLIPTextModelWithProjection",
      {"hidden_size": 1280, "intermediate_size": 5120, "num_attention_heads": 20, "num_hidden_layers": 32,
       "max_position_embeddings": 77, "vocab_size": 49408, "hidden_act": "gelu",
-      "projection_dim": 1280}),
+      "projection_dim": 1280, "bos_token_id": 0, "eos_token_id": 2, "pad_token_id": 1}),
 ]
 SDXL_VAE = {"in_channels": 3, "out_channels": 3, "latent_channels": 4, "layers_per_block": 2,
             "block_out_channels": [128, 256, 512, 512], "norm_num_groups": 32, "act_fn": "silu",
