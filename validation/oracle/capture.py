@@ -28,6 +28,9 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
   compare       all (default) or forward: what compare.py holds vrsim to (the build and the
                 forward only, the rest counted)
   resolution    image side in pixels, for a diffusers UNet config (below), in place of seq
+  text_encoders, vae  for an SDXL UNet config: cached (default: their outputs given) or frozen
+                / fp32: SDXL's full text encoders (bf16) and VAE (fp32) built and run in the step
+                as train_text_to_image_lora_sdxl.py runs them (build_sdxl_frozen, unet_loss)
   data          {"lengths": [...], "batching": "pad" or "padding_free"}: one batch of
                 sequences of these lengths (in place of micro_batch and seq), as vrsim's
                 training.data: padded to the longest with an attention_mask
@@ -552,6 +555,52 @@ def build_unet(torch, spec):
     return model, model.config
 
 
+# SDXL base's text encoders (transformers' CLIPTextConfig of stabilityai/stable-diffusion-xl-base-1.0
+# text_encoder/ and text_encoder_2/config.json) and its VAE (vae/config.json), the full
+# configurations vrsim's models/blocks/clip.lua and vae.lua build
+SDXL_TEXT_ENCODERS = [
+    ("text_encoder", "CLIPTextModel",
+     {"hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12, "num_hidden_layers": 12,
+      "max_position_embeddings": 77, "vocab_size": 49408, "hidden_act": "quick_gelu",
+      "projection_dim": 768, "bos_token_id": 0, "eos_token_id": 2, "pad_token_id": 1}),
+    ("text_encoder_2", "CLIPTextModelWithProjection",
+     {"hidden_size": 1280, "intermediate_size": 5120, "num_attention_heads": 20, "num_hidden_layers": 32,
+      "max_position_embeddings": 77, "vocab_size": 49408, "hidden_act": "gelu",
+      "projection_dim": 1280, "bos_token_id": 0, "eos_token_id": 2, "pad_token_id": 1}),
+]
+SDXL_VAE = {"in_channels": 3, "out_channels": 3, "latent_channels": 4, "layers_per_block": 2,
+            "block_out_channels": [128, 256, 512, 512], "norm_num_groups": 32, "act_fn": "silu",
+            "down_block_types": ["DownEncoderBlock2D"] * 4, "up_block_types": ["UpDecoderBlock2D"] * 4,
+            "sample_size": 1024, "scaling_factor": 0.13025, "force_upcast": True}
+
+
+def build_sdxl_frozen(torch, spec):
+    """SDXL's frozen text encoders and VAE on (fake) CUDA, as diffusers'
+    examples/text_to_image/train_text_to_image_lora_sdxl.py places them: requires_grad_(False),
+    the encoders moved to the GPU in weight_dtype (one allocation a parameter, in that dtype),
+    the VAE in fp32 (spec vae "fp32": the script's default, SDXL's VAE overflows in fp16). Built
+    before the UNet, as vrsim's models/blocks/unet_step.lua builds them. Returns [(prefix,
+    module)]: text_encoder, text_encoder_2 (spec text_encoders "frozen"), vae."""
+    import diffusers
+    import transformers
+    out = []
+    wdt = {"lora_bf16": torch.bfloat16, "bf16": torch.bfloat16, "amp_bf16": torch.bfloat16,
+           "amp_fp16": torch.float16}.get(spec["precision"], torch.float32)
+    if spec.get("text_encoders") == "frozen":
+        torch.set_default_dtype(wdt)
+        for prefix, cls, cfg in SDXL_TEXT_ENCODERS:
+            c = transformers.CLIPTextConfig(attn_implementation="sdpa", **cfg)
+            with torch.device("cuda"):
+                m = getattr(transformers, cls)(c)
+            out.append((prefix, m.requires_grad_(False).eval()))
+        torch.set_default_dtype(torch.float32)
+    if spec.get("vae") == "fp32":
+        with torch.device("cuda"):
+            v = diffusers.AutoencoderKL.from_config(SDXL_VAE)
+        out.append(("vae", v.requires_grad_(False).eval()))
+    return out
+
+
 def torchtitan_op_sac_context(torch):
     """torchtitan's SelectiveAC policy (torchtitan/distributed/activation_checkpoint.py,
     _get_default_save_ops and _wrap_block's wrapped_policy; no force-recomputed mm shapes, as no
@@ -837,6 +886,7 @@ def capture(spec):
                 {k: v for k, v in load_config(spec).items() if not k.startswith("_")})
     with fake, make_mode(torch, rec), make_tagger(torch, rec):
         rec.phase("build")
+        frozen = build_sdxl_frozen(torch, spec) if unet else []
         if unet:
             model, lcfg = build_unet(torch, spec)
         elif flux:
@@ -847,11 +897,17 @@ def capture(spec):
         params = [p for p in model.parameters() if p.requires_grad]
         opt = make_optimizer(torch, spec, params)
         hooks = install_module_hooks(torch, model, rec)
+        for prefix, m in frozen:
+            for n, sub in m.named_modules():
+                rec.mod_names[id(sub)] = prefix + ("." + n if n else "")
         # (rank 0's part: a sharded parameter's local shard)
         param_rows = [{"name": n, "shape": list(local_tensor(p).shape), "dtype": dtype_name(p.dtype),
                        "bytes": local_tensor(p).untyped_storage().nbytes(),
                        "trainable": p.requires_grad}
                       for n, p in model.named_parameters()]
+        param_rows += [{"name": prefix + "." + n, "shape": list(p.shape), "dtype": dtype_name(p.dtype),
+                        "bytes": p.untyped_storage().nbytes(), "trainable": False}
+                       for prefix, m in frozen for n, p in m.named_parameters()]
         if data:
             lens = [int(x) for x in data["lengths"]]
             mb, seq = (len(lens), max(lens)) if data["batching"] == "pad" else (1, sum(lens))
@@ -873,18 +929,51 @@ def capture(spec):
             sched = diffusers.DDPMScheduler(num_train_timesteps=1000)
             # the cached latents and text embeddings, in the UNet's parameter dtype
             pdt = next(model.parameters()).dtype
-            latents = torch.randn(mb, lcfg.in_channels, lat, lat, device="cuda", dtype=pdt)
-            ehs = torch.randn(mb, 77, lcfg.cross_attention_dim, device="cuda", dtype=pdt)
+            fz = dict(frozen)
+            if "vae" in fz:
+                # the image batch, in the VAE's dtype (the script's pixel_values)
+                pixels = torch.randn(mb, 3, lat * 8, lat * 8, device="cuda")
+            else:
+                latents = torch.randn(mb, lcfg.in_channels, lat, lat, device="cuda", dtype=pdt)
+            if "text_encoder" in fz:
+                ids = [torch.randint(0, 49408, (mb, 77), device="cuda") for _ in range(2)]
+            else:
+                ehs = torch.randn(mb, 77, lcfg.cross_attention_dim, device="cuda", dtype=pdt)
             # SDXL's added conditioning (addition_embed_type text_time): the pooled text
             # embedding of the second encoder and the six time ids, given with the latents
             added = None
-            if lcfg.addition_embed_type == "text_time":
+            if lcfg.addition_embed_type == "text_time" and "text_encoder" in fz:
+                added = {"time_ids": torch.randn(mb, 6, device="cuda", dtype=pdt)}
+            elif lcfg.addition_embed_type == "text_time":
                 pooled = lcfg.projection_class_embeddings_input_dim - 6 * lcfg.addition_time_embed_dim
                 added = {"text_embeds": torch.randn(mb, pooled, device="cuda", dtype=pdt),
                          "time_ids": torch.randn(mb, 6, device="cuda", dtype=pdt)}
             timesteps = torch.randint(0, 1000, (mb,), device="cuda")
 
             def unet_loss():
+                nonlocal ehs, latents
+                if "vae" in fz:
+                    # train_text_to_image_lora_sdxl.py: vae.encode(pixel_values).latent_dist
+                    # .sample() * scaling_factor, then .to(weight_dtype) (the frozen VAE: no
+                    # graph; no_grad as vrsim counts it)
+                    with torch.no_grad():
+                        latents = fz["vae"].encode(pixels).latent_dist.sample()
+                        latents = (latents * fz["vae"].config.scaling_factor).to(pdt)
+                if "text_encoder" in fz:
+                    # encode_prompt (the same script): each encoder with output_hidden_states,
+                    # the penultimate layer's hidden states of both concatenated, the second's
+                    # pooled (projected) output; outside autocast, as the script calls it
+                    embeds = []
+                    with torch.no_grad():
+                        for i, prefix in enumerate(("text_encoder", "text_encoder_2")):
+                            out = fz[prefix](ids[i], output_hidden_states=True, return_dict=False)
+                            pooled = out[0]
+                            embeds.append(out[-1][-2].view(mb, 77, -1))
+                            del out
+                        ehs = torch.concat(embeds, dim=-1)
+                        del embeds
+                    added["text_embeds"] = pooled.view(mb, -1)
+                    del pooled
                 noise = torch.randn_like(latents)
                 noisy = sched.add_noise(latents, noise, timesteps)
                 if autocast is not None:
@@ -931,13 +1020,15 @@ SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch":
                "optimizer": str, "optimizer_impl": str, "checkpointing": bool,
                "checkpoint_every": int, "checkpoint_scope": str, "lora": dict,
                "attention": str, "sdpa_backend": str, "compare": str, "data": dict,
-               "strategy": str, "world": int, "zero": dict, "float8": dict, "record": dict}
+               "strategy": str, "world": int, "zero": dict, "float8": dict, "record": dict,
+               "text_encoders": str, "vae": str}
 SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16", "mp_fp32"),
                 "strategy": ("none", "fsdp2", "ddp", "zero1"),
                 "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),
                 "build": ("cast", "direct"), "attention": ("sdpa", "eager"),
                 "checkpoint_scope": ("layer", "op"),
-                "sdpa_backend": SDPA_BACKENDS, "compare": ("all", "forward")}
+                "sdpa_backend": SDPA_BACKENDS, "compare": ("all", "forward"),
+                "text_encoders": ("cached", "frozen"), "vae": ("cached", "fp32")}
 
 
 def check_spec(path):
@@ -980,6 +1071,10 @@ def check_spec(path):
                           or set(r) - {"file", "name", "rank", "unseen"}):
         bad("'record' is {\"file\": \"validation/records/....jsonl\", \"name\": ..., \"rank\": n, "
             "\"unseen\": {\"bytes\": n, \"what\": ...}}")
+    if (spec.get("text_encoders", "cached") != "cached" or spec.get("vae", "cached") != "cached") and not (
+            size == "resolution" and (load_config(spec).get("addition_embed_type") == "text_time")):
+        bad("text_encoders / vae other than cached: SDXL's (a UNet config with addition_embed_type "
+            "text_time) only")
     strategy = spec.get("strategy", "none")
     if strategy != "none" and spec.get("world", 0) < 2:
         bad(f"strategy {strategy} needs 'world' (the fake world size), 2 or more")

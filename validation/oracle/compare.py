@@ -50,7 +50,7 @@ NAMED = [
      "the CUDA reduce kernel's staging buffer and semaphores of a row sum (a norm weight's or a "
      "linear bias's gradient over many rows)",
      "lua/models/llama.lua bwd_rowsum, lua/vrsim/ops/linear.lua, sim/engine.c op_workspaces"),
-    (re.compile(r"(resnets\.\d+\.norm[12]|attentions\.\d+\.norm|conv_norm_out)(\.backward| \(recompute\))?$"),
+    (re.compile(r"(resnets\.\d+\.norm[12]|attentions\.\d+\.(group_)?norm|conv_norm_out)(\.backward| \(recompute\))?$"),
      "native_group_norm's fp32 (N, C) scale and shift temporaries, forward (and its checkpoint "
      "recomputation) and backward (the CUDA kernels' own buffers)", "lua/vrsim/ops/norm.lua nn.group_norm"),
     (re.compile(r"embed_tokens\.backward"),

@@ -61,7 +61,8 @@ def scenario(spec):
     # capture.py builds from_config in fp32 then casts unless the spec says direct; vrsim's default
     # is from_pretrained's direct build, so the scenario says which (where the dtype makes it matter)
     if model.get("arch") in ("sd", "sdxl", "flux"):
-        training.update(text_encoders="cached", vae="cached")
+        # (SDXL's frozen encoders and fp32 VAE where the spec runs them in the step)
+        training.update(text_encoders=spec.get("text_encoders", "cached"), vae=spec.get("vae", "cached"))
         if model.get("arch") == "flux" and cfg.get("joint_attention_dim") != 4096:
             # (capture.py's prompt length for a cut transformer's narrower text width)
             training["max_sequence_length"] = 64

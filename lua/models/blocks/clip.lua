@@ -33,10 +33,10 @@ C.configs = {
                        positions = 77, projection = nil, act = "gelu" },
 }
 
--- CLIPEncoderLayer.forward(hidden_states, causal_attention_mask): pre-norm attention (q, k, v
--- projections viewed as heads, SDPA with the causal mask, out_proj), residual; pre-norm MLP
+-- CLIPEncoderLayer.forward(hidden_states): pre-norm attention (q, k, v projections viewed as
+-- heads, causal SDPA, out_proj), residual; pre-norm MLP
 -- (fc1, quick_gelu for ViT-L, gelu for bigG, fc2), residual.
-local function layer_forward(cx, m, h, mask)
+local function layer_forward(cx, m, h)
   local pre, C_, cfg = m.opname, m.children, m.cfg
   local b, s, d = h.shape[1], h.shape[2], cfg.hidden
   local A = C_.self_attn.children
@@ -51,18 +51,22 @@ local function layer_forward(cx, m, h, mask)
   local qh = nn.view_op(cx, pre .. ".q_heads", q, { b, cfg.heads, s, hd })
   local kh = nn.view_op(cx, pre .. ".k_heads", k, { b, cfg.heads, s, hd })
   local vh = nn.view_op(cx, pre .. ".v_heads", v, { b, cfg.heads, s, hd })
-  -- SDPA with the causal mask: PyTorch takes the memory-efficient kernel for a masked call
+  -- SDPA with is_causal and no mask (transformers 5's create_causal_mask gives none for sdpa):
+  -- the cuDNN kernel, as the oracle's captures take it for a causal bf16 call; its outputs are
+  -- the attention in (b, s, heads, hd) layout, the unpadded fp32 logsumexp and the philox seed
+  -- and offset (two int64 scalars)
   local dt = qh.dtype
-  local ao = nn.op_sized(cx, { name = pre .. ".sdpa", kind = "attention", inputs = { qh, kh, vh, mask },
+  local ao = nn.op_sized(cx, { name = pre .. ".sdpa", kind = "attention", inputs = { qh, kh, vh },
                          outs = { { pre .. ".attn_out", qh.shape, dt },
-                                  { pre .. ".logsumexp", { b, cfg.heads, (s + 31) // 32 * 32 }, "fp32", no_grad = true },
-                                  { pre .. ".philox", { 2 }, "int64", no_grad = true } },
-                         save_outs = { 1, 2, 3 }, saves = { qh, kh, vh, mask },
-                         grads = { { dtype = dt }, { dtype = dt }, { dtype = dt }, "none" },
+                                  { pre .. ".logsumexp", { b, cfg.heads, s }, "fp32", no_grad = true },
+                                  { pre .. ".philox_seed", {}, "int64", no_grad = true },
+                                  { pre .. ".philox_offset", {}, "int64", no_grad = true } },
+                         save_outs = { 1, 2, 3, 4 }, saves = { qh, kh, vh },
+                         grads = { { dtype = dt }, { dtype = dt }, { dtype = dt } },
                          frees = { qh, kh, vh },
                          flops = 4 * b * cfg.heads * s * s * hd, dtype = dt })
-  local at = nn.op_sized(cx, { name = pre .. ".attn_transpose", inputs = { ao },
-                         outs = { { pre .. ".attn_out_t", { b, s, d }, dt } } })
+  -- transpose(1, 2).reshape(b, s, d): a view of the kernel's (b, s, heads, hd) output, no copy
+  local at = nn.view_op(cx, pre .. ".attn_transpose", ao, { b, s, d })
   local o = call(cx, A.out_proj, at)
   h = nn.add(cx, pre .. ".residual1", res, o)
   local res2 = h
@@ -70,8 +74,10 @@ local function layer_forward(cx, m, h, mask)
   local M_ = C_.mlp.children
   local f = call(cx, M_.fc1, x)
   if cfg.act == "quick_gelu" then
-    -- quick_gelu: x * sigmoid(1.702 x): the sigmoid and the product
-    local sg = nn.ew(cx, pre .. ".sigmoid", { f }, f.dtype, { f }, nil)
+    -- quick_gelu: x * sigmoid(1.702 * x) (transformers' QuickGELUActivation): the scaled copy,
+    -- the sigmoid and the product
+    local sc = nn.ew(cx, pre .. ".quick_gelu_scale", { f }, f.dtype, nil, nil)
+    local sg = nn.ew(cx, pre .. ".sigmoid", { sc }, f.dtype, { sc }, nil)
     f = nn.mul(cx, pre .. ".quick_gelu", f, sg, f.dtype)
   else
     f = nn.act(cx, pre .. ".gelu", f)
@@ -97,46 +103,45 @@ local function clip_forward(cx, m, ids)
                          outs = { { name .. ".position_embeds", { 1, s, d }, pos.dtype } },
                          grads = { { dtype = pos.dtype } } })
   local h = nn.add(cx, name .. ".embeddings", e, pe)
-  local mask = nn.op_sized(cx, { name = name .. ".causal_mask", inputs = {},
-                           outs = { { name .. ".causal_mask", { b, 1, s, s }, cx.autocast or tok.dtype } } })
   local layers = tm.encoder.children.layers
-  local last = m.output == "last"
   local penultimate
   for l, k in ipairs(layers.order) do
-    h = call(cx, layers.children[k], h, mask)
-    if l == #layers.order - 1 and not last then
+    h = call(cx, layers.children[k], h)
+    if l == #layers.order - 1 and m.output ~= "last" and m.output ~= "pooled" then
       penultimate = h
       nn.hold(cx, h) -- output_hidden_states keeps every layer's output; the penultimate is used
     end
   end
+  -- CLIPTextTransformer always ends with final_layer_norm and the pooled output: the rows at
+  -- the end-of-text positions, last_hidden_state[arange(b), input_ids.to(int).argmax(-1)]
+  -- (the eos_token_id == 2 branch: the hub configs of SD 1.x, 2.x, XL and Flux.1 say 2)
+  local fh = call(cx, tm.final_layer_norm, h)
+  local rows = nn.op_sized(cx, { name = name .. ".eos_arange", inputs = {},
+                             outs = { { name .. ".eos_rows", { b }, "int64" } } })
+  local ids32 = nn.op_sized(cx, { name = name .. ".ids_to_int", inputs = { ids },
+                              outs = { { name .. ".ids_int", { b, s }, "int32" } } })
+  local eos = nn.op_sized(cx, { name = name .. ".eos_argmax", inputs = { ids32 },
+                            outs = { { name .. ".eos_cols", { b }, "int64" } } })
+  local pr = nn.op_sized(cx, { name = name .. ".pooled", kind = "gather", inputs = { fh, rows, eos },
+                         outs = { { name .. ".pooled", { b, d }, fh.dtype } },
+                         grads = { { dtype = fh.dtype }, "none", "none" } })
   if m.output == "pooled" then
-    -- CLIPTextModel(...).pooler_output: last_hidden_state[arange(b), eos positions]; the last
-    -- hidden state is dropped as the model output is
-    local fh = call(cx, tm.final_layer_norm, h)
-    return nn.op_sized(cx, { name = name .. ".pooled", kind = "gather", inputs = { fh },
-                             outs = { { name .. ".pooled", { b, d }, fh.dtype } },
-                             grads = { { dtype = fh.dtype } } })
+    -- CLIPTextModel(...).pooler_output (the last hidden state, read by the gather only, is
+    -- dropped as the model output is)
+    return pr
   end
-  if last then
-    local fh = call(cx, tm.final_layer_norm, h)
-    -- pooled_output = last_hidden_state[arange(b), eos positions]: unused, freed on return
-    local pr = nn.op_sized(cx, { name = name .. ".pooled", kind = "gather", inputs = { fh },
-                           outs = { { name .. ".pooled", { b, d }, fh.dtype } },
-                           grads = { { dtype = fh.dtype } } })
+  if m.output == "last" then
+    -- pooled_output: unused, freed on return
     nn.release(cx, { pr }, name .. ".return")
     return fh
   end
-  local pooled
   local proj = m.children.text_projection
   if proj then
-    local fh = call(cx, tm.final_layer_norm, h)
-    -- pooled = last_hidden_state[arange(b), eos positions]: an index_select of b rows
-    local pr = nn.op_sized(cx, { name = name .. ".pooled", kind = "gather", inputs = { fh },
-                           outs = { { name .. ".pooled", { b, d }, fh.dtype } },
-                           grads = { { dtype = fh.dtype } } })
-    pooled = call(cx, proj, pr)
+    return penultimate, call(cx, proj, pr)
   end
-  return penultimate, pooled
+  -- (CLIPTextModel: the last hidden state and the pooled output are computed and dropped)
+  nn.release(cx, { pr }, name .. ".return")
+  return penultimate
 end
 
 local function embedding(num, dim)

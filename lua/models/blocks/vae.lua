@@ -37,7 +37,10 @@ local function vae_attention_forward(cx, m, x)
   local ao = nn.sdpa(cx, name, qh, kh, vh)
   local a2 = nn.view(cx, ao, { b, h * w, c })
   local o = call(cx, C.to_out.children["0"], a2)
-  o = nn.copy(cx, name .. ".to_nchw", o, { b, c, h, w }, { grad = "new" })
+  -- transpose(-1, -2).reshape(b, c, h, w): a view (the hw dimension splits), left strided as
+  -- (b, hw, c); the residual sum and the rescale keep that layout (TensorIterator follows the
+  -- first operand), and the next group norm makes the contiguous copy (see mid_forward)
+  o = nn.view(cx, o, { b, c, h, w }, name .. ".to_nchw")
   local s = nn.add(cx, name .. ".residual", o, x)
   return nn.div_scalar(cx, name .. ".rescale", s)
 end
@@ -58,6 +61,10 @@ local function mid_forward(cx, m, h)
   local C = m.children
   h = call(cx, C.resnets.children["0"], h, nil)
   h = call(cx, C.attentions.children["0"], h)
+  -- the attention's output is strided as (b, hw, c): native_group_norm (norm1) takes a
+  -- contiguous copy of it; the resnet's residual sum keeps the strided layout, so the
+  -- encoder's conv_norm_out copies again (encoder_forward)
+  h = nn.copy(cx, m.opname .. ".resnets.1.contiguous", h, h.shape, { grad = "new" })
   return call(cx, C.resnets.children["1"], h, nil)
 end
 
@@ -90,6 +97,8 @@ local function encoder_forward(cx, m, x)
     if D.downsamplers then h = call(cx, D.downsamplers.children["0"], h) end
   end
   h = call(cx, C.mid_block, h)
+  -- (the mid block's output keeps its attention's strided layout: group_norm's contiguous copy)
+  h = nn.copy(cx, m.opname .. ".conv_norm_out_contiguous", h, h.shape, { grad = "new" })
   h = call(cx, C.conv_norm_out, h)
   h = nn.act(cx, m.opname .. ".conv_act", h)
   return call(cx, C.conv_out, h)
