@@ -245,6 +245,19 @@ if awk '/after build|after forward|step 1 peak/ { d = $(NF - 1); gsub(/[^0-9-]/,
         END { exit (n == 3 && !bad) ? 0 : 1 }' "$TMP/oracle.out"
 then ok "tp 2: one rank's live bytes after the build, after forward and at step 1's peak match DTensor's capture (to 4 KiB)"
 else fail "tp 2 against the capture" "$(grep -E 'after|peak|Traceback' "$TMP/oracle.out")"; fi
+# fused AdamW under tp 2: the embedding's .grad is the whole table (32000 x 4096 bf16, DTensor
+# keeps it Replicate), and _fused_adamw_ holds the clone of its rank's rows (131072000 bytes) as
+# a temporary at the step's peak
+"$VRSIM" "$O/scenarios/llama2_7b_l2_bf16_tp2.lua" --no-files --set optimizer_impl=fused --json \
+  >"$TMP/tpfused.json" 2>"$TMP/tpfused.err"
+if python3 - "$TMP/tpfused.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+g = [e["bytes"] for e in d["live_at_peak"] if e["name"] == "grad:model.embed_tokens.weight"]
+sys.exit(0 if g == [262144000] and d["breakdown_at_peak"]["temporaries"] >= 131072000 else 1)
+PY
+then ok "tp 2, fused AdamW: the embedding's .grad is the whole table, its rows' clone a temporary of the step"
+else fail "tp 2, fused AdamW: the embedding's gradient" "$(head -c 600 "$TMP/tpfused.json"; cat "$TMP/tpfused.err")"; fi
 # what is not modelled with it: exit 2 naming the knob
 run tpl "$TMP/tp.lua" --no-files --set precision=lora_bf16
 expect "tp with LoRA: exit 2" 2 "training.parallel.tp = 2 with LoRA adapters: not modelled yet"
