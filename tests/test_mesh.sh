@@ -236,17 +236,34 @@ then ok "tp 8 x dp_shard 2: the dp_shard pair strided over 2 nodes gathers on th
 else fail "the dp_shard group across nodes is priced as on one node ($n8 us against $n16 us)" "$(grep -i priced "$TMP/place8.out")"; fi
 # one rank's allocated memory against DTensor's own (validation/oracle/capture_tp.py: rank 0 of
 # tp 2 on fake CUDA tensors in a fake process group, committed): after the build and after
-# forward, vrsim less its named CUDA-only allocations is within 4 KiB of the capture
+# forward and at step 1's peak (the optimizer's, where the embedding's whole gradient is .grad),
+# vrsim less its named CUDA-only allocations is within 4 KiB of the capture
 O=validation/oracle
 python3 "$O/compare.py" --vrsim "$VRSIM" "$O/captures/llama2_7b_l2_bf16_tp2.jsonl.gz" \
   "$O/scenarios/llama2_7b_l2_bf16_tp2.lua" >"$TMP/oracle.out" 2>&1
-if awk '/after build|after forward/ { d = $(NF - 1); gsub(/[^0-9-]/, "", d); d += 0; n++; if (d < -4096 || d > 4096) bad = 1 }
-        END { exit (n == 2 && !bad) ? 0 : 1 }' "$TMP/oracle.out"
-then ok "tp 2: one rank's live bytes after the build and after forward match DTensor's capture (to 4 KiB)"
+if awk '/after build|after forward|step 1 peak/ { d = $(NF - 1); gsub(/[^0-9-]/, "", d); d += 0; n++; if (d < -4096 || d > 4096) bad = 1 }
+        END { exit (n == 3 && !bad) ? 0 : 1 }' "$TMP/oracle.out"
+then ok "tp 2: one rank's live bytes after the build, after forward and at step 1's peak match DTensor's capture (to 4 KiB)"
 else fail "tp 2 against the capture" "$(grep -E 'after|peak|Traceback' "$TMP/oracle.out")"; fi
+# fused AdamW under tp 2: the embedding's .grad is the whole table (32000 x 4096 bf16, DTensor
+# keeps it Replicate), and _fused_adamw_ holds the clone of its rank's rows (131072000 bytes) as
+# a temporary at the step's peak
+"$VRSIM" "$O/scenarios/llama2_7b_l2_bf16_tp2.lua" --no-files --set optimizer_impl=fused --json \
+  >"$TMP/tpfused.json" 2>"$TMP/tpfused.err"
+if python3 - "$TMP/tpfused.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+g = [e["bytes"] for e in d["live_at_peak"] if e["name"] == "grad:model.embed_tokens.weight"]
+sys.exit(0 if g == [262144000] and d["breakdown_at_peak"]["temporaries"] >= 131072000 else 1)
+PY
+then ok "tp 2, fused AdamW: the embedding's .grad is the whole table, its rows' clone a temporary of the step"
+else fail "tp 2, fused AdamW: the embedding's gradient" "$(head -c 600 "$TMP/tpfused.json"; cat "$TMP/tpfused.err")"; fi
 # what is not modelled with it: exit 2 naming the knob
 run tpl "$TMP/tp.lua" --no-files --set precision=lora_bf16
 expect "tp with LoRA: exit 2" 2 "training.parallel.tp = 2 with LoRA adapters: not modelled yet"
+run tps "$TMP/tp.lua" --no-files --set optimizer=sgd
+expect "tp with SGD (the embedding's whole gradient in its step): exit 2" 2 \
+  "training.parallel.tp = 2 with training.optimizer = \"sgd\" .the embedding.s whole gradient in its step.: not modelled yet"
 run tpz "$TMP/tp.lua" --no-files --set count=4 --set parallel.dp_shard=2 --set strategy=zero2
 expect "tp with DeepSpeed: exit 2" 2 "training.parallel.tp = 2 with training.strategy = \"zero2\": torchtitan composes tensor parallelism with FSDP2 only"
 run tp3 "$TMP/tp.lua" --no-files --set count=3 --set parallel.tp=3

@@ -208,6 +208,18 @@ function M.build(cx, cfg, params, updates)
   for i, p in ipairs(trainable) do numels[i] = nn.numel(p.shape) end
   local fp32 = trainable[1] and trainable[1].dtype == "fp32"
   local function fk(base) return fp32 and base .. "_fp32" or base end
+  -- a gradient whole where its parameter is sharded (tensor parallelism's embedding,
+  -- strategies/tp.lua): DTensor's dispatch clones the rank's rows of it for each grads argument
+  -- of an op that reads it, a temporary of that op (lerp_ reads grads once, addcmul_ twice)
+  local redist = {}
+  for _, p in ipairs(trainable) do
+    if p.tp_replicated_grad then redist[#redist + 1] = p.tp_replicated_grad end
+  end
+  local function redist_ws(times)
+    local ws = {}
+    for _ = 1, times do for _, b in ipairs(redist) do ws[#ws + 1] = b end end
+    return #ws > 0 and ws or nil
+  end
   local found_inf = nil
   if cx.grad_scaler then found_inf = grad_scaler_unscale(cx, grads, total, numels) end
   if kind == "adamw" or kind == "adam" then
@@ -241,9 +253,11 @@ function M.build(cx, cfg, params, updates)
       -- the in-place _foreach_ calls before the sqrt, bytes read + written: mul_(params) 2P,
       -- lerp_(exp_avgs, grads) 3P, mul_(exp_avg_sqs) 2P, addcmul_(exp_avg_sqs, grads, grads) 3P
       op(cx, { name = "adamw._foreach_mul_(params)", kind = fk("foreach_scalar"), frees = {}, bytes = 2 * total, kernels = k(1), host_us = per_op })
-      op(cx, { name = "adamw._foreach_lerp_(exp_avgs)", kind = fk("foreach"), frees = {}, bytes = 3 * total, kernels = k(2), host_us = per_op })
+      op(cx, { name = "adamw._foreach_lerp_(exp_avgs)", kind = fk("foreach"), frees = {}, bytes = 3 * total, kernels = k(2), host_us = per_op,
+               workspace = redist_ws(1) })
       op(cx, { name = "adamw._foreach_mul_(exp_avg_sqs)", kind = fk("foreach_scalar"), frees = {}, bytes = 2 * total, kernels = k(1), host_us = per_op })
-      op(cx, { name = "adamw._foreach_addcmul_(exp_avg_sqs)", kind = fk("foreach"), frees = {}, bytes = 3 * total, kernels = k(3), host_us = per_op })
+      op(cx, { name = "adamw._foreach_addcmul_(exp_avg_sqs)", kind = fk("foreach"), frees = {}, bytes = 3 * total, kernels = k(3), host_us = per_op,
+               workspace = redist_ws(2) })
       local sq = {}
       for i, p in ipairs(trainable) do
         sq[i] = G:tensorv(p.name .. ".exp_avg_sq_sqrt", nn.bytes(p.shape, p.dtype), n(p.shape), p.dtype, "temp")
@@ -262,7 +276,8 @@ function M.build(cx, cfg, params, updates)
         local b = nn.bytes(p.shape, p.dtype)
         -- mul_ 2P, lerp_ 3P, mul_ 2P, addcmul_ 3P; then sqrt 2P, div 2P, add_ 2P, addcdiv_ 4P
         op(cx, { name = "adamw.update " .. p.name, kind = "elementwise", frees = {}, bytes = 10 * b,
-                 kernels = 4, host_us = step_us })
+                 kernels = 4, host_us = step_us,
+                 workspace = p.tp_replicated_grad and { p.tp_replicated_grad, p.tp_replicated_grad } or nil })
         local s = G:tensorv(p.name .. ".sqrt", b, n(p.shape), p.dtype, "temp")
         local d = G:tensorv(p.name .. ".denom", b, n(p.shape), p.dtype, "temp")
         op(cx, { name = "adamw.sqrt " .. p.name, kind = "elementwise", outputs = { s }, frees = {}, bytes = 2 * b })
@@ -278,7 +293,8 @@ function M.build(cx, cfg, params, updates)
       -- its own class: all of Adam's arithmetic in one kernel per tensor-list chunk of the four
       -- lists (validation/results/fused_adamw_h200.lua: 2.72 TB/s in bf16, 3.5 in fp32)
       op(cx, { name = "adamw._fused_adamw_", kind = fk("fused_adamw"), frees = {},
-               bytes = 7 * total, kernels = foreach_launches(numels, 4), host_us = step_us * n_tensors })
+               bytes = 7 * total, kernels = foreach_launches(numels, 4), host_us = step_us * n_tensors,
+               workspace = redist_ws(1) })
     else
       error("optimizer_impl must be foreach, forloop or fused", 0)
     end

@@ -70,6 +70,10 @@ function T.refusal(fam, mc, t, tp)
     { t.optimizer_in_backward, "the optimizer step in backward" },
     { t.build == "cast", "training.build = \"cast\" (each rank's shards are made in their dtype, as torchtitan materializes them)" },
     { t.precision:match("^amp") or t.precision == "mp_fp32", "autocast or FSDP2 mixed precision" },
+    -- (the embedding's whole gradient, cloned to the rank's rows inside each optimizer op that
+    -- reads it, is modelled for torch's AdamW and Adam: T.hooks)
+    { t.strategy == "none" and t.optimizer ~= "adamw" and t.optimizer ~= "adam",
+      ("training.optimizer = \"%s\" (the embedding's whole gradient in its step)"):format(t.optimizer) },
   }
   for _, u in ipairs(unsupported) do
     if u[1] then return ("%s with %s: not modelled yet"):format(where, u[2]) end
@@ -185,16 +189,30 @@ function T.hooks(cx, root, tp)
   -- RowwiseParallel on an Embedding: each rank looks up the ids of its vocabulary rows (the
   -- others masked to row 0: MaskPartial's mask and shifted ids, int64), zeroes the masked rows
   -- of its partial output, and the partials are reduce-scattered over the sequence. In backward
-  -- DTensor has no vocabulary-sharded strategy for embedding_dense_backward
-  -- (torch/distributed/tensor/_ops/_embedding_ops.py: column-wise, batch-dim or partial only): it
-  -- makes the whole table's gradient, Partial over the group, then reduce-scatters it to the
-  -- rank's rows (the kernel's output as a temporary of the backward; the reduce-scatter's time is
-  -- not an op)
+  -- the output's gradient is all-gathered to Replicate (Redistribute's backward turns a Partial
+  -- source into Replicate), and DTensor has no vocabulary-sharded strategy for
+  -- embedding_dense_backward (torch/distributed/tensor/_ops/_embedding_ops.py: column-wise,
+  -- batch-dim, partial or replicate): with the ids and the gradient Replicate it makes the whole
+  -- table's gradient, Replicate, on every rank. Alone, AccumulateGrad keeps that whole tensor as
+  -- .grad (the parameter is Shard(0), its gradient Replicate), and the optimizer's DTensor
+  -- dispatch redistributes it to Shard(0) for each grads argument of each foreach op that reads
+  -- it (_dispatch.py redistribute_local_args; Shard._replicate_to_shard: a clone of the rank's
+  -- rows, no collective): a temporary of that op, w.tp_replicated_grad, strategies/optim.lua.
+  -- Under FSDP2 its post-backward redistributes the gradient to the tp placement before its own
+  -- reduce-scatter (_fsdp_param.py _get_grad_inner_tensor): the whole table is a temporary of
+  -- the backward
+  local fsdp = cx.dp and cx.shard_params
   local mask
   add(embed, {
     pre = function(c, m, args)
       local w = m.p.weight
-      m.tp_full_grad_bytes = nn.bytes({ w.shape[1] * tp, w.shape[2] }, w.dtype)
+      local whole = nn.bytes({ w.shape[1] * tp, w.shape[2] }, w.dtype)
+      if fsdp then
+        m.tp_full_grad_bytes = whole
+      else
+        m.tp_whole_grad_bytes = whole
+        w.tp_replicated_grad = nn.bytes(w.shape, w.dtype)
+      end
       local ids = args[1]
       local n = nn.numel(ids.shape)
       mask = nn.op(c, { name = "embed_tokens: vocabulary mask", inputs = { ids },
