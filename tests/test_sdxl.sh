@@ -277,5 +277,44 @@ PY
   else fail "validate: SDXL runs beyond 3 %" "$msg"; fi
 fi
 
+# ---- the host's speed (hardware.host_dispatch_scale, lua/hw/host_speed.lua) ------------------
+# The checkpointed UNet step on the calibration host is host-bound (its dispatch outlasts its
+# kernels). On a host a tenth as slow per op the GPU's work sets the step, so 1024 px batch 4 takes
+# longer than 512 px batch 1 by the difference of their kernel time; on a host twice as slow the
+# host-bound step grows by its dispatch time.
+host_step() { # resolution batch scale -> "step_ms compute_ms host_ms"
+  cat >"$TMP/host.lua" <<SCN
+return {
+  hardware = { gpu = "h200", host_dispatch_scale = $3 },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = $2, resolution = $1, precision = "bf16", checkpointing = true, steps = 3 },
+}
+SCN
+  "$VRSIM" "$TMP/host.lua" --json --no-files >"$TMP/host.json" 2>"$TMP/host.err" &&
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d["time_ms"]; print(d["step_time_ms"], t["compute"], t["host_dispatch"])' "$TMP/host.json"
+}
+small=$(host_step 512 1 0.1); big=$(host_step 1024 4 0.1)
+base=$(host_step 512 1 1); slow=$(host_step 512 1 2)
+msg=$(python3 - "$small" "$big" <<'PY' 2>&1
+import sys
+(s, sc, sh), (b, bc, bh) = [map(float, a.split()) for a in sys.argv[1:3]]
+if not (sh < sc and bh < bc): print("fast host: not GPU-bound (host %.1f, %.1f ms; kernels %.1f, %.1f ms)" % (sh, bh, sc, bc)); sys.exit(1)
+gpu = bc - sc
+if gpu < 100 or abs((b - s) - gpu) > 0.05 * gpu: print("step grows %.1f ms, kernels %.1f ms" % (b - s, gpu)); sys.exit(1)
+PY
+)
+if [ $? -eq 0 ]; then ok "fast host: 1024 px batch 4 exceeds 512 px batch 1 by the kernels' extra time"
+else fail "fast host: step against the GPU's work" "$msg$(cat "$TMP/host.err")"; fi
+msg=$(python3 - "$base" "$slow" <<'PY' 2>&1
+import sys
+(s1, c1, h1), (s2, c2, h2) = [map(float, a.split()) for a in sys.argv[1:3]]
+if h1 <= c1: print("calibration host not host-bound (host %.1f ms, kernels %.1f ms)" % (h1, c1)); sys.exit(1)
+if abs(h2 - 2 * h1) > 1e-6 * h1: print("host dispatch %.3f ms at scale 2, %.3f at 1" % (h2, h1)); sys.exit(1)
+if abs((s2 - s1) - h1) > 0.05 * h1: print("step %.1f -> %.1f ms, host dispatch %.1f ms" % (s1, s2, h1)); sys.exit(1)
+PY
+)
+if [ $? -eq 0 ]; then ok "slow host: a host twice as slow adds its dispatch time to the host-bound step"
+else fail "slow host: step against the host's dispatch" "$msg$(cat "$TMP/host.err")"; fi
+
 echo "test_sdxl: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -27,6 +27,7 @@ local SCHEMA = {
     network = { "string", "ib_ndr", "link between nodes (lua/hw/links.lua network): ib_hdr, ib_ndr, roce_400g, ..." },
     nics_per_node = { "integer", nil, "network ports (of hardware.network) per node, rail-optimised [one per GPU, as DGX/HGX]" },
     host = { "string", nil, "host config from lua/hw/hosts.lua (host RAM for offload)" },
+    host_dispatch_scale = { "number", 1, "the host's CPU time per op (PyTorch dispatch, launches) as a multiple of the calibration host's (lua/hw/host_speed.lua): 1.5 = 1.5x slower" },
     memory_fraction = { "number", nil, "torch.cuda.set_per_process_memory_fraction" },
     capacity_gib = { "number", nil, "pretend the card has this much memory (GiB)" },
     capacity_mib = { "number", nil, "the same in MiB" },
@@ -792,6 +793,8 @@ local function device_of(cfg, ctx)
     prof = load_profile(carry_mod.REFERENCE)
     if prof then carry, prof.basis = carry_mod.carry(g, gpus[carry_mod.REFERENCE], carry_mod.best_bf16(prof)) end
   end
+  -- the host costs carried to the run's host (hardware.host_dispatch_scale, lua/hw/host_speed.lua)
+  prof = require("hw.host_speed").scaled(prof, cfg.hardware.host_dispatch_scale)
   -- NCCL collectives measured between GPUs of this kind over NVLink (make calibrate on a
   -- machine with several), used when the collectives run on NVLink
   local nccl, nccl_ranks
