@@ -316,5 +316,30 @@ PY
 if [ $? -eq 0 ]; then ok "slow host: a host twice as slow adds its dispatch time to the host-bound step"
 else fail "slow host: step against the host's dispatch" "$msg$(cat "$TMP/host.err")"; fi
 
+# ---- the GPU's host link (hardware.pcie) ------------------------------------------------------
+# Two RTX 4090s (no peer-to-peer) run DDP's all-reduce over PCIe: their own link is gen4 x16
+# (lua/hw/gpus.lua); in x8 slots (lua/hw/links.lua gen4_x8: half its achieved rate) the same
+# gradients take about twice as long. An unknown link is refused.
+pcie_comm() { # link (a Lua value) -> communication ms
+  cat >"$TMP/pcie.lua" <<SCN
+return {
+  hardware = { gpu = "rtx4090", count = 2, pcie = $1 },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "bf16", checkpointing = true,
+               strategy = "ddp", lora = { r = 8 }, steps = 3 },
+}
+SCN
+  "$VRSIM" "$TMP/pcie.lua" --json --no-files >"$TMP/pcie.json" 2>"$TMP/pcie.err" &&
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["time_ms"]["communication"])' "$TMP/pcie.json"
+}
+own=$(pcie_comm nil); x16=$(pcie_comm '"gen4_x16"'); x8=$(pcie_comm '"gen4_x8"')
+if python3 -c 'import sys; o, a, b = map(float, sys.argv[1:4]); sys.exit(not (o == a > 0 and 1.8 < b / a < 2.05))' "$own" "$x16" "$x8" 2>/dev/null
+then ok "hardware.pcie: gen4 x8 slots double the 4090s' all-reduce time ($x16 -> $x8 ms)"
+else fail "hardware.pcie: communication own '$own', gen4_x16 '$x16', gen4_x8 '$x8'" "$(cat "$TMP/pcie.err")"; fi
+pcie_comm '"gen9_x1"' >/dev/null
+RC=$?
+if [ "$RC" -eq 2 ] && grep -q "gen9_x1" "$TMP/pcie.err"; then ok "hardware.pcie: an unknown link is refused with exit 2, naming it"
+else fail "hardware.pcie = gen9_x1: exit $RC" "$(cat "$TMP/pcie.err")"; fi
+
 echo "test_sdxl: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
