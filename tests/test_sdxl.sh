@@ -277,5 +277,69 @@ PY
   else fail "validate: SDXL runs beyond 3 %" "$msg"; fi
 fi
 
+# ---- the host's speed (hardware.host_dispatch_scale, lua/hw/host_speed.lua) ------------------
+# The checkpointed UNet step on the calibration host is host-bound (its dispatch outlasts its
+# kernels). On a host a tenth as slow per op the GPU's work sets the step, so 1024 px batch 4 takes
+# longer than 512 px batch 1 by the difference of their kernel time; on a host twice as slow the
+# host-bound step grows by its dispatch time.
+host_step() { # resolution batch scale -> "step_ms compute_ms host_ms"
+  cat >"$TMP/host.lua" <<SCN
+return {
+  hardware = { gpu = "h200", host_dispatch_scale = $3 },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = $2, resolution = $1, precision = "bf16", checkpointing = true, steps = 3 },
+}
+SCN
+  "$VRSIM" "$TMP/host.lua" --json --no-files >"$TMP/host.json" 2>"$TMP/host.err" &&
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d["time_ms"]; print(d["step_time_ms"], t["compute"], t["host_dispatch"])' "$TMP/host.json"
+}
+small=$(host_step 512 1 0.1); big=$(host_step 1024 4 0.1)
+base=$(host_step 512 1 1); slow=$(host_step 512 1 2)
+msg=$(python3 - "$small" "$big" <<'PY' 2>&1
+import sys
+(s, sc, sh), (b, bc, bh) = [map(float, a.split()) for a in sys.argv[1:3]]
+if not (sh < sc and bh < bc): print("fast host: not GPU-bound (host %.1f, %.1f ms; kernels %.1f, %.1f ms)" % (sh, bh, sc, bc)); sys.exit(1)
+gpu = bc - sc
+if gpu < 100 or abs((b - s) - gpu) > 0.05 * gpu: print("step grows %.1f ms, kernels %.1f ms" % (b - s, gpu)); sys.exit(1)
+PY
+)
+if [ $? -eq 0 ]; then ok "fast host: 1024 px batch 4 exceeds 512 px batch 1 by the kernels' extra time"
+else fail "fast host: step against the GPU's work" "$msg$(cat "$TMP/host.err")"; fi
+msg=$(python3 - "$base" "$slow" <<'PY' 2>&1
+import sys
+(s1, c1, h1), (s2, c2, h2) = [map(float, a.split()) for a in sys.argv[1:3]]
+if h1 <= c1: print("calibration host not host-bound (host %.1f ms, kernels %.1f ms)" % (h1, c1)); sys.exit(1)
+if abs(h2 - 2 * h1) > 1e-6 * h1: print("host dispatch %.3f ms at scale 2, %.3f at 1" % (h2, h1)); sys.exit(1)
+if abs((s2 - s1) - h1) > 0.05 * h1: print("step %.1f -> %.1f ms, host dispatch %.1f ms" % (s1, s2, h1)); sys.exit(1)
+PY
+)
+if [ $? -eq 0 ]; then ok "slow host: a host twice as slow adds its dispatch time to the host-bound step"
+else fail "slow host: step against the host's dispatch" "$msg$(cat "$TMP/host.err")"; fi
+
+# ---- the GPU's host link (hardware.pcie) ------------------------------------------------------
+# Two RTX 4090s (no peer-to-peer) run DDP's all-reduce over PCIe: their own link is gen4 x16
+# (lua/hw/gpus.lua); in x8 slots (lua/hw/links.lua gen4_x8: half its achieved rate) the same
+# gradients take about twice as long. An unknown link is refused.
+pcie_comm() { # link (a Lua value) -> communication ms
+  cat >"$TMP/pcie.lua" <<SCN
+return {
+  hardware = { gpu = "rtx4090", count = 2, pcie = $1 },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "bf16", checkpointing = true,
+               strategy = "ddp", lora = { r = 8 }, steps = 3 },
+}
+SCN
+  "$VRSIM" "$TMP/pcie.lua" --json --no-files >"$TMP/pcie.json" 2>"$TMP/pcie.err" &&
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["time_ms"]["communication"])' "$TMP/pcie.json"
+}
+own=$(pcie_comm nil); x16=$(pcie_comm '"gen4_x16"'); x8=$(pcie_comm '"gen4_x8"')
+if python3 -c 'import sys; o, a, b = map(float, sys.argv[1:4]); sys.exit(not (o == a > 0 and 1.8 < b / a < 2.05))' "$own" "$x16" "$x8" 2>/dev/null
+then ok "hardware.pcie: gen4 x8 slots double the 4090s' all-reduce time ($x16 -> $x8 ms)"
+else fail "hardware.pcie: communication own '$own', gen4_x16 '$x16', gen4_x8 '$x8'" "$(cat "$TMP/pcie.err")"; fi
+pcie_comm '"gen9_x1"' >/dev/null
+RC=$?
+if [ "$RC" -eq 2 ] && grep -q "gen9_x1" "$TMP/pcie.err"; then ok "hardware.pcie: an unknown link is refused with exit 2, naming it"
+else fail "hardware.pcie = gen9_x1: exit $RC" "$(cat "$TMP/pcie.err")"; fi
+
 echo "test_sdxl: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -27,6 +27,8 @@ local SCHEMA = {
     network = { "string", "ib_ndr", "link between nodes (lua/hw/links.lua network): ib_hdr, ib_ndr, roce_400g, ..." },
     nics_per_node = { "integer", nil, "network ports (of hardware.network) per node, rail-optimised [one per GPU, as DGX/HGX]" },
     host = { "string", nil, "host config from lua/hw/hosts.lua (host RAM for offload)" },
+    pcie = { "string", nil, "the GPU's host link, a key of lua/hw/links.lua pcie (gen3_x16, gen4_x8, gen4_x16, gen5_x16): a slot or riser below the card's own [the card's own]" },
+    host_dispatch_scale = { "number", 1, "the host's CPU time per op (PyTorch dispatch, launches) as a multiple of the calibration host's (lua/hw/host_speed.lua): 1.5 = 1.5x slower" },
     memory_fraction = { "number", nil, "torch.cuda.set_per_process_memory_fraction" },
     capacity_gib = { "number", nil, "pretend the card has this much memory (GiB)" },
     capacity_mib = { "number", nil, "the same in MiB" },
@@ -645,6 +647,14 @@ local function device_of(cfg, ctx)
   local g = gpus[name]
   local links = require "hw.links"
   local hosts = require "hw.hosts"
+  -- the GPU's host link: hardware.pcie where the slot gives it less than its own (x8, an older
+  -- generation), else the card's; offload's copies and collectives over PCIe run on it
+  local pcie_key = cfg.hardware.pcie or ("gen%d_x%d"):format(g.pcie.gen, g.pcie.lanes)
+  if cfg.hardware.pcie and not links.pcie[pcie_key] then
+    error(("hardware.pcie = '%s' is not a link of lua/hw/links.lua (one of: %s)"):format(pcie_key,
+      table.concat(keys(links.pcie), ", ")), 0)
+  end
+  local pcie_link = links.pcie[pcie_key] or links.pcie.gen4_x16
   local n = cfg.hardware.count
   local ic = cfg.hardware.interconnect
   local nvlink = link_as_sold(g, name, n, cfg.hardware.nvlink_bridge)
@@ -665,7 +675,7 @@ local function device_of(cfg, ctx)
       coll_bw = coll_bw * math.min(math.max(math.min(n, cfg.hardware.gpus_per_node) - 1, 1), l.links) / l.links
     end
   else
-    local l = links.pcie[("gen%d_x%d"):format(g.pcie.gen, g.pcie.lanes)] or links.pcie.gen4_x16
+    local l = pcie_link
     coll_bw, coll_lat = l.bw_bytes_per_s, l.latency_s * 1e9
     -- without peer-to-peer (GeForce Ada) NCCL stages every transfer through host memory: the
     -- data crosses PCIe twice
@@ -694,7 +704,7 @@ local function device_of(cfg, ctx)
   local dp_n = ctx.mesh and ctx.mesh.given and ctx.mesh.dp or n
   local shard = cfg.training.zero and cfg.training.zero.shard_group
   local replicate = shard and shard > 0 and shard < dp_n and dp_n // shard or 0
-  local pl = links.pcie[("gen%d_x%d"):format(g.pcie.gen, g.pcie.lanes)] or links.pcie.gen4_x16
+  local pl = pcie_link
   local host = cfg.hardware.host and hosts[cfg.hardware.host]
   if cfg.hardware.host and not host then
     local s = closest(cfg.hardware.host, keys(hosts))
@@ -793,6 +803,8 @@ local function device_of(cfg, ctx)
     prof = load_profile(carry_mod.REFERENCE)
     if prof then carry, prof.basis = carry_mod.carry(g, gpus[carry_mod.REFERENCE], carry_mod.best_bf16(prof)) end
   end
+  -- the host costs carried to the run's host (hardware.host_dispatch_scale, lua/hw/host_speed.lua)
+  prof = require("hw.host_speed").scaled(prof, cfg.hardware.host_dispatch_scale)
   -- NCCL collectives measured between GPUs of this kind over NVLink (make calibrate on a
   -- machine with several), used when the collectives run on NVLink
   local nccl, nccl_ranks
@@ -973,6 +985,7 @@ local function inert_given(cfg, ctx)
     { "training.cpu_threads", t.strategy == "fsdp2" and offload_opt,
       "only FSDP2's CPU-offloaded torch AdamW step runs on those threads" },
     { "hardware.host", offload, "nothing is offloaded to host memory" },
+    { "hardware.pcie", offload or hw.count > 1, "one GPU with nothing offloaded copies nothing over PCIe" },
     { "model.size", cfg.model.config == nil and not diffusion,
       cfg.model.arch == "sdxl" and "SDXL's shapes are its variant's"
       or cfg.model.arch == "sd" and "the UNet's shapes are model.config's"

@@ -1,0 +1,206 @@
+"""SDXL UNet step time as a steady median, with the host's own dispatch speed recorded beside it.
+
+A single step of a host-bound SDXL run says as much about the host as about the model: lent H200
+hosts ran the same UNet step at 201-250 ms and at 313 ms (docs/step-time.md). This harness times
+the step of validation/records/sdxl_h200.jsonl (the plain-PyTorch UNet of sdxl_unet.py, MSE on
+random latents, AdamW foreach, profile_sdxl_step.py's build and phases) for --warmup steps, then
+--steps (30 or more) steady ones, each from a synchronized device with CUDA events (as
+profile_sdxl_step.timed_step does), and writes one JSON line:
+
+  steps          every steady step's gpu_ms and the host's wall_ms of issuing it
+  median_ms, min_ms, max_ms, p10_ms, p90_ms, iqr_ms
+                 of the steady steps' gpu_ms (the spread says whether the host drifted)
+  host_bench     the host's dispatch benchmark, before and after the steps: a tight loop of tiny
+                 ops (64x64, so the device never limits), median us per op of --bench-reps runs,
+                 the loops of measure_dispatch.py (eager_linear_us, eager_inplace_add_us)
+  host_dispatch_scale
+                 the bench's eager_linear_us (mean of before and after) over the calibration
+                 host's (lua/hw/calibrated/h200_torch.lua, 24.552 us): vrsim's
+                 hardware.host_dispatch_scale for this run's host
+  cpu, torch, gpu, date, and the configuration
+
+  python3 validation/harness/measure_sdxl_steps.py --res 1024 --batch 1 --ckpt --out F.jsonl
+
+--dry-run runs the same protocol on the CPU with a small stand-in model (a few convolutions,
+GroupNorms and Linears, not the UNet) so the harness itself can be checked without a GPU; its
+figures say nothing about SDXL.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+# lua/hw/calibrated/h200_torch.lua eager_linear_us: the calibration host's figure for the same loop
+CALIBRATION_EAGER_LINEAR_US = 24.552
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def host_bench(dev, n_ops, reps):
+    """Median us per op of tight loops of tiny ops (measure_dispatch.py's eager loops)."""
+    x = torch.randn(64, 64, device=dev)
+    w = torch.randn(64, 64, device=dev)
+
+    def linear():
+        for _ in range(n_ops):
+            F.linear(x, w)
+
+    def add():
+        for _ in range(n_ops):
+            x.add_(1.0)
+
+    out = {}
+    for name, fn in (("eager_linear_us", linear), ("eager_inplace_add_us", add)):
+        fn()  # warm-up
+        times = []
+        for _ in range(reps):
+            sync(dev)
+            t0 = time.perf_counter()
+            fn()
+            sync(dev)
+            times.append((time.perf_counter() - t0) / n_ops * 1e6)
+        out[name] = round(statistics.median(times), 3)
+    return out
+
+
+class StandIn(nn.Module):
+    """--dry-run's model: the UNet's kinds of ops at toy size (no relation to its time)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(4, 32, 3, padding=1)
+        self.norm = nn.GroupNorm(8, 32)
+        self.conv2 = nn.Conv2d(32, 4, 3, padding=1)
+        self.proj = nn.Linear(32, 32)
+
+    def forward(self, x):
+        h = F.silu(self.norm(self.conv1(x)))
+        b, c, hh, ww = h.shape
+        t = self.proj(h.flatten(2).transpose(1, 2)).transpose(1, 2).reshape(b, c, hh, ww)
+        return self.conv2(h + t)
+
+
+def dry_run_phases(a):
+    dev = torch.device("cpu")
+    torch.manual_seed(0)
+    model = StandIn().to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
+    lat = max(a.res // 8, 8)
+    x = torch.randn(a.batch, 4, lat, lat)
+    target = torch.randn_like(x)
+
+    def fwd():
+        return F.mse_loss(model(x), target)
+
+    def bwd(loss):
+        loss.backward()
+
+    def optim():
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return fwd, bwd, optim
+
+
+def timed_step(dev, fwd, bwd, optim):
+    """One step from a synchronized device: device ms (CUDA events; on the CPU the wall time) and
+    the host's ms of issuing it."""
+    sync(dev)
+    if dev.type == "cuda":
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+    t0 = time.perf_counter()
+    bwd(fwd())
+    optim()
+    t1 = time.perf_counter()
+    if dev.type == "cuda":
+        e.record()
+    sync(dev)
+    t2 = time.perf_counter()
+    gpu_ms = s.elapsed_time(e) if dev.type == "cuda" else (t2 - t0) * 1e3
+    return {"gpu_ms": round(gpu_ms, 3), "wall_ms": round((t1 - t0) * 1e3, 3)}
+
+
+def spread(values):
+    v = sorted(values)
+    q = statistics.quantiles(v, n=10) if len(v) >= 2 else [v[0]] * 9
+    q4 = statistics.quantiles(v, n=4) if len(v) >= 2 else [v[0]] * 3
+    return {"median_ms": round(statistics.median(v), 3), "min_ms": v[0], "max_ms": v[-1],
+            "p10_ms": round(q[0], 3), "p90_ms": round(q[-1], 3), "iqr_ms": round(q4[2] - q4[0], 3)}
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--res", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--mode", choices=("bf16", "amp_bf16"), default="bf16")
+    ap.add_argument("--ckpt", action="store_true")
+    ap.add_argument("--warmup", type=int, default=3, help="steps not counted (optimizer state, cuDNN plans)")
+    ap.add_argument("--steps", type=int, default=40, help="steady steps timed (30 or more)")
+    ap.add_argument("--bench-ops", type=int, default=5000)
+    ap.add_argument("--bench-reps", type=int, default=7)
+    ap.add_argument("--dry-run", action="store_true", help="on the CPU with a stand-in model")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    if a.steps < (2 if a.dry_run else 30):
+        ap.error("--steps %d: a steady median needs 30 or more steps" % a.steps)
+    if a.res % 8 or a.res <= 0 or a.batch <= 0 or a.warmup < 0:
+        ap.error("--res must be a positive multiple of 8, --batch positive, --warmup not negative")
+    if not a.dry_run and not torch.cuda.is_available():
+        sys.exit("measure_sdxl_steps: no CUDA device (use --dry-run to check the harness on the CPU)")
+    dev = torch.device("cpu" if a.dry_run else "cuda")
+
+    before = host_bench(dev, a.bench_ops, a.bench_reps)
+    if a.dry_run:
+        run = dry_run_phases(a)
+    else:
+        from profile_sdxl_step import build, phases
+        model, opt, inp, target, _ = build(a)
+        run = phases(a, model, opt, inp, target)
+    for _ in range(a.warmup):
+        timed_step(dev, *run)
+    steps = [timed_step(dev, *run) for _ in range(a.steps)]
+    after = host_bench(dev, a.bench_ops, a.bench_reps)
+
+    linear_us = (before["eager_linear_us"] + after["eager_linear_us"]) / 2
+    rec = {"name": "steps-r%d-b%d_%s%s" % (a.res, a.batch, a.mode, "_ckpt" if a.ckpt else ""),
+           "res": a.res, "batch": a.batch, "mode": a.mode, "ckpt": a.ckpt, "dry_run": a.dry_run,
+           "warmup": a.warmup, "n_steps": a.steps, "steps": steps,
+           **spread([s["gpu_ms"] for s in steps]),
+           "median_wall_ms": round(statistics.median(s["wall_ms"] for s in steps), 3),
+           "host_bench": {"before": before, "after": after, "ops": a.bench_ops, "reps": a.bench_reps},
+           "host_dispatch_scale": None if a.dry_run else round(linear_us / CALIBRATION_EAGER_LINEAR_US, 4),
+           "cpu": cpu_name(), "python": platform.python_version(), "torch": torch.__version__,
+           "gpu": "cpu (dry run)" if a.dry_run else torch.cuda.get_device_name(),
+           "date": time.strftime("%Y-%m-%d")}
+    print("%s: median %.1f ms (p10 %.1f, p90 %.1f) over %d steps; host eager_linear %.2f -> %.2f us"
+          % (rec["name"], rec["median_ms"], rec["p10_ms"], rec["p90_ms"], a.steps,
+             before["eager_linear_us"], after["eager_linear_us"]), file=sys.stderr)
+    with open(a.out, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+if __name__ == "__main__":
+    main()
