@@ -249,7 +249,7 @@ end
 
 -- The GPU architecture as the op library tells architectures apart (cx.arch): "hopper", whose
 -- fused attention is cuDNN's, "pre-ampere" (the memory-efficient kernel), or "other". A
--- graph is the same on two GPUs of one class (as far as the architecture goes; lua/vrsim/plan.lua
+-- graph is the same on two GPUs of one class (as far as the architecture goes; lua/vrsim/reuse.lua
 -- graph_key), so an op that needs to tell more apart adds its class here. cc, the compute
 -- capability: SDPA puts cuDNN attention first on sm90 and on data-center Blackwell, sm100 and
 -- sm103 (sdp_utils.cpp check_prefer_cudnn_attention: major 9 or 10, minor 0 or 3, with the cuDNN
