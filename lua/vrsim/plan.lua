@@ -188,7 +188,7 @@ local function build_graph(st)
     if not okp then fail(ctx, "parallel", "training", tostring(pl)) end
     cx.pp = pl
     if pl then cx.layers_once = false end -- (replicate.lua numbers a stack's layers from 0)
-    -- FSDP2 over dp_shard beside the pipeline keeps each stage's parameters unsharded (dp.lua)
+    -- FSDP2 over dp_shard beside the pipeline keeps each stage's parameters unsharded (strategies/fsdp.lua)
     if pl and dp then dp.pp_keep(cx) end
   end
   local ok, loss, _, mc, forward = pcall(model.build, cx, cfg)
