@@ -1,5 +1,6 @@
 /* cmd_fields.c: `vrsim fields`: every scenario field with its type, default and meaning, read
- * from the schema that checks scenarios (lua/vrsim/plan.lua), so the list cannot drift. */
+ * from the schema that checks scenarios (lua/vrsim/fields.lua reads lua/vrsim/schema.lua), so the
+ * list cannot drift. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@ int cmd_fields(int argc, char **argv) {
         return VR_EXIT_USAGE;
     }
     char *text = NULL, err[512];
-    VrStatus st = scenario_report_text("vrsim.plan", "fields_text", false, &text, err, sizeof err);
+    VrStatus st = scenario_report_text("vrsim.fields", "fields_text", false, &text, err, sizeof err);
     if (st) {
         fprintf(stderr, "vrsim fields: %s\n", err);
         return st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;

@@ -227,7 +227,7 @@ static bool recv_job(int fd, char ***sets, int *n_sets, bool *simulate, bool *an
  * the next job; where anything else failed it exits. A job sent `anew` it loads as its first:
  * the graph it kept is dropped, and the load makes everything again in the state as it stands,
  * in which vrsim's modules keep nothing of an earlier load but caches of what they read once
- * (the GPU's joined profile rows, lua/vrsim/plan.lua; P.build lets go of the last build before
+ * (the GPU's joined profile rows, lua/vrsim/hardware.lua; P.build lets go of the last build before
  * it makes the next), so its answer is the fresh child's too. It reuses the pages the state and
  * the graph it dropped had, where a fresh child faults every page it writes in (docs/speed.md). */
 static void reuse_child(PointRunner *r, const char *chunkname, const char *src, const PointJob *j,

@@ -537,7 +537,7 @@ elif [ -n "$alone" ] && [ "$mixed" = "$alone" ]; then ok "a LoRA run after a ful
 else fail "a LoRA run after a full fine-tune in one process: step time '$mixed', alone '$alone'"; fi
 
 # ---- the H200's supplements reach the cost model -----------------------------------------
-# plan.lua reads lua/hw/calibrated/h200_gemm.lua (GEMMs timed from an idle card) in place of the
+# lua/vrsim/hardware.lua reads lua/hw/calibrated/h200_gemm.lua (GEMMs timed from an idle card) in place of the
 # profile's grid, and h200_sdpa.lua for fused attention. torch.profiler's kernels of this very
 # configuration are in validation/results/profile_tables_h200.jsonl (59.5 ms of GEMM kernels);
 # the profile's own back-to-back grid gives 64.5 ms, the idle-card grid 57.8. So a GEMM sum

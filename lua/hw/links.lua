@@ -61,7 +61,7 @@ return {
         .. "~87% is an assumption, as for the earlier generations" },
     -- AMD Infinity Fabric (xGMI) between the 8 MI300X of an OAM platform: a full mesh, each GPU
     -- one link to each of the 7 others. A collective among n of them uses n - 1 links of each GPU
-    -- (mesh = true: lua/vrsim/plan.lua scales the figures by (n - 1) / links)
+    -- (mesh = true: lua/vrsim/hardware.lua scales the figures by (n - 1) / links)
     xgmi_mi300x = { links = 7, bw_per_link_bytes_per_s = 64e9, theoretical_bw_bytes_per_s = 448e9,
       bw_bytes_per_s = 390e9, latency_s = 3e-6, mesh = true,
       source = "AMD Instinct MI300X data sheet: Infinity Fabric 7 links, 128 GB/s each bidirectional (896 GB/s "

@@ -105,7 +105,7 @@ function R:get(t, k, kind, default, prefix)
 end
 
 -- The value v that key k of t sets in scenario field section.field, held to that field's bounds
--- (plan.lua check_field): an error names the key and its line, not the field.
+-- (lua/vrsim/schema.lua check_field): an error names the key and its line, not the field.
 function R:field(t, k, section, field, v, prefix)
   if v == nil then return nil end
   local origin = ("%s:%d: %s%s"):format(self.file, self:line(t, k), prefix or "", tostring(k))

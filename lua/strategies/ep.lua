@@ -89,7 +89,7 @@ function E.shard_tree(root, ep)
 end
 
 -- Whether a parameter is one of the experts' own under expert parallelism (FSDP2 leaves it whole
--- on its rank: strategies/dp.lua M.shard).
+-- on its rank: strategies/fsdp.lua M.shard).
 function E.is_expert_param(p)
   return p.name:match("%.experts%.gate_up_proj$") ~= nil or p.name:match("%.experts%.down_proj$") ~= nil
 end

@@ -35,7 +35,7 @@
 -- FSDP2's float8 all-gather (enable_fsdp_float8_all_gather, tensorwise only): fsdp_pre_all_gather
 -- casts each shard to float8 before the all-gather, so the gathered weight is float8 (1 byte an
 -- element) and the forward and the grad_input cast skip it (tensor_already_casted_to_fp8); its
--- gradient stays in the parameter dtype (strategies/dp.lua reads p.float8_gather).
+-- gradient stays in the parameter dtype (strategies/fsdp.lua reads p.float8_gather).
 local nn = require "vrsim.nn"
 
 local M = {}

@@ -1,7 +1,7 @@
 -- shard.lua: the sharding strategies' module hooks, as FSDP2's fully_shard and DeepSpeed ZeRO-3's
 -- parameter coordinator register them: before a unit's forward its parameters are all-gathered
--- (strategies/dp.lua gather), after it they are released and the backward gather and gradient
--- reduce-scatter are declared (dp.release).
+-- (strategies/fsdp.lua gather), after it they are released and the backward gather and gradient
+-- reduce-scatter are declared (fsdp.release).
 --
 -- Units: every module of a class the model never splits (root.no_split: a decoder layer, a UNet
 -- block), and the root, which owns every parameter outside them. FSDP2 (fully_shard per unit,

@@ -51,7 +51,7 @@ local function new_tensor(cx, name, shape, dtype, rg, cat)
   local id = cx.G:tensorv(name, nb, n, dtype, cat or "activation", rg)
   -- nb: its bytes (nn.bytes of its shape and dtype), kept so that nn.op need not recompute
   -- them; set only where a tensor's shape and dtype never change after it is made (here,
-  -- nn.view, strategies/dp.lua's gathered copies), never on a parameter (a model's cast
+  -- nn.view, strategies/fsdp.lua's gathered copies), never on a parameter (a model's cast
   -- changes their dtype)
   return { id = id, shape = shape, dtype = dtype, rg = rg, name = name, nb = nb }
 end
@@ -80,12 +80,12 @@ function nn.view_op(cx, name, x, shape, grad_bytes, bwd_kind)
 end
 
 -- A parameter (allocated when the model is built). Under a sharding strategy (cx.shard_param)
--- the rank holds only a shard; the model's ops then use a gathered copy (strategies/dp.lua).
+-- the rank holds only a shard; the model's ops then use a gathered copy (strategies/fsdp.lua).
 function nn.param(cx, name, shape, dtype, trainable, module)
   local p = { shape = shape, dtype = dtype, rg = trainable, name = name, param = true,
               trainable = trainable, layer = cx.layer }
   -- the whole parameter is made first, as the model's constructor does; a sharding strategy
-  -- replaces it by its shard once the model is built (strategies/dp.lua)
+  -- replaces it by its shard once the model is built (strategies/fsdp.lua)
   if cx.shard_param and cx.shard_param(cx, p) then p.sharded = true end
   -- a parameter partitioned at construction (DeepSpeed zero.Init, meta-device init) is never
   -- materialized whole: its whole tensor has no bytes
@@ -249,7 +249,7 @@ end
 
 -- The GPU architecture as the op library tells architectures apart (cx.arch): "hopper", whose
 -- fused attention is cuDNN's, "pre-ampere" (the memory-efficient kernel), or "other". A
--- graph is the same on two GPUs of one class (as far as the architecture goes; lua/vrsim/plan.lua
+-- graph is the same on two GPUs of one class (as far as the architecture goes; lua/vrsim/reuse.lua
 -- graph_key), so an op that needs to tell more apart adds its class here. cc, the compute
 -- capability: SDPA puts cuDNN attention first on sm90 and on data-center Blackwell, sm100 and
 -- sm103 (sdp_utils.cpp check_prefer_cudnn_attention: major 9 or 10, minor 0 or 3, with the cuDNN

@@ -98,13 +98,13 @@ function P.layout(cfg, n_layers, mesh)
   if par.cp > 1 then no("cp > 1", ": context parallelism is not built") end
   if par.ep > 1 then no("ep > 1", ": expert parallelism is not built") end
   -- FSDP2 over dp_shard (and dp_replicate: HSDP, or a shard group of one) as torchtitan applies
-  -- it to each stage's model part (strategies/dp.lua M.pp_keep); the mesh set training.strategy =
+  -- it to each stage's model part (strategies/fsdp.lua M.pp_keep); the mesh set training.strategy =
   -- "fsdp2" from the degrees, and zero.shard_group = dp_shard where dp_replicate > 1
   if t.strategy ~= "none" and not (t.strategy == "fsdp2" and par.dp_shard * par.dp_replicate > 1) then
     no("training.strategy = \"" .. t.strategy .. "\"", " yet (set parallel's degrees instead: dp_shard and dp_replicate are FSDP2)")
   end
   -- (nor reduce_dtype, MixedPrecisionPolicy's, which torchtitan sets: the accumulated gradients
-  -- and their one reduce-scatter are in it, strategies/dp.lua M.pp_release)
+  -- and their one reduce-scatter are in it, strategies/fsdp.lua M.pp_release)
   local zero_given = {}
   for k in pairs(t.zero or {}) do
     if not (k == "shard_group" and par.dp_replicate > 1 and t.zero.shard_group == par.dp_shard)

@@ -120,7 +120,7 @@ static int read_sdpa(lua_State *L, int prof, CostSdpaRow *rows) {
 }
 
 /* The cost models made from calibrated profiles, kept for the life of the process. A profile
- * that lua/vrsim/plan.lua marks with a cost_key (the GPU whose calibrated files it joined, and
+ * that lua/vrsim/hardware.lua marks with a cost_key (the GPU whose calibrated files it joined, and
  * whether it took their LoRA table) holds the same rows every time it is read from one lua/
  * folder, so its curves are made once, and each plan gets a copy priced on its own device
  * (cost_clone: the same curves to the bit). The rows are some 60,000 fields; a sweep's parent
@@ -156,7 +156,7 @@ static CostModel *cost_cached(const char *key) {
 
 /* Reads the profile's rows at prof into a cost model for p->dev (p->cost). */
 static void read_profile_rows(lua_State *L, int prof, Plan *p) {
-    /* the grid a profile's `gemm` table holds (plan.lua puts the idle-card grid of <gpu>_gemm.lua
+    /* the grid a profile's `gemm` table holds (hardware.lua puts the idle-card grid of <gpu>_gemm.lua
      * there when there is one: a step's GEMMs run below the power limit, so a gemm_sustained
      * table is a record, not read) */
     int n_gemm = profile_table(L, prof, "gemm");

@@ -1,6 +1,6 @@
 -- tests/ops/test_rules.lua: unit tests of the rules outside the op library that decide memory:
 -- the allocator's capacity and the cuBLAS workspace (lua/hw/memory.lua), DDP's gradient buckets
--- (lua/strategies/dp.lua), and the op library's save and allocation rules not covered by
+-- (lua/strategies/ddp.lua), and the op library's save and allocation rules not covered by
 -- test_ops.lua (casts and autocast's weight cache, cat, copies, losses, the row-sum staging
 -- buffer).
 --

@@ -58,7 +58,7 @@ def byte_rate_points(path):
 
 
 def write_torch_ops(path, header, rows, gbps_digits=1):
-    """A calibrated table of torch_ops rows as lua/vrsim/plan.lua merges them: the comment lines
+    """A calibrated table of torch_ops rows as lua/vrsim/hardware.lua merges them: the comment lines
     of header, then each (class, op, bytes, ms, gbps) row."""
     with open(path, "w") as f:
         f.write(header)

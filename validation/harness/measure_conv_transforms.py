@@ -100,7 +100,7 @@ def write_lua(src, path):
                 "-- plus %.2f us a kernel, over %d convolution-directions, largest error %.0f %%:\n"
                 "--   python3 validation/harness/measure_conv_transforms.py --res 1024 --batch B --out F.jsonl\n"
                 "--   python3 validation/harness/measure_conv_transforms.py --from F.jsonl --lua THIS_FILE\n"
-                "-- Read as profile classes by lua/vrsim/plan.lua; priced per op by sim/cost.c (layout_ns).\n"
+                "-- Read as profile classes by lua/vrsim/hardware.lua; priced per op by sim/cost.c (layout_ns).\n"
                 % (k, n, 100 * err),
                 [(cls, "fit", size, size / (gbps * 1e6), gbps)
                  for cls, gbps in (("layout", act), ("layout_filter", filt))])

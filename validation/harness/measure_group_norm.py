@@ -70,7 +70,7 @@ def write_lua(src, path):
                 "-- GB/s a block); from 21 MB it does not (2.0-2.8).\n"
                 "--   python3 validation/harness/measure_group_norm.py --out validation/results/group_norm_h200.json\n"
                 "--   python3 validation/harness/measure_group_norm.py --from validation/results/group_norm_h200.json --lua THIS_FILE\n"
-                "-- Read as the profile class \"rowwise\" by lua/vrsim/plan.lua; sim/cost.c rowwise_ns.\n"
+                "-- Read as the profile class \"rowwise\" by lua/vrsim/hardware.lua; sim/cost.c rowwise_ns.\n"
                 % len(pts),
                 [("rowwise", "RowwiseMomentsCUDAKernel, one block", total, total / (gbps * 1e6), gbps)
                  for total, gbps in pts], gbps_digits=2)

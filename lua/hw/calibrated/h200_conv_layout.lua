@@ -5,7 +5,7 @@
 -- plus 1.29 us a kernel, over 71 convolution-directions, largest error 38 %:
 --   python3 validation/harness/measure_conv_transforms.py --res 1024 --batch B --out F.jsonl
 --   python3 validation/harness/measure_conv_transforms.py --from F.jsonl --lua THIS_FILE
--- Read as profile classes by lua/vrsim/plan.lua; priced per op by sim/cost.c (layout_ns).
+-- Read as profile classes by lua/vrsim/hardware.lua; priced per op by sim/cost.c (layout_ns).
 return {
   torch_ops = {
     {class="layout", op="fit", bytes=16777216, ms=0.00705, gbps=2378.3},

@@ -5,7 +5,7 @@
 -- GB/s a block); from 21 MB it does not (2.0-2.8).
 --   python3 validation/harness/measure_group_norm.py --out validation/results/group_norm_h200.json
 --   python3 validation/harness/measure_group_norm.py --from validation/results/group_norm_h200.json --lua THIS_FILE
--- Read as the profile class "rowwise" by lua/vrsim/plan.lua; sim/cost.c rowwise_ns.
+-- Read as the profile class "rowwise" by lua/vrsim/hardware.lua; sim/cost.c rowwise_ns.
 return {
   torch_ops = {
     {class="rowwise", op="RowwiseMomentsCUDAKernel, one block", bytes=1310720, ms=0.33888, gbps=3.87},
