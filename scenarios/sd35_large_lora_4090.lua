@@ -29,7 +29,7 @@
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set text_encoders=frozen
 --   DOES NOT FIT: CUDA out of memory while building the model (at 'parameters')
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set text_encoders=frozen --set gpu=rtx5090
---   FITS: peak reserved 27.55 GiB of 30.61 GiB usable (90.0 %), 3.06 GiB headroom
+--   FITS: peak reserved 27.55 GiB of 30.61 GiB usable (90.0 %), 3.05 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set model.config=configs/sd35-medium-transformer.json --set text_encoders=frozen --set vae=fp32
 --   FITS: peak reserved 18.84 GiB of 22.97 GiB usable (82.0 %), 4.13 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set model.config=configs/sd35-medium-transformer.json --set checkpointing=false
