@@ -24,6 +24,7 @@
 --   - --gradient_checkpointing: enable_gradient_checkpointing on the transformer (every double and
 --     single block a checkpointed unit).
 local unet_step = require "models.blocks.unet_step"
+local dit_script = require "models.blocks.dit_script"
 local clip = require "models.blocks.clip"
 local t5 = require "models.blocks.t5"
 local vae = require "models.blocks.vae"
@@ -268,33 +269,14 @@ end
 function M.build(cx, cfg)
   local t = cfg.training
   local u = M.read_config(cfg.model.config)
-  if t.text_encoders == "trained" then
-    error("flux: training.text_encoders = \"trained\" (--train_text_encoder: LoRA on CLIP ViT-L/14) "
-          .. "is not modelled", 0)
-  end
-  if t.ema then error("flux: training.ema: diffusers' Flux scripts keep no EMA copy; not modelled", 0) end
+  dit_script.refuse("flux", t, { encoders = "CLIP ViT-L/14", no_ema = "diffusers' Flux scripts keep no EMA copy" })
   check_encoders(u, t)
-  if t.max_sequence_length < 1 or t.max_sequence_length > 512 then
-    error(("flux: training.max_sequence_length = %d: T5's prompt length is 1 to 512 tokens")
-          :format(t.max_sequence_length), 0)
-  end
   if t.resolution % 16 ~= 0 or (t.width or t.resolution) % 16 ~= 0 then
     error("flux: training.resolution and width must be multiples of 16 (8x VAE, 2x2 packing)", 0)
   end
   cx.flux_guidance = u.guidance_embeds
   cx.model_name = u.guidance_embeds and "flux-dev" or "flux-schnell"
-  if t.vae == "cached" then
-    cfg.notes = cfg.notes or {}
-    table.insert(cfg.notes, "flux: vae = \"cached\": the latent distributions --cache_latents keeps on "
-                 .. "the GPU for the whole dataset are not counted (the step's own latents are)")
-  end
-  if not t.precision:match("^lora_") then
-    -- the full fine-tuning script is another program than the LoRA one this file follows
-    cfg.notes = cfg.notes or {}
-    table.insert(cfg.notes, ("flux: precision = \"%s\" trains the whole transformer with the LoRA "
-                 .. "script's step and this precision's weights, gradients and optimizer state; "
-                 .. "diffusers' train_dreambooth_flux.py (its own dtype handling) is not read"):format(t.precision))
-  end
+  dit_script.notes("flux", t, cfg, "train_dreambooth_flux.py")
   return unet_step.build(cx, cfg, family(u, t))
 end
 

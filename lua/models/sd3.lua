@@ -25,6 +25,7 @@
 --     weighted mean-squared loss;
 --   - --gradient_checkpointing: every JointTransformerBlock a checkpointed unit.
 local unet_step = require "models.blocks.unet_step"
+local dit_script = require "models.blocks.dit_script"
 local clip = require "models.blocks.clip"
 local t5 = require "models.blocks.t5"
 local vae = require "models.blocks.vae"
@@ -271,33 +272,14 @@ end
 function M.build(cx, cfg)
   local t = cfg.training
   local u = M.read_config(cfg.model.config)
-  if t.text_encoders == "trained" then
-    error("sd3: training.text_encoders = \"trained\" (--train_text_encoder: LoRA on CLIP-L and CLIP-G) "
-          .. "is not modelled", 0)
-  end
-  if t.ema then error("sd3: training.ema: diffusers' SD3 LoRA script keeps no EMA copy; not modelled", 0) end
+  dit_script.refuse("sd3", t, { encoders = "CLIP-L and CLIP-G", no_ema = "diffusers' SD3 LoRA script keeps no EMA copy" })
   if not M.choices.weighting_scheme[t.weighting_scheme] then
     error(("sd3: training.weighting_scheme = \"%s\": logit_normal, mode, none, sigma_sqrt or cosmap")
           :format(tostring(t.weighting_scheme)), 0)
   end
   check_encoders(u, t)
-  if t.max_sequence_length < 1 or t.max_sequence_length > 512 then
-    error(("sd3: training.max_sequence_length = %d: T5's prompt length is 1 to 512 tokens")
-          :format(t.max_sequence_length), 0)
-  end
   cx.model_name = u.name or (u.dual_attention_layers[0] and "sd3.5-medium" or "sd3")
-  if t.vae == "cached" then
-    cfg.notes = cfg.notes or {}
-    table.insert(cfg.notes, "sd3: vae = \"cached\": the latent distributions --cache_latents keeps on "
-                 .. "the GPU for the whole dataset are not counted (the step's own latents are)")
-  end
-  if not t.precision:match("^lora_") then
-    -- the full fine-tuning script is another program than the LoRA one this file follows
-    cfg.notes = cfg.notes or {}
-    table.insert(cfg.notes, ("sd3: precision = \"%s\" trains the whole transformer with the LoRA "
-                 .. "script's step and this precision's weights, gradients and optimizer state; "
-                 .. "diffusers' train_dreambooth_sd3.py (its own dtype handling) is not read"):format(t.precision))
-  end
+  dit_script.notes("sd3", t, cfg, "train_dreambooth_sd3.py")
   return unet_step.build(cx, cfg, family(u, t))
 end
 
