@@ -15,6 +15,8 @@
  *                     h100 --gpus 8 (lua/recipes/torchtitan.lua; its flavors as they come)
  *  11 fuzz_diffusers  the input is a saved launch command (lua/recipes/cmdline.lua) read as
  *                     vrsim CMD.sh --gpu h100 (lua/recipes/diffusers.lua)
+ *  12 fuzz_axolotl    an axolotl YAML, and
+ *  13 fuzz_accelerate an accelerate config YAML, read as modes 5-8 read theirs
  * Any input must give a plan or a one-line error; a plan's graph must then simulate. A crash, a
  * sanitizer report or a hang is a finding. The instruction and memory limits are lowered so a
  * runaway input ends fast. Run from the repository root (lua/ is found there). */
@@ -89,8 +91,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           " hidden = 64, intermediate = 128, heads = 2, kv_heads = 2, vocab = 256 },"
           " training = { seq = 16, steps = 1, deepspeed = 'ds.json' } }";
     st = scenario_load_source("fuzz.lua", SRC, dir, &so, &p, err, sizeof err);
-#elif FUZZ_MODE >= 5 && FUZZ_MODE <= 8
-    static const char *FORMAT[] = {"trl", "llamafactory", "torchtune", "hf_trainer"};
+#elif (FUZZ_MODE >= 5 && FUZZ_MODE <= 8) || FUZZ_MODE == 12 || FUZZ_MODE == 13
+    static const char *FORMAT[] = {"trl", "llamafactory", "torchtune", "hf_trainer", "", "", "", "",
+                                   "", "", "", "axolotl", "accelerate"};
     static const char *TINY = "{\"model_type\": \"llama\", \"architectures\": [\"LlamaForCausalLM\"], "
         "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2, "
         "\"num_attention_heads\": 2, \"num_key_value_heads\": 2, \"vocab_size\": 256, "
