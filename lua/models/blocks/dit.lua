@@ -177,6 +177,26 @@ end
 
 -- FeedForward(dim, dim_out=dim, activation_fn="gelu-approximate"): net.0 = GELU (proj, then
 -- F.gelu(approximate="tanh")), net.1 = Dropout(0.0), net.2 = Linear(4 dim, dim).
+-- q, k, v of one stream of a joint (MMDiT) attention: its projections (names[1..3]), viewed as
+-- heads, then its q/k norms (names[4], names[5]) where the attention has them (Flux always; SD3
+-- with qk_norm). Returns q, k, v as (n, s, heads, d).
+function D.stream_qkv(cx, A, x, names, heads, dh)
+  local keep = { keep_input = true }
+  local q = call(cx, A[names[1]], x, keep)
+  local k = call(cx, A[names[2]], x, keep)
+  local v = call(cx, A[names[3]], x, keep)
+  local n, s = x.shape[1], x.shape[2]
+  local shape = { n, s, heads, dh }
+  q = nn.view(cx, q, shape, q.name .. ".heads")
+  k = nn.view(cx, k, shape, k.name .. ".heads")
+  v = nn.view(cx, v, shape, v.name .. ".heads")
+  if A[names[4]] then
+    q = call(cx, A[names[4]], q)
+    k = call(cx, A[names[5]], k)
+  end
+  return q, k, v
+end
+
 local function ff_forward(cx, m, x)
   local net = m.children.net.children
   local name = m.opname

@@ -24,29 +24,11 @@ local call = mod.call
 
 local F = {}
 
--- q, k, v of one stream: projections, heads, the q/k norms. Returns q, k, v as (n, s, heads, d).
-local function stream_qkv(cx, A, x, names, heads, dh)
-  local keep = { keep_input = true }
-  local q = call(cx, A[names[1]], x, keep)
-  local k = call(cx, A[names[2]], x, keep)
-  local v = call(cx, A[names[3]], x, keep)
-  local n, s = x.shape[1], x.shape[2]
-  local shape = { n, s, heads, dh }
-  q = nn.view(cx, q, shape, q.name .. ".heads")
-  k = nn.view(cx, k, shape, k.name .. ".heads")
-  v = nn.view(cx, v, shape, v.name .. ".heads")
-  q = call(cx, A[names[4]], q)
-  k = call(cx, A[names[5]], k)
-  return q, k, v
-end
-
--- FluxAttnProcessor.__call__(attn, hidden_states, encoder_hidden_states, image_rotary_emb).
--- Returns the image stream's output and, with a text stream, the text stream's.
 local function attention_forward(cx, m, x, ctx, rope)
   local name, A, heads, dh = m.opname, m.children, m.heads, m.head_dim
-  local q, k, v = stream_qkv(cx, A, x, { "to_q", "to_k", "to_v", "norm_q", "norm_k" }, heads, dh)
+  local q, k, v = D.stream_qkv(cx, A, x, { "to_q", "to_k", "to_v", "norm_q", "norm_k" }, heads, dh)
   if ctx then
-    local eq, ek, ev = stream_qkv(cx, A, ctx, { "add_q_proj", "add_k_proj", "add_v_proj",
+    local eq, ek, ev = D.stream_qkv(cx, A, ctx, { "add_q_proj", "add_k_proj", "add_v_proj",
                                                 "norm_added_q", "norm_added_k" }, heads, dh)
     q = nn.cat(cx, name .. ".cat_q", { eq, q }, 2)
     k = nn.cat(cx, name .. ".cat_k", { ek, k }, 2)

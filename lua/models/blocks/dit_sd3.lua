@@ -40,32 +40,14 @@ local function diffusers_rms_norm(dim)
   return m
 end
 
--- q, k, v of one stream: projections, heads, the q/k norms.
-local function stream_qkv(cx, A, x, names, heads, dh)
-  local keep = { keep_input = true }
-  local q = call(cx, A[names[1]], x, keep)
-  local k = call(cx, A[names[2]], x, keep)
-  local v = call(cx, A[names[3]], x, keep)
-  local n, s = x.shape[1], x.shape[2]
-  local shape = { n, s, heads, dh }
-  q = nn.view(cx, q, shape, q.name .. ".heads")
-  k = nn.view(cx, k, shape, k.name .. ".heads")
-  v = nn.view(cx, v, shape, v.name .. ".heads")
-  if A[names[4]] then
-    q = call(cx, A[names[4]], q)
-    k = call(cx, A[names[5]], k)
-  end
-  return q, k, v
-end
-
 -- JointAttnProcessor2_0.__call__(attn, hidden_states, encoder_hidden_states): returns the image
 -- stream's output and, with a context stream that is not pre_only, the context's.
 local function attention_forward(cx, m, x, ctx)
   local name, A, heads, dh = m.opname, m.children, m.heads, m.head_dim
-  local q, k, v = stream_qkv(cx, A, x, { "to_q", "to_k", "to_v", "norm_q", "norm_k" }, heads, dh)
+  local q, k, v = D.stream_qkv(cx, A, x, { "to_q", "to_k", "to_v", "norm_q", "norm_k" }, heads, dh)
   local si = x.shape[2]
   if ctx then
-    local eq, ek, ev = stream_qkv(cx, A, ctx, { "add_q_proj", "add_k_proj", "add_v_proj",
+    local eq, ek, ev = D.stream_qkv(cx, A, ctx, { "add_q_proj", "add_k_proj", "add_v_proj",
                                                 "norm_added_q", "norm_added_k" }, heads, dh)
     q = nn.cat(cx, name .. ".cat_q", { q, eq }, 2)
     k = nn.cat(cx, name .. ".cat_k", { k, ek }, 2)
