@@ -21,7 +21,7 @@ for _, k in ipairs {
   "nvsmi_used_minus_reserved_mib", "nvml_process_used_mib", "nvml_device_used_mib",
   "nvml_device_used_before_init_mib", "trace", "trace_events", "oom_at_step", "oom_msg",
   "oom_num_alloc_retries", "oom_peak_reserved_mib", "latent_hw", "sdp_flash",
-  "sdp_mem_efficient", "lora_rank", "lora_alpha",
+  "sdp_mem_efficient", "lora_rank", "lora_alpha", "routing",
 } do INFO[k] = true end
 
 -- Fields that are mapped below.

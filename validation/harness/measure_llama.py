@@ -192,6 +192,33 @@ def finish_trace(path, device=0, stacks=False):
     return len(entries)
 
 
+def watch_routing(model):
+    """Tokens each expert received, per MoE layer, in the last forward that ran it: a forward hook
+    on every transformers top-k router (MixtralTopKRouter, Qwen3MoeTopKRouter, GptOssTopKRouter,
+    DeepseekV2TopkRouter, ...), whose output ends with the (tokens, k) expert indices. A
+    checkpointed layer's recompute routes the same tokens again, so the last call stands.
+    Returns the dict the hooks fill: module name -> list of counts, one per expert."""
+    import torch
+    counts = {}
+
+    def hook_for(name, n_experts):
+        def hook(_mod, _inp, out):
+            idx = out[-1] if isinstance(out, (tuple, list)) else None
+            if torch.is_tensor(idx) and not idx.is_floating_point():
+                counts[name] = torch.bincount(idx.detach().reshape(-1).long(),
+                                              minlength=n_experts).tolist()
+        return hook
+
+    for name, mod in model.named_modules():
+        cls = type(mod).__name__
+        if cls.endswith("TopKRouter") or cls.endswith("TopkRouter"):
+            n = getattr(mod, "num_experts", None) or getattr(mod, "n_routed_experts", None)
+            if n is None and hasattr(mod, "weight"):
+                n = mod.weight.shape[0]
+            mod.register_forward_hook(hook_for(name, int(n or 0)))
+    return counts
+
+
 def worker(cfg, result_path, trace_dir):
     """One configuration, in this (fresh) process. Writes the record as JSON to result_path."""
     t_proc = time.perf_counter()
@@ -283,6 +310,7 @@ def worker(cfg, result_path, trace_dir):
                                                      target_modules=lc["targets"],
                                                      task_type="CAUSAL_LM"))
         model.train()
+        routing = watch_routing(model)
         params = [p for p in model.parameters() if p.requires_grad]
         if optim == "sgd_momentum":
             opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
@@ -373,6 +401,8 @@ def worker(cfg, result_path, trace_dir):
         rec["oom_peak_reserved_mib"] = torch.cuda.max_memory_reserved(dev) / MIB
         print(f"  {name}: out of memory at step {step}", flush=True)
     rec["steps"] = steps
+    if oom_in_build is None and routing:
+        rec["routing"] = {k: v for k, v in sorted(routing.items())}
     ctx, ctx_raw = context_figures(dev, idle_mib)
     rec.update(ctx)
     rec.update(ctx_raw)
