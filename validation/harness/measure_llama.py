@@ -233,6 +233,7 @@ def worker(cfg, result_path, trace_dir):
     build = cfg.get("build", "cast")
     mode, ckpt, attn, optim = cfg["mode"], bool(cfg["ckpt"]), cfg["attn"], cfg["optim"]
     nsteps = int(cfg.get("steps", 4))
+    import techniques
     if mode not in MODES or optim not in OPTIMS or attn not in ("sdpa", "eager") or (shape is None and hf_config is None):
         raise ValueError(f"bad config {cfg}")
     idle_mib = nvml_device_used_mib(index=int(os.environ.get("VRSIM_NVML_INDEX", "0")))
@@ -259,6 +260,8 @@ def worker(cfg, result_path, trace_dir):
         rec["peft"] = peft.__version__
     except ImportError:
         pass
+    for k in techniques.used(cfg):  # the technique fields, as the plan gave them
+        rec[k] = cfg[k]
     alloc_conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
     if alloc_conf or cfg.get("alloc_conf"):
         rec["alloc_conf"] = alloc_conf
@@ -287,8 +290,10 @@ def worker(cfg, result_path, trace_dir):
     try:
         if build == "direct" and dtype is not None:
             torch.set_default_dtype(dtype)
-        with torch.device("cuda"):
-            model = model_cls(lcfg)
+        model = techniques.build_model(cfg, model_cls, lcfg, dtype)
+        if model is None:
+            with torch.device("cuda"):
+                model = model_cls(lcfg)
         torch.set_default_dtype(torch.float32)
         if getattr(model.config, "_attn_implementation", attn) != attn:
             if hasattr(model, "set_attn_implementation"):
@@ -309,10 +314,14 @@ def worker(cfg, result_path, trace_dir):
                                                      lora_dropout=lc["dropout"],
                                                      target_modules=lc["targets"],
                                                      task_type="CAUSAL_LM"))
+        model = techniques.after_peft(cfg, model)
         model.train()
         routing = watch_routing(model)
         params = [p for p in model.parameters() if p.requires_grad]
-        if optim == "sgd_momentum":
+        opt = techniques.make_optimizer(cfg, model, params)
+        if opt is not None:
+            pass
+        elif optim == "sgd_momentum":
             opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
         else:
             kw = {"adamw_foreach": {"foreach": True}, "adamw_fused": {"fused": True},
@@ -348,19 +357,28 @@ def worker(cfg, result_path, trace_dir):
             try:
                 # `accum` micro-batches, the loss divided by it, gradients accumulating in .grad
                 for _micro in range(accum):
-                    if autocast is not None:
-                        with torch.autocast("cuda", dtype=autocast):
-                            loss = model(input_ids=ids, labels=ids).loss
-                    else:
-                        loss = model(input_ids=ids, labels=ids).loss
-                    if accum != 1:
-                        loss = loss / accum
-                    fwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
-                    if scaler is not None:
-                        scaler.scale(loss).backward()
-                    else:
-                        loss.backward()
-                    bwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
+                    if techniques.inference_step(cfg, model, ids):
+                        loss = torch.zeros((), device=dev)
+                        fwd_peak = bwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
+                        continue
+                    with techniques.step_context(cfg, model):
+                        if autocast is not None:
+                            with torch.autocast("cuda", dtype=autocast):
+                                loss = techniques.forward_loss(cfg, model, ids)
+                                if loss is None:
+                                    loss = model(input_ids=ids, labels=ids).loss
+                        else:
+                            loss = techniques.forward_loss(cfg, model, ids)
+                            if loss is None:
+                                loss = model(input_ids=ids, labels=ids).loss
+                        if accum != 1:
+                            loss = loss / accum
+                        fwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
+                        if scaler is not None:
+                            scaler.scale(loss).backward()
+                        else:
+                            loss.backward()
+                        bwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
                 if scaler is not None:
                     scaler.step(opt)
                     scaler.update()
