@@ -35,8 +35,9 @@ mode (lora_bf16 | amp_bf16 | bf16), ckpt, optim (adamw_foreach), lora ({r, alpha
 targets}) for lora_bf16, max_sequence_length (flux 512, sd3 77), steps (4), trace (true or
 "stacks": fulltrace_<name>.csv.gz as measure_llama.py writes it), timeout_s (90).
 
-On the GPU machine (repository root, the .whl folder carried; ~3 min):
-  bash validation/harness/run_gen4.sh validation/harness/plans/plan_gen4_diffusion.jsonl diffusion_h200_gen4 420 measure_diffusers.py
+On the GPU machine (repository root, the .whl folder carried: diffusers 0.42.1, peft 0.21.2,
+transformers 5.25.0 over the image's torch; ~3 min; records, traces and log come back in $OUT):
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1; PYTHONPATH=/tmp/site python3 validation/harness/measure_diffusers.py --plan validation/harness/plans/plan_gen4_diffusion.jsonl --out $OUT/diffusion_h200_gen4.jsonl --trace-dir $OUT --deadline-s 400 2>&1 | grep -v Warning | tee $OUT/diffusion_log.txt | tail -40
 Directly:
   measure_diffusers.py --plan validation/harness/plans/plan_gen4_diffusion.jsonl --out RECORDS.jsonl
 Check on the CPU (build and one step of a tiny cut, no GPU):
