@@ -86,6 +86,10 @@ def build(torch, cfg, dcfg, device):
             model = cls.from_config({k: v for k, v in dcfg.items() if not k.startswith("_")})
     finally:
         torch.set_default_dtype(torch.float32)
+    if mode != "amp_bf16":
+        # the scripts' transformer.to(device, dtype=weight_dtype): the buffers too (SD3's fp32
+        # position table, made with .float() whatever the default dtype)
+        model.to(dtype)
     if cfg.get("ckpt"):
         model.enable_gradient_checkpointing()
     if mode == "lora_bf16":
