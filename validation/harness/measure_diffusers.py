@@ -29,7 +29,8 @@ shape, made once before the first step (vrsim's text_encoders = "cached", vae = 
         the UNet's dtype.
 
 AdamW(lr=1e-4, foreach=True) over the trainable parameters; opt.step(), zero_grad(set_to_none);
-peak statistics reset before each step. A plan line: name, model (flux | sd3 | sd), config (path
+peak statistics reset before each step. The scripts' accelerator.clip_grad_norm_(max_grad_norm)
+is left out, as vrsim leaves it out (a foreach norm per parameter: scalars, no tensor of size). A plan line: name, model (flux | sd3 | sd), config (path
 of a diffusers config.json, relative to the repository root), cut (keys laid over it), res, batch,
 mode (lora_bf16 | amp_bf16 | bf16), ckpt, optim (adamw_foreach), lora ({r, alpha, dropout,
 targets}) for lora_bf16, max_sequence_length (flux 512, sd3 77), steps (4), trace (true or
