@@ -22,6 +22,10 @@ for _, k in ipairs {
   "nvml_device_used_before_init_mib", "trace", "trace_events", "oom_at_step", "oom_msg",
   "oom_num_alloc_retries", "oom_peak_reserved_mib", "latent_hw", "sdp_flash",
   "sdp_mem_efficient", "lora_rank", "lora_alpha", "routing",
+  -- a steady-median record (validation/harness/measure_sdxl_steps.py): the steps' spread, the
+  -- host's dispatch benchmark the scale came from
+  "warmup", "n_steps", "median_ms", "min_ms", "max_ms", "p10_ms", "p90_ms", "iqr_ms",
+  "median_wall_ms", "host_bench",
 } do INFO[k] = true end
 
 -- Fields that are mapped below.
@@ -30,6 +34,7 @@ for _, k in ipairs {
   "shape", "hf_config", "model", "res", "mode", "attn", "optim", "ckpt", "batch", "seq",
   "alloc_conf", "cap_mib", "strategy", "raf", "world_size", "offload", "empty_cache_after_build",
   "omp_num_threads", "ddp_bucket_cap_mb", "lora", "accum", "build", "cudnn_benchmark",
+  "host_dispatch_scale", "dry_run",
 } do MAPPED[k] = true end
 
 local MODES = { fp32 = 1, amp_bf16 = 1, amp_fp16 = 1, bf16 = 1, fp16 = 1, lora_bf16 = 1,
@@ -186,6 +191,9 @@ function R.scenario(rec, opts)
       return nil, ("field '%s' is not one vrsim validate understands"):format(k)
     end
   end
+  if bool(rec, "dry_run") then
+    return nil, "dry_run = true: the harness's CPU stand-in model, not the run it names"
+  end
   local gpu = str(rec, "gpu")
   if gpu and gpu ~= "NVIDIA H200" then return nil, ("measured on %s, not an H200"):format(gpu) end
   if bool(rec, "cudnn_benchmark") then return nil, "cudnn_benchmark = true is not modelled" end
@@ -205,6 +213,9 @@ function R.scenario(rec, opts)
   end
 
   local hw = { gpu = "h200" }
+  -- the run's host against the calibration host on the same tiny-op loop (host_bench's
+  -- eager_linear_us over h200_torch.lua's); lua/hw/host_speed.lua refuses one that is not > 0
+  hw.host_dispatch_scale = num(rec, "host_dispatch_scale")
   local tr = { micro_batch = int(rec, "batch", 1), precision = mode, optimizer = oi[1],
                optimizer_impl = oi[2], checkpointing = bool(rec, "ckpt") == true, steps = opts.steps }
   if sdxl then
