@@ -29,6 +29,12 @@ if [ -n "$GEN2" ]; then
   # shellcheck disable=SC2086
   "$VRSIM" validate $GEN2 >"$TMP/gen2.txt" 2>&1
 else : >"$TMP/gen2.txt"; fi
+# A record's `gpu` picks the card: one H200 record renamed to an H100 is simulated on the H100
+# (another step time), and a card validate does not map is skipped with its name.
+head -n 1 validation/records/llama_h200_gen4_families.jsonl >"$TMP/h200.jsonl"
+sed 's/"gpu": "NVIDIA H200"/"gpu": "NVIDIA H100 80GB HBM3"/' "$TMP/h200.jsonl" >"$TMP/h100.jsonl"
+sed 's/"gpu": "NVIDIA H200"/"gpu": "NVIDIA A10G"/' "$TMP/h200.jsonl" >"$TMP/a10g.jsonl"
+for g in h200 h100 a10g; do "$VRSIM" validate --json "$TMP/$g.jsonl" >"$TMP/$g.json" 2>"$TMP/$g.err"; done
 python3 - "$TMP/rows.json" "$rc" "$TMP/table.txt" "$TMP/gen2.txt" "$GEN2" <<'PY'
 import json, re, sys, glob
 rc = int(sys.argv[2])
@@ -38,6 +44,18 @@ def check(ok, msg):
     print(("ok   " if ok else "FAIL ") + msg)
     fails += not ok
 check(rc == 0, "vrsim validate --json exits 0 (got %d)" % rc)
+tmp = sys.argv[1].rsplit("/", 1)[0]
+def step_of(g):
+    try:
+        return [r["predicted"] for r in json.load(open("%s/%s.json" % (tmp, g))) if r["metric"] == "step_time"]
+    except ValueError:
+        return []
+h200, h100 = step_of("h200"), step_of("h100")
+check(len(h200) == 1 and len(h100) == 1 and h100[0] > h200[0] * 1.02,
+      "a record measured on an H100 is simulated on vrsim's H100 (step %s ms vs the H200's %s)" % (h100, h200))
+a10g_err = open("%s/a10g.err" % tmp).read()
+check(step_of("a10g") == [] and "NVIDIA A10G" in a10g_err,
+      "a record from a card validate does not map is skipped, naming it")
 try:
     rows = json.load(open(sys.argv[1]))
 except ValueError as e:

@@ -32,6 +32,9 @@ for _, k in ipairs {
   "omp_num_threads", "ddp_bucket_cap_mb", "lora", "accum", "build", "cudnn_benchmark",
 } do MAPPED[k] = true end
 
+-- The `gpu` a record names (torch.cuda.get_device_name) -> vrsim's card (lua/hw/gpus.lua).
+local RECORD_GPUS = { ["NVIDIA H200"] = "h200", ["NVIDIA H100 80GB HBM3"] = "h100_sxm" }
+
 local MODES = { fp32 = 1, amp_bf16 = 1, amp_fp16 = 1, bf16 = 1, fp16 = 1, lora_bf16 = 1,
                 mp_fp32 = 1 }
 -- optim -> optimizer, optimizer_impl (torch.optim.AdamW(foreach=True) / (fused=True) /
@@ -187,7 +190,8 @@ function R.scenario(rec, opts)
     end
   end
   local gpu = str(rec, "gpu")
-  if gpu and gpu ~= "NVIDIA H200" then return nil, ("measured on %s, not an H200"):format(gpu) end
+  local gpu_key = RECORD_GPUS[gpu or "NVIDIA H200"]
+  if not gpu_key then return nil, ("measured on %s, not a GPU vrsim validate maps"):format(gpu) end
   if bool(rec, "cudnn_benchmark") then return nil, "cudnn_benchmark = true is not modelled" end
   local mode = str(rec, "mode")
   if not mode then return nil, "record has no mode" end
@@ -204,11 +208,11 @@ function R.scenario(rec, opts)
     return nil, ("build '%s' is not cast or direct"):format(build)
   end
 
-  local hw = { gpu = "h200" }
+  local hw = { gpu = gpu_key }
   local tr = { micro_batch = int(rec, "batch", 1), precision = mode, optimizer = oi[1],
                optimizer_impl = oi[2], checkpointing = bool(rec, "ckpt") == true, steps = opts.steps }
   if sdxl then
-    hw.capacity_mib = total or 143155.9375
+    hw.capacity_mib = total or (gpu_key == "h200" and 143155.9375 or nil)
     tr.resolution = int(rec, "res", 1024)
     if rec.attn ~= nil and str(rec, "attn") ~= "sdpa" then
       return nil, ("attn '%s' for SDXL: its blocks call scaled_dot_product_attention"):format(rec.attn)
