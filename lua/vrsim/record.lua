@@ -241,6 +241,11 @@ function R.scenario(rec, opts)
   for _, k in ipairs(MODEL_TECHNIQUES) do
     if rec[k] ~= nil then tr[k] = rec[k] end
   end
+  -- the scope is read only with checkpointing on: a record naming it without ckpt is not a run
+  -- vrsim would simulate as measured
+  if rec.checkpoint_scope ~= nil and not tr.checkpointing then
+    return nil, "field 'checkpoint_scope' without ckpt = true"
+  end
   -- end of the model and loss techniques
   -- multi-GPU records: strategy, raf, world_size, offload, empty_cache_after_build
   local strategy = str(rec, "strategy")
