@@ -31,6 +31,11 @@ for _, k in ipairs {
   "alloc_conf", "cap_mib", "strategy", "raf", "world_size", "offload", "empty_cache_after_build",
   "omp_num_threads", "ddp_bucket_cap_mb", "lora", "accum", "build", "cudnn_benchmark",
 } do MAPPED[k] = true end
+-- model and loss techniques (validation/harness/tech_model.py): each record field is the
+-- training field of the same name, its value as the plan gave it (`vrsim fields`)
+local MODEL_TECHNIQUES = { "compile", "float8", "loss", "checkpoint_scope" }
+for _, k in ipairs(MODEL_TECHNIQUES) do MAPPED[k] = true end
+-- end of the model and loss techniques
 
 -- The `gpu` a record names (torch.cuda.get_device_name) -> vrsim's card (lua/hw/gpus.lua).
 local RECORD_GPUS = { ["NVIDIA H200"] = "h200", ["NVIDIA H100 80GB HBM3"] = "h100_sxm" }
@@ -236,6 +241,16 @@ function R.scenario(rec, opts)
   tr.build = build or "cast"
   local lora = lora_of(rec)
   if lora then tr.lora = lora end
+  -- model and loss techniques: onto the training fields as they are
+  for _, k in ipairs(MODEL_TECHNIQUES) do
+    if rec[k] ~= nil then tr[k] = rec[k] end
+  end
+  -- the scope is read only with checkpointing on: a record naming it without ckpt is not a run
+  -- vrsim would simulate as measured
+  if rec.checkpoint_scope ~= nil and not tr.checkpointing then
+    return nil, "field 'checkpoint_scope' without ckpt = true"
+  end
+  -- end of the model and loss techniques
   -- multi-GPU records: strategy, raf, world_size, offload, empty_cache_after_build
   local strategy = str(rec, "strategy")
   if strategy then
