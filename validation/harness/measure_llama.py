@@ -45,7 +45,8 @@ SHAPES = {
     "70b": dict(hidden_size=8192, intermediate_size=28672, num_attention_heads=64,
                 num_key_value_heads=8, num_hidden_layers=80),
 }
-MODES = ("fp32", "amp_bf16", "amp_fp16", "bf16", "fp16", "lora_bf16")
+# qlora_bf16: tech_train.build_model loads the 4-bit model and applies LoRA (no .to(dtype) after)
+MODES = ("fp32", "amp_bf16", "amp_fp16", "bf16", "fp16", "lora_bf16", "qlora_bf16")
 OPTIMS = ("adamw_foreach", "adamw_fused", "adamw_forloop", "sgd_momentum")
 MIB = float(1 << 20)
 
