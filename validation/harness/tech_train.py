@@ -20,7 +20,7 @@ lua/strategies/ model), with the plan line's fields named as vrsim's scenario fi
   mode = "qlora_bf16" (with quant = "nf4")
       the random-init model saved to a temporary directory and loaded with from_pretrained(...,
       quantization_config=BitsAndBytesConfig(nf4, double quant, bf16 compute),
-      dtype=bfloat16, device_map={"": 0}), then peft's get_peft_model. peft's
+      dtype=bfloat16, device_map={"": 0}); measure_llama.py's LoRA path then applies peft. peft's
       prepare_model_for_kbit_training is NOT called: its fp32 up-cast of the norms, embeddings
       and head is not modelled by vrsim (lua/recipes/trl.lua says so in a note), so the harness
       measures the path vrsim models; checkpointing and enable_input_require_grads are what
@@ -93,13 +93,12 @@ def _torchtune(module):
     return importlib.import_module("torchtune." + module)
 
 
-def build_model(cfg, model_cls, lcfg, dtype):
+def build_model(cfg, model_cls, lcfg, dtype, device_map=None):
     check(cfg)
     if cfg.get("quant") != "nf4":
         return None
     import torch
     from transformers import BitsAndBytesConfig
-    from peft import LoraConfig, get_peft_model
     with tempfile.TemporaryDirectory() as tmp:
         # the random-init checkpoint, made on the CPU so that the GPU's allocator starts empty
         base = model_cls._from_config(lcfg, dtype=torch.bfloat16)
@@ -108,14 +107,11 @@ def build_model(cfg, model_cls, lcfg, dtype):
         bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
                                  bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)
         model = model_cls.from_pretrained(tmp, quantization_config=bnb, dtype=torch.bfloat16,
-                                          device_map={"": 0},
+                                          device_map=device_map or {"": 0},
                                           attn_implementation=lcfg._attn_implementation)
-    if cfg.get("ckpt"):
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.enable_input_require_grads()
-    lc = cfg.get("lora") or {"r": 8, "alpha": 32, "dropout": 0.05, "targets": ["q_proj", "v_proj"]}
-    return get_peft_model(model, LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
-                                            target_modules=lc["targets"], task_type="CAUSAL_LM"))
+    # measure_llama.py then does what prepare_model_for_kbit_training and get_peft_model would,
+    # less the fp32 up-cast: non-reentrant checkpointing, enable_input_require_grads, peft LoRA
+    return model
 
 
 class _InBackward:
@@ -275,8 +271,17 @@ def cpu_check(plan):
     with tempfile.TemporaryDirectory() as tmp:
         LlamaForCausalLM._from_config(lcfg, dtype=torch.bfloat16).save_pretrained(tmp)
         assert os.path.exists(os.path.join(tmp, "config.json"))
-    print(f"bitsandbytes {bnb.__version__} AdamW(optim_bits=8, is_paged), nf4 config, "
-          f"save_pretrained (transformers {transformers.__version__}): constructed: ok")
+    print(f"bitsandbytes {bnb.__version__} AdamW(optim_bits=8, is_paged): constructed: ok")
+    # QLoRA's build, loaded to the CPU (bitsandbytes 0.50 quantizes there too)
+    q = build_model({"mode": "qlora_bf16", "quant": "nf4", "batch": 1, "seq": 8}, LlamaForCausalLM,
+                    lcfg, None, device_map={"": "cpu"})
+    n4 = [m for m in q.modules() if type(m).__name__ == "Linear4bit"]
+    packed = sum(p.numel() * (2 if type(p).__name__ == "Params4bit" else 1) for p in q.parameters())
+    assert len(n4) == 7 * lcfg.num_hidden_layers and packed == sum(p.numel() for p in model.parameters()), \
+        (len(n4), packed)
+    assert n4[0].weight.quant_state.nested and n4[0].compute_dtype == torch.bfloat16
+    print(f"qlora: {len(n4)} Linear4bit (nf4, double quant, bf16 compute), {packed} parameters "
+          f"counted as measure_llama.py counts them, as the unquantized model has: ok")
 
 
 if __name__ == "__main__":
