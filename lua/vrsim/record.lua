@@ -40,8 +40,14 @@ for _, k in ipairs(MODEL_TECHNIQUES) do MAPPED[k] = true end
 -- The `gpu` a record names (torch.cuda.get_device_name) -> vrsim's card (lua/hw/gpus.lua).
 local RECORD_GPUS = { ["NVIDIA H200"] = "h200", ["NVIDIA H100 80GB HBM3"] = "h100_sxm" }
 
+-- >>> build/optimizer/step techniques (validation/harness/tech_train.py): the scenario field of
+-- each name
+for _, k in ipairs { "optimizer", "optimizer_in_backward", "activation_offload", "quant",
+                     "generate", "inference" } do MAPPED[k] = true end
+-- <<< build/optimizer/step techniques
+
 local MODES = { fp32 = 1, amp_bf16 = 1, amp_fp16 = 1, bf16 = 1, fp16 = 1, lora_bf16 = 1,
-                mp_fp32 = 1 }
+                mp_fp32 = 1, qlora_bf16 = 1 }
 -- optim -> optimizer, optimizer_impl (torch.optim.AdamW(foreach=True) / (fused=True) /
 -- (foreach=False); torch.optim.SGD(momentum=0.9, foreach=True))
 local OPTIMS = { adamw_foreach = { "adamw", "foreach" }, adamw_fused = { "adamw", "fused" },
@@ -277,6 +283,46 @@ function R.scenario(rec, opts)
     end
     if rec.empty_cache_after_build == true then tr.empty_cache_after_build = true end
   end
+  -- >>> build/optimizer/step techniques (validation/harness/tech_train.py)
+  -- qlora_bf16: bitsandbytes nf4 (double quant, bf16 compute) and peft LoRA, vrsim's lora_bf16
+  -- precision with quant = "nf4"; the record names quant itself
+  local quant = str(rec, "quant")
+  if mode == "qlora_bf16" then
+    if quant ~= "nf4" then return nil, "mode qlora_bf16 without quant = \"nf4\"" end
+    tr.precision = "lora_bf16"
+  elseif quant ~= nil then
+    return nil, ("quant '%s' outside mode qlora_bf16"):format(quant)
+  end
+  if quant then tr.quant = quant end
+  -- optimizer: bitsandbytes' AdamW as the Trainer builds it for adamw_bnb_8bit / paged_adamw_8bit
+  local optimizer = str(rec, "optimizer")
+  if optimizer ~= nil then
+    if optimizer ~= "adamw8bit" and optimizer ~= "paged_adamw_8bit" then
+      return nil, ("optimizer '%s' is not one the harness runs (adamw8bit, paged_adamw_8bit)"):format(optimizer)
+    end
+    tr.optimizer = optimizer
+  end
+  if bool(rec, "optimizer_in_backward") then tr.optimizer_in_backward = true end
+  if bool(rec, "activation_offload") then tr.activation_offload = true end
+  -- generate {prompt, max_new_tokens, batch} with inference: model.generate; the planner sets
+  -- micro_batch and seq from it
+  if bool(rec, "inference") then tr.inference = true end
+  local g = rec.generate
+  if g ~= nil then
+    if type(g) ~= "table" then error("record field 'generate' must be an object", 0) end
+    for k in pairs(g) do
+      if k ~= "prompt" and k ~= "max_new_tokens" and k ~= "batch" then
+        error(("record field 'generate.%s' is not understood (prompt, max_new_tokens, batch)"):format(tostring(k)), 0)
+      end
+    end
+    tr.generate = { prompt = int(g, "prompt"), max_new_tokens = int(g, "max_new_tokens"),
+                    batch = int(g, "batch") }
+    if tr.generate.batch ~= tr.micro_batch or tr.generate.prompt ~= tr.seq then
+      return nil, "generate.batch and generate.prompt differ from the record's batch and seq"
+    end
+    tr.micro_batch, tr.seq = nil, nil
+  end
+  -- <<< build/optimizer/step techniques
   return { hardware = hw, model = model, training = tr,
            allocator = { conf = str(rec, "alloc_conf") or "" } }
 end
