@@ -143,6 +143,33 @@ local function llama_fields(hf)
   return m
 end
 
+-- ---- diffusion records (validation/harness/measure_diffusers.py) ----------------------------
+-- model flux / sd3 / sd with diffusers_config, the diffusers config.json object the harness built
+-- from (its cut keys laid over), res in pixels; the transformer or UNet only, the latents and text
+-- embeddings given: text_encoders = vae = "cached", as the record says.
+local DIFFUSION = { flux = true, sd3 = true, sd = true }
+for _, k in ipairs { "diffusers" } do INFO[k] = true end
+for _, k in ipairs { "diffusers_config", "text_encoders", "vae", "max_sequence_length" } do MAPPED[k] = true end
+
+local function diffusion_model(rec, model)
+  if not DIFFUSION[model] then return nil end
+  if type(rec.diffusers_config) ~= "table" then
+    return nil, ("model '%s' needs diffusers_config, its config.json object"):format(model)
+  end
+  return { arch = model, config = rec.diffusers_config }, "diffusion"
+end
+
+local function diffusion_training(rec, tr)
+  tr.resolution = int(rec, "res")
+  if not tr.resolution then return nil, "a diffusion record has no res" end
+  if rec.seq ~= nil or rec.attn ~= nil then return nil, "a diffusion record has res, not seq or attn" end
+  tr.text_encoders = str(rec, "text_encoders")
+  tr.vae = str(rec, "vae")
+  tr.max_sequence_length = int(rec, "max_sequence_length")
+  return tr
+end
+-- ---- end of diffusion records ----------------------------------------------------------------
+
 local function model_of(rec)
   local hf, shape, model = rec.hf_config, str(rec, "shape"), str(rec, "model")
   if hf ~= nil then
@@ -154,6 +181,7 @@ local function model_of(rec)
     if ft and ft ~= "string" then return { config = hf } end
     return llama_fields(hf)
   end
+  if model and DIFFUSION[model] then return diffusion_model(rec, model) end
   if (model and model:match("^sdxl")) or rec.res ~= nil then
     return { arch = "sdxl", variant = model or "sdxl-base-unet" }, "sdxl"
   end
@@ -229,6 +257,10 @@ function R.scenario(rec, opts)
       return nil, ("attn '%s' for SDXL: its blocks call scaled_dot_product_attention"):format(rec.attn)
     end
     if rec.seq ~= nil then return nil, "an SDXL record has res, not seq" end
+  elseif why == "diffusion" then
+    hw.capacity_mib = total or 143155.9375
+    local ok, err = diffusion_training(rec, tr)
+    if not ok then return nil, err end
   else
     if total and total > 0 then hw.capacity_mib = total end
     tr.seq = int(rec, "seq", 2048)
