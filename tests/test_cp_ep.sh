@@ -85,6 +85,24 @@ print(sum(1 for k in names if k.startswith('layers.0.self_attn.cp_kv_send_step')
       sum(1 for k in names if 'all_gather' in k and 'self_attn.cp' in k))" "$TMP/a/trace.json")
 if [ "$n" = "3 0" ]; then ok "cp_rotate_method alltoall at cp 4: three k, v sends a layer, no all-gather"
 else fail "alltoall at cp 4: (sends, all-gathers) = $n"; fi
+# the ring's work (torch's _templated_ring_attention with the head-tail balancer): step 0 the
+# local 1024 x 1024 block causal, each step i > 0 the whole q over half the arriving k, v or half
+# of q over all of them, half the block again: 4 x 2 x 32 x 1024 x 1024 x 128 = 34359738368
+# FLOPs, the 4096-token sequence's causal attention (2 x 32 x 4096^2 x 128) over the 4 ranks;
+# backward 2.5 times that
+f=$(python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d['traceEvents'] if isinstance(d, dict) else d
+steps, bwd = {}, 0
+for e in ev:
+    n = e.get('name', '')
+    if 'dur' not in e or e.get('args', {}).get('step') != 0: continue
+    if n.startswith('layers.0.self_attn.cp_step'): steps[n] = e['args']['flops']
+    if n == 'layers.0.self_attn.ring_attention.backward': bwd = e['args']['flops']
+print(len(steps), len(set(steps.values())), sum(steps.values()), bwd)" "$TMP/a/trace.json")
+if [ "$f" = "4 1 34359738368 85899345920" ]; then ok "cp 4: four ring steps of equal FLOPs, 1/cp of the causal attention (34359738368), backward 2.5 times"
+else fail "cp 4 ring FLOPs: (steps, distinct, sum, backward) = $f, want 4 1 34359738368 85899345920"; fi
 
 # ---- with tensor parallelism: attention on heads/tp, the sequence s/cp/tp between blocks --------
 "$VRSIM" "$TMP/cp.lua" --no-files --json --set count=4 --set parallel.tp=2 >"$TMP/tpcp.json" 2>"$TMP/tpcp.err"
