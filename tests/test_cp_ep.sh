@@ -103,6 +103,22 @@ for e in ev:
 print(len(steps), len(set(steps.values())), sum(steps.values()), bwd)" "$TMP/a/trace.json")
 if [ "$f" = "4 1 34359738368 85899345920" ]; then ok "cp 4: four ring steps of equal FLOPs, 1/cp of the causal attention (34359738368), backward 2.5 times"
 else fail "cp 4 ring FLOPs: (steps, distinct, sum, backward) = $f, want 4 1 34359738368 85899345920"; fi
+# _SDPAMerger's eager kernels: rank 0's steps are all partial (q's second half: 2097152 elements,
+# 16384 rows): (2 + 4 + 32) x 2097152 + 52 x 16384 + the two cats' 16 x (4194304 + 32768) =
+# 148176896 bytes in 11 kernels; rank 3's are all whole (i <= r): 38 x 4194304 + 52 x 32768 =
+# 161087488 bytes in 9
+for r in 0 3; do
+  "$VRSIM" "$TMP/cp.lua" --set count=4 --set parallel.cp=4 --set rank=$r --out "$TMP/m$r" >/dev/null 2>&1
+  python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d['traceEvents'] if isinstance(d, dict) else d
+print(' '.join(sorted({'%d/%d' % (e['args']['bytes'], e['args']['kernels']) for e in ev
+                       if 'dur' in e and e['name'].startswith('layers.0.self_attn.cp_merge')})))" "$TMP/m$r/trace.json" >"$TMP/m$r.txt"
+done
+if [ "$(cat "$TMP/m0.txt")" = 148176896/11 ] && [ "$(cat "$TMP/m3.txt")" = 161087488/9 ]
+then ok "the merges' eager kernels: 148176896 bytes in 11 (a partial update, rank 0), 161087488 in 9 (rank 3)"
+else fail "the merges' bytes/kernels: rank 0 $(cat "$TMP/m0.txt"), rank 3 $(cat "$TMP/m3.txt")"; fi
 
 # ---- with tensor parallelism: attention on heads/tp, the sequence s/cp/tp between blocks --------
 "$VRSIM" "$TMP/cp.lua" --no-files --json --set count=4 --set parallel.tp=2 >"$TMP/tpcp.json" 2>"$TMP/tpcp.err"

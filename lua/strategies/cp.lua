@@ -149,13 +149,21 @@ function C.ring_attention(cx, name, q, k, v, g, backend)
                                         { ("%s.cp_lse%d"):format(name, i), ls, "fp32", no_grad = true } },
                                flops = block / 2, dtype = dt })
     -- _SDPAMerger: the block cast to fp32, (out - out_i), its product with the sigmoid, the new
-    -- output (a partial update cats the unchanged half back in), and the new logsumexp
-    local qpart = nn.numel(qs)
+    -- output (a partial update cats the unchanged half back in), and the new logsumexp. Eager,
+    -- each a kernel of its own: block_out.to(fp32) (p elements read in q's dtype, written in
+    -- fp32), out - block_out, sigmoid(...) * that, out - that (12, 8 and 12 bytes an element:
+    -- the sigmoid's row broadcast); on the rows, block_lse - lse, sigmoid, lse - block_lse,
+    -- logsigmoid, lse - that (52 bytes a row); a partial update's two torch.cat read and write
+    -- the whole output and logsumexp (16 bytes an element)
+    local qpart, lpart = nn.numel(qs), nn.numel(ls)
+    local merge_bytes = (sz + 4 + 32) * qpart + 52 * lpart
+    if partial then merge_bytes = merge_bytes + 16 * (qn + nn.numel(lse_shape)) end
     out, lse = nn.op(cx, { name = ("%s.cp_merge%d"):format(name, i), kind = "elementwise",
                            inputs = { out, lse, oi, li }, grads = none(4),
                            outs = { { name .. ".cp_out", q.shape, "fp32", no_grad = true },
                                     { name .. ".cp_lse", lse_shape, "fp32", no_grad = true } },
-                           workspace = { 3 * qpart * 4 }, flops = 6 * qpart, dtype = "fp32" })
+                           workspace = { 3 * qpart * 4 }, flops = 6 * qpart, dtype = "fp32",
+                           bytes = merge_bytes, kernels = partial and 11 or 9 })
   end
   if gathered then nn.release(cx, { gathered }, name .. ": ring attention returns (the gathered k, v)") end
   -- the node autograd records: the output cast back; its backward the ring's. What it keeps is
