@@ -131,7 +131,9 @@ then ok "tp 2 x cp 2: runs; the job's tokens/s is one 4096-token sequence a step
 else fail "tp 2 x cp 2" "$(head -3 "$TMP/tpcp.err")"; fi
 
 # ---- torchtitan's published context-parallel runs (tests/data/published_cp.tsv): each runs as laid
-# out; vrsim's tokens/s printed beside the published figure (not yet held to it: see the file)
+# out; vrsim's tokens/s printed beside the published figure with the median |error|, not held to a
+# band: the published runs used torch.compile with Float8 (which vrsim refuses together) on 96 GB
+# HBM2e H100s at 500 W that the catalog does not have (the file's header says what each costs)
 grep -v '^#' tests/data/published_cp.tsv | while IFS="$(printf '\t')" read -r id tps _mem _src args; do
   sets=""
   for a in $args; do sets="$sets --set $a"; done
@@ -140,11 +142,17 @@ grep -v '^#' tests/data/published_cp.tsv | while IFS="$(printf '\t')" read -r id
   got=$(jf "$TMP/pub.json" 'round(d["tokens_per_s"] / d["gpus"]) if d["fits"] else "no fit"' 2>/dev/null)
   case $got in
     ''|"no fit") echo "FAIL published $id: $got $(head -2 "$TMP/pub.err")" ;;
-    *) echo "ok   published $id: runs as laid out; tokens/s per GPU, published $tps, vrsim $got" ;;
+    *) echo "ok   published $id: runs as laid out; tokens/s per GPU, published $tps, vrsim $got ($(python3 -c "print('%+.0f %%' % (100 * ($got / $tps - 1)))"))" ;;
   esac
 done >"$TMP/pub.out"
 cat "$TMP/pub.out"
 PASS=$((PASS + $(grep -c '^ok' "$TMP/pub.out"))); FAIL=$((FAIL + $(grep -c '^FAIL' "$TMP/pub.out")))
+sed -n 's/^ok   published .*(\([-+][0-9]*\) %)$/\1/p' "$TMP/pub.out" | python3 -c "
+import statistics, sys
+e = [abs(float(x)) for x in sys.stdin.read().split()]
+print('     published CP rows: median |error| %.0f %% over %d (not held to a band: compile with Float8 '
+      'not modelled together, the 500 W HBM2e H100 not in the catalog, and the growth past cp 2 that '
+      'the ring\'s source does not account for: docs/parallelism.md)' % (statistics.median(e), len(e)))"
 
 # ---- refused by name ---------------------------------------------------------------------------
 run eager "$TMP/cp.lua" --no-files --set attention=eager
