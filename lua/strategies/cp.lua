@@ -19,9 +19,10 @@
 --   whole local q over the first half of the arriving k, v (i <= r) or the second half of q over
 --   all of them (i > r): each step half of the local q x k block (s/cp queries over s/(2cp) keys,
 --   or s/(2cp) queries over s/cp keys), as much as step 0's causal half, so that the rank runs
---   cp halves of its block, 1/cp of the sequence's causal attention. _SDPAMerger, convert_to_f32 = True, keeps the running output and
---   logsumexp in fp32 and merges each step's (out - sigmoid(lse_i - lse) * (out - out_i), lse -
---   logsigmoid(lse - lse_i)), the output cast back to q's dtype at the end.
+--   cp halves of its block, 1/cp of the sequence's causal attention. _SDPAMerger,
+--   convert_to_f32 = True, keeps the running output and logsumexp in fp32 and merges each
+--   step's (out - sigmoid(lse_i - lse) * (out - out_i), lse - logsigmoid(lse - lse_i)), the
+--   output cast back to q's dtype at the end.
 --
 --   The autograd node is SDPA's own (the DTensor dispatch replaces the aten op inside it), so
 --   backward keeps what it keeps without context parallelism: the local q, k, v, the output and
@@ -150,11 +151,11 @@ function C.ring_attention(cx, name, q, k, v, g, backend)
                                flops = block / 2, dtype = dt })
     -- _SDPAMerger: the block cast to fp32, (out - out_i), its product with the sigmoid, the new
     -- output (a partial update cats the unchanged half back in), and the new logsumexp. Eager,
-    -- each a kernel of its own: block_out.to(fp32) (p elements read in q's dtype, written in
-    -- fp32), out - block_out, sigmoid(...) * that, out - that (12, 8 and 12 bytes an element:
-    -- the sigmoid's row broadcast); on the rows, block_lse - lse, sigmoid, lse - block_lse,
-    -- logsigmoid, lse - that (52 bytes a row); a partial update's two torch.cat read and write
-    -- the whole output and logsumexp (16 bytes an element)
+    -- each a kernel of its own: over the block's p elements, block_out.to(fp32) (read in q's
+    -- dtype, written in fp32), out - block_out (12 bytes an element), sigmoid(...) * that (8: the
+    -- sigmoid is one value a row, broadcast), out - that (12); over its rows, block_lse - lse,
+    -- sigmoid, lse - block_lse, logsigmoid, lse - that (52 bytes a row); a partial update's two
+    -- torch.cat read and write the whole output and logsumexp (16 bytes an element)
     local qpart, lpart = nn.numel(qs), nn.numel(ls)
     local merge_bytes = (sz + 4 + 32) * qpart + 52 * lpart
     if partial then merge_bytes = merge_bytes + 16 * (qn + nn.numel(lse_shape)) end
