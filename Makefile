@@ -70,6 +70,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_dit.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_ops.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_streams.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_ddp_bucket.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_validate.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_record_techniques.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_hostile.sh

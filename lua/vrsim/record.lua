@@ -29,7 +29,7 @@ local MAPPED = {}
 for _, k in ipairs {
   "shape", "hf_config", "model", "res", "mode", "attn", "optim", "ckpt", "batch", "seq",
   "alloc_conf", "cap_mib", "strategy", "raf", "world_size", "offload", "empty_cache_after_build",
-  "omp_num_threads", "ddp_bucket_cap_mb", "lora", "accum", "build", "cudnn_benchmark",
+  "omp_num_threads", "ddp_bucket_cap_mb", "lora", "accum", "build", "cudnn_benchmark", "settle_ms",
 } do MAPPED[k] = true end
 -- model and loss techniques (validation/harness/tech_model.py): each record field is the
 -- training field of the same name, its value as the plan gave it (`vrsim fields`)
@@ -219,6 +219,31 @@ local function lora_of(rec)
   return out
 end
 
+-- DDP's first-iteration bucket (every trainable gradient) outlives step 1's rebuild or not by a
+-- race the configuration does not decide (lua/strategies/ddp.lua first_bucket_release); the
+-- rank's own steps say which way it went. Kept through step 1's backward, the bucket lifts that
+-- step's peak allocated above the steady steps' by its size: "all_reduce" when step 1 peaks
+-- above the rank's last step by more than half the bucket, "rebuild" when not. A record with no
+-- steady step after step 1 to tell is "rebuild" when measure_multi.py slept settle_ms >= 200
+-- after step 0 (two of the watchdog's 100 ms wake-ups before step 1's barrier), else "auto".
+local GRAD_BYTES = { bf16 = 2, fp16 = 2, lora_bf16 = 2 }
+local function first_iteration_bucket_of(rec, rank, mode)
+  local settled = (tonumber(rec.settle_ms) or 0) >= 200
+  local n = tonumber(rec.n_trainable)
+  local ranks = type(rec.ranks) == "table" and rec.ranks or {}
+  for i, rk in ipairs(ranks) do
+    local st = type(rk) == "table" and rk.steps
+    if (tonumber(rk.rank) or i - 1) == rank and type(st) == "table" and #st >= 3 and n and n > 0 then
+      local p1, pl = tonumber(st[2].peak_alloc_mib), tonumber(st[#st].peak_alloc_mib)
+      if p1 and pl then
+        local half_mib = n * (GRAD_BYTES[mode] or 4) / 2 / 2^20
+        return p1 - pl > half_mib and "all_reduce" or "rebuild"
+      end
+    end
+  end
+  return settled and "rebuild" or "auto"
+end
+
 function R.scenario(rec, opts)
   local names = {}
   for k in pairs(rec) do names[#names + 1] = tostring(k) end
@@ -304,11 +329,17 @@ function R.scenario(rec, opts)
     end
     local bucket = num(rec, "ddp_bucket_cap_mb")
     if bucket ~= nil then tr.zero.bucket_cap_mb = bucket end
+    if strategy == "ddp" or strategy == "zero1" then
+      tr.zero.first_iteration_bucket = first_iteration_bucket_of(rec, opts.rank, mode)
+    end
+    if rec.settle_ms ~= nil and not (num(rec, "settle_ms") and rec.settle_ms >= 0) then
+      return nil, "settle_ms must be a number >= 0"
+    end
     tr.empty_cache_after_build = rec.empty_cache_after_build == true
     -- measure_multi.py runs each rank with OMP_NUM_THREADS=8 unless the record says
     tr.cpu_threads = int(rec, "omp_num_threads", 8)
   else
-    for _, k in ipairs { "raf", "world_size", "offload", "ddp_bucket_cap_mb", "omp_num_threads" } do
+    for _, k in ipairs { "raf", "world_size", "offload", "ddp_bucket_cap_mb", "omp_num_threads", "settle_ms" } do
       if rec[k] ~= nil and rec[k] ~= false then
         return nil, ("field '%s' without a strategy"):format(k)
       end
