@@ -341,6 +341,24 @@ if [ "$(size_of "$tmp/phi.csv" layers.0.v_slice.backward)" = "9437184" ] && \
    [ "$(size_of "$tmp/phi.csv" layers.0.mlp.chunk.backward)" = "16777216" ]; then
   ok "Phi-3: slice and chunk gradients full-size, rotary's cat with the empty pass-through a copy"
 else bad "Phi-3 views: v_slice $(size_of "$tmp/phi.csv" layers.0.v_slice.backward), q_pass $(size_of "$tmp/phi.csv" layers.0.q_pass.backward), chunk $(size_of "$tmp/phi.csv" layers.0.mlp.chunk.backward)"; fi
+# without checkpointing (the KV cache on): cuDNN's output has the layout of the query, which
+# rotary's cat made contiguous in (b, heads, s, d), so sdpa_attention_forward's
+# transpose(1, 2).contiguous() copies (512 x 3072 bf16, 3 MiB) and o_proj keeps the copy to its
+# backward; qkv, a local of the attention, goes when it returns (fulltrace_gen4-phi3-mini-l4-b4);
+# the memory-efficient kernel (fp32) writes (b, s, heads, d) and the transpose is a view
+scn phin phi-3-mini-4k-instruct.json
+"$VRSIM" "$tmp/phin.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/phin.csv" >/dev/null 2>&1
+"$VRSIM" "$tmp/phin.lua" --no-files --set model.layers=1 --set precision=fp32 --alloc-trace "$tmp/phin32.csv" >/dev/null 2>&1
+freed_by() { # trace tensor: the op that frees the tensor's first allocation
+  a=$(awk -F, -v f="$2" '$3 == "alloc" && $7 == f { print $4; exit }' "$1")
+  awk -F, -v a="$a" '$3 == "free_requested" && $4 == a { print $7; exit }' "$1"
+}
+if [ "$(size_of "$tmp/phin.csv" layers.0.attn_transpose)" = "3145728" ] && \
+   [ "$(freed_by "$tmp/phin.csv" layers.0.attn_transpose)" = "layers.0.self_attn.o_proj.backward" ] && \
+   [ "$(freed_by "$tmp/phin.csv" layers.0.self_attn.qkv_proj)" = "layers.0: self_attn returns" ] && \
+   ! grep -q attn_transpose "$tmp/phin32.csv"; then
+  ok "Phi-3 under cuDNN attention: the output's transpose a copy o_proj keeps, qkv held to the return"
+else bad "Phi-3 attention output: copy $(size_of "$tmp/phin.csv" layers.0.attn_transpose) freed at '$(freed_by "$tmp/phin.csv" layers.0.attn_transpose)', qkv freed at '$(freed_by "$tmp/phin.csv" layers.0.self_attn.qkv_proj)'"; fi
 # LoRA on the fused projections by name
 scn phil phi-3-mini-4k-instruct.json 'precision = "lora_bf16", build = "direct", lora = { r = 16, targets = { "qkv_proj", "o_proj", "gate_up_proj", "down_proj" } }'
 n=$(json "$tmp/phil.lua" --set model.layers=1 | field 'd["parameters"]["lora_adapters"]')
