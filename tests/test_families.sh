@@ -60,6 +60,22 @@ else bad "GQA: repeat_kv copies under SDPA or none under eager"; fi
 if [ $rc -eq 2 ] && grep -q "math fallback" "$tmp/err"; then ok "GQA on SDPA's memory-efficient kernel (fp32) is an error, not a guess"
 else bad "fp32 GQA: exit $rc"; fi
 
+# cuDNN attention's backward workspace: an fp32 dq accumulator, the fp32 row statistic and 256
+# bytes; with fewer key/value heads than query heads (enable_gqa) twice the accumulator
+# (fulltrace_gen4-qwen3-8b-l4-b2, -qwen3moe-l4-b2, -mixtral-l2-b1): TinyLlama's 32 query heads on
+# 4, 512 tokens of head_dim 64, 2 x 4 MiB + 64 KiB + 256 bytes
+ws=$(awk -F, '$3 == "alloc" && $7 == "layers.0.self_attn.sdpa_cudnn.backward" && $5 > 4000000 { print $5; exit }' "$tmp/gqa.csv")
+if [ "$ws" = "8454400" ]; then ok "GQA under cuDNN: the backward's workspace holds two fp32 dq-sized accumulators"
+else bad "GQA cuDNN backward workspace: $ws bytes, want 8454400"; fi
+# embedding_dense_backward_cuda: up to 3072 indices one kernel adds the rows straight into the
+# zeroed gradient (no partial sums: fulltrace_gen4-dsv2lite-l4-b1-eager); above, the fp32 partial
+# sums, (4096 / 10 + 4096) rows of 2048
+"$VRSIM" "$tmp/gqa.lua" --no-files --set model.layers=1 --set seq=4096 --alloc-trace "$tmp/gqa4k.csv" >/dev/null 2>&1
+n512=$(awk -F, '$3 == "alloc" && $7 == "embed_tokens.backward"' "$tmp/gqa.csv" | wc -l)
+p4k=$(awk -F, '$3 == "alloc" && $7 == "embed_tokens.backward" && $5 != 131072000 { print $5; exit }' "$tmp/gqa4k.csv")
+if [ "$n512" -eq 2 ] && [ "$p4k" = "36904960" ]; then ok "embedding backward: partial sums only above 3072 indices"
+else bad "embedding backward: $n512 allocations at 512 tokens (want the 2 gradients), partial sums '$p4k' at 4096 (want 36904960)"; fi
+
 # 5. Mistral's sliding window: a mask only once the sequence is longer than the window
 scn mis mistral-7b-v0.1.json
 "$VRSIM" "$tmp/mis.lua" --no-files --set model.layers=1 --set seq=4096 --alloc-trace "$tmp/m1.csv" >/dev/null 2>&1

@@ -117,6 +117,12 @@ end
 local function embedding_forward(cx, m, ids)
   local w = W(cx, m.p.weight)
   local b, s = ids.shape[1], ids.shape[2]
+  -- embedding_dense_backward_cuda (aten/src/ATen/native/cuda/Embedding.cu): up to 3072 indices
+  -- (without scale_grad_by_freq) one kernel adds the rows into the zeroed gradient directly, no
+  -- sort and no partial sums (fulltrace_gen4-dsv2lite-l4-b1-eager, 2048 tokens: none)
+  local ws = {}
+  if b * s > 3072 then ws[1] = (b * s // 10 + math.min(b * s, m.num)) * m.dim * 4 end
+  ws[#ws + 1] = m.tp_full_grad_bytes
   return nn.op(cx, { name = "embed_tokens", kind = "gather", inputs = { ids, w },
                      outs = { { "inputs_embeds", { b, s, m.dim }, w.dtype } },
                      -- (under tensor parallelism without FSDP2, lua/strategies/tp.lua, the
@@ -128,7 +134,7 @@ local function embedding_forward(cx, m, ids)
                      -- 147636224 bytes at 8192 tokens)
                      -- (under tensor parallelism with FSDP2, lua/strategies/tp.lua, the whole
                      -- table's gradient too: m.tp_full_grad_bytes)
-                     bwd_workspace = { (b * s // 10 + math.min(b * s, m.num)) * m.dim * 4, m.tp_full_grad_bytes } })
+                     bwd_workspace = ws })
 end
 
 function L.Embedding(num, dim)
