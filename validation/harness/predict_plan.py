@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 H200_MIB = 143155.9375
 # what measure_llama.py adds to a plan line: its software, the card, and per-step figures
 RECORD = {"torch": "2.11.0+cu130", "gpu": "NVIDIA H200", "transformers": "5.17.0", "peft": "0.21.0",
@@ -27,7 +29,12 @@ HARNESS_ONLY = ("timeout_s", "trace")
 
 
 def placeholder(cfg):
-    rec = {k: v for k, v in cfg.items() if k not in HARNESS_ONLY}
+    if cfg.get("model") in ("flux", "sd3", "sd"):
+        # a measure_diffusers.py line: its record reads and cuts the config file the line names
+        import measure_diffusers
+        rec = measure_diffusers.record_fields(cfg)
+    else:
+        rec = {k: v for k, v in cfg.items() if k not in HARNESS_ONLY}
     rec.update(RECORD)
     rec["steps"] = [{"step": i, "wall_ms": 1.0, "gpu_ms": 1.0, "peak_alloc_mib": 1.0,
                      "peak_reserved_mib": 1.0, "end_alloc_mib": 1.0, "end_reserved_mib": 1.0,

@@ -160,7 +160,8 @@ end
 function D.rotary(cx, name, x, cos, sin)
   local half = nn.copy_shape(x.shape)
   half[#half] = half[#half] // 2
-  local neg = nn.op_sized(cx, { name = name .. ".neg_imag", inputs = { x }, outs = { { name .. ".neg_imag", half, x.dtype } } })
+  local neg = nn.op_sized(cx, { name = name .. ".neg_imag", inputs = { x }, outs = { { name .. ".neg_imag", half, x.dtype } },
+                                grads = { { pass = 1 } } })
   local rot = nn.op_sized(cx, { name = name .. ".stack", inputs = { neg, x },
                                 outs = { { name .. ".rotated", x.shape, x.dtype } },
                                 grads = { { dtype = x.dtype }, { dtype = x.dtype } } })

@@ -1,0 +1,414 @@
+#!/usr/bin/env python3
+"""Measure diffusers training steps (Flux.1 transformer, SD3/3.5 transformer, SD 1.x/2.x UNet) on
+one GPU, in the record layout of measure_llama.py (docs/validation.md, "Record format").
+
+Each configuration runs in a fresh Python process (the caching allocator starts empty). The model
+is built with from_config from a diffusers config.json (random init, no weights), with the plan
+line's `cut` keys laid over it (num_layers, num_single_layers: fewer blocks, the same blocks), on
+the GPU in the parameter dtype (bf16 for lora_bf16, fp32 for amp_bf16: vrsim's build = "direct").
+The step is the training loop's step of the diffusers example script of the family, the
+transformer or UNet only: the latents and the text embeddings are random tensors of the right
+shape, made once before the first step (vrsim's text_encoders = "cached", vae = "cached"):
+
+  flux  examples/dreambooth/train_dreambooth_lora_flux.py: enable_gradient_checkpointing, then
+        add_adapter(LoraConfig(r, lora_alpha, init_lora_weights="gaussian", target_modules)) on
+        the frozen bf16 transformer; per step noise, the sigmas of the sampled timesteps (get_sigmas
+        with its .nonzero().item()), the noisy latents, the 2x2 packing, guidance 3.5 (dev), the
+        forward under bf16 autocast (Accelerate's), the unpacking, target = noise - latents, the
+        fp32 weighted mean-squared loss; latents (n, 16, res/8, res/8), prompt_embeds
+        (n, max_sequence_length, 4096), pooled (n, 768), text_ids (max_sequence_length, 3).
+  sd3   examples/dreambooth/train_dreambooth_lora_sd3.py: the same adapter; logit_normal timestep
+        sampling (u on the CPU), sigma noise + (1 - sigma) x, the forward under bf16 autocast, the
+        preconditioned output model_pred * (-sigma) + noisy against target = latents, weighting
+        ones, the fp32 weighted mean-squared loss; prompt_embeds (n, 77 + max_sequence_length,
+        4096), pooled (n, 2048).
+  sd    examples/text_to_image/train_text_to_image.py (mixed_precision bf16: mode amp_bf16, the
+        UNet in fp32, its forward under bf16 autocast): noise, timesteps = randint, DDPMScheduler
+        .add_noise, unet(noisy, t, encoder_hidden_states), F.mse_loss(pred.float(),
+        noise.float()); latents (n, 4, res/8, res/8) and encoder_hidden_states (n, 77, 768) in
+        the UNet's dtype.
+
+AdamW(lr=1e-4, foreach=True) over the trainable parameters; opt.step(), zero_grad(set_to_none);
+peak statistics reset before each step. A plan line: name, model (flux | sd3 | sd), config (path
+of a diffusers config.json, relative to the repository root), cut (keys laid over it), res, batch,
+mode (lora_bf16 | amp_bf16 | bf16), ckpt, optim (adamw_foreach), lora ({r, alpha, dropout,
+targets}) for lora_bf16, max_sequence_length (flux 512, sd3 77), steps (4), trace (true or
+"stacks": fulltrace_<name>.csv.gz as measure_llama.py writes it), timeout_s (90).
+
+On the GPU machine (repository root, the .whl folder carried: diffusers 0.42.1, peft 0.21.2,
+transformers 5.25.0 over the image's torch; ~3 min; records, traces and log come back in $OUT):
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1; PYTHONPATH=/tmp/site python3 validation/harness/measure_diffusers.py --plan validation/harness/plans/plan_gen4_diffusion.jsonl --out $OUT/diffusion_h200_gen4.jsonl --trace-dir $OUT --deadline-s 400 2>&1 | grep -v Warning | tee $OUT/diffusion_log.txt | tail -40
+Directly:
+  measure_diffusers.py --plan validation/harness/plans/plan_gen4_diffusion.jsonl --out RECORDS.jsonl
+Check on the CPU (build and one step of a tiny cut, no GPU):
+  measure_diffusers.py --plan validation/harness/plans/plan_gen4_diffusion.jsonl --cpu-check
+"""
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import measure_llama as ml  # noqa: E402  (its NVML, context and allocator-trace helpers)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MIB = float(1 << 20)
+CLASSES = {"flux": "FluxTransformer2DModel", "sd3": "SD3Transformer2DModel", "sd": "UNet2DConditionModel"}
+MODES = ("lora_bf16", "amp_bf16", "bf16")
+FRAME_KEYS = ("diffusers/", "peft/", "torch/nn/", "torch/amp/", "torch/optim/", "torch/utils/checkpoint",
+              "torch/autograd/", "measure_diffusers.py")
+
+
+def load_config(cfg):
+    """The diffusers config.json of the plan line with its `cut` keys laid over it."""
+    with open(os.path.join(REPO, cfg["config"])) as f:
+        c = json.load(f)
+    want = CLASSES[cfg["model"]]
+    if c.get("_class_name") != want:
+        raise ValueError(f"{cfg['config']}: _class_name {c.get('_class_name')!r}, not {want}")
+    c.update(cfg.get("cut") or {})
+    return c
+
+
+def build(torch, cfg, dcfg, device):
+    """The model from its config in the parameter dtype; checkpointing and LoRA as the script."""
+    import diffusers
+    mode = cfg["mode"]
+    dtype = torch.float32 if mode == "amp_bf16" else torch.bfloat16
+    cls = getattr(diffusers, CLASSES[cfg["model"]])
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = cls.from_config({k: v for k, v in dcfg.items() if not k.startswith("_")})
+    finally:
+        torch.set_default_dtype(torch.float32)
+    if cfg.get("ckpt"):
+        model.enable_gradient_checkpointing()
+    if mode == "lora_bf16":
+        from peft import LoraConfig
+        model.requires_grad_(False)
+        lc = cfg["lora"]
+        model.add_adapter(LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
+                                     init_lora_weights="gaussian", target_modules=lc["targets"]))
+    model.train()
+    return model
+
+
+def make_step(torch, cfg, model, device):
+    """One step's loss, as the family's script computes it; the inputs made here, once."""
+    import diffusers
+    fam, n, res = cfg["model"], int(cfg["batch"]), int(cfg["res"])
+    mc = model.config
+    pdt = next(model.parameters()).dtype
+    lat = res // 8
+    autocast = torch.bfloat16 if cfg["mode"] in ("lora_bf16", "amp_bf16") else None
+
+    def ac():
+        return torch.autocast(device.type, dtype=autocast) if autocast is not None else contextlib.nullcontext()
+
+    if fam == "sd":
+        sched = diffusers.DDPMScheduler(num_train_timesteps=1000)
+        latents = torch.randn(n, mc.in_channels, lat, lat, device=device, dtype=pdt)
+        ehs = torch.randn(n, 77, mc.cross_attention_dim, device=device, dtype=pdt)
+
+        def step():
+            noise = torch.randn_like(latents)
+            timesteps = torch.randint(0, 1000, (n,), device=device).long()
+            noisy = sched.add_noise(latents, noise, timesteps)
+            with ac():
+                pred = model(noisy, timesteps, ehs, return_dict=False)[0]
+            return torch.nn.functional.mse_loss(pred.float(), noise.float(), reduction="mean")
+        return step
+
+    sched = diffusers.FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000, shift=3.0)
+    msl = int(cfg.get("max_sequence_length", 512 if fam == "flux" else 77))
+
+    def get_sigmas(timesteps, n_dim, dtype):
+        sigmas = sched.sigmas.to(device=device, dtype=dtype)
+        schedule_timesteps = sched.timesteps.to(device)
+        timesteps = timesteps.to(device)
+        step_indices = [(schedule_timesteps == t).nonzero().item() for t in timesteps]
+        sigma = sigmas[step_indices].flatten()
+        while len(sigma.shape) < n_dim:
+            sigma = sigma.unsqueeze(-1)
+        return sigma
+
+    def sample_u():
+        # compute_density_for_timestep_sampling("logit_normal", logit_mean=0, logit_std=1): on the CPU
+        u = torch.normal(mean=0.0, std=1.0, size=(n,), device="cpu")
+        return torch.nn.functional.sigmoid(u)
+
+    if fam == "flux":
+        from diffusers import FluxPipeline
+        latents = torch.randn(n, 16, lat, lat, device=device, dtype=pdt)
+        prompt_embeds = torch.randn(n, msl, mc.joint_attention_dim, device=device, dtype=pdt)
+        pooled = torch.randn(n, mc.pooled_projection_dim, device=device, dtype=pdt)
+        text_ids = torch.zeros(msl, 3, device=device, dtype=pdt)
+
+        def step():
+            img_ids = FluxPipeline._prepare_latent_image_ids(n, lat // 2, lat // 2, device, pdt)
+            noise = torch.randn_like(latents)
+            indices = (sample_u() * sched.config.num_train_timesteps).long()
+            timesteps = sched.timesteps[indices].to(device=device)
+            sigmas = get_sigmas(timesteps, n_dim=latents.ndim, dtype=latents.dtype)
+            noisy = (1.0 - sigmas) * latents + sigmas * noise
+            packed = FluxPipeline._pack_latents(noisy, n, 16, lat, lat)
+            guidance = torch.tensor([3.5], device=device).expand(n) if mc.guidance_embeds else None
+            with ac():
+                pred = model(hidden_states=packed, timestep=timesteps / 1000, guidance=guidance,
+                             pooled_projections=pooled, encoder_hidden_states=prompt_embeds,
+                             txt_ids=text_ids, img_ids=img_ids, return_dict=False)[0]
+            pred = FluxPipeline._unpack_latents(pred, height=lat * 8, width=lat * 8, vae_scale_factor=8)
+            weighting = torch.ones_like(sigmas)  # compute_loss_weighting_for_sd3("none")
+            target = noise - latents
+            loss = torch.mean((weighting.float() * (pred.float() - target.float()) ** 2).reshape(n, -1), 1)
+            return loss.mean()
+        return step
+
+    # sd3
+    latents = torch.randn(n, mc.in_channels, lat, lat, device=device, dtype=pdt)
+    prompt_embeds = torch.randn(n, 77 + msl, mc.joint_attention_dim, device=device, dtype=pdt)
+    pooled = torch.randn(n, mc.pooled_projection_dim, device=device, dtype=pdt)
+
+    def step():
+        noise = torch.randn_like(latents)
+        indices = (sample_u() * sched.config.num_train_timesteps).long()
+        timesteps = sched.timesteps[indices].to(device=device)
+        sigmas = get_sigmas(timesteps, n_dim=latents.ndim, dtype=latents.dtype)
+        noisy = (1.0 - sigmas) * latents + sigmas * noise
+        with ac():
+            pred = model(hidden_states=noisy, timestep=timesteps, encoder_hidden_states=prompt_embeds,
+                         pooled_projections=pooled, return_dict=False)[0]
+        pred = pred * (-sigmas) + noisy  # --precondition_outputs (on by default)
+        weighting = torch.ones_like(sigmas)  # compute_loss_weighting_for_sd3("logit_normal")
+        target = latents
+        loss = torch.mean((weighting.float() * (pred.float() - target.float()) ** 2).reshape(n, -1), 1)
+        return loss.mean()
+    return step
+
+
+def check(cfg):
+    mode, optim = cfg["mode"], cfg.get("optim", "adamw_foreach")
+    if cfg.get("model") not in CLASSES or mode not in MODES or optim != "adamw_foreach":
+        raise ValueError(f"bad config {cfg}")
+    if (mode == "lora_bf16") != ("lora" in cfg):
+        raise ValueError(f"{cfg['name']}: lora is given with mode lora_bf16 and only then")
+    if cfg["model"] == "sd" and mode != "amp_bf16":
+        raise ValueError(f"{cfg['name']}: sd runs as train_text_to_image.py does (amp_bf16)")
+
+
+def record_fields(cfg):
+    """What a record says of its configuration (the fields vrsim validate maps to a scenario):
+    the plan line with its config file read and cut, and the settings the harness fixes."""
+    check(cfg)
+    rec = {"name": cfg["name"], "model": cfg["model"], "diffusers_config": load_config(cfg),
+           "res": int(cfg["res"]), "batch": int(cfg["batch"]), "mode": cfg["mode"],
+           "ckpt": bool(cfg.get("ckpt", False)), "optim": cfg.get("optim", "adamw_foreach"),
+           "build": "direct", "text_encoders": "cached", "vae": "cached"}
+    if cfg["model"] != "sd":
+        rec["max_sequence_length"] = int(cfg.get("max_sequence_length", 512 if cfg["model"] == "flux" else 77))
+    if "lora" in cfg:
+        rec["lora"] = cfg["lora"]
+    return rec
+
+
+def worker(cfg, result_path, trace_dir, cpu=False):
+    t_proc = time.perf_counter()
+    import torch
+    import diffusers
+    rec = record_fields(cfg)
+    dcfg = rec["diffusers_config"]
+    nsteps = int(cfg.get("steps", 4))
+    if cpu:
+        torch.manual_seed(0)
+        model = build(torch, cfg, dcfg, torch.device("cpu"))
+        loss_fn = make_step(torch, cfg, model, torch.device("cpu"))
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+        loss = loss_fn()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        print(f"  cpu check {cfg['name']}: loss {loss.item():.4f}, {sum(p.numel() for p in model.parameters())} "
+              f"params, {sum(p.numel() for p in params)} trainable", flush=True)
+        return
+    idle_mib = ml.nvml_device_used_mib(index=int(os.environ.get("VRSIM_NVML_INDEX", "0")))
+    dev = torch.device("cuda", 0)
+    props = torch.cuda.get_device_properties(dev)
+    rec.update({"torch": torch.__version__, "gpu": props.name, "diffusers": diffusers.__version__})
+    try:
+        import peft
+        rec["peft"] = peft.__version__
+    except ImportError:
+        pass
+    rec["total_mib"] = props.total_memory / MIB
+    # one build on the meta device first, and the pipeline class the step uses imported: what
+    # diffusers imports lazily makes module-level tensors, which would otherwise land on the GPU
+    build(torch, cfg, dcfg, torch.device("meta"))
+    if cfg["model"] == "flux":
+        getattr(diffusers, "FluxPipeline")
+    stacks = cfg.get("trace") == "stacks"
+    if cfg.get("trace"):
+        ml.FRAME_KEYS = FRAME_KEYS
+        ml.start_trace(stacks=stacks)
+
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    model = build(torch, cfg, dcfg, dev)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    torch.cuda.synchronize()
+    rec["build_s"] = time.perf_counter() - t0
+    # the base model's parameters, the adapters left out (measure_llama.py counts before peft)
+    rec["n_params"] = sum(p.numel() for n_, p in model.named_parameters() if "lora_" not in n_)
+    rec["n_trainable"] = sum(p.numel() for p in params)
+    rec["after_build_alloc_mib"] = torch.cuda.memory_allocated(dev) / MIB
+    rec["after_build_reserved_mib"] = torch.cuda.memory_reserved(dev) / MIB
+    loss_fn = make_step(torch, cfg, model, dev)
+    rec["after_inputs_alloc_mib"] = torch.cuda.memory_allocated(dev) / MIB
+
+    steps, oom = [], None
+    for step in range(nsteps):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(dev)
+        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        tw = time.perf_counter()
+        ev0.record()
+        try:
+            loss = loss_fn()
+            fwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
+            loss.backward()
+            bwd_peak = torch.cuda.max_memory_allocated(dev) / MIB
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            ev1.record()
+            torch.cuda.synchronize()
+        except torch.OutOfMemoryError as e:
+            oom = (step, e)
+            break
+        st = torch.cuda.memory_stats(dev)
+        steps.append({
+            "step": step, "wall_ms": (time.perf_counter() - tw) * 1e3, "gpu_ms": ev0.elapsed_time(ev1),
+            "loss": float(loss.item()),
+            "peak_alloc_mib": torch.cuda.max_memory_allocated(dev) / MIB,
+            "peak_reserved_mib": torch.cuda.max_memory_reserved(dev) / MIB,
+            "fwd_peak_alloc_mib": fwd_peak, "bwd_peak_alloc_mib": bwd_peak,
+            "end_alloc_mib": torch.cuda.memory_allocated(dev) / MIB,
+            "end_reserved_mib": torch.cuda.memory_reserved(dev) / MIB,
+            "num_alloc_retries": st.get("num_alloc_retries", 0),
+            "num_cuda_mallocs": st.get("num_device_alloc", st.get("segment.all.allocated", 0)),
+            "inactive_split_mib": st.get("inactive_split_bytes.all.current", 0) / MIB,
+        })
+        del loss
+        print(f"  {cfg['name']} step {step}: gpu {steps[-1]['gpu_ms']:.1f} ms, peak alloc "
+              f"{steps[-1]['peak_alloc_mib']:.2f} MiB, reserved {steps[-1]['peak_reserved_mib']:.0f} MiB", flush=True)
+    if oom is not None:
+        rec["oom_at_step"] = oom[0]
+        rec["oom_msg"] = str(oom[1])[:600]
+    rec["steps"] = steps
+    ctx, ctx_raw = ml.context_figures(dev, idle_mib)
+    rec.update(ctx)
+    rec.update(ctx_raw)
+    if cfg.get("trace"):
+        fname = f"fulltrace_{cfg['name']}.csv.gz"
+        rec["trace"] = fname
+        rec["trace_events"] = ml.finish_trace(os.path.join(trace_dir, fname), stacks=stacks)
+    rec["process_s"] = time.perf_counter() - t_proc
+    with open(result_path, "w") as f:
+        json.dump(rec, f)
+
+
+def cpu_cut(cfg):
+    """The plan line shrunk for a CPU check: one block of each kind, 256 px, SD's UNet narrowed."""
+    c = dict(cfg)
+    c["res"], c["batch"], c["trace"] = 256 if cfg["model"] != "sd" else 128, 1, False
+    cut = dict(cfg.get("cut") or {})
+    if cfg["model"] == "flux":
+        cut.update(num_layers=1, num_single_layers=1, num_attention_heads=2)
+    elif cfg["model"] == "sd3":
+        cut.update(num_layers=1, num_attention_heads=2, caption_projection_dim=128)
+    else:
+        cut.update(block_out_channels=[32, 32, 64, 64], attention_head_dim=2, norm_num_groups=8,
+                   cross_attention_dim=768)
+    c["cut"] = cut
+    return c
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--plan", help="JSONL file, one configuration a line")
+    ap.add_argument("--only", default="", help="comma-separated config names to run from the plan")
+    ap.add_argument("--out", help="JSONL file the records are appended to")
+    ap.add_argument("--trace-dir", default="validation/traces")
+    ap.add_argument("--deadline-s", type=float, default=0, help="start no config after this many seconds")
+    ap.add_argument("--cpu-check", action="store_true", help="build and one step of each line, shrunk, on the CPU")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--result", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        worker(json.loads(a.worker), a.result, a.trace_dir)
+        return 0
+    if not a.plan:
+        ap.error("need --plan")
+    with open(a.plan) as f:
+        configs = [json.loads(l) for l in f if l.strip() and not l.lstrip().startswith("#")]
+    if a.only:
+        keep = set(a.only.split(","))
+        configs = [c for c in configs if c["name"] in keep]
+    for c in configs:
+        check(c)
+    if a.cpu_check:
+        for c in configs:
+            worker(cpu_cut(c), None, None, cpu=True)
+        return 0
+    if not a.out:
+        ap.error("need --out")
+    os.makedirs(a.trace_dir, exist_ok=True)
+
+    def log(msg):
+        print(time.strftime("%H:%M:%S ") + msg, flush=True)
+
+    t_start, n_ok = time.time(), 0
+    for cfg in configs:
+        elapsed = time.time() - t_start
+        timeout = float(cfg.get("timeout_s", 90))
+        if a.deadline_s and elapsed + min(timeout, 20) > a.deadline_s:
+            log(f"SKIP {cfg['name']}: deadline ({elapsed:.0f} s of {a.deadline_s:.0f} s used)")
+            continue
+        if a.deadline_s:
+            timeout = min(timeout, max(10.0, a.deadline_s - elapsed))
+        fd, res = tempfile.mkstemp(suffix=".json")
+        os.close(fd)
+        os.unlink(res)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        t0 = time.time()
+        log(f"RUN  {cfg['name']}: {json.dumps(cfg)}")
+        try:
+            rc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(cfg),
+                                 "--result", res, "--trace-dir", a.trace_dir], env=env, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        dt = time.time() - t0
+        if rc == 0 and os.path.exists(res):
+            with open(res) as f:
+                rec = json.load(f)
+            os.unlink(res)
+            with open(a.out, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+            n_ok += 1
+            last = rec["steps"][-1] if rec["steps"] else {}
+            log(f"DONE {cfg['name']} in {dt:.1f} s: peak_alloc {last.get('peak_alloc_mib', float('nan')):.2f} "
+                f"peak_reserved {last.get('peak_reserved_mib', float('nan')):.0f} gpu_ms {last.get('gpu_ms', float('nan')):.1f}")
+        else:
+            log(f"FAIL {cfg['name']} after {dt:.1f} s: rc={rc}")
+    log(f"{n_ok} of {len(configs)} configurations measured into {a.out}")
+    return 0 if n_ok == len(configs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
