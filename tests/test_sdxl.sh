@@ -334,6 +334,9 @@ rec = {"name": name, "res": int(res), "batch": int(batch), "mode": "bf16", "ckpt
        "host_bench": {"before": {"eager_linear_us": 30.1, "eager_inplace_add_us": 9.0},
                       "after": {"eager_linear_us": 30.3, "eager_inplace_add_us": 9.1},
                       "ops": 5000, "reps": 7},
+       "host_class_bench": {"classes": {"linear": {"fwd_us": 30.0, "bwd_us": 90.0,
+                                                   "committed_fwd_us": 34.7, "committed_bwd_us": 112.0}},
+                            "n": 400, "reps": 5, "scale": 0.8},
        "host_dispatch_scale": json.loads(scale), "cpu": "x", "python": "3.12.3",
        "torch": "2.11.0+cu130", "gpu": "NVIDIA H200", "date": "2026-12-05"}
 if len(sys.argv) > 7: rec.update(json.loads(sys.argv[7]))
