@@ -70,7 +70,9 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_dit.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_ops.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_streams.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_ddp_bucket.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_validate.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_record_techniques.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_hostile.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_readers.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_outputs.sh
@@ -85,6 +87,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_inputs.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_doctor.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_techniques.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_tech_records.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_compile.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_oracle.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_recipes.sh

@@ -22,7 +22,7 @@
 --   $ ./vrsim scenarios/phi3_mini_lora_4090.lua --set micro_batch=7
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'log_softmax.backward'
 --   $ ./vrsim scenarios/phi3_mini_lora_4090.lua --set checkpointing=false
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.20.mlp.gate_up_proj'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.20.mlp.gate_up_proj.lora_dropout'
 return {
   title = "Phi-3-mini-4k, LoRA r16 on qkv_proj, o_proj, gate_up_proj, down_proj, on a 24 GB RTX 4090 at 4096 tokens",
   hardware = { gpu = "rtx4090" },

@@ -5,17 +5,17 @@
 -- router). The attention, norms, embeddings and head are FSDP2 over the 8. bf16, AdamW foreach,
 -- full activation checkpointing, micro-batch 1 x 8192 per GPU, routing balanced.
 --
--- vrsim's answer: it fits, 53.2 GiB reserved at the peak (the head's fp32 log-softmax over the
+-- vrsim's answer: it fits, 51.1 GiB reserved at the peak (the head's fp32 log-softmax over the
 -- 151936-entry vocabulary, 4.6 GiB, and its gradients), the experts' 16 x 48 layers as parameters
 -- (96 MiB of gate_up_proj a layer) and their AdamW state; 1.41 s a step, 5801 tokens/s per GPU.
 -- FSDP2 alone (--set parallel.ep=1: every expert sharded 1/8 and all-gathered per layer) holds
--- about as much (53.1 GiB) and is faster here (1.29 s): the gathers overlap compute, while the
+-- a little more (53.1 GiB) and is faster here (1.29 s): the gathers overlap compute, while the
 -- dispatch and combine all-to-alls block the GEMMs that read them. With the busiest GPU receiving
 -- twice the mean (--set parallel.ep_imbalance=2) the step is 1.84 s.
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/qwen3_30b_a3b_ep8_h100.lua
---   FITS: peak reserved 53.35 GiB of 78.43 GiB usable (68.0 %), 25.08 GiB headroom
+--   FITS: peak reserved 51.08 GiB of 78.43 GiB usable (65.1 %), 27.35 GiB headroom
 --   $ ./vrsim scenarios/qwen3_30b_a3b_ep8_h100.lua --set parallel.ep=1
 --   FITS: peak reserved 53.08 GiB of 78.43 GiB usable (67.7 %), 25.35 GiB headroom
 --   $ ./vrsim scenarios/qwen3_30b_a3b_ep8_h100.lua --set micro_batch=2

@@ -122,16 +122,16 @@ static void malformed(const Opts *o, const char *cfg, const char *file, int line
 }
 
 /* Why the steps of a record cannot be compared (a malformed record), or NULL: each step must be
- * an object with peak_alloc_mib and peak_reserved_mib as finite numbers >= 0, and gpu_ms, where
- * present, a finite number (a missing measurement read as 0 would score +0.00 %). why holds the
- * message. */
-static const char *bad_steps(const cJSON *steps, char *why, size_t n) {
+ * an object with peak_alloc_mib and peak_reserved_mib as finite numbers >= 0 (unless the record
+ * measured no memory: time_only), and gpu_ms, where present, a finite number (a missing
+ * measurement read as 0 would score +0.00 %). why holds the message. */
+static const char *bad_steps(const cJSON *steps, bool time_only, char *why, size_t n) {
     if (steps && !cJSON_IsArray(steps)) return snprintf(why, n, "steps is not an array"), why;
     int i = 0;
     for (const cJSON *st = steps ? steps->child : NULL; st; st = st->next, i++) {
         if (!cJSON_IsObject(st)) return snprintf(why, n, "steps[%d] is not an object", i), why;
         static const char *const NEED[] = {"peak_alloc_mib", "peak_reserved_mib", "gpu_ms"};
-        for (int k = 0; k < 3; k++) {
+        for (int k = time_only ? 2 : 0; k < 3; k++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, NEED[k]);
             if (!v && k == 2) continue;
             if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0)
@@ -145,11 +145,34 @@ static const char *bad_steps(const cJSON *steps, char *why, size_t n) {
 /* Simulates one record (for multi-GPU records, one rank) and adds its rows. The record becomes
  * a scenario table in Lua data (lua/vrsim/record.lua through scenario_load_record), never Lua
  * source. */
+/* Which kind of measured run a record is, for the step-time summary. */
+static int rowset_of(const cJSON *rec) {
+    return cJSON_GetObjectItem(rec, "res") ? ROWSET_SDXL
+           : jnum(rec, "world_size", 1) > 1 ? ROWSET_MULTI : ROWSET_LLAMA1;
+}
+
+/* A steady-median record (validation/harness/measure_sdxl_steps.py) times `n_steps` steps after
+ * `warmup` uncounted ones and measures no memory: its truth is median_ms, the median of the
+ * counted steps' gpu_ms. Returns median_ms (> 0), 0 when the record is not one, or -1 (why set)
+ * when median_ms or warmup is not what the format says. */
+static double steady_median(const cJSON *rec, char *why, size_t n) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(rec, "median_ms");
+    if (!m) return 0;
+    if (!cJSON_IsNumber(m) || !isfinite(m->valuedouble) || m->valuedouble <= 0)
+        return snprintf(why, n, "median_ms must be a finite number > 0"), -1;
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(rec, "warmup");
+    if (w && (!cJSON_IsNumber(w) || w->valuedouble != floor(w->valuedouble) ||
+              !(w->valuedouble >= 0 && w->valuedouble <= 1000)))
+        return snprintf(why, n, "warmup must be an integer in [0, 1000]"), -1;
+    return m->valuedouble;
+}
+
 static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool oomed,
                          const char *cfg, const char *file, int line, int rank, const Opts *o,
                          Rows *rows, Tally *tally) {
     char why[200];
-    if (bad_steps(steps, why, sizeof why)) {
+    double median = steady_median(rec, why, sizeof why);
+    if (median < 0 || bad_steps(steps, median > 0, why, sizeof why)) {
         malformed(o, cfg, file, line, why, tally);
         return;
     }
@@ -158,6 +181,12 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
         return;
     }
     int sim_steps = oomed ? jint(rec, "oom_at_step", 0, 0, 1000) + 1 : nsteps;
+    /* vrsim's steps after the optimizer's first are alike: the first counted step stands for the
+     * median (at least step 2, past the step that creates the optimizer state) */
+    if (median > 0) {
+        int warmup = jint(rec, "warmup", 0, 0, 1000);
+        sim_steps = warmup < 2 ? 3 : warmup + 1;
+    }
     if (sim_steps < 1) sim_steps = 1;
     char err[1024];
     char *chunk = fmt("%s:%d (%s)", file, line, cfg);
@@ -180,7 +209,18 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
     }
     if (cJSON_GetObjectItem(rec, "cap_mib"))
         add_row(rows, cfg, "fits", oomed ? 0 : 1, res->oom ? 0 : 1);
-    if (!oomed && nsteps > 0 && res->n_steps == nsteps) {
+    if (median > 0 && !oomed && !res->oom && res->n_steps == sim_steps) {
+        if (!o->json)
+            printf("  %-24s step time only: the median of %d steady steps (no memory measured)\n",
+                   cfg, nsteps);
+        else
+            fprintf(stderr, "vrsim validate: %s step time only: the median of %d steady steps (no "
+                    "memory measured)\n", cfg, nsteps);
+        if (add_row(rows, cfg, "step_time", median, res->steps[sim_steps - 1].time_ns / 1e6) == 0)
+            rows->r[rows->n - 1].set = rowset_of(rec);
+    } else if (median > 0 && res->oom && !o->json) {
+        printf("  %-24s predicted OOM in step %d where the run fitted\n", cfg, res->oom_step);
+    } else if (!oomed && nsteps > 0 && res->n_steps == nsteps) {
         int si = o->step0 ? 0 : nsteps - 1;
         const cJSON *ms = cJSON_GetArrayItem(steps, si);
         const StepResult *ps = &res->steps[si];
@@ -188,8 +228,7 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
         add_row(rows, cfg, "peak_reserved", jnum(ms, "peak_reserved_mib", 0) * MIB, (double)ps->peak_reserved);
         if (jnum(ms, "gpu_ms", 0) > 0 &&
             add_row(rows, cfg, "step_time", jnum(ms, "gpu_ms", 0), ps->time_ns / 1e6) == 0)
-            rows->r[rows->n - 1].set = cJSON_GetObjectItem(rec, "res") ? ROWSET_SDXL
-                                     : jnum(rec, "world_size", 1) > 1 ? ROWSET_MULTI : ROWSET_LLAMA1;
+            rows->r[rows->n - 1].set = rowset_of(rec);
     } else if (!oomed && nsteps > 0 && res->oom && !o->json) {
         printf("  %-24s predicted OOM in step %d where the run fitted\n", cfg, res->oom_step);
     }
@@ -213,7 +252,7 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
  * (an object) is informational too. */
 static const char *const PROVENANCE[] = {
     "meta", "env", "python", "launch_s", "nvidia_smi_at_end", "n_params_local",
-    "hostname", "date", "command", "git_commit", "driver",
+    "hostname", "date", "command", "git_commit", "driver", "cpu",
 };
 
 /* Takes the provenance fields out of rec (a copy the caller owns). Writes their names,

@@ -392,13 +392,35 @@ static VrStatus curve_carry(Curve *c, double sx, double ry) {
     return VR_OK;
 }
 
+static const struct { const char *table, *kind; } SDPA_BACKENDS[COST_SDPA_COUNT] = {
+    [COST_SDPA_CUDNN] = {"cudnn", "attention_cudnn"},
+    [COST_SDPA_FLASH] = {"flash", "attention_flash"},
+    [COST_SDPA_EFFICIENT] = {"efficient", "attention_mem_efficient"},
+};
+
+/* The rate ratio a FLOP-rate class carries with: its fused-attention backend's where k gives one
+ * (the backend's curves: "attention_flash", its backward "attention_flash_bwd", its "_cross" and
+ * "_masked" variants), else bf16's. */
+static double class_ratio(const CostModel *c, int i, const CostCarry *k) {
+    for (int b = 0; b < COST_SDPA_COUNT; b++) {
+        size_t n = strlen(SDPA_BACKENDS[b].kind);
+        const char *rest = c->class_name[i] + n;
+        if (strncmp(c->class_name[i], SDPA_BACKENDS[b].kind, n) == 0 && (*rest == '\0' || *rest == '_') &&
+            k->attention[b] > 0)
+            return k->attention[b];
+    }
+    return k->compute[DT_BF16];
+}
+
 VrStatus cost_carry(CostModel *c, const DeviceSpec *target, const CostCarry *k) {
     if (!(k->sm > 0) || !(k->bw > 0)) return VR_EINVAL;
+    for (int b = 0; b < COST_SDPA_COUNT; b++)
+        if (k->attention[b] < 0 || !isfinite(k->attention[b])) return VR_EINVAL;
     VrStatus st = VR_OK;
     for (int d = 0; d < DT_COUNT && !st; d++) st = curve_carry(&c->gemm[d], k->sm, k->compute[d]);
     if (!st) st = curve_carry(&c->mem, k->bw, k->bw);
     for (int i = 0; i < c->n_classes && !st; i++)
-        st = c->cls_by_flops[i] ? curve_carry(&c->cls[i], k->sm, k->compute[DT_BF16])
+        st = c->cls_by_flops[i] ? curve_carry(&c->cls[i], k->sm, class_ratio(c, i, k))
                                 : curve_carry(&c->cls[i], k->bw, k->bw);
     for (int d = 0; d < DT_COUNT && !st; d++)
         for (int g = 0; g < COST_LORA_GEMMS && !st; g++)
@@ -413,11 +435,6 @@ void cost_set_kernel_gap_ns(CostModel *c, double ns) { c->gap_ns = ns > 0 ? ns :
 
 /* ---- a measured profile into curves ---------------------------------------------------- */
 
-static const struct { const char *table, *kind; } SDPA_BACKENDS[COST_SDPA_COUNT] = {
-    [COST_SDPA_CUDNN] = {"cudnn", "attention_cudnn"},
-    [COST_SDPA_FLASH] = {"flash", "attention_flash"},
-    [COST_SDPA_EFFICIENT] = {"efficient", "attention_mem_efficient"},
-};
 
 const char *cost_sdpa_backend(int b) {
     return b >= 0 && b < COST_SDPA_COUNT ? SDPA_BACKENDS[b].table : NULL;

@@ -174,7 +174,8 @@ void cost_set_kernel_gap_ns(CostModel *c, double ns);
  *     it reached of the reference's, at the same work per SM (the same number of tile waves): the
  *     curve's sizes scale by sm, its rates by compute[d] (target / reference dense peak of dtype d,
  *     each at the clock its GEMMs hold inside a training step); fused attention takes bf16's ratio;
- *     (a LoRA adapter GEMM takes its own dtype's ratio);
+ *     (a LoRA adapter GEMM takes its own dtype's ratio), or attention[b] for fused-attention
+ *     backend b where given (its code reaches another fraction of peak on another architecture);
  *   - a memory-bound kernel reaches the same fraction of the target's DRAM bandwidth at the same
  *     time per byte (Little's law: the same latency with bw times the bytes in flight): sizes and
  *     rates scale by bw;
@@ -182,6 +183,12 @@ void cost_set_kernel_gap_ns(CostModel *c, double ns);
  * A dtype whose ratio is 0 (no hardware path on the target) loses its GEMM curve. */
 typedef struct CostCarry {
     double compute[DT_COUNT];  /* target / reference dense peak per dtype, 0 = no path */
+    double attention[COST_SDPA_COUNT]; /* the rate ratio of a fused-attention backend's curves in
+                                          place of compute[bf16] (whose GEMM rate a sustained
+                                          matmul may raise, a cuBLAS figure): the dense peak ratio
+                                          times the kernel's fraction of peak on the target's
+                                          architecture / on the reference's (lua/hw/carry.lua);
+                                          0 = compute[bf16] */
     double sm;                 /* target SMs / reference SMs */
     double bw;                 /* target DRAM bandwidth / reference */
 } CostCarry;

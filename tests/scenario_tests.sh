@@ -185,6 +185,18 @@ elif grep -q "x0.328 bf16 (sustained matmul 271.2 TFLOP/s / the H200's 826.3 in 
      grep -q "x1.000 bf16 peak at 1980 MHz" "$TMP/carry_h100.out" && ! grep -q "sustained" "$TMP/carry_h100.out"; then
   ok "a carried GEMM rate is raised to the GPU's sustained matmul only where the carry gives less"
 else fail "carried step-time basis" "$(grep 'step time' "$TMP/carry_a100.out" "$TMP/carry_h100.out")"; fi
+# FlashAttention-2's curves carry at the dense peak ratio times its fraction of peak on the target's
+# architecture over Hopper's (0.73 / 0.35): an A100 x0.2915 x 2.09, never its sustained-matmul raise;
+# an H100 (Hopper) keeps the H200's fraction. The RTX 4090's published sustained matmul (160.1 TFLOP/s)
+# raises its GEMMs over the datasheet ratio (x0.154).
+run carry_4090 scenarios/llama7b_h200.lua --set gpu=rtx4090 --set micro_batch=1 --set seq=512 --set capacity_gib=400 --no-files
+if crashed "carried RTX 4090"; then :
+elif grep -q "flash attention x0.608 (FlashAttention-2 on ampere / on hopper x2.09)" "$TMP/carry_a100.out" &&
+     ! grep -q "flash attention x" "$TMP/carry_h100.out" &&
+     grep -q "x0.194 bf16 (sustained matmul 160.1 TFLOP/s / the H200's 826.3 in step)" "$TMP/carry_4090.out" &&
+     grep -q "flash attention x0.322 (FlashAttention-2 on ada / on hopper x2.09)" "$TMP/carry_4090.out"; then
+  ok "FlashAttention-2 carries by architecture; the RTX 4090's GEMMs by its sustained matmul"
+else fail "carried flash attention / RTX 4090 basis" "$(grep 'step time' "$TMP/carry_a100.out" "$TMP/carry_h100.out" "$TMP/carry_4090.out")"; fi
 
 # A V100 (Volta) has no bf16 tensor cores and runs neither flash nor cuDNN attention: a bf16 run
 # says how its GEMMs are priced, and forcing flash attention is refused as PyTorch refuses it.

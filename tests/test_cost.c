@@ -510,6 +510,39 @@ static void test_clone(void **state) {
     cost_free(k);
 }
 
+/* A fused-attention backend's own ratio (CostCarry.attention) carries that backend's curves,
+ * forward and backward, in place of bf16's; GEMMs and the other backends carry by bf16's, and a
+ * negative ratio is refused. */
+static void test_carry_attention_ratio(void **state) {
+    (void)state;
+    DeviceSpec dev = plain_device();
+    CostGemmRow g[2] = {{"bf16", 1024, 1024, 1024, 1, 300, false}, {"bf16", 8192, 8192, 8192, 1, 700, false}};
+    CostSdpaRow r[1] = {{.batch = 4, .heads = 32, .seq_q = 2048, .seq_k = 2048, .dim = 128, .causal = true}};
+    r[0].fwd_ms[COST_SDPA_FLASH] = 0.3, r[0].fwdbwd_ms[COST_SDPA_FLASH] = 1.1;
+    r[0].fwd_ms[COST_SDPA_CUDNN] = 0.2, r[0].fwdbwd_ms[COST_SDPA_CUDNN] = 0.8;
+    CostProfile p = {.gemm = g, .n_gemm = 2, .sdpa = r, .n_sdpa = 1};
+    CostModel *plain = NULL, *arch = NULL;
+    assert_int_equal(cost_from_profile(&dev, &p, &plain, NULL, 0), VR_OK);
+    assert_int_equal(cost_from_profile(&dev, &p, &arch, NULL, 0), VR_OK);
+    CostCarry k = {.sm = 1, .bw = 0.5};
+    k.compute[DT_BF16] = 0.3;
+    CostCarry bad = k;
+    bad.attention[COST_SDPA_FLASH] = -1;
+    assert_int_equal(cost_carry(arch, &dev, &bad), VR_EINVAL);
+    assert_int_equal(cost_carry(plain, &dev, &k), VR_OK);
+    k.attention[COST_SDPA_FLASH] = 0.6; /* twice bf16's 0.3 */
+    assert_int_equal(cost_carry(arch, &dev, &k), VR_OK);
+    Op flash_f = op_of("attention_flash", PH_FWD, 2e12, 1e8), flash_b = op_of("attention_flash", PH_BWD, 4e12, 2e8);
+    Op cudnn = op_of("attention_cudnn", PH_FWD, 2e12, 1e8), mm = op_of("mm", PH_FWD, 1e12, 1e7);
+    /* twice the rate: half the time, less the per-kernel floor both keep */
+    assert_true(cost_op_ns(arch, &flash_f) < 0.51 * cost_op_ns(plain, &flash_f));
+    assert_true(cost_op_ns(arch, &flash_b) < 0.51 * cost_op_ns(plain, &flash_b));
+    assert_true(cost_op_ns(arch, &cudnn) == cost_op_ns(plain, &cudnn));
+    assert_true(cost_op_ns(arch, &mm) == cost_op_ns(plain, &mm));
+    cost_free(plain);
+    cost_free(arch);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_and_fp32_fallback),
@@ -526,6 +559,7 @@ int main(void) {
         cmocka_unit_test(test_profile_sdpa_kernel_rows),
         cmocka_unit_test(test_profile_lora_rows),
         cmocka_unit_test(test_clone),
+        cmocka_unit_test(test_carry_attention_ratio),
     };
     return cmocka_run_group_tests_name("cost", tests, NULL, NULL);
 }

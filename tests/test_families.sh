@@ -60,6 +60,22 @@ else bad "GQA: repeat_kv copies under SDPA or none under eager"; fi
 if [ $rc -eq 2 ] && grep -q "math fallback" "$tmp/err"; then ok "GQA on SDPA's memory-efficient kernel (fp32) is an error, not a guess"
 else bad "fp32 GQA: exit $rc"; fi
 
+# cuDNN attention's backward workspace: an fp32 dq accumulator, the fp32 row statistic and 256
+# bytes; with fewer key/value heads than query heads (enable_gqa) twice the accumulator
+# (fulltrace_gen4-qwen3-8b-l4-b2, -qwen3moe-l4-b2, -mixtral-l2-b1): TinyLlama's 32 query heads on
+# 4, 512 tokens of head_dim 64, 2 x 4 MiB + 64 KiB + 256 bytes
+ws=$(awk -F, '$3 == "alloc" && $7 == "layers.0.self_attn.sdpa_cudnn.backward" && $5 > 4000000 { print $5; exit }' "$tmp/gqa.csv")
+if [ "$ws" = "8454400" ]; then ok "GQA under cuDNN: the backward's workspace holds two fp32 dq-sized accumulators"
+else bad "GQA cuDNN backward workspace: $ws bytes, want 8454400"; fi
+# embedding_dense_backward_cuda: up to 3072 indices one kernel adds the rows straight into the
+# zeroed gradient (no partial sums: fulltrace_gen4-dsv2lite-l4-b1-eager); above, the fp32 partial
+# sums, (4096 / 10 + 4096) rows of 2048
+"$VRSIM" "$tmp/gqa.lua" --no-files --set model.layers=1 --set seq=4096 --alloc-trace "$tmp/gqa4k.csv" >/dev/null 2>&1
+n512=$(awk -F, '$3 == "alloc" && $7 == "embed_tokens.backward"' "$tmp/gqa.csv" | wc -l)
+p4k=$(awk -F, '$3 == "alloc" && $7 == "embed_tokens.backward" && $5 != 131072000 { print $5; exit }' "$tmp/gqa4k.csv")
+if [ "$n512" -eq 2 ] && [ "$p4k" = "36904960" ]; then ok "embedding backward: partial sums only above 3072 indices"
+else bad "embedding backward: $n512 allocations at 512 tokens (want the 2 gradients), partial sums '$p4k' at 4096 (want 36904960)"; fi
+
 # 5. Mistral's sliding window: a mask only once the sequence is longer than the window
 scn mis mistral-7b-v0.1.json
 "$VRSIM" "$tmp/mis.lua" --no-files --set model.layers=1 --set seq=4096 --alloc-trace "$tmp/m1.csv" >/dev/null 2>&1
@@ -341,6 +357,24 @@ if [ "$(size_of "$tmp/phi.csv" layers.0.v_slice.backward)" = "9437184" ] && \
    [ "$(size_of "$tmp/phi.csv" layers.0.mlp.chunk.backward)" = "16777216" ]; then
   ok "Phi-3: slice and chunk gradients full-size, rotary's cat with the empty pass-through a copy"
 else bad "Phi-3 views: v_slice $(size_of "$tmp/phi.csv" layers.0.v_slice.backward), q_pass $(size_of "$tmp/phi.csv" layers.0.q_pass.backward), chunk $(size_of "$tmp/phi.csv" layers.0.mlp.chunk.backward)"; fi
+# without checkpointing (the KV cache on): cuDNN's output has the layout of the query, which
+# rotary's cat made contiguous in (b, heads, s, d), so sdpa_attention_forward's
+# transpose(1, 2).contiguous() copies (512 x 3072 bf16, 3 MiB) and o_proj keeps the copy to its
+# backward; qkv, a local of the attention, goes when it returns (fulltrace_gen4-phi3-mini-l4-b4);
+# the memory-efficient kernel (fp32) writes (b, s, heads, d) and the transpose is a view
+scn phin phi-3-mini-4k-instruct.json
+"$VRSIM" "$tmp/phin.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/phin.csv" >/dev/null 2>&1
+"$VRSIM" "$tmp/phin.lua" --no-files --set model.layers=1 --set precision=fp32 --alloc-trace "$tmp/phin32.csv" >/dev/null 2>&1
+freed_by() { # trace tensor: the op that frees the tensor's first allocation
+  a=$(awk -F, -v f="$2" '$3 == "alloc" && $7 == f { print $4; exit }' "$1")
+  awk -F, -v a="$a" '$3 == "free_requested" && $4 == a { print $7; exit }' "$1"
+}
+if [ "$(size_of "$tmp/phin.csv" layers.0.attn_transpose)" = "3145728" ] && \
+   [ "$(freed_by "$tmp/phin.csv" layers.0.attn_transpose)" = "layers.0.self_attn.o_proj.backward" ] && \
+   [ "$(freed_by "$tmp/phin.csv" layers.0.self_attn.qkv_proj)" = "layers.0: self_attn returns" ] && \
+   ! grep -q attn_transpose "$tmp/phin32.csv"; then
+  ok "Phi-3 under cuDNN attention: the output's transpose a copy o_proj keeps, qkv held to the return"
+else bad "Phi-3 attention output: copy $(size_of "$tmp/phin.csv" layers.0.attn_transpose) freed at '$(freed_by "$tmp/phin.csv" layers.0.attn_transpose)', qkv freed at '$(freed_by "$tmp/phin.csv" layers.0.self_attn.qkv_proj)'"; fi
 # LoRA on the fused projections by name
 scn phil phi-3-mini-4k-instruct.json 'precision = "lora_bf16", build = "direct", lora = { r = 16, targets = { "qkv_proj", "o_proj", "gate_up_proj", "down_proj" } }'
 n=$(json "$tmp/phil.lua" --set model.layers=1 | field 'd["parameters"]["lora_adapters"]')

@@ -163,5 +163,19 @@ case "$note" in
   *) bad "GPT-OSS SDPA note missing: $note" ;;
 esac
 
+# backward temporaries of the block at 1 x 256 tokens (fulltrace_gen4-qwen3moe-l4-b2,
+# fulltrace_gen4-dsv2lite-l4-b1-eager): `proj_out * weights` with Mixtral's fp32 weights makes
+# the weights' gradient as the full fp32 (512, 4096) product, and the projection's as an fp32
+# product cast to bf16, then the (512, 1) sum; the router's softmax backward makes its gradient
+# and `grad * output` (two (256, 8) fp32 buffers) (the trace of 2.)
+got=$(awk -F, '$3 == "alloc" && $7 == "layers.0.mlp.experts.weighted.backward" { printf "%s ", $5; if (++n == 4) exit }' "$tmp/one.csv" | sed 's/ $//')
+# (each step: one forward softmax, two 8 KiB buffers in its backward)
+sm=$(awk -F, '$3 == "alloc" && $7 == "layers.0.mlp.router_softmax" { f++ }
+              $3 == "alloc" && $7 == "layers.0.mlp.router_softmax.backward" && $5 == 8192 { b++ }
+              END { print b / f }' "$tmp/one.csv")
+if [ "$got" = "8388608 8388608 4194304 2048" ] && [ "$sm" = "2" ]; then
+  ok "MoE backward: the weighting's full-size products and the router softmax's grad * output"
+else bad "MoE backward: weighted '$got' (want 8388608 8388608 4194304 2048), router softmax $sm buffers a step (want 2)"; fi
+
 echo "test_moe: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -316,6 +316,73 @@ PY
 if [ $? -eq 0 ]; then ok "slow host: a host twice as slow adds its dispatch time to the host-bound step"
 else fail "slow host: step against the host's dispatch" "$msg$(cat "$TMP/host.err")"; fi
 
+# ---- steady-median records (validation/harness/measure_sdxl_steps.py) ------------------------
+# Such a record times 30 steady steps and measures no memory: vrsim validate compares its
+# median_ms with the simulated steady step (one step_time row, no memory rows, and a line saying
+# so), on the host its host_dispatch_scale names; a dry run (the CPU stand-in model) is skipped and
+# a median_ms that is not a positive number is a malformed record (exit 2).
+steady_rec() { # name res batch ckpt scale median_ms [extra JSON fields]
+  python3 - "$@" <<'PY'
+import json, sys
+name, res, batch, ckpt, scale, median = sys.argv[1:7]
+rec = {"name": name, "res": int(res), "batch": int(batch), "mode": "bf16", "ckpt": ckpt == "true",
+       "dry_run": False, "warmup": 3, "n_steps": 3,
+       "steps": [{"gpu_ms": 300.5, "wall_ms": 290.1}, {"gpu_ms": 301.0, "wall_ms": 291.0},
+                 {"gpu_ms": 302.5, "wall_ms": 292.2}],
+       "median_ms": json.loads(median), "min_ms": 300.5, "max_ms": 302.5, "p10_ms": 300.6,
+       "p90_ms": 302.4, "iqr_ms": 2.0, "median_wall_ms": 291.0,
+       "host_bench": {"before": {"eager_linear_us": 30.1, "eager_inplace_add_us": 9.0},
+                      "after": {"eager_linear_us": 30.3, "eager_inplace_add_us": 9.1},
+                      "ops": 5000, "reps": 7},
+       "host_class_bench": {"classes": {"linear": {"fwd_us": 30.0, "bwd_us": 90.0,
+                                                   "committed_fwd_us": 34.7, "committed_bwd_us": 112.0}},
+                            "n": 400, "reps": 5, "scale": 0.8},
+       "host_dispatch_scale": json.loads(scale), "cpu": "x", "python": "3.12.3",
+       "torch": "2.11.0+cu130", "gpu": "NVIDIA H200", "date": "2026-12-05"}
+if len(sys.argv) > 7: rec.update(json.loads(sys.argv[7]))
+print(json.dumps(rec))
+PY
+}
+{ steady_rec s512 512 1 false 1.2301 301.0; steady_rec s1024c 1024 4 true 0.5 301.0; } >"$TMP/steady.jsonl"
+"$VRSIM" validate "$TMP/steady.jsonl" >"$TMP/steady.txt" 2>&1
+RC=$?
+"$VRSIM" validate --json "$TMP/steady.jsonl" >"$TMP/steady.json" 2>"$TMP/steady.err"
+cat >"$TMP/steady.lua" <<'SCN'
+return {
+  hardware = { gpu = "h200", host_dispatch_scale = 1.2301 },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "bf16", steps = 4 },
+}
+SCN
+pred_512=$("$VRSIM" "$TMP/steady.lua" --json --no-files 2>"$TMP/steady_scn.err" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["step_time_ms"])')
+msg=$(python3 - "$TMP/steady.json" "$pred_512" <<'PY' 2>&1
+import json, sys
+rows = json.load(open(sys.argv[1]))
+got = sorted((r["config"], r["metric"], r["measured"]) for r in rows)
+if got != [("s1024c", "step_time", 301.0), ("s512", "step_time", 301.0)]:
+    print("rows %s: want one step_time row each, measured = median_ms" % got); sys.exit(1)
+s512 = [r for r in rows if r["config"] == "s512"][0]
+if abs(s512["predicted"] - float(sys.argv[2])) > 0.05:
+    print("s512 predicted %.2f ms, the scenario on a host 1.2301x slower %s" % (s512["predicted"], sys.argv[2])); sys.exit(1)
+PY
+)
+MRC=$?
+if [ "$RC" -eq 0 ] && [ "$MRC" -eq 0 ] && grep -q "s512  *step time only" "$TMP/steady.txt"
+then ok "validate: a steady-median record gives one step_time row (median_ms) on the host its host_dispatch_scale names"
+else fail "validate: steady-median records (exit $RC)" "$msg$(cat "$TMP/steady.txt")"; fi
+steady_rec dry 512 1 false null 1.0 '{"dry_run": true, "gpu": "cpu (dry run)"}' >"$TMP/steady_dry.jsonl"
+"$VRSIM" validate "$TMP/steady_dry.jsonl" >"$TMP/steady_dry.txt" 2>&1
+RC=$?
+if [ "$RC" -eq 0 ] && grep -q "dry  *skipped: dry_run = true" "$TMP/steady_dry.txt"; then ok "validate: a dry-run record is skipped, naming dry_run"
+else fail "validate: dry-run record (exit $RC)" "$(cat "$TMP/steady_dry.txt")"; fi
+steady_rec bad 512 1 false 1.0 '"fast"' >"$TMP/steady_bad.jsonl"
+"$VRSIM" validate "$TMP/steady_bad.jsonl" >"$TMP/steady_bad.txt" 2>&1
+RC=$?
+if [ "$RC" -eq 2 ] && grep -q "steady_bad.jsonl:1 (bad): median_ms must be a finite number > 0" "$TMP/steady_bad.txt"
+then ok "validate: a median_ms that is not a number is a malformed record (exit 2, file:line named)"
+else fail "validate: median_ms \"fast\": exit $RC" "$(cat "$TMP/steady_bad.txt")"; fi
+
 # ---- the GPU's host link (hardware.pcie) ------------------------------------------------------
 # Two RTX 4090s (no peer-to-peer) run DDP's all-reduce over PCIe: their own link is gen4 x16
 # (lua/hw/gpus.lua); in x8 slots (lua/hw/links.lua gen4_x8: half its achieved rate) the same

@@ -29,6 +29,12 @@ if [ -n "$GEN2" ]; then
   # shellcheck disable=SC2086
   "$VRSIM" validate $GEN2 >"$TMP/gen2.txt" 2>&1
 else : >"$TMP/gen2.txt"; fi
+# A record's `gpu` picks the card: one H200 record renamed to an H100 is simulated on the H100
+# (another step time), and a card validate does not map is skipped with its name.
+head -n 1 validation/records/llama_h200_gen4_families.jsonl >"$TMP/h200.jsonl"
+sed 's/"gpu": "NVIDIA H200"/"gpu": "NVIDIA H100 80GB HBM3"/' "$TMP/h200.jsonl" >"$TMP/h100.jsonl"
+sed 's/"gpu": "NVIDIA H200"/"gpu": "NVIDIA A10G"/' "$TMP/h200.jsonl" >"$TMP/a10g.jsonl"
+for g in h200 h100 a10g; do "$VRSIM" validate --json "$TMP/$g.jsonl" >"$TMP/$g.json" 2>"$TMP/$g.err"; done
 python3 - "$TMP/rows.json" "$rc" "$TMP/table.txt" "$TMP/gen2.txt" "$GEN2" <<'PY'
 import json, re, sys, glob
 rc = int(sys.argv[2])
@@ -38,6 +44,18 @@ def check(ok, msg):
     print(("ok   " if ok else "FAIL ") + msg)
     fails += not ok
 check(rc == 0, "vrsim validate --json exits 0 (got %d)" % rc)
+tmp = sys.argv[1].rsplit("/", 1)[0]
+def step_of(g):
+    try:
+        return [r["predicted"] for r in json.load(open("%s/%s.json" % (tmp, g))) if r["metric"] == "step_time"]
+    except ValueError:
+        return []
+h200, h100 = step_of("h200"), step_of("h100")
+check(len(h200) == 1 and len(h100) == 1 and h100[0] > h200[0] * 1.02,
+      "a record measured on an H100 is simulated on vrsim's H100 (step %s ms vs the H200's %s)" % (h100, h200))
+a10g_err = open("%s/a10g.err" % tmp).read()
+check(step_of("a10g") == [] and "NVIDIA A10G" in a10g_err,
+      "a record from a card validate does not map is skipped, naming it")
 try:
     rows = json.load(open(sys.argv[1]))
 except ValueError as e:
@@ -83,18 +101,6 @@ check(fits and not wrong, "every fit verdict right (%d)%s" % (len(fits), "".join
 def mean(rs):
     return sum(abs(r["rel_error"]) for r in rs) / len(rs)
 
-# peak reserved, exemption: ZeRO-1 ranks where PyTorch kept the first iteration's DDP bucket
-# past step 1's rebuild, a stash released on a timing-dependent call into the process group
-# (pytorch#150079). The evidence is in the record: that rank's step 1 peaks above its steady
-# state by more than 1000 MiB (about the 2044 MiB bucket). Bound: 10 %.
-TIMING_DEPENDENT = set()
-for rec in records.values():
-    if rec.get("strategy") != "zero1":
-        continue
-    for rk in rec.get("ranks", []):
-        st = rk["steps"]
-        if len(st) > 2 and st[1]["peak_alloc_mib"] - st[-1]["peak_alloc_mib"] > 1000:
-            TIMING_DEPENDENT.add("%s/r%d" % (rec["name"], rk["rank"]))
 # step time, exemption: a record whose steady steps (1..) themselves spread by more than the
 # 12 % band (max/min - 1) has no single time to meet 12 % of; bound: 20 %.
 def spread(cfg):
@@ -116,6 +122,32 @@ KNOWN = {
         "(gen3-qwen25-05b-lora-qv-b16-s512-rerun, within the band), and 107.6-136.3 ms a step on a "
         "third (validation/results/gpu_idle_gen3_h200.jsonl); vrsim's host figures for it are "
         "low by 7-16 %"),
+    # MoE reserved: `vrsim replay` of the measured allocator trace gives its 37116 MiB to the
+    # byte, and every allocation of 1 MiB or more matches the trace in size and count step by
+    # step; only the order of some frees in step 0's backward differs by one or two events, so
+    # layer 3's down_proj gradient (768 MiB) lands in another free block and the optimizer's
+    # first step makes one extra 2374 MiB segment instead of a 768 MiB one
+    ("gen4-qwen3moe-l4-b2", "peak_reserved"): (0.05,
+        "MoE: one 768 MiB expert gradient placed in another segment after a free-order difference "
+        "in step 0's backward (allocations match the trace; replay of the trace is exact)"),
+    ("gen4-dsv2lite-l4-b1-eager", "peak_reserved"): (0.05,
+        "MoE: the same placement difference as gen4-qwen3moe-l4-b2 (large allocations match the trace)"),
+    # MoE step: torch._grouped_mm is priced as one dense cuBLAS GEMM; its per-expert tile padding
+    # on the records' routing (1.14-1.31x the rows) explains at most 1.5 ms of the 8-16 ms
+    # missing; the grouped kernel's own rate and the sort-based index_put of backward have no
+    # calibration table yet (docs/step-time.md, section 5, the gen4 MoE rows)
+    ("gen4-qwen3moe-l4-lora-qv-b4-ckpt", "step_time"): (0.16,
+        "MoE: torch._grouped_mm and the dispatch's index ops priced without a measured table"),
+    ("gen4-dsv2lite-l4-lora-qv-b2-eager", "step_time"): (0.16,
+        "MoE: torch._grouped_mm and the dispatch's index ops priced without a measured table"),
+    # SDXL steady medians on an H100 host, host-bound: the host issued the step in 0.78-0.86x
+    # vrsim's calibration-host dispatch (median_wall_ms), where the record's tiny-op
+    # host_dispatch_scale says 0.55-0.56 (docs/step-time.md, "Steady medians by resolution and
+    # batch, on an H100 host")
+    ("steps-r1024-b1_bf16", "step_time"): (0.25,
+        "host-bound; the tiny-op host_dispatch_scale overstates the H100 host's speed for the UNet's ops"),
+    ("steps-r1024-b1_bf16_ckpt", "step_time"): (0.25,
+        "host-bound; the tiny-op host_dispatch_scale overstates the H100 host's speed for the UNet's ops"),
 }
 for (cfg, metric), (bound, why) in sorted(KNOWN.items()):
     r = [x for x in rows if x["config"] == cfg and x["metric"] == metric]
@@ -128,8 +160,7 @@ alloc, resv, step = by("peak_allocated"), by("peak_reserved"), by("step_time")
 
 for name, rs, band_mean, band_max, exempt, bound, why in (
         ("peak allocated", alloc, 0.01, 0.03, lambda r: False, 0, ""),
-        ("peak reserved", resv, 0.02, 0.04, lambda r: r["config"] in TIMING_DEPENDENT, 0.10,
-         "the ZeRO-1 ranks whose step 1 kept the first DDP bucket"),
+        ("peak reserved", resv, 0.02, 0.04, lambda r: False, 0, ""),
         ("step time", step, 0.05, 0.12, lambda r: spread(r["config"]) > 0.12, 0.20,
          "records whose own steady steps spread beyond 12 %")):
     check(rs and mean(rs) <= band_mean, "%s: mean |error| %.2f %% <= %.0f %%" % (name, 100 * mean(rs), 100 * band_mean))
@@ -142,7 +173,6 @@ for name, rs, band_mean, band_max, exempt, bound, why in (
               "%s %+.2f %%%s" % (r["config"], 100 * r["rel_error"],
                                  " (steps spread %.0f %%)" % (100 * spread(r["config"])) if name == "step time" else "")
               for r in ex))) if ex else ""))
-check(len(TIMING_DEPENDENT) <= 2, "at most 2 timing-dependent ZeRO-1 ranks (%s)" % ", ".join(sorted(TIMING_DEPENDENT)))
 print("test_validate: %d failed" % fails)
 sys.exit(1 if fails else 0)
 PY

@@ -84,9 +84,10 @@ local function router_v2(cx, m, hs)
   local w = W(cx, m.p.weight)
   local w32 = w.dtype == "fp32" and w or nn.cast(cx, w, "fp32", pre .. ".weight_float", nil, true)
   local logits = nn.linear(cx, pre, x32, w32)
-  -- softmax(dim=-1, dtype=float32): its output kept
+  -- softmax(dim=-1, dtype=float32): its output kept; its CUDA backward first makes `grad * output`
   local scores = nn.op(cx, { name = pre .. ".softmax", kind = "softmax", inputs = { logits }, frees = {},
-                             outs = { { pre .. ".scores", { t, ne }, "fp32" } }, save_outs = { 1 } })
+                             outs = { { pre .. ".scores", { t, ne }, "fp32" } }, save_outs = { 1 },
+                             bwd_workspace = { nn.bytes({ t, ne }, "fp32") } })
   local keep = {}
   local pick = scores
   if r.method == "group_limited_greedy" then

@@ -117,6 +117,12 @@ end
 local function embedding_forward(cx, m, ids)
   local w = W(cx, m.p.weight)
   local b, s = ids.shape[1], ids.shape[2]
+  -- embedding_dense_backward_cuda (aten/src/ATen/native/cuda/Embedding.cu): up to 3072 indices
+  -- (without scale_grad_by_freq) one kernel adds the rows into the zeroed gradient directly, no
+  -- sort and no partial sums (fulltrace_gen4-dsv2lite-l4-b1-eager, 2048 tokens: none)
+  local ws = {}
+  if b * s > 3072 then ws[1] = (b * s // 10 + math.min(b * s, m.num)) * m.dim * 4 end
+  ws[#ws + 1] = m.tp_full_grad_bytes
   return nn.op(cx, { name = "embed_tokens", kind = "gather", inputs = { ids, w },
                      outs = { { "inputs_embeds", { b, s, m.dim }, w.dtype } },
                      -- (under tensor parallelism without FSDP2, lua/strategies/tp.lua, the
@@ -128,7 +134,7 @@ local function embedding_forward(cx, m, ids)
                      -- 147636224 bytes at 8192 tokens)
                      -- (under tensor parallelism with FSDP2, lua/strategies/tp.lua, the whole
                      -- table's gradient too: m.tp_full_grad_bytes)
-                     bwd_workspace = { (b * s // 10 + math.min(b * s, m.num)) * m.dim * 4, m.tp_full_grad_bytes } })
+                     bwd_workspace = ws })
 end
 
 function L.Embedding(num, dim)
@@ -280,7 +286,7 @@ local function split_qkv(cx, m, hn, b, s)
   local q = nn.view_op(cx, pre .. ".q_slice", qkv, { b, s, qd }, full, "strided")
   local k = nn.view_op(cx, pre .. ".k_slice", qkv, { b, s, kvd }, full, "strided")
   local v = nn.view_op(cx, pre .. ".v_slice", qkv, { b, s, kvd }, full, "strided")
-  return q, k, v
+  return q, k, v, qkv
 end
 
 -- Phi-3's apply_rotary_pos_emb (partial_rotary_factor 1.0): `q_rot, q_pass = q[..., :rotary_dim],
@@ -336,6 +342,17 @@ local function heads_of(cx, m, which, x, n, b, s, hd)
   return nn.view(cx, xn, { b, n, s, hd }, pre .. "." .. which .. "_transpose")
 end
 
+-- Whether the plain F.scaled_dot_product_attention call (attention above, neither ring attention
+-- nor the varlen path) returns its output in q's layout: cuDNN and flash do, the memory-efficient
+-- kernel (taken for fp32, before Ampere, or for a mask where flash would run) writes BMHK.
+local function sdpa_out_like_q(cx, q, impl, mask)
+  if cx.cp then return false end
+  local backend = nn.sdpa_backend(cx.arch, q.dtype, impl)
+  local dd = cx.run.data
+  if backend == "flash" and (mask or (dd and (dd.padded or dd.packed))) then return false end
+  return backend ~= "mem_efficient"
+end
+
 -- LlamaAttention.forward(hidden_states, position_embeddings, attention_mask). The run's
 -- settings (cx.run: batch, seq, attention implementation, KV cache on or off) come from the
 -- caller, as transformers' kwargs do.
@@ -347,8 +364,8 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   local hd = a.head_dim
   -- `x_proj(hidden_states).view(hidden_shape).transpose(1, 2)` for q, then k, then v (the
   -- autograd nodes in that order); backward copies the non-contiguous gradient
-  local q, k, v
-  if m.children.qkv_proj then q, k, v = split_qkv(cx, m, hn, b, s) end
+  local q, k, v, qkv
+  if m.children.qkv_proj then q, k, v, qkv = split_qkv(cx, m, hn, b, s) end
   q = q or mod.call(cx, m.children.q_proj, hn)
   local qv = heads_of(cx, m, "q", q, a.heads, b, s, hd)
   k = k or mod.call(cx, m.children.k_proj, hn)
@@ -455,12 +472,22 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
     -- transpose(1, 2).contiguous()
     ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
                       outs = { { pre .. ".attn_out_t", { b, s, a.heads * hd }, ao.dtype } } })
+  elseif a.rotary_slices and sdpa_out_like_q(cx, qa, r.attention, mask) then
+    -- sdpa_attention_forward's transpose(1, 2).contiguous(): cuDNN (alloc_with_matching_layout)
+    -- and flash (empty_like of the query) give the output the query's layout, and Phi-3's
+    -- rotary cat makes the query contiguous in (b, heads, s, d): the transpose is a copy, which
+    -- o_proj keeps for its weight gradient while the kernel keeps its own output
+    -- (fulltrace_gen4-phi3-mini-l4-b4: a 48 MiB copy after each attention, live to the backward)
+    ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
+                      outs = { { pre .. ".attn_out_t", { b, s, a.heads * hd }, ao.dtype } },
+                      grads = { { pass = 1 } } })
   else
     ao2 = nn.view(cx, ao, { b, s, a.heads * hd })
   end
   local o = mod.call(cx, m.children.o_proj, ao2)
-  -- LlamaAttention.forward returns: its locals die
-  local locals = { qa, kc, vc }
+  -- LlamaAttention.forward returns: its locals die (Phi-3's `qkv` among them: with the cache's
+  -- copies in use it outlives the slices, fulltrace_gen4-phi3-mini-l4-b4: freed after o_proj)
+  local locals = { qa, kc, vc, qkv }
   for _, x in ipairs(uncast) do locals[#locals + 1] = x end
   nn.release(cx, locals, pre .. ": self_attn returns")
   return o, attn_weights

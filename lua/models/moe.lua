@@ -109,7 +109,18 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
   if ep_state then down = require("strategies.ep").combine(cx, pre, down, ep_state) end
   -- `proj_out * sample_weights_g.unsqueeze(-1)`: fp32 weights (Mixtral's) promote the product
   local wcol = nn.view(cx, weights_g, { n, 1 }, pre .. ".sample_weights_col")
-  local weighted = nn.mul(cx, pre .. ".experts.weighted", down, wcol, nn.promote(down.dtype, weights_g.dtype))
+  -- MulBackward0 makes the weights' gradient as the full (S, hidden) product grad * proj_out, in
+  -- the product's dtype, before the engine sums it to (S, 1) (fulltrace_gen4-qwen3moe-l4-b2: a
+  -- 128 MiB temporary in each block's backward, freed once the 64 KiB sum is made); with fp32
+  -- weights the projection's gradient grad * weights is fp32 too, and the engine casts it to
+  -- bf16 (fulltrace_gen4-dsv2lite-l4-b1-eager: two 96 MiB fp32 temporaries, then 48 MiB). The
+  -- engine then makes the two outputs in order: the projection's gradient (cast), the weights'
+  -- sum.
+  local wdt = nn.promote(down.dtype, weights_g.dtype)
+  local ws = { nn.bytes(down.shape, wdt) }
+  if wdt ~= down.dtype then ws[2] = nn.bytes(down.shape, wdt) end
+  local weighted = nn.mul(cx, pre .. ".experts.weighted", down, wcol, wdt,
+                          { bwd_workspace = ws, bwd_workspace_first = true, grad_order = { 1, 2 } })
   -- inv_perm = empty_like(perm); inv_perm[perm] = arange(S)
   local arange = index_op(cx, pre .. ".arange", {}, { { pre .. ".arange", { n }, "int64" } })
   local inv = index_op(cx, pre .. ".inv_perm", { perm, arange }, { { pre .. ".inv_perm", { n }, "int64" } })
@@ -134,8 +145,11 @@ local function moe_forward(cx, m, x)
   -- bound to `_` until the block returns
   local logits = mod.call(cx, m.children.gate, hs)
   local l32 = nn.to(cx, logits, "fp32", pre .. ".router_logits.float")
+  -- its CUDA backward (softmax_backward_cuda_out) first makes `grad * output`, a temporary of the
+  -- gradient's size (fulltrace_gen4-qwen3moe-l4-b2: a third 2 MiB buffer in each router's backward)
   local probs = nn.op(cx, { name = pre .. ".router_softmax", kind = "softmax", inputs = { l32 },
-                            outs = { { pre .. ".router_probs", { t, ne }, "fp32" } }, save_outs = { 1 } })
+                            outs = { { pre .. ".router_probs", { t, ne }, "fp32" } }, save_outs = { 1 },
+                            bwd_workspace = { nn.bytes({ t, ne }, "fp32") } })
   -- TopkBackward0 keeps the indices and scatters the gradient into zeros of the input's shape
   local topv, topi = nn.op(cx, { name = pre .. ".topk", inputs = { probs },
                                  outs = { { pre .. ".top_k_values", { t, k }, "fp32" },

@@ -17,10 +17,12 @@
 --   the cat to the next rank each step (permute_tensor), one buffer in flight. Step 0 is SDPA of
 --   the local q over the local k, v, causal; step i > 0 is SDPA without the mask of either the
 --   whole local q over the first half of the arriving k, v (i <= r) or the second half of q over
---   all of them (i > r): each step a quarter of the local q x k block, 1/cp of the causal
---   attention in all. _SDPAMerger, convert_to_f32 = True, keeps the running output and
---   logsumexp in fp32 and merges each step's (out - sigmoid(lse_i - lse) * (out - out_i), lse -
---   logsigmoid(lse - lse_i)), the output cast back to q's dtype at the end.
+--   all of them (i > r): each step half of the local q x k block (s/cp queries over s/(2cp) keys,
+--   or s/(2cp) queries over s/cp keys), as much as step 0's causal half, so that the rank runs
+--   cp halves of its block, 1/cp of the sequence's causal attention. _SDPAMerger,
+--   convert_to_f32 = True, keeps the running output and logsumexp in fp32 and merges each
+--   step's (out - sigmoid(lse_i - lse) * (out - out_i), lse - logsigmoid(lse - lse_i)), the
+--   output cast back to q's dtype at the end.
 --
 --   The autograd node is SDPA's own (the DTensor dispatch replaces the aten op inside it), so
 --   backward keeps what it keeps without context parallelism: the local q, k, v, the output and
@@ -146,20 +148,28 @@ function C.ring_attention(cx, name, q, k, v, g, backend)
     local oi, li = nn.op(cx, { name = ("%s.cp_step%d"):format(name, i), kind = kind, inputs = { q, src }, grads = none(2),
                                outs = { { ("%s.cp_out%d"):format(name, i), qs, dt, no_grad = true },
                                         { ("%s.cp_lse%d"):format(name, i), ls, "fp32", no_grad = true } },
-                               flops = block / 4, dtype = dt })
+                               flops = block / 2, dtype = dt })
     -- _SDPAMerger: the block cast to fp32, (out - out_i), its product with the sigmoid, the new
-    -- output (a partial update cats the unchanged half back in), and the new logsumexp
-    local qpart = nn.numel(qs)
+    -- output (a partial update cats the unchanged half back in), and the new logsumexp. Eager,
+    -- each a kernel of its own: over the block's p elements, block_out.to(fp32) (read in q's
+    -- dtype, written in fp32), out - block_out (12 bytes an element), sigmoid(...) * that (8: the
+    -- sigmoid is one value a row, broadcast), out - that (12); over its rows, block_lse - lse,
+    -- sigmoid, lse - block_lse, logsigmoid, lse - that (52 bytes a row); a partial update's two
+    -- torch.cat read and write the whole output and logsumexp (16 bytes an element)
+    local qpart, lpart = nn.numel(qs), nn.numel(ls)
+    local merge_bytes = (sz + 4 + 32) * qpart + 52 * lpart
+    if partial then merge_bytes = merge_bytes + 16 * (qn + nn.numel(lse_shape)) end
     out, lse = nn.op(cx, { name = ("%s.cp_merge%d"):format(name, i), kind = "elementwise",
                            inputs = { out, lse, oi, li }, grads = none(4),
                            outs = { { name .. ".cp_out", q.shape, "fp32", no_grad = true },
                                     { name .. ".cp_lse", lse_shape, "fp32", no_grad = true } },
-                           workspace = { 3 * qpart * 4 }, flops = 6 * qpart, dtype = "fp32" })
+                           workspace = { 3 * qpart * 4 }, flops = 6 * qpart, dtype = "fp32",
+                           bytes = merge_bytes, kernels = partial and 11 or 9 })
   end
   if gathered then nn.release(cx, { gathered }, name .. ": ring attention returns (the gathered k, v)") end
   -- the node autograd records: the output cast back; its backward the ring's. What it keeps is
   -- SDPA's: q, k, v (the local ones), the output and the logsumexp.
-  local total = block / 2 + (cp - 1) * block / 4
+  local total = cp * block / 2
   local acc = qn * 4 + 2 * kvn * 4                        -- fp32 dq, dk, dv accumulators
   local ring = 2 * (2 * kvn * 4)                          -- the dk, dv cat sent and the one received
   local step = qn * sz + 2 * kvn * sz + qn * 4 + nn.bytes(lse_shape, "fp32") -- a step's dq_, dk_, dv_ and kernel workspace

@@ -69,20 +69,37 @@ local function ddp_buckets(s, trainable)
   return buckets_by_size(ready, s.opts.first_bucket_mb * 2^20, s.opts.bucket_cap_mb * 2^20)
 end
 
+-- When the first iteration's bucket is freed (training.zero.first_iteration_bucket). The
+-- reducer drops it at step 1's rebuild; its last reference is then ProcessGroupNCCL's stash of
+-- step 0's all-reduce (WorkNCCL::stashed_for_allocator_safety_: the reducer waits on the work's
+-- future, never on Work::wait(), which would unstash it). The watchdog thread wakes every
+-- kWatchdogThreadSleepMillis (100 ms) and moves a completed work's stash to the group's
+-- shelvesToUnstash_, which the next collective called on the main thread empties
+-- (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, Watchdog::runLoop and workEnqueue). So:
+--   "rebuild"     the watchdog saw the all-reduce done before the last collective ahead of step
+--                 1's forward (ZeRO-1's broadcasts, the caller's barrier): the bucket goes at the
+--                 rebuild, just before the new buckets are made (fulltrace_dev-x2-zero1-trace);
+--   "all_reduce"  it had not: the stash holds the bucket until step 1's first all-reduce, just
+--                 after the head's backward (fulltrace_dev-x2-ddp-trace), which vrsim places
+--                 after the last layer's backward (its head bucket is reduced where backward ends).
+-- Which comes first is a race between the watchdog's wake-up and the host's calls, so the same
+-- configuration does both: the two ranks of dev-x2-zero1-rerun3 did one each. "auto" is what the
+-- measured ranks mostly did (docs/validation.md): "all_reduce" under DDP (4 of 4), "rebuild"
+-- under ZeRO-1 (8 of 10); the run's notes name the other.
+local function first_bucket_release(s)
+  local v = s.opts.first_iteration_bucket
+  if v == "auto" then return s.kind == "zero1" and "rebuild" or "all_reduce" end
+  return v
+end
+
 -- DDP's buckets (torch/nn/parallel/distributed.py, _ddp_init_helper): with
 -- find_unused_parameters=False (the default) the first iteration has one bucket of every
 -- gradient, since the parameters' order need not be the order gradients become ready; DDP then
 -- rebuilds them (above) from DistributedDataParallel._pre_forward of the second iteration, so
 -- they are allocated before that forward's activations (step_start: the op runs as the step
--- begins, though it is declared once forward has shown the order). The old bucket goes when its
--- last reference does: ProcessGroupNCCL stashes the step-0 all-reduce's tensors until the main
--- thread next calls into the process group after the work completed (pytorch#150079). Under
--- ZeRO-1 the optimizer's broadcasts made that call, so the bucket is freed at the rebuild (3 of
--- the 4 measured ranks); under plain DDP the next call is step 1's first all-reduce, just after
--- the head's backward, which vrsim places after the last layer's backward (its head bucket is
--- reduced where backward ends).
+-- begins, though it is declared once forward has shown the order).
 local function ddp_rebuild(cx, s)
-  if s.kind == "zero1" then
+  if first_bucket_release(s) == "rebuild" then
     op(cx, { name = "DDP first-iteration bucket freed", phase = "fwd", at_step = 1, step_start = true,
              layer = -1, frees = { s.first_bucket }, drop_persistent = true })
   end
@@ -133,6 +150,15 @@ function M.before_backward(cx, s, params, trainable, mb, nmb)
   s.first_bucket = tensor(cx, "ddp bucket (first iteration: every gradient)", total_bytes,
                           trainable[1] and trainable[1].dtype or "bf16", "grad", true)
   ddp_rebuild(cx, s)
+  if (s.steps or 2) >= 2 then
+    local other = first_bucket_release(s) == "rebuild" and "all_reduce" or "rebuild"
+    cx.notes = cx.notes or {}
+    cx.notes[#cx.notes + 1] = ("DDP first-iteration bucket (%.0f MiB) freed %s: whether ProcessGroupNCCL's "
+      .. "watchdog (a 100 ms poll) has released step 0's all-reduce by step 1's rebuild is a race, and a run may "
+      .. "go the other way (--set training.zero.first_iteration_bucket=%s simulates it)"):format(
+      total_bytes / 2^20, first_bucket_release(s) == "rebuild" and "at step 1's bucket rebuild"
+      or "at step 1's first all-reduce", other)
+  end
   -- step 0: the one bucket of every gradient, complete (and all-reduced) once the first
   -- parameter's gradient, the last to be ready, is
   op(cx, { name = "DDP bucket (first iteration)", phase = "build", outputs = { s.first_bucket } })
@@ -147,7 +173,7 @@ function M.before_backward(cx, s, params, trainable, mb, nmb)
   op(cx, { name = "all_reduce the first-iteration bucket", kind = "allreduce", stream = S.collective,
            phase = "bwd", hook = 2, layer = first_layer, once = true,
            inputs = { s.first_bucket, filled0 }, bytes = total_bytes, world = n })
-  if s.kind == "ddp" then
+  if first_bucket_release(s) == "all_reduce" then
     op(cx, { name = "DDP first-iteration bucket freed", phase = "bwd", hook = 2, layer = last_layer,
              at_step = 1, frees = { s.first_bucket }, drop_persistent = true })
   end

@@ -56,6 +56,9 @@ M.DEFAULTS = {
   -- micro-batch but the last (unsharded gradients accumulate; one reduce-scatter at the end);
   -- true (the default, as FSDP2 runs without the call) = reduce-scatter every micro-batch
   sync_every_micro_batch = true,
+  -- DDP: when the first iteration's bucket of every gradient is freed (lua/strategies/ddp.lua
+  -- first_bucket_release): at step 1's bucket rebuild, at step 1's first all-reduce, or "auto"
+  first_iteration_bucket = "auto",
 }
 
 -- What each knob takes: "count" a finite number >= 0 (elements or MiB), "bool", or a list of
@@ -68,10 +71,12 @@ local KNOB_TYPES = {
   offload_optimizer = { "none", "cpu", "nvme" }, offload_param = { "none", "cpu", "nvme" },
   init = { "auto", "whole", "partitioned", "meta" },
   shard_group = "count", reduce_dtype = { "auto", "fp32", "bf16" },
+  first_iteration_bucket = { "auto", "rebuild", "all_reduce" },
 }
 -- Knobs that only some strategies read; any other strategy given one is an error, not ignored.
 local KNOB_STRATEGIES = {
   bucket_cap_mb = { ddp = 1, zero1 = 1 }, first_bucket_mb = { ddp = 1, zero1 = 1 },
+  first_iteration_bucket = { ddp = 1, zero1 = 1 },
   raf = { fsdp2 = 1, zero3 = 1 }, sync_every_micro_batch = { fsdp2 = 1 },
   stage3_param_persistence_threshold = { zero3 = 1 }, stage3_prefetch_bucket_size = { zero3 = 1 },
   stage3_max_live_parameters = { zero3 = 1 }, offload_param = { zero3 = 1, fsdp2 = 1 },
@@ -96,7 +101,8 @@ function M.check_knobs(cfg, given)
   table.sort(names, function(a, b) return tostring(a) < tostring(b) end)
   for _, k in ipairs(names) do
     local v = given[k]
-    if v == "auto" and k ~= "init" and k ~= "overlap_comm" then
+    -- "auto" as one of a knob's own choices (init, first_iteration_bucket ...) is that choice
+    if v == "auto" and k ~= "overlap_comm" and type(KNOB_TYPES[k]) ~= "table" then
       if auto[k] == nil then
         error(("training.zero.%s = \"auto\": only reduce_bucket_size, stage3_prefetch_bucket_size and "
                .. "stage3_param_persistence_threshold have an automatic value (the HF Trainer's)"):format(k), 0)
@@ -150,7 +156,7 @@ function M.setup(cx, cfg)
   -- over the mesh's data-parallel ranks (hardware.count but for tensor parallelism's groups:
   -- each rank's FSDP shard is of its tensor-parallel parameters, lua/vrsim/mesh.lua)
   local s = { kind = t.strategy, n = cx.mesh and cx.mesh.given and cx.mesh.dp or cfg.hardware.count, opts = o,
-              gathered = {} }
+              gathered = {}, steps = t.steps }
   -- FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) over fp32 shards
   if t.precision == "mp_fp32" then
     if t.strategy ~= "fsdp2" then error("precision mp_fp32 is FSDP2's mixed precision: use strategy fsdp2", 0) end

@@ -14,6 +14,7 @@ local M = {}
 local ZERO_HELP = {
   bucket_cap_mb = "DDP's gradient bucket size in MiB (DistributedDataParallel bucket_cap_mb)",
   first_bucket_mb = "DDP's first gradient bucket in MiB",
+  first_iteration_bucket = "DDP: when step 0's one bucket of every gradient is freed, a race with ProcessGroupNCCL's watchdog: at step 1's bucket rebuild, at step 1's first all-reduce, auto (DDP: all_reduce, ZeRO-1: rebuild)",
   reduce_bucket_size = "DeepSpeed: elements per gradient reduction bucket (\"auto\": hidden^2)",
   allgather_bucket_size = "DeepSpeed: elements per parameter all-gather bucket",
   overlap_comm = "DeepSpeed: overlap reductions with backward (\"auto\": true at stage 3 only)",

@@ -22,6 +22,10 @@ for _, k in ipairs {
   "nvml_device_used_before_init_mib", "trace", "trace_events", "oom_at_step", "oom_msg",
   "oom_num_alloc_retries", "oom_peak_reserved_mib", "latent_hw", "sdp_flash",
   "sdp_mem_efficient", "lora_rank", "lora_alpha", "routing",
+  -- a steady-median record (validation/harness/measure_sdxl_steps.py): the steps' spread, the
+  -- host's dispatch benchmark the scale came from, its host op classes beside the committed ones
+  "warmup", "n_steps", "median_ms", "min_ms", "max_ms", "p10_ms", "p90_ms", "iqr_ms",
+  "median_wall_ms", "host_bench", "host_class_bench",
 } do INFO[k] = true end
 
 -- Fields that are mapped below.
@@ -29,11 +33,26 @@ local MAPPED = {}
 for _, k in ipairs {
   "shape", "hf_config", "model", "res", "mode", "attn", "optim", "ckpt", "batch", "seq",
   "alloc_conf", "cap_mib", "strategy", "raf", "world_size", "offload", "empty_cache_after_build",
-  "omp_num_threads", "ddp_bucket_cap_mb", "lora", "accum", "build", "cudnn_benchmark",
+  "omp_num_threads", "ddp_bucket_cap_mb", "lora", "accum", "build", "cudnn_benchmark", "settle_ms",
+  "host_dispatch_scale", "dry_run",
 } do MAPPED[k] = true end
+-- model and loss techniques (validation/harness/tech_model.py): each record field is the
+-- training field of the same name, its value as the plan gave it (`vrsim fields`)
+local MODEL_TECHNIQUES = { "compile", "float8", "loss", "checkpoint_scope" }
+for _, k in ipairs(MODEL_TECHNIQUES) do MAPPED[k] = true end
+-- end of the model and loss techniques
+
+-- The `gpu` a record names (torch.cuda.get_device_name) -> vrsim's card (lua/hw/gpus.lua).
+local RECORD_GPUS = { ["NVIDIA H200"] = "h200", ["NVIDIA H100 80GB HBM3"] = "h100_sxm" }
+
+-- >>> build/optimizer/step techniques (validation/harness/tech_train.py): the scenario field of
+-- each name
+for _, k in ipairs { "optimizer", "optimizer_in_backward", "activation_offload", "quant",
+                     "generate", "inference" } do MAPPED[k] = true end
+-- <<< build/optimizer/step techniques
 
 local MODES = { fp32 = 1, amp_bf16 = 1, amp_fp16 = 1, bf16 = 1, fp16 = 1, lora_bf16 = 1,
-                mp_fp32 = 1 }
+                mp_fp32 = 1, qlora_bf16 = 1 }
 -- optim -> optimizer, optimizer_impl (torch.optim.AdamW(foreach=True) / (fused=True) /
 -- (foreach=False); torch.optim.SGD(momentum=0.9, foreach=True))
 local OPTIMS = { adamw_foreach = { "adamw", "foreach" }, adamw_fused = { "adamw", "fused" },
@@ -205,6 +224,31 @@ local function lora_of(rec)
   return out
 end
 
+-- DDP's first-iteration bucket (every trainable gradient) outlives step 1's rebuild or not by a
+-- race the configuration does not decide (lua/strategies/ddp.lua first_bucket_release); the
+-- rank's own steps say which way it went. Kept through step 1's backward, the bucket lifts that
+-- step's peak allocated above the steady steps' by its size: "all_reduce" when step 1 peaks
+-- above the rank's last step by more than half the bucket, "rebuild" when not. A record with no
+-- steady step after step 1 to tell is "rebuild" when measure_multi.py slept settle_ms >= 200
+-- after step 0 (two of the watchdog's 100 ms wake-ups before step 1's barrier), else "auto".
+local GRAD_BYTES = { bf16 = 2, fp16 = 2, lora_bf16 = 2 }
+local function first_iteration_bucket_of(rec, rank, mode)
+  local settled = (tonumber(rec.settle_ms) or 0) >= 200
+  local n = tonumber(rec.n_trainable)
+  local ranks = type(rec.ranks) == "table" and rec.ranks or {}
+  for i, rk in ipairs(ranks) do
+    local st = type(rk) == "table" and rk.steps
+    if (tonumber(rk.rank) or i - 1) == rank and type(st) == "table" and #st >= 3 and n and n > 0 then
+      local p1, pl = tonumber(st[2].peak_alloc_mib), tonumber(st[#st].peak_alloc_mib)
+      if p1 and pl then
+        local half_mib = n * (GRAD_BYTES[mode] or 4) / 2 / 2^20
+        return p1 - pl > half_mib and "all_reduce" or "rebuild"
+      end
+    end
+  end
+  return settled and "rebuild" or "auto"
+end
+
 function R.scenario(rec, opts)
   local names = {}
   for k in pairs(rec) do names[#names + 1] = tostring(k) end
@@ -214,8 +258,12 @@ function R.scenario(rec, opts)
       return nil, ("field '%s' is not one vrsim validate understands"):format(k)
     end
   end
+  if bool(rec, "dry_run") then
+    return nil, "dry_run = true: the harness's CPU stand-in model, not the run it names"
+  end
   local gpu = str(rec, "gpu")
-  if gpu and gpu ~= "NVIDIA H200" then return nil, ("measured on %s, not an H200"):format(gpu) end
+  local gpu_key = RECORD_GPUS[gpu or "NVIDIA H200"]
+  if not gpu_key then return nil, ("measured on %s, not a GPU vrsim validate maps"):format(gpu) end
   if bool(rec, "cudnn_benchmark") then return nil, "cudnn_benchmark = true is not modelled" end
   local mode = str(rec, "mode")
   if not mode then return nil, "record has no mode" end
@@ -232,11 +280,14 @@ function R.scenario(rec, opts)
     return nil, ("build '%s' is not cast or direct"):format(build)
   end
 
-  local hw = { gpu = "h200" }
+  local hw = { gpu = gpu_key }
+  -- the run's host against the calibration host on the same tiny-op loop (host_bench's
+  -- eager_linear_us over h200_torch.lua's); lua/hw/host_speed.lua refuses one that is not > 0
+  hw.host_dispatch_scale = num(rec, "host_dispatch_scale")
   local tr = { micro_batch = int(rec, "batch", 1), precision = mode, optimizer = oi[1],
                optimizer_impl = oi[2], checkpointing = bool(rec, "ckpt") == true, steps = opts.steps }
   if sdxl then
-    hw.capacity_mib = total or 143155.9375
+    hw.capacity_mib = total or (gpu_key == "h200" and 143155.9375 or nil)
     tr.resolution = int(rec, "res", 1024)
     if rec.attn ~= nil and str(rec, "attn") ~= "sdpa" then
       return nil, ("attn '%s' for SDXL: its blocks call scaled_dot_product_attention"):format(rec.attn)
@@ -264,6 +315,16 @@ function R.scenario(rec, opts)
   tr.build = build or "cast"
   local lora = lora_of(rec)
   if lora then tr.lora = lora end
+  -- model and loss techniques: onto the training fields as they are
+  for _, k in ipairs(MODEL_TECHNIQUES) do
+    if rec[k] ~= nil then tr[k] = rec[k] end
+  end
+  -- the scope is read only with checkpointing on: a record naming it without ckpt is not a run
+  -- vrsim would simulate as measured
+  if rec.checkpoint_scope ~= nil and not tr.checkpointing then
+    return nil, "field 'checkpoint_scope' without ckpt = true"
+  end
+  -- end of the model and loss techniques
   -- multi-GPU records: strategy, raf, world_size, offload, empty_cache_after_build
   local strategy = str(rec, "strategy")
   if strategy then
@@ -279,17 +340,63 @@ function R.scenario(rec, opts)
     end
     local bucket = num(rec, "ddp_bucket_cap_mb")
     if bucket ~= nil then tr.zero.bucket_cap_mb = bucket end
+    if strategy == "ddp" or strategy == "zero1" then
+      tr.zero.first_iteration_bucket = first_iteration_bucket_of(rec, opts.rank, mode)
+    end
+    if rec.settle_ms ~= nil and not (num(rec, "settle_ms") and rec.settle_ms >= 0) then
+      return nil, "settle_ms must be a number >= 0"
+    end
     tr.empty_cache_after_build = rec.empty_cache_after_build == true
     -- measure_multi.py runs each rank with OMP_NUM_THREADS=8 unless the record says
     tr.cpu_threads = int(rec, "omp_num_threads", 8)
   else
-    for _, k in ipairs { "raf", "world_size", "offload", "ddp_bucket_cap_mb", "omp_num_threads" } do
+    for _, k in ipairs { "raf", "world_size", "offload", "ddp_bucket_cap_mb", "omp_num_threads", "settle_ms" } do
       if rec[k] ~= nil and rec[k] ~= false then
         return nil, ("field '%s' without a strategy"):format(k)
       end
     end
     if rec.empty_cache_after_build == true then tr.empty_cache_after_build = true end
   end
+  -- >>> build/optimizer/step techniques (validation/harness/tech_train.py)
+  -- qlora_bf16: bitsandbytes nf4 (double quant, bf16 compute) and peft LoRA, vrsim's lora_bf16
+  -- precision with quant = "nf4"; the record names quant itself
+  local quant = str(rec, "quant")
+  if mode == "qlora_bf16" then
+    if quant ~= "nf4" then return nil, "mode qlora_bf16 without quant = \"nf4\"" end
+    tr.precision = "lora_bf16"
+  elseif quant ~= nil then
+    return nil, ("quant '%s' outside mode qlora_bf16"):format(quant)
+  end
+  if quant then tr.quant = quant end
+  -- optimizer: bitsandbytes' AdamW as the Trainer builds it for adamw_bnb_8bit / paged_adamw_8bit
+  local optimizer = str(rec, "optimizer")
+  if optimizer ~= nil then
+    if optimizer ~= "adamw8bit" and optimizer ~= "paged_adamw_8bit" then
+      return nil, ("optimizer '%s' is not one the harness runs (adamw8bit, paged_adamw_8bit)"):format(optimizer)
+    end
+    tr.optimizer = optimizer
+  end
+  if bool(rec, "optimizer_in_backward") then tr.optimizer_in_backward = true end
+  if bool(rec, "activation_offload") then tr.activation_offload = true end
+  -- generate {prompt, max_new_tokens, batch} with inference: model.generate; the planner sets
+  -- micro_batch and seq from it
+  if bool(rec, "inference") then tr.inference = true end
+  local g = rec.generate
+  if g ~= nil then
+    if type(g) ~= "table" then error("record field 'generate' must be an object", 0) end
+    for k in pairs(g) do
+      if k ~= "prompt" and k ~= "max_new_tokens" and k ~= "batch" then
+        error(("record field 'generate.%s' is not understood (prompt, max_new_tokens, batch)"):format(tostring(k)), 0)
+      end
+    end
+    tr.generate = { prompt = int(g, "prompt"), max_new_tokens = int(g, "max_new_tokens"),
+                    batch = int(g, "batch") }
+    if tr.generate.batch ~= tr.micro_batch or tr.generate.prompt ~= tr.seq then
+      return nil, "generate.batch and generate.prompt differ from the record's batch and seq"
+    end
+    tr.micro_batch, tr.seq = nil, nil
+  end
+  -- <<< build/optimizer/step techniques
   return { hardware = hw, model = model, training = tr,
            allocator = { conf = str(rec, "alloc_conf") or "" } }
 end

@@ -256,6 +256,11 @@ void read_profile(lua_State *L, int dev, Plan *p) {
         if (lua_istable(L, -1))
             for (int d = 0; d < DT_COUNT; d++) k.compute[d] = field_num(L, lua_gettop(L), dtype_name(d), 0);
         lua_pop(L, 1);
+        lua_getfield(L, ct, "attention"); /* { flash = ratio, ... }: a backend's architecture ratio */
+        if (lua_istable(L, -1))
+            for (int b = 0; b < COST_SDPA_COUNT; b++)
+                k.attention[b] = field_num(L, lua_gettop(L), cost_sdpa_backend(b), 0);
+        lua_pop(L, 1);
         if (cost_carry(p->cost, &p->dev, &k))
             luaL_error(L, "cannot carry the calibrated profile to %s: bad ratios", p->dev.key);
     }

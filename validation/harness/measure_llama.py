@@ -45,7 +45,8 @@ SHAPES = {
     "70b": dict(hidden_size=8192, intermediate_size=28672, num_attention_heads=64,
                 num_key_value_heads=8, num_hidden_layers=80),
 }
-MODES = ("fp32", "amp_bf16", "amp_fp16", "bf16", "fp16", "lora_bf16")
+# qlora_bf16: tech_train.build_model loads the 4-bit model (no .to(dtype) after), then LoRA
+MODES = ("fp32", "amp_bf16", "amp_fp16", "bf16", "fp16", "lora_bf16", "qlora_bf16")
 OPTIMS = ("adamw_foreach", "adamw_fused", "adamw_forloop", "sgd_momentum")
 MIB = float(1 << 20)
 
@@ -302,10 +303,11 @@ def worker(cfg, result_path, trace_dir):
                 model.config._attn_implementation = attn
         if dtype is not None:
             model.to(dtype)
-        n_params = sum(p.numel() for p in model.parameters())  # the base model, before LoRA
+        # the base model, before LoRA; bitsandbytes' Params4bit packs two weights a byte
+        n_params = sum(p.numel() * (2 if type(p).__name__ == "Params4bit" else 1) for p in model.parameters())
         if ckpt:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        if mode == "lora_bf16":
+        if mode in ("lora_bf16", "qlora_bf16"):
             from peft import LoraConfig, get_peft_model
             if ckpt:
                 model.enable_input_require_grads()

@@ -15,6 +15,11 @@ strategy: ddp   DistributedDataParallel(model, device_ids=[rank]) (bucket 25 MiB
                 reshard_after_forward = raf, CPUOffloadPolicy() when offload; mode mp_fp32 keeps
                 fp32 parameters under MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32).
 The model is built on each rank's GPU and cast like the single-GPU runs before it is wrapped.
+settle_ms (plan field, default 0): after step 0 has synchronized, each rank sleeps this long
+before step 1's barrier, so that ProcessGroupNCCL's watchdog (which wakes every 100 ms) has seen
+step 0's all-reduce complete and the barrier releases its stash: DDP's first-iteration bucket then
+goes at step 1's rebuild on every rank (lua/strategies/ddp.lua first_bucket_release). The record
+carries it.
 
   measure_multi.py --plan PLAN.jsonl --out validation/records/multi_h200x2.jsonl [--nproc 2]
                    [--trace-dir DIR] [--profile-dir DIR] [--deadline-s S]
@@ -88,6 +93,7 @@ def worker(cfg, result_dir, trace_dir=None, profile_dir=None):
     ecab = bool(cfg.get("empty_cache_after_build", False))
     batch, seq = int(cfg["batch"]), int(cfg["seq"])
     nsteps = int(cfg.get("steps", 4))
+    settle_s = float(cfg.get("settle_ms", 0)) / 1e3
     attn = cfg.get("attn", "sdpa")
     props = torch.cuda.get_device_properties(dev)
 
@@ -172,6 +178,8 @@ def worker(cfg, result_dir, trace_dir=None, profile_dir=None):
             "inactive_split_mib": st.get("inactive_split_bytes.all.current", 0) / MIB,
         })
         del loss
+        if step == 0 and settle_s > 0:
+            time.sleep(settle_s)
         if rank == 0:
             s = r["steps"][-1]
             print(f"  {cfg['name']} step {step}: gpu {s['gpu_ms']:.1f} ms, peak alloc "
@@ -208,6 +216,8 @@ def worker(cfg, result_dir, trace_dir=None, profile_dir=None):
             "n_trainable": n_trainable}
     if strategy in ("ddp", "zero1"):
         head["ddp_bucket_cap_mb"] = 25
+    if "settle_ms" in cfg:
+        head["settle_ms"] = float(cfg["settle_ms"])
     with open(os.path.join(result_dir, f"rank{rank}.json"), "w") as f:
         json.dump({"head": head, "rank": r}, f)
     dist.barrier()

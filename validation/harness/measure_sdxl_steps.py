@@ -17,6 +17,14 @@ profile_sdxl_step.timed_step does), and writes one JSON line:
                  the bench's eager_linear_us (mean of before and after) over the calibration
                  host's (lua/hw/calibrated/h200_torch.lua, 24.552 us): vrsim's
                  hardware.host_dispatch_scale for this run's host
+  host_class_bench
+                 after the steps, the UNet's host op classes timed as measure_host_classes.py
+                 times them (chains of its ops with autograd, forward and backward node, median
+                 of --class-reps interleaved repeats), each beside the committed figure of
+                 h200_torch.lua's host_class_us, and `scale`: their summed fwd + bwd over the
+                 committed sum. A tight F.linear loop leaves out the module calls and autograd
+                 the UNet's ops carry; on the first H100 host it said 0.556 while the UNet's own
+                 issue time was 0.776 of vrsim's calibration host (docs/step-time.md)
   cpu, torch, gpu, date, and the configuration
 
   python3 validation/harness/measure_sdxl_steps.py --res 1024 --batch 1 --ckpt --out F.jsonl
@@ -73,6 +81,42 @@ def host_bench(dev, n_ops, reps):
             times.append((time.perf_counter() - t0) / n_ops * 1e6)
         out[name] = round(statistics.median(times), 3)
     return out
+
+
+# lua/hw/calibrated/h200_torch.lua host_class_us (fwd, bwd) of the classes the UNet's ops take,
+# by measure_host_classes.py's chain names (activation: F.silu's chain)
+CALIBRATION_CLASS_US = {"linear": (34.7, 112.0), "conv": (62.8, 113.8), "group_norm": (50.2, 105.8),
+                        "layer_norm": (28.1, 62.4), "sdpa": (35.2, 76.9), "silu": (12.8, 18.8),
+                        "add": (12.8, 5.6)}
+
+
+def class_bench(dev, reps):
+    """The UNet's host op classes on this host (measure_host_classes.py's chains), each beside the
+    committed figure, and the ratio of their sums: a host scale measured on the ops the model runs."""
+    import measure_host_classes as mhc
+    mhc.DEV = dev.type
+    if dev.type != "cuda":  # --dry-run: the same chains on the CPU
+        torch.cuda.synchronize = lambda: None
+    torch.manual_seed(0)
+    classes = {k: v for k, v in mhc.make_classes().items() if k in CALIBRATION_CLASS_US}
+    for make, ops, ac in classes.values():
+        mhc.time_chain(make, ops, mhc.N, ac)  # warm-up
+    base, samples = [], {k: ([], []) for k in classes}
+    for _ in range(reps):
+        base.append(mhc.time_chain(classes["add"][0], [], 0)[1])
+        for k, (make, ops, ac) in classes.items():
+            f, b = mhc.time_chain(make, ops, mhc.N, ac)
+            samples[k][0].append(f / mhc.N)
+            samples[k][1].append(b / mhc.N)
+    b0 = statistics.median(base) / mhc.N
+    out, got, ref = {}, 0.0, 0.0
+    for k, (fs, bs) in samples.items():
+        f, b = statistics.median(fs) * 1e6, statistics.median(bs) * 1e6 - b0 * 1e6
+        out[k] = {"fwd_us": round(f, 3), "bwd_us": round(b, 3),
+                  "committed_fwd_us": CALIBRATION_CLASS_US[k][0], "committed_bwd_us": CALIBRATION_CLASS_US[k][1]}
+        got += f + b
+        ref += sum(CALIBRATION_CLASS_US[k])
+    return {"classes": out, "n": mhc.N, "reps": reps, "scale": round(got / ref, 4)}
 
 
 class StandIn(nn.Module):
@@ -161,6 +205,7 @@ def main():
     ap.add_argument("--steps", type=int, default=40, help="steady steps timed (30 or more)")
     ap.add_argument("--bench-ops", type=int, default=5000)
     ap.add_argument("--bench-reps", type=int, default=7)
+    ap.add_argument("--class-reps", type=int, default=5, help="repeats of the host class chains (0: none)")
     ap.add_argument("--dry-run", action="store_true", help="on the CPU with a stand-in model")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -183,6 +228,7 @@ def main():
         timed_step(dev, *run)
     steps = [timed_step(dev, *run) for _ in range(a.steps)]
     after = host_bench(dev, a.bench_ops, a.bench_reps)
+    classes = class_bench(dev, a.class_reps) if a.class_reps > 0 else None
 
     linear_us = (before["eager_linear_us"] + after["eager_linear_us"]) / 2
     rec = {"name": "steps-r%d-b%d_%s%s" % (a.res, a.batch, a.mode, "_ckpt" if a.ckpt else ""),
@@ -192,6 +238,7 @@ def main():
            "median_wall_ms": round(statistics.median(s["wall_ms"] for s in steps), 3),
            "host_bench": {"before": before, "after": after, "ops": a.bench_ops, "reps": a.bench_reps},
            "host_dispatch_scale": None if a.dry_run else round(linear_us / CALIBRATION_EAGER_LINEAR_US, 4),
+           "host_class_bench": classes,
            "cpu": cpu_name(), "python": platform.python_version(), "torch": torch.__version__,
            "gpu": "cpu (dry run)" if a.dry_run else torch.cuda.get_device_name(),
            "date": time.strftime("%Y-%m-%d")}

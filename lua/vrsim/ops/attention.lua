@@ -79,14 +79,24 @@ return function(nn)
     local off = nn.new_tensor(cx, name .. ".philox_offset", { 1 }, "int64", false)
     local out = nn.new_tensor(cx, name .. ".attn_out", q.shape, dt, rg)
     local lse = nn.new_tensor(cx, name .. ".softmax_stats", lse_shape, "fp32", false)
-    local csaves = { k, q, v }
+  -- the backward's one workspace: an fp32 dq accumulator, the row statistic and 256 bytes; with
+  -- fewer key/value heads than query heads (enable_gqa) the accumulator is twice that size
+  -- (torch 2.11+cu130: 134,742,272 bytes for (2, 32, 2048, 128) queries
+  -- on 8 or 4 key/value heads in fulltrace_gen4-qwen3-8b-l4-b2, fulltrace_gen4-qwen3moe-l4-b2 and
+  -- fulltrace_gen-llama3-8b-l4-lora-all-r16-b2-trace, 67,371,264 for (1, 32, 2048, 128) in
+  -- fulltrace_gen4-mixtral-l2-b1; the phi3, olmo2 and mistral traces, every head its own, keep
+  -- the single accumulator)
+  local acc = nn.numel(q.shape) * 4
+  if k.shape[2] < h then acc = 2 * acc end
+  local bwd_ws = acc + nn.bytes(lse_shape, "fp32") + 256
+  local csaves = { k, q, v }
     if bias then csaves[4] = bias end
     for _, t in ipairs { lse, out, seed, off } do csaves[#csaves + 1] = t end
     nn.op_sized(cx, { name = name .. ".sdpa_cudnn", kind = "attention_cudnn" .. variant, inputs = inputs,
                       out_tensors = { seed, off, out, lse }, saves = csaves, grads = grads,
                       workspace = { 256 }, grad_order = { 1, 2, 3 }, frees = frees,
                       kernels = nn.launches(cx, "sdpa_cudnn_fwd"), bwd_kernels = nn.launches(cx, "sdpa_cudnn_bwd"),
-                      bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") + 256 },
+                      bwd_workspace = { bwd_ws },
                       flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
     return out
   end

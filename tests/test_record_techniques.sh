@@ -1,0 +1,69 @@
+#!/bin/sh
+# test_record_techniques.sh: the model and loss technique fields of a measured record (compile,
+# float8, loss, checkpoint_scope; validation/harness/tech_model.py) reach vrsim validate's
+# scenario as the training fields of the same name, and a value vrsim does not model is a
+# skipped record that names it.
+#
+#   VRSIM=./vrsim sh tests/test_record_techniques.sh
+set -u
+
+VRSIM=${VRSIM:-./vrsim}
+cd "$(dirname "$0")/.." || exit 1
+[ -x "$VRSIM" ] || { echo "test_record_techniques: $VRSIM is not an executable (set VRSIM)" >&2; exit 1; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/vrsim-rectech.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT INT TERM
+
+# the plan's lines as the records measure_llama.py writes (placeholder measurements), then
+# variants with values vrsim refuses
+python3 - "$TMP/recs.jsonl" <<'PY' || exit 1
+import json, sys
+sys.path.insert(0, "validation/harness")
+from predict_plan import placeholder
+plan = [json.loads(l) for l in open("validation/harness/plans/plan_gen4_tech_model.jsonl")]
+base = plan[0]
+bad = [("bad-compile", {"compile": {"scope": "model"}}), ("bad-float8", {"float8": {"recipe": "x"}}),
+       ("bad-loss", {"loss": "fused"}), ("bad-scope", {"checkpoint_scope": "op"})]
+with open(sys.argv[1], "w") as f:
+    for c in plan:
+        f.write(json.dumps(placeholder(c)) + "\n")
+    for name, extra in bad:
+        c = dict(base, name=name, **extra)
+        f.write(json.dumps(placeholder(c)) + "\n")
+PY
+"$VRSIM" validate --json "$TMP/recs.jsonl" >"$TMP/rows.json" 2>"$TMP/err" || { cat "$TMP/err"; exit 1; }
+"$VRSIM" validate "$TMP/recs.jsonl" >"$TMP/table.txt" 2>&1
+python3 - "$TMP/rows.json" "$TMP/table.txt" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+table = open(sys.argv[2]).read()
+fails = 0
+def check(ok, msg):
+    global fails
+    print(("ok   " if ok else "FAIL ") + msg)
+    fails += not ok
+pred = {}
+for r in rows:
+    pred.setdefault(r["config"], {})[r["metric"]] = r["predicted"]
+tag = lambda n: n.rsplit("-s4096-", 1)[-1]
+p = {tag(n): v for n, v in pred.items()}
+check(sorted(p) == ["base", "chunked", "compile", "f8-rowwise", "f8-tensorwise", "liger", "sac-op"],
+      "every technique record is simulated (%s)" % sorted(p))
+if fails:
+    sys.exit(1)
+a = {k: v["peak_allocated"] / 2**20 for k, v in p.items()}  # bytes -> MiB
+# each field changes what vrsim builds, the way docs/techniques.md says it does
+check(a["chunked"] < a["base"], "loss chunked: peak allocated %.1f < full loss %.1f MiB" % (a["chunked"], a["base"]))
+check(a["liger"] < a["chunked"], "loss liger_fused: peak allocated %.1f < chunked %.1f MiB" % (a["liger"], a["chunked"]))
+check(a["compile"] < a["base"], "compile: peak allocated %.1f < eager %.1f MiB" % (a["compile"], a["base"]))
+check(a["sac-op"] < a["base"], "checkpoint_scope op: peak allocated %.1f < no checkpointing %.1f MiB" % (a["sac-op"], a["base"]))
+check(p["f8-tensorwise"]["step_time"] != p["base"]["step_time"],
+      "float8 tensorwise: step %.1f ms, not bf16's %.1f ms" % (p["f8-tensorwise"]["step_time"], p["base"]["step_time"]))
+for name, says in [("bad-compile", 'training.compile.scope = "model" is not modelled'),
+                   ("bad-float8", 'training.float8.recipe = "x"'),
+                   ("bad-loss", "training.loss: unknown value 'fused'"),
+                   ("bad-scope", "field 'checkpoint_scope' without ckpt = true")]:
+    line = [l for l in table.splitlines() if l.strip().startswith(name + " ")]
+    check(bool(line) and "skipped" in line[0] and says in line[0],
+          "%s is skipped, naming it (%s)" % (name, line[0].strip() if line else "no line"))
+sys.exit(1 if fails else 0)
+PY
