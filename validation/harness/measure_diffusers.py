@@ -76,21 +76,18 @@ def load_config(cfg):
 
 
 def build(torch, cfg, dcfg, device):
-    """The model from its config in the parameter dtype; checkpointing and LoRA as the script."""
+    """The model as the scripts have it: from_pretrained builds it on the CPU in fp32, then
+    .to(device, dtype=weight_dtype) (bf16 for lora_bf16: the buffers too; the UNet stays fp32
+    under amp_bf16); checkpointing and LoRA as the script. (Built on the GPU instead, SD3's
+    PatchEmbed computes its sin-cos table there in float64: 4.7 GiB of transient segments the
+    script's run never makes, and the table would stay fp32.)"""
     import diffusers
     mode = cfg["mode"]
     dtype = torch.float32 if mode == "amp_bf16" else torch.bfloat16
     cls = getattr(diffusers, CLASSES[cfg["model"]])
-    torch.set_default_dtype(dtype)
-    try:
-        with torch.device(device):
-            model = cls.from_config({k: v for k, v in dcfg.items() if not k.startswith("_")})
-    finally:
-        torch.set_default_dtype(torch.float32)
-    if mode != "amp_bf16":
-        # the scripts' transformer.to(device, dtype=weight_dtype): the buffers too (SD3's fp32
-        # position table, made with .float() whatever the default dtype)
-        model.to(dtype)
+    with torch.device("meta" if device.type == "meta" else "cpu"):
+        model = cls.from_config({k: v for k, v in dcfg.items() if not k.startswith("_")})
+    model.to(device, dtype=dtype)
     if cfg.get("ckpt"):
         model.enable_gradient_checkpointing()
     if mode == "lora_bf16":
