@@ -41,6 +41,16 @@ transformers 5.25.0 over the image's torch; ~3 min; records, traces and log come
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1; PYTHONPATH=/tmp/site python3 validation/harness/measure_diffusers.py --plan validation/harness/plans/plan_gen4_diffusion.jsonl --out $OUT/diffusion_h200_gen4.jsonl --trace-dir $OUT --deadline-s 400 2>&1 | grep -v Warning | tee $OUT/diffusion_log.txt | tail -40
 Directly:
   measure_diffusers.py --plan validation/harness/plans/plan_gen4_diffusion.jsonl --out RECORDS.jsonl
+The Flux.1 lines of the first run (one H100, torch 2.11.0+cu130, diffusers 0.42.1; the SD3 and
+SD 1.5 lines of the same call ran) stopped in step 0 with "CUDA error: an illegal memory access",
+reported at AdamW's first _foreach_mul_: a device fault of an earlier, asynchronous kernel of
+that step's forward or backward. The step's inputs are made on the device explicitly with the
+FluxPipeline helpers' shapes and the same code runs on the CPU (--cpu-check), and a wrong device
+or shape on the Python side raises a Python error, not a device fault; the kernels Flux runs and
+SD3 does not are its attention at head_dim 128 on permuted (n, s, heads, d) views and the float64
+rotary tables. To name the kernel, run one line with CUDA_LAUNCH_BLOCKING=1 (the workers
+inherit the environment):
+  CUDA_LAUNCH_BLOCKING=1 measure_diffusers.py --plan ... --only gen4-flux-dev-d2s4-lora-r1024 --out R.jsonl
 Check on the CPU (build and one step of a tiny cut, no GPU):
   measure_diffusers.py --plan validation/harness/plans/plan_gen4_diffusion.jsonl --cpu-check
 """
