@@ -311,13 +311,15 @@ function M.build(cx, cfg)
              require("strategies.checkpoint").hooks(root, root.checkpoint_layer, t.checkpoint_every,
                                                      t.checkpoint_scope, "self_attn") or {}
   register(ck, "first")
-  -- each compiled decoder layer is one region, like a checkpointed one (strategies/compile.lua)
-  if compiled then
-    register(require("strategies.compile").hooks(root, root.checkpoint_layer, t.checkpointing), "first")
-  end
   if dm_hooks then register(dm_hooks) end
   if tp > 1 then register(require("strategies.tp").hooks(cx, root, tp)) end
   if cx.dp and cx.shard_params then register(require("strategies.shard").hooks(cx, root, cx.dp.kind)) end
+  -- each compiled decoder layer is one region, like a checkpointed one (strategies/compile.lua),
+  -- inside the sharding hooks: FSDP2's pre- and post-forward hooks are graph breaks around the
+  -- compiled layer (torch._dynamo.config.skip_fsdp_hooks), whose graph sees the gathered parameters
+  if compiled then
+    register(require("strategies.compile").hooks(root, root.checkpoint_layer, t.checkpointing), "first")
+  end
   register(ck, "last")
   if t.activation_offload and not t.inference then
     -- torchtune's recipes enter OffloadActivations around the model; the head runs under a
