@@ -200,8 +200,9 @@ function M.build(cx, cfg)
     local left
     f8hit, left = F8.apply(root, f8, "lm_head")
     cx.notes[#cx.notes + 1] = ("float8 (torchao, recipe %s): %d Linears are Float8Linear, %d stay nn.Linear "
-      .. "(the output layer, dims not divisible by 16); eager casts, each intermediate a tensor (under "
-      .. "torch.compile they fuse)"):format(f8.recipe, #f8hit, #left)
+      .. "(the output layer, dims not divisible by 16); %s"):format(f8.recipe, #f8hit, #left,
+      t.compile and "compiled casts, each an amax and one fused kernel writing the float8 operand"
+      or "eager casts, each intermediate a tensor (under torch.compile they fuse)")
   end
   local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes)
     or require("strategies.data").check(t, mc, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
