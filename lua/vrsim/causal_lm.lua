@@ -200,8 +200,9 @@ function M.build(cx, cfg)
     local left
     f8hit, left = F8.apply(root, f8, "lm_head")
     cx.notes[#cx.notes + 1] = ("float8 (torchao, recipe %s): %d Linears are Float8Linear, %d stay nn.Linear "
-      .. "(the output layer, dims not divisible by 16); eager casts, each intermediate a tensor (under "
-      .. "torch.compile they fuse)"):format(f8.recipe, #f8hit, #left)
+      .. "(the output layer, dims not divisible by 16); %s"):format(f8.recipe, #f8hit, #left,
+      t.compile and "compiled casts, each an amax and one fused kernel writing the float8 operand"
+      or "eager casts, each intermediate a tensor (under torch.compile they fuse)")
   end
   local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes)
     or require("strategies.data").check(t, mc, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
@@ -311,13 +312,15 @@ function M.build(cx, cfg)
              require("strategies.checkpoint").hooks(root, root.checkpoint_layer, t.checkpoint_every,
                                                      t.checkpoint_scope, "self_attn") or {}
   register(ck, "first")
-  -- each compiled decoder layer is one region, like a checkpointed one (strategies/compile.lua)
-  if compiled then
-    register(require("strategies.compile").hooks(root, root.checkpoint_layer, t.checkpointing), "first")
-  end
   if dm_hooks then register(dm_hooks) end
   if tp > 1 then register(require("strategies.tp").hooks(cx, root, tp)) end
   if cx.dp and cx.shard_params then register(require("strategies.shard").hooks(cx, root, cx.dp.kind)) end
+  -- each compiled decoder layer is one region, like a checkpointed one (strategies/compile.lua),
+  -- inside the sharding hooks: FSDP2's pre- and post-forward hooks are graph breaks around the
+  -- compiled layer (torch._dynamo.config.skip_fsdp_hooks), whose graph sees the gathered parameters
+  if compiled then
+    register(require("strategies.compile").hooks(root, root.checkpoint_layer, t.checkpointing), "first")
+  end
   register(ck, "last")
   if t.activation_offload and not t.inference then
     -- torchtune's recipes enter OffloadActivations around the model; the head runs under a
