@@ -126,7 +126,9 @@ local function embedding_forward(cx, m, ids)
                      -- partial segments there can be without a device sync: numel /
                      -- NROWS_PER_THREAD (10) + min(numel, vocab) rows of h (fulltrace_pub-c04:
                      -- 147636224 bytes at 8192 tokens)
-                     bwd_workspace = { (b * s // 10 + math.min(b * s, m.num)) * m.dim * 4 } })
+                     -- (under tensor parallelism with FSDP2 beside a pipeline, lua/strategies/
+                     -- tp.lua, the whole table's gradient too: m.tp_full_grad_bytes)
+                     bwd_workspace = { (b * s // 10 + math.min(b * s, m.num)) * m.dim * 4, m.tp_full_grad_bytes } })
 end
 
 function L.Embedding(num, dim)

@@ -203,9 +203,14 @@ function T.hooks(cx, root, tp)
   -- self._tp_spec.placements)): the clone of the rank's rows is made there and the whole table
   -- dropped (p.tp_grad, strategies/fsdp.lua); a SequenceParallel norm's Partial gradient is
   -- all-reduced over tp there, out of place (the functional all_reduce clones its input)
+  -- (beside a pipeline FSDP2 reduces once after the schedule, strategies/fsdp.lua pp_release,
+  -- which is not modelled with the redistribution: there the whole table stays a temporary of
+  -- the embedding's backward, m.tp_full_grad_bytes, and the norms' all-reduce is not an op)
   local fsdp = cx.dp and cx.shard_params
-  if fsdp then
-    embed.p.weight.tp_grad = { kind = "copy", to = "Shard(0)", world = tp }
+  local pp = fsdp and cx.dp.pp_keep
+  if fsdp and not pp then
+    -- (a pipeline stage but the first holds no embeddings)
+    if embed then embed.p.weight.tp_grad = { kind = "copy", to = "Shard(0)", world = tp } end
     mod.walk(root, function(m)
       if m.key == "input_layernorm" or m.key == "post_attention_layernorm" or m.path == "model.norm" then
         m.p.weight.tp_grad = { kind = "allreduce", to = "Replicate()", world = tp }
@@ -216,8 +221,13 @@ function T.hooks(cx, root, tp)
   add(embed, {
     pre = function(c, m, args)
       local w = m.p.weight
-      m.tp_whole_grad_bytes = nn.bytes({ w.shape[1] * tp, w.shape[2] }, w.dtype)
-      if not fsdp then w.tp_replicated_grad = nn.bytes(w.shape, w.dtype) end
+      local whole = nn.bytes({ w.shape[1] * tp, w.shape[2] }, w.dtype)
+      if pp then
+        m.tp_full_grad_bytes = whole
+      else
+        m.tp_whole_grad_bytes = whole
+        if not fsdp then w.tp_replicated_grad = nn.bytes(w.shape, w.dtype) end
+      end
       local ids = args[1]
       local n = nn.numel(ids.shape)
       mask = nn.op(c, { name = "embed_tokens: vocabulary mask", inputs = { ids },
@@ -251,7 +261,8 @@ function T.hooks(cx, root, tp)
 end
 
 -- The note a run with tensor parallelism carries: what it leaves out.
--- (fsdp: FSDP2 beside it, whose post-backward all-reduces the norms' gradients, T.hooks)
+-- (fsdp: FSDP2 beside it and no pipeline, whose post-backward all-reduces the norms' gradients
+-- as an op, T.hooks)
 function T.notes(tp, fsdp)
   return {
     ("tensor parallelism over %d ranks (torchtitan's plan with sequence parallelism); loss parallel: the "

@@ -222,7 +222,7 @@ function M.build(cx, cfg)
     if why then error(why, 0) end
     TP.shard_tree(root, tp)
     cx.tp_applied = true
-    for _, n in ipairs(TP.notes(tp, cx.dp and cx.shard_params)) do cx.notes[#cx.notes + 1] = n end
+    for _, n in ipairs(TP.notes(tp, cx.dp and cx.shard_params and not cx.dp.pp_keep)) do cx.notes[#cx.notes + 1] = n end
   end
   -- context parallelism (torchtitan's context_parallel: the batch's sequence sharded before the
   -- model runs): the rank's graph is of its s/cp tokens, its attention the ring's
