@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""The oracle's capture of tensor parallelism: one rank (rank 0) of DTensor tensor parallelism
+"""The oracle's capture of tensor parallelism: one rank of DTensor tensor parallelism
 with sequence parallelism, torchtitan's plan on transformers' Llama modules, run on fake CUDA
 tensors in a fake process group (torch.testing._internal.distributed.fake_pg.FakeStore), and
 written in capture.py's format.
 
   capture_tp.py SPEC.json [-o OUT.jsonl.gz]
 
-A spec is capture.py's (validation/oracle/specs/) with `tp` (the world size: every rank is in
-the one tensor-parallel group) and without what the plan does not take here (lora, checkpointing,
-amp). The plan is torchtitan's apply_tp (torchtitan/models/llama3/infra/parallelize.py, at the
+A spec is capture.py's (validation/oracle/specs/) with `tp` (the tensor-parallel group's size)
+and without what the plan does not take here (lora, checkpointing, amp). With `dp_shard` (> 1)
+the mesh is torchtitan's 2-D one, (dp_shard, tp) named ("dp_shard", "tp"): the plan is applied
+over mesh["tp"], then fully_shard on each decoder layer and on the root over mesh["dp_shard"]
+(parallelize_llama's order: apply_tp, then apply_fsdp), world dp_shard x tp. `rank` (default 0)
+is the rank recorded. The plan is torchtitan's apply_tp (torchtitan/models/llama3/infra/parallelize.py, at the
 parent of torchtitan commit 9810191) on transformers' names, as lua/strategies/tp.lua models it:
 
   model.embed_tokens  RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
@@ -217,7 +220,8 @@ def capture(spec):
               "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                            "peft": None, "python": sys.version.split()[0]},
               "world_size": world, "rank": rank, "device": "cuda (fake)", "process_group": "fake",
-              "parallel": {"tp": tp, "dp_shard": dp_shard}, "sdpa_backend": backend,
+              "parallel": dict({"tp": tp}, **({"dp_shard": dp_shard} if dp_shard > 1 else {})),
+              "sdpa_backend": backend,
               "param_bytes": sum(r["bytes"] for r in param_rows)}
     return [header] + [dict(e="param", **r) for r in param_rows] + rec.events + steps
 
@@ -245,6 +249,10 @@ def check_spec(path):
         bad(f"precision {spec['precision']!r}: the tensor-parallel capture takes bf16 or fp32")
     if spec["tp"] < 2:
         bad("tp must be at least 2")
+    if spec.get("dp_shard", 1) < 1:
+        bad("dp_shard must be at least 1")
+    if not 0 <= spec.get("rank", 0) < spec["tp"] * spec.get("dp_shard", 1):
+        bad(f"rank {spec.get('rank')} is not one of the {spec['tp'] * spec.get('dp_shard', 1)} ranks")
     return spec
 
 
