@@ -223,7 +223,14 @@ function M.build(cx, cfg)
     if why then error(why, 0) end
     TP.shard_tree(root, tp)
     cx.tp_applied = true
-    for _, n in ipairs(TP.notes(tp)) do cx.notes[#cx.notes + 1] = n end
+    for _, n in ipairs(TP.notes(tp, cx.dp and cx.shard_params and not cx.dp.pp_keep)) do cx.notes[#cx.notes + 1] = n end
+    if cx.dp and cx.shard_params and (t.grad_accum or 1) > 1 and cx.dp.opts.sync_every_micro_batch == false then
+      -- (FSDP2 then keeps the unsharded gradients, the embedding's as the whole table, until the
+      -- last micro-batch: not held to a capture)
+      cx.notes[#cx.notes + 1] = "tensor parallelism with zero.sync_every_micro_batch = false: the micro-batches before "
+        .. "the last accumulate the rank's tp-local gradients; the embedding's whole-table Replicate gradient that "
+        .. "FSDP2 would keep unsharded between them is not modelled"
+    end
   end
   -- context parallelism (torchtitan's context_parallel: the batch's sequence sharded before the
   -- model runs): the rank's graph is of its s/cp tokens, its attention the ring's
