@@ -108,6 +108,40 @@ if [ "$n" = 3 ] && [ "$fc" = "$fe" ] && [ "$pc" -le "$pe" ]; then
   ok "compile + checkpointing: 3 tensors saved a layer, after forward as checkpointing alone, peak $(( pc >> 20 )) <= $(( pe >> 20 )) MiB"
 else bad "compile + checkpointing: $n saved, after forward $fc against $fe, peak $pc against $pe"; fi
 
+# 5b. float8 (torchao tensorwise) compiled under full checkpointing, as torchtitan runs it: the
+#     layer saves its inputs alone, as bf16 does; the casts' intermediates (abs, the fp32 copy,
+#     the scaled and clamped products) fuse away in forward and in the recomputation, where eager
+#     allocates every one; backward's casts hold their float8 operands alone (a lower peak of
+#     backward workspace than eager's chains), and the step is shorter
+F8="--set checkpointing=true --set training.float8.recipe=tensorwise"
+"$VRSIM" "$tmp/l.lua" --json --no-files $F8 --set hardware.gpu=h100_sxm --alloc-trace "$tmp/f8e.csv" > "$tmp/f8e.json" 2>&1
+"$VRSIM" "$tmp/l.lua" --json --no-files $F8 --set hardware.gpu=h100_sxm --set compile=true --alloc-trace "$tmp/f8c.csv" > "$tmp/f8c.json" 2>&1
+CASTS='\.(input|weight)\.(abs|fp32|scaled|saturated)( \(recompute\))?$'
+ce=$(grep ",alloc," "$tmp/f8e.csv" | grep -cE "$CASTS")
+cc=$(grep ",alloc," "$tmp/f8c.csv" | grep -cE "$CASTS")
+if python3 - "$tmp/f8e.json" "$tmp/f8c.json" "$tmp/f8e.csv" "$tmp/f8c.csv" > "$tmp/f8.out" 2>&1 <<'PY'
+import csv, json, sys
+eager, comp = (json.load(open(f)) for f in sys.argv[1:3])
+note = [n for n in comp["notes"] if n.startswith("torch.compile: the partitioner saves")][0]
+assert note.split()[4] == "3", note
+def ws(path):
+    # the largest backward workspace of a Float8Linear's grad_weight half (its casts' operands)
+    best = 0
+    for row in csv.reader(open(path)):
+        if len(row) > 6 and row[2] == "alloc" and "float8_grad_weight" in row[6]:
+            best = max(best, int(row[4]))
+    return best
+we, wc = ws(sys.argv[3]), ws(sys.argv[4])
+assert 0 < wc < we, (wc, we)
+assert comp["step_time_ms"] < eager["step_time_ms"], (comp["step_time_ms"], eager["step_time_ms"])
+print(f"grad_weight workspace {wc >> 20} against {we >> 20} MiB, step {comp['step_time_ms']:.1f} against {eager['step_time_ms']:.1f} ms")
+PY
+then
+  if [ "$cc" = 0 ] && [ "$ce" -gt 0 ]; then
+    ok "float8 + compile + checkpointing: 3 tensors saved, casts fused (eager: $ce allocations), $(cat "$tmp/f8.out")"
+  else bad "float8 + compile: $cc cast intermediates allocated compiled, $ce eager"; fi
+else bad "float8 + compile + checkpointing" "$(cat "$tmp/f8.out" | tail -5)"; fi
+
 # 6. the step: Inductor's generated code launches fused kernels, no eager dispatch per op
 "$VRSIM" "$tmp/l.lua" --json --no-files > "$tmp/e.json"
 "$VRSIM" "$tmp/l.lua" --json --no-files --set compile=true > "$tmp/c.json"
@@ -122,6 +156,29 @@ else bad "step time $sc ms compiled against $se ms eager"; fi
 a=$(field "(d['peak_allocated_bytes'], d['steps'][-1]['fwd_peak_allocated_bytes'], d['step_time_ms'])" < "$tmp/c.json")
 b=$(field "(d['peak_allocated_bytes'], d['steps'][-1]['fwd_peak_allocated_bytes'], d['step_time_ms'])" < "$tmp/c2.json")
 [ "$a" = "$b" ] && ok "build_layers_once true and false give one answer $a" || bad "build_layers_once: $a against $b"
+
+# 7b. under FSDP2 (fully_shard per layer, each layer compiled, torchtitan's order): the hooks are
+#     graph breaks at the layer's boundary, so the graph sees the gathered parameters and saves
+#     what the unsharded layer saves; the all-gathers still run (a shorter step than eager FSDP2
+#     with them on its timeline), and the activations held after forward are fewer than eager's
+"$VRSIM" "$tmp/l.lua" --json --no-files --set compile=true > "$tmp/f1.json"
+for c in false true; do
+  "$VRSIM" "$tmp/l.lua" --json --no-files --set hardware.count=2 --set strategy=fsdp2 --set compile=$c \
+    > "$tmp/f2_$c.json" 2>"$tmp/f2_$c.err"
+done
+if python3 - "$tmp/f1.json" "$tmp/f2_false.json" "$tmp/f2_true.json" > "$tmp/f2.out" 2>&1 <<'PY'
+import json, sys
+one, eager, comp = (json.load(open(f)) for f in sys.argv[1:])
+note = lambda d: [n for n in d["notes"] if n.startswith("torch.compile: the partitioner saves")]
+assert comp["strategy"] == "fsdp2", comp["strategy"]
+assert note(comp) and note(comp) == note(one), (note(comp), note(one))
+fe, fc = (d["steps"][-1]["fwd_peak_allocated_bytes"] for d in (eager, comp))
+assert fc < fe, (fc, fe)
+assert comp["step_time_ms"] < eager["step_time_ms"], (comp["step_time_ms"], eager["step_time_ms"])
+print(f"after forward {fc >> 20} against {fe >> 20} MiB, step {comp['step_time_ms']:.2f} against {eager['step_time_ms']:.2f} ms")
+PY
+then ok "fsdp2: each compiled layer saves the unsharded layer's set; $(cat "$tmp/f2.out")"
+else bad "fsdp2 with compile" "$(cat "$tmp/f2.out" "$tmp/f2_true.err")"; fi
 
 # 8. what is refused, by name (exit 2); compile = "layer" from the command line
 refused() { # NAME WANT SCENARIO-TRAINING-TABLE [--set ...]
@@ -139,8 +196,9 @@ refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
 refused nf4 'training.compile with quant = nf4 is not modelled' 'compile = true, precision = "lora_bf16", quant = "nf4"'
 refused op-ckpt 'training.compile with checkpoint_scope = "op"' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
-refused fsdp2 'training.compile under strategy fsdp2 is not modelled' 'compile = true, strategy = "fsdp2"' --set hardware.count=2
-refused float8 'training.compile with training.float8 is not modelled' 'compile = true, float8 = { recipe = "tensorwise" }'
+refused zero3 'training.compile under strategy zero3 is not modelled' 'compile = true, strategy = "zero3"' --set hardware.count=2
+refused float8 'training.compile with training.float8 is not modelled without checkpointing' 'compile = true, float8 = { recipe = "tensorwise" }' --set hardware.gpu=h100_sxm
+refused float8-rowwise 'training.float8 recipe rowwise is not modelled' 'compile = true, checkpointing = true, float8 = { recipe = "rowwise" }' --set hardware.gpu=h100_sxm
 printf 'return { hardware = { gpu = "h200" }, model = { arch = "llama2", size = "7b-l2" },\n  training = { compile = true, precision = "lora_bf16", dpo = { prompt_length = 64, completion_length = 64 } } }\n' > "$tmp/dpo.lua"
 "$VRSIM" "$tmp/dpo.lua" --no-files > "$tmp/dpo.out" 2>&1
 rc=$?

@@ -132,8 +132,8 @@ else fail "tp 2 x cp 2" "$(head -3 "$TMP/tpcp.err")"; fi
 
 # ---- torchtitan's published context-parallel runs (tests/data/published_cp.tsv): each runs as laid
 # out; vrsim's tokens/s printed beside the published figure with the median |error|, not held to a
-# band: the published runs used torch.compile with Float8 (which vrsim refuses together) on 96 GB
-# HBM2e H100s at 500 W that the catalog does not have (the file's header says what each costs)
+# band: the published runs (compile and float8 under FSDP2, as the rows lay them out) were on 96 GB
+# HBM2e H100s at 500 W that the catalog does not have (the file's header says what that costs)
 grep -v '^#' tests/data/published_cp.tsv | while IFS="$(printf '\t')" read -r id tps _mem _src args; do
   sets=""
   for a in $args; do sets="$sets --set $a"; done
@@ -150,9 +150,9 @@ PASS=$((PASS + $(grep -c '^ok' "$TMP/pub.out"))); FAIL=$((FAIL + $(grep -c '^FAI
 sed -n 's/^ok   published .*(\([-+][0-9]*\) %)$/\1/p' "$TMP/pub.out" | python3 -c "
 import statistics, sys
 e = [abs(float(x)) for x in sys.stdin.read().split()]
-print('     published CP rows: median |error| %.0f %% over %d (not held to a band: compile with Float8 '
-      'not modelled together, the 500 W HBM2e H100 not in the catalog, and the growth past cp 2 that '
-      'the ring\'s source does not account for: docs/parallelism.md)' % (statistics.median(e), len(e)))"
+print('     published CP rows: median |error| %.0f %% over %d (not held to a band: the 500 W HBM2e H100 '
+      'not in the catalog, and the growth past cp 2 that the ring\'s source does not account for: '
+      'docs/parallelism.md)' % (statistics.median(e), len(e)))"
 
 # ---- refused by name ---------------------------------------------------------------------------
 run eager "$TMP/cp.lua" --no-files --set attention=eager

@@ -204,6 +204,22 @@ got=$(awk -F, '$3 == "alloc" && $7 == "all_gather layer 0" { print $5; exit }' "
 if [ "$got" = 202391552 ] && grep -q "fsdp2 over 2 GPUs, tensor parallel over 2 GPUs" "$TMP/tpf.out"
 then ok "tp 2 x dp_shard 2: FSDP2 over the 2 data-parallel ranks gathers the TP-local layer (202391552 bytes)"
 else fail "TP + FSDP2: layer 0 gathers $got bytes (want 202391552)" "$(sed -n 4p "$TMP/tpf.out")"; fi
+# FSDP2's post-backward redistributes each gradient to its tp placement before it reshards
+# (_fsdp_param.py _get_grad_inner_tensor; docs/parallelism.md): each step each norm's Partial
+# gradient all-reduced into a new 8192-byte tensor (the layer's two and the final one), and the
+# embedding's whole-table gradient (32000 x 4096 bf16) dropped for the clone of its 16000 rows
+n_ar=$(awk -F, '$3 == "alloc" && $5 == 8192 && $7 ~ /^redistribute model[.].*norm[.]weight gradient to Replicate/' "$TMP/tpf.csv" | wc -l)
+emb=$(awk -F, '$7 == "redistribute model.embed_tokens.weight gradient to Shard(0)" && ($3 == "alloc" || $3 == "free_requested") { printf "%s:%s ", $3, $5 }' "$TMP/tpf.csv")
+if [ "$n_ar" -eq 6 ] && [ "$emb" = "alloc:131072000 free_requested:262144000 alloc:131072000 free_requested:262144000 " ] &&
+   ! grep -q "weight-gradient all-reduce over tp not an op" "$TMP/tpf.out"; then
+  ok "TP + FSDP2: the post-backward all-reduces 3 norm gradients a step and clones the embedding's rows of the whole table"
+else fail "TP + FSDP2: post-backward redistribution ($n_ar norm all-reduces, embedding: $emb)" "$(grep -i redistribute "$TMP/tpf.csv" | head -5)"; fi
+# ... whose unsharded accumulation between micro-batches (sync_every_micro_batch false) is not
+# modelled with the whole-table gradient: a named note
+run tpn "$TMP/tp.lua" --no-files --set count=4 --set parallel.dp_shard=2 --set grad_accum=2 \
+  --set zero.sync_every_micro_batch=false
+expect "TP + FSDP2 without a reduce every micro-batch: a named note" 0 \
+  "zero.sync_every_micro_batch = false: .*whole-table Replicate gradient .* is not modelled"
 # tokens per GPU: a tensor-parallel group works on one batch, so each GPU's share is 1/tp of it
 # (torchtitan's tokens/s per GPU), and the job's tokens/s is the 2 data-parallel ranks' 256 tokens
 # a step

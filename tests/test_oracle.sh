@@ -47,6 +47,26 @@ done
 [ "$r" -ge 4 ] && ok "$r captures checked against the peak of their H200 record" \
   || fail "only $r captures checked against an H200 record (4 expected)"
 
+# Tensor parallelism inside FSDP2 (specs_tp/ with dp_shard: a 2-D mesh): besides the allocations,
+# the live bytes after the build, after step 1's forward and at its peak agree with the capture's
+# to 4 KiB (the inputs and rotary buffers made differently, docs/oracle.md): the post-backward's
+# redistribution of the embedding's whole gradient and of the norms' Partial ones to their tp
+# placements decides the peak
+m=0
+for spec in "$O"/specs_tp/*.json; do
+  grep -q '"dp_shard"' "$spec" || continue
+  name=$(basename "$spec" .json)
+  m=$((m + 1))
+  python3 "$O/compare.py" --quiet --vrsim "$VRSIM" --expect "$O/expected/$name.txt" \
+    "$O/captures/$name.jsonl.gz" "$O/scenarios/$name.lua" >"$TMP/out" 2>&1
+  diffs=$(grep -E 'after build|after forward|step 1 peak' "$TMP/out" | sed -E 's/.*\(([-+]?[0-9]+) bytes\).*/\1/')
+  if [ "$(printf '%s\n' "$diffs" | awk '$1 >= -4096 && $1 <= 4096' | wc -l)" -eq 3 ]; then
+    ok "$name: live bytes after build, after forward, at step 1's peak within 4 KiB of the capture's ($(echo $diffs) B)"
+  else fail "$name: live bytes beside the capture's" "$(cat "$TMP/out")"; fi
+done
+[ "$m" -ge 3 ] && ok "$m captures of tensor parallelism inside FSDP2 held to their live bytes" \
+  || fail "only $m captures of tensor parallelism inside FSDP2 (3 expected)"
+
 # The record check can fail: the same capture against another run's record (pub-c11, the whole
 # 7B at batch 1) is not its measured peak: exit 1, named.
 python3 - "$O/captures/llama2_7b_l4_bf16_b4.jsonl.gz" "$TMP/other.jsonl" <<'PY'

@@ -125,15 +125,15 @@ local function embedding_forward(cx, m, ids)
   ws[#ws + 1] = m.tp_full_grad_bytes
   return nn.op(cx, { name = "embed_tokens", kind = "gather", inputs = { ids, w },
                      outs = { { "inputs_embeds", { b, s, m.dim }, w.dtype } },
-                     -- (under tensor parallelism without FSDP2, lua/strategies/tp.lua, the
-                     -- gradient is the whole table's, Replicate: m.tp_whole_grad_bytes)
+                     -- (under tensor parallelism, lua/strategies/tp.lua, the gradient is the
+                     -- whole table's, Replicate: m.tp_whole_grad_bytes)
                      saves = { ids }, grads = { "none", { dtype = w.dtype, bytes = m.tp_whole_grad_bytes } },
                      -- embedding_backward_cuda_kernel's fp32 partial sums, sized for the most
                      -- partial segments there can be without a device sync: numel /
                      -- NROWS_PER_THREAD (10) + min(numel, vocab) rows of h (fulltrace_pub-c04:
                      -- 147636224 bytes at 8192 tokens)
-                     -- (under tensor parallelism with FSDP2, lua/strategies/tp.lua, the whole
-                     -- table's gradient too: m.tp_full_grad_bytes)
+                     -- (under tensor parallelism with FSDP2 beside a pipeline, lua/strategies/
+                     -- tp.lua, the whole table's gradient too: m.tp_full_grad_bytes)
                      bwd_workspace = ws })
 end
 

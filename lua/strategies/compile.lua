@@ -96,8 +96,22 @@ function M.check(t, mc)
             t.checkpoint_scope, t.checkpoint_every)
   end
   if t.float8 then
-    return "training.compile with training.float8 is not modelled (torchao's casts fused into the "
-           .. "compiled layer's kernels, and what its partitioner saves then, are not built)"
+    local recipe = type(t.float8) == "table" and t.float8.recipe or "tensorwise"
+    if recipe ~= "tensorwise" then
+      return ("training.compile with training.float8 recipe %s is not modelled (the fused casts are "
+              .. "built for tensorwise scaling)"):format(recipe)
+    end
+    if not t.checkpointing then
+      -- AOTAutograd's partitioner (validation/oracle/captures/compile_llama2_7b_l1.json,
+      -- float8_tensorwise) saves each Float8Linear's float8 weight transposed for the grad_input
+      -- GEMM (materialized in backward by _scaled_mm, so banned from recomputation), and moves
+      -- some inputs' recasts for grad_weight into forward; vrsim's Float8Linear carries its
+      -- backward casts as workspaces, not as graph nodes the partition could choose among
+      return "training.compile with training.float8 is not modelled without checkpointing = true "
+             .. "(what the partitioner saves of Float8Linear's backward casts: the float8 weights "
+             .. "transposed for grad_input, the recasts of some inputs); with full activation "
+             .. "checkpointing, as torchtitan runs float8, the compiled layer saves its inputs alone"
+    end
   end
   if t.dpo then
     return "training.compile with training.dpo is not modelled (TRL's reference forward and "
@@ -118,9 +132,10 @@ function M.check(t, mc)
   if (t.parallel and ((t.parallel.tp or 1) > 1 or (t.parallel.pp or 1) > 1)) then
     return "training.compile with tensor or pipeline parallelism is not modelled"
   end
-  if t.strategy == "zero3" or t.strategy == "fsdp2" then
-    return ("training.compile under strategy %s is not modelled (the parameters' all-gathers "
-            .. "inside each compiled layer, which backward gathers again)"):format(t.strategy)
+  if t.strategy == "zero3" then
+    return "training.compile under strategy zero3 is not modelled (DeepSpeed's ZeRO-3 fetches each "
+           .. "submodule's parameters in hooks on every Linear inside the layer, graph breaks that "
+           .. "split it; FSDP2, whose hooks sit at the layer's boundary, is)"
   end
   return nil
 end
@@ -177,8 +192,9 @@ function M.partition(cx, ops, outputs, checkpointed)
   -- graph's primals
   for k, o in ipairs(ops) do
     local kind = o.spec.kind or "elementwise"
-    -- recomputable: in the partitioner's allowlist (random ops, dropout's, are not)
-    local rec = RECOMPUTABLE[kind] and o.spec.host ~= "dropout"
+    -- recomputable: in the partitioner's allowlist (random ops, dropout's, are not; nor an op
+    -- whose backward is an extern kernel, compile_extern: Float8Linear's _scaled_mm halves)
+    local rec = RECOMPUTABLE[kind] and o.spec.host ~= "dropout" and not o.spec.compile_extern
     o.recomputable = rec
     o.fusible = rec or CAT[kind]
     for _, x in ipairs(o.spec.inputs) do
@@ -349,7 +365,7 @@ function M.hooks(root, layer_cls, checkpointed)
     local ops, held, first_op
     out[#out + 1] = { module = layer, first = {
       pre = function(cx)
-        cx.region = k
+        cx.region, cx.compiling = k, true
         ops, first_op = {}, cx.G:num_ops()
         held = #cx.held
         cx.sac = function(_, spec, index, outs, rg)
@@ -357,7 +373,7 @@ function M.hooks(root, layer_cls, checkpointed)
         end
       end,
       post = function(cx, _, _, outs)
-        cx.region, cx.sac = nil, nil
+        cx.region, cx.sac, cx.compiling = nil, nil, nil
         if cx.no_grad then return end
         local res = {}
         for _, t in ipairs(outs or {}) do if type(t) == "table" and t.id then res[#res + 1] = t end end

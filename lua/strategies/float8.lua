@@ -32,6 +32,14 @@
 -- grad_input GEMM) and a weight-side op made before it (its derived backward the grad_weight
 -- GEMM), as the bias reduction of ops/linear.lua; each one's temporaries are its backward
 -- workspace, sized at the sequence's peak.
+-- Under torch.compile (a compiled decoder layer, strategies/compile.lua; cx.compiling) the
+-- casts are Inductor kernels: the forward casts' intermediates (abs, the fp32 copy, the product,
+-- clamp) fuse away through the partition (their ops are fusible), and backward's casts each
+-- become an amax reduction and one pointwise kernel that writes the float8 operand in the layout
+-- _scaled_mm takes (the transposing clone fused into it): a cast reads its n elements twice and
+-- writes n bytes, and leaves nothing but its float8 operand; the backward graph frees each
+-- operand after its GEMM, so grad_weight's half holds nothing of grad_input's. Both halves stay
+-- extern kernels to the partition (compile_extern: _scaled_mm is no fusible op).
 -- FSDP2's float8 all-gather (enable_fsdp_float8_all_gather, tensorwise only): fsdp_pre_all_gather
 -- casts each shard to float8 before the all-gather, so the gathered weight is float8 (1 byte an
 -- element) and the forward and the grad_input cast skip it (tensor_already_casted_to_fp8); its
@@ -194,15 +202,22 @@ function M.linear(cx, name, x, w, recipe)
   local shape = nn.copy_shape(x.shape)
   shape[#shape] = N
   local gw_fp8 = recipe.input_for_grad_weight ~= false
+  local fused = cx.compiling
+  -- a fused cast's traffic: two reads of the input (the amax and the cast), the float8 write
+  local function traffic_of(n) return n * (2 * h + 1) end
   -- the weight side: grad_weight's GEMM and the casts before it (made first: its backward runs
   -- after the grad_input GEMM's)
   local wv = w
   if w.rg and not cx.no_grad then
     -- held from the grad_input half: grad_output's float8 copy, the weight's (unless gathered in float8)
-    local held = MN + (w_fp8 and 0 or NK)
+    local held = fused and 0 or MN + (w_fp8 and 0 or NK)
     local ws = held
     local traffic = 0
-    if gw_fp8 then
+    if gw_fp8 and fused then
+      -- grad_output's and the input's float8 operands, each written in _scaled_mm's layout
+      ws = held + MN + MK
+      traffic = traffic_of(MN) + traffic_of(MK)
+    elseif gw_fp8 then
       ws = held + math.max(cast_peak(MN), MN + cast_peak(MK), 2 * MN + 2 * MK)
       traffic = cast_traffic(MN, h) + cast_traffic(MK, h) + 2 * MN + 2 * MK
     end
@@ -211,13 +226,13 @@ function M.linear(cx, name, x, w, recipe)
     nn.op(cx, { name = name .. ".float8_grad_weight", kind = "none", inputs = { w }, out_tensors = { ws_side },
                 saves = { x }, grads = { { bytes = nn.bytes(w.shape, hp), dtype = hp } }, bytes = 0,
                 bwd_kind = "mm", bwd_flops = flops, dtype = gw_fp8 and "fp8" or hp,
-                bwd_workspace = { ws }, bwd_workspace_first = true, frees = {} })
+                bwd_workspace = { ws }, bwd_workspace_first = true, frees = {}, compile_extern = true })
     -- the casts grad_weight's GEMM needs, a pass-through whose backward is their traffic
     wv = nn.view(cx, ws_side, w.shape, name .. ".float8_weight_side.casts")
     wv.rg = true
     nn.op(cx, { name = name .. ".float8_grad_weight_casts", kind = "none", inputs = { ws_side },
                 out_tensors = { wv }, grads = { { pass = 1 } }, bytes = 0, bwd_kind = "elementwise",
-                bwd_bytes = math.max(traffic, 1), frees = {} })
+                bwd_bytes = math.max(traffic, 1), frees = {}, compile_extern = true })
   end
   -- forward: the input's cast, then the weight's (weight_hp_t, axiswise along out_features)
   local rows_in = recipe.input == "rowwise" and Mr or nil
@@ -227,7 +242,8 @@ function M.linear(cx, name, x, w, recipe)
   local out = nn.new_tensor(cx, name, shape, hp, rg)
   -- the grad_input half's temporaries: grad_output's cast, the weight's again, the weight's
   -- float8 copy transposed for _scaled_mm
-  local ws_main = math.max(cast_peak(MN), MN + (w_fp8 and 0 or cast_peak(NK)), MN + 2 * NK - (w_fp8 and NK or 0))
+  local ws_main = fused and MN + NK
+                  or math.max(cast_peak(MN), MN + (w_fp8 and 0 or cast_peak(NK)), MN + 2 * NK - (w_fp8 and NK or 0))
   local inputs = { x, wv, xq }
   local grads = { x.rg and { bytes = nn.bytes(x.shape, hp), dtype = hp } or "none", { pass = 1 }, "none" }
   if wq ~= w then inputs[4], grads[4] = wq, "none" end
@@ -245,7 +261,9 @@ function M.linear(cx, name, x, w, recipe)
   y.rg = true
   nn.op(cx, { name = name .. ".float8_grad_input_casts", kind = "none", inputs = { out }, out_tensors = { y },
               grads = { { pass = 1 } }, bytes = 0, bwd_kind = "elementwise",
-              bwd_bytes = cast_traffic(MN, h) + (w_fp8 and 0 or cast_traffic(NK, h)) + 2 * NK })
+              bwd_bytes = fused and traffic_of(MN) + (w_fp8 and 2 * NK or traffic_of(NK))
+                          or cast_traffic(MN, h) + (w_fp8 and 0 or cast_traffic(NK, h)) + 2 * NK,
+              compile_extern = true })
   return y
 end
 

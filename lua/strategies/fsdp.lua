@@ -178,10 +178,13 @@ function M.release(cx, layer, keep)
   -- reduce-scatter: the layer's unsharded gradients copied into one flat input (reduce dtype)
   -- (the reduce dtype, else the gradients': a float8-gathered weight's is the parameter dtype)
   local rdt = s.reduce_dtype or list[1].grad_dtype
-  local grads, rs_bytes, outs = {}, 0, {}
+  local mb, nmb = cx.micro or 1, cx.micro_total or 1
+  local no_sync = s.kind == "fsdp2" and not s.opts.sync_every_micro_batch
+  local reduces = not (no_sync and mb < nmb)
+  local grads, rs_bytes, outs, tp_moves = {}, 0, {}, {}
   for _, g in ipairs(list) do
     if g.p.trainable then
-      grads[#grads + 1] = g.full.id
+      if g.p.tp_grad and reduces then tp_moves[#tp_moves + 1] = g else grads[#grads + 1] = g.full.id end
       rs_bytes = rs_bytes + nn.bytes(g.p.shape, rdt or g.grad_dtype or g.dtype)
       outs[#outs + 1] = g.p.shard_grad
     end
@@ -198,10 +201,26 @@ function M.release(cx, layer, keep)
   -- then foreach_reduce): the unsharded parameters go before the reduce-scatter input comes
   local free_gathered = { name = "free gathered layer " .. layer, phase = "bwd", hook = 2, layer = layer,
                           frees = used }
+  -- beside tensor parallelism (lua/strategies/tp.lua, p.tp_grad) the post-backward first
+  -- redistributes each gradient to its parameter's tp placement (_fsdp_param.py
+  -- _get_grad_inner_tensor, before FSDPParamGroup.post_backward reshards): a SequenceParallel
+  -- norm's Partial gradient all-reduced over tp into a new tensor (the functional all_reduce
+  -- clones its input), the embedding's whole-table Replicate one cloned to the rank's rows
+  -- (Shard._replicate_to_shard); the source dropped at once, the result read and freed by the
+  -- copy-in
+  local moved = {}
+  for _, g in ipairs(tp_moves) do
+    local gb = nn.bytes(g.p.shape, g.grad_dtype or g.dtype)
+    local out = tensor(cx, ("%s gradient (%s)"):format(g.p.name, g.p.tp_grad.to), gb,
+                       g.grad_dtype or g.dtype, "grad", false)
+    op(cx, { name = ("redistribute %s gradient to %s"):format(g.p.name, g.p.tp_grad.to),
+             kind = g.p.tp_grad.kind, phase = "bwd", hook = 2, layer = layer, grads_of = { g.full.id },
+             free_grads = true, drop_persistent = true, outputs = { out }, bytes = gb,
+             world = g.p.tp_grad.kind == "allreduce" and g.p.tp_grad.world or nil })
+    moved[#moved + 1] = out
+  end
   if s.kind == "fsdp2" then op(cx, free_gathered) end
-  local mb, nmb = cx.micro or 1, cx.micro_total or 1
   local offload = s.opts.offload_optimizer == "cpu" or s.opts.offload_param == "cpu"
-  local no_sync = s.kind == "fsdp2" and not s.opts.sync_every_micro_batch
   s.acc_unsharded = s.acc_unsharded or {}
   s.acc_shard = s.acc_shard or {}
   if #grads > 0 and no_sync and mb < nmb then
@@ -220,7 +239,7 @@ function M.release(cx, layer, keep)
                phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
                drop_persistent = true, inputs = { acc }, bytes = 3 * rs_bytes })
     end
-  elseif #grads > 0 then
+  elseif #grads + #moved > 0 then
     local rin = tensor(cx, ("reduce-scatter input (layer %d)"):format(layer), rs_bytes,
                        rdt or list[1].dtype, "temp", false)
     -- FSDP2 (foreach_reduce) makes and fills the input on the current stream and keeps it until
@@ -228,11 +247,14 @@ function M.release(cx, layer, keep)
     local fsdp2 = s.kind == "fsdp2"
     local acc_in = s.acc_unsharded[layer]
     s.acc_unsharded[layer] = nil
+    local read = {}
+    if acc_in then read[1] = acc_in end
+    for _, t in ipairs(moved) do read[#read + 1] = t end
     op(cx, { name = ("reduce-scatter copy-in layer %d"):format(layer), kind = "copy", stream = fsdp2 and S.compute or S.reduce_scatter,
              host_us = fsdp2 and fsdp2_hook_us(cx, s, layer, "bwd") or nil,
              phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
              drop_persistent = true, outputs = { rin }, bytes = 2 * rs_bytes,
-             inputs = { acc_in }, frees = { acc_in },
+             inputs = read, frees = read,
              slot = fsdp2 and SLOT_REDUCE_SCATTER or nil })
     local first = s.acc_shard[layer] == nil or offload
     local rout = tensor(cx, ("reduce-scatter output (layer %d%s)"):format(layer, first and "" or ", micro-batch " .. mb),

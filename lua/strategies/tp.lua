@@ -198,20 +198,35 @@ function T.hooks(cx, root, tp)
   -- dispatch redistributes it to Shard(0) for each grads argument of each foreach op that reads
   -- it (_dispatch.py redistribute_local_args; Shard._replicate_to_shard: a clone of the rank's
   -- rows, no collective): a temporary of that op, w.tp_replicated_grad, strategies/optim.lua.
-  -- Under FSDP2 its post-backward redistributes the gradient to the tp placement before its own
-  -- reduce-scatter (_fsdp_param.py _get_grad_inner_tensor): the whole table is a temporary of
-  -- the backward
+  -- Under FSDP2 its post-backward redistributes the gradient to the tp placement before it
+  -- reshards (_fsdp_param.py _get_grad_inner_tensor: grad.redistribute(placements=
+  -- self._tp_spec.placements)): the clone of the rank's rows is made there and the whole table
+  -- dropped (p.tp_grad, strategies/fsdp.lua); a SequenceParallel norm's Partial gradient is
+  -- all-reduced over tp there, out of place (the functional all_reduce clones its input)
+  -- (beside a pipeline FSDP2 reduces once after the schedule, strategies/fsdp.lua pp_release,
+  -- which is not modelled with the redistribution: there the whole table stays a temporary of
+  -- the embedding's backward, m.tp_full_grad_bytes, and the norms' all-reduce is not an op)
   local fsdp = cx.dp and cx.shard_params
+  local pp = fsdp and cx.dp.pp_keep
+  if fsdp and not pp then
+    -- (a pipeline stage but the first holds no embeddings)
+    if embed then embed.p.weight.tp_grad = { kind = "copy", to = "Shard(0)", world = tp } end
+    mod.walk(root, function(m)
+      if m.key == "input_layernorm" or m.key == "post_attention_layernorm" or m.path == "model.norm" then
+        m.p.weight.tp_grad = { kind = "allreduce", to = "Replicate()", world = tp }
+      end
+    end)
+  end
   local mask
   add(embed, {
     pre = function(c, m, args)
       local w = m.p.weight
       local whole = nn.bytes({ w.shape[1] * tp, w.shape[2] }, w.dtype)
-      if fsdp then
+      if pp then
         m.tp_full_grad_bytes = whole
       else
         m.tp_whole_grad_bytes = whole
-        w.tp_replicated_grad = nn.bytes(w.shape, w.dtype)
+        if not fsdp then w.tp_replicated_grad = nn.bytes(w.shape, w.dtype) end
       end
       local ids = args[1]
       local n = nn.numel(ids.shape)
@@ -246,11 +261,13 @@ function T.hooks(cx, root, tp)
 end
 
 -- The note a run with tensor parallelism carries: what it leaves out.
-function T.notes(tp)
+-- (fsdp: FSDP2 beside it and no pipeline, whose post-backward all-reduces the norms' gradients
+-- as an op, T.hooks)
+function T.notes(tp, fsdp)
   return {
     ("tensor parallelism over %d ranks (torchtitan's plan with sequence parallelism); loss parallel: the "
      .. "cross-entropy of each rank's vocabulary shard, its per-token all-reduces of max and sum "
-     .. "(b x s floats) not ops; the norms' weight-gradient all-reduce over tp not an op"):format(tp),
+     .. "(b x s floats) not ops%s"):format(tp, fsdp and "" or "; the norms' weight-gradient all-reduce over tp not an op"),
   }
 end
 

@@ -200,8 +200,9 @@ function M.build(cx, cfg)
     local left
     f8hit, left = F8.apply(root, f8, "lm_head")
     cx.notes[#cx.notes + 1] = ("float8 (torchao, recipe %s): %d Linears are Float8Linear, %d stay nn.Linear "
-      .. "(the output layer, dims not divisible by 16); eager casts, each intermediate a tensor (under "
-      .. "torch.compile they fuse)"):format(f8.recipe, #f8hit, #left)
+      .. "(the output layer, dims not divisible by 16); %s"):format(f8.recipe, #f8hit, #left,
+      t.compile and "compiled casts, each an amax and one fused kernel writing the float8 operand"
+      or "eager casts, each intermediate a tensor (under torch.compile they fuse)")
   end
   local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes)
     or require("strategies.data").check(t, mc, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
@@ -222,7 +223,14 @@ function M.build(cx, cfg)
     if why then error(why, 0) end
     TP.shard_tree(root, tp)
     cx.tp_applied = true
-    for _, n in ipairs(TP.notes(tp)) do cx.notes[#cx.notes + 1] = n end
+    for _, n in ipairs(TP.notes(tp, cx.dp and cx.shard_params and not cx.dp.pp_keep)) do cx.notes[#cx.notes + 1] = n end
+    if cx.dp and cx.shard_params and (t.grad_accum or 1) > 1 and cx.dp.opts.sync_every_micro_batch == false then
+      -- (FSDP2 then keeps the unsharded gradients, the embedding's as the whole table, until the
+      -- last micro-batch: not held to a capture)
+      cx.notes[#cx.notes + 1] = "tensor parallelism with zero.sync_every_micro_batch = false: the micro-batches before "
+        .. "the last accumulate the rank's tp-local gradients; the embedding's whole-table Replicate gradient that "
+        .. "FSDP2 would keep unsharded between them is not modelled"
+    end
   end
   -- context parallelism (torchtitan's context_parallel: the batch's sequence sharded before the
   -- model runs): the rank's graph is of its s/cp tokens, its attention the ring's
@@ -311,13 +319,15 @@ function M.build(cx, cfg)
              require("strategies.checkpoint").hooks(root, root.checkpoint_layer, t.checkpoint_every,
                                                      t.checkpoint_scope, "self_attn") or {}
   register(ck, "first")
-  -- each compiled decoder layer is one region, like a checkpointed one (strategies/compile.lua)
-  if compiled then
-    register(require("strategies.compile").hooks(root, root.checkpoint_layer, t.checkpointing), "first")
-  end
   if dm_hooks then register(dm_hooks) end
   if tp > 1 then register(require("strategies.tp").hooks(cx, root, tp)) end
   if cx.dp and cx.shard_params then register(require("strategies.shard").hooks(cx, root, cx.dp.kind)) end
+  -- each compiled decoder layer is one region, like a checkpointed one (strategies/compile.lua),
+  -- inside the sharding hooks: FSDP2's pre- and post-forward hooks are graph breaks around the
+  -- compiled layer (torch._dynamo.config.skip_fsdp_hooks), whose graph sees the gathered parameters
+  if compiled then
+    register(require("strategies.compile").hooks(root, root.checkpoint_layer, t.checkpointing), "first")
+  end
   register(ck, "last")
   if t.activation_offload and not t.inference then
     -- torchtune's recipes enter OffloadActivations around the model; the head runs under a

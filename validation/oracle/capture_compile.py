@@ -8,7 +8,9 @@ own output are what it saves for backward. Inductor's codegen is not run (it nee
   capture_compile.py [-o validation/oracle/captures/compile_llama2_7b_l1.json]
 
 One record per configuration (bf16, amp_bf16: fp32 weights under autocast, lora_bf16: peft's
-LoRA on q_proj and v_proj, r 8, dropout 0.05), each with every saved tensor: its graph name,
+LoRA on q_proj and v_proj, r 8, dropout 0.05, float8_tensorwise: torchao's
+convert_to_float8_training with the tensorwise recipe and torchtitan's filter, on the fake CUDA
+device's _scaled_mm meta kernel), each with every saved tensor: its graph name,
 shape, dtype, bytes, kind ("param" for a parameter or a view of one, "input" for another
 input of the layer: its hidden states and the rotary tables, "activation" for the rest) and
 storage (the node whose storage it is: a view and its base are one saved tensor).
@@ -30,6 +32,7 @@ CONFIGS = {
     "amp_bf16": {"precision": "amp_bf16"},
     "lora_bf16": {"precision": "lora_bf16",
                   "lora": {"r": 8, "alpha": 32, "dropout": 0.05, "targets": ["q_proj", "v_proj"]}},
+    "float8_tensorwise": {"precision": "bf16", "float8": {"recipe": "tensorwise"}},
 }
 
 
@@ -121,11 +124,11 @@ def main():
             "partition": "min_cut_rematerialization_partition",
             "decompositions": "torch._inductor.decomposition.select_decomp_table()",
             "model": "scenarios/configs/llama-2-7b-hf.json, 1 layer, batch 1", "sdpa": "cudnn"}
-    try:
-        import peft
-        head["peft"] = peft.__version__
-    except ImportError:
-        pass
+    for mod in ("peft", "torchao"):
+        try:
+            head[mod] = __import__(mod).__version__
+        except ImportError:
+            pass
     with open(args.o + ".tmp", "w") as fh:
         json.dump({"header": head, "records": recs}, fh, indent=1)
         fh.write("\n")

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""The oracle's capture of tensor parallelism: one rank (rank 0) of DTensor tensor parallelism
+"""The oracle's capture of tensor parallelism: one rank of DTensor tensor parallelism
 with sequence parallelism, torchtitan's plan on transformers' Llama modules, run on fake CUDA
 tensors in a fake process group (torch.testing._internal.distributed.fake_pg.FakeStore), and
 written in capture.py's format.
 
   capture_tp.py SPEC.json [-o OUT.jsonl.gz]
 
-A spec is capture.py's (validation/oracle/specs/) with `tp` (the world size: every rank is in
-the one tensor-parallel group) and without what the plan does not take here (lora, checkpointing,
-amp). The plan is torchtitan's apply_tp (torchtitan/models/llama3/infra/parallelize.py, at the
+A spec is capture.py's (validation/oracle/specs/) with `tp` (the tensor-parallel group's size)
+and without what the plan does not take here (lora, checkpointing, amp). With `dp_shard` (> 1)
+the mesh is torchtitan's 2-D one, (dp_shard, tp) named ("dp_shard", "tp"): the plan is applied
+over mesh["tp"], then fully_shard on each decoder layer and on the root over mesh["dp_shard"]
+(parallelize_llama's order: apply_tp, then apply_fsdp), world dp_shard x tp. `rank` (default 0)
+is the rank recorded. The plan is torchtitan's apply_tp (torchtitan/models/llama3/infra/parallelize.py, at the
 parent of torchtitan commit 9810191) on transformers' names, as lua/strategies/tp.lua models it:
 
   model.embed_tokens  RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
@@ -38,7 +41,7 @@ import sys
 
 import capture as C
 
-SPEC_FIELDS = dict(C.SPEC_FIELDS, tp=int)
+SPEC_FIELDS = dict(C.SPEC_FIELDS, tp=int, dp_shard=int, rank=int)
 for k in ("lora", "checkpointing", "checkpoint_every", "grad_accum"):
     SPEC_FIELDS.pop(k, None)
 
@@ -104,9 +107,37 @@ def capture(spec):
     C.install_sdpa_backend(torch, backend)
     C.install_data_answers(torch)
     tp = int(spec["tp"])
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=tp)
-    # (the mesh is made outside fake mode: DeviceMesh reads its rank table's values)
-    mesh = init_device_mesh("cuda", (tp,))
+    dp_shard = int(spec.get("dp_shard", 1))
+    world = tp * dp_shard
+    rank = int(spec.get("rank", 0))
+    rec = C.Recorder()
+    if dp_shard > 1:
+        # FSDP2's streams and events, and its resize_ of the unsharded parameters (capture.py)
+        sys.path.insert(0, C.HERE)
+        import fake_dist
+        fake_dist.install_fake_streams(torch, world)
+        rec.install_resize(torch)
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
+    # (the mesh is made outside fake mode: DeviceMesh reads its rank table's values); torchtitan's
+    # order of dimensions: dp_shard outside, tp inside (ranks 2k, 2k+1 are one tp group)
+    if dp_shard > 1:
+        world_mesh = init_device_mesh("cuda", (dp_shard, tp), mesh_dim_names=("dp_shard", "tp"))
+        mesh = world_mesh["tp"]
+    else:
+        mesh = init_device_mesh("cuda", (tp,))
+
+    if dp_shard > 1:
+        # FSDP2 joins the dp and tp meshes into one (DeviceMesh._concatenate), reading their rank
+        # tables' values: done outside the fake mode, as the meshes themselves are (host tensors
+        # of a few ints, nothing on the device)
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        from torch.distributed.device_mesh import DeviceMesh
+        concatenate = DeviceMesh._concatenate
+
+        def concatenate_real(*a, **k):
+            with unset_fake_temporarily():
+                return concatenate(*a, **k)
+        DeviceMesh._concatenate = staticmethod(concatenate_real)
 
     # a DTensor's storage is its local shard's
     track = C.Recorder.track
@@ -115,7 +146,6 @@ def capture(spec):
         return track(self, t._local_tensor if isinstance(t, DTensor) else t)
     C.Recorder.track = local_track
 
-    rec = C.Recorder()
     fake = FakeTensorMode()
     torch.manual_seed(0)
 
@@ -135,6 +165,14 @@ def capture(spec):
         parallelize_module(model, mesh, top)
         for blk in model.model.layers:
             parallelize_module(blk, mesh, layer)
+        if dp_shard > 1:
+            # torchtitan's apply_fsdp after apply_tp: fully_shard on every block, then the root,
+            # over dp_shard (reshard_after_forward True, no mixed-precision policy: the model is
+            # in bf16); each parameter becomes a DTensor over (dp_shard, tp)
+            from torch.distributed.fsdp import fully_shard
+            for blk in model.model.layers:
+                fully_shard(blk, mesh=world_mesh["dp_shard"], reshard_after_forward=True)
+            fully_shard(model, mesh=world_mesh["dp_shard"], reshard_after_forward=True)
         # each rank's shards made on the GPU (torchtitan: model.to_empty(device="cuda"), then
         # init_weights; random fills allocate nothing)
         # (by hand: Module.to_empty swaps each parameter, which the fake tensors' stand-in for
@@ -181,8 +219,9 @@ def capture(spec):
     header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,
               "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                            "peft": None, "python": sys.version.split()[0]},
-              "world_size": tp, "rank": 0, "device": "cuda (fake)", "process_group": "fake",
-              "parallel": {"tp": tp}, "sdpa_backend": backend,
+              "world_size": world, "rank": rank, "device": "cuda (fake)", "process_group": "fake",
+              "parallel": dict({"tp": tp}, **({"dp_shard": dp_shard} if dp_shard > 1 else {})),
+              "sdpa_backend": backend,
               "param_bytes": sum(r["bytes"] for r in param_rows)}
     return [header] + [dict(e="param", **r) for r in param_rows] + rec.events + steps
 
@@ -210,6 +249,10 @@ def check_spec(path):
         bad(f"precision {spec['precision']!r}: the tensor-parallel capture takes bf16 or fp32")
     if spec["tp"] < 2:
         bad("tp must be at least 2")
+    if spec.get("dp_shard", 1) < 1:
+        bad("dp_shard must be at least 1")
+    if not 0 <= spec.get("rank", 0) < spec["tp"] * spec.get("dp_shard", 1):
+        bad(f"rank {spec.get('rank')} is not one of the {spec['tp'] * spec.get('dp_shard', 1)} ranks")
     return spec
 
 
