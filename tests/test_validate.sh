@@ -152,18 +152,16 @@ KNOWN = {
     # (from_config under torch.device("cuda")) and did not cast it, where the scripts build on the
     # CPU and call .to(device, dtype=weight_dtype); the harness does that now. Its allocator traces
     # (fulltrace_gen4-sd35m-*) show both effects at embeddings.py (diffusers 0.42.1 PatchEmbed).
-    ("gen4-sd35m-l4-lora-r1024", "peak_allocated"): (0.15,
+    ("gen4-sd35m-l4-lora-r1024", "peak_allocated"): (0.14,
         "the position table kept fp32 (embeddings.py:332, 864 MiB; cast by the script, 432 MiB as "
-        "vrsim has it); the rest (-1.6 %) is JointTransformerBlock.forward's Python locals alive "
-        "through the last block's feed-forward (attention.py:711/716/720/728, normalization.py:126, "
-        "about 85 MiB) that vrsim frees at their last use"),
-    ("gen4-sd35m-l4-lora-r1024-ckpt", "peak_allocated"): (0.22,
+        "vrsim has it: 13.2 % of the peak; the rest is 10 MiB)"),
+    ("gen4-sd35m-l4-lora-r1024-ckpt", "peak_allocated"): (0.20,
         "the position table kept fp32 (embeddings.py:332: 432 MiB, 18.9 % of the peak)"),
-    ("gen4-sd35m-l4-lora-r1024", "peak_reserved"): (0.38,
+    ("gen4-sd35m-l4-lora-r1024", "peak_reserved"): (0.37,
         "the build's sin-cos table made on the GPU in float64 (embeddings.py:249-254 and 218: "
         "segments of 432, 432, 432, 864 and 1728 MiB, 4776 MiB reserved after the build), and the "
         "fp32 table"),
-    ("gen4-sd35m-l4-lora-r1024-ckpt", "peak_reserved"): (0.60,
+    ("gen4-sd35m-l4-lora-r1024-ckpt", "peak_reserved"): (0.59,
         "the build's float64 sin-cos table on the GPU (4776 MiB reserved after the build) and the "
         "fp32 table"),
     ("gen4-sd35m-l4-lora-r1024", "step_time"): (0.70,

@@ -161,6 +161,20 @@ function S.SD35AdaLayerNormZeroX(dim)
   return m
 end
 
+-- The block's Python locals that outlive their last use: forward's frame holds each until the
+-- name is rebound or the block returns (attn_output and attn_output2 after their gating,
+-- norm_hidden_states2, the modulated norm_hidden_states the feed-forward reads, ff_output after
+-- its gating; the H100 trace of gen4-sd35m-l4-lora-r1024 shows them live through the last
+-- block's feed-forward, attention.py:711/716/720 and normalization.py:126). A no-kernel op
+-- reading them where the frame lets them go.
+local function frame_release(cx, name, list)
+  local ids = {}
+  for _, t in pairs(list) do if t then ids[#ids + 1] = t.id end end
+  if #ids == 0 then return end
+  cx.G:op { name = name, kind = "none", phase = cx.phase, inputs = ids, outputs = {},
+            layer = cx.layer, region = cx.region }
+end
+
 -- JointTransformerBlock.forward(hidden_states, encoder_hidden_states, temb): returns
 -- encoder_hidden_states (nil after a context_pre_only block), hidden_states.
 local function joint_forward(cx, m, h, ctx, temb)
@@ -173,16 +187,22 @@ local function joint_forward(cx, m, h, ctx, temb)
     nc, c_gate_msa, c_shift_mlp, c_scale_mlp, c_gate_mlp = call(cx, C.norm1_context, ctx, temb)
   end
   local ao, cao = call(cx, C.attn, nh, nc)
-  h = nn.add(cx, name .. ".add_attn", h, D.gate(cx, name .. ".gate_msa", gate_msa, ao))
+  local gao = D.gate(cx, name .. ".gate_msa", gate_msa, ao)
+  h = nn.add(cx, name .. ".add_attn", h, gao)
+  local gao2
   if C.attn2 then
     local ao2 = call(cx, C.attn2, nh2)
-    h = nn.add(cx, name .. ".add_attn2", h, D.gate(cx, name .. ".gate_msa2", gate_msa2, ao2))
+    gao2 = D.gate(cx, name .. ".gate_msa2", gate_msa2, ao2)
+    h = nn.add(cx, name .. ".add_attn2", h, gao2)
   end
   local n2 = D.layer_norm(cx, name .. ".norm2", h)
   n2 = D.modulate(cx, name .. ".norm2", n2, scale_mlp, shift_mlp)
   local f = call(cx, C.ff, n2)
-  h = nn.add(cx, name .. ".add_ff", h, D.gate(cx, name .. ".gate_mlp", gate_mlp, f))
+  local gf = D.gate(cx, name .. ".gate_mlp", gate_mlp, f)
+  h = nn.add(cx, name .. ".add_ff", h, gf)
+  local locals = { gao, gao2, C.attn2 and nh2 or nil, n2, gf }
   if m.pre_only then
+    frame_release(cx, name .. ".frame", locals)
     nn.release(cx, { ctx }, name .. ".encoder_hidden_states dropped")
     return nil, h
   end
@@ -191,6 +211,7 @@ local function joint_forward(cx, m, h, ctx, temb)
   nc2 = D.modulate(cx, name .. ".norm2_context", nc2, c_scale_mlp, c_shift_mlp)
   local cf = call(cx, C.ff_context, nc2)
   ctx = nn.add(cx, name .. ".add_context_ff", ctx, D.gate(cx, name .. ".c_gate_mlp", c_gate_mlp, cf))
+  frame_release(cx, name .. ".frame", locals)
   return ctx, h
 end
 
