@@ -67,3 +67,18 @@ for name, says in [("bad-compile", 'training.compile.scope = "model" is not mode
           "%s is skipped, naming it (%s)" % (name, line[0].strip() if line else "no line"))
 sys.exit(1 if fails else 0)
 PY
+[ $? -eq 0 ] || exit 1
+
+# the measured chunked-loss run (H100, b2 x 4096): torchtune's decoder returns the chunks' logits,
+# its final hidden state freed before the loss (the allocator trace: 25 hidden-sized 64 MiB tensors
+# live at the peak, not 26); vrsim's peak allocated is the record's within 0.1 %
+"$VRSIM" validate --json --only gen4-tm-l3-8b-l4-b2-s4096-chunked \
+    validation/records/llama_h100_gen4_tech_model.jsonl >"$TMP/chunked.json" 2>"$TMP/err" || { cat "$TMP/err"; exit 1; }
+python3 - "$TMP/chunked.json" <<'PY'
+import json, sys
+r = [x for x in json.load(open(sys.argv[1])) if x["metric"] == "peak_allocated"]
+ok = len(r) == 1 and abs(r[0]["rel_error"]) <= 0.001
+print(("ok   " if ok else "FAIL ") + "chunked loss, measured: peak allocated %s" %
+      ("%+.3f %%" % (100 * r[0]["rel_error"]) if r else "no row"))
+sys.exit(0 if ok else 1)
+PY

@@ -780,10 +780,12 @@ local function causal_lm_forward(cx, m, ids)
     -- Liger's reads the head's weight itself, torchtune's runs the head on chunks
     local LL = require "vrsim.lm_loss"
     local head = m.children.lm_head
-    local loss = r.loss == "liger_fused" and LL.liger_fused(cx, hf, mod.weight(cx, head.p.weight), r.batch, r.seq)
-                 or LL.chunked(cx, head, hf, r.batch, r.seq)
-    nn.release(cx, { hf }, "LlamaForCausalLM.forward returns: hidden_states")
-    return loss
+    if r.loss == "liger_fused" then
+      local loss = LL.liger_fused(cx, hf, mod.weight(cx, head.p.weight), r.batch, r.seq)
+      nn.release(cx, { hf }, "LlamaForCausalLM.forward returns: hidden_states")
+      return loss
+    end
+    return LL.chunked(cx, head, hf, r.batch, r.seq) -- releases hf once the head has run
   end
   local hl = hf
   if r.logits_to_keep then

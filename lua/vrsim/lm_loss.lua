@@ -156,6 +156,11 @@ function M.chunked(cx, head, hf, b, s)
     head.opname = opname
     nn.hold(cx, logits[k]) -- the recipe's `logits` list, deleted after the loss
   end
+  -- TransformerDecoder.forward returns the chunks' logits: its h is gone before the loss runs
+  -- (kept only where the head saved views of it, a batch of one sequence). Measured:
+  -- fulltrace_gen4-tm-l3-8b-l4-b2-s4096-chunked, 25 hidden-sized (64 MiB) tensors live at the
+  -- peak, not 26
+  nn.release(cx, { hf }, "TransformerDecoder.forward returns: h")
   local target = shifted_labels(cx, b, s)
   -- total_elements = (labels != ignore_index).sum()
   local ne = nn.op(cx, { name = "chunked_ce.labels_ne", inputs = { target }, frees = {},
