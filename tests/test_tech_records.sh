@@ -31,7 +31,9 @@ recs = [
     ("lora", {"mode": "lora_bf16", "lora": lora}),
     ("offload", {"mode": "lora_bf16", "lora": lora, "activation_offload": True}),
     ("qlora", {"mode": "qlora_bf16", "quant": "nf4", "lora": lora}),
+    # measure_llama.py's n_trainable of an inference run: every parameter (requires_grad as built)
     ("generate", {"mode": "bf16", "ckpt": False, "build": "direct", "inference": True, "batch": 2, "seq": 64,
+                  "n_params": 1486901248, "n_trainable": 1486901248,
                   "generate": {"prompt": 64, "max_new_tokens": 8, "batch": 2}}),
     ("generate-long", {"mode": "bf16", "ckpt": False, "build": "direct", "inference": True, "batch": 2, "seq": 64,
                        "generate": {"prompt": 64, "max_new_tokens": 64, "batch": 2}}),
@@ -91,6 +93,8 @@ check(a("paged") < a("adamw8bit"), "paged_adamw_8bit peaks below adamw8bit (%.1f
 check(a("inbwd") < a("full"), "optimizer_in_backward peaks below the whole-model step (%.1f < %.1f MiB)" % (a("inbwd") / MiB, a("full") / MiB))
 check(a("offload") < a("lora"), "activation_offload peaks below the same LoRA run (%.1f < %.1f MiB)" % (a("offload") / MiB, a("lora") / MiB))
 check(a("qlora") < a("lora"), "qlora_bf16 (nf4 base) peaks below lora_bf16 (%.1f < %.1f MiB)" % (a("qlora") / MiB, a("lora") / MiB))
+check("n_trainable" not in pred["generate"] and "n_params" not in pred["generate"],
+      "generate: the record's n_params matches; its n_trainable (the model as built, none trained) is not compared")
 t = lambda n: pred[n]["step_time"]
 check(t("generate-long") > 4 * t("generate"), "generate: 64 new tokens take over 4 x the time of 8 (%.1f, %.1f ms)" % (t("generate-long"), t("generate")))
 for n, why in (("bad-qlora-noquant", "without quant"), ("bad-quant-plain", "outside mode qlora_bf16"),
