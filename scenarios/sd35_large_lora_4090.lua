@@ -11,29 +11,29 @@
 -- Answer (vrsim 2026-12-05, ./vrsim scenarios/sd35_large_lora_4090.lua [--set ...]): it fits,
 -- with 5.9 GiB to spare: the frozen bf16 transformer takes 15.5 GiB of the card's 22.97 usable,
 -- and checkpointing keeps only the 38 blocks' inputs. Without checkpointing it does not fit.
--- With checkpointing, four images a step still fit (1.7 GiB to spare); encoding the latents
+-- With checkpointing, four images a step still fit (1.5 GiB to spare); encoding the latents
 -- every step (the fp32 VAE on the GPU) costs 2.1 GiB and fits. Computing the text embeddings
 -- every step (custom prompts: T5-XXL's 8.9 GiB of bf16 weights stay on the GPU) does not fit on
--- 24 GB and fits on a 32 GB RTX 5090 (3.1 GiB to spare). SD 3.5 Medium fits on the 4090 even
+-- 24 GB and fits on a 32 GB RTX 5090 (2.9 GiB to spare). SD 3.5 Medium fits on the 4090 even
 -- with the encoders and VAE run every step, and without checkpointing.
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua
---   FITS: peak reserved 17.04 GiB of 22.97 GiB usable (74.2 %), 5.93 GiB headroom
+--   FITS: peak reserved 17.10 GiB of 22.97 GiB usable (74.4 %), 5.87 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set checkpointing=false
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.19.norm1.norm'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.16.norm2.scale'
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set micro_batch=4
---   FITS: peak reserved 21.27 GiB of 22.97 GiB usable (92.6 %), 1.70 GiB headroom
+--   FITS: peak reserved 21.49 GiB of 22.97 GiB usable (93.6 %), 1.48 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set vae=fp32
 --   FITS: peak reserved 19.13 GiB of 22.97 GiB usable (83.3 %), 3.84 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set text_encoders=frozen
 --   DOES NOT FIT: CUDA out of memory while building the model (at 'parameters')
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set text_encoders=frozen --set gpu=rtx5090
---   FITS: peak reserved 27.55 GiB of 30.61 GiB usable (90.0 %), 3.05 GiB headroom
+--   FITS: peak reserved 27.69 GiB of 30.61 GiB usable (90.4 %), 2.92 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set model.config=configs/sd35-medium-transformer.json --set text_encoders=frozen --set vae=fp32
 --   FITS: peak reserved 18.84 GiB of 22.97 GiB usable (82.0 %), 4.13 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set model.config=configs/sd35-medium-transformer.json --set checkpointing=false
---   FITS: peak reserved 12.70 GiB of 22.97 GiB usable (55.3 %), 10.27 GiB headroom
+--   FITS: peak reserved 13.98 GiB of 22.97 GiB usable (60.9 %), 8.99 GiB headroom
 return {
   title = "Stable Diffusion 3.5 Large LoRA at 1024 px on an RTX 4090 (24 GB) with gradient checkpointing",
   hardware = { gpu = "rtx4090" },

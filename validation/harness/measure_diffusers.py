@@ -29,7 +29,8 @@ shape, made once before the first step (vrsim's text_encoders = "cached", vae = 
         the UNet's dtype.
 
 AdamW(lr=1e-4, foreach=True) over the trainable parameters; opt.step(), zero_grad(set_to_none);
-peak statistics reset before each step. A plan line: name, model (flux | sd3 | sd), config (path
+peak statistics reset before each step. The scripts' accelerator.clip_grad_norm_(max_grad_norm)
+is left out, as vrsim leaves it out (a foreach norm per parameter: scalars, no tensor of size). A plan line: name, model (flux | sd3 | sd), config (path
 of a diffusers config.json, relative to the repository root), cut (keys laid over it), res, batch,
 mode (lora_bf16 | amp_bf16 | bf16), ckpt, optim (adamw_foreach), lora ({r, alpha, dropout,
 targets}) for lora_bf16, max_sequence_length (flux 512, sd3 77), steps (4), trace (true or
@@ -40,6 +41,16 @@ transformers 5.25.0 over the image's torch; ~3 min; records, traces and log come
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1; PYTHONPATH=/tmp/site python3 validation/harness/measure_diffusers.py --plan validation/harness/plans/plan_gen4_diffusion.jsonl --out $OUT/diffusion_h200_gen4.jsonl --trace-dir $OUT --deadline-s 400 2>&1 | grep -v Warning | tee $OUT/diffusion_log.txt | tail -40
 Directly:
   measure_diffusers.py --plan validation/harness/plans/plan_gen4_diffusion.jsonl --out RECORDS.jsonl
+The Flux.1 lines of the first run (one H100, torch 2.11.0+cu130, diffusers 0.42.1; the SD3 and
+SD 1.5 lines of the same call ran) stopped in step 0 with "CUDA error: an illegal memory access",
+reported at AdamW's first _foreach_mul_: a device fault of an earlier, asynchronous kernel of
+that step's forward or backward. The step's inputs are made on the device explicitly with the
+FluxPipeline helpers' shapes and the same code runs on the CPU (--cpu-check), and a wrong device
+or shape on the Python side raises a Python error, not a device fault; the kernels Flux runs and
+SD3 does not are its attention at head_dim 128 on permuted (n, s, heads, d) views and the float64
+rotary tables. To name the kernel, run one line with CUDA_LAUNCH_BLOCKING=1 (the workers
+inherit the environment):
+  CUDA_LAUNCH_BLOCKING=1 measure_diffusers.py --plan ... --only gen4-flux-dev-d2s4-lora-r1024 --out R.jsonl
 Check on the CPU (build and one step of a tiny cut, no GPU):
   measure_diffusers.py --plan validation/harness/plans/plan_gen4_diffusion.jsonl --cpu-check
 """
@@ -75,17 +86,18 @@ def load_config(cfg):
 
 
 def build(torch, cfg, dcfg, device):
-    """The model from its config in the parameter dtype; checkpointing and LoRA as the script."""
+    """The model as the scripts have it: from_pretrained builds it on the CPU in fp32, then
+    .to(device, dtype=weight_dtype) (bf16 for lora_bf16: the buffers too; the UNet stays fp32
+    under amp_bf16); checkpointing and LoRA as the script. (Built on the GPU instead, SD3's
+    PatchEmbed computes its sin-cos table there in float64: 4.7 GiB of transient segments the
+    script's run never makes, and the table would stay fp32.)"""
     import diffusers
     mode = cfg["mode"]
     dtype = torch.float32 if mode == "amp_bf16" else torch.bfloat16
     cls = getattr(diffusers, CLASSES[cfg["model"]])
-    torch.set_default_dtype(dtype)
-    try:
-        with torch.device(device):
-            model = cls.from_config({k: v for k, v in dcfg.items() if not k.startswith("_")})
-    finally:
-        torch.set_default_dtype(torch.float32)
+    with torch.device("meta" if device.type == "meta" else "cpu"):
+        model = cls.from_config({k: v for k, v in dcfg.items() if not k.startswith("_")})
+    model.to(device, dtype=dtype)
     if cfg.get("ckpt"):
         model.enable_gradient_checkpointing()
     if mode == "lora_bf16":

@@ -23,17 +23,43 @@ local call = mod.call
 
 local S = {}
 
--- diffusers' RMSNorm(dim_head, eps=1e-6) as Attention(qk_norm="rms_norm") builds it: to(fp32),
--- pow, mean, rsqrt, the product, .to(weight.dtype), * weight; no autocast op among them, so the
--- output is in the weight's dtype (D.RMSNorm's path without autocast).
+-- diffusers' RMSNorm(dim_head, eps=1e-6) as Attention(qk_norm="rms_norm") builds it
+-- (models/normalization.py RMSNorm.forward): variance = x.to(float32).pow(2).mean(-1,
+-- keepdim=True); x * torch.rsqrt(variance + eps), the product of the input itself (bf16) and the
+-- fp32 rsqrt, so it keeps x, not the fp32 copy pow keeps, and its fp32 output; .to(weight.dtype)
+-- for a half-precision weight; * weight. No autocast op among them (the fp32 copy is explicit):
+-- the output is in the weight's dtype. (The H100 trace of gen4-sd35m-l4-lora-r1024: each q/k
+-- norm keeps its bf16 input, 12 MiB at 4096 tokens, beside the 24 MiB fp32 copy.)
+local function diffusers_rms_forward(cx, m, x)
+  local name = m.opname
+  local w = mod.weight(cx, m.p.weight)
+  local rshape = nn.copy_shape(x.shape)
+  rshape[#rshape] = 1
+  local x32 = nn.to(cx, x, "fp32", name .. ".float")
+  local sq = nn.op(cx, { name = name .. ".pow", inputs = { x32 }, outs = { { name .. ".squared", x.shape, "fp32" } },
+                         saves = { x32 }, bwd_workspace = { nn.bytes(x.shape, "fp32"), nn.bytes(x.shape, "fp32") },
+                         bwd_workspace_first = true })
+  local var = nn.op(cx, { name = name .. ".mean", kind = "reduce_rows", inputs = { sq },
+                          outs = { { name .. ".variance", rshape, "fp32" } } })
+  local rs = nn.op(cx, { name = name .. ".rsqrt", inputs = { var }, outs = { { name .. ".rsqrt", rshape, "fp32" } },
+                         save_outs = { 1 }, bwd_workspace = { nn.bytes(rshape, "fp32"), nn.bytes(rshape, "fp32") },
+                         bwd_workspace_first = true, bwd_kernels = 3 })
+  -- MulBackward0: grad * rsqrt in fp32, cast to x's dtype; grad * x (fp32) before its row sum
+  local n = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x, rs },
+                        outs = { { name .. ".normed", x.shape, "fp32" } }, saves = { x, rs },
+                        bwd_workspace = { nn.bytes(x.shape, "fp32"), nn.bytes(x.shape, "fp32") },
+                        bwd_workspace_first = true })
+  if w.dtype == "bf16" or w.dtype == "fp16" then n = nn.to(cx, n, w.dtype, name .. ".to_weight_dtype") end
+  return nn.mul(cx, name, n, w, nn.promote(n.dtype, w.dtype))
+end
+
 local function diffusers_rms_norm(dim)
   local m = D.RMSNorm(dim)
-  local inner = m.forward
   m.cls = "RMSNorm"
   m.forward = function(cx, self, x)
     local saved = cx.autocast
     cx.autocast = nil
-    local y = inner(cx, self, x)
+    local y = diffusers_rms_forward(cx, self, x)
     cx.autocast = saved
     return y
   end
@@ -58,9 +84,21 @@ local function attention_forward(cx, m, x, ctx)
   local kh = nn.view(cx, k, { n, heads, s, dh }, name .. ".k_bhsd")
   local vh = nn.view(cx, v, { n, heads, s, dh }, name .. ".v_bhsd")
   local ao = nn.sdpa(cx, name, qh, kh, vh)
-  -- .transpose(1, 2).reshape: the SDPA output's layout is (n, s, heads, d) already, a view;
+  -- .transpose(1, 2).reshape: the SDPA kernel lays its output out as q is laid out. Alone, q is
+  -- the (n, s, heads, d) projection transposed, so the output transposed back is contiguous
+  -- and the reshape a view; joint, q is torch.cat(dim=2) of the two streams, contiguous as
+  -- (n, heads, s, d), so the reshape copies (the H100 trace of gen4-sd35m-l4-lora-r1024: one
+  -- 12.45 MiB copy per joint attention, attention_processor.py:1485, kept by to_out.0's LoRA).
+  -- Its backward is views of the gradient.
+  local o
+  if ctx then
+    o = nn.op_sized(cx, { name = name .. ".attn_out", kind = "copy", inputs = { ao },
+                          outs = { { name .. ".attn_out", { n, s, heads * dh }, ao.dtype } },
+                          grads = { { pass = 1 } } })
+  else
+    o = nn.view(cx, ao, { n, s, heads * dh }, name .. ".attn_out")
+  end
   -- .to(query.dtype) is the same dtype (the q/k norms return the weight's dtype)
-  local o = nn.view(cx, ao, { n, s, heads * dh }, name .. ".attn_out")
   o = nn.to(cx, o, q.dtype, name .. ".attn_out.to_query_dtype")
   if not ctx then return call(cx, A.to_out.children["0"], o) end
   local dim = heads * dh
@@ -123,6 +161,20 @@ function S.SD35AdaLayerNormZeroX(dim)
   return m
 end
 
+-- The block's Python locals that outlive their last use: forward's frame holds each until the
+-- name is rebound or the block returns (attn_output and attn_output2 after their gating,
+-- norm_hidden_states2, the modulated norm_hidden_states the feed-forward reads, ff_output after
+-- its gating; the H100 trace of gen4-sd35m-l4-lora-r1024 shows them live through the last
+-- block's feed-forward, attention.py:711/716/720 and normalization.py:126). A no-kernel op
+-- reading them where the frame lets them go.
+local function frame_release(cx, name, list)
+  local ids = {}
+  for _, t in pairs(list) do if t then ids[#ids + 1] = t.id end end
+  if #ids == 0 then return end
+  cx.G:op { name = name, kind = "none", phase = cx.phase, inputs = ids, outputs = {},
+            layer = cx.layer, region = cx.region }
+end
+
 -- JointTransformerBlock.forward(hidden_states, encoder_hidden_states, temb): returns
 -- encoder_hidden_states (nil after a context_pre_only block), hidden_states.
 local function joint_forward(cx, m, h, ctx, temb)
@@ -135,16 +187,22 @@ local function joint_forward(cx, m, h, ctx, temb)
     nc, c_gate_msa, c_shift_mlp, c_scale_mlp, c_gate_mlp = call(cx, C.norm1_context, ctx, temb)
   end
   local ao, cao = call(cx, C.attn, nh, nc)
-  h = nn.add(cx, name .. ".add_attn", h, D.gate(cx, name .. ".gate_msa", gate_msa, ao))
+  local gao = D.gate(cx, name .. ".gate_msa", gate_msa, ao)
+  h = nn.add(cx, name .. ".add_attn", h, gao)
+  local gao2
   if C.attn2 then
     local ao2 = call(cx, C.attn2, nh2)
-    h = nn.add(cx, name .. ".add_attn2", h, D.gate(cx, name .. ".gate_msa2", gate_msa2, ao2))
+    gao2 = D.gate(cx, name .. ".gate_msa2", gate_msa2, ao2)
+    h = nn.add(cx, name .. ".add_attn2", h, gao2)
   end
   local n2 = D.layer_norm(cx, name .. ".norm2", h)
   n2 = D.modulate(cx, name .. ".norm2", n2, scale_mlp, shift_mlp)
   local f = call(cx, C.ff, n2)
-  h = nn.add(cx, name .. ".add_ff", h, D.gate(cx, name .. ".gate_mlp", gate_mlp, f))
+  local gf = D.gate(cx, name .. ".gate_mlp", gate_mlp, f)
+  h = nn.add(cx, name .. ".add_ff", h, gf)
+  local locals = { gao, gao2, C.attn2 and nh2 or nil, n2, gf }
   if m.pre_only then
+    frame_release(cx, name .. ".frame", locals)
     nn.release(cx, { ctx }, name .. ".encoder_hidden_states dropped")
     return nil, h
   end
@@ -153,6 +211,7 @@ local function joint_forward(cx, m, h, ctx, temb)
   nc2 = D.modulate(cx, name .. ".norm2_context", nc2, c_scale_mlp, c_shift_mlp)
   local cf = call(cx, C.ff_context, nc2)
   ctx = nn.add(cx, name .. ".add_context_ff", ctx, D.gate(cx, name .. ".c_gate_mlp", c_gate_mlp, cf))
+  frame_release(cx, name .. ".frame", locals)
   return ctx, h
 end
 
