@@ -26,7 +26,7 @@
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set micro_batch=4 --set checkpointing=false
 --   FITS: peak reserved 21.57 GiB of 22.97 GiB usable (93.9 %), 1.40 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set optimizer=adamw8bit --set micro_batch=8
---   FITS: peak reserved 14.50 GiB of 22.97 GiB usable (63.1 %), 8.47 GiB headroom
+--   FITS: peak reserved 14.52 GiB of 22.97 GiB usable (63.2 %), 8.45 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set precision=lora_fp16 --set ema=false --set micro_batch=8
 --   FITS: peak reserved 6.22 GiB of 22.97 GiB usable (27.1 %), 16.75 GiB headroom
 -- SD 2.1 (768-v) at 768 px, the same way (its UNet config and OpenCLIP ViT-H/14 text encoder; its

@@ -144,6 +144,25 @@ KNOWN = {
     # vrsim's calibration-host dispatch (median_wall_ms), where the record's tiny-op
     # host_dispatch_scale says 0.55-0.56 (docs/step-time.md, "Steady medians by resolution and
     # batch, on an H100 host")
+    # bitsandbytes 0.50.2's 8-bit AdamW step (Optimizer8bit.step): per parameter one blockwise
+    # kernel (kOptimizer8bit2StateBlockwise: both states dequantized through their 256-entry
+    # maps, updated, re-quantized by searching the map, a block absmax each) and then
+    # torch.cuda.synchronize() (utils.sync_gpu), 39 times a step here. vrsim prices the kernel at
+    # its bytes (8 an element, about 6 ms for 1.92e9 elements on the H100); the records take
+    # 52-56 ms more a step than vrsim (106.0 and 109.9 ms against 54.0), and their allocator
+    # traces show the host waiting 75-82 ms from the last backward event to zero_grad's first
+    # free (validation/traces/fulltrace_gen4-tt-adamw8bit.csv.gz, ...-paged-adamw8bit.csv.gz):
+    # the kernel runs near 30 ps an element, far from its bytes; no measured table for it yet
+    ("gen4-tt-adamw8bit", "step_time"): (0.55,
+        "bitsandbytes' 8-bit blockwise AdamW kernel priced at its bytes; measured ~30 ps an element"),
+    ("gen4-tt-paged-adamw8bit", "step_time"): (0.55,
+        "bitsandbytes' 8-bit blockwise AdamW kernel priced at its bytes; measured ~30 ps an element"),
+    # transformers' generate, 128 decode forwards of 4 x 512 tokens: host-bound in vrsim (host
+    # 757.6 ms against 362.1 ms of GPU work); the record's steady steps took 1025.5, 975.8 and
+    # 1158.4 ms (19 % spread, validation/results/logs/gen4_tech_h100_call1.log): the lent H100's
+    # host dispatched the decode loop's small ops 1.3-1.5x slower than vrsim's host figures
+    ("gen4-tt-generate", "step_time"): (0.40,
+        "host-bound generate loop on the lent H100 host, steady steps 975.8-1158.4 ms"),
     ("steps-r1024-b1_bf16", "step_time"): (0.25,
         "host-bound; the tiny-op host_dispatch_scale overstates the H100 host's speed for the UNet's ops"),
     ("steps-r1024-b1_bf16_ckpt", "step_time"): (0.25,

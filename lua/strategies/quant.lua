@@ -21,7 +21,7 @@
 --               int8_mm_dequant to fp16 (tokens x out); the outlier columns (|x| > 6, rare) add
 --               a small fp16 matmul that is left out here
 -- 8-bit AdamW (bnb.optim.AdamW8bit, block_wise): per parameter with >= 4096 elements: state1
---   and state2 uint8 (numel bytes each), absmax1 and absmax2 fp32 (one per 2048-element block);
+--   and state2 uint8 (numel bytes each), absmax1 and absmax2 fp32 (one per 256-element block);
 --   smaller parameters keep fp32 states; one fused kernel per parameter, no temporaries.
 -- Paged (is_paged=True: transformers' paged_adamw_8bit / _32bit, paged_lion_8bit / _32bit;
 --   Optimizer8bit.get_state_buffer): state1 and state2 of a parameter of >= 1e5 elements come
@@ -195,7 +195,8 @@ function M.bnb_state(cx, updates, opts)
         if n_states == 2 then outs[#outs + 1] = tensor(cx, "qmap udynamic", 256 * 4, "fp32", "optstate", true) end
         qmap_made = true
       end
-      local blocks = (n + 2047) // 2048
+      -- Optimizer2State.init_state (bitsandbytes 0.50.2): `blocksize = 256`, one fp32 absmax a block
+      local blocks = (n + 255) // 256
       for i = 1, n_states do state(i, n, "uint8") end
       for i = 1, n_states do outs[#outs + 1] = tensor(cx, name .. ".absmax" .. i, blocks * 4, "fp32", "optstate", true) end
     end
