@@ -12,7 +12,7 @@
 -- with 5.9 GiB to spare: the frozen bf16 transformer takes 15.5 GiB of the card's 22.97 usable,
 -- and checkpointing keeps only the 38 blocks' inputs. Without checkpointing it does not fit.
 -- With checkpointing, four images a step still fit (1.5 GiB to spare); encoding the latents
--- every step (the fp32 VAE on the GPU) costs 2.1 GiB and fits. Computing the text embeddings
+-- every step (the fp32 VAE on the GPU) costs 3.0 GiB and fits. Computing the text embeddings
 -- every step (custom prompts: T5-XXL's 8.9 GiB of bf16 weights stay on the GPU) does not fit on
 -- 24 GB and fits on a 32 GB RTX 5090 (2.9 GiB to spare). SD 3.5 Medium fits on the 4090 even
 -- with the encoders and VAE run every step, and without checkpointing.
@@ -25,13 +25,13 @@
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set micro_batch=4
 --   FITS: peak reserved 21.49 GiB of 22.97 GiB usable (93.6 %), 1.48 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set vae=fp32
---   FITS: peak reserved 19.13 GiB of 22.97 GiB usable (83.3 %), 3.84 GiB headroom
+--   FITS: peak reserved 20.14 GiB of 22.97 GiB usable (87.7 %), 2.83 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set text_encoders=frozen
 --   DOES NOT FIT: CUDA out of memory while building the model (at 'parameters')
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set text_encoders=frozen --set gpu=rtx5090
 --   FITS: peak reserved 27.69 GiB of 30.61 GiB usable (90.4 %), 2.92 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set model.config=configs/sd35-medium-transformer.json --set text_encoders=frozen --set vae=fp32
---   FITS: peak reserved 18.84 GiB of 22.97 GiB usable (82.0 %), 4.13 GiB headroom
+--   FITS: peak reserved 19.85 GiB of 22.97 GiB usable (86.4 %), 3.12 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set model.config=configs/sd35-medium-transformer.json --set checkpointing=false
 --   FITS: peak reserved 13.98 GiB of 22.97 GiB usable (60.9 %), 8.99 GiB headroom
 return {

@@ -4,29 +4,29 @@
 -- (text encoders frozen in bf16, VAE encode in fp32, both under no_grad), 1024 px, batch 1,
 -- gradient checkpointing, foreach AdamW, on an A100 80GB.
 --
--- Answer (vrsim 2026-11-30, ./vrsim scenarios/sdxl_breakdown.lua):
---   FITS: peak reserved 54.29 GiB of 78.45 GiB usable (69.2 %)   <- this file
--- The peak, 51335 MiB allocated, is AdamW's foreach sqrt in the optimizer step. At that moment:
+-- Answer (vrsim 2026-12-05, ./vrsim scenarios/sdxl_breakdown.lua):
+--   FITS: peak reserved 55.23 GiB of 78.45 GiB usable (70.4 %)   <- this file
+-- The peak, 51333 MiB allocated, is AdamW's foreach sqrt in the optimizer step. At that moment:
 --   parameters        11767 MiB  (UNet fp32 9794 MiB + text encoders bf16 1560 MiB + VAE fp32
 --                                 319 MiB, plus the caching allocator's rounding of 1,700 blocks)
---   gradients          9897 MiB  (UNet, fp32)
---   optimizer state   19783 MiB  (AdamW exp_avg + exp_avg_sq, fp32)
---   temporaries        9888 MiB  (the foreach sqrt of every exp_avg_sq, 9794 MiB, cuBLAS
+--   gradients          9905 MiB  (UNet, fp32)
+--   optimizer state   19780 MiB  (AdamW exp_avg + exp_avg_sq, fp32)
+--   temporaries        9881 MiB  (the foreach sqrt of every exp_avg_sq, 9794 MiB, cuBLAS
 --                                 workspaces, the batch)
 --   activations           0 MiB  (all released by then)
---   allocator slack    4257 MiB  (reserved but not allocated: fragmentation, much of it left by
+--   allocator slack    5219 MiB  (reserved but not allocated: fragmentation, much of it left by
 --                                 the VAE encode's 1 GB cuDNN workspaces)
 --   CUDA context        719 MiB  (outside the allocator)
 -- The forward peaks at 37258 MiB: weights and AdamW state, the bf16 copy of every UNet weight
 -- that autocast caches for the forward (4.9 GB), checkpoint inputs and skip connections; the
 -- backward at 41762 MiB. --set optimizer_impl=fused removes the 9.8 GB of sqrt temporaries
--- (FITS at 44.57 GiB reserved).
+-- (FITS at 45.43 GiB reserved).
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/sdxl_breakdown.lua
---   FITS: peak reserved 54.29 GiB of 78.45 GiB usable (69.2 %), 24.16 GiB headroom
+--   FITS: peak reserved 55.23 GiB of 78.45 GiB usable (70.4 %), 23.22 GiB headroom
 --   $ ./vrsim scenarios/sdxl_breakdown.lua --set optimizer_impl=fused
---   FITS: peak reserved 44.57 GiB of 78.45 GiB usable (56.8 %), 33.87 GiB headroom
+--   FITS: peak reserved 45.43 GiB of 78.45 GiB usable (57.9 %), 33.02 GiB headroom
 return {
   title = "SDXL full fine-tune (amp bf16, fp32 master weights) at 1024 px on an A100 80GB: the breakdown",
   hardware = { gpu = "a100_80g" },

@@ -3,16 +3,17 @@
 -- fp32 under no_grad, both text encoders frozen (bf16, no_grad), UNet forward + backward, MSE on
 -- the predicted noise, AdamW; UNet weights, gradients and AdamW state in bf16.
 --
--- Answer (vrsim 2026-12-01, ./vrsim scenarios/sdxl_train_3090.lua [--set ...]): batch 1 at
--- 1024 px fits only just, and only with fused (or for-loop) AdamW and gradient checkpointing:
+-- Answer (vrsim 2026-12-05, ./vrsim scenarios/sdxl_train_3090.lua [--set ...]): batch 1 at
+-- 1024 px with the VAE encode in the step does not fit as the allocator is configured by default:
 --   as written (fused AdamW, checkpointing):
---       FITS: peak reserved 23.05 GiB of 23.09 GiB usable (99.9 %)   <- this file
---       22097 MiB allocated at the peak, in backward; the allocator has to free its cache and
---       retry twice per step (slow, and one driver update away from OOM)
---   --set optimizer_impl=forloop               FITS: 22.96 GiB (99.5 %)
+--       DOES NOT FIT (fragmentation: step 1's VAE encode asks cuDNN for a 1.0 GB workspace while
+--       its fp32 feature maps, 512 MiB each, are held by the encoder's Python variables, and no
+--       piece of the 4.8 GiB reserved but free takes it; the run never holds more than 21.21 GiB)
+--       with expandable_segments:True (--alloc-conf) it fits at 22.60 GiB reserved
+--   --set optimizer_impl=forloop               DOES NOT FIT (the same)
 --   --set optimizer_impl=foreach               DOES NOT FIT (OOM in step 0 at adamw._foreach_sqrt:
 --       the foreach step makes a sqrt copy of every exp_avg_sq, another 4.9 GB at once)
---   --set checkpointing=false                  DOES NOT FIT (OOM in step 1's forward)
+--   --set checkpointing=false                  DOES NOT FIT (OOM in step 1's VAE encode)
 --   --set micro_batch=2                        DOES NOT FIT (OOM in the fp32 VAE encode, whose
 --       128-channel convolutions at 1024 px ask cuDNN for a 2.1 GB workspace at batch 2)
 --   --set precision=amp_bf16                   DOES NOT FIT (fp32 weights, grads and AdamW state
@@ -26,17 +27,17 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/sdxl_train_3090.lua
---   FITS: peak reserved 23.05 GiB of 23.09 GiB usable (99.9 %), 0.03 GiB headroom
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'vae.encoder.down_blocks.0.resnets.0.conv1'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set optimizer_impl=forloop
---   FITS: peak reserved 22.96 GiB of 23.09 GiB usable (99.5 %), 0.13 GiB headroom
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'vae.encoder.down_blocks.0.resnets.0.conv1'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set optimizer_impl=foreach
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw._foreach_sqrt'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set checkpointing=false
---   DOES NOT FIT: CUDA out of memory in step 1 at op 'unet.up_blocks.1.attentions.2.transformer_blocks.1.attn1.sdpa_flash'
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'vae.encoder.down_blocks.0.resnets.1.conv1'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set micro_batch=2
---   DOES NOT FIT: CUDA out of memory in step 1 at op 'vae.encoder.down_blocks.0.resnets.0.norm1'
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'vae.encoder.down_blocks.0.resnets.0.silu1'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set precision=amp_bf16
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw.init unet.down_blocks.2.attentions.0.transformer_blocks.1.ff.net.2.weight'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw.init unet.down_blocks.2.attentions.0.transformer_blocks.2.ff.net.0.proj.weight'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set text_encoders=trained
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw.init unet.up_blocks.0.attentions.2.transformer_blocks.2.attn1.to_q.weight'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set text_encoders=cached --set vae=cached

@@ -106,10 +106,12 @@ local function resnet_forward(cx, m, x, temb)
   local sc = x
   if short then sc = call(cx, short, x) end
   -- output_tensor = (input_tensor + hidden_states) / output_scale_factor; the locals
-  -- hidden_states and input_tensor are dropped when the function returns
+  -- hidden_states and input_tensor are dropped when the function returns, and the caller's
+  -- variable holds the block's input until then (it is reassigned to the output): x lives to
+  -- the return even where nothing saves it (a frozen VAE's encode under no_grad)
   local sum = nn.add(cx, name .. ".add_residual", sc, c2, { frees = short and {} or { x } })
   local out = nn.div_scalar(cx, name .. ".output_scale", sum)
-  nn.release(cx, short and { c2, sc } or { c2 }, name .. ".return")
+  nn.release(cx, short and { c2, sc, x } or { c2, x }, name .. ".return")
   return out
 end
 

@@ -42,7 +42,10 @@ local function vae_attention_forward(cx, m, x)
   -- first operand), and the next group norm makes the contiguous copy (see mid_forward)
   o = nn.view(cx, o, { b, c, h, w }, name .. ".to_nchw")
   local s = nn.add(cx, name .. ".residual", o, x)
-  return nn.div_scalar(cx, name .. ".rescale", s)
+  local y = nn.div_scalar(cx, name .. ".rescale", s)
+  -- (AttnProcessor2_0's `residual` and the caller's hidden_states hold x until the return)
+  nn.release(cx, { x }, name .. ".return")
+  return y
 end
 
 local function attention(c)
@@ -83,20 +86,30 @@ local function vae_downsample_forward(cx, m, x)
   local e = pre:gsub("%.down_blocks%.%d+$", "")
   local padded = nn.op_sized(cx, { name = pre .. ".pad", inputs = { x },
                              outs = { { e .. ".pad", { s[1], s[2], s[3] + 1, s[4] + 1 }, x.dtype } } })
-  return call(cx, m.children.conv, padded)
+  local y = call(cx, m.children.conv, padded)
+  -- (DownEncoderBlock2D's hidden_states holds x until the downsampler returns)
+  nn.release(cx, { x }, m.opname .. ".return")
+  return y
 end
 
 -- Encoder.forward: conv_in, the down blocks (DownEncoderBlock2D: resnets, downsampler), the mid
 -- block, conv_norm_out, SiLU, conv_out.
 local function encoder_forward(cx, m, x)
   local C = m.children
+  -- (the encode runs under no_grad: nothing saves a block's input, and what holds it is the
+  -- Python variable `sample`, reassigned only when the block returns: each down block's and the
+  -- mid block's input lives through the whole block)
   local h = call(cx, C.conv_in, x)
   for _, k in ipairs(C.down_blocks.order) do
     local D = C.down_blocks.children[k].children
+    local input = h
     for _, j in ipairs(D.resnets.order) do h = call(cx, D.resnets.children[j], h, nil) end
     if D.downsamplers then h = call(cx, D.downsamplers.children["0"], h) end
+    nn.release(cx, { input }, m.opname .. ".down_blocks." .. k .. ".return")
   end
+  local input = h
   h = call(cx, C.mid_block, h)
+  nn.release(cx, { input }, m.opname .. ".mid_block.return")
   -- (the mid block's output keeps its attention's strided layout: group_norm's contiguous copy)
   h = nn.copy(cx, m.opname .. ".conv_norm_out_contiguous", h, h.shape, { grad = "new" })
   h = call(cx, C.conv_norm_out, h)
@@ -115,7 +128,9 @@ local function encode_forward(cx, m, x)
   local s = moments.shape
   local half = { s[1], s[2] // 2, s[3], s[4] }
   local lv = nn.ew(cx, name .. ".logvar_clamp", { moments }, moments.dtype, nil, nil, half)
-  local std = nn.ew(cx, name .. ".std", { lv }, lv.dtype)
+  -- std = torch.exp(0.5 * logvar): the product is a temporary of its own
+  local half_lv = nn.ew(cx, name .. ".half_logvar", { lv }, lv.dtype)
+  local std = nn.ew(cx, name .. ".std", { half_lv }, lv.dtype)
   nn.ew(cx, name .. ".var", { lv }, lv.dtype) -- var = exp(logvar), unused by sample()
   local rnd = nn.op_sized(cx, { name = name .. ".randn", inputs = {}, outs = { { name .. ".randn", half, lv.dtype } } })
   local sr = nn.mul(cx, name .. ".std_x_randn", std, rnd, lv.dtype)
