@@ -66,6 +66,41 @@ for kv in 'output_router_logits=True' 'router_jitter_noise=0.01' 'experts_implem
   else bad "$key: exit $rc: $(cat "$tmp/out")"; fi
 done
 
+# 4b. LoRA on the experts' 3-D weights (peft 0.21 target_parameters, lora.ParamWrapper) on
+#    Qwen3-30B-A3B cut to two layers, r 16 with q, k, v, o: 26,771,456 trainable, as peft counts
+#    (validation/oracle/captures/qwen3_moe_l2_lora_experts: per layer gate_up lora_A (16 x 128,
+#    2048), lora_B (1536, 2048), down_proj lora_A (2048, 768), lora_B (2048, 2048)); each forward
+#    folds the adapter into a whole bf16 copy of the expert stack (baddbmm, 768 MiB for gate_up)
+#    that the grouped GEMM saves, so layer 0's block holds one after the forward
+cp scenarios/configs/qwen3-30b-a3b.json "$tmp/"
+tp() { # name [lora fields] [config]
+  cat > "$tmp/$1.lua" <<EOS
+return { hardware = { gpu = "h200" }, model = { config = "${3:-qwen3-30b-a3b.json}", layers = 2 },
+  training = { micro_batch = 1, seq = 256, precision = "lora_bf16", steps = 2, optimizer = "sgd",
+    lora = { r = 16, alpha = 32, targets = { "q_proj", "k_proj", "v_proj", "o_proj" }, $2 } } }
+EOS
+}
+tp tpok 'dropout = 0, target_parameters = { "mlp.experts.gate_up_proj", "mlp.experts.down_proj" }'
+"$VRSIM" "$tmp/tpok.lua" --json --no-files --alloc-trace "$tmp/tpok.csv" > "$tmp/tpok.json" 2>"$tmp/err"
+n=$(field 'd["n_trainable"]' < "$tmp/tpok.json")
+if [ "$n" = 26771456 ]; then ok "Qwen3-MoE expert LoRA (target_parameters): 26771456 trainable, as peft counts"
+else bad "Qwen3-MoE expert LoRA: $n trainable (peft: 26771456) $(cat "$tmp/err")"; fi
+#    the wrapped weights' forward allocations in order, as peft's ParamWrapper makes them (capture):
+#    down_proj's factors cast to bf16 and the parametrization's check (a whole stack, dropped),
+#    then gate_up_proj's, then the folded gate_up and down stacks where the experts read them
+want="8388608 3145728 402653184 6291456 8388608 805306368 805306368 402653184"
+got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp\.experts\.[a-z_]+\.lora/ { printf "%s ", $5 }' "$tmp/tpok.csv" | sed 's/ $//')
+if [ "$got" = "$want" ]; then ok "ParamWrapper forward: the factors, the check and the folded expert stacks, in peft's order"
+else bad "ParamWrapper forward allocates: $got (peft: $want)"; fi
+for kv in 'target_parameters = { "mlp.experts.gate_up_proj" }|does not work with lora_dropout != 0' \
+          'dropout = 0, target_parameters = { "mlp.experts.w1" }|matches no parameter' \
+          'dropout = 0, target_parameters = { "mlp.gate.weight" }|modelled on the 3-D experts'; do
+  tp tpbad "${kv%%|*}"
+  "$VRSIM" "$tmp/tpbad.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+  if [ $rc = 2 ] && grep -q "${kv#*|}" "$tmp/out"; then ok "target_parameters ${kv%%|*}: exit 2 naming it"
+  else bad "target_parameters ${kv%%|*}: exit $rc: $(cat "$tmp/out")"; fi
+done
+
 # 5. Qwen3-MoE: Qwen3-30B-A3B's parameters as transformers counts them (30,532,122,624); its
 #    router hands the weights back in bf16, so the weighting, reorder and sum are bf16 (Mixtral's
 #    fp32): transformers' forward allocations at 1 x 256 tokens, in order (fake tensors, 5.25)

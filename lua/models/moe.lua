@@ -20,7 +20,9 @@
 -- changes the time of the grouped GEMMs (taken here as balanced, each expert S / E rows), never
 -- the memory. Not modelled (an error where configured): the eager per-expert loop
 -- (experts_implementation = "eager"), router jitter noise, the load-balancing loss
--- (output_router_logits), LoRA on the experts' 3-D parameters (peft target_parameters).
+-- (output_router_logits). LoRA on the experts' 3-D parameters (peft's target_parameters,
+-- lora.ParamWrapper) folds each adapter into a whole copy of the expert stack per forward
+-- (strategies/lora.lua param_proxies, param_weight).
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 
@@ -76,6 +78,13 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
   local t, h = hs.shape[1], hs.shape[2]
   local k, ne, inter = e.top_k, e.experts, e.intermediate
   local n = t * k
+  -- LoRA on the experts' parameters (peft target_parameters): the wrappers' factors first
+  local lora = require "strategies.lora"
+  local proxies = lora.param_proxies(cx, pre, ex)
+  if proxies and cx.ep then
+    error(pre .. ".experts: LoRA on the experts' parameters (training.lora.target_parameters) with expert "
+          .. "parallelism is not modelled", 0)
+  end
   local weights = nn.view(cx, topv, { n }, pre .. ".sample_weights")
   local ids = nn.view(cx, topi, { n }, pre .. ".expert_ids")
   local ids_sorted, perm = index_op(cx, pre .. ".sort", { ids },
@@ -88,7 +97,8 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
   local counts = index_op(cx, pre .. ".histc", { ids32 }, { { pre .. ".tokens_per_expert", { ne }, "int32" } })
   local offsets = index_op(cx, pre .. ".cumsum", { counts }, { { pre .. ".offsets", { ne }, "int32" } })
 
-  local gu, dp = W(cx, ex.p.gate_up_proj), W(cx, ex.p.down_proj)
+  -- (under target_parameters the first read of a wrapped weight folds its adapter in)
+  local gu = lora.param_weight(cx, proxies, "gate_up_proj", W(cx, ex.p.gate_up_proj))
   -- grouped_mm is not autocast-enabled: `input.to(weight.dtype)`
   local sel = nn.to(cx, selected, gu.dtype, pre .. ".experts.input_cast")
   -- expert parallelism (strategies/ep.lua): the sorted pairs sent to their experts' ranks, this
@@ -104,6 +114,7 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
               grads = { { dtype = proj.dtype } }, bwd_kind = "cat_strided", bytes = 0 })
   local act = nn.ew(cx, pre .. ".experts.act_fn", { gate }, gate.dtype, { gate })
   local gated = nn.mul(cx, pre .. ".experts.mul", act, up, act.dtype)
+  local dp = lora.param_weight(cx, proxies, "down_proj", W(cx, ex.p.down_proj))
   local gated_in = nn.to(cx, gated, dp.dtype, pre .. ".experts.down_input_cast")
   local down = grouped_mm(cx, pre .. ".experts.down_proj", gated_in, dp, offsets)
   if ep_state then down = require("strategies.ep").combine(cx, pre, down, ep_state) end
@@ -178,7 +189,9 @@ function M.SparseMoeBlock(cfg, pre, classes)
                        { opname = pre .. ".mlp.gate", in_features = cfg.hidden, out_features = cfg.experts })
   gate:declare("weight", { cfg.experts, cfg.hidden })
   m:add("gate", gate)
-  local ex = mod.new(classes.experts or "MixtralExperts", nil, { opname = pre .. ".mlp.experts" })
+  -- param_lora: the parameters peft's target_parameters may wrap (strategies/lora.lua)
+  local ex = mod.new(classes.experts or "MixtralExperts", nil,
+                     { opname = pre .. ".mlp.experts", param_lora = { gate_up_proj = true, down_proj = true } })
   ex:declare("gate_up_proj", { cfg.experts, 2 * cfg.moe_intermediate, cfg.hidden })
   ex:declare("down_proj", { cfg.experts, cfg.hidden, cfg.moe_intermediate })
   m:add("experts", ex)

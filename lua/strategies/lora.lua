@@ -70,6 +70,7 @@ M.FIELDS = {
   dropout = { "number", nil, "lora_dropout in [0, 1): above 0 a dropout mask is kept per adapter [0.05; SDXL 0]" },
   targets = { "list", nil, "target_modules: Linear names as peft matches them, or \"all-linear\" [q_proj, v_proj; SDXL to_q, to_k, to_v, to_out.0]" },
   dtype = { "string", nil, "adapter dtype [fp32; SDXL the UNet's, fp32 under fp16]" },
+  target_parameters = { "list", nil, "target_parameters: a mixture-of-experts block's 3-D expert weights as peft matches them (\"mlp.experts.gate_up_proj\", \"down_proj\"), wrapped by lora.ParamWrapper; needs dropout = 0 [none]" },
 }
 M.CHOICES = { dtype = { fp32 = 1, bf16 = 1, fp16 = 1 } }
 
@@ -110,6 +111,21 @@ function M.settings(lc, defaults)
   if not M.CHOICES.dtype[s.dtype] then
     error(("training.lora.dtype: unknown dtype %s (one of: bf16, fp16, fp32)"):format(tostring(s.dtype)), 0)
   end
+  local tp = lc.target_parameters
+  s.target_parameters = {}
+  if tp ~= nil then
+    if type(tp) ~= "table" then error("training.lora.target_parameters must be a list of parameter names", 0) end
+    for i, t in ipairs(tp) do
+      if type(t) ~= "string" or t == "" then error("training.lora.target_parameters must name parameters", 0) end
+      s.target_parameters[i] = t
+    end
+    -- ParamWrapper.__init__: "lora.ParamWrapper does not work with lora_dropout != 0" (the
+    -- input cannot be factored out of the folded weight, so dropout has nothing to act on)
+    if #s.target_parameters > 0 and s.dropout > 0 then
+      error(("training.lora.target_parameters: peft's lora.ParamWrapper does not work with lora_dropout != 0 "
+             .. "(training.lora.dropout is %s): set dropout = 0"):format(tostring(s.dropout)), 0)
+    end
+  end
   return s
 end
 
@@ -146,30 +162,149 @@ function M.apply(root, s, output)
         if not other and m.path:match("([^.]+)$") == t then other = m.cls end
       end)
       if other then
-        error(("training.lora.targets: '%s' is a %s, not a Linear: LoRA on its parameters (peft's "
-               .. "target_parameters) is not modelled (Linear names: %s, or \"all-linear\")")
+        error(("training.lora.targets: '%s' is a %s, not a Linear: peft's target_modules takes Linear "
+               .. "layers; its parameters are reached by training.lora.target_parameters (e.g. "
+               .. "\"mlp.experts.gate_up_proj\") (Linear names: %s, or \"all-linear\")")
               :format(t, other, table.concat(names, ", ")), 0)
       end
       error(("training.lora.targets: no Linear module named '%s' in this model (its Linear names: %s, or \"all-linear\")")
             :format(t, table.concat(names, ", ")), 0)
     end
   end
+  M.apply_parameters(root, s)
+  -- the adapters are made in module order (peft injects module by module), the wrapped
+  -- parameters' beside their block's Linears
+  hit.order = {}
+  mod.walk(root, function(m)
+    if m.lora or m.lora_params then hit.order[#hit.order + 1] = m end
+  end)
   return hit
+end
+
+-- peft's target_parameters (BaseTuner._inject_parameters): a parameter whose
+-- "<module path>.<name>" equals a target or ends with "." .. target is wrapped by a
+-- lora.ParamWrapper; the parameters of one module are wrapped in their declaration order, each
+-- wrapper around the one before (the last-declared outermost). Only the 3-D experts of the
+-- grouped_mm experts forward (models/moe.lua, which marks them `param_lora`) are modelled;
+-- a target that matches no parameter is an error, as in peft.
+function M.apply_parameters(root, s)
+  if #s.target_parameters == 0 then return end
+  local used = {}
+  mod.walk(root, function(m)
+    for _, d in ipairs(m.decls) do
+      local key = (m.path == "" and "" or m.path .. ".") .. d.key
+      for _, t in ipairs(s.target_parameters) do
+        if key == t or key:sub(-#t - 1) == "." .. t then
+          used[t] = true
+          if not (m.param_lora and m.param_lora[d.key]) then
+            error(("training.lora.target_parameters: '%s' matches %s (%s, shape %s): peft's lora.ParamWrapper "
+                   .. "is modelled on the 3-D experts of the grouped_mm experts forward only (gate_up_proj, "
+                   .. "down_proj of Mixtral and Qwen3-MoE)")
+                  :format(t, key, m.cls, table.concat(d.shape, " x ")), 0)
+          end
+          m.lora_params = m.lora_params or {}
+          m.lora_params[#m.lora_params + 1] = { key = d.key, shape = d.shape, cfg = s }
+          break
+        end
+      end
+    end
+  end)
+  for _, t in ipairs(s.target_parameters) do
+    if not used[t] then
+      error(("training.lora.target_parameters: '%s' matches no parameter of this model (peft: \"target_parameters "
+             .. "were set but no parameter was matched\"); the experts' are e.g. \"mlp.experts.gate_up_proj\", "
+             .. "\"mlp.experts.down_proj\""):format(t), 0)
+    end
+  end
 end
 
 -- Makes the adapters of the targeted modules (after the base parameters, as get_peft_model runs
 -- after the model is built). prefix: the peft wrapper's ("base_model.model.").
 function M.materialize(cx, hit, prefix)
-  for _, m in ipairs(hit) do
-    local s = m.lora.cfg
+  for _, m in ipairs(hit.order or hit) do
     cx.layer = m.layer_of or -1
+    if m.lora_params then M.materialize_parameters(cx, m, prefix) end
+    if m.lora then M.materialize_linear(cx, m, prefix) end
+  end
+  cx.layer = -1
+end
+
+-- The adapter of a wrapped 3-D parameter (E, d1, d2) laid out (experts, out, in) as the
+-- grouped_mm experts keep it (not is_transposed: ParamWrapper.update_layer swaps in and out):
+-- lora_A = Linear(in, r * E), lora_B = Linear(r * E, out), one rank-r pair per expert. The
+-- innermost wrapper's adapters sit under as many ".base_layer" as wrappers around it.
+function M.materialize_parameters(cx, m, prefix)
+  local n = #m.lora_params
+  for i, lp in ipairs(m.lora_params) do
+    local s = lp.cfg
+    local e, out, inn = lp.shape[1], lp.shape[2], lp.shape[3]
+    local base = prefix .. m.path .. (".base_layer"):rep(n - i) .. "."
+    lp.A = nn.param(cx, base .. "lora_A.default.weight", { s.r * e, inn }, s.dtype, true)
+    lp.B = nn.param(cx, base .. "lora_B.default.weight", { out, s.r * e }, s.dtype, true)
+    lp.A.adapter, lp.B.adapter = true, true
+    m.extra_params = m.extra_params or {}
+    m.extra_params[#m.extra_params + 1] = { key = lp.key .. ".lora_A", param = lp.A }
+    m.extra_params[#m.extra_params + 1] = { key = lp.key .. ".lora_B", param = lp.B }
+  end
+end
+
+function M.materialize_linear(cx, m, prefix)
+  do
+    local s = m.lora.cfg
     local base = prefix .. m.path .. "."
     m.lora.A = nn.param(cx, base .. "lora_A.default.weight", { s.r, m.in_features }, s.dtype, true)
     m.lora.B = nn.param(cx, base .. "lora_B.default.weight", { m.out_features, s.r }, s.dtype, true)
     m.lora.A.adapter, m.lora.B.adapter = true, true
     m.extra_params = { { key = "lora_A", param = m.lora.A }, { key = "lora_B", param = m.lora.B } }
   end
-  cx.layer = -1
+end
+
+-- ParamWrapper.forward of the wrapped parameters of experts module `ex` (block prefix `pre`),
+-- outermost first, before the experts' forward runs: each wrapper's _activate_lora takes its
+-- factors (get_delta_factors: B viewed (E, out, r) by a permute, A viewed (E, r, in), both cast
+-- to the parameter's dtype) and registers the _LoraFactorsProxy parametrization, whose
+-- register_parametrization (unsafe=False) evaluates it once to check its shape and dtype: a
+-- whole (E, out, in) baddbmm made and dropped. Returns the proxies by parameter key for
+-- M.param_weight; nil where there are none (or the adapters are off).
+function M.param_proxies(cx, pre, ex)
+  if not ex.lora_params or cx.adapters_off then return nil end
+  local proxies = {}
+  for i = #ex.lora_params, 1, -1 do
+    local lp = ex.lora_params[i]
+    local w = mod.weight(cx, ex.p[lp.key])
+    local e, out, inn, r = lp.shape[1], lp.shape[2], lp.shape[3], lp.cfg.r
+    local name = pre .. ".experts." .. lp.key
+    local A, B = mod.weight(cx, lp.A), mod.weight(cx, lp.B)
+    -- weight_B.reshape(out, r, E).permute(2, 0, 1): the reshape's backward copies the permuted
+    -- gradient back to (out, r * E) (a clone of B's size)
+    local bv = nn.view_op(cx, name .. ".lora_B.permute", B, { e, out, r })
+    local av = nn.view(cx, A, { e, r, inn }, name .. ".lora_A.reshape")
+    local lhs = nn.to(cx, bv, w.dtype, name .. ".lora_lhs")
+    local rhs = nn.to(cx, av, w.dtype, name .. ".lora_rhs")
+    nn.op(cx, { name = name .. ".lora_check", kind = "mm", inputs = { w, lhs, rhs },
+                workspace = { nn.bytes(w.shape, w.dtype) }, grads = { "none", "none", "none" },
+                flops = 2 * e * out * inn * r, dtype = w.dtype })
+    proxies[lp.key] = { w = w, lhs = lhs, rhs = rhs, name = name, r = r }
+  end
+  return proxies
+end
+
+-- The experts' parameter `key` as the experts forward reads it under parametrize.cached(): the
+-- first read evaluates _LoraFactorsProxy, torch.baddbmm(W, lhs, rhs, alpha=scaling) with
+-- autocast off, a new (E, out, in) tensor in the parameter's dtype that the grouped GEMM
+-- saves for its input's gradient. BaddbmmBackward0 keeps lhs and rhs; its two gradients are each
+-- a bmm and the alpha scaling (a temporary of the factor's size each); W is frozen.
+function M.param_weight(cx, proxies, key, plain)
+  local p = proxies and proxies[key]
+  if not p then return plain end
+  local w, lhs, rhs = p.w, p.lhs, p.rhs
+  local e, out, inn = w.shape[1], w.shape[2], w.shape[3]
+  local flops = 2 * e * out * inn * p.r
+  return nn.op(cx, { name = p.name .. ".lora_baddbmm", kind = "mm", inputs = { w, lhs, rhs },
+                     outs = { { p.name .. ".lora_weight", w.shape, w.dtype } }, saves = { lhs, rhs },
+                     grads = { "none", { dtype = lhs.dtype }, { dtype = rhs.dtype } },
+                     bwd_workspace = { nn.bytes(lhs.shape, lhs.dtype), nn.bytes(rhs.shape, rhs.dtype) },
+                     flops = flops + e * out * inn, bwd_flops = 2 * flops, dtype = w.dtype })
 end
 
 return M
