@@ -92,6 +92,16 @@ want="8388608 3145728 402653184 6291456 8388608 805306368 805306368 402653184"
 got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp\.experts\.[a-z_]+\.lora/ { printf "%s ", $5 }' "$tmp/tpok.csv" | sed 's/ $//')
 if [ "$got" = "$want" ]; then ok "ParamWrapper forward: the factors, the check and the folded expert stacks, in peft's order"
 else bad "ParamWrapper forward allocates: $got (peft: $want)"; fi
+#    QLoRA (nf4): bitsandbytes leaves the 3-D experts in bf16 (transformers 5.25 quantizes
+#    Linear4bit parameters only), so the wrappers fold the same bf16 stacks, and a note says so
+sed 's/precision = "lora_bf16",/precision = "lora_bf16", quant = "nf4",/' "$tmp/tpok.lua" > "$tmp/tpq.lua"
+"$VRSIM" "$tmp/tpq.lua" --json --no-files --alloc-trace "$tmp/tpq.csv" > "$tmp/tpq.json" 2>"$tmp/err"
+got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp\.experts\.[a-z_]+\.lora/ { printf "%s ", $5 }' "$tmp/tpq.csv" | sed 's/ $//')
+note=$(field '" ".join(d["notes"])' < "$tmp/tpq.json")
+case "$got|$note" in
+  "$want|"*"stay in bf16 (training.lora.target_parameters folds the adapters into them"*) ok "QLoRA with expert LoRA: the experts stay bf16 and are folded as they are, noted" ;;
+  *) bad "QLoRA with expert LoRA: $got | $note $(cat "$tmp/err")" ;;
+esac
 for kv in 'target_parameters = { "mlp.experts.gate_up_proj" }|does not work with lora_dropout != 0' \
           'dropout = 0, target_parameters = { "mlp.experts.w1" }|matches no parameter' \
           'dropout = 0, target_parameters = { "mlp.gate.weight" }|modelled on the 3-D experts'; do
