@@ -5,7 +5,7 @@
 -- largest micro-batch?
 --
 -- Answer (vrsim, 2026-12-05: ./vrsim maxbatch scenarios/qwen3_30b_a3b_lora_experts_h100.lua):
---   micro_batch = 1 fits (peak reserved 74.18 GiB of 78.43 GiB, step 900.2 ms, 4550 tokens/s);
+--   micro_batch = 1 fits (peak reserved 74.59 GiB of 78.43 GiB, step 900.2 ms, 4550 tokens/s);
 --   2 does not (out of memory at the loss of the second step, once AdamW's fp32 state of the
 --   experts' adapters, 4.8 GiB, has appeared). Against attention-only LoRA
 --   (qwen3_30b_a3b_lora_h100.lua: micro-batch 2 fits) the experts' adapters cost their fp32
@@ -23,13 +23,13 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua
---   FITS: peak reserved 74.18 GiB of 78.43 GiB usable (94.6 %), 4.25 GiB headroom
+--   FITS: peak reserved 74.59 GiB of 78.43 GiB usable (95.1 %), 3.84 GiB headroom
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua --set micro_batch=2
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax'
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.9.mlp.experts.gate_up_proj.lora_baddbmm'
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua --set quant=nf4
---   FITS: peak reserved 72.93 GiB of 78.43 GiB usable (93.0 %), 5.50 GiB headroom
+--   FITS: peak reserved 73.34 GiB of 78.43 GiB usable (93.5 %), 5.09 GiB headroom
 return {
   title = "Qwen3-30B-A3B, LoRA r16 on attention and experts, one 80 GB H100 at 4096 tokens",
   hardware = { gpu = "h100_sxm" },

@@ -92,6 +92,17 @@ want="8388608 3145728 402653184 6291456 8388608 805306368 805306368 402653184"
 got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp\.experts\.[a-z_]+\.lora/ { printf "%s ", $5 }' "$tmp/tpok.csv" | sed 's/ $//')
 if [ "$got" = "$want" ]; then ok "ParamWrapper forward: the factors, the check and the folded expert stacks, in peft's order"
 else bad "ParamWrapper forward allocates: $got (peft: $want)"; fi
+#    with the experts' parameters alone (target_modules empty) the first layer's grouped GEMM
+#    input needs no gradient, so it does not save the folded gate_up stack; parametrize.cached()
+#    still holds it until the wrappers' forward returns, past down_proj's fold
+#    (captures/qwen3_moe_l2_lora_experts_only: freed after the down_proj baddbmm)
+sed 's/targets = { "q_proj", "k_proj", "v_proj", "o_proj" }/targets = { }/' "$tmp/tpok.lua" > "$tmp/tpx.lua"
+"$VRSIM" "$tmp/tpx.lua" --no-files --alloc-trace "$tmp/tpx.csv" >/dev/null 2>"$tmp/err"
+got=$(awk -F, '$7 == "layers.0.mlp.experts.down_proj.lora_baddbmm" && $3 == "alloc" { d = NR }
+  $7 == "layers.0.mlp.experts: the parametrization cache clears" && $3 == "free_requested" && $5 == 805306368 { f = NR }
+  END { print (d && f > d) ? "after" : "before" }' "$tmp/tpx.csv")
+if [ "$got" = after ]; then ok "expert LoRA alone: the unsaved folded gate_up stack lives until the wrappers return"
+else bad "expert LoRA alone: the folded gate_up stack is freed $got down_proj's fold $(cat "$tmp/err")"; fi
 #    QLoRA (nf4): bitsandbytes leaves the 3-D experts in bf16 (transformers 5.25 quantizes
 #    Linear4bit parameters only), so the wrappers fold the same bf16 stacks, and a note says so
 sed 's/precision = "lora_bf16",/precision = "lora_bf16", quant = "nf4",/' "$tmp/tpok.lua" > "$tmp/tpq.lua"

@@ -130,7 +130,11 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
   -- of it: a copy of the pairs' size (the oracle's Mixtral capture: clone <- experts|view)
   local summed = nn.op(cx, { name = pre .. ".sum_top_k", kind = "reduce_rows", inputs = { reordered },
                              outs = { { pre .. ".final_hidden", { t, h }, reordered.dtype } } })
-  return nn.to(cx, summed, x_dtype, pre .. ".final_hidden.to")
+  local out = nn.to(cx, summed, x_dtype, pre .. ".final_hidden.to")
+  -- parametrize.cached() holds each folded weight until the wrappers' forward returns (what
+  -- the grouped GEMM does not save, where its input needs no gradient, goes then)
+  if proxies then nn.release(cx, { gu, dp }, pre .. ".experts: the parametrization cache clears") end
+  return out
 end
 
 -- MixtralSparseMoeBlock.forward(hidden_states (b, s, hidden)).
@@ -157,8 +161,15 @@ local function moe_forward(cx, m, x)
     -- DivBackward0 node keeps a copy of the values it divided, and the divisor
     local sum = nn.op(cx, { name = pre .. ".topk_sum", kind = "reduce_rows", inputs = { topv },
                             outs = { { pre .. ".topk_sum", { t, 1 }, "fp32" } }, frees = {} })
-    topv = nn.op(cx, { name = pre .. ".topk_normalize", kind = "broadcast_rows", inputs = { topv, sum },
-                       outs = { { pre .. ".top_k_weights", { t, k }, "fp32" } }, saves = { topv, sum } })
+    if topv.rg then
+      topv = nn.op(cx, { name = pre .. ".topk_normalize", kind = "broadcast_rows", inputs = { topv, sum },
+                         outs = { { pre .. ".top_k_weights", { t, k }, "fp32" } }, saves = { topv, sum } })
+    else
+      -- no autograd history (the router's input needs no gradient: the first layer when only the
+      -- experts' parameters are adapted, or inference): the division is in place, no copy
+      nn.op(cx, { name = pre .. ".topk_normalize", kind = "broadcast_rows", inputs = { topv, sum },
+                  frees = { sum }, dtype = "fp32" })
+    end
   end
 
   -- Qwen3-MoE's router hands its weights back in the logits' dtype
