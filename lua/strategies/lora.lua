@@ -271,6 +271,13 @@ function M.param_proxies(cx, pre, ex)
   local proxies = {}
   for i = #ex.lora_params, 1, -1 do
     local lp = ex.lora_params[i]
+    if ex.p[lp.key].sharded then
+      -- FSDP2 / ZeRO-3 swap the gathered weight in by setattr around the forward, where the
+      -- wrapper registers its parametrization on the same attribute: how the two interleave
+      -- (and what each keeps) is not modelled
+      error(("training.lora.target_parameters with a sharded %s (FSDP2 / ZeRO-3 parameter sharding) is not "
+             .. "modelled; use DDP, ZeRO-1 or ZeRO-2"):format(pre .. ".experts." .. lp.key), 0)
+    end
     local w = mod.weight(cx, ex.p[lp.key])
     local e, out, inn, r = lp.shape[1], lp.shape[2], lp.shape[3], lp.cfg.r
     local name = pre .. ".experts." .. lp.key
