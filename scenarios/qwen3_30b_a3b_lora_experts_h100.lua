@@ -5,7 +5,7 @@
 -- largest micro-batch?
 --
 -- Answer (vrsim, 2026-12-05: ./vrsim maxbatch scenarios/qwen3_30b_a3b_lora_experts_h100.lua):
---   micro_batch = 1 fits (peak reserved 74.59 GiB of 78.43 GiB, step 900.2 ms, 4550 tokens/s);
+--   micro_batch = 1 fits (peak reserved 74.59 GiB of 78.43 GiB, step 890.3 ms, 4601 tokens/s);
 --   2 does not (out of memory at the loss of the second step, once AdamW's fp32 state of the
 --   experts' adapters, 4.8 GiB, has appeared). Against attention-only LoRA
 --   (qwen3_30b_a3b_lora_h100.lua: micro-batch 2 fits) the experts' adapters cost their fp32

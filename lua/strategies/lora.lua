@@ -288,9 +288,11 @@ function M.param_proxies(cx, pre, ex)
     local av = nn.view(cx, A, { e, r, inn }, name .. ".lora_A.reshape")
     local lhs = nn.to(cx, bv, w.dtype, name .. ".lora_lhs")
     local rhs = nn.to(cx, av, w.dtype, name .. ".lora_rhs")
+    local wb = nn.bytes(w.shape, w.dtype)
     nn.op(cx, { name = name .. ".lora_check", kind = "mm", inputs = { w, lhs, rhs },
-                workspace = { nn.bytes(w.shape, w.dtype) }, grads = { "none", "none", "none" },
-                flops = 2 * e * out * inn * r, dtype = w.dtype })
+                workspace = { wb }, grads = { "none", "none", "none" },
+                flops = 2 * e * out * inn * r, dtype = w.dtype,
+                bytes = 2 * wb + nn.bytes(lhs.shape, lhs.dtype) + nn.bytes(rhs.shape, rhs.dtype) })
     proxies[lp.key] = { w = w, lhs = lhs, rhs = rhs, name = name, r = r }
   end
   return proxies
@@ -311,7 +313,9 @@ function M.param_weight(cx, proxies, key, plain)
                      outs = { { p.name .. ".lora_weight", w.shape, w.dtype } }, saves = { lhs, rhs },
                      grads = { "none", { dtype = lhs.dtype }, { dtype = rhs.dtype } },
                      bwd_workspace = { nn.bytes(lhs.shape, lhs.dtype), nn.bytes(rhs.shape, rhs.dtype) },
-                     flops = flops + e * out * inn, bwd_flops = 2 * flops, dtype = w.dtype })
+                     flops = flops + e * out * inn, bwd_flops = 2 * flops, dtype = w.dtype,
+                     -- (backward reads the stack's gradient once for each factor)
+                     bwd_bytes = 2 * nn.bytes(w.shape, w.dtype) })
 end
 
 return M
