@@ -1,8 +1,10 @@
 -- Qwen3-30B-A3B (48 layers, 128 experts of which 8 per token) with LoRA r16 on the attention
--- (all-linear: q, k, v, o) and on the experts' 3-D weights (peft 0.21's target_parameters on
+-- (q, k, v, o) and on the experts' 3-D weights (peft 0.21's target_parameters on
 -- mlp.experts.gate_up_proj and down_proj, lora.ParamWrapper: one rank-16 pair per expert, 642.5 M
 -- trainable parameters) with gradient checkpointing on one 80 GB H100 at 4096 tokens: the
--- largest micro-batch?
+-- largest micro-batch? (Naming gate_proj, up_proj and down_proj in targets instead, peft turns
+-- them into these target_parameters, gate_up_proj at twice the rank; "all-linear" adds the
+-- router, whose 2-D wrapper is not modelled: refused.)
 --
 -- Answer (vrsim, 2026-12-05: ./vrsim maxbatch scenarios/qwen3_30b_a3b_lora_experts_h100.lua):
 --   micro_batch = 1 fits (peak reserved 74.59 GiB of 78.43 GiB, step 890.3 ms, 4601 tokens/s);
@@ -36,6 +38,6 @@ return {
   model = { config = "configs/qwen3-30b-a3b.json" },
   training = { micro_batch = 1, seq = 4096, precision = "lora_bf16", checkpointing = true,
                -- peft's ParamWrapper refuses lora_dropout != 0
-               lora = { r = 16, alpha = 32, dropout = 0, targets = "all-linear",
+               lora = { r = 16, alpha = 32, dropout = 0, targets = { "q_proj", "k_proj", "v_proj", "o_proj" },
                         target_parameters = { "mlp.experts.gate_up_proj", "mlp.experts.down_proj" } } },
 }

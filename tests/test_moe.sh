@@ -39,17 +39,23 @@ got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /
 if [ "$got" = "$want" ]; then ok "MoE block forward: the 25 allocations of transformers' grouped_mm path, in order"
 else bad "MoE block forward allocates: $got (transformers: $want)"; fi
 
-# 3. all-linear LoRA reaches the attention's Linears only (the router and experts are not
-#    nn.Linear): r 16 on q, k, v, o of 2 layers is 851,968 parameters; QLoRA leaves the experts in
-#    bf16 and says so
-scn lora "layers = 2" 'precision = "lora_bf16", quant = "nf4", lora = { r = 16, targets = "all-linear" }'
+# 3. LoRA on the attention's Linears: r 16 on q, k, v, o of 2 layers is 851,968 parameters;
+#    QLoRA leaves the experts in bf16 and says so. "all-linear" is refused on Mixtral: peft 0.21
+#    resolves it to the attention's Linears and the v4 MLP names (w1, w2, w3, gate), turned into
+#    target_parameters on the experts and the router's gate.weight (not modelled)
+scn lora "layers = 2" 'precision = "lora_bf16", quant = "nf4", lora = { r = 16, targets = { "q_proj", "k_proj", "v_proj", "o_proj" } }'
 "$VRSIM" "$tmp/lora.lua" --json --no-files > "$tmp/lora.json" 2>"$tmp/err"
 n=$(field 'd["n_trainable"]' < "$tmp/lora.json")
 note=$(field '" ".join(d["notes"])' < "$tmp/lora.json")
 case "$n $note" in
-  "851968 "*"experts' 3-D weights"*"stay in bf16"*) ok "MoE QLoRA: all-linear LoRA on q/k/v/o only (851968), experts noted as bf16" ;;
+  "851968 "*"experts' 3-D weights"*"stay in bf16"*) ok "MoE QLoRA: LoRA on q/k/v/o (851968), experts noted as bf16" ;;
   *) bad "MoE QLoRA: $n trainable, notes: $note" ;;
 esac
+scn alin "layers = 2" 'precision = "lora_bf16", lora = { r = 16, dropout = 0, targets = "all-linear" }'
+"$VRSIM" "$tmp/alin.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q 'targets = "all-linear" on mixtral: peft 0.21 resolves it' "$tmp/out" && grep -q "gate.weight" "$tmp/out"
+then ok "all-linear on Mixtral: exit 2 naming peft's conversion and the router"
+else bad "all-linear on Mixtral: exit $rc: $(cat "$tmp/out")"; fi
 
 # 4. refused by name: LoRA on the experts, the load-balancing loss, router noise, the eager loop
 scn tgt "layers = 2" 'precision = "lora_bf16", lora = { targets = { "experts" } }'
@@ -124,6 +130,29 @@ case "$got|$note" in
   "$want|"*"stay in bf16 (training.lora.target_parameters folds the adapters into them"*) ok "QLoRA with expert LoRA: the experts stay bf16 and are folded as they are, noted" ;;
   *) bad "QLoRA with expert LoRA: $got | $note $(cat "$tmp/err")" ;;
 esac
+#    the MLP names in targets, as peft 0.21 converts them on a transformers 5 MoE model
+#    (captures/qwen3_moe_l2_lora_mlp_names): gate_proj + up_proj become target_parameters
+#    gate_up_proj at twice the rank (lora_A (32 x 128, 2048)), down_proj down_proj at r: the
+#    trainable count 26771456 + 2 x (4194304 + 3145728) = 41451520, noted; one half of the fused
+#    pair alone, and the router's name, are refused as peft refuses them (or as not modelled)
+tp tpn 'dropout = 0, targets = { "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj" }'
+sed -i 's/targets = { "q_proj", "k_proj", "v_proj", "o_proj" }, dropout/dropout/' "$tmp/tpn.lua"
+"$VRSIM" "$tmp/tpn.lua" --json --no-files > "$tmp/tpn.json" 2>"$tmp/err"
+n=$(field 'd["n_trainable"]' < "$tmp/tpn.json")
+note=$(field '" ".join(d["notes"])' < "$tmp/tpn.json")
+case "$n $note" in
+  "41451520 "*"turns qwen3_moe's MLP names into target_parameters"*) ok "MLP names on Qwen3-MoE: peft's conversion to target_parameters (41451520 trainable), noted" ;;
+  *) bad "MLP names on Qwen3-MoE: $n trainable (peft: 41451520), notes: $note $(cat "$tmp/err")" ;;
+esac
+for kv in 'targets = { "q_proj", "gate_proj", "down_proj" }|cannot convert .gate_proj. without .up_proj.' \
+          'targets = { "q_proj", "mlp.gate" }|gate.weight., a 2-D lora.ParamWrapper on the router' \
+          'targets = { "q_proj", "up_proj", "gate_proj" }, dropout = 0.05|does not work with lora_dropout != 0'; do
+  tp tpm "${kv%%|*}"
+  sed -i 's/targets = { "q_proj", "k_proj", "v_proj", "o_proj" }, //' "$tmp/tpm.lua"
+  "$VRSIM" "$tmp/tpm.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+  if [ $rc = 2 ] && grep -q "${kv#*|}" "$tmp/out"; then ok "Qwen3-MoE ${kv%%|*}: exit 2 naming it"
+  else bad "Qwen3-MoE ${kv%%|*}: exit $rc: $(cat "$tmp/out")"; fi
+done
 for kv in 'target_parameters = { "mlp.experts.gate_up_proj" }|does not work with lora_dropout != 0' \
           'dropout = 0, target_parameters = { "mlp.experts.w1" }|matches no parameter' \
           'dropout = 0, target_parameters = { "mlp.gate.weight" }|modelled on the 3-D experts'; do

@@ -7,7 +7,9 @@
 -- the module's full path or ends it after a dot ("q_proj", "to_out.0", "ff.net.2" match
 -- "...self_attn.q_proj", "...attn1.to_out.0", "...transformer_blocks.0.ff.net.2");
 -- "all-linear" is every Linear but the output layer. A target that matches no module is an error,
--- as in peft ("Target modules ... not found in the base model").
+-- as in peft ("Target modules ... not found in the base model"). On a transformers 5
+-- mixture-of-experts model peft first turns the MLP names into target_parameters
+-- (M.convert_moe_targets), whose wrappers M.param_proxies and M.param_weight model.
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 
@@ -119,14 +121,81 @@ function M.settings(lc, defaults)
       if type(t) ~= "string" or t == "" then error("training.lora.target_parameters must name parameters", 0) end
       s.target_parameters[i] = t
     end
-    -- ParamWrapper.__init__: "lora.ParamWrapper does not work with lora_dropout != 0" (the
-    -- input cannot be factored out of the folded weight, so dropout has nothing to act on)
-    if #s.target_parameters > 0 and s.dropout > 0 then
-      error(("training.lora.target_parameters: peft's lora.ParamWrapper does not work with lora_dropout != 0 "
-             .. "(training.lora.dropout is %s): set dropout = 0"):format(tostring(s.dropout)), 0)
+  end
+  M.check_wrapped(s)
+  return s
+end
+
+-- ParamWrapper.__init__: "lora.ParamWrapper does not work with lora_dropout != 0" (the input
+-- cannot be factored out of the folded weight, so dropout has nothing to act on).
+function M.check_wrapped(s, why)
+  if #s.target_parameters > 0 and s.dropout > 0 then
+    error(("training.lora.target_parameters%s: peft's lora.ParamWrapper does not work with lora_dropout != 0 "
+           .. "(training.lora.dropout is %s): set dropout = 0"):format(why or "", tostring(s.dropout)), 0)
+  end
+end
+
+-- peft 0.21 on transformers 5 (peft/utils/transformers_weight_conversion.py,
+-- _convert_peft_config_moe, run by inject_adapter for every model type transformers has a
+-- weight conversion for): the MLP names of a v4 mixture-of-experts model in target_modules
+-- become target_parameters on the fused v5 experts, and leave target_modules (so a dense MLP
+-- of the same names is not adapted either); the two halves of gate_up_proj take twice the rank
+-- and twice lora_alpha (rank_pattern, alpha_pattern); the router's name becomes "gate.weight", a
+-- 2-D ParamWrapper (not modelled). "all-linear" is resolved first to the attention's Linears
+-- plus every v4 MLP name, the router's included. Keyed by vrsim's family (model_type).
+M.MOE_RENAMED = {
+  mixtral = { names = { gate = "gate.weight", w1 = "gate_up_proj", w3 = "gate_up_proj", w2 = "down_proj" },
+              fused = { "w1", "w3" } },
+  qwen3_moe = { names = { gate = "gate.weight", gate_proj = "gate_up_proj", up_proj = "gate_up_proj",
+                          down_proj = "down_proj" },
+                fused = { "gate_proj", "up_proj" } },
+}
+
+function M.convert_moe_targets(s, model_type)
+  local conv = M.MOE_RENAMED[model_type]
+  if not conv then return end
+  local why = (" (peft 0.21 turns %s's MLP names into target_parameters on the experts)"):format(model_type)
+  if s.all_linear then
+    error(("training.lora.targets = \"all-linear\" on %s: peft 0.21 resolves it to the attention's Linears "
+           .. "and every MLP name of the model's transformers 4 layout, which it turns into target_parameters: the "
+           .. "experts' gate_up_proj (at twice the rank) and down_proj, and the router's gate.weight, whose "
+           .. "2-D lora.ParamWrapper is not modelled; name the attention's Linears (targets = { \"q_proj\", "
+           .. "\"k_proj\", \"v_proj\", \"o_proj\" }) and the experts by target_parameters"):format(model_type), 0)
+  end
+  local keep, seen, added = {}, {}, {}
+  for _, t in ipairs(s.targets) do
+    local old
+    for name in pairs(conv.names) do
+      if t == name or t:sub(-#name - 1) == "." .. name then old = name end
+    end
+    if not old then
+      keep[#keep + 1] = t
+    elseif conv.names[old] == "gate.weight" then
+      error(("training.lora.targets: '%s' on %s: peft 0.21 turns the router's name into target_parameters "
+             .. "\"gate.weight\", a 2-D lora.ParamWrapper on the router, which is not modelled"):format(t, model_type), 0)
+    else
+      seen[old] = true
+      local new = conv.names[old]
+      if not added[new] then added[new] = true; added[#added + 1] = new end
     end
   end
-  return s
+  local n = (seen[conv.fused[1]] and 1 or 0) + (seen[conv.fused[2]] and 1 or 0)
+  if n == 1 then
+    local has, miss = conv.fused[1], conv.fused[2]
+    if seen[miss] then has, miss = miss, has end
+    error(("training.lora.targets: peft 0.21 cannot convert '%s' without '%s' on %s: they are fused into "
+           .. "gate_up_proj"):format(has, miss, model_type), 0)
+  end
+  if #added == 0 then return end
+  s.targets = keep
+  s.param_scale = s.param_scale or {}
+  for _, new in ipairs(added) do
+    s.target_parameters[#s.target_parameters + 1] = new
+    if new == "gate_up_proj" then s.param_scale[new] = 2 end
+  end
+  s.converted = ("training.lora.targets: peft 0.21 turns %s's MLP names into target_parameters on the experts "
+                 .. "(%s; gate_up_proj at twice r and lora_alpha)"):format(model_type, table.concat(added, ", "))
+  M.check_wrapped(s, why)
 end
 
 -- Marks every targeted Linear of the tree (`output` is the output layer's path, which
@@ -203,7 +272,9 @@ function M.apply_parameters(root, s)
                   :format(t, key, m.cls, table.concat(d.shape, " x ")), 0)
           end
           m.lora_params = m.lora_params or {}
-          m.lora_params[#m.lora_params + 1] = { key = d.key, shape = d.shape, cfg = s }
+          -- (rank_pattern: a converted gate_up_proj takes twice r)
+          local k = s.param_scale and s.param_scale[d.key] or 1
+          m.lora_params[#m.lora_params + 1] = { key = d.key, shape = d.shape, cfg = s, r = k * s.r }
           break
         end
       end
@@ -239,8 +310,8 @@ function M.materialize_parameters(cx, m, prefix)
     local s = lp.cfg
     local e, out, inn = lp.shape[1], lp.shape[2], lp.shape[3]
     local base = prefix .. m.path .. (".base_layer"):rep(n - i) .. "."
-    lp.A = nn.param(cx, base .. "lora_A.default.weight", { s.r * e, inn }, s.dtype, true)
-    lp.B = nn.param(cx, base .. "lora_B.default.weight", { out, s.r * e }, s.dtype, true)
+    lp.A = nn.param(cx, base .. "lora_A.default.weight", { lp.r * e, inn }, s.dtype, true)
+    lp.B = nn.param(cx, base .. "lora_B.default.weight", { out, lp.r * e }, s.dtype, true)
     lp.A.adapter, lp.B.adapter = true, true
     m.extra_params = m.extra_params or {}
     m.extra_params[#m.extra_params + 1] = { key = lp.key .. ".lora_A", param = lp.A }
@@ -279,7 +350,7 @@ function M.param_proxies(cx, pre, ex)
              .. "modelled; use DDP, ZeRO-1 or ZeRO-2"):format(pre .. ".experts." .. lp.key), 0)
     end
     local w = mod.weight(cx, ex.p[lp.key])
-    local e, out, inn, r = lp.shape[1], lp.shape[2], lp.shape[3], lp.cfg.r
+    local e, out, inn, r = lp.shape[1], lp.shape[2], lp.shape[3], lp.r
     local name = pre .. ".experts." .. lp.key
     local A, B = mod.weight(cx, lp.A), mod.weight(cx, lp.B)
     -- weight_B.reshape(out, r, E).permute(2, 0, 1): the reshape's backward copies the permuted
