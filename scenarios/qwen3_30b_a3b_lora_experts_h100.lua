@@ -3,8 +3,8 @@
 -- mlp.experts.gate_up_proj and down_proj, lora.ParamWrapper: one rank-16 pair per expert, 642.5 M
 -- trainable parameters) with gradient checkpointing on one 80 GB H100 at 4096 tokens: the
 -- largest micro-batch? (Naming gate_proj, up_proj and down_proj in targets instead, peft turns
--- them into these target_parameters, gate_up_proj at twice the rank; "all-linear" adds the
--- router, whose 2-D wrapper is not modelled: refused.)
+-- them into these target_parameters, gate_up_proj at twice the rank; "all-linear" does the same
+-- and adds the router's gate.weight.)
 --
 -- Answer (vrsim, 2026-12-05: ./vrsim maxbatch scenarios/qwen3_30b_a3b_lora_experts_h100.lua):
 --   micro_batch = 1 fits (peak reserved 74.59 GiB of 78.43 GiB, step 890.3 ms, 4601 tokens/s);
@@ -18,7 +18,9 @@
 --   checkpointing every layer keeps its copies: out of memory in layer 9's forward. 4-bit
 --   loading (--set quant=nf4) shrinks the attention only: bitsandbytes quantizes nn.Linear
 --   modules (transformers 5.25 Bnb4BitHfQuantizer.param_needs_quantization: Linear4bit
---   parameters only), so the experts stay bf16 and are wrapped as they are.
+--   parameters only), so the experts stay bf16 and are wrapped as they are. With targets =
+--   "all-linear" (lora_dropout 0: peft's wrappers refuse any other) peft 0.21 also wraps the
+--   router and gives gate_up_proj rank 32: micro-batch 1 no longer fits.
 -- The ParamWrapper's allocations are held to peft 0.21.2 on fake tensors
 -- (validation/oracle/captures/qwen3_moe_l2_lora_experts, tests/test_oracle.sh); not measured on
 -- a GPU.
@@ -30,6 +32,8 @@
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax'
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.9.mlp.experts.gate_up_proj.lora_baddbmm'
+--   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua --set lora.targets=all-linear
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax.backward'
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua --set quant=nf4
 --   FITS: peak reserved 73.34 GiB of 78.43 GiB usable (93.5 %), 5.09 GiB headroom
 return {

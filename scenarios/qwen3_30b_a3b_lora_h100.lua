@@ -1,8 +1,8 @@
 -- Qwen3-30B-A3B (48 layers, 128 experts of which 8 per token, 3.3 B active of 30.5 B parameters)
 -- with LoRA r = 16 on the attention's q, k, v, o (the router and the experts frozen; peft 0.21's
--- "all-linear" would also take the experts and the router, by target_parameters: refused, see
--- qwen3_30b_a3b_lora_experts_h100.lua for the experts) and gradient checkpointing on one 80 GB
--- H100 at 4096 tokens: does it fit, at what micro-batch, how fast?
+-- "all-linear" would also wrap the experts and the router by target_parameters, and then refuses
+-- this lora_dropout: see qwen3_30b_a3b_lora_experts_h100.lua) and gradient checkpointing on one
+-- 80 GB H100 at 4096 tokens: does it fit, at what micro-batch, how fast?
 --
 -- Answer (vrsim, 2026-12-05: ./vrsim scenarios/qwen3_30b_a3b_lora_h100.lua [--set ...];
 --   ./vrsim maxbatch scenarios/qwen3_30b_a3b_lora_h100.lua):

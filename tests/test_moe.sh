@@ -40,9 +40,10 @@ if [ "$got" = "$want" ]; then ok "MoE block forward: the 25 allocations of trans
 else bad "MoE block forward allocates: $got (transformers: $want)"; fi
 
 # 3. LoRA on the attention's Linears: r 16 on q, k, v, o of 2 layers is 851,968 parameters;
-#    QLoRA leaves the experts in bf16 and says so. "all-linear" is refused on Mixtral: peft 0.21
-#    resolves it to the attention's Linears and the v4 MLP names (w1, w2, w3, gate), turned into
-#    target_parameters on the experts and the router's gate.weight (not modelled)
+#    QLoRA leaves the experts in bf16 and says so. "all-linear" on Mixtral: peft 0.21 resolves it
+#    to the attention's Linears and the v4 MLP names (w1, w2, w3, gate), turned into
+#    target_parameters on the experts and the router's gate.weight, whose wrappers refuse
+#    lora_dropout != 0 (this run's 0.05): exit 2 naming it
 scn lora "layers = 2" 'precision = "lora_bf16", quant = "nf4", lora = { r = 16, targets = { "q_proj", "k_proj", "v_proj", "o_proj" } }'
 "$VRSIM" "$tmp/lora.lua" --json --no-files > "$tmp/lora.json" 2>"$tmp/err"
 n=$(field 'd["n_trainable"]' < "$tmp/lora.json")
@@ -51,10 +52,10 @@ case "$n $note" in
   "851968 "*"experts' 3-D weights"*"stay in bf16"*) ok "MoE QLoRA: LoRA on q/k/v/o (851968), experts noted as bf16" ;;
   *) bad "MoE QLoRA: $n trainable, notes: $note" ;;
 esac
-scn alin "layers = 2" 'precision = "lora_bf16", lora = { r = 16, dropout = 0, targets = "all-linear" }'
+scn alin "layers = 2" 'precision = "lora_bf16", lora = { r = 16, dropout = 0.05, targets = "all-linear" }'
 "$VRSIM" "$tmp/alin.lua" --no-files >"$tmp/out" 2>&1; rc=$?
-if [ $rc = 2 ] && grep -q 'targets = "all-linear" on mixtral: peft 0.21 resolves it' "$tmp/out" && grep -q "gate.weight" "$tmp/out"
-then ok "all-linear on Mixtral: exit 2 naming peft's conversion and the router"
+if [ $rc = 2 ] && grep -q "turns mixtral's MLP names into target_parameters.*lora_dropout != 0" "$tmp/out"
+then ok "all-linear on Mixtral with lora_dropout 0.05: exit 2 naming peft's conversion and the dropout"
 else bad "all-linear on Mixtral: exit $rc: $(cat "$tmp/out")"; fi
 
 # 4. refused by name: LoRA on the experts, the load-balancing loss, router noise, the eager loop
@@ -144,8 +145,14 @@ case "$n $note" in
   "41451520 "*"turns qwen3_moe's MLP names into target_parameters"*) ok "MLP names on Qwen3-MoE: peft's conversion to target_parameters (41451520 trainable), noted" ;;
   *) bad "MLP names on Qwen3-MoE: $n trainable (peft: 41451520), notes: $note $(cat "$tmp/err")" ;;
 esac
+#    "all-linear" adds the router (gate.weight: a 2-D wrapper, W + B @ A): 41,521,152 trainable,
+#    peft's count (captures/qwen3_moe_l2_lora_all_linear)
+tp tpa 'dropout = 0, targets = "all-linear"'
+sed -i 's/targets = { "q_proj", "k_proj", "v_proj", "o_proj" }, dropout/dropout/' "$tmp/tpa.lua"
+n=$("$VRSIM" "$tmp/tpa.lua" --json --no-files 2>"$tmp/err" | field 'd["n_trainable"]')
+if [ "$n" = 41521152 ]; then ok "all-linear on Qwen3-MoE: attention, router and experts (41521152 trainable), as peft"
+else bad "all-linear on Qwen3-MoE: $n trainable (peft: 41521152) $(cat "$tmp/err")"; fi
 for kv in 'targets = { "q_proj", "gate_proj", "down_proj" }|cannot convert .gate_proj. without .up_proj.' \
-          'targets = { "q_proj", "mlp.gate" }|gate.weight., a 2-D lora.ParamWrapper on the router' \
           'targets = { "q_proj", "up_proj", "gate_proj" }, dropout = 0.05|does not work with lora_dropout != 0'; do
   tp tpm "${kv%%|*}"
   sed -i 's/targets = { "q_proj", "k_proj", "v_proj", "o_proj" }, //' "$tmp/tpm.lua"
@@ -155,7 +162,7 @@ for kv in 'targets = { "q_proj", "gate_proj", "down_proj" }|cannot convert .gate
 done
 for kv in 'target_parameters = { "mlp.experts.gate_up_proj" }|does not work with lora_dropout != 0' \
           'dropout = 0, target_parameters = { "mlp.experts.w1" }|matches no parameter' \
-          'dropout = 0, target_parameters = { "mlp.gate.weight" }|modelled on the 3-D experts'; do
+          'dropout = 0, target_parameters = { "input_layernorm.weight" }|modelled on the 3-D experts'; do
   tp tpbad "${kv%%|*}"
   "$VRSIM" "$tmp/tpbad.lua" --no-files >"$tmp/out" 2>&1; rc=$?
   if [ $rc = 2 ] && grep -q "${kv#*|}" "$tmp/out"; then ok "target_parameters ${kv%%|*}: exit 2 naming it"

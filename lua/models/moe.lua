@@ -5,8 +5,9 @@
 -- own experts from its pieces, and DeepSeek (deepseek_v3.lua) its own router around
 -- experts_forward.
 --
---   gate: a TopKRouter (weight (E, hidden); not an nn.Linear, so peft's "all-linear" and
---         bitsandbytes leave it alone): logits = F.linear(x, weight); softmax in fp32; top-k;
+--   gate: a TopKRouter (weight (E, hidden); not an nn.Linear, so bitsandbytes leaves it alone,
+--         and peft reaches it by target_parameters only, "all-linear" converted to them:
+--         strategies/lora.lua): logits = F.linear(x, weight); softmax in fp32; top-k;
 --         the k weights renormalised to sum to 1 (norm_topk_prob)
 --   experts: gate_up_proj (E, 2 * intermediate, hidden) and down_proj (E, hidden, intermediate),
 --         3-D parameters (again not nn.Linear). The model's _experts_implementation defaults to
@@ -31,8 +32,12 @@ local M = {}
 local W = mod.weight
 
 -- The router's F.linear, under autocast with its weight cast like a Linear's.
+-- (LoRA on its weight, peft's target_parameters "gate.weight", folds the adapter in first:
+-- strategies/lora.lua param_wrap_2d)
 local function router_forward(cx, m, x)
-  return require("models.llama").linear_forward(cx, m, x)
+  return require("strategies.lora").param_wrap_2d(cx, m, "weight", function()
+    return require("models.llama").linear_forward(cx, m, x)
+  end)
 end
 
 -- An op whose outputs need no gradient and that saves nothing: sort, histc, the index sums.
@@ -197,7 +202,8 @@ function M.SparseMoeBlock(cfg, pre, classes)
                               norm_topk = cfg.norm_topk_prob,
                               weights_to_logits_dtype = cfg.router_weights_to_logits_dtype } })
   local gate = mod.new(classes.router or "MixtralTopKRouter", router_forward,
-                       { opname = pre .. ".mlp.gate", in_features = cfg.hidden, out_features = cfg.experts })
+                       { opname = pre .. ".mlp.gate", in_features = cfg.hidden, out_features = cfg.experts,
+                         param_lora = { weight = true } })
   gate:declare("weight", { cfg.experts, cfg.hidden })
   m:add("gate", gate)
   -- param_lora: the parameters peft's target_parameters may wrap (strategies/lora.lua)

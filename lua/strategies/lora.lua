@@ -155,24 +155,23 @@ function M.convert_moe_targets(s, model_type)
   local conv = M.MOE_RENAMED[model_type]
   if not conv then return end
   local why = (" (peft 0.21 turns %s's MLP names into target_parameters on the experts)"):format(model_type)
+  local targets = s.targets
   if s.all_linear then
-    error(("training.lora.targets = \"all-linear\" on %s: peft 0.21 resolves it to the attention's Linears "
-           .. "and every MLP name of the model's transformers 4 layout, which it turns into target_parameters: the "
-           .. "experts' gate_up_proj (at twice the rank) and down_proj, and the router's gate.weight, whose "
-           .. "2-D lora.ParamWrapper is not modelled; name the attention's Linears (targets = { \"q_proj\", "
-           .. "\"k_proj\", \"v_proj\", \"o_proj\" }) and the experts by target_parameters"):format(model_type), 0)
+    -- _resolve_string_target_modules: the Linears' leaf names (the attention's: the experts and
+    -- the router are no Linear here) plus every v4 MLP name; the list stands for "all-linear"
+    s.all_linear = false
+    targets = { "q_proj", "k_proj", "v_proj", "o_proj" }
+    for name in pairs(conv.names) do targets[#targets + 1] = name end
+    table.sort(targets)
   end
   local keep, seen, added = {}, {}, {}
-  for _, t in ipairs(s.targets) do
+  for _, t in ipairs(targets) do
     local old
     for name in pairs(conv.names) do
       if t == name or t:sub(-#name - 1) == "." .. name then old = name end
     end
     if not old then
       keep[#keep + 1] = t
-    elseif conv.names[old] == "gate.weight" then
-      error(("training.lora.targets: '%s' on %s: peft 0.21 turns the router's name into target_parameters "
-             .. "\"gate.weight\", a 2-D lora.ParamWrapper on the router, which is not modelled"):format(t, model_type), 0)
     else
       seen[old] = true
       local new = conv.names[old]
@@ -194,7 +193,7 @@ function M.convert_moe_targets(s, model_type)
     if new == "gate_up_proj" then s.param_scale[new] = 2 end
   end
   s.converted = ("training.lora.targets: peft 0.21 turns %s's MLP names into target_parameters on the experts "
-                 .. "(%s; gate_up_proj at twice r and lora_alpha)"):format(model_type, table.concat(added, ", "))
+                 .. "and the router (%s; gate_up_proj at twice r and lora_alpha)"):format(model_type, table.concat(added, ", "))
   M.check_wrapped(s, why)
 end
 
@@ -262,29 +261,32 @@ function M.apply_parameters(root, s)
   mod.walk(root, function(m)
     for _, d in ipairs(m.decls) do
       local key = (m.path == "" and "" or m.path .. ".") .. d.key
+      local hit
       for _, t in ipairs(s.target_parameters) do
-        if key == t or key:sub(-#t - 1) == "." .. t then
-          used[t] = true
+        if key == t or key:sub(-#t - 1) == "." .. t then used[t] = true; hit = hit or t end
+      end
+      -- (a parameter two targets name is wrapped once)
+      local t = hit
+      if t then
           if not (m.param_lora and m.param_lora[d.key]) then
             error(("training.lora.target_parameters: '%s' matches %s (%s, shape %s): peft's lora.ParamWrapper "
-                   .. "is modelled on the 3-D experts of the grouped_mm experts forward only (gate_up_proj, "
-                   .. "down_proj of Mixtral and Qwen3-MoE)")
+                   .. "is modelled on the 3-D experts of the grouped_mm experts forward (gate_up_proj, "
+                   .. "down_proj) and the router's weight (gate.weight) of Mixtral and Qwen3-MoE only")
                   :format(t, key, m.cls, table.concat(d.shape, " x ")), 0)
           end
           m.lora_params = m.lora_params or {}
           -- (rank_pattern: a converted gate_up_proj takes twice r)
           local k = s.param_scale and s.param_scale[d.key] or 1
           m.lora_params[#m.lora_params + 1] = { key = d.key, shape = d.shape, cfg = s, r = k * s.r }
-          break
-        end
       end
     end
   end)
   for _, t in ipairs(s.target_parameters) do
     if not used[t] then
-      error(("training.lora.target_parameters: '%s' matches no parameter of this model (peft: \"target_parameters "
-             .. "were set but no parameter was matched\"); the experts' are e.g. \"mlp.experts.gate_up_proj\", "
-             .. "\"mlp.experts.down_proj\""):format(t), 0)
+      -- (peft wraps nothing for it, and warns only when no target matched at all)
+      error(("training.lora.target_parameters: '%s' matches no parameter of this model; the experts' are e.g. "
+             .. "\"mlp.experts.gate_up_proj\", \"mlp.experts.down_proj\", the router's \"mlp.gate.weight\"")
+            :format(t), 0)
     end
   end
 end
@@ -308,7 +310,9 @@ function M.materialize_parameters(cx, m, prefix)
   local n = #m.lora_params
   for i, lp in ipairs(m.lora_params) do
     local s = lp.cfg
+    -- (a 2-D weight (out, in) is one "expert": _get_in_out_features)
     local e, out, inn = lp.shape[1], lp.shape[2], lp.shape[3]
+    if #lp.shape == 2 then e, out, inn = 1, lp.shape[1], lp.shape[2] end
     local base = prefix .. m.path .. (".base_layer"):rep(n - i) .. "."
     lp.A = nn.param(cx, base .. "lora_A.default.weight", { lp.r * e, inn }, s.dtype, true)
     lp.B = nn.param(cx, base .. "lora_B.default.weight", { out, lp.r * e }, s.dtype, true)
@@ -387,6 +391,48 @@ function M.param_weight(cx, proxies, key, plain)
                      flops = flops + e * out * inn, bwd_flops = 2 * flops, dtype = w.dtype,
                      -- (backward reads the stack's gradient once for each factor)
                      bwd_bytes = 2 * nn.bytes(w.shape, w.dtype) })
+end
+
+-- ParamWrapper.forward around a 2-D weight (the router's gate.weight, one "expert"): with
+-- num_experts 1, _activate_lora takes get_delta_weight, Linear's (lora_B.weight @ lora_A.weight)
+-- * scaling in the adapters' dtype, cast to the weight's, and registers _LoraParameterProxy
+-- (W + delta), which register_parametrization evaluates once to check; the module's forward
+-- then reads W + delta (a new tensor; AddBackward0 passes its gradient to the delta) under
+-- parametrize.cached(). The delta goes as the wrapper's forward returns, the folded weight
+-- with the cache, or with the node that saved it. `run(w)` is the module's forward on the folded
+-- weight. Returns run's result.
+function M.param_wrap_2d(cx, m, key, run)
+  local lp = m.lora_params and m.lora_params[1]
+  if not lp or cx.adapters_off then return run(nil) end
+  local w = mod.weight(cx, m.p[key])
+  if m.p[key].sharded then
+    error(("training.lora.target_parameters with a sharded %s (FSDP2 / ZeRO-3 parameter sharding) is not "
+           .. "modelled; use DDP, ZeRO-1 or ZeRO-2"):format(m.opname .. "." .. key), 0)
+  end
+  local A, B = mod.weight(cx, lp.A), mod.weight(cx, lp.B)
+  local name = m.opname .. "." .. key
+  local out, inn = w.shape[1], w.shape[2]
+  local ab = nn.op(cx, { name = name .. ".lora_BA", kind = "mm", inputs = { B, A },
+                         outs = { { name .. ".lora_BA", { out, inn }, B.dtype } }, saves = { B, A },
+                         grads = { { dtype = B.dtype }, { dtype = A.dtype } },
+                         flops = 2 * out * inn * lp.r, bwd_flops = 4 * out * inn * lp.r, dtype = B.dtype })
+  local scaled = nn.op(cx, { name = name .. ".lora_scaling", inputs = { ab },
+                             outs = { { name .. ".lora_scaled", ab.shape, ab.dtype } },
+                             flops = nn.numel(ab.shape), dtype = ab.dtype })
+  local delta = nn.to(cx, scaled, w.dtype, name .. ".lora_delta")
+  local wb = nn.bytes(w.shape, w.dtype)
+  nn.op(cx, { name = name .. ".lora_check", inputs = { w, delta }, workspace = { wb }, frees = {},
+              grads = { "none", "none" }, flops = nn.numel(w.shape), dtype = w.dtype, bytes = 3 * wb })
+  local folded = nn.op(cx, { name = name .. ".lora_weight", inputs = { w, delta },
+                             outs = { { name .. ".lora_weight", w.shape, w.dtype } },
+                             grads = { "none", { pass = 1 } }, frees = {}, flops = nn.numel(w.shape),
+                             dtype = w.dtype })
+  mod.bind(cx, m.p[key], folded)
+  local y = run(folded)
+  mod.bind(cx, m.p[key], nil)
+  -- the wrapper returns: its proxy (holding the delta) and the cache (the folded weight) go
+  nn.release(cx, { delta, folded }, name .. ": the wrapper returns")
+  return y
 end
 
 return M
