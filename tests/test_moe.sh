@@ -152,6 +152,11 @@ sed -i 's/targets = { "q_proj", "k_proj", "v_proj", "o_proj" }, dropout/dropout/
 n=$("$VRSIM" "$tmp/tpa.lua" --json --no-files 2>"$tmp/err" | field 'd["n_trainable"]')
 if [ "$n" = 41521152 ]; then ok "all-linear on Qwen3-MoE: attention, router and experts (41521152 trainable), as peft"
 else bad "all-linear on Qwen3-MoE: $n trainable (peft: 41521152) $(cat "$tmp/err")"; fi
+#    the same under 4-bit loading: the attention's Linear4bit layers are still "all-linear"
+sed 's/precision = "lora_bf16",/precision = "lora_bf16", quant = "nf4",/' "$tmp/tpa.lua" > "$tmp/tpa4.lua"
+n=$("$VRSIM" "$tmp/tpa4.lua" --json --no-files 2>"$tmp/err" | field 'd["n_trainable"]')
+if [ "$n" = 41521152 ]; then ok "all-linear on Qwen3-MoE under nf4: the same 41521152 trainable"
+else bad "all-linear on Qwen3-MoE under nf4: $n trainable (want 41521152) $(cat "$tmp/err")"; fi
 for kv in 'targets = { "q_proj", "gate_proj", "down_proj" }|cannot convert .gate_proj. without .up_proj.' \
           'targets = { "q_proj", "up_proj", "gate_proj" }, dropout = 0.05|does not work with lora_dropout != 0'; do
   tp tpm "${kv%%|*}"

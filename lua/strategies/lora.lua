@@ -151,17 +151,26 @@ M.MOE_RENAMED = {
                 fused = { "gate_proj", "up_proj" } },
 }
 
-function M.convert_moe_targets(s, model_type)
+function M.convert_moe_targets(s, model_type, root, output)
   local conv = M.MOE_RENAMED[model_type]
   if not conv then return end
   local why = (" (peft 0.21 turns %s's MLP names into target_parameters on the experts)"):format(model_type)
   local targets = s.targets
   if s.all_linear then
-    -- _resolve_string_target_modules: the Linears' leaf names (the attention's: the experts and
-    -- the router are no Linear here) plus every v4 MLP name; the list stands for "all-linear"
+    -- _resolve_string_target_modules: the leaf names of every Linear but the output layer (the
+    -- experts and the router are no Linear here) plus every v4 MLP name; the list stands for
+    -- "all-linear"
     s.all_linear = false
-    targets = { "q_proj", "k_proj", "v_proj", "o_proj" }
-    for name in pairs(conv.names) do targets[#targets + 1] = name end
+    local seen = {}
+    targets = {}
+    mod.walk(root, function(m)
+      local last = m.path:match("([^.]+)$")
+      local linear = m.cls == "Linear" or m.cls == "Linear4bit" or m.cls == "Linear8bitLt"
+      if linear and m.path ~= output and not seen[last] then seen[last] = true; targets[#targets + 1] = last end
+    end)
+    for name in pairs(conv.names) do
+      if not seen[name] then seen[name] = true; targets[#targets + 1] = name end
+    end
     table.sort(targets)
   end
   local keep, seen, added = {}, {}, {}
@@ -192,8 +201,9 @@ function M.convert_moe_targets(s, model_type)
     s.target_parameters[#s.target_parameters + 1] = new
     if new == "gate_up_proj" then s.param_scale[new] = 2 end
   end
-  s.converted = ("training.lora.targets: peft 0.21 turns %s's MLP names into target_parameters on the experts "
-                 .. "and the router (%s; gate_up_proj at twice r and lora_alpha)"):format(model_type, table.concat(added, ", "))
+  s.converted = ("training.lora.targets: peft 0.21 turns %s's MLP names into target_parameters on the experts%s "
+                 .. "(%s; gate_up_proj at twice r and lora_alpha)")
+                :format(model_type, added["gate.weight"] and " and the router" or "", table.concat(added, ", "))
   M.check_wrapped(s, why)
 end
 

@@ -189,7 +189,7 @@ function M.build(cx, cfg)
                                             gate = "gate_proj", up = "up_proj", down = "down_proj" } })
     -- a family whose peft targets go beyond Linear modules (its target_parameters) refuses them
     if fam.check_lora then fam.check_lora(lora, mc) end
-    L.convert_moe_targets(lora, fam.model_type)
+    L.convert_moe_targets(lora, fam.model_type, root, "lm_head")
     if lora.converted then cx.notes[#cx.notes + 1] = lora.converted end
     if dpo and lora.dropout > 0 then
       -- DPOConfig.disable_dropout (default True): every nn.Dropout's p set to 0, peft's lora_dropout
