@@ -116,7 +116,7 @@ else fail "training.lora: the checker's keys differ from vrsim fields'" "$(diff 
 # ---- every table refuses an unknown key: training.lora as training.zero ----------------------
 run lrank "$TMP/llama.lua" --no-files --set precision=lora_bf16 --set lora.rank=64
 expect "--set lora.rank=64 is refused, suggesting nothing far (was silently r = 8)" 2 \
-  "training.lora.rank is not a key vrsim knows \(one of: alpha, dropout, dtype, r, targets\)"
+  "training.lora.rank is not a key vrsim knows \(one of: alpha, dropout, dtype, r, target_parameters, targets\)"
 cat >"$TMP/lrank.lua" <<'L'
 return { hardware = { gpu = "h200" }, model = { size = "7b-l1" },
          training = { seq = 128, steps = 2, precision = "lora_bf16",

@@ -39,17 +39,24 @@ got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /
 if [ "$got" = "$want" ]; then ok "MoE block forward: the 25 allocations of transformers' grouped_mm path, in order"
 else bad "MoE block forward allocates: $got (transformers: $want)"; fi
 
-# 3. all-linear LoRA reaches the attention's Linears only (the router and experts are not
-#    nn.Linear): r 16 on q, k, v, o of 2 layers is 851,968 parameters; QLoRA leaves the experts in
-#    bf16 and says so
-scn lora "layers = 2" 'precision = "lora_bf16", quant = "nf4", lora = { r = 16, targets = "all-linear" }'
+# 3. LoRA on the attention's Linears: r 16 on q, k, v, o of 2 layers is 851,968 parameters;
+#    QLoRA leaves the experts in bf16 and says so. "all-linear" on Mixtral: peft 0.21 resolves it
+#    to the attention's Linears and the v4 MLP names (w1, w2, w3, gate), turned into
+#    target_parameters on the experts and the router's gate.weight, whose wrappers refuse
+#    lora_dropout != 0 (this run's 0.05): exit 2 naming it
+scn lora "layers = 2" 'precision = "lora_bf16", quant = "nf4", lora = { r = 16, targets = { "q_proj", "k_proj", "v_proj", "o_proj" } }'
 "$VRSIM" "$tmp/lora.lua" --json --no-files > "$tmp/lora.json" 2>"$tmp/err"
 n=$(field 'd["n_trainable"]' < "$tmp/lora.json")
 note=$(field '" ".join(d["notes"])' < "$tmp/lora.json")
 case "$n $note" in
-  "851968 "*"experts' 3-D weights"*"stay in bf16"*) ok "MoE QLoRA: all-linear LoRA on q/k/v/o only (851968), experts noted as bf16" ;;
+  "851968 "*"experts' 3-D weights"*"stay in bf16"*) ok "MoE QLoRA: LoRA on q/k/v/o (851968), experts noted as bf16" ;;
   *) bad "MoE QLoRA: $n trainable, notes: $note" ;;
 esac
+scn alin "layers = 2" 'precision = "lora_bf16", lora = { r = 16, dropout = 0.05, targets = "all-linear" }'
+"$VRSIM" "$tmp/alin.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q "turns mixtral's MLP names into target_parameters.*lora_dropout != 0" "$tmp/out"
+then ok "all-linear on Mixtral with lora_dropout 0.05: exit 2 naming peft's conversion and the dropout"
+else bad "all-linear on Mixtral: exit $rc: $(cat "$tmp/out")"; fi
 
 # 4. refused by name: LoRA on the experts, the load-balancing loss, router noise, the eager loop
 scn tgt "layers = 2" 'precision = "lora_bf16", lora = { targets = { "experts" } }'
@@ -64,6 +71,107 @@ for kv in 'output_router_logits=True' 'router_jitter_noise=0.01' 'experts_implem
   "$VRSIM" "$tmp/refuse.lua" --no-files >"$tmp/out" 2>&1; rc=$?
   if [ $rc = 2 ] && grep -q "$key.*not modelled" "$tmp/out"; then ok "$key: exit 2 naming it"
   else bad "$key: exit $rc: $(cat "$tmp/out")"; fi
+done
+
+# 4b. LoRA on the experts' 3-D weights (peft 0.21 target_parameters, lora.ParamWrapper) on
+#    Qwen3-30B-A3B cut to two layers, r 16 with q, k, v, o: 26,771,456 trainable, as peft counts
+#    (validation/oracle/captures/qwen3_moe_l2_lora_experts: per layer gate_up lora_A (16 x 128,
+#    2048), lora_B (1536, 2048), down_proj lora_A (2048, 768), lora_B (2048, 2048)); each forward
+#    folds the adapter into a whole bf16 copy of the expert stack (baddbmm, 768 MiB for gate_up)
+#    that the grouped GEMM saves, so layer 0's block holds one after the forward
+cp scenarios/configs/qwen3-30b-a3b.json "$tmp/"
+tp() { # name [lora fields] [config]
+  cat > "$tmp/$1.lua" <<EOS
+return { hardware = { gpu = "h200" }, model = { config = "${3:-qwen3-30b-a3b.json}", layers = 2 },
+  training = { micro_batch = 1, seq = 256, precision = "lora_bf16", steps = 2, optimizer = "sgd",
+    lora = { r = 16, alpha = 32, targets = { "q_proj", "k_proj", "v_proj", "o_proj" }, $2 } } }
+EOS
+}
+tp tpok 'dropout = 0, target_parameters = { "mlp.experts.gate_up_proj", "mlp.experts.down_proj" }'
+"$VRSIM" "$tmp/tpok.lua" --json --no-files --alloc-trace "$tmp/tpok.csv" > "$tmp/tpok.json" 2>"$tmp/err"
+n=$(field 'd["n_trainable"]' < "$tmp/tpok.json")
+if [ "$n" = 26771456 ]; then ok "Qwen3-MoE expert LoRA (target_parameters): 26771456 trainable, as peft counts"
+else bad "Qwen3-MoE expert LoRA: $n trainable (peft: 26771456) $(cat "$tmp/err")"; fi
+#    the wrapped weights' forward allocations in order, as peft's ParamWrapper makes them (capture):
+#    down_proj's factors cast to bf16 and the parametrization's check (a whole stack, dropped),
+#    then gate_up_proj's, then the folded gate_up and down stacks where the experts read them
+want="8388608 3145728 402653184 6291456 8388608 805306368 805306368 402653184"
+got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp\.experts\.[a-z_]+\.lora/ { printf "%s ", $5 }' "$tmp/tpok.csv" | sed 's/ $//')
+if [ "$got" = "$want" ]; then ok "ParamWrapper forward: the factors, the check and the folded expert stacks, in peft's order"
+else bad "ParamWrapper forward allocates: $got (peft: $want)"; fi
+#    with the experts' parameters alone (target_modules empty) the first layer's grouped GEMM
+#    input needs no gradient, so it does not save the folded gate_up stack; parametrize.cached()
+#    still holds it until the wrappers' forward returns, past down_proj's fold
+#    (captures/qwen3_moe_l2_lora_experts_only: freed after the down_proj baddbmm)
+sed 's/targets = { "q_proj", "k_proj", "v_proj", "o_proj" }/targets = { }/' "$tmp/tpok.lua" > "$tmp/tpx.lua"
+"$VRSIM" "$tmp/tpx.lua" --no-files --alloc-trace "$tmp/tpx.csv" >/dev/null 2>"$tmp/err"
+got=$(awk -F, '$7 == "layers.0.mlp.experts.down_proj.lora_baddbmm" && $3 == "alloc" { d = NR }
+  $7 == "layers.0.mlp.experts: the parametrization cache clears" && $3 == "free_requested" && $5 == 805306368 { f = NR }
+  END { print (d && f > d) ? "after" : "before" }' "$tmp/tpx.csv")
+if [ "$got" = after ]; then ok "expert LoRA alone: the unsaved folded gate_up stack lives until the wrappers return"
+else bad "expert LoRA alone: the folded gate_up stack is freed $got down_proj's fold $(cat "$tmp/err")"; fi
+#    under parameter sharding (FSDP2, ZeRO-3) the wrapper's parametrization and the gathered
+#    weight's swap-in meet on one attribute, not modelled: exit 2 naming it; DDP runs
+for st in fsdp2 zero3 ddp; do
+  "$VRSIM" "$tmp/tpok.lua" --no-files --set hardware.count=2 --set strategy=$st >"$tmp/out" 2>&1; rc=$?
+  case "$st:$rc" in
+    ddp:0) ok "expert LoRA under ddp: runs" ;;
+    fsdp2:2|zero3:2) if grep -q "target_parameters with a sharded .*not modelled" "$tmp/out"; then ok "expert LoRA under $st: exit 2 naming it"
+                     else bad "expert LoRA under $st: $(cat "$tmp/out")"; fi ;;
+    *) bad "expert LoRA under $st: exit $rc: $(head -n 3 "$tmp/out")" ;;
+  esac
+done
+#    QLoRA (nf4): bitsandbytes leaves the 3-D experts in bf16 (transformers 5.25 quantizes
+#    Linear4bit parameters only), so the wrappers fold the same bf16 stacks, and a note says so
+sed 's/precision = "lora_bf16",/precision = "lora_bf16", quant = "nf4",/' "$tmp/tpok.lua" > "$tmp/tpq.lua"
+"$VRSIM" "$tmp/tpq.lua" --json --no-files --alloc-trace "$tmp/tpq.csv" > "$tmp/tpq.json" 2>"$tmp/err"
+got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp\.experts\.[a-z_]+\.lora/ { printf "%s ", $5 }' "$tmp/tpq.csv" | sed 's/ $//')
+note=$(field '" ".join(d["notes"])' < "$tmp/tpq.json")
+case "$got|$note" in
+  "$want|"*"stay in bf16 (training.lora.target_parameters folds the adapters into them"*) ok "QLoRA with expert LoRA: the experts stay bf16 and are folded as they are, noted" ;;
+  *) bad "QLoRA with expert LoRA: $got | $note $(cat "$tmp/err")" ;;
+esac
+#    the MLP names in targets, as peft 0.21 converts them on a transformers 5 MoE model
+#    (captures/qwen3_moe_l2_lora_mlp_names): gate_proj + up_proj become target_parameters
+#    gate_up_proj at twice the rank (lora_A (32 x 128, 2048)), down_proj down_proj at r: the
+#    trainable count 26771456 + 2 x (4194304 + 3145728) = 41451520, noted; one half of the fused
+#    pair alone, and the router's name, are refused as peft refuses them (or as not modelled)
+tp tpn 'dropout = 0, targets = { "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj" }'
+sed -i 's/targets = { "q_proj", "k_proj", "v_proj", "o_proj" }, dropout/dropout/' "$tmp/tpn.lua"
+"$VRSIM" "$tmp/tpn.lua" --json --no-files > "$tmp/tpn.json" 2>"$tmp/err"
+n=$(field 'd["n_trainable"]' < "$tmp/tpn.json")
+note=$(field '" ".join(d["notes"])' < "$tmp/tpn.json")
+case "$n $note" in
+  "41451520 "*"turns qwen3_moe's MLP names into target_parameters"*) ok "MLP names on Qwen3-MoE: peft's conversion to target_parameters (41451520 trainable), noted" ;;
+  *) bad "MLP names on Qwen3-MoE: $n trainable (peft: 41451520), notes: $note $(cat "$tmp/err")" ;;
+esac
+#    "all-linear" adds the router (gate.weight: a 2-D wrapper, W + B @ A): 41,521,152 trainable,
+#    peft's count (captures/qwen3_moe_l2_lora_all_linear)
+tp tpa 'dropout = 0, targets = "all-linear"'
+sed -i 's/targets = { "q_proj", "k_proj", "v_proj", "o_proj" }, dropout/dropout/' "$tmp/tpa.lua"
+n=$("$VRSIM" "$tmp/tpa.lua" --json --no-files 2>"$tmp/err" | field 'd["n_trainable"]')
+if [ "$n" = 41521152 ]; then ok "all-linear on Qwen3-MoE: attention, router and experts (41521152 trainable), as peft"
+else bad "all-linear on Qwen3-MoE: $n trainable (peft: 41521152) $(cat "$tmp/err")"; fi
+#    the same under 4-bit loading: the attention's Linear4bit layers are still "all-linear"
+sed 's/precision = "lora_bf16",/precision = "lora_bf16", quant = "nf4",/' "$tmp/tpa.lua" > "$tmp/tpa4.lua"
+n=$("$VRSIM" "$tmp/tpa4.lua" --json --no-files 2>"$tmp/err" | field 'd["n_trainable"]')
+if [ "$n" = 41521152 ]; then ok "all-linear on Qwen3-MoE under nf4: the same 41521152 trainable"
+else bad "all-linear on Qwen3-MoE under nf4: $n trainable (want 41521152) $(cat "$tmp/err")"; fi
+for kv in 'targets = { "q_proj", "gate_proj", "down_proj" }|cannot convert .gate_proj. without .up_proj.' \
+          'targets = { "q_proj", "up_proj", "gate_proj" }, dropout = 0.05|does not work with lora_dropout != 0'; do
+  tp tpm "${kv%%|*}"
+  sed -i 's/targets = { "q_proj", "k_proj", "v_proj", "o_proj" }, //' "$tmp/tpm.lua"
+  "$VRSIM" "$tmp/tpm.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+  if [ $rc = 2 ] && grep -q "${kv#*|}" "$tmp/out"; then ok "Qwen3-MoE ${kv%%|*}: exit 2 naming it"
+  else bad "Qwen3-MoE ${kv%%|*}: exit $rc: $(cat "$tmp/out")"; fi
+done
+for kv in 'target_parameters = { "mlp.experts.gate_up_proj" }|does not work with lora_dropout != 0' \
+          'dropout = 0, target_parameters = { "mlp.experts.w1" }|matches no parameter' \
+          'dropout = 0, target_parameters = { "input_layernorm.weight" }|modelled on the 3-D experts'; do
+  tp tpbad "${kv%%|*}"
+  "$VRSIM" "$tmp/tpbad.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+  if [ $rc = 2 ] && grep -q "${kv#*|}" "$tmp/out"; then ok "target_parameters ${kv%%|*}: exit 2 naming it"
+  else bad "target_parameters ${kv%%|*}: exit $rc: $(cat "$tmp/out")"; fi
 done
 
 # 5. Qwen3-MoE: Qwen3-30B-A3B's parameters as transformers counts them (30,532,122,624); its

@@ -5,8 +5,9 @@
 -- own experts from its pieces, and DeepSeek (deepseek_v3.lua) its own router around
 -- experts_forward.
 --
---   gate: a TopKRouter (weight (E, hidden); not an nn.Linear, so peft's "all-linear" and
---         bitsandbytes leave it alone): logits = F.linear(x, weight); softmax in fp32; top-k;
+--   gate: a TopKRouter (weight (E, hidden); not an nn.Linear, so bitsandbytes leaves it alone,
+--         and peft reaches it by target_parameters only, "all-linear" converted to them:
+--         strategies/lora.lua): logits = F.linear(x, weight); softmax in fp32; top-k;
 --         the k weights renormalised to sum to 1 (norm_topk_prob)
 --   experts: gate_up_proj (E, 2 * intermediate, hidden) and down_proj (E, hidden, intermediate),
 --         3-D parameters (again not nn.Linear). The model's _experts_implementation defaults to
@@ -20,7 +21,9 @@
 -- changes the time of the grouped GEMMs (taken here as balanced, each expert S / E rows), never
 -- the memory. Not modelled (an error where configured): the eager per-expert loop
 -- (experts_implementation = "eager"), router jitter noise, the load-balancing loss
--- (output_router_logits), LoRA on the experts' 3-D parameters (peft target_parameters).
+-- (output_router_logits). LoRA on the experts' 3-D parameters (peft's target_parameters,
+-- lora.ParamWrapper) folds each adapter into a whole copy of the expert stack per forward
+-- (strategies/lora.lua param_proxies, param_weight).
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 
@@ -29,8 +32,12 @@ local M = {}
 local W = mod.weight
 
 -- The router's F.linear, under autocast with its weight cast like a Linear's.
+-- (LoRA on its weight, peft's target_parameters "gate.weight", folds the adapter in first:
+-- strategies/lora.lua param_wrap_2d)
 local function router_forward(cx, m, x)
-  return require("models.llama").linear_forward(cx, m, x)
+  return require("strategies.lora").param_wrap_2d(cx, m, "weight", function()
+    return require("models.llama").linear_forward(cx, m, x)
+  end)
 end
 
 -- An op whose outputs need no gradient and that saves nothing: sort, histc, the index sums.
@@ -76,6 +83,13 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
   local t, h = hs.shape[1], hs.shape[2]
   local k, ne, inter = e.top_k, e.experts, e.intermediate
   local n = t * k
+  -- LoRA on the experts' parameters (peft target_parameters): the wrappers' factors first
+  local lora = require "strategies.lora"
+  local proxies = lora.param_proxies(cx, pre, ex)
+  if proxies and cx.ep then
+    error(pre .. ".experts: LoRA on the experts' parameters (training.lora.target_parameters) with expert "
+          .. "parallelism is not modelled", 0)
+  end
   local weights = nn.view(cx, topv, { n }, pre .. ".sample_weights")
   local ids = nn.view(cx, topi, { n }, pre .. ".expert_ids")
   local ids_sorted, perm = index_op(cx, pre .. ".sort", { ids },
@@ -88,7 +102,8 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
   local counts = index_op(cx, pre .. ".histc", { ids32 }, { { pre .. ".tokens_per_expert", { ne }, "int32" } })
   local offsets = index_op(cx, pre .. ".cumsum", { counts }, { { pre .. ".offsets", { ne }, "int32" } })
 
-  local gu, dp = W(cx, ex.p.gate_up_proj), W(cx, ex.p.down_proj)
+  -- (under target_parameters the first read of a wrapped weight folds its adapter in)
+  local gu = lora.param_weight(cx, proxies, "gate_up_proj", W(cx, ex.p.gate_up_proj))
   -- grouped_mm is not autocast-enabled: `input.to(weight.dtype)`
   local sel = nn.to(cx, selected, gu.dtype, pre .. ".experts.input_cast")
   -- expert parallelism (strategies/ep.lua): the sorted pairs sent to their experts' ranks, this
@@ -104,6 +119,7 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
               grads = { { dtype = proj.dtype } }, bwd_kind = "cat_strided", bytes = 0 })
   local act = nn.ew(cx, pre .. ".experts.act_fn", { gate }, gate.dtype, { gate })
   local gated = nn.mul(cx, pre .. ".experts.mul", act, up, act.dtype)
+  local dp = lora.param_weight(cx, proxies, "down_proj", W(cx, ex.p.down_proj))
   local gated_in = nn.to(cx, gated, dp.dtype, pre .. ".experts.down_input_cast")
   local down = grouped_mm(cx, pre .. ".experts.down_proj", gated_in, dp, offsets)
   if ep_state then down = require("strategies.ep").combine(cx, pre, down, ep_state) end
@@ -130,7 +146,11 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
   -- of it: a copy of the pairs' size (the oracle's Mixtral capture: clone <- experts|view)
   local summed = nn.op(cx, { name = pre .. ".sum_top_k", kind = "reduce_rows", inputs = { reordered },
                              outs = { { pre .. ".final_hidden", { t, h }, reordered.dtype } } })
-  return nn.to(cx, summed, x_dtype, pre .. ".final_hidden.to")
+  local out = nn.to(cx, summed, x_dtype, pre .. ".final_hidden.to")
+  -- parametrize.cached() holds each folded weight until the wrappers' forward returns (what
+  -- the grouped GEMM does not save, where its input needs no gradient, goes then)
+  if proxies then nn.release(cx, { gu, dp }, pre .. ".experts: the parametrization cache clears") end
+  return out
 end
 
 -- MixtralSparseMoeBlock.forward(hidden_states (b, s, hidden)).
@@ -160,8 +180,15 @@ local function moe_forward(cx, m, x)
     -- DivBackward0 node keeps a copy of the values it divided, and the divisor
     local sum = nn.op(cx, { name = pre .. ".topk_sum", kind = "reduce_rows", inputs = { topv },
                             outs = { { pre .. ".topk_sum", { t, 1 }, "fp32" } }, frees = {} })
-    topv = nn.op(cx, { name = pre .. ".topk_normalize", kind = "broadcast_rows", inputs = { topv, sum },
-                       outs = { { pre .. ".top_k_weights", { t, k }, "fp32" } }, saves = { topv, sum } })
+    if topv.rg then
+      topv = nn.op(cx, { name = pre .. ".topk_normalize", kind = "broadcast_rows", inputs = { topv, sum },
+                         outs = { { pre .. ".top_k_weights", { t, k }, "fp32" } }, saves = { topv, sum } })
+    else
+      -- no autograd history (the router's input needs no gradient: the first layer when only the
+      -- experts' parameters are adapted, or inference): the division is in place, no copy
+      nn.op(cx, { name = pre .. ".topk_normalize", kind = "broadcast_rows", inputs = { topv, sum },
+                  frees = { sum }, dtype = "fp32" })
+    end
   end
 
   -- Qwen3-MoE's router hands its weights back in the logits' dtype
@@ -189,10 +216,13 @@ function M.SparseMoeBlock(cfg, pre, classes)
                               norm_topk = cfg.norm_topk_prob,
                               weights_to_logits_dtype = cfg.router_weights_to_logits_dtype } })
   local gate = mod.new(classes.router or "MixtralTopKRouter", router_forward,
-                       { opname = pre .. ".mlp.gate", in_features = cfg.hidden, out_features = cfg.experts })
+                       { opname = pre .. ".mlp.gate", in_features = cfg.hidden, out_features = cfg.experts,
+                         param_lora = { weight = true } })
   gate:declare("weight", { cfg.experts, cfg.hidden })
   m:add("gate", gate)
-  local ex = mod.new(classes.experts or "MixtralExperts", nil, { opname = pre .. ".mlp.experts" })
+  -- param_lora: the parameters peft's target_parameters may wrap (strategies/lora.lua)
+  local ex = mod.new(classes.experts or "MixtralExperts", nil,
+                     { opname = pre .. ".mlp.experts", param_lora = { gate_up_proj = true, down_proj = true } })
   ex:declare("gate_up_proj", { cfg.experts, 2 * cfg.moe_intermediate, cfg.hidden })
   ex:declare("down_proj", { cfg.experts, cfg.hidden, cfg.moe_intermediate })
   m:add("experts", ex)

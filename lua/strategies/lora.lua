@@ -7,7 +7,9 @@
 -- the module's full path or ends it after a dot ("q_proj", "to_out.0", "ff.net.2" match
 -- "...self_attn.q_proj", "...attn1.to_out.0", "...transformer_blocks.0.ff.net.2");
 -- "all-linear" is every Linear but the output layer. A target that matches no module is an error,
--- as in peft ("Target modules ... not found in the base model").
+-- as in peft ("Target modules ... not found in the base model"). On a transformers 5
+-- mixture-of-experts model peft first turns the MLP names into target_parameters
+-- (M.convert_moe_targets), whose wrappers M.param_proxies and M.param_weight model.
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 
@@ -70,6 +72,7 @@ M.FIELDS = {
   dropout = { "number", nil, "lora_dropout in [0, 1): above 0 a dropout mask is kept per adapter [0.05; SDXL 0]" },
   targets = { "list", nil, "target_modules: Linear names as peft matches them, or \"all-linear\" [q_proj, v_proj; SDXL to_q, to_k, to_v, to_out.0]" },
   dtype = { "string", nil, "adapter dtype [fp32; SDXL the UNet's, fp32 under fp16]" },
+  target_parameters = { "list", nil, "target_parameters: a mixture-of-experts block's 3-D expert weights as peft matches them (\"mlp.experts.gate_up_proj\", \"down_proj\"), wrapped by lora.ParamWrapper; needs dropout = 0 [none]" },
 }
 M.CHOICES = { dtype = { fp32 = 1, bf16 = 1, fp16 = 1 } }
 
@@ -110,7 +113,98 @@ function M.settings(lc, defaults)
   if not M.CHOICES.dtype[s.dtype] then
     error(("training.lora.dtype: unknown dtype %s (one of: bf16, fp16, fp32)"):format(tostring(s.dtype)), 0)
   end
+  local tp = lc.target_parameters
+  s.target_parameters = {}
+  if tp ~= nil then
+    if type(tp) ~= "table" then error("training.lora.target_parameters must be a list of parameter names", 0) end
+    for i, t in ipairs(tp) do
+      if type(t) ~= "string" or t == "" then error("training.lora.target_parameters must name parameters", 0) end
+      s.target_parameters[i] = t
+    end
+  end
+  M.check_wrapped(s)
   return s
+end
+
+-- ParamWrapper.__init__: "lora.ParamWrapper does not work with lora_dropout != 0" (the input
+-- cannot be factored out of the folded weight, so dropout has nothing to act on).
+function M.check_wrapped(s, why)
+  if #s.target_parameters > 0 and s.dropout > 0 then
+    error(("training.lora.target_parameters%s: peft's lora.ParamWrapper does not work with lora_dropout != 0 "
+           .. "(training.lora.dropout is %s): set dropout = 0"):format(why or "", tostring(s.dropout)), 0)
+  end
+end
+
+-- peft 0.21 on transformers 5 (peft/utils/transformers_weight_conversion.py,
+-- _convert_peft_config_moe, run by inject_adapter for every model type transformers has a
+-- weight conversion for): the MLP names of a v4 mixture-of-experts model in target_modules
+-- become target_parameters on the fused v5 experts, and leave target_modules (so a dense MLP
+-- of the same names is not adapted either); the two halves of gate_up_proj take twice the rank
+-- and twice lora_alpha (rank_pattern, alpha_pattern); the router's name becomes "gate.weight", a
+-- 2-D ParamWrapper (not modelled). "all-linear" is resolved first to the attention's Linears
+-- plus every v4 MLP name, the router's included. Keyed by vrsim's family (model_type).
+M.MOE_RENAMED = {
+  mixtral = { names = { gate = "gate.weight", w1 = "gate_up_proj", w3 = "gate_up_proj", w2 = "down_proj" },
+              fused = { "w1", "w3" } },
+  qwen3_moe = { names = { gate = "gate.weight", gate_proj = "gate_up_proj", up_proj = "gate_up_proj",
+                          down_proj = "down_proj" },
+                fused = { "gate_proj", "up_proj" } },
+}
+
+function M.convert_moe_targets(s, model_type, root, output)
+  local conv = M.MOE_RENAMED[model_type]
+  if not conv then return end
+  local why = (" (peft 0.21 turns %s's MLP names into target_parameters on the experts)"):format(model_type)
+  local targets = s.targets
+  if s.all_linear then
+    -- _resolve_string_target_modules: the leaf names of every Linear but the output layer (the
+    -- experts and the router are no Linear here) plus every v4 MLP name; the list stands for
+    -- "all-linear"
+    s.all_linear = false
+    local seen = {}
+    targets = {}
+    mod.walk(root, function(m)
+      local last = m.path:match("([^.]+)$")
+      local linear = m.cls == "Linear" or m.cls == "Linear4bit" or m.cls == "Linear8bitLt"
+      if linear and m.path ~= output and not seen[last] then seen[last] = true; targets[#targets + 1] = last end
+    end)
+    for name in pairs(conv.names) do
+      if not seen[name] then seen[name] = true; targets[#targets + 1] = name end
+    end
+    table.sort(targets)
+  end
+  local keep, seen, added = {}, {}, {}
+  for _, t in ipairs(targets) do
+    local old
+    for name in pairs(conv.names) do
+      if t == name or t:sub(-#name - 1) == "." .. name then old = name end
+    end
+    if not old then
+      keep[#keep + 1] = t
+    else
+      seen[old] = true
+      local new = conv.names[old]
+      if not added[new] then added[new] = true; added[#added + 1] = new end
+    end
+  end
+  local n = (seen[conv.fused[1]] and 1 or 0) + (seen[conv.fused[2]] and 1 or 0)
+  if n == 1 then
+    local has, miss = conv.fused[1], conv.fused[2]
+    if seen[miss] then has, miss = miss, has end
+    error(("training.lora.targets: peft 0.21 cannot convert '%s' without '%s' on %s: they are fused into "
+           .. "gate_up_proj"):format(has, miss, model_type), 0)
+  end
+  if #added == 0 then return end
+  s.targets = keep
+  s.param_scale = s.param_scale or {}
+  for _, new in ipairs(added) do
+    s.target_parameters[#s.target_parameters + 1] = new
+    if new == "gate_up_proj" then s.param_scale[new] = 2 end
+  end
+  s.converted = ("training.lora.targets: peft 0.21 turns %s's MLP names into target_parameters on the experts%s "
+                 .. "(%s; gate_up_proj at twice r and lora_alpha)")
+                :format(model_type, added["gate.weight"] and " and the router" or "", table.concat(added, ", "))
+  M.check_wrapped(s, why)
 end
 
 -- Marks every targeted Linear of the tree (`output` is the output layer's path, which
@@ -146,30 +240,209 @@ function M.apply(root, s, output)
         if not other and m.path:match("([^.]+)$") == t then other = m.cls end
       end)
       if other then
-        error(("training.lora.targets: '%s' is a %s, not a Linear: LoRA on its parameters (peft's "
-               .. "target_parameters) is not modelled (Linear names: %s, or \"all-linear\")")
+        error(("training.lora.targets: '%s' is a %s, not a Linear: peft's target_modules takes Linear "
+               .. "layers; its parameters are reached by training.lora.target_parameters (e.g. "
+               .. "\"mlp.experts.gate_up_proj\") (Linear names: %s, or \"all-linear\")")
               :format(t, other, table.concat(names, ", ")), 0)
       end
       error(("training.lora.targets: no Linear module named '%s' in this model (its Linear names: %s, or \"all-linear\")")
             :format(t, table.concat(names, ", ")), 0)
     end
   end
+  M.apply_parameters(root, s)
+  -- the adapters are made in module order (peft injects module by module), the wrapped
+  -- parameters' beside their block's Linears
+  hit.order = {}
+  mod.walk(root, function(m)
+    if m.lora or m.lora_params then hit.order[#hit.order + 1] = m end
+  end)
   return hit
+end
+
+-- peft's target_parameters (BaseTuner._inject_parameters): a parameter whose
+-- "<module path>.<name>" equals a target or ends with "." .. target is wrapped by a
+-- lora.ParamWrapper; the parameters of one module are wrapped in their declaration order, each
+-- wrapper around the one before (the last-declared outermost). Only the 3-D experts of the
+-- grouped_mm experts forward (models/moe.lua, which marks them `param_lora`) are modelled;
+-- a target that matches no parameter is an error, as in peft.
+function M.apply_parameters(root, s)
+  if #s.target_parameters == 0 then return end
+  local used = {}
+  mod.walk(root, function(m)
+    for _, d in ipairs(m.decls) do
+      local key = (m.path == "" and "" or m.path .. ".") .. d.key
+      local hit
+      for _, t in ipairs(s.target_parameters) do
+        if key == t or key:sub(-#t - 1) == "." .. t then used[t] = true; hit = hit or t end
+      end
+      -- (a parameter two targets name is wrapped once)
+      local t = hit
+      if t then
+          if not (m.param_lora and m.param_lora[d.key]) then
+            error(("training.lora.target_parameters: '%s' matches %s (%s, shape %s): peft's lora.ParamWrapper "
+                   .. "is modelled on the 3-D experts of the grouped_mm experts forward (gate_up_proj, "
+                   .. "down_proj) and the router's weight (gate.weight) of Mixtral and Qwen3-MoE only")
+                  :format(t, key, m.cls, table.concat(d.shape, " x ")), 0)
+          end
+          m.lora_params = m.lora_params or {}
+          -- (rank_pattern: a converted gate_up_proj takes twice r)
+          local k = s.param_scale and s.param_scale[d.key] or 1
+          m.lora_params[#m.lora_params + 1] = { key = d.key, shape = d.shape, cfg = s, r = k * s.r }
+      end
+    end
+  end)
+  for _, t in ipairs(s.target_parameters) do
+    if not used[t] then
+      -- (peft wraps nothing for it, and warns only when no target matched at all)
+      error(("training.lora.target_parameters: '%s' matches no parameter of this model; the experts' are e.g. "
+             .. "\"mlp.experts.gate_up_proj\", \"mlp.experts.down_proj\", the router's \"mlp.gate.weight\"")
+            :format(t), 0)
+    end
+  end
 end
 
 -- Makes the adapters of the targeted modules (after the base parameters, as get_peft_model runs
 -- after the model is built). prefix: the peft wrapper's ("base_model.model.").
 function M.materialize(cx, hit, prefix)
-  for _, m in ipairs(hit) do
-    local s = m.lora.cfg
+  for _, m in ipairs(hit.order or hit) do
     cx.layer = m.layer_of or -1
+    if m.lora_params then M.materialize_parameters(cx, m, prefix) end
+    if m.lora then M.materialize_linear(cx, m, prefix) end
+  end
+  cx.layer = -1
+end
+
+-- The adapter of a wrapped 3-D parameter (E, d1, d2) laid out (experts, out, in) as the
+-- grouped_mm experts keep it (not is_transposed: ParamWrapper.update_layer swaps in and out):
+-- lora_A = Linear(in, r * E), lora_B = Linear(r * E, out), one rank-r pair per expert. The
+-- innermost wrapper's adapters sit under as many ".base_layer" as wrappers around it.
+function M.materialize_parameters(cx, m, prefix)
+  local n = #m.lora_params
+  for i, lp in ipairs(m.lora_params) do
+    local s = lp.cfg
+    -- (a 2-D weight (out, in) is one "expert": _get_in_out_features)
+    local e, out, inn = lp.shape[1], lp.shape[2], lp.shape[3]
+    if #lp.shape == 2 then e, out, inn = 1, lp.shape[1], lp.shape[2] end
+    local base = prefix .. m.path .. (".base_layer"):rep(n - i) .. "."
+    lp.A = nn.param(cx, base .. "lora_A.default.weight", { lp.r * e, inn }, s.dtype, true)
+    lp.B = nn.param(cx, base .. "lora_B.default.weight", { out, lp.r * e }, s.dtype, true)
+    lp.A.adapter, lp.B.adapter = true, true
+    m.extra_params = m.extra_params or {}
+    m.extra_params[#m.extra_params + 1] = { key = lp.key .. ".lora_A", param = lp.A }
+    m.extra_params[#m.extra_params + 1] = { key = lp.key .. ".lora_B", param = lp.B }
+  end
+end
+
+function M.materialize_linear(cx, m, prefix)
+  do
+    local s = m.lora.cfg
     local base = prefix .. m.path .. "."
     m.lora.A = nn.param(cx, base .. "lora_A.default.weight", { s.r, m.in_features }, s.dtype, true)
     m.lora.B = nn.param(cx, base .. "lora_B.default.weight", { m.out_features, s.r }, s.dtype, true)
     m.lora.A.adapter, m.lora.B.adapter = true, true
     m.extra_params = { { key = "lora_A", param = m.lora.A }, { key = "lora_B", param = m.lora.B } }
   end
-  cx.layer = -1
+end
+
+-- ParamWrapper.forward of the wrapped parameters of experts module `ex` (block prefix `pre`),
+-- outermost first, before the experts' forward runs: each wrapper's _activate_lora takes its
+-- factors (get_delta_factors: B viewed (E, out, r) by a permute, A viewed (E, r, in), both cast
+-- to the parameter's dtype) and registers the _LoraFactorsProxy parametrization, whose
+-- register_parametrization (unsafe=False) evaluates it once to check its shape and dtype: a
+-- whole (E, out, in) baddbmm made and dropped. Returns the proxies by parameter key for
+-- M.param_weight; nil where there are none (or the adapters are off).
+function M.param_proxies(cx, pre, ex)
+  if not ex.lora_params or cx.adapters_off then return nil end
+  local proxies = {}
+  for i = #ex.lora_params, 1, -1 do
+    local lp = ex.lora_params[i]
+    if ex.p[lp.key].sharded then
+      -- FSDP2 / ZeRO-3 swap the gathered weight in by setattr around the forward, where the
+      -- wrapper registers its parametrization on the same attribute: how the two interleave
+      -- (and what each keeps) is not modelled
+      error(("training.lora.target_parameters with a sharded %s (FSDP2 / ZeRO-3 parameter sharding) is not "
+             .. "modelled; use DDP, ZeRO-1 or ZeRO-2"):format(pre .. ".experts." .. lp.key), 0)
+    end
+    local w = mod.weight(cx, ex.p[lp.key])
+    local e, out, inn, r = lp.shape[1], lp.shape[2], lp.shape[3], lp.r
+    local name = pre .. ".experts." .. lp.key
+    local A, B = mod.weight(cx, lp.A), mod.weight(cx, lp.B)
+    -- weight_B.reshape(out, r, E).permute(2, 0, 1): the reshape's backward copies the permuted
+    -- gradient back to (out, r * E) (a clone of B's size)
+    local bv = nn.view_op(cx, name .. ".lora_B.permute", B, { e, out, r })
+    local av = nn.view(cx, A, { e, r, inn }, name .. ".lora_A.reshape")
+    local lhs = nn.to(cx, bv, w.dtype, name .. ".lora_lhs")
+    local rhs = nn.to(cx, av, w.dtype, name .. ".lora_rhs")
+    local wb = nn.bytes(w.shape, w.dtype)
+    nn.op(cx, { name = name .. ".lora_check", kind = "mm", inputs = { w, lhs, rhs },
+                workspace = { wb }, grads = { "none", "none", "none" },
+                flops = 2 * e * out * inn * r, dtype = w.dtype,
+                bytes = 2 * wb + nn.bytes(lhs.shape, lhs.dtype) + nn.bytes(rhs.shape, rhs.dtype) })
+    proxies[lp.key] = { w = w, lhs = lhs, rhs = rhs, name = name, r = r }
+  end
+  return proxies
+end
+
+-- The experts' parameter `key` as the experts forward reads it under parametrize.cached(): the
+-- first read evaluates _LoraFactorsProxy, torch.baddbmm(W, lhs, rhs, alpha=scaling) with
+-- autocast off, a new (E, out, in) tensor in the parameter's dtype that the grouped GEMM
+-- saves for its input's gradient. BaddbmmBackward0 keeps lhs and rhs; its two gradients are each
+-- a bmm and the alpha scaling (a temporary of the factor's size each); W is frozen.
+function M.param_weight(cx, proxies, key, plain)
+  local p = proxies and proxies[key]
+  if not p then return plain end
+  local w, lhs, rhs = p.w, p.lhs, p.rhs
+  local e, out, inn = w.shape[1], w.shape[2], w.shape[3]
+  local flops = 2 * e * out * inn * p.r
+  return nn.op(cx, { name = p.name .. ".lora_baddbmm", kind = "mm", inputs = { w, lhs, rhs },
+                     outs = { { p.name .. ".lora_weight", w.shape, w.dtype } }, saves = { lhs, rhs },
+                     grads = { "none", { dtype = lhs.dtype }, { dtype = rhs.dtype } },
+                     bwd_workspace = { nn.bytes(lhs.shape, lhs.dtype), nn.bytes(rhs.shape, rhs.dtype) },
+                     flops = flops + e * out * inn, bwd_flops = 2 * flops, dtype = w.dtype,
+                     -- (backward reads the stack's gradient once for each factor)
+                     bwd_bytes = 2 * nn.bytes(w.shape, w.dtype) })
+end
+
+-- ParamWrapper.forward around a 2-D weight (the router's gate.weight, one "expert"): with
+-- num_experts 1, _activate_lora takes get_delta_weight, Linear's (lora_B.weight @ lora_A.weight)
+-- * scaling in the adapters' dtype, cast to the weight's, and registers _LoraParameterProxy
+-- (W + delta), which register_parametrization evaluates once to check; the module's forward
+-- then reads W + delta (a new tensor; AddBackward0 passes its gradient to the delta) under
+-- parametrize.cached(). The delta goes as the wrapper's forward returns, the folded weight
+-- with the cache, or with the node that saved it. `run(w)` is the module's forward on the folded
+-- weight. Returns run's result.
+function M.param_wrap_2d(cx, m, key, run)
+  local lp = m.lora_params and m.lora_params[1]
+  if not lp or cx.adapters_off then return run(nil) end
+  local w = mod.weight(cx, m.p[key])
+  if m.p[key].sharded then
+    error(("training.lora.target_parameters with a sharded %s (FSDP2 / ZeRO-3 parameter sharding) is not "
+           .. "modelled; use DDP, ZeRO-1 or ZeRO-2"):format(m.opname .. "." .. key), 0)
+  end
+  local A, B = mod.weight(cx, lp.A), mod.weight(cx, lp.B)
+  local name = m.opname .. "." .. key
+  local out, inn = w.shape[1], w.shape[2]
+  local ab = nn.op(cx, { name = name .. ".lora_BA", kind = "mm", inputs = { B, A },
+                         outs = { { name .. ".lora_BA", { out, inn }, B.dtype } }, saves = { B, A },
+                         grads = { { dtype = B.dtype }, { dtype = A.dtype } },
+                         flops = 2 * out * inn * lp.r, bwd_flops = 4 * out * inn * lp.r, dtype = B.dtype })
+  local scaled = nn.op(cx, { name = name .. ".lora_scaling", inputs = { ab },
+                             outs = { { name .. ".lora_scaled", ab.shape, ab.dtype } },
+                             flops = nn.numel(ab.shape), dtype = ab.dtype })
+  local delta = nn.to(cx, scaled, w.dtype, name .. ".lora_delta")
+  local wb = nn.bytes(w.shape, w.dtype)
+  nn.op(cx, { name = name .. ".lora_check", inputs = { w, delta }, workspace = { wb }, frees = {},
+              grads = { "none", "none" }, flops = nn.numel(w.shape), dtype = w.dtype, bytes = 3 * wb })
+  local folded = nn.op(cx, { name = name .. ".lora_weight", inputs = { w, delta },
+                             outs = { { name .. ".lora_weight", w.shape, w.dtype } },
+                             grads = { "none", { pass = 1 } }, frees = {}, flops = nn.numel(w.shape),
+                             dtype = w.dtype })
+  mod.bind(cx, m.p[key], folded)
+  local y = run(folded)
+  mod.bind(cx, m.p[key], nil)
+  -- the wrapper returns: its proxy (holding the delta) and the cache (the folded weight) go
+  nn.release(cx, { delta, folded }, name .. ": the wrapper returns")
+  return y
 end
 
 return M

@@ -163,8 +163,14 @@ function M.build(cx, cfg)
   if t.quant ~= "none" then
     require("strategies.quant").apply(root, t.quant, "lm_head")
     if mc.experts then
+      -- transformers 5.25: replace_with_bnb_linear swaps nn.Linear (and Conv1D) modules only, and
+      -- Bnb4BitHfQuantizer.param_needs_quantization quantizes Linear4bit parameters only
+      -- (Bnb8BitHfQuantizer likewise), so a MoE block's 3-D experts load unquantized; peft's
+      -- target_parameters then wraps them as they are
+      local wrapped = t.lora and type(t.lora.target_parameters) == "table" and #t.lora.target_parameters > 0
       cx.notes[#cx.notes + 1] = ("bitsandbytes quantizes nn.Linear modules only: the experts' 3-D weights "
-        .. "(%d experts a layer) stay in %s"):format(mc.experts, pdtype)
+        .. "(%d experts a layer) stay in %s%s"):format(mc.experts, pdtype,
+          wrapped and " (training.lora.target_parameters folds the adapters into them in that dtype)" or "")
     end
   end
   local lora = nil
@@ -183,6 +189,8 @@ function M.build(cx, cfg)
                                             gate = "gate_proj", up = "up_proj", down = "down_proj" } })
     -- a family whose peft targets go beyond Linear modules (its target_parameters) refuses them
     if fam.check_lora then fam.check_lora(lora, mc) end
+    L.convert_moe_targets(lora, fam.model_type, root, "lm_head")
+    if lora.converted then cx.notes[#cx.notes + 1] = lora.converted end
     if dpo and lora.dropout > 0 then
       -- DPOConfig.disable_dropout (default True): every nn.Dropout's p set to 0, peft's lora_dropout
       -- included, and dropout with p = 0 returns its input

@@ -20,7 +20,8 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
   checkpoint_scope  layer (default) or op: torchtitan's op-level selective checkpointing
                 (SelectiveAC: create_selective_checkpoint_contexts with its policy, early_stop
                 off) through the same gradient_checkpointing_enable
-  lora          {r, alpha, dropout, targets} (peft; targets a list or "all-linear")
+  lora          {r, alpha, dropout, targets, target_parameters} (peft; targets a list or
+                "all-linear"; target_parameters the parameter names of LoraConfig(target_parameters))
   float8        {recipe}: torchao's convert_to_float8_training (tensorwise, rowwise or
                 rowwise_with_gw_hp) with torchtitan's filter (not lm_head, dims divisible by 16)
   attention     sdpa (default) or eager;  sdpa_backend: cudnn (default: what PyTorch 2.11 picks
@@ -678,9 +679,12 @@ def build_model(torch, transformers, spec, rec):
         if spec.get("checkpointing"):
             model.enable_input_require_grads()
         lc = spec.get("lora") or {"r": 8, "alpha": 32, "dropout": 0.05, "targets": ["q_proj", "v_proj"]}
+        # target_parameters: nn.Parameters (a MoE block's 3-D experts) through lora.ParamWrapper
+        extra = {"target_parameters": lc["target_parameters"]} if "target_parameters" in lc else {}
         model = get_peft_model(model, LoraConfig(r=lc["r"], lora_alpha=lc["alpha"],
                                                  lora_dropout=lc["dropout"],
-                                                 target_modules=lc["targets"], task_type="CAUSAL_LM"))
+                                                 target_modules=lc["targets"], task_type="CAUSAL_LM",
+                                                 **extra))
     model.train()
     return model, lcfg
 
