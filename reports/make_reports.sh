@@ -102,6 +102,8 @@ if fits sdxl3090 && within "$t / $GIB" 22 24.5; then
   else v="holds only in total"
     w="The total matches, but the split does not: the UNet's trained state (bf16 weights, gradients and AdamW moments of 2.57 B parameters) is $(gib "$unet") GiB, not 12, and checkpointing leaves little for intermediates; the text encoders and the VAE are frozen weights only ($(gib "$te") and $(gib "$vae") GiB)."
   fi
+elif within "$t / $GIB" 22 24.5; then v="holds in total, but does not fit"
+  w="vrsim's total, $(gib "$t") GiB, is inside the claim's 22-24 GB, but more than the card can hold, so it does not fit. The UNet's trained state (2.57 B parameters) is $(gib "$unet") GiB at the peak, not 12."
 else v="does not hold"; w="vrsim finds $(gib "$t") GiB ($(verdict_of sdxl3090))."
 fi
 row "SDXL training on an RTX 3090 uses 22-24 GB: UNet 12 GB, text encoder 3 GB, VAE decoder 2 GB, intermediates 5 GB" "$fig" "$v" "$w"
