@@ -37,15 +37,18 @@ F.classes = { lm = "Gemma2ForCausalLM", model = "Gemma2Model", layer = "Gemma2De
 -- ---- the modules ------------------------------------------------------------------------------
 
 -- Gemma2TextScaledWordEmbedding.forward: nn.Embedding's gather, then
--- `* self.embed_scale.to(self.weight.dtype)`: the 0-dim fp32 buffer sqrt(hidden_size) cast to the
--- weight's dtype (a new 0-dim tensor, unless the weight is fp32) and a multiply that makes the
+-- `* self.embed_scale.to(self.weight.dtype)`: the 0-dim buffer sqrt(hidden_size), made in fp32 and
+-- cast with the parameters by model.to(dtype) (Module._apply casts floating buffers too), so it is
+-- already in the weight's dtype and `.to` makes no tensor; only a weight in another dtype than the
+-- parameters' (FSDP2's param_dtype) casts it (oracle gemma3_4b_l2_bf16: no cast in the forward),
+-- then a multiply that makes the
 -- scaled embeddings, a new (b, s, hidden) tensor; the unscaled one is dropped (MulBackward0
 -- keeps only the scalar). The 4-byte buffer itself is left out, as the rotary inv_freq buffers
 -- are (llama.lua).
 local function embedding_forward(cx, m, ids)
   local e = llama.embedding_forward(cx, m, ids)
   local scale = {}
-  if e.dtype ~= "fp32" then
+  if e.dtype ~= cx.run.param_dtype then
     scale[1] = nn.op(cx, { name = "embed_tokens.embed_scale_cast", kind = "cast_down", inputs = {},
                            outs = { { "embed_tokens.embed_scale", {}, e.dtype, no_grad = true } } })
   end
@@ -84,7 +87,7 @@ end
 -- The masks of causal_mask_mapping (create_causal_mask, create_sliding_window_causal_mask), as
 -- llama.lua makes its one: under eager a boolean (1, 1, s, s) mask then the additive (b, 1, s, s)
 -- one in the mask dtype, for each kind; under SDPA none for full attention (is_causal) and, for
--- sliding attention, a boolean (b, 1, s, s) mask once the sequence is longer than the window.
+-- sliding attention, a boolean (b, 1, s, s) mask once the sequence is as long as the window.
 local function make_mask(cx, r, kind, window, mask_dtype)
   local b, s = r.batch, r.seq
   local name = kind == "sliding_attention" and "sliding_window_mask" or "causal_mask"
@@ -93,7 +96,10 @@ local function make_mask(cx, r, kind, window, mask_dtype)
                                 outs = { { name .. ".bool", { 1, 1, s, s }, "bool" } } })
     return nn.op(cx, { name = name, inputs = { allowed }, outs = { { name, { b, 1, s, s }, mask_dtype } } })
   end
-  if kind == "sliding_attention" and window < s then
+  -- masking_utils' _ignore_causal_mask_sdpa keeps the is_causal shortcut only while
+  -- `kv_length < local_attention_size`: at a sequence as long as the window the mask is made,
+  -- though it allows what causal does (oracle gemma3_4b_l2_bf16, 1024 tokens)
+  if kind == "sliding_attention" and window <= s then
     return nn.op(cx, { name = name, inputs = {}, outs = { { name, { b, 1, s, s }, "bool", no_grad = true } } })
   end
   return nil
@@ -123,6 +129,12 @@ local function model_forward(cx, m, ids)
   local dt = x and x.dtype or r.hidden_dtype
   -- the masks are made in inputs_embeds' dtype (masking_utils.py), fp32 under autocast too
   local mdt = r.param_dtype
+  -- position_ids = arange(seq) + past_seen_tokens, unsqueezed (int64, alive until the model
+  -- returns), made before the masks, as in llama.lua; the rotary forward copies them to fp32
+  local ar = nn.op(cx, { name = "position_ids.arange", inputs = {},
+                         outs = { { "position_ids.arange", { r.seq }, "int64", no_grad = true } } })
+  local position_ids = nn.op(cx, { name = "position_ids", inputs = { ar },
+                                   outs = { { "position_ids", { 1, r.seq }, "int64", no_grad = true } } })
   local masks = {}
   for _, kind in ipairs { "full_attention", "sliding_attention" } do
     masks[kind] = make_mask(cx, r, kind, cfg.sliding_window, mdt)
@@ -130,10 +142,11 @@ local function model_forward(cx, m, ids)
   local cos, sin = {}, {}
   if cfg.rope_per_kind then
     for _, kind in ipairs(kinds_of(cfg)) do
-      cos[kind], sin[kind] = llama.rotary_tables(cx, r.seq, cfg.head_dim, dt, "rotary." .. kind)
+      cos[kind], sin[kind] = llama.rotary_tables(cx, r.seq, cfg.head_dim, dt, "rotary." .. kind,
+                                                 position_ids, r.param_dtype)
     end
   else
-    local c1, s1 = llama.rotary_tables(cx, r.seq, cfg.head_dim, dt)
+    local c1, s1 = llama.rotary_tables(cx, r.seq, cfg.head_dim, dt, nil, position_ids, r.param_dtype)
     for _, kind in ipairs(kinds_of(cfg)) do cos[kind], sin[kind] = c1, s1 end
   end
   local layers = {}
@@ -147,6 +160,7 @@ local function model_forward(cx, m, ids)
   if r.attention ~= "eager" and masks.sliding_attention then
     nn.release(cx, { masks.sliding_attention }, "sliding_window_mask: " .. m.cls .. ".forward returns")
   end
+  nn.release(cx, { position_ids }, "position_ids: " .. m.cls .. ".forward returns")
   local hf = mod.call(cx, C.norm, x)
   if hf ~= x then
     nn.release(cx, { x }, "model.norm: hidden_states reassigned")

@@ -1,0 +1,43 @@
+-- oracle capture qwen3_8b_l2_bf16: validation/oracle/specs/qwen3_8b_l2_bf16.json (written by scenario_of.py)
+return {
+  title = "oracle: qwen3_8b_l2_bf16",
+  hardware = {
+    gpu = "h200",
+  },
+  model = {
+    config = {
+      architectures = { "Qwen3ForCausalLM" },
+      attention_bias = false,
+      attention_dropout = 0.0,
+      bos_token_id = 151643,
+      eos_token_id = 151645,
+      head_dim = 128,
+      hidden_act = "silu",
+      hidden_size = 4096,
+      initializer_range = 0.02,
+      intermediate_size = 12288,
+      max_position_embeddings = 40960,
+      max_window_layers = 36,
+      model_type = "qwen3",
+      num_attention_heads = 32,
+      num_hidden_layers = 36,
+      num_key_value_heads = 8,
+      rms_norm_eps = 1e-06,
+      rope_theta = 1000000,
+      tie_word_embeddings = false,
+      use_cache = true,
+      use_sliding_window = false,
+      vocab_size = 151936,
+    },
+    layers = 2,
+  },
+  training = {
+    micro_batch = 1,
+    seq = 512,
+    precision = "bf16",
+    steps = 2,
+    optimizer = "adamw",
+    optimizer_impl = "foreach",
+    build = "cast",
+  },
+}
