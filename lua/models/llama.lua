@@ -290,16 +290,16 @@ local function split_qkv(cx, m, hn, b, s)
 end
 
 -- Phi-3's apply_rotary_pos_emb (partial_rotary_factor 1.0): `q_rot, q_pass = q[..., :rotary_dim],
--- q[..., rotary_dim:]` and the same for k (four slices, the second of each empty), then
--- `torch.cat([rotated q_rot, q_pass], dim=-1)`: a copy of each rotated tensor. In backward the cat
--- hands back narrowed views, and each slice, the empty one too, makes a gradient the size of
--- the whole q (or k) from zeros; the two are summed into q's gradient.
+-- q[..., rotary_dim:]` and the same for k, then `torch.cat([rotated q_rot, q_pass], dim=-1)`: a
+-- copy of each rotated tensor. `q[..., :rotary_dim]` spans the whole last dimension, and Python
+-- indexing returns q itself for such a slice (ATen/TensorIndexing.h applySlice: start 0, stop
+-- the length, step 1 returns self; no SliceBackward0): only the empty q_pass is a slice, whose
+-- backward makes a gradient the size of the whole q from zeros, summed with the rotary's.
 local function rotary_sliced(cx, pre, qv, kv, cos, sin)
   local function slices(x, which)
     local none = nn.copy_shape(x.shape)
     none[#none] = 0
-    return nn.view_op(cx, pre .. "." .. which .. "_rot", x, x.shape, nil, "strided"),
-           nn.view_op(cx, pre .. "." .. which .. "_pass", x, none, nil, "strided")
+    return x, nn.view_op(cx, pre .. "." .. which .. "_pass", x, none, nil, "strided")
   end
   local q_rot, q_pass = slices(qv, "q")
   local k_rot, k_pass = slices(kv, "k")
@@ -312,7 +312,7 @@ local function rotary_sliced(cx, pre, qv, kv, cos, sin)
   local qe = embed(q_rot, q_pass, "q")
   local ke = embed(k_rot, k_pass, "k")
   -- apply_rotary_pos_emb returns: its slices go
-  nn.release(cx, { q_rot, q_pass, k_rot, k_pass }, pre .. ": apply_rotary_pos_emb returns")
+  nn.release(cx, { q_pass, k_pass }, pre .. ": apply_rotary_pos_emb returns")
   return qe, ke
 end
 
