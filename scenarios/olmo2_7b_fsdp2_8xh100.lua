@@ -6,7 +6,7 @@
 -- Answer (vrsim, 2026-12-05: ./vrsim scenarios/olmo2_7b_fsdp2_8xh100.lua [--set ...]):
 --   micro-batch 6 with checkpointing (./vrsim maxbatch scenarios/olmo2_7b_fsdp2_8xh100.lua:
 --   "micro_batch = 6 fits (peak reserved 77.53 GiB of 78.43 GiB ...); 7 does not"), 49,152
---   tokens a step over the node. Without checkpointing micro-batch 1 fits with 40 MiB to spare
+--   tokens a step over the node. Without checkpointing micro-batch 1 fits with 0.91 GiB to spare
 --   and 2 does not: each of the 32 layers keeps, for each of its four Olmo2RMSNorms (post-attention,
 --   post-MLP, and q_norm / k_norm over the 4096-wide q and k), the fp32 copy of the input and the
 --   fp32 normalized input its weight's gradient is made from.
@@ -15,15 +15,15 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/olmo2_7b_fsdp2_8xh100.lua
---   FITS: peak reserved 44.16 GiB of 78.43 GiB usable (56.3 %), 34.27 GiB headroom
+--   FITS: peak reserved 43.84 GiB of 78.43 GiB usable (55.9 %), 34.59 GiB headroom
 --   $ ./vrsim scenarios/olmo2_7b_fsdp2_8xh100.lua --set micro_batch=6
 --   FITS: peak reserved 77.53 GiB of 78.43 GiB usable (98.9 %), 0.90 GiB headroom
 --   $ ./vrsim scenarios/olmo2_7b_fsdp2_8xh100.lua --set micro_batch=7
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax'
 --   $ ./vrsim scenarios/olmo2_7b_fsdp2_8xh100.lua --set checkpointing=false
---   FITS: peak reserved 78.42 GiB of 78.43 GiB usable (100.0 %), 0.01 GiB headroom, at step 2 (its worst)
+--   FITS: peak reserved 77.52 GiB of 78.43 GiB usable (98.8 %), 0.91 GiB headroom
 --   $ ./vrsim scenarios/olmo2_7b_fsdp2_8xh100.lua --set checkpointing=false --set micro_batch=2
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.23.self_attn.o_proj'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.25.mlp.mul'
 return {
   title = "OLMo-2-7B full fine-tune, AMP bf16, FSDP2 over 8 H100 SXM, at 4096 tokens",
   hardware = { gpu = "h100_sxm", count = 8 },

@@ -290,16 +290,16 @@ local function split_qkv(cx, m, hn, b, s)
 end
 
 -- Phi-3's apply_rotary_pos_emb (partial_rotary_factor 1.0): `q_rot, q_pass = q[..., :rotary_dim],
--- q[..., rotary_dim:]` and the same for k (four slices, the second of each empty), then
--- `torch.cat([rotated q_rot, q_pass], dim=-1)`: a copy of each rotated tensor. In backward the cat
--- hands back narrowed views, and each slice, the empty one too, makes a gradient the size of
--- the whole q (or k) from zeros; the two are summed into q's gradient.
+-- q[..., rotary_dim:]` and the same for k, then `torch.cat([rotated q_rot, q_pass], dim=-1)`: a
+-- copy of each rotated tensor. `q[..., :rotary_dim]` spans the whole last dimension, and Python
+-- indexing returns q itself for such a slice (ATen/TensorIndexing.h applySlice: start 0, stop
+-- the length, step 1 returns self; no SliceBackward0): only the empty q_pass is a slice, whose
+-- backward makes a gradient the size of the whole q from zeros, summed with the rotary's.
 local function rotary_sliced(cx, pre, qv, kv, cos, sin)
   local function slices(x, which)
     local none = nn.copy_shape(x.shape)
     none[#none] = 0
-    return nn.view_op(cx, pre .. "." .. which .. "_rot", x, x.shape, nil, "strided"),
-           nn.view_op(cx, pre .. "." .. which .. "_pass", x, none, nil, "strided")
+    return x, nn.view_op(cx, pre .. "." .. which .. "_pass", x, none, nil, "strided")
   end
   local q_rot, q_pass = slices(qv, "q")
   local k_rot, k_pass = slices(kv, "k")
@@ -312,7 +312,7 @@ local function rotary_sliced(cx, pre, qv, kv, cos, sin)
   local qe = embed(q_rot, q_pass, "q")
   local ke = embed(k_rot, k_pass, "k")
   -- apply_rotary_pos_emb returns: its slices go
-  nn.release(cx, { q_rot, q_pass, k_rot, k_pass }, pre .. ": apply_rotary_pos_emb returns")
+  nn.release(cx, { q_pass, k_pass }, pre .. ": apply_rotary_pos_emb returns")
   return qe, ke
 end
 
@@ -413,6 +413,13 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   else
     qe = rotary(cx, pre .. ".q_rotary", qv, cos, sin)
     ke = rotary(cx, pre .. ".k_rotary", kv, cos, sin)
+    if a.rotary_fp32 then
+      -- Olmo2's apply_rotary_pos_emb takes fp32 tables (rotary_fp32): q * cos promotes, and it
+      -- returns `q_embed.to(q_type), k_embed.to(k_type)`, the fp32 embeds dying as it returns
+      local q32, k32 = qe, ke
+      qe = nn.to(cx, q32, qv.dtype, pre .. ".q_rotary.to")
+      ke = nn.to(cx, k32, kv.dtype, pre .. ".k_rotary.to")
+    end
   end
   -- `query_states, key_states = apply_rotary_pos_emb(...)`: the projections die together
   nn.release(cx, { qv, kv }, pre .. ": query/key states reassigned")
@@ -496,7 +503,7 @@ end
 function L.Attention(cfg, l, pre)
   local a = { heads = cfg.heads, kv_heads = cfg.kv_heads, head_dim = cfg.head_dim, softcap = cfg.attn_softcap,
               norm_after_transpose = cfg.qk_norm == "head_transposed", norm_on_proj = cfg.qk_norm == "proj",
-              rotary_slices = cfg.rotary_slices }
+              rotary_slices = cfg.rotary_slices, rotary_fp32 = cfg.rotary_fp32 }
   local m = mod.new("LlamaAttention", attention_forward, { attn = a, opname = pre .. ".self_attn", lpre = pre })
   local h, qd, kvd = cfg.hidden, cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
   local p = pre .. ".self_attn."
@@ -679,6 +686,7 @@ local function rotary_tables(cx, s, hd, dtype, prefix, position_ids, buf_dtype)
   -- cos = emb.cos() * attention_scaling (a second tensor; the first dies at once)
   local cos32 = nn.ew(cx, P .. ".cos_scaled", { nn.ew(cx, P .. ".cos", { emb }, "fp32") }, "fp32")
   local sin32 = nn.ew(cx, P .. ".sin_scaled", { nn.ew(cx, P .. ".sin", { emb }, "fp32") }, "fp32")
+  -- (Olmo2RotaryEmbedding.forward returns cos and sin as computed, in fp32: dtype fp32)
   local cos = nn.to(cx, cos32, dtype, P .. ".cos_cast")
   local sin = nn.to(cx, sin32, dtype, P .. ".sin_cast")
   nn.release(cx, temps, P .. ": LlamaRotaryEmbedding.forward returns")
@@ -710,7 +718,8 @@ local function model_forward(cx, m, ids)
   -- `dtype=inputs_embeds.dtype`): the parameters' dtype, fp32 under autocast too (the embedding
   -- is not autocast)
   local mask = make_mask(cx, r, m.cfg.sliding_window, r.param_dtype)
-  local cos, sin = rotary_tables(cx, r.seq, m.cfg.head_dim, dt, nil, position_ids, r.param_dtype)
+  local cos, sin = rotary_tables(cx, r.seq, m.cfg.head_dim, m.cfg.rotary_fp32 and "fp32" or dt, nil,
+                                 position_ids, r.param_dtype)
   -- the decoder layers: alike, so built once in Lua and replayed where the check allows
   -- (lua/vrsim/replicate.lua)
   local layers = {}

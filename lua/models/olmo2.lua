@@ -10,7 +10,9 @@
 --   - Olmo2RMSNorm: `(self.weight * hidden_states).to(input_dtype)`, the weight multiplied into the
 --     fp32 normalized input and the fp32 product cast back (blocks/rmsnorm.lua), on every norm,
 --     the final one too;
---   - a 100,352-token vocabulary; SiLU MLP, embedding, masks, rotary tables and head as Llama's.
+--   - Olmo2RotaryEmbedding returns its cos and sin in fp32, so apply_rotary_pos_emb's products
+--     and sums are fp32 and `q_embed.to(q_type), k_embed.to(k_type)` casts them back;
+--   - a 100,352-token vocabulary; SiLU MLP, embedding, masks and head as Llama's.
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 local llama = require "models.llama"
@@ -61,6 +63,9 @@ function F.config(hf, where)
     vocab_size = 50304, tie_word_embeddings = false,
   })
   c.qk_norm = "proj"
+  -- Olmo2RotaryEmbedding.forward returns fp32 cos and sin (no `.to(x.dtype)`), and
+  -- apply_rotary_pos_emb rotates in fp32 and casts q and k back (modeling_olmo2.py)
+  c.rotary_fp32 = true
   c.norm_cls = F.classes.norm
   return c
 end

@@ -50,7 +50,9 @@ function R.forward(cx, m, x)
   -- fp32 product grad * normed, reduced to the weight's shape as the node returns (a row sum with
   -- ATen's staging buffers): as in llama.lua's norm, that reduction is an op of its own on the
   -- weight's side, made first, and it keeps the normalized input. (Olmo2's bf16 weight: the sum
-  -- is cast to bf16 as autograd hands it back; the (hidden,) fp32 sum before the cast is left out.)
+  -- is made in fp32, the product's dtype, and cast to bf16 as autograd hands it back: the
+  -- (hidden,) fp32 sum is a temporary made before the gradient, freed after it; the oracle's
+  -- olmo2_7b_l2_bf16 shows it, sum.dim_IntList then _to_copy, at every norm.)
   local wv, saves = wf, {}
   if wf.rg and not cx.no_grad then
     wv = nn.view(cx, wf, wf.shape, name .. ".weight_side")
@@ -58,6 +60,8 @@ function R.forward(cx, m, x)
     nn.op(cx, { name = name .. ".weight_grad", kind = "none", inputs = { wf }, out_tensors = { wv },
                 saves = { n }, grads = { { dtype = wf.dtype } }, bytes = 0, bwd_kind = "reduce_rows",
                 bwd_rowsum = { nn.numel(x.shape) // c, c },
+                bwd_workspace = wf.dtype ~= "fp32" and { nn.bytes(w.shape, "fp32") } or nil,
+                bwd_workspace_first = wf.dtype ~= "fp32" or nil,
                 bwd_bytes = nn.bytes(x.shape, "fp32") + nn.bytes(w.shape, wf.dtype), frees = {} })
   end
   if n.rg then saves[1] = wf end

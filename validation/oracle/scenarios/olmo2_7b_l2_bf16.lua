@@ -1,0 +1,40 @@
+-- oracle capture olmo2_7b_l2_bf16: validation/oracle/specs/olmo2_7b_l2_bf16.json (written by scenario_of.py)
+return {
+  title = "oracle: olmo2_7b_l2_bf16",
+  hardware = {
+    gpu = "h200",
+  },
+  model = {
+    config = {
+      architectures = { "Olmo2ForCausalLM" },
+      attention_bias = false,
+      attention_dropout = 0.0,
+      eos_token_id = 100257,
+      hidden_act = "silu",
+      hidden_size = 4096,
+      initializer_range = 0.02,
+      intermediate_size = 11008,
+      max_position_embeddings = 4096,
+      model_type = "olmo2",
+      num_attention_heads = 32,
+      num_hidden_layers = 32,
+      num_key_value_heads = 32,
+      pad_token_id = 100277,
+      rms_norm_eps = 1e-06,
+      rope_theta = 500000,
+      tie_word_embeddings = false,
+      use_cache = true,
+      vocab_size = 100352,
+    },
+    layers = 2,
+  },
+  training = {
+    micro_batch = 1,
+    seq = 512,
+    precision = "bf16",
+    steps = 2,
+    optimizer = "adamw",
+    optimizer_impl = "foreach",
+    build = "cast",
+  },
+}
