@@ -16,8 +16,9 @@
 --                num_output_chunks = 8 chunks of the hidden states along the sequence, and the
 --                loss upcasts one chunk at a time. Each chunk's log_softmax output (fp32, 1/8 of
 --                the logits) is still saved for backward.
---   cce          Apple's Cut Cross-Entropy (cut-cross-entropy 25.1.1, cut_cross_entropy/cce.py
---                LinearCrossEntropyFunction, as its transformers patch cce_patch calls it:
+--   cce          Apple's Cut Cross-Entropy (github apple/ml-cross-entropy at d42911f, June 2025,
+--                the source its transformers extra installs from; PyPI's 25.1.1 predates the
+--                patch; cut_cross_entropy/cce.py LinearCrossEntropyFunction, as cce_patch calls it:
 --                linear_cross_entropy(hidden_states, lm_head.weight, labels, shift=True)): no
 --                logits at all, not even a chunk of them. Forward computes each token's
 --                log-sum-exp blockwise in one Triton kernel (fp32 (N,), with the vocabulary's
