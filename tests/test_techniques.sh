@@ -149,6 +149,14 @@ else bad "cce with LoRA on lm_head: exit $rc: $(cat "$tmp/err")"; fi
 if [ $rc = 2 ] && grep -q "requires an Ampere GPU or newer" "$tmp/err"; then ok "cce on a T4: exit 2, the library's refusal"
 else bad "cce on a T4: exit $rc: $(cat "$tmp/err")"; fi
 
+# 6e. Gemma's head (its final soft-capping) is its own: the fused and chunked losses, built on
+#     Llama's, are refused there rather than ignored
+for l in cce liger_fused; do
+  "$VRSIM" scenarios/gemma3_4b_lora_4090.lua --no-files --set training.loss=$l >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -q "training.loss = \"$l\" is not modelled for Gemma3ForCausalLM" "$tmp/err"; then ok "$l on Gemma 3: exit 2, named"
+  else bad "$l on Gemma 3: exit $rc: $(cat "$tmp/err")"; fi
+done
+
 # 7. the optimizer step in backward: full fine-tuning of Llama-3-8B with AdamW. Without it every
 #    gradient is alive when the step begins (16,060,522,496 bytes: all of them); with it no more
 #    than one parameter's gradient at any op (the 1 GiB head's or embedding's; a decoder layer's
