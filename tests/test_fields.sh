@@ -145,7 +145,7 @@ cat >"$TMP/loss.lua" <<'L'
 return { hardware = { gpu = "h200" }, model = { size = "7b-l1" }, training = { seq = 128, loss = "ce" } }
 L
 run loss2 "$TMP/loss.lua" --no-files
-if [ "$RC" -eq 2 ] && ! grep -q "did you mean" "$TMP/loss2.err" && grep -q "unknown value 'ce' (one of: chunked, full, liger_fused)" "$TMP/loss2.err"
+if [ "$RC" -eq 2 ] && ! grep -q "did you mean" "$TMP/loss2.err" && grep -q "unknown value 'ce' (one of: cce, chunked, full, liger_fused)" "$TMP/loss2.err"
 then ok "training.loss = \"ce\": no guess, the choices listed"; else fail "training.loss" "$(cat "$TMP/loss2.err")"; fi
 run gpu "$TMP/llama.lua" --no-files --set gpu=rtx3080
 if [ "$RC" -eq 2 ] && ! grep -q "did you mean" "$TMP/gpu.err"; then ok "gpu=rtx3080 (not in the catalog) is not 'corrected' to another card"
@@ -155,7 +155,6 @@ expect "a real slip is still corrected (checkpointng -> checkpointing)" 2 "did y
 NM='does not model .*docs/scenarios.md, "Not modelled"'
 for case in "transformer_engine=true:Transformer Engine" "pipeline_parallel_size=2:pipeline parallelism" \
             "context_parallel=2:context" "expert_parallel=2:expert parallelism" "use_liger_kernel=true:Liger's kernels" \
-            "cut_cross_entropy=true:Cut Cross-Entropy" \
             "packing=true:packing" "orpo=true:ORPO"; do
   set_=${case%%:*}; want=${case#*:}
   run nm "$TMP/llama.lua" --no-files --set precision=lora_bf16 --set "$set_"
@@ -172,7 +171,8 @@ for case in "chunked_cross_entropy=true:training.loss = \"liger_fused\"" \
             "lora.fp8=true:training.float8 = {" "dpo_trainer=true:training.dpo = {" \
             "kv_cache=true:training.generate = {" \
             "torch_compile=true:training.compile = true" "inductor=true:training.compile = true" \
-            "paged_optimizer=true:training.optimizer = \"paged_adamw_8bit\""; do
+            "paged_optimizer=true:training.optimizer = \"paged_adamw_8bit\"" \
+            "cut_cross_entropy=true:training.loss = \"cce\""; do
   set_=${case%%:*}; want=${case#*:}
   run nm "$TMP/llama.lua" --no-files --set "$set_"
   if [ "$RC" -eq 2 ] && grep -qF "is written $want" "$TMP/nm.err"; then :

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The techniques a run that does not fit reaches for, each against its library's physics:
-# Liger's fused linear cross-entropy and torchtune's chunked cross-entropy (training.loss), the
+# Liger's fused linear cross-entropy, torchtune's chunked cross-entropy and Cut Cross-Entropy (training.loss), the
 # optimizer step in backward (training.optimizer_in_backward) and activation offloading
 # (training.activation_offload), paged optimizers (training.optimizer = "paged_..."); and the
 # combinations each refuses.
@@ -94,6 +94,68 @@ else bad "training.loss on SDXL: exit $rc: $(cat "$tmp/err")"; fi
 "$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=chunked --set inference=true >"$tmp/out" 2>&1
 if grep -q "training.loss = chunked has no effect" "$tmp/out"; then ok "training.loss under inference: noted as without effect"
 else bad "training.loss under inference: not noted"; fi
+
+# 6b. Cut Cross-Entropy (training.loss = "cce"): no logits at all, not even Liger's chunk buffer.
+#     Forward adds the LSE (4095 valid rows after the shift, fp32: 16380 bytes), the fp32 logit
+#     averages (128256 x 4 = 513024 bytes) and the valid-token index: under 1 MiB above what was
+#     allocated before the loss, where Liger's forward holds its grad_input (32 MiB) and its
+#     (128, 128256) bf16 buffer
+"$VRSIM" "$tmp/l3.lua" --json --no-files --set training.loss=cce > "$tmp/cce.json"
+"$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=cce --alloc-trace "$tmp/cce.csv" >/dev/null
+"$VRSIM" "$tmp/l3.lua" --out "$tmp/oc" --no-suggest --set training.loss=cce >/dev/null
+"$VRSIM" "$tmp/l3.lua" --out "$tmp/ol" --no-suggest --set training.loss=liger_fused >/dev/null
+rise() { python3 -c "
+import csv, sys
+r = list(csv.DictReader(open(sys.argv[1])))
+i = [k for k, x in enumerate(r) if x['op'] == sys.argv[2]][0]
+j = [k for k, x in enumerate(r) if x['op'] == 'end of forward'][0]
+print(max(int(x['allocated_bytes']) for x in r[i:j]) - int(r[i - 1]['allocated_bytes']))" "$@"; }
+rc_=$(rise "$tmp/oc/memory.csv" cce.valids.ne); rl=$(rise "$tmp/ol/memory.csv" labels.pad)
+lse=$(grep ",alloc," "$tmp/cce.csv" | grep ",cce.lse$" | cut -d, -f5 | sort -u)
+avg=$(grep ",alloc," "$tmp/cce.csv" | grep ",cce.logit_avg$" | cut -d, -f5 | sort -u)
+big=$(grep ",alloc," "$tmp/cce.csv" | grep ",cce\.\|,LinearCrossEntropyFunction" | awk -F, '$5 > 33554432' | wc -l)
+if [ "$lse" = 16380 ] && [ "$avg" = 513024 ] && [ "$big" = 0 ] && [ "$rc_" -lt 1048576 ] && [ "$rl" -ge 67108864 ]; then
+  ok "loss = cce: forward adds $rc_ bytes (LSE $lse, logit averages $avg), Liger's $rl; nothing above the hidden states' gradient"
+else bad "loss = cce: forward adds $rc_ bytes (Liger's $rl), LSE '$lse', logit_avg '$avg', $big allocations above 32 MiB"; fi
+pc=$(field "d['peak_allocated_bytes']" < "$tmp/cce.json")
+if python3 -c "import sys; a,b,c,l=map(int,sys.argv[1:]); sys.exit(not (2.5*l < a-b < 3.2*l and b <= c))" "$pf" "$pc" "$pl" "$LOGITS32"; then
+  ok "loss = cce: the peak falls by $(( (pf - pc) >> 20 )) MiB from the full loss's, and is no higher than Liger's"
+else bad "loss = cce: peak $pc (full $pf, Liger $pl)"; fi
+
+# 6c. Cut Cross-Entropy saves the hidden states (e) for backward, which recomputes the logit
+#     blocks: they are freed by its backward node (Liger's are gone in forward), whose GEMM work
+#     is the recomputation and grad_e, 2 x 2 N V H with N = 4095, V = 128256, H = 4096, and a
+#     third 2 N V H for grad_c where the head trains (full fine-tuning)
+freed=$(grep "free_completed,.*,33554432,0,LinearCrossEntropyFunction.backward$" "$tmp/cce.csv" | wc -l)
+bflops() { python3 -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+print(int([e for e in ev if e.get('name') == 'LinearCrossEntropyFunction.backward'][0]['args']['flops']))" "$1"; }
+"$VRSIM" "$tmp/l3f.lua" --out "$tmp/ocf" --no-suggest --set training.loss=cce >/dev/null
+NVH=$((4095 * 128256 * 4096))
+f1=$(bflops "$tmp/oc/trace.json"); f2=$(bflops "$tmp/ocf/trace.json")
+if [ "$freed" = 2 ] && [ "$f1" = $((4 * NVH)) ] && [ "$f2" = $((6 * NVH)) ]; then
+  ok "loss = cce: the hidden states kept until its backward (2 steps), which recomputes: $f1 FLOPs with LoRA, $f2 full"
+else bad "loss = cce: hidden states freed by its backward $freed times (want 2), backward FLOPs $f1 / $f2 (want $((4 * NVH)) / $((6 * NVH)))"; fi
+
+# 6d. refused where the library refuses (no Ampere) or vrsim does not model it
+"$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=cce --set precision=amp_bf16 >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "cce.*amp_bf16.*not modelled" "$tmp/err"; then ok "cce under autocast: exit 2, named"
+else bad "cce under autocast: exit $rc: $(cat "$tmp/err")"; fi
+"$VRSIM" "$tmp/l3h.lua" --no-files --set training.loss=cce >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "cce.*LoRA on lm_head" "$tmp/err"; then ok "cce with LoRA on lm_head: exit 2, named"
+else bad "cce with LoRA on lm_head: exit $rc: $(cat "$tmp/err")"; fi
+"$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=cce --set gpu=t4 --set seq=256 >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "requires an Ampere GPU or newer" "$tmp/err"; then ok "cce on a T4: exit 2, the library's refusal"
+else bad "cce on a T4: exit $rc: $(cat "$tmp/err")"; fi
+
+# 6e. Gemma's head (its final soft-capping) is its own: the fused and chunked losses, built on
+#     Llama's, are refused there rather than ignored
+for l in cce liger_fused; do
+  "$VRSIM" scenarios/gemma3_4b_lora_4090.lua --no-files --set training.loss=$l >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -q "training.loss = \"$l\" is not modelled for Gemma3ForCausalLM" "$tmp/err"; then ok "$l on Gemma 3: exit 2, named"
+  else bad "$l on Gemma 3: exit $rc: $(cat "$tmp/err")"; fi
+done
 
 # 7. the optimizer step in backward: full fine-tuning of Llama-3-8B with AdamW. Without it every
 #    gradient is alive when the step begins (16,060,522,496 bytes: all of them); with it no more

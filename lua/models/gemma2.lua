@@ -176,6 +176,12 @@ end
 -- tanh's output kept for its backward), the loss.
 local function causal_lm_forward(cx, m, ids)
   local r = cx.run
+  if not r.inference and r.loss ~= "full" then
+    -- the fused and chunked losses (vrsim/lm_loss.lua) are built on Llama's head, without the
+    -- soft-capping between the head and the loss
+    error(("training.loss = \"%s\" is not modelled for %s (vrsim builds it on Llama's head, not on "
+           .. "this family's); use loss = \"full\""):format(r.loss, m.cls), 0)
+  end
   local hf = mod.call(cx, m.children.model, ids)
   if not hf then return nil end
   local logits = mod.call(cx, m.children.lm_head, hf)

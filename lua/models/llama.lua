@@ -786,11 +786,17 @@ local function causal_lm_forward(cx, m, ids)
   end
   if not r.inference and r.loss ~= "full" then
     -- the cross-entropy variants that never make the whole batch's logits (vrsim/lm_loss.lua):
-    -- Liger's reads the head's weight itself, torchtune's runs the head on chunks
+    -- Liger's and Cut Cross-Entropy read the head's weight themselves, torchtune's runs the head
+    -- on chunks
     local LL = require "vrsim.lm_loss"
     local head = m.children.lm_head
     if r.loss == "liger_fused" then
       local loss = LL.liger_fused(cx, hf, mod.weight(cx, head.p.weight), r.batch, r.seq)
+      nn.release(cx, { hf }, "LlamaForCausalLM.forward returns: hidden_states")
+      return loss
+    elseif r.loss == "cce" then
+      -- cce_patch's forward: linear_cross_entropy(hidden_states, self.lm_head.weight, labels)
+      local loss = LL.cce(cx, hf, mod.weight(cx, head.p.weight), ids, r.batch, r.seq)
       nn.release(cx, { hf }, "LlamaForCausalLM.forward returns: hidden_states")
       return loss
     end

@@ -28,8 +28,8 @@ end
 
 -- The error for the first technique cfg.training asks for that this causal LM run cannot have
 -- (nil when all can be simulated); notes gets a line for a technique that has no effect on it.
--- root: the model tree after peft (its lm_head's adapters).
-function M.check_causal_lm(t, root, notes)
+-- root: the model tree after peft (its lm_head's adapters); arch: the GPU's class (nn.arch_class).
+function M.check_causal_lm(t, root, notes, arch)
   local bad = check_optimizer(t, notes)
   if bad then return bad end
   if t.loss ~= "full" then
@@ -45,6 +45,25 @@ function M.check_causal_lm(t, root, notes)
       return "training.loss = \"liger_fused\" with LoRA on lm_head: Liger's fused loss reads "
              .. "lm_head.weight directly, so the adapter would not be trained (leave lm_head out of "
              .. "training.lora.targets, or use loss = \"chunked\")"
+    elseif t.loss == "cce" and t.precision:match("^amp_") then
+      -- custom_fwd keeps autocast on: forward casts e and c to the autocast dtype (a copy of the
+      -- head's weight, saved) and backward casts the gradients back: not built
+      return ("training.loss = \"cce\" with precision %s is not modelled (autocast inside Cut "
+              .. "Cross-Entropy's Function); use bf16, fp16, fp32 or a lora_ precision"):format(t.precision)
+    elseif t.loss == "cce" and root.children.lm_head and root.children.lm_head.lora then
+      -- cce_patch's forward takes self.lm_head.weight: peft's adapter on the head never runs
+      return "training.loss = \"cce\" with LoRA on lm_head: Cut Cross-Entropy reads lm_head.weight "
+             .. "directly, so the adapter would not be trained (leave lm_head out of "
+             .. "training.lora.targets, or use loss = \"chunked\")"
+    elseif t.loss == "cce" and arch == "pre-ampere" then
+      -- cce_linear_cross_entropy: `if not torch.cuda.is_bf16_supported(): raise RuntimeError(
+      -- "Cut Cross Entropy requires an ampere GPU or newer. ...")`
+      return "training.loss = \"cce\": Cut Cross Entropy requires an Ampere GPU or newer (compute "
+             .. "capability 8.0), and this one is older (use loss = \"liger_fused\" or \"chunked\")"
+    elseif t.loss == "cce" then
+      notes[#notes + 1] = "training.loss = cce is Cut Cross-Entropy's default (filter_eps \"auto\"): its "
+        .. "backward time is the unfiltered kernel's, since how many logit blocks gradient filtering "
+        .. "skips depends on the weights' values"
     elseif t.loss == "liger_fused" then
       notes[#notes + 1] = "training.loss = liger_fused is Liger's fused linear cross-entropy alone: the RMSNorm, "
         .. "SwiGLU and RoPE kernels apply_liger_kernel_to_* (and use_liger_kernel) also patch in by default are not modelled"

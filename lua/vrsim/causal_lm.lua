@@ -212,7 +212,7 @@ function M.build(cx, cfg)
       t.compile and "compiled casts, each an amax and one fused kernel writing the float8 operand"
       or "eager casts, each intermediate a tensor (under torch.compile they fuse)")
   end
-  local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes)
+  local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes, cx.arch)
     or require("strategies.data").check(t, mc, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
     or require("strategies.sac").check(t, mc)
   -- torch.compile: its settings checked, and what it does not compose with refused

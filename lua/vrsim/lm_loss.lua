@@ -1,4 +1,4 @@
--- lm_loss.lua: the two cross-entropy losses of a causal language model that replace the full
+-- lm_loss.lua: the three cross-entropy losses of a causal language model that replace the full
 -- logits (training.loss; "full", transformers' ForCausalLMLoss, is models/llama.lua's):
 --
 --   liger_fused  Liger's LigerFusedLinearCrossEntropyFunction (liger-kernel 0.8.5,
@@ -16,6 +16,15 @@
 --                num_output_chunks = 8 chunks of the hidden states along the sequence, and the
 --                loss upcasts one chunk at a time. Each chunk's log_softmax output (fp32, 1/8 of
 --                the logits) is still saved for backward.
+--   cce          Apple's Cut Cross-Entropy (github apple/ml-cross-entropy at d42911f, June 2025,
+--                the source its transformers extra installs from; PyPI's 25.1.1 predates the
+--                patch; cut_cross_entropy/cce.py LinearCrossEntropyFunction, as cce_patch calls it:
+--                linear_cross_entropy(hidden_states, lm_head.weight, labels, shift=True)): no
+--                logits at all, not even a chunk of them. Forward computes each token's
+--                log-sum-exp blockwise in one Triton kernel (fp32 (N,), with the vocabulary's
+--                fp32 logit averages for gradient filtering) and the target logit by an indexed
+--                dot; backward recomputes the logit blocks and accumulates grad_e and grad_c in
+--                place, so the hidden states and the LSE are what the loss keeps until backward.
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 
@@ -118,6 +127,89 @@ function M.liger_fused(cx, hf, w, b, s)
   local loss = nn.new_tensor(cx, "loss", {}, "fp32", true)
   nn.op(cx, { name = "LigerFusedLinearCrossEntropyFunction", kind = "none", inputs = { x, w, lsum },
               out_tensors = { loss }, saves = saves, grads = grads, bytes = 0, bwd_bytes = 8 })
+  return loss
+end
+
+local function cdiv(a, b) return (a + b - 1) // b end
+
+-- cce_linear_cross_entropy(e = hf (b, s, H), c = w (V, H), targets = ids (b, s), shift = True,
+-- reduction "mean", filter_eps "auto", accum_e_fp32 / accum_c_fp32 False: the patch's defaults).
+-- The labels are the input ids (vrsim trains on labels = input_ids), which the Function saves.
+-- Returns the loss.
+function M.cce(cx, hf, w, ids, b, s)
+  local h, v = hf.shape[#hf.shape], w.shape[1]
+  local dt, wdt = hf.dtype, w.dtype
+  -- _build_flat_valids(targets, -100, shift=1): (targets[..., 1:] != ignore_index).nonzero()
+  -- (int64 (N, 2), a host sync), .to(torch.int32), the batch index scaled by its stride in
+  -- place, then .sum(1), which promotes to int64: the flat row of every valid token. Every
+  -- label is valid here (no padding), so N = b * (s - 1) rows, and shift != 0 keeps the index
+  -- even when none is ignored.
+  local n = b * (s - 1)
+  if ids.dtype ~= "int64" or #ids.shape ~= 2 then
+    -- a pipeline stage that receives hidden states: its labels arrive on their own
+    ids = nn.op(cx, { name = "labels", inputs = {}, outs = { { "labels", { b, s }, "int64" } } })
+  end
+  local tail = nn.view(cx, ids, { b, s - 1 }, "targets[..., 1:]")
+  local ne = nn.op(cx, { name = "cce.valids.ne", inputs = { tail }, outs = { { "cce.valids.ne", { b, s - 1 }, "bool" } } })
+  local nz = nn.op(cx, { name = "cce.valids.nonzero", kind = "reduce_rows", inputs = { ne },
+                         outs = { { "cce.valids.nonzero", { n, 2 }, "int64" } } })
+  local v32 = nn.to(cx, nz, "int32", "cce.valids.int32")
+  nn.op(cx, { name = "cce.valids.mul_", inputs = { v32 }, outs = {}, frees = {}, bytes = 2 * nn.bytes({ n }, "int32") })
+  local valids = nn.op(cx, { name = "cce.valids", kind = "reduce_rows", inputs = { v32 },
+                             outs = { { "cce.valids", { n }, "int64" } } })
+  -- e.flatten(0, -2), targets.flatten(): views (the final norm's output is contiguous, and the
+  -- caching allocator's 512-byte alignment passes the targets' 16-byte check without the pad)
+  local e = nn.view(cx, hf, { b * s, h }, "e.flatten(0, -2)")
+  local targets = nn.view(cx, ids, { b * s }, "targets.flatten()")
+  -- LinearCrossEntropyFunction.forward runs without grad mode
+  local was = cx.no_grad
+  cx.no_grad = true
+  -- cce_lse_forward_kernel: lse = new_full((N,), -inf, fp32); locks, one uint32 per 128 rows;
+  -- logit_avg = new_full((V,), 0, fp32), since a gradient is needed and filter_eps is set
+  local lse = nn.op(cx, { name = "cce.lse", inputs = {}, outs = { { "cce.lse", { n }, "fp32" } } })
+  local locks = nn.op(cx, { name = "cce.lse_locks", inputs = {}, outs = { { "cce.lse_locks", { cdiv(n, 128) }, "int32" } } })
+  local avg = nn.op(cx, { name = "cce.logit_avg", inputs = {}, outs = { { "cce.logit_avg", { v }, "fp32" } } })
+  -- _cce_lse_forward_kernel: each (BLOCK_B, BLOCK_V) program computes its logit block in
+  -- registers, folds it into the rows' LSE under the locks and its column sums into logit_avg
+  local fwd_flops = 2 * n * v * h
+  nn.op(cx, { name = "cce.lse_forward", kind = "mm", inputs = { e, w, valids, lse, locks, avg }, outs = {}, frees = {},
+              flops = fwd_flops, dtype = dt,
+              bytes = nn.bytes({ n, h }, dt) + nn.bytes(w.shape, wdt) + nn.bytes({ n }, "fp32") + nn.bytes({ v }, "fp32") })
+  nn.release(cx, { locks }, "cce_lse_forward_kernel returns: locks")
+  -- indexed_neg_dot_forward_kernel: out = new_zeros((N,), fp32), -e[i] . c[target[i]]; then
+  -- nll = neg_dot.add_(lse), in place
+  local nd = nn.op(cx, { name = "cce.neg_dot", inputs = { e, w, targets, valids }, frees = {},
+                         outs = { { "cce.neg_dot", { n }, "fp32" } }, flops = 2 * n * h,
+                         bytes = 2 * nn.bytes({ n, h }, dt) + nn.bytes({ n }, "fp32") })
+  nn.op(cx, { name = "cce.nll.add_", inputs = { nd, lse }, outs = {}, frees = {}, bytes = 3 * nn.bytes({ n }, "fp32") })
+  local mean = nn.op(cx, { name = "cce.nll.mean", kind = "reduce_rows", inputs = { nd },
+                           outs = { { "cce.nll.mean", {}, "fp32" } } })
+  cx.no_grad = was
+  -- the Function's node: ctx.save_for_backward(e, c, bias, lse, targets, valids, logit_avg).
+  -- Backward: vocab_ordering = argsort(logit_avg).to(int32) (a compiled graph; its int64 sort
+  -- output is gone before the gradients are made), de = zeros_like(e) and dc = zeros_like(c)
+  -- where c trains, in their own dtypes (accum_*_fp32 off), lock grids of
+  -- (cdiv(rows, 128), cdiv(H, 64)) int32 for each, then one kernel that recomputes every logit
+  -- block (2 N V H), and adds d_logits @ c into de and d_logits^T @ e into dc (2 N V H each).
+  -- Gradient filtering skips the blocks whose softmax gradient is below filter_eps everywhere;
+  -- how many that is depends on the weights' values, so the time is the unfiltered kernel's.
+  -- Priced as GEMMs ("mm"), the engine opens the autograd thread's cuBLAS workspace here, at
+  -- the first GEMM of backward, where PyTorch opens it at the next layer's (Triton is not cuBLAS).
+  local nd_locks = cdiv(h, 64)
+  local ws = { nn.bytes({ v }, "int32"), nn.bytes({ cdiv(n, 128), nd_locks }, "int32") }
+  local bwd_flops = 2 * 2 * n * v * h
+  if w.rg then
+    ws[3] = nn.bytes({ cdiv(v, 128), nd_locks }, "int32")
+    bwd_flops = bwd_flops + 2 * n * v * h
+  end
+  local grads = { { bytes = nn.bytes(e.shape, dt), dtype = dt },
+                  w.rg and { bytes = nn.bytes(w.shape, wdt), dtype = wdt } or "none", "none" }
+  local loss = nn.new_tensor(cx, "loss", {}, "fp32", true)
+  nn.op(cx, { name = "LinearCrossEntropyFunction", kind = "none", inputs = { e, w, mean }, out_tensors = { loss },
+              saves = { e, w, lse, targets, valids, avg }, grads = grads, bwd_kind = "mm", bwd_kernels = 1,
+              bwd_workspace = ws, bwd_workspace_first = true, bwd_flops = bwd_flops, dtype = dt,
+              bwd_bytes = 2 * nn.bytes(e.shape, dt) + (w.rg and 3 or 1) * nn.bytes(w.shape, wdt) + nn.bytes({ n }, "fp32") })
+  nn.release(cx, { lse, valids, avg }, "LinearCrossEntropyFunction.forward returns")
   return loss
 end
 

@@ -75,7 +75,7 @@ local SCHEMA = {
     dpo = { "table", nil, "TRL's DPOTrainer: { prompt_length = N, completion_length = M, max_length = 1024, precompute_ref_log_probs = false }: chosen and rejected in one batch of 2 x micro_batch rows, the reference model's forward under no_grad (its keys: training.dpo below)" },
     float8 = { "table", nil, "torchao's float8 training (convert_to_float8_training, torchtitan's filter): { recipe = \"tensorwise\", fsdp_float8_all_gather = false } (its keys: training.float8 below; sm89 and newer)" },
     compile = { "compile", false, "torch.compile (mode \"default\"): true, or { scope = \"layer\", mode = \"default\", fullgraph = false }: each decoder layer one graph, as torchtitan and torchtune compile them; AOTAutograd's min-cut partitioner decides what backward reads from forward and what it recomputes, Inductor's fused kernels allocate only their outputs (lua/strategies/compile.lua)" },
-    loss = { "string", "full", "cross-entropy of a language model: full (transformers: the whole fp32 logits), liger_fused (Liger's fused linear cross-entropy: chunks, gradients in forward) or chunked (torchtune's CEWithChunkedOutputLoss: the head and the fp32 upcast in 8 chunks)" },
+    loss = { "string", "full", "cross-entropy of a language model: full (transformers: the whole fp32 logits), liger_fused (Liger's fused linear cross-entropy: chunks, gradients in forward), chunked (torchtune's CEWithChunkedOutputLoss: the head and the fp32 upcast in 8 chunks) or cce (Apple's Cut Cross-Entropy: no logits, the LSE in forward, logit blocks recomputed in backward)" },
   },
   allocator = {
     conf = { "string", "", "PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True" },
@@ -100,7 +100,7 @@ local CHOICES = {
   interconnect = { auto = 1, nvlink = 1, pcie = 1 },
   arch = { llama2 = 1, llama = 1, mistral = 1, qwen2 = 1, qwen3 = 1, gemma2 = 1, gemma3 = 1, phi3 = 1, olmo2 = 1, mixtral = 1, qwen3_moe = 1, gpt_oss = 1,
           deepseek_v2 = 1, deepseek_v3 = 1, sdxl = 1, sd = 1, flux = 1, sd3 = 1 },
-  loss = { full = 1, liger_fused = 1, chunked = 1 },
+  loss = { full = 1, liger_fused = 1, chunked = 1, cce = 1 },
 }
 
 -- The line of the scenario where `field =` first appears (after `section` when given).

@@ -1,6 +1,6 @@
 -- unmodelled.lua: names of things training scripts set that vrsim knows it does not model, so that
 -- a scenario naming one (a field, a section, a knob or a value: `compile = true`,
--- `strategy = "pp"`, `cut_cross_entropy = true`) is refused as not modelled, with a
+-- `strategy = "pp"`, `use_liger_kernel = true`) is refused as not modelled, with a
 -- pointer to the list of what is and is not modelled, instead of "unknown field" and a guess at
 -- a modelled name that would answer another question. docs/scenarios.md "Not modelled" lists the
 -- same things; every entry there is one here.
@@ -23,7 +23,8 @@ local THINGS = {
   { "Liger's kernels beyond its fused loss (RMSNorm, SwiGLU, RoPE, as use_liger_kernel patches them in)",
     { "liger", "ligerkernel", "useligerkernel" },
     "its fused linear cross-entropy alone is training.loss = \"liger_fused\"" },
-  { "Cut Cross-Entropy", { "cutcrossentropy", "cce" } },
+  { "Cut Cross-Entropy", { "cutcrossentropy", "cce", "cceloss" },
+    "training.loss = \"cce\" (Apple's cut-cross-entropy, as its transformers patch calls it)", modelled = true },
   -- what vrsim models under another name: the refusal names the field
   { "a fused or chunked cross-entropy", { "fusedcrossentropy", "fusedce", "fusedlinearcrossentropy",
                                           "chunkedcrossentropy", "chunkedce", "chunkedloss" },
