@@ -3,7 +3,8 @@
 -- layers (q, k, v, o, gate, up, down), rank 32, batch size 1, every sequence padded to the
 -- tested length, flash attention 2, gradient checkpointing. Their optimizer and loss path are not
 -- stated; this file takes transformers' Trainer defaults (torch AdamW on the adapters, the full
--- fp32 logits). tests/data/published_maxctx.tsv sets the card; tests/test_published.sh prints
+-- fp32 logits). tests/data/published_maxctx.tsv sets the model
+-- (the 8B, or the 70B of the same post) and the card; tests/test_published.sh prints
 -- vrsim's maximum context beside the published one.
 return {
   title = "Unsloth's table, HF + FA2 column: Llama 3.1 8B QLoRA r32 all-linear, batch 1",
