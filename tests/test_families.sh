@@ -76,12 +76,47 @@ p4k=$(awk -F, '$3 == "alloc" && $7 == "embed_tokens.backward" && $5 != 131072000
 if [ "$n512" -eq 2 ] && [ "$p4k" = "36904960" ]; then ok "embedding backward: partial sums only above 3072 indices"
 else bad "embedding backward: $n512 allocations at 512 tokens (want the 2 gradients), partial sums '$p4k' at 4096 (want 36904960)"; fi
 
-# 5. Mistral's sliding window: a mask only once the sequence is longer than the window
+# 5. Mistral's sliding window: a mask once the sequence is as long as the window
+# (masking_utils' _ignore_causal_mask_sdpa: `kv_length >= local_attention_size` makes it; oracle
+# mistral_7b_l2_s4096_bf16): at 4096 tokens the s x s boolean mask, 16 MiB, and past the window
+# the additive mask the attention saves
 scn mis mistral-7b-v0.1.json
+"$VRSIM" "$tmp/mis.lua" --no-files --set model.layers=1 --set seq=4095 --alloc-trace "$tmp/m0.csv" >/dev/null 2>&1
 "$VRSIM" "$tmp/mis.lua" --no-files --set model.layers=1 --set seq=4096 --alloc-trace "$tmp/m1.csv" >/dev/null 2>&1
 "$VRSIM" "$tmp/mis.lua" --no-files --set model.layers=1 --set seq=8192 --alloc-trace "$tmp/m2.csv" >/dev/null 2>&1
-if ! grep -q sliding_window_mask "$tmp/m1.csv" && grep -q attn_mask_to_bias "$tmp/m2.csv"; then ok "sliding window: the causal shortcut up to the window, a saved additive mask past it"
-else bad "sliding window mask"; fi
+if grep -q ',alloc,' "$tmp/m0.csv" && ! grep -q sliding_window_mask "$tmp/m0.csv" && grep -q attn_mask_to_bias "$tmp/m2.csv"; then
+  ok "sliding window: the causal shortcut below the window, a saved additive mask past it"
+else bad "sliding window mask below and past the window"; fi
+m4k=$(awk -F, '$3 == "alloc" && $7 == "sliding_window_mask.and_causal" { print $5; exit }' "$tmp/m1.csv")
+if [ "$m4k" = "16777216" ]; then ok "sliding window: the mask is made at a sequence as long as the window"
+else bad "sliding window mask at seq 4096: '$m4k' bytes (want 16777216)"; fi
+# the same boundary where the window's mask is not built: refused (a padded batch of rows as long as
+# the window, ring attention at the window's length), and the note on an assumed window at 4096
+printf '4096\n4096\n1000\n' > "$tmp/win.txt"
+cat > "$tmp/misd.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "mistral-7b-v0.1.json", layers = 1 },
+  training = { micro_batch = 2, precision = "bf16", steps = 2, data = { lengths = "win.txt" } } }
+EOS
+"$VRSIM" "$tmp/misd.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "as long as the sliding window or longer (4096 tokens, a row of 4096)" "$tmp/err"; then
+  ok "sliding window: padded rows as long as the window are refused"
+else bad "sliding window with padded rows of 4096: exit $rc, $(cat "$tmp/err")"; fi
+cat > "$tmp/miscp.lua" <<'EOS'
+return { hardware = { gpu = "h100", count = 2 }, model = { config = "mistral-7b-v0.1.json", layers = 1 },
+  training = { seq = 4096, steps = 2, precision = "bf16", parallel = { cp = 2 } } }
+EOS
+"$VRSIM" "$tmp/miscp.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "a sliding window (4096) no longer than the sequence needs an attention mask" "$tmp/err"; then
+  ok "sliding window: ring attention at the window's length is refused"
+else bad "sliding window with cp at seq 4096: exit $rc, $(cat "$tmp/err")"; fi
+python3 -c "
+import json; d = json.load(open('$tmp/mistral-7b-v0.1.json')); del d['sliding_window']
+json.dump(d, open('$tmp/mistral-nowin.json', 'w'))"
+scn misnw mistral-nowin.json
+"$VRSIM" "$tmp/misnw.lua" --no-files --set model.layers=1 --set seq=4096 > "$tmp/nw.out" 2>&1
+if grep -q "sliding_window absent or null in the config: MistralConfig's default 4096 is assumed" "$tmp/nw.out"; then
+  ok "sliding window: an assumed window is noted at a sequence as long as it"
+else bad "sliding window: no note on the assumed window at seq 4096"; fi
 
 # 6. sharding passes: under FSDP2 and ZeRO-3 over 8 GPUs a rank holds its 1/8 shard (1.9 GiB of
 # the 15.0 GiB of bf16 weights) plus what is gathered at the peak (the layer in backward; FSDP2's

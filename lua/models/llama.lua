@@ -641,8 +641,10 @@ end
 -- The masks create_causal_mask / create_sliding_window_causal_mask make for one forward.
 -- eager: a boolean (s, s) mask, then the additive (b, 1, s, s) one in the model's dtype, the
 -- boolean one dropped (fulltrace_held-eager-ckpt-b2: 4 MiB in, 16 MiB in, 4 MiB out, then the
--- rotary tables). SDPA: none (is_causal) unless a sliding window shorter than the sequence makes
--- the causal shortcut impossible; then a boolean (1, 1, s, s) mask expanded to (b, 1, s, s).
+-- rotary tables). SDPA: none (is_causal) unless a sliding window makes the causal shortcut
+-- impossible; then a boolean (1, 1, s, s) mask expanded to (b, 1, s, s). masking_utils'
+-- _ignore_causal_mask_sdpa keeps the shortcut only while `kv_length < local_attention_size`: at a
+-- sequence as long as the window the mask is made, though it allows what causal does.
 local function make_mask(cx, r, window, mask_dtype)
   local b, s = r.batch, r.seq
   if r.attention == "eager" then
@@ -651,7 +653,7 @@ local function make_mask(cx, r, window, mask_dtype)
     return nn.op(cx, { name = "causal_mask", inputs = { allowed },
                        outs = { { "causal_mask", { b, 1, s, s }, mask_dtype } } })
   end
-  if window and window < s then return sliding_window_mask(cx, b, s) end
+  if window and window <= s then return sliding_window_mask(cx, b, s) end
   -- a padded or packed batch of variable-length data (strategies/data.lua)
   if r.data then
     r.data_mask_made = true

@@ -2,9 +2,10 @@
 -- Llama tree with grouped-query attention by default and a sliding window. Mistral's decoder
 -- layer, attention and MLP are Llama's (modular_mistral.py derives them); what differs is the
 -- mask: create_sliding_window_causal_mask. With SDPA the causal shortcut (is_causal, no mask)
--- holds while the sequence fits in the window; past it an s x s boolean mask is made (expanded to
--- (b, 1, s, s) as a view) and the attention runs with it (llama.lua sliding_window_mask, attention
--- with a mask).
+-- holds while the sequence is shorter than the window; from the window's length on
+-- (masking_utils' _ignore_causal_mask_sdpa: kv_length >= local_attention_size) an s x s boolean
+-- mask is made (expanded to (b, 1, s, s) as a view) and the attention runs with it (llama.lua
+-- sliding_window_mask, attention with a mask).
 local llama = require "models.llama"
 
 local F = {}
@@ -21,7 +22,7 @@ function F.config(hf, where)
   })
   -- A JSON null reads as an absent key, so `"sliding_window": null` (full attention, as in
   -- Mistral-7B-v0.2/0.3) cannot be told from a key left out (MistralConfig's default, 4096): the
-  -- default is taken and the run warns when it matters (a sequence longer than the window)
+  -- default is taken and the run warns when it matters (a sequence as long as the window or longer)
   if hf.sliding_window == nil then
     c.sliding_window, c.sliding_window_assumed = 4096, true
   elseif hf.sliding_window ~= false then

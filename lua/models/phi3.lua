@@ -12,7 +12,7 @@
 --   - resid_pdrop dropout on the attention's and the MLP's outputs (nn.Dropout(0.0) in the
 --     released configs: F.dropout with p = 0 returns its input, no tensor);
 --   - the sliding window (2047 in Phi-3-mini-4k's config) as Mistral's: the causal shortcut while
---     the sequence fits, a boolean mask past it.
+--     the sequence is shorter than the window, a boolean mask from the window's length on.
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 local llama = require "models.llama"

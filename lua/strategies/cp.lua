@@ -70,8 +70,10 @@ function C.refusal(fam, mc, t, cp, tp, attention)
     return ("%s: each rank's %d tokens are not a multiple of tp = %d (sequence parallelism shards them)")
       :format(where, t.seq // cp, tp)
   end
-  if mc.sliding_window and t.seq > mc.sliding_window then
-    return ("%s: a sliding window (%d) shorter than the sequence needs an attention mask, which "
+  -- transformers makes the window's mask from a sequence as long as the window on
+  -- (masking_utils' _ignore_causal_mask_sdpa: kv_length >= local_attention_size)
+  if mc.sliding_window and t.seq >= mc.sliding_window then
+    return ("%s: a sliding window (%d) no longer than the sequence needs an attention mask, which "
             .. "ring attention does not take"):format(where, mc.sliding_window)
   end
   local unsupported = {

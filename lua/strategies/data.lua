@@ -314,9 +314,12 @@ function M.check(t, mc, attention)
     return ("training.data with %s and attention = flash in fp32 is not modelled (flash_attention_2 takes "
             .. "fp16 and bf16: transformers casts fp32 queries back first)"):format(what)
   end
-  if mc.sliding_window and mc.sliding_window < d.len then
-    return ("training.data with %s longer than the sliding window (%d tokens, a row of %d) is not "
-            .. "modelled: the window's mask with padding or packing is not built"):format(what, mc.sliding_window, d.len)
+  -- the window's mask is made from a row as long as the window on (masking_utils'
+  -- _ignore_causal_mask_sdpa: kv_length >= local_attention_size)
+  if mc.sliding_window and mc.sliding_window <= d.len then
+    return ("training.data with %s as long as the sliding window or longer (%d tokens, a row of "
+            .. "%d) is not modelled: the window's mask with padding or packing is not built")
+      :format(what, mc.sliding_window, d.len)
   end
   return nil
 end

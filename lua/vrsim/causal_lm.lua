@@ -126,9 +126,10 @@ function M.build(cx, cfg)
   for _, k in ipairs(mc.unknown_keys or {}) do
     cx.notes[#cx.notes + 1] = ("config key '%s' is not read by vrsim (assumed not to change memory)"):format(k)
   end
-  if mc.sliding_window and mc.sliding_window_assumed and s > mc.sliding_window then
+  -- the window decides from a sequence as long as it on (the mask llama.lua make_mask builds)
+  if mc.sliding_window and mc.sliding_window_assumed and s >= mc.sliding_window then
     cx.notes[#cx.notes + 1] = ("sliding_window absent or null in the config: MistralConfig's default %d "
-                               .. "is assumed (set it, or set it to the sequence length for full attention)")
+                               .. "is assumed (set it, or set it above the sequence length for full attention)")
                               :format(mc.sliding_window)
   end
 
