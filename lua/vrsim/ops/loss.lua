@@ -35,8 +35,9 @@ return function(nn)
   -- log-probabilities is saved, and Inductor fuses the upcast into the reductions, so forward
   -- allocates only those. Backward (exp(x - max - log) minus the scattered one-hot, times the
   -- output gradient, cast back: Inductor rewrites the scatter on zeros as a pointwise select)
-  -- writes the gradient in x's dtype in one kernel: no fp32 buffer of the logits' size.
-  -- (Partition read from torch 2.13's AOTAutograd with the inductor decompositions.)
+  -- is a row reduction into one fp32 value a row, then one kernel writing the gradient in x's
+  -- dtype: no fp32 buffer of the logits' size. (Read from the partition and Inductor's output
+  -- code for this function in torch 2.13 on the CPU.)
   function nn.cross_entropy_compiled(cx, pre, x, labels)
     local numel = nn.numel(x.shape)
     local rows = numel // x.shape[#x.shape]
@@ -46,7 +47,8 @@ return function(nn)
                                  { pre .. "amax", { rows, 1 }, "fp32", no_grad = true },
                                  { pre .. "logsumexp", { rows, 1 }, "fp32", no_grad = true } },
                         saves = { x, labels }, save_outs = { 2, 3 }, grads = { "new", "none" },
-                        flops = 5 * numel, bytes = xb + rows * (8 + 8), bwd_bytes = 2 * xb }))
+                        bwd_workspace = { rows * 4 }, flops = 5 * numel, bytes = xb + rows * (8 + 8),
+                        bwd_bytes = 2 * xb }))
   end
 
   -- F.mse_loss(pred.float(), target.float()) (mean): both casts, then (as the measured run's
