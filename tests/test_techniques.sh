@@ -80,6 +80,18 @@ if [ "$pl" -lt "$pc" ] && [ "$pc" -lt "$pf" ]; then
   ok "loss = chunked: peak between Liger's and the full loss's ($pl < $pc < $pf)"
 else bad "loss = chunked: peak $pc not between Liger's $pl and the full loss's $pf"; fi
 
+# 5b. under torch.compile the recipes compile compute_cross_entropy (torchtune's
+#    training.compile_loss): per chunk it saves the bf16 logits and two fp32 values a row
+#    (512 rows: 2048 bytes each), never an fp32 copy or fp32 log-probs; backward reduces into one
+#    fp32 value a row, then writes the bf16 gradient (512 x 128256 x 2 = 131334144 bytes)
+"$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=chunked --set training.compile=true --alloc-trace "$tmp/cc.csv" >/dev/null
+f32=$(grep ",alloc," "$tmp/cc.csv" | grep -c "chunked_ce.chunk[0-9]*.log_softmax$\|chunked_ce.chunk[0-9]*.float$")
+rows=$(grep ",alloc," "$tmp/cc.csv" | grep "chunked_ce.chunk[0-9]*.compiled_cross_entropy$" | cut -d, -f5 | grep -v "^4$" | sort | uniq -c | tr -s ' ')
+bwd=$(grep ",alloc," "$tmp/cc.csv" | grep "chunked_ce.chunk[0-9]*.compiled_cross_entropy.backward$" | cut -d, -f5 | sort | uniq -c | tr -s ' ' | tr '\n' ' ')
+if [ "$f32" = 0 ] && [ "$rows" = " 32 2048" ] && [ "$bwd" = " 16 131334144  16 2048 " ]; then
+  ok "loss = chunked, compiled: two fp32 values a row saved per chunk, bf16 chunk gradients, no fp32 copy or log-probs"
+else bad "loss = chunked, compiled: $f32 fp32 chunk copies or log-probs, per-row allocations '$rows', backward '$bwd'"; fi
+
 # 6. refused where the library refuses or vrsim does not model it
 "$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=liger_fused --set precision=amp_bf16 >/dev/null 2>"$tmp/err"; rc=$?
 if [ $rc = 2 ] && grep -q "liger_fused.*amp_bf16.*not modelled" "$tmp/err"; then ok "liger_fused under autocast: exit 2, named"

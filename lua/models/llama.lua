@@ -802,7 +802,7 @@ local function causal_lm_forward(cx, m, ids)
       nn.release(cx, { hf }, "LlamaForCausalLM.forward returns: hidden_states")
       return loss
     end
-    return LL.chunked(cx, head, hf, r.batch, r.seq) -- releases hf once the head has run
+    return LL.chunked(cx, head, hf, r.batch, r.seq, r.compile) -- releases hf once the head has run
   end
   local hl = hf
   if r.logits_to_keep then

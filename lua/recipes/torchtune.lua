@@ -265,8 +265,8 @@ function T.scenario(r, opts)
     local why = require("recipes.hf_args").compile_refusal(t)
     if why then r:fail(d, "compile", why) end
     t.compile = true
-    notes[#notes + 1] = "torchtune compile: the decoder layers compiled (training.compile); its compiled "
-        .. "loss (training.compile_loss over CEWithChunkedOutputLoss) is simulated eager"
+    notes[#notes + 1] = "torchtune compile: the decoder layers compiled (training.compile), and the loss's "
+        .. "compute_cross_entropy (training.compile_loss over CEWithChunkedOutputLoss) as its own graph"
   end
 
   if ck then

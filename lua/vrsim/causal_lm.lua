@@ -362,7 +362,8 @@ function M.build(cx, cfg)
   end
   cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
              use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype,
-             loss = t.loss, data = t.data_batch, data_inputs = data_inputs, dpo = dpo }
+             loss = t.loss, data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
+             compile = compiled ~= nil }
   -- DPOTrainer calls both models with use_cache=False
   if dpo then cx.run.use_cache = false end
   -- one forward pass (a micro-batch); gradient accumulation calls it again

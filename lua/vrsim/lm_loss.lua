@@ -15,7 +15,9 @@
 --                chunked_output (torchtune/modules/transformer.py): the output projection runs on
 --                num_output_chunks = 8 chunks of the hidden states along the sequence, and the
 --                loss upcasts one chunk at a time. Each chunk's log_softmax output (fp32, 1/8 of
---                the logits) is still saved for backward.
+--                the logits) is still saved for backward, unless torch.compile is on: the
+--                recipes then compile the upcast and cross-entropy (training.compile_loss),
+--                which save the chunk's logits and two fp32 values a row instead.
 --   cce          Apple's Cut Cross-Entropy (github apple/ml-cross-entropy at d42911f, June 2025,
 --                the source its transformers extra installs from; PyPI's 25.1.1 predates the
 --                patch; cut_cross_entropy/cce.py LinearCrossEntropyFunction, as cce_patch calls it:
@@ -214,8 +216,10 @@ function M.cce(cx, hf, w, ids, b, s)
 end
 
 -- torchtune's TransformerDecoder.chunked_output and CEWithChunkedOutputLoss: the head m applied
--- to each chunk of hf along the sequence, then the loss over the chunks. Returns the loss.
-function M.chunked(cx, head, hf, b, s)
+-- to each chunk of hf along the sequence, then the loss over the chunks. compiled: torch.compile
+-- is on, and torchtune's recipes then compile the loss's compute_cross_entropy
+-- (training.compile_loss). Returns the loss.
+function M.chunked(cx, head, hf, b, s, compiled)
   local h = hf.shape[#hf.shape]
   local n = M.NUM_OUTPUT_CHUNKS
   -- torch.chunk: chunks of ceil(s / n) tokens, the last shorter; fewer than n when s is small
@@ -270,9 +274,15 @@ function M.chunked(cx, head, hf, b, s)
     end
     -- compute_cross_entropy: F.cross_entropy(logits.float(), labels, reduction="sum"); the fp32
     -- copy is the call's argument until it returns
-    local lf = nn.to(cx, lg, "fp32", pre .. ".float")
-    local l = nn.cross_entropy(cx, pre .. ".", lf, lab, { keep_input = lf ~= lg })
-    if lf ~= lg then nn.release(cx, { lf }, pre .. ": compute_cross_entropy returns") end
+    local l
+    if compiled then
+      -- training.compile_loss: compute_cross_entropy is its own compiled graph
+      l = nn.cross_entropy_compiled(cx, pre .. ".", lg, lab)
+    else
+      local lf = nn.to(cx, lg, "fp32", pre .. ".float")
+      l = nn.cross_entropy(cx, pre .. ".", lf, lab, { keep_input = lf ~= lg })
+      if lf ~= lg then nn.release(cx, { lf }, pre .. ": compute_cross_entropy returns") end
+    end
     -- total_loss += ...: 0.0 + loss first, then a new sum each time
     local inputs = total_loss and { total_loss, l } or { l }
     total_loss = nn.op(cx, { name = pre .. ".accumulate", inputs = inputs,

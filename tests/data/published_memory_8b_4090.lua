@@ -1,14 +1,18 @@
 -- torchtune's "Memory and training speed" table (README.md): Llama 3.1 8B on one RTX 4090, batch
 -- size 2, a dataset packed to 2048 tokens (micro-batch 2 x seq 2048), torch.compile on, bf16, and
 -- recipes/configs/llama3_1/8B_lora_single_device.yaml's settings: activation checkpointing, torch
--- AdamW, LoRA rank 8, alpha 16 on q, v, output_proj and the MLP (q_proj, v_proj, o_proj,
--- gate_proj, up_proj, down_proj here), a chunked loss. Rows of tests/data/published_memory.tsv
+-- AdamW with fused=True, LoRA rank 8, alpha 16, lora_dropout 0.0 on q, v, output_proj and the MLP
+-- (q_proj, v_proj, o_proj, gate_proj, up_proj, down_proj here), a chunked loss. The adapters are
+-- bf16: lora_finetune_single_device builds the model under training.set_default_dtype(bf16), and
+-- LoRALinear's lora_a and lora_b are plain nn.Linear (torchtune 0.6.1, modules/peft/lora.py), not
+-- peft's fp32 upcast. Rows of tests/data/published_memory.tsv
 -- change it with --set (QLoRA: quant = nf4, 8B_qlora_single_device.yaml).
 return {
   title = "torchtune README: Llama 3.1 8B LoRA, packed 2 x 2048, compiled, one RTX 4090",
   hardware = { gpu = "rtx4090" },
   model = { config = "llama-3-8b.json" },  -- scenarios/configs/llama-3-8b.json, given by --set model.config
-  training = { micro_batch = 2, seq = 2048, precision = "lora_bf16", optimizer = "adamw", build = "direct",
-               steps = 3, compile = true, checkpointing = true, loss = "chunked",
-               lora = { r = 8, alpha = 16, targets = { "q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj" } } },
+  training = { micro_batch = 2, seq = 2048, precision = "lora_bf16", optimizer = "adamw", optimizer_impl = "fused",
+               build = "direct", steps = 3, compile = true, checkpointing = true, loss = "chunked",
+               lora = { r = 8, alpha = 16, dropout = 0, dtype = "bf16",
+                        targets = { "q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj" } } },
 }

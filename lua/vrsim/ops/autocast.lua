@@ -44,6 +44,9 @@ return function(nn)
     act = "none", add = "none", div_scalar = "none", copy = "none", view = "none", view_op = "none",
     ew = "none", mul = "none", cast = "none", to = "none", input = "none", op = "none",
     op_sized = "none", new_tensor = "none",
+    -- torchtune's compiled compute_cross_entropy upcasts its argument itself (logits.float()),
+    -- inside the graph, so no cast precedes the call
+    cross_entropy_compiled = "none",
     -- no kernel
     bytes = "helper", numel = "helper", context = "helper", param = "helper", launches = "helper",
     promote = "helper", copy_shape = "helper", sdpa_backend = "helper", arch_class = "helper",

@@ -27,6 +27,30 @@ return function(nn)
                        bytes = rows * (4 + 8), bwd_bytes = fp32, bwd_kernels = 2 })
   end
 
+  -- CEWithChunkedOutputLoss.compute_cross_entropy under torch.compile (torchtune 0.6.1's
+  -- training.compile_loss compiles it alone: F.cross_entropy(logits.float(), labels,
+  -- reduction="sum") on one chunk's logits x, whatever their dtype). AOTAutograd's min-cut
+  -- partitioner saves the chunk's logits as they came, the labels, and two fp32 values a row
+  -- (the row max and the log of the sum of exponentials): neither the fp32 copy nor the fp32
+  -- log-probabilities is saved, and Inductor fuses the upcast into the reductions, so forward
+  -- allocates only those. Backward (exp(x - max - log) minus the scattered one-hot, times the
+  -- output gradient, cast back: Inductor rewrites the scatter on zeros as a pointwise select)
+  -- is a row reduction into one fp32 value a row, then one kernel writing the gradient in x's
+  -- dtype: no fp32 buffer of the logits' size. (Read from the partition and Inductor's output
+  -- code for this function in torch 2.13 on the CPU.)
+  function nn.cross_entropy_compiled(cx, pre, x, labels)
+    local numel = nn.numel(x.shape)
+    local rows = numel // x.shape[#x.shape]
+    local xb = nn.bytes(x.shape, x.dtype)
+    return (nn.op(cx, { name = pre .. "compiled_cross_entropy", kind = "softmax", inputs = { x, labels }, frees = {},
+                        outs = { { pre .. "loss", {}, "fp32" },
+                                 { pre .. "amax", { rows, 1 }, "fp32", no_grad = true },
+                                 { pre .. "logsumexp", { rows, 1 }, "fp32", no_grad = true } },
+                        saves = { x, labels }, save_outs = { 2, 3 }, grads = { "new", "none" },
+                        bwd_workspace = { rows * 4 }, flops = 5 * numel, bytes = xb + rows * (8 + 8),
+                        bwd_bytes = 2 * xb }))
+  end
+
   -- F.mse_loss(pred.float(), target.float()) (mean): both casts, then (as the measured run's
   -- trace shows) a buffer of the loss's size that lives to the end of the step, the elementwise
   -- loss and the scalar. Backward keeps both inputs. cx.late_outputs: tensors the step makes
