@@ -41,6 +41,9 @@ local function diffusers_rms_forward(cx, m, x)
                          bwd_workspace_first = true })
   local var = nn.op(cx, { name = name .. ".mean", kind = "reduce_rows", inputs = { sq },
                           outs = { { name .. ".variance", rshape, "fp32" } } })
+  -- variance + eps: its own row-sized fp32 tensor, freed once rsqrt has read it
+  var = nn.op(cx, { name = name .. ".add_eps", inputs = { var }, outs = { { name .. ".variance_eps", rshape, "fp32" } },
+                    grads = { { pass = 1 } } })
   local rs = nn.op(cx, { name = name .. ".rsqrt", inputs = { var }, outs = { { name .. ".rsqrt", rshape, "fp32" } },
                          save_outs = { 1 }, bwd_workspace = { nn.bytes(rshape, "fp32"), nn.bytes(rshape, "fp32") },
                          bwd_workspace_first = true, bwd_kernels = 3 })
@@ -253,6 +256,9 @@ end
 local function sd3_forward(cx, m, x, ctx, pooled, t)
   local C = m.children
   local h = call(cx, C.pos_embed, x)
+  -- hidden_states.contiguous(): PatchEmbed's sum takes the layout of the conv output's
+  -- flatten(2).transpose(1, 2) view, (n, tokens, dim) not contiguous, so this is a copy
+  h = nn.copy(cx, m.opname .. ".contiguous", h)
   local temb = call(cx, C.time_text_embed, t, nil, pooled)
   local e = call(cx, C.context_embedder, ctx)
   local blocks = C.transformer_blocks
