@@ -105,16 +105,11 @@ local function attention_forward(cx, m, x, ctx)
   o = nn.to(cx, o, q.dtype, name .. ".attn_out.to_query_dtype")
   if not ctx then return call(cx, A.to_out.children["0"], o) end
   local dim = heads * dh
-  -- hidden_states[:, :si], hidden_states[:, si:]: two views; their backward assembles one
-  -- full-size gradient
-  local parts = {}
-  for i, p in ipairs { { "image", si }, { "text", s - si } } do
-    parts[i] = nn.view(cx, o, { n, p[2], dim }, name .. "." .. p[1] .. "_part")
-  end
-  nn.op_sized(cx, { name = name .. ".split", kind = "none", inputs = { o }, out_tensors = parts,
-                    bytes = 0, bwd_kind = "copy", bwd_bytes = 2 * nn.bytes(o.shape, o.dtype),
-                    grads = { { dtype = o.dtype } }, frees = {} })
-  local img, ctx_part = parts[1], parts[2]
+  -- hidden_states[:, :si], hidden_states[:, si:]: two slices, two SliceBackward nodes, each
+  -- writing its part's gradient into zeros of the whole (n, s, dim) (the engine then adds the
+  -- second into the first); a pre_only block's text slice gets no gradient, so makes none
+  local img = nn.view_op(cx, name .. ".image_part", o, { n, si, dim }, nil, "copy")
+  local ctx_part = nn.view_op(cx, name .. ".text_part", o, { n, s - si, dim }, nil, "copy")
   local cout
   if A.to_add_out then cout = call(cx, A.to_add_out, ctx_part) end
   local out = call(cx, A.to_out.children["0"], img)
