@@ -69,15 +69,38 @@ local function diffusers_rms_norm(dim)
   return m
 end
 
+-- One stream's to_q, to_k, to_v, .view(n, -1, heads, d) and the q/k norms. Joint (both streams
+-- concatenated before SDPA), each view's gradient is a copy: torch.cat(dim=2) makes q, k, v
+-- contiguous as (n, heads, s, d), so SDPA's gradients are, and CatBackward's narrow slice of
+-- them, transposed back (the norms' elementwise backward keeps that layout), cannot be viewed
+-- as (n, s, heads * d): ViewBackward0 reshapes, a copy. Alone (attn2), SDPA's gradients are
+-- laid out as its inputs, the transposed projections, so they view back without one.
+local function stream_qkv(cx, A, x, names, heads, dh, joint)
+  if not joint then return D.stream_qkv(cx, A, x, names, heads, dh) end
+  local keep = { keep_input = true }
+  local shape = { x.shape[1], x.shape[2], heads, dh }
+  local p = {}
+  for i = 1, 3 do p[i] = call(cx, A[names[i]], x, keep) end
+  local q, k, v = p[1], p[2], p[3]
+  q = nn.view_op(cx, q.name .. ".heads", q, shape, nil, "copy")
+  k = nn.view_op(cx, k.name .. ".heads", k, shape, nil, "copy")
+  v = nn.view_op(cx, v.name .. ".heads", v, shape, nil, "copy")
+  if A[names[4]] then
+    q = call(cx, A[names[4]], q)
+    k = call(cx, A[names[5]], k)
+  end
+  return q, k, v
+end
+
 -- JointAttnProcessor2_0.__call__(attn, hidden_states, encoder_hidden_states): returns the image
 -- stream's output and, with a context stream that is not pre_only, the context's.
 local function attention_forward(cx, m, x, ctx)
   local name, A, heads, dh = m.opname, m.children, m.heads, m.head_dim
-  local q, k, v = D.stream_qkv(cx, A, x, { "to_q", "to_k", "to_v", "norm_q", "norm_k" }, heads, dh)
+  local q, k, v = stream_qkv(cx, A, x, { "to_q", "to_k", "to_v", "norm_q", "norm_k" }, heads, dh, ctx ~= nil)
   local si = x.shape[2]
   if ctx then
-    local eq, ek, ev = D.stream_qkv(cx, A, ctx, { "add_q_proj", "add_k_proj", "add_v_proj",
-                                                "norm_added_q", "norm_added_k" }, heads, dh)
+    local eq, ek, ev = stream_qkv(cx, A, ctx, { "add_q_proj", "add_k_proj", "add_v_proj",
+                                              "norm_added_q", "norm_added_k" }, heads, dh, true)
     q = nn.cat(cx, name .. ".cat_q", { q, eq }, 2)
     k = nn.cat(cx, name .. ".cat_k", { k, ek }, 2)
     v = nn.cat(cx, name .. ".cat_v", { v, ev }, 2)
