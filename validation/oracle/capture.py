@@ -506,17 +506,22 @@ def sd3_step(torch, model, lcfg, mb, res, autocast):
     prompt_embeds = torch.randn(mb, 77 + 77, lcfg.joint_attention_dim, device="cuda", dtype=pdt)
     pooled = torch.randn(mb, lcfg.pooled_projection_dim, device="cuda", dtype=pdt)
 
+    def get_sigmas(indices, n_dim):
+        # (a function of its own, as the script's: the schedule's copies on the GPU die with it)
+        sigmas_all = sigmas_cpu.to(device="cuda", dtype=pdt)
+        schedule_timesteps = timesteps_cpu.to("cuda")
+        del schedule_timesteps
+        sigma = sigmas_all[indices.to("cuda")].flatten()
+        while sigma.ndim < n_dim:
+            sigma = sigma.unsqueeze(-1)
+        return sigma
+
     def step():
         noise = torch.randn_like(latents)
         u = torch.nn.functional.sigmoid(torch.normal(mean=0.0, std=1.0, size=(mb,), device="cpu"))
         indices = (u * 1000).long()
         timesteps = timesteps_cpu[indices].to(device="cuda")
-        sigmas_all = sigmas_cpu.to(device="cuda", dtype=pdt)
-        schedule_timesteps = timesteps_cpu.to("cuda")
-        sigma = sigmas_all[indices.to("cuda")].flatten()
-        del schedule_timesteps
-        while sigma.ndim < latents.ndim:
-            sigma = sigma.unsqueeze(-1)
+        sigma = get_sigmas(indices, latents.ndim)
         noisy = (1.0 - sigma) * latents + sigma * noise
         with (torch.autocast("cuda", dtype=autocast) if autocast is not None else contextlib.nullcontext()):
             pred = model(hidden_states=noisy, timestep=timesteps, encoder_hidden_states=prompt_embeds,
