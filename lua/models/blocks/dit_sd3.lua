@@ -200,6 +200,9 @@ end
 -- encoder_hidden_states (nil after a context_pre_only block), hidden_states.
 local function joint_forward(cx, m, h, ctx, temb)
   local name, C = m.opname, m.children
+  -- the caller's hidden_states and encoder_hidden_states: SD3Transformer2DModel.forward rebinds
+  -- them only when the block returns
+  local h_in, ctx_in = h, ctx
   local nh, gate_msa, shift_mlp, scale_mlp, gate_mlp, nh2, gate_msa2 = call(cx, C.norm1, h, temb)
   local nc, c_gate_msa, c_shift_mlp, c_scale_mlp, c_gate_mlp
   if m.pre_only then
@@ -221,17 +224,22 @@ local function joint_forward(cx, m, h, ctx, temb)
   local f = call(cx, C.ff, n2)
   local gf = D.gate(cx, name .. ".gate_mlp", gate_mlp, f)
   h = nn.add(cx, name .. ".add_ff", h, gf)
-  local locals = { gao, gao2, C.attn2 and nh2 or nil, n2, gf }
+  local locals = { gao, gao2, C.attn2 and nh2 or nil, n2, gf, h_in }
   if m.pre_only then
+    -- (norm_encoder_hidden_states, never rebound here, lives to the return)
+    locals[#locals + 1] = nc
     frame_release(cx, name .. ".frame", locals)
     nn.release(cx, { ctx }, name .. ".encoder_hidden_states dropped")
     return nil, h
   end
   ctx = nn.add(cx, name .. ".add_context_attn", ctx, D.gate(cx, name .. ".c_gate_msa", c_gate_msa, cao))
   local nc2 = D.layer_norm(cx, name .. ".norm2_context", ctx)
+  -- norm_encoder_hidden_states is rebound only here, after the image stream's feed-forward
+  frame_release(cx, name .. ".norm_encoder_hidden_states", { nc })
   nc2 = D.modulate(cx, name .. ".norm2_context", nc2, c_scale_mlp, c_shift_mlp)
   local cf = call(cx, C.ff_context, nc2)
   ctx = nn.add(cx, name .. ".add_context_ff", ctx, D.gate(cx, name .. ".c_gate_mlp", c_gate_mlp, cf))
+  locals[#locals + 1] = ctx_in
   frame_release(cx, name .. ".frame", locals)
   return ctx, h
 end
