@@ -64,7 +64,10 @@ A FluxTransformer2DModel config (Flux.1, vrsim's arch flux) is trained as diffus
 examples/dreambooth/train_dreambooth_lora_flux.py trains it with --cache_latents and one
 instance prompt (flux_step): the transformer built in weight_dtype, checkpointing and LoRA as the
 spec says, the flow-matching step with the 2x2 packing, the forward under autocast (for lora_bf16
-too: Accelerate's), the fp32 weighted mean-squared loss.
+too: Accelerate's), the fp32 weighted mean-squared loss. An SD3Transformer2DModel config (SD3 /
+SD3.5, vrsim's arch sd3) is trained as examples/dreambooth/train_dreambooth_lora_sd3.py trains it
+with the latents and prompt embeddings given (sd3_step): built on the CPU, then .to(cuda, bf16),
+LoRA as for Flux, the logit-normal sigmas, the preconditioned output, the fp32 weighted loss.
 
 How it records (the mechanisms of torch/distributed/_tools/mem_tracker.py):
 - a TorchDispatchMode above FakeTensorMode sees every aten op; a CUDA output storage not seen
