@@ -232,14 +232,19 @@ local function joint_forward(cx, m, h, ctx, temb)
     nn.release(cx, { ctx }, name .. ".encoder_hidden_states dropped")
     return nil, h
   end
-  ctx = nn.add(cx, name .. ".add_context_attn", ctx, D.gate(cx, name .. ".c_gate_msa", c_gate_msa, cao))
+  local gcao = D.gate(cx, name .. ".c_gate_msa", c_gate_msa, cao)
+  ctx = nn.add(cx, name .. ".add_context_attn", ctx, gcao)
   local nc2 = D.layer_norm(cx, name .. ".norm2_context", ctx)
   -- norm_encoder_hidden_states is rebound only here, after the image stream's feed-forward
   frame_release(cx, name .. ".norm_encoder_hidden_states", { nc })
   nc2 = D.modulate(cx, name .. ".norm2_context", nc2, c_scale_mlp, c_shift_mlp)
   local cf = call(cx, C.ff_context, nc2)
   ctx = nn.add(cx, name .. ".add_context_ff", ctx, D.gate(cx, name .. ".c_gate_mlp", c_gate_mlp, cf))
+  -- (and the context stream's: context_attn_output after its gating, the modulated
+  -- norm_encoder_hidden_states the context feed-forward read)
   locals[#locals + 1] = ctx_in
+  locals[#locals + 1] = gcao
+  locals[#locals + 1] = nc2
   frame_release(cx, name .. ".frame", locals)
   return ctx, h
 end
