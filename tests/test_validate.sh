@@ -173,7 +173,7 @@ KNOWN = {
     # (fulltrace_gen4-sd35m-*) show both effects at embeddings.py (diffusers 0.42.1 PatchEmbed).
     ("gen4-sd35m-l4-lora-r1024", "peak_allocated"): (0.14,
         "the position table kept fp32 (embeddings.py:332, 864 MiB; cast by the script, 432 MiB as "
-        "vrsim has it: 13.2 % of the peak; the rest is 10 MiB)"),
+        "vrsim has it: 13.2 % of the peak; vrsim is then 3 MiB over)"),
     ("gen4-sd35m-l4-lora-r1024-ckpt", "peak_allocated"): (0.20,
         "the position table kept fp32 (embeddings.py:332: 432 MiB, 18.9 % of the peak)"),
     ("gen4-sd35m-l4-lora-r1024", "peak_reserved"): (0.37,

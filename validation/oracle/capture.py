@@ -64,7 +64,10 @@ A FluxTransformer2DModel config (Flux.1, vrsim's arch flux) is trained as diffus
 examples/dreambooth/train_dreambooth_lora_flux.py trains it with --cache_latents and one
 instance prompt (flux_step): the transformer built in weight_dtype, checkpointing and LoRA as the
 spec says, the flow-matching step with the 2x2 packing, the forward under autocast (for lora_bf16
-too: Accelerate's), the fp32 weighted mean-squared loss.
+too: Accelerate's), the fp32 weighted mean-squared loss. An SD3Transformer2DModel config (SD3 /
+SD3.5, vrsim's arch sd3) is trained as examples/dreambooth/train_dreambooth_lora_sd3.py trains it
+with the latents and prompt embeddings given (sd3_step): built on the CPU, then .to(cuda, bf16),
+LoRA as for Flux, the logit-normal sigmas, the preconditioned output, the fp32 weighted loss.
 
 How it records (the mechanisms of torch/distributed/_tools/mem_tracker.py):
 - a TorchDispatchMode above FakeTensorMode sees every aten op; a CUDA output storage not seen
@@ -454,6 +457,84 @@ def is_unet(spec):
 
 def is_flux(spec):
     return load_config(spec).get("_class_name") == "FluxTransformer2DModel"
+
+
+def is_sd3(spec):
+    return load_config(spec).get("_class_name") == "SD3Transformer2DModel"
+
+
+def build_sd3(torch, spec):
+    """SD3Transformer2DModel as train_dreambooth_lora_sd3.py has it (and the harness's
+    measure_diffusers.py build): from_config on the CPU in fp32, then .to(cuda, weight_dtype) (the
+    buffers too: PatchEmbed's sin-cos position table becomes bf16 on the GPU; built on the GPU
+    instead, PatchEmbed would compute that table there in float64, which the script never does),
+    enable_gradient_checkpointing if asked, then add_adapter(LoraConfig(r, lora_alpha=r,
+    init_lora_weights="gaussian", target_modules))."""
+    import diffusers
+    cfg = {k: v for k, v in load_config(spec).items() if not k.startswith("_")}
+    prec = spec["precision"]
+    dtype = {"bf16": torch.bfloat16, "lora_bf16": torch.bfloat16}.get(prec, torch.float32)
+    with torch.device("cpu"):
+        model = diffusers.SD3Transformer2DModel.from_config(cfg)
+    model.to("cuda", dtype=dtype)
+    if spec.get("checkpointing"):
+        model.enable_gradient_checkpointing()
+    if prec == "lora_bf16":
+        from peft import LoraConfig
+        model.requires_grad_(False)
+        lc = spec.get("lora") or {"r": 4, "alpha": 4, "dropout": 0.0,
+                                  "targets": ["to_k", "to_q", "to_v", "to_out.0"]}
+        model.add_adapter(LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
+                                     init_lora_weights="gaussian", target_modules=lc["targets"]))
+    model.train()
+    return model, model.config
+
+
+def sd3_step(torch, model, lcfg, mb, res, autocast):
+    """The training loop's step of train_dreambooth_lora_sd3.py with the latents and prompt
+    embeddings given (vrsim's text_encoders = vae = "cached"), as measure_diffusers.py's sd3
+    branch runs it: returns a function making one step's loss. The latents, prompt embeddings
+    (n, 77 + 77, joint_attention_dim) and pooled embeddings (n, pooled_projection_dim) are made
+    once, in weight_dtype. Per step: noise, logit-normal u drawn on the CPU, the timesteps moved
+    to the GPU, the sigmas (get_sigmas: the schedule's sigmas and timesteps moved to the GPU; the
+    `(schedule_timesteps == t).nonzero().item()` indices, which fake tensors cannot compute, drawn
+    on the CPU as in flux_step), noisy = sigma * noise + (1 - sigma) * x, the transformer under
+    autocast, the preconditioned output pred * (-sigma) + noisy against target = latents, the
+    fp32 weighted mean-squared loss."""
+    pdt = next(model.parameters()).dtype
+    lat = res // 8
+    # (the scheduler's sigmas and timesteps: 1000 each on the CPU, as made at its __init__)
+    sigmas_cpu, timesteps_cpu = torch.empty(1000), torch.empty(1000)
+    latents = torch.randn(mb, lcfg.in_channels, lat, lat, device="cuda", dtype=pdt)
+    prompt_embeds = torch.randn(mb, 77 + 77, lcfg.joint_attention_dim, device="cuda", dtype=pdt)
+    pooled = torch.randn(mb, lcfg.pooled_projection_dim, device="cuda", dtype=pdt)
+
+    def get_sigmas(indices, n_dim):
+        # (a function of its own, as the script's: the schedule's copies on the GPU die with it)
+        sigmas_all = sigmas_cpu.to(device="cuda", dtype=pdt)
+        schedule_timesteps = timesteps_cpu.to("cuda")
+        del schedule_timesteps
+        sigma = sigmas_all[indices.to("cuda")].flatten()
+        while sigma.ndim < n_dim:
+            sigma = sigma.unsqueeze(-1)
+        return sigma
+
+    def step():
+        noise = torch.randn_like(latents)
+        u = torch.nn.functional.sigmoid(torch.normal(mean=0.0, std=1.0, size=(mb,), device="cpu"))
+        indices = (u * 1000).long()
+        timesteps = timesteps_cpu[indices].to(device="cuda")
+        sigma = get_sigmas(indices, latents.ndim)
+        noisy = (1.0 - sigma) * latents + sigma * noise
+        with (torch.autocast("cuda", dtype=autocast) if autocast is not None else contextlib.nullcontext()):
+            pred = model(hidden_states=noisy, timestep=timesteps, encoder_hidden_states=prompt_embeds,
+                         pooled_projections=pooled, return_dict=False)[0]
+        pred = pred * (-sigma) + noisy
+        weighting = torch.ones_like(sigma)
+        target = latents
+        loss = torch.mean((weighting.float() * (pred.float() - target.float()) ** 2).reshape(mb, -1), 1)
+        return loss.mean()
+    return step
 
 
 def build_flux(torch, spec):
@@ -875,11 +956,12 @@ def capture(spec):
 
     unet = is_unet(spec)
     flux = is_flux(spec)
-    if flux:
+    sd3 = is_sd3(spec)
+    if flux or sd3:
         import diffusers
+        cls = diffusers.FluxTransformer2DModel if flux else diffusers.SD3Transformer2DModel
         with torch.device("meta"):
-            diffusers.FluxTransformer2DModel.from_config(
-                {k: v for k, v in load_config(spec).items() if not k.startswith("_")})
+            cls.from_config({k: v for k, v in load_config(spec).items() if not k.startswith("_")})
     if unet:
         # (one build on the meta device first, outside the fake CUDA device: what it imports
         # lazily makes module-level constant tensors, which under torch.device("cuda") would be
@@ -895,6 +977,8 @@ def capture(spec):
             model, lcfg = build_unet(torch, spec)
         elif flux:
             model, lcfg = build_flux(torch, spec)
+        elif sd3:
+            model, lcfg = build_sd3(torch, spec)
         else:
             model, lcfg = build_model(torch, transformers, spec, rec)
         model = wrap_parallel(torch, spec, model, mesh)
@@ -917,16 +1001,18 @@ def capture(spec):
             mb, seq = (len(lens), max(lens)) if data["batching"] == "pad" else (1, sum(lens))
         else:
             mb = int(spec["micro_batch"])
-            seq = int(spec["seq"]) if not (unet or flux) else None
+            seq = int(spec["seq"]) if not (unet or flux or sd3) else None
         prec = spec["precision"]
         autocast = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(prec)
-        if flux and prec == "lora_bf16":
+        if (flux or sd3) and prec == "lora_bf16":
             # Accelerate's autocast around the prepared transformer, its weights bf16 already
             autocast = torch.bfloat16
         scaler = torch.amp.GradScaler("cuda") if prec == "amp_fp16" else None
         rec.phase("inputs")
         if flux:
-            flux_loss = flux_step(torch, model, lcfg, mb, int(spec["resolution"]), autocast)
+            dit_loss = flux_step(torch, model, lcfg, mb, int(spec["resolution"]), autocast)
+        if sd3:
+            dit_loss = sd3_step(torch, model, lcfg, mb, int(spec["resolution"]), autocast)
         if unet:
             import diffusers
             lat = int(spec["resolution"]) // 8
@@ -986,7 +1072,7 @@ def capture(spec):
                 else:
                     pred = model(noisy, timesteps, ehs, added_cond_kwargs=added).sample
                 return torch.nn.functional.mse_loss(pred.float(), noise.float(), reduction="mean")
-        elif not flux:
+        elif not (flux or sd3):
             ids = torch.randint(0, lcfg.vocab_size, (mb, seq), device="cuda")
         # the collator's other inputs (values are not needed: fake tensors hold none)
         extra = {}
@@ -994,8 +1080,8 @@ def capture(spec):
             extra["attention_mask"] = torch.ones((mb, seq), dtype=torch.int64, device="cuda")
         elif data:
             extra["position_ids"] = torch.zeros((1, seq), dtype=torch.int64, device="cuda")
-        if flux:
-            loss_fn = flux_loss
+        if flux or sd3:
+            loss_fn = dit_loss
         elif unet:
             loss_fn = unet_loss
         elif autocast is not None:
@@ -1048,7 +1134,7 @@ def check_spec(path):
     if not isinstance(spec, dict):
         bad("a spec is a JSON object")
     try:
-        size = "resolution" if is_unet(spec) or is_flux(spec) else "seq"
+        size = "resolution" if is_unet(spec) or is_flux(spec) or is_sd3(spec) else "seq"
     except (OSError, ValueError, KeyError, AttributeError):
         size = "seq"
     for k in ("name", "config", "precision") + (() if "data" in spec else ("micro_batch", size)):

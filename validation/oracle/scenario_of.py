@@ -54,13 +54,16 @@ def scenario(spec):
         elif cfg.get("_class_name") == "FluxTransformer2DModel":
             # a Flux transformer, its latents and prompt embeddings given (capture.py flux_step)
             model["arch"] = "flux"
+        elif cfg.get("_class_name") == "SD3Transformer2DModel":
+            # an SD3 transformer, its latents and prompt embeddings given (capture.py sd3_step)
+            model["arch"] = "sd3"
     if spec.get("layers"):
         model["layers"] = int(spec["layers"])
     training = {k: spec[k] for k in FIELDS if k in spec}
     training.setdefault("steps", 2)
     # capture.py builds from_config in fp32 then casts unless the spec says direct; vrsim's default
     # is from_pretrained's direct build, so the scenario says which (where the dtype makes it matter)
-    if model.get("arch") in ("sd", "sdxl", "flux"):
+    if model.get("arch") in ("sd", "sdxl", "flux", "sd3"):
         # (SDXL's frozen encoders and fp32 VAE where the spec runs them in the step)
         training.update(text_encoders=spec.get("text_encoders", "cached"), vae=spec.get("vae", "cached"))
         if model.get("arch") == "flux" and cfg.get("joint_attention_dim") != 4096:

@@ -41,6 +41,9 @@ local function diffusers_rms_forward(cx, m, x)
                          bwd_workspace_first = true })
   local var = nn.op(cx, { name = name .. ".mean", kind = "reduce_rows", inputs = { sq },
                           outs = { { name .. ".variance", rshape, "fp32" } } })
+  -- variance + eps: its own row-sized fp32 tensor, freed once rsqrt has read it
+  var = nn.op(cx, { name = name .. ".add_eps", inputs = { var }, outs = { { name .. ".variance_eps", rshape, "fp32" } },
+                    grads = { { pass = 1 } } })
   local rs = nn.op(cx, { name = name .. ".rsqrt", inputs = { var }, outs = { { name .. ".rsqrt", rshape, "fp32" } },
                          save_outs = { 1 }, bwd_workspace = { nn.bytes(rshape, "fp32"), nn.bytes(rshape, "fp32") },
                          bwd_workspace_first = true, bwd_kernels = 3 })
@@ -66,15 +69,38 @@ local function diffusers_rms_norm(dim)
   return m
 end
 
+-- One stream's to_q, to_k, to_v, .view(n, -1, heads, d) and the q/k norms. Joint (both streams
+-- concatenated before SDPA), each view's gradient is a copy: torch.cat(dim=2) makes q, k, v
+-- contiguous as (n, heads, s, d), so SDPA's gradients are, and CatBackward's narrow slice of
+-- them, transposed back (the norms' elementwise backward keeps that layout), cannot be viewed
+-- as (n, s, heads * d): ViewBackward0 reshapes, a copy. Alone (attn2), SDPA's gradients are
+-- laid out as its inputs, the transposed projections, so they view back without one.
+local function stream_qkv(cx, A, x, names, heads, dh, joint)
+  if not joint then return D.stream_qkv(cx, A, x, names, heads, dh) end
+  local keep = { keep_input = true }
+  local shape = { x.shape[1], x.shape[2], heads, dh }
+  local p = {}
+  for i = 1, 3 do p[i] = call(cx, A[names[i]], x, keep) end
+  local q, k, v = p[1], p[2], p[3]
+  q = nn.view_op(cx, q.name .. ".heads", q, shape, nil, "copy")
+  k = nn.view_op(cx, k.name .. ".heads", k, shape, nil, "copy")
+  v = nn.view_op(cx, v.name .. ".heads", v, shape, nil, "copy")
+  if A[names[4]] then
+    q = call(cx, A[names[4]], q)
+    k = call(cx, A[names[5]], k)
+  end
+  return q, k, v
+end
+
 -- JointAttnProcessor2_0.__call__(attn, hidden_states, encoder_hidden_states): returns the image
 -- stream's output and, with a context stream that is not pre_only, the context's.
 local function attention_forward(cx, m, x, ctx)
   local name, A, heads, dh = m.opname, m.children, m.heads, m.head_dim
-  local q, k, v = D.stream_qkv(cx, A, x, { "to_q", "to_k", "to_v", "norm_q", "norm_k" }, heads, dh)
+  local q, k, v = stream_qkv(cx, A, x, { "to_q", "to_k", "to_v", "norm_q", "norm_k" }, heads, dh, ctx ~= nil)
   local si = x.shape[2]
   if ctx then
-    local eq, ek, ev = D.stream_qkv(cx, A, ctx, { "add_q_proj", "add_k_proj", "add_v_proj",
-                                                "norm_added_q", "norm_added_k" }, heads, dh)
+    local eq, ek, ev = stream_qkv(cx, A, ctx, { "add_q_proj", "add_k_proj", "add_v_proj",
+                                              "norm_added_q", "norm_added_k" }, heads, dh, true)
     q = nn.cat(cx, name .. ".cat_q", { q, eq }, 2)
     k = nn.cat(cx, name .. ".cat_k", { k, ek }, 2)
     v = nn.cat(cx, name .. ".cat_v", { v, ev }, 2)
@@ -102,16 +128,11 @@ local function attention_forward(cx, m, x, ctx)
   o = nn.to(cx, o, q.dtype, name .. ".attn_out.to_query_dtype")
   if not ctx then return call(cx, A.to_out.children["0"], o) end
   local dim = heads * dh
-  -- hidden_states[:, :si], hidden_states[:, si:]: two views; their backward assembles one
-  -- full-size gradient
-  local parts = {}
-  for i, p in ipairs { { "image", si }, { "text", s - si } } do
-    parts[i] = nn.view(cx, o, { n, p[2], dim }, name .. "." .. p[1] .. "_part")
-  end
-  nn.op_sized(cx, { name = name .. ".split", kind = "none", inputs = { o }, out_tensors = parts,
-                    bytes = 0, bwd_kind = "copy", bwd_bytes = 2 * nn.bytes(o.shape, o.dtype),
-                    grads = { { dtype = o.dtype } }, frees = {} })
-  local img, ctx_part = parts[1], parts[2]
+  -- hidden_states[:, :si], hidden_states[:, si:]: two slices, two SliceBackward nodes, each
+  -- writing its part's gradient into zeros of the whole (n, s, dim) (the engine then adds the
+  -- second into the first); a pre_only block's text slice gets no gradient, so makes none
+  local img = nn.view_op(cx, name .. ".image_part", o, { n, si, dim }, nil, "copy")
+  local ctx_part = nn.view_op(cx, name .. ".text_part", o, { n, s - si, dim }, nil, "copy")
   local cout
   if A.to_add_out then cout = call(cx, A.to_add_out, ctx_part) end
   local out = call(cx, A.to_out.children["0"], img)
@@ -179,6 +200,9 @@ end
 -- encoder_hidden_states (nil after a context_pre_only block), hidden_states.
 local function joint_forward(cx, m, h, ctx, temb)
   local name, C = m.opname, m.children
+  -- the caller's hidden_states and encoder_hidden_states: SD3Transformer2DModel.forward rebinds
+  -- them only when the block returns
+  local h_in, ctx_in = h, ctx
   local nh, gate_msa, shift_mlp, scale_mlp, gate_mlp, nh2, gate_msa2 = call(cx, C.norm1, h, temb)
   local nc, c_gate_msa, c_shift_mlp, c_scale_mlp, c_gate_mlp
   if m.pre_only then
@@ -200,17 +224,27 @@ local function joint_forward(cx, m, h, ctx, temb)
   local f = call(cx, C.ff, n2)
   local gf = D.gate(cx, name .. ".gate_mlp", gate_mlp, f)
   h = nn.add(cx, name .. ".add_ff", h, gf)
-  local locals = { gao, gao2, C.attn2 and nh2 or nil, n2, gf }
+  local locals = { gao, gao2, C.attn2 and nh2 or nil, n2, gf, h_in }
   if m.pre_only then
+    -- (norm_encoder_hidden_states, never rebound here, lives to the return)
+    locals[#locals + 1] = nc
     frame_release(cx, name .. ".frame", locals)
     nn.release(cx, { ctx }, name .. ".encoder_hidden_states dropped")
     return nil, h
   end
-  ctx = nn.add(cx, name .. ".add_context_attn", ctx, D.gate(cx, name .. ".c_gate_msa", c_gate_msa, cao))
+  local gcao = D.gate(cx, name .. ".c_gate_msa", c_gate_msa, cao)
+  ctx = nn.add(cx, name .. ".add_context_attn", ctx, gcao)
   local nc2 = D.layer_norm(cx, name .. ".norm2_context", ctx)
+  -- norm_encoder_hidden_states is rebound only here, after the image stream's feed-forward
+  frame_release(cx, name .. ".norm_encoder_hidden_states", { nc })
   nc2 = D.modulate(cx, name .. ".norm2_context", nc2, c_scale_mlp, c_shift_mlp)
   local cf = call(cx, C.ff_context, nc2)
   ctx = nn.add(cx, name .. ".add_context_ff", ctx, D.gate(cx, name .. ".c_gate_mlp", c_gate_mlp, cf))
+  -- (and the context stream's: context_attn_output after its gating, the modulated
+  -- norm_encoder_hidden_states the context feed-forward read)
+  locals[#locals + 1] = ctx_in
+  locals[#locals + 1] = gcao
+  locals[#locals + 1] = nc2
   frame_release(cx, name .. ".frame", locals)
   return ctx, h
 end
@@ -253,6 +287,9 @@ end
 local function sd3_forward(cx, m, x, ctx, pooled, t)
   local C = m.children
   local h = call(cx, C.pos_embed, x)
+  -- hidden_states.contiguous(): PatchEmbed's sum takes the layout of the conv output's
+  -- flatten(2).transpose(1, 2) view, (n, tokens, dim) not contiguous, so this is a copy
+  h = nn.copy(cx, m.opname .. ".contiguous", h)
   local temb = call(cx, C.time_text_embed, t, nil, pooled)
   local e = call(cx, C.context_embedder, ctx)
   local blocks = C.transformer_blocks
