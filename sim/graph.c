@@ -535,8 +535,10 @@ static VrStatus route_grad(Deriv *d, int x, int gi, bool fresh, int fwd, int lay
     VrStatus st;
     /* a view no op made (reshape without copy) hands its gradient to its base unchanged */
     while (g->tensors[x].base >= 0 && g->tensors[x].producer < 0) x = g->tensors[x].base;
-    Tensor *tx = &g->tensors[x];
-    if (tx->trainable) {
+    /* x's fields read once: adding a tensor below may move g->tensors */
+    const bool trainable = g->tensors[x].trainable;
+    const uint64_t x_bytes = g->tensors[x].bytes;
+    if (trainable) {
         if (d->param_grad[x] < 0 && fresh) {
             Tensor *tg = &g->tensors[gi];
             tg->cat = CAT_GRAD;
@@ -546,13 +548,14 @@ static VrStatus route_grad(Deriv *d, int x, int gi, bool fresh, int fwd, int lay
         }
         if (d->param_grad[x] < 0) { /* shared buffer: .grad gets a copy */
             int c;
-            if ((st = new_tensor(g, "grad:", tx->name, tx->bytes, tx->dtype, CAT_GRAD, &c)))
+            if ((st = new_tensor(g, "grad:", g->tensors[x].name, x_bytes, g->tensors[x].dtype,
+                                 CAT_GRAD, &c)))
                 return st;
             g->tensors[c].persistent = true;
             d->param_grad[x] = c;
             int in[1] = {gi}, out[1] = {c};
             return add_simple(g, "AccumulateGrad(copy)", "elementwise", fwd, in, 1, out, 1, in, 1,
-                              2.0 * (double)tx->bytes, layer);
+                              2.0 * (double)x_bytes, layer);
         }
         /* A second gradient in this pass (a weight used twice: tied embeddings): the engine sums
          * the two in the AccumulateGrad node's InputBuffer before .grad is set, in place into the
@@ -576,7 +579,7 @@ static VrStatus route_grad(Deriv *d, int x, int gi, bool fresh, int fwd, int lay
         int in[2] = {d->param_grad[x], gi};
         int fr[1] = {gi};
         return add_simple(g, "AccumulateGrad(add_)", "elementwise", fwd, in, 2, NULL, 0, fr, 1,
-                          3.0 * (double)tx->bytes, layer);
+                          3.0 * (double)x_bytes, layer);
     }
     if (d->grad_of[x] < 0) { set_grad_of(d, x, gi); return VR_OK; }
     if (!g->tensors[d->grad_of[x]].grad_view && fresh_buffer(d, d->grad_of[x])) {
@@ -609,12 +612,13 @@ static bool input_gets_grad(const Graph *g, const Op *op, int i) {
 static int remapped(Deriv *d, int t) {
     if (d->remap[t] >= 0) return d->remap[t];
     Graph *g = d->g;
-    const Tensor *x = &g->tensors[t];
-    if (x->base < 0 || x->producer >= 0) return t;
-    int base = remapped(d, x->base);
+    int x_base = g->tensors[t].base;
+    if (x_base < 0 || g->tensors[t].producer >= 0) return t;
+    int base = remapped(d, x_base);
     if (base < 0) return -1;
-    if (base == x->base) return t;
-    Tensor c = *x;
+    if (base == x_base) return t;
+    /* read t only now: remapping its base may have added tensors and moved g->tensors */
+    Tensor c = g->tensors[t];
     c.base = base;
     int id;
     if (graph_add_tensor(g, &c, &id) || ensure_cap(d, (size_t)g->n_tensors + 16)) return -1;
