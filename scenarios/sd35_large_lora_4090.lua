@@ -19,7 +19,7 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua
---   FITS: peak reserved 17.10 GiB of 22.97 GiB usable (74.4 %), 5.87 GiB headroom
+--   FITS: peak reserved 17.10 GiB of 22.97 GiB usable (74.5 %), 5.87 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.16.norm2.scale'
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set micro_batch=4
@@ -29,11 +29,11 @@
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set text_encoders=frozen
 --   DOES NOT FIT: CUDA out of memory while building the model (at 'parameters')
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set text_encoders=frozen --set gpu=rtx5090
---   FITS: peak reserved 27.69 GiB of 30.61 GiB usable (90.4 %), 2.92 GiB headroom
+--   FITS: peak reserved 27.68 GiB of 30.61 GiB usable (90.4 %), 2.93 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set model.config=configs/sd35-medium-transformer.json --set text_encoders=frozen --set vae=fp32
 --   FITS: peak reserved 19.85 GiB of 22.97 GiB usable (86.4 %), 3.12 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set model.config=configs/sd35-medium-transformer.json --set checkpointing=false
---   FITS: peak reserved 13.98 GiB of 22.97 GiB usable (60.9 %), 8.99 GiB headroom
+--   FITS: peak reserved 13.99 GiB of 22.97 GiB usable (60.9 %), 8.98 GiB headroom
 return {
   title = "Stable Diffusion 3.5 Large LoRA at 1024 px on an RTX 4090 (24 GB) with gradient checkpointing",
   hardware = { gpu = "rtx4090" },
