@@ -463,6 +463,23 @@ def is_sd3(spec):
     return load_config(spec).get("_class_name") == "SD3Transformer2DModel"
 
 
+def finish_diffusers(spec, model, prec):
+    """What diffusers' training scripts do to a built UNet or transformer: gradient checkpointing
+    if asked; under lora_bf16 the base frozen and add_adapter(LoraConfig(r, lora_alpha,
+    init_lora_weights="gaussian", target_modules)); train mode."""
+    if spec.get("checkpointing"):
+        model.enable_gradient_checkpointing()
+    if prec == "lora_bf16":
+        from peft import LoraConfig
+        model.requires_grad_(False)
+        lc = spec.get("lora") or {"r": 4, "alpha": 4, "dropout": 0.0,
+                                  "targets": ["to_k", "to_q", "to_v", "to_out.0"]}
+        model.add_adapter(LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
+                                     init_lora_weights="gaussian", target_modules=lc["targets"]))
+    model.train()
+    return model, model.config
+
+
 def build_sd3(torch, spec):
     """SD3Transformer2DModel as train_dreambooth_lora_sd3.py has it (and the harness's
     measure_diffusers.py build): from_config on the CPU in fp32, then .to(cuda, weight_dtype) (the
@@ -477,17 +494,7 @@ def build_sd3(torch, spec):
     with torch.device("cpu"):
         model = diffusers.SD3Transformer2DModel.from_config(cfg)
     model.to("cuda", dtype=dtype)
-    if spec.get("checkpointing"):
-        model.enable_gradient_checkpointing()
-    if prec == "lora_bf16":
-        from peft import LoraConfig
-        model.requires_grad_(False)
-        lc = spec.get("lora") or {"r": 4, "alpha": 4, "dropout": 0.0,
-                                  "targets": ["to_k", "to_q", "to_v", "to_out.0"]}
-        model.add_adapter(LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
-                                     init_lora_weights="gaussian", target_modules=lc["targets"]))
-    model.train()
-    return model, model.config
+    return finish_diffusers(spec, model, prec)
 
 
 def sd3_step(torch, model, lcfg, mb, res, autocast):
@@ -550,17 +557,7 @@ def build_flux(torch, spec):
     with torch.device("cuda"):
         model = diffusers.FluxTransformer2DModel.from_config(cfg)
     torch.set_default_dtype(torch.float32)
-    if spec.get("checkpointing"):
-        model.enable_gradient_checkpointing()
-    if prec == "lora_bf16":
-        from peft import LoraConfig
-        model.requires_grad_(False)
-        lc = spec.get("lora") or {"r": 4, "alpha": 4, "dropout": 0.0,
-                                  "targets": ["to_k", "to_q", "to_v", "to_out.0"]}
-        model.add_adapter(LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
-                                     init_lora_weights="gaussian", target_modules=lc["targets"]))
-    model.train()
-    return model, model.config
+    return finish_diffusers(spec, model, prec)
 
 
 def flux_step(torch, model, lcfg, mb, res, autocast):
@@ -624,17 +621,7 @@ def build_unet(torch, spec):
     with torch.device("cuda"):
         model = diffusers.UNet2DConditionModel.from_config(cfg)
     torch.set_default_dtype(torch.float32)
-    if spec.get("checkpointing"):
-        model.enable_gradient_checkpointing()
-    if prec == "lora_bf16":
-        from peft import LoraConfig
-        model.requires_grad_(False)
-        lc = spec.get("lora") or {"r": 4, "alpha": 4, "dropout": 0.0,
-                                  "targets": ["to_k", "to_q", "to_v", "to_out.0"]}
-        model.add_adapter(LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
-                                     init_lora_weights="gaussian", target_modules=lc["targets"]))
-    model.train()
-    return model, model.config
+    return finish_diffusers(spec, model, prec)
 
 
 # SDXL base's text encoders (transformers' CLIPTextConfig of stabilityai/stable-diffusion-xl-base-1.0
