@@ -67,6 +67,16 @@ done
 [ "$m" -ge 3 ] && ok "$m captures of tensor parallelism inside FSDP2 held to their live bytes" \
   || fail "only $m captures of tensor parallelism inside FSDP2 (3 expected)"
 
+# A capture's step-1 peak against vrsim less its named allocations: the difference must be
+# exactly the bytes its comment explains (peak_is NAME SIGNED_BYTES WHAT).
+peak_is() {
+  python3 "$O/compare.py" --quiet --vrsim "$VRSIM" --expect "$O/expected/$1.txt" \
+    "$O/captures/$1.jsonl.gz" "$O/scenarios/$1.lua" >"$TMP/out" 2>&1
+  if grep -E '^ +step 1 peak' "$TMP/out" | grep -q "($2 bytes)\$"; then
+    ok "$1: step 1 peak, vrsim less its named = capture $2 bytes ($3)"
+  else fail "$1: step 1 peak is not the capture's $2 bytes" "$(cat "$TMP/out")"; fi
+}
+
 # SDXL's frozen encoders and fp32 VAE in the step (sdxl_enc_vae_lora_bf16): step 1's peak is
 # in the VAE's encode under no_grad, where Python's variables, not autograd, hold the tensors
 # (Encoder.forward's `sample` keeps a down block's input through the block, a resnet's
@@ -75,36 +85,21 @@ done
 # explained terms: + 1,310,720 the loss's CUDA-only buffers (listed in expected/), - 449,024
 # the training loop's step-0 prompt_embeds, pooled embeddings and latents the capture holds until
 # step 1 reassigns them, - 1,248 the build's position_ids and 8-byte buffers (listed).
-python3 "$O/compare.py" --quiet --vrsim "$VRSIM" --expect "$O/expected/sdxl_enc_vae_lora_bf16.txt" \
-  "$O/captures/sdxl_enc_vae_lora_bf16.jsonl.gz" "$O/scenarios/sdxl_enc_vae_lora_bf16.lua" >"$TMP/out" 2>&1
-pk=$(grep -E '^ +step 1 peak' "$TMP/out")
-if printf '%s\n' "$pk" | grep -q '(+860448 bytes)$'; then
-  ok "sdxl_enc_vae_lora_bf16: step 1 peak, vrsim less its named = capture + 860448 bytes (the three explained terms)"
-else fail "sdxl_enc_vae_lora_bf16: step 1 peak is not the capture's + 860448 bytes" "$(cat "$TMP/out")"; fi
+peak_is "sdxl_enc_vae_lora_bf16" "+860448" "the three explained terms"
 
 # SD3's transformer (sd35_medium_cut_lora): step 1's peak is in the last block's feed-forward,
 # where Python's frames hold what autograd does not (the caller's hidden_states, the block's
 # norm_encoder_hidden_states). vrsim less its named allocations is the capture's peak plus two
 # explained terms: + 1,048,576 the loss's cuBLASLt workspace (listed in expected/), - 32,772 the
 # noise and timesteps the capture's step function holds to its return (docs/oracle.md).
-python3 "$O/compare.py" --quiet --vrsim "$VRSIM" --expect "$O/expected/sd35_medium_cut_lora.txt" \
-  "$O/captures/sd35_medium_cut_lora.jsonl.gz" "$O/scenarios/sd35_medium_cut_lora.lua" >"$TMP/out" 2>&1
-pk=$(grep -E '^ +step 1 peak' "$TMP/out")
-if printf '%s\n' "$pk" | grep -q '(+1015804 bytes)$'; then
-  ok "sd35_medium_cut_lora: step 1 peak, vrsim less its named = capture + 1015804 bytes (the two explained terms)"
-else fail "sd35_medium_cut_lora: step 1 peak is not the capture's + 1015804 bytes" "$(cat "$TMP/out")"; fi
+peak_is "sd35_medium_cut_lora" "+1015804" "the two explained terms"
 
 # With checkpointing (sd35_medium_cut_lora_ckpt) the peak is in block 0's recompute, at its
 # context feed-forward, where the block's frame holds the context stream's gated attention output
 # and modulated norm (modelled); vrsim less its named = capture + 1,048,576 (the workspace)
 # - 2,049,032 (tensors of the recomputed block the capture still holds there and vrsim has
 # freed: not yet modelled, docs/oracle.md).
-python3 "$O/compare.py" --quiet --vrsim "$VRSIM" --expect "$O/expected/sd35_medium_cut_lora_ckpt.txt" \
-  "$O/captures/sd35_medium_cut_lora_ckpt.jsonl.gz" "$O/scenarios/sd35_medium_cut_lora_ckpt.lua" >"$TMP/out" 2>&1
-pk=$(grep -E '^ +step 1 peak' "$TMP/out")
-if printf '%s\n' "$pk" | grep -q '(-1000456 bytes)$'; then
-  ok "sd35_medium_cut_lora_ckpt: step 1 peak, vrsim less its named = capture - 1000456 bytes (the named terms)"
-else fail "sd35_medium_cut_lora_ckpt: step 1 peak is not the capture's - 1000456 bytes" "$(cat "$TMP/out")"; fi
+peak_is "sd35_medium_cut_lora_ckpt" "-1000456" "the named terms"
 
 # The record check can fail: the same capture against another run's record (pub-c11, the whole
 # 7B at batch 1) is not its measured peak: exit 1, named.
