@@ -40,16 +40,13 @@ for _, k in ipairs {
 -- training field of the same name, its value as the plan gave it (`vrsim fields`)
 local MODEL_TECHNIQUES = { "compile", "float8", "loss", "checkpoint_scope" }
 for _, k in ipairs(MODEL_TECHNIQUES) do MAPPED[k] = true end
--- end of the model and loss techniques
-
--- The `gpu` a record names (torch.cuda.get_device_name) -> vrsim's card (lua/hw/gpus.lua).
-local RECORD_GPUS = { ["NVIDIA H200"] = "h200", ["NVIDIA H100 80GB HBM3"] = "h100_sxm" }
-
--- >>> build/optimizer/step techniques (validation/harness/tech_train.py): the scenario field of
+-- build, optimizer and step techniques (validation/harness/tech_train.py): the training field of
 -- each name
 for _, k in ipairs { "optimizer", "optimizer_in_backward", "activation_offload", "quant",
                      "generate", "inference" } do MAPPED[k] = true end
--- <<< build/optimizer/step techniques
+
+-- The `gpu` a record names (torch.cuda.get_device_name) -> vrsim's card (lua/hw/gpus.lua).
+local RECORD_GPUS = { ["NVIDIA H200"] = "h200", ["NVIDIA H100 80GB HBM3"] = "h100_sxm" }
 
 local MODES = { fp32 = 1, amp_bf16 = 1, amp_fp16 = 1, bf16 = 1, fp16 = 1, lora_bf16 = 1,
                 mp_fp32 = 1, qlora_bf16 = 1 }
@@ -324,7 +321,6 @@ function R.scenario(rec, opts)
   if rec.checkpoint_scope ~= nil and not tr.checkpointing then
     return nil, "field 'checkpoint_scope' without ckpt = true"
   end
-  -- end of the model and loss techniques
   -- multi-GPU records: strategy, raf, world_size, offload, empty_cache_after_build
   local strategy = str(rec, "strategy")
   if strategy then
@@ -357,7 +353,7 @@ function R.scenario(rec, opts)
     end
     if rec.empty_cache_after_build == true then tr.empty_cache_after_build = true end
   end
-  -- >>> build/optimizer/step techniques (validation/harness/tech_train.py)
+  -- build, optimizer and step techniques (validation/harness/tech_train.py)
   -- qlora_bf16: bitsandbytes nf4 (double quant, bf16 compute) and peft LoRA, vrsim's lora_bf16
   -- precision with quant = "nf4"; the record names quant itself
   local quant = str(rec, "quant")
@@ -396,7 +392,6 @@ function R.scenario(rec, opts)
     end
     tr.micro_batch, tr.seq = nil, nil
   end
-  -- <<< build/optimizer/step techniques
   return { hardware = hw, model = model, training = tr,
            allocator = { conf = str(rec, "alloc_conf") or "" } }
 end
