@@ -61,6 +61,36 @@ same() {
   ok "$_n: the same peak and step time [$_fb]"
 }
 
+# paged_figures FILE: figures and the paged optimizer state's bytes of a --json summary
+paged_figures() {
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["peak_reserved_bytes"], d["peak_allocated_bytes"], d["step_time_ms"], d["fits"], d["paged_state"]["bytes"])' "$1" 2>/dev/null
+}
+
+# same_paged NAME OPTIMIZER SCENARIO [ARGS...] -- CONFIG ARGS...: the config (which names the
+# optimizer its own way) and the scenario run with training.optimizer = OPTIMIZER give the same
+# figures and the same paged optimizer state
+same_paged() {
+  _n=$1 _o=$2
+  shift 2
+  set -- "$@" ::
+  _scn=""
+  while [ "$1" != "--" ]; do _scn="$_scn $1"; shift; done
+  shift
+  # shellcheck disable=SC2086 # the scenario's words, split on purpose
+  "$VRSIM" $_scn --set training.optimizer="$_o" --json --no-files >"$TMP/a.json" 2>"$TMP/a.err"; _ra=$?
+  _cfg=""
+  while [ "$1" != "::" ]; do _cfg="$_cfg $1"; shift; done
+  shift
+  # shellcheck disable=SC2086
+  "$VRSIM" $_cfg --json --no-files >"$TMP/b.json" 2>"$TMP/b.err"; _rb=$?
+  if [ "$_ra" -ne 0 ] || [ "$_rb" -ne 0 ]; then
+    fail "$_n: exit $_ra (scenario), $_rb (config)" "$(cat "$TMP/a.err" "$TMP/b.err" | head -n 4)"; return
+  fi
+  _fa=$(paged_figures "$TMP/a.json"); _fb=$(paged_figures "$TMP/b.json")
+  if [ -z "$_fa" ] || [ "$_fa" != "$_fb" ]; then fail "$_n: scenario [$_fa], config [$_fb]"; return; fi
+  ok "$_n: the same peak, step time and paged state [$_fb]"
+}
+
 D=tests/data/recipes
 M=$D/llama-3.2-1b/config.json
 
@@ -87,6 +117,22 @@ same "LLaMA-Factory QLoRA SFT (quantization_bit 4, lora_target all)" $D/llamafac
   $D/llamafactory_qlora.yaml --gpu rtx4090
 same "LLaMA-Factory full SFT under its DeepSpeed ZeRO-2 JSON" $D/llamafactory_full_ds.lua -- \
   $D/llamafactory_full_ds.yaml --gpu h100 --gpus 4
+# bitsandbytes' paged optimizers by their TrainingArguments.optim names (OptimizerNames): each
+# reader's config gives the scenario's run with training.optimizer set
+sed 's#^optimizer: adamw_bnb_8bit#optimizer: paged_adamw_8bit#' $D/axolotl_qlora.yml >"$TMP/apaged.yml"
+same_paged "axolotl optimizer: paged_adamw_8bit" paged_adamw_8bit $D/axolotl_qlora.lua -- \
+  "$TMP/apaged.yml" --gpu rtx4090
+sed -e 's/"optim": "adamw_torch"/"optim": "paged_adamw_32bit"/' -e 's/"torch_compile": false,/"torch_compile": false/' \
+  -e '/"deepspeed"/d' $D/trainer_args_zero2.json >"$TMP/tpaged.json"
+sed -e 's/optimizer = "adamw", optimizer_impl = "foreach",/optimizer = "paged_adamw_32bit",/' -e '/deepspeed = /d' \
+  -e 's/count = 4/count = 1/' $D/trainer_args_zero2.lua >"$TMP/tpaged.lua"
+same_paged "TrainingArguments JSON optim: paged_adamw_32bit (one GPU, no DeepSpeed)" paged_adamw_32bit \
+  "$TMP/tpaged.lua" --set model.config=$M -- "$TMP/tpaged.json" --gpu a100_80g --set model.config=$M --set seq=1024
+{ cat $D/trl_sft_lora.yaml; printf 'optim: paged_lion_32bit\n'; } >"$TMP/trlpaged.yaml"
+same_paged "TRL SFT optim: paged_lion_32bit" paged_lion_32bit $D/trl_sft_lora.lua -- "$TMP/trlpaged.yaml" --gpu h100
+{ cat $D/llamafactory_qlora.yaml; printf 'optim: paged_lion_8bit\n'; } >"$TMP/lfpaged.yaml"
+same_paged "LLaMA-Factory optim: paged_lion_8bit" paged_lion_8bit $D/llamafactory_qlora.lua -- \
+  "$TMP/lfpaged.yaml" --gpu rtx4090
 same "torchtune lora_finetune_single_device (its llama3_2/1B config)" $D/torchtune_1B_lora_single_device.lua -- \
   $D/torchtune_1B_lora_single_device.yaml --gpu rtx4090
 # its full_finetune_single_device config with torch's fused AdamW for bitsandbytes' paged one
@@ -255,8 +301,9 @@ check "... or --set model.config=PATH stands in for it" 0 "FITS" -- "$TMP/hub.ym
 # ---- keys that would change the run and are not modelled: exit 2, key and file:line ------------
 variant packing 's#^sample_packing: false#sample_packing: true#'
 check "sample_packing: true" 2 "packing\.yml:24: sample_packing: packing .* is not modelled" -- "$TMP/packing.yml" --gpu rtx4090 --no-files
-variant paged 's#^optimizer: adamw_bnb_8bit#optimizer: paged_adamw_8bit#'
-check "a paged optimizer" 2 "paged\.yml:33: optimizer: 'paged_adamw_8bit' is not modelled \(paged" -- "$TMP/paged.yml" --gpu rtx4090 --no-files
+variant paged 's#^optimizer: adamw_bnb_8bit#optimizer: paged_ademamix_8bit#'
+check "a paged optimizer vrsim does not model (bitsandbytes' paged AdEMAMix)" 2 \
+  "paged\.yml:33: optimizer: 'paged_ademamix_8bit' is not modelled \(no paged optimizer of that name" -- "$TMP/paged.yml" --gpu rtx4090 --no-files
 variant unknown 's#^lora_dropout: 0.05#lora_dropout: 0.05\nlora_modules_to_save: [embed_tokens, lm_head]#'
 check "a key the reader does not know (lora_modules_to_save)" 2 \
   "unknown\.yml:14: lora_modules_to_save: not modelled" -- "$TMP/unknown.yml" --gpu rtx4090 --no-files
@@ -306,9 +353,9 @@ check "trl: a DPO key (beta) in an SFT config" 2 "tq\.yaml:28: beta: not modelle
 sed 's/^dtype: bfloat16/dtype: float32/' $D/trl_sft_lora.yaml >"$TMP/tfp32.yaml"
 check "trl LoRA on fp32 weights" 2 "tfp32\.yaml:6: dtype: LoRA on fp32 weights is not modelled" -- \
   "$TMP/tfp32.yaml" --gpu h100 --no-files
-sed 's/"optim": "adamw_torch"/"optim": "paged_adamw_8bit"/' $D/trainer_args_zero2.json >"$TMP/paged.json"
-check "TrainingArguments JSON: a paged optimizer, with its JSON line" 2 "paged\.json:8: optim: 'paged_adamw_8bit' is not modelled" -- \
-  "$TMP/paged.json" --gpu h100 --set model.config=$M --no-files
+sed 's/"optim": "adamw_torch"/"optim": "paged_adamw"/' $D/trainer_args_zero2.json >"$TMP/paged.json"
+check "TrainingArguments JSON: paged_adamw (bitsandbytes' class, no OptimizerNames value), with its JSON line" 2 \
+  "paged\.json:8: optim: 'paged_adamw' is not modelled" -- "$TMP/paged.json" --gpu h100 --set model.config=$M --no-files
 sed 's/"torch_compile": false/"torch_compile": true/' $D/trainer_args_zero2.json >"$TMP/compile.json"
 check "TrainingArguments JSON: torch_compile without regional compilation: the whole model, refused" 2 \
   "compile\.json:18: torch_compile: torch\.compile of the whole model .* is not modelled.*dynamo_use_regional_compilation" -- \

@@ -11,6 +11,9 @@
 -- attn_implementation / flash_attention / sdp_attention / eager_attention, deepspeed, fsdp /
 -- fsdp_config / fsdp_version (FSDP2 of a full fine-tuning). The rest of the keys that change
 -- memory or time are refused by name.
+
+local H = require "recipes.hf_args"
+
 local A = {}
 
 local TOOL = "axolotl"
@@ -43,14 +46,8 @@ local NOT_READ = {
   "loss_watchdog_patience", "lora_model_dir", "save_first_step", "include_tokens_per_second",
 }
 
--- HF TrainingArguments' optim names axolotl passes on, as the Trainer builds each.
-local OPTIMIZERS = {
-  adamw_torch = { optimizer = "adamw", optimizer_impl = "foreach" },      -- torch.optim.AdamW
-  adamw_torch_fused = { optimizer = "adamw", optimizer_impl = "fused" },  -- AdamW(fused=True)
-  adamw_bnb_8bit = { optimizer = "adamw8bit" },                           -- bnb.optim.AdamW8bit
-  adamw_8bit = { optimizer = "adamw8bit" },                               -- the same class
-  sgd = { optimizer = "sgd" },
-}
+-- axolotl passes its optimizer on as HF TrainingArguments.optim: the names hf_args reads.
+local OPTIMIZERS = H.OPTIMIZERS
 
 -- attn_implementation (and the deprecated booleans that set it) -> training.attention
 local ATTENTION = { eager = "eager", sdpa = "sdpa", flash_attention_2 = "flash" }
@@ -290,11 +287,7 @@ function A.scenario(r, opts)
   -- the optimizer: HF TrainingArguments.optim, axolotl's default adamw_torch_fused
   local opt = r:get(d, "optimizer", "string", "adamw_torch_fused")
   local o = OPTIMIZERS[opt]
-  if not o then
-    r:fail(d, "optimizer", ("'%s' is not modelled%s (read: %s)"):format(opt,
-           opt:match("^paged_") and " (paged optimizer state in unified memory, evicted under pressure)" or "",
-           "adamw_torch, adamw_torch_fused, adamw_bnb_8bit, adamw_8bit, sgd"))
-  end
+  if not o then r:fail(d, "optimizer", H.optimizer_refused(opt)) end
   for k, v in pairs(o) do t[k] = v end
   if r:get(d, "optim_args", { "string", "table" }) then r:fail(d, "optim_args", "not modelled") end
 

@@ -39,7 +39,23 @@ H.OPTIMIZERS = {
   adamw_bnb_8bit = { optimizer = "adamw8bit" },                           -- bnb.optim.AdamW8bit
   adamw_8bit = { optimizer = "adamw8bit" },                               -- the same class
   sgd = { optimizer = "sgd" },
+  -- bnb.optim.AdamW / Lion with is_paged=True, optim_bits 8 or 32 from the name: vrsim's names are
+  -- transformers' own
+  paged_adamw_8bit = { optimizer = "paged_adamw_8bit" },
+  paged_adamw_32bit = { optimizer = "paged_adamw_32bit" },
+  paged_lion_8bit = { optimizer = "paged_lion_8bit" },
+  paged_lion_32bit = { optimizer = "paged_lion_32bit" },
 }
+
+-- The error for an optim name not in OPTIMIZERS, listing those read: a paged one (bitsandbytes'
+-- paged AdEMAMix) is named as such.
+function H.optimizer_refused(opt)
+  local names = {}
+  for k in pairs(H.OPTIMIZERS) do names[#names + 1] = k end
+  table.sort(names)
+  return ("'%s' is not modelled%s (read: %s)"):format(opt, opt:match("^paged_")
+         and " (no paged optimizer of that name is modelled)" or "", table.concat(names, ", "))
+end
 
 -- attn_implementation -> training.attention (flash_attention_2: SDPA's flash backend, a note)
 H.ATTENTION = { eager = "eager", sdpa = "sdpa", flash_attention_2 = "flash" }
@@ -198,11 +214,7 @@ function H.read(r, d, t, scn, opts, notes, defaults, lora, tool)
   -- the optimizer
   local opt = r:get(d, "optim", "string", "adamw_torch_fused")
   local o = H.OPTIMIZERS[opt]
-  if not o then
-    r:fail(d, "optim", ("'%s' is not modelled%s (read: adamw_torch, adamw_torch_fused, adamw_bnb_8bit, "
-           .. "adamw_8bit, sgd)"):format(opt, opt:match("^paged_") and " (paged optimizer state in unified "
-           .. "memory, evicted under pressure)" or ""))
-  end
+  if not o then r:fail(d, "optim", H.optimizer_refused(opt)) end
   for k, v in pairs(o) do t[k] = v end
 
   -- what changes the step and is not modelled
