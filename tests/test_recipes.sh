@@ -133,6 +133,15 @@ same_paged "TRL SFT optim: paged_lion_32bit" paged_lion_32bit $D/trl_sft_lora.lu
 { cat $D/llamafactory_qlora.yaml; printf 'optim: paged_lion_8bit\n'; } >"$TMP/lfpaged.yaml"
 same_paged "LLaMA-Factory optim: paged_lion_8bit" paged_lion_8bit $D/llamafactory_qlora.lua -- \
   "$TMP/lfpaged.yaml" --gpu rtx4090
+# torchtune names bitsandbytes' class: its full single-device config, stepped after backward
+sed 's/^optimizer_in_bwd: True/optimizer_in_bwd: False/' $D/torchtune_1B_full_single_device.yaml >"$TMP/ttpaged.yaml"
+same_paged "torchtune bitsandbytes.optim.PagedAdamW8bit" paged_adamw_8bit $D/torchtune_1B_full_single_device.lua \
+  --set training.optimizer_in_backward=false -- "$TMP/ttpaged.yaml" --gpu h100
+sed -e 's/^optimizer_in_bwd: True/optimizer_in_bwd: False/' \
+  -e 's/^  _component_: bitsandbytes.optim.PagedAdamW8bit/  _component_: bitsandbytes.optim.PagedLion/' \
+  $D/torchtune_1B_full_single_device.yaml >"$TMP/ttlion.yaml"
+same_paged "torchtune bitsandbytes.optim.PagedLion (optim_bits 32)" paged_lion_32bit $D/torchtune_1B_full_single_device.lua \
+  --set training.optimizer_in_backward=false -- "$TMP/ttlion.yaml" --gpu h100
 same "torchtune lora_finetune_single_device (its llama3_2/1B config)" $D/torchtune_1B_lora_single_device.lua -- \
   $D/torchtune_1B_lora_single_device.yaml --gpu rtx4090
 # its full_finetune_single_device config with torch's fused AdamW for bitsandbytes' paged one
@@ -386,9 +395,14 @@ check "LLaMA-Factory NF4 without double quantization" 2 "lfdq\.yaml:8: double_qu
   "$TMP/lfdq.yaml" --gpu rtx4090 --no-files
 
 # torchtune: what is not modelled, named with its line
-check "torchtune: bitsandbytes' PagedAdamW8bit (its full single-device settings)" 2 \
-  "torchtune_1B_full_single_device\.yaml:32: optimizer\._component_: 'bitsandbytes\.optim\.PagedAdamW8bit' is not modelled" -- \
+check "torchtune: bitsandbytes' PagedAdamW8bit stepped in backward (its full single-device settings)" 2 \
+  "torchtune_1B_full_single_device\.yaml:38: optimizer_in_bwd: True with bitsandbytes\.optim\.PagedAdamW8bit is not modelled" -- \
   $D/torchtune_1B_full_single_device.yaml --gpu h100 --no-files
+sed 's/^  _component_: bitsandbytes.optim.PagedAdamW8bit/  _component_: bitsandbytes.optim.PagedAdEMAMix8bit/' \
+  $D/torchtune_1B_full_single_device.yaml >"$TMP/ttademamix.yaml"
+check "torchtune: bitsandbytes' PagedAdEMAMix8bit" 2 \
+  "ttademamix\.yaml:32: optimizer\._component_: 'bitsandbytes\.optim\.PagedAdEMAMix8bit' is not modelled" -- \
+  "$TMP/ttademamix.yaml" --gpu h100 --no-files
 sed 's/^  _component_: torchtune.modules.loss.CEWithChunkedOutputLoss/  _component_: torchtune.modules.loss.LinearCrossEntropyLoss/' \
   $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttlin.yaml"
 check "torchtune 0.7's LinearCrossEntropyLoss" 2 "ttlin\.yaml:[0-9]+: loss\._component_: 'torchtune\.modules\.loss\.LinearCrossEntropyLoss' is not modelled" -- \

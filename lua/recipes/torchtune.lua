@@ -29,10 +29,17 @@ local FAMILIES = { llama2 = "llama", llama3 = "llama", llama3_1 = "llama", llama
 local ATTN = { q_proj = "q_proj", k_proj = "k_proj", v_proj = "v_proj", output_proj = "o_proj" }
 local MLP = { "gate_proj", "down_proj", "up_proj" }
 
--- the optimizer _component_ -> vrsim's optimizer (torch's AdamW runs foreach unless fused)
+-- the optimizer _component_ -> vrsim's optimizer (torch's AdamW runs foreach unless fused);
+-- bitsandbytes' paged classes by their default optim_bits (PagedAdamW and PagedLion: 32)
 local OPTIMIZERS = {
   ["torch.optim.AdamW"] = "adamw", ["torch.optim.SGD"] = "sgd",
   ["bitsandbytes.optim.AdamW8bit"] = "adamw8bit",
+  ["bitsandbytes.optim.PagedAdamW8bit"] = "paged_adamw_8bit",
+  ["bitsandbytes.optim.PagedAdamW32bit"] = "paged_adamw_32bit",
+  ["bitsandbytes.optim.PagedAdamW"] = "paged_adamw",
+  ["bitsandbytes.optim.PagedLion8bit"] = "paged_lion_8bit",
+  ["bitsandbytes.optim.PagedLion32bit"] = "paged_lion_32bit",
+  ["bitsandbytes.optim.PagedLion"] = "paged_lion_32bit",
 }
 
 -- Top-level keys with no effect on memory or time; whole sections (their keys not read either)
@@ -230,10 +237,17 @@ function T.scenario(r, opts)
   local oc = r:get(o, "_component_", "string", nil, "optimizer.")
   local name = OPTIMIZERS[oc]
   if not name then
-    r:fail(o, "_component_", ("'%s' is not modelled (read: torch.optim.AdamW, torch.optim.SGD, "
-           .. "bitsandbytes.optim.AdamW8bit)"):format(tostring(oc)), "optimizer.")
+    local read = {}
+    for k in pairs(OPTIMIZERS) do read[#read + 1] = k end
+    table.sort(read)
+    r:fail(o, "_component_", ("'%s' is not modelled (read: %s)"):format(tostring(oc), table.concat(read, ", ")),
+           "optimizer.")
   end
   t.optimizer = name
+  if t.optimizer_in_backward and name ~= "adamw" and name ~= "sgd" then
+    r:fail(d, "optimizer_in_bwd", ("True with %s is not modelled (the per-parameter step in backward is built for "
+           .. "torch.optim.AdamW and SGD)"):format(oc))
+  end
   if name == "adamw" then
     t.optimizer_impl = r:get(o, "fused", "boolean", false, "optimizer.") and "fused" or "foreach"
     if r:get(o, "foreach", "boolean", nil, "optimizer.") == false and t.optimizer_impl ~= "fused" then

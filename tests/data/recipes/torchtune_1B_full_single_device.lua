@@ -1,5 +1,5 @@
 -- torchtune_1B_full_single_device.yaml by hand, with its optimizer torch.optim.AdamW (fused)
--- instead of bitsandbytes' PagedAdamW8bit, which vrsim does not model (tests/test_recipes.sh
+-- instead of bitsandbytes' PagedAdamW8bit, which vrsim does not step in backward (tests/test_recipes.sh
 -- makes that edit): `vrsim EDITED.yaml --gpu h100` (tune run full_finetune_single_device).
 return {
   title = "Llama-3.2-1B full fine-tuning in bf16, optimizer in backward, torchtune's single-device recipe",
