@@ -72,7 +72,7 @@ paged_figures() {
 same_paged() {
   _n=$1 _o=$2
   shift 2
-  set -- "$@" ::
+  set -- "$@" :: # the end of the config's words
   _scn=""
   while [ "$1" != "--" ]; do _scn="$_scn $1"; shift; done
   shift
