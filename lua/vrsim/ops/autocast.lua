@@ -22,8 +22,9 @@
 -- order of the arguments' evaluation to the compiler, and GCC's x86-64 builds evaluate them
 -- right to left: a Linear's weight copy comes before its input copy, SDPA casts value, key,
 -- then query (fulltrace_gen-stk-g07-amp-bf16-b4: each 32 MiB weight copy before its 64 MiB
--- input copy; SDPA's three 64 MiB copies v, k, q). F.conv2d too: the sd15_cut_amp_bf16 capture
--- casts a 1x1 convolution's weight before its input, and its backward, whose ready queue runs the
+-- input copy; SDPA's three 64 MiB copies v, k, q). F.conv2d too: fulltrace_gen4-sd15-unet-
+-- ampbf16-r512-b4 casts conv_in's bias, weight, then input (640, 23040, 131072 bytes); the
+-- sd15_cut_amp_bf16 capture casts a 1x1 convolution's weight before its input, and its backward, whose ready queue runs the
 -- highest sequence number first, runs the casts' ToCopyBackward0 input, weight, bias (a UNet's
 -- every convolution; cast from the first argument on, the backward's order put SD 1.5's
 -- repeated transformer blocks a block out of alignment). nn.autocast casts in that order, except
