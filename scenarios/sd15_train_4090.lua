@@ -18,23 +18,23 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/sd15_train_4090.lua
---   FITS: peak reserved 20.10 GiB of 22.97 GiB usable (87.5 %), 2.87 GiB headroom
+--   FITS: peak reserved 20.08 GiB of 22.97 GiB usable (87.4 %), 2.89 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set checkpointing=false
---   FITS: peak reserved 20.25 GiB of 22.97 GiB usable (88.1 %), 2.72 GiB headroom
+--   FITS: peak reserved 20.31 GiB of 22.97 GiB usable (88.4 %), 2.66 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set micro_batch=4
---   FITS: peak reserved 21.26 GiB of 22.97 GiB usable (92.5 %), 1.71 GiB headroom
+--   FITS: peak reserved 21.82 GiB of 22.97 GiB usable (95.0 %), 1.15 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set micro_batch=4 --set checkpointing=false
 --   FITS: peak reserved 22.08 GiB of 22.97 GiB usable (96.1 %), 0.89 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set optimizer=adamw8bit --set micro_batch=8
---   FITS: peak reserved 14.40 GiB of 22.97 GiB usable (62.7 %), 8.57 GiB headroom
+--   FITS: peak reserved 15.52 GiB of 22.97 GiB usable (67.6 %), 7.45 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set precision=lora_fp16 --set ema=false --set micro_batch=8
 --   FITS: peak reserved 6.22 GiB of 22.97 GiB usable (27.1 %), 16.75 GiB headroom
 -- SD 2.1 (768-v) at 768 px, the same way (its UNet config and OpenCLIP ViT-H/14 text encoder; its
 -- v-prediction target, one latent-sized tensor, is taken as the noise):
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set model.config=configs/sd21-unet.json --set resolution=768
---   FITS: peak reserved 20.81 GiB of 22.97 GiB usable (90.6 %), 2.16 GiB headroom
+--   FITS: peak reserved 21.09 GiB of 22.97 GiB usable (91.8 %), 1.88 GiB headroom
 --   $ ./vrsim scenarios/sd15_train_4090.lua --set model.config=configs/sd21-unet.json --set resolution=768 --set micro_batch=4
---   FITS: peak reserved 22.73 GiB of 22.97 GiB usable (98.9 %), 0.24 GiB headroom
+--   FITS: peak reserved 22.16 GiB of 22.97 GiB usable (96.5 %), 0.81 GiB headroom
 return {
   title = "Stable Diffusion 1.5 full fine-tune at 512 px on an RTX 4090, as diffusers' README runs it",
   hardware = { gpu = "rtx4090" },

@@ -24,9 +24,9 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/sdxl_breakdown.lua
---   FITS: peak reserved 55.23 GiB of 78.45 GiB usable (70.4 %), 23.22 GiB headroom
+--   FITS: peak reserved 55.26 GiB of 78.45 GiB usable (70.4 %), 23.19 GiB headroom
 --   $ ./vrsim scenarios/sdxl_breakdown.lua --set optimizer_impl=fused
---   FITS: peak reserved 45.43 GiB of 78.45 GiB usable (57.9 %), 33.02 GiB headroom
+--   FITS: peak reserved 45.47 GiB of 78.45 GiB usable (58.0 %), 32.98 GiB headroom
 return {
   title = "SDXL full fine-tune (amp bf16, fp32 master weights) at 1024 px on an A100 80GB: the breakdown",
   hardware = { gpu = "a100_80g" },

@@ -37,7 +37,7 @@
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set micro_batch=2
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'vae.encoder.down_blocks.0.resnets.0.silu1'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set precision=amp_bf16
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw.init unet.down_blocks.2.attentions.0.transformer_blocks.2.ff.net.0.proj.weight'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw.init unet.down_blocks.2.attentions.0.transformer_blocks.2.attn2.to_out.0.weight'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set text_encoders=trained
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw.init unet.up_blocks.0.attentions.2.transformer_blocks.2.attn1.to_q.weight'
 --   $ ./vrsim scenarios/sdxl_train_3090.lua --set text_encoders=cached --set vae=cached

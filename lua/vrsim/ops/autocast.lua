@@ -22,14 +22,16 @@
 -- order of the arguments' evaluation to the compiler, and GCC's x86-64 builds evaluate them
 -- right to left: a Linear's weight copy comes before its input copy, SDPA casts value, key,
 -- then query (fulltrace_gen-stk-g07-amp-bf16-b4: each 32 MiB weight copy before its 64 MiB
--- input copy; SDPA's three 64 MiB copies v, k, q). nn.autocast casts in that order, except where
--- a caller passes left_to_right: F.conv2d, the diffusers models' F.linear (ops/linear.lua without
+-- input copy; SDPA's three 64 MiB copies v, k, q). F.conv2d too: fulltrace_gen4-sd15-unet-
+-- ampbf16-r512-b4 casts conv_in's bias, weight, then input (640, 23040, 131072 bytes); the
+-- sd15_cut_amp_bf16 capture casts a 1x1 convolution's weight before its input, and its backward, whose ready queue runs the
+-- highest sequence number first, runs the casts' ToCopyBackward0 input, weight, bias (a UNet's
+-- every convolution; cast from the first argument on, the backward's order put SD 1.5's
+-- repeated transformer blocks a block out of alignment). nn.autocast casts in that order, except
+-- where a caller passes left_to_right: the diffusers models' F.linear (ops/linear.lua without
 -- opts.weight_cast) and their SDPA (ops/attention.lua without opts.cast_v_first) still cast from
 -- the first argument on, as no captured trace of theirs shows the order (the flux_cut_lora_ckpt
--- capture casts q and k, of one size, before its SDPA, which cannot tell them apart); turning
--- them around moves the SDXL and SD 1.5 figures and validate's pub-r1024_amp row by a few MiB
--- (closer in peak allocated, farther in peak reserved) and FLUX's allocation trace, so it waits
--- for a trace that settles it.
+-- capture casts q and k, of one size, before its SDPA, which cannot tell them apart).
 return function(nn)
   nn.AUTOCAST = {
     -- lower_precision_fp

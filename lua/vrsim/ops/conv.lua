@@ -38,7 +38,7 @@ return function(nn)
     local ho = (h + 2 * pad - k) // stride + 1
     local wo = (wd + 2 * pad - k) // stride + 1
     local args = nn.autocast(cx, "conv2d", { x, w, b }, 3,
-                             { names = { name .. ".input_cast" }, params = { false, true, true }, left_to_right = true })
+                             { names = { name .. ".input_cast" }, params = { false, true, true } })
     x, w, b = args[1], args[2], args[3]
     local dt = x.dtype
     local ws = conv_ws()[conv_key(cin, cout, k, stride, h, wd, dt, n)]
