@@ -34,7 +34,9 @@ is left out, as vrsim leaves it out (a foreach norm per parameter: scalars, no t
 of a diffusers config.json, relative to the repository root), cut (keys laid over it), res, batch,
 mode (lora_bf16 | amp_bf16 | bf16), ckpt, optim (adamw_foreach), lora ({r, alpha, dropout,
 targets}) for lora_bf16, max_sequence_length (flux 512, sd3 77), steps (4), trace (true or
-"stacks": fulltrace_<name>.csv.gz as measure_llama.py writes it), timeout_s (90).
+"stacks": fulltrace_<name>.csv.gz as measure_llama.py writes it), timeout_s (90), retry_blocking
+(a worker that fails is run once more with CUDA_LAUNCH_BLOCKING=1 so its traceback names the
+faulting kernel; a record from that run says cuda_launch_blocking, and validate skips it by name).
 
 On the GPU machine (repository root, the .whl folder carried: diffusers 0.42.1, peft 0.21.2,
 transformers 5.25.0 over the image's torch; ~3 min; records, traces and log come back in $OUT):
@@ -225,6 +227,8 @@ def record_fields(cfg):
         rec["max_sequence_length"] = int(cfg.get("max_sequence_length", 512 if cfg["model"] == "flux" else 77))
     if "lora" in cfg:
         rec["lora"] = cfg["lora"]
+    if cfg.get("cuda_launch_blocking"):
+        rec["cuda_launch_blocking"] = True
     return rec
 
 
@@ -400,11 +404,22 @@ def main():
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
         t0 = time.time()
         log(f"RUN  {cfg['name']}: {json.dumps(cfg)}")
-        try:
-            rc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(cfg),
-                                 "--result", res, "--trace-dir", a.trace_dir], env=env, timeout=timeout).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
+        def run_worker(env, timeout):
+            try:
+                return subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(cfg),
+                                       "--result", res, "--trace-dir", a.trace_dir], env=env,
+                                      timeout=timeout).returncode
+            except subprocess.TimeoutExpired:
+                return "timeout"
+        rc = run_worker(env, timeout)
+        if rc not in (0, "timeout") and cfg.get("retry_blocking"):
+            # a CUDA fault is reported at a later call; run again with synchronous launches so the
+            # traceback names the kernel. The record says so: its step times are not comparable.
+            log(f"RETRY {cfg['name']} with CUDA_LAUNCH_BLOCKING=1 to name the failing kernel")
+            cfg = dict(cfg, cuda_launch_blocking=True)
+            rc = run_worker(dict(env, CUDA_LAUNCH_BLOCKING="1"),
+                            max(10.0, min(timeout, a.deadline_s - (time.time() - t_start)))
+                            if a.deadline_s else timeout)
         dt = time.time() - t0
         if rc == 0 and os.path.exists(res):
             with open(res) as f:

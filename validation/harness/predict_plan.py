@@ -25,7 +25,7 @@ H200_MIB = 143155.9375
 RECORD = {"torch": "2.11.0+cu130", "gpu": "NVIDIA H200", "transformers": "5.17.0", "peft": "0.21.0",
           "total_mib": H200_MIB, "n_params": 1, "n_trainable": 1}
 # plan fields that steer the harness only
-HARNESS_ONLY = ("timeout_s", "trace")
+HARNESS_ONLY = ("timeout_s", "trace", "retry_blocking")
 
 
 def placeholder(cfg):
