@@ -164,7 +164,9 @@ end
 local function diffusion_training(rec, tr)
   tr.resolution = int(rec, "res")
   if not tr.resolution then return nil, "a diffusion record has no res" end
-  if rec.seq ~= nil or rec.attn ~= nil then return nil, "a diffusion record has res, not seq or attn" end
+  if rec.seq ~= nil then return nil, "a diffusion record has res, not seq" end
+  -- attn: the SDPA backend the harness left on (flash: torch.backends.cuda.enable_*_sdp)
+  tr.attention = str(rec, "attn")
   tr.text_encoders = str(rec, "text_encoders")
   tr.vae = str(rec, "vae")
   tr.max_sequence_length = int(rec, "max_sequence_length")

@@ -36,7 +36,8 @@ mode (lora_bf16 | amp_bf16 | bf16), ckpt, optim (adamw_foreach), lora ({r, alpha
 targets}) for lora_bf16, max_sequence_length (flux 512, sd3 77), steps (4), trace (true or
 "stacks": fulltrace_<name>.csv.gz as measure_llama.py writes it), timeout_s (90), retry_blocking
 (a worker that fails is run once more with CUDA_LAUNCH_BLOCKING=1 so its traceback names the
-faulting kernel; a record from that run says cuda_launch_blocking, and validate skips it by name).
+faulting kernel; a record from that run says cuda_launch_blocking, and validate skips it by name),
+attn (sdpa: PyTorch's pick; flash: SDPA's flash kernel only, the other backends switched off).
 
 On the GPU machine (repository root, the .whl folder carried: diffusers 0.42.1, peft 0.21.2,
 transformers 5.25.0 over the image's torch; ~3 min; records, traces and log come back in $OUT):
@@ -227,6 +228,10 @@ def record_fields(cfg):
         rec["max_sequence_length"] = int(cfg.get("max_sequence_length", 512 if cfg["model"] == "flux" else 77))
     if "lora" in cfg:
         rec["lora"] = cfg["lora"]
+    if cfg.get("attn", "sdpa") != "sdpa":
+        if cfg["attn"] != "flash":
+            raise ValueError(f"{cfg['name']}: attn is sdpa (PyTorch's pick) or flash")
+        rec["attn"] = "flash"
     if cfg.get("cuda_launch_blocking"):
         rec["cuda_launch_blocking"] = True
     return rec
@@ -255,6 +260,13 @@ def worker(cfg, result_path, trace_dir, cpu=False):
     idle_mib = ml.nvml_device_used_mib(index=int(os.environ.get("VRSIM_NVML_INDEX", "0")))
     dev = torch.device("cuda", 0)
     props = torch.cuda.get_device_properties(dev)
+    if rec.get("attn") == "flash":
+        # SDPA's flash kernel only (vrsim's training.attention = "flash"): the mitigation PyTorch
+        # names for cuDNN attention's failing execute (pytorch/pytorch#190321), which Flux.1's
+        # backward hit on an H100 under torch 2.11
+        torch.backends.cuda.enable_cudnn_sdp(False)
+        torch.backends.cuda.enable_mem_efficient_sdp(False)
+        torch.backends.cuda.enable_math_sdp(False)
     rec.update({"torch": torch.__version__, "gpu": props.name, "diffusers": diffusers.__version__})
     try:
         import peft
