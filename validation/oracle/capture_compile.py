@@ -33,6 +33,7 @@ CONFIGS = {
     "lora_bf16": {"precision": "lora_bf16",
                   "lora": {"r": 8, "alpha": 32, "dropout": 0.05, "targets": ["q_proj", "v_proj"]}},
     "float8_tensorwise": {"precision": "bf16", "float8": {"recipe": "tensorwise"}},
+    "float8_rowwise": {"precision": "bf16", "float8": {"recipe": "rowwise"}},
 }
 
 
@@ -85,8 +86,12 @@ def saved_of(torch, name, spec):
                                                   {"position_embeddings": (cos, sin),
                                                    "attention_mask": None})
 
-        compiled = aot_function(f, fw_compiler=fw, bw_compiler=bw,
-                                partition_fn=min_cut_rematerialization_partition,
+        # the parameters are static inputs, as torch.compile marks an nn.Module's parameters
+        # (the partitioner's treat_parameters_as_free_to_save: saving one costs nothing)
+        def partition(joint, joint_inputs, **kw):
+            kw["static_lifetime_input_indices"] = list(range(len(params)))
+            return min_cut_rematerialization_partition(joint, joint_inputs, **kw)
+        compiled = aot_function(f, fw_compiler=fw, bw_compiler=bw, partition_fn=partition,
                                 decompositions=select_decomp_table())
         out = compiled(params, x, cos, sin)
         (out[0] if isinstance(out, tuple) else out).sum().backward()
