@@ -8,9 +8,10 @@ own output are what it saves for backward. Inductor's codegen is not run (it nee
   capture_compile.py [-o validation/oracle/captures/compile_llama2_7b_l1.json]
 
 One record per configuration (bf16, amp_bf16: fp32 weights under autocast, lora_bf16: peft's
-LoRA on q_proj and v_proj, r 8, dropout 0.05, float8_tensorwise: torchao's
-convert_to_float8_training with the tensorwise recipe and torchtitan's filter, on the fake CUDA
-device's _scaled_mm meta kernel), each with every saved tensor: its graph name,
+LoRA on q_proj and v_proj, r 8, dropout 0.05, float8_tensorwise and float8_rowwise: torchao's
+convert_to_float8_training with that recipe and torchtitan's filter, on the fake CUDA device's
+_scaled_mm meta kernel; the parameters static inputs, as torch.compile marks them), each with
+every saved tensor: its graph name,
 shape, dtype, bytes, kind ("param" for a parameter or a view of one, "input" for another
 input of the layer: its hidden states and the rotary tables, "activation" for the rest) and
 storage (the node whose storage it is: a view and its base are one saved tensor).
