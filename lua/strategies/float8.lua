@@ -39,7 +39,11 @@
 -- _scaled_mm takes (the transposing clone fused into it): a cast reads its n elements twice and
 -- writes n bytes, and leaves nothing but its float8 operand; the backward graph frees each
 -- operand after its GEMM, so grad_weight's half holds nothing of grad_input's. Both halves stay
--- extern kernels to the partition (compile_extern: _scaled_mm is no fusible op).
+-- extern kernels to the partition (compile_extern: _scaled_mm is no fusible op). Compiled
+-- without checkpointing, the partition chooses what those backward casts read of forward: they
+-- read the input and the weight through fused kernels (bw_fused), so the partitioner recomputes
+-- a normed input rather than save it and saves the weight (a parameter) for free; tensorwise,
+-- the weight's amax and inverse scale are forward's and saved (the capture's float8 records).
 -- FSDP2's float8 all-gather (enable_fsdp_float8_all_gather, tensorwise only): fsdp_pre_all_gather
 -- casts each shard to float8 before the all-gather, so the gathered weight is float8 (1 byte an
 -- element) and the forward and the grad_input cast skip it (tensor_already_casted_to_fp8); its
@@ -242,7 +246,8 @@ function M.linear(cx, name, x, w, recipe)
     local ws_side = nn.view(cx, w, w.shape, name .. ".float8_weight_side")
     ws_side.rg = true
     nn.op(cx, { name = name .. ".float8_grad_weight", kind = "none", inputs = { w }, out_tensors = { ws_side },
-                saves = { x }, bw_fused = graph_saves and gw_fp8 and { [x.id] = true } or nil, grads = { { bytes = nn.bytes(w.shape, hp), dtype = hp } }, bytes = 0,
+                saves = { x }, bw_fused = graph_saves and gw_fp8 and { [x.id] = true } or nil,
+                grads = { { bytes = nn.bytes(w.shape, hp), dtype = hp } }, bytes = 0,
                 bwd_kind = "mm", bwd_flops = flops, dtype = gw_fp8 and "fp8" or hp,
                 bwd_workspace = { ws }, bwd_workspace_first = true, frees = {}, compile_extern = true })
     -- the casts grad_weight's GEMM needs, a pass-through whose backward is their traffic
@@ -257,9 +262,8 @@ function M.linear(cx, name, x, w, recipe)
   local xq = cast(cx, name .. ".input", x, rows_in)
   local wq, wscale, wamax = w, nil, nil
   if not w_fp8 then wq, wscale, wamax = cast(cx, name .. ".weight", w, recipe.weight == "rowwise" and N or nil) end
-  local saves, bw_fused = {}, nil
+  local saves, bw_fused, winv = {}, nil, nil
   if x.rg then saves[1] = w end
-  local winv
   if graph_saves and x.rg and wscale and recipe.weight_for_grad_input == recipe.weight
      and recipe.weight == "tensorwise" then
     -- grad_input's recast of the weight has the forward's scaling: its amax is forward's
