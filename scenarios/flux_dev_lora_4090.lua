@@ -20,23 +20,23 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.14.attn.rope_q.mul_cos'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.9.attn.rope_q.mul_sin'
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set checkpointing=false
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.1.attn.to_k.lora_scale'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.1.attn.cat_k'
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set resolution=512
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.single_transformer_blocks.37.attn.rope_q.mul_cos (recompute)'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.single_transformer_blocks.37.attn.rope_q.stack (recompute)'
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set resolution=512 --set max_sequence_length=128
---   FITS: peak reserved 22.94 GiB of 22.97 GiB usable (99.9 %), 0.03 GiB headroom
+--   FITS: peak reserved 22.88 GiB of 22.97 GiB usable (99.6 %), 0.09 GiB headroom
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090
---   FITS: peak reserved 25.01 GiB of 30.61 GiB usable (81.7 %), 5.60 GiB headroom
+--   FITS: peak reserved 24.83 GiB of 30.61 GiB usable (81.1 %), 5.77 GiB headroom
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090 --set micro_batch=2
---   FITS: peak reserved 27.50 GiB of 30.61 GiB usable (89.9 %), 3.10 GiB headroom
+--   FITS: peak reserved 27.40 GiB of 30.61 GiB usable (89.5 %), 3.20 GiB headroom
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090 --set checkpointing=false
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.14.ff.gelu_tanh'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.18.attn.rope_q.x_float'
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090 --set text_encoders=frozen
 --   DOES NOT FIT: CUDA out of memory while building the model (at 'parameters')
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=l40s --set text_encoders=frozen --set vae=weight
---   FITS: peak reserved 34.22 GiB of 43.61 GiB usable (78.5 %), 9.39 GiB headroom
+--   FITS: peak reserved 34.04 GiB of 43.61 GiB usable (78.1 %), 9.57 GiB headroom
 return {
   title = "Flux.1-dev LoRA at 1024 px on an RTX 4090 (24 GB) with gradient checkpointing",
   hardware = { gpu = "rtx4090" },

@@ -260,6 +260,45 @@ def install_sdpa_backend(torch, backend):
     F.scaled_dot_product_attention = sdpa
 
 
+def install_fused_rms_norm(torch):
+    """F.rms_norm as PyTorch 2.11 runs it on CUDA (aten/src/ATen/native/layer_norm.cpp
+    rms_norm_symint), the version of the GPU records: on no autocast list (2.12 put it on the fp32
+    policy, pytorch/pytorch#174824), and with input and weight of one dtype at::_fused_rms_norm,
+    one kernel writing the output in the input's dtype and an fp32 rstd per row, whose backward
+    (_fused_rms_norm_backward) keeps input, rstd and weight and writes the gradients. A CPU-only
+    build has no CUDA kernel for it and decomposes it (rms_norm_composite); here one autograd
+    function allocates what the CUDA kernels do. Weight and input of different dtypes take the
+    composite, as on the GPU."""
+    F = torch.nn.functional
+    orig = F.rms_norm
+
+    class FusedRMSNorm(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, ndim):
+            out = torch.empty_like(x)
+            rstd = x.new_empty(tuple(x.shape[:x.dim() - ndim]) + (1,) * ndim, dtype=torch.float32)
+            ctx.mark_non_differentiable(rstd)
+            ctx.set_materialize_grads(False)   # (no zero gradient made for rstd)
+            ctx.save_for_backward(x, rstd, w)
+            return out, rstd
+
+        @staticmethod
+        def backward(ctx, grad_out, _grad_rstd):
+            x, _rstd, w = ctx.saved_tensors
+            gx = torch.empty_like(x) if ctx.needs_input_grad[0] else None
+            gw = torch.empty_like(w) if w is not None and ctx.needs_input_grad[1] else None
+            return gx, gw, None
+
+    def rms_norm(input, normalized_shape, weight=None, eps=None):
+        with torch.autocast("cuda", enabled=False):
+            if (weight is not None and weight.dtype != input.dtype) or input.device.type != "cuda":
+                return orig(input, normalized_shape, weight, eps)
+            return FusedRMSNorm.apply(input, weight, len(normalized_shape))[0]
+
+    rms_norm.__wrapped__ = orig
+    F.rms_norm = rms_norm
+
+
 def dtype_name(dt):
     return str(dt).replace("torch.", "")
 
@@ -914,6 +953,7 @@ def capture(spec):
     if backend not in SDPA_BACKENDS:
         raise SystemExit(f"capture: sdpa_backend {backend!r} is not one of {SDPA_BACKENDS}")
     install_sdpa_backend(torch, backend)
+    install_fused_rms_norm(torch)
     data = spec.get("data")
     install_data_answers(torch, packed=bool(data) and data["batching"] == "padding_free")
     try:

@@ -109,23 +109,35 @@ function D.AdaLayerNormContinuous(dim, cond)
   return m
 end
 
--- torch.nn.RMSNorm(head_dim) on (n, s, heads, head_dim): F.rms_norm, an fp32 op under CUDA
--- autocast (its input and weight cast up: the weight, frozen, is not in autocast's cache), then
--- ATen's composite rms_norm in the input's opmath dtype: pow(2), mean over the last dim, + eps in
--- place, rsqrt, x * rsqrt, type_as(input), * weight. Under autocast the output is fp32, and the
--- q and k that follow (the concatenation, the rotary embedding) stay fp32 until SDPA casts them
--- down. (The oracle capture flux_cut_lora_ckpt shows these ops; a fused CUDA rms_norm kernel
--- would make fewer temporaries, none of them kept.)
+-- torch.nn.RMSNorm(head_dim) on (n, s, heads, head_dim): F.rms_norm as PyTorch 2.11 runs it on
+-- CUDA (aten/src/ATen/native/layer_norm.cpp rms_norm_symint). rms_norm is on no autocast list in
+-- 2.11 (2.12 put it on the fp32 policy, pytorch/pytorch#174824), so under autocast the bf16
+-- activation meets the weight as it is. Input and weight of one dtype: at::_fused_rms_norm, one
+-- CUDA kernel that writes the output in the input's dtype and an fp32 rstd per row, and whose
+-- backward (_fused_rms_norm_backward) keeps the input, rstd and weight: the fp32 copies of the
+-- composite are never made (the H100 trace fulltrace_gen5-flux-dev-d2s4-lora-r1024-flash shows
+-- the bf16 outputs and the rstd rows, nothing else). Dtypes that differ (an fp32 weight under
+-- bf16 autocast): rms_norm_composite, with PyTorch's "Mismatch dtype" warning: the input cast up
+-- to fp32, pow(2), mean over the last dim, + eps in place, rsqrt, x * rsqrt, * weight, then
+-- type_as(input).
+local function fused_rms_norm(cx, name, x, w)
+  local rows = nn.numel(x.shape) // x.shape[#x.shape]
+  local rshape = nn.copy_shape(x.shape)
+  rshape[#rshape] = 1
+  local out = nn.new_tensor(cx, name, x.shape, x.dtype, (x.rg or w.rg) and not cx.no_grad)
+  local rstd = nn.new_tensor(cx, name .. ".rstd", rshape, "fp32", false)
+  nn.op_sized(cx, { name = name, kind = "norm", bwd_kind = "norm_bwd", inputs = { x, w },
+                    out_tensors = { out, rstd }, saves = { x, rstd, w },
+                    grads = { { dtype = x.dtype }, w.rg and { dtype = w.dtype } or "none" },
+                    bwd_kernels = nn.launches(cx, "layer_norm_bwd"),
+                    flops = 4 * nn.numel(x.shape) + rows, dtype = x.dtype, host = "layer_norm" })
+  return out
+end
+
 local function rms_norm_forward(cx, m, x)
   local name = m.opname
   local w = W(cx, m.p.weight)
-  if cx.autocast then
-    x = nn.autocast(cx, "rms_norm", { x }, 1, { names = { name .. ".input_cast" } })[1]
-    if w.dtype ~= "fp32" then
-      w = nn.op_sized(cx, { name = name .. ".weight_cast", inputs = { w }, outs = { { name .. ".weight_fp32", w.shape, "fp32" } },
-                            grads = { { dtype = w.dtype } } })
-    end
-  end
+  if w.dtype == x.dtype then return fused_rms_norm(cx, name, x, w) end
   local x32 = nn.to(cx, x, "fp32", name .. ".float")
   local rshape = nn.copy_shape(x.shape)
   rshape[#rshape] = 1
@@ -142,8 +154,18 @@ local function rms_norm_forward(cx, m, x)
   local n = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x32, rs },
                         outs = { { name .. ".normed", x.shape, "fp32" } }, saves = { x32, rs },
                         bwd_workspace = { nn.bytes(x.shape, "fp32") }, bwd_workspace_first = true })
-  n = nn.to(cx, n, x.dtype, name .. ".type_as")
-  return nn.mul(cx, name, n, w, nn.promote(n.dtype, w.dtype))
+  n = nn.mul(cx, name, n, w, nn.promote(n.dtype, w.dtype))
+  return nn.to(cx, n, x.dtype, name .. ".type_as")
+end
+
+-- A Python frame's locals that outlive their last use: the frame holds each until its name is
+-- rebound or the function returns. A no-kernel op reading them where the frame lets them go.
+function D.frame_release(cx, name, list)
+  local ids = {}
+  for _, t in pairs(list) do if t then ids[#ids + 1] = t.id end end
+  if #ids == 0 then return end
+  cx.G:op { name = name, kind = "none", phase = cx.phase, inputs = ids, outputs = {},
+            layer = cx.layer, region = cx.region }
 end
 
 function D.RMSNorm(dim)

@@ -95,21 +95,33 @@ end
 
 -- FluxTransformerBlock.forward(hidden_states, encoder_hidden_states, temb, image_rotary_emb):
 -- returns encoder_hidden_states, hidden_states.
+-- The frame's locals live where Python keeps them (D.frame_release): the caller's hidden_states
+-- and encoder_hidden_states until the block returns; norm_hidden_states and
+-- norm_encoder_hidden_states until norm2 and norm2_context rebind them; the attention_outputs
+-- tuple, the gated attn_output and context_attn_output, the modulated norms, the gated ff_output
+-- and context_ff_output until the return.
 local function double_forward(cx, m, h, ctx, temb, rope)
   local name, C = m.opname, m.children
+  local h_in, ctx_in = h, ctx
   local nh, gate_msa, shift_mlp, scale_mlp, gate_mlp = call(cx, C.norm1, h, temb)
   local nc, c_gate_msa, c_shift_mlp, c_scale_mlp, c_gate_mlp = call(cx, C.norm1_context, ctx, temb)
   local ao, cao = call(cx, C.attn, nh, nc, rope)
-  h = nn.add(cx, name .. ".add_attn", h, D.gate(cx, name .. ".gate_msa", gate_msa, ao))
+  local gao = D.gate(cx, name .. ".gate_msa", gate_msa, ao)
+  h = nn.add(cx, name .. ".add_attn", h, gao)
   local n2 = D.layer_norm(cx, name .. ".norm2", h)
+  D.frame_release(cx, name .. ".norm_hidden_states", { nh })
   n2 = D.modulate(cx, name .. ".norm2", n2, scale_mlp, shift_mlp)
   local f = call(cx, C.ff, n2)
-  h = nn.add(cx, name .. ".add_ff", h, D.gate(cx, name .. ".gate_mlp", gate_mlp, f))
-  ctx = nn.add(cx, name .. ".add_context_attn", ctx, D.gate(cx, name .. ".c_gate_msa", c_gate_msa, cao))
+  local gf = D.gate(cx, name .. ".gate_mlp", gate_mlp, f)
+  h = nn.add(cx, name .. ".add_ff", h, gf)
+  local gcao = D.gate(cx, name .. ".c_gate_msa", c_gate_msa, cao)
+  ctx = nn.add(cx, name .. ".add_context_attn", ctx, gcao)
   local nc2 = D.layer_norm(cx, name .. ".norm2_context", ctx)
+  D.frame_release(cx, name .. ".norm_encoder_hidden_states", { nc })
   nc2 = D.modulate(cx, name .. ".norm2_context", nc2, c_scale_mlp, c_shift_mlp)
   local cf = call(cx, C.ff_context, nc2)
   ctx = nn.add(cx, name .. ".add_context_ff", ctx, D.gate(cx, name .. ".c_gate_mlp", c_gate_mlp, cf))
+  D.frame_release(cx, name .. ".frame", { h_in, ctx_in, ao, cao, gao, n2, gf, gcao, nc2, cf })
   return ctx, h
 end
 
@@ -127,6 +139,11 @@ end
 -- FluxSingleTransformerBlock.forward: hidden = cat([encoder_hidden_states, hidden_states], 1);
 -- norm; mlp = gelu_tanh(proj_mlp(norm)); attn(norm); cat([attn, mlp], 2); gate * proj_out(...);
 -- + residual; the text and image slices (their backward: a full-size buffer each).
+-- The frame's locals live where Python keeps them (D.frame_release): the caller's hidden_states
+-- and encoder_hidden_states (the slices of the block before), norm_hidden_states,
+-- mlp_hidden_states and attn_output until the block returns, the concatenation until `gate * proj_out(...)` rebinds its name (the H100
+-- trace of gen5-flux-dev-d2s4-lora-r1024-flash: the last block's peak is that product, with
+-- normalization.py:201's output and the block's inputs still live).
 local function single_forward(cx, m, h, ctx, temb, rope)
   local name, C = m.opname, m.children
   local st = ctx.shape[2]
@@ -137,7 +154,10 @@ local function single_forward(cx, m, h, ctx, temb, rope)
   local ao = call(cx, C.attn, nx, nil, rope)
   local both = nn.cat(cx, name .. ".cat_attn_mlp", { ao, mlp }, 3)
   local p = call(cx, C.proj_out, both)
-  local y = nn.add(cx, name .. ".residual", x, D.gate(cx, name .. ".gate", gate, p))
+  local gp = D.gate(cx, name .. ".gate", gate, p)
+  D.frame_release(cx, name .. ".cat_rebound", { both })
+  local y = nn.add(cx, name .. ".residual", x, gp)
+  D.frame_release(cx, name .. ".frame", { h, ctx, nx, mlp, ao })
   local n, s, dim = y.shape[1], y.shape[2], y.shape[3]
   local c = nn.view_op(cx, name .. ".text_slice", y, { n, st, dim }, nil, "copy")
   local i = nn.view_op(cx, name .. ".image_slice", y, { n, s - st, dim }, nil, "copy")

@@ -186,15 +186,8 @@ end
 -- name is rebound or the block returns (attn_output and attn_output2 after their gating,
 -- norm_hidden_states2, the modulated norm_hidden_states the feed-forward reads, ff_output after
 -- its gating; the H100 trace of gen4-sd35m-l4-lora-r1024 shows them live through the last
--- block's feed-forward, attention.py:711/716/720 and normalization.py:126). A no-kernel op
--- reading them where the frame lets them go.
-local function frame_release(cx, name, list)
-  local ids = {}
-  for _, t in pairs(list) do if t then ids[#ids + 1] = t.id end end
-  if #ids == 0 then return end
-  cx.G:op { name = name, kind = "none", phase = cx.phase, inputs = ids, outputs = {},
-            layer = cx.layer, region = cx.region }
-end
+-- block's feed-forward, attention.py:711/716/720 and normalization.py:126): D.frame_release.
+local frame_release = D.frame_release
 
 -- JointTransformerBlock.forward(hidden_states, encoder_hidden_states, temb): returns
 -- encoder_hidden_states (nil after a context_pre_only block), hidden_states.
