@@ -61,7 +61,8 @@
 --                        FIGURES: memory_bytes usable_bytes cuda_context_bytes mem_bw_bytes_per_s
 --                        peak_flops sm_count l2_bytes nvlink tdp_w (tests/ops/test_catalog.lua)
 --   fleet_only           optional: the fleet a board is found in where it is sold to no one else (a
---                        string naming it); such a card is never offered as "a larger card" to rent
+--                        string naming it); such a card is never offered as "a larger card" to rent,
+--                        and `vrsim shop` lists it only where --only names it
 --   not_modelled         optional list of what vrsim does not model on this card; each is a named
 --                        note in every run on it
 --   source               strings naming where each figure came from (datasheet title + URL, or
