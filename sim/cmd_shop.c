@@ -48,7 +48,8 @@ static void usage(FILE *f) {
         "                   ranks on one node (hardware.count), collectives on its links\n"
         "  --strategy S     for counts above 1: ddp, zero1, zero2, zero3 or fsdp2 (default: the\n"
         "                   scenario's own, else the first of ddp, zero2, zero3 that fits)\n"
-        "  --only LIST      catalog names to consider (default: all), e.g. rtx4090,a100_80g\n"
+        "  --only LIST      catalog names to consider (default: all but the fleet-only boards),\n"
+        "                   e.g. rtx4090,a100_80g\n"
         "  --set KEY=VALUE  as for vrsim SCENARIO (not gpu=: shop sets it)\n"
         "  --unsafe         let the scenario use io/os\n"
         "  (PYTORCH_CUDA_ALLOC_CONF in the environment applies, as for vrsim SCENARIO; --set\n"
@@ -334,6 +335,8 @@ int cmd_shop(int argc, char **argv) {
     for (int i = 0; i < nk; i++) {
         const char *key = sh.gpus->entries[i].key;
         if (!in_list(only, key)) continue;
+        /* a fleet-only board (lua/hw/gpus.lua fleet_only) is in no one's shop: only --only names it */
+        if (!only && catalog_field(&sh.gpus->entries[i], "fleet_only")) continue;
         for (int c = 0; c < n_counts; c++) {
             Row *r = &rows[n++];
             snprintf(r->gpu, sizeof r->gpu, "%s", key);

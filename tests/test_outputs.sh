@@ -195,6 +195,13 @@ a=$(cut -d, -f6 "$W/env_sweep/sweep.csv" | tail -n 1)
 [ -n "$a" ] && [ "$a" = "$EXP" ] && ok "sweep: the point under PYTORCH_CUDA_ALLOC_CONF is the run's (peak reserved $a)" \
   || fail "sweep: peak reserved $a under PYTORCH_CUDA_ALLOC_CONF, a run gives $EXP"
 
+# ---- shop: a fleet-only board (lua/hw/gpus.lua fleet_only) is in no one's shop ---------------
+(cd "$W" && timeout 120 "$VRSIM" shop tiny.lua --tokens 1e6) >"$TMP/out" 2>&1
+if grep -q "^  h200 " "$TMP/out" && ! grep -q "h100_hbm2e_96g" "$TMP/out"; then
+  ok "shop: every card but the fleet-only h100_hbm2e_96g"
+else fail "shop: the fleet-only board listed, or h200 missing" "$(grep -E "h200|hbm2e" "$TMP/out" | head -n 3)"; fi
+check "shop --only names a fleet-only board" 0 "^  h100_hbm2e_96g " -- shop tiny.lua --tokens 1e6 --only h100_hbm2e_96g
+
 # ---- messages --------------------------------------------------------------------------------
 check "one allocation past 4 TiB is named" 2 "model.layers.0.mlp.gate_proj.weight' needs one allocation of 8.0 TiB" -- huge_request.lua --no-files
 check "ZeRO-2 contiguous_gradients = \"auto\" (a boolean DeepSpeed validates)" 2 "contiguous_gradients = \"auto\": .*DeepSpeed rejects the string" -- ds_cg_auto.lua --no-files

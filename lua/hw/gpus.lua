@@ -56,8 +56,13 @@
 --                          "carried"   taken from another card or a stated rule (source names which),
 --                          "datasheet" the vendor's datasheet, whitepaper or product page (named in
 --                                      source, with any arithmetic such as halving a sparse figure)
+--                          "published" stated for this very board by its operator in a named
+--                                      publication, where the vendor publishes no datasheet of it
 --                        FIGURES: memory_bytes usable_bytes cuda_context_bytes mem_bw_bytes_per_s
 --                        peak_flops sm_count l2_bytes nvlink tdp_w (tests/ops/test_catalog.lua)
+--   fleet_only           optional: the fleet a board is found in where it is sold to no one else (a
+--                        string naming it); such a card is never offered as "a larger card" to rent,
+--                        and `vrsim shop` lists it only where --only names it
 --   not_modelled         optional list of what vrsim does not model on this card; each is a named
 --                        note in every run on it
 --   source               strings naming where each figure came from (datasheet title + URL, or
@@ -320,6 +325,53 @@ return {
       nvlink = "H100 datasheet: NVLink bridge 600 GB/s (PCIe card, 2-way)",
       cuda_context_bytes = "estimate from measured H200 value (header of this file)",
       tdp_w = "H100 datasheet: 300-350 W (configurable)",
+    },
+  },
+
+  h100_hbm2e_96g = {
+    name = "NVIDIA H100 SXM5 96GB HBM2e",
+    vendor = "nvidia",
+    arch = "hopper",
+    compute_capability = 9.0,
+    memory_bytes = 103079215104,         -- 96 GiB HBM2e
+    usable_bytes = 102197624832,         -- 96 GiB less the 80 GB SXM's 840.75 MiB the driver keeps
+    cuda_context_bytes = 804061184,      -- 766.8 MiB: same die, SM count and software as the measured H200
+    mem_bw_bytes_per_s = 2.4e12,
+    peak_flops = { fp32 = 66.9e12, tf32 = 494.7e12, bf16 = 989.4e12, fp16 = 989.4e12, fp8 = 1978.9e12, int8 = 1978.9e12 },
+    sm_count = 132,
+    l2_bytes = 52428800,                 -- 50 MiB
+    pcie = { gen = 5, lanes = 16 },
+    nvlink = { gen = 4, bw_bytes_per_s = 450e9 },
+    p2p = true,
+    tdp_w = 500,                         -- the power limit its published runs used (700 W possible)
+    peak_clock_mhz = 1830,               -- the SXM's; no step clock: at 500 W none is published
+    fleet_only = "Meta's Grand Teton hosts (the board torchtitan's published H100 benchmarks ran on)",
+    kind = { memory_bytes = "published", usable_bytes = "carried", cuda_context_bytes = "carried",
+             mem_bw_bytes_per_s = "published", peak_flops = "carried", sm_count = "carried",
+             l2_bytes = "carried", nvlink = "carried", tdp_w = "published" },
+    source = {
+      spec = "no NVIDIA datasheet for this board is public (the driver names PCI device 2338 'H100 SXM5 96GB'); "
+        .. "its operator states its figures in torchtitan benchmarks/llama3_h100_202412_torchtitan.md, 'Hardware': "
+        .. "'Each host has 8 NVIDIA H100 GPUs fully connected with NVLink', 'Each H100 GPU is equipped with 96GB "
+        .. "HBM2e with 2.4 TB/sec peak memory bandwidth', 'We used the default 500W power limit, although tuning it "
+        .. "up to 700W TDP can potentially provide further speedups' (the same text in "
+        .. "benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md)",
+      memory = "torchtitan benchmarks/llama3_h100_202412_torchtitan.md: 96GB HBM2e, 2.4 TB/sec peak memory bandwidth",
+      tdp_w = "torchtitan benchmarks/llama3_h100_202412_torchtitan.md: 'the default 500W power limit' (the board's "
+        .. "default, the limit every published run used; 700 W settable)",
+      usable_bytes = "carried from h100_sxm: 96 GiB less the 840.75 MiB the 80 GB SXM's deviceQuery total leaves of "
+        .. "its 80 GiB (no deviceQuery of this board found)",
+      cuda_context_bytes = "carried from the H200 measurement (same GH100 die and SM count), as h100_sxm",
+      peak_flops = "carried from h100_sxm (132 SMs x 4096 dense bf16 FLOP/clk x 1830 MHz = 989.4): torchtitan's "
+        .. "footnote 2 says this HBM2e board's 'actual peak TFLOPs number is between SXM and NVL' (NVL: 835.5 dense "
+        .. "bf16, the H100 datasheet's 1,671 sparse halved) 'and we don't know its exact value'; the SXM's is the "
+        .. "top of that range. No step_clock_mhz: no clock of this board at its 500 W limit is published, so its "
+        .. "GEMMs carry at 1830 MHz (the catalog's assumption where there is no evidence), 0.924 of the H200's 1980",
+      sm_count = "carried from h100_sxm: the SXM5 board's 132 SMs and 50 MB L2 (Hopper whitepaper); both of the "
+        .. "boards torchtitan's footnote brackets it by (SXM and NVL) have 132",
+      l2_bytes = "carried from h100_sxm (Hopper whitepaper: 50 MB L2)",
+      nvlink = "carried from h100_sxm (fourth-generation NVLink, 18 links, 900 GB/s both ways): torchtitan says "
+        .. "'fully connected with NVLink' without a rate",
     },
   },
 

@@ -13,8 +13,8 @@ local function gib(b) return b / 2^30 end
 M.FIGURES = { "memory_bytes", "usable_bytes", "cuda_context_bytes", "mem_bw_bytes_per_s", "peak_flops",
               "sm_count", "l2_bytes", "nvlink", "tdp_w" }
 
--- The kinds of a figure in the table's short form: measured, carried, datasheet
-local SHORT = { measured = "meas", carried = "carr", datasheet = "data" }
+-- The kinds of a figure in the table's short form: measured, carried, datasheet, published
+local SHORT = { measured = "meas", carried = "carr", datasheet = "data", published = "publ" }
 local function short(g, f) return SHORT[(g.kind or {})[f]] or "?" end
 
 function M.text(detail)
@@ -49,7 +49,8 @@ function M.text(detail)
   add("")
   add("memory: datasheet GiB; usable: what torch reports as total; context: CUDA context and")
   add("library handles outside the caching allocator. usbl/ctx: how usable and context were obtained:")
-  add("meas(ured) on the card, carr(ied) from another card or a stated rule, data(sheet). Every")
+  add("meas(ured) on the card, carr(ied) from another card or a stated rule, data(sheet), publ(ished)")
+  add("by the board's operator where no datasheet is public. Every")
   add("figure's kind and source: vrsim gpus --sources, lua/hw/gpus.lua, docs/gpus.md. Prices")
   add("(lua/hw/prices.lua) carry their date and provider; they go stale; a GPU without one shows -.")
   add("bf16 TF/s: the datasheet's dense peak; step TF/s: the same at the clock GEMMs hold inside a")
@@ -80,10 +81,13 @@ function M.text(detail)
 end
 
 -- The catalog's GPUs as lines of "key usable_bytes" (what torch reports as total), fewest bytes
--- first: the larger cards vrsim's out-of-memory suggestions try (sim/variants.c).
+-- first: the larger cards vrsim's out-of-memory suggestions try (sim/variants.c); a fleet-only
+-- board (fleet_only) is none that a user can rent or buy, so it is not offered.
 function M.usable(_)
   local out = {}
-  for k, g in pairs(gpus) do out[#out + 1] = { k, g.usable_bytes or g.memory_bytes } end
+  for k, g in pairs(gpus) do
+    if not g.fleet_only then out[#out + 1] = { k, g.usable_bytes or g.memory_bytes } end
+  end
   table.sort(out, function(a, b) return a[2] < b[2] or (a[2] == b[2] and a[1] < b[1]) end)
   for i, e in ipairs(out) do out[i] = ("%s %.0f"):format(e[1], e[2]) end
   return table.concat(out, "\n") .. "\n"

@@ -24,7 +24,7 @@ local WANTED = { "l4", "t4", "a10", "a10g", "rtx4060ti_16g", "rtx4070ti_super", 
 for _, k in ipairs(WANTED) do check(gpus[k] ~= nil, "catalog has " .. k) end
 
 -- every entry: the fields the simulator reads, in their units, and a kind and a source per figure
-local KINDS = { measured = true, carried = true, datasheet = true }
+local KINDS = { measured = true, carried = true, datasheet = true, published = true }
 -- words that name a vendor document
 local function names_datasheet(text)
   local t = text:lower()
@@ -64,11 +64,15 @@ for k, g in pairs(gpus) do
   local src = g.source or {}
   for _, f in ipairs(report.FIGURES) do
     local kind = (g.kind or {})[f]
-    has(KINDS[kind], f .. " has a kind (measured, carried or datasheet), not " .. tostring(kind))
+    has(KINDS[kind], f .. " has a kind (measured, carried, datasheet or published), not " .. tostring(kind))
     local text = src[f] or (SHARED[f] and src[SHARED[f]]) or src.spec
     has(type(text) == "string" and #text > 10, f .. " has a source")
     if kind == "datasheet" then
       has(names_datasheet((text or "") .. " " .. (src.spec or "")), f .. ": a datasheet figure names its datasheet")
+    elseif kind == "published" then
+      has(not names_datasheet(src.spec or "") or (src.spec or ""):find("no NVIDIA datasheet", 1, true),
+          f .. ": a published figure is for a board without a public datasheet, and its source says so")
+      has(type(src[f] or src[SHARED[f] or ""]) == "string", f .. ": a published figure names its publication")
     elseif kind == "carried" then
       has(type(src[f] or src[SHARED[f] or ""]) == "string", f .. ": a carried figure says from what in its own source")
     end
@@ -85,6 +89,18 @@ for _, k in ipairs { "rtx3090", "rtx_a5000", "rtx_a6000", "h100_pcie" } do
 end
 for _, k in ipairs { "rtx4090", "rtx4080", "rtx5090", "l4", "l40s", "a10", "t4", "rtx6000_ada" } do
   check(gpus[k].nvlink == false, k .. ": no NVLink")
+end
+-- the HBM2e H100 of torchtitan's published runs: its operator's figures, its clock the SXM's
+-- (no step clock: none is published at its 500 W limit), and never offered as a card to rent
+do
+  local g = gpus.h100_hbm2e_96g
+  check(g.mem_bw_bytes_per_s == 2.4e12 and g.tdp_w == 500 and g.memory_bytes == 96 * 2^30,
+        "h100_hbm2e_96g: 96 GiB HBM2e at 2.4 TB/s, 500 W (torchtitan's hardware statement)")
+  check(g.step_clock_mhz == nil and g.peak_flops.bf16 == gpus.h100_sxm.peak_flops.bf16,
+        "h100_hbm2e_96g: the SXM's dense peak at its datasheet clock (no step clock at 500 W)")
+  check(type(g.fleet_only) == "string" and not report.usable():find("h100_hbm2e_96g", 1, true)
+        and report.usable():find("h100_sxm", 1, true) ~= nil,
+        "a fleet-only board is not among the larger cards to rent (vrsim.gpus_report usable)")
 end
 -- prices exist only with a source: the new cards without one have none
 for _, k in ipairs { "t4", "a10", "rtx4080", "rtx5080", "mi300x" } do check(prices[k] == nil, k .. ": no price without a source") end
@@ -105,7 +121,7 @@ local SPELLINGS = {
   ["rtx 4060 ti"] = "rtx4060ti_16g", ["4070 Ti Super"] = "rtx4070ti_super", ["RTX 6000 Ada"] = "rtx6000_ada",
   ["NVIDIA RTX 6000 Ada Generation"] = "rtx6000_ada", ["RTX A5000"] = "rtx_a5000", a6000 = "rtx_a6000",
   ["v100-16gb"] = "v100_16g", ["Tesla V100-SXM2-32GB"] = "v100_32g", b200 = "b200", ["NVIDIA B200"] = "b200",
-  ["MI300X"] = "mi300x", ["AMD Instinct MI300X"] = "mi300x", ["NVIDIA L40S"] = "l40s",
+  ["MI300X"] = "mi300x", ["H100 96GB"] = "h100_hbm2e_96g", ["H100 SXM5 96GB"] = "h100_hbm2e_96g", ["AMD Instinct MI300X"] = "mi300x", ["NVIDIA L40S"] = "l40s",
 }
 for typed, want in pairs(SPELLINGS) do
   local got, msg = plan.resolve_gpu(typed)
