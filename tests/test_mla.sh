@@ -87,6 +87,24 @@ n=$("$VRSIM" "$tmp/l.lua" --json --no-files 2>"$tmp/err" | field 'd["n_trainable
 if [ "$n" = 526336 ]; then ok "MLA LoRA: 526336 trainable, as peft counts"
 else bad "MLA LoRA: $n trainable (peft: 526336) $(cat "$tmp/err")"; fi
 
+#    LoRA on the routed experts' 3-D weights (target_parameters, lora.ParamWrapper, laid out as
+#    Mixtral's): V2-Lite cut to two layers (layer 1 MoE), r 8 on the attention and the experts,
+#    4,523,008 trainable as peft 0.21 counts (gate_up lora_A (8 x 64, 2048), lora_B (2816, 8 x 64);
+#    the shared experts are Linears, untouched); the folded stacks (64 x 2816 x 2048 and
+#    64 x 2048 x 1408 bf16) made each forward (captures/deepseek_v2_lite_l2_lora_experts)
+scn le v2-l2.json 'precision = "lora_bf16", optimizer = "adamw", lora = { r = 8, alpha = 16, dropout = 0,
+  targets = { "q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj" }, target_parameters = { "mlp.experts.gate_up_proj", "mlp.experts.down_proj" } }'
+"$VRSIM" "$tmp/le.lua" --json --no-files --alloc-trace "$tmp/le.csv" > "$tmp/le.json" 2>"$tmp/err"
+n=$(field 'd["n_trainable"]' < "$tmp/le.json")
+got=$(awk -F, '$3 == "alloc" && $7 ~ /^layers\.1\.mlp\.experts\.[a-z_]+\.lora_baddbmm$/ { printf "%s ", $5; if (++k == 2) exit }' "$tmp/le.csv" | sed 's/ $//')
+if [ "$n" = 4523008 ] && [ "$got" = "738197504 369098752" ]; then ok "DeepSeek expert LoRA (target_parameters): 4523008 trainable, as peft counts; the folded stacks"
+else bad "DeepSeek expert LoRA: $n trainable (peft: 4523008), folded '$got' $(cat "$tmp/err")"; fi
+#    the router's weight (fp32, DeepseekV2TopkRouter) through a ParamWrapper is not modelled
+scn lr v2-l2.json 'precision = "lora_bf16", lora = { dropout = 0, targets = { "q_proj" }, target_parameters = { "mlp.gate.weight" } }'
+"$VRSIM" "$tmp/lr.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q "router's weight (gate.weight) of Mixtral and Qwen3-MoE only" "$tmp/out"; then ok "DeepSeek router target_parameters: exit 2 naming it"
+else bad "DeepSeek router target_parameters: exit $rc: $(cat "$tmp/out")"; fi
+
 # 6. refused by name: the released FP8 checkpoint's quantization_config, SDPA (MLA's head dims),
 #    autocast, all-linear and MLP targets (peft turns them into target_parameters on the experts),
 #    rope_interleave false, an unknown topk_method, the load-balancing loss

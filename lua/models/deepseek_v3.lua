@@ -341,7 +341,10 @@ function F.MoE(cfg, pre, router_forward)
   local m = mod.new(cfg.classes.moe, moe_forward,
                     { opname = pre .. ".mlp",
                       moe = { experts = cfg.experts, top_k = cfg.top_k, intermediate = cfg.moe_intermediate } })
-  local ex = mod.new(cfg.classes.experts, nil, { opname = pre .. ".mlp.experts" })
+  -- param_lora: peft's target_parameters may wrap the routed experts' 3-D weights (laid out as
+  -- Mixtral's, run by moe.lua's experts_forward); the shared experts are plain Linears
+  local ex = mod.new(cfg.classes.experts, nil, { opname = pre .. ".mlp.experts",
+                                                 param_lora = { gate_up_proj = true, down_proj = true } })
   ex:declare("gate_up_proj", { cfg.experts, 2 * cfg.moe_intermediate, cfg.hidden })
   ex:declare("down_proj", { cfg.experts, cfg.hidden, cfg.moe_intermediate })
   m:add("experts", ex)
