@@ -564,8 +564,10 @@ function F.check_lora(lora, cfg)
   end
   if bad then
     error(("training.lora.targets: \"%s\" on %s: peft 0.21 converts the MLP targets of a transformers 5 "
-           .. "mixture-of-experts model into target_parameters on the experts' 3-D weights and the router "
-           .. "(lora.ParamWrapper), which is not modelled; name the attention's Linears, e.g. { %s }")
+           .. "mixture-of-experts model into target_parameters on the experts' 3-D weights and the fp32 router "
+           .. "(lora.ParamWrapper), a conversion not modelled for this family; name the attention's Linears, "
+           .. "e.g. { %s }, and the routed experts by training.lora.target_parameters = { "
+           .. "\"mlp.experts.gate_up_proj\", \"mlp.experts.down_proj\" }")
           :format(bad, cfg.classes.lm, cfg.classes == F.classes and F.lora_example
                   or require("models.deepseek_v2").lora_example), 0)
   end
