@@ -150,6 +150,10 @@ M.MOE_RENAMED = {
                           down_proj = "down_proj" },
                 fused = { "gate_proj", "up_proj" } },
 }
+-- DeepSeek V2/V3 by the qwen2_moe pattern, as Qwen3-MoE: the MLP names leave the dense layers'
+-- and shared experts' Linears too (their check_lora refuses the router's name and "all-linear")
+M.MOE_RENAMED.deepseek_v2 = M.MOE_RENAMED.qwen3_moe
+M.MOE_RENAMED.deepseek_v3 = M.MOE_RENAMED.qwen3_moe
 
 function M.convert_moe_targets(s, model_type, root, output)
   local conv = M.MOE_RENAMED[model_type]
