@@ -174,6 +174,15 @@ for kv in 'target_parameters = { "mlp.experts.gate_up_proj" }|does not work with
   else bad "target_parameters ${kv%%|*}: exit $rc: $(cat "$tmp/out")"; fi
 done
 
+#    docs/model-families.md's MoE worked example prints what vrsim makes of the block: its awk
+#    listing, run on the scenario's trace, is the output the guide shows
+"$VRSIM" scenarios/qwen3_30b_a3b_lora_experts_h100.lua --no-files --alloc-trace "$tmp/doc.csv" >/dev/null 2>"$tmp/err"
+awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp/ { printf "%.1f %s\n", $5 / 1048576, $7 }' "$tmp/doc.csv" > "$tmp/doc.got"
+sed -n '/^### Running a mixture-of-experts model/,/^- \*\*router/p' docs/model-families.md \
+  | sed -n '/^\$ awk/,/^```/p' | sed '1d;$d' > "$tmp/doc.want"
+if [ -s "$tmp/doc.want" ] && cmp -s "$tmp/doc.got" "$tmp/doc.want"; then ok "docs/model-families.md's MoE block listing is vrsim's output ($(wc -l < "$tmp/doc.want") lines)"
+else bad "docs/model-families.md's MoE block listing differs from vrsim's: $(diff "$tmp/doc.want" "$tmp/doc.got" | head -5)"; fi
+
 # 5. Qwen3-MoE: Qwen3-30B-A3B's parameters as transformers counts them (30,532,122,624); its
 #    router hands the weights back in bf16, so the weighting, reorder and sum are bf16 (Mixtral's
 #    fp32): transformers' forward allocations at 1 x 256 tokens, in order (fake tensors, 5.25)
