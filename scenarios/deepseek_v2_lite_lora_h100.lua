@@ -12,8 +12,9 @@
 --   their gradients (1600 MiB each) meet the weights. The attention is eager (vrsim refuses SDPA for
 --   MLA's 192 / 128 head dims, which its kernels are not modelled for), so without checkpointing
 --   every layer keeps its (16, 4096, 4096) fp32 probabilities (1 GiB) and micro-batch 1 runs out
---   of memory in layer 22. "all-linear" and MLP targets are refused: peft 0.21 turns them into
---   target_parameters on the experts' 3-D weights, which vrsim does not model.
+--   of memory in layer 22. "all-linear" is refused: peft 0.21 turns the router's name it includes
+--   into target_parameters on the fp32 router weight, which vrsim does not model (the MLP names
+--   become target_parameters on the routed experts, which it does).
 -- Not measured on a GPU: the layers' forward allocations match transformers 5.25 under fake
 -- tensors (validation/oracle/captures/deepseek_v2_lite_l2_bf16), the parameter count
 -- transformers' (tests/test_mla.sh).

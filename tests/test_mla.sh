@@ -87,6 +87,44 @@ n=$("$VRSIM" "$tmp/l.lua" --json --no-files 2>"$tmp/err" | field 'd["n_trainable
 if [ "$n" = 526336 ]; then ok "MLA LoRA: 526336 trainable, as peft counts"
 else bad "MLA LoRA: $n trainable (peft: 526336) $(cat "$tmp/err")"; fi
 
+#    LoRA on the routed experts' 3-D weights (target_parameters, lora.ParamWrapper, laid out as
+#    Mixtral's): V2-Lite cut to two layers (layer 1 MoE), r 8 on the attention and the experts,
+#    4,523,008 trainable as peft 0.21 counts (gate_up lora_A (8 x 64, 2048), lora_B (2816, 8 x 64);
+#    the shared experts are Linears, untouched); the folded stacks (64 x 2816 x 2048 and
+#    64 x 2048 x 1408 bf16) made each forward (captures/deepseek_v2_lite_l2_lora_experts)
+scn le v2-l2.json 'precision = "lora_bf16", optimizer = "adamw", lora = { r = 8, alpha = 16, dropout = 0,
+  targets = { "q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj" }, target_parameters = { "mlp.experts.gate_up_proj", "mlp.experts.down_proj" } }'
+"$VRSIM" "$tmp/le.lua" --json --no-files --alloc-trace "$tmp/le.csv" > "$tmp/le.json" 2>"$tmp/err"
+n=$(field 'd["n_trainable"]' < "$tmp/le.json")
+got=$(awk -F, '$3 == "alloc" && $7 ~ /^layers\.1\.mlp\.experts\.[a-z_]+\.lora_baddbmm$/ { printf "%s ", $5; if (++k == 2) exit }' "$tmp/le.csv" | sed 's/ $//')
+if [ "$n" = 4523008 ] && [ "$got" = "738197504 369098752" ]; then ok "DeepSeek expert LoRA (target_parameters): 4523008 trainable, as peft counts; the folded stacks"
+else bad "DeepSeek expert LoRA: $n trainable (peft: 4523008), folded '$got' $(cat "$tmp/err")"; fi
+#    the MLP names in targets, as peft 0.21 converts them (DeepSeek by the qwen2_moe pattern,
+#    captures/deepseek_v2_lite_l2_lora_mlp_names): gate_proj + up_proj become target_parameters
+#    gate_up_proj at twice the rank, down_proj down_proj, and they leave target_modules, so the
+#    dense layer's and the shared experts' MLP Linears get no adapter: 7,013,376 trainable with
+#    r 8 on the attention, as peft counts (the attention alone: 263,168), noted
+scn lm v2-l2.json 'precision = "lora_bf16", lora = { r = 8, alpha = 16, dropout = 0,
+  targets = { "q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj", "gate_proj", "up_proj", "down_proj" } }'
+"$VRSIM" "$tmp/lm.lua" --json --no-files > "$tmp/lm.json" 2>"$tmp/err"
+n=$(field 'd["n_trainable"]' < "$tmp/lm.json")
+note=$(field '" ".join(d["notes"])' < "$tmp/lm.json")
+case "$n $note" in
+  "7013376 "*"turns deepseek_v2's MLP names into target_parameters"*) ok "MLP names on DeepSeek-V2: peft's conversion to the routed experts (7013376 trainable), noted" ;;
+  *) bad "MLP names on DeepSeek-V2: $n trainable (peft: 7013376), notes: $note $(cat "$tmp/err")" ;;
+esac
+#    the router's name (and so "all-linear") becomes the fp32 gate.weight under a 2-D wrapper: not
+#    modelled, exit 2 naming it
+scn lg v2-l2.json 'precision = "lora_bf16", lora = { dropout = 0, targets = { "q_proj", "mlp.gate", "gate_proj", "up_proj" } }'
+"$VRSIM" "$tmp/lg.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q '"mlp.gate" on DeepseekV2ForCausalLM.*fp32 router weight gate.weight.*not modelled' "$tmp/out"; then ok "DeepSeek LoRA on the router's name: exit 2 naming it"
+else bad "DeepSeek LoRA on the router's name: exit $rc: $(cat "$tmp/out")"; fi
+#    the router's weight (fp32, DeepseekV2TopkRouter) through a ParamWrapper is not modelled
+scn lr v2-l2.json 'precision = "lora_bf16", lora = { dropout = 0, targets = { "q_proj" }, target_parameters = { "mlp.gate.weight" } }'
+"$VRSIM" "$tmp/lr.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q "router's weight (gate.weight) of Mixtral and Qwen3-MoE only" "$tmp/out"; then ok "DeepSeek router target_parameters: exit 2 naming it"
+else bad "DeepSeek router target_parameters: exit $rc: $(cat "$tmp/out")"; fi
+
 # 6. refused by name: the released FP8 checkpoint's quantization_config, SDPA (MLA's head dims),
 #    autocast, all-linear and MLP targets (peft turns them into target_parameters on the experts),
 #    rope_interleave false, an unknown topk_method, the load-balancing loss
@@ -100,7 +138,7 @@ refuse "FP8 quantization_config" deepseek-v3.json "" "quant_method fp8.*not mode
 refuse "SDPA" v2-l2.json 'attention = "sdpa"' "head dim (192) other than the values' (128)"
 refuse "amp_bf16" v2-l2.json 'precision = "amp_bf16"' "autocast.*not modelled"
 refuse "all-linear LoRA" v2-l2.json 'precision = "lora_bf16", lora = { targets = "all-linear" }' "all-linear.*target_parameters"
-refuse "LoRA on gate_proj" v2-l2.json 'precision = "lora_bf16", lora = { targets = { "q_proj", "gate_proj" } }' "gate_proj.*target_parameters"
+refuse "LoRA on gate_proj without up_proj" v2-l2.json 'precision = "lora_bf16", lora = { targets = { "q_proj", "gate_proj" } }' "cannot convert 'gate_proj' without 'up_proj'"
 edit v3-l2.json v3-ri.json 'd.update(rope_interleave=False)'
 refuse "rope_interleave false" v3-ri.json "" "rope_interleave = false.*not modelled"
 edit v2-l2.json v2-tm.json 'd.update(topk_method="noaux_tc")'

@@ -174,6 +174,15 @@ for kv in 'target_parameters = { "mlp.experts.gate_up_proj" }|does not work with
   else bad "target_parameters ${kv%%|*}: exit $rc: $(cat "$tmp/out")"; fi
 done
 
+#    docs/model-families.md's MoE worked example prints what vrsim makes of the block: its awk
+#    listing, run on the scenario's trace, is the output the guide shows
+"$VRSIM" scenarios/qwen3_30b_a3b_lora_experts_h100.lua --no-files --alloc-trace "$tmp/doc.csv" >/dev/null 2>"$tmp/err"
+awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp/ { printf "%.1f %s\n", $5 / 1048576, $7 }' "$tmp/doc.csv" > "$tmp/doc.got"
+sed -n '/^### Running a mixture-of-experts model/,/^- \*\*router/p' docs/model-families.md \
+  | sed -n '/^\$ awk/,/^```/p' | sed '1d;$d' > "$tmp/doc.want"
+if [ -s "$tmp/doc.want" ] && cmp -s "$tmp/doc.got" "$tmp/doc.want"; then ok "docs/model-families.md's MoE block listing is vrsim's output ($(wc -l < "$tmp/doc.want") lines)"
+else bad "docs/model-families.md's MoE block listing differs from vrsim's: $(diff "$tmp/doc.want" "$tmp/doc.got" | head -5)"; fi
+
 # 5. Qwen3-MoE: Qwen3-30B-A3B's parameters as transformers counts them (30,532,122,624); its
 #    router hands the weights back in bf16, so the weighting, reorder and sum are bf16 (Mixtral's
 #    fp32): transformers' forward allocations at 1 x 256 tokens, in order (fake tensors, 5.25)
@@ -250,6 +259,28 @@ go glora g2.json 'precision = "lora_bf16", lora = { r = 16, targets = "all-linea
 n=$("$VRSIM" "$tmp/glora.lua" --json --no-files 2>"$tmp/err" | field 'd["n_trainable"]')
 if [ "$n" = 663552 ]; then ok "GPT-OSS all-linear LoRA: 663552 trainable, as peft counts"
 else bad "GPT-OSS all-linear LoRA: $n trainable (peft: 663552)"; fi
+#    LoRA on the experts' 3-D weights (target_parameters): GptOssExperts is_transposed (weights
+#    (experts, in, out)), so peft's ParamWrapper does not swap in and out: r 8 on q, k, v, o and
+#    the experts, 7,704,576 trainable in two layers as peft 0.21 counts (gate_up lora_A
+#    (8 x 32, 2880), lora_B (5760, 8 x 32)); each forward casts the factors, A.T (E, in, r) and
+#    B.T (E, r, out), checks the parametrization (a whole stack, dropped), outermost (down_proj)
+#    first, then folds gate_up (32 x 2880 x 5760 bf16) and down where the experts read them
+#    (captures/gpt_oss_20b_l2_lora_experts)
+go gexp g2.json 'precision = "lora_bf16", lora = { r = 8, alpha = 16, dropout = 0, targets = { "q_proj", "k_proj", "v_proj", "o_proj" },
+  target_parameters = { "mlp.experts.gate_up_proj", "mlp.experts.down_proj" } }'
+"$VRSIM" "$tmp/gexp.lua" --json --no-files --alloc-trace "$tmp/gexp.csv" > "$tmp/gexp.json" 2>"$tmp/err"
+n=$(field 'd["n_trainable"]' < "$tmp/gexp.json")
+if [ "$n" = 7704576 ]; then ok "GPT-OSS expert LoRA (target_parameters): 7704576 trainable, as peft counts"
+else bad "GPT-OSS expert LoRA: $n trainable (peft: 7704576) $(cat "$tmp/err")"; fi
+want="1474560 1474560 530841600 1474560 2949120 1061683200 1061683200 530841600"
+got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp\.experts\.[a-z_]+\.lora/ { printf "%s ", $5 }' "$tmp/gexp.csv" | sed 's/ $//')
+if [ "$got" = "$want" ]; then ok "GPT-OSS ParamWrapper forward: the transposed factors, the checks and the folded stacks, in peft's order"
+else bad "GPT-OSS ParamWrapper forward allocates: $got (peft: $want)"; fi
+#    backward: each factor's gradient comes back transposed, so both reshapes copy it (A's
+#    (256, 2880) fp32 included, where Qwen3-MoE's A is a plain view)
+got=$(awk -F, '$3 == "alloc" && $7 == "layers.0.mlp.experts.gate_up_proj.lora_A.reshape_t.backward" { print $5; exit }' "$tmp/gexp.csv")
+if [ "$got" = 2949120 ]; then ok "GPT-OSS expert LoRA backward: lora_A's reshape copies its transposed gradient"
+else bad "GPT-OSS expert LoRA backward: lora_A reshape copy '$got' (want 2949120)"; fi
 #    refused by name: the experts kept in MXFP4, fp16, autocast, flash attention, LoRA without targets
 python3 -c "import json, sys; d = json.load(open(sys.argv[1])); d['quantization_config']['dequantize'] = False; json.dump(d, open(sys.argv[2], 'w'))" \
   "$tmp/g2.json" "$tmp/gkeep.json"

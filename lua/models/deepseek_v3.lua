@@ -341,7 +341,10 @@ function F.MoE(cfg, pre, router_forward)
   local m = mod.new(cfg.classes.moe, moe_forward,
                     { opname = pre .. ".mlp",
                       moe = { experts = cfg.experts, top_k = cfg.top_k, intermediate = cfg.moe_intermediate } })
-  local ex = mod.new(cfg.classes.experts, nil, { opname = pre .. ".mlp.experts" })
+  -- param_lora: peft's target_parameters may wrap the routed experts' 3-D weights (laid out as
+  -- Mixtral's, run by moe.lua's experts_forward); the shared experts are plain Linears
+  local ex = mod.new(cfg.classes.experts, nil, { opname = pre .. ".mlp.experts",
+                                                 param_lora = { gate_up_proj = true, down_proj = true } })
   ex:declare("gate_up_proj", { cfg.experts, 2 * cfg.moe_intermediate, cfg.hidden })
   ex:declare("down_proj", { cfg.experts, cfg.hidden, cfg.moe_intermediate })
   m:add("experts", ex)
@@ -549,20 +552,21 @@ function F.attention(requested, notes, cfg)
 end
 
 -- peft 0.21 on transformers 5 (utils/transformers_weight_conversion.py, _convert_peft_config_moe)
--- turns the MLP names (gate_proj, up_proj, down_proj, and so "all-linear") into target_parameters
--- on the experts' 3-D gate_up_proj / down_proj and the router's weight (lora.ParamWrapper), which
--- is not modelled: refused by name; LoRA on the attention's Linears is.
+-- turns the MLP names (gate_proj, up_proj, down_proj) into target_parameters on the routed
+-- experts' 3-D gate_up_proj / down_proj (strategies/lora.lua convert_moe_targets, modelled), and
+-- the router's name (gate, and so "all-linear") into its fp32 gate.weight under a 2-D
+-- ParamWrapper, which is not modelled: refused by name.
 function F.check_lora(lora, cfg)
-  local moe_names = { gate_proj = true, up_proj = true, down_proj = true, gate = true, experts = true }
   local bad = lora.all_linear and "all-linear" or nil
   for _, t in ipairs(lora.targets or {}) do
-    local last = t:match("([^.]+)$")
-    if moe_names[last] then bad = bad or t end
+    if t:match("([^.]+)$") == "gate" then bad = bad or t end
   end
   if bad then
-    error(("training.lora.targets: \"%s\" on %s: peft 0.21 converts the MLP targets of a transformers 5 "
-           .. "mixture-of-experts model into target_parameters on the experts' 3-D weights and the router "
-           .. "(lora.ParamWrapper), which is not modelled; name the attention's Linears, e.g. { %s }")
+    error(("training.lora.targets: \"%s\" on %s: peft 0.21 converts the router's name (\"all-linear\" "
+           .. "includes it) into target_parameters on the fp32 router weight gate.weight (a 2-D "
+           .. "lora.ParamWrapper), which is not modelled for this family; name the attention's Linears, "
+           .. "e.g. { %s }, and the MLP names (gate_proj, up_proj, down_proj: converted to the routed "
+           .. "experts' target_parameters) or training.lora.target_parameters")
           :format(bad, cfg.classes.lm, cfg.classes == F.classes and F.lora_example
                   or require("models.deepseek_v2").lora_example), 0)
   end

@@ -30,8 +30,9 @@
 -- them (`"dequantize": false`) is refused by name.
 --
 -- Not modelled (an error naming it): fp16 (_keep_in_fp32_modules then keeps the norms in fp32)
--- and autocast (amp_*), the load-balancing loss, the eager per-expert loop, LoRA on the experts'
--- 3-D parameters.
+-- and autocast (amp_*), the load-balancing loss, the eager per-expert loop. LoRA on the experts'
+-- 3-D parameters (peft's target_parameters) is strategies/lora.lua's fold, on the (experts, in,
+-- out) layout.
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 local llama = require "models.llama"
@@ -242,8 +243,16 @@ local function mlp_forward(cx, m, x)
   local scores = nn.op(cx, { name = pre .. ".router.softmax", kind = "softmax", inputs = { topv },
                              outs = { { pre .. ".router.scores", { t, k }, logits.dtype } }, save_outs = { 1 } })
 
-  -- grouped_mm_experts_forward (integrations/moe.py), as moe.lua's, with the biases
+  -- grouped_mm_experts_forward (integrations/moe.py), as moe.lua's, with the biases; under
+  -- target_parameters the wrappers' factors first (strategies/lora.lua)
   local P = pre .. ".experts"
+  local ex = m.children.experts
+  local lora = require "strategies.lora"
+  local proxies = lora.param_proxies(cx, pre, ex)
+  if proxies and cx.ep then
+    error(P .. ": LoRA on the experts' parameters (training.lora.target_parameters) with expert "
+          .. "parallelism is not modelled", 0)
+  end
   local weights = nn.view(cx, scores, { n }, pre .. ".sample_weights")
   local ids = nn.view(cx, topi, { n }, pre .. ".expert_ids")
   local ids_sorted, perm = moe.index_op(cx, pre .. ".sort", { ids },
@@ -255,9 +264,10 @@ local function mlp_forward(cx, m, x)
   local counts = moe.index_op(cx, pre .. ".histc", { ids32 }, { { pre .. ".tokens_per_expert", { ne }, "int32" } })
   local offsets = moe.index_op(cx, pre .. ".cumsum", { counts }, { { pre .. ".offsets", { ne }, "int32" } })
 
-  local ex = m.children.experts
+  -- (the first read of a wrapped weight folds its adapter in; the biases are not wrapped)
   local gu, gub = W(cx, ex.p.gate_up_proj), W(cx, ex.p.gate_up_proj_bias)
   local dp, dpb = W(cx, ex.p.down_proj), W(cx, ex.p.down_proj_bias)
+  gu = lora.param_weight(cx, proxies, "gate_up_proj", gu)
   -- `selected_biases = self.gate_up_proj_bias[expert_ids_g]`: one bias row per pair, bound until
   -- the down projection's replaces it
   local bias1 = moe.gather_rows(cx, P .. ".gate_up_bias", gub, ids_sorted, n)
@@ -265,6 +275,7 @@ local function mlp_forward(cx, m, x)
   local proj = moe.grouped_mm(cx, P .. ".gate_up_proj", sel, gu, offsets, true)
   proj = add_bias_(cx, P .. ".gate_up_bias_add_", proj, bias1)
   local gated = apply_gate(cx, P, proj, inter)
+  dp = lora.param_weight(cx, proxies, "down_proj", dp)
   local bias2 = moe.gather_rows(cx, P .. ".down_bias", dpb, ids_sorted, n)
   nn.release(cx, { bias1 }, P .. ": selected_biases reassigned")
   local gin = nn.to(cx, gated, dp.dtype, P .. ".down_input_cast")
@@ -284,7 +295,10 @@ local function mlp_forward(cx, m, x)
   local out = nn.to(cx, summed, x.dtype, pre .. ".final_hidden.to")
   -- the experts' forward returns (its int ids, counts, the down biases, the reordered rows and
   -- proj_out go), then the MLP (the router's logits)
-  nn.release(cx, { ids32, counts, bias2, reordered, down, logits }, pre .. ": returns")
+  nn.release(cx, { ids32, counts, bias2, reordered, down }, P .. ": returns")
+  -- parametrize.cached() holds each folded weight until the wrappers' forward returns
+  if proxies then nn.release(cx, { gu, dp }, P .. ": the parametrization cache clears") end
+  nn.release(cx, { logits }, pre .. ": returns")
   return nn.view(cx, out, { b, s, h }, pre .. ".out")
 end
 
@@ -297,7 +311,10 @@ local function MLP(cfg, pre)
   router:declare("weight", { cfg.experts, cfg.hidden })
   router:declare("bias", { cfg.experts })
   m:add("router", router)
-  local ex = mod.new(F.classes.experts, nil, { opname = pre .. ".mlp.experts" })
+  -- is_transposed: the weights laid out (experts, in, out) (use_experts_implementation's flag,
+  -- which peft's ParamWrapper reads too); param_lora: the two target_parameters may wrap
+  local ex = mod.new(F.classes.experts, nil, { opname = pre .. ".mlp.experts", is_transposed = true,
+                                               param_lora = { gate_up_proj = true, down_proj = true } })
   local e, h, i = cfg.experts, cfg.hidden, cfg.moe_intermediate
   ex:declare("gate_up_proj", { e, h, 2 * i })
   ex:declare("gate_up_proj_bias", { e, 2 * i })

@@ -150,6 +150,10 @@ M.MOE_RENAMED = {
                           down_proj = "down_proj" },
                 fused = { "gate_proj", "up_proj" } },
 }
+-- DeepSeek V2/V3 by the qwen2_moe pattern, as Qwen3-MoE: the MLP names leave the dense layers'
+-- and shared experts' Linears too (their check_lora refuses the router's name and "all-linear")
+M.MOE_RENAMED.deepseek_v2 = M.MOE_RENAMED.qwen3_moe
+M.MOE_RENAMED.deepseek_v3 = M.MOE_RENAMED.qwen3_moe
 
 function M.convert_moe_targets(s, model_type, root, output)
   local conv = M.MOE_RENAMED[model_type]
@@ -263,7 +267,8 @@ end
 -- "<module path>.<name>" equals a target or ends with "." .. target is wrapped by a
 -- lora.ParamWrapper; the parameters of one module are wrapped in their declaration order, each
 -- wrapper around the one before (the last-declared outermost). Only the 3-D experts of the
--- grouped_mm experts forward (models/moe.lua, which marks them `param_lora`) are modelled;
+-- grouped_mm experts forward (models/moe.lua, gpt_oss.lua, deepseek_v3.lua mark them
+-- `param_lora`) and the 2-D router weight moe.lua marks are modelled;
 -- a target that matches no parameter is an error, as in peft.
 function M.apply_parameters(root, s)
   if #s.target_parameters == 0 then return end
@@ -281,7 +286,8 @@ function M.apply_parameters(root, s)
           if not (m.param_lora and m.param_lora[d.key]) then
             error(("training.lora.target_parameters: '%s' matches %s (%s, shape %s): peft's lora.ParamWrapper "
                    .. "is modelled on the 3-D experts of the grouped_mm experts forward (gate_up_proj, "
-                   .. "down_proj) and the router's weight (gate.weight) of Mixtral and Qwen3-MoE only")
+                   .. "down_proj: Mixtral, Qwen3-MoE, GPT-OSS, DeepSeek V2/V3's routed experts) and the "
+                   .. "router's weight (gate.weight) of Mixtral and Qwen3-MoE only")
                   :format(t, key, m.cls, table.concat(d.shape, " x ")), 0)
           end
           m.lora_params = m.lora_params or {}
@@ -313,7 +319,8 @@ function M.materialize(cx, hit, prefix)
 end
 
 -- The adapter of a wrapped 3-D parameter (E, d1, d2) laid out (experts, out, in) as the
--- grouped_mm experts keep it (not is_transposed: ParamWrapper.update_layer swaps in and out):
+-- grouped_mm experts keep it (not is_transposed: ParamWrapper.update_layer swaps in and out), or
+-- (experts, in, out) where the experts module is_transposed (GPT-OSS's: no swap):
 -- lora_A = Linear(in, r * E), lora_B = Linear(r * E, out), one rank-r pair per expert. The
 -- innermost wrapper's adapters sit under as many ".base_layer" as wrappers around it.
 function M.materialize_parameters(cx, m, prefix)
@@ -322,6 +329,7 @@ function M.materialize_parameters(cx, m, prefix)
     local s = lp.cfg
     -- (a 2-D weight (out, in) is one "expert": _get_in_out_features)
     local e, out, inn = lp.shape[1], lp.shape[2], lp.shape[3]
+    if m.is_transposed then out, inn = inn, out end
     if #lp.shape == 2 then e, out, inn = 1, lp.shape[1], lp.shape[2] end
     local base = prefix .. m.path .. (".base_layer"):rep(n - i) .. "."
     lp.A = nn.param(cx, base .. "lora_A.default.weight", { lp.r * e, inn }, s.dtype, true)
@@ -367,12 +375,25 @@ function M.param_proxies(cx, pre, ex)
     local e, out, inn, r = lp.shape[1], lp.shape[2], lp.shape[3], lp.r
     local name = pre .. ".experts." .. lp.key
     local A, B = mod.weight(cx, lp.A), mod.weight(cx, lp.B)
-    -- weight_B.reshape(out, r, E).permute(2, 0, 1): the reshape's backward copies the permuted
-    -- gradient back to (out, r * E) (a clone of B's size)
-    local bv = nn.view_op(cx, name .. ".lora_B.permute", B, { e, out, r })
-    local av = nn.view(cx, A, { e, r, inn }, name .. ".lora_A.reshape")
-    local lhs = nn.to(cx, bv, w.dtype, name .. ".lora_lhs")
-    local rhs = nn.to(cx, av, w.dtype, name .. ".lora_rhs")
+    local lhs, rhs
+    if ex.is_transposed then
+      -- W is (E, in, out): lhs = A.reshape(E, r, in).transpose(-2, -1) (E, in, r) and rhs =
+      -- B.reshape(out, r, E).permute(2, 0, 1).transpose(-2, -1) (E, r, out); the casts keep the
+      -- transposed strides, so each factor's contiguous gradient comes back transposed and its
+      -- reshape's backward copies it (a clone of A's size, and of B's)
+      inn, out = lp.shape[2], lp.shape[3]
+      local at = nn.view_op(cx, name .. ".lora_A.reshape_t", A, { e, inn, r })
+      local bt = nn.view_op(cx, name .. ".lora_B.permute_t", B, { e, r, out })
+      lhs = nn.to(cx, at, w.dtype, name .. ".lora_lhs")
+      rhs = nn.to(cx, bt, w.dtype, name .. ".lora_rhs")
+    else
+      -- weight_B.reshape(out, r, E).permute(2, 0, 1): the reshape's backward copies the permuted
+      -- gradient back to (out, r * E) (a clone of B's size)
+      local bv = nn.view_op(cx, name .. ".lora_B.permute", B, { e, out, r })
+      local av = nn.view(cx, A, { e, r, inn }, name .. ".lora_A.reshape")
+      lhs = nn.to(cx, bv, w.dtype, name .. ".lora_lhs")
+      rhs = nn.to(cx, av, w.dtype, name .. ".lora_rhs")
+    end
     local wb = nn.bytes(w.shape, w.dtype)
     nn.op(cx, { name = name .. ".lora_check", kind = "mm", inputs = { w, lhs, rhs },
                 workspace = { wb }, grads = { "none", "none", "none" },
