@@ -87,7 +87,7 @@ n=$("$VRSIM" "$tmp/l.lua" --json --no-files 2>"$tmp/err" | field 'd["n_trainable
 if [ "$n" = 526336 ]; then ok "MLA LoRA: 526336 trainable, as peft counts"
 else bad "MLA LoRA: $n trainable (peft: 526336) $(cat "$tmp/err")"; fi
 
-# 6. refused by name: the released FP8 checkpoint's quantization_config, SDPA (MLA's head dims),
+# 6. refused by name: the released FP8 checkpoint's quantization_config, flash attention (MLA's head dims),
 #    autocast, all-linear and MLP targets (peft turns them into target_parameters on the experts),
 #    rope_interleave false, an unknown topk_method, the load-balancing loss
 refuse() { # label config training-fields pattern
@@ -97,7 +97,7 @@ refuse() { # label config training-fields pattern
   else bad "$1: exit $rc: $(cat "$tmp/out")"; fi
 }
 refuse "FP8 quantization_config" deepseek-v3.json "" "quant_method fp8.*not modelled"
-refuse "SDPA" v2-l2.json 'attention = "sdpa"' "head dim (192) other than the values' (128)"
+refuse "flash attention" v2-l2.json 'attention = "flash"' "head dim (192) other than the values' (128), which flash attention does not take"
 refuse "amp_bf16" v2-l2.json 'precision = "amp_bf16"' "autocast.*not modelled"
 refuse "all-linear LoRA" v2-l2.json 'precision = "lora_bf16", lora = { targets = "all-linear" }' "all-linear.*target_parameters"
 refuse "LoRA on gate_proj" v2-l2.json 'precision = "lora_bf16", lora = { targets = { "q_proj", "gate_proj" } }' "gate_proj.*target_parameters"
