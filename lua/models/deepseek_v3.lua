@@ -159,7 +159,9 @@ local function mla_forward(cx, m, hn, cos, sin, mask)
   local k_rot4 = nn.view(cx, k_rot, { b, 1, s, dr }, pre .. ".k_rot")
   local q_re, k_re
   if a.rope_complex then
-    q_re, k_re = require("models.deepseek_v2").rotary_complex(cx, pre, q_rot, k_rot4, cos)
+    local permuted = r.attention ~= "eager"
+      and nn.sdpa_backend(cx.arch, dt, r.attention, { qk = dq, v = dv }) == "mem_efficient"
+    q_re, k_re = require("models.deepseek_v2").rotary_complex(cx, pre, q_rot, k_rot4, cos, permuted)
   else
     local ch, sh = half_tables(cx, cos, sin)
     q_re = rotary_interleave(cx, pre .. ".q_rotary", q_rot, ch, sh)
@@ -415,6 +417,15 @@ local function model_forward(cx, m, ids)
     error(("training.data with %s on %s under SDPA is not modelled (the attention mask it needs is not built "
            .. "for the multi-head latent attention)"):format(r.data.padded and "padded batches" or "packed batches",
                                                            cfg.classes.lm), 0)
+  end
+  local dq = cfg.qk_nope + cfg.qk_rope
+  if r.attention ~= "eager" and not r.mla_noted
+     and nn.sdpa_backend(cx.arch, dt, r.attention, { qk = dq, v = cfg.v_head }) == "mem_efficient" then
+    r.mla_noted = true
+    cx.notes[#cx.notes + 1] = ("SDPA on %s's query/key head dim %d and value head dim %d runs the memory-efficient "
+      .. "kernel on this GPU: its forward (output, logsumexp, fp32 output accumulator) is modelled, its "
+      .. "backward's own buffers (the row deltas, the split-key gradient accumulators) are not"):format(
+      cfg.classes.lm, dq, cfg.v_head)
   end
   if cx.gen or r.decode or cx.cp then
     error(("%s under SDPA: %s is not modelled for the multi-head latent attention"):format(cfg.classes.lm,

@@ -12,7 +12,7 @@ return function(nn)
   --   flash: the output and an fp32 logsumexp per row; backward dq, dk, dv, an fp32 dq
   --     accumulator and an fp32 row statistic
   --   memory-efficient (fp32, or a mask with flash chosen): the output, a logsumexp padded to a
-  --     multiple of 32 rows, the philox state
+  --     multiple of 32 rows, the philox state; an fp32 output accumulator for head dims above 128
   -- A boolean mask: convert_boolean_attn_mask makes an additive mask in q's dtype (a new tensor
   -- each call), which the fused kernel keeps for backward (ScaledDotProduct{Cudnn,Efficient}
   -- AttentionBackward0 save attn_bias); flash attention takes no mask, so PyTorch picks cuDNN
@@ -62,11 +62,17 @@ return function(nn)
     end
     if backend == "mem_efficient" then
       local lse_shape = { b, h, (s + 31) // 32 * 32 }
+      -- a head dim above 128 takes the cutlassF kernel of unbounded kMaxK, which does not keep
+      -- the output in registers: in 16 bits it writes an fp32 (b, s, h, v) accumulator first
+      -- (attention.cu _efficient_attention_forward: output_accum when
+      -- kNeedsOutputAccumulatorBuffer), freed as the kernel returns
+      local ws
+      if dt ~= "fp32" and math.max(d, dv) > 128 then ws = { nn.numel(out_shape) * 4 } end
       return nn.op_sized(cx, {
         name = name .. ".sdpa_mem_efficient", kind = "attention_mem_efficient" .. variant, inputs = inputs,
         outs = { { name .. ".attn_out", out_shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
                  { name .. ".philox", { 2 }, "int64", no_grad = true } },
-        save_outs = { 1, 2, 3 }, saves = saves, grads = grads, frees = frees,
+        save_outs = { 1, 2, 3 }, saves = saves, grads = grads, frees = frees, workspace = ws,
         flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
     end
     if backend == "flash" then
