@@ -263,8 +263,9 @@ function nn.sdpa_backend(arch, dtype, forced, dims)
     end
     if forced == "cudnn" and not cudnn_ok then
       error(("training.attention = \"cudnn\": cuDNN attention with a query/key head dim of %d and a value "
-             .. "head dim of %d is not modelled on this GPU (sm90 takes up to 256, sm100 192 / 128 only, "
-             .. "others 128; use \"sdpa\")"):format(dims.qk, dims.v), 0)
+             .. "head dim of %d: sdp_utils.cpp check_cudnn_tensor_shapes takes head dims above 128 on sm90 "
+             .. "(up to 256) and sm100 (192 / 128 only) alone, and no other modelled case (use \"sdpa\")")
+            :format(dims.qk, dims.v), 0)
     end
     if forced == "cudnn" or forced == "mem_efficient" then return forced end
     if arch == "hopper" and dtype ~= "fp32" and not cudnn_ok then
