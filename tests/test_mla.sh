@@ -120,6 +120,7 @@ if [ "$n" = 526336 ]; then ok "MLA LoRA: 526336 trainable, as peft counts"
 else bad "MLA LoRA: $n trainable (peft: 526336) $(cat "$tmp/err")"; fi
 
 # 6. refused by name: the released FP8 checkpoint's quantization_config, flash attention (MLA's head dims),
+#    cuDNN forced off the Hopper class, pipeline parallelism, padded batches under SDPA,
 #    autocast, all-linear and MLP targets (peft turns them into target_parameters on the experts),
 #    rope_interleave false, an unknown topk_method, the load-balancing loss
 refuse() { # label config training-fields pattern
@@ -135,6 +136,11 @@ sed -i 's/gpu = "h200"/gpu = "a100_80g"/' "$tmp/r.lua"
 "$VRSIM" "$tmp/r.lua" --no-files >"$tmp/out" 2>&1; rc=$?
 if [ $rc = 2 ] && grep -q "check_cudnn_tensor_shapes" "$tmp/out"; then ok "forced cuDNN on an A100 at 192 / 128: exit 2 naming it"
 else bad "forced cuDNN on an A100: exit $rc: $(cat "$tmp/out")"; fi
+scn r v2-l2.json 'parallel = { pp = 2 }'
+sed -i 's/gpu = "h200"/gpu = "h200", count = 2/' "$tmp/r.lua"
+"$VRSIM" "$tmp/r.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q "DeepseekV2ForCausalLM with pipeline parallelism.*not modelled" "$tmp/out"; then ok "pipeline parallelism: exit 2 naming it"
+else bad "pipeline parallelism: exit $rc: $(cat "$tmp/out")"; fi
 refuse "padded batches under SDPA" v2-l2.json 'attention = "sdpa", micro_batch = 2, seq = nil, data = { lengths = { 100, 200 }, batching = "pad" }' "padded batches on DeepseekV2ForCausalLM under SDPA is not modelled"
 refuse "amp_bf16" v2-l2.json 'precision = "amp_bf16"' "autocast.*not modelled"
 refuse "all-linear LoRA" v2-l2.json 'precision = "lora_bf16", lora = { targets = "all-linear" }' "all-linear.*target_parameters"

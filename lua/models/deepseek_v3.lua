@@ -398,6 +398,10 @@ local function model_forward(cx, m, ids)
   local r = cx.run
   local C = m.children
   local cfg = m.cfg
+  if r.stage then
+    -- (the stages' split of the tree and the stage forward are Llama's, models/llama.lua)
+    error(cfg.classes.lm .. " with pipeline parallelism (training.parallel.pp) is not modelled", 0)
+  end
   if cx.autocast then
     error(cfg.classes.lm .. " under autocast (amp_bf16, amp_fp16) is not modelled: use precision bf16 or lora_bf16", 0)
   end
