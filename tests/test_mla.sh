@@ -120,7 +120,7 @@ if [ "$n" = 526336 ]; then ok "MLA LoRA: 526336 trainable, as peft counts"
 else bad "MLA LoRA: $n trainable (peft: 526336) $(cat "$tmp/err")"; fi
 
 # 6. refused by name: the released FP8 checkpoint's quantization_config, flash attention (MLA's head dims),
-#    cuDNN forced off the Hopper class, pipeline parallelism, padded batches under SDPA,
+#    cuDNN forced off the Hopper class, pipeline parallelism, generation and padded batches under SDPA,
 #    autocast, all-linear and MLP targets (peft turns them into target_parameters on the experts),
 #    rope_interleave false, an unknown topk_method, the load-balancing loss
 refuse() { # label config training-fields pattern
@@ -141,6 +141,13 @@ sed -i 's/gpu = "h200"/gpu = "h200", count = 2/' "$tmp/r.lua"
 "$VRSIM" "$tmp/r.lua" --no-files >"$tmp/out" 2>&1; rc=$?
 if [ $rc = 2 ] && grep -q "DeepseekV2ForCausalLM with pipeline parallelism.*not modelled" "$tmp/out"; then ok "pipeline parallelism: exit 2 naming it"
 else bad "pipeline parallelism: exit $rc: $(cat "$tmp/out")"; fi
+cat > "$tmp/r.lua" <<EOS
+return { hardware = { gpu = "h200" }, model = { config = "v2-l2.json" },
+  training = { precision = "bf16", inference = true, attention = "sdpa", generate = { max_new_tokens = 4, prompt = 128 } } }
+EOS
+"$VRSIM" "$tmp/r.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q "generation (decode steps) is not modelled" "$tmp/out"; then ok "generation under SDPA: exit 2 naming it"
+else bad "generation under SDPA: exit $rc: $(cat "$tmp/out")"; fi
 refuse "padded batches under SDPA" v2-l2.json 'attention = "sdpa", micro_batch = 2, seq = nil, data = { lengths = { 100, 200 }, batching = "pad" }' "padded batches on DeepseekV2ForCausalLM under SDPA is not modelled"
 refuse "amp_bf16" v2-l2.json 'precision = "amp_bf16"' "autocast.*not modelled"
 refuse "all-linear LoRA" v2-l2.json 'precision = "lora_bf16", lora = { targets = "all-linear" }' "all-linear.*target_parameters"
