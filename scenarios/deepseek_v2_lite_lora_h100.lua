@@ -9,11 +9,12 @@
 --   them). Micro-batch 7 fits with 2.9 GiB to spare ("micro_batch = 7 fits (peak reserved 75.56
 --   GiB of 78.43 GiB, step 4446.0 ms, 6449 tokens/s); 8 does not"), micro-batch 1 with 40.8 GiB;
 --   the peak is the loss's backward, where the fp32 log-probabilities of 4096 x 102,400 logits and
---   their gradients (1600 MiB each) meet the weights. The attention is eager (vrsim refuses SDPA for
---   MLA's 192 / 128 head dims, which its kernels are not modelled for), so without checkpointing
---   every layer keeps its (16, 4096, 4096) fp32 probabilities (1 GiB) and micro-batch 1 runs out
---   of memory in layer 22. "all-linear" is refused: peft 0.21 turns the router's name it includes
---   into target_parameters on the fp32 router weight, which vrsim does not model (the MLP names
+--   their gradients (1600 MiB each) meet the weights. The attention is eager, as asked, so without
+--   checkpointing every layer keeps its (16, 4096, 4096) fp32 probabilities (1 GiB) and
+--   micro-batch 1 runs out of memory in layer 22; under SDPA (transformers' default: cuDNN
+--   attention on the H100 for MLA's 192 / 128 head dims) it fits without checkpointing.
+--   "all-linear" is refused: peft 0.21 turns the router's name it includes into
+--   target_parameters on the fp32 router weight, which vrsim does not model (the MLP names
 --   become target_parameters on the routed experts, which it does).
 -- Not measured on a GPU: the layers' forward allocations match transformers 5.25 under fake
 -- tensors (validation/oracle/captures/deepseek_v2_lite_l2_bf16), the parameter count
@@ -26,6 +27,8 @@
 --   FITS: peak reserved 75.56 GiB of 78.43 GiB usable (96.3 %), 2.87 GiB headroom
 --   $ ./vrsim scenarios/deepseek_v2_lite_lora_h100.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.22.self_attn.softmax'
+--   $ ./vrsim scenarios/deepseek_v2_lite_lora_h100.lua --set attention=sdpa --set checkpointing=false
+--   FITS: peak reserved 52.97 GiB of 78.43 GiB usable (67.5 %), 25.46 GiB headroom
 return {
   title = "DeepSeek-V2-Lite, LoRA r16 on the latent attention, on one 80 GB H100 at 4096 tokens",
   hardware = { gpu = "h100_sxm" },

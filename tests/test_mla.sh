@@ -72,6 +72,38 @@ attn() { # config want label
 attn v3-l2.json "786432 1572864 1572864 1024 1024 1024 1572864 786432 786432 12582912 294912 524288 524288 1024 1024 1024 524288 262144 262144 2097152 2097152 2097152 2097152 2097152 2097152 4194304 16384 16384 16384 16384 16384 16384 32768 262144 32768 12582912 16777216 12582912 16777216 16777216 16777216 33554432 33554432 16777216 8388608 8388608 3670016" "DeepSeek-V3 MLA (q_lora_rank 1536)"
 attn v2-l2.json "1572864 294912 524288 524288 1024 1024 1024 524288 262144 262144 1048576 65536 1048576 524288 65536 32768 262144 32768 1572864 2097152 1572864 2097152 2097152 2097152 4194304 4194304 2097152 1048576 1048576 1048576" "DeepSeek-V2-Lite MLA (q_proj, complex rotary)"
 
+# 3b. the same under SDPA (transformers' default), on an H200: after the keys, cuDNN attention on
+#    the 192 / 128 head dims (the two int64 philox tensors, the (b, heads, s, 128) output, the fp32
+#    row statistic, the 256-byte workspace), then sdpa_attention_forward's transpose(1, 2)
+#    .contiguous(), a copy (the output has the query's (b, heads, s, d) layout), and o_proj, as
+#    the captures deepseek_*_l2_bf16_sdpa have them (the capture's meta function returns the
+#    philox tensors after the output; the kernel's workspace is CUDA-only)
+scn() { # name config [training fields]
+  cat > "$tmp/$1.lua" <<EOS
+return { hardware = { gpu = "h200" }, model = { config = "$2" },
+  training = { micro_batch = 1, seq = 256, precision = "bf16", steps = 2, optimizer = "sgd", $3 } }
+EOS
+}
+attn v3-l2.json "786432 1572864 1572864 1024 1024 1024 1572864 786432 786432 12582912 294912 524288 524288 1024 1024 1024 524288 262144 262144 2097152 2097152 2097152 2097152 2097152 2097152 4194304 16384 16384 16384 16384 16384 16384 32768 262144 32768 12582912 16777216 12582912 8 8 8388608 131072 256 8388608 3670016" "DeepSeek-V3 MLA under SDPA (cuDNN)"
+attn v2-l2.json "1572864 294912 524288 524288 1024 1024 1024 524288 262144 262144 1048576 65536 1048576 524288 65536 32768 262144 32768 1572864 2097152 1572864 8 8 1048576 16384 256 1048576 1048576" "DeepSeek-V2-Lite MLA under SDPA (cuDNN)"
+# on an A100 the memory-efficient kernel (flash takes one head dim only): its (b, s, heads, 128)
+# output, the logsumexp, the philox state and, above head dim 128, the fp32 output accumulator;
+# the transpose is a view. Noted: its backward's own buffers are not modelled.
+scn e v2-l2.json 'attention = "sdpa"'
+sed -i 's/gpu = "h200"/gpu = "a100_80g"/' "$tmp/e.lua"
+"$VRSIM" "$tmp/e.lua" --no-files --alloc-trace "$tmp/e.csv" >"$tmp/out" 2>&1
+got=$(awk -F, '$7 ~ /^layers\.1\.mlp/ { exit } $3 == "alloc" && $7 ~ /^layers\.1\.self_attn\.(sdpa|attn_transpose|o_proj$)/ { printf "%s ", $5 }' "$tmp/e.csv" | sed 's/ $//')
+want="1048576 16384 16 2097152 1048576"
+if [ "$got" = "$want" ] && grep -q "memory-efficient kernel on this GPU" "$tmp/out"; then
+  ok "A100: the memory-efficient kernel's allocations, no transpose copy, noted"
+else bad "A100 SDPA allocates: $got (expected: $want) $(cat "$tmp/out")"; fi
+scn() { # name config [training fields]
+  cat > "$tmp/$1.lua" <<EOS
+return { hardware = { gpu = "h200" }, model = { config = "$2" },
+  training = { micro_batch = 1, seq = 256, precision = "bf16", steps = 2, optimizer = "sgd", attention = "eager", $3 } }
+EOS
+}
+
 # 4. DeepSeek-V2-Lite's q_lora_rank is null: read as no query compression, noted
 scn n v2-l2.json
 note=$("$VRSIM" "$tmp/n.lua" --json --no-files 2>"$tmp/err" | field '" ".join(d["notes"])')
@@ -125,7 +157,8 @@ scn lr v2-l2.json 'precision = "lora_bf16", lora = { dropout = 0, targets = { "q
 if [ $rc = 2 ] && grep -q "router's weight (gate.weight) of Mixtral and Qwen3-MoE only" "$tmp/out"; then ok "DeepSeek router target_parameters: exit 2 naming it"
 else bad "DeepSeek router target_parameters: exit $rc: $(cat "$tmp/out")"; fi
 
-# 6. refused by name: the released FP8 checkpoint's quantization_config, SDPA (MLA's head dims),
+# 6. refused by name: the released FP8 checkpoint's quantization_config, flash attention (MLA's head dims),
+#    cuDNN forced off the Hopper class, pipeline parallelism, generation and padded batches under SDPA,
 #    autocast, all-linear and MLP targets (peft turns them into target_parameters on the experts),
 #    rope_interleave false, an unknown topk_method, the load-balancing loss
 refuse() { # label config training-fields pattern
@@ -135,7 +168,25 @@ refuse() { # label config training-fields pattern
   else bad "$1: exit $rc: $(cat "$tmp/out")"; fi
 }
 refuse "FP8 quantization_config" deepseek-v3.json "" "quant_method fp8.*not modelled"
-refuse "SDPA" v2-l2.json 'attention = "sdpa"' "head dim (192) other than the values' (128)"
+refuse "flash attention" v2-l2.json 'attention = "flash"' "head dim (192) other than the values' (128), which flash attention does not take"
+scn r v2-l2.json 'attention = "cudnn"'
+sed -i 's/gpu = "h200"/gpu = "a100_80g"/' "$tmp/r.lua"
+"$VRSIM" "$tmp/r.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q "check_cudnn_tensor_shapes" "$tmp/out"; then ok "forced cuDNN on an A100 at 192 / 128: exit 2 naming it"
+else bad "forced cuDNN on an A100: exit $rc: $(cat "$tmp/out")"; fi
+scn r v2-l2.json 'parallel = { pp = 2 }'
+sed -i 's/gpu = "h200"/gpu = "h200", count = 2/' "$tmp/r.lua"
+"$VRSIM" "$tmp/r.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q "DeepseekV2ForCausalLM with pipeline parallelism.*not modelled" "$tmp/out"; then ok "pipeline parallelism: exit 2 naming it"
+else bad "pipeline parallelism: exit $rc: $(cat "$tmp/out")"; fi
+cat > "$tmp/r.lua" <<EOS
+return { hardware = { gpu = "h200" }, model = { config = "v2-l2.json" },
+  training = { precision = "bf16", inference = true, attention = "sdpa", generate = { max_new_tokens = 4, prompt = 128 } } }
+EOS
+"$VRSIM" "$tmp/r.lua" --no-files >"$tmp/out" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q "generation (decode steps) is not modelled" "$tmp/out"; then ok "generation under SDPA: exit 2 naming it"
+else bad "generation under SDPA: exit $rc: $(cat "$tmp/out")"; fi
+refuse "padded batches under SDPA" v2-l2.json 'attention = "sdpa", micro_batch = 2, seq = nil, data = { lengths = { 100, 200 }, batching = "pad" }' "padded batches on DeepseekV2ForCausalLM under SDPA is not modelled"
 refuse "amp_bf16" v2-l2.json 'precision = "amp_bf16"' "autocast.*not modelled"
 refuse "all-linear LoRA" v2-l2.json 'precision = "lora_bf16", lora = { targets = "all-linear" }' "all-linear.*target_parameters"
 refuse "LoRA on gate_proj without up_proj" v2-l2.json 'precision = "lora_bf16", lora = { targets = { "q_proj", "gate_proj" } }' "cannot convert 'gate_proj' without 'up_proj'"

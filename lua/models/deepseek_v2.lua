@@ -54,20 +54,28 @@ end
 -- (fp32 copies, alive until the function returns), view_as_complex (views), `x_ * freqs_cis` (a
 -- complex64 product; MulBackward0 keeps freqs_cis), view_as_real(...).flatten(3).type_as(x): the
 -- cast back to the input's dtype, the product dropped.
-function F.rotary_complex(cx, pre, q, k, cis)
+-- q_grad_permuted: q's gradient comes back laid out as (b, s, heads, r) (the memory-efficient
+-- SDPA kernel's dq is made in its BMHK order; the query cat's backward slices it), so the
+-- type_as's backward (an fp32 copy keeping that order) is not contiguous and ViewAsRealBackward0
+-- (`view_as_complex(grad.contiguous())`) copies it once more, in fp32, before the product's
+-- backward (the oracle's deepseek_v2_lite_l2_bf16_sdpa_efficient).
+function F.rotary_complex(cx, pre, q, k, cis, q_grad_permuted)
   local q32 = nn.op(cx, { name = pre .. ".q_pe.float", kind = "cast_up", inputs = { q }, frees = {},
                           outs = { { pre .. ".q_pe_float", q.shape, "fp32" } }, grads = { { dtype = q.dtype } } })
   local k32 = nn.op(cx, { name = pre .. ".k_pe.float", kind = "cast_up", inputs = { k }, frees = {},
                           outs = { { pre .. ".k_pe_float", k.shape, "fp32" } }, grads = { { dtype = k.dtype } } })
-  local function rotate(x32, x, what)
+  local function rotate(x32, x, what, permuted)
+    -- its backward is grad * freqs_cis.conj(): the conjugate resolved into a copy first (after
+    -- the gradient's contiguous copy where it has one)
+    local ws = { nn.bytes(cis.shape, cis.dtype) }
+    if permuted then table.insert(ws, 1, nn.bytes(x32.shape, "fp32")) end
     local c = nn.op(cx, { name = pre .. "." .. what .. "_rotary", kind = "broadcast", inputs = { x32, cis },
                           outs = { { pre .. "." .. what .. "_rotary (complex64)", x32.shape, "fp32" } },
                           saves = { cis }, grads = { "new", "none" }, frees = {}, flops = 6 * nn.numel(x32.shape),
-                          -- its backward is grad * freqs_cis.conj(): the conjugate resolved into a copy first
-                          bwd_workspace = { nn.bytes(cis.shape, cis.dtype) }, bwd_workspace_first = true })
+                          bwd_workspace = ws, bwd_workspace_first = true })
     return nn.cast(cx, c, x.dtype, pre .. "." .. what .. "_rotary.type_as", pre .. "." .. what .. "_embed")
   end
-  local qe = rotate(q32, q, "q")
+  local qe = rotate(q32, q, "q", q_grad_permuted)
   local ke = rotate(k32, k, "k")
   -- the function's locals (the fp32 copies) go as it returns
   nn.release(cx, { q32, k32 }, pre .. ": apply_rotary_emb returns")

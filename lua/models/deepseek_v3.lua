@@ -21,8 +21,8 @@
 --     weighting), plus shared experts (an MLP of moe_intermediate_size x n_shared_experts) on
 --     the block's input, added.
 -- Attention: the MLA's query and key head dim (qk_nope + qk_rope, 192) differs from the values'
--- (128); vrsim's SDPA kernels are modelled for one head dim, so the default SDPA is refused by
--- name and eager attention (training.attention = "eager") is what is modelled.
+-- (128). SDPA (the default) runs cuDNN attention on Hopper and the memory-efficient kernel on
+-- other GPUs (flash takes one head dim only: nn.sdpa_backend); eager attention as above.
 -- Token routing: every tensor's size depends on tokens x top-k alone; the grouped GEMMs' time
 -- is taken as balanced over the experts (models/moe.lua).
 local nn = require "vrsim.nn"
@@ -106,6 +106,36 @@ local function split(cx, name, x, shapes)
   return table.unpack(outs)
 end
 
+-- sdpa_attention_forward (integrations/sdpa_attention.py) on the MLA's query and keys (b, heads,
+-- s, qk) and values (b, heads, s, v): every head its own keys, no mask (create_causal_mask gives
+-- SDPA none), so is_causal; the kernel nn.sdpa_backend picks for two head dims (cuDNN on Hopper,
+-- the memory-efficient kernel elsewhere). Then `attn_output.transpose(1, 2).contiguous()`: cuDNN
+-- writes its output in the query's layout (MHA.cpp alloc_with_matching_layout), and
+-- torch.cat((q_pass, q_rot)) made the query contiguous in (b, heads, s, qk): the transpose is a
+-- copy, which o_proj keeps for its weight gradient while the kernel keeps its own output; its
+-- gradient reaches the kernel as a transposed view (cuDNN 9.5.1 and above take any strides with
+-- a unit innermost one). The memory-efficient kernel writes (b, s, heads, v) (attention.cu
+-- at::empty({B, M, num_heads, Kv})): the transpose is a view. reshape(b, s, -1).contiguous()
+-- is a view either way.
+local function sdpa_forward(cx, m, query, key, value, locals)
+  local r = cx.run
+  local b, s = r.batch, r.seq
+  local H, dv = m.mla.heads, m.mla.v
+  local name, pre = m.opname, m.lpre
+  local impl = r.attention
+  local o = nn.sdpa(cx, name, query, key, value, { impl = impl, causal = true })
+  local ot
+  if nn.sdpa_backend(cx.arch, query.dtype, impl, { qk = query.shape[4], v = dv }) == "mem_efficient" then
+    ot = nn.view(cx, o, { b, s, H * dv }, name .. ".attn_out_t")
+  else
+    ot = nn.op(cx, { name = name .. ".attn_transpose", inputs = { o },
+                     outs = { { name .. ".attn_out_t", { b, s, H * dv }, o.dtype } }, grads = { { pass = 1 } } })
+  end
+  local out = mod.call(cx, m.children.o_proj, ot)
+  nn.release(cx, locals, pre .. ": self_attn returns")
+  return out, nil
+end
+
 -- DeepseekV3Attention.forward(hidden_states, position_embeddings, attention_mask): cos and sin are
 -- V3's tables, or (V2) cos the complex freqs_cis and sin nil.
 local function mla_forward(cx, m, hn, cos, sin, mask)
@@ -129,7 +159,9 @@ local function mla_forward(cx, m, hn, cos, sin, mask)
   local k_rot4 = nn.view(cx, k_rot, { b, 1, s, dr }, pre .. ".k_rot")
   local q_re, k_re
   if a.rope_complex then
-    q_re, k_re = require("models.deepseek_v2").rotary_complex(cx, pre, q_rot, k_rot4, cos)
+    local permuted = r.attention ~= "eager"
+      and nn.sdpa_backend(cx.arch, dt, r.attention, { qk = dq, v = dv }) == "mem_efficient"
+    q_re, k_re = require("models.deepseek_v2").rotary_complex(cx, pre, q_rot, k_rot4, cos, permuted)
   else
     local ch, sh = half_tables(cx, cos, sin)
     q_re = rotary_interleave(cx, pre .. ".q_rotary", q_rot, ch, sh)
@@ -167,6 +199,7 @@ local function mla_forward(cx, m, hn, cos, sin, mask)
                           grads = { { bytes = nope, dtype = dt }, "new" },
                           bwd_workspace = { full, rot, rot, full }, bwd_workspace_first = true })
 
+  if r.attention ~= "eager" then return sdpa_forward(cx, m, query, key, value, { q_pass, query, key, kv_nope }) end
   -- eager_attention_forward (num_key_value_heads = heads: no repeat_kv)
   local ss = { b, H, s, s }
   local scores = nn.op(cx, { name = name .. ".qk", kind = "mm", inputs = { query, key },
@@ -368,6 +401,10 @@ local function model_forward(cx, m, ids)
   local r = cx.run
   local C = m.children
   local cfg = m.cfg
+  if r.stage then
+    -- (the stages' split of the tree and the stage forward are Llama's, models/llama.lua)
+    error(cfg.classes.lm .. " with pipeline parallelism (training.parallel.pp) is not modelled", 0)
+  end
   if cx.autocast then
     error(cfg.classes.lm .. " under autocast (amp_bf16, amp_fp16) is not modelled: use precision bf16 or lora_bf16", 0)
   end
@@ -378,7 +415,29 @@ local function model_forward(cx, m, ids)
                          outs = { { "position_ids.arange", { r.seq }, "int64", no_grad = true } } })
   local position_ids = nn.op(cx, { name = "position_ids", inputs = { ar },
                                    outs = { { "position_ids", { 1, r.seq }, "int64", no_grad = true } } })
-  local mask = require("models.gpt_oss").eager_mask(cx, r, "full_attention", nil, r.param_dtype)
+  -- create_causal_mask: eager's additive mask; none for SDPA (is_causal), which a padded or
+  -- packed batch would need
+  local mask
+  if r.attention == "eager" then
+    mask = require("models.gpt_oss").eager_mask(cx, r, "full_attention", nil, r.param_dtype)
+  elseif r.data and (r.data.padded or r.data.packed) then
+    error(("training.data with %s on %s under SDPA is not modelled (the attention mask it needs is not built "
+           .. "for the multi-head latent attention)"):format(r.data.padded and "padded batches" or "packed batches",
+                                                           cfg.classes.lm), 0)
+  end
+  local dq = cfg.qk_nope + cfg.qk_rope
+  if r.attention ~= "eager" and not r.mla_noted
+     and nn.sdpa_backend(cx.arch, dt, r.attention, { qk = dq, v = cfg.v_head }) == "mem_efficient" then
+    r.mla_noted = true
+    cx.notes[#cx.notes + 1] = ("SDPA on %s's query/key head dim %d and value head dim %d runs the memory-efficient "
+      .. "kernel on this GPU: its forward (output, logsumexp, fp32 output accumulator) is modelled, its "
+      .. "backward's own buffers (the row deltas, the split-key gradient accumulators) are not"):format(
+      cfg.classes.lm, dq, cfg.v_head)
+  end
+  if cx.gen or r.decode or cx.cp then
+    error(("%s under SDPA: %s is not modelled for the multi-head latent attention"):format(cfg.classes.lm,
+          cx.cp and "context parallelism (ring attention)" or "generation (decode steps)"), 0)
+  end
   local cos, sin
   if cfg.rope_complex then
     cos = require("models.deepseek_v2").rotary_tables(cx, position_ids, r.seq, cfg.qk_rope, r.param_dtype)
@@ -392,7 +451,7 @@ local function model_forward(cx, m, ids)
   end)
   for l = 0, cfg.layers - 1 do x = run(l, x) end
   local hf = mod.call(cx, C.norm, x)
-  nn.release(cx, { mask, position_ids }, m.cls .. ".forward returns")
+  nn.release(cx, mask and { mask, position_ids } or { position_ids }, m.cls .. ".forward returns")
   if hf ~= x then
     nn.release(cx, { x }, "model.norm: hidden_states reassigned")
     if r.inputs_embeds and r.inputs_embeds ~= x then
@@ -541,13 +600,18 @@ function F.config(hf, where)
   return c
 end
 
--- The attention implementation: eager only (see the header). Also the config's notes.
+-- The attention implementation: eager, or SDPA (transformers' default for these classes) and
+-- the SDPA backends it may be forced to (see the header); flash_attention_2 is not modelled.
+-- Also the config's notes.
 function F.attention(requested, notes, cfg)
   for _, n in ipairs(cfg.notes or {}) do notes[#notes + 1] = n end
-  if requested == "eager" then return "eager" end
+  if requested == "eager" or requested == "sdpa" or requested == "cudnn" or requested == "mem_efficient" then
+    return requested
+  end
   error(("training.attention = \"%s\": %s's multi-head latent attention has a query/key head dim (%d) other "
-         .. "than the values' (%d), and vrsim models SDPA's kernels for one head dim: SDPA (transformers' "
-         .. "default for this class), flash and flex attention are not modelled; use attention = \"eager\"")
+         .. "than the values' (%d), which flash attention does not take (transformers' flash_attention_2 "
+         .. "and SDPA's flash kernel alike); flex attention is not modelled either; use \"sdpa\" (the "
+         .. "default) or \"eager\"")
         :format(tostring(requested), cfg.classes.lm, cfg.qk_nope + cfg.qk_rope, cfg.v_head), 0)
 end
 

@@ -235,11 +235,45 @@ local PRE_AMPERE = { volta = true, turing = true, pascal = true }
 -- Hopper (the H200 traces show _cudnn_attention_forward), flash attention elsewhere. forced
 -- ("flash", "cudnn", "mem_efficient": training.attention) overrides the choice, where the GPU
 -- can run it (PyTorch raises "No available kernel" otherwise).
-function nn.sdpa_backend(arch, dtype, forced)
+-- dims, where the queries' and keys' head dim differs from the values' (multi-head latent
+-- attention: { qk = 192, v = 128 }): sdp_utils.cpp check_head_dim_size_flash wants one head dim
+-- for q, k and v, so flash never runs; check_cudnn_tensor_shapes takes each up to 256 on sm90
+-- (cuDNN 9.10 and above) and 192 / 128 exactly on sm100 and sm103 (cuDNN 9.11 and above), 128
+-- elsewhere; check_head_dim_size_mem_efficient wants q's equal to k's, each a multiple of 8 in
+-- 16 bits (4 in fp32). So the Hopper class runs cuDNN (its cuDNN order tries it first), every
+-- other GPU the memory-efficient kernel (flash, first in its order, is refused).
+function nn.sdpa_backend(arch, dtype, forced, dims)
   local pre_ampere = PRE_AMPERE[arch] or arch == "pre-ampere"
   if (forced == "flash" or forced == "cudnn") and pre_ampere then
     error(("training.attention = \"%s\": %s attention needs a GPU of compute capability 8.0 or above "
            .. "(Ampere), and this one is older (use \"sdpa\" or \"mem_efficient\")"):format(forced, forced), 0)
+  end
+  if dims and dims.qk ~= dims.v then
+    local align = dtype == "fp32" and 4 or 8
+    if dims.qk % align ~= 0 or dims.v % align ~= 0 then
+      error(("SDPA with a query/key head dim of %d and a value head dim of %d: no fused kernel takes head dims "
+             .. "that are not multiples of %d (PyTorch runs its math fallback, which is not modelled)")
+            :format(dims.qk, dims.v, align), 0)
+    end
+    local cudnn_ok = dtype ~= "fp32" and not pre_ampere
+      and ((dims.qk <= 128 and dims.v <= 128) or (arch == "hopper" and dims.qk == 192 and dims.v == 128))
+    if forced == "flash" then
+      error(("training.attention = \"flash\": flash attention needs one head dim for q, k and v, and this "
+             .. "attention's queries and keys have %d, its values %d (use \"sdpa\")"):format(dims.qk, dims.v), 0)
+    end
+    if forced == "cudnn" and not cudnn_ok then
+      error(("training.attention = \"cudnn\": cuDNN attention with a query/key head dim of %d and a value "
+             .. "head dim of %d: sdp_utils.cpp check_cudnn_tensor_shapes takes head dims above 128 on sm90 "
+             .. "(up to 256) and sm100 (192 / 128 only) alone, and no other modelled case (use \"sdpa\")")
+            :format(dims.qk, dims.v), 0)
+    end
+    if forced == "cudnn" or forced == "mem_efficient" then return forced end
+    if arch == "hopper" and dtype ~= "fp32" and not cudnn_ok then
+      error(("SDPA with a query/key head dim of %d and a value head dim of %d on the Hopper class: cuDNN "
+             .. "takes them on sm90 but not on sm100, which vrsim does not tell apart; not modelled")
+            :format(dims.qk, dims.v), 0)
+    end
+    return arch == "hopper" and cudnn_ok and "cudnn" or "mem_efficient"
   end
   if forced == "flash" or forced == "cudnn" or forced == "mem_efficient" then return forced end
   if dtype == "fp32" or pre_ampere then return "mem_efficient" end

@@ -260,6 +260,40 @@ do
   check(op_named(G, "att.sdpa_mem_efficient") ~= nil, "a V100's SDPA op is the memory-efficient kernel's")
 end
 
+do
+  -- queries and keys of one head dim, values of another (multi-head latent attention: 192 / 128):
+  -- flash wants one head dim (check_head_dim_size_flash), cuDNN takes 192 / 128 on the Hopper
+  -- class (check_cudnn_tensor_shapes), the memory-efficient kernel q's = k's and 8-aligned
+  local mla = { qk = 192, v = 128 }
+  check(nn.sdpa_backend(nn.arch_class("hopper"), "bf16", nil, mla) == "cudnn", "Hopper, 192 / 128: cuDNN attention")
+  check(nn.sdpa_backend(nn.arch_class("ampere"), "bf16", nil, mla) == "mem_efficient",
+        "Ampere, 192 / 128: flash refuses two head dims, the memory-efficient kernel runs")
+  check(nn.sdpa_backend(nn.arch_class("hopper"), "fp32", nil, mla) == "mem_efficient", "fp32, 192 / 128: memory-efficient")
+  local ok, msg = pcall(nn.sdpa_backend, nn.arch_class("hopper"), "bf16", "flash", mla)
+  check(not ok and tostring(msg):match("one head dim"), "forced flash on 192 / 128 is an error")
+  ok, msg = pcall(nn.sdpa_backend, nn.arch_class("ampere"), "bf16", "cudnn", mla)
+  check(not ok and tostring(msg):match("cuDNN attention with a query/key head dim of 192"),
+        "forced cuDNN on 192 / 128 off the Hopper class is an error")
+  ok, msg = pcall(nn.sdpa_backend, nn.arch_class("hopper"), "bf16", nil, { qk = 256, v = 192 })
+  check(not ok and tostring(msg):match("not modelled"), "Hopper class, 256 / 192 (sm90 and sm100 differ): refused")
+  local function two_dims(arch)
+    local cx, G = context({ arch = arch })
+    local q, k = act(cx, "q", { 1, 4, 256, 192 }, "bf16", true), act(cx, "k", { 1, 4, 256, 192 }, "bf16", true)
+    local v = act(cx, "v", { 1, 4, 256, 128 }, "bf16", true)
+    local out = nn.sdpa(cx, "att", q, k, v, { causal = true })
+    return G, out
+  end
+  local G, out = two_dims("hopper")
+  local o = op_named(G, "att.sdpa_cudnn")
+  check(o and table.concat(out.shape, ",") == "1,4,256,128", "the output has the values' head dim")
+  check(o and o.bwd_workspace[1] == 4 * 256 * 192 * 4 + 4 * 256 * 4 + 256, "cuDNN's fp32 dq accumulator is q's size")
+  check(o and o.flops == 2 * 4 * 256 * 256 * (192 + 128) / 2, "scores at q's head dim, output at v's")
+  G, out = two_dims("other")
+  o = op_named(G, "att.sdpa_mem_efficient")
+  check(o and out.shape[4] == 128 and o.workspace and o.workspace[1] == 256 * 4 * 128 * 4,
+        "memory-efficient above head dim 128: an fp32 output accumulator of (b, s, h, v)")
+end
+
 -- products, launches -------------------------------------------------------------------------
 do
   local cx, G = context({ measured_launches = true })

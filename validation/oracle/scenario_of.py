@@ -60,6 +60,9 @@ def scenario(spec):
     if spec.get("layers"):
         model["layers"] = int(spec["layers"])
     training = {k: spec[k] for k in FIELDS if k in spec}
+    # an SDPA backend other than the H200's cuDNN, chosen in the spec: the scenario forces it
+    if spec.get("attention", "sdpa") == "sdpa" and spec.get("sdpa_backend") in ("efficient", "flash"):
+        training["attention"] = {"efficient": "mem_efficient", "flash": "flash"}[spec["sdpa_backend"]]
     training.setdefault("steps", 2)
     # capture.py builds from_config in fp32 then casts unless the spec says direct; vrsim's default
     # is from_pretrained's direct build, so the scenario says which (where the dtype makes it matter)

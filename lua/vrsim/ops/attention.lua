@@ -12,7 +12,7 @@ return function(nn)
   --   flash: the output and an fp32 logsumexp per row; backward dq, dk, dv, an fp32 dq
   --     accumulator and an fp32 row statistic
   --   memory-efficient (fp32, or a mask with flash chosen): the output, a logsumexp padded to a
-  --     multiple of 32 rows, the philox state
+  --     multiple of 32 rows, the philox state; an fp32 output accumulator for head dims above 128
   -- A boolean mask: convert_boolean_attn_mask makes an additive mask in q's dtype (a new tensor
   -- each call), which the fused kernel keeps for backward (ScaledDotProduct{Cudnn,Efficient}
   -- AttentionBackward0 save attn_bias); flash attention takes no mask, so PyTorch picks cuDNN
@@ -20,6 +20,9 @@ return function(nn)
   -- matrix is computed.
   -- Under autocast q, k, v are cast to the low dtype first (ops/autocast.lua): q, k, v, or with
   -- opts.cast_v_first v, k, q (ops/autocast.lua says why both stand).
+  -- The values may have a head dim of their own (multi-head latent attention: q and k 192, v
+  -- 128): the output and its gradient are (b, h, s, v's), the score matrix is q's by k's and the
+  -- output is probabilities by v's; nn.sdpa_backend says which kernel takes such shapes.
   -- opts: impl (a forced backend: "flash", "cudnn", "mem_efficient"; default cx.attention),
   -- causal (half the score matrix computed), mask (a boolean mask tensor), keep_input (the
   -- caller's frame keeps q, k, v), frees.
@@ -34,13 +37,14 @@ return function(nn)
     q, k, v = args[1], args[2], args[3]
     if cast then frees = opts.frees end
     local b, h, s, d = q.shape[1], q.shape[2], q.shape[3], q.shape[4]
-    local sk = k.shape[3]
-    local flops = 4 * b * h * s * sk * d
+    local sk, dv = k.shape[3], v.shape[4]
+    local out_shape = { b, h, s, dv }
+    local flops = 2 * b * h * s * sk * (d + dv)
     local mask = opts.mask
     if opts.causal and not mask then flops = flops / 2 end
     local dt = q.dtype
     local rg = (q.rg or k.rg or v.rg) and not cx.no_grad
-    local backend = nn.sdpa_backend(cx.arch, dt, opts.impl or cx.attention)
+    local backend = nn.sdpa_backend(cx.arch, dt, opts.impl or cx.attention, dv ~= d and { qk = d, v = dv } or nil)
     -- an additive mask (its kernels skip no block), or fewer keys than queries (cross-attention
     -- on text tokens): priced by curves of their own where the profile has them (sim/cost.h,
     -- cost_from_profile)
@@ -58,18 +62,24 @@ return function(nn)
     end
     if backend == "mem_efficient" then
       local lse_shape = { b, h, (s + 31) // 32 * 32 }
+      -- a head dim above 128 takes the cutlassF kernel of unbounded kMaxK, which does not keep
+      -- the output in registers: in 16 bits it writes an fp32 (b, s, h, v) accumulator first
+      -- (attention.cu _efficient_attention_forward: output_accum when
+      -- kNeedsOutputAccumulatorBuffer), freed as the kernel returns
+      local ws
+      if dt ~= "fp32" and math.max(d, dv) > 128 then ws = { nn.numel(out_shape) * 4 } end
       return nn.op_sized(cx, {
         name = name .. ".sdpa_mem_efficient", kind = "attention_mem_efficient" .. variant, inputs = inputs,
-        outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
+        outs = { { name .. ".attn_out", out_shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
                  { name .. ".philox", { 2 }, "int64", no_grad = true } },
-        save_outs = { 1, 2, 3 }, saves = saves, grads = grads, frees = frees,
+        save_outs = { 1, 2, 3 }, saves = saves, grads = grads, frees = frees, workspace = ws,
         flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
     end
     if backend == "flash" then
       local lse_shape = { b, h, s }
       return nn.op_sized(cx, {
         name = name .. ".sdpa_flash", kind = "attention_flash" .. variant, inputs = inputs,
-        outs = { { name .. ".attn_out", q.shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true } },
+        outs = { { name .. ".attn_out", out_shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true } },
         save_outs = { 1, 2 }, saves = saves, grad_order = { 1, 2, 3 }, frees = frees,
         bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") },
         flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
@@ -77,7 +87,7 @@ return function(nn)
     local lse_shape = { b, h, s }
     local seed = nn.new_tensor(cx, name .. ".philox_seed", { 1 }, "int64", false)
     local off = nn.new_tensor(cx, name .. ".philox_offset", { 1 }, "int64", false)
-    local out = nn.new_tensor(cx, name .. ".attn_out", q.shape, dt, rg)
+    local out = nn.new_tensor(cx, name .. ".attn_out", out_shape, dt, rg)
     local lse = nn.new_tensor(cx, name .. ".softmax_stats", lse_shape, "fp32", false)
   -- the backward's one workspace: an fp32 dq accumulator, the row statistic and 256 bytes; with
   -- fewer key/value heads than query heads (enable_gqa) the accumulator is twice that size
