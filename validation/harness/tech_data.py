@@ -25,8 +25,8 @@ so lua/vrsim/record.lua maps a record onto the scenario one to one.
         the outputs (entropy, mean logits, top-1 accuracy, rewards; .item() each), which keep the
         policy's outputs alive until they are read.
       trl.trainer.utils and trl.models.utils are TRL's own code: the import stands in for the
-      `datasets` (and, where missing, `pandas`) modules they name in their imports but do not call
-      on this path.
+      `datasets`, `pandas` and `pyarrow` modules (where missing) they name in their imports but
+      do not call on this path; the record's dpo_import_stubs lists those stood in for.
   data = {"lengths": [l1, ..., lb], "batching": "pad" | "padding_free", "order": "given"}
       `batch` sequences of the given lengths, every step the same batch (vrsim's order = "given"
       over exactly one micro-batch):
@@ -128,17 +128,22 @@ def _stub(name):
     return m
 
 
+# modules trl names in imports that the DPO path never calls, with the submodules it names
+_TRL_STUBS = {"datasets": ("datasets.fingerprint",), "pandas": (),
+              "pyarrow": ("pyarrow.types", "pyarrow.compute")}
+
+
 def _trl():
-    """TRL's helpers (trl.trainer.utils, trl.models.utils), importable without HF `datasets`."""
+    """TRL's helpers (trl.trainer.utils, trl.models.utils), importable without HF `datasets`,
+    pandas and pyarrow (stand-ins where they are missing). Returns them and the names stubbed."""
     stubbed = []
-    for name in ("datasets", "pandas"):
+    for name, subs in _TRL_STUBS.items():
         try:
             importlib.import_module(name)
         except ImportError:
-            sys.modules.pop(name, None)
-            sys.modules[name] = _stub(name)
-            if name == "datasets":
-                sys.modules["datasets.fingerprint"] = _stub("datasets.fingerprint")
+            for n in (name,) + subs:
+                sys.modules.pop(n, None)
+                sys.modules[n] = _stub(n)
             stubbed.append(name)
     from trl.trainer import utils as tu
     from trl.models import utils as mu
@@ -402,13 +407,13 @@ def cpu_check(plan):
     import os
     import subprocess
     here = os.path.dirname(os.path.abspath(__file__))
-    r = subprocess.run([sys.executable, "-c", "import sys; sys.modules['datasets'] = None; "
-                        "sys.modules['pandas'] = None; sys.path.insert(0, sys.argv[1]); import tech_data; "
+    r = subprocess.run([sys.executable, "-c", "import sys; sys.modules.update(dict.fromkeys(sys.argv[2:])); "
+                        "sys.path.insert(0, sys.argv[1]); import tech_data; "
                         "tu, mu, stubbed = tech_data._trl(); print(tu.add_fused_lm_head.__module__, "
-                        "mu.disable_gradient_checkpointing.__module__, stubbed)", here],
+                        "mu.disable_gradient_checkpointing.__module__, stubbed)", here, *_TRL_STUBS],
                        capture_output=True, text=True)
-    assert r.returncode == 0 and "['datasets', 'pandas']" in r.stdout, r.stderr[-2000:]
-    print(f"ok  trl without datasets and pandas: {r.stdout.strip().splitlines()[-1]}")
+    assert r.returncode == 0 and str(list(_TRL_STUBS)) in r.stdout, r.stderr[-2000:]
+    print(f"ok  trl without {', '.join(_TRL_STUBS)}: {r.stdout.strip().splitlines()[-1]}")
     for c in lines:
         worker_steps(c)
     lcfg = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_attention_heads=4,
