@@ -141,7 +141,7 @@ def context_figures(dev, idle_mib):
 
 # Python frames kept in a stacks trace: the innermost from these packages, innermost first
 FRAME_KEYS = ("transformers/", "peft/", "torch/nn/", "torch/amp/", "torch/optim/", "torch/utils/checkpoint",
-              "torch/autograd/", "measure_llama.py")
+              "torch/autograd/", "trl/", "measure_llama.py", "tech_data.py")
 
 
 def frames_of(e):
