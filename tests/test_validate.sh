@@ -167,25 +167,16 @@ KNOWN = {
         "host-bound; the tiny-op host_dispatch_scale overstates the H100 host's speed for the UNet's ops"),
     ("steps-r1024-b1_bf16_ckpt", "step_time"): (0.25,
         "host-bound; the tiny-op host_dispatch_scale overstates the H100 host's speed for the UNet's ops"),
-    # diffusion_h100_gen4.jsonl: measure_diffusers.py as it ran then built the transformer on the GPU
-    # (from_config under torch.device("cuda")) and did not cast it, where the scripts build on the
-    # CPU and call .to(device, dtype=weight_dtype); the harness does that now. Its allocator traces
-    # (fulltrace_gen4-sd35m-*) show both effects at embeddings.py (diffusers 0.42.1 PatchEmbed).
-    ("gen4-sd35m-l4-lora-r1024", "peak_allocated"): (0.14,
-        "the position table kept fp32 (embeddings.py:332, 864 MiB; cast by the script, 432 MiB as "
-        "vrsim has it: 13.2 % of the peak; vrsim is then 3 MiB over)"),
-    ("gen4-sd35m-l4-lora-r1024-ckpt", "peak_allocated"): (0.20,
-        "the position table kept fp32 (embeddings.py:332: 432 MiB, 18.9 % of the peak)"),
-    ("gen4-sd35m-l4-lora-r1024", "peak_reserved"): (0.37,
-        "the build's sin-cos table made on the GPU in float64 (embeddings.py:249-254 and 218: "
-        "segments of 432, 432, 432, 864 and 1728 MiB, 4776 MiB reserved after the build), and the "
-        "fp32 table"),
-    ("gen4-sd35m-l4-lora-r1024-ckpt", "peak_reserved"): (0.59,
-        "the build's float64 sin-cos table on the GPU (4776 MiB reserved after the build) and the "
-        "fp32 table"),
-    ("gen4-sd35m-l4-lora-r1024", "step_time"): (0.70,
-        "the run's own: steps 1-3 took 40.8, 44.7 and 130.0 ms (vrsim 40.9); the harness recorded "
-        "every allocation's Python stack (trace \"stacks\")"),
+    # diffusion_h100_gen5.jsonl, SD 3.5 Medium cut to 4 blocks: the harness recorded every
+    # allocation's Python stack through every step (trace "stacks"; it now stops after step 1),
+    # which slows the host of these 50-80 ms steps; their own steps 1-3 spread 12 % and 19 %
+    # (49.6, 52.6, 55.7 ms and 80.8, 76.4, 68.1 ms: validation/results/logs/gen5_h100_call1.log)
+    ("gen4-sd35m-l4-lora-r1024", "step_time"): (0.30,
+        "host slowed by the harness's stack recording of every allocation; steps 49.6-55.7 ms"),
+    ("gen4-sd35m-l4-lora-r1024-ckpt", "step_time"): (0.35,
+        "host slowed by the harness's stack recording of every allocation; steps 68.1-80.8 ms"),
+    ("gen4-sd15-unet-ampbf16-r512-b4-ckpt", "step_time"): (0.25,
+        "the same host-bound UNet under the harness's stack recording; steps 371.4, 295.0, 268.2 ms"),
     ("gen4-sd15-unet-ampbf16-r512-b4", "step_time"): (0.55,
         "host-bound under the harness's trace \"stacks\" (a Python stack recorded for each of the "
         "step's allocations: foreach AdamW over 686 fp32 tensors) on the H100 host whose speed for "

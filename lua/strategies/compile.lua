@@ -97,20 +97,12 @@ function M.check(t, mc)
   end
   if t.float8 then
     local recipe = type(t.float8) == "table" and t.float8.recipe or "tensorwise"
-    if recipe ~= "tensorwise" then
-      return ("training.compile with training.float8 recipe %s is not modelled (the fused casts are "
-              .. "built for tensorwise scaling)"):format(recipe)
-    end
-    if not t.checkpointing then
-      -- AOTAutograd's partitioner (validation/oracle/captures/compile_llama2_7b_l1.json,
-      -- float8_tensorwise) saves each Float8Linear's float8 weight transposed for the grad_input
-      -- GEMM (materialized in backward by _scaled_mm, so banned from recomputation), and moves
-      -- some inputs' recasts for grad_weight into forward; vrsim's Float8Linear carries its
-      -- backward casts as workspaces, not as graph nodes the partition could choose among
-      return "training.compile with training.float8 is not modelled without checkpointing = true "
-             .. "(what the partitioner saves of Float8Linear's backward casts: the float8 weights "
-             .. "transposed for grad_input, the recasts of some inputs); with full activation "
-             .. "checkpointing, as torchtitan runs float8, the compiled layer saves its inputs alone"
+    if recipe ~= "tensorwise" and recipe ~= "rowwise" then
+      -- what the partitioner saves has been captured for tensorwise and rowwise
+      -- (validation/oracle/captures/compile_llama2_7b_l1.json), not for the high-precision
+      -- grad_weight of rowwise_with_gw_hp
+      return ("training.compile with training.float8 recipe %s is not modelled (the partition of "
+              .. "its compiled layer is checked for tensorwise and rowwise)"):format(recipe)
     end
   end
   if t.dpo then
@@ -205,7 +197,9 @@ function M.partition(cx, ops, outputs, checkpointed)
     for _, s in ipairs(o.rg and o.spec.saves or {}) do
       local n = node(storage_cse(s), nil)
       n.needed = true                           -- backward reads it (its dist_from_bw is 1)
-      if not rec then n.bw_extern = true end    -- ...in a kernel that cannot fuse it
+      -- ...in a kernel that cannot fuse it (bw_fused: the ids an op's backward reads only
+      -- through fused kernels, Float8Linear's recasts)
+      if not rec and not (o.spec.bw_fused and o.spec.bw_fused[s.id]) then n.bw_extern = true end
     end
   end
   for _, t in ipairs(outputs) do node(storage_cse(t), nil).out = true end
@@ -365,7 +359,7 @@ function M.hooks(root, layer_cls, checkpointed)
     local ops, held, first_op
     out[#out + 1] = { module = layer, first = {
       pre = function(cx)
-        cx.region, cx.compiling = k, true
+        cx.region, cx.compiling, cx.compile_checkpointed = k, true, checkpointed
         ops, first_op = {}, cx.G:num_ops()
         held = #cx.held
         cx.sac = function(_, spec, index, outs, rg)
@@ -373,7 +367,7 @@ function M.hooks(root, layer_cls, checkpointed)
         end
       end,
       post = function(cx, _, _, outs)
-        cx.region, cx.sac, cx.compiling = nil, nil, nil
+        cx.region, cx.sac, cx.compiling, cx.compile_checkpointed = nil, nil, nil, nil
         if cx.no_grad then return end
         local res = {}
         for _, t in ipairs(outs or {}) do if type(t) == "table" and t.id then res[#res + 1] = t end end

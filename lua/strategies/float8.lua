@@ -39,7 +39,11 @@
 -- _scaled_mm takes (the transposing clone fused into it): a cast reads its n elements twice and
 -- writes n bytes, and leaves nothing but its float8 operand; the backward graph frees each
 -- operand after its GEMM, so grad_weight's half holds nothing of grad_input's. Both halves stay
--- extern kernels to the partition (compile_extern: _scaled_mm is no fusible op).
+-- extern kernels to the partition (compile_extern: _scaled_mm is no fusible op). Compiled
+-- without checkpointing, the partition chooses what those backward casts read of forward: they
+-- read the input and the weight through fused kernels (bw_fused), so the partitioner recomputes
+-- a normed input rather than save it and saves the weight (a parameter) for free; tensorwise,
+-- the weight's amax and inverse scale are forward's and saved (the capture's float8 records).
 -- FSDP2's float8 all-gather (enable_fsdp_float8_all_gather, tensorwise only): fsdp_pre_all_gather
 -- casts each shard to float8 before the all-gather, so the gathered weight is float8 (1 byte an
 -- element) and the forward and the grad_input cast skip it (tensor_already_casted_to_fp8); its
@@ -179,7 +183,18 @@ local function cast(cx, name, t, rows)
   local q = nn.op(cx, { name = name .. ".to_float8", kind = "cast_down", inputs = { clamped },
                         outs = { { name .. ".float8", t.shape, "fp8" } } })
   cx.no_grad = keep
-  return q
+  return q, scale, amax
+end
+
+-- The inverse of a cast's scale (scale.reciprocal(): _scaled_mm takes the inverse scales,
+-- float8_ops.py addmm_float8_unwrapped), under no_grad; frees nothing (the scale is read again).
+local function inverse(cx, name, scale)
+  local keep = cx.no_grad
+  cx.no_grad = true
+  local inv = nn.op(cx, { name = name .. ".scale_reciprocal", inputs = { scale }, frees = {},
+                          outs = { { name .. ".scale_reciprocal", scale.shape, "fp32" } } })
+  cx.no_grad = keep
+  return inv
 end
 
 -- The peak bytes of a cast of n elements (the fp32 copy and its product, or the product and
@@ -203,6 +218,13 @@ function M.linear(cx, name, x, w, recipe)
   shape[#shape] = N
   local gw_fp8 = recipe.input_for_grad_weight ~= false
   local fused = cx.compiling
+  -- compiled without checkpointing, the partitioner chooses what backward's casts read of
+  -- forward (validation/oracle/captures/compile_llama2_7b_l1.json, float8_tensorwise and
+  -- float8_rowwise): the recasts read the input and the weight through fused kernels
+  -- (bw_fused: recomputable, so the partitioner recomputes a cheap input rather than save it;
+  -- the weight, a parameter, is saved for free); tensorwise, grad_input's _scaled_mm reads the
+  -- weight's inverse scale and its recast the weight's amax, both from forward
+  local graph_saves = fused and not cx.compile_checkpointed
   -- a fused cast's traffic: two reads of the input (the amax and the cast), the float8 write
   local function traffic_of(n) return n * (2 * h + 1) end
   -- the weight side: grad_weight's GEMM and the casts before it (made first: its backward runs
@@ -224,7 +246,8 @@ function M.linear(cx, name, x, w, recipe)
     local ws_side = nn.view(cx, w, w.shape, name .. ".float8_weight_side")
     ws_side.rg = true
     nn.op(cx, { name = name .. ".float8_grad_weight", kind = "none", inputs = { w }, out_tensors = { ws_side },
-                saves = { x }, grads = { { bytes = nn.bytes(w.shape, hp), dtype = hp } }, bytes = 0,
+                saves = { x }, bw_fused = graph_saves and gw_fp8 and { [x.id] = true } or nil,
+                grads = { { bytes = nn.bytes(w.shape, hp), dtype = hp } }, bytes = 0,
                 bwd_kind = "mm", bwd_flops = flops, dtype = gw_fp8 and "fp8" or hp,
                 bwd_workspace = { ws }, bwd_workspace_first = true, frees = {}, compile_extern = true })
     -- the casts grad_weight's GEMM needs, a pass-through whose backward is their traffic
@@ -237,8 +260,16 @@ function M.linear(cx, name, x, w, recipe)
   -- forward: the input's cast, then the weight's (weight_hp_t, axiswise along out_features)
   local rows_in = recipe.input == "rowwise" and Mr or nil
   local xq = cast(cx, name .. ".input", x, rows_in)
-  local wq = w
-  if not w_fp8 then wq = cast(cx, name .. ".weight", w, recipe.weight == "rowwise" and N or nil) end
+  local wq, wscale, wamax = w, nil, nil
+  if not w_fp8 then wq, wscale, wamax = cast(cx, name .. ".weight", w, recipe.weight == "rowwise" and N or nil) end
+  local saves, bw_fused, winv = {}, nil, nil
+  if x.rg then saves[1] = w end
+  if graph_saves and x.rg and wscale and recipe.weight_for_grad_input == recipe.weight
+     and recipe.weight == "tensorwise" then
+    -- grad_input's recast of the weight has the forward's scaling: its amax is forward's
+    winv = inverse(cx, name .. ".weight", wscale)
+    saves[2], saves[3], bw_fused = winv, wamax, { [wamax.id] = true }
+  end
   local out = nn.new_tensor(cx, name, shape, hp, rg)
   -- the grad_input half's temporaries: grad_output's cast, the weight's again, the weight's
   -- float8 copy transposed for _scaled_mm
@@ -246,14 +277,14 @@ function M.linear(cx, name, x, w, recipe)
                   or math.max(cast_peak(MN), MN + (w_fp8 and 0 or cast_peak(NK)), MN + 2 * NK - (w_fp8 and NK or 0))
   local inputs = { x, wv, xq }
   local grads = { x.rg and { bytes = nn.bytes(x.shape, hp), dtype = hp } or "none", { pass = 1 }, "none" }
-  if wq ~= w then inputs[4], grads[4] = wq, "none" end
-  local saves = {}
-  if x.rg then saves[1] = w end
+  local frees = { x, wv, xq }
+  if wq ~= w then inputs[4], grads[4], frees[4] = wq, "none", wq end
+  if winv then inputs[#inputs + 1], grads[#grads + 1], frees[#frees + 1] = winv, "none", winv end
   nn.op(cx, { name = name, kind = "mm", inputs = inputs, out_tensors = { out }, saves = saves,
               grads = grads, grad_order = { 1, 2 }, flops = flops, bwd_flops = flops, dtype = "fp8",
               bytes = MK + (w_fp8 and NK or NK) + MN * h, bwd_bytes = MN * h + 2 * NK + MN + MK * h,
-              bwd_workspace = { ws_main }, bwd_workspace_first = true,
-              frees = { x, wv, xq, wq ~= w and wq or nil } })
+              bwd_workspace = { ws_main }, bwd_workspace_first = true, bw_fused = bw_fused,
+              frees = frees })
   if not rg then return out end
   -- grad_output's cast and the weight's for the grad_input GEMM: a pass-through after the
   -- product whose backward (the first to run) is their traffic

@@ -19,7 +19,7 @@ for _, k in ipairs {
   "total_mib", "build_s", "process_s", "harness_s", "n_params", "n_trainable", "n_params_ok",
   "param_dtype", "after_build_alloc_mib", "after_build_reserved_mib", "after_inputs_alloc_mib",
   "nvsmi_used_minus_reserved_mib", "nvml_process_used_mib", "nvml_device_used_mib",
-  "nvml_device_used_before_init_mib", "trace", "trace_events", "oom_at_step", "oom_msg",
+  "nvml_device_used_before_init_mib", "trace", "trace_events", "trace_steps", "oom_at_step", "oom_msg",
   "oom_num_alloc_retries", "oom_peak_reserved_mib", "latent_hw", "sdp_flash",
   "sdp_mem_efficient", "lora_rank", "lora_alpha", "routing",
   -- a steady-median record (validation/harness/measure_sdxl_steps.py): the steps' spread, the

@@ -34,7 +34,8 @@ is left out, as vrsim leaves it out (a foreach norm per parameter: scalars, no t
 of a diffusers config.json, relative to the repository root), cut (keys laid over it), res, batch,
 mode (lora_bf16 | amp_bf16 | bf16), ckpt, optim (adamw_foreach), lora ({r, alpha, dropout,
 targets}) for lora_bf16, max_sequence_length (flux 512, sd3 77), steps (4), trace (true or
-"stacks": fulltrace_<name>.csv.gz as measure_llama.py writes it), timeout_s (90), retry_blocking
+"stacks": fulltrace_<name>.csv.gz as measure_llama.py writes it, from process start to the end of
+step 1 when more steps follow, so that they are timed without the recording), timeout_s (90), retry_blocking
 (a worker that fails is run once more with CUDA_LAUNCH_BLOCKING=1 so its traceback names the
 faulting kernel; a record from that run says cuda_launch_blocking, and validate skips it by name),
 attn (sdpa: PyTorch's pick; flash: SDPA's flash kernel only, the other backends switched off).
@@ -332,6 +333,12 @@ def worker(cfg, result_path, trace_dir, cpu=False):
             "inactive_split_mib": st.get("inactive_split_bytes.all.current", 0) / MIB,
         })
         del loss
+        if cfg.get("trace") and step == 1 and nsteps > 2:
+            # the trace ends after the first steady step: recording every allocation (with its
+            # Python stack under "stacks") slows the host, so the later steps are the timed ones
+            fname = f"fulltrace_{cfg['name']}.csv.gz"
+            rec["trace"], rec["trace_steps"] = fname, 2
+            rec["trace_events"] = ml.finish_trace(os.path.join(trace_dir, fname), stacks=stacks)
         print(f"  {cfg['name']} step {step}: gpu {steps[-1]['gpu_ms']:.1f} ms, peak alloc "
               f"{steps[-1]['peak_alloc_mib']:.2f} MiB, reserved {steps[-1]['peak_reserved_mib']:.0f} MiB", flush=True)
     if oom is not None:
@@ -341,7 +348,7 @@ def worker(cfg, result_path, trace_dir, cpu=False):
     ctx, ctx_raw = ml.context_figures(dev, idle_mib)
     rec.update(ctx)
     rec.update(ctx_raw)
-    if cfg.get("trace"):
+    if cfg.get("trace") and "trace" not in rec:
         fname = f"fulltrace_{cfg['name']}.csv.gz"
         rec["trace"] = fname
         rec["trace_events"] = ml.finish_trace(os.path.join(trace_dir, fname), stacks=stacks)

@@ -16,6 +16,10 @@ T0=$(date +%s)
 OUT=${OUT:-/tmp/vrsim-out}; STAGE=${STAGE:-/tmp/vrsim-stage}
 export STAGE
 mkdir -p "$OUT" "$STAGE/validation/records" "$STAGE/validation/traces"
+# transformers 5.25's from_pretrained kernelizes RMSNorm and rotary with hub kernels it downloads
+# (integrations/hub_kernels.py); the GPU machine has no network, and every record is of the
+# modeling code's own ops (the harnesses build with from_config, QLoRA's quantized load excepted)
+export USE_HUB_KERNELS=NO
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 elapsed() { echo $(( $(date +%s) - T0 )); }
 

@@ -8,9 +8,10 @@ own output are what it saves for backward. Inductor's codegen is not run (it nee
   capture_compile.py [-o validation/oracle/captures/compile_llama2_7b_l1.json]
 
 One record per configuration (bf16, amp_bf16: fp32 weights under autocast, lora_bf16: peft's
-LoRA on q_proj and v_proj, r 8, dropout 0.05, float8_tensorwise: torchao's
-convert_to_float8_training with the tensorwise recipe and torchtitan's filter, on the fake CUDA
-device's _scaled_mm meta kernel), each with every saved tensor: its graph name,
+LoRA on q_proj and v_proj, r 8, dropout 0.05, float8_tensorwise and float8_rowwise: torchao's
+convert_to_float8_training with that recipe and torchtitan's filter, on the fake CUDA device's
+_scaled_mm meta kernel; the parameters static inputs, as torch.compile marks them), each with
+every saved tensor: its graph name,
 shape, dtype, bytes, kind ("param" for a parameter or a view of one, "input" for another
 input of the layer: its hidden states and the rotary tables, "activation" for the rest) and
 storage (the node whose storage it is: a view and its base are one saved tensor).
@@ -33,6 +34,7 @@ CONFIGS = {
     "lora_bf16": {"precision": "lora_bf16",
                   "lora": {"r": 8, "alpha": 32, "dropout": 0.05, "targets": ["q_proj", "v_proj"]}},
     "float8_tensorwise": {"precision": "bf16", "float8": {"recipe": "tensorwise"}},
+    "float8_rowwise": {"precision": "bf16", "float8": {"recipe": "rowwise"}},
 }
 
 
@@ -85,8 +87,12 @@ def saved_of(torch, name, spec):
                                                   {"position_embeddings": (cos, sin),
                                                    "attention_mask": None})
 
-        compiled = aot_function(f, fw_compiler=fw, bw_compiler=bw,
-                                partition_fn=min_cut_rematerialization_partition,
+        # the parameters are static inputs, as torch.compile marks an nn.Module's parameters
+        # (the partitioner's treat_parameters_as_free_to_save: saving one costs nothing)
+        def partition(joint, joint_inputs, **kw):
+            kw["static_lifetime_input_indices"] = list(range(len(params)))
+            return min_cut_rematerialization_partition(joint, joint_inputs, **kw)
+        compiled = aot_function(f, fw_compiler=fw, bw_compiler=bw, partition_fn=partition,
                                 decompositions=select_decomp_table())
         out = compiled(params, x, cos, sin)
         (out[0] if isinstance(out, tuple) else out).sum().backward()
