@@ -145,8 +145,13 @@ def _trl():
                 sys.modules.pop(n, None)
                 sys.modules[n] = _stub(n)
             stubbed.append(name)
-    from trl.trainer import utils as tu
-    from trl.models import utils as mu
+    try:
+        from trl.trainer import utils as tu
+        from trl.models import utils as mu
+    except ImportError as e:
+        raise RuntimeError(f"dpo: TRL's trainer helpers do not import ({e}); the GPU image has no trl: carry "
+                           ".whl/trl-1.16.0-py3-none-any.whl (validation/PROVENANCE.md, \"Wheels carried to "
+                           "the GPU machine\")") from e
     return tu, mu, stubbed
 
 
