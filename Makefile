@@ -73,6 +73,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_ddp_bucket.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_validate.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_record_techniques.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_record_dpovar.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_hostile.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_readers.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_outputs.sh

@@ -44,6 +44,11 @@ for _, k in ipairs(MODEL_TECHNIQUES) do MAPPED[k] = true end
 -- each name
 for _, k in ipairs { "optimizer", "optimizer_in_backward", "activation_offload", "quant",
                      "generate", "inference" } do MAPPED[k] = true end
+-- the batch and loss techniques (validation/harness/tech_data.py): training.dpo and
+-- training.data; dpo_reference says which reference the harness ran (a second copy or the
+-- adapters disabled: which one follows from the mode, and is checked against it)
+for _, k in ipairs { "dpo", "data" } do MAPPED[k] = true end
+for _, k in ipairs { "dpo_reference", "dpo_import_stubs" } do INFO[k] = true end
 
 -- The `gpu` a record names (torch.cuda.get_device_name) -> vrsim's card (lua/hw/gpus.lua).
 local RECORD_GPUS = { ["NVIDIA H200"] = "h200", ["NVIDIA H100 80GB HBM3"] = "h100_sxm" }
@@ -248,6 +253,80 @@ local function first_iteration_bucket_of(rec, rank, mode)
   return settled and "rebuild" or "auto"
 end
 
+-- The keys a record's dpo and data objects may carry (training.dpo's and training.data's as
+-- tech_data.py writes them; a file of lengths is not data a record can carry).
+local DPO_KEYS = { prompt_length = true, completion_length = true, max_length = true,
+                   precompute_ref_log_probs = true }
+local DATA_KEYS = { lengths = true, batching = true, order = true, pad_to_multiple_of = true }
+
+local function object_of(rec, k, keys)
+  local v = rec[k]
+  if type(v) ~= "table" then error(("record field '%s' must be an object"):format(k), 0) end
+  for key in pairs(v) do
+    if not keys[key] then
+      local names = {}
+      for n in pairs(keys) do names[#names + 1] = n end
+      table.sort(names)
+      error(("record field '%s.%s' is not understood (%s)"):format(k, tostring(key), table.concat(names, ", ")), 0)
+    end
+  end
+  return v
+end
+
+-- dpo and data onto training.dpo and training.data. Both set the rows' length themselves
+-- (the planner refuses training.seq beside them), so the record's seq, the length the harness
+-- ran, is checked against the one they give and then left out. Returns true, or nil and the
+-- reason the record is skipped.
+local function batch_techniques(rec, tr, lora)
+  if rec.dpo ~= nil then
+    local d = object_of(rec, "dpo", DPO_KEYS)
+    local out = { prompt_length = int(d, "prompt_length"), completion_length = int(d, "completion_length"),
+                  max_length = int(d, "max_length"), precompute_ref_log_probs = bool(d, "precompute_ref_log_probs") }
+    local ref = str(rec, "dpo_reference")
+    local want = (out.precompute_ref_log_probs and "none") or (lora and "adapters_disabled") or "ref_model_copy"
+    if ref ~= nil and ref ~= want then
+      return nil, ("dpo_reference '%s': vrsim's DPO with this mode runs '%s'"):format(ref, want)
+    end
+    if out.prompt_length and out.completion_length and rec.seq ~= nil then
+      local len = math.min(out.prompt_length + out.completion_length, out.max_length or 1024)
+      if tr.seq ~= len then
+        return nil, ("seq %d is not the DPO rows' length %d (prompt + completion, truncated to max_length)")
+          :format(tr.seq, len)
+      end
+    end
+    tr.dpo, tr.seq = out, nil
+  elseif rec.dpo_reference ~= nil then
+    return nil, "field 'dpo_reference' without dpo"
+  end
+  if rec.data ~= nil then
+    local d = object_of(rec, "data", DATA_KEYS)
+    if type(d.lengths) ~= "table" then
+      return nil, "data.lengths is not a list (a record carries the lengths, not a file of them)"
+    end
+    local out = { lengths = {}, batching = str(d, "batching"), order = str(d, "order"),
+                  pad_to_multiple_of = int(d, "pad_to_multiple_of") }
+    local sum, max = 0, 0
+    for i, v in ipairs(d.lengths) do
+      local n = math.type(v) and math.tointeger(v)
+      if not n then error(("record field 'data.lengths[%d]' must be an integer"):format(i), 0) end
+      out.lengths[i] = n
+      sum, max = sum + n, math.max(max, n)
+    end
+    -- which batch ran is in the record only when the lengths are one micro-batch in the given
+    -- order (tech_data.py runs no other)
+    if out.order ~= "given" or #out.lengths ~= tr.micro_batch then
+      return nil, "data: the record's lengths are not one micro-batch in the given order (which batch ran is not recorded)"
+    end
+    local m = out.pad_to_multiple_of or 1
+    local len = out.batching == "padding_free" and sum or (max + m - 1) // m * m
+    if rec.seq ~= nil and tr.seq ~= len then
+      return nil, ("seq %d is not the collated row's length %d"):format(tr.seq, len)
+    end
+    tr.data, tr.seq = out, nil
+  end
+  return true
+end
+
 function R.scenario(rec, opts)
   local names = {}
   for k in pairs(rec) do names[#names + 1] = tostring(k) end
@@ -394,6 +473,8 @@ function R.scenario(rec, opts)
     end
     tr.micro_batch, tr.seq = nil, nil
   end
+  local ok, err = batch_techniques(rec, tr, lora ~= nil)
+  if not ok then return nil, err end
   return { hardware = hw, model = model, training = tr,
            allocator = { conf = str(rec, "alloc_conf") or "" } }
 end

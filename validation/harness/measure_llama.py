@@ -18,7 +18,8 @@ Usage:
 
 A plan line is one configuration: name, shape (or hf_config: a config.json object whose
 `architectures` names the transformers class), batch, seq, mode, ckpt, attn, optim and, optional,
-lora ({r, alpha, dropout, targets}; peft's "all-linear" is a target list of its own), accum
+lora ({r, alpha, dropout, targets}; peft's "all-linear" is a target list of its own), dpo and
+data (TRL's DPO step and variable-length batches: tech_data.py), accum
 (micro-batches per optimizer step, the loss divided by it), build ("direct": built in the
 parameter dtype with torch.set_default_dtype instead of fp32 then .to()),
 cap_mib (torch.cuda.set_per_process_memory_fraction(cap_mib / total) before the model is built),
@@ -140,7 +141,7 @@ def context_figures(dev, idle_mib):
 
 # Python frames kept in a stacks trace: the innermost from these packages, innermost first
 FRAME_KEYS = ("transformers/", "peft/", "torch/nn/", "torch/amp/", "torch/optim/", "torch/utils/checkpoint",
-              "torch/autograd/", "measure_llama.py")
+              "torch/autograd/", "trl/", "measure_llama.py", "tech_data.py")
 
 
 def frames_of(e):
@@ -317,6 +318,10 @@ def worker(cfg, result_path, trace_dir):
                                                      target_modules=lc["targets"],
                                                      task_type="CAUSAL_LM"))
         model = techniques.after_peft(cfg, model)
+        notes = techniques.prepare(cfg, model, model_cls, lcfg, dtype, dev)
+        # DPO's reference copy: parameters the process holds besides the policy's (vrsim counts both)
+        n_params += notes.pop("ref_params", 0)
+        rec.update(notes)
         model.train()
         routing = watch_routing(model)
         params = [p for p in model.parameters() if p.requires_grad]
@@ -345,7 +350,8 @@ def worker(cfg, result_path, trace_dir):
     if oom_in_build is not None:
         oom = (-1, oom_in_build)
     else:
-        ids = torch.randint(0, lcfg.vocab_size, (batch, seq), device=dev)
+        # a DPO or variable-length line's batch was made by techniques.prepare
+        ids = None if techniques.owns(cfg) else torch.randint(0, lcfg.vocab_size, (batch, seq), device=dev)
         autocast = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(mode)
         # amp_fp16 scales the loss as torch.amp.GradScaler does (docs/validation.md, "Record format")
         scaler = torch.amp.GradScaler("cuda") if mode == "amp_fp16" else None
