@@ -32,7 +32,8 @@ sleep kernel, so the figure is the device's time and not the host's launch rate)
               (src_rows, width) tensor and IndexBackward0's zero fill + accumulate), at the
               records' sizes.
 
-  python3 validation/harness/measure_grouped_mm.py --gpu h100       # on the GPU: $OUT/h100_grouped_mm.lua
+  python3 validation/harness/measure_grouped_mm.py      # on the GPU: $OUT/<gpu>_grouped_mm.lua, where <gpu>
+                                                        # is the catalog's name (an H100 SXM: h100_sxm)
   python3 validation/harness/measure_grouped_mm.py --cpu-check      # shapes and call path, CPU, small
 
 It stops timing new shapes after --budget-s seconds (default 85) and writes what it has; the
@@ -169,6 +170,10 @@ def index_cases(torch, dev, tokens, top_k, width, experts):
     sel = hs[row]
     back = pairs[inv]
     g_sel = torch.randn(s, width, device=dev, dtype=torch.bfloat16)
+    # sample_weights[perm]: one weight per pair (fp32, as Mixtral's router gives them)
+    wts = torch.randn(s, device=dev, dtype=torch.float32, requires_grad=True)
+    wts_g = wts[perm]
+    g_w = torch.randn(s, device=dev, dtype=torch.float32)
     counts = torch.histc(ids32, bins=experts, min=0, max=experts - 1)
 
     def put():
@@ -184,8 +189,22 @@ def index_cases(torch, dev, tokens, top_k, width, experts):
         # weighted_out[inv_perm]: (S, width) rows of an (S, width) tensor, and back
         ("index_fwd", s, s, width): lambda: pairs.detach()[inv],
         ("index_bwd", s, s, width): lambda: torch.autograd.grad(back, pairs, g_sel, retain_graph=True),
+        # sample_weights[perm]: S single values of an (S,) tensor, and back
+        ("index_fwd", s, s, 1): lambda: wts.detach()[perm],
+        ("index_bwd", s, s, 1): lambda: torch.autograd.grad(wts_g, wts, g_w, retain_graph=True),
     }
     return c
+
+
+def catalog_name(device_name):
+    """The catalog entry (lua/hw/gpus.lua) of the card torch names: vrsim reads
+    lua/hw/calibrated/<entry>_grouped_mm.lua for that GPU alone."""
+    d = device_name.lower()
+    if "h200" in d:
+        return "h200"
+    if "h100" in d:
+        return "h100_pcie" if "pcie" in d else "h100_sxm"
+    raise SystemExit(f"measure_grouped_mm: which catalog GPU is '{device_name}'? name it with --gpu")
 
 
 def lua_row(d):
@@ -202,7 +221,8 @@ def lua_row(d):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--gpu", default="h100", help="catalog name of the card (the file is <gpu>_grouped_mm.lua)")
+    ap.add_argument("--gpu", help="catalog name of the card (lua/hw/gpus.lua; the file is <gpu>_grouped_mm.lua); "
+                    "default: from the device's name (h200, h100_sxm, h100_pcie)")
     ap.add_argument("--out-dir", default=os.environ.get("OUT", "."), help="where to write (default $OUT)")
     ap.add_argument("--records", default=RECORDS)
     ap.add_argument("--calls", type=int, default=5, help="back-to-back calls per timed batch")
@@ -330,6 +350,8 @@ def main():
         if skipped:
             print("skipped for the budget: " + "; ".join(skipped))
     dname = "the CPU (--cpu-check: no time measured)" if cpu else torch.cuda.get_device_name(0)
+    if not a.gpu:
+        a.gpu = catalog_name(dname) if not cpu else "h100_sxm"
     cmd = "python3 validation/harness/measure_grouped_mm.py " + " ".join(sys.argv[1:])
     lines = [
         f"-- torch._grouped_mm and the MoE dispatch's index ops on {dname}, torch {torch.__version__}, bf16,",
@@ -343,7 +365,7 @@ def main():
         "--   the record's router gave (validation/records/llama_h200_gen4_families.jsonl), time the",
         "--   median over its layers, max_rows its first layer's. tflops = 2 S n k (bwd twice) / time.",
         "-- moe_index: sort (int64 S), histc (int32 S into bins), cumsum (E), index_put (inv_perm[perm] =",
-        "--   arange, S), index_fwd (n rows gathered from a (src_rows, width) bf16 tensor), index_bwd",
+        "--   arange, S), index_fwd (n rows gathered from a (src_rows, width) bf16 tensor; width 1: fp32), index_bwd",
         "--   (IndexBackward0: a zero fill of (src_rows, width) and the sort-based index_put_ accumulate).",
     ]
     if skipped:
