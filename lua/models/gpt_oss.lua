@@ -247,13 +247,13 @@ local function mlp_forward(cx, m, x)
   local weights = nn.view(cx, scores, { n }, pre .. ".sample_weights")
   local ids = nn.view(cx, topi, { n }, pre .. ".expert_ids")
   local ids_sorted, perm = moe.index_op(cx, pre .. ".sort", { ids },
-    { { pre .. ".expert_ids_sorted", { n }, "int64" }, { pre .. ".perm", { n }, "int64" } })
+    { { pre .. ".expert_ids_sorted", { n }, "int64" }, { pre .. ".perm", { n }, "int64" } }, nil, "sort")
   local rows = moe.index_op(cx, pre .. ".perm_div_k", { perm }, { { pre .. ".token_of_pair", { n }, "int64" } })
-  local selected = moe.gather_rows(cx, pre .. ".select_hidden", hs, rows, n)
-  local weights_g = moe.gather_rows(cx, pre .. ".select_weights", weights, perm, n)
+  local selected = moe.gather_rows(cx, pre .. ".select_hidden", hs, rows, n, true)
+  local weights_g = moe.gather_rows(cx, pre .. ".select_weights", weights, perm, n, true)
   local ids32 = moe.index_op(cx, pre .. ".expert_ids.int", { ids_sorted }, { { pre .. ".expert_ids_int", { n }, "int32" } })
-  local counts = moe.index_op(cx, pre .. ".histc", { ids32 }, { { pre .. ".tokens_per_expert", { ne }, "int32" } })
-  local offsets = moe.index_op(cx, pre .. ".cumsum", { counts }, { { pre .. ".offsets", { ne }, "int32" } })
+  local counts = moe.index_op(cx, pre .. ".histc", { ids32 }, { { pre .. ".tokens_per_expert", { ne }, "int32" } }, nil, "histc")
+  local offsets = moe.index_op(cx, pre .. ".cumsum", { counts }, { { pre .. ".offsets", { ne }, "int32" } }, nil, "cumsum")
 
   local ex = m.children.experts
   local gu, gub = W(cx, ex.p.gate_up_proj), W(cx, ex.p.gate_up_proj_bias)
@@ -277,8 +277,9 @@ local function mlp_forward(cx, m, x)
                           { frees = { wcol }, bwd_workspace = { nn.bytes(down.shape, down.dtype) },
                             bwd_workspace_first = true })
   local arange = moe.index_op(cx, pre .. ".arange", {}, { { pre .. ".arange", { n }, "int64" } })
-  local inv = moe.index_op(cx, pre .. ".inv_perm", { perm, arange }, { { pre .. ".inv_perm", { n }, "int64" } })
-  local reordered = moe.gather_rows(cx, pre .. ".restore_order", weighted, inv, n)
+  local inv = moe.index_op(cx, pre .. ".inv_perm", { perm, arange }, { { pre .. ".inv_perm", { n }, "int64" } }, nil,
+                             "index_put")
+  local reordered = moe.gather_rows(cx, pre .. ".restore_order", weighted, inv, n, true)
   local summed = nn.op(cx, { name = pre .. ".sum_top_k", kind = "reduce_rows", inputs = { reordered },
                              outs = { { pre .. ".final_hidden", { t, h }, reordered.dtype } }, frees = {} })
   local out = nn.to(cx, summed, x.dtype, pre .. ".final_hidden.to")
