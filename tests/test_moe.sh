@@ -295,6 +295,7 @@ else bad "MoE backward: weighted '$got' (want 8388608 8388608 4194304 2048), rou
 #    carried) does not read the H100's table.
 mkdir "$tmp/g" && cp scenarios/configs/mixtral-8x7b.json "$tmp/g/"
 cp -r "${VRSIM_LUA:-lua}" "$tmp/lua"
+cp -r "$tmp/lua" "$tmp/lua0" && rm -f "$tmp/lua0/hw/calibrated/h100_sxm_grouped_mm.lua"   # (none)
 cp tests/data/grouped_mm_synthetic.lua "$tmp/lua/hw/calibrated/h100_sxm_grouped_mm.lua"
 cat > "$tmp/g/h100.lua" <<EOS
 return { hardware = { gpu = "h100" }, model = { config = "mixtral-8x7b.json", layers = 1 },
@@ -314,7 +315,7 @@ got = {e['name'][len('layers.0.mlp.'):]: e['dur'] for e in ev
 print(' '.join('%s=%g' % (w, round(got.get(w, -1), 3)) for w in want))" "$1"
 }
 VRSIM_LUA="$tmp/lua" "$VRSIM" "$tmp/g/h100.lua" --json --out "$tmp/gt" > "$tmp/gt.json" 2>"$tmp/err"
-"$VRSIM" "$tmp/g/h100.lua" --json --out "$tmp/gd" > "$tmp/gd.json" 2>>"$tmp/err"
+VRSIM_LUA="$tmp/lua0" "$VRSIM" "$tmp/g/h100.lua" --json --out "$tmp/gd" > "$tmp/gd.json" 2>>"$tmp/err"
 want="experts.gate_up_proj=300 experts.gate_up_proj.backward=600 experts.down_proj=150 experts.down_proj.backward=300 sort=12 histc=8 cumsum=6 inv_perm=7 select_hidden=20 select_hidden.backward=45 select_weights=6.5 select_weights.backward=9 restore_order=15 restore_order.backward=30"
 got=$(durs "$tmp/gt/trace.json")
 note_t=$(field '" | ".join(d["notes"])' < "$tmp/gt.json" | grep -c "_grouped_mm")
@@ -326,7 +327,7 @@ dflt=$(durs "$tmp/gd/trace.json")
 case "$dflt" in *experts.gate_up_proj=300\ *) bad "MoE without a grouped GEMM table: priced as the table ($dflt)" ;;
   *) ok "MoE without a grouped GEMM table: the GEMM curve and the classes, as before" ;; esac
 VRSIM_LUA="$tmp/lua" "$VRSIM" "$tmp/g/h200.lua" --no-files --json > "$tmp/h2t.json" 2>>"$tmp/err"
-"$VRSIM" "$tmp/g/h200.lua" --no-files --json > "$tmp/h2d.json" 2>>"$tmp/err"
+VRSIM_LUA="$tmp/lua0" "$VRSIM" "$tmp/g/h200.lua" --no-files --json > "$tmp/h2d.json" 2>>"$tmp/err"
 a=$(field 'd["step_time_ms"]' < "$tmp/h2t.json"); b=$(field 'd["step_time_ms"]' < "$tmp/h2d.json")
 if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "the H100's grouped GEMM table is not read for the H200 ($a ms either way)"
 else bad "the H100's grouped GEMM table changed the H200's step: $a ms against $b"; fi
