@@ -16,7 +16,8 @@ transformers 5.25 runs an experts module by integrations/moe.py grouped_mm_exper
 
 (GPT-OSS's experts are stored (E, in, out), is_transposed=True: no transpose view, layout "nn".)
 Backward: GroupedMmBackward0 makes the input's gradient (grad x W_e^T per expert, "dgrad") and the
-weight's (x_e^T x grad per expert, a 2-D x 2-D grouped GEMM, "wgrad"); each IndexBackward0 is a
+weight's (a 2-D x 2-D grouped GEMM, "wgrad": x_e^T x grad_e, or grad_e^T x x_e for the weights
+passed transposed, as it runs them); each IndexBackward0 is a
 zero fill of the source's shape and a sort-based index_put_ with accumulate ("index_bwd").
 
 Timed here (CUDA events, medians of --reps batches of --calls back-to-back calls queued behind a
@@ -138,9 +139,12 @@ def grouped_cases(torch, dev, counts, k, n, transposed, need_bwd=True):
     gm = torch._grouped_mm
     cases = {
         "fwd": lambda: gm(x, w, offs=offs),
-        # GroupedMmBackward0: grad_x = grad @ W_e^T, grad_W_e = x_e^T @ grad_e (offsets along S)
+        # GroupedMmBackward0 (torch.profiler of its CPU run, torch 2.13): grad_x = grad @ W_e^T;
+        # the weight's gradient in the weight's own layout, offsets along S: x_e^T @ grad_e for
+        # (E, k, n) weights, and (grad_e^T @ x_e), transposed, for the (E, n, k) ones passed as
+        # their transpose
         "dgrad": lambda: gm(gy, w.transpose(-2, -1), offs=offs),
-        "wgrad": lambda: gm(x.t(), gy, offs=offs),
+        "wgrad": (lambda: gm(x.t(), gy, offs=offs)) if transposed else (lambda: gm(gy.t(), x, offs=offs)),
     }
     if need_bwd:
         xr = x.detach().requires_grad_(True)
@@ -273,7 +277,7 @@ def main():
             dw = cases["wgrad"]()
             assert tuple(y.shape) == (s, n), (y.shape, s, n)
             assert tuple(dx.shape) == (s, k), (dx.shape, s, k)
-            assert tuple(dw.shape) == (e, k, n), (dw.shape, e, k, n)
+            assert tuple(dw.shape) == ((e, k, n) if transposed else (e, n, k)), (dw.shape, e, k, n)
         del cases
         return res, shapes
 
@@ -358,7 +362,7 @@ def main():
         f"-- {time.strftime('%Y-%m-%d', time.gmtime())}: the device's time per call (CUDA events over {a.calls} back-to-back calls queued",
         f"-- behind a sleep kernel, the median of {a.reps} batches), {elapsed:.0f} s in all.",
         f"-- command: {cmd}",
-        "-- grouped_mm: gemm = fwd (x @ W_e), dgrad (grad @ W_e^T), wgrad (x_e^T @ grad_e, (E, k, n) out), bwd",
+        "-- grouped_mm: gemm = fwd (x @ W_e), dgrad (grad @ W_e^T), wgrad (x_e^T @ grad_e; nt: grad_e^T @ x_e), bwd",
         "--   (GroupedMmBackward0, both gradients: a cross-check); layout nt = weights stored (E, n, k) and",
         "--   passed transposed, nn = stored (E, k, n) (GPT-OSS); rows = S token-expert pairs, max_rows the",
         "--   busiest expert's; routing balanced = S / E rows each, record:<name> = the tokens per expert",
