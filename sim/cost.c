@@ -39,6 +39,16 @@ struct CostModel {
         double rank[COST_LORA_RANKS];
         Curve rate[COST_LORA_RANKS];
     } lora[DT_COUNT][COST_LORA_GEMMS];
+    /* a mixture of experts' grouped GEMMs, measured on this GPU (cost_set_moe): per shape, the
+     * token-expert pairs per second over the pairs */
+    struct GmmCurve {
+        int gemm;                   /* COST_GMM_* */
+        bool nn;                    /* weights stored (E, k, n) */
+        double experts, n, k;
+        Curve rate;
+    } *gmm;                         /* n_gmm of them, owned */
+    int n_gmm;
+    Curve moe[COST_MOE_COUNT];      /* the dispatch's index ops: elements per second over elements */
 };
 
 static int cmp_point(const void *a, const void *b) {
@@ -142,8 +152,22 @@ VrStatus cost_clone(const CostModel *c, const DeviceSpec *dev, CostModel **out) 
             for (int r = 0; r < COST_LORA_RANKS; r++) memset(&k->lora[d][g].rate[r], 0, sizeof(Curve));
     }
     memset(&k->mem, 0, sizeof k->mem);
+    memset(k->moe, 0, sizeof k->moe);
+    k->gmm = NULL;
+    k->n_gmm = 0;
     k->dev = *dev;
     VrStatus st = curve_copy(&k->mem, &c->mem);
+    for (int i = 0; i < COST_MOE_COUNT && !st; i++) st = curve_copy(&k->moe[i], &c->moe[i]);
+    if (!st && c->n_gmm > 0) {
+        k->gmm = calloc((size_t)c->n_gmm, sizeof *k->gmm);
+        if (!k->gmm) st = VR_ENOMEM;
+        for (int i = 0; i < c->n_gmm && !st; i++) {
+            k->gmm[i] = c->gmm[i];
+            memset(&k->gmm[i].rate, 0, sizeof(Curve));
+            k->n_gmm = i + 1;
+            st = curve_copy(&k->gmm[i].rate, &c->gmm[i].rate);
+        }
+    }
     for (int i = 0; i < c->n_classes && !st; i++) st = curve_copy(&k->cls[i], &c->cls[i]);
     for (int d = 0; d < DT_COUNT && !st; d++) {
         st = curve_copy(&k->gemm[d], &c->gemm[d]);
@@ -244,6 +268,9 @@ void cost_free(CostModel *c) {
     for (int i = 0; i < c->n_classes; i++) curve_free(&c->cls[i]);
     for (int d = 0; d < DT_COUNT; d++) curve_free(&c->gemm[d]);
     curve_free(&c->mem);
+    for (int i = 0; i < c->n_gmm; i++) curve_free(&c->gmm[i].rate);
+    free(c->gmm);
+    for (int i = 0; i < COST_MOE_COUNT; i++) curve_free(&c->moe[i]);
     free(c);
 }
 
@@ -326,11 +353,65 @@ static double lora_op_s(const CostModel *c, const Op *op) {
     return dg < 0 ? -1 : w + dg;
 }
 
+/* The time (s) of grouped GEMM g (COST_GMM_*) of op's shape over `rows` pairs, or -1 where this
+ * GPU's table has no curve for it. */
+static double grouped_gemm_s(const CostModel *c, const Op *op, int g, double rows) {
+    for (int i = 0; i < c->n_gmm; i++) {
+        const struct GmmCurve *m = &c->gmm[i];
+        if (m->gemm == g && m->nn == op->gmm_nn && m->experts == op->gmm_experts && m->n == op->gmm_n &&
+            m->k == op->gmm_k) {
+            double r = curve_eval(&m->rate, rows);
+            return r > 0 ? rows / r : -1;
+        }
+    }
+    return -1;
+}
+
+/* The device time (s) of a grouped GEMM op (Op.gmm_experts) from the GPU's own table: its
+ * forward, or its backward's input and weight gradients (those Op.gmm_grads names); -1 when the
+ * table lacks one of them. */
+static double grouped_s(const CostModel *c, const Op *op) {
+    if (c->n_gmm == 0 || !(op->gmm_rows > 0)) return -1;
+    if (op->phase != PH_BWD) return grouped_gemm_s(c, op, COST_GMM_FWD, op->gmm_rows);
+    if (!(op->gmm_grads & 3)) return -1;
+    double t = 0;
+    for (int b = 0; b < 2; b++) {
+        if (!(op->gmm_grads & (1 << b))) continue;
+        double s = grouped_gemm_s(c, op, b == 0 ? COST_GMM_DGRAD : COST_GMM_WGRAD, op->gmm_rows);
+        if (s < 0) return -1;
+        t += s;
+    }
+    return t;
+}
+
+/* The device time (s) of a dispatch index op (Op.moe_index) from the GPU's own table (a gather's
+ * backward: IndexBackward0's), or -1 where it has none. */
+static double moe_index_s(const CostModel *c, const Op *op) {
+    int k = op->moe_index;
+    if (k <= COST_MOE_NONE || k >= COST_MOE_COUNT || !(op->moe_size > 0)) return -1;
+    if (k == COST_MOE_GATHER && op->moe_dup) k = COST_MOE_GATHER_DUP;
+    if (op->phase == PH_BWD) {
+        if (k == COST_MOE_GATHER) k = COST_MOE_GATHER_BWD;
+        else if (k == COST_MOE_GATHER_DUP) k = COST_MOE_GATHER_DUP_BWD;
+        else return -1; /* the others make no gradient */
+    }
+    double r = curve_eval(&c->moe[k], op->moe_size);
+    return r > 0 ? op->moe_size / r : -1;
+}
+
 double cost_op_ns(const CostModel *c, const Op *op) {
     if (op->kind_id == OPK_NONE) return 0.0;
     if (op->stream != STREAM_COMPUTE || op->kind_id == OPK_CPU_ADAM || op->kind_id == OPK_CPU_ADAMW_TORCH ||
         (op->kind_id == OPK_COLLECTIVE && op->world > 1))
         return device_op_ns(&c->dev, op);
+    /* a mixture of experts' grouped GEMM or dispatch index op measured on this GPU: the time per
+     * call the events measured, its kernels and their gaps included */
+    double t_moe = op->gmm_experts > 0 && op->kind_id == OPK_MM ? grouped_s(c, op)
+                   : op->moe_index > 0 ? moe_index_s(c, op) : -1;
+    if (t_moe >= 0) {
+        double t = t_moe * 1e9;
+        return t > c->kernel_ns ? t : c->kernel_ns;
+    }
     /* a LoRA adapter's GEMM: its kernels' measured time (carried by compute), where the profile
      * has it, in place of its FLOPs' time below; either way no shorter than its bytes' */
     double t_lora = op->lora_rank > 0 && op->kind_id == OPK_MM ? lora_op_s(c, op) : -1;
@@ -662,4 +743,113 @@ VrStatus cost_from_profile(const DeviceSpec *dev, const CostProfile *p, CostMode
     }
     *out = c;
     return VR_OK;
+}
+
+static const char *const GMM_NAMES[COST_GMM_COUNT] = {
+    [COST_GMM_FWD] = "fwd", [COST_GMM_DGRAD] = "dgrad", [COST_GMM_WGRAD] = "wgrad"};
+
+/* The COST_MOE_* curve a `moe_index` row is a point of, or COST_MOE_NONE for an op vrsim does not
+ * know. */
+static int moe_curve_of(const CostMoeIndexRow *r) {
+    static const struct { const char *op; int k; } OPS[] = {
+        {"sort", COST_MOE_SORT}, {"histc", COST_MOE_HISTC}, {"cumsum", COST_MOE_CUMSUM},
+        {"index_put", COST_MOE_INDEX_PUT}, {"index_fwd", COST_MOE_GATHER}, {"index_bwd", COST_MOE_GATHER_BWD}};
+    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
+        if (r->op && strcmp(r->op, OPS[i].op) == 0) {
+            int k = OPS[i].k;
+            /* indices that repeat: more rows gathered than the source has */
+            if ((k == COST_MOE_GATHER || k == COST_MOE_GATHER_BWD) && r->src_rows < r->n) k += 2;
+            return k;
+        }
+    return COST_MOE_NONE;
+}
+
+/* A `moe_index` row's size: elements moved for a gather (rows x width), else its length. */
+static double moe_row_size(const CostMoeIndexRow *r, int k) {
+    return k >= COST_MOE_GATHER ? r->n * r->width : r->n;
+}
+
+VrStatus cost_set_moe(CostModel *c, const CostGroupedRow *gmm, int n_gmm, const CostMoeIndexRow *ix,
+                      int n_ix, char *why, size_t why_n) {
+    if (why && why_n) why[0] = '\0';
+    if (n_gmm < 0 || n_ix < 0) return VR_EINVAL;
+    int *g = malloc(sizeof(int) * (size_t)(n_gmm > 0 ? n_gmm : 1));
+    CostPoint *pts = malloc(sizeof *pts * (size_t)(n_gmm + n_ix > 0 ? n_gmm + n_ix : 1));
+    struct GmmCurve *cur = calloc((size_t)(n_gmm > 0 ? n_gmm : 1), sizeof *cur);
+    Curve moe[COST_MOE_COUNT];
+    memset(moe, 0, sizeof moe);
+    int n_cur = 0;
+    VrStatus st = g && pts && cur ? VR_OK : VR_ENOMEM;
+    /* every row checked; the balanced rows' gemms other than the cross-check's "bwd" read */
+    for (int i = 0; !st && i < n_gmm; i++) {
+        const CostGroupedRow *r = &gmm[i];
+        g[i] = -1;
+        for (int j = 0; j < COST_GMM_COUNT; j++)
+            if (r->gemm && strcmp(r->gemm, GMM_NAMES[j]) == 0) g[i] = j;
+        bool bwd = r->gemm && strcmp(r->gemm, "bwd") == 0;
+        bool balanced = r->routing && strcmp(r->routing, "balanced") == 0;
+        if (g[i] < 0 && !bwd)
+            st = bad_row(why, why_n, "grouped_mm", i, "gemm must be fwd, dgrad, wgrad or bwd");
+        else if (!r->layout || (strcmp(r->layout, "nt") != 0 && strcmp(r->layout, "nn") != 0))
+            st = bad_row(why, why_n, "grouped_mm", i, "layout must be nt or nn");
+        else if (!balanced && !(r->routing && strncmp(r->routing, "record:", 7) == 0))
+            st = bad_row(why, why_n, "grouped_mm", i, "routing must be balanced or record:<name>");
+        else if (!(r->experts >= 1) || !(r->rows > 0) || !(r->n > 0) || !(r->k > 0) || !(r->ms > 0) ||
+                 !isfinite(r->experts * r->rows * r->n * r->k * r->ms))
+            st = bad_row(why, why_n, "grouped_mm", i, "experts, rows, n, k and ms must be > 0");
+        if (!balanced) g[i] = -1;
+    }
+    for (int i = 0; !st && i < n_gmm; i++) {
+        if (g[i] < 0) continue;
+        const CostGroupedRow *r = &gmm[i];
+        bool nn = strcmp(r->layout, "nn") == 0;
+        int j = 0;
+        while (j < n_cur && !(cur[j].gemm == g[i] && cur[j].nn == nn && cur[j].experts == r->experts &&
+                              cur[j].n == r->n && cur[j].k == r->k))
+            j++;
+        if (j < n_cur) continue; /* made with an earlier row of its shape */
+        int n = 0;
+        for (int q = i; q < n_gmm; q++) {
+            const CostGroupedRow *o = &gmm[q];
+            if (g[q] == g[i] && (strcmp(o->layout, "nn") == 0) == nn && o->experts == r->experts &&
+                o->n == r->n && o->k == r->k)
+                pts[n++] = (CostPoint){o->rows, o->rows / (o->ms * 1e-3)};
+        }
+        cur[n_cur] = (struct GmmCurve){g[i], nn, r->experts, r->n, r->k, {0}};
+        st = curve_init(&cur[n_cur].rate, pts, n);
+        n_cur++;
+    }
+    for (int i = 0; !st && i < n_ix; i++) {
+        const CostMoeIndexRow *r = &ix[i];
+        int k = moe_curve_of(r);
+        if (k == COST_MOE_NONE)
+            st = bad_row(why, why_n, "moe_index", i, "op must be sort, histc, cumsum, index_put, index_fwd or index_bwd");
+        else if (!(r->n > 0) || !(r->ms > 0) || (k >= COST_MOE_GATHER && !(r->width > 0 && r->src_rows > 0)) ||
+                 !isfinite(r->n * r->ms * r->width * r->src_rows))
+            st = bad_row(why, why_n, "moe_index", i, "n and ms (and a gather's src_rows and width) must be > 0");
+    }
+    for (int k = COST_MOE_SORT; !st && k < COST_MOE_COUNT; k++) {
+        int n = 0;
+        for (int i = 0; i < n_ix; i++) {
+            if (moe_curve_of(&ix[i]) != k) continue;
+            double size = moe_row_size(&ix[i], k);
+            pts[n++] = (CostPoint){size, size / (ix[i].ms * 1e-3)};
+        }
+        st = curve_init(&moe[k], pts, n);
+    }
+    if (st) {
+        for (int i = 0; i < n_cur; i++) curve_free(&cur[i].rate);
+        for (int k = 0; k < COST_MOE_COUNT; k++) curve_free(&moe[k]);
+        free(cur);
+    } else {
+        for (int i = 0; i < c->n_gmm; i++) curve_free(&c->gmm[i].rate);
+        free(c->gmm);
+        for (int k = 0; k < COST_MOE_COUNT; k++) curve_free(&c->moe[k]);
+        c->gmm = cur;
+        c->n_gmm = n_cur;
+        memcpy(c->moe, moe, sizeof moe);
+    }
+    free(g);
+    free(pts);
+    return st;
 }

@@ -198,6 +198,53 @@ typedef struct CostCarry {
  * unchanged), VR_ENOMEM. */
 VrStatus cost_carry(CostModel *c, const DeviceSpec *target, const CostCarry *k);
 
+/* ---- a mixture of experts' grouped GEMMs and dispatch, measured on the GPU itself ---------
+ * lua/hw/calibrated/<gpu>_grouped_mm.lua (validation/harness/measure_grouped_mm.py): the time of
+ * torch._grouped_mm and of the index ops transformers' grouped_mm experts path runs, on the very
+ * GPU simulated. It is never carried to another GPU: a plan reads it only where hardware.lua finds
+ * the simulated GPU's own file, and it is applied after the reference profile's carry. */
+
+/* The grouped GEMMs of a `grouped_mm` row's `gemm`: forward x W_e, the input's gradient
+ * grad W_e^T, the weight's x_e^T grad ("bwd", both gradients by autograd, is a cross-check, not
+ * read). */
+enum { COST_GMM_FWD = 0, COST_GMM_DGRAD, COST_GMM_WGRAD, COST_GMM_COUNT };
+
+/* A row of `grouped_mm`: one grouped GEMM of `rows` token-expert pairs over `experts` experts,
+ * each (k -> n), timed per call. */
+typedef struct CostGroupedRow {
+    const char *gemm;    /* "fwd", "dgrad", "wgrad" or "bwd"; borrowed */
+    const char *layout;  /* "nt": weights (E, n, k) passed transposed; "nn": (E, k, n); borrowed */
+    const char *routing; /* "balanced" (rows / experts each: read) or "record:<name>" (a measured
+                            run's routing: a record, not read); borrowed */
+    double experts, rows, n, k;
+    double ms;
+} CostGroupedRow;
+
+/* The dispatch's index ops (Op.moe_index), by the names of a `moe_index` row's `op`. A gather's
+ * rows whose source has fewer rows than it gathers (indices that repeat) are COST_MOE_GATHER_DUP
+ * and their backward COST_MOE_GATHER_DUP_BWD. */
+enum { COST_MOE_NONE = 0, COST_MOE_SORT, COST_MOE_HISTC, COST_MOE_CUMSUM, COST_MOE_INDEX_PUT,
+       COST_MOE_GATHER, COST_MOE_GATHER_BWD, COST_MOE_GATHER_DUP, COST_MOE_GATHER_DUP_BWD,
+       COST_MOE_COUNT };
+
+/* A row of `moe_index`: op "sort", "histc", "cumsum", "index_put" (length n), or "index_fwd" /
+ * "index_bwd" (n rows of width elements gathered from src_rows rows, and IndexBackward0). */
+typedef struct CostMoeIndexRow {
+    const char *op;      /* borrowed */
+    double n, src_rows, width;
+    double ms;
+} CostMoeIndexRow;
+
+/* Makes c price grouped GEMMs and the dispatch's index ops from these rows (replacing any it
+ * had): per (gemm, layout, experts, n, k), a curve of its balanced rows' pairs per second over
+ * the pairs; per index op, a curve of elements per second over its size (moe_size). An op whose
+ * shape has a curve takes the curve's time at its size (below the smallest size measured, that
+ * size's time; above the largest, its rate): the kernels' own time with the stream's gaps, as
+ * the events measured it. VR_EINVAL for a row that cannot be a point (why names the table and
+ * row), VR_ENOMEM. */
+VrStatus cost_set_moe(CostModel *c, const CostGroupedRow *gmm, int n_gmm, const CostMoeIndexRow *ix,
+                      int n_ix, char *why /* OUT */, size_t why_n);
+
 /* Device time of op in ns (0 for ops of kind "none"); collectives and copies go to
  * device_op_ns's link model. */
 double cost_op_ns(const CostModel *c, const Op *op);

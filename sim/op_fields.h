@@ -167,6 +167,26 @@ OP_VAL(int, gemms, , "", OPR_NO, 0, OPI_RECOMPUTE)
  * change of the cost model to be made on its own evidence. */
 OP_VAL(int, lora_rank, , "", OPR_NO, 0, OPI_BWD)
 OP_VAL(char, lora_role, , "", OPR_NO, 0, OPI_BWD)
+/* gmm_experts: > 0: torch._grouped_mm over this many experts (a mixture of experts' GEMM,
+ * lua/models/moe.lua): gmm_rows token-expert pairs, each through its expert's (gmm_k -> gmm_n)
+ * matrix, the weights stored (E, k, n) when gmm_nn, else (E, n, k) and passed transposed;
+ * gmm_grads: which gradients its backward makes (1 the input's, 2 the weight's, 3 both). Priced
+ * from the GPU's measured grouped GEMM table where it has that shape (sim/cost.c grouped_s),
+ * else as one GEMM of its FLOPs */
+OP_VAL(int, gmm_experts, , "gmm_experts", OPR_INT, 0, OPI_BOTH)
+OP_VAL(double, gmm_rows, , "gmm_rows", OPR_NUM, 0, OPI_BOTH)
+OP_VAL(double, gmm_n, , "gmm_n", OPR_NUM, 0, OPI_BOTH)
+OP_VAL(double, gmm_k, , "gmm_k", OPR_NUM, 0, OPI_BOTH)
+OP_VAL(bool, gmm_nn, , "gmm_nn", OPR_BOOL, false, OPI_BOTH)
+OP_VAL(int, gmm_grads, , "gmm_grads", OPR_INT, 0, OPI_BOTH)
+/* moe_index: > 0: one of the experts dispatch's index ops (cost.h COST_MOE_*: sort, histc,
+ * cumsum, index_put, row gather; a row gather's backward is IndexBackward0's zero fill and
+ * sort-based accumulate), of moe_size (elements: the gather's rows x width, else its length),
+ * moe_dup: a gather whose indices repeat (fewer source rows than rows). Priced from the GPU's
+ * measured table where it has one, else by its kind's class */
+OP_VAL(int, moe_index, , "moe_index", OPR_INT, 0, OPI_BOTH)
+OP_VAL(double, moe_size, , "moe_size", OPR_NUM, 0, OPI_BOTH)
+OP_VAL(bool, moe_dup, , "moe_dup", OPR_BOOL, false, OPI_BOTH)
 /* world: collectives: ranks taking part */
 OP_VAL(int, world, , "world", OPR_INT, 1, OPI_BOTH)
 /* per_node: collectives: how many of the group's ranks one node holds, as the device mesh places

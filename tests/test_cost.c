@@ -465,6 +465,113 @@ static void test_profile_lora_rows(void **state) {
     assert_non_null(strstr(why, "must be > 0"));
 }
 
+/* A grouped GEMM op (Op.gmm_experts) of a mixture of experts: 8 experts, rows pairs, each
+ * (k 4096 -> n 28672), weights passed transposed ("nt"), in phase, with backward gradients grads. */
+static Op grouped_op(Phase phase, double rows, int grads) {
+    Op op = op_of("mm", phase, 2 * rows * 28672 * 4096.0 * (phase == PH_BWD ? 2 : 1), 2e9);
+    op.gmm_experts = 8, op.gmm_rows = rows, op.gmm_n = 28672, op.gmm_k = 4096, op.gmm_grads = grads;
+    return op;
+}
+
+/* grouped_mm and moe_index rows (cost_set_moe): a grouped GEMM of a measured shape takes the
+ * balanced rows' time (interpolated in log pairs between rows; below the smallest, its time;
+ * above the largest, its rate), its backward the sum of the gradients it makes; the rows of a
+ * record's routing and the "bwd" cross-check are not read; a shape, layout or expert count the
+ * table lacks takes the GEMM path as before; the index ops take their curve's time, a gather's
+ * backward IndexBackward0's and a gather of repeating indices the duplicate curve; a model's copy
+ * keeps them, bad rows are errors naming the row. */
+static void test_moe_rows(void **state) {
+    (void)state;
+    DeviceSpec dev = plain_device();
+    CostModel *c = NULL;
+    CostProfile p = {0};
+    assert_int_equal(cost_from_profile(&dev, &p, &c, NULL, 0), VR_OK);
+    Op fwd = grouped_op(PH_FWD, 1024, 3);
+    double gemm_path = cost_op_ns(c, &fwd);   /* before any table: the GEMM path */
+    CostGroupedRow g[8] = {
+        {"fwd", "nt", "balanced", 8, 512, 28672, 4096, 0.30},
+        {"fwd", "nt", "balanced", 8, 2048, 28672, 4096, 0.80},
+        {"dgrad", "nt", "balanced", 8, 512, 28672, 4096, 0.25},
+        {"wgrad", "nt", "balanced", 8, 512, 28672, 4096, 0.35},
+        {"bwd", "nt", "balanced", 8, 512, 28672, 4096, 9.0},               /* not read */
+        {"fwd", "nt", "record:gen4-mixtral-l2-b1", 8, 1024, 28672, 4096, 9.0}, /* not read */
+        {"fwd", "nn", "balanced", 8, 512, 28672, 4096, 0.50},
+        {"fwd", "nt", "balanced", 16, 512, 28672, 4096, 0.70}};
+    CostMoeIndexRow ix[5] = {{"sort", 4096, 0, 0, 0.010},
+                             {"index_fwd", 1024, 512, 4096, 0.020},   /* repeating: 512 < 1024 */
+                             {"index_bwd", 1024, 512, 4096, 0.030},
+                             {"index_fwd", 1024, 1024, 4096, 0.012},
+                             {"index_bwd", 1024, 1024, 4096, 0.016}};
+    assert_int_equal(cost_set_moe(c, g, 8, ix, 5, NULL, 0), VR_OK);
+    Op at512 = grouped_op(PH_FWD, 512, 3);
+    assert_true(fabs(cost_op_ns(c, &at512) - 300e3) < 1.0);
+    /* half way in log pairs: the mean of 512 / 0.3 ms and 2048 / 0.8 ms pairs a second */
+    double rate = 0.5 * (512 / 0.30e-3 + 2048 / 0.80e-3);
+    assert_true(fabs(cost_op_ns(c, &fwd) - 1024 / rate * 1e9) < 1.0);
+    assert_true(cost_op_ns(c, &fwd) != gemm_path);
+    Op small = grouped_op(PH_FWD, 128, 3), big = grouped_op(PH_FWD, 8192, 3);
+    assert_true(fabs(cost_op_ns(c, &small) - 300e3) < 1.0);
+    assert_true(fabs(cost_op_ns(c, &big) - 4 * 800e3) < 1.0);
+    Op rec = grouped_op(PH_RECOMPUTE, 512, 3);
+    assert_true(fabs(cost_op_ns(c, &rec) - 300e3) < 1.0);
+    /* backward: both gradients, the input's alone, the weight's alone */
+    Op b3 = grouped_op(PH_BWD, 512, 3), b1 = grouped_op(PH_BWD, 512, 1), b2 = grouped_op(PH_BWD, 512, 2);
+    assert_true(fabs(cost_op_ns(c, &b3) - 600e3) < 1.0);
+    assert_true(fabs(cost_op_ns(c, &b1) - 250e3) < 1.0);
+    assert_true(fabs(cost_op_ns(c, &b2) - 350e3) < 1.0);
+    /* the other layout and expert count have their own rows */
+    Op nn = grouped_op(PH_FWD, 512, 3), e16 = grouped_op(PH_FWD, 512, 3);
+    nn.gmm_nn = true, e16.gmm_experts = 16;
+    assert_true(fabs(cost_op_ns(c, &nn) - 500e3) < 1.0);
+    assert_true(fabs(cost_op_ns(c, &e16) - 700e3) < 1.0);
+    /* a shape without rows (and a layout's backward without rows): the GEMM path, as before */
+    Op other = grouped_op(PH_FWD, 1024, 3);
+    other.gmm_experts = 32;
+    Op plain_other = other;
+    plain_other.gmm_experts = 0;
+    assert_true(fabs(cost_op_ns(c, &other) - cost_op_ns(c, &plain_other)) < 1e-6);
+    Op nnb = grouped_op(PH_BWD, 512, 3), plain_nnb = nnb;
+    nnb.gmm_nn = true, plain_nnb.gmm_experts = 0;
+    assert_true(fabs(cost_op_ns(c, &nnb) - cost_op_ns(c, &plain_nnb)) < 1e-6);
+    /* the index ops */
+    Op sort = op_of("elementwise", PH_FWD, 0, 65536);
+    sort.moe_index = COST_MOE_SORT, sort.moe_size = 4096;
+    assert_true(fabs(cost_op_ns(c, &sort) - 10e3) < 1.0);
+    Op gat = op_of("gather", PH_FWD, 0, 1e7);
+    gat.moe_index = COST_MOE_GATHER, gat.moe_size = 1024 * 4096.0, gat.moe_dup = true;
+    assert_true(fabs(cost_op_ns(c, &gat) - 20e3) < 1.0);
+    gat.phase = PH_BWD;
+    assert_true(fabs(cost_op_ns(c, &gat) - 30e3) < 1.0);
+    gat.moe_dup = false;
+    assert_true(fabs(cost_op_ns(c, &gat) - 16e3) < 1.0);
+    gat.phase = PH_FWD;
+    assert_true(fabs(cost_op_ns(c, &gat) - 12e3) < 1.0);
+    /* an index op the table has no rows of: its kind's class, as before */
+    Op hist = op_of("elementwise", PH_FWD, 0, 65536), plain_hist = hist;
+    hist.moe_index = COST_MOE_HISTC, hist.moe_size = 4096;
+    assert_true(fabs(cost_op_ns(c, &hist) - cost_op_ns(c, &plain_hist)) < 1e-6);
+    /* a copy keeps the curves */
+    CostModel *k = NULL;
+    assert_int_equal(cost_clone(c, &dev, &k), VR_OK);
+    assert_true(cost_op_ns(k, &fwd) == cost_op_ns(c, &fwd));
+    assert_true(cost_op_ns(k, &gat) == cost_op_ns(c, &gat));
+    cost_free(k);
+    /* bad rows: an error naming the table and row, the model as it was */
+    char why[160];
+    CostGroupedRow bad[3] = {{"fwdd", "nt", "balanced", 8, 512, 28672, 4096, 0.3},
+                             {"fwd", "tn", "balanced", 8, 512, 28672, 4096, 0.3},
+                             {"fwd", "nt", "balanced", 8, 512, 28672, 4096, 0}};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(cost_set_moe(c, bad + i, 1, NULL, 0, why, sizeof why), VR_EINVAL);
+        assert_non_null(strstr(why, "grouped_mm row 1"));
+    }
+    CostMoeIndexRow badix[1] = {{"scatter", 4096, 0, 0, 0.01}};
+    assert_int_equal(cost_set_moe(c, NULL, 0, badix, 1, why, sizeof why), VR_EINVAL);
+    assert_non_null(strstr(why, "moe_index row 1"));
+    assert_true(fabs(cost_op_ns(c, &at512) - 300e3) < 1.0);
+    cost_free(c);
+}
+
 /* A clone (cost_clone) prices every op as a model made afresh from the same rows on the clone's
  * device, to the bit, carried or not, and carrying it leaves the original as it was. */
 static void test_clone(void **state) {
@@ -558,6 +665,7 @@ int main(void) {
         cmocka_unit_test(test_profile_sdpa_rows),
         cmocka_unit_test(test_profile_sdpa_kernel_rows),
         cmocka_unit_test(test_profile_lora_rows),
+        cmocka_unit_test(test_moe_rows),
         cmocka_unit_test(test_clone),
         cmocka_unit_test(test_carry_attention_ratio),
     };

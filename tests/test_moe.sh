@@ -316,5 +316,58 @@ if [ "$got" = "8388608 8388608 4194304 2048" ] && [ "$sm" = "2" ]; then
   ok "MoE backward: the weighting's full-size products and the router softmax's grad * output"
 else bad "MoE backward: weighted '$got' (want 8388608 8388608 4194304 2048), router softmax $sm buffers a step (want 2)"; fi
 
+# 9. a GPU's own grouped GEMM table (lua/hw/calibrated/<gpu>_grouped_mm.lua, made by
+#    validation/harness/measure_grouped_mm.py): with the synthetic one of tests/data in a copy of
+#    lua/ as the H100's, each grouped GEMM and dispatch index op of Mixtral's block takes its row's
+#    time (us, the second step): the forward GEMMs, their backward's two gradients, sort, histc,
+#    cumsum, the inverse permutation, the three gathers and their IndexBackward0 (repeating indices
+#    for the hidden states). Without the table those ops are priced as before, with a note; a
+#    table that lacks a shape is noted by shape; the H200 (the H100's profile is the H200's,
+#    carried) does not read the H100's table.
+mkdir "$tmp/g" && cp scenarios/configs/mixtral-8x7b.json "$tmp/g/"
+cp -r "${VRSIM_LUA:-lua}" "$tmp/lua"
+cp -r "$tmp/lua" "$tmp/lua0" && rm -f "$tmp/lua0/hw/calibrated/h100_sxm_grouped_mm.lua"   # (none)
+cp tests/data/grouped_mm_synthetic.lua "$tmp/lua/hw/calibrated/h100_sxm_grouped_mm.lua"
+cat > "$tmp/g/h100.lua" <<EOS
+return { hardware = { gpu = "h100" }, model = { config = "mixtral-8x7b.json", layers = 1 },
+  training = { micro_batch = 1, seq = 256, precision = "bf16", steps = 2 } }
+EOS
+sed 's/"h100"/"h200"/' "$tmp/g/h100.lua" > "$tmp/g/h200.lua"
+durs() { # trace.json -> "name=dur ..." of the block's grouped GEMMs and index ops, second step
+  python3 -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))
+ev = ev['traceEvents'] if isinstance(ev, dict) else ev
+want = ['experts.gate_up_proj', 'experts.gate_up_proj.backward', 'experts.down_proj', 'experts.down_proj.backward',
+        'sort', 'histc', 'cumsum', 'inv_perm', 'select_hidden', 'select_hidden.backward', 'select_weights',
+        'select_weights.backward', 'restore_order', 'restore_order.backward']
+got = {e['name'][len('layers.0.mlp.'):]: e['dur'] for e in ev
+       if e.get('args', {}).get('step') == 1 and e.get('name', '').startswith('layers.0.mlp.')}
+print(' '.join('%s=%g' % (w, round(got.get(w, -1), 3)) for w in want))" "$1"
+}
+VRSIM_LUA="$tmp/lua" "$VRSIM" "$tmp/g/h100.lua" --json --out "$tmp/gt" > "$tmp/gt.json" 2>"$tmp/err"
+VRSIM_LUA="$tmp/lua0" "$VRSIM" "$tmp/g/h100.lua" --json --out "$tmp/gd" > "$tmp/gd.json" 2>>"$tmp/err"
+want="experts.gate_up_proj=300 experts.gate_up_proj.backward=600 experts.down_proj=150 experts.down_proj.backward=300 sort=12 histc=8 cumsum=6 inv_perm=7 select_hidden=20 select_hidden.backward=45 select_weights=6.5 select_weights.backward=9 restore_order=15 restore_order.backward=30"
+got=$(durs "$tmp/gt/trace.json")
+note_t=$(field '" | ".join(d["notes"])' < "$tmp/gt.json" | grep -c "_grouped_mm")
+note_d=$(field '" | ".join(d["notes"])' < "$tmp/gd.json" | grep -c "no grouped GEMM table measured on the NVIDIA H100")
+if [ "$got" = "$want" ] && [ "$note_t" = 0 ] && [ "$note_d" = 1 ]; then
+  ok "MoE on a GPU with its own grouped GEMM table: each grouped GEMM and index op takes its row's time"
+else bad "MoE with a grouped GEMM table: $got (want $want); table note $note_t (want 0), default note $note_d (want 1) $(cat "$tmp/err")"; fi
+dflt=$(durs "$tmp/gd/trace.json")
+case "$dflt" in *experts.gate_up_proj=300\ *) bad "MoE without a grouped GEMM table: priced as the table ($dflt)" ;;
+  *) ok "MoE without a grouped GEMM table: the GEMM curve and the classes, as before" ;; esac
+VRSIM_LUA="$tmp/lua" "$VRSIM" "$tmp/g/h200.lua" --no-files --json > "$tmp/h2t.json" 2>>"$tmp/err"
+VRSIM_LUA="$tmp/lua0" "$VRSIM" "$tmp/g/h200.lua" --no-files --json > "$tmp/h2d.json" 2>>"$tmp/err"
+a=$(field 'd["step_time_ms"]' < "$tmp/h2t.json"); b=$(field 'd["step_time_ms"]' < "$tmp/h2d.json")
+if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "the H100's grouped GEMM table is not read for the H200 ($a ms either way)"
+else bad "the H100's grouped GEMM table changed the H200's step: $a ms against $b"; fi
+grep -v 'n=4096, k=14336' tests/data/grouped_mm_synthetic.lua > "$tmp/lua/hw/calibrated/h100_sxm_grouped_mm.lua"
+VRSIM_LUA="$tmp/lua" "$VRSIM" "$tmp/g/h100.lua" --no-files --json > "$tmp/gm.json" 2>>"$tmp/err"
+got=$(field '" | ".join(d["notes"])' < "$tmp/gm.json" | grep -o "no balanced rows of its shape: [^|]*" | sed 's/ $//')
+if [ "$got" = "no balanced rows of its shape: dgrad nt experts=8 n=4096 k=14336, fwd nt experts=8 n=4096 k=14336, wgrad nt experts=8 n=4096 k=14336" ]; then
+  ok "a grouped GEMM table without a shape: the note names it"
+else bad "a grouped GEMM table without the down projection's shape: note '$got'"; fi
+
 echo "test_moe: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

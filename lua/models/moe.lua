@@ -40,21 +40,34 @@ local function router_forward(cx, m, x)
   end)
 end
 
+-- The dispatch's index ops a GPU's measured grouped GEMM table times (sim/cost.h COST_MOE_*,
+-- validation/harness/measure_grouped_mm.py): an op marked with one (Op.moe_index, of moe_size
+-- elements) takes that table's time where the GPU has one, else its kind's.
+local MOE_INDEX = { sort = 1, histc = 2, cumsum = 3, index_put = 4, gather = 5 }
+M.MOE_INDEX = MOE_INDEX
+
 -- An op whose outputs need no gradient and that saves nothing: sort, histc, the index sums.
-local function index_op(cx, name, inputs, outs, kind)
+-- timed: the MOE_INDEX name of the measured op it is (its size: its first input's elements, the
+-- length the harness keys it by: the pairs sorted, counted or permuted, the counts summed).
+local function index_op(cx, name, inputs, outs, kind, timed)
   for _, o in ipairs(outs) do o.no_grad = true end
   return nn.op(cx, { name = name, kind = kind or "elementwise", inputs = inputs, outs = outs,
-                     grads = { "none", "none" } })
+                     grads = { "none", "none" }, moe_index = timed and MOE_INDEX[timed] or nil,
+                     moe_size = timed and nn.numel(inputs[1].shape) or nil })
 end
 
 -- x[idx] along dim 0 (aten::index): a new (n, ...) tensor; IndexBackward0 scatters the gradient
 -- into zeros of x's shape (index_put_ with accumulate), so backward makes one buffer of x's size.
-local function gather_rows(cx, name, x, idx, n)
+-- timed: one of the dispatch's gathers the grouped GEMM table times (the hidden states and
+-- weights into expert order, and the pairs back), of n x width elements; its indices repeat
+-- where x has fewer rows than n.
+local function gather_rows(cx, name, x, idx, n, timed)
   local shape = nn.copy_shape(x.shape)
   shape[1] = n
   return nn.op(cx, { name = name, kind = "gather", inputs = { x, idx },
                      outs = { { name, shape, x.dtype } }, saves = { idx },
-                     grads = { "new", "none" } })
+                     grads = { "new", "none" }, moe_index = timed and MOE_INDEX.gather or nil,
+                     moe_size = timed and nn.numel(shape) or nil, moe_dup = timed and x.shape[1] < n or nil })
 end
 
 -- torch grouped GEMM of the S rows of x with each expert's (out, in) matrix of w (E, out, in),
@@ -69,11 +82,53 @@ local function grouped_mm(cx, name, x, w, offsets, transposed)
   if x.rg then saves[#saves + 1] = w end
   local flops = 2 * s * cout * cin
   local bwd = flops * ((x.rg and 1 or 0) + (w.rg and 1 or 0))
+  -- its shape as the GPU's grouped GEMM table keys it (sim/cost.c grouped_s); the plan notes
+  -- shapes that table lacks (M.unpriced)
+  local ne = w.shape[1]
+  cx.grouped_mm_shapes = cx.grouped_mm_shapes or {}
+  cx.grouped_mm_shapes[("%s/%d/%d/%d/%s"):format(transposed and "nn" or "nt", ne, cout, cin,
+                                                  (x.rg and "d" or "") .. (w.rg and "w" or ""))] = true
   return nn.op(cx, { name = name, kind = "mm", inputs = { x, w, offsets },
                      outs = { { name, { s, cout }, x.dtype } }, saves = saves,
                      grads = { { dtype = x.dtype }, w.rg and { dtype = w.dtype } or "none", "none" },
                      grad_order = { 2, 1, 3 }, flops = flops, bwd_flops = bwd > 0 and bwd or nil,
-                     dtype = x.dtype })
+                     dtype = x.dtype, gmm_experts = ne, gmm_rows = s, gmm_n = cout, gmm_k = cin,
+                     gmm_nn = transposed or false, gmm_grads = (x.rg and 1 or 0) + (w.rg and 2 or 0) })
+end
+
+-- A note for the plan (lua/vrsim/plan.lua) when the graph has grouped GEMMs that the GPU's own
+-- measured table (device.grouped_mm, lua/hw/calibrated/<gpu>_grouped_mm.lua) does not price:
+-- those take the GEMM curve at their FLOPs, as one dense GEMM, and without a table the
+-- dispatch's index ops their classes' bandwidth. nil when every one is priced from the table.
+function M.unpriced(cx, dev)
+  if not cx.grouped_mm_shapes then return nil end
+  local t = dev.grouped_mm
+  if not t then
+    return ("torch._grouped_mm priced as one dense GEMM of its FLOPs, and the experts' dispatch "
+            .. "(sort, histc, index gathers) by bytes: no grouped GEMM table measured on the %s "
+            .. "(lua/hw/calibrated/%s_grouped_mm.lua, validation/harness/measure_grouped_mm.py)"):format(dev.name, dev.key)
+  end
+  local have = {}
+  for _, r in ipairs(t.grouped_mm or {}) do
+    if r.routing == "balanced" then have[("%s/%d/%d/%d/%s"):format(r.layout, r.experts, r.n, r.k, r.gemm)] = true end
+  end
+  local missing = {}
+  for key in pairs(cx.grouped_mm_shapes) do
+    local shape, grads = key:match("^(.*)/(%a*)$")
+    local need = { "fwd" }
+    if grads:find("d") then need[#need + 1] = "dgrad" end
+    if grads:find("w") then need[#need + 1] = "wgrad" end
+    for _, g in ipairs(need) do
+      if not have[shape .. "/" .. g] then
+        local layout, e, n, k = shape:match("^(%a+)/(%d+)/(%d+)/(%d+)$")
+        missing[#missing + 1] = ("%s %s experts=%s n=%s k=%s"):format(g, layout, e, n, k)
+      end
+    end
+  end
+  if #missing == 0 then return nil end
+  table.sort(missing)
+  return ("torch._grouped_mm priced as one dense GEMM of its FLOPs where %s has no balanced rows "
+          .. "of its shape: %s"):format(t.source or (dev.key .. "_grouped_mm.lua"), table.concat(missing, ", "))
 end
 
 -- grouped_mm_experts_forward(hidden_states (t, hidden), top_k_index, top_k_weights) of an experts
@@ -93,14 +148,14 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
   local weights = nn.view(cx, topv, { n }, pre .. ".sample_weights")
   local ids = nn.view(cx, topi, { n }, pre .. ".expert_ids")
   local ids_sorted, perm = index_op(cx, pre .. ".sort", { ids },
-    { { pre .. ".expert_ids_sorted", { n }, "int64" }, { pre .. ".perm", { n }, "int64" } })
+    { { pre .. ".expert_ids_sorted", { n }, "int64" }, { pre .. ".perm", { n }, "int64" } }, nil, "sort")
   local rows = index_op(cx, pre .. ".perm_div_k", { perm }, { { pre .. ".token_of_pair", { n }, "int64" } })
-  local selected = gather_rows(cx, pre .. ".select_hidden", hs, rows, n)
-  local weights_g = gather_rows(cx, pre .. ".select_weights", weights, perm, n)
+  local selected = gather_rows(cx, pre .. ".select_hidden", hs, rows, n, true)
+  local weights_g = gather_rows(cx, pre .. ".select_weights", weights, perm, n, true)
   -- histc over the sorted ids (cast to int on CUDA), then the per-expert offsets
   local ids32 = index_op(cx, pre .. ".expert_ids.int", { ids_sorted }, { { pre .. ".expert_ids_int", { n }, "int32" } })
-  local counts = index_op(cx, pre .. ".histc", { ids32 }, { { pre .. ".tokens_per_expert", { ne }, "int32" } })
-  local offsets = index_op(cx, pre .. ".cumsum", { counts }, { { pre .. ".offsets", { ne }, "int32" } })
+  local counts = index_op(cx, pre .. ".histc", { ids32 }, { { pre .. ".tokens_per_expert", { ne }, "int32" } }, nil, "histc")
+  local offsets = index_op(cx, pre .. ".cumsum", { counts }, { { pre .. ".offsets", { ne }, "int32" } }, nil, "cumsum")
 
   -- (under target_parameters the first read of a wrapped weight folds its adapter in)
   local gu = lora.param_weight(cx, proxies, "gate_up_proj", W(cx, ex.p.gate_up_proj))
@@ -139,8 +194,9 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
                           { bwd_workspace = ws, bwd_workspace_first = true, grad_order = { 1, 2 } })
   -- inv_perm = empty_like(perm); inv_perm[perm] = arange(S)
   local arange = index_op(cx, pre .. ".arange", {}, { { pre .. ".arange", { n }, "int64" } })
-  local inv = index_op(cx, pre .. ".inv_perm", { perm, arange }, { { pre .. ".inv_perm", { n }, "int64" } })
-  local reordered = gather_rows(cx, pre .. ".restore_order", weighted, inv, n)
+  local inv = index_op(cx, pre .. ".inv_perm", { perm, arange }, { { pre .. ".inv_perm", { n }, "int64" } }, nil,
+                       "index_put")
+  local reordered = gather_rows(cx, pre .. ".restore_order", weighted, inv, n, true)
   -- view(tokens, k, hidden).sum(dim=1) in the product's dtype. SumBackward0 expands the gradient
   -- (a stride-0 view), and the view's backward reshapes it to (S, hidden), which cannot be a view
   -- of it: a copy of the pairs' size (the oracle's Mixtral capture: clone <- experts|view)

@@ -268,12 +268,17 @@ function M.device_of(cfg, ctx)
   prof = require("hw.host_speed").scaled(prof, cfg.hardware.host_dispatch_scale)
   -- NCCL collectives measured between GPUs of this kind over NVLink (make calibrate on a
   -- machine with several), used when the collectives run on NVLink
+  -- a mixture of experts' grouped GEMMs and dispatch index ops measured on this very GPU
+  -- (validation/harness/measure_grouped_mm.py); never carried from another GPU: without it they
+  -- are priced as above (sim/bind/plan_read.c read_moe)
+  local gmm = prof and calibrated("_grouped_mm")
+  if gmm then gmm.source = gmm.source or ("lua/hw/calibrated/" .. name .. "_grouped_mm.lua") end
   local nccl, nccl_ranks
   local lk = calibrated("_x2_links")
   if lk and ic == "nvlink" and nodes == 1 then nccl, nccl_ranks = lk.nccl, lk.nccl_ranks end
   return {
     nccl = nccl, nccl_ranks = nccl_ranks,
-    profile = prof, carry = carry,
+    profile = prof, carry = carry, grouped_mm = gmm or nil,
     world = n, coll_bw = coll_bw, coll_latency_ns = coll_lat, interconnect = ic,
     gpus_per_node = cfg.hardware.gpus_per_node, nics_per_node = nics, replicate = replicate,
     nic_bw = net and net.bw_bytes_per_s or 0, nic_latency_ns = net and net.latency_s * 1e9 or 0,

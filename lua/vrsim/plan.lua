@@ -312,6 +312,8 @@ local function finish(st, G, cx, alloc_read)
   local notes = {}
   for _, n in ipairs(cfg.notes or {}) do notes[#notes + 1] = n end
   for _, n in ipairs(cx.notes or {}) do notes[#notes + 1] = n end
+  -- a mixture of experts' grouped GEMMs the GPU's own measured table does not price
+  notes[#notes + 1] = require("models.moe").unpriced(cx, dev)
   -- bf16 math on a GPU without bf16 tensor cores (Volta, Turing: compute capability below 8.0):
   -- PyTorch emulates it, and the catalog gives those GEMMs the GPU's fp32 rate as their bf16 peak
   -- (lua/hw/gpus.lua), which nobody measured. Then what vrsim does not model on the card.

@@ -225,6 +225,56 @@ static void read_profile_rows(lua_State *L, int prof, Plan *p) {
     lua_pop(L, 1); /* the rows */
 }
 
+/* Makes the plan's cost model price a mixture of experts' grouped GEMMs and dispatch index ops
+ * from device.grouped_mm (lua/hw/calibrated/<gpu>_grouped_mm.lua of the simulated GPU itself,
+ * hardware.lua), if any: its `grouped_mm` and `moe_index` rows (cost.h cost_set_moe). Called after
+ * the reference profile's carry, so these figures are never carried. */
+static void read_moe(lua_State *L, int dev, Plan *p) {
+    if (lua_getfield(L, dev, "grouped_mm") != LUA_TTABLE) { lua_pop(L, 1); return; }
+    int t = lua_gettop(L);
+    int n_gmm = profile_table(L, t, "grouped_mm");
+    lua_pop(L, 1);
+    int n_ix = profile_table(L, t, "moe_index");
+    lua_pop(L, 1);
+    /* rows and their names in userdata (freed by the collector if a field raises) */
+    size_t bytes = (sizeof(CostGroupedRow) + 3 * sizeof(char[64])) * (size_t)n_gmm +
+                   (sizeof(CostMoeIndexRow) + sizeof(char[32])) * (size_t)n_ix;
+    char *buf = lua_newuserdatauv(L, bytes ? bytes : 1, 0);
+    CostGroupedRow *gmm = (CostGroupedRow *)buf;
+    CostMoeIndexRow *ix = (CostMoeIndexRow *)(gmm + n_gmm);
+    char (*gnames)[64] = (char (*)[64])(ix + n_ix); /* per row: gemm, layout, routing */
+    char (*inames)[32] = (char (*)[32])(gnames + 3 * n_gmm);
+    profile_table(L, t, "grouped_mm");
+    for (int i = 1; i <= n_gmm; i++) {
+        int e = profile_row(L, "grouped_mm", i);
+        char (*nm)[64] = gnames + 3 * (i - 1);
+        gmm[i - 1] = (CostGroupedRow){field_str(L, e, "gemm", nm[0], sizeof nm[0]),
+                                      field_str(L, e, "layout", nm[1], sizeof nm[1]),
+                                      field_str(L, e, "routing", nm[2], sizeof nm[2]),
+                                      field_num(L, e, "experts", 0), field_num(L, e, "rows", 0),
+                                      field_num(L, e, "n", 0), field_num(L, e, "k", 0), field_num(L, e, "ms", 0)};
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    profile_table(L, t, "moe_index");
+    for (int i = 1; i <= n_ix; i++) {
+        int e = profile_row(L, "moe_index", i);
+        ix[i - 1] = (CostMoeIndexRow){field_str(L, e, "op", inames[i - 1], sizeof inames[0]),
+                                      field_num(L, e, "n", 0), field_num(L, e, "src_rows", 0),
+                                      field_num(L, e, "width", 0), field_num(L, e, "ms", 0)};
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    char why[160], src[200] = "?";
+    VrStatus st = cost_set_moe(p->cost, gmm, n_gmm, ix, n_ix, why, sizeof why);
+    if (st == VR_ENOMEM) luaL_error(L, "out of memory building the cost model of %s", p->dev.key);
+    if (st) {
+        field_str(L, t, "source", src, sizeof src);
+        luaL_error(L, "the grouped GEMM table of %s (%s): %s", p->dev.key, src, why);
+    }
+    lua_settop(L, t - 1);
+}
+
 /* Builds the plan's cost model from device.profile (a calibrated profile table), if any: its
  * tables copied into the cost module's rows (cost.h, cost_from_profile, turns them into curves),
  * or the process's model of the same rows copied. */
@@ -265,6 +315,7 @@ void read_profile(lua_State *L, int dev, Plan *p) {
             luaL_error(L, "cannot carry the calibrated profile to %s: bad ratios", p->dev.key);
     }
     lua_pop(L, 1);
+    read_moe(L, dev, p);
     double host_us = field_num(L, prof, "host_op_us", field_num(L, prof, "launch_us", 0));
     p->host_op_ns = host_us * 1e3;
     p->host_ckpt_op_ns = field_num(L, prof, "host_ckpt_op_us", 0) * 1e3;
