@@ -18,10 +18,11 @@ What it measures, each through the real optimizer classes on the real step:
                kernels' own time per parameter at that size (kernel_us) so that
                step_param_us - kernel_us is the host's part
 
-Writes OUT/<gpu>_bnb_optim.lua (a calibrated table, lua/hw/calibrated/README.md) and
-OUT/<gpu>_bnb_optim.jsonl (every row). Under 90 s on an H100.
+Writes OUT/<key>_bnb_optim.lua (a calibrated table, lua/hw/calibrated/README.md; <key> the GPU's
+catalog key, h100_sxm for an H100 SXM) and OUT/<key>_bnb_optim.jsonl (every row). Under 90 s on an
+H100.
 
-  python3 validation/harness/measure_bnb_optim.py --gpu h100           # writes under $OUT
+  python3 validation/harness/measure_bnb_optim.py        # writes under $OUT: <key>_bnb_optim.lua
   python3 validation/harness/measure_bnb_optim.py --cpu-check --out-dir /tmp/x   # no GPU: tiny sizes
                                                       on the CPU (bitsandbytes' CPU kernels), the
                                                       same code path and the table writer
@@ -52,6 +53,8 @@ DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 # (optimizer, dtype) pairs of the kernel rows: the 8-bit step in both dtypes, the others in bf16
 KERNEL_CASES = [("adamw8bit", "bf16"), ("adamw8bit", "fp32"), ("paged_adamw_8bit", "bf16"),
                 ("adamw32bit", "bf16"), ("paged_adamw_32bit", "bf16")]
+# lua/hw/gpus.lua's keys for the devices' names (lua/vrsim/record.lua RECORD_GPUS)
+CATALOG = {"NVIDIA H100 80GB HBM3": "h100_sxm", "NVIDIA H200": "h200"}
 SIZES_GPU = [100_000, 300_000, 1_000_000, 3_000_000, 10_000_000, 30_000_000, 100_000_000,
              300_000_000, 1_000_000_000]
 SIZES_CPU = [8192, 131072]
@@ -214,7 +217,8 @@ def write_lua(path, rows, meta):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpu", default="h100", help="the catalog name the table is for (its file name)")
+    ap.add_argument("--gpu", help="the catalog key the table is for, its file's name (default: the "
+                    "device's, from CATALOG; vrsim reads lua/hw/calibrated/<key>_bnb_optim.lua)")
     ap.add_argument("--out-dir", default=os.environ.get("OUT"), help="default $OUT")
     ap.add_argument("--cpu-check", action="store_true",
                     help="no GPU: tiny sizes on the CPU through the same code and writer")
@@ -229,6 +233,11 @@ def main():
     if dev == "cuda" and not torch.cuda.is_available():
         ap.error("no CUDA device (--cpu-check runs on the CPU)")
     t_start = T0
+    if not a.gpu:
+        name = torch.cuda.get_device_name() if dev == "cuda" else "cpu"
+        a.gpu = CATALOG.get(name) or ("h100_sxm" if dev == "cpu" else None)
+        if not a.gpu:
+            ap.error("no catalog key known for %r: give --gpu" % name)
     sizes = SIZES_CPU if a.cpu_check else SIZES_GPU
     counts = PARAM_COUNTS_CPU if a.cpu_check else PARAM_COUNTS_GPU
     rows = []
