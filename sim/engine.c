@@ -317,7 +317,8 @@ static double contended_ns(const Run *r, const Op *op, double start, double dur)
  * the steps after. */
 static double op_time(Run *r, int i, const Op *op) {
     if (r->op_ns_set[i]) return r->op_ns[i];
-    double dur = r->cfg->cost ? cost_op_ns(r->cfg->cost, op)
+    double dur = op->device_ns > 0 ? op->device_ns /* measured for this op (Op.device_ns) */
+               : r->cfg->cost ? cost_op_ns(r->cfg->cost, op)
                : r->cfg->dev ? device_op_ns(r->cfg->dev, op) : 0.0;
     r->op_ns[i] = dur;
     r->op_ns_set[i] = 1;
@@ -378,6 +379,10 @@ static double op_timing(Run *r, int i, const Op *op, StepResult *sr, double *sta
     if (dur > 0 && sid != STREAM_COMPUTE && op->kind_id == OPK_COLLECTIVE)
         r->coll_start_ns[sid] = start, r->coll_end_ns[sid] = end;
     for (int k = 0; k < op->n_outputs; k++) r->ready_ns[r->storage[op->outputs[k]]] = end;
+    /* torch.cuda.synchronize() after the op: the host goes on once every stream is done */
+    if (op->sync)
+        for (int k = 0; k < STREAM_COUNT; k++)
+            if (r->stream_ns[k] > r->host_ns) r->host_ns = r->stream_ns[k];
     if (end > r->clock_ns) r->clock_ns = end;
     if (r->host_ns > r->clock_ns) r->clock_ns = r->host_ns;
     r->busy_ns[sid] += dur;

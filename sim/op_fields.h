@@ -141,6 +141,13 @@ OP_VAL(int, bwd_kernels, , "bwd_kernels", OPR_INT, 0, OPI_NONE)
 /* host_extra_ns: host CPU time the op costs beyond its dispatch and launches: the per-parameter
  * Python and C++ work of an optimizer step; Lua's key "host_us", in microseconds */
 OP_VAL(double, host_extra_ns, , "host_us", OPR_US, 0, OPI_NONE)
+/* device_ns: the op's device time as measured for it (a library's own kernel timed on this GPU:
+ * lua/hw/calibrated/<gpu>_bnb_optim.lua), in place of the cost model's; 0: the cost model's.
+ * Lua's key "device_us", in microseconds */
+OP_VAL(double, device_ns, , "device_us", OPR_US, 0, OPI_NONE)
+/* sync: the host waits for the device once it has issued the op (torch.cuda.synchronize(), as
+ * bitsandbytes' optimizers call after each parameter's update) */
+OP_VAL(bool, sync, , "sync", OPR_BOOL, false, OPI_NONE)
 /* has_dispatch: the op's host dispatch was measured for its op class (a module call, a cast,
  * ...: lua/hw/calibrated/<gpu>_torch.lua host_class_us): dispatch_ns replaces the profile's one
  * figure per op, and its launches are inside it. Set when Lua gives dispatch_us. */

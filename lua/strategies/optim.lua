@@ -192,8 +192,14 @@ function M.build(cx, cfg, params, updates)
     -- bitsandbytes' own kernels; the paged ones keep their large states in unified memory
     local upd = {}
     for i, p in ipairs(trainable) do upd[i] = { param = p, grad = grads[i] } end
-    local total = kind == "adamw8bit" and quant.adamw8bit(cx, upd) or quant.paged(cx, upd, kind)
-    op(cx, { name = "zero_grad(set_to_none=True)", kind = "none", phase = "zero_grad", frees = grads })
+    local total, zero_us
+    if kind == "adamw8bit" then
+      total, zero_us = quant.adamw8bit(cx, upd)
+    else
+      total, zero_us = quant.paged(cx, upd, kind)
+    end
+    op(cx, { name = "zero_grad(set_to_none=True)", kind = "none", phase = "zero_grad", frees = grads,
+             host_us = zero_us })
     return total
   end
   local total = 0

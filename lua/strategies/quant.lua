@@ -28,6 +28,9 @@
 --   from F.get_paged, cudaMallocManaged memory outside PyTorch's caching allocator, registered
 --   with the GlobalPageManager; smaller ones, the absmax and the qmaps are ordinary tensors.
 --   The 32-bit variants keep fp32 states for every parameter (no absmax). Lion has state1 only.
+-- The step's time: one kernel and a torch.cuda.synchronize() per parameter, with the host's work
+--   between them, priced from the table measured on the run's GPU where it has one
+--   (strategies/bnb_optim.lua); elsewhere each kernel at its bytes, with a note.
 --   The managed bytes go to cx.paged_bytes: the engine places them beside the allocator's
 --   reserve and pages out what does not fit (sim/engine.c page_managed).
 local nn = require "vrsim.nn"
@@ -167,13 +170,26 @@ end
 -- its fused update. Returns nothing; zero_grad is the caller's.
 M.PAGED_MIN_NUMEL = 1e5   -- get_state_buffer: `p.numel() < 1e5` stays in the allocator
 
+-- The note of a step priced at its kernels' bytes: what the measured table lacks.
+local function unpriced_note(cx, label, missing)
+  local m = cx.bnb_optim
+  local why = m and ("%s has no rows for %s"):format(m.source, missing)
+      or ("no measured table for this GPU (lua/hw/calibrated/<gpu>_bnb_optim.lua, "
+          .. "validation/harness/measure_bnb_optim.py)")
+  return ("bitsandbytes' %s step priced at its kernels' bytes, without the synchronize and the host's "
+          .. "work after each parameter's kernel: %s"):format(label, why)
+end
+
 -- The state of bitsandbytes' Optimizer2State / Optimizer1State for `updates`. opts: bits (8 or
--- 32), states (2 for Adam, 1 for Lion), paged, label (the op names).
+-- 32), states (2 for Adam, 1 for Lion), paged, label (the op names). Returns the parameters'
+-- bytes and the host's zero_grad time for them (microseconds; 0 without a measured table).
 function M.bnb_state(cx, updates, opts)
   local G = cx.G
-  local total = 0
+  local total, zero_us = 0, 0
   local qmap_made = false
   local label, n_states = opts.label or "adamw8bit", opts.states or 2
+  local family = n_states == 2 and "adamw" or "lion"
+  local unpriced = nil
   for _, u in ipairs(updates) do
     local p = u.param
     local n = nn.numel(p.shape)
@@ -205,10 +221,28 @@ function M.bnb_state(cx, updates, opts)
     total = total + nn.bytes(p.shape, p.dtype)
     -- read param, grad and the states; write param and states
     local sb = (eight and 1 or 4) * n * n_states
-    G:op { name = label .. ".update " .. name, kind = "elementwise", phase = "optim",
-           inputs = {}, outputs = {}, frees = {}, bytes = 3 * nn.bytes(p.shape, p.dtype) + 2 * sb }
+    local spec = { name = label .. ".update " .. name, kind = "elementwise", phase = "optim",
+                   inputs = {}, outputs = {}, frees = {}, bytes = 3 * nn.bytes(p.shape, p.dtype) + 2 * sb }
+    -- the kernel's measured time, the host's work for the parameter (its launch included), and
+    -- the synchronize after it
+    local cost, missing = nil, "any row"
+    if cx.bnb_optim then
+      cost, missing = require("strategies.bnb_optim").param_cost(cx.bnb_optim.table, family,
+        eight and 8 or 32, opts.paged and n >= M.PAGED_MIN_NUMEL, p.dtype, n)
+    end
+    if cost then
+      spec.device_us, spec.dispatch_us, spec.sync = cost.device_us, cost.host_us, true
+      zero_us = zero_us + cost.zero_grad_us
+    else
+      unpriced = unpriced or missing
+    end
+    G:op(spec)
   end
-  return total
+  if unpriced then
+    cx.notes = cx.notes or {}
+    cx.notes[#cx.notes + 1] = unpriced_note(cx, label, unpriced)
+  end
+  return total, zero_us
 end
 
 function M.adamw8bit(cx, updates)

@@ -266,6 +266,12 @@ function M.device_of(cfg, ctx)
   end
   -- the host costs carried to the run's host (hardware.host_dispatch_scale, lua/hw/host_speed.lua)
   prof = require("hw.host_speed").scaled(prof, cfg.hardware.host_dispatch_scale)
+  -- bitsandbytes' optimizer steps measured on this GPU (measure_bnb_optim.py,
+  -- strategies/bnb_optim.lua): its own only, never carried from another GPU's, since the host's
+  -- work and synchronize per parameter are a machine's, not a fraction of a peak
+  local bnb = calibrated("_bnb_optim")
+  local bnb_optim = bnb and type(bnb.bnb_optim) == "table"
+      and { table = bnb.bnb_optim, source = "lua/hw/calibrated/" .. name .. "_bnb_optim.lua" } or nil
   -- NCCL collectives measured between GPUs of this kind over NVLink (make calibrate on a
   -- machine with several), used when the collectives run on NVLink
   -- a mixture of experts' grouped GEMMs and dispatch index ops measured on this very GPU
@@ -278,7 +284,7 @@ function M.device_of(cfg, ctx)
   if lk and ic == "nvlink" and nodes == 1 then nccl, nccl_ranks = lk.nccl, lk.nccl_ranks end
   return {
     nccl = nccl, nccl_ranks = nccl_ranks,
-    profile = prof, carry = carry, grouped_mm = gmm or nil,
+    profile = prof, carry = carry, grouped_mm = gmm or nil, bnb_optim = bnb_optim,
     world = n, coll_bw = coll_bw, coll_latency_ns = coll_lat, interconnect = ic,
     gpus_per_node = cfg.hardware.gpus_per_node, nics_per_node = nics, replicate = replicate,
     nic_bw = net and net.bw_bytes_per_s or 0, nic_latency_ns = net and net.latency_s * 1e9 or 0,

@@ -159,6 +159,7 @@ local function build_graph(st)
   cx.arch = nn.arch_class(g.arch, g.compute_capability)
   cx.gpu = noting_reads(g, "gpu.", reads)
   cx.optim_host = dev.profile and dev.profile.optim_host
+  cx.bnb_optim = dev.bnb_optim
   cx.host_classes = dev.profile and dev.profile.host_classes
   cx.fsdp2_hook_us = dev.profile and dev.profile.fsdp2_hook_us
   local hw = cfg.hardware

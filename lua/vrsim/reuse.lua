@@ -69,7 +69,8 @@ function M.graph_key(st)
     if not hc then return nil end
   end
   return canonical { cfg = rest, arch = nn.arch_class(st.g.arch, st.g.compute_capability), host_classes = hc,
-                     optim_host = prof.optim_host, fsdp2_hook_us = prof.fsdp2_hook_us }
+                     optim_host = prof.optim_host, fsdp2_hook_us = prof.fsdp2_hook_us,
+                     bnb_optim = st.dev.bnb_optim and st.dev.bnb_optim.source }
 end
 
 -- A stand-in for table t that notes in reads[prefix .. key] the canonical value of every field
