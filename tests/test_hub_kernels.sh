@@ -61,6 +61,12 @@ no=$(echo "$o" | field "sum('hub_kernels' in n for n in d['notes'])")
 if [ "$pa" = "$po" ] && [ "$na" = 1 ] && [ "$no" = 0 ]; then ok "auto: as off ($pa), one note naming both kernels"
 else bad "auto: peaks $pa (off $po), kernel notes $na (off $no)"; fi
 
+# inference: from_pretrained onto the GPU kernelizes at load, in INFERENCE mode
+ni=$("$VRSIM" "$tmp/t2.lua" --no-files --json --set training.inference=true 2>/dev/null \
+     | field "sum('INFERENCE mode' in n and 'kernels-community/activation' in n for n in d['notes'])")
+if [ "$ni" = 1 ]; then ok "auto for inference: the note names INFERENCE mode's kernels"
+else bad "auto for inference: $ni notes naming INFERENCE mode's kernels"; fi
+
 # 4. what the kernels refuse or do not model: exit 2, naming it
 # autocast over fp32 parameters: bf16 q, fp32 tables, apply_rotary's TORCH_CHECK
 "$VRSIM" "$tmp/t2.lua" --no-files --set model.hub_kernels=on --set training.precision=amp_bf16 >"$tmp/out" 2>&1; rc=$?

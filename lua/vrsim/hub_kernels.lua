@@ -44,7 +44,7 @@ local FAMILIES = {
   deepseek_v2 = { rmsnorm = true },
   deepseek_v3 = { rmsnorm = true },
   gemma2 = { rotary = true },
-  gemma3 = { rotary = true },
+  gemma3_text = { rotary = true },
   gpt_oss = { rotary = true },
   olmo2 = {},
 }
@@ -72,7 +72,13 @@ function M.resolve(mode, model_type, t, tp, compiled, notes)
   local any = k.rmsnorm or k.rotary
   if mode == "off" then return nil end
   if mode == "auto" then
-    if any then
+    if any and t.inference then
+      -- from_pretrained kernelizes at load, for device_map's GPU, in INFERENCE mode (eval())
+      notes[#notes + 1] = ("model.hub_kernels auto: off, the modeling code's own ops (every record, from_config, "
+        .. "from_pretrained under USE_HUB_KERNELS=NO), where a from_pretrained onto the GPU (device_map) that "
+        .. "reaches the Hub runs INFERENCE mode's kernels: %s and kernels-community/activation's, not modelled")
+        :format(named(k))
+    elseif any then
       notes[#notes + 1] = ("model.hub_kernels auto: off, the modeling code's own ops (every record, from_config, "
         .. "from_pretrained under USE_HUB_KERNELS=NO), where a from_pretrained that reaches the Hub gets %s once "
         .. "model.train() runs on the GPU: model.hub_kernels = \"on\" models them"):format(named(k))
@@ -91,6 +97,12 @@ function M.resolve(mode, model_type, t, tp, compiled, notes)
   if k.rotary and model_type == "gpt_oss" then
     error("model.hub_kernels = \"on\" for gpt_oss: its apply_rotary_pos_emb (chunked halves, a position_ids "
           .. "argument) is not kernels-community/rotary's signature; what kernelize() does with it is not modelled", 0)
+  end
+  if model_type == "deepseek_v2" or model_type == "deepseek_v3" then
+    -- kv_a_layernorm's input is a torch.split slice of kv_a_proj_with_mqa's output, which
+    -- LigerRMSNormFunction's ensure_contiguous copies before the kernel and saves
+    error(("model.hub_kernels = \"on\" for %s: LigerRMSNorm's contiguous copy of kv_a_layernorm's input "
+           .. "(a slice of kv_a_proj_with_mqa's output) is not modelled"):format(model_type), 0)
   end
   if tp > 1 then
     error("model.hub_kernels = \"on\" with tensor parallelism: LigerRMSNorm's DTensor full_tensor() gather "
