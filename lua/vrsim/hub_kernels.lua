@@ -122,7 +122,8 @@ function M.resolve(mode, model_type, t, tp, compiled, notes)
 end
 
 -- LigerRMSNorm.forward: LigerRMSNormFunction.apply(x, weight, eps, 0, "llama", True, None)
--- (kernels-community liger-kernels layers.py; ops in rms_norm.py, as linkedin/Liger-Kernel's).
+-- (huggingface/kernels-community liger-kernels/torch-ext at 40d4194: layers.py, rms_norm.py, as
+-- linkedin/Liger-Kernel's ops).
 -- Forward: Y = empty(x's shape, x's dtype) and RSTD = empty(rows, fp32), one Triton kernel;
 -- save_for_backward(X, W, RSTD): the input itself (a view of it), not an fp32 copy, and one fp32
 -- per row. Y keeps x's dtype whatever the weight's. Backward (in_place=True): dX is written into
