@@ -26,8 +26,6 @@ local nn = require "vrsim.nn"
 
 local M = {}
 
-M.MODES = { auto = true, on = true, off = true }
-
 -- The layers each family's modeling file (transformers 5.25) hands to kernelize(): rmsnorm where
 -- its RMSNorm class is decorated "RMSNorm", rotary where its attention class carries
 -- @use_kernelized_func(apply_rotary_pos_emb). DeepSeek-V3 decorates its rotary function but no
@@ -128,7 +126,9 @@ end
 -- save_for_backward(X, W, RSTD): the input itself (a view of it), not an fp32 copy, and one fp32
 -- per row. Y keeps x's dtype whatever the weight's. Backward (in_place=True): dX is written into
 -- dY, no new buffer; _dW = empty((sm_count, cols), fp32) whether or not the weight trains, then
--- _dW.sum(0) (fp32) and .to(W.dtype): the weight's gradient.
+-- _dW.sum(0) (fp32) and .to(W.dtype): the weight's gradient. (Qwen3's q/k norms get their gradient
+-- transposed: ensure_contiguous copies dY there, where the modeling code's view back to (b, s, n *
+-- d) copies it, llama.lua heads_of: one buffer either way, left where heads_of has it.)
 function M.rmsnorm(cx, name, x, w)
   local c = x.shape[#x.shape]
   local rows = nn.numel(x.shape) // c
