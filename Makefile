@@ -81,6 +81,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_families.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_quant.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_bnb_optim.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_hub_kernels.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_defaults.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_moe.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_mla.sh

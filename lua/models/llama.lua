@@ -53,6 +53,9 @@ end
 local function rmsnorm_forward(cx, m, x)
   local w = W(cx, m.p.weight)
   local name = m.opname
+  -- (kernelized to the hub's LigerRMSNorm: vrsim/hub_kernels.lua)
+  local hk = cx.run and cx.run.hub_kernels
+  if hk and hk.rmsnorm then return require("vrsim.hub_kernels").rmsnorm(cx, name, x, w) end
   local x32 = nn.to(cx, x, "fp32", name .. ".to_fp32")
   -- PowBackward0 (grad * 2 * x) makes its two temporaries before the result
   -- (optrace_pub-c04: the third of its three allocations is the gradient kept)
@@ -410,6 +413,9 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   local qe, ke
   if a.rotary_slices then
     qe, ke = rotary_sliced(cx, pre, qv, kv, cos, sin)
+  elseif r.hub_kernels and r.hub_kernels.rotary then
+    -- kernelized to the hub's apply_rotary_transformers (vrsim/hub_kernels.lua)
+    qe, ke = require("vrsim.hub_kernels").apply_rotary(cx, pre, qv, kv, cos, sin)
   else
     qe = rotary(cx, pre .. ".q_rotary", qv, cos, sin)
     ke = rotary(cx, pre .. ".k_rotary", kv, cos, sin)

@@ -363,7 +363,9 @@ function M.build(cx, cfg)
   cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
              use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype,
              loss = t.loss, data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
-             compile = compiled ~= nil }
+             compile = compiled ~= nil,
+             hub_kernels = require("vrsim.hub_kernels").resolve(cfg.model.hub_kernels, fam.model_type, t, tp,
+                                                                 compiled ~= nil, cx.notes) }
   -- DPOTrainer calls both models with use_cache=False
   if dpo then cx.run.use_cache = false end
   -- one forward pass (a micro-batch); gradient accumulation calls it again

@@ -41,6 +41,7 @@ local SCHEMA = {
     kv_heads = { "integer", nil, "key/value heads, grouped-query attention (beside model.config: its num_key_value_heads)" },
     vocab = { "integer", nil, "vocabulary size (model.config's vocab_size; 32000 for the Llama-2 shapes)" },
     config = { "config", nil, "a Hugging Face config.json (a path beside the scenario, or the object as a table): the family and every size" },
+    hub_kernels = { "string", "auto", "transformers' hub kernels (kernelize: RMSNorm -> kernels-community LigerRMSNorm, apply_rotary_pos_emb -> kernels-community rotary): auto (off, as every record and from_config run, with a note naming the kernels the family would get), on (as a from_pretrained that reaches the Hub trains), off" },
   },
   training = {
     micro_batch = { "integer", 1, "sequences per step per GPU" },
@@ -95,6 +96,7 @@ local CHOICES = {
   attention = { sdpa = 1, eager = 1, flash = 1, mem_efficient = 1, cudnn = 1 },
   checkpoint_scope = { layer = 1, attention = 1, op = 1 },
   build = { cast = 1, direct = 1 },
+  hub_kernels = { auto = 1, on = 1, off = 1 },
   kind = { caching = 1, ideal = 1 },
   strategy = { none = 1, ddp = 1, zero1 = 1, zero2 = 1, zero3 = 1, fsdp2 = 1 },
   interconnect = { auto = 1, nvlink = 1, pcie = 1 },

@@ -69,6 +69,7 @@ function M.inert_given(cfg, ctx)
       or "model.config gives the shape" },
     { "model.variant", cfg.model.arch == "sdxl", "only sdxl has variants" },
     { "training.quant_storage", t.quant == "nf4", "only 4-bit (nf4) weights are packed into a storage dtype" },
+    { "model.hub_kernels", not diffusion, "transformers' hub kernels replace the decoder families' layers" },
   }
   for _, f in ipairs { "hidden", "intermediate", "heads", "kv_heads", "layers", "vocab" } do
     rules[#rules + 1] = { "model." .. f, not diffusion, cfg.model.arch == "sd"
