@@ -173,6 +173,8 @@ def param_row(dev, optim, counts, reps):
         steps.append(best_s * 1e6)
         zeros.append(best_z * 1e6)
         if dev == "cuda":  # the kernels' own time over the step, per parameter
+            for p, g in zip(ps, gs):  # (zero_grad above set them to None)
+                p.grad = g
             group = opt.param_groups[0]
             k, _ = kernel_us(dev, lambda: [opt.update_step(group, p, 0, i) for i, p in enumerate(ps)], 3)
             kus.append(k / n)
