@@ -676,7 +676,9 @@ end
 -- returns.
 local function rotary_tables(cx, s, hd, dtype, prefix, position_ids, buf_dtype)
   local P = prefix or "rotary"
-  local rshape = { 1, s, hd }
+  -- (generate passes a (B, s) position_ids: the tables are then per row, (B, s, hd))
+  local pb = position_ids and position_ids.shape[1] or 1
+  local rshape = { pb, s, hd }
   local temps = {}
   if position_ids then
     if buf_dtype ~= "fp32" then
@@ -684,11 +686,11 @@ local function rotary_tables(cx, s, hd, dtype, prefix, position_ids, buf_dtype)
                                       outs = { { P .. ".inv_freq_float", { 1, hd // 2, 1 }, "fp32", no_grad = true } } })
     end
     temps[#temps + 1] = nn.op(cx, { name = P .. ".position_ids_float", kind = "copy", inputs = { position_ids },
-                                    frees = {}, outs = { { P .. ".position_ids_float", { 1, 1, s }, "fp32", no_grad = true } } })
+                                    frees = {}, outs = { { P .. ".position_ids_float", { pb, 1, s }, "fp32", no_grad = true } } })
   end
   -- inv_freq @ position_ids is a matmul: the first cuBLAS call of the step (workspace)
   local freqs = nn.op(cx, { name = P .. ".freqs", kind = "mm", inputs = temps, frees = {},
-                            outs = { { P .. ".freqs", { 1, s, hd // 2 }, "fp32" } } })
+                            outs = { { P .. ".freqs", { pb, s, hd // 2 }, "fp32" } } })
   local emb = nn.op(cx, { name = P .. ".cat", inputs = { freqs },
                           outs = { { P .. ".emb", rshape, "fp32" } } })
   -- cos = emb.cos() * attention_scaling (a second tensor; the first dies at once)
@@ -714,8 +716,10 @@ local function model_forward(cx, m, ids)
   local dt = x and x.dtype or r.hidden_dtype
   -- position_ids = torch.arange(seq) + past_seen_tokens, unsqueezed: int64, alive until the
   -- model returns (LlamaModel.forward)
-  -- (a flattened batch's come from its collator, an input: strategies/data.lua)
-  local position_ids = r.data_inputs and r.data_inputs.position_ids
+  -- (a flattened batch's come from its collator, an input: strategies/data.lua; generate's
+  -- (B, s) from its position_ids in model_kwargs: strategies/generate.lua)
+  local given = r.position_ids or (r.data_inputs and r.data_inputs.position_ids)
+  local position_ids = given
   if not position_ids then
     local ar = nn.op(cx, { name = "position_ids.arange", inputs = {},
                            outs = { { "position_ids.arange", { r.seq }, "int64", no_grad = true } } })
@@ -746,7 +750,7 @@ local function model_forward(cx, m, ids)
     return x
   end
   local hf = mod.call(cx, C.norm, x)
-  if position_ids ~= (r.data_inputs and r.data_inputs.position_ids) then
+  if position_ids ~= given then
     nn.release(cx, { position_ids }, "position_ids: LlamaModel.forward returns")
   end
   if hf ~= x then

@@ -29,12 +29,14 @@ M.FIELDS = {
   prompt = { "integer", nil, "prompt tokens a row (required)" },
   max_new_tokens = { "integer", nil, "tokens generated a row (required)" },
   batch = { "integer", 1, "rows generated together (the prompts of one batch, of equal length)" },
+  eos = { "boolean", true, "the generation config has an eos_token_id: EosTokenCriteria and the padding of "
+                          .. "finished rows run each token (no row is taken to stop early); false: eos_token_id = None" },
 }
 
 -- The settings of training.generate, or raises the first bad key.
 function M.settings(g)
   if type(g) ~= "table" then error("training.generate is a table { prompt = N, max_new_tokens = M, batch = B }", 0) end
-  local s = { batch = 1 }
+  local s = { batch = 1, eos = true }
   for k, v in pairs(g) do
     local f = M.FIELDS[k]
     if not f then
@@ -43,7 +45,11 @@ function M.settings(g)
       table.sort(names)
       error(("training.generate.%s is not a key vrsim knows (one of: %s)"):format(tostring(k), table.concat(names, ", ")), 0)
     end
-    if math.type(v) ~= "integer" or v < 1 then error(("training.generate.%s must be an integer above 0"):format(k), 0) end
+    if f[1] == "boolean" then
+      if type(v) ~= "boolean" then error(("training.generate.%s must be true or false"):format(k), 0) end
+    elseif math.type(v) ~= "integer" or v < 1 then
+      error(("training.generate.%s must be an integer above 0"):format(k), 0)
+    end
     s[k] = v
   end
   for _, k in ipairs { "prompt", "max_new_tokens" } do
@@ -69,46 +75,137 @@ function M.refusal(t)
   return nil
 end
 
--- next_token_logits: the (B, V) fp32 copy of the last position's logits, the output's logits
--- dropped, the greedy pick (argmax), and input_ids grown by it. Returns the new input_ids.
-local function next_token(cx, logits, ids, s, t)
+-- One small op of the loop on (B,)-sized or scalar tensors: its own kernel, its output kept
+-- until released (frees = {}: the loop's Python names hold each tensor until rebound).
+local function small(cx, name, t, inputs, shape, dtype, extra)
+  local spec = { name = ("generate.%s (token %d)"):format(name, t), kind = "elementwise", inputs = inputs,
+                 frees = {}, outs = { { "generate." .. name, shape, dtype } } }
+  for k, v in pairs(extra or {}) do spec[k] = v end
+  return nn.op(cx, spec)
+end
+
+-- The host code of one iteration of _sample's loop after the forward, token `t`, op for op
+-- (generation/utils.py, stopping_criteria.py), greedy:
+--   _update_model_kwargs_for_generation: position_ids grown by one,
+--     torch.cat([position_ids, position_ids[:, -1:] + torch.arange(1).view(1, -1) + 1])
+--   next_token_logits = outputs.logits[:, -1].to(copy=True, dtype=float32); argmax
+--   (with an eos_token_id) next_tokens * unfinished + pad_token_id * (1 - unfinished)
+--   input_ids = torch.cat([input_ids, next_tokens[:, None]])
+--   stopping_criteria: StoppingCriteriaList's is_done = torch.full((B,), False) or-ed with
+--     MaxLengthCriteria's torch.full((B,), cur_len >= max_length) (and EosTokenCriteria's
+--     isin(input_ids[:, -1], eos).any(-1)); unfinished = unfinished & ~is_done
+--   StopCheck: bool(unfinished.max() == 0), a host sync: the host waits for the device to
+--     drain before it issues the next forward (DeferredStopCheck, which defers it, runs on mps
+--     only)
+-- Each name holds its tensor until rebound: the previous iteration's next_token_logits and
+-- next_tokens are freed once the new ones exist. `st` carries the loop's state.
+local function after_forward(cx, logits, st, s, t)
   local b, v = logits.shape[1], logits.shape[3]
+  local L = st.pos.shape[2]
+  local ar = small(cx, "position_ids.arange", t, {}, { 1 }, "int64")
+  local a1 = small(cx, "position_ids.add", t, { st.pos, ar }, { b, 1 }, "int64")
+  nn.release(cx, { ar }, "generate: torch.arange(1) dropped")
+  local a2 = small(cx, "position_ids.add_one", t, { a1 }, { b, 1 }, "int64")
+  nn.release(cx, { a1 }, "generate: position_ids[:, -1:] + arange dropped")
+  local pos = nn.op(cx, { name = ("generate.position_ids.cat (token %d)"):format(t), kind = "copy",
+                          inputs = { st.pos, a2 }, frees = {}, outs = { { "generate.position_ids", { b, L + 1 }, "int64" } } })
+  nn.release(cx, { a2, st.pos }, "generate: model_kwargs position_ids rebound")
+  st.pos = pos
   local nl = nn.op(cx, { name = ("generate.next_token_logits (token %d)"):format(t), kind = "cast_up", inputs = { logits },
-                         outs = { { "next_token_logits", { b, v }, "fp32" } } })
+                         frees = {}, outs = { { "next_token_logits", { b, v }, "fp32" } } })
+  nn.release(cx, { st.logits32 }, "generate: next_token_logits rebound")
+  st.logits32 = nl
   local tok = nn.op(cx, { name = ("generate.argmax (token %d)"):format(t), kind = "reduce_rows", inputs = { nl },
-                          outs = { { "next_tokens", { b }, "int64" } } })
-  local grown = nn.op(cx, { name = ("generate.input_ids.cat (token %d)"):format(t), kind = "copy", inputs = { ids, tok },
-                            outs = { { "input_ids", { b, s.prompt + t }, "int64" } } })
-  return grown
+                          frees = {}, outs = { { "next_tokens", { b }, "int64" } } })
+  nn.release(cx, { st.tokens }, "generate: next_tokens rebound")
+  if s.eos then
+    local kept = small(cx, "eos_pad.mul", t, { tok, st.unfinished }, { b }, "int64")
+    local done = small(cx, "eos_pad.rsub", t, { st.unfinished }, { b }, "int64")
+    local pad = small(cx, "eos_pad.mul_pad", t, { done }, { b }, "int64")
+    nn.release(cx, { done }, "generate: 1 - unfinished dropped")
+    local padded = small(cx, "eos_pad.add", t, { kept, pad }, { b }, "int64")
+    nn.release(cx, { kept, pad, tok }, "generate: next_tokens rebound (EOS padding)")
+    tok = padded
+  end
+  st.tokens = tok
+  local ids = nn.op(cx, { name = ("generate.input_ids.cat (token %d)"):format(t), kind = "copy", inputs = { st.ids, tok },
+                          frees = {}, outs = { { "input_ids", { b, s.prompt + t }, "int64" } } })
+  nn.release(cx, { st.ids }, "generate: input_ids rebound")
+  st.ids = ids
+  -- stopping_criteria(input_ids, scores)
+  local is_done = small(cx, "stopping.is_done", t, {}, { b }, "bool")
+  local maxlen = small(cx, "stopping.max_length", t, {}, { b }, "bool")
+  local done = small(cx, "stopping.or_max_length", t, { is_done, maxlen }, { b }, "bool")
+  nn.release(cx, { is_done, maxlen }, "generate: is_done rebound")
+  if s.eos then
+    local hit = small(cx, "stopping.eos_isin", t, { ids }, { b, 1 }, "bool")
+    local any = small(cx, "stopping.eos_any", t, { hit }, { b }, "bool")
+    nn.release(cx, { hit }, "generate: isin dropped")
+    local d2 = small(cx, "stopping.or_eos", t, { done, any }, { b }, "bool")
+    nn.release(cx, { done, any }, "generate: is_done rebound")
+    done = d2
+  end
+  local nd = small(cx, "unfinished.not", t, { done }, { b }, "bool")
+  local unf = small(cx, "unfinished.and", t, { st.unfinished, nd }, { b }, "int64")
+  nn.release(cx, { st.unfinished }, "generate: unfinished_sequences rebound")
+  nn.release(cx, { nd, done }, "generate: stopping criteria's result dropped")
+  st.unfinished = unf
+  -- StopCheck: bool(unfinished_sequences.max() == 0) copies the flag to the host
+  local mx = small(cx, "stop_check.max", t, { unf }, {}, "int64")
+  local eq = small(cx, "stop_check.eq", t, { mx }, {}, "bool", { sync = true })
+  nn.release(cx, { mx, eq }, "generate: bool(unfinished_sequences.max() == 0) read")
 end
 
 -- Runs the generation on `root` from input_ids `ids` (B, prompt). Returns the final input_ids.
 function M.run(cx, root, ids, s)
   local r = cx.run
+  local b = s.batch
   cx.gen = { cache = {} }
   r.logits_to_keep = 1
+  -- before the loop: unfinished_sequences = torch.ones(B), and the (B, prompt) position_ids
+  -- from the attention mask's cumsum (its ones, cumsum and masked_fill temporaries and the
+  -- validity checks' two syncs, run once, are left out); the prefill takes a copy of it
+  -- (prepare_inputs_for_generation slices and clones it)
+  local st = { ids = ids }
+  st.unfinished = nn.op(cx, { name = "generate.unfinished_sequences", kind = "elementwise", inputs = {}, frees = {},
+                              outs = { { "generate.unfinished_sequences", { b }, "int64" } } })
+  st.pos = nn.op(cx, { name = "generate.position_ids", kind = "elementwise", inputs = {}, frees = {},
+                       outs = { { "generate.position_ids", { b, s.prompt }, "int64" } } })
+  local model_pos = nn.op(cx, { name = "generate.position_ids.clone", kind = "copy", inputs = { st.pos }, frees = {},
+                                outs = { { "position_ids (model input)", { b, s.prompt }, "int64" } } })
+  r.position_ids = model_pos
   -- prefill
   local logits = mod.call(cx, root, ids)
-  local all = next_token(cx, logits, ids, s, 1)
+  after_forward(cx, logits, st, s, 1)
   -- `del outputs` at the end of each iteration: the model output (its logits) goes
   nn.end_forward(cx)
+  local model_ids
   for t = 1, s.max_new_tokens - 1 do
-    -- the next forward takes the last token of each row (cache_position, one new position)
+    -- prepare_inputs_for_generation: input_ids[:, -1:] and position_ids[:, -1:] cloned for
+    -- the next forward (one new position); the previous step's inputs go as model_inputs is
+    -- rebound
     r.seq, r.decode = 1, true
     local one = nn.op(cx, { name = ("generate.input_ids[:, -1:] (token %d)"):format(t + 1), kind = "copy",
-                            inputs = { all }, frees = {}, outs = { { "input_ids (next)", { s.batch, 1 }, "int64" } } })
+                            inputs = { st.ids }, frees = {}, outs = { { "input_ids (next)", { b, 1 }, "int64" } } })
+    local p1 = nn.op(cx, { name = ("generate.position_ids[:, -1:] (token %d)"):format(t + 1), kind = "copy",
+                           inputs = { st.pos }, frees = {}, outs = { { "position_ids (next)", { b, 1 }, "int64" } } })
+    nn.release(cx, { model_pos, model_ids }, "generate: model_inputs rebound")
+    model_ids, model_pos = one, p1
+    r.position_ids = p1
     r.inputs_embeds = nil
     logits = mod.call(cx, root, one)
-    all = next_token(cx, logits, all, s, t + 1)
+    after_forward(cx, logits, st, s, t + 1)
     nn.end_forward(cx)
   end
-  -- generate returns: the DynamicCache goes with its model_kwargs
+  -- generate returns: the DynamicCache goes with its model_kwargs, and the loop's tensors
   local last = {}
   for _, c in pairs(cx.gen.cache) do last[#last + 1] = c.k; last[#last + 1] = c.v end
-  table.sort(last, function(a, b) return a.id < b.id end)
+  table.sort(last, function(x, y) return x.id < y.id end)
   nn.release(cx, last, "generate returns: the DynamicCache")
-  r.decode = nil
-  return all
+  nn.release(cx, { model_pos, st.pos, st.logits32, st.tokens, st.unfinished, model_ids },
+             "generate returns: its loop's tensors")
+  r.decode, r.position_ids = nil, nil
+  return st.ids
 end
 
 -- DynamicLayer.update for the layer `pre`: ke, vv the new keys and values (B, kv_heads, n, hd).

@@ -466,8 +466,9 @@ function R.scenario(rec, opts)
         error(("record field 'generate.%s' is not understood (prompt, max_new_tokens, batch)"):format(tostring(k)), 0)
       end
     end
+    -- (the harness sets generation_config.eos_token_id = None: no row stops early)
     tr.generate = { prompt = int(g, "prompt"), max_new_tokens = int(g, "max_new_tokens"),
-                    batch = int(g, "batch") }
+                    batch = int(g, "batch"), eos = false }
     if tr.generate.batch ~= tr.micro_batch or tr.generate.prompt ~= tr.seq then
       return nil, "generate.batch and generate.prompt differ from the record's batch and seq"
     end
