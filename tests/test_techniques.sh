@@ -565,6 +565,42 @@ want="48 65536 258048 [4096] 47 [512000] 48"
 if [ "$(cat "$tmp/gen.out")" = "$want" ]; then
   ok "generate: layer 0's keys cached at 16 tokens then grown by 4096 bytes a token (47 torch.cat, each freeing the old), logits of the last position only, the peak in the last token's forward"
 else bad "generate: $(cat "$tmp/gen.out") (want $want)"; fi
+# the loop after each forward, as transformers 5.25's _sample runs it (generation/utils.py,
+# stopping_criteria.py), token 30 of 48 (8 rows, position 16 + 30): position_ids grown by a cat
+# (arange(1), two adds of (8, 1) int64), next_token_logits (8 x 32000 fp32), the argmax, the EOS
+# padding of finished rows (two muls, a rsub, an add of (8,) int64), input_ids grown, the
+# stopping criteria (two torch.full and an or of (8,) bool, EosTokenCriteria's isin, any, or),
+# ~is_done & unfinished, StopCheck's max and == 0; then the next forward's two (8, 1) clones.
+# With eos = false (eos_token_id = None) the padding and EosTokenCriteria are not run
+loop_allocs() {
+  python3 - "$1" <<'PY'
+import csv, sys
+out = []; on = False
+for r in csv.DictReader(open(sys.argv[1])):
+    f = r["frames"]
+    if r["action"] != "alloc": continue
+    if f == "generate.position_ids.arange (token 30)": on = True
+    if on and f == "embed_tokens": break
+    if on: out.append("%s:%s" % (f.split(" (token")[0].replace("generate.", ""), r["size"]))
+print(" ".join(out))
+PY
+}
+got=$(loop_allocs "$tmp/gen.csv")
+want="position_ids.arange:8 position_ids.add:64 position_ids.add_one:64 position_ids.cat:$((8 * 46 * 8))"
+want="$want next_token_logits:$((8 * 32000 * 4)) argmax:64 eos_pad.mul:64 eos_pad.rsub:64 eos_pad.mul_pad:64 eos_pad.add:64"
+want="$want input_ids.cat:$((8 * 46 * 8)) stopping.is_done:8 stopping.max_length:8 stopping.or_max_length:8"
+want="$want stopping.eos_isin:8 stopping.eos_any:8 stopping.or_eos:8 unfinished.not:8 unfinished.and:64"
+want="$want stop_check.max:8 stop_check.eq:1 input_ids[:; -1:]:64 position_ids[:; -1:]:64"
+if [ "$got" = "$want" ]; then ok "generate: the loop's ops after each forward (position_ids, logits, argmax, EOS padding, stopping criteria, StopCheck), op for op"
+else bad "generate loop: $got (want $want)"; fi
+"$VRSIM" "$tmp/gen.lua" --no-files --set training.generate.eos=false --alloc-trace "$tmp/gen_noeos.csv" >/dev/null
+got=$(loop_allocs "$tmp/gen_noeos.csv" | tr ' ' '\n' | grep -c 'eos')
+if [ "$got" = 0 ] && [ -n "$(loop_allocs "$tmp/gen_noeos.csv")" ]; then ok "generate with eos = false: no EOS padding, no EosTokenCriteria"
+else bad "generate with eos = false: $got EOS ops"; fi
+# the model takes generate's (B, s) position_ids: the prefill's rotary tables are per row
+got=$(grep -m1 ',alloc,.*,rotary\.freqs$' "$tmp/gen.csv" | cut -d, -f5)
+if [ "$got" = $((8 * 16 * 32 * 4)) ]; then ok "generate: the prefill's rotary freqs of (8, 16) position_ids, (8, 16, 32) fp32"
+else bad "generate: prefill rotary.freqs $got bytes (want $((8 * 16 * 32 * 4)))"; fi
 "$VRSIM" "$tmp/gen.lua" --no-files --set inference=false >/dev/null 2>"$tmp/err"; rc=$?
 if [ $rc = 2 ] && grep -q "needs inference = true" "$tmp/err"; then ok "generate without inference: exit 2, named"
 else bad "generate without inference: exit $rc: $(cat "$tmp/err")"; fi

@@ -153,10 +153,14 @@ KNOWN = {
     ("gen4-tt-qlora-qwen3moe", "peak_reserved"): (0.13,
         "transformers' caching_allocator_warmup segment of from_pretrained (3512 MiB) not modelled"),
     # transformers' generate, 128 decode forwards of 4 x 512 tokens: host-bound in vrsim (host
-    # 757.6 ms against 362.1 ms of GPU work); the record's steady steps took 1025.5, 975.8 and
-    # 1158.4 ms (19 % spread, validation/results/logs/gen4_tech_h100_call1.log): the lent H100's
-    # host dispatched the decode loop's small ops 1.3-1.5x slower than vrsim's host figures
-    ("gen4-tt-generate", "step_time"): (0.40,
+    # 805.1 ms against 370.3 ms of GPU work, the loop's per-token ops and StopCheck sync
+    # included); the record's steady steps took 1025.5, 975.8 and 1158.4 ms (19 % spread,
+    # validation/results/logs/gen4_tech_h100_call1.log). Token by token in the last step (the
+    # trace's allocation times against --alloc-trace's): 7.91 ms measured, 6.27 in vrsim; from
+    # the logits to the next token's embedding 0.96 against 0.58 (the same 16 allocations, size
+    # for size), the forward 6.95 against 5.69: the lent H100's host ran the decode's small ops
+    # 1.2-1.7x slower than vrsim's host figures; the record has no host benchmark of that host
+    ("gen4-tt-generate", "step_time"): (0.33,
         "host-bound generate loop on the lent H100 host, steady steps 975.8-1158.4 ms"),
     ("steps-r1024-b1_bf16", "step_time"): (0.25,
         "host-bound; the tiny-op host_dispatch_scale overstates the H100 host's speed for the UNet's ops"),
