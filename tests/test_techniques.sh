@@ -601,6 +601,17 @@ else bad "generate with eos = false: $got EOS ops"; fi
 got=$(grep -m1 ',alloc,.*,rotary\.freqs$' "$tmp/gen.csv" | cut -d, -f5)
 if [ "$got" = $((8 * 16 * 32 * 4)) ]; then ok "generate: the prefill's rotary freqs of (8, 16) position_ids, (8, 16, 32) fp32"
 else bad "generate: prefill rotary.freqs $got bytes (want $((8 * 16 * 32 * 4)))"; fi
+# StopCheck's host sync: with a device-bound prefill (64 prompts of 2048) the host waits for it
+# at the first token, and each token's forward is issued only once the device has drained the
+# last: the step is the device's time plus the host's issue of every token, not the device's
+# alone (as it would be were the host free to run ahead)
+"$VRSIM" "$tmp/gen.lua" --no-files --json --set training.generate.prompt=2048 --set training.generate.batch=64 \
+  --set training.generate.max_new_tokens=8 > "$tmp/gen_sync.json"
+got=$(python3 -c "
+import json; d = json.load(open('$tmp/gen_sync.json'))
+print('%.1f %.1f %d' % (d['step_time_ms'], d['time_ms']['compute'], d['step_time_ms'] > 1.05 * d['time_ms']['compute']))")
+if [ "${got##* }" = 1 ]; then ok "generate: the per-token sync serializes host and device (step, device ms: ${got% *})"
+else bad "generate: step, device ms, step over 1.05 x device: $got"; fi
 "$VRSIM" "$tmp/gen.lua" --no-files --set inference=false >/dev/null 2>"$tmp/err"; rc=$?
 if [ $rc = 2 ] && grep -q "needs inference = true" "$tmp/err"; then ok "generate without inference: exit 2, named"
 else bad "generate without inference: exit $rc: $(cat "$tmp/err")"; fi
