@@ -612,6 +612,13 @@ import json; d = json.load(open('$tmp/gen_sync.json'))
 print('%.1f %.1f %d' % (d['step_time_ms'], d['time_ms']['compute'], d['step_time_ms'] > 1.05 * d['time_ms']['compute']))")
 if [ "${got##* }" = 1 ]; then ok "generate: the per-token sync serializes host and device (step, device ms: ${got% *})"
 else bad "generate: step, device ms, step over 1.05 x device: $got"; fi
+# a family whose model forward is not Llama's (Gemma 3) builds its own (1, s) position_ids: named
+cp scenarios/configs/gemma-3-4b-text.json "$tmp/"
+printf 'return { hardware = { gpu = "h100_sxm" }, model = { config = "gemma-3-4b-text.json", layers = 2 },\n  training = { inference = true, precision = "bf16", steps = 1, generate = { prompt = 64, max_new_tokens = 4, batch = 2 } } }\n' > "$tmp/gen_g3.lua"
+n_g3=$("$VRSIM" "$tmp/gen_g3.lua" --no-files 2>&1 | grep -c "builds its own (1, s) position_ids")
+n_ll=$("$VRSIM" "$tmp/gen.lua" --no-files 2>&1 | grep -c "builds its own (1, s) position_ids")
+if [ "$n_g3" = 1 ] && [ "$n_ll" = 0 ]; then ok "generate: Gemma 3's own (1, s) position_ids named in a note (none for Llama)"
+else bad "generate position_ids note: gemma 3 $n_g3, llama $n_ll (want 1, 0)"; fi
 "$VRSIM" "$tmp/gen.lua" --no-files --set inference=false >/dev/null 2>"$tmp/err"; rc=$?
 if [ $rc = 2 ] && grep -q "needs inference = true" "$tmp/err"; then ok "generate without inference: exit 2, named"
 else bad "generate without inference: exit $rc: $(cat "$tmp/err")"; fi

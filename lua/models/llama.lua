@@ -720,6 +720,7 @@ local function model_forward(cx, m, ids)
   -- (B, s) from its position_ids in model_kwargs: strategies/generate.lua)
   local given = r.position_ids or (r.data_inputs and r.data_inputs.position_ids)
   local position_ids = given
+  r.position_ids_taken = r.position_ids ~= nil
   if not position_ids then
     local ar = nn.op(cx, { name = "position_ids.arange", inputs = {},
                            outs = { { "position_ids.arange", { r.seq }, "int64", no_grad = true } } })

@@ -176,6 +176,12 @@ function M.run(cx, root, ids, s)
   r.position_ids = model_pos
   -- prefill
   local logits = mod.call(cx, root, ids)
+  if not r.position_ids_taken then
+    -- (a family whose model forward is not Llama's makes its own (1, s) position_ids)
+    cx.notes = cx.notes or {}
+    cx.notes[#cx.notes + 1] = "training.generate: this family's model forward builds its own (1, s) position_ids, "
+      .. "so the (B, s) ones generate passes it and their per-row rotary tables are not modelled"
+  end
   after_forward(cx, logits, st, s, 1)
   -- `del outputs` at the end of each iteration: the model output (its logits) goes
   nn.end_forward(cx)
