@@ -7,9 +7,10 @@
 --            torch.cat copies the keys and values into it (the layer's cache); the head runs on
 --            the last position only (logits_to_keep=1: hidden_states[:, -1:, :], a view), so
 --            the logits are (B, 1, V) in the model's dtype
---   token    next_token_logits = outputs.logits[:, -1, :].to(copy=True, dtype=float32): a
---            (B, V) fp32 copy; greedy argmax; input_ids = torch.cat([input_ids, next_tokens])
---            (B x (prompt + t) int64, a new tensor each step); the model output goes
+--   token    the loop's own small ops (after_forward below): position_ids grown, the (B, V)
+--            fp32 copy of the last logits, greedy argmax, EOS padding, input_ids grown, the
+--            stopping criteria and StopCheck's host sync; the model output goes
+--            (the model takes generate's (B, s) position_ids: models/llama.lua)
 --   decode   max_new_tokens - 1 more forwards of one token a row: each layer's
 --            DynamicLayer.update is `self.keys = torch.cat([self.keys, key_states], dim=-2)`
 --            (and the values): a new tensor one token longer, the old one freed as it is
