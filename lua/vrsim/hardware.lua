@@ -264,8 +264,9 @@ function M.device_of(cfg, ctx)
     prof = load_profile(carry_mod.REFERENCE)
     if prof then carry, prof.basis = carry_mod.carry(g, gpus[carry_mod.REFERENCE], carry_mod.best_bf16(prof)) end
   end
-  -- the host costs carried to the run's host (hardware.host_dispatch_scale, lua/hw/host_speed.lua)
-  prof = require("hw.host_speed").scaled(prof, cfg.hardware.host_dispatch_scale)
+  -- the host costs carried to the run's host (hardware.host_dispatch_scale, and the classes
+  -- hardware.host_classes measured there: lua/hw/host_speed.lua)
+  prof = require("hw.host_speed").scaled(prof, cfg.hardware.host_dispatch_scale, cfg.hardware.host_classes)
   -- NCCL collectives measured between GPUs of this kind over NVLink (make calibrate on a
   -- machine with several), used when the collectives run on NVLink
   local nccl, nccl_ranks
