@@ -405,7 +405,8 @@ if abs(pred["s512h"] - float(sys.argv[3])) > 0.05 or abs(pred["s512h"] - pred["s
 PY
 )
 MRC=$?
-if [ "$RC" -eq 0 ] && [ "$MRC" -eq 0 ] && grep -q "s512  *step time only" "$TMP/steady.txt"
+if [ "$RC" -eq 0 ] && [ "$MRC" -eq 0 ] && grep -q "s512  *step time only" "$TMP/steady.txt" &&
+   grep -q "s512h  *host: its host_class_bench's classes" "$TMP/steady.txt" && ! grep -q "s512  *host:" "$TMP/steady.txt"
 then ok "validate: a steady-median record gives one step_time row (median_ms) on the host its host_dispatch_scale names, or its host_class_bench where it has one"
 else fail "validate: steady-median records (exit $RC)" "$msg$(cat "$TMP/steady.txt")"; fi
 steady_rec dry 512 1 false null 1.0 '{"dry_run": true, "gpu": "cpu (dry run)"}' >"$TMP/steady_dry.jsonl"

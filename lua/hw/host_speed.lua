@@ -118,7 +118,7 @@ function M.scaled(prof, k, classes)
     if bad then error(bad, 0) end
     if next(classes) == nil then classes = nil end
   end
-  if classes and prof and not prof.host_classes then
+  if classes and not (prof and prof.host_classes) then
     error("hardware.host_classes: this GPU's profile prices no op by class (no host_class_us)", 0)
   end
   if not prof or (k == 1 and not classes) then return prof end

@@ -73,6 +73,11 @@ refused({ conv = { fwd_us = 1 } }, "hardware.host_classes.conv.bwd_us = nil")
 refused({ conv = { fwd_us = 1, bwd_us = 1, ckpt_us = 3 } }, "hardware.host_classes.conv.ckpt_us is not a key")
 refused({ conv = 5 }, "hardware.host_classes.conv must be")
 check(hs.bad_classes({ conv = { fwd_us = 1, bwd_us = 0 } }) == nil, "a good table passes")
+-- a profile that prices no op by class cannot take the run's host's classes
+local ok, err = pcall(hs.scaled, { host_op_us = 34.0 }, 1, { conv = { fwd_us = 1, bwd_us = 1 } })
+check(not ok and tostring(err):find("prices no op by class", 1, true), "no host_class_us: refused, " .. tostring(err))
+ok, err = pcall(hs.scaled, nil, 1, { conv = { fwd_us = 1, bwd_us = 1 } })
+check(not ok, "no profile at all: refused")
 
 if #failures > 0 then
   error(("host speed: %d of %d checks failed:\n  %s"):format(#failures, checks, table.concat(failures, "\n  ")), 0)
