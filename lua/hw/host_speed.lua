@@ -54,6 +54,9 @@ function M.calibration_classes()
   return require("hw.calibrated." .. require("hw.carry").REFERENCE .. "_torch").host_class_us
 end
 
+-- A host op class's figure beyond any host (a second an op): a typo, not a measurement.
+local MAX_CLASS_US = 1000000
+
 -- The error message for a hardware.host_classes value that is not class -> { fwd_us = us,
 -- bwd_us = us } over the calibration host's classes (fwd_us > 0, bwd_us >= 0: a backward node
 -- that launches nothing, AddBackward0, can cost next to nothing), or nil when it is good.
@@ -77,8 +80,9 @@ function M.bad_classes(t)
     for _, k in ipairs { "fwd_us", "bwd_us" } do
       local x = v[k]
       local lo = k == "fwd_us" and "> 0" or ">= 0"
-      if type(x) ~= "number" or x ~= x or x == math.huge or (k == "fwd_us" and not (x > 0)) or x < 0 then
-        return ("%s.%s = %s: must be a finite number %s (us on the run's host)"):format(where, k, tostring(x), lo)
+      if type(x) ~= "number" or x ~= x or x > MAX_CLASS_US or (k == "fwd_us" and not (x > 0)) or x < 0 then
+        return ("%s.%s = %s: must be a number %s and at most %d (us on the run's host)")
+          :format(where, k, tostring(x), lo, MAX_CLASS_US)
       end
     end
   end

@@ -70,6 +70,7 @@ refused({ convolution = { fwd_us = 1, bwd_us = 1 } }, "hardware.host_classes.con
 refused({ conv = { fwd_us = 0, bwd_us = 1 } }, "hardware.host_classes.conv.fwd_us = 0")
 refused({ conv = { fwd_us = 1, bwd_us = -1 } }, "hardware.host_classes.conv.bwd_us = -1")
 refused({ conv = { fwd_us = 1 } }, "hardware.host_classes.conv.bwd_us = nil")
+refused({ conv = { fwd_us = 1e300, bwd_us = 1 } }, "hardware.host_classes.conv.fwd_us = 1e+300: must be a number > 0 and at most 1000000")
 refused({ conv = { fwd_us = 1, bwd_us = 1, ckpt_us = 3 } }, "hardware.host_classes.conv.ckpt_us is not a key")
 refused({ conv = 5 }, "hardware.host_classes.conv must be")
 check(hs.bad_classes({ conv = { fwd_us = 1, bwd_us = 0 } }) == nil, "a good table passes")
