@@ -176,9 +176,9 @@ KNOWN = {
     ("gen4-tt-generate", "step_time"): (0.40,
         "host-bound generate loop on the lent H100 host, steady steps 975.8-1158.4 ms"),
     ("steps-r1024-b1_bf16", "step_time"): (0.25,
-        "host-bound; recorded before host_class_bench: the tiny-op host_dispatch_scale overstates the H100 host's speed for the UNet's ops"),
+        "host-bound; the tiny-op host_dispatch_scale overstates the H100 host's speed for the UNet's ops"),
     ("steps-r1024-b1_bf16_ckpt", "step_time"): (0.25,
-        "host-bound; recorded before host_class_bench: the tiny-op host_dispatch_scale overstates the H100 host's speed for the UNet's ops"),
+        "host-bound; the tiny-op host_dispatch_scale overstates the H100 host's speed for the UNet's ops"),
     # diffusion_h100_gen4.jsonl: measure_diffusers.py as it ran then built the transformer on the GPU
     # (from_config under torch.device("cuda")) and did not cast it, where the scripts build on the
     # CPU and call .to(device, dtype=weight_dtype); the harness does that now. Its allocator traces
