@@ -198,16 +198,17 @@ KNOWN = {
     ("gen4-sd35m-l4-lora-r1024", "step_time"): (0.70,
         "the run's own: steps 1-3 took 40.8, 44.7 and 130.0 ms (vrsim 40.9); the harness recorded "
         "every allocation's Python stack (trace \"stacks\")"),
-    # Its allocator trace against vrsim's, the last step (validation/harness/trace_host_phases.py
-    # --step-op unet.time_proj.arange --loss-op mse_loss.backward): forward 84.4 ms against 35.2,
-    # backward 162.7 against 68.1, 2.4x in both phases alike; beyond the 0.78 at which an H100
-    # host issued the SDXL UNet (above), 28-31 us for each of the step's 2021 and 3513
-    # allocations: the Python stack the harness records for each, not an op class
     ("gen4-sd15-unet-ampbf16-r512-b4", "step_time"): (0.55,
         "host-bound under the harness's trace \"stacks\" (a Python stack recorded for each of the "
         "step's allocations: foreach AdamW over 686 fp32 tensors) on the H100 host whose speed for "
         "the UNet's ops the tiny-op scale overstates (the SDXL rows above); steps 235.5, 223.2, "
         "270.1 ms"),
+    # gen4-sd15-unet-ampbf16-r512-b4, above: its allocator trace against vrsim's, the last step
+    # (validation/harness/trace_host_phases.py --step-op unet.time_proj.arange --loss-op
+    # mse_loss.backward): forward 84.4 ms against 35.2, backward 162.7 against 68.1, 2.4x in both
+    # phases alike; beyond the 0.78 at which an H100 host issued the SDXL UNet (above), 28-31 us
+    # for each of the step's 2021 and 3513 allocations: the Python stack the harness records for
+    # each, not an op class
     # Liger's fused linear cross-entropy, reserved: `vrsim replay` of the measured trace gives its
     # 22862 MiB to the byte, and every allocation above 1 MiB matches the trace in size and count;
     # the order of frees differs at each RMSNorm's backward: the trace reads alloc 64, alloc 64,
