@@ -143,7 +143,11 @@ KNOWN = {
     # SDXL steady medians on an H100 host, host-bound: the host issued the step in 0.78-0.86x
     # vrsim's calibration-host dispatch (median_wall_ms), where the record's tiny-op
     # host_dispatch_scale says 0.55-0.56 (docs/step-time.md, "Steady medians by resolution and
-    # batch, on an H100 host")
+    # batch, on an H100 host"). The records predate the harness's host_class_bench, which
+    # validate reads instead where a record has it (hardware.host_classes): the UNet's host time
+    # is 74 % linear, linear_nobias, layer_norm, sdpa, conv, group_norm, add and activation, and
+    # on the H200 hosts' own calls those classes did not move with the tiny-op loop
+    # (docs/step-time.md, "The host's op classes as an input")
     # QLoRA of Qwen3-30B-A3B cut to 2 layers (from_pretrained with BitsAndBytesConfig and
     # device_map {"": 0}): allocated exact; reserved +1148 MiB. The trace (fulltrace_gen4-tt-qlora-
     # qwen3moe) opens with transformers' caching_allocator_warmup segment (modeling_utils.py: one
@@ -154,8 +158,16 @@ KNOWN = {
         "transformers' caching_allocator_warmup segment of from_pretrained (3512 MiB) not modelled"),
     # transformers' generate, 128 decode forwards of 4 x 512 tokens: host-bound in vrsim (host
     # 757.6 ms against 362.1 ms of GPU work); the record's steady steps took 1025.5, 975.8 and
-    # 1158.4 ms (19 % spread, validation/results/logs/gen4_tech_h100_call1.log): the lent H100's
-    # host dispatched the decode loop's small ops 1.3-1.5x slower than vrsim's host figures
+    # 1158.4 ms (19 % spread, validation/results/logs/gen4_tech_h100_call1.log). Its allocator
+    # trace against vrsim's (--alloc-trace), token by token (each starts at layer 0's cache cat
+    # of 512 + t positions): 7.91 ms a token against 5.92 (median). From the logits to the next
+    # token's embedding 0.93 ms against 0.17, with 12 allocations vrsim does not make: _sample's
+    # stopping criteria (MaxLengthCriteria, EosTokenCriteria: the config has an eos_token_id),
+    # the EOS padding of next_tokens, and StopCheck's bool(unfinished_sequences.max() == 0), a
+    # host sync every token on CUDA (transformers 5.25 generation/utils.py: DeferredStopCheck
+    # only on mps); lua/strategies/generate.lua leaves them out. The forward itself, 5.74 ms
+    # against 4.67 (1.23x): the lent host's speed, which the record does not measure (no
+    # host_bench, no host_class_bench)
     ("gen4-tt-generate", "step_time"): (0.40,
         "host-bound generate loop on the lent H100 host, steady steps 975.8-1158.4 ms"),
     ("steps-r1024-b1_bf16", "step_time"): (0.25,
@@ -177,6 +189,12 @@ KNOWN = {
         "step's allocations: foreach AdamW over 686 fp32 tensors) on the H100 host whose speed for "
         "the UNet's ops the tiny-op scale overstates (the SDXL rows above); steps 235.5, 223.2, "
         "270.1 ms"),
+    # gen4-sd15-unet-ampbf16-r512-b4, above: its allocator trace against vrsim's, the last step
+    # (validation/harness/trace_host_phases.py --step-op unet.time_proj.arange --loss-op
+    # mse_loss.backward): forward 84.4 ms against 35.2, backward 162.7 against 68.1, 2.4x in both
+    # phases alike; beyond the 0.78 at which an H100 host issued the SDXL UNet (above), 28-31 us
+    # for each of the step's 2021 and 3513 allocations: the Python stack the harness records for
+    # each, not an op class
     # Liger's fused linear cross-entropy, reserved: `vrsim replay` of the measured trace gives its
     # 22862 MiB to the byte, and every allocation above 1 MiB matches the trace in size and count;
     # the order of frees differs at each RMSNorm's backward: the trace reads alloc 64, alloc 64,
