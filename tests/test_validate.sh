@@ -135,7 +135,8 @@ KNOWN = {
     # MoE step: torch._grouped_mm is priced as one dense cuBLAS GEMM; its per-expert tile padding
     # on the records' routing (1.14-1.31x the rows) explains at most 1.5 ms of the 8-16 ms
     # missing; the grouped kernel's own rate and the sort-based index_put of backward have no
-    # calibration table yet (docs/step-time.md, section 5, the gen4 MoE rows)
+    # calibration table on the H200 yet: the H100's (h100_sxm_grouped_mm.lua) is not carried to
+    # it (docs/step-time.md, section 5, the gen4 MoE rows)
     ("gen4-qwen3moe-l4-lora-qv-b4-ckpt", "step_time"): (0.16,
         "MoE: torch._grouped_mm and the dispatch's index ops priced without a measured table"),
     ("gen4-dsv2lite-l4-lora-qv-b2-eager", "step_time"): (0.16,
