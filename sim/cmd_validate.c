@@ -209,6 +209,13 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
     }
     if (cJSON_GetObjectItem(rec, "cap_mib"))
         add_row(rows, cfg, "fits", oomed ? 0 : 1, res->oom ? 0 : 1);
+    /* the host it ran on: its own op classes where it timed them (lua/vrsim/record.lua) */
+    if (cJSON_GetObjectItem(rec, "host_class_bench")) {
+        const char *h = "host: its host_class_bench's classes, the other host figures at their "
+                        "summed ratio to the calibration host's (not host_dispatch_scale)";
+        if (!o->json) printf("  %-24s %s\n", cfg, h);
+        else fprintf(stderr, "vrsim validate: %s %s\n", cfg, h);
+    }
     if (median > 0 && !oomed && !res->oom && res->n_steps == sim_steps) {
         if (!o->json)
             printf("  %-24s step time only: the median of %d steady steps (no memory measured)\n",

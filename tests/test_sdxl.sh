@@ -316,11 +316,30 @@ PY
 if [ $? -eq 0 ]; then ok "slow host: a host twice as slow adds its dispatch time to the host-bound step"
 else fail "slow host: step against the host's dispatch" "$msg$(cat "$TMP/host.err")"; fi
 
+# hardware.host_classes (lua/hw/host_speed.lua, tests/ops/test_host_speed.lua): a class the profile
+# does not price is refused at the scenario's line, naming it and the classes there are
+cat >"$TMP/hostcls.lua" <<'SCN'
+return {
+  hardware = { gpu = "h200",
+               host_classes = { convolution = { fwd_us = 50, bwd_us = 90 } } },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "bf16", steps = 3 },
+}
+SCN
+"$VRSIM" "$TMP/hostcls.lua" --no-files >"$TMP/hostcls.out" 2>&1
+RC=$?
+if [ "$RC" -eq 2 ] && grep -q "hostcls.lua:3: hardware.host_classes.convolution: not a host op class of the profile (one of: activation, add, cast, conv," "$TMP/hostcls.out"
+then ok "hardware.host_classes: an unknown class is refused at its line (exit 2), naming the known ones"
+else fail "hardware.host_classes.convolution: exit $RC" "$(cat "$TMP/hostcls.out")"; fi
+
 # ---- steady-median records (validation/harness/measure_sdxl_steps.py) ------------------------
 # Such a record times 30 steady steps and measures no memory: vrsim validate compares its
 # median_ms with the simulated steady step (one step_time row, no memory rows, and a line saying
-# so), on the host its host_dispatch_scale names; a dry run (the CPU stand-in model) is skipped and
-# a median_ms that is not a positive number is a malformed record (exit 2).
+# so), on the host its host_dispatch_scale names, or, where it timed the model's host op classes on
+# its host (host_class_bench), on that host's classes with the rest of the host's figures scaled by
+# the classes' summed ratio to the calibration host's (lua/vrsim/record.lua host_classes_of); a
+# dry run (the CPU stand-in model) is skipped and a median_ms that is not a positive number is a
+# malformed record (exit 2).
 steady_rec() { # name res batch ckpt scale median_ms [extra JSON fields]
   python3 - "$@" <<'PY'
 import json, sys
@@ -334,16 +353,19 @@ rec = {"name": name, "res": int(res), "batch": int(batch), "mode": "bf16", "ckpt
        "host_bench": {"before": {"eager_linear_us": 30.1, "eager_inplace_add_us": 9.0},
                       "after": {"eager_linear_us": 30.3, "eager_inplace_add_us": 9.1},
                       "ops": 5000, "reps": 7},
-       "host_class_bench": {"classes": {"linear": {"fwd_us": 30.0, "bwd_us": 90.0,
-                                                   "committed_fwd_us": 34.7, "committed_bwd_us": 112.0}},
-                            "n": 400, "reps": 5, "scale": 0.8},
        "host_dispatch_scale": json.loads(scale), "cpu": "x", "python": "3.12.3",
        "torch": "2.11.0+cu130", "gpu": "NVIDIA H200", "date": "2026-12-05"}
 if len(sys.argv) > 7: rec.update(json.loads(sys.argv[7]))
 print(json.dumps(rec))
 PY
 }
-{ steady_rec s512 512 1 false 1.2301 301.0; steady_rec s1024c 1024 4 true 0.5 301.0; } >"$TMP/steady.jsonl"
+# the harness's names: its F.silu chain is vrsim's activation class
+CLASS_BENCH='{"host_class_bench": {"classes": {
+  "linear": {"fwd_us": 30.0, "bwd_us": 90.0, "committed_fwd_us": 34.7, "committed_bwd_us": 112.0},
+  "silu": {"fwd_us": 10.0, "bwd_us": 15.0, "committed_fwd_us": 12.8, "committed_bwd_us": 18.8}},
+  "n": 400, "reps": 5, "scale": 0.8132}}'
+{ steady_rec s512 512 1 false 1.2301 301.0; steady_rec s1024c 1024 4 true 0.5 301.0
+  steady_rec s512h 512 1 false 1.2301 301.0 "$CLASS_BENCH"; } >"$TMP/steady.jsonl"
 "$VRSIM" validate "$TMP/steady.jsonl" >"$TMP/steady.txt" 2>&1
 RC=$?
 "$VRSIM" validate --json "$TMP/steady.jsonl" >"$TMP/steady.json" 2>"$TMP/steady.err"
@@ -356,20 +378,36 @@ return {
 SCN
 pred_512=$("$VRSIM" "$TMP/steady.lua" --json --no-files 2>"$TMP/steady_scn.err" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["step_time_ms"])')
-msg=$(python3 - "$TMP/steady.json" "$pred_512" <<'PY' 2>&1
+# s512h's host: linear and activation as measured there, the rest at (30 + 90 + 10 + 15) /
+# (34.7 + 112.0 + 12.8 + 18.8) of the calibration host (h200_torch.lua host_class_us)
+cat >"$TMP/steady_h.lua" <<'SCN'
+return {
+  hardware = { gpu = "h200", host_dispatch_scale = 145 / 178.3,
+               host_classes = { linear = { fwd_us = 30, bwd_us = 90 }, activation = { fwd_us = 10, bwd_us = 15 } } },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "bf16", steps = 4 },
+}
+SCN
+pred_512h=$("$VRSIM" "$TMP/steady_h.lua" --json --no-files 2>>"$TMP/steady_scn.err" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["step_time_ms"])')
+msg=$(python3 - "$TMP/steady.json" "$pred_512" "$pred_512h" <<'PY' 2>&1
 import json, sys
 rows = json.load(open(sys.argv[1]))
 got = sorted((r["config"], r["metric"], r["measured"]) for r in rows)
-if got != [("s1024c", "step_time", 301.0), ("s512", "step_time", 301.0)]:
+if got != [("s1024c", "step_time", 301.0), ("s512", "step_time", 301.0), ("s512h", "step_time", 301.0)]:
     print("rows %s: want one step_time row each, measured = median_ms" % got); sys.exit(1)
-s512 = [r for r in rows if r["config"] == "s512"][0]
-if abs(s512["predicted"] - float(sys.argv[2])) > 0.05:
-    print("s512 predicted %.2f ms, the scenario on a host 1.2301x slower %s" % (s512["predicted"], sys.argv[2])); sys.exit(1)
+pred = {r["config"]: r["predicted"] for r in rows}
+if abs(pred["s512"] - float(sys.argv[2])) > 0.05:
+    print("s512 predicted %.2f ms, the scenario on a host 1.2301x slower %s" % (pred["s512"], sys.argv[2])); sys.exit(1)
+if abs(pred["s512h"] - float(sys.argv[3])) > 0.05 or abs(pred["s512h"] - pred["s512"]) < 50:
+    print("s512h predicted %.2f ms: want its host's classes' %s, not the tiny-op scale's %.2f"
+          % (pred["s512h"], sys.argv[3], pred["s512"])); sys.exit(1)
 PY
 )
 MRC=$?
-if [ "$RC" -eq 0 ] && [ "$MRC" -eq 0 ] && grep -q "s512  *step time only" "$TMP/steady.txt"
-then ok "validate: a steady-median record gives one step_time row (median_ms) on the host its host_dispatch_scale names"
+if [ "$RC" -eq 0 ] && [ "$MRC" -eq 0 ] && grep -q "s512  *step time only" "$TMP/steady.txt" &&
+   grep -q "s512h  *host: its host_class_bench's classes" "$TMP/steady.txt" && ! grep -q "s512  *host:" "$TMP/steady.txt"
+then ok "validate: a steady-median record gives one step_time row (median_ms) on the host its host_dispatch_scale names, or its host_class_bench where it has one"
 else fail "validate: steady-median records (exit $RC)" "$msg$(cat "$TMP/steady.txt")"; fi
 steady_rec dry 512 1 false null 1.0 '{"dry_run": true, "gpu": "cpu (dry run)"}' >"$TMP/steady_dry.jsonl"
 "$VRSIM" validate "$TMP/steady_dry.jsonl" >"$TMP/steady_dry.txt" 2>&1

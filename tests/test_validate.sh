@@ -135,7 +135,8 @@ KNOWN = {
     # MoE step: torch._grouped_mm is priced as one dense cuBLAS GEMM; its per-expert tile padding
     # on the records' routing (1.14-1.31x the rows) explains at most 1.5 ms of the 8-16 ms
     # missing; the grouped kernel's own rate and the sort-based index_put of backward have no
-    # calibration table yet (docs/step-time.md, section 5, the gen4 MoE rows)
+    # calibration table on the H200 yet: the H100's (h100_sxm_grouped_mm.lua) is not carried to
+    # it (docs/step-time.md, section 5, the gen4 MoE rows)
     ("gen4-qwen3moe-l4-lora-qv-b4-ckpt", "step_time"): (0.16,
         "MoE: torch._grouped_mm and the dispatch's index ops priced without a measured table"),
     ("gen4-dsv2lite-l4-lora-qv-b2-eager", "step_time"): (0.16,
@@ -143,7 +144,11 @@ KNOWN = {
     # SDXL steady medians on an H100 host, host-bound: the host issued the step in 0.78-0.86x
     # vrsim's calibration-host dispatch (median_wall_ms), where the record's tiny-op
     # host_dispatch_scale says 0.55-0.56 (docs/step-time.md, "Steady medians by resolution and
-    # batch, on an H100 host")
+    # batch, on an H100 host"). The records predate the harness's host_class_bench, which
+    # validate reads instead where a record has it (hardware.host_classes): the UNet's host time
+    # is 74 % linear, linear_nobias, layer_norm, sdpa, conv, group_norm, add and activation, and
+    # on the H200 hosts' own calls those classes did not move with the tiny-op loop
+    # (docs/step-time.md, "The host's op classes as an input")
     # QLoRA of Qwen3-30B-A3B cut to 2 layers (from_pretrained with BitsAndBytesConfig and
     # device_map {"": 0}): allocated exact; reserved +1148 MiB. The trace (fulltrace_gen4-tt-qlora-
     # qwen3moe) opens with transformers' caching_allocator_warmup segment (modeling_utils.py: one
@@ -153,13 +158,18 @@ KNOWN = {
     ("gen4-tt-qlora-qwen3moe", "peak_reserved"): (0.13,
         "transformers' caching_allocator_warmup segment of from_pretrained (3512 MiB) not modelled"),
     # transformers' generate, 128 decode forwards of 4 x 512 tokens: host-bound in vrsim (host
-    # 805.1 ms against 370.3 ms of GPU work, the loop's per-token ops and StopCheck sync
+    # 805.1 ms against 370.3 ms of GPU work, _sample's per-token ops and StopCheck's sync
     # included); the record's steady steps took 1025.5, 975.8 and 1158.4 ms (19 % spread,
-    # validation/results/logs/gen4_tech_h100_call1.log). Token by token in the last step (the
-    # trace's allocation times against --alloc-trace's): 7.91 ms measured, 6.27 in vrsim; from
-    # the logits to the next token's embedding 0.96 against 0.58 (the same 16 allocations, size
-    # for size), the forward 6.95 against 5.69: the lent H100's host ran the decode's small ops
-    # 1.2-1.7x slower than vrsim's host figures; the record has no host benchmark of that host
+    # validation/results/logs/gen4_tech_h100_call1.log). The harness sets eos_token_id = None
+    # (tech_train.py): no EOS padding, no EosTokenCriteria. Its allocator trace against vrsim's
+    # (--alloc-trace), token by token in the last step (from one next_token_logits to the next):
+    # 7.91 ms a token against 6.27 (median); from the logits to the next token's embedding, the
+    # loop's position_ids growth, logits copy, argmax, input_ids growth, MaxLengthCriteria,
+    # unfinished_sequences update and bool(unfinished_sequences.max() == 0), a host sync every
+    # token (DeferredStopCheck runs on mps only): the same 16 allocations size for size in all
+    # 508 decode tokens of the 4 steps, 0.96 ms against 0.58; the rest of the token, the
+    # forward, 6.95 ms against 5.69 (1.22x): the lent host's speed, which the record does not
+    # measure (no host_bench, no host_class_bench)
     ("gen4-tt-generate", "step_time"): (0.33,
         "host-bound generate loop on the lent H100 host, steady steps 975.8-1158.4 ms"),
     ("steps-r1024-b1_bf16", "step_time"): (0.25,
@@ -181,6 +191,12 @@ KNOWN = {
         "step's allocations: foreach AdamW over 686 fp32 tensors) on the H100 host whose speed for "
         "the UNet's ops the tiny-op scale overstates (the SDXL rows above); steps 235.5, 223.2, "
         "270.1 ms"),
+    # gen4-sd15-unet-ampbf16-r512-b4, above: its allocator trace against vrsim's, the last step
+    # (validation/harness/trace_host_phases.py --step-op unet.time_proj.arange --loss-op
+    # mse_loss.backward): forward 84.4 ms against 35.2, backward 162.7 against 68.1, 2.4x in both
+    # phases alike; beyond the 0.78 at which an H100 host issued the SDXL UNet (above), 28-31 us
+    # for each of the step's 2021 and 3513 allocations: the Python stack the harness records for
+    # each, not an op class
     # Liger's fused linear cross-entropy, reserved: `vrsim replay` of the measured trace gives its
     # 22862 MiB to the byte, and every allocation above 1 MiB matches the trace in size and count;
     # the order of frees differs at each RMSNorm's backward: the trace reads alloc 64, alloc 64,

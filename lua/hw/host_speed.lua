@@ -11,6 +11,17 @@
 -- kernel, launch_device_us) do not move with it. The calibration records show why an input is
 -- needed: one H200 host ran the same module-heavy blocks at 41.5 and 26.8 us per kernel in two
 -- runs (h200_torch.lua).
+--
+-- hardware.host_classes gives the run's host's own figures for named op classes, as
+-- validation/harness/measure_host_classes.py times them there ({ conv = { fwd_us = 50.1,
+-- bwd_us = 91.3 }, ... }): a tight loop of F.linear on 64x64 tensors times the dispatcher and the
+-- launch, not the module call and the autograd recording a model's ops carry, and two hosts need
+-- not differ by the same factor in both (on one H100 host the loop said 0.556 of the calibration
+-- host where the SDXL UNet's own issue time said 0.776, docs/step-time.md). A named class takes
+-- the measured forward and backward node; what checkpointing adds to it (ckpt_fwd, ckpt_bwd) is
+-- carried by the same class's own ratio, forward and backward apart (the saved-tensor hooks run
+-- in the op's and its node's Python; they were not timed on that host). Every class not named
+-- and every other host figure takes host_dispatch_scale.
 local M = {}
 
 -- the profile's fields that are host time in us, and the tables of them (any depth)
@@ -37,11 +48,84 @@ function M.check(k)
   return k
 end
 
--- A copy of profile `prof` with its host costs times k (prof itself, a loaded module's table, is
--- left as it is: other runs of the process read it).
-function M.scaled(prof, k)
+-- The calibration host's op classes (lua/hw/calibrated/<reference>_torch.lua host_class_us): every
+-- profile's host figures are that host's, carried or not (lua/hw/carry.lua).
+function M.calibration_classes()
+  return require("hw.calibrated." .. require("hw.carry").REFERENCE .. "_torch").host_class_us
+end
+
+-- A host op class's figure beyond any host (a second an op): a typo, not a measurement.
+local MAX_CLASS_US = 1000000
+
+-- The error message for a hardware.host_classes value that is not class -> { fwd_us = us,
+-- bwd_us = us } over the calibration host's classes (fwd_us > 0, bwd_us >= 0: a backward node
+-- that launches nothing, AddBackward0, can cost next to nothing), or nil when it is good.
+function M.bad_classes(t)
+  local known = M.calibration_classes()
+  local names = {}
+  for c in pairs(known) do names[#names + 1] = c end
+  table.sort(names)
+  if type(t) ~= "table" then return "hardware.host_classes must be a table of op classes" end
+  for c, v in pairs(t) do
+    local where = "hardware.host_classes." .. tostring(c)
+    if not known[c] then
+      return ("%s: not a host op class of the profile (one of: %s)"):format(where, table.concat(names, ", "))
+    end
+    if type(v) ~= "table" then return ("%s must be { fwd_us = us, bwd_us = us }"):format(where) end
+    for k in pairs(v) do
+      if k ~= "fwd_us" and k ~= "bwd_us" then
+        return ("%s.%s is not a key of a host class (fwd_us, bwd_us)"):format(where, tostring(k))
+      end
+    end
+    for _, k in ipairs { "fwd_us", "bwd_us" } do
+      local x = v[k]
+      local lo = k == "fwd_us" and "> 0" or ">= 0"
+      if type(x) ~= "number" or x ~= x or x > MAX_CLASS_US or (k == "fwd_us" and not (x > 0)) or x < 0 then
+        return ("%s.%s = %s: must be a number %s and at most %d (us on the run's host)")
+          :format(where, k, tostring(x), lo, MAX_CLASS_US)
+      end
+    end
+  end
+  return nil
+end
+
+-- The ratio of the summed forward and backward figures of the classes of `t` (as
+-- hardware.host_classes) to the calibration host's same classes: one factor for the host figures
+-- outside them, measured on the model's own kinds of ops.
+function M.class_ratio(t)
+  local known, got, ref = M.calibration_classes(), 0, 0
+  for c, v in pairs(t) do
+    got = got + v.fwd_us + v.bwd_us
+    ref = ref + known[c].fwd + known[c].bwd
+  end
+  return ref > 0 and got / ref or nil
+end
+
+-- One class of the profile, `c` (the calibration host's figures), with the run's host's measured
+-- forward and backward node `m`; its checkpoint columns by the same ratios.
+local function measured_class(c, m)
+  local out = {}
+  for key, v in pairs(c) do out[key] = v end
+  out.fwd, out.bwd = m.fwd_us, m.bwd_us
+  out.ckpt_fwd = c.ckpt_fwd and c.fwd > 0 and c.ckpt_fwd * m.fwd_us / c.fwd or c.ckpt_fwd
+  out.ckpt_bwd = c.ckpt_bwd and c.bwd > 0 and c.ckpt_bwd * m.bwd_us / c.bwd or c.ckpt_bwd
+  return out
+end
+
+-- A copy of profile `prof` with its host costs times k and the classes of `classes`
+-- (hardware.host_classes, nil for none) the run's host's own (prof itself, a loaded module's
+-- table, is left as it is: other runs of the process read it).
+function M.scaled(prof, k, classes)
   k = M.check(k)
-  if not prof or k == 1 then return prof end
+  if classes ~= nil then
+    local bad = M.bad_classes(classes)
+    if bad then error(bad, 0) end
+    if next(classes) == nil then classes = nil end
+  end
+  if classes and not (prof and prof.host_classes) then
+    error("hardware.host_classes: this GPU's profile prices no op by class (no host_class_us)", 0)
+  end
+  if not prof or (k == 1 and not classes) then return prof end
   local out = {}
   for key, v in pairs(prof) do out[key] = v end
   for _, f in ipairs(SCALAR) do
@@ -49,6 +133,9 @@ function M.scaled(prof, k)
   end
   for _, f in ipairs(TABLES) do
     if type(prof[f]) == "table" then out[f] = scaled_table(prof[f], k) end
+  end
+  for c, m in pairs(classes or {}) do
+    out.host_classes[c] = measured_class(prof.host_classes[c], m)
   end
   return out
 end

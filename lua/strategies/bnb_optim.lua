@@ -22,6 +22,9 @@
 --   param rows   {optim, dtype, numel, step_param_us, kernel_us, zero_grad_param_us}: the slope
 --                per parameter of step() and zero_grad() over many small parameters, and the
 --                kernels' part of step_param_us
+-- A parameter's host time is its path's param row's (step_param_us less its kernels' part), and
+-- for a paged state what the prefetch adds as the state grows (prefetch_us); its device time the
+-- kernel's at its elements (kernel_us).
 local M = {}
 
 -- The table's row key of a parameter's path: the optimizer's family (adamw; lion, whose
@@ -85,6 +88,48 @@ function M.host_us(tab, path)
   return nil
 end
 
+-- A step's wall time on one parameter of numel elements (the kernel rows' step_us): linear
+-- between the measured sizes, nil outside them.
+local function step_us(tab, path, dtype, numel)
+  local lo, hi
+  for _, r in ipairs(tab.kernel or {}) do
+    if r.optim == path and r.dtype == dtype and type(r.step_us) == "number" then
+      if r.numel <= numel and (not lo or r.numel > lo.numel) then lo = r end
+      if r.numel >= numel and (not hi or r.numel < hi.numel) then hi = r end
+    end
+  end
+  if not (lo and hi) then return nil end
+  if hi.numel == lo.numel then return lo.step_us end
+  return lo.step_us + (hi.step_us - lo.step_us) * (numel - lo.numel) / (hi.numel - lo.numel)
+end
+
+-- What a paged state's prefetch (cudaMemPrefetchAsync over state1 and state2, resident on the
+-- card) adds to the host's work as the parameter grows: the paged path's one-parameter step
+-- less the unpaged path's at the same size (the same kernel), above that difference at the
+-- smallest measured size (the param row's host time already holds a small prefetch); beyond
+-- the largest size, in proportion to the elements (the driver walks the range page by page).
+-- 0 for an unpaged path or where the table lacks the rows.
+function M.prefetch_us(tab, family, bits, dtype, numel)
+  local paged, unpaged = M.path(family, bits, true), M.path(family, bits, false)
+  local sizes = {}
+  for _, r in ipairs(tab.kernel or {}) do
+    if r.optim == paged and r.dtype == dtype then sizes[#sizes + 1] = r.numel end
+  end
+  if #sizes < 2 then return 0 end
+  table.sort(sizes)
+  local function diff(n)
+    local a, b = step_us(tab, paged, dtype, n), step_us(tab, unpaged, dtype, n)
+    return a and b and a - b or nil
+  end
+  local base = diff(sizes[1])
+  if not base or numel <= sizes[1] then return 0 end
+  local top = sizes[#sizes]
+  local d = diff(math.min(numel, top))
+  if not d then return 0 end
+  local grow = math.max(0, d - base)
+  return numel > top and grow * numel / top or grow
+end
+
 -- The measured costs of one parameter's step: { device_us, host_us, zero_grad_us }, or nil and
 -- what is missing (the path and dtype without a row).
 function M.param_cost(tab, family, bits, paged, dtype, numel)
@@ -94,6 +139,7 @@ function M.param_cost(tab, family, bits, paged, dtype, numel)
   if not (k and h) then
     return nil, ("%s %s"):format(path, dtype)
   end
+  if paged then h = h + M.prefetch_us(tab, family, bits, dtype, numel) end
   return { device_us = k, host_us = h, zero_grad_us = z }
 end
 

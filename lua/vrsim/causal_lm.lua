@@ -303,7 +303,14 @@ function M.build(cx, cfg)
   if dpo and not lora and not dpo.precompute_ref_log_probs then
     ref_root = require("strategies.dpo").reference_tree(fam, mc)
     mark_layers(ref_root)
+    local first = #cx.params + 1
     materialize(cx, ref_root, pdtype, false, pdtype)
+    -- DPOTrainer.__init__ creates it once the policy is built (and cast): its parameters are the
+    -- outputs of a build op here, so they are allocated after the policy's, not before its cast
+    local ids = {}
+    for i = first, #cx.params do ids[#ids + 1] = cx.params[i].id end
+    cx.G:op { name = "ref_model = create_model_from_path(dtype=model.dtype)", kind = "none", phase = "build",
+              inputs = {}, outputs = ids, frees = {} }
   end
   if dpo and lora and root.children.lm_head and root.children.lm_head.lora then
     error("training.dpo with LoRA on lm_head: TRL's fused head reads lm_head.weight directly, so the adapter "

@@ -31,6 +31,16 @@ local ZERO_HELP = {
   sync_every_micro_batch = "FSDP2 with grad_accum: reduce-scatter every micro-batch (false: set_requires_gradient_sync(False) until the last)",
 }
 
+-- The ops of each host class (lua/hw/calibrated/h200_torch.lua host_class_us), for `vrsim fields`.
+local HOST_CLASS_HELP = {
+  linear = "nn.Linear with a bias (addmm)", linear_nobias = "nn.Linear(bias=False) (mm)",
+  linear_frozen = "a bias-free Linear whose weight is frozen (LoRA's base layers)",
+  conv = "nn.Conv2d", group_norm = "nn.GroupNorm", layer_norm = "nn.LayerNorm",
+  sdpa = "F.scaled_dot_product_attention", cast = "x.to(dtype), autocast's casts",
+  activation = "F.silu, F.gelu", add = "x + y", mul_scalar = "x * scale (LoRA's scaling)",
+  dropout = "nn.Dropout",
+}
+
 -- A default as `vrsim fields` shows it, in brackets ("" when there is none).
 local function default_shown(d)
   if d == nil then return "" end
@@ -101,6 +111,15 @@ function M.fields_text()
     field_rows(out, fields, ch, extra)
     out[#out + 1] = ""
   end
+  -- hardware.host_classes: the profile's host op classes, each with the calibration host's figures
+  out[#out + 1] = "hardware.host_classes (the run's host's own host time per op of a class: host_classes = { NAME = "
+    .. "{ fwd_us = us, bwd_us = us } }; the calibration host's in brackets, forward / backward node)"
+  local hfields = {}
+  for c, v in pairs(require("hw.host_speed").calibration_classes()) do
+    hfields[c] = { "table", nil, ("%s [%s / %s us]"):format(HOST_CLASS_HELP[c] or "", shown(v.fwd), shown(v.bwd)) }
+  end
+  field_rows(out, hfields, {})
+  out[#out + 1] = ""
   -- training.zero: dp.lua's knobs, which strategies read each
   local dp = require "strategies.dp"
   out[#out + 1] = "training.zero (the data-parallel strategy's knobs: zero = { NAME = value }, --set zero.NAME=value)"

@@ -264,21 +264,22 @@ function M.device_of(cfg, ctx)
     prof = load_profile(carry_mod.REFERENCE)
     if prof then carry, prof.basis = carry_mod.carry(g, gpus[carry_mod.REFERENCE], carry_mod.best_bf16(prof)) end
   end
-  -- the host costs carried to the run's host (hardware.host_dispatch_scale, lua/hw/host_speed.lua)
-  prof = require("hw.host_speed").scaled(prof, cfg.hardware.host_dispatch_scale)
+  -- the host costs carried to the run's host (hardware.host_dispatch_scale, and the classes
+  -- hardware.host_classes measured there: lua/hw/host_speed.lua)
+  prof = require("hw.host_speed").scaled(prof, cfg.hardware.host_dispatch_scale, cfg.hardware.host_classes)
   -- bitsandbytes' optimizer steps measured on this GPU (measure_bnb_optim.py,
   -- strategies/bnb_optim.lua): its own only, never carried from another GPU's, since the host's
   -- work and synchronize per parameter are a machine's, not a fraction of a peak
   local bnb = calibrated("_bnb_optim")
   local bnb_optim = bnb and type(bnb.bnb_optim) == "table"
       and { table = bnb.bnb_optim, source = "lua/hw/calibrated/" .. name .. "_bnb_optim.lua" } or nil
-  -- NCCL collectives measured between GPUs of this kind over NVLink (make calibrate on a
-  -- machine with several), used when the collectives run on NVLink
   -- a mixture of experts' grouped GEMMs and dispatch index ops measured on this very GPU
   -- (validation/harness/measure_grouped_mm.py); never carried from another GPU: without it they
   -- are priced as above (sim/bind/plan_read.c read_moe)
   local gmm = prof and calibrated("_grouped_mm")
   if gmm then gmm.source = gmm.source or ("lua/hw/calibrated/" .. name .. "_grouped_mm.lua") end
+  -- NCCL collectives measured between GPUs of this kind over NVLink (make calibrate on a
+  -- machine with several), used when the collectives run on NVLink
   local nccl, nccl_ranks
   local lk = calibrated("_x2_links")
   if lk and ic == "nvlink" and nodes == 1 then nccl, nccl_ranks = lk.nccl, lk.nccl_ranks end

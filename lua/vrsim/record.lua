@@ -23,9 +23,9 @@ for _, k in ipairs {
   "oom_num_alloc_retries", "oom_peak_reserved_mib", "latent_hw", "sdp_flash",
   "sdp_mem_efficient", "lora_rank", "lora_alpha", "routing",
   -- a steady-median record (validation/harness/measure_sdxl_steps.py): the steps' spread, the
-  -- host's dispatch benchmark the scale came from, its host op classes beside the committed ones
+  -- host's dispatch benchmark the scale came from (host_class_bench is mapped: below)
   "warmup", "n_steps", "median_ms", "min_ms", "max_ms", "p10_ms", "p90_ms", "iqr_ms",
-  "median_wall_ms", "host_bench", "host_class_bench",
+  "median_wall_ms", "host_bench",
 } do INFO[k] = true end
 
 -- Fields that are mapped below.
@@ -34,7 +34,7 @@ for _, k in ipairs {
   "shape", "hf_config", "model", "res", "mode", "attn", "optim", "ckpt", "batch", "seq",
   "alloc_conf", "cap_mib", "strategy", "raf", "world_size", "offload", "empty_cache_after_build",
   "omp_num_threads", "ddp_bucket_cap_mb", "lora", "accum", "build", "cudnn_benchmark", "settle_ms",
-  "host_dispatch_scale", "dry_run",
+  "host_dispatch_scale", "host_class_bench", "dry_run",
 } do MAPPED[k] = true end
 -- model and loss techniques (validation/harness/tech_model.py): each record field is the
 -- training field of the same name, its value as the plan gave it (`vrsim fields`)
@@ -236,6 +236,38 @@ end
 -- steady step after step 1 to tell is "rebuild" when measure_multi.py slept settle_ms >= 200
 -- after step 0 (two of the watchdog's 100 ms wake-ups before step 1's barrier), else "auto".
 local GRAD_BYTES = { bf16 = 2, fp16 = 2, lora_bf16 = 2 }
+-- measure_host_classes.py's chain names that are not vrsim's class names (its F.silu chain is the
+-- activation class); the others are the same
+local BENCH_CLASS = { silu = "activation" }
+
+-- hardware.host_classes from a record's host_class_bench (validation/harness/measure_sdxl_steps.py:
+-- the model's host op classes timed on the run's host after its steps), nil when it has none.
+-- The host figures outside those classes (ops priced per kernel, the optimizer's per-tensor
+-- work, the checkpointed region) then take the ratio of the classes' summed figures to the
+-- calibration host's, a scale measured on module calls that record autograd, as those are,
+-- rather than host_dispatch_scale's tight F.linear loop (lua/hw/host_speed.lua). A backward
+-- node's median less the empty chain's can come out below 0 by noise; it is 0, as
+-- measure_host_classes.py's own checkpoint columns are.
+local function host_classes_of(rec)
+  local b = rec.host_class_bench
+  if b == nil then return nil end
+  if type(b) ~= "table" or type(b.classes) ~= "table" then
+    error("record field 'host_class_bench' must be an object with 'classes'", 0)
+  end
+  local out = {}
+  for name, c in pairs(b.classes) do
+    if type(c) ~= "table" then error(("record field 'host_class_bench.classes.%s' must be an object"):format(name), 0) end
+    local cls = BENCH_CLASS[name] or name
+    if out[cls] then error(("record field 'host_class_bench': class '%s' timed twice"):format(cls), 0) end
+    out[cls] = { fwd_us = num(c, "fwd_us"), bwd_us = num(c, "bwd_us") }
+    if out[cls].bwd_us and out[cls].bwd_us < 0 then out[cls].bwd_us = 0 end
+  end
+  if next(out) == nil then return nil end
+  local bad = require("hw.host_speed").bad_classes(out)
+  if bad then error("record field 'host_class_bench': " .. bad, 0) end
+  return out
+end
+
 local function first_iteration_bucket_of(rec, rank, mode)
   local settled = (tonumber(rec.settle_ms) or 0) >= 200
   local n = tonumber(rec.n_trainable)
@@ -362,6 +394,12 @@ function R.scenario(rec, opts)
   -- the run's host against the calibration host on the same tiny-op loop (host_bench's
   -- eager_linear_us over h200_torch.lua's); lua/hw/host_speed.lua refuses one that is not > 0
   hw.host_dispatch_scale = num(rec, "host_dispatch_scale")
+  -- where the record timed the model's host op classes on its host, those instead
+  local classes = host_classes_of(rec)
+  if classes then
+    hw.host_classes = classes
+    hw.host_dispatch_scale = require("hw.host_speed").class_ratio(classes)
+  end
   local tr = { micro_batch = int(rec, "batch", 1), precision = mode, optimizer = oi[1],
                optimizer_impl = oi[2], checkpointing = bool(rec, "ckpt") == true, steps = opts.steps }
   if sdxl then

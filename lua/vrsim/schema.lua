@@ -26,6 +26,7 @@ local SCHEMA = {
     host = { "string", nil, "host config from lua/hw/hosts.lua (host RAM for offload)" },
     pcie = { "string", nil, "the GPU's host link, a key of lua/hw/links.lua pcie (gen3_x16, gen4_x8, gen4_x16, gen5_x16): a slot or riser below the card's own [the card's own]" },
     host_dispatch_scale = { "number", 1, "the host's CPU time per op (PyTorch dispatch, launches) as a multiple of the calibration host's (lua/hw/host_speed.lua): 1.5 = 1.5x slower" },
+    host_classes = { "table", nil, "the run's host's own host time per op of named op classes, as measure_host_classes.py times them there: { conv = { fwd_us = 50.1, bwd_us = 91.3 }, ... } (its keys: hardware.host_classes below); the classes not named take host_dispatch_scale" },
     memory_fraction = { "number", nil, "torch.cuda.set_per_process_memory_fraction" },
     capacity_gib = { "number", nil, "pretend the card has this much memory (GiB)" },
     capacity_mib = { "number", nil, "the same in MiB" },
@@ -187,6 +188,11 @@ local function check_value(ctx, section, field, spec, v, origin, choices)
     end
   elseif ty == "table" then
     if type(v) ~= "table" then bad(("%s must be a table"):format(where)) end
+    -- its classes are the calibration profile's, each { fwd_us, bwd_us } (lua/hw/host_speed.lua)
+    if where == "hardware.host_classes" then
+      local m = require("hw.host_speed").bad_classes(v)
+      if m then bad(m) end
+    end
   elseif ty == "compile" then
     -- its keys are strategies/compile.lua's to check
     if type(v) ~= "boolean" and type(v) ~= "table" then bad(("%s must be true, false or a table"):format(where)) end
