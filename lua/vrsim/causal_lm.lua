@@ -290,6 +290,17 @@ function M.build(cx, cfg)
         .. "training.quant_storage = \"bf16\" shards them"
     end
   end
+  -- from_pretrained through a device_map on this GPU (bitsandbytes' quantized load puts the
+  -- model on the current GPU; device_map = "auto"): transformers' caching_allocator_warmup
+  -- reserves the model's bytes before the weights come
+  if t.quant ~= "none" or t.device_map == "auto" then
+    if cx.shard_param then
+      cx.notes[#cx.notes + 1] = "from_pretrained's caching_allocator_warmup is not modelled under "
+        .. t.strategy .. " (the parameters made as shards)"
+    else
+      require("strategies.warmup").declare(cx, root, build_dtype, cx.card_bytes)
+    end
+  end
   materialize(cx, root, build_dtype, not lora and not t.inference, pdtype)
   if lora then require("strategies.lora").materialize(cx, lora_hit, "base_model.model.") end
   if cx.dp and cx.dp.init_partitioned then
