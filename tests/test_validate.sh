@@ -144,14 +144,6 @@ KNOWN = {
     # vrsim's calibration-host dispatch (median_wall_ms), where the record's tiny-op
     # host_dispatch_scale says 0.55-0.56 (docs/step-time.md, "Steady medians by resolution and
     # batch, on an H100 host")
-    # QLoRA of Qwen3-30B-A3B cut to 2 layers (from_pretrained with BitsAndBytesConfig and
-    # device_map {"": 0}): allocated exact; reserved +1148 MiB. The trace (fulltrace_gen4-tt-qlora-
-    # qwen3moe) opens with transformers' caching_allocator_warmup segment (modeling_utils.py: one
-    # empty tensor of the model's bytes on the device, 3512 MiB here), and then three 1188 MiB
-    # segments in step 0; vrsim builds without the warmup (the Llama QLoRA run, whose warmup is
-    # used up by its quantized weights, is within 0.31 %)
-    ("gen4-tt-qlora-qwen3moe", "peak_reserved"): (0.13,
-        "transformers' caching_allocator_warmup segment of from_pretrained (3512 MiB) not modelled"),
     # transformers' generate, 128 decode forwards of 4 x 512 tokens: host-bound in vrsim (host
     # 757.6 ms against 362.1 ms of GPU work); the record's steady steps took 1025.5, 975.8 and
     # 1158.4 ms (19 % spread, validation/results/logs/gen4_tech_h100_call1.log): the lent H100's

@@ -1,8 +1,9 @@
 #!/bin/sh
 # transformers' caching_allocator_warmup in from_pretrained(..., device_map=...) builds: one
 # allocation of the model's bytes (4-bit weights at half a byte an element, the rest in their
-# dtype), freed at once before the weights are made, so that they land in its segment. The sizes
-# are the measured traces' first allocations (validation/traces/fulltrace_gen4-tt-qlora*.csv.gz).
+# dtype), freed at once before the weights are made, so that they land in its segment; and a MoE
+# block's experts stacked on the GPU from the checkpoint's per-expert tensors. The sizes are the
+# measured traces' (validation/traces/fulltrace_gen4-tt-qlora*.csv.gz).
 VRSIM=${VRSIM:-./vrsim}
 pass=0; fail=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
@@ -52,6 +53,17 @@ o=$(opening "$tmp/q.csv")
 if [ "$o" = "alloc 3680523264;free_requested 3680523264;free_completed 3680523264;" ]; then
   ok "Qwen3-MoE QLoRA: the warmup of the measured trace (3680523264 bytes)"
 else bad "Qwen3-MoE QLoRA: the trace opens with '$o', not the 3680523264-byte warmup"; fi
+
+# 2b. the load then stacks each layer's per-expert checkpoint tensors on the GPU: the measured
+#    trace's large segments, in its order: the warmup's, 384, 384 and 768 MiB for the last layer's
+#    stacks, then step 0's 594 and 3 x 1188 MiB (the 9224 MiB the record measured)
+"$VRSIM" replay "$tmp/q.csv" --segments >"$tmp/qr" 2>&1
+big=$(awk '$1 ~ /^[0-9]+$/ { gsub(",", "", $2); if ($2 + 0 > 4194304) printf "%s ", $2 }' "$tmp/qr")
+if [ "$big" = "3682598912 402653184 402653184 805306368 622854144 1245708288 1245708288 1245708288 " ]; then
+  ok "Qwen3-MoE QLoRA: the trace's large segments, in order (the experts' stacks spill the warmup's)"
+else bad "Qwen3-MoE QLoRA: large segments '$big'"; fi
+if grep -q "peak reserved .*(9224.00 MiB)" "$tmp/qr"; then ok "Qwen3-MoE QLoRA: 9224 MiB reserved, as measured"
+else bad "Qwen3-MoE QLoRA: $(grep 'peak reserved' "$tmp/qr")"; fi
 
 # 3. the cap: on a card of 3 GiB the 2.36 GiB model's warmup is 3 GiB - 1.2 GiB = 1,932,735,283.2
 #    bytes, int(byte_count // 2) fp16 elements: 1,932,735,282 bytes (the run itself OOMs later)

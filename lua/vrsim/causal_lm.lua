@@ -36,14 +36,23 @@ end
 -- packed), then peft's adapters.
 local function materialize(cx, root, build_dtype, trainable, quant_dtype)
   local q = require "strategies.quant"
+  -- a load onto the GPU (cx.load_on_gpu) builds the parameters a checkpoint holds otherwise
+  -- (d.load: a MoE block's per-expert tensors) from them there
+  local loaded, modules, last = {}, 0, nil
   mod.materialize(root, function(m, d, full)
     cx.layer = m.layer_of or -1
     cx.module = m.dm_unit
     if d.quant then return q.param(cx, full, d.shape, d.quant, quant_dtype, true) end
     local tr = trainable
     if d.trainable ~= nil then tr = d.trainable end
-    return nn.param(cx, full, d.shape, d.dtype or build_dtype, tr)
+    local p = nn.param(cx, full, d.shape, d.dtype or build_dtype, tr)
+    if cx.load_on_gpu and d.load then
+      if m ~= last then modules, last = modules + 1, m end
+      loaded[#loaded + 1] = { p = p, load = d.load, dtype = d.dtype or build_dtype, module = modules }
+    end
+    return p
   end)
+  if #loaded > 0 then require("strategies.expert_load").emit(cx, loaded) end
   cx.layer, cx.module = -1, nil
   -- a constructor's tensors that post_init replaces (a tied head's own weight): made as the
   -- module is built, freed once the model is (not under device_map: Accelerate builds on the
@@ -299,6 +308,7 @@ function M.build(cx, cfg)
         .. t.strategy .. " (the parameters made as shards)"
     else
       require("strategies.warmup").declare(cx, root, build_dtype, cx.card_bytes)
+      cx.load_on_gpu = true
     end
   end
   materialize(cx, root, build_dtype, not lora and not t.inference, pdtype)
