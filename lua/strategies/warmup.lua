@@ -27,7 +27,8 @@ local QUANT_HALF_BYTES = { nf4 = 1, int8 = 2 }
 M.CAP_MARGIN = 1.2 * 2^30 -- caching_allocator_warmup's "max device memory - 1.2 GiB" (a float, as there)
 
 -- The bytes get_total_byte_count gives this GPU: the declared parameters of `root` (tied ones
--- are not declared twice) in `dtype` unless a declaration names its own, the quantized weights at
+-- are not declared twice; the families' only buffers, the rotary inv_freq, are non-persistent, so
+-- not in state_dict) in `dtype` unless a declaration names its own, the quantized weights at
 -- the quantizer's element size, the modules a device_map places elsewhere left out (`resident`).
 -- Returns twice the bytes (an integer: 4-bit counts half a byte an element).
 function M.half_bytes(root, dtype, resident)
