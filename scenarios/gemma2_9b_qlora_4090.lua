@@ -6,8 +6,10 @@
 --   not at 4096 tokens: the step runs out of memory at the loss's backward, where the fp32
 --   log-probabilities of 4096 x 256,000 logits and their gradient (4000 MiB each) meet the final
 --   soft-cap's saved tanh output (2000 MiB, bf16) and 5.9 GiB of weights (the 1.75 GiB embedding,
---   tied to the head, stays in bf16). 3072 tokens fit (--set seq=3072: 20.71 GiB), 2048 with room
---   (--set seq=2048: 17.55 GiB; ./vrsim maxbatch ... --set seq=2048: micro-batch 1, 2 does not).
+--   tied to the head, stays in bf16). 3072 tokens only just fit (--set seq=3072: the whole card,
+--   after the allocator frees its cached blocks twice; the weights sit in from_pretrained's warmup
+--   segment), 2048 with room (--set seq=2048: 17.24 GiB; ./vrsim maxbatch ... --set seq=2048:
+--   micro-batch 1, 2 does not).
 --   Gemma 2 runs eager attention whatever the scenario asks (transformers' Gemma2 classes do not
 --   dispatch SDPA: `_supports_sdpa = False`), which the run's notes say.
 -- Not measured on a GPU: the ops are transformers 5.25's modeling_gemma2.py (lua/models/gemma2.lua);
@@ -17,9 +19,9 @@
 --   $ ./vrsim scenarios/gemma2_9b_qlora_4090.lua
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'log_softmax.backward'
 --   $ ./vrsim scenarios/gemma2_9b_qlora_4090.lua --set seq=3072
---   FITS: peak reserved 20.71 GiB of 22.97 GiB usable (90.1 %), 2.26 GiB headroom
+--   FITS: peak reserved 22.97 GiB of 22.97 GiB usable (100.0 %), 0.00 GiB headroom, at step 1 (its worst)
 --   $ ./vrsim scenarios/gemma2_9b_qlora_4090.lua --set seq=2048
---   FITS: peak reserved 17.55 GiB of 22.97 GiB usable (76.4 %), 5.42 GiB headroom
+--   FITS: peak reserved 17.24 GiB of 22.97 GiB usable (75.0 %), 5.73 GiB headroom
 return {
   title = "Gemma-2-9B QLoRA (nf4, all-linear r16) on a 24 GB RTX 4090 at 4096 tokens",
   hardware = { gpu = "rtx4090" },

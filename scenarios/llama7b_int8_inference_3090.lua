@@ -8,7 +8,7 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama7b_int8_inference_3090.lua
---   FITS: peak reserved 8.12 GiB of 23.09 GiB usable (35.1 %), 14.97 GiB headroom
+--   FITS: peak reserved 8.02 GiB of 23.09 GiB usable (34.8 %), 15.06 GiB headroom
 --   $ ./vrsim scenarios/llama7b_int8_inference_3090.lua --set quant=none
 --   FITS: peak reserved 14.26 GiB of 23.09 GiB usable (61.7 %), 8.83 GiB headroom
 return {

@@ -35,7 +35,7 @@
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua --set lora.targets=all-linear
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax.backward'
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua --set quant=nf4
---   FITS: peak reserved 73.34 GiB of 78.43 GiB usable (93.5 %), 5.09 GiB headroom
+--   FITS: peak reserved 73.32 GiB of 78.43 GiB usable (93.5 %), 5.11 GiB headroom
 return {
   title = "Qwen3-30B-A3B, LoRA r16 on attention and experts, one 80 GB H100 at 4096 tokens",
   hardware = { gpu = "h100_sxm" },

@@ -713,6 +713,17 @@ static void page_managed(Run *r, StepResult *sr) {
     }
 }
 
+/* Whether any op, of any phase, reads, saves or frees tensor t (by id, as the graph holds it). */
+static bool referenced(const Graph *g, int t) {
+    for (int i = 0; i < graph_num_ops(g); i++) {
+        const Op *op = graph_op_c(g, i);
+        for (int k = 0; k < op->n_inputs; k++) if (op->inputs[k] == t) return true;
+        for (int k = 0; k < op->n_saves; k++) if (op->saves[k] == t) return true;
+        for (int k = 0; k < op->n_frees; k++) if (op->frees[k] == t) return true;
+    }
+    return false;
+}
+
 /* One full pass: build, then the steps. */
 static VrStatus simulate(Run *r) {
     const Graph *g = r->g;
@@ -730,6 +741,12 @@ static VrStatus simulate(Run *r) {
             if (st == VR_OOM) { record_oom(r, -1, -1); return VR_OK; }
             return st;
         }
+        /* one no op reads and no one keeps dies at once, its segment left cached: transformers'
+         * caching_allocator_warmup, torch.empty of the model's bytes dropped before the load
+         * (lua/strategies/warmup.lua) */
+        if (!tt->persistent && r->drops_total[t] == 0 && !referenced(g, t) &&
+            (st = free_storage(r, t, -1)))
+            return st;
     }
     bool check = r->cfg->check_invariants;
     if (check && (st = engine_check(r, -1))) return st;

@@ -149,14 +149,6 @@ KNOWN = {
     # is 74 % linear, linear_nobias, layer_norm, sdpa, conv, group_norm, add and activation, and
     # on the H200 hosts' own calls those classes did not move with the tiny-op loop
     # (docs/step-time.md, "The host's op classes as an input")
-    # QLoRA of Qwen3-30B-A3B cut to 2 layers (from_pretrained with BitsAndBytesConfig and
-    # device_map {"": 0}): allocated exact; reserved +1148 MiB. The trace (fulltrace_gen4-tt-qlora-
-    # qwen3moe) opens with transformers' caching_allocator_warmup segment (modeling_utils.py: one
-    # empty tensor of the model's bytes on the device, 3512 MiB here), and then three 1188 MiB
-    # segments in step 0; vrsim builds without the warmup (the Llama QLoRA run, whose warmup is
-    # used up by its quantized weights, is within 0.31 %)
-    ("gen4-tt-qlora-qwen3moe", "peak_reserved"): (0.13,
-        "transformers' caching_allocator_warmup segment of from_pretrained (3512 MiB) not modelled"),
     # transformers' generate, 128 decode forwards of 4 x 512 tokens: host-bound in vrsim (host
     # 805.1 ms against 370.3 ms of GPU work, _sample's per-token ops and StopCheck's sync
     # included); the record's steady steps took 1025.5, 975.8 and 1158.4 ms (19 % spread,

@@ -31,6 +31,15 @@ function M.cublas_workspace_bytes(g)
   return cc >= 9 and M.CUBLAS_WORKSPACE_HOPPER or M.CUBLAS_WORKSPACE_PRE_HOPPER
 end
 
+-- The card's total memory as torch.cuda.mem_get_info reports it: total_bytes, or what
+-- hw.capacity_gib / capacity_mib pretend.
+function M.total(total_bytes, hw)
+  local total = total_bytes
+  if hw.capacity_gib then total = math.floor(hw.capacity_gib * 2^30) end
+  if hw.capacity_mib then total = math.floor(hw.capacity_mib * 2^20) end
+  return total
+end
+
 -- The bytes the allocator may reserve (AllocConfig.capacity) and whether a memory fraction set
 -- it (set_per_process_memory_fraction; PyTorch's OOM message then says so).
 --   total_bytes    what torch reports as the card's total (usable_bytes)
@@ -42,9 +51,7 @@ end
 -- cudaMalloc fails beyond total - context, so the capacity is that, or the fraction's cap where
 -- it is lower. A capacity of no byte is an error (never "no limit").
 function M.capacity(total_bytes, context_bytes, hw)
-  local total = total_bytes
-  if hw.capacity_gib then total = math.floor(hw.capacity_gib * 2^30) end
-  if hw.capacity_mib then total = math.floor(hw.capacity_mib * 2^20) end
+  local total = M.total(total_bytes, hw)
   local cap = total - context_bytes
   if cap < 1 then
     error(("a card of %.2f GiB leaves nothing for PyTorch after the CUDA context (%.2f GiB): "

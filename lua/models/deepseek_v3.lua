@@ -378,8 +378,10 @@ function F.MoE(cfg, pre, router_forward)
   -- Mixtral's, run by moe.lua's experts_forward); the shared experts are plain Linears
   local ex = mod.new(cfg.classes.experts, nil, { opname = pre .. ".mlp.experts",
                                                  param_lora = { gate_up_proj = true, down_proj = true } })
-  ex:declare("gate_up_proj", { cfg.experts, 2 * cfg.moe_intermediate, cfg.hidden })
-  ex:declare("down_proj", { cfg.experts, cfg.hidden, cfg.moe_intermediate })
+  -- checkpoints hold them per expert: stacked as they load (strategies/expert_load.lua; the
+  -- conversion of transformers' "qwen2_moe", which deepseek_v2 and deepseek_v3 alias)
+  ex:declare("gate_up_proj", { cfg.experts, 2 * cfg.moe_intermediate, cfg.hidden }, { load = "gate_up" })
+  ex:declare("down_proj", { cfg.experts, cfg.hidden, cfg.moe_intermediate }, { load = "stack" })
   m:add("experts", ex)
   local gate = mod.new(cfg.classes.router, router_forward,
                        { opname = pre .. ".mlp.gate",

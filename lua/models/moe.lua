@@ -279,8 +279,10 @@ function M.SparseMoeBlock(cfg, pre, classes)
   -- param_lora: the parameters peft's target_parameters may wrap (strategies/lora.lua)
   local ex = mod.new(classes.experts or "MixtralExperts", nil,
                      { opname = pre .. ".mlp.experts", param_lora = { gate_up_proj = true, down_proj = true } })
-  ex:declare("gate_up_proj", { cfg.experts, 2 * cfg.moe_intermediate, cfg.hidden })
-  ex:declare("down_proj", { cfg.experts, cfg.hidden, cfg.moe_intermediate })
+  -- checkpoints hold them per expert (gate_proj / up_proj / down_proj, Mixtral's w1 / w3 / w2):
+  -- transformers' weight conversion stacks them as it loads (strategies/expert_load.lua)
+  ex:declare("gate_up_proj", { cfg.experts, 2 * cfg.moe_intermediate, cfg.hidden }, { load = "gate_up" })
+  ex:declare("down_proj", { cfg.experts, cfg.hidden, cfg.moe_intermediate }, { load = "stack" })
   m:add("experts", ex)
   return m
 end

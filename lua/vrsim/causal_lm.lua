@@ -36,14 +36,23 @@ end
 -- packed), then peft's adapters.
 local function materialize(cx, root, build_dtype, trainable, quant_dtype)
   local q = require "strategies.quant"
+  -- a load onto the GPU (cx.load_on_gpu) builds the parameters a checkpoint holds otherwise
+  -- (d.load: a MoE block's per-expert tensors) from them there
+  local loaded, modules, last = {}, 0, nil
   mod.materialize(root, function(m, d, full)
     cx.layer = m.layer_of or -1
     cx.module = m.dm_unit
     if d.quant then return q.param(cx, full, d.shape, d.quant, quant_dtype, true) end
     local tr = trainable
     if d.trainable ~= nil then tr = d.trainable end
-    return nn.param(cx, full, d.shape, d.dtype or build_dtype, tr)
+    local p = nn.param(cx, full, d.shape, d.dtype or build_dtype, tr)
+    if cx.load_on_gpu and d.load then
+      if m ~= last then modules, last = modules + 1, m end
+      loaded[#loaded + 1] = { p = p, load = d.load, dtype = d.dtype or build_dtype, module = modules }
+    end
+    return p
   end)
+  if #loaded > 0 then require("strategies.expert_load").emit(cx, loaded) end
   cx.layer, cx.module = -1, nil
   -- a constructor's tensors that post_init replaces (a tied head's own weight): made as the
   -- module is built, freed once the model is (not under device_map: Accelerate builds on the
@@ -288,6 +297,18 @@ function M.build(cx, cfg)
       cx.notes[#cx.notes + 1] = "4-bit weights stored in uint8 are left out of fully_shard (accelerate puts "
         .. "non-floating Params4bit in ignored_params): every rank holds the whole 4-bit model; "
         .. "training.quant_storage = \"bf16\" shards them"
+    end
+  end
+  -- from_pretrained through a device_map on this GPU (bitsandbytes' quantized load puts the
+  -- model on the current GPU; device_map = "auto"): transformers' caching_allocator_warmup
+  -- reserves the model's bytes before the weights come
+  if t.quant ~= "none" or t.device_map == "auto" then
+    if cx.shard_param then
+      cx.notes[#cx.notes + 1] = "from_pretrained's caching_allocator_warmup is not modelled under "
+        .. t.strategy .. " (the parameters made as shards)"
+    else
+      require("strategies.warmup").declare(cx, root, build_dtype, cx.card_bytes)
+      cx.load_on_gpu = true
     end
   end
   materialize(cx, root, build_dtype, not lora and not t.inference, pdtype)

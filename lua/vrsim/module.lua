@@ -45,10 +45,11 @@ function Module:add(key, child)
 end
 
 -- Declares a parameter `key` of `shape`; made by M.materialize. opts: dtype (default: the
--- model's parameter dtype), trainable (default: the model's).
+-- model's parameter dtype), trainable (default: the model's), load (how a checkpoint holds it
+-- where that differs: strategies/expert_load.lua).
 function Module:declare(key, shape, opts)
   self.decls[#self.decls + 1] = { key = key, shape = shape, dtype = opts and opts.dtype,
-                                  trainable = opts and opts.trainable }
+                                  trainable = opts and opts.trainable, load = opts and opts.load }
 end
 
 -- The dotted path of every module, from the root (whose path is "").

@@ -163,6 +163,7 @@ local function build_graph(st)
   cx.host_classes = dev.profile and dev.profile.host_classes
   cx.fsdp2_hook_us = dev.profile and dev.profile.fsdp2_hook_us
   local hw = cfg.hardware
+  cx.card_bytes = memory.total(dev.total_bytes, hw) -- from_pretrained's warmup caps at it
   cfg.hardware = noting_reads(hw, "hardware.", reads)
   local dp = nil
   if t0.strategy ~= "none" then
