@@ -24,11 +24,11 @@
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.1.attn.cat_k'
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set resolution=512
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.single_transformer_blocks.37.attn.rope_q.stack (recompute)'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.single_transformer_blocks.37.attn.to_v.lora_scale (recompute)'
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set resolution=512 --set max_sequence_length=128
---   FITS: peak reserved 22.88 GiB of 22.97 GiB usable (99.6 %), 0.09 GiB headroom
+--   FITS: peak reserved 22.89 GiB of 22.97 GiB usable (99.7 %), 0.08 GiB headroom
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090
---   FITS: peak reserved 24.83 GiB of 30.61 GiB usable (81.1 %), 5.77 GiB headroom
+--   FITS: peak reserved 24.86 GiB of 30.61 GiB usable (81.2 %), 5.75 GiB headroom
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090 --set micro_batch=2
 --   FITS: peak reserved 27.40 GiB of 30.61 GiB usable (89.5 %), 3.20 GiB headroom
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090 --set checkpointing=false
@@ -36,7 +36,7 @@
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090 --set text_encoders=frozen
 --   DOES NOT FIT: CUDA out of memory while building the model (at 'parameters')
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=l40s --set text_encoders=frozen --set vae=weight
---   FITS: peak reserved 34.04 GiB of 43.61 GiB usable (78.1 %), 9.57 GiB headroom
+--   FITS: peak reserved 34.07 GiB of 43.61 GiB usable (78.1 %), 9.54 GiB headroom
 return {
   title = "Flux.1-dev LoRA at 1024 px on an RTX 4090 (24 GB) with gradient checkpointing",
   hardware = { gpu = "rtx4090" },

@@ -714,9 +714,15 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
      * local they held goes at once. So a recomputed tensor the forward still held past the stop
      * point (a residual, a normed input, released by ops that are not re-run) lives until the
      * stop, not only until its last re-run use (fulltrace_pub-c05: the recomputed residual
-     * outlives the post-attention norm). */
+     * outlives the post-attention norm). That includes what the region returns, released in
+     * forward by the ops after it: a block's local bound before the stop (SD3's hidden_states
+     * after its feed-forward, recomputed ahead of the context stream's) is held by the frame
+     * too (the capture of sd35_medium_cut_lora_ckpt: the recomputed sum lives through the
+     * context feed-forward). Only for a region whose frame of arguments is modelled
+     * (ckpt_args): a UNet's blocks (checkpoint.lua module_hooks) model neither. */
     int n_held = 0, *held = NULL, held_cap = 0;
     int end = region < d->n_regions ? d->regions[region].last_op : n_fwd - 1;
+    int beyond = region < d->n_regions && d->regions[region].n_args > 0 ? n_fwd - 1 : end;
     for (int f = first; f >= 0 && f <= last_needed; f++) held_cap += g->ops[f].n_outputs;
     for (int f = first; f >= 0 && f <= last_needed; f++) {
         const Op *o = &g->ops[f];
@@ -724,9 +730,9 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
         for (int k = 0; k < o->n_outputs; k++) {
             int t = o->outputs[k];
             bool later = false;
-            for (int h = last_needed + 1; h <= end && !later; h++) {
+            for (int h = last_needed + 1; h <= beyond && !later; h++) {
                 const Op *u = &g->ops[h];
-                if (u->phase != PH_FWD || u->region != region) continue;
+                if (u->phase != PH_FWD || (h <= end && u->region != region)) continue;
                 for (int j = 0; j < u->n_frees && !later; j++) later = u->frees[j] == t;
             }
             if (!later || d->remap[t] < 0) continue;

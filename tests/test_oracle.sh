@@ -96,10 +96,17 @@ peak_is "sd35_medium_cut_lora" "+1015804" "the two explained terms"
 
 # With checkpointing (sd35_medium_cut_lora_ckpt) the peak is in block 0's recompute, at its
 # context feed-forward, where the block's frame holds the context stream's gated attention output
-# and modulated norm (modelled); vrsim less its named = capture + 1,048,576 (the workspace)
-# - 2,049,032 (tensors of the recomputed block the capture still holds there and vrsim has
-# freed: not yet modelled, docs/oracle.md).
-peak_is "sd35_medium_cut_lora_ckpt" "-1000456" "the named terms"
+# and modulated norm, the checkpoint's frame the block's arguments (hidden_states,
+# encoder_hidden_states, temb) until the block's backward, and the recomputation's frame the
+# image stream's final sum until the early stop; vrsim less its named = capture + 1,048,576 (the
+# workspace) - 8 (the loss and backward's ones_like seed, 4 bytes each, the capture holds there).
+peak_is "sd35_medium_cut_lora_ckpt" "+1048568" "the workspace, less the loss and its seed"
+
+# Flux's checkpointed blocks (flux_cut_lora_ckpt): the peak is in the last single block's
+# recomputed proj_out, with the block's arguments (the slices of the block before's output,
+# whose base they keep) held by the checkpoint's frame; vrsim less its named = capture +
+# 35,651,584 (the cuBLAS and cuBLASLt workspaces) - 8 (the loss and its seed).
+peak_is "flux_cut_lora_ckpt" "+35651576" "the workspaces, less the loss and its seed"
 
 # The record check can fail: the same capture against another run's record (pub-c11, the whole
 # 7B at batch 1) is not its measured peak: exit 1, named.

@@ -67,10 +67,14 @@ end
 -- every module of `classes` (a set of class names; a UNet's ResnetBlock2D and
 -- BasicTransformerBlock) that its parent calls through _gradient_checkpointing_func runs as one
 -- region, numbered in call order; a module marked no_checkpoint is called directly by its
--- parent (UNetMidBlock2DCrossAttn's first resnet) and is not one. The blocks' arguments are the
--- hidden states the UNet keeps anyway (skips, the time embedding, the text states): no frame of
--- arguments is modelled. Returns { module, first } pairs (register `first` before other passes).
-function M.module_hooks(root, classes)
+-- parent (UNetMidBlock2DCrossAttn's first resnet) and is not one. With hold_args (a DiT, whose
+-- block's hidden states are the block before's output and nothing else keeps them), the
+-- checkpoint's frame holds the block's tensor arguments (the rotary tables of a table argument
+-- too) until the region's backward is done (nn.checkpoint_args); without it (a UNet), the
+-- arguments are the hidden states the UNet keeps anyway (skips, the time embedding, the text
+-- states) and no frame of arguments is modelled. Returns { module, first, last } entries
+-- (register `first` before other passes, `last` after them).
+function M.module_hooks(root, classes, hold_args)
   local out = {}
   mod.walk(root, function(m)
     if classes[m.cls] and not m.no_checkpoint then
@@ -81,7 +85,20 @@ function M.module_hooks(root, classes)
           cx.region = cx.region_count
         end,
         post = function(cx) cx.region = m.saved_region end,
-      } }
+      }, last = hold_args and {
+        pre = function(cx, _, args)
+          if cx.no_grad then return end
+          local list = {}
+          for i = 1, args.n do
+            local a = args[i]
+            if type(a) == "table" and a.id then list[#list + 1] = a
+            elseif type(a) == "table" then
+              for _, t in ipairs(a) do if type(t) == "table" and t.id then list[#list + 1] = t end end
+            end
+          end
+          nn.checkpoint_args(cx, list)
+        end,
+      } or nil }
     end
   end)
   if #out == 0 then error("gradient checkpointing: this model has no module to checkpoint", 0) end

@@ -309,6 +309,7 @@ function F.FluxTransformer2DModel(c, prefix)
   mod.walk(root, function(x) x.opname = x.opname or x.path end)
   root.no_split = { FluxTransformerBlock = true, FluxSingleTransformerBlock = true }
   root.checkpoint_classes = { FluxTransformerBlock = true, FluxSingleTransformerBlock = true }
+  root.checkpoint_holds_args = true
   return root
 end
 

@@ -319,6 +319,7 @@ function S.SD3Transformer2DModel(c, prefix)
   mod.walk(root, function(x) x.opname = x.opname or x.path end)
   root.no_split = { JointTransformerBlock = true }
   root.checkpoint_classes = { JointTransformerBlock = true }
+  root.checkpoint_holds_args = true
   return root
 end
 

@@ -282,12 +282,16 @@ function S.build(cx, cfg, fam)
   cx.phase = "fwd"
 
   -- the passes' hooks on the UNet, outermost first: checkpoint regions, then sharding
+  local ckpt_hooks
   if t.checkpointing and not t.inference then
-    register(require("strategies.checkpoint").module_hooks(unet, unet.checkpoint_classes), "first")
+    ckpt_hooks = require("strategies.checkpoint").module_hooks(unet, unet.checkpoint_classes,
+                                                                unet.checkpoint_holds_args)
+    register(ckpt_hooks, "first")
   end
   if cx.dp and cx.shard_params then
     register(require("strategies.shard").hooks(cx, unet, cx.dp.kind))
   end
+  if ckpt_hooks then register(ckpt_hooks, "last") end
 
   if full then
     -- latents = vae.encode(pixels).latent_dist.sample() * scaling_factor (no_grad)
