@@ -123,7 +123,11 @@ local function block_forward(cx, m, h, st)
   -- (b, s, heads, d_kv) order, so the transpose back is contiguous already: a view, no copy
   local at = nn.view_op(cx, pre .. ".attn_out", ao, { b, s, inner })
   local o = call(cx, A.o, at)
+  -- (T5Attention.forward's query/key/value_states live to its return, after `o`)
+  nn.release(cx, { q, k, v }, pre .. ".qkv dropped")
   h = nn.add(cx, pre .. ".residual1", h, o)
+  -- (T5LayerSelfAttention.forward's normed_hidden_states: to its return, after the residual)
+  nn.release(cx, { x }, pre .. ".layer_norm1 output dropped")
   x = call(cx, FF.layer_norm, h)
   local D = FF.DenseReluDense.children
   local g = call(cx, D.wi_0, x, keep)
@@ -140,6 +144,9 @@ local function block_forward(cx, m, h, st)
   local lin = call(cx, D.wi_1, x)
   local prod = nn.mul(cx, pre .. ".gated", act, lin, act.dtype)
   local f = call(cx, D.wo, prod)
+  -- (T5DenseGatedActDense.forward's hidden_gelu and hidden_linear live to its return, after wo;
+  -- T5LayerFF.forward's caller frame holds the normed input until then too)
+  nn.release(cx, { act, lin, x }, pre .. ".ff locals dropped")
   return nn.add(cx, pre .. ".residual2", h, f)
 end
 
@@ -155,10 +162,13 @@ local function t5_forward(cx, m, ids)
   local enc = m.children.encoder.children
   local blocks = enc.block
   local st = { name = name }
+  -- (T5Stack.forward's inputs_embeds: dropout in eval mode returns it as it is, and the local
+  -- keeps it to the stack's return, as its position_bias keeps block 0's bias)
+  local embeds = h
   for _, k in ipairs(blocks.order) do
     h = call(cx, blocks.children[k], h, st)
   end
-  nn.release(cx, { st.values }, name .. ".position_bias dropped")
+  nn.release(cx, { st.values, embeds }, name .. ".position_bias, inputs_embeds dropped")
   return call(cx, enc.final_layer_norm, h)
 end
 

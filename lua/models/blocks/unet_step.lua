@@ -328,6 +328,8 @@ function S.build(cx, cfg, fam)
                                   outs = { { e.ids, { n, e.tokens or 77 }, "int64" } } })
         end
         outs[i] = { mod.call(cx, TE[i], ids) }
+        -- (the moved ids are the call's argument: alive until the encoder returns)
+        if not (inp.ids and inp.ids[i]) then nn.release(cx, { ids }, fam.encoders[i].ids .. " dropped") end
         if fam.encoders[i].after then outs[i] = { fam.encoders[i].after(cx, table.unpack(outs[i])) } end
       end
       inp.context, inp.text_embeds, inp.txt_ids = fam.encode(cx, outs)
