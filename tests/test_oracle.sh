@@ -98,6 +98,13 @@ peak_is "sdxl_enc_vae_lora_bf16" "+860448" "the three explained terms"
 # workspaces (all listed in expected/).
 peak_is "flux_enc_vae_lora_bf16" "-2133616" "the three explained terms"
 
+# SD3's frozen CLIP-L, CLIP-G, T5-XXL and fp32 VAE in the step (sd35_enc_vae_lora_bf16): step 1's
+# peak is in the VAE's encode (down_blocks.0.resnets.1's division, as SDXL's); vrsim less its
+# named allocations is the capture's plus 1,014,560 bytes: + 1,048,576 the loss's cuBLASLt
+# workspace, - 32,768 the step-0 latents the capture's loop holds until step 1 reassigns them,
+# - 1,248 the build's position_ids and 8-byte buffers (listed in expected/).
+peak_is "sd35_enc_vae_lora_bf16" "+1014560" "the three explained terms"
+
 # SD3's transformer (sd35_medium_cut_lora): step 1's peak is in the last block's feed-forward,
 # where Python's frames hold what autograd does not (the caller's hidden_states, the block's
 # norm_encoder_hidden_states). vrsim less its named allocations is the capture's peak plus two

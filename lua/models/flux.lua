@@ -244,7 +244,7 @@ local function family(u, t)
       { cfg = clip.configs["vit-l-14"], prefix = "text_encoder", ids = "input_ids", output = "pooled",
         -- _encode_prompt_with_clip's pooler_output `.to(dtype)` (a no-op), `.repeat(1, 1, 1)` (a
         -- copy: num_images_per_prompt) and `.view`, before T5 runs
-        after = function(cx, pooled) return nn.copy(cx, "pooled_prompt_embeds.repeat", pooled, pooled.shape) end },
+        after = function(cx, _, pooled) return nn.copy(cx, "pooled_prompt_embeds.repeat", pooled, pooled.shape) end },
       { build = function() return t5.T5EncoderModel(T5, "text_encoder_2") end, prefix = "text_encoder_2",
         ids = "input_ids_2", tokens = seq },
     },

@@ -14,8 +14,8 @@
 --   encode(cx, outs)   the encoders' outputs (each encoder's return values, a list) to the
 --                  UNet's encoder_hidden_states and its added text embeddings (or nil), and
 --                  the text ids where the family makes them with the embeddings (or nil)
---   encoders[i].after(cx, ...)   what the script does with encoder i's outputs before the
---                  next encoder runs (returns them)
+--   encoders[i].after(cx, outs, ...)   what the script does with encoder i's outputs (...)
+--                  before the next encoder runs, outs the earlier encoders' (returns them)
 --   ids_per_step   true: the token ids are moved to the GPU in the step (tokenized per step)
 --   pooled_dim     the added text embedding's width (nil: the UNet takes none)
 --   time_ids       the added time ids' count (nil: none)
@@ -330,7 +330,7 @@ function S.build(cx, cfg, fam)
         outs[i] = { mod.call(cx, TE[i], ids) }
         -- (the moved ids are the call's argument: alive until the encoder returns)
         if not (inp.ids and inp.ids[i]) then nn.release(cx, { ids }, fam.encoders[i].ids .. " dropped") end
-        if fam.encoders[i].after then outs[i] = { fam.encoders[i].after(cx, table.unpack(outs[i])) } end
+        if fam.encoders[i].after then outs[i] = { fam.encoders[i].after(cx, outs, table.unpack(outs[i])) } end
       end
       inp.context, inp.text_embeds, inp.txt_ids = fam.encode(cx, outs)
       cx.autocast = saved_ac
