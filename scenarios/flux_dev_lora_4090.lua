@@ -36,7 +36,7 @@
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090 --set text_encoders=frozen
 --   DOES NOT FIT: CUDA out of memory while building the model (at 'parameters')
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=l40s --set text_encoders=frozen --set vae=weight
---   FITS: peak reserved 34.07 GiB of 43.61 GiB usable (78.1 %), 9.54 GiB headroom
+--   FITS: peak reserved 34.10 GiB of 43.61 GiB usable (78.2 %), 9.51 GiB headroom
 return {
   title = "Flux.1-dev LoRA at 1024 px on an RTX 4090 (24 GB) with gradient checkpointing",
   hardware = { gpu = "rtx4090" },

@@ -31,7 +31,7 @@
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set text_encoders=frozen --set gpu=rtx5090
 --   FITS: peak reserved 27.69 GiB of 30.61 GiB usable (90.4 %), 2.92 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set model.config=configs/sd35-medium-transformer.json --set text_encoders=frozen --set vae=fp32
---   FITS: peak reserved 19.85 GiB of 22.97 GiB usable (86.4 %), 3.12 GiB headroom
+--   FITS: peak reserved 19.87 GiB of 22.97 GiB usable (86.5 %), 3.10 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set model.config=configs/sd35-medium-transformer.json --set checkpointing=false
 --   FITS: peak reserved 13.99 GiB of 22.97 GiB usable (60.9 %), 8.98 GiB headroom
 return {

@@ -129,9 +129,13 @@ else fail "rotary: no fp32 products / negated half in single_transformer_blocks.
 if [ "$(nalloc "$TMP/cached.csv" pack_latents 524288)" -eq 2 ] && [ "$(nalloc "$TMP/cached.csv" latents 524288)" -eq 1 ]; then
   ok "the 16-channel 128 x 128 latents packed to 4096 tokens of 64 channels"
 else fail "packing: pack_latents / latents not 524288 bytes"; fi
-# the 16-channel VAE encodes the 1024 px batch (bf16) every step (two) with vae = weight
-if [ "$(nalloc "$TMP/frozen.csv" pixel_values 6291456)" -eq 1 ] && [ "$(nalloc "$TMP/frozen.csv" vae.shift 524288)" -eq 2 ]; then
-  ok "vae = weight: the 1024 px batch VAE-encoded in bf16, its 16-channel latents shifted and scaled"
+# the 16-channel VAE encodes the 1024 px batch every step (two) with vae = weight: the
+# dataloader's fp32 pixel_values (once) cast to the VAE's bf16 each step
+# (`batch["pixel_values"].to(dtype=vae.dtype)`)
+if [ "$(nalloc "$TMP/frozen.csv" pixel_values 12582912)" -eq 1 ] \
+   && [ "$(nalloc "$TMP/frozen.csv" pixel_values.to_vae_dtype 6291456)" -eq 2 ] \
+   && [ "$(nalloc "$TMP/frozen.csv" vae.shift 524288)" -eq 2 ]; then
+  ok "vae = weight: the 1024 px fp32 batch cast to bf16 and VAE-encoded, its 16-channel latents shifted and scaled"
 else fail "VAE encode: pixel_values / vae.shift allocations not as expected"; fi
 
 # ---- the shipped scenario: does Flux.1-dev LoRA fit on a 24 GB card ------------------------------

@@ -87,6 +87,24 @@ peak_is() {
 # step 1 reassigns them, - 1,248 the build's position_ids and 8-byte buffers (listed).
 peak_is "sdxl_enc_vae_lora_bf16" "+860448" "the three explained terms"
 
+# Flux.1's frozen CLIP-L, T5-XXL and 16-channel VAE in the step (flux_enc_vae_lora_bf16): step
+# 1's peak is in T5 block 1's attention, where block 0's position bias (1 x 64 x 512 x 512 bf16,
+# T5Stack.forward's position_bias) and the block's contiguous copy of it (SDPA's additive mask)
+# are live beside Python's locals: inputs_embeds (T5Stack.forward), the normed input
+# (T5LayerSelfAttention.forward), the ids moved to the GPU (the encoder's argument). vrsim less its
+# named allocations is the capture's peak to the byte but for three explained terms: - 4,230,144
+# the training loop's step-0 prompt_embeds, text_ids and latents the capture holds until step 1
+# reassigns them, - 624 the build's position_ids and 4-byte buffers, + 2,097,152 the two cuBLASLt
+# workspaces (all listed in expected/).
+peak_is "flux_enc_vae_lora_bf16" "-2133616" "the three explained terms"
+
+# SD3's frozen CLIP-L, CLIP-G, T5-XXL and fp32 VAE in the step (sd35_enc_vae_lora_bf16): step 1's
+# peak is in the VAE's encode (down_blocks.0.resnets.1's division, as SDXL's); vrsim less its
+# named allocations is the capture's plus 1,014,560 bytes: + 1,048,576 the loss's cuBLASLt
+# workspace, - 32,768 the step-0 latents the capture's loop holds until step 1 reassigns them,
+# - 1,248 the build's position_ids and 8-byte buffers (listed in expected/).
+peak_is "sd35_enc_vae_lora_bf16" "+1014560" "the three explained terms"
+
 # SD3's transformer (sd35_medium_cut_lora): step 1's peak is in the last block's feed-forward,
 # where Python's frames hold what autograd does not (the caller's hidden_states, the block's
 # norm_encoder_hidden_states). vrsim less its named allocations is the capture's peak plus two

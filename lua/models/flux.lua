@@ -241,11 +241,22 @@ local function family(u, t)
     latent_channels = vae.config16.latent, vae_config = vae.config16,
     -- CLIPTextModel's pooler_output, then T5EncoderModel's last hidden state (encode_prompt's order)
     encoders = {
-      { cfg = clip.configs["vit-l-14"], prefix = "text_encoder", ids = "input_ids", output = "pooled" },
+      { cfg = clip.configs["vit-l-14"], prefix = "text_encoder", ids = "input_ids", output = "pooled",
+        -- _encode_prompt_with_clip's pooler_output `.to(dtype)` (a no-op), `.repeat(1, 1, 1)` (a
+        -- copy: num_images_per_prompt) and `.view`, before T5 runs
+        after = function(cx, _, pooled) return nn.copy(cx, "pooled_prompt_embeds.repeat", pooled, pooled.shape) end },
       { build = function() return t5.T5EncoderModel(T5, "text_encoder_2") end, prefix = "text_encoder_2",
         ids = "input_ids_2", tokens = seq },
     },
-    encode = function(_, outs) return outs[2][1], outs[1][1] end,
+    -- _encode_prompt_with_t5's tail as CLIP's (the repeat a copy); then encode_prompt's
+    -- text_ids = torch.zeros(seq, 3).to(device, dtype)
+    encode = function(cx, outs)
+      local pooled, embeds = outs[1][1], outs[2][1]
+      embeds = nn.copy(cx, "prompt_embeds.repeat", embeds, embeds.shape)
+      local ids = nn.op_sized(cx, { name = "text_ids", inputs = {},
+                                    outs = { { "text_ids", { seq, 3 }, embeds.dtype } } })
+      return embeds, pooled, ids
+    end,
     cached_text = function(cx, inp, n, dt)
       inp.context = nn.input(cx, "prompt_embeds", { n, seq, u.joint_attention_dim }, dt)
       inp.text_embeds = nn.input(cx, "pooled_prompt_embeds", { n, u.pooled_projection_dim }, dt)
@@ -262,6 +273,10 @@ local function family(u, t)
     end,
     lora_targets = M.LORA_TARGETS,
     latents_as_encoded = true, encoders_autocast = false,
+    -- custom prompts are encoded (compute_text_embeddings) before the VAE encodes the batch's
+    -- fp32 pixel_values, cast to the VAE's dtype (`.to(dtype=vae.dtype)`)
+    -- (custom prompts: tokenized every step, compute_text_embeddings moves the ids to the GPU)
+    text_first = true, pixels_dtype = "fp32", ids_per_step = true,
     noise = noise, call = call, loss = loss,
   }
 end

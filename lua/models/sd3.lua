@@ -234,21 +234,34 @@ local function family(u, t)
     denoiser = function() return require("models.blocks.dit_sd3").SD3Transformer2DModel(u, "transformer") end,
     latent_channels = vae.config16.latent, vae_config = vae.config16,
     -- CLIPTextModelWithProjection (L, then G: hidden_states[-2] and text_embeds), T5EncoderModel
+    -- encode_prompt (custom prompts: compute_text_embeddings every step): each CLIP's
+    -- hidden_states[-2] `.to(dtype)` (a no-op) and `.repeat(1, 1, 1)` (a copy), kept in a list
+    -- with its text_embeds; after CLIP-G, clip_prompt_embeds = cat(L, G, -1) and pooled =
+    -- cat(L pooled, G pooled, -1), before T5 runs; the lists live to encode_prompt's return
     encoders = {
-      { cfg = clip.configs["vit-l-14-proj"], prefix = "text_encoder", ids = "input_ids" },
-      { cfg = clip.configs["vit-bigg-14"], prefix = "text_encoder_2", ids = "input_ids_2" },
+      { cfg = clip.configs["vit-l-14-proj"], prefix = "text_encoder", ids = "input_ids",
+        after = function(cx, _, pe, pooled) return nn.copy(cx, "text_encoder.prompt_embeds.repeat", pe, pe.shape), pooled end },
+      { cfg = clip.configs["vit-bigg-14"], prefix = "text_encoder_2", ids = "input_ids_2",
+        after = function(cx, outs, pe, pooled)
+          pe = nn.copy(cx, "text_encoder_2.prompt_embeds.repeat", pe, pe.shape)
+          local lpe, lpooled = outs[1][1], outs[1][2]
+          local c = nn.cat(cx, "clip_prompt_embeds", { lpe, pe }, 3)
+          local p = nn.cat(cx, "pooled_prompt_embeds", { lpooled, pooled }, 2)
+          return c, p, { lpe, pe, lpooled, pooled }
+        end },
       { build = function() return t5.T5EncoderModel(T5, "text_encoder_3") end, prefix = "text_encoder_3",
         ids = "input_ids_3", tokens = seq },
     },
-    -- encode_prompt: clip_prompt_embeds = cat(L, G, -1); F.pad to T5's width (a new tensor);
-    -- prompt_embeds = cat(clip, t5, -2); pooled = cat(L pooled, G pooled, -1)
+    -- then T5's output repeated (a copy); F.pad of the CLIP embeddings to T5's width (a new
+    -- tensor); prompt_embeds = cat(clip, t5, -2)
     encode = function(cx, outs)
-      local n = outs[1][1].shape[1]
-      local c = nn.cat(cx, "clip_prompt_embeds", { outs[1][1], outs[2][1] }, 3)
+      local c, pooled, lists = outs[2][1], outs[2][2], outs[2][3]
+      local n = c.shape[1]
+      local t5o = nn.copy(cx, "text_encoder_3.prompt_embeds.repeat", outs[3][1], outs[3][1].shape)
       c = nn.op_sized(cx, { name = "clip_prompt_embeds.pad", inputs = { c },
                             outs = { { "clip_prompt_embeds.padded", { n, clip_tokens, T5.d_model }, c.dtype } } })
-      local pe = nn.cat(cx, "prompt_embeds", { c, outs[3][1] }, 2)
-      local pooled = nn.cat(cx, "pooled_prompt_embeds", { outs[1][2], outs[2][2] }, 2)
+      local pe = nn.cat(cx, "prompt_embeds", { c, t5o }, 2)
+      nn.release(cx, lists, "encode_prompt's lists dropped")
       return pe, pooled
     end,
     cached_text = function(cx, inp, n, dt)
@@ -265,6 +278,9 @@ local function family(u, t)
     end,
     lora_targets = M.LORA_TARGETS,
     encoders_autocast = false,
+    -- the prompts encoded before the VAE runs, the ids moved to the GPU in the step, the
+    -- collate_fn's fp32 pixel_values cast to the VAE's dtype (`.to(dtype=vae.dtype)`)
+    text_first = true, ids_per_step = true, pixels_dtype = "fp32",
     noise = noise, call = call, loss = function(cx, pred, inp) return loss(cx, pred, inp, t) end,
   }
 end

@@ -31,7 +31,13 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
   resolution    image side in pixels, for a diffusers UNet config (below), in place of seq
   text_encoders, vae  for an SDXL UNet config: cached (default: their outputs given) or frozen
                 / fp32: SDXL's full text encoders (bf16) and VAE (fp32) built and run in the step
-                as train_text_to_image_lora_sdxl.py runs them (build_sdxl_frozen, unet_loss)
+                as train_text_to_image_lora_sdxl.py runs them (build_sdxl_frozen, unet_loss);
+                for a Flux config: frozen / weight: CLIP-L and T5-XXL (full size) and the
+                16-channel VAE in weight_dtype, run in the step as train_dreambooth_lora_flux.py
+                runs them with custom prompts (build_flux_frozen, flux_step); for an SD3
+                config: frozen / fp32: CLIP-L, CLIP-G and T5-XXL (full size, bf16) and the
+                16-channel VAE in fp32, as train_dreambooth_lora_sd3.py runs them
+                (build_sd3_frozen, sd3_step)
   data          {"lengths": [...], "batching": "pad" or "padding_free"}: one batch of
                 sequences of these lengths (in place of micro_batch and seq), as vrsim's
                 training.data: padded to the longest with an attention_mask
@@ -536,7 +542,7 @@ def build_sd3(torch, spec):
     return finish_diffusers(spec, model, prec)
 
 
-def sd3_step(torch, model, lcfg, mb, res, autocast):
+def sd3_step(torch, model, lcfg, mb, res, autocast, fz=None):
     """The training loop's step of train_dreambooth_lora_sd3.py with the latents and prompt
     embeddings given (vrsim's text_encoders = vae = "cached"), as measure_diffusers.py's sd3
     branch runs it: returns a function making one step's loss. The latents, prompt embeddings
@@ -551,9 +557,43 @@ def sd3_step(torch, model, lcfg, mb, res, autocast):
     lat = res // 8
     # (the scheduler's sigmas and timesteps: 1000 each on the CPU, as made at its __init__)
     sigmas_cpu, timesteps_cpu = torch.empty(1000), torch.empty(1000)
-    latents = torch.randn(mb, lcfg.in_channels, lat, lat, device="cuda", dtype=pdt)
-    prompt_embeds = torch.randn(mb, 77 + 77, lcfg.joint_attention_dim, device="cuda", dtype=pdt)
-    pooled = torch.randn(mb, lcfg.pooled_projection_dim, device="cuda", dtype=pdt)
+    fz = fz or {}
+    latents = prompt_embeds = pooled = None
+    if "vae" in fz:
+        # the image batch as the prepared dataloader gives it (fp32, on the GPU)
+        pixels = torch.randn(mb, 3, res, res, device="cuda")
+    else:
+        latents = torch.randn(mb, lcfg.in_channels, lat, lat, device="cuda", dtype=pdt)
+    if "text_encoder" in fz:
+        # the tokenizers' ids, on the CPU (moved to the GPU by encode_prompt every step)
+        ids_cpu = [torch.randint(0, 49408, (mb, 77)) for _ in range(2)] + [torch.randint(0, 32128, (mb, 77))]
+    else:
+        prompt_embeds = torch.randn(mb, 77 + 77, lcfg.joint_attention_dim, device="cuda", dtype=pdt)
+        pooled = torch.randn(mb, lcfg.pooled_projection_dim, device="cuda", dtype=pdt)
+
+    def encode_prompt():
+        # encode_prompt (the script's): each CLIP with output_hidden_states, its text_embeds and
+        # hidden_states[-2] .to(dtype) (a no-op), .repeat(1, 1, 1) (a copy), .view; the lists
+        # concatenated; T5's last hidden state likewise; F.pad of the CLIP embeddings to T5's
+        # width, the concatenation along the tokens
+        clip_list, pooled_list = [], []
+        for i, prefix in enumerate(("text_encoder", "text_encoder_2")):
+            out = fz[prefix](ids_cpu[i].to("cuda"), output_hidden_states=True)
+            pooled_i = out[0]
+            pe = out.hidden_states[-2]
+            del out
+            pe = pe.to(dtype=pdt, device="cuda")
+            pe = pe.repeat(1, 1, 1).view(mb, 77, -1)
+            clip_list.append(pe)
+            pooled_list.append(pooled_i)
+            del pe, pooled_i
+        clip_pe = torch.cat(clip_list, dim=-1)
+        pooled_pe = torch.cat(pooled_list, dim=-1)
+        t5 = fz["text_encoder_3"](ids_cpu[2].to("cuda"))[0]
+        t5 = t5.to(dtype=pdt, device="cuda")
+        t5 = t5.repeat(1, 1, 1).view(mb, 77, -1)
+        clip_pe = torch.nn.functional.pad(clip_pe, (0, t5.shape[-1] - clip_pe.shape[-1]))
+        return torch.cat([clip_pe, t5], dim=-2), pooled_pe
 
     def get_sigmas(indices, n_dim):
         # (a function of its own, as the script's: the schedule's copies on the GPU die with it)
@@ -566,6 +606,20 @@ def sd3_step(torch, model, lcfg, mb, res, autocast):
         return sigma
 
     def step():
+        nonlocal latents, prompt_embeds, pooled
+        if "text_encoder" in fz:
+            # compute_text_embeddings (custom prompts per image), under no_grad
+            with torch.no_grad():
+                prompt_embeds, pooled = encode_prompt()
+        if "vae" in fz:
+            # pixel_values.to(vae.dtype) (fp32: no copy); vae.encode(...).latent_dist.sample();
+            # (x - shift_factor) * scaling_factor; .to(weight_dtype)
+            vae = fz["vae"]
+            pv = pixels.to(dtype=vae.dtype)
+            latents = vae.encode(pv).latent_dist.sample()
+            del pv
+            latents = (latents - vae.config.shift_factor) * vae.config.scaling_factor
+            latents = latents.to(dtype=pdt)
         noise = torch.randn_like(latents)
         u = torch.nn.functional.sigmoid(torch.normal(mean=0.0, std=1.0, size=(mb,), device="cpu"))
         indices = (u * 1000).long()
@@ -599,7 +653,7 @@ def build_flux(torch, spec):
     return finish_diffusers(spec, model, prec)
 
 
-def flux_step(torch, model, lcfg, mb, res, autocast):
+def flux_step(torch, model, lcfg, mb, res, autocast, fz=None):
     """The training loop's step of train_dreambooth_lora_flux.py with --cache_latents and the
     prompt embeddings precomputed (vrsim's text_encoders = vae = "cached"): returns a function
     making one step's loss. The latents, prompt embeddings, pooled embeddings and text ids are
@@ -614,13 +668,44 @@ def flux_step(torch, model, lcfg, mb, res, autocast):
     # (the scheduler's sigmas and timesteps: 1000 each on the CPU, as made at its __init__, whose
     # .item() calls fake tensors cannot run; their values do not matter here)
     sigmas_cpu, timesteps_cpu = torch.empty(1000), torch.empty(1000)
-    latents = torch.randn(mb, 16, lat, lat, device="cuda", dtype=pdt)
+    fz = fz or {}
+    latents = prompt_embeds = pooled = text_ids = None
     seq = 512 if lcfg.joint_attention_dim == 4096 else 64
-    prompt_embeds = torch.randn(mb, seq, lcfg.joint_attention_dim, device="cuda", dtype=pdt)
-    pooled = torch.randn(mb, lcfg.pooled_projection_dim, device="cuda", dtype=pdt)
-    text_ids = torch.zeros(seq, 3, device="cuda", dtype=pdt)
+    if "vae" in fz:
+        # the image batch as the prepared dataloader gives it (fp32, on the GPU)
+        pixels = torch.randn(mb, 3, res, res, device="cuda")
+    else:
+        latents = torch.randn(mb, 16, lat, lat, device="cuda", dtype=pdt)
+    if "text_encoder" in fz:
+        # the tokenizers' ids, on the CPU (moved to the GPU by encode_prompt every step)
+        ids_cpu = [torch.randint(0, 49408, (mb, 77)), torch.randint(0, 32128, (mb, seq))]
+    else:
+        prompt_embeds = torch.randn(mb, seq, lcfg.joint_attention_dim, device="cuda", dtype=pdt)
+        pooled = torch.randn(mb, lcfg.pooled_projection_dim, device="cuda", dtype=pdt)
+        text_ids = torch.zeros(seq, 3, device="cuda", dtype=pdt)
 
     def step():
+        nonlocal latents, prompt_embeds, pooled, text_ids
+        if "text_encoder" in fz:
+            # compute_text_embeddings (custom prompts per image): encode_prompt under no_grad,
+            # CLIP's pooler_output, then T5's last hidden state, each .to(dtype) (no-op),
+            # .repeat(1, 1, 1) (a copy) and .view; text_ids = zeros(seq, 3).to(device, dtype)
+            with torch.no_grad():
+                te1, te2 = fz["text_encoder"], fz["text_encoder_2"]
+                pooled = te1(ids_cpu[0].to("cuda"), output_hidden_states=False).pooler_output
+                pooled = pooled.to(dtype=pdt, device="cuda").repeat(1, 1, 1).view(mb, -1)
+                prompt_embeds = te2(ids_cpu[1].to("cuda"))[0]
+                prompt_embeds = prompt_embeds.to(dtype=pdt, device="cuda").repeat(1, 1, 1).view(mb, seq, -1)
+                text_ids = torch.zeros(seq, 3).to(device="cuda", dtype=pdt)
+        if "vae" in fz:
+            # pixel_values.to(vae.dtype); vae.encode(...).latent_dist.sample(); (x - shift_factor)
+            # * scaling_factor; .to(weight_dtype) (no graph: the VAE is frozen, no grad needed)
+            vae = fz["vae"]
+            pv = pixels.to(dtype=vae.dtype)
+            latents = vae.encode(pv).latent_dist.sample()
+            del pv
+            latents = (latents - vae.config.shift_factor) * vae.config.scaling_factor
+            latents = latents.to(dtype=pdt)
         img_ids = FluxPipeline._prepare_latent_image_ids(mb, lat // 2, lat // 2, "cuda", pdt)
         noise = torch.randn_like(latents)
         indices = (torch.rand(mb) * 1000).long()
@@ -705,6 +790,93 @@ def build_sdxl_frozen(torch, spec):
     if spec.get("vae") == "fp32":
         with torch.device("cuda"):
             v = diffusers.AutoencoderKL.from_config(SDXL_VAE)
+        out.append(("vae", v.requires_grad_(False).eval()))
+    return out
+
+
+# Flux.1's text encoders (transformers' CLIPTextConfig of black-forest-labs/FLUX.1-dev
+# text_encoder/config.json, openai/clip-vit-large-patch14's text model, and T5Config of
+# text_encoder_2/config.json, google/t5-v1_1-xxl's encoder) and its 16-channel VAE
+# (vae/config.json): the full configurations vrsim's models/blocks/clip.lua, t5.lua and vae.lua
+# (config16) build
+FLUX_CLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12,
+             "num_hidden_layers": 12, "max_position_embeddings": 77, "vocab_size": 49408,
+             "hidden_act": "quick_gelu", "projection_dim": 768, "bos_token_id": 0, "eos_token_id": 2,
+             "pad_token_id": 1}
+FLUX_T5 = {"d_model": 4096, "d_kv": 64, "d_ff": 10240, "num_layers": 24, "num_heads": 64,
+           "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
+           "dropout_rate": 0.1, "layer_norm_epsilon": 1e-06, "feed_forward_proj": "gated-gelu",
+           "vocab_size": 32128, "is_encoder_decoder": True, "tie_word_embeddings": False}
+FLUX_VAE = {"in_channels": 3, "out_channels": 3, "latent_channels": 16, "layers_per_block": 2,
+            "block_out_channels": [128, 256, 512, 512], "norm_num_groups": 32, "act_fn": "silu",
+            "down_block_types": ["DownEncoderBlock2D"] * 4, "up_block_types": ["UpDecoderBlock2D"] * 4,
+            "sample_size": 1024, "scaling_factor": 0.3611, "shift_factor": 0.1159,
+            "use_quant_conv": False, "use_post_quant_conv": False, "force_upcast": True,
+            "mid_block_add_attention": True}
+
+
+def build_flux_frozen(torch, spec):
+    """Flux.1's frozen text encoders and VAE on (fake) CUDA, as diffusers'
+    examples/dreambooth/train_dreambooth_lora_flux.py places them: requires_grad_(False), moved
+    to the GPU in weight_dtype (one allocation a parameter, in that dtype; spec vae "weight").
+    Built before the transformer, as vrsim's models/blocks/unet_step.lua builds them. Returns
+    [(prefix, module)]: text_encoder (CLIPTextModel), text_encoder_2 (T5EncoderModel), vae."""
+    import diffusers
+    import transformers
+    out = []
+    wdt = {"lora_bf16": torch.bfloat16, "bf16": torch.bfloat16}.get(spec["precision"], torch.float32)
+    torch.set_default_dtype(wdt)
+    if spec.get("text_encoders") == "frozen":
+        encs = [("text_encoder", transformers.CLIPTextModel,
+                 transformers.CLIPTextConfig(attn_implementation="sdpa", **FLUX_CLIP)),
+                ("text_encoder_2", transformers.T5EncoderModel, transformers.T5Config(**FLUX_T5))]
+        for prefix, cls, c in encs:
+            with torch.device("cuda"):
+                m = cls(c)
+            out.append((prefix, m.requires_grad_(False).eval()))
+    if spec.get("vae") == "weight":
+        with torch.device("cuda"):
+            v = diffusers.AutoencoderKL.from_config(FLUX_VAE)
+        out.append(("vae", v.requires_grad_(False).eval()))
+    torch.set_default_dtype(torch.float32)
+    return out
+
+
+# SD3 / SD3.5's text encoders (CLIPTextModelWithProjection ViT-L/14 and ViT-bigG/14, as SDXL's
+# with projections, and T5 v1.1 XXL's encoder, Flux.1's) and its 16-channel VAE
+# (stabilityai/stable-diffusion-3.5-medium vae/config.json)
+SD3_TEXT_ENCODERS = [
+    ("text_encoder", dict(SDXL_TEXT_ENCODERS[0][2], projection_dim=768)),
+    ("text_encoder_2", SDXL_TEXT_ENCODERS[1][2]),
+]
+SD3_VAE = dict(FLUX_VAE, scaling_factor=1.5305, shift_factor=0.0609)
+
+
+def build_sd3_frozen(torch, spec):
+    """SD3's frozen text encoders and VAE on (fake) CUDA, as diffusers'
+    examples/dreambooth/train_dreambooth_lora_sd3.py places them: requires_grad_(False), the
+    encoders moved to the GPU in weight_dtype, the VAE in fp32 (spec vae "fp32": the script's
+    `vae.to(accelerator.device, dtype=torch.float32)`). Built before the transformer, as vrsim's
+    models/blocks/unet_step.lua builds them. Returns [(prefix, module)]: text_encoder,
+    text_encoder_2 (CLIPTextModelWithProjection), text_encoder_3 (T5EncoderModel), vae."""
+    import diffusers
+    import transformers
+    out = []
+    wdt = {"lora_bf16": torch.bfloat16, "bf16": torch.bfloat16}.get(spec["precision"], torch.float32)
+    if spec.get("text_encoders") == "frozen":
+        torch.set_default_dtype(wdt)
+        for prefix, cfg in SD3_TEXT_ENCODERS:
+            c = transformers.CLIPTextConfig(attn_implementation="sdpa", **cfg)
+            with torch.device("cuda"):
+                m = transformers.CLIPTextModelWithProjection(c)
+            out.append((prefix, m.requires_grad_(False).eval()))
+        with torch.device("cuda"):
+            m = transformers.T5EncoderModel(transformers.T5Config(**FLUX_T5))
+        out.append(("text_encoder_3", m.requires_grad_(False).eval()))
+        torch.set_default_dtype(torch.float32)
+    if spec.get("vae") == "fp32":
+        with torch.device("cuda"):
+            v = diffusers.AutoencoderKL.from_config(SD3_VAE)
         out.append(("vae", v.requires_grad_(False).eval()))
     return out
 
@@ -999,7 +1171,8 @@ def capture(spec):
                 {k: v for k, v in load_config(spec).items() if not k.startswith("_")})
     with fake, make_mode(torch, rec), make_tagger(torch, rec):
         rec.phase("build")
-        frozen = build_sdxl_frozen(torch, spec) if unet else []
+        frozen = (build_sdxl_frozen(torch, spec) if unet else build_flux_frozen(torch, spec) if flux
+                  else build_sd3_frozen(torch, spec) if sd3 else [])
         if unet:
             model, lcfg = build_unet(torch, spec)
         elif flux:
@@ -1037,9 +1210,9 @@ def capture(spec):
         scaler = torch.amp.GradScaler("cuda") if prec == "amp_fp16" else None
         rec.phase("inputs")
         if flux:
-            dit_loss = flux_step(torch, model, lcfg, mb, int(spec["resolution"]), autocast)
+            dit_loss = flux_step(torch, model, lcfg, mb, int(spec["resolution"]), autocast, dict(frozen))
         if sd3:
-            dit_loss = sd3_step(torch, model, lcfg, mb, int(spec["resolution"]), autocast)
+            dit_loss = sd3_step(torch, model, lcfg, mb, int(spec["resolution"]), autocast, dict(frozen))
         if unet:
             import diffusers
             lat = int(spec["resolution"]) // 8
@@ -1145,7 +1318,7 @@ SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16
                 "build": ("cast", "direct"), "attention": ("sdpa", "eager"),
                 "checkpoint_scope": ("layer", "op"),
                 "sdpa_backend": SDPA_BACKENDS, "compare": ("all", "forward"),
-                "text_encoders": ("cached", "frozen"), "vae": ("cached", "fp32")}
+                "text_encoders": ("cached", "frozen"), "vae": ("cached", "fp32", "weight")}
 
 
 def check_spec(path):
@@ -1188,10 +1361,24 @@ def check_spec(path):
                           or set(r) - {"file", "name", "rank", "unseen"}):
         bad("'record' is {\"file\": \"validation/records/....jsonl\", \"name\": ..., \"rank\": n, "
             "\"unseen\": {\"bytes\": n, \"what\": ...}}")
+    sdxl = size == "resolution" and load_config(spec).get("addition_embed_type") == "text_time"
+    flux = size == "resolution" and is_flux(spec)
+    sd3 = size == "resolution" and is_sd3(spec)
     if (spec.get("text_encoders", "cached") != "cached" or spec.get("vae", "cached") != "cached") and not (
-            size == "resolution" and (load_config(spec).get("addition_embed_type") == "text_time")):
+            sdxl or flux or sd3):
         bad("text_encoders / vae other than cached: SDXL's (a UNet config with addition_embed_type "
-            "text_time) only")
+            "text_time), Flux.1's or SD3's only")
+    if spec.get("vae", "cached") not in ("cached", "weight" if flux else "fp32"):
+        bad(f"vae {spec['vae']!r}: {'Flux.1' if flux else 'SD3' if sd3 else 'SDXL'}'s VAE runs in "
+            f"{'weight_dtype (weight)' if flux else 'fp32'} in its script")
+    if sd3 and spec.get("text_encoders", "cached") != "cached" and (
+            load_config(spec).get("joint_attention_dim") != 4096
+            or load_config(spec).get("pooled_projection_dim") != 2048):
+        bad("text_encoders frozen: CLIP-L, CLIP-G and T5-XXL give joint_attention_dim 4096, pooled_projection_dim 2048")
+    if flux and spec.get("text_encoders", "cached") != "cached" and (
+            load_config(spec).get("joint_attention_dim") != 4096
+            or load_config(spec).get("pooled_projection_dim") != 768):
+        bad("text_encoders frozen: T5-XXL and CLIP-L give joint_attention_dim 4096, pooled_projection_dim 768")
     strategy = spec.get("strategy", "none")
     if strategy != "none" and spec.get("world", 0) < 2:
         bad(f"strategy {strategy} needs 'world' (the fake world size), 2 or more")

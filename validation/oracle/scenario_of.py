@@ -67,7 +67,7 @@ def scenario(spec):
     # capture.py builds from_config in fp32 then casts unless the spec says direct; vrsim's default
     # is from_pretrained's direct build, so the scenario says which (where the dtype makes it matter)
     if model.get("arch") in ("sd", "sdxl", "flux", "sd3"):
-        # (SDXL's frozen encoders and fp32 VAE where the spec runs them in the step)
+        # (the frozen encoders and the VAE where the spec runs them in the step: SDXL, Flux.1, SD3)
         training.update(text_encoders=spec.get("text_encoders", "cached"), vae=spec.get("vae", "cached"))
         if model.get("arch") == "flux" and cfg.get("joint_attention_dim") != 4096:
             # (capture.py's prompt length for a cut transformer's narrower text width)

@@ -108,8 +108,9 @@ local function clip_forward(cx, m, ids)
   for l, k in ipairs(layers.order) do
     h = call(cx, layers.children[k], h)
     if l == #layers.order - 1 and m.output ~= "last" and m.output ~= "pooled" then
+      -- (output_hidden_states: the penultimate is the caller's; encode_prompt copies or
+      -- concatenates it and drops the outputs, so it lives to its last use, not the forward's end)
       penultimate = h
-      nn.hold(cx, h) -- output_hidden_states keeps every layer's output; the penultimate is used
     end
   end
   -- CLIPTextTransformer always ends with final_layer_norm and the pooled output: the rows at

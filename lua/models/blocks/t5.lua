@@ -26,8 +26,8 @@ T.configs = {
                       buckets = 32 },
 }
 
--- T5LayerNorm: variance = x.to(fp32).pow(2).mean(-1); x * rsqrt(variance + eps) (fp32, by
--- promotion); cast to the weight's dtype; weight * x.
+-- T5LayerNorm: variance = x.to(fp32).pow(2).mean(-1); x * rsqrt(variance + eps) (the sum a
+-- tensor of its own; the product fp32, by promotion); cast to the weight's dtype; weight * x.
 local function t5_norm_forward(cx, m, x)
   local name = m.opname
   local w = W(cx, m.p.weight)
@@ -37,7 +37,8 @@ local function t5_norm_forward(cx, m, x)
   local sq = nn.ew(cx, name .. ".pow", { x32 }, "fp32")
   local var = nn.op(cx, { name = name .. ".mean", kind = "reduce_rows", inputs = { sq },
                           outs = { { name .. ".variance", rshape, "fp32" } } })
-  local rs = nn.ew(cx, name .. ".rsqrt", { var }, "fp32")
+  local ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32")
+  local rs = nn.ew(cx, name .. ".rsqrt", { ve }, "fp32")
   local n = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x, rs },
                         outs = { { name .. ".normed", x.shape, "fp32" } } })
   local nc = nn.to(cx, n, w.dtype, name .. ".to_weight_dtype")
@@ -50,10 +51,50 @@ local function t5_norm(d)
   return m
 end
 
+-- T5Attention.compute_bias(s, s) in block 0's attention, after its q, k, v: the (s, s) relative
+-- positions (arange[:, None] + past_seen_tokens, arange[None, :], their difference), the
+-- bidirectional _relative_position_bucket op by op (int64 but for the bool comparisons and the
+-- fp32 log of the large positions; `relative_buckets += where(...)` in place), the bias
+-- embedding's (s, s, heads) lookup; its permute(2, 0, 1).unsqueeze(0) is a view.
+local function compute_bias(cx, name, s, heads, rb)
+  local function op(nm, inputs, shape, dtype)
+    return nn.op_sized(cx, { name = name .. ".bias." .. nm, inputs = inputs,
+                             outs = { { name .. ".bias." .. nm, shape, dtype } } })
+  end
+  local ss = { s, s }
+  local ctx = op("context_arange", {}, { s }, "int64")
+  ctx = op("context_position", { ctx }, { s, 1 }, "int64")
+  local mem = op("memory_position", {}, { s }, "int64")
+  local rel = op("relative_position", { mem, ctx }, ss, "int64")
+  local gt = op("gt", { rel }, ss, "bool")
+  local buckets = op("gt.to_long", { gt }, ss, "int64")
+  buckets = op("gt.mul_buckets", { buckets }, ss, "int64")
+  buckets = op("relative_buckets", { buckets }, ss, "int64")
+  local pos = op("abs", { rel }, ss, "int64")
+  local small = op("is_small", { pos }, ss, "bool")
+  local f = op("float", { pos }, ss, "fp32")
+  f = op("div_max_exact", { f }, ss, "fp32")
+  f = op("log", { f }, ss, "fp32")
+  f = op("div_log_ratio", { f }, ss, "fp32")
+  f = op("mul_buckets", { f }, ss, "fp32")
+  local large = op("large.to_long", { f }, ss, "int64")
+  large = op("large.add_max_exact", { large }, ss, "int64")
+  local full = op("full_like", { large }, ss, "int64")
+  large = op("large.minimum", { large, full }, ss, "int64")
+  local wh = op("where", { small, pos, large }, ss, "int64")
+  -- relative_buckets += where(...): in place
+  nn.op_sized(cx, { name = name .. ".bias.add_", inputs = { buckets, wh }, outs = {} })
+  return nn.op_sized(cx, { name = name .. ".relative_attention_bias", kind = "gather",
+                           inputs = { buckets, rb },
+                           outs = { { name .. ".position_bias", { s, s, heads }, rb.dtype } },
+                           grads = { "none", { dtype = rb.dtype } } })
+end
+
 -- T5Block.forward: T5LayerSelfAttention (layer_norm, q, k, v, SDPA with the relative position
 -- bias as its additive mask, o, residual), T5LayerFF (layer_norm, wi_0, gelu_new, wi_1, product,
--- wo, residual). Dropout is off: from_pretrained returns the model in eval mode.
-local function block_forward(cx, m, h)
+-- wo, residual). Dropout is off: from_pretrained returns the model in eval mode. `st.values` is
+-- the position bias block 0 computes and hands on to every block.
+local function block_forward(cx, m, h, st)
   local pre, cfg = m.opname, m.cfg
   local SA = m.children.layer.children["0"].children
   local FF = m.children.layer.children["1"].children
@@ -65,37 +106,52 @@ local function block_forward(cx, m, h)
   local q = call(cx, A.q, x, keep)
   local k = call(cx, A.k, x, keep)
   local v = call(cx, A.v, x)
+  if A.relative_attention_bias then
+    st.values = compute_bias(cx, st.name, s, cfg.heads, W(cx, A.relative_attention_bias.p.weight))
+  end
   local function heads(t, nm) return nn.view(cx, t, { b, cfg.heads, s, cfg.d_kv }, pre .. "." .. nm .. "_heads") end
-  -- (the position bias is SDPA's additive attn_mask, a float tensor used as it is; nn.sdpa's mask
-  -- path converts a boolean mask first, a copy T5 does not make. Under no_grad the kernel keeps
-  -- nothing and its output is its one allocation, so the call is made without it: t5_forward
-  -- holds the bias across the blocks)
+  -- sdpa_attention_forward's create_position_bias_mask: with no attention mask and no causality
+  -- the bias itself, made `.contiguous()`: the permuted (1, heads, s, s) view is copied in every
+  -- block, the copy SDPA's additive attn_mask, freed when the attention returns. (nn.sdpa's mask
+  -- path converts a boolean mask first, a copy T5 does not make; under no_grad the kernel keeps
+  -- nothing and its output is its one allocation, so the call is made without the mask and the
+  -- copy released after it)
+  local mask = nn.copy(cx, pre .. ".position_bias_mask", st.values, { 1, cfg.heads, s, s })
   local ao = nn.sdpa(cx, pre .. ".attn", heads(q, "q"), heads(k, "k"), heads(v, "v"))
-  -- attn_output.reshape(b, s, -1).contiguous(): the (b, s, heads, d_kv) view copied
-  local at = nn.copy(cx, pre .. ".attn_out", ao, { b, s, inner })
+  nn.release(cx, { mask }, pre .. ".position_bias_mask dropped")
+  -- attn_output.reshape(b, s, -1).contiguous(): the cuDNN kernel writes its output in
+  -- (b, s, heads, d_kv) order, so the transpose back is contiguous already: a view, no copy
+  local at = nn.view_op(cx, pre .. ".attn_out", ao, { b, s, inner })
   local o = call(cx, A.o, at)
+  -- (T5Attention.forward's query/key/value_states live to its return, after `o`)
+  nn.release(cx, { q, k, v }, pre .. ".qkv dropped")
   h = nn.add(cx, pre .. ".residual1", h, o)
+  -- (T5LayerSelfAttention.forward's normed_hidden_states: to its return, after the residual)
+  nn.release(cx, { x }, pre .. ".layer_norm1 output dropped")
   x = call(cx, FF.layer_norm, h)
   local D = FF.DenseReluDense.children
   local g = call(cx, D.wi_0, x, keep)
   -- NewGELUActivation: 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3))), op by op
+  -- in Python's order (0.5 * x first)
+  local half = nn.ew(cx, pre .. ".gelu.half_x", { g }, g.dtype)
   local t = nn.ew(cx, pre .. ".gelu.pow", { g }, g.dtype)
   t = nn.ew(cx, pre .. ".gelu.mul_c", { t }, g.dtype)
   t = nn.add(cx, pre .. ".gelu.add_x", g, t, { frees = { t } })
   t = nn.ew(cx, pre .. ".gelu.mul_sqrt", { t }, g.dtype)
   t = nn.ew(cx, pre .. ".gelu.tanh", { t }, g.dtype)
   t = nn.ew(cx, pre .. ".gelu.add_one", { t }, g.dtype)
-  local half = nn.ew(cx, pre .. ".gelu.half_x", { g }, g.dtype)
   local act = nn.mul(cx, pre .. ".gelu", half, t, g.dtype)
   local lin = call(cx, D.wi_1, x)
   local prod = nn.mul(cx, pre .. ".gated", act, lin, act.dtype)
   local f = call(cx, D.wo, prod)
+  -- (T5DenseGatedActDense.forward's hidden_gelu and hidden_linear live to its return, after wo;
+  -- T5LayerFF.forward's caller frame holds the normed input until then too)
+  nn.release(cx, { act, lin, x }, pre .. ".ff locals dropped")
   return nn.add(cx, pre .. ".residual2", h, f)
 end
 
--- T5EncoderModel(input_ids)[0]: the embedding, the position bias of block 0
--- (compute_bias: the (s, s) relative-position buckets, the bias embedding's (s, s, heads)
--- lookup, permuted to (1, heads, s, s), kept for every block), the blocks, final_layer_norm.
+-- T5EncoderModel(input_ids)[0]: the embedding, the blocks (block 0 computes the position bias,
+-- kept for every block until the stack returns), final_layer_norm.
 local function t5_forward(cx, m, ids)
   local name, cfg = m.opname, m.cfg
   local b, s = ids.shape[1], ids.shape[2]
@@ -105,18 +161,14 @@ local function t5_forward(cx, m, ids)
                               grads = { "none", { dtype = E.dtype } } })
   local enc = m.children.encoder.children
   local blocks = enc.block
-  local rel = blocks.children["0"].children.layer.children["0"].children.SelfAttention.children.relative_attention_bias
-  local buckets = nn.op_sized(cx, { name = name .. ".relative_position_bucket", inputs = {},
-                                    outs = { { name .. ".relative_position_bucket", { s, s }, "int64" } } })
-  local rb = W(cx, rel.p.weight)
-  local values = nn.op_sized(cx, { name = name .. ".relative_attention_bias", kind = "gather",
-                                   inputs = { buckets, rb },
-                                   outs = { { name .. ".position_bias", { s, s, cfg.heads }, rb.dtype } },
-                                   grads = { "none", { dtype = rb.dtype } } })
-  -- values.permute([2, 0, 1]).unsqueeze(0): a view, the mask of every block's attention, held
-  -- until the stack returns
-  for _, k in ipairs(blocks.order) do h = call(cx, blocks.children[k], h) end
-  nn.release(cx, { values }, name .. ".position_bias dropped")
+  local st = { name = name }
+  -- (T5Stack.forward's inputs_embeds: dropout in eval mode returns it as it is, and the local
+  -- keeps it to the stack's return, as its position_bias keeps block 0's bias)
+  local embeds = h
+  for _, k in ipairs(blocks.order) do
+    h = call(cx, blocks.children[k], h, st)
+  end
+  nn.release(cx, { st.values, embeds }, name .. ".position_bias, inputs_embeds dropped")
   return call(cx, enc.final_layer_norm, h)
 end
 

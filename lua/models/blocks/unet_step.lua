@@ -12,12 +12,19 @@
 --   encoders       { { cfg = clip config, prefix = "text_encoder", ids = "input_ids",
 --                      output = nil | "last" }, ... } in build order
 --   encode(cx, outs)   the encoders' outputs (each encoder's return values, a list) to the
---                  UNet's encoder_hidden_states and its added text embeddings (or nil)
+--                  UNet's encoder_hidden_states and its added text embeddings (or nil), and
+--                  the text ids where the family makes them with the embeddings (or nil)
+--   encoders[i].after(cx, outs, ...)   what the script does with encoder i's outputs (...)
+--                  before the next encoder runs, outs the earlier encoders' (returns them)
+--   ids_per_step   true: the token ids are moved to the GPU in the step (tokenized per step)
 --   pooled_dim     the added text embedding's width (nil: the UNet takes none)
 --   time_ids       the added time ids' count (nil: none)
 --   vae_dtype(t, pd, ac)   the VAE's dtype for training.vae (nil: cached latents)
 --   latents_as_encoded     true: the latents keep the VAE's dtype (train_text_to_image.py);
 --                  otherwise they are cast to the UNet's parameter dtype
+--   text_first             true: the step encodes the prompts before the pixels (the Flux script)
+--   pixels_dtype           the dataloader's pixel dtype, cast to the VAE's each step (default:
+--                          the VAE's own)
 --   encoders_autocast      false: frozen text encoders run outside autocast (Accelerate
 --                  autocasts the forwards of the models it prepares: the UNet, and a trained
 --                  text encoder)
@@ -254,7 +261,7 @@ function S.build(cx, cfg, fam)
   local ctx_dim = ucfg.cross_attention_dim
   if full then
     if vdt then
-      inp.pixels = nn.input(cx, "pixel_values", { n, 3, t.resolution, width }, vdt)
+      inp.pixels = nn.input(cx, "pixel_values", { n, 3, t.resolution, width }, fam.pixels_dtype or vdt)
     else
       inp.latents = nn.input(cx, "latents", { n, lat_c, lat, latw }, act)
     end
@@ -265,7 +272,7 @@ function S.build(cx, cfg, fam)
       if fam.pooled_dim then
         inp.text_embeds = nn.input(cx, "pooled_prompt_embeds", { n, fam.pooled_dim }, act)
       end
-    else
+    elseif not fam.ids_per_step then
       inp.ids = {}
       for i, e in ipairs(fam.encoders) do inp.ids[i] = nn.input(cx, e.ids, { n, e.tokens or 77 }, "int64") end
     end
@@ -295,27 +302,50 @@ function S.build(cx, cfg, fam)
 
   if full then
     -- latents = vae.encode(pixels).latent_dist.sample() * scaling_factor (no_grad)
-    if vdt then
+    local function encode_latents()
+      if not vdt then return end
       cx.no_grad = true
       local saved_ac = cx.autocast
       cx.autocast = nil
-      local l = mod.call(cx, V, inp.pixels)
+      local px = inp.pixels
+      if px.dtype ~= vdt then px = nn.to(cx, px, vdt, "pixel_values.to_vae_dtype") end
+      local l = mod.call(cx, V, px)
       cx.autocast = saved_ac
       if not fam.latents_as_encoded then l = nn.to(cx, l, act, "latents.to_unet_dtype") end
       cx.no_grad = false
       inp.latents = l
     end
     -- the text encoders, then what the family makes of their outputs
-    if te_mode ~= "cached" then
+    local function encode_text()
+      if te_mode == "cached" then return end
       local frozen = te_mode == "frozen"
       cx.no_grad = frozen
       local saved_ac = cx.autocast
       if fam.encoders_autocast == false and frozen then cx.autocast = nil end
       local outs = {}
-      for i = 1, #TE do outs[i] = { mod.call(cx, TE[i], inp.ids[i]) } end
-      inp.context, inp.text_embeds = fam.encode(cx, outs)
+      for i = 1, #TE do
+        local ids = inp.ids and inp.ids[i]
+        if not ids then
+          -- the prompts tokenized on the CPU this step, the ids moved to the GPU
+          local e = fam.encoders[i]
+          ids = nn.op_sized(cx, { name = e.ids .. ".to_device", inputs = {},
+                                  outs = { { e.ids, { n, e.tokens or 77 }, "int64" } } })
+        end
+        outs[i] = { mod.call(cx, TE[i], ids) }
+        -- (the moved ids are the call's argument: alive until the encoder returns)
+        if not (inp.ids and inp.ids[i]) then nn.release(cx, { ids }, fam.encoders[i].ids .. " dropped") end
+        if fam.encoders[i].after then outs[i] = { fam.encoders[i].after(cx, outs, table.unpack(outs[i])) } end
+      end
+      inp.context, inp.text_embeds, inp.txt_ids = fam.encode(cx, outs)
       cx.autocast = saved_ac
       cx.no_grad = false
+    end
+    if fam.text_first then
+      encode_text()
+      encode_latents()
+    else
+      encode_latents()
+      encode_text()
     end
     if fam.noise then
       fam.noise(cx, inp)
