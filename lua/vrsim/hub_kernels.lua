@@ -77,9 +77,8 @@ function M.resolve(mode, model_type, t, tp, compiled, notes)
         .. "reaches the Hub runs INFERENCE mode's kernels: %s and kernels-community/activation's, not modelled")
         :format(named(k))
     elseif any then
-      notes[#notes + 1] = ("model.hub_kernels auto: off, the modeling code's own ops (every record, from_config, "
-        .. "from_pretrained under USE_HUB_KERNELS=NO), where a from_pretrained that reaches the Hub gets %s once "
-        .. "model.train() runs on the GPU: model.hub_kernels = \"on\" models them"):format(named(k))
+      notes[#notes + 1] = ("model.hub_kernels: off (the modeling code's ops); a from_pretrained that reaches "
+        .. "the Hub gets %s at model.train() (= \"on\")"):format(named(k))
     end
     return nil
   end
