@@ -141,9 +141,10 @@ end
 -- + residual; the text and image slices (their backward: a full-size buffer each).
 -- The frame's locals live where Python keeps them (D.frame_release): the caller's hidden_states
 -- and encoder_hidden_states (the slices of the block before), norm_hidden_states,
--- mlp_hidden_states and attn_output until the block returns, the concatenation until `gate * proj_out(...)` rebinds its name (the H100
--- trace of gen5-flux-dev-d2s4-lora-r1024-flash: the last block's peak is that product, with
--- normalization.py:201's output and the block's inputs still live).
+-- mlp_hidden_states and attn_output until the block returns; the concatenation until
+-- `gate * proj_out(...)` rebinds its name (the H100 trace of gen5-flux-dev-d2s4-lora-r1024-flash:
+-- the last block's peak is that product, with normalization.py:201's output and the block's
+-- inputs still live).
 local function single_forward(cx, m, h, ctx, temb, rope)
   local name, C = m.opname, m.children
   local st = ctx.shape[2]
