@@ -126,11 +126,19 @@ local function collective(cx, name, kind, bwd_kind, x, shape, tp, bwd_temp)
   local rg = x.rg and not cx.no_grad
   local out = nn.new_tensor(cx, name, shape, x.dtype, rg)
   local full = math.max(nn.bytes(shape, x.dtype), nn.bytes(x.shape, x.dtype))
-  cx.G:op { name = name, kind = kind, phase = cx.phase, inputs = { x.id }, outputs = { out.id },
-            grads = rg and { { bytes = nn.bytes(x.shape, x.dtype), dtype = x.dtype } } or nil,
-            bwd_kind = bwd_kind, bytes = full, bwd_bytes = full, dtype = x.dtype, world = tp,
-            bwd_workspace = bwd_temp and { bwd_temp } or nil, bwd_workspace_first = bwd_temp and true or nil,
-            layer = cx.layer, region = cx.region, no_grad = cx.no_grad }
+  local index = cx.G:op {
+    name = name, kind = kind, phase = cx.phase, inputs = { x.id }, outputs = { out.id },
+    grads = rg and { { bytes = nn.bytes(x.shape, x.dtype), dtype = x.dtype } } or nil,
+    bwd_kind = bwd_kind, bytes = full, bwd_bytes = full, dtype = x.dtype, world = tp,
+    bwd_workspace = bwd_temp and { bwd_temp } or nil, bwd_workspace_first = bwd_temp and true or nil,
+    layer = cx.layer, region = cx.region, no_grad = cx.no_grad }
+  -- inside a compiled layer (strategies/compile.lua) the collective is one of the traced graph's
+  -- nodes (DTensor's functional collectives, _c10d_functional): the partitioner sees it as an op
+  -- outside its recomputable allowlist (force_save_collectives: MUST_SAVE, unless the layer is
+  -- checkpointed, whose ops all recompute), reading its input from a materialized buffer
+  if cx.compiling and cx.sac and cx.region then
+    cx.sac(cx, { name = name, kind = kind, inputs = { x } }, index, { out }, rg)
+  end
   return out
 end
 
