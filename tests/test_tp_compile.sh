@@ -112,5 +112,43 @@ if python3 -c "import sys; assert float(sys.argv[2]) > float(sys.argv[1])" "$e" 
   ok "compiled pipeline stages: tokens/s $e -> $c"
 else bad "compiled pipeline stages: eager $e, compiled $c $(cat "$tmp/err")"; fi
 
+# 5. float8 under tensor parallelism (torchao's Float8ColwiseParallel / Float8RowwiseParallel /
+#    PrepareFloat8ModuleInput): the sequence shard is cast to float8 before the all-gather, so the
+#    all-gather moves half the bytes of bf16's (1 byte an element), while its backward, a
+#    reduce-scatter of the high-precision gradient, moves bf16's
+ag() { python3 -c '
+import sys, json
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"] if isinstance(d, dict) else d
+b = {e["name"]: e["args"]["bytes"] for e in ev if e.get("args", {}).get("step") == 0 and "bytes" in e.get("args", {})}
+print(b.get("layers.1.self_attn: all_gather input"), b.get("layers.1.self_attn: all_gather input.backward"),
+      b.get("layers.1.mlp: all_gather input"), b.get("layers.1.mlp: all_gather input.backward"))' "$1"; }
+"$VRSIM" "$tmp/l.lua" --set steps=1 --set checkpointing=false --out "$tmp/b0" >/dev/null 2>"$tmp/err" || bad "bf16 tp: $(cat "$tmp/err")"
+"$VRSIM" "$tmp/l.lua" --set steps=1 --set checkpointing=false --set training.float8.recipe=tensorwise --out "$tmp/f0" \
+  >/dev/null 2>"$tmp/err" || bad "float8 tp: $(cat "$tmp/err")"
+b=$(ag "$tmp/b0/trace.json"); f=$(ag "$tmp/f0/trace.json")
+# (b, s, h) = 1 x 1024 x 4096: bf16 8 MiB, float8 4 MiB
+if [ "$b" = "8388608 8388608 8388608 8388608" ] && [ "$f" = "4194304 8388608 4194304 8388608" ]; then
+  ok "float8 under tp: the all-gathers move half bf16's bytes ($b -> $f), their backward bf16's"
+else bad "float8 all-gather bytes: bf16 $b, float8 $f"; fi
+
+# 6. what float8 under tp saves, compiled without checkpointing: the all-gathered inputs in float8
+#    (the collective's output, which the Float8Linears' grad_weight GEMMs read as they are) where
+#    bf16 saves them in bf16, and the Rowwise projections' float8 inputs (cast in
+#    Float8RowwiseParallel's input function, saved by Float8Linear)
+"$VRSIM" "$tmp/l.lua" --no-files --json --set training.compile=true --set checkpointing=false \
+  --set training.float8.recipe=tensorwise 2>"$tmp/err" | saved > "$tmp/f8" || bad "float8 compile tp: $(cat "$tmp/err")"
+got=$(grep -E "all_gather input|input.float8" "$tmp/f8" | tr '\t' ' ' | sed 's/^layers\.1\.//' | tr '\n' ';')
+want="self_attn: all_gather input 1x1024x4096 fp8;self_attn.o_proj.input.float8 1x1024x2048 fp8;mlp: all_gather input 1x1024x4096 fp8;mlp.down_proj.input.float8 1x1024x5504 fp8;"
+if [ "$got" = "$want" ]; then ok "float8 under tp, compiled: the gathered inputs saved in float8, the Rowwise inputs' float8 copies saved"
+else bad "float8 under tp saved set" "got  $got
+want $want"; fi
+
+# 7. refused: a rowwise recipe under tp (torchao's float8 tensor-parallel styles assume tensorwise)
+"$VRSIM" "$tmp/l.lua" --no-files --set training.float8.recipe=rowwise >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "training.float8 recipe rowwise with tensor parallelism is not modelled" "$tmp/err"; then
+  ok "float8 rowwise under tp: exit 2, named"
+else bad "float8 rowwise under tp: exit $rc $(cat "$tmp/err")"; fi
+
 echo "test_tp_compile: $pass passed, $fail failed"
 [ $fail = 0 ]
