@@ -12,8 +12,8 @@
 --   H200 host (the host's CPU and software are assumed the same).
 -- A peak is the datasheet's dense (no 2:4 sparsity) figure at peak_clock_mhz, scaled to
 -- step_clock_mhz where a GPU's entry gives one (lua/hw/gpus.lua says where each came from).
--- Where a GPU has a sustained best-matmul measurement (sustained_matmul_bf16) above the plateau
--- the carried bf16 curve reaches (the reference's best measured bf16 GEMM x the ratio above), the
+-- Where a GPU has a sustained best-matmul measurement (sustained_matmul_bf16), or a GEMM rate
+-- measured inside a model's forward (step_matmul_bf16), above the plateau the carried bf16 curve reaches (the reference's best measured bf16 GEMM x the ratio above), the
 -- bf16 ratio (and fp16's, where its peak is bf16's) is raised to it: a card held busy back to back
 -- runs at or below the clock of its in-step GEMMs, so that measurement is a lower bound on their
 -- plateau (the H200: 777.6 sustained, 826.3 in step). The A100's cuBLAS reaches 86.9 % of its
@@ -101,16 +101,22 @@ function M.carry(g, ref, ref_best_bf16, ref_contiguous)
   end
   local gemm = ("x%.3f bf16 peak%s"):format(compute.bf16, g.step_clock_mhz and (" at " .. g.step_clock_mhz .. " MHz") or
     (g.peak_clock_mhz and (" at " .. g.peak_clock_mhz .. " MHz (assumed step clock)") or " (datasheet clock)"))
-  local s = g.sustained_matmul_bf16
-  if s and not (s > 0 and s <= M.step_peak(g, "bf16")) then
-    error(("lua/hw/gpus.lua: %s's sustained_matmul_bf16 (%s) must be above 0 and at most its dense bf16 peak "
-      .. "at its step clock (%.1f TFLOP/s)"):format(g.name, tostring(s), M.step_peak(g, "bf16") / 1e12), 0)
+  -- the larger of the GPU's published sustained and in-model matmul, each a lower bound on its
+  -- in-step plateau (lua/hw/gpus.lua)
+  local s, what
+  for _, f in ipairs { { "sustained_matmul_bf16", "sustained" }, { "step_matmul_bf16", "in-model" } } do
+    local v = g[f[1]]
+    if v and not (v > 0 and v <= M.step_peak(g, "bf16")) then
+      error(("lua/hw/gpus.lua: %s's %s (%s) must be above 0 and at most its dense bf16 peak "
+        .. "at its step clock (%.1f TFLOP/s)"):format(g.name, f[1], tostring(v), M.step_peak(g, "bf16") / 1e12), 0)
+    end
+    if v and (not s or v > s) then s, what = v, f[2] end
   end
   local raised = s and ref_best_bf16 and ref_best_bf16 > 0 and s / ref_best_bf16 > compute.bf16
   if raised then
     local r = s / ref_best_bf16
-    gemm = ("x%.3f bf16 (sustained matmul %.1f TFLOP/s / the H200's %.1f in step)"):format(
-      r, s / 1e12, ref_best_bf16 / 1e12)
+    gemm = ("x%.3f bf16 (%s matmul %.1f TFLOP/s / the H200's %.1f in step)"):format(
+      r, what, s / 1e12, ref_best_bf16 / 1e12)
     if g.peak_flops and g.peak_flops.fp16 == g.peak_flops.bf16 then compute.fp16 = r end
     compute.bf16 = r
   end
