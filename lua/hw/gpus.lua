@@ -176,11 +176,11 @@ return {
         .. "GB/s for float1-float16 copies. Above the 877 GB/s that the H200's best contiguous op (4177.0 of its "
         .. "4800 GB/s, 87 %) carries to by the DRAM ratio, so every memory-bound class's ratio is raised to "
         .. "920.7 / 4177.0 (lua/hw/carry.lua)",
-      step_matmul_bf16 = "published: Liger-Kernel benchmark/data/all_benchmark_data.csv (liger 0.6.3, 2025-11-11), "
+      step_matmul_bf16 = "published: Liger-Kernel benchmark/data/all_benchmark_data.csv (liger 0.6.3, 2025-11-11; commit 2120862b), "
         .. "NVIDIA GeForce RTX 4090, tiled_swiglu, provider liger (LigerSwiGLUMLP: gate_proj, up_proj, one fused "
-        .. "SiLU-mul kernel, down_proj), bf16, batch 2, hidden 2048, intermediate 4096, forward at T = 16384: 10.871 ms "
+        .. "SiLU-mul kernel, down_proj), bf16, batch 2, hidden 2048, intermediate 4096, forward at seq T = 16384: 10.871 ms "
         .. "(triton do_bench median). Three GEMMs of 2 x 32768 x 2048 x 4096 FLOP = 1.649 TFLOP; the fused kernel "
-        .. "reads two and writes one [32768, 4096] bf16 tensor (403 MB, 134 MB each, none fits the 72 MB L2), 0.875 ms "
+        .. "reads two and writes one [32768, 4096] bf16 tensor (805 MB, 268 MB each, over twice the 72 MB L2), 0.875 ms "
         .. "at measured_elementwise_bw; the GEMMs 9.996 ms = 165.0 TFLOP/s. The smaller T (tensors within 2x the L2) "
         .. "give 165.1-168.3 but may read part of the fused kernel's input from L2, so are not used. Above "
         .. "sustained_matmul_bf16 (held at the 450 W limit), so the carry takes it",
