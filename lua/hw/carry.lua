@@ -13,12 +13,14 @@
 -- A peak is the datasheet's dense (no 2:4 sparsity) figure at peak_clock_mhz, scaled to
 -- step_clock_mhz where a GPU's entry gives one (lua/hw/gpus.lua says where each came from).
 -- Where a GPU has a sustained best-matmul measurement (sustained_matmul_bf16), or a GEMM rate
--- measured inside a model's forward (step_matmul_bf16), above the plateau the carried bf16 curve reaches (the reference's best measured bf16 GEMM x the ratio above), the
--- bf16 ratio (and fp16's, where its peak is bf16's) is raised to it: a card held busy back to back
--- runs at or below the clock of its in-step GEMMs, so that measurement is a lower bound on their
--- plateau (the H200: 777.6 sustained, 826.3 in step). The A100's cuBLAS reaches 86.9 % of its
--- peak that way, more than the 77.2 % the H200's kernels reach of theirs, which a carried fraction
--- of peak cannot know.
+-- measured inside a model's forward (step_matmul_bf16), above the plateau the carried bf16 curve
+-- reaches (the reference's best measured bf16 GEMM x the ratio above), the bf16 ratio (and fp16's,
+-- where its peak is bf16's) is raised to the larger: a card held busy back to back runs at or
+-- below the clock of its in-step GEMMs, so that measurement is a lower bound on their plateau (the
+-- H200: 777.6 sustained, 826.3 in step). The A100's cuBLAS reaches 86.9 % of its peak that way,
+-- more than the 77.2 % the H200's kernels reach of theirs, which a carried fraction of peak cannot
+-- know. Likewise a published DRAM-bound elementwise rate (measured_elementwise_bw) above what the
+-- H200's best contiguous op carries to raises the DRAM ratio of every memory-bound class.
 local M = {}
 
 M.REFERENCE = "h200"
