@@ -187,16 +187,29 @@ elif grep -q "x0.328 bf16 (sustained matmul 271.2 TFLOP/s / the H200's 826.3 in 
 else fail "carried step-time basis" "$(grep 'step time' "$TMP/carry_a100.out" "$TMP/carry_h100.out")"; fi
 # FlashAttention-2's curves carry at the dense peak ratio times its fraction of peak on the target's
 # architecture over Hopper's (0.73 / 0.35): an A100 x0.2915 x 2.09, never its sustained-matmul raise;
-# an H100 (Hopper) keeps the H200's fraction. The RTX 4090's published sustained matmul (160.1 TFLOP/s)
-# raises its GEMMs over the datasheet ratio (x0.154).
+# an H100 (Hopper) keeps the H200's fraction. The RTX 4090's published GEMM rate inside a LLaMA MLP's
+# forward (165.0 TFLOP/s, above its sustained matmul's 160.1) raises its GEMMs over the datasheet ratio
+# (x0.160 at its step clock) to 165.0 / 826.3 = x0.200; its published FlashAttention-2 forward (169.28
+# TFLOP/s, 0.988 of 128 SMs x 512 x 2615 MHz) sets GeForce Ada's fraction: 0.1601 x 0.988 / 0.35 =
+# x0.452, where Ampere's 0.73 gave x0.322 at the boost clock; the L40S (full-rate FP32 accumulate)
+# keeps Ampere's. Its published elementwise add, 920.7 GB/s, over the H200's best contiguous op at
+# twice its L2 or more (4177.0 GB/s, lua/hw/calibrated/h200_torch_ops.lua) raises its DRAM ratio from
+# 1008 / 4800 = x0.210 to x0.220; the A100 (no such figure) keeps its datasheet ratio.
 run carry_4090 scenarios/llama7b_h200.lua --set gpu=rtx4090 --set micro_batch=1 --set seq=512 --set capacity_gib=400 --no-files
-if crashed "carried RTX 4090"; then :
+run carry_l40s scenarios/llama7b_h200.lua --set gpu=l40s --set micro_batch=1 --set seq=512 --set capacity_gib=400 --no-files
+if crashed "carried RTX 4090 / L40S"; then :
 elif grep -q "flash attention x0.608 (FlashAttention-2 on ampere / on hopper x2.09)" "$TMP/carry_a100.out" &&
      ! grep -q "flash attention x" "$TMP/carry_h100.out" &&
-     grep -q "x0.194 bf16 (sustained matmul 160.1 TFLOP/s / the H200's 826.3 in step)" "$TMP/carry_4090.out" &&
-     grep -q "flash attention x0.322 (FlashAttention-2 on ada / on hopper x2.09)" "$TMP/carry_4090.out"; then
-  ok "FlashAttention-2 carries by architecture; the RTX 4090's GEMMs by its sustained matmul"
-else fail "carried flash attention / RTX 4090 basis" "$(grep 'step time' "$TMP/carry_a100.out" "$TMP/carry_h100.out" "$TMP/carry_4090.out")"; fi
+     grep -q "x0.200 bf16 (in-model matmul 165.0 TFLOP/s / the H200's 826.3 in step)" "$TMP/carry_4090.out" &&
+     grep -q "flash attention x0.452 (FlashAttention-2 on ada half rate / on hopper x2.82)" "$TMP/carry_4090.out" &&
+     grep -q "flash attention x0.705 (FlashAttention-2 on ada / on hopper x2.09)" "$TMP/carry_l40s.out"; then
+  ok "FlashAttention-2 carries by architecture (GeForce Ada its own); the RTX 4090's GEMMs by its in-model matmul"
+else fail "carried flash attention / RTX 4090 basis" "$(grep 'step time' "$TMP/carry_a100.out" "$TMP/carry_h100.out" "$TMP/carry_4090.out" "$TMP/carry_l40s.out")"; fi
+if crashed "carried RTX 4090 DRAM"; then :
+elif grep -q "x0.220 DRAM (measured 920.7 GB/s / the H200's 4177.0)" "$TMP/carry_4090.out" &&
+     grep -q "x0.425 DRAM bandwidth" "$TMP/carry_a100.out" && ! grep -q "measured 9" "$TMP/carry_l40s.out"; then
+  ok "a carried DRAM ratio is raised to the GPU's published elementwise bandwidth where the carry gives less"
+else fail "carried DRAM ratio" "$(grep 'step time' "$TMP/carry_a100.out" "$TMP/carry_4090.out" "$TMP/carry_l40s.out")"; fi
 
 # A V100 (Volta) has no bf16 tensor cores and runs neither flash nor cuDNN attention: a bf16 run
 # says how its GEMMs are priced, and forcing flash attention is refused as PyTorch refuses it.

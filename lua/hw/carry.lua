@@ -12,13 +12,15 @@
 --   H200 host (the host's CPU and software are assumed the same).
 -- A peak is the datasheet's dense (no 2:4 sparsity) figure at peak_clock_mhz, scaled to
 -- step_clock_mhz where a GPU's entry gives one (lua/hw/gpus.lua says where each came from).
--- Where a GPU has a sustained best-matmul measurement (sustained_matmul_bf16) above the plateau
--- the carried bf16 curve reaches (the reference's best measured bf16 GEMM x the ratio above), the
--- bf16 ratio (and fp16's, where its peak is bf16's) is raised to it: a card held busy back to back
--- runs at or below the clock of its in-step GEMMs, so that measurement is a lower bound on their
--- plateau (the H200: 777.6 sustained, 826.3 in step). The A100's cuBLAS reaches 86.9 % of its
--- peak that way, more than the 77.2 % the H200's kernels reach of theirs, which a carried fraction
--- of peak cannot know.
+-- Where a GPU has a sustained best-matmul measurement (sustained_matmul_bf16), or a GEMM rate
+-- measured inside a model's forward (step_matmul_bf16), above the plateau the carried bf16 curve
+-- reaches (the reference's best measured bf16 GEMM x the ratio above), the bf16 ratio (and fp16's,
+-- where its peak is bf16's) is raised to the larger: a card held busy back to back runs at or
+-- below the clock of its in-step GEMMs, so that measurement is a lower bound on their plateau (the
+-- H200: 777.6 sustained, 826.3 in step). The A100's cuBLAS reaches 86.9 % of its peak that way,
+-- more than the 77.2 % the H200's kernels reach of theirs, which a carried fraction of peak cannot
+-- know. Likewise a published DRAM-bound elementwise rate (measured_elementwise_bw) above what the
+-- H200's best contiguous op carries to raises the DRAM ratio of every memory-bound class.
 local M = {}
 
 M.REFERENCE = "h200"
@@ -34,17 +36,50 @@ M.REFERENCE = "h200"
 --   hopper  0.35  Shah et al., "FlashAttention-3: Fast and Accurate Attention with Asynchrony and
 --                 Low-precision" (arXiv 2407.08608, 2024), abstract: "FlashAttention-2 achieving
 --                 only 35% utilization on the H100 GPU"
---   ada     0.73  carried from Ampere: sm_89 runs FlashAttention-2's sm80 kernels (the same
---                 mma.sync / cp.async path, Ada has no wgmma); no published Ada figure was found
--- Both are each paper's best forward figure, so their ratio (2.09) is what is used, not either
--- value. Architectures absent here (Volta/Turing have no flash kernel; Blackwell and CDNA3 have
--- no published FlashAttention-2 fraction) carry the H200's fraction unchanged.
-M.FLASH2_PEAK_FRACTION = { ampere = 0.73, ada = 0.73, hopper = 0.35 }
+--   ada_half_rate  0.988  GeForce Ada (FP16/BF16 tensor math with FP32 accumulate at half rate:
+--                 dense bf16 peak = 2 x FP32's): the RTX 4090's published FlashAttention-2 forward,
+--                 169.28 TFLOP/s (fp16 in, fp32 accumulate, seq 2048, head dim 128, not causal;
+--                 CUDA 12.2; apache/tvm, tl_doc/flash_perf.md at commit bd6f957), over its dense
+--                 peak at its step clock (lua/hw/gpus.lua: 128 SMs x 512 FLOP/clk x 2615 MHz =
+--                 171.4 TFLOP/s). The same table's causal head-dim-128 rows, 151.19 forward and
+--                 99.23 backward, are the LoRA rows' shape (docs/step-time.md)
+--   ada     0.73  data-center and workstation Ada (full-rate FP32 accumulate: L40S, L4, RTX 6000
+--                 Ada): carried from Ampere, since sm_89 runs FlashAttention-2's sm80 kernels (the
+--                 same mma.sync / cp.async path, Ada has no wgmma); no published figure was found,
+--                 and the GeForce one does not carry: where the tensor math runs at half rate, the
+--                 kernel's softmax and memory work hide under it, a larger fraction of a lower peak
+-- Each is a best forward figure, so their ratio (2.09; GeForce Ada 2.82) is what is used, not
+-- either value. Architectures absent here (Volta/Turing have no flash kernel; Blackwell and CDNA3
+-- have no published FlashAttention-2 fraction) carry the H200's fraction unchanged.
+M.FLASH2_PEAK_FRACTION = { ampere = 0.73, ada = 0.73, ada_half_rate = 0.988, hopper = 0.35 }
+
+-- The FLASH2_PEAK_FRACTION key of g: its architecture, "_half_rate" added where the table has
+-- that variant and g's dense bf16 peak is twice its FP32 (GeForce's half-rate FP32 accumulate; within
+-- 1 %, the datasheets round: the RTX 4080's 97.5 / 48.7).
+function M.flash_key(g)
+  local pf = g.peak_flops or {}
+  local half = pf.bf16 and pf.fp32 and pf.fp32 > 0 and math.abs(pf.bf16 / pf.fp32 - 2) < 0.02
+  local k = (g.arch or "?") .. "_half_rate"
+  return half and M.FLASH2_PEAK_FRACTION[k] and k or g.arch
+end
 
 -- The ratio of FlashAttention-2's fraction of peak on g's architecture to the reference's, or 1.
 function M.flash_ratio(g, ref)
-  local t, r = M.FLASH2_PEAK_FRACTION[g.arch], M.FLASH2_PEAK_FRACTION[ref.arch]
+  local t, r = M.FLASH2_PEAK_FRACTION[M.flash_key(g)], M.FLASH2_PEAK_FRACTION[M.flash_key(ref)]
   return (t and r) and t / r or 1
+end
+
+-- The reference profile's DRAM-bound elementwise rate (bytes/s): its best "contiguous" torch op
+-- (add, pow, silu, ...) over at least twice its L2 (lua/hw/calibrated/h200_torch_ops.lua), or nil.
+function M.best_contiguous(prof, ref)
+  local best
+  local floor = 2 * (ref.l2_bytes or 0)
+  for _, r in ipairs(prof.torch_ops or {}) do
+    if r.class == "contiguous" and r.gbps and (r.bytes or 0) >= floor and (not best or r.gbps * 1e9 > best) then
+      best = r.gbps * 1e9
+    end
+  end
+  return best
 end
 
 -- The dense peak of dtype d at the clock the GPU's GEMMs hold inside a step (FLOP/s).
@@ -58,8 +93,9 @@ end
 
 -- The carry table device.carry hands to the C core, the one-line basis the step time prints, and
 -- whether the bf16 ratio was raised to g's sustained matmul. ref_best_bf16: the reference
--- profile's best measured bf16 GEMM (FLOP/s), or nil.
-function M.carry(g, ref, ref_best_bf16)
+-- profile's best measured bf16 GEMM (FLOP/s), or nil; ref_contiguous: its DRAM-bound elementwise
+-- rate (M.best_contiguous), or nil.
+function M.carry(g, ref, ref_best_bf16, ref_contiguous)
   local compute = {}
   for _, d in ipairs { "fp32", "fp16", "bf16", "fp8", "int8" } do
     local r = M.step_peak(ref, d)
@@ -67,16 +103,22 @@ function M.carry(g, ref, ref_best_bf16)
   end
   local gemm = ("x%.3f bf16 peak%s"):format(compute.bf16, g.step_clock_mhz and (" at " .. g.step_clock_mhz .. " MHz") or
     (g.peak_clock_mhz and (" at " .. g.peak_clock_mhz .. " MHz (assumed step clock)") or " (datasheet clock)"))
-  local s = g.sustained_matmul_bf16
-  if s and not (s > 0 and s <= M.step_peak(g, "bf16")) then
-    error(("lua/hw/gpus.lua: %s's sustained_matmul_bf16 (%s) must be above 0 and at most its dense bf16 peak "
-      .. "at its step clock (%.1f TFLOP/s)"):format(g.name, tostring(s), M.step_peak(g, "bf16") / 1e12), 0)
+  -- the larger of the GPU's published sustained and in-model matmul, each a lower bound on its
+  -- in-step plateau (lua/hw/gpus.lua)
+  local s, what
+  for _, f in ipairs { { "sustained_matmul_bf16", "sustained" }, { "step_matmul_bf16", "in-model" } } do
+    local v = g[f[1]]
+    if v and not (v > 0 and v <= M.step_peak(g, "bf16")) then
+      error(("lua/hw/gpus.lua: %s's %s (%s) must be above 0 and at most its dense bf16 peak "
+        .. "at its step clock (%.1f TFLOP/s)"):format(g.name, f[1], tostring(v), M.step_peak(g, "bf16") / 1e12), 0)
+    end
+    if v and (not s or v > s) then s, what = v, f[2] end
   end
   local raised = s and ref_best_bf16 and ref_best_bf16 > 0 and s / ref_best_bf16 > compute.bf16
   if raised then
     local r = s / ref_best_bf16
-    gemm = ("x%.3f bf16 (sustained matmul %.1f TFLOP/s / the H200's %.1f in step)"):format(
-      r, s / 1e12, ref_best_bf16 / 1e12)
+    gemm = ("x%.3f bf16 (%s matmul %.1f TFLOP/s / the H200's %.1f in step)"):format(
+      r, what, s / 1e12, ref_best_bf16 / 1e12)
     if g.peak_flops and g.peak_flops.fp16 == g.peak_flops.bf16 then compute.fp16 = r end
     compute.bf16 = r
   end
@@ -85,10 +127,26 @@ function M.carry(g, ref, ref_best_bf16)
   local peak_bf16 = M.step_peak(ref, "bf16") > 0 and M.step_peak(g, "bf16") / M.step_peak(ref, "bf16") or 0
   local t = { compute = compute, sm = g.sm_count / ref.sm_count, bw = g.mem_bw_bytes_per_s / ref.mem_bw_bytes_per_s,
               attention = { flash = peak_bf16 * M.flash_ratio(g, ref) } }
-  local basis = ("carried from the H200's measured profile: %s, x%.3f DRAM bandwidth"):format(gemm, t.bw)
+  local dram = ("x%.3f DRAM bandwidth"):format(t.bw)
+  -- a published DRAM-bound elementwise rate of g above the carried one raises the ratio of every
+  -- memory-bound class to it, as sustained_matmul_bf16 does for GEMMs (lua/hw/gpus.lua)
+  local e = g.measured_elementwise_bw
+  if e and not ref_contiguous then
+    local ok, ops = pcall(require, "hw.calibrated." .. M.REFERENCE .. "_torch_ops")
+    ref_contiguous = ok and type(ops) == "table" and M.best_contiguous(ops, ref) or nil
+  end
+  if e and not (e > 0 and e <= g.mem_bw_bytes_per_s) then
+    error(("lua/hw/gpus.lua: %s's measured_elementwise_bw (%s) must be above 0 and at most its DRAM bandwidth (%.1f GB/s)")
+      :format(g.name, tostring(e), g.mem_bw_bytes_per_s / 1e9), 0)
+  end
+  if e and ref_contiguous and ref_contiguous > 0 and e / ref_contiguous > t.bw then
+    t.bw = e / ref_contiguous
+    dram = ("x%.3f DRAM (measured %.1f GB/s / the H200's %.1f)"):format(t.bw, e / 1e9, ref_contiguous / 1e9)
+  end
+  local basis = ("carried from the H200's measured profile: %s, %s"):format(gemm, dram)
   if M.flash_ratio(g, ref) ~= 1 then
     basis = basis .. (", flash attention x%.3f (FlashAttention-2 on %s / on %s x%.2f)"):format(
-      t.attention.flash, g.arch, ref.arch, M.flash_ratio(g, ref))
+      t.attention.flash, (M.flash_key(g):gsub("_", " ")), ref.arch, M.flash_ratio(g, ref))
   end
   return t, basis, raised and true or false
 end

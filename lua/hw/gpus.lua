@@ -50,6 +50,15 @@
 --                        826.3 its GEMMs reach inside a step), so it is a lower bound on the in-step
 --                        plateau: a carried bf16/fp16 GEMM curve that tops out below it is raised
 --                        to it (lua/hw/carry.lua)
+--   step_matmul_bf16     optional: a bf16 GEMM rate (FLOP/s) measured on this GPU inside a model's forward
+--                        (its GEMMs between other kernels, as in a step), where one is published; like
+--                        sustained_matmul_bf16 a lower bound on the in-step plateau, and the larger of
+--                        the two raises the carried bf16/fp16 curve (lua/hw/carry.lua)
+--   measured_elementwise_bw  optional: the DRAM-bound rate (bytes read + written per second) of a large
+--                        contiguous elementwise op (torch add) measured on this GPU, where one is
+--                        published. Where it is above the rate the reference's own best contiguous op
+--                        carries to by the DRAM bandwidth ratio, every memory-bound class's ratio is
+--                        raised to it (lua/hw/carry.lua), as sustained_matmul_bf16 raises the GEMMs'
 --   kind                 for each figure of FIGURES below, how it was obtained:
 --                          "measured"  read off the card (deviceQuery, torch, nvidia-smi; ours or a
 --                                      published record, named in source),
@@ -134,7 +143,11 @@ return {
     nvlink = false,
     p2p = false,
     tdp_w = 450,
+    peak_clock_mhz = 2520,               -- 165.2 TFLOP/s / (128 SMs x 512 dense FLOP/clk), the boost clock
+    step_clock_mhz = 2615,               -- published: FP32 FMA 85.70 TFLOP/s / (128 SMs x 128 lanes x 2)
     sustained_matmul_bf16 = 160.11e12,   -- published: 8192^3 bf16 torch.matmul, 20 min at the 450 W limit
+    measured_elementwise_bw = 920.7e9,   -- published: fp32 torch add, 91 % of 1008 GB/s
+    step_matmul_bf16 = 165.0e12,         -- published: bf16 GEMMs of a LLaMA MLP forward (source below)
     kind = { memory_bytes = "datasheet", usable_bytes = "measured", cuda_context_bytes = "carried",
              mem_bw_bytes_per_s = "datasheet", peak_flops = "datasheet", sm_count = "datasheet",
              l2_bytes = "datasheet", nvlink = "datasheet", tdp_w = "datasheet" },
@@ -150,6 +163,27 @@ return {
       p2p = "no NVLink; GeForce Ada drivers report no PCIe peer access (issue 5 of this project)",
       cuda_context_bytes = "estimate from measured H200 value (header of this file), not measured on a 4090",
       tdp_w = "RTX 4090 product page: 450 W total graphics power",
+      peak_clock_mhz = "derived: the whitepaper's dense 165.2 TFLOP/s over 128 SMs x 512 FLOP/clk (GeForce Ada's "
+        .. "half-rate FP32 accumulate) = 2520 MHz, its boost clock",
+      step_clock_mhz = "published: xytpai/nvbench README (standard/single_precision_compute.cu), RTX 4090 FP32 "
+        .. "85.7015 TFLOP/s = 128 SMs x 128 lanes x 2 FLOP x 2615 MHz, a lower bound on the clock of a short "
+        .. "compute-bound kernel; a tensor-core kernel agrees: FlashAttention-2's published 169.28 TFLOP/s on an "
+        .. "RTX 4090 (apache/tvm tl_doc/flash_perf.md) needs at least 2583 MHz. Held busy at its 450 W limit "
+        .. "the card runs 2488 MHz (sustained_matmul_bf16's report); the dual-4090 throughput rows drew at most "
+        .. "400 W (fsdp_qlora benchmarks_03_2024.md), below the limit",
+      measured_elementwise_bw = "the sustained_matmul_bf16 report below: fp32 elementwise torch add 920.7 GB/s "
+        .. "(91 % of 1008); xytpai/nvbench README (standard/global_memory_bandwidth.cu) agrees: RTX 4090 920.2-921.9 "
+        .. "GB/s for float1-float16 copies. Above the 877 GB/s that the H200's best contiguous op (4177.0 of its "
+        .. "4800 GB/s, 87 %) carries to by the DRAM ratio, so every memory-bound class's ratio is raised to "
+        .. "920.7 / 4177.0 (lua/hw/carry.lua)",
+      step_matmul_bf16 = "published: Liger-Kernel benchmark/data/all_benchmark_data.csv (liger 0.6.3, 2025-11-11; commit 2120862b), "
+        .. "NVIDIA GeForce RTX 4090, tiled_swiglu, provider liger (LigerSwiGLUMLP: gate_proj, up_proj, one fused "
+        .. "SiLU-mul kernel, down_proj), bf16, batch 2, hidden 2048, intermediate 4096, forward at seq T = 16384: 10.871 ms "
+        .. "(triton do_bench median). Three GEMMs of 2 x 32768 x 2048 x 4096 FLOP = 1.649 TFLOP; the fused kernel "
+        .. "reads two and writes one [32768, 4096] bf16 tensor (805 MB, 268 MB each, over twice the 72 MB L2), 0.875 ms "
+        .. "at measured_elementwise_bw; the GEMMs 9.996 ms = 165.0 TFLOP/s. The smaller T (tensors within 2x the L2) "
+        .. "give 165.1-168.3 but may read part of the fused kernel's input from L2, so are not used. Above "
+        .. "sustained_matmul_bf16 (held at the 450 W limit), so the carry takes it",
       sustained_matmul_bf16 = "published RTX 4090 measurement report 'HW2.5 Metrics - Precision, Bandwidth, and the Cost of "
         .. "Attention' (GPU UUID GPU-b60240a9-31a3-126f-751f-afc1dcc1d73f, PyTorch 2.11.0+cu128, power limit 450 W, "
         .. "2026-09-10): 8192x8192x8192 bf16 torch.matmul held "

@@ -58,7 +58,8 @@ function M.text(detail)
   add("figures: measured on that GPU, or the H200's measured fractions of peak carried to it through")
   add("these peaks, its SM count and DRAM bandwidth (docs/step-time.md); never sparse or boost figures.")
   add("GEMM: its sustained matmul: the carried GEMM rate is raised to the best matmul measured on that")
-  add("GPU held busy (sustained_matmul_bf16), a lower bound on its in-step plateau.")
+  add("GPU held busy (sustained_matmul_bf16) or inside a model's forward (step_matmul_bf16), a lower")
+  add("bound on its in-step plateau.")
   if detail then
     for _, k in ipairs(names) do
       add("")
