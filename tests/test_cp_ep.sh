@@ -130,6 +130,50 @@ sys.exit(0 if d['fits'] and abs(d['tokens_per_s'] - want) <= 0.01 * want else 1)
 then ok "tp 2 x cp 2: runs; the job's tokens/s is one 4096-token sequence a step"
 else fail "tp 2 x cp 2" "$(head -3 "$TMP/tpcp.err")"; fi
 
+# ---- under torch.compile the ring's backward stays the ring's ----------------------------------
+# the compiled layer's fused kernels move only what they materialize, but the backward's k, v
+# all-gather, its dk, dv ring (cp x the fp32 pair: 2 x 2 x 8388608 x 4 = 134217728 bytes at cp 2)
+# and its fp32 buffers are NCCL's and the ring's, as in eager: same bytes and workspace either way
+for c in false true; do
+  "$VRSIM" "$TMP/cp.lua" --set compile=$c --out "$TMP/c$c" --alloc-trace "$TMP/c$c.csv" >/dev/null 2>&1
+  python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d['traceEvents'] if isinstance(d, dict) else d
+print(' '.join(sorted('%s=%d' % (e['name'].split('.')[-2].split(' ')[0], e['args']['bytes']) for e in ev
+                      if 'dur' in e and e.get('args', {}).get('step') == 1
+                      and e['name'].startswith('layers.0.self_attn.cp_') and e['name'].endswith('(backward).backward'))))" \
+    "$TMP/c$c/trace.json" >"$TMP/c$c.txt"
+  awk -F, '$3 == "alloc" && $7 == "layers.0.self_attn.ring_attention.backward" { n += $5 } END { print n + 0 }' \
+    "$TMP/c$c.csv" >>"$TMP/c$c.txt"
+done
+if [ "$(head -1 "$TMP/ctrue.txt")" = "cp_dkv_send=134217728 cp_kv_all_gather=67108864" ] \
+   && [ "$(tail -1 "$TMP/ctrue.txt")" = "$(tail -1 "$TMP/cfalse.txt")" ] && [ "$(tail -1 "$TMP/ctrue.txt")" -gt 0 ]
+then ok "compile: the ring's backward exchanges keep their bytes (134217728, 67108864) and its workspace ($(tail -1 "$TMP/ctrue.txt") bytes, as eager)"
+else fail "compile: the ring's backward" "$(cat "$TMP/cfalse.txt" "$TMP/ctrue.txt")"; fi
+
+# ---- model.repeat_kv: torchtitan's Llama repeats k, v to every query head before SDPA ----------
+# Llama 3 8B's 8 key-value heads, one layer, cp 2: the ring gathers 2 x (k, v) of the rank's 2048
+# tokens, 8 heads x 128 in bf16 (16777216 bytes), or of all 32 query heads with repeat_kv
+# (67108864), which the repeat copies (16777216 bytes each for k and v) make
+cat >"$TMP/gqa.lua" <<'EOS'
+return { hardware = { gpu = "h100", count = 2 }, model = { layers = 1 },
+         training = { seq = 4096, steps = 2, precision = "bf16", parallel = { cp = 2 } } }
+EOS
+for rk in false true; do
+  "$VRSIM" "$TMP/gqa.lua" --set model.config=scenarios/configs/llama-3-8b.json --set model.repeat_kv=$rk \
+    --out "$TMP/r$rk" --alloc-trace "$TMP/r$rk.csv" >/dev/null 2>&1
+  awk -F, '$3 == "alloc" && ($7 ~ /self_attn.cp_kv_all_gather$/ || $7 ~ /repeat_[kv]$/) && !seen[$7]++ { printf "%s=%s ", $7, $5 }' \
+    "$TMP/r$rk.csv" >"$TMP/r$rk.txt"
+done
+if [ "$(cat "$TMP/rfalse.txt")" = "layers.0.self_attn.cp_kv_all_gather=16777216 " ] \
+   && [ "$(cat "$TMP/rtrue.txt")" = "layers.0.repeat_k=16777216 layers.0.repeat_v=16777216 layers.0.self_attn.cp_kv_all_gather=67108864 " ]
+then ok "model.repeat_kv: k, v repeated to the 32 query heads, the ring's all-gather 4 x (67108864 bytes against 16777216)"
+else fail "model.repeat_kv" "$(cat "$TMP/rfalse.txt"; echo; cat "$TMP/rtrue.txt")"; fi
+run rkv "$TMP/gqa.lua" --no-files --set model.config=scenarios/configs/gemma-2-9b.json --set model.repeat_kv=true \
+  --set parallel.cp=1 --set count=1
+expect "model.repeat_kv on Gemma 2: exit 2 naming it" 2 'model.repeat_kv = true: modelled for the families whose attention is Llama.s .*not for gemma2'
+
 # ---- torchtitan's published context-parallel runs (tests/data/published_cp.tsv): each runs as laid
 # out (compile and float8 under FSDP2, on the 96 GB HBM2e H100 at 500 W those runs had); vrsim's
 # tokens/s printed beside the published figure with the median |error|, not held to a band here:

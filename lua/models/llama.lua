@@ -387,8 +387,11 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   -- otherwise, and always for eager, repeat_kv copies them to every query head. cuDNN and flash
   -- attention take GQA (sdp_utils.cpp: check_batch_size_and_num_heads_dense<true>); the
   -- memory-efficient kernel does not, and PyTorch then falls back to its math path.
+  -- model.repeat_kv: torchtitan's Llama (models/llama/model.py, repeat_kv before
+  -- F.scaled_dot_product_attention) repeats them always, so SDPA, and ring attention under
+  -- context parallelism, takes keys and values of every query head.
   local grouped = a.kv_heads ~= a.heads
-  local enable_gqa = grouped and r.attention ~= "eager" and not sdpa_mask
+  local enable_gqa = grouped and r.attention ~= "eager" and not sdpa_mask and not r.repeat_kv
   if enable_gqa and attn_impl == "mem_efficient" then
     error(("%s: grouped-query attention with SDPA's memory-efficient kernel (fp32, forced, or a GPU "
            .. "before Ampere) runs "

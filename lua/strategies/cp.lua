@@ -91,11 +91,14 @@ function C.refusal(fam, mc, t, cp, tp, attention)
 end
 
 -- A view of x whose backward op is a collective of the cp group (kind, bytes): the backward's
--- exchanges, which run before the ring attention's backward kernels.
+-- exchanges, which run before the ring attention's backward kernels. compile_extern: under
+-- torch.compile the collective stays NCCL's (a functional collective in the graph), never part of
+-- an Inductor kernel, so a compiled layer keeps its bytes (lua/strategies/compile.lua).
 local function backward_exchange(cx, name, x, kind, bytes, g)
   local v = nn.view(cx, x, x.shape, name)
   nn.op(cx, { name = name, kind = "none", inputs = { x }, out_tensors = { v }, grads = { { pass = 1 } },
-              bwd_kind = kind, bytes = 0, bwd_bytes = bytes, world = g.size, per_node = g.per_node })
+              bwd_kind = kind, bytes = 0, bwd_bytes = bytes, world = g.size, per_node = g.per_node,
+              compile_extern = true })
   return v
 end
 
@@ -170,7 +173,9 @@ function C.ring_attention(cx, name, q, k, v, g, backend)
   end
   if gathered then nn.release(cx, { gathered }, name .. ": ring attention returns (the gathered k, v)") end
   -- the node autograd records: the output cast back; its backward the ring's. What it keeps is
-  -- SDPA's: q, k, v (the local ones), the output and the logsumexp.
+  -- SDPA's: q, k, v (the local ones), the output and the logsumexp. compile_extern: under
+  -- torch.compile its backward is still the ring's flash kernels, exchanges and fp32 buffers (the
+  -- DTensor dispatch traced into the graph), not a fused kernel without workspace.
   local total = cp * block / 2
   local acc = qn * 4 + 2 * kvn * 4                        -- fp32 dq, dk, dv accumulators
   local ring = 2 * (2 * kvn * 4)                          -- the dk, dv cat sent and the one received
@@ -183,7 +188,7 @@ function C.ring_attention(cx, name, q, k, v, g, backend)
                                  saves = { q, k, v }, save_outs = { 1, 2 },
                                  bwd_kind = kind, bwd_flops = 2.5 * total, flops = qn,
                                  bwd_workspace = { acc + ring + step + kvx }, bwd_workspace_first = true,
-                                 dtype = dt })
+                                 dtype = dt, compile_extern = true })
   nn.release(cx, { lse_out }, name .. ": the logsumexp (kept by autograd)")
   -- backward's exchanges: k, v again (the rotater's), then the dk, dv ring (cp passes of fp32)
   if g.rotate == "allgather" then
