@@ -120,6 +120,29 @@ if [ "$(cat "$TMP/m0.txt")" = 148176896/11 ] && [ "$(cat "$TMP/m3.txt")" = 16108
 then ok "the merges' eager kernels: 148176896 bytes in 11 (a partial update, rank 0), 161087488 in 9 (rank 3)"
 else fail "the merges' bytes/kernels: rank 0 $(cat "$TMP/m0.txt"), rank 3 $(cat "$TMP/m3.txt")"; fi
 
+# ---- the ring backward's own adds, cats and casts (_templated_ring_attention_backward) ----------
+# cp 4, N = 4194304 elements in q and in each of k, v: eager, rank 0 (every later step on q's
+# second half): the final casts 18N, zeros, v's copy and the cat 24N, step 0 46N, steps 1-2 a
+# dropped k, v cat 8N and 49N each, step 3 49N: 251N in 28 kernels; rank 3 (every later step on
+# the first half of k, v: the adds into that half and the cats back) 260N in 31. Compiled, rank 0:
+# each step's adds and cats fused into two kernels, no zeros, no dropped cat: 127N in 10. The
+# forward's dropped cats (steps 1 and 2) are eager's only
+for v in "0 false" "3 false" "0 true"; do
+  set -- $v
+  "$VRSIM" "$TMP/cp.lua" --set count=4 --set parallel.cp=4 --set rank=$1 --set compile=$2 --out "$TMP/g$1$2" >/dev/null 2>&1
+  python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d['traceEvents'] if isinstance(d, dict) else d
+w = [e['args'] for e in ev if 'dur' in e and e.get('args', {}).get('step') == 1
+     and e['name'] == 'layers.0.self_attn.cp_grad_accumulate.backward']
+cats = {e['name'] for e in ev if 'dur' in e and e['name'].startswith('layers.0.self_attn.cp_kv_cat_step')}
+print('%d/%d/%d' % (w[0]['bytes'], w[0]['kernels'], len(cats)) if w else 'none')" "$TMP/g$1$2/trace.json" >>"$TMP/gacc.txt"
+done
+if [ "$(tr '\n' ' ' <"$TMP/gacc.txt")" = "1052770304/28/2 1090519040/31/2 532676608/10/0 " ]
+then ok "the ring backward's elementwise work: 251N in 28 kernels (rank 0), 260N in 31 (rank 3), 127N in 10 compiled; the dropped k, v cats eager only"
+else fail "the ring backward's elementwise work (bytes/kernels/forward cats)" "$(cat "$TMP/gacc.txt")"; fi
+
 # ---- with tensor parallelism: attention on heads/tp, the sequence s/cp/tp between blocks --------
 "$VRSIM" "$TMP/cp.lua" --no-files --json --set count=4 --set parallel.tp=2 >"$TMP/tpcp.json" 2>"$TMP/tpcp.err"
 if python3 -c "

@@ -102,6 +102,55 @@ local function backward_exchange(cx, name, x, kind, bytes, g)
   return v
 end
 
+-- _templated_ring_attention_backward's own elementwise work on its fp32 buffers (bytes moved in
+-- `kernels` kernels), as a view of x whose backward op it is: it runs beside the ring's kernels.
+-- compile_extern: the bytes given are already what a compiled graph's fused kernels move.
+local function backward_elementwise(cx, name, x, bytes, kernels)
+  local v = nn.view(cx, x, x.shape, name)
+  nn.op(cx, { name = name, kind = "none", inputs = { x }, out_tensors = { v }, grads = { { pass = 1 } },
+              bwd_kind = "elementwise", bytes = 0, bwd_bytes = bytes, bwd_kernels = kernels, dtype = "fp32",
+              compile_extern = true })
+  return v
+end
+
+-- The bytes and kernels of that work for a rank r of cp over q's qn and k's kvn elements in
+-- dtype size sz. Eager, each statement its kernel(s): zeros_like for the fp32 dq, dk, dv; the
+-- local k, v made contiguous and catted for the rotater (v a transposed view: one copy and the
+-- cat); every step but the last the arriving k, v catted again (the allgather rotater drops it);
+-- each step's dk_, dv_ added into the fp32 pair (read 4 + sz, write 4 bytes an element), or,
+-- where only the first half of k, v took part (0 < i <= r), added into that half and the halves
+-- catted back (_partial_update: 8 bytes an element more); the pair catted to be passed on (16);
+-- dq_ added likewise (its second half and the cat where i > r); at the end dq and the last dk, dv
+-- cast to q's dtype. Compiled, Inductor fuses each step's adds and cats into the kernel that
+-- writes the pair passed on and the one that updates dq, and the zeros into their first add; the
+-- rotater's dropped cat is dead code.
+function C.backward_work(cp, r, qn, kvn, sz, compiled, alltoall)
+  local acc = 8 + sz                                        -- x += y_, x fp32, y_ in q's dtype
+  local bytes, kernels = (4 + sz) * (qn + 2 * kvn), 2       -- the final casts
+  if not compiled then
+    bytes = bytes + 4 * qn + 8 * kvn + 3 * 2 * kvn * sz     -- zeros_like x3; v.contiguous(), the cat
+    kernels = kernels + 5
+  end
+  for i = 0, cp - 1 do
+    local half_kv, half_q = i > 0 and i <= r, i > r
+    if i > 0 and i < cp - 1 and (alltoall or not compiled) then
+      bytes, kernels = bytes + 2 * 2 * kvn * sz, kernels + 1 -- the arriving k, v catted
+    end
+    if compiled then
+      -- the received pair (or none at step 0) plus dk_, dv_ in, the pair passed on out; dq
+      -- read, dq_ (or its half) read, dq written
+      bytes = bytes + (i > 0 and 8 or 0) * kvn + (half_kv and sz / 2 or sz) * 2 * kvn + 8 * kvn
+              + 8 * qn + (half_q and sz / 2 or sz) * qn
+      kernels = kernels + 2
+    else
+      bytes = bytes + (half_kv and acc / 2 + 8 or acc) * 2 * kvn + 16 * kvn
+              + (half_q and acc / 2 + 8 or acc) * qn
+      kernels = kernels + (half_kv and 4 or 2) + 1 + (half_q and 2 or 1)
+    end
+  end
+  return bytes, kernels
+end
+
 -- Ring attention of the local q (b, heads, s/cp, d) over the cp group's keys and values, k and v
 -- (b, kv_heads, s/cp, d). g: { size, rank (this rank's place in the group), per_node, rotate }.
 -- backend: the SDPA kernel ("cudnn", "flash", "mem_efficient"). Returns the output in q's layout.
@@ -144,7 +193,16 @@ function C.ring_attention(cx, name, q, k, v, g, backend)
       src = nn.op(cx, { name = ("%s.cp_kv_send_step%d"):format(name, i), kind = "send", inputs = { held },
                         grads = none(1), outs = { { ("%s.cp_kv_step%d"):format(name, i), { 2 * kvn }, dt, no_grad = true } },
                         bytes = kv_bytes, world = cp, per_node = g.per_node })
-      held = src
+    end
+    -- `if i < size - 1: next_kv = torch.cat([key.flatten(), value.flatten()])` of the arriving
+    -- k, v, every step but the last: what alltoall sends on; the allgather rotater has gathered
+    -- already and drops it, so that a compiled graph never makes it (dead code), eager does
+    if i < cp - 1 and (not gathered or not cx.compiling) then
+      local nxt = nn.op(cx, { name = ("%s.cp_kv_cat_step%d"):format(name, i), kind = "copy", inputs = { src },
+                              grads = none(1), outs = { { ("%s.cp_kv_next%d"):format(name, i), { 2 * kvn }, dt, no_grad = true } },
+                              bytes = 2 * kv_bytes })
+      if gathered then nn.release(cx, { nxt }, name .. ": the allgather rotater drops the cat") end
+      held = nxt
     end
     -- i <= r: all of q over the first half of the arriving k, v; i > r: q's second half over all
     local partial = i > r
@@ -190,6 +248,9 @@ function C.ring_attention(cx, name, q, k, v, g, backend)
                                  bwd_workspace = { acc + ring + step + kvx }, bwd_workspace_first = true,
                                  dtype = dt, compile_extern = true })
   nn.release(cx, { lse_out }, name .. ": the logsumexp (kept by autograd)")
+  -- the backward's adds, cats and casts on its fp32 buffers, beside its kernels
+  local wb, wk = C.backward_work(cp, r, qn, kvn, sz, cx.compiling, g.rotate == "alltoall")
+  y = backward_elementwise(cx, name .. ".cp_grad_accumulate", y, wb, wk)
   -- backward's exchanges: k, v again (the rotater's), then the dk, dv ring (cp passes of fp32)
   if g.rotate == "allgather" then
     y = backward_exchange(cx, name .. ".cp_kv_all_gather (backward)", y, "all_gather", cp * kv_bytes, g)
