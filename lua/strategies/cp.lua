@@ -32,13 +32,16 @@
 --   alltoall: cp exchanges), casting them back at the end.
 --
 -- The ops: the cat and the exchange on the compute stream, a fused-attention op and a merge per
--- step (torch issues each exchange asynchronously and waits for it at the step that reads it, so
--- it can overlap the step before; here it runs ahead of that step, and the step time counts it
--- whole), then the node that autograd records
--- (the final cast; its backward the cp steps' SDPA backward at their summed FLOPs, with the
--- buffers above as its workspace), and two views on its output whose backward ops are the
--- backward's exchanges (they run just before the node's backward, as the backward's
--- all-gather and ring do before and beside its kernels).
+-- step, and the cat of the arriving k, v each step but the last (torch issues each exchange
+-- asynchronously and waits for it at the step that reads it, so it can overlap the step before;
+-- here it runs ahead of that step, and the step time counts it whole), then the node that
+-- autograd records (the final cast; its backward the cp steps' SDPA backward at their summed
+-- FLOPs, with the buffers above as its workspace), and three views on its output whose backward
+-- ops are the backward's own adds, cats and casts on those buffers and its two exchanges (they
+-- run just before the node's backward, as the backward's all-gather and ring do before and
+-- beside its kernels). Under torch.compile (torchtitan compiles each block with fullgraph=True,
+-- the DTensor dispatch traced into the graph) the exchanges and the backward stay as they are
+-- eager; the merges fuse, and the allgather rotater's dropped cats are dead code.
 local nn = require "vrsim.nn"
 
 local C = {}
@@ -266,7 +269,8 @@ function C.notes(cp, rotate, rank)
   return {
     ("context parallelism over %d ranks (torch's ring attention, rotate method %s, head-tail load balance): "
      .. "each rank runs s/%d tokens, this rank (cp %d) its chunks %d and %d; the ring's exchanges timed ahead "
-     .. "of their step (not overlapped), its backward kernels priced as one at their summed FLOPs; the loss's "
+     .. "of their step (not overlapped), its backward kernels priced as one at their summed FLOPs, its adds and casts "
+     .. "on the fp32 buffers as one elementwise op; the loss's "
      .. "all-reduce over cp not an op"):format(cp, rotate, cp, rank,
      rank, 2 * cp - 1 - rank),
   }
