@@ -143,6 +143,22 @@ if [ "$(tr '\n' ' ' <"$TMP/gacc.txt")" = "1052770304/28/2 1090519040/31/2 532676
 then ok "the ring backward's elementwise work: 251N in 28 kernels (rank 0), 260N in 31 (rank 3), 127N in 10 compiled; the dropped k, v cats eager only"
 else fail "the ring backward's elementwise work (bytes/kernels/forward cats)" "$(cat "$TMP/gacc.txt")"; fi
 
+# ---- against the oracle's captures of torch's ring attention (validation/oracle/capture_cp.py) ---
+# ranks 0 and 1 of cp 2, Llama-2-7B's shapes cut to two layers, 256 tokens, FSDP2 over the two:
+# the live bytes after the build, after step 1's forward and at its peak within 16 KiB of the
+# capture's (the batch: the capture makes it afresh each step and context_parallel shards it,
+# docs/oracle.md), the ring's workspaces standing for its buffers. Rank 0's merged output comes
+# from a torch.cat (every step after the first updates q's second half), so the attention's
+# transpose(1, 2).contiguous() copies it, 1 MiB a layer that o_proj keeps; rank 1's does not
+for n in llama2_7b_l2_bf16_cp2 llama2_7b_l2_bf16_cp2_rank1; do
+  python3 validation/oracle/compare.py --quiet --vrsim "$VRSIM" --expect validation/oracle/expected/$n.txt \
+    validation/oracle/captures/$n.jsonl.gz validation/oracle/scenarios/$n.lua >"$TMP/$n.cmp" 2>&1
+  d=$(grep -E 'after build|after forward|step 1 peak' "$TMP/$n.cmp" | sed -E 's/.*\(([-+]?[0-9]+) bytes\).*/\1/')
+  if [ "$(printf '%s\n' "$d" | awk '$1 >= -16384 && $1 <= 16384' | wc -l)" -eq 3 ]; then
+    ok "$n: live bytes after build, after forward, at step 1's peak within 16 KiB of the capture's ($(echo $d) B)"
+  else fail "$n: live bytes beside the capture's" "$(cat "$TMP/$n.cmp")"; fi
+done
+
 # ---- with tensor parallelism: attention on heads/tp, the sequence s/cp/tp between blocks --------
 "$VRSIM" "$TMP/cp.lua" --no-files --json --set count=4 --set parallel.tp=2 >"$TMP/tpcp.json" 2>"$TMP/tpcp.err"
 if python3 -c "

@@ -497,6 +497,14 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
     ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
                       outs = { { pre .. ".attn_out_t", { b, s, a.heads * hd }, ao.dtype } },
                       grads = { { pass = 1 } } })
+  elseif cx.cp and r.attention ~= "eager" and cx.cp.rank < cx.cp.size - 1 then
+    -- ring attention's output (strategies/cp.lua): on every rank but the last some step updates
+    -- only q's second half, and _SDPAMerger's _partial_update cats the halves back, so the merged
+    -- output is contiguous in (b, heads, s, d) and the transpose(1, 2).contiguous() copies it, a
+    -- copy o_proj keeps (oracle capture llama2_7b_l2_bf16_cp2, rank 0: a clone after each ring)
+    ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
+                      outs = { { pre .. ".attn_out_t", { b, s, a.heads * hd }, ao.dtype } },
+                      grads = { { pass = 1 } } })
   else
     ao2 = nn.view(cx, ao, { b, s, a.heads * hd })
   end
