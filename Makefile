@@ -134,3 +134,4 @@ oracle:
 	@$(ORACLE_PYTHON) -c "import torch, transformers" 2>/dev/null || { echo "make oracle: $(ORACLE_PYTHON) cannot import torch and transformers"; exit 2; }
 	@set -e; for s in validation/oracle/specs/*.json; do $(ORACLE_PYTHON) validation/oracle/capture.py $$s; done
 	@set -e; for s in validation/oracle/specs_tp/*.json; do $(ORACLE_PYTHON) validation/oracle/capture_tp.py $$s; done
+	@set -e; for s in validation/oracle/specs_cp/*.json; do $(ORACLE_PYTHON) validation/oracle/capture_cp.py $$s; done

@@ -7,8 +7,8 @@
 -- "allgather" rotate method) and merges the four partial outputs (lua/strategies/cp.lua).
 --
 -- vrsim's answer: 131072 tokens fit with CP 4 (76.2 GiB reserved of 78.4: the logits' fp32
--- log-softmax of the rank's 32768 tokens over the 128256-entry vocabulary is the peak), 13.3 s a
--- step, 2473 tokens/s per GPU. Without CP (FSDP2 over all 8) the longest that fits is 34370
+-- log-softmax of the rank's 32768 tokens over the 128256-entry vocabulary is the peak), 13.4 s a
+-- step, 2438 tokens/s per GPU. Without CP (FSDP2 over all 8) the longest that fits is 34370
 -- tokens (vrsim maxbatch ... --field seq --set parallel.cp=1); 65536 does not. CP 8 fits 262144.
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):

@@ -120,6 +120,45 @@ if [ "$(cat "$TMP/m0.txt")" = 148176896/11 ] && [ "$(cat "$TMP/m3.txt")" = 16108
 then ok "the merges' eager kernels: 148176896 bytes in 11 (a partial update, rank 0), 161087488 in 9 (rank 3)"
 else fail "the merges' bytes/kernels: rank 0 $(cat "$TMP/m0.txt"), rank 3 $(cat "$TMP/m3.txt")"; fi
 
+# ---- the ring backward's own adds, cats and casts (_templated_ring_attention_backward) ----------
+# cp 4, N = 4194304 elements in q and in each of k, v: eager, rank 0 (every later step on q's
+# second half): the final casts 18N, zeros, v's copy and the cat 24N, step 0 46N, steps 1-2 a
+# dropped k, v cat 8N and 49N each, step 3 49N: 251N in 28 kernels; rank 3 (every later step on
+# the first half of k, v: the adds into that half and the cats back) 260N in 31. Compiled, rank 0:
+# each step's adds and cats fused into two kernels, no zeros, no dropped cat: 127N in 10. The
+# forward's dropped cats (steps 1 and 2) are eager's only
+for v in "0 false" "3 false" "0 true"; do
+  set -- $v
+  "$VRSIM" "$TMP/cp.lua" --set count=4 --set parallel.cp=4 --set rank=$1 --set compile=$2 --out "$TMP/g$1$2" >/dev/null 2>&1
+  python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d['traceEvents'] if isinstance(d, dict) else d
+w = [e['args'] for e in ev if 'dur' in e and e.get('args', {}).get('step') == 1
+     and e['name'] == 'layers.0.self_attn.cp_grad_accumulate.backward']
+cats = {e['name'] for e in ev if 'dur' in e and e['name'].startswith('layers.0.self_attn.cp_kv_cat_step')}
+print('%d/%d/%d' % (w[0]['bytes'], w[0]['kernels'], len(cats)) if w else 'none')" "$TMP/g$1$2/trace.json" >>"$TMP/gacc.txt"
+done
+if [ "$(tr '\n' ' ' <"$TMP/gacc.txt")" = "1052770304/28/2 1090519040/31/2 532676608/10/0 " ]
+then ok "the ring backward's elementwise work: 251N in 28 kernels (rank 0), 260N in 31 (rank 3), 127N in 10 compiled; the dropped k, v cats eager only"
+else fail "the ring backward's elementwise work (bytes/kernels/forward cats)" "$(cat "$TMP/gacc.txt")"; fi
+
+# ---- against the oracle's captures of torch's ring attention (validation/oracle/capture_cp.py) ---
+# ranks 0 and 1 of cp 2, Llama-2-7B's shapes cut to two layers, 256 tokens, FSDP2 over the two:
+# the live bytes after the build, after step 1's forward and at its peak within 16 KiB of the
+# capture's (the batch: the capture makes it afresh each step and context_parallel shards it,
+# docs/oracle.md), the ring's workspaces standing for its buffers. Rank 0's merged output comes
+# from a torch.cat (every step after the first updates q's second half), so the attention's
+# transpose(1, 2).contiguous() copies it, 1 MiB a layer that o_proj keeps; rank 1's does not
+for n in llama2_7b_l2_bf16_cp2 llama2_7b_l2_bf16_cp2_rank1; do
+  python3 validation/oracle/compare.py --quiet --vrsim "$VRSIM" --expect validation/oracle/expected/$n.txt \
+    validation/oracle/captures/$n.jsonl.gz validation/oracle/scenarios/$n.lua >"$TMP/$n.cmp" 2>&1
+  d=$(grep -E 'after build|after forward|step 1 peak' "$TMP/$n.cmp" | sed -E 's/.*\(([-+]?[0-9]+) bytes\).*/\1/')
+  if [ "$(printf '%s\n' "$d" | awk '$1 >= -16384 && $1 <= 16384' | wc -l)" -eq 3 ]; then
+    ok "$n: live bytes after build, after forward, at step 1's peak within 16 KiB of the capture's ($(echo $d) B)"
+  else fail "$n: live bytes beside the capture's" "$(cat "$TMP/$n.cmp")"; fi
+done
+
 # ---- with tensor parallelism: attention on heads/tp, the sequence s/cp/tp between blocks --------
 "$VRSIM" "$TMP/cp.lua" --no-files --json --set count=4 --set parallel.tp=2 >"$TMP/tpcp.json" 2>"$TMP/tpcp.err"
 if python3 -c "
@@ -129,6 +168,50 @@ want = 4096 / (d['step_time_ms'] / 1e3)
 sys.exit(0 if d['fits'] and abs(d['tokens_per_s'] - want) <= 0.01 * want else 1)" "$TMP/tpcp.json"
 then ok "tp 2 x cp 2: runs; the job's tokens/s is one 4096-token sequence a step"
 else fail "tp 2 x cp 2" "$(head -3 "$TMP/tpcp.err")"; fi
+
+# ---- under torch.compile the ring's backward stays the ring's ----------------------------------
+# the compiled layer's fused kernels move only what they materialize, but the backward's k, v
+# all-gather, its dk, dv ring (cp x the fp32 pair: 2 x 2 x 8388608 x 4 = 134217728 bytes at cp 2)
+# and its fp32 buffers are NCCL's and the ring's, as in eager: same bytes and workspace either way
+for c in false true; do
+  "$VRSIM" "$TMP/cp.lua" --set compile=$c --out "$TMP/c$c" --alloc-trace "$TMP/c$c.csv" >/dev/null 2>&1
+  python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d['traceEvents'] if isinstance(d, dict) else d
+print(' '.join(sorted('%s=%d' % (e['name'].split('.')[-2].split(' ')[0], e['args']['bytes']) for e in ev
+                      if 'dur' in e and e.get('args', {}).get('step') == 1
+                      and e['name'].startswith('layers.0.self_attn.cp_') and e['name'].endswith('(backward).backward'))))" \
+    "$TMP/c$c/trace.json" >"$TMP/c$c.txt"
+  awk -F, '$3 == "alloc" && $7 == "layers.0.self_attn.ring_attention.backward" { n += $5 } END { print n + 0 }' \
+    "$TMP/c$c.csv" >>"$TMP/c$c.txt"
+done
+if [ "$(head -1 "$TMP/ctrue.txt")" = "cp_dkv_send=134217728 cp_kv_all_gather=67108864" ] \
+   && [ "$(tail -1 "$TMP/ctrue.txt")" = "$(tail -1 "$TMP/cfalse.txt")" ] && [ "$(tail -1 "$TMP/ctrue.txt")" -gt 0 ]
+then ok "compile: the ring's backward exchanges keep their bytes (134217728, 67108864) and its workspace ($(tail -1 "$TMP/ctrue.txt") bytes, as eager)"
+else fail "compile: the ring's backward" "$(cat "$TMP/cfalse.txt" "$TMP/ctrue.txt")"; fi
+
+# ---- model.repeat_kv: torchtitan's Llama repeats k, v to every query head before SDPA ----------
+# Llama 3 8B's 8 key-value heads, one layer, cp 2: the ring gathers 2 x (k, v) of the rank's 2048
+# tokens, 8 heads x 128 in bf16 (16777216 bytes), or of all 32 query heads with repeat_kv
+# (67108864), which the repeat copies (16777216 bytes each for k and v) make
+cat >"$TMP/gqa.lua" <<'EOS'
+return { hardware = { gpu = "h100", count = 2 }, model = { layers = 1 },
+         training = { seq = 4096, steps = 2, precision = "bf16", parallel = { cp = 2 } } }
+EOS
+for rk in false true; do
+  "$VRSIM" "$TMP/gqa.lua" --set model.config=scenarios/configs/llama-3-8b.json --set model.repeat_kv=$rk \
+    --out "$TMP/r$rk" --alloc-trace "$TMP/r$rk.csv" >/dev/null 2>&1
+  awk -F, '$3 == "alloc" && ($7 ~ /self_attn.cp_kv_all_gather$/ || $7 ~ /repeat_[kv]$/) && !seen[$7]++ { printf "%s=%s ", $7, $5 }' \
+    "$TMP/r$rk.csv" >"$TMP/r$rk.txt"
+done
+if [ "$(cat "$TMP/rfalse.txt")" = "layers.0.self_attn.cp_kv_all_gather=16777216 " ] \
+   && [ "$(cat "$TMP/rtrue.txt")" = "layers.0.repeat_k=16777216 layers.0.repeat_v=16777216 layers.0.self_attn.cp_kv_all_gather=67108864 " ]
+then ok "model.repeat_kv: k, v repeated to the 32 query heads, the ring's all-gather 4 x (67108864 bytes against 16777216)"
+else fail "model.repeat_kv" "$(cat "$TMP/rfalse.txt"; echo; cat "$TMP/rtrue.txt")"; fi
+run rkv "$TMP/gqa.lua" --no-files --set model.config=scenarios/configs/gemma-2-9b.json --set model.repeat_kv=true \
+  --set parallel.cp=1 --set count=1
+expect "model.repeat_kv on Gemma 2: exit 2 naming it" 2 'model.repeat_kv = true: modelled for the families whose attention is Llama.s .*not for gemma2'
 
 # ---- torchtitan's published context-parallel runs (tests/data/published_cp.tsv): each runs as laid
 # out (compile and float8 under FSDP2, on the 96 GB HBM2e H100 at 500 W those runs had); vrsim's

@@ -387,8 +387,11 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   -- otherwise, and always for eager, repeat_kv copies them to every query head. cuDNN and flash
   -- attention take GQA (sdp_utils.cpp: check_batch_size_and_num_heads_dense<true>); the
   -- memory-efficient kernel does not, and PyTorch then falls back to its math path.
+  -- model.repeat_kv: torchtitan's Llama (models/llama/model.py, repeat_kv before
+  -- F.scaled_dot_product_attention) repeats them always, so SDPA, and ring attention under
+  -- context parallelism, takes keys and values of every query head.
   local grouped = a.kv_heads ~= a.heads
-  local enable_gqa = grouped and r.attention ~= "eager" and not sdpa_mask
+  local enable_gqa = grouped and r.attention ~= "eager" and not sdpa_mask and not r.repeat_kv
   if enable_gqa and attn_impl == "mem_efficient" then
     error(("%s: grouped-query attention with SDPA's memory-efficient kernel (fp32, forced, or a GPU "
            .. "before Ampere) runs "
@@ -491,6 +494,14 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
     -- rotary cat makes the query contiguous in (b, heads, s, d): the transpose is a copy, which
     -- o_proj keeps for its weight gradient while the kernel keeps its own output
     -- (fulltrace_gen4-phi3-mini-l4-b4: a 48 MiB copy after each attention, live to the backward)
+    ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
+                      outs = { { pre .. ".attn_out_t", { b, s, a.heads * hd }, ao.dtype } },
+                      grads = { { pass = 1 } } })
+  elseif cx.cp and r.attention ~= "eager" and cx.cp.rank < cx.cp.size - 1 then
+    -- ring attention's output (strategies/cp.lua): on every rank but the last some step updates
+    -- only q's second half, and _SDPAMerger's _partial_update cats the halves back, so the merged
+    -- output is contiguous in (b, heads, s, d) and the transpose(1, 2).contiguous() copies it, a
+    -- copy o_proj keeps (oracle capture llama2_7b_l2_bf16_cp2, rank 0: a clone after each ring)
     ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
                       outs = { { pre .. ".attn_out_t", { b, s, a.heads * hd }, ao.dtype } },
                       grads = { { pass = 1 } } })

@@ -32,13 +32,16 @@
 --   alltoall: cp exchanges), casting them back at the end.
 --
 -- The ops: the cat and the exchange on the compute stream, a fused-attention op and a merge per
--- step (torch issues each exchange asynchronously and waits for it at the step that reads it, so
--- it can overlap the step before; here it runs ahead of that step, and the step time counts it
--- whole), then the node that autograd records
--- (the final cast; its backward the cp steps' SDPA backward at their summed FLOPs, with the
--- buffers above as its workspace), and two views on its output whose backward ops are the
--- backward's exchanges (they run just before the node's backward, as the backward's
--- all-gather and ring do before and beside its kernels).
+-- step, and the cat of the arriving k, v each step but the last (torch issues each exchange
+-- asynchronously and waits for it at the step that reads it, so it can overlap the step before;
+-- here it runs ahead of that step, and the step time counts it whole), then the node that
+-- autograd records (the final cast; its backward the cp steps' SDPA backward at their summed
+-- FLOPs, with the buffers above as its workspace), and three views on its output whose backward
+-- ops are the backward's own adds, cats and casts on those buffers and its two exchanges (they
+-- run just before the node's backward, as the backward's all-gather and ring do before and
+-- beside its kernels). Under torch.compile (torchtitan compiles each block with fullgraph=True,
+-- the DTensor dispatch traced into the graph) the exchanges and the backward stay as they are
+-- eager; the merges fuse, and the allgather rotater's dropped cats are dead code.
 local nn = require "vrsim.nn"
 
 local C = {}
@@ -91,12 +94,64 @@ function C.refusal(fam, mc, t, cp, tp, attention)
 end
 
 -- A view of x whose backward op is a collective of the cp group (kind, bytes): the backward's
--- exchanges, which run before the ring attention's backward kernels.
+-- exchanges, which run before the ring attention's backward kernels. compile_extern: under
+-- torch.compile the collective stays NCCL's (a functional collective in the graph), never part of
+-- an Inductor kernel, so a compiled layer keeps its bytes (lua/strategies/compile.lua).
 local function backward_exchange(cx, name, x, kind, bytes, g)
   local v = nn.view(cx, x, x.shape, name)
   nn.op(cx, { name = name, kind = "none", inputs = { x }, out_tensors = { v }, grads = { { pass = 1 } },
-              bwd_kind = kind, bytes = 0, bwd_bytes = bytes, world = g.size, per_node = g.per_node })
+              bwd_kind = kind, bytes = 0, bwd_bytes = bytes, world = g.size, per_node = g.per_node,
+              compile_extern = true })
   return v
+end
+
+-- _templated_ring_attention_backward's own elementwise work on its fp32 buffers (bytes moved in
+-- `kernels` kernels), as a view of x whose backward op it is: it runs beside the ring's kernels.
+-- compile_extern: the bytes given are already what a compiled graph's fused kernels move.
+local function backward_elementwise(cx, name, x, bytes, kernels)
+  local v = nn.view(cx, x, x.shape, name)
+  nn.op(cx, { name = name, kind = "none", inputs = { x }, out_tensors = { v }, grads = { { pass = 1 } },
+              bwd_kind = "elementwise", bytes = 0, bwd_bytes = bytes, bwd_kernels = kernels, dtype = "fp32",
+              compile_extern = true })
+  return v
+end
+
+-- The bytes and kernels of that work for a rank r of cp over q's qn and k's kvn elements in
+-- dtype size sz. Eager, each statement its kernel(s): zeros_like for the fp32 dq, dk, dv; the
+-- local k, v made contiguous and catted for the rotater (v a transposed view: one copy and the
+-- cat); every step but the last the arriving k, v catted again (the allgather rotater drops it);
+-- each step's dk_, dv_ added into the fp32 pair (read 4 + sz, write 4 bytes an element), or,
+-- where only the first half of k, v took part (0 < i <= r), added into that half and the halves
+-- catted back (_partial_update: 8 bytes an element more); the pair catted to be passed on (16);
+-- dq_ added likewise (its second half and the cat where i > r); at the end dq and the last dk, dv
+-- cast to q's dtype. Compiled, Inductor fuses each step's adds and cats into the kernel that
+-- writes the pair passed on and the one that updates dq, and the zeros into their first add; the
+-- rotater's dropped cat is dead code.
+function C.backward_work(cp, r, qn, kvn, sz, compiled, alltoall)
+  local acc = 8 + sz                                        -- x += y_, x fp32, y_ in q's dtype
+  local bytes, kernels = (4 + sz) * (qn + 2 * kvn), 2       -- the final casts
+  if not compiled then
+    bytes = bytes + 4 * qn + 8 * kvn + 3 * 2 * kvn * sz     -- zeros_like x3; v.contiguous(), the cat
+    kernels = kernels + 5
+  end
+  for i = 0, cp - 1 do
+    local half_kv, half_q = i > 0 and i <= r, i > r
+    if i > 0 and i < cp - 1 and (alltoall or not compiled) then
+      bytes, kernels = bytes + 2 * 2 * kvn * sz, kernels + 1 -- the arriving k, v catted
+    end
+    if compiled then
+      -- the received pair (or none at step 0) plus dk_, dv_ in, the pair passed on out; dq
+      -- read, dq_ (or its half) read, dq written
+      bytes = bytes + (i > 0 and 8 or 0) * kvn + (half_kv and sz / 2 or sz) * 2 * kvn + 8 * kvn
+              + 8 * qn + (half_q and sz / 2 or sz) * qn
+      kernels = kernels + 2
+    else
+      bytes = bytes + (half_kv and acc / 2 + 8 or acc) * 2 * kvn + 16 * kvn
+              + (half_q and acc / 2 + 8 or acc) * qn
+      kernels = kernels + (half_kv and 4 or 2) + 1 + (half_q and 2 or 1)
+    end
+  end
+  return bytes, kernels
 end
 
 -- Ring attention of the local q (b, heads, s/cp, d) over the cp group's keys and values, k and v
@@ -141,7 +196,16 @@ function C.ring_attention(cx, name, q, k, v, g, backend)
       src = nn.op(cx, { name = ("%s.cp_kv_send_step%d"):format(name, i), kind = "send", inputs = { held },
                         grads = none(1), outs = { { ("%s.cp_kv_step%d"):format(name, i), { 2 * kvn }, dt, no_grad = true } },
                         bytes = kv_bytes, world = cp, per_node = g.per_node })
-      held = src
+    end
+    -- `if i < size - 1: next_kv = torch.cat([key.flatten(), value.flatten()])` of the arriving
+    -- k, v, every step but the last: what alltoall sends on; the allgather rotater has gathered
+    -- already and drops it, so that a compiled graph never makes it (dead code), eager does
+    if i < cp - 1 and (not gathered or not cx.compiling) then
+      local nxt = nn.op(cx, { name = ("%s.cp_kv_cat_step%d"):format(name, i), kind = "copy", inputs = { src },
+                              grads = none(1), outs = { { ("%s.cp_kv_next%d"):format(name, i), { 2 * kvn }, dt, no_grad = true } },
+                              bytes = 2 * kv_bytes })
+      if gathered then nn.release(cx, { nxt }, name .. ": the allgather rotater drops the cat") end
+      held = nxt
     end
     -- i <= r: all of q over the first half of the arriving k, v; i > r: q's second half over all
     local partial = i > r
@@ -170,7 +234,9 @@ function C.ring_attention(cx, name, q, k, v, g, backend)
   end
   if gathered then nn.release(cx, { gathered }, name .. ": ring attention returns (the gathered k, v)") end
   -- the node autograd records: the output cast back; its backward the ring's. What it keeps is
-  -- SDPA's: q, k, v (the local ones), the output and the logsumexp.
+  -- SDPA's: q, k, v (the local ones), the output and the logsumexp. compile_extern: under
+  -- torch.compile its backward is still the ring's flash kernels, exchanges and fp32 buffers (the
+  -- DTensor dispatch traced into the graph), not a fused kernel without workspace.
   local total = cp * block / 2
   local acc = qn * 4 + 2 * kvn * 4                        -- fp32 dq, dk, dv accumulators
   local ring = 2 * (2 * kvn * 4)                          -- the dk, dv cat sent and the one received
@@ -183,8 +249,11 @@ function C.ring_attention(cx, name, q, k, v, g, backend)
                                  saves = { q, k, v }, save_outs = { 1, 2 },
                                  bwd_kind = kind, bwd_flops = 2.5 * total, flops = qn,
                                  bwd_workspace = { acc + ring + step + kvx }, bwd_workspace_first = true,
-                                 dtype = dt })
+                                 dtype = dt, compile_extern = true })
   nn.release(cx, { lse_out }, name .. ": the logsumexp (kept by autograd)")
+  -- the backward's adds, cats and casts on its fp32 buffers, beside its kernels
+  local wb, wk = C.backward_work(cp, r, qn, kvn, sz, cx.compiling, g.rotate == "alltoall")
+  y = backward_elementwise(cx, name .. ".cp_grad_accumulate", y, wb, wk)
   -- backward's exchanges: k, v again (the rotater's), then the dk, dv ring (cp passes of fp32)
   if g.rotate == "allgather" then
     y = backward_exchange(cx, name .. ".cp_kv_all_gather (backward)", y, "all_gather", cp * kv_bytes, g)
@@ -200,7 +269,8 @@ function C.notes(cp, rotate, rank)
   return {
     ("context parallelism over %d ranks (torch's ring attention, rotate method %s, head-tail load balance): "
      .. "each rank runs s/%d tokens, this rank (cp %d) its chunks %d and %d; the ring's exchanges timed ahead "
-     .. "of their step (not overlapped), its backward kernels priced as one at their summed FLOPs; the loss's "
+     .. "of their step (not overlapped), its backward kernels priced as one at their summed FLOPs, its adds and casts "
+     .. "on the fp32 buffers as one elementwise op; the loss's "
      .. "all-reduce over cp not an op"):format(cp, rotate, cp, rank,
      rank, 2 * cp - 1 - rank),
   }

@@ -388,10 +388,16 @@ function M.build(cx, cfg)
     error(("training.generate with eager attention (%s's) is not modelled (its (q, kv) score shapes in decode)")
           :format(fam.model_type or "this model"), 0)
   end
+  -- model.repeat_kv is read by llama.lua's attention, which these families run
+  local repeat_kv_families = { llama = true, mistral = true, qwen2 = true, qwen3 = true, mixtral = true, qwen3_moe = true }
+  if cfg.model.repeat_kv and not repeat_kv_families[fam.model_type or ""] then
+    error(("model.repeat_kv = true: modelled for the families whose attention is Llama's (Llama, Mistral, Qwen2, "
+           .. "Qwen3, Mixtral, Qwen3-MoE), not for %s"):format(tostring(fam.model_type)), 0)
+  end
   cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
              use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype,
              loss = t.loss, data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
-             compile = compiled ~= nil,
+             compile = compiled ~= nil, repeat_kv = cfg.model.repeat_kv,
              hub_kernels = require("vrsim.hub_kernels").resolve(cfg.model.hub_kernels, fam.model_type, t, tp,
                                                                  compiled ~= nil, cx.notes) }
   -- DPOTrainer calls both models with use_cache=False
