@@ -46,10 +46,12 @@ local function pack(cx, st, t, anchor)
   -- the stash keeps the last max_fwd_stash_size packs: older ones are dropped once their copy is done
   while #st.stash > 0 and st.stash[1].id <= st.n - M.MAX_FWD_STASH_SIZE do
     local e = table.remove(st.stash, 1)
+    st.own[G:num_ops()] = true
     G:op { name = "offload: forward stash drops " .. e.t.name, kind = "elementwise", bytes = 0, phase = "fwd",
            inputs = { e.token }, outputs = {}, frees = { e.t.id }, layer = cx.layer }
   end
   local token = G:tensorv(t.name .. " on host (event)", 0, 0, "bf16", "temp")
+  st.own[G:num_ops()] = true
   G:op { name = "offload " .. t.name .. " to host", kind = "d2h", stream = S.d2h, phase = "fwd",
          inputs = { t.id }, outputs = { token }, frees = {}, bytes = nb, layer = cx.layer }
   local e = { id = st.n, t = t, token = token, anchor = anchor, layer = cx.layer }
@@ -96,7 +98,8 @@ end
 -- Registers the offloading context around the model's forward (module `body`: the decoder
 -- without its head). Ops record their saves through M.saved while it is active.
 function M.install(cx, body)
-  local st = { n = 0, stash = {}, packs = {}, bytes = 0 }
+  -- own: the indices of the forward ops the pack hook makes (eager work between compiled layers)
+  local st = { n = 0, stash = {}, packs = {}, bytes = 0, own = {} }
   cx.offload = st
   -- carrying a built layer over to the next (vrsim/replicate.lua) would not carry the packs
   cx.layers_once = false
