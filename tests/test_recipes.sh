@@ -394,10 +394,11 @@ sed 's/^quantization_bit: 4/quantization_bit: 4\ndouble_quantization: false/' $D
 check "LLaMA-Factory NF4 without double quantization" 2 "lfdq\.yaml:8: double_quantization: false is not modelled" -- \
   "$TMP/lfdq.yaml" --gpu rtx4090 --no-files
 
+# its full single-device config as it is: bitsandbytes' PagedAdamW8bit stepped in backward
+same_paged "torchtune bitsandbytes.optim.PagedAdamW8bit with optimizer_in_bwd: True" paged_adamw_8bit \
+  $D/torchtune_1B_full_single_device.lua -- $D/torchtune_1B_full_single_device.yaml --gpu h100
+
 # torchtune: what is not modelled, named with its line
-check "torchtune: bitsandbytes' PagedAdamW8bit stepped in backward (its full single-device settings)" 2 \
-  "torchtune_1B_full_single_device\.yaml:38: optimizer_in_bwd: True with bitsandbytes\.optim\.PagedAdamW8bit is not modelled" -- \
-  $D/torchtune_1B_full_single_device.yaml --gpu h100 --no-files
 sed 's/^  _component_: bitsandbytes.optim.PagedAdamW8bit/  _component_: bitsandbytes.optim.PagedAdEMAMix8bit/' \
   $D/torchtune_1B_full_single_device.yaml >"$TMP/ttademamix.yaml"
 check "torchtune: bitsandbytes' PagedAdEMAMix8bit" 2 \

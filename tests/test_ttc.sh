@@ -45,5 +45,51 @@ if [ $rc = 2 ] && grep -q "training.compile with checkpoint_scope = \"layer\" an
   ok "compile + activation_offload with checkpoint_every = 2: exit 2, named"
 else bad "compile + activation_offload with checkpoint_every = 2: exit $rc: $(cat "$tmp/err")"; fi
 
+# 2. bitsandbytes' 8-bit and paged AdamW stepped in backward (torchtune's optimizer_in_bwd: one
+#    optimizer per parameter, config.instantiate(cfg_optimizer, [p])). Llama-3-8B full, 1 x 4096,
+#    checkpointed: every gradient (16,060,522,496 bytes) alive when the step after backward begins;
+#    in backward no more than one parameter's at any op (the 1 GiB head's or embedding's, an MLP
+#    weight's 117,440,512 bytes in a layer's backward), as with torch's AdamW. The states are the
+#    same bytes, made in the first backward; each of the 291 optimizers (every parameter has >= 4096
+#    elements: all 8-bit) fills and moves its own two 256-entry fp32 maps (Optimizer8bit.name2qmap):
+#    290 x 2 x 1024 bytes more than one optimizer's.
+cat > "$tmp/oib.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json" },
+  training = { micro_batch = 1, seq = 4096, precision = "bf16", checkpointing = true, steps = 2 } }
+EOS
+grads() { python3 -c "
+import csv, sys
+r = list(csv.DictReader(open(sys.argv[1])))
+layers = [int(x['gradients_bytes']) for x in r if x['phase'] == 'backward' and x['op'].startswith('layers.')]
+print(max(int(x['gradients_bytes']) for x in r), max(layers))" "$1"; }
+init_bytes() { awk -F, '$3 == "alloc" && $7 ~ /^adamw8bit\.init / { s += $5 } END { printf "%.0f", s }' "$1"; }
+"$VRSIM" "$tmp/oib.lua" --out "$tmp/a0" --no-suggest --set optimizer=adamw8bit --alloc-trace "$tmp/a0.csv" >/dev/null
+"$VRSIM" "$tmp/oib.lua" --out "$tmp/a1" --no-suggest --set optimizer=adamw8bit --set optimizer_in_backward=true \
+  --alloc-trace "$tmp/a1.csv" >/dev/null
+set -- $(grads "$tmp/a0/memory.csv"); g0=$1
+set -- $(grads "$tmp/a1/memory.csv"); g1=$1; l1=$2
+if [ "$g0" = 16060522496 ] && [ "$g1" = 1050673152 ] && [ "$l1" = 117440512 ]; then
+  ok "adamw8bit in backward: gradients alive at most $g1 bytes (one parameter's; $l1 in a layer's backward), $g0 without"
+else bad "adamw8bit in backward: gradients at most $g1 (in layers $l1), $g0 without (want 1050673152, 117440512, 16060522496)"; fi
+i0=$(init_bytes "$tmp/a0.csv"); i1=$(init_bytes "$tmp/a1.csv")
+if [ -n "$i0" ] && [ $((i1 - i0)) = $((290 * 2 * 1024)) ]; then
+  ok "adamw8bit in backward: the states' bytes as after backward, and a qmap pair per optimizer ($i0 -> $i1 bytes)"
+else bad "adamw8bit in backward: state bytes $i0 -> $i1 (want $((290 * 2 * 1024)) more: 290 more qmap pairs)"; fi
+first_layer=$(grep -n ',"layers\.31\..*",backward$' "$tmp/a1/memory.csv" | head -1 | cut -d: -f1)
+head_step=$(grep -n 'adamw8bit.update lm_head.weight' "$tmp/a1/memory.csv" | head -1 | cut -d: -f1)
+if [ -n "$head_step" ] && [ -n "$first_layer" ] && [ "$head_step" -lt "$first_layer" ]; then
+  ok "adamw8bit in backward: the head steps before layer 31's backward (memory.csv rows $head_step < $first_layer)"
+else bad "adamw8bit in backward: the head's step at row '$head_step', layer 31's backward from '$first_layer'"; fi
+# paged: the same 2 x 8,029,995,008 bytes of state in unified memory, outside the allocator, and the
+# gradients one at a time
+paged='[d["paged_state"]["bytes"], d["peak_allocated_bytes"], d["breakdown_at_peak"]["gradients"]]'
+set -- $("$VRSIM" "$tmp/oib.lua" --json --no-files --set optimizer=paged_adamw_8bit | field "' '.join(map(str, $paged))")
+b0=$1; p0=$2; gp0=$3
+set -- $("$VRSIM" "$tmp/oib.lua" --json --no-files --set optimizer=paged_adamw_8bit --set optimizer_in_backward=true | field "' '.join(map(str, $paged))")
+b1=$1; p1=$2; gp1=$3
+if [ "$b0" = 16059990016 ] && [ "$b1" = "$b0" ] && [ "$gp0" = 16060522496 ] && [ "$gp1" = 0 ] && [ "$p1" -lt "$p0" ]; then
+  ok "paged_adamw_8bit in backward: $b1 bytes paged as after backward; gradients at the peak $gp0 -> $gp1, peak $((p0 >> 20)) -> $((p1 >> 20)) MiB"
+else bad "paged_adamw_8bit in backward: paged $b0 -> $b1, gradients at the peak $gp0 -> $gp1, peak $p0 -> $p1"; fi
+
 echo "test_ttc: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -244,10 +244,6 @@ function T.scenario(r, opts)
            "optimizer.")
   end
   t.optimizer = name
-  if t.optimizer_in_backward and name ~= "adamw" and name ~= "sgd" then
-    r:fail(d, "optimizer_in_bwd", ("True with %s is not modelled (the per-parameter step in backward is built for "
-           .. "torch.optim.AdamW and SGD)"):format(oc))
-  end
   if name == "adamw" then
     t.optimizer_impl = r:get(o, "fused", "boolean", false, "optimizer.") and "fused" or "foreach"
     if r:get(o, "foreach", "boolean", nil, "optimizer.") == false and t.optimizer_impl ~= "fused" then

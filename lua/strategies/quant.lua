@@ -184,8 +184,11 @@ end
 -- 32), states (2 for Adam, 1 for Lion), paged, label (the op names). Returns the parameters'
 -- bytes and the host's zero_grad time for them (microseconds; 0 without a measured table).
 function M.bnb_state(cx, updates, opts)
-  local G = cx.G
+  local step_op = require("strategies.optim").step_op
   local total, zero_us = 0, 0
+  -- the 256-entry maps are the optimizer's (Optimizer8bit.name2qmap, filled and moved to the
+  -- device at its first 8-bit state): torchtune's optimizer_in_bwd makes one optimizer per
+  -- parameter, and this is called once for each
   local qmap_made = false
   local label, n_states = opts.label or "adamw8bit", opts.states or 2
   local family = n_states == 2 and "adamw" or "lion"
@@ -216,8 +219,10 @@ function M.bnb_state(cx, updates, opts)
       for i = 1, n_states do state(i, n, "uint8") end
       for i = 1, n_states do outs[#outs + 1] = tensor(cx, name .. ".absmax" .. i, blocks * 4, "fp32", "optstate", true) end
     end
-    G:op { name = label .. ".init " .. name, kind = "none", phase = "optim", inputs = {},
-           outputs = outs, frees = {}, once = true }
+    -- (through optim.step_op: in backward, with optimizer_in_backward, as the parameter's
+    -- post-accumulate-grad hook)
+    step_op(cx, { name = label .. ".init " .. name, kind = "none", phase = "optim", inputs = {},
+                  outputs = outs, frees = {}, once = true })
     total = total + nn.bytes(p.shape, p.dtype)
     -- read param, grad and the states; write param and states
     local sb = (eight and 1 or 4) * n * n_states
@@ -236,7 +241,7 @@ function M.bnb_state(cx, updates, opts)
     else
       unpriced = unpriced or missing
     end
-    G:op(spec)
+    step_op(cx, spec)
   end
   if unpriced then
     cx.notes = cx.notes or {}
