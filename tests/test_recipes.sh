@@ -410,8 +410,11 @@ check "torchtune 0.7's LinearCrossEntropyLoss" 2 "ttlin\.yaml:[0-9]+: loss\._com
   "$TMP/ttlin.yaml" --gpu rtx4090 --no-files
 sed 's/^  _component_: torchtune.models.llama3_2.lora_llama3_2_1b/  _component_: torchtune.models.llama3_2.qlora_llama3_2_1b/' \
   $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttq.yaml"
-check "torchtune QLoRA (torchao's NF4Tensor)" 2 "ttq\.yaml:[0-9]+: model\._component_: QLoRA builders quantize the base weights to torchao's NF4Tensor" -- \
+check "torchtune QLoRA (torchao's NF4Tensor) eager" 2 "ttq\.yaml:[0-9]+: model\._component_: QLoRA \(torchao's NF4Tensor base weights\) without compile: True is not modelled" -- \
   "$TMP/ttq.yaml" --gpu rtx4090 --no-files
+sed 's/^compile: False/compile: True/' "$TMP/ttq.yaml" >"$TMP/ttqc.yaml"
+same "torchtune QLoRA compiled: quant = torchao_nf4 in compiled layers" $D/torchtune_1B_qlora_compile.lua -- \
+  "$TMP/ttqc.yaml" --gpu rtx4090
 sed 's/^  packed: False/  packed: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttpack.yaml"
 check "torchtune packed dataset" 2 "ttpack\.yaml:[0-9]+: dataset\.packed: packed rows" -- "$TMP/ttpack.yaml" --gpu rtx4090 --no-files
 check "torchtune LoRA on 2 GPUs (lora_finetune_distributed)" 2 "model\._component_: --gpus 2: lora_finetune_distributed \(LoRA under FSDP2\) is not modelled" -- \

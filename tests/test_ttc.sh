@@ -91,5 +91,55 @@ if [ "$b0" = 16059990016 ] && [ "$b1" = "$b0" ] && [ "$gp0" = 16060522496 ] && [
   ok "paged_adamw_8bit in backward: $b1 bytes paged as after backward; gradients at the peak $gp0 -> $gp1, peak $((p0 >> 20)) -> $((p1 >> 20)) MiB"
 else bad "paged_adamw_8bit in backward: paged $b0 -> $b1, gradients at the peak $gp0 -> $gp1, peak $p0 -> $p1"; fi
 
+# 3. torchao's NF4Tensor (torchtune's QLoRA builders) in compiled layers. Llama-3-8B cut to 2 layers,
+#    1 x 1024, checkpointed. Each of the 14 quantized Linears keeps quantized_data (n / 2 bytes),
+#    int8 scalers (n / 64), a bf16 factor per 256 scalers, a bf16 mean and the 16-entry bf16 table,
+#    each a block of its own (512-byte multiples), in place of its 2n bf16 bytes. linear_nf4's
+#    weight.to(bf16) is one fused kernel whose output the GEMM reads: the MLP weights' bf16 copies
+#    (14336 x 4096 x 2 = 117,440,512 bytes) are made forward, in the recomputation and backward,
+#    3 x 3 x 2 layers x 2 steps = 36 times, never two alive, and the partitioner of an unchecked
+#    layer saves no bf16 weight: the same activations as the bf16 base's.
+cat > "$tmp/q.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json", layers = 2 },
+  training = { micro_batch = 1, seq = 1024, precision = "lora_bf16", steps = 2, compile = true, checkpointing = true,
+               build = "direct", lora = { r = 8, alpha = 16, dropout = 0, dtype = "bf16", targets = { "q_proj", "v_proj" } } } }
+EOS
+p0=$("$VRSIM" "$tmp/q.lua" --json --no-files | field 'd["breakdown_at_peak"]["parameters"]')
+p1=$("$VRSIM" "$tmp/q.lua" --json --no-files --set quant=torchao_nf4 | field 'd["breakdown_at_peak"]["parameters"]')
+want=$(python3 -c "
+r = lambda b: -(-b // 512) * 512
+ns = [4096 * 4096, 1024 * 4096, 1024 * 4096, 4096 * 4096] + [14336 * 4096] * 3
+q = lambda n: r(n // 2) + r(n // 64) + r(n // 16384 * 2) + r(2) + r(32)
+print(2 * sum(2 * n - q(n) for n in ns))")
+if [ -n "$p1" ] && [ $((p0 - p1)) = "$want" ]; then
+  ok "torchao_nf4: parameters $p0 -> $p1 bytes (the 14 Linears' bf16 weights for NF4Tensor's inner tensors)"
+else bad "torchao_nf4: parameters $p0 -> $p1 bytes (want $want fewer)"; fi
+"$VRSIM" "$tmp/q.lua" --no-files --set quant=torchao_nf4 --alloc-trace "$tmp/q.csv" >/dev/null
+got=$(python3 -c "
+import csv, sys
+alive = made = most = 0
+for r in csv.DictReader(open(sys.argv[1])):
+    if r['size'] != '117440512': continue
+    if r['action'] == 'alloc': alive += 1; made += 1
+    elif r['action'] == 'free_requested': alive -= 1
+    most = max(most, alive)
+print(made, most)" "$tmp/q.csv")
+if [ "$got" = "36 1" ]; then ok "torchao_nf4: the MLP weights dequantized 36 times (forward, recomputation, backward), one at a time"
+else bad "torchao_nf4: MLP weights dequantized / most alive at once: $got (want 36 1)"; fi
+saved() { "$VRSIM" "$tmp/q.lua" --no-files --set checkpointing=false "$@" | grep -o 'the partitioner saves [0-9]* activations of decoder layer 1 for backward, [0-9.]* MiB'; }
+s0=$(saved); s1=$(saved --set quant=torchao_nf4)
+if [ -n "$s1" ] && [ "$s0" = "$s1" ]; then ok "torchao_nf4 unchecked: $s1, as the bf16 base (no bf16 weight, no extra input)"
+else bad "torchao_nf4 unchecked: '$s1' against the bf16 base's '$s0'"; fi
+# what stays refused: eager torchao NF4, torchao NF4 sharded, bitsandbytes' NF4 compiled
+for c in "compile=false|quant = \"torchao_nf4\" without compile is not modelled" \
+         "strategy=ddp|quant = \"torchao_nf4\" under strategy ddp is not modelled" \
+         "quant=nf4|training.compile with quant = nf4 is not modelled"; do
+  set_=${c%%|*}; want=${c#*|}
+  q=torchao_nf4; [ "$set_" = quant=nf4 ] && q=nf4
+  "$VRSIM" "$tmp/q.lua" --no-files --set quant=$q --set "$set_" >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -qF "$want" "$tmp/err"; then ok "quant=$q with ${set_#quant=nf4}: exit 2, named"
+  else bad "quant=$q with $set_: exit $rc: $(cat "$tmp/err")"; fi
+done
+
 echo "test_ttc: $pass passed, $fail failed"
 [ "$fail" = 0 ]

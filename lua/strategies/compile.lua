@@ -113,7 +113,8 @@ function M.check(t, mc)
     return "training.compile on a mixture-of-experts model is not modelled (the router's data-"
            .. "dependent token counts break the graph)"
   end
-  if t.quant ~= "none" then
+  -- (torchao's NF4Tensor dequantizes in traceable PyTorch ops: strategies/quant.lua)
+  if t.quant ~= "none" and t.quant ~= "torchao_nf4" then
     return ("training.compile with quant = %s is not modelled (bitsandbytes' matmuls are opaque "
             .. "custom ops to the partitioner)"):format(t.quant)
   end

@@ -149,6 +149,8 @@ function M.build(cx, cfg)
       error(("training.quant = \"%s\" without LoRA: transformers' Trainer does not fine-tune a purely "
              .. "quantized model (use precision lora_bf16 for QLoRA, or inference = true)"):format(t.quant), 0)
     end
+    local bad = require("strategies.quant").check_torchao(t)
+    if bad then error(bad, 0) end
     if t.quant == "int8" then
       error("training.quant = \"int8\" with LoRA is not modelled (LLM.int8's backward through its "
             .. "int8 weights is not built): use quant = \"nf4\" (QLoRA), or inference = true", 0)
@@ -302,7 +304,8 @@ function M.build(cx, cfg)
   -- from_pretrained through a device_map on this GPU (bitsandbytes' quantized load puts the
   -- model on the current GPU; device_map = "auto"): transformers' caching_allocator_warmup
   -- reserves the model's bytes before the weights come
-  if t.quant ~= "none" or t.device_map == "auto" then
+  -- (torchtune builds its QLoRA model on the GPU and loads a state dict: no from_pretrained)
+  if (t.quant ~= "none" and t.quant ~= "torchao_nf4") or t.device_map == "auto" then
     if cx.shard_param then
       cx.notes[#cx.notes + 1] = "from_pretrained's caching_allocator_warmup is not modelled under "
         .. t.strategy .. " (the parameters made as shards)"

@@ -5,7 +5,7 @@
 -- the tied output layer has none, apply_lora_to_output false), bf16 adapters (plain nn.Linear built
 -- under the recipe's bf16 default dtype, torchtune 0.6.1 modules/peft/lora.py), torch AdamW with
 -- fused=True. The rows of tests/data/published_memory.tsv add their techniques with --set (QLoRA:
--- quant = nf4, 3B_qlora_single_device.yaml, the same adapters).
+-- quant = torchao_nf4, 3B_qlora_single_device.yaml: torchao NF4Tensor base weights, the same adapters).
 return {
   title = "torchtune README: Llama 3.2 3B LoRA, packed 2 x 4096, one A100",
   hardware = { gpu = "a100_80g" },
