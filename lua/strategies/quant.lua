@@ -42,12 +42,15 @@
 --               and the 16-entry nf4 table in the weight's dtype
 --   linear_nf4  LinearNF4.forward: ctx.save_for_backward(weight) (the NF4 weight alone: no input),
 --               F.linear(input, weight.to(input.dtype)); backward: grad_output @ weight.to(dtype)
---   compiled    weight.to(bf16) is get_original_weight's pointwise chain (shifts, int64 indices,
---               the table lookup, the scalers' dequantization, the interleaving stack), which
---               Inductor fuses into one kernel from the 4-bit tensors to the bf16 weight; the GEMM
---               (an extern kernel) reads that weight, so it is materialized, a temporary of the
---               GEMM, forward and backward. The partitioner saves no bf16 copy: the dequantization
---               is recomputable from the frozen 4-bit tensors, which backward reads anyway.
+--   compiled    weight.to(bf16) is get_original_weight's chain (shifts, int64 indices, the table
+--               lookup, the scalers' dequantization, the interleaving torch.stack), which Inductor
+--               fuses into one kernel from the 4-bit tensors to the bf16 weight; the GEMM (an extern
+--               kernel) reads that weight, so it is materialized. The stack decomposes to aten.cat,
+--               which the partitioner does not recompute (not in its allowlist), and backward
+--               reads the bf16 weight: the partition saves it, 2 bytes a weight, until the layer's
+--               backward (validation/oracle/check_nf4_partition.py shows the saved weight). In a
+--               checkpointed layer the recomputation makes it again and it lives until backward
+--               has used it.
 --   eager       get_original_weight keeps every intermediate in Python locals until it returns
 --               (two int64 index tensors, 8 bytes a weight, and the bf16 lookups and products):
 --               not modelled, refused by check below.
@@ -152,18 +155,19 @@ function M.linear(cx, name, x, w)
                        bytes = nn.bytes(x.shape, x.dtype) + n / 2 + n * 4 + nn.bytes(shape, x.dtype) })
   end
   if w.quant == "torchao_nf4" then
-    -- linear_nf4 compiled (see the head of this file): the fused dequantization kernel's bf16
-    -- weight is the GEMM's temporary, made again in backward for the input's gradient; nothing of
-    -- the input is saved (LinearNF4 saves the frozen NF4 weight only)
-    local ws = { n * nn.DT_SIZE[x.dtype] }
+    -- linear_nf4 compiled (see the head of this file): weight.to(bf16), one fused kernel from the
+    -- 4-bit tensors whose last op is the interleaving stack (aten.cat: not in the partitioner's
+    -- recompute allowlist), then the GEMM reading it; LinearNF4's backward needs the bf16 weight
+    -- again, and the partitioner saves it rather than recompute past the cat
     local q = n // 2 + n // 64
-    return nn.op(cx, { name = name, kind = "mm", inputs = { x, { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false } },
-                       outs = { { name, shape, x.dtype } }, workspace = ws, bwd_workspace = ws,
-                       grads = { { dtype = x.dtype }, "none" },
+    local wd = nn.op(cx, { name = name .. ".weight.to(" .. x.dtype .. ")", kind = "cat_strided",
+                           inputs = { { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false } },
+                           outs = { { name .. ".weight_dequantized", { w.shape[1], w.shape[2] }, x.dtype } },
+                           flops = 4 * n, bytes = q + n * nn.DT_SIZE[x.dtype] })
+    return nn.op(cx, { name = name, kind = "mm", inputs = { x, wd }, outs = { { name, shape, x.dtype } },
+                       saves = { wd }, grads = { { dtype = x.dtype }, "none" },
                        flops = flops, bwd_flops = flops, dtype = x.dtype,
-                       -- the dequantization kernel reads the 4-bit tensors and writes the weight,
-                       -- which the GEMM reads
-                       bytes = nn.bytes(x.shape, x.dtype) + q + 2 * ws[1] + nn.bytes(shape, x.dtype) })
+                       bytes = nn.bytes(x.shape, x.dtype) + nn.bytes(wd.shape, wd.dtype) + nn.bytes(shape, x.dtype) })
   end
   -- LLM.int8: fp16 input quantized row-wise, int8 GEMM into int32, dequantized to fp16
   local xin = nn.to(cx, x, "fp16", name .. ".input_fp16")
