@@ -140,6 +140,7 @@ else bad "torchao_nf4 unchecked: '$s1' against the bf16 base's '$s0' (want 7 mor
 # what stays refused: eager torchao NF4, torchao NF4 sharded, bitsandbytes' NF4 compiled
 for c in "compile=false|quant = \"torchao_nf4\" without compile is not modelled" \
          "strategy=ddp|quant = \"torchao_nf4\" under strategy ddp is not modelled" \
+         "inference=true|quant = \"torchao_nf4\" for inference is not modelled" \
          "quant=nf4|training.compile with quant = nf4 is not modelled"; do
   set_=${c%%|*}; want=${c#*|}
   q=torchao_nf4; what=$set_; [ "$set_" = quant=nf4 ] && q=nf4 && what="compile (bitsandbytes' NF4)"

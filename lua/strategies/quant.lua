@@ -217,7 +217,11 @@ end
 -- The error for a run torchao's NF4 is not modelled for (nil when it is): compiled layers on one
 -- GPU, as torchtune's QLoRA recipes run them (lora_finetune_single_device).
 function M.check_torchao(t)
-  if t.quant ~= "torchao_nf4" or t.inference then return nil end
+  if t.quant ~= "torchao_nf4" then return nil end
+  if t.inference then
+    return "training.quant = \"torchao_nf4\" for inference is not modelled (the forward runs eager, and "
+           .. "eager get_original_weight keeps its int64 indices and bf16 intermediates until it returns)"
+  end
   if not t.compile then
     return "training.quant = \"torchao_nf4\" without compile is not modelled (eager get_original_weight "
            .. "keeps its int64 indices and bf16 intermediates, about 14 bytes a weight, until it returns); "

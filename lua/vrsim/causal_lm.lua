@@ -142,6 +142,8 @@ function M.build(cx, cfg)
                               :format(mc.sliding_window)
   end
 
+  local bad = require("strategies.quant").check_torchao(t)
+  if bad then error(bad, 0) end
   if t.quant ~= "none" and not t.inference then
     -- transformers' Trainer refuses a quantized model without adapters ("You cannot perform
     -- fine-tuning on purely quantized models"); LLM.int8's backward (MatMul8bitLt) is not built
@@ -149,8 +151,6 @@ function M.build(cx, cfg)
       error(("training.quant = \"%s\" without LoRA: transformers' Trainer does not fine-tune a purely "
              .. "quantized model (use precision lora_bf16 for QLoRA, or inference = true)"):format(t.quant), 0)
     end
-    local bad = require("strategies.quant").check_torchao(t)
-    if bad then error(bad, 0) end
     if t.quant == "int8" then
       error("training.quant = \"int8\" with LoRA is not modelled (LLM.int8's backward through its "
             .. "int8 weights is not built): use quant = \"nf4\" (QLoRA), or inference = true", 0)
