@@ -16,7 +16,11 @@
 -- checkpointed layer go through checkpoint's own hooks, the innermost; what reaches the offloading
 -- hooks is each checkpoint's positional input (frame.save_inputs: the layer's hidden states,
 -- brought back as the layer's recomputation starts) and the saves of the ops outside every
--- checkpointed region (the final norm, the embedding's ids, layers left unchecked).
+-- checkpointed region (the final norm, the embedding's ids, layers left unchecked). Under
+-- training.compile the same: torchtune compiles each layer inside its eager CheckpointWrapper
+-- (training.compile_model after set_activation_checkpointing), so the compiled graph's saves go to
+-- checkpoint's hooks and the layer's input is saved outside the compiled region; the pack ops
+-- made there are left out of the compiled layer's partition (`own`).
 --
 -- In the graph: a pack is a copy op on the d2h stream (its output a zero-byte token the stash's
 -- drop waits for); the unpack a copy op on the h2d stream declared as a hook before the node's
