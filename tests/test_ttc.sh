@@ -149,5 +149,39 @@ for c in "compile=false|quant = \"torchao_nf4\" without compile is not modelled"
   else bad "quant=$q with $what: exit $rc: $(cat "$tmp/err")"; fi
 done
 
+# 4. the measured runs' plan (validation/harness/plans/plan_torchtune_combos.jsonl, run by
+#    validation/harness/run_gen4.sh): its records (placeholder measurements here) reach vrsim
+#    validate's scenarios, every line simulated; torchao's NF4 maps to quant = "torchao_nf4" with
+#    the LoRA precision, and in any other mode the record is skipped, naming it
+python3 - "$tmp/recs.jsonl" <<'PY' || bad "the plan's placeholder records were not written"
+import json, sys
+sys.path.insert(0, "validation/harness")
+from predict_plan import placeholder
+plan = [json.loads(l) for l in open("validation/harness/plans/plan_torchtune_combos.jsonl")]
+with open(sys.argv[1], "w") as f:
+    for c in plan:
+        f.write(json.dumps(placeholder(c)) + "\n")
+    c = dict([c for c in plan if c.get("quant") == "torchao_nf4"][0], name="bad-torchao-mode", mode="bf16")
+    c.pop("lora", None)
+    f.write(json.dumps(placeholder(c)) + "\n")
+PY
+"$VRSIM" validate --json "$tmp/recs.jsonl" >"$tmp/rows.json" 2>"$tmp/err"
+"$VRSIM" validate "$tmp/recs.jsonl" >"$tmp/table.txt" 2>&1
+got=$(python3 -c "
+import json, sys
+rows = json.load(open(sys.argv[1]))
+pred = {}
+for r in rows:
+    pred.setdefault(r['config'], {})[r['metric']] = r['predicted']
+names = [json.loads(l)['name'] for l in open(sys.argv[2])][:-1]
+ok = all(n in pred and 'peak_allocated' in pred[n] for n in names)
+nf4 = pred['ttc-torchao-nf4-compile']['peak_allocated'] > pred['ttc-torchao-nf4-compile-ckpt']['peak_allocated']
+print(len(names), int(ok), int(nf4))" "$tmp/rows.json" "$tmp/recs.jsonl" 2>/dev/null)
+if [ "$got" = "6 1 1" ]; then ok "plan_torchtune_combos.jsonl: all 6 records simulated (torchao NF4 unchecked above checkpointed)"
+else bad "plan_torchtune_combos.jsonl: records simulated / torchao order: '$got' (want 6 1 1): $(cat "$tmp/err")"; fi
+if grep -q "bad-torchao-mode.*skipped: quant 'torchao_nf4' outside mode lora_bf16" "$tmp/table.txt"; then
+  ok "a torchao_nf4 record outside mode lora_bf16 is skipped, naming it"
+else bad "a torchao_nf4 record outside mode lora_bf16: $(grep bad-torchao "$tmp/table.txt")"; fi
+
 echo "test_ttc: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -60,7 +60,11 @@ def check(cfg):
         raise ValueError("optimizer_in_backward: no accumulation (torchtune refuses it)")
     if cfg.get("activation_offload") and not cfg.get("ckpt"):
         raise ValueError("activation_offload needs ckpt (torchtune's recipes refuse it without)")
-    if (cfg.get("mode") == "qlora_bf16") != (cfg.get("quant") == "nf4") or cfg.get("quant") not in (None, "nf4"):
+    if cfg.get("quant") == "torchao_nf4":
+        # torchao's NF4 (tech_model.apply_torchao_nf4): torchtune's QLoRA, compiled
+        if cfg.get("mode") != "lora_bf16" or not cfg.get("compile"):
+            raise ValueError("quant = \"torchao_nf4\" goes with mode lora_bf16 and compile")
+    elif (cfg.get("mode") == "qlora_bf16") != (cfg.get("quant") == "nf4") or cfg.get("quant") not in (None, "nf4"):
         raise ValueError("quant = \"nf4\" goes with mode qlora_bf16, and only it")
     g = cfg.get("generate")
     if g is not None:
