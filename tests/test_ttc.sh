@@ -137,6 +137,14 @@ a, b = (re.search(r'saves (\d+) activations .*, ([0-9.]+) MiB', x).groups() for 
 print(int(b[0]) - int(a[0]), round(float(b[1]) - float(a[1]), 2))" "$s0" "$s1" 2>/dev/null)
 if [ "$got" = "7 416.0" ]; then ok "torchao_nf4 unchecked: the bf16 base's saved set and the 7 dequantized weights (+416 MiB)"
 else bad "torchao_nf4 unchecked: '$s1' against the bf16 base's '$s0' (want 7 more tensors, 416 MiB)"; fi
+# a Linear to_nf4 cannot quantize (an MLP of 14337 x 4096 weights: not a multiple of 64 x 256)
+python3 -c "
+import json; c = json.load(open('$tmp/llama-3-8b.json')); c['intermediate_size'] = 14337
+json.dump(c, open('$tmp/odd.json', 'w'))"
+"$VRSIM" "$tmp/q.lua" --no-files --set quant=torchao_nf4 --set model.config="$tmp/odd.json" >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "gate_proj.*to_nf4 needs a multiple of 64 x 256 weights" "$tmp/err"; then
+  ok "torchao_nf4: a weight to_nf4 refuses (14337 x 4096): exit 2, named"
+else bad "torchao_nf4 on 14337 x 4096: exit $rc: $(cat "$tmp/err")"; fi
 # what stays refused: eager torchao NF4, torchao NF4 sharded, bitsandbytes' NF4 compiled
 for c in "compile=false|quant = \"torchao_nf4\" without compile is not modelled" \
          "strategy=ddp|quant = \"torchao_nf4\" under strategy ddp is not modelled" \

@@ -63,7 +63,7 @@ local function read_model(r, d, m, notes)
   -- QLoRA builders (qlora_*: lora_* with quantize_base=True) quantize every Linear of the decoder
   -- layers to torchao's NF4Tensor: vrsim's quant = "torchao_nf4", modelled in compiled layers
   -- (T.scenario refuses it at this line without compile: get_original_weight's eager
-  -- intermediates, about 14 bytes a weight, are not modelled)
+  -- intermediates, 14 bytes a weight, are not modelled)
   local qlora = builder:match("^qlora_") ~= nil
   local lora = nil
   if builder:match("^lora_") or qlora then
@@ -267,7 +267,7 @@ function T.scenario(r, opts)
   if qlora then
     if not compile then
       r:fail(m, "_component_", "QLoRA (torchao's NF4Tensor base weights) without compile: True is not modelled "
-             .. "(eager get_original_weight keeps its int64 indices and bf16 intermediates, about 14 bytes a "
+             .. "(eager get_original_weight keeps its int64 indices and bf16 intermediates, 14 bytes a "
              .. "weight, until it returns); with compile: True its dequantization is one fused kernel, and is", "model.")
     end
     t.quant = "torchao_nf4"

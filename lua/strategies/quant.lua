@@ -52,8 +52,9 @@
 --               checkpointed layer the recomputation makes it again and it lives until backward
 --               has used it.
 --   eager       get_original_weight keeps every intermediate in Python locals until it returns
---               (two int64 index tensors, 8 bytes a weight, and the bf16 lookups and products):
---               not modelled, refused by check below.
+--               (two int64 index tensors, 8 bytes a weight; the bf16 lookups, 2; their scaled
+--               products, 2; the stacked weight, 2): 14 bytes a weight at once, not modelled,
+--               refused by check below.
 local nn = require "vrsim.nn"
 
 local M = {}
@@ -112,7 +113,12 @@ function M.param(cx, name, shape, kind, compute_dtype, double_quant)
       p.parts[1] = tensor(cx, name .. ".absmax", blocks * 4, "fp32", "param", true)
     end
   elseif kind == "torchao_nf4" then
-    -- NF4Tensor.from_tensor: the inner tensors (__tensor_flatten__), all persistent on the GPU
+    -- NF4Tensor.from_tensor: the inner tensors (__tensor_flatten__), all persistent on the GPU;
+    -- double_quantize_scalers asserts that the 64-weight blocks' scalers fill 256-scaler blocks
+    if n % (64 * 256) ~= 0 then
+      error(("%s: torchao's to_nf4 needs a multiple of 64 x 256 weights (block_size 64, "
+             .. "scaler_block_size 256); this one has %d"):format(name, n), 0)
+    end
     local dsz = nn.DT_SIZE[compute_dtype]
     p.storage, p.nb, p.blocks = "uint8", n // 2, n // 64
     p.id = cx.G:tensor { name = name .. ".quantized_data", bytes = p.nb, numel = p.nb, dtype = "uint8",
@@ -224,7 +230,7 @@ function M.check_torchao(t)
   end
   if not t.compile then
     return "training.quant = \"torchao_nf4\" without compile is not modelled (eager get_original_weight "
-           .. "keeps its int64 indices and bf16 intermediates, about 14 bytes a weight, until it returns); "
+           .. "keeps its int64 indices and bf16 intermediates, 14 bytes a weight, until it returns); "
            .. "with training.compile its dequantization is one fused kernel, and is"
   end
   if t.strategy ~= "none" then
