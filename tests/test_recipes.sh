@@ -394,10 +394,11 @@ sed 's/^quantization_bit: 4/quantization_bit: 4\ndouble_quantization: false/' $D
 check "LLaMA-Factory NF4 without double quantization" 2 "lfdq\.yaml:8: double_quantization: false is not modelled" -- \
   "$TMP/lfdq.yaml" --gpu rtx4090 --no-files
 
+# its full single-device config as it is: bitsandbytes' PagedAdamW8bit stepped in backward
+same_paged "torchtune bitsandbytes.optim.PagedAdamW8bit with optimizer_in_bwd: True" paged_adamw_8bit \
+  $D/torchtune_1B_full_single_device.lua -- $D/torchtune_1B_full_single_device.yaml --gpu h100
+
 # torchtune: what is not modelled, named with its line
-check "torchtune: bitsandbytes' PagedAdamW8bit stepped in backward (its full single-device settings)" 2 \
-  "torchtune_1B_full_single_device\.yaml:38: optimizer_in_bwd: True with bitsandbytes\.optim\.PagedAdamW8bit is not modelled" -- \
-  $D/torchtune_1B_full_single_device.yaml --gpu h100 --no-files
 sed 's/^  _component_: bitsandbytes.optim.PagedAdamW8bit/  _component_: bitsandbytes.optim.PagedAdEMAMix8bit/' \
   $D/torchtune_1B_full_single_device.yaml >"$TMP/ttademamix.yaml"
 check "torchtune: bitsandbytes' PagedAdEMAMix8bit" 2 \
@@ -409,8 +410,11 @@ check "torchtune 0.7's LinearCrossEntropyLoss" 2 "ttlin\.yaml:[0-9]+: loss\._com
   "$TMP/ttlin.yaml" --gpu rtx4090 --no-files
 sed 's/^  _component_: torchtune.models.llama3_2.lora_llama3_2_1b/  _component_: torchtune.models.llama3_2.qlora_llama3_2_1b/' \
   $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttq.yaml"
-check "torchtune QLoRA (torchao's NF4Tensor)" 2 "ttq\.yaml:[0-9]+: model\._component_: QLoRA builders quantize the base weights to torchao's NF4Tensor" -- \
+check "torchtune QLoRA (torchao's NF4Tensor) eager" 2 "ttq\.yaml:[0-9]+: model\._component_: QLoRA \(torchao's NF4Tensor base weights\) without compile: True is not modelled" -- \
   "$TMP/ttq.yaml" --gpu rtx4090 --no-files
+sed 's/^compile: False/compile: True/' "$TMP/ttq.yaml" >"$TMP/ttqc.yaml"
+same "torchtune QLoRA compiled: quant = torchao_nf4 in compiled layers" $D/torchtune_1B_qlora_compile.lua -- \
+  "$TMP/ttqc.yaml" --gpu rtx4090
 sed 's/^  packed: False/  packed: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttpack.yaml"
 check "torchtune packed dataset" 2 "ttpack\.yaml:[0-9]+: dataset\.packed: packed rows" -- "$TMP/ttpack.yaml" --gpu rtx4090 --no-files
 check "torchtune LoRA on 2 GPUs (lora_finetune_distributed)" 2 "model\._component_: --gpus 2: lora_finetune_distributed \(LoRA under FSDP2\) is not modelled" -- \

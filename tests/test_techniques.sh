@@ -702,10 +702,6 @@ print(m['bytes'], int(m['evicted_bytes'] == ev > 0), int(abs(m['transfer_ms'] - 
 if [ "$rca" = 3 ] && [ "$rc32" = 0 ] && [ "$got" = "$((8 * BIG)) 1 1 1" ]; then
   ok "paged_adamw_32bit: fits where adamw is out of memory; the state's excess over the card is paged both ways in the step"
 else bad "paged_adamw_32bit: rc adamw $rca, paged $rc32; bytes / evicted / transfer / step $got (want $((8 * BIG)) 1 1 1)"; fi
-# 4. the step in backward with a paged optimizer is refused by name
-"$VRSIM" "$tmp/pg.lua" --no-files --set optimizer=paged_adamw_8bit --set optimizer_in_backward=true > /dev/null 2> "$tmp/pib.err"
-if [ $? = 2 ] && grep -q "optimizer paged_adamw_8bit is not modelled" "$tmp/pib.err"; then ok "paged optimizer with the step in backward: exit 2, named"
-else bad "paged optimizer with the step in backward: $(cat "$tmp/pib.err")"; fi
 
 echo "test_techniques: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

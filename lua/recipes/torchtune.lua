@@ -60,18 +60,13 @@ local function read_model(r, d, m, notes)
     r:fail(m, "_component_", ("'%s' is not a builder vrsim reads (torchtune.models.FAMILY.BUILDER, FAMILY one of "
            .. "llama2, llama3, llama3_1, llama3_2, llama3_3, qwen2, qwen2_5, qwen3, mistral, gemma, gemma2, phi3)"):format(comp), P)
   end
-  if builder:match("^qlora_") then
-    -- torchao's NF4Tensor stores what bitsandbytes' double-quantized NF4 stores (4-bit codes, an
-    -- int8 scaler a block of 64, a factor a block of 256 scalers), but its linear_nf4 dequantizes
-    -- in eager PyTorch (get_original_weight: both 4-bit halves as int64 indices, a table lookup,
-    -- the scalers expanded, interleaved), about 8 bytes a weight alive at once where bitsandbytes'
-    -- kernel writes the 2-byte weight alone: a transient vrsim's NF4 does not have
-    r:fail(m, "_component_", "QLoRA builders quantize the base weights to torchao's NF4Tensor, whose dequantization "
-           .. "(eager PyTorch: int64 indices, about 8 bytes a weight at once, forward and backward) is not modelled "
-           .. "(vrsim's NF4 is bitsandbytes', dequantized by one kernel)", P)
-  end
+  -- QLoRA builders (qlora_*: lora_* with quantize_base=True) quantize every Linear of the decoder
+  -- layers to torchao's NF4Tensor: vrsim's quant = "torchao_nf4", modelled in compiled layers
+  -- (T.scenario refuses it at this line without compile: get_original_weight's eager
+  -- intermediates, 14 bytes a weight, are not modelled)
+  local qlora = builder:match("^qlora_") ~= nil
   local lora = nil
-  if builder:match("^lora_") then
+  if builder:match("^lora_") or qlora then
     local attn = r:get(m, "lora_attn_modules", "table", nil, P)
     if not attn then r:fail(m, "_component_", "a LoRA builder needs lora_attn_modules", P) end
     local targets = {}
@@ -88,9 +83,7 @@ local function read_model(r, d, m, notes)
       r:fail(m, "apply_lora_to_output", "LoRA on the output projection is not modelled", P)
     end
     if r:get(m, "use_dora", "boolean", false, P) then r:fail(m, "use_dora", "DoRA is not modelled", P) end
-    if r:get(m, "quantize_base", "boolean", false, P) then
-      r:fail(m, "quantize_base", "torchao's NF4Tensor base weights are not modelled", P)
-    end
+    if r:get(m, "quantize_base", "boolean", false, P) then qlora = true end
     -- the builders' defaults: rank 8, alpha 16, dropout 0.0; every parameter in the recipe's
     -- dtype (the model is built under set_default_dtype), adapters too
     lora = { r = r:get(m, "lora_rank", "integer", 8, P), alpha = r:get(m, "lora_alpha", { "integer", "number" }, 16, P),
@@ -100,7 +93,7 @@ local function read_model(r, d, m, notes)
   r:finish(m, TOOL, P)
   notes[#notes + 1] = ("torchtune's %s simulated as the transformers model of the checkpoint's config.json: "
                        .. "the same weights and operations per layer, transformers' intermediates"):format(comp)
-  return lora, FAMILIES[family], comp
+  return lora, FAMILIES[family], comp, qlora
 end
 
 -- The distributed recipes' keys. One GPU: the single-device recipe, which does not read them (a
@@ -166,7 +159,7 @@ function T.scenario(r, opts)
 
   local m = r:get(d, "model", "table")
   if not m then r:fail(d, "model", "missing: a torchtune recipe's model section names its builder (_component_)") end
-  local lora, model_type, comp = read_model(r, d, m, notes)
+  local lora, model_type, comp, qlora = read_model(r, d, m, notes)
   read_distributed(r, d, scn, lora, notes)
 
   -- the model's config.json: the HF checkpoint's folder
@@ -244,10 +237,6 @@ function T.scenario(r, opts)
            "optimizer.")
   end
   t.optimizer = name
-  if t.optimizer_in_backward and name ~= "adamw" and name ~= "sgd" then
-    r:fail(d, "optimizer_in_bwd", ("True with %s is not modelled (the per-parameter step in backward is built for "
-           .. "torch.optim.AdamW and SGD)"):format(oc))
-  end
   if name == "adamw" then
     t.optimizer_impl = r:get(o, "fused", "boolean", false, "optimizer.") and "fused" or "foreach"
     if r:get(o, "foreach", "boolean", nil, "optimizer.") == false and t.optimizer_impl ~= "fused" then
@@ -275,6 +264,14 @@ function T.scenario(r, opts)
   r:finish(l, TOOL, "loss.")
   t.loss = "chunked"
   t.attention = "sdpa" -- torchtune's attention is F.scaled_dot_product_attention
+  if qlora then
+    if not compile then
+      r:fail(m, "_component_", "QLoRA (torchao's NF4Tensor base weights) without compile: True is not modelled "
+             .. "(eager get_original_weight keeps its int64 indices and bf16 intermediates, 14 bytes a "
+             .. "weight, until it returns); with compile: True its dequantization is one fused kernel, and is", "model.")
+    end
+    t.quant = "torchao_nf4"
+  end
   if compile then
     local why = require("recipes.hf_args").compile_refusal(t)
     if why then r:fail(d, "compile", why) end

@@ -113,11 +113,12 @@ function M.check(t, mc)
     return "training.compile on a mixture-of-experts model is not modelled (the router's data-"
            .. "dependent token counts break the graph)"
   end
-  if t.quant ~= "none" then
+  -- (torchao's NF4Tensor dequantizes in traceable PyTorch ops: strategies/quant.lua)
+  if t.quant ~= "none" and t.quant ~= "torchao_nf4" then
     return ("training.compile with quant = %s is not modelled (bitsandbytes' matmuls are opaque "
             .. "custom ops to the partitioner)"):format(t.quant)
   end
-  if t.activation_offload then
+  if t.activation_offload and not (t.checkpointing and t.checkpoint_scope == "layer") then
     return "training.compile with activation_offload is not modelled (the saved-tensor hooks see "
            .. "the compiled graph's saved outputs, not autograd's)"
   end
@@ -393,8 +394,11 @@ function M.hooks(root, layer_cls, checkpointed)
         if k <= 2 then first_saved[k] = saved end
         -- the layer's other ops (a Python variable's reference dropped, nn.release) make nothing:
         -- the compiled backward has no such step; what it recomputes is dropped after its last use
+        -- (activation offloading's pack of a checkpointed layer's input, made by the eager
+        -- checkpoint around the compiled layer, is not one of them)
         local seen = {}
         for _, o in ipairs(ops) do seen[o.index] = true end
+        for i in pairs(cx.offload and cx.offload.own or {}) do seen[i] = true end
         for i = first_op, cx.G:num_ops() - 1 do
           if not seen[i] then cx.G:op_partition(i, "skip") end
         end

@@ -169,7 +169,7 @@ function M.convert_moe_targets(s, model_type, root, output)
     targets = {}
     mod.walk(root, function(m)
       local last = m.path:match("([^.]+)$")
-      local linear = m.cls == "Linear" or m.cls == "Linear4bit" or m.cls == "Linear8bitLt"
+      local linear = m.cls == "Linear" or m.cls == "Linear4bit" or m.cls == "Linear8bitLt" or m.cls == "FrozenNF4Linear"
       if linear and m.path ~= output and not seen[last] then seen[last] = true; targets[#targets + 1] = last end
     end)
     for name in pairs(conv.names) do
@@ -216,7 +216,7 @@ end
 function M.apply(root, s, output)
   local hit, used = {}, {}
   mod.walk(root, function(m)
-    if m.cls ~= "Linear" and m.cls ~= "Linear4bit" and m.cls ~= "Linear8bitLt" then return end
+    if m.cls ~= "Linear" and m.cls ~= "Linear4bit" and m.cls ~= "Linear8bitLt" and m.cls ~= "FrozenNF4Linear" then return end
     local match = s.all_linear and m.path ~= output
     for _, t in ipairs(s.targets) do
       if t == m.path or m.path:sub(-#t - 1) == "." .. t then match = true; used[t] = true end
@@ -231,7 +231,7 @@ function M.apply(root, s, output)
     if not used[t] then
       local names, seen = {}, {}
       mod.walk(root, function(m)
-        if m.cls == "Linear" or m.cls == "Linear4bit" or m.cls == "Linear8bitLt" then
+        if m.cls == "Linear" or m.cls == "Linear4bit" or m.cls == "Linear8bitLt" or m.cls == "FrozenNF4Linear" then
           local last = m.path:match("([^.]+)$")
           if not tonumber(last) and not seen[last] then seen[last] = true; names[#names + 1] = last end
         end

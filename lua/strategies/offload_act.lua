@@ -16,7 +16,11 @@
 -- checkpointed layer go through checkpoint's own hooks, the innermost; what reaches the offloading
 -- hooks is each checkpoint's positional input (frame.save_inputs: the layer's hidden states,
 -- brought back as the layer's recomputation starts) and the saves of the ops outside every
--- checkpointed region (the final norm, the embedding's ids, layers left unchecked).
+-- checkpointed region (the final norm, the embedding's ids, layers left unchecked). Under
+-- training.compile the same: torchtune compiles each layer inside its eager CheckpointWrapper
+-- (training.compile_model after set_activation_checkpointing), so the compiled graph's saves go to
+-- checkpoint's hooks and the layer's input is saved outside the compiled region; the pack ops
+-- made there are left out of the compiled layer's partition (`own`).
 --
 -- In the graph: a pack is a copy op on the d2h stream (its output a zero-byte token the stash's
 -- drop waits for); the unpack a copy op on the h2d stream declared as a hook before the node's
@@ -46,10 +50,12 @@ local function pack(cx, st, t, anchor)
   -- the stash keeps the last max_fwd_stash_size packs: older ones are dropped once their copy is done
   while #st.stash > 0 and st.stash[1].id <= st.n - M.MAX_FWD_STASH_SIZE do
     local e = table.remove(st.stash, 1)
+    st.own[G:num_ops()] = true
     G:op { name = "offload: forward stash drops " .. e.t.name, kind = "elementwise", bytes = 0, phase = "fwd",
            inputs = { e.token }, outputs = {}, frees = { e.t.id }, layer = cx.layer }
   end
   local token = G:tensorv(t.name .. " on host (event)", 0, 0, "bf16", "temp")
+  st.own[G:num_ops()] = true
   G:op { name = "offload " .. t.name .. " to host", kind = "d2h", stream = S.d2h, phase = "fwd",
          inputs = { t.id }, outputs = { token }, frees = {}, bytes = nb, layer = cx.layer }
   local e = { id = st.n, t = t, token = token, anchor = anchor, layer = cx.layer }
@@ -96,7 +102,8 @@ end
 -- Registers the offloading context around the model's forward (module `body`: the decoder
 -- without its head). Ops record their saves through M.saved while it is active.
 function M.install(cx, body)
-  local st = { n = 0, stash = {}, packs = {}, bytes = 0 }
+  -- own: the indices of the forward ops the pack hook makes (eager work between compiled layers)
+  local st = { n = 0, stash = {}, packs = {}, bytes = 0, own = {} }
   cx.offload = st
   -- carrying a built layer over to the next (vrsim/replicate.lua) would not carry the packs
   cx.layers_once = false

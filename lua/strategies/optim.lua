@@ -161,6 +161,7 @@ local function op(cx, spec)
   end
   cx.G:op(spec)
 end
+M.step_op = op
 
 -- Builds the optimizer step for `updates` (a list of { param = p, grad = id }; by default every
 -- trainable parameter with its .grad) and zero_grad for those gradients.

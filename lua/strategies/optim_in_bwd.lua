@@ -5,7 +5,9 @@
 -- zero_grad() (set_to_none) as soon as the parameter's gradient is complete. Each parameter's
 -- step is then torch.optim's over a list of one tensor (its state made at the first step, its
 -- temporaries one parameter's size), and its gradient is freed at once: no more than the
--- gradients of the parameters whose backward is running are ever alive together.
+-- gradients of the parameters whose backward is running are ever alive together. bitsandbytes'
+-- optimizers (AdamW8bit, the paged ones) the same way: one Optimizer8bit per parameter, its
+-- states (and its own pair of quantization maps) made at its first step.
 --
 -- The hooks are ops declared before backward with hook = 3 (sim/graph.h): the derivation copies
 -- each one in just after its parameter's last gradient of the pass is accumulated.
@@ -23,9 +25,14 @@ function M.register(cx, cfg)
   end
   cx.optim_hook = nil
   cx.optim_in_backward = true
-  cx.notes = cx.notes or {}
-  cx.notes[#cx.notes + 1] = "optimizer_in_backward: each parameter's optimizer.step() is timed as torch.optim's "
-    .. "over a one-tensor list (the host cost of a separate step() call per parameter is not measured)"
+  -- bitsandbytes' optimizers (adamw8bit, paged_*) step parameter by parameter in any case: each
+  -- one-parameter optimizer's step is that parameter's measured step (strategies/bnb_optim.lua)
+  local t = cfg.training
+  if not (t.optimizer == "adamw8bit" or require("strategies.quant").PAGED[t.optimizer]) then
+    cx.notes = cx.notes or {}
+    cx.notes[#cx.notes + 1] = "optimizer_in_backward: each parameter's optimizer.step() is timed as torch.optim's "
+      .. "over a one-tensor list (the host cost of a separate step() call per parameter is not measured)"
+  end
 end
 
 return M

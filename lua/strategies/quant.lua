@@ -33,6 +33,28 @@
 --   (strategies/bnb_optim.lua); elsewhere each kernel at its bytes, with a note.
 --   The managed bytes go to cx.paged_bytes: the engine places them beside the allocator's
 --   reserve and pages out what does not fit (sim/engine.c page_managed).
+--
+-- torchao's NF4Tensor (quant = "torchao_nf4": torchtune's QLoRA builders, LoRALinear and
+-- FrozenNF4Linear with quantize_base; torchao 0.18 quantization/quantize_/workflows/nf4/nf4_tensor.py,
+-- to_nf4(weight, block_size=64, scaler_block_size=256) from a bf16 weight):
+--   weight      quantized_data uint8, numel / 2 bytes; quantized_scalers int8, one a 64-element
+--               block; quantization_factor in the weight's dtype, one per 256 scalers; scaler_mean
+--               and the 16-entry nf4 table in the weight's dtype
+--   linear_nf4  LinearNF4.forward: ctx.save_for_backward(weight) (the NF4 weight alone: no input),
+--               F.linear(input, weight.to(input.dtype)); backward: grad_output @ weight.to(dtype)
+--   compiled    weight.to(bf16) is get_original_weight's chain (shifts, int64 indices, the table
+--               lookup, the scalers' dequantization, the interleaving torch.stack), which Inductor
+--               fuses into one kernel from the 4-bit tensors to the bf16 weight; the GEMM (an extern
+--               kernel) reads that weight, so it is materialized. The stack decomposes to aten.cat,
+--               which the partitioner does not recompute (not in its allowlist), and backward
+--               reads the bf16 weight: the partition saves it, 2 bytes a weight, until the layer's
+--               backward (validation/oracle/check_nf4_partition.py shows the saved weight). In a
+--               checkpointed layer the recomputation makes it again and it lives until backward
+--               has used it.
+--   eager       get_original_weight keeps every intermediate in Python locals until it returns
+--               (two int64 index tensors, 8 bytes a weight; the bf16 lookups, 2; their scaled
+--               products, 2; the stacked weight, 2): 14 bytes a weight at once, not modelled,
+--               refused by check below.
 local nn = require "vrsim.nn"
 
 local M = {}
@@ -90,6 +112,21 @@ function M.param(cx, name, shape, kind, compute_dtype, double_quant)
     else
       p.parts[1] = tensor(cx, name .. ".absmax", blocks * 4, "fp32", "param", true)
     end
+  elseif kind == "torchao_nf4" then
+    -- NF4Tensor.from_tensor: the inner tensors (__tensor_flatten__), all persistent on the GPU;
+    -- double_quantize_scalers asserts that the 64-weight blocks' scalers fill 256-scaler blocks
+    if n % (64 * 256) ~= 0 then
+      error(("%s: torchao's to_nf4 needs a multiple of 64 x 256 weights (block_size 64, "
+             .. "scaler_block_size 256); this one has %d"):format(name, n), 0)
+    end
+    local dsz = nn.DT_SIZE[compute_dtype]
+    p.storage, p.nb, p.blocks = "uint8", n // 2, n // 64
+    p.id = cx.G:tensor { name = name .. ".quantized_data", bytes = p.nb, numel = p.nb, dtype = "uint8",
+                         cat = "param", persistent = true, param = true }
+    p.parts[1] = tensor(cx, name .. ".quantized_scalers", n // 64, "int8", "param", true)
+    p.parts[2] = tensor(cx, name .. ".quantization_factor", (n // (64 * 256)) * dsz, compute_dtype, "param", true)
+    p.parts[3] = tensor(cx, name .. ".scaler_mean", dsz, compute_dtype, "param", true)
+    p.parts[4] = tensor(cx, name .. ".nf4", 16 * dsz, compute_dtype, "param", true)
   elseif kind == "int8" then
     p.id = tensor(cx, name, n, "int8", "param", true)
     p.parts[1] = tensor(cx, name .. ".SCB", shape[1] * 4, "fp32", "param", true)
@@ -123,6 +160,21 @@ function M.linear(cx, name, x, w)
                        flops = flops, bwd_flops = flops, dtype = x.dtype,
                        bytes = nn.bytes(x.shape, x.dtype) + n / 2 + n * 4 + nn.bytes(shape, x.dtype) })
   end
+  if w.quant == "torchao_nf4" then
+    -- linear_nf4 compiled (see the head of this file): weight.to(bf16), one fused kernel from the
+    -- 4-bit tensors whose last op is the interleaving stack (aten.cat: not in the partitioner's
+    -- recompute allowlist), then the GEMM reading it; LinearNF4's backward needs the bf16 weight
+    -- again, and the partitioner saves it rather than recompute past the cat
+    local q = n // 2 + n // 64
+    local wd = nn.op(cx, { name = name .. ".weight.to(" .. x.dtype .. ")", kind = "cat_strided",
+                           inputs = { { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false } },
+                           outs = { { name .. ".weight_dequantized", { w.shape[1], w.shape[2] }, x.dtype } },
+                           flops = 4 * n, bytes = q + n * nn.DT_SIZE[x.dtype] })
+    return nn.op(cx, { name = name, kind = "mm", inputs = { x, wd }, outs = { { name, shape, x.dtype } },
+                       saves = { wd }, grads = { { dtype = x.dtype }, "none" },
+                       flops = flops, bwd_flops = flops, dtype = x.dtype,
+                       bytes = nn.bytes(x.shape, x.dtype) + nn.bytes(wd.shape, wd.dtype) + nn.bytes(shape, x.dtype) })
+  end
   -- LLM.int8: fp16 input quantized row-wise, int8 GEMM into int32, dequantized to fp16
   local xin = nn.to(cx, x, "fp16", name .. ".input_fp16")
   local ca = nn.new_tensor(cx, name .. ".CA", x.shape, "int8", false, "temp")
@@ -140,14 +192,16 @@ end
 -- the ones llm_int8_skip_modules names (the output layer, `skip`) becomes Linear4bit or
 -- Linear8bitLt, its weight declared quantized. Returns the modules replaced.
 function M.apply(root, kind, skip)
-  if kind ~= "nf4" and kind ~= "int8" then
-    error("unknown quantization '" .. tostring(kind) .. "' (nf4 or int8)", 0)
+  if kind ~= "nf4" and kind ~= "int8" and kind ~= "torchao_nf4" then
+    error("unknown quantization '" .. tostring(kind) .. "' (nf4, int8 or torchao_nf4)", 0)
   end
   local mod = require "vrsim.module"
   local hit = {}
   mod.walk(root, function(m)
     if m.cls == "Linear" and m.path ~= skip then
-      m.cls = kind == "nf4" and "Linear4bit" or "Linear8bitLt"
+      -- (torchtune's QLoRA builders: every Linear of the decoder layers a FrozenNF4Linear, or the
+      -- base of a LoRALinear with quantize_base; the output projection stays nn.Linear)
+      m.cls = kind == "nf4" and "Linear4bit" or kind == "torchao_nf4" and "FrozenNF4Linear" or "Linear8bitLt"
       for _, d in ipairs(m.decls) do
         if d.key == "weight" then d.quant = kind end
       end
@@ -164,6 +218,26 @@ function M.apply(root, kind, skip)
     end
   end)
   return hit
+end
+
+-- The error for a run torchao's NF4 is not modelled for (nil when it is): compiled layers on one
+-- GPU, as torchtune's QLoRA recipes run them (lora_finetune_single_device).
+function M.check_torchao(t)
+  if t.quant ~= "torchao_nf4" then return nil end
+  if t.inference then
+    return "training.quant = \"torchao_nf4\" for inference is not modelled (the forward runs eager, and "
+           .. "eager get_original_weight keeps its int64 indices and bf16 intermediates until it returns)"
+  end
+  if not t.compile then
+    return "training.quant = \"torchao_nf4\" without compile is not modelled (eager get_original_weight "
+           .. "keeps its int64 indices and bf16 intermediates, 14 bytes a weight, until it returns); "
+           .. "with training.compile its dequantization is one fused kernel, and is"
+  end
+  if t.strategy ~= "none" then
+    return ("training.quant = \"torchao_nf4\" under strategy %s is not modelled (NF4Tensor's FSDP2 "
+            .. "all-gather of its inner tensors is not built)"):format(t.strategy)
+  end
+  return nil
 end
 
 -- 8-bit AdamW state for the parameters of `updates` ({param=, grad=}), first step only, and
@@ -184,8 +258,11 @@ end
 -- 32), states (2 for Adam, 1 for Lion), paged, label (the op names). Returns the parameters'
 -- bytes and the host's zero_grad time for them (microseconds; 0 without a measured table).
 function M.bnb_state(cx, updates, opts)
-  local G = cx.G
+  local step_op = require("strategies.optim").step_op
   local total, zero_us = 0, 0
+  -- the 256-entry maps are the optimizer's (Optimizer8bit.name2qmap, filled and moved to the
+  -- device at its first 8-bit state): torchtune's optimizer_in_bwd makes one optimizer per
+  -- parameter, and this is called once for each
   local qmap_made = false
   local label, n_states = opts.label or "adamw8bit", opts.states or 2
   local family = n_states == 2 and "adamw" or "lion"
@@ -216,8 +293,10 @@ function M.bnb_state(cx, updates, opts)
       for i = 1, n_states do state(i, n, "uint8") end
       for i = 1, n_states do outs[#outs + 1] = tensor(cx, name .. ".absmax" .. i, blocks * 4, "fp32", "optstate", true) end
     end
-    G:op { name = label .. ".init " .. name, kind = "none", phase = "optim", inputs = {},
-           outputs = outs, frees = {}, once = true }
+    -- (through optim.step_op: in backward, with optimizer_in_backward, as the parameter's
+    -- post-accumulate-grad hook)
+    step_op(cx, { name = label .. ".init " .. name, kind = "none", phase = "optim", inputs = {},
+                  outputs = outs, frees = {}, once = true })
     total = total + nn.bytes(p.shape, p.dtype)
     -- read param, grad and the states; write param and states
     local sb = (eight and 1 or 4) * n * n_states
@@ -236,7 +315,7 @@ function M.bnb_state(cx, updates, opts)
     else
       unpriced = unpriced or missing
     end
-    G:op(spec)
+    step_op(cx, spec)
   end
   if unpriced then
     cx.notes = cx.notes or {}

@@ -87,9 +87,6 @@ function M.check_causal_lm(t, root, notes, arch)
     elseif t.precision == "amp_fp16" then
       return "training.optimizer_in_backward with precision amp_fp16 is not modelled: GradScaler's "
              .. "unscale_ and step need the whole optimizer after backward"
-    elseif t.optimizer == "adamw8bit" or t.optimizer:match("^paged_") then
-      return "training.optimizer_in_backward with optimizer " .. t.optimizer .. " is not modelled (its "
-             .. "per-parameter step in backward is not built); use adamw or sgd"
     end
   end
   if t.activation_offload then

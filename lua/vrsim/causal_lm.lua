@@ -142,6 +142,8 @@ function M.build(cx, cfg)
                               :format(mc.sliding_window)
   end
 
+  local bad = require("strategies.quant").check_torchao(t)
+  if bad then error(bad, 0) end
   if t.quant ~= "none" and not t.inference then
     -- transformers' Trainer refuses a quantized model without adapters ("You cannot perform
     -- fine-tuning on purely quantized models"); LLM.int8's backward (MatMul8bitLt) is not built
@@ -302,7 +304,8 @@ function M.build(cx, cfg)
   -- from_pretrained through a device_map on this GPU (bitsandbytes' quantized load puts the
   -- model on the current GPU; device_map = "auto"): transformers' caching_allocator_warmup
   -- reserves the model's bytes before the weights come
-  if t.quant ~= "none" or t.device_map == "auto" then
+  -- (torchtune builds its QLoRA model on the GPU and loads a state dict: no from_pretrained)
+  if (t.quant ~= "none" and t.quant ~= "torchao_nf4") or t.device_map == "auto" then
     if cx.shard_param then
       cx.notes[#cx.notes + 1] = "from_pretrained's caching_allocator_warmup is not modelled under "
         .. t.strategy .. " (the parameters made as shards)"

@@ -475,10 +475,14 @@ function R.scenario(rec, opts)
   -- build, optimizer and step techniques (validation/harness/tech_train.py)
   -- qlora_bf16: bitsandbytes nf4 (double quant, bf16 compute) and peft LoRA, vrsim's lora_bf16
   -- precision with quant = "nf4"; the record names quant itself
+  -- quant torchao_nf4 with mode lora_bf16: torchtune's QLoRA base weights on peft's model
+  -- (validation/harness/tech_model.py apply_torchao_nf4)
   local quant = str(rec, "quant")
   if mode == "qlora_bf16" then
     if quant ~= "nf4" then return nil, "mode qlora_bf16 without quant = \"nf4\"" end
     tr.precision = "lora_bf16"
+  elseif quant == "torchao_nf4" then
+    if mode ~= "lora_bf16" then return nil, "quant 'torchao_nf4' outside mode lora_bf16" end
   elseif quant ~= nil then
     return nil, ("quant '%s' outside mode qlora_bf16"):format(quant)
   end

@@ -6,7 +6,8 @@
 -- bf16: lora_finetune_single_device builds the model under training.set_default_dtype(bf16), and
 -- LoRALinear's lora_a and lora_b are plain nn.Linear (torchtune 0.6.1, modules/peft/lora.py), not
 -- peft's fp32 upcast. Rows of tests/data/published_memory.tsv
--- change it with --set (QLoRA: quant = nf4, 8B_qlora_single_device.yaml).
+-- change it with --set (QLoRA: quant = torchao_nf4, torchao's NF4Tensor base weights of
+-- 8B_qlora_single_device.yaml's qlora_llama3_1_8b).
 return {
   title = "torchtune README: Llama 3.1 8B LoRA, packed 2 x 2048, compiled, one RTX 4090",
   hardware = { gpu = "rtx4090" },

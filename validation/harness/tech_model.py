@@ -17,6 +17,14 @@ what the library's own recipe does on a transformers model:
                     "chunked": torchtune's recipe step (full_finetune_single_device.py
                     _loss_step) with CEWithChunkedOutputLoss(num_output_chunks=8) and the decoder's
                     chunked_output, on the transformers model (see chunked_loss below).
+  quant             "torchao_nf4" (with mode lora_bf16 and compile): torchtune's QLoRA builders'
+                    base weights, after peft's LoRA and before compile: every Linear of the
+                    decoder layers (peft's base layers and the untargeted ones; not the adapters,
+                    not lm_head) gets its weight as torchao's NF4Tensor (to_nf4: block 64, scaler
+                    block 256) and runs linear_nf4, as torchtune's FrozenNF4Linear and
+                    LoRALinear(quantize_base=True) do; then torch.cuda.empty_cache(), so that the
+                    bf16 weights' freed blocks are not the steps' reserve (torchtune quantizes
+                    each Linear as it builds it).
   checkpoint_scope  "op" (with ckpt true): every decoder layer under non-reentrant
                     torch.utils.checkpoint with early_stop=False and torchtitan's op-level
                     SelectiveAC policy as its context_fn (validation/oracle/capture.py
@@ -105,6 +113,37 @@ def apply_compile(model):
     return model
 
 
+def _nf4():
+    """torchao's NF4 module (torchao.dtypes.nf4tensor before 0.18, where torchtune 0.6.1 reads it)."""
+    import importlib
+    try:
+        return importlib.import_module("torchao.dtypes.nf4tensor")
+    except ImportError:
+        return importlib.import_module("torchao.quantization.quantize_.workflows.nf4.nf4_tensor")
+
+
+def apply_torchao_nf4(model):
+    """torchtune's QLoRA base weights (see quant above). Returns the model."""
+    import types
+    import torch
+    nf4 = _nf4()
+
+    def forward(self, x):
+        return nf4.linear_nf4(input=x, weight=self.weight)
+    n = 0
+    for layer in base_of(model).model.layers:
+        for name, m in layer.named_modules():
+            if type(m) is torch.nn.Linear and "lora_" not in name:
+                if m.bias is not None:
+                    raise ValueError(f"quant torchao_nf4: {name} has a bias (torchtune's Linears have none)")
+                m.weight = torch.nn.Parameter(nf4.to_nf4(m.weight.detach()), requires_grad=False)
+                m.forward = types.MethodType(forward, m)
+                n += 1
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return model
+
+
 def apply_liger(model):
     from liger_kernel.transformers import apply_liger_kernel_to_llama
     base = base_of(model)
@@ -124,6 +163,8 @@ def after_peft(cfg, model):
         model = apply_float8(cfg, model)
     if cfg.get("checkpoint_scope") == "op":
         model = apply_op_sac(model)
+    if cfg.get("quant") == "torchao_nf4":
+        model = apply_torchao_nf4(model)
     if cfg.get("compile") not in (None, False):
         model = apply_compile(model)
     if cfg.get("loss") == "liger_fused":
@@ -256,6 +297,25 @@ def cpu_check():
         assert "fused_linear_cross_entropy_forward" in names, names
         reached = "reached fused_linear_cross_entropy_forward's Triton launch"
     print(f"ok  loss liger_fused: forward is {m.forward.__func__.__module__}.lce_forward, {reached}")
+
+    # torchao NF4 under compile: a LoRA model's Linears on NF4Tensor, compiled layers, forward
+    # and backward; the adapters get gradients, the 4-bit weights none
+    # (a bf16 model whose Linears have a multiple of 64 x 256 weights, as to_nf4 needs)
+    from peft import LoraConfig, get_peft_model
+    qcfg = LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                       tie_word_embeddings=False, attn_implementation="sdpa")
+    q = get_peft_model(LlamaForCausalLM(qcfg).to(torch.bfloat16), LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,
+                                                      target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+    q = after_peft({"quant": "torchao_nf4", "compile": True}, q)
+    kinds = [type(m.weight).__name__ for n, m in base_of(q).model.layers.named_modules()
+             if type(m) is torch.nn.Linear and "lora_" not in n]
+    assert kinds == ["NF4Tensor"] * (7 * qcfg.num_hidden_layers), kinds
+    q(input_ids=ids, labels=ids).loss.backward()
+    lora_grads = [p.grad for n, p in q.named_parameters() if "lora_" in n]
+    assert lora_grads and all(g is not None for g in lora_grads)
+    print(f"ok  quant torchao_nf4: {len(kinds)} Linears on NF4Tensor through linear_nf4, compiled "
+          f"layers, forward and backward, {len(lora_grads)} adapter gradients")
 
     for bad in ({"compile": {"scope": "model"}}, {"float8": {"recipe": "x"}}, {"loss": "fused"},
                 {"checkpoint_scope": "op"}, {"checkpoint_scope": "attention", "ckpt": True}):

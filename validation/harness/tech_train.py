@@ -9,8 +9,10 @@ lua/strategies/ model), with the plan line's fields named as vrsim's scenario fi
       (trainer_optimizer.py _get_bitsandbytes_optimizer).
   optimizer_in_backward = true
       torchtune's optimizer_in_bwd: one optimizer per parameter (the plan's `optim`, over a
-      one-tensor list), torchtune.training.memory.register_optim_in_bwd_hooks (step and
-      zero_grad in a post-accumulate-grad hook); the loop's step and zero_grad do nothing.
+      one-tensor list; with `optimizer` above, that bitsandbytes optimizer over it, as
+      torchtune's 8B_full_single_device.yaml steps PagedAdamW8bit),
+      torchtune.training.memory.register_optim_in_bwd_hooks (step and zero_grad in a
+      post-accumulate-grad hook); the loop's step and zero_grad do nothing.
   activation_offload = true
       torchtune's OffloadActivations (defaults) around the model's forward, the head under a
       NoOpManager as get_act_offloading_ctx_manager puts it. torchtune's recipes compute the loss
@@ -54,11 +56,15 @@ def check(cfg):
     opt = cfg.get("optimizer")
     if opt is not None and opt not in BNB_OPTIMIZERS:
         raise ValueError(f"optimizer {opt!r}: the harness runs {sorted(BNB_OPTIMIZERS)}")
-    if cfg.get("optimizer_in_backward") and (opt is not None or int(cfg.get("accum", 1)) != 1):
-        raise ValueError("optimizer_in_backward: torch.optim only, no accumulation (torchtune refuses it)")
+    if cfg.get("optimizer_in_backward") and int(cfg.get("accum", 1)) != 1:
+        raise ValueError("optimizer_in_backward: no accumulation (torchtune refuses it)")
     if cfg.get("activation_offload") and not cfg.get("ckpt"):
         raise ValueError("activation_offload needs ckpt (torchtune's recipes refuse it without)")
-    if (cfg.get("mode") == "qlora_bf16") != (cfg.get("quant") == "nf4") or cfg.get("quant") not in (None, "nf4"):
+    if cfg.get("quant") == "torchao_nf4":
+        # torchao's NF4 (tech_model.apply_torchao_nf4): torchtune's QLoRA, compiled
+        if cfg.get("mode") != "lora_bf16" or not cfg.get("compile"):
+            raise ValueError("quant = \"torchao_nf4\" goes with mode lora_bf16 and compile")
+    elif (cfg.get("mode") == "qlora_bf16") != (cfg.get("quant") == "nf4") or cfg.get("quant") not in (None, "nf4"):
         raise ValueError("quant = \"nf4\" goes with mode qlora_bf16, and only it")
     g = cfg.get("generate")
     if g is not None:
@@ -132,9 +138,17 @@ def make_optimizer(cfg, model, params):
     name = cfg.get("optimizer")
     if name is not None:
         import bitsandbytes as bnb
-        # TrainingArguments' defaults: adam_beta1/2 0.9/0.999, adam_epsilon 1e-8, weight_decay 0
-        return bnb.optim.AdamW(params, lr=1e-5, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                               optim_bits=8, is_paged=BNB_OPTIMIZERS[name])
+
+        def bnb_one(ps):
+            # TrainingArguments' defaults: adam_beta1/2 0.9/0.999, adam_epsilon 1e-8, weight_decay 0
+            return bnb.optim.AdamW(ps, lr=1e-5, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                                   optim_bits=8, is_paged=BNB_OPTIMIZERS[name])
+        if not cfg.get("optimizer_in_backward"):
+            return bnb_one(params)
+        # torchtune's recipes: config.instantiate(cfg_optimizer, [p]) for each parameter
+        optim_dict = {p: bnb_one([p]) for p in params}
+        _torchtune("training.memory").register_optim_in_bwd_hooks(model=model, optim_dict=optim_dict)
+        return _InBackward(optim_dict)
     if not cfg.get("optimizer_in_backward"):
         return None
     import torch
@@ -266,6 +280,13 @@ def cpu_check(plan):
     import bitsandbytes as bnb
     from transformers import BitsAndBytesConfig
     bnb.optim.AdamW([torch.nn.Parameter(torch.zeros(8))], lr=1e-5, optim_bits=8, is_paged=True)
+    # the 8-bit optimizers in backward: one per parameter, each registered with a hook
+    small = LlamaForCausalLM(lcfg)
+    sp = [p for p in small.parameters() if p.requires_grad]
+    ib = make_optimizer({"optimizer": "paged_adamw_8bit", "optimizer_in_backward": True}, small, sp)
+    assert len(ib.optim_dict) == len(sp) and all(type(o).__name__ == "AdamW" for o in ib.optim_dict.values())
+    assert all(o.is_paged for o in ib.optim_dict.values())
+    print(f"paged_adamw_8bit in backward: {len(sp)} one-parameter bitsandbytes optimizers, hooks registered: ok")
     BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
                        bnb_4bit_compute_dtype=torch.bfloat16)
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,6 +1,7 @@
 -- torchtune_1B_full_single_device.yaml by hand, with its optimizer torch.optim.AdamW (fused)
--- instead of bitsandbytes' PagedAdamW8bit, which vrsim does not step in backward (tests/test_recipes.sh
--- makes that edit): `vrsim EDITED.yaml --gpu h100` (tune run full_finetune_single_device).
+-- instead of bitsandbytes' PagedAdamW8bit (tests/test_recipes.sh makes that edit; with
+-- training.optimizer = "paged_adamw_8bit" it is the config as it is): `vrsim EDITED.yaml --gpu h100`
+-- (tune run full_finetune_single_device).
 return {
   title = "Llama-3.2-1B full fine-tuning in bf16, optimizer in backward, torchtune's single-device recipe",
   hardware = { gpu = "h100" },

@@ -1,0 +1,22 @@
+-- torchtune_1B_lora_single_device.yaml with compile: True and its QLoRA builder (qlora_llama3_2_1b:
+-- every Linear of the decoder layers a torchao NF4Tensor), by hand (its decoder layers compiled:
+-- training.compile_model); the config is the test's sed of the yaml.
+return {
+  title = "Llama-3.2-1B QLoRA r64 on q, v, output and the MLP, torchtune's single-device recipe, compiled",
+  hardware = { gpu = "rtx4090" },
+  model = { config = "llama-3.2-1b/config.json" },
+  training = {
+    micro_batch = 4, grad_accum = 8, seq = 2048,
+    precision = "lora_bf16", build = "direct",
+    -- output_proj is transformers' o_proj; apply_lora_to_mlp: w1, w2, w3 (gate, down, up);
+    -- every parameter bf16 (the model built under set_default_dtype), the adapters too
+    lora = { r = 64, alpha = 128, dropout = 0.0, dtype = "bf16",
+             targets = { "q_proj", "v_proj", "o_proj", "gate_proj", "down_proj", "up_proj" } },
+    checkpointing = false,
+    optimizer = "adamw", optimizer_impl = "fused",
+    loss = "chunked",                              -- CEWithChunkedOutputLoss
+    attention = "sdpa",
+    compile = true,                                -- compile: True
+    quant = "torchao_nf4",                         -- qlora_llama3_2_1b: NF4Tensor base weights
+  },
+}
