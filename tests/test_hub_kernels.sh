@@ -51,7 +51,51 @@ else bad "LigerRMSNorm backward _dW allocations: $n, want 10 (5 norms, 2 steps)"
 if ! grep -q "liger\|apply_rotary_" "$tmp/off.csv"; then ok "off: no hub kernel op"
 else bad "off: hub kernel ops in the trace"; fi
 
-# 3. auto is off (every record, from_config, from_pretrained under USE_HUB_KERNELS=NO), with a note
+# 3. the H100 measurement (validation/results/hub_kernels_h100.json: validation/harness/
+#    measure_hub_kernels.py on one H100 80GB HBM3, torch 2.11.0+cu130, transformers 5.25.0,
+#    liger_kernel 0.8.5, 2026-12-05; this scenario's model, from_config in bf16, 1 x 2048): bytes
+#    allocated at the end of forward beyond the model and the batch, and the peak through backward.
+#    Its four variants ran in one process, off first: off's forward ran the process's first GEMM,
+#    which takes the 32 MiB cuBLAS workspace through the allocator and keeps it, and its backward
+#    the autograd thread's; the later variants found both taken. vrsim's step 1 is a process's first
+#    step, its step 2 one after it: off's row is vrsim's step 1 without hub kernels, "both" vrsim's
+#    step 2 with them, and the measured 117964800 bytes "saved" is the kernels' 84410368 and the
+#    workspace's 33554432.
+steps() {
+  python3 - "$1" <<'EOP'
+import csv, sys
+def rnd(s): return max(512, (s + 511) // 512 * 512)  # the caching allocator's blocks
+cur, live, out, st = 0, {}, [], None
+for r in csv.DictReader(open(sys.argv[1])):
+    f = r["frames"]
+    if st is None and f == "embed_tokens":
+        st = {"base": cur, "peak": cur}
+    if st is not None and (f.startswith("adamw") or f.startswith("zero_grad")):
+        out += [st["eof"] - st["base"], st["peak"] - st["base"]]; st = None
+    if r["action"] == "alloc":
+        live[r["addr"]] = rnd(int(r["size"])); cur += live[r["addr"]]
+    elif r["action"] == "free_completed":
+        cur -= live.pop(r["addr"])
+    if st is not None:
+        st["peak"] = max(st["peak"], cur)
+        if f == "end of forward": st["eof"] = cur
+print(*out)
+EOP
+}
+set -- $(steps "$tmp/off.csv") $(steps "$tmp/on.csv")
+off1=$1; offpk1=$2; off2=$3; on2=$7; onpk2=$8
+if [ "$off1" = 686878208 ] && [ "$on2" = 568913408 ] && [ $((off1 - on2)) -eq 117964800 ]; then
+  ok "the H100's end of forward: off first $off1, both after it $on2 (117964800 apart), as measured"
+else bad "end of forward: off's first step $off1 (measured 686878208), on's second $on2 (measured 568913408)"; fi
+if [ $((off1 - off2)) -eq 33554432 ]; then ok "off's first step carries the 32 MiB cuBLAS workspace its first GEMM takes"
+else bad "off's first step less its second: $((off1 - off2)), want the 33554432-byte cuBLAS workspace"; fi
+# the peaks (at log_softmax's backward) come 1 KiB under the measured: two 512-byte blocks
+d1=$((1211149312 - offpk1)); d2=$((1093184512 - onpk2))
+if [ "$d1" -ge 0 ] && [ "$d1" -le 4096 ] && [ "$d2" -ge 0 ] && [ "$d2" -le 4096 ]; then
+  ok "the H100's peaks: off $offpk1 (measured 1211149312), both $onpk2 (measured 1093184512)"
+else bad "peaks: off $offpk1 (measured 1211149312), both $onpk2 (measured 1093184512)"; fi
+
+# 4. auto is off (every record, from_config, from_pretrained under USE_HUB_KERNELS=NO), with a note
 a=$("$VRSIM" "$tmp/t2.lua" --no-files --json 2>/dev/null)
 o=$("$VRSIM" "$tmp/t2.lua" --no-files --json --set model.hub_kernels=off 2>/dev/null)
 pa=$(echo "$a" | field "d['peak_allocated_bytes'], d['peak_reserved_bytes']")
@@ -67,7 +111,7 @@ ni=$("$VRSIM" "$tmp/t2.lua" --no-files --json --set training.inference=true 2>/d
 if [ "$ni" = 1 ]; then ok "auto for inference: the note names INFERENCE mode's kernels"
 else bad "auto for inference: $ni notes naming INFERENCE mode's kernels"; fi
 
-# 4. what the kernels refuse or do not model: exit 2, naming it
+# 5. what the kernels refuse or do not model: exit 2, naming it
 # autocast over fp32 parameters: bf16 q, fp32 tables, apply_rotary's TORCH_CHECK
 "$VRSIM" "$tmp/t2.lua" --no-files --set model.hub_kernels=on --set training.precision=amp_bf16 >"$tmp/out" 2>&1; rc=$?
 if [ $rc -eq 2 ] && grep -q "kernels-community/rotary.*x1.dtype() == cos.dtype()" "$tmp/out"; then

@@ -21,7 +21,8 @@
 -- "auto" is what the scenario's build does: every record, and training.build "direct" or "cast"
 -- (from_pretrained under USE_HUB_KERNELS=NO, or from_config, which never kernelizes), runs the
 -- modeling code's own ops: off. A note names the kernels a Hub-connected from_pretrained would
--- have given the family. docs/model-families.md "Hub kernels" says why.
+-- have given the family. docs/model-families.md "Hub kernels" says why, and what one H100 measured:
+-- "on" keeps the bytes to the end of forward that LigerRMSNorm and the rotary kernel keep there.
 local nn = require "vrsim.nn"
 
 local M = {}

@@ -19,7 +19,10 @@ For each: bytes allocated at the end of forward beyond the model and batch (what
 and the loss's tensors), the step's peak, and the rotary clone's grad_fn (PyTorch's autograd
 fallback leaves CloneBackward0: the rotation is invisible to backward). vrsim's answer for the
 same run: tests/test_hub_kernels.sh's scenario, `--set model.hub_kernels=off|on`, memory.csv's
-last forward row (off - on: 84410368 bytes).
+last forward row (off - on: 84410368 bytes; end of forward 653323776 off, 568913408 on). Each
+variant runs after an unrecorded step that takes the cuBLAS workspaces: a run without it
+(2026-12-05, validation/results/hub_kernels_h100.json) has them in its first variant, off: 32 MiB
+more at the end of forward and at the peak than a later run of off.
 
   python3 validation/harness/measure_hub_kernels.py --out $OUT/hub_kernels.json
   python3 validation/harness/measure_hub_kernels.py --dry-run   # on a CPU: the flow, no numbers
@@ -134,13 +137,20 @@ def main():
     else:
         if not torch.cuda.is_available():
             sys.exit("measure_hub_kernels.py: no GPU (--dry-run checks the flow on a CPU)")
+        # A thread's first GEMM takes its cuBLAS workspace through the caching allocator and keeps
+        # it (CublasHandlePool.cpp: 32 MiB from compute capability 9.0), the forward thread's and
+        # the autograd thread's: one unrecorded step first, so that every variant finds both taken
+        # (without it the first variant's end of forward and peak carry 32 MiB the others do not).
+        run("off", "cuda", SEQ)
         rows = [run(v, "cuda", SEQ) for v in ("off", "rmsnorm", "rotary", "both")]
         off = rows[0]["end_of_forward_bytes"]
         for r in rows:
             r["saved_less_than_off"] = off - r["end_of_forward_bytes"]
     import transformers
     result = {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-              "torch": torch.__version__, "transformers": transformers.__version__, "rows": rows}
+              "torch": torch.__version__, "transformers": transformers.__version__,
+              "warmup": None if a.dry_run else "one unrecorded off step first (the cuBLAS workspaces)",
+              "rows": rows}
     try:
         import liger_kernel  # noqa: F401
         from importlib.metadata import version
