@@ -157,13 +157,14 @@ then ok "sweep on a pipeline: each point an error naming why"
 else bad "sweep on a pipeline: $(cat "$tmp/out")"; fi
 
 # 8. torchtitan's published pipeline runs (tests/data/published_pipeline.tsv): their layouts (TP 8
-#    in each stage, FSDP 8 beside the pipeline) now run as laid out, each step the 8 data-parallel
+#    in each stage, FSDP 8 beside the pipeline) run as laid out, each step the 8 data-parallel
 #    ranks' local batch of 32 sequences of 8192 tokens (8 micro-batches of 4, torchtitan's default
-#    count: the pipeline degree). Their throughput is not yet held to the published figure: those
-#    runs used Float8, torch.compile and AsyncTP, which vrsim does not model beside tensor
-#    parallelism; the line shows both
+#    count: the pipeline degree), eager bf16; and as run, with torch.compile of each block and
+#    torchao's float8 (tensorwise, float8 all-gathers in FSDP2 and TP), whose GEMMs and fused
+#    kernels make the step shorter. Neither is held to the published figure (AsyncTP, on in those
+#    runs, is not modelled, and as run they are outside 15 %: docs/pipeline.md); the line shows all
 n=0
-while IFS="$(printf '\t')" read -r id tps mem src args; do
+while IFS="$(printf '\t')" read -r id tps mem src args asrun; do
   case $id in "#"*|"") continue ;; esac
   n=$((n + 1))
   sets=""; for a in $args; do sets="$sets --set $a"; done
@@ -172,9 +173,24 @@ while IFS="$(printf '\t')" read -r id tps mem src args; do
         | field '(d["strategy"], d["pipeline"]["pp"], d["gpus"], d["pipeline"]["microbatches"],
                  round(d["pipeline"]["tokens_per_s"] * d["pipeline"]["step_time_ms"] / 1e3),
                  str(round(d["pipeline"]["tokens_per_s_per_gpu"])))')
+  eager=$(echo "${got##*, }" | tr -d "')")
   case $got in
-    "('fsdp2', 8, 512, 8, 2097152, "*) ok "published $id: runs as laid out (tp 8, pp 8, fsdp2 8, 8 x 32 x 8192 tokens a step); tokens/s per GPU, published $tps, vrsim $(echo "${got##*, }" | tr -d "')")"  ;;
+    "('fsdp2', 8, 512, 8, 2097152, "*) ok "published $id: runs as laid out (tp 8, pp 8, fsdp2 8, 8 x 32 x 8192 tokens a step); tokens/s per GPU, published $tps, vrsim $eager"  ;;
     *) bad "published $id: $got $(head -3 "$tmp/err")" ;;
+  esac
+  for a in $asrun; do sets="$sets --set $a"; done
+  # shellcheck disable=SC2086
+  got=$("$VRSIM" tests/data/published_pipeline.lua --json --no-files $sets 2>"$tmp/err" \
+        | field '(round(d["pipeline"]["tokens_per_s_per_gpu"]), round(d["peak_reserved_bytes"] / 2**30, 1),
+                 any(x.startswith("torch.compile: the partitioner") for x in d["notes"]),
+                 any(x.startswith("float8 (torchao, recipe tensorwise)") for x in d["notes"]))')
+  case $got in
+    "("*", True, True)")
+      ran=$(echo "$got" | tr -d '()' | cut -d, -f1 | tr -d ' ')
+      if [ "$ran" -gt "$eager" ]; then
+        ok "published $id as run (compile, float8): tokens/s per GPU, published $tps, vrsim $ran (eager bf16 $eager); peak reserved $(echo "$got" | cut -d, -f2 | tr -d ' ') GiB, published $mem"
+      else bad "published $id as run: $ran tokens/s per GPU, not above eager's $eager"; fi ;;
+    *) bad "published $id as run: $got $(head -3 "$tmp/err")" ;;
   esac
 done < tests/data/published_pipeline.tsv
 [ $n -ge 2 ] || bad "tests/data/published_pipeline.tsv: $n rows"

@@ -121,9 +121,6 @@ function M.check(t, mc)
     return "training.compile with activation_offload is not modelled (the saved-tensor hooks see "
            .. "the compiled graph's saved outputs, not autograd's)"
   end
-  if (t.parallel and ((t.parallel.tp or 1) > 1 or (t.parallel.pp or 1) > 1)) then
-    return "training.compile with tensor or pipeline parallelism is not modelled"
-  end
   if t.strategy == "zero3" then
     return "training.compile under strategy zero3 is not modelled (DeepSpeed's ZeRO-3 fetches each "
            .. "submodule's parameters in hooks on every Linear inside the layer, graph breaks that "
@@ -262,10 +259,29 @@ function M.partition(cx, ops, outputs, checkpointed)
     for i = 2, #outs do edge(2 * outs[1].v, 2 * outs[i].v, INF); edge(2 * outs[i].v, 2 * outs[1].v, INF) end
   end
   local _, side = require("vrsim.core").mincut(2 * nn_ + 2, SRC, SNK, edges)
+  -- live: what backward reads, or what a recomputation of it reads. A checkpointed layer's
+  -- MUST_RECOMPUTE ops that nothing backward reads depends on (the last projection, its
+  -- reduce-scatter under tensor parallelism, the residual sum that is the layer's output) are not
+  -- in the backward graph (its dead-code elimination), as eager checkpointing's early stop skips
+  -- them. Applied where the layer holds collectives (tensor parallelism's, which would otherwise
+  -- run again); a layer without them still recomputes to its end (docs/techniques.md, "torch.compile")
+  local collectives = false
+  for _, o in ipairs(ops) do
+    if o.spec.kind == "all_gather" or o.spec.kind == "reduce_scatter" then collectives = true end
+  end
+  for k = #ops, 1, -1 do
+    for _, n in ipairs(op_nodes[k]) do
+      local live = n.needed
+      for _, u in ipairs(n.users) do
+        for _, o in ipairs(op_nodes[u]) do live = live or o.live end
+      end
+      n.live = live
+    end
+  end
   local saved = {}
   for _, n in ipairs(nodes) do
     n.saved = side[2 * n.v + 1] and not side[2 * n.v + 2]
-    n.recomputed = not side[2 * n.v + 1]
+    n.recomputed = not side[2 * n.v + 1] and not (checkpointed and collectives and n.producer and not n.live)
     if n.saved then saved[#saved + 1] = n.t end
   end
   -- Inductor's fusion: what only fused kernels of this graph read never exists

@@ -127,10 +127,11 @@ function M.refusal(t, g)
            .. "nn.Linear modules; peft's and bitsandbytes' layers are not Float8Linear)"
   end
   local par = type(t.parallel) == "table" and t.parallel or {}
-  if (par.tp or 1) > 1 or (par.pp or 1) > 1 then
-    -- torchtitan's float8 tensor parallelism (Float8ColwiseParallel / Float8RowwiseParallel:
-    -- float8 all-gathers of the activations) and float8 pipeline stages are not built
-    return "training.float8 with tensor or pipeline parallelism (training.parallel tp or pp above 1) is not modelled"
+  if (par.tp or 1) > 1 and s.recipe ~= "tensorwise" then
+    -- torchao's Float8ColwiseParallel "currently assumes tensorwise scaling" (its float8
+    -- all-gather of the activations carries one scale)
+    return ("training.float8 recipe %s with tensor parallelism is not modelled (torchao's float8 "
+            .. "tensor-parallel styles assume tensorwise scaling)"):format(s.recipe)
   end
   if t.strategy == "zero3" or t.strategy == "zero1" or t.strategy == "zero2" then
     return ("training.float8 under DeepSpeed's %s is not modelled (torchtitan runs float8 with FSDP2)"):format(t.strategy)
@@ -197,21 +198,47 @@ local function inverse(cx, name, scale)
   return inv
 end
 
+-- hp_tensor_to_float8_dynamic (tensorwise) of an activation x that autograd carries through:
+-- torchao's float8 tensor-parallel styles cast a module's input before its redistribution
+-- (PrepareFloat8ModuleInput, Float8RowwiseParallel._prepare_input_fn), and the float8 tensor's
+-- gradient (_ToFloat8ConstrFunc's backward) is the high-precision one passed back to x. The result
+-- carries hp_dtype, the dtype the Float8Linear that reads it computes in. (On a sequence-sharded
+-- DTensor the amax is a Partial reduced over the tp group: an all-reduce of one scalar, not an op.)
+function M.cast_input(cx, name, x)
+  local q = cast(cx, name, x, nil)
+  local hp = x.hp_dtype or x.dtype
+  if not (x.rg and not cx.no_grad) then q.hp_dtype = hp; return q end
+  -- (a view of q that records autograd history: q itself, made under no_grad, records none)
+  q.rg = true
+  local v = nn.view(cx, q, q.shape, name .. ".float8")
+  q.rg = false
+  v.hp_dtype = hp
+  nn.op(cx, { name = name .. ".float8 (autograd)", kind = "none", inputs = { x, q }, out_tensors = { v },
+              grads = { { pass = 1 }, "none" }, bytes = 0 })
+  return v
+end
+
 -- The peak bytes of a cast of n elements (the fp32 copy and its product, or the product and
 -- its clamp, alive together), beside what it leaves: n bytes.
 local function cast_peak(n) return 8 * n end
 
 -- Float8Linear.forward for x (..., K) and weight w (N, K) (a gathered float8 copy where FSDP2
 -- gathered it so), no bias (torchtitan's Llama and transformers' decoders have none on the
--- converted Linears). recipe: a row of M.RECIPES.
-function M.linear(cx, name, x, w, recipe)
+-- converted Linears). recipe: a row of M.RECIPES. tp: a Linear of torchao's float8 tensor-parallel
+-- plan (Float8ColwiseParallel / Float8RowwiseParallel): its input reaches it as float8 (cast
+-- before the all-gather, or here for a Rowwise one), so forward casts only the weight and saves
+-- the float8 input, which grad_weight's GEMM reads as it is; and its output's gradient is cast
+-- once, at the output (NoopFwToFloat8BwDynamic), for both GEMMs of backward.
+function M.linear(cx, name, x, w, recipe, tp)
+  if tp and x.dtype ~= "fp8" then x = M.cast_input(cx, name .. ".input", x) end
+  local x_fp8 = x.dtype == "fp8"
   local K, N = x.shape[#x.shape], w.shape[1]
   local Mr = nn.numel(x.shape) // K
   local MN, NK, MK = Mr * N, N * K, Mr * K
   local flops = 2 * Mr * N * K
   local w_fp8 = w.dtype == "fp8"
   -- the high-precision dtype: the input's (the product and both gradients are made in it)
-  local hp = x.dtype
+  local hp = x.hp_dtype or x.dtype
   local h = nn.DT_SIZE[hp]
   local rg = (x.rg or w.rg) and not cx.no_grad
   local shape = nn.copy_shape(x.shape)
@@ -235,7 +262,12 @@ function M.linear(cx, name, x, w, recipe)
     local held = fused and 0 or MN + (w_fp8 and 0 or NK)
     local ws = held
     local traffic = 0
-    if gw_fp8 and fused then
+    if gw_fp8 and tp then
+      -- grad_output's float8 copy (the output's) and the saved float8 input, each copied into
+      -- _scaled_mm's layout (preprocess_addmm): no cast
+      ws = held + MN + MK
+      traffic = 2 * MN + 2 * MK
+    elseif gw_fp8 and fused then
       -- grad_output's and the input's float8 operands, each written in _scaled_mm's layout
       ws = held + MN + MK
       traffic = traffic_of(MN) + traffic_of(MK)
@@ -246,7 +278,7 @@ function M.linear(cx, name, x, w, recipe)
     local ws_side = nn.view(cx, w, w.shape, name .. ".float8_weight_side")
     ws_side.rg = true
     nn.op(cx, { name = name .. ".float8_grad_weight", kind = "none", inputs = { w }, out_tensors = { ws_side },
-                saves = { x }, bw_fused = graph_saves and gw_fp8 and { [x.id] = true } or nil,
+                saves = { x }, bw_fused = graph_saves and gw_fp8 and not x_fp8 and { [x.id] = true } or nil,
                 grads = { { bytes = nn.bytes(w.shape, hp), dtype = hp } }, bytes = 0,
                 bwd_kind = "mm", bwd_flops = flops, dtype = gw_fp8 and "fp8" or hp,
                 bwd_workspace = { ws }, bwd_workspace_first = true, frees = {}, compile_extern = true })
@@ -259,7 +291,7 @@ function M.linear(cx, name, x, w, recipe)
   end
   -- forward: the input's cast, then the weight's (weight_hp_t, axiswise along out_features)
   local rows_in = recipe.input == "rowwise" and Mr or nil
-  local xq = cast(cx, name .. ".input", x, rows_in)
+  local xq = x_fp8 and x or cast(cx, name .. ".input", x, rows_in)
   local wq, wscale, wamax = w, nil, nil
   if not w_fp8 then wq, wscale, wamax = cast(cx, name .. ".weight", w, recipe.weight == "rowwise" and N or nil) end
   local saves, bw_fused, winv = {}, nil, nil
@@ -275,10 +307,11 @@ function M.linear(cx, name, x, w, recipe)
   -- float8 copy transposed for _scaled_mm
   local ws_main = fused and MN + NK
                   or math.max(cast_peak(MN), MN + (w_fp8 and 0 or cast_peak(NK)), MN + 2 * NK - (w_fp8 and NK or 0))
-  local inputs = { x, wv, xq }
-  local grads = { x.rg and { bytes = nn.bytes(x.shape, hp), dtype = hp } or "none", { pass = 1 }, "none" }
-  local frees = { x, wv, xq }
-  if wq ~= w then inputs[4], grads[4], frees[4] = wq, "none", wq end
+  local inputs = { x, wv }
+  local grads = { x.rg and { bytes = nn.bytes(x.shape, hp), dtype = hp } or "none", { pass = 1 } }
+  local frees = { x, wv }
+  if xq ~= x then inputs[#inputs + 1], grads[#grads + 1], frees[#frees + 1] = xq, "none", xq end
+  if wq ~= w then inputs[#inputs + 1], grads[#grads + 1], frees[#frees + 1] = wq, "none", wq end
   if winv then inputs[#inputs + 1], grads[#grads + 1], frees[#frees + 1] = winv, "none", winv end
   nn.op(cx, { name = name, kind = "mm", inputs = inputs, out_tensors = { out }, saves = saves,
               grads = grads, grad_order = { 1, 2 }, flops = flops, bwd_flops = flops, dtype = "fp8",
@@ -315,7 +348,7 @@ function M.apply(root, s, skip)
     m.float8 = s
     m.forward = function(cx, self, x)
       local w = mod.weight(cx, self.p.weight)
-      return M.linear(cx, self.opname, x, w, recipe)
+      return M.linear(cx, self.opname, x, w, recipe, self.float8_tp)
     end
     hit[#hit + 1] = m
   end)

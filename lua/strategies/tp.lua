@@ -122,15 +122,28 @@ end
 -- whose backward is `bwd_kind` of the gradient (x's shape back). bytes: the larger buffer, as
 -- nccl-tests counts it. bwd_temp: bytes its backward makes first and frees (the sequence
 -- reduce-scatter's chunk cat).
+-- A float8 x (torchao's float8 tensor-parallel styles, hp_dtype set) moves 1 byte an element in
+-- forward; its gradient is the high-precision one, and so is backward's collective.
 local function collective(cx, name, kind, bwd_kind, x, shape, tp, bwd_temp)
   local rg = x.rg and not cx.no_grad
   local out = nn.new_tensor(cx, name, shape, x.dtype, rg)
+  out.hp_dtype = x.hp_dtype
+  local gdt = x.hp_dtype or x.dtype
   local full = math.max(nn.bytes(shape, x.dtype), nn.bytes(x.shape, x.dtype))
-  cx.G:op { name = name, kind = kind, phase = cx.phase, inputs = { x.id }, outputs = { out.id },
-            grads = rg and { { bytes = nn.bytes(x.shape, x.dtype), dtype = x.dtype } } or nil,
-            bwd_kind = bwd_kind, bytes = full, bwd_bytes = full, dtype = x.dtype, world = tp,
-            bwd_workspace = bwd_temp and { bwd_temp } or nil, bwd_workspace_first = bwd_temp and true or nil,
-            layer = cx.layer, region = cx.region, no_grad = cx.no_grad }
+  local gfull = math.max(nn.bytes(shape, gdt), nn.bytes(x.shape, gdt))
+  local index = cx.G:op {
+    name = name, kind = kind, phase = cx.phase, inputs = { x.id }, outputs = { out.id },
+    grads = rg and { { bytes = nn.bytes(x.shape, gdt), dtype = gdt } } or nil,
+    bwd_kind = bwd_kind, bytes = full, bwd_bytes = gfull, dtype = x.dtype, world = tp,
+    bwd_workspace = bwd_temp and { bwd_temp } or nil, bwd_workspace_first = bwd_temp and true or nil,
+    layer = cx.layer, region = cx.region, no_grad = cx.no_grad }
+  -- inside a compiled layer (strategies/compile.lua) the collective is one of the traced graph's
+  -- nodes (DTensor's functional collectives, _c10d_functional): the partitioner sees it as an op
+  -- outside its recomputable allowlist (force_save_collectives: MUST_SAVE, unless the layer is
+  -- checkpointed, whose ops all recompute), reading its input from a materialized buffer
+  if cx.compiling and cx.sac and cx.region then
+    cx.sac(cx, { name = name, kind = kind, inputs = { x } }, index, { out }, rg)
+  end
   return out
 end
 
@@ -140,8 +153,10 @@ end
 -- all_gather_single cats the gathered (tp * b, s/tp, h) buffer's chunks along dim 1 after, unless
 -- that is a view (_maybe_view_chunk_cat: b == 1). The copy's backward hands back views.
 local function chunk_cat(cx, name, x)
-  return nn.op(cx, { name = name, kind = "copy", inputs = { x },
-                     outs = { { name, x.shape, x.dtype } }, grads = { { pass = 1 } } })
+  local y = nn.op(cx, { name = name, kind = "copy", inputs = { x },
+                        outs = { { name, x.shape, x.dtype } }, grads = { { pass = 1 } } })
+  y.hp_dtype = x.hp_dtype
+  return y
 end
 
 -- (b, s/tp, h) -> (b, s, h)
@@ -149,7 +164,7 @@ local function gather_seq(cx, name, x, tp)
   local s = nn.copy_shape(x.shape)
   s[2] = s[2] * tp
   -- (its backward, a reduce-scatter along the sequence, cats the gradient's chunks first)
-  local y = collective(cx, name, "all_gather", "reduce_scatter", x, s, tp, nn.bytes(s, x.dtype))
+  local y = collective(cx, name, "all_gather", "reduce_scatter", x, s, tp, nn.bytes(s, x.hp_dtype or x.dtype))
   if s[1] > 1 then y = chunk_cat(cx, name .. " (chunk cat)", y) end
   return y
 end
@@ -168,11 +183,16 @@ function T.hooks(cx, root, tp)
   local function add(m, h) if m then list[#list + 1] = { module = m, hook = h } end end
   -- PrepareModuleInput(Shard(1) -> Replicate()): the module's input all-gathered; the gathered
   -- tensor is the forward's argument, alive until the module returns
-  local function prepare_input(m, what)
+  -- float8 (PrepareFloat8ModuleInput, where the module's Linears are Float8Linear): the shard is
+  -- cast to float8 first, so the all-gather moves and makes 1 byte an element, and the
+  -- Float8Linears that read it (Float8ColwiseParallel) cast it no more
+  local function prepare_input(m, what, float8)
     local gathered
     add(m, {
       pre = function(c, _, args)
-        gathered = gather_seq(c, m.opname .. ": all_gather " .. what, args[1], tp)
+        local x = args[1]
+        if float8 then x = require("strategies.float8").cast_input(c, m.opname .. ": float8 input", x) end
+        gathered = gather_seq(c, m.opname .. ": all_gather " .. what, x, tp)
         args[1] = gathered
       end,
       post = function(c)
@@ -241,12 +261,19 @@ function T.hooks(cx, root, tp)
       nn.release(c, { mask, args[1] }, "embed_tokens returns: the mask and local ids")
       outs[1] = y
     end })
+  -- torchtitan's apply_tp with enable_float8: Float8ColwiseParallel, Float8RowwiseParallel and
+  -- PrepareFloat8ModuleInput where the projections are Float8Linear (strategies/float8.lua)
+  mod.walk(root, function(m)
+    if (COLWISE[m.key] or ROWWISE[m.key]) and m.cls == "Float8Linear" then m.float8_tp = true end
+  end)
+  local function float8(m, key) return m.children[key] and m.children[key].cls == "Float8Linear" end
   mod.walk(root, function(m)
     if m.cls and m.children.self_attn and m.children.mlp then
-      prepare_input(m.children.self_attn, "input")
-      scatter_output(m.children.self_attn.children.o_proj)
-      prepare_input(m.children.mlp, "input")
-      scatter_output(m.children.mlp.children.down_proj)
+      local attn, mlp = m.children.self_attn, m.children.mlp
+      prepare_input(attn, "input", float8(attn, "q_proj") and float8(attn, "k_proj") and float8(attn, "v_proj"))
+      scatter_output(attn.children.o_proj)
+      prepare_input(mlp, "input", float8(mlp, "gate_proj") and float8(mlp, "up_proj"))
+      scatter_output(mlp.children.down_proj)
     end
   end)
   -- the head: ColwiseParallel(input_layouts=Shard(1)): the normed states all-gathered; its
