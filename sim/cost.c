@@ -745,6 +745,32 @@ VrStatus cost_from_profile(const DeviceSpec *dev, const CostProfile *p, CostMode
     return VR_OK;
 }
 
+VrStatus cost_measured_here(CostModel *c, const CostProfile *own, char *why, size_t why_n) {
+    if (why && why_n) why[0] = '\0';
+    if (own->n_stream < 0 || own->n_torch_ops < 0) return VR_EINVAL;
+    int most = own->n_stream > own->n_torch_ops ? own->n_stream : own->n_torch_ops;
+    CostPoint *pts = malloc(sizeof *pts * (size_t)(most > 0 ? most : 1));
+    if (!pts) return VR_ENOMEM;
+    VrStatus st = VR_OK;
+    for (int i = 0; !st && i < own->n_stream; i++)
+        if (stream_point(&own->stream[i], &pts[i]) != VR_OK)
+            st = bad_row(why, why_n, "copy/elementwise", i, "ms and gbps must be > 0");
+    if (!st && own->n_stream > 0) {
+        Curve mem;
+        st = curve_init(&mem, pts, own->n_stream);
+        if (st) {
+            curve_free(&mem);
+        } else {
+            curve_free(&c->mem);
+            c->mem = mem;
+        }
+    }
+    if (!st) st = torch_op_classes(c, own, pts, why, why_n);
+    if (!st && own->kernel_gap_us > 0) cost_set_kernel_gap_ns(c, own->kernel_gap_us * 1e3);
+    free(pts);
+    return st;
+}
+
 static const char *const GMM_NAMES[COST_GMM_COUNT] = {
     [COST_GMM_FWD] = "fwd", [COST_GMM_DGRAD] = "dgrad", [COST_GMM_WGRAD] = "wgrad"};
 

@@ -198,6 +198,17 @@ typedef struct CostCarry {
  * unchanged), VR_ENOMEM. */
 VrStatus cost_carry(CostModel *c, const DeviceSpec *target, const CostCarry *k);
 
+/* The simulated GPU's own measurements of its memory-bound kernels, over a model carried to it
+ * from the reference (lua/hw/calibrated/<gpu>_torch_ops.lua and its supplements, made by
+ * validation/harness/run_gpu_classes.sh): each torch_ops class of `own` replaces the carried
+ * class of that name (the others stay carried), its copy/elementwise rows, if any, replace the
+ * generic streaming curve, and its kernel_gap_us, if above 0, the stream's gap. A kernel that
+ * reaches a quarter of DRAM's bandwidth is limited by the loads its SMs keep in flight, so the
+ * DRAM ratio the carry applies is a bound, not a measurement (docs/step-time.md). Only `stream`,
+ * `torch_ops` and `kernel_gap_us` of own are read. VR_EINVAL for a bad row (why names it),
+ * VR_ENOMEM. */
+VrStatus cost_measured_here(CostModel *c, const CostProfile *own, char *why /* OUT */, size_t why_n);
+
 /* ---- a mixture of experts' grouped GEMMs and dispatch, measured on the GPU itself ---------
  * lua/hw/calibrated/<gpu>_grouped_mm.lua (validation/harness/measure_grouped_mm.py): the time of
  * torch._grouped_mm and of the index ops transformers' grouped_mm experts path runs, on the very

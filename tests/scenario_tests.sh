@@ -185,6 +185,14 @@ elif grep -q "x0.328 bf16 (sustained matmul 271.2 TFLOP/s / the H200's 826.3 in 
      grep -q "x1.000 bf16 peak at 1980 MHz" "$TMP/carry_h100.out" && ! grep -q "sustained" "$TMP/carry_h100.out"; then
   ok "a carried GEMM rate is raised to the GPU's sustained matmul only where the carry gives less"
 else fail "carried step-time basis" "$(grep 'step time' "$TMP/carry_a100.out" "$TMP/carry_h100.out")"; fi
+# A GPU that measured its own memory-bound kernels (lua/hw/calibrated/h100_sxm_torch_ops.lua and
+# its supplements, validation/harness/run_gpu_classes.sh) prices them from its own figures over the
+# carried profile, and says so; a GPU that did not (the A100) keeps every class carried.
+if ! crashed "carried A100/H100" &&
+   grep -q "x0.698 DRAM bandwidth; memory-bound kernels measured on this GPU (lua/hw/calibrated/h100_sxm_\*.lua)" "$TMP/carry_h100.out" &&
+   ! grep -q "measured on this GPU" "$TMP/carry_a100.out"; then
+  ok "an H100 prices its memory-bound kernels from its own measurements, an A100 from the carry"
+else fail "memory-bound kernels measured here" "$(grep 'step time' "$TMP/carry_a100.out" "$TMP/carry_h100.out")"; fi
 # FlashAttention-2's curves carry at the dense peak ratio times its fraction of peak on the target's
 # architecture over Hopper's (0.73 / 0.35): an A100 x0.2915 x 2.09, never its sustained-matmul raise;
 # an H100 (Hopper) keeps the H200's fraction. The RTX 4090's published GEMM rate inside a LLaMA MLP's

@@ -202,6 +202,41 @@ static void test_carry(void **state) {
     cost_free(c);
 }
 
+/* The target GPU's own memory-bound measurements over a carried model: a class it measured runs at
+ * its own rate, not the carried one; a class it did not measure stays carried; its streaming rows
+ * replace the generic curve and its gap the stream's gap; a bad row is refused with the row named
+ * and the model left pricing as before. */
+static void test_measured_here(void **state) {
+    (void)state;
+    CostModel *c = model(); /* generic 1 TB/s, foreach 3 TB/s */
+    CostPoint bc[2] = {{1e8, 2e12}, {16e9, 2e12}};
+    assert_int_equal(cost_add_class(c, "broadcast", bc, 2), VR_OK);
+    DeviceSpec tgt;
+    memset(&tgt, 0, sizeof tgt);
+    tgt.mem_bw = 2e12;
+    CostCarry k = {.sm = 1, .bw = 0.5};
+    assert_int_equal(cost_carry(c, &tgt, &k), VR_OK);
+    Op fe = op_of("foreach", PH_OPTIM, 0, 1.5e9), br = op_of("broadcast", PH_FWD, 0, 1e9);
+    assert_true(fabs(cost_op_ns(c, &fe) - 1e6) < 1.0);  /* carried: 3 x 0.5 TB/s */
+    assert_true(fabs(cost_op_ns(c, &br) - 1e6) < 1.0);  /* carried: 2 x 0.5 TB/s */
+    /* measured here: broadcast at 1.6 TB/s, the streaming curve at 0.8, a 3 us gap */
+    CostStreamRow ops[2] = {{"broadcast", 0.5, 1600}, {"broadcast", 10.0, 1600}}; /* 0.8-16 GB */
+    CostStreamRow stream[2] = {{NULL, 1.0, 800}, {NULL, 20.0, 800}};
+    CostProfile own = {.stream = stream, .n_stream = 2, .torch_ops = ops, .n_torch_ops = 2, .kernel_gap_us = 3};
+    char why[160];
+    assert_int_equal(cost_measured_here(c, &own, why, sizeof why), VR_OK);
+    assert_true(fabs(cost_op_ns(c, &br) - (1e9 / 1.6e12 * 1e9 + 3000)) < 1.0);
+    assert_true(fabs(cost_op_ns(c, &fe) - (1e6 + 3000)) < 1.0); /* not measured here: carried */
+    assert_true(fabs(cost_mem_rate(c, 1e9) - 0.8e12) < 1e3);
+    /* a row without a time: refused, naming it */
+    CostStreamRow bad[1] = {{"copy", 0, 0}};
+    CostProfile worse = {.torch_ops = bad, .n_torch_ops = 1};
+    assert_int_equal(cost_measured_here(c, &worse, why, sizeof why), VR_EINVAL);
+    assert_non_null(strstr(why, "torch_ops"));
+    assert_true(fabs(cost_op_ns(c, &br) - (1e9 / 1.6e12 * 1e9 + 3000)) < 1.0);
+    cost_free(c);
+}
+
 /* An empty profile on a 4 TB/s device: only the tables a test fills. */
 static DeviceSpec plain_device(void) {
     DeviceSpec dev;
@@ -668,6 +703,7 @@ int main(void) {
         cmocka_unit_test(test_moe_rows),
         cmocka_unit_test(test_clone),
         cmocka_unit_test(test_carry_attention_ratio),
+        cmocka_unit_test(test_measured_here),
     };
     return cmocka_run_group_tests_name("cost", tests, NULL, NULL);
 }

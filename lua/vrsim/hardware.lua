@@ -255,14 +255,35 @@ function M.device_of(cfg, ctx)
     end
     return prof
   end
-  -- this GPU's own profile; else the H200's, carried to it op class by op class (lua/hw/carry.lua)
+  -- The memory-bound kernels measured on this very GPU (validation/harness/run_gpu_classes.sh):
+  -- PyTorch's kernels by access class and the supplements measure_torch_ops.py's table joins,
+  -- vrsim-calibrate's streaming copy / elementwise curves and the stream's gap per kernel; nil
+  -- when it has none. Over a carried profile they replace the classes carried by the DRAM ratio
+  -- (sim/cost.h cost_measured_here): a kernel far below DRAM's bandwidth runs at what its SMs
+  -- keep in flight, which the ratio does not know.
+  local function measured_here(gname)
+    local ops, streams, gap = calibrated("_torch_ops", gname), calibrated("_streams", gname),
+        calibrated("_kernel_gap", gname)
+    local rows = joined(ops and ops.torch_ops or {}, "torch_ops",
+                        { "_conv_layout", "_group_norm", "_norm", "_geglu_mul" }, gname)
+    if #rows == 0 and not streams and not gap then return nil end
+    return { torch_ops = rows, copy = streams and streams.copy, elementwise = streams and streams.elementwise,
+             kernel_gap_us = gap and gap.kernel_gap_us, source = "lua/hw/calibrated/" .. gname .. "_*.lua" }
+  end
+  -- this GPU's own profile; else the H200's, carried to it op class by op class (lua/hw/carry.lua),
+  -- with the memory-bound kernels this GPU measured itself in place of their carried classes
   local carry_mod = require "hw.carry"
-  local prof, carry = load_profile(name), nil
+  local prof, carry, here = load_profile(name), nil, nil
   if prof then
     prof.basis = "measured on this GPU: lua/hw/calibrated/" .. name .. "*.lua"
   elseif gpus[carry_mod.REFERENCE] then
     prof = load_profile(carry_mod.REFERENCE)
-    if prof then carry, prof.basis = carry_mod.carry(g, gpus[carry_mod.REFERENCE], carry_mod.best_bf16(prof)) end
+    if prof then
+      local basis
+      carry, basis = carry_mod.carry(g, gpus[carry_mod.REFERENCE], carry_mod.best_bf16(prof))
+      here = measured_here(name)
+      prof.basis = here and (basis .. "; memory-bound kernels measured on this GPU (" .. here.source .. ")") or basis
+    end
   end
   -- the host costs carried to the run's host (hardware.host_dispatch_scale, and the classes
   -- hardware.host_classes measured there: lua/hw/host_speed.lua)
@@ -285,7 +306,7 @@ function M.device_of(cfg, ctx)
   if lk and ic == "nvlink" and nodes == 1 then nccl, nccl_ranks = lk.nccl, lk.nccl_ranks end
   return {
     nccl = nccl, nccl_ranks = nccl_ranks,
-    profile = prof, carry = carry, grouped_mm = gmm or nil, bnb_optim = bnb_optim,
+    profile = prof, carry = carry, measured_here = here, grouped_mm = gmm or nil, bnb_optim = bnb_optim,
     world = n, coll_bw = coll_bw, coll_latency_ns = coll_lat, interconnect = ic,
     gpus_per_node = cfg.hardware.gpus_per_node, nics_per_node = nics, replicate = replicate,
     nic_bw = net and net.bw_bytes_per_s or 0, nic_latency_ns = net and net.latency_s * 1e9 or 0,

@@ -275,6 +275,39 @@ static void read_moe(lua_State *L, int dev, Plan *p) {
     lua_settop(L, t - 1);
 }
 
+/* Makes the plan's carried cost model price the memory-bound kernels the simulated GPU measured
+ * itself (device.measured_here, hardware.lua: lua/hw/calibrated/<gpu>_torch_ops.lua and its
+ * supplements): its `torch_ops` classes, its `copy` / `elementwise` streaming curve and its
+ * `kernel_gap_us` replace the carried ones (cost.h cost_measured_here). Called after the carry. */
+static void read_measured_here(lua_State *L, int dev, Plan *p) {
+    if (lua_getfield(L, dev, "measured_here") != LUA_TTABLE) { lua_pop(L, 1); return; }
+    int t = lua_gettop(L);
+    int n_stream = profile_table(L, t, "copy");
+    lua_pop(L, 1);
+    n_stream += profile_table(L, t, "elementwise");
+    lua_pop(L, 1);
+    int n_ops = profile_table(L, t, "torch_ops");
+    lua_pop(L, 1);
+    size_t bytes = sizeof(CostStreamRow) * (size_t)(n_stream + n_ops) + sizeof(char[32]) * (size_t)n_ops;
+    char *buf = lua_newuserdatauv(L, bytes ? bytes : 1, 0);
+    CostStreamRow *stream = (CostStreamRow *)buf;
+    CostStreamRow *ops = stream + n_stream;
+    char (*classes)[32] = (char (*)[32])(ops + n_ops);
+    int ns = read_points(L, t, "copy", stream, 0, NULL);
+    read_points(L, t, "elementwise", stream, ns, NULL);
+    read_points(L, t, "torch_ops", ops, 0, classes);
+    CostProfile own = {.stream = stream, .n_stream = n_stream, .torch_ops = ops, .n_torch_ops = n_ops,
+                       .kernel_gap_us = field_num(L, t, "kernel_gap_us", 0)};
+    char why[160], src[200] = "?";
+    VrStatus st = cost_measured_here(p->cost, &own, why, sizeof why);
+    if (st == VR_ENOMEM) luaL_error(L, "out of memory building the cost model of %s", p->dev.key);
+    if (st) {
+        field_str(L, t, "source", src, sizeof src);
+        luaL_error(L, "the kernels measured on %s (%s): %s", p->dev.key, src, why);
+    }
+    lua_settop(L, t - 1);
+}
+
 /* Builds the plan's cost model from device.profile (a calibrated profile table), if any: its
  * tables copied into the cost module's rows (cost.h, cost_from_profile, turns them into curves),
  * or the process's model of the same rows copied. */
@@ -315,6 +348,7 @@ void read_profile(lua_State *L, int dev, Plan *p) {
             luaL_error(L, "cannot carry the calibrated profile to %s: bad ratios", p->dev.key);
     }
     lua_pop(L, 1);
+    read_measured_here(L, dev, p);
     read_moe(L, dev, p);
     double host_us = field_num(L, prof, "host_op_us", field_num(L, prof, "launch_us", 0));
     p->host_op_ns = host_us * 1e3;

@@ -69,20 +69,43 @@ def write_torch_ops(path, header, rows, gbps_digits=1):
         f.write("  },\n}\n")
 
 
+def measured_on(src, gpu=None, date=None):
+    """Where and when the rows of measurement file src were taken, for a table's header: the GPU
+    and torch version the file records (save_rows), else gpu (--gpu-name), the date given
+    (--date) and the file's path."""
+    with open(src) as f:
+        text = f.read()
+    try:
+        d = json.loads(text)
+    except ValueError:  # JSON lines: the first record's
+        d = json.loads(text.splitlines()[0]) if text.strip() else {}
+    info = d if isinstance(d, dict) else {}
+    name = info.get("gpu") or gpu
+    if not name:
+        raise SystemExit("%s does not say which GPU it was measured on: pass --gpu-name" % src)
+    cudnn = info.get("cudnn")  # torch.backends.cudnn.version(): 91900 is 9.19
+    return {"gpu": name, "torch": info.get("torch", "?"),
+            "cudnn": "%d.%d" % (cudnn // 10000, cudnn // 100 % 100) if isinstance(cudnn, int) else "?",
+            "date": date or "(date not given)", "src": src}
+
+
 def measure_or_write(doc, measure, write_lua, add_args=None):
     """The scripts' command line. --out F: measure(args) (torch and a GPU needed); --from F --lua
-    FILE: write_lua(F, FILE). add_args(parser) adds a script's own options."""
+    FILE: write_lua(F, FILE, measured_on(F)), the header naming the GPU, torch and --date of the
+    measurement. add_args(parser) adds a script's own options."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out")
     ap.add_argument("--from", dest="src")
     ap.add_argument("--lua")
+    ap.add_argument("--date", help="with --from: the day the rows were measured (YYYY-MM-DD)")
+    ap.add_argument("--gpu-name", help="with --from: the GPU, where the file does not record it")
     if add_args:
         add_args(ap)
     a = ap.parse_args()
     if a.src:
         if not a.lua:
             ap.error("--from needs --lua")
-        return write_lua(a.src, a.lua)
+        return write_lua(a.src, a.lua, measured_on(a.src, a.gpu_name, a.date))
     if not a.out:
         ap.error("--out F (measure) or --from F --lua FILE (write the table)")
     if torch is None:

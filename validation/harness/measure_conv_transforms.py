@@ -89,19 +89,19 @@ def fit(path):
     return k, 1e-3 / a, 1e-3 / f, len(rows), err
 
 
-def write_lua(src, path):
+def write_lua(src, path, m):
     k, act, filt, n, err = fit(src)
     size = 1 << 24  # the rates hold at every measured size: one row each, its rate constant
     write_torch_ops(path,
-                "-- cuDNN's layout transforms around NCHW convolutions on NVIDIA H200 (torch 2.11.0+cu130,\n"
-                "-- cuDNN 9.19), 2026-12-01: every 3x3 convolution of the SDXL UNet at 1024 px, batch 1 and 4,\n"
+                "-- cuDNN's layout transforms around NCHW convolutions on %(gpu)s (torch %(torch)s,\n"
+                "-- cuDNN %(cudnn)s), %(date)s: every 3x3 convolution of the SDXL UNet at 1024 px, batch 1 and 4,\n"
                 "-- bf16, forward and backward, its nchwToNhwc / nhwcToNchw kernels timed with torch.profiler\n"
                 "-- (1x1 convolutions launch none). Their time fitted as bytes read and written at two rates\n"
-                "-- plus %.2f us a kernel, over %d convolution-directions, largest error %.0f %%:\n"
-                "--   python3 validation/harness/measure_conv_transforms.py --res 1024 --batch B --out F.jsonl\n"
-                "--   python3 validation/harness/measure_conv_transforms.py --from F.jsonl --lua THIS_FILE\n"
+                "-- plus %(k).2f us a kernel, over %(n)d convolution-directions, largest error %(err).0f %%:\n"
+                "--   python3 validation/harness/measure_conv_transforms.py --res 1024 --batch B --out %(src)s\n"
+                "--   python3 validation/harness/measure_conv_transforms.py --from %(src)s --date %(date)s --lua THIS_FILE\n"
                 "-- Read as profile classes by lua/vrsim/hardware.lua; priced per op by sim/cost.c (layout_ns).\n"
-                % (k, n, 100 * err),
+                % dict(m, k=k, n=n, err=100 * err),
                 [(cls, "fit", size, size / (gbps * 1e6), gbps)
                  for cls, gbps in (("layout", act), ("layout_filter", filt))])
     print("per kernel %.2f us, activations %.1f GB/s, filters %.1f GB/s, %d points, max error %.0f %%"

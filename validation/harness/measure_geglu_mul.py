@@ -53,17 +53,17 @@ def measure(a):
     save_rows(a.out, rows)
 
 
-def write_lua(src, path):
+def write_lua(src, path, m):
     pts = byte_rate_points(src)
     write_torch_ops(path,
-                "-- GEGLU's product of a strided half-view and a contiguous tensor on NVIDIA H200, torch\n"
-                "-- 2.11.0+cu130, bf16, torch.profiler kernel time, 2026-12-01: the bytes vrsim's op counts\n"
+                "-- GEGLU's product of a strided half-view and a contiguous tensor on %(gpu)s, torch\n"
+                "-- %(torch)s, bf16, torch.profiler kernel time, %(date)s: the bytes vrsim's op counts\n"
                 "-- (forward: both operands and the output; backward: twice that) over the MulFunctor\n"
-                "-- kernels' time, %d points at the SDXL UNet's feed-forward shapes; classes\n"
+                "-- kernels' time, %(n)d points at the SDXL UNet's feed-forward shapes; classes\n"
                 "-- \"strided_mixed\" (forward) and \"strided_mixed_bwd\".\n"
-                "--   python3 validation/harness/measure_geglu_mul.py --out validation/results/geglu_mul_h200.json\n"
-                "--   python3 validation/harness/measure_geglu_mul.py --from validation/results/geglu_mul_h200.json --lua THIS_FILE\n"
-                % len(pts),
+                "--   python3 validation/harness/measure_geglu_mul.py --out %(src)s\n"
+                "--   python3 validation/harness/measure_geglu_mul.py --from %(src)s --date %(date)s --lua THIS_FILE\n"
+                % dict(m, n=len(pts)),
                 [("strided_mixed" if r["dir"] == "fwd" else "strided_mixed_bwd",
                   "hidden * gelu(gate) %dx%d" % (r["tokens"], r["inner"]), b, r["us"] / 1e3, gbps)
                  for b, gbps, r in pts])

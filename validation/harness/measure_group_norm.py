@@ -54,7 +54,7 @@ def measure(a):
     save_rows(a.out, rows)
 
 
-def write_lua(src, path):
+def write_lua(src, path, m):
     """One block's rate through its row (row bytes / kernel time) against the tensor's whole size,
     as the profile class "rowwise": the rate halves once the tensor no longer stays in L2 between
     the calls (4.4-4.9 GB/s up to 10.5 MB, 2.0-2.8 from 21 MB on an H200, whose L2 is 60 MB).
@@ -64,14 +64,14 @@ def write_lua(src, path):
                  for r in d["rows"] if r["moments_us"] > 0)
     write_torch_ops(path,
                 "-- GroupNorm's statistics kernel (RowwiseMomentsCUDAKernel: one block of 512 threads per\n"
-                "-- (sample, group) row) on NVIDIA H200, torch 2.11.0+cu130, bf16, 2026-12-01: one block's\n"
-                "-- rate through its row against the whole tensor's bytes, %d shapes of the SDXL UNet at\n"
-                "-- batch 1-16 (32 groups). Up to 10.5 MB the tensor stays in L2 between calls (4.4-4.9\n"
-                "-- GB/s a block); from 21 MB it does not (2.0-2.8).\n"
-                "--   python3 validation/harness/measure_group_norm.py --out validation/results/group_norm_h200.json\n"
-                "--   python3 validation/harness/measure_group_norm.py --from validation/results/group_norm_h200.json --lua THIS_FILE\n"
+                "-- (sample, group) row) on %(gpu)s, torch %(torch)s, bf16, %(date)s: one block's\n"
+                "-- rate through its row against the whole tensor's bytes, %(n)d shapes of the SDXL UNet at\n"
+                "-- batch 1-16 (32 groups): %(lo).1f-%(hi).1f GB/s a block (on the H200: up to 10.5 MB the\n"
+                "-- tensor stays in L2 between calls, 4.4-4.9 GB/s a block; from 21 MB it does not, 2.0-2.8).\n"
+                "--   python3 validation/harness/measure_group_norm.py --out %(src)s\n"
+                "--   python3 validation/harness/measure_group_norm.py --from %(src)s --date %(date)s --lua THIS_FILE\n"
                 "-- Read as the profile class \"rowwise\" by lua/vrsim/hardware.lua; sim/cost.c rowwise_ns.\n"
-                % len(pts),
+                % dict(m, n=len(pts), lo=min(p[1] for p in pts), hi=max(p[1] for p in pts)),
                 [("rowwise", "RowwiseMomentsCUDAKernel, one block", total, total / (gbps * 1e6), gbps)
                  for total, gbps in pts], gbps_digits=2)
     print("%d points, %.1f-%.1f GB/s a block" % (len(pts), min(p[1] for p in pts), max(p[1] for p in pts)))

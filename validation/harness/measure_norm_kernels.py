@@ -71,17 +71,17 @@ def measure(a):
     save_rows(a.out, rows)
 
 
-def write_lua(src, path):
+def write_lua(src, path, m):
     pts = byte_rate_points(src)
     write_torch_ops(path,
-                "-- F.layer_norm's and F.group_norm's kernels (GroupNorm's statistics kernel apart: h200_group_norm.lua)\n"
-                "-- on NVIDIA H200, torch 2.11.0+cu130, bf16, torch.profiler kernel time, 2026-12-01: the\n"
+                "-- F.layer_norm's and F.group_norm's kernels (GroupNorm's statistics kernel apart: <gpu>_group_norm.lua)\n"
+                "-- on %(gpu)s, torch %(torch)s, bf16, torch.profiler kernel time, %(date)s: the\n"
                 "-- bytes vrsim's op library counts for each op (ops/norm.lua; backward: twice the forward's)\n"
-                "-- over the kernels' time, %d shapes of the SDXL UNet: the classes of kind \"norm\" (forward)\n"
+                "-- over the kernels' time, %(n)d shapes of the SDXL UNet: the classes of kind \"norm\" (forward)\n"
                 "-- and \"norm_bwd\" (without them: the generic streaming curve, 2-5 times faster than these).\n"
-                "--   python3 validation/harness/measure_norm_kernels.py --out validation/results/norm_kernels_h200.json\n"
-                "--   python3 validation/harness/measure_norm_kernels.py --from validation/results/norm_kernels_h200.json --lua THIS_FILE\n"
-                % len(pts),
+                "--   python3 validation/harness/measure_norm_kernels.py --out %(src)s\n"
+                "--   python3 validation/harness/measure_norm_kernels.py --from %(src)s --date %(date)s --lua THIS_FILE\n"
+                % dict(m, n=len(pts)),
                 [("norm" if r["dir"] == "fwd" else "norm_bwd",
                   "%s %s" % (r["op"], "x".join(str(v) for v in r["shape"])), b, r["us"] / 1e3, gbps)
                  for b, gbps, r in pts])

@@ -9,7 +9,7 @@ and its "predicted" side is the prediction. One line a configuration: the plan's
 predicted peak allocated and reserved (MiB), step time (ms), parameter counts and the git commit
 of the simulator that made them. A configuration validate skips is reported and left out.
 
-  predict_plan.py --plan validation/harness/plans/plan_gen3.jsonl [--vrsim ./vrsim] > PREDICTIONS.jsonl
+  predict_plan.py --plan validation/harness/plans/plan_gen3.jsonl [--vrsim ./vrsim] [--gpu h100] > PREDICTIONS.jsonl
 """
 import argparse
 import json
@@ -21,6 +21,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 H200_MIB = 143155.9375
+# the cards a plan may run on: the name torch reports and its total memory (MiB)
+GPUS = {"h200": ("NVIDIA H200", H200_MIB), "h100": ("NVIDIA H100 80GB HBM3", 81559.0)}
 # what measure_llama.py adds to a plan line: its software, the card, and per-step figures
 RECORD = {"torch": "2.11.0+cu130", "gpu": "NVIDIA H200", "transformers": "5.17.0", "peft": "0.21.0",
           "total_mib": H200_MIB, "n_params": 1, "n_trainable": 1}
@@ -28,7 +30,7 @@ RECORD = {"torch": "2.11.0+cu130", "gpu": "NVIDIA H200", "transformers": "5.17.0
 HARNESS_ONLY = ("timeout_s", "trace", "retry_blocking")
 
 
-def placeholder(cfg):
+def placeholder(cfg, gpu="h200"):
     if cfg.get("model") in ("flux", "sd3", "sd"):
         # a measure_diffusers.py line: its record reads and cuts the config file the line names
         import measure_diffusers
@@ -36,6 +38,7 @@ def placeholder(cfg):
     else:
         rec = {k: v for k, v in cfg.items() if k not in HARNESS_ONLY}
     rec.update(RECORD)
+    rec["gpu"], rec["total_mib"] = GPUS[gpu]
     rec["steps"] = [{"step": i, "wall_ms": 1.0, "gpu_ms": 1.0, "peak_alloc_mib": 1.0,
                      "peak_reserved_mib": 1.0, "end_alloc_mib": 1.0, "end_reserved_mib": 1.0,
                      "num_alloc_retries": 0} for i in range(cfg.get("steps", 4))]
@@ -46,13 +49,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--plan", required=True)
     ap.add_argument("--vrsim", default="./vrsim")
+    ap.add_argument("--gpu", choices=sorted(GPUS), default="h200", help="the card the plan will run on")
     a = ap.parse_args()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     with open(a.plan) as f:
         plan = [json.loads(line) for line in f if line.strip()]
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as t:
         for cfg in plan:
-            t.write(json.dumps(placeholder(cfg)) + "\n")
+            t.write(json.dumps(placeholder(cfg, a.gpu)) + "\n")
     try:
         r = subprocess.run([a.vrsim, "validate", "--json", t.name], capture_output=True, text=True)
     finally:

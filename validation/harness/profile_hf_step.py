@@ -30,6 +30,14 @@ def build(record, name):
     if mode not in ("bf16", "lora_bf16") or rec.get("accum", 1) != 1 or "cap_mib" in rec:
         sys.exit("profile_hf_step: %s: mode %s, accum %s%s not reproduced here"
                  % (name, mode, rec.get("accum", 1), ", a memory cap" if "cap_mib" in rec else ""))
+    # the techniques that change the model or its loss (float8, compile, op-level checkpointing,
+    # the chunked and fused losses) as measure_llama.py applies them; the training and data ones
+    # are not reproduced here
+    import tech_model
+    from techniques import TECHNIQUE_FIELDS
+    others = [k for k in TECHNIQUE_FIELDS if k in rec and k not in tech_model.MODEL_FIELDS]
+    if others:
+        sys.exit("profile_hf_step: %s: %s not reproduced here" % (name, ", ".join(others)))
     from transformers import AutoConfig, AutoModelForCausalLM
     if "hf_config" in rec:
         hf = dict(rec["hf_config"])
@@ -51,12 +59,15 @@ def build(record, name):
         lc = rec.get("lora") or {"r": 8, "alpha": 32, "dropout": 0.05, "targets": ["q_proj", "v_proj"]}
         model = get_peft_model(model, LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
                                                  target_modules=lc["targets"], task_type="CAUSAL_LM"))
+    model = tech_model.after_peft(rec, model)
     model.train()
     kw = {"adamw_foreach": {"foreach": True}, "adamw_fused": {"fused": True},
           "adamw_forloop": {"foreach": False}}[rec.get("optim", "adamw_foreach")]
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5, **kw)
     ids = torch.randint(0, cfg.vocab_size, (rec["batch"], rec["seq"]), device="cuda")
-    fwd = lambda: model(input_ids=ids, labels=ids).loss
+    def fwd():
+        loss = tech_model.forward_loss(rec, model, ids)
+        return loss if loss is not None else model(input_ids=ids, labels=ids).loss
     for _ in range(3):
         loss = fwd(); loss.backward(); opt.step(); opt.zero_grad(set_to_none=True); del loss
     torch.cuda.synchronize()
