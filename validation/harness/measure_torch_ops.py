@@ -13,6 +13,10 @@ chunk) over the same lists and over lists three times longer, bf16 and fp32 (cla
 fused_adamw_fp32); its bytes are the simulator's: parameters, gradients and both moments read,
 parameters and moments written, 7 x the parameters' bytes.
 
+Class transpose_fp8 (a 2-D .t().contiguous() of a float8 tensor) is the layout copy of
+torchao's float8 training (lua/strategies/float8.lua M.LAYOUT_COPY_KIND names the class it is
+priced by).
+
 Bytes moved = bytes of every input read + every output written (as the simulator counts them).
 """
 import argparse, datetime
@@ -65,6 +69,11 @@ def main():
         x1, x2 = q[..., : d // 2], q[..., d // 2:]
         rec("cat_strided", "cat halves", timed(lambda: torch.cat((-x2, x1), dim=-1)), nb(x, x))
         rec("copy", "clone contiguous", timed(lambda: x.clone()), nb(x, x))
+        # a whole 2-D transpose of one-byte elements: torchao's float8 operands put in the
+        # layouts torch._scaled_mm takes (float8_ops.py preprocess_addmm's .contiguous() of a
+        # transposed float8 tensor; elementwise_kernel<128, 4> float8_copy_kernel_cuda)
+        x8 = x.view(b * s, h).to(torch.float8_e4m3fn)
+        rec("transpose_fp8", "float8 t().contiguous()", timed(lambda: x8.t().contiguous()), nb(x8, x8))
     for (n, v) in ([] if a.only else [(2048, 32000), (8192, 32000)]):
         l = torch.randn(n, v, device=dev)
         rec("softmax", "log_softmax fp32", timed(lambda: torch.log_softmax(l, -1), 5), nb(l, l))
