@@ -31,7 +31,8 @@
 -- Two graph ops carry the Function's backward: the product (its derived backward the
 -- grad_input GEMM) and a weight-side op made before it (its derived backward the grad_weight
 -- GEMM), as the bias reduction of ops/linear.lua; each one's temporaries are its backward
--- workspace, sized at the sequence's peak.
+-- workspace, sized at the sequence's peak. Eager, the casts' kernels run on pass-through ops
+-- beside them, one a kernel class (backward_kernels), which allocate nothing.
 -- Under torch.compile (a compiled decoder layer, strategies/compile.lua; cx.compiling) the
 -- casts are Inductor kernels: the forward casts' intermediates (abs, the fp32 copy, the product,
 -- clamp) fuse away through the partition (their ops are fusible), and backward's casts each
