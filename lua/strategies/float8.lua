@@ -290,8 +290,10 @@ end
 -- itself: post_inverse_scale = a_inv (rows, 1) * b_inv (1, cols), an fp32 rows x cols tensor
 -- from two broadcast operands (elementwise_kernel<128, 2>: class broadcast_rows), then
 -- output *= post_inverse_scale, a bf16 product times fp32 in place (a mixed-dtype contiguous op:
--- unrolled_elementwise_kernel, as the bf16-to-fp32 copy: class cast_up). n = rows x cols.
+-- unrolled_elementwise_kernel, as the bf16-to-fp32 copy: class cast_up). The unit scales are
+-- two new_ones(()) fills. n = rows x cols.
 local function add_post_scale(into, what, n, h)
+  into[#into + 1] = { what .. ".unit_scales", "elementwise", 8, 2 }
   into[#into + 1] = { what .. ".post_inverse_scale", "broadcast_rows", 4 * n, 1 }
   into[#into + 1] = { what .. ".mul_post_inverse_scale", "cast_up", (2 * h + 4) * n, 1 }
 end
