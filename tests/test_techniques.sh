@@ -437,6 +437,69 @@ freed=$(grep "layers.1.mlp.down_proj.float8_grad_weight.backward$" "$tmp/f8.csv"
 if [ "$ws_t" = $((MN + MK + MN + 8 * MK)) ] && [ "$ws_h" = $((MN + MK)) ] && [ "$freed" -ge 1 ]; then
   ok "float8: grad_weight's temporaries $ws_t bytes tensorwise, $ws_h with rowwise_with_gw_hp; the bf16 input saved until then"
 else bad "float8: grad_weight temporaries $ws_t / $ws_h (want $((MN + MK + MN + 8 * MK)) / $((MN + MK))), input freed there: $freed"; fi
+# eager backward's casts as the kernels they launch (torchao 0.18, torch 2.11), each an op of its
+# access class, in the last step's trace. down_proj: M = 4096 rows, N = 4096 out, K = 14336 in.
+#  - grad_weight's operands are put in _scaled_mm's layouts by transposing float8 copies
+#    (preprocess_addmm): the input's, 1 byte read and 1 written an element (2 MK bytes), priced
+#    by the transposing class, slower a byte than the contiguous clamp of the same cast
+#  - the scale multiply (a 0-d fp32 scale broadcast: TensorIterator's non-vectorized kernel) is
+#    class broadcast_rows and takes longer than the clamp that follows it, the same 8 MN bytes
+#    (and the 4-byte scale)
+#  - launches: the H100 profile's tensorwise backward (validation/results/
+#    kernels_tech_model_h100.jsonl, 28 Linears) runs 55 cast kernels a Linear beyond its GEMMs:
+#    4 casts x 12 (abs, memset + max, 5 on the scale, .to(fp32), mul, clamp, .to(float8)), 2 x 2
+#    scale reciprocals, 3 layout copies
+#  - forward: 2 casts x 12, the two scales' reciprocals and the GEMM: 27 launches (the profile's
+#    28 a Linear less one strided bf16 copy vrsim does not launch, docs/techniques.md)
+#  - rowwise: grad_output's amax along its rows is one row reduction; the grad_weight casts'
+#    amax along the columns is a column reduction (reduce_cols), with its memset; the profile's
+#    rowwise backward runs 74 kernels a Linear beyond its GEMMs: 4 casts x 14 or 15 (3 more on
+#    the scale: log2, floor, exp2; the weight's and grad_weight's amax per column, with a memset),
+#    2 x 2 reciprocals, 3 layout copies, and after each GEMM 2 unit-scale fills, the fp32
+#    post_inverse_scale and the product's scaling
+"$VRSIM" "$tmp/f8.lua" --out "$tmp/f8out" >/dev/null
+"$VRSIM" "$tmp/f8.lua" --out "$tmp/f8row" --set training.float8.recipe=rowwise >/dev/null
+f8ops() { python3 - "$@" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))
+ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+last = max(e["args"].get("step", 0) for e in ev if e.get("ph") == "X")
+ops = {e["name"]: e for e in ev if e.get("ph") == "X" and e["args"].get("step") == last}
+P = "layers.1.mlp.down_proj.float8_grad_"
+def op(n): return ops[P + n + ".backward"]
+def rate(n): return op(n)["args"]["bytes"] / op(n)["dur"]
+M, N, K = 4096, 4096, 14336
+if sys.argv[2] == "tensorwise":
+    cp, cl, mul = op("weight_casts.input_t.float8_column_major"), op("input_casts.grad_output.clamp"), \
+        op("input_casts.grad_output.mul_scale")
+    k = sum(e["args"].get("kernels", 1) for n, e in ops.items()
+            if n.startswith(P) and "casts." in n and n.endswith(".backward"))
+    good = (cp["args"]["kind"] == "transpose" and cp["args"]["bytes"] == 2 * M * K
+            and rate("weight_casts.input_t.float8_column_major") < rate("input_casts.grad_output.clamp")
+            and mul["args"]["kind"] == "broadcast_rows" and mul["args"]["bytes"] - 4 == cl["args"]["bytes"] == 8 * M * N
+            and mul["dur"] > cl["dur"] and k == 55)
+    f = sum(e["args"].get("kernels", 1) for n, e in ops.items()
+            if n.startswith("layers.1.mlp.down_proj") and e["cat"] == "forward" and e["args"]["kind"] != "none")
+    good = good and f == 27
+    print("layout copy %s %d bytes %.0f B/us against the clamp's %.0f; scale multiply %.1f us, clamp %.1f us; "
+          "%d kernels; forward %d" % (cp["args"]["kind"], cp["args"]["bytes"],
+             rate("weight_casts.input_t.float8_column_major"), rate("input_casts.grad_output.clamp"),
+             mul["dur"], cl["dur"], k, f))
+else:
+    r, c = op("input_casts.grad_output.amax")["args"], op("weight_casts.grad_output_t.amax")["args"]
+    k = sum(e["args"].get("kernels", 1) for n, e in ops.items()
+            if n.startswith(P) and "casts." in n and n.endswith(".backward"))
+    good = (r["kind"] == "reduce_rows" and r.get("kernels", 1) == 1 and c["kind"] == "reduce_cols"
+            and c["kernels"] == 2 and k == 74)
+    print("row amax %s x%d, column amax %s x%d; %d kernels" % (r["kind"], r.get("kernels", 1), c["kind"],
+                                                             c["kernels"], k))
+sys.exit(0 if good else 1)
+PY
+}
+if got=$(f8ops "$tmp/f8out/trace.json" tensorwise); then ok "float8 backward kernels: $got"
+else bad "float8 backward kernels: $got"; fi
+if got=$(f8ops "$tmp/f8row/trace.json" rowwise); then ok "float8 rowwise backward kernels: $got"
+else bad "float8 rowwise backward kernels: $got"; fi
 # on an sm80 card torchtitan refuses it; an sm89 card (RTX 4090) runs it
 "$VRSIM" "$tmp/f8.lua" --no-files --set gpu=a100_80g >/dev/null 2>"$tmp/err"; rc=$?
 if [ $rc = 2 ] && grep -q "only supported on SM89 or later" "$tmp/err" && "$VRSIM" "$tmp/f8.lua" --no-files --set gpu=rtx4090 >/dev/null 2>&1; then

@@ -204,35 +204,23 @@ KNOWN = {
         "one 1002 MiB segment placed in a freed block after a free-order difference at the RMSNorm "
         "backwards (allocations match the trace; replay of the trace is exact)"),
     # float8 rowwise, eager: the record's steps 1-2 took 295.4 and 293.8 ms and step 3, the one
-    # compared, 370.0 ms (its steps spread 26 %); against steps 1-2 vrsim's 261.3 ms is -11 %,
-    # as for tensorwise (-10 %, inside the band): vrsim's eager float8 step is low by 10-11 % on
-    # both recipes
-    # float8 eager, on the H100 with its memory-bound classes measured there: the backward's casts.
-    # torch.profiler's kernels of the two gen4 rows (validation/results/kernels_tech_model_h100.jsonl)
-    # against vrsim's ops of the same configuration: the whole miss is in the backward's copy and
-    # elementwise kernels, 114.2 ms measured against vrsim's 79.4 (tensorwise), where the casts of
-    # transposed operands and the mixed-dtype scalings run TensorIterator's non-vectorized kernels
-    # (elementwise_kernel<128, 4, ...float8_copy...>, 84 launches, 24 ms) that
-    # lua/strategies/float8.lua prices as one contiguous cast each
-    ("gen4-tm-l3-8b-l4-b2-s4096-f8-rowwise", "step_time"): (0.35,
-        "the backward's float8 casts priced as contiguous kernels (measured: strided ones), and a slow "
-        "last step (370.0 ms after 295.4 and 293.8)"),
-    ("gen4-tm-l3-8b-l4-b2-s4096-f8-tensorwise", "step_time"): (0.17,
-        "the backward's float8 casts priced as contiguous kernels (measured: strided ones)"),
-    ("gen5-tm-l3-8b-l4-b2-s4096-f8-tensorwise", "step_time"): (0.17,
-        "the backward's float8 casts priced as contiguous kernels (measured: strided ones)"),
+    # compared, 370.0 ms (its steps spread 26 %); against steps 1-2 vrsim's 283.3 ms is -4 %.
+    # A profiled steady step of the same configuration (kernels_tech_model_h100.jsonl,
+    # compare_kernels.py --kernels) sums 281.4 ms of kernels, vrsim's 283.2
+    ("gen4-tm-l3-8b-l4-b2-s4096-f8-rowwise", "step_time"): (0.25,
+        "a slow last step (370.0 ms after 295.4 and 293.8); -4 % against the steady two"),
     # packed variable-length rows with checkpointing on the H100: GPU-bound in vrsim (64.6 ms of
     # kernels, 33.1 of host dispatch); its twin without checkpointing is within 2.3 % (50.6 ms
     # measured, 51.8 vrsim), and checkpointing adds 26.0 ms measured where vrsim's recompute adds
     # 15.5: the recomputed forward of the packed batch is what is short
+    ("gen5-varlen-packed-ckpt", "step_time"): (0.15,
+        "the recomputed forward of a packed batch: +26.0 ms measured over its uncheckpointed twin, "
+        "+15.5 ms in vrsim"),
     # SDXL's steady steps on the H100 host, taken before the harness timed the host's op classes:
     # they run at the tiny-op loop's host scale, which leaves the host-bound rows 14-22 % fast
     # (docs/step-time.md, "Steady medians by resolution and batch"); this one's steps spread 28 %
     ("steps-r512-b4_bf16", "step_time"): (0.25,
         "host-bound on the H100 host at the tiny-op scale (the records predate host_class_bench)"),
-    ("gen5-varlen-packed-ckpt", "step_time"): (0.15,
-        "the recomputed forward of a packed batch: +26.0 ms measured over its uncheckpointed twin, "
-        "+15.5 ms in vrsim"),
 }
 for (cfg, metric), (bound, why) in sorted(KNOWN.items()):
     r = [x for x in rows if x["config"] == cfg and x["metric"] == metric]

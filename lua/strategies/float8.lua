@@ -31,7 +31,8 @@
 -- Two graph ops carry the Function's backward: the product (its derived backward the
 -- grad_input GEMM) and a weight-side op made before it (its derived backward the grad_weight
 -- GEMM), as the bias reduction of ops/linear.lua; each one's temporaries are its backward
--- workspace, sized at the sequence's peak.
+-- workspace, sized at the sequence's peak. Eager, the casts' kernels run on pass-through ops
+-- beside them, one a kernel class (backward_kernels), which allocate nothing.
 -- Under torch.compile (a compiled decoder layer, strategies/compile.lua; cx.compiling) the
 -- casts are Inductor kernels: the forward casts' intermediates (abs, the fp32 copy, the product,
 -- clamp) fuse away through the partition (their ops are fusible), and backward's casts each
@@ -60,11 +61,12 @@ M.RECIPES = {
                  grad_output_for_grad_weight = "tensorwise" },
   rowwise = { input = "rowwise", weight = "rowwise", grad_output = "rowwise",
               weight_for_grad_input = "rowwise", input_for_grad_weight = "rowwise",
-              grad_output_for_grad_weight = "rowwise" },
+              grad_output_for_grad_weight = "rowwise", round = true },
   rowwise_with_gw_hp = { input = "rowwise", weight = "rowwise", grad_output = "rowwise",
                          weight_for_grad_input = "tensorwise", input_for_grad_weight = false,
-                         grad_output_for_grad_weight = false },
+                         grad_output_for_grad_weight = false, round = true },
 }
+-- (round: the recipe's round_scales_to_power_of_2)
 
 -- training.float8's keys, as `vrsim fields` lists them.
 M.FIELDS = {
@@ -150,11 +152,83 @@ local function cast_traffic(n, h)
   return n * (2 * h + h + (h < 4 and (h + 4) or 0) + 8 + 8 + 5)
 end
 
+-- The class of a 2-D transposing copy of a float8 tensor (preprocess_addmm's .contiguous() and
+-- .t().contiguous().t(): elementwise_kernel<128, 4> float8_copy_kernel_cuda, one byte an element
+-- read along a stride of a whole row). measure_torch_ops.py measures it as class "transpose_fp8";
+-- until a GPU's table has it, it is priced as "transpose", the nearest measured class (the same
+-- .contiguous() of a transposed view, on bf16 heads whose 128 elements stay contiguous: faster
+-- than a transpose of single bytes).
+M.LAYOUT_COPY_KIND = "transpose"
+
+-- The kernels eager PyTorch launches for one hp_tensor_to_float8_dynamic of n elements of an
+-- h-byte dtype, in order, each { what, kind (memory-access class), bytes, kernels }. axis:
+-- "tensor" (one scale), "rows" (an amax per row, along the contiguous dim) or "cols" (an amax
+-- per column, across rows); s the scale's elements; round: round_scales_to_power_of_2 (the
+-- rowwise recipes). As torch.profiler shows them in the H100 step
+-- (validation/results/kernels_tech_model_h100.jsonl):
+--   abs                 vectorized_elementwise_kernel AbsFunctor: contiguous
+--   max / amax          reduce_kernel; a whole-tensor or a column reduction splits the reduced
+--                       dim over blocks and first memsets their semaphores (a Memset each), a
+--                       row reduction (one block a row) does not
+--   amax_to_scale       .to(float64), clamp, reciprocal, the finfo.max product, .to(float32):
+--                       five kernels on s elements; rounding adds log2, floor, exp2
+--   .to(float32)        unrolled_elementwise_kernel direct_copy: class cast_up
+--   * scale             a 0-d or (rows, 1) scale broadcast along the contiguous dim has stride 0
+--                       there: TensorIterator's non-vectorized elementwise_kernel<128, 2>, class
+--                       broadcast_rows; a (1, cols) scale is a vector along it: class broadcast
+--   clamp               vectorized clamp_scalar: contiguous
+--   .to(float8)         vectorized float8_copy_kernel_cuda: class cast_down
+local function cast_kernels(n, h, axis, s, round)
+  local ks = {
+    { "abs", "elementwise", 2 * h * n, 1 },
+    { "amax", axis == "rows" and "reduce_rows" or axis == "cols" and "reduce_cols" or "reduce_rows",
+      h * n + h * s, axis == "rows" and 1 or 2 },
+    { "scale", "elementwise", s * (h + 68 + (round and 24 or 0)), round and 8 or 5 },
+  }
+  if h < 4 then ks[#ks + 1] = { "to_fp32", "cast_up", (h + 4) * n, 1 } end
+  ks[#ks + 1] = { "mul_scale", axis == "cols" and "broadcast" or "broadcast_rows", 8 * n + 4 * s, 1 }
+  ks[#ks + 1] = { "clamp", "elementwise", 8 * n, 1 }
+  ks[#ks + 1] = { "to_float8", "cast_down", 5 * n, 1 }
+  return ks
+end
+
+-- Appends to list `into` the kernels of a cast named `what` (cast_kernels), each labelled.
+local function add_cast(into, what, n, h, axis, s, round)
+  for _, k in ipairs(cast_kernels(n, h, axis, s, round)) do
+    into[#into + 1] = { what .. "." .. k[1], k[2], k[3], k[4] }
+  end
+end
+
+-- Pass-through ops after tensor t whose backwards launch the kernels of list ks, in the order
+-- listed (the first listed runs first in backward: the ops are made in the reverse order); each
+-- one op of its kernel's class, so that each is priced at its own class's rate. They allocate
+-- nothing: what the casts hold is the backward workspace of the GEMM op beside them. Returns
+-- the last view (the tensor the layer goes on with). keep: t's reference is not dropped (a
+-- view of a parameter, as the weight side's), else each op drops its input's, as one op would.
+local function backward_kernels(cx, name, t, ks, keep)
+  local v = t
+  for i = #ks, 1, -1 do
+    local k = ks[i]
+    local nv = nn.view(cx, v, v.shape, name .. "." .. k[1])
+    nv.rg = true
+    nn.op(cx, { name = name .. "." .. k[1], kind = "none", inputs = { v }, out_tensors = { nv },
+                grads = { { pass = 1 } }, bytes = 0, bwd_kind = k[2], bwd_bytes = math.max(k[3], 1),
+                bwd_kernels = k[4], frees = keep and {} or nil })
+    v = nv
+  end
+  return v
+end
+
 -- hp_tensor_to_float8_dynamic of t, as ops under no_grad (their output is no autograd
 -- history: the Function's backward is its own). rows: the axiswise scale's length (nil:
 -- tensorwise). Returns the float8 tensor.
-local function cast(cx, name, t, rows)
+-- round: round_scales_to_power_of_2 (the rowwise recipes: three more kernels on the scale,
+-- their s-element temporaries not made as tensors here).
+local function cast(cx, name, t, rows, round)
   local keep = cx.no_grad
+  -- eager launches (cast_kernels): a whole-tensor max memsets its blocks' semaphores first; the
+  -- rounding's log2, floor, exp2 follow the scale's .to(float32). Compiled, Inductor's kernels.
+  local eager = not cx.compiling
   cx.no_grad = true
   local sshape = rows and { rows, 1 } or { 1 }
   -- (t is consumed by the ops below: each use drops one of its references, as each op's input)
@@ -165,12 +239,14 @@ local function cast(cx, name, t, rows)
   -- scalars are made as 8-byte int64 tensors: the graph's dtypes have no float64, and only their
   -- bytes matter here)
   local amax = nn.op(cx, { name = name .. ".amax", kind = "reduce_rows", inputs = { ab },
-                           outs = { { name .. ".amax", sshape, t.dtype } } })
+                           outs = { { name .. ".amax", sshape, t.dtype } },
+                           kernels = eager and not rows and 2 or nil })
   local a64 = nn.op(cx, { name = name .. ".amax_float64", inputs = { amax }, outs = { { name .. ".amax_float64", sshape, "int64" } } })
   local cl = nn.op(cx, { name = name .. ".amax_clamp", inputs = { a64 }, outs = { { name .. ".amax_clamp", sshape, "int64" } } })
   local rc = nn.op(cx, { name = name .. ".amax_reciprocal", inputs = { cl }, outs = { { name .. ".amax_reciprocal", sshape, "int64" } } })
   local sc = nn.op(cx, { name = name .. ".scale_float64", inputs = { rc }, outs = { { name .. ".scale_float64", sshape, "int64" } } })
-  local scale = nn.op(cx, { name = name .. ".scale", inputs = { sc }, outs = { { name .. ".scale", sshape, "fp32" } } })
+  local scale = nn.op(cx, { name = name .. ".scale", inputs = { sc }, outs = { { name .. ".scale", sshape, "fp32" } },
+                            kernels = eager and round and 4 or nil })
   local src = t
   if t.dtype ~= "fp32" then
     src = nn.op(cx, { name = name .. ".to_fp32", kind = "cast_up", inputs = { t },
@@ -221,6 +297,75 @@ end
 -- The peak bytes of a cast of n elements (the fp32 copy and its product, or the product and
 -- its clamp, alive together), beside what it leaves: n bytes.
 local function cast_peak(n) return 8 * n end
+
+-- The axis and scale length of a cast whose scaling is `how` ("tensorwise", "rowwise"): a
+-- rowwise cast reduces along `axis`, giving s scales.
+local function scaling(how, axis, s)
+  if how == "rowwise" then return axis, s end
+  return "tensor", 1
+end
+
+-- After a GEMM whose operands' scales are per row or column (is_rowwise_scaling in
+-- addmm_float8_unwrapped) and without use_fast_accum (backward's GEMMs, Float8LinearConfig's
+-- defaults), torchao runs the tensorwise cuBLAS kernel with unit scales and scales the product
+-- itself: post_inverse_scale = a_inv (rows, 1) * b_inv (1, cols), an fp32 rows x cols tensor
+-- from two broadcast operands (elementwise_kernel<128, 2>: class broadcast_rows), then
+-- output *= post_inverse_scale, a bf16 product times fp32 in place (a mixed-dtype contiguous op:
+-- unrolled_elementwise_kernel, as the bf16-to-fp32 copy: class cast_up). The unit scales are
+-- two new_ones(()) fills. n = rows x cols.
+local function add_post_scale(into, what, n, h)
+  into[#into + 1] = { what .. ".unit_scales", "elementwise", 8, 2 }
+  into[#into + 1] = { what .. ".post_inverse_scale", "broadcast_rows", 4 * n, 1 }
+  into[#into + 1] = { what .. ".mul_post_inverse_scale", "cast_up", (2 * h + 4) * n, 1 }
+end
+
+-- The eager kernels backward() runs for grad_input, before its GEMM, in order (the
+-- matmul_with_hp_or_float8_args backward's first half): grad_output cast along its rows (axiswise
+-- dim -1), the weight cast (weight_hp_t = weight.t(), axiswise dim -1: an amax per column of the
+-- stored weight) unless FSDP2 gathered it in float8, the scales' reciprocals, and
+-- preprocess_addmm's copy of the weight's float8 into column-major order (the cast keeps
+-- weight.t()'s strides: its .t() is row-major, so .t().contiguous().t() transposes it). Rowwise
+-- against a tensorwise weight (rowwise_with_gw_hp), the weight's scale repeated per column.
+-- Mr x K input, N x K weight.
+function M.grad_input_kernels(recipe, Mr, N, K, h, w_fp8)
+  local ks = {}
+  local ax, s = scaling(recipe.grad_output, "rows", Mr)
+  add_cast(ks, "grad_output", Mr * N, h, ax, s, recipe.round)
+  if not w_fp8 then
+    ax, s = scaling(recipe.weight_for_grad_input, "cols", K)
+    add_cast(ks, "weight", N * K, h, ax, s, recipe.round)
+  end
+  ks[#ks + 1] = { "scale_reciprocals", "elementwise", 16, 2 }
+  if recipe.grad_output ~= recipe.weight_for_grad_input then
+    ks[#ks + 1] = { "weight.scale_repeat", "elementwise", 8 * K, 1 }
+  end
+  ks[#ks + 1] = { "weight.float8_column_major", M.LAYOUT_COPY_KIND, 2 * N * K, 1 }
+  return ks
+end
+
+-- The eager kernels between the grad_input GEMM and the grad_weight GEMM, in order: grad_input's
+-- post-scaling where its scales are per row (add_post_scale), then for a float8 grad_weight
+-- grad_output cast along its columns (axiswise dim 0) and the input likewise, the scales'
+-- reciprocals, and preprocess_addmm's layouts: grad_output.t() is not row-major (.contiguous():
+-- a transposing copy) and the row-major input is made column-major (.t().contiguous().t()).
+-- Rowwise, grad_weight's own post-scaling, which runs after its GEMM, is listed last here (an
+-- op's place in this list moves its time, not the step's).
+function M.grad_weight_kernels(recipe, Mr, N, K, h)
+  local ks = {}
+  local rowwise_gi = recipe.grad_output == "rowwise" or recipe.weight_for_grad_input == "rowwise"
+  if rowwise_gi then add_post_scale(ks, "grad_input", Mr * K, h) end
+  if recipe.input_for_grad_weight ~= false then
+    local ax, s = scaling(recipe.grad_output_for_grad_weight, "cols", N)
+    add_cast(ks, "grad_output_t", Mr * N, h, ax, s, recipe.round)
+    ax, s = scaling(recipe.input_for_grad_weight, "cols", K)
+    add_cast(ks, "input_t", Mr * K, h, ax, s, recipe.round)
+    ks[#ks + 1] = { "scale_reciprocals", "elementwise", 16, 2 }
+    ks[#ks + 1] = { "grad_output_t.float8_row_major", M.LAYOUT_COPY_KIND, 2 * Mr * N, 1 }
+    ks[#ks + 1] = { "input_t.float8_column_major", M.LAYOUT_COPY_KIND, 2 * Mr * K, 1 }
+    if recipe.grad_output_for_grad_weight == "rowwise" then add_post_scale(ks, "grad_weight", N * K, h) end
+  end
+  return ks
+end
 
 -- Float8Linear.forward for x (..., K) and weight w (N, K) (a gathered float8 copy where FSDP2
 -- gathered it so), no bias (torchtitan's Llama and transformers' decoders have none on the
@@ -275,6 +420,9 @@ function M.linear(cx, name, x, w, recipe, tp)
       ws = held + math.max(cast_peak(MN), MN + cast_peak(MK), 2 * MN + 2 * MK)
       traffic = cast_traffic(MN, h) + cast_traffic(MK, h) + 2 * MN + 2 * MK
     end
+    -- eager: the kernels between the grad_input GEMM and the grad_weight GEMM, in the order
+    -- they run (grad_weight_kernels)
+    local ks = not fused and M.grad_weight_kernels(recipe, Mr, N, K, h) or nil
     local ws_side = nn.view(cx, w, w.shape, name .. ".float8_weight_side")
     ws_side.rg = true
     nn.op(cx, { name = name .. ".float8_grad_weight", kind = "none", inputs = { w }, out_tensors = { ws_side },
@@ -282,18 +430,24 @@ function M.linear(cx, name, x, w, recipe, tp)
                 grads = { { bytes = nn.bytes(w.shape, hp), dtype = hp } }, bytes = 0,
                 bwd_kind = "mm", bwd_flops = flops, dtype = gw_fp8 and "fp8" or hp,
                 bwd_workspace = { ws }, bwd_workspace_first = true, frees = {}, compile_extern = true })
-    -- the casts grad_weight's GEMM needs, a pass-through whose backward is their traffic
-    wv = nn.view(cx, ws_side, w.shape, name .. ".float8_weight_side.casts")
-    wv.rg = true
-    nn.op(cx, { name = name .. ".float8_grad_weight_casts", kind = "none", inputs = { ws_side },
-                out_tensors = { wv }, grads = { { pass = 1 } }, bytes = 0, bwd_kind = "elementwise",
-                bwd_bytes = math.max(traffic, 1), frees = {}, compile_extern = true })
+    if fused then
+      -- the casts grad_weight's GEMM needs, a pass-through whose backward is their traffic
+      wv = nn.view(cx, ws_side, w.shape, name .. ".float8_weight_side.casts")
+      wv.rg = true
+      nn.op(cx, { name = name .. ".float8_grad_weight_casts", kind = "none", inputs = { ws_side },
+                  out_tensors = { wv }, grads = { { pass = 1 } }, bytes = 0, bwd_kind = "elementwise",
+                  bwd_bytes = math.max(traffic, 1), frees = {}, compile_extern = true })
+    else
+      wv = backward_kernels(cx, name .. ".float8_grad_weight_casts", ws_side, ks, true)
+    end
   end
   -- forward: the input's cast, then the weight's (weight_hp_t, axiswise along out_features)
   local rows_in = recipe.input == "rowwise" and Mr or nil
-  local xq = x_fp8 and x or cast(cx, name .. ".input", x, rows_in)
+  local xq = x_fp8 and x or cast(cx, name .. ".input", x, rows_in, recipe.round)
   local wq, wscale, wamax = w, nil, nil
-  if not w_fp8 then wq, wscale, wamax = cast(cx, name .. ".weight", w, recipe.weight == "rowwise" and N or nil) end
+  if not w_fp8 then
+    wq, wscale, wamax = cast(cx, name .. ".weight", w, recipe.weight == "rowwise" and N or nil, recipe.round)
+  end
   local saves, bw_fused, winv = {}, nil, nil
   if x.rg then saves[1] = w end
   if graph_saves and x.rg and wscale and recipe.weight_for_grad_input == recipe.weight
@@ -313,14 +467,21 @@ function M.linear(cx, name, x, w, recipe, tp)
   if xq ~= x then inputs[#inputs + 1], grads[#grads + 1], frees[#frees + 1] = xq, "none", xq end
   if wq ~= w then inputs[#inputs + 1], grads[#grads + 1], frees[#frees + 1] = wq, "none", wq end
   if winv then inputs[#inputs + 1], grads[#grads + 1], frees[#frees + 1] = winv, "none", winv end
+  -- eager, addmm_float8_unwrapped's a_scale.reciprocal() and b_scale.reciprocal() launch before
+  -- the GEMM
   nn.op(cx, { name = name, kind = "mm", inputs = inputs, out_tensors = { out }, saves = saves,
+              kernels = not fused and 3 or nil,
               grads = grads, grad_order = { 1, 2 }, flops = flops, bwd_flops = flops, dtype = "fp8",
               bytes = MK + (w_fp8 and NK or NK) + MN * h, bwd_bytes = MN * h + 2 * NK + MN + MK * h,
               bwd_workspace = { ws_main }, bwd_workspace_first = true, bw_fused = bw_fused,
               frees = frees })
   if not rg then return out end
-  -- grad_output's cast and the weight's for the grad_input GEMM: a pass-through after the
-  -- product whose backward (the first to run) is their traffic
+  -- grad_output's cast and the weight's for the grad_input GEMM, after the product: their
+  -- backwards run first. Eager, each kernel an op of its class (grad_input_kernels)
+  if not fused then
+    return backward_kernels(cx, name .. ".float8_grad_input_casts", out,
+                            M.grad_input_kernels(recipe, Mr, N, K, h, w_fp8))
+  end
   local y = nn.view(cx, out, shape, name .. ".float8_out")
   y.rg = true
   nn.op(cx, { name = name .. ".float8_grad_input_casts", kind = "none", inputs = { out }, out_tensors = { y },

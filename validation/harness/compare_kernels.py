@@ -16,6 +16,14 @@ the program's figures for the same m, n, k (any of nn, nt, tn; their mean), no t
 
   python3 validation/harness/compare_kernels.py validation/results/profile_tables_h200.jsonl \
       --gemm-grid lua/hw/calibrated/h200_gemm.lua
+
+With --kernels it reads a line of profile_hf_step.py's output instead (each kernel's launches and
+ms per phase: forward, backward, optimizer) and prints, phase by phase, each category's ms and
+launches beside those of vrsim's ops of that phase in the same step:
+
+  ./vrsim SCENARIO.lua
+  python3 validation/harness/compare_kernels.py --kernels validation/results/kernels_tech_model_h100.jsonl \
+      gen4-tm-l3-8b-l4-b2-s4096-f8-tensorwise out/<name>/trace.json [--step 3]
 """
 import ast
 import argparse
@@ -48,6 +56,71 @@ def vrsim_category(kind, stream=0):
     if kind.startswith("foreach"):
         return "optimizer"
     return KIND_CATEGORY.get(kind, "elementwise")
+
+
+def kernel_category(name):
+    """profile_llama_step.category's rules (that script imports torch; this one must not)."""
+    n = name.lower()
+    if "nccl" in n:
+        return "collective"
+    if "multi_tensor_apply" in n or "foreach" in n or "fused_adam" in n:
+        return "optimizer"
+    if "fmha" in n or "flash" in n or "cudnn" in n and ("sdpa" in n or "attn" in n) or "attention" in n:
+        return "attention"
+    if "gemm" in n or "cutlass" in n or "sm90_xmma" in n or "nvjet" in n or "cublas" in n:
+        return "gemm"
+    if "reduce" in n or "softmax" in n or "nll" in n or "embedding" in n or "index" in n:
+        return "reduce_softmax_index"
+    if "memcpy" in n or "memset" in n or "copy" in n:
+        return "copy"
+    return "elementwise"
+
+
+def compare_phases(path, name, trace_path, step):
+    """profile_hf_step.py's kernels of record `name`, by phase and category, against vrsim's ops
+    of the same phase (trace.json's cat) and category in `step`."""
+    rec = None
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r["name"] == name:
+                rec = r
+    if rec is None:
+        print(f"compare_kernels: no record '{name}' in {path}", file=sys.stderr)
+        return 2
+    measured = {}
+    for phase, kernels in rec["kernels"].items():
+        for k, v in kernels.items():
+            if ANNOTATION.match(k):
+                continue
+            cat = "attention" if "cudnn::fusion" in k else kernel_category(k)
+            row = measured.setdefault((phase, cat), [0.0, 0])
+            row[0] += v["ms"]
+            row[1] += v["count"]
+    with open(trace_path) as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    predicted = {}
+    for e in events:
+        args = e.get("args", {})
+        if e.get("ph") != "X" or args.get("step") != step or args.get("kind", "none") == "none":
+            continue
+        row = predicted.setdefault((e.get("cat"), vrsim_category(args["kind"], e.get("tid", 0))), [0.0, 0])
+        row[0] += e["dur"] / 1e3
+        row[1] += args.get("kernels", 1)
+    print(f"{'phase':10s} {'category':22s} {'profiler ms':>12s} {'vrsim ms':>10s} {'diff':>8s} "
+          f"{'launches':>9s} {'vrsim':>7s}")
+    for phase in ("forward", "backward", "optimizer"):
+        cats = sorted({c for p, c in set(measured) | set(predicted) if p == phase})
+        for c in cats:
+            (m, ml), (p, pl) = measured.get((phase, c), (0.0, 0)), predicted.get((phase, c), (0.0, 0))
+            d = f"{(p - m) / m * 100:+.1f}%" if m > 0 else "-"
+            print(f"{phase:10s} {c:22s} {m:12.2f} {p:10.2f} {d:>8s} {ml:9d} {pl:7d}")
+    m = sum(v[0] for v in measured.values())
+    p = sum(v[0] for v in predicted.values())
+    print(f"{'all':33s} {m:12.2f} {p:10.2f} {(p - m) / m * 100:+.1f}%  (vrsim ms include the stream's "
+          f"gap after each kernel)")
+    return 0
 
 
 def gemm_grid(path):
@@ -94,7 +167,13 @@ def main():
     ap.add_argument("trace", nargs="?")
     ap.add_argument("--step", type=int, default=3, help="vrsim step to compare (a steady one)")
     ap.add_argument("--gemm-grid", help="compare each aten::mm shape with this profile's gemm rows")
+    ap.add_argument("--kernels", action="store_true",
+                    help="TABLES is profile_hf_step.py's output: compare phase by phase, launches too")
     a = ap.parse_args()
+    if a.kernels:
+        if not a.name or not a.trace:
+            ap.error("--kernels: give a record name and a trace.json")
+        return compare_phases(a.tables, a.name, a.trace, a.step)
     if a.gemm_grid:
         return compare_gemms(a.tables, a.gemm_grid)
     if not a.name or not a.trace:

@@ -8,17 +8,37 @@ bandwidth over bytes moved. Writes lua/hw/calibrated/<gpu>_torch_ops.lua.
 --only foreach measures just the optimizer's foreach classes, for bf16 and fp32 parameter lists
 (the fp32 ones as classes foreach_fp32, foreach_scalar_fp32, foreach_out_fp32).
 
+--only transpose_fp8 measures class transpose_fp8 alone (below), at the standard shapes and the
+float8 Linears' operand shapes, into its own file whose rows join the GPU's table; --cpu-check
+runs those calls on the CPU at small shapes:
+
+  python3 validation/harness/measure_torch_ops.py --gpu h100_sxm --only transpose_fp8 -o $OUT/transpose_fp8.lua
+
 --only fused_adamw measures torch._fused_adamw_ (AdamW(fused=True)'s one kernel per tensor-list
 chunk) over the same lists and over lists three times longer, bf16 and fp32 (classes fused_adamw,
 fused_adamw_fp32); its bytes are the simulator's: parameters, gradients and both moments read,
 parameters and moments written, 7 x the parameters' bytes.
+
+Class transpose_fp8 (a 2-D .t().contiguous() of a float8 tensor) is the layout copy of
+torchao's float8 training (lua/strategies/float8.lua M.LAYOUT_COPY_KIND names the class it is
+priced by).
 
 Bytes moved = bytes of every input read + every output written (as the simulator counts them).
 """
 import argparse, datetime
 import torch
 
+def timed_cpu(fn, reps=20):
+    """--cpu-check: the same calls timed on the host (checks the code, not the figures)."""
+    import time
+    fn()
+    t = time.perf_counter()
+    for _ in range(reps): fn()
+    return (time.perf_counter() - t) * 1e3 / reps
+
 def timed(fn, reps=20):
+    if not torch.cuda.is_available():
+        return timed_cpu(fn, reps)
     fn(); torch.cuda.synchronize()
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     best = float("inf")
@@ -34,14 +54,28 @@ def nb(*ts):
 
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument("--gpu", required=True); ap.add_argument("-o", required=True)
-    ap.add_argument("--only", choices=["foreach", "fused_adamw"],
-                    help="only the optimizer's foreach classes, or only its fused AdamW kernel")
+    ap.add_argument("--only", choices=["foreach", "fused_adamw", "transpose_fp8"],
+                    help="only the optimizer's foreach classes, only its fused AdamW kernel, or only "
+                         "class transpose_fp8 (its rows, to join to a GPU's table)")
+    ap.add_argument("--cpu-check", action="store_true",
+                    help="run --only transpose_fp8's calls on the CPU at small shapes (checks the code)")
     a = ap.parse_args()
-    dev = "cuda"
+    if a.cpu_check and a.only != "transpose_fp8":
+        ap.error("--cpu-check goes with --only transpose_fp8")
+    dev = "cpu" if a.cpu_check else "cuda"
     rows = []
     def rec(cls, op, ms, bytes_):
         rows.append((cls, op, bytes_, ms, bytes_ / (ms * 1e-3) / 1e9))
     bf, f32 = torch.bfloat16, torch.float32
+    # transpose_fp8 alone: the standard shapes' rows x hidden, and the float8 Linears' operands of
+    # Llama-3-8B at 2 x 4096 tokens (input 8192 x 4096 and 8192 x 14336, weights 4096 x 14336 and
+    # 14336 x 4096, 1024 x 4096)
+    fp8_shapes = ([(64, 128), (128, 256)] if a.cpu_check else
+                  [(2048, 4096), (8192, 4096), (2048, 5120), (8192, 5120), (16384, 1280),
+                   (8192, 14336), (4096, 14336), (14336, 4096), (1024, 4096)])
+    for (r, c) in (fp8_shapes if a.only == "transpose_fp8" else []):
+        x8 = torch.randn(r, c, device=dev, dtype=bf).to(torch.float8_e4m3fn)
+        rec("transpose_fp8", "float8 t().contiguous()", timed(lambda: x8.t().contiguous()), nb(x8, x8))
     for (b, s, h) in ([] if a.only else [(1, 2048, 4096), (4, 2048, 4096), (1, 2048, 5120), (4, 2048, 5120), (16, 1024, 1280)]):
         x = torch.randn(b, s, h, device=dev, dtype=bf); y = torch.randn_like(x)
         o = torch.empty_like(x)
@@ -65,12 +99,17 @@ def main():
         x1, x2 = q[..., : d // 2], q[..., d // 2:]
         rec("cat_strided", "cat halves", timed(lambda: torch.cat((-x2, x1), dim=-1)), nb(x, x))
         rec("copy", "clone contiguous", timed(lambda: x.clone()), nb(x, x))
+        # a whole 2-D transpose of one-byte elements: torchao's float8 operands put in the
+        # layouts torch._scaled_mm takes (float8_ops.py preprocess_addmm's .contiguous() of a
+        # transposed float8 tensor; elementwise_kernel<128, 4> float8_copy_kernel_cuda)
+        x8 = x.view(b * s, h).to(torch.float8_e4m3fn)
+        rec("transpose_fp8", "float8 t().contiguous()", timed(lambda: x8.t().contiguous()), nb(x8, x8))
     for (n, v) in ([] if a.only else [(2048, 32000), (8192, 32000)]):
         l = torch.randn(n, v, device=dev)
         rec("softmax", "log_softmax fp32", timed(lambda: torch.log_softmax(l, -1), 5), nb(l, l))
     # optimizer: foreach kernels over the parameter list of a 7B layer stack (two layers), in
     # bf16 and in fp32 (amp and fp32 training keep fp32 parameters and AdamW state)
-    for dt, suffix in ((bf, ""), (f32, "_fp32")) if a.only != "fused_adamw" else ():
+    for dt, suffix in ((bf, ""), (f32, "_fp32")) if a.only in (None, "foreach") else ():
         name = "bf16" if dt == bf else "fp32"
         params = [torch.randn(s_, device=dev, dtype=dt) for s_ in [4096 * 4096] * 8 + [11008 * 4096] * 6 + [4096] * 4]
         grads = [torch.randn_like(p) for p in params]
@@ -97,7 +136,7 @@ def main():
             del params, grads, m, v, steps
     with open(a.o, "w") as f:
         f.write("-- PyTorch's own kernels on %s, %s, torch %s: bandwidth by access class.\n" % (
-            torch.cuda.get_device_name(0), datetime.date.today().isoformat(), torch.__version__))
+            "the CPU (--cpu-check)" if a.cpu_check else torch.cuda.get_device_name(0), datetime.date.today().isoformat(), torch.__version__))
         f.write("-- command: python3 validation/harness/measure_torch_ops.py --gpu %s -o %s%s\n" % (
             a.gpu, a.o, " --only " + a.only if a.only else ""))
         f.write("-- bytes = inputs read + outputs written; ms = best of 3 means of 20 (5) back-to-back calls\n")
