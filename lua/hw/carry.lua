@@ -132,7 +132,7 @@ function M.carry(g, ref, ref_best_bf16, ref_contiguous, split)
   -- a published DRAM-bound elementwise rate of g above the carried one raises the ratio of every
   -- memory-bound class to it, as sustained_matmul_bf16 does for GEMMs (lua/hw/gpus.lua)
   local e = g.measured_elementwise_bw
-  if e and not ref_contiguous then
+  if (e or split) and not ref_contiguous then
     local ok, ops = pcall(require, "hw.calibrated." .. M.REFERENCE .. "_torch_ops")
     ref_contiguous = ok and type(ops) == "table" and M.best_contiguous(ops, ref) or nil
   end
@@ -151,7 +151,8 @@ function M.carry(g, ref, ref_best_bf16, ref_contiguous, split)
     if sg and sr then
       local n = 0
       for _ in pairs(split) do n = n + 1 end
-      t.torch_ops = M.carried_rows(split, t.bw, sg / sr)
+      -- none faster than the reference's DRAM-bound streaming rate carried by the DRAM ratio
+      t.torch_ops = M.carried_rows(split, t.bw, sg / sr, ref_contiguous and ref_contiguous * t.bw)
       dram = dram .. (" (%d %s split with the H100 SXM's: SM part x%.3f SMs x clock)")
         :format(n, n == 1 and "class" or "classes", sg / sr)
     else
@@ -265,15 +266,18 @@ end
 -- The torch_ops rows of every split class carried to a GPU whose DRAM bandwidth and SMs x clock
 -- are k_bw and k_sm times the reference's: at each reference size the time per byte
 -- dram / k_bw + sm / k_sm, at a size shifted by the rate's ratio (the same time per kernel at
--- the point, as the DRAM ratio shifts sizes by the bandwidth's: cost.h CostCarry). Sorted by
--- class, then size.
-function M.carried_rows(split, k_bw, k_sm)
+-- the point, as the DRAM ratio shifts sizes by the bandwidth's: cost.h CostCarry). No rate above
+-- cap (bytes/s), where given: the target's DRAM-bound streaming rate, which a kernel whose SM part
+-- its SMs would shorten still cannot pass (a GPU of many fast SMs on a narrow DRAM: the RTX 4090's
+-- norms would otherwise carry above its 1008 GB/s). Sorted by class, then size.
+function M.carried_rows(split, k_bw, k_sm, cap)
   local classes, rows = {}, {}
   for cls in pairs(split) do classes[#classes + 1] = cls end
   table.sort(classes)
   for _, cls in ipairs(classes) do
     for _, p in ipairs(split[cls]) do
       local t_ref, t = p[2] + p[3], p[2] / k_bw + p[3] / k_sm
+      if cap and cap > 0 and t < 1 / cap then t = 1 / cap end
       local r = t_ref / t
       local bytes = p[1] * r
       rows[#rows + 1] = { class = cls, op = "carried", bytes = bytes, gbps = 1 / t / 1e9, ms = bytes * t * 1e3 }

@@ -125,6 +125,9 @@ check(#rows == 2 and rows[1].class == "x" and near(rows[1].gbps, 2000 * 0.3) and
       and near(rows[1].ms, 1e6 / 2000e9 * 1e3), "carried row 1: " .. tostring(rows[1] and rows[1].gbps))
 local r2 = ratio(d4, s4, 0.3, 0.5)
 check(#rows == 2 and near(rows[2].gbps, 2000 * r2) and near(rows[2].bytes, 4e6 * r2), "carried row 2")
+-- none above the cap (the target's DRAM-bound streaming rate): many fast SMs on a narrow DRAM
+rows = carry.carried_rows({ y = { { 1e6, 0, 1 / 2000e9 } } }, 0.2, 1.3, 1000e9)
+check(#rows == 1 and near(rows[1].gbps, 1000) and near(rows[1].bytes, 1e6 / 2), "capped: " .. tostring(rows[1].gbps))
 -- the carry hands them to the C core where g has an SM clock, and says so; without one, every
 -- class keeps the DRAM ratio, said too
 t, basis = carry.carry(gpus.a100_80g, ref, BEST, 4177.0e9, split)
@@ -161,6 +164,12 @@ local function mean_ratio(cls)
   return s / #split[cls]
 end
 check(split and mean_ratio("copy") < kb * 1.1, "copy near the DRAM ratio: " .. tostring(split and mean_ratio("copy")))
+-- the RTX 4090 (128 SMs at 2615 MHz, x1.281 the H200's, on 1008 GB/s): its norms, nearly all SM
+-- part on the H200 and the H100, would carry above its DRAM; none passes its published 920.7 GB/s
+t = carry.carry(gpus.rtx4090, ref, BEST, 4177.0e9, split)
+local top = 0
+for _, r in ipairs(t.torch_ops or {}) do top = math.max(top, r.gbps) end
+check(#(t.torch_ops or {}) > 100 and top <= 920.7 + 1e-6, "RTX 4090 carried rows at most 920.7 GB/s: " .. top)
 check(split and mean_ratio("transpose") > (kb + k_sm) / 2, "transpose nearer the SM ratio: " .. tostring(split and mean_ratio("transpose")))
 
 if #failures > 0 then
