@@ -269,7 +269,8 @@ end
 -- the point, as the DRAM ratio shifts sizes by the bandwidth's: cost.h CostCarry). No rate above
 -- cap (bytes/s), where given: the target's DRAM-bound streaming rate, which a kernel whose SM part
 -- its SMs would shorten still cannot pass (a GPU of many fast SMs on a narrow DRAM: the RTX 4090's
--- norms would otherwise carry above its 1008 GB/s). Sorted by class, then size.
+-- norms would otherwise carry above its 1008 GB/s), or the DRAM ratio's rate where that is more.
+-- Sorted by class, then size.
 function M.carried_rows(split, k_bw, k_sm, cap)
   local classes, rows = {}, {}
   for cls in pairs(split) do classes[#classes + 1] = cls end
@@ -277,7 +278,9 @@ function M.carried_rows(split, k_bw, k_sm, cap)
   for _, cls in ipairs(classes) do
     for _, p in ipairs(split[cls]) do
       local t_ref, t = p[2] + p[3], p[2] / k_bw + p[3] / k_sm
-      if cap and cap > 0 and t < 1 / cap then t = 1 / cap end
+      -- (an op the reference ran above that rate, inside its L2, keeps at least the DRAM ratio)
+      local top = cap and math.max(cap, k_bw / t_ref)
+      if top and top > 0 and t < 1 / top then t = 1 / top end
       local r = t_ref / t
       local bytes = p[1] * r
       rows[#rows + 1] = { class = cls, op = "carried", bytes = bytes, gbps = 1 / t / 1e9, ms = bytes * t * 1e3 }
