@@ -5,7 +5,11 @@
 --   GEMM and fused attention  x (target dense peak at its step clock) / (H200's at 1980 MHz),
 --                             at the same work per SM (sizes scale by the SM-count ratio);
 --   memory-bound kernels      x (target DRAM bandwidth) / (H200's 4.8 TB/s), at the same time per
---                             byte (sizes scale by the bandwidth ratio);
+--                             byte (sizes scale by the bandwidth ratio); a class the H100 SXM
+--                             measured too, size by size: its time per byte split into a part
+--                             that waits on DRAM (by that ratio) and a part bound by the SMs'
+--                             issue and loads in flight (by the SMs x clock ratio), solved from
+--                             the two GPUs' rates (M.split_classes below);
 --   FlashAttention-2 curves  also x its fraction of peak on the target's architecture / on Hopper's
 --                             (FLASH2_PEAK_FRACTION below);
 --   the stream's gap per kernel, the empty-kernel floor and every host cost stay as measured on the
