@@ -178,7 +178,8 @@ void cost_set_kernel_gap_ns(CostModel *c, double ns);
  *     backend b where given (its code reaches another fraction of peak on another architecture);
  *   - a memory-bound kernel reaches the same fraction of the target's DRAM bandwidth at the same
  *     time per byte (Little's law: the same latency with bw times the bytes in flight): sizes and
- *     rates scale by bw;
+ *     rates scale by bw; the classes a second GPU measured too are then replaced by rows carried
+ *     with their DRAM and SM parts split (lua/hw/carry.lua), through cost_measured_here;
  *   - the per-kernel floor and the stream's gap between kernels stay as measured.
  * A dtype whose ratio is 0 (no hardware path on the target) loses its GEMM curve. */
 typedef struct CostCarry {
@@ -205,8 +206,9 @@ VrStatus cost_carry(CostModel *c, const DeviceSpec *target, const CostCarry *k);
  * generic streaming curve, and its kernel_gap_us, if above 0, the stream's gap. A kernel that
  * reaches a quarter of DRAM's bandwidth is limited by the loads its SMs keep in flight, so the
  * DRAM ratio the carry applies is a bound, not a measurement (docs/step-time.md). Only `stream`,
- * `torch_ops` and `kernel_gap_us` of own are read. VR_EINVAL for a bad row (why names it),
- * VR_ENOMEM. */
+ * `torch_ops` and `kernel_gap_us` of own are read. The same call puts the classes carried split
+ * into DRAM and SM parts (device.carry.torch_ops) in place of their DRAM-ratio carry. VR_EINVAL for
+ * a bad row (why names it), VR_ENOMEM. */
 VrStatus cost_measured_here(CostModel *c, const CostProfile *own, char *why /* OUT */, size_t why_n);
 
 /* ---- a mixture of experts' grouped GEMMs and dispatch, measured on the GPU itself ---------

@@ -26,7 +26,7 @@ typedef struct Plan {
     double host_ckpt_region_ns; /* torch.utils.checkpoint's own host time per region */
     double host_launch_ns;     /* a further kernel launch within one op (profile launch_us) */
     double contention[2];      /* EngineConfig.contention, from the profile's contention table */
-    char profile[256];         /* where the op costs come from, for reports */
+    char profile[512];         /* where the op costs come from, for reports */
     DeviceSpec dev;
     AllocConfig alloc;
     int steps;                 /* steps to simulate */

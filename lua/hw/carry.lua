@@ -5,7 +5,11 @@
 --   GEMM and fused attention  x (target dense peak at its step clock) / (H200's at 1980 MHz),
 --                             at the same work per SM (sizes scale by the SM-count ratio);
 --   memory-bound kernels      x (target DRAM bandwidth) / (H200's 4.8 TB/s), at the same time per
---                             byte (sizes scale by the bandwidth ratio);
+--                             byte (sizes scale by the bandwidth ratio); a class the H100 SXM
+--                             measured too, size by size: its time per byte split into a part
+--                             that waits on DRAM (by that ratio) and a part bound by the SMs'
+--                             issue and loads in flight (by the SMs x clock ratio), solved from
+--                             the two GPUs' rates (M.split_classes below);
 --   FlashAttention-2 curves  also x its fraction of peak on the target's architecture / on Hopper's
 --                             (FLASH2_PEAK_FRACTION below);
 --   the stream's gap per kernel, the empty-kernel floor and every host cost stay as measured on the
@@ -94,8 +98,9 @@ end
 -- The carry table device.carry hands to the C core, the one-line basis the step time prints, and
 -- whether the bf16 ratio was raised to g's sustained matmul. ref_best_bf16: the reference
 -- profile's best measured bf16 GEMM (FLOP/s), or nil; ref_contiguous: its DRAM-bound elementwise
--- rate (M.best_contiguous), or nil.
-function M.carry(g, ref, ref_best_bf16, ref_contiguous)
+-- rate (M.best_contiguous), or nil; split: the classes the reference and the second GPU both
+-- measured (M.split_classes), or nil: the table's torch_ops then holds them carried.
+function M.carry(g, ref, ref_best_bf16, ref_contiguous, split)
   local compute = {}
   for _, d in ipairs { "fp32", "fp16", "bf16", "fp8", "int8" } do
     local r = M.step_peak(ref, d)
@@ -131,7 +136,7 @@ function M.carry(g, ref, ref_best_bf16, ref_contiguous)
   -- a published DRAM-bound elementwise rate of g above the carried one raises the ratio of every
   -- memory-bound class to it, as sustained_matmul_bf16 does for GEMMs (lua/hw/gpus.lua)
   local e = g.measured_elementwise_bw
-  if e and not ref_contiguous then
+  if (e or split) and not ref_contiguous then
     local ok, ops = pcall(require, "hw.calibrated." .. M.REFERENCE .. "_torch_ops")
     ref_contiguous = ok and type(ops) == "table" and M.best_contiguous(ops, ref) or nil
   end
@@ -143,12 +148,149 @@ function M.carry(g, ref, ref_best_bf16, ref_contiguous)
     t.bw = e / ref_contiguous
     dram = ("x%.3f DRAM (measured %.1f GB/s / the H200's %.1f)"):format(t.bw, e / 1e9, ref_contiguous / 1e9)
   end
+  -- the classes the second GPU measured too: each size's DRAM part by the DRAM ratio (raised
+  -- as above), its SM part by the SMs x clock ratio (M.split_classes)
+  if split and next(split) then
+    local sg, sr = M.sm_clock(g), M.sm_clock(ref)
+    if sg and sr then
+      local n = 0
+      for _ in pairs(split) do n = n + 1 end
+      -- none faster than the reference's DRAM-bound streaming rate carried by the DRAM ratio
+      t.torch_ops = M.carried_rows(split, t.bw, sg / sr, ref_contiguous and ref_contiguous * t.bw)
+      dram = dram .. (" (%d %s split with the H100 SXM's: SM part x%.3f SMs x clock)")
+        :format(n, n == 1 and "class" or "classes", sg / sr)
+    else
+      dram = dram .. " (no SM clock in lua/hw/gpus.lua: every class by it)"
+    end
+  end
   local basis = ("carried from the H200's measured profile: %s, %s"):format(gemm, dram)
   if M.flash_ratio(g, ref) ~= 1 then
     basis = basis .. (", flash attention x%.3f (FlashAttention-2 on %s / on %s x%.2f)"):format(
       t.attention.flash, (M.flash_key(g):gsub("_", " ")), ref.arch, M.flash_ratio(g, ref))
   end
   return t, basis, raised and true or false
+end
+
+-- ---- memory-bound classes split into a DRAM part and an SM part ------------------------------
+-- A second GPU measured with the reference's own harness (validation/harness/run_gpu_classes.sh)
+-- on the reference's die but not its DRAM: the H100 SXM, 132 SMs at the H200's clock under load,
+-- 3.35 of its 4.8 TB/s. Class by class and size by size the pair separates the time per byte a
+-- kernel spends waiting on DRAM from the time its SMs need to issue the loads and keep enough of
+-- them in flight (a strided or transposed access, a cast that widens, a reduction's tail), which
+-- a faster DRAM does not shorten.
+M.SECOND = "h100_sxm"
+
+-- The SMs x clock (SM-MHz) g's kernels issue at: its SM count at its step clock (its datasheet
+-- clock where it has none), or nil where the catalog gives no clock.
+function M.sm_clock(g)
+  local mhz = g.step_clock_mhz or g.peak_clock_mhz
+  return g.sm_count and mhz and g.sm_count * mhz or nil
+end
+
+-- A class's curve as the C core builds it (sim/cost.c curve_init): rows of one size averaged,
+-- sorted by size. rows: { {bytes=, gbps=}, ... }; returns { {bytes, rate (bytes/s)}, ... }.
+local function mean_curve(rows)
+  local by, sizes = {}, {}
+  for _, r in ipairs(rows) do
+    local e = by[r.bytes]
+    if not e then e = { r.bytes, 0, 0 }; by[r.bytes] = e; sizes[#sizes + 1] = e end
+    e[2], e[3] = e[2] + r.gbps * 1e9, e[3] + 1
+  end
+  table.sort(sizes, function(a, b) return a[1] < b[1] end)
+  local out = {}
+  for i, e in ipairs(sizes) do out[i] = { e[1], e[2] / e[3] } end
+  return out
+end
+
+-- The rate of a mean curve at `bytes`: linear in log(bytes), clamped to its measured range (as
+-- sim/cost.c curve_eval).
+local function curve_at(c, bytes)
+  if bytes <= c[1][1] then return c[1][2] end
+  for i = 2, #c do
+    if bytes <= c[i][1] then
+      local f = math.log(bytes / c[i - 1][1]) / math.log(c[i][1] / c[i - 1][1])
+      return c[i - 1][2] + f * (c[i][2] - c[i - 1][2])
+    end
+  end
+  return c[#c][2]
+end
+
+-- The time per byte (s) of one size split in two, from the reference's t_ref and the second
+-- GPU's t_2 at that size: t = dram / k_bw + sm / k_sm, where k_bw and k_sm are a GPU's DRAM
+-- bandwidth and SMs x clock over the reference's (1 and 1 on the reference; k_bw2, k_sm2 on the
+-- second). Both parts are kept >= 0: where the second GPU is faster than its DRAM ratio allows
+-- and its SMs (no slower than the reference's) cannot account for it (t_2 below t_ref), the SM
+-- part takes all the time; where it is slower than its DRAM ratio, the DRAM part takes it all.
+-- Returns dram, sm (s/byte at the reference), or nil where the two GPUs' ratios cannot separate
+-- the parts (k_bw2 = k_sm2).
+function M.split(t_ref, t_2, k_bw2, k_sm2)
+  local d = 1 / k_bw2 - 1 / k_sm2
+  if math.abs(d) < 1e-9 then return nil end
+  local dram = (t_2 - t_ref / k_sm2) / d
+  if dram < 0 then dram = 0 elseif dram > t_ref then dram = t_ref end
+  return dram, t_ref - dram
+end
+
+-- The memory-bound classes the reference and the second GPU both measured, split size by size
+-- (M.split): { [class] = { {bytes, dram, sm}, ... } } at the reference's sizes, the second
+-- GPU's curve interpolated to them; classes only the reference measured are absent. ref_rows,
+-- second_rows: torch_ops rows ({class=, bytes=, gbps=}) of the two (their supplements joined).
+-- nil where the two GPUs' ratios do not separate the parts.
+function M.split_classes(ref_rows, second_rows, ref, second)
+  local k_bw2 = second.mem_bw_bytes_per_s / ref.mem_bw_bytes_per_s
+  local sr, s2 = M.sm_clock(ref), M.sm_clock(second)
+  if not (sr and s2) then return nil end
+  local k_sm2 = s2 / sr
+  local function by_class(rows)
+    local t = {}
+    for _, r in ipairs(rows or {}) do
+      if r.class and r.bytes and r.gbps then
+        t[r.class] = t[r.class] or {}
+        table.insert(t[r.class], r)
+      end
+    end
+    return t
+  end
+  local a, b = by_class(ref_rows), by_class(second_rows)
+  local out = {}
+  for cls, rows in pairs(a) do
+    if b[cls] then
+      local c2, pts = mean_curve(b[cls]), {}
+      for _, p in ipairs(mean_curve(rows)) do
+        local dram, sm = M.split(1 / p[2], 1 / curve_at(c2, p[1]), k_bw2, k_sm2)
+        if not dram then return nil end
+        pts[#pts + 1] = { p[1], dram, sm }
+      end
+      out[cls] = pts
+    end
+  end
+  return out
+end
+
+-- The torch_ops rows of every split class carried to a GPU whose DRAM bandwidth and SMs x clock
+-- are k_bw and k_sm times the reference's: at each reference size the time per byte
+-- dram / k_bw + sm / k_sm, at a size shifted by the rate's ratio (the same time per kernel at
+-- the point, as the DRAM ratio shifts sizes by the bandwidth's: cost.h CostCarry). No rate above
+-- cap (bytes/s), where given: the target's DRAM-bound streaming rate, which a kernel whose SM part
+-- its SMs would shorten still cannot pass (a GPU of many fast SMs on a narrow DRAM: the RTX 4090's
+-- norms would otherwise carry above its 1008 GB/s), or the DRAM ratio's rate where that is more.
+-- Sorted by class, then size.
+function M.carried_rows(split, k_bw, k_sm, cap)
+  local classes, rows = {}, {}
+  for cls in pairs(split) do classes[#classes + 1] = cls end
+  table.sort(classes)
+  for _, cls in ipairs(classes) do
+    for _, p in ipairs(split[cls]) do
+      local t_ref, t = p[2] + p[3], p[2] / k_bw + p[3] / k_sm
+      -- (an op the reference ran above that rate, inside its L2, keeps at least the DRAM ratio)
+      local top = cap and math.max(cap, k_bw / t_ref)
+      if top and top > 0 and t < 1 / top then t = 1 / top end
+      local r = t_ref / t
+      local bytes = p[1] * r
+      rows[#rows + 1] = { class = cls, op = "carried", bytes = bytes, gbps = 1 / t / 1e9, ms = bytes * t * 1e3 }
+    end
+  end
+  return rows
 end
 
 -- The best bf16 rate (FLOP/s) among a profile's measured GEMM rows, or nil.

@@ -280,7 +280,12 @@ function M.device_of(cfg, ctx)
     prof = load_profile(carry_mod.REFERENCE)
     if prof then
       local basis
-      carry, basis = carry_mod.carry(g, gpus[carry_mod.REFERENCE], carry_mod.best_bf16(prof))
+      -- the classes the second GPU measured as well carry split into their DRAM and SM parts
+      -- (not on that GPU itself, whose own measurements replace them all)
+      local second = name ~= carry_mod.SECOND and gpus[carry_mod.SECOND] and measured_here(carry_mod.SECOND)
+      local split = second and carry_mod.split_classes(prof.torch_ops, second.torch_ops,
+                                                       gpus[carry_mod.REFERENCE], gpus[carry_mod.SECOND])
+      carry, basis = carry_mod.carry(g, gpus[carry_mod.REFERENCE], carry_mod.best_bf16(prof), nil, split)
       here = measured_here(name)
       prof.basis = here and (basis .. "; memory-bound kernels measured on this GPU (" .. here.source .. ")") or basis
     end

@@ -275,6 +275,25 @@ static void read_moe(lua_State *L, int dev, Plan *p) {
     lua_settop(L, t - 1);
 }
 
+/* Replaces the carried classes named by the rows of the table at index t's `torch_ops` (rows
+ * made by lua/hw/carry.lua carried_rows: the classes a second GPU measured too, split into DRAM
+ * and SM parts) through cost_measured_here; what names the table in an error. */
+static void read_class_rows(lua_State *L, int t, Plan *p, const char *what) {
+    int n_ops = profile_table(L, t, "torch_ops");
+    lua_pop(L, 1);
+    if (n_ops <= 0) return;
+    size_t bytes = (sizeof(CostStreamRow) + sizeof(char[32])) * (size_t)n_ops;
+    CostStreamRow *ops = lua_newuserdatauv(L, bytes, 0);
+    char (*classes)[32] = (char (*)[32])(ops + n_ops);
+    read_points(L, t, "torch_ops", ops, 0, classes);
+    CostProfile rows = {.torch_ops = ops, .n_torch_ops = n_ops};
+    char why[160];
+    VrStatus st = cost_measured_here(p->cost, &rows, why, sizeof why);
+    if (st == VR_ENOMEM) luaL_error(L, "out of memory building the cost model of %s", p->dev.key);
+    if (st) luaL_error(L, "%s of %s: %s", what, p->dev.key, why);
+    lua_pop(L, 1);
+}
+
 /* Makes the plan's carried cost model price the memory-bound kernels the simulated GPU measured
  * itself (device.measured_here, hardware.lua: lua/hw/calibrated/<gpu>_torch_ops.lua and its
  * supplements): its `torch_ops` classes, its `copy` / `elementwise` streaming curve and its
@@ -346,6 +365,8 @@ void read_profile(lua_State *L, int dev, Plan *p) {
         lua_pop(L, 1);
         if (cost_carry(p->cost, &p->dev, &k))
             luaL_error(L, "cannot carry the calibrated profile to %s: bad ratios", p->dev.key);
+        /* the classes split into DRAM and SM parts, in place of their DRAM-ratio carry */
+        read_class_rows(L, ct, p, "the carried memory-bound classes");
     }
     lua_pop(L, 1);
     read_measured_here(L, dev, p);

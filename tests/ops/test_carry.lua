@@ -2,7 +2,8 @@
 -- (lua/hw/carry.lua): FlashAttention-2's fraction of peak by architecture (GeForce Ada's own, at
 -- half-rate FP32 accumulate), the GEMM ratio raised to the larger of a published sustained and
 -- in-model matmul, and the DRAM ratio raised to a published elementwise bandwidth, each only where
--- it gives more than the datasheet ratio, and a published figure above the card's peak refused.
+-- it gives more than the datasheet ratio, and a published figure above the card's peak refused;
+-- the memory-bound classes split into DRAM and SM parts by the H100 SXM's own measurement.
 --
 --   VRSIM=./vrsim sh tests/test_ops.sh     (runs every tests/ops/test_*.lua as a scenario: the
 --                                           checks run as it loads; a failure is an error, exit 2)
@@ -78,6 +79,103 @@ g = copy(gpus.rtx4090)
 g.step_matmul_bf16 = 180e12 -- above 128 x 512 x 2615 MHz = 171.4
 ok, err = pcall(carry.carry, g, ref, BEST, 4177.0e9)
 check(not ok and tostring(err):find("step_matmul_bf16", 1, true), "in-model matmul above peak: " .. tostring(err))
+
+-- memory-bound classes split into a DRAM part and an SM part by the H100 SXM's measurement
+-- (t = dram / k_bw + sm / k_sm per byte; the H100: k_bw 3.35 / 4.8, k_sm 1, the H200's die and clock)
+local KB2 = gpus.h100_sxm.mem_bw_bytes_per_s / ref.mem_bw_bytes_per_s
+check(near(carry.sm_clock(gpus.h100_sxm), carry.sm_clock(ref)), "the H100 SXM issues at the H200's SMs x clock")
+local T = 1 / 2000e9 -- the H200's time per byte at some size
+local function ratio(dram, sm, k_bw, k_sm) return (dram + sm) / (dram / k_bw + sm / k_sm) end
+-- measured equally on both cards: all SM part, carried by the SMs x clock ratio alone
+local dram, sm = carry.split(T, T, KB2, 1)
+check(near(dram, 0) and near(sm, T), "equal on both: all SM part, " .. tostring(dram))
+check(near(ratio(dram, sm, 0.3, 0.5), 0.5), "equal on both carries by the SM ratio")
+-- slower on the H100 by exactly its DRAM ratio: all DRAM part, carried by the DRAM ratio alone
+dram, sm = carry.split(T, T / KB2, KB2, 1)
+check(near(dram, T) and near(sm, 0), "DRAM-bound: all DRAM part, " .. tostring(sm))
+check(near(ratio(dram, sm, 0.3, 0.5), 0.3), "DRAM-bound carries by the DRAM ratio")
+-- half and half: the two parts, carried by each's ratio
+dram, sm = carry.split(T, T * (0.5 / KB2 + 0.5), KB2, 1)
+check(near(dram, T / 2) and near(sm, T / 2), "half and half: " .. tostring(dram / T))
+check(near(ratio(dram, sm, 0.3, 0.5), 1 / (0.5 / 0.3 + 0.5 / 0.5)), "half and half carries in between")
+-- faster on the H100 than on the H200: the SM part takes it all; slower than its DRAM ratio
+-- allows: the DRAM part takes it all (neither part below 0)
+dram, sm = carry.split(T, 0.9 * T, KB2, 1)
+check(near(dram, 0) and near(sm, T), "faster on the H100: all SM part")
+dram, sm = carry.split(T, 1.2 * T / KB2, KB2, 1)
+check(near(dram, T) and near(sm, 0), "slower than DRAM: all DRAM part")
+check(carry.split(T, T, 0.5, 0.5) == nil, "equal ratios cannot separate the parts")
+-- classes from rows: the second GPU's curve interpolated (in log bytes) at the reference's sizes,
+-- rows of one size averaged; a class only the reference measured is left to the DRAM ratio
+local refrows = { { class = "x", bytes = 1e6, gbps = 2000 }, { class = "x", bytes = 4e6, gbps = 1000 },
+                  { class = "x", bytes = 4e6, gbps = 3000 }, { class = "only_ref", bytes = 1e6, gbps = 1000 } }
+local secrows = { { class = "x", bytes = 1e6, gbps = 2000 * KB2 }, { class = "x", bytes = 16e6, gbps = 2000 } }
+local split = carry.split_classes(refrows, secrows, ref, gpus.h100_sxm)
+check(split and split.only_ref == nil and #split.x == 2, "split classes: only those both measured")
+check(split and near(split.x[1][2], 1 / 2000e9) and near(split.x[1][3], 0), "size 1e6: all DRAM part")
+-- 4e6 is halfway (in log) from 1e6 to 16e6 on the second GPU: 1396 + (2000 - 1396) / 2 GB/s;
+-- the reference's two rows of 4e6 average to 2000 GB/s
+local t2 = 1 / ((2000 * KB2 + (2000 - 2000 * KB2) / 2) * 1e9)
+local d4, s4 = carry.split(1 / 2000e9, t2, KB2, 1)
+check(split and near(split.x[2][1], 4e6) and near(split.x[2][2], d4) and near(split.x[2][3], s4),
+      "size 4e6 interpolated: " .. tostring(split and split.x[2][2]))
+-- carried rows: each size's rate ratio, at a size shifted by it (the same time per kernel)
+local rows = carry.carried_rows(split, 0.3, 0.5)
+check(#rows == 2 and rows[1].class == "x" and near(rows[1].gbps, 2000 * 0.3) and near(rows[1].bytes, 1e6 * 0.3)
+      and near(rows[1].ms, 1e6 / 2000e9 * 1e3), "carried row 1: " .. tostring(rows[1] and rows[1].gbps))
+local r2 = ratio(d4, s4, 0.3, 0.5)
+check(#rows == 2 and near(rows[2].gbps, 2000 * r2) and near(rows[2].bytes, 4e6 * r2), "carried row 2")
+-- none above the cap (the target's DRAM-bound streaming rate): many fast SMs on a narrow DRAM
+rows = carry.carried_rows({ y = { { 1e6, 0, 1 / 2000e9 } } }, 0.2, 1.3, 1000e9)
+check(#rows == 1 and near(rows[1].gbps, 1000) and near(rows[1].bytes, 1e6 / 2), "capped: " .. tostring(rows[1].gbps))
+-- an op the reference ran above that rate (inside its L2) keeps the DRAM ratio's rate
+rows = carry.carried_rows({ y = { { 1e6, 1 / 6000e9, 0 } } }, 0.2, 1.3, 1000e9)
+check(#rows == 1 and near(rows[1].gbps, 1200), "DRAM-ratio floor of the cap: " .. tostring(rows[1].gbps))
+-- the carry hands them to the C core where g has an SM clock, and says so; without one, every
+-- class keeps the DRAM ratio, said too
+t, basis = carry.carry(gpus.a100_80g, ref, BEST, 4177.0e9, split)
+local k_sm = 108 * 1410 / (132 * 1980)
+check(t.torch_ops and #t.torch_ops == 2 and near(t.torch_ops[1].gbps, 2000 * t.bw)
+      and basis:find(("1 class split with the H100 SXM's: SM part x%.3f SMs x clock"):format(k_sm), 1, true),
+      "A100 split: " .. basis)
+t, basis = carry.carry(gpus.l40s, ref, BEST, 4177.0e9, split)
+check(t.torch_ops == nil and basis:find("no SM clock in lua/hw/gpus.lua: every class by it", 1, true), "L40S: " .. basis)
+-- the measured classes of the two GPUs: each carried to the A100 between its DRAM and its SM ratio,
+-- a DRAM-bound class (copy) near the DRAM ratio, a strided one (transpose) nearer the SM ratio
+local function joined(gname)
+  local out = {}
+  for _, f in ipairs { "_torch_ops", "_norm", "_group_norm", "_geglu_mul", "_conv_layout" } do
+    for _, r in ipairs(require("hw.calibrated." .. gname .. f).torch_ops) do out[#out + 1] = r end
+  end
+  return out
+end
+split = carry.split_classes(joined("h200"), joined("h100_sxm"), ref, gpus.h100_sxm)
+local kb = gpus.a100_80g.mem_bw_bytes_per_s / ref.mem_bw_bytes_per_s
+local n, between = 0, true
+for cls, pts in pairs(split or {}) do
+  n = n + 1
+  for _, p in ipairs(pts) do
+    local r = ratio(p[2], p[3], kb, k_sm)
+    between = between and r >= math.min(kb, k_sm) - 1e-12 and r <= math.max(kb, k_sm) + 1e-12
+    if not between then failures[#failures + 1] = cls .. " outside its ratios"; break end
+  end
+end
+check(n == 27 and between, "27 classes measured on both, each carried between its ratios: " .. n)
+local function mean_ratio(cls)
+  local s = 0
+  for _, p in ipairs(split[cls]) do s = s + ratio(p[2], p[3], kb, k_sm) end
+  return s / #split[cls]
+end
+check(split and mean_ratio("copy") < kb * 1.1, "copy near the DRAM ratio: " .. tostring(split and mean_ratio("copy")))
+-- the RTX 4090 (128 SMs at 2615 MHz, x1.281 the H200's, on 1008 GB/s): its norms, nearly all SM
+-- part on the H200 and the H100, would carry above its DRAM; none passes its published 920.7 GB/s
+t = carry.carry(gpus.rtx4090, ref, BEST, 4177.0e9, split)
+local top = 0
+for _, r in ipairs(t.torch_ops or {}) do
+  if r.class == "norm" or r.class == "norm_bwd" or r.class == "rowwise" then top = math.max(top, r.gbps) end
+end
+check(#(t.torch_ops or {}) > 100 and top > 900 and top <= 920.7 + 1e-6, "RTX 4090 norms at most 920.7 GB/s: " .. top)
+check(split and mean_ratio("transpose") > (kb + k_sm) / 2, "transpose nearer the SM ratio: " .. tostring(split and mean_ratio("transpose")))
 
 if #failures > 0 then
   error(("carry: %d of %d checks failed:\n  %s"):format(#failures, checks, table.concat(failures, "\n  ")), 0)
