@@ -59,7 +59,8 @@ def vrsim_category(kind, stream=0):
 
 
 def kernel_category(name):
-    """profile_llama_step.category's rules (that script imports torch; this one must not)."""
+    """The category of a profiled kernel by its name (profile_llama_step.py's tables use these;
+    this script imports no torch, so the rules live here)."""
     n = name.lower()
     if "nccl" in n:
         return "collective"

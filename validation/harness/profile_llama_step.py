@@ -10,23 +10,9 @@ an op's cost can be checked op by op: the GEMMs shape by shape, the elementwise 
 import argparse, json, time
 import torch
 
-SHAPES = {"7b": (4096, 11008, 32, 32), "13b": (5120, 13824, 40, 40)}
+from compare_kernels import kernel_category as category  # the one set of rules, torch-free there
 
-def category(name):
-    n = name.lower()
-    if "nccl" in n:
-        return "collective"
-    if "multi_tensor_apply" in n or "foreach" in n or "fused_adam" in n:
-        return "optimizer"
-    if "fmha" in n or "flash" in n or "cudnn" in n and ("sdpa" in n or "attn" in n) or "attention" in n:
-        return "attention"
-    if "gemm" in n or "cutlass" in n or "sm90_xmma" in n or "nvjet" in n or "cublas" in n:
-        return "gemm"
-    if "reduce" in n or "softmax" in n or "nll" in n or "embedding" in n or "index" in n:
-        return "reduce_softmax_index"
-    if "memcpy" in n or "memset" in n or "copy" in n:
-        return "copy"
-    return "elementwise"
+SHAPES = {"7b": (4096, 11008, 32, 32), "13b": (5120, 13824, 40, 40)}
 
 def main():
     ap = argparse.ArgumentParser()
