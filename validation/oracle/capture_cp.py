@@ -25,8 +25,6 @@ dispatch runs below the mode: their own ops (the exchanges, each step's SDPA, th
 backward's fp32 buffers) are recorded as the GPU runs them. capture.py's SDPA stand-in takes
 the name of F.scaled_dot_product_attention, the name context_parallel's monkey patch replaces.
 """
-import argparse
-import os
 import sys
 
 import capture as C
@@ -153,26 +151,7 @@ def capture(spec):
 
 
 def check_spec(path):
-    import json
-
-    def bad(msg):
-        print(f"capture_cp: {path}: {msg}", file=sys.stderr)
-        sys.exit(2)
-    try:
-        with open(path) as f:
-            spec = json.load(f)
-    except (OSError, ValueError) as e:
-        bad(f"cannot read the spec: {e}")
-    if not isinstance(spec, dict):
-        bad("a spec is a JSON object")
-    for k in ("name", "config", "micro_batch", "seq", "precision", "cp"):
-        if k not in spec:
-            bad(f"no '{k}'")
-    for k, v in spec.items():
-        if k not in SPEC_FIELDS:
-            bad(f"unknown field '{k}' (fields: {', '.join(SPEC_FIELDS)})")
-        if not isinstance(v, SPEC_FIELDS[k]) or (SPEC_FIELDS[k] is int and isinstance(v, bool)):
-            bad(f"'{k}' has the wrong type ({type(v).__name__})")
+    spec, bad = T.read_spec(path, "capture_cp", SPEC_FIELDS, ("name", "config", "micro_batch", "seq", "precision", "cp"))
     if spec["precision"] != "bf16":
         bad(f"precision {spec['precision']!r}: ring attention takes bf16 here (flash or cuDNN)")
     if spec["cp"] < 2:
@@ -187,19 +166,7 @@ def check_spec(path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("spec")
-    ap.add_argument("-o", "--out")
-    a = ap.parse_args()
-    spec = check_spec(a.spec)
-    C.preload_fake_cuda()
-    out = a.out or os.path.join(C.HERE, "captures", spec["name"] + ".jsonl.gz")
-    lines = capture(spec)
-    C.write_capture(out, lines)
-    for s in (ln for ln in lines if ln.get("e") == "step"):
-        print(f"{spec['name']} step {s['st']}: peak {s['peak']} after_fwd {s['after_fwd']} "
-              f"after_bwd {s['after_bwd']} after_opt {s['after_opt']}")
-    print(f"wrote {out} ({os.path.getsize(out)} bytes)")
+    T.main(__doc__, check_spec, capture)
 
 
 if __name__ == "__main__":

@@ -226,9 +226,11 @@ def capture(spec):
     return [header] + [dict(e="param", **r) for r in param_rows] + rec.events + steps
 
 
-def check_spec(path):
+def read_spec(path, tool, fields, required):
+    """The spec at path, a JSON object whose keys are among fields (name -> type) and include
+    required, and the function that refuses it with a message (exit 2) naming tool and path."""
     def bad(msg):
-        print(f"capture_tp: {path}: {msg}", file=sys.stderr)
+        print(f"{tool}: {path}: {msg}", file=sys.stderr)
         sys.exit(2)
     try:
         with open(path) as f:
@@ -237,14 +239,19 @@ def check_spec(path):
         bad(f"cannot read the spec: {e}")
     if not isinstance(spec, dict):
         bad("a spec is a JSON object")
-    for k in ("name", "config", "micro_batch", "seq", "precision", "tp"):
+    for k in required:
         if k not in spec:
             bad(f"no '{k}'")
     for k, v in spec.items():
-        if k not in SPEC_FIELDS:
-            bad(f"unknown field '{k}' (fields: {', '.join(SPEC_FIELDS)})")
-        if not isinstance(v, SPEC_FIELDS[k]) or (SPEC_FIELDS[k] is int and isinstance(v, bool)):
+        if k not in fields:
+            bad(f"unknown field '{k}' (fields: {', '.join(fields)})")
+        if not isinstance(v, fields[k]) or (fields[k] is int and isinstance(v, bool)):
             bad(f"'{k}' has the wrong type ({type(v).__name__})")
+    return spec, bad
+
+
+def check_spec(path):
+    spec, bad = read_spec(path, "capture_tp", SPEC_FIELDS, ("name", "config", "micro_batch", "seq", "precision", "tp"))
     if spec["precision"] not in ("bf16", "fp32"):
         bad(f"precision {spec['precision']!r}: the tensor-parallel capture takes bf16 or fp32")
     if spec["tp"] < 2:
@@ -256,15 +263,18 @@ def check_spec(path):
     return spec
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(doc=__doc__, check=None, run=None):
+    """The command line of a capture script: SPEC [-o OUT]; check(path) reads and checks the
+    spec, run(spec) captures it (this script's own by default)."""
+    check, run = check or check_spec, run or capture
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("spec")
     ap.add_argument("-o", "--out")
     a = ap.parse_args()
-    spec = check_spec(a.spec)
+    spec = check(a.spec)
     C.preload_fake_cuda()
     out = a.out or os.path.join(C.HERE, "captures", spec["name"] + ".jsonl.gz")
-    lines = capture(spec)
+    lines = run(spec)
     C.write_capture(out, lines)
     for s in (ln for ln in lines if ln.get("e") == "step"):
         print(f"{spec['name']} step {s['st']}: peak {s['peak']} after_fwd {s['after_fwd']} "
