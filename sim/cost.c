@@ -249,12 +249,16 @@ static const Curve *class_curve(const CostModel *c, const char *kind) {
     for (int i = 0; i < c->n_classes; i++)
         if (c->class_hash[i] == h && !c->cls_by_flops[i] && strcmp(c->class_name[i], k) == 0)
             return &c->cls[i];
-    /* a dtype-specific class ("foreach_fp32") a profile did not measure: its generic one */
+    /* a dtype-specific class ("foreach_fp32", "transpose_fp8") a profile did not measure: its
+     * generic one */
     size_t n = strlen(k);
-    if (n > 5 && strcmp(k + n - 5, "_fp32") == 0) {
+    static const char *const DTYPE_SUFFIX[] = {"_fp32", "_fp8"};
+    for (size_t d = 0; d < sizeof DTYPE_SUFFIX / sizeof DTYPE_SUFFIX[0]; d++) {
+        size_t m = strlen(DTYPE_SUFFIX[d]);
+        if (n <= m || strcmp(k + n - m, DTYPE_SUFFIX[d]) != 0) continue;
         for (int i = 0; i < c->n_classes; i++)
-            if (!c->cls_by_flops[i] && strlen(c->class_name[i]) == n - 5 &&
-                strncmp(c->class_name[i], k, n - 5) == 0)
+            if (!c->cls_by_flops[i] && strlen(c->class_name[i]) == n - m &&
+                strncmp(c->class_name[i], k, n - m) == 0)
                 return &c->cls[i];
     }
     return NULL;

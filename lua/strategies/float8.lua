@@ -154,11 +154,12 @@ end
 
 -- The class of a 2-D transposing copy of a float8 tensor (preprocess_addmm's .contiguous() and
 -- .t().contiguous().t(): elementwise_kernel<128, 4> float8_copy_kernel_cuda, one byte an element
--- read along a stride of a whole row). measure_torch_ops.py measures it as class "transpose_fp8";
--- until a GPU's table has it, it is priced as "transpose", the nearest measured class (the same
--- .contiguous() of a transposed view, on bf16 heads whose 128 elements stay contiguous: faster
--- than a transpose of single bytes).
-M.LAYOUT_COPY_KIND = "transpose"
+-- read along a stride of a whole row). measure_torch_ops.py measures it as class "transpose_fp8"
+-- (the H100: 257-296 GB/s, lua/hw/calibrated/h100_sxm_torch_ops.lua); a GPU whose table lacks it
+-- prices it as "transpose" (sim/cost.c class_curve: a dtype-suffixed class falls back to its
+-- generic one), the nearest measured class (the same .contiguous() of a transposed view, on bf16
+-- heads whose 128 elements stay contiguous: faster than a transpose of single bytes).
+M.LAYOUT_COPY_KIND = "transpose_fp8"
 
 -- The kernels eager PyTorch launches for one hp_tensor_to_float8_dynamic of n elements of an
 -- h-byte dtype, in order, each { what, kind (memory-access class), bytes, kernels }. axis:

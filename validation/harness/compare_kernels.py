@@ -38,7 +38,7 @@ ANNOTATION = re.compile(r"^[A-Za-z_]\w*\.\w+#")
 KIND_CATEGORY = {
     "mm": "gemm", "conv": "gemm",
     "cast_up": "copy", "cast_down": "copy", "strided": "copy", "cat_strided": "copy",
-    "transpose": "copy", "copy": "copy",
+    "transpose": "copy", "transpose_fp8": "copy", "copy": "copy",
     "softmax": "reduce_softmax_index", "reduce_rows": "reduce_softmax_index",
     "gather": "reduce_softmax_index",
 }
