@@ -356,18 +356,20 @@ function M.input_bytes(spec)
   return b
 end
 
--- Whether decoder layer k (from 1) runs eager under training.compile: a layer transformers'
--- gradient_checkpointing_enable checkpoints. GradientCheckpointingLayer.__call__ (transformers
--- 5.x, modeling_layers.py) calls self._gradient_checkpointing_func(partial(super().__call__,
--- ...)), torch.utils.checkpoint inside the compiled module's frame; dynamo traces it as the
--- checkpoint higher-order op, whose body (the layer's forward) reaches transformers'
--- CompileableContextVar.set (utils/generic.py, the output-capturing context that
--- check_model_inputs / can_return_tuple enter): a side effect the HOP cannot hold ("HOP: Unsafe
--- side effect ... Attempted to mutate UserDefinedObjectVariable(CompileableContextVar)"), so the
--- frame graph-breaks and the layer runs eager, checkpoint and all
--- (validation/oracle/check_compile_hf_ckpt.py). A checkpoint wrapper applied before compile
--- (torch's checkpoint_wrapper, torchtitan's, torchtune's, fms-fsdp's) calls the layer's own
--- forward inside the checkpoint, which compiles.
+-- Whether decoder layer k (from 1) runs eager under training.compile: a checkpointed layer of
+-- a transformers model (checkpoint_impl "transformers"). GradientCheckpointingLayer (transformers
+-- 5.x, modeling_layers.py) wraps each layer class's forward to call
+-- self._gradient_checkpointing_func, torch.utils.checkpoint, inside the compiled module's frame;
+-- dynamo traces the checkpoint as a higher-order op whose body may not mutate state from outside
+-- it, and the layer's forward writes transformers' CompileableContextVar (utils/
+-- output_capturing.py, the output-capturing context, a plain attribute under a trace): "HOP:
+-- Unsafe side effect ... Attempted to mutate UserDefinedObjectVariable(CompileableContextVar)".
+-- The frame graph-breaks and the layer runs eager, checkpoint and all; torch's checkpoint_wrapper
+-- around the same layer does the same (validation/oracle/check_compile_hf_ckpt.py --wrapper).
+-- torchtitan's, torchtune's and fms-fsdp's own layers have no such side effect and compile with
+-- their checkpoint, as do a transformers model's under
+-- torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint (accelerate's regional
+-- compilation under FSDP2 sets it): checkpoint_impl "wrapper".
 function M.eager_layer(t, k)
   return t.checkpointing and t.checkpoint_impl == "transformers" and (k - 1) % t.checkpoint_every == 0
 end
@@ -375,10 +377,11 @@ end
 -- The note a run with eager checkpointed layers carries.
 function M.eager_note(t)
   return ("torch.compile: the checkpointed layers run eager: transformers' checkpointing "
-          .. "(training.checkpoint_impl = \"transformers\", gradient_checkpointing_enable) makes dynamo "
-          .. "graph-break in torch.utils.checkpoint around each layer's forward, so those layers have eager "
-          .. "checkpointing's memory and time%s; a checkpoint wrapper applied before compile "
-          .. "(checkpoint_impl = \"wrapper\": torchtitan, torchtune) compiles them"):format(
+          .. "(training.checkpoint_impl = \"transformers\") makes dynamo graph-break in "
+          .. "torch.utils.checkpoint around each layer's forward (its CompileableContextVar write is a side "
+          .. "effect the checkpoint's higher-order op refuses), so those layers have eager checkpointing's "
+          .. "memory and time%s; checkpoint_impl = \"wrapper\" (torchtitan's, torchtune's own layers, or "
+          .. "skip_fwd_side_effects_in_bwd_under_checkpoint) compiles them"):format(
           t.checkpoint_every > 1 and ", and the layers between them are compiled" or "")
 end
 
