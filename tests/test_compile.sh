@@ -97,7 +97,7 @@ done
 #    recomputation); under checkpointing the compiled layer's ops are all recomputed, GEMMs too,
 #    and the same search finds them
 "$VRSIM" "$tmp/l.lua" --no-files --set compile=true --alloc-trace "$tmp/c.csv" > /dev/null
-"$VRSIM" "$tmp/l.lua" --no-files --set compile=true --set checkpointing=true --alloc-trace "$tmp/ck.csv" > /dev/null
+"$VRSIM" "$tmp/l.lua" --no-files --set compile=true --set checkpointing=true --set checkpoint_impl=wrapper --alloc-trace "$tmp/ck.csv" > /dev/null
 mm=$(grep ",alloc," "$tmp/c.csv" | grep -c "_proj (recompute)")
 mmck=$(grep ",alloc," "$tmp/ck.csv" | grep -c "_proj (recompute)")
 if [ "$mm" = 0 ] && [ "$mmck" -gt 0 ]; then
@@ -114,10 +114,11 @@ fc=$(grep ",alloc," "$tmp/c.csv" | grep -cE "$FUSED")
 if [ "$fc" = 0 ] && [ "$fe" -gt 0 ]; then ok "fused intermediates never allocated (eager: $fe allocations)"
 else bad "fused intermediates: $fc allocations compiled, $fe eager"; fi
 
-# 5. with checkpointing, the compiled layer saves its inputs alone (the hidden states and the
+# 5. with checkpointing under a wrapper (checkpoint_impl = "wrapper", torchtitan's and torchtune's
+#    order: checkpoint_wrapper, then compile), the compiled layer saves its inputs alone (the hidden states and the
 #    rotary tables) and holds what checkpointing alone holds after forward, at no higher a peak
 "$VRSIM" "$tmp/l.lua" --json --no-files --set checkpointing=true > "$tmp/ke.json"
-"$VRSIM" "$tmp/l.lua" --json --no-files --set checkpointing=true --set compile=true > "$tmp/kc.json"
+"$VRSIM" "$tmp/l.lua" --json --no-files --set checkpointing=true --set checkpoint_impl=wrapper --set compile=true > "$tmp/kc.json"
 n=$(field "[n for n in d['notes'] if n.startswith('torch.compile: the partitioner saves')][0].split()[4]" < "$tmp/kc.json")
 fe=$(field "d['steps'][-1]['fwd_peak_allocated_bytes']" < "$tmp/ke.json")
 fc=$(field "d['steps'][-1]['fwd_peak_allocated_bytes']" < "$tmp/kc.json")
@@ -132,7 +133,7 @@ else bad "compile + checkpointing: $n saved, after forward $fc against $fe, peak
 #     the scaled and clamped products) fuse away in forward and in the recomputation, where eager
 #     allocates every one; backward's casts hold their float8 operands alone (a lower peak of
 #     backward workspace than eager's chains), and the step is shorter
-F8="--set checkpointing=true --set training.float8.recipe=tensorwise"
+F8="--set checkpointing=true --set checkpoint_impl=wrapper --set training.float8.recipe=tensorwise"
 "$VRSIM" "$tmp/l.lua" --json --no-files $F8 --set hardware.gpu=h100_sxm --alloc-trace "$tmp/f8e.csv" > "$tmp/f8e.json" 2>&1
 "$VRSIM" "$tmp/l.lua" --json --no-files $F8 --set hardware.gpu=h100_sxm --set compile=true --alloc-trace "$tmp/f8c.csv" > "$tmp/f8c.json" 2>&1
 CASTS='\.(input|weight)\.(abs|fp32|scaled|saturated)( \(recompute\))?$'
@@ -186,6 +187,39 @@ PY
     else bad "float8 $r + compile: $cc cast intermediates allocated compiled, $ce eager"; fi
   else bad "float8 $r + compile, no checkpointing" "$(cat "$tmp/n8.out" | tail -5)"; fi
 done
+
+# 5d. transformers' checkpointing (checkpoint_impl = "transformers", the default:
+#     gradient_checkpointing_enable, then each layer compiled, as measure_llama.py and HF Trainer
+#     run it): dynamo graph-breaks in the checkpoint around each layer, so the checkpointed layers
+#     run eager: the step and the memory are eager checkpointing's, and a note says so; under a
+#     wrapper the same run compiles (a shorter step). Checkpointing every second layer, the
+#     layers between are compiled (the partitioner's note), and the step lies between.
+#     (validation/records/llama_h100_gen5_compile_ckpt.jsonl: 372.8 ms compiled, 375.9 eager)
+"$VRSIM" "$tmp/l.lua" --json --no-files --set checkpointing=true --set compile=true > "$tmp/kt.json"
+"$VRSIM" "$tmp/l.lua" --json --no-files --set checkpointing=true --set checkpoint_every=2 > "$tmp/ke2.json"
+"$VRSIM" "$tmp/l.lua" --json --no-files --set checkpointing=true --set checkpoint_every=2 --set compile=true > "$tmp/kt2.json"
+if python3 - "$tmp/ke.json" "$tmp/kt.json" "$tmp/kc.json" "$tmp/ke2.json" "$tmp/kt2.json" > "$tmp/kt.out" 2>&1 <<'PY'
+import json, sys
+e, t, w, e2, t2 = (json.load(open(f)) for f in sys.argv[1:])
+note = [n for n in t["notes"] if n.startswith("torch.compile: the checkpointed layers run eager")]
+assert note and "graph-break" in note[0], t["notes"]
+assert not [n for n in t["notes"] if n.startswith("torch.compile: the partitioner saves")], t["notes"]
+assert not [n for n in w["notes"] if n.startswith("torch.compile: the checkpointed layers run eager")], w["notes"]
+for k in ("peak_allocated_bytes", "peak_reserved_bytes"):
+    assert t[k] == e[k], (k, t[k], e[k])
+assert t["steps"][-1]["fwd_peak_allocated_bytes"] == e["steps"][-1]["fwd_peak_allocated_bytes"]
+assert abs(t["step_time_ms"] - e["step_time_ms"]) < 1e-6, (t["step_time_ms"], e["step_time_ms"])
+assert w["step_time_ms"] < t["step_time_ms"], (w["step_time_ms"], t["step_time_ms"])
+# every second layer: the eager note names the compiled layers between, which the partitioner saves for
+note2 = [n for n in t2["notes"] if n.startswith("torch.compile: the checkpointed layers run eager")]
+assert note2 and "the layers between them are compiled" in note2[0], t2["notes"]
+assert [n for n in t2["notes"] if n.startswith("torch.compile: the partitioner saves")], t2["notes"]
+assert t2["step_time_ms"] < e2["step_time_ms"], (t2["step_time_ms"], e2["step_time_ms"])
+print(f"step {t['step_time_ms']:.1f} ms as eager checkpointing's {e['step_time_ms']:.1f} (wrapper: {w['step_time_ms']:.1f}); "
+      f"every 2nd: {t2['step_time_ms']:.1f} against eager {e2['step_time_ms']:.1f}")
+PY
+then ok "transformers' checkpointing + compile: the checkpointed layers eager; $(cat "$tmp/kt.out")"
+else bad "transformers' checkpointing + compile" "$(tail -5 "$tmp/kt.out")"; fi
 
 # 6. the step: Inductor's generated code launches fused kernels, no eager dispatch per op
 "$VRSIM" "$tmp/l.lua" --json --no-files > "$tmp/e.json"
@@ -241,6 +275,8 @@ refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
 refused nf4 'training.compile with quant = nf4 is not modelled' 'compile = true, precision = "lora_bf16", quant = "nf4"'
 refused op-ckpt 'training.compile with checkpoint_scope = "op"' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
+refused every-wrapper 'checkpoint_every = 2 is not modelled' 'compile = true, checkpointing = true, checkpoint_impl = "wrapper", checkpoint_every = 2'
+refused impl-bad 'checkpoint_impl' 'checkpointing = true, checkpoint_impl = "deepspeed"'
 refused zero3 'training.compile under strategy zero3 is not modelled' 'compile = true, strategy = "zero3"' --set hardware.count=2
 refused float8-gw-hp 'training.float8 recipe rowwise_with_gw_hp is not modelled' 'compile = true, float8 = { recipe = "rowwise_with_gw_hp" }' --set hardware.gpu=h100_sxm
 printf 'return { hardware = { gpu = "h200" }, model = { arch = "llama2", size = "7b-l2" },\n  training = { compile = true, precision = "lora_bf16", dpo = { prompt_length = 64, completion_length = 64 } } }\n' > "$tmp/dpo.lua"

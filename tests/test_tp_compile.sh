@@ -17,7 +17,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/vrsim-tpc.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
 cat > "$tmp/l.lua" <<'EOS'
 return { hardware = { gpu = "h100_sxm", count = 2, gpus_per_node = 2 }, model = { arch = "llama2", size = "7b-l4" },
-  training = { micro_batch = 1, seq = 1024, precision = "bf16", steps = 2, checkpointing = true,
+  training = { micro_batch = 1, seq = 1024, precision = "bf16", steps = 2, checkpointing = true, checkpoint_impl = "wrapper",
                parallel = { tp = 2 } } }
 EOS
 # the saved set the compile note lists: "name [shape] dtype" entries

@@ -19,7 +19,7 @@ cp scenarios/configs/llama-3-8b.json "$tmp/"
 #    back before its layer's recomputation.
 cat > "$tmp/off.lua" <<'EOS'
 return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json" },
-  training = { micro_batch = 1, seq = 4096, precision = "lora_bf16", checkpointing = true, steps = 2, compile = true,
+  training = { micro_batch = 1, seq = 4096, precision = "lora_bf16", checkpointing = true, checkpoint_impl = "wrapper", steps = 2, compile = true,
                lora = { r = 16, alpha = 32, targets = "all-linear" } } }
 EOS
 acts='[d["breakdown_at_peak"]["activations"], d["time_ms"]["device_to_host"], d["time_ms"]["host_to_device"]]'

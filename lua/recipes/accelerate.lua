@@ -124,6 +124,10 @@ function A.scenario(r, opts)
     notes[#notes + 1] = "accelerate fsdp_cpu_ram_efficient_loading: host memory at load, not simulated "
         .. "(on the GPU each rank holds only its shards either way)"
     t.checkpointing = r:get(fc, "fsdp_activation_checkpointing", "boolean", false, P)
+    -- regional compilation under FSDP2 sets torch._dynamo.config.
+    -- skip_fwd_side_effects_in_bwd_under_checkpoint (accelerator.py), so the checkpointed layers
+    -- compile (strategies/compile.lua M.eager_layer); without it compile is refused above
+    if t.checkpointing then t.checkpoint_impl = "wrapper" end
     local wrap = r:get(fc, "fsdp_auto_wrap_policy", "string", "TRANSFORMER_BASED_WRAP", P)
     if wrap ~= "TRANSFORMER_BASED_WRAP" then
       r:fail(fc, "fsdp_auto_wrap_policy", ("'%s' is not modelled (vrsim shards per decoder layer: "

@@ -71,6 +71,10 @@ function C.scenario(r, from, opts)
     end
     t.strategy, t.zero = "fsdp2", at.zero
     t.checkpointing = t.checkpointing or at.checkpointing
+    -- accelerate's regional compilation under FSDP2 lets dynamo skip the checkpointed layers'
+    -- side effects (skip_fwd_side_effects_in_bwd_under_checkpoint): they compile, whichever
+    -- checkpointing is on
+    if at.compile and t.checkpointing then t.checkpoint_impl = "wrapper" end
   elseif dt == "DEEPSPEED" then
     if t.lora then
       r:fail(d, "use_peft", ("LoRA under the launcher's DeepSpeed plugin (%s) is not modelled"):format(path))

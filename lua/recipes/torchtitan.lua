@@ -302,9 +302,12 @@ function T.scenario(r, opts)
     r:not_read(ac, { "selective_ac_option" }, P)
   elseif mode == "full" then
     t.checkpointing = true
+    -- apply_ac wraps each block in ptd_checkpoint_wrapper before apply_compile compiles it
+    t.checkpoint_impl = "wrapper"
     r:not_read(ac, { "selective_ac_option" }, P)
   elseif mode == "selective" then
     t.checkpointing = true
+    t.checkpoint_impl = "wrapper"
     if opt == "op" then
       t.checkpoint_scope = "op"
     else

@@ -218,6 +218,8 @@ function T.scenario(r, opts)
 
   -- the techniques
   t.checkpointing = r:get(d, "enable_activation_checkpointing", "boolean", false)
+  -- set_activation_checkpointing wraps each layer in a CheckpointWrapper before compile_model
+  if t.checkpointing then t.checkpoint_impl = "wrapper" end
   if r:get(d, "enable_activation_offloading", "boolean", false) then t.activation_offload = true end
   if r:get(d, "optimizer_in_bwd", "boolean", false) then t.optimizer_in_backward = true end
   -- compile: True (training.compile_model: each TransformerSelfAttentionLayer compiled on its own,

@@ -90,7 +90,10 @@ end
 -- The error for a run compile is not modelled for (nil when it is).
 function M.check(t, mc)
   if t.inference then return nil end
-  if t.checkpointing and (t.checkpoint_scope ~= "layer" or t.checkpoint_every ~= 1) then
+  -- under transformers' checkpointing the checkpointed layers run eager (M.eager_layer) and
+  -- the others compiled alone, so checkpointing every k-th layer is modelled there
+  local every_ok = t.checkpoint_every == 1 or t.checkpoint_impl == "transformers"
+  if t.checkpointing and (t.checkpoint_scope ~= "layer" or not every_ok) then
     return ("training.compile with checkpoint_scope = \"%s\" and checkpoint_every = %d is not modelled "
             .. "(compiled with checkpointing, every decoder layer checkpointed whole is)"):format(
             t.checkpoint_scope, t.checkpoint_every)
@@ -118,9 +121,9 @@ function M.check(t, mc)
     return ("training.compile with quant = %s is not modelled (bitsandbytes' matmuls are opaque "
             .. "custom ops to the partitioner)"):format(t.quant)
   end
-  if t.activation_offload and not (t.checkpointing and t.checkpoint_scope == "layer") then
-    return "training.compile with activation_offload is not modelled (the saved-tensor hooks see "
-           .. "the compiled graph's saved outputs, not autograd's)"
+  if t.activation_offload and not (t.checkpointing and t.checkpoint_scope == "layer" and t.checkpoint_every == 1) then
+    return "training.compile with activation_offload is not modelled where a compiled layer is not "
+           .. "checkpointed (the saved-tensor hooks see the compiled graph's saved outputs, not autograd's)"
   end
   if t.strategy == "zero3" then
     return "training.compile under strategy zero3 is not modelled (DeepSpeed's ZeRO-3 fetches each "
@@ -353,27 +356,65 @@ function M.input_bytes(spec)
   return b
 end
 
+-- Whether decoder layer k (from 1) runs eager under training.compile: a checkpointed layer of
+-- a transformers model (checkpoint_impl "transformers"). GradientCheckpointingLayer (transformers
+-- 5.x, modeling_layers.py) wraps each layer class's forward to call
+-- self._gradient_checkpointing_func, torch.utils.checkpoint, inside the compiled module's frame;
+-- dynamo traces the checkpoint as a higher-order op whose body may not mutate state from outside
+-- it, and the layer's forward writes transformers' CompileableContextVar (utils/
+-- output_capturing.py, the output-capturing context, a plain attribute under a trace): "HOP:
+-- Unsafe side effect ... Attempted to mutate UserDefinedObjectVariable(CompileableContextVar)".
+-- The frame graph-breaks and the layer runs eager, checkpoint and all; torch's checkpoint_wrapper
+-- around the same layer does the same (validation/oracle/check_compile_hf_ckpt.py --wrapper).
+-- torchtitan's, torchtune's and fms-fsdp's own layers have no such side effect and compile with
+-- their checkpoint, as do a transformers model's under
+-- torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint (accelerate's regional
+-- compilation under FSDP2 sets it): checkpoint_impl "wrapper".
+function M.eager_layer(t, k)
+  return t.checkpointing and t.checkpoint_impl == "transformers" and (k - 1) % t.checkpoint_every == 0
+end
+
+-- The note a run with eager checkpointed layers carries.
+function M.eager_note(t)
+  return ("torch.compile: the checkpointed layers run eager: transformers' checkpointing "
+          .. "(training.checkpoint_impl = \"transformers\") makes dynamo graph-break in "
+          .. "torch.utils.checkpoint around each layer's forward (its CompileableContextVar write is a side "
+          .. "effect the checkpoint's higher-order op refuses), so those layers have eager checkpointing's "
+          .. "memory and time%s; checkpoint_impl = \"wrapper\" (torchtitan's, torchtune's own layers, or "
+          .. "skip_fwd_side_effects_in_bwd_under_checkpoint) compiles them"):format(
+          t.checkpoint_every > 1 and ", and the layers between them are compiled" or "")
+end
+
 -- Hooks for the modules of class layer_cls: each is one compiled region (numbered as
 -- checkpointing numbers its regions), whose ops nn.op reports (cx.sac) and whose partition is
--- made as the layer returns; checkpointed: every layer is also checkpointed whole
--- (strategies/checkpoint.lua makes the same region), torchtitan's order (activation
--- checkpointing applied, then each layer compiled). Registered before any other pass, as
--- checkpoint.hooks are.
-function M.hooks(root, layer_cls, checkpointed)
+-- made as the layer returns. t: the training table. With checkpointing under a wrapper, every
+-- layer is also checkpointed whole (strategies/checkpoint.lua makes the same region),
+-- torchtitan's order (activation checkpointing applied, then each layer compiled); under
+-- transformers' checkpointing a checkpointed layer runs eager (M.eager_layer) and has no hooks
+-- here. Registered before any other pass, as checkpoint.hooks are.
+function M.hooks(root, layer_cls, t)
   local mod = require "vrsim.module"
   local layers = mod.find(root, { [layer_cls] = true })
   if #layers == 0 then error("torch.compile: this model has no " .. layer_cls .. " to compile", 0) end
+  local checkpointed = t.checkpointing and t.checkpoint_impl ~= "transformers"
+  local eager = M.eager_layer(t, 1)
   local out, first_saved, noted = {}, {}, false
   -- the note, once the model has run: the second layer's saved set where there is one (the
   -- first's input needs no gradient where the embedding is frozen, as under LoRA)
   out[1] = { module = root, first = { post = function(cx)
-    local k = first_saved[2] and 2 or 1
-    if noted or not first_saved[k] then return end
+    if noted then return end
+    if eager then
+      noted = true
+      cx.notes[#cx.notes + 1] = M.eager_note(t)
+    end
+    local k = first_saved[2] and 2 or first_saved[1] and 1 or next(first_saved)
+    if not k then return end
     noted = true
     cx.notes[#cx.notes + 1] = M.note(first_saved[k], k - 1)
   end } }
   for k, layer in ipairs(layers) do
     local ops, held, first_op
+    if not M.eager_layer(t, k) then
     out[#out + 1] = { module = layer, first = {
       pre = function(cx)
         cx.region, cx.compiling, cx.compile_checkpointed = k, true, checkpointed
@@ -405,6 +446,7 @@ function M.hooks(root, layer_cls, checkpointed)
         ops = nil
       end,
     } }
+    end
   end
   return out
 end

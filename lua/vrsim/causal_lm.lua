@@ -366,7 +366,7 @@ function M.build(cx, cfg)
   -- inside the sharding hooks: FSDP2's pre- and post-forward hooks are graph breaks around the
   -- compiled layer (torch._dynamo.config.skip_fsdp_hooks), whose graph sees the gathered parameters
   if compiled then
-    register(require("strategies.compile").hooks(root, root.checkpoint_layer, t.checkpointing), "first")
+    register(require("strategies.compile").hooks(root, root.checkpoint_layer, t), "first")
   end
   register(ck, "last")
   if t.activation_offload and not t.inference then

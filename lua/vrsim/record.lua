@@ -435,6 +435,8 @@ function R.scenario(rec, opts)
   for _, k in ipairs(MODEL_TECHNIQUES) do
     if rec[k] ~= nil then tr[k] = rec[k] end
   end
+  -- the harnesses checkpoint through transformers' gradient_checkpointing_enable (use_reentrant=False)
+  if tr.checkpointing then tr.checkpoint_impl = "transformers" end
   -- the scope is read only with checkpointing on: a record naming it without ckpt is not a run
   -- vrsim would simulate as measured
   if rec.checkpoint_scope ~= nil and not tr.checkpointing then

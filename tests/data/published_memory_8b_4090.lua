@@ -13,7 +13,7 @@ return {
   hardware = { gpu = "rtx4090" },
   model = { config = "llama-3-8b.json" },  -- scenarios/configs/llama-3-8b.json, given by --set model.config
   training = { micro_batch = 2, seq = 2048, precision = "lora_bf16", optimizer = "adamw", optimizer_impl = "fused",
-               build = "direct", steps = 3, compile = true, checkpointing = true, loss = "chunked",
+               build = "direct", steps = 3, compile = true, checkpointing = true, checkpoint_impl = "wrapper", loss = "chunked",
                lora = { r = 8, alpha = 16, dropout = 0, dtype = "bf16",
                         targets = { "q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj" } } },
 }
