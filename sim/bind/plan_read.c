@@ -275,38 +275,21 @@ static void read_moe(lua_State *L, int dev, Plan *p) {
     lua_settop(L, t - 1);
 }
 
-/* Replaces the carried classes named by the rows of the table at index t's `torch_ops` (rows
- * made by lua/hw/carry.lua carried_rows: the classes a second GPU measured too, split into DRAM
- * and SM parts) through cost_measured_here; what names the table in an error. */
+/* Replaces classes of the plan's carried cost model with the rows of the table at index t
+ * (cost.h cost_measured_here): its `torch_ops` rows (each row's class replaces the class of that
+ * name), its `copy` / `elementwise` rows if any (the streaming curve) and its `kernel_gap_us` if
+ * above 0. Two tables take this path after the carry: device.carry's split classes (lua/hw/
+ * carry.lua carried_rows: the classes a second GPU measured too, split into DRAM and SM parts)
+ * and device.measured_here (hardware.lua: the simulated GPU's own measurements,
+ * lua/hw/calibrated/<gpu>_torch_ops.lua and its supplements). what names the table in an error. */
 static void read_class_rows(lua_State *L, int t, Plan *p, const char *what) {
-    int n_ops = profile_table(L, t, "torch_ops");
-    lua_pop(L, 1);
-    if (n_ops <= 0) return;
-    size_t bytes = (sizeof(CostStreamRow) + sizeof(char[32])) * (size_t)n_ops;
-    CostStreamRow *ops = lua_newuserdatauv(L, bytes, 0);
-    char (*classes)[32] = (char (*)[32])(ops + n_ops);
-    read_points(L, t, "torch_ops", ops, 0, classes);
-    CostProfile rows = {.torch_ops = ops, .n_torch_ops = n_ops};
-    char why[160];
-    VrStatus st = cost_measured_here(p->cost, &rows, why, sizeof why);
-    if (st == VR_ENOMEM) luaL_error(L, "out of memory building the cost model of %s", p->dev.key);
-    if (st) luaL_error(L, "%s of %s: %s", what, p->dev.key, why);
-    lua_pop(L, 1);
-}
-
-/* Makes the plan's carried cost model price the memory-bound kernels the simulated GPU measured
- * itself (device.measured_here, hardware.lua: lua/hw/calibrated/<gpu>_torch_ops.lua and its
- * supplements): its `torch_ops` classes, its `copy` / `elementwise` streaming curve and its
- * `kernel_gap_us` replace the carried ones (cost.h cost_measured_here). Called after the carry. */
-static void read_measured_here(lua_State *L, int dev, Plan *p) {
-    if (lua_getfield(L, dev, "measured_here") != LUA_TTABLE) { lua_pop(L, 1); return; }
-    int t = lua_gettop(L);
     int n_stream = profile_table(L, t, "copy");
     lua_pop(L, 1);
     n_stream += profile_table(L, t, "elementwise");
     lua_pop(L, 1);
     int n_ops = profile_table(L, t, "torch_ops");
     lua_pop(L, 1);
+    if (n_stream + n_ops == 0 && !(field_num(L, t, "kernel_gap_us", 0) > 0)) return;
     size_t bytes = sizeof(CostStreamRow) * (size_t)(n_stream + n_ops) + sizeof(char[32]) * (size_t)n_ops;
     char *buf = lua_newuserdatauv(L, bytes ? bytes : 1, 0);
     CostStreamRow *stream = (CostStreamRow *)buf;
@@ -315,16 +298,16 @@ static void read_measured_here(lua_State *L, int dev, Plan *p) {
     int ns = read_points(L, t, "copy", stream, 0, NULL);
     read_points(L, t, "elementwise", stream, ns, NULL);
     read_points(L, t, "torch_ops", ops, 0, classes);
-    CostProfile own = {.stream = stream, .n_stream = n_stream, .torch_ops = ops, .n_torch_ops = n_ops,
-                       .kernel_gap_us = field_num(L, t, "kernel_gap_us", 0)};
+    CostProfile rows = {.stream = stream, .n_stream = n_stream, .torch_ops = ops, .n_torch_ops = n_ops,
+                        .kernel_gap_us = field_num(L, t, "kernel_gap_us", 0)};
     char why[160], src[200] = "?";
-    VrStatus st = cost_measured_here(p->cost, &own, why, sizeof why);
+    VrStatus st = cost_measured_here(p->cost, &rows, why, sizeof why);
     if (st == VR_ENOMEM) luaL_error(L, "out of memory building the cost model of %s", p->dev.key);
     if (st) {
         field_str(L, t, "source", src, sizeof src);
-        luaL_error(L, "the kernels measured on %s (%s): %s", p->dev.key, src, why);
+        luaL_error(L, "%s of %s (%s): %s", what, p->dev.key, src, why);
     }
-    lua_settop(L, t - 1);
+    lua_pop(L, 1); /* the rows */
 }
 
 /* Builds the plan's cost model from device.profile (a calibrated profile table), if any: its
@@ -369,7 +352,10 @@ void read_profile(lua_State *L, int dev, Plan *p) {
         read_class_rows(L, ct, p, "the carried memory-bound classes");
     }
     lua_pop(L, 1);
-    read_measured_here(L, dev, p);
+    /* the memory-bound kernels the simulated GPU measured itself, in place of their carried classes */
+    if (lua_getfield(L, dev, "measured_here") == LUA_TTABLE)
+        read_class_rows(L, lua_gettop(L), p, "the kernels measured on this GPU");
+    lua_pop(L, 1);
     read_moe(L, dev, p);
     double host_us = field_num(L, prof, "host_op_us", field_num(L, prof, "launch_us", 0));
     p->host_op_ns = host_us * 1e3;
