@@ -1,0 +1,16 @@
+#!/bin/bash
+# One device call on an H200: the per-GPU tables vrsim reads and never carries (bitsandbytes'
+# optimizer kernels, torch._grouped_mm and the MoE dispatch's index ops, the float8 layout copy),
+# then as much of a measure_llama.py plan as the time left allows. Tables under $OUT, records
+# staged under $STAGE (run_gen4.sh packs them).
+#   usage (GPU machine, repository root, .whl carried):
+#     bash validation/harness/run_h200_tables.sh PLAN RECORDS_NAME PLAN_BUDGET_S
+set -u
+OUT=${OUT:-/tmp/vrsim-out}; export STAGE=${STAGE:-$OUT/stage}
+PLAN=$1 NAME=$2 BUDGET=$3
+EXTRA="timeout 100 python3 validation/harness/measure_bnb_optim.py --out-dir $OUT --budget-s 70 2>&1 | tail -4
+timeout 110 python3 validation/harness/measure_grouped_mm.py --out-dir $OUT --budget-s 80 2>&1 | tail -4
+timeout 45 python3 validation/harness/measure_torch_ops.py --gpu h200 --only transpose_fp8 -o $OUT/transpose_fp8_h200.lua 2>&1 | tail -3
+python3 validation/harness/measure_llama.py --plan $PLAN --out $STAGE/validation/records/$NAME.jsonl \
+  --trace-dir $STAGE/validation/traces --deadline-s $BUDGET 2>&1 | grep -v 'Warning\|warn' | tail -40" \
+  bash validation/harness/run_gen4.sh
