@@ -1,16 +1,17 @@
 #!/bin/bash
-# One device call on an H200: the per-GPU tables vrsim reads and never carries (bitsandbytes'
+# One device call (an H200, or an H100 for its own files): the per-GPU tables vrsim reads and never carries (bitsandbytes'
 # optimizer kernels, torch._grouped_mm and the MoE dispatch's index ops, the float8 layout copy),
 # then as much of a measure_llama.py plan as the time left allows. Tables under $OUT, records
 # staged under $STAGE (run_gen4.sh packs them).
 #   usage (GPU machine, repository root, .whl carried):
-#     bash validation/harness/run_h200_tables.sh PLAN RECORDS_NAME PLAN_BUDGET_S
+#     bash validation/harness/run_gpu_tables.sh PLAN RECORDS_NAME PLAN_BUDGET_S
 set -u
 OUT=${OUT:-/tmp/vrsim-out}; export STAGE=${STAGE:-$OUT/stage}
 PLAN=$1 NAME=$2 BUDGET=$3
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100; then K=h100_sxm; else K=h200; fi
 EXTRA="timeout 100 python3 validation/harness/measure_bnb_optim.py --out-dir $OUT --budget-s 70 2>&1 | tail -4
 timeout 110 python3 validation/harness/measure_grouped_mm.py --out-dir $OUT --budget-s 80 2>&1 | tail -4
-timeout 45 python3 validation/harness/measure_torch_ops.py --gpu h200 --only transpose_fp8 -o $OUT/transpose_fp8_h200.lua 2>&1 | tail -3
+timeout 45 python3 validation/harness/measure_torch_ops.py --gpu $K --only transpose_fp8 -o $OUT/transpose_fp8_$K.lua 2>&1 | tail -3
 python3 validation/harness/measure_llama.py --plan $PLAN --out $STAGE/validation/records/$NAME.jsonl \
   --trace-dir $STAGE/validation/traces --deadline-s $BUDGET 2>&1 | grep -v 'Warning\|warn' | tail -40" \
   bash validation/harness/run_gen4.sh
