@@ -230,6 +230,31 @@ if python3 -c "import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))
   ok "step time $sc ms compiled against $se ms eager"
 else bad "step time $sc ms compiled against $se ms eager"; fi
 
+# 6b. bitsandbytes' NF4 (QLoRA) compiled: dynamo traces MatMul4Bit, its forward one opaque
+#     custom op (gemm_4bit) and its backward a dequantization from the primals, so the layer saves
+#     what the same layer with frozen bf16 Linears saves, tensor for tensor
+#     (validation/oracle/check_compile_bnb.py, its output in
+#     validation/oracle/captures/check_compile_bnb.txt): the note's list under quant = "nf4" is
+#     the list under lora_bf16, where eager MatMul4Bit would add down_proj's input
+for q in nf4 none; do
+  "$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set precision=lora_bf16 \
+    --set quant=$q --set compile=true > "$tmp/q_$q.json" 2>"$tmp/q_$q.err"
+done
+if python3 - "$tmp/q_nf4.json" "$tmp/q_none.json" > "$tmp/q.out" 2>&1 <<'PY'
+import json, sys
+nf4, bf16 = (json.load(open(f)) for f in sys.argv[1:])
+note = lambda d: [n for n in d["notes"] if n.startswith("torch.compile: the partitioner saves")]
+assert note(nf4) and note(nf4) == note(bf16), (note(nf4), note(bf16))
+assert nf4["peak_allocated_bytes"] < bf16["peak_allocated_bytes"]
+print(note(nf4)[0][:80])
+PY
+then ok "quant = nf4 compiled saves the bf16 layer's set: $(cat "$tmp/q.out")"
+else bad "quant = nf4 compiled" "$(cat "$tmp/q.out" "$tmp/q_nf4.err")"; fi
+grep -q "the same multiset of (elements, dtype): True" validation/oracle/captures/check_compile_bnb.txt \
+  && grep -q "^graph breaks: 0" validation/oracle/captures/check_compile_bnb.txt \
+  && ok "check_compile_bnb.txt: no graph break, the nf4 layer saves the bf16 layer's activations" \
+  || bad "validation/oracle/captures/check_compile_bnb.txt does not show the same saved set"
+
 # 7. one graph whether the layers are built once and carried over or each in Lua
 "$VRSIM" "$tmp/l.lua" --json --no-files --set compile=true --set build_layers_once=false > "$tmp/c2.json"
 a=$(field "(d['peak_allocated_bytes'], d['steps'][-1]['fwd_peak_allocated_bytes'], d['step_time_ms'])" < "$tmp/c.json")
@@ -273,7 +298,6 @@ refused max-autotune 'mode = "max-autotune" is not modelled' 'compile = { mode =
 refused scope-model 'scope = "model" is not modelled' 'compile = { scope = "model" }'
 refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic = true }'
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
-refused nf4 'training.compile with quant = nf4 is not modelled' 'compile = true, precision = "lora_bf16", quant = "nf4"'
 refused op-ckpt 'training.compile with checkpoint_scope = "op"' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
 refused every-wrapper 'checkpoint_every = 2 is not modelled' 'compile = true, checkpointing = true, checkpoint_impl = "wrapper", checkpoint_every = 2'
 refused impl-bad 'checkpoint_impl' 'checkpointing = true, checkpoint_impl = "deepspeed"'

@@ -116,10 +116,14 @@ function M.check(t, mc)
     return "training.compile on a mixture-of-experts model is not modelled (the router's data-"
            .. "dependent token counts break the graph)"
   end
-  -- (torchao's NF4Tensor dequantizes in traceable PyTorch ops: strategies/quant.lua)
-  if t.quant ~= "none" and t.quant ~= "torchao_nf4" then
-    return ("training.compile with quant = %s is not modelled (bitsandbytes' matmuls are opaque "
-            .. "custom ops to the partitioner)"):format(t.quant)
+  -- torchao's NF4Tensor dequantizes in traceable PyTorch ops, bitsandbytes' Linear4bit in custom
+  -- ops dynamo traces (strategies/quant.lua). LLM.int8's MatMul8bitLt is not checked: on the
+  -- CPU, where the partition can be traced, bitsandbytes 0.50.2 trains 8-bit layers through
+  -- another Function (MatMul8bitFp: autograd/_functions.py matmul), not the one CUDA runs
+  if t.quant == "int8" then
+    return "training.compile with quant = int8 is not modelled (what the partitioner saves of "
+           .. "bitsandbytes' MatMul8bitLt is not checked: the CPU, where it can be traced, runs "
+           .. "MatMul8bitFp instead)"
   end
   if t.activation_offload and not (t.checkpointing and t.checkpoint_scope == "layer" and t.checkpoint_every == 1) then
     return "training.compile with activation_offload is not modelled where a compiled layer is not "
