@@ -156,7 +156,8 @@ function M.linear(cx, name, x, w)
     -- forward is one opaque custom op (bitsandbytes::gemm_4bit, a GEMM to the partitioner: never
     -- recomputed, its output materialized), and its backward dequantizes the packed weight again
     -- from the graph's primals; the partition saves nothing of its own for it, not the input
-    -- (bitsandbytes 0.50.2 keeps ctx.tensors = (None, B): validation/oracle/check_compile_bnb.py).
+    -- (bitsandbytes 0.50.2 keeps ctx.tensors = (None, B): validation/oracle/check_compile_bnb.py;
+    -- the eager op above still keeps the input, as 0.4x's (A, B) did: not yet held to a record).
     local ws = { w.blocks * 4, n * nn.DT_SIZE[x.dtype] }
     return nn.op(cx, { name = name, kind = "mm", inputs = { x, { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false } },
                        outs = { { name, shape, x.dtype } }, workspace = ws, bwd_workspace = ws,
