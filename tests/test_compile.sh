@@ -230,6 +230,93 @@ if python3 -c "import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))
   ok "step time $sc ms compiled against $se ms eager"
 else bad "step time $sc ms compiled against $se ms eager"; fi
 
+# 6b. bitsandbytes' NF4 (QLoRA) compiled: dynamo traces MatMul4Bit, its forward one opaque
+#     custom op (gemm_4bit) and its backward a dequantization from the primals, so the layer saves
+#     what the same layer with frozen bf16 Linears saves, tensor for tensor
+#     (validation/oracle/check_compile_bnb.py, its output in
+#     validation/oracle/captures/check_compile_bnb.txt): the note's list under quant = "nf4" is
+#     the list under lora_bf16, where eager MatMul4Bit would add down_proj's input
+for q in nf4 none; do
+  "$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set precision=lora_bf16 \
+    --set quant=$q --set compile=true > "$tmp/q_$q.json" 2>"$tmp/q_$q.err"
+done
+if python3 - "$tmp/q_nf4.json" "$tmp/q_none.json" > "$tmp/q.out" 2>&1 <<'PY'
+import json, sys
+nf4, bf16 = (json.load(open(f)) for f in sys.argv[1:])
+note = lambda d: [n for n in d["notes"] if n.startswith("torch.compile: the partitioner saves")]
+assert note(nf4) and note(nf4) == note(bf16), (note(nf4), note(bf16))
+assert nf4["peak_allocated_bytes"] < bf16["peak_allocated_bytes"]
+print(note(nf4)[0][:80])
+PY
+then ok "quant = nf4 compiled saves the bf16 layer's set: $(cat "$tmp/q.out")"
+else bad "quant = nf4 compiled" "$(cat "$tmp/q.out" "$tmp/q_nf4.err")"; fi
+grep -q "the same multiset of (elements, dtype): True" validation/oracle/captures/check_compile_bnb.txt \
+  && grep -q "^graph breaks: 0" validation/oracle/captures/check_compile_bnb.txt \
+  && ok "check_compile_bnb.txt: no graph break, the nf4 layer saves the bf16 layer's activations" \
+  || bad "validation/oracle/captures/check_compile_bnb.txt does not show the same saved set"
+
+# 6c. DPO (TRL's DPOTrainer) compiled: the policy's layers are the training graphs of any run of
+#     that batch (2 x micro_batch rows), so the policy's saved set is a plain LoRA run's at 2 x 512;
+#     the reference forward, under no_grad (adapters disabled, or the separate reference model
+#     accelerate compiles too), runs each layer's inference graph: nothing saved, its pointwise
+#     chains fused, so no allocation of an RMSNorm's pow or the MLP's SiLU between the policy's
+#     log-prob sum and the reference's, and a lower peak there than eager; with transformers'
+#     checkpointing the policy's checkpointed layers run eager (their note) while the reference's,
+#     checkpointing disabled around them, compile (validation/oracle/check_compile_dpo.py
+#     [--checkpointing], its output in validation/oracle/captures/check_compile_dpo.txt)
+printf 'return { hardware = { gpu = "h200" }, model = { arch = "llama2", size = "7b-l2" },\n  training = { precision = "lora_bf16", dpo = { prompt_length = 256, completion_length = 256 } } }\n' > "$tmp/dpo.lua"
+"$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set precision=lora_bf16 --set micro_batch=2 \
+  --set seq=512 --set training.lora.dropout=0 --set compile=true > "$tmp/dpo_plain.json" 2>"$tmp/dpo_plain.err"
+for v in "lora|" "full|--set precision=bf16" "ckpt|--set checkpointing=true"; do
+  n=${v%%|*}; x=${v#*|}
+  for c in false true; do
+    # shellcheck disable=SC2086
+    "$VRSIM" "$tmp/dpo.lua" --json --no-files --set compile=$c $x --alloc-trace "$tmp/dpo_${n}_$c.csv" \
+      > "$tmp/dpo_${n}_$c.json" 2>"$tmp/dpo_${n}_$c.err"
+  done
+  if python3 - "$n" "$tmp/dpo_plain.json" "$tmp/dpo_${n}_false" "$tmp/dpo_${n}_true" > "$tmp/dpo_$n.out" 2>&1 <<'PY'
+import csv, json, sys
+name, plain, eager, comp = sys.argv[1:]
+note = lambda d: [n for n in d["notes"] if n.startswith("torch.compile: the partitioner saves")]
+def ref_span(f):
+    rows = list(csv.DictReader(open(f + ".csv")))
+    i = next(k for k, r in enumerate(rows) if r["frames"] == "dpo.logps.sum")
+    j = next(k for k, r in enumerate(rows) if r["frames"] == "ref.logps.sum")
+    live = peak = 0
+    fused = 0
+    for r in rows[i + 1:j]:
+        if r["action"] == "alloc":
+            live += int(r["size"])
+            fused += r["frames"].endswith(("mlp.silu", "input_layernorm.pow"))
+        elif r["action"] == "free_completed":
+            live -= int(r["size"])
+        peak = max(peak, live)
+    return peak, fused
+ce = json.load(open(comp + ".json"))
+(pe, fe), (pc, fc) = ref_span(eager), ref_span(comp)
+assert fe > 0 and fc == 0, (fe, fc)
+assert pc < pe, (pc, pe)
+if name == "lora":
+    # the same multiset of (elements, dtype): the names differ where DPOTrainer's use_cache=False
+    # saves k and v themselves, not the cache's copies a plain run's layer hands out
+    def sizes(d):
+        from collections import Counter
+        import re
+        n = note(d)[0]
+        return Counter((eval("*".join(m.group(1).split("x"))), m.group(2))
+                       for m in re.finditer(r"\[([0-9x]+)\] (\w+)", n))
+    assert note(ce) and sizes(ce) == sizes(json.load(open(plain))), (note(ce), note(json.load(open(plain))))
+if name == "ckpt":
+    assert any(n.startswith("torch.compile: the checkpointed layers run eager") for n in ce["notes"]), ce["notes"]
+print(f"reference forward: {fe} fused allocations eager, none compiled; its peak {pe >> 20} -> {pc >> 20} MiB")
+PY
+  then ok "dpo $n compiled: $(cat "$tmp/dpo_$n.out")"
+  else bad "dpo $n compiled" "$(cat "$tmp/dpo_$n.out" "$tmp/dpo_${n}_true.err")"; fi
+done
+grep -q "reference layers compiled as inference graphs (no backward, nothing saved): True" \
+  validation/oracle/captures/check_compile_dpo.txt && ok "check_compile_dpo.txt: the reference's layers compile into inference graphs" \
+  || bad "validation/oracle/captures/check_compile_dpo.txt does not show the reference's inference graphs"
+
 # 7. one graph whether the layers are built once and carried over or each in Lua
 "$VRSIM" "$tmp/l.lua" --json --no-files --set compile=true --set build_layers_once=false > "$tmp/c2.json"
 a=$(field "(d['peak_allocated_bytes'], d['steps'][-1]['fwd_peak_allocated_bytes'], d['step_time_ms'])" < "$tmp/c.json")
@@ -273,17 +360,11 @@ refused max-autotune 'mode = "max-autotune" is not modelled' 'compile = { mode =
 refused scope-model 'scope = "model" is not modelled' 'compile = { scope = "model" }'
 refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic = true }'
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
-refused nf4 'training.compile with quant = nf4 is not modelled' 'compile = true, precision = "lora_bf16", quant = "nf4"'
 refused op-ckpt 'training.compile with checkpoint_scope = "op"' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
 refused every-wrapper 'checkpoint_every = 2 is not modelled' 'compile = true, checkpointing = true, checkpoint_impl = "wrapper", checkpoint_every = 2'
 refused impl-bad 'checkpoint_impl' 'checkpointing = true, checkpoint_impl = "deepspeed"'
 refused zero3 'training.compile under strategy zero3 is not modelled' 'compile = true, strategy = "zero3"' --set hardware.count=2
 refused float8-gw-hp 'training.float8 recipe rowwise_with_gw_hp is not modelled' 'compile = true, float8 = { recipe = "rowwise_with_gw_hp" }' --set hardware.gpu=h100_sxm
-printf 'return { hardware = { gpu = "h200" }, model = { arch = "llama2", size = "7b-l2" },\n  training = { compile = true, precision = "lora_bf16", dpo = { prompt_length = 64, completion_length = 64 } } }\n' > "$tmp/dpo.lua"
-"$VRSIM" "$tmp/dpo.lua" --no-files > "$tmp/dpo.out" 2>&1
-rc=$?
-[ "$rc" = 2 ] && grep -q "training.compile with training.dpo is not modelled" "$tmp/dpo.out" && ok "refused: dpo" \
-  || bad "dpo with compile: exit $rc" "$(cat "$tmp/dpo.out")"
 refused set-bad "is not true, false, layer or model" '' --set compile=maybe
 "$VRSIM" scenarios/sdxl_768_vs_512.lua --no-files --set compile=true > "$tmp/sdxl.out" 2>&1
 rc=$?

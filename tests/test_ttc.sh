@@ -145,13 +145,13 @@ json.dump(c, open('$tmp/odd.json', 'w'))"
 if [ $rc = 2 ] && grep -q "gate_proj.*to_nf4 needs a multiple of 64 x 256 weights" "$tmp/err"; then
   ok "torchao_nf4: a weight to_nf4 refuses (14337 x 4096): exit 2, named"
 else bad "torchao_nf4 on 14337 x 4096: exit $rc: $(cat "$tmp/err")"; fi
-# what stays refused: eager torchao NF4, torchao NF4 sharded, bitsandbytes' NF4 compiled
+# what stays refused: eager torchao NF4, torchao NF4 sharded (bitsandbytes' NF4 compiled:
+# tests/test_compile.sh)
 for c in "compile=false|quant = \"torchao_nf4\" without compile is not modelled" \
          "strategy=ddp|quant = \"torchao_nf4\" under strategy ddp is not modelled" \
-         "inference=true|quant = \"torchao_nf4\" for inference is not modelled" \
-         "quant=nf4|training.compile with quant = nf4 is not modelled"; do
+         "inference=true|quant = \"torchao_nf4\" for inference is not modelled"; do
   set_=${c%%|*}; want=${c#*|}
-  q=torchao_nf4; what=$set_; [ "$set_" = quant=nf4 ] && q=nf4 && what="compile (bitsandbytes' NF4)"
+  q=torchao_nf4; what=$set_
   "$VRSIM" "$tmp/q.lua" --no-files --set quant=$q --set "$set_" >/dev/null 2>"$tmp/err"; rc=$?
   if [ $rc = 2 ] && grep -qF "$want" "$tmp/err"; then ok "quant=$q with $what: exit 2, named"
   else bad "quant=$q with $what: exit $rc: $(cat "$tmp/err")"; fi

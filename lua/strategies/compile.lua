@@ -108,18 +108,18 @@ function M.check(t, mc)
               .. "its compiled layer is checked for tensorwise and rowwise)"):format(recipe)
     end
   end
-  if t.dpo then
-    return "training.compile with training.dpo is not modelled (TRL's reference forward and "
-           .. "log-prob head around the compiled layers are not built)"
-  end
   if mc.experts then
     return "training.compile on a mixture-of-experts model is not modelled (the router's data-"
            .. "dependent token counts break the graph)"
   end
-  -- (torchao's NF4Tensor dequantizes in traceable PyTorch ops: strategies/quant.lua)
-  if t.quant ~= "none" and t.quant ~= "torchao_nf4" then
-    return ("training.compile with quant = %s is not modelled (bitsandbytes' matmuls are opaque "
-            .. "custom ops to the partitioner)"):format(t.quant)
+  -- torchao's NF4Tensor dequantizes in traceable PyTorch ops, bitsandbytes' Linear4bit in custom
+  -- ops dynamo traces (strategies/quant.lua). LLM.int8's MatMul8bitLt is not checked: on the
+  -- CPU, where the partition can be traced, bitsandbytes 0.50.2 trains 8-bit layers through
+  -- another Function (MatMul8bitFp: autograd/_functions.py matmul), not the one CUDA runs
+  if t.quant == "int8" then
+    return "training.compile with quant = int8 is not modelled (what the partitioner saves of "
+           .. "bitsandbytes' MatMul8bitLt is not checked: the CPU, where it can be traced, runs "
+           .. "MatMul8bitFp instead)"
   end
   if t.activation_offload and not (t.checkpointing and t.checkpoint_scope == "layer" and t.checkpoint_every == 1) then
     return "training.compile with activation_offload is not modelled where a compiled layer is not "
@@ -144,8 +144,10 @@ end
 -- The partition of one compiled layer: ops, the { index, spec, outs } nn.op made in it, in order;
 -- outputs, the layer's outputs (tensor tables). Marks each op's role (G:op_partition) and the
 -- fused tensors (G:tensor_fused); returns the saved tensors (storage tables, in op order) for
--- the tests and the oracle check.
-function M.partition(cx, ops, outputs, checkpointed)
+-- the tests and the oracle check. inference: the layer ran under no_grad, where AOTAutograd
+-- compiles an inference graph (no backward, no partition: nothing saved, every op "skip"), whose
+-- pointwise chains Inductor fuses as in a training graph.
+function M.partition(cx, ops, outputs, checkpointed, inference)
   local G = cx.G
   local node_of, nodes = {}, {}   -- storage id -> node record; records in order
   local function node(st, producer)
@@ -262,7 +264,8 @@ function M.partition(cx, ops, outputs, checkpointed)
     local outs = op_nodes[k]
     for i = 2, #outs do edge(2 * outs[1].v, 2 * outs[i].v, INF); edge(2 * outs[i].v, 2 * outs[1].v, INF) end
   end
-  local _, side = require("vrsim.core").mincut(2 * nn_ + 2, SRC, SNK, edges)
+  local side = {}
+  if not inference then side = select(2, require("vrsim.core").mincut(2 * nn_ + 2, SRC, SNK, edges)) end
   -- live: what backward reads, or what a recomputation of it reads. A checkpointed layer's
   -- MUST_RECOMPUTE ops that nothing backward reads depends on (the last projection, its
   -- reduce-scatter under tensor parallelism, the residual sum that is the layer's output) are not
@@ -284,8 +287,9 @@ function M.partition(cx, ops, outputs, checkpointed)
   end
   local saved = {}
   for _, n in ipairs(nodes) do
-    n.saved = side[2 * n.v + 1] and not side[2 * n.v + 2]
-    n.recomputed = not side[2 * n.v + 1] and not (checkpointed and collectives and n.producer and not n.live)
+    n.saved = not inference and side[2 * n.v + 1] and not side[2 * n.v + 2]
+    n.recomputed = not inference and not side[2 * n.v + 1]
+                   and not (checkpointed and collectives and n.producer and not n.live)
     if n.saved then saved[#saved + 1] = n.t end
   end
   -- Inductor's fusion: what only fused kernels of this graph read never exists
@@ -390,19 +394,29 @@ end
 -- made as the layer returns. t: the training table. With checkpointing under a wrapper, every
 -- layer is also checkpointed whole (strategies/checkpoint.lua makes the same region),
 -- torchtitan's order (activation checkpointing applied, then each layer compiled); under
--- transformers' checkpointing a checkpointed layer runs eager (M.eager_layer) and has no hooks
--- here. Registered before any other pass, as checkpoint.hooks are.
-function M.hooks(root, layer_cls, t)
+-- transformers' checkpointing a checkpointed layer runs eager (M.eager_layer). Registered before
+-- any other pass, as checkpoint.hooks are.
+--
+-- A layer called under no_grad (DPO's reference forward: TRL's _compute_loss runs it in
+-- torch.no_grad() with the adapters disabled, or through a reference model that accelerate's
+-- prepare_model(evaluation_mode=True) compiles as it compiles the policy) fails the guards of its
+-- training graph and is compiled again into an inference graph: nothing saved, its pointwise
+-- chains fused. TRL disables gradient checkpointing around it, so a layer that runs eager under
+-- transformers' checkpointing compiles there (validation/oracle/check_compile_dpo.py
+-- [--checkpointing]). Its region is numbered after the policy's layers (#layers + k), so that
+-- no backward recomputation of layer k reaches it. reference: root is DPO's separate reference
+-- model (no note of its own).
+function M.hooks(root, layer_cls, t, reference)
   local mod = require "vrsim.module"
   local layers = mod.find(root, { [layer_cls] = true })
   if #layers == 0 then error("torch.compile: this model has no " .. layer_cls .. " to compile", 0) end
   local checkpointed = t.checkpointing and t.checkpoint_impl ~= "transformers"
   local eager = M.eager_layer(t, 1)
-  local out, first_saved, noted = {}, {}, false
+  local out, first_saved, noted = {}, {}, reference
   -- the note, once the model has run: the second layer's saved set where there is one (the
   -- first's input needs no gradient where the embedding is frozen, as under LoRA)
   out[1] = { module = root, first = { post = function(cx)
-    if noted then return end
+    if noted or cx.no_grad then return end
     if eager then
       noted = true
       cx.notes[#cx.notes + 1] = M.eager_note(t)
@@ -413,11 +427,13 @@ function M.hooks(root, layer_cls, t)
     cx.notes[#cx.notes + 1] = M.note(first_saved[k], k - 1)
   end } }
   for k, layer in ipairs(layers) do
-    local ops, held, first_op
-    if not M.eager_layer(t, k) then
+    local ops, held, first_op, inference
     out[#out + 1] = { module = layer, first = {
       pre = function(cx)
-        cx.region, cx.compiling, cx.compile_checkpointed = k, true, checkpointed
+        inference = cx.no_grad
+        if M.eager_layer(t, k) and not inference then ops = nil; return end
+        cx.region = inference and #layers + k or k
+        cx.compiling, cx.compile_checkpointed = true, checkpointed and not inference
         ops, first_op = {}, cx.G:num_ops()
         held = #cx.held
         cx.sac = function(_, spec, index, outs, rg)
@@ -425,14 +441,14 @@ function M.hooks(root, layer_cls, t)
         end
       end,
       post = function(cx, _, _, outs)
+        if not ops then return end
         cx.region, cx.sac, cx.compiling, cx.compile_checkpointed = nil, nil, nil, nil
-        if cx.no_grad then return end
         local res = {}
         for _, t in ipairs(outs or {}) do if type(t) == "table" and t.id then res[#res + 1] = t end end
         -- what the layer hands to the framework to hold (a KV cache's tensors) is its output too
         for i = held + 1, #cx.held do res[#res + 1] = cx.held[i] end
-        local saved = M.partition(cx, ops, res, checkpointed)
-        if k <= 2 then first_saved[k] = saved end
+        local saved = M.partition(cx, ops, res, checkpointed and not inference, inference)
+        if k <= 2 and not inference then first_saved[k] = saved end
         -- the layer's other ops (a Python variable's reference dropped, nn.release) make nothing:
         -- the compiled backward has no such step; what it recomputes is dropped after its last use
         -- (activation offloading's pack of a checkpointed layer's input, made by the eager
@@ -446,7 +462,6 @@ function M.hooks(root, layer_cls, t)
         ops = nil
       end,
     } }
-    end
   end
   return out
 end

@@ -152,10 +152,16 @@ function M.linear(cx, name, x, w)
     -- them again for the input gradient. MatMul4Bit.forward keeps `ctx.tensors = (A, B)`
     -- whenever any of its inputs needs a gradient (bitsandbytes/autograd/_functions.py), so
     -- the input lives until the backward node runs, although only the weight is needed then.
+    -- In a compiled layer (training.compile) dynamo traces MatMul4Bit into the joint graph: its
+    -- forward is one opaque custom op (bitsandbytes::gemm_4bit, a GEMM to the partitioner: never
+    -- recomputed, its output materialized), and its backward dequantizes the packed weight again
+    -- from the graph's primals; the partition saves nothing of its own for it, not the input
+    -- (bitsandbytes 0.50.2 keeps ctx.tensors = (None, B): validation/oracle/check_compile_bnb.py;
+    -- the eager op above still keeps the input, as 0.4x's (A, B) did: not yet held to a record).
     local ws = { w.blocks * 4, n * nn.DT_SIZE[x.dtype] }
     return nn.op(cx, { name = name, kind = "mm", inputs = { x, { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false } },
                        outs = { { name, shape, x.dtype } }, workspace = ws, bwd_workspace = ws,
-                       saves = x.rg and { x } or nil,
+                       saves = x.rg and not cx.compiling and { x } or nil,
                        grads = { { dtype = x.dtype }, "none" },
                        flops = flops, bwd_flops = flops, dtype = x.dtype,
                        bytes = nn.bytes(x.shape, x.dtype) + n / 2 + n * 4 + nn.bytes(shape, x.dtype) })

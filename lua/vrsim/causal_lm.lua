@@ -367,6 +367,8 @@ function M.build(cx, cfg)
   -- compiled layer (torch._dynamo.config.skip_fsdp_hooks), whose graph sees the gathered parameters
   if compiled then
     register(require("strategies.compile").hooks(root, root.checkpoint_layer, t), "first")
+    -- DPO's reference model: accelerate's prepare_model compiles it as it compiles the policy
+    if ref_root then register(require("strategies.compile").hooks(ref_root, ref_root.checkpoint_layer, t, true), "first") end
   end
   register(ck, "last")
   if t.activation_offload and not t.inference then
