@@ -23,7 +23,8 @@
 --
 -- What is assumed (docs/techniques.md, "torch.compile"): transformers' Llama-family decoder layers
 -- with SDPA compile without graph breaks (transformers 5.x's layers are traceable: no data-
--- dependent branch in a layer's forward); the partitioner's ban heuristics "used far apart" and
+-- dependent branch in a layer's forward), and so do Qwen3-MoE's with grouped_mm experts
+-- (M.moe_refusal: checked on the CPU); the partitioner's ban heuristics "used far apart" and
 -- "long fusible chains" are left out (both only ever ban more recomputation); Inductor's buffer
 -- reuse inside a graph is the caching allocator's reuse here (both reuse a freed block of the
 -- size asked); its kernels' launches and host costs are the eager ops' (a step-time figure is the
