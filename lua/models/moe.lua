@@ -235,7 +235,7 @@ local function moe_forward(cx, m, x)
   -- under torch.compile, Inductor's decomposition of the softmax reduces each row twice (its
   -- max, then the sum of the exponentials): two (t, 1) fp32 reductions the partitioner bans from
   -- recomputation (ban_if_reduction) and saves, from which backward recomputes the probabilities
-  -- out of the saved logits (validation/oracle/captures/compile_qwen3_moe_l1.json: amax, sum_1)
+  -- out of the saved logits (validation/oracle/captures/compile_moe_l1.json: amax, sum_1)
   local sm_in = { l32 }
   if cx.compiling then
     for _, stat in ipairs({ "amax", "sum_exp" }) do

@@ -23,7 +23,7 @@
 --
 -- What is assumed (docs/techniques.md, "torch.compile"): transformers' Llama-family decoder layers
 -- with SDPA compile without graph breaks (transformers 5.x's layers are traceable: no data-
--- dependent branch in a layer's forward), and so do Qwen3-MoE's with grouped_mm experts
+-- dependent branch in a layer's forward), and so do Qwen3-MoE's and Mixtral's with grouped_mm experts
 -- (M.moe_refusal: checked on the CPU); the partitioner's ban heuristics "used far apart" and
 -- "long fusible chains" are left out (both only ever ban more recomputation); Inductor's buffer
 -- reuse inside a graph is the caching allocator's reuse here (both reuse a freed block of the
@@ -90,19 +90,19 @@ end
 
 -- The mixture-of-experts blocks whose compiled decoder layer has been checked: one graph, no
 -- graph break, and the partitioner's saved set (validation/oracle/check_compile_moe.py, its result
--- validation/oracle/captures/compile_qwen3_moe_l1.json). transformers' grouped_mm experts forward
+-- validation/oracle/captures/compile_moe_l1.json). transformers' grouped_mm experts forward
 -- has no data-dependent shape: the token-expert pairs are tokens x k whatever the routing, sort,
 -- histc and cumsum keep their sizes, and the per-expert split lives in the offsets that
 -- torch._grouped_mm reads on the device; dynamo captures it whole with its defaults
 -- (capture_dynamic_output_shape_ops and capture_scalar_outputs off).
-local COMPILED_MOE = { Qwen3MoeSparseMoeBlock = true }
+local COMPILED_MOE = { Qwen3MoeSparseMoeBlock = true, MixtralSparseMoeBlock = true }
 
 -- Why compile is not modelled for this mixture-of-experts run (nil when it is).
 function M.moe_refusal(t, mc, mesh)
-  local block = mc.moe_classes and mc.moe_classes.block or "its sparse block"
+  local block = mc.moe_classes and mc.moe_classes.block or "this family's sparse block"
   if not COMPILED_MOE[block] then
     return ("not modelled for %s (the compiled layer's graph and partition are checked for "
-            .. "Qwen3MoeSparseMoeBlock's grouped_mm experts only)"):format(block)
+            .. "Qwen3MoeSparseMoeBlock's and MixtralSparseMoeBlock's grouped_mm experts only)"):format(block)
   end
   if t.precision ~= "bf16" then
     -- integrations/moe.py _can_use_grouped_mm: under dynamo, weights that are not bf16 take

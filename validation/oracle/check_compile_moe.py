@@ -3,7 +3,7 @@
 grouped_mm experts, the default experts_implementation): which parts dynamo captures, where it
 graph-breaks, and what the min-cut partitioner saves of the compiled layer for backward.
 
-  check_compile_moe.py [-o validation/oracle/captures/compile_qwen3_moe_l1.json]
+  check_compile_moe.py [-o validation/oracle/captures/compile_moe_l1.json]
 
 1. dynamo, on the CPU: a tiny Qwen3MoeForCausalLM (2 layers, hidden 64, 8 experts, top 2, bf16)
    with each decoder layer compiled (nn.Module.compile(), Inductor, as vrsim compiles layers),
@@ -12,9 +12,10 @@ graph-breaks, and what the min-cut partitioner saves of the compiled layer for b
    topk, sort, histc, cumsum, grouped_mm, index_put). The same with experts_implementation =
    "eager" (the per-expert loop: nonzero/where and a Python loop over the hit experts) and with
    fp32 weights (amp: transformers swaps the grouped GEMM for its opaque
-   transformers::grouped_mm_fallback custom op under dynamo when the weights are not bf16).
-2. the partition: AOTAutograd traces a decoder layer of scenarios/configs/qwen3-30b-a3b.json
-   (1 x 256 tokens, bf16, cuDNN SDPA) on fake CUDA tensors with Inductor's decompositions and
+   transformers::grouped_mm_fallback custom op under dynamo when the weights are not bf16); and a
+   tiny MixtralForCausalLM the same way (grouped_mm, bf16).
+2. the partition: AOTAutograd traces a decoder layer of scenarios/configs/qwen3-30b-a3b.json and
+   of mixtral-8x7b.json (1 x 256 tokens, bf16, cuDNN SDPA) on fake CUDA tensors with Inductor's decompositions and
    min_cut_rematerialization_partition (capture_compile.py's set-up, the parameters static
    inputs); the forward graph's outputs past the layer's own are what it saves for backward.
 
@@ -36,19 +37,26 @@ WATCH = ("topk", "sort", "histc", "cumsum", "_grouped_mm", "grouped_mm", "index_
          "grouped_mm_fallback", "_scaled_dot_product", "_softmax")
 
 
-def dynamo_run(torch, impl, dtype):
+def tiny(family, impl):
+    """A tiny model of the family (2 layers, hidden 64, 8 experts, top 2)."""
+    import transformers
+    kw = {} if impl is None else {"experts_implementation": impl}
+    common = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=16, num_hidden_layers=2, num_experts_per_tok=2, **kw)
+    if family == "mixtral":
+        return transformers.MixtralForCausalLM(transformers.MixtralConfig(num_local_experts=8, **common))
+    return transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(
+        moe_intermediate_size=32, num_experts=8, norm_topk_prob=True, **common))
+
+
+def dynamo_run(torch, family, impl, dtype):
     """One training step of the tiny model with every decoder layer compiled; explain of one."""
     import torch._dynamo
     from torch._dynamo.utils import counters
-    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
     torch._dynamo.reset()
     counters.clear()
     torch.manual_seed(0)
-    kw = {} if impl is None else {"experts_implementation": impl}
-    cfg = Qwen3MoeConfig(vocab_size=128, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
-                         num_experts=8, num_experts_per_tok=2, num_attention_heads=4,
-                         num_key_value_heads=2, head_dim=16, num_hidden_layers=2, norm_topk_prob=True, **kw)
-    m = Qwen3MoeForCausalLM(cfg).to(dtype)
+    m = tiny(family, impl).to(dtype)
     x = torch.randn(2, 16, 64, dtype=dtype, requires_grad=True)
     cos, sin = m.model.rotary_emb(x, torch.arange(16)[None])
     ex = torch._dynamo.explain(m.model.layers[0])(x, position_embeddings=(cos, sin), attention_mask=None)
@@ -70,7 +78,7 @@ def dynamo_run(torch, impl, dtype):
         loss = m(input_ids=ids, labels=ids).loss
     loss.backward()
     breaks = {r[:400]: n for r, n in counters["graph_break"].items()}
-    return {"experts_implementation": m.config._experts_implementation,
+    return {"family": family, "experts_implementation": m.config._experts_implementation,
             "weights": str(dtype).replace("torch.", ""),
             "explain": {"graphs": ex.graph_count, "graph_breaks": ex.graph_break_count,
                         "ops": len(ex.ops_per_graph and sum(ex.ops_per_graph, []) or []),
@@ -81,8 +89,8 @@ def dynamo_run(torch, impl, dtype):
                      "graph_breaks": breaks}}
 
 
-def saved_set(torch):
-    """The partition of one Qwen3-30B-A3B decoder layer at 1 x SEQ (fake CUDA, bf16)."""
+def saved_set(torch, name, config):
+    """The partition of one decoder layer of `config` at 1 x SEQ (fake CUDA, bf16)."""
     import transformers
     from torch._subclasses.fake_tensor import FakeTensorMode
     from functorch.compile import aot_function, make_boxed_func, min_cut_rematerialization_partition
@@ -97,7 +105,7 @@ def saved_set(torch):
         return make_boxed_func(gm.forward)
 
     spec = {"precision": "bf16", "layers": 1,
-            "config": os.path.join(HERE, "..", "..", "scenarios/configs/qwen3-30b-a3b.json")}
+            "config": os.path.join(HERE, "..", "..", "scenarios/configs", config)}
     with FakeTensorMode():
         model, _ = C.build_model(torch, transformers, spec, None)
         layer, rotary = model.model.layers[0], model.model.rotary_emb
@@ -131,37 +139,44 @@ def saved_set(torch):
         rows.append({"name": n.name, "shape": list(v.shape), "dtype": C.dtype_name(v.dtype),
                      "bytes": v.numel() * v.element_size(), "kind": kind, "storage": base.name,
                      "op": str(base.target) if base.op == "call_function" else base.op})
-    return {"config": "bf16", "seq": SEQ, "precision": "bf16", "saved": rows}
+    return {"config": name, "model": "scenarios/configs/" + config, "seq": SEQ, "precision": "bf16",
+            "saved": rows}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("-o", default=os.path.join(HERE, "captures", "compile_qwen3_moe_l1.json"))
+    ap.add_argument("-o", default=os.path.join(HERE, "captures", "compile_moe_l1.json"))
     args = ap.parse_args()
     C.preload_fake_cuda()
     import torch
     import transformers
-    dyn = [dynamo_run(torch, None, torch.bfloat16), dynamo_run(torch, "eager", torch.bfloat16),
-           dynamo_run(torch, None, torch.float32)]
+    dyn = [dynamo_run(torch, "qwen3_moe", None, torch.bfloat16),
+           dynamo_run(torch, "qwen3_moe", "eager", torch.bfloat16),
+           dynamo_run(torch, "qwen3_moe", None, torch.float32),
+           dynamo_run(torch, "mixtral", None, torch.bfloat16)]
     for d in dyn:
-        print(d["experts_implementation"], d["weights"], "explain:", d["explain"]["graphs"], "graphs,",
+        print(d["family"], d["experts_implementation"], d["weights"], "explain:", d["explain"]["graphs"], "graphs,",
               d["explain"]["graph_breaks"], "breaks; step:", d["step"]["unique_graphs"], "graphs,",
               sum(d["step"]["graph_breaks"].values()), "breaks;", d["explain"]["watched_ops"])
     C.enable_fake_cuda(torch)
     C.install_sdpa_backend(torch, "cudnn")
-    rec = saved_set(torch)
+    recs = [saved_set(torch, "qwen3_moe_bf16", "qwen3-30b-a3b.json"),
+            saved_set(torch, "mixtral_bf16", "mixtral-8x7b.json")]
     head = {"torch": torch.__version__, "transformers": transformers.__version__,
             "partition": "min_cut_rematerialization_partition",
             "decompositions": "torch._inductor.decomposition.select_decomp_table()",
-            "model": "scenarios/configs/qwen3-30b-a3b.json, 1 layer, batch 1", "sdpa": "cudnn",
+            "model": "each record's, 1 layer, batch 1", "sdpa": "cudnn",
             "capture_dynamic_output_shape_ops": torch._dynamo.config.capture_dynamic_output_shape_ops,
             "capture_scalar_outputs": torch._dynamo.config.capture_scalar_outputs}
     with open(args.o + ".tmp", "w") as fh:
-        json.dump({"header": head, "dynamo": dyn, "records": [rec]}, fh, indent=1)
+        json.dump({"header": head, "dynamo": dyn, "records": recs}, fh, indent=1)
         fh.write("\n")
     os.replace(args.o + ".tmp", args.o)
-    for r in rec["saved"]:
-        print(" ", r["name"], r["shape"], r["dtype"], r["kind"], r["op"])
+    for rec in recs:
+        print(rec["config"])
+        for r in rec["saved"]:
+            if r["kind"] != "param":
+                print(" ", r["name"], r["shape"], r["dtype"], r["kind"], r["op"])
     print(args.o)
 
 
