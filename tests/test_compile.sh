@@ -346,6 +346,81 @@ PY
 then ok "fsdp2: each compiled layer saves the unsharded layer's set; $(cat "$tmp/f2.out")"
 else bad "fsdp2 with compile" "$(cat "$tmp/f2.out" "$tmp/f2_true.err")"; fi
 
+# 7c. a mixture-of-experts layer (transformers' Qwen3-MoE and Mixtral, grouped_mm experts): dynamo
+#    captures it whole (the CPU run of validation/oracle/check_compile_moe.py: one graph, no graph
+#    break, topk, sort, histc, cumsum and grouped_mm inside it; the eager per-expert loop breaks at
+#    nonzero), and the saved set of a Qwen3-30B-A3B and of a Mixtral-8x7B layer at 1 x 256 is the
+#    partitioner's (the same capture), (elements, dtype) as in 1.: for Qwen3-MoE the softmax's two
+#    row reductions (Mixtral, 8 experts: its probabilities, cheaper), topk's values and indices,
+#    the sort's permutation, perm // k (the gather's scatter reads it in backward), the offsets,
+#    the inverse permutation, the three expert GEMM outputs; less held after forward than eager,
+#    and the experts' SiLU output and the router's fp32 probabilities never allocated
+MCAP=validation/oracle/captures/compile_moe_l1.json
+cp scenarios/configs/qwen3-30b-a3b.json scenarios/configs/mixtral-8x7b.json "$tmp/"
+cat > "$tmp/q.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "qwen3-30b-a3b.json", layers = 2 },
+  training = { micro_batch = 1, seq = 256, precision = "bf16", steps = 2 } }
+EOS
+if python3 - "$MCAP" > "$tmp/mcap.out" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["dynamo"]
+gmm = [r for r in d if r["experts_implementation"] == "grouped_mm" and r["weights"] == "bfloat16"]
+eag = [r for r in d if r["experts_implementation"] == "eager"][0]
+assert sorted(r["family"] for r in gmm) == ["mixtral", "qwen3_moe"], gmm
+for r in gmm:
+    assert r["explain"]["graphs"] == 1 and r["explain"]["graph_breaks"] == 0, r["explain"]
+    assert not r["step"]["graph_breaks"], r["step"]
+    assert {"topk", "sort", "histc", "cumsum", "_grouped_mm"} <= set(r["explain"]["watched_ops"]), r["explain"]
+assert eag["explain"]["graph_breaks"] > 0 and any("nonzero" in r for r in eag["step"]["graph_breaks"]), eag["step"]
+print("grouped_mm (Qwen3-MoE, Mixtral): 1 graph, 0 breaks; eager experts:", eag["explain"]["graph_breaks"], "breaks at nonzero")
+PY
+then ok "MoE capture: $(cat "$tmp/mcap.out")"; else bad "MoE capture's dynamo runs" "$(cat "$tmp/mcap.out")"; fi
+"$VRSIM" "$tmp/q.lua" --json --no-files --set compile=true --alloc-trace "$tmp/qc.csv" > "$tmp/qc.json" 2>"$tmp/qc.err"
+"$VRSIM" "$tmp/q.lua" --json --no-files --alloc-trace "$tmp/qe.csv" > "$tmp/qe.json" 2>"$tmp/qe.err"
+for fam in qwen3_moe mixtral; do
+  case $fam in
+    qwen3_moe) cp "$tmp/qc.json" "$tmp/mc.json" ;;
+    mixtral) "$VRSIM" "$tmp/q.lua" --json --no-files --set compile=true --set model.config="$tmp/mixtral-8x7b.json" > "$tmp/mc.json" 2>"$tmp/qc.err" ;;
+  esac
+if python3 - "$MCAP" "$tmp/mc.json" "${fam}_bf16" > "$tmp/qm.out" 2>&1 <<'PY'
+import json, re, sys
+from collections import Counter
+cap, out, name = sys.argv[1:]
+rec = [r for r in json.load(open(cap))["records"] if r["config"] == name][0]
+DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "int32": "int32", "bool": "bool"}
+want, seen = Counter(), set()
+for x in rec["saved"]:
+    if x["kind"] == "param" or x["storage"] in seen:
+        continue
+    seen.add(x["storage"])
+    n = 1
+    for d in x["shape"]:
+        n *= d
+    want[(n, DT[x["dtype"]])] += 1
+note = [n for n in json.load(open(out))["notes"] if n.startswith("torch.compile: the partitioner saves")][0]
+got = Counter()
+for shape, dt in re.findall(r" \[([0-9x]+)\] (\w+)", note):
+    n = 1
+    for d in shape.split("x"):
+        n *= int(d)
+    got[(n, dt)] += 1
+if got != want:
+    print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got))
+    sys.exit(1)
+print(sum(want.values()), "tensors")
+PY
+then ok "$fam: the saved set of a compiled MoE layer is the min-cut partitioner's ($(cat "$tmp/qm.out"))"
+else bad "$fam: the saved set differs from the partitioner's" "$(cat "$tmp/qm.out" "$tmp/qc.err")"; fi
+done
+fe=$(field "d['steps'][-1]['fwd_peak_allocated_bytes']" < "$tmp/qe.json")
+fc=$(field "d['steps'][-1]['fwd_peak_allocated_bytes']" < "$tmp/qc.json")
+MFUSED='mlp\.(experts\.act_fn|router_probs)( \(recompute\))?$'
+ae=$(grep ",alloc," "$tmp/qe.csv" | grep -cE "$MFUSED")
+ac=$(grep ",alloc," "$tmp/qc.csv" | grep -cE "$MFUSED")
+if [ -n "$fc" ] && [ "$fc" -lt "$fe" ] && [ "$ac" = 0 ] && [ "$ae" -gt 0 ]; then
+  ok "Qwen3-MoE compiled: $(( (fe - fc) >> 10 )) KiB less after forward, SiLU and router probabilities fused (eager: $ae allocations)"
+else bad "Qwen3-MoE compiled: after forward $fc against eager $fe; fused allocations $ac (eager $ae)"; fi
+
 # 8. what is refused, by name (exit 2); compile = "layer" from the command line
 refused() { # NAME WANT SCENARIO-TRAINING-TABLE [--set ...]
   _n=$1; _w=$2; _t=$3; shift 3
@@ -365,6 +440,16 @@ refused every-wrapper 'checkpoint_every = 2 is not modelled' 'compile = true, ch
 refused impl-bad 'checkpoint_impl' 'checkpointing = true, checkpoint_impl = "deepspeed"'
 refused zero3 'training.compile under strategy zero3 is not modelled' 'compile = true, strategy = "zero3"' --set hardware.count=2
 refused float8-gw-hp 'training.float8 recipe rowwise_with_gw_hp is not modelled' 'compile = true, float8 = { recipe = "rowwise_with_gw_hp" }' --set hardware.gpu=h100_sxm
+# mixture-of-experts runs not checked: DeepSeek's and GPT-OSS's blocks, fp32 weights
+# (transformers' opaque grouped_mm_fallback op under dynamo), expert parallelism
+cp scenarios/configs/deepseek-v2-lite.json scenarios/configs/gpt-oss-20b.json "$tmp/"
+refused moe-dsv2 "mixture-of-experts model: not modelled for this family's sparse block" 'compile = true' --set model.config="$tmp/deepseek-v2-lite.json" --set model.layers=2
+refused moe-gpt-oss 'mixture-of-experts model: not modelled for GptOssMLP' 'compile = true' --set model.config="$tmp/gpt-oss-20b.json" --set model.layers=24
+refused moe-amp 'precision amp_bf16 is not modelled.*grouped_mm_fallback' 'compile = true, precision = "amp_bf16"' --set model.config="$tmp/qwen3-30b-a3b.json" --set model.layers=2
+"$VRSIM" scenarios/qwen3_30b_a3b_ep8_h100.lua --no-files --set compile=true > "$tmp/ep.out" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q "mixture-of-experts model: expert parallelism" "$tmp/ep.out" && ok "refused: MoE with expert parallelism" \
+  || bad "MoE ep with compile: exit $rc" "$(cat "$tmp/ep.out")"
 refused set-bad "is not true, false, layer or model" '' --set compile=maybe
 "$VRSIM" scenarios/sdxl_768_vs_512.lua --no-files --set compile=true > "$tmp/sdxl.out" 2>&1
 rc=$?

@@ -46,6 +46,12 @@ end
 local MOE_INDEX = { sort = 1, histc = 2, cumsum = 3, index_put = 4, gather = 5 }
 M.MOE_INDEX = MOE_INDEX
 
+-- The dispatch's ops that torch.compile's partitioner never recomputes (aten.sort, histc, cumsum,
+-- index_put: not in its recomputable allowlist, get_default_op_list) and Inductor does not fuse
+-- into a pointwise kernel: a compiled layer saves what backward reads of their outputs
+-- (compile_extern, strategies/compile.lua). perm // k, the int cast and arange are pointwise.
+local NOT_RECOMPUTED = { sort = true, histc = true, cumsum = true, index_put = true }
+
 -- An op whose outputs need no gradient and that saves nothing: sort, histc, the index sums.
 -- timed: the MOE_INDEX name of the measured op it is (its size: its first input's elements, the
 -- length the harness keys it by: the pairs sorted, counted or permuted, the counts summed).
@@ -53,11 +59,14 @@ local function index_op(cx, name, inputs, outs, kind, timed)
   for _, o in ipairs(outs) do o.no_grad = true end
   return nn.op(cx, { name = name, kind = kind or "elementwise", inputs = inputs, outs = outs,
                      grads = { "none", "none" }, moe_index = timed and MOE_INDEX[timed] or nil,
-                     moe_size = timed and nn.numel(inputs[1].shape) or nil })
+                     moe_size = timed and nn.numel(inputs[1].shape) or nil,
+                     compile_extern = timed and NOT_RECOMPUTED[timed] or nil })
 end
 
 -- x[idx] along dim 0 (aten::index): a new (n, ...) tensor; IndexBackward0 scatters the gradient
 -- into zeros of x's shape (index_put_ with accumulate), so backward makes one buffer of x's size.
+-- That scatter is no fusible kernel: under torch.compile idx is materialized in backward, which
+-- bans its recomputation (the partitioner's ban_if_materialized_backward: bw_unfused).
 -- timed: one of the dispatch's gathers the grouped GEMM table times (the hidden states and
 -- weights into expert order, and the pairs back), of n x width elements; its indices repeat
 -- where x has fewer rows than n.
@@ -66,7 +75,7 @@ local function gather_rows(cx, name, x, idx, n, timed)
   shape[1] = n
   return nn.op(cx, { name = name, kind = "gather", inputs = { x, idx },
                      outs = { { name, shape, x.dtype } }, saves = { idx },
-                     grads = { "new", "none" }, moe_index = timed and MOE_INDEX.gather or nil,
+                     grads = { "new", "none" }, bw_unfused = true, moe_index = timed and MOE_INDEX.gather or nil,
                      moe_size = timed and nn.numel(shape) or nil, moe_dup = timed and x.shape[1] < n or nil })
 end
 
@@ -80,6 +89,8 @@ local function grouped_mm(cx, name, x, w, offsets, transposed)
   local saves = {}
   if w.rg then saves[#saves + 1] = x end
   if x.rg then saves[#saves + 1] = w end
+  -- GroupedMmBackward0 keeps the offsets too (offs_): the groups' bounds both gradients split at
+  if offsets then saves[#saves + 1] = offsets end
   local flops = 2 * s * cout * cin
   local bwd = flops * ((x.rg and 1 or 0) + (w.rg and 1 or 0))
   -- its shape as the GPU's grouped GEMM table keys it (sim/cost.c grouped_s); the plan notes
@@ -221,16 +232,31 @@ local function moe_forward(cx, m, x)
   -- bound to `_` until the block returns
   local logits = mod.call(cx, m.children.gate, hs)
   local l32 = nn.to(cx, logits, "fp32", pre .. ".router_logits.float")
+  -- under torch.compile, Inductor's decomposition of the softmax reduces each row twice (its
+  -- max, then the sum of the exponentials): two (t, 1) fp32 reductions the partitioner bans from
+  -- recomputation (ban_if_reduction) and saves, from which backward recomputes the probabilities
+  -- out of the saved logits (validation/oracle/captures/compile_moe_l1.json: amax, sum_1)
+  local sm_in = { l32 }
+  if cx.compiling then
+    for _, stat in ipairs({ "amax", "sum_exp" }) do
+      sm_in[#sm_in + 1] = nn.op(cx, { name = pre .. ".router_softmax." .. stat, kind = "reduce_rows",
+                                      inputs = { l32 }, grads = { "none" },
+                                      outs = { { pre .. ".router_softmax." .. stat, { t, 1 }, "fp32", no_grad = true } } })
+    end
+  end
   -- its CUDA backward (softmax_backward_cuda_out) first makes `grad * output`, a temporary of the
   -- gradient's size (fulltrace_gen4-qwen3moe-l4-b2: a third 2 MiB buffer in each router's backward)
-  local probs = nn.op(cx, { name = pre .. ".router_softmax", kind = "softmax", inputs = { l32 },
+  local probs = nn.op(cx, { name = pre .. ".router_softmax", kind = "softmax", inputs = sm_in,
                             outs = { { pre .. ".router_probs", { t, ne }, "fp32" } }, save_outs = { 1 },
+                            grads = { { dtype = "fp32" }, "none", "none" },
                             bwd_workspace = { nn.bytes({ t, ne }, "fp32") } })
-  -- TopkBackward0 keeps the indices and scatters the gradient into zeros of the input's shape
+  -- TopkBackward0 keeps the indices and scatters the gradient into zeros of the input's shape.
+  -- aten.topk is not in the partitioner's recomputable allowlist: a compiled layer saves both
+  -- outputs where backward reads them (compile_extern)
   local topv, topi = nn.op(cx, { name = pre .. ".topk", inputs = { probs },
                                  outs = { { pre .. ".top_k_values", { t, k }, "fp32" },
                                           { pre .. ".top_k_index", { t, k }, "int64", no_grad = true } },
-                                 save_outs = { 2 } })
+                                 save_outs = { 2 }, compile_extern = true })
   if e.norm_topk then
     -- `router_top_value /= router_top_value.sum(dim=-1, keepdim=True)`: in place, so the
     -- DivBackward0 node keeps a copy of the values it divided, and the divisor

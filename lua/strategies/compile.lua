@@ -23,7 +23,8 @@
 --
 -- What is assumed (docs/techniques.md, "torch.compile"): transformers' Llama-family decoder layers
 -- with SDPA compile without graph breaks (transformers 5.x's layers are traceable: no data-
--- dependent branch in a layer's forward); the partitioner's ban heuristics "used far apart" and
+-- dependent branch in a layer's forward), and so do Qwen3-MoE's and Mixtral's with grouped_mm experts
+-- (M.moe_refusal: checked on the CPU); the partitioner's ban heuristics "used far apart" and
 -- "long fusible chains" are left out (both only ever ban more recomputation); Inductor's buffer
 -- reuse inside a graph is the caching allocator's reuse here (both reuse a freed block of the
 -- size asked); its kernels' launches and host costs are the eager ops' (a step-time figure is the
@@ -87,8 +88,38 @@ function M.settings(v)
   return s
 end
 
--- The error for a run compile is not modelled for (nil when it is).
-function M.check(t, mc)
+-- The mixture-of-experts blocks whose compiled decoder layer has been checked: one graph, no
+-- graph break, and the partitioner's saved set (validation/oracle/check_compile_moe.py, its result
+-- validation/oracle/captures/compile_moe_l1.json). transformers' grouped_mm experts forward
+-- has no data-dependent shape: the token-expert pairs are tokens x k whatever the routing, sort,
+-- histc and cumsum keep their sizes, and the per-expert split lives in the offsets that
+-- torch._grouped_mm reads on the device; dynamo captures it whole with its defaults
+-- (capture_dynamic_output_shape_ops and capture_scalar_outputs off).
+local COMPILED_MOE = { Qwen3MoeSparseMoeBlock = true, MixtralSparseMoeBlock = true }
+
+-- Why compile is not modelled for this mixture-of-experts run (nil when it is).
+function M.moe_refusal(t, mc, mesh)
+  local block = mc.moe_classes and mc.moe_classes.block or "this family's sparse block"
+  if not COMPILED_MOE[block] then
+    return ("not modelled for %s (the compiled layer's graph and partition are checked for "
+            .. "Qwen3MoeSparseMoeBlock's and MixtralSparseMoeBlock's grouped_mm experts only)"):format(block)
+  end
+  if t.precision ~= "bf16" then
+    -- integrations/moe.py _can_use_grouped_mm: under dynamo, weights that are not bf16 take
+    -- transformers::grouped_mm_fallback, an opaque custom op looping over the experts
+    return ("precision %s is not modelled: under torch.compile transformers runs experts whose "
+            .. "weights are not bf16 (or under LoRA, not checked) through its opaque "
+            .. "transformers::grouped_mm_fallback op, not torch._grouped_mm; precision bf16 is"):format(t.precision)
+  end
+  if mesh and (mesh.degrees.ep or 1) > 1 then
+    return "expert parallelism (training.parallel.ep) is not modelled (its all-to-all's "
+           .. "data-dependent split sizes are host values inside the layer)"
+  end
+  return nil
+end
+
+-- The error for a run compile is not modelled for (nil when it is). mesh: the device mesh, if any.
+function M.check(t, mc, mesh)
   if t.inference then return nil end
   -- under transformers' checkpointing the checkpointed layers run eager (M.eager_layer) and
   -- the others compiled alone, so checkpointing every k-th layer is modelled there
@@ -109,8 +140,8 @@ function M.check(t, mc)
     end
   end
   if mc.experts then
-    return "training.compile on a mixture-of-experts model is not modelled (the router's data-"
-           .. "dependent token counts break the graph)"
+    local why = M.moe_refusal(t, mc, mesh)
+    if why then return "training.compile on a mixture-of-experts model: " .. why end
   end
   -- torchao's NF4Tensor dequantizes in traceable PyTorch ops, bitsandbytes' Linear4bit in custom
   -- ops dynamo traces (strategies/quant.lua). LLM.int8's MatMul8bitLt is not checked: on the
@@ -188,7 +219,8 @@ function M.partition(cx, ops, outputs, checkpointed, inference)
   for k, o in ipairs(ops) do
     local kind = o.spec.kind or "elementwise"
     -- recomputable: in the partitioner's allowlist (random ops, dropout's, are not; nor an op
-    -- whose backward is an extern kernel, compile_extern: Float8Linear's _scaled_mm halves)
+    -- marked compile_extern: one whose backward is an extern kernel, Float8Linear's _scaled_mm
+    -- halves, or one outside the allowlist, a mixture of experts' topk, sort, histc, cumsum)
     local rec = RECOMPUTABLE[kind] and o.spec.host ~= "dropout" and not o.spec.compile_extern
     o.recomputable = rec
     o.fusible = rec or CAT[kind]
@@ -202,7 +234,11 @@ function M.partition(cx, ops, outputs, checkpointed, inference)
       n.needed = true                           -- backward reads it (its dist_from_bw is 1)
       -- ...in a kernel that cannot fuse it (bw_fused: the ids an op's backward reads only
       -- through fused kernels, Float8Linear's recasts)
-      if not rec and not (o.spec.bw_fused and o.spec.bw_fused[s.id]) then n.bw_extern = true end
+      -- (bw_unfused: an op whose backward reads its saves in an unfusible kernel though the op
+      -- itself is recomputable: a gather's scatter of its gradient, index_put_, reads the indices)
+      if (not rec or o.spec.bw_unfused) and not (o.spec.bw_fused and o.spec.bw_fused[s.id]) then
+        n.bw_extern = true
+      end
     end
   end
   for _, t in ipairs(outputs) do node(storage_cse(t), nil).out = true end

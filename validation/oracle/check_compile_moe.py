@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""What torch.compile makes of a mixture-of-experts decoder layer (transformers' Qwen3-MoE,
+grouped_mm experts, the default experts_implementation): which parts dynamo captures, where it
+graph-breaks, and what the min-cut partitioner saves of the compiled layer for backward.
+
+  check_compile_moe.py [-o validation/oracle/captures/compile_moe_l1.json]
+
+1. dynamo, on the CPU: a tiny Qwen3MoeForCausalLM (2 layers, hidden 64, 8 experts, top 2, bf16)
+   with each decoder layer compiled (nn.Module.compile(), Inductor, as vrsim compiles layers),
+   one training step: dynamo's counters (frames, graphs, graph breaks and their reasons), and
+   torch._dynamo.explain of one layer (its graphs and the aten-level ops of interest in them:
+   topk, sort, histc, cumsum, grouped_mm, index_put). The same with experts_implementation =
+   "eager" (the per-expert loop: nonzero/where and a Python loop over the hit experts) and with
+   fp32 weights (amp: transformers swaps the grouped GEMM for its opaque
+   transformers::grouped_mm_fallback custom op under dynamo when the weights are not bf16); and a
+   tiny MixtralForCausalLM the same way (grouped_mm, bf16).
+2. the partition: AOTAutograd traces a decoder layer of scenarios/configs/qwen3-30b-a3b.json and
+   of mixtral-8x7b.json (1 x 256 tokens, bf16, cuDNN SDPA) on fake CUDA tensors with Inductor's decompositions and
+   min_cut_rematerialization_partition (capture_compile.py's set-up, the parameters static
+   inputs); the forward graph's outputs past the layer's own are what it saves for backward.
+
+Writes one JSON (header, "dynamo": the three runs of 1., "records": the saved set of 2., as
+capture_compile.py writes them); tests/test_compile.sh holds vrsim's note to it."""
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import capture as C  # noqa: E402
+from capture_compile import view_root  # noqa: E402
+
+SEQ = 256
+# the aten ops whose presence in a captured graph says where the dispatch runs
+WATCH = ("topk", "sort", "histc", "cumsum", "_grouped_mm", "grouped_mm", "index_put", "nonzero",
+         "grouped_mm_fallback", "_scaled_dot_product", "_softmax")
+
+
+def tiny(family, impl):
+    """A tiny model of the family (2 layers, hidden 64, 8 experts, top 2)."""
+    import transformers
+    kw = {} if impl is None else {"experts_implementation": impl}
+    common = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=16, num_hidden_layers=2, num_experts_per_tok=2, **kw)
+    if family == "mixtral":
+        return transformers.MixtralForCausalLM(transformers.MixtralConfig(num_local_experts=8, **common))
+    return transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(
+        moe_intermediate_size=32, num_experts=8, norm_topk_prob=True, **common))
+
+
+def dynamo_run(torch, family, impl, dtype):
+    """One training step of the tiny model with every decoder layer compiled; explain of one."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    m = tiny(family, impl).to(dtype)
+    x = torch.randn(2, 16, 64, dtype=dtype, requires_grad=True)
+    cos, sin = m.model.rotary_emb(x, torch.arange(16)[None])
+    ex = torch._dynamo.explain(m.model.layers[0])(x, position_embeddings=(cos, sin), attention_mask=None)
+    ops = set()
+    for g in ex.graphs:
+        for n in g.graph.nodes:
+            if n.op == "call_function":
+                name = getattr(n.target, "__name__", str(n.target))
+                for w in WATCH:
+                    if w in name or w in str(n.target):
+                        ops.add(name)
+    torch._dynamo.reset()
+    counters.clear()
+    for layer in m.model.layers:
+        layer.compile()
+    m.train()
+    ids = torch.randint(0, 128, (2, 16))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.float32):
+        loss = m(input_ids=ids, labels=ids).loss
+    loss.backward()
+    breaks = {r[:400]: n for r, n in counters["graph_break"].items()}
+    return {"family": family, "experts_implementation": m.config._experts_implementation,
+            "weights": str(dtype).replace("torch.", ""),
+            "explain": {"graphs": ex.graph_count, "graph_breaks": ex.graph_break_count,
+                        "ops": len(ex.ops_per_graph and sum(ex.ops_per_graph, []) or []),
+                        "watched_ops": sorted(ops),
+                        "break_reasons": [str(b.reason)[:300] for b in ex.break_reasons]},
+            "step": {"frames": dict(counters["frames"]),
+                     "unique_graphs": counters["stats"].get("unique_graphs", 0),
+                     "graph_breaks": breaks}}
+
+
+def saved_set(torch, name, config):
+    """The partition of one decoder layer of `config` at 1 x SEQ (fake CUDA, bf16)."""
+    import transformers
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from functorch.compile import aot_function, make_boxed_func, min_cut_rematerialization_partition
+    from torch._inductor.decomposition import select_decomp_table
+    graphs = {}
+
+    def fw(gm, _inputs):
+        graphs["fw"] = gm
+        return make_boxed_func(gm.forward)
+
+    def bw(gm, _inputs):
+        return make_boxed_func(gm.forward)
+
+    spec = {"precision": "bf16", "layers": 1,
+            "config": os.path.join(HERE, "..", "..", "scenarios/configs", config)}
+    with FakeTensorMode():
+        model, _ = C.build_model(torch, transformers, spec, None)
+        layer, rotary = model.model.layers[0], model.model.rotary_emb
+        h = model.config.hidden_size
+        x = torch.randn(1, SEQ, h, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        cos, sin = rotary(x, torch.arange(SEQ, device="cuda")[None])
+        params = dict(layer.named_parameters())
+
+        def f(params, x, cos, sin):
+            return torch.func.functional_call(layer, params, (x,),
+                                              {"position_embeddings": (cos, sin), "attention_mask": None})
+
+        def partition(joint, joint_inputs, **kw):
+            kw["static_lifetime_input_indices"] = list(range(len(params)))
+            return min_cut_rematerialization_partition(joint, joint_inputs, **kw)
+        compiled = aot_function(f, fw_compiler=fw, bw_compiler=bw, partition_fn=partition,
+                                decompositions=select_decomp_table())
+        out = compiled(params, x, cos, sin)
+        (out[0] if isinstance(out, tuple) else out).sum().backward()
+    gm = graphs["fw"]
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    param_nodes = set(placeholders[:len(params)])
+    outs = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+    rows = []
+    for n in outs[1:]:
+        v = n.meta.get("val")
+        if v is None or not hasattr(v, "shape"):
+            continue
+        base = view_root(torch, n)
+        kind = "param" if base in param_nodes else "input" if base.op == "placeholder" else "activation"
+        rows.append({"name": n.name, "shape": list(v.shape), "dtype": C.dtype_name(v.dtype),
+                     "bytes": v.numel() * v.element_size(), "kind": kind, "storage": base.name,
+                     "op": str(base.target) if base.op == "call_function" else base.op})
+    return {"config": name, "model": "scenarios/configs/" + config, "seq": SEQ, "precision": "bf16",
+            "saved": rows}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-o", default=os.path.join(HERE, "captures", "compile_moe_l1.json"))
+    args = ap.parse_args()
+    C.preload_fake_cuda()
+    import torch
+    import transformers
+    dyn = [dynamo_run(torch, "qwen3_moe", None, torch.bfloat16),
+           dynamo_run(torch, "qwen3_moe", "eager", torch.bfloat16),
+           dynamo_run(torch, "qwen3_moe", None, torch.float32),
+           dynamo_run(torch, "mixtral", None, torch.bfloat16)]
+    for d in dyn:
+        print(d["family"], d["experts_implementation"], d["weights"], "explain:", d["explain"]["graphs"], "graphs,",
+              d["explain"]["graph_breaks"], "breaks; step:", d["step"]["unique_graphs"], "graphs,",
+              sum(d["step"]["graph_breaks"].values()), "breaks;", d["explain"]["watched_ops"])
+    C.enable_fake_cuda(torch)
+    C.install_sdpa_backend(torch, "cudnn")
+    recs = [saved_set(torch, "qwen3_moe_bf16", "qwen3-30b-a3b.json"),
+            saved_set(torch, "mixtral_bf16", "mixtral-8x7b.json")]
+    head = {"torch": torch.__version__, "transformers": transformers.__version__,
+            "partition": "min_cut_rematerialization_partition",
+            "decompositions": "torch._inductor.decomposition.select_decomp_table()",
+            "model": "each record's, 1 layer, batch 1", "sdpa": "cudnn",
+            "capture_dynamic_output_shape_ops": torch._dynamo.config.capture_dynamic_output_shape_ops,
+            "capture_scalar_outputs": torch._dynamo.config.capture_scalar_outputs}
+    with open(args.o + ".tmp", "w") as fh:
+        json.dump({"header": head, "dynamo": dyn, "records": recs}, fh, indent=1)
+        fh.write("\n")
+    os.replace(args.o + ".tmp", args.o)
+    for rec in recs:
+        print(rec["config"])
+        for r in rec["saved"]:
+            if r["kind"] != "param":
+                print(" ", r["name"], r["shape"], r["dtype"], r["kind"], r["op"])
+    print(args.o)
+
+
+if __name__ == "__main__":
+    main()
