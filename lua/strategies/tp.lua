@@ -224,6 +224,22 @@ local function workspace(cx, bytes)
   end
 end
 
+-- Where the unfused collective's chunk cat copied, the fused op hands back a view (unflatten's,
+-- or the partials themselves); backward is the unfused graph's (the pass rewrote forward only,
+-- the backward graph has its own collectives), so its node is the chunk cat's: a copy of the
+-- gradient's bytes as the compiled chunk cat's backward is priced (G:op_partition: twice what it
+-- moved, its input and its output). Not the partitioner's node: a view of the fused op's output.
+local function unfused_cat_backward(cx, name, x)
+  local v = nn.view(cx, x, x.shape, name)
+  v.hp_dtype = x.hp_dtype
+  local b = nn.bytes(x.shape, x.dtype)
+  local rg = x.rg and not cx.no_grad
+  cx.G:op { name = name, kind = "none", phase = cx.phase, inputs = { x.id }, outputs = { v.id }, frees = {},
+            grads = rg and { { pass = 1 } } or nil, bwd_kind = "copy", bytes = 0, bwd_bytes = 2 * (2 * b),
+            dtype = x.dtype, layer = cx.layer, region = cx.region, no_grad = cx.no_grad }
+  return v
+end
+
 -- (b, s/tp, h) -> (b, s, h) under async tp: the fused op's shard copy into symmetric memory,
 -- which makes the gathered tensor (A_flat) and, as the unfused graph's collective did, carries
 -- its backward (the reduce-scatter of the gradient); the peer copies on the backend stream. The
@@ -253,6 +269,7 @@ local function fused_gather(cx, name, x, tp)
   -- (recomputed where the gathered tensor is: its node)
   if cx.sac and cx.region then cx.sac(cx, { name = name, kind = "all_gather", inputs = { x } }, peer, { out }, false) end
   workspace(cx, shard)
+  if s[1] > 1 then return unfused_cat_backward(cx, name .. " (view)", out) end
   return out
 end
 
@@ -280,6 +297,7 @@ local function fused_scatter(cx, name, x_in, partials, tp)
   if cx.sac and cx.region then
     cx.sac(cx, { name = name, kind = "reduce_scatter", inputs = { x_in } }, peer, { partials }, false)
   end
+  partials = unfused_cat_backward(cx, name .. " (partials)", partials)
   local rg = partials.rg and not cx.no_grad
   local gdt = partials.hp_dtype or partials.dtype
   local out = nn.new_tensor(cx, name, s, partials.dtype, rg)
