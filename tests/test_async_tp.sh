@@ -91,5 +91,18 @@ if [ "$1" -gt 0 ] && [ "$5" = 0 ] && [ "$6" = 0 ] && [ "$2 $3" = "$7 $8" ] && [ 
   ok "async tp memory: no forward chunk cats ($1 without), the same saved set ($2 $3), the gathered input saved, a 32 MiB symmetric-memory workspace noted"
 else bad "async tp memory: (chunk cats, saved MiB, gathered saved, workspace) plain then async: $*"; fi
 
+# 4. a checkpointed compiled layer saves only its input (the partitioner's MUST_RECOMPUTE), fused
+#    or not: forward ends holding the same activations
+endfwd() {
+  "$VRSIM" "$tmp/l.lua" --out "$tmp/c_$1" --set checkpointing=true --set training.checkpoint_impl=wrapper \
+    --set training.parallel.async_tp=$1 >"$tmp/err" 2>&1 || { echo "exit $?"; return; }
+  python3 -c 'import csv, sys
+f = [r for r in csv.DictReader(open(sys.argv[1])) if r["phase"] == "forward"]
+print(f[-1]["activations_bytes"])' "$tmp/c_$1/memory.csv"
+}
+a=$(endfwd false); b=$(endfwd true)
+if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "checkpointed: forward ends holding $a bytes of activations, fused or not"
+else bad "checkpointed: forward ends holding $a bytes unfused, $b fused"; fi
+
 echo "test_async_tp: $pass passed, $fail failed"
 [ $fail = 0 ]

@@ -228,15 +228,20 @@ end
 -- or the partials themselves); backward is the unfused graph's (the pass rewrote forward only,
 -- the backward graph has its own collectives), so its node is the chunk cat's: a copy of the
 -- gradient's bytes as the compiled chunk cat's backward is priced (G:op_partition: twice what it
--- moved, its input and its output). Not the partitioner's node: a view of the fused op's output.
+-- moved, its input and its output).
 local function unfused_cat_backward(cx, name, x)
   local v = nn.view(cx, x, x.shape, name)
   v.hp_dtype = x.hp_dtype
   local b = nn.bytes(x.shape, x.dtype)
   local rg = x.rg and not cx.no_grad
-  cx.G:op { name = name, kind = "none", phase = cx.phase, inputs = { x.id }, outputs = { v.id }, frees = {},
+  local index = cx.G:op { name = name, kind = "none", phase = cx.phase, inputs = { x.id }, outputs = { v.id },
             grads = rg and { { pass = 1 } } or nil, bwd_kind = "copy", bytes = 0, bwd_bytes = 2 * (2 * b),
             dtype = x.dtype, layer = cx.layer, region = cx.region, no_grad = cx.no_grad }
+  -- (the partitioner's op, so that what it saves of the view is its decision on the base; not
+  -- one it fuses and prices itself: compile_extern keeps the backward above)
+  if cx.sac and cx.region then
+    cx.sac(cx, { name = name, kind = "none", inputs = { x }, compile_extern = true }, index, { v }, rg)
+  end
   return v
 end
 
