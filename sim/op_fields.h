@@ -209,10 +209,10 @@ OP_VAL(int, layer, , "layer", OPR_INT, -1, OPI_BOTH)
  * copies); allocations an op makes come from its stream's
  * pool, and autograd runs a backward node on its forward op's stream */
 OP_VAL(int, stream, , "stream", OPR_INT, 0, OPI_BOTH)
-/* wait_stream: >= 0: the op starts no earlier than that stream is free (the caller's
- * torch.cuda.current_stream().wait_stream(other) before it: symmetric memory's micro-pipelined
- * collectives join their side stream so); -1: none */
-OP_VAL(int, wait_stream, , "wait_stream", OPR_INT, -1, OPI_BOTH)
+/* wait_stream: > 0: the op starts no earlier than that stream (a communication or copy stream,
+ * not the compute stream) is free: torch.cuda.current_stream().wait_stream(other) before it, as
+ * symmetric memory's micro-pipelined collectives join their backend stream; 0: none */
+OP_VAL(int, wait_stream, , "wait_stream", OPR_INT, 0, OPI_BOTH)
 /* slot: > 0: the op's first output is held in this slot until the next op of the same slot
  * runs, which frees it just before allocating its own outputs, or just after with
  * slot_free_after (FSDP2 keeps each all-gather output and reduce-scatter input until the next
