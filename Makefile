@@ -95,6 +95,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_tech_records.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_compile.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_tp_compile.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_async_tp.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_oracle.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_recipes.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_mesh.sh

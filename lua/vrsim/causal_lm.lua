@@ -243,6 +243,16 @@ function M.build(cx, cfg)
     if why then error(why, 0) end
     TP.shard_tree(root, tp)
     cx.tp_applied = true
+    if cx.mesh.async_tp then
+      -- (torchtitan's maybe_enable_async_tp: "Async TP requires 'model' in --compile.components
+      -- and --compile.enable"; the micro_pipeline_tp pass is Inductor's)
+      if not compiled then
+        error("training.parallel.async_tp = true needs training.compile: async tensor parallelism is a pass of "
+              .. "Inductor's (torch._inductor.config._micro_pipeline_tp) over the compiled layers", 0)
+      end
+      cx.async_tp = true
+      cx.notes[#cx.notes + 1] = TP.async_note(tp)
+    end
     for _, n in ipairs(TP.notes(tp, cx.dp and cx.shard_params and not cx.dp.pp_keep)) do cx.notes[#cx.notes + 1] = n end
     if cx.dp and cx.shard_params and (t.grad_accum or 1) > 1 and cx.dp.opts.sync_every_micro_batch == false then
       -- (FSDP2 then keeps the unsharded gradients, the embedding's as the whole table, until the
