@@ -42,7 +42,8 @@ local function materialize(cx, root, build_dtype, trainable, quant_dtype)
   mod.materialize(root, function(m, d, full)
     cx.layer = m.layer_of or -1
     cx.module = m.dm_unit
-    if d.quant then return q.param(cx, full, d.shape, d.quant, quant_dtype, true) end
+    -- (double quantization unless training.quant_double = false: litgpt's bnb.nf4)
+    if d.quant then return q.param(cx, full, d.shape, d.quant, quant_dtype, cx.quant_double ~= false) end
     local tr = trainable
     if d.trainable ~= nil then tr = d.trainable end
     local p = nn.param(cx, full, d.shape, d.dtype or build_dtype, tr)
@@ -166,6 +167,13 @@ function M.build(cx, cfg)
     error("training.dpo with a mixture-of-experts model is not modelled (the router logits and auxiliary loss "
           .. "DPOTrainer adds)", 0)
   end
+  -- litgpt's fine-tuning program (strategies/litgpt.lua): what of it is built, refused here
+  local litgpt = t.framework == "litgpt" and require("strategies.litgpt")
+  if litgpt then
+    local why = litgpt.refusal(t, fam, cfg.hardware.count)
+    if why then error(why, 0) end
+    for _, n in ipairs(litgpt.notes(t)) do cx.notes[#cx.notes + 1] = n end
+  end
   local root = fam.tree(mc)
   -- a pipeline rank holds its stages' part of the tree only (vrsim/pipeline.lua)
   if cx.pp then require("vrsim.pipeline").prune(cx.pp, root, mc) end
@@ -173,7 +181,8 @@ function M.build(cx, cfg)
   -- bitsandbytes first (from_pretrained(quantization_config=...)), then peft on the result
   local lora_hit
   if t.quant ~= "none" then
-    require("strategies.quant").apply(root, t.quant, "lm_head")
+    -- (litgpt's BitsandbytesPrecision has no ignore_modules: lm_head is quantized too)
+    require("strategies.quant").apply(root, t.quant, not litgpt and "lm_head" or nil)
     if mc.experts then
       -- transformers 5.25: replace_with_bnb_linear swaps nn.Linear (and Conv1D) modules only, and
       -- Bnb4BitHfQuantizer.param_needs_quantization quantizes Linear4bit parameters only
@@ -314,7 +323,11 @@ function M.build(cx, cfg)
       cx.load_on_gpu = true
     end
   end
+  -- litgpt under --quantize: StableEmbedding's parameters beside the embedding it replaces
+  local outside = litgpt and t.quant == "nf4" and litgpt.stable_embedding(root, mc)
+  cx.quant_double = t.quant_double
   materialize(cx, root, build_dtype, not lora and not t.inference, pdtype)
+  if outside then litgpt.mark_outside_optimizer(cx, outside) end
   if lora then require("strategies.lora").materialize(cx, lora_hit, "base_model.model.") end
   if cx.dp and cx.dp.init_partitioned then
     for _, p in ipairs(cx.params) do if p.sharded then p.dtype = pdtype end end
@@ -399,7 +412,7 @@ function M.build(cx, cfg)
   end
   cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
              use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype,
-             loss = t.loss, data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
+             loss = litgpt and "litgpt_chunked" or t.loss, data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
              compile = compiled ~= nil, repeat_kv = cfg.model.repeat_kv,
              hub_kernels = require("vrsim.hub_kernels").resolve(cfg.model.hub_kernels, fam.model_type, t, tp,
                                                                  compiled ~= nil, cx.notes) }
