@@ -314,7 +314,9 @@ function M.build(cx, cfg)
   -- model on the current GPU; device_map = "auto"): transformers' caching_allocator_warmup
   -- reserves the model's bytes before the weights come
   -- (torchtune builds its QLoRA model on the GPU and loads a state dict: no from_pretrained)
-  if (t.quant ~= "none" and t.quant ~= "torchao_nf4") or t.device_map == "auto" then
+  -- (litgpt builds its model under fabric.init_module, each Linear quantized as it is made, and
+  -- loads its own checkpoint: no from_pretrained either)
+  if ((t.quant ~= "none" and t.quant ~= "torchao_nf4") or t.device_map == "auto") and not litgpt then
     if cx.shard_param then
       cx.notes[#cx.notes + 1] = "from_pretrained's caching_allocator_warmup is not modelled under "
         .. t.strategy .. " (the parameters made as shards)"

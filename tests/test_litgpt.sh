@@ -1,0 +1,141 @@
+#!/bin/sh
+# test_litgpt.sh: litgpt's LoRA / QLoRA fine-tuning program (training.framework = "litgpt",
+# lua/strategies/litgpt.lua) and its config reader (lua/recipes/litgpt.lua): the config gives
+# the hand-written scenario's figures; the head runs in 128-token chunks with a bf16
+# cross-entropy; under --quantize lm_head is 4-bit, StableEmbedding's bf16 gradient is live at
+# the peak and stays across steps (in no optimizer), bnb.nf4 keeps fp32 absmax; what is not
+# modelled is exit 2 naming the key and its line.
+#
+#   VRSIM=./vrsim sh tests/test_litgpt.sh      (make test runs it for each build)
+set -u
+
+VRSIM=${VRSIM:-./vrsim}
+case "$VRSIM" in /*) ;; */*) VRSIM="$(pwd)/$VRSIM" ;; esac
+cd "$(dirname "$0")/.." || exit 1
+[ -x "$VRSIM" ] || { echo "test_litgpt: $VRSIM is not an executable (set VRSIM)" >&2; exit 1; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/vrsim-litgpt.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+trap 'exit 130' INT TERM
+
+PASS=0
+FAIL=0
+ok()   { PASS=$((PASS + 1)); echo "ok   $1"; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/       /'; }
+
+# check NAME RC WANT -- ARGS...: vrsim ARGS must exit RC and say the extended regex WANT
+check() {
+  _n=$1 _rc=$2 _want=$3
+  shift 4
+  timeout 120 "$VRSIM" "$@" >"$TMP/out" 2>&1
+  _got=$?
+  if [ "$_got" -ne "$_rc" ]; then fail "$_n: exit $_got, expected $_rc" "$(head -n 4 "$TMP/out")"; return; fi
+  if [ -n "$_want" ] && ! grep -Eq -- "$_want" "$TMP/out"; then
+    fail "$_n: the output does not say /$_want/" "$(head -n 6 "$TMP/out")"; return
+  fi
+  ok "$_n: exit $_rc"
+}
+
+D=tests/data/recipes
+Y=$D/litgpt_llama2_7b_qlora.yaml
+
+# 1. the config and the hand-written scenario: the same figures
+"$VRSIM" $D/litgpt_llama2_7b_qlora.lua --json --no-files >"$TMP/a.json" 2>"$TMP/a.err"; _ra=$?
+"$VRSIM" $Y --gpu a10g --json --no-files >"$TMP/b.json" 2>"$TMP/b.err"; _rb=$?
+if [ $_ra -eq 0 ] && [ $_rb -eq 0 ] && python3 - "$TMP/a.json" "$TMP/b.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+keys = ("peak_allocated_bytes", "peak_reserved_bytes", "step_time_ms")
+sys.exit(0 if all(a[k] == b[k] for k in keys) else 1)
+PY
+then ok "litgpt qlora.yaml and its hand-written scenario: the same peak and step time"
+else fail "litgpt qlora.yaml against its scenario (exit $_ra, $_rb)" "$(cat "$TMP/a.err" "$TMP/b.err" | head -n 4)"; fi
+
+# 2. what the program keeps: run litgpt's and transformers' on the same scenario
+run() { # NAME SCENARIO ARGS...: out dir $TMP/NAME (summary.json, memory.csv)
+  _name=$1; shift
+  "$VRSIM" "$@" --out "$TMP/$_name" >"$TMP/$_name.log" 2>&1 || fail "$_name: exit $?" "$(head -n 4 "$TMP/$_name.log")"
+}
+run lit $D/litgpt_llama2_7b_qlora.lua --set grad_accum=1
+run hf $D/litgpt_llama2_7b_qlora.lua --set grad_accum=1 --set training.framework=transformers \
+  --set training.quant_double=true
+run lit_dq $D/litgpt_llama2_7b_qlora.lua --set grad_accum=1 --set training.quant_double=true
+run lit_lora $D/litgpt_llama2_7b_qlora.lua --set grad_accum=1 --set quant=none --set optimizer=adamw
+
+python3 - "$TMP" <<'PY'
+import csv, json, os, sys
+T = sys.argv[1]
+def summary(n): return json.load(open(os.path.join(T, n, "summary.json")))
+def rows(n): return list(csv.DictReader(open(os.path.join(T, n, "memory.csv"))))
+def live(n): return {t["name"]: t["bytes"] for t in summary(n)["live_at_peak"]}
+V, H, L, I, b, s = 32000, 4096, 32, 11008, 2, 512
+fails = []
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond: fails.append(what)
+
+lit, hf = live("lit"), live("hf")
+# StableEmbedding: its bf16 gradient (vocab x hidden) live at the peak; transformers has none
+check(lit.get("grad:model.embed_tokens.stable.weight") == V * H * 2,
+      "litgpt --quantize: StableEmbedding's bf16 gradient (%d bytes) live at the peak" % (V * H * 2))
+check(not any(k.startswith("grad:model.embed_tokens") for k in hf), "transformers + peft: no embedding gradient")
+# lm_head 4-bit (two codes a byte) under litgpt, bf16 under transformers (llm_int8_skip_modules)
+check(lit.get("lm_head.weight") == V * H // 2, "litgpt: lm_head.weight 4-bit (%d bytes)" % (V * H // 2))
+check(hf.get("lm_head.weight") == V * H * 2, "transformers: lm_head.weight bf16")
+# the gradient is never cleared: at the first op of every step after the first it is there
+r = rows("lit")
+firsts = [i for i, x in enumerate(r) if x["op"] == "wte (StableEmbedding)"]
+kept = [int(r[i - 1]["gradients_bytes"]) for i in firsts[1:]]
+check(len(firsts) >= 3 and all(g >= V * H * 2 for g in kept),
+      "the StableEmbedding gradient stays through zero_grad into the next steps (%s)" % kept)
+# the head: 128-token chunks (512 tokens: 4), each log_softmax output bf16 (b x 128 x V x 2 bytes)
+ops = [x["op"] for x in r]
+check(all(("chunked_cross_entropy.chunk%d.log_softmax" % k) in ops for k in (1, 2, 3, 4))
+      and "chunked_cross_entropy.chunk5.log_softmax" not in ops, "litgpt's head: 4 chunks of 128 tokens at seq 512")
+i = ops.index("chunked_cross_entropy.chunk1.log_softmax")
+grow = int(r[i]["allocated_bytes"]) - int(r[i - 1]["allocated_bytes"])
+check(grow == b * 128 * V * 2, "a chunk's log_softmax output is bf16: +%d bytes (fp32 would be %d)" % (grow, b * 128 * V * 4))
+check("logits.float" not in ops, "no fp32 copy of the logits")
+# bnb.nf4 (compress_statistics=False): an fp32 absmax per 64 weights; bnb.nf4-dq: a uint8 one plus
+# an fp32 per 256 blocks, the 256-entry fp32 code and the offset
+w = [H * H] * 4 + [H * I] * 3
+counts = [n for n in w for _ in range(L)] + [V * H]
+extra = sum(4 * (n // 64) - ((n // 64) + 4 * (-(-(n // 64) // 256)) + 1024 + 4) for n in counts)
+pl, pd = summary("lit")["breakdown_at_peak"]["parameters"], summary("lit_dq")["breakdown_at_peak"]["parameters"]
+# (within 2 %: the allocator's rounding of each tensor aside; double quantization off would give 0)
+check(abs((pl - pd) - extra) < 0.02 * extra,
+      "bnb.nf4 keeps fp32 absmax: %d bytes more than bnb.nf4-dq (the layouts: %d)" % (pl - pd, extra))
+# without --quantize: no StableEmbedding, lm_head bf16, the same chunked head
+ll = live("lit_lora")
+check(not any(k.startswith("grad:model.embed_tokens") for k in ll) and ll.get("lm_head.weight") == V * H * 2,
+      "litgpt without --quantize: the embedding stays, lm_head bf16")
+open(os.path.join(T, "py_fails"), "w").write(str(len(fails)))
+PY
+_pf=$(cat "$TMP/py_fails" 2>/dev/null || echo 1)
+[ "$_pf" = 0 ] && ok "the modelled differences (above)" || fail "$_pf of the modelled differences"
+
+# 3. what is not modelled: exit 2 naming the key with its line
+sed 's/^devices: 1/devices: 2/' $Y >"$TMP/dev.yaml"
+check "devices: 2" 2 "dev\.yaml:[0-9]+: devices: 2: litgpt on several GPUs" -- "$TMP/dev.yaml" --gpu a10g --no-files
+sed 's/^quantize: bnb.nf4/quantize: bnb.int8-training/' $Y >"$TMP/q.yaml"
+check "quantize: bnb.int8-training" 2 "q\.yaml:[0-9]+: quantize: 'bnb.int8-training' is not modelled" -- "$TMP/q.yaml" --gpu a10g --no-files
+sed 's/^precision: bf16-true/precision: 16-true/' $Y >"$TMP/p.yaml"
+check "precision: 16-true" 2 "p\.yaml:[0-9]+: precision: '16-true' is not modelled" -- "$TMP/p.yaml" --gpu a10g --no-files
+sed 's/^lora_head: false/lora_head: true/' $Y >"$TMP/h.yaml"
+check "lora_head: true" 2 "h\.yaml:[0-9]+: lora_head: LoRA on lm_head is not modelled" -- "$TMP/h.yaml" --gpu a10g --no-files
+sed 's/^  max_norm:$/  max_norm: 1.0/' $Y >"$TMP/n.yaml"
+check "train.max_norm (finetune/lora.py refuses it)" 2 "n\.yaml:[0-9]+: train\.max_norm: finetune/lora.py doesn't support it" -- "$TMP/n.yaml" --gpu a10g --no-files
+sed 's/^  class_path: torch.optim.AdamW/  class_path: torch.optim.SGD/' $Y >"$TMP/o.yaml"
+check "optimizer SGD under --quantize" 2 "o\.yaml:[0-9]+: optimizer: 'torch.optim.SGD': litgpt's --quantize only supports AdamW" -- "$TMP/o.yaml" --gpu a10g --no-files
+printf 'lora_frobnicate: 3\n' >>"$TMP/u.yaml"; cat $Y >>"$TMP/u.yaml"
+check "an unknown key" 2 "u\.yaml:1: lora_frobnicate: not modelled" -- "$TMP/u.yaml" --gpu a10g --no-files
+check "framework litgpt with checkpointing" 2 "training.framework = \"litgpt\": training.checkpointing is not modelled" -- \
+  $D/litgpt_llama2_7b_qlora.lua --set checkpointing=true --no-files
+check "framework litgpt with peft's optimizer choice" 2 "optimizer adamw: litgpt steps paged_adamw" -- \
+  $D/litgpt_llama2_7b_qlora.lua --set optimizer=adamw --no-files
+check "framework litgpt with another loss" 2 "loss chunked: litgpt's head and loss are its own" -- \
+  $D/litgpt_llama2_7b_qlora.lua --set loss=chunked --no-files
+check "framework: an unknown value" 2 "framework" -- $D/litgpt_llama2_7b_qlora.lua --set training.framework=nemo --no-files
+check "the run names what it does not simulate" 0 "fused qkv Linear" -- $D/litgpt_llama2_7b_qlora.lua --no-files
+
+echo "test_litgpt: $PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
