@@ -20,13 +20,16 @@
 --   optimizer   with quantization instantiate_bnb_optimizer: bnb.optim.PagedAdamW (32-bit state
 --               in unified memory); without it torch.optim.AdamW from the config.
 --
--- Not modelled here, each named in a note of the run: litgpt's own GPT module tree (the model
--- simulated is the transformers one of the same config: one fused qkv Linear and
--- LoRAQKVLinear.zero_pad's (b, s, q + k + v) tensor, whose v view SDPA keeps, and RMSNorm's
--- `weight.float()` product are litgpt's intermediates that are not), the `logits` list that fit()
--- keeps through backward until the next forward returns (released here at the end of forward),
--- and the validation pass and generate_example that max_memory_allocated also covers (no saved
--- activations: below the training step's peak).
+--   attention   CausalSelfAttention's one qkv Linear (q, k and v stacked; SDPA keeps the whole
+--               output through its v view), the query, key and value adapters one
+--               LoRAQKVLinear on it (one dropout), and no KV cache in training.
+--
+-- Not modelled here, each named in a note of the run: the rest of litgpt's own module tree (the
+-- model simulated is the transformers one of the same config: LoRAQKVLinear's lora_B spans only
+-- the enabled parts, widened by zero_pad, and its RMSNorm multiplies by `weight.float()`), the
+-- `logits` list that fit() keeps through backward until the next forward returns (released here
+-- at the end of forward), and the validation pass and generate_example that
+-- max_memory_allocated also covers (no saved activations: below the training step's peak).
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 
@@ -112,12 +115,28 @@ function M.mark_outside_optimizer(cx, names)
   end
 end
 
+-- litgpt's LoRAQKVLinear: lora_query, lora_key and lora_value put one adapter on the fused qkv
+-- Linear (the dropout, lora_A and the (b, s, q + k + v) update made once). Simulated as an
+-- adapter on the whole qkv_proj: its lora_B spans q + k + v where litgpt's spans the enabled
+-- parts and zero_pad widens the product to q + k + v (the same (b, s, q + k + v) tensors).
+function M.fused_targets(lora)
+  local out, qkv = {}, false
+  for _, n in ipairs(lora.targets) do
+    if n == "q_proj" or n == "k_proj" or n == "v_proj" then
+      if not qkv then out[#out + 1], qkv = "qkv_proj", true end
+    else
+      out[#out + 1] = n
+    end
+  end
+  lora.targets = out
+end
+
 -- The notes a litgpt run carries: what of litgpt's program is not simulated.
 function M.notes(t)
   local n = {
-    "training.framework = \"litgpt\": litgpt's GPT simulated as the transformers model of the same config: "
-      .. "litgpt's fused qkv Linear (LoRAQKVLinear.zero_pad's (b, s, q + k + v) tensor, whose v view SDPA keeps) "
-      .. "and its RMSNorm's fp32 weight product are not its intermediates here",
+    "training.framework = \"litgpt\": litgpt's GPT simulated as the transformers model of the same config with "
+      .. "one fused qkv Linear: LoRAQKVLinear as one adapter over q + k + v (litgpt's lora_B spans the enabled "
+      .. "parts, zero_pad widens it) and its RMSNorm's fp32 weight product are not its intermediates here",
     "training.framework = \"litgpt\": fit()'s `logits` list lives until the next forward returns; here it is "
       .. "released at the end of forward (the chunks' bf16 log_softmax outputs stay saved until backward)",
     "training.framework = \"litgpt\": the validation pass and generate_example, which max_memory_allocated "

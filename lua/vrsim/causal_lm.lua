@@ -173,6 +173,8 @@ function M.build(cx, cfg)
     local why = litgpt.refusal(t, fam, cfg.hardware.count)
     if why then error(why, 0) end
     for _, n in ipairs(litgpt.notes(t)) do cx.notes[#cx.notes + 1] = n end
+    -- litgpt's CausalSelfAttention: one qkv Linear (q, k and v stacked)
+    mc.fused_qkv = true
   end
   local root = fam.tree(mc)
   -- a pipeline rank holds its stages' part of the tree only (vrsim/pipeline.lua)
@@ -208,6 +210,8 @@ function M.build(cx, cfg)
     lora = L.settings(t.lora, { r = 8, alpha = 32, dropout = 0.05, targets = { "q_proj", "v_proj" },
                                 aliases = { q = "q_proj", k = "k_proj", v = "v_proj", o = "o_proj",
                                             gate = "gate_proj", up = "up_proj", down = "down_proj" } })
+    -- (litgpt: the query, key and value switches adapt the one qkv Linear)
+    if litgpt then litgpt.fused_targets(lora) end
     -- a family whose peft targets go beyond Linear modules (its target_parameters) refuses them
     if fam.check_lora then fam.check_lora(lora, mc) end
     L.convert_moe_targets(lora, fam.model_type, root, "lm_head")
@@ -418,8 +422,8 @@ function M.build(cx, cfg)
              compile = compiled ~= nil, repeat_kv = cfg.model.repeat_kv,
              hub_kernels = require("vrsim.hub_kernels").resolve(cfg.model.hub_kernels, fam.model_type, t, tp,
                                                                  compiled ~= nil, cx.notes) }
-  -- DPOTrainer calls both models with use_cache=False
-  if dpo then cx.run.use_cache = false end
+  -- DPOTrainer calls both models with use_cache=False; litgpt's GPT has no cache in training
+  if dpo or litgpt then cx.run.use_cache = false end
   -- one forward pass (a micro-batch); gradient accumulation calls it again
   local function forward()
     cx.run.inputs_embeds = nil
