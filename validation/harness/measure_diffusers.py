@@ -38,7 +38,8 @@ targets}) for lora_bf16, max_sequence_length (flux 512, sd3 77), steps (4), trac
 step 1 when more steps follow, so that they are timed without the recording), timeout_s (90), retry_blocking
 (a worker that fails is run once more with CUDA_LAUNCH_BLOCKING=1 so its traceback names the
 faulting kernel; a record from that run says cuda_launch_blocking, and validate skips it by name),
-attn (sdpa: PyTorch's pick; flash: SDPA's flash kernel only, the other backends switched off).
+attn (sdpa: PyTorch's pick; flash: SDPA's flash kernel only, the other backends switched off),
+host_bench (true: the host's dispatch and op-class benchmark after the steps, as measure_llama.py).
 
 On the GPU machine (repository root, the .whl folder carried: diffusers 0.42.1, peft 0.21.2,
 transformers 5.25.0 over the image's torch; ~3 min; records, traces and log come back in $OUT):
@@ -345,6 +346,10 @@ def worker(cfg, result_path, trace_dir, cpu=False):
         rec["oom_at_step"] = oom[0]
         rec["oom_msg"] = str(oom[1])[:600]
     rec["steps"] = steps
+    if cfg.get("host_bench") and oom is None:
+        # the host's speed beside a host-bound run (measure_sdxl_steps.host_fields)
+        from measure_sdxl_steps import host_fields
+        rec.update(host_fields(dev))
     ctx, ctx_raw = ml.context_figures(dev, idle_mib)
     rec.update(ctx)
     rec.update(ctx_raw)

@@ -27,7 +27,8 @@ alloc_conf (PYTORCH_CUDA_ALLOC_CONF for that process; the record then carries "a
 trace (true: record the allocator's history from process start and write
 fulltrace_<name>.csv.gz, columns seq,time_us,action,addr,size,stream; "stacks": the same with a
 frames column, the innermost transformers/peft/torch.nn Python frames of each allocation), steps (default 4),
-timeout_s (default 90).
+timeout_s (default 90), host_bench (true: the host's dispatch and op-class benchmark after the
+steps, record fields host_bench, host_dispatch_scale, host_class_bench: measure_sdxl_steps.py).
 """
 import argparse
 import gzip
@@ -427,6 +428,10 @@ def worker(cfg, result_path, trace_dir):
         rec["oom_peak_reserved_mib"] = torch.cuda.max_memory_reserved(dev) / MIB
         print(f"  {name}: out of memory at step {step}", flush=True)
     rec["steps"] = steps
+    if cfg.get("host_bench") and oom_in_build is None:
+        # the host's speed beside a host-bound run (measure_sdxl_steps.host_fields)
+        from measure_sdxl_steps import host_fields
+        rec.update(host_fields(dev))
     if oom_in_build is None and routing:
         rec["routing"] = {k: v for k, v in sorted(routing.items())}
     ctx, ctx_raw = context_figures(dev, idle_mib)

@@ -123,6 +123,17 @@ def class_bench(dev, reps):
     return {"classes": out, "n": mhc.N, "reps": reps, "scale": round(got / ref, 4)}
 
 
+def host_fields(dev, bench_ops=5000, bench_reps=7, class_reps=5):
+    """The record fields that state the run's host (as main() writes them, the bench taken once,
+    after the steps): host_bench, host_dispatch_scale and host_class_bench. For the other
+    harnesses' plan field `host_bench` (measure_llama.py, measure_diffusers.py), so that a
+    host-bound run says how fast its host issued the ops."""
+    bench = host_bench(dev, bench_ops, bench_reps)
+    return {"host_bench": {"after": bench, "ops": bench_ops, "reps": bench_reps},
+            "host_dispatch_scale": round(bench["eager_linear_us"] / CALIBRATION_EAGER_LINEAR_US, 4),
+            "host_class_bench": class_bench(dev, class_reps) if class_reps > 0 else None}
+
+
 class StandIn(nn.Module):
     """--dry-run's model: the UNet's kinds of ops at toy size (no relation to its time)."""
 

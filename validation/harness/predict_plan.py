@@ -27,7 +27,7 @@ GPUS = {"h200": ("NVIDIA H200", H200_MIB), "h100": ("NVIDIA H100 80GB HBM3", 815
 RECORD = {"torch": "2.11.0+cu130", "gpu": "NVIDIA H200", "transformers": "5.17.0", "peft": "0.21.0",
           "total_mib": H200_MIB, "n_params": 1, "n_trainable": 1}
 # plan fields that steer the harness only
-HARNESS_ONLY = ("timeout_s", "trace", "retry_blocking")
+HARNESS_ONLY = ("timeout_s", "trace", "retry_blocking", "host_bench")
 
 
 def placeholder(cfg, gpu="h200"):

@@ -1,14 +1,15 @@
 #!/bin/bash
 # SDXL's step time by resolution and batch, as the accuracy issue's protocol asks: each
 # configuration a fresh process of measure_sdxl_steps.py (3 warm-up steps, 30 steady ones, the
-# host's dispatch benchmark before and after), appended to $OUT/sdxl_steps_h200.jsonl.
+# host's dispatch benchmark before and after), appended to $OUT/sdxl_steps_<h200|h100>.jsonl.
 #   usage (on the GPU machine, repository root): bash validation/harness/run_sdxl_steps.sh [BUDGET_S]
 # No configuration starts after BUDGET_S seconds; the grid runs cheapest first within each block.
 set -u
 T0=$(date +%s); BUDGET_S=${1:-440}
 OUT=${OUT:-/tmp/vrsim-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-REC="$OUT/sdxl_steps_h200.jsonl"
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100; then G=h100; else G=h200; fi
+REC="$OUT/sdxl_steps_$G.jsonl"
 run() {  # res batch [--ckpt]
   local left=$(( BUDGET_S - ($(date +%s) - T0) ))
   if [ $left -lt 30 ]; then echo "SKIP r$1 b$2 $3: budget"; return; fi
