@@ -105,6 +105,13 @@ pl, pd = summary("lit")["breakdown_at_peak"]["parameters"], summary("lit_dq")["b
 # quantization off would give 0)
 check(abs((pl - pd) - extra) < 0.10 * extra,
       "bnb.nf4 keeps fp32 absmax: %d bytes more than bnb.nf4-dq (the layouts: %d)" % (pl - pd, extra))
+# summary.json's per-module `parameters` counts the weights a 4-bit tensor encodes, not its
+# storage's elements nor its quantization state: the same with and without double quantization
+ql, qd = summary("lit")["parameters"], summary("lit_dq")["parameters"]
+check(ql.get("lm_head") == V * H and qd.get("lm_head") == V * H,
+      "lm_head's parameter count is V x H (%d) with bnb.nf4 and bnb.nf4-dq (%s, %s)" % (V * H, ql.get("lm_head"), qd.get("lm_head")))
+check(ql.get("model.layers") == qd.get("model.layers") == L * (sum(w) + 2 * H),
+      "the layers' parameter count is their weights' (%d) either way (%s, %s)" % (L * (sum(w) + 2 * H), ql.get("model.layers"), qd.get("model.layers")))
 # litgpt's CausalSelfAttention: one qkv Linear (with its one LoRA dropout), no KV cache in training
 check("layers.0.self_attn.qkv_proj" in ops and "layers.0.self_attn.q_proj" not in ops,
       "litgpt: one fused qkv projection a layer")

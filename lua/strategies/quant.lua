@@ -65,6 +65,21 @@ local function tensor(cx, name, bytes, dtype, cat, persistent)
                        param = cat == "param" }
 end
 
+-- A quantized weight's packed codes: `bytes` of `dtype`, counted in the reports' parameter
+-- counts (summary.json's per-module `parameters`) as the `n` weights they encode, not as the
+-- elements of their storage.
+local function packed(cx, name, bytes, dtype, n)
+  return cx.G:tensor { name = name, bytes = bytes, numel = n, dtype = dtype, cat = "param",
+                       persistent = true, param = true }
+end
+
+-- A quantized weight's state (absmax, scales, codebook): bytes on the GPU beside the weight, no
+-- parameters of their own (a count of 0: the number of blocks is not a number of weights).
+local function qstate(cx, name, bytes, dtype)
+  return cx.G:tensor { name = name, bytes = bytes, numel = 0, dtype = dtype, cat = "param",
+                       persistent = true, param = true }
+end
+
 -- The dtype the packed 4-bit codes are stored in (bnb_4bit_quant_storage): `given` is the scenario's
 -- choice; "auto" follows the FSDP-QLoRA and ZeRO-3 QLoRA recipes (peft's docs, bitsandbytes'
 -- fsdp_qlora guide, axolotl), which set it to the model's dtype so that the sharding strategy
@@ -102,15 +117,14 @@ function M.param(cx, name, shape, kind, compute_dtype, double_quant)
       -- partitioned at construction (rank-0 loading, zero.Init): never whole on this GPU
       if cx.dp.init_partitioned then whole = 0 end
     end
-    p.id = cx.G:tensor { name = name, bytes = whole, numel = elems, dtype = storage, cat = "param",
-                         persistent = true, param = true }
+    p.id = packed(cx, name, whole, storage, n)
     if double_quant then
-      p.parts[1] = tensor(cx, name .. ".absmax (uint8)", blocks, "uint8", "param", true)
-      p.parts[2] = tensor(cx, name .. ".absmax2", ((blocks + 255) // 256) * 4, "fp32", "param", true)
-      p.parts[3] = tensor(cx, name .. ".code", 256 * 4, "fp32", "param", true)
-      p.parts[4] = tensor(cx, name .. ".offset", 4, "fp32", "param", true)
+      p.parts[1] = qstate(cx, name .. ".absmax (uint8)", blocks, "uint8")
+      p.parts[2] = qstate(cx, name .. ".absmax2", ((blocks + 255) // 256) * 4, "fp32")
+      p.parts[3] = qstate(cx, name .. ".code", 256 * 4, "fp32")
+      p.parts[4] = qstate(cx, name .. ".offset", 4, "fp32")
     else
-      p.parts[1] = tensor(cx, name .. ".absmax", blocks * 4, "fp32", "param", true)
+      p.parts[1] = qstate(cx, name .. ".absmax", blocks * 4, "fp32")
     end
   elseif kind == "torchao_nf4" then
     -- NF4Tensor.from_tensor: the inner tensors (__tensor_flatten__), all persistent on the GPU;
@@ -121,15 +135,14 @@ function M.param(cx, name, shape, kind, compute_dtype, double_quant)
     end
     local dsz = nn.DT_SIZE[compute_dtype]
     p.storage, p.nb, p.blocks = "uint8", n // 2, n // 64
-    p.id = cx.G:tensor { name = name .. ".quantized_data", bytes = p.nb, numel = p.nb, dtype = "uint8",
-                         cat = "param", persistent = true, param = true }
-    p.parts[1] = tensor(cx, name .. ".quantized_scalers", n // 64, "int8", "param", true)
-    p.parts[2] = tensor(cx, name .. ".quantization_factor", (n // (64 * 256)) * dsz, compute_dtype, "param", true)
-    p.parts[3] = tensor(cx, name .. ".scaler_mean", dsz, compute_dtype, "param", true)
-    p.parts[4] = tensor(cx, name .. ".nf4", 16 * dsz, compute_dtype, "param", true)
+    p.id = packed(cx, name .. ".quantized_data", p.nb, "uint8", n)
+    p.parts[1] = qstate(cx, name .. ".quantized_scalers", n // 64, "int8")
+    p.parts[2] = qstate(cx, name .. ".quantization_factor", (n // (64 * 256)) * dsz, compute_dtype)
+    p.parts[3] = qstate(cx, name .. ".scaler_mean", dsz, compute_dtype)
+    p.parts[4] = qstate(cx, name .. ".nf4", 16 * dsz, compute_dtype)
   elseif kind == "int8" then
-    p.id = tensor(cx, name, n, "int8", "param", true)
-    p.parts[1] = tensor(cx, name .. ".SCB", shape[1] * 4, "fp32", "param", true)
+    p.id = packed(cx, name, n, "int8", n)
+    p.parts[1] = qstate(cx, name .. ".SCB", shape[1] * 4, "fp32")
     p.dtype = "fp16"
   else
     error("unknown quantization '" .. tostring(kind) .. "' (nf4 or int8)", 0)
