@@ -177,6 +177,8 @@ function M.build(cx, cfg)
     mc.fused_qkv = true
   end
   local root = fam.tree(mc)
+  -- (litgpt's RMSNorm: its own forward, fp32 through the weight product)
+  if litgpt then litgpt.rmsnorms(root) end
   -- a pipeline rank holds its stages' part of the tree only (vrsim/pipeline.lua)
   if cx.pp then require("vrsim.pipeline").prune(cx.pp, root, mc) end
   mark_layers(root)
@@ -223,6 +225,7 @@ function M.build(cx, cfg)
       cx.notes[#cx.notes + 1] = "training.dpo: lora_dropout is 0 (DPOConfig.disable_dropout, TRL's default)"
     end
     lora_hit = L.apply(root, lora, "lm_head")
+    if litgpt then litgpt.qkv_adapters(lora_hit, mc) end
   end
   -- torchao's convert_to_float8_training (after the model is built, before sharding), with
   -- torchtitan's filter (strategies/float8.lua)

@@ -330,12 +330,12 @@ function M.litgpt_chunked(cx, head, hf, b, s)
     head.opname = ("lm_head.chunk%d"):format(k)
     logits[k] = mod.call(cx, head, xin)
     head.opname = opname
-    -- fit()'s `logits` list holds every chunk (released at the end of forward here; see
-    -- strategies/litgpt.lua's note on its longer life)
-    nn.hold(cx, logits[k])
   end
   -- GPT.forward returns the list: ln_f's output is gone unless the head saved views of it
   nn.release(cx, { hf }, "GPT.forward returns: x")
+  -- `logits = model(...)` rebinds fit()'s list: the previous micro-batch's chunks are dropped now
+  -- and these are kept into the next forward (strategies/litgpt.lua)
+  require("strategies.litgpt").rebind_logits(cx, logits)
   local v = head.out_features
   local dt = logits[1].dtype
   -- targets[..., 1:] (a view), split to the chunks' lengths; reshape(-1) copies where the batch
