@@ -154,6 +154,9 @@ check(q5 + ".index_copy_" in ops, "LoRAQKVLinear: zero_pad's index_copy_")
 ops8 = [x["op"] for x in rows("lit8")]
 check(all(q5 + n in ops8 for n in (".lora_B1 (conv1d)", ".lora_B2 (conv1d)", ".lora_B.cat")),
       "LoRAQKVLinear with grouped queries: conv1d per part and torch.cat")
+# litgpt repeats the grouped keys and values to every query head before SDPA in training
+check("layers.5.repeat_k" in ops8 and "layers.5.repeat_v" in ops8,
+      "litgpt's CausalSelfAttention: k and v repeat_interleave'd to the query heads (Llama-3-8B)")
 # fit()'s logits list: bound until the next forward's chunks exist. In the first step nothing is
 # dropped; in each later one the last step's four chunks (b x 128 x V bf16 each) go after the
 # new ones are made

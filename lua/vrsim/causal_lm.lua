@@ -427,6 +427,9 @@ function M.build(cx, cfg)
                                                                  compiled ~= nil, cx.notes) }
   -- DPOTrainer calls both models with use_cache=False; litgpt's GPT has no cache in training
   if dpo or litgpt then cx.run.use_cache = false end
+  -- litgpt's CausalSelfAttention repeats grouped keys and values to every query head in training
+  -- (k.repeat_interleave(q_per_kv, dim=1) where input_pos is None) before SDPA
+  if litgpt then cx.run.repeat_kv = true end
   -- one forward pass (a micro-batch); gradient accumulation calls it again
   local function forward()
     cx.run.inputs_embeds = nil
