@@ -22,8 +22,8 @@
 --
 --   attention   CausalSelfAttention's one qkv Linear (q, k and v stacked; SDPA keeps the whole
 --               output through its v view) with LoRAQKVLinear on it: one dropout, lora_A over the
---               enabled parts, lora_B as conv1d, zero_pad's (b, s, q + k + v) tensor; no KV cache
---               in training;
+--               enabled parts, lora_B as conv1d, zero_pad's (b, s, q + k + v) tensor; grouped
+--               keys and values repeat_interleave'd to every query head; no KV cache in training;
 --   norms       litgpt's RMSNorm: fp32 through the weight product;
 --   logits      fit()'s `logits` list bound until the next forward returns.
 --
