@@ -156,6 +156,12 @@ check(q5 + ".index_copy_" in ops, "LoRAQKVLinear: zero_pad's index_copy_")
 ops8 = [x["op"] for x in rows("lit8")]
 check(all(q5 + n in ops8 for n in (".lora_B1 (conv1d)", ".lora_B2 (conv1d)", ".lora_B.cat")),
       "LoRAQKVLinear with grouped queries: conv1d per part and torch.cat")
+# Lightning quantizes `weight.to(torch.half)`: MatMul4Bit's `dequantize_4bit(B).to(A.dtype)` makes an
+# fp16 weight (the op's workspace) and a bf16 copy, which the GEMM reads; transformers' QuantState
+# is bf16 (one copy, inside the GEMM's op)
+g, _ = rise(r, "lm_head.chunk1.dequantize_4bit")
+check(near(g, V * H * 2, 1), "litgpt: lm_head's 4-bit weight dequantized to fp16, then copied to bf16 (+%s)" % g)
+check(not any(x["op"].endswith(".dequantize_4bit") for x in rows("hf")), "transformers' QuantState is bf16: no separate copy")
 # litgpt repeats the grouped keys and values to every query head before SDPA in training
 check("layers.5.repeat_k" in ops8 and "layers.5.repeat_v" in ops8,
       "litgpt's CausalSelfAttention: k and v repeat_interleave'd to the query heads (Llama-3-8B)")

@@ -7,7 +7,9 @@
 --               of each chunk as they are (vrsim/lm_loss.lua litgpt_chunked);
 --   quantize    --quantize bnb.nf4 (bnb.nf4-dq: training.quant_double): BitsandbytesPrecision
 --               has no ignore_modules there, so every nn.Linear made under fabric.init_module,
---               lm_head too, is _NF4Linear (compress_statistics=False for bnb.nf4);
+--               lm_head too, is _NF4Linear (compress_statistics=False for bnb.nf4), quantized
+--               from `weight.to(torch.half)`: its fp16 QuantState makes MatMul4Bit dequantize to
+--               fp16 and copy to bf16 (strategies/quant.lua, cx.quant_from_dtype);
 --   embedding   after the optimizer is made from model.parameters(), transformer.wte is
 --               replaced by bitsandbytes.nn.StableEmbedding (its weight and LayerNorm in the
 --               weights' dtype): the old embedding stays referenced by the optimizer's

@@ -111,6 +111,10 @@ function M.param(cx, name, shape, kind, compute_dtype, double_quant)
     local size = nn.DT_SIZE[storage]
     local elems = (n + 1) // (2 * size)
     p.storage, p.nb, p.blocks = storage, elems * size, blocks
+    -- the dtype of the tensor quantize_4bit was given (QuantState.dtype: what dequantize_4bit
+    -- writes): the weight's own, or cx.quant_from_dtype where the framework quantizes a copy
+    -- (Lightning's BitsandbytesPrecision: weight.to(torch.half))
+    p.qdtype, p.nested = cx.quant_from_dtype or compute_dtype, double_quant and true or false
     local whole = p.nb
     if cx.shard_param and storage ~= "uint8" and cx.shard_param(cx, p) then
       p.sharded = true
@@ -160,6 +164,25 @@ function M.linear(cx, name, x, w)
   shape[#shape + 1] = w.shape[1]
   local tokens = nn.numel(x.shape) // x.shape[#x.shape]
   local flops = 2 * tokens * w.shape[1] * w.shape[2]
+  if w.quant == "nf4" and w.qdtype and w.qdtype ~= w.dtype and w.qdtype ~= x.dtype then
+    -- `F.dequantize_4bit(B, quant_state).to(A.dtype)` where the weight was quantized from
+    -- another dtype: dequantize_4bit writes QuantState.dtype (with double quantization after
+    -- an fp32 absmax), `.to` copies it into A's dtype and the first copy goes as it returns;
+    -- the GEMM then reads the cast weight, dropped when F.linear returns. Backward makes both
+    -- again for the input gradient; MatMul4Bit keeps A as above.
+    local q = { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false }
+    local first = n * nn.DT_SIZE[w.qdtype]
+    local ws = w.nested and { w.blocks * 4, first } or { first }
+    local wd = nn.op(cx, { name = name .. ".dequantize_4bit", inputs = { q }, frees = {}, workspace = ws,
+                           outs = { { name .. ".weight_dequantized", { w.shape[1], w.shape[2] }, x.dtype } },
+                           flops = 2 * n, bytes = n / 2 + 2 * first + n * nn.DT_SIZE[x.dtype] })
+    local bws = { table.unpack(ws) }
+    bws[#bws + 1] = n * nn.DT_SIZE[x.dtype]
+    return nn.op(cx, { name = name, kind = "mm", inputs = { x, wd }, outs = { { name, shape, x.dtype } },
+                       bwd_workspace = bws, saves = x.rg and { x } or nil, grads = { { dtype = x.dtype }, "none" },
+                       flops = flops, bwd_flops = flops, dtype = x.dtype,
+                       bytes = nn.bytes(x.shape, x.dtype) + n * nn.DT_SIZE[x.dtype] + nn.bytes(shape, x.dtype) })
+  end
   if w.quant == "nf4" then
     -- the dequantized weight and absmax are temporaries of the op (workspace); backward makes
     -- them again for the input gradient. MatMul4Bit.forward keeps `ctx.tensors = (A, B)`

@@ -335,6 +335,8 @@ function M.build(cx, cfg)
   -- litgpt under --quantize: StableEmbedding's parameters beside the embedding it replaces
   local outside = litgpt and t.quant == "nf4" and litgpt.stable_embedding(root, mc)
   cx.quant_double = t.quant_double
+  -- (Lightning's BitsandbytesPrecision quantizes `weight.to(torch.half)`: litgpt's QuantState is fp16)
+  if litgpt then cx.quant_from_dtype = "fp16" end
   materialize(cx, root, build_dtype, not lora and not t.inference, pdtype)
   if outside then litgpt.mark_outside_optimizer(cx, outside) end
   if lora then require("strategies.lora").materialize(cx, lora_hit, "base_model.model.") end
