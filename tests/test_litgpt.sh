@@ -50,6 +50,19 @@ PY
 then ok "litgpt qlora.yaml and its hand-written scenario: the same peak and step time"
 else fail "litgpt qlora.yaml against its scenario (exit $_ra, $_rb)" "$(cat "$TMP/a.err" "$TMP/b.err" | head -n 4)"; fi
 
+# ... and without --quantize (the config_hub's lora.yaml differs from qlora.yaml there only): the
+# published LoRA row's scenario
+sed 's/^quantize: bnb.nf4/quantize:/' $Y >"$TMP/lora.yaml"
+"$VRSIM" tests/data/published_memory_litgpt_llama2_7b_lora.lua --json --no-files >"$TMP/c.json" 2>"$TMP/c.err"; _rc=$?
+"$VRSIM" "$TMP/lora.yaml" --gpu a10g --json --no-files >"$TMP/d.json" 2>"$TMP/d.err"; _rd=$?
+if [ $_rc -eq 0 ] && [ $_rd -eq 0 ] && python3 - "$TMP/c.json" "$TMP/d.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+sys.exit(0 if all(a[k] == b[k] for k in ("peak_allocated_bytes", "peak_reserved_bytes")) else 1)
+PY
+then ok "litgpt lora.yaml and the published LoRA row's scenario: the same peak"
+else fail "litgpt lora.yaml against published_memory_litgpt_llama2_7b_lora.lua (exit $_rc, $_rd)" "$(cat "$TMP/c.err" "$TMP/d.err" | head -n 4)"; fi
+
 # 2. what the program keeps: run litgpt's and transformers' on the same scenario
 run() { # NAME SCENARIO ARGS...: out dir $TMP/NAME (summary.json, memory.csv)
   _name=$1; shift
