@@ -82,6 +82,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_quant.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_warmup.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_bnb_optim.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_litgpt.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_hub_kernels.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_defaults.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_moe.sh
