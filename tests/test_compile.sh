@@ -221,6 +221,42 @@ PY
 then ok "transformers' checkpointing + compile: the checkpointed layers eager; $(cat "$tmp/kt.out")"
 else bad "transformers' checkpointing + compile" "$(tail -5 "$tmp/kt.out")"; fi
 
+# 5e. checkpointing every second layer under a wrapper (torchtitan's selective layer AC with
+#     compile: checkpoint_wrapper on every k-th block, then every block compiled): on the CPU
+#     (validation/oracle/check_compile_ckpt_every.py) a wrapped block saves what it saves when all
+#     are wrapped and an unwrapped one what it saves when none is, no graph break; vrsim's notes
+#     name both kinds, each the set of its all-one-kind run, and what is held after forward lies
+#     halfway: two of the four layers give up the partitioner's set for their inputs
+ECAP=validation/oracle/captures/compile_ckpt_every.json
+"$VRSIM" "$tmp/l.lua" --json --no-files --set compile=true > "$tmp/w0.json"
+"$VRSIM" "$tmp/l.lua" --json --no-files --set checkpointing=true --set checkpoint_impl=wrapper --set checkpoint_every=2 \
+  --set compile=true > "$tmp/w2.json" 2>"$tmp/w2.err"
+if python3 - "$ECAP" "$tmp/w0.json" "$tmp/kc.json" "$tmp/w2.json" > "$tmp/w2.out" 2>&1 <<'PY'
+import json, re, sys
+cap = {r["checkpoint_every"]: r for r in json.load(open(sys.argv[1]))["runs"]}
+none, all_, two = cap[None], cap[1], cap[2]
+assert two["checkpointed_layers"] == [1, 3], two["checkpointed_layers"]
+for r in (none, all_, two):
+    assert r["graph_breaks"] == 0, r
+for i, s in enumerate(two["saved"]):
+    assert s == (all_ if i in two["checkpointed_layers"] else none)["saved"][i], (i, s)
+assert len(all_["saved"][1]) < len(none["saved"][1])
+w0, w1, w2 = (json.load(open(f)) for f in sys.argv[2:])
+notes = lambda d: [n for n in d["notes"] if n.startswith("torch.compile: the partitioner saves")]
+# (elements, dtype) multisets, as in 1.: a layer's v projection and the cache's values are one storage
+sets = lambda n: sorted((eval(s.replace("x", "*")), dt) for s, dt in re.findall(r" \[([0-9x]+)\] (\w+)", n))
+n2 = notes(w2)
+assert len(n2) == 2 and "(not checkpointed, compiled alone)" in n2[0] and "(checkpointed, compiled with its checkpoint)" in n2[1], n2
+assert sets(n2[0]) == sets(notes(w0)[0]) and sets(n2[1]) == sets(notes(w1)[0]), (n2, notes(w0), notes(w1))
+f0, f1, f2 = (d["steps"][-1]["fwd_peak_allocated_bytes"] for d in (w0, w1, w2))
+assert f1 < f2 < f0 and f0 - f2 == f2 - f1, (f0, f2, f1)
+assert w1["step_time_ms"] > w2["step_time_ms"] > w0["step_time_ms"], (w1["step_time_ms"], w2["step_time_ms"], w0["step_time_ms"])
+print(f"after forward {f2 >> 20} MiB, halfway between {f1 >> 20} (every layer) and {f0 >> 20} (none); "
+      f"step {w2['step_time_ms']:.1f} ms between {w0['step_time_ms']:.1f} and {w1['step_time_ms']:.1f}")
+PY
+then ok "compile + checkpoint_every = 2 under a wrapper: each layer saves its kind's set; $(cat "$tmp/w2.out")"
+else bad "compile + checkpoint_every = 2 under a wrapper" "$(cat "$tmp/w2.out" "$tmp/w2.err")"; fi
+
 # 6. the step: Inductor's generated code launches fused kernels, no eager dispatch per op
 "$VRSIM" "$tmp/l.lua" --json --no-files > "$tmp/e.json"
 "$VRSIM" "$tmp/l.lua" --json --no-files --set compile=true > "$tmp/c.json"
@@ -436,7 +472,6 @@ refused scope-model 'scope = "model" is not modelled' 'compile = { scope = "mode
 refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic = true }'
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
 refused op-ckpt 'training.compile with checkpoint_scope = "op"' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
-refused every-wrapper 'checkpoint_every = 2 is not modelled' 'compile = true, checkpointing = true, checkpoint_impl = "wrapper", checkpoint_every = 2'
 refused impl-bad 'checkpoint_impl' 'checkpointing = true, checkpoint_impl = "deepspeed"'
 refused zero3 'training.compile under strategy zero3 is not modelled' 'compile = true, strategy = "zero3"' --set hardware.count=2
 refused float8-gw-hp 'training.float8 recipe rowwise_with_gw_hp is not modelled' 'compile = true, float8 = { recipe = "rowwise_with_gw_hp" }' --set hardware.gpu=h100_sxm
