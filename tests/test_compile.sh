@@ -382,17 +382,41 @@ PY
 then ok "fsdp2: each compiled layer saves the unsharded layer's set; $(cat "$tmp/f2.out")"
 else bad "fsdp2 with compile" "$(cat "$tmp/f2.out" "$tmp/f2_true.err")"; fi
 
-# 7c. a mixture-of-experts layer (transformers' Qwen3-MoE and Mixtral, grouped_mm experts): dynamo
-#    captures it whole (the CPU run of validation/oracle/check_compile_moe.py: one graph, no graph
-#    break, topk, sort, histc, cumsum and grouped_mm inside it; the eager per-expert loop breaks at
-#    nonzero), and the saved set of a Qwen3-30B-A3B and of a Mixtral-8x7B layer at 1 x 256 is the
-#    partitioner's (the same capture), (elements, dtype) as in 1.: for Qwen3-MoE the softmax's two
-#    row reductions (Mixtral, 8 experts: its probabilities, cheaper), topk's values and indices,
-#    the sort's permutation, perm // k (the gather's scatter reads it in backward), the offsets,
-#    the inverse permutation, the three expert GEMM outputs; less held after forward than eager,
-#    and the experts' SiLU output and the router's fp32 probabilities never allocated
+# 7c. a mixture-of-experts layer (transformers' Qwen3-MoE, Mixtral, GPT-OSS, DeepSeek-V3 and
+#    DeepSeek-V2, grouped_mm experts): dynamo captures it whole (the CPU runs of
+#    validation/oracle/check_compile_moe.py: one graph, no graph break, topk, sort, histc, cumsum
+#    and grouped_mm inside it; the eager per-expert loop breaks at nonzero), and the saved set of
+#    a layer at 1 x 256 is the partitioner's (the same capture), (elements, dtype) of each saved
+#    storage as in 1. (a complex64 tensor is vrsim's fp32 of twice the elements: DeepSeek-V2's
+#    freqs_cis). For Qwen3-MoE the softmax's two row reductions (Mixtral, 8 experts: its
+#    probabilities, cheaper), topk's values and indices, the sort's permutation, perm // k (the
+#    gather's scatter reads it in backward), the offsets, the inverse permutation, the three
+#    expert GEMM outputs; GPT-OSS's eager attention saves the logits with the sinks, their max and
+#    the softmax's two fp32 reductions in place of the probabilities, and dropout's copy of them
+#    (aten.dropout's decomposition clones at p = 0); DeepSeek-V3's router saves the top-k indices
+#    and the gathered weights (a gather of a quarter of its input: ban_if_reduction); less held
+#    after forward than eager, and the experts' SiLU output and the router's fp32 probabilities
+#    never allocated
 MCAP=validation/oracle/captures/compile_moe_l1.json
 cp scenarios/configs/qwen3-30b-a3b.json scenarios/configs/mixtral-8x7b.json "$tmp/"
+# the captured layers' configs: GPT-OSS cut to its first two layers (the second, full attention,
+# captured), DeepSeek's with every layer sparse (the second captured as the first), V3's without
+# its FP8 quantization_config, V2-Lite's also with group-limited routing
+python3 - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+def cut(src, dst, **kw):
+    hf = json.load(open("scenarios/configs/" + src))
+    hf.pop("quantization_config", None)
+    hf.update(kw)
+    json.dump(hf, open(f"{d}/{dst}", "w"))
+g = json.load(open("scenarios/configs/gpt-oss-20b.json"))
+cut("gpt-oss-20b.json", "gpt_oss.json", num_hidden_layers=2, layer_types=g["layer_types"][:2])
+cut("deepseek-v3.json", "deepseek_v3.json", first_k_dense_replace=0)
+cut("deepseek-v2-lite.json", "deepseek_v2.json", first_k_dense_replace=0)
+cut("deepseek-v2-lite.json", "deepseek_v2_glg.json", first_k_dense_replace=0, topk_method="group_limited_greedy",
+    n_group=8, topk_group=3)
+PY
 cat > "$tmp/q.lua" <<'EOS'
 return { hardware = { gpu = "h200" }, model = { config = "qwen3-30b-a3b.json", layers = 2 },
   training = { micro_batch = 1, seq = 256, precision = "bf16", steps = 2 } }
@@ -402,37 +426,41 @@ import json, sys
 d = json.load(open(sys.argv[1]))["dynamo"]
 gmm = [r for r in d if r["experts_implementation"] == "grouped_mm" and r["weights"] == "bfloat16"]
 eag = [r for r in d if r["experts_implementation"] == "eager"][0]
-assert sorted(r["family"] for r in gmm) == ["mixtral", "qwen3_moe"], gmm
+fams = sorted(r["family"] for r in gmm)
+assert fams == ["deepseek_v2", "deepseek_v3", "gpt_oss", "mixtral", "qwen3_moe"], fams
 for r in gmm:
     assert r["explain"]["graphs"] == 1 and r["explain"]["graph_breaks"] == 0, r["explain"]
     assert not r["step"]["graph_breaks"], r["step"]
     assert {"topk", "sort", "histc", "cumsum", "_grouped_mm"} <= set(r["explain"]["watched_ops"]), r["explain"]
 assert eag["explain"]["graph_breaks"] > 0 and any("nonzero" in r for r in eag["step"]["graph_breaks"]), eag["step"]
-print("grouped_mm (Qwen3-MoE, Mixtral): 1 graph, 0 breaks; eager experts:", eag["explain"]["graph_breaks"], "breaks at nonzero")
+print("grouped_mm (" + ", ".join(fams) + "): 1 graph, 0 breaks; eager experts:", eag["explain"]["graph_breaks"], "breaks at nonzero")
 PY
 then ok "MoE capture: $(cat "$tmp/mcap.out")"; else bad "MoE capture's dynamo runs" "$(cat "$tmp/mcap.out")"; fi
 "$VRSIM" "$tmp/q.lua" --json --no-files --set compile=true --alloc-trace "$tmp/qc.csv" > "$tmp/qc.json" 2>"$tmp/qc.err"
 "$VRSIM" "$tmp/q.lua" --json --no-files --alloc-trace "$tmp/qe.csv" > "$tmp/qe.json" 2>"$tmp/qe.err"
-for fam in qwen3_moe mixtral; do
+for fam in qwen3_moe mixtral gpt_oss deepseek_v3 deepseek_v2 deepseek_v2_glg; do
   case $fam in
     qwen3_moe) cp "$tmp/qc.json" "$tmp/mc.json" ;;
     mixtral) "$VRSIM" "$tmp/q.lua" --json --no-files --set compile=true --set model.config="$tmp/mixtral-8x7b.json" > "$tmp/mc.json" 2>"$tmp/qc.err" ;;
+    *) "$VRSIM" "$tmp/q.lua" --json --no-files --set compile=true --set model.config="$tmp/$fam.json" > "$tmp/mc.json" 2>"$tmp/qc.err" ;;
   esac
 if python3 - "$MCAP" "$tmp/mc.json" "${fam}_bf16" > "$tmp/qm.out" 2>&1 <<'PY'
 import json, re, sys
 from collections import Counter
 cap, out, name = sys.argv[1:]
 rec = [r for r in json.load(open(cap))["records"] if r["config"] == name][0]
-DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "int32": "int32", "bool": "bool"}
+DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "int32": "int32", "bool": "bool", "complex64": "c64"}
 want, seen = Counter(), set()
 for x in rec["saved"]:
     if x["kind"] == "param" or x["storage"] in seen:
         continue
     seen.add(x["storage"])
-    n = 1
-    for d in x["shape"]:
+    n, dt = 1, DT[x["dtype"]]
+    for d in x["storage_shape"]:
         n *= d
-    want[(n, DT[x["dtype"]])] += 1
+    if dt == "c64":
+        n, dt = 2 * n, "fp32"
+    want[(n, dt)] += 1
 note = [n for n in json.load(open(out))["notes"] if n.startswith("torch.compile: the partitioner saves")][0]
 got = Counter()
 for shape, dt in re.findall(r" \[([0-9x]+)\] (\w+)", note):
@@ -475,11 +503,9 @@ refused op-ckpt 'training.compile with checkpoint_scope = "op"' 'compile = true,
 refused impl-bad 'checkpoint_impl' 'checkpointing = true, checkpoint_impl = "deepspeed"'
 refused zero3 'training.compile under strategy zero3 is not modelled' 'compile = true, strategy = "zero3"' --set hardware.count=2
 refused float8-gw-hp 'training.float8 recipe rowwise_with_gw_hp is not modelled' 'compile = true, float8 = { recipe = "rowwise_with_gw_hp" }' --set hardware.gpu=h100_sxm
-# mixture-of-experts runs not checked: DeepSeek's and GPT-OSS's blocks, fp32 weights
-# (transformers' opaque grouped_mm_fallback op under dynamo), expert parallelism
-cp scenarios/configs/deepseek-v2-lite.json scenarios/configs/gpt-oss-20b.json "$tmp/"
-refused moe-dsv2 "mixture-of-experts model: not modelled for this family's sparse block" 'compile = true' --set model.config="$tmp/deepseek-v2-lite.json" --set model.layers=2
-refused moe-gpt-oss 'mixture-of-experts model: not modelled for GptOssMLP' 'compile = true' --set model.config="$tmp/gpt-oss-20b.json" --set model.layers=24
+# mixture-of-experts runs not checked: fp32 weights or LoRA (transformers' opaque
+# grouped_mm_fallback op under dynamo), expert parallelism
+refused moe-dsv2-lora 'precision lora_bf16 is not modelled.*grouped_mm_fallback' 'compile = true, precision = "lora_bf16", lora = { targets = { "q_proj" } }' --set model.config="$tmp/deepseek_v2.json" --set model.layers=2
 refused moe-amp 'precision amp_bf16 is not modelled.*grouped_mm_fallback' 'compile = true, precision = "amp_bf16"' --set model.config="$tmp/qwen3-30b-a3b.json" --set model.layers=2
 "$VRSIM" scenarios/qwen3_30b_a3b_ep8_h100.lua --no-files --set compile=true > "$tmp/ep.out" 2>&1
 rc=$?

@@ -23,8 +23,9 @@
 --
 -- What is assumed (docs/techniques.md, "torch.compile"): transformers' Llama-family decoder layers
 -- with SDPA compile without graph breaks (transformers 5.x's layers are traceable: no data-
--- dependent branch in a layer's forward), and so do Qwen3-MoE's and Mixtral's with grouped_mm experts
--- (M.moe_refusal: checked on the CPU); the partitioner's ban heuristics "used far apart" and
+-- dependent branch in a layer's forward), and so do the mixture-of-experts layers with grouped_mm
+-- experts (Qwen3-MoE's, Mixtral's, GPT-OSS's, DeepSeek-V3's and -V2's: M.moe_refusal, checked on
+-- the CPU); the partitioner's ban heuristics "used far apart" and
 -- "long fusible chains" are left out (both only ever ban more recomputation); Inductor's buffer
 -- reuse inside a graph is the caching allocator's reuse here (both reuse a freed block of the
 -- size asked); its kernels' launches and host costs are the eager ops' (a step-time figure is the
@@ -94,15 +95,19 @@ end
 -- has no data-dependent shape: the token-expert pairs are tokens x k whatever the routing, sort,
 -- histc and cumsum keep their sizes, and the per-expert split lives in the offsets that
 -- torch._grouped_mm reads on the device; dynamo captures it whole with its defaults
--- (capture_dynamic_output_shape_ops and capture_scalar_outputs off).
-local COMPILED_MOE = { Qwen3MoeSparseMoeBlock = true, MixtralSparseMoeBlock = true }
+-- (capture_dynamic_output_shape_ops and capture_scalar_outputs off). So do GPT-OSS's (biased
+-- experts, eager attention with the sinks) and DeepSeek's (multi-head latent attention, grouped
+-- routing, shared experts; V2's complex rotary tables).
+local COMPILED_MOE = { Qwen3MoeSparseMoeBlock = true, MixtralSparseMoeBlock = true, GptOssMLP = true,
+                       DeepseekV3MoE = true, DeepseekV2Moe = true }
 
 -- Why compile is not modelled for this mixture-of-experts run (nil when it is).
 function M.moe_refusal(t, mc, mesh)
   local block = mc.moe_classes and mc.moe_classes.block or "this family's sparse block"
   if not COMPILED_MOE[block] then
-    return ("not modelled for %s (the compiled layer's graph and partition are checked for "
-            .. "Qwen3MoeSparseMoeBlock's and MixtralSparseMoeBlock's grouped_mm experts only)"):format(block)
+    return ("not modelled for %s (the compiled layer's graph and partition are checked for the "
+            .. "grouped_mm experts of Qwen3MoeSparseMoeBlock, MixtralSparseMoeBlock, GptOssMLP, "
+            .. "DeepseekV3MoE and DeepseekV2Moe only)"):format(block)
   end
   if t.precision ~= "bf16" then
     -- integrations/moe.py _can_use_grouped_mm: under dynamo, weights that are not bf16 take
@@ -271,7 +276,9 @@ function M.partition(cx, ops, outputs, checkpointed, inference)
     else
       banned = not prod.recomputable                     -- compute-intensive, random, or not allowed
         or n.bw_extern                                   -- materialized in backward
-        or (prod.spec.kind == "reduce_rows" and 4 * bytes < M.input_bytes(prod.spec))  -- a reduction
+        -- ban_if_reduction: any op whose output is a quarter of its tensor arguments or less (a
+        -- row reduction, a gather of a few columns: DeepSeek-V3's router's scores.gather)
+        or (4 * bytes < M.input_bytes(prod.spec))
     end
     if not weight then
       -- _size_of, biased toward nodes near backward; twice for a node fusion would not
@@ -390,10 +397,15 @@ function M.note(saved, layer, kind)
           kind and " (" .. kind .. ")" or "", total / 2^20, table.concat(parts, ", "))
 end
 
--- The bytes of an op's inputs (a reduction's ban compares its output with them).
+-- The bytes of an op's tensor arguments (a reduction's ban compares its output with them, as
+-- the partitioner sums the fx nodes among its args): x[idx] (a gather, aten.index) takes its
+-- indices in a list, which is no node, so only x counts; aten.gather (spec.index_arg) takes
+-- them as an argument of their own.
 function M.input_bytes(spec)
   local b = 0
-  for _, x in ipairs(spec.inputs) do b = b + nn.bytes(x.shape, x.dtype) end
+  for i, x in ipairs(spec.inputs) do
+    if i == 1 or spec.kind ~= "gather" or spec.index_arg then b = b + nn.bytes(x.shape, x.dtype) end
+  end
   return b
 end
 
