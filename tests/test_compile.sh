@@ -28,12 +28,13 @@ EOS
 #    float8 (torchao tensorwise and rowwise, no checkpointing): the recasts backward makes of
 #    the inputs and weights read them through fused kernels, so the partitioner recomputes the
 #    normed inputs and saves the weights' amax and inverse scale (tensorwise) where bf16 saves
-#    the normed inputs; one difference is named: the partitioner makes o_proj's recast for
+#    the normed inputs; rowwise_with_gw_hp's grad_weight is a high-precision mm of the saved
+#    inputs (an extern kernel), so it saves the normed inputs as bf16 does; one difference is named: the partitioner makes o_proj's recast for
 #    grad_weight (its float8 copy, 1 x 256 x 4096, and its scale) in forward and saves it, where
 #    vrsim recomputes it from the attention output both save (the partitioner's getitem of the
 #    attention kernel's outputs is a node of its own, unbanned, that vrsim does not separate)
 CAP=validation/oracle/captures/compile_llama2_7b_l1.json
-for prec in bf16 amp_bf16 lora_bf16 float8_tensorwise float8_rowwise; do
+for prec in bf16 amp_bf16 lora_bf16 float8_tensorwise float8_rowwise float8_rowwise_with_gw_hp; do
   case $prec in
     float8_*) set -- --set precision=bf16 --set training.float8.recipe=${prec#float8_} --set hardware.gpu=h100_sxm ;;
     *) set -- --set precision=$prec ;;
@@ -502,7 +503,6 @@ refused bad-type 'training.compile must be true, false or a table' 'compile = "y
 refused op-ckpt 'training.compile with checkpoint_scope = "op"' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
 refused impl-bad 'checkpoint_impl' 'checkpointing = true, checkpoint_impl = "deepspeed"'
 refused zero3 'training.compile under strategy zero3 is not modelled' 'compile = true, strategy = "zero3"' --set hardware.count=2
-refused float8-gw-hp 'training.float8 recipe rowwise_with_gw_hp is not modelled' 'compile = true, float8 = { recipe = "rowwise_with_gw_hp" }' --set hardware.gpu=h100_sxm
 # mixture-of-experts runs not checked: fp32 weights or LoRA (transformers' opaque
 # grouped_mm_fallback op under dynamo), expert parallelism
 refused moe-dsv2-lora 'precision lora_bf16 is not modelled.*grouped_mm_fallback' 'compile = true, precision = "lora_bf16", lora = { targets = { "q_proj" } }' --set model.config="$tmp/deepseek_v2.json" --set model.layers=2

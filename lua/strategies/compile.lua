@@ -134,16 +134,6 @@ function M.check(t, mc, mesh)
             .. "(compiled with checkpointing, decoder layers checkpointed whole are)"):format(
             t.checkpoint_scope, t.checkpoint_every)
   end
-  if t.float8 then
-    local recipe = type(t.float8) == "table" and t.float8.recipe or "tensorwise"
-    if recipe ~= "tensorwise" and recipe ~= "rowwise" then
-      -- what the partitioner saves has been captured for tensorwise and rowwise
-      -- (validation/oracle/captures/compile_llama2_7b_l1.json), not for the high-precision
-      -- grad_weight of rowwise_with_gw_hp
-      return ("training.compile with training.float8 recipe %s is not modelled (the partition of "
-              .. "its compiled layer is checked for tensorwise and rowwise)"):format(recipe)
-    end
-  end
   if mc.experts then
     local why = M.moe_refusal(t, mc, mesh)
     if why then return "training.compile on a mixture-of-experts model: " .. why end
