@@ -411,7 +411,7 @@ function M.build(cx, cfg)
   end
   cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
              use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype,
-             loss = t.loss, data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
+             loss = t.loss, compile_loss = t.compile_loss and not t.inference, data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
              compile = compiled ~= nil, repeat_kv = cfg.model.repeat_kv,
              hub_kernels = require("vrsim.hub_kernels").resolve(cfg.model.hub_kernels, fam.model_type, t, tp,
                                                                  compiled ~= nil, cx.notes) }
