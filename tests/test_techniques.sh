@@ -80,8 +80,8 @@ if [ "$pl" -lt "$pc" ] && [ "$pc" -lt "$pf" ]; then
   ok "loss = chunked: peak between Liger's and the full loss's ($pl < $pc < $pf)"
 else bad "loss = chunked: peak $pc not between Liger's $pl and the full loss's $pf"; fi
 
-# 5b. under torch.compile the recipes compile compute_cross_entropy (torchtune's
-#    training.compile_loss): per chunk it saves the bf16 logits and two fp32 values a row
+# 5b. under torch.compile the recipes compile compute_cross_entropy
+#    (torchtune.training.compile_loss): per chunk it saves the bf16 logits and two fp32 values a row
 #    (512 rows: 2048 bytes each), never an fp32 copy or fp32 log-probs; backward reduces into one
 #    fp32 value a row, then writes the bf16 gradient (512 x 128256 x 2 = 131334144 bytes)
 "$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=chunked --set training.compile=true --alloc-trace "$tmp/cc.csv" >/dev/null
