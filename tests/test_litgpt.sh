@@ -222,6 +222,8 @@ check "framework litgpt with another loss" 2 "loss chunked: litgpt's head and lo
   $D/litgpt_llama2_7b_qlora.lua --set loss=chunked --no-files
 check "framework litgpt with fp32 adapters" 2 "training.lora.dtype = fp32: litgpt makes its adapters under fabric.init_module" -- \
   $D/litgpt_llama2_7b_qlora.lua --set training.lora.dtype=fp32 --no-files
+check "framework litgpt with torchtitan's compiled loss" 2 "training.framework = \"litgpt\": training.compile_loss is not modelled" -- \
+  $D/litgpt_llama2_7b_qlora.lua --set training.compile_loss=true --no-files
 check "framework: an unknown value" 2 "framework" -- $D/litgpt_llama2_7b_qlora.lua --set training.framework=nemo --no-files
 check "the run names what it does not simulate" 0 "its apply_rope \\(products with fp32 cos and sin\\) is transformers' rotary" -- $D/litgpt_llama2_7b_qlora.lua --no-files
 

@@ -457,8 +457,41 @@ check "torchtitan async tensor parallelism with tensor_parallel_degree = 1: no e
   "enable_async_tensor_parallel has no effect with tensor_parallel_degree = 1" -- \
   "$TMP/atp1.toml" --gpu h100 --gpus 8 --no-files
 tvariant comp 's/^enable = false$/enable = true/'
-check "torchtitan compile.enable (every enable = false turned on: checkpoint's is not read)" 2 \
-  "comp\.toml:52: compile\.enable: torch\.compile" -- "$TMP/comp.toml" --gpu h100 --gpus 8 --no-files
+check "torchtitan compile.enable beside per-op selective checkpointing: compile's refusal, on the key" 2 \
+  "comp\.toml:52: compile\.enable: training\.compile with checkpoint_scope = \"op\"" -- "$TMP/comp.toml" --gpu h100 --gpus 8 --no-files
+tvariant tc 's/^mode = "selective"/mode = "full"/; /^\[compile\]/,/^\[/ s/^enable = false/enable = true/'
+same "torchtitan compile.enable (components model and loss): training.compile and compile_loss" \
+  $D/torchtitan_llama3_8b_compile.lua -- "$TMP/tc.toml" --gpu h100 --gpus 8
+check "... noted" 0 "torchtitan compile: each TransformerBlock compiled \(training\.compile\) and the loss_fn \(training\.compile_loss\)" -- \
+  "$TMP/tc.toml" --gpu h100 --gpus 8 --print-scenario
+sed 's/^components = \["model", "loss"\]/components = ["loss"]/' "$TMP/tc.toml" >"$TMP/tcl.toml"
+check "torchtitan compile.components = [\"loss\"]: the loss alone compiled" 0 \
+  "compile_loss = true" -- "$TMP/tcl.toml" --gpu h100 --gpus 8 --print-scenario
+if grep -q "compile = true" "$TMP/out"; then fail "torchtitan compile.components = [\"loss\"]: the model compiled too"; fi
+sed 's/^components = \["model", "loss"\]/components = ["model"]/' "$TMP/tc.toml" >"$TMP/tcm.toml"
+check "torchtitan compile.components = [\"model\"]: the blocks alone compiled" 0 \
+  "compile = true" -- "$TMP/tcm.toml" --gpu h100 --gpus 8 --print-scenario
+if grep -q "compile_loss" "$TMP/out"; then fail "torchtitan compile.components = [\"model\"]: the loss compiled too"; fi
+sed 's/^components = \["model", "loss"\]/&\nbackend = "aot_eager"/' "$TMP/tc.toml" >"$TMP/tcb.toml"
+check "torchtitan compile.backend other than inductor" 2 "tcb\.toml:54: compile\.backend: 'aot_eager' is not modelled" -- \
+  "$TMP/tcb.toml" --gpu h100 --gpus 8 --no-files
+sed 's/^components = \["model", "loss"\]/components = ["model", "optimizer"]/' "$TMP/tc.toml" >"$TMP/tco.toml"
+check "torchtitan compile.components names what torchtitan does not compile" 2 \
+  "tco\.toml:53: compile\.components: 'optimizer' is not a component" -- "$TMP/tco.toml" --gpu h100 --gpus 8 --no-files
+# the 2-D config (bf16 parameters, tensor parallelism 2, full checkpointing) compiled
+printf '\n[compile]\nenable = true\ncomponents = ["model", "loss"]\n' | cat $D/torchtitan_llama3_8b_tp.toml - >"$TMP/tctp.toml"
+check "torchtitan compiled loss under tensor parallelism (loss parallel): refused" 2 \
+  "tctp\.toml:28: compile\.components: 'loss' under tensor parallelism" -- "$TMP/tctp.toml" --gpu h100 --gpus 8 --no-files
+sed 's/^components = \["model", "loss"\]/components = ["model"]/' "$TMP/tctp.toml" >"$TMP/tctpm.toml"
+check "... the blocks alone compiled under tensor parallelism" 0 "torch\.compile: the partitioner saves" -- \
+  "$TMP/tctpm.toml" --gpu h100 --gpus 8 --no-files
+sed 's/^tensor_parallel_degree = 2/&\nenable_async_tensor_parallel = true/' "$TMP/tctpm.toml" >"$TMP/tcatp.toml"
+check "torchtitan async tensor parallelism with the blocks compiled" 0 "async tensor parallelism over 2 ranks" -- \
+  "$TMP/tcatp.toml" --gpu h100 --gpus 8 --no-files
+sed 's/^components = \["model"\]/components = ["loss"]/' "$TMP/tcatp.toml" >"$TMP/tcatpl.toml"
+check "torchtitan async tensor parallelism with only the loss compiled: refused as torchtitan does" 2 \
+  "tcatpl\.toml:22: parallelism\.enable_async_tensor_parallel: async TP requires 'model' in --compile\.components" -- \
+  "$TMP/tcatpl.toml" --gpu h100 --gpus 8 --no-files
 tvariant mb 's/^mode = "selective"/mode = "memory_budget"/'
 check "torchtitan activation_checkpoint.mode memory_budget" 2 "mb\.toml:56: activation_checkpoint\.mode: 'memory_budget' is not modelled" -- \
   "$TMP/mb.toml" --gpu h100 --gpus 8 --no-files

@@ -80,8 +80,8 @@ if [ "$pl" -lt "$pc" ] && [ "$pc" -lt "$pf" ]; then
   ok "loss = chunked: peak between Liger's and the full loss's ($pl < $pc < $pf)"
 else bad "loss = chunked: peak $pc not between Liger's $pl and the full loss's $pf"; fi
 
-# 5b. under torch.compile the recipes compile compute_cross_entropy (torchtune's
-#    training.compile_loss): per chunk it saves the bf16 logits and two fp32 values a row
+# 5b. under torch.compile the recipes compile compute_cross_entropy
+#    (torchtune.training.compile_loss): per chunk it saves the bf16 logits and two fp32 values a row
 #    (512 rows: 2048 bytes each), never an fp32 copy or fp32 log-probs; backward reduces into one
 #    fp32 value a row, then writes the bf16 gradient (512 x 128256 x 2 = 131334144 bytes)
 "$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=chunked --set training.compile=true --alloc-trace "$tmp/cc.csv" >/dev/null
@@ -91,6 +91,30 @@ bwd=$(grep ",alloc," "$tmp/cc.csv" | grep "chunked_ce.chunk[0-9]*.compiled_cross
 if [ "$f32" = 0 ] && [ "$rows" = " 32 2048" ] && [ "$bwd" = " 16 131334144  16 2048 " ]; then
   ok "loss = chunked, compiled: two fp32 values a row saved per chunk, bf16 chunk gradients, no fp32 copy or log-probs"
 else bad "loss = chunked, compiled: $f32 fp32 chunk copies or log-probs, per-row allocations '$rows', backward '$bwd'"; fi
+
+# 5c. torchtitan's compiled loss (training.compile_loss, compile.components "loss"): the full
+#    cross-entropy one graph over the whole bf16 logits, which saves them and two fp32 values a
+#    row (4096 rows: 16384 bytes each) and takes the dataloader's shifted labels (4096 int64:
+#    32768 bytes); no fp32 copy or fp32 log-probs in forward, and backward writes the bf16
+#    gradient (4096 x 128256 x 2 = 1050673152 bytes): the peak falls by about two fp32 logits
+"$VRSIM" "$tmp/l3.lua" --no-files --set training.compile_loss=true --alloc-trace "$tmp/cl.csv" >/dev/null
+"$VRSIM" "$tmp/l3.lua" --json --no-files --set training.compile_loss=true > "$tmp/cl.json"
+f32=$(grep ",alloc," "$tmp/cl.csv" | grep -c ",logits.float$\|,log_softmax$")
+rows=$(grep ",alloc," "$tmp/cl.csv" | grep ",compiled_cross_entropy$" | cut -d, -f5 | grep -v "^4$" | sort | uniq -c | tr -s ' ' | tr '\n' ' ')
+bwd=$(grep ",alloc," "$tmp/cl.csv" | grep ",compiled_cross_entropy.backward$" | cut -d, -f5 | sort | uniq -c | tr -s ' ' | tr '\n' ' ')
+lab=$(grep ",alloc," "$tmp/cl.csv" | grep -c ",labels.pad$\|,labels.shift$")
+pcl=$(field "d['peak_allocated_bytes']" < "$tmp/cl.json")
+if [ "$f32" = 0 ] && [ "$lab" = 0 ] && [ "$rows" = " 4 16384 " ] && [ "$bwd" = " 2 1050673152  2 16384 " ] \
+   && python3 -c "import sys; a,b,l=map(int,sys.argv[1:]); sys.exit(not (1.9*l < a-b < 2.1*l))" "$pf" "$pcl" "$LOGITS32"; then
+  ok "compile_loss: two fp32 values a row saved, a bf16 gradient, no fp32 copy or log-probs; the peak falls by $(( (pf - pcl) >> 20 )) MiB"
+else bad "compile_loss: $f32 fp32 copies or log-probs, $lab label pads, per-row '$rows', backward '$bwd', peak $pcl (full $pf)"; fi
+"$VRSIM" "$tmp/l3.lua" --no-files --set training.compile_loss=true --set training.loss=chunked >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "compile_loss with training.loss = \"chunked\" is not modelled.*compiled with training.compile" "$tmp/err"; then
+  ok "compile_loss with the chunked loss: exit 2, named"
+else bad "compile_loss with the chunked loss: exit $rc: $(cat "$tmp/err")"; fi
+"$VRSIM" scenarios/sdxl_lora_4090.lua --no-files --set training.compile_loss=true >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "sdxl: training.compile_loss" "$tmp/err"; then ok "compile_loss on SDXL: exit 2, named"
+else bad "compile_loss on SDXL: exit $rc: $(cat "$tmp/err")"; fi
 
 # 6. refused where the library refuses or vrsim does not model it
 "$VRSIM" "$tmp/l3.lua" --no-files --set training.loss=liger_fused --set precision=amp_bf16 >/dev/null 2>"$tmp/err"; rc=$?

@@ -199,7 +199,7 @@ local function causal_lm_forward(cx, m, ids)
   end
   nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped
   if r.inference then return logits end
-  local loss = llama.causal_lm_loss(cx, logits, r.batch, r.seq)
+  local loss = llama.causal_lm_loss(cx, logits, r.batch, r.seq, r.compile_loss)
   nn.release(cx, { hf }, m.cls .. ".forward returns: hidden_states")
   return loss
 end

@@ -774,9 +774,25 @@ local function model_forward(cx, m, ids)
   return hf
 end
 
+-- torchtitan's loss_fn under torch.compile (compile.components "loss": training.compile_loss):
+-- cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1)) is one graph of its own. The
+-- labels come from the dataloader already shifted (b, s): no pad or shift. The flattens are views,
+-- and the graph is the op library's nn.cross_entropy_compiled: it saves the logits as they came
+-- and two fp32 values a row, and Inductor fuses the upcast into its reductions (no fp32 copy of
+-- the logits, no fp32 log-probabilities). Checked on the CPU (torch 2.13, saved_tensors_hooks
+-- around the compiled call, bf16 (2, 64, 1000) logits): saved are the bf16 logits, the (2, 64)
+-- labels and two (128, 1) fp32 tensors; the mean reduction of torchtitan's older loss_fn also
+-- saves one fp32 scalar (the count), not modelled (one 512-byte block).
+local function compiled_lm_loss(cx, logits, b, s)
+  local labels = nn.op(cx, { name = "labels", inputs = {}, outs = { { "labels", { b, s }, "int64" } } })
+  return nn.cross_entropy_compiled(cx, "", logits, labels)
+end
+
 -- ForCausalLMLoss: logits.float(); labels padded and shifted; F.cross_entropy (the op library's
--- nn.cross_entropy: log_softmax, which saves its fp32 output, then nll_loss).
-local function causal_lm_loss(cx, logits, b, s)
+-- nn.cross_entropy: log_softmax, which saves its fp32 output, then nll_loss). compiled:
+-- training.compile_loss, torchtitan's compiled loss instead (compiled_lm_loss).
+local function causal_lm_loss(cx, logits, b, s, compiled)
+  if compiled then return compiled_lm_loss(cx, logits, b, s) end
   local lf = nn.to(cx, logits, "fp32", "logits.float")
   local labels = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
   -- labels[..., 1:].contiguous() (loss_utils.py ForCausalLMLoss): at micro_batch 1 the slice is
@@ -839,7 +855,7 @@ local function causal_lm_forward(cx, m, ids)
   if not logits or logits == hl then return nil end
   nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped
   if r.inference then return logits end
-  local loss = causal_lm_loss(cx, logits, r.batch, r.seq)
+  local loss = causal_lm_loss(cx, logits, r.batch, r.seq, r.compile_loss)
   -- `hidden_states = outputs.last_hidden_state` is forward's local until it returns
   -- (fulltrace_gen-llama32-1b-lora-all-r16-b4-ckpt-trace: with a frozen head nothing saves it,
   -- and it is freed after the loss)

@@ -359,18 +359,55 @@ function T.scenario(r, opts)
   r:not_read(o, { "lr", "beta1", "beta2", "eps", "weight_decay" }, P)
   r:finish(o, TOOL, P)
 
-  -- [compile]
+  -- [compile]: CompileConfig (enable, components = ["model", "loss"], backend = "inductor").
+  -- "model": apply_compile compiles each TransformerBlock on its own (fullgraph=True), after
+  -- apply_ac wrapped it: training.compile of scope "layer" with checkpoint_impl "wrapper" (set by
+  -- [activation_checkpoint] above). "loss": build_cross_entropy_loss wraps loss_fn in
+  -- torch.compile: training.compile_loss.
   local c = section(r, d, "compile")
   P = "compile."
-  if r:get(c, "enable", "boolean", false, P) then
-    r:fail(c, "enable", "torch.compile (its fused kernels and freed intermediates) is not modelled", P)
+  local enable = r:get(c, "enable", "boolean", false, P)
+  local comps = { model = false, loss = false }
+  if enable then
+    local list = r:get(c, "components", "table", { "model", "loss" }, P)
+    for _, v in ipairs(list) do
+      if comps[v] == nil then
+        r:fail(c, "components", ("'%s' is not a component torchtitan compiles (model, loss)"):format(tostring(v)), P)
+      end
+      comps[v] = true
+    end
+    local backend = r:get(c, "backend", "string", "inductor", P)
+    if backend ~= "inductor" then r:fail(c, "backend", ("'%s' is not modelled (read: inductor)"):format(backend), P) end
+  else
+    r:not_read(c, { "components", "backend" }, P)
   end
-  if async_tp and deg.tp > 1 then
-    -- (torchtitan's maybe_enable_async_tp raises so)
+  if async_tp and deg.tp > 1 and not comps.model then
+    -- (torchtitan's maybe_enable_async_tp raises so, in apply_tp, before the loss is built)
     r:fail(pa, "enable_async_tensor_parallel", "async TP requires 'model' in --compile.components and "
            .. "--compile.enable (Inductor's micro_pipeline_tp pass)", "parallelism.")
   end
-  r:not_read(c, { "components", "backend" }, P)
+  if enable then
+    if comps.model then
+      local why = require("strategies.compile").check({
+        checkpointing = t.checkpointing, checkpoint_scope = t.checkpoint_scope or "layer",
+        checkpoint_every = t.checkpoint_every or 1, checkpoint_impl = t.checkpoint_impl, quant = "none",
+        strategy = t.strategy, parallel = t.parallel }, {})
+      if why then r:fail(c, "enable", why, P) end
+      t.compile = true
+    end
+    if comps.loss then
+      if deg.tp > 1 then
+        r:fail(c, "components", "'loss' under tensor parallelism: loss parallel's DTensor cross-entropy compiled is "
+               .. "not modelled (give components = [\"model\"])", P)
+      end
+      t.compile_loss = true
+    end
+    notes[#notes + 1] = ("torchtitan compile: %s"):format(comps.model and comps.loss
+        and "each TransformerBlock compiled (training.compile) and the loss_fn (training.compile_loss)"
+        or comps.model and "each TransformerBlock compiled (training.compile); the loss eager"
+        or comps.loss and "the loss_fn alone (training.compile_loss); the model eager"
+        or "components names nothing: nothing compiled")
+  end
   r:finish(c, TOOL, P)
 
   -- sections that change the run only when enabled, which is not modelled: off, their other

@@ -279,7 +279,7 @@ function T.scenario(r, opts)
     if why then r:fail(d, "compile", why) end
     t.compile = true
     notes[#notes + 1] = "torchtune compile: the decoder layers compiled (training.compile), and the loss's "
-        .. "compute_cross_entropy (training.compile_loss over CEWithChunkedOutputLoss) as its own graph"
+        .. "compute_cross_entropy (torchtune.training.compile_loss over CEWithChunkedOutputLoss) as its own graph"
   end
 
   if ck then

@@ -77,7 +77,7 @@ function M.refusal(t, fam, count)
     return no(("loss %s: litgpt's head and loss are its own (128-token chunks, bf16 cross-entropy); leave "
                .. "training.loss unset"):format(tostring(t.loss)))
   end
-  for _, k in ipairs { "checkpointing", "compile", "inference", "generate", "dpo", "float8", "data",
+  for _, k in ipairs { "checkpointing", "compile", "compile_loss", "inference", "generate", "dpo", "float8", "data",
                        "activation_offload", "optimizer_in_backward", "parallel", "deepspeed" } do
     if t[k] then return no(("training.%s is not modelled with litgpt's program"):format(k)) end
   end

@@ -32,6 +32,19 @@ end
 function M.check_causal_lm(t, root, notes, arch)
   local bad = check_optimizer(t, notes)
   if bad then return bad end
+  if t.compile_loss then
+    -- torchtitan's compiled loss_fn is the full cross-entropy over the whole logits
+    if t.inference then
+      notes[#notes + 1] = "training.compile_loss = true has no effect on this run: inference computes no loss"
+    elseif t.loss ~= "full" then
+      return ("training.compile_loss with training.loss = \"%s\" is not modelled: compile_loss compiles the full "
+              .. "cross-entropy (torchtitan's loss_fn)%s"):format(t.loss, t.loss == "chunked"
+              and "; torchtune's chunked loss is compiled with training.compile" or "")
+    elseif t.dpo then
+      return "training.compile_loss with training.dpo is not modelled: DPO's loss is TRL's fused head, not the "
+             .. "cross-entropy torchtitan compiles"
+    end
+  end
   if t.loss ~= "full" then
     if t.inference then
       notes[#notes + 1] = ("training.loss = %s has no effect on this run: inference computes no loss"):format(t.loss)
@@ -118,6 +131,10 @@ function M.check_other(t, model, notes)
   if t.optimizer_in_backward then
     return ("%s: training.optimizer_in_backward is not modelled for this model (torchtune's "
             .. "per-parameter hooks are built for the causal language models)"):format(model)
+  end
+  if t.compile_loss then
+    return ("%s: training.compile_loss is not modelled for this model (it compiles a causal language "
+            .. "model's cross-entropy)"):format(model)
   end
   if t.compile then
     return ("%s: training.compile is not modelled for this model (compiled decoder layers of the "

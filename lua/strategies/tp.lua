@@ -66,6 +66,8 @@ function T.refusal(fam, mc, t, tp)
     { t.precision:match("^lora") or t.lora ~= nil, "LoRA adapters" },
     { t.quant ~= "none", "bitsandbytes quantization" },
     { t.loss ~= "full", "training.loss = \"" .. t.loss .. "\" (torchtitan's loss parallel is the full cross-entropy)" },
+    -- (loss parallel's DTensor cross-entropy under torch.compile: its partition is not checked)
+    { t.compile_loss, "training.compile_loss (loss parallel's cross-entropy compiled)" },
     { t.device_map ~= "none", "device_map" },
     { t.activation_offload, "activation offloading" },
     { t.optimizer_in_backward, "the optimizer step in backward" },

@@ -16,7 +16,7 @@
 --                num_output_chunks = 8 chunks of the hidden states along the sequence, and the
 --                loss upcasts one chunk at a time. Each chunk's log_softmax output (fp32, 1/8 of
 --                the logits) is still saved for backward, unless torch.compile is on: the
---                recipes then compile the upcast and cross-entropy (training.compile_loss),
+--                recipes then compile the upcast and cross-entropy (torchtune.training.compile_loss),
 --                which save the chunk's logits and two fp32 values a row instead.
 --   cce          Apple's Cut Cross-Entropy (github apple/ml-cross-entropy at d42911f, June 2025,
 --                the source its transformers extra installs from; PyPI's 25.1.1 predates the
@@ -218,7 +218,7 @@ end
 -- torchtune's TransformerDecoder.chunked_output and CEWithChunkedOutputLoss: the head m applied
 -- to each chunk of hf along the sequence, then the loss over the chunks. compiled: torch.compile
 -- is on, and torchtune's recipes then compile the loss's compute_cross_entropy
--- (training.compile_loss). Returns the loss.
+-- (torchtune.training.compile_loss). Returns the loss.
 function M.chunked(cx, head, hf, b, s, compiled)
   local h = hf.shape[#hf.shape]
   local n = M.NUM_OUTPUT_CHUNKS
@@ -276,7 +276,7 @@ function M.chunked(cx, head, hf, b, s, compiled)
     -- copy is the call's argument until it returns
     local l
     if compiled then
-      -- training.compile_loss: compute_cross_entropy is its own compiled graph
+      -- torchtune.training.compile_loss: compute_cross_entropy is its own compiled graph
       l = nn.cross_entropy_compiled(cx, pre .. ".", lg, lab)
     else
       local lf = nn.to(cx, lg, "fp32", pre .. ".float")

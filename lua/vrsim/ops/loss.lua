@@ -28,7 +28,7 @@ return function(nn)
   end
 
   -- CEWithChunkedOutputLoss.compute_cross_entropy under torch.compile (torchtune 0.6.1's
-  -- training.compile_loss compiles it alone: F.cross_entropy(logits.float(), labels,
+  -- torchtune.training.compile_loss compiles it alone: F.cross_entropy(logits.float(), labels,
   -- reduction="sum") on one chunk's logits x, whatever their dtype). AOTAutograd's min-cut
   -- partitioner saves the chunk's logits as they came, the labels, and two fp32 values a row
   -- (the row max and the log of the sum of exponentials): neither the fp32 copy nor the fp32
