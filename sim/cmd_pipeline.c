@@ -32,6 +32,7 @@ typedef struct Ranks {
     SimResult **res;
     double *action_ns;  /* [stage * PP_KINDS + kind] */
     double *rest_ns;    /* per rank */
+    double *own_ns;     /* per rank: its engine step, its work alone */
     double *end_ns, *busy_ns;
     const PpAction **order;
     int *n_order;
@@ -44,6 +45,7 @@ static void ranks_free(Ranks *r) {
     free(r->res);
     free(r->action_ns);
     free(r->rest_ns);
+    free(r->own_ns);
     free(r->end_ns);
     free(r->busy_ns);
     free(r->order);
@@ -103,15 +105,24 @@ static bool action_times(Ranks *k, int r, double *sum, int *cnt) {
         if (start[a] < 0 || s->start_ns < start[a]) start[a] = s->start_ns;
         if (s->end_ns > end[a]) end[a] = s->end_ns;
     }
-    double total = 0;
+    /* An action's time is what it adds to the rank's timeline: from the later of its first op's
+     * start and the previous action's end, to its last op's end. Its first op can start long
+     * before the previous action ends: a stage's first forward all-gathers the stage's parameters
+     * (FSDP2) on the all-gather stream, which the engine, seeing no dependency, starts at the
+     * step's start, beside the rank's other stage; counted from there, that forward would hold
+     * the other stage's compute too and the actions would add up to more than the step. */
+    double total = 0, prev_end = -1;
     for (int a = 0; a < pp->n_actions; a++) {
-        double d = start[a] >= 0 ? end[a] - start[a] : 0;
+        double s0 = start[a] > prev_end ? start[a] : prev_end;
+        double d = start[a] >= 0 && end[a] > s0 ? end[a] - s0 : 0;
+        if (start[a] >= 0 && end[a] > prev_end) prev_end = end[a];
         const PpAction *x = &pp->actions[a];
         sum[x->stage * PP_KINDS + x->kind] += d;
         cnt[x->stage * PP_KINDS + x->kind]++;
         total += d;
     }
-    double rest = report_step(res)->time_ns - total;
+    k->own_ns[r] = report_step(res)->time_ns;
+    double rest = k->own_ns[r] - total;
     k->rest_ns[r] = rest > 0 ? rest : 0;
     free(action_of);
     free(start);
@@ -157,13 +168,14 @@ int cmd_pipeline(const char *path, const char *src, const ScenarioOptions *opts,
     k.res = calloc((size_t)n, sizeof(SimResult *));
     k.action_ns = calloc((size_t)pp0->stages * PP_KINDS, sizeof(double));
     k.rest_ns = calloc((size_t)n, sizeof(double));
+    k.own_ns = calloc((size_t)n, sizeof(double));
     k.end_ns = calloc((size_t)n, sizeof(double));
     k.busy_ns = calloc((size_t)n, sizeof(double));
     k.order = calloc((size_t)n, sizeof(PpAction *));
     k.n_order = calloc((size_t)n, sizeof(int));
     double *sum = calloc((size_t)pp0->stages * PP_KINDS, sizeof(double));
     int *cnt = calloc((size_t)pp0->stages * PP_KINDS, sizeof(int));
-    if (!k.plans || !k.res || !k.action_ns || !k.rest_ns || !k.end_ns || !k.busy_ns || !k.order ||
+    if (!k.plans || !k.res || !k.action_ns || !k.rest_ns || !k.own_ns || !k.end_ns || !k.busy_ns || !k.order ||
         !k.n_order || !sum || !cnt) {
         safetext_eprintf("vrsim: out of host memory\n");
         plan_free(plan0);
@@ -276,6 +288,7 @@ int cmd_pipeline(const char *path, const char *src, const ScenarioOptions *opts,
             cJSON_AddNumberToObject(e, "peak_reserved_bytes", s ? (double)s->peak_reserved : 0);
             cJSON_AddNumberToObject(e, "busy_ms", k.busy_ns[r] / 1e6);
             cJSON_AddNumberToObject(e, "rest_ms", k.rest_ns[r] / 1e6);
+            cJSON_AddNumberToObject(e, "own_step_ms", k.own_ns[r] / 1e6);
             cJSON *ac = cJSON_AddArrayToObject(e, "actions");
             for (int a = 0; ac && a < pp->n_actions; a++) {
                 char buf[48];

@@ -315,7 +315,8 @@ function M.pp_release(cx, s, layer, list)
     g.holder[g.key] = g.p
     if g.p.trainable then
       grads[#grads + 1] = g.full.id
-      rs_bytes = rs_bytes + nn.bytes(g.p.shape, rdt or g.dtype)
+      -- (a float8-gathered weight's gradient is in the param dtype, as in M.release)
+      rs_bytes = rs_bytes + nn.bytes(g.p.shape, rdt or g.grad_dtype or g.dtype)
     end
   end
   s.gathered[layer] = nil
@@ -324,7 +325,7 @@ function M.pp_release(cx, s, layer, list)
   local acc = s.acc_unsharded[layer]
   if not acc then
     acc = tensor(cx, ("unsharded accumulated gradients (layer %d)"):format(layer), rs_bytes,
-                 rdt or list[1].dtype, "grad", true)
+                 rdt or list[1].grad_dtype or list[1].dtype, "grad", true)
     s.acc_unsharded[layer] = acc
     op(cx, { name = ("to_accumulated_grad layer %d"):format(layer), kind = "copy", phase = "bwd",
              hook = 2, layer = layer, grads_of = grads, free_grads = true, drop_persistent = true,
@@ -355,7 +356,7 @@ function M.pp_reduce_grads(cx)
     local acc = s.acc_unsharded and s.acc_unsharded[layer]
     if acc then
       s.acc_unsharded[layer] = nil
-      local rdt = s.reduce_dtype or list[1].dtype
+      local rdt = s.reduce_dtype or list[1].grad_dtype or list[1].dtype
       local rs_bytes = 0
       for _, it in ipairs(list) do if it.p.trainable then rs_bytes = rs_bytes + nn.bytes(it.p.shape, rdt) end end
       local rin = tensor(cx, ("reduce-scatter input (layer %d)"):format(layer), rs_bytes, rdt, "temp", false)
