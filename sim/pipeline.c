@@ -70,6 +70,79 @@ static VrStatus check_spec(const PipelineSpec *s, char *err, size_t errlen) {
     return VR_OK;
 }
 
+/* The lockstep composition (pipeline.h): time step by time step, every rank's action, then
+ * its batch of transfers, which holds both ends until the later one posts it. */
+static VrStatus compose_lockstep(const PipelineSpec *s, Times *tm, double *end_ns, double *busy_ns,
+                                 char *err, size_t errlen) {
+    int steps = 0;
+    for (int r = 0; r < s->ranks; r++)
+        for (int i = 0; i < s->n_order[r]; i++) {
+            int t = s->order[r][i].slot;
+            if (t < 0 || t >= 1 << 20 || (i > 0 && t <= s->order[r][i - 1].slot)) {
+                snprintf(err, errlen, "pipeline: rank %d's action %d has time step %d, not after the one before", r, i, t);
+                return VR_EINVAL;
+            }
+            if (t + 1 > steps) steps = t + 1;
+        }
+    int *next = calloc((size_t)s->ranks, sizeof(int));
+    const PpAction **now = calloc((size_t)s->ranks, sizeof(PpAction *));
+    double *done = calloc((size_t)s->ranks, sizeof(double)); /* when the rank's last step ended */
+    double *comp = calloc((size_t)s->ranks, sizeof(double)); /* when this step's compute ended */
+    if (!next || !now || !done || !comp) {
+        free(next); free(now); free(done); free(comp);
+        return VR_ENOMEM;
+    }
+    VrStatus st = VR_OK;
+    for (int t = 0; t < steps && !st; t++) {
+        for (int r = 0; r < s->ranks; r++) {
+            now[r] = next[r] < s->n_order[r] && s->order[r][next[r]].slot == t ? &s->order[r][next[r]++] : NULL;
+            comp[r] = done[r];
+            if (!now[r]) continue;
+            const PpAction *a = now[r];
+            double ready = inputs_ready(s, tm, a);
+            if (ready < 0) {
+                snprintf(err, errlen, "pipeline: rank %d runs %d%c%d at time step %d before its input is sent",
+                         r, a->stage, KIND_CHAR[a->kind], a->mb, t);
+                st = VR_EINVAL;
+                break;
+            }
+            double dur = s->action_ns[a->stage * PP_KINDS + a->kind];
+            comp[r] = (ready > done[r] ? ready : done[r]) + dur;
+            busy_ns[r] += dur;
+            int k = a->stage * s->microbatches + a->mb;
+            if (a->kind == PP_F) tm->f_end[k] = comp[r];
+            else if (a->kind == PP_B || a->kind == PP_I) tm->b_end[k] = comp[r];
+        }
+        if (st) break;
+        for (int r = 0; r < s->ranks; r++) done[r] = comp[r];
+        /* the transfers: each send meets its receive, posted by the peer at this time step */
+        for (int r = 0; r < s->ranks; r++) {
+            const PpAction *a = now[r];
+            if (!a) continue;
+            int k = a->stage * s->microbatches + a->mb, to = -1, at = -1;
+            double bytes = 0;
+            if (a->kind == PP_F && a->stage + 1 < s->stages) {
+                to = (a->stage + 1) % s->ranks; at = k + s->microbatches; bytes = s->send_bytes[a->stage];
+            } else if ((a->kind == PP_B || a->kind == PP_I) && a->stage > 0) {
+                to = (a->stage - 1) % s->ranks; at = k - s->microbatches; bytes = s->send_bytes[a->stage - 1];
+            }
+            if (to < 0) continue;
+            double arrive = to == r ? comp[r] : (comp[r] > comp[to] ? comp[r] : comp[to]) + pipeline_p2p_ns(&s->link, bytes);
+            if (a->kind == PP_F) tm->act_at[at] = arrive;
+            else tm->grad_at[at] = arrive;
+            if (arrive > done[r]) done[r] = arrive;
+            if (arrive > done[to]) done[to] = arrive;
+        }
+        for (int r = 0; r < s->ranks; r++)
+            if (now[r]) end_ns[r] = done[r];
+    }
+    free(next);
+    free(now);
+    free(done);
+    free(comp);
+    return st;
+}
+
 VrStatus pipeline_compose(const PipelineSpec *s, PipelineResult *out, double *end_ns, double *busy_ns,
                           char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -90,9 +163,10 @@ VrStatus pipeline_compose(const PipelineSpec *s, PipelineResult *out, double *en
     for (int i = 0; i < s->ranks * s->ranks; i++) link_free[i] = 0;
     for (int r = 0; r < s->ranks; r++) end_ns[r] = busy_ns[r] = 0;
 
+    if (s->lockstep) st = compose_lockstep(s, &tm, end_ns, busy_ns, err, errlen);
     /* each round runs the one action, among the ranks' next ones whose inputs are known, that
      * starts first (ties: the lower rank), so that the links see their transfers in time order */
-    for (;;) {
+    for (; !s->lockstep;) {
         int pick = -1;
         double pick_start = 0;
         bool left = false;

@@ -14,6 +14,14 @@
  *   F(s, m)  after F(s-1, m)'s activation arrived (s > 0)
  *   B/I(s,m) after F(s, m) and, but for the last stage, B/I(s+1, m)'s gradient arrived
  *   W(s, m)  after I(s, m)
+ * Lockstep (the multi-stage schedules: PipelineScheduleMulti._step_microbatches runs the rank's
+ * pipeline_order time step by time step, idle slots included): at each time step a rank runs its
+ * action, if any, then posts one batch of point-to-point ops (the sends of its action, the
+ * receives for what its neighbours run at that same time step) and waits for all of them
+ * (_batch_p2p(ops).wait()). A send completes only once its receiver has posted the receive
+ * (NCCL's rendezvous), so a transfer between two neighbours ends at the later of their two
+ * actions' ends plus its time, and each of them moves on to its next time step only then: a
+ * rank with nothing to compute, or a short forward, waits for its neighbours' step.
  * Invariants: every action runs once; a rank's actions run in its order without overlap;
  * busy_ns[r] == sum of its actions' durations <= end_ns[r]. An order that waits for an action
  * no rank will run first (a deadlock) is VR_EINVAL. */
@@ -29,6 +37,7 @@ typedef struct PpAction {
     int stage;             /* global stage index */
     PpKind kind;
     int mb;                /* micro-batch */
+    int slot;              /* its time step in the rank's pipeline_order (lockstep schedules) */
 } PpAction;
 
 typedef struct PipelineSpec {
@@ -43,6 +52,7 @@ typedef struct PipelineSpec {
     const double *send_bytes;      /* [s], s < stages - 1: bytes stage s sends to s + 1 per
                                       micro-batch (the gradient back is as large) */
     CollLink link;                 /* the link between pipeline ranks */
+    bool lockstep;                 /* the orders run by time step (PpAction.slot), below */
 } PipelineSpec;
 
 typedef struct PipelineResult {
@@ -68,6 +78,7 @@ typedef struct PpPlan {
     PpAction *actions;             /* the rank's compute actions, in order (n_actions) */
     int *op_first, *op_end;        /* per action: its ops [op_first, op_end) in the graph */
     int n_actions;
+    bool lockstep;                 /* the actions carry their time steps (PpAction.slot) */
 } PpPlan;
 
 void pipeline_plan_free(PpPlan *p); /* NULL is a no-op */

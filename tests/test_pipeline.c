@@ -167,7 +167,7 @@ static void test_gpipe_and_1f1b_span(void **state) {
  * at 1 GB/s = 1100 ns each way); the rest after the last action ends the step. */
 static void test_transfers_on_the_link(void **state) {
     (void)state;
-    PpAction acts[2][64] = {{{0, PP_F, 0}, {0, PP_B, 0}}, {{1, PP_F, 0}, {1, PP_B, 0}}};
+    PpAction acts[2][64] = {{{0, PP_F, 0, 0}, {0, PP_B, 0, 0}}, {{1, PP_F, 0, 0}, {1, PP_B, 0, 0}}};
     int n[2] = {2, 2};
     PipelineResult res;
     double end[2], busy[2];
@@ -202,10 +202,78 @@ static void test_interleaved_shrinks_the_bubble(void **state) {
     lua_close(L);
 }
 
+/* The interleaved schedules' time steps: torch's pipeline_order keeps idle slots (None) that its
+ * runtime steps through; each action's index there, as torch 2.13's
+ * ScheduleInterleaved1F1B(stages, 8).pipeline_order[rank] gives them for pp 4, 2 stages a rank
+ * (validation/pp_schedules/capture_orders.py's stand-in stages; the 2024 _get_1f1b_rank_ops
+ * pads the same). */
+static void test_interleaved_time_steps_match_torch(void **state) {
+    (void)state;
+    static const char *const want[4] = {
+        "0:0F0 1:0F1 2:0F2 3:0F3 4:4F0 5:4F1 6:4F2 7:4F3 8:0F4 9:0F5 14:0F6 15:4B0 16:0F7 17:4B1 18:4F4 19:4B2 "
+        "20:4F5 21:4B3 22:4F6 23:0B0 24:4F7 25:0B1 27:0B2 29:0B3 31:4B4 33:4B5 35:4B6 37:4B7 39:0B4 41:0B5 43:0B6 45:0B7",
+        "1:1F0 2:1F1 3:1F2 4:1F3 5:5F0 6:5F1 7:5F2 8:5F3 12:1F4 13:5B0 14:1F5 15:5B1 16:1F6 17:5B2 18:1F7 19:5B3 "
+        "20:5F4 21:1B0 22:5F5 23:1B1 24:5F6 25:1B2 26:5F7 27:1B3 29:5B4 31:5B5 33:5B6 35:5B7 37:1B4 39:1B5 41:1B6 43:1B7",
+        "2:2F0 3:2F1 4:2F2 5:2F3 6:6F0 7:6F1 10:6F2 11:6B0 12:6F3 13:6B1 14:2F4 15:6B2 16:2F5 17:6B3 18:2F6 19:2B0 "
+        "20:2F7 21:2B1 22:6F4 23:2B2 24:6F5 25:2B3 26:6F6 27:6B4 28:6F7 29:6B5 31:6B6 33:6B7 35:2B4 37:2B5 39:2B6 41:2B7",
+        "3:3F0 4:3F1 5:3F2 6:3F3 8:7F0 9:7B0 10:7F1 11:7B1 12:7F2 13:7B2 14:7F3 15:7B3 16:3F4 17:3B0 18:3F5 19:3B1 "
+        "20:3F6 21:3B2 22:3F7 23:3B3 24:7F4 25:7B4 26:7F5 27:7B5 28:7F6 29:7B6 30:7F7 31:7B7 33:3B4 35:3B5 37:3B6 39:3B7",
+    };
+    lua_State *L = schedules_state();
+    for (int r = 0; r < 4; r++) {
+        lua_getglobal(L, "S");
+        lua_getfield(L, -1, "line");
+        lua_pushstring(L, "Interleaved1F1B");
+        lua_pushinteger(L, 4);
+        lua_pushinteger(L, 8);
+        lua_pushinteger(L, 2);
+        lua_pushinteger(L, r);
+        lua_pushboolean(L, 1);
+        if (lua_pcall(L, 6, 1, 0) != LUA_OK) fail_msg("%s", lua_tostring(L, -1));
+        assert_string_equal(lua_tostring(L, -1), want[r]);
+        lua_pop(L, 2);
+    }
+    lua_close(L);
+}
+
+/* Lockstep: a rank's send at a time step completes only when its peer has posted the receive,
+ * after the peer's own action of that step. Rank 0 runs three 1 ns forwards at steps 0-2, rank 1
+ * the next stage's 10 ns forwards at steps 1-3 (free transfers): rank 0's second send waits for
+ * rank 1's first forward (to 11), its third forward runs 11-12 and its send waits to 21; run by
+ * their data alone rank 0 would be done at 3. */
+static void test_lockstep_waits_for_the_peer(void **state) {
+    (void)state;
+    PpAction acts[2][3] = {{{0, PP_F, 0, 0}, {0, PP_F, 1, 1}, {0, PP_F, 2, 2}},
+                           {{1, PP_F, 0, 1}, {1, PP_F, 1, 2}, {1, PP_F, 2, 3}}};
+    const PpAction *order[2] = {acts[0], acts[1]};
+    int n[2] = {3, 3};
+    double ns[2 * PP_KINDS] = {0}, sb[2] = {0, 0}, end[2], busy[2];
+    ns[0 * PP_KINDS + PP_F] = 1;
+    ns[1 * PP_KINDS + PP_F] = 10;
+    PipelineSpec spec = {.ranks = 2, .stages = 2, .microbatches = 3, .order = order, .n_order = n,
+                         .action_ns = ns, .send_bytes = sb, .link = {.latency_ns = 0, .bus_bw = 1e9},
+                         .lockstep = true};
+    PipelineResult res;
+    char err[256];
+    assert_int_equal(pipeline_compose(&spec, &res, end, busy, err, sizeof err), VR_OK);
+    assert_float_equal(end[0], 21, 1e-9);
+    assert_float_equal(end[1], 31, 1e-9);
+    assert_float_equal(busy[0], 3, 1e-9);
+    spec.lockstep = false;
+    assert_int_equal(pipeline_compose(&spec, &res, end, busy, err, sizeof err), VR_OK);
+    assert_float_equal(end[0], 3, 1e-9);
+    assert_float_equal(end[1], 31, 1e-9);
+    /* a step that runs an action before its input was sent is refused */
+    acts[1][0].slot = 0;
+    spec.lockstep = true;
+    assert_int_equal(pipeline_compose(&spec, &res, end, busy, err, sizeof err), VR_EINVAL);
+    assert_non_null(strstr(err, "before its input is sent"));
+}
+
 /* An order that waits on itself is refused, naming where each rank stands. */
 static void test_deadlock_is_einval(void **state) {
     (void)state;
-    PpAction acts[2][64] = {{{0, PP_B, 0}, {0, PP_F, 0}}, {{1, PP_F, 0}, {1, PP_B, 0}}};
+    PpAction acts[2][64] = {{{0, PP_B, 0, 0}, {0, PP_F, 0, 0}}, {{1, PP_F, 0, 0}, {1, PP_B, 0, 0}}};
     int n[2] = {2, 2};
     PipelineResult res;
     double end[2], busy[2];
@@ -213,7 +281,7 @@ static void test_deadlock_is_einval(void **state) {
     assert_int_equal(compose(acts, n, 2, 2, 1, 10, 20, 0, 0, &res, end, busy, err, sizeof err), VR_EINVAL);
     assert_non_null(strstr(err, "deadlocks"));
     assert_non_null(strstr(err, "rank 0 at 0B0"));
-    PpAction wrong[2][64] = {{{1, PP_F, 0}}, {{1, PP_F, 0}}};
+    PpAction wrong[2][64] = {{{1, PP_F, 0, 0}}, {{1, PP_F, 0, 0}}};
     int n1[2] = {1, 1};
     assert_int_equal(compose(wrong, n1, 2, 2, 1, 10, 20, 0, 0, &res, end, busy, err, sizeof err), VR_EINVAL);
 }
@@ -226,6 +294,8 @@ int main(void) {
         cmocka_unit_test(test_transfers_on_the_link),
         cmocka_unit_test(test_interleaved_shrinks_the_bubble),
         cmocka_unit_test(test_deadlock_is_einval),
+        cmocka_unit_test(test_interleaved_time_steps_match_torch),
+        cmocka_unit_test(test_lockstep_waits_for_the_peer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -228,13 +228,18 @@ function P.run(cx, pl, mc, forward)
       fail(("pp_schedule %s: the backward split into input and weight gradients (%s actions) is not "
             .. "built in the graph yet; its order is (vrsim/pp_schedules.lua)"):format(pl.par.pp_schedule, a.kind))
     end
-    actions[#actions + 1] = { stage = a.stage, kind = KIND[a.kind], mb = k, op_first = op0, op_end = G:num_ops() }
+    actions[#actions + 1] = { stage = a.stage, kind = KIND[a.kind], mb = k, slot = a.slot, op_first = op0,
+                              op_end = G:num_ops() }
   end
   local stage_layers = {}
   for i, st in ipairs(pl.stages) do stage_layers[i] = st.last - st.first + 1 end
   return { ranks = pl.par.pp, stages = pl.n_stages, virtual = pl.virtual, microbatches = m,
            schedule = pl.par.pp_schedule, rank = pl.rank, actions = actions, send_bytes = act_bytes,
-           stage_layers = stage_layers }
+           stage_layers = stage_layers,
+           -- the multi-stage schedules run their pipeline_order time step by time step, each
+           -- step's sends and receives waited for together (sim/pipeline.h); GPipe's and 1F1B's
+           -- _step_microbatches post each transfer when its data needs it
+           lockstep = not S.NAMES[pl.par.pp_schedule].single }
 end
 
 -- The parts of the tree a stage runs (llama.lua's model_forward reads cx.run.stage): whether

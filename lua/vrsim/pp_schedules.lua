@@ -49,9 +49,13 @@ local function warmup_ops(rank, v, per_round, pp, m, factor)
   return math.min((v - 1) * per_round + factor * ((pp - 1) - rank), m * v)
 end
 
--- _get_1f1b_rank_ops without its idle slots: `warm` forwards, then v * m - warm steps of a
--- forward and a backward (I under zero bubble), then `warm` cool-down backwards; the step index
--- picks each action's local stage (a round of micro-batches per stage, backwards from the last).
+-- _get_1f1b_rank_ops: `warm` forwards, then v * m - warm steps of a forward and a backward (I
+-- under zero bubble), then `warm` cool-down backwards; the step index picks each action's local
+-- stage (a round of micro-batches per stage, backwards from the last). Each action's slot is its
+-- time step in torch's pipeline_order, whose idle slots (None) the runtime steps through too
+-- (vrsim/pipeline.lua, sim/pipeline.h): `rank` of them first, then after the warm-up enough for
+-- the first backward to come back (v * pp + 2 (pp - 1 - rank) - warm - rank; pp - rank - 1 under
+-- zero bubble), and, but under zero bubble, one before each cool-down backward.
 -- Under zero bubble (InterleavedZeroBubble: num_1f1b_microbatches = rank) every backward from
 -- the rank-th on is followed by the weight gradients of the oldest backward still without them,
 -- and those left run at the end.
@@ -70,19 +74,25 @@ local function interleaved(pp, m, v, rank, zero_bubble)
   local function next_of(t, s) local i = t[s] or 0; t[s] = i + 1; return i end
   local out, bwd_ops, w_done = {}, {}, 0
   local bkind = zero_bubble and "I" or "B"
+  local slot = rank -- the pre-padding
+  local function add(a) a.slot = slot; slot = slot + 1; out[#out + 1] = a end
   local function weight()
     local s = bwd_stage(bwd_ops[w_done + 1])
-    out[#out + 1] = act(s, "W", next_of(wmb, s))
+    add(act(s, "W", next_of(wmb, s)))
     w_done = w_done + 1
   end
+  local post_warm = math.max(0, zero_bubble and pp - rank - 1 or (v * pp + 2 * (pp - 1 - rank)) - (warm + rank))
   for op = 0, total - 1 do
     if op < warm + fwd_bwd then
       local s = fwd_stage(op)
-      out[#out + 1] = act(s, "F", next_of(fmb, s))
+      add(act(s, "F", next_of(fmb, s)))
+      if op == warm - 1 then slot = slot + post_warm end
+    elseif not zero_bubble then
+      slot = slot + 1 -- the idle slot before each cool-down backward
     end
     if op >= warm then
       local s = bwd_stage(op)
-      out[#out + 1] = act(s, bkind, next_of(bmb, s))
+      add(act(s, bkind, next_of(bmb, s)))
       bwd_ops[#bwd_ops + 1] = op
       if zero_bubble and op - warm >= rank then weight() end
     end
@@ -128,10 +138,13 @@ end
 -- An action as torch prints it: "0F3", "5I1".
 function M.str(a) return ("%d%s%d"):format(a.stage, a.kind, a.mb) end
 
--- A rank's order as one line of torch's strings, space-separated.
-function M.line(name, pp, m, v, rank)
+-- A rank's order as one line of torch's strings, space-separated; with_slots: each prefixed by
+-- its time step in the multi-stage schedules' pipeline_order ("14:0F6").
+function M.line(name, pp, m, v, rank, with_slots)
   local parts = {}
-  for _, a in ipairs(M.order(name, pp, m, v, rank)) do parts[#parts + 1] = M.str(a) end
+  for _, a in ipairs(M.order(name, pp, m, v, rank)) do
+    parts[#parts + 1] = (with_slots and a.slot and (a.slot .. ":") or "") .. M.str(a)
+  end
   return table.concat(parts, " ")
 end
 

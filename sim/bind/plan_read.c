@@ -477,11 +477,15 @@ void read_pp(lua_State *L, int t, Plan *p) {
         int a = lua_gettop(L);
         pp->actions[i] = (PpAction){.stage = (int)field_int(L, a, "stage", 0),
                                     .kind = (PpKind)field_int(L, a, "kind", 0),
-                                    .mb = (int)field_int(L, a, "mb", 0)};
+                                    .mb = (int)field_int(L, a, "mb", 0),
+                                    .slot = (int)field_int(L, a, "slot", -1)};
         pp->op_first[i] = (int)field_int(L, a, "op_first", 0);
         pp->op_end[i] = (int)field_int(L, a, "op_end", 0);
         lua_pop(L, 1);
     }
     pp->n_actions = (int)n;
+    lua_pop(L, 1);
+    lua_getfield(L, t, "lockstep");
+    pp->lockstep = lua_toboolean(L, -1);
     lua_pop(L, 1);
 }
