@@ -12,4 +12,4 @@ for n in gen4-qwen3moe-l4-b2 gen4-dsv2lite-l4-b1-eager; do
   timeout 120 python3 validation/harness/profile_hf_step.py --record $REC --name \$n \
     --out $STAGE/validation/results/kernels_moe_$G.jsonl 2>&1 | grep -v 'Warning\|warn' | tail -4
 done" \
-  bash validation/harness/run_gen4.sh validation/harness/plans/plan_gen6_hostbound_llama.jsonl:llama_${G}_gen6_generate:60 "$@"
+  bash validation/harness/run_gen4.sh validation/harness/plans/plan_gen6_hostbound_llama.jsonl:llama_${G}_gen6_generate:100 "$@"
