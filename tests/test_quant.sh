@@ -103,5 +103,50 @@ if python3 -c "import sys; a,b=map(float,sys.argv[1:]); sys.exit(not (abs(a/19.6
   ok "peft FSDP-QLoRA 70B: $g_off GB a GPU with offload (published 19.6), $g_on without (35.6)"
 else bad "peft FSDP-QLoRA 70B: $g_off GB with offload (published 19.6), $g_on without (35.6): off by more than 25 %"; fi
 
+# 8-10. bitsandbytes 0.50.2's eager MatMul4Bit (bitsandbytes/autograd/_functions.py) keeps
+#    ctx.tensors = (None, B): the packed weight, never its input. LoRA on q and v with dropout:
+#    down_proj's input (the MLP's product, 2048 x 11008 bf16 = 45,088,768 bytes) is read by no
+#    one else, so it is freed when down_proj's forward ends. At 2048 rows gemm_4bit falls back to
+#    dequantize + F.linear (M > 1536): the output, then the nested absmax in fp32 and
+#    absmax + offset (704,512 blocks x 4 = 2,818,048 bytes each) and the bf16 weight (90,177,536);
+#    backward's dequantize_4bit makes the absmax and the weight before grad_A.
+cat > "$tmp/qv.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { arch = "llama2", size = "7b", layers = 2 },
+  training = { micro_batch = 1, seq = 2048, precision = "lora_bf16", quant = "nf4", steps = 2,
+               lora = { r = 16, alpha = 32, dropout = 0.05, targets = { "q_proj", "v_proj" } } } }
+EOS
+"$VRSIM" "$tmp/qv.lua" --no-files --alloc-trace "$tmp/qv.csv" >"$tmp/out" 2>&1
+n=$(grep -c ",free_completed,[0-9]*,45088768,0,layers.1.mlp.down_proj$" "$tmp/qv.csv")
+if [ "$n" = 2 ]; then ok "eager MatMul4Bit keeps no input: down_proj's input freed by its forward (both steps)"
+else bad "eager MatMul4Bit: down_proj's input freed by its forward in $n of 2 steps"; fi
+fwd=$(grep ",alloc,.*,layers.1.mlp.down_proj$" "$tmp/qv.csv" | head -4 | cut -d, -f5 | tr '\n' ' ')
+if [ "$fwd" = "16777216 2818048 2818048 90177536 " ]; then
+  ok "gemm_4bit at 2048 rows: output, fp32 absmax twice, bf16 weight ($fwd)"
+else bad "gemm_4bit at 2048 rows allocates: $fwd (want 16777216 2818048 2818048 90177536)"; fi
+bwd=$(grep ",alloc,.*,layers.1.mlp.down_proj.backward$" "$tmp/qv.csv" | head -3 | cut -d, -f5 | tr '\n' ' ')
+if [ "$bwd" = "2818048 90177536 45088768 " ]; then
+  ok "MatMul4Bit.backward: absmax and bf16 weight, then grad_A ($bwd)"
+else bad "MatMul4Bit.backward allocates: $bwd (want 2818048 90177536 45088768)"; fi
+
+# 11. 16 rows on an H100 (132 SMs): bitsandbytes' table runs the fused kernel for gate_proj
+#    (N 11008: 172 blocks of 64 >= the SMs, M <= 32) and falls back for down_proj (N 4096: 64
+#    blocks, under half the SMs): only down_proj materializes its weight
+"$VRSIM" "$tmp/qv.lua" --no-files --set seq=16 --alloc-trace "$tmp/q16.csv" >/dev/null 2>&1
+g=$(grep -c ",alloc,.*,90177536,0,layers.1.mlp.gate_proj$" "$tmp/q16.csv")
+d=$(grep -c ",alloc,.*,90177536,0,layers.1.mlp.down_proj$" "$tmp/q16.csv")
+if [ "$g" = 0 ] && [ "$d" = 2 ]; then ok "gemm_4bit at 16 rows: gate_proj fused, down_proj dequantizes"
+else bad "gemm_4bit at 16 rows: gate_proj dequantized $g times, down_proj $d (want 0 and 2)"; fi
+
+# 12. LLM.int8 inference (MatMul8bitLt's fast path, threshold 6.0): int8_vectorwise_quant of
+#    down_proj's 2048 x 11008 fp16 input allocates SCA (2048 fp32 = 8,192 bytes) and CA (int8,
+#    22,544,384), then A.abs() (fp16, 45,088,768) and the bool mask `>= threshold` (22,544,384);
+#    the outlier columns' extra matmul is data-dependent: a note names it
+"$VRSIM" scenarios/llama7b_int8_inference_3090.lua --no-files --set layers=2 --set steps=1 \
+  --alloc-trace "$tmp/i8.csv" >"$tmp/out" 2>&1
+q=$(grep ",alloc,.*,layers.1.mlp.down_proj.int8_vectorwise_quant$" "$tmp/i8.csv" | cut -d, -f5 | tr '\n' ' ')
+if [ "$q" = "8192 22544384 45088768 22544384 " ] && grep -q "LLM.int8's outlier columns" "$tmp/out"; then
+  ok "int8_vectorwise_quant: SCA, CA, the fp16 abs and the outlier mask; the outlier path noted"
+else bad "int8_vectorwise_quant allocates: $q (want 8192 22544384 45088768 22544384), or no outlier note"; fi
+
 echo "test_quant: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
