@@ -82,7 +82,10 @@ else bad "quant_storage without nf4 is silently ignored"; fi
 #    checkpointing, flash attention, bf16 quant storage, 2 GPUs: 19.6 GB a GPU with CPU offload
 #    ("now requires 2X24GB GPUs"), 35.6 GB without. vrsim's peak reserved plus the CUDA context
 #    against them (GB = 1e9 bytes; the guide's GPUs hold more than an NCCL-free allocator figure),
-#    and the verdicts on two 24 GB cards.
+#    and the verdicts on two 24 GB cards. The offloaded figure is held to 30 %: the guide's run
+#    dates from FSDP-QLoRA's first bitsandbytes (0.43), whose MatMul4Bit kept each 4-bit matmul's
+#    input, which 0.50.2's does not (vrsim follows 0.50.2, and peft's lora.bnb cast before the
+#    add, both held to fulltrace_gen4-tt-qlora's allocations: test 13); without offload 25 %.
 cat > "$tmp/peft70.lua" <<'EOS'
 return { hardware = { gpu = "rtx4090", count = 2 }, model = { arch = "llama2", size = "70b" },
   training = { micro_batch = 2, seq = 2048, grad_accum = 2, precision = "lora_bf16", quant = "nf4",
@@ -99,9 +102,9 @@ gb() { python3 -c "import sys,json; d=json.load(sys.stdin); print('%.1f' % ((d['
 # shellcheck disable=SC2086
 g_off=$("$VRSIM" "$tmp/peft70.lua" --json --no-files --set gpu=h100_sxm $off | gb)
 g_on=$("$VRSIM" "$tmp/peft70.lua" --json --no-files --set gpu=h100_sxm | gb)
-if python3 -c "import sys; a,b=map(float,sys.argv[1:]); sys.exit(not (abs(a/19.6-1) < 0.25 and abs(b/35.6-1) < 0.25))" "$g_off" "$g_on"; then
+if python3 -c "import sys; a,b=map(float,sys.argv[1:]); sys.exit(not (abs(a/19.6-1) < 0.30 and abs(b/35.6-1) < 0.25))" "$g_off" "$g_on"; then
   ok "peft FSDP-QLoRA 70B: $g_off GB a GPU with offload (published 19.6), $g_on without (35.6)"
-else bad "peft FSDP-QLoRA 70B: $g_off GB with offload (published 19.6), $g_on without (35.6): off by more than 25 %"; fi
+else bad "peft FSDP-QLoRA 70B: $g_off GB with offload (published 19.6), $g_on without (35.6): off by more than 30 % / 25 %"; fi
 
 # 8-10. bitsandbytes 0.50.2's eager MatMul4Bit (bitsandbytes/autograd/_functions.py) keeps
 #    ctx.tensors = (None, B): the packed weight, never its input. LoRA on q and v with dropout:
@@ -147,6 +150,32 @@ q=$(grep ",alloc,.*,layers.1.mlp.down_proj.int8_vectorwise_quant$" "$tmp/i8.csv"
 if [ "$q" = "8192 22544384 45088768 22544384 " ] && grep -q "LLM.int8's outlier columns" "$tmp/out"; then
   ok "int8_vectorwise_quant: SCA, CA, the fp16 abs and the outlier mask; the outlier path noted"
 else bad "int8_vectorwise_quant allocates: $q (want 8192 22544384 45088768 22544384), or no outlier note"; fi
+
+# 13. the QLoRA record gen4-tt-qlora (validation/records/llama_h100_gen5_qlora.jsonl: 4 Llama-3-8B
+#    layers, peft LoRA r 16 dropout 0.05 on every linear, 2 x 2048, checkpointing, H100) against
+#    its measured allocator trace (validation/traces/fulltrace_gen4-tt-qlora.csv.gz): from the
+#    first fp32 logits (2,101,346,304 bytes) to the last, three steps, the number of allocations
+#    of each size that these layers make. 1 MiB and 3.5 MiB: the fp32 absmax of a 4096 x 4096
+#    and a 14336 x 4096 weight, twice in gemm_4bit's fallback, once in backward's dequantize;
+#    8, 32 and 112 MiB: the base outputs of k/v, q/o and gate/up, with peft's lora.bnb clone and
+#    its cast of the adapters' product before the add; 16, 64 and 224 MiB: their fp32 adapter
+#    products (no fp32 sum)
+cat > "$tmp/ttq.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" },
+  model = { arch = "llama2", hidden = 4096, intermediate = 14336, heads = 32, kv_heads = 8, layers = 4, vocab = 128256 },
+  training = { micro_batch = 2, seq = 2048, precision = "lora_bf16", quant = "nf4", checkpointing = true,
+               attention = "sdpa", steps = 4,
+               lora = { r = 16, alpha = 32, dropout = 0.05, targets = "all-linear" } } }
+EOS
+"$VRSIM" "$tmp/ttq.lua" --no-files --alloc-trace "$tmp/ttq.csv" >/dev/null 2>&1
+sizes() { awk -F, '{ a[NR] = $3 "," $5 } $3 == "alloc" && $5 == 2101346304 { if (!f) f = NR; l = NR }
+  END { for (i = f; i <= l; i++) { split(a[i], x, ","); if (x[1] == "alloc") c[x[2]]++ }
+        n = split("1048576 3670016 8388608 16777216 67108864 117440512 234881024", s, " ")
+        for (k = 1; k <= n; k++) printf "%s:%d ", s[k], c[s[k]] }'; }
+meas=$(gzip -dc validation/traces/fulltrace_gen4-tt-qlora.csv.gz | sizes)
+sim=$(sizes < "$tmp/ttq.csv")
+if [ -n "$meas" ] && [ "$meas" = "$sim" ]; then ok "gen4-tt-qlora: allocations by size match the measured trace ($sim)"
+else bad "gen4-tt-qlora: allocations by size: vrsim $sim, measured $meas"; fi
 
 echo "test_quant: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
