@@ -82,6 +82,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_quant.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_warmup.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_bnb_optim.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_litgpt.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_hub_kernels.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_defaults.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_moe.sh
@@ -95,6 +96,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_tech_records.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_compile.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_tp_compile.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_async_tp.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_oracle.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_recipes.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_mesh.sh

@@ -89,7 +89,7 @@ double device_op_ns(const DeviceSpec *dev, const Op *op) {
      * (data parallelism's, overlapped) or on the compute stream (tensor parallelism's, which the
      * next kernel waits for; there a group of one is a kernel: "broadcast" also names the
      * memory-bound broadcasting kernels) */
-    if (op->stream == STREAM_COLLECTIVE || op->stream == STREAM_REDUCE_SCATTER ||
+    if (op->stream == STREAM_COLLECTIVE || op->stream == STREAM_REDUCE_SCATTER || op->stream == STREAM_SYMM_MEM ||
         (op->kind_id == OPK_COLLECTIVE && op->world > 1))
         return device_collective_ns(dev, op->kind, op->bytes_moved, op->world, op->per_node);
     if (op->stream == STREAM_H2D || op->stream == STREAM_D2H)

@@ -373,6 +373,8 @@ static double op_timing(Run *r, int i, const Op *op, StepResult *sr, double *sta
     if (op->phase == PH_OPTIM && sid == STREAM_COMPUTE)
         for (int k = 1; k < STREAM_COUNT; k++)
             if (r->stream_ns[k] > start) start = r->stream_ns[k];
+    if (op->wait_stream > 0 && op->wait_stream < STREAM_COUNT && r->stream_ns[op->wait_stream] > start)
+        start = r->stream_ns[op->wait_stream];
     if (dur > 0 && sid == STREAM_COMPUTE) dur += contended_ns(r, op, start, dur);
     double end = start + dur;
     if (dur > 0) r->stream_ns[sid] = end;

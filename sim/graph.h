@@ -80,6 +80,9 @@ typedef enum StreamId {
     STREAM_H2D,                /* host-to-device copies (offload, device_map) */
     STREAM_D2H,                /* device-to-host copies */
     STREAM_REDUCE_SCATTER,     /* reduce-scatters (FSDP2, ZeRO), HSDP's replica all-reduce */
+    STREAM_SYMM_MEM,           /* symmetric memory's backend stream (torch.distributed.
+                                  _symmetric_memory._get_backend_stream): the peer-to-peer copies
+                                  of async tensor parallelism's micro-pipelined collectives */
     STREAM_COUNT
 } StreamId;
 

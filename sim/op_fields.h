@@ -205,9 +205,14 @@ OP_VAL(int, per_node, , "per_node", OPR_INT, 0, OPI_BOTH)
 /* layer: decoder layer / block index, -1 if none (reports, hooks) */
 OP_VAL(int, layer, , "layer", OPR_INT, -1, OPI_BOTH)
 /* stream: 0 compute, 1 communication (NCCL), 2 host-to-device, 3 device-to-host, 4 a second
- * communication stream (FSDP2's reduce-scatter); allocations an op makes come from its stream's
+ * communication stream (FSDP2's reduce-scatter), 5 symmetric memory's (async tensor parallelism's peer
+ * copies); allocations an op makes come from its stream's
  * pool, and autograd runs a backward node on its forward op's stream */
 OP_VAL(int, stream, , "stream", OPR_INT, 0, OPI_BOTH)
+/* wait_stream: > 0: the op starts no earlier than that stream (a communication or copy stream,
+ * not the compute stream) is free: torch.cuda.current_stream().wait_stream(other) before it, as
+ * symmetric memory's micro-pipelined collectives join their backend stream; 0: none */
+OP_VAL(int, wait_stream, , "wait_stream", OPR_INT, 0, OPI_BOTH)
 /* slot: > 0: the op's first output is held in this slot until the next op of the same slot
  * runs, which frees it just before allocating its own outputs, or just after with
  * slot_free_after (FSDP2 keeps each all-gather output and reduce-scatter input until the next

@@ -195,7 +195,7 @@ static void print_summary(FILE *f, const Plan *p, const SimResult *r) {
                     "computing%s\n", s->host_ns > s->stream_busy_ns[0] ? "host" : "GPU",
                     s->host_ns / 1e6, s->stream_busy_ns[0] / 1e6,
                     s->host_ns > s->stream_busy_ns[0] ? " (it moves with the host CPU's speed)" : "");
-        double comp = s->stream_busy_ns[0], comm = s->stream_busy_ns[1] + s->stream_busy_ns[4];
+        double comp = s->stream_busy_ns[0], comm = s->stream_busy_ns[1] + s->stream_busy_ns[4] + s->stream_busy_ns[5];
         double copy = s->stream_busy_ns[2] + s->stream_busy_ns[3];
         if (comm > 0 || copy > 0) {
             double exposed = s->time_ns - comp;
@@ -273,7 +273,7 @@ char *report_summary_json(const Plan *p, const SimResult *r) {
         cJSON *tm = cJSON_AddObjectToObject(o, "time_ms");
         cJSON_AddNumberToObject(tm, "compute", s->stream_busy_ns[0] / 1e6);
         cJSON_AddNumberToObject(tm, "host_dispatch", s->host_ns / 1e6);
-        cJSON_AddNumberToObject(tm, "communication", (s->stream_busy_ns[1] + s->stream_busy_ns[4]) / 1e6);
+        cJSON_AddNumberToObject(tm, "communication", (s->stream_busy_ns[1] + s->stream_busy_ns[4] + s->stream_busy_ns[5]) / 1e6);
         cJSON_AddNumberToObject(tm, "host_to_device", s->stream_busy_ns[2] / 1e6);
         cJSON_AddNumberToObject(tm, "device_to_host", s->stream_busy_ns[3] / 1e6);
     }
@@ -555,7 +555,7 @@ static void write_trace_json(Buf *b, const Plan *p, const SimResult *r) {
             p->dev.key);
     static const char *const threads[STREAM_COUNT] = {
         "compute", "collectives (NCCL)", "copies host-to-device", "copies device-to-host",
-        "collectives (reduce-scatter stream)"};
+        "collectives (reduce-scatter stream)", "collectives (symmetric memory)"};
     for (int k = 0; k < STREAM_COUNT; k++)
         bprintf(b, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
                 k ? ",\n" : "", k, threads[k]);

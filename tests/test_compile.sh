@@ -28,12 +28,13 @@ EOS
 #    float8 (torchao tensorwise and rowwise, no checkpointing): the recasts backward makes of
 #    the inputs and weights read them through fused kernels, so the partitioner recomputes the
 #    normed inputs and saves the weights' amax and inverse scale (tensorwise) where bf16 saves
-#    the normed inputs; one difference is named: the partitioner makes o_proj's recast for
+#    the normed inputs; rowwise_with_gw_hp's grad_weight is a high-precision mm of the saved
+#    inputs (an extern kernel), so it saves the normed inputs as bf16 does; one difference is named: the partitioner makes o_proj's recast for
 #    grad_weight (its float8 copy, 1 x 256 x 4096, and its scale) in forward and saves it, where
 #    vrsim recomputes it from the attention output both save (the partitioner's getitem of the
 #    attention kernel's outputs is a node of its own, unbanned, that vrsim does not separate)
 CAP=validation/oracle/captures/compile_llama2_7b_l1.json
-for prec in bf16 amp_bf16 lora_bf16 float8_tensorwise float8_rowwise; do
+for prec in bf16 amp_bf16 lora_bf16 float8_tensorwise float8_rowwise float8_rowwise_with_gw_hp; do
   case $prec in
     float8_*) set -- --set precision=bf16 --set training.float8.recipe=${prec#float8_} --set hardware.gpu=h100_sxm ;;
     *) set -- --set precision=$prec ;;
@@ -221,6 +222,42 @@ PY
 then ok "transformers' checkpointing + compile: the checkpointed layers eager; $(cat "$tmp/kt.out")"
 else bad "transformers' checkpointing + compile" "$(tail -5 "$tmp/kt.out")"; fi
 
+# 5e. checkpointing every second layer under a wrapper (torchtitan's selective layer AC with
+#     compile: checkpoint_wrapper on every k-th block, then every block compiled): on the CPU
+#     (validation/oracle/check_compile_ckpt_every.py) a wrapped block saves what it saves when all
+#     are wrapped and an unwrapped one what it saves when none is, no graph break; vrsim's notes
+#     name both kinds, each the set of its all-one-kind run, and what is held after forward lies
+#     halfway: two of the four layers give up the partitioner's set for their inputs
+ECAP=validation/oracle/captures/compile_ckpt_every.json
+"$VRSIM" "$tmp/l.lua" --json --no-files --set compile=true > "$tmp/w0.json"
+"$VRSIM" "$tmp/l.lua" --json --no-files --set checkpointing=true --set checkpoint_impl=wrapper --set checkpoint_every=2 \
+  --set compile=true > "$tmp/w2.json" 2>"$tmp/w2.err"
+if python3 - "$ECAP" "$tmp/w0.json" "$tmp/kc.json" "$tmp/w2.json" > "$tmp/w2.out" 2>&1 <<'PY'
+import json, re, sys
+cap = {r["checkpoint_every"]: r for r in json.load(open(sys.argv[1]))["runs"]}
+none, all_, two = cap[None], cap[1], cap[2]
+assert two["checkpointed_layers"] == [1, 3], two["checkpointed_layers"]
+for r in (none, all_, two):
+    assert r["graph_breaks"] == 0, r
+for i, s in enumerate(two["saved"]):
+    assert s == (all_ if i in two["checkpointed_layers"] else none)["saved"][i], (i, s)
+assert len(all_["saved"][1]) < len(none["saved"][1])
+w0, w1, w2 = (json.load(open(f)) for f in sys.argv[2:])
+notes = lambda d: [n for n in d["notes"] if n.startswith("torch.compile: the partitioner saves")]
+# (elements, dtype) multisets, as in 1.: a layer's v projection and the cache's values are one storage
+sets = lambda n: sorted((eval(s.replace("x", "*")), dt) for s, dt in re.findall(r" \[([0-9x]+)\] (\w+)", n))
+n2 = notes(w2)
+assert len(n2) == 2 and "(not checkpointed, compiled alone)" in n2[0] and "(checkpointed, compiled with its checkpoint)" in n2[1], n2
+assert sets(n2[0]) == sets(notes(w0)[0]) and sets(n2[1]) == sets(notes(w1)[0]), (n2, notes(w0), notes(w1))
+f0, f1, f2 = (d["steps"][-1]["fwd_peak_allocated_bytes"] for d in (w0, w1, w2))
+assert f1 < f2 < f0 and f0 - f2 == f2 - f1, (f0, f2, f1)
+assert w1["step_time_ms"] > w2["step_time_ms"] > w0["step_time_ms"], (w1["step_time_ms"], w2["step_time_ms"], w0["step_time_ms"])
+print(f"after forward {f2 >> 20} MiB, halfway between {f1 >> 20} (every layer) and {f0 >> 20} (none); "
+      f"step {w2['step_time_ms']:.1f} ms between {w0['step_time_ms']:.1f} and {w1['step_time_ms']:.1f}")
+PY
+then ok "compile + checkpoint_every = 2 under a wrapper: each layer saves its kind's set; $(cat "$tmp/w2.out")"
+else bad "compile + checkpoint_every = 2 under a wrapper" "$(cat "$tmp/w2.out" "$tmp/w2.err")"; fi
+
 # 6. the step: Inductor's generated code launches fused kernels, no eager dispatch per op
 "$VRSIM" "$tmp/l.lua" --json --no-files > "$tmp/e.json"
 "$VRSIM" "$tmp/l.lua" --json --no-files --set compile=true > "$tmp/c.json"
@@ -346,17 +383,41 @@ PY
 then ok "fsdp2: each compiled layer saves the unsharded layer's set; $(cat "$tmp/f2.out")"
 else bad "fsdp2 with compile" "$(cat "$tmp/f2.out" "$tmp/f2_true.err")"; fi
 
-# 7c. a mixture-of-experts layer (transformers' Qwen3-MoE and Mixtral, grouped_mm experts): dynamo
-#    captures it whole (the CPU run of validation/oracle/check_compile_moe.py: one graph, no graph
-#    break, topk, sort, histc, cumsum and grouped_mm inside it; the eager per-expert loop breaks at
-#    nonzero), and the saved set of a Qwen3-30B-A3B and of a Mixtral-8x7B layer at 1 x 256 is the
-#    partitioner's (the same capture), (elements, dtype) as in 1.: for Qwen3-MoE the softmax's two
-#    row reductions (Mixtral, 8 experts: its probabilities, cheaper), topk's values and indices,
-#    the sort's permutation, perm // k (the gather's scatter reads it in backward), the offsets,
-#    the inverse permutation, the three expert GEMM outputs; less held after forward than eager,
-#    and the experts' SiLU output and the router's fp32 probabilities never allocated
+# 7c. a mixture-of-experts layer (transformers' Qwen3-MoE, Mixtral, GPT-OSS, DeepSeek-V3 and
+#    DeepSeek-V2, grouped_mm experts): dynamo captures it whole (the CPU runs of
+#    validation/oracle/check_compile_moe.py: one graph, no graph break, topk, sort, histc, cumsum
+#    and grouped_mm inside it; the eager per-expert loop breaks at nonzero), and the saved set of
+#    a layer at 1 x 256 is the partitioner's (the same capture), (elements, dtype) of each saved
+#    storage as in 1. (a complex64 tensor is vrsim's fp32 of twice the elements: DeepSeek-V2's
+#    freqs_cis). For Qwen3-MoE the softmax's two row reductions (Mixtral, 8 experts: its
+#    probabilities, cheaper), topk's values and indices, the sort's permutation, perm // k (the
+#    gather's scatter reads it in backward), the offsets, the inverse permutation, the three
+#    expert GEMM outputs; GPT-OSS's eager attention saves the logits with the sinks, their max and
+#    the softmax's two fp32 reductions in place of the probabilities, and dropout's copy of them
+#    (aten.dropout's decomposition clones at p = 0); DeepSeek-V3's router saves the top-k indices
+#    and the gathered weights (a gather of a quarter of its input: ban_if_reduction); less held
+#    after forward than eager, and the experts' SiLU output and the router's fp32 probabilities
+#    never allocated
 MCAP=validation/oracle/captures/compile_moe_l1.json
 cp scenarios/configs/qwen3-30b-a3b.json scenarios/configs/mixtral-8x7b.json "$tmp/"
+# the captured layers' configs: GPT-OSS cut to its first two layers (the second, full attention,
+# captured), DeepSeek's with every layer sparse (the second captured as the first), V3's without
+# its FP8 quantization_config, V2-Lite's also with group-limited routing
+python3 - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+def cut(src, dst, **kw):
+    hf = json.load(open("scenarios/configs/" + src))
+    hf.pop("quantization_config", None)
+    hf.update(kw)
+    json.dump(hf, open(f"{d}/{dst}", "w"))
+g = json.load(open("scenarios/configs/gpt-oss-20b.json"))
+cut("gpt-oss-20b.json", "gpt_oss.json", num_hidden_layers=2, layer_types=g["layer_types"][:2])
+cut("deepseek-v3.json", "deepseek_v3.json", first_k_dense_replace=0)
+cut("deepseek-v2-lite.json", "deepseek_v2.json", first_k_dense_replace=0)
+cut("deepseek-v2-lite.json", "deepseek_v2_glg.json", first_k_dense_replace=0, topk_method="group_limited_greedy",
+    n_group=8, topk_group=3)
+PY
 cat > "$tmp/q.lua" <<'EOS'
 return { hardware = { gpu = "h200" }, model = { config = "qwen3-30b-a3b.json", layers = 2 },
   training = { micro_batch = 1, seq = 256, precision = "bf16", steps = 2 } }
@@ -366,37 +427,41 @@ import json, sys
 d = json.load(open(sys.argv[1]))["dynamo"]
 gmm = [r for r in d if r["experts_implementation"] == "grouped_mm" and r["weights"] == "bfloat16"]
 eag = [r for r in d if r["experts_implementation"] == "eager"][0]
-assert sorted(r["family"] for r in gmm) == ["mixtral", "qwen3_moe"], gmm
+fams = sorted(r["family"] for r in gmm)
+assert fams == ["deepseek_v2", "deepseek_v3", "gpt_oss", "mixtral", "qwen3_moe"], fams
 for r in gmm:
     assert r["explain"]["graphs"] == 1 and r["explain"]["graph_breaks"] == 0, r["explain"]
     assert not r["step"]["graph_breaks"], r["step"]
     assert {"topk", "sort", "histc", "cumsum", "_grouped_mm"} <= set(r["explain"]["watched_ops"]), r["explain"]
 assert eag["explain"]["graph_breaks"] > 0 and any("nonzero" in r for r in eag["step"]["graph_breaks"]), eag["step"]
-print("grouped_mm (Qwen3-MoE, Mixtral): 1 graph, 0 breaks; eager experts:", eag["explain"]["graph_breaks"], "breaks at nonzero")
+print("grouped_mm (" + ", ".join(fams) + "): 1 graph, 0 breaks; eager experts:", eag["explain"]["graph_breaks"], "breaks at nonzero")
 PY
 then ok "MoE capture: $(cat "$tmp/mcap.out")"; else bad "MoE capture's dynamo runs" "$(cat "$tmp/mcap.out")"; fi
 "$VRSIM" "$tmp/q.lua" --json --no-files --set compile=true --alloc-trace "$tmp/qc.csv" > "$tmp/qc.json" 2>"$tmp/qc.err"
 "$VRSIM" "$tmp/q.lua" --json --no-files --alloc-trace "$tmp/qe.csv" > "$tmp/qe.json" 2>"$tmp/qe.err"
-for fam in qwen3_moe mixtral; do
+for fam in qwen3_moe mixtral gpt_oss deepseek_v3 deepseek_v2 deepseek_v2_glg; do
   case $fam in
     qwen3_moe) cp "$tmp/qc.json" "$tmp/mc.json" ;;
     mixtral) "$VRSIM" "$tmp/q.lua" --json --no-files --set compile=true --set model.config="$tmp/mixtral-8x7b.json" > "$tmp/mc.json" 2>"$tmp/qc.err" ;;
+    *) "$VRSIM" "$tmp/q.lua" --json --no-files --set compile=true --set model.config="$tmp/$fam.json" > "$tmp/mc.json" 2>"$tmp/qc.err" ;;
   esac
 if python3 - "$MCAP" "$tmp/mc.json" "${fam}_bf16" > "$tmp/qm.out" 2>&1 <<'PY'
 import json, re, sys
 from collections import Counter
 cap, out, name = sys.argv[1:]
 rec = [r for r in json.load(open(cap))["records"] if r["config"] == name][0]
-DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "int32": "int32", "bool": "bool"}
+DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "int32": "int32", "bool": "bool", "complex64": "c64"}
 want, seen = Counter(), set()
 for x in rec["saved"]:
     if x["kind"] == "param" or x["storage"] in seen:
         continue
     seen.add(x["storage"])
-    n = 1
-    for d in x["shape"]:
+    n, dt = 1, DT[x["dtype"]]
+    for d in x["storage_shape"]:
         n *= d
-    want[(n, DT[x["dtype"]])] += 1
+    if dt == "c64":
+        n, dt = 2 * n, "fp32"
+    want[(n, dt)] += 1
 note = [n for n in json.load(open(out))["notes"] if n.startswith("torch.compile: the partitioner saves")][0]
 got = Counter()
 for shape, dt in re.findall(r" \[([0-9x]+)\] (\w+)", note):
@@ -436,15 +501,11 @@ refused scope-model 'scope = "model" is not modelled' 'compile = { scope = "mode
 refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic = true }'
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
 refused op-ckpt 'training.compile with checkpoint_scope = "op"' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
-refused every-wrapper 'checkpoint_every = 2 is not modelled' 'compile = true, checkpointing = true, checkpoint_impl = "wrapper", checkpoint_every = 2'
 refused impl-bad 'checkpoint_impl' 'checkpointing = true, checkpoint_impl = "deepspeed"'
 refused zero3 'training.compile under strategy zero3 is not modelled' 'compile = true, strategy = "zero3"' --set hardware.count=2
-refused float8-gw-hp 'training.float8 recipe rowwise_with_gw_hp is not modelled' 'compile = true, float8 = { recipe = "rowwise_with_gw_hp" }' --set hardware.gpu=h100_sxm
-# mixture-of-experts runs not checked: DeepSeek's and GPT-OSS's blocks, fp32 weights
-# (transformers' opaque grouped_mm_fallback op under dynamo), expert parallelism
-cp scenarios/configs/deepseek-v2-lite.json scenarios/configs/gpt-oss-20b.json "$tmp/"
-refused moe-dsv2 "mixture-of-experts model: not modelled for this family's sparse block" 'compile = true' --set model.config="$tmp/deepseek-v2-lite.json" --set model.layers=2
-refused moe-gpt-oss 'mixture-of-experts model: not modelled for GptOssMLP' 'compile = true' --set model.config="$tmp/gpt-oss-20b.json" --set model.layers=24
+# mixture-of-experts runs not checked: fp32 weights or LoRA (transformers' opaque
+# grouped_mm_fallback op under dynamo), expert parallelism
+refused moe-dsv2-lora 'precision lora_bf16 is not modelled.*grouped_mm_fallback' 'compile = true, precision = "lora_bf16", lora = { targets = { "q_proj" } }' --set model.config="$tmp/deepseek_v2.json" --set model.layers=2
 refused moe-amp 'precision amp_bf16 is not modelled.*grouped_mm_fallback' 'compile = true, precision = "amp_bf16"' --set model.config="$tmp/qwen3-30b-a3b.json" --set model.layers=2
 "$VRSIM" scenarios/qwen3_30b_a3b_ep8_h100.lua --no-files --set compile=true > "$tmp/ep.out" 2>&1
 rc=$?

@@ -614,6 +614,41 @@ static void test_streams_overlap(void **state) {
     graph_free(g);
 }
 
+/* Op.wait_stream: a compute op that reads nothing the collective makes still starts once that
+ * stream is free (current_stream().wait_stream(other), symmetric memory's join); without it, at
+ * once beside the collective. */
+static void test_wait_stream(void **state) {
+    (void)state;
+    for (int wait = 0; wait < 2; wait++) {
+        Graph *g;
+        assert_int_equal(graph_new(&g), VR_OK);
+        int p = tensor(g, "p", 1024, CAT_PARAM, false, true);
+        int oc = op(g, (OpArgs){.name = "C", .phase = PH_FWD, .in = {p}, .nin = 1});
+        int oj = op(g, (OpArgs){.name = "J", .phase = PH_FWD});
+        Op *o = graph_op(g, oc);
+        o->stream = STREAM_SYMM_MEM;
+        assert_int_equal(graph_op_set_kind(g, oc, "allgather"), VR_OK);
+        o = graph_op(g, oc);
+        o->world = 2;
+        o->bytes_moved = 2000;
+        if (wait) graph_op(g, oj)->wait_stream = STREAM_SYMM_MEM;
+        DeviceSpec dev = {.launch_ns = 1000, .world = 2, .coll_bw = 1e9};
+        AllocConfig ac = ideal(0);
+        SimResult *r = run(g, 1, &ac, &dev);
+        double c_end = -1, j_start = -1;
+        for (int i = 0; i < r->n_spans; i++) {
+            const OpSpan *sp = &r->spans[i];
+            if (sp->op == oc) c_end = sp->end_ns;
+            if (sp->op == oj) j_start = sp->start_ns;
+        }
+        assert_true(c_end > 0 && j_start >= 0);
+        if (wait) assert_true(j_start == c_end);
+        else assert_true(j_start < c_end);
+        engine_result_free(r);
+        graph_free(g);
+    }
+}
+
 /* Host time by op class: an op with a measured dispatch (has_dispatch) costs the host its
  * dispatch_ns, whatever its kind (an AddBackward0 launches nothing and still costs the engine
  * its node), instead of the profile's one figure per op; inside a checkpointed region it adds
@@ -1100,6 +1135,7 @@ int main(void) {
         cmocka_unit_test(test_recompute_early_stop),
         cmocka_unit_test(test_host_oom_is_enomem),
         cmocka_unit_test(test_streams_overlap),
+        cmocka_unit_test(test_wait_stream),
         cmocka_unit_test(test_host_dispatch_by_class),
         cmocka_unit_test(test_contention),
         cmocka_unit_test(test_cublas_workspaces),

@@ -104,7 +104,8 @@ for line in open(sys.argv[1]):
         else:
             print("  -  %-17s published %5s GiB  vrsim: %s" % (rid, mem, why.split(": ", 2)[-1][:110]))
         continue
-    e, et = got / float(mem) - 1, (tok / float(tps) - 1 if tok else float("nan"))
+    # (a row that publishes no tokens/s, litgpt's: "-")
+    e, et = got / float(mem) - 1, (tok / float(tps) - 1 if tok and tps != "-" else float("nan"))
     if band == "memory":
         merr.append(abs(e)); terr.append(abs(et))
         ok = abs(e) <= 0.25
@@ -119,7 +120,7 @@ for line in open(sys.argv[1]):
               (tag, rid, mem, got, 100 * e, tps, tok, 100 * et))
 med = statistics.median(merr) if merr else 1
 print("torchtune: median |error| of peak memory %.1f %% over %d modelled rows (band: 15 %%); "
-      "tokens/s %.1f %% (printed only)" % (100 * med, len(merr), 100 * statistics.median(terr) if terr else 0))
+      "tokens/s %.1f %% (printed only)" % (100 * med, len(merr), 100 * statistics.median([x for x in terr if x == x]) if terr else 0))
 if med > 0.15: bad += 1
 sys.exit(1 if bad else 0)
 PY

@@ -448,9 +448,14 @@ check "torchtitan context parallelism reaches the mesh (cp under torchtitan's fp
 tvariant ep 's/^context_parallel_degree = 1/&\nexpert_parallel_degree = 2/'
 check "torchtitan expert parallelism reaches the mesh (refused there on a dense model)" 2 "training\.parallel\.ep = 2: the model has no mixture-of-experts layers" -- \
   "$TMP/ep.toml" --gpu h100 --gpus 8 --no-files
-tvariant atp 's/^context_parallel_degree = 1/&\nenable_async_tensor_parallel = true/'
-check "torchtitan async tensor parallelism" 2 "atp\.toml:45: parallelism\.enable_async_tensor_parallel: async tensor parallelism" -- \
+tvariant atp 's/^context_parallel_degree = 1/&\nenable_async_tensor_parallel = true/; s/^tensor_parallel_degree = 1/tensor_parallel_degree = 2/'
+check "torchtitan async tensor parallelism without compile: refused as torchtitan's maybe_enable_async_tp does" 2 \
+  "atp\.toml:45: parallelism\.enable_async_tensor_parallel: async TP requires 'model' in --compile\.components and --compile\.enable" -- \
   "$TMP/atp.toml" --gpu h100 --gpus 8 --no-files
+tvariant atp1 's/^context_parallel_degree = 1/&\nenable_async_tensor_parallel = true/'
+check "torchtitan async tensor parallelism with tensor_parallel_degree = 1: no effect, said" 0 \
+  "enable_async_tensor_parallel has no effect with tensor_parallel_degree = 1" -- \
+  "$TMP/atp1.toml" --gpu h100 --gpus 8 --no-files
 tvariant comp 's/^enable = false$/enable = true/'
 check "torchtitan compile.enable (every enable = false turned on: checkpoint's is not read)" 2 \
   "comp\.toml:52: compile\.enable: torch\.compile" -- "$TMP/comp.toml" --gpu h100 --gpus 8 --no-files

@@ -92,9 +92,22 @@ local function router_v2(cx, m, hs)
   local w = W(cx, m.p.weight)
   local w32 = w.dtype == "fp32" and w or nn.cast(cx, w, "fp32", pre .. ".weight_float", nil, true)
   local logits = nn.linear(cx, pre, x32, w32)
+  -- under torch.compile, Inductor's decomposition of the softmax reduces each row twice (its
+  -- max, then the sum of the exponentials): two (t, 1) reductions the partitioner may save in
+  -- place of the probabilities (models/moe.lua's router; validation/oracle/captures/
+  -- compile_moe_l1.json, deepseek_v2_glg_bf16: amax, sum_1)
+  local sm_in = { logits }
+  if cx.compiling then
+    for _, stat in ipairs({ "amax", "sum_exp" }) do
+      sm_in[#sm_in + 1] = nn.op(cx, { name = pre .. ".softmax." .. stat, kind = "reduce_rows",
+                                      inputs = { logits }, grads = { "none" },
+                                      outs = { { pre .. ".softmax." .. stat, { t, 1 }, "fp32", no_grad = true } } })
+    end
+  end
   -- softmax(dim=-1, dtype=float32): its output kept; its CUDA backward first makes `grad * output`
-  local scores = nn.op(cx, { name = pre .. ".softmax", kind = "softmax", inputs = { logits }, frees = {},
+  local scores = nn.op(cx, { name = pre .. ".softmax", kind = "softmax", inputs = sm_in, frees = {},
                              outs = { { pre .. ".scores", { t, ne }, "fp32" } }, save_outs = { 1 },
+                             grads = { { dtype = "fp32" }, "none", "none" },
                              bwd_workspace = { nn.bytes({ t, ne }, "fp32") } })
   local keep = {}
   local pick = scores
@@ -112,11 +125,11 @@ local function router_v2(cx, m, hs)
     keep[#keep + 1] = masked
   end
   -- torch.topk(scores, k, sorted=False): TopkBackward0 keeps the indices and scatters into zeros
-  -- of the scores' shape
+  -- of the scores' shape (aten.topk is outside torch.compile's recomputable allowlist)
   local tw, ti = nn.op(cx, { name = pre .. ".topk", inputs = { pick },
                              outs = { { pre .. ".topk_weights", { t, k }, "fp32" },
                                       { pre .. ".topk_indices", { t, k }, "int64", no_grad = true } },
-                             save_outs = { 2 }, frees = {} })
+                             save_outs = { 2 }, compile_extern = true, frees = {} })
   local scaled = nn.ew(cx, pre .. ".routed_scaling", { tw }, "fp32")
   keep[#keep + 1] = scores
   nn.release(cx, keep, pre .. ": returns")
@@ -155,6 +168,8 @@ function F.config(hf, where)
   end
   c.rope_complex = true
   c.classes = F.classes
+  -- the sparse block, its router and experts (strategies/compile.lua names the block)
+  c.moe_classes = { block = F.classes.moe, router = F.classes.router, experts = F.classes.experts }
   c.norm_cls = F.classes.norm
   return c
 end

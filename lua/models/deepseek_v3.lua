@@ -270,16 +270,19 @@ end
 
 -- An op of the router's choice that no gradient flows through (the group scores, masks, indices):
 -- outputs marked as needing none.
-local function choice_op(cx, name, inputs, outs, frees)
+-- extern: an op outside torch.compile's recomputable allowlist (aten.topk, aten.scatter_), which
+-- a compiled layer's partitioner never recomputes (strategies/compile.lua)
+local function choice_op(cx, name, inputs, outs, frees, extern)
   for _, o in ipairs(outs) do o.no_grad = true end
-  return nn.op(cx, { name = name, inputs = inputs, outs = outs, frees = frees, grads = { "none", "none" } })
+  return nn.op(cx, { name = name, inputs = inputs, outs = outs, frees = frees, grads = { "none", "none" },
+                     compile_extern = extern })
 end
 
 -- The group-limited choice both routers make (V3's noaux_tc, V2's group_limited_greedy) on
 -- `choice` (t, E): the group scores from `group_scores(view)`, then
 -- `topk(group_scores, topk_group)[1]`, `zeros_like(group_scores).scatter_(1, idx, 1)`, the mask
 -- expanded and reshaped to (t, E) (a copy), `~score_mask.bool()` (two booleans, the first dropped),
--- `masked_fill` (a new (t, E) tensor). grad: the masked scores carry the gradient (V2, whose
+-- `masked_fill` (a new (t, E) tensor); the topks and the scatter are compile_extern. grad: the masked scores carry the gradient (V2, whose
 -- top-k weights come from them: MaskedFillBackward0 keeps the mask); V3 takes only indices from
 -- them. Returns the masked scores and the tensors the router's locals keep until it returns.
 local function group_limited(cx, pre, choice, r, fill_frees, group_scores, grad)
@@ -288,10 +291,22 @@ local function group_limited(cx, pre, choice, r, fill_frees, group_scores, grad)
   local keep = {}
   local gs = group_scores(keep)
   local gv, gi = choice_op(cx, pre .. ".group_topk", { gs },
-    { { pre .. ".group_topk_values", { t, r.topk_group }, "fp32" }, { pre .. ".group_idx", { t, r.topk_group }, "int64" } }, {})
+    { { pre .. ".group_topk_values", { t, r.topk_group }, "fp32" }, { pre .. ".group_idx", { t, r.topk_group }, "int64" } }, {}, true)
   nn.release(cx, { gv }, pre .. ": topk(...)[1]")
   local gm = choice_op(cx, pre .. ".group_mask", { gs }, { { pre .. ".group_mask", { t, G }, "fp32" } }, {})
-  local sm = choice_op(cx, pre .. ".score_mask", { gm, gi }, { { pre .. ".score_mask", { t, ne }, "fp32" } }, {})
+  local sm
+  if cx.compiling then
+    -- functionalized under torch.compile: the scatter makes a new (t, G) tensor, which the
+    -- partitioner never recomputes (it saves it, the smallest of the mask's chain, where
+    -- backward needs the mask: validation/oracle/captures/compile_moe_l1.json,
+    -- deepseek_v2_glg_bf16), and the expand and reshape copy it to (t, E)
+    local sc = choice_op(cx, pre .. ".group_mask.scatter", { gm, gi },
+                         { { pre .. ".group_mask_scattered", { t, G }, "fp32" } }, {}, true)
+    keep[#keep + 1] = sc
+    sm = choice_op(cx, pre .. ".score_mask", { sc }, { { pre .. ".score_mask", { t, ne }, "fp32" } }, {})
+  else
+    sm = choice_op(cx, pre .. ".score_mask", { gm, gi }, { { pre .. ".score_mask", { t, ne }, "fp32" } }, {}, true)
+  end
   local sb = choice_op(cx, pre .. ".score_mask.bool", { sm }, { { pre .. ".score_mask_bool", { t, ne }, "bool" } }, {})
   local nb = choice_op(cx, pre .. ".score_mask.not", { sb }, { { pre .. ".score_mask_not", { t, ne }, "bool" } })
   local masked = nn.op(cx, { name = pre .. ".masked_fill", inputs = { choice, nb },
@@ -319,17 +334,18 @@ local function router_v3(cx, m, hs)
   local masked, keep = group_limited(cx, pre, choice, r, { choice }, function(kept)
     -- view(t, groups, E / groups).topk(2)[0].sum(-1): the indices stay with the (dead) graph
     local v2, i2 = choice_op(cx, pre .. ".group_top2", { choice },
-      { { pre .. ".group_top2_values", { t, G, 2 }, "fp32" }, { pre .. ".group_top2_idx", { t, G, 2 }, "int64" } }, {})
+      { { pre .. ".group_top2_values", { t, G, 2 }, "fp32" }, { pre .. ".group_top2_idx", { t, G, 2 }, "int64" } }, {}, true)
     kept[#kept + 1] = i2
     return choice_op(cx, pre .. ".group_scores", { v2 }, { { pre .. ".group_scores", { t, G }, "fp32" } })
   end)
   local tv, ti = choice_op(cx, pre .. ".topk", { masked },
-    { { pre .. ".topk_values", { t, k }, "fp32" }, { pre .. ".topk_indices", { t, k }, "int64" } }, {})
+    { { pre .. ".topk_values", { t, k }, "fp32" }, { pre .. ".topk_indices", { t, k }, "int64" } }, {}, true)
   nn.release(cx, { tv }, pre .. ": topk(...)[1]")
-  -- scores.gather(1, topk_indices): GatherBackward0 scatters into zeros of the scores' shape
+  -- scores.gather(1, topk_indices): GatherBackward0 scatters into zeros of the scores' shape (an
+  -- unfusible kernel under torch.compile: the indices are materialized in backward, bw_unfused)
   local tw = nn.op(cx, { name = pre .. ".gather", kind = "gather", inputs = { scores, ti },
                          outs = { { pre .. ".topk_weights", { t, k }, "fp32" } }, saves = { ti },
-                         grads = { "new", "none" }, frees = {} })
+                         grads = { "new", "none" }, bw_unfused = true, index_arg = true, frees = {} })
   if r.norm_topk then
     -- denominator = sum + 1e-20; `topk_weights /= denominator` in place: DivBackward0 keeps a copy
     -- of the values it divided and the divisor
@@ -598,6 +614,8 @@ function F.config(hf, where)
   end
   c.topk_method = "noaux_tc"
   c.classes = F.classes
+  -- the sparse block, its router and experts (strategies/compile.lua names the block)
+  c.moe_classes = { block = F.classes.moe, router = F.classes.router, experts = F.classes.experts }
   c.norm_cls = F.classes.norm
   return c
 end

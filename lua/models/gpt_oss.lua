@@ -106,15 +106,35 @@ local function sink_attention(cx, m, q, k, v, mask)
   local shifted = nn.op(cx, { name = name .. ".sub_max", inputs = { combined, mx },
                               outs = { { name .. ".shifted_logits", s1, dt } }, grads = { { pass = 1 }, "new" },
                               bwd_workspace = { nn.bytes(s1, dt) }, bwd_workspace_first = true })
+  -- under torch.compile, Inductor's decomposition of the softmax reduces each row twice in fp32
+  -- (its max, then the sum of the exponentials): two (b, heads, s, 1) reductions the partitioner
+  -- saves (ban_if_reduction), from which backward recomputes the probabilities out of the
+  -- combined logits and their max, saved in their place (validation/oracle/captures/
+  -- compile_moe_l1.json, gpt_oss_bf16: cat_2, getitem_4, amax, sum_1)
+  local sm_in = { shifted }
+  if cx.compiling then
+    for _, stat in ipairs({ "amax", "sum_exp" }) do
+      sm_in[#sm_in + 1] = nn.op(cx, { name = name .. ".softmax." .. stat, kind = "reduce_rows",
+                                      inputs = { shifted }, grads = { "none" },
+                                      outs = { { name .. ".softmax." .. stat, col, "fp32", no_grad = true } } })
+    end
+  end
   -- F.softmax(..., dtype=combined_logits.dtype): in the scores' dtype, its output kept; its CUDA
   -- backward first makes `grad * output`
-  local probs = nn.op(cx, { name = name .. ".softmax", kind = "softmax", inputs = { shifted },
+  local probs = nn.op(cx, { name = name .. ".softmax", kind = "softmax", inputs = sm_in,
                             outs = { { name .. ".probs", s1, dt } }, save_outs = { 1 },
+                            grads = { "new", "none", "none" },
                             bwd_workspace = { nn.bytes(s1, dt) }, flops = 5 * nn.numel(s1), frees = {} })
   nn.release(cx, { masked }, name .. ": attn_weights reassigned")
   -- `probs[..., :-1]`: a view; SliceBackward0 writes its gradient into zeros of probs' shape.
-  -- Dropout at p = 0 and `.to(value_states.dtype)` return it as it is.
+  -- Dropout at p = 0 and `.to(value_states.dtype)` return it as it is. Under torch.compile the
+  -- dropout is aten.dropout's decomposition, `input.clone()` at p = 0: a contiguous copy that the
+  -- second GEMM reads and backward keeps (the capture's clone_2)
   local weights = nn.view_op(cx, name .. ".drop_sink", probs, ss, nil, "strided")
+  if cx.compiling then
+    weights = nn.op(cx, { name = name .. ".dropout", kind = "copy", inputs = { weights },
+                          outs = { { name .. ".attn_weights", ss, dt } }, grads = { { pass = 1 } } })
+  end
   local o = nn.op(cx, { name = name .. ".pv", kind = "mm", inputs = { weights, v },
                         outs = { { name .. ".attn_out", { b, heads, s, hd }, dt } }, saves = { weights, v },
                         grad_order = { 2, 1 }, flops = 2 * b * heads * s * s * hd, dtype = dt, frees = { v } })

@@ -824,6 +824,10 @@ local function causal_lm_forward(cx, m, ids)
       nn.release(cx, { hf }, "LlamaForCausalLM.forward returns: hidden_states")
       return loss
     end
+    if r.loss == "litgpt_chunked" then
+      -- litgpt's fit(): the head on 128-token chunks, a bf16 cross-entropy per chunk
+      return LL.litgpt_chunked(cx, head, hf, r.batch, r.seq)
+    end
     return LL.chunked(cx, head, hf, r.batch, r.seq, r.compile) -- releases hf once the head has run
   end
   local hl = hf

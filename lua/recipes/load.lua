@@ -4,7 +4,7 @@
 -- come from the file (accelerate's num_processes) or --gpus.
 local L = {}
 
-local FORMATS = { "axolotl", "accelerate", "trl", "hf_trainer", "llamafactory", "torchtune", "torchtitan", "diffusers" }
+local FORMATS = { "axolotl", "accelerate", "trl", "hf_trainer", "llamafactory", "torchtune", "torchtitan", "diffusers", "litgpt" }
 
 local function detect(path, doc)
   local found = {}

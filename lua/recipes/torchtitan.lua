@@ -143,10 +143,9 @@ function T.scenario(r, opts)
   if rotate ~= "allgather" and rotate ~= "alltoall" then
     r:fail(pa, "context_parallel_rotate_method", ("'%s' is not one of allgather, alltoall"):format(rotate), P)
   end
-  if r:get(pa, "enable_async_tensor_parallel", "boolean", false, P) then
-    r:fail(pa, "enable_async_tensor_parallel", "async tensor parallelism (micro-pipelined collectives under "
-           .. "torch.compile) is not modelled", P)
-  end
+  -- async tensor parallelism: training.parallel.async_tp (apply_tp's maybe_enable_async_tp, with
+  -- tensor parallelism only; it needs the model compiled, checked with [compile] below)
+  local async_tp = r:get(pa, "enable_async_tensor_parallel", "boolean", false, P)
   if r:get(pa, "disable_loss_parallel", "boolean", false, P) and deg.tp > 1 then
     r:fail(pa, "disable_loss_parallel", "the output gathered whole before the loss is not modelled (vrsim's "
            .. "tensor parallelism keeps torchtitan's default, loss parallel)", P)
@@ -180,6 +179,12 @@ function T.scenario(r, opts)
   end
   par.dp_shard = deg.dp_shard -- (as resolved: -1 made the rest)
   if deg.cp > 1 then par.cp_rotate_method = rotate end
+  if async_tp and deg.tp > 1 then
+    par.async_tp = true
+  elseif async_tp then
+    notes[#notes + 1] = "parallelism.enable_async_tensor_parallel has no effect with tensor_parallel_degree = 1 "
+        .. "(torchtitan enables it in apply_tp, which runs only with tensor parallelism)"
+  end
   local fsdp = deg.dp_shard > 1 or deg.cp > 1 -- ParallelDims.fsdp_enabled
   if deg.pp > 1 then
     par.pp_schedule = sched
@@ -359,6 +364,11 @@ function T.scenario(r, opts)
   P = "compile."
   if r:get(c, "enable", "boolean", false, P) then
     r:fail(c, "enable", "torch.compile (its fused kernels and freed intermediates) is not modelled", P)
+  end
+  if async_tp and deg.tp > 1 then
+    -- (torchtitan's maybe_enable_async_tp raises so)
+    r:fail(pa, "enable_async_tensor_parallel", "async TP requires 'model' in --compile.components and "
+           .. "--compile.enable (Inductor's micro_pipeline_tp pass)", "parallelism.")
   end
   r:not_read(c, { "components", "backend" }, P)
   r:finish(c, TOOL, P)

@@ -23,8 +23,9 @@
 --
 -- What is assumed (docs/techniques.md, "torch.compile"): transformers' Llama-family decoder layers
 -- with SDPA compile without graph breaks (transformers 5.x's layers are traceable: no data-
--- dependent branch in a layer's forward), and so do Qwen3-MoE's and Mixtral's with grouped_mm experts
--- (M.moe_refusal: checked on the CPU); the partitioner's ban heuristics "used far apart" and
+-- dependent branch in a layer's forward), and so do the mixture-of-experts layers with grouped_mm
+-- experts (Qwen3-MoE's, Mixtral's, GPT-OSS's, DeepSeek-V3's and -V2's: M.moe_refusal, checked on
+-- the CPU); the partitioner's ban heuristics "used far apart" and
 -- "long fusible chains" are left out (both only ever ban more recomputation); Inductor's buffer
 -- reuse inside a graph is the caching allocator's reuse here (both reuse a freed block of the
 -- size asked); its kernels' launches and host costs are the eager ops' (a step-time figure is the
@@ -94,15 +95,19 @@ end
 -- has no data-dependent shape: the token-expert pairs are tokens x k whatever the routing, sort,
 -- histc and cumsum keep their sizes, and the per-expert split lives in the offsets that
 -- torch._grouped_mm reads on the device; dynamo captures it whole with its defaults
--- (capture_dynamic_output_shape_ops and capture_scalar_outputs off).
-local COMPILED_MOE = { Qwen3MoeSparseMoeBlock = true, MixtralSparseMoeBlock = true }
+-- (capture_dynamic_output_shape_ops and capture_scalar_outputs off). So do GPT-OSS's (biased
+-- experts, eager attention with the sinks) and DeepSeek's (multi-head latent attention, grouped
+-- routing, shared experts; V2's complex rotary tables).
+local COMPILED_MOE = { Qwen3MoeSparseMoeBlock = true, MixtralSparseMoeBlock = true, GptOssMLP = true,
+                       DeepseekV3MoE = true, DeepseekV2Moe = true }
 
 -- Why compile is not modelled for this mixture-of-experts run (nil when it is).
 function M.moe_refusal(t, mc, mesh)
   local block = mc.moe_classes and mc.moe_classes.block or "this family's sparse block"
   if not COMPILED_MOE[block] then
-    return ("not modelled for %s (the compiled layer's graph and partition are checked for "
-            .. "Qwen3MoeSparseMoeBlock's and MixtralSparseMoeBlock's grouped_mm experts only)"):format(block)
+    return ("not modelled for %s (the compiled layer's graph and partition are checked for the "
+            .. "grouped_mm experts of Qwen3MoeSparseMoeBlock, MixtralSparseMoeBlock, GptOssMLP, "
+            .. "DeepseekV3MoE and DeepseekV2Moe only)"):format(block)
   end
   if t.precision ~= "bf16" then
     -- integrations/moe.py _can_use_grouped_mm: under dynamo, weights that are not bf16 take
@@ -121,23 +126,13 @@ end
 -- The error for a run compile is not modelled for (nil when it is). mesh: the device mesh, if any.
 function M.check(t, mc, mesh)
   if t.inference then return nil end
-  -- under transformers' checkpointing the checkpointed layers run eager (M.eager_layer) and
-  -- the others compiled alone, so checkpointing every k-th layer is modelled there
-  local every_ok = t.checkpoint_every == 1 or t.checkpoint_impl == "transformers"
-  if t.checkpointing and (t.checkpoint_scope ~= "layer" or not every_ok) then
+  -- checkpointing every k-th layer: under transformers' checkpointing the checkpointed layers
+  -- run eager (M.eager_layer), under a wrapper they compile with their checkpoint; either way
+  -- the layers between compile alone (M.checkpointed_layer)
+  if t.checkpointing and t.checkpoint_scope ~= "layer" then
     return ("training.compile with checkpoint_scope = \"%s\" and checkpoint_every = %d is not modelled "
-            .. "(compiled with checkpointing, every decoder layer checkpointed whole is)"):format(
+            .. "(compiled with checkpointing, decoder layers checkpointed whole are)"):format(
             t.checkpoint_scope, t.checkpoint_every)
-  end
-  if t.float8 then
-    local recipe = type(t.float8) == "table" and t.float8.recipe or "tensorwise"
-    if recipe ~= "tensorwise" and recipe ~= "rowwise" then
-      -- what the partitioner saves has been captured for tensorwise and rowwise
-      -- (validation/oracle/captures/compile_llama2_7b_l1.json), not for the high-precision
-      -- grad_weight of rowwise_with_gw_hp
-      return ("training.compile with training.float8 recipe %s is not modelled (the partition of "
-              .. "its compiled layer is checked for tensorwise and rowwise)"):format(recipe)
-    end
   end
   if mc.experts then
     local why = M.moe_refusal(t, mc, mesh)
@@ -271,7 +266,9 @@ function M.partition(cx, ops, outputs, checkpointed, inference)
     else
       banned = not prod.recomputable                     -- compute-intensive, random, or not allowed
         or n.bw_extern                                   -- materialized in backward
-        or (prod.spec.kind == "reduce_rows" and 4 * bytes < M.input_bytes(prod.spec))  -- a reduction
+        -- ban_if_reduction: any op whose output is a quarter of its tensor arguments or less (a
+        -- row reduction, a gather of a few columns: DeepSeek-V3's router's scores.gather)
+        or (4 * bytes < M.input_bytes(prod.spec))
     end
     if not weight then
       -- _size_of, biased toward nodes near backward; twice for a node fusion would not
@@ -375,7 +372,8 @@ end
 
 -- The note that says what the partitioner saves of compiled decoder layer `layer` (from 0): each
 -- saved tensor as name [shape] dtype, and their bytes (parameters, saved for free, left out).
-function M.note(saved, layer)
+-- kind: which of the run's two kinds of compiled layer it is, where it has both (or nil).
+function M.note(saved, layer, kind)
   local parts, total = {}, 0
   for _, t in ipairs(saved) do
     if not t.param then
@@ -384,15 +382,20 @@ function M.note(saved, layer)
       parts[#parts + 1] = ("%s [%s] %s"):format(t.name, table.concat(t.shape, "x"), t.dtype)
     end
   end
-  return ("torch.compile: the partitioner saves %d activations of decoder layer %d for backward, "
-          .. "%.2f MiB (%s), and backward recomputes what else it reads"):format(#parts, layer, total / 2^20,
-          table.concat(parts, ", "))
+  return ("torch.compile: the partitioner saves %d activations of decoder layer %d%s for backward, "
+          .. "%.2f MiB (%s), and backward recomputes what else it reads"):format(#parts, layer,
+          kind and " (" .. kind .. ")" or "", total / 2^20, table.concat(parts, ", "))
 end
 
--- The bytes of an op's inputs (a reduction's ban compares its output with them).
+-- The bytes of an op's tensor arguments (a reduction's ban compares its output with them, as
+-- the partitioner sums the fx nodes among its args): x[idx] (a gather, aten.index) takes its
+-- indices in a list, which is no node, so only x counts; aten.gather (spec.index_arg) takes
+-- them as an argument of their own.
 function M.input_bytes(spec)
   local b = 0
-  for _, x in ipairs(spec.inputs) do b = b + nn.bytes(x.shape, x.dtype) end
+  for i, x in ipairs(spec.inputs) do
+    if i == 1 or spec.kind ~= "gather" or spec.index_arg then b = b + nn.bytes(x.shape, x.dtype) end
+  end
   return b
 end
 
@@ -414,6 +417,18 @@ function M.eager_layer(t, k)
   return t.checkpointing and t.checkpoint_impl == "transformers" and (k - 1) % t.checkpoint_every == 0
 end
 
+-- Whether decoder layer k (from 1) compiles with its checkpoint inside (checkpoint_impl
+-- "wrapper"): torchtitan's apply_ac wraps every k-th block in ptd_checkpoint_wrapper (selective
+-- layer AC, ac_freq) and apply_compile then compiles every block, wrapped or not, so a wrapped
+-- block is one graph with the checkpoint's MUST_RECOMPUTE tags (it saves its inputs alone) and
+-- an unwrapped one the plain layer's graph (the partitioner's saved set), each as if the whole
+-- model were one kind (validation/oracle/check_compile_ckpt_every.py). vrsim checkpoints the
+-- layers 1, 1 + k, ... (strategies/checkpoint.lua), torchtitan k, 2k, ...: the same count
+-- where k divides the layers (recipes/torchtitan.lua).
+function M.checkpointed_layer(t, k)
+  return t.checkpointing == true and t.checkpoint_impl ~= "transformers" and (k - 1) % t.checkpoint_every == 0
+end
+
 -- The note a run with eager checkpointed layers carries.
 function M.eager_note(t)
   return ("torch.compile: the checkpointed layers run eager: transformers' checkpointing "
@@ -428,8 +443,9 @@ end
 -- Hooks for the modules of class layer_cls: each is one compiled region (numbered as
 -- checkpointing numbers its regions), whose ops nn.op reports (cx.sac) and whose partition is
 -- made as the layer returns. t: the training table. With checkpointing under a wrapper, every
--- layer is also checkpointed whole (strategies/checkpoint.lua makes the same region),
--- torchtitan's order (activation checkpointing applied, then each layer compiled); under
+-- checkpointed layer (each, or every k-th) is also checkpointed whole (strategies/checkpoint.lua
+-- makes the same region), torchtitan's order (activation checkpointing applied, then each layer
+-- compiled: M.checkpointed_layer); under
 -- transformers' checkpointing a checkpointed layer runs eager (M.eager_layer). Registered before
 -- any other pass, as checkpoint.hooks are.
 --
@@ -446,23 +462,35 @@ function M.hooks(root, layer_cls, t, reference)
   local mod = require "vrsim.module"
   local layers = mod.find(root, { [layer_cls] = true })
   if #layers == 0 then error("torch.compile: this model has no " .. layer_cls .. " to compile", 0) end
-  local checkpointed = t.checkpointing and t.checkpoint_impl ~= "transformers"
   local eager = M.eager_layer(t, 1)
-  local out, first_saved, noted = {}, {}, reference
-  -- the note, once the model has run: the second layer's saved set where there is one (the
-  -- first's input needs no gradient where the embedding is frozen, as under LoRA)
+  local out, layer_saved, noted = {}, {}, reference
+  -- the notes, once the model has run: for the layers compiled alone, then for those compiled
+  -- with their checkpoint, the saved set of the second layer of the kind where there is one
+  -- (the first's input needs no gradient where the embedding is frozen, as under LoRA)
   out[1] = { module = root, first = { post = function(cx)
     if noted or cx.no_grad then return end
     if eager then
       noted = true
       cx.notes[#cx.notes + 1] = M.eager_note(t)
     end
-    local k = first_saved[2] and 2 or first_saved[1] and 1 or next(first_saved)
-    if not k then return end
-    noted = true
-    cx.notes[#cx.notes + 1] = M.note(first_saved[k], k - 1)
+    for _, ck in ipairs { false, true } do
+      local first, second
+      for k = 1, #layers do
+        if layer_saved[k] and M.checkpointed_layer(t, k) == ck then
+          if first then second = second or k else first = k end
+        end
+      end
+      local k = second or first
+      if k then
+        noted = true
+        local mixed = t.checkpointing and t.checkpoint_impl ~= "transformers" and t.checkpoint_every > 1
+        cx.notes[#cx.notes + 1] = M.note(layer_saved[k], k - 1,
+          mixed and (ck and "checkpointed, compiled with its checkpoint" or "not checkpointed, compiled alone"))
+      end
+    end
   end } }
   for k, layer in ipairs(layers) do
+    local checkpointed = M.checkpointed_layer(t, k)
     local ops, held, first_op, inference
     out[#out + 1] = { module = layer, first = {
       pre = function(cx)
@@ -484,7 +512,7 @@ function M.hooks(root, layer_cls, t, reference)
         -- what the layer hands to the framework to hold (a KV cache's tensors) is its output too
         for i = held + 1, #cx.held do res[#res + 1] = cx.held[i] end
         local saved = M.partition(cx, ops, res, checkpointed and not inference, inference)
-        if k <= 2 and not inference then first_saved[k] = saved end
+        if not inference then layer_saved[k] = saved end
         -- the layer's other ops (a Python variable's reference dropped, nn.release) make nothing:
         -- the compiled backward has no such step; what it recomputes is dropped after its last use
         -- (activation offloading's pack of a checkpointed layer's input, made by the eager

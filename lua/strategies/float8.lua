@@ -396,7 +396,9 @@ function M.linear(cx, name, x, w, recipe, tp)
   -- float8_rowwise): the recasts read the input and the weight through fused kernels
   -- (bw_fused: recomputable, so the partitioner recomputes a cheap input rather than save it;
   -- the weight, a parameter, is saved for free); tensorwise, grad_input's _scaled_mm reads the
-  -- weight's inverse scale and its recast the weight's amax, both from forward
+  -- weight's inverse scale and its recast the weight's amax, both from forward. With
+  -- rowwise_with_gw_hp grad_weight's torch.mm reads the input itself, an extern kernel: the input
+  -- is saved (the capture's float8_rowwise_with_gw_hp)
   local graph_saves = fused and not cx.compile_checkpointed
   -- a fused cast's traffic: two reads of the input (the amax and the cast), the float8 write
   local function traffic_of(n) return n * (2 * h + 1) end

@@ -242,7 +242,7 @@ function M.apply(root, s, output)
       if t == m.path or m.path:sub(-#t - 1) == "." .. t then match = true; used[t] = true end
     end
     if match then
-      m.lora = { cfg = s }
+      m.lora = { cfg = s, base = m.forward }
       m.forward = lora_forward(m.forward)
       hit[#hit + 1] = m
     end
@@ -365,8 +365,9 @@ function M.materialize_linear(cx, m, prefix)
   do
     local s = m.lora.cfg
     local base = prefix .. m.path .. "."
-    m.lora.A = nn.param(cx, base .. "lora_A.default.weight", { s.r, m.in_features }, s.dtype, true)
-    m.lora.B = nn.param(cx, base .. "lora_B.default.weight", { m.out_features, s.r }, s.dtype, true)
+    -- (a framework's own adapter may shape them otherwise: m.lora.shape_A, shape_B)
+    m.lora.A = nn.param(cx, base .. "lora_A.default.weight", m.lora.shape_A or { s.r, m.in_features }, s.dtype, true)
+    m.lora.B = nn.param(cx, base .. "lora_B.default.weight", m.lora.shape_B or { m.out_features, s.r }, s.dtype, true)
     m.lora.A.adapter, m.lora.B.adapter = true, true
     m.extra_params = { { key = "lora_A", param = m.lora.A }, { key = "lora_B", param = m.lora.B } }
   end

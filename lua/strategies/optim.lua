@@ -176,7 +176,8 @@ function M.build(cx, cfg, params, updates)
   else
     local missing = {}
     for _, p in ipairs(params) do
-      if p.trainable then
+      -- (a parameter no optimizer holds, litgpt's StableEmbedding: its .grad stays)
+      if p.trainable and not p.outside_optimizer then
         trainable[#trainable + 1] = p
         grads[#grads + 1] = G:param_grad(p.id)
         if not grads[#grads] then missing[#missing + 1] = p.name end

@@ -67,6 +67,21 @@ local function tensor(cx, name, bytes, dtype, cat, persistent)
                        param = cat == "param" }
 end
 
+-- A quantized weight's packed codes: `bytes` of `dtype`, counted in the reports' parameter
+-- counts (summary.json's per-module `parameters`) as the `n` weights they encode, not as the
+-- elements of their storage.
+local function packed(cx, name, bytes, dtype, n)
+  return cx.G:tensor { name = name, bytes = bytes, numel = n, dtype = dtype, cat = "param",
+                       persistent = true, param = true }
+end
+
+-- A quantized weight's state (absmax, scales, codebook): bytes on the GPU beside the weight, no
+-- parameters of their own (a count of 0: the number of blocks is not a number of weights).
+local function qstate(cx, name, bytes, dtype)
+  return cx.G:tensor { name = name, bytes = bytes, numel = 0, dtype = dtype, cat = "param",
+                       persistent = true, param = true }
+end
+
 -- The dtype the packed 4-bit codes are stored in (bnb_4bit_quant_storage): `given` is the scenario's
 -- choice; "auto" follows the FSDP-QLoRA and ZeRO-3 QLoRA recipes (peft's docs, bitsandbytes'
 -- fsdp_qlora guide, axolotl), which set it to the model's dtype so that the sharding strategy
@@ -98,21 +113,24 @@ function M.param(cx, name, shape, kind, compute_dtype, double_quant)
     local size = nn.DT_SIZE[storage]
     local elems = (n + 1) // (2 * size)
     p.storage, p.nb, p.blocks, p.double_quant = storage, elems * size, blocks, double_quant
+    -- the dtype of the tensor quantize_4bit was given (QuantState.dtype: what dequantize_4bit
+    -- writes): the weight's own, or cx.quant_from_dtype where the framework quantizes a copy
+    -- (Lightning's BitsandbytesPrecision: weight.to(torch.half))
+    p.qdtype = cx.quant_from_dtype or compute_dtype
     local whole = p.nb
     if cx.shard_param and storage ~= "uint8" and cx.shard_param(cx, p) then
       p.sharded = true
       -- partitioned at construction (rank-0 loading, zero.Init): never whole on this GPU
       if cx.dp.init_partitioned then whole = 0 end
     end
-    p.id = cx.G:tensor { name = name, bytes = whole, numel = elems, dtype = storage, cat = "param",
-                         persistent = true, param = true }
+    p.id = packed(cx, name, whole, storage, n)
     if double_quant then
-      p.parts[1] = tensor(cx, name .. ".absmax (uint8)", blocks, "uint8", "param", true)
-      p.parts[2] = tensor(cx, name .. ".absmax2", ((blocks + 255) // 256) * 4, "fp32", "param", true)
-      p.parts[3] = tensor(cx, name .. ".code", 256 * 4, "fp32", "param", true)
-      p.parts[4] = tensor(cx, name .. ".offset", 4, "fp32", "param", true)
+      p.parts[1] = qstate(cx, name .. ".absmax (uint8)", blocks, "uint8")
+      p.parts[2] = qstate(cx, name .. ".absmax2", ((blocks + 255) // 256) * 4, "fp32")
+      p.parts[3] = qstate(cx, name .. ".code", 256 * 4, "fp32")
+      p.parts[4] = qstate(cx, name .. ".offset", 4, "fp32")
     else
-      p.parts[1] = tensor(cx, name .. ".absmax", blocks * 4, "fp32", "param", true)
+      p.parts[1] = qstate(cx, name .. ".absmax", blocks * 4, "fp32")
     end
   elseif kind == "torchao_nf4" then
     -- NF4Tensor.from_tensor: the inner tensors (__tensor_flatten__), all persistent on the GPU;
@@ -123,15 +141,14 @@ function M.param(cx, name, shape, kind, compute_dtype, double_quant)
     end
     local dsz = nn.DT_SIZE[compute_dtype]
     p.storage, p.nb, p.blocks = "uint8", n // 2, n // 64
-    p.id = cx.G:tensor { name = name .. ".quantized_data", bytes = p.nb, numel = p.nb, dtype = "uint8",
-                         cat = "param", persistent = true, param = true }
-    p.parts[1] = tensor(cx, name .. ".quantized_scalers", n // 64, "int8", "param", true)
-    p.parts[2] = tensor(cx, name .. ".quantization_factor", (n // (64 * 256)) * dsz, compute_dtype, "param", true)
-    p.parts[3] = tensor(cx, name .. ".scaler_mean", dsz, compute_dtype, "param", true)
-    p.parts[4] = tensor(cx, name .. ".nf4", 16 * dsz, compute_dtype, "param", true)
+    p.id = packed(cx, name .. ".quantized_data", p.nb, "uint8", n)
+    p.parts[1] = qstate(cx, name .. ".quantized_scalers", n // 64, "int8")
+    p.parts[2] = qstate(cx, name .. ".quantization_factor", (n // (64 * 256)) * dsz, compute_dtype)
+    p.parts[3] = qstate(cx, name .. ".scaler_mean", dsz, compute_dtype)
+    p.parts[4] = qstate(cx, name .. ".nf4", 16 * dsz, compute_dtype)
   elseif kind == "int8" then
-    p.id = tensor(cx, name, n, "int8", "param", true)
-    p.parts[1] = tensor(cx, name .. ".SCB", shape[1] * 4, "fp32", "param", true)
+    p.id = packed(cx, name, n, "int8", n)
+    p.parts[1] = qstate(cx, name .. ".SCB", shape[1] * 4, "fp32")
     p.dtype = "fp16"
   else
     error("unknown quantization '" .. tostring(kind) .. "' (nf4 or int8)", 0)
@@ -158,6 +175,25 @@ function M.linear(cx, name, x, w)
   shape[#shape + 1] = w.shape[1]
   local tokens = nn.numel(x.shape) // x.shape[#x.shape]
   local flops = 2 * tokens * w.shape[1] * w.shape[2]
+  if w.quant == "nf4" and w.qdtype and w.qdtype ~= w.dtype and w.qdtype ~= x.dtype then
+    -- `F.dequantize_4bit(B, quant_state).to(A.dtype)` where the weight was quantized from
+    -- another dtype: dequantize_4bit writes QuantState.dtype (with double quantization after
+    -- an fp32 absmax), `.to` copies it into A's dtype and the first copy goes as it returns;
+    -- the GEMM then reads the cast weight, dropped when F.linear returns. Backward makes both
+    -- again for the input gradient; MatMul4Bit keeps A as above.
+    local q = { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false }
+    local first = n * nn.DT_SIZE[w.qdtype]
+    local ws = w.double_quant and { w.blocks * 4, first } or { first }
+    local wd = nn.op(cx, { name = name .. ".dequantize_4bit", inputs = { q }, frees = {}, workspace = ws,
+                           outs = { { name .. ".weight_dequantized", { w.shape[1], w.shape[2] }, x.dtype } },
+                           flops = 2 * n, bytes = n / 2 + 2 * first + n * nn.DT_SIZE[x.dtype] })
+    local bws = { table.unpack(ws) }
+    bws[#bws + 1] = n * nn.DT_SIZE[x.dtype]
+    return nn.op(cx, { name = name, kind = "mm", inputs = { x, wd }, outs = { { name, shape, x.dtype } },
+                       bwd_workspace = bws, saves = x.rg and { x } or nil, grads = { { dtype = x.dtype }, "none" },
+                       flops = flops, bwd_flops = flops, dtype = x.dtype,
+                       bytes = nn.bytes(x.shape, x.dtype) + n * nn.DT_SIZE[x.dtype] + nn.bytes(shape, x.dtype) })
+  end
   if w.quant == "nf4" then
     -- matmul_4bit (bitsandbytes/autograd/_functions.py): with an input that needs no gradient
     -- gemm_4bit runs directly, outside autograd; otherwise MatMul4Bit.apply, whose forward runs

@@ -27,6 +27,7 @@
 -- functions.
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
+local S = require("vrsim.core").streams  -- Op.stream ids (sim/graph.h StreamId)
 
 local T = {}
 
@@ -176,6 +177,149 @@ local function scatter_seq(cx, name, x, tp)
   return collective(cx, name, "reduce_scatter", "all_gather", chunk_cat(cx, name .. " (chunk cat)", x), s, tp)
 end
 
+-- Async tensor parallelism (torchtitan's enable_async_tensor_parallel: apply_tp sets
+-- torch._inductor.config._micro_pipeline_tp; torch 2.13's torch/_inductor/fx_passes/
+-- micro_pipeline_tp.py rewrites each compiled graph after the partitioner, and
+-- torch/distributed/_symmetric_memory/__init__.py runs the fused ops). Inside a compiled layer:
+--
+-- * all-gather -> GEMMs (fuse_all_gather_matmul): the sequence all-gather (gather_dim 1, the
+--   all_gather_into_tensor + split + cat pattern) and the GEMMs that read the gathered tensor as
+--   their left operand (q/k/v, gate/up; float8's _scaled_mm too: only a last-dim gather excludes
+--   them) become one fused_all_gather_matmul. _fused_all_gather_matmul_impl allocates the
+--   gathered A_flat (new_empty, the caching allocator) and each GEMM's output, and returns A
+--   (unflatten: a view, no chunk cat) where the graph still uses it: the partitioner chose what
+--   to save on the unfused graph, so the gathered input stays saved for the weight gradients.
+--   _pipelined_all_gather_and_consume copies the rank's shard into the group's symmetric-memory
+--   workspace on the compute stream (barrier after it), then each remote shard's peer copy and
+--   its GEMM chunk alternate over the compute and the backend stream: the copies run beside
+--   the GEMMs, and the compute stream waits for the backend stream and a barrier at the end.
+-- * GEMM -> reduce-scatter (fuse_matmul_reduce_scatter): o_proj's and down_proj's output
+--   reduce-scattered (scatter_dim 1, the chunk cat + reduce_scatter_tensor pattern) becomes one
+--   fused_matmul_reduce_scatter: the GEMM writes the stacked partials (new_empty, the size of the
+--   GEMM's output; no chunk cat), _pipelined_produce_and_all2all pulls each peer's chunk beside
+--   the next chunk's GEMM, and a sum over the tp partials (reduce_fn) makes the (b, s/tp, h)
+--   output once the backend stream is joined.
+-- * Not fused: the head's all-gather (outside the compiled layers); in backward the
+--   reduce-scatter of the gathered input's gradient (its producer is a sum of GEMMs, not one
+--   GEMM: _find_producer_matmul) and, under float8, the all-gather of the output's gradient
+--   (its GEMM reads the float8 cast, not the gathered tensor). The bf16 backward's all-gather of
+--   the output's gradient fused with its input-gradient GEMM is not modelled (the note says so).
+-- The symmetric-memory workspace (get_symm_mem_workspace: the larger of the shard, for an
+-- all-gather, and two output chunks, for a reduce-scatter) comes from
+-- _SymmetricMemory.empty_strided_p2p, outside the caching allocator: T.async_workspace.
+
+-- The tp group's symmetric-memory workspace: get_symm_mem_workspace re-allocates it when a fused
+-- op asks for more than it holds (max(size, min_size)), so it ends the size of the largest
+-- request; it is outside the caching allocator, so no peak of vrsim's includes it: a note says
+-- its size once it has grown (the first reduce-scatter's request is the layer's largest, two
+-- (b, s/tp, h) chunks against the all-gathers' one shard)
+local function workspace(cx, bytes)
+  if bytes <= (cx.symm_mem_bytes or 0) then return end
+  cx.symm_mem_bytes = bytes
+  if cx.symm_mem_note then
+    cx.notes[cx.symm_mem_note] = T.async_workspace_note(bytes)
+  else
+    cx.notes[#cx.notes + 1] = T.async_workspace_note(bytes)
+    cx.symm_mem_note = #cx.notes
+  end
+end
+
+-- Where the unfused collective's chunk cat copied, the fused op hands back a view (unflatten's,
+-- or the partials themselves); backward is the unfused graph's (the pass rewrote forward only,
+-- the backward graph has its own collectives), so its node is the chunk cat's: a copy of the
+-- gradient's bytes as the compiled chunk cat's backward is priced (G:op_partition: twice what it
+-- moved, its input and its output).
+local function unfused_cat_backward(cx, name, x)
+  local v = nn.view(cx, x, x.shape, name)
+  v.hp_dtype = x.hp_dtype
+  local b = nn.bytes(x.shape, x.dtype)
+  local rg = x.rg and not cx.no_grad
+  local index = cx.G:op { name = name, kind = "none", phase = cx.phase, inputs = { x.id }, outputs = { v.id },
+            grads = rg and { { pass = 1 } } or nil, bwd_kind = "copy", bytes = 0, bwd_bytes = 2 * (2 * b),
+            dtype = x.dtype, layer = cx.layer, region = cx.region, no_grad = cx.no_grad }
+  -- (the partitioner's op, so that what it saves of the view is its decision on the base; not
+  -- one it fuses and prices itself: compile_extern keeps the backward above)
+  if cx.sac and cx.region then
+    cx.sac(cx, { name = name, kind = "none", inputs = { x }, compile_extern = true }, index, { v }, rg)
+  end
+  return v
+end
+
+-- (b, s/tp, h) -> (b, s, h) under async tp: the fused op's shard copy into symmetric memory,
+-- which makes the gathered tensor (A_flat) and, as the unfused graph's collective did, carries
+-- its backward (the reduce-scatter of the gradient); the peer copies on the backend stream. The
+-- GEMMs that read it follow on the compute stream; async_join ends the fused op after them.
+local function fused_gather(cx, name, x, tp)
+  local s = nn.copy_shape(x.shape)
+  s[2] = s[2] * tp
+  local rg = x.rg and not cx.no_grad
+  local gdt = x.hp_dtype or x.dtype
+  local out = nn.new_tensor(cx, name, s, x.dtype, rg)
+  out.hp_dtype = x.hp_dtype
+  local shard = nn.bytes(x.shape, x.dtype)
+  local full = nn.bytes(s, x.dtype)
+  local gfull = nn.bytes(s, gdt)
+  local index = cx.G:op {
+    name = name .. ": shard into symmetric memory", kind = "copy", phase = cx.phase, inputs = { x.id },
+    outputs = { out.id }, grads = rg and { { bytes = nn.bytes(x.shape, gdt), dtype = gdt } } or nil,
+    bwd_kind = "reduce_scatter", bytes = 2 * shard, bwd_bytes = gfull, dtype = x.dtype, world = tp,
+    bwd_workspace = { gfull }, bwd_workspace_first = true,
+    layer = cx.layer, region = cx.region, no_grad = cx.no_grad }
+  -- (the partitioner saw the all-gather: strategies/compile.lua's must-save of collectives)
+  if cx.sac and cx.region then cx.sac(cx, { name = name, kind = "all_gather", inputs = { x } }, index, { out }, rg) end
+  local peer = cx.G:op {
+    name = name .. ": peer copies", kind = "all_gather", phase = cx.phase, stream = S.symm_mem,
+    inputs = { out.id }, outputs = {}, frees = {}, bytes = full, dtype = x.dtype, world = tp,
+    layer = cx.layer, region = cx.region, no_grad = cx.no_grad }
+  -- (recomputed where the gathered tensor is: its node)
+  if cx.sac and cx.region then cx.sac(cx, { name = name, kind = "all_gather", inputs = { x } }, peer, { out }, false) end
+  workspace(cx, shard)
+  if s[1] > 1 then return unfused_cat_backward(cx, name .. " (view)", out) end
+  return out
+end
+
+-- The end of a fused all-gather's GEMMs: the compute stream waits for the backend stream, then
+-- symm_mem.barrier(channel=0), a kernel.
+local function async_join(cx, name)
+  cx.G:op { name = name .. ": join the backend stream, barrier", kind = "elementwise", phase = cx.phase,
+            inputs = {}, outputs = {}, frees = {}, bytes = 0, wait_stream = S.symm_mem,
+            layer = cx.layer, region = cx.region, no_grad = cx.no_grad }
+end
+
+-- (b, s, h) partial sums, the output of GEMM x_in @ W -> (b, s/tp, h) under async tp: the peer
+-- pulls of the stacked partials' chunks on the backend stream from the GEMM's start (its input
+-- ready), then the sum over the tp partials once joined, which carries the backward (the
+-- all-gather of the gradient).
+local function fused_scatter(cx, name, x_in, partials, tp)
+  local s = nn.copy_shape(partials.shape)
+  s[2] = s[2] // tp
+  local full = nn.bytes(partials.shape, partials.dtype)
+  local peer = cx.G:op {
+    name = name .. ": peer copies", kind = "all_to_all", phase = cx.phase, stream = S.symm_mem,
+    inputs = { x_in.id }, outputs = {}, frees = {}, bytes = full, dtype = partials.dtype, world = tp,
+    layer = cx.layer, region = cx.region, no_grad = cx.no_grad }
+  -- (recomputed where the GEMM's output is: its node)
+  if cx.sac and cx.region then
+    cx.sac(cx, { name = name, kind = "reduce_scatter", inputs = { x_in } }, peer, { partials }, false)
+  end
+  partials = unfused_cat_backward(cx, name .. " (partials)", partials)
+  local rg = partials.rg and not cx.no_grad
+  local gdt = partials.hp_dtype or partials.dtype
+  local out = nn.new_tensor(cx, name, s, partials.dtype, rg)
+  local index = cx.G:op {
+    name = name .. ": sum of the partials", kind = "reduce_rows", phase = cx.phase, inputs = { partials.id },
+    outputs = { out.id }, grads = rg and { { bytes = full, dtype = gdt } } or nil,
+    bwd_kind = "all_gather", bytes = full + nn.bytes(s, partials.dtype), bwd_bytes = nn.bytes(partials.shape, gdt),
+    dtype = partials.dtype, world = tp, wait_stream = S.symm_mem,
+    layer = cx.layer, region = cx.region, no_grad = cx.no_grad }
+  if cx.sac and cx.region then
+    cx.sac(cx, { name = name, kind = "reduce_scatter", inputs = { partials } }, index, { out }, rg)
+  end
+  -- (_pipelined_produce_and_all2all: two local buffers of one output chunk each)
+  workspace(cx, 2 * full // tp)
+  return out
+end
+
 -- The hooks of the plan, { module, hook } pairs for module.register, in the order
 -- parallelize_module registers them (before fully_shard's).
 function T.hooks(cx, root, tp)
@@ -186,23 +330,39 @@ function T.hooks(cx, root, tp)
   -- float8 (PrepareFloat8ModuleInput, where the module's Linears are Float8Linear): the shard is
   -- cast to float8 first, so the all-gather moves and makes 1 byte an element, and the
   -- Float8Linears that read it (Float8ColwiseParallel) cast it no more
-  local function prepare_input(m, what, float8)
-    local gathered
+  -- last: the module whose GEMM is the last to read the gathered input (under async tp the fused
+  -- op ends after it)
+  local function prepare_input(m, what, float8, last)
+    local gathered, fused
     add(m, {
       pre = function(c, _, args)
         local x = args[1]
         if float8 then x = require("strategies.float8").cast_input(c, m.opname .. ": float8 input", x) end
-        gathered = gather_seq(c, m.opname .. ": all_gather " .. what, x, tp)
+        fused = c.async_tp and c.compiling and last ~= nil
+        if fused then
+          gathered = fused_gather(c, m.opname .. ": fused_all_gather_matmul " .. what, x, tp)
+        else
+          gathered = gather_seq(c, m.opname .. ": all_gather " .. what, x, tp)
+        end
         args[1] = gathered
       end,
       post = function(c)
         nn.release(c, { gathered }, m.opname .. " returns: the gathered input")
       end })
+    if last then
+      add(last, { post = function(c)
+        if fused then async_join(c, m.opname .. ": fused_all_gather_matmul " .. what); fused = false end
+      end })
+    end
   end
   -- RowwiseParallel(output_layouts=Shard(1)): the partial output reduce-scattered
   local function scatter_output(m)
-    add(m, { post = function(c, _, _, outs)
-      outs[1] = scatter_seq(c, m.opname .. ": reduce_scatter", outs[1], tp)
+    add(m, { post = function(c, _, args, outs)
+      if c.async_tp and c.compiling then
+        outs[1] = fused_scatter(c, m.opname .. ": fused_matmul_reduce_scatter", args[1], outs[1], tp)
+      else
+        outs[1] = scatter_seq(c, m.opname .. ": reduce_scatter", outs[1], tp)
+      end
     end })
   end
   local embed = mod.get(root, "model.embed_tokens")
@@ -270,9 +430,10 @@ function T.hooks(cx, root, tp)
   mod.walk(root, function(m)
     if m.cls and m.children.self_attn and m.children.mlp then
       local attn, mlp = m.children.self_attn, m.children.mlp
-      prepare_input(attn, "input", float8(attn, "q_proj") and float8(attn, "k_proj") and float8(attn, "v_proj"))
+      prepare_input(attn, "input", float8(attn, "q_proj") and float8(attn, "k_proj") and float8(attn, "v_proj"),
+                    attn.children.v_proj)
       scatter_output(attn.children.o_proj)
-      prepare_input(mlp, "input", float8(mlp, "gate_proj") and float8(mlp, "up_proj"))
+      prepare_input(mlp, "input", float8(mlp, "gate_proj") and float8(mlp, "up_proj"), mlp.children.up_proj)
       scatter_output(mlp.children.down_proj)
     end
   end)
@@ -285,6 +446,22 @@ function T.hooks(cx, root, tp)
     prepare_input(head, "hidden states")
   end
   return list
+end
+
+-- The notes of async tensor parallelism: what it changes and leaves out, and the workspace.
+function T.async_note(tp)
+  return ("async tensor parallelism over %d ranks (Inductor's micro_pipeline_tp): in each compiled layer the "
+          .. "sequence all-gathers fused with the GEMMs they feed and the reduce-scatters with the GEMM before "
+          .. "them, the peer copies on symmetric memory's backend stream beside the GEMMs (priced as the "
+          .. "collective of the same bytes; each GEMM as one, not tp chunks); in backward the collectives run "
+          .. "unfused, the bf16 all-gather of each output gradient with its input-gradient GEMM included "
+          .. "(Inductor fuses that one: not modelled)"):format(tp)
+end
+
+function T.async_workspace_note(bytes)
+  return ("async tensor parallelism: the tp group's symmetric-memory workspace, %.1f MiB (%d bytes), is allocated "
+          .. "outside PyTorch's caching allocator (_SymmetricMemory.empty_strided_p2p): not in the peaks "
+          .. "allocated or reserved, beside them on the device (nvidia-smi)"):format(bytes / 2^20, bytes)
 end
 
 -- The note a run with tensor parallelism carries: what it leaves out.

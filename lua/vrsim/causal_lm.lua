@@ -42,7 +42,8 @@ local function materialize(cx, root, build_dtype, trainable, quant_dtype)
   mod.materialize(root, function(m, d, full)
     cx.layer = m.layer_of or -1
     cx.module = m.dm_unit
-    if d.quant then return q.param(cx, full, d.shape, d.quant, quant_dtype, true) end
+    -- (double quantization unless training.quant_double = false: litgpt's bnb.nf4)
+    if d.quant then return q.param(cx, full, d.shape, d.quant, quant_dtype, cx.quant_double ~= false) end
     local tr = trainable
     if d.trainable ~= nil then tr = d.trainable end
     local p = nn.param(cx, full, d.shape, d.dtype or build_dtype, tr)
@@ -166,14 +167,26 @@ function M.build(cx, cfg)
     error("training.dpo with a mixture-of-experts model is not modelled (the router logits and auxiliary loss "
           .. "DPOTrainer adds)", 0)
   end
+  -- litgpt's fine-tuning program (strategies/litgpt.lua): what of it is built, refused here
+  local litgpt = t.framework == "litgpt" and require("strategies.litgpt")
+  if litgpt then
+    local why = litgpt.refusal(t, fam, cfg.hardware.count)
+    if why then error(why, 0) end
+    for _, n in ipairs(litgpt.notes(t)) do cx.notes[#cx.notes + 1] = n end
+    -- litgpt's CausalSelfAttention: one qkv Linear (q, k and v stacked)
+    mc.fused_qkv = true
+  end
   local root = fam.tree(mc)
+  -- (litgpt's RMSNorm: its own forward, fp32 through the weight product)
+  if litgpt then litgpt.rmsnorms(root) end
   -- a pipeline rank holds its stages' part of the tree only (vrsim/pipeline.lua)
   if cx.pp then require("vrsim.pipeline").prune(cx.pp, root, mc) end
   mark_layers(root)
   -- bitsandbytes first (from_pretrained(quantization_config=...)), then peft on the result
   local lora_hit
   if t.quant ~= "none" then
-    require("strategies.quant").apply(root, t.quant, "lm_head")
+    -- (litgpt's BitsandbytesPrecision has no ignore_modules: lm_head is quantized too)
+    require("strategies.quant").apply(root, t.quant, not litgpt and "lm_head" or nil)
     if mc.experts then
       -- transformers 5.25: replace_with_bnb_linear swaps nn.Linear (and Conv1D) modules only, and
       -- Bnb4BitHfQuantizer.param_needs_quantization quantizes Linear4bit parameters only
@@ -199,6 +212,8 @@ function M.build(cx, cfg)
     lora = L.settings(t.lora, { r = 8, alpha = 32, dropout = 0.05, targets = { "q_proj", "v_proj" },
                                 aliases = { q = "q_proj", k = "k_proj", v = "v_proj", o = "o_proj",
                                             gate = "gate_proj", up = "up_proj", down = "down_proj" } })
+    -- (litgpt: the query, key and value switches adapt the one qkv Linear)
+    if litgpt then litgpt.fused_targets(lora) end
     -- a family whose peft targets go beyond Linear modules (its target_parameters) refuses them
     if fam.check_lora then fam.check_lora(lora, mc) end
     L.convert_moe_targets(lora, fam.model_type, root, "lm_head")
@@ -210,6 +225,7 @@ function M.build(cx, cfg)
       cx.notes[#cx.notes + 1] = "training.dpo: lora_dropout is 0 (DPOConfig.disable_dropout, TRL's default)"
     end
     lora_hit = L.apply(root, lora, "lm_head")
+    if litgpt then litgpt.qkv_adapters(lora_hit, mc) end
   end
   -- torchao's convert_to_float8_training (after the model is built, before sharding), with
   -- torchtitan's filter (strategies/float8.lua)
@@ -243,6 +259,16 @@ function M.build(cx, cfg)
     if why then error(why, 0) end
     TP.shard_tree(root, tp)
     cx.tp_applied = true
+    if cx.mesh.async_tp then
+      -- (torchtitan's maybe_enable_async_tp: "Async TP requires 'model' in --compile.components
+      -- and --compile.enable"; the micro_pipeline_tp pass is Inductor's)
+      if not compiled then
+        error("training.parallel.async_tp = true needs training.compile: async tensor parallelism is a pass of "
+              .. "Inductor's (torch._inductor.config._micro_pipeline_tp) over the compiled layers", 0)
+      end
+      cx.async_tp = true
+      cx.notes[#cx.notes + 1] = TP.async_note(tp)
+    end
     for _, n in ipairs(TP.notes(tp, cx.dp and cx.shard_params and not cx.dp.pp_keep)) do cx.notes[#cx.notes + 1] = n end
     if cx.dp and cx.shard_params and (t.grad_accum or 1) > 1 and cx.dp.opts.sync_every_micro_batch == false then
       -- (FSDP2 then keeps the unsharded gradients, the embedding's as the whole table, until the
@@ -305,7 +331,9 @@ function M.build(cx, cfg)
   -- model on the current GPU; device_map = "auto"): transformers' caching_allocator_warmup
   -- reserves the model's bytes before the weights come
   -- (torchtune builds its QLoRA model on the GPU and loads a state dict: no from_pretrained)
-  if (t.quant ~= "none" and t.quant ~= "torchao_nf4") or t.device_map == "auto" then
+  -- (litgpt builds its model under fabric.init_module, each Linear quantized as it is made, and
+  -- loads its own checkpoint: no from_pretrained either)
+  if ((t.quant ~= "none" and t.quant ~= "torchao_nf4") or t.device_map == "auto") and not litgpt then
     if cx.shard_param then
       cx.notes[#cx.notes + 1] = "from_pretrained's caching_allocator_warmup is not modelled under "
         .. t.strategy .. " (the parameters made as shards)"
@@ -314,7 +342,13 @@ function M.build(cx, cfg)
       cx.load_on_gpu = true
     end
   end
+  -- litgpt under --quantize: StableEmbedding's parameters beside the embedding it replaces
+  local outside = litgpt and t.quant == "nf4" and litgpt.stable_embedding(root, mc)
+  cx.quant_double = t.quant_double
+  -- (Lightning's BitsandbytesPrecision quantizes `weight.to(torch.half)`: litgpt's QuantState is fp16)
+  if litgpt then cx.quant_from_dtype = "fp16" end
   materialize(cx, root, build_dtype, not lora and not t.inference, pdtype)
+  if outside then litgpt.mark_outside_optimizer(cx, outside) end
   if lora then require("strategies.lora").materialize(cx, lora_hit, "base_model.model.") end
   if cx.dp and cx.dp.init_partitioned then
     for _, p in ipairs(cx.params) do if p.sharded then p.dtype = pdtype end end
@@ -401,12 +435,15 @@ function M.build(cx, cfg)
   end
   cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
              use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype,
-             loss = t.loss, data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
+             loss = litgpt and "litgpt_chunked" or t.loss, data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
              compile = compiled ~= nil, repeat_kv = cfg.model.repeat_kv,
              hub_kernels = require("vrsim.hub_kernels").resolve(cfg.model.hub_kernels, fam.model_type, t, tp,
                                                                  compiled ~= nil, cx.notes) }
-  -- DPOTrainer calls both models with use_cache=False
-  if dpo then cx.run.use_cache = false end
+  -- DPOTrainer calls both models with use_cache=False; litgpt's GPT has no cache in training
+  if dpo or litgpt then cx.run.use_cache = false end
+  -- litgpt's CausalSelfAttention repeats grouped keys and values to every query head in training
+  -- (k.repeat_interleave(q_per_kv, dim=1) where input_pos is None) before SDPA
+  if litgpt then cx.run.repeat_kv = true end
   -- one forward pass (a micro-batch); gradient accumulation calls it again
   local function forward()
     cx.run.inputs_embeds = nil

@@ -295,4 +295,97 @@ function M.chunked(cx, head, hf, b, s, compiled)
                      outs = { { "loss", {}, "fp32" } }, saves = { total }, grads = { { dtype = "fp32" }, "none" } })
 end
 
+-- litgpt's head and loss in its fine-tuning loop (litgpt 0.5.13, finetune/lora.py fit): `logits =
+-- model(input_ids, lm_head_chunk_size=128)`, GPT.forward's `[self.lm_head(x_i) for x_i in
+-- x.split(128, dim=1)]`, then `logits[-1] = logits[-1][..., :-1, :]` (a view) and
+-- utils.chunked_cross_entropy(logits, targets[..., 1:]): per chunk F.cross_entropy on the bf16
+-- logits as they are (no upcast; reduction="none": the chunk's bf16 log_softmax output saved, a
+-- bf16 loss per row), then torch.cat(loss_chunks).sum() / non_masked_elems. Returns the loss.
+M.LITGPT_CHUNK = 128
+
+function M.litgpt_chunked(cx, head, hf, b, s)
+  local h = hf.shape[#hf.shape]
+  local cs = M.LITGPT_CHUNK
+  local sizes = {}
+  for start = 0, s - 1, cs do sizes[#sizes + 1] = math.min(cs, s - start) end
+  -- x.split(128, dim=1): views; SplitBackward cats their gradients into one of x's size
+  local views = {}
+  for k, sz in ipairs(sizes) do
+    views[k] = nn.view(cx, hf, { b, sz, h }, ("x.split%d"):format(k))
+  end
+  nn.op(cx, { name = "x.split", kind = "none", inputs = { hf }, out_tensors = views,
+              grads = { { bytes = nn.bytes(hf.shape, hf.dtype), dtype = hf.dtype } }, bwd_kind = "copy",
+              bytes = 0, bwd_bytes = 2 * nn.bytes(hf.shape, hf.dtype) })
+  -- a chunk of a batch of several sequences is not contiguous: matmul's fold to (tokens, H)
+  -- copies it first (as in M.chunked)
+  local opname = head.opname
+  local logits = {}
+  for k, v in ipairs(views) do
+    local xin = v
+    if b > 1 then
+      xin = nn.op(cx, { name = ("lm_head.chunk%d.reshape"):format(k), kind = "copy", inputs = { v },
+                        outs = { { ("lm_head.chunk%d.input"):format(k), { b * sizes[k], h }, hf.dtype } },
+                        grads = { { pass = 1 } } })
+    end
+    head.opname = ("lm_head.chunk%d"):format(k)
+    logits[k] = mod.call(cx, head, xin)
+    head.opname = opname
+  end
+  -- GPT.forward returns the list: ln_f's output is gone unless the head saved views of it
+  nn.release(cx, { hf }, "GPT.forward returns: x")
+  -- `logits = model(...)` rebinds fit()'s list: the previous micro-batch's chunks are dropped now
+  -- and these are kept into the next forward (strategies/litgpt.lua)
+  require("strategies.litgpt").rebind_logits(cx, logits)
+  local v = head.out_features
+  local dt = logits[1].dtype
+  -- targets[..., 1:] (a view), split to the chunks' lengths; reshape(-1) copies where the batch
+  -- has several rows
+  -- batch["labels"] (b, s), moved to the GPU with the batch
+  local targets = nn.op(cx, { name = "targets", inputs = {}, outs = { { "targets", { b, s }, "int64" } } })
+  local ne = nn.op(cx, { name = "chunked_cross_entropy.targets_ne", inputs = { targets }, frees = {},
+                         outs = { { "chunked_cross_entropy.targets_ne", { b, s - 1 }, "bool" } } })
+  local count = nn.op(cx, { name = "chunked_cross_entropy.non_masked_elems", kind = "reduce_rows", inputs = { ne },
+                            outs = { { "chunked_cross_entropy.non_masked_elems", {}, "int64" } } })
+  local losses, copies = {}, {}
+  for k, lg in ipairs(logits) do
+    local pre = ("chunked_cross_entropy.chunk%d."):format(k)
+    -- the last chunk lost its last token (logits[-1][..., :-1, :])
+    local last = k == #logits
+    local rows = b * (sizes[k] - (last and 1 or 0))
+    local lab = nn.view(cx, targets, { rows }, pre .. "targets")
+    if b > 1 then
+      lab = nn.op(cx, { name = pre .. "targets_reshape", kind = "copy", inputs = { lab }, frees = {},
+                        outs = { { pre .. "targets", { rows }, "int64" } } })
+    end
+    -- logit_chunk.reshape(-1, V): a view, but of the sliced last chunk a copy where the batch has
+    -- several rows, which the list logit_chunks keeps until the function returns
+    local x = nn.view(cx, lg, { rows, v }, pre .. "logits")
+    if last and b > 1 then
+      x = nn.op(cx, { name = pre .. "logits_reshape", kind = "copy", inputs = { lg }, frees = {},
+                      outs = { { pre .. "logits", { rows, v }, dt } }, grads = { { dtype = dt } } })
+      copies[#copies + 1] = x
+    end
+    -- F.cross_entropy(bf16 logits, reduction="none"): log_softmax in the logits' dtype, its output
+    -- saved; nll_loss's per-row losses in that dtype (total_weight made and dropped)
+    local lsm = nn.op(cx, { name = pre .. "log_softmax", kind = "softmax", inputs = { x }, frees = {},
+                            outs = { { pre .. "log_probs", { rows, v }, dt } }, save_outs = { 1 },
+                            flops = 5 * rows * v, bwd_bytes = 3 * nn.bytes({ rows, v }, dt) })
+    losses[k] = nn.op(cx, { name = pre .. "nll_loss", inputs = { lsm, lab },
+                            outs = { { pre .. "loss", { rows }, dt }, { pre .. "total_weight", {}, dt, no_grad = true } },
+                            saves = { lab, lsm }, grads = { { dtype = dt }, "none" },
+                            bytes = rows * (nn.DT_SIZE[dt] + 8), bwd_bytes = nn.bytes({ rows, v }, dt), bwd_kernels = 2 })
+  end
+  nn.release(cx, { ne, targets, table.unpack(copies) }, "chunked_cross_entropy returns")
+  -- torch.cat(loss_chunks).sum() / non_masked_elems.maximum(ones_like(...))
+  local n = b * (s - 1)
+  local cat = nn.op(cx, { name = "chunked_cross_entropy.cat", kind = "copy", inputs = losses,
+                          outs = { { "chunked_cross_entropy.losses", { n }, dt } } })
+  local sum = nn.op(cx, { name = "chunked_cross_entropy.sum", kind = "reduce_rows", inputs = { cat },
+                          outs = { { "chunked_cross_entropy.sum", {}, dt } } })
+  local one = nn.op(cx, { name = "chunked_cross_entropy.maximum", inputs = { count },
+                          outs = { { "chunked_cross_entropy.denominator", {}, "int64" } } })
+  return nn.op(cx, { name = "chunked_cross_entropy.div", inputs = { sum, one },
+                     outs = { { "loss", {}, dt } }, saves = { one }, grads = { { dtype = dt }, "none" } })
+end
+
 return M

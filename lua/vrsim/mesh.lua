@@ -41,6 +41,7 @@ M.FIELDS = {
   pp_schedule = { "string", "1F1B", "pipeline schedule (torch.distributed.pipelining)" },
   ep_imbalance = { "number", 1, "expert parallelism's routing: the busiest rank's share of the token-expert pairs over the mean (1: balanced; the simulated rank is the busiest)" },
   cp_rotate_method = { "string", "allgather", "how ring attention brings the other ranks' keys and values (torch's set_rotate_method): allgather (once, torch's default, kept by torchtitan) or alltoall (passed on each step)" },
+  async_tp = { "boolean", false, "torchtitan's async tensor parallelism (Inductor's micro_pipeline_tp pass): each compiled layer's sequence all-gather fused with the GEMMs it feeds and each reduce-scatter with the GEMM it follows, the transfers beside the GEMMs over symmetric memory; needs tp > 1 and training.compile" },
   pp_microbatches = { "integer", nil, "micro-batches per step through the pipeline [pp: one per stage]" },
   pp_layers_per_stage = { "integer", nil, "decoder layers per (virtual) stage, the embeddings and the head counting one each (torchtitan's pipeline_parallel_layers_per_stage)" },
   pp_stage_layers = { "list", nil, "a given split: decoder layers on each stage, in order (torchtitan's module_fqns_per_model_part, by counts)" },
@@ -79,6 +80,10 @@ local function check_key(k, v)
     if v ~= "allgather" and v ~= "alltoall" then
       return nil, ("%s: unknown rotate method '%s' (one of: allgather, alltoall)"):format(where, tostring(v))
     end
+    return v
+  end
+  if k == "async_tp" then
+    if type(v) ~= "boolean" then return nil, ("%s must be true or false, not %s"):format(where, tostring(v)) end
     return v
   end
   if k == "pp_stage_layers" then
@@ -141,11 +146,12 @@ function M.resolve(cfg, given)
     local d = shorthand(t, n)
     return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard, given = false,
              pp_schedule = M.FIELDS.pp_schedule[2], cp_rotate_method = M.FIELDS.cp_rotate_method[2],
-             ep_imbalance = M.FIELDS.ep_imbalance[2], notes = {} }
+             ep_imbalance = M.FIELDS.ep_imbalance[2], async_tp = false, notes = {} }
   end
   local d = { pp = 1, dp_replicate = 1, dp_shard = -1, cp = 1, tp = 1, ep = 1 }
   local sched, micro, split, rotate = M.FIELDS.pp_schedule[2], nil, {}, M.FIELDS.cp_rotate_method[2]
   local imbalance = M.FIELDS.ep_imbalance[2]
+  local async_tp = M.FIELDS.async_tp[2]
   for _, k in ipairs(sorted_keys(p)) do
     local msg = M.unknown_key(k)
     if msg then error(msg, 0) end
@@ -154,6 +160,7 @@ function M.resolve(cfg, given)
     if k == "pp_schedule" then sched = v elseif k == "pp_microbatches" then micro = v
     elseif k == "cp_rotate_method" then rotate = v
     elseif k == "ep_imbalance" then imbalance = v
+    elseif k == "async_tp" then async_tp = v
     elseif k == "pp_layers_per_stage" or k == "pp_stage_layers" then split[k] = v else d[k] = v end
   end
   local others = d.pp * d.dp_replicate * d.cp * d.tp
@@ -206,9 +213,15 @@ function M.resolve(cfg, given)
   if d.cp == 1 and p.cp_rotate_method ~= nil then
     notes[#notes + 1] = ("training.parallel.cp_rotate_method = %s has no effect on this run: cp = 1 (no context parallelism)"):format(p.cp_rotate_method)
   end
+  -- (torchtitan enables it inside apply_tp, which runs only with tp > 1: a flag with nothing to
+  -- fuse is refused, as an inert knob)
+  if async_tp and d.tp == 1 then
+    error("training.parallel.async_tp = true needs tensor parallelism (training.parallel.tp > 1): "
+          .. "it fuses the tp group's all-gathers and reduce-scatters with their GEMMs", 0)
+  end
   -- (the ranks FSDP shards over and reduces gradients across: dp_shard * cp, times dp_replicate)
   return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard * d.cp, given = true, pp_schedule = sched, pp_microbatches = micro,
-           cp_rotate_method = rotate, ep_imbalance = imbalance,
+           cp_rotate_method = rotate, ep_imbalance = imbalance, async_tp = async_tp,
            pp_layers_per_stage = split.pp_layers_per_stage, pp_stage_layers = split.pp_stage_layers,
            notes = notes }
 end

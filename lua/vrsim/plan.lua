@@ -239,6 +239,9 @@ local function build_graph(st)
     elseif t0.loss_scaling then scaled = require("strategies.optim").scale_loss(cx, loss, true) end
     G:derive_backward(scaled.id)
   end
+  -- what the training loop keeps past its last backward (cx.after_backward: litgpt's fit()
+  -- holding its logits list into the next step, strategies/litgpt.lua)
+  for _, f in ipairs(cx.after_backward or {}) do f(cx) end
   if t0.empty_cache_after_build then
     G:op { name = "torch.cuda.empty_cache()", kind = "empty_cache", phase = "build", inputs = {},
            outputs = {}, frees = {} }

@@ -59,6 +59,7 @@ local SCHEMA = {
     checkpoint_scope = { "string", "layer", "layer (whole decoder layers), attention (selective) or op (torchtitan's op-level policy: matmuls and attention saved, every second mm recomputed)" },
     inference = { "boolean", false, "forward only under torch.no_grad(): no backward, no optimizer" },
     quant = { "string", "none", "quantized base weights: none, nf4 (bitsandbytes' QLoRA 4-bit), int8 (LLM.int8) or torchao_nf4 (torchao's NF4Tensor, torchtune's QLoRA builders; with compile = true)" },
+    quant_double = { "boolean", true, "nf4's double quantization (bnb_4bit_use_double_quant, bitsandbytes' compress_statistics): the 64-weight blocks' absmax stored as uint8 with an fp32 absmax per 256 of them, where false keeps one fp32 absmax a block (litgpt's --quantize bnb.nf4; bnb.nf4-dq is true)" },
     quant_storage = { "string", "auto", "bnb_4bit_quant_storage, the dtype the packed 4-bit weights are stored in: auto (the parameters' dtype under fsdp2 and zero3, as the FSDP-QLoRA and ZeRO-3 QLoRA guides set it, so the packed weights shard; uint8, transformers' default, otherwise), uint8, bf16, fp16 or fp32" },
     device_map = { "string", "none", "inference: none, or auto (Accelerate: layers across hardware.count GPUs, then the CPU)" },
     steps = { "integer", 4, "training steps to simulate (step 0 creates optimizer state)" },
@@ -79,6 +80,7 @@ local SCHEMA = {
     dpo = { "table", nil, "TRL's DPOTrainer: { prompt_length = N, completion_length = M, max_length = 1024, precompute_ref_log_probs = false }: chosen and rejected in one batch of 2 x micro_batch rows, the reference model's forward under no_grad (its keys: training.dpo below)" },
     float8 = { "table", nil, "torchao's float8 training (convert_to_float8_training, torchtitan's filter): { recipe = \"tensorwise\", fsdp_float8_all_gather = false } (its keys: training.float8 below; sm89 and newer)" },
     compile = { "compile", false, "torch.compile (mode \"default\"): true, or { scope = \"layer\", mode = \"default\", fullgraph = false }: each decoder layer one graph, as torchtitan and torchtune compile them; AOTAutograd's min-cut partitioner decides what backward reads from forward and what it recomputes, Inductor's fused kernels allocate only their outputs (lua/strategies/compile.lua)" },
+    framework = { "string", "transformers", "the program that trains the model: transformers (the model's transformers classes under a Trainer, TRL or torchtune's recipes as the other fields say) or litgpt (litgpt 0.5's finetune/lora.py: its head in 128-token chunks with a bf16 cross-entropy per chunk, and under quant = nf4 lm_head 4-bit too, bitsandbytes' StableEmbedding in place of the embedding after the optimizer is made, bnb.optim.PagedAdamW; lua/strategies/litgpt.lua)" },
     loss = { "string", "full", "cross-entropy of a language model: full (transformers: the whole fp32 logits), liger_fused (Liger's fused linear cross-entropy: chunks, gradients in forward), chunked (torchtune's CEWithChunkedOutputLoss: the head and the fp32 upcast in 8 chunks) or cce (Apple's Cut Cross-Entropy: no logits, the LSE in forward, logit blocks recomputed in backward)" },
   },
   allocator = {
@@ -107,6 +109,7 @@ local CHOICES = {
   arch = { llama2 = 1, llama = 1, mistral = 1, qwen2 = 1, qwen3 = 1, gemma2 = 1, gemma3 = 1, phi3 = 1, olmo2 = 1, mixtral = 1, qwen3_moe = 1, gpt_oss = 1,
           deepseek_v2 = 1, deepseek_v3 = 1, sdxl = 1, sd = 1, flux = 1, sd3 = 1 },
   loss = { full = 1, liger_fused = 1, chunked = 1, cce = 1 },
+  framework = { transformers = 1, litgpt = 1 },
 }
 
 -- The line of the scenario where `field =` first appears (after `section` when given).

@@ -941,7 +941,8 @@ void bind_graph_core(lua_State *L) {
     /* the stream ids of Op.stream (graph.h StreamId), by name */
     static const struct { const char *name; StreamId id; } STREAMS[] = {
         {"compute", STREAM_COMPUTE}, {"collective", STREAM_COLLECTIVE}, {"h2d", STREAM_H2D},
-        {"d2h", STREAM_D2H}, {"reduce_scatter", STREAM_REDUCE_SCATTER}};
+        {"d2h", STREAM_D2H}, {"reduce_scatter", STREAM_REDUCE_SCATTER},
+        {"symm_mem", STREAM_SYMM_MEM}};
     lua_createtable(L, 0, STREAM_COUNT);
     for (size_t i = 0; i < sizeof STREAMS / sizeof STREAMS[0]; i++) {
         lua_pushinteger(L, STREAMS[i].id);

@@ -262,7 +262,7 @@ do
     region = 3, ckpt_args = true, no_grad = true, flops = 1e6, bytes = 4096, bwd_flops = 2e6,
     bwd_bytes = 8192, kernels = 2, bwd_kernels = 3, host_us = 1.5, dispatch_us = 7,
     dispatch_ckpt_us = 2, bwd_dispatch_us = 9, bwd_dispatch_ckpt_us = 4, world = 8, per_node = 2, layer = 5,
-    stream = 1, slot = 2, slot_free_after = true, hook = 4, before_op = 0, grads_of = { w },
+    stream = 1, wait_stream = 5, slot = 2, slot_free_after = true, hook = 4, before_op = 0, grads_of = { w },
     free_grads = true, remap_of = { x }, drop_persistent = true, once = true, at_step = 2,
     from_step = 3, step_start = true, gmm_experts = 8, gmm_rows = 512, gmm_n = 1536, gmm_k = 2048,
     gmm_nn = true, gmm_grads = 3, moe_index = 5, moe_size = 4096, moe_dup = true, device_us = 12.5,

@@ -8,7 +8,8 @@ own output are what it saves for backward. Inductor's codegen is not run (it nee
   capture_compile.py [-o validation/oracle/captures/compile_llama2_7b_l1.json]
 
 One record per configuration (bf16, amp_bf16: fp32 weights under autocast, lora_bf16: peft's
-LoRA on q_proj and v_proj, r 8, dropout 0.05, float8_tensorwise and float8_rowwise: torchao's
+LoRA on q_proj and v_proj, r 8, dropout 0.05, float8_tensorwise, float8_rowwise and
+float8_rowwise_with_gw_hp: torchao's
 convert_to_float8_training with that recipe and torchtitan's filter, on the fake CUDA device's
 _scaled_mm meta kernel; the parameters static inputs, as torch.compile marks them), each with
 every saved tensor: its graph name,
@@ -35,6 +36,7 @@ CONFIGS = {
                   "lora": {"r": 8, "alpha": 32, "dropout": 0.05, "targets": ["q_proj", "v_proj"]}},
     "float8_tensorwise": {"precision": "bf16", "float8": {"recipe": "tensorwise"}},
     "float8_rowwise": {"precision": "bf16", "float8": {"recipe": "rowwise"}},
+    "float8_rowwise_with_gw_hp": {"precision": "bf16", "float8": {"recipe": "rowwise_with_gw_hp"}},
 }
 
 

@@ -12,19 +12,27 @@ graph-breaks, and what the min-cut partitioner saves of the compiled layer for b
    topk, sort, histc, cumsum, grouped_mm, index_put). The same with experts_implementation =
    "eager" (the per-expert loop: nonzero/where and a Python loop over the hit experts) and with
    fp32 weights (amp: transformers swaps the grouped GEMM for its opaque
-   transformers::grouped_mm_fallback custom op under dynamo when the weights are not bf16); and a
-   tiny MixtralForCausalLM the same way (grouped_mm, bf16).
-2. the partition: AOTAutograd traces a decoder layer of scenarios/configs/qwen3-30b-a3b.json and
-   of mixtral-8x7b.json (1 x 256 tokens, bf16, cuDNN SDPA) on fake CUDA tensors with Inductor's decompositions and
-   min_cut_rematerialization_partition (capture_compile.py's set-up, the parameters static
-   inputs); the forward graph's outputs past the layer's own are what it saves for backward.
+   transformers::grouped_mm_fallback custom op under dynamo when the weights are not bf16); and
+   tiny MixtralForCausalLM, GptOssForCausalLM, DeepseekV3ForCausalLM and DeepseekV2ForCausalLM
+   the same way (grouped_mm, bf16; DeepSeek's with multi-head latent attention, grouped routing
+   and a shared expert).
+2. the partition: AOTAutograd traces a decoder layer of scenarios/configs/qwen3-30b-a3b.json,
+   mixtral-8x7b.json, gpt-oss-20b.json (its second layer, full attention, eager with the sinks),
+   deepseek-v3.json and deepseek-v2-lite.json (every layer sparse: first_k_dense_replace 0; V2-Lite
+   also with V2's group-limited routing, 8 groups, 3 kept)
+   (1 x 256 tokens, bf16, cuDNN SDPA) on fake CUDA tensors with Inductor's decompositions and
+   min_cut_rematerialization_partition (capture_compile.py's set-up, the parameters and buffers
+   static inputs, those from_pretrained keeps in fp32 in fp32); the forward graph's outputs
+   past the layer's own are what it saves for backward.
 
-Writes one JSON (header, "dynamo": the three runs of 1., "records": the saved set of 2., as
-capture_compile.py writes them); tests/test_compile.sh holds vrsim's note to it."""
+Writes one JSON (header, "dynamo": the runs of 1., "records": the saved set of 2., as
+capture_compile.py writes them, with each saved tensor's storage shape); tests/test_compile.sh
+holds vrsim's note to it."""
 import argparse
 import json
 import os
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -32,6 +40,7 @@ import capture as C  # noqa: E402
 from capture_compile import view_root  # noqa: E402
 
 SEQ = 256
+SPLITS = ("aten.split.", "aten.split_with_sizes.", "aten.unbind.", "aten.chunk.")
 # the aten ops whose presence in a captured graph says where the dispatch runs
 WATCH = ("topk", "sort", "histc", "cumsum", "_grouped_mm", "grouped_mm", "index_put", "nonzero",
          "grouped_mm_fallback", "_scaled_dot_product", "_softmax")
@@ -45,6 +54,19 @@ def tiny(family, impl):
                   num_key_value_heads=2, head_dim=16, num_hidden_layers=2, num_experts_per_tok=2, **kw)
     if family == "mixtral":
         return transformers.MixtralForCausalLM(transformers.MixtralConfig(num_local_experts=8, **common))
+    if family in ("deepseek_v2", "deepseek_v3"):
+        # multi-head latent attention, grouped routing (4 groups, 2 kept), one shared expert,
+        # every layer sparse
+        mla = dict(common, num_key_value_heads=4, head_dim=8, n_routed_experts=8, n_shared_experts=1,
+                   moe_intermediate_size=32, first_k_dense_replace=0, kv_lora_rank=16,
+                   qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, n_group=4, topk_group=2)
+        if family == "deepseek_v2":
+            return transformers.DeepseekV2ForCausalLM(transformers.DeepseekV2Config(
+                q_lora_rank=None, topk_method="group_limited_greedy", **mla))
+        return transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(q_lora_rank=32, **mla))
+    if family == "gpt_oss":
+        return transformers.GptOssForCausalLM(transformers.GptOssConfig(
+            num_local_experts=8, layer_types=["sliding_attention", "full_attention"], **common))
     return transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(
         moe_intermediate_size=32, num_experts=8, norm_topk_prob=True, **common))
 
@@ -58,8 +80,9 @@ def dynamo_run(torch, family, impl, dtype):
     torch.manual_seed(0)
     m = tiny(family, impl).to(dtype)
     x = torch.randn(2, 16, 64, dtype=dtype, requires_grad=True)
-    cos, sin = m.model.rotary_emb(x, torch.arange(16)[None])
-    ex = torch._dynamo.explain(m.model.layers[0])(x, position_embeddings=(cos, sin), attention_mask=None)
+    # (cos, sin), or DeepSeek-V2's complex freqs_cis
+    pe = m.model.rotary_emb(x, torch.arange(16)[None])
+    ex = torch._dynamo.explain(m.model.layers[0])(x, position_embeddings=pe, attention_mask=None)
     ops = set()
     for g in ex.graphs:
         for n in g.graph.nodes:
@@ -89,8 +112,24 @@ def dynamo_run(torch, family, impl, dtype):
                      "graph_breaks": breaks}}
 
 
-def saved_set(torch, name, config):
-    """The partition of one decoder layer of `config` at 1 x SEQ (fake CUDA, bf16)."""
+def storage_root(torch, n):
+    """The node whose storage n shares: through views (view_root) and through the outputs of a
+    split (getitem of split, split_with_sizes, unbind, chunk: views of their input), which
+    view_root leaves as nodes of their own."""
+    import operator
+    while True:
+        n = view_root(torch, n)
+        src = n.args[0] if n.op == "call_function" and n.target is operator.getitem and n.args else None
+        if isinstance(src, torch.fx.Node) and src.op == "call_function" and str(src.target).startswith(SPLITS):
+            n = src.args[0]
+            continue
+        return n
+
+
+def saved_set(torch, name, config, layer_index=0, overrides=None, attention="sdpa"):
+    """The partition of decoder layer `layer_index` of `config` (its keys `overrides` replaced) at
+    1 x SEQ (fake CUDA, bf16). Under eager attention the layer gets the additive causal mask
+    (bf16, 1 x 1 x SEQ x SEQ) the model would hand it."""
     import transformers
     from torch._subclasses.fake_tensor import FakeTensorMode
     from functorch.compile import aot_function, make_boxed_func, min_cut_rematerialization_partition
@@ -104,26 +143,44 @@ def saved_set(torch, name, config):
     def bw(gm, _inputs):
         return make_boxed_func(gm.forward)
 
-    spec = {"precision": "bf16", "layers": 1,
-            "config": os.path.join(HERE, "..", "..", "scenarios/configs", config)}
+    path = os.path.join(HERE, "..", "..", "scenarios/configs", config)
+    if overrides:
+        hf = json.load(open(path))
+        hf.update(overrides)
+        path = os.path.join(tempfile.mkdtemp(), config)
+        with open(path, "w") as fh:
+            json.dump(hf, fh)
+    spec = {"precision": "bf16", "layers": layer_index + 1, "config": path, "attention": attention}
     with FakeTensorMode():
         model, _ = C.build_model(torch, transformers, spec, None)
-        layer, rotary = model.model.layers[0], model.model.rotary_emb
+        # from_pretrained keeps these in fp32 whatever the dtype (DeepSeek's router weight and
+        # correction bias); the cast of the whole model above made them bf16
+        for key in getattr(model, "_keep_in_fp32_modules_strict", None) or []:
+            for pname, t in list(model.named_parameters()) + list(model.named_buffers()):
+                if key in pname:
+                    t.data = t.data.float()
+        layer, rotary = model.model.layers[layer_index], model.model.rotary_emb
         h = model.config.hidden_size
         x = torch.randn(1, SEQ, h, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        cos, sin = rotary(x, torch.arange(SEQ, device="cuda")[None])
-        params = dict(layer.named_parameters())
+        # (cos, sin), or DeepSeek-V2's complex freqs_cis
+        pe = rotary(x, torch.arange(SEQ, device="cuda")[None])
+        mask = None
+        if attention == "eager":
+            mask = torch.full((SEQ, SEQ), torch.finfo(torch.bfloat16).min, device="cuda",
+                              dtype=torch.bfloat16).triu(1)[None, None]
+        # the buffers (DeepSeek-V3's router's e_score_correction_bias) as inputs too
+        params = {**dict(layer.named_parameters()), **dict(layer.named_buffers())}
 
-        def f(params, x, cos, sin):
+        def f(params, x, pe, mask):
             return torch.func.functional_call(layer, params, (x,),
-                                              {"position_embeddings": (cos, sin), "attention_mask": None})
+                                              {"position_embeddings": pe, "attention_mask": mask})
 
         def partition(joint, joint_inputs, **kw):
             kw["static_lifetime_input_indices"] = list(range(len(params)))
             return min_cut_rematerialization_partition(joint, joint_inputs, **kw)
         compiled = aot_function(f, fw_compiler=fw, bw_compiler=bw, partition_fn=partition,
                                 decompositions=select_decomp_table())
-        out = compiled(params, x, cos, sin)
+        out = compiled(params, x, pe, mask)
         (out[0] if isinstance(out, tuple) else out).sum().backward()
     gm = graphs["fw"]
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -134,12 +191,15 @@ def saved_set(torch, name, config):
         v = n.meta.get("val")
         if v is None or not hasattr(v, "shape"):
             continue
-        base = view_root(torch, n)
+        base = storage_root(torch, n)
         kind = "param" if base in param_nodes else "input" if base.op == "placeholder" else "activation"
+        sv = base.meta.get("val")
         rows.append({"name": n.name, "shape": list(v.shape), "dtype": C.dtype_name(v.dtype),
+                     "storage_shape": list(sv.shape) if hasattr(sv, "shape") else list(v.shape),
                      "bytes": v.numel() * v.element_size(), "kind": kind, "storage": base.name,
                      "op": str(base.target) if base.op == "call_function" else base.op})
-    return {"config": name, "model": "scenarios/configs/" + config, "seq": SEQ, "precision": "bf16",
+    return {"config": name, "model": "scenarios/configs/" + config, "layer": layer_index,
+            "overrides": overrides or {}, "attention": attention, "seq": SEQ, "precision": "bf16",
             "saved": rows}
 
 
@@ -153,7 +213,10 @@ def main():
     dyn = [dynamo_run(torch, "qwen3_moe", None, torch.bfloat16),
            dynamo_run(torch, "qwen3_moe", "eager", torch.bfloat16),
            dynamo_run(torch, "qwen3_moe", None, torch.float32),
-           dynamo_run(torch, "mixtral", None, torch.bfloat16)]
+           dynamo_run(torch, "mixtral", None, torch.bfloat16),
+           dynamo_run(torch, "gpt_oss", None, torch.bfloat16),
+           dynamo_run(torch, "deepseek_v3", None, torch.bfloat16),
+           dynamo_run(torch, "deepseek_v2", None, torch.bfloat16)]
     for d in dyn:
         print(d["family"], d["experts_implementation"], d["weights"], "explain:", d["explain"]["graphs"], "graphs,",
               d["explain"]["graph_breaks"], "breaks; step:", d["step"]["unique_graphs"], "graphs,",
@@ -161,7 +224,17 @@ def main():
     C.enable_fake_cuda(torch)
     C.install_sdpa_backend(torch, "cudnn")
     recs = [saved_set(torch, "qwen3_moe_bf16", "qwen3-30b-a3b.json"),
-            saved_set(torch, "mixtral_bf16", "mixtral-8x7b.json")]
+            saved_set(torch, "mixtral_bf16", "mixtral-8x7b.json"),
+            # GPT-OSS: its second layer (full attention; eager attention with the sinks, as
+            # from_pretrained runs it: _supports_sdpa is False); DeepSeek: every layer sparse
+            saved_set(torch, "gpt_oss_bf16", "gpt-oss-20b.json", 1,
+                      {"layer_types": ["sliding_attention", "full_attention"]}, "eager"),
+            saved_set(torch, "deepseek_v3_bf16", "deepseek-v3.json", 0, {"first_k_dense_replace": 0}),
+            saved_set(torch, "deepseek_v2_bf16", "deepseek-v2-lite.json", 0, {"first_k_dense_replace": 0}),
+            # DeepSeek-V2's group-limited routing (V2-Lite routes greedily): 8 groups, 3 kept
+            saved_set(torch, "deepseek_v2_glg_bf16", "deepseek-v2-lite.json", 0,
+                      {"first_k_dense_replace": 0, "topk_method": "group_limited_greedy", "n_group": 8,
+                       "topk_group": 3})]
     head = {"torch": torch.__version__, "transformers": transformers.__version__,
             "partition": "min_cut_rematerialization_partition",
             "decompositions": "torch._inductor.decomposition.select_decomp_table()",

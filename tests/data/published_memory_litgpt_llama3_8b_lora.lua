@@ -1,0 +1,10 @@
+-- litgpt's config_hub/finetune/llama-3-8b/lora.yaml (Llama-3-8B) as vrsim reads it: bf16-true without
+-- --quantize, LoRA r 32 on query and value, micro-batch 1 of at most 512 tokens, global batch 8,
+-- torch.optim.AdamW, on one A10G (tests/data/published_memory.tsv's litgpt rows)
+return {
+  hardware = { gpu = "a10g" },
+  model = { config = "recipes/Meta-Llama-3-8B/config.json" },
+  training = { framework = "litgpt", precision = "lora_bf16", build = "direct",
+               lora = { r = 32, alpha = 16, dropout = 0.05, targets = { "q_proj", "v_proj" } },
+               micro_batch = 1, grad_accum = 8, seq = 512, optimizer = "adamw" },
+}
