@@ -175,27 +175,36 @@ function M.linear(cx, name, x, w)
   shape[#shape + 1] = w.shape[1]
   local tokens = nn.numel(x.shape) // x.shape[#x.shape]
   local flops = 2 * tokens * w.shape[1] * w.shape[2]
-  if w.quant == "nf4" and w.qdtype and w.qdtype ~= w.dtype and w.qdtype ~= x.dtype then
-    -- `F.dequantize_4bit(B, quant_state).to(A.dtype)` where the weight was quantized from
-    -- another dtype: dequantize_4bit writes QuantState.dtype (with double quantization after
-    -- an fp32 absmax), `.to` copies it into A's dtype and the first copy goes as it returns;
-    -- the GEMM then reads the cast weight, dropped when F.linear returns. Backward makes both
-    -- again for the input gradient; MatMul4Bit keeps A as above.
+  local era = cx.bnb or require("strategies.bnb_version").era()
+  local cast = w.quant == "nf4" and w.qdtype and w.qdtype ~= w.dtype and w.qdtype ~= x.dtype
+  if w.quant == "nf4" and (cast or not era.gemm_4bit) then
+    -- MatMul4Bit.forward before bitsandbytes 0.50 (every release: the dequantize and F.linear),
+    -- or where the weight was quantized from another dtype:
+    -- `F.linear(A, F.dequantize_4bit(B, quant_state).to(A.dtype).t())`. dequantize_4bit makes,
+    -- for a double-quantized weight, the absmax in fp32 (the offset added in place), then the
+    -- weight in QuantState.dtype; where that is not A's, `.to` copies it into A's dtype and the
+    -- first copy goes as it returns. The GEMM reads the weight, dropped when F.linear returns.
+    -- Backward makes the same again for the input gradient, before its output. What the op
+    -- keeps: `ctx.tensors = (A, B)` before 0.43.2, the input alive until backward although
+    -- backward reads only B; `(None, B)` from 0.43.2 (strategies/bnb_version.lua).
     local q = { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false }
     local first = n * nn.DT_SIZE[w.qdtype]
-    local ws = w.double_quant and { w.blocks * 4, first } or { first }
+    local ws = w.double_quant and { w.blocks * 4 } or {}
+    if cast then ws[#ws + 1] = first end
     local wd = nn.op(cx, { name = name .. ".dequantize_4bit", inputs = { q }, frees = {}, workspace = ws,
                            outs = { { name .. ".weight_dequantized", { w.shape[1], w.shape[2] }, x.dtype } },
-                           flops = 2 * n, bytes = n / 2 + 2 * first + n * nn.DT_SIZE[x.dtype] })
+                           flops = 2 * n, bytes = n / 2 + (cast and 2 * first or 0) + n * nn.DT_SIZE[x.dtype] })
     local bws = { table.unpack(ws) }
-    bws[#bws + 1] = n * nn.DT_SIZE[x.dtype]
+    if not cast then bws[#bws + 1] = first end
+    if cast then bws[#bws + 1] = n * nn.DT_SIZE[x.dtype] end
     return nn.op(cx, { name = name, kind = "mm", inputs = { x, wd }, outs = { { name, shape, x.dtype } },
-                       bwd_workspace = bws, saves = x.rg and { x } or nil, grads = { { dtype = x.dtype }, "none" },
+                       bwd_workspace = bws, bwd_workspace_first = true,
+                       saves = era.keeps_input and x.rg and { x } or nil, grads = { { dtype = x.dtype }, "none" },
                        flops = flops, bwd_flops = flops, dtype = x.dtype,
                        bytes = nn.bytes(x.shape, x.dtype) + n * nn.DT_SIZE[x.dtype] + nn.bytes(shape, x.dtype) })
   end
   if w.quant == "nf4" then
-    -- matmul_4bit (bitsandbytes/autograd/_functions.py): with an input that needs no gradient
+    -- matmul_4bit (bitsandbytes 0.50's autograd/_functions.py): with an input that needs no gradient
     -- gemm_4bit runs directly, outside autograd; otherwise MatMul4Bit.apply, whose forward runs
     -- the same gemm_4bit and keeps `ctx.tensors = (None, B)`: the packed weight, never the
     -- input A, which backward does not read (grad_A = grad_output @ dequantize_4bit(B)). So the
@@ -373,8 +382,10 @@ function M.bnb_state(cx, updates, opts)
         if n_states == 2 then outs[#outs + 1] = tensor(cx, "qmap udynamic", 256 * 4, "fp32", "optstate", true) end
         qmap_made = true
       end
-      -- Optimizer2State.init_state (bitsandbytes 0.50.2): `blocksize = 256`, one fp32 absmax a block
-      local blocks = (n + 255) // 256
+      -- Optimizer2State.init_state: one fp32 absmax a block of `blocksize = 256` elements
+      -- (bitsandbytes 0.44.0 on; 2048 before: strategies/bnb_version.lua)
+      local bs = (cx.bnb or require("strategies.bnb_version").era()).optim_block
+      local blocks = (n + bs - 1) // bs
       for i = 1, n_states do state(i, n, "uint8") end
       for i = 1, n_states do outs[#outs + 1] = tensor(cx, name .. ".absmax" .. i, blocks * 4, "fp32", "optstate", true) end
     end

@@ -160,6 +160,7 @@ local function build_graph(st)
   cx.gpu = noting_reads(g, "gpu.", reads)
   cx.optim_host = dev.profile and dev.profile.optim_host
   cx.bnb_optim = dev.bnb_optim
+  cx.bnb = require("strategies.bnb_version").era(t0.bitsandbytes)
   cx.host_classes = dev.profile and dev.profile.host_classes
   cx.fsdp2_hook_us = dev.profile and dev.profile.fsdp2_hook_us
   local hw = cfg.hardware
