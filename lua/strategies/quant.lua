@@ -187,8 +187,16 @@ function M.linear(cx, name, x, w)
     -- Backward makes the same again for the input gradient, before its output. What the op
     -- keeps: `ctx.tensors = (A, B)` before 0.43.2, the input alive until backward although
     -- backward reads only B; `(None, B)` from 0.43.2 (strategies/bnb_version.lua).
+    -- In a region of the non-reentrant checkpoint the kept A escapes it: ctx.tensors is a plain
+    -- attribute, not save_for_backward, so the saved-tensor hooks never see it and every such
+    -- input stays alive until backward reaches the region (bitsandbytes #1270's "high memory
+    -- usage"), held here with the region's arguments until its backward is done, the op's own
+    -- node going a little earlier. Under the reentrant one the forward runs under no_grad and
+    -- keeps nothing; the recomputation keeps A as the saves below do.
+    local keeps = era.keeps_input and x.rg
+    if keeps and cx.region and not cx.ckpt_reentrant then nn.checkpoint_args(cx, { x }) end
     local q = { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false }
-    local first = n * nn.DT_SIZE[w.qdtype]
+    local first = n * nn.DT_SIZE[w.qdtype or x.dtype]
     local ws = w.double_quant and { w.blocks * 4 } or {}
     if cast then ws[#ws + 1] = first end
     local wd = nn.op(cx, { name = name .. ".dequantize_4bit", inputs = { q }, frees = {}, workspace = ws,
@@ -199,7 +207,7 @@ function M.linear(cx, name, x, w)
     if cast then bws[#bws + 1] = n * nn.DT_SIZE[x.dtype] end
     return nn.op(cx, { name = name, kind = "mm", inputs = { x, wd }, outs = { { name, shape, x.dtype } },
                        bwd_workspace = bws, bwd_workspace_first = true,
-                       saves = era.keeps_input and x.rg and { x } or nil, grads = { { dtype = x.dtype }, "none" },
+                       saves = keeps and { x } or nil, grads = { { dtype = x.dtype }, "none" },
                        flops = flops, bwd_flops = flops, dtype = x.dtype,
                        bytes = nn.bytes(x.shape, x.dtype) + n * nn.DT_SIZE[x.dtype] + nn.bytes(shape, x.dtype) })
   end

@@ -49,6 +49,7 @@ function M.inert_given(cfg, ctx)
   local rules = {
     { "training.checkpoint_every", t.checkpointing and not t.inference, "checkpointing is off" },
     { "training.checkpoint_scope", t.checkpointing and not t.inference, "checkpointing is off" },
+    { "training.checkpoint_reentrant", t.checkpointing and not t.inference, "checkpointing is off" },
     { "hardware.max_memory_gib", t.device_map == "auto", "device_map is not \"auto\"" },
     { "hardware.network", nodes > 1, "the run's GPUs are in one node" },
     { "hardware.nics_per_node", nodes > 1, "the run's GPUs are in one node" },
