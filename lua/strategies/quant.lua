@@ -196,14 +196,24 @@ function M.linear(cx, name, x, w)
     local keeps = era.keeps_input and x.rg
     if keeps and cx.region and not cx.ckpt_reentrant then nn.checkpoint_args(cx, { x }) end
     local q = { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false }
-    local first = n * nn.DT_SIZE[w.qdtype or x.dtype]
-    local ws = w.double_quant and { w.blocks * 4 } or {}
-    if cast then ws[#ws + 1] = first end
-    local wd = nn.op(cx, { name = name .. ".dequantize_4bit", inputs = { q }, frees = {}, workspace = ws,
-                           outs = { { name .. ".weight_dequantized", { w.shape[1], w.shape[2] }, x.dtype } },
-                           flops = 2 * n, bytes = n / 2 + (cast and 2 * first or 0) + n * nn.DT_SIZE[x.dtype] })
-    local bws = { table.unpack(ws) }
-    if not cast then bws[#bws + 1] = first end
+    local qdt = w.qdtype or x.dtype
+    local first = n * nn.DT_SIZE[qdt]
+    local ins = { q }
+    if w.double_quant then
+      ins[2] = nn.op(cx, { name = name .. ".dequantize_blockwise", inputs = { q }, frees = {},
+                           outs = { { name .. ".absmax_fp32", { w.blocks }, "fp32" } },
+                           flops = w.blocks, bytes = w.blocks * 5 })
+    end
+    local wd = nn.op(cx, { name = name .. ".dequantize_4bit", inputs = ins, frees = { ins[2] },
+                           outs = { { name .. ".weight_dequantized", { w.shape[1], w.shape[2] }, qdt } },
+                           flops = 2 * n, bytes = n / 2 + first })
+    if cast then
+      wd = nn.op(cx, { name = name .. ".weight_dequantized.to(" .. x.dtype .. ")", inputs = { wd },
+                       outs = { { name .. ".weight_cast", { w.shape[1], w.shape[2] }, x.dtype } },
+                       flops = n, bytes = first + n * nn.DT_SIZE[x.dtype] })
+    end
+    -- backward: the absmax, the weight in QuantState.dtype (and its copy in A's), then grad_A
+    local bws = w.double_quant and { w.blocks * 4, first } or { first }
     if cast then bws[#bws + 1] = n * nn.DT_SIZE[x.dtype] end
     return nn.op(cx, { name = name, kind = "mm", inputs = { x, wd }, outs = { { name, shape, x.dtype } },
                        bwd_workspace = bws, bwd_workspace_first = true,
@@ -222,7 +232,8 @@ function M.linear(cx, name, x, w)
     -- gemm_4bit's temporaries: the fused kernel allocates only the output; the fallback
     -- (_dequant_linear_fallback) first makes, for a double-quantized weight, the absmax in fp32
     -- and absmax + offset (4 bytes a 64-weight block each), then the whole weight in the input's
-    -- dtype, all live until F.linear returns. Which runs is bitsandbytes' table for the GPU
+    -- dtype, all live until F.linear returns, its output made after them (as
+    -- fulltrace_gen4-tt-qlora allocates them). Which runs is bitsandbytes' table for the GPU
     -- (strategies/bnb_gemm4bit.lua).
     local dsz = nn.DT_SIZE[x.dtype]
     local fused, why = require("strategies.bnb_gemm4bit").fused(cx.gpu, x.dtype, tokens, w.shape[1], w.shape[2])
@@ -240,8 +251,8 @@ function M.linear(cx, name, x, w)
     local bytes = nn.bytes(x.shape, x.dtype) + n / 2 + nn.bytes(shape, x.dtype)
     if not fused then bytes = bytes + 2 * n * dsz end  -- the dequantized weight written and read
     return nn.op(cx, { name = name, kind = "mm", inputs = { x, { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false } },
-                       outs = { { name, shape, x.dtype } }, workspace = ws, bwd_workspace = bwd_ws,
-                       bwd_workspace_first = true,
+                       outs = { { name, shape, x.dtype } }, workspace = ws, workspace_first = not fused,
+                       bwd_workspace = bwd_ws, bwd_workspace_first = true,
                        grads = { { dtype = x.dtype }, "none" },
                        flops = flops, bwd_flops = flops, dtype = x.dtype, bytes = bytes })
   end
