@@ -2,16 +2,16 @@
 -- q and v, gradient checkpointing, on an RTX 3090: which micro-batch fits at 2048 tokens?
 --
 -- Answer (./vrsim scenarios/llama7b_qlora_3090.lua; ./vrsim maxbatch scenarios/llama7b_qlora_3090.lua):
---   micro-batch 4: FITS, peak reserved 9.97 GiB of 23.09 GiB usable (43.2 %)
+--   micro-batch 4: FITS, peak reserved 9.94 GiB of 23.09 GiB usable (43.0 %)
 --   largest that fits: micro_batch = 14 (22.05 GiB reserved); 15 does not.
 --   The 4-bit base is 3.7 GiB with its absmax tables; each linear dequantizes its weight to
 --   bf16 for the GEMM (a temporary, again in backward).
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama7b_qlora_3090.lua
---   FITS: peak reserved 9.97 GiB of 23.09 GiB usable (43.2 %), 13.12 GiB headroom
+--   FITS: peak reserved 9.94 GiB of 23.09 GiB usable (43.0 %), 13.15 GiB headroom
 --   $ ./vrsim scenarios/llama7b_qlora_3090.lua --set micro_batch=14
---   FITS: peak reserved 22.15 GiB of 23.09 GiB usable (96.0 %), 0.93 GiB headroom, at step 0 (its worst)
+--   FITS: peak reserved 22.05 GiB of 23.09 GiB usable (95.5 %), 1.04 GiB headroom
 --   $ ./vrsim scenarios/llama7b_qlora_3090.lua --set micro_batch=15
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'log_softmax.backward'
 return {

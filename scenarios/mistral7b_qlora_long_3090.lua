@@ -4,8 +4,8 @@
 --
 -- Answer (vrsim, 2026-12-01: ./vrsim scenarios/mistral7b_qlora_long_3090.lua [--set ...]):
 --   micro-batch 2 (./vrsim maxbatch scenarios/mistral7b_qlora_long_3090.lua: "micro_batch = 2
---   fits (peak reserved 19.00 GiB of 23.09 GiB, step 58282.6 ms, 281 tokens/s); 3 does not").
---     as this file (N=1)   FITS: peak reserved 11.84 GiB of 23.09 GiB usable (51.3 %)
+--   fits (peak reserved 21.40 GiB of 23.09 GiB, step 58301.8 ms, 281 tokens/s); 3 does not").
+--     as this file (N=1)   FITS: peak reserved 12.99 GiB of 23.09 GiB usable (56.2 %)
 --     --set quant=none --set build=direct (bf16 base)
 --                          FITS: peak reserved 21.59 GiB of 23.09 GiB usable (93.5 %)
 --   The sliding-window mask path was measured on an H200 (gen-mistral-l4-s8192-b1: peak
@@ -14,7 +14,7 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/mistral7b_qlora_long_3090.lua
---   FITS: peak reserved 11.89 GiB of 23.09 GiB usable (51.5 %), 11.20 GiB headroom
+--   FITS: peak reserved 12.99 GiB of 23.09 GiB usable (56.2 %), 10.10 GiB headroom
 return {
   title = "Mistral-7B QLoRA (NF4, all-linear r16) at 8192 tokens, past its 4096-token window, on an RTX 3090",
   hardware = { gpu = "rtx3090" },

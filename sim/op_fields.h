@@ -75,9 +75,10 @@ OP_LIST(uint64_t, bwd_workspace, n_bwd_workspace, "bwd_workspace", OPR_HAND, OPE
 OP_VAL(int64_t, rowsum, [2], "", OPR_NO, 0, OPI_RECOMPUTE)
 /* bwd_rowsum: forward op: the same for its derived backward; Lua gives { rows, columns } */
 OP_VAL(int64_t, bwd_rowsum, [2], "bwd_rowsum", OPR_HAND, 0, OPI_NONE)
-/* workspace_first: allocate the workspaces before the outputs (a derivative formula that
- * computes its temporaries first) */
-OP_VAL(bool, workspace_first, , "", OPR_NO, false, OPI_RECOMPUTE)
+/* workspace_first: allocate the workspaces before the outputs (a derivative formula, or a
+ * forward function such as bitsandbytes' dequantize-then-F.linear, that computes its
+ * temporaries first) */
+OP_VAL(bool, workspace_first, , "workspace_first", OPR_BOOL, false, OPI_RECOMPUTE)
 /* bwd_workspace_first: forward op: its derived backward has workspace_first */
 OP_VAL(bool, bwd_workspace_first, , "bwd_workspace_first", OPR_BOOL, false, OPI_NONE)
 /* compute_dtype: dtype the math runs in (cost model); Lua's key "dtype" */

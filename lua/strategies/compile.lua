@@ -147,6 +147,11 @@ function M.check(t, mc, mesh)
            .. "bitsandbytes' MatMul8bitLt is not checked: the CPU, where it can be traced, runs "
            .. "MatMul8bitFp instead)"
   end
+  -- (what dynamo makes of the older MatMul4Bit, dequantize_4bit then F.linear, is not checked)
+  if t.quant == "nf4" and not require("strategies.bnb_version").era(t.bitsandbytes).gemm_4bit then
+    return ("training.compile with quant = nf4 and bitsandbytes %s is not modelled (the compiled "
+            .. "4-bit layer is checked with 0.50's gemm_4bit only)"):format(t.bitsandbytes)
+  end
   if t.activation_offload and not (t.checkpointing and t.checkpoint_scope == "layer" and t.checkpoint_every == 1) then
     return "training.compile with activation_offload is not modelled where a compiled layer is not "
            .. "checkpointed (the saved-tensor hooks see the compiled graph's saved outputs, not autograd's)"

@@ -122,7 +122,8 @@ function M.gather(cx, holder, keys, layer)
                           { requires_grad = p.trainable, trainable = p.trainable })
       local ft = { id = full, shape = p.shape, dtype = gdt, rg = p.trainable,
                    trainable = p.trainable, name = p.name, param = true, orig = p,
-                   nb = full_bytes, quant = p.quant, blocks = p.blocks, storage = p.storage }
+                   nb = full_bytes, quant = p.quant, blocks = p.blocks, storage = p.storage,
+                   double_quant = p.double_quant, qdtype = p.qdtype }
       holder[k] = ft
       local it = { holder = holder, key = k, full = ft, p = p, dtype = gdt,
                    grad_dtype = p.float8_gather and (s.param_dtype or p.dtype) or nil,

@@ -26,6 +26,13 @@ local function lora_forward(base)
     local ad, lora = m.lora, m.lora.cfg
     local name = m.opname
     local result = base(cx, m, x, ...)
+    if m.cls == "Linear4bit" and not cx.compiling then
+      -- peft's lora.bnb Linear4bit.forward: `result = result.clone()` ("for 4bit, we need to
+      -- defensively clone here"), the base output dropped with the rebinding (eager only: in a
+      -- compiled layer Inductor fuses the copy into the add below). Not Linear8bitLt's forward.
+      result = nn.op(cx, { name = name .. ".clone", kind = "copy", inputs = { result },
+                           outs = { { name .. ".clone", result.shape, result.dtype } }, grads = { { pass = 1 } } })
+    end
     local A, B = mod.weight(cx, ad.A), mod.weight(cx, ad.B)
     -- `x = self._cast_input_dtype(x, lora_A.weight.dtype)`: the cast input is forward's local `x`
     -- until it returns (fulltrace_held-lora-13b-l4-b8-ckpt: freed after the output cast)
@@ -49,12 +56,25 @@ local function lora_forward(base)
     -- dropped as the add returns, then the old `result` with the rebinding (the allocator
     -- sees the two frees in that order: fulltrace_gen-llama32-1b-lora-all-r16-b4-ckpt-trace)
     -- (its backward casts the fp32 gradient for a bf16 base output: nn.add_grads)
-    local sum_dt = promote(result.dtype, scaled.dtype)
-    local grads, moved = nn.add_grads(sum_dt, result, scaled)
-    local sum = nn.op(cx, { name = name .. ".lora_add", inputs = { result, scaled },
-                            outs = { { name .. ".lora_sum", result.shape, sum_dt } },
-                            grads = grads, bwd_bytes = moved, frees = { scaled, result }, host = "add" })
-    local y = nn.to(cx, sum, result.dtype, name .. ".lora_out_cast")
+    local y
+    if (m.cls == "Linear4bit" or m.cls == "Linear8bitLt") and not cx.autocast then
+      -- peft's lora.bnb forward (requires_conversion, autocast off): `output = output.to(
+      -- expected_dtype)` before `result = result + output`: the product is cast to the base
+      -- output's dtype (the fp32 product dropped with the rebinding) and the sum made in it; the
+      -- old `result` goes with the rebinding, `output` as forward returns
+      local cast = nn.to(cx, scaled, result.dtype, name .. ".lora_out_cast")
+      local grads, moved = nn.add_grads(result.dtype, result, cast)
+      y = nn.op(cx, { name = name .. ".lora_add", inputs = { result, cast },
+                      outs = { { name .. ".lora_sum", result.shape, result.dtype } },
+                      grads = grads, bwd_bytes = moved, frees = { result, cast }, host = "add" })
+    else
+      local sum_dt = promote(result.dtype, scaled.dtype)
+      local grads, moved = nn.add_grads(sum_dt, result, scaled)
+      local sum = nn.op(cx, { name = name .. ".lora_add", inputs = { result, scaled },
+                              outs = { { name .. ".lora_sum", result.shape, sum_dt } },
+                              grads = grads, bwd_bytes = moved, frees = { scaled, result }, host = "add" })
+      y = nn.to(cx, sum, result.dtype, name .. ".lora_out_cast")
+    end
     if xd ~= xa then nn.release(cx, { xa }, name .. ": lora forward returns") end
     -- the caller holds the module's input until the call returns (the argument of
     -- `self.o_proj(attn_output)`, `self.down_proj(act * up)`), past its last use here

@@ -1,25 +1,27 @@
 -- quant.lua: bitsandbytes' quantized linear layers and 8-bit optimizer state, with the layouts
--- and temporaries of its source (bitsandbytes 0.4x: bitsandbytes/nn/modules.py Params4bit and
--- Int8Params, bitsandbytes/autograd/_functions.py MatMul4Bit and MatMul8bitLt,
--- bitsandbytes/functional.py quantize_4bit / dequantize_4bit / int8_vectorwise_quant,
--- bitsandbytes/optim/optimizer.py Optimizer2State.init_state). bitsandbytes is not installed on
--- the measuring machine, so these layouts come from that source, not from a measurement.
+-- and temporaries of its source (bitsandbytes 0.50.2, the GPU records' version:
+-- bitsandbytes/nn/modules.py Params4bit and Int8Params, bitsandbytes/autograd/_functions.py
+-- matmul_4bit, MatMul4Bit and MatMul8bitLt, bitsandbytes/backends/cuda/ops.py gemm_4bit and
+-- int8_vectorwise_quant, bitsandbytes/functional.py quantize_4bit / dequantize_4bit,
+-- bitsandbytes/optim/optimizer.py Optimizer2State.init_state; docs/techniques.md gives the lines).
 --
 -- NF4 (load_in_4bit, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True):
 --   weight      uint8, numel / 2 bytes (two 4-bit codes per byte)
 --   absmax      one per 64-element block; with double quantization stored as uint8 (1 byte per
 --               block) plus an fp32 absmax per 256 of those blocks, a 256-entry fp32 code and an
 --               fp32 offset; without it fp32 (4 bytes per block)
---   forward     dequantize_4bit: the absmax back to fp32 (4 bytes per block, temporary), the
---               weight to the compute dtype (numel x 2 bytes, temporary), then F.linear; the
---               input is not saved (the weight is frozen), the packed weight is
---   backward    the input gradient dequantizes the weight again (same temporaries)
+--   forward     gemm_4bit: the fused kernel (output only) or dequantize + F.linear (the absmax
+--               in fp32 twice and the weight in the compute dtype, temporary), as bitsandbytes'
+--               table for the GPU picks (strategies/bnb_gemm4bit.lua); MatMul4Bit keeps the
+--               packed weight, not the input
+--   backward    the input gradient dequantizes the weight again (the fp32 absmax and the weight)
 -- LLM.int8 (load_in_8bit, threshold 6.0):
 --   weight      int8 CB (numel bytes) and fp32 row scales SCB (out_features x 4 bytes)
---   forward     int8_vectorwise_quant of the fp16 input: CA int8 (tokens x in), SCA fp32 (tokens),
---               outlier columns; int8_linear_matmul into int32 (tokens x out x 4 bytes);
---               int8_mm_dequant to fp16 (tokens x out); the outlier columns (|x| > 6, rare) add
---               a small fp16 matmul that is left out here
+--   forward     int8_vectorwise_quant of an fp16 copy of the input: SCA fp32 (tokens), CA int8
+--               (tokens x in), the fp16 abs and bool mask of the outlier test (temporary);
+--               int8_linear_matmul into int32 (tokens x out x 4 bytes); int8_mm_dequant to the
+--               input's dtype (tokens x out); the outlier columns' extra matmul (data-dependent)
+--               is left out, with a note
 -- 8-bit AdamW (bnb.optim.AdamW8bit, block_wise): per parameter with >= 4096 elements: state1
 --   and state2 uint8 (numel bytes each), absmax1 and absmax2 fp32 (one per 256-element block);
 --   smaller parameters keep fp32 states; one fused kernel per parameter, no temporaries.
@@ -110,11 +112,11 @@ function M.param(cx, name, shape, kind, compute_dtype, double_quant)
     local storage = cx.quant_storage or "uint8"
     local size = nn.DT_SIZE[storage]
     local elems = (n + 1) // (2 * size)
-    p.storage, p.nb, p.blocks = storage, elems * size, blocks
+    p.storage, p.nb, p.blocks, p.double_quant = storage, elems * size, blocks, double_quant
     -- the dtype of the tensor quantize_4bit was given (QuantState.dtype: what dequantize_4bit
     -- writes): the weight's own, or cx.quant_from_dtype where the framework quantizes a copy
     -- (Lightning's BitsandbytesPrecision: weight.to(torch.half))
-    p.qdtype, p.nested = cx.quant_from_dtype or compute_dtype, double_quant and true or false
+    p.qdtype = cx.quant_from_dtype or compute_dtype
     local whole = p.nb
     if cx.shard_param and storage ~= "uint8" and cx.shard_param(cx, p) then
       p.sharded = true
@@ -156,6 +158,15 @@ function M.param(cx, name, shape, kind, compute_dtype, double_quant)
   return p
 end
 
+-- Adds `text` to the run's notes unless it is there already.
+local function note_once(cx, text)
+  cx.notes = cx.notes or {}
+  for _, t in ipairs(cx.notes) do
+    if t == text then return end
+  end
+  cx.notes[#cx.notes + 1] = text
+end
+
 -- x @ w.T through the quantized weight. Returns the output tensor.
 function M.linear(cx, name, x, w)
   local n = nn.numel(w.shape)
@@ -164,43 +175,86 @@ function M.linear(cx, name, x, w)
   shape[#shape + 1] = w.shape[1]
   local tokens = nn.numel(x.shape) // x.shape[#x.shape]
   local flops = 2 * tokens * w.shape[1] * w.shape[2]
-  if w.quant == "nf4" and w.qdtype and w.qdtype ~= w.dtype and w.qdtype ~= x.dtype then
-    -- `F.dequantize_4bit(B, quant_state).to(A.dtype)` where the weight was quantized from
-    -- another dtype: dequantize_4bit writes QuantState.dtype (with double quantization after
-    -- an fp32 absmax), `.to` copies it into A's dtype and the first copy goes as it returns;
-    -- the GEMM then reads the cast weight, dropped when F.linear returns. Backward makes both
-    -- again for the input gradient; MatMul4Bit keeps A as above.
+  local era = cx.bnb or require("strategies.bnb_version").era()
+  local cast = w.quant == "nf4" and w.qdtype and w.qdtype ~= w.dtype and w.qdtype ~= x.dtype
+  if w.quant == "nf4" and (cast or not era.gemm_4bit) then
+    -- MatMul4Bit.forward before bitsandbytes 0.50 (every release: the dequantize and F.linear),
+    -- or where the weight was quantized from another dtype:
+    -- `F.linear(A, F.dequantize_4bit(B, quant_state).to(A.dtype).t())`. dequantize_4bit makes,
+    -- for a double-quantized weight, the absmax in fp32 (the offset added in place), then the
+    -- weight in QuantState.dtype; where that is not A's, `.to` copies it into A's dtype and the
+    -- first copy goes as it returns. The GEMM reads the weight, dropped when F.linear returns.
+    -- Backward makes the same again for the input gradient, before its output. What the op
+    -- keeps: `ctx.tensors = (A, B)` before 0.43.2, the input alive until backward although
+    -- backward reads only B; `(None, B)` from 0.43.2 (strategies/bnb_version.lua).
+    -- In a region of the non-reentrant checkpoint the kept A escapes it: ctx.tensors is a plain
+    -- attribute, not save_for_backward, so the saved-tensor hooks never see it and every such
+    -- input stays alive until backward reaches the region (bitsandbytes #1270's "high memory
+    -- usage"), held here with the region's arguments until its backward is done, the op's own
+    -- node going a little earlier. Under the reentrant one the forward runs under no_grad and
+    -- keeps nothing; the recomputation keeps A as the saves below do.
+    local keeps = era.keeps_input and x.rg
+    if keeps and cx.region and not cx.ckpt_reentrant then nn.checkpoint_args(cx, { x }) end
     local q = { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false }
-    local first = n * nn.DT_SIZE[w.qdtype]
-    local ws = w.nested and { w.blocks * 4, first } or { first }
-    local wd = nn.op(cx, { name = name .. ".dequantize_4bit", inputs = { q }, frees = {}, workspace = ws,
-                           outs = { { name .. ".weight_dequantized", { w.shape[1], w.shape[2] }, x.dtype } },
-                           flops = 2 * n, bytes = n / 2 + 2 * first + n * nn.DT_SIZE[x.dtype] })
-    local bws = { table.unpack(ws) }
-    bws[#bws + 1] = n * nn.DT_SIZE[x.dtype]
+    local qdt = w.qdtype or x.dtype
+    local first = n * nn.DT_SIZE[qdt]
+    local ins = { q }
+    if w.double_quant then
+      ins[2] = nn.op(cx, { name = name .. ".dequantize_blockwise", inputs = { q }, frees = {},
+                           outs = { { name .. ".absmax_fp32", { w.blocks }, "fp32" } },
+                           flops = w.blocks, bytes = w.blocks * 5 })
+    end
+    local wd = nn.op(cx, { name = name .. ".dequantize_4bit", inputs = ins, frees = { ins[2] },
+                           outs = { { name .. ".weight_dequantized", { w.shape[1], w.shape[2] }, qdt } },
+                           flops = 2 * n, bytes = n / 2 + first })
+    if cast then
+      wd = nn.op(cx, { name = name .. ".weight_dequantized.to(" .. x.dtype .. ")", inputs = { wd },
+                       outs = { { name .. ".weight_cast", { w.shape[1], w.shape[2] }, x.dtype } },
+                       flops = n, bytes = first + n * nn.DT_SIZE[x.dtype] })
+    end
+    -- backward: the absmax, the weight in QuantState.dtype (and its copy in A's), then grad_A
+    local bws = w.double_quant and { w.blocks * 4, first } or { first }
+    if cast then bws[#bws + 1] = n * nn.DT_SIZE[x.dtype] end
     return nn.op(cx, { name = name, kind = "mm", inputs = { x, wd }, outs = { { name, shape, x.dtype } },
-                       bwd_workspace = bws, saves = x.rg and { x } or nil, grads = { { dtype = x.dtype }, "none" },
+                       bwd_workspace = bws, bwd_workspace_first = true,
+                       saves = keeps and { x } or nil, grads = { { dtype = x.dtype }, "none" },
                        flops = flops, bwd_flops = flops, dtype = x.dtype,
                        bytes = nn.bytes(x.shape, x.dtype) + n * nn.DT_SIZE[x.dtype] + nn.bytes(shape, x.dtype) })
   end
   if w.quant == "nf4" then
-    -- the dequantized weight and absmax are temporaries of the op (workspace); backward makes
-    -- them again for the input gradient. MatMul4Bit.forward keeps `ctx.tensors = (A, B)`
-    -- whenever any of its inputs needs a gradient (bitsandbytes/autograd/_functions.py), so
-    -- the input lives until the backward node runs, although only the weight is needed then.
-    -- In a compiled layer (training.compile) dynamo traces MatMul4Bit into the joint graph: its
-    -- forward is one opaque custom op (bitsandbytes::gemm_4bit, a GEMM to the partitioner: never
-    -- recomputed, its output materialized), and its backward dequantizes the packed weight again
-    -- from the graph's primals; the partition saves nothing of its own for it, not the input
-    -- (bitsandbytes 0.50.2 keeps ctx.tensors = (None, B): validation/oracle/check_compile_bnb.py;
-    -- the eager op above still keeps the input, as 0.4x's (A, B) did: not yet held to a record).
-    local ws = { w.blocks * 4, n * nn.DT_SIZE[x.dtype] }
+    -- matmul_4bit (bitsandbytes 0.50's autograd/_functions.py): with an input that needs no gradient
+    -- gemm_4bit runs directly, outside autograd; otherwise MatMul4Bit.apply, whose forward runs
+    -- the same gemm_4bit and keeps `ctx.tensors = (None, B)`: the packed weight, never the
+    -- input A, which backward does not read (grad_A = grad_output @ dequantize_4bit(B)). So the
+    -- op saves nothing of its own, compiled or eager (in a compiled layer dynamo traces
+    -- MatMul4Bit into the joint graph as the opaque bitsandbytes::gemm_4bit, and the partition
+    -- saves nothing for it either: validation/oracle/check_compile_bnb.py).
+    -- gemm_4bit's temporaries: the fused kernel allocates only the output; the fallback
+    -- (_dequant_linear_fallback) first makes, for a double-quantized weight, the absmax in fp32
+    -- and absmax + offset (4 bytes a 64-weight block each), then the whole weight in the input's
+    -- dtype, all live until F.linear returns, its output made after them (as
+    -- fulltrace_gen4-tt-qlora allocates them). Which runs is bitsandbytes' table for the GPU
+    -- (strategies/bnb_gemm4bit.lua).
+    local dsz = nn.DT_SIZE[x.dtype]
+    local fused, why = require("strategies.bnb_gemm4bit").fused(cx.gpu, x.dtype, tokens, w.shape[1], w.shape[2])
+    if why then note_once(cx, why) end
+    local ws = {}
+    if not fused then
+      if w.double_quant then ws = { w.blocks * 4, w.blocks * 4 } end
+      ws[#ws + 1] = n * dsz
+    end
+    -- backward's F.dequantize_4bit(B, ctx.state): the nested absmax to fp32 (one tensor, the
+    -- offset added in place), then the weight in its own dtype (quant_state.dtype, the
+    -- model's: .to(grad_output.dtype) copies nothing where they match), made before the
+    -- matmul's output and freed after it
+    local bwd_ws = w.double_quant and { w.blocks * 4, n * dsz } or { n * dsz }
+    local bytes = nn.bytes(x.shape, x.dtype) + n / 2 + nn.bytes(shape, x.dtype)
+    if not fused then bytes = bytes + 2 * n * dsz end  -- the dequantized weight written and read
     return nn.op(cx, { name = name, kind = "mm", inputs = { x, { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false } },
-                       outs = { { name, shape, x.dtype } }, workspace = ws, bwd_workspace = ws,
-                       saves = x.rg and not cx.compiling and { x } or nil,
+                       outs = { { name, shape, x.dtype } }, workspace = ws, workspace_first = not fused,
+                       bwd_workspace = bwd_ws, bwd_workspace_first = true,
                        grads = { { dtype = x.dtype }, "none" },
-                       flops = flops, bwd_flops = flops, dtype = x.dtype,
-                       bytes = nn.bytes(x.shape, x.dtype) + n / 2 + n * 4 + nn.bytes(shape, x.dtype) })
+                       flops = flops, bwd_flops = flops, dtype = x.dtype, bytes = bytes })
   end
   if w.quant == "torchao_nf4" then
     -- linear_nf4 compiled (see the head of this file): weight.to(bf16), one fused kernel from the
@@ -217,17 +271,34 @@ function M.linear(cx, name, x, w)
                        flops = flops, bwd_flops = flops, dtype = x.dtype,
                        bytes = nn.bytes(x.shape, x.dtype) + nn.bytes(wd.shape, wd.dtype) + nn.bytes(shape, x.dtype) })
   end
-  -- LLM.int8: fp16 input quantized row-wise, int8 GEMM into int32, dequantized to fp16
+  -- LLM.int8 (inference only: causal_lm refuses training over it): bnb.matmul ->
+  -- MatMul8bitLt.forward (bitsandbytes/autograd/_functions.py), weight frozen so the fast path:
+  -- F.int8_vectorwise_quant(A.to(torch.float16), threshold=6.0), whose fp16 copy of the input
+  -- dies when it returns. The CUDA kernel (backends/cuda/ops.py) allocates SCA (fp32, a row) and
+  -- CA (int8, the input's shape), then, with a threshold, `outliers = A.abs() >= threshold`: the
+  -- fp16 abs and the bool mask are both live at the comparison (the mask until it returns; the
+  -- one-element outliers.any() beside it is left out). int8_mixed_scaled_mm then runs
+  -- int8_scaled_mm: int8_linear_matmul into int32 and int8_mm_dequant to the output, in the
+  -- input's dtype (dtype=A.dtype). Where a column holds an |x| >= 6, it also copies those
+  -- columns of A (subA) and returns output.addmm(subA, subB), a second output-sized tensor: data
+  -- the simulation does not see, so a note says what it leaves out. With an input that needs a
+  -- gradient, ctx.tensors = (CAt, subA, A) would keep the input: not built (no training).
   local xin = nn.to(cx, x, "fp16", name .. ".input_fp16")
   local ca = nn.new_tensor(cx, name .. ".CA", x.shape, "int8", false, "temp")
   local sca = nn.new_tensor(cx, name .. ".SCA", { tokens }, "fp32", false, "temp")
-  nn.op(cx, { name = name .. ".int8_vectorwise_quant", inputs = { xin }, out_tensors = { ca, sca } })
+  local elems = nn.numel(x.shape)
+  nn.op(cx, { name = name .. ".int8_vectorwise_quant", inputs = { xin }, out_tensors = { sca, ca },
+              workspace = { elems * 2, elems } })
+  note_once(cx, "LLM.int8's outlier columns (an input column with |x| >= 6.0) are data the simulation "
+                .. "does not see: where there are any, each int8 matmul also copies those columns of its "
+                .. "input and adds them back through a second output-sized tensor (output.addmm(subA, subB)), "
+                .. "not modelled")
   local o32 = nn.new_tensor(cx, name .. ".out_int32", shape, "int32", false, "temp")
   nn.op(cx, { name = name .. ".int8_linear_matmul", kind = "mm",
               inputs = { ca, { id = w.id, shape = { n }, dtype = "int8", rg = false } },
               out_tensors = { o32 }, flops = flops, dtype = "int8" })
   return nn.op(cx, { name = name .. ".int8_mm_dequant", inputs = { o32, sca },
-                     outs = { { name, shape, "fp16" } } })
+                     outs = { { name, shape, x.dtype } } })
 end
 
 -- bitsandbytes' replace_with_bnb_linear as transformers' quantizer applies it: every Linear but
@@ -330,8 +401,10 @@ function M.bnb_state(cx, updates, opts)
         if n_states == 2 then outs[#outs + 1] = tensor(cx, "qmap udynamic", 256 * 4, "fp32", "optstate", true) end
         qmap_made = true
       end
-      -- Optimizer2State.init_state (bitsandbytes 0.50.2): `blocksize = 256`, one fp32 absmax a block
-      local blocks = (n + 255) // 256
+      -- Optimizer2State.init_state: one fp32 absmax a block of `blocksize = 256` elements
+      -- (bitsandbytes 0.44.0 on; 2048 before: strategies/bnb_version.lua)
+      local bs = (cx.bnb or require("strategies.bnb_version").era()).optim_block
+      local blocks = (n + bs - 1) // bs
       for i = 1, n_states do state(i, n, "uint8") end
       for i = 1, n_states do outs[#outs + 1] = tensor(cx, name .. ".absmax" .. i, blocks * 4, "fp32", "optstate", true) end
     end

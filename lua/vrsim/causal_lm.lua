@@ -315,6 +315,10 @@ function M.build(cx, cfg)
     if not t.inference then error("training.device_map = \"auto\" is for inference (set inference = true)", 0) end
     dm_hooks = require("strategies.device_map").hooks(cx, cfg, root, { shape = { b, s, mc.hidden }, dtype = pdtype }, pdtype)
   end
+  if t.quant == "int8" and not cx.bnb.int8 then
+    error(("training.quant = \"int8\" with bitsandbytes %s is not modelled: vrsim follows LLM.int8 "
+           .. "as rewritten in 0.45.0 (MatMul8bitLt without the col32 layouts)"):format(cx.bnb.version), 0)
+  end
   if t.quant == "nf4" then
     cx.quant_storage = require("strategies.quant").storage(t.quant_storage, t.strategy, pdtype)
     if cx.quant_storage == "uint8" and t.strategy == "zero3" then

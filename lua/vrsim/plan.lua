@@ -136,6 +136,12 @@ local function prepare(scn, sets, file, src)
   cfg.notes = cfg.notes or {}
   for _, n in ipairs(inert_given(cfg, ctx)) do cfg.notes[#cfg.notes + 1] = n end
   for _, n in ipairs(mesh.notes) do cfg.notes[#cfg.notes + 1] = n end
+  if cfg.training.checkpointing and cfg.training.checkpoint_reentrant and not cfg.training.inference then
+    cfg.notes[#cfg.notes + 1] = "training.checkpoint_reentrant: use_reentrant=True changes only what an "
+      .. "autograd Function keeps outside save_for_backward (bitsandbytes' MatMul4Bit before 0.43.2); "
+      .. "its other differences from the non-reentrant checkpoint (one backward node a region, the "
+      .. "region recomputed whole) are not modelled"
+  end
   if mesh.given then
     cfg.notes[#cfg.notes + 1] = mesh_mod.describe(mesh, cfg.hardware.rank, cfg.hardware.gpus_per_node,
       dev.interconnect:match("^[^+]*"), cfg.hardware.network)
@@ -160,6 +166,8 @@ local function build_graph(st)
   cx.gpu = noting_reads(g, "gpu.", reads)
   cx.optim_host = dev.profile and dev.profile.optim_host
   cx.bnb_optim = dev.bnb_optim
+  cx.bnb = require("strategies.bnb_version").era(t0.bitsandbytes)
+  cx.ckpt_reentrant = t0.checkpointing and t0.checkpoint_reentrant
   cx.host_classes = dev.profile and dev.profile.host_classes
   cx.fsdp2_hook_us = dev.profile and dev.profile.fsdp2_hook_us
   local hw = cfg.hardware

@@ -56,10 +56,12 @@ local SCHEMA = {
     checkpointing = { "boolean", false, "gradient checkpointing per decoder layer" },
     checkpoint_every = { "integer", 1, "checkpoint every k-th layer only" },
     checkpoint_impl = { "string", "transformers", "what torch.compile makes of a checkpointed decoder layer: transformers (a transformers model's layers under torch.utils.checkpoint, by gradient_checkpointing_enable as HF Trainer, TRL and axolotl apply it, or by torch's checkpoint_wrapper: the layer's forward writes transformers' CompileableContextVar, a side effect dynamo refuses inside the checkpoint, so under training.compile the checkpointed layers graph-break and run eager) or wrapper (the checkpointed layer compiles whole with its checkpoint: torchtitan's, torchtune's and fms-fsdp's own models under their checkpoint wrappers, or accelerate's regional compilation under FSDP2, which sets torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint)" },
+    checkpoint_reentrant = { "boolean", false, "torch.utils.checkpoint(use_reentrant=True), as peft's QLoRA examples and fsdp_qlora's --reentrant_checkpointing run it: the region's forward runs under no_grad, so what an autograd Function keeps outside save_for_backward (bitsandbytes' MatMul4Bit before 0.43.2: its input) is kept only from the recomputation on; vrsim's checkpoint is otherwise the non-reentrant one (a note says so)" },
     checkpoint_scope = { "string", "layer", "layer (whole decoder layers), attention (selective) or op (torchtitan's op-level policy: matmuls and attention saved, every second mm recomputed)" },
     inference = { "boolean", false, "forward only under torch.no_grad(): no backward, no optimizer" },
     quant = { "string", "none", "quantized base weights: none, nf4 (bitsandbytes' QLoRA 4-bit), int8 (LLM.int8) or torchao_nf4 (torchao's NF4Tensor, torchtune's QLoRA builders; with compile = true)" },
     quant_double = { "boolean", true, "nf4's double quantization (bnb_4bit_use_double_quant, bitsandbytes' compress_statistics): the 64-weight blocks' absmax stored as uint8 with an fp32 absmax per 256 of them, where false keeps one fp32 absmax a block (litgpt's --quantize bnb.nf4; bnb.nf4-dq is true)" },
+    bitsandbytes = { "string", "0.50.2", "the bitsandbytes release the run used, 0.41.0 to 0.50.2 (lua/strategies/bnb_version.lua): before 0.43.2 MatMul4Bit keeps each 4-bit matmul's input until backward; before 0.50.0 its forward is dequantize_4bit then F.linear (no fused gemm_4bit); before 0.44.0 the 8-bit optimizers keep one absmax per 2048 elements (256 after); LLM.int8 (quant = int8) from 0.45.0" },
     quant_storage = { "string", "auto", "bnb_4bit_quant_storage, the dtype the packed 4-bit weights are stored in: auto (the parameters' dtype under fsdp2 and zero3, as the FSDP-QLoRA and ZeRO-3 QLoRA guides set it, so the packed weights shard; uint8, transformers' default, otherwise), uint8, bf16, fp16 or fp32" },
     device_map = { "string", "none", "inference: none, or auto (Accelerate: layers across hardware.count GPUs, then the CPU)" },
     steps = { "integer", 4, "training steps to simulate (step 0 creates optimizer state)" },
@@ -187,6 +189,10 @@ local function check_value(ctx, section, field, spec, v, origin, choices)
   elseif ty == "string" then
     if type(v) ~= "string" then bad(("%s must be a string"):format(where)) end
     local ch = (choices or CHOICES)[field]
+    if where == "training.bitsandbytes" then
+      local m = require("strategies.bnb_version").bad(v)
+      if m then bad(m) end
+    end
     if ch and not ch[v] then
       local s = closest(v, keys(ch))
       bad(unmodelled.refusal(("%s = \"%s\""):format(where, v), v)

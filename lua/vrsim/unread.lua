@@ -49,6 +49,7 @@ function M.inert_given(cfg, ctx)
   local rules = {
     { "training.checkpoint_every", t.checkpointing and not t.inference, "checkpointing is off" },
     { "training.checkpoint_scope", t.checkpointing and not t.inference, "checkpointing is off" },
+    { "training.checkpoint_reentrant", t.checkpointing and not t.inference, "checkpointing is off" },
     { "hardware.max_memory_gib", t.device_map == "auto", "device_map is not \"auto\"" },
     { "hardware.network", nodes > 1, "the run's GPUs are in one node" },
     { "hardware.nics_per_node", nodes > 1, "the run's GPUs are in one node" },
@@ -69,6 +70,9 @@ function M.inert_given(cfg, ctx)
       or "model.config gives the shape" },
     { "model.variant", cfg.model.arch == "sdxl", "only sdxl has variants" },
     { "training.quant_storage", t.quant == "nf4", "only 4-bit (nf4) weights are packed into a storage dtype" },
+    { "training.bitsandbytes", t.quant == "nf4" or t.quant == "int8" or t.optimizer == "adamw8bit"
+      or t.optimizer:match("^paged_.*_8bit$") ~= nil,
+      "nothing of bitsandbytes that changed between its releases runs: no 4-bit or 8-bit weights, no 8-bit optimizer" },
     { "model.hub_kernels", not diffusion, "transformers' hub kernels replace the decoder families' layers" },
   }
   for _, f in ipairs { "hidden", "intermediate", "heads", "kv_heads", "layers", "vocab" } do
