@@ -113,11 +113,12 @@ for line in open(sys.argv[1]):
         tag = "ok" if ok else "FAIL"
     else:
         tag = " - "
+    terr_s = "%+.1f %%" % (100 * et) if et == et else "-"   # no published tokens/s: no error
     if md:
-        print("| %s | %s | %.1f | %+.1f %% | %s | %.0f | %+.1f %% |" % (rid, mem, got, 100 * e, tps, tok, 100 * et))
+        print("| %s | %s | %.1f | %+.1f %% | %s | %.0f | %s |" % (rid, mem, got, 100 * e, tps, tok, terr_s))
     else:
-        print("%-4s %-17s published %5s GiB  vrsim %5.1f GiB  %+6.1f %%   tokens/s %5s  vrsim %5.0f  %+6.1f %%" %
-              (tag, rid, mem, got, 100 * e, tps, tok, 100 * et))
+        print("%-4s %-17s published %5s GiB  vrsim %5.1f GiB  %+6.1f %%   tokens/s %5s  vrsim %5.0f  %8s" %
+              (tag, rid, mem, got, 100 * e, tps, tok, terr_s))
 med = statistics.median(merr) if merr else 1
 print("torchtune: median |error| of peak memory %.1f %% over %d modelled rows (band: 15 %%); "
       "tokens/s %.1f %% (printed only)" % (100 * med, len(merr), 100 * statistics.median([x for x in terr if x == x]) if terr else 0))
