@@ -211,8 +211,12 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
         add_row(rows, cfg, "fits", oomed ? 0 : 1, res->oom ? 0 : 1);
     /* the host it ran on: its own op classes where it timed them (lua/vrsim/record.lua) */
     if (cJSON_GetObjectItem(rec, "host_class_bench")) {
-        const char *h = "host: its host_class_bench's classes, the other host figures at their "
-                        "summed ratio to the calibration host's (not host_dispatch_scale)";
+        /* an inference record's ops record no autograd: lua/vrsim/record.lua leaves its classes out */
+        const char *h = cJSON_IsTrue(cJSON_GetObjectItem(rec, "inference"))
+            ? "host: host_dispatch_scale (it runs under no_grad; its host_class_bench, timed "
+              "recording autograd, is not applied)"
+            : "host: its host_class_bench's classes, the other host figures at their "
+              "summed ratio to the calibration host's (not host_dispatch_scale)";
         if (!o->json) printf("  %-24s %s\n", cfg, h);
         else fprintf(stderr, "vrsim validate: %s %s\n", cfg, h);
     }

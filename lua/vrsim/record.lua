@@ -396,6 +396,12 @@ function R.scenario(rec, opts)
   hw.host_dispatch_scale = num(rec, "host_dispatch_scale")
   -- where the record timed the model's host op classes on its host, those instead
   local classes = host_classes_of(rec)
+  -- ...where they describe the run's ops: the class chains were timed recording autograd, and
+  -- generate runs under torch.no_grad (GenerationMixin.generate's decorator), whose ops record
+  -- none, as host_bench's tight loop on tensors that need no gradient does (on one H100 host the
+  -- chains said 1.22 and the loop 1.02 of the calibration host; generate's steady steps ran at
+  -- 0.93-1.45 of vrsim's calibration-host figure, median 1.08: llama_h100_gen6_generate.jsonl)
+  if classes and bool(rec, "inference") then classes = nil end
   if classes then
     hw.host_classes = classes
     hw.host_dispatch_scale = require("hw.host_speed").class_ratio(classes)
