@@ -215,29 +215,21 @@ function M.cce(cx, hf, w, ids, b, s)
   return loss
 end
 
--- torchtune's TransformerDecoder.chunked_output and CEWithChunkedOutputLoss: the head m applied
--- to each chunk of hf along the sequence, then the loss over the chunks. compiled: torch.compile
--- is on, and torchtune's recipes then compile the loss's compute_cross_entropy
--- (torchtune.training.compile_loss). Returns the loss.
-function M.chunked(cx, head, hf, b, s, compiled)
+-- The head m applied to chunks of hf along the sequence (sizes: the chunks' token counts), as
+-- torch.chunk and Tensor.split cut it: views, whose gradients SplitBackward cats into one of hf's
+-- size. A chunk of a batch of several sequences is not contiguous, and matmul's reshape to
+-- (tokens, H) copies it (clone + _unsafe_view, whose gradients pass through). name: the views'
+-- name ("hidden_states.chunk", "x.split"); hold: the caller keeps the logits in a list until the
+-- loss is done. Returns the chunks' logits.
+local function head_on_chunks(cx, head, hf, b, sizes, name, hold)
   local h = hf.shape[#hf.shape]
-  local n = M.NUM_OUTPUT_CHUNKS
-  -- torch.chunk: chunks of ceil(s / n) tokens, the last shorter; fewer than n when s is small
-  local cs = (s + n - 1) // n
-  local sizes = {}
-  for start = 0, s - 1, cs do sizes[#sizes + 1] = math.min(cs, s - start) end
-  -- last_hidden_state.chunk(n, dim=1): views; SplitBackward cats their gradients into one of
-  -- the hidden states' size
   local views = {}
   for k, sz in ipairs(sizes) do
-    views[k] = nn.view(cx, hf, { b, sz, h }, ("hidden_states.chunk%d"):format(k))
+    views[k] = nn.view(cx, hf, { b, sz, h }, ("%s%d"):format(name, k))
   end
-  nn.op(cx, { name = "hidden_states.chunk", kind = "none", inputs = { hf }, out_tensors = views,
+  nn.op(cx, { name = name, kind = "none", inputs = { hf }, out_tensors = views,
               grads = { { bytes = nn.bytes(hf.shape, hf.dtype), dtype = hf.dtype } }, bwd_kind = "copy",
               bytes = 0, bwd_bytes = 2 * nn.bytes(hf.shape, hf.dtype) })
-  -- [self.output(chunk) for chunk in ...]: a chunk of a batch of several sequences is not
-  -- contiguous, and matmul's reshape to (tokens, H) copies it (clone + _unsafe_view, whose
-  -- gradients pass through)
   local opname = head.opname
   local logits = {}
   for k, v in ipairs(views) do
@@ -250,8 +242,24 @@ function M.chunked(cx, head, hf, b, s, compiled)
     head.opname = ("lm_head.chunk%d"):format(k)
     logits[k] = mod.call(cx, head, xin)
     head.opname = opname
-    nn.hold(cx, logits[k]) -- the recipe's `logits` list, deleted after the loss
+    if hold then nn.hold(cx, logits[k]) end
   end
+  return logits
+end
+
+-- torchtune's TransformerDecoder.chunked_output and CEWithChunkedOutputLoss: the head m applied
+-- to each chunk of hf along the sequence, then the loss over the chunks. compiled: torch.compile
+-- is on, and torchtune's recipes then compile the loss's compute_cross_entropy
+-- (torchtune.training.compile_loss). Returns the loss.
+function M.chunked(cx, head, hf, b, s, compiled)
+  local n = M.NUM_OUTPUT_CHUNKS
+  -- torch.chunk: chunks of ceil(s / n) tokens, the last shorter; fewer than n when s is small
+  local cs = (s + n - 1) // n
+  local sizes = {}
+  for start = 0, s - 1, cs do sizes[#sizes + 1] = math.min(cs, s - start) end
+  -- last_hidden_state.chunk(n, dim=1), [self.output(chunk) for chunk in ...]; the recipe's
+  -- `logits` list is deleted after the loss
+  local logits = head_on_chunks(cx, head, hf, b, sizes, "hidden_states.chunk", true)
   -- TransformerDecoder.forward returns the chunks' logits: its h is gone before the loss runs
   -- (kept only where the head saved views of it, a batch of one sequence). Measured:
   -- fulltrace_gen4-tm-l3-8b-l4-b2-s4096-chunked, 25 hidden-sized (64 MiB) tensors live at the
@@ -304,33 +312,11 @@ end
 M.LITGPT_CHUNK = 128
 
 function M.litgpt_chunked(cx, head, hf, b, s)
-  local h = hf.shape[#hf.shape]
   local cs = M.LITGPT_CHUNK
   local sizes = {}
   for start = 0, s - 1, cs do sizes[#sizes + 1] = math.min(cs, s - start) end
-  -- x.split(128, dim=1): views; SplitBackward cats their gradients into one of x's size
-  local views = {}
-  for k, sz in ipairs(sizes) do
-    views[k] = nn.view(cx, hf, { b, sz, h }, ("x.split%d"):format(k))
-  end
-  nn.op(cx, { name = "x.split", kind = "none", inputs = { hf }, out_tensors = views,
-              grads = { { bytes = nn.bytes(hf.shape, hf.dtype), dtype = hf.dtype } }, bwd_kind = "copy",
-              bytes = 0, bwd_bytes = 2 * nn.bytes(hf.shape, hf.dtype) })
-  -- a chunk of a batch of several sequences is not contiguous: matmul's fold to (tokens, H)
-  -- copies it first (as in M.chunked)
-  local opname = head.opname
-  local logits = {}
-  for k, v in ipairs(views) do
-    local xin = v
-    if b > 1 then
-      xin = nn.op(cx, { name = ("lm_head.chunk%d.reshape"):format(k), kind = "copy", inputs = { v },
-                        outs = { { ("lm_head.chunk%d.input"):format(k), { b * sizes[k], h }, hf.dtype } },
-                        grads = { { pass = 1 } } })
-    end
-    head.opname = ("lm_head.chunk%d"):format(k)
-    logits[k] = mod.call(cx, head, xin)
-    head.opname = opname
-  end
+  -- x.split(128, dim=1), [self.lm_head(x_i) for x_i in ...]
+  local logits = head_on_chunks(cx, head, hf, b, sizes, "x.split", false)
   -- GPT.forward returns the list: ln_f's output is gone unless the head saved views of it
   nn.release(cx, { hf }, "GPT.forward returns: x")
   -- `logits = model(...)` rebinds fit()'s list: the previous micro-batch's chunks are dropped now
