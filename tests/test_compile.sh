@@ -57,13 +57,9 @@ for x in rec["saved"]:
     for d in x["shape"]:
         n *= d
     want[(n, DT[x["dtype"]])] += 1
-note = [n for n in json.load(open(out))["notes"] if n.startswith("torch.compile: the partitioner saves")][0]
-got = Counter()
-for shape, dt in re.findall(r" \[([0-9x]+)\] (\w+)", note):
-    n = 1
-    for d in shape.split("x"):
-        n *= int(d)
-    got[(n, dt)] += 1
+sys.path.insert(0, "tests")
+from compile_note import saved_counts
+got = saved_counts(out)
 # the named difference: o_proj's recast for grad_weight (float8, and its scale: one fp32
 # inverse tensorwise, the bf16 amax of each of its 4096 columns rowwise)
 named = Counter()
@@ -462,13 +458,9 @@ for x in rec["saved"]:
     if dt == "c64":
         n, dt = 2 * n, "fp32"
     want[(n, dt)] += 1
-note = [n for n in json.load(open(out))["notes"] if n.startswith("torch.compile: the partitioner saves")][0]
-got = Counter()
-for shape, dt in re.findall(r" \[([0-9x]+)\] (\w+)", note):
-    n = 1
-    for d in shape.split("x"):
-        n *= int(d)
-    got[(n, dt)] += 1
+sys.path.insert(0, "tests")
+from compile_note import saved_counts
+got = saved_counts(out)
 if got != want:
     print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got))
     sys.exit(1)
