@@ -246,6 +246,37 @@ KNOWN = {
         "host-bound on a lent H100 host whose UNet issue speed neither host benchmark measured; steps 274.7-430.2 ms"),
     ("steps-r768-b1_bf16_classes", "step_time"): (0.30,
         "the same host: steps 261.6-386.2 ms; class chains 1.22x, tiny-op loop 0.83x the calibration host"),
+    # the SDXL grid of 2026-12-06 on one lent H100 host (sdxl_steps_h100_grid.jsonl): every
+    # host-bound configuration's 30 steady steps spread 20-98 % (r512 b1 199.3-276.1 ms), and the
+    # floor they share, 206.6-229.1 ms from r512 b1 to r1024 b2, is 15-20 % above vrsim's host
+    # time for the UNet at the record's own class chains; the GPU-bound r1024 b4 (steps spread
+    # 3 %) is -2.1 %. Checkpointing adds 220.6 ms (b1) and 199.5 ms (b4) measured, 114.8 and
+    # 121.5 in vrsim: the recompute's host time
+    ("steps-r768-b1_bf16_grid", "step_time"): (0.25,
+        "host-bound; steps 198.3-276.8 ms, the host floor 15-20 % above vrsim's at the record's class chains"),
+    ("steps-r1024-b2_bf16_grid", "step_time"): (0.25,
+        "host-bound; steps 212.6-282.9 ms, the host floor 15-20 % above vrsim's at the record's class chains"),
+    ("steps-r1024-b1_bf16_ckpt_grid", "step_time"): (0.35,
+        "host-bound with checkpointing: +220.6 ms over the uncheckpointed median, +114.8 in vrsim; steps 384.9-762.7 ms"),
+    # the same configurations measured twice on the same lent H100 host minutes apart
+    # (validation/results/logs/gen7_h100_call1.txt, call2, call4): QLoRA q, v without checkpointing
+    # 43.4 ms (steps 42.9-43.5) at 03:31 and 34.8 ms (34.7-34.9) at 03:43 (vrsim 31.9: -8.3 % of
+    # the second); paged AdamW 8-bit in backward 113.8 ms at 03:34 and 132.8 ms (129.4-132.8) at
+    # 03:37 (vrsim 107.3: -5.7 % of the first). The records hold the later and the earlier run
+    # respectively; their host time moved by 25 % and 17 % between runs on one machine
+    ("gen6-qlora-qv-nockpt", "step_time"): (0.30,
+        "43.4 ms here, 34.8 ms on the same host 12 minutes later (vrsim 31.9)"),
+    ("ttc-paged-adamw8bit-in-bwd", "step_time"): (0.22,
+        "132.8 ms here, 113.8 ms on the same host 3 minutes earlier (vrsim 107.3)"),
+    # torchtune's combinations on the H100 (llama_h100_torchtune_combos.jsonl), not yet traced to
+    # an op: torchao's NF4 base weights under compile, and the compiled optimizer-in-backward with
+    # activation offloading and chunked loss's reserved peak
+    ("ttc-torchao-nf4-compile", "step_time"): (0.18,
+        "torchao NF4 compiled without checkpointing: 61.4 ms measured (steps 61.4-64.3), 70.3 in vrsim"),
+    ("ttc-torchao-nf4-compile-ckpt", "step_time"): (0.30,
+        "torchao NF4 compiled with checkpointing: 158.1 ms measured (steps 157.6-158.2), 115.6 in vrsim"),
+    ("ttc-compile-oib-act-offload-8bit", "peak_reserved"): (0.09,
+        "13490 MiB reserved measured, 12476 in vrsim (allocated within 0.01 %)"),
 }
 for (cfg, metric), (bound, why) in sorted(KNOWN.items()):
     r = [x for x in rows if x["config"] == cfg and x["metric"] == metric]
