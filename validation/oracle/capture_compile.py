@@ -20,7 +20,6 @@ tests/test_compile.sh holds vrsim's saved set (the note training.compile adds) t
 CUDA set-up is capture.py's (fake_cuda_hooks.cpp preloaded, the SDPA backend cuDNN as on an
 H200)."""
 import argparse
-import json
 import os
 import sys
 
@@ -98,10 +97,7 @@ def main():
             head[mod] = __import__(mod).__version__
         except ImportError:
             pass
-    with open(args.o + ".tmp", "w") as fh:
-        json.dump({"header": head, "records": recs}, fh, indent=1)
-        fh.write("\n")
-    os.replace(args.o + ".tmp", args.o)
+    C.write_json(args.o, {"header": head, "records": recs})
     print(args.o)
 
 

@@ -215,10 +215,7 @@ def main():
             "model": "each record's, 1 layer, batch 1", "sdpa": "cudnn",
             "capture_dynamic_output_shape_ops": torch._dynamo.config.capture_dynamic_output_shape_ops,
             "capture_scalar_outputs": torch._dynamo.config.capture_scalar_outputs}
-    with open(args.o + ".tmp", "w") as fh:
-        json.dump({"header": head, "dynamo": dyn, "records": recs}, fh, indent=1)
-        fh.write("\n")
-    os.replace(args.o + ".tmp", args.o)
+    C.write_json(args.o, {"header": head, "dynamo": dyn, "records": recs})
     for rec in recs:
         print(rec["config"])
         for r in rec["saved"]:
