@@ -1,15 +1,30 @@
-"""vrsim's torch.compile note read back, for the tests that hold its saved set to a capture of the
-partitioner (tests/test_compile.sh)."""
+"""vrsim's torch.compile notes read back, for the tests that hold its saved set to a capture of the
+partitioner or to another run's (tests/test_compile.sh).
+
+A run's partitioner note, one per kind of compiled layer, reads
+  torch.compile: the partitioner saves N activations of decoder layer L (...) for backward, B MiB
+  (NAME [1x1024x4096] bf16, ...), and backward recomputes what else it reads
+and each saved tensor is counted by (elements, dtype): a view and its base are one tensor, and the
+names differ where the same storage is reached another way.
+
+  compile_note.py activations SUMMARY.json   prints N of the run's first partitioner note"""
 import json
 import re
+import sys
 from collections import Counter
 
 PREFIX = "torch.compile: the partitioner saves"
+EAGER = "torch.compile: the checkpointed layers run eager"
 
 
-def saved_counts(summary_path):
-    """The saved tensors the note of a run's summary (--json) lists: Counter of (elements, dtype)."""
-    note = [n for n in json.load(open(summary_path))["notes"] if n.startswith(PREFIX)][0]
+def notes(summary, prefix=PREFIX):
+    """The notes of a run's summary (the dict --json prints) that begin with prefix: by default the
+    partitioner's, in the order vrsim writes them."""
+    return [n for n in summary["notes"] if n.startswith(prefix)]
+
+
+def counts(note):
+    """The saved tensors one partitioner note lists: Counter of (elements, dtype)."""
     got = Counter()
     for shape, dt in re.findall(r" \[([0-9x]+)\] (\w+)", note):
         n = 1
@@ -17,3 +32,20 @@ def saved_counts(summary_path):
             n *= int(d)
         got[(n, dt)] += 1
     return got
+
+
+def activations(note):
+    """How many activations the note says a layer saves (its N)."""
+    return int(note.split()[4])
+
+
+def saved_counts(summary_path):
+    """The saved tensors the first partitioner note of a run's summary (--json) lists: Counter of
+    (elements, dtype)."""
+    return counts(notes(json.load(open(summary_path)))[0])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "activations":
+        sys.exit("usage: compile_note.py activations SUMMARY.json")
+    print(activations(notes(json.load(open(sys.argv[2])))[0]))

@@ -116,7 +116,7 @@ else bad "fused intermediates: $fc allocations compiled, $fe eager"; fi
 #    rotary tables) and holds what checkpointing alone holds after forward, at no higher a peak
 "$VRSIM" "$tmp/l.lua" --json --no-files --set checkpointing=true > "$tmp/ke.json"
 "$VRSIM" "$tmp/l.lua" --json --no-files --set checkpointing=true --set checkpoint_impl=wrapper --set compile=true > "$tmp/kc.json"
-n=$(field "[n for n in d['notes'] if n.startswith('torch.compile: the partitioner saves')][0].split()[4]" < "$tmp/kc.json")
+n=$(python3 tests/compile_note.py activations "$tmp/kc.json")
 fe=$(field "d['steps'][-1]['fwd_peak_allocated_bytes']" < "$tmp/ke.json")
 fc=$(field "d['steps'][-1]['fwd_peak_allocated_bytes']" < "$tmp/kc.json")
 pe=$(field "d['peak_allocated_bytes']" < "$tmp/ke.json")
@@ -138,9 +138,11 @@ ce=$(grep ",alloc," "$tmp/f8e.csv" | grep -cE "$CASTS")
 cc=$(grep ",alloc," "$tmp/f8c.csv" | grep -cE "$CASTS")
 if python3 - "$tmp/f8e.json" "$tmp/f8c.json" "$tmp/f8e.csv" "$tmp/f8c.csv" > "$tmp/f8.out" 2>&1 <<'PY'
 import csv, json, sys
+sys.path.insert(0, "tests")
+from compile_note import activations, notes
 eager, comp = (json.load(open(f)) for f in sys.argv[1:3])
-note = [n for n in comp["notes"] if n.startswith("torch.compile: the partitioner saves")][0]
-assert note.split()[4] == "3", note
+note = notes(comp)[0]
+assert activations(note) == 3, note
 def ws(path):
     # the largest backward workspace of a Float8Linear's grad_weight half (its casts' operands)
     best = 0
@@ -197,20 +199,22 @@ done
 "$VRSIM" "$tmp/l.lua" --json --no-files --set checkpointing=true --set checkpoint_every=2 --set compile=true > "$tmp/kt2.json"
 if python3 - "$tmp/ke.json" "$tmp/kt.json" "$tmp/kc.json" "$tmp/ke2.json" "$tmp/kt2.json" > "$tmp/kt.out" 2>&1 <<'PY'
 import json, sys
+sys.path.insert(0, "tests")
+from compile_note import EAGER, notes
 e, t, w, e2, t2 = (json.load(open(f)) for f in sys.argv[1:])
-note = [n for n in t["notes"] if n.startswith("torch.compile: the checkpointed layers run eager")]
+note = notes(t, EAGER)
 assert note and "graph-break" in note[0], t["notes"]
-assert not [n for n in t["notes"] if n.startswith("torch.compile: the partitioner saves")], t["notes"]
-assert not [n for n in w["notes"] if n.startswith("torch.compile: the checkpointed layers run eager")], w["notes"]
+assert not notes(t), t["notes"]
+assert not notes(w, EAGER), w["notes"]
 for k in ("peak_allocated_bytes", "peak_reserved_bytes"):
     assert t[k] == e[k], (k, t[k], e[k])
 assert t["steps"][-1]["fwd_peak_allocated_bytes"] == e["steps"][-1]["fwd_peak_allocated_bytes"]
 assert abs(t["step_time_ms"] - e["step_time_ms"]) < 1e-6, (t["step_time_ms"], e["step_time_ms"])
 assert w["step_time_ms"] < t["step_time_ms"], (w["step_time_ms"], t["step_time_ms"])
 # every second layer: the eager note names the compiled layers between, which the partitioner saves for
-note2 = [n for n in t2["notes"] if n.startswith("torch.compile: the checkpointed layers run eager")]
+note2 = notes(t2, EAGER)
 assert note2 and "the layers between them are compiled" in note2[0], t2["notes"]
-assert [n for n in t2["notes"] if n.startswith("torch.compile: the partitioner saves")], t2["notes"]
+assert notes(t2), t2["notes"]
 assert t2["step_time_ms"] < e2["step_time_ms"], (t2["step_time_ms"], e2["step_time_ms"])
 print(f"step {t['step_time_ms']:.1f} ms as eager checkpointing's {e['step_time_ms']:.1f} (wrapper: {w['step_time_ms']:.1f}); "
       f"every 2nd: {t2['step_time_ms']:.1f} against eager {e2['step_time_ms']:.1f}")
@@ -229,7 +233,9 @@ ECAP=validation/oracle/captures/compile_ckpt_every.json
 "$VRSIM" "$tmp/l.lua" --json --no-files --set checkpointing=true --set checkpoint_impl=wrapper --set checkpoint_every=2 \
   --set compile=true > "$tmp/w2.json" 2>"$tmp/w2.err"
 if python3 - "$ECAP" "$tmp/w0.json" "$tmp/kc.json" "$tmp/w2.json" > "$tmp/w2.out" 2>&1 <<'PY'
-import json, re, sys
+import json, sys
+sys.path.insert(0, "tests")
+from compile_note import counts, notes
 cap = {r["checkpoint_every"]: r for r in json.load(open(sys.argv[1]))["runs"]}
 none, all_, two = cap[None], cap[1], cap[2]
 assert two["checkpointed_layers"] == [1, 3], two["checkpointed_layers"]
@@ -239,12 +245,10 @@ for i, s in enumerate(two["saved"]):
     assert s == (all_ if i in two["checkpointed_layers"] else none)["saved"][i], (i, s)
 assert len(all_["saved"][1]) < len(none["saved"][1])
 w0, w1, w2 = (json.load(open(f)) for f in sys.argv[2:])
-notes = lambda d: [n for n in d["notes"] if n.startswith("torch.compile: the partitioner saves")]
 # (elements, dtype) multisets, as in 1.: a layer's v projection and the cache's values are one storage
-sets = lambda n: sorted((eval(s.replace("x", "*")), dt) for s, dt in re.findall(r" \[([0-9x]+)\] (\w+)", n))
 n2 = notes(w2)
 assert len(n2) == 2 and "(not checkpointed, compiled alone)" in n2[0] and "(checkpointed, compiled with its checkpoint)" in n2[1], n2
-assert sets(n2[0]) == sets(notes(w0)[0]) and sets(n2[1]) == sets(notes(w1)[0]), (n2, notes(w0), notes(w1))
+assert counts(n2[0]) == counts(notes(w0)[0]) and counts(n2[1]) == counts(notes(w1)[0]), (n2, notes(w0), notes(w1))
 f0, f1, f2 = (d["steps"][-1]["fwd_peak_allocated_bytes"] for d in (w0, w1, w2))
 assert f1 < f2 < f0 and f0 - f2 == f2 - f1, (f0, f2, f1)
 assert w1["step_time_ms"] > w2["step_time_ms"] > w0["step_time_ms"], (w1["step_time_ms"], w2["step_time_ms"], w0["step_time_ms"])
@@ -275,8 +279,9 @@ for q in nf4 none; do
 done
 if python3 - "$tmp/q_nf4.json" "$tmp/q_none.json" > "$tmp/q.out" 2>&1 <<'PY'
 import json, sys
+sys.path.insert(0, "tests")
+from compile_note import notes as note
 nf4, bf16 = (json.load(open(f)) for f in sys.argv[1:])
-note = lambda d: [n for n in d["notes"] if n.startswith("torch.compile: the partitioner saves")]
 assert note(nf4) and note(nf4) == note(bf16), (note(nf4), note(bf16))
 assert nf4["peak_allocated_bytes"] < bf16["peak_allocated_bytes"]
 print(note(nf4)[0][:80])
@@ -309,8 +314,9 @@ for v in "lora|" "full|--set precision=bf16" "ckpt|--set checkpointing=true"; do
   done
   if python3 - "$n" "$tmp/dpo_plain.json" "$tmp/dpo_${n}_false" "$tmp/dpo_${n}_true" > "$tmp/dpo_$n.out" 2>&1 <<'PY'
 import csv, json, sys
+sys.path.insert(0, "tests")
+from compile_note import EAGER, counts, notes as note
 name, plain, eager, comp = sys.argv[1:]
-note = lambda d: [n for n in d["notes"] if n.startswith("torch.compile: the partitioner saves")]
 def ref_span(f):
     rows = list(csv.DictReader(open(f + ".csv")))
     i = next(k for k, r in enumerate(rows) if r["frames"] == "dpo.logps.sum")
@@ -332,15 +338,10 @@ assert pc < pe, (pc, pe)
 if name == "lora":
     # the same multiset of (elements, dtype): the names differ where DPOTrainer's use_cache=False
     # saves k and v themselves, not the cache's copies a plain run's layer hands out
-    def sizes(d):
-        from collections import Counter
-        import re
-        n = note(d)[0]
-        return Counter((eval("*".join(m.group(1).split("x"))), m.group(2))
-                       for m in re.finditer(r"\[([0-9x]+)\] (\w+)", n))
-    assert note(ce) and sizes(ce) == sizes(json.load(open(plain))), (note(ce), note(json.load(open(plain))))
+    pl = json.load(open(plain))
+    assert note(ce) and counts(note(ce)[0]) == counts(note(pl)[0]), (note(ce), note(pl))
 if name == "ckpt":
-    assert any(n.startswith("torch.compile: the checkpointed layers run eager") for n in ce["notes"]), ce["notes"]
+    assert note(ce, EAGER), ce["notes"]
 print(f"reference forward: {fe} fused allocations eager, none compiled; its peak {pe >> 20} -> {pc >> 20} MiB")
 PY
   then ok "dpo $n compiled: $(cat "$tmp/dpo_$n.out")"
@@ -367,8 +368,9 @@ for c in false true; do
 done
 if python3 - "$tmp/f1.json" "$tmp/f2_false.json" "$tmp/f2_true.json" > "$tmp/f2.out" 2>&1 <<'PY'
 import json, sys
+sys.path.insert(0, "tests")
+from compile_note import notes as note
 one, eager, comp = (json.load(open(f)) for f in sys.argv[1:])
-note = lambda d: [n for n in d["notes"] if n.startswith("torch.compile: the partitioner saves")]
 assert comp["strategy"] == "fsdp2", comp["strategy"]
 assert note(comp) and note(comp) == note(one), (note(comp), note(one))
 fe, fc = (d["steps"][-1]["fwd_peak_allocated_bytes"] for d in (eager, comp))

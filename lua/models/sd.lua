@@ -179,12 +179,7 @@ end
 
 function M.settings(cfg)
   local t = cfg.training
-  local lora = ""
-  if require("strategies.lora").wanted(t) then
-    local lc = t.lora or {}
-    lora = (", LoRA r=%d on %s"):format(lc.r or 4, table.concat(lc.targets or sdxl.LORA_TARGETS, "/"))
-  end
-  local px = t.width and ("%dx%d"):format(t.width, t.resolution) or tostring(t.resolution)
+  local lora, px = unet_step.settings_parts(t, sdxl.LORA_TARGETS)
   return ("sd, micro-batch %d x %spx, %s%s, %s %s%s%s, text encoder %s, VAE %s%s"):format(
     t.micro_batch, px, t.precision, lora, t.optimizer, t.optimizer_impl,
     t.checkpointing and ", checkpointing" or "", t.ema and ", EMA" or "", t.text_encoders, t.vae,

@@ -301,12 +301,7 @@ end
 
 function M.settings(cfg)
   local t = cfg.training
-  local lora = ""
-  if require("strategies.lora").wanted(t) then
-    local lc = t.lora or {}
-    lora = (", LoRA r=%d on %s"):format(lc.r or 4, table.concat(lc.targets or M.LORA_TARGETS, "/"))
-  end
-  local px = t.width and ("%dx%d"):format(t.width, t.resolution) or tostring(t.resolution)
+  local lora, px = unet_step.settings_parts(t, M.LORA_TARGETS)
   return ("sd3, micro-batch %d x %spx, %s%s, %s %s%s, text encoders %s (%d T5 tokens), VAE %s, weighting %s%s"):format(
     t.micro_batch, px, t.precision, lora, t.optimizer, t.optimizer_impl,
     t.checkpointing and ", checkpointing" or "", t.text_encoders, t.max_sequence_length, t.vae,

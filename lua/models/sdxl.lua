@@ -235,12 +235,7 @@ function M.settings(cfg)
   if v == "sdxl-base" then
     extra = (", text encoders %s, VAE %s"):format(t.text_encoders, t.vae)
   end
-  local lora = ""
-  if require("strategies.lora").wanted(t) then
-    local lc = t.lora or {}
-    lora = (", LoRA r=%d on %s"):format(lc.r or 4, table.concat(lc.targets or { "to_q", "to_k", "to_v", "to_out.0" }, "/"))
-  end
-  local px = t.width and ("%dx%d"):format(t.width, t.resolution) or tostring(t.resolution)
+  local lora, px = require("models.blocks.unet_step").settings_parts(t, M.LORA_TARGETS)
   return ("%s, micro-batch %d x %spx, %s%s, %s %s%s%s%s%s"):format(v, t.micro_batch, px,
     t.precision, lora, t.optimizer, t.optimizer_impl, t.checkpointing and ", checkpointing" or "",
     t.ema and ", EMA" or "", extra,

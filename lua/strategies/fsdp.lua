@@ -99,6 +99,27 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
            host_us = s.kind == "fsdp2" and phase == "fwd" and fsdp2_hook_us(cx, s, layer, "fwd") or nil })
 end
 
+-- A micro-batch's gradients of `layer` (grads: their ids, rs_bytes in all, in dtype) added into
+-- the layer's unsharded accumulated ones (s.acc_unsharded[layer]), FSDP2's
+-- accumulate_unsharded_grad_if_needed: the first micro-batch's become them
+-- (to_accumulated_grad_if_needed: a move when dtype is the parameters', one buffer of the layer's
+-- gradients), each later one is added in place; the gradients freed either way.
+local function accumulate_unsharded(cx, s, layer, grads, rs_bytes, dtype)
+  local acc = s.acc_unsharded[layer]
+  if not acc then
+    acc = tensor(cx, ("unsharded accumulated gradients (layer %d)"):format(layer), rs_bytes,
+                 dtype, "grad", true)
+    s.acc_unsharded[layer] = acc
+    op(cx, { name = ("to_accumulated_grad layer %d"):format(layer), kind = "copy", phase = "bwd",
+             hook = 2, layer = layer, grads_of = grads, free_grads = true, drop_persistent = true,
+             outputs = { acc }, bytes = 2 * rs_bytes })
+  else
+    op(cx, { name = ("accumulate unsharded grads layer %d"):format(layer), kind = "elementwise",
+             phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
+             drop_persistent = true, inputs = { acc }, bytes = 3 * rs_bytes })
+  end
+end
+
 function M.gather(cx, holder, keys, layer)
   local s = cx.dp
   if not s or not cx.shard_params then return end
@@ -225,21 +246,7 @@ function M.release(cx, layer, keep)
   s.acc_unsharded = s.acc_unsharded or {}
   s.acc_shard = s.acc_shard or {}
   if #grads > 0 and no_sync and mb < nmb then
-    local acc = s.acc_unsharded[layer]
-    if not acc then
-      -- the first micro-batch's gradients become the accumulated ones (a move when the reduce
-      -- dtype is the parameters': one buffer of the layer's gradients)
-      acc = tensor(cx, ("unsharded accumulated gradients (layer %d)"):format(layer), rs_bytes,
-                   rdt or list[1].dtype, "grad", true)
-      s.acc_unsharded[layer] = acc
-      op(cx, { name = ("to_accumulated_grad layer %d"):format(layer), kind = "copy", phase = "bwd",
-               hook = 2, layer = layer, grads_of = grads, free_grads = true, drop_persistent = true,
-               outputs = { acc }, bytes = 2 * rs_bytes })
-    else
-      op(cx, { name = ("accumulate unsharded grads layer %d"):format(layer), kind = "elementwise",
-               phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
-               drop_persistent = true, inputs = { acc }, bytes = 3 * rs_bytes })
-    end
+    accumulate_unsharded(cx, s, layer, grads, rs_bytes, rdt or list[1].dtype)
   elseif #grads + #moved > 0 then
     local rin = tensor(cx, ("reduce-scatter input (layer %d)"):format(layer), rs_bytes,
                        rdt or list[1].dtype, "temp", false)
@@ -323,19 +330,7 @@ function M.pp_release(cx, s, layer, list)
   s.gathered[layer] = nil
   if #grads == 0 then return end
   s.acc_unsharded = s.acc_unsharded or {}
-  local acc = s.acc_unsharded[layer]
-  if not acc then
-    acc = tensor(cx, ("unsharded accumulated gradients (layer %d)"):format(layer), rs_bytes,
-                 rdt or list[1].grad_dtype or list[1].dtype, "grad", true)
-    s.acc_unsharded[layer] = acc
-    op(cx, { name = ("to_accumulated_grad layer %d"):format(layer), kind = "copy", phase = "bwd",
-             hook = 2, layer = layer, grads_of = grads, free_grads = true, drop_persistent = true,
-             outputs = { acc }, bytes = 2 * rs_bytes })
-  else
-    op(cx, { name = ("accumulate unsharded grads layer %d"):format(layer), kind = "elementwise",
-             phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
-             drop_persistent = true, inputs = { acc }, bytes = 3 * rs_bytes })
-  end
+  accumulate_unsharded(cx, s, layer, grads, rs_bytes, rdt or list[1].grad_dtype or list[1].dtype)
 end
 
 -- perform_reduce_grad after the schedule's last backward: each group's post_backward reshards its

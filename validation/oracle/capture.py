@@ -1104,6 +1104,14 @@ def run_steps(torch, rec, spec, opt, pack, loss_fn, backward=None, scaler=None):
     return steps
 
 
+def write_json(out, doc):
+    """doc as JSON (indent 1, a newline at the end), written whole or not at all."""
+    with open(out + ".tmp", "w") as fh:
+        json.dump(doc, fh, indent=1)
+        fh.write("\n")
+    os.replace(out + ".tmp", out)
+
+
 def write_capture(out, lines):
     """The capture as gzipped JSONL, written whole or not at all (no name and no time in the gzip
     header: the same capture is the same bytes)."""

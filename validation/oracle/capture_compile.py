@@ -20,13 +20,13 @@ tests/test_compile.sh holds vrsim's saved set (the note training.compile adds) t
 CUDA set-up is capture.py's (fake_cuda_hooks.cpp preloaded, the SDPA backend cuDNN as on an
 H200)."""
 import argparse
-import json
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import capture as C  # noqa: E402
+from aot_partition import VIEWS, forward_graph, saved_tensors, view_root  # noqa: E402,F401
 
 SEQ = 256
 CONFIGS = {
@@ -46,32 +46,9 @@ def layer_of(model):
     return base.model.layers[0], base.model.rotary_emb
 
 
-VIEWS = ("aten.view.", "aten.permute.", "aten.alias.", "aten.t.", "aten._unsafe_view.",
-         "aten.reshape.", "aten.expand.", "aten.unsqueeze.", "aten.squeeze.", "aten.slice.")
-
-
-def view_root(torch, n):
-    """The node whose storage a view node shares (itself when it is no view)."""
-    while (n.op == "call_function" and str(n.target).startswith(VIEWS) and n.args
-           and isinstance(n.args[0], torch.fx.Node)):
-        n = n.args[0]
-    return n
-
-
 def saved_of(torch, name, spec):
     import transformers
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from functorch.compile import aot_function, make_boxed_func, min_cut_rematerialization_partition
-    from torch._inductor.decomposition import select_decomp_table
-    graphs = {}
-
-    def fw(gm, _inputs):
-        graphs["fw"] = gm
-        return make_boxed_func(gm.forward)
-
-    def bw(gm, _inputs):
-        return make_boxed_func(gm.forward)
-
     spec = dict(spec, config=os.path.join(HERE, "..", "..", "scenarios/configs/llama-2-7b-hf.json"),
                 layers=1)
     with FakeTensorMode():
@@ -90,28 +67,11 @@ def saved_of(torch, name, spec):
                                                    "attention_mask": None})
 
         # the parameters are static inputs, as torch.compile marks an nn.Module's parameters
-        # (the partitioner's treat_parameters_as_free_to_save: saving one costs nothing)
-        def partition(joint, joint_inputs, **kw):
-            kw["static_lifetime_input_indices"] = list(range(len(params)))
-            return min_cut_rematerialization_partition(joint, joint_inputs, **kw)
-        compiled = aot_function(f, fw_compiler=fw, bw_compiler=bw, partition_fn=partition,
-                                decompositions=select_decomp_table())
-        out = compiled(params, x, cos, sin)
-        (out[0] if isinstance(out, tuple) else out).sum().backward()
-    gm = graphs["fw"]
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    # aot_function flattens (params, x, cos, sin): the parameters first, in dict order
-    n_params = len(params)
-    param_nodes = set(placeholders[:n_params])
-    outs = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
-    # the layer's own output comes first (one tensor: transformers 5 returns hidden states)
+        gm = forward_graph(f, (params, x, cos, sin), len(params))
+    # aot_function flattens (params, x, cos, sin): the parameters first, in dict order; the
+    # layer's own output comes first (one tensor: transformers 5 returns hidden states)
     rows = []
-    for n in outs[1:]:
-        v = n.meta.get("val")
-        if v is None:
-            continue
-        base = view_root(torch, n)
-        kind = "param" if base in param_nodes else "input" if base.op == "placeholder" else "activation"
+    for n, v, base, kind in saved_tensors(torch, gm, len(params)):
         rows.append({"name": n.name, "shape": list(v.shape), "dtype": C.dtype_name(v.dtype),
                      "bytes": v.numel() * v.element_size(), "kind": kind, "storage": base.name})
     return {"config": name, "seq": SEQ, "precision": spec["precision"], "lora": spec.get("lora"),
@@ -137,10 +97,7 @@ def main():
             head[mod] = __import__(mod).__version__
         except ImportError:
             pass
-    with open(args.o + ".tmp", "w") as fh:
-        json.dump({"header": head, "records": recs}, fh, indent=1)
-        fh.write("\n")
-    os.replace(args.o + ".tmp", args.o)
+    C.write_json(args.o, {"header": head, "records": recs})
     print(args.o)
 
 

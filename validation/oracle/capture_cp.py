@@ -97,28 +97,12 @@ def capture(spec):
         for blk in model.model.layers:
             fully_shard(blk, mesh=mesh, reshard_after_forward=True)
         fully_shard(model, mesh=mesh, reshard_after_forward=True)
-        for mod in model.modules():
-            for key, p in list(mod.named_parameters(recurse=False)):
-                if isinstance(p, DTensor):
-                    loc = torch.empty_like(p._local_tensor, device="cuda")
-                    new = DTensor.from_local(loc, p.device_mesh, p.placements, run_check=False,
-                                             shape=p.shape, stride=p.stride())
-                else:
-                    new = torch.empty_like(p, device="cuda")
-                mod.register_parameter(key, torch.nn.Parameter(new, requires_grad=p.requires_grad))
-            for key, b in list(mod.named_buffers(recurse=False)):
-                mod.register_buffer(key, torch.empty_like(b, device="cuda"),
-                                    persistent=key not in mod._non_persistent_buffers_set)
+        T.to_gpu(torch, model)
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
         opt = C.make_optimizer(torch, spec, params)
         hooks = C.install_module_hooks(torch, model, rec)
-
-        def local(p):
-            return p._local_tensor if isinstance(p, DTensor) else p
-        param_rows = [{"name": n, "shape": list(local(p).shape), "dtype": C.dtype_name(p.dtype),
-                       "bytes": local(p).untyped_storage().nbytes(), "trainable": p.requires_grad}
-                      for n, p in model.named_parameters()]
+        param_rows = T.local_param_rows(torch, model)
         mb, seq = int(spec["micro_batch"]), int(spec["seq"])
         ctx = {}
 

@@ -93,6 +93,38 @@ def build_meta(torch, transformers, spec):
     return model, lcfg
 
 
+def to_gpu(torch, model):
+    """Each rank's shards made on the GPU, the buffers with them (torchtitan:
+    model.to_empty(device="cuda"), then init_weights; random fills allocate nothing). By hand:
+    Module.to_empty swaps each parameter, which the fake tensors' stand-in for swap_tensors does
+    not take for a DTensor."""
+    from torch.distributed.tensor import DTensor
+    for mod in model.modules():
+        for key, p in list(mod.named_parameters(recurse=False)):
+            if isinstance(p, DTensor):
+                loc = torch.empty_like(p._local_tensor, device="cuda")
+                new = DTensor.from_local(loc, p.device_mesh, p.placements, run_check=False,
+                                         shape=p.shape, stride=p.stride())
+            else:
+                new = torch.empty_like(p, device="cuda")
+            mod.register_parameter(key, torch.nn.Parameter(new, requires_grad=p.requires_grad))
+        for key, b in list(mod.named_buffers(recurse=False)):
+            mod.register_buffer(key, torch.empty_like(b, device="cuda"),
+                                persistent=key not in mod._non_persistent_buffers_set)
+
+
+def local_param_rows(torch, model):
+    """The capture's param lines: each parameter's rank-local shape, dtype and bytes (a DTensor's
+    local shard)."""
+    from torch.distributed.tensor import DTensor
+
+    def local(p):
+        return p._local_tensor if isinstance(p, DTensor) else p
+    return [{"name": n, "shape": list(local(p).shape), "dtype": C.dtype_name(p.dtype),
+             "bytes": local(p).untyped_storage().nbytes(), "trainable": p.requires_grad}
+            for n, p in model.named_parameters()]
+
+
 def capture(spec):
     import torch
     import transformers
@@ -173,32 +205,12 @@ def capture(spec):
             for blk in model.model.layers:
                 fully_shard(blk, mesh=world_mesh["dp_shard"], reshard_after_forward=True)
             fully_shard(model, mesh=world_mesh["dp_shard"], reshard_after_forward=True)
-        # each rank's shards made on the GPU (torchtitan: model.to_empty(device="cuda"), then
-        # init_weights; random fills allocate nothing)
-        # (by hand: Module.to_empty swaps each parameter, which the fake tensors' stand-in for
-        # swap_tensors does not take for a DTensor)
-        for mod in model.modules():
-            for key, p in list(mod.named_parameters(recurse=False)):
-                if isinstance(p, DTensor):
-                    loc = torch.empty_like(p._local_tensor, device="cuda")
-                    new = DTensor.from_local(loc, p.device_mesh, p.placements, run_check=False,
-                                             shape=p.shape, stride=p.stride())
-                else:
-                    new = torch.empty_like(p, device="cuda")
-                mod.register_parameter(key, torch.nn.Parameter(new, requires_grad=p.requires_grad))
-            for key, b in list(mod.named_buffers(recurse=False)):
-                mod.register_buffer(key, torch.empty_like(b, device="cuda"),
-                                    persistent=key not in mod._non_persistent_buffers_set)
+        to_gpu(torch, model)
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
         opt = C.make_optimizer(torch, spec, params)
         hooks = C.install_module_hooks(torch, model, rec)
-
-        def local(p):
-            return p._local_tensor if isinstance(p, DTensor) else p
-        param_rows = [{"name": n, "shape": list(local(p).shape), "dtype": C.dtype_name(p.dtype),
-                       "bytes": local(p).untyped_storage().nbytes(), "trainable": p.requires_grad}
-                      for n, p in model.named_parameters()]
+        param_rows = local_param_rows(torch, model)
         mb, seq = int(spec["micro_batch"]), int(spec["seq"])
         rec.phase("inputs")
         ids = torch.randint(0, lcfg.vocab_size, (mb, seq), device="cuda")

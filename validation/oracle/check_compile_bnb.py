@@ -26,12 +26,11 @@ from collections import Counter
 
 import torch
 import bitsandbytes as bnb
-from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.utils import counters
-from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
-from torch._inductor.decomposition import select_decomp_table
 from transformers import LlamaConfig, LlamaForCausalLM
 from peft import LoraConfig, get_peft_model
+
+from aot_partition import recording_backend
 
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -67,24 +66,14 @@ def run(quant):
     m = get_peft_model(m, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0,
                                      target_modules=["q_proj", "v_proj"]))
     graphs = []
-
-    def fw(gm, _inputs):
-        graphs.append(["fw", gm])
-        return make_boxed_func(gm.forward)
-
-    def bw(gm, _inputs):
-        graphs.append(["bw", gm])
-        return make_boxed_func(gm.forward)
-
-    backend = aot_autograd(fw_compiler=fw, bw_compiler=bw, decompositions=select_decomp_table(),
-                           partition_fn=min_cut_rematerialization_partition)
+    backend = recording_backend(lambda kind, gm: graphs.append([kind, gm]))
     for layer in m.base_model.model.model.layers:
         layer.compile(backend=backend)
     m.train()
     ids = torch.randint(0, cfg.vocab_size, (1, 128))
     m(input_ids=ids, labels=ids).loss.backward()
-    fws = [g for k, g in graphs if k == "fw"]
-    bws = [g for k, g in graphs if k == "bw"]
+    fws = [g for k, g in graphs if k == "forward"]
+    bws = [g for k, g in graphs if k == "backward"]
     # the second layer's graphs (the first layer's input needs no gradient: a frozen embedding)
     fwg, bwg = fws[-1], bws[0]
     saved = []

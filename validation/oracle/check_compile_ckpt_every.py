@@ -18,10 +18,12 @@ checkpoint's MUST_RECOMPUTE tags), and the others what every block saves without
 checkpoint_impl = "wrapper" with training.compile (lua/strategies/compile.lua
 M.checkpointed_layer, tests/test_compile.sh 5e)."""
 import argparse
-import json
 import os
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import capture as C  # noqa: E402
 LAYERS = 4
 
 
@@ -93,10 +95,7 @@ def main():
             "model": f"LlamaForCausalLM, {LAYERS} layers, hidden 64, fp32, batch 2 x 16",
             "order": "checkpoint_wrapper on blocks k, 2k, ... (torchtitan apply_ac), then each block compiled (apply_compile)",
             "skip_fwd_side_effects_in_bwd_under_checkpoint": True}
-    with open(args.o + ".tmp", "w") as fh:
-        json.dump({"header": head, "runs": runs}, fh, indent=1)
-        fh.write("\n")
-    os.replace(args.o + ".tmp", args.o)
+    C.write_json(args.o, {"header": head, "runs": runs})
     print(args.o)
 
 

@@ -28,14 +28,13 @@ import sys
 
 import torch
 import torch._dynamo
-from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.utils import counters
-from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
-from torch._inductor.decomposition import select_decomp_table
 from transformers import LlamaConfig, LlamaForCausalLM
 from peft import LoraConfig, get_peft_model
 from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import add_fused_lm_head, use_adapter
+
+from aot_partition import recording_backend
 
 
 def main():
@@ -51,17 +50,11 @@ def main():
         m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     graphs, phase = [], {"now": None}
 
-    def compiler(kind):
-        def f(gm, _inputs):
-            out = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
-            graphs.append({"phase": phase["now"], "kind": kind, "outputs": len(out)})
-            return make_boxed_func(gm.forward)
-        return f
+    def record(kind, gm):
+        out = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+        graphs.append({"phase": phase["now"], "kind": kind, "outputs": len(out)})
 
-    aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-                       inference_compiler=compiler("inference"),
-                       decompositions=select_decomp_table(),
-                       partition_fn=min_cut_rematerialization_partition)
+    aot = recording_backend(record, inference=True)
 
     def backend(gm, inputs):
         graphs.append({"phase": phase["now"], "kind": "dynamo graph", "grad": torch.is_grad_enabled()})

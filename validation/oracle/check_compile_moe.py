@@ -21,9 +21,9 @@ graph-breaks, and what the min-cut partitioner saves of the compiled layer for b
    deepseek-v3.json and deepseek-v2-lite.json (every layer sparse: first_k_dense_replace 0; V2-Lite
    also with V2's group-limited routing, 8 groups, 3 kept)
    (1 x 256 tokens, bf16, cuDNN SDPA) on fake CUDA tensors with Inductor's decompositions and
-   min_cut_rematerialization_partition (capture_compile.py's set-up, the parameters and buffers
-   static inputs, those from_pretrained keeps in fp32 in fp32); the forward graph's outputs
-   past the layer's own are what it saves for backward.
+   min_cut_rematerialization_partition (aot_partition.py, as capture_compile.py takes it: the
+   parameters and buffers static inputs, those from_pretrained keeps in fp32 in fp32); the
+   forward graph's outputs past the layer's own are what it saves for backward.
 
 Writes one JSON (header, "dynamo": the runs of 1., "records": the saved set of 2., as
 capture_compile.py writes them, with each saved tensor's storage shape); tests/test_compile.sh
@@ -37,7 +37,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import capture as C  # noqa: E402
-from capture_compile import view_root  # noqa: E402
+from aot_partition import forward_graph, saved_tensors, view_root  # noqa: E402
 
 SEQ = 256
 SPLITS = ("aten.split.", "aten.split_with_sizes.", "aten.unbind.", "aten.chunk.")
@@ -132,17 +132,6 @@ def saved_set(torch, name, config, layer_index=0, overrides=None, attention="sdp
     (bf16, 1 x 1 x SEQ x SEQ) the model would hand it."""
     import transformers
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from functorch.compile import aot_function, make_boxed_func, min_cut_rematerialization_partition
-    from torch._inductor.decomposition import select_decomp_table
-    graphs = {}
-
-    def fw(gm, _inputs):
-        graphs["fw"] = gm
-        return make_boxed_func(gm.forward)
-
-    def bw(gm, _inputs):
-        return make_boxed_func(gm.forward)
-
     path = os.path.join(HERE, "..", "..", "scenarios/configs", config)
     if overrides:
         hf = json.load(open(path))
@@ -175,24 +164,9 @@ def saved_set(torch, name, config, layer_index=0, overrides=None, attention="sdp
             return torch.func.functional_call(layer, params, (x,),
                                               {"position_embeddings": pe, "attention_mask": mask})
 
-        def partition(joint, joint_inputs, **kw):
-            kw["static_lifetime_input_indices"] = list(range(len(params)))
-            return min_cut_rematerialization_partition(joint, joint_inputs, **kw)
-        compiled = aot_function(f, fw_compiler=fw, bw_compiler=bw, partition_fn=partition,
-                                decompositions=select_decomp_table())
-        out = compiled(params, x, pe, mask)
-        (out[0] if isinstance(out, tuple) else out).sum().backward()
-    gm = graphs["fw"]
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    param_nodes = set(placeholders[:len(params)])
-    outs = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+        gm = forward_graph(f, (params, x, pe, mask), len(params))
     rows = []
-    for n in outs[1:]:
-        v = n.meta.get("val")
-        if v is None or not hasattr(v, "shape"):
-            continue
-        base = storage_root(torch, n)
-        kind = "param" if base in param_nodes else "input" if base.op == "placeholder" else "activation"
+    for n, v, base, kind in saved_tensors(torch, gm, len(params), storage_root):
         sv = base.meta.get("val")
         rows.append({"name": n.name, "shape": list(v.shape), "dtype": C.dtype_name(v.dtype),
                      "storage_shape": list(sv.shape) if hasattr(sv, "shape") else list(v.shape),
@@ -241,10 +215,7 @@ def main():
             "model": "each record's, 1 layer, batch 1", "sdpa": "cudnn",
             "capture_dynamic_output_shape_ops": torch._dynamo.config.capture_dynamic_output_shape_ops,
             "capture_scalar_outputs": torch._dynamo.config.capture_scalar_outputs}
-    with open(args.o + ".tmp", "w") as fh:
-        json.dump({"header": head, "dynamo": dyn, "records": recs}, fh, indent=1)
-        fh.write("\n")
-    os.replace(args.o + ".tmp", args.o)
+    C.write_json(args.o, {"header": head, "dynamo": dyn, "records": recs})
     for rec in recs:
         print(rec["config"])
         for r in rec["saved"]:

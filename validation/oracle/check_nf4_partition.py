@@ -15,9 +15,8 @@ interleaving torch.stack decomposes to aten.cat, which the partitioner does not 
 LinearNF4's backward reads the weight. vrsim's quant = "torchao_nf4" saves it the same way
 (lua/strategies/quant.lua, tests/test_ttc.sh)."""
 import torch
-from functorch.compile import aot_function, make_boxed_func, min_cut_rematerialization_partition
-from torch._inductor.decomposition import select_decomp_table
 
+from aot_partition import forward_graph, saved_tensors
 try:
     from torchao.dtypes.nf4tensor import linear_nf4, to_nf4
 except ImportError:  # torchao 0.18 moved it
@@ -32,14 +31,6 @@ def main():
     a = torch.randn(R, IN, dtype=torch.bfloat16, requires_grad=True)
     b = torch.zeros(OUT, R, dtype=torch.bfloat16, requires_grad=True)
     x = torch.randn(TOKENS, IN, dtype=torch.bfloat16, requires_grad=True)
-    graphs = {}
-
-    def fw(gm, _inputs):
-        graphs["fw"] = gm
-        return make_boxed_func(gm.forward)
-
-    def bw(gm, _inputs):
-        return make_boxed_func(gm.forward)
 
     def f(w, a, b, x):
         # torchtune's LoRALinear with quantize_base: linear_nf4, then the adapter (alpha / r = 2)
@@ -47,24 +38,13 @@ def main():
         return torch.nn.functional.silu(y)
 
     n_static = len(w.__tensor_flatten__()[0]) + 2   # the NF4 inner tensors, lora_a, lora_b
-
-    def partition(joint, joint_inputs, **kw):
-        kw["static_lifetime_input_indices"] = list(range(n_static))
-        return min_cut_rematerialization_partition(joint, joint_inputs, **kw)
-
-    compiled = aot_function(f, fw_compiler=fw, bw_compiler=bw, partition_fn=partition,
-                            decompositions=select_decomp_table())
-    compiled(w, a, b, x).sum().backward()
-    gm = graphs["fw"]
+    gm = forward_graph(f, (w, a, b, x), n_static)
     for n in gm.graph.nodes:
         if n.op == "placeholder":
             v = n.meta["val"]
             print("input %-12s %-14s %s" % (n.name, tuple(v.shape), v.dtype))
-    outs = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
-    for n in outs[1:]:
-        v = n.meta.get("val")
-        if v is not None:
-            print("saved %-12s %-14s %s" % (n.name, tuple(v.shape), v.dtype))
+    for n, v, _base, _kind in saved_tensors(torch, gm, n_static):
+        print("saved %-12s %-14s %s" % (n.name, tuple(v.shape), v.dtype))
 
 
 if __name__ == "__main__":

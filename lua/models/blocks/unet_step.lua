@@ -176,6 +176,19 @@ function S.add_noise(cx, x, noise, t)
                            frees = { a, b, sa, sb, x, acd ~= ac and acd or nil } })
 end
 
+-- What the families' settings lines (M.settings) say alike: the LoRA phrase (", LoRA r=R on
+-- a/b/c" with the scripts' rank, 4 by default, and the family's default targets unless
+-- training.lora names its own; "" without LoRA) and the image size in pixels (width x height, or
+-- the square's side).
+function S.settings_parts(t, targets)
+  local lora = ""
+  if require("strategies.lora").wanted(t) then
+    local lc = t.lora or {}
+    lora = (", LoRA r=%d on %s"):format(lc.r or 4, table.concat(lc.targets or targets, "/"))
+  end
+  return lora, t.width and ("%dx%d"):format(t.width, t.resolution) or tostring(t.resolution)
+end
+
 -- Builds the step's graph up to the loss; returns the loss and the UNet.
 function S.build(cx, cfg, fam)
   local t = cfg.training
