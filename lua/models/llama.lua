@@ -839,8 +839,8 @@ local function causal_lm_loss(cx, logits, b, s, compiled, ids)
   local tf = cx.tf
   if tf and tf.shift_copy then
     -- before 4.46 (Mistral: 4.48) the model's own loss: `logits` is the output's fp32 copy, held
-    -- by it (output_logits); then ForCausalLMLoss, whose `logits = logits.float()` is its local
-    -- until it returns
+    -- by it (output_logits); from then to 4.48 ForCausalLMLoss, whose `logits = logits.float()`
+    -- is its local until it returns
     if tf.model_upcast then return shifted_lm_loss(cx, logits, ids, b, s, false) end
     return shifted_lm_loss(cx, nn.to(cx, logits, "fp32", "logits.float"), ids, b, s, true)
   end
