@@ -94,6 +94,16 @@ if [ "$mf" = $((512 * 32000 * 2)) ] && [ -z "$lf" ]; then
   ok "4.47.0: Mistral's forward upcasts ($mf B of bf16 logits freed at the cast), Llama's loss does not"
 else bad "4.47.0: Mistral frees '$mf' at the cast (want $((512 * 32000 * 2))), Llama '$lf' (want none)"; fi
 
+# 5b. Gemma 2 before 4.46: the soft-capping runs on the bf16 logits, then the model upcasts: the
+#     soft-capped bf16 logits are freed at the cast (1 x 512 tokens, vocabulary 256000)
+"$VRSIM" validation/oracle/scenarios/gemma2_9b_l2_bf16_eager.lua --no-files --set training.transformers=4.44.2 \
+  --alloc-trace "$tmp/tg.csv" >/dev/null 2>&1
+gf=$(awk -F, '$3 == "free_completed" && $7 == "logits.float" { print $5; exit }' "$tmp/tg.csv")
+gs=$(awk -F, '$3 == "alloc" && $7 == "shift_logits.contiguous" { print $5; exit }' "$tmp/tg.csv")
+if [ "$gf" = $((512 * 256000 * 2)) ] && [ "$gs" = $((511 * 256000 * 4)) ]; then
+  ok "4.44.2 Gemma 2: the soft-capped bf16 logits ($gf B) freed at the cast, the shifted fp32 copy $gs B"
+else bad "4.44.2 Gemma 2: freed at the cast '$gf' (want $((512 * 256000 * 2))), shifted copy '$gs' (want $((511 * 256000 * 4)))"; fi
+
 # 6. releases vrsim has not read, and strings that are no release: exit 2 naming the range
 for v in 4.35.2 5.26.0 4.44 v4.44.2; do
   "$VRSIM" "$tmp/l.lua" --no-files --set training.transformers=$v >"$tmp/out" 2>&1; rc=$?
