@@ -93,6 +93,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_doctor.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_techniques.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_ttc.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_tfversion.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_tech_records.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_compile.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_tp_compile.sh

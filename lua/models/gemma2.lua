@@ -197,9 +197,11 @@ local function causal_lm_forward(cx, m, ids)
     logits = nn.op(cx, { name = "final_softcap.mul", inputs = { t },
                          outs = { { "logits.softcapped", v, logits.dtype } }, flops = nn.numel(v) })
   end
-  nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped
+  -- CausalLMOutputWithPast.logits lives until the output object is dropped (before transformers
+  -- 4.46 the soft-capped logits upcast to fp32 first: llama.output_logits)
+  logits = llama.output_logits(cx, logits)
   if r.inference then return logits end
-  local loss = llama.causal_lm_loss(cx, logits, r.batch, r.seq, r.compile_loss)
+  local loss = llama.causal_lm_loss(cx, logits, r.batch, r.seq, r.compile_loss, ids)
   nn.release(cx, { hf }, m.cls .. ".forward returns: hidden_states")
   return loss
 end

@@ -788,11 +788,62 @@ local function compiled_lm_loss(cx, logits, b, s)
   return nn.cross_entropy_compiled(cx, "", logits, labels)
 end
 
+-- The logits CausalLMOutputWithPast returns, held until the caller drops the output object.
+-- Before transformers 4.46 (training.transformers, strategies/tf_version.lua) the model's forward
+-- upcasts them itself (`logits = logits.float()`): the head's logits are dropped at once and the
+-- output holds the fp32 copy. Returns the logits the loss is given.
+local function output_logits(cx, logits)
+  if cx.tf and cx.tf.model_upcast and not cx.run.inference then
+    logits = nn.to(cx, logits, "fp32", "logits.float")
+  end
+  nn.hold(cx, logits)
+  return logits
+end
+
+-- The older releases' shift (before transformers 4.49): `shift_logits = logits[..., :-1,
+-- :].contiguous()` on the fp32 logits lf, `shift_labels = labels[..., 1:].contiguous()`, then
+-- the cross-entropy on them. The slice is a view whose backward (SliceBackward0) writes its
+-- gradient into zeros of lf's whole shape (nn.view_op); .contiguous() copies it into a second
+-- fp32 tensor one position shorter, its gradient passed through. The labels are the input ids
+-- (labels = input_ids); at micro_batch 1 their slice is contiguous already and .contiguous()
+-- returns it. keep_lf: lf is the loss's local (ForCausalLMLoss), dropped when it returns; else
+-- the output object holds it.
+local function shifted_lm_loss(cx, lf, ids, b, s, keep_lf)
+  local v = lf.shape[#lf.shape]
+  local sl = nn.view_op(cx, "logits[..., :-1, :]", lf, { b, s - 1, v }, nil, "copy")
+  local shift = nn.op(cx, { name = "shift_logits.contiguous", kind = "copy", inputs = { sl },
+                            outs = { { "shift_logits", { b, s - 1, v }, "fp32" } }, grads = { { pass = 1 } } })
+  if not ids or ids.dtype ~= "int64" or #ids.shape ~= 2 then
+    -- a pipeline stage that receives hidden states: its labels arrive on their own
+    ids = nn.op(cx, { name = "labels", inputs = {}, outs = { { "labels", { b, s }, "int64" } } })
+  end
+  local tail = nn.view(cx, ids, { b, s - 1 }, "labels[..., 1:]")
+  local labels = tail
+  if b > 1 then
+    labels = nn.op(cx, { name = "labels.shift", inputs = { tail },
+                         outs = { { "shift_labels", { b, s - 1 }, "int64" } } })
+  end
+  -- shift_logits (and ForCausalLMLoss's `logits`) are the function's locals until it returns
+  local loss = nn.cross_entropy(cx, "", shift, labels, { keep_input = true })
+  nn.release(cx, keep_lf and { shift, lf } or { shift }, "the loss returns: shift_logits, logits")
+  return loss
+end
+
 -- ForCausalLMLoss: logits.float(); labels padded and shifted; F.cross_entropy (the op library's
 -- nn.cross_entropy: log_softmax, which saves its fp32 output, then nll_loss). compiled:
--- training.compile_loss, torchtitan's compiled loss instead (compiled_lm_loss).
-local function causal_lm_loss(cx, logits, b, s, compiled)
+-- training.compile_loss, torchtitan's compiled loss instead (compiled_lm_loss). Releases before
+-- transformers 4.49 shift the logits instead (shifted_lm_loss); before 4.46 the logits come
+-- upcast already (output_logits). ids: the input ids, which are the labels.
+local function causal_lm_loss(cx, logits, b, s, compiled, ids)
   if compiled then return compiled_lm_loss(cx, logits, b, s) end
+  local tf = cx.tf
+  if tf and tf.shift_copy then
+    -- before 4.46 (Mistral: 4.48) the model's own loss: `logits` is the output's fp32 copy, held
+    -- by it (output_logits); from then to 4.48 ForCausalLMLoss, whose `logits = logits.float()`
+    -- is its local until it returns
+    if tf.model_upcast then return shifted_lm_loss(cx, logits, ids, b, s, false) end
+    return shifted_lm_loss(cx, nn.to(cx, logits, "fp32", "logits.float"), ids, b, s, true)
+  end
   local lf = nn.to(cx, logits, "fp32", "logits.float")
   local labels = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
   -- labels[..., 1:].contiguous() (loss_utils.py ForCausalLMLoss): at micro_batch 1 the slice is
@@ -853,9 +904,9 @@ local function causal_lm_forward(cx, m, ids)
   end
   local logits = mod.call(cx, m.children.lm_head, hl)
   if not logits or logits == hl then return nil end
-  nn.hold(cx, logits) -- CausalLMOutputWithPast.logits lives until the output object is dropped
+  logits = output_logits(cx, logits)
   if r.inference then return logits end
-  local loss = causal_lm_loss(cx, logits, r.batch, r.seq, r.compile_loss)
+  local loss = causal_lm_loss(cx, logits, r.batch, r.seq, r.compile_loss, ids)
   -- `hidden_states = outputs.last_hidden_state` is forward's local until it returns
   -- (fulltrace_gen-llama32-1b-lora-all-r16-b4-ckpt-trace: with a frozen head nothing saves it,
   -- and it is freed after the loss)
@@ -946,6 +997,7 @@ end
 L.embedding_forward = embedding_forward
 L.rotary_tables = rotary_tables
 L.causal_lm_loss = causal_lm_loss
+L.output_logits = output_logits
 
 L.classes = {}
 L.tree = function(cfg) return L.CausalLM(cfg) end

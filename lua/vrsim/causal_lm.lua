@@ -437,6 +437,27 @@ function M.build(cx, cfg)
     error(("model.repeat_kv = true: modelled for the families whose attention is Llama's (Llama, Mistral, Qwen2, "
            .. "Qwen3, Mixtral, Qwen3-MoE), not for %s"):format(tostring(fam.model_type)), 0)
   end
+  -- the transformers release (training.transformers, strategies/tf_version.lua): the family must
+  -- exist in it, and what vrsim follows of it is the causal-LM loss, which runs only in training
+  -- with the full cross-entropy (not DPO's fused head, the fused or chunked losses, torchtitan's
+  -- compiled loss or litgpt's own model)
+  if not litgpt then
+    local TF = require "strategies.tf_version"
+    cx.tf = TF.era(t.transformers, fam.model_type)
+    if cx.tf.model_upcast and t.inference then
+      error(("training.transformers = %q with inference = true is not modelled: before 4.46 the "
+             .. "causal LM returns fp32 logits (before 4.45 for every position, generate's prefill "
+             .. "included), and vrsim's inference follows 5.25's head"):format(t.transformers), 0)
+    end
+    if not TF.loss_runs(t) then
+      cx.tf.model_upcast, cx.tf.shift_copy = false, false
+    elseif not cx.tf.default then
+      cx.notes[#cx.notes + 1] = ("transformers %s: only the causal-LM loss path follows the release (%s); "
+        .. "the rest of the model (attention masks, rotary tables, the attention and norm code, "
+        .. "gradient checkpointing, the Trainer) is simulated as transformers 5.25 runs it")
+        :format(t.transformers, TF.describe(cx.tf))
+    end
+  end
   cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
              use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype,
              loss = litgpt and "litgpt_chunked" or t.loss, compile_loss = t.compile_loss and not t.inference,

@@ -82,6 +82,7 @@ local SCHEMA = {
     dpo = { "table", nil, "TRL's DPOTrainer: { prompt_length = N, completion_length = M, max_length = 1024, precompute_ref_log_probs = false }: chosen and rejected in one batch of 2 x micro_batch rows, the reference model's forward under no_grad (its keys: training.dpo below)" },
     float8 = { "table", nil, "torchao's float8 training (convert_to_float8_training, torchtitan's filter): { recipe = \"tensorwise\", fsdp_float8_all_gather = false } (its keys: training.float8 below; sm89 and newer)" },
     compile = { "compile", false, "torch.compile (mode \"default\"): true, or { scope = \"layer\", mode = \"default\", fullgraph = false }: each decoder layer one graph, as torchtitan and torchtune compile them; AOTAutograd's min-cut partitioner decides what backward reads from forward and what it recomputes, Inductor's fused kernels allocate only their outputs (lua/strategies/compile.lua)" },
+    transformers = { "string", "5.25.0", "the transformers release the run used, 4.36.0 to 5.25.x (lua/strategies/tf_version.lua); it changes the causal-LM loss with training.loss = \"full\": before 4.46.0 (Mistral: 4.48.0) the model's forward upcasts the logits to fp32 and drops the bf16 ones, before 4.49.0 the loss makes a second fp32 copy, logits[..., :-1, :].contiguous(), whose backward fills a full-size fp32 gradient; a family newer than the release is refused; the rest of the model is simulated as 5.25 runs it (a note says so)" },
     framework = { "string", "transformers", "the program that trains the model: transformers (the model's transformers classes under a Trainer, TRL or torchtune's recipes as the other fields say) or litgpt (litgpt 0.5's finetune/lora.py: its head in 128-token chunks with a bf16 cross-entropy per chunk, and under quant = nf4 lm_head 4-bit too, bitsandbytes' StableEmbedding in place of the embedding after the optimizer is made, bnb.optim.PagedAdamW; lua/strategies/litgpt.lua)" },
     compile_loss = { "boolean", false, "the full cross-entropy compiled alone as its own graph, torchtitan's compile.components \"loss\" (torch.compile of build_cross_entropy_loss's loss_fn: cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1)), the labels shifted by the dataloader): AOTAutograd saves the logits as they came and two fp32 values a row, no fp32 copy or log-probabilities (lua/vrsim/ops/loss.lua); with training.loss = \"full\" (torchtune's chunked loss is compiled with training.compile)" },
     loss = { "string", "full", "cross-entropy of a language model: full (transformers: the whole fp32 logits), liger_fused (Liger's fused linear cross-entropy: chunks, gradients in forward), chunked (torchtune's CEWithChunkedOutputLoss: the head and the fp32 upcast in 8 chunks) or cce (Apple's Cut Cross-Entropy: no logits, the LSE in forward, logit blocks recomputed in backward)" },
@@ -191,6 +192,10 @@ local function check_value(ctx, section, field, spec, v, origin, choices)
     local ch = (choices or CHOICES)[field]
     if where == "training.bitsandbytes" then
       local m = require("strategies.bnb_version").bad(v)
+      if m then bad(m) end
+    end
+    if where == "training.transformers" then
+      local m = require("strategies.tf_version").bad(v)
       if m then bad(m) end
     end
     if ch and not ch[v] then

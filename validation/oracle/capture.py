@@ -1319,7 +1319,7 @@ SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch":
                "checkpoint_every": int, "checkpoint_scope": str, "lora": dict,
                "attention": str, "sdpa_backend": str, "compare": str, "data": dict,
                "strategy": str, "world": int, "zero": dict, "float8": dict, "record": dict,
-               "text_encoders": str, "vae": str}
+               "text_encoders": str, "vae": str, "transformers": str}
 SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16", "mp_fp32"),
                 "strategy": ("none", "fsdp2", "ddp", "zero1"),
                 "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),
@@ -1364,6 +1364,13 @@ def check_spec(path):
             bad(f"'{k}' has the wrong type ({type(v).__name__})")
         if k in SPEC_CHOICES and v not in SPEC_CHOICES[k]:
             bad(f"'{k}' is {v!r}, not one of {', '.join(SPEC_CHOICES[k])}")
+    # a capture of an older transformers release (vrsim's training.transformers) is made under
+    # that release, installed beside the others in a virtual environment (docs/oracle.md)
+    if "transformers" in spec:
+        import importlib.metadata
+        have = importlib.metadata.version("transformers")
+        if have != spec["transformers"]:
+            bad(f"'transformers' is {spec['transformers']!r}, but this interpreter has transformers {have}")
     r = spec.get("record")
     if r is not None and (not isinstance(r.get("file"), str) or not isinstance(r.get("name"), str)
                           or set(r) - {"file", "name", "rank", "unseen"}):

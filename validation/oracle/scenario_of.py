@@ -74,6 +74,9 @@ def scenario(spec):
             training["max_sequence_length"] = 64
     elif training.get("precision") in ("bf16", "fp16", "lora_bf16", "lora_fp16"):
         training.setdefault("build", "cast")
+    if "transformers" in spec:
+        # the release the capture ran (capture.py refuses another)
+        training["transformers"] = spec["transformers"]
     if "lora" in spec:
         training["lora"] = spec["lora"]
     if "float8" in spec:
