@@ -480,6 +480,83 @@ if [ -n "$fc" ] && [ "$fc" -lt "$fe" ] && [ "$ac" = 0 ] && [ "$ae" -gt 0 ]; then
   ok "Qwen3-MoE compiled: $(( (fe - fc) >> 10 )) KiB less after forward, SiLU and router probabilities fused (eager: $ae allocations)"
 else bad "Qwen3-MoE compiled: after forward $fc against eager $fe; fused allocations $ac (eager $ae)"; fi
 
+# 7d. a mixture-of-experts layer under peft's LoRA (validation/oracle/check_compile_moe_lora.py):
+#    adapters on the attention's Linears (dropout 0 or 0.05) leave the layer one graph, no graph
+#    break, the experts on torch._grouped_mm (their weights bf16 and untouched), for Qwen3-MoE,
+#    Mixtral, GPT-OSS, DeepSeek-V3 and -V2; lora.ParamWrapper (target_parameters, and what peft
+#    0.21 makes of the MLP names and of "all-linear": gate_up_proj, down_proj and the router's
+#    gate.weight, the attention's four projections left as target_modules) graph-breaks it. The
+#    saved set of a compiled layer with the attention's adapters is the partitioner's ((elements,
+#    dtype) of each saved storage, as in 7c): the adapters' fp32 inputs and A outputs, dropout's
+#    masks, the cast-back outputs beside the MoE block's saves
+LCAP=validation/oracle/captures/compile_moe_lora_l1.json
+if python3 - "$LCAP" > "$tmp/lcap.out" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["dynamo"]
+whole = [r for r in d if r["placement"].startswith("attention")]
+assert sorted({r["family"] for r in whole}) == ["deepseek_v2", "deepseek_v3", "gpt_oss", "mixtral", "qwen3_moe"], whole
+for r in whole:
+    assert r["explain"]["graphs"] == 1 and r["explain"]["graph_breaks"] == 0, (r["family"], r["explain"])
+    assert not r["step"]["graph_breaks"] and not r["peft_target_parameters"], r["step"]
+    assert "_grouped_mm" in r["explain"]["watched_ops"], r["explain"]
+    assert not any("fallback" in o for o in r["explain"]["watched_ops"]), r["explain"]
+wrapped = {r["placement"]: r for r in d if r["family"] == "qwen3_moe" and not r["placement"].startswith("attention")}
+assert sorted(wrapped) == ["all_linear", "experts", "mlp_names"], sorted(wrapped)
+for r in wrapped.values():
+    assert r["explain"]["graph_breaks"] > 0 and r["step"]["graph_breaks"] and r["peft_target_parameters"], r["placement"]
+    assert any("set_" in b or "_Lora" in b for b in r["step"]["graph_breaks"]), r["step"]["graph_breaks"]
+al = wrapped["all_linear"]
+assert al["peft_target_modules"] == ["k_proj", "o_proj", "q_proj", "v_proj"], al["peft_target_modules"]
+assert al["peft_target_parameters"] == ["down_proj", "gate.weight", "gate_up_proj"], al["peft_target_parameters"]
+print(len(whole), "attention placements: 1 graph, 0 breaks, _grouped_mm; ParamWrapper:",
+      ", ".join("%s %d breaks" % (p, r["explain"]["graph_breaks"]) for p, r in sorted(wrapped.items())))
+PY
+then ok "MoE LoRA capture: $(cat "$tmp/lcap.out")"; else bad "MoE LoRA capture's dynamo runs" "$(cat "$tmp/lcap.out")"; fi
+for rec in qwen3_moe_lora_qv qwen3_moe_lora_attn mixtral_lora_qv gpt_oss_lora_attn deepseek_v3_lora_attn deepseek_v2_lora_attn; do
+  case $rec in
+    qwen3_moe_lora_qv) set -- ;;
+    qwen3_moe_lora_attn) set -- --set training.lora.r=16 --set training.lora.dropout=0 ;;
+    mixtral_lora_qv) set -- --set model.config="$tmp/mixtral-8x7b.json" ;;
+    *) set -- --set model.config="$tmp/${rec%_lora_attn}.json" --set training.lora.alpha=16 --set training.lora.dropout=0 ;;
+  esac
+  case $rec in
+    qwen3_moe_lora_qv|mixtral_lora_qv) tg='{ "q_proj", "v_proj" }' ;;
+    qwen3_moe_lora_attn|gpt_oss_lora_attn) tg='{ "q_proj", "k_proj", "v_proj", "o_proj" }' ;;
+    deepseek_v3_lora_attn) tg='{ "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj" }' ;;
+    deepseek_v2_lora_attn) tg='{ "q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj" }' ;;
+  esac
+  sed "s/precision = \"bf16\", steps = 2 }/precision = \"lora_bf16\", steps = 2, lora = { targets = $tg } }/" "$tmp/q.lua" > "$tmp/ql.lua"
+  "$VRSIM" "$tmp/ql.lua" --json --no-files --set compile=true "$@" > "$tmp/ml.json" 2>"$tmp/ml.err"
+  if python3 - "$LCAP" "$tmp/ml.json" "$rec" > "$tmp/lm.out" 2>&1 <<'PY'
+import json, sys
+from collections import Counter
+cap, out, name = sys.argv[1:]
+rec = [r for r in json.load(open(cap))["records"] if r["config"] == name][0]
+assert rec["forward_gemms"] == ["aten._grouped_mm.default", "aten.mm.default"], rec["forward_gemms"]
+DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "int32": "int32", "bool": "bool", "complex64": "c64"}
+want, seen = Counter(), set()
+for x in rec["saved"]:
+    if x["kind"] == "param" or x["storage"] in seen:
+        continue
+    seen.add(x["storage"])
+    n, dt = 1, DT[x["dtype"]]
+    for d in x["storage_shape"]:
+        n *= d
+    if dt == "c64":
+        n, dt = 2 * n, "fp32"
+    want[(n, dt)] += 1
+sys.path.insert(0, "tests")
+from compile_note import saved_counts
+got = saved_counts(out)
+if got != want:
+    print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got))
+    sys.exit(1)
+print(sum(want.values()), "tensors")
+PY
+  then ok "$rec: the saved set of a compiled MoE layer with LoRA on the attention is the min-cut partitioner's ($(cat "$tmp/lm.out"))"
+  else bad "$rec: the saved set differs from the partitioner's" "$(cat "$tmp/lm.out" "$tmp/ml.err")"; fi
+done
+
 # 8. what is refused, by name (exit 2); compile = "layer" from the command line
 refused() { # NAME WANT SCENARIO-TRAINING-TABLE [--set ...]
   _n=$1; _w=$2; _t=$3; shift 3
@@ -497,9 +574,13 @@ refused bad-type 'training.compile must be true, false or a table' 'compile = "y
 refused op-ckpt 'training.compile with checkpoint_scope = "op"' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
 refused impl-bad 'checkpoint_impl' 'checkpointing = true, checkpoint_impl = "deepspeed"'
 refused zero3 'training.compile under strategy zero3 is not modelled' 'compile = true, strategy = "zero3"' --set hardware.count=2
-# mixture-of-experts runs not checked: fp32 weights or LoRA (transformers' opaque
-# grouped_mm_fallback op under dynamo), expert parallelism
-refused moe-dsv2-lora 'precision lora_bf16 is not modelled.*grouped_mm_fallback' 'compile = true, precision = "lora_bf16", lora = { targets = { "q_proj" } }' --set model.config="$tmp/deepseek_v2.json" --set model.layers=2
+# mixture-of-experts runs not checked: fp32 weights (transformers' opaque grouped_mm_fallback op
+# under dynamo), peft's lora.ParamWrapper on the experts or the router (graph breaks: named, or
+# what peft makes of "all-linear" and the MLP names; under precision bf16 with a lora table too),
+# LoRA over quantized Linears, expert parallelism
+refused moe-lora-all-linear 'lora.ParamWrapper (training.lora.target_parameters, which peft 0.21 makes of the MLP names and "all-linear") is not modelled: the parametrization .* graph-breaks' 'compile = true, precision = "lora_bf16", lora = { targets = "all-linear", dropout = 0 }' --set model.config="$tmp/qwen3-30b-a3b.json" --set model.layers=2
+refused moe-lora-experts 'LoRA on mlp.experts.gate_up_proj, mlp.experts.down_proj through peft.s lora.ParamWrapper' 'compile = true, precision = "bf16", lora = { targets = {}, target_parameters = { "mlp.experts.gate_up_proj", "mlp.experts.down_proj" }, dropout = 0 }' --set model.config="$tmp/deepseek_v2.json" --set model.layers=2
+refused moe-qlora 'quant = nf4 under LoRA is not modelled' 'compile = true, precision = "lora_bf16", quant = "nf4", lora = { targets = { "q_proj" } }' --set model.config="$tmp/mixtral-8x7b.json" --set model.layers=2
 refused moe-amp 'precision amp_bf16 is not modelled.*grouped_mm_fallback' 'compile = true, precision = "amp_bf16"' --set model.config="$tmp/qwen3-30b-a3b.json" --set model.layers=2
 "$VRSIM" scenarios/qwen3_30b_a3b_ep8_h100.lua --no-files --set compile=true > "$tmp/ep.out" 2>&1
 rc=$?

@@ -101,20 +101,45 @@ end
 local COMPILED_MOE = { Qwen3MoeSparseMoeBlock = true, MixtralSparseMoeBlock = true, GptOssMLP = true,
                        DeepseekV3MoE = true, DeepseekV2Moe = true }
 
--- Why compile is not modelled for this mixture-of-experts run (nil when it is).
-function M.moe_refusal(t, mc, mesh)
+-- Why compile is not modelled for this mixture-of-experts run (nil when it is). lora: the run's
+-- peft settings (strategies/lora.lua, after convert_moe_targets), nil without LoRA.
+--
+-- Under peft's LoRA (validation/oracle/check_compile_moe_lora.py, its result
+-- validation/oracle/captures/compile_moe_lora_l1.json): adapters on Linear modules (the
+-- attention's projections) leave the experts' 3-D weights bf16 and untouched, so
+-- _can_use_grouped_mm keeps torch._grouped_mm; peft's LoraLayer.forward (its dropout, the adapter
+-- dispatch) traces into the layer's one graph, and the partition is the min-cut partitioner's
+-- over the layer's ops with the adapters' among them. lora.ParamWrapper (target_parameters, and
+-- the MLP names or "all-linear", which peft 0.21 turns into target_parameters on the fused
+-- experts and the router's weight) registers a parametrization on every forward, which dynamo
+-- does not trace: the parameter's set_ ("Getting an inplace view on a graph input"), the
+-- _LoraFactorsProxy module built inside the frame ("Uninitialized nn.Module"), the
+-- parametrized class's __delattr__; the layer runs as many graphs with eager code between.
+function M.moe_refusal(t, mc, mesh, lora)
   local block = mc.moe_classes and mc.moe_classes.block or "this family's sparse block"
   if not COMPILED_MOE[block] then
     return ("not modelled for %s (the compiled layer's graph and partition are checked for the "
             .. "grouped_mm experts of Qwen3MoeSparseMoeBlock, MixtralSparseMoeBlock, GptOssMLP, "
             .. "DeepseekV3MoE and DeepseekV2Moe only)"):format(block)
   end
-  if t.precision ~= "bf16" then
+  if t.precision ~= "bf16" and t.precision ~= "lora_bf16" then
     -- integrations/moe.py _can_use_grouped_mm: under dynamo, weights that are not bf16 take
     -- transformers::grouped_mm_fallback, an opaque custom op looping over the experts
     return ("precision %s is not modelled: under torch.compile transformers runs experts whose "
-            .. "weights are not bf16 (or under LoRA, not checked) through its opaque "
-            .. "transformers::grouped_mm_fallback op, not torch._grouped_mm; precision bf16 is"):format(t.precision)
+            .. "weights are not bf16 through its opaque transformers::grouped_mm_fallback op, not "
+            .. "torch._grouped_mm; precision bf16 (or lora_bf16) is"):format(t.precision)
+  end
+  if lora and #lora.target_parameters > 0 then
+    return ("LoRA on %s through peft's lora.ParamWrapper (training.lora.target_parameters%s) is not "
+            .. "modelled: the parametrization it registers on each forward graph-breaks the compiled "
+            .. "layer (dynamo traces neither the parameter's set_ nor the proxy module built in the "
+            .. "frame), which runs as several graphs with eager code between; LoRA on the attention's "
+            .. "Linears is"):format(table.concat(lora.target_parameters, ", "),
+            lora.converted and ", which peft 0.21 makes of the MLP names and \"all-linear\"" or "")
+  end
+  if lora and t.quant ~= "none" then
+    return ("quant = %s under LoRA is not modelled (the compiled MoE layer with quantized "
+            .. "attention Linears is not checked)"):format(t.quant)
   end
   if mesh and (mesh.degrees.ep or 1) > 1 then
     return "expert parallelism (training.parallel.ep) is not modelled (its all-to-all's "
@@ -123,8 +148,9 @@ function M.moe_refusal(t, mc, mesh)
   return nil
 end
 
--- The error for a run compile is not modelled for (nil when it is). mesh: the device mesh, if any.
-function M.check(t, mc, mesh)
+-- The error for a run compile is not modelled for (nil when it is). mesh: the device mesh, if any;
+-- lora: the run's peft settings, if any.
+function M.check(t, mc, mesh, lora)
   if t.inference then return nil end
   -- checkpointing every k-th layer: under transformers' checkpointing the checkpointed layers
   -- run eager (M.eager_layer), under a wrapper they compile with their checkpoint; either way
@@ -135,7 +161,7 @@ function M.check(t, mc, mesh)
             t.checkpoint_scope, t.checkpoint_every)
   end
   if mc.experts then
-    local why = M.moe_refusal(t, mc, mesh)
+    local why = M.moe_refusal(t, mc, mesh, lora)
     if why then return "training.compile on a mixture-of-experts model: " .. why end
   end
   -- torchao's NF4Tensor dequantizes in traceable PyTorch ops, bitsandbytes' Linear4bit in custom

@@ -249,7 +249,7 @@ function M.build(cx, cfg)
     cx.notes[#cx.notes + 1] = "training.compile is not modelled for inference: the forward runs as eager PyTorch runs it"
     compiled = nil
   end
-  refused = refused or (compiled and require("strategies.compile").check(t, mc, cx.mesh))
+  refused = refused or (compiled and require("strategies.compile").check(t, mc, cx.mesh, lora))
   if refused then error(refused, 0) end
   -- tensor parallelism (parallelize_module, before fully_shard): each rank's shapes
   local tp = cx.mesh and cx.mesh.degrees.tp or 1
