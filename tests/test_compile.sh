@@ -254,6 +254,55 @@ PY
 then ok "compile + checkpoint_every = 2 under a wrapper: each layer saves its kind's set; $(cat "$tmp/w2.out")"
 else bad "compile + checkpoint_every = 2 under a wrapper" "$(cat "$tmp/w2.out" "$tmp/w2.err")"; fi
 
+# 5f. torchtitan's op-level selective checkpointing compiled with its checkpoint (checkpoint_scope
+#     = "op", checkpoint_impl = "wrapper"): dynamo tags each node of the checkpoint's body with the
+#     policy's answer, MUST_SAVE for q, v and gate (the odd mm) and attention, PREFER_RECOMPUTE for
+#     the rest, and the partitioner saves the tagged outputs backward reads and the layer's inputs:
+#     not down_proj's (MUST_SAVE, but only the residual sum backward never reads uses it). Against
+#     validation/oracle/captures/compile_sac_op_l1.json (validation/oracle/check_compile_sac.py,
+#     flash SDPA): one named difference, the flash kernel's RNG seed and offset (uint64, 3
+#     elements), which vrsim's attention op does not make. Its layers hold less after forward than
+#     compiled alone and more than compiled under full checkpointing
+SCAP=validation/oracle/captures/compile_sac_op_l1.json
+"$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set attention=flash \
+  --set checkpointing=true --set checkpoint_scope=op --set checkpoint_impl=wrapper --set compile=true \
+  > "$tmp/sop.json" 2>"$tmp/sop.err"
+for k in none full; do
+  case $k in none) set -- ;; full) set -- --set checkpointing=true --set checkpoint_impl=wrapper ;; esac
+  "$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set attention=flash \
+    --set compile=true "$@" > "$tmp/s$k.json" 2>>"$tmp/sop.err"
+done
+if python3 - "$SCAP" "$tmp/sop.json" "$tmp/snone.json" "$tmp/sfull.json" > "$tmp/sop.out" 2>&1 <<'PY'
+import json, sys
+from collections import Counter
+sys.path.insert(0, "tests")
+from compile_note import saved_counts
+cap, out, none, full = sys.argv[1:]
+rec = [r for r in json.load(open(cap))["records"] if r["config"] == "bf16"][0]
+DT = {"bfloat16": "bf16", "float32": "fp32", "uint64": "uint64"}
+want, seen = Counter(), set()
+for x in rec["saved"]:
+    if x["kind"] == "param" or x["storage"] in seen:
+        continue
+    seen.add(x["storage"])
+    # every saved activation is one the policy tagged MUST_SAVE
+    assert x["kind"] == "input" or x["tag"] == "MUST_SAVE", x
+    n = 1
+    for d in x["shape"]:
+        n *= d
+    want[(n, DT[x["dtype"]])] += 1
+got = saved_counts(out)
+named = Counter({(2, "uint64"): 1, (1, "uint64"): 1})
+if got - want or want - got != named:
+    print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got - named))
+    sys.exit(1)
+f = {k: json.load(open(p))["steps"][-1]["fwd_peak_allocated_bytes"] for k, p in (("op", out), ("none", none), ("full", full))}
+assert f["full"] < f["op"] < f["none"], f
+print(sum(want.values()) - 2, "tensors (the RNG state aside); after forward", {k: v >> 20 for k, v in f.items()}, "MiB")
+PY
+then ok "compile + op-level checkpointing: the saved set is the partitioner's under the policy's tags; $(cat "$tmp/sop.out")"
+else bad "compile + op-level checkpointing: the saved set differs from the partitioner's" "$(cat "$tmp/sop.out" "$tmp/sop.err")"; fi
+
 # 6. the step: Inductor's generated code launches fused kernels, no eager dispatch per op
 "$VRSIM" "$tmp/l.lua" --json --no-files > "$tmp/e.json"
 "$VRSIM" "$tmp/l.lua" --json --no-files --set compile=true > "$tmp/c.json"
@@ -492,7 +541,8 @@ refused max-autotune 'mode = "max-autotune" is not modelled' 'compile = { mode =
 refused scope-model 'scope = "model" is not modelled' 'compile = { scope = "model" }'
 refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic = true }'
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
-refused op-ckpt 'training.compile with checkpoint_scope = "op"' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
+refused op-ckpt 'training.compile with checkpoint_scope = "op" and checkpoint_impl = "transformers" is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
+refused attn-ckpt 'training.compile with checkpoint_scope = "attention"' 'compile = true, checkpointing = true, checkpoint_scope = "attention"'
 refused impl-bad 'checkpoint_impl' 'checkpointing = true, checkpoint_impl = "deepspeed"'
 refused zero3 'training.compile under strategy zero3 is not modelled' 'compile = true, strategy = "zero3"' --set hardware.count=2
 # mixture-of-experts runs not checked: fp32 weights or LoRA (transformers' opaque

@@ -17,11 +17,13 @@
 --   a fused SDPA kernel (cuDNN, flash, efficient)      saved, every output of it.
 local M = {}
 
--- The policy for one forward of a checkpointed layer: called with each op nn.op makes inside
--- the region (its spec and graph index); marks the ones it saves.
-function M.policy()
+-- The policy's answer for one forward of a checkpointed layer: a function of each op's spec (in
+-- the order nn.op makes them) that says whether the policy saves its outputs (MUST_SAVE) or not
+-- (PREFER_RECOMPUTE). torch.compile's partition of a layer compiled with its checkpoint reads the
+-- same answers as node tags (strategies/compile.lua).
+function M.decider()
   local mm_count = 0
-  return function(cx, spec, index)
+  return function(spec)
     local kind, save = spec.kind or "elementwise", false
     if kind:match("^attention_") then
       save = true
@@ -33,7 +35,16 @@ function M.policy()
         save = mm_count % 2 == 1 -- "Save all compute/comm ops, except every second mm/linear"
       end
     end
-    if save then cx.G:op_sac(index, true) end
+    return save
+  end
+end
+
+-- The policy for one forward of a checkpointed layer: called with each op nn.op makes inside
+-- the region (its spec and graph index); marks the ones it saves.
+function M.policy()
+  local saves = M.decider()
+  return function(cx, spec, index)
+    if saves(spec) then cx.G:op_sac(index, true) end
   end
 end
 

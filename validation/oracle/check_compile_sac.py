@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""What torch.compile's partitioner saves of a decoder layer under torchtitan's op-level selective
+activation checkpointing (activation_checkpoint.mode = "selective", selective_ac_option = "op":
+apply_ac wraps each block in ptd_checkpoint_wrapper with a context_fn of
+create_selective_checkpoint_contexts(policy), apply_compile then compiles each wrapped block).
+
+Dynamo traces the wrapper's torch.utils.checkpoint as the tag_activation_checkpoint higher-order
+op; AOTAutograd runs its body as torch/_higher_order_ops/wrap.py tag_activation_checkpoint_impl
+does: a non-reentrant checkpoint (preserve_rng_state and early_stop off) under
+fx.traceback.preserve_node_meta, with the context_fn's caching mode writing the policy's answer
+for every aten op into the node's "recompute" meta (utils/checkpoint.py
+_CachingTorchDispatchMode: MUST_SAVE, or PREFER_RECOMPUTE). The min-cut partitioner then sends
+every PREFER_RECOMPUTE node to the sink (must_recompute) and bans every MUST_SAVE node from
+recomputation (should_ban_recomputation): the forward saves the MUST_SAVE outputs backward
+reads, directly or to recompute what it reads, and the layer's inputs.
+
+This traces capture_compile.py's Llama-2-7B layer (fake CUDA, Inductor's decompositions, the
+min-cut partition) with the layer so wrapped, the policy torchtitan's (capture.py
+torchtitan_op_sac_context: compute-intensive ops and aten.max saved, every second aten.mm
+recomputed), for bf16 and torchao's float8 tensorwise; SDPA's backend flash, as torchtitan's
+Llama runs on an H100. It records the saved set as capture_compile.py does, and the policy's tag
+of each forward node that makes a saved activation.
+
+  check_compile_sac.py [-o validation/oracle/captures/compile_sac_op_l1.json]
+
+tests/test_compile.sh holds vrsim's saved set (training.compile with checkpoint_scope = "op",
+checkpoint_impl = "wrapper") to it."""
+import argparse
+import functools
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import capture as C  # noqa: E402
+import capture_compile as CC  # noqa: E402
+
+CONFIGS = {"bf16": CC.CONFIGS["bf16"], "float8_tensorwise": CC.CONFIGS["float8_tensorwise"]}
+
+
+def hop_checkpointed(torch, layer):
+    """The layer as AOTAutograd traces dynamo's tag_activation_checkpoint of it (wrap.py
+    tag_activation_checkpoint_impl): a module (so that its parameters are the layer's) whose
+    forward is that function's checkpoint call, with torchtitan's context_fn."""
+    import torch.fx.traceback as fx_traceback
+    from torch.utils.checkpoint import checkpoint
+    context_fn = C.torchtitan_op_sac_context(torch)
+
+    class Hop(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, *args, **kwargs):
+            def context_fn_with_graph_id():
+                fwd_ctx, recomp_ctx = context_fn()
+                fwd_ctx.ac_graph_id = 1
+                return fwd_ctx, recomp_ctx
+            with fx_traceback.preserve_node_meta():
+                return checkpoint(self.layer, *args, use_reentrant=False, preserve_rng_state=False,
+                                  early_stop=False, context_fn=context_fn_with_graph_id, **kwargs)
+    return Hop()
+
+
+def traced(torch, name, spec):
+    """capture_compile.saved_of with the layer checkpointed under the op-level policy, and the
+    policy's tags of the forward graph: {node name: "MUST_SAVE" | "PREFER_RECOMPUTE"} as the
+    partitioner saw them (read off the joint graph it was handed)."""
+    from torch._functorch import partitioners
+    tags = {}
+    orig_layer_of = CC.layer_of
+
+    def layer_of(model):
+        layer, rotary = orig_layer_of(model)
+        return hop_checkpointed(torch, layer), rotary
+
+    real = partitioners.min_cut_rematerialization_partition
+
+    @functools.wraps(real)
+    def partition(joint, joint_inputs, **kw):
+        for n in joint.graph.nodes:
+            r = n.meta.get("recompute")
+            if r is not None:
+                tags[n.name] = r.name
+        return real(joint, joint_inputs, **kw)
+    import functorch.compile as fc   # saved_of imports the partitioner from here as it runs
+    CC.layer_of, fc.min_cut_rematerialization_partition = layer_of, partition
+    try:
+        rec = CC.saved_of(torch, name, spec)
+    finally:
+        CC.layer_of, fc.min_cut_rematerialization_partition = orig_layer_of, real
+    for row in rec["saved"]:
+        row["tag"] = tags.get(row["storage"], "untagged")
+    rec["tags"] = {k: sum(1 for v in tags.values() if v == k) for k in sorted(set(tags.values()))}
+    return rec
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-o", default=os.path.join(HERE, "captures", "compile_sac_op_l1.json"))
+    args = ap.parse_args()
+    C.preload_fake_cuda()
+    import torch
+    import transformers
+    C.enable_fake_cuda(torch)
+    C.install_sdpa_backend(torch, "flash")
+    recs = [traced(torch, name, spec) for name, spec in CONFIGS.items()]
+    for r in recs:
+        acts = [x for x in r["saved"] if x["kind"] != "param"]
+        print(r["config"], "tags", r["tags"], "saved", [(x["name"], x["shape"], x["dtype"], x["tag"]) for x in acts])
+    head = {"torch": torch.__version__, "transformers": transformers.__version__,
+            "partition": "min_cut_rematerialization_partition",
+            "decompositions": "torch._inductor.decomposition.select_decomp_table()",
+            "model": "scenarios/configs/llama-2-7b-hf.json, 1 layer, batch 1", "sdpa": "flash",
+            "checkpoint": "tag_activation_checkpoint body (wrap.py), context_fn torchtitan's op-level policy"}
+    for mod in ("peft", "torchao"):
+        try:
+            head[mod] = __import__(mod).__version__
+        except ImportError:
+            pass
+    with open(args.o + ".tmp", "w") as fh:
+        json.dump({"header": head, "records": recs}, fh, indent=1)
+        fh.write("\n")
+    os.replace(args.o + ".tmp", args.o)
+    print(args.o)
+
+
+if __name__ == "__main__":
+    main()
