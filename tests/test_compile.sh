@@ -260,25 +260,33 @@ else bad "compile + checkpoint_every = 2 under a wrapper" "$(cat "$tmp/w2.out" "
 #     the rest, and the partitioner saves the tagged outputs backward reads and the layer's inputs:
 #     not down_proj's (MUST_SAVE, but only the residual sum backward never reads uses it). Against
 #     validation/oracle/captures/compile_sac_op_l1.json (validation/oracle/check_compile_sac.py,
-#     flash SDPA): one named difference, the flash kernel's RNG seed and offset (uint64, 3
-#     elements), which vrsim's attention op does not make. Its layers hold less after forward than
-#     compiled alone and more than compiled under full checkpointing
+#     flash SDPA), bf16 and float8 tensorwise (Float8Linear's torch.mm is the aten.mm the policy
+#     counts): named differences, the flash kernel's RNG seed and offset (uint64, 3 elements),
+#     which vrsim's attention op does not make, and under float8 the amax scalars (aten.max is in
+#     the save list) and inverse scales of the casts, 16 scalars that vrsim recomputes from the
+#     weights and inputs. Its layers hold less after forward than compiled alone and more than
+#     compiled under full checkpointing
 SCAP=validation/oracle/captures/compile_sac_op_l1.json
-"$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set attention=flash \
-  --set checkpointing=true --set checkpoint_scope=op --set checkpoint_impl=wrapper --set compile=true \
-  > "$tmp/sop.json" 2>"$tmp/sop.err"
-for k in none full; do
-  case $k in none) set -- ;; full) set -- --set checkpointing=true --set checkpoint_impl=wrapper ;; esac
-  "$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set attention=flash \
-    --set compile=true "$@" > "$tmp/s$k.json" 2>>"$tmp/sop.err"
-done
-if python3 - "$SCAP" "$tmp/sop.json" "$tmp/snone.json" "$tmp/sfull.json" > "$tmp/sop.out" 2>&1 <<'PY'
+for prec in bf16 float8_tensorwise; do
+  f8=""
+  [ $prec = float8_tensorwise ] && f8="--set training.float8.recipe=tensorwise --set hardware.gpu=h100_sxm"
+  for k in op none full; do
+    case $k in
+      op) ck="--set checkpointing=true --set checkpoint_scope=op --set checkpoint_impl=wrapper" ;;
+      none) ck="" ;;
+      full) ck="--set checkpointing=true --set checkpoint_impl=wrapper" ;;
+    esac
+    # shellcheck disable=SC2086
+    "$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set attention=flash \
+      --set compile=true $f8 $ck > "$tmp/s${k}_$prec.json" 2>>"$tmp/sop_$prec.err"
+  done
+  if python3 - "$SCAP" "$prec" "$tmp/sop_$prec.json" "$tmp/snone_$prec.json" "$tmp/sfull_$prec.json" > "$tmp/sop_$prec.out" 2>&1 <<'PY'
 import json, sys
 from collections import Counter
 sys.path.insert(0, "tests")
 from compile_note import saved_counts
-cap, out, none, full = sys.argv[1:]
-rec = [r for r in json.load(open(cap))["records"] if r["config"] == "bf16"][0]
+cap, prec, out, none, full = sys.argv[1:]
+rec = [r for r in json.load(open(cap))["records"] if r["config"] == prec][0]
 DT = {"bfloat16": "bf16", "float32": "fp32", "uint64": "uint64"}
 want, seen = Counter(), set()
 for x in rec["saved"]:
@@ -293,15 +301,19 @@ for x in rec["saved"]:
     want[(n, DT[x["dtype"]])] += 1
 got = saved_counts(out)
 named = Counter({(2, "uint64"): 1, (1, "uint64"): 1})
+if prec == "float8_tensorwise":
+    named += Counter({(1, "bf16"): 10, (1, "fp32"): 6})
 if got - want or want - got != named:
     print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got - named))
     sys.exit(1)
 f = {k: json.load(open(p))["steps"][-1]["fwd_peak_allocated_bytes"] for k, p in (("op", out), ("none", none), ("full", full))}
 assert f["full"] < f["op"] < f["none"], f
-print(sum(want.values()) - 2, "tensors (the RNG state aside); after forward", {k: v >> 20 for k, v in f.items()}, "MiB")
+print(sum(want.values()) - sum(named.values()), "tensors (the named scalars aside); after forward",
+      {k: v >> 20 for k, v in f.items()}, "MiB")
 PY
-then ok "compile + op-level checkpointing: the saved set is the partitioner's under the policy's tags; $(cat "$tmp/sop.out")"
-else bad "compile + op-level checkpointing: the saved set differs from the partitioner's" "$(cat "$tmp/sop.out" "$tmp/sop.err")"; fi
+  then ok "$prec compile + op-level checkpointing: the saved set is the partitioner's under the policy's tags; $(cat "$tmp/sop_$prec.out")"
+  else bad "$prec compile + op-level checkpointing: the saved set differs from the partitioner's" "$(cat "$tmp/sop_$prec.out" "$tmp/sop_$prec.err")"; fi
+done
 
 # 6. the step: Inductor's generated code launches fused kernels, no eager dispatch per op
 "$VRSIM" "$tmp/l.lua" --json --no-files > "$tmp/e.json"

@@ -14,7 +14,8 @@
 --   a bias-free Linear (and a LoRA adapter's A and B)  aten.mm: counted, the odd ones saved;
 --   a Linear with a bias                                aten.addmm: saved, not counted;
 --   eager attention's q @ k^T and p @ v                 aten.bmm: saved;
---   a fused SDPA kernel (cuDNN, flash, efficient)      saved, every output of it.
+--   a fused SDPA kernel (cuDNN, flash, efficient)      saved, every output of it;
+--   a float8 Linear (torchao's Float8Linear)          aten.mm: counted, the odd ones saved.
 local M = {}
 
 -- The policy's answer for one forward of a checkpointed layer: a function of each op's spec (in
@@ -28,7 +29,9 @@ function M.decider()
     if kind:match("^attention_") then
       save = true
     elseif kind == "mm" then
-      if spec.name:match("%.qk$") or spec.name:match("%.pv$") or spec.inputs[3] then
+      -- (torchao's Float8Linear calls torch.mm on its float8 tensors, whatever its bias: the
+      -- policy sees aten.mm, and the _scaled_mm it dispatches to runs beneath it)
+      if spec.name:match("%.qk$") or spec.name:match("%.pv$") or (spec.inputs[3] and spec.dtype ~= "fp8") then
         save = true -- bmm (eager attention) or addmm (a Linear with a bias): in the save list
       else
         mm_count = mm_count + 1
