@@ -260,7 +260,8 @@ else bad "compile + checkpoint_every = 2 under a wrapper" "$(cat "$tmp/w2.out" "
 #     the rest, and the partitioner saves the tagged outputs backward reads and the layer's inputs:
 #     not down_proj's (MUST_SAVE, but only the residual sum backward never reads uses it). Against
 #     validation/oracle/captures/compile_sac_op_l1.json (validation/oracle/check_compile_sac.py,
-#     flash SDPA), bf16 and float8 tensorwise (Float8Linear's torch.mm is the aten.mm the policy
+#     flash SDPA; its dynamo_cpu record, dynamo's own trace of a wrapped layer, saves the same three
+#     GEMM outputs), bf16 and float8 tensorwise (Float8Linear's torch.mm is the aten.mm the policy
 #     counts): named differences, the flash kernel's RNG seed and offset (uint64, 3 elements),
 #     which vrsim's attention op does not make, and under float8 the amax scalars (aten.max is in
 #     the save list) and inverse scales of the casts, 16 scalars that vrsim recomputes from the
@@ -286,7 +287,11 @@ from collections import Counter
 sys.path.insert(0, "tests")
 from compile_note import saved_counts
 cap, prec, out, none, full = sys.argv[1:]
-rec = [r for r in json.load(open(cap))["records"] if r["config"] == prec][0]
+capd = json.load(open(cap))
+rec = [r for r in capd["records"] if r["config"] == prec][0]
+# dynamo's own trace of the wrapped layer (CPU) saves the same GEMM outputs, each tagged MUST_SAVE
+mm = [x["tag"] for x in capd["dynamo_cpu"]["saved"] if x["op"] == "aten.mm.default"]
+assert mm == ["MUST_SAVE"] * 3, mm
 DT = {"bfloat16": "bf16", "float32": "fp32", "uint64": "uint64"}
 want, seen = Counter(), set()
 for x in rec["saved"]:

@@ -21,7 +21,19 @@ recomputed), for bf16 and torchao's float8 tensorwise; SDPA's backend flash, as 
 Llama runs on an H100. It records the saved set as capture_compile.py does, and the policy's tag
 of each forward node that makes a saved activation.
 
+Then the same through dynamo itself, on the CPU (dynamo_cpu): a tiny layer in ptd_checkpoint_wrapper,
+torch.compile(fullgraph=True) with an aot_autograd backend around the partitioner.
+
   check_compile_sac.py [-o validation/oracle/captures/compile_sac_op_l1.json]
+
+What it shows (torch 2.13, transformers 5.25, torchao 0.18): the saved set is the layer's input,
+the rotary tables, q's, v's and gate's GEMM outputs (the first, third and fifth aten.mm; the
+seventh, down_proj's, is MUST_SAVE but the backward graph never reads it), and the flash
+kernel's output, log-sum-exp and RNG seed and offset; every other op is recomputed. Under float8
+the GEMM outputs are the same (Float8Linear calls torch.mm on its float8 tensors: the policy
+counts that aten.mm, the _scaled_mm beneath it is tagged with it), plus the casts' amax scalars
+(aten.max is in the save list) and inverse scales. Dynamo's trace saves the same three GEMM
+outputs, tagged MUST_SAVE.
 
 tests/test_compile.sh holds vrsim's saved set (training.compile with checkpoint_scope = "op",
 checkpoint_impl = "wrapper") to it."""
@@ -96,6 +108,64 @@ def traced(torch, name, spec):
     return rec
 
 
+def dynamo_cpu(torch):
+    """The same through dynamo itself: a tiny transformers Llama layer (hidden 64, fp32, batch 2 x
+    16) on the CPU wrapped in ptd_checkpoint_wrapper with the policy's context_fn, as torchtitan's
+    apply_ac does, then torch.compile(fullgraph=True) as its apply_compile does, with an
+    aot_autograd backend around the min-cut partitioner (Inductor's codegen is not run). Returns
+    what the partitioner saved (op, shape, tag) and the tags' counts: the check that dynamo's
+    tag_activation_checkpoint carries the policy's answers to the partitioner as traced() emulates
+    it. (On the CPU SDPA is _scaled_dot_product_flash_attention_for_cpu, not in the save list:
+    recomputed here.)"""
+    import torch._dynamo
+    from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+    from torch._dynamo.backends.common import aot_autograd
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch._dynamo.reset()
+    # transformers' layer writes its output-capturing context inside the checkpoint
+    # (check_compile_hf_ckpt.py); torchtitan's own block has no such write
+    torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                      num_key_value_heads=4, num_hidden_layers=1, attn_implementation="sdpa")
+    model = LlamaForCausalLM(cfg)
+    layer, rotary = model.model.layers[0], model.model.rotary_emb
+    wrapped = checkpoint_wrapper(layer, context_fn=C.torchtitan_op_sac_context(torch), preserve_rng_state=False)
+    graphs, tags = {}, {}
+
+    def fw(gm, _inputs):
+        graphs["fw"] = gm
+        return make_boxed_func(gm.forward)
+
+    def partition(joint, joint_inputs, **kw):
+        for n in joint.graph.nodes:
+            if n.meta.get("recompute") is not None:
+                tags[n.name] = n.meta["recompute"].name
+        return min_cut_rematerialization_partition(joint, joint_inputs, **kw)
+    backend = aot_autograd(fw_compiler=fw, bw_compiler=lambda gm, _i: make_boxed_func(gm.forward),
+                           partition_fn=partition)
+    compiled = torch.compile(wrapped, backend=backend, fullgraph=True)
+    x = torch.randn(2, 16, 64, requires_grad=True)
+    cos, sin = rotary(x, torch.arange(16)[None])
+    out = compiled(x, position_embeddings=(cos, sin), attention_mask=None)
+    (out[0] if isinstance(out, tuple) else out).sum().backward()
+    gm = graphs["fw"]
+    outs = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+    saved = []
+    for n in outs[1:]:
+        v = n.meta.get("val")
+        if v is None:
+            continue
+        base = CC.view_root(torch, n)
+        saved.append({"name": n.name, "node": base.name, "op": str(base.target) if base.op == "call_function" else base.op,
+                      "shape": [d if isinstance(d, int) else str(d) for d in v.shape],
+                      "tag": tags.get(base.name, "untagged")})
+    return {"model": "LlamaDecoderLayer, hidden 64, intermediate 128, 4 heads, fp32, CPU, batch 2 x 16",
+            "tags": {k: sum(1 for v in tags.values() if v == k) for k in sorted(set(tags.values()))},
+            "saved": saved}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-o", default=os.path.join(HERE, "captures", "compile_sac_op_l1.json"))
@@ -103,9 +173,16 @@ def main():
     C.preload_fake_cuda()
     import torch
     import transformers
+    cpu = dynamo_cpu(torch)   # first: the fake CUDA device and SDPA's backend are process-wide
     C.enable_fake_cuda(torch)
     C.install_sdpa_backend(torch, "flash")
     recs = [traced(torch, name, spec) for name, spec in CONFIGS.items()]
+    # dynamo's path and the emulation agree: the GEMM outputs saved are the same tagged ones
+    # (q, v and gate: the odd aten.mm but down_proj's, which backward never reads)
+    cpu_mm = [x["name"] for x in cpu["saved"] if x["op"] == "aten.mm.default" and x["tag"] == "MUST_SAVE"]
+    fake_mm = [x["name"] for x in recs[0]["saved"] if x["name"].startswith("mm")]
+    assert len(cpu_mm) == len(fake_mm) == 3, (cpu_mm, fake_mm)
+    print("dynamo (CPU) tags", cpu["tags"], "saved", [(x["op"], x["shape"], x["tag"]) for x in cpu["saved"]])
     for r in recs:
         acts = [x for x in r["saved"] if x["kind"] != "param"]
         print(r["config"], "tags", r["tags"], "saved", [(x["name"], x["shape"], x["dtype"], x["tag"]) for x in acts])
@@ -120,7 +197,7 @@ def main():
         except ImportError:
             pass
     with open(args.o + ".tmp", "w") as fh:
-        json.dump({"header": head, "records": recs}, fh, indent=1)
+        json.dump({"header": head, "records": recs, "dynamo_cpu": cpu}, fh, indent=1)
         fh.write("\n")
     os.replace(args.o + ".tmp", args.o)
     print(args.o)
