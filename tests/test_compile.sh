@@ -261,16 +261,16 @@ else bad "compile + checkpoint_every = 2 under a wrapper" "$(cat "$tmp/w2.out" "
 #     not down_proj's (MUST_SAVE, but only the residual sum backward never reads uses it). Against
 #     validation/oracle/captures/compile_sac_op_l1.json (validation/oracle/check_compile_sac.py,
 #     flash SDPA; its dynamo_cpu record, dynamo's own trace of a wrapped layer, saves the same three
-#     GEMM outputs), bf16 and float8 tensorwise (Float8Linear's torch.mm is the aten.mm the policy
-#     counts): named differences, the flash kernel's RNG seed and offset (uint64, 3 elements),
-#     which vrsim's attention op does not make, and under float8 the amax scalars (aten.max is in
-#     the save list) and inverse scales of the casts, 16 scalars that vrsim recomputes from the
-#     weights and inputs. Its layers hold less after forward than compiled alone and more than
+#     GEMM outputs), bf16 and float8 tensorwise and rowwise (Float8Linear's torch.mm is the aten.mm
+#     the policy counts): named differences, the flash kernel's RNG seed and offset (uint64, 3
+#     elements), which vrsim's attention op does not make, and what vrsim recomputes of the casts:
+#     tensorwise, the amax scalars (aten.max is in the save list) and inverse scales, 16 scalars;
+#     rowwise, the inverse row scales of q's and gate's inputs (2 x 256 fp32). Its layers hold less after forward than compiled alone and more than
 #     compiled under full checkpointing
 SCAP=validation/oracle/captures/compile_sac_op_l1.json
-for prec in bf16 float8_tensorwise; do
+for prec in bf16 float8_tensorwise float8_rowwise; do
   f8=""
-  [ $prec = float8_tensorwise ] && f8="--set training.float8.recipe=tensorwise --set hardware.gpu=h100_sxm"
+  case $prec in float8_*) f8="--set training.float8.recipe=${prec#float8_} --set hardware.gpu=h100_sxm" ;; esac
   for k in op none full; do
     case $k in
       op) ck="--set checkpointing=true --set checkpoint_scope=op --set checkpoint_impl=wrapper" ;;
@@ -308,6 +308,8 @@ got = saved_counts(out)
 named = Counter({(2, "uint64"): 1, (1, "uint64"): 1})
 if prec == "float8_tensorwise":
     named += Counter({(1, "bf16"): 10, (1, "fp32"): 6})
+elif prec == "float8_rowwise":
+    named += Counter({(256, "fp32"): 2})
 if got - want or want - got != named:
     print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got - named))
     sys.exit(1)
@@ -559,6 +561,7 @@ refused scope-model 'scope = "model" is not modelled' 'compile = { scope = "mode
 refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic = true }'
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
 refused op-ckpt 'training.compile with checkpoint_scope = "op" and checkpoint_impl = "transformers" is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
+refused op-tp 'checkpoint_scope = "op" under tensor parallelism is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op", checkpoint_impl = "wrapper"' --set hardware.count=2 --set parallel.tp=2
 refused attn-ckpt 'training.compile with checkpoint_scope = "attention"' 'compile = true, checkpointing = true, checkpoint_scope = "attention"'
 refused impl-bad 'checkpoint_impl' 'checkpointing = true, checkpoint_impl = "deepspeed"'
 refused zero3 'training.compile under strategy zero3 is not modelled' 'compile = true, strategy = "zero3"' --set hardware.count=2

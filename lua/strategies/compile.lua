@@ -137,6 +137,15 @@ function M.check(t, mc, mesh)
             .. "(the op-level policy compiled with its checkpoint, checkpoint_impl = \"wrapper\", is)"):format(
             t.checkpoint_impl)
   end
+  if t.checkpointing and t.checkpoint_scope == "op" and mesh
+     and ((mesh.degrees.tp or 1) > 1 or (mesh.degrees.cp or 1) > 1) then
+    -- the policy's answers for funcol's collectives (reduce_scatter_tensor is in torchtitan's
+    -- save list, force_save_collectives leaves tagged ones alone) and for the ring's attention
+    -- are not checked
+    return ("training.compile with checkpoint_scope = \"op\" under %s is not modelled (what the "
+            .. "policy tags of its collectives and the partition make of them are not checked)"):format(
+            (mesh.degrees.tp or 1) > 1 and "tensor parallelism" or "context parallelism")
+  end
   if t.checkpointing and t.checkpoint_scope ~= "layer" and t.checkpoint_scope ~= "op" then
     return ("training.compile with checkpoint_scope = \"%s\" and checkpoint_every = %d is not modelled "
             .. "(compiled with checkpointing, decoder layers checkpointed whole are)"):format(

@@ -17,7 +17,7 @@ reads, directly or to recompute what it reads, and the layer's inputs.
 This traces capture_compile.py's Llama-2-7B layer (fake CUDA, Inductor's decompositions, the
 min-cut partition) with the layer so wrapped, the policy torchtitan's (capture.py
 torchtitan_op_sac_context: compute-intensive ops and aten.max saved, every second aten.mm
-recomputed), for bf16 and torchao's float8 tensorwise; SDPA's backend flash, as torchtitan's
+recomputed), for bf16 and torchao's float8 tensorwise and rowwise; SDPA's backend flash, as torchtitan's
 Llama runs on an H100. It records the saved set as capture_compile.py does, and the policy's tag
 of each forward node that makes a saved activation.
 
@@ -31,8 +31,9 @@ the rotary tables, q's, v's and gate's GEMM outputs (the first, third and fifth 
 seventh, down_proj's, is MUST_SAVE but the backward graph never reads it), and the flash
 kernel's output, log-sum-exp and RNG seed and offset; every other op is recomputed. Under float8
 the GEMM outputs are the same (Float8Linear calls torch.mm on its float8 tensors: the policy
-counts that aten.mm, the _scaled_mm beneath it is tagged with it), plus the casts' amax scalars
-(aten.max is in the save list) and inverse scales. Dynamo's trace saves the same three GEMM
+counts that aten.mm, the _scaled_mm beneath it is tagged with it), plus, tensorwise, the casts' amax
+scalars (aten.max is in the save list) and inverse scales, rowwise, the saved GEMMs' inputs'
+inverse row scales. Dynamo's trace saves the same three GEMM
 outputs, tagged MUST_SAVE.
 
 tests/test_compile.sh holds vrsim's saved set (training.compile with checkpoint_scope = "op",
@@ -48,7 +49,7 @@ sys.path.insert(0, HERE)
 import capture as C  # noqa: E402
 import capture_compile as CC  # noqa: E402
 
-CONFIGS = {"bf16": CC.CONFIGS["bf16"], "float8_tensorwise": CC.CONFIGS["float8_tensorwise"]}
+CONFIGS = {k: CC.CONFIGS[k] for k in ("bf16", "float8_tensorwise", "float8_rowwise")}
 
 
 def hop_checkpointed(torch, layer):
