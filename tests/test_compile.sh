@@ -261,16 +261,19 @@ else bad "compile + checkpoint_every = 2 under a wrapper" "$(cat "$tmp/w2.out" "
 #     not down_proj's (MUST_SAVE, but only the residual sum backward never reads uses it). Against
 #     validation/oracle/captures/compile_sac_op_l1.json (validation/oracle/check_compile_sac.py,
 #     flash SDPA; its dynamo_cpu record, dynamo's own trace of a wrapped layer, saves the same three
-#     GEMM outputs), bf16 and float8 tensorwise and rowwise (Float8Linear's torch.mm is the aten.mm
+#     GEMM outputs), bf16, amp_bf16 and float8 tensorwise and rowwise (Float8Linear's torch.mm is the aten.mm
 #     the policy counts): named differences, the flash kernel's RNG seed and offset (uint64, 3
 #     elements), which vrsim's attention op does not make, and what vrsim recomputes of the casts:
 #     tensorwise, the amax scalars (aten.max is in the save list) and inverse scales, 16 scalars;
 #     rowwise, the inverse row scales of q's and gate's inputs (2 x 256 fp32). Its layers hold less after forward than compiled alone and more than
 #     compiled under full checkpointing
 SCAP=validation/oracle/captures/compile_sac_op_l1.json
-for prec in bf16 float8_tensorwise float8_rowwise; do
+for prec in bf16 amp_bf16 float8_tensorwise float8_rowwise; do
   f8=""
-  case $prec in float8_*) f8="--set training.float8.recipe=${prec#float8_} --set hardware.gpu=h100_sxm" ;; esac
+  case $prec in
+    float8_*) f8="--set training.float8.recipe=${prec#float8_} --set hardware.gpu=h100_sxm" ;;
+    amp_bf16) f8="--set precision=amp_bf16" ;;
+  esac
   for k in op none full; do
     case $k in
       op) ck="--set checkpointing=true --set checkpoint_scope=op --set checkpoint_impl=wrapper" ;;
@@ -562,6 +565,7 @@ refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
 refused op-ckpt 'training.compile with checkpoint_scope = "op" and checkpoint_impl = "transformers" is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
 refused op-tp 'checkpoint_scope = "op" under tensor parallelism is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op", checkpoint_impl = "wrapper"' --set hardware.count=2 --set parallel.tp=2
+refused op-lora 'checkpoint_scope = "op" and LoRA is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op", checkpoint_impl = "wrapper", precision = "lora_bf16"'
 refused attn-ckpt 'training.compile with checkpoint_scope = "attention"' 'compile = true, checkpointing = true, checkpoint_scope = "attention"'
 refused impl-bad 'checkpoint_impl' 'checkpointing = true, checkpoint_impl = "deepspeed"'
 refused zero3 'training.compile under strategy zero3 is not modelled' 'compile = true, strategy = "zero3"' --set hardware.count=2

@@ -146,6 +146,12 @@ function M.check(t, mc, mesh)
             .. "policy tags of its collectives and the partition make of them are not checked)"):format(
             (mesh.degrees.tp or 1) > 1 and "tensor parallelism" or "context parallelism")
   end
+  if t.checkpointing and t.checkpoint_scope == "op" and require("strategies.lora").wanted(t) then
+    -- (peft's dropout before lora_A is a random op the policy tags PREFER_RECOMPUTE: the
+    -- partitioner's RNG functionalization, not traced on the CPU)
+    return "training.compile with checkpoint_scope = \"op\" and LoRA is not modelled (the partition of "
+           .. "the adapters' GEMMs and dropout under the policy is not checked)"
+  end
   if t.checkpointing and t.checkpoint_scope ~= "layer" and t.checkpoint_scope ~= "op" then
     return ("training.compile with checkpoint_scope = \"%s\" and checkpoint_every = %d is not modelled "
             .. "(compiled with checkpointing, decoder layers checkpointed whole are)"):format(

@@ -17,7 +17,7 @@ reads, directly or to recompute what it reads, and the layer's inputs.
 This traces capture_compile.py's Llama-2-7B layer (fake CUDA, Inductor's decompositions, the
 min-cut partition) with the layer so wrapped, the policy torchtitan's (capture.py
 torchtitan_op_sac_context: compute-intensive ops and aten.max saved, every second aten.mm
-recomputed), for bf16 and torchao's float8 tensorwise and rowwise; SDPA's backend flash, as torchtitan's
+recomputed), for bf16, amp_bf16 and torchao's float8 tensorwise and rowwise; SDPA's backend flash, as torchtitan's
 Llama runs on an H100. It records the saved set as capture_compile.py does, and the policy's tag
 of each forward node that makes a saved activation.
 
@@ -49,7 +49,7 @@ sys.path.insert(0, HERE)
 import capture as C  # noqa: E402
 import capture_compile as CC  # noqa: E402
 
-CONFIGS = {k: CC.CONFIGS[k] for k in ("bf16", "float8_tensorwise", "float8_rowwise")}
+CONFIGS = {k: CC.CONFIGS[k] for k in ("bf16", "amp_bf16", "float8_tensorwise", "float8_rowwise")}
 
 
 def hop_checkpointed(torch, layer):
