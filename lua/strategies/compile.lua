@@ -476,7 +476,9 @@ end
 -- an unwrapped one the plain layer's graph (the partitioner's saved set), each as if the whole
 -- model were one kind (validation/oracle/check_compile_ckpt_every.py). vrsim checkpoints the
 -- layers 1, 1 + k, ... (strategies/checkpoint.lua), torchtitan k, 2k, ...: the same count
--- where k divides the layers (recipes/torchtitan.lua).
+-- where k divides the layers (recipes/torchtitan.lua). Under the op-level policy (checkpoint_scope
+-- "op", every layer) the tags are the policy's, MUST_SAVE or PREFER_RECOMPUTE (M.hooks, M.partition;
+-- validation/oracle/check_compile_sac.py).
 function M.checkpointed_layer(t, k)
   return t.checkpointing == true and t.checkpoint_impl ~= "transformers" and (k - 1) % t.checkpoint_every == 0
 end
