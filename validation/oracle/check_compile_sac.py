@@ -103,6 +103,10 @@ def traced(torch, name, spec):
         rec = CC.saved_of(torch, name, spec)
     finally:
         CC.layer_of, fc.min_cut_rematerialization_partition = orig_layer_of, real
+    # (saved_of must have run the wrapped layer through the patched partitioner)
+    if not tags or "MUST_SAVE" not in tags.values():
+        raise SystemExit("check_compile_sac: the partitioner saw none of the policy's tags: capture_compile.saved_of "
+                         "no longer takes its layer from layer_of or its partitioner from functorch.compile")
     for row in rec["saved"]:
         row["tag"] = tags.get(row["storage"], "untagged")
     rec["tags"] = {k: sum(1 for v in tags.values() if v == k) for k in sorted(set(tags.values()))}
