@@ -4,8 +4,9 @@
 # min-cut partitioner chooses it on the CPU (validation/oracle/captures/compile_llama2_7b_l1.json,
 # written by validation/oracle/capture_compile.py) for bf16, amp_bf16 and LoRA; fewer bytes
 # saved than eager, never more; no GEMM output recomputed (but under checkpointing, where the
-# layer's ops must be recomputed); fused intermediates never allocated; a shorter step; the
-# knobs and combinations it refuses.
+# layer's ops must be recomputed); torchtitan's op-level checkpointing compiled with its checkpoint
+# (validation/oracle/captures/compile_sac_op_l1.json); fused intermediates never allocated; a
+# shorter step; the knobs and combinations it refuses.
 #
 #   VRSIM=./vrsim sh tests/test_compile.sh
 set -u
