@@ -4,8 +4,9 @@
 # min-cut partitioner chooses it on the CPU (validation/oracle/captures/compile_llama2_7b_l1.json,
 # written by validation/oracle/capture_compile.py) for bf16, amp_bf16 and LoRA; fewer bytes
 # saved than eager, never more; no GEMM output recomputed (but under checkpointing, where the
-# layer's ops must be recomputed); fused intermediates never allocated; a shorter step; the
-# knobs and combinations it refuses.
+# layer's ops must be recomputed); torchtitan's op-level checkpointing compiled with its checkpoint
+# (validation/oracle/captures/compile_sac_op_l1.json); fused intermediates never allocated; a
+# shorter step; the knobs and combinations it refuses.
 #
 #   VRSIM=./vrsim sh tests/test_compile.sh
 set -u
@@ -257,6 +258,77 @@ print(f"after forward {f2 >> 20} MiB, halfway between {f1 >> 20} (every layer) a
 PY
 then ok "compile + checkpoint_every = 2 under a wrapper: each layer saves its kind's set; $(cat "$tmp/w2.out")"
 else bad "compile + checkpoint_every = 2 under a wrapper" "$(cat "$tmp/w2.out" "$tmp/w2.err")"; fi
+
+# 5f. torchtitan's op-level selective checkpointing compiled with its checkpoint (checkpoint_scope
+#     = "op", checkpoint_impl = "wrapper"): dynamo tags each node of the checkpoint's body with the
+#     policy's answer, MUST_SAVE for q, v and gate (the odd mm) and attention, PREFER_RECOMPUTE for
+#     the rest, and the partitioner saves the tagged outputs backward reads and the layer's inputs:
+#     not down_proj's (MUST_SAVE, but only the residual sum backward never reads uses it). Against
+#     validation/oracle/captures/compile_sac_op_l1.json (validation/oracle/check_compile_sac.py,
+#     flash SDPA; its dynamo_cpu record, dynamo's own trace of a wrapped layer, saves the same three
+#     GEMM outputs), bf16, amp_bf16 and float8 tensorwise and rowwise (Float8Linear's torch.mm is the aten.mm
+#     the policy counts): named differences, the flash kernel's RNG seed and offset (uint64, 3
+#     elements), which vrsim's attention op does not make, and what vrsim recomputes of the casts:
+#     tensorwise, the amax scalars (aten.max is in the save list) and inverse scales, 16 scalars;
+#     rowwise, the inverse row scales of q's and gate's inputs (2 x 256 fp32). Its layers hold less after forward than compiled alone and more than
+#     compiled under full checkpointing
+SCAP=validation/oracle/captures/compile_sac_op_l1.json
+for prec in bf16 amp_bf16 float8_tensorwise float8_rowwise; do
+  f8=""
+  case $prec in
+    float8_*) f8="--set training.float8.recipe=${prec#float8_} --set hardware.gpu=h100_sxm" ;;
+    amp_bf16) f8="--set precision=amp_bf16" ;;
+  esac
+  for k in op none full; do
+    case $k in
+      op) ck="--set checkpointing=true --set checkpoint_scope=op --set checkpoint_impl=wrapper" ;;
+      none) ck="" ;;
+      full) ck="--set checkpointing=true --set checkpoint_impl=wrapper" ;;
+    esac
+    # shellcheck disable=SC2086
+    "$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set attention=flash \
+      --set compile=true $f8 $ck > "$tmp/s${k}_$prec.json" 2>>"$tmp/sop_$prec.err"
+  done
+  if python3 - "$SCAP" "$prec" "$tmp/sop_$prec.json" "$tmp/snone_$prec.json" "$tmp/sfull_$prec.json" > "$tmp/sop_$prec.out" 2>&1 <<'PY'
+import json, sys
+from collections import Counter
+sys.path.insert(0, "tests")
+from compile_note import saved_counts
+cap, prec, out, none, full = sys.argv[1:]
+capd = json.load(open(cap))
+rec = [r for r in capd["records"] if r["config"] == prec][0]
+# dynamo's own trace of the wrapped layer (CPU) saves the same GEMM outputs, each tagged MUST_SAVE
+mm = [x["tag"] for x in capd["dynamo_cpu"]["saved"] if x["op"] == "aten.mm.default"]
+assert mm == ["MUST_SAVE"] * 3, mm
+DT = {"bfloat16": "bf16", "float32": "fp32", "uint64": "uint64"}
+want, seen = Counter(), set()
+for x in rec["saved"]:
+    if x["kind"] == "param" or x["storage"] in seen:
+        continue
+    seen.add(x["storage"])
+    # every saved activation is one the policy tagged MUST_SAVE
+    assert x["kind"] == "input" or x["tag"] == "MUST_SAVE", x
+    n = 1
+    for d in x["shape"]:
+        n *= d
+    want[(n, DT[x["dtype"]])] += 1
+got = saved_counts(out)
+named = Counter({(2, "uint64"): 1, (1, "uint64"): 1})
+if prec == "float8_tensorwise":
+    named += Counter({(1, "bf16"): 10, (1, "fp32"): 6})
+elif prec == "float8_rowwise":
+    named += Counter({(256, "fp32"): 2})
+if got - want or want - got != named:
+    print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got - named))
+    sys.exit(1)
+f = {k: json.load(open(p))["steps"][-1]["fwd_peak_allocated_bytes"] for k, p in (("op", out), ("none", none), ("full", full))}
+assert f["full"] < f["op"] < f["none"], f
+print(sum(want.values()) - sum(named.values()), "tensors (the named scalars aside); after forward",
+      {k: v >> 20 for k, v in f.items()}, "MiB")
+PY
+  then ok "$prec compile + op-level checkpointing: the saved set is the partitioner's under the policy's tags; $(cat "$tmp/sop_$prec.out")"
+  else bad "$prec compile + op-level checkpointing: the saved set differs from the partitioner's" "$(cat "$tmp/sop_$prec.out" "$tmp/sop_$prec.err")"; fi
+done
 
 # 6. the step: Inductor's generated code launches fused kernels, no eager dispatch per op
 "$VRSIM" "$tmp/l.lua" --json --no-files > "$tmp/e.json"
@@ -571,7 +643,10 @@ refused max-autotune 'mode = "max-autotune" is not modelled' 'compile = { mode =
 refused scope-model 'scope = "model" is not modelled' 'compile = { scope = "model" }'
 refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic = true }'
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
-refused op-ckpt 'training.compile with checkpoint_scope = "op"' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
+refused op-ckpt 'training.compile with checkpoint_scope = "op" and checkpoint_impl = "transformers" is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
+refused op-tp 'checkpoint_scope = "op" under tensor parallelism is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op", checkpoint_impl = "wrapper"' --set hardware.count=2 --set parallel.tp=2
+refused op-lora 'checkpoint_scope = "op" and LoRA is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op", checkpoint_impl = "wrapper", precision = "lora_bf16"'
+refused attn-ckpt 'training.compile with checkpoint_scope = "attention"' 'compile = true, checkpointing = true, checkpoint_scope = "attention"'
 refused impl-bad 'checkpoint_impl' 'checkpointing = true, checkpoint_impl = "deepspeed"'
 refused zero3 'training.compile under strategy zero3 is not modelled' 'compile = true, strategy = "zero3"' --set hardware.count=2
 # mixture-of-experts runs not checked: fp32 weights (transformers' opaque grouped_mm_fallback op

@@ -155,7 +155,30 @@ function M.check(t, mc, mesh, lora)
   -- checkpointing every k-th layer: under transformers' checkpointing the checkpointed layers
   -- run eager (M.eager_layer), under a wrapper they compile with their checkpoint; either way
   -- the layers between compile alone (M.checkpointed_layer)
-  if t.checkpointing and t.checkpoint_scope ~= "layer" then
+  -- torchtitan's op-level policy compiles with its checkpoint (M.checkpointed_layer, the
+  -- policy's tags in M.partition); transformers' checkpointing of it runs eager (M.eager_layer)
+  -- and is not checked
+  if t.checkpointing and t.checkpoint_scope == "op" and t.checkpoint_impl ~= "wrapper" then
+    return ("training.compile with checkpoint_scope = \"op\" and checkpoint_impl = \"%s\" is not modelled "
+            .. "(the op-level policy compiled with its checkpoint, checkpoint_impl = \"wrapper\", is)"):format(
+            t.checkpoint_impl)
+  end
+  if t.checkpointing and t.checkpoint_scope == "op" and mesh
+     and ((mesh.degrees.tp or 1) > 1 or (mesh.degrees.cp or 1) > 1) then
+    -- the policy's answers for funcol's collectives (reduce_scatter_tensor is in torchtitan's
+    -- save list, force_save_collectives leaves tagged ones alone) and for the ring's attention
+    -- are not checked
+    return ("training.compile with checkpoint_scope = \"op\" under %s is not modelled (what the "
+            .. "policy tags of its collectives and the partition make of them are not checked)"):format(
+            (mesh.degrees.tp or 1) > 1 and "tensor parallelism" or "context parallelism")
+  end
+  if t.checkpointing and t.checkpoint_scope == "op" and require("strategies.lora").wanted(t) then
+    -- (peft's dropout before lora_A is a random op the policy tags PREFER_RECOMPUTE: the
+    -- partitioner's RNG functionalization, not traced on the CPU)
+    return "training.compile with checkpoint_scope = \"op\" and LoRA is not modelled (the partition of "
+           .. "the adapters' GEMMs and dropout under the policy is not checked)"
+  end
+  if t.checkpointing and t.checkpoint_scope ~= "layer" and t.checkpoint_scope ~= "op" then
     return ("training.compile with checkpoint_scope = \"%s\" and checkpoint_every = %d is not modelled "
             .. "(compiled with checkpointing, decoder layers checkpointed whole are)"):format(
             t.checkpoint_scope, t.checkpoint_every)
@@ -310,10 +333,14 @@ function M.partition(cx, ops, outputs, checkpointed, inference)
     end
     -- a checkpointed layer's ops are tagged MUST_RECOMPUTE (torch.utils.checkpoint traced
     -- by dynamo): the partitioner recomputes each one backward needs, GEMMs included
-    -- (must_recompute: node_in -> sink), and saves only the layer's inputs
-    if checkpointed and prod then
+    -- (must_recompute: node_in -> sink), and saves only the layer's inputs. Under op-level
+    -- selective checkpointing the policy tags each op (must_save, M.hooks): PREFER_RECOMPUTE is
+    -- must_recompute too, and MUST_SAVE bans recomputation (should_ban_recomputation), so the
+    -- layer saves the inputs and what of the policy's saved outputs backward reads, directly or
+    -- to recompute what it reads
+    if checkpointed and prod and not prod.must_save then
       edge(2 * n.v, SNK, INF)
-    elseif banned then
+    elseif banned or (prod and prod.must_save) then
       edge(SRC, 2 * n.v, INF)
     end
     edge(2 * n.v, 2 * n.v + 1, weight)
@@ -349,11 +376,31 @@ function M.partition(cx, ops, outputs, checkpointed, inference)
       n.live = live
     end
   end
+  -- Under the op-level policy the cut can fall on a MUST_SAVE output that only a
+  -- must-recompute op nothing backward reads depends on (down_proj's, under the layer's residual
+  -- sum): the backward graph's dead-code elimination drops that op, and with it the saved
+  -- value (_extract_fwd_bwd_modules keeps the saved values the backward graph reads). used: what
+  -- backward reads, or what a recomputed op it reads reads
+  local tagged = false
+  for _, o in ipairs(ops) do tagged = tagged or o.must_save end
+  if tagged then
+    for k = #ops, 1, -1 do
+      for _, n in ipairs(op_nodes[k]) do
+        local used = n.needed
+        for _, u in ipairs(n.users) do
+          for _, o in ipairs(op_nodes[u]) do used = used or (o.used and not side[2 * o.v + 1]) end
+        end
+        n.used = used
+      end
+    end
+  end
   local saved = {}
   for _, n in ipairs(nodes) do
     n.saved = not inference and side[2 * n.v + 1] and not side[2 * n.v + 2]
+              and not (tagged and n.producer and not n.used)
     n.recomputed = not inference and not side[2 * n.v + 1]
                    and not (checkpointed and collectives and n.producer and not n.live)
+                   and not (tagged and n.producer and not n.used)
     if n.saved then saved[#saved + 1] = n.t end
   end
   -- Inductor's fusion: what only fused kernels of this graph read never exists
@@ -455,7 +502,9 @@ end
 -- an unwrapped one the plain layer's graph (the partitioner's saved set), each as if the whole
 -- model were one kind (validation/oracle/check_compile_ckpt_every.py). vrsim checkpoints the
 -- layers 1, 1 + k, ... (strategies/checkpoint.lua), torchtitan k, 2k, ...: the same count
--- where k divides the layers (recipes/torchtitan.lua).
+-- where k divides the layers (recipes/torchtitan.lua). Under the op-level policy (checkpoint_scope
+-- "op", every layer) the tags are the policy's, MUST_SAVE or PREFER_RECOMPUTE (M.hooks, M.partition;
+-- validation/oracle/check_compile_sac.py).
 function M.checkpointed_layer(t, k)
   return t.checkpointing == true and t.checkpoint_impl ~= "transformers" and (k - 1) % t.checkpoint_every == 0
 end
@@ -531,8 +580,13 @@ function M.hooks(root, layer_cls, t, reference)
         cx.compiling, cx.compile_checkpointed = true, checkpointed and not inference
         ops, first_op = {}, cx.G:num_ops()
         held = #cx.held
+        -- torchtitan's op-level policy (strategies/sac.lua), a new one per forward: dynamo traces
+        -- the checkpoint's context_fn into the tag_activation_checkpoint body, whose caching
+        -- mode writes the policy's answer for each op into its node's "recompute" tag
+        local saves = checkpointed and not inference and t.checkpoint_scope == "op"
+                      and require("strategies.sac").decider()
         cx.sac = function(_, spec, index, outs, rg)
-          ops[#ops + 1] = { index = index, spec = spec, outs = outs, rg = rg }
+          ops[#ops + 1] = { index = index, spec = spec, outs = outs, rg = rg, must_save = saves and saves(spec) }
         end
       end,
       post = function(cx, _, _, outs)

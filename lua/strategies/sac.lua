@@ -14,26 +14,40 @@
 --   a bias-free Linear (and a LoRA adapter's A and B)  aten.mm: counted, the odd ones saved;
 --   a Linear with a bias                                aten.addmm: saved, not counted;
 --   eager attention's q @ k^T and p @ v                 aten.bmm: saved;
---   a fused SDPA kernel (cuDNN, flash, efficient)      saved, every output of it.
+--   a fused SDPA kernel (cuDNN, flash, efficient)      saved, every output of it;
+--   a float8 Linear (torchao's Float8Linear)          aten.mm: counted, the odd ones saved.
 local M = {}
 
--- The policy for one forward of a checkpointed layer: called with each op nn.op makes inside
--- the region (its spec and graph index); marks the ones it saves.
-function M.policy()
+-- The policy's answer for one forward of a checkpointed layer: a function of each op's spec (in
+-- the order nn.op makes them) that says whether the policy saves its outputs (MUST_SAVE) or not
+-- (PREFER_RECOMPUTE). torch.compile's partition of a layer compiled with its checkpoint reads the
+-- same answers as node tags (strategies/compile.lua).
+function M.decider()
   local mm_count = 0
-  return function(cx, spec, index)
+  return function(spec)
     local kind, save = spec.kind or "elementwise", false
     if kind:match("^attention_") then
       save = true
     elseif kind == "mm" then
-      if spec.name:match("%.qk$") or spec.name:match("%.pv$") or spec.inputs[3] then
+      -- (torchao's Float8Linear calls torch.mm on its float8 tensors, whatever its bias: the
+      -- policy sees aten.mm, and the _scaled_mm it dispatches to runs beneath it)
+      if spec.name:match("%.qk$") or spec.name:match("%.pv$") or (spec.inputs[3] and spec.dtype ~= "fp8") then
         save = true -- bmm (eager attention) or addmm (a Linear with a bias): in the save list
       else
         mm_count = mm_count + 1
         save = mm_count % 2 == 1 -- "Save all compute/comm ops, except every second mm/linear"
       end
     end
-    if save then cx.G:op_sac(index, true) end
+    return save
+  end
+end
+
+-- The policy for one forward of a checkpointed layer: called with each op nn.op makes inside
+-- the region (its spec and graph index); marks the ones it saves.
+function M.policy()
+  local saves = M.decider()
+  return function(cx, spec, index)
+    if saves(spec) then cx.G:op_sac(index, true) end
   end
 end
 
