@@ -13,7 +13,8 @@
 --            peft's get_peft_model after it adds fp32 adapters (autocast_adapter_dtype).
 --   trl_0.13 TRL 0.12 / 0.13's SFTTrainer (December 2024), for a 4-bit model not sharded:
 --            prepare_model_for_kbit_training as above (use_gradient_checkpointing =
---            args.gradient_checkpointing), get_peft_model, then with bf16
+--            args.gradient_checkpointing) but with the peft of that time (0.13, 0.14), which
+--            empties no cache (auto_clear_cache came in peft 0.20), get_peft_model, then with bf16
 --            peft_module_casting_to_bf16 (trl/trainer/utils.py): every module whose name holds
 --            "norm" to fp32, every module named lm_head / embed_tokens / wte / wpe whose weight
 --            is fp32 back to bf16.
@@ -108,21 +109,21 @@ local TRL_EMB = { "lm_head", "embed_tokens", "wte", "wpe" }
 local AXO_EMB = { "embed_tokens", "lm_head" }
 
 -- prepare_model_for_kbit_training's casts: every fp16 / bf16 parameter that is not 4-bit to fp32,
--- then the cache emptied
-local function prepare(cx, why)
+-- then (peft 0.20 and later: clear) the cache emptied
+local function prepare(cx, why, clear)
   each(cx, function(p) return LOW[p.dtype] end, function(p) cast(cx, p, "fp32", why) end)
-  empty_cache(cx, why)
+  if clear then empty_cache(cx, why) end
 end
 
 -- What the program does to the base model before get_peft_model (cx.params: the base model's).
 function M.before_peft(cx, mode, load_dtype)
   if mode == "peft" or mode == "trl_0.13" then
-    prepare(cx, "prepare_model_for_kbit_training")
+    prepare(cx, "prepare_model_for_kbit_training", mode == "peft")
   elseif mode == "axolotl" then
     local sel = function(p) return is_norm(p) or is_embedding(p, AXO_EMB) end
     each(cx, function(p) return sel(p) and p.dtype ~= "fp32" end,
          function(p) cast(cx, p, "fp32", "_configure_embedding_dtypes") end)
-    prepare(cx, "prepare_model_for_kbit_training")
+    prepare(cx, "prepare_model_for_kbit_training", true)
     each(cx, function(p) return sel(p) and p.dtype ~= load_dtype end,
          function(p) cast(cx, p, load_dtype, "_configure_embedding_dtypes") end)
   end
