@@ -91,7 +91,20 @@ if [ "$e1" = $((E * 4)) ] && grep -q "_configure_embedding_dtypes: lm_head.weigh
   ok "axolotl: embedding to fp32 and back at load, a bf16 residual stream"
 else bad "axolotl: embedding cast $e1 bytes, residual $r bytes"; fi
 
-# 8. refusals: a mode outside a bf16 QLoRA, peft's function without checkpointing, an unknown mode
+# 7b. under the Trainer's autocast peft's lora.bnb forward does not cast its input to the fp32
+#     adapters' dtype (requires_conversion = not torch.is_autocast_enabled()): lora_A's F.linear
+#     casts its arguments to bf16 instead; without autocast each adapter's input is copied to fp32
+na=$(grep -c ',alloc,.*lora_input_cast$' "$tmp/axolotl.csv"); nn0=$(grep -c ',alloc,.*lora_input_cast$' "$tmp/none.csv")
+if [ "$na" = 0 ] && [ "$nn0" -gt 0 ]; then ok "axolotl: no fp32 copy of the adapters' inputs under autocast ($nn0 without it)"
+else bad "axolotl: $na fp32 copies of the adapters' inputs under autocast ($nn0 without)"; fi
+
+# 8. the dtypes against the real code's (validation/oracle/captures/kbit_dtypes.json: peft, TRL 0.13
+#    and TRL 1.16 on a tiny Llama of real bitsandbytes Linear4bit, check_kbit_dtypes.py --capture)
+if python3 validation/oracle/check_kbit_dtypes.py --compare "$VRSIM" >"$tmp/dt" 2>&1; then
+  ok "the layer inputs', norms', Linear4bit outputs', logits' dtypes and lm_head's saved weight as the real code's ($(grep -c '^  ok' "$tmp/dt") of them)"
+else bad "dtypes unlike the real code's: $(grep -v '^  ok' "$tmp/dt" | head -5 | tr '\n' ';')"; fi
+
+# 9. refusals: a mode outside a bf16 QLoRA, peft's function without checkpointing, an unknown mode
 check() {
   _n=$1; _msg=$2; shift 2
   "$VRSIM" "$@" --no-files >"$tmp/o" 2>&1; _rc=$?

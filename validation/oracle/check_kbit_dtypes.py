@@ -22,33 +22,33 @@ of lm_head's weight (the parameter itself, or autocast's bf16 copy of an fp32 on
 trace of the same model and scenario (bytes / elements = the dtype's size). Prints both and exits
 1 where they differ.
 
-  python3 validation/oracle/check_kbit_dtypes.py [VRSIM]
+  python3 validation/oracle/check_kbit_dtypes.py [VRSIM]             the real step beside vrsim
+  python3 validation/oracle/check_kbit_dtypes.py --capture            the real dtypes into
+                                                  captures/kbit_dtypes.json
+  python3 validation/oracle/check_kbit_dtypes.py --compare [VRSIM]    vrsim against that file
 
-Needs torch, transformers, peft and bitsandbytes (the pinned versions: docs/oracle.md)."""
+The first two need torch, transformers, peft and bitsandbytes (the pinned versions:
+docs/oracle.md); --compare only the standard library (tests/test_kbit.sh runs it)."""
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-import torch
-import transformers
-from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
-
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from check_compile_bnb import to_4bit  # noqa: E402
+CAPTURE = os.path.join(HERE, "captures", "kbit_dtypes.json")
 
 CFG = dict(vocab_size=512, hidden_size=256, intermediate_size=768, num_attention_heads=4,
            num_key_value_heads=2, num_hidden_layers=2, max_position_embeddings=2048,
            tie_word_embeddings=False, model_type="llama", architectures=["LlamaForCausalLM"],
            rms_norm_eps=1e-5, rope_theta=500000.0, torch_dtype="bfloat16")
 B, S, H, V, I = 1, 64, 256, 512, 768
-SIZE = {torch.float32: 4, torch.bfloat16: 2}
 NAME = {4: "fp32", 2: "bf16"}
+MODES = ("peft", "trl_0.13", "trl")
 
 
 def peft_module_casting_to_bf16(model):
+    import torch
     """trl/trainer/utils.py at TRL v0.13.0 (called by SFTTrainer with bf16 on a 4-bit model)."""
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.LayerNorm) or "norm" in name:
@@ -61,12 +61,19 @@ def peft_module_casting_to_bf16(model):
 
 def trl_116_adapters(model):
     """trl/trainer/sft_trainer.py (TRL 1.16), for a quantized model after get_peft_model."""
+    import torch
     for name, param in model.named_parameters():
         if param.requires_grad and "lora_magnitude_vector" not in name:
             param.data = param.data.to(torch.bfloat16)
 
 
 def real(mode):
+    import torch
+    import transformers
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+    sys.path.insert(0, HERE)
+    from check_compile_bnb import to_4bit
+    SIZE = {torch.float32: 4, torch.bfloat16: 2}
     torch.manual_seed(0)
     m = transformers.LlamaForCausalLM(transformers.LlamaConfig(**CFG)).to(torch.bfloat16)
     to_4bit(m)
@@ -159,10 +166,20 @@ def simulated(mode, vrsim):
 
 
 def main():
-    vrsim = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "vrsim")
+    args = sys.argv[1:]
+    # --capture: run the real code and write what it gave (captures/kbit_dtypes.json); --compare:
+    # hold vrsim to that file, without torch (tests/test_kbit.sh)
+    mode_arg = args.pop(0) if args and args[0] in ("--capture", "--compare") else None
+    vrsim = args[0] if args else os.path.join(HERE, "..", "..", "vrsim")
+    if mode_arg == "--capture":
+        json.dump({m: real(m) for m in MODES}, open(CAPTURE, "w"), indent=1, sort_keys=True)
+        print("wrote", CAPTURE)
+        return
+    captured = json.load(open(CAPTURE)) if mode_arg == "--compare" else None
     bad = 0
-    for mode in ("peft", "trl_0.13", "trl"):
-        r, s = real(mode), simulated(mode, vrsim)
+    for mode in MODES:
+        r = captured[mode] if captured else real(mode)
+        s = simulated(mode, vrsim)
         print("kbit_prepare = %s" % mode)
         for k in r:
             same = r[k] == s.get(k)
