@@ -104,6 +104,26 @@ if python3 validation/oracle/check_kbit_dtypes.py --compare "$VRSIM" >"$tmp/dt" 
   ok "the layer inputs', norms', Linear4bit outputs', logits' dtypes and lm_head's saved weight as the real code's ($(grep -c '^  ok' "$tmp/dt") of them)"
 else bad "dtypes unlike the real code's: $(grep -v '^  ok' "$tmp/dt" | head -5 | tr '\n' ';')"; fi
 
+# 8b. the readers: TRL's SFTTrainer (1.16) on a 4-bit model with use_peft sets "trl"; axolotl's
+#     qlora sets "axolotl" (tests/data/recipes/axolotl_qlora.yml)
+cp -r tests/data/recipes/llama-3.2-1b "$tmp/"
+cat > "$tmp/trl_qlora.yaml" <<EOS
+model_name_or_path: llama-3.2-1b
+dtype: bfloat16
+use_peft: true
+load_in_4bit: true
+use_bnb_nested_quant: true
+max_length: 1024
+EOS
+# (a config's paths are read from the folder vrsim runs in)
+V=$VRSIM; case "$V" in /*) ;; *) V="$(pwd)/$V" ;; esac
+(cd "$tmp" && "$V" trl_qlora.yaml --gpu a100_80g --print-scenario) >"$tmp/trl.scn" 2>&1
+"$VRSIM" tests/data/recipes/axolotl_qlora.yml --gpu a100_80g --print-scenario >"$tmp/axo.scn" 2>&1
+if grep -q 'kbit_prepare = "trl"' "$tmp/trl.scn" && grep -q 'kbit_prepare = "axolotl"' "$tmp/axo.scn" \
+   && ! grep -q "not simulated: the load may reserve" "$tmp/trl.scn" "$tmp/axo.scn"; then
+  ok "readers: TRL's 4-bit use_peft reads as kbit_prepare = trl, axolotl's qlora as axolotl, without the old notes"
+else bad "readers: $(grep -h 'kbit_prepare\|casts' "$tmp/trl.scn" "$tmp/axo.scn" | head -3)"; fi
+
 # 9. refusals: a mode outside a bf16 QLoRA, peft's function without checkpointing, an unknown mode
 check() {
   _n=$1; _msg=$2; shift 2
