@@ -124,6 +124,12 @@ if grep -q 'kbit_prepare = "trl"' "$tmp/trl.scn" && grep -q 'kbit_prepare = "axo
   ok "readers: TRL's 4-bit use_peft reads as kbit_prepare = trl, axolotl's qlora as axolotl, without the old notes"
 else bad "readers: $(grep -h 'kbit_prepare\|casts' "$tmp/trl.scn" "$tmp/axo.scn" | head -3)"; fi
 
+# 8c. peft's and TRL 0.13's checkpointing is reentrant (gradient_checkpointing_kwargs = {}): a note
+#     where the scenario simulates the non-reentrant one
+if grep -q "runs reentrant" "$tmp/peft.json" && grep -q "runs reentrant" "$tmp/trl_0.13.json" && ! grep -q "runs reentrant" "$tmp/trl.json"; then
+  ok "peft, trl_0.13: a note that their checkpoint runs reentrant"
+else bad "peft / trl_0.13: no note of their reentrant checkpoint (or trl has one)"; fi
+
 # 9. refusals: a mode outside a bf16 QLoRA, peft's function without checkpointing, an unknown mode
 check() {
   _n=$1; _msg=$2; shift 2

@@ -64,6 +64,21 @@ function M.check(t)
   return nil
 end
 
+-- The notes of a run under kbit_prepare: what of the program's own setting vrsim does not take.
+function M.notes(t)
+  local mode = t.kbit_prepare or "none"
+  if (mode == "peft" or mode == "trl_0.13") and t.checkpointing and not t.checkpoint_reentrant then
+    -- prepare_model_for_kbit_training calls gradient_checkpointing_enable with
+    -- gradient_checkpointing_kwargs = {} (peft's default; TRL 0.13 passes
+    -- args.gradient_checkpointing_kwargs or {}), and torch.utils.checkpoint without use_reentrant
+    -- runs the reentrant variant
+    return { ("training.kbit_prepare = \"%s\": prepare_model_for_kbit_training turns on torch.utils.checkpoint "
+              .. "without use_reentrant, which runs reentrant; simulated non-reentrant (set "
+              .. "training.checkpoint_reentrant = true for the reentrant one)"):format(mode) }
+  end
+  return {}
+end
+
 -- The module name of a parameter (its name without the last component).
 local function module_of(p)
   return (p.name:gsub("%.[^.]+$", ""))

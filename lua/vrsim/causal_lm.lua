@@ -146,7 +146,10 @@ function M.build(cx, cfg)
   local bad = require("strategies.quant").check_torchao(t) or require("strategies.kbit").check(t)
   if bad then error(bad, 0) end
   -- the programs of training.kbit_prepare train under the Trainer's bf16 autocast (args.bf16)
-  if (t.kbit_prepare or "none") ~= "none" then cx.autocast = "bf16" end
+  if (t.kbit_prepare or "none") ~= "none" then
+    cx.autocast = "bf16"
+    for _, n in ipairs(require("strategies.kbit").notes(t)) do cx.notes[#cx.notes + 1] = n end
+  end
   if t.quant ~= "none" and not t.inference then
     -- transformers' Trainer refuses a quantized model without adapters ("You cannot perform
     -- fine-tuning on purely quantized models"); LLM.int8's backward (MatMul8bitLt) is not built
