@@ -41,6 +41,13 @@ want=$((2 * E * 2 + 5 * 4096 * 2))
 if [ $((pp - pn)) = $want ]; then ok "peft: parameters +$want bytes (embedding and lm_head doubled, 5 norms)"
 else bad "peft: parameters moved by $((pp - pn)), want $want"; fi
 
+# 1b. peft 0.21 empties the cache after its casts (auto_clear_cache); the peft of TRL 0.13's time did not
+"$VRSIM" "$tmp/q.lua" --set training.kbit_prepare=peft --out "$tmp/op" >/dev/null 2>&1
+"$VRSIM" "$tmp/q.lua" --set training.kbit_prepare=trl_0.13 --out "$tmp/ot" >/dev/null 2>&1
+if grep -q "prepare_model_for_kbit_training: torch.cuda.empty_cache()" "$tmp/op/memory.csv" \
+   && ! grep -q "empty_cache" "$tmp/ot/memory.csv"; then ok "peft: torch.cuda.empty_cache() after the casts; trl_0.13: none"
+else bad "peft / trl_0.13: empty_cache after the casts not as peft 0.21 / 0.14 call it"; fi
+
 # 2. the fp32 embedding makes the residual stream fp32: each layer's input and output, the norms'
 #    outputs; Linear4bit copies its fp32 input into bf16 and its product back to fp32
 for l in 0 1; do
