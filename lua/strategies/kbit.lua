@@ -23,10 +23,10 @@
 --            every trainable parameter to bf16 (`param.data = param.data.to(torch.bfloat16)`,
 --            sft_trainer.py "the PEFT adapter weights are converted to bf16"), so the adapters
 --            and their optimizer state are bf16.
---   axolotl  axolotl's loaders/model.py _configure_embedding_dtypes (no FSDP, flash or any
---            adapter: needs_fa2_dtype): the norms and embed_tokens / lm_head to fp32,
---            prepare_model_for_kbit_training (nothing left to cast; empty_cache), then the same
---            modules back to the load dtype; get_peft_model's fp32 adapters after.
+--   axolotl  axolotl's loaders/model.py _configure_embedding_dtypes without FSDP: the norms and
+--            embed_tokens / lm_head to fp32, prepare_model_for_kbit_training (nothing left to
+--            cast; empty_cache), then the same modules back to the load dtype (needs_fa2_dtype,
+--            true for any adapter); get_peft_model's fp32 adapters after.
 -- Each of them trains under the Trainer's bf16 autocast (args.bf16: accelerate's autocast
 -- around forward), which a mode other than none turns on (cx.autocast).
 local nn = require "vrsim.nn"
