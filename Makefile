@@ -80,6 +80,7 @@ unit: $(TEST_BIN) $(BUILD)/vrsim
 	@VRSIM=$(BUILD)/vrsim sh tests/test_fields.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_families.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_quant.sh
+	@VRSIM=$(BUILD)/vrsim sh tests/test_kbit.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_warmup.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_bnb_optim.sh
 	@VRSIM=$(BUILD)/vrsim sh tests/test_litgpt.sh

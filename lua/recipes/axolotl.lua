@@ -279,10 +279,6 @@ function A.scenario(r, opts)
       r:get(gck, k, "boolean")
     end
   end
-  if adapter and (in4 or in8) then
-    notes[#notes + 1] = "axolotl's load-time casts (prepare_model_for_kbit_training and _configure_embedding_dtypes: "
-        .. "embeddings and norms to fp32 and back to bf16) are not simulated: the load may reserve more than shown"
-  end
 
   -- the optimizer: HF TrainingArguments.optim, axolotl's default adamw_torch_fused
   local opt = r:get(d, "optimizer", "string", "adamw_torch_fused")
@@ -324,6 +320,18 @@ function A.scenario(r, opts)
     t.precision = dtype == "bf16" and "mp_fp32" or "fp32"
   elseif ds then t.deepspeed = ds
   elseif scn.hardware.count > 1 then t.strategy = "ddp" end
+  -- loaders/model.py _configure_embedding_dtypes on a QLoRA model: embeddings and norms to fp32,
+  -- prepare_model_for_kbit_training, then back to bf16 (strategies/kbit.lua "axolotl")
+  if adapter and (in4 or in8) then
+    if in4 and not fsdp and not ds and not t.compile then
+      t.kbit_prepare = "axolotl"
+    else
+      notes[#notes + 1] = "axolotl's load-time casts (prepare_model_for_kbit_training and _configure_embedding_dtypes: "
+          .. "embeddings and norms to fp32 and back to bf16) are not simulated "
+          .. (in8 and "for an 8-bit model" or fsdp and "under FSDP" or ds and "under DeepSpeed" or "under torch_compile")
+          .. ": the load may reserve more than shown"
+    end
+  end
   if r:has(d, "special_tokens") or r:has(d, "tokens") then
     r:get(d, "special_tokens", "table")
     r:get(d, "tokens", "table")

@@ -122,9 +122,8 @@ local function read_peft(r, d, t, notes)
     end
     lora.targets = ltm -- nil: peft's default target modules for the model type
     t.lora = lora
-    if in4 or in8 then
-      notes[#notes + 1] = "trl: prepare_model_for_kbit_training's load-time casts (norms and embeddings to fp32) "
-          .. "are not simulated: the load may reserve more than shown"
+    if in8 then
+      notes[#notes + 1] = "trl: SFTTrainer's cast of the adapters of an 8-bit model to bf16 is not simulated"
     end
   end
   return use_peft
@@ -176,6 +175,16 @@ local function scenario(r, opts, tool)
     t.precision = prec.bf16 and "mp_fp32" or "fp32"
   end
   t.build = "direct" -- from_pretrained(dtype=...)
+  -- SFTTrainer (TRL 1.16) on a 4-bit model: no prepare_model_for_kbit_training; the adapters cast
+  -- to bf16 after get_peft_model (strategies/kbit.lua "trl"), under the Trainer's bf16 autocast
+  if lora and t.quant == "nf4" then
+    if ((t.strategy or "none") == "none" or t.strategy == "ddp") and not t.deepspeed and not t.compile then
+      t.kbit_prepare = "trl"
+    else
+      notes[#notes + 1] = ("trl: SFTTrainer's cast of a 4-bit model's adapters to bf16 is not simulated under %s")
+                          :format(t.deepspeed and "DeepSpeed" or t.compile and "torch_compile" or t.strategy)
+    end
+  end
 
   -- attention: ModelConfig.attn_implementation (None: transformers' default, sdpa)
   if attn then

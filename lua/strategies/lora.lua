@@ -36,7 +36,10 @@ local function lora_forward(base)
     local A, B = mod.weight(cx, ad.A), mod.weight(cx, ad.B)
     -- `x = self._cast_input_dtype(x, lora_A.weight.dtype)`: the cast input is forward's local `x`
     -- until it returns (fulltrace_held-lora-13b-l4-b8-ckpt: freed after the output cast)
-    local xa = nn.to(cx, x, A.dtype, name .. ".lora_input_cast")
+    -- (peft's lora.bnb forward casts only with autocast off: `requires_conversion = not
+    -- torch.is_autocast_enabled()`; under autocast lora_A's F.linear casts its own arguments)
+    local bnb = m.cls == "Linear4bit" or m.cls == "Linear8bitLt"
+    local xa = (bnb and cx.autocast) and x or nn.to(cx, x, A.dtype, name .. ".lora_input_cast")
     local xd = xa
     if lora.dropout > 0 then
       -- native_dropout makes its bool mask, then the output; backward needs only the mask

@@ -324,6 +324,21 @@ function M.apply(root, kind, skip)
         if self.p.bias then
           error(self.path .. ": a quantized Linear with a bias is not modelled", 0)
         end
+        if kind == "nf4" and x.dtype ~= w.dtype then
+          -- Linear4bit.forward (bitsandbytes nn/modules.py): `inp_dtype = x.dtype; x =
+          -- x.to(self.compute_dtype)`, then `matmul_4bit(x, ...).to(inp_dtype)`: an input in
+          -- another dtype than the compute dtype (an fp32 residual stream after
+          -- prepare_model_for_kbit_training, strategies/kbit.lua) is copied into it, and the
+          -- product copied back. The copy is forward's local `x` until it returns, past the
+          -- product's cast back.
+          local name = self.opname
+          local xc = nn.to(cx, x, w.dtype, name .. ".to_compute_dtype")
+          cx.G:op { name = name .. ": x held", kind = "none", phase = cx.phase, inputs = { xc.id }, outputs = {},
+                    frees = {}, layer = cx.layer, region = cx.region }
+          local y = nn.to(cx, M.linear(cx, name, xc, w), x.dtype, name .. ".to_inp_dtype")
+          nn.release(cx, { xc }, name .. ": Linear4bit.forward returns")
+          return y
+        end
         return M.linear(cx, self.opname, x, w)
       end
       m.base_forward = base

@@ -143,8 +143,13 @@ function M.build(cx, cfg)
                               :format(mc.sliding_window)
   end
 
-  local bad = require("strategies.quant").check_torchao(t)
+  local bad = require("strategies.quant").check_torchao(t) or require("strategies.kbit").check(t)
   if bad then error(bad, 0) end
+  -- the programs of training.kbit_prepare train under the Trainer's bf16 autocast (args.bf16)
+  if (t.kbit_prepare or "none") ~= "none" then
+    cx.autocast = "bf16"
+    for _, n in ipairs(require("strategies.kbit").notes(t)) do cx.notes[#cx.notes + 1] = n end
+  end
   if t.quant ~= "none" and not t.inference then
     -- transformers' Trainer refuses a quantized model without adapters ("You cannot perform
     -- fine-tuning on purely quantized models"); LLM.int8's backward (MatMul8bitLt) is not built
@@ -353,7 +358,12 @@ function M.build(cx, cfg)
   if litgpt then cx.quant_from_dtype = "fp16" end
   materialize(cx, root, build_dtype, not lora and not t.inference, pdtype)
   if outside then litgpt.mark_outside_optimizer(cx, outside) end
+  -- the program's casts of the loaded 4-bit model's other parameters, before and after peft
+  -- (training.kbit_prepare: strategies/kbit.lua)
+  local kbit = t.kbit_prepare ~= nil and t.kbit_prepare ~= "none" and t.kbit_prepare
+  if kbit then require("strategies.kbit").before_peft(cx, kbit, pdtype) end
   if lora then require("strategies.lora").materialize(cx, lora_hit, "base_model.model.") end
+  if kbit then require("strategies.kbit").after_peft(cx, kbit) end
   if cx.dp and cx.dp.init_partitioned then
     for _, p in ipairs(cx.params) do if p.sharded then p.dtype = pdtype end end
   end

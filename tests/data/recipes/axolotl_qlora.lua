@@ -8,6 +8,7 @@ return {
     micro_batch = 2, grad_accum = 4, seq = 2048,
     precision = "lora_bf16", build = "direct",
     quant = "nf4", quant_storage = "bf16",          -- axolotl's bnb_4bit_quant_storage
+    kbit_prepare = "axolotl",                       -- _configure_embedding_dtypes, prepare_model_for_kbit_training
     lora = { r = 32, alpha = 16, dropout = 0.05, targets = "all-linear" },
     checkpointing = true,
     optimizer = "adamw8bit",
