@@ -149,8 +149,10 @@ else fail "the ring backward's elementwise work (bytes/kernels/forward cats)" "$
 # capture's (the batch: the capture makes it afresh each step and context_parallel shards it,
 # docs/oracle.md), the ring's workspaces standing for its buffers. Rank 0's merged output comes
 # from a torch.cat (every step after the first updates q's second half), so the attention's
-# transpose(1, 2).contiguous() copies it, 1 MiB a layer that o_proj keeps; rank 1's does not
-for n in llama2_7b_l2_bf16_cp2 llama2_7b_l2_bf16_cp2_rank1; do
+# transpose(1, 2).contiguous() copies it, 1 MiB a layer that o_proj keeps; rank 1's does not.
+# mp_fp32: the same rank 0 under torchtitan's MixedPrecisionPolicy(bf16, fp32) over the fp32 model
+# (fp32 shards, gradients and AdamW states; the ring on the bf16 q, k, v of the gathered parameters)
+for n in llama2_7b_l2_bf16_cp2 llama2_7b_l2_bf16_cp2_rank1 llama2_7b_l2_mp_fp32_cp2; do
   python3 validation/oracle/compare.py --quiet --vrsim "$VRSIM" --expect validation/oracle/expected/$n.txt \
     validation/oracle/captures/$n.jsonl.gz validation/oracle/scenarios/$n.lua >"$TMP/$n.cmp" 2>&1
   d=$(grep -E 'after build|after forward|step 1 peak' "$TMP/$n.cmp" | sed -E 's/.*\(([-+]?[0-9]+) bytes\).*/\1/')
@@ -238,6 +240,10 @@ print('     published CP rows: median |error| %.0f %% over %d (not held to a ban
       'that the ring\'s source does not account for: docs/parallelism.md)' % (statistics.median(e), len(e)))"
 
 # ---- refused by name ---------------------------------------------------------------------------
+run amp "$TMP/cp.lua" --no-files --set precision=amp_bf16
+expect "cp under autocast: exit 2 naming it" 2 'training.parallel.cp = 2 with precision amp_bf16: not modelled'
+run fp32 "$TMP/cp.lua" --no-files --set precision=fp32
+expect "cp in fp32: exit 2 naming it" 2 'training.parallel.cp = 2 with precision fp32: not modelled'
 run eager "$TMP/cp.lua" --no-files --set attention=eager
 expect "cp with eager attention: exit 2 naming it" 2 'training.parallel.cp = 2 with attention = "eager": ring attention replaces F.scaled_dot_product_attention'
 run odd "$TMP/cp.lua" --no-files --set seq=4098
