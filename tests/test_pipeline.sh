@@ -58,6 +58,14 @@ if [ "$d0" = 16777216 ] && [ "$d1" = 16777216 ]; then ok "1F1B: a fifth micro-ba
 else bad "1F1B: a fifth micro-batch adds $d0 and $d1 bytes (one receive buffer: 16777216)"; fi
 if [ "$g0" -gt $((50 * 16777216)) ]; then ok "GPipe: a fifth micro-batch adds its activations on rank 0 ($g0 bytes)"
 else bad "GPipe: a fifth micro-batch adds only $g0 bytes on rank 0"; fi
+# under FSDP2's mixed precision (mp_fp32, torchtitan's default: fp32 shards, bf16 compute) the
+# stages send and receive what the layers compute, bf16: the fifth micro-batch's receive buffer is
+# the same 16 MiB, not an fp32 32 MiB (nor an fp32 input that SDPA would not take)
+mpeaks() { run --set seq=4096 --set hardware.count=4 --set training.parallel.dp_shard=2 --set precision=mp_fp32 \
+           --set training.parallel.pp_microbatches=$1 | field '" ".join(str(r["peak_allocated_bytes"]) for r in d["pipeline"]["ranks"])'; }
+set -- $(mpeaks 4) $(mpeaks 5) x x x x
+if [ "$#" = 8 ] && [ "$(( $3 - $1 )) $(( $4 - $2 ))" = "16777216 16777216" ]; then ok "mp_fp32: a fifth micro-batch adds one 16 MiB bf16 receive buffer on each rank"
+else bad "mp_fp32: peaks with 4 and 5 micro-batches: $* (a fifth adds one bf16 receive buffer: 16777216) $(head -2 "$tmp/err")"; fi
 
 # 4. the step: the bubble shrinks with more micro-batches and with interleaving; the busiest rank
 #    is the verdict and every rank's peak is reported
