@@ -277,6 +277,8 @@ else fail "tp 2, fused AdamW: the embedding's gradient" "$(head -c 600 "$TMP/tpf
 # what is not modelled with it: exit 2 naming the knob
 run tpl "$TMP/tp.lua" --no-files --set precision=lora_bf16
 expect "tp with LoRA: exit 2" 2 "training.parallel.tp = 2 with LoRA adapters: not modelled yet"
+run tpa "$TMP/tp.lua" --no-files --set precision=amp_bf16
+expect "tp under autocast: exit 2" 2 "training.parallel.tp = 2 with autocast: not modelled yet"
 run tps "$TMP/tp.lua" --no-files --set optimizer=sgd
 expect "tp with SGD (the embedding's whole gradient in its step): exit 2" 2 \
   "training.parallel.tp = 2 with training.optimizer = \"sgd\" .the embedding.s whole gradient in its step.: not modelled yet"

@@ -4,7 +4,8 @@
 # band the file states: each row within +-25 %, the median |error| within 15 %, overall and for
 # each kind (one or several A100 nodes, one or several H100 nodes, consumer cards). Prints the table;
 # MARKDOWN=1 prints it as a Markdown table with the sources instead (make reports puts it in the
-# docs/step-time.md). Then torchtune's published peak memory (tests/data/published_memory.tsv).
+# docs/step-time.md). Then the published peak reserved of the rows that state it
+# (tests/data/published_reserved.tsv) and torchtune's published peak memory (tests/data/published_memory.tsv).
 VRSIM=${VRSIM:-./vrsim}
 MARKDOWN=${MARKDOWN:-0}
 DIR=$(dirname "$0")
@@ -72,6 +73,24 @@ for kind in sorted(opened):
 sys.exit(1 if bad else 0)
 PY
 rc=$?
+# the published peak memory of those rows that state it (tests/data/published_reserved.tsv, torchtitan's
+# max reserved) beside vrsim's peak reserved of the same run, held to the row's band where it gives one
+[ "$MARKDOWN" = 1 ] || grep -v '^#' "$DIR/data/published_reserved.tsv" | python3 -c '
+import json, sys
+tmp, bad = sys.argv[1], 0
+for line in sys.stdin:
+    rid, pub, band, src = line.rstrip("\n").split("\t")
+    try:
+        got = json.load(open("%s/%s.json" % (tmp, rid)))["peak_reserved_bytes"] / 2**30
+    except Exception as e:
+        print("FAIL reserved %s: no run of that row in published_throughput.tsv (%s)" % (rid, e)); bad += 1; continue
+    err = got / float(pub) - 1
+    ok = band == "-" or abs(err) <= float(band) / 100
+    bad += not ok
+    print("%-4s reserved %-27s published %5.1f GiB  vrsim %5.1f GiB  %+6.1f %%  (band: %s)" %
+          ("-" if band == "-" else "ok" if ok else "FAIL", rid, float(pub), got, 100 * err,
+           "printed only" if band == "-" else band + " %"))
+sys.exit(1 if bad else 0)' "$TMP" || rc=1
 # torchtune's published peak memory with the techniques vrsim models (tests/data/published_memory.tsv):
 # vrsim's peak allocated beside each row, a band where the row's setup is modelled, the refusal
 # where it is not (not in the Markdown output, which is docs/step-time.md's table)

@@ -442,8 +442,8 @@ tvariant f8 's/^hf_assets_path = .*/&\nconverters = ["float8"]/'
 check "torchtitan model.converters float8" 2 "f8\.toml:22: model\.converters: 'float8': torchtitan's model converters .* are not modelled" -- \
   "$TMP/f8.toml" --gpu h100 --gpus 8 --no-files
 tvariant cp 's/^context_parallel_degree = 1/context_parallel_degree = 2/'
-check "torchtitan context parallelism reaches the mesh (cp under torchtitan's fp32 parameters with bf16 compute is refused there)" 2 \
-  "training\.parallel\.cp = 2 with precision mp_fp32: not modelled" -- \
+check "torchtitan context parallelism reaches the mesh (cp 2 under torchtitan's fp32 parameters with bf16 compute)" 0 \
+  "device mesh \[pp 1, dp_replicate 1, dp_shard 4, cp 2, tp 1\].*context parallelism over 2 ranks" -- \
   "$TMP/cp.toml" --gpu h100 --gpus 8 --no-files
 tvariant ep 's/^context_parallel_degree = 1/&\nexpert_parallel_degree = 2/'
 check "torchtitan expert parallelism reaches the mesh (refused there on a dense model)" 2 "training\.parallel\.ep = 2: the model has no mixture-of-experts layers" -- \
@@ -518,8 +518,8 @@ check "torchtitan notes: the keys not read, the flavor's model" 0 \
   "llama3 8B simulated as the transformers Llama model.*keys not read.*checkpoint, compile\.components.*optimizer\.lr.*quantize \(model\.converters names no converter\)" -- \
   $T --gpu h100 --gpus 8 --no-files
 sed 's/^dtype = "bfloat16"/dtype = "float32"/' $D/torchtitan_llama3_8b_tp.toml >"$TMP/tpmp.toml"
-check "torchtitan TP with FSDP2 mixed precision (fp32 shards): tensor parallelism's refusal" 2 \
-  "training\.parallel\.tp = 2 with autocast or FSDP2 mixed precision: not modelled yet" -- "$TMP/tpmp.toml" --gpu h100 --gpus 8 --no-files
+check "torchtitan TP with FSDP2 mixed precision (fp32 shards): runs as mp_fp32" 0 \
+  "mp_fp32, .*fsdp2 over 4 GPUs, tensor parallel over 2 GPUs" -- "$TMP/tpmp.toml" --gpu h100 --gpus 8 --no-files
 P=$(mktemp ./.vrsim-recipe-XXXXXX) && mv "$P" "$P.lua" && KEEP="$P.lua"
 if "$VRSIM" $D/torchtitan_llama3_8b_pp.toml --gpu h100 --gpus 8 --print-scenario >"$P.lua" 2>"$TMP/p.err"; then
   same "torchtitan --print-scenario (a pipeline) runs as a scenario with the config's figures" "$P.lua" -- \

@@ -82,7 +82,12 @@ function C.refusal(fam, mc, t, cp, tp, attention)
   local unsupported = {
     { t.data_batch ~= nil, "training.data (variable-length or packed batches need a mask)" },
     { t.inference, "inference" },
-    { t.precision:match("^amp") or t.precision == "mp_fp32" or t.precision == "fp32", "precision " .. t.precision },
+    -- (mp_fp32, FSDP2's MixedPrecisionPolicy(bf16, fp32) over fp32 shards as torchtitan runs it
+    -- by default, is modelled: the layers compute in bf16 from the gathered bf16 parameters, so
+    -- the ring takes bf16 q, k, v as under bf16; only the shards, their gradients and the
+    -- optimizer's states are fp32 (oracle llama2_7b_l2_mp_fp32_cp2). Autocast would run the ring
+    -- under its casts, fp32 in fp32: neither is modelled)
+    { t.precision:match("^amp") or t.precision == "fp32", "precision " .. t.precision },
     { t.quant ~= "none", "bitsandbytes quantization" },
     { t.device_map ~= "none", "device_map" },
     { t.strategy ~= "none" and t.strategy ~= "fsdp2", "training.strategy = \"" .. t.strategy .. "\" (torchtitan folds cp into FSDP2's mesh)" },

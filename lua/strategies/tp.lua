@@ -72,7 +72,10 @@ function T.refusal(fam, mc, t, tp)
     { t.activation_offload, "activation offloading" },
     { t.optimizer_in_backward, "the optimizer step in backward" },
     { t.build == "cast", "training.build = \"cast\" (each rank's shards are made in their dtype, as torchtitan materializes them)" },
-    { t.precision:match("^amp") or t.precision == "mp_fp32", "autocast or FSDP2 mixed precision" },
+    -- (mp_fp32 is modelled: FSDP2 casts each rank's fp32 shard of its tensor-parallel DTensor to
+    -- bf16 before the all-gather, so the TP layers, their collectives and gradients are the bf16
+    -- run's; only the shards, their reduce-scattered gradients and the optimizer are fp32)
+    { t.precision:match("^amp"), "autocast" },
     -- (the embedding's whole gradient, cloned to the rank's rows inside each optimizer op that
     -- reads it, is modelled for torch's AdamW and Adam: T.hooks)
     { t.strategy == "none" and t.optimizer ~= "adamw" and t.optimizer ~= "adam",
@@ -403,7 +406,10 @@ function T.hooks(cx, root, tp)
   add(embed, {
     pre = function(c, m, args)
       local w = m.p.weight
-      local whole = nn.bytes({ w.shape[1] * tp, w.shape[2] }, w.dtype)
+      -- (the gradient is of the weight the lookup ran with: under FSDP2's mixed precision the
+      -- gathered bf16 one, not the fp32 shard)
+      local gdt = fsdp and cx.dp.param_dtype or w.dtype
+      local whole = nn.bytes({ w.shape[1] * tp, w.shape[2] }, gdt)
       if pp then
         m.tp_full_grad_bytes = whole
       else

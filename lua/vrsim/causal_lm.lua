@@ -468,8 +468,12 @@ function M.build(cx, cfg)
         :format(t.transformers, TF.describe(cx.tf))
     end
   end
+  -- hidden_dtype: what flows between the layers (and between pipeline stages): the parameters'
+  -- dtype, but bf16 under FSDP2's mixed precision, whose layers run on the gathered bf16
+  -- parameters (and whose fully_shard casts a stage's floating inputs to param_dtype)
   cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
-             use_cache = not t.checkpointing or t.inference, param_dtype = pdtype, hidden_dtype = pdtype,
+             use_cache = not t.checkpointing or t.inference, param_dtype = pdtype,
+             hidden_dtype = t.precision == "mp_fp32" and "bf16" or pdtype,
              loss = litgpt and "litgpt_chunked" or t.loss, compile_loss = t.compile_loss and not t.inference,
              data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
              compile = compiled ~= nil, repeat_kv = cfg.model.repeat_kv,

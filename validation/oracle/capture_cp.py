@@ -7,7 +7,9 @@ on fake CUDA tensors in a fake process group, written in capture.py's format.
   capture_cp.py SPEC.json [-o OUT.jsonl.gz]
 
 A spec is capture.py's (validation/oracle/specs/) with `cp` (the context-parallel group's size)
-and `rank` (default 0), and without what is not taken here (lora, checkpointing, amp). As
+and `rank` (default 0), and without what is not taken here (lora, checkpointing, amp); precision
+bf16 (the model built in bf16) or mp_fp32 (built in fp32, FSDP2's MixedPrecisionPolicy(bf16,
+fp32) as torchtitan's apply_fsdp sets it by default). As
 torchtitan folds cp into FSDP's mesh (parallel_dims.py: dp_shard_cp), the model is built on the
 meta device, fully_shard on each decoder layer and on the root over the cp mesh, then each rank's
 shards made on the GPU (capture_tp.py's build). The step is torchtitan's train step of
@@ -45,7 +47,7 @@ def capture(spec):
     from torch.distributed.tensor.experimental import context_parallel
     from torch.distributed.tensor.experimental import _attention as cp_api
     from torch.distributed.tensor.experimental._context_parallel import _attention as ring
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torch.testing._internal.distributed.fake_pg import FakeStore
     C.enable_fake_cuda(torch)
     backend = spec.get("sdpa_backend", "flash")
@@ -94,9 +96,14 @@ def capture(spec):
     with fake, mode, C.make_tagger(torch, rec):
         rec.phase("build")
         model, lcfg = T.build_meta(torch, transformers, spec)
+        kw = {"mesh": mesh, "reshard_after_forward": True}
+        if spec["precision"] == "mp_fp32":
+            # torchtitan's default apply_fsdp: MixedPrecisionPolicy(param_dtype=bfloat16,
+            # reduce_dtype=float32) over the fp32 model
+            kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         for blk in model.model.layers:
-            fully_shard(blk, mesh=mesh, reshard_after_forward=True)
-        fully_shard(model, mesh=mesh, reshard_after_forward=True)
+            fully_shard(blk, **kw)
+        fully_shard(model, **kw)
         T.to_gpu(torch, model)
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
@@ -136,8 +143,9 @@ def capture(spec):
 
 def check_spec(path):
     spec, bad = T.read_spec(path, "capture_cp", SPEC_FIELDS, ("name", "config", "micro_batch", "seq", "precision", "cp"))
-    if spec["precision"] != "bf16":
-        bad(f"precision {spec['precision']!r}: ring attention takes bf16 here (flash or cuDNN)")
+    if spec["precision"] not in ("bf16", "mp_fp32"):
+        bad(f"precision {spec['precision']!r}: ring attention takes bf16 here (flash or cuDNN): bf16, "
+            "or mp_fp32 (FSDP2's bf16 parameters over fp32 shards, torchtitan's default)")
     if spec["cp"] < 2:
         bad("cp must be at least 2")
     if spec["seq"] % (2 * spec["cp"]):

@@ -10,7 +10,8 @@ A spec is capture.py's (validation/oracle/specs/) with `tp` (the tensor-parallel
 and without what the plan does not take here (lora, checkpointing, amp). With `dp_shard` (> 1)
 the mesh is torchtitan's 2-D one, (dp_shard, tp) named ("dp_shard", "tp"): the plan is applied
 over mesh["tp"], then fully_shard on each decoder layer and on the root over mesh["dp_shard"]
-(parallelize_llama's order: apply_tp, then apply_fsdp), world dp_shard x tp. `rank` (default 0)
+(parallelize_llama's order: apply_tp, then apply_fsdp), world dp_shard x tp; precision mp_fp32
+there is torchtitan's default MixedPrecisionPolicy(bf16, fp32) over the fp32 model. `rank` (default 0)
 is the rank recorded. The plan is torchtitan's apply_tp (torchtitan/models/llama3/infra/parallelize.py, at the
 parent of torchtitan commit 9810191) on transformers' names, as lua/strategies/tp.lua models it:
 
@@ -199,12 +200,16 @@ def capture(spec):
             parallelize_module(blk, mesh, layer)
         if dp_shard > 1:
             # torchtitan's apply_fsdp after apply_tp: fully_shard on every block, then the root,
-            # over dp_shard (reshard_after_forward True, no mixed-precision policy: the model is
-            # in bf16); each parameter becomes a DTensor over (dp_shard, tp)
-            from torch.distributed.fsdp import fully_shard
+            # over dp_shard (reshard_after_forward True; no mixed-precision policy over a bf16
+            # model, and under mp_fp32 apply_fsdp's default MixedPrecisionPolicy(bf16, fp32) over
+            # the fp32 one); each parameter becomes a DTensor over (dp_shard, tp)
+            from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+            kw = {"mesh": world_mesh["dp_shard"], "reshard_after_forward": True}
+            if spec["precision"] == "mp_fp32":
+                kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
             for blk in model.model.layers:
-                fully_shard(blk, mesh=world_mesh["dp_shard"], reshard_after_forward=True)
-            fully_shard(model, mesh=world_mesh["dp_shard"], reshard_after_forward=True)
+                fully_shard(blk, **kw)
+            fully_shard(model, **kw)
         to_gpu(torch, model)
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
@@ -264,8 +269,10 @@ def read_spec(path, tool, fields, required):
 
 def check_spec(path):
     spec, bad = read_spec(path, "capture_tp", SPEC_FIELDS, ("name", "config", "micro_batch", "seq", "precision", "tp"))
-    if spec["precision"] not in ("bf16", "fp32"):
-        bad(f"precision {spec['precision']!r}: the tensor-parallel capture takes bf16 or fp32")
+    if spec["precision"] not in ("bf16", "fp32", "mp_fp32"):
+        bad(f"precision {spec['precision']!r}: the tensor-parallel capture takes bf16, fp32 or mp_fp32")
+    if spec["precision"] == "mp_fp32" and spec.get("dp_shard", 1) < 2:
+        bad("precision mp_fp32 is FSDP2's MixedPrecisionPolicy: it needs dp_shard of at least 2")
     if spec["tp"] < 2:
         bad("tp must be at least 2")
     if spec.get("dp_shard", 1) < 1:
