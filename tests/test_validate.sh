@@ -269,14 +269,11 @@ KNOWN = {
     ("ttc-paged-adamw8bit-in-bwd", "step_time"): (0.22,
         "132.8 ms here, 113.8 ms on the same host 3 minutes earlier (vrsim 107.3)"),
     # torchtune's combinations on the H100 (llama_h100_torchtune_combos.jsonl), not yet traced to
-    # an op: torchao's NF4 base weights under compile, and the compiled optimizer-in-backward with
-    # activation offloading and chunked loss's reserved peak
+    # an op: torchao's NF4 base weights under compile
     ("ttc-torchao-nf4-compile", "step_time"): (0.18,
         "torchao NF4 compiled without checkpointing: 61.4 ms measured (steps 61.4-64.3), 70.3 in vrsim"),
     ("ttc-torchao-nf4-compile-ckpt", "step_time"): (0.30,
         "torchao NF4 compiled with checkpointing: 158.1 ms measured (steps 157.6-158.2), 115.6 in vrsim"),
-    ("ttc-compile-oib-act-offload-8bit", "peak_reserved"): (0.09,
-        "13490 MiB reserved measured, 12476 in vrsim (allocated within 0.01 %)"),
 }
 for (cfg, metric), (bound, why) in sorted(KNOWN.items()):
     r = [x for x in rows if x["config"] == cfg and x["metric"] == metric]
