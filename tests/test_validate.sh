@@ -272,8 +272,6 @@ KNOWN = {
     # an op: torchao's NF4 base weights under compile
     ("ttc-torchao-nf4-compile", "step_time"): (0.18,
         "torchao NF4 compiled without checkpointing: 61.4 ms measured (steps 61.4-64.3), 70.3 in vrsim"),
-    ("ttc-torchao-nf4-compile-ckpt", "step_time"): (0.30,
-        "torchao NF4 compiled with checkpointing: 158.1 ms measured (steps 157.6-158.2), 115.6 in vrsim"),
 }
 for (cfg, metric), (bound, why) in sorted(KNOWN.items()):
     r = [x for x in rows if x["config"] == cfg and x["metric"] == metric]
