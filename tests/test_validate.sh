@@ -268,8 +268,12 @@ KNOWN = {
         "43.4 ms here, 34.8 ms on the same host 12 minutes later (vrsim 31.9)"),
     ("ttc-paged-adamw8bit-in-bwd", "step_time"): (0.22,
         "132.8 ms here, 113.8 ms on the same host 3 minutes earlier (vrsim 107.3)"),
-    # torchtune's combinations on the H100 (llama_h100_torchtune_combos.jsonl), not yet traced to
-    # an op: torchao's NF4 base weights under compile
+    # torchtune's combinations on the H100 (llama_h100_torchtune_combos.jsonl): torchao's NF4 base
+    # weights in compiled layers, the one record with LoRA adapters inside a compiled layer. Not
+    # checked against a kernel of this run: the fused dequantize (3.1 ms a step in vrsim, at eager
+    # torch.cat's rate) and the adapters' fused pointwise chains (vrsim: twice each op's
+    # materialized bytes in backward); validation/harness/run_nf4_profile.sh profiles the run
+    # (docs/validation.md, the eighth set). Its checkpointed twin runs eager and is within 0.3 %
     ("ttc-torchao-nf4-compile", "step_time"): (0.18,
         "torchao NF4 compiled without checkpointing: 61.4 ms measured (steps 61.4-64.3), 70.3 in vrsim"),
 }

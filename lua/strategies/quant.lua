@@ -424,9 +424,9 @@ function M.check_torchao(t)
            .. "eager get_original_weight keeps its int64 indices and bf16 intermediates until it returns)"
   end
   if not t.compile then
-    return "training.quant = \"torchao_nf4\" without compile is not modelled (eager get_original_weight "
-           .. "keeps its int64 indices and bf16 intermediates, 14 bytes a weight, until it returns); "
-           .. "with training.compile its dequantization is one fused kernel, and is"
+    return "training.quant = \"torchao_nf4\" without compile is not modelled (every layer eager: eager "
+           .. "get_original_weight, 14 bytes a weight until it returns, is checked only in the layers "
+           .. "compile leaves eager under transformers' checkpointing); with training.compile it is"
   end
   if t.strategy ~= "none" then
     return ("training.quant = \"torchao_nf4\" under strategy %s is not modelled (NF4Tensor's FSDP2 "
