@@ -91,6 +91,22 @@ bwd=$(grep ",alloc," "$tmp/cc.csv" | grep "chunked_ce.chunk[0-9]*.compiled_cross
 if [ "$f32" = 0 ] && [ "$rows" = " 32 2048" ] && [ "$bwd" = " 16 131334144  16 2048 " ]; then
   ok "loss = chunked, compiled: two fp32 values a row saved per chunk, bf16 chunk gradients, no fp32 copy or log-probs"
 else bad "loss = chunked, compiled: $f32 fp32 chunk copies or log-probs, per-row allocations '$rows', backward '$bwd'"; fi
+#    With training.compile.loss = false only the layers are compiled and the chunked loss runs
+#    eager, as in 5 (validation/harness/tech_model.py's apply_compile; its measured trace,
+#    fulltrace_ttc-compile-oib-act-offload-8bit, allocates per chunk a 262668288-byte fp32 copy
+#    and keeps a 262668288-byte log_softmax output); with another loss the key is refused
+sed 's/steps = 2,/steps = 2, compile = { loss = false },/' "$tmp/l3.lua" > "$tmp/l3e.lua"
+"$VRSIM" "$tmp/l3e.lua" --no-files --set training.loss=chunked --alloc-trace "$tmp/ce.csv" >/dev/null
+sizes=$(grep ",alloc," "$tmp/ce.csv" | grep "chunked_ce.chunk[0-9]*.log_softmax$\|chunked_ce.chunk[0-9]*.float$" | cut -d, -f5 | sort | uniq -c | tr -s ' ')
+comp=$(grep ",alloc," "$tmp/ce.csv" | grep -c "chunked_ce.chunk[0-9]*.compiled_cross_entropy")
+if [ "$sizes" = " 32 262668288" ] && [ "$comp" = 0 ]; then
+  ok "loss = chunked, compile.loss = false: the eager loss's fp32 copies and log-probs (262668288 bytes) under compiled layers"
+else bad "loss = chunked, compile.loss = false: chunk allocations '$sizes', $comp compiled cross-entropy allocations"; fi
+"$VRSIM" "$tmp/l3e.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q 'training.compile.loss with training.loss = "full" is not modelled' "$tmp/err"; then
+  ok "compile.loss with the full loss: exit 2, named"
+else bad "compile.loss with the full loss: exit $rc: $(cat "$tmp/err")"; fi
+
 
 # 5c. torchtitan's compiled loss (training.compile_loss, compile.components "loss"): the full
 #    cross-entropy one graph over the whole bf16 logits, which saves them and two fp32 values a

@@ -93,7 +93,7 @@ if [ "$b0" = 16059990016 ] && [ "$b1" = "$b0" ] && [ "$gp0" = 16060522496 ] && [
 else bad "paged_adamw_8bit in backward: paged $b0 -> $b1, gradients at the peak $gp0 -> $gp1, peak $p0 -> $p1"; fi
 
 # 3. torchao's NF4Tensor (torchtune's QLoRA builders) in compiled layers. Llama-3-8B cut to 2 layers,
-#    1 x 1024, checkpointed. Each of the 14 quantized Linears keeps quantized_data (n / 2 bytes),
+#    1 x 1024, checkpointed under torchtune's wrapper (each layer compiled with its checkpoint). Each of the 14 quantized Linears keeps quantized_data (n / 2 bytes),
 #    int8 scalers (n / 64), a bf16 factor per 256 scalers, a bf16 mean and the 16-entry bf16 table,
 #    each a block of its own (512-byte multiples), in place of its 2n bf16 bytes. linear_nf4's
 #    weight.to(bf16) is one fused kernel ending in the interleaving stack (aten.cat, which the
@@ -106,7 +106,8 @@ else bad "paged_adamw_8bit in backward: paged $b0 -> $b1, gradients at the peak 
 cat > "$tmp/q.lua" <<'EOS'
 return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json", layers = 2 },
   training = { micro_batch = 1, seq = 1024, precision = "lora_bf16", steps = 2, compile = true, checkpointing = true,
-               build = "direct", lora = { r = 8, alpha = 16, dropout = 0, dtype = "bf16", targets = { "q_proj", "v_proj" } } } }
+               checkpoint_impl = "wrapper", build = "direct",
+               lora = { r = 8, alpha = 16, dropout = 0, dtype = "bf16", targets = { "q_proj", "v_proj" } } } }
 EOS
 p0=$("$VRSIM" "$tmp/q.lua" --json --no-files | field 'd["breakdown_at_peak"]["parameters"]')
 p1=$("$VRSIM" "$tmp/q.lua" --json --no-files --set quant=torchao_nf4 | field 'd["breakdown_at_peak"]["parameters"]')
@@ -130,6 +131,27 @@ for r in csv.DictReader(open(sys.argv[1])):
 print(made, most)" "$tmp/q.csv")
 if [ "$got" = "24 3" ]; then ok "torchao_nf4: the MLP weights dequantized 24 times (forward and recomputation), a layer's three alive through its backward"
 else bad "torchao_nf4: MLP weights dequantized / most alive at once: $got (want 24 3)"; fi
+# 3b. the same layers under transformers' checkpointing, which dynamo graph-breaks around: they
+#    run eager, and so does linear_nf4 (torchao 0.18 get_original_weight, one kernel a step,
+#    its locals kept until it returns). fulltrace_ttc-torchao-nf4-compile-ckpt allocates, for
+#    each dequantization of an MLP weight (n = 14336 x 4096), the uint8 code and its int64 copy
+#    twice (n / 2 and 4n bytes, the code freed at once), the two table lookups (n each), the
+#    scalers twice (n / 32), each repeated.flatten() copy and its product (n each), then the
+#    weight (2n); LinearNF4 saves the NF4 weight alone, so each MLP weight is dequantized in
+#    forward, in the recomputation and again in backward: 3 x 2 layers x 3 x 2 steps
+"$VRSIM" "$tmp/q.lua" --no-files --set quant=torchao_nf4 --set checkpoint_impl=transformers --alloc-trace "$tmp/qe.csv" >/dev/null
+got=$(python3 -c "
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r['action'] == 'alloc']
+first = [r['size'] for r in rows if r['frames'].startswith('layers.0.mlp.gate_proj.get_original_weight.')][:13]
+mlp = [r['frames'] for r in rows if r['size'] == '117440512' and '.mlp.' in r['frames']]
+fwd = sum(f.endswith('get_original_weight.torch.stack') for f in mlp)
+rec = sum(f.endswith('get_original_weight.torch.stack (recompute)') for f in mlp)
+bwd = sum('backward: get_original_weight.torch.stack' in f for f in mlp)
+print(' '.join(first), fwd, rec, bwd)" "$tmp/qe.csv")
+want="29360128 234881024 29360128 234881024 58720256 58720256 1835008 1835008 58720256 58720256 58720256 58720256 117440512 12 12 12"
+if [ "$got" = "$want" ]; then ok "torchao_nf4 in eager checkpointed layers: get_original_weight's 13 allocations as the measured trace's, each MLP weight dequantized in forward, recomputation and backward"
+else bad "torchao_nf4 in eager checkpointed layers: '$got' (want '$want')"; fi
 saved() { "$VRSIM" "$tmp/q.lua" --no-files --set checkpointing=false "$@" | grep -o 'the partitioner saves [0-9]* activations of decoder layer 1 for backward, [0-9.]* MiB'; }
 s0=$(saved); s1=$(saved --set quant=torchao_nf4)
 got=$(python3 -c "

@@ -895,7 +895,8 @@ local function causal_lm_forward(cx, m, ids)
       -- litgpt's fit(): the head on 128-token chunks, a bf16 cross-entropy per chunk
       return LL.litgpt_chunked(cx, head, hf, r.batch, r.seq)
     end
-    return LL.chunked(cx, head, hf, r.batch, r.seq, r.compile) -- releases hf once the head has run
+    -- (compiled with the layers unless training.compile.loss = false)
+    return LL.chunked(cx, head, hf, r.batch, r.seq, r.compile_chunked_loss) -- releases hf once the head has run
   end
   local hl = hf
   if r.logits_to_keep then

@@ -50,15 +50,18 @@ local RECOMPUTABLE = { elementwise = true, broadcast = true, broadcast_rows = tr
 -- (is_fusible) but does not recompute one (aten.cat is not in its allowlist).
 local CAT = { cat_strided = true }
 
--- The settings training.compile gives: nil when off, else { scope, mode, fullgraph }. Errors (exit 2)
--- name a key or a value that is not modelled.
+-- The settings training.compile gives: nil when off, else { scope, mode, fullgraph, loss }. Errors
+-- (exit 2) name a key or a value that is not modelled. loss: whether torchtune's chunked loss is
+-- compiled with the layers (its recipes' training.compile_loss beside training.compile_model, the
+-- default), or left eager (loss = false: a loop that compiles only the decoder layers, as
+-- validation/harness/tech_model.py's apply_compile does).
 function M.settings(v)
   if v == nil or v == false then return nil end
   if v == true then v = {} end
   if type(v) ~= "table" then
     error("training.compile must be true, false or a table { scope = \"layer\", mode = \"default\", fullgraph = false }", 0)
   end
-  local s = { scope = "layer", mode = "default", fullgraph = false }
+  local s = { scope = "layer", mode = "default", fullgraph = false, loss = true }
   for k, x in pairs(v) do
     if k == "scope" then
       if x == "model" then
@@ -81,8 +84,10 @@ function M.settings(v)
     elseif k == "fullgraph" then
       -- a decoder layer compiles without graph breaks, so fullgraph changes nothing here
       if type(x) ~= "boolean" then error("training.compile.fullgraph must be true or false", 0) end
+    elseif k == "loss" then
+      if type(x) ~= "boolean" then error("training.compile.loss must be true or false", 0) end
     else
-      error(("training.compile.%s is not a key vrsim knows (one of: scope, mode, fullgraph)"):format(tostring(k)), 0)
+      error(("training.compile.%s is not a key vrsim knows (one of: scope, mode, fullgraph, loss)"):format(tostring(k)), 0)
     end
     s[k] = x
   end
@@ -152,6 +157,13 @@ end
 -- lora: the run's peft settings, if any.
 function M.check(t, mc, mesh, lora)
   if t.inference then return nil end
+  -- compile.loss names whether the chunked loss's compute_cross_entropy is compiled; the full
+  -- loss is compiled by training.compile_loss, the others are no graph compile makes
+  if type(t.compile) == "table" and t.compile.loss ~= nil and t.loss ~= "chunked" then
+    return ("training.compile.loss with training.loss = \"%s\" is not modelled: it says whether "
+            .. "torchtune's chunked loss is compiled with the layers (the full cross-entropy is "
+            .. "compiled by training.compile_loss)"):format(tostring(t.loss))
+  end
   -- checkpointing every k-th layer: under transformers' checkpointing the checkpointed layers
   -- run eager (M.eager_layer), under a wrapper they compile with their checkpoint; either way
   -- the layers between compile alone (M.checkpointed_layer)

@@ -55,8 +55,10 @@
 --               has used it.
 --   eager       get_original_weight keeps every intermediate in Python locals until it returns
 --               (two int64 index tensors, 8 bytes a weight; the bf16 lookups, 2; their scaled
---               products, 2; the stacked weight, 2): 14 bytes a weight at once, not modelled,
---               refused by check below.
+--               products, 2; the stacked weight, 2): 14 bytes a weight at once, 13 kernels, in
+--               forward and again in LinearNF4's backward (linear_nf4_eager below). Modelled
+--               where a layer runs eager under compile (transformers' checkpointing graph-breaks
+--               around it); a run without compile is refused by check below.
 local nn = require "vrsim.nn"
 
 local M = {}
@@ -167,6 +169,83 @@ local function note_once(cx, text)
   cx.notes[#cx.notes + 1] = text
 end
 
+-- get_original_weight as eager PyTorch runs it (torchao 0.18 nf4_tensor.py), one kernel a line,
+-- for a weight of n elements (h = n / 2 codes, b = n / 64 scalers) in dtype dt: each step's
+-- label, memory-access class, output (elements, dtype; nil: none kept) and bytes moved.
+-- fulltrace_ttc-torchao-nf4-compile-ckpt allocates them in this order for every eager
+-- dequantization of an MLP weight (n = 58,720,256): 29,360,128 and 234,881,024 bytes twice (the
+-- uint8 code and its int64 copy, the code freed at once), 58,720,256 twice (the table lookups),
+-- 1,835,008 twice (the scalers), 58,720,256 four times (each repeated.flatten() copy and its
+-- product, the copy freed at once), then the 117,440,512-byte weight; the rest when it returns.
+local function nf4_eager_steps(n, dt)
+  local h, b, s = n // 2, n // 64, nn.DT_SIZE[dt]
+  return {
+    { "quantized_data >> 4", "elementwise", h, "uint8", 2 * h },
+    { "first.to(long)", "cast_up", h, "int64", 9 * h, drop = 1 },
+    { "quantized_data & 0b1111", "elementwise", h, "uint8", 2 * h },
+    { "second.to(long)", "cast_up", h, "int64", 9 * h, drop = 3 },
+    { "nf4[first]", "gather", h, dt, (8 + s) * h },
+    { "nf4[second]", "gather", h, dt, (8 + s) * h },
+    { "scalers / quantization_factor", "broadcast_rows", b, dt, (1 + s) * b },
+    { "+ scaler_mean", "elementwise", b, dt, 2 * s * b, drop = 7 },
+    { "repeated.flatten() (first)", "copy", h, dt, s * (b + h) },
+    { "scaled_first", "elementwise", h, dt, 3 * s * h, drop = 9 },
+    { "repeated.flatten() (second)", "copy", h, dt, s * (b + h) },
+    { "scaled_second", "elementwise", h, dt, 3 * s * h, drop = 11 },
+    { "torch.stack", "cat_strided", n, dt, 4 * s * h },
+  }
+end
+
+-- linear_nf4 in a layer that runs eager (under compile, a layer transformers' checkpointing
+-- makes dynamo graph-break around: strategies/compile.lua eager_layer). LinearNF4.forward runs
+-- get_original_weight (nf4_eager_steps), F.linear on its result, and saves the NF4 weight alone:
+-- the bf16 weight is gone when forward returns, and LinearNF4.backward runs get_original_weight
+-- again before grad_output @ weight (the trace above dequantizes each MLP weight three times a
+-- step: forward, recomputation, backward). That backward chain is declared as pass-through ops
+-- after the GEMM, one a kernel, whose backward nodes run in the chain's order just before the
+-- GEMM's: each passes the gradient on and costs its kernel; the last (the stack) holds the
+-- chain's 14 bytes a weight (int64 codes, lookups, products, the weight) while it runs, and the
+-- GEMM's backward holds the weight it reads.
+local function linear_nf4_eager(cx, name, x, w, shape, flops)
+  local n = w.shape[1] * w.shape[2]
+  local dt = x.dtype
+  local steps = nf4_eager_steps(n, dt)
+  local src = { id = w.id, shape = { w.nb }, dtype = "uint8", rg = false }
+  local outs, held = {}, {}
+  local pre = name .. ".get_original_weight."
+  for i, st in ipairs(steps) do
+    local inputs = i == 1 and { src } or { outs[i - 1] }
+    outs[i] = nn.op(cx, { name = pre .. st[1], kind = st[2], inputs = inputs,
+                          outs = { { pre .. st[1], i == #steps and { w.shape[1], w.shape[2] } or { st[3] }, st[4] } },
+                          bytes = st[5] })
+    if st.drop then nn.release(cx, { outs[st.drop] }, pre .. st[1]) end
+  end
+  -- the locals get_original_weight keeps until it returns, before F.linear runs
+  for _, k in ipairs { 2, 4, 5, 6, 8, 10, 12 } do held[#held + 1] = outs[k] end
+  nn.release(cx, held, pre .. "returns")
+  local wd = outs[#steps]
+  local y = nn.op(cx, { name = name, kind = "mm", inputs = { x, wd }, outs = { { name, shape, dt } },
+                        saves = { src }, grads = { { dtype = dt }, "none" }, bwd_workspace = { n * nn.DT_SIZE[dt] },
+                        bwd_workspace_first = true, flops = flops, bwd_flops = flops, dtype = dt,
+                        bytes = nn.bytes(x.shape, dt) + n * nn.DT_SIZE[dt] + nn.bytes(shape, dt) })
+  -- LinearNF4.backward's get_original_weight: declared last step first, so that backward runs it
+  -- first step first
+  local live = {}
+  for _, k in ipairs { 2, 4, 5, 6, 10, 12, 13 } do
+    local st = steps[k]
+    live[#live + 1] = st[3] * nn.DT_SIZE[st[4]]
+  end
+  for i = #steps, 1, -1 do
+    local st = steps[i]
+    local v = nn.view(cx, y, shape, name)
+    nn.op(cx, { name = name .. ".backward: get_original_weight." .. st[1], kind = "none", inputs = { y },
+                out_tensors = { v }, grads = { { pass = 1 } }, bytes = 0, bwd_kind = st[2],
+                bwd_bytes = st[5], bwd_workspace = i == #steps and live or nil })
+    y = v
+  end
+  return y
+end
+
 -- x @ w.T through the quantized weight. Returns the output tensor.
 function M.linear(cx, name, x, w)
   local n = nn.numel(w.shape)
@@ -255,6 +334,9 @@ function M.linear(cx, name, x, w)
                        bwd_workspace = bwd_ws, bwd_workspace_first = true,
                        grads = { { dtype = x.dtype }, "none" },
                        flops = flops, bwd_flops = flops, dtype = x.dtype, bytes = bytes })
+  end
+  if w.quant == "torchao_nf4" and not cx.compiling then
+    return linear_nf4_eager(cx, name, x, w, shape, flops)
   end
   if w.quant == "torchao_nf4" then
     -- linear_nf4 compiled (see the head of this file): weight.to(bf16), one fused kernel from the
@@ -357,9 +439,9 @@ function M.check_torchao(t)
            .. "eager get_original_weight keeps its int64 indices and bf16 intermediates until it returns)"
   end
   if not t.compile then
-    return "training.quant = \"torchao_nf4\" without compile is not modelled (eager get_original_weight "
-           .. "keeps its int64 indices and bf16 intermediates, 14 bytes a weight, until it returns); "
-           .. "with training.compile its dequantization is one fused kernel, and is"
+    return "training.quant = \"torchao_nf4\" without compile is not modelled (every layer eager: eager "
+           .. "get_original_weight, 14 bytes a weight until it returns, is checked only in the layers "
+           .. "compile leaves eager under transformers' checkpointing); with training.compile it is"
   end
   if t.strategy ~= "none" then
     return ("training.quant = \"torchao_nf4\" under strategy %s is not modelled (NF4Tensor's FSDP2 "

@@ -476,7 +476,8 @@ function M.build(cx, cfg)
              hidden_dtype = t.precision == "mp_fp32" and "bf16" or pdtype,
              loss = litgpt and "litgpt_chunked" or t.loss, compile_loss = t.compile_loss and not t.inference,
              data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
-             compile = compiled ~= nil, repeat_kv = cfg.model.repeat_kv,
+             compile = compiled ~= nil, compile_chunked_loss = compiled ~= nil and compiled.loss,
+             repeat_kv = cfg.model.repeat_kv,
              hub_kernels = require("vrsim.hub_kernels").resolve(cfg.model.hub_kernels, fam.model_type, t, tp,
                                                                  compiled ~= nil, cx.notes) }
   -- DPOTrainer calls both models with use_cache=False; litgpt's GPT has no cache in training

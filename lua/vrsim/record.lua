@@ -441,6 +441,18 @@ function R.scenario(rec, opts)
   for _, k in ipairs(MODEL_TECHNIQUES) do
     if rec[k] ~= nil then tr[k] = rec[k] end
   end
+  -- tech_model.py compiles the decoder layers alone (apply_compile) and runs its chunked loss
+  -- eager: F.cross_entropy(lc.float(), ...) per chunk, each chunk's fp32 log-probabilities saved
+  -- (fulltrace_ttc-compile-oib-act-offload-8bit: an fp32 copy and a kept fp32 output of 250.5 MiB
+  -- per chunk), not torchtune's compile_loss
+  if tr.loss == "chunked" and tr.compile then
+    local c = { loss = false }
+    if type(tr.compile) == "table" then
+      for k, x in pairs(tr.compile) do c[k] = x end
+      c.loss = false
+    end
+    tr.compile = c
+  end
   -- the harnesses checkpoint through transformers' gradient_checkpointing_enable (use_reentrant=False)
   if tr.checkpointing then tr.checkpoint_impl = "transformers" end
   -- the scope is read only with checkpointing on: a record naming it without ckpt is not a run

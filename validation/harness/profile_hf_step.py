@@ -4,7 +4,8 @@ lora_bf16 with its peft settings, checkpointing, attention and AdamW variant, lr
 kernel's name, launches and device time from torch.profiler, per phase (forward, backward,
 optimizer; profile_sdxl_kernels.py's kernels_of). For checking vrsim's op costs kernel by kernel
 on the families' runs (llama_h200_gen_families.jsonl). A record with settings this does not
-reproduce (another mode, accumulation, a memory cap) is refused.
+reproduce (another mode, accumulation, a memory cap) is refused; --check only says whether the
+record is reproduced, without a GPU.
 
   python3 validation/harness/profile_hf_step.py --record validation/records/llama_h200_gen_families.jsonl \\
       --name gen-mistral-l4-s8192-b1 --out F.jsonl
@@ -21,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from profile_sdxl_kernels import kernels_of  # noqa: E402  (kernel name -> launches, ms)
 
 
-def build(record, name):
+def build(record, name, check_only=False):
     """The record's run as measure_llama.py builds it, warmed up by three steps: (its mode, its
     forward as a function returning the loss, the optimizer). Exits for a record it does not
     reproduce."""
@@ -35,9 +36,15 @@ def build(record, name):
     # are not reproduced here
     import tech_model
     from techniques import TECHNIQUE_FIELDS
-    others = [k for k in TECHNIQUE_FIELDS if k in rec and k not in tech_model.MODEL_FIELDS]
+    # torchao's NF4 base weights are applied by tech_model.after_peft, as measure_llama.py does
+    others = [k for k in TECHNIQUE_FIELDS if k in rec and k not in tech_model.MODEL_FIELDS
+              and not (k == "quant" and rec[k] == "torchao_nf4")]
     if others:
         sys.exit("profile_hf_step: %s: %s not reproduced here" % (name, ", ".join(others)))
+    if check_only:
+        print("profile_hf_step: %s: reproducible (mode %s%s)" % (name, mode, "".join(
+            ", %s %s" % (k, json.dumps(rec[k])) for k in TECHNIQUE_FIELDS if k in rec)))
+        sys.exit(0)
     from transformers import AutoConfig, AutoModelForCausalLM
     if "hf_config" in rec:
         hf = dict(rec["hf_config"])
@@ -81,8 +88,9 @@ def built_from_args(doc):
     ap.add_argument("--record", required=True)
     ap.add_argument("--name", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--check", action="store_true", help="only say whether the record is reproduced")
     a = ap.parse_args()
-    return (a,) + build(a.record, a.name)
+    return (a,) + build(a.record, a.name, a.check)
 
 
 def main():
