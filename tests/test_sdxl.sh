@@ -444,6 +444,28 @@ if [ "$RC" -eq 0 ] && [ "$MRC" -eq 0 ] && grep -q "s512  *step time only" "$TMP/
    grep -q "s512h  *host: its host_class_bench's classes" "$TMP/steady.txt" && ! grep -q "s512  *host:" "$TMP/steady.txt"
 then ok "validate: a steady-median record gives one step_time row (median_ms) on the host its host_dispatch_scale names, or its host_class_bench where it has one"
 else fail "validate: steady-median records (exit $RC)" "$msg$(cat "$TMP/steady.txt")"; fi
+# the harness's view chain runs two views an op (x.view(4096).view(64, 64)): a record's view
+# figures are halved into the class `view`, which prices one view op and its node
+steady_rec s512v 512 1 false 1.2301 301.0 '{"host_class_bench": {"classes": {
+  "linear": {"fwd_us": 30.0, "bwd_us": 90.0}, "silu": {"fwd_us": 10.0, "bwd_us": 15.0},
+  "view": {"fwd_us": 10.0, "bwd_us": 20.0}}, "n": 400, "reps": 5}}' >"$TMP/steady_v.jsonl"
+# the rest at (30 + 90 + 10 + 15 + 5 + 10) / (34.7 + 112.0 + 12.8 + 18.8 + 3.26 + 6.26)
+cat >"$TMP/steady_v.lua" <<'SCN'
+return {
+  hardware = { gpu = "h200", host_dispatch_scale = 160 / 187.82,
+               host_classes = { linear = { fwd_us = 30, bwd_us = 90 }, activation = { fwd_us = 10, bwd_us = 15 },
+                                view = { fwd_us = 5, bwd_us = 10 } } },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "bf16", steps = 4 },
+}
+SCN
+pred_v=$("$VRSIM" validate --json "$TMP/steady_v.jsonl" 2>"$TMP/steady_v.err" |
+  python3 -c 'import json,sys; print([r["predicted"] for r in json.load(sys.stdin)][0])')
+want_v=$("$VRSIM" "$TMP/steady_v.lua" --json --no-files 2>>"$TMP/steady_v.err" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["step_time_ms"])')
+if python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 0.05)' "$pred_v" "$want_v" 2>/dev/null
+then ok "validate: a record's view chain (two views an op) is halved into the class view ($pred_v ms)"
+else fail "validate: the view chain of host_class_bench: predicted '$pred_v' ms, want '$want_v'" "$(cat "$TMP/steady_v.err")"; fi
 steady_rec dry 512 1 false null 1.0 '{"dry_run": true, "gpu": "cpu (dry run)"}' >"$TMP/steady_dry.jsonl"
 "$VRSIM" validate "$TMP/steady_dry.jsonl" >"$TMP/steady_dry.txt" 2>&1
 RC=$?
