@@ -332,6 +332,41 @@ if [ "$RC" -eq 2 ] && grep -q "hostcls.lua:3: hardware.host_classes.convolution:
 then ok "hardware.host_classes: an unknown class is refused at its line (exit 2), naming the known ones"
 else fail "hardware.host_classes.convolution: exit $RC" "$(cat "$TMP/hostcls.out")"; fi
 
+# The host class `view` (h200_torch.lua host_class_us.view): the UNet's view ops launch nothing
+# but cost the dispatcher in forward and the autograd engine a node in backward. Their count
+# follows the UNet's source (validation/harness/sdxl_unet.py, diffusers' blocks): 711 Linears on
+# a 3-D input, each folded into rows and unfolded by aten::linear (2 views), 140 attentions (q,
+# k, v viewed into heads and transposed, the output transposed back and reshaped: 8), 70 GEGLU
+# chunks (1), 17 ResNets' temb[:, :, None, None] (2), 11 Transformer2DModels' permute and
+# reshape in and out (4): 2690 views, each with its backward node.
+# (python3 validation/harness/count_sdxl_views.py counts 2718 view ops in the forward and 2572
+# view nodes in the backward of the harness's UNet on the CPU, its attention kernel's own
+# included.) So the step's host time moves by 2 x 2690 x 10 us when the class's figures move by
+# 10 us; with checkpointing the recomputation re-runs the views of each region up to its last
+# saved tensor, all but the feed-forward's output Linear's two in each of the 70 blocks and the
+# two of the 16 checkpointed ResNets: 2482 more, forward only.
+view_host() { # fwd_us ckpt -> the step's host dispatch ms
+  cat >"$TMP/view.lua" <<SCN
+return {
+  hardware = { gpu = "h200", host_classes = { view = { fwd_us = $1, bwd_us = $1 } } },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "bf16", checkpointing = $2, steps = 3 },
+}
+SCN
+  "$VRSIM" "$TMP/view.lua" --json --no-files 2>>"$TMP/view.err" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["time_ms"]["host_dispatch"])'
+}
+msg=$(python3 - "$(view_host 1 false)" "$(view_host 11 false)" "$(view_host 1 true)" "$(view_host 11 true)" <<'PY' 2>&1
+import sys
+p1, p11, c1, c11 = map(float, sys.argv[1:5])
+if abs((p11 - p1) - 2 * 2690 * 10e-3) > 0.01 or abs((c11 - c1) - (2 * 2690 + 2482) * 10e-3) > 0.01:
+    print("host dispatch moves by %.2f ms (plain) and %.2f ms (checkpointed); want %.2f and %.2f"
+          % (p11 - p1, c11 - c1, 2 * 2690 * 10e-3, (2 * 2690 + 2482) * 10e-3)); sys.exit(1)
+PY
+)
+if [ $? -eq 0 ]; then ok "host class view: the UNet's 2690 view ops and their backward nodes (2482 recomputed under checkpointing) each cost the class"
+else fail "host class view" "$msg$(cat "$TMP/view.err" 2>/dev/null)"; fi
+
 # ---- steady-median records (validation/harness/measure_sdxl_steps.py) ------------------------
 # Such a record times 30 steady steps and measures no memory: vrsim validate compares its
 # median_ms with the simulated steady step (one step_time row, no memory rows, and a line saying
@@ -409,6 +444,28 @@ if [ "$RC" -eq 0 ] && [ "$MRC" -eq 0 ] && grep -q "s512  *step time only" "$TMP/
    grep -q "s512h  *host: its host_class_bench's classes" "$TMP/steady.txt" && ! grep -q "s512  *host:" "$TMP/steady.txt"
 then ok "validate: a steady-median record gives one step_time row (median_ms) on the host its host_dispatch_scale names, or its host_class_bench where it has one"
 else fail "validate: steady-median records (exit $RC)" "$msg$(cat "$TMP/steady.txt")"; fi
+# the harness's view chain runs two views an op (x.view(4096).view(64, 64)): a record's view
+# figures are halved into the class `view`, which prices one view op and its node
+steady_rec s512v 512 1 false 1.2301 301.0 '{"host_class_bench": {"classes": {
+  "linear": {"fwd_us": 30.0, "bwd_us": 90.0}, "silu": {"fwd_us": 10.0, "bwd_us": 15.0},
+  "view": {"fwd_us": 10.0, "bwd_us": 20.0}}, "n": 400, "reps": 5}}' >"$TMP/steady_v.jsonl"
+# the rest at (30 + 90 + 10 + 15 + 5 + 10) / (34.7 + 112.0 + 12.8 + 18.8 + 3.26 + 6.26)
+cat >"$TMP/steady_v.lua" <<'SCN'
+return {
+  hardware = { gpu = "h200", host_dispatch_scale = 160 / 187.82,
+               host_classes = { linear = { fwd_us = 30, bwd_us = 90 }, activation = { fwd_us = 10, bwd_us = 15 },
+                                view = { fwd_us = 5, bwd_us = 10 } } },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "bf16", steps = 4 },
+}
+SCN
+pred_v=$("$VRSIM" validate --json "$TMP/steady_v.jsonl" 2>"$TMP/steady_v.err" |
+  python3 -c 'import json,sys; print([r["predicted"] for r in json.load(sys.stdin)][0])')
+want_v=$("$VRSIM" "$TMP/steady_v.lua" --json --no-files 2>>"$TMP/steady_v.err" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["step_time_ms"])')
+if python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 0.05)' "$pred_v" "$want_v" 2>/dev/null
+then ok "validate: a record's view chain (two views an op) is halved into the class view ($pred_v ms)"
+else fail "validate: the view chain of host_class_bench: predicted '$pred_v' ms, want '$want_v'" "$(cat "$TMP/steady_v.err")"; fi
 steady_rec dry 512 1 false null 1.0 '{"dry_run": true, "gpu": "cpu (dry run)"}' >"$TMP/steady_dry.jsonl"
 "$VRSIM" validate "$TMP/steady_dry.jsonl" >"$TMP/steady_dry.txt" 2>&1
 RC=$?

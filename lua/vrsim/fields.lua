@@ -38,7 +38,7 @@ local HOST_CLASS_HELP = {
   conv = "nn.Conv2d", group_norm = "nn.GroupNorm", layer_norm = "nn.LayerNorm",
   sdpa = "F.scaled_dot_product_attention", cast = "x.to(dtype), autocast's casts",
   activation = "F.silu, F.gelu", add = "x + y", mul_scalar = "x * scale (LoRA's scaling)",
-  dropout = "nn.Dropout",
+  dropout = "nn.Dropout", view = "a view op (view, transpose, permute, unsqueeze, chunk) and its backward node",
 }
 
 -- A default as `vrsim fields` shows it, in brackets ("" when there is none).

@@ -123,6 +123,8 @@ end
 --     "cast", ...), whose measured dispatch, forward and backward node, the op then costs
 --     instead of the one per-op figure; "inside" for an op whose host work is part of another
 --     op's class figure (a Linear's bias reduction, a convolution's weight side),
+--   host_views: with host, how many view ops (view, transpose, unsqueeze, ...) the op's call
+--     runs beside it that the model keeps as views (nn.view): each adds the "view" class,
 --   and any other field of G:op{...} (sim/op_fields.h: kernels, bwd_kind, once, stream, world, ...)
 -- Returns the output tensors (unpacked).
 local INSIDE = { fwd = 0, bwd = 0 }  -- host class "inside": costed by the op it is part of
@@ -163,6 +165,14 @@ function nn.op(cx, spec)
   if c then
     c = spec.host == "inside" and INSIDE or cx.host_classes[spec.host]
     if not c then error(("op '%s': host class '%s' is not in the profile's host_class_us"):format(spec.name, spec.host), 0) end
+    -- the view ops its call runs that vrsim keeps as views of a tensor (nn.view makes no op):
+    -- each costs the host a view op and the backward its node (host class "view")
+    local nv = spec.host_views
+    if nv and nv > 0 and c ~= INSIDE then
+      local v = cx.host_classes.view
+      if not v then error(("op '%s': host_views without the profile's host class 'view'"):format(spec.name), 0) end
+      c = { fwd = c.fwd + nv * v.fwd, bwd = c.bwd + nv * v.bwd, ckpt_fwd = c.ckpt_fwd, ckpt_bwd = c.ckpt_bwd }
+    end
   end
   -- the op as G:op{...} takes it (its fields are sim/op_fields.h's): the tensor lists go as they
   -- are (G:op reads each tensor's id), and so do spec.grads when the op records autograd history

@@ -18,13 +18,15 @@ profile_sdxl_step.timed_step does), and writes one JSON line:
                  host's (lua/hw/calibrated/h200_torch.lua, 24.552 us): vrsim's
                  hardware.host_dispatch_scale for this run's host
   host_class_bench
-                 after the steps, the UNet's host op classes timed as measure_host_classes.py
+                 after the steps (with --class-every K, one repeat before the steady steps and
+                 one after every K of them instead), the UNet's host op classes timed as measure_host_classes.py
                  times them (chains of its ops with autograd, forward and backward node, median
                  of --class-reps interleaved repeats), each beside the committed figure of
                  h200_torch.lua's host_class_us, and `scale`: their summed fwd + bwd over the
                  committed sum. A tight F.linear loop leaves out the module calls and autograd
                  the UNet's ops carry; on the first H100 host it said 0.556 while the UNet's own
-                 issue time was 0.776 of vrsim's calibration host (docs/step-time.md)
+                 issue time was 0.776 of vrsim's calibration host (docs/step-time.md); `rounds`
+                 the ratio of each repeat in the order they ran, `every` K where interleaved
   cpu, torch, gpu, date, and the configuration
 
   python3 validation/harness/measure_sdxl_steps.py --res 1024 --batch 1 --ckpt --out F.jsonl
@@ -88,39 +90,61 @@ def host_bench(dev, n_ops, reps):
 # measured figures of each (lua/vrsim/record.lua); at the calibration host's figures the plain
 # 1024 px UNet issues 47 ms of its 209 ms through linear_nobias (the attention's bias-free
 # projections), 47 through linear, 19 layer_norm, 16 sdpa, 9 conv, 7 group_norm, 5 add, 4
-# activation; cast: autocast's casts, which the amp runs add
+# activation; cast: autocast's casts, which the amp runs add; view: the chain's two views an op
+# (x.view(4096).view(64, 64)), twice the class `view` that prices each of the UNet's 2,690 view ops
 CALIBRATION_CLASS_US = {"linear": (34.7, 112.0), "linear_nobias": (32.9, 81.1), "conv": (62.8, 113.8),
                         "group_norm": (50.2, 105.8), "layer_norm": (28.1, 62.4), "sdpa": (35.2, 76.9),
-                        "silu": (12.8, 18.8), "add": (12.8, 5.6), "cast": (14.4, 17.8)}
+                        "silu": (12.8, 18.8), "add": (12.8, 5.6), "cast": (14.4, 17.8),
+                        "view": (6.52, 12.52)}
 
 
-def class_bench(dev, reps):
-    """The UNet's host op classes on this host (measure_host_classes.py's chains), each beside the
-    committed figure, and the ratio of their sums: a host scale measured on the ops the model runs."""
+def class_samples(dev, reps, into=None):
+    """The UNet's host op classes on this host (measure_host_classes.py's chains), `reps`
+    interleaved repeats appended to `into` (made on the first call): per class its forward and
+    backward samples in s per op, and the empty chain's backward."""
     import measure_host_classes as mhc
     mhc.DEV = dev.type
     if dev.type != "cuda":  # --dry-run: the same chains on the CPU
         torch.cuda.synchronize = lambda: None
-    torch.manual_seed(0)
-    classes = {k: v for k, v in mhc.make_classes().items() if k in CALIBRATION_CLASS_US}
-    for make, ops, ac in classes.values():
-        mhc.time_chain(make, ops, mhc.N, ac)  # warm-up
-    base, samples = [], {k: ([], []) for k in classes}
+    if into is None:
+        torch.manual_seed(0)
+        classes = {k: v for k, v in mhc.make_classes().items() if k in CALIBRATION_CLASS_US}
+        for make, ops, ac in classes.values():
+            mhc.time_chain(make, ops, mhc.N, ac)  # warm-up
+        into = {"classes": classes, "base": [], "samples": {k: ([], []) for k in classes}, "rounds": []}
+    classes = into["classes"]
     for _ in range(reps):
-        base.append(mhc.time_chain(classes["add"][0], [], 0)[1])
+        into["base"].append(mhc.time_chain(classes["add"][0], [], 0)[1] / mhc.N)
+        got = 0.0
         for k, (make, ops, ac) in classes.items():
             f, b = mhc.time_chain(make, ops, mhc.N, ac)
-            samples[k][0].append(f / mhc.N)
-            samples[k][1].append(b / mhc.N)
-    b0 = statistics.median(base) / mhc.N
+            into["samples"][k][0].append(f / mhc.N)
+            into["samples"][k][1].append(b / mhc.N)
+            got += (f + b) / mhc.N * 1e6
+        into["rounds"].append(round(got / sum(sum(CALIBRATION_CLASS_US[k]) for k in classes), 4))
+    return into
+
+
+def class_summary(got_samples):
+    """Each class's median forward and backward (less the empty chain's backward) beside the
+    committed figure, and the ratio of their sums: a host scale measured on the ops the model
+    runs. `rounds`: that ratio of each repeat, in the order they ran."""
+    import measure_host_classes as mhc
+    b0 = statistics.median(got_samples["base"])
     out, got, ref = {}, 0.0, 0.0
-    for k, (fs, bs) in samples.items():
+    for k, (fs, bs) in got_samples["samples"].items():
         f, b = statistics.median(fs) * 1e6, statistics.median(bs) * 1e6 - b0 * 1e6
         out[k] = {"fwd_us": round(f, 3), "bwd_us": round(b, 3),
                   "committed_fwd_us": CALIBRATION_CLASS_US[k][0], "committed_bwd_us": CALIBRATION_CLASS_US[k][1]}
         got += f + b
         ref += sum(CALIBRATION_CLASS_US[k])
-    return {"classes": out, "n": mhc.N, "reps": reps, "scale": round(got / ref, 4)}
+    return {"classes": out, "n": mhc.N, "reps": len(got_samples["base"]), "scale": round(got / ref, 4),
+            "rounds": got_samples["rounds"]}
+
+
+def class_bench(dev, reps):
+    """The UNet's host op classes on this host, `reps` interleaved repeats at once (class_summary)."""
+    return class_summary(class_samples(dev, reps))
 
 
 def host_fields(dev, bench_ops=5000, bench_reps=7, class_reps=5):
@@ -221,6 +245,10 @@ def main():
     ap.add_argument("--bench-ops", type=int, default=5000)
     ap.add_argument("--bench-reps", type=int, default=7)
     ap.add_argument("--class-reps", type=int, default=5, help="repeats of the host class chains (0: none)")
+    ap.add_argument("--class-every", type=int, default=0,
+                    help="K > 0: one repeat of the class chains after every K steady steps (and one "
+                         "before them) instead of --class-reps after them all, so the chains sample "
+                         "the host over the same minutes as the steps")
     ap.add_argument("--dry-run", action="store_true", help="on the CPU with a stand-in model")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -241,9 +269,21 @@ def main():
         run = phases(a, model, opt, inp, target)
     for _ in range(a.warmup):
         timed_step(dev, *run)
-    steps = [timed_step(dev, *run) for _ in range(a.steps)]
+    if a.class_every > 0:
+        # the chains between the steps: a step right after a repeat is timed like any other
+        samples = class_samples(dev, 1)
+        steps = []
+        for i in range(a.steps):
+            steps.append(timed_step(dev, *run))
+            if (i + 1) % a.class_every == 0:
+                class_samples(dev, 1, samples)
+        classes = class_summary(samples)
+        classes["every"] = a.class_every
+    else:
+        steps = [timed_step(dev, *run) for _ in range(a.steps)]
     after = host_bench(dev, a.bench_ops, a.bench_reps)
-    classes = class_bench(dev, a.class_reps) if a.class_reps > 0 else None
+    if a.class_every <= 0:
+        classes = class_bench(dev, a.class_reps) if a.class_reps > 0 else None
 
     linear_us = (before["eager_linear_us"] + after["eager_linear_us"]) / 2
     rec = {"name": "steps-r%d-b%d_%s%s" % (a.res, a.batch, a.mode, "_ckpt" if a.ckpt else ""),

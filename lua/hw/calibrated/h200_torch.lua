@@ -72,6 +72,16 @@ return {
     add           = { fwd = 12.8, bwd = 5.6,   ckpt_fwd = 12.2, ckpt_bwd = 0 },     -- x + y (AddBackward0 passes it on)
     mul_scalar    = { fwd = 13.2, bwd = 14.6,  ckpt_fwd = 13.8, ckpt_bwd = 0 },     -- x * 0.5 (LoRA's scaling)
     dropout       = { fwd = 22.7, bwd = 17.5,  ckpt_fwd = 23.6, ckpt_bwd = 35.3 },  -- nn.Dropout (native_dropout)
+    -- one aten view op (view, _unsafe_view, transpose, permute, unsqueeze, split) and its
+    -- backward node (ViewBackward0, ...): no kernel, no allocation, but the dispatcher and the
+    -- autograd engine run for it. Half the `view` chain's figure (x.view(4096).view(64, 64), two
+    -- views an op) in the same three runs as the rows above (host_classes_h200.json, _rep, _c:
+    -- 5.2 / 14.3, 7.5 / 14.6, 6.9 / 8.7 us a pair). The ops vrsim keeps as views of a tensor
+    -- (nn.view) cost this where an op names them (nn.op's host_views): a Linear on an input of
+    -- more than two dims folds it into rows and unfolds the result (aten::linear's view and
+    -- _unsafe_view), which the 2-D linear chains above do not time. A view saves nothing:
+    -- checkpointing adds nothing to it but its recomputation (fwd).
+    view          = { fwd = 3.26, bwd = 6.26,  ckpt_fwd = 0, ckpt_bwd = 0 },
   },
   -- FSDP2's own host time per fully_shard module per step, forward and backward apart: a stack
   -- of 8..64 tiny Linear modules with and without fully_shard on a one-rank group, the slope

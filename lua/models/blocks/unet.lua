@@ -97,7 +97,8 @@ local function resnet_forward(cx, m, x, temb)
     local t = nn.act(cx, name .. ".temb_silu", temb)
     t = call(cx, C.time_emb_proj, t)
     local tv = nn.view(cx, t, { t.shape[1], t.shape[2], 1, 1 }, name .. ".temb_4d")
-    h = nn.add(cx, name .. ".add_temb", h, tv)
+    -- temb[:, :, None, None]: two unsqueeze views (host class "view")
+    h = nn.add(cx, name .. ".add_temb", h, tv, { host_views = 2 })
   end
   h = call(cx, C.norm2, h)
   h = nn.act(cx, name .. ".silu2", h)
@@ -186,7 +187,9 @@ local function attention_forward(cx, m, x, ctx)
     local qh = nn.view(cx, q, { b, heads, s, d }, name .. ".q_heads")
     local kh = nn.view(cx, k, { b, heads, sk, d }, name .. ".k_heads")
     local vh = nn.view(cx, v, { b, heads, sk, d }, name .. ".v_heads")
-    ao = nn.sdpa(cx, name, qh, kh, vh, { keep_input = true })
+    -- q, k, v each .view(b, -1, heads, d).transpose(1, 2), the output .transpose(1, 2).reshape(b,
+    -- -1, c): eight view ops beside the kernel (host class "view")
+    ao = nn.sdpa(cx, name, qh, kh, vh, { keep_input = true, host_views = 8 })
     a2 = nn.view(cx, ao, { b, s, c }, name .. ".attn_out_nlc")
   end
   local o = call(cx, C.to_out.children["0"], a2, keep)
@@ -223,7 +226,7 @@ local function geglu_forward(cx, m, x)
   local gate = nn.view(cx, p, half, name .. ".gate")
   nn.op_sized(cx, { name = name .. ".chunk", kind = "none", inputs = { p },
              out_tensors = { hs, gate }, bytes = 0, bwd_kind = "copy",
-             bwd_bytes = 2 * nn.bytes(p.shape, p.dtype), grads = { { dtype = p.dtype } } })
+             bwd_bytes = 2 * nn.bytes(p.shape, p.dtype), grads = { { dtype = p.dtype } }, host = "view" })
   local g = nn.act(cx, name .. ".gelu", gate, { kind = "strided" })
   return nn.mul(cx, name .. ".geglu", hs, g, hs.dtype,
                 { frees = { g, hs }, kind = "strided_mixed", bwd_kind = "strided_mixed_bwd" })
@@ -295,7 +298,8 @@ local function transformer2d_forward(cx, m, x, ctx)
   local h
   if m.linear then
     local gv = nn.view(cx, g, { b, hh * ww, c }, name .. ".nlc_view")
-    h = call(cx, C.proj_in, gv, { noncontig = true })
+    -- permute(0, 2, 3, 1) and reshape, two view ops (host class "view")
+    h = call(cx, C.proj_in, gv, { noncontig = true, host_views = 2 })
   else
     local p = call(cx, C.proj_in, g)
     h = nn.view(cx, p, { b, hh * ww, c }, name .. ".nlc_view")
@@ -313,7 +317,8 @@ local function transformer2d_forward(cx, m, x, ctx)
   -- reshape(b, h, w, c).permute(0, 3, 1, 2).contiguous(): the gradient comes back as a
   -- permuted view, which proj_out's backward must copy when the batch does not fold into a view
   local pbw = b > 1 and { nn.bytes(h.shape, h.dtype) } or nil
-  h = call(cx, C.proj_out, h, { bwd_workspace = pbw, grad_transposed = true })
+  -- (reshape and permute: two view ops, host class "view")
+  h = call(cx, C.proj_out, h, { bwd_workspace = pbw, grad_transposed = true, host_views = 2 })
   h = nn.copy(cx, name .. ".to_nchw", h, { b, c, hh, ww })
   return nn.add(cx, name .. ".add_residual", h, x)
 end

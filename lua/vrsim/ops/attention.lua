@@ -19,7 +19,8 @@ return function(nn)
   -- (Hopper) or memory-efficient attention; is_causal is then off and every block of the score
   -- matrix is computed.
   -- Under autocast q, k, v are cast to the low dtype first (ops/autocast.lua): q, k, v, or with
-  -- opts.cast_v_first v, k, q (ops/autocast.lua says why both stand).
+  -- opts.cast_v_first v, k, q (ops/autocast.lua says why both stand). opts.host_views: view ops
+  -- the caller runs around the call (the heads' views and transposes: nn.op).
   -- The values may have a head dim of their own (multi-head latent attention: q and k 192, v
   -- 128): the output and its gradient are (b, h, s, v's), the score matrix is q's by k's and the
   -- output is probabilities by v's; nn.sdpa_backend says which kernel takes such shapes.
@@ -73,7 +74,8 @@ return function(nn)
         outs = { { name .. ".attn_out", out_shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true },
                  { name .. ".philox", { 2 }, "int64", no_grad = true } },
         save_outs = { 1, 2, 3 }, saves = saves, grads = grads, frees = frees, workspace = ws,
-        flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
+        flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa",
+        host_views = opts.host_views })
     end
     if backend == "flash" then
       local lse_shape = { b, h, s }
@@ -82,7 +84,8 @@ return function(nn)
         outs = { { name .. ".attn_out", out_shape, dt }, { name .. ".logsumexp", lse_shape, "fp32", no_grad = true } },
         save_outs = { 1, 2 }, saves = saves, grad_order = { 1, 2, 3 }, frees = frees,
         bwd_workspace = { nn.numel(q.shape) * 4 + nn.bytes(lse_shape, "fp32") },
-        flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
+        flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa",
+        host_views = opts.host_views })
     end
     local lse_shape = { b, h, s }
     local seed = nn.new_tensor(cx, name .. ".philox_seed", { 1 }, "int64", false)
@@ -107,7 +110,8 @@ return function(nn)
                       workspace = { 256 }, grad_order = { 1, 2, 3 }, frees = frees,
                       kernels = nn.launches(cx, "sdpa_cudnn_fwd"), bwd_kernels = nn.launches(cx, "sdpa_cudnn_bwd"),
                       bwd_workspace = { bwd_ws },
-                      flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
+                      flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa",
+        host_views = opts.host_views })
     return out
   end
 end

@@ -21,7 +21,8 @@ return function(nn)
   -- Under autocast the casts are ops/autocast.lua's (lower_precision_fp): with opts.weight_cast
   -- (a transformers Linear, whose trace shows it) the weight from the weight cast cache, then the
   -- input; without, input, weight, bias (ops/autocast.lua says why that order stays).
-  -- opts: weight_cast (the name of the weight's cast op: the weight is cast first), keep_input
+  -- opts: host_views (view ops the caller runs around the call: nn.op), weight_cast (the name of
+  -- the weight's cast op: the weight is cast first), keep_input
   -- (the caller's frame still holds x: the call drops no reference of it), frees, noncontig,
   -- grad_transposed (the gradient arrives as a transposed view: the bias reduction runs along
   -- its fastest dim, no staging buffer), bwd_workspace, lora ({ rank, "A" or "B" }: the GEMM of a
@@ -45,6 +46,12 @@ return function(nn)
     local bwd_flops = flops * ((x.rg and 1 or 0) + (w.rg and 1 or 0))
     if bwd_flops == 0 then bwd_flops = nil end
     local rg = (x.rg or w.rg or (b and b.rg)) and not cx.no_grad
+    -- an input of more than two dims is folded into rows and the result unfolded (addmm's input
+    -- view and output view; matmul's view and _unsafe_view): two view ops and their backward
+    -- nodes beside the product (host class "view"), which the 2-D chains that time the linear
+    -- classes do not run. A non-contiguous input is not folded (bmm); opts.host_views: views
+    -- the caller's own code runs around the call
+    local views = (#x.shape > 2 and not opts.noncontig and 2 or 0) + (opts.host_views or 0)
     -- the first addmm with a bias on a thread makes that cuBLAS handle's cuBLASLt workspace
     local function lt_outs(out)
       local outs = { out }
@@ -73,7 +80,8 @@ return function(nn)
                                grads = { { dtype = x.dtype, view = true }, w.rg and { dtype = w.dtype, view = true } or "none",
                                          bv.rg and { pass = 1 } or "none" },
                                grad_order = { 1, 2, 3 }, frees = frees, bwd_workspace = opts.bwd_workspace,
-                               flops = flops, bwd_flops = bwd_flops, dtype = x.dtype, host = "linear" })
+                               flops = flops, bwd_flops = bwd_flops, dtype = x.dtype, host = "linear",
+                               host_views = views })
     end
     local out = nn.new_tensor(cx, name, shape, x.dtype, rg)
     local y = nn.op_sized(cx, { name = name, kind = "mm", inputs = { x, w },
@@ -82,7 +90,8 @@ return function(nn)
                                           w.rg and { dtype = w.dtype, view = true } or "none" },
                                 grad_order = { 2, 1 }, frees = frees, bwd_workspace = opts.bwd_workspace,
                                 flops = flops, bwd_flops = bwd_flops, dtype = x.dtype,
-                                host = b and "linear" or (x.rg and not w.rg) and "linear_frozen" or "linear_nobias" })
+                                host = b and "linear" or (x.rg and not w.rg) and "linear_frozen" or "linear_nobias",
+                                host_views = views })
     if opts.lora then
       if b then error(("op '%s': opts.lora is for a bias-free Linear (a LoRA adapter)"):format(name), 2) end
       cx.G:op_lora(cx.last_op, opts.lora[1], opts.lora[2])

@@ -97,7 +97,8 @@ return function(nn)
   end
 
   -- a + b (broadcast to the larger): AddBackward passes the gradient through (reduced to a
-  -- broadcast input's shape, or cast to an input's dtype, with a new buffer).
+  -- broadcast input's shape, or cast to an input's dtype, with a new buffer). opts.host_views:
+  -- view ops the caller runs to broadcast an input (nn.op).
   function nn.add(cx, name, a, b, opts)
     opts = opts or {}
     local big = nn.numel(a.shape) >= nn.numel(b.shape) and a or b
@@ -109,7 +110,7 @@ return function(nn)
     end
     return nn.op_sized(cx, { name = name, inputs = { a, b }, outs = { { name, big.shape, dt } },
                              grads = { g(a), g(b) }, frees = opts.frees, flops = nn.numel(big.shape),
-                             dtype = dt, host = "add" })
+                             dtype = dt, host = "add", host_views = opts.host_views })
   end
 
   -- x / scalar (a new tensor; DivBackward allocates grad / scalar).
