@@ -39,6 +39,29 @@ def activations(note):
     return int(note.split()[4])
 
 
+# a capture's torch dtype names as vrsim's notes write them
+DTYPES = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "int32": "int32", "bool": "bool",
+          "complex64": "c64"}
+
+
+def capture_counts(rec):
+    """The tensors a partitioner capture's record (validation/oracle/check_compile_*.py) saves, as
+    saved_counts counts them: Counter of (elements, dtype), parameters left out, each storage once;
+    a complex64 storage is counted as the fp32 pairs vrsim keeps."""
+    want, seen = Counter(), set()
+    for x in rec["saved"]:
+        if x["kind"] == "param" or x["storage"] in seen:
+            continue
+        seen.add(x["storage"])
+        n, dt = 1, DTYPES[x["dtype"]]
+        for d in x["storage_shape"]:
+            n *= d
+        if dt == "c64":
+            n, dt = 2 * n, "fp32"
+        want[(n, dt)] += 1
+    return want
+
+
 def saved_counts(summary_path):
     """The saved tensors the first partitioner note of a run's summary (--json) lists: Counter of
     (elements, dtype)."""

@@ -516,25 +516,12 @@ for fam in qwen3_moe mixtral gpt_oss deepseek_v3 deepseek_v2 deepseek_v2_glg; do
     *) "$VRSIM" "$tmp/q.lua" --json --no-files --set compile=true --set model.config="$tmp/$fam.json" > "$tmp/mc.json" 2>"$tmp/qc.err" ;;
   esac
 if python3 - "$MCAP" "$tmp/mc.json" "${fam}_bf16" > "$tmp/qm.out" 2>&1 <<'PY'
-import json, re, sys
-from collections import Counter
+import json, sys
 cap, out, name = sys.argv[1:]
 rec = [r for r in json.load(open(cap))["records"] if r["config"] == name][0]
-DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "int32": "int32", "bool": "bool", "complex64": "c64"}
-want, seen = Counter(), set()
-for x in rec["saved"]:
-    if x["kind"] == "param" or x["storage"] in seen:
-        continue
-    seen.add(x["storage"])
-    n, dt = 1, DT[x["dtype"]]
-    for d in x["storage_shape"]:
-        n *= d
-    if dt == "c64":
-        n, dt = 2 * n, "fp32"
-    want[(n, dt)] += 1
 sys.path.insert(0, "tests")
-from compile_note import saved_counts
-got = saved_counts(out)
+from compile_note import capture_counts, saved_counts
+want, got = capture_counts(rec), saved_counts(out)
 if got != want:
     print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got))
     sys.exit(1)
@@ -601,25 +588,12 @@ for rec in qwen3_moe_lora_qv qwen3_moe_lora_attn mixtral_lora_qv gpt_oss_lora_at
   "$VRSIM" "$tmp/ql.lua" --json --no-files --set compile=true "$@" > "$tmp/ml.json" 2>"$tmp/ml.err"
   if python3 - "$LCAP" "$tmp/ml.json" "$rec" > "$tmp/lm.out" 2>&1 <<'PY'
 import json, sys
-from collections import Counter
 cap, out, name = sys.argv[1:]
 rec = [r for r in json.load(open(cap))["records"] if r["config"] == name][0]
 assert rec["forward_gemms"] == ["aten._grouped_mm.default", "aten.mm.default"], rec["forward_gemms"]
-DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "int32": "int32", "bool": "bool", "complex64": "c64"}
-want, seen = Counter(), set()
-for x in rec["saved"]:
-    if x["kind"] == "param" or x["storage"] in seen:
-        continue
-    seen.add(x["storage"])
-    n, dt = 1, DT[x["dtype"]]
-    for d in x["storage_shape"]:
-        n *= d
-    if dt == "c64":
-        n, dt = 2 * n, "fp32"
-    want[(n, dt)] += 1
 sys.path.insert(0, "tests")
-from compile_note import saved_counts
-got = saved_counts(out)
+from compile_note import capture_counts, saved_counts
+want, got = capture_counts(rec), saved_counts(out)
 if got != want:
     print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got))
     sys.exit(1)
