@@ -20,25 +20,13 @@
 -- Before 0.41.0 and after 0.50.2 vrsim has not read the source: refused. LLM.int8 (MatMul8bitLt)
 -- was rewritten in 0.45.0 and vrsim follows 0.50.2's, so int8 weights are refused before 0.45.0.
 
+local release = require "strategies.release"
+local parse, cmp = release.parse, release.cmp
+
 local M = {}
 
 M.DEFAULT = "0.50.2"   -- the version of the GPU records (validation/records)
 M.OLDEST, M.NEWEST = { 0, 41, 0 }, { 0, 50, 2 }
-
-local function parse(v)
-  if type(v) ~= "string" then return nil end
-  local a, b, c = v:match("^(%d+)%.(%d+)%.(%d+)$")
-  if not a or #a > 4 or #b > 4 or #c > 4 then return nil end
-  return { tonumber(a), tonumber(b), tonumber(c) }
-end
-
--- -1, 0 or 1 as version x is before, the same as or after y
-local function cmp(x, y)
-  for i = 1, 3 do
-    if x[i] ~= y[i] then return x[i] < y[i] and -1 or 1 end
-  end
-  return 0
-end
 
 local function at_least(x, a, b, c) return cmp(x, { a, b, c }) >= 0 end
 

@@ -29,6 +29,9 @@
 -- read the source: refused. Patch releases follow their minor release (the loss path changed only
 -- in minor releases: 4.44.2 read beside 4.44.0).
 
+local release = require "strategies.release"
+local parse, cmp = release.parse, release.cmp
+
 local M = {}
 
 M.DEFAULT = "5.25.0"   -- the version of the GPU records (validation/records)
@@ -41,21 +44,6 @@ M.FIRST = {
   qwen3 = "4.51.0", qwen3_moe = "4.51.0", deepseek_v3 = "4.51.0", deepseek_v2 = "4.54.0",
   gpt_oss = "4.55.0",
 }
-
-local function parse(v)
-  if type(v) ~= "string" then return nil end
-  local a, b, c = v:match("^(%d+)%.(%d+)%.(%d+)$")
-  if not a or #a > 4 or #b > 4 or #c > 4 then return nil end
-  return { tonumber(a), tonumber(b), tonumber(c) }
-end
-
--- -1, 0 or 1 as version x is before, the same as or after y
-local function cmp(x, y)
-  for i = 1, 3 do
-    if x[i] ~= y[i] then return x[i] < y[i] and -1 or 1 end
-  end
-  return 0
-end
 
 local function before(x, v) return cmp(x, parse(v)) < 0 end
 
