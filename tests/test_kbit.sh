@@ -137,7 +137,8 @@ if grep -q "runs reentrant" "$tmp/peft.json" && grep -q "runs reentrant" "$tmp/t
   ok "peft, trl_0.13: a note that their checkpoint runs reentrant"
 else bad "peft / trl_0.13: no note of their reentrant checkpoint (or trl has one)"; fi
 
-# 9. refusals: a mode outside a bf16 QLoRA, peft's function without checkpointing, an unknown mode
+# 9. refusals: a mode outside a bf16 QLoRA, peft's function without checkpointing, an unknown mode,
+#    a sharded, inference, compiled or litgpt run
 check() {
   _n=$1; _msg=$2; shift 2
   "$VRSIM" "$@" --no-files >"$tmp/o" 2>&1; _rc=$?
@@ -146,6 +147,14 @@ check() {
 check "refused without quant = nf4" 'needs training.quant = "nf4"' "$tmp/q.lua" --set quant=none --set training.kbit_prepare=peft
 check "peft refused without checkpointing" "turns gradient checkpointing on" "$tmp/q.lua" --set checkpointing=false --set training.kbit_prepare=peft
 check "an unknown mode refused" "kbit_prepare" "$tmp/q.lua" --set training.kbit_prepare=trl2
+check "refused under FSDP2, naming the strategy" 'kbit_prepare = "trl" under fsdp2 is not modelled' "$tmp/q.lua" \
+  --set training.kbit_prepare=trl --set strategy=fsdp2 --set hardware.count=2
+check "refused with inference, naming it" 'kbit_prepare = "trl" with inference = true is not modelled' "$tmp/q.lua" \
+  --set training.kbit_prepare=trl --set inference=true
+check "refused with compile, naming what is modelled" 'kbit_prepare = "trl" with training.compile is not modelled (the casts are modelled in eager layers' \
+  "$tmp/q.lua" --set training.kbit_prepare=trl --set compile=true
+check "refused under litgpt, naming what is modelled" 'modelled with framework = "transformers"' "$tmp/q.lua" \
+  --set training.kbit_prepare=trl --set training.framework=litgpt
 
 echo "test_kbit: $pass passed, $fail failed"
 [ "$fail" = 0 ]

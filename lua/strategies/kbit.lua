@@ -50,13 +50,22 @@ function M.check(t)
     return ("training.kbit_prepare = \"%s\" is modelled for QLoRA in bf16 (precision = \"lora_bf16\" with "
             .. "training.lora), as these programs run it with bf16 on"):format(mode)
   end
-  if t.inference then return "training.kbit_prepare is a training program's preparation: not modelled with inference = true" end
+  if t.inference then
+    return ("training.kbit_prepare = \"%s\" with inference = true is not modelled: it is a training "
+            .. "program's preparation (modelled for training runs)"):format(mode)
+  end
   if (t.strategy or "none") ~= "none" and t.strategy ~= "ddp" then
     return ("training.kbit_prepare = \"%s\" under %s is not modelled (sharded QLoRA: TRL and axolotl skip these "
             .. "casts there)"):format(mode, t.strategy)
   end
-  if t.framework == "litgpt" then return "training.kbit_prepare is a transformers program's preparation, not litgpt's" end
-  if t.compile then return ("training.kbit_prepare = \"%s\" with training.compile is not modelled"):format(mode) end
+  if t.framework == "litgpt" then
+    return ("training.kbit_prepare = \"%s\" with framework = \"litgpt\" is not modelled: it is a transformers "
+            .. "program's preparation (modelled with framework = \"transformers\")"):format(mode)
+  end
+  if t.compile then
+    return ("training.kbit_prepare = \"%s\" with training.compile is not modelled (the casts are modelled "
+            .. "in eager layers, as these programs run QLoRA)"):format(mode)
+  end
   if mode == "peft" and not t.checkpointing then
     return "training.kbit_prepare = \"peft\": prepare_model_for_kbit_training(model) turns gradient checkpointing on "
         .. "(use_gradient_checkpointing=True, its default): set training.checkpointing = true"
