@@ -452,11 +452,11 @@ function R.scenario(rec, opts)
   -- (fulltrace_ttc-compile-oib-act-offload-8bit: an fp32 copy and a kept fp32 output of 250.5 MiB
   -- per chunk), not torchtune's compile_loss
   if tr.loss == "chunked" and tr.compile then
-    local c = { loss = false }
+    local c = {}
     if type(tr.compile) == "table" then
       for k, x in pairs(tr.compile) do c[k] = x end
-      c.loss = false
     end
+    c.loss = false
     tr.compile = c
   end
   -- the harnesses checkpoint through transformers' gradient_checkpointing_enable (use_reentrant=False)
