@@ -241,7 +241,7 @@ KNOWN = {
         "host-bound on a lent H100 host whose UNet issue speed neither host benchmark measured; steps 274.7-430.2 ms"),
     ("steps-r768-b1_bf16_classes", "step_time"): (0.30,
         "the same host: steps 261.6-386.2 ms; class chains 1.22x, tiny-op loop 0.83x the calibration host"),
-    # the SDXL grid of 2026-12-06 on one lent H100 host (sdxl_steps_h100_grid.jsonl): every
+    # the SDXL grid of 2026-12-06 on one H100 host (sdxl_steps_h100_grid.jsonl): every
     # host-bound configuration's 30 steady steps spread 20-98 % (r512 b1 199.3-276.1 ms), and
     # the floor they share, 206.6-229.1 ms from r512 b1 to r1024 b2, is 8.6 % below to 9.2 %
     # above vrsim at each record's own class chains (with the view ops; 0.9-20.8 % below without
@@ -265,16 +265,16 @@ KNOWN = {
     # the view ops the UNet runs (227.4 without them): a faster host than the calibration one
     ("pub-r512_bf16", "step_time"): (0.22,
         "host-bound on a host faster than the classes' host (237.6 ms of host time there, vrsim 250.6)"),
-    # the same configurations measured twice on the same lent H100 host minutes apart
+    # the same configurations measured twice on the same H100 host minutes apart
     # (validation/results/logs/gen7_h100_call1.txt, call2, call4): QLoRA q, v without checkpointing
     # 43.4 ms (steps 42.9-43.5) at 03:31 and 34.8 ms (34.7-34.9) at 03:43 (vrsim 31.9: -8.3 % of
     # the second); paged AdamW 8-bit in backward 113.8 ms at 03:34 and 132.8 ms (129.4-132.8) at
-    # 03:37 (vrsim 107.3: -5.7 % of the first). The records hold the later and the earlier run
+    # 03:37 (vrsim 107.9: -5.2 % of the first). The records hold the later and the earlier run
     # respectively; their host time moved by 25 % and 17 % between runs on one machine
     ("gen6-qlora-qv-nockpt", "step_time"): (0.30,
         "43.4 ms here, 34.8 ms on the same host 12 minutes later (vrsim 31.9)"),
     ("ttc-paged-adamw8bit-in-bwd", "step_time"): (0.22,
-        "132.8 ms here, 113.8 ms on the same host 3 minutes earlier (vrsim 107.3)"),
+        "132.8 ms here, 113.8 ms on the same host 3 minutes earlier (vrsim 107.9)"),
     # torchtune's combinations on the H100 (llama_h100_torchtune_combos.jsonl): torchao's NF4 base
     # weights in compiled layers, the one record with LoRA adapters inside a compiled layer. Not
     # checked against a kernel of this run: the fused dequantize (3.1 ms a step in vrsim, at eager
