@@ -34,6 +34,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import capture as C  # noqa: E402
+from aot_partition import forward_graph, saved_tensors  # noqa: E402
 from check_compile_moe import SEQ, WATCH, storage_root, tiny  # noqa: E402
 
 ATTN = {"qwen3_moe": ["q_proj", "k_proj", "v_proj", "o_proj"],
@@ -113,17 +114,6 @@ def lora_saved_set(torch, name, config, lora, layer_index=0, overrides=None, att
     import tempfile
     import transformers
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from functorch.compile import aot_function, make_boxed_func, min_cut_rematerialization_partition
-    from torch._inductor.decomposition import select_decomp_table
-    graphs = {}
-
-    def fw(gm, _inputs):
-        graphs["fw"] = gm
-        return make_boxed_func(gm.forward)
-
-    def bw(gm, _inputs):
-        return make_boxed_func(gm.forward)
-
     path = os.path.join(HERE, "..", "..", "scenarios/configs", config)
     if overrides:
         hf = json.load(open(path))
@@ -155,24 +145,9 @@ def lora_saved_set(torch, name, config, lora, layer_index=0, overrides=None, att
             return torch.func.functional_call(layer, params, (x,),
                                               {"position_embeddings": pe, "attention_mask": mask})
 
-        def partition(joint, joint_inputs, **kw):
-            kw["static_lifetime_input_indices"] = list(range(len(params)))
-            return min_cut_rematerialization_partition(joint, joint_inputs, **kw)
-        compiled = aot_function(f, fw_compiler=fw, bw_compiler=bw, partition_fn=partition,
-                                decompositions=select_decomp_table())
-        out = compiled(params, x, pe, mask)
-        (out[0] if isinstance(out, tuple) else out).sum().backward()
-    gm = graphs["fw"]
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    param_nodes = set(placeholders[:len(params)])
-    outs = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+        gm = forward_graph(f, (params, x, pe, mask), len(params))
     rows = []
-    for n in outs[1:]:
-        v = n.meta.get("val")
-        if v is None or not hasattr(v, "shape"):
-            continue
-        base = storage_root(torch, n)
-        kind = "param" if base in param_nodes else "input" if base.op == "placeholder" else "activation"
+    for n, v, base, kind in saved_tensors(torch, gm, len(params), storage_root):
         sv = base.meta.get("val")
         rows.append({"name": n.name, "shape": list(v.shape), "dtype": C.dtype_name(v.dtype),
                      "storage_shape": list(sv.shape) if hasattr(sv, "shape") else list(v.shape),
@@ -224,10 +199,7 @@ def main():
             "peft": peft.__version__, "partition": "min_cut_rematerialization_partition",
             "decompositions": "torch._inductor.decomposition.select_decomp_table()",
             "model": "each record's, 1 layer, batch 1", "sdpa": "cudnn"}
-    with open(args.o + ".tmp", "w") as fh:
-        json.dump({"header": head, "dynamo": dyn, "records": recs}, fh, indent=1)
-        fh.write("\n")
-    os.replace(args.o + ".tmp", args.o)
+    C.write_json(args.o, {"header": head, "dynamo": dyn, "records": recs})
     for rec in recs:
         print(rec["config"], rec["forward_gemms"])
         for r in rec["saved"]:
