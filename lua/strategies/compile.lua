@@ -143,8 +143,8 @@ function M.moe_refusal(t, mc, mesh, lora)
             lora.converted and ", which peft 0.21 makes of the MLP names and \"all-linear\"" or "")
   end
   if lora and t.quant ~= "none" then
-    return ("quant = %s under LoRA is not modelled (the compiled MoE layer with quantized "
-            .. "attention Linears is not checked)"):format(t.quant)
+    return ("training.quant = %s under LoRA is not modelled (the compiled MoE layer with quantized "
+            .. "attention Linears is not checked; LoRA on its bf16 Linears, quant = none, is)"):format(t.quant)
   end
   if mesh and (mesh.degrees.ep or 1) > 1 then
     return "expert parallelism (training.parallel.ep) is not modelled (its all-to-all's "
