@@ -160,7 +160,7 @@ return {
         .. "https://www.nvidia.com/en-us/geforce/graphics-cards/40-series/rtx-4090/",
       usable_bytes = "torch total_memory 25393692672 on RTX 4090 (public hardware records, torch 2.4 / CUDA 12.1); "
         .. "OOM messages show '23.64-23.65 GiB total capacity' (e.g. TRI-ML/packnet-sfm#250, ali-vilab/VGen#104)",
-      p2p = "no NVLink; GeForce Ada drivers report no PCIe peer access (issue 5 of this project)",
+      p2p = "no NVLink; GeForce Ada drivers report no PCIe peer access (a stated assumption, not measured here)",
       cuda_context_bytes = "estimate from measured H200 value (header of this file), not measured on a 4090",
       tdp_w = "RTX 4090 product page: 450 W total graphics power",
       peak_clock_mhz = "derived: the whitepaper's dense 165.2 TFLOP/s over 128 SMs x 512 FLOP/clk (GeForce Ada's "

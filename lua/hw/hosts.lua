@@ -75,7 +75,7 @@ return {
     host_ram_bytes = 256 * GiB, pinned_limit_bytes = 192 * GiB,
     intra = "pcie.gen4_x16", pcie = "pcie.gen4_x16", inter = false,
     source = "stated assumption: Threadripper-class board giving each of 4 RTX 4090s x16 Gen4, 256 GiB RAM; "
-      .. "no P2P, so collectives are staged through host memory (issue 5's '13B on 4x RTX 4090 over PCIe'); pinned 75 %",
+      .. "no P2P, so collectives are staged through host memory (a 13B model over 4 RTX 4090s on PCIe); pinned 75 %",
   },
 
   -- DeepSpeed's CPU Adam (DeepSpeedCPUAdam, AVX2/AVX-512), the optimizer step of ZeRO-Offload.
