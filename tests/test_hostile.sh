@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_hostile.sh: hostile and broken input (issue 18). Every case below is a failure an audit
+# test_hostile.sh: hostile and broken input. Every case below is a failure an audit
 # found: each fails on the code before the fix (it escaped the sandbox, ran a record's text as
 # code, hung, crashed, or answered nonsense) and must now end with a clear message and the exit
 # status of the one rule (0 ok/fits, 3 does not fit, 2 bad input, 1 internal or I/O).

@@ -42,7 +42,7 @@ done
 if [ "$same" = 1 ] && [ "$RC" -eq 2 ]; then ok "two bad fields: one message, the same in 8 runs ($first)"
 else fail "two bad fields: the message changed between runs or exit $RC" "$first / $msg"; fi
 
-# ---- DeepSpeed JSON: the failures of issue 14 -----------------------------------------------
+# ---- DeepSpeed JSON: "auto" values, offload devices, batch arithmetic, cases once mishandled --
 cat > "$TMP/auto_bucket.json" <<'J'
 { "train_micro_batch_size_per_gpu": "auto", "zero_optimization": { "stage": 2, "reduce_bucket_size": "auto" } }
 J

@@ -131,7 +131,7 @@ def spread(cfg):
 # stale.
 KNOWN = {
     ("gen3-qwen25-05b-lora-qv-b16-s512", "step_time"): (0.20,
-        "issue 15, host dispatch: a host-bound step (the profiled kernels are 87.3 ms of its 121.3, "
+        "host dispatch: a host-bound step (the profiled kernels are 87.3 ms of its 121.3, "
         "validation/results/kernels_gen3-qwen25-05b-lora-qv-b16-s512.jsonl), and the lent host's "
         "speed moves it: the same configuration took 110.2 ms on another host "
         "(gen3-qwen25-05b-lora-qv-b16-s512-rerun, within the band), and 107.6-136.3 ms a step on a "

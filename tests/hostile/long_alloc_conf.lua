@@ -1,4 +1,4 @@
--- allocator.conf longer than 511 characters (issue 18): the whole string is read, so the
+-- allocator.conf longer than 511 characters: the whole string is read, so the
 -- expandable_segments option at its end is in force (the old 512-byte buffer cut it off)
 return {
   hardware = { gpu = "h200" },

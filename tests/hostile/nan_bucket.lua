@@ -1,4 +1,4 @@
--- a NaN bucket size passed every C check (issue 18); it must be refused, naming the knob
+-- a NaN bucket size passed every C check; it must be refused, naming the knob
 return {
   hardware = { gpu = "h200", count = 2 },
   model = { arch = "llama2", size = "7b-l1", hidden = 64, intermediate = 128, heads = 1, kv_heads = 1, vocab = 128 },

@@ -1,4 +1,4 @@
--- a NaN capacity (issue 18: FITS "of 0.00 GiB usable"); vrsim must name the field (line 4)
+-- a NaN capacity (FITS "of 0.00 GiB usable"); vrsim must name the field (line 4)
 return {
   hardware = { gpu = "h200",
                capacity_gib = 0/0 },

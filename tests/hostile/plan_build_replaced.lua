@@ -1,4 +1,4 @@
--- a scenario that replaces the planner's build (issue 18): the planner runs in its own state,
+-- a scenario that replaces the planner's build: the planner runs in its own state,
 -- so the replacement never runs and the scenario is planned and checked as usual
 require("vrsim.plan").build = function() error("HIJ" .. "ACKED") end
 package = nil

@@ -1,4 +1,4 @@
--- reads creds.json, which test_hostile.sh links to a file outside this folder (issue 18: the
+-- reads creds.json, which test_hostile.sh links to a file outside this folder (the
 -- title printed it); vrsim must refuse the file
 return {
   title = require("vrsim.core").read_config("creds.json").secret,

@@ -1,4 +1,4 @@
--- a scenario that rewrites the string library and the string metatable (issue 18): the
+-- a scenario that rewrites the string library and the string metatable: the
 -- planner's strings are not the scenario's, so planning goes on unchanged
 local mt = getmetatable("")
 mt.__index.format = function() error("HIJ" .. "ACKED") end
