@@ -126,12 +126,8 @@ def storage_root(torch, n):
         return n
 
 
-def saved_set(torch, name, config, layer_index=0, overrides=None, attention="sdpa"):
-    """The partition of decoder layer `layer_index` of `config` (its keys `overrides` replaced) at
-    1 x SEQ (fake CUDA, bf16). Under eager attention the layer gets the additive causal mask
-    (bf16, 1 x 1 x SEQ x SEQ) the model would hand it."""
-    import transformers
-    from torch._subclasses.fake_tensor import FakeTensorMode
+def config_path(config, overrides):
+    """scenarios/configs/CONFIG, or a copy of it with the keys `overrides` replaced."""
     path = os.path.join(HERE, "..", "..", "scenarios/configs", config)
     if overrides:
         hf = json.load(open(path))
@@ -139,42 +135,65 @@ def saved_set(torch, name, config, layer_index=0, overrides=None, attention="sdp
         path = os.path.join(tempfile.mkdtemp(), config)
         with open(path, "w") as fh:
             json.dump(hf, fh)
-    spec = {"precision": "bf16", "layers": layer_index + 1, "config": path, "attention": attention}
-    with FakeTensorMode():
-        model, _ = C.build_model(torch, transformers, spec, None)
-        # from_pretrained keeps these in fp32 whatever the dtype (DeepSeek's router weight and
-        # correction bias); the cast of the whole model above made them bf16
-        for key in getattr(model, "_keep_in_fp32_modules_strict", None) or []:
-            for pname, t in list(model.named_parameters()) + list(model.named_buffers()):
-                if key in pname:
-                    t.data = t.data.float()
-        layer, rotary = model.model.layers[layer_index], model.model.rotary_emb
-        h = model.config.hidden_size
-        x = torch.randn(1, SEQ, h, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        # (cos, sin), or DeepSeek-V2's complex freqs_cis
-        pe = rotary(x, torch.arange(SEQ, device="cuda")[None])
-        mask = None
-        if attention == "eager":
-            mask = torch.full((SEQ, SEQ), torch.finfo(torch.bfloat16).min, device="cuda",
-                              dtype=torch.bfloat16).triu(1)[None, None]
-        # the buffers (DeepSeek-V3's router's e_score_correction_bias) as inputs too
-        params = {**dict(layer.named_parameters()), **dict(layer.named_buffers())}
+    return path
 
-        def f(params, x, pe, mask):
-            return torch.func.functional_call(layer, params, (x,),
-                                              {"position_embeddings": pe, "attention_mask": mask})
 
-        gm = forward_graph(f, (params, x, pe, mask), len(params))
+def layer_forward_graph(torch, model, layer_index, attention):
+    """The partition's forward graph of decoder layer `layer_index` of `model` (a transformers
+    CausalLM built under the FakeTensorMode this is called in) at 1 x SEQ, bf16, and how many of
+    its inputs are the layer's parameters and buffers. Under eager attention the layer gets the
+    additive causal mask (bf16, 1 x 1 x SEQ x SEQ) the model would hand it."""
+    # from_pretrained keeps these in fp32 whatever the dtype (DeepSeek's router weight and
+    # correction bias); the cast of the whole model made them bf16
+    for key in getattr(model, "_keep_in_fp32_modules_strict", None) or []:
+        for pname, t in list(model.named_parameters()) + list(model.named_buffers()):
+            if key in pname:
+                t.data = t.data.float()
+    layer, rotary = model.model.layers[layer_index], model.model.rotary_emb
+    h = model.config.hidden_size
+    x = torch.randn(1, SEQ, h, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    # (cos, sin), or DeepSeek-V2's complex freqs_cis
+    pe = rotary(x, torch.arange(SEQ, device="cuda")[None])
+    mask = None
+    if attention == "eager":
+        mask = torch.full((SEQ, SEQ), torch.finfo(torch.bfloat16).min, device="cuda",
+                          dtype=torch.bfloat16).triu(1)[None, None]
+    # the buffers (DeepSeek-V3's router's e_score_correction_bias) as inputs too
+    params = {**dict(layer.named_parameters()), **dict(layer.named_buffers())}
+
+    def f(params, x, pe, mask):
+        return torch.func.functional_call(layer, params, (x,),
+                                          {"position_embeddings": pe, "attention_mask": mask})
+
+    return forward_graph(f, (params, x, pe, mask), len(params)), len(params)
+
+
+def saved_rows(torch, gm, n_static):
+    """What forward graph gm saves, one row a tensor (as the capture's "saved" lists them), its
+    storage through views and splits (storage_root)."""
     rows = []
-    for n, v, base, kind in saved_tensors(torch, gm, len(params), storage_root):
+    for n, v, base, kind in saved_tensors(torch, gm, n_static, storage_root):
         sv = base.meta.get("val")
         rows.append({"name": n.name, "shape": list(v.shape), "dtype": C.dtype_name(v.dtype),
                      "storage_shape": list(sv.shape) if hasattr(sv, "shape") else list(v.shape),
                      "bytes": v.numel() * v.element_size(), "kind": kind, "storage": base.name,
                      "op": str(base.target) if base.op == "call_function" else base.op})
+    return rows
+
+
+def saved_set(torch, name, config, layer_index=0, overrides=None, attention="sdpa"):
+    """The partition of decoder layer `layer_index` of `config` (its keys `overrides` replaced) at
+    1 x SEQ (fake CUDA, bf16; layer_forward_graph)."""
+    import transformers
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    spec = {"precision": "bf16", "layers": layer_index + 1, "config": config_path(config, overrides),
+            "attention": attention}
+    with FakeTensorMode():
+        model, _ = C.build_model(torch, transformers, spec, None)
+        gm, n_static = layer_forward_graph(torch, model, layer_index, attention)
     return {"config": name, "model": "scenarios/configs/" + config, "layer": layer_index,
             "overrides": overrides or {}, "attention": attention, "seq": SEQ, "precision": "bf16",
-            "saved": rows}
+            "saved": saved_rows(torch, gm, n_static)}
 
 
 def main():

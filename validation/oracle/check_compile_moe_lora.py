@@ -27,15 +27,13 @@ compiled layer with the adapters' ops inside it.
 Writes one JSON (header, "dynamo": the runs of 1., "records": the saved sets of 2., as
 check_compile_moe.py writes them); tests/test_compile.sh holds vrsim's note to it."""
 import argparse
-import json
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import capture as C  # noqa: E402
-from aot_partition import forward_graph, saved_tensors  # noqa: E402
-from check_compile_moe import SEQ, WATCH, storage_root, tiny  # noqa: E402
+from check_compile_moe import SEQ, WATCH, config_path, layer_forward_graph, saved_rows, tiny  # noqa: E402
 
 ATTN = {"qwen3_moe": ["q_proj", "k_proj", "v_proj", "o_proj"],
         "mixtral": ["q_proj", "k_proj", "v_proj", "o_proj"],
@@ -109,50 +107,16 @@ def dynamo_lora_run(torch, family, placement, kw):
 def lora_saved_set(torch, name, config, lora, layer_index=0, overrides=None, attention="sdpa"):
     """The partition of decoder layer `layer_index` of `config` (its keys `overrides` replaced)
     under peft's LoRA `lora` (capture.py's spec: r, alpha, dropout, targets) at 1 x SEQ (fake
-    CUDA, bf16 base weights, the adapters in fp32 as peft makes them). Under eager attention the
-    layer gets the additive causal mask (bf16, 1 x 1 x SEQ x SEQ) the model would hand it."""
-    import tempfile
+    CUDA, bf16 base weights, the adapters in fp32 as peft makes them; check_compile_moe.py's
+    layer_forward_graph)."""
     import transformers
     from torch._subclasses.fake_tensor import FakeTensorMode
-    path = os.path.join(HERE, "..", "..", "scenarios/configs", config)
-    if overrides:
-        hf = json.load(open(path))
-        hf.update(overrides)
-        path = os.path.join(tempfile.mkdtemp(), config)
-        with open(path, "w") as fh:
-            json.dump(hf, fh)
-    spec = {"precision": "lora_bf16", "layers": layer_index + 1, "config": path, "lora": lora,
-            "attention": attention}
+    spec = {"precision": "lora_bf16", "layers": layer_index + 1, "config": config_path(config, overrides),
+            "lora": lora, "attention": attention}
     with FakeTensorMode():
         pm, _ = C.build_model(torch, transformers, spec, None)
-        model = pm.get_base_model()
-        # from_pretrained keeps these in fp32 (DeepSeek's router weight and correction bias)
-        for key in getattr(model, "_keep_in_fp32_modules_strict", None) or []:
-            for pname, t in list(model.named_parameters()) + list(model.named_buffers()):
-                if key in pname:
-                    t.data = t.data.float()
-        layer, rotary = model.model.layers[layer_index], model.model.rotary_emb
-        x = torch.randn(1, SEQ, model.config.hidden_size, device="cuda", dtype=torch.bfloat16,
-                        requires_grad=True)
-        pe = rotary(x, torch.arange(SEQ, device="cuda")[None])
-        mask = None
-        if attention == "eager":
-            mask = torch.full((SEQ, SEQ), torch.finfo(torch.bfloat16).min, device="cuda",
-                              dtype=torch.bfloat16).triu(1)[None, None]
-        params = {**dict(layer.named_parameters()), **dict(layer.named_buffers())}
-
-        def f(params, x, pe, mask):
-            return torch.func.functional_call(layer, params, (x,),
-                                              {"position_embeddings": pe, "attention_mask": mask})
-
-        gm = forward_graph(f, (params, x, pe, mask), len(params))
-    rows = []
-    for n, v, base, kind in saved_tensors(torch, gm, len(params), storage_root):
-        sv = base.meta.get("val")
-        rows.append({"name": n.name, "shape": list(v.shape), "dtype": C.dtype_name(v.dtype),
-                     "storage_shape": list(sv.shape) if hasattr(sv, "shape") else list(v.shape),
-                     "bytes": v.numel() * v.element_size(), "kind": kind, "storage": base.name,
-                     "op": str(base.target) if base.op == "call_function" else base.op})
+        gm, n_static = layer_forward_graph(torch, pm.get_base_model(), layer_index, attention)
+    rows = saved_rows(torch, gm, n_static)
     # the graph's GEMMs: torch._grouped_mm (or transformers' opaque fallback) and the mm's
     gemms = sorted({str(n.target) for n in gm.graph.nodes if n.op == "call_function"
                     and ("grouped_mm" in str(n.target) or str(n.target).startswith("aten.mm"))})
