@@ -181,7 +181,8 @@ function M.check(t, mc, mesh, lora)
     -- save list, force_save_collectives leaves tagged ones alone) and for the ring's attention
     -- are not checked
     return ("training.compile with checkpoint_scope = \"op\" under %s is not modelled (what the "
-            .. "policy tags of its collectives and the partition make of them are not checked)"):format(
+            .. "policy tags of its collectives and the partition make of them are not checked; without "
+            .. "tensor or context parallelism it is)"):format(
             (mesh.degrees.tp or 1) > 1 and "tensor parallelism" or "context parallelism")
   end
   if t.checkpointing and t.checkpoint_scope == "op" and require("strategies.lora").wanted(t) then
