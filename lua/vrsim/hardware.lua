@@ -199,7 +199,7 @@ function M.device_of(cfg, ctx)
       -- GEMMs timed each from an idle card (vrsim-calibrate --gemm-idle-ms): a training step's
       -- GEMMs run between memory-bound kernels, below the power limit, and torch.profiler's
       -- kernel times of real steps match these, not a grid timed back to back
-      -- (validation/PROVENANCE.md, the fourth session)
+      -- (validation/PROVENANCE.md, the fourth call set)
       local gp = calibrated("_gemm", gname)
       -- with the small and skinny GEMMs' kernels timed by torch.profiler
       -- (measure_gemm_kernels.py), which replace the grid's rows up to their largest problem

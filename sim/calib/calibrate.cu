@@ -116,7 +116,7 @@ static int g_cooldown_ms = 1000; /* gemm_xcheck: idle time before each shape */
 /* gemm, bgemm: idle time before each shape (0: back to back). A training step runs each GEMM
  * between memory-bound kernels, so the card stays below its power limit and GEMMs run at the
  * clock of an idle start; timed back to back for seconds, the grid's later shapes carry the
- * power limit's lower clock instead (validation/PROVENANCE.md, the fourth session: torch.mm
+ * power limit's lower clock instead (validation/PROVENANCE.md, the fourth call set: torch.mm
  * in real steps matched the idle-card grid within 4 %, and ran 14-26 % faster than the
  * back-to-back one). lua/hw/calibrated/h200.lua predates this default: it was made back to
  * back, and h200_gemm.lua (--gemm-idle-ms 200) replaces its grid. */

@@ -36,7 +36,7 @@ and writes DIR/profile_tables_<name>-rank<R>.jsonl (every kernel and every aten 
 profile_llama_step.py --tables writes them; compare_kernels.py reads them) and
 DIR/<name>-rank<R>.trace.json.gz (the profiler's Chrome trace: each kernel's stream, start and
 duration, so NCCL kernels and the compute they overlap can be lined up; it opens in Perfetto).
-That step is not part of the record. Written in the fourth session and not yet run on a GPU.
+That step is not part of the record. Not yet run on a GPU.
 """
 import argparse
 import json

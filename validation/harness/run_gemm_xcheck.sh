@@ -4,7 +4,7 @@
 # interleaved, so the run shows how the calibration program agrees with PyTorch on the same card,
 # and how far the same measurement moves with the card's state.
 #   PASSES="NAME:COOLDOWN_MS:CALLS[:ROUNDS] ..." bash validation/harness/run_gemm_xcheck.sh   (into $OUT)
-# Device call 1 of the third session: PASSES="a:1000:25 b:1000:25" (each shape from an idle GPU).
+# Device call 1 of the third call set: PASSES="a:1000:25 b:1000:25" (each shape from an idle GPU).
 # Device call 2: PASSES="hot25:0:25 hot100:0:100" (shapes back to back, as the reference ran).
 # Device call 3: KERNELS=0 PASSES="r5:300:11:5" (five rounds a shape, each from an idle GPU; medians).
 set -u

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The whole single-GPU measuring session, one device call: build and run the calibration
+# The whole single-GPU measurement in one device call: build and run the calibration
 # program, measure SDPA backends, then the LLaMA plan. Results are staged under $STAGE with the
 # repository's layout and packed into $OUT/results.tar.gz; the log goes to $OUT/log.
 #   usage (on the GPU machine, repository root): bash validation/harness/run_h200.sh [PLAN]

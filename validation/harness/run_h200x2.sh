@@ -1,5 +1,5 @@
 #!/bin/bash
-# The two-GPU measuring session, one device call on kind nvidia-h200-x2: peer copies and NCCL
+# The two-GPU measurement in one device call on kind nvidia-h200-x2: peer copies and NCCL
 # collectives into lua/hw/calibrated/h200_x2_links.lua, then the multi-GPU plan under torchrun,
 # then (if time is left) a single-GPU plan on GPU 0. Results are staged under $STAGE with the
 # repository's layout and packed into $OUT/results.tar.gz.
