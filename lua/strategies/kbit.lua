@@ -33,15 +33,11 @@ local nn = require "vrsim.nn"
 
 local M = {}
 
-M.MODES = { none = true, peft = true, ["trl_0.13"] = true, trl = true, axolotl = true }
-
--- The refusal of training table t under kbit_prepare (nil when the mode applies as modelled).
+-- The refusal of training table t under kbit_prepare (nil when the mode applies as modelled);
+-- the schema has already held the value to its choices (lua/vrsim/schema.lua CHOICES).
 function M.check(t)
   local mode = t.kbit_prepare or "none"
   if mode == "none" then return nil end
-  if not M.MODES[mode] then
-    return ("training.kbit_prepare: unknown value '%s' (one of: none, peft, trl_0.13, trl, axolotl)"):format(tostring(mode))
-  end
   if t.quant ~= "nf4" then
     return ("training.kbit_prepare = \"%s\" needs training.quant = \"nf4\": the casts are what these programs do "
             .. "to a bitsandbytes 4-bit model (quant is %s)"):format(mode, tostring(t.quant))
