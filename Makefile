@@ -1,5 +1,6 @@
 # vrsim: hand-written Makefile. `make` builds ./vrsim; `make test` runs the unit tests, then the
-# unit and scenario tests again under AddressSanitizer + UBSan (SAN=address,undefined).
+# unit and command-line tests again under AddressSanitizer + UBSan (SAN=address,undefined), the
+# command-line scripts JOBS at a time (tests/run_scripts.sh; JOBS defaults to the CPUs).
 # Targets: all test asan bench fuzz calibrate reports clean
 
 CC      ?= cc
@@ -60,53 +61,59 @@ $(BUILD)/tests/%: tests/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $(shell pkg-config --cflags cmocka) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS) $(TESTLIBS)
 
-# Unit tests of this build, then the scenario tests with this build's binary.
+# The command-line tests (tests/*.sh), run JOBS at a time by tests/run_scripts.sh: the slowest first
+# so that the last to start are short.
+SHELL_TESTS := tests/scenario_tests.sh \
+  tests/test_sdxl.sh \
+  tests/test_published.sh \
+  tests/test_oracle.sh \
+  tests/test_families.sh \
+  tests/test_recipes.sh \
+  tests/test_pipeline.sh \
+  tests/test_quant.sh \
+  tests/test_validate.sh \
+  tests/test_techniques.sh \
+  tests/test_hostile.sh \
+  tests/test_dit.sh \
+  tests/test_sweep.sh \
+  tests/test_compile.sh \
+  tests/test_inputs.sh \
+  tests/test_cp_ep.sh \
+  tests/test_moe.sh \
+  tests/test_fields.sh \
+  tests/test_doctor.sh \
+  tests/test_ttc.sh \
+  tests/test_diffusion.sh \
+  tests/test_readers.sh \
+  tests/test_outputs.sh \
+  tests/test_kbit.sh \
+  tests/test_litgpt.sh \
+  tests/test_mla.sh \
+  tests/test_tp_compile.sh \
+  tests/test_mesh.sh \
+  tests/test_streams.sh \
+  tests/test_ddp_bucket.sh \
+  tests/test_record_dpovar.sh \
+  tests/test_hub_kernels.sh \
+  tests/test_defaults.sh \
+  tests/test_tfversion.sh \
+  tests/test_async_tp.sh \
+  tests/test_ops.sh \
+  tests/test_record_techniques.sh \
+  tests/test_warmup.sh \
+  tests/test_bnb_optim.sh \
+  tests/test_tech_records.sh
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+# Unit tests of this build, then the command-line tests with this build's binary.
 unit: $(TEST_BIN) $(BUILD)/vrsim
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
-	@VRSIM=$(BUILD)/vrsim sh tests/scenario_tests.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_sweep.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_sdxl.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_diffusion.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_dit.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_ops.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_streams.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_ddp_bucket.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_validate.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_record_techniques.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_record_dpovar.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_hostile.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_readers.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_outputs.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_fields.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_families.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_quant.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_kbit.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_warmup.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_bnb_optim.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_litgpt.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_hub_kernels.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_defaults.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_moe.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_mla.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_pipeline.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_published.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_inputs.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_doctor.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_techniques.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_ttc.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_tfversion.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_tech_records.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_compile.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_tp_compile.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_async_tp.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_oracle.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_recipes.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_mesh.sh
-	@VRSIM=$(BUILD)/vrsim sh tests/test_cp_ep.sh
+	@VRSIM=$(BUILD)/vrsim JOBS=$(JOBS) sh tests/run_scripts.sh $(SHELL_TESTS)
 	@VRSIM=$(BUILD)/vrsim sh tests/html/check.sh; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 77 ]
 
-test: unit
-	$(MAKE) SAN=address,undefined OPT=-O1 unit
+test:
+	$(MAKE) -j$(JOBS) unit
+	$(MAKE) -j$(JOBS) SAN=address,undefined OPT=-O1 unit
 
 asan:
 	$(MAKE) SAN=address,undefined OPT=-O1 unit
