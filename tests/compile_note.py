@@ -68,7 +68,25 @@ def saved_counts(summary_path):
     return counts(notes(json.load(open(summary_path)))[0])
 
 
+def compare(capture_path, summary_path, name):
+    """vrsim's saved set (the run's summary) against record `name` of a partitioner capture: the
+    line to print and whether they are equal."""
+    rec = [r for r in json.load(open(capture_path))["records"] if r["config"] == name][0]
+    want, got = capture_counts(rec), saved_counts(summary_path)
+    if got != want:
+        return "vrsim only: %s  partitioner only: %s" % (dict(got - want), dict(want - got)), False
+    return "%d tensors" % sum(want.values()), True
+
+
+USAGE = ("usage: compile_note.py activations SUMMARY.json\n"
+         "       compile_note.py compare CAPTURE.json SUMMARY.json RECORD")
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "activations":
-        sys.exit("usage: compile_note.py activations SUMMARY.json")
-    print(activations(notes(json.load(open(sys.argv[2])))[0]))
+    if len(sys.argv) == 3 and sys.argv[1] == "activations":
+        print(activations(notes(json.load(open(sys.argv[2])))[0]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "compare":
+        line, same = compare(*sys.argv[2:])
+        print(line)
+        sys.exit(0 if same else 1)
+    else:
+        sys.exit(USAGE)
