@@ -37,6 +37,18 @@ MASKED = [  # with an additive attention mask [1, 1, sq, sk] (a sliding window, 
 ]
 
 
+LONG = [  # torchtitan's context-parallel rows (Llama 3.1 8B, k and v repeated to 32 heads, 32768
+    # tokens on each rank): the ring's calls with load balancing, causal on the rank's own two
+    # chunks at step 0, then non-causal on half of the keys or half of the queries
+    # (torch.distributed.tensor.experimental._attention._templated_ring_attention)
+    ("long_h32_d128_b1_s16384", 1, 32, 16384, 16384, 128, True),
+    ("long_h32_d128_b1_s32768", 1, 32, 32768, 32768, 128, True),
+    ("long_h32_d128_b1_q32768_k16384", 1, 32, 32768, 16384, 128, False),
+    ("long_h32_d128_b1_q16384_k32768", 1, 32, 16384, 32768, 128, False),
+    ("long_h32_d128_b1_q16384_k16384", 1, 32, 16384, 16384, 128, False),
+]
+
+
 def sdxl_shapes():
     out = []
     for px in (512, 768, 1024):
@@ -91,6 +103,8 @@ def main():
     ap.add_argument("--from", dest="src", help="a JSON file this script wrote: convert it, measure nothing")
     ap.add_argument("--lua", help="with --from: write the calibrated Lua table here")
     ap.add_argument("--masked-only", action="store_true", help="measure only the masked shapes")
+    ap.add_argument("--long-only", action="store_true",
+                    help="measure only the long shapes of the context-parallel ring (LONG)")
     ap.add_argument("--merge", nargs="*", default=[], help="with --from: more JSON files to add")
     a = ap.parse_args()
     if a.src:
@@ -110,8 +124,12 @@ def main():
     res = {"gpu": torch.cuda.get_device_name(dev), "torch": torch.__version__,
            "cudnn": torch.backends.cudnn.version(), "measured": time.strftime("%Y-%m-%d"),
            "shapes": []}
-    shapes = [(s, False) for s in BASE + sdxl_shapes()] if not a.masked_only else []
-    for tag, b, h, sq, sk, d, causal, masked in [s + (m,) for s, m in shapes] + [s + (True,) for s in MASKED]:
+    if a.long_only:
+        todo = [s + (False,) for s in LONG]
+    else:
+        shapes = [(s, False) for s in BASE + sdxl_shapes()] if not a.masked_only else []
+        todo = [s + (m,) for s, m in shapes] + [s + (True,) for s in MASKED]
+    for tag, b, h, sq, sk, d, causal, masked in todo:
         g = torch.Generator(device=dev).manual_seed(0)
         mk = lambda s: torch.randn(b, s, h, d, device=dev, dtype=torch.bfloat16, generator=g).transpose(1, 2).requires_grad_(True)
         q, k, v = mk(sq), mk(sk), mk(sk)
