@@ -111,7 +111,7 @@ function P.layout(cfg, n_layers, mesh)
   if par.ep > 1 then no("ep > 1", ": expert parallelism is not built") end
   -- FSDP2 over dp_shard (and dp_replicate: HSDP, or a shard group of one) as torchtitan applies
   -- it to each stage's model part (strategies/fsdp.lua M.pp_keep); the mesh set training.strategy =
-  -- "fsdp2" from the degrees, and zero.shard_group = dp_shard where dp_replicate > 1
+  -- "fsdp2" from the degrees, and zero.shard_group = dp_shard x cp where dp_replicate > 1
   -- (torchtitan applies FSDP where dp_shard or cp is enabled, over dp_shard x cp: with dp_shard 1
   -- and cp > 1 each stage is still fully_shard'ed over its cp ranks)
   if t.strategy ~= "none" and not (t.strategy == "fsdp2" and par.dp_shard * par.cp * par.dp_replicate > 1) then
