@@ -108,6 +108,14 @@ set -- $(cp2 | stg | tr -d "[],'") $(sd2 | stg | tr -d "[],'")
 if [ "$1 $2 $3" = "fsdp2 2097152 4096" ] && [ "$7 $8" = "4194304 8192" ] && [ "$4" -lt "$9" ] && [ "$5" -lt "${10}" ]; then
   ok "cp 2 in each stage: the stage sends s/cp (2097152 bytes, 4194304 under dp_shard 2), peaks $4 and $5 (dp_shard 2: $9 and ${10}), 4096 tokens a step"
 else bad "cp 2 in each stage: (strategy, send bytes, tokens a step, peaks) $1 $2 $3 $4 $5, dp_shard 2: $6 $7 $8 $9 ${10} $(head -2 "$tmp/err")"; fi
+#    GPipe runs the same stages (every forward before any backward); HSDP over dp_replicate 2 x
+#    (dp_shard x cp) beside it (torchtitan's ("dp_replicate", "dp_shard_cp") mesh: the shard group
+#    is dp_shard x cp, 2 here) runs with the two replicas' 8192 tokens a step
+set -- $(cp2 --set training.parallel.pp_schedule=GPipe | stg | tr -d "[],'") \
+       $(run --set hardware.count=8 --set training.parallel.cp=2 --set training.parallel.dp_replicate=2 | stg | tr -d "[],'")
+if [ "$1 $2 $3" = "fsdp2 2097152 4096" ] && [ "$6 $7 $8" = "fsdp2 2097152 8192" ]; then
+  ok "cp 2 under GPipe, and beside HSDP (dp_replicate 2): the stage sends s/cp, 4096 and 8192 tokens a step"
+else bad "cp 2 under GPipe / with dp_replicate 2: (strategy, send bytes, tokens a step, peaks) $* $(head -2 "$tmp/err")"; fi
 #    the ring's exchanges run on the cp group's link: with 8 heads of 64 over 32768 tokens
 #    (16384 a rank, 8388608 k elements) rank 0's 3 layers x 4 micro-batches each receive half
 #    the forward k, v all-gather (2 x 2 x 8388608 x 2 bytes over 2 ranks), half the backward's,
