@@ -114,9 +114,21 @@ import json; d = json.load(open('$tmp/mistral-7b-v0.1.json')); del d['sliding_wi
 json.dump(d, open('$tmp/mistral-nowin.json', 'w'))"
 scn misnw mistral-nowin.json
 "$VRSIM" "$tmp/misnw.lua" --no-files --set model.layers=1 --set seq=4096 > "$tmp/nw.out" 2>&1
-if grep -q "sliding_window absent or null in the config: MistralConfig's default 4096 is assumed" "$tmp/nw.out"; then
-  ok "sliding window: an assumed window is noted at a sequence as long as it"
-else bad "sliding window: no note on the assumed window at seq 4096"; fi
+if grep -q "sliding_window absent from the config: MistralConfig's default 4096 applies" "$tmp/nw.out"; then
+  ok "sliding window: the class default window is noted at a sequence as long as it"
+else bad "sliding window: no note on the default window at seq 4096"; fi
+# "sliding_window": null (Mistral-7B-v0.2/0.3) is full attention, as transformers reads it: at 8192
+# the causal shortcut, no mask built and no note (a key left out is the default window's mask)
+python3 -c "
+import json; d = json.load(open('$tmp/mistral-7b-v0.1.json')); d['sliding_window'] = None
+json.dump(d, open('$tmp/mistral-null.json', 'w'))"
+scn misnull mistral-null.json
+"$VRSIM" "$tmp/misnull.lua" --no-files --set model.layers=1 --set seq=8192 --alloc-trace "$tmp/mn.csv" > "$tmp/mn.out" 2>&1
+"$VRSIM" "$tmp/misnw.lua" --no-files --set model.layers=1 --set seq=8192 --alloc-trace "$tmp/mw.csv" >/dev/null 2>&1
+if grep -q ',alloc,' "$tmp/mn.csv" && ! grep -q "sliding_window_mask\|attn_mask_to_bias" "$tmp/mn.csv" \
+   && ! grep -q "sliding_window" "$tmp/mn.out" && grep -q attn_mask_to_bias "$tmp/mw.csv"; then
+  ok "sliding window: a null window is full attention (no mask at 8192, no note); a key left out is 4096's"
+else bad "sliding window null: $(grep -c sliding_window_mask "$tmp/mn.csv") mask rows, $(cat "$tmp/mn.out" | head -3)"; fi
 
 # 6. sharding passes: under FSDP2 and ZeRO-3 over 8 GPUs a rank holds its 1/8 shard (1.9 GiB of
 # the 15.0 GiB of bf16 weights) plus what is gathered at the peak (the layer in backward; FSDP2's
@@ -316,6 +328,19 @@ else bad "Gemma 2 attention=flash: exit $rc, $(cat "$tmp/err")"; fi
 t=$(size_of "$tmp/g2.csv" layers.0.self_attn.softcap_tanh)
 if [ "$t" = "8388608" ]; then ok "Gemma 2 attention soft-cap: tanh on the 16 x 512 x 512 scores (8 MiB)"
 else bad "Gemma 2 attention soft-cap tanh: $t bytes, want 8388608"; fi
+# a null attn_logit_softcapping is no soft-capping (as transformers reads it); a key left out is
+# Gemma2Config's 50.0, noted
+python3 -c "
+import json; d = json.load(open('scenarios/configs/gemma-2-9b.json')); d['attn_logit_softcapping'] = None
+json.dump(d, open('$tmp/g2-null.json', 'w')); del d['attn_logit_softcapping']; json.dump(d, open('$tmp/g2-absent.json', 'w'))"
+scn g2n g2-null.json; scn g2a g2-absent.json
+"$VRSIM" "$tmp/g2n.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/g2n.csv" >"$tmp/g2n.out" 2>&1
+"$VRSIM" "$tmp/g2a.lua" --no-files --set model.layers=1 --alloc-trace "$tmp/g2a.csv" >"$tmp/g2a.out" 2>&1
+if [ -z "$(size_of "$tmp/g2n.csv" layers.0.self_attn.softcap_tanh)" ] && ! grep -q "attn_logit_softcapping absent" "$tmp/g2n.out" \
+   && [ "$(size_of "$tmp/g2a.csv" layers.0.self_attn.softcap_tanh)" = "8388608" ] \
+   && grep -q "attn_logit_softcapping absent from the config: Gemma2Config's default applies" "$tmp/g2a.out"; then
+  ok "Gemma 2: a null attention soft-cap is none; a key left out is the class default, noted"
+else bad "Gemma 2 soft-cap null / absent: $(head -c 300 "$tmp/g2n.out") / $(head -c 300 "$tmp/g2a.out")"; fi
 # final logit soft-capping: tanh of the (512, 256000) bf16 logits (250 MiB), kept for backward
 t=$(size_of "$tmp/g2.csv" final_softcap.tanh)
 if [ "$t" = "262144000" ]; then ok "Gemma 2 final soft-cap: tanh on the 512 x 256000 logits (250 MiB)"

@@ -530,13 +530,14 @@ F.SHARED_KEYS = { q_lora_rank = 1, kv_lora_rank = 1, qk_rope_head_dim = 1, qk_no
 
 function F.mla_config(hf, where, c, d)
   local H = require "models.hf"
-  -- q_lora_rank: a JSON null (no query compression: q_proj) reads as a key left out, whose class
-  -- default is 1536; the released configs give it either way, so absent is read as null, noted
+  -- q_lora_rank: null is no query compression (q_proj, DeepSeek-V2-Lite); a key left out takes
+  -- the class default 1536, as transformers gives it, and a note says so
   c.notes = {}
   if hf.q_lora_rank ~= nil then c.q_rank = H.int(hf, "q_lora_rank", nil, where)
-  else
-    c.notes[#c.notes + 1] = "q_lora_rank absent or null in the config: read as null (q_proj, no query "
-      .. "compression); a config that leaves the key out gets the class default 1536 in transformers: give it"
+  elseif not H.is_null(hf, "q_lora_rank") then
+    c.q_rank = 1536
+    c.notes[#c.notes + 1] = "q_lora_rank absent from the config: the class default 1536 applies, as in "
+      .. "transformers (a null there is q_proj, no query compression)"
   end
   c.kv_rank = H.int(hf, "kv_lora_rank", 512, where)
   c.qk_rope = H.int(hf, "qk_rope_head_dim", 64, where)

@@ -257,10 +257,11 @@ function F.layer_types(hf, where, layers, every)
   return types
 end
 
--- A soft-capping value of config key k: a positive number, or absent (JSON null reads as absent)
--- for the class default `def` (nil: none).
+-- A soft-capping value of config key k: a positive number, null (none), or absent for the class
+-- default `def` (nil: none).
 function F.softcap(hf, k, def, where)
   local v = hf[k]
+  if require("models.hf").is_null(hf, k) then return nil end
   if v == nil then return def end
   if type(v) ~= "number" or v ~= v or v <= 0 then
     error(("%s: %s must be a positive number or null (got %s)"):format(where, k, tostring(v)), 0)
@@ -306,7 +307,7 @@ function F.config(hf, where)
   c.final_softcap = F.softcap(hf, "final_logit_softcapping", 30.0, where)
   c.softcap_assumed = {}
   for _, k in ipairs { "attn_logit_softcapping", "final_logit_softcapping" } do
-    if hf[k] == nil then c.softcap_assumed[#c.softcap_assumed + 1] = k end
+    if hf[k] == nil and not require("models.hf").is_null(hf, k) then c.softcap_assumed[#c.softcap_assumed + 1] = k end
   end
   c.norm_cls = F.classes.norm
   return c
@@ -317,8 +318,8 @@ end
 -- kernel is an error, as transformers raises for attn_implementation="sdpa" on this class.
 function F.attention(requested, notes, cfg)
   for _, k in ipairs(cfg.softcap_assumed or {}) do
-    notes[#notes + 1] = ("%s absent or null in the config: Gemma2Config's default is assumed (a JSON null, "
-                         .. "no soft-capping, cannot be told from a key left out)"):format(k)
+    notes[#notes + 1] = ("%s absent from the config: Gemma2Config's default applies, as in transformers "
+                         .. "(a null there is no soft-capping)"):format(k)
   end
   if requested == "eager" then return "eager" end
   if requested == "sdpa" then

@@ -30,6 +30,14 @@ function H.read(src)
   return require("vrsim.core").read_config(src), src
 end
 
+-- Whether key k of config object t was a JSON null (not a key left out): the reader keeps an
+-- object's null keys in its metatable (sim/bind/bind.c push_json), since both read as nil.
+function H.is_null(t, k)
+  if t[k] ~= nil then return false end
+  local mt = getmetatable(t)
+  return type(mt) == "table" and type(mt.__json_null) == "table" and mt.__json_null[k] == true
+end
+
 -- Returns the family module's name, the family module and its normalized config.
 function H.resolve(src, overrides)
   local hf, where = H.read(src)
@@ -37,7 +45,7 @@ function H.resolve(src, overrides)
     -- the scenario's shape fields replace the config's keys before the family reads them, so
     -- what follows from them (head_dim = hidden_size // num_attention_heads where the config
     -- gives none) follows as transformers has it
-    local copy = {}
+    local copy = setmetatable({}, getmetatable(hf))   -- its null keys too (H.is_null)
     for k, v in pairs(hf) do copy[k] = v end
     for k, v in pairs(overrides) do copy[k] = v end
     hf = copy

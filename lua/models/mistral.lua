@@ -20,10 +20,13 @@ function F.config(hf, where)
     hidden_size = 4096, intermediate_size = 14336, num_hidden_layers = 32, num_attention_heads = 32,
     num_key_value_heads = 8, vocab_size = 32000, tie_word_embeddings = false,
   })
-  -- A JSON null reads as an absent key, so `"sliding_window": null` (full attention, as in
-  -- Mistral-7B-v0.2/0.3) cannot be told from a key left out (MistralConfig's default, 4096): the
-  -- default is taken and the run warns when it matters (a sequence as long as the window or longer)
-  if hf.sliding_window == nil then
+  -- `"sliding_window": null` (Mistral-7B-v0.2/0.3) is full attention; a key left out takes
+  -- MistralConfig's default, 4096, as transformers gives it (and a note says so where it matters: a
+  -- sequence as long as the window or longer, since a config written without the key is often a
+  -- v0.2+ config whose null was lost)
+  if H.is_null(hf, "sliding_window") then
+    c.sliding_window = nil
+  elseif hf.sliding_window == nil then
     c.sliding_window, c.sliding_window_assumed = 4096, true
   elseif hf.sliding_window ~= false then
     c.sliding_window = H.int(hf, "sliding_window", nil, where)

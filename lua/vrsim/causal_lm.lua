@@ -138,8 +138,8 @@ function M.build(cx, cfg)
   end
   -- the window decides from a sequence as long as it on (the mask llama.lua make_mask builds)
   if mc.sliding_window and mc.sliding_window_assumed and s >= mc.sliding_window then
-    cx.notes[#cx.notes + 1] = ("sliding_window absent or null in the config: MistralConfig's default %d "
-                               .. "is assumed (set it, or set it above the sequence length for full attention)")
+    cx.notes[#cx.notes + 1] = ("sliding_window absent from the config: MistralConfig's default %d "
+                               .. "applies, as in transformers (a null there is full attention)")
                               :format(mc.sliding_window)
   end
 

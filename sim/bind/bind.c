@@ -59,8 +59,28 @@ static void push_json(lua_State *L, const cJSON *v, int depth) {
             lua_rawseti(L, -2, i++);
         }
     } else if (cJSON_IsObject(v)) {
+        /* A null member reads as nil, like a key left out; transformers tells the two apart (a
+         * null sliding_window is full attention, an absent one MistralConfig's 4096), so the
+         * object's null keys are kept in its metatable's __json_null set (models/hf.lua H.is_null),
+         * out of the way of pairs() and of every unknown-key check. */
         lua_newtable(L);
+        int nulls = 0;
         for (const cJSON *it = v->child; it; it = it->next) {
+            if (cJSON_IsNull(it)) {
+                if (!nulls) {
+                    lua_createtable(L, 0, 1);          /* the metatable */
+                    lua_newtable(L);                   /* its __json_null set */
+                    lua_setfield(L, -2, "__json_null");
+                    lua_setmetatable(L, -2);
+                    nulls = 1;
+                }
+                lua_getmetatable(L, -1);
+                lua_getfield(L, -1, "__json_null");
+                lua_pushboolean(L, 1);
+                lua_setfield(L, -2, it->string);
+                lua_pop(L, 2);
+                continue;
+            }
             push_json(L, it, depth + 1);
             lua_setfield(L, -2, it->string);
         }
