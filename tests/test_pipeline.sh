@@ -67,6 +67,24 @@ set -- $(mpeaks 4) $(mpeaks 5) x x x x
 if [ "$#" = 8 ] && [ "$(( $3 - $1 )) $(( $4 - $2 ))" = "16777216 16777216" ]; then ok "mp_fp32: a fifth micro-batch adds one 16 MiB bf16 receive buffer on each rank"
 else bad "mp_fp32: peaks with 4 and 5 micro-batches: $* (a fifth adds one bf16 receive buffer: 16777216) $(head -2 "$tmp/err")"; fi
 
+# 3b. pp_keep_outputs: PipelineStage before torch 2.8 kept every forward's output in output_chunks
+#    until the next step's clear_runtime_states (the torch of torchtitan's published runs). At
+#    rank 0's last backward the three earlier micro-batches' outputs are still held (3 x 16 MiB);
+#    the last stage keeps its four micro-batches' logits (4 x 4096 x 32000 bf16 = 1000 MiB) and
+#    concatenates them as step() returns; what is kept is dropped as the next step starts, so a
+#    third step peaks where the second does
+kpeaks() { k=$1; shift; run --set seq=4096 --set training.parallel.pp_keep_outputs=$k "$@" \
+           | field '" ".join(str(r["peak_allocated_bytes"]) for r in d["pipeline"]["ranks"])'; }
+set -- $(kpeaks false) $(kpeaks true) $(kpeaks true --set steps=3) x x x x x x
+if [ $(( $3 - $1 )) = 50331648 ] && [ $(( $4 - $2 )) -ge 1048576000 ] && [ $(( $4 - $2 )) -lt $(( 1048576000 + 4194304 )) ] \
+   && [ "$5 $6" = "$3 $4" ]; then
+  ok "pp_keep_outputs: rank 0 holds its 3 earlier outputs at its last backward (+48 MiB), the last stage its 4 micro-batches' logits (+$(( $4 - $2 )) bytes), dropped by the next step"
+else bad "pp_keep_outputs: peaks without, with, with 3 steps: $*"; fi
+#    the rows of the published runs' torch hold more on every rank, never less
+set -- $(kpeaks false --set training.parallel.pp_schedule=Interleaved1F1B) $(kpeaks true --set training.parallel.pp_schedule=Interleaved1F1B) x x x x
+if [ "$3" -gt "$1" ] && [ "$4" -gt "$2" ]; then ok "pp_keep_outputs under Interleaved1F1B: both ranks hold more ($1 -> $3, $2 -> $4)"
+else bad "pp_keep_outputs under Interleaved1F1B: peaks without, with: $*"; fi
+
 # 4. the step: the bubble shrinks with more micro-batches and with interleaving; the busiest rank
 #    is the verdict and every rank's peak is reported
 b4=$(run | field 'd["pipeline"]["bubble"]')
@@ -233,8 +251,10 @@ while IFS="$(printf '\t')" read -r id tps mem src args asrun band; do
   # which the torch of 2024-12 runs on flash (the file's comments say where)
   case " $args " in *" attention=flash "*) att=flash ;; *) att=default ;; esac
   case " $args " in *" model.repeat_kv=true "*) att="$att repeat_kv" ;; esac
-  if [ "$att" = "flash repeat_kv" ]; then ok "published $id: laid out with torchtitan's attention (flash, repeat_kv)"
-  else bad "published $id: the layout runs attention $att, not torchtitan's (attention=flash model.repeat_kv=true): $args"; fi
+  # and that torch's PipelineStage kept every output until the next step
+  case " $args " in *" training.parallel.pp_keep_outputs=true "*) att="$att output_chunks" ;; esac
+  if [ "$att" = "flash repeat_kv output_chunks" ]; then ok "published $id: laid out with torchtitan's attention (flash, repeat_kv) and its torch's output_chunks"
+  else bad "published $id: the layout runs attention $att, not as torchtitan 9dec370 on the torch of 2024-12 (attention=flash model.repeat_kv=true training.parallel.pp_keep_outputs=true): $args"; fi
   sets=""; for a in $args; do sets="$sets --set $a"; done
   # each stage's layers are 9dec370's generate_split_points (the first stage n // stages, the middle
   # ones one more while the remainder lasts, the last the rest); every stage's send (128 MiB: the
