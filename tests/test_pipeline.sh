@@ -67,6 +67,24 @@ set -- $(mpeaks 4) $(mpeaks 5) x x x x
 if [ "$#" = 8 ] && [ "$(( $3 - $1 )) $(( $4 - $2 ))" = "16777216 16777216" ]; then ok "mp_fp32: a fifth micro-batch adds one 16 MiB bf16 receive buffer on each rank"
 else bad "mp_fp32: peaks with 4 and 5 micro-batches: $* (a fifth adds one bf16 receive buffer: 16777216) $(head -2 "$tmp/err")"; fi
 
+# 3b. pp_keep_outputs: PipelineStage before torch 2.8 kept every forward's output in output_chunks
+#    until the next step's clear_runtime_states (the torch of torchtitan's published runs). At
+#    rank 0's last backward the three earlier micro-batches' outputs are still held (3 x 16 MiB);
+#    the last stage keeps its four micro-batches' logits (4 x 4096 x 32000 bf16 = 1000 MiB) and
+#    concatenates them as step() returns; what is kept is dropped as the next step starts, so a
+#    third step peaks where the second does
+kpeaks() { k=$1; shift; run --set seq=4096 --set training.parallel.pp_keep_outputs=$k "$@" \
+           | field '" ".join(str(r["peak_allocated_bytes"]) for r in d["pipeline"]["ranks"])'; }
+set -- $(kpeaks false) $(kpeaks true) $(kpeaks true --set steps=3) x x x x x x
+if [ $(( $3 - $1 )) = 50331648 ] && [ $(( $4 - $2 )) -ge 1048576000 ] && [ $(( $4 - $2 )) -lt $(( 1048576000 + 4194304 )) ] \
+   && [ "$5 $6" = "$3 $4" ]; then
+  ok "pp_keep_outputs: rank 0 holds its 3 earlier outputs at its last backward (+48 MiB), the last stage its 4 micro-batches' logits (+$(( $4 - $2 )) bytes), dropped by the next step"
+else bad "pp_keep_outputs: peaks without, with, with 3 steps: $*"; fi
+#    the rows of the published runs' torch hold more on every rank, never less
+set -- $(kpeaks false --set training.parallel.pp_schedule=Interleaved1F1B) $(kpeaks true --set training.parallel.pp_schedule=Interleaved1F1B) x x x x
+if [ "$3" -gt "$1" ] && [ "$4" -gt "$2" ]; then ok "pp_keep_outputs under Interleaved1F1B: both ranks hold more ($1 -> $3, $2 -> $4)"
+else bad "pp_keep_outputs under Interleaved1F1B: peaks without, with: $*"; fi
+
 # 4. the step: the bubble shrinks with more micro-batches and with interleaving; the busiest rank
 #    is the verdict and every rank's peak is reported
 b4=$(run | field 'd["pipeline"]["bubble"]')
@@ -212,7 +230,8 @@ then ok "sweep on a pipeline: each point an error naming why"
 else bad "sweep on a pipeline: $(cat "$tmp/out")"; fi
 
 # 8. torchtitan's published pipeline runs (tests/data/published_pipeline.tsv): their layouts (TP 8
-#    in each stage, FSDP 8 beside the pipeline: over dp_shard x cp in Table 6) run as laid out, each
+#    in each stage, FSDP 8 beside the pipeline: over dp_shard x cp in Table 6, torchtitan's attention:
+#    flash with k, v repeated to every query head, 9dec370's stages) run as laid out, each
 #    step the 8 data-parallel ranks' 2097152 tokens (Table 5: local batch 32 of 8192 tokens, 8
 #    micro-batches of 4, torchtitan's default count: the pipeline degree; Table 6: local batch 8 of
 #    32768 x cp tokens over dp_shard = 8 / cp replicas, each sequence split over cp), eager under
@@ -228,16 +247,36 @@ n=0
 while IFS="$(printf '\t')" read -r id tps mem src args asrun band; do
   case $id in "#"*|"") continue ;; esac
   n=$((n + 1))
+  # every row is a torchtitan 9dec370 run: its Llama repeats k, v to every query head before SDPA,
+  # which the torch of 2024-12 runs on flash (the file's comments say where)
+  case " $args " in *" attention=flash "*) att=flash ;; *) att=default ;; esac
+  case " $args " in *" model.repeat_kv=true "*) att="$att repeat_kv" ;; esac
+  # and that torch's PipelineStage kept every output until the next step
+  case " $args " in *" training.parallel.pp_keep_outputs=true "*) att="$att output_chunks" ;; esac
+  if [ "$att" = "flash repeat_kv output_chunks" ]; then ok "published $id: laid out with torchtitan's attention (flash, repeat_kv) and its torch's output_chunks"
+  else bad "published $id: the layout runs attention $att, not as torchtitan 9dec370 on the torch of 2024-12 (attention=flash model.repeat_kv=true training.parallel.pp_keep_outputs=true): $args"; fi
   sets=""; for a in $args; do sets="$sets --set $a"; done
+  # each stage's layers are 9dec370's generate_split_points (the first stage n // stages, the middle
+  # ones one more while the remainder lasts, the last the rest); every stage's send (128 MiB: the
+  # stage's s/cp tokens x 16384 / tp 8 in bf16) crosses the network (pp is the mesh's outermost
+  # dimension, tp 8 fills a node)
+  stages=8; case " $args " in *" training.parallel.pp_schedule=Interleaved1F1B "*) stages=16 ;; esac
+  split=$(python3 -c "
+import sys; L, S = 126, int(sys.argv[1]); b, e = L // S, L % S; n = [b]
+for i in range(1, S - 1): n.append(b + (e > 0)); e -= e > 0
+print([*n, L - sum(n)])" $stages)
   # shellcheck disable=SC2086
   got=$("$VRSIM" tests/data/published_pipeline.lua --json --no-files $sets 2>"$tmp/err" \
         | field '(d["strategy"], d["pipeline"]["pp"], d["gpus"], d["pipeline"]["microbatches"],
                  round(d["pipeline"]["tokens_per_s"] * d["pipeline"]["step_time_ms"] / 1e3),
+                 d["pipeline"]["link"], d["pipeline"]["send_bytes"],
+                 str([n for _, n in sorted((s, int(x.split()[0].split("-")[1]) - int(x.split()[0].split("-")[0]) + 1)
+                                           for r in d["pipeline"]["ranks"] for s, x in zip(r["stages"], r["stage_layers"]))]),
                  str(round(d["pipeline"]["tokens_per_s_per_gpu"])))')
   eager=$(echo "${got##*, }" | tr -d "')")
   case $got in
-    "('fsdp2', 8, 512, 8, 2097152, "*) ok "published $id: runs as laid out (tp 8, pp 8, fsdp2 8, 8 micro-batches, 2097152 tokens a step); tokens/s per GPU, published $tps, vrsim $eager"  ;;
-    *) bad "published $id: $got $(head -3 "$tmp/err")" ;;
+    "('fsdp2', 8, 512, 8, 2097152, 'network', 134217728, '$split', "*) ok "published $id: runs as laid out (tp 8, pp 8, fsdp2 8, 8 micro-batches, 2097152 tokens a step, 9dec370's split $split, 128 MiB sends over the network); tokens/s per GPU, published $tps, vrsim $eager"  ;;
+    *) bad "published $id: $got (9dec370's split: $split) $(head -3 "$tmp/err")" ;;
   esac
   for a in $asrun; do sets="$sets --set $a"; done
   # shellcheck disable=SC2086

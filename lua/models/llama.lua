@@ -907,6 +907,8 @@ local function causal_lm_forward(cx, m, ids)
   if not logits or logits == hl then return nil end
   logits = output_logits(cx, logits)
   if r.inference then return logits end
+  -- (the last pipeline stage's output is the logits, which PipelineStage may keep: vrsim/pipeline.lua)
+  if r.stage then r.stage.logits = logits end
   local loss = causal_lm_loss(cx, logits, r.batch, r.seq, r.compile_loss, ids)
   -- `hidden_states = outputs.last_hidden_state` is forward's local until it returns
   -- (fulltrace_gen-llama32-1b-lora-all-r16-b4-ckpt-trace: with a frozen head nothing saves it,

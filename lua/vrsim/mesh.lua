@@ -45,6 +45,7 @@ M.FIELDS = {
   pp_microbatches = { "integer", nil, "micro-batches per step through the pipeline [pp: one per stage]" },
   pp_layers_per_stage = { "integer", nil, "decoder layers per (virtual) stage, the embeddings and the head counting one each (torchtitan's pipeline_parallel_layers_per_stage)" },
   pp_stage_layers = { "list", nil, "a given split: decoder layers on each stage, in order (torchtitan's module_fqns_per_model_part, by counts)" },
+  pp_keep_outputs = { "boolean", false, "PipelineStage as torch.distributed.pipelining ran it before 2.8 (pytorch PR 153383): every stage keeps each micro-batch's output in output_chunks until the next step's clear_runtime_states, and the last stage's step() concatenates its outputs, the logits (_merge_outputs); false: a stage's output is freed after its backward and no logits outlive the loss" },
 }
 M.CHOICES = { pp_schedule = SCHEDULES, cp_rotate_method = { "allgather", "alltoall" } }
 
@@ -82,7 +83,7 @@ local function check_key(k, v)
     end
     return v
   end
-  if k == "async_tp" then
+  if k == "async_tp" or k == "pp_keep_outputs" then
     if type(v) ~= "boolean" then return nil, ("%s must be true or false, not %s"):format(where, tostring(v)) end
     return v
   end
@@ -152,6 +153,7 @@ function M.resolve(cfg, given)
   local sched, micro, split, rotate = M.FIELDS.pp_schedule[2], nil, {}, M.FIELDS.cp_rotate_method[2]
   local imbalance = M.FIELDS.ep_imbalance[2]
   local async_tp = M.FIELDS.async_tp[2]
+  local keep_outputs = M.FIELDS.pp_keep_outputs[2]
   for _, k in ipairs(sorted_keys(p)) do
     local msg = M.unknown_key(k)
     if msg then error(msg, 0) end
@@ -161,6 +163,7 @@ function M.resolve(cfg, given)
     elseif k == "cp_rotate_method" then rotate = v
     elseif k == "ep_imbalance" then imbalance = v
     elseif k == "async_tp" then async_tp = v
+    elseif k == "pp_keep_outputs" then keep_outputs = v
     elseif k == "pp_layers_per_stage" or k == "pp_stage_layers" then split[k] = v else d[k] = v end
   end
   local others = d.pp * d.dp_replicate * d.cp * d.tp
@@ -201,7 +204,7 @@ function M.resolve(cfg, given)
   -- (a pipeline knob without a pipeline asks for nothing: said so, as the plan's inert fields are)
   local notes = {}
   if d.pp == 1 then
-    for _, k in ipairs { "pp_schedule", "pp_microbatches", "pp_layers_per_stage", "pp_stage_layers" } do
+    for _, k in ipairs { "pp_schedule", "pp_microbatches", "pp_layers_per_stage", "pp_stage_layers", "pp_keep_outputs" } do
       if p[k] ~= nil then
         notes[#notes + 1] = ("training.parallel.%s = %s has no effect on this run: pp = 1 (no pipeline)"):format(k, type(p[k]) == "table" and ("{ " .. table.concat(p[k], ", ") .. " }") or tostring(p[k]))
       end
@@ -223,7 +226,7 @@ function M.resolve(cfg, given)
   return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard * d.cp, given = true, pp_schedule = sched, pp_microbatches = micro,
            cp_rotate_method = rotate, ep_imbalance = imbalance, async_tp = async_tp,
            pp_layers_per_stage = split.pp_layers_per_stage, pp_stage_layers = split.pp_stage_layers,
-           notes = notes }
+           pp_keep_outputs = keep_outputs, notes = notes }
 end
 
 -- What the mesh asks for that vrsim does not model yet: the message (naming the knob), or nil.

@@ -89,7 +89,8 @@ function P.layout(cfg, n_layers, mesh)
   -- the degrees as the device mesh read and resolved them (vrsim/mesh.lua: dp_shard = -1 made
   -- the rest; pp_microbatches one per stage unless given)
   local par = { pp_schedule = mesh.pp_schedule, pp_microbatches = mesh.pp_microbatches or mesh.degrees.pp,
-                pp_layers_per_stage = mesh.pp_layers_per_stage, pp_stage_layers = mesh.pp_stage_layers }
+                pp_layers_per_stage = mesh.pp_layers_per_stage, pp_stage_layers = mesh.pp_stage_layers,
+                pp_keep_outputs = mesh.pp_keep_outputs }
   for k, v in pairs(mesh.degrees) do par[k] = v end
   -- (without a pipeline the device mesh's other dimensions are vrsim/mesh.lua's: it refuses
   -- what is not modelled)
@@ -208,6 +209,31 @@ function P.run(cx, pl, mc, forward)
   end
   local fwd, actions = {}, {}
   local KIND = { F = 0, B = 1, I = 2, W = 3 }
+  -- pp_keep_outputs: PipelineStage before torch 2.8 appended every forward's output to
+  -- output_chunks (forward_one_chunk), which only the next step's clear_runtime_states empties.
+  -- The step is built once and replayed, so the outputs kept past it are persistent tensors of
+  -- their sizes, made at the step's end and dropped at the next step's start (nothing to drop
+  -- before the first): a stage's is what it sends, the last stage's the logits of its vocabulary
+  -- shard (b x s x vocab / tp in the layers' dtype; checked against the forward's)
+  local keep, carried, drop = nil, {}, {}
+  if pl.par.pp_keep_outputs then
+    keep = {}
+    local nn = require "vrsim.nn"
+    local head_bytes = b * s * (mc.vocab // tp) * nn.bytes({ 1 }, dtype)
+    for _, a in ipairs(pl.order) do
+      if a.kind == "F" then
+        local head = pl.stages[a.stage + 1].head
+        local nb = head and head_bytes or act_bytes
+        local id = G:tensor { name = ("output_chunks: stage %d micro-batch %d, kept into the next step"):format(a.stage, a.mb),
+                              bytes = nb, numel = nb // nn.bytes({ 1 }, dtype), dtype = dtype, cat = "activation",
+                              persistent = true }
+        carried[#carried + 1] = { id = id, bytes = nb }
+        drop[#drop + 1] = id
+      end
+    end
+    G:op { name = "step(): clear_runtime_states drops the last step's output_chunks", kind = "none", phase = "fwd",
+           inputs = {}, outputs = {}, frees = drop, drop_persistent = true }
+  end
   for _, a in ipairs(pl.order) do
     local st, k = pl.stages[a.stage + 1], a.mb
     local op0 = G:num_ops()
@@ -217,10 +243,23 @@ function P.run(cx, pl, mc, forward)
         G:op { name = ("recv activation: stage %d micro-batch %d"):format(a.stage, k), kind = "none",
                phase = "fwd", inputs = { input.id }, outputs = {}, frees = {} }
       end
-      cx.run.stage = { first = st.first, last = st.last, embed = st.embed, head = st.head, input = input }
+      local run_stage = { first = st.first, last = st.last, embed = st.embed, head = st.head, input = input }
+      cx.run.stage = run_stage
       local f0 = G:num_ops()
       local out = forward()
       cx.run.stage = nil
+      if keep then
+        -- the stage's output: what it sends, or on the last stage the model's output, the logits
+        local o = st.head and run_stage.logits or (not st.head and out) or nil
+        if not o then fail("pp_keep_outputs: the last stage's forward made no whole logits (a fused or chunked loss) to keep") end
+        local nb = o.nb or require("vrsim.nn").bytes(o.shape, o.dtype)
+        local c = carried[#keep + 1]
+        if nb ~= c.bytes then
+          fail(("pp_keep_outputs: stage %d's output is %d bytes, not the %d kept for it (logits in another dtype than the layers' is not modelled)")
+               :format(a.stage, nb, c.bytes))
+        end
+        keep[#keep + 1] = { id = o.id, bytes = nb, dtype = o.dtype, head = st.head }
+      end
       fwd[a.stage * m + k] = { first = f0, last = G:num_ops(), out = out, input = input }
       if not st.head then
         G:op { name = ("send activation: stage %d micro-batch %d"):format(a.stage, k), kind = "none",
@@ -244,6 +283,28 @@ function P.run(cx, pl, mc, forward)
     end
     actions[#actions + 1] = { stage = a.stage, kind = KIND[a.kind], mb = k, slot = a.slot, op_first = op0,
                               op_end = G:num_ops() }
+  end
+  if keep then
+    -- the last stage's step() returns _merge_outputs(output_chunks): torch.cat of the micro-batches'
+    -- logits into one new tensor, which torchtitan's train.py does not keep
+    local heads, bytes = {}, 0
+    for _, o in ipairs(keep) do if o.head then heads[#heads + 1] = o.id; bytes = bytes + o.bytes end end
+    if #heads > 0 then
+      local merged = G:tensor { name = "step(): _merge_outputs, the last stage's outputs concatenated", bytes = bytes,
+                                numel = bytes // require("vrsim.nn").bytes({ 1 }, keep[#keep].dtype), dtype = keep[#keep].dtype,
+                                cat = "temp" }
+      G:op { name = "step(): _merge_outputs (torch.cat of output_chunks)", kind = "copy", phase = "bwd",
+             inputs = heads, outputs = { merged }, frees = {}, bytes = 2 * bytes }
+      G:op { name = "train.py drops step()'s return", kind = "none", phase = "bwd", inputs = { merged },
+             outputs = {}, frees = { merged } }
+    end
+    -- output_chunks outlives the step: its tensors pass to the persistent ones (made as they are
+    -- freed: the allocator reuses the blocks)
+    local ids = {}
+    for i, o in ipairs(keep) do ids[i] = o.id end
+    G:op { name = "output_chunks after the schedule", kind = "none", phase = "bwd", inputs = ids, outputs = {}, frees = ids }
+    G:op { name = "output_chunks kept into the next step", kind = "none", phase = "bwd", inputs = {},
+           outputs = drop, frees = {} }
   end
   local stage_layers = {}
   for i, st in ipairs(pl.stages) do stage_layers[i] = st.last - st.first + 1 end
