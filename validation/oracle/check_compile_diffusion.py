@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""What torch.compile makes of diffusers' Flux transformer trained as
+examples/dreambooth/train_dreambooth_lora_flux.py trains it, compiled regionally: diffusers'
+ModelMixin.compile_repeated_blocks (diffusers 0.42) calls submodule.compile() on every module
+whose class is in the model's _repeated_blocks (FluxTransformer2DModel: FluxTransformerBlock and
+FluxSingleTransformerBlock), so each block is one compiled graph and the rest of the model eager.
+
+  check_compile_diffusion.py [-o validation/oracle/captures/compile_diffusion.json]
+
+1. dynamo, on the CPU: a tiny FluxTransformer2DModel (2 double and 2 single blocks, 2 heads of 16,
+   bf16) after compile_repeated_blocks with an aot_autograd backend (aot_partition.py's
+   recording_backend), two training steps, for the full model and under peft's LoRA on to_k,
+   to_q, to_v, to_out.0 (add_adapter, as the script), each with and without
+   enable_gradient_checkpointing: dynamo's graphs and graph breaks, and the forward graphs'
+   saved outputs with and without checkpointing (diffusers' checkpoint is
+   torch.utils.checkpoint(block.__call__, ...) in the model's eager forward, around the compiled
+   block: the same graphs, the checkpoint's pack hook dropping what they save). Also what
+   _repeated_blocks the other families vrsim has declare (SD3Transformer2DModel none:
+   compile_repeated_blocks raises ValueError; UNet2DConditionModel BasicTransformerBlock).
+2. the partition: AOTAutograd traces one FluxTransformerBlock and one FluxSingleTransformerBlock
+   of FLUX.1-dev's transformer config (scenarios/configs/flux1-dev-transformer.json; its blocks
+   only, 2 + 2 of them) on fake CUDA tensors at 512 px (1024 image tokens) and 128 T5 tokens,
+   batch 1, with Inductor's decompositions and min_cut_rematerialization_partition
+   (aot_partition.forward_graph: the block's parameters static inputs), cuDNN SDPA: under
+   precision lora_bf16 (bf16 weights, LoRA r 4 on the four attention projections, the block
+   under Accelerate's bf16 autocast; the block's hidden and text states need gradients, its
+   temb, from the frozen time embedding, does not) and bf16 (the full model trained, no
+   autocast: temb needs a gradient too); the q/k RMSNorms as PyTorch 2.11 runs them under
+   autocast (rms_norm_as_2_11). The saved set is what the backward graph reads of the forward
+   graph's outputs.
+
+Writes one JSON (header, "dynamo", "repeated_blocks", "records": the saved sets of 2. as
+check_compile_moe.py writes them); tests/test_compile.sh holds vrsim's notes to it."""
+import argparse
+import contextlib
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import capture as C  # noqa: E402
+from aot_partition import recording_backend  # noqa: E402
+from check_compile_moe import saved_rows  # noqa: E402
+
+RES, TXT = 512, 128
+CONFIG = "scenarios/configs/flux1-dev-transformer.json"
+TARGETS = ["to_k", "to_q", "to_v", "to_out.0"]
+
+
+def tiny_flux(torch):
+    import diffusers
+    return diffusers.FluxTransformer2DModel(
+        patch_size=1, in_channels=16, num_layers=2, num_single_layers=2, attention_head_dim=16,
+        num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=32, guidance_embeds=True,
+        axes_dims_rope=(4, 6, 6)).to(torch.bfloat16)
+
+
+def dynamo_run(torch, lora, ckpt):
+    """Two training steps of the tiny Flux after compile_repeated_blocks: dynamo's counters and
+    the forward graphs' outputs."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    graphs = []
+    m = tiny_flux(torch)
+    if ckpt:
+        m.enable_gradient_checkpointing()
+    if lora:
+        from peft import LoraConfig
+        m.requires_grad_(False)
+        m.add_adapter(LoraConfig(r=4, lora_alpha=4, init_lora_weights="gaussian", target_modules=TARGETS))
+    m.train()
+    m.compile_repeated_blocks(backend=recording_backend(lambda kind, gm: graphs.append((kind, gm))))
+    compiled = sorted({type(s).__name__ for s in m.modules() if getattr(s, "_compiled_call_impl", None)})
+    for _ in range(2):
+        out = m(hidden_states=torch.randn(2, 16, 16, dtype=torch.bfloat16),
+                encoder_hidden_states=torch.randn(2, 8, 32, dtype=torch.bfloat16),
+                pooled_projections=torch.randn(2, 32, dtype=torch.bfloat16), timestep=torch.rand(2),
+                img_ids=torch.zeros(16, 3), txt_ids=torch.zeros(8, 3), guidance=torch.ones(2),
+                return_dict=False)[0]
+        out.float().pow(2).mean().backward()
+    saved = []
+    for kind, gm in graphs:
+        if kind == "forward":
+            outs = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+            saved.append([list(n.meta["val"].shape) for n in outs if hasattr(n.meta.get("val"), "shape")])
+    return {"lora": lora, "checkpointing": ckpt, "compiled_classes": compiled,
+            "graphs": [k for k, _ in graphs], "unique_graphs": counters["stats"].get("unique_graphs", 0),
+            "graph_breaks": {r[:400]: n for r, n in counters["graph_break"].items()},
+            "forward_outputs": saved}
+
+
+@contextlib.contextmanager
+def rms_norm_as_2_11(torch):
+    """F.rms_norm as PyTorch 2.11 runs it under autocast, which vrsim's diffusion models follow
+    (lua/models/blocks/dit.lua): on no autocast list, so the bf16 q and k meet the bf16 weight as
+    they are and the norm's output is bf16 (2.12 put rms_norm on the fp32 policy, which makes the
+    attention's output fp32 and its split parts fp32 copies)."""
+    F = torch.nn.functional
+    orig = F.rms_norm
+
+    def rms_norm(*a, **k):
+        with torch.autocast("cuda", enabled=False):
+            return orig(*a, **k)
+    F.rms_norm = rms_norm
+    try:
+        yield
+    finally:
+        F.rms_norm = orig
+
+
+def block_graphs(f, args, n_static):
+    """aot_partition.forward_graph's trace of f(*args) (Inductor's decompositions, the min-cut
+    partition, the first n_static inputs static), keeping the backward graph too: returns the
+    forward graph and how many of its outputs backward reads. A block returns two tensors (and,
+    where they are views of one intermediate, that intermediate as well: AOTAutograd's
+    intermediate bases), so the saved ones are told by the backward graph's inputs that are not
+    tangents, which the forward graph returns last."""
+    from functorch.compile import aot_function, make_boxed_func, min_cut_rematerialization_partition
+    from torch._inductor.decomposition import select_decomp_table
+    graphs = {}
+
+    def compiler(kind):
+        def compile_graph(gm, _inputs):
+            graphs[kind] = gm
+            return make_boxed_func(gm.forward)
+        return compile_graph
+
+    def partition(joint, joint_inputs, **kw):
+        kw["static_lifetime_input_indices"] = list(range(n_static))
+        return min_cut_rematerialization_partition(joint, joint_inputs, **kw)
+    out = aot_function(f, fw_compiler=compiler("fw"), bw_compiler=compiler("bw"), partition_fn=partition,
+                       decompositions=select_decomp_table())(*args)
+    sum(o.float().sum() for o in out).backward()
+    n_saved = sum(1 for n in graphs["bw"].graph.nodes
+                  if n.op == "placeholder" and not n.name.startswith("tangents"))
+    return graphs["fw"], n_saved
+
+
+def repeated_blocks():
+    import diffusers
+    rows = {}
+    for cls in (diffusers.FluxTransformer2DModel, diffusers.SD3Transformer2DModel, diffusers.UNet2DConditionModel):
+        rows[cls.__name__] = list(getattr(cls, "_repeated_blocks", None) or [])
+    return rows
+
+
+def block_saved_set(torch, name, precision, which):
+    """The partition of the second block of its kind (`which`: "double" or "single") of FLUX.1-dev
+    at RES px and TXT text tokens, batch 1, under `precision` (lora_bf16 or bf16)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    cfg = dict(C.load_config({"config": CONFIG}), num_layers=2, num_single_layers=2)
+    spec = {"config": cfg, "precision": precision}
+    lora = precision == "lora_bf16"
+    if lora:
+        spec["lora"] = {"r": 4, "alpha": 4, "dropout": 0.0, "targets": TARGETS}
+    tokens = (RES // 16) ** 2
+    with FakeTensorMode():
+        model, _ = C.build_flux(torch, spec)
+        block = (model.transformer_blocks if which == "double" else model.single_transformer_blocks)[1]
+        dim = model.inner_dim
+        h = torch.randn(1, tokens, dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        ctx = torch.randn(1, TXT, dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        temb = torch.randn(1, dim, device="cuda", dtype=torch.bfloat16, requires_grad=not lora)
+        ids = torch.zeros(TXT + tokens, 3, device="cuda")
+        rope = model.pos_embed(ids)
+        params = dict(block.named_parameters())
+
+        def f(params, h, ctx, temb, rope):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=lora), rms_norm_as_2_11(torch):
+                return torch.func.functional_call(block, params, (h, ctx, temb, rope))
+
+        gm, n_saved = block_graphs(f, (params, h, ctx, temb, rope), len(params))
+    rows = saved_rows(torch, gm, len(params))
+    return {"config": name, "model": CONFIG, "block": type(block).__name__, "precision": precision,
+            "lora": spec.get("lora"), "resolution": RES, "text_tokens": TXT, "tokens": tokens + TXT,
+            "saved": rows[len(rows) - n_saved:]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-o", default=os.path.join(HERE, "captures", "compile_diffusion.json"))
+    args = ap.parse_args()
+    C.preload_fake_cuda()
+    import torch
+    import diffusers
+    import peft
+    dyn = [dynamo_run(torch, lora, ckpt) for lora in (False, True) for ckpt in (False, True)]
+    for d in dyn:
+        print("lora" if d["lora"] else "full", "ckpt" if d["checkpointing"] else "", d["compiled_classes"],
+              d["unique_graphs"], "graphs,", sum(d["graph_breaks"].values()), "breaks")
+    rb = repeated_blocks()
+    print("_repeated_blocks:", rb)
+    C.enable_fake_cuda(torch)
+    C.install_sdpa_backend(torch, "cudnn")
+    recs = [block_saved_set(torch, "flux_double_lora", "lora_bf16", "double"),
+            block_saved_set(torch, "flux_single_lora", "lora_bf16", "single"),
+            block_saved_set(torch, "flux_double_bf16", "bf16", "double"),
+            block_saved_set(torch, "flux_single_bf16", "bf16", "single")]
+    head = {"torch": torch.__version__, "diffusers": diffusers.__version__, "peft": peft.__version__,
+            "partition": "min_cut_rematerialization_partition",
+            "decompositions": "torch._inductor.decomposition.select_decomp_table()",
+            "model": CONFIG + ", batch 1", "sdpa": "cudnn"}
+    C.write_json(args.o, {"header": head, "dynamo": dyn, "repeated_blocks": rb, "records": recs})
+    for rec in recs:
+        print(rec["config"])
+        for r in rec["saved"]:
+            if r["kind"] != "param":
+                print(" ", r["name"], r["shape"], r["dtype"], r["kind"], r["op"])
+    print(args.o)
+
+
+if __name__ == "__main__":
+    main()
