@@ -253,7 +253,8 @@ end
 -- pointwise chains Inductor fuses as in a training graph. rerun: an eager checkpoint around the
 -- compiled region (diffusers' _gradient_checkpointing_func around a compiled block,
 -- M.block_hooks): the checkpoint's pack hook drops what the forward graph saves, and its
--- recomputation runs the forward graph again, so what the partitioner saves is recomputed too.
+-- recomputation runs the forward graph again, so every op of the region runs again in backward
+-- (nothing of it is kept from forward but the checkpoint's arguments).
 function M.partition(cx, ops, outputs, checkpointed, inference, rerun)
   local G = cx.G
   local node_of, nodes = {}, {}   -- storage id -> node record; records in order
@@ -484,7 +485,9 @@ function M.partition(cx, ops, outputs, checkpointed, inference, rerun)
         if not n.fused then moved = moved + nn.bytes(n.t.shape, n.t.dtype) end
       end
     end
-    if rerun and role == "save" then role = "recompute" end
+    -- (under an eager checkpoint the forward graph runs again whole: what it saves, what the
+    -- backward graph recomputes, and the rest of it, its outputs among them)
+    if rerun and not dup[k] then role = "recompute" end
     G:op_partition(o.index, role, kernel, moved)
   end
   return saved, nodes
