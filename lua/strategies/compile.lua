@@ -664,10 +664,15 @@ end
 
 -- ---- diffusers' regional compilation --------------------------------------------------------
 
--- The diffusion families whose compiled blocks are modelled, and the classes their
--- _repeated_blocks name (diffusers 0.42: ModelMixin.compile_repeated_blocks calls .compile() on
--- every submodule of those classes; validation/oracle/check_compile_diffusion.py).
-M.REPEATED_BLOCKS = { flux = { "FluxTransformerBlock", "FluxSingleTransformerBlock" } }
+-- The diffusion families whose compiled blocks are modelled, and the block classes compiled
+-- (validation/oracle/check_compile_diffusion.py): Flux's are its _repeated_blocks (diffusers 0.42:
+-- ModelMixin.compile_repeated_blocks calls .compile() on every submodule of those classes).
+-- SD3Transformer2DModel declares no _repeated_blocks (compile_repeated_blocks raises ValueError),
+-- so its JointTransformerBlocks are compiled one by one with block.compile(), as accelerate's
+-- compile_regions compiles a ModuleList of one class (its other modules, compiled one by one
+-- there, run eager here).
+M.REPEATED_BLOCKS = { flux = { "FluxTransformerBlock", "FluxSingleTransformerBlock" },
+                      sd3 = { "JointTransformerBlock" } }
 
 -- Why training.compile is not modelled for diffusion family `name` under training table t (nil
 -- when it is). Raises (exit 2) on a settings value compile does not know.
@@ -678,19 +683,15 @@ function M.diffusion_refusal(t, name)
             .. "across its blocks, the embeddings and the rotary tables, whose partition is not "
             .. "built; scope \"layer\" compiles each repeated block as diffusers' "
             .. "compile_repeated_blocks does%s"):format(name, M.REPEATED_BLOCKS[name] and "" or
-            " (modelled for flux)")
+            " (modelled for flux and sd3)")
   end
   local s = M.settings(t.compile)
   if not s then return nil end
   if not M.REPEATED_BLOCKS[name] then
-    local why = name == "sd3" and "diffusers 0.42's SD3Transformer2DModel declares no _repeated_blocks "
-                .. "(compile_repeated_blocks raises ValueError) and its JointTransformerBlock compiled "
-                .. "alone is not checked"
-                or "the UNet's compiled BasicTransformerBlocks (UNet2DConditionModel._repeated_blocks) "
-                .. "are not built: its ResNet blocks, attention processors and skip connections "
-                .. "around them are not checked against the partitioner"
-    return ("%s: training.compile is not modelled for this model (%s; Flux's regional "
-            .. "compilation is)"):format(name, why)
+    return ("%s: training.compile is not modelled for this model (the UNet's compiled "
+            .. "BasicTransformerBlocks, UNet2DConditionModel._repeated_blocks, are not built: its ResNet "
+            .. "blocks, attention processors and skip connections around them are not checked against "
+            .. "the partitioner; Flux's and SD3's compiled blocks are)"):format(name)
   end
   if type(t.compile) == "table" and t.compile.loss ~= nil then
     return ("%s: training.compile.loss is torchtune's chunked cross-entropy; a diffusion loss "

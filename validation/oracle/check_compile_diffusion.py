@@ -139,6 +139,75 @@ def block_graphs(f, args, n_static):
     return graphs["fw"], n_saved
 
 
+def dynamo_sd3_run(torch, lora, ckpt):
+    """Two training steps of a tiny SD3Transformer2DModel (2 JointTransformerBlocks, the last
+    context_pre_only) with each block compiled by hand (block.compile(), what
+    compile_repeated_blocks would do with _repeated_blocks = ["JointTransformerBlock"], and what
+    accelerate's compile_regions does to the blocks): dynamo's counters."""
+    import diffusers
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    graphs = []
+    m = diffusers.SD3Transformer2DModel(
+        sample_size=8, patch_size=2, in_channels=4, num_layers=2, attention_head_dim=16, num_attention_heads=2,
+        joint_attention_dim=32, caption_projection_dim=32, pooled_projection_dim=32, out_channels=4,
+        pos_embed_max_size=16, qk_norm="rms_norm").to(torch.bfloat16)
+    if ckpt:
+        m.enable_gradient_checkpointing()
+    if lora:
+        from peft import LoraConfig
+        m.requires_grad_(False)
+        m.add_adapter(LoraConfig(r=4, lora_alpha=4, init_lora_weights="gaussian", target_modules=TARGETS))
+    m.train()
+    be = recording_backend(lambda kind, gm: graphs.append((kind, gm)))
+    for b in m.transformer_blocks:
+        b.compile(backend=be)
+    for _ in range(2):
+        out = m(hidden_states=torch.randn(2, 4, 8, 8, dtype=torch.bfloat16),
+                encoder_hidden_states=torch.randn(2, 8, 32, dtype=torch.bfloat16),
+                pooled_projections=torch.randn(2, 32, dtype=torch.bfloat16), timestep=torch.rand(2) * 1000,
+                return_dict=False)[0]
+        out.float().pow(2).mean().backward()
+    return {"model": "SD3Transformer2DModel", "lora": lora, "checkpointing": ckpt,
+            "graphs": [k for k, _ in graphs], "unique_graphs": counters["stats"].get("unique_graphs", 0),
+            "graph_breaks": {r[:400]: n for r, n in counters["graph_break"].items()}}
+
+
+def sd3_block_saved_set(torch, name, precision):
+    """The partition of JointTransformerBlock 1 of SD 3.5 Large (scenarios/configs/
+    sd35-large-transformer.json, its blocks only: 3 of them) at RES px (1024 image tokens) and
+    77 + 77 text tokens, batch 1, under `precision`, as block_saved_set for Flux."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    config = "scenarios/configs/sd35-large-transformer.json"
+    cfg = dict(C.load_config({"config": config}), num_layers=3)
+    spec = {"config": cfg, "precision": precision}
+    lora = precision == "lora_bf16"
+    if lora:
+        spec["lora"] = {"r": 4, "alpha": 4, "dropout": 0.0, "targets": TARGETS}
+    tokens = (RES // 16) ** 2
+    with FakeTensorMode():
+        model, _ = C.build_sd3(torch, spec)
+        block = model.transformer_blocks[1]
+        dim = model.inner_dim
+        h = torch.randn(1, tokens, dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        ctx = torch.randn(1, 154, dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        temb = torch.randn(1, dim, device="cuda", dtype=torch.bfloat16, requires_grad=not lora)
+        params = dict(block.named_parameters())
+
+        def f(params, h, ctx, temb):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=lora), rms_norm_as_2_11(torch):
+                return torch.func.functional_call(block, params, (h, ctx, temb))
+
+        gm, n_saved = block_graphs(f, (params, h, ctx, temb), len(params))
+    rows = saved_rows(torch, gm, len(params))
+    return {"config": name, "model": config, "block": type(block).__name__, "precision": precision,
+            "lora": spec.get("lora"), "resolution": RES, "text_tokens": 154, "tokens": tokens + 154,
+            "saved": rows[len(rows) - n_saved:]}
+
+
 def repeated_blocks():
     import diffusers
     rows = {}
@@ -188,6 +257,10 @@ def main():
     import diffusers
     import peft
     dyn = [dynamo_run(torch, lora, ckpt) for lora in (False, True) for ckpt in (False, True)]
+    dyn_sd3 = [dynamo_sd3_run(torch, lora, ckpt) for lora in (False, True) for ckpt in (False, True)]
+    for d in dyn_sd3:
+        print("sd3", "lora" if d["lora"] else "full", "ckpt" if d["checkpointing"] else "",
+              d["unique_graphs"], "graphs,", sum(d["graph_breaks"].values()), "breaks")
     for d in dyn:
         print("lora" if d["lora"] else "full", "ckpt" if d["checkpointing"] else "", d["compiled_classes"],
               d["unique_graphs"], "graphs,", sum(d["graph_breaks"].values()), "breaks")
@@ -198,12 +271,15 @@ def main():
     recs = [block_saved_set(torch, "flux_double_lora", "lora_bf16", "double"),
             block_saved_set(torch, "flux_single_lora", "lora_bf16", "single"),
             block_saved_set(torch, "flux_double_bf16", "bf16", "double"),
-            block_saved_set(torch, "flux_single_bf16", "bf16", "single")]
+            block_saved_set(torch, "flux_single_bf16", "bf16", "single"),
+            sd3_block_saved_set(torch, "sd3_joint_lora", "lora_bf16"),
+            sd3_block_saved_set(torch, "sd3_joint_bf16", "bf16")]
     head = {"torch": torch.__version__, "diffusers": diffusers.__version__, "peft": peft.__version__,
             "partition": "min_cut_rematerialization_partition",
             "decompositions": "torch._inductor.decomposition.select_decomp_table()",
             "model": CONFIG + ", batch 1", "sdpa": "cudnn"}
-    C.write_json(args.o, {"header": head, "dynamo": dyn, "repeated_blocks": rb, "records": recs})
+    C.write_json(args.o, {"header": head, "dynamo": dyn, "dynamo_sd3": dyn_sd3, "repeated_blocks": rb,
+                          "records": recs})
     for rec in recs:
         print(rec["config"])
         for r in rec["saved"]:
