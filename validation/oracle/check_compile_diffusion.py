@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""What torch.compile makes of diffusers' Flux transformer trained as
-examples/dreambooth/train_dreambooth_lora_flux.py trains it, compiled regionally: diffusers'
-ModelMixin.compile_repeated_blocks (diffusers 0.42) calls submodule.compile() on every module
-whose class is in the model's _repeated_blocks (FluxTransformer2DModel: FluxTransformerBlock and
-FluxSingleTransformerBlock), so each block is one compiled graph and the rest of the model eager.
+"""What torch.compile makes of diffusers' Flux and SD3 transformers trained as
+examples/dreambooth/train_dreambooth_lora_flux.py and train_dreambooth_lora_sd3.py train them,
+compiled regionally: diffusers' ModelMixin.compile_repeated_blocks (diffusers 0.42) calls
+submodule.compile() on every module whose class is in the model's _repeated_blocks
+(FluxTransformer2DModel: FluxTransformerBlock and FluxSingleTransformerBlock), so each block is
+one compiled graph and the rest of the model eager. SD3Transformer2DModel declares none
+(compile_repeated_blocks raises ValueError): its JointTransformerBlocks are compiled one by one
+with block.compile(), as accelerate's compile_regions compiles them.
 
   check_compile_diffusion.py [-o validation/oracle/captures/compile_diffusion.json]
 
@@ -14,22 +17,24 @@ FluxSingleTransformerBlock), so each block is one compiled graph and the rest of
    enable_gradient_checkpointing: dynamo's graphs and graph breaks, and the forward graphs'
    saved outputs with and without checkpointing (diffusers' checkpoint is
    torch.utils.checkpoint(block.__call__, ...) in the model's eager forward, around the compiled
-   block: the same graphs, the checkpoint's pack hook dropping what they save). Also what
-   _repeated_blocks the other families vrsim has declare (SD3Transformer2DModel none:
-   compile_repeated_blocks raises ValueError; UNet2DConditionModel BasicTransformerBlock).
+   block: the same graphs, the checkpoint's pack hook dropping what they save); the same for a
+   tiny SD3Transformer2DModel (2 blocks) with each block compiled. Also what _repeated_blocks
+   the other families vrsim has declare (SD3Transformer2DModel none; UNet2DConditionModel
+   BasicTransformerBlock).
 2. the partition: AOTAutograd traces one FluxTransformerBlock and one FluxSingleTransformerBlock
    of FLUX.1-dev's transformer config (scenarios/configs/flux1-dev-transformer.json; its blocks
    only, 2 + 2 of them) on fake CUDA tensors at 512 px (1024 image tokens) and 128 T5 tokens,
    batch 1, with Inductor's decompositions and min_cut_rematerialization_partition
-   (aot_partition.forward_graph: the block's parameters static inputs), cuDNN SDPA: under
+   (block_graphs, as aot_partition.forward_graph traces: the block's parameters static inputs), cuDNN SDPA: under
    precision lora_bf16 (bf16 weights, LoRA r 4 on the four attention projections, the block
    under Accelerate's bf16 autocast; the block's hidden and text states need gradients, its
    temb, from the frozen time embedding, does not) and bf16 (the full model trained, no
    autocast: temb needs a gradient too); the q/k RMSNorms as PyTorch 2.11 runs them under
    autocast (rms_norm_as_2_11). The saved set is what the backward graph reads of the forward
-   graph's outputs.
+   graph's outputs. The same for JointTransformerBlock 1 of SD 3.5 Large
+   (scenarios/configs/sd35-large-transformer.json, 3 blocks) at 512 px and 77 + 77 text tokens.
 
-Writes one JSON (header, "dynamo", "repeated_blocks", "records": the saved sets of 2. as
+Writes one JSON (header, "dynamo", "dynamo_sd3", "repeated_blocks", "records": the saved sets of 2. as
 check_compile_moe.py writes them); tests/test_compile.sh holds vrsim's notes to it."""
 import argparse
 import contextlib
