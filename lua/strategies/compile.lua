@@ -43,7 +43,9 @@ local M = {}
 -- not in the allowlist (ban_recompute_not_in_allowlist: aten.cat, for one).
 local RECOMPUTABLE = { elementwise = true, broadcast = true, broadcast_rows = true, cast_up = true,
                        cast_down = true, reduce_rows = true, softmax = true, copy = true,
-                       transpose = true, strided = true, gather = true, none = true, norm = true }
+                       transpose = true, strided = true, gather = true, none = true, norm = true,
+                       -- (GEGLU's product of its two halves, a pointwise mul on strided views)
+                       strided_mixed = true }
 
 -- Inductor lowers a concatenation of few inputs as a pointwise kernel (max_pointwise_cat_inputs),
 -- fused with its producers and consumers; the partitioner lets any op fuse into a cat
@@ -671,8 +673,10 @@ end
 -- so its JointTransformerBlocks are compiled one by one with block.compile(), as accelerate's
 -- compile_regions compiles a ModuleList of one class (its other modules, compiled one by one
 -- there, run eager here).
+-- SDXL's UNet2DConditionModel._repeated_blocks is BasicTransformerBlock (its ResNet blocks, the
+-- Transformer2DModels' norms and projections, the rest run eager).
 M.REPEATED_BLOCKS = { flux = { "FluxTransformerBlock", "FluxSingleTransformerBlock" },
-                      sd3 = { "JointTransformerBlock" } }
+                      sd3 = { "JointTransformerBlock" }, sdxl = { "BasicTransformerBlock" } }
 
 -- Why training.compile is not modelled for diffusion family `name` under training table t (nil
 -- when it is). Raises (exit 2) on a settings value compile does not know.
@@ -683,24 +687,31 @@ function M.diffusion_refusal(t, name)
             .. "across its blocks, the embeddings and the rotary tables, whose partition is not "
             .. "built; scope \"layer\" compiles each repeated block as diffusers' "
             .. "compile_repeated_blocks does%s"):format(name, M.REPEATED_BLOCKS[name] and "" or
-            " (modelled for flux and sd3)")
+            " (modelled for flux, sd3 and sdxl)")
   end
   local s = M.settings(t.compile)
   if not s then return nil end
   if not M.REPEATED_BLOCKS[name] then
-    return ("%s: training.compile is not modelled for this model (the UNet's compiled "
-            .. "BasicTransformerBlocks, UNet2DConditionModel._repeated_blocks, are not built: its ResNet "
-            .. "blocks, attention processors and skip connections around them are not checked against "
-            .. "the partitioner; Flux's and SD3's compiled blocks are)"):format(name)
+    return ("%s: training.compile is not modelled for this model (SD 1.5's compiled "
+            .. "BasicTransformerBlocks, UNet2DConditionModel._repeated_blocks, are not checked against "
+            .. "the partitioner: its Transformer2DModel's convolution projections hand the first block "
+            .. "a permuted view; SDXL's, Flux's and SD3's compiled blocks are)"):format(name)
   end
   if type(t.compile) == "table" and t.compile.loss ~= nil then
     return ("%s: training.compile.loss is torchtune's chunked cross-entropy; a diffusion loss "
             .. "is not compiled"):format(name)
   end
-  if t.precision ~= "lora_bf16" and t.precision ~= "bf16" then
+  local prec = M.CHECKED_PRECISIONS[name]
+  if not prec[t.precision] then
+    local list = {}
+    for k in pairs(prec) do list[#list + 1] = k end
+    table.sort(list)
     return ("%s: training.compile with precision %s is not modelled (the compiled blocks' "
-            .. "partition is checked for lora_bf16, bf16 weights under bf16 autocast, and bf16)"):format(
-            name, t.precision)
+            .. "partition is checked for %s)"):format(name, t.precision, table.concat(list, ", "))
+  end
+  if t.attention == "eager" then
+    return ("%s: training.compile with attention = \"eager\" is not modelled (the compiled blocks "
+            .. "are checked with PyTorch's SDPA, AttnProcessor2_0)"):format(name)
   end
   if t.lora and t.lora.dropout and t.lora.dropout > 0 then
     return ("%s: training.compile with LoRA dropout %s is not modelled (dropout's random masks "
@@ -726,7 +737,13 @@ function M.diffusion_refusal(t, name)
   return nil
 end
 
--- peft's targets the compiled blocks are checked with (train_dreambooth_lora_flux.py's)
+-- The precisions each family's compiled blocks are checked with: the scripts' LoRA (bf16
+-- weights; Flux and SD3 under Accelerate's bf16 autocast), the full model in bf16, and for SDXL
+-- the full model's fp32 weights under bf16 autocast (train_text_to_image_sdxl.py's mixed precision)
+M.CHECKED_PRECISIONS = { flux = { lora_bf16 = true, bf16 = true }, sd3 = { lora_bf16 = true, bf16 = true },
+                         sdxl = { lora_bf16 = true, bf16 = true, amp_bf16 = true } }
+
+-- peft's targets the compiled blocks are checked with (the scripts' to_k, to_q, to_v, to_out.0)
 M.LORA_CHECKED = { "to_k", "to_q", "to_v", "to_out.0" }
 
 -- Hooks compiling every module of the classes `classes` (a list) in the tree `root`, as

@@ -6,7 +6,8 @@ submodule.compile() on every module whose class is in the model's _repeated_bloc
 (FluxTransformer2DModel: FluxTransformerBlock and FluxSingleTransformerBlock), so each block is
 one compiled graph and the rest of the model eager. SD3Transformer2DModel declares none
 (compile_repeated_blocks raises ValueError): its JointTransformerBlocks are compiled one by one
-with block.compile(), as accelerate's compile_regions compiles them.
+with block.compile(), as accelerate's compile_regions compiles them. SDXL's UNet2DConditionModel
+declares BasicTransformerBlock (train_text_to_image_lora_sdxl.py, train_text_to_image_sdxl.py).
 
   check_compile_diffusion.py [-o validation/oracle/captures/compile_diffusion.json]
 
@@ -18,7 +19,8 @@ with block.compile(), as accelerate's compile_regions compiles them.
    saved outputs with and without checkpointing (diffusers' checkpoint is
    torch.utils.checkpoint(block.__call__, ...) in the model's eager forward, around the compiled
    block: the same graphs, the checkpoint's pack hook dropping what they save); the same for a
-   tiny SD3Transformer2DModel (2 blocks) with each block compiled. Also what _repeated_blocks
+   tiny SD3Transformer2DModel (2 blocks) with each block compiled, and a tiny SDXL-like UNet
+   after compile_repeated_blocks. Also what _repeated_blocks
    the other families vrsim has declare (SD3Transformer2DModel none; UNet2DConditionModel
    BasicTransformerBlock).
 2. the partition: AOTAutograd traces one FluxTransformerBlock and one FluxSingleTransformerBlock
@@ -32,10 +34,13 @@ with block.compile(), as accelerate's compile_regions compiles them.
    autocast: temb needs a gradient too); the q/k RMSNorms as PyTorch 2.11 runs them under
    autocast (rms_norm_as_2_11). The saved set is what the backward graph reads of the forward
    graph's outputs. The same for JointTransformerBlock 1 of SD 3.5 Large
-   (scenarios/configs/sd35-large-transformer.json, 3 blocks) at 512 px and 77 + 77 text tokens.
+   (scenarios/configs/sd35-large-transformer.json, 3 blocks) at 512 px and 77 + 77 text tokens,
+   and for the second BasicTransformerBlock of the cut SDXL UNet of UNET_SPEC at 512 px under
+   lora_bf16 (no autocast, as the SDXL LoRA script), bf16 and amp_bf16.
 
-Writes one JSON (header, "dynamo", "dynamo_sd3", "repeated_blocks", "records": the saved sets of 2. as
-check_compile_moe.py writes them); tests/test_compile.sh holds vrsim's notes to it."""
+Writes one JSON (header, "dynamo", "dynamo_sd3", "dynamo_unet", "repeated_blocks", "records":
+the saved sets of 2. as check_compile_moe.py writes them); tests/test_compile.sh holds vrsim's
+notes to it."""
 import argparse
 import contextlib
 import os
@@ -213,6 +218,82 @@ def sd3_block_saved_set(torch, name, precision):
             "saved": rows[len(rows) - n_saved:]}
 
 
+UNET_SPEC = "validation/oracle/specs/sdxl_cut_lora_bf16.json"
+
+
+def dynamo_unet_run(torch, lora, ckpt):
+    """Two training steps of a tiny SDXL-like UNet2DConditionModel (the cut spec's layout at
+    width 32: a DownBlock2D and a CrossAttnDownBlock2D of two BasicTransformerBlocks, linear
+    projections) after compile_repeated_blocks: dynamo's counters."""
+    import json
+    import diffusers
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    graphs = []
+    cfg = {k: v for k, v in json.load(open(os.path.join(C.REPO, UNET_SPEC)))["config"].items()
+           if not k.startswith("_")}
+    cfg.update(block_out_channels=[32, 64], attention_head_dim=[2, 4], cross_attention_dim=32,
+               addition_time_embed_dim=8, projection_class_embeddings_input_dim=32 + 6 * 8, norm_num_groups=8)
+    m = diffusers.UNet2DConditionModel(**cfg).to(torch.bfloat16)
+    if ckpt:
+        m.enable_gradient_checkpointing()
+    if lora:
+        from peft import LoraConfig
+        m.requires_grad_(False)
+        m.add_adapter(LoraConfig(r=4, lora_alpha=4, init_lora_weights="gaussian", target_modules=TARGETS))
+    m.train()
+    m.compile_repeated_blocks(backend=recording_backend(lambda kind, gm: graphs.append((kind, gm))))
+    compiled = sorted({type(x).__name__ for x in m.modules() if getattr(x, "_compiled_call_impl", None)})
+    for _ in range(2):
+        out = m(torch.randn(2, 4, 16, 16, dtype=torch.bfloat16), torch.randint(0, 1000, (2,)),
+                torch.randn(2, 8, 32, dtype=torch.bfloat16),
+                added_cond_kwargs={"text_embeds": torch.randn(2, 32, dtype=torch.bfloat16),
+                                   "time_ids": torch.randn(2, 6, dtype=torch.bfloat16)},
+                return_dict=False)[0]
+        out.float().pow(2).mean().backward()
+    return {"model": "UNet2DConditionModel", "lora": lora, "checkpointing": ckpt, "compiled_classes": compiled,
+            "graphs": [k for k, _ in graphs], "unique_graphs": counters["stats"].get("unique_graphs", 0),
+            "graph_breaks": {r[:400]: n for r, n in counters["graph_break"].items()}}
+
+
+def unet_block_saved_set(torch, name, precision):
+    """The partition of the second BasicTransformerBlock (down_blocks.1.attentions.0.
+    transformer_blocks.1: 640 wide, 10 heads) of the cut SDXL UNet of UNET_SPEC at RES px (1024
+    tokens at that level) with SDXL's 77 x 2048 text states, batch 1, under `precision`
+    (lora_bf16: bf16 weights, no autocast, as train_text_to_image_lora_sdxl.py; bf16; amp_bf16:
+    fp32 weights under bf16 autocast)."""
+    import json
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    cfg = json.load(open(os.path.join(C.REPO, UNET_SPEC)))["config"]
+    spec = {"config": cfg, "precision": precision}
+    if precision == "lora_bf16":
+        spec["lora"] = {"r": 4, "alpha": 4, "dropout": 0.0, "targets": TARGETS}
+    tokens = (RES // 16) ** 2
+    with FakeTensorMode():
+        model, _ = C.build_unet(torch, spec)
+        block = model.down_blocks[1].attentions[0].transformer_blocks[1]
+        dim = block.norm1.normalized_shape[0]
+        # (under autocast the block's input is proj_in's bf16 output; the cached prompt embeddings
+        # come in the weights' dtype, fp32 under amp)
+        h = torch.randn(1, tokens, dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        ctx = torch.randn(1, 77, 2048, device="cuda",
+                          dtype=torch.float32 if precision == "amp_bf16" else torch.bfloat16)
+        params = dict(block.named_parameters())
+
+        def f(params, h, ctx):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "amp_bf16"):
+                return (torch.func.functional_call(block, params, (h,), {"encoder_hidden_states": ctx}),)
+
+        gm, n_saved = block_graphs(f, (params, h, ctx), len(params))
+    rows = saved_rows(torch, gm, len(params))
+    return {"config": name, "model": UNET_SPEC, "block": type(block).__name__, "precision": precision,
+            "lora": spec.get("lora"), "resolution": RES, "text_tokens": 77, "tokens": tokens,
+            "saved": rows[len(rows) - n_saved:]}
+
+
 def repeated_blocks():
     import diffusers
     rows = {}
@@ -269,6 +350,10 @@ def main():
     for d in dyn:
         print("lora" if d["lora"] else "full", "ckpt" if d["checkpointing"] else "", d["compiled_classes"],
               d["unique_graphs"], "graphs,", sum(d["graph_breaks"].values()), "breaks")
+    dyn_unet = [dynamo_unet_run(torch, lora, ckpt) for lora in (False, True) for ckpt in (False, True)]
+    for d in dyn_unet:
+        print("unet", "lora" if d["lora"] else "full", "ckpt" if d["checkpointing"] else "", d["compiled_classes"],
+              d["unique_graphs"], "graphs,", sum(d["graph_breaks"].values()), "breaks")
     rb = repeated_blocks()
     print("_repeated_blocks:", rb)
     C.enable_fake_cuda(torch)
@@ -278,12 +363,16 @@ def main():
             block_saved_set(torch, "flux_double_bf16", "bf16", "double"),
             block_saved_set(torch, "flux_single_bf16", "bf16", "single"),
             sd3_block_saved_set(torch, "sd3_joint_lora", "lora_bf16"),
-            sd3_block_saved_set(torch, "sd3_joint_bf16", "bf16")]
+            sd3_block_saved_set(torch, "sd3_joint_bf16", "bf16"),
+            unet_block_saved_set(torch, "sdxl_basic_lora", "lora_bf16"),
+            unet_block_saved_set(torch, "sdxl_basic_bf16", "bf16"),
+            unet_block_saved_set(torch, "sdxl_basic_amp_bf16", "amp_bf16")]
     head = {"torch": torch.__version__, "diffusers": diffusers.__version__, "peft": peft.__version__,
             "partition": "min_cut_rematerialization_partition",
             "decompositions": "torch._inductor.decomposition.select_decomp_table()",
             "model": CONFIG + ", batch 1", "sdpa": "cudnn"}
-    C.write_json(args.o, {"header": head, "dynamo": dyn, "dynamo_sd3": dyn_sd3, "repeated_blocks": rb,
+    C.write_json(args.o, {"header": head, "dynamo": dyn, "dynamo_sd3": dyn_sd3, "dynamo_unet": dyn_unet,
+                          "repeated_blocks": rb,
                           "records": recs})
     for rec in recs:
         print(rec["config"])
