@@ -687,7 +687,7 @@ if [ -n "$pc" ] && [ "$pc" -lt "$pe" ] && [ "$pck" -lt "$pek" ]; then
   ok "SD3 compiled: peak $(( (pe - pc) >> 20 )) MiB below eager's; checkpointed, $(( (pek - pck) >> 20 )) MiB below eager checkpointing's"
 else bad "SD3 compiled: peak $pc against eager $pe; checkpointed $pck against $pek"; fi
 
-# 7g. SDXL's UNet (the cut UNet of validation/oracle/specs/sdxl_cut_lora_bf16.json: a DownBlock2D
+# 7g. The UNets. SDXL's (the cut UNet of validation/oracle/specs/sdxl_cut_lora_bf16.json: a DownBlock2D
 #    and a CrossAttnDownBlock2D of two BasicTransformerBlocks): compile_repeated_blocks compiles
 #    each BasicTransformerBlock (UNet2DConditionModel._repeated_blocks), dynamo capturing it whole.
 #    The saved set of the second block is the partitioner's at 512 px (1024 tokens, 640 wide),
@@ -719,6 +719,20 @@ for prec in lora_bf16 bf16 amp_bf16; do
   pe=$(pk "$tmp/ue.json"); pc=$(pk "$tmp/uc.json")
   if [ -n "$pc" ] && [ "$pc" -lt "$pe" ]; then ok "SDXL $prec compiled: peak $(( (pe - pc) >> 10 )) KiB below eager's"
   else bad "SDXL $prec compiled: peak $pc against eager $pe"; fi
+done
+# ...and SD 1.5's (the cut UNet of validation/oracle/specs/sd15_cut_amp_bf16.json): its
+# Transformer2DModels' 1x1 convolution projections hand each block a permuted view; the saved set
+# of the mid block's BasicTransformerBlock (640 wide, 1024 tokens at 512 px, 77 x 768 text
+# states) is the partitioner's, lora_bf16, bf16 and amp_bf16, with and without checkpointing
+sed 's/resolution = 256/resolution = 512/' validation/oracle/scenarios/sd15_cut_amp_bf16.lua > "$tmp/u15.lua"
+for prec in lora_bf16 bf16 amp_bf16; do
+  case $prec in lora_bf16) rec=sd15_basic_lora ;; *) rec=sd15_basic_$prec ;; esac
+  for ck in false true; do
+    "$VRSIM" "$tmp/u15.lua" --json --no-files --set compile=true --set precision=$prec --set checkpointing=$ck > "$tmp/u.json" 2>"$tmp/u.err"
+    if python3 tests/compile_note.py compare "$DCAP" "$tmp/u.json" "$rec" "(BasicTransformerBlock)" > "$tmp/um.out" 2>&1
+    then ok "$rec (checkpointing $ck): the saved set of a compiled SD 1.5 block is the min-cut partitioner's ($(cat "$tmp/um.out"))"
+    else bad "$rec (checkpointing $ck): the saved set differs from the partitioner's" "$(cat "$tmp/um.out" "$tmp/u.err")"; fi
+  done
 done
 
 # 8. what is refused, by name (exit 2); compile = "layer" from the command line
@@ -758,12 +772,12 @@ refused set-bad "is not true, false, layer or model" '' --set compile=maybe
 rc=$?
 [ "$rc" = 2 ] && grep -q "sdxl: training.compile with precision amp_fp16 is not modelled (the compiled blocks' partition is checked for amp_bf16, bf16, lora_bf16)" "$tmp/sdxl.out" && ok "refused: SDXL under amp_fp16" \
   || bad "SDXL amp_fp16 with compile: exit $rc" "$(cat "$tmp/sdxl.out")"
-# diffusion runs not checked: SD 1.5's UNet, the whole denoiser as one graph, precisions, LoRA
-# placements or dropout, or sharding the capture does not cover
-"$VRSIM" scenarios/sd15_train_4090.lua --no-files --set compile=true > "$tmp/sd15.out" 2>&1
+# diffusion runs not checked: the whole denoiser as one graph, precisions, LoRA placements or
+# dropout, eager attention, or sharding the capture does not cover
+"$VRSIM" scenarios/sd15_train_4090.lua --no-files --set compile=true --set training.lora.dropout=0.1 --set precision=lora_bf16 > "$tmp/sd15.out" 2>&1
 rc=$?
-[ "$rc" = 2 ] && grep -q "sd: training.compile is not modelled for this model (SD 1.5's compiled BasicTransformerBlocks" "$tmp/sd15.out" && ok "refused: SD 1.5" \
-  || bad "SD 1.5 with compile: exit $rc" "$(cat "$tmp/sd15.out")"
+[ "$rc" = 2 ] && grep -q "sd: training.compile with LoRA dropout 0.1 is not modelled" "$tmp/sd15.out" && ok "refused: SD 1.5 with LoRA dropout" \
+  || bad "SD 1.5 LoRA dropout with compile: exit $rc" "$(cat "$tmp/sd15.out")"
 frefused() { # NAME WANT [--set ...]
   _n=$1; _w=$2; shift 2
   "$VRSIM" "$tmp/fx.lua" --no-files "$@" > "$tmp/$_n.out" 2>&1

@@ -673,10 +673,11 @@ end
 -- so its JointTransformerBlocks are compiled one by one with block.compile(), as accelerate's
 -- compile_regions compiles a ModuleList of one class (its other modules, compiled one by one
 -- there, run eager here).
--- SDXL's UNet2DConditionModel._repeated_blocks is BasicTransformerBlock (its ResNet blocks, the
--- Transformer2DModels' norms and projections, the rest run eager).
+-- The UNets' (SDXL's, SD 1.5's) UNet2DConditionModel._repeated_blocks is BasicTransformerBlock
+-- (their ResNet blocks, the Transformer2DModels' norms and projections, the rest run eager).
 M.REPEATED_BLOCKS = { flux = { "FluxTransformerBlock", "FluxSingleTransformerBlock" },
-                      sd3 = { "JointTransformerBlock" }, sdxl = { "BasicTransformerBlock" } }
+                      sd3 = { "JointTransformerBlock" }, sdxl = { "BasicTransformerBlock" },
+                      sd = { "BasicTransformerBlock" } }
 
 -- Why training.compile is not modelled for diffusion family `name` under training table t (nil
 -- when it is). Raises (exit 2) on a settings value compile does not know.
@@ -687,15 +688,13 @@ function M.diffusion_refusal(t, name)
             .. "across its blocks, the embeddings and the rotary tables, whose partition is not "
             .. "built; scope \"layer\" compiles each repeated block as diffusers' "
             .. "compile_repeated_blocks does%s"):format(name, M.REPEATED_BLOCKS[name] and "" or
-            " (modelled for flux, sd3 and sdxl)")
+            " (modelled for flux, sd3, sdxl and sd)")
   end
   local s = M.settings(t.compile)
   if not s then return nil end
   if not M.REPEATED_BLOCKS[name] then
-    return ("%s: training.compile is not modelled for this model (SD 1.5's compiled "
-            .. "BasicTransformerBlocks, UNet2DConditionModel._repeated_blocks, are not checked against "
-            .. "the partitioner: its Transformer2DModel's convolution projections hand the first block "
-            .. "a permuted view; SDXL's, Flux's and SD3's compiled blocks are)"):format(name)
+    return ("%s: training.compile is not modelled for this model (its compiled blocks are not "
+            .. "checked against the partitioner; Flux's, SD3's, SDXL's and SD 1.5's are)"):format(name)
   end
   if type(t.compile) == "table" and t.compile.loss ~= nil then
     return ("%s: training.compile.loss is torchtune's chunked cross-entropy; a diffusion loss "
@@ -738,10 +737,12 @@ function M.diffusion_refusal(t, name)
 end
 
 -- The precisions each family's compiled blocks are checked with: the scripts' LoRA (bf16
--- weights; Flux and SD3 under Accelerate's bf16 autocast), the full model in bf16, and for SDXL
--- the full model's fp32 weights under bf16 autocast (train_text_to_image_sdxl.py's mixed precision)
+-- weights; Flux and SD3 under Accelerate's bf16 autocast), the full model in bf16, and for the
+-- UNets the full model's fp32 weights under bf16 autocast (train_text_to_image_sdxl.py's and
+-- train_text_to_image.py's mixed precision)
 M.CHECKED_PRECISIONS = { flux = { lora_bf16 = true, bf16 = true }, sd3 = { lora_bf16 = true, bf16 = true },
-                         sdxl = { lora_bf16 = true, bf16 = true, amp_bf16 = true } }
+                         sdxl = { lora_bf16 = true, bf16 = true, amp_bf16 = true },
+                         sd = { lora_bf16 = true, bf16 = true, amp_bf16 = true } }
 
 -- peft's targets the compiled blocks are checked with (the scripts' to_k, to_q, to_v, to_out.0)
 M.LORA_CHECKED = { "to_k", "to_q", "to_v", "to_out.0" }

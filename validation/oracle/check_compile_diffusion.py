@@ -259,27 +259,39 @@ def dynamo_unet_run(torch, lora, ckpt):
             "graph_breaks": {r[:400]: n for r, n in counters["graph_break"].items()}}
 
 
-def unet_block_saved_set(torch, name, precision):
-    """The partition of the second BasicTransformerBlock (down_blocks.1.attentions.0.
-    transformer_blocks.1: 640 wide, 10 heads) of the cut SDXL UNet of UNET_SPEC at RES px (1024
-    tokens at that level) with SDXL's 77 x 2048 text states, batch 1, under `precision`
-    (lora_bf16: bf16 weights, no autocast, as train_text_to_image_lora_sdxl.py; bf16; amp_bf16:
-    fp32 weights under bf16 autocast)."""
+SD15_SPEC = "validation/oracle/specs/sd15_cut_amp_bf16.json"
+
+
+def unet_block_saved_set(torch, name, precision, sd15=False):
+    """The partition of the second BasicTransformerBlock of a cut UNet at RES px, batch 1, under
+    `precision` (lora_bf16: bf16 weights, no autocast, as train_text_to_image_lora_sdxl.py and
+    train_text_to_image_lora.py; bf16; amp_bf16: fp32 weights under bf16 autocast): of UNET_SPEC
+    (SDXL's layout) down_blocks.1.attentions.0.transformer_blocks.1 (640 wide, 10 heads, 1024
+    tokens at that level) with SDXL's 77 x 2048 text states; with sd15, of SD15_SPEC (SD 1.5's
+    layout) mid_block.attentions.0.transformer_blocks.0 (640 wide, 8 heads, 1024 tokens) with 77 x
+    768 text states, its input the view Transformer2DModel makes of its 1x1 convolution's output
+    (permute(0, 2, 3, 1).reshape: not contiguous)."""
     import json
     from torch._subclasses.fake_tensor import FakeTensorMode
-    cfg = json.load(open(os.path.join(C.REPO, UNET_SPEC)))["config"]
+    cfg = json.load(open(os.path.join(C.REPO, SD15_SPEC if sd15 else UNET_SPEC)))["config"]
     spec = {"config": cfg, "precision": precision}
     if precision == "lora_bf16":
         spec["lora"] = {"r": 4, "alpha": 4, "dropout": 0.0, "targets": TARGETS}
     tokens = (RES // 16) ** 2
     with FakeTensorMode():
         model, _ = C.build_unet(torch, spec)
-        block = model.down_blocks[1].attentions[0].transformer_blocks[1]
+        block = (model.mid_block.attentions[0].transformer_blocks[0] if sd15
+                 else model.down_blocks[1].attentions[0].transformer_blocks[1])
         dim = block.norm1.normalized_shape[0]
         # (under autocast the block's input is proj_in's bf16 output; the cached prompt embeddings
         # come in the weights' dtype, fp32 under amp)
-        h = torch.randn(1, tokens, dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        ctx = torch.randn(1, 77, 2048, device="cuda",
+        if sd15:
+            side = RES // 16
+            base = torch.randn(1, dim, side, side, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            h = base.permute(0, 2, 3, 1).reshape(1, side * side, dim)
+        else:
+            h = torch.randn(1, tokens, dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        ctx = torch.randn(1, 77, cfg["cross_attention_dim"], device="cuda",
                           dtype=torch.float32 if precision == "amp_bf16" else torch.bfloat16)
         params = dict(block.named_parameters())
 
@@ -289,7 +301,8 @@ def unet_block_saved_set(torch, name, precision):
 
         gm, n_saved = block_graphs(f, (params, h, ctx), len(params))
     rows = saved_rows(torch, gm, len(params))
-    return {"config": name, "model": UNET_SPEC, "block": type(block).__name__, "precision": precision,
+    return {"config": name, "model": SD15_SPEC if sd15 else UNET_SPEC, "block": type(block).__name__,
+            "precision": precision,
             "lora": spec.get("lora"), "resolution": RES, "text_tokens": 77, "tokens": tokens,
             "saved": rows[len(rows) - n_saved:]}
 
@@ -366,7 +379,10 @@ def main():
             sd3_block_saved_set(torch, "sd3_joint_bf16", "bf16"),
             unet_block_saved_set(torch, "sdxl_basic_lora", "lora_bf16"),
             unet_block_saved_set(torch, "sdxl_basic_bf16", "bf16"),
-            unet_block_saved_set(torch, "sdxl_basic_amp_bf16", "amp_bf16")]
+            unet_block_saved_set(torch, "sdxl_basic_amp_bf16", "amp_bf16"),
+            unet_block_saved_set(torch, "sd15_basic_lora", "lora_bf16", True),
+            unet_block_saved_set(torch, "sd15_basic_bf16", "bf16", True),
+            unet_block_saved_set(torch, "sd15_basic_amp_bf16", "amp_bf16", True)]
     head = {"torch": torch.__version__, "diffusers": diffusers.__version__, "peft": peft.__version__,
             "partition": "min_cut_rematerialization_partition",
             "decompositions": "torch._inductor.decomposition.select_decomp_table()",
