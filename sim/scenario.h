@@ -43,7 +43,8 @@ typedef struct Plan {
     double host_bytes;         /* bytes the plan keeps in host memory (offload) */
     double host_capacity;      /* host RAM available to it, bytes (0 = unknown) */
     double managed_bytes;      /* unified memory outside the allocator (paged optimizer state) */
-    char notes[4096];          /* what the planner could not model, one line each */
+    char notes[16384];         /* what the planner could not model, one line each (a compiled
+                                  * Flux run's partitioner notes list some hundred tensors) */
     char deepspeed_read[1024]; /* a DeepSpeed JSON config: what was read from it ("" = none) */
     char deepspeed_unknown[512]; /* its keys DeepSpeed does not know, comma-separated */
     char overrides[1024];      /* the --set overrides, comma-separated (titles follow them) */

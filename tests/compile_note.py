@@ -62,29 +62,30 @@ def capture_counts(rec):
     return want
 
 
-def saved_counts(summary_path):
-    """The saved tensors the first partitioner note of a run's summary (--json) lists: Counter of
+def saved_counts(summary_path, which=""):
+    """The saved tensors the first partitioner note of a run's summary (--json) lists that holds
+    `which` (a diffusers block's class name, where a run has one note per class): Counter of
     (elements, dtype)."""
-    return counts(notes(json.load(open(summary_path)))[0])
+    return counts([n for n in notes(json.load(open(summary_path))) if which in n][0])
 
 
-def compare(capture_path, summary_path, name):
-    """vrsim's saved set (the run's summary) against record `name` of a partitioner capture: the
-    line to print and whether they are equal."""
+def compare(capture_path, summary_path, name, which=""):
+    """vrsim's saved set (the run's summary; its note holding `which`) against record `name` of a
+    partitioner capture: the line to print and whether they are equal."""
     rec = [r for r in json.load(open(capture_path))["records"] if r["config"] == name][0]
-    want, got = capture_counts(rec), saved_counts(summary_path)
+    want, got = capture_counts(rec), saved_counts(summary_path, which)
     if got != want:
         return "vrsim only: %s  partitioner only: %s" % (dict(got - want), dict(want - got)), False
     return "%d tensors" % sum(want.values()), True
 
 
 USAGE = ("usage: compile_note.py activations SUMMARY.json\n"
-         "       compile_note.py compare CAPTURE.json SUMMARY.json RECORD")
+         "       compile_note.py compare CAPTURE.json SUMMARY.json RECORD [NOTE-TEXT]")
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "activations":
         print(activations(notes(json.load(open(sys.argv[2])))[0]))
-    elif len(sys.argv) == 5 and sys.argv[1] == "compare":
+    elif len(sys.argv) in (5, 6) and sys.argv[1] == "compare":
         line, same = compare(*sys.argv[2:])
         print(line)
         sys.exit(0 if same else 1)

@@ -43,7 +43,9 @@ local M = {}
 -- not in the allowlist (ban_recompute_not_in_allowlist: aten.cat, for one).
 local RECOMPUTABLE = { elementwise = true, broadcast = true, broadcast_rows = true, cast_up = true,
                        cast_down = true, reduce_rows = true, softmax = true, copy = true,
-                       transpose = true, strided = true, gather = true, none = true, norm = true }
+                       transpose = true, strided = true, gather = true, none = true, norm = true,
+                       -- (GEGLU's product of its two halves, a pointwise mul on strided views)
+                       strided_mixed = true }
 
 -- Inductor lowers a concatenation of few inputs as a pointwise kernel (max_pointwise_cat_inputs),
 -- fused with its producers and consumers; the partitioner lets any op fuse into a cat
@@ -228,10 +230,21 @@ end
 
 -- ---- the partition -------------------------------------------------------------------------
 
--- The storage a tensor table stands for (a view's base, to its root).
+-- The storage a tensor table stands for (a view's base, to its root). A part of a split
+-- (t.split_part: aten.split_with_sizes, which is not in the partitioner's allowlist, unlike
+-- aten.split) is a node of its own, the banned split's output between its input and its readers.
 local function storage(t)
-  while t.base do t = t.base end
+  while t.base and not t.split_part do t = t.base end
   return t
+end
+
+-- Whether the backward of GEMM op `spec` reads its saved input x only through a fused kernel:
+-- a Linear on one row (a DiT's modulation of its (1, dim) conditioning at batch 1) has the
+-- weight gradient grad.T @ x with a reduction dimension of 1, which Inductor's decomposition
+-- of aten.mm turns into the pointwise outer product grad.T * x on a GPU
+-- (torch/_inductor/decomposition.py mm), so x is not materialized in backward for it.
+local function outer_product_grad(spec, x)
+  return spec.kind == "mm" and spec.inputs[1] == x and nn.numel(x.shape) == x.shape[#x.shape]
 end
 
 -- The partition of one compiled layer: ops, the { index, spec, outs } nn.op made in it, in order;
@@ -239,8 +252,12 @@ end
 -- fused tensors (G:tensor_fused); returns the saved tensors (storage tables, in op order) for
 -- the tests and the oracle check. inference: the layer ran under no_grad, where AOTAutograd
 -- compiles an inference graph (no backward, no partition: nothing saved, every op "skip"), whose
--- pointwise chains Inductor fuses as in a training graph.
-function M.partition(cx, ops, outputs, checkpointed, inference)
+-- pointwise chains Inductor fuses as in a training graph. rerun: an eager checkpoint around the
+-- compiled region (diffusers' _gradient_checkpointing_func around a compiled block,
+-- M.block_hooks): the checkpoint's pack hook drops what the forward graph saves, and its
+-- recomputation runs the forward graph again, so every op of the region runs again in backward
+-- (nothing of it is kept from forward but the checkpoint's arguments).
+function M.partition(cx, ops, outputs, checkpointed, inference, rerun)
   local G = cx.G
   local node_of, nodes = {}, {}   -- storage id -> node record; records in order
   local function node(st, producer)
@@ -273,7 +290,7 @@ function M.partition(cx, ops, outputs, checkpointed, inference)
   for k, o in ipairs(ops) do
     op_nodes[k] = {}
     for _, t in ipairs(o.outs) do
-      if not t.base and not dup[k] then op_nodes[k][#op_nodes[k] + 1] = node(t, k) end
+      if (not t.base or t.split_part) and not dup[k] then op_nodes[k][#op_nodes[k] + 1] = node(t, k) end
     end
   end
   -- inputs from outside the region (the layer's input, the rotary tables, parameters) are the
@@ -298,7 +315,8 @@ function M.partition(cx, ops, outputs, checkpointed, inference)
       -- through fused kernels, Float8Linear's recasts)
       -- (bw_unfused: an op whose backward reads its saves in an unfusible kernel though the op
       -- itself is recomputable: a gather's scatter of its gradient, index_put_, reads the indices)
-      if (not rec or o.spec.bw_unfused) and not (o.spec.bw_fused and o.spec.bw_fused[s.id]) then
+      if (not rec or o.spec.bw_unfused) and not (o.spec.bw_fused and o.spec.bw_fused[s.id])
+         and not outer_product_grad(o.spec, s) then
         n.bw_extern = true
       end
     end
@@ -364,8 +382,12 @@ function M.partition(cx, ops, outputs, checkpointed, inference)
       local a = node_of[storage_cse(x).id]
       for _, b in ipairs(op_nodes[k]) do edge(2 * a.v + 1, 2 * b.v, INF) end
     end
-    -- an op's outputs come from one kernel: recomputing one recomputes all
+    -- an op's outputs come from one kernel: recomputing one recomputes all. Not a norm's:
+    -- Inductor's decompositions make native_layer_norm (and the fused RMS norm) a reduction to
+    -- the row statistics and a pointwise normalization, so the normalized output is recomputed
+    -- from the input and the statistics while the statistics (a reduction, banned) are saved
     local outs = op_nodes[k]
+    if o.spec.kind == "norm" then outs = {} end
     for i = 2, #outs do edge(2 * outs[1].v, 2 * outs[i].v, INF); edge(2 * outs[i].v, 2 * outs[1].v, INF) end
   end
   local side = {}
@@ -407,14 +429,20 @@ function M.partition(cx, ops, outputs, checkpointed, inference)
       end
     end
   end
-  local saved = {}
+  local saved, listed = {}, {}
   for _, n in ipairs(nodes) do
     n.saved = not inference and side[2 * n.v + 1] and not side[2 * n.v + 2]
               and not (tagged and n.producer and not n.used)
     n.recomputed = not inference and not side[2 * n.v + 1]
                    and not (checkpointed and collectives and n.producer and not n.live)
                    and not (tagged and n.producer and not n.used)
-    if n.saved then saved[#saved + 1] = n.t end
+    if n.saved then
+      -- a saved part of a split keeps its input's storage (a view), listed once
+      local st = n.t
+      while st.base do st = st.base end
+      if not listed[st.id] then saved[#saved + 1] = st end
+      listed[st.id] = true
+    end
   end
   -- Inductor's fusion: what only fused kernels of this graph read never exists
   for k in pairs(dup) do G:tensor_fused(ops[k].outs[1].id) end
@@ -433,6 +461,9 @@ function M.partition(cx, ops, outputs, checkpointed, inference)
     elseif #outs > 0 then
       role = outs[1].saved and "save" or outs[1].recomputed and "recompute" or "skip"
       for _, n in ipairs(outs) do if n.saved then role = "save" end end
+      -- a norm whose statistics are saved and whose output is recomputed runs again (the
+      -- statistics' second copies are a value a row)
+      if o.spec.kind == "norm" and outs[1].recomputed and not outs[1].saved then role = "recompute" end
     elseif #o.outs > 0 then
       -- an op making views only: run again where its input is there in backward
       local n = node_of[storage_cse(o.outs[1]).id]
@@ -456,6 +487,9 @@ function M.partition(cx, ops, outputs, checkpointed, inference)
         if not n.fused then moved = moved + nn.bytes(n.t.shape, n.t.dtype) end
       end
     end
+    -- (under an eager checkpoint the forward graph runs again whole: what it saves, what the
+    -- backward graph recomputes, and the rest of it, its outputs among them)
+    if rerun and not dup[k] then role = "recompute" end
     G:op_partition(o.index, role, kernel, moved)
   end
   return saved, nodes
@@ -463,8 +497,10 @@ end
 
 -- The note that says what the partitioner saves of compiled decoder layer `layer` (from 0): each
 -- saved tensor as name [shape] dtype, and their bytes (parameters, saved for free, left out).
--- kind: which of the run's two kinds of compiled layer it is, where it has both (or nil).
-function M.note(saved, layer, kind)
+-- kind: which of the run's two kinds of compiled layer it is, where it has both (or nil). what:
+-- what the region is called (default "decoder layer": a diffusers block, M.block_hooks, is
+-- "transformer block").
+function M.note(saved, layer, kind, what)
   local parts, total = {}, 0
   for _, t in ipairs(saved) do
     if not t.param then
@@ -473,8 +509,8 @@ function M.note(saved, layer, kind)
       parts[#parts + 1] = ("%s [%s] %s"):format(t.name, table.concat(t.shape, "x"), t.dtype)
     end
   end
-  return ("torch.compile: the partitioner saves %d activations of decoder layer %d%s for backward, "
-          .. "%.2f MiB (%s), and backward recomputes what else it reads"):format(#parts, layer,
+  return ("torch.compile: the partitioner saves %d activations of %s %d%s for backward, "
+          .. "%.2f MiB (%s), and backward recomputes what else it reads"):format(#parts, what or "decoder layer", layer,
           kind and " (" .. kind .. ")" or "", total / 2^20, table.concat(parts, ", "))
 end
 
@@ -618,6 +654,169 @@ function M.hooks(root, layer_cls, t, reference)
         local seen = {}
         for _, o in ipairs(ops) do seen[o.index] = true end
         for i in pairs(cx.offload and cx.offload.own or {}) do seen[i] = true end
+        for i = first_op, cx.G:num_ops() - 1 do
+          if not seen[i] then cx.G:op_partition(i, "skip") end
+        end
+        ops = nil
+      end,
+    } }
+  end
+  return out
+end
+
+-- ---- diffusers' regional compilation --------------------------------------------------------
+
+-- The diffusion families whose compiled blocks are modelled, and the block classes compiled
+-- (validation/oracle/check_compile_diffusion.py): Flux's are its _repeated_blocks (diffusers 0.42:
+-- ModelMixin.compile_repeated_blocks calls .compile() on every submodule of those classes).
+-- SD3Transformer2DModel declares no _repeated_blocks (compile_repeated_blocks raises ValueError),
+-- so its JointTransformerBlocks are compiled one by one with block.compile(), as accelerate's
+-- compile_regions compiles a ModuleList of one class (its other modules, compiled one by one
+-- there, run eager here).
+-- The UNets' (SDXL's, SD 1.5's) UNet2DConditionModel._repeated_blocks is BasicTransformerBlock
+-- (their ResNet blocks, the Transformer2DModels' norms and projections, the rest run eager).
+M.REPEATED_BLOCKS = { flux = { "FluxTransformerBlock", "FluxSingleTransformerBlock" },
+                      sd3 = { "JointTransformerBlock" }, sdxl = { "BasicTransformerBlock" },
+                      sd = { "BasicTransformerBlock" } }
+
+-- Why training.compile is not modelled for diffusion family `name` under training table t (nil
+-- when it is). Raises (exit 2) on a settings value compile does not know.
+function M.diffusion_refusal(t, name)
+  if type(t.compile) == "table" and t.compile.scope == "model" then
+    return ("%s: training.compile.scope = \"model\" is not modelled: torch.compile of the whole "
+            .. "denoiser (accelerate's dynamo_backend without regional compilation) is one graph "
+            .. "across its blocks, the embeddings and the rotary tables, whose partition is not "
+            .. "built; scope \"layer\" compiles each repeated block as diffusers' "
+            .. "compile_repeated_blocks does%s"):format(name, M.REPEATED_BLOCKS[name] and "" or
+            " (modelled for flux, sd3, sdxl and sd)")
+  end
+  local s = M.settings(t.compile)
+  if not s then return nil end
+  if not M.REPEATED_BLOCKS[name] then
+    return ("%s: training.compile is not modelled for this model (its compiled blocks are not "
+            .. "checked against the partitioner; Flux's, SD3's, SDXL's and SD 1.5's are)"):format(name)
+  end
+  if type(t.compile) == "table" and t.compile.loss ~= nil then
+    return ("%s: training.compile.loss is torchtune's chunked cross-entropy; a diffusion loss "
+            .. "is not compiled"):format(name)
+  end
+  local prec = M.CHECKED_PRECISIONS[name]
+  if not prec[t.precision] then
+    local list = {}
+    for k in pairs(prec) do list[#list + 1] = k end
+    table.sort(list)
+    return ("%s: training.compile with precision %s is not modelled (the compiled blocks' "
+            .. "partition is checked for %s)"):format(name, t.precision, table.concat(list, ", "))
+  end
+  if t.attention == "eager" then
+    return ("%s: training.compile with attention = \"eager\" is not modelled (the compiled blocks "
+            .. "are checked with PyTorch's SDPA, AttnProcessor2_0)"):format(name)
+  end
+  if t.lora and t.lora.dropout and t.lora.dropout > 0 then
+    return ("%s: training.compile with LoRA dropout %s is not modelled (dropout's random masks "
+            .. "in the compiled blocks are not checked; the scripts' default, 0, is)"):format(
+            name, tostring(t.lora.dropout))
+  end
+  if t.lora and t.lora.targets then
+    local want, got = {}, {}
+    for _, x in ipairs(M.LORA_CHECKED) do want[x] = true end
+    for _, x in ipairs(type(t.lora.targets) == "table" and t.lora.targets or { t.lora.targets }) do
+      if not want[x] then got[#got + 1] = tostring(x) end
+    end
+    if #got > 0 then
+      return ("%s: training.compile with LoRA on %s is not modelled (the compiled blocks are "
+              .. "checked with the script's targets, %s)"):format(name, table.concat(got, ", "),
+              table.concat(M.LORA_CHECKED, ", "))
+    end
+  end
+  if t.strategy ~= "none" and t.strategy ~= "ddp" then
+    return ("%s: training.compile under strategy %s is not modelled (the compiled blocks with "
+            .. "sharded parameters are not checked)"):format(name, t.strategy)
+  end
+  return nil
+end
+
+-- The precisions each family's compiled blocks are checked with: the scripts' LoRA (bf16
+-- weights; Flux and SD3 under Accelerate's bf16 autocast), the full model in bf16, and for the
+-- UNets the full model's fp32 weights under bf16 autocast (train_text_to_image_sdxl.py's and
+-- train_text_to_image.py's mixed precision)
+M.CHECKED_PRECISIONS = { flux = { lora_bf16 = true, bf16 = true }, sd3 = { lora_bf16 = true, bf16 = true },
+                         sdxl = { lora_bf16 = true, bf16 = true, amp_bf16 = true },
+                         sd = { lora_bf16 = true, bf16 = true, amp_bf16 = true } }
+
+-- peft's targets the compiled blocks are checked with (the scripts' to_k, to_q, to_v, to_out.0)
+M.LORA_CHECKED = { "to_k", "to_q", "to_v", "to_out.0" }
+
+-- Hooks compiling every module of the classes `classes` (a list) in the tree `root`, as
+-- diffusers' compile_repeated_blocks compiles them: each block one graph, partitioned as a
+-- decoder layer is (M.partition), the rest of the model eager. diffusers' gradient
+-- checkpointing is torch.utils.checkpoint(block.__call__, ...) in the model's eager forward: the
+-- checkpoint wraps the compiled block (strategies/checkpoint.lua module_hooks' region, already
+-- open when the block's hook runs), so the block's graph is the same, the checkpoint's pack hook
+-- drops what it saves, and the checkpoint's recomputation runs the forward graph again before
+-- the backward graph (M.partition's rerun). Register these inside the checkpoint's first hooks.
+-- The run carries one note per class: the saved set of the second block of it (the first
+-- double block's inputs need no gradient under LoRA: the embedders before it are frozen).
+function M.block_hooks(root, classes, t)
+  local mod = require "vrsim.module"
+  local set = {}
+  for _, c in ipairs(classes) do set[c] = true end
+  local blocks = {}
+  mod.walk(root, function(m) if set[m.cls] then blocks[#blocks + 1] = m end end)
+  if #blocks == 0 then error("torch.compile: this model has no " .. table.concat(classes, " or ") .. " to compile", 0) end
+  local saved_of, noted = {}, false
+  local out = {}
+  out[1] = { module = root, first = { post = function(cx)
+    if noted or cx.no_grad then return end
+    noted = true
+    cx.notes = cx.notes or {}
+    for _, c in ipairs(classes) do
+      local first, second
+      for k, b in ipairs(blocks) do
+        if b.cls == c and saved_of[k] then
+          if first then second = second or k else first = k end
+        end
+      end
+      local k = second or first
+      if k then
+        cx.notes[#cx.notes + 1] = M.note(saved_of[k], blocks[k].layer or (k - 1), c, "transformer block")
+      end
+    end
+    if t.checkpointing then
+      cx.notes[#cx.notes + 1] = "torch.compile: gradient checkpointing wraps each compiled block "
+        .. "(diffusers' torch.utils.checkpoint around block.__call__): forward keeps each block's "
+        .. "arguments alone, and backward runs the block's forward graph again, what the "
+        .. "partitioner saves and recomputes, before its backward graph"
+    end
+  end } }
+  for k, b in ipairs(blocks) do
+    local ops, first_op, own
+    out[#out + 1] = { module = b, first = {
+      pre = function(cx)
+        ops = nil
+        if cx.no_grad then return end
+        -- a region of its own, numbered as checkpointing numbers its regions, unless the
+        -- checkpoint around the block opened one
+        own = cx.region == nil
+        if own then
+          cx.region_count = (cx.region_count or 0) + 1
+          cx.region = cx.region_count
+        end
+        cx.compiling = true
+        ops, first_op = {}, cx.G:num_ops()
+        cx.sac = function(_, spec, index, outs, rg)
+          ops[#ops + 1] = { index = index, spec = spec, outs = outs, rg = rg }
+        end
+      end,
+      post = function(cx, _, _, outs)
+        if not ops then return end
+        if own then cx.region = nil end
+        cx.sac, cx.compiling = nil, nil
+        local res = {}
+        for _, x in ipairs(outs or {}) do if type(x) == "table" and x.id then res[#res + 1] = x end end
+        saved_of[k] = M.partition(cx, ops, res, false, false, not own)
+        local seen = {}
+        for _, o in ipairs(ops) do seen[o.index] = true end
         for i = first_op, cx.G:num_ops() - 1 do
           if not seen[i] then cx.G:op_partition(i, "skip") end
         end

@@ -136,9 +136,10 @@ function M.check_other(t, model, notes)
     return ("%s: training.compile_loss is not modelled for this model (it compiles a causal language "
             .. "model's cross-entropy)"):format(model)
   end
+  -- (diffusers' regional compilation: strategies/compile.lua, for the families it names)
   if t.compile then
-    return ("%s: training.compile is not modelled for this model (compiled decoder layers of the "
-            .. "causal language models are)"):format(model)
+    local why = require("strategies.compile").diffusion_refusal(t, model)
+    if why then return why end
   end
   -- torchao's converter, TRL's trainer and transformers' generate are built on the causal
   -- language models' graph alone

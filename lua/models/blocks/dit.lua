@@ -161,6 +161,9 @@ end
 -- A Python frame's locals that outlive their last use: the frame holds each until its name is
 -- rebound or the function returns. A no-kernel op reading them where the frame lets them go.
 function D.frame_release(cx, name, list)
+  -- (a compiled block is one graph: Inductor frees each buffer after its last use, and no
+  -- Python frame holds its intermediates; strategies/compile.lua)
+  if cx.compiling then return end
   local ids = {}
   for _, t in pairs(list) do if t then ids[#ids + 1] = t.id end end
   if #ids == 0 then return end

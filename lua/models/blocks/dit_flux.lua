@@ -53,12 +53,15 @@ local function attention_forward(cx, m, x, ctx, rope)
   -- split_with_sizes: two views; SplitWithSizesBackward assembles their gradients in one
   -- full-size buffer
   local parts = {}
+  -- (under torch.compile the split is aten.split_with_sizes, outside the partitioner's allowlist:
+  -- its parts are nodes of their own, never recomputed; strategies/compile.lua)
   for i, p in ipairs { { "text", st }, { "image", si } } do
     parts[i] = nn.view(cx, o, { n, p[2], dim }, name .. "." .. p[1] .. "_part")
+    parts[i].split_part = true
   end
   nn.op_sized(cx, { name = name .. ".split", kind = "none", inputs = { o }, out_tensors = parts,
                     bytes = 0, bwd_kind = "copy", bwd_bytes = 2 * nn.bytes(o.shape, o.dtype),
-                    grads = { { dtype = o.dtype } }, frees = {} })
+                    grads = { { dtype = o.dtype } }, frees = {}, compile_extern = true })
   local ctx_part, img = parts[1], parts[2]
   if n > 1 then
     -- (a slice of the token dim with a batch above one is not contiguous: .contiguous() copies)

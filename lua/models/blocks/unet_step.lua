@@ -311,6 +311,11 @@ function S.build(cx, cfg, fam)
   if cx.dp and cx.shard_params then
     register(require("strategies.shard").hooks(cx, unet, cx.dp.kind))
   end
+  -- diffusers' compile_repeated_blocks: each repeated block compiled, inside the checkpoint
+  -- that diffusers' eager forward wraps around block.__call__ (strategies/compile.lua)
+  if t.compile and not t.inference then
+    register(require("strategies.compile").block_hooks(unet, require("strategies.compile").REPEATED_BLOCKS[fam.name], t), "first")
+  end
   if ckpt_hooks then register(ckpt_hooks, "last") end
 
   if full then
