@@ -303,9 +303,10 @@ end
 --   GPU's, carried as attention is carried from the reference (sizes by the SM-count ratio, rates
 --   by the dense bf16 peak ratio at each one's step clock; the same architecture runs the same
 --   kernels, so no FlashAttention-2 ratio): those boards' curves carried from the H200 already
---   rest on this same die (GH100) and ratio, and the H100 SXM's rows at <= 8192 tokens are the
---   H200's within 2 % (flash, 8192 causal, forward and backward: 6.40 ms and 6.42), so what they
---   change is the rows past 8192 the H200 never measured, which the curve otherwise holds flat;
+--   rest on this same die (GH100) and ratio, and on the shapes both measured the H100 SXM's times
+--   are the H200's (a median -0.1 % over 266 figures; flash, 8192 causal, forward and backward:
+--   6.40 ms and 6.42), so what the SXM's rows add is the 16384-32768-token rows the H200 never
+--   measured, past which its curve is held flat;
 --   else nothing: the reference's rows carried (cost_carry).
 -- Returns { sdpa = rows, sm = , rate = , source = , from = the GPU measured } or nil.
 -- load(suffix, gname): the calibrated module of that GPU, or nil (hardware.lua calibrated).
