@@ -616,9 +616,11 @@ static SdpaVariant sdpa_variant(const CostSdpaRow *r) {
     return r->masked ? SDPA_MASKED : r->seq_k < r->seq_q ? SDPA_CROSS : SDPA_SELF;
 }
 
-/* The forward and backward FLOP-rate curves of every backend the sdpa rows of variant v timed. */
-static VrStatus sdpa_classes(CostModel *c, const CostProfile *p, SdpaVariant v, CostPoint *fwd,
-                             CostPoint *bwd, char *why, size_t why_n) {
+/* The forward and backward FLOP-rate curves of every backend the sdpa rows of variant v timed,
+ * each point's FLOPs times sx and its rate times ry (1 and 1 on the GPU that measured them; a
+ * carry's ratios on another, cost_measured_sdpa). */
+static VrStatus sdpa_classes(CostModel *c, const CostProfile *p, SdpaVariant v, double sx, double ry,
+                             CostPoint *fwd, CostPoint *bwd, char *why, size_t why_n) {
     bool kernel_rows = false;
     for (int i = 0; i < p->n_sdpa; i++) kernel_rows = kernel_rows || p->sdpa[i].kernel_time;
     for (int b = 0; b < COST_SDPA_COUNT; b++) {
@@ -635,9 +637,9 @@ static VrStatus sdpa_classes(CostModel *c, const CostProfile *p, SdpaVariant v, 
             if (kernel_rows && !r->kernel_time) continue;          /* superseded (cost.h) */
             if (sdpa_variant(r) != v) continue;
             if (!r->kernel_time && f_ms < COST_SDPA_MIN_TIMED_MS) continue; /* launch-bound */
-            fwd[n] = (CostPoint){flops, flops / (f_ms * 1e-3)};
+            fwd[n] = (CostPoint){flops * sx, flops / (f_ms * 1e-3) * ry};
             double bf = COST_SDPA_BWD_FLOPS * flops;
-            bwd[n] = (CostPoint){bf, bf / ((fb_ms - f_ms) * 1e-3)};
+            bwd[n] = (CostPoint){bf * sx, bf / ((fb_ms - f_ms) * 1e-3) * ry};
             n++;
         }
         if (n == 0) continue;
@@ -738,7 +740,7 @@ VrStatus cost_from_profile(const DeviceSpec *dev, const CostProfile *p, CostMode
         st = torch_op_classes(c, p, pts, why, why_n);
     }
     for (int v = 0; v < SDPA_VARIANTS && !st; v++)
-        st = sdpa_classes(c, p, (SdpaVariant)v, pts, pts + p->n_sdpa, why, why_n);
+        st = sdpa_classes(c, p, (SdpaVariant)v, 1, 1, pts, pts + p->n_sdpa, why, why_n);
     if (!st && p->n_lora > 0) st = lora_curves(c, p, pts, why, why_n);
     free(pts);
     if (st) {
@@ -771,6 +773,36 @@ VrStatus cost_measured_here(CostModel *c, const CostProfile *own, char *why, siz
     }
     if (!st) st = torch_op_classes(c, own, pts, why, why_n);
     if (!st && own->kernel_gap_us > 0) cost_set_kernel_gap_ns(c, own->kernel_gap_us * 1e3);
+    free(pts);
+    return st;
+}
+
+VrStatus cost_measured_sdpa(CostModel *c, const CostSdpaRow *rows, int n, double sx, double ry,
+                            char *why, size_t why_n) {
+    if (why && why_n) why[0] = '\0';
+    if (n < 0 || !(sx > 0) || !(ry > 0) || !isfinite(sx) || !isfinite(ry)) return VR_EINVAL;
+    /* every row checked before any curve is replaced: a bad table leaves c as it was */
+    for (int i = 0; i < n; i++) {
+        const CostSdpaRow *r = &rows[i];
+        if (!r->kernel_time)
+            return bad_row(why, why_n, "sdpa", i, "not kernel time (kernel_time = true rows only)");
+        double flops = cost_sdpa_flops(r->batch, r->heads, r->seq_q, r->seq_k, r->dim, r->causal);
+        if (!(flops > 0) || !isfinite(flops))
+            return bad_row(why, why_n, "sdpa", i, "batch, heads, seq_q, seq_k and dim must be > 0");
+        for (int b = 0; b < COST_SDPA_COUNT; b++) {
+            double f_ms = r->fwd_ms[b], fb_ms = r->fwdbwd_ms[b];
+            if (f_ms == 0 && fb_ms == 0) continue;
+            if (!(f_ms > 0) || !(fb_ms > f_ms) || !isfinite(fb_ms))
+                return bad_row(why, why_n, "sdpa", i, "a backend needs fwdbwd_ms > fwd_ms > 0");
+        }
+    }
+    if (n == 0) return VR_OK;
+    CostPoint *pts = malloc(sizeof *pts * 2 * (size_t)n);
+    if (!pts) return VR_ENOMEM;
+    CostProfile p = {.sdpa = rows, .n_sdpa = n};
+    VrStatus st = VR_OK;
+    for (int v = 0; v < SDPA_VARIANTS && !st; v++)
+        st = sdpa_classes(c, &p, (SdpaVariant)v, sx, ry, pts, pts + n, why, why_n);
     free(pts);
     return st;
 }

@@ -194,6 +194,16 @@ typedef struct CostCarry {
     double bw;                 /* target DRAM bandwidth / reference */
 } CostCarry;
 
+/* Replaces c's fused-attention curves with those of n kernel-time sdpa rows (cost_from_profile
+ * makes them the same way) measured on another GPU than the one c was built from: the simulated
+ * GPU itself (sx = ry = 1), or one of its architecture whose rows are carried to it as
+ * cost_carry carries attention, FLOPs times sx (target SMs / measuring GPU's), rates times ry
+ * (target dense peak / measuring GPU's). A backend and variant the rows lack keeps its curve.
+ * Every row is checked first: VR_EINVAL (why names the row; c unchanged) for a row that is not
+ * kernel time or cannot be a point, or for ratios not > 0; VR_ENOMEM. */
+VrStatus cost_measured_sdpa(CostModel *c, const CostSdpaRow *rows, int n, double sx, double ry,
+                            char *why /* OUT */, size_t why_n);
+
 /* Carries c (built from the reference's measurements) to the target device `target` as above;
  * afterwards c prices ops on the target. VR_EINVAL for a non-positive sm or bw ratio (c is then
  * unchanged), VR_ENOMEM. */

@@ -685,6 +685,56 @@ static void test_carry_attention_ratio(void **state) {
     cost_free(arch);
 }
 
+/* Fused attention measured on another GPU than the profile's (cost_measured_sdpa): its rows
+ * replace the carried curves of the backends they time, forward and backward, at their own
+ * times past the reference's largest row (which the carried curve holds flat); a backend they
+ * lack stays carried; carried again by a rate ratio they take that ratio; a row that is not
+ * kernel time is refused before anything changes. */
+static void test_measured_sdpa(void **state) {
+    (void)state;
+    DeviceSpec dev = plain_device();
+    CostSdpaRow ref[1] = {{.batch = 1, .heads = 32, .seq_q = 8192, .seq_k = 8192, .dim = 128, .causal = true,
+                           .kernel_time = true}};
+    ref[0].fwd_ms[COST_SDPA_FLASH] = 1.7, ref[0].fwdbwd_ms[COST_SDPA_FLASH] = 6.4;
+    ref[0].fwd_ms[COST_SDPA_CUDNN] = 0.9, ref[0].fwdbwd_ms[COST_SDPA_CUDNN] = 3.4;
+    CostProfile p = {.sdpa = ref, .n_sdpa = 1};
+    CostModel *c = NULL, *d = NULL;
+    assert_int_equal(cost_from_profile(&dev, &p, &c, NULL, 0), VR_OK);
+    assert_int_equal(cost_from_profile(&dev, &p, &d, NULL, 0), VR_OK);
+    CostCarry k = {.sm = 1, .bw = 1};
+    k.compute[DT_BF16] = 0.5;
+    assert_int_equal(cost_carry(c, &dev, &k), VR_OK);
+    assert_int_equal(cost_carry(d, &dev, &k), VR_OK);
+    double f8 = cost_sdpa_flops(1, 32, 8192, 8192, 128, true), f32 = cost_sdpa_flops(1, 32, 32768, 32768, 128, true);
+    Op fw = op_of("attention_flash", PH_FWD, f32, 1e8), bw = op_of("attention_flash", PH_BWD, 2.5 * f32, 2e8);
+    Op cu = op_of("attention_cudnn", PH_FWD, f8, 1e8);
+    /* carried: the 8192 row's rate held flat to 32768 (16 x its FLOPs), at half the rate */
+    assert_true(fabs(cost_op_ns(c, &fw) - 16 * 1.7e6 / 0.5) < 1.0);
+    double cudnn_carried = cost_op_ns(c, &cu);
+    assert_true(fabs(cudnn_carried - 0.9e6 / 0.5) < 1.0);
+    CostSdpaRow own[2] = {ref[0], ref[0]};
+    own[0].fwd_ms[COST_SDPA_CUDNN] = own[0].fwdbwd_ms[COST_SDPA_CUDNN] = 0; /* flash only */
+    own[1].seq_q = own[1].seq_k = 32768;
+    own[1].fwd_ms[COST_SDPA_CUDNN] = own[1].fwdbwd_ms[COST_SDPA_CUDNN] = 0;
+    own[1].fwd_ms[COST_SDPA_FLASH] = 24, own[1].fwdbwd_ms[COST_SDPA_FLASH] = 92;
+    char why[160];
+    CostSdpaRow timed = own[1];
+    timed.kernel_time = false;
+    assert_int_equal(cost_measured_sdpa(c, &timed, 1, 1, 1, why, sizeof why), VR_EINVAL);
+    assert_non_null(strstr(why, "sdpa row 1"));
+    assert_true(fabs(cost_op_ns(c, &fw) - 16 * 1.7e6 / 0.5) < 1.0); /* unchanged */
+    assert_int_equal(cost_measured_sdpa(c, own, 2, 1, 0, why, sizeof why), VR_EINVAL);
+    assert_int_equal(cost_measured_sdpa(c, own, 2, 1, 1, why, sizeof why), VR_OK);
+    assert_true(fabs(cost_op_ns(c, &fw) - 24e6) < 1.0);
+    assert_true(fabs(cost_op_ns(c, &bw) - 68e6) < 1.0);
+    assert_true(cost_op_ns(c, &cu) == cudnn_carried);
+    /* the same rows carried at 0.8 of their GPU's rate */
+    assert_int_equal(cost_measured_sdpa(d, own, 2, 1, 0.8, why, sizeof why), VR_OK);
+    assert_true(fabs(cost_op_ns(d, &fw) - 24e6 / 0.8) < 1.0);
+    cost_free(c);
+    cost_free(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_and_fp32_fallback),
@@ -704,6 +754,7 @@ int main(void) {
         cmocka_unit_test(test_clone),
         cmocka_unit_test(test_carry_attention_ratio),
         cmocka_unit_test(test_measured_here),
+        cmocka_unit_test(test_measured_sdpa),
     };
     return cmocka_run_group_tests_name("cost", tests, NULL, NULL);
 }

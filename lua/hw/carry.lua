@@ -293,6 +293,38 @@ function M.carried_rows(split, k_bw, k_sm, cap)
   return rows
 end
 
+-- ---- fused attention measured on an H100 ----------------------------------------------------
+-- Fused attention's kernels (measure_sdpa_kernels.py) are measured on the H100 SXM as well as on
+-- the reference (lua/hw/calibrated/h100_sxm_sdpa_kernels.lua), with the context-parallel ring's
+-- shapes (16384-32768 tokens) the reference's table lacks. Which GPU's rows a GPU without a
+-- profile of its own prices attention from (hardware.lua device.sdpa_measured):
+--   the GPU's own table, as measured (the H100 SXM);
+--   else, for a board of the second GPU's architecture (h100_hbm2e_96g, h100_pcie), the second
+--   GPU's, carried as attention is carried from the reference (sizes by the SM-count ratio, rates
+--   by the dense bf16 peak ratio at each one's step clock; the same architecture runs the same
+--   kernels, so no FlashAttention-2 ratio): those boards' curves carried from the H200 already
+--   rest on this same die (GH100) and ratio, and on the shapes both measured the H100 SXM's times
+--   are the H200's (a median -0.1 % over 266 figures; flash, 8192 causal, forward and backward:
+--   6.40 ms and 6.42), so what the SXM's rows add is the 16384-32768-token rows the H200 never
+--   measured, past which its curve is held flat;
+--   else nothing: the reference's rows carried (cost_carry).
+-- Returns { sdpa = rows, sm = , rate = , source = , from = the GPU measured } or nil.
+-- load(suffix, gname): the calibrated module of that GPU, or nil (hardware.lua calibrated).
+function M.sdpa_rows(name, g, gpus, load)
+  local own = load("_sdpa_kernels", name)
+  if own and own.sdpa then
+    return { sdpa = own.sdpa, sm = 1, rate = 1, from = name,
+             source = "lua/hw/calibrated/" .. name .. "_sdpa_kernels.lua" }
+  end
+  local sg = gpus[M.SECOND]
+  if name == M.REFERENCE or not sg or g.arch ~= sg.arch then return nil end
+  local t = load("_sdpa_kernels", M.SECOND)
+  local ps = M.step_peak(sg, "bf16")
+  if not (t and t.sdpa and ps > 0 and g.sm_count and sg.sm_count) then return nil end
+  return { sdpa = t.sdpa, sm = g.sm_count / sg.sm_count, rate = M.step_peak(g, "bf16") / ps, from = M.SECOND,
+           source = "lua/hw/calibrated/" .. M.SECOND .. "_sdpa_kernels.lua" }
+end
+
 -- The best bf16 rate (FLOP/s) among a profile's measured GEMM rows, or nil.
 function M.best_bf16(prof)
   local best

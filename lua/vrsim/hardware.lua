@@ -273,7 +273,7 @@ function M.device_of(cfg, ctx)
   -- this GPU's own profile; else the H200's, carried to it op class by op class (lua/hw/carry.lua),
   -- with the memory-bound kernels this GPU measured itself in place of their carried classes
   local carry_mod = require "hw.carry"
-  local prof, carry, here = load_profile(name), nil, nil
+  local prof, carry, here, sdpa_here = load_profile(name), nil, nil, nil
   if prof then
     prof.basis = "measured on this GPU: lua/hw/calibrated/" .. name .. "*.lua"
   elseif gpus[carry_mod.REFERENCE] then
@@ -288,6 +288,13 @@ function M.device_of(cfg, ctx)
       carry, basis = carry_mod.carry(g, gpus[carry_mod.REFERENCE], carry_mod.best_bf16(prof), nil, split)
       here = measured_here(name)
       prof.basis = here and (basis .. "; memory-bound kernels measured on this GPU (" .. here.source .. ")") or basis
+      -- fused attention from this GPU's own kernel table, or the H100 SXM's carried to a board of
+      -- its architecture (lua/hw/carry.lua sdpa_rows says which and why), in place of the H200's
+      sdpa_here = carry_mod.sdpa_rows(name, g, gpus, calibrated)
+      if sdpa_here then
+        prof.basis = prof.basis .. (sdpa_here.from == name and "; fused attention measured on this GPU (%s)"
+          or "; fused attention from %s x%.3f"):format(sdpa_here.source, sdpa_here.rate)
+      end
     end
   end
   -- the host costs carried to the run's host (hardware.host_dispatch_scale, and the classes
@@ -311,7 +318,8 @@ function M.device_of(cfg, ctx)
   if lk and ic == "nvlink" and nodes == 1 then nccl, nccl_ranks = lk.nccl, lk.nccl_ranks end
   return {
     nccl = nccl, nccl_ranks = nccl_ranks,
-    profile = prof, carry = carry, measured_here = here, grouped_mm = gmm or nil, bnb_optim = bnb_optim,
+    profile = prof, carry = carry, measured_here = here, sdpa_measured = sdpa_here,
+    grouped_mm = gmm or nil, bnb_optim = bnb_optim,
     world = n, coll_bw = coll_bw, coll_latency_ns = coll_lat, interconnect = ic,
     gpus_per_node = cfg.hardware.gpus_per_node, nics_per_node = nics, replicate = replicate,
     nic_bw = net and net.bw_bytes_per_s or 0, nic_latency_ns = net and net.latency_s * 1e9 or 0,

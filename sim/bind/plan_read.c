@@ -310,6 +310,29 @@ static void read_class_rows(lua_State *L, int t, Plan *p, const char *what) {
     lua_pop(L, 1); /* the rows */
 }
 
+/* Replaces the plan's fused-attention curves with device.sdpa_measured (hardware.lua: kernel-time
+ * sdpa rows measured on the simulated GPU, or on a GPU of its architecture and carried by `sm` and
+ * `rate`; cost.h cost_measured_sdpa), if any. Called after the carry, so these rows are not
+ * carried again from the reference's. */
+static void read_measured_sdpa(lua_State *L, int dev, Plan *p) {
+    if (lua_getfield(L, dev, "sdpa_measured") != LUA_TTABLE) { lua_pop(L, 1); return; }
+    int t = lua_gettop(L);
+    int n = profile_table(L, t, "sdpa");
+    lua_pop(L, 1);
+    CostSdpaRow *rows = lua_newuserdatauv(L, sizeof(CostSdpaRow) * (size_t)(n > 0 ? n : 1), 0);
+    read_sdpa(L, t, rows);
+    char why[160], src[200] = "?";
+    VrStatus st = cost_measured_sdpa(p->cost, rows, n, field_num(L, t, "sm", 0), field_num(L, t, "rate", 0),
+                                     why, sizeof why);
+    if (st == VR_ENOMEM) luaL_error(L, "out of memory building the cost model of %s", p->dev.key);
+    if (st) {
+        field_str(L, t, "source", src, sizeof src);
+        luaL_error(L, "the attention kernels measured for %s (%s): %s", p->dev.key, src,
+                   why[0] ? why : "sm and rate must be > 0");
+    }
+    lua_settop(L, t - 1);
+}
+
 /* Builds the plan's cost model from device.profile (a calibrated profile table), if any: its
  * tables copied into the cost module's rows (cost.h, cost_from_profile, turns them into curves),
  * or the process's model of the same rows copied. */
@@ -356,6 +379,7 @@ void read_profile(lua_State *L, int dev, Plan *p) {
     if (lua_getfield(L, dev, "measured_here") == LUA_TTABLE)
         read_class_rows(L, lua_gettop(L), p, "the kernels measured on this GPU");
     lua_pop(L, 1);
+    read_measured_sdpa(L, dev, p);
     read_moe(L, dev, p);
     double host_us = field_num(L, prof, "host_op_us", field_num(L, prof, "launch_us", 0));
     p->host_op_ns = host_us * 1e3;

@@ -77,13 +77,15 @@ def kernel_ms(fn, reps=5):
     return statistics.median(ts)
 
 
-def write_lua(res, path, source):
+def write_lua(res, path, source, merged=()):
     L = ["-- Device time of scaled_dot_product_attention's kernels per backend and shape (bf16), from",
          "-- torch.profiler: the kernels' own time, no launch or host dispatch in it (kernel_time = true;",
          "-- sim/cost.c reads every row). GPU %s, torch %s, cuDNN %s, measured %s." % (
              res["gpu"], res["torch"], res["cudnn"], res["measured"]),
-         "-- Made by python3 validation/harness/measure_sdpa_kernels.py --from %s --lua %s" % (source, path),
-         "-- (measure_sdpa_kernels.py --out %s on one H200; validation/PROVENANCE.md)." % source,
+         "-- Made by python3 validation/harness/measure_sdpa_kernels.py --from %s%s --lua %s" % (
+             source, "".join(" --merge " + m for m in merged), path),
+         "-- (measure_sdpa_kernels.py --out on one %s: %s; validation/PROVENANCE.md)." % (
+             res["gpu"], ", ".join((source,) + tuple(merged))),
          "return {", "  sdpa = {"]
     for e in res["shapes"]:
         bs = ", ".join("%s = {fwd_ms=%.5f, fwdbwd_ms=%.5f}" % (bn, x["fwd_kernel_ms"], x["fwdbwd_kernel_ms"])
@@ -111,7 +113,7 @@ def main():
         res = json.load(open(a.src))
         for extra in a.merge:
             res["shapes"] += json.load(open(extra))["shapes"]
-        write_lua(res, a.lua, " ".join([a.src] + a.merge))
+        write_lua(res, a.lua, a.src, tuple(a.merge))
         return
     if not a.out:
         ap.error("--out is required to measure")

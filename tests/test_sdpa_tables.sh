@@ -1,0 +1,82 @@
+#!/bin/sh
+# Fused attention priced from the kernel table measured on the GPU (lua/hw/calibrated/
+# h100_sxm_sdpa_kernels.lua, measure_sdpa_kernels.py on an H100 SXM, with the context-parallel
+# ring's 16384-32768-token rows), over the H200's rows carried to it; the other boards of its
+# architecture take the H100 SXM's rows carried by their peak ratio (lua/hw/carry.lua sdpa_rows);
+# the H200 and the other architectures keep what they had.
+#
+#   VRSIM=./vrsim sh tests/test_sdpa_tables.sh
+set -u
+VRSIM=${VRSIM:-./vrsim}
+cd "$(dirname "$0")/.." || exit 1
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/vrsim-sdpa.XXXXXX") || exit 1
+trap '[ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT INT TERM
+PASS=0
+FAIL=0
+ok()   { PASS=$((PASS + 1)); echo "ok   $1"; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/       /'; }
+
+# a one-layer LLaMA-2-7B (32 heads of 128) under flash attention, one GPU
+cat >"$TMP/l1.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { size = "7b-l1" },
+         training = { micro_batch = 1, seq = 8192, steps = 2, precision = "bf16", attention = "flash" } }
+EOS
+# lua/ without the H100's table: the H200's rows carried, as before it was measured
+cp -r "${VRSIM_LUA:-lua}" "$TMP/lua0" && rm -f "$TMP/lua0/hw/calibrated/h100_sxm_sdpa_kernels.lua"
+
+# "fwd bwd" durations (us) of layer 0's flash attention in the second step of a run's trace
+sdpa() { # name, then vrsim arguments
+  _n=$1; shift
+  "$VRSIM" "$TMP/l1.lua" --json --out "$TMP/$_n" "$@" >"$TMP/$_n.json" 2>"$TMP/$_n.err"
+  python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d['traceEvents'] if isinstance(d, dict) else d
+t = {e['name']: e['dur'] for e in ev if e.get('args', {}).get('step') == 1 and 'dur' in e}
+print('%.3f %.3f' % (t.get('layers.0.self_attn.sdpa_flash', -1), t.get('layers.0.self_attn.sdpa_flash.backward', -1)))
+" "$TMP/$_n/trace.json" 2>/dev/null || echo "none"
+}
+
+# ---- the H100 SXM: its own rows ------------------------------------------------------------------
+# 8192 causal, the row llama7b_b1_s8192: flash fwd 1.70142 ms, fwd+bwd 6.39850, each kernel then
+# the stream's gap the H100 measured (1.558 us, h100_sxm_kernel_gap.lua): 1702.978 and 4698.638 us;
+# carried from the H200's row (1.73837 ms) it was 1739.928
+got=$(sdpa s8)
+old=$(VRSIM_LUA="$TMP/lua0" sdpa s8old)
+if [ "$got" = "1702.978 4698.638" ] && [ "$old" != "$got" ]; then
+  ok "H100 SXM, 8192 tokens: flash attention takes the H100's own row ($got us; carried: $old)"
+else fail "H100 SXM 8192 flash: $got us, want 1702.978 4698.638 (carried: $old)" "$(tail -3 "$TMP/s8.err")"; fi
+grep -q "fused attention measured on this GPU (lua/hw/calibrated/h100_sxm_sdpa_kernels.lua)" "$TMP/s8.json" \
+  && ok "the step time's basis names the H100's attention table" \
+  || fail "basis without the H100's attention table" "$(grep -o '"basis[^,]*' "$TMP/s8.json" | head -2)"
+
+# 16384 causal, past the H200's largest row: the long row long_h32_d128_b1_s16384 (flash 6.58139,
+# 23.12085 ms): 6582.948 and 16541.018 us; without the table the curve holds the 8192 row's rate
+# flat (4 x its FLOPs: 4 x 1738.37 + 1.558 = 6955.038)
+got=$(sdpa s16 --set seq=16384)
+old=$(VRSIM_LUA="$TMP/lua0" sdpa s16old --set seq=16384)
+if [ "$got" = "6582.948 16541.018" ] && [ "${old%% *}" = "6955.038" ]; then
+  ok "H100 SXM, 16384 tokens: the measured long row, not the 8192 row's rate held flat ($got; held flat: $old)"
+else fail "H100 SXM 16384 flash: $got us, want 6582.948 16541.018; without the table $old, want 6955.038 ..." \
+  "$(tail -3 "$TMP/s16.err")"; fi
+
+# ---- another board of the die: the H100 SXM's rows at its peak ratio -------------------------------
+# h100_hbm2e_96g (132 SMs, no step clock: 1830 MHz against the SXM's 1980): 6581.39 x 1980/1830 +
+# the H200's carried gap 1.665 = 7122.513 us
+got=$(sdpa b96 --set seq=16384 --set gpu=h100_hbm2e_96g)
+if [ "${got%% *}" = "7122.513" ] &&
+   grep -q "fused attention from lua/hw/calibrated/h100_sxm_sdpa_kernels.lua x0.924" "$TMP/b96.json"; then
+  ok "H100 96GB HBM2e: the H100 SXM's long row at x0.924 ($got us)"
+else fail "H100 96GB HBM2e 16384 flash: $got us, want 7122.513 ..." "$(tail -3 "$TMP/b96.err")"; fi
+
+# ---- the H200 and another architecture keep their carry -------------------------------------------
+a=$(sdpa h2 --set gpu=h200); b=$(VRSIM_LUA="$TMP/lua0" sdpa h2old --set gpu=h200)
+if [ "$a" = "$b" ] && [ "$a" != "none" ]; then ok "the H200 does not read the H100's attention table ($a us either way)"
+else fail "the H100's attention table changed the H200's: $a against $b"; fi
+a=$(sdpa a1 --set gpu=a100_80g); b=$(VRSIM_LUA="$TMP/lua0" sdpa a1old --set gpu=a100_80g)
+if [ "$a" = "$b" ] && [ "$a" != "none" ] && ! grep -q "fused attention" "$TMP/a1.json"; then
+  ok "an A100 (Ampere) keeps the H200's attention rows carried ($a us either way)"
+else fail "the H100's attention table changed the A100's: $a against $b"; fi
+
+echo "test_sdpa_tables: $PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
