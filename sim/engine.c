@@ -345,7 +345,17 @@ static double op_timing(Run *r, int i, const Op *op, StepResult *sr, double *sta
      * checkpointed region what checkpointing adds to that class; any other op the one per-op
      * figure of module-heavy code (of checkpointed code in a region), and each further kernel
      * a bare launch */
-    bool in_region = op->region > 0 || op->in_ckpt;
+    /* what checkpointing adds to an op is its saved-tensor hooks: pack in forward and in the
+     * recomputation, unpack in backward (torch/utils/checkpoint.py _checkpoint_hook,
+     * _recomputation_hook), run where a SavedVariable is made. An op that records no autograd
+     * node (no input that needs a gradient: LoRA's modulation of the frozen timestep embedding,
+     * a block's ops before its first adapter) makes none, so it is issued, and re-issued in
+     * the recomputation, at its plain cost */
+    bool records = op->phase == PH_BWD ||
+                   (op->phase == PH_FWD && graph_op_records_autograd(r->g, i)) ||
+                   (op->phase == PH_RECOMPUTE && op->fwd_op >= 0 &&
+                    graph_op_records_autograd(r->g, op->fwd_op));
+    bool in_region = (op->region > 0 || op->in_ckpt) && records;
     if (op->compiled) {
         /* a compiled graph's code launches its kernels itself: a bare launch each, none for an
          * op fused into another's kernel (Op.compiled) */

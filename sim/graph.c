@@ -606,6 +606,13 @@ static bool input_gets_grad(const Graph *g, const Op *op, int i) {
     return t->requires_grad && op->grads && op->grads[i].mode != GRAD_NONE;
 }
 
+bool graph_op_records_autograd(const Graph *g, int i) {
+    const Op *op = &g->ops[i];
+    for (int k = 0; k < op->n_inputs; k++)
+        if (input_gets_grad(g, op, k)) return true;
+    return false;
+}
+
 /* Maps tensor t into the recompute of the current region: outputs of region ops were cloned;
  * a view made without an op (a reshape) of a cloned tensor gets a clone of its own, made on
  * first use. Returns -1 on host allocation failure. */

@@ -187,6 +187,9 @@ Op *graph_op(Graph *g, int i);                  /* borrowed; valid until the nex
 /* Sets op i's kind (copied) and its kind_id. VR_ENOMEM. */
 VrStatus graph_op_set_kind(Graph *g, int i, const char *kind);
 const Op *graph_op_c(const Graph *g, int i);
+/* Whether forward op i records an autograd node: an input that requires grad gets a gradient
+ * from it (the rule its backward op is derived by). */
+bool graph_op_records_autograd(const Graph *g, int i);
 /* Index of the tensor owning the storage of t (follows views). */
 int graph_storage_of(const Graph *g, int t);
 

@@ -654,9 +654,13 @@ static void test_wait_stream(void **state) {
  * its node), instead of the profile's one figure per op; inside a checkpointed region it adds
  * its own dispatch_ckpt_ns, not the one-figure rule's host_ckpt_op_ns. No device time, so the
  * step is the host's sum:
- *   A  elementwise, no class      10000 (host_op_ns; not in a region)
+ *   A  elementwise, no class      10000 (host_op_ns): in region 1, but its input p needs no
+ *                                  gradient, so not host_ckpt_op_ns
  *   B  kind none, class 3000       3000
- *   C  elementwise, class 5000     5000, in region 1: + dispatch_ckpt_ns (0, then 2000)
+ *   C  elementwise, class 5000     5000, in region 1: + dispatch_ckpt_ns (0, then 2000) when
+ *                                  it records an autograd node (its input a requires grad);
+ *                                  recording none, it makes no saved tensor for checkpointing's
+ *                                  hooks and costs its plain dispatch
  *   D  kind none, no class            0 */
 static void test_host_dispatch_by_class(void **state) {
     (void)state;
@@ -665,7 +669,8 @@ static void test_host_dispatch_by_class(void **state) {
     int p = tensor(g, "p", 1024, CAT_PARAM, false, true);
     int a = tensor(g, "a", 1024, CAT_ACTIVATION, false, false);
     int b = tensor(g, "b", 1024, CAT_ACTIVATION, false, false);
-    op(g, (OpArgs){.name = "A", .phase = PH_FWD, .in = {p}, .nin = 1, .out = {a}, .nout = 1});
+    int oa = op(g, (OpArgs){.name = "A", .phase = PH_FWD, .in = {p}, .nin = 1, .out = {a}, .nout = 1});
+    graph_op(g, oa)->region = 1;
     int ob = op(g, (OpArgs){.name = "B", .phase = PH_FWD, .in = {a}, .nin = 1, .kind = "none"});
     int oc = op(g, (OpArgs){.name = "C", .phase = PH_FWD, .in = {a}, .nin = 1, .out = {b},
                             .nout = 1, .frees = {a}, .nfrees = 1});
@@ -677,15 +682,18 @@ static void test_host_dispatch_by_class(void **state) {
     graph_op(g, oc)->dispatch_ns = 5000;
     graph_op(g, oc)->region = 1;
     AllocConfig ac = ideal(0);
-    for (int ck = 0; ck < 2; ck++) {
-        graph_op(g, oc)->dispatch_ckpt_ns = ck ? 2000 : 0;
-        EngineConfig ec = {.steps = 1, .host_op_ns = 10000,
-                           .host_ckpt_op_ns = 25000};
-        SimResult *r = run_with(g, &ec, &ac);
-        assert_true(r->steps[0].time_ns == (ck ? 20000.0 : 18000.0));
-        /* nothing runs on the GPU: the whole step is the host's dispatch */
-        assert_true(r->steps[0].host_ns == r->steps[0].time_ns);
-        engine_result_free(r);
+    for (int rg = 0; rg < 2; rg++) {
+        graph_tensor(g, a)->requires_grad = rg;
+        for (int ck = 0; ck < 2; ck++) {
+            graph_op(g, oc)->dispatch_ckpt_ns = ck ? 2000 : 0;
+            EngineConfig ec = {.steps = 1, .host_op_ns = 10000,
+                               .host_ckpt_op_ns = 25000};
+            SimResult *r = run_with(g, &ec, &ac);
+            assert_true(r->steps[0].time_ns == (ck && rg ? 20000.0 : 18000.0));
+            /* nothing runs on the GPU: the whole step is the host's dispatch */
+            assert_true(r->steps[0].host_ns == r->steps[0].time_ns);
+            engine_result_free(r);
+        }
     }
     graph_free(g);
 }

@@ -186,13 +186,34 @@ KNOWN = {
     # diffusion_h100_gen5.jsonl, SD 3.5 Medium cut to 4 blocks: the harness recorded every
     # allocation's Python stack through every step (trace "stacks"; it now stops after step 1),
     # which slows the host of these 50-80 ms steps; their own steps 1-3 spread 12 % and 19 %
-    # (49.6, 52.6, 55.7 ms and 80.8, 76.4, 68.1 ms: validation/results/logs/gen5_h100_call1.log)
+    # (49.6, 52.6, 55.7 ms and 80.8, 76.4, 68.1 ms: validation/results/logs/gen5_h100_call1.log).
+    # They carry no host benchmark, so vrsim runs them at the calibration host's figures (40.6 and
+    # 83.1 ms); without stack recording, on a host whose class chains said 1.08x that host, the
+    # plain step took 44.2-53.0 ms (gen6-sd35m-l4-lora-r1024: vrsim 46.8, in the band)
     ("gen4-sd35m-l4-lora-r1024", "step_time"): (0.30,
         "host slowed by the harness's stack recording of every allocation; steps 49.6-55.7 ms"),
-    # (this one is +36.4 % since a Linear on a 3-D input costs its fold and unfold views: +31.9
-    # before; +14.9 % against its first step)
     ("gen4-sd35m-l4-lora-r1024-ckpt", "step_time"): (0.40,
         "host slowed by the harness's stack recording of every allocation; steps 68.1-80.8 ms"),
+    # diffusion_h100_gen6_hostbound.jsonl, the same SD 3.5 pair without stack recording, each in
+    # its own process: steps 44.2-53.0 ms (median 51.7) plain and 60.4-74.4 (median 62.9)
+    # checkpointed, a ratio of 1.22 (1.45 for the gen5 pair's medians), where vrsim's
+    # checkpointing doubles the host time at one host speed (45.0 -> 91.0 ms). A lent host's speed
+    # moves by that much between processes: the gen5 pair's traces (fulltrace_gen4-sd35m-l4-lora-
+    # r1024[-ckpt]) ran the same optimizer step in 1.76-2.05 ms in the checkpointed process and
+    # 2.46-3.00 in the plain one, and the checkpointed forward in less time than the plain forward
+    # (20.1-24.4 against 26.4-28.4 ms); within the checkpointed process the recomputation took
+    # as long as the forward (19.3-24.6 ms) and the backward 1.1-1.3 times it, against 0.7 in the
+    # plain process, which two processes cannot turn into what checkpointing adds at one speed
+    # (validation/harness/measure_diffusers_ckpt_ab.py times both in one process; docs/validation.md)
+    ("gen6-sd35m-l4-lora-r1024-ckpt", "step_time"): (0.40,
+        "checkpointed and plain steps timed in separate processes whose host speed differs; steps 60.4-74.4 ms, vrsim 86.9"),
+    # checkpointing adds 26.0 ms measured (gen5-varlen-packed 50.6 ms, steps within 0.5 %; this
+    # record 76.6, within 0.5 %) and 15.6 ms in vrsim, whose packed step without checkpointing is
+    # +2.3 %: the checkpointed layers' host time of this model is priced low (no measurement of
+    # its parts yet). It left the band at -12.08 % when the layers' attention-mask-to-bias op,
+    # which records no autograd node, stopped carrying checkpointing's hook costs (0.1 ms)
+    ("gen5-varlen-packed-ckpt", "step_time"): (0.15,
+        "checkpointing adds 26.0 ms measured, 15.6 in vrsim; the packed step without it is +2.3 %"),
     ("gen4-sd15-unet-ampbf16-r512-b4-ckpt", "step_time"): (0.25,
         "the same host-bound UNet under the harness's stack recording; steps 371.4, 295.0, 268.2 ms"),
     ("gen4-sd15-unet-ampbf16-r512-b4", "step_time"): (0.55,

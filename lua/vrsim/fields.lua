@@ -34,7 +34,7 @@ local ZERO_HELP = {
 -- The ops of each host class (lua/hw/calibrated/h200_torch.lua host_class_us), for `vrsim fields`.
 local HOST_CLASS_HELP = {
   linear = "nn.Linear with a bias (addmm)", linear_nobias = "nn.Linear(bias=False) (mm)",
-  linear_frozen = "a bias-free Linear whose weight is frozen (LoRA's base layers)",
+  linear_frozen = "a Linear whose weight (and bias) is frozen while its input needs a gradient (LoRA's base layers)",
   conv = "nn.Conv2d", group_norm = "nn.GroupNorm", layer_norm = "nn.LayerNorm",
   sdpa = "F.scaled_dot_product_attention", cast = "x.to(dtype), autocast's casts",
   activation = "F.silu, F.gelu", add = "x + y", mul_scalar = "x * scale (LoRA's scaling)",

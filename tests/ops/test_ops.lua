@@ -140,6 +140,20 @@ do
         "frozen bias-free Linear: host class linear_frozen, both directions")
   check(t.dispatch_us == 1 and t.bwd_dispatch_us == 2, "trainable bias-free Linear: linear_nobias")
   check(n.dispatch_us == 1, "a Linear with nothing to differentiate keeps linear_nobias")
+  -- with a bias: frozen weight and bias, an input that needs a gradient (SD3's and Flux's LoRA
+  -- base layers, Qwen2's q/k/v): AddmmBackward0 computes mat1's gradient alone, one GEMM, no
+  -- bias reduction, no AccumulateGrad: linear_frozen; a trainable one keeps linear
+  classes.linear = { fwd = 9, bwd = 10, ckpt_fwd = 11, ckpt_bwd = 12 }
+  nn.linear(cx, "frozen_b", x, param(cx, "wfb", { 16, 8 }, "bf16", false), param(cx, "bfb", { 16 }, "bf16", false),
+            { keep_input = true })
+  nn.linear(cx, "trained_b", x, param(cx, "wtb", { 16, 8 }, "bf16", true), param(cx, "btb", { 16 }, "bf16", true),
+            { keep_input = true })
+  local fb, tb = op_named(G, "frozen_b"), op_named(G, "trained_b")
+  check(fb.dispatch_us == 5 and fb.bwd_dispatch_us == 6 and fb.dispatch_ckpt_us == 7 and fb.bwd_dispatch_ckpt_us == 8,
+        "frozen Linear with a bias: host class linear_frozen, both directions")
+  check(op_named(G, "frozen_b.bias_grad") == nil and fb.bwd_flops == 2 * 2 * 16 * 8,
+        "... no bias gradient and one GEMM in its backward")
+  check(tb.dispatch_us == 9 and tb.bwd_dispatch_us == 10, "trainable Linear with a bias: linear")
   -- a LoRA adapter's GEMMs say so (Op.lora_rank): opts.lora on a bias-free Linear
   nn.linear(cx, "ad_A", x, param(cx, "A", { 16, 8 }, "fp32", true), nil, { keep_input = true, lora = { 16, "A" } })
   local a = op_named(G, "ad_A")

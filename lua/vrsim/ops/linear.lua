@@ -16,8 +16,11 @@ return function(nn)
   -- What the node keeps: the input only when the weight needs a gradient, the weight only when
   -- the input does (a frozen Linear keeps nothing of its input; one whose input needs no
   -- gradient keeps no weight), and its backward runs one GEMM per input that gets a gradient.
-  -- A bias-free one whose weight is frozen and whose input needs a gradient (LoRA's base layers)
-  -- has a host class of its own, linear_frozen: one GEMM in its backward node, no AccumulateGrad.
+  -- One whose weight is frozen and whose input needs a gradient (LoRA's base layers) has a host
+  -- class of its own, linear_frozen: one GEMM in its backward node, no AccumulateGrad. A frozen
+  -- bias does not change that: AddmmBackward0 (derivatives.yaml) computes the bias's gradient
+  -- only when it requires one, so the node of a frozen addmm is mm_mat1_backward alone, as
+  -- MmBackward0's is, and addmm's forward dispatches as mm's does.
   -- Under autocast the casts are ops/autocast.lua's (lower_precision_fp): with opts.weight_cast
   -- (a transformers Linear, whose trace shows it) the weight from the weight cast cache, then the
   -- input; without, input, weight, bias (ops/autocast.lua says why that order stays).
@@ -80,7 +83,8 @@ return function(nn)
                                grads = { { dtype = x.dtype, view = true }, w.rg and { dtype = w.dtype, view = true } or "none",
                                          bv.rg and { pass = 1 } or "none" },
                                grad_order = { 1, 2, 3 }, frees = frees, bwd_workspace = opts.bwd_workspace,
-                               flops = flops, bwd_flops = bwd_flops, dtype = x.dtype, host = "linear",
+                               flops = flops, bwd_flops = bwd_flops, dtype = x.dtype,
+                               host = (x.rg and not w.rg and not b.rg) and "linear_frozen" or "linear",
                                host_views = views })
     end
     local out = nn.new_tensor(cx, name, shape, x.dtype, rg)
