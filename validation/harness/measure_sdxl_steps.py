@@ -90,11 +90,13 @@ def host_bench(dev, n_ops, reps):
 # measured figures of each (lua/vrsim/record.lua); at the calibration host's figures the plain
 # 1024 px UNet issues 47 ms of its 209 ms through linear_nobias (the attention's bias-free
 # projections), 47 through linear, 19 layer_norm, 16 sdpa, 9 conv, 7 group_norm, 5 add, 4
-# activation; cast: autocast's casts, which the amp runs add; view: the chain's two views an op
-# (x.view(4096).view(64, 64)), twice the class `view` that prices each of the UNet's 2,690 view ops
+# activation; cast: autocast's casts, which the amp runs add; cast and view as the chains run
+# them, two ops a link: x.to(torch.float32).to(torch.bfloat16), twice the class `cast` (14.4 /
+# 17.8 us a cast), and x.view(4096).view(64, 64), twice the class `view` that prices each of the
+# UNet's 2,690 view ops (lua/vrsim/record.lua halves both)
 CALIBRATION_CLASS_US = {"linear": (34.7, 112.0), "linear_nobias": (32.9, 81.1), "conv": (62.8, 113.8),
                         "group_norm": (50.2, 105.8), "layer_norm": (28.1, 62.4), "sdpa": (35.2, 76.9),
-                        "silu": (12.8, 18.8), "add": (12.8, 5.6), "cast": (14.4, 17.8),
+                        "silu": (12.8, 18.8), "add": (12.8, 5.6), "cast": (28.8, 35.6),
                         "view": (6.52, 12.52)}
 
 
