@@ -466,6 +466,42 @@ want_v=$("$VRSIM" "$TMP/steady_v.lua" --json --no-files 2>>"$TMP/steady_v.err" |
 if python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 0.05)' "$pred_v" "$want_v" 2>/dev/null
 then ok "validate: a record's view chain (two views an op) is halved into the class view ($pred_v ms)"
 else fail "validate: the view chain of host_class_bench: predicted '$pred_v' ms, want '$want_v'" "$(cat "$TMP/steady_v.err")"; fi
+# the harness's cast chain runs two casts an op (x.to(torch.float32).to(torch.bfloat16)): its
+# figures are halved into the class `cast`, which prices one cast and its node (under autocast
+# the UNet's amp step runs hundreds of them)
+steady_rec s512c 512 1 false 1.2301 301.0 '{"mode": "amp_bf16", "host_class_bench": {"classes": {
+  "linear": {"fwd_us": 30.0, "bwd_us": 90.0}, "silu": {"fwd_us": 10.0, "bwd_us": 15.0},
+  "cast": {"fwd_us": 40.0, "bwd_us": 50.0}}, "n": 400, "reps": 5}}' >"$TMP/steady_c.jsonl"
+# the rest at (30 + 90 + 10 + 15 + 20 + 25) / (34.7 + 112.0 + 12.8 + 18.8 + 14.4 + 17.8)
+cat >"$TMP/steady_c.lua" <<'SCN'
+return {
+  hardware = { gpu = "h200", host_dispatch_scale = 190 / 210.5,
+               host_classes = { linear = { fwd_us = 30, bwd_us = 90 }, activation = { fwd_us = 10, bwd_us = 15 },
+                                cast = { fwd_us = 20, bwd_us = 25 } } },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "amp_bf16", steps = 4 },
+}
+SCN
+pred_c=$("$VRSIM" validate --json "$TMP/steady_c.jsonl" 2>"$TMP/steady_c.err" |
+  python3 -c 'import json,sys; print([r["predicted"] for r in json.load(sys.stdin)][0])')
+want_c=$("$VRSIM" "$TMP/steady_c.lua" --json --no-files 2>>"$TMP/steady_c.err" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["step_time_ms"])')
+if python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 0.05)' "$pred_c" "$want_c" 2>/dev/null
+then ok "validate: a record's cast chain (two casts an op) is halved into the class cast ($pred_c ms)"
+else fail "validate: the cast chain of host_class_bench: predicted '$pred_c' ms, want '$want_c'" "$(cat "$TMP/steady_c.err")"; fi
+# the harness's issue time by phase (each step's host_ms, their medians in median_host_ms) is a
+# measurement beside the step, read by no model: the record is simulated as without it
+steady_rec s512p 512 1 false 1.2301 301.0 '{"median_host_ms": {"forward": 80.2, "backward": 170.4, "optimizer": 40.1},
+  "steps": [{"gpu_ms": 301.0, "wall_ms": 291.0, "host_ms": {"forward": 80.2, "backward": 170.4, "optimizer": 40.1}}]}' \
+  >"$TMP/steady_p.jsonl"
+steady_rec s512p 512 1 false 1.2301 301.0 >"$TMP/steady_p0.jsonl"
+pred_p=$("$VRSIM" validate --json "$TMP/steady_p.jsonl" 2>"$TMP/steady_p.err" |
+  python3 -c 'import json,sys; print([r["predicted"] for r in json.load(sys.stdin) if r["metric"] == "step_time"][0])')
+pred_p0=$("$VRSIM" validate --json "$TMP/steady_p0.jsonl" 2>>"$TMP/steady_p.err" |
+  python3 -c 'import json,sys; print([r["predicted"] for r in json.load(sys.stdin) if r["metric"] == "step_time"][0])')
+if [ -n "$pred_p" ] && [ "$pred_p" = "$pred_p0" ] && ! grep -q "median_host_ms" "$TMP/steady_p.err"
+then ok "validate: a steady record's issue time by phase (median_host_ms, steps' host_ms) is read as a measurement ($pred_p ms)"
+else fail "validate: median_host_ms: predicted '$pred_p' ms, without it '$pred_p0'" "$(cat "$TMP/steady_p.err")"; fi
 steady_rec dry 512 1 false null 1.0 '{"dry_run": true, "gpu": "cpu (dry run)"}' >"$TMP/steady_dry.jsonl"
 "$VRSIM" validate "$TMP/steady_dry.jsonl" >"$TMP/steady_dry.txt" 2>&1
 RC=$?

@@ -23,9 +23,10 @@ for _, k in ipairs {
   "oom_num_alloc_retries", "oom_peak_reserved_mib", "latent_hw", "sdp_flash",
   "sdp_mem_efficient", "lora_rank", "lora_alpha", "routing",
   -- a steady-median record (validation/harness/measure_sdxl_steps.py): the steps' spread, the
-  -- host's dispatch benchmark the scale came from (host_class_bench is mapped: below)
+  -- host's issue time whole and by phase, the host's dispatch benchmark the scale came from
+  -- (host_class_bench is mapped: below)
   "warmup", "n_steps", "median_ms", "min_ms", "max_ms", "p10_ms", "p90_ms", "iqr_ms",
-  "median_wall_ms", "host_bench",
+  "median_wall_ms", "median_host_ms", "host_bench",
 } do INFO[k] = true end
 
 -- Fields that are mapped below.
@@ -239,8 +240,11 @@ local GRAD_BYTES = { bf16 = 2, fp16 = 2, lora_bf16 = 2 }
 -- measure_host_classes.py's chain names that are not vrsim's class names (its F.silu chain is the
 -- activation class); the others are the same
 local BENCH_CLASS = { silu = "activation" }
--- ops of vrsim's class in one op of a chain: its `view` chain runs x.view(4096).view(64, 64)
-local BENCH_PER_OP = { view = 2 }
+-- ops of vrsim's class in one op of a chain: its `view` chain runs x.view(4096).view(64, 64), its
+-- `cast` chain x.to(torch.float32).to(torch.bfloat16), two casts (ToCopyBackward0 nodes) an op;
+-- the class prices one (h200_torch.lua host_class_us: cast is one of the chain's two, 14.4 / 17.8
+-- us where host_classes_h200*.json's chains took 24.0-31.8 / 32.3-39.0)
+local BENCH_PER_OP = { view = 2, cast = 2 }
 
 -- hardware.host_classes from a record's host_class_bench (validation/harness/measure_sdxl_steps.py:
 -- the model's host op classes timed on the run's host after its steps), nil when it has none.

@@ -7,9 +7,14 @@ random latents, AdamW foreach, profile_sdxl_step.py's build and phases) for --wa
 --steps (30 or more) steady ones, each from a synchronized device with CUDA events (as
 profile_sdxl_step.timed_step does), and writes one JSON line:
 
-  steps          every steady step's gpu_ms and the host's wall_ms of issuing it
+  steps          every steady step's gpu_ms, the host's wall_ms of issuing it, and host_ms: that
+                 wall time by phase (forward, backward, optimizer with zero_grad), each from the
+                 end of the one before, no synchronisation inside the step
   median_ms, min_ms, max_ms, p10_ms, p90_ms, iqr_ms
                  of the steady steps' gpu_ms (the spread says whether the host drifted)
+  median_host_ms the median of each phase's host_ms: where a host that issues the step slower than
+                 its class chains say spends the difference (the chains time forward ops and
+                 backward nodes; the optimizer's figures are per tensor, on tiny tensors)
   host_bench     the host's dispatch benchmark, before and after the steps: a tight loop of tiny
                  ops (64x64, so the device never limits), median us per op of --bench-reps runs,
                  the loops of measure_dispatch.py (eager_linear_us, eager_inplace_add_us)
@@ -90,11 +95,13 @@ def host_bench(dev, n_ops, reps):
 # measured figures of each (lua/vrsim/record.lua); at the calibration host's figures the plain
 # 1024 px UNet issues 47 ms of its 209 ms through linear_nobias (the attention's bias-free
 # projections), 47 through linear, 19 layer_norm, 16 sdpa, 9 conv, 7 group_norm, 5 add, 4
-# activation; cast: autocast's casts, which the amp runs add; view: the chain's two views an op
-# (x.view(4096).view(64, 64)), twice the class `view` that prices each of the UNet's 2,690 view ops
+# activation; cast: autocast's casts, which the amp runs add; cast and view as the chains run
+# them, two ops a link: x.to(torch.float32).to(torch.bfloat16), twice the class `cast` (14.4 /
+# 17.8 us a cast), and x.view(4096).view(64, 64), twice the class `view` that prices each of the
+# UNet's 2,690 view ops (lua/vrsim/record.lua halves both)
 CALIBRATION_CLASS_US = {"linear": (34.7, 112.0), "linear_nobias": (32.9, 81.1), "conv": (62.8, 113.8),
                         "group_norm": (50.2, 105.8), "layer_norm": (28.1, 62.4), "sdpa": (35.2, 76.9),
-                        "silu": (12.8, 18.8), "add": (12.8, 5.6), "cast": (14.4, 17.8),
+                        "silu": (12.8, 18.8), "add": (12.8, 5.6), "cast": (28.8, 35.6),
                         "view": (6.52, 12.52)}
 
 
@@ -197,14 +204,17 @@ def dry_run_phases(a):
 
 
 def timed_step(dev, fwd, bwd, optim):
-    """One step from a synchronized device: device ms (CUDA events; on the CPU the wall time) and
-    the host's ms of issuing it."""
+    """One step from a synchronized device: device ms (CUDA events; on the CPU the wall time), the
+    host's ms of issuing it, and that by phase."""
     sync(dev)
     if dev.type == "cuda":
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
     t0 = time.perf_counter()
-    bwd(fwd())
+    loss = fwd()
+    tf = time.perf_counter()
+    bwd(loss)
+    tb = time.perf_counter()
     optim()
     t1 = time.perf_counter()
     if dev.type == "cuda":
@@ -212,7 +222,12 @@ def timed_step(dev, fwd, bwd, optim):
     sync(dev)
     t2 = time.perf_counter()
     gpu_ms = s.elapsed_time(e) if dev.type == "cuda" else (t2 - t0) * 1e3
-    return {"gpu_ms": round(gpu_ms, 3), "wall_ms": round((t1 - t0) * 1e3, 3)}
+    return {"gpu_ms": round(gpu_ms, 3), "wall_ms": round((t1 - t0) * 1e3, 3),
+            "host_ms": {p: round(d * 1e3, 3) for p, d in zip(PHASES, (tf - t0, tb - tf, t1 - tb))}}
+
+
+# the phases of host_ms, in the order a step runs them
+PHASES = ("forward", "backward", "optimizer")
 
 
 def spread(values):
@@ -291,6 +306,7 @@ def main():
            "warmup": a.warmup, "n_steps": a.steps, "steps": steps,
            **spread([s["gpu_ms"] for s in steps]),
            "median_wall_ms": round(statistics.median(s["wall_ms"] for s in steps), 3),
+           "median_host_ms": {p: round(statistics.median(s["host_ms"][p] for s in steps), 3) for p in PHASES},
            "host_bench": {"before": before, "after": after, "ops": a.bench_ops, "reps": a.bench_reps},
            "host_dispatch_scale": None if a.dry_run else round(linear_us / CALIBRATION_EAGER_LINEAR_US, 4),
            "host_class_bench": classes,
