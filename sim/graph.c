@@ -519,6 +519,17 @@ static VrStatus sum_out_of_place(Graph *g, int x, int a, int b, int like, Catego
                       3.0 * (double)bytes, layer);
 }
 
+/* The gradient sum just added, where the gradient comes from the backward of an op of a
+ * torch.compile graph: the sum is an add of the compiled backward graph, which Inductor fuses into
+ * the kernel that reads it (Op.compiled 2: no launch); the bytes of the summands are that
+ * kernel's (lua/strategies/compile.lua M.backward_bytes). Its buffers are the eager ones. */
+static void fuse_compiled_sum(Graph *g, int fwd) {
+    if (fwd < 0 || fwd >= graph_num_ops(g) || !graph_op(g, fwd)->compiled) return;
+    Op *sum = graph_op(g, graph_num_ops(g) - 1);
+    sum->compiled = 2;
+    sum->bytes_moved = 0;
+}
+
 /* grad_of[x] = v, keeping the owner counts. */
 static void set_grad_of(Deriv *d, int x, int v) {
     int old = d->grad_of[x];
@@ -585,11 +596,15 @@ static VrStatus route_grad(Deriv *d, int x, int gi, bool fresh, int fwd, int lay
     if (!g->tensors[d->grad_of[x]].grad_view && fresh_buffer(d, d->grad_of[x])) {
         /* InputBuffer adds in place into a buffer it owns alone that is not a view */
         int in[2] = {d->grad_of[x], gi}, fr[1] = {gi};
-        return add_simple(g, "InputBuffer::accumulate(add_)", "elementwise", fwd, in, 2, NULL, 0,
-                          fr, 1, 3.0 * (double)g->tensors[gi].bytes, layer);
+        st = add_simple(g, "InputBuffer::accumulate(add_)", "elementwise", fwd, in, 2, NULL, 0,
+                        fr, 1, 3.0 * (double)g->tensors[gi].bytes, layer);
+        if (st) return st;
+        fuse_compiled_sum(g, fwd);
+        return VR_OK;
     }
     int sum;
     if ((st = sum_out_of_place(g, x, d->grad_of[x], gi, gi, CAT_TEMP, fwd, layer, &sum))) return st;
+    fuse_compiled_sum(g, fwd);
     set_grad_of(d, x, sum);
     return VR_OK;
 }
@@ -1038,7 +1053,7 @@ static VrStatus derive_one(Deriv *d, int f) {
      * derivative formulas read the output gradient and a saved tensor and write the input
      * gradient, often in more than one kernel); a node whose gradients all pass through (an
      * add) launches no kernel */
-    double bwd_bytes = fop.bwd_bytes > 0 ? fop.bwd_bytes : 2.0 * fop.bytes_moved;
+    double bwd_bytes = fop.bwd_bytes > 0 ? fop.bwd_bytes : fop.bwd_bytes < 0 ? 0 : 2.0 * fop.bytes_moved;
     bool launches = nout > 0 || fop.n_bwd_workspace > 0 || fop.bwd_rowsum[0] > 0 ||
                     fop.bwd_flops > 0 || fop.bwd_bytes > 0;
     /* a GEMM's backward launches one GEMM per input that gets a gradient (dX = dY W, dW = dY^T X) */

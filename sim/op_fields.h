@@ -117,7 +117,7 @@ OP_VAL(double, flops, , "flops", OPR_NUM, 0, OPI_RECOMPUTE)
 OP_VAL(double, bytes_moved, , "bytes", OPR_NUM, 0, OPI_RECOMPUTE)
 /* bwd_flops: backward flops (0 = 2 x flops) */
 OP_VAL(double, bwd_flops, , "bwd_flops", OPR_NUM, 0, OPI_NONE)
-/* bwd_bytes: backward bytes moved (0 = 2 x bytes_moved) */
+/* bwd_bytes: backward bytes moved (0 = 2 x bytes_moved; < 0: none) */
 OP_VAL(double, bwd_bytes, , "bwd_bytes", OPR_NUM, 0, OPI_NONE)
 /* layout_bytes: bytes cuDNN's layout transforms around the op's kernel move (read and
  * written): [0] activations between NCHW and NHWC, [1] a filter between KCRS and KRSC; kernels

@@ -339,6 +339,45 @@ if python3 -c "import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))
   ok "step time $sc ms compiled against $se ms eager"
 else bad "step time $sc ms compiled against $se ms eager"; fi
 
+# 6a. Inductor's kernels, by the bytes they move (strategies/compile.lua M.kernels and
+#     M.backward_bytes). A LoRA layer's MLP between its GEMMs is one forward kernel (the profile
+#     of ttc-torchao-nf4-compile, validation/results/kernels_nf4_h100.jsonl:
+#     triton_poi_fused__to_copy__unsafe_view_add_mul_silu, one launch a layer): it reads gate's
+#     and up's base outputs (bf16) and lora_B outputs (fp32), writes their bf16 sums (saved),
+#     down's input (bf16, for its GEMM) and its fp32 copy (for lora_A), each once: 22 bytes an
+#     element of b x s x intermediate. Its backward kernel (..._silu_silu_backward) reads down's
+#     two input gradients (bf16, fp32) and the two saved sums and writes gate's and up's
+#     gradients for the base and the adapter GEMMs: 22 bytes again. A gradient sum of the
+#     compiled backward graph (where eager autograd's InputBuffer adds) is inside the kernel that
+#     reads it: no bytes of its own
+"$VRSIM" "$tmp/l.lua" --out "$tmp/fk" --no-suggest --set model.size=7b-l2 --set seq=256 \
+  --set precision=lora_bf16 --set training.lora.targets=all-linear --set training.lora.dropout=0 \
+  --set hardware.gpu=h100_sxm --set compile=true > "$tmp/fk.out" 2>&1
+if python3 - "$tmp/fk/trace.json" > "$tmp/fk.txt" 2>&1 <<'PY'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"]
+      if e.get("ph") == "X" and e["args"].get("step") == 1]
+b, s, inter = 1, 256, 11008
+want = 22 * b * s * inter
+MLP = ("mlp.gate_proj.lora_scale", "mlp.gate_proj.lora_add", "mlp.gate_proj.lora_out_cast",
+       "mlp.silu", "mlp.up_proj.lora_scale", "mlp.up_proj.lora_add", "mlp.up_proj.lora_out_cast",
+       "mlp.mul", "mlp.down_proj.lora_input_cast")
+def moved(cat, suffix=""):
+    return sum(e["args"]["bytes"] for e in ev if e["cat"] == cat
+               and e["name"] in ["layers.1." + n + suffix for n in MLP])
+fwd, bwd = moved("forward"), moved("backward", ".backward")
+assert fwd == want, (fwd, want)
+assert bwd == want, (bwd, want)
+layer = [e["ts"] for e in ev if e["cat"] == "backward" and e["name"].startswith("layers.")]
+# (an op of no time makes no span of the trace)
+sums = [e for e in ev if e["name"].startswith("InputBuffer::accumulate")
+        and min(layer) <= e["ts"] <= max(layer)]
+assert not sums, [e["args"]["bytes"] for e in sums]
+print("%d bytes forward and backward" % want)
+PY
+then ok "compiled LoRA MLP: one kernel's bytes each way, no gradient sum of its own: $(cat "$tmp/fk.txt")"
+else bad "compiled LoRA MLP's kernel bytes" "$(cat "$tmp/fk.txt" "$tmp/fk.out")"; fi
+
 # 6b. bitsandbytes' NF4 (QLoRA) compiled: dynamo traces MatMul4Bit, its forward one opaque
 #     custom op (gemm_4bit) and its backward a dequantization from the primals, so the layer saves
 #     what the same layer with frozen bf16 Linears saves, tensor for tensor

@@ -29,8 +29,8 @@
 -- "long fusible chains" are left out (both only ever ban more recomputation); Inductor's buffer
 -- reuse inside a graph is the caching allocator's reuse here (both reuse a freed block of the
 -- size asked); its kernels' launches and host costs are the eager ops' (a step-time figure is the
--- eager one's, less the bytes fusion removes: a fused op moves only its materialized inputs and
--- outputs).
+-- eager one's, less the bytes fusion removes: each of Inductor's kernels, M.kernels, moves each
+-- materialized tensor it reads or writes once, forward and backward, M.backward_bytes).
 local nn = require "vrsim.nn"
 
 local M = {}
@@ -453,6 +453,8 @@ function M.partition(cx, ops, outputs, checkpointed, inference, rerun)
       G:tensor_fused(n.t.id)
     end
   end
+  local group = M.kernels(ops, op_nodes, node_of, storage_cse, dup)
+  local bwd = not inference and M.backward_bytes(ops, op_nodes, node_of, storage_cse, dup, group) or {}
   for k, o in ipairs(ops) do
     local role = "skip"
     local outs = op_nodes[k]
@@ -469,7 +471,10 @@ function M.partition(cx, ops, outputs, checkpointed, inference, rerun)
       local n = node_of[storage_cse(o.outs[1]).id]
       role = (n.saved or n.recomputed) and "recompute" or "skip"
     end
-    -- a fused op moves only what is materialized of its inputs and outputs
+    -- a fused op moves only what is materialized of its inputs and outputs, and of its inputs
+    -- only what its kernel does not make itself (a tensor an op of the same kernel writes is
+    -- stored once, its readers there take the value the kernel holds) or another op of the
+    -- kernel already read
     local moved, kernel
     if dup[k] then
       moved, kernel = 0, "fused"
@@ -479,9 +484,13 @@ function M.partition(cx, ops, outputs, checkpointed, inference, rerun)
       for _, n in ipairs(outs) do if not n.fused then kernel = "kernel" end end
       if #outs == 0 then kernel = "kernel" end
       moved = 0
+      local g = group[k]
       for _, x in ipairs(o.spec.inputs) do
         local n = node_of[storage_cse(x).id]
-        if not n.fused then moved = moved + nn.bytes(x.shape, x.dtype) end
+        if not n.fused and not (n.producer and group[n.producer] == g) and not g.read[n] then
+          g.read[n] = true
+          moved = moved + nn.bytes(x.shape, x.dtype)
+        end
       end
       for _, n in ipairs(outs) do
         if not n.fused then moved = moved + nn.bytes(n.t.shape, n.t.dtype) end
@@ -490,9 +499,127 @@ function M.partition(cx, ops, outputs, checkpointed, inference, rerun)
     -- (under an eager checkpoint the forward graph runs again whole: what it saves, what the
     -- backward graph recomputes, and the rest of it, its outputs among them)
     if rerun and not dup[k] then role = "recompute" end
-    G:op_partition(o.index, role, kernel, moved)
+    G:op_partition(o.index, role, kernel, moved, kernel and (bwd[k] or 0) or nil)
   end
   return saved, nodes
+end
+
+-- Inductor's kernels of one compiled graph: each fusible op's kernel (a table shared by the ops
+-- of one kernel; index = its first op), nil for an extern op (a GEMM, attention). A fusible op
+-- joins the kernel of each fusible op whose output it reads, unless that producer reaches it
+-- only through an extern kernel as well (the scheduler cannot fuse two nodes with an extern
+-- kernel between them: the residual sum after the MLP reads the attention block's sum from an
+-- earlier kernel). A CSE'd cast (dup) belongs to no kernel.
+function M.kernels(ops, op_nodes, node_of, storage_cse, dup)
+  local n_ops = #ops
+  -- consumers of each op (through the storage nodes it makes)
+  local users = {}
+  for k = 1, n_ops do
+    local u, seen = {}, {}
+    for _, n in ipairs(op_nodes[k]) do
+      for _, c in ipairs(n.users) do
+        if c ~= k and not seen[c] then seen[c] = true; u[#u + 1] = c end
+      end
+    end
+    users[k] = u
+  end
+  -- after[k]: the ops reachable from op k through an extern op (ops run in order, so each
+  -- consumer comes later and is done first here)
+  local reach, after = {}, {}
+  for k = n_ops, 1, -1 do
+    local r, a = {}, {}
+    for _, c in ipairs(users[k]) do
+      r[c] = true
+      for j in pairs(reach[c]) do r[j] = true end
+      if not ops[c].fusible then
+        a[c] = true
+        for j in pairs(reach[c]) do a[j] = true end
+      else
+        for j in pairs(after[c]) do a[j] = true end
+      end
+    end
+    reach[k], after[k] = r, a
+  end
+  local parent = {}
+  local function find(k)
+    while parent[k] ~= k do parent[k] = parent[parent[k]]; k = parent[k] end
+    return k
+  end
+  for k, o in ipairs(ops) do if o.fusible and not dup[k] then parent[k] = k end end
+  for k, o in ipairs(ops) do
+    if parent[k] then
+      for _, x in ipairs(o.spec.inputs) do
+        local p = node_of[storage_cse(x).id].producer
+        if p and parent[p] and not after[p][k] then
+          local a, b = find(p), find(k)
+          if a ~= b then parent[math.max(a, b)] = math.min(a, b) end
+        end
+      end
+    end
+  end
+  local group, by_root = {}, {}
+  for k in pairs(parent) do
+    local r = find(k)
+    by_root[r] = by_root[r] or { index = r, read = {} }
+    group[k] = by_root[r]
+  end
+  return group
+end
+
+-- The bytes the backward of each fusible op moves (op index -> bytes), as Inductor's backward
+-- kernels do: the backward of one forward kernel is one fused kernel, which reads each gradient
+-- an op outside it hands in (an extern kernel's, the next kernel's, the layer output's), reads
+-- the saved tensors its derivatives need once, and writes each gradient that leaves it once (an
+-- extern kernel's output or a graph input, which their own backward reads); every gradient
+-- between its ops stays in its registers, and the gradient sums of the backward graph (its
+-- aten.add where a tensor has several users: the InputBuffer sums of eager autograd) are in the
+-- kernel that reads them (sim/graph.c route_grad). Each byte goes to one op of the kernel: a
+-- gradient read to the op making the tensor, one written to the first op reading it, a saved
+-- tensor to the first op saving it.
+function M.backward_bytes(ops, op_nodes, node_of, storage_cse, dup, group)
+  local bytes, counted = {}, {}
+  local function add(k, g, what, b)
+    local key = g.index .. ":" .. what
+    if counted[key] then return end
+    counted[key] = true
+    bytes[k] = (bytes[k] or 0) + b
+  end
+  for k, o in ipairs(ops) do
+    local g = group[k]
+    if g and o.rg then
+      -- gradients leaving the kernel: of its inputs made elsewhere
+      for i, x in ipairs(o.spec.inputs) do
+        local n = node_of[storage_cse(x).id]
+        local graded = x.rg and not (o.spec.grads and o.spec.grads[i] == "none")
+        if graded and not n.fused and not (n.producer and group[n.producer] == g) then
+          add(k, g, "w" .. n.t.id, nn.bytes(n.t.shape, n.t.dtype))
+          -- the other users' gradients of it that extern kernels hand in, summed here
+          for _, u in ipairs(n.users) do
+            if not group[u] and not dup[u] then
+              add(k, g, "x" .. n.t.id .. ":" .. u, nn.bytes(n.t.shape, n.t.dtype))
+            end
+          end
+        end
+      end
+      -- gradients coming in: from each user of its outputs outside the kernel, and the layer's
+      for _, n in ipairs(op_nodes[k]) do
+        if n.t.rg then
+          for _, u in ipairs(n.users) do
+            if group[u] ~= g and not dup[u] then
+              add(k, g, "r" .. n.t.id .. ":" .. u, nn.bytes(n.t.shape, n.t.dtype))
+            end
+          end
+          if n.out then add(k, g, "o" .. n.t.id, nn.bytes(n.t.shape, n.t.dtype)) end
+        end
+      end
+      -- saved tensors its derivatives read (a fused one is recomputed inside from those)
+      for _, sv in ipairs(o.spec.saves or {}) do
+        local n = node_of[storage_cse(sv).id]
+        if not n.fused then add(k, g, "s" .. n.t.id, nn.bytes(n.t.shape, n.t.dtype)) end
+      end
+    end
+  end
+  return bytes
 end
 
 -- The note that says what the partitioner saves of compiled decoder layer `layer` (from 0): each

@@ -759,7 +759,7 @@ static int l_op_sac(lua_State *L) {
     return 0;
 }
 
-/* G:op_partition(i, role, kernel, bytes): torch.compile's partitioner's decision for forward op i
+/* G:op_partition(i, role, kernel, bytes[, bwd_bytes]): torch.compile's partitioner's decision for forward op i
  * of a compiled region (lua/strategies/compile.lua): "save" (its outputs kept from forward for
  * backward, as Op.sac_saved), "recompute" (run again in backward) or "skip" (its outputs never
  * needed in backward: Op.not_recomputed). The region's backward recomputes what it needs, to its
@@ -768,7 +768,9 @@ static int l_op_sac(lua_State *L) {
  * "fused" for an op of one of Inductor's fused kernels, forward and backward (Op.compiled 1 where
  * it launches the kernel, 2 where it is inside another's): it has no temporaries of its own
  * (workspaces), an input's gradient is of the input's own size (0 for a fused intermediate), and
- * it moves `bytes` (its materialized inputs and outputs) forward and twice that backward. */
+ * it moves `bytes` (its materialized inputs and outputs) forward and `bwd_bytes` backward (the
+ * gradients its backward kernel reads and writes and the saved tensors it reads:
+ * compile.lua M.backward_bytes; twice `bytes` where not given). */
 static int l_op_partition(lua_State *L) {
     Graph *g = check_graph(L);
     lua_Integer i = luaL_checkinteger(L, 2);
@@ -789,7 +791,9 @@ static int l_op_partition(lua_State *L) {
         op->n_workspace = op->n_bwd_workspace = 0;
         for (int k = 0; op->grads && k < op->n_inputs; k++) op->grads[k].grad_bytes = 0;
         op->bytes_moved = bytes;
-        op->bwd_bytes = 2 * bytes;
+        /* bwd_bytes 0 means "twice bytes_moved" to graph.c; a backward of no bytes is -1 */
+        double bwd = lua_isnoneornil(L, 6) ? 2 * bytes : luaL_checknumber(L, 6);
+        op->bwd_bytes = bwd > 0 ? bwd : -1;
     }
     return 0;
 }
