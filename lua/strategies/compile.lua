@@ -909,6 +909,11 @@ function M.block_hooks(root, classes, t)
         cx.notes[#cx.notes + 1] = M.note(saved_of[k], blocks[k].layer or (k - 1), c, "transformer block")
       end
     end
+    -- the time is the decoder layers' compile timing (each Inductor kernel a bare launch, no
+    -- per-op dispatch), which no measured run of a compiled diffusers model has checked
+    cx.notes[#cx.notes + 1] = "torch.compile on a diffusion model: step time not validated (the "
+      .. "compiled blocks' host cost is the decoder layers' compile timing, a launch per kernel; no "
+      .. "compiled diffusers run has been measured); the memory is checked against the partitioner"
     if t.checkpointing then
       cx.notes[#cx.notes + 1] = "torch.compile: gradient checkpointing wraps each compiled block "
         .. "(diffusers' torch.utils.checkpoint around block.__call__): forward keeps each block's "
