@@ -206,14 +206,17 @@ KNOWN = {
     # plain process, which two processes cannot turn into what checkpointing adds at one speed
     # (validation/harness/measure_diffusers_ckpt_ab.py times both in one process; docs/validation.md)
     ("gen6-sd35m-l4-lora-r1024-ckpt", "step_time"): (0.40,
-        "checkpointed and plain steps timed in separate processes whose host speed differs; steps 60.4-74.4 ms, vrsim 86.9"),
-    # checkpointing adds 26.0 ms measured (gen5-varlen-packed 50.6 ms, steps within 0.5 %; this
-    # record 76.6, within 0.5 %) and 15.6 ms in vrsim, whose packed step without checkpointing is
-    # +2.3 %: the checkpointed layers' host time of this model is priced low (no measurement of
-    # its parts yet). It left the band at -12.08 % when the layers' attention-mask-to-bias op,
-    # which records no autograd node, stopped carrying checkpointing's hook costs (0.1 ms)
-    ("gen5-varlen-packed-ckpt", "step_time"): (0.15,
-        "checkpointing adds 26.0 ms measured, 15.6 in vrsim; the packed step without it is +2.3 %"),
+        "checkpointed and plain steps timed in separate processes whose host speed differs; steps 60.4-74.4 ms; "
+        "timed in one process (results/ckpt_ab_h100.jsonl) checkpointing adds 30.4 ms, in vrsim 42.5"),
+    # the two SD 1.5 records of the same call: the same configurations, timed again later in one
+    # process alternating plain and checkpointed rounds (measure_diffusers_ckpt_ab.py,
+    # results/ckpt_ab_h100.jsonl, 8 rounds), ran 144.8 and 226.1 ms a step, where these records
+    # took 191.7 and 304.0: vrsim at these records' host figures (141.2, 223.5) is -2.5 and -1.2 %
+    # of that run. The records' own host figures did not catch what slowed their processes.
+    ("gen6-sd15-unet-ampbf16-r512-b4", "step_time"): (0.30,
+        "the same configuration ran 144.8 ms a step in a later process (results/ckpt_ab_h100.jsonl); vrsim 141.2"),
+    ("gen6-sd15-unet-ampbf16-r512-b4-ckpt", "step_time"): (0.30,
+        "the same configuration ran 226.1 ms a step in a later process (results/ckpt_ab_h100.jsonl); vrsim 223.5"),
     ("gen4-sd15-unet-ampbf16-r512-b4-ckpt", "step_time"): (0.25,
         "the same host-bound UNet under the harness's stack recording; steps 371.4, 295.0, 268.2 ms"),
     ("gen4-sd15-unet-ampbf16-r512-b4", "step_time"): (0.55,
