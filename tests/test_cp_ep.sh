@@ -259,8 +259,12 @@ run ddp "$TMP/cp.lua" --no-files --set strategy=ddp
 expect "cp beside DDP: exit 2 (torchtitan folds cp into FSDP)" 2 'training.strategy = "ddp" does not match training.parallel'
 run inert "$TMP/cp.lua" --no-files --set parallel.cp=1 --set parallel.cp_rotate_method=alltoall
 expect "cp_rotate_method without cp: a named note" 0 "training.parallel.cp_rotate_method = alltoall has no effect on this run: cp = 1"
+# beside a pipeline the ring runs inside each stage under the single-stage schedules
+# (tests/test_pipeline.sh); the multi-stage ones are refused by name
 run pp "$TMP/cp.lua" --no-files --set count=4 --set parallel.pp=2 --set layers=4
-expect "cp beside a pipeline: exit 2" 2 "cp > 1 with pipeline parallelism is not modelled"
+expect "cp beside a 1F1B pipeline: runs, the ring's note on each stage" 0 "context parallelism over 2 ranks"
+run ppi "$TMP/cp.lua" --no-files --set count=4 --set parallel.pp=2 --set layers=4 --set parallel.pp_schedule=Interleaved1F1B
+expect "cp beside an interleaved pipeline: exit 2" 2 'cp > 1 beside pp_schedule "Interleaved1F1B" with pipeline parallelism is not modelled'
 
 # ---- expert parallelism (lua/strategies/ep.lua) -------------------------------------------------
 # Qwen3-30B-A3B's shapes (128 experts of 768, top 8, hidden 2048), two layers, ep 2 on two H100s:

@@ -95,19 +95,33 @@ function P.layout(cfg, n_layers, mesh)
   -- what is not modelled)
   if par.pp == 1 then return nil end
   local function no(what, why) fail(("%s with pipeline parallelism is not modelled%s"):format(what, why or "")) end
-  if par.cp > 1 then no("cp > 1", ": context parallelism is not built") end
+  -- Context parallelism inside each stage, as torchtitan 9dec370's train.py runs it: the step's
+  -- pp_schedule.step runs inside the context_parallel context over world_mesh["cp"], which shards
+  -- the batch's input_ids and labels along the sequence before the schedule cuts them into
+  -- micro-batches, so every stage runs its layers on the rank's s/cp tokens, each SDPA call the
+  -- ring over the cp group (strategies/cp.lua, which refuses what the ring does not take), and
+  -- PipelineStage's runtime shape inference sizes what the stages pass (and their receive
+  -- buffers) at s/cp (s/(cp tp) with sequence parallelism). Checked for the single-stage
+  -- schedules (Table 6 of torchtitan's 2024-12 benchmark ran 1F1B); the multi-stage ones'
+  -- lockstep time steps around the ring are not.
+  if par.cp > 1 and not (S.NAMES[par.pp_schedule] and S.NAMES[par.pp_schedule].single) then
+    no(("cp > 1 beside pp_schedule \"%s\""):format(par.pp_schedule),
+       ": context parallelism is modelled inside the single-stage schedules (1F1B, GPipe), not checked in the multi-stage ones")
+  end
   if par.ep > 1 then no("ep > 1", ": expert parallelism is not built") end
   -- FSDP2 over dp_shard (and dp_replicate: HSDP, or a shard group of one) as torchtitan applies
   -- it to each stage's model part (strategies/fsdp.lua M.pp_keep); the mesh set training.strategy =
-  -- "fsdp2" from the degrees, and zero.shard_group = dp_shard where dp_replicate > 1
-  if t.strategy ~= "none" and not (t.strategy == "fsdp2" and par.dp_shard * par.dp_replicate > 1) then
+  -- "fsdp2" from the degrees, and zero.shard_group = dp_shard x cp where dp_replicate > 1
+  -- (torchtitan applies FSDP where dp_shard or cp is enabled, over dp_shard x cp: with dp_shard 1
+  -- and cp > 1 each stage is still fully_shard'ed over its cp ranks)
+  if t.strategy ~= "none" and not (t.strategy == "fsdp2" and par.dp_shard * par.cp * par.dp_replicate > 1) then
     no("training.strategy = \"" .. t.strategy .. "\"", " yet (set parallel's degrees instead: dp_shard and dp_replicate are FSDP2)")
   end
   -- (nor reduce_dtype, MixedPrecisionPolicy's, which torchtitan sets: the accumulated gradients
   -- and their one reduce-scatter are in it, strategies/fsdp.lua M.pp_release)
   local zero_given = {}
   for k in pairs(t.zero or {}) do
-    if not (k == "shard_group" and par.dp_replicate > 1 and t.zero.shard_group == par.dp_shard)
+    if not (k == "shard_group" and par.dp_replicate > 1 and t.zero.shard_group == par.dp_shard * par.cp)
        and k ~= "reduce_dtype" then zero_given[#zero_given + 1] = k end
   end
   if #zero_given > 0 then
