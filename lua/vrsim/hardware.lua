@@ -301,7 +301,8 @@ function M.device_of(cfg, ctx)
   -- architecture, the H200 included (lua/hw/carry.lua gemm_rows says which and why); else the
   -- roofline, as without a profile
   local gemm_here = prof and carry_mod.gemm_rows(name, g, gpus, calibrated) or nil
-  if gemm_here then
+  -- (named in the basis only where the run has float8 GEMMs to price)
+  if gemm_here and cfg.training and cfg.training.float8 then
     prof.basis = (prof.basis or "") .. (gemm_here.from == name and "; float8 GEMMs measured on this GPU (%s)"
       or "; float8 GEMMs from %s x%.3f"):format(gemm_here.source, gemm_here.rate)
   end
