@@ -103,7 +103,8 @@ SHELL_TESTS := tests/scenario_tests.sh \
   tests/test_warmup.sh \
   tests/test_bnb_optim.sh \
   tests/test_tech_records.sh \
-  tests/test_sdpa_tables.sh
+  tests/test_sdpa_tables.sh \
+  tests/test_fp8_gemm.sh
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Left out of the sanitizer pass: the three slowest scripts, whose C paths (the engine, the
 # allocator, the readers and writers, maxbatch, sweep) the other scripts run under the sanitizers

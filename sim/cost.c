@@ -31,6 +31,9 @@ struct CostModel {
     double kernel_ns;       /* device time of an empty kernel back to back (per kernel floor) */
     double gap_ns;          /* dead time between back-to-back kernels, beyond their own time */
     Curve gemm[DT_COUNT];
+    /* a curve of single calls timed with events (cost_measured_gemm): below its smallest
+     * problem, the launch those calls carry would be read as kernel time, so the roofline */
+    bool gemm_roofline_below[DT_COUNT];
     Curve mem;
     /* LoRA adapter GEMMs: per dtype and GEMM (COST_LORA_*), the ranks measured, ascending, each
      * with its FLOP-rate curve */
@@ -280,7 +283,7 @@ void cost_free(CostModel *c) {
 
 double cost_gemm_rate(const CostModel *c, DType d, double flops) {
     double r = curve_eval(&c->gemm[d], flops);
-    if (r > 0) return r;
+    if (r > 0 && !(c->gemm_roofline_below[d] && log(flops) < c->gemm[d].x[0])) return r;
     double peak = c->dev.peak_flops[d] > 0 ? c->dev.peak_flops[d] : c->dev.peak_flops[DT_FP32];
     return peak * (c->dev.eff_compute > 0 ? c->dev.eff_compute : 1);
 }
@@ -803,6 +806,50 @@ VrStatus cost_measured_sdpa(CostModel *c, const CostSdpaRow *rows, int n, double
     VrStatus st = VR_OK;
     for (int v = 0; v < SDPA_VARIANTS && !st; v++)
         st = sdpa_classes(c, &p, (SdpaVariant)v, sx, ry, pts, pts + n, why, why_n);
+    free(pts);
+    return st;
+}
+
+VrStatus cost_measured_gemm(CostModel *c, const CostGemmRow *rows, int n, double sx, double ry,
+                            char *why, size_t why_n) {
+    if (why && why_n) why[0] = '\0';
+    if (n < 0 || !(sx > 0) || !(ry > 0) || !isfinite(sx) || !isfinite(ry)) return VR_EINVAL;
+    if (n == 0) return VR_OK;
+    /* the rows read: kernel time, or single calls timed for at least COST_SDPA_MIN_TIMED_MS
+     * (shorter, the call's launch is much of the figure); a row that cannot be a point stays, for
+     * gemm_points to name it */
+    CostGemmRow *kept = malloc(sizeof *kept * (size_t)n);
+    CostPoint *pts = malloc(sizeof *pts * (size_t)n);
+    if (!kept || !pts) { free(kept); free(pts); return VR_ENOMEM; }
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const CostGemmRow *r = &rows[i];
+        double ms = 2 * r->m * r->n * r->k * r->batch / (r->tflops * 1e12) * 1e3;
+        if (!r->kernel_time && r->tflops > 0 && ms < COST_SDPA_MIN_TIMED_MS) continue;
+        kept[m++] = *r;
+    }
+    const CostPoint *gemm[DT_COUNT];
+    int n_gemm[DT_COUNT];
+    CostProfile p = {.gemm = kept, .n_gemm = m};
+    VrStatus st = gemm_points(&p, pts, gemm, n_gemm, why, why_n);
+    /* every curve built before any is replaced: a failure leaves c as it was */
+    Curve made[DT_COUNT];
+    memset(made, 0, sizeof made);
+    for (int d = 0; d < DT_COUNT && !st; d++) {
+        if (n_gemm[d] == 0) continue;
+        st = curve_init(&made[d], gemm[d], n_gemm[d]);
+        if (!st) st = curve_carry(&made[d], sx, ry);
+    }
+    for (int d = 0; d < DT_COUNT; d++) {
+        if (!st && made[d].n > 0) {
+            curve_free(&c->gemm[d]);
+            c->gemm[d] = made[d];
+            c->gemm_roofline_below[d] = true;
+        } else {
+            curve_free(&made[d]);
+        }
+    }
+    free(kept);
     free(pts);
     return st;
 }

@@ -204,6 +204,17 @@ typedef struct CostCarry {
 VrStatus cost_measured_sdpa(CostModel *c, const CostSdpaRow *rows, int n, double sx, double ry,
                             char *why /* OUT */, size_t why_n);
 
+/* Replaces c's GEMM curve of each dtype that n gemm rows (as a profile's) have, measured on
+ * another GPU than the one c was built from: the simulated GPU itself (sx = ry = 1), or one of
+ * its architecture, carried as cost_carry carries a GEMM curve (FLOPs times sx, the SM ratio;
+ * rates times ry, the dense peak ratio of that dtype). Rows not of kernel time shorter than
+ * COST_SDPA_MIN_TIMED_MS are left out (a single call timed with events carries its launch), and
+ * below the smallest problem read, that dtype's GEMMs run at the roofline (peak x eff_compute),
+ * not at the smallest row's time. A dtype the rows lack keeps its curve. VR_EINVAL (why names
+ * the row; c unchanged) for a row that cannot be a point or ratios not > 0; VR_ENOMEM. */
+VrStatus cost_measured_gemm(CostModel *c, const CostGemmRow *rows, int n, double sx, double ry,
+                            char *why /* OUT */, size_t why_n);
+
 /* Carries c (built from the reference's measurements) to the target device `target` as above;
  * afterwards c prices ops on the target. VR_EINVAL for a non-positive sm or bw ratio (c is then
  * unchanged), VR_ENOMEM. */

@@ -735,6 +735,50 @@ static void test_measured_sdpa(void **state) {
     cost_free(d);
 }
 
+/* GEMM rows measured on another GPU than the profile's (cost_measured_gemm): an fp8 GEMM, at the
+ * roofline without them, takes their time; single calls timed under COST_SDPA_MIN_TIMED_MS are not
+ * read (their launch would be read as kernel time), and below the smallest row read the roofline
+ * stays; the bf16 curve is untouched; carried by a rate ratio they take it; a bad row is refused
+ * before anything changes. */
+static void test_measured_gemm(void **state) {
+    (void)state;
+    DeviceSpec dev = plain_device();
+    dev.peak_flops[DT_FP8] = 2000e12;
+    dev.eff_compute = 0.75;
+    CostGemmRow ref[1] = {{"bf16", 4096, 4096, 4096, 1, 700, false}};
+    CostProfile p = {.gemm = ref, .n_gemm = 1};
+    CostModel *c = NULL, *d = NULL;
+    assert_int_equal(cost_from_profile(&dev, &p, &c, NULL, 0), VR_OK);
+    assert_int_equal(cost_from_profile(&dev, &p, &d, NULL, 0), VR_OK);
+    double f512 = 2.0 * 512 * 512 * 512, f1k = 2.0 * 1024 * 1024 * 1024, f4k = 2.0 * 4096 * 4096 * 4096,
+           f8k = 2.0 * 8192 * 8192 * 8192;
+    Op big = op_of("mm", PH_FWD, f8k, 1), mid = op_of("mm", PH_FWD, f4k, 1), small = op_of("mm", PH_FWD, f1k, 1),
+       tiny = op_of("mm", PH_FWD, f512, 1), b16 = op_of("mm", PH_FWD, f4k, 1);
+    big.compute_dtype = mid.compute_dtype = small.compute_dtype = tiny.compute_dtype = DT_FP8;
+    assert_true(fabs(cost_op_ns(c, &big) - f8k / 1500e12 * 1e9) < 1e-3); /* the roofline */
+    double bf16 = cost_op_ns(c, &b16);
+    /* 512^3 at 7.69 TFLOP/s: a 0.035 ms call, mostly its launch */
+    CostGemmRow own[3] = {{"fp8", 512, 512, 512, 1, 7.69, false}, {"fp8", 4096, 4096, 4096, 1, 1200, false},
+                          {"fp8", 8192, 8192, 8192, 1, 1400, false}};
+    char why[160];
+    CostGemmRow bad[2] = {own[2], {"fp8", 4096, 4096, 4096, 1, 0, false}};
+    assert_int_equal(cost_measured_gemm(c, bad, 2, 1, 1, why, sizeof why), VR_EINVAL);
+    assert_non_null(strstr(why, "gemm row 2"));
+    assert_true(fabs(cost_op_ns(c, &big) - f8k / 1500e12 * 1e9) < 1e-3); /* unchanged */
+    assert_int_equal(cost_measured_gemm(c, own, 3, 1, 0, why, sizeof why), VR_EINVAL);
+    assert_int_equal(cost_measured_gemm(c, own, 3, 1, 1, why, sizeof why), VR_OK);
+    assert_true(fabs(cost_op_ns(c, &big) - f8k / 1400e12 * 1e9) < 1e-3);
+    assert_true(fabs(cost_op_ns(c, &mid) - f4k / 1200e12 * 1e9) < 1e-3);
+    assert_true(fabs(cost_op_ns(c, &small) - f1k / 1500e12 * 1e9) < 1e-3);
+    assert_true(fabs(cost_op_ns(c, &tiny) - f512 / 1500e12 * 1e9) < 1e-3);
+    assert_true(cost_op_ns(c, &b16) == bf16);
+    /* the same rows carried at 0.5 of their GPU's rate */
+    assert_int_equal(cost_measured_gemm(d, own, 3, 1, 0.5, why, sizeof why), VR_OK);
+    assert_true(fabs(cost_op_ns(d, &big) - f8k / 700e12 * 1e9) < 1e-3);
+    cost_free(c);
+    cost_free(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_and_fp32_fallback),
@@ -755,6 +799,7 @@ int main(void) {
         cmocka_unit_test(test_carry_attention_ratio),
         cmocka_unit_test(test_measured_here),
         cmocka_unit_test(test_measured_sdpa),
+        cmocka_unit_test(test_measured_gemm),
     };
     return cmocka_run_group_tests_name("cost", tests, NULL, NULL);
 }

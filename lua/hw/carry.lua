@@ -325,6 +325,39 @@ function M.sdpa_rows(name, g, gpus, load)
            source = "lua/hw/calibrated/" .. M.SECOND .. "_sdpa_kernels.lua" }
 end
 
+-- ---- float8 GEMMs measured on an H100 -------------------------------------------------------
+-- torch._scaled_mm (torchao Float8Linear's GEMMs, tensorwise scales) is measured on the H100 SXM
+-- (lua/hw/calibrated/h100_sxm_gemm_fp8.lua, measure_fp8_gemm.py); the reference's profile has no
+-- fp8 rows, so without these an fp8 GEMM runs at the roofline (peak x eff_compute). Which GPU's
+-- rows a GPU prices its fp8 GEMMs from (hardware.lua device.gemm_measured):
+--   the GPU's own table, as measured (the H100 SXM);
+--   else, for a GPU of the second GPU's architecture, the second GPU's, carried as GEMMs are
+--   carried from the reference: sizes by the SM-count ratio, rates by the dense fp8 peak ratio at
+--   each one's step clock. On the other H100 boards that is their peak ratio to the SXM's, as
+--   sdpa_rows. On the H200 (the reference itself) the ratio is 1: the same GH100 die, 132 SMs,
+--   1980 MHz step clock and 700 W limit, and these GEMMs are compute-bound (the smallest read
+--   runs 0.1 ms over 24-96 MiB of operands, several times their time at 3.35 TB/s), so the
+--   H200's faster HBM does not shorten them. The two GPUs' bf16 grids differ (the H200's nt rows
+--   1/0.951 of the H100's torch.mm on the shapes both have) and their attention kernels do not
+--   (-0.1 %); which of the two an fp8 GEMM follows is not measured, so no such factor is applied;
+--   else nothing: the roofline as before (hardware.lua names it in a note).
+-- Returns { gemm = rows, sm = , rate = , source = , from = the GPU measured } or nil.
+M.FP8_GEMM_SUFFIX = "_gemm_fp8"
+function M.gemm_rows(name, g, gpus, load)
+  local own = load(M.FP8_GEMM_SUFFIX, name)
+  if own and own.gemm then
+    return { gemm = own.gemm, sm = 1, rate = 1, from = name,
+             source = "lua/hw/calibrated/" .. name .. M.FP8_GEMM_SUFFIX .. ".lua" }
+  end
+  local sg = gpus[M.SECOND]
+  if not sg or g.arch ~= sg.arch then return nil end
+  local t = load(M.FP8_GEMM_SUFFIX, M.SECOND)
+  local ps = M.step_peak(sg, "fp8")
+  if not (t and t.gemm and ps > 0 and M.step_peak(g, "fp8") > 0 and g.sm_count and sg.sm_count) then return nil end
+  return { gemm = t.gemm, sm = g.sm_count / sg.sm_count, rate = M.step_peak(g, "fp8") / ps, from = M.SECOND,
+           source = "lua/hw/calibrated/" .. M.SECOND .. M.FP8_GEMM_SUFFIX .. ".lua" }
+end
+
 -- The best bf16 rate (FLOP/s) among a profile's measured GEMM rows, or nil.
 function M.best_bf16(prof)
   local best

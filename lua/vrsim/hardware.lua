@@ -297,6 +297,32 @@ function M.device_of(cfg, ctx)
       end
     end
   end
+  -- float8 GEMMs from this GPU's own fp8 rows, or the H100 SXM's carried to a GPU of its
+  -- architecture, the H200 included (lua/hw/carry.lua gemm_rows says which and why); else the
+  -- roofline, as without a profile
+  local gemm_here = prof and carry_mod.gemm_rows(name, g, gpus, calibrated) or nil
+  -- (named in the basis only where the run has float8 GEMMs to price)
+  if gemm_here and cfg.training and cfg.training.float8 then
+    prof.basis = (prof.basis or "") .. (gemm_here.from == name and "; float8 GEMMs measured on this GPU (%s)"
+      or "; float8 GEMMs from %s x%.3f"):format(gemm_here.source, gemm_here.rate)
+  end
+  if cfg.training and cfg.training.float8 then
+    local rc = type(cfg.training.float8) == "table" and cfg.training.float8.recipe or "tensorwise"
+    local note
+    if not gemm_here then
+      note = ("float8 GEMMs on %s at the roofline (dense fp8 peak x %.2f): no fp8 GEMM measured on it or on a "
+        .. "GPU of its architecture"):format(g.name, g.eff_compute or 0.75)
+    elseif rc ~= "tensorwise" then
+      -- the C core prices a GEMM by dtype and FLOPs only: a rowwise curve would need the recipe on the op
+      note = ("float8 recipe %s: its GEMMs at the tensorwise rows of %s (no GEMM curve per scaling; rowwise "
+        .. "measured 0.90 of tensorwise over the large shapes there, validation/results/fp8_gemm_h100_sxm.json)")
+        :format(rc, gemm_here.source)
+    end
+    cfg.notes = cfg.notes or {}
+    local seen = false
+    for _, n in ipairs(cfg.notes) do seen = seen or n == note end
+    if note and not seen then table.insert(cfg.notes, note) end
+  end
   -- the host costs carried to the run's host (hardware.host_dispatch_scale, and the classes
   -- hardware.host_classes measured there: lua/hw/host_speed.lua)
   prof = require("hw.host_speed").scaled(prof, cfg.hardware.host_dispatch_scale, cfg.hardware.host_classes)
@@ -318,7 +344,7 @@ function M.device_of(cfg, ctx)
   if lk and ic == "nvlink" and nodes == 1 then nccl, nccl_ranks = lk.nccl, lk.nccl_ranks end
   return {
     nccl = nccl, nccl_ranks = nccl_ranks,
-    profile = prof, carry = carry, measured_here = here, sdpa_measured = sdpa_here,
+    profile = prof, carry = carry, measured_here = here, sdpa_measured = sdpa_here, gemm_measured = gemm_here,
     grouped_mm = gmm or nil, bnb_optim = bnb_optim,
     world = n, coll_bw = coll_bw, coll_latency_ns = coll_lat, interconnect = ic,
     gpus_per_node = cfg.hardware.gpus_per_node, nics_per_node = nics, replicate = replicate,

@@ -333,6 +333,41 @@ static void read_measured_sdpa(lua_State *L, int dev, Plan *p) {
     lua_settop(L, t - 1);
 }
 
+/* Replaces the plan's GEMM curves of the dtypes device.gemm_measured has (hardware.lua: gemm rows
+ * measured on the simulated GPU, or on a GPU of its architecture and carried by `sm` and `rate`;
+ * cost.h cost_measured_gemm), if any. Called after the carry, so these rows are not carried again. */
+static void read_measured_gemm(lua_State *L, int dev, Plan *p) {
+    if (lua_getfield(L, dev, "gemm_measured") != LUA_TTABLE) { lua_pop(L, 1); return; }
+    int t = lua_gettop(L);
+    int n = profile_table(L, t, "gemm");
+    lua_pop(L, 1);
+    /* rows and their dtype names in userdata (freed by the collector if a field raises) */
+    size_t bytes = (sizeof(CostGemmRow) + sizeof(char[16])) * (size_t)(n > 0 ? n : 1);
+    CostGemmRow *rows = lua_newuserdatauv(L, bytes, 0);
+    char (*dtypes)[16] = (char (*)[16])(rows + (n > 0 ? n : 1));
+    profile_table(L, t, "gemm");
+    for (int i = 1; i <= n; i++) {
+        int e = profile_row(L, "gemm", i);
+        const char *dt = field_str(L, e, "dtype", dtypes[i - 1], sizeof dtypes[0]);
+        rows[i - 1] = (CostGemmRow){dt, field_num(L, e, "m", 0), field_num(L, e, "n", 0),
+                                    field_num(L, e, "k", 0), field_num(L, e, "batch", 1),
+                                    field_num(L, e, "tflops", 0),
+                                    field_bool(L, e, "kernel_time", false)};
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    char why[160], src[200] = "?";
+    VrStatus st = cost_measured_gemm(p->cost, rows, n, field_num(L, t, "sm", 0), field_num(L, t, "rate", 0),
+                                     why, sizeof why);
+    if (st == VR_ENOMEM) luaL_error(L, "out of memory building the cost model of %s", p->dev.key);
+    if (st) {
+        field_str(L, t, "source", src, sizeof src);
+        luaL_error(L, "the GEMMs measured for %s (%s): %s", p->dev.key, src,
+                   why[0] ? why : "sm and rate must be > 0");
+    }
+    lua_settop(L, t - 1);
+}
+
 /* Builds the plan's cost model from device.profile (a calibrated profile table), if any: its
  * tables copied into the cost module's rows (cost.h, cost_from_profile, turns them into curves),
  * or the process's model of the same rows copied. */
@@ -380,6 +415,7 @@ void read_profile(lua_State *L, int dev, Plan *p) {
         read_class_rows(L, lua_gettop(L), p, "the kernels measured on this GPU");
     lua_pop(L, 1);
     read_measured_sdpa(L, dev, p);
+    read_measured_gemm(L, dev, p);
     read_moe(L, dev, p);
     double host_us = field_num(L, prof, "host_op_us", field_num(L, prof, "launch_us", 0));
     p->host_op_ns = host_us * 1e3;
