@@ -154,6 +154,22 @@ static CostModel *cost_cached(const char *key) {
     return NULL;
 }
 
+/* The n rows of table tbl's "gemm" list into rows, each row's dtype name in dtypes (a profile's
+ * grid, or a GPU's own measured rows). */
+static void read_gemm_rows(lua_State *L, int tbl, CostGemmRow *rows, char (*dtypes)[16], int n) {
+    profile_table(L, tbl, "gemm");
+    for (int i = 1; i <= n; i++) {
+        int e = profile_row(L, "gemm", i);
+        const char *dt = field_str(L, e, "dtype", dtypes[i - 1], sizeof dtypes[0]);
+        rows[i - 1] = (CostGemmRow){dt, field_num(L, e, "m", 0), field_num(L, e, "n", 0),
+                                    field_num(L, e, "k", 0), field_num(L, e, "batch", 1),
+                                    field_num(L, e, "tflops", 0),
+                                    field_bool(L, e, "kernel_time", false)};
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
 /* Reads the profile's rows at prof into a cost model for p->dev (p->cost). */
 static void read_profile_rows(lua_State *L, int prof, Plan *p) {
     /* the grid a profile's `gemm` table holds (hardware.lua puts the idle-card grid of <gpu>_gemm.lua
@@ -186,17 +202,7 @@ static void read_profile_rows(lua_State *L, int prof, Plan *p) {
     char (*dtypes)[16] = (char (*)[16])(ops + n_ops);
     char (*lora_names)[16] = dtypes + n_gemm; /* per row: its dtype, then its gemm */
     char (*classes)[32] = (char (*)[32])(lora_names + 2 * n_lora);
-    profile_table(L, prof, "gemm");
-    for (int i = 1; i <= n_gemm; i++) {
-        int e = profile_row(L, "gemm", i);
-        const char *dt = field_str(L, e, "dtype", dtypes[i - 1], sizeof dtypes[0]);
-        gemm[i - 1] = (CostGemmRow){dt, field_num(L, e, "m", 0), field_num(L, e, "n", 0),
-                                    field_num(L, e, "k", 0), field_num(L, e, "batch", 1),
-                                    field_num(L, e, "tflops", 0),
-                                    field_bool(L, e, "kernel_time", false)};
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
+    read_gemm_rows(L, prof, gemm, dtypes, n_gemm);
     int ns = read_points(L, prof, "copy", stream, 0, NULL);
     read_points(L, prof, "elementwise", stream, ns, NULL);
     /* PyTorch's kernels by memory-access class (validation/harness/measure_torch_ops.py) */
@@ -345,17 +351,7 @@ static void read_measured_gemm(lua_State *L, int dev, Plan *p) {
     size_t bytes = (sizeof(CostGemmRow) + sizeof(char[16])) * (size_t)(n > 0 ? n : 1);
     CostGemmRow *rows = lua_newuserdatauv(L, bytes, 0);
     char (*dtypes)[16] = (char (*)[16])(rows + (n > 0 ? n : 1));
-    profile_table(L, t, "gemm");
-    for (int i = 1; i <= n; i++) {
-        int e = profile_row(L, "gemm", i);
-        const char *dt = field_str(L, e, "dtype", dtypes[i - 1], sizeof dtypes[0]);
-        rows[i - 1] = (CostGemmRow){dt, field_num(L, e, "m", 0), field_num(L, e, "n", 0),
-                                    field_num(L, e, "k", 0), field_num(L, e, "batch", 1),
-                                    field_num(L, e, "tflops", 0),
-                                    field_bool(L, e, "kernel_time", false)};
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
+    read_gemm_rows(L, t, rows, dtypes, n);
     char why[160], src[200] = "?";
     VrStatus st = cost_measured_gemm(p->cost, rows, n, field_num(L, t, "sm", 0), field_num(L, t, "rate", 0),
                                      why, sizeof why);
