@@ -530,14 +530,15 @@ F.SHARED_KEYS = { q_lora_rank = 1, kv_lora_rank = 1, qk_rope_head_dim = 1, qk_no
 
 function F.mla_config(hf, where, c, d)
   local H = require "models.hf"
-  -- q_lora_rank: null is no query compression (q_proj, DeepSeek-V2-Lite); a key left out takes
-  -- the class default 1536, as transformers gives it, and a note says so
+  -- q_lora_rank: null is no query compression (q_proj, DeepSeek-V2-Lite). A key left out is the
+  -- class default 1536 in transformers, but a config written as a Lua table (the oracle's
+  -- scenarios, a scenario's own model.config) cannot hold a null, and the released configs give
+  -- the key either way: a key left out is read as null, and a note says so
   c.notes = {}
   if hf.q_lora_rank ~= nil then c.q_rank = H.int(hf, "q_lora_rank", nil, where)
   elseif not H.is_null(hf, "q_lora_rank") then
-    c.q_rank = 1536
-    c.notes[#c.notes + 1] = "q_lora_rank absent from the config: the class default 1536 applies, as in "
-      .. "transformers (a null there is q_proj, no query compression)"
+    c.notes[#c.notes + 1] = "q_lora_rank absent from the config: read as null (q_proj, no query "
+      .. "compression); transformers gives a config that leaves the key out the class default 1536: give it"
   end
   c.kv_rank = H.int(hf, "kv_lora_rank", 512, where)
   c.qk_rope = H.int(hf, "qk_rope_head_dim", 64, where)
