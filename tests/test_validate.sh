@@ -132,7 +132,7 @@ def spread(cfg):
 KNOWN = {
     ("gen3-qwen25-05b-lora-qv-b16-s512", "step_time"): (0.20,
         "host dispatch: a host-bound step (the profiled kernels are 87.3 ms of its 121.3, "
-        "validation/results/kernels_gen3-qwen25-05b-lora-qv-b16-s512.jsonl), and the lent host's "
+        "validation/results/kernels_gen3-qwen25-05b-lora-qv-b16-s512.jsonl), and the host's "
         "speed moves it: the same configuration took 110.2 ms on another host "
         "(gen3-qwen25-05b-lora-qv-b16-s512-rerun, within the band), and 107.6-136.3 ms a step on a "
         "third (validation/results/gpu_idle_gen3_h200.jsonl); vrsim's host figures for it are "
@@ -175,10 +175,10 @@ KNOWN = {
     # unfinished_sequences update and bool(unfinished_sequences.max() == 0), a host sync every
     # token (DeferredStopCheck runs on mps only): the same 16 allocations size for size in all
     # 508 decode tokens of the 4 steps, 0.96 ms against 0.58; the rest of the token, the
-    # forward, 6.95 ms against 5.69 (1.22x): the lent host's speed, which the record does not
+    # forward, 6.95 ms against 5.69 (1.22x): the host's speed, which the record does not
     # measure (no host_bench, no host_class_bench)
     ("gen4-tt-generate", "step_time"): (0.33,
-        "host-bound generate loop on the lent H100 host, steady steps 975.8-1158.4 ms"),
+        "host-bound generate loop on the H100 host, steady steps 975.8-1158.4 ms"),
     ("steps-r1024-b1_bf16", "step_time"): (0.25,
         "host-bound; the tiny-op host_dispatch_scale overstates the H100 host's speed for the UNet's ops"),
     ("steps-r1024-b1_bf16_ckpt", "step_time"): (0.25,
@@ -197,7 +197,7 @@ KNOWN = {
     # diffusion_h100_gen6_hostbound.jsonl, the same SD 3.5 pair without stack recording, each in
     # its own process: steps 44.2-53.0 ms (median 51.7) plain and 60.4-74.4 (median 62.9)
     # checkpointed, a ratio of 1.22 (1.45 for the gen5 pair's medians), where vrsim's
-    # checkpointing doubles the host time at one host speed (45.0 -> 91.0 ms). A lent host's speed
+    # checkpointing doubles the host time at one host speed (45.0 -> 91.0 ms). A host's speed
     # moves by that much between processes: the gen5 pair's traces (fulltrace_gen4-sd35m-l4-lora-
     # r1024[-ckpt]) ran the same optimizer step in 1.76-2.05 ms in the checkpointed process and
     # 2.46-3.00 in the plain one, and the checkpointed forward in less time than the plain forward
@@ -256,13 +256,13 @@ KNOWN = {
     ("steps-r512-b4_bf16", "step_time"): (0.25,
         "host-bound on the H100 host at the tiny-op scale (the records predate host_class_bench)"),
     # SDXL's steady medians with the host's op classes timed beside them (sdxl_steps_h100_classes,
-    # 2026-12-06), on another lent H100 host: it issued the UNet step in 1.9x the earlier H100
+    # 2026-12-06), on another H100 host: it issued the UNet step in 1.9x the earlier H100
     # host's time (r512 b1: 359.6 against 186.9 ms) and its own steady steps spread 57 % (274.7-
     # 430.2 ms), while its class chains, timed after the steps, said 1.27x the calibration host and
     # its tiny-op loop 1.06x: on this host neither benchmark beside the run measures the speed the
     # UNet's ops got (validation/PROVENANCE.md)
     ("steps-r512-b1_bf16_classes", "step_time"): (0.30,
-        "host-bound on a lent H100 host whose UNet issue speed neither host benchmark measured; steps 274.7-430.2 ms"),
+        "host-bound on an H100 host whose UNet issue speed neither host benchmark measured; steps 274.7-430.2 ms"),
     ("steps-r768-b1_bf16_classes", "step_time"): (0.30,
         "the same host: steps 261.6-386.2 ms; class chains 1.22x, tiny-op loop 0.83x the calibration host"),
     # the SDXL grid of 2026-12-06 on one H100 host (sdxl_steps_h100_grid.jsonl): every
