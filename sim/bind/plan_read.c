@@ -316,6 +316,18 @@ static void read_class_rows(lua_State *L, int t, Plan *p, const char *what) {
     lua_pop(L, 1); /* the rows */
 }
 
+/* Raises what a GPU's own measured table (at index t, its `source` named) did not give the cost
+ * model: st from cost_measured_sdpa / cost_measured_gemm, why its reason; `what` the table's rows. */
+static void measured_raise(lua_State *L, int t, const Plan *p, VrStatus st, const char *why, const char *what) {
+    if (st == VR_ENOMEM) luaL_error(L, "out of memory building the cost model of %s", p->dev.key);
+    if (st) {
+        char src[200] = "?";
+        field_str(L, t, "source", src, sizeof src);
+        luaL_error(L, "the %s measured for %s (%s): %s", what, p->dev.key, src,
+                   why[0] ? why : "sm and rate must be > 0");
+    }
+}
+
 /* Replaces the plan's fused-attention curves with device.sdpa_measured (hardware.lua: kernel-time
  * sdpa rows measured on the simulated GPU, or on a GPU of its architecture and carried by `sm` and
  * `rate`; cost.h cost_measured_sdpa), if any. Called after the carry, so these rows are not
@@ -327,15 +339,10 @@ static void read_measured_sdpa(lua_State *L, int dev, Plan *p) {
     lua_pop(L, 1);
     CostSdpaRow *rows = lua_newuserdatauv(L, sizeof(CostSdpaRow) * (size_t)(n > 0 ? n : 1), 0);
     read_sdpa(L, t, rows);
-    char why[160], src[200] = "?";
+    char why[160];
     VrStatus st = cost_measured_sdpa(p->cost, rows, n, field_num(L, t, "sm", 0), field_num(L, t, "rate", 0),
                                      why, sizeof why);
-    if (st == VR_ENOMEM) luaL_error(L, "out of memory building the cost model of %s", p->dev.key);
-    if (st) {
-        field_str(L, t, "source", src, sizeof src);
-        luaL_error(L, "the attention kernels measured for %s (%s): %s", p->dev.key, src,
-                   why[0] ? why : "sm and rate must be > 0");
-    }
+    measured_raise(L, t, p, st, why, "attention kernels");
     lua_settop(L, t - 1);
 }
 
@@ -352,15 +359,10 @@ static void read_measured_gemm(lua_State *L, int dev, Plan *p) {
     CostGemmRow *rows = lua_newuserdatauv(L, bytes, 0);
     char (*dtypes)[16] = (char (*)[16])(rows + (n > 0 ? n : 1));
     read_gemm_rows(L, t, rows, dtypes, n);
-    char why[160], src[200] = "?";
+    char why[160];
     VrStatus st = cost_measured_gemm(p->cost, rows, n, field_num(L, t, "sm", 0), field_num(L, t, "rate", 0),
                                      why, sizeof why);
-    if (st == VR_ENOMEM) luaL_error(L, "out of memory building the cost model of %s", p->dev.key);
-    if (st) {
-        field_str(L, t, "source", src, sizeof src);
-        luaL_error(L, "the GEMMs measured for %s (%s): %s", p->dev.key, src,
-                   why[0] ? why : "sm and rate must be > 0");
-    }
+    measured_raise(L, t, p, st, why, "GEMMs");
     lua_settop(L, t - 1);
 }
 
