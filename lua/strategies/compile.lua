@@ -696,6 +696,17 @@ function M.eager_note(t)
           t.checkpoint_every > 1 and ", and the layers between them are compiled" or "")
 end
 
+-- Marks "skip" every op recorded since first_op that the compiled graph does not run: not one of
+-- its ops (the partition's), nor an index of `keep` (a set, or nil)
+local function skip_others(cx, ops, first_op, keep)
+  local seen = {}
+  for _, o in ipairs(ops) do seen[o.index] = true end
+  for i in pairs(keep or {}) do seen[i] = true end
+  for i = first_op, cx.G:num_ops() - 1 do
+    if not seen[i] then cx.G:op_partition(i, "skip") end
+  end
+end
+
 -- Hooks for the modules of class layer_cls: each is one compiled region (numbered as
 -- checkpointing numbers its regions), whose ops nn.op reports (cx.sac) and whose partition is
 -- made as the layer returns. t: the training table. With checkpointing under a wrapper, every
@@ -778,12 +789,7 @@ function M.hooks(root, layer_cls, t, reference)
         -- the compiled backward has no such step; what it recomputes is dropped after its last use
         -- (activation offloading's pack of a checkpointed layer's input, made by the eager
         -- checkpoint around the compiled layer, is not one of them)
-        local seen = {}
-        for _, o in ipairs(ops) do seen[o.index] = true end
-        for i in pairs(cx.offload and cx.offload.own or {}) do seen[i] = true end
-        for i = first_op, cx.G:num_ops() - 1 do
-          if not seen[i] then cx.G:op_partition(i, "skip") end
-        end
+        skip_others(cx, ops, first_op, cx.offload and cx.offload.own)
         ops = nil
       end,
     } }
@@ -947,11 +953,7 @@ function M.block_hooks(root, classes, t)
         local res = {}
         for _, x in ipairs(outs or {}) do if type(x) == "table" and x.id then res[#res + 1] = x end end
         saved_of[k] = M.partition(cx, ops, res, false, false, not own)
-        local seen = {}
-        for _, o in ipairs(ops) do seen[o.index] = true end
-        for i = first_op, cx.G:num_ops() - 1 do
-          if not seen[i] then cx.G:op_partition(i, "skip") end
-        end
+        skip_others(cx, ops, first_op)
         ops = nil
       end,
     } }
