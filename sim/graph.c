@@ -438,6 +438,10 @@ typedef struct Deriv {
     int n_unpacked, cap_unpacked;
     struct RegionInfo *regions; /* by checkpointed region id (index 0 unused), n_regions */
     int n_regions;
+    int *freer_start; /* forward frees indexed by tensor (made on first need): the forward ops */
+    int *freers;      /* in [first, n_fwd) that free tensor t are freers[freer_start[t] ..
+                       * freer_start[t + 1]), for t < n_indexed */
+    int n_indexed;
 } Deriv;
 
 /* What the derivation needs of each checkpointed region, found once (scanning all forward ops
@@ -656,6 +660,36 @@ static bool saves_an_output(const Op *o) {
     return false;
 }
 
+/* Which forward ops free each tensor, indexed once per backward pass: the early stop asks it
+ * of every output of every recomputed region, and a scan of the rest of the forward for each
+ * made the derivation quadratic in the model's depth. */
+static VrStatus index_forward_frees(Deriv *d) {
+    Graph *g = d->g;
+    int n = g->n_tensors, total = 0;
+    int *start = g_calloc(g, (size_t)n + 2, sizeof(int));
+    if (!start) return VR_ENOMEM;
+    for (int f = d->first; f < d->n_fwd; f++) {
+        const Op *o = &g->ops[f];
+        if (o->phase != PH_FWD) continue;
+        for (int j = 0; j < o->n_frees; j++)
+            if (o->frees[j] >= 0 && o->frees[j] < n) start[o->frees[j] + 2]++, total++;
+    }
+    for (int t = 2; t <= n + 1; t++) start[t] += start[t - 1];
+    int *ops = g_malloc(g, sizeof(int) * ((size_t)total + 1));
+    if (!ops) { g_free(g, start); return VR_ENOMEM; }
+    /* start[t + 1] is the cursor of tensor t while filling, and ends as its end */
+    for (int f = d->first; f < d->n_fwd; f++) {
+        const Op *o = &g->ops[f];
+        if (o->phase != PH_FWD) continue;
+        for (int j = 0; j < o->n_frees; j++)
+            if (o->frees[j] >= 0 && o->frees[j] < n) ops[start[o->frees[j] + 1]++] = f;
+    }
+    d->freer_start = start;
+    d->freers = ops;
+    d->n_indexed = n;
+    return VR_OK;
+}
+
 /* Non-reentrant checkpointing (torch.utils.checkpoint, use_reentrant=False): the forward of a
  * region kept only its inputs; the first backward access re-runs the region's forward ops (as
  * PH_RECOMPUTE, new output tensors) until every tensor the region saved has been saved again
@@ -742,6 +776,7 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
      * too (the capture of sd35_medium_cut_lora_ckpt: the recomputed sum lives through the
      * context feed-forward). Only for a region whose frame of arguments is modelled
      * (ckpt_args): a UNet's blocks (checkpoint.lua module_hooks) model neither. */
+    if (!d->freer_start && (st = index_forward_frees(d))) return st;
     int n_held = 0, *held = NULL, held_cap = 0;
     int end = region < d->n_regions ? d->regions[region].last_op : n_fwd - 1;
     int beyond = region < d->n_regions && d->regions[region].n_args > 0 ? n_fwd - 1 : end;
@@ -752,10 +787,10 @@ static VrStatus emit_recompute(Deriv *d, int region, int n_fwd) {
         for (int k = 0; k < o->n_outputs; k++) {
             int t = o->outputs[k];
             bool later = false;
-            for (int h = last_needed + 1; h <= beyond && !later; h++) {
-                const Op *u = &g->ops[h];
-                if (u->phase != PH_FWD || (h <= end && u->region != region)) continue;
-                for (int j = 0; j < u->n_frees && !later; j++) later = u->frees[j] == t;
+            int j0 = t < d->n_indexed ? d->freer_start[t] : 0, j1 = t < d->n_indexed ? d->freer_start[t + 1] : 0;
+            for (int j = j0; j < j1 && !later; j++) {
+                int h = d->freers[j];
+                later = h > last_needed && h <= beyond && (h > end || g->ops[h].region == region);
             }
             if (!later || d->remap[t] < 0) continue;
             if (!held && !(held = graph_alloc(g, sizeof(int) * (size_t)held_cap))) return VR_ENOMEM;
@@ -1220,6 +1255,8 @@ static VrStatus derive(Graph *g, int first, int n_fwd, int loss, int grad_in, in
 out:
     g_free(g, never_run);
     g_free(g, d.regions);
+    g_free(g, d.freer_start);
+    g_free(g, d.freers);
     g_free(g, d.hooks);
     g_free(g, d.post_left);
     g_free(g, d.post_next);

@@ -119,6 +119,10 @@ if [ "${INSTR:-0}" = 1 ]; then
         echo "  sweep of 100 points (micro-batches 1-2 of the sweep above), the points: $n M"
         echo "  70B ZeRO-3 on 64 GPUs, whole process: $(instrs "$VRSIM" scenarios/llama70b_zero3_offload.lua --set count=64 --no-files) M"
         echo "  headline --no-files: $(instrs "$VRSIM" scenarios/llama13b_zero2.lua --no-files) M"
+        # 80 checkpointed layers, 16 micro-batches: the derivation's early-stop bookkeeping per
+        # recomputed region (once quadratic in the depth)
+        echo "  70B FSDP2, 80 checkpointed layers, grad_accum 16: $(instrs "$VRSIM" scenarios/llama70b_fsdp2_16x8_h100.lua \
+            --set checkpointing=true --set grad_accum=16 --no-files) M"
     else
         echo "instructions: skipped (INSTR=1 needs valgrind: apt-get install -y valgrind)"
     fi

@@ -20,7 +20,7 @@ for band in banded open; do
     args=""
     for s in $sets; do args="$args --set $s"; done
     # shellcheck disable=SC2086
-    "$VRSIM" "$SCN" $args --json > "$TMP/$id.json" 2> "$TMP/$id.err"
+    "$VRSIM" "$SCN" $args --json --no-files > "$TMP/$id.json" 2> "$TMP/$id.err"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$pub" "$tok" "$TMP/$id.json" "$src" "$sets" "$band" >> "$TMP/rows"
   done
 done
@@ -82,7 +82,7 @@ rc=$?
   args=""
   for s in $sets; do args="$args --set $s"; done
   # shellcheck disable=SC2086
-  "$VRSIM" "$SCN" $args --json > "$TMP/$id.json" 2> "$TMP/$id.err"
+  "$VRSIM" "$SCN" $args --json --no-files > "$TMP/$id.json" 2> "$TMP/$id.err"
 done
 [ "$MARKDOWN" = 1 ] || grep -v '^#' "$DIR/data/published_reserved.tsv" | python3 -c '
 import json, sys
