@@ -167,6 +167,31 @@ static double steady_median(const cJSON *rec, char *why, size_t n) {
     return m->valuedouble;
 }
 
+/* A steady-median record that timed the host's issue of each phase (median_host_ms: forward,
+ * backward, optimizer) beside vrsim's dispatch of the same phases: where a host-bound step's
+ * time goes, printed (not a row: the host's own speed is in both). */
+static void host_phases(const cJSON *rec, const StepResult *s, const char *cfg, const Opts *o) {
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(rec, "median_host_ms");
+    if (!cJSON_IsObject(h)) return;
+    static const char *const NAMES[3] = {"forward", "backward", "optimizer"};
+    const double sim[3] = {s->host_phase_ns[PH_FWD] / 1e6,
+                           (s->host_phase_ns[PH_BWD] + s->host_phase_ns[PH_RECOMPUTE]) / 1e6,
+                           (s->host_phase_ns[PH_OPTIM] + s->host_phase_ns[PH_ZERO_GRAD]) / 1e6};
+    char line[400];
+    size_t used = 0;
+    for (int k = 0; k < 3; k++) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(h, NAMES[k]);
+        if (!cJSON_IsNumber(m) || !isfinite(m->valuedouble)) continue;
+        int w = snprintf(line + used, sizeof line - used, "%s%s %.1f measured, %.1f vrsim",
+                         used ? "; " : "", NAMES[k], m->valuedouble, sim[k]);
+        if (w < 0 || (size_t)w >= sizeof line - used) break;
+        used += (size_t)w;
+    }
+    if (!used) return;
+    if (!o->json) printf("  %-24s host by phase, ms: %s\n", cfg, line);
+    else fprintf(stderr, "vrsim validate: %s host by phase, ms: %s\n", cfg, line);
+}
+
 static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool oomed,
                          const char *cfg, const char *file, int line, int rank, const Opts *o,
                          Rows *rows, Tally *tally) {
@@ -229,6 +254,7 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
                     "memory measured)\n", cfg, nsteps);
         if (add_row(rows, cfg, "step_time", median, res->steps[sim_steps - 1].time_ns / 1e6) == 0)
             rows->r[rows->n - 1].set = rowset_of(rec);
+        host_phases(rec, &res->steps[sim_steps - 1], cfg, o);
     } else if (median > 0 && res->oom && !o->json) {
         printf("  %-24s predicted OOM in step %d where the run fitted\n", cfg, res->oom_step);
     } else if (!oomed && nsteps > 0 && res->n_steps == nsteps) {

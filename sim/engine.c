@@ -333,6 +333,7 @@ static double op_timing(Run *r, int i, const Op *op, StepResult *sr, double *sta
     /* time: the op starts when its stream is free and its inputs are ready */
     double dur = op_time(r, i, op);
     int sid = op->stream;
+    double host_was = r->host_ns;
     /* entering a checkpointed region in forward: checkpoint()'s own work, once per region (its
      * recomputation's set-up included) */
     if (op->phase == PH_FWD) {
@@ -373,6 +374,7 @@ static double op_timing(Run *r, int i, const Op *op, StepResult *sr, double *sta
     /* work the host does per tensor (an optimizer step's bookkeeping, zero_grad's loop), measured
      * with the dispatch costs, so only where those are modelled */
     if (r->cfg->host_op_ns > 0) r->host_ns += op->host_extra_ns;
+    if (sr) sr->host_phase_ns[op->phase] += r->host_ns - host_was;
     double start = r->stream_ns[sid] > r->host_ns ? r->stream_ns[sid] : r->host_ns;
     for (int k = 0; k < op->n_inputs; k++) {
         double rd = r->ready_ns[r->storage[op->inputs[k]]];
@@ -688,6 +690,7 @@ static void time_repeated_step(Run *r, int step, StepResult *sr) {
     const StepResult *before = &r->res->steps[r->repeat_of - 1];
     *sr = *like;
     memset(sr->phase_ns, 0, sizeof sr->phase_ns);
+    memset(sr->host_phase_ns, 0, sizeof sr->host_phase_ns);
     if (step > 0) {
         const StepResult *prev = &r->res->steps[step - 1];
         sr->num_alloc_retries = prev->num_alloc_retries + (like->num_alloc_retries - before->num_alloc_retries);

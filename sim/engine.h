@@ -78,6 +78,7 @@ typedef struct StepResult {
     double phase_ns[PH_COUNT];                /* busy time per phase (all streams) */
     double stream_busy_ns[STREAM_COUNT];      /* busy time per stream */
     double host_ns;                           /* the host thread's dispatch time (no waits) */
+    double host_phase_ns[PH_COUNT];           /* of host_ns, what it spent issuing each phase's ops */
     uint64_t managed_resident;                /* of EngineConfig.managed_bytes, on the card */
     double managed_ns;                        /* the evicted pages' transfers, in time_ns */
     uint64_t num_alloc_retries;               /* cumulative, as torch reports it */

@@ -273,6 +273,13 @@ char *report_summary_json(const Plan *p, const SimResult *r) {
         cJSON *tm = cJSON_AddObjectToObject(o, "time_ms");
         cJSON_AddNumberToObject(tm, "compute", s->stream_busy_ns[0] / 1e6);
         cJSON_AddNumberToObject(tm, "host_dispatch", s->host_ns / 1e6);
+        /* the host's dispatch by the phase of the step a training loop times on the host
+         * (measure_sdxl_steps.py's host_ms): the forward; backward() with the recomputation
+         * inside it; step() and zero_grad() */
+        cJSON *hp = cJSON_AddObjectToObject(tm, "host_dispatch_by_phase");
+        cJSON_AddNumberToObject(hp, "forward", s->host_phase_ns[PH_FWD] / 1e6);
+        cJSON_AddNumberToObject(hp, "backward", (s->host_phase_ns[PH_BWD] + s->host_phase_ns[PH_RECOMPUTE]) / 1e6);
+        cJSON_AddNumberToObject(hp, "optimizer", (s->host_phase_ns[PH_OPTIM] + s->host_phase_ns[PH_ZERO_GRAD]) / 1e6);
         cJSON_AddNumberToObject(tm, "communication", (s->stream_busy_ns[1] + s->stream_busy_ns[4] + s->stream_busy_ns[5]) / 1e6);
         cJSON_AddNumberToObject(tm, "host_to_device", s->stream_busy_ns[2] / 1e6);
         cJSON_AddNumberToObject(tm, "device_to_host", s->stream_busy_ns[3] / 1e6);

@@ -539,5 +539,24 @@ RC=$?
 if [ "$RC" -eq 2 ] && grep -q "gen9_x1" "$TMP/pcie.err"; then ok "hardware.pcie: an unknown link is refused with exit 2, naming it"
 else fail "hardware.pcie = gen9_x1: exit $RC" "$(cat "$TMP/pcie.err")"; fi
 
+# the host's dispatch by phase: summary.json's parts add up to host_dispatch, and validate prints
+# a steady record's median_host_ms beside them (the SDXL grid with measure_sdxl_steps.py's phases)
+msg=$("$VRSIM" "$TMP/steady.lua" --json --no-files 2>/dev/null | python3 -c '
+import json, sys
+t = json.load(sys.stdin)["time_ms"]; p = t["host_dispatch_by_phase"]
+s = p["forward"] + p["backward"] + p["optimizer"]
+if not (p["forward"] > 0 and p["backward"] > p["forward"] and p["optimizer"] > 0 and abs(s - t["host_dispatch"]) < 1e-6 * t["host_dispatch"]):
+    print("host_dispatch %.3f, by phase %s (sum %.3f)" % (t["host_dispatch"], p, s)); sys.exit(1)' 2>&1)
+if [ $? -eq 0 ]; then ok "host_dispatch_by_phase: forward, backward and optimizer add up to host_dispatch"
+else fail "host_dispatch_by_phase" "$msg"; fi
+head -n 1 "$TMP/steady.jsonl" | python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read()); r["median_host_ms"] = {"forward": 70.5, "backward": 99.25, "optimizer": 31.0}
+print(json.dumps(r))' >"$TMP/phases.jsonl"
+"$VRSIM" validate "$TMP/phases.jsonl" >"$TMP/phases.txt" 2>&1
+if grep -q 'host by phase, ms: forward 70.5 measured, [0-9.]* vrsim; backward 99.2 measured, [0-9.]* vrsim; optimizer 31.0 measured, [0-9.]* vrsim' "$TMP/phases.txt"; then
+  ok "validate prints a record's host time by phase beside vrsim's"
+else fail "validate host by phase" "$(cat "$TMP/phases.txt")"; fi
+
 echo "test_sdxl: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
