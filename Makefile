@@ -100,6 +100,7 @@ SHELL_TESTS := tests/scenario_tests.sh \
   tests/test_async_tp.sh \
   tests/test_ops.sh \
   tests/test_record_techniques.sh \
+  tests/test_record_dcompile.sh \
   tests/test_warmup.sh \
   tests/test_bnb_optim.sh \
   tests/test_tech_records.sh \

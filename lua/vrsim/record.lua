@@ -27,6 +27,10 @@ for _, k in ipairs {
   -- (host_class_bench is mapped: below)
   "warmup", "n_steps", "median_ms", "min_ms", "max_ms", "p10_ms", "p90_ms", "iqr_ms",
   "median_wall_ms", "median_host_ms", "host_bench",
+  -- a compiled diffusion record (measure_diffusers.py, compile = true): the classes compiled,
+  -- dynamo's counters after the warm-up steps and at the end (a difference is a recompilation
+  -- in a timed step), and the summary of the steps after its warm-up (the last step is compared)
+  "compiled_classes", "dynamo_warmup", "dynamo_end", "timed",
 } do INFO[k] = true end
 
 -- Fields that are mapped below.
@@ -193,7 +197,14 @@ local function model_of(rec)
   end
   if model and DIFFUSION[model] then return diffusion_model(rec, model) end
   if (model and model:match("^sdxl")) or rec.res ~= nil then
-    return { arch = "sdxl", variant = model or "sdxl-base-unet" }, "sdxl"
+    local m = { arch = "sdxl", variant = model or "sdxl-base-unet" }
+    -- measure_diffusers.py's SDXL UNet: diffusers' UNet2DConditionModel from this config
+    -- (models/sdxl.lua checks it is SDXL base's, cut only in its sizing keys)
+    if rec.diffusers_config ~= nil then
+      if type(rec.diffusers_config) ~= "table" then return nil, "diffusers_config is not a JSON object" end
+      m.config = rec.diffusers_config
+    end
+    return m, "sdxl"
   end
   if model then return nil, ("model '%s' is not one vrsim knows"):format(model) end
   if not shape then return nil, "record has no shape or hf_config" end
@@ -425,6 +436,14 @@ function R.scenario(rec, opts)
       return nil, ("attn '%s' for SDXL: its blocks call scaled_dot_product_attention"):format(rec.attn)
     end
     if rec.seq ~= nil then return nil, "an SDXL record has res, not seq" end
+    -- the UNet alone takes its text embeddings and latents given (measure_diffusers.py says
+    -- cached); SDXL's step takes 77 tokens from its CLIP encoders
+    for _, k in ipairs { "text_encoders", "vae" } do
+      if rec[k] ~= nil and rec[k] ~= "cached" then
+        return nil, ("%s '%s' for the SDXL UNet alone (its inputs are given: cached)"):format(k, tostring(rec[k]))
+      end
+    end
+    if rec.max_sequence_length ~= nil then return nil, "max_sequence_length for SDXL (77 CLIP tokens)" end
   elseif why == "diffusion" then
     hw.capacity_mib = total or 143155.9375
     local ok, err = diffusion_training(rec, tr)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measure diffusers training steps (Flux.1 transformer, SD3/3.5 transformer, SD 1.x/2.x UNet) on
+"""Measure diffusers training steps (Flux.1 transformer, SD3/3.5 transformer, SD 1.x/2.x and SDXL UNet) on
 one GPU, in the record layout of measure_llama.py (docs/validation.md, "Record format").
 
 Each configuration runs in a fresh Python process (the caching allocator starts empty). The model
@@ -27,6 +27,12 @@ shape, made once before the first step (vrsim's text_encoders = "cached", vae = 
         .add_noise, unet(noisy, t, encoder_hidden_states), F.mse_loss(pred.float(),
         noise.float()); latents (n, 4, res/8, res/8) and encoder_hidden_states (n, 77, 768) in
         the UNet's dtype.
+  sdxl-base-unet  examples/text_to_image/train_text_to_image_lora_sdxl.py's UNet step (diffusers'
+        UNet2DConditionModel from an SDXL base config, cut by its sizing keys): noise, randint
+        timesteps, DDPMScheduler.add_noise, unet(noisy, t, prompt_embeds, added_cond_kwargs=
+        {text_embeds, time_ids}), F.mse_loss on float; prompt_embeds (n, 77, 2048), text_embeds
+        (n, 1280), time_ids (n, 6); LoRA and bf16 weights without autocast (vrsim's UNet step),
+        amp_bf16 under it.
 
 AdamW(lr=1e-4, foreach=True) over the trainable parameters; opt.step(), zero_grad(set_to_none);
 peak statistics reset before each step. The scripts' accelerator.clip_grad_norm_(max_grad_norm)
@@ -39,7 +45,12 @@ step 1 when more steps follow, so that they are timed without the recording), ti
 (a worker that fails is run once more with CUDA_LAUNCH_BLOCKING=1 so its traceback names the
 faulting kernel; a record from that run says cuda_launch_blocking, and validate skips it by name),
 attn (sdpa: PyTorch's pick; flash: SDPA's flash kernel only, the other backends switched off),
-host_bench (true: the host's dispatch and op-class benchmark after the steps, as measure_llama.py).
+host_bench (true: the host's dispatch and op-class benchmark after the steps, as measure_llama.py),
+compile (true: the repeated blocks compiled as vrsim's training.compile = true models them,
+compile_blocks; the record says compile, compiled_classes and dynamo's counters after the warm-up
+and at the end, dynamo_warmup and dynamo_end), warmup (the first `warmup` of the `steps` steps are
+recorded but not in the record's `timed` summary: median, spread and wall median of the others;
+vrsim validate compares the last step).
 
 On the GPU machine (repository root, the .whl folder carried: diffusers 0.42.1, peft 0.21.2,
 transformers 5.25.0 over the image's torch; ~3 min; records, traces and log come back in $OUT):
@@ -73,7 +84,9 @@ import measure_llama as ml  # noqa: E402  (its NVML, context and allocator-trace
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MIB = float(1 << 20)
-CLASSES = {"flux": "FluxTransformer2DModel", "sd3": "SD3Transformer2DModel", "sd": "UNet2DConditionModel"}
+CLASSES = {"flux": "FluxTransformer2DModel", "sd3": "SD3Transformer2DModel", "sd": "UNet2DConditionModel",
+           "sdxl-base-unet": "UNet2DConditionModel"}
+UNETS = ("sd", "sdxl-base-unet")
 MODES = ("lora_bf16", "amp_bf16", "bf16")
 FRAME_KEYS = ("diffusers/", "peft/", "torch/nn/", "torch/amp/", "torch/optim/", "torch/utils/checkpoint",
               "torch/autograd/", "measure_diffusers.py")
@@ -122,7 +135,10 @@ def make_step(torch, cfg, model, device):
     mc = model.config
     pdt = next(model.parameters()).dtype
     lat = res // 8
-    autocast = torch.bfloat16 if cfg["mode"] in ("lora_bf16", "amp_bf16") else None
+    # Accelerate autocasts the Flux and SD3 scripts' forwards under bf16 LoRA; the UNets' LoRA
+    # and bf16 weights run without autocast (vrsim's unet_step precision), amp_bf16 under it
+    autocast = torch.bfloat16 if cfg["mode"] == "amp_bf16" or (
+        cfg["mode"] == "lora_bf16" and fam not in UNETS) else None
 
     def ac():
         return torch.autocast(device.type, dtype=autocast) if autocast is not None else contextlib.nullcontext()
@@ -138,6 +154,27 @@ def make_step(torch, cfg, model, device):
             noisy = sched.add_noise(latents, noise, timesteps)
             with ac():
                 pred = model(noisy, timesteps, ehs, return_dict=False)[0]
+            return torch.nn.functional.mse_loss(pred.float(), noise.float(), reduction="mean")
+        return step
+
+    if fam == "sdxl-base-unet":
+        # train_text_to_image_lora_sdxl.py with cached embeddings: prompt_embeds (n, 77, 2048),
+        # the pooled text_embeds and the six add_time_ids (original size, crop, target size)
+        sched = diffusers.DDPMScheduler(num_train_timesteps=1000)
+        latents = torch.randn(n, mc.in_channels, lat, lat, device=device, dtype=pdt)
+        ehs = torch.randn(n, 77, mc.cross_attention_dim, device=device, dtype=pdt)
+        pooled_dim = mc.projection_class_embeddings_input_dim - 6 * mc.addition_time_embed_dim
+        text_embeds = torch.randn(n, pooled_dim, device=device, dtype=pdt)
+        time_ids = torch.tensor([[res, res, 0, 0, res, res]] * n, device=device, dtype=pdt)
+
+        def step():
+            noise = torch.randn_like(latents)
+            timesteps = torch.randint(0, 1000, (n,), device=device).long()
+            noisy = sched.add_noise(latents, noise, timesteps)
+            with ac():
+                pred = model(noisy, timesteps, ehs, added_cond_kwargs={"text_embeds": text_embeds,
+                                                                         "time_ids": time_ids},
+                             return_dict=False)[0]
             return torch.nn.functional.mse_loss(pred.float(), noise.float(), reduction="mean")
         return step
 
@@ -216,6 +253,11 @@ def check(cfg):
         raise ValueError(f"{cfg['name']}: lora is given with mode lora_bf16 and only then")
     if cfg["model"] == "sd" and mode != "amp_bf16":
         raise ValueError(f"{cfg['name']}: sd runs as train_text_to_image.py does (amp_bf16)")
+    if cfg.get("compile") not in (None, False, True):
+        raise ValueError(f"{cfg['name']}: compile is true or false (regional compilation, fullgraph)")
+    warmup, nsteps = int(cfg.get("warmup", 0)), int(cfg.get("steps", 4))
+    if not 0 <= warmup < nsteps:
+        raise ValueError(f"{cfg['name']}: warmup {warmup} must leave timed steps of steps {nsteps}")
 
 
 def record_fields(cfg):
@@ -226,7 +268,7 @@ def record_fields(cfg):
            "res": int(cfg["res"]), "batch": int(cfg["batch"]), "mode": cfg["mode"],
            "ckpt": bool(cfg.get("ckpt", False)), "optim": cfg.get("optim", "adamw_foreach"),
            "build": "direct", "text_encoders": "cached", "vae": "cached"}
-    if cfg["model"] != "sd":
+    if cfg["model"] not in UNETS:
         rec["max_sequence_length"] = int(cfg.get("max_sequence_length", 512 if cfg["model"] == "flux" else 77))
     if "lora" in cfg:
         rec["lora"] = cfg["lora"]
@@ -236,7 +278,53 @@ def record_fields(cfg):
         rec["attn"] = "flash"
     if cfg.get("cuda_launch_blocking"):
         rec["cuda_launch_blocking"] = True
+    if cfg.get("compile"):
+        # vrsim's training.compile = true: each repeated block one graph (compile_blocks)
+        rec["compile"] = True
     return rec
+
+
+def compile_blocks(torch, cfg, model, cpu=False):
+    """Regional compilation as vrsim models it (lua/strategies/compile.lua REPEATED_BLOCKS):
+    Flux's and the UNets' _repeated_blocks through diffusers' ModelMixin.compile_repeated_blocks
+    (.compile() on every FluxTransformerBlock and FluxSingleTransformerBlock, every
+    BasicTransformerBlock); SD3Transformer2DModel declares none, so each JointTransformerBlock's
+    .compile(), as accelerate's compile_regions does. vrsim's partition is one graph per block:
+    the CPU check (--cpu-check) compiles with fullgraph=True, so a graph break fails it, and with
+    the aot_eager backend (dynamo's trace, AOTAutograd's joint graph and partition, no Inductor
+    C++ build). On the GPU the torch there may break a block where the CPU's did not: torch's
+    default (fullgraph=False) runs it anyway, and the record's dynamo counters say how many
+    breaks there were. Returns the compiled classes."""
+    kw = {"fullgraph": True, "backend": "aot_eager"} if cpu else {}
+    if cfg["model"] == "sd3":
+        for b in model.transformer_blocks:
+            b.compile(**kw)
+    else:
+        model.compile_repeated_blocks(**kw)
+    return sorted({type(m).__name__ for m in model.modules() if getattr(m, "_compiled_call_impl", None)})
+
+
+def dynamo_counters():
+    """torch._dynamo's counters as plain numbers by group (graph break reasons cut to 200
+    characters): frames compiled, unique graphs, graph breaks, recompiles."""
+    from torch._dynamo.utils import counters
+    return {g: {str(k)[:200]: int(v) for k, v in c.items()} for g, c in counters.items() if c}
+
+
+def timed_summary(steps, warmup):
+    """The timed steps' (after the warm-up) GPU milliseconds: median, spread, and wall median."""
+    import statistics
+    t = steps[warmup:]
+    if not t:
+        return None
+    g = sorted(s["gpu_ms"] for s in t)
+
+    def q(p):
+        return g[min(len(g) - 1, max(0, int(round(p * (len(g) - 1)))))]
+    return {"from_step": warmup, "n": len(t), "median_gpu_ms": statistics.median(g), "min_gpu_ms": g[0],
+            "max_gpu_ms": g[-1], "p10_gpu_ms": q(0.1), "p90_gpu_ms": q(0.9),
+            "median_wall_ms": statistics.median(s["wall_ms"] for s in t),
+            "warmup_wall_s": sum(s["wall_ms"] for s in steps[:warmup]) / 1e3}
 
 
 def worker(cfg, result_path, trace_dir, cpu=False):
@@ -249,15 +337,30 @@ def worker(cfg, result_path, trace_dir, cpu=False):
     if cpu:
         torch.manual_seed(0)
         model = build(torch, cfg, dcfg, torch.device("cpu"))
+        compiled = None
+        if cfg.get("compile"):
+            # the lines share this process: each one's counters and caches its own
+            import torch._dynamo
+            from torch._dynamo.utils import counters
+            torch._dynamo.reset()
+            counters.clear()
+            compiled = compile_blocks(torch, cfg, model, cpu=True)
         loss_fn = make_step(torch, cfg, model, torch.device("cpu"))
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
-        loss = loss_fn()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        # compiled: a second step, so that a recompilation in a steady step shows in the counters
+        for _ in range(2 if compiled else 1):
+            loss = loss_fn()
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
         print(f"  cpu check {cfg['name']}: loss {loss.item():.4f}, {sum(p.numel() for p in model.parameters())} "
               f"params, {sum(p.numel() for p in params)} trainable", flush=True)
+        if compiled:
+            c = dynamo_counters()
+            print(f"    compiled (aot_eager on the CPU, not Inductor) {', '.join(compiled)}: unique graphs "
+                  f"{c.get('stats', {}).get('unique_graphs', 0)}, graph breaks {sum(c.get('graph_break', {}).values())}",
+                  flush=True)
         return
     idle_mib = ml.nvml_device_used_mib(index=int(os.environ.get("VRSIM_NVML_INDEX", "0")))
     dev = torch.device("cuda", 0)
@@ -298,11 +401,19 @@ def worker(cfg, result_path, trace_dir, cpu=False):
     rec["n_trainable"] = sum(p.numel() for p in params)
     rec["after_build_alloc_mib"] = torch.cuda.memory_allocated(dev) / MIB
     rec["after_build_reserved_mib"] = torch.cuda.memory_reserved(dev) / MIB
+    if cfg.get("compile"):
+        # after checkpointing and the adapters, so that the blocks' graphs hold both
+        rec["compiled_classes"] = compile_blocks(torch, cfg, model)
     loss_fn = make_step(torch, cfg, model, dev)
     rec["after_inputs_alloc_mib"] = torch.cuda.memory_allocated(dev) / MIB
+    # the warm-up steps (compilation in the first) are recorded with the others; the timed
+    # summary is over the steps after them
+    warmup = int(cfg.get("warmup", 0))
 
     steps, oom = [], None
     for step in range(nsteps):
+        if cfg.get("compile") and step == warmup:
+            rec["dynamo_warmup"] = dynamo_counters()
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats(dev)
         ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -340,12 +451,19 @@ def worker(cfg, result_path, trace_dir, cpu=False):
             fname = f"fulltrace_{cfg['name']}.csv.gz"
             rec["trace"], rec["trace_steps"] = fname, 2
             rec["trace_events"] = ml.finish_trace(os.path.join(trace_dir, fname), stacks=stacks)
-        print(f"  {cfg['name']} step {step}: gpu {steps[-1]['gpu_ms']:.1f} ms, peak alloc "
-              f"{steps[-1]['peak_alloc_mib']:.2f} MiB, reserved {steps[-1]['peak_reserved_mib']:.0f} MiB", flush=True)
+        if step <= warmup or step == nsteps - 1:
+            print(f"  {cfg['name']} step {step}: gpu {steps[-1]['gpu_ms']:.1f} ms, wall {steps[-1]['wall_ms']:.0f} ms, "
+                  f"peak alloc {steps[-1]['peak_alloc_mib']:.2f} MiB, reserved {steps[-1]['peak_reserved_mib']:.0f} MiB",
+                  flush=True)
     if oom is not None:
         rec["oom_at_step"] = oom[0]
         rec["oom_msg"] = str(oom[1])[:600]
     rec["steps"] = steps
+    if warmup and oom is None:
+        rec["timed"] = timed_summary(steps, warmup)
+    if cfg.get("compile"):
+        # a change from dynamo_warmup is a recompilation inside the timed steps
+        rec["dynamo_end"] = dynamo_counters()
     if cfg.get("host_bench") and oom is None:
         # the host's speed beside a host-bound run (measure_sdxl_steps.host_fields)
         from measure_sdxl_steps import host_fields
@@ -371,6 +489,12 @@ def cpu_cut(cfg):
         cut.update(num_layers=1, num_single_layers=1, num_attention_heads=2)
     elif cfg["model"] == "sd3":
         cut.update(num_layers=1, num_attention_heads=2, caption_projection_dim=128)
+    elif cfg["model"] == "sdxl-base-unet":
+        # SDXL's three levels and its text_time conditioning, narrow (attention_head_dim is the
+        # head count in SDXL's config)
+        cut.update(block_out_channels=[32, 64, 64], attention_head_dim=[1, 2, 2], norm_num_groups=8,
+                   transformer_layers_per_block=[1, 1, 1], cross_attention_dim=64, addition_time_embed_dim=8,
+                   projection_class_embeddings_input_dim=6 * 8 + 32)
     else:
         cut.update(block_out_channels=[32, 32, 64, 64], attention_head_dim=2, norm_num_groups=8,
                    cross_attention_dim=768)
@@ -453,8 +577,10 @@ def main():
                 f.write(json.dumps(rec) + "\n")
             n_ok += 1
             last = rec["steps"][-1] if rec["steps"] else {}
+            med = (rec.get("timed") or {}).get("median_gpu_ms", float("nan"))
             log(f"DONE {cfg['name']} in {dt:.1f} s: peak_alloc {last.get('peak_alloc_mib', float('nan')):.2f} "
-                f"peak_reserved {last.get('peak_reserved_mib', float('nan')):.0f} gpu_ms {last.get('gpu_ms', float('nan')):.1f}")
+                f"peak_reserved {last.get('peak_reserved_mib', float('nan')):.0f} gpu_ms {last.get('gpu_ms', float('nan')):.1f}"
+                f" timed median {med:.1f}")
         else:
             log(f"FAIL {cfg['name']} after {dt:.1f} s: rc={rc}")
     log(f"{n_ok} of {len(configs)} configurations measured into {a.out}")

@@ -27,11 +27,14 @@ GPUS = {"h200": ("NVIDIA H200", H200_MIB), "h100": ("NVIDIA H100 80GB HBM3", 815
 RECORD = {"torch": "2.11.0+cu130", "gpu": "NVIDIA H200", "transformers": "5.17.0", "peft": "0.21.0",
           "total_mib": H200_MIB, "n_params": 1, "n_trainable": 1}
 # plan fields that steer the harness only
-HARNESS_ONLY = ("timeout_s", "trace", "retry_blocking", "host_bench")
+HARNESS_ONLY = ("timeout_s", "trace", "retry_blocking", "host_bench", "warmup")
+# vrsim's steps after the optimizer's first are alike (sim/cmd_validate.c): a plan of many timed
+# steps is predicted from its fourth, not simulated step by step
+PREDICT_STEPS = 4
 
 
 def placeholder(cfg, gpu="h200"):
-    if cfg.get("model") in ("flux", "sd3", "sd"):
+    if cfg.get("model") in ("flux", "sd3", "sd", "sdxl-base-unet"):
         # a measure_diffusers.py line: its record reads and cuts the config file the line names
         import measure_diffusers
         rec = measure_diffusers.record_fields(cfg)
@@ -41,7 +44,7 @@ def placeholder(cfg, gpu="h200"):
     rec["gpu"], rec["total_mib"] = GPUS[gpu]
     rec["steps"] = [{"step": i, "wall_ms": 1.0, "gpu_ms": 1.0, "peak_alloc_mib": 1.0,
                      "peak_reserved_mib": 1.0, "end_alloc_mib": 1.0, "end_reserved_mib": 1.0,
-                     "num_alloc_retries": 0} for i in range(cfg.get("steps", 4))]
+                     "num_alloc_retries": 0} for i in range(min(cfg.get("steps", 4), PREDICT_STEPS))]
     return rec
 
 

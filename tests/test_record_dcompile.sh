@@ -1,0 +1,73 @@
+#!/bin/sh
+# test_record_dcompile.sh: every line of the compiled-diffusion plan
+# (validation/harness/plans/plan_gen7_dcompile.jsonl, measure_diffusers.py) is a record vrsim
+# validate simulates; a record with compile = true is the scenario with training.compile = true
+# (the compiled line of each pair predicts another peak than its eager twin), an SDXL record's
+# diffusers_config reaches the model (the cut UNet's parameter count), and an SDXL UNet record
+# that says its text encoders ran is skipped, naming it.
+#
+#   VRSIM=./vrsim sh tests/test_record_dcompile.sh
+set -u
+
+VRSIM=${VRSIM:-./vrsim}
+cd "$(dirname "$0")/.." || exit 1
+[ -x "$VRSIM" ] || { echo "test_record_dcompile: $VRSIM is not an executable (set VRSIM)" >&2; exit 1; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/vrsim-dcompile.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT INT TERM
+
+# the plan's lines as measure_diffusers.py's records (predict_plan.py's placeholder
+# measurements: the record fields the harness writes), and one SDXL line saying frozen encoders
+python3 - "$TMP/recs.jsonl" <<'PY' || exit 1
+import json, sys
+sys.path.insert(0, "validation/harness")
+from predict_plan import placeholder
+plan = [json.loads(l) for l in open("validation/harness/plans/plan_gen7_dcompile.jsonl")]
+with open(sys.argv[1], "w") as f:
+    for c in plan:
+        rec = placeholder(c, "h100")
+        if c.get("compile"):
+            # what the harness adds to a compiled line's record (information only)
+            rec.update(compiled_classes=["BasicTransformerBlock"], dynamo_warmup={"stats": {"unique_graphs": 2}},
+                       dynamo_end={"stats": {"unique_graphs": 2}},
+                       timed={"from_step": 3, "n": 1, "median_gpu_ms": 1.0})
+        f.write(json.dumps(rec) + "\n")
+    sdxl = [c for c in plan if c["model"] == "sdxl-base-unet"][0]
+    rec = placeholder(dict(sdxl, name="bad-sdxl-encoders"), "h100")
+    rec["text_encoders"] = "frozen"
+    f.write(json.dumps(rec) + "\n")
+PY
+"$VRSIM" validate --json "$TMP/recs.jsonl" >"$TMP/rows.json" 2>"$TMP/err" || { cat "$TMP/err"; exit 1; }
+"$VRSIM" validate "$TMP/recs.jsonl" >"$TMP/table.txt" 2>&1
+python3 - "$TMP/rows.json" "$TMP/table.txt" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+table = open(sys.argv[2]).read()
+plan = [json.loads(l) for l in open("validation/harness/plans/plan_gen7_dcompile.jsonl")]
+fails = 0
+def check(ok, msg):
+    global fails
+    print(("ok   " if ok else "FAIL ") + msg)
+    fails += not ok
+pred = {}
+for r in rows:
+    pred.setdefault(r["config"], {})[r["metric"]] = r["predicted"]
+names = [c["name"] for c in plan]
+check(all("peak_allocated" in pred.get(n, {}) for n in names),
+      "every plan line is simulated (%d of %d)" % (sum("peak_allocated" in pred.get(n, {}) for n in names), len(names)))
+if fails:
+    sys.exit(1)
+for c in plan:
+    if not c.get("compile"):
+        continue
+    twin = c["name"].replace("-compile", "-eager")
+    a, e = pred[c["name"]]["peak_allocated"] / 2**20, pred[twin]["peak_allocated"] / 2**20
+    check(a < e, "%s: compiled peak allocated %.1f < eager %.1f MiB" % (c["name"], a, e))
+sdxl = [c["name"] for c in plan if c["model"] == "sdxl-base-unet"][0]
+n = pred[sdxl].get("n_params")
+check(n is not None and n < 2567463684,
+      "%s: the cut config's UNet, %s parameters (SDXL base's has 2,567,463,684)" % (sdxl, n))
+line = [l for l in table.splitlines() if l.strip().startswith("bad-sdxl-encoders ")]
+check(bool(line) and "skipped" in line[0] and "text_encoders 'frozen'" in line[0],
+      "an SDXL UNet record with frozen text encoders is skipped, naming it (%s)" % (line[0].strip() if line else "no line"))
+sys.exit(1 if fails else 0)
+PY
