@@ -129,7 +129,13 @@ def run(args):
     from litgpt.args import EvalArgs, TrainArgs
     from litgpt.data.base import get_sft_collate_fn
     from litgpt.lora import GPT, Config, mark_only_lora_as_trainable
-    from litgpt.utils import instantiate_bnb_optimizer, instantiate_torch_optimizer, num_parameters
+    import litgpt.utils as lit_utils
+    from litgpt.utils import num_parameters
+    import inspect
+    # litgpt of April 2024 (0.4.0.dev0, the published QLoRA rows' 43c44323) made its optimizer in
+    # main() from train.learning_rate etc. and had no instantiate_*_optimizer, no StableEmbedding
+    # swap, no num_nodes argument: the same lines of that release are run below
+    era_2404 = not hasattr(lit_utils, "instantiate_bnb_optimizer")
 
     cuda = not args.cpu_check
     tracing = cuda and bool(args.trace_dir)
@@ -142,10 +148,12 @@ def run(args):
     fields = set(TrainArgs.__dataclass_fields__)
     train = TrainArgs(**{k: v for k, v in tr.items() if k in fields})
     train.max_steps = args.steps
-    train.save_interval = None          # no checkpoint files
+    train.save_interval = 10**9         # no checkpoint files (2024's fit() needs an int)
     train.epochs = train.epochs or 1
-    ev = EvalArgs(interval=10**9, max_new_tokens=100, max_iters=100, initial_validation=False,
-                  final_validation=False)
+    ev_fields = set(EvalArgs.__dataclass_fields__)
+    ev = EvalArgs(**{k: v for k, v in dict(interval=10**9, max_new_tokens=100, max_iters=100,
+                                            initial_validation=False, final_validation=False).items()
+                     if k in ev_fields})
     lora_script.validate_args(train, ev)
     quantize = s.get("quantize")
     precision = s.get("precision") or "bf16-true"
@@ -180,7 +188,7 @@ def run(args):
 
     # main(): litgpt/finetune/lora.py's lines in order (load_checkpoint left out: random weights)
     mb = train.micro_batch_size
-    accum = train.gradient_accumulation_iters(1, 1)
+    accum = train.gradient_accumulation_iters(1) if era_2404 else train.gradient_accumulation_iters(1, 1)
     seq = train.max_seq_length or 512
     n_samples = mb * accum * args.steps
     lr_max_steps = min(train.epochs * (n_samples // mb // accum), train.max_steps)
@@ -192,8 +200,19 @@ def run(args):
     n_frozen = num_parameters(model, requires_grad=False)
     model = fabric.setup_module(model)
     opt_cfg = s.get("optimizer", "AdamW")
-    if isinstance(fabric.strategy.precision, BitsandbytesPrecision):
-        optimizer = instantiate_bnb_optimizer(opt_cfg, model.parameters())
+    if era_2404:
+        trainable_params = [p for p in model.parameters() if p.requires_grad]
+        if isinstance(fabric.strategy.precision, BitsandbytesPrecision):
+            import bitsandbytes as bnb
+
+            optimizer_cls = bnb.optim.PagedAdamW
+        else:
+            optimizer_cls = torch.optim.AdamW
+        optimizer = optimizer_cls(
+            trainable_params, lr=train.learning_rate, weight_decay=train.weight_decay, betas=(train.beta1, train.beta2)
+        )
+    elif isinstance(fabric.strategy.precision, BitsandbytesPrecision):
+        optimizer = lit_utils.instantiate_bnb_optimizer(opt_cfg, model.parameters())
 
         from bitsandbytes.nn import StableEmbedding
 
@@ -205,7 +224,7 @@ def run(args):
             device=old_embedding.weight.device, dtype=old_embedding.weight.dtype
         )
     else:
-        optimizer = instantiate_torch_optimizer(opt_cfg, model.parameters())
+        optimizer = lit_utils.instantiate_torch_optimizer(opt_cfg, model.parameters())
     optimizer = fabric.setup_optimizers(optimizer)
     scheduler = lora_script.get_lr_scheduler(optimizer, warmup_steps=train.lr_warmup_steps, max_steps=lr_max_steps)
 
@@ -213,7 +232,8 @@ def run(args):
            "set": args.set, "quantize": quantize, "precision": s.get("precision"),
            "micro_batch": mb, "accum": accum, "seq": seq, "steps": args.steps,
            "n_trainable": n_trainable, "n_frozen": n_frozen,
-           "litgpt": getattr(litgpt, "__version__", None) or _dist_version("litgpt"),
+           "litgpt": _dist_version("litgpt") or ("0.4.0.dev0 (43c44323)" if era_2404 else None),
+           "litgpt_file": litgpt.__file__, "era_2404": era_2404,
            "lightning": L.__version__, "torch": torch.__version__,
            "bitsandbytes": _dist_version("bitsandbytes"), "note": note}
     if cuda:
@@ -264,9 +284,11 @@ def run(args):
     lora_script.Tokenizer = lambda _checkpoint_dir: None
     out_dir = os.path.join(args.work_dir, args.name)
     from pathlib import Path
-    lora_script.fit(fabric=fabric, model=model, optimizer=optimizer, scheduler=scheduler,
+    fit_args = dict(fabric=fabric, model=model, optimizer=optimizer, scheduler=scheduler,
                     train_dataloader=train_dl, val_dataloader=val_dl, devices=1, num_nodes=1,
                     checkpoint_dir=Path(out_dir), out_dir=Path(out_dir), train=train, eval=ev, data=None)
+    fit_params = inspect.signature(lora_script.fit).parameters
+    lora_script.fit(**{k: v for k, v in fit_args.items() if k in fit_params})
     rec["steps_rec"] = steps
     if cuda:
         rec["peak_alloc_mib"] = max([rec["build_peak_alloc_mib"]] + [x["peak_alloc_mib"] for x in steps])
@@ -300,8 +322,8 @@ def _dist_version(name):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--yaml", default=os.path.join(HERE, "..", "..", "tests", "data", "recipes",
-                                                   "litgpt_llama2_7b_qlora.yaml"))
+    ap.add_argument("--yaml", default=os.path.relpath(os.path.join(HERE, "..", "..", "tests", "data", "recipes",
+                                                                   "litgpt_llama2_7b_qlora.yaml")))
     ap.add_argument("--model", default="Llama-2-7b-hf", help="litgpt Config.from_name name")
     ap.add_argument("--layers", type=int, default=0, help="cut the model to this many layers")
     ap.add_argument("--set", action="append", default=[], help="override a config key: key=value")
@@ -326,6 +348,16 @@ def main():
     print(line, flush=True)
     if args.cpu_check:
         assert len(rec["steps_rec"]) == 1, "fit() ran no optimizer step"
+        # the peak summary on a known history: 300 bytes live after the second alloc, both named
+        fr = [{"filename": "/x/litgpt/model.py", "line": 7, "name": "forward"}]
+        h = [{"action": "alloc", "addr": 1, "size": 100, "frames": fr},
+             {"action": "alloc", "addr": 2, "size": 200, "frames": fr},
+             {"action": "free_requested", "addr": 1, "size": 100}, {"action": "free_completed", "addr": 1, "size": 100},
+             {"action": "alloc", "addr": 3, "size": 50, "frames": fr},
+             {"action": "free_requested", "addr": 2, "size": 200}]
+        pk = peak_blocks(h)
+        assert pk["peak_event"] == 1 and pk["n_live"] == 2 and pk["by_frames"][0]["n"] == 2, pk
+        assert pk["by_frames"][0]["frames"] == "litgpt/model.py:7:forward", pk
         print("cpu check: litgpt's GPT with LoRA, mark_only_lora_as_trainable, fit() through one "
               "optimizer step: ok" + ("; " + "; ".join(rec["note"]) if rec["note"] else ""))
 
