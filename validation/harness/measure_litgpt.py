@@ -176,7 +176,17 @@ def run(args):
     note = []
     if quantize is not None and quantize.startswith("bnb."):
         if args.cpu_check:
-            note.append(f"--quantize {quantize} skipped: bitsandbytes' 4-bit layers need CUDA")
+            # Lightning's connector refuses BitsandbytesPrecision off CUDA; what runs here is the
+            # plugin and its layer class (no quantization: Params4bit quantizes on the move to CUDA)
+            msg = f"--quantize {quantize} skipped: Lightning runs BitsandbytesPrecision on CUDA only"
+            try:
+                p = BitsandbytesPrecision(quantize[4:], torch.bfloat16)
+                with p.module_init_context():
+                    layer = torch.nn.Linear(64, 64)
+                msg += f" (the plugin builds {type(layer).__name__} with {type(layer.weight).__name__})"
+            except Exception as e:  # bitsandbytes not installed here
+                msg += f" (the plugin not built: {type(e).__name__}: {e})"
+            note.append(msg)
             quantize = None
         else:
             dtype = {"16-true": torch.float16, "bf16-true": torch.bfloat16, "32-true": torch.float32}[precision]
@@ -232,7 +242,7 @@ def run(args):
            "set": args.set, "quantize": quantize, "precision": s.get("precision"),
            "micro_batch": mb, "accum": accum, "seq": seq, "steps": args.steps,
            "n_trainable": n_trainable, "n_frozen": n_frozen,
-           "litgpt": _dist_version("litgpt") or ("0.4.0.dev0 (43c44323)" if era_2404 else None),
+           "litgpt": "0.4.0.dev0 (43c44323)" if era_2404 else _dist_version("litgpt"),
            "litgpt_file": litgpt.__file__, "era_2404": era_2404,
            "lightning": L.__version__, "torch": torch.__version__,
            "bitsandbytes": _dist_version("bitsandbytes"), "note": note}
