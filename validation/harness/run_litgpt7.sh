@@ -31,6 +31,8 @@
 # its `import pkg_resources` (setuptools dropped it in 81) gets a one-function stand-in.
 set -u
 cd "$(dirname "$0")/../.."
+# the wheels' folder (ignored by git; carried to the GPU machine): exactly the set named above
+export WHL=${WHL:-.whl}
 PRED=validation/results/litgpt7_predictions_h100.jsonl
 HF_PLAN=validation/harness/plans/plan_litgpt7_hf.jsonl
 Y2404=validation/harness/plans/litgpt7_llama2_7b_qlora_43c44323.yaml
@@ -52,20 +54,20 @@ LINES=(
 fetch_wheels() {
   local P="--platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any"
   local PD="python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $P"
-  mkdir -p .whl/era2404
-  $PD -d .whl litgpt==0.5.13 lightning==2.6.6 lightning-utilities==0.15.3 jsonargparse==4.41.0 \
+  mkdir -p $WHL/era2404
+  $PD -d $WHL litgpt==0.5.13 lightning==2.6.6 lightning-utilities==0.15.3 jsonargparse==4.41.0 \
     docstring-parser==0.18.0 typeshed-client==2.15.0 torchmetrics==1.9.0 psutil==7.2.2 bitsandbytes==0.50.2 \
     peft==0.21.2 transformers==5.25.0 huggingface_hub==2.4.0 httpx2==2.17.0 httpcore2==2.17.0 truststore==0.10.5 \
     hf-xet==1.8.0 click==8.5.1 tomlkit==0.15.3 regex==2026.5.9 kernels==0.19.1 || return 1
-  $PD -d .whl/era2404 lightning==2.3.0 || return 1
+  $PD -d $WHL/era2404 lightning==2.3.0 || return 1
   if [ -z "${LITGPT_CLONE:-}" ]; then
     LITGPT_CLONE=$(mktemp -d)/litgpt
     git clone -q https://github.com/Lightning-AI/litgpt "$LITGPT_CLONE" || return 1
   fi
-  git -C "$LITGPT_CLONE" archive --format=tar.gz 43c44323 litgpt > .whl/era2404/litgpt-43c44323-src.tar.gz || return 1
+  git -C "$LITGPT_CLONE" archive --format=tar.gz 43c44323 litgpt > $WHL/era2404/litgpt-43c44323-src.tar.gz || return 1
   python3 - <<'EOF'
 import glob, os, re, zipfile
-src = glob.glob(".whl/bitsandbytes-0.50.2-*.whl")[0]
+src = glob.glob(os.environ.get("WHL", ".whl") + "/bitsandbytes-0.50.2-*.whl")[0]
 drop = re.compile(r"bitsandbytes/libbitsandbytes_(cuda1(18|21|24|26|28|32)|rocm\d+)\.so$")
 with zipfile.ZipFile(src) as zin, zipfile.ZipFile(src + ".tmp", "w", zipfile.ZIP_DEFLATED) as zout:
     for i in zin.infolist():
@@ -77,7 +79,7 @@ with zipfile.ZipFile(src) as zin, zipfile.ZipFile(src + ".tmp", "w", zipfile.ZIP
         zout.writestr(i, data)
 os.replace(src + ".tmp", src)
 EOF
-  du -cb .whl/*.whl .whl/era2404/* | tail -1
+  du -cb $WHL/*.whl $WHL/era2404/* | tail -1
 }
 
 predict() {
@@ -127,11 +129,11 @@ if [ "${1:-}" = "--dry-run" ]; then
   # no GPU: each litgpt release through one optimizer step of a tiny config (quantization skipped)
   S=$(mktemp -d); S24=$(mktemp -d)
   # litgpt's own stack only (pure-Python wheels: this machine's Python need not be the GPU image's 3.12)
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$S" .whl/litgpt-*.whl .whl/lightning-*.whl \
-    .whl/lightning_utilities-*.whl .whl/jsonargparse-*.whl .whl/docstring_parser-*.whl .whl/typeshed_client-*.whl \
-    .whl/torchmetrics-*.whl .whl/bitsandbytes-*.whl 2>&1 | grep -v "^WARNING" | tail -2
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$S24" .whl/era2404/lightning-*.whl 2>&1 | grep -v "^WARNING" | tail -2
-  tar -xzf .whl/era2404/litgpt-43c44323-src.tar.gz -C "$S24"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$S" $WHL/litgpt-*.whl $WHL/lightning-*.whl \
+    $WHL/lightning_utilities-*.whl $WHL/jsonargparse-*.whl $WHL/docstring_parser-*.whl $WHL/typeshed_client-*.whl \
+    $WHL/torchmetrics-*.whl $WHL/bitsandbytes-*.whl 2>&1 | grep -v "^WARNING" | tail -2
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$S24" $WHL/era2404/lightning-*.whl 2>&1 | grep -v "^WARNING" | tail -2
+  tar -xzf $WHL/era2404/litgpt-43c44323-src.tar.gz -C "$S24"
   python3 -c "import pkg_resources" 2>/dev/null || printf 'def declare_namespace(name):\n    pass\n' > "$S24/pkg_resources.py"
   rc=0
   PYTHONPATH=$S python3 validation/harness/measure_litgpt.py --cpu-check --name lit-dry 2>&1 | tail -1 || rc=1
@@ -148,9 +150,9 @@ W=/tmp/litgpt7-run; rm -rf "$W"; mkdir -p "$W/traces"
 export PYTHONUNBUFFERED=1 USE_HUB_KERNELS=NO TOKENIZERS_PARALLELISM=false
 elapsed() { echo $(( $(date +%s) - T0 )); }
 LOG=$OUT/log_litgpt7.txt
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl 2>&1 | grep -v "^WARNING\|already exists" | tail -3
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site2404 .whl/era2404/lightning-*.whl 2>&1 | grep -v "^WARNING\|already exists" | tail -3
-tar -xzf .whl/era2404/litgpt-43c44323-src.tar.gz -C /tmp/site2404
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $WHL/*.whl 2>&1 | grep -v "^WARNING\|already exists" | tail -3
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site2404 $WHL/era2404/lightning-*.whl 2>&1 | grep -v "^WARNING\|already exists" | tail -3
+tar -xzf $WHL/era2404/litgpt-43c44323-src.tar.gz -C /tmp/site2404
 python3 -c "import pkg_resources" 2>/dev/null || printf 'def declare_namespace(name):\n    pass\n' > /tmp/site2404/pkg_resources.py
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
