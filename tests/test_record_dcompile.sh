@@ -71,3 +71,31 @@ check(bool(line) and "skipped" in line[0] and "text_encoders 'frozen'" in line[0
       "an SDXL UNet record with frozen text encoders is skipped, naming it (%s)" % (line[0].strip() if line else "no line"))
 sys.exit(1 if fails else 0)
 PY
+rc=$?
+# the measured runs (validation/results/gen7_dcompile_records_h100.jsonl, one H100): every line's
+# peak allocated within 3 % (the compiled blocks' saved tensors as the partitioner chose them),
+# the step time held to the timed steps' median (record field `timed`), and the compiled Flux
+# blocks' step time within 12 % (the regional compile's kernels; SD 3.5's and SDXL's compiled
+# lines are host-bound and off, docs/techniques.md)
+"$VRSIM" validate --json validation/results/gen7_dcompile_records_h100.jsonl >"$TMP/meas.json" 2>/dev/null
+python3 - "$TMP/meas.json" validation/results/gen7_dcompile_records_h100.jsonl <<'PY' || rc=1
+import json, sys
+rows = json.load(open(sys.argv[1]))
+recs = {json.loads(l)["name"]: json.loads(l) for l in open(sys.argv[2])}
+bad = 0
+def check(ok, what):
+    global bad
+    print(("ok   " if ok else "FAIL ") + what); bad += not ok
+alloc = [r for r in rows if r["metric"] == "peak_allocated"]
+check(len(alloc) == 8 and all(abs(r["rel_error"]) <= 0.03 for r in alloc),
+      "measured compiled/eager diffusion: peak allocated within 3 %% on %d lines (worst %+.2f %%)"
+      % (len(alloc), 100 * max((r["rel_error"] for r in alloc), key=abs)))
+st = {r["config"]: r for r in rows if r["metric"] == "step_time"}
+f = st["gen7-flux-dev-d2s4-lora-r1024-flash-compile"]
+check(abs(f["measured"] - recs[f["config"]]["timed"]["median_gpu_ms"]) < 1e-6,
+      "validate holds a record with a timed summary to its median (%.2f ms, last step %.2f)"
+      % (f["measured"], recs[f["config"]]["steps"][-1]["gpu_ms"]))
+check(abs(f["rel_error"]) <= 0.12, "compiled Flux blocks: step time %+.1f %% within 12 %%" % (100 * f["rel_error"]))
+sys.exit(1 if bad else 0)
+PY
+exit $rc
