@@ -107,12 +107,15 @@ SHELL_TESTS := tests/scenario_tests.sh \
   tests/test_sdpa_tables.sh \
   tests/test_fp8_gemm.sh
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-# Left out of the sanitizer pass: the four slowest scripts, whose C paths (the engine, the
-# allocator, the readers and writers, maxbatch, sweep, the pipeline's schedule: test_cp_ep.sh runs
-# cp beside 1F1B and build/tests/test_pipeline the schedules) the other scripts run under the
-# sanitizers too; what they add is model shapes and answers (test_pipeline.sh: torchtitan's 405B
-# rows), which are Lua and checked by the first pass.
-SAN_SKIP := tests/scenario_tests.sh tests/test_sdxl.sh tests/test_published.sh tests/test_pipeline.sh
+# Left out of the sanitizer pass: the slowest scripts, whose C paths (the engine, the allocator,
+# the readers and writers, maxbatch, sweep, the pipeline's schedule: test_cp_ep.sh runs cp beside
+# 1F1B and build/tests/test_pipeline the schedules; config.json: test_inputs.sh, test_hostile.sh,
+# test_kbit.sh; --alloc-trace: test_inputs.sh, test_moe.sh, test_mla.sh) the other scripts run under the sanitizers too; what they add is
+# model shapes and answers (test_pipeline.sh: torchtitan's 405B rows; test_families.sh: the
+# families' configs), which are Lua and checked by the first pass, and the oracle's comparisons
+# (test_oracle.sh), which are Python over the same --alloc-trace.
+SAN_SKIP := tests/scenario_tests.sh tests/test_sdxl.sh tests/test_published.sh tests/test_pipeline.sh \
+  tests/test_families.sh tests/test_oracle.sh
 
 # Unit tests of this build, then the command-line tests with this build's binary.
 unit: $(TEST_BIN) $(BUILD)/vrsim
