@@ -110,10 +110,10 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Left out of the sanitizer pass: the slowest scripts, whose C paths (the engine, the allocator,
 # the readers and writers, maxbatch, sweep, the pipeline's schedule: test_cp_ep.sh runs cp beside
 # 1F1B and build/tests/test_pipeline the schedules; config.json: test_inputs.sh, test_hostile.sh,
-# test_kbit.sh; --alloc-trace: test_inputs.sh, test_moe.sh, test_mla.sh) the other scripts run under the sanitizers too; what they add is
-# model shapes and answers (test_pipeline.sh: torchtitan's 405B rows; test_families.sh: the
-# families' configs), which are Lua and checked by the first pass, and the oracle's comparisons
-# (test_oracle.sh), which are Python over the same --alloc-trace.
+# test_kbit.sh; --alloc-trace: test_inputs.sh, test_moe.sh, test_mla.sh) the other scripts run
+# under the sanitizers too; what they add is model shapes and answers (test_pipeline.sh:
+# torchtitan's 405B rows; test_families.sh: the families' configs), which are Lua and checked by
+# the first pass, and the oracle's comparisons (test_oracle.sh), Python over the same --alloc-trace.
 SAN_SKIP := tests/scenario_tests.sh tests/test_sdxl.sh tests/test_published.sh tests/test_pipeline.sh \
   tests/test_families.sh tests/test_oracle.sh
 
