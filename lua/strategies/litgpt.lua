@@ -152,8 +152,11 @@ end
 -- conv1d is one grouped conv1d where n_head == n_query_groups, else one conv1d per enabled part
 -- on input.chunk / lora_B.split, then torch.cat. zero_pad (where a part is not enabled):
 -- x.new_zeros(..., out_features).index_copy_(-1, self.lora_ind, after_B), lora_ind a clone of
--- the index buffer the first call registers (kept by IndexCopyBackward0). pretrained, after_A,
--- after_B and lora are locals until the function returns.
+-- the index buffer the first call registers. IndexCopyBackward0 keeps the index and the source
+-- too (derivatives.yaml's source gradient is grad.index_select(dim, index).expand_as(source):
+-- the whole tensor is saved, not its sizes), so after_B, a view of conv1d's output (of
+-- torch.cat's where the parts differ), holds that (b, width, t) storage until the layer's
+-- backward. pretrained, after_A, after_B and lora are locals until the function returns.
 local function qkv_forward(cx, m, x)
   local ad = m.lora
   local s, on, q = ad.cfg, ad.cfg.litgpt_qkv, m.litgpt_qkv
@@ -210,7 +213,7 @@ local function qkv_forward(cx, m, x)
     padded = { id = cx.G:tensorv(name .. ".zero_pad", 0, nn.numel(zeros.shape), x.dtype, nil, true, nil, nil, nil,
                                  nil, zeros.id), shape = zeros.shape, dtype = x.dtype, rg = true, base = zeros }
     nn.op(cx, { name = name .. ".index_copy_", kind = "strided", inputs = { zeros, after_B, ind }, out_tensors = { padded },
-                saves = { ind }, grads = { "none", { dtype = x.dtype }, "none" }, frees = { zeros, ind },
+                saves = { ind, after_B }, grads = { "none", { dtype = x.dtype }, "none" }, frees = { zeros, ind },
                 bytes = 2 * nn.bytes(after_B.shape, x.dtype) })
   end
   local lora = nn.op(cx, { name = name .. ".lora_scale", inputs = { padded }, frees = zeros and { padded } or {},
