@@ -3,8 +3,9 @@
 -- transformers + peft on the same weights (training.framework = "litgpt"):
 --
 --   head        fit() calls model(input_ids, lm_head_chunk_size=128): lm_head runs on 128-token
---               chunks of ln_f's output, and utils.chunked_cross_entropy takes the bf16 logits
---               of each chunk as they are (vrsim/lm_loss.lua litgpt_chunked);
+--               chunks of ln_f's output; the Fabric wrapper's convert_output hands fit() fp32
+--               copies of the chunks, and utils.chunked_cross_entropy takes those as they are
+--               (vrsim/lm_loss.lua litgpt_chunked);
 --   quantize    --quantize bnb.nf4 (bnb.nf4-dq: training.quant_double): BitsandbytesPrecision
 --               has no ignore_modules there, so every nn.Linear made under fabric.init_module,
 --               lm_head too, is _NF4Linear (compress_statistics=False for bnb.nf4), quantized
@@ -24,7 +25,8 @@
 --
 --   attention   CausalSelfAttention's one qkv Linear (q, k and v stacked; SDPA keeps the whole
 --               output through its v view) with LoRAQKVLinear on it: one dropout, lora_A over the
---               enabled parts, lora_B as conv1d, zero_pad's (b, s, q + k + v) tensor; grouped
+--               enabled parts, lora_B as conv1d, zero_pad's (b, s, q + k + v) tensor, whose
+--               index_copy_ keeps conv1d's output for its backward; grouped
 --               keys and values repeat_interleave'd to every query head; no KV cache in training;
 --   norms       litgpt's RMSNorm: fp32 through the weight product;
 --   logits      fit()'s `logits` list bound until the next forward returns.
@@ -33,7 +35,9 @@
 -- model simulated is the transformers one of the same config: litgpt's apply_rope multiplies by
 -- fp32 cos and sin, its MLP and block are transformers' ops of the same shapes), and the
 -- validation pass and generate_example that max_memory_allocated also covers (no saved
--- activations: below the training step's peak).
+-- activations: below the training step's peak), and under --quantize the layers GPT's
+-- construction builds, quantizes and replaces, which stay on the GPU until CPython's cyclic
+-- collector runs (M.notes says why).
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 
@@ -74,7 +78,7 @@ function M.refusal(t, fam, count)
       or "instantiate_torch_optimizer: torch.optim.AdamW"))
   end
   if t.loss ~= "full" then
-    return no(("loss %s: litgpt's head and loss are its own (128-token chunks, bf16 cross-entropy); leave "
+    return no(("loss %s: litgpt's head and loss are its own (128-token chunks, an fp32 cross-entropy on convert_output's copies); leave "
                .. "training.loss unset"):format(tostring(t.loss)))
   end
   for _, k in ipairs { "checkpointing", "compile", "compile_loss", "inference", "generate", "dpo", "float8", "data",
