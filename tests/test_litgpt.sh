@@ -287,7 +287,7 @@ check "framework litgpt with torchtitan's compiled loss" 2 "training.framework =
   $D/litgpt_llama2_7b_qlora.lua --set training.compile_loss=true --no-files
 check "framework: an unknown value" 2 "framework" -- $D/litgpt_llama2_7b_qlora.lua --set training.framework=nemo --no-files
 check "the run names what it does not simulate" 0 "its apply_rope \\(products with fp32 cos and sin\\) is transformers' rotary" -- $D/litgpt_llama2_7b_qlora.lua --no-files
-check "the run names the replaced layers CPython's collector frees" 0 "Params4bit \\(module=self\\) form a reference cycle" -- $D/litgpt_llama2_7b_qlora.lua --no-files
+check "the run names the replaced layers CPython's collector frees" 0 "bitsandbytes. Params4bit keeps module=self\\): their 4-bit weights and absmax stay on the GPU until CPython.s cyclic collector runs" -- $D/litgpt_llama2_7b_qlora.lua --no-files
 
 echo "test_litgpt: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

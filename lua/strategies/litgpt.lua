@@ -354,13 +354,15 @@ function M.notes(t)
       .. "the embedding after the optimizer is made (its bf16 gradient kept, in no optimizer), bnb.optim.PagedAdamW"
     -- lora.Block.__init__ runs BaseBlock's, which builds an attention and an MLP, then replaces
     -- both; lora.CausalSelfAttention replaces the base qkv and proj the same way. Under
-    -- BitsandbytesPrecision each replaced Linear was already quantized on the GPU, and bnb's
-    -- Linear4bit holds Params4bit(..., module=self), which holds the module back: a reference
-    -- cycle, freed only when CPython's cyclic collector reaches its generation.
+    -- BitsandbytesPrecision each replaced Linear was already quantized on the GPU, and the module
+    -- is in reference cycles: Lightning's _Linear4bit registers a load_state_dict pre-hook
+    -- partial(_quantize_on_load_hook, self.quantize_) (a bound method of itself), and bnb's
+    -- Linear4bit holds Params4bit(..., module=self), which holds the module back. It is freed only
+    -- when CPython's cyclic collector reaches its generation.
     n[#n + 1] = "training.framework = \"litgpt\" with quant = \"nf4\": the layers GPT's construction builds and "
       .. "replaces (lora.Block replaces BaseBlock's attention and MLP, lora.CausalSelfAttention the base qkv and "
-      .. "proj) are quantized before they are replaced, and bitsandbytes' Linear4bit and its Params4bit "
-      .. "(module=self) form a reference cycle: their 4-bit weights and absmax stay on the GPU until CPython's "
+      .. "proj) are quantized before they are replaced, and each is in reference cycles (Lightning's _Linear4bit "
+      .. "keeps a load_state_dict pre-hook bound to itself; bitsandbytes' Params4bit keeps module=self): their 4-bit weights and absmax stay on the GPU until CPython's "
       .. "cyclic collector runs, which follows the interpreter's own allocation counts and is not simulated "
       .. "(measured, Llama-2-7B on an H100: 6 replaced MLPs, 435 MiB, still held at the first step's peak, 3 "
       .. "(218 MiB) at the later steps')"
