@@ -78,8 +78,8 @@ function M.refusal(t, fam, count)
       or "instantiate_torch_optimizer: torch.optim.AdamW"))
   end
   if t.loss ~= "full" then
-    return no(("loss %s: litgpt's head and loss are its own (128-token chunks, an fp32 cross-entropy on convert_output's copies); leave "
-               .. "training.loss unset"):format(tostring(t.loss)))
+    return no(("loss %s: litgpt's head and loss are its own (128-token chunks, an fp32 cross-entropy on "
+               .. "convert_output's copies); leave training.loss unset"):format(tostring(t.loss)))
   end
   for _, k in ipairs { "checkpointing", "compile", "compile_loss", "inference", "generate", "dpo", "float8", "data",
                        "activation_offload", "optimizer_in_backward", "parallel", "deepspeed" } do
@@ -362,8 +362,9 @@ function M.notes(t)
     n[#n + 1] = "training.framework = \"litgpt\" with quant = \"nf4\": the layers GPT's construction builds and "
       .. "replaces (lora.Block replaces BaseBlock's attention and MLP, lora.CausalSelfAttention the base qkv and "
       .. "proj) are quantized before they are replaced, and each is in reference cycles (Lightning's _Linear4bit "
-      .. "keeps a load_state_dict pre-hook bound to itself; bitsandbytes' Params4bit keeps module=self): their 4-bit weights and absmax stay on the GPU until CPython's "
-      .. "cyclic collector runs, which follows the interpreter's own allocation counts and is not simulated "
+      .. "keeps a load_state_dict pre-hook bound to itself; bitsandbytes' Params4bit keeps module=self): their "
+      .. "4-bit weights and absmax stay on the GPU until CPython's cyclic collector runs, which follows the "
+      .. "interpreter's own allocation counts and is not simulated "
       .. "(measured, Llama-2-7B on an H100: 6 replaced MLPs, 435 MiB, still held at the first step's peak, 3 "
       .. "(218 MiB) at the later steps')"
   end
