@@ -892,7 +892,8 @@ local function causal_lm_forward(cx, m, ids)
       return loss
     end
     if r.loss == "litgpt_chunked" then
-      -- litgpt's fit(): the head on 128-token chunks, a bf16 cross-entropy per chunk
+      -- litgpt's fit(): the head on 128-token chunks, an fp32 cross-entropy per chunk on
+      -- convert_output's copies
       return LL.litgpt_chunked(cx, head, hf, r.batch, r.seq)
     end
     -- (compiled with the layers unless training.compile.loss = false)

@@ -305,10 +305,15 @@ end
 
 -- litgpt's head and loss in its fine-tuning loop (litgpt 0.5.13, finetune/lora.py fit): `logits =
 -- model(input_ids, lm_head_chunk_size=128)`, GPT.forward's `[self.lm_head(x_i) for x_i in
--- x.split(128, dim=1)]`, then `logits[-1] = logits[-1][..., :-1, :]` (a view) and
--- utils.chunked_cross_entropy(logits, targets[..., 1:]): per chunk F.cross_entropy on the bf16
--- logits as they are (no upcast; reduction="none": the chunk's bf16 log_softmax output saved, a
--- bf16 loss per row), then torch.cat(loss_chunks).sum() / non_masked_elems. Returns the loss.
+-- x.split(128, dim=1)]`. The model is Fabric's _FabricModule: its forward returns
+-- precision.convert_output(output), which for HalfPrecision and BitsandbytesPrecision alike is
+-- apply_to_collection(..., _convert_fp_tensor, dst_type=torch.get_default_dtype()) run outside
+-- forward_context, where the default dtype is fp32 again: each bf16 chunk gets an fp32 copy
+-- (ToCopyBackward0), and the bf16 list goes when the wrapper returns. Then `logits[-1] =
+-- logits[-1][..., :-1, :]` (a view) and utils.chunked_cross_entropy(logits, targets[..., 1:]):
+-- per chunk F.cross_entropy on those fp32 logits (reduction="none": the chunk's fp32
+-- log_softmax output saved, an fp32 loss per row), then torch.cat(loss_chunks).sum() /
+-- non_masked_elems. Returns the loss.
 M.LITGPT_CHUNK = 128
 
 function M.litgpt_chunked(cx, head, hf, b, s)
@@ -316,9 +321,17 @@ function M.litgpt_chunked(cx, head, hf, b, s)
   local sizes = {}
   for start = 0, s - 1, cs do sizes[#sizes + 1] = math.min(cs, s - start) end
   -- x.split(128, dim=1), [self.lm_head(x_i) for x_i in ...]
-  local logits = head_on_chunks(cx, head, hf, b, sizes, "x.split", false)
+  local chunks = head_on_chunks(cx, head, hf, b, sizes, "x.split", false)
   -- GPT.forward returns the list: ln_f's output is gone unless the head saved views of it
   nn.release(cx, { hf }, "GPT.forward returns: x")
+  -- _FabricModule.forward: convert_output makes the new list of fp32 copies while GPT.forward's
+  -- list is still bound, then returns and drops that list
+  local logits = {}
+  for k, c in ipairs(chunks) do
+    logits[k] = nn.cast(cx, c, "fp32", ("convert_output: logits[%d].float"):format(k - 1),
+                        ("logits[%d] (fp32)"):format(k - 1), true)
+  end
+  nn.release(cx, chunks, "_FabricModule.forward returns: GPT.forward's bf16 list")
   -- `logits = model(...)` rebinds fit()'s list: the previous micro-batch's chunks are dropped now
   -- and these are kept into the next forward (strategies/litgpt.lua)
   require("strategies.litgpt").rebind_logits(cx, logits)
