@@ -731,6 +731,12 @@ pe=$(pk "$tmp/sefalse.json"); pc=$(pk "$tmp/scfalse.json"); pek=$(pk "$tmp/setru
 if [ -n "$pc" ] && [ "$pc" -lt "$pe" ] && [ "$pck" -lt "$pek" ]; then
   ok "SD3 compiled: peak $(( (pe - pc) >> 20 )) MiB below eager's; checkpointed, $(( (pek - pck) >> 20 )) MiB below eager checkpointing's"
 else bad "SD3 compiled: peak $pc against eager $pe; checkpointed $pck against $pek"; fi
+# SD3's compiled step ran 30 % slower than predicted on an H100 (docs/techniques.md): its run
+# says the step time is not validated for these blocks, where Flux's says it was checked
+if grep -q "torch.compile on a diffusion model: step time not validated for these blocks" "$tmp/scfalse.json" \
+   && ! grep -q "step time checked for Flux" "$tmp/scfalse.json"; then
+  ok "SD3 compiled: the run notes that its compiled step time is not validated"
+else bad "SD3 compiled: no note on the unvalidated compiled step time"; fi
 
 # 7g. The UNets. SDXL's (the cut UNet of validation/oracle/specs/sdxl_cut_lora_bf16.json: a DownBlock2D
 #    and a CrossAttnDownBlock2D of two BasicTransformerBlocks): compile_repeated_blocks compiles
