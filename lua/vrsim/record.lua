@@ -29,7 +29,8 @@ for _, k in ipairs {
   "median_wall_ms", "median_host_ms", "host_bench",
   -- a compiled diffusion record (measure_diffusers.py, compile = true): the classes compiled,
   -- dynamo's counters after the warm-up steps and at the end (a difference is a recompilation
-  -- in a timed step), and the summary of the steps after its warm-up (the last step is compared)
+  -- in a timed step), and the summary of the steps after its warm-up (sim/cmd_validate.c holds
+  -- the step time to its median_gpu_ms)
   "compiled_classes", "dynamo_warmup", "dynamo_end", "timed",
 } do INFO[k] = true end
 
