@@ -192,12 +192,35 @@ static void host_phases(const cJSON *rec, const StepResult *s, const char *cfg, 
     else fprintf(stderr, "vrsim validate: %s host by phase, ms: %s\n", cfg, line);
 }
 
+/* The summaries a record may carry beside its steps: `timed` (measure_diffusers.py: an object
+ * whose median_gpu_ms, where given, is the step time validate holds it to) and median_host_ms
+ * (measure_sdxl_steps.py: an object of the phases' host milliseconds). NULL when they are as the
+ * formats say, else why (the record is malformed, not read another way). */
+static const char *bad_summaries(const cJSON *rec, char *why, size_t n) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rec, "timed");
+    if (t) {
+        if (!cJSON_IsObject(t)) return snprintf(why, n, "timed is not an object"), why;
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(t, "median_gpu_ms");
+        if (m && (!cJSON_IsNumber(m) || !isfinite(m->valuedouble) || m->valuedouble <= 0))
+            return snprintf(why, n, "timed.median_gpu_ms must be a finite number > 0"), why;
+    }
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(rec, "median_host_ms");
+    if (h) {
+        if (!cJSON_IsObject(h)) return snprintf(why, n, "median_host_ms is not an object"), why;
+        for (const cJSON *p = h->child; p; p = p->next)
+            if (!cJSON_IsNumber(p) || !isfinite(p->valuedouble) || p->valuedouble < 0)
+                return snprintf(why, n, "median_host_ms.%s must be a finite number >= 0",
+                                p->string ? p->string : "?"), why;
+    }
+    return NULL;
+}
+
 static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool oomed,
                          const char *cfg, const char *file, int line, int rank, const Opts *o,
                          Rows *rows, Tally *tally) {
     char why[200];
     double median = steady_median(rec, why, sizeof why);
-    if (median < 0 || bad_steps(steps, median > 0, why, sizeof why)) {
+    if (median < 0 || bad_steps(steps, median > 0, why, sizeof why) || bad_summaries(rec, why, sizeof why)) {
         malformed(o, cfg, file, line, why, tally);
         return;
     }
@@ -268,7 +291,7 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
          * last step alone */
         const cJSON *timed = cJSON_GetObjectItemCaseSensitive(rec, "timed");
         double tmed = timed ? jnum(timed, "median_gpu_ms", 0) : 0;
-        double truth = tmed > 0 && isfinite(tmed) ? tmed : jnum(ms, "gpu_ms", 0);
+        double truth = tmed > 0 ? tmed : jnum(ms, "gpu_ms", 0);
         if (truth > 0 && add_row(rows, cfg, "step_time", truth, ps->time_ns / 1e6) == 0)
             rows->r[rows->n - 1].set = rowset_of(rec);
     } else if (!oomed && nsteps > 0 && res->oom && !o->json) {

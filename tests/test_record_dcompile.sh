@@ -98,4 +98,20 @@ check(abs(f["measured"] - recs[f["config"]]["timed"]["median_gpu_ms"]) < 1e-6,
 check(abs(f["rel_error"]) <= 0.12, "compiled Flux blocks: step time %+.1f %% within 12 %%" % (100 * f["rel_error"]))
 sys.exit(1 if bad else 0)
 PY
+# a record's summaries as their formats say, or the record is named as malformed: a `timed` that is
+# not an object or whose median is not a positive number, a median_host_ms phase that is not a number
+python3 - "$TMP" <<'PY' || rc=1
+import json, sys
+r = json.loads(open("validation/results/gen7_dcompile_records_h100.jsonl").readline())
+with open(sys.argv[1] + "/bad_summaries.jsonl", "w") as f:
+    for name, k, v in (("t-list", "timed", [1]), ("t-neg", "timed", {"median_gpu_ms": -3}),
+                       ("h-str", "median_host_ms", {"forward": "fast"})):
+        d = dict(r, name=name); d[k] = v; f.write(json.dumps(d) + "\n")
+PY
+"$VRSIM" validate "$TMP/bad_summaries.jsonl" >"$TMP/bad_summaries.txt" 2>&1
+if grep -q 't-list .*skipped: timed is not an object' "$TMP/bad_summaries.txt" &&
+   grep -q 't-neg .*skipped: timed.median_gpu_ms must be a finite number > 0' "$TMP/bad_summaries.txt" &&
+   grep -q 'h-str .*skipped: median_host_ms.forward must be a finite number >= 0' "$TMP/bad_summaries.txt"; then
+  echo "ok   malformed timed and median_host_ms summaries are named, the records skipped"
+else echo "FAIL malformed summaries: $(grep -c skipped "$TMP/bad_summaries.txt") skipped"; cat "$TMP/bad_summaries.txt"; rc=1; fi
 exit $rc
