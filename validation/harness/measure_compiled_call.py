@@ -22,6 +22,8 @@ import time
 import torch
 import torch.nn as nn
 
+from measure_foreach_host import lstsq  # (the script's own folder is on sys.path)
+
 D, BATCH, REPS = 64, 8, 30
 DEV = "cuda"
 
@@ -60,25 +62,6 @@ def timed(model, x):
             fwd.append((t1 - t0) * 1e6)
             bwd.append((t3 - t2) * 1e6)
     return statistics.median(fwd), statistics.median(bwd)
-
-
-def lstsq(rows, keys, y):
-    xs = [[1.0] + [float(r[k]) for k in keys] for r in rows]
-    ys = [r[y] for r in rows]
-    m = len(xs[0])
-    a = [[sum(x[i] * x[j] for x in xs) for j in range(m)] + [sum(x[i] * v for x, v in zip(xs, ys))]
-         for i in range(m)]
-    for i in range(m):
-        p = max(range(i, m), key=lambda r: abs(a[r][i]))
-        a[i], a[p] = a[p], a[i]
-        for r in range(i + 1, m):
-            f = a[r][i] / a[i][i]
-            for j in range(i, m + 1):
-                a[r][j] -= f * a[i][j]
-    c = [0.0] * m
-    for i in reversed(range(m)):
-        c[i] = (a[i][m] - sum(a[i][j] * c[j] for j in range(i + 1, m))) / a[i][i]
-    return c
 
 
 def main():

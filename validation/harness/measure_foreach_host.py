@@ -92,13 +92,14 @@ def adamw_step_us(params):
     return min(host), statistics.median(host)
 
 
-def lstsq(rows, keys):
-    """Least squares of host_us on [1] + keys, by the normal equations (no numpy needed)."""
+def lstsq(rows, keys, y="host_us_best"):
+    """Least squares of rows' y on [1] + keys, by the normal equations (no numpy needed); also
+    measure_compiled_call.py's fit."""
     xs = [[1.0] + [float(r[k]) for k in keys] for r in rows]
-    ys = [r["host_us_best"] for r in rows]
+    ys = [r[y] for r in rows]
     m = len(xs[0])
     ata = [[sum(x[i] * x[j] for x in xs) for j in range(m)] for i in range(m)]
-    aty = [sum(x[i] * y for x, y in zip(xs, ys)) for i in range(m)]
+    aty = [sum(x[i] * v for x, v in zip(xs, ys)) for i in range(m)]
     # Gaussian elimination with partial pivoting
     for i in range(m):
         p = max(range(i, m), key=lambda r: abs(ata[r][i]))
