@@ -16,8 +16,9 @@ import torch
 COUNTS = (64, 256, 1024, 2048)
 
 
-def host_ms(impl, dtype, n, reps=7):
-    params = [torch.nn.Parameter(torch.randn(256, device="cuda", dtype=dtype)) for _ in range(n)]
+def host_ms(impl, dtype, n, reps=7, dev="cuda"):
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    params = [torch.nn.Parameter(torch.randn(256, device=dev, dtype=dtype)) for _ in range(n)]
     grads = [torch.randn_like(p) for p in params]
     kw = {"foreach": dict(foreach=True), "fused": dict(fused=True), "forloop": dict(foreach=False)}[impl]
     opt = torch.optim.AdamW(params, lr=1e-5, **kw)
@@ -25,13 +26,13 @@ def host_ms(impl, dtype, n, reps=7):
     for r in range(reps + 2):
         for p, g in zip(params, grads):
             p.grad = g
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         opt.step()
         t1 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         t2 = time.perf_counter()
-        torch.cuda.synchronize()
+        sync()
         if r >= 2:  # the first steps create the state
             best_step, best_zero = min(best_step, t1 - t0), min(best_zero, t2 - t1)
     return best_step * 1e3, best_zero * 1e3
@@ -42,6 +43,16 @@ def fit(xs, ys):
     mx, my = sum(xs) / n, sum(ys) / n
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
     return my - slope * mx, slope
+
+
+def per_tensor_us(impl="foreach", dtype=torch.bfloat16, dev="cuda", counts=COUNTS):
+    """The least-squares per-tensor slopes of the step and of zero_grad, us: the host's own
+    figures for lua/hw/calibrated/<gpu>_torch.lua's optim_step_tensor_us and zero_grad_tensor_us
+    (vrsim's hardware.host_optim)."""
+    rows = [(n, *host_ms(impl, dtype, n, dev=dev)) for n in counts]
+    _, m = fit([r[0] for r in rows], [r[1] for r in rows])
+    _, mz = fit([r[0] for r in rows], [r[2] for r in rows])
+    return round(m * 1e3, 4), round(mz * 1e3, 4)
 
 
 def main():

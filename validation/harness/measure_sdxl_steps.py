@@ -154,6 +154,25 @@ def class_bench(dev, reps):
     return class_summary(class_samples(dev, reps))
 
 
+# the calibration host's AdamW(foreach) bf16 per-tensor host work, step and zero_grad (us,
+# lua/hw/calibrated/h200_torch.lua optim_step_tensor_us.foreach.bf16, zero_grad_tensor_us)
+CALIBRATION_OPTIM_US = (9.554, 0.242)
+
+
+def optim_bench(dev):
+    """The optimizer's host work per parameter tensor on this host, as measure_optim_host.py
+    times it (AdamW foreach, bf16, 64..2048 tiny tensors): vrsim's hardware.host_optim. The
+    optimizer's per-tensor loop is Python (grouping, the step counters' .item(), the bias
+    corrections, each _foreach_ op's checks) that the class chains' ratio need not carry (on one
+    H100 host the chains said 0.72 of the calibration host and this loop 1.67)."""
+    from measure_optim_host import per_tensor_us
+    counts = (16, 32) if dev.type != "cuda" else (64, 256, 1024, 2048)
+    step, zero = per_tensor_us(dev=dev.type, counts=counts)
+    return {"step_tensor_us": step, "zero_grad_tensor_us": zero, "impl": "foreach", "dtype": "bf16",
+            "committed_step_tensor_us": CALIBRATION_OPTIM_US[0],
+            "committed_zero_grad_tensor_us": CALIBRATION_OPTIM_US[1]}
+
+
 def host_fields(dev, bench_ops=5000, bench_reps=7, class_reps=5):
     """The record fields that state the run's host (as main() writes them, the bench taken once,
     after the steps): host_bench, host_dispatch_scale and host_class_bench. For the other
@@ -264,6 +283,8 @@ def main():
                     help="K > 0: one repeat of the class chains after every K steady steps (and one "
                          "before them) instead of --class-reps after them all, so the chains sample "
                          "the host over the same minutes as the steps")
+    ap.add_argument("--optim-bench", action="store_true",
+                    help="time the optimizer's per-tensor host work after the steps (host_optim_bench)")
     ap.add_argument("--dry-run", action="store_true", help="on the CPU with a stand-in model")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -297,6 +318,7 @@ def main():
     else:
         steps = [timed_step(dev, *run) for _ in range(a.steps)]
     after = host_bench(dev, a.bench_ops, a.bench_reps)
+    optim = optim_bench(dev) if a.optim_bench else None
     if a.class_every <= 0:
         classes = class_bench(dev, a.class_reps) if a.class_reps > 0 else None
 
@@ -310,6 +332,7 @@ def main():
            "host_bench": {"before": before, "after": after, "ops": a.bench_ops, "reps": a.bench_reps},
            "host_dispatch_scale": None if a.dry_run else round(linear_us / CALIBRATION_EAGER_LINEAR_US, 4),
            "host_class_bench": classes,
+           **({"host_optim_bench": optim} if optim else {}),
            "cpu": cpu_name(), "python": platform.python_version(), "torch": torch.__version__,
            "gpu": "cpu (dry run)" if a.dry_run else torch.cuda.get_device_name(),
            "date": time.strftime("%Y-%m-%d")}

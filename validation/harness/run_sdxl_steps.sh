@@ -6,6 +6,7 @@
 # No configuration starts after BUDGET_S seconds; the grid runs cheapest first within each block.
 # CLASS_EVERY=K: the host's class chains one repeat before the steady steps and one after every K
 # of them (measure_sdxl_steps.py --class-every), instead of five repeats after them all.
+# OPTIM_BENCH=1: the optimizer's per-tensor host work timed after the steps (--optim-bench).
 set -u
 T0=$(date +%s); BUDGET_S=${1:-440}
 OUT=${OUT:-/tmp/vrsim-out}; mkdir -p "$OUT"
@@ -16,7 +17,7 @@ run() {  # res batch [--ckpt]
   local left=$(( BUDGET_S - ($(date +%s) - T0) ))
   if [ $left -lt 30 ]; then echo "SKIP r$1 b$2 $3: budget"; return; fi
   echo "== [$(( $(date +%s) - T0 )) s] r$1 b$2 $3"
-  timeout $left python3 validation/harness/measure_sdxl_steps.py --res $1 --batch $2 $3 --steps 30 \
+  timeout $left python3 validation/harness/measure_sdxl_steps.py --res $1 --batch $2 $3 --steps 30 ${OPTIM_BENCH:+--optim-bench} \
     ${CLASS_EVERY:+--class-every $CLASS_EVERY} --out "$REC" 2>&1 | grep -v Warning | tail -3
 }
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
