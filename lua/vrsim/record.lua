@@ -32,6 +32,8 @@ for _, k in ipairs {
   -- in a timed step), and the summary of the steps after its warm-up (sim/cmd_validate.c holds
   -- the step time to its median_gpu_ms)
   "compiled_classes", "dynamo_warmup", "dynamo_end", "timed",
+  -- the host's time by phase and cProfile's groups after the steps (measure_diffusers.py host_profile)
+  "host_profile",
 } do INFO[k] = true end
 
 -- Fields that are mapped below.

@@ -48,7 +48,8 @@ attn (sdpa: PyTorch's pick; flash: SDPA's flash kernel only, the other backends 
 host_bench (true: the host's dispatch and op-class benchmark after the steps, as measure_llama.py),
 compile (true: the repeated blocks compiled as vrsim's training.compile = true models them,
 compile_blocks; the record says compile, compiled_classes and dynamo's counters after the warm-up
-and at the end, dynamo_warmup and dynamo_end), warmup (the first `warmup` of the `steps` steps are
+and at the end, dynamo_warmup and dynamo_end), host_profile (N: after the steps, the host's time by
+phase of 10 more and cProfile over N, as host_profile()), warmup (the first `warmup` of the `steps` steps are
 recorded but not in the record's `timed` summary: median, spread and wall median of the others;
 vrsim validate compares the last step).
 
@@ -74,6 +75,7 @@ import argparse
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -311,6 +313,43 @@ def dynamo_counters():
     return {g: {str(k)[:200]: int(v) for k, v in c.items()} for g, c in counters.items() if c}
 
 
+def host_profile(torch, loss_fn, opt, reps):
+    """The host's time of a steady step by phase (median of 10, unprofiled) and cProfile over `reps`
+    whole steps, grouped as profile_sdxl_host_calls.py groups them (a compiled block's guards,
+    AOTAutograd's wrappers and Inductor's generated code apart). The backward of CUDA tensors runs
+    on the autograd engine's device thread, which cProfile does not follow: its Python (a compiled
+    block's backward call) is inside run_backward's own time there."""
+    import cProfile
+    from profile_sdxl_host_calls import summarize
+    phases = {"forward": [], "backward": [], "optimizer": []}
+    for _ in range(10):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = loss_fn()
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        t3 = time.perf_counter()
+        torch.cuda.synchronize()
+        for k, d in zip(phases, (t1 - t0, t2 - t1, t3 - t2)):
+            phases[k].append(d * 1e3)
+    prof, walls = cProfile.Profile(), []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        prof.enable()
+        loss_fn().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        prof.disable()
+        walls.append((time.perf_counter() - t0) * 1e3)
+        torch.cuda.synchronize()
+    return {"median_host_ms": {k: round(statistics.median(v), 3) for k, v in phases.items()},
+            "step": summarize(prof, reps, 50, walls)}
+
+
 def timed_summary(steps, warmup):
     """The timed steps' (after the warm-up) GPU milliseconds: median, spread, and wall median."""
     import statistics
@@ -464,6 +503,8 @@ def worker(cfg, result_path, trace_dir, cpu=False):
     if cfg.get("compile"):
         # a change from dynamo_warmup is a recompilation inside the timed steps
         rec["dynamo_end"] = dynamo_counters()
+    if cfg.get("host_profile") and oom is None:
+        rec["host_profile"] = host_profile(torch, loss_fn, opt, int(cfg["host_profile"]))
     if cfg.get("host_bench") and oom is None:
         # the host's speed beside a host-bound run (measure_sdxl_steps.host_fields)
         from measure_sdxl_steps import host_fields

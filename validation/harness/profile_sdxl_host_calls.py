@@ -99,15 +99,26 @@ def phase_times(dev, fwd, optim, reps):
 
 
 def group_of(key):
-    """The group a pstats function key belongs to."""
+    """The group a pstats function key belongs to: C calls, nn.Module's machinery, the model's
+    forward bodies (sdxl_unet.py, diffusers, peft), a compiled block's layers (dynamo's guards and
+    frame evaluation, AOTAutograd's runtime wrappers, Inductor's runtime and its generated code),
+    torch's other Python, the rest."""
     filename, _, name = key
     if filename == "~":
         return "c_calls"
     f = filename.replace("\\", "/")
     if f.endswith("torch/nn/modules/module.py"):
         return "module_machinery"
-    if f.endswith("sdxl_unet.py"):
+    if f.endswith("sdxl_unet.py") or "/diffusers/" in f or "/peft/" in f:
         return "forward_bodies"
+    if "/torch/_dynamo/" in f or "/torch/_guards" in f:
+        return "dynamo"
+    if "/torch/_functorch/" in f:
+        return "aot_autograd"
+    if "/torch/_inductor/" in f:
+        return "inductor_runtime"
+    if "torchinductor" in f:
+        return "inductor_generated"
     if "/torch/" in f:
         return "torch_python"
     return "other_python"
