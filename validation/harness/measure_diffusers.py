@@ -49,7 +49,8 @@ host_bench (true: the host's dispatch and op-class benchmark after the steps, as
 compile (true: the repeated blocks compiled as vrsim's training.compile = true models them,
 compile_blocks; the record says compile, compiled_classes and dynamo's counters after the warm-up
 and at the end, dynamo_warmup and dynamo_end), host_profile (N: after the steps, the host's time by
-phase of 10 more and cProfile over N, as host_profile()), warmup (the first `warmup` of the `steps` steps are
+phase of 10 more, each repeated block's forward call, and cProfile over N forwards and N steps, as
+host_profile()), warmup (the first `warmup` of the `steps` steps are
 recorded but not in the record's `timed` summary: median, spread and wall median of the others;
 vrsim validate compares the last step).
 
@@ -313,14 +314,21 @@ def dynamo_counters():
     return {g: {str(k)[:200]: int(v) for k, v in c.items()} for g, c in counters.items() if c}
 
 
-def host_profile(torch, loss_fn, opt, reps):
-    """The host's time of a steady step by phase (median of 10, unprofiled) and cProfile over `reps`
-    whole steps, grouped as profile_sdxl_host_calls.py groups them (a compiled block's guards,
-    AOTAutograd's wrappers and Inductor's generated code apart). The backward of CUDA tensors runs
-    on the autograd engine's device thread, which cProfile does not follow: its Python (a compiled
-    block's backward call) is inside run_backward's own time there."""
+def host_profile(torch, loss_fn, opt, reps, model=None):
+    """The host's time of a steady step by phase (median of 10, unprofiled), each repeated block's
+    forward call on the host (the model's _repeated_blocks, compiled or not, timed by a wrapper
+    around each for 10 more steps: the median over blocks and steps, no synchronization inside),
+    and cProfile over `reps` forwards alone and over `reps` whole steps, grouped as
+    profile_sdxl_host_calls.py groups them (a compiled block's guards, AOTAutograd's wrappers and
+    Inductor's generated code apart)."""
     import cProfile
     from profile_sdxl_host_calls import summarize
+
+    def step():
+        loss_fn().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
     phases = {"forward": [], "backward": [], "optimizer": []}
     for _ in range(10):
         torch.cuda.synchronize()
@@ -335,19 +343,58 @@ def host_profile(torch, loss_fn, opt, reps):
         torch.cuda.synchronize()
         for k, d in zip(phases, (t1 - t0, t2 - t1, t3 - t2)):
             phases[k].append(d * 1e3)
-    prof, walls = cProfile.Profile(), []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        prof.enable()
-        loss_fn().backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        prof.disable()
-        walls.append((time.perf_counter() - t0) * 1e3)
-        torch.cuda.synchronize()
-    return {"median_host_ms": {k: round(statistics.median(v), 3) for k, v in phases.items()},
-            "step": summarize(prof, reps, 50, walls)}
+    out = {"median_host_ms": {k: round(statistics.median(v), 3) for k, v in phases.items()}}
+    classes = set(getattr(model, "_repeated_blocks", None) or ())
+    if classes:
+        sink, wrapped = [], []
+
+        class Timed(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, *a, **k):
+                t0 = time.perf_counter()
+                r = self.inner(*a, **k)
+                sink.append(time.perf_counter() - t0)
+                return r
+
+        for mod in model.modules():
+            if isinstance(mod, torch.nn.ModuleList):
+                for i, child in enumerate(mod):
+                    if type(child).__name__ in classes or type(getattr(child, "_orig_mod", None)).__name__ in classes:
+                        wrapped.append((mod, i, child))
+        for mod, i, child in wrapped:
+            mod[i] = Timed(child)
+        try:
+            for _ in range(10):
+                torch.cuda.synchronize()
+                step()
+                torch.cuda.synchronize()
+        finally:
+            for mod, i, child in wrapped:
+                mod[i] = child
+        if sink:
+            v = sorted(sink)
+            out["block_fwd_us"] = {"median": round(statistics.median(v) * 1e6, 2), "p10": round(v[len(v) // 10] * 1e6, 2),
+                                   "p90": round(v[(9 * len(v)) // 10] * 1e6, 2), "blocks": len(wrapped),
+                                   "classes": sorted(classes)}
+    for key, run in (("forward", loss_fn), ("step", step)):
+        prof, walls = cProfile.Profile(), []
+        for _ in range(reps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            prof.enable()
+            r = run()
+            prof.disable()
+            walls.append((time.perf_counter() - t0) * 1e3)
+            if key == "forward":
+                r.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+        out[key] = summarize(prof, reps, 50, walls)
+    return out
 
 
 def timed_summary(steps, warmup):
@@ -504,7 +551,7 @@ def worker(cfg, result_path, trace_dir, cpu=False):
         # a change from dynamo_warmup is a recompilation inside the timed steps
         rec["dynamo_end"] = dynamo_counters()
     if cfg.get("host_profile") and oom is None:
-        rec["host_profile"] = host_profile(torch, loss_fn, opt, int(cfg["host_profile"]))
+        rec["host_profile"] = host_profile(torch, loss_fn, opt, int(cfg["host_profile"]), model)
     if cfg.get("host_bench") and oom is None:
         # the host's speed beside a host-bound run (measure_sdxl_steps.host_fields)
         from measure_sdxl_steps import host_fields

@@ -21,8 +21,8 @@ if os.path.exists(sys.argv[1]):
     for line in open(sys.argv[1]):
         r = json.loads(line); h = r.get("host_profile") or {}
         g = (h.get("step") or {}).get("groups", {})
-        print("%-44s host ms %s; profiled step %s ms; own ms %s" % (r["name"], h.get("median_host_ms"),
-              (h.get("step") or {}).get("profiled_wall_ms"), {k: v["own_ms"] for k, v in sorted(g.items())}))
+        print("%-44s host ms %s; block forward us %s; profiled step %s ms; own ms %s" % (r["name"], h.get("median_host_ms"),
+              h.get("block_fwd_us"), (h.get("step") or {}).get("profiled_wall_ms"), {k: v["own_ms"] for k, v in sorted(g.items())}))
 PY
 echo "== configurations (last step's peak allocated / reserved MiB, timed steps' median GPU ms)"
 python3 - "$REC" <<'PY'
