@@ -71,6 +71,8 @@ typedef struct Run {
     double host_ns;             /* the host thread has issued everything up to this time */
     double build_host_ns;       /* the build's host time, which the steps' clock starts after */
     int fwd_region;             /* checkpointed region the last forward op ran in (0: none) */
+    int compiled_graph;         /* the compiled graph the last kernel ran in: its layer + 1 and
+                                   direction (compiled_graph_of), 0 after an eager op's kernel */
     long alloc_seq;             /* allocations within the current step */
     int slot_held[GRAPH_MAX_SLOTS]; /* storage held in each slot (Op.slot), -1 none */
     char check_err[200];        /* the invariant engine_check found broken */
@@ -325,6 +327,12 @@ static double op_time(Run *r, int i, const Op *op) {
     return dur;
 }
 
+/* Which compiled graph op belongs to, as Run.compiled_graph holds it: one per layer and direction
+ * (torch.compile on each block: its forward graph, rerun in a recomputation, and its backward). */
+static int compiled_graph_of(const Op *op) {
+    return (op->layer + 2) * 2 + (op->phase == PH_BWD ? 1 : 0);
+}
+
 /* Op i's times: the host's dispatch, the op's start (its stream free, its inputs ready, the
  * host past its launch) and end, and the stream and step figures they add to. Apart from the
  * allocator: a step whose allocator calls repeat an earlier step's is timed by this alone
@@ -358,14 +366,25 @@ static double op_timing(Run *r, int i, const Op *op, StepResult *sr, double *sta
                     graph_op_records_autograd(r->g, op->fwd_op));
     bool in_region = (op->region > 0 || op->in_ckpt) && records;
     if (op->compiled) {
-        /* a compiled graph's code launches its kernels itself: a bare launch each, none for an
-         * op fused into another's kernel (Op.compiled) */
-        if (op->compiled == 1 && op->kind_id != OPK_NONE)
-            r->host_ns += (op->kernels > 1 ? op->kernels : 1) * r->cfg->host_launch_ns;
+        /* a compiled graph's code launches its kernels itself, none for an op fused into another's
+         * kernel (Op.compiled): each at what the generated code spends a kernel where the profile
+         * measured it, else a bare launch; and a call of the graph (a layer's, in one direction)
+         * once, when its first kernel is issued */
+        if (op->compiled == 1 && op->kind_id != OPK_NONE) {
+            int dir = op->phase == PH_BWD ? 1 : 0;
+            double k_ns = r->cfg->host_compiled_kernel_ns[dir] > 0 ? r->cfg->host_compiled_kernel_ns[dir]
+                                                                  : r->cfg->host_launch_ns;
+            r->host_ns += (op->kernels > 1 ? op->kernels : 1) * k_ns;
+            int g = compiled_graph_of(op);
+            if (g != r->compiled_graph) r->host_ns += r->cfg->host_compiled_call_ns[dir];
+            r->compiled_graph = g;
+        }
     } else if (op->has_dispatch) {
         r->host_ns += op->dispatch_ns + (in_region ? op->dispatch_ckpt_ns : 0);
+        r->compiled_graph = 0;
     } else if (op->kind_id != OPK_NONE) {
         bool ck = in_region && r->cfg->host_ckpt_op_ns > 0;
+        r->compiled_graph = 0;
         r->host_ns += ck ? r->cfg->host_ckpt_op_ns : r->cfg->host_op_ns;
         /* one dispatch, then each further kernel the op launches (foreach chunks, a GEMM
          * backward's second GEMM) costs a bare launch */
@@ -811,6 +830,7 @@ static VrStatus simulate(Run *r) {
             r->stream_ns[k] = t0, r->busy_ns[k] = 0, r->coll_start_ns[k] = r->coll_end_ns[k] = 0;
         r->host_ns = t0;
         r->fwd_region = 0;
+        r->compiled_graph = 0;
         check_clocks_from(r);
         if (r->repeat_of >= 0) {
             time_repeated_step(r, step, sr);

@@ -38,6 +38,12 @@ typedef struct EngineConfig {
     double host_ckpt_region_ns; /* torch.utils.checkpoint's own host time per region: saving the
                                    RNG state, the saved-tensor hooks, setting up recomputation */
     double host_launch_ns;     /* host time of each further kernel launch within one op */
+    /* a torch.compile graph's host time (0: a bare launch a kernel, nothing a call): what its
+     * generated code spends a kernel (Inductor's Triton launcher, an extern kernel's aten call,
+     * its buffers), forward ([0], recomputation too) and backward ([1]), and what calling the
+     * graph costs beyond them (dynamo's guards, AOTAutograd's runtime wrapper; its backward node) */
+    double host_compiled_kernel_ns[2];
+    double host_compiled_call_ns[2];
     /* Contention: how much longer a compute-stream kernel runs while an NCCL collective runs
      * beside it on the same GPU (its kernels take SMs and memory bandwidth), as a fraction of
      * the overlapped time: contention[0] for compute-bound kernels (GEMMs, convolutions, fused

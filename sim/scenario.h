@@ -25,6 +25,8 @@ typedef struct Plan {
     double host_ckpt_op_ns;    /* the same inside checkpointed regions (0 = host_op_ns) */
     double host_ckpt_region_ns; /* torch.utils.checkpoint's own host time per region */
     double host_launch_ns;     /* a further kernel launch within one op (profile launch_us) */
+    double host_compiled_kernel_ns[2]; /* EngineConfig's: a compiled graph's kernel, fwd / bwd */
+    double host_compiled_call_ns[2];   /* and its call, fwd / bwd */
     double contention[2];      /* EngineConfig.contention, from the profile's contention table */
     char profile[512];         /* where the op costs come from, for reports */
     DeviceSpec dev;

@@ -420,6 +420,10 @@ void read_profile(lua_State *L, int dev, Plan *p) {
     p->host_ckpt_op_ns = field_num(L, prof, "host_ckpt_op_us", 0) * 1e3;
     p->host_ckpt_region_ns = field_num(L, prof, "host_ckpt_region_us", 0) * 1e3;
     p->host_launch_ns = field_num(L, prof, "launch_us", 0) * 1e3; /* empty kernel, back to back */
+    p->host_compiled_kernel_ns[0] = field_num(L, prof, "host_compiled_kernel_fwd_us", 0) * 1e3;
+    p->host_compiled_kernel_ns[1] = field_num(L, prof, "host_compiled_kernel_bwd_us", 0) * 1e3;
+    p->host_compiled_call_ns[0] = field_num(L, prof, "host_compiled_call_fwd_us", 0) * 1e3;
+    p->host_compiled_call_ns[1] = field_num(L, prof, "host_compiled_call_bwd_us", 0) * 1e3;
     /* compute kernels slowed by a collective beside them (measure_contention.py), if measured */
     if (lua_getfield(L, prof, "contention") == LUA_TTABLE) {
         int ct = lua_gettop(L);

@@ -27,6 +27,23 @@ return {
   -- of the ckpt_fwd / ckpt_bwd figures below; 135.2 on 2026-11-30, ckpt_region_h200.json).
   -- host_kernel_ckpt_us above carries 2 % of it (16 regions in its 98.6 ms).
   host_ckpt_region_us = 112.5,
+  -- A torch.compile graph's host time (sim/engine.c): what its generated code spends a kernel
+  -- (Inductor's Triton launcher, an extern GEMM's aten call, its buffers), forward (its
+  -- recomputation too) and backward, and what calling the graph adds (dynamo's guards,
+  -- AOTAutograd's runtime wrapper; in backward its node), in place of a bare launch a kernel.
+  -- Least squares over 4 and 16 blocks of 1..8 units of Linear(64, 64) + GELU, each block
+  -- compiled alone (python3 validation/harness/measure_compiled_call.py --out
+  -- validation/results/compiled_call_h100.jsonl, 2026-12-06, one H100 80GB HBM3, torch
+  -- 2.11.0+cu130): a unit is one extern GEMM and one Triton kernel forward (24.02 us), two GEMMs
+  -- and one Triton kernel backward with its two parameters' AccumulateGrad (46.18 us); a
+  -- compiled block's call took 107.22 / 165.16 us where the eager block's took 6.70 / 54.65.
+  -- Carried to this host by that machine's class chains in the same call, 0.660 of this host's
+  -- (the mean of the four runs' host_class_bench ratios, host_calls_h100_r*.json):
+  -- 12.01 / 0.660 and 15.39 / 0.660 a kernel, (107.22 - 6.70) / 0.660 and (165.16 - 54.65) / 0.660 a call.
+  host_compiled_kernel_fwd_us = 18.20,
+  host_compiled_kernel_bwd_us = 23.32,
+  host_compiled_call_fwd_us = 152.3,
+  host_compiled_call_bwd_us = 167.4,
   -- Host dispatch by op class, in us: what the Python thread spends issuing one op of the class
   -- with autograd recording (fwd, its launches included) and what the autograd engine spends on
   -- its backward node (bwd, its AccumulateGrad nodes included). Chains of 400 ops on tiny
