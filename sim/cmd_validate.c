@@ -268,6 +268,13 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
         if (!o->json) printf("  %-24s %s\n", cfg, h);
         else fprintf(stderr, "vrsim validate: %s %s\n", cfg, h);
     }
+    /* the optimizer's per-tensor host work as timed on its host (lua/vrsim/record.lua
+     * host_optim_of); an inference record runs no optimizer step */
+    if (cJSON_GetObjectItem(rec, "host_optim_bench") && !cJSON_IsTrue(cJSON_GetObjectItem(rec, "inference"))) {
+        const char *h = "host: its host_optim_bench's per-tensor optimizer step and zero_grad";
+        if (!o->json) printf("  %-24s %s\n", cfg, h);
+        else fprintf(stderr, "vrsim validate: %s %s\n", cfg, h);
+    }
     if (median > 0 && !oomed && !res->oom && res->n_steps == sim_steps) {
         if (!o->json)
             printf("  %-24s step time only: the median of %d steady steps (no memory measured)\n",

@@ -558,5 +558,77 @@ if grep -q 'host by phase, ms: forward 70.5 measured, [0-9.]* vrsim; backward 99
   ok "validate prints a record's host time by phase beside vrsim's"
 else fail "validate host by phase" "$(cat "$TMP/phases.txt")"; fi
 
+# hardware.host_optim (lua/hw/host_speed.lua, tests/ops/test_host_speed.lua): the run's host's own
+# per-tensor optimizer step and zero_grad replace the calibration host's figures
+# (h200_torch.lua optim_step_tensor_us.foreach.bf16, zero_grad_tensor_us), so the optimizer's host
+# phase moves by the UNet's parameter tensors times the difference. The tensors are counted from
+# vrsim's own allocation trace: zero_grad(set_to_none=True) frees each gradient once a step.
+cat >"$TMP/optim0.lua" <<'SCN'
+return {
+  hardware = { gpu = "h200" },
+  model = { arch = "sdxl", variant = "sdxl-base-unet" },
+  training = { micro_batch = 1, resolution = 512, precision = "bf16", steps = 3 },
+}
+SCN
+sed 's/gpu = "h200" }/gpu = "h200", host_optim = { step_tensor_us = 15.97, zero_grad_tensor_us = 0.38 } }/' \
+  "$TMP/optim0.lua" >"$TMP/optim1.lua"
+"$VRSIM" "$TMP/optim0.lua" --no-files --alloc-trace "$TMP/optim0.csv" >/dev/null 2>"$TMP/optim.err"
+n_tensors=$(python3 -c '
+import csv, sys
+n = sum(1 for r in csv.DictReader(open(sys.argv[1])) if r["action"] == "free_completed" and r["frames"].startswith("zero_grad("))
+print(n // 3)' "$TMP/optim0.csv" 2>>"$TMP/optim.err")
+optim_phase() { "$VRSIM" "$1" --json --no-files 2>>"$TMP/optim.err" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["time_ms"]["host_dispatch_by_phase"]["optimizer"])'; }
+msg=$(python3 - "$(optim_phase "$TMP/optim0.lua")" "$(optim_phase "$TMP/optim1.lua")" "$n_tensors" <<'PY' 2>&1
+import re, sys
+p0, p1 = float(sys.argv[1]), float(sys.argv[2]); n = int(sys.argv[3])
+src = open("lua/hw/calibrated/h200_torch.lua").read()
+step = float(re.search(r"optim_step_tensor_us = \{ foreach = \{ bf16 = ([0-9.]+)", src).group(1))
+zero = float(re.search(r"\n  zero_grad_tensor_us = ([0-9.]+)", src).group(1))
+want = n * ((15.97 - step) + (0.38 - zero)) / 1e3
+if n < 1000 or abs((p1 - p0) - want) > 1e-3:
+    print("optimizer host %.4f -> %.4f ms over %d tensors; want +%.4f" % (p0, p1, n, want)); sys.exit(1)
+print("%d tensors, +%.3f ms" % (n, p1 - p0))
+PY
+)
+if [ $? -eq 0 ]; then ok "hardware.host_optim: the optimizer's host phase moves by the UNet's tensors x (given - calibration host) ($msg)"
+else fail "hardware.host_optim: optimizer phase" "$msg$(cat "$TMP/optim.err")"; fi
+"$VRSIM" "$TMP/optim0.lua" --no-files --set hardware.host_optim.step_tensor_us=-1 >"$TMP/optim_bad.out" 2>&1
+RC=$?
+if [ "$RC" -eq 2 ] && grep -q "hardware.host_optim.step_tensor_us = -1: must be a number > 0" "$TMP/optim_bad.out"
+then ok "hardware.host_optim: a negative step_tensor_us is refused (exit 2), naming it"
+else fail "hardware.host_optim.step_tensor_us=-1: exit $RC" "$(cat "$TMP/optim_bad.out")"; fi
+# a record's host_optim_bench (measure_sdxl_steps.py --optim-bench) is its hardware.host_optim:
+# the optimizer phase moves from the calibration figures at its host_dispatch_scale to the bench's;
+# a malformed bench, or one that timed another optimizer than the record's, is skipped naming it
+OPTIM_BENCH='{"host_optim_bench": {"step_tensor_us": 15.97, "zero_grad_tensor_us": 0.38, "impl": "foreach",
+  "dtype": "bf16", "committed_step_tensor_us": 9.554, "committed_zero_grad_tensor_us": 0.242},
+  "median_host_ms": {"forward": 70.5, "backward": 99.25, "optimizer": 31.0}}'
+{ steady_rec o0 512 1 false 1.2301 301.0 '{"median_host_ms": {"forward": 70.5, "backward": 99.25, "optimizer": 31.0}}'
+  steady_rec o1 512 1 false 1.2301 301.0 "$OPTIM_BENCH"
+  steady_rec obad 512 1 false 1.2301 301.0 '{"host_optim_bench": {"step_tensor_us": -2, "impl": "foreach"}}'
+  steady_rec ofused 512 1 false 1.2301 301.0 '{"optim": "adamw_fused", "host_optim_bench": {"step_tensor_us": 15.97, "impl": "foreach"}}'
+} >"$TMP/optim.jsonl"
+"$VRSIM" validate "$TMP/optim.jsonl" >"$TMP/optim.txt" 2>&1
+RC=$?
+msg=$(python3 - "$TMP/optim.txt" "$n_tensors" <<'PY' 2>&1
+import re, sys
+txt = open(sys.argv[1]).read(); n = int(sys.argv[2])
+got = {c: float(v) for c, v in re.findall(r"^  (o[01]) +host by phase, ms: .*optimizer 31\.0 measured, ([0-9.]+) vrsim", txt, re.M)}
+src = open("lua/hw/calibrated/h200_torch.lua").read()
+step = float(re.search(r"optim_step_tensor_us = \{ foreach = \{ bf16 = ([0-9.]+)", src).group(1))
+zero = float(re.search(r"\n  zero_grad_tensor_us = ([0-9.]+)", src).group(1))
+want = n * ((15.97 - 1.2301 * step) + (0.38 - 1.2301 * zero)) / 1e3
+if len(got) != 2 or abs((got["o1"] - got["o0"]) - want) > 0.11:
+    print("optimizer phase %s; want o1 - o0 = %.2f ms" % (got, want)); sys.exit(1)
+PY
+)
+MRC=$?
+if [ "$RC" -eq 0 ] && [ "$MRC" -eq 0 ] && grep -q "o1  *host: its host_optim_bench's" "$TMP/optim.txt" &&
+   grep -q "obad  *skipped: record field 'host_optim_bench': hardware.host_optim.step_tensor_us = -2" "$TMP/optim.txt" &&
+   grep -q "ofused  *skipped: record field 'host_optim_bench' timed adamw_foreach but the record's optimizer is adamw_fused" "$TMP/optim.txt"
+then ok "validate: a record's host_optim_bench sets the optimizer's per-tensor host work; a malformed or mismatched one is skipped, naming it"
+else fail "validate: host_optim_bench (exit $RC)" "$msg$(cat "$TMP/optim.txt")"; fi
+
 echo "test_sdxl: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -240,10 +240,10 @@ function M.device_of(cfg, ctx)
                              "host_compiled_call_fwd_us", "host_compiled_call_bwd_us" } do
           prof[f] = torchp[f]
         end
-        -- the optimizer's host work per parameter tensor (measure_optim_host.py)
         -- the host dispatch of each op class, forward and backward node (measure_host_classes.py)
         prof.host_classes = torchp.host_class_us
         prof.fsdp2_hook_us = torchp.fsdp2_hook_us
+        -- the optimizer's host work per parameter tensor (measure_optim_host.py)
         prof.optim_host = { step_tensor_us = torchp.optim_step_tensor_us,
                             zero_grad_tensor_us = torchp.zero_grad_tensor_us }
       end
@@ -329,8 +329,9 @@ function M.device_of(cfg, ctx)
     if note and not seen then table.insert(cfg.notes, note) end
   end
   -- the host costs carried to the run's host (hardware.host_dispatch_scale, and the classes
-  -- hardware.host_classes measured there: lua/hw/host_speed.lua)
-  prof = require("hw.host_speed").scaled(prof, cfg.hardware.host_dispatch_scale, cfg.hardware.host_classes)
+  -- hardware.host_classes and hardware.host_optim measured there: lua/hw/host_speed.lua)
+  prof = require("hw.host_speed").scaled(prof, cfg.hardware.host_dispatch_scale, cfg.hardware.host_classes,
+                                         cfg.hardware.host_optim)
   -- bitsandbytes' optimizer steps measured on this GPU (measure_bnb_optim.py,
   -- strategies/bnb_optim.lua): its own only, never carried from another GPU's, since the host's
   -- work and synchronize per parameter are a machine's, not a fraction of a peak

@@ -24,7 +24,7 @@ for _, k in ipairs {
   "sdp_mem_efficient", "lora_rank", "lora_alpha", "routing",
   -- a steady-median record (validation/harness/measure_sdxl_steps.py): the steps' spread, the
   -- host's issue time whole and by phase, the host's dispatch benchmark the scale came from
-  -- (host_class_bench is mapped: below)
+  -- (host_class_bench and host_optim_bench are mapped: below)
   "warmup", "n_steps", "median_ms", "min_ms", "max_ms", "p10_ms", "p90_ms", "iqr_ms",
   "median_wall_ms", "median_host_ms", "host_bench",
   -- a compiled diffusion record (measure_diffusers.py, compile = true): the classes compiled,
@@ -42,7 +42,7 @@ for _, k in ipairs {
   "shape", "hf_config", "model", "res", "mode", "attn", "optim", "ckpt", "batch", "seq",
   "alloc_conf", "cap_mib", "strategy", "raf", "world_size", "offload", "empty_cache_after_build",
   "omp_num_threads", "ddp_bucket_cap_mb", "lora", "accum", "build", "cudnn_benchmark", "settle_ms",
-  "host_dispatch_scale", "host_class_bench", "dry_run",
+  "host_dispatch_scale", "host_class_bench", "host_optim_bench", "dry_run",
 } do MAPPED[k] = true end
 -- model and loss techniques (validation/harness/tech_model.py): each record field is the
 -- training field of the same name, its value as the plan gave it (`vrsim fields`)
@@ -292,6 +292,37 @@ local function host_classes_of(rec)
   return out
 end
 
+-- hardware.host_optim from a record's host_optim_bench (validation/harness/measure_sdxl_steps.py
+-- --optim-bench: measure_optim_host.per_tensor_us on the run's host after its steps), nil when it
+-- has none. Its committed_* figures are the calibration host's, written beside for the reader.
+-- The bench times one optimizer implementation (impl: AdamW with foreach=True) and the figure
+-- replaces every implementation's (lua/hw/host_speed.lua), so it describes a run of that
+-- optimizer alone: a record of another is an error naming both, not a silent substitution.
+local OPTIM_BENCH_KEYS = { step_tensor_us = true, zero_grad_tensor_us = true, impl = true, dtype = true,
+                           committed_step_tensor_us = true, committed_zero_grad_tensor_us = true }
+local function host_optim_of(rec, optim)
+  local b = rec.host_optim_bench
+  if b == nil then return nil end
+  if type(b) ~= "table" then error("record field 'host_optim_bench' must be an object", 0) end
+  for k in pairs(b) do
+    if not OPTIM_BENCH_KEYS[k] then
+      error(("record field 'host_optim_bench.%s' is not one vrsim validate understands"):format(tostring(k)), 0)
+    end
+  end
+  local impl = b.impl == nil and "foreach" or b.impl
+  if type(impl) ~= "string" then error("record field 'host_optim_bench.impl' must be a string", 0) end
+  -- (a bitsandbytes optimizer, the record's `optimizer`, replaces torch.optim's AdamW)
+  local ran = type(rec.optimizer) == "string" and rec.optimizer or optim
+  local want = "adamw_" .. impl
+  if ran ~= want then
+    error(("record field 'host_optim_bench' timed %s but the record's optimizer is %s"):format(want, ran), 0)
+  end
+  local out = { step_tensor_us = b.step_tensor_us, zero_grad_tensor_us = b.zero_grad_tensor_us }
+  local bad = require("hw.host_speed").bad_optim(out)
+  if bad then error("record field 'host_optim_bench': " .. bad, 0) end
+  return out
+end
+
 local function first_iteration_bucket_of(rec, rank, mode)
   local settled = (tonumber(rec.settle_ms) or 0) >= 200
   local n = tonumber(rec.n_trainable)
@@ -430,6 +461,10 @@ function R.scenario(rec, opts)
     hw.host_classes = classes
     hw.host_dispatch_scale = require("hw.host_speed").class_ratio(classes)
   end
+  -- the optimizer's per-tensor work as timed on the run's host; an inference record runs no
+  -- optimizer step (its optimizer's figures would price nothing)
+  local optim_host = host_optim_of(rec, optim)
+  if optim_host and not bool(rec, "inference") then hw.host_optim = optim_host end
   local tr = { micro_batch = int(rec, "batch", 1), precision = mode, optimizer = oi[1],
                optimizer_impl = oi[2], checkpointing = bool(rec, "ckpt") == true, steps = opts.steps }
   if sdxl then

@@ -27,6 +27,7 @@ local SCHEMA = {
     pcie = { "string", nil, "the GPU's host link, a key of lua/hw/links.lua pcie (gen3_x16, gen4_x8, gen4_x16, gen5_x16): a slot or riser below the card's own [the card's own]" },
     host_dispatch_scale = { "number", 1, "the host's CPU time per op (PyTorch dispatch, launches) as a multiple of the calibration host's (lua/hw/host_speed.lua): 1.5 = 1.5x slower" },
     host_classes = { "table", nil, "the run's host's own host time per op of named op classes, as measure_host_classes.py times them there: { conv = { fwd_us = 50.1, bwd_us = 91.3 }, ... } (its keys: hardware.host_classes below); the classes not named take host_dispatch_scale" },
+    host_optim = { "table", nil, "the run's host's own host time per parameter tensor of the optimizer step (the run's optimizer implementation and parameter dtype) and of zero_grad(set_to_none=True), as measure_optim_host.py times them there (per_tensor_us): { step_tensor_us = 15.97, zero_grad_tensor_us = 0.38 } (either or both; a figure not given takes host_dispatch_scale)" },
     memory_fraction = { "number", nil, "torch.cuda.set_per_process_memory_fraction" },
     capacity_gib = { "number", nil, "pretend the card has this much memory (GiB)" },
     capacity_mib = { "number", nil, "the same in MiB" },
@@ -211,6 +212,11 @@ local function check_value(ctx, section, field, spec, v, origin, choices)
     -- its classes are the calibration profile's, each { fwd_us, bwd_us } (lua/hw/host_speed.lua)
     if where == "hardware.host_classes" then
       local m = require("hw.host_speed").bad_classes(v)
+      if m then bad(m) end
+    end
+    -- { step_tensor_us, zero_grad_tensor_us } (lua/hw/host_speed.lua)
+    if where == "hardware.host_optim" then
+      local m = require("hw.host_speed").bad_optim(v)
       if m then bad(m) end
     end
   elseif ty == "compile" then
@@ -449,6 +455,11 @@ function M.normalize(scn, sets, file, src)
       if bad_knob then error(("--set %s: %s"):format(set, bad_knob), 0) end
       cfg[sec3][tbl] = cfg[sec3][tbl] or {}
       cfg[sec3][tbl][sub] = v
+      -- hardware.host_optim's keys and bounds are checked as each is set, naming the --set
+      if sec3 == "hardware" and tbl == "host_optim" then
+        local m = require("hw.host_speed").bad_optim(cfg[sec3][tbl])
+        if m then error(("--set %s: %s"):format(set, m), 0) end
+      end
       goto continue
     end
     local sec, f = key:match("^([%w_]+)%.([%w_]+)$")

@@ -1,7 +1,8 @@
 -- tests/ops/test_host_speed.lua: unit tests of the host costs carried to the run's host
 -- (lua/hw/host_speed.lua): hardware.host_dispatch_scale on every host figure, and
 -- hardware.host_classes, the run's host's own figures for named op classes, whose checkpoint
--- columns follow each class's own measured ratio while every other figure keeps the scale.
+-- columns follow each class's own measured ratio while every other figure keeps the scale; and
+-- hardware.host_optim, the run's host's own per-tensor optimizer step and zero_grad.
 --
 --   VRSIM=./vrsim sh tests/test_ops.sh     (runs every tests/ops/test_*.lua as a scenario: the
 --                                           checks run as it loads; a failure is an error, exit 2)
@@ -20,7 +21,8 @@ local function profile()
     host_op_us = 34.0, launch_us = 4.0, host_ckpt_region_us = 112.5,
     host_classes = { conv = { fwd = 62.8, bwd = 113.8, ckpt_fwd = 41.5, ckpt_bwd = 52.6 },
                      add = { fwd = 12.8, bwd = 5.6, ckpt_fwd = 12.2, ckpt_bwd = 0 } },
-    optim_host = { step_tensor_us = { foreach = { bf16 = 9.5 } } },
+    optim_host = { step_tensor_us = { foreach = { bf16 = 9.5, fp32 = 9.4 }, fused = { bf16 = 2.9 } },
+                   zero_grad_tensor_us = 0.25 },
     kernel_gap_us = 1.67,
   }
 end
@@ -79,6 +81,51 @@ local ok, err = pcall(hs.scaled, { host_op_us = 34.0 }, 1, { conv = { fwd_us = 1
 check(not ok and tostring(err):find("prices no op by class", 1, true), "no host_class_us: refused, " .. tostring(err))
 ok, err = pcall(hs.scaled, nil, 1, { conv = { fwd_us = 1, bwd_us = 1 } })
 check(not ok, "no profile at all: refused")
+
+-- the optimizer's per-tensor work measured on the run's host: the step figure for every
+-- implementation and dtype (the input is the run's own optimizer's), zero_grad's as given, every
+-- other figure at the scale
+base = profile()
+p = hs.scaled(base, 2, nil, { step_tensor_us = 15.97, zero_grad_tensor_us = 0.38 })
+local st = p.optim_host.step_tensor_us
+check(near(st.foreach.bf16, 15.97) and near(st.foreach.fp32, 15.97) and near(st.fused.bf16, 15.97),
+      "host_optim: every impl/dtype step figure replaced")
+check(near(p.optim_host.zero_grad_tensor_us, 0.38), "host_optim: zero_grad replaced")
+check(near(p.host_op_us, 68) and near(p.host_classes.conv.fwd, 125.6), "host_optim: the other figures at the scale")
+check(near(base.optim_host.step_tensor_us.foreach.bf16, 9.5) and near(base.optim_host.zero_grad_tensor_us, 0.25),
+      "host_optim: the profile handed in is left as it was")
+-- one key given: the other keeps the scaled profile figure; at scale 1 it still applies
+p = hs.scaled(profile(), 2, nil, { zero_grad_tensor_us = 0 })
+check(near(p.optim_host.step_tensor_us.foreach.bf16, 19) and p.optim_host.zero_grad_tensor_us == 0,
+      "host_optim zero_grad only: the step at the scale, zero_grad 0 allowed")
+p = hs.scaled(profile(), 1, nil, { step_tensor_us = 12 })
+check(near(p.optim_host.step_tensor_us.fused.bf16, 12) and near(p.optim_host.zero_grad_tensor_us, 0.25),
+      "host_optim at scale 1: step replaced, zero_grad the profile's")
+-- without it: the table at the scale, and at scale 1 the profile itself
+p = hs.scaled(profile(), 2)
+check(near(p.optim_host.step_tensor_us.fused.bf16, 5.8) and near(p.optim_host.zero_grad_tensor_us, 0.5),
+      "no host_optim: the optimizer figures at the scale")
+base = profile()
+check(hs.scaled(base, 1) == base, "no host_optim at scale 1: the profile unchanged")
+
+local function refused_optim(t, want)
+  local msg = hs.bad_optim(t)
+  check(msg and msg:find(want, 1, true), ("bad_optim: want '%s', got %s"):format(want, tostring(msg)))
+  local ok2, err2 = pcall(hs.scaled, profile(), 1, nil, t)
+  check(not ok2 and tostring(err2):find(want, 1, true), "scaled refuses it too: " .. want)
+end
+refused_optim({ step_tensor_us = -1 }, "hardware.host_optim.step_tensor_us = -1: must be a number > 0")
+refused_optim({ step_tensor_us = 0 }, "hardware.host_optim.step_tensor_us = 0: must be a number > 0")
+refused_optim({ zero_grad_tensor_us = -0.1 }, "hardware.host_optim.zero_grad_tensor_us = -0.1: must be a number >= 0")
+refused_optim({ step_tensor_us = 0 / 0 }, "hardware.host_optim.step_tensor_us = ")
+refused_optim({ step_tensor_us = 2e6 }, "and at most 1000000")
+refused_optim({ step_tensor_us = "fast" }, "hardware.host_optim.step_tensor_us = fast")
+refused_optim({ step_us = 5 }, "hardware.host_optim.step_us is not a key of host_optim")
+refused_optim({}, "hardware.host_optim: give step_tensor_us, zero_grad_tensor_us or both")
+refused_optim(5, "hardware.host_optim must be a table")
+check(hs.bad_optim({ step_tensor_us = 15.97, zero_grad_tensor_us = 0 }) == nil, "host_optim: a good table passes")
+ok, err = pcall(hs.scaled, { host_op_us = 34.0 }, 1, nil, { step_tensor_us = 1 })
+check(not ok and tostring(err):find("prices no optimizer host work", 1, true), "no optim_host: refused, " .. tostring(err))
 
 if #failures > 0 then
   error(("host speed: %d of %d checks failed:\n  %s"):format(#failures, checks, table.concat(failures, "\n  ")), 0)
