@@ -698,6 +698,49 @@ static void test_host_dispatch_by_class(void **state) {
     graph_free(g);
 }
 
+/* A torch.compile graph's host time (EngineConfig.host_compiled_*): each kernel its generated code
+ * launches costs the direction's figure in place of a bare launch, an op fused into another's
+ * kernel (compiled 2) nothing, and a call of the graph (one per layer and direction) is paid at
+ * its first kernel, again after an eager op in between. No device time, so the step is the
+ * host's sum; without the figures each kernel is a bare launch and no call is paid:
+ *   A  compiled, layer 0, 2 kernels   2 x 1000 + call 10000
+ *   B  compiled, layer 0              1000
+ *   C  fused (compiled 2), layer 0    0
+ *   D  compiled, layer 1              1000 + call 10000 (another layer's graph)
+ *   E  eager, no class                500 (host_op_ns)
+ *   F  compiled, layer 1              1000 + call 10000 (the eager op ended the last call)
+ *   G  compiled, layer 1, backward,   3 x 2000 + call 20000
+ *      3 kernels */
+static void test_host_compiled_graph(void **state) {
+    (void)state;
+    Graph *g;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int x = tensor(g, "x", 1024, CAT_ACTIVATION, false, false);
+    struct { const char *name; int compiled, layer, kernels; Phase phase; } ops[] = {
+        {"A", 1, 0, 2, PH_FWD}, {"B", 1, 0, 1, PH_FWD}, {"C", 2, 0, 1, PH_FWD}, {"D", 1, 1, 1, PH_FWD},
+        {"E", 0, -1, 1, PH_FWD}, {"F", 1, 1, 1, PH_FWD}, {"G", 1, 1, 3, PH_BWD},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        int o = op(g, (OpArgs){.name = ops[i].name, .phase = ops[i].phase, .in = {x}, .nin = 1});
+        graph_op(g, o)->compiled = ops[i].compiled;
+        graph_op(g, o)->layer = ops[i].layer;
+        graph_op(g, o)->kernels = ops[i].kernels;
+    }
+    AllocConfig ac = ideal(0);
+    EngineConfig ec = {.steps = 1, .host_op_ns = 500, .host_launch_ns = 7,
+                       .host_compiled_kernel_ns = {1000, 2000}, .host_compiled_call_ns = {10000, 20000}};
+    SimResult *r = run_with(g, &ec, &ac);
+    assert_true(r->steps[0].host_ns == 61500.0);
+    assert_true(r->steps[0].time_ns == r->steps[0].host_ns);
+    engine_result_free(r);
+    /* a profile without the figures: a bare launch a kernel, no call */
+    EngineConfig bare = {.steps = 1, .host_op_ns = 500, .host_launch_ns = 7};
+    r = run_with(g, &bare, &ac);
+    assert_true(r->steps[0].host_ns == 2 * 7 + 7 + 7 + 500 + 7 + 3 * 7);
+    engine_result_free(r);
+    graph_free(g);
+}
+
 /* Contention: a compute-stream kernel overlapping a collective runs longer by the measured
  * fraction of the overlapped time (EngineConfig.contention; [1] for memory-bound kinds). B, an
  * all-gather on stream 1, runs 0..1000 ns; A, elementwise on stream 0, starts at 0 and would take
@@ -1145,6 +1188,7 @@ int main(void) {
         cmocka_unit_test(test_streams_overlap),
         cmocka_unit_test(test_wait_stream),
         cmocka_unit_test(test_host_dispatch_by_class),
+        cmocka_unit_test(test_host_compiled_graph),
         cmocka_unit_test(test_contention),
         cmocka_unit_test(test_cublas_workspaces),
         cmocka_unit_test(test_steps_must_be_positive),

@@ -75,8 +75,8 @@ rc=$?
 # the measured runs (validation/results/gen7_dcompile_records_h100.jsonl, one H100): every line's
 # peak allocated within 3 % (the compiled blocks' saved tensors as the partitioner chose them),
 # the step time held to the timed steps' median (record field `timed`), and the compiled Flux
-# blocks' step time within 12 % (the regional compile's kernels; SD 3.5's and SDXL's compiled
-# lines are host-bound and off, docs/techniques.md)
+# blocks' step time within 12 % (the regional compile's kernels), the host-bound compiled SD 3.5
+# blocks' within 25 % (SDXL's compiled lines are off, docs/techniques.md)
 "$VRSIM" validate --json validation/results/gen7_dcompile_records_h100.jsonl >"$TMP/meas.json" 2>/dev/null
 python3 - "$TMP/meas.json" validation/results/gen7_dcompile_records_h100.jsonl <<'PY' || rc=1
 import json, sys
@@ -96,6 +96,11 @@ check(abs(f["measured"] - recs[f["config"]]["timed"]["median_gpu_ms"]) < 1e-6,
       "validate holds a record with a timed summary to its median (%.2f ms, last step %.2f)"
       % (f["measured"], recs[f["config"]]["steps"][-1]["gpu_ms"]))
 check(abs(f["rel_error"]) <= 0.12, "compiled Flux blocks: step time %+.1f %% within 12 %%" % (100 * f["rel_error"]))
+# the compiled SD 3.5 blocks are host-bound: each kernel of Inductor's code and each call of a
+# compiled block cost the host what measure_compiled_call.py measured (lua/hw/calibrated/
+# h200_torch.lua host_compiled_*_us); at a bare launch a kernel the line was -30.4 %
+s3 = st["gen7-sd35m-l4-lora-r1024-compile"]
+check(abs(s3["rel_error"]) <= 0.25, "compiled SD 3.5 blocks: step time %+.1f %% within 25 %%" % (100 * s3["rel_error"]))
 sys.exit(1 if bad else 0)
 PY
 # a record's summaries as their formats say, or the record is named as malformed: a `timed` that is

@@ -915,18 +915,18 @@ function M.block_hooks(root, classes, t)
         cx.notes[#cx.notes + 1] = M.note(saved_of[k], blocks[k].layer or (k - 1), c, "transformer block")
       end
     end
-    -- the time is the decoder layers' compile timing (each Inductor kernel a bare launch, no
-    -- per-op dispatch); measured on one H100 (validation/results/gen7_dcompile_records_h100.jsonl):
-    -- Flux's compiled blocks -2.0 %, SD 3.5's and the SDXL UNet's 30-57 % slower than this
+    -- the time is the decoder layers' compile timing (each Inductor kernel and each call of a
+    -- compiled block at the host time measure_compiled_call.py measured, sim/engine.c); measured on
+    -- H100s (validation/results/gen7_dcompile_records_h100.jsonl, diffusion_h100_gen8_hostprof*.jsonl):
+    -- Flux's compiled blocks -1.6 %, SD 3.5's -16 to -22 %, the SDXL UNet's -34 to -50 %
     if classes[1]:find("^Flux") then
       cx.notes[#cx.notes + 1] = "torch.compile on a diffusion model: step time checked for Flux's "
-        .. "compiled blocks on one H100 (-2.0 %; a launch per Inductor kernel, no per-op dispatch); "
-        .. "the memory is checked against the partitioner"
+        .. "compiled blocks on one H100 (-1.6 %); the memory is checked against the partitioner"
     else
       cx.notes[#cx.notes + 1] = "torch.compile on a diffusion model: step time not validated for "
-        .. "these blocks (SD 3.5's and the SDXL UNet's compiled steps ran 30-57 % slower than "
-        .. "predicted on one H100: what the host spends calling each compiled block, beyond a launch "
-        .. "per kernel, is not modelled); the memory is checked against the partitioner"
+        .. "these blocks (SD 3.5's and the SDXL UNet's compiled steps ran 16-50 % slower than "
+        .. "predicted on H100s: their host time inside the real blocks is above what the "
+        .. "microbenchmark of a compiled block gives); the memory is checked against the partitioner"
     end
     if t.checkpointing then
       cx.notes[#cx.notes + 1] = "torch.compile: gradient checkpointing wraps each compiled block "
