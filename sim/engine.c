@@ -71,8 +71,8 @@ typedef struct Run {
     double host_ns;             /* the host thread has issued everything up to this time */
     double build_host_ns;       /* the build's host time, which the steps' clock starts after */
     int fwd_region;             /* checkpointed region the last forward op ran in (0: none) */
-    int compiled_graph;         /* the compiled graph the last kernel ran in: its layer + 1 and
-                                   direction (compiled_graph_of), 0 after an eager op's kernel */
+    int compiled_graph;         /* the compiled graph the last kernel ran in, a key of its layer
+                                   and direction (compiled_graph_of); 0 after an eager op */
     long alloc_seq;             /* allocations within the current step */
     int slot_held[GRAPH_MAX_SLOTS]; /* storage held in each slot (Op.slot), -1 none */
     char check_err[200];        /* the invariant engine_check found broken */
