@@ -8,16 +8,20 @@
 # returns what it finished). Last, one line per configuration: name, peak allocated and reserved
 # of the last step (MiB), the timed steps' median GPU milliseconds.
 #   usage (GPU machine, repository root, .whl carried): DEADLINE_S=530 bash validation/harness/run_gen7_dcompile.sh
+# PLAN=NAME runs validation/harness/plans/plan_NAME.jsonl into diffusion_<gpu>_NAME.jsonl instead
+# (run_gen8_hostprof.sh); AFTER=COMMAND runs before the table (the records' path in $REC).
 set -u
 OUT=${OUT:-/tmp/vrsim-out}; export STAGE=${STAGE:-$OUT/stage}
 export T_START=$(date +%s) DEADLINE_S=${DEADLINE_S:-530}
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100; then G=h100; else G=h200; fi
-REC=$STAGE/validation/records/diffusion_${G}_gen7_dcompile.jsonl
+PLAN=${PLAN:-gen7_dcompile}
+export REC=$STAGE/validation/records/diffusion_${G}_$PLAN.jsonl
 # the plan's budget: what is left after the setup, less 20 s for the packing and the table
-EXTRA="python3 validation/harness/measure_diffusers.py --plan validation/harness/plans/plan_gen7_dcompile.jsonl \
+EXTRA="python3 validation/harness/measure_diffusers.py --plan validation/harness/plans/plan_$PLAN.jsonl \
   --out $REC --trace-dir $STAGE/validation/traces \
   --deadline-s \$(( DEADLINE_S - (\$(date +%s) - T_START) - 20 )) 2>&1 | grep -v 'Warning\|warn\|float32: \[\]'" \
   bash validation/harness/run_gen4.sh
+if [ -n "${AFTER:-}" ]; then bash -c "$AFTER"; fi
 echo "== configurations (last step's peak allocated / reserved MiB, timed steps' median GPU ms)"
 python3 - "$REC" <<'PY'
 import json, sys, os
