@@ -330,6 +330,65 @@ PY
   else bad "$prec compile + op-level checkpointing: the saved set differs from the partitioner's" "$(cat "$tmp/sop_$prec.out" "$tmp/sop_$prec.err")"; fi
 done
 
+# 5g. the same policy over peft's LoRA (dropout 0: nn.Identity, no random op; fp32 adapters on the
+#     bf16 base, peft's autocast_adapter_dtype): each adapter's A and B are aten.mm calls the
+#     policy counts with the base Linears', so on q and v the odd ones are q, q.B, v, v.B and
+#     gate (lora_A's outputs recomputed, k's base output too), on all-linear q, q.B, k.A, v, v.B,
+#     o.A, gate, gate.B, up.A (and down, down.B, which backward never reads). Against
+#     validation/oracle/captures/compile_sac_op_lora_l1.json (validation/oracle/check_compile_sac_lora.py;
+#     its dynamo_cpu records, dynamo's own trace of a wrapped tiny peft layer, save the same GEMM
+#     outputs), r 16, with the flash kernel's RNG seed and offset named as in 5f; precision bf16
+#     with a lora table is the same layer
+LCAP=validation/oracle/captures/compile_sac_op_lora_l1.json
+for cfg in lora_qv lora_all; do
+  case $cfg in
+    lora_qv) tg="" ;;   # q_proj and v_proj: peft's default for Llama
+    lora_all) tg="--set lora.targets=all-linear" ;;
+  esac
+  for prec in lora_bf16 bf16; do
+    # shellcheck disable=SC2086
+    "$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set attention=flash \
+      --set compile=true --set checkpointing=true --set checkpoint_scope=op --set checkpoint_impl=wrapper \
+      --set precision=$prec --set lora.dropout=0 --set lora.r=16 --set lora.alpha=16 $tg \
+      > "$tmp/sl_${cfg}_$prec.json" 2>"$tmp/sl_$cfg.err"
+  done
+  if python3 - "$LCAP" "$cfg" "$tmp/sl_${cfg}_lora_bf16.json" "$tmp/sl_${cfg}_bf16.json" > "$tmp/sl_$cfg.out" 2>&1 <<'PY'
+import json, sys
+from collections import Counter
+sys.path.insert(0, "tests")
+from compile_note import saved_counts
+cap, cfg, out, out_bf16 = sys.argv[1:]
+capd = json.load(open(cap))
+rec = [r for r in capd["records"] if r["config"] == cfg][0]
+assert rec["weights"]["lora_A"] == rec["weights"]["lora_B"] == ["float32"], rec["weights"]
+gemms = [x for x in rec["saved"] if x["name"].startswith("mm")]
+# dynamo's own trace saves as many GEMM outputs, each tagged MUST_SAVE
+mm = [x["tag"] for x in capd["dynamo_cpu"][cfg]["saved"] if x["op"] == "aten.mm.default"]
+assert mm == ["MUST_SAVE"] * len(gemms), (mm, gemms)
+DT = {"bfloat16": "bf16", "float32": "fp32", "uint64": "uint64"}
+want, seen = Counter(), set()
+for x in rec["saved"]:
+    if x["kind"] == "param" or x["storage"] in seen:
+        continue
+    seen.add(x["storage"])
+    assert x["kind"] == "input" or x["tag"] == "MUST_SAVE", x
+    n = 1
+    for d in x["shape"]:
+        n *= d
+    want[(n, DT[x["dtype"]])] += 1
+got = saved_counts(out)
+named = Counter({(2, "uint64"): 1, (1, "uint64"): 1})
+if got - want or want - got != named:
+    print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got - named))
+    sys.exit(1)
+assert saved_counts(out_bf16) == got, "precision bf16 with a lora table saves otherwise"
+print(sum(want.values()) - 2, "tensors (the RNG seed and offset aside),", len(gemms), "GEMM outputs,",
+      sum(1 for x in gemms if x["dtype"] == "float32"), "of them the adapters' (fp32)")
+PY
+  then ok "$cfg compile + op-level checkpointing under LoRA: the saved set is the partitioner's; $(cat "$tmp/sl_$cfg.out")"
+  else bad "$cfg compile + op-level checkpointing under LoRA: the saved set differs from the partitioner's" "$(cat "$tmp/sl_$cfg.out" "$tmp/sl_$cfg.err")"; fi
+done
+
 # 6. the step: Inductor's generated code launches fused kernels, no eager dispatch per op
 "$VRSIM" "$tmp/l.lua" --json --no-files > "$tmp/e.json"
 "$VRSIM" "$tmp/l.lua" --json --no-files --set compile=true > "$tmp/c.json"
@@ -802,7 +861,11 @@ refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
 refused op-ckpt 'training.compile with checkpoint_scope = "op" and checkpoint_impl = "transformers" is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op"'
 refused op-tp 'checkpoint_scope = "op" under tensor parallelism is not modelled (.*without tensor or context parallelism it is)' 'compile = true, checkpointing = true, checkpoint_scope = "op", checkpoint_impl = "wrapper"' --set hardware.count=2 --set parallel.tp=2
-refused op-lora 'checkpoint_scope = "op" and LoRA is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op", checkpoint_impl = "wrapper", precision = "lora_bf16"'
+# op-level checkpointing with LoRA: the dropout (a random op the policy recomputes), adapters not
+# fp32 and a base not bf16 are not checked
+refused op-lora-dropout 'checkpoint_scope = "op" and LoRA dropout 0.05 is not modelled (.*lora.dropout = 0 is)' 'compile = true, checkpointing = true, checkpoint_scope = "op", checkpoint_impl = "wrapper", precision = "lora_bf16"'
+refused op-lora-bf16-adapters 'checkpoint_scope = "op" and LoRA with lora.dtype = bf16 is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op", checkpoint_impl = "wrapper", precision = "lora_bf16", lora = { dropout = 0, dtype = "bf16" }'
+refused op-lora-fp16 'checkpoint_scope = "op" and LoRA under precision lora_fp16 is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op", checkpoint_impl = "wrapper", precision = "lora_fp16", lora = { dropout = 0 }'
 refused attn-ckpt 'training.compile with checkpoint_scope = "attention"' 'compile = true, checkpointing = true, checkpoint_scope = "attention"'
 refused impl-bad 'checkpoint_impl' 'checkpointing = true, checkpoint_impl = "deepspeed"'
 refused zero3 'training.compile under strategy zero3 is not modelled' 'compile = true, strategy = "zero3"' --set hardware.count=2

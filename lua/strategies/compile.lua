@@ -155,6 +155,34 @@ function M.moe_refusal(t, mc, mesh, lora)
   return nil
 end
 
+-- The error for op-level checkpointing compiled with LoRA (nil when it is modelled). What is
+-- checked (validation/oracle/check_compile_sac_lora.py, its result
+-- validation/oracle/captures/compile_sac_op_lora_l1.json): peft's adapters on a bf16 Llama
+-- layer's Linears, q and v or all-linear, lora_dropout = 0 (peft's nn.Identity: no random op in
+-- the layer), fp32 (autocast_adapter_dtype). Each adapter's A and B are aten.mm calls the policy
+-- counts with the base Linears' (strategies/sac.lua), so they shift which base GEMMs it saves.
+-- QLoRA's 4-bit base is refused by strategies/sac.lua, lora.ParamWrapper with the experts.
+function M.op_lora_refusal(t, lora)
+  local head = "training.compile with checkpoint_scope = \"op\" and LoRA"
+  if lora.dropout > 0 then
+    -- peft's dropout before lora_A is a random op the policy tags PREFER_RECOMPUTE: the
+    -- partitioner's RNG functionalization of it (philox seeds and offsets in the graph), not
+    -- traced on the CPU
+    return ("%s dropout %s is not modelled (the partition of peft's dropout before lora_A, a random op "
+            .. "the policy recomputes, is not checked; lora.dropout = 0 is)"):format(head, tostring(lora.dropout))
+  end
+  if t.precision ~= "lora_bf16" and t.precision ~= "bf16" then
+    return ("%s under precision %s is not modelled (adapters on a bf16 base, precision = \"lora_bf16\" or "
+            .. "\"bf16\", are checked)"):format(head, tostring(t.precision))
+  end
+  if lora.dtype ~= "fp32" then
+    -- bf16 adapters drop the input and output casts and halve the saved lora_B outputs
+    return ("%s with lora.dtype = %s is not modelled (peft's fp32 adapters, autocast_adapter_dtype, are "
+            .. "checked)"):format(head, lora.dtype)
+  end
+  return nil
+end
+
 -- The error for a run compile is not modelled for (nil when it is). mesh: the device mesh, if any;
 -- lora: the run's peft settings, if any.
 function M.check(t, mc, mesh, lora)
@@ -188,10 +216,8 @@ function M.check(t, mc, mesh, lora)
             (mesh.degrees.tp or 1) > 1 and "tensor parallelism" or "context parallelism")
   end
   if t.checkpointing and t.checkpoint_scope == "op" and require("strategies.lora").wanted(t) then
-    -- (peft's dropout before lora_A is a random op the policy tags PREFER_RECOMPUTE: the
-    -- partitioner's RNG functionalization, not traced on the CPU)
-    return "training.compile with checkpoint_scope = \"op\" and LoRA is not modelled (the partition of "
-           .. "the adapters' GEMMs and dropout under the policy is not checked)"
+    local why = M.op_lora_refusal(t, lora)
+    if why then return why end
   end
   if t.checkpointing and t.checkpoint_scope ~= "layer" and t.checkpoint_scope ~= "op" then
     return ("training.compile with checkpoint_scope = \"%s\" and checkpoint_every = %d is not modelled "
