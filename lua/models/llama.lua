@@ -836,6 +836,28 @@ end
 -- upcast already (output_logits). ids: the input ids, which are the labels.
 local function causal_lm_loss(cx, logits, b, s, compiled, ids)
   if compiled then return compiled_lm_loss(cx, logits, b, s) end
+  if cx.run.compile_model then
+    -- torch.compile(model) (training.compile.scope = "model"): ForCausalLMLoss is traced into
+    -- the model's graph, and the partitioner saves of it what it saves of the loss compiled alone
+    -- (validation/oracle/check_compile_model.py): lm_head's logits as they came (the fp32 upcast
+    -- fused into the reductions), two fp32 values a row (the row max and log-sum-exp), and the
+    -- labels padded by one position (F.pad(labels, (0, 1), value=-100), then labels[..., 1:]:
+    -- the pad's storage is saved), plus one fp32 scalar, the reduction's count (4 bytes, not
+    -- modelled, as the compiled loss's is not)
+    local padded = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
+    local shifted
+    if b == 1 then
+      shifted = nn.view(cx, padded, { b, s }, "shift_labels")
+    else
+      shifted = nn.op(cx, { name = "labels.shift", inputs = { padded }, outs = { { "shift_labels", { b, s }, "int64" } } })
+    end
+    -- what the note of the model graph lists (strategies/compile.lua M.model_head_hooks): the
+    -- tensors the compiled loss saves, as it makes them
+    local rows = b * s
+    cx.run.compiled_loss_saved = { logits, padded, { name = "loss.amax", shape = { rows, 1 }, dtype = "fp32" },
+                                   { name = "loss.logsumexp", shape = { rows, 1 }, dtype = "fp32" } }
+    return nn.cross_entropy_compiled(cx, "", logits, shifted)
+  end
   local tf = cx.tf
   if tf and tf.shift_copy then
     -- before 4.46 (Mistral: 4.48) the model's own loss: `logits` is the output's fp32 copy, held
