@@ -219,7 +219,7 @@ function M.model_refusal(t, mc, mesh, lora, family)
   if t.transformers and not require("strategies.tf_version").era(t.transformers, family).default then
     return no(("training.transformers = %q"):format(t.transformers), "the capture traces transformers 5.25's loss")
   end
-  if lora and lora.dropout > 0 then
+  if lora and (lora.dropout or 0) > 0 then
     return no(("lora dropout %g"):format(lora.dropout), "the capture's adapters have dropout 0: its random mask in one graph is not traced")
   end
   if t.precision ~= "bf16" and t.precision ~= "lora_bf16" then
@@ -790,15 +790,15 @@ function M.model_head_hooks(root, t, region)
   local norm = root.children.model and root.children.model.children.norm
   local head = root.children.lm_head
   if not (norm and head) then error("training.compile.scope = \"model\": this model has no final norm and lm_head", 0) end
-  local ops, first_op, saved
+  local ops, first_op, saved, noted
   return {
     { module = root, first = { post = function(cx)
-      if cx.no_grad or not saved then return end
+      if cx.no_grad or not saved or noted then return end
+      noted = true
       local all = {}
       for _, x in ipairs(saved) do all[#all + 1] = x end
       for _, x in ipairs(cx.run.compiled_loss_saved or {}) do all[#all + 1] = x end
       cx.notes[#cx.notes + 1] = M.note(all, nil, nil, "the model graph's final norm, lm_head and loss")
-      saved = nil
     end } },
     { module = norm, first = { pre = function(cx)
       if cx.no_grad then ops = nil; return end
