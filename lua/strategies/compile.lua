@@ -219,6 +219,9 @@ function M.model_refusal(t, mc, mesh, lora, family)
   if t.transformers and not require("strategies.tf_version").era(t.transformers, family).default then
     return no(("training.transformers = %q"):format(t.transformers), "the capture traces transformers 5.25's loss")
   end
+  if lora and lora.dtype and lora.dtype ~= "fp32" then
+    return no(("lora.dtype = %s"):format(lora.dtype), "the capture's adapters are fp32, as peft keeps them")
+  end
   if lora and (lora.dropout or 0) > 0 then
     return no(("lora dropout %g"):format(lora.dropout), "the capture's adapters have dropout 0: its random mask in one graph is not traced")
   end
