@@ -802,6 +802,13 @@ function M.model_head_hooks(root, t, region)
       for _, x in ipairs(saved) do all[#all + 1] = x end
       for _, x in ipairs(cx.run.compiled_loss_saved or {}) do all[#all + 1] = x end
       cx.notes[#cx.notes + 1] = M.note(all, nil, nil, "the model graph's final norm, lm_head and loss")
+      -- the engine keys a compiled graph's host call by layer and direction (sim/engine.c
+      -- compiled_graph_of), and the ops outside the partitioned regions stay eager ops there,
+      -- each ending a graph's run: a key for the one model graph would still be split by them
+      cx.notes[#cx.notes + 1] = "torch.compile(model): the host's graph call is charged per decoder layer's "
+        .. "graph and the head's, as with scope \"layer\", not once a direction for the one model graph; "
+        .. "the embedding's lookup, the rotary tables and autograd's gradient sums between layers run as "
+        .. "eager ops, and the rotary tables are saved where the model graph recomputes them"
     end } },
     { module = norm, first = { pre = function(cx)
       if cx.no_grad then ops = nil; return end
