@@ -892,6 +892,42 @@ print(sum(want.values()), "tensors of the capture, the named differences aside")
 PY
 then ok "scope = \"model\": the whole model's saved set is the min-cut partitioner's ($(cat "$tmp/m.out"))"
 else bad "scope = \"model\": the saved set differs from the partitioner's" "$(cat "$tmp/m.out" "$tmp/m.err")"; fi
+# LoRA (q and v, dropout 0, fp32 adapters): decoder layer 1 and the model graph's head and loss
+# against the capture's layer 1, final norm, lm_head and loss, with layer 0's output (layer 1's
+# saved input, which the capture makes in layer 0); the same named differences, one layer's
+"$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set precision=lora_bf16 \
+  --set training.lora.dropout=0 --set compile=model > "$tmp/ml.json" 2>"$tmp/ml.err"
+if python3 - "$MCAP" "$tmp/ml.json" > "$tmp/ml.out" 2>&1 <<'PY'
+import json, sys
+from collections import Counter
+sys.path.insert(0, "tests")
+from compile_note import counts, notes
+cap, out = sys.argv[1:]
+rec = [r for r in json.load(open(cap))["records"] if r["config"] == "lora_bf16"][0]
+DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "uint64": "uint64"}
+want, seen = Counter({(256 * 4096, "bf16"): 1}), set()
+for x in rec["saved"]:
+    if x["kind"] == "param" or x["storage"] in seen or x["region"] in ("layer 0", "embed"):
+        continue
+    seen.add(x["storage"])
+    n = 1
+    for d in x["shape"]:
+        n *= d
+    want[(n, DT[x["dtype"]])] += 1
+ns = notes(json.load(open(out)))
+layer = [n for n in ns if "of decoder layer 1 " in n]
+head = [n for n in ns if "model graph's final norm, lm_head and loss" in n]
+assert len(layer) == 1 and len(head) == 1, ns
+got = counts(layer[0]) + counts(head[0])
+vrsim_only = Counter({(256 * 128, "bf16"): 2, (1, "int64"): 2})
+cap_only = Counter({(2, "uint64"): 1, (1, "uint64"): 1, (1, "fp32"): 1})
+if got - want != vrsim_only or want - got != cap_only:
+    print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got))
+    sys.exit(1)
+print(sum(want.values()), "tensors of the capture, the named differences aside")
+PY
+then ok "scope = \"model\" under LoRA: layer 1, the head and the loss save the min-cut partitioner's set ($(cat "$tmp/ml.out"))"
+else bad "scope = \"model\" under LoRA: the saved set differs from the partitioner's" "$(cat "$tmp/ml.out" "$tmp/ml.err")"; fi
 # its peak: below the layers compiled alone (the loss's fp32 logits and log-probabilities never
 # made) and below eager, where the saved activations set the peak (LoRA, dropout 0, as captured)
 peak() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['peak_allocated_bytes'])" "$1"; }
