@@ -804,9 +804,12 @@ function M.model_head_hooks(root, t, region)
       cx.notes[#cx.notes + 1] = M.note(all, nil, nil, "the model graph's final norm, lm_head and loss")
       -- the engine keys a compiled graph's host call by layer and direction (sim/engine.c
       -- compiled_graph_of), and the ops outside the partitioned regions stay eager ops there,
-      -- each ending a graph's run: a key for the one model graph would still be split by them
+      -- each ending a graph's run: a key for the one model graph would still be split by them.
+      -- Nor is one call of the whole graph a layer graph's call (hw/calibrated: measured on a
+      -- layer's graph): its guards and runtime wrappers go over every parameter of the model
       cx.notes[#cx.notes + 1] = "torch.compile(model): the host's graph call is charged per decoder layer's "
-        .. "graph and the head's, as with scope \"layer\", not once a direction for the one model graph; "
+        .. "graph and the head's, as with scope \"layer\", not once a direction for the one model graph "
+        .. "(whose call, guarding every parameter, is not measured); "
         .. "the embedding's lookup, the rotary tables and autograd's gradient sums between layers run as "
         .. "eager ops, and the rotary tables are saved where the model graph recomputes them"
     end } },
