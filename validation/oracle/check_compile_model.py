@@ -17,26 +17,29 @@ with it. Two parts:
   and drops the causal mask (SDPA's is_causal, the flash kernel), as dynamo's own trace of the
   tiny model shows (attn_mask None, is_causal True); without one, traced, it builds a 4-D mask.
   DynamicLayer's empty start (torch.tensor([]) on the device, which a CPU build's fake CUDA cannot
-  make) is made as an empty tensor of the keys' dtype on the fake device instead. Every saved tensor with its graph name, shape, dtype, bytes, kind (param, input,
-  activation, as capture_compile.py), storage (the node whose storage it is) and region: the
+  make) is made as an empty tensor of the keys' dtype on the fake device instead, and
+  torch.compiler.is_compiling answers True while AOTAutograd traces, as it does under dynamo (so
+  transformers takes its compile-time paths). Every saved tensor with its graph name, shape,
+  dtype, bytes, kind (param, input, activation, as capture_compile.py), storage (the node whose storage it is) and region: the
   module whose forward made its storage node (embed, layer 0, layer 1, norm, lm_head, rotary),
   or "loss" for what LlamaForCausalLM.forward and ForCausalLMLoss do outside the modules,
   read from torch.fx.traceback.annotate tags put around each module's forward.
-  Configurations: bf16, and lora_bf16 (peft LoRA r 8 on q_proj and v_proj, dropout 0, the
+  Configurations: bf16, and lora_bf16 (peft LoRA r 8, alpha 16, on q_proj and v_proj, dropout 0, the
   adapters fp32 as peft keeps them on a bf16 base) where peft is installed.
 
   check_compile_model.py [-o validation/oracle/captures/compile_model_llama2_7b_l2.json]
 
-What it shows (torch 2.13, transformers 5.25, peft 0.19+): one graph (no graph break, one forward
-and one backward AOTAutograd graph) from the embedding through the loss. Each decoder layer saves
-what it saves compiled alone, with one difference: traced by dynamo, transformers' sdpa_mask
-does not drop the causal mask (is_tracing), so the attention gets a 4-D bf16 additive mask (made
-once, saved once, in layer 0) and, flash taking no mask, runs the memory-efficient kernel (its
-fp32 logsumexp and two int64 philox scalars). Outside the layers: the embedding's output (layer
-0's input; absent under LoRA, where no gradient flows into layer 0's input), the final norm's
-rstd and normed input, lm_head's bf16 logits (the fp32 upcast ForCausalLMLoss makes is
-recomputed), the padded labels, and two fp32 values a row (amax, log-sum-exp) plus the fp32
-normaliser, as the loss compiled alone saves.
+What it shows (torch 2.13, transformers 5.25, peft 0.21): one graph (no graph break, one forward
+and one backward AOTAutograd graph) from the embedding through the loss, the attention SDPA with
+no mask and is_causal (flash: q, k, v, its output, the fp32 logsumexp and the philox seed and
+offset saved; k and v as the cache's copies). Each decoder layer saves what vrsim's layer
+compiled alone saves, with one difference: the rotary tables are not saved, the graph recomputes
+them in backward from inv_freq. Outside the layers: the embedding's output (layer 0's
+input; absent under LoRA, where no gradient flows into layer 0's input), the input ids (the
+embedding's backward), the final norm's input, rstd and normed input, lm_head's bf16 logits (the
+fp32 upcast ForCausalLMLoss makes is not saved: backward recomputes it), the padded labels,
+and two fp32 values a row (amax, log-sum-exp) plus the fp32 count, as the loss compiled alone
+saves. tests/test_compile.sh holds vrsim's training.compile.scope = "model" to it.
 
 Inductor's codegen is not run (it needs a GPU)."""
 import argparse
