@@ -845,12 +845,10 @@ local function causal_lm_loss(cx, logits, b, s, compiled, ids)
     -- the pad's storage is saved), plus one fp32 scalar, the reduction's count (4 bytes, not
     -- modelled, as the compiled loss's is not)
     local padded = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
-    local shifted
-    if b == 1 then
-      shifted = nn.view(cx, padded, { b, s }, "shift_labels")
-    else
-      shifted = nn.op(cx, { name = "labels.shift", inputs = { padded }, outs = { { "shift_labels", { b, s }, "int64" } } })
-    end
+    -- labels[..., 1:].contiguous() inside the graph makes no tensor the step keeps: at batch 1 the
+    -- partitioner saves the pad's storage; at batch 2 (dynamo on the CPU, a tiny Llama) it saves
+    -- instead the (b * s, 1) int64 labels with the ignored positions replaced, 8 bytes a row less
+    local shifted = nn.view(cx, padded, { b, s }, "shift_labels")
     -- what the note of the model graph lists (strategies/compile.lua M.model_head_hooks): the
     -- tensors the compiled loss saves, as it makes them
     local rows = b * s
