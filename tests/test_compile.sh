@@ -845,6 +845,101 @@ for prec in lora_bf16 bf16 amp_bf16; do
   done
 done
 
+# 7z. torch.compile(model) (scope = "model"): the whole Llama-2-7B cut to 2 layers at 1 x 256, bf16,
+#     its saved set (every layer's, the final norm's, lm_head's and the loss's) against the
+#     partitioner's over the whole LlamaForCausalLM called with labels
+#     (validation/oracle/captures/compile_model_llama2_7b_l2.json, check_compile_model.py), as a
+#     multiset of (elements, dtype), each storage once, parameters left out. vrsim's saved set is
+#     its two layers' (alike: layer 0's input is the embedding's output) and the note of the
+#     model graph's head and loss. Named differences: the rotary tables (the model's graph
+#     recomputes cos and sin from inv_freq in backward; vrsim's layers save them as inputs), the
+#     attention's philox seed and offset (uint64 [2] and [] in the capture, int64 [1] twice in
+#     vrsim), the input ids (saved for the embedding's backward, eager too: outside the notes) and
+#     the loss's fp32 count scalar (4 bytes).
+MCAP=validation/oracle/captures/compile_model_llama2_7b_l2.json
+"$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set compile=model > "$tmp/m.json" 2>"$tmp/m.err"
+if python3 - "$MCAP" "$tmp/m.json" > "$tmp/m.out" 2>&1 <<'PY'
+import json, sys
+from collections import Counter
+sys.path.insert(0, "tests")
+from compile_note import counts, notes
+cap, out = sys.argv[1:]
+rec = [r for r in json.load(open(cap))["records"] if r["config"] == "bf16"][0]
+DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "uint64": "uint64"}
+want, seen = Counter(), set()
+for x in rec["saved"]:
+    if x["kind"] == "param" or x["storage"] in seen:
+        continue
+    seen.add(x["storage"])
+    n = 1
+    for d in x["shape"]:
+        n *= d
+    want[(n, DT[x["dtype"]])] += 1
+ns = notes(json.load(open(out)))
+layer = [n for n in ns if "of decoder layer 1 " in n]
+head = [n for n in ns if "model graph's final norm, lm_head and loss" in n]
+assert len(layer) == 1 and len(head) == 1, ns
+got = counts(layer[0]) + counts(layer[0]) + counts(head[0])
+rot = Counter({(256 * 128, "bf16"): 2})
+got = got - rot - rot   # cos and sin: one storage each, listed in both layers' notes
+vrsim_only = rot + Counter({(1, "int64"): 4})
+cap_only = Counter({(2, "uint64"): 2, (1, "uint64"): 2, (256, "int64"): 1, (1, "fp32"): 1})
+got = got + rot
+if got - want != vrsim_only or want - got != cap_only:
+    print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got))
+    sys.exit(1)
+print(sum(want.values()), "tensors of the capture, the named differences aside")
+PY
+then ok "scope = \"model\": the whole model's saved set is the min-cut partitioner's ($(cat "$tmp/m.out"))"
+else bad "scope = \"model\": the saved set differs from the partitioner's" "$(cat "$tmp/m.out" "$tmp/m.err")"; fi
+# LoRA (q and v, dropout 0, fp32 adapters): decoder layer 1 and the model graph's head and loss
+# against the capture's layer 1, final norm, lm_head and loss, with layer 0's output (layer 1's
+# saved input, which the capture makes in layer 0); the same named differences, one layer's
+"$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set precision=lora_bf16 \
+  --set training.lora.dropout=0 --set compile=model > "$tmp/ml.json" 2>"$tmp/ml.err"
+if python3 - "$MCAP" "$tmp/ml.json" > "$tmp/ml.out" 2>&1 <<'PY'
+import json, sys
+from collections import Counter
+sys.path.insert(0, "tests")
+from compile_note import counts, notes
+cap, out = sys.argv[1:]
+rec = [r for r in json.load(open(cap))["records"] if r["config"] == "lora_bf16"][0]
+DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "uint64": "uint64"}
+want, seen = Counter({(256 * 4096, "bf16"): 1}), set()
+for x in rec["saved"]:
+    if x["kind"] == "param" or x["storage"] in seen or x["region"] in ("layer 0", "embed"):
+        continue
+    seen.add(x["storage"])
+    n = 1
+    for d in x["shape"]:
+        n *= d
+    want[(n, DT[x["dtype"]])] += 1
+ns = notes(json.load(open(out)))
+layer = [n for n in ns if "of decoder layer 1 " in n]
+head = [n for n in ns if "model graph's final norm, lm_head and loss" in n]
+assert len(layer) == 1 and len(head) == 1, ns
+got = counts(layer[0]) + counts(head[0])
+vrsim_only = Counter({(256 * 128, "bf16"): 2, (1, "int64"): 2})
+cap_only = Counter({(2, "uint64"): 1, (1, "uint64"): 1, (1, "fp32"): 1})
+if got - want != vrsim_only or want - got != cap_only:
+    print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got))
+    sys.exit(1)
+print(sum(want.values()), "tensors of the capture, the named differences aside")
+PY
+then ok "scope = \"model\" under LoRA: layer 1, the head and the loss save the min-cut partitioner's set ($(cat "$tmp/ml.out"))"
+else bad "scope = \"model\" under LoRA: the saved set differs from the partitioner's" "$(cat "$tmp/ml.out" "$tmp/ml.err")"; fi
+# its peak: below the layers compiled alone (the loss's fp32 logits and log-probabilities never
+# made) and below eager, where the saved activations set the peak (LoRA, dropout 0, as captured)
+peak() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['peak_allocated_bytes'])" "$1"; }
+for c in false true model; do
+  "$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set precision=lora_bf16 \
+    --set training.lora.dropout=0 --set compile=$c > "$tmp/pk_$c.json" 2>"$tmp/pk_$c.err"
+done
+pe=$(peak "$tmp/pk_false.json" 2>/dev/null); pl=$(peak "$tmp/pk_true.json" 2>/dev/null); pm=$(peak "$tmp/pk_model.json" 2>/dev/null)
+if [ -n "$pm" ] && [ -n "$pl" ] && [ -n "$pe" ] && [ "$pm" -lt "$pl" ] && [ "$pl" -lt "$pe" ]; then
+  ok "scope = \"model\": peak $pm B below scope \"layer\"'s $pl B and eager's $pe B (LoRA, seq 1024)"
+else bad "scope = \"model\" peak: model $pm, layer $pl, eager $pe" "$(cat "$tmp/pk_model.err")"; fi
+
 # 8. what is refused, by name (exit 2); compile = "layer" from the command line
 refused() { # NAME WANT SCENARIO-TRAINING-TABLE [--set ...]
   _n=$1; _w=$2; _t=$3; shift 3
@@ -856,7 +951,18 @@ refused() { # NAME WANT SCENARIO-TRAINING-TABLE [--set ...]
 }
 refused reduce-overhead 'mode = "reduce-overhead" is not modelled.*CUDA graphs' 'compile = { mode = "reduce-overhead" }'
 refused max-autotune 'mode = "max-autotune" is not modelled' 'compile = { mode = "max-autotune" }'
-refused scope-model 'scope = "model" is not modelled' 'compile = { scope = "model" }'
+M='training.compile.scope = "model" (torch.compile of the whole model) with'
+refused model-ckpt "$M checkpointing is not modelled" 'compile = { scope = "model" }, checkpointing = true'
+refused model-inference "$M inference = true is not modelled" 'compile = { scope = "model" }, inference = true'
+refused model-nf4 "$M quant = nf4 is not modelled" 'compile = { scope = "model" }, precision = "lora_bf16", quant = "nf4", lora = { dropout = 0 }'
+refused model-float8 "$M float8 is not modelled" 'compile = { scope = "model" }, float8 = { recipe = "tensorwise" }' --set hardware.gpu=h100_sxm
+refused model-tp "$M tensor, context or pipeline parallelism is not modelled" 'compile = { scope = "model" }' --set hardware.count=2 --set parallel.tp=2
+refused model-fsdp2 "$M strategy fsdp2 is not modelled" 'compile = { scope = "model" }, strategy = "fsdp2"' --set hardware.count=2
+refused model-amp "$M precision amp_bf16 is not modelled" 'compile = { scope = "model" }, precision = "amp_bf16"'
+refused model-lora-dropout "$M lora dropout 0.05 is not modelled" 'compile = { scope = "model" }, precision = "lora_bf16"'
+refused model-chunked "$M training.loss = \"chunked\" is not modelled" 'compile = { scope = "model" }, loss = "chunked"'
+refused model-moe "$M model type qwen3_moe is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/qwen3-30b-a3b.json"
+refused model-mistral "$M model type mistral is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/mistral-7b-v0.1.json"
 refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic = true }'
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
 refused op-ckpt 'training.compile with checkpoint_scope = "op" and checkpoint_impl = "transformers" is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op"'

@@ -295,8 +295,8 @@ check "accelerate FSDP2 with regional compilation is training.compile" 0 \
   "torch\.compile: the partitioner saves" -- \
   "$TMP/fsdpdyn.yaml" --gpu h100 --set model.config=$M --no-files
 sed 's/^  dynamo_use_regional_compilation: true/  dynamo_use_regional_compilation: false/' $D/accelerate_ddp_compile.yaml >"$TMP/dynwhole.yaml"
-check "accelerate dynamo_config without regional compilation: refused, naming the key" 2 \
-  "dynwhole\.yaml:6: dynamo_config\.dynamo_backend: torch\.compile of the whole model is not modelled" -- \
+check "accelerate dynamo_config without regional compilation: the whole model (scope model), its fp32 weights under autocast refused, naming the key" 2 \
+  "dynwhole\.yaml:5: dynamo_config: training\.compile\.scope = \"model\" \(torch\.compile of the whole model\) with precision amp_bf16 is not modelled" -- \
   "$TMP/dynwhole.yaml" --gpu h100 --set model.config=$M --no-files
 
 # variant NAME SED: the QLoRA config edited by SED, as $TMP/NAME.yml
@@ -366,9 +366,15 @@ sed 's/"optim": "adamw_torch"/"optim": "paged_adamw"/' $D/trainer_args_zero2.jso
 check "TrainingArguments JSON: paged_adamw (bitsandbytes' class, no OptimizerNames value), with its JSON line" 2 \
   "paged\.json:8: optim: 'paged_adamw' is not modelled" -- "$TMP/paged.json" --gpu h100 --set model.config=$M --no-files
 sed 's/"torch_compile": false/"torch_compile": true/' $D/trainer_args_zero2.json >"$TMP/compile.json"
-check "TrainingArguments JSON: torch_compile without regional compilation: the whole model, refused" 2 \
-  "compile\.json:18: torch_compile: torch\.compile of the whole model .* is not modelled.*dynamo_use_regional_compilation" -- \
+check "TrainingArguments JSON: torch_compile without regional compilation: the whole model, with checkpointing refused, naming the key" 2 \
+  "compile\.json:18: torch_compile: training\.compile\.scope = \"model\" \(torch\.compile of the whole model\) with checkpointing is not modelled" -- \
   "$TMP/compile.json" --gpu h100 --set model.config=$M --no-files
+# torch_compile alone (bf16 weights, no checkpointing, one GPU): TorchDynamoPlugin compiles the
+# whole model, training.compile.scope = "model": the model graph's head and loss noted
+sed -e 's/^dtype: float32/dtype: bfloat16/' "$TMP/tcompile.yaml" >"$TMP/tcmodel.yaml"
+check "trl: torch_compile without the launcher's regional compilation is training.compile.scope = \"model\"" 0 \
+  "torch\.compile: the partitioner saves 7 activations of the model graph's final norm, lm_head and loss" -- \
+  "$TMP/tcmodel.yaml" --gpu h100 --no-files
 check "TrainingArguments JSON without the model" 2 "trainer_args_zero2\.json:3: per_device_train_batch_size: a TrainingArguments file names no model" -- \
   $D/trainer_args_zero2.json --gpu h100 --no-files
 printf '{"per_device_train_batch_size": 2,\n "per_device_train_batch_size": 4}\n' >"$TMP/dup.json"

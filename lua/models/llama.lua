@@ -836,6 +836,26 @@ end
 -- upcast already (output_logits). ids: the input ids, which are the labels.
 local function causal_lm_loss(cx, logits, b, s, compiled, ids)
   if compiled then return compiled_lm_loss(cx, logits, b, s) end
+  if cx.run.compile_model then
+    -- torch.compile(model) (training.compile.scope = "model"): ForCausalLMLoss is traced into
+    -- the model's graph, and the partitioner saves of it what it saves of the loss compiled alone
+    -- (validation/oracle/check_compile_model.py): lm_head's logits as they came (the fp32 upcast
+    -- fused into the reductions), two fp32 values a row (the row max and log-sum-exp), and the
+    -- labels padded by one position (F.pad(labels, (0, 1), value=-100), then labels[..., 1:]:
+    -- the pad's storage is saved), plus one fp32 scalar, the reduction's count (4 bytes, not
+    -- modelled, as the compiled loss's is not)
+    local padded = nn.op(cx, { name = "labels.pad", inputs = {}, outs = { { "labels_padded", { b, s + 1 }, "int64" } } })
+    -- labels[..., 1:].contiguous() inside the graph makes no tensor the step keeps: at batch 1 the
+    -- partitioner saves the pad's storage; at batch 2 (dynamo on the CPU, a tiny Llama) it saves
+    -- instead the (b * s, 1) int64 labels with the ignored positions replaced, 8 bytes a row less
+    local shifted = nn.view(cx, padded, { b, s }, "shift_labels")
+    -- what the note of the model graph lists (strategies/compile.lua M.model_head_hooks): the
+    -- tensors the compiled loss saves, as it makes them
+    local rows = b * s
+    cx.run.compiled_loss_saved = { logits, padded, { name = "loss.amax", shape = { rows, 1 }, dtype = "fp32" },
+                                   { name = "loss.logsumexp", shape = { rows, 1 }, dtype = "fp32" } }
+    return nn.cross_entropy_compiled(cx, "", logits, shifted)
+  end
   local tf = cx.tf
   if tf and tf.shift_copy then
     -- before 4.46 (Mistral: 4.48) the model's own loss: `logits` is the output's fp32 copy, held

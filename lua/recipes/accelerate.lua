@@ -50,12 +50,10 @@ local function read_dynamo(r, d, t)
     if backend:upper() ~= "INDUCTOR" then
       r:fail(dc, "dynamo_backend", ("'%s' is not modelled (read: NO, INDUCTOR)"):format(backend), P)
     end
-    if not regional then
-      r:fail(dc, "dynamo_backend", "torch.compile of the whole model is not modelled: vrsim compiles each "
-             .. "decoder layer, as dynamo_use_regional_compilation: true does", P)
-    end
     if mode ~= "default" then r:fail(dc, "dynamo_mode", ("'%s' is not modelled (read: default)"):format(mode), P) end
-    t.compile = full and { fullgraph = true } or true
+    -- without regional compilation TorchDynamoPlugin compiles the whole model (scope "model")
+    t.compile = { scope = regional and "layer" or "model", fullgraph = full or nil }
+    if regional and not full then t.compile = true end
   end
   r:finish(dc, TOOL, P)
 end

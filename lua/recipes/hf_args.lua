@@ -105,7 +105,16 @@ end
 -- strategies/compile.lua's refusal of training table t as a recipe reads it (the plan's defaults:
 -- every decoder layer checkpointed whole, no quantization); nil when compile accepts the run.
 function H.compile_refusal(t)
-  return require("strategies.compile").check({
+  local C = require "strategies.compile"
+  if type(t.compile) == "table" and t.compile.scope == "model" then
+    -- the whole model compiled: what the recipe knows of the run (its family is read later)
+    local why = C.model_refusal({ checkpointing = t.checkpointing, quant = t.quant or "none", float8 = t.float8,
+                                  strategy = t.strategy or "none", dpo = t.dpo, loss = "full",
+                                  activation_offload = t.activation_offload, precision = t.precision or "bf16" },
+                                {}, nil, type(t.lora) == "table" and t.lora.dropout and t.lora or nil, "llama")
+    if why then return why end
+  end
+  return C.check({
     checkpointing = t.checkpointing, checkpoint_scope = "layer", checkpoint_every = 1,
     quant = t.quant or "none", activation_offload = t.activation_offload, strategy = t.strategy,
     float8 = t.float8, dpo = t.dpo, parallel = t.parallel,
@@ -246,12 +255,13 @@ function H.read(r, d, t, scn, opts, notes, defaults, lora, tool)
     local key = r:has(d, "torch_compile") and "torch_compile" or tcb and "torch_compile_backend" or "torch_compile_mode"
     if tcb and tcb ~= "inductor" then r:fail(d, "torch_compile_backend", ("'%s' is not modelled (read: inductor)"):format(tcb)) end
     if tcm and tcm ~= "default" then r:fail(d, "torch_compile_mode", ("'%s' is not modelled (read: default)"):format(tcm)) end
-    if not (opts.launch and opts.launch.regional_compile) then
-      r:fail(d, key, "torch.compile of the whole model (the Trainer's TorchDynamoPlugin without regional "
-             .. "compilation) is not modelled: vrsim compiles each decoder layer, as accelerate does with "
-             .. "dynamo_use_regional_compilation: true in the accelerate config given with --accelerate FILE")
-    end
-    t.compile, t.compile_key = true, key
+    -- without regional compilation the plugin compiles the whole model: training.compile.scope
+    -- "model", whose refusals (strategies/compile.lua M.model_refusal) name this key
+    t.compile = (opts.launch and opts.launch.regional_compile) and true or { scope = "model" }
+    -- (the launcher's reader, recipes/launch.lua, checks the merged run and names the key)
+    t.compile_key = opts.launch and key or nil
+    local why = not opts.launch and H.compile_refusal(t)
+    if why then r:fail(d, key, why) end
   end
   -- DDP options without an effect on memory or time here
   r:not_read(d, { "ddp_find_unused_parameters", "ddp_broadcast_buffers", "ddp_static_graph" })

@@ -66,11 +66,7 @@ function M.settings(v)
   local s = { scope = "layer", mode = "default", fullgraph = false, loss = true }
   for k, x in pairs(v) do
     if k == "scope" then
-      if x == "model" then
-        error("training.compile.scope = \"model\" is not modelled: the whole model as one graph (its "
-              .. "partition across layer boundaries, the embedding and loss inside it) is not built; "
-              .. "scope \"layer\" compiles each decoder layer, as torchtitan and torchtune do", 0)
-      elseif x ~= "layer" then
+      if x ~= "layer" and x ~= "model" then
         error(("training.compile.scope = %s: one of \"layer\" (each decoder layer) or \"model\""):format(tostring(x)), 0)
       end
     elseif k == "mode" then
@@ -179,6 +175,58 @@ function M.op_lora_refusal(t, lora)
     -- bf16 adapters drop the input and output casts and halve the saved lora_B outputs
     return ("%s with lora.dtype = %s is not modelled (peft's fp32 adapters, autocast_adapter_dtype, are "
             .. "checked)"):format(head, lora.dtype)
+  end
+  return nil
+end
+
+-- torch.compile(model) (scope "model"; the HF Trainer's torch_compile without regional
+-- compilation): dynamo traces LlamaForCausalLM.forward called with labels as one graph, the
+-- embedding through ForCausalLMLoss (no graph break under fullgraph=True), and the min-cut
+-- partitioner splits it (validation/oracle/check_compile_model.py, its capture
+-- compile_model_llama2_7b_l2.json: Llama-2-7B cut to 2 layers, bf16, and peft's LoRA on q and v
+-- with dropout 0). Each decoder layer saves what it saves compiled alone; what lies outside the
+-- layers is the final norm and lm_head partitioned as one more region (M.hooks) and the loss as
+-- training.compile_loss models it (models/llama.lua). Why a run is not modelled (nil when it is):
+-- each combination the capture did not trace is named. family: the model family's model_type.
+function M.model_refusal(t, mc, mesh, lora, family)
+  local head = "training.compile.scope = \"model\" (torch.compile of the whole model)"
+  local function no(what, why) return ("%s with %s is not modelled (%s)"):format(head, what, why) end
+  if (t.framework or "transformers") ~= "transformers" then
+    return no(("framework %s"):format(t.framework), "the capture traces transformers' LlamaForCausalLM")
+  end
+  if t.inference then return no("inference = true", "the capture traces a training step: forward, loss and backward") end
+  if family ~= "llama" then
+    return no(("model type %s"):format(tostring(family)),
+              "the whole-model graph is checked on LlamaForCausalLM only; scope \"layer\" compiles each decoder layer")
+  end
+  if mc.experts then return no("a mixture-of-experts model", "its routing inside one model graph is not traced") end
+  if t.checkpointing then
+    return no("checkpointing", "checkpointed layers inside the model's one graph are not traced; "
+              .. "scope \"layer\" compiles them")
+  end
+  if t.quant and t.quant ~= "none" then return no(("quant = %s"):format(t.quant), "a quantized base in the model's graph is not traced") end
+  if t.float8 then return no("float8", "torchao's Float8Linear in the model's graph is not traced") end
+  if mesh and ((mesh.degrees.tp or 1) > 1 or (mesh.degrees.cp or 1) > 1 or (mesh.degrees.pp or 1) > 1) then
+    return no("tensor, context or pipeline parallelism", "only one device's graph is traced")
+  end
+  if t.strategy ~= "none" and t.strategy ~= "ddp" then
+    return no(("strategy %s"):format(t.strategy), "sharded parameters inside the model's graph are not traced")
+  end
+  if t.dpo then return no("training.dpo", "TRL's fused head and reference forward are not traced in one graph") end
+  if t.loss ~= "full" then return no(("training.loss = \"%s\""):format(tostring(t.loss)), "the capture's loss is ForCausalLMLoss") end
+  if t.compile_loss then return no("training.compile_loss", "the loss is inside the model's graph already") end
+  if t.activation_offload then return no("activation_offload", "saved-tensor hooks around the model's graph are not traced") end
+  if t.transformers and not require("strategies.tf_version").era(t.transformers, family).default then
+    return no(("training.transformers = %q"):format(t.transformers), "the capture traces transformers 5.25's loss")
+  end
+  if lora and lora.dtype and lora.dtype ~= "fp32" then
+    return no(("lora.dtype = %s"):format(lora.dtype), "the capture's adapters are fp32, as peft keeps them")
+  end
+  if lora and (lora.dropout or 0) > 0 then
+    return no(("lora dropout %g"):format(lora.dropout), "the capture's adapters have dropout 0: its random mask in one graph is not traced")
+  end
+  if t.precision ~= "bf16" and t.precision ~= "lora_bf16" then
+    return no(("precision %s"):format(tostring(t.precision)), "the capture's weights are bf16")
   end
   return nil
 end
@@ -662,8 +710,9 @@ function M.note(saved, layer, kind, what)
       parts[#parts + 1] = ("%s [%s] %s"):format(t.name, table.concat(t.shape, "x"), t.dtype)
     end
   end
-  return ("torch.compile: the partitioner saves %d activations of %s %d%s for backward, "
-          .. "%.2f MiB (%s), and backward recomputes what else it reads"):format(#parts, what or "decoder layer", layer,
+  return ("torch.compile: the partitioner saves %d activations of %s%s%s for backward, "
+          .. "%.2f MiB (%s), and backward recomputes what else it reads"):format(#parts, what or "decoder layer",
+          layer and " " .. layer or "",
           kind and " (" .. kind .. ")" or "", total / 2^20, table.concat(parts, ", "))
 end
 
@@ -733,6 +782,59 @@ local function skip_others(cx, ops, first_op, keep)
   end
 end
 
+-- torch.compile(model)'s graph past the decoder layers (scope "model"): the final norm and
+-- lm_head are one more region the partitioner splits, as it splits a layer's input norm and its
+-- projections (the capture saves the norm's input, its fp32 rstd and the normed bf16 input
+-- lm_head reads), numbered `region`; the loss after them is models/llama.lua's compiled
+-- ForCausalLMLoss (cx.run.compile_model), whose saved tensors it records in
+-- cx.run.compiled_loss_saved. One note lists what the head and the loss save. The embedding's
+-- lookup stays as eager code runs it (its output is the first layer's saved input either way).
+function M.model_head_hooks(root, t, region)
+  local norm = root.children.model and root.children.model.children.norm
+  local head = root.children.lm_head
+  if not (norm and head) then error("training.compile.scope = \"model\": this model has no final norm and lm_head", 0) end
+  local ops, first_op, saved, noted
+  return {
+    { module = root, first = { post = function(cx)
+      if cx.no_grad or not saved or noted then return end
+      noted = true
+      local all = {}
+      for _, x in ipairs(saved) do all[#all + 1] = x end
+      for _, x in ipairs(cx.run.compiled_loss_saved or {}) do all[#all + 1] = x end
+      cx.notes[#cx.notes + 1] = M.note(all, nil, nil, "the model graph's final norm, lm_head and loss")
+      -- the engine keys a compiled graph's host call by layer and direction (sim/engine.c
+      -- compiled_graph_of), and the ops outside the partitioned regions stay eager ops there,
+      -- each ending a graph's run: a key for the one model graph would still be split by them.
+      -- Nor is one call of the whole graph a layer graph's call (hw/calibrated: measured on a
+      -- layer's graph): its guards and runtime wrappers go over every parameter of the model
+      cx.notes[#cx.notes + 1] = "torch.compile(model): the host's graph call is charged per decoder layer's "
+        .. "graph and the head's, as with scope \"layer\", not once a direction for the one model graph "
+        .. "(whose call, guarding every parameter, is not measured); "
+        .. "the embedding's lookup, the rotary tables and autograd's gradient sums between layers run as "
+        .. "eager ops, and the rotary tables are saved where the model graph recomputes them"
+    end } },
+    { module = norm, first = { pre = function(cx)
+      if cx.no_grad then ops = nil; return end
+      cx.region, cx.compiling = region, true
+      ops, first_op = {}, cx.G:num_ops()
+      cx.sac = function(_, spec, index, outs, rg)
+        ops[#ops + 1] = { index = index, spec = spec, outs = outs, rg = rg }
+      end
+    end } },
+    { module = head, first = { post = function(cx, _, _, outs)
+      if not ops then return end
+      cx.region, cx.sac, cx.compiling = nil, nil, nil
+      local res = {}
+      for _, x in ipairs(outs or {}) do
+        if type(x) == "table" and x.id then res[#res + 1] = x end
+      end
+      saved = M.partition(cx, ops, res, false, false)
+      skip_others(cx, ops, first_op)
+      ops = nil
+    end } },
+  }
+end
+
 -- Hooks for the modules of class layer_cls: each is one compiled region (numbered as
 -- checkpointing numbers its regions), whose ops nn.op reports (cx.sac) and whose partition is
 -- made as the layer returns. t: the training table. With checkpointing under a wrapper, every
@@ -782,6 +884,9 @@ function M.hooks(root, layer_cls, t, reference)
       end
     end
   end } }
+  if not reference and M.settings(t.compile).scope == "model" then
+    for _, e in ipairs(M.model_head_hooks(root, t, #layers + 1)) do out[#out + 1] = e end
+  end
   for k, layer in ipairs(layers) do
     local checkpointed = M.checkpointed_layer(t, k)
     local ops, held, first_op, inference

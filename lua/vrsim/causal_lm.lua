@@ -250,6 +250,9 @@ function M.build(cx, cfg)
     or require("strategies.sac").check(t, mc)
   -- torch.compile: its settings checked, and what it does not compose with refused
   local compiled = require("strategies.compile").settings(t.compile)
+  if compiled and compiled.scope == "model" then
+    refused = refused or require("strategies.compile").model_refusal(t, mc, cx.mesh, lora, fam.model_type)
+  end
   if compiled and t.inference then
     cx.notes[#cx.notes + 1] = "training.compile is not modelled for inference: the forward runs as eager PyTorch runs it"
     compiled = nil
@@ -475,6 +478,7 @@ function M.build(cx, cfg)
              use_cache = not t.checkpointing or t.inference, param_dtype = pdtype,
              hidden_dtype = t.precision == "mp_fp32" and "bf16" or pdtype,
              loss = litgpt and "litgpt_chunked" or t.loss, compile_loss = t.compile_loss and not t.inference,
+             compile_model = compiled ~= nil and compiled.scope == "model",
              data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
              compile = compiled ~= nil, compile_chunked_loss = compiled ~= nil and compiled.loss,
              repeat_kv = cfg.model.repeat_kv,
