@@ -983,6 +983,7 @@ PY
 }
 model_family mistral mistral-7b-v0.1 128 4096
 model_family qwen2 qwen2.5-0.5b 64 896
+model_family qwen3 qwen3-8b 128 4096
 
 # its peak: below the layers compiled alone (the loss's fp32 logits and log-probabilities never
 # made) and below eager, where the saved activations set the peak (LoRA, dropout 0, as captured)
@@ -1018,7 +1019,7 @@ refused model-amp "$M precision amp_bf16 is not modelled" 'compile = { scope = "
 refused model-lora-dropout "$M lora dropout 0.05 is not modelled" 'compile = { scope = "model" }, precision = "lora_bf16"'
 refused model-chunked "$M training.loss = \"chunked\" is not modelled" 'compile = { scope = "model" }, loss = "chunked"'
 refused model-moe "$M model type qwen3_moe is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/qwen3-30b-a3b.json"
-refused model-qwen3 "$M model type qwen3 is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/qwen3-8b.json"
+refused model-gemma2 "$M model type gemma2 is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/gemma-2-9b.json"
 refused model-window "$M sliding_window 4096 <= seq 4096 is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/mistral-7b-v0.1.json" --set model.layers=2 --set seq=4096
 refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic = true }'
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'

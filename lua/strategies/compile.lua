@@ -181,8 +181,8 @@ end
 
 -- The families whose whole-model graph a capture checks (check_compile_model.py --family):
 -- compile_model_llama2_7b_l2.json and compile_model_families_l2.json.
-local MODEL_FAMILIES = { llama = true, mistral = true, qwen2 = true }
-local MODEL_CLASSES = "LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM"
+local MODEL_FAMILIES = { llama = true, mistral = true, qwen2 = true, qwen3 = true }
+local MODEL_CLASSES = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM"
 
 -- torch.compile(model) (scope "model"; the HF Trainer's torch_compile without regional
 -- compilation): dynamo traces LlamaForCausalLM.forward called with labels as one graph, the
