@@ -928,6 +928,63 @@ print(sum(want.values()), "tensors of the capture, the named differences aside")
 PY
 then ok "scope = \"model\" under LoRA: layer 1, the head and the loss save the min-cut partitioner's set ($(cat "$tmp/ml.out"))"
 else bad "scope = \"model\" under LoRA: the saved set differs from the partitioner's" "$(cat "$tmp/ml.out" "$tmp/ml.err")"; fi
+# the other families (validation/oracle/captures/compile_model_families_l2.json, check_compile_model.py
+# --family): each config cut to 2 layers at 1 x 256, bf16 and LoRA (q and v, alpha 16, dropout 0),
+# held to its record as Llama is, with Llama's named differences at the family's head_dim
+FCAP=validation/oracle/captures/compile_model_families_l2.json
+model_family() { # FAMILY CONFIG HEAD_DIM HIDDEN
+  for prec in bf16 lora_bf16; do
+    lo=; [ $prec = lora_bf16 ] && lo="--set training.lora.alpha=16 --set training.lora.dropout=0"
+    # shellcheck disable=SC2086
+    "$VRSIM" "$tmp/l.lua" --json --no-files --set model.config="$PWD/scenarios/configs/$2.json" --set model.layers=2 \
+      --set seq=256 --set precision=$prec $lo --set compile=model > "$tmp/mf.json" 2>"$tmp/mf.err"
+    if python3 - "$FCAP" "$tmp/mf.json" "$1" "$prec" "$3" "$4" > "$tmp/mf.out" 2>&1 <<'PY'
+import json, sys
+from collections import Counter
+sys.path.insert(0, "tests")
+from compile_note import counts, notes
+cap, out, fam, prec, hd, hid = sys.argv[1:]
+hd, hid = int(hd), int(hid)
+rec = [r for r in json.load(open(cap))["records"] if r["family"] == fam and r["config"] == prec][0]
+DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "uint64": "uint64"}
+lora = prec == "lora_bf16"
+# under LoRA layer 1 and the head against the capture's, with layer 0's output (layer 1's input)
+want, seen = Counter({(256 * hid, "bf16"): 1} if lora else {}), set()
+for x in rec["saved"]:
+    if x["kind"] == "param" or x["storage"] in seen or (lora and x["region"] in ("layer 0", "embed")):
+        continue
+    seen.add(x["storage"])
+    n = 1
+    for d in x["shape"]:
+        n *= d
+    want[(n, DT[x["dtype"]])] += 1
+ns = notes(json.load(open(out)))
+layer = [n for n in ns if "of decoder layer 1 " in n]
+head = [n for n in ns if "model graph's final norm, lm_head and loss" in n]
+assert len(layer) == 1 and len(head) == 1, ns
+rot = Counter({(256 * hd, "bf16"): 2})
+if lora:
+    got = counts(layer[0]) + counts(head[0])
+    vrsim_only = rot + Counter({(1, "int64"): 2})
+    cap_only = Counter({(2, "uint64"): 1, (1, "uint64"): 1, (1, "fp32"): 1})
+else:
+    # cos and sin: one storage each, listed in both layers' notes
+    got = counts(layer[0]) + counts(layer[0]) + counts(head[0]) - rot - rot + rot
+    vrsim_only = rot + Counter({(1, "int64"): 4})
+    cap_only = Counter({(2, "uint64"): 2, (1, "uint64"): 2, (256, "int64"): 1, (1, "fp32"): 1})
+if got - want != vrsim_only or want - got != cap_only:
+    print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got))
+    sys.exit(1)
+print(sum(want.values()), "tensors of the capture, the named differences aside")
+PY
+    then ok "scope = \"model\" $1 ($prec): the saved set is the min-cut partitioner's ($(cat "$tmp/mf.out"))"
+    else bad "scope = \"model\" $1 ($prec): the saved set differs from the partitioner's" "$(cat "$tmp/mf.out" "$tmp/mf.err")"; fi
+  done
+}
+model_family mistral mistral-7b-v0.1 128 4096
+model_family qwen2 qwen2.5-0.5b 64 896
+model_family qwen3 qwen3-8b 128 4096
+
 # its peak: below the layers compiled alone (the loss's fp32 logits and log-probabilities never
 # made) and below eager, where the saved activations set the peak (LoRA, dropout 0, as captured)
 peak() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['peak_allocated_bytes'])" "$1"; }
@@ -962,7 +1019,8 @@ refused model-amp "$M precision amp_bf16 is not modelled" 'compile = { scope = "
 refused model-lora-dropout "$M lora dropout 0.05 is not modelled" 'compile = { scope = "model" }, precision = "lora_bf16"'
 refused model-chunked "$M training.loss = \"chunked\" is not modelled" 'compile = { scope = "model" }, loss = "chunked"'
 refused model-moe "$M model type qwen3_moe is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/qwen3-30b-a3b.json"
-refused model-mistral "$M model type mistral is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/mistral-7b-v0.1.json"
+refused model-gemma2 "$M model type gemma2 is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/gemma-2-9b.json"
+refused model-window "$M sliding_window 4096 <= seq 4096 is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/mistral-7b-v0.1.json" --set model.layers=2 --set seq=4096
 refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic = true }'
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
 refused op-ckpt 'training.compile with checkpoint_scope = "op" and checkpoint_impl = "transformers" is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op"'

@@ -179,12 +179,18 @@ function M.op_lora_refusal(t, lora)
   return nil
 end
 
+-- The families whose whole-model graph a capture checks (check_compile_model.py --family):
+-- compile_model_llama2_7b_l2.json and compile_model_families_l2.json.
+local MODEL_FAMILIES = { llama = true, mistral = true, qwen2 = true, qwen3 = true }
+local MODEL_CLASSES = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM"
+
 -- torch.compile(model) (scope "model"; the HF Trainer's torch_compile without regional
 -- compilation): dynamo traces LlamaForCausalLM.forward called with labels as one graph, the
 -- embedding through ForCausalLMLoss (no graph break under fullgraph=True), and the min-cut
 -- partitioner splits it (validation/oracle/check_compile_model.py, its capture
 -- compile_model_llama2_7b_l2.json: Llama-2-7B cut to 2 layers, bf16, and peft's LoRA on q and v
--- with dropout 0). Each decoder layer saves what it saves compiled alone; what lies outside the
+-- with dropout 0; compile_model_families_l2.json the same for Mistral-7B-v0.1, Qwen2.5-0.5B and
+-- Qwen3-8B, each one graph whose layers save what they save compiled alone). Each decoder layer saves what it saves compiled alone; what lies outside the
 -- layers is the final norm and lm_head partitioned as one more region (M.hooks) and the loss as
 -- training.compile_loss models it (models/llama.lua). Why a run is not modelled (nil when it is):
 -- each combination the capture did not trace is named. family: the model family's model_type.
@@ -195,9 +201,16 @@ function M.model_refusal(t, mc, mesh, lora, family)
     return no(("framework %s"):format(t.framework), "the capture traces transformers' LlamaForCausalLM")
   end
   if t.inference then return no("inference = true", "the capture traces a training step: forward, loss and backward") end
-  if family ~= "llama" then
+  if not MODEL_FAMILIES[family] then
     return no(("model type %s"):format(tostring(family)),
-              "the whole-model graph is checked on LlamaForCausalLM only; scope \"layer\" compiles each decoder layer")
+              ("the whole-model graph is checked on %s only; scope \"layer\" compiles each decoder layer")
+                :format(MODEL_CLASSES))
+  end
+  -- a window as short as the sequence: transformers makes the sliding-window boolean mask and
+  -- SDPA runs with it, where the capture's 256 tokens under Mistral's 4096 take is_causal
+  if mc.sliding_window and t.seq and mc.sliding_window <= t.seq then
+    return no(("sliding_window %d <= seq %d"):format(mc.sliding_window, t.seq),
+              "the capture's sequence is shorter than the window: its attention is causal, unmasked")
   end
   if mc.experts then return no("a mixture-of-experts model", "its routing inside one model graph is not traced") end
   if t.checkpointing then

@@ -28,6 +28,14 @@ with it. Two parts:
   adapters fp32 as peft keeps them on a bf16 base) where peft is installed.
 
   check_compile_model.py [-o validation/oracle/captures/compile_model_llama2_7b_l2.json]
+  check_compile_model.py --family mistral --family qwen2 --family qwen3 \
+      [-o validation/oracle/captures/compile_model_families_l2.json]
+
+--family takes another decoder family's config instead (Mistral-7B-v0.1, Qwen2.5-0.5B, Qwen3-8B,
+each cut to 2 layers), a record per family and configuration; dynamo's check runs on a tiny model
+of each family's class with the config's sliding_window, use_sliding_window, attention_bias and
+tie_word_embeddings. Mistral's sliding_window makes the cache's layers DynamicSlidingWindowLayer,
+whose window-length tensor is made on the keys' fake device as the empty start is.
 
 What it shows (torch 2.13, transformers 5.25, peft 0.21): one graph (no graph break, one forward
 and one backward AOTAutograd graph) from the embedding through the loss, the attention SDPA with
@@ -41,6 +49,12 @@ fp32 upcast ForCausalLMLoss makes is not saved: backward recomputes it), the pad
 and two fp32 values a row (amax, log-sum-exp) plus the fp32 count, as the loss compiled alone
 saves. tests/test_compile.sh holds vrsim's training.compile.scope = "model" to it.
 
+The other families (compile_model_families_l2.json): one graph each, and the same saved set
+as Llama's with their own shapes: Mistral's window (4096) is longer than the 256 tokens, so
+the attention is flash with is_causal as Llama's; Qwen2's q/k/v biases add nothing saved (Qwen2.5-0.5B's
+tied lm_head neither); Qwen3 saves q_proj's and k_proj's outputs and the fp32 rstd of its q
+and k head norms besides.
+
 Inductor's codegen is not run (it needs a GPU)."""
 import argparse
 import os
@@ -53,6 +67,14 @@ from aot_partition import forward_graph, recording_backend, saved_tensors  # noq
 
 SEQ = 256
 LAYERS = 2
+# family: (its config in scenarios/configs, its transformers config and model classes, the
+# capture's default output)
+FAMILIES = {
+    "llama": ("llama-2-7b-hf.json", "LlamaConfig", "LlamaForCausalLM", "compile_model_llama2_7b_l2.json"),
+    "mistral": ("mistral-7b-v0.1.json", "MistralConfig", "MistralForCausalLM", "compile_model_families_l2.json"),
+    "qwen2": ("qwen2.5-0.5b.json", "Qwen2Config", "Qwen2ForCausalLM", "compile_model_families_l2.json"),
+    "qwen3": ("qwen3-8b.json", "Qwen3Config", "Qwen3ForCausalLM", "compile_model_families_l2.json"),
+}
 CONFIGS = {
     "bf16": {"precision": "bf16"},
     "lora_bf16": {"precision": "lora_bf16",
@@ -60,15 +82,22 @@ CONFIGS = {
 }
 
 
-def dynamo_check(torch):
-    """One training step of a tiny Llama under torch.compile(fullgraph=True): the graphs made."""
+def dynamo_check(torch, family="llama"):
+    """One training step of a tiny model of the family under torch.compile(fullgraph=True): the
+    graphs made. The family's own switches (Qwen2's q/k/v biases, Qwen3's q/k norms, Mistral's
+    sliding window) come from its config class's defaults and the family's config file."""
     import torch._dynamo
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import transformers
+    _, cfg_cls, model_cls, _ = FAMILIES[family]
     torch._dynamo.reset()
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                      num_key_value_heads=2, num_hidden_layers=LAYERS, attn_implementation="sdpa")
-    m = LlamaForCausalLM(cfg)
+    hf = C.load_config({"config": config_path(family)})
+    keep = {k: hf[k] for k in ("sliding_window", "use_sliding_window", "attention_bias",
+                               "tie_word_embeddings") if k in hf}
+    cfg = getattr(transformers, cfg_cls)(vocab_size=128, hidden_size=64, intermediate_size=128,
+                                         num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                         num_hidden_layers=LAYERS, attn_implementation="sdpa", **keep)
+    m = getattr(transformers, model_cls)(cfg)
     m.train()
     kinds = []
     compiled = torch.compile(m, backend=recording_backend(lambda kind, gm: kinds.append(kind)),
@@ -76,7 +105,7 @@ def dynamo_check(torch):
     ids = torch.randint(0, 128, (1, 16))
     out = compiled(input_ids=ids, labels=ids)
     out.loss.backward()
-    return {"model": f"LlamaForCausalLM, {LAYERS} layers, hidden 64, fp32, batch 1 x 16, sdpa, CPU",
+    return {"model": f"{model_cls}, {LAYERS} layers, hidden 64, fp32, batch 1 x 16, sdpa, CPU",
             "fullgraph": True, "graph_breaks": 0, "aot_graphs": kinds}
 
 
@@ -111,13 +140,25 @@ def fake_cache_start(torch):
         self.is_initialized = True
     DynamicLayer.lazy_initialization = lazy_initialization
 
+    # a sliding-window config's layers (Mistral's sliding_window): the window's length moved to
+    # the keys' device, made there (its CPU tensor's .to(cuda) is the same CUDA init)
+    from transformers.cache_utils import DynamicSlidingWindowLayer
 
-def saved_of(torch, name, spec):
+    def sliding_initialization(self, key_states, value_states):
+        lazy_initialization(self, key_states, value_states)
+        self._sliding_window_tensor = key_states.new_full((), self.sliding_window, dtype=torch.long)
+    DynamicSlidingWindowLayer.lazy_initialization = sliding_initialization
+
+
+def config_path(family):
+    return os.path.join(HERE, "..", "..", "scenarios/configs", FAMILIES[family][0])
+
+
+def saved_of(torch, name, spec, family="llama"):
     import transformers
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.traceback import preserve_node_meta
-    spec = dict(spec, config=os.path.join(HERE, "..", "..", "scenarios/configs/llama-2-7b-hf.json"),
-                layers=LAYERS)
+    spec = dict(spec, config=config_path(family), layers=LAYERS)
     with FakeTensorMode():
         model, _ = C.build_model(torch, transformers, spec, None)
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -149,43 +190,49 @@ def saved_of(torch, name, spec):
                      "bytes": v.numel() * v.element_size(), "kind": kind, "storage": root.name,
                      "op": str(root.target) if root.op == "call_function" else root.op,
                      "region": region})
-    return {"config": name, "seq": SEQ, "layers": LAYERS, "precision": spec["precision"],
+    return {"family": family, "model": FAMILIES[family][2], "config": name, "seq": SEQ, "layers": LAYERS, "precision": spec["precision"],
             "lora": spec.get("lora"), "saved": rows}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("-o", default=os.path.join(HERE, "captures", "compile_model_llama2_7b_l2.json"))
+    ap.add_argument("--family", action="append", choices=sorted(FAMILIES),
+                    help="repeatable; default llama")
+    ap.add_argument("-o")
     args = ap.parse_args()
+    fams = args.family or ["llama"]
+    out = args.o or os.path.join(HERE, "captures", FAMILIES[fams[0]][3])
     C.preload_fake_cuda()
     import torch
     import transformers
-    dyn = dynamo_check(torch)
+    dyn = {f: dynamo_check(torch, f) for f in fams}
     print("dynamo:", dyn)
     C.enable_fake_cuda(torch)
     C.install_sdpa_backend(torch, "flash")
     fake_cache_start(torch)
     recs = []
-    for name, spec in CONFIGS.items():
-        if spec.get("lora"):
-            try:
-                import peft  # noqa: F401
-            except ImportError:
-                continue
-        recs.append(saved_of(torch, name, spec))
-        print(name, len(recs[-1]["saved"]), "saved")
+    for fam in fams:
+        for name, spec in CONFIGS.items():
+            if spec.get("lora"):
+                try:
+                    import peft  # noqa: F401
+                except ImportError:
+                    continue
+            recs.append(saved_of(torch, name, spec, fam))
+            print(fam, name, len(recs[-1]["saved"]), "saved")
     head = {"torch": torch.__version__, "transformers": transformers.__version__,
             "partition": "min_cut_rematerialization_partition",
             "decompositions": "torch._inductor.decomposition.select_decomp_table()",
-            "model": f"scenarios/configs/llama-2-7b-hf.json, {LAYERS} layers, batch 1, called with labels",
-            "sdpa": "flash", "dynamo": dyn}
+            "model": ", ".join(f"scenarios/configs/{FAMILIES[f][0]}" for f in fams)
+            + f", {LAYERS} layers, batch 1, called with labels",
+            "sdpa": "flash", "dynamo": dyn if len(fams) > 1 else dyn[fams[0]]}
     for mod in ("peft",):
         try:
             head[mod] = __import__(mod).__version__
         except ImportError:
             pass
-    C.write_json(args.o, {"header": head, "records": recs})
-    print(args.o)
+    C.write_json(out, {"header": head, "records": recs})
+    print(out)
 
 
 if __name__ == "__main__":
