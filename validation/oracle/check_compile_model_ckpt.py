@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""What torch.compile(model) makes of a causal LM under transformers' gradient checkpointing:
+TrainingArguments(gradient_checkpointing=True, torch_compile=True) without regional compilation.
+A 2-layer tiny LlamaForCausalLM (transformers) on the CPU, gradient_checkpointing_enable() as
+the Trainer calls it (gradient_checkpointing_kwargs None: transformers' default, use_reentrant
+False), config.use_cache = False (the Trainer sets config.use_cache = args.use_cache, default
+False), model.train(), torch.compile(model) (fullgraph False, as the Trainer's plugin), one
+forward and backward with labels. Prints the graphs dynamo hands the backend (the ops in each),
+the graph breaks and their reasons, the attention mask each layer's self_attn receives compiled
+and eager, and whether fullgraph=True raises.
+
+  check_compile_model_ckpt.py [--reentrant] [--use-cache]
+
+--reentrant: gradient_checkpointing_kwargs={"use_reentrant": True}; --use-cache: keep the
+config's use_cache True (a run outside the Trainer).
+
+What it shows (torch 2.13, transformers 5.25): no graph holds a decoder layer. Dynamo traces
+each layer's torch.utils.checkpoint as a higher-order op (use_reentrant True or False alike);
+the body reaches transformers' CompileableContextVar (utils/output_capturing.py), which the
+trace writes as a plain attribute, and the HOP refuses the side effect (graph break "HOP: Unsafe
+side effect ... Attempted to mutate UserDefinedObjectVariable(CompileableContextVar)", five
+times for the two layers; fullgraph=True raises it): the layer's frame falls back and the layer runs eager, checkpointed as eager checkpointing runs it. What compiles
+is five graphs around them: the embedding; create_causal_mask; the rotary tables; the final
+norm; lm_head with ForCausalLMLoss. Without a cache the traced create_causal_mask returns a
+4-D boolean mask (batch, 1, seq, seq), where eager returns None (SDPA's is_causal): the eager
+layers' SDPA runs with that mask, not with is_causal. With use_cache True, transformers'
+warning_once ("use_cache=True is incompatible with gradient checkpointing") is a further graph
+break (logging.Logger; fullgraph=True raises it first) and LlamaModel then drops the cache: the
+same five graphs and the same 4-D mask. vrsim refuses
+training.compile.scope = "model" with checkpointing naming this (lua/strategies/compile.lua
+M.model_refusal, tests/test_compile.sh)."""
+import collections
+import sys
+import warnings
+
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+from transformers import LlamaConfig, LlamaForCausalLM
+
+
+def build(reentrant, use_cache, probe=False):
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                      num_key_value_heads=2, num_hidden_layers=2, use_cache=use_cache)
+    m = LlamaForCausalLM(cfg)
+    m.gradient_checkpointing_enable(
+        gradient_checkpointing_kwargs={"use_reentrant": True} if reentrant else None)
+    m.train()
+    masks = []
+
+    def pre(mod, args, kwargs):
+        am = kwargs.get("attention_mask")
+        masks.append(None if am is None else (tuple(am.shape), str(am.dtype)))
+
+    # the hook's list is a side effect the checkpoint HOP refuses too: only on its own run
+    if probe:
+        for layer in m.model.layers:
+            layer.self_attn.register_forward_pre_hook(pre, with_kwargs=True)
+    return m, masks
+
+
+def main():
+    warnings.filterwarnings("ignore")
+    reentrant = "--reentrant" in sys.argv[1:]
+    use_cache = "--use-cache" in sys.argv[1:]
+    ids = torch.randint(0, 128, (2, 16))
+    print("checkpointing: gradient_checkpointing_enable(%s), use_cache %s"
+          % ("use_reentrant=True" if reentrant else "default: use_reentrant=False", use_cache))
+
+    m, masks = build(reentrant, use_cache, probe=True)
+    m(input_ids=ids, labels=ids).loss.backward()
+    print("eager: self_attn's attention_mask per call:", masks)
+    m, masks = build(reentrant, use_cache, probe=True)
+    torch.compile(m, backend="eager")(input_ids=ids, labels=ids).loss.backward()
+    print("compiled: self_attn's attention_mask per call:", masks)
+
+    torch._dynamo.reset()
+    counters.clear()
+    m, _ = build(reentrant, use_cache)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch.compile(m, backend=backend)(input_ids=ids, labels=ids).loss.backward()
+    print("graphs:", len(graphs))
+    for g in graphs:
+        ops = collections.Counter(str(getattr(n.target, "__name__", n.target)) for n in g.graph.nodes
+                                  if n.op in ("call_function", "call_module", "call_method"))
+        print("  ", dict(ops))
+    layer_graphs = [g for g in graphs if any("linear" in str(n.target) for n in g.graph.nodes)
+                    and any("silu" in str(n.target) or "scaled_dot" in str(n.target) for n in g.graph.nodes)]
+    print("graphs holding a decoder layer:", len(layer_graphs))
+    print("graph breaks:")
+    for reason, n in counters["graph_break"].items():
+        dev = [l.strip() for l in reason.splitlines() if "Developer debug context" in l]
+        print(f"  {n} x {reason.splitlines()[0][:120]} | {dev[0][:200] if dev else ''}")
+
+    torch._dynamo.reset()
+    m, _ = build(reentrant, use_cache)
+    try:
+        torch.compile(m, backend="eager", fullgraph=True)(input_ids=ids, labels=ids)
+        print("fullgraph=True: one graph")
+    except Exception as e:  # dynamo's Unsupported at the first break
+        print("fullgraph=True raises:", type(e).__name__, str(e).splitlines()[0][:200])
+
+
+if __name__ == "__main__":
+    main()
