@@ -9,10 +9,11 @@ forward and backward with labels. Prints the graphs dynamo hands the backend (th
 the graph breaks and their reasons, the attention mask each layer's self_attn receives compiled
 and eager, and whether fullgraph=True raises.
 
-  check_compile_model_ckpt.py [--reentrant] [--use-cache]
+  check_compile_model_ckpt.py [--reentrant] [--use-cache] [--no-checkpointing]
 
 --reentrant: gradient_checkpointing_kwargs={"use_reentrant": True}; --use-cache: keep the
-config's use_cache True (a run outside the Trainer).
+config's use_cache True (a run outside the Trainer); --no-checkpointing: no checkpointing, the
+whole model one graph (check_compile_model.py's case) with the Trainer's use_cache False.
 
 What it shows (torch 2.13, transformers 5.25): no graph holds a decoder layer. Dynamo traces
 each layer's torch.utils.checkpoint as a higher-order op (use_reentrant True or False alike);
@@ -26,7 +27,9 @@ norm; lm_head with ForCausalLMLoss. Without a cache the traced create_causal_mas
 layers' SDPA runs with that mask, not with is_causal. With use_cache True, transformers'
 warning_once ("use_cache=True is incompatible with gradient checkpointing") is a further graph
 break (logging.Logger; fullgraph=True raises it first) and LlamaModel then drops the cache: the
-same five graphs and the same 4-D mask. vrsim refuses
+same five graphs and the same 4-D mask. --no-checkpointing: one graph, and with use_cache False
+its SDPA takes that (batch, 1, seq, seq) mask with is_causal False; with --use-cache the mask is
+dropped (attn_mask None, is_causal True), as check_compile_model.py's capture traces it. vrsim refuses
 training.compile.scope = "model" with checkpointing naming this (lua/strategies/compile.lua
 M.model_refusal, tests/test_compile.sh)."""
 import collections
@@ -39,13 +42,14 @@ from torch._dynamo.utils import counters
 from transformers import LlamaConfig, LlamaForCausalLM
 
 
-def build(reentrant, use_cache, probe=False):
+def build(reentrant, use_cache, probe=False, ckpt=True):
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_attention_heads=4,
                       num_key_value_heads=2, num_hidden_layers=2, use_cache=use_cache)
     m = LlamaForCausalLM(cfg)
-    m.gradient_checkpointing_enable(
-        gradient_checkpointing_kwargs={"use_reentrant": True} if reentrant else None)
+    if ckpt:
+        m.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": True} if reentrant else None)
     m.train()
     masks = []
 
@@ -64,20 +68,22 @@ def main():
     warnings.filterwarnings("ignore")
     reentrant = "--reentrant" in sys.argv[1:]
     use_cache = "--use-cache" in sys.argv[1:]
+    ckpt = "--no-checkpointing" not in sys.argv[1:]
     ids = torch.randint(0, 128, (2, 16))
-    print("checkpointing: gradient_checkpointing_enable(%s), use_cache %s"
-          % ("use_reentrant=True" if reentrant else "default: use_reentrant=False", use_cache))
+    print("checkpointing: %s, use_cache %s"
+          % (("gradient_checkpointing_enable(%s)" % ("use_reentrant=True" if reentrant else
+              "default: use_reentrant=False")) if ckpt else "none", use_cache))
 
-    m, masks = build(reentrant, use_cache, probe=True)
+    m, masks = build(reentrant, use_cache, probe=True, ckpt=ckpt)
     m(input_ids=ids, labels=ids).loss.backward()
     print("eager: self_attn's attention_mask per call:", masks)
-    m, masks = build(reentrant, use_cache, probe=True)
+    m, masks = build(reentrant, use_cache, probe=True, ckpt=ckpt)
     torch.compile(m, backend="eager")(input_ids=ids, labels=ids).loss.backward()
     print("compiled: self_attn's attention_mask per call:", masks)
 
     torch._dynamo.reset()
     counters.clear()
-    m, _ = build(reentrant, use_cache)
+    m, _ = build(reentrant, use_cache, ckpt=ckpt)
     graphs = []
 
     def backend(gm, example_inputs):
@@ -90,6 +96,11 @@ def main():
         ops = collections.Counter(str(getattr(n.target, "__name__", n.target)) for n in g.graph.nodes
                                   if n.op in ("call_function", "call_module", "call_method"))
         print("  ", dict(ops))
+        for n in g.graph.nodes:
+            if "scaled_dot_product" in str(n.target):
+                am = n.kwargs.get("attn_mask")
+                print("     sdpa: attn_mask", None if am is None else tuple(am.meta["example_value"].shape),
+                      "is_causal", n.kwargs.get("is_causal"))
     layer_graphs = [g for g in graphs if any("linear" in str(n.target) for n in g.graph.nodes)
                     and any("silu" in str(n.target) or "scaled_dot" in str(n.target) for n in g.graph.nodes)]
     print("graphs holding a decoder layer:", len(layer_graphs))
@@ -99,7 +110,7 @@ def main():
         print(f"  {n} x {reason.splitlines()[0][:120]} | {dev[0][:200] if dev else ''}")
 
     torch._dynamo.reset()
-    m, _ = build(reentrant, use_cache)
+    m, _ = build(reentrant, use_cache, ckpt=ckpt)
     try:
         torch.compile(m, backend="eager", fullgraph=True)(input_ids=ids, labels=ids)
         print("fullgraph=True: one graph")
