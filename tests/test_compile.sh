@@ -1010,6 +1010,9 @@ refused reduce-overhead 'mode = "reduce-overhead" is not modelled.*CUDA graphs' 
 refused max-autotune 'mode = "max-autotune" is not modelled' 'compile = { mode = "max-autotune" }'
 M='training.compile.scope = "model" (torch.compile of the whole model) with'
 refused model-ckpt "$M checkpointing is not modelled" 'compile = { scope = "model" }, checkpointing = true'
+# torch.compile(model) under transformers' checkpointing (check_compile_model_ckpt.py): the
+# checkpoint HOP's graph break at every layer, not one graph
+refused model-ckpt-why "$M checkpointing is not modelled (the checkpoint around each decoder layer (transformers' gradient checkpointing, use_reentrant True or False, or torch's checkpoint_wrapper) breaks dynamo's graph: its body mutates transformers' CompileableContextVar.*4-D boolean mask instead of is_causal" 'compile = { scope = "model" }, checkpointing = true'
 refused model-inference "$M inference = true is not modelled" 'compile = { scope = "model" }, inference = true'
 refused model-nf4 "$M quant = nf4 is not modelled" 'compile = { scope = "model" }, precision = "lora_bf16", quant = "nf4", lora = { dropout = 0 }'
 refused model-float8 "$M float8 is not modelled" 'compile = { scope = "model" }, float8 = { recipe = "tensorwise" }' --set hardware.gpu=h100_sxm

@@ -213,9 +213,20 @@ function M.model_refusal(t, mc, mesh, lora, family)
               "the capture's sequence is shorter than the window: its attention is causal, unmasked")
   end
   if mc.experts then return no("a mixture-of-experts model", "its routing inside one model graph is not traced") end
+  -- transformers' checkpointing under torch.compile(model) is not one graph
+  -- (validation/oracle/check_compile_model_ckpt.py): dynamo traces each layer's
+  -- torch.utils.checkpoint as a higher-order op, use_reentrant True or False alike (torch's
+  -- checkpoint_wrapper too), and the body's write to CompileableContextVar is a side effect the op refuses, so every layer falls
+  -- back to eager checkpointing between small graphs around it; the traced create_causal_mask hands
+  -- those eager layers a 4-D boolean mask where eager passes none. Neither the partition of those
+  -- graphs nor the masked eager layers are captured.
   if t.checkpointing then
-    return no("checkpointing", "checkpointed layers inside the model's one graph are not traced; "
-              .. "scope \"layer\" compiles them")
+    return no("checkpointing", "the checkpoint around each decoder layer (transformers' gradient checkpointing, "
+              .. "use_reentrant True or False, or torch's checkpoint_wrapper) breaks dynamo's graph: its body "
+              .. "mutates transformers' CompileableContextVar, a side effect the checkpoint HOP refuses, so each "
+              .. "layer runs eager, checkpointed, between small compiled graphs (causal mask, rotary "
+              .. "tables, final norm, lm_head with the loss), and its SDPA takes the traced 4-D boolean mask "
+              .. "instead of is_causal; scope \"layer\" compiles each layer")
   end
   if t.quant and t.quant ~= "none" then return no(("quant = %s"):format(t.quant), "a quantized base in the model's graph is not traced") end
   if t.float8 then return no("float8", "torchao's Float8Linear in the model's graph is not traced") end

@@ -9,19 +9,20 @@ forward and backward with labels. Prints the graphs dynamo hands the backend (th
 the graph breaks and their reasons, the attention mask each layer's self_attn receives compiled
 and eager, and whether fullgraph=True raises.
 
-  check_compile_model_ckpt.py [--reentrant] [--use-cache] [--no-checkpointing]
+  check_compile_model_ckpt.py [--reentrant] [--use-cache] [--no-checkpointing | --wrapper]
 
 --reentrant: gradient_checkpointing_kwargs={"use_reentrant": True}; --use-cache: keep the
 config's use_cache True (a run outside the Trainer); --no-checkpointing: no checkpointing, the
-whole model one graph (check_compile_model.py's case) with the Trainer's use_cache False.
+whole model one graph (check_compile_model.py's case) with the Trainer's use_cache False;
+--wrapper: torch's checkpoint_wrapper around each layer instead (accelerate's FSDP2 order).
 
 What it shows (torch 2.13, transformers 5.25): no graph holds a decoder layer. Dynamo traces
 each layer's torch.utils.checkpoint as a higher-order op (use_reentrant True or False alike);
 the body reaches transformers' CompileableContextVar (utils/output_capturing.py), which the
 trace writes as a plain attribute, and the HOP refuses the side effect (graph break "HOP: Unsafe
 side effect ... Attempted to mutate UserDefinedObjectVariable(CompileableContextVar)", five
-times for the two layers; fullgraph=True raises it): the layer's frame falls back and the layer runs eager, checkpointed as eager checkpointing runs it. What compiles
-is five graphs around them: the embedding; create_causal_mask; the rotary tables; the final
+times for the two layers; fullgraph=True raises it): the layer's frame falls back and the
+layer runs eager, checkpointed as eager checkpointing runs it. What compiles is five graphs around them: the embedding; create_causal_mask; the rotary tables; the final
 norm; lm_head with ForCausalLMLoss. Without a cache the traced create_causal_mask returns a
 4-D boolean mask (batch, 1, seq, seq), where eager returns None (SDPA's is_causal): the eager
 layers' SDPA runs with that mask, not with is_causal. With use_cache True, transformers'
@@ -29,7 +30,9 @@ warning_once ("use_cache=True is incompatible with gradient checkpointing") is a
 break (logging.Logger; fullgraph=True raises it first) and LlamaModel then drops the cache: the
 same five graphs and the same 4-D mask. --no-checkpointing: one graph, and with use_cache False
 its SDPA takes that (batch, 1, seq, seq) mask with is_causal False; with --use-cache the mask is
-dropped (attn_mask None, is_causal True), as check_compile_model.py's capture traces it. vrsim refuses
+dropped (attn_mask None, is_causal True), as check_compile_model.py's capture traces it.
+--wrapper: the same HOP graph break at every layer (the side effect is the layer's), four graphs
+(the embedding not among them). vrsim refuses
 training.compile.scope = "model" with checkpointing naming this (lua/strategies/compile.lua
 M.model_refusal, tests/test_compile.sh)."""
 import collections
@@ -47,7 +50,11 @@ def build(reentrant, use_cache, probe=False, ckpt=True):
     cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_attention_heads=4,
                       num_key_value_heads=2, num_hidden_layers=2, use_cache=use_cache)
     m = LlamaForCausalLM(cfg)
-    if ckpt:
+    if ckpt == "wrapper":
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+        m.model.layers = torch.nn.ModuleList(checkpoint_wrapper(l, preserve_rng_state=False)
+                                             for l in m.model.layers)
+    elif ckpt:
         m.gradient_checkpointing_enable(
             gradient_checkpointing_kwargs={"use_reentrant": True} if reentrant else None)
     m.train()
@@ -68,10 +75,11 @@ def main():
     warnings.filterwarnings("ignore")
     reentrant = "--reentrant" in sys.argv[1:]
     use_cache = "--use-cache" in sys.argv[1:]
-    ckpt = "--no-checkpointing" not in sys.argv[1:]
+    ckpt = "wrapper" if "--wrapper" in sys.argv[1:] else "--no-checkpointing" not in sys.argv[1:]
     ids = torch.randint(0, 128, (2, 16))
     print("checkpointing: %s, use_cache %s"
-          % (("gradient_checkpointing_enable(%s)" % ("use_reentrant=True" if reentrant else
+          % ("torch's checkpoint_wrapper on each layer" if ckpt == "wrapper" else
+             ("gradient_checkpointing_enable(%s)" % ("use_reentrant=True" if reentrant else
               "default: use_reentrant=False")) if ckpt else "none", use_cache))
 
     m, masks = build(reentrant, use_cache, probe=True, ckpt=ckpt)
