@@ -370,10 +370,11 @@ check "TrainingArguments JSON: torch_compile without regional compilation: the w
   "compile\.json:18: torch_compile: training\.compile\.scope = \"model\" \(torch\.compile of the whole model\) with checkpointing is not modelled \(the checkpoint around each decoder layer .*CompileableContextVar" -- \
   "$TMP/compile.json" --gpu h100 --set model.config=$M --no-files
 # torch_compile alone (bf16 weights, no checkpointing, one GPU): TorchDynamoPlugin compiles the
-# whole model, training.compile.scope = "model": the model graph's head and loss noted
+# whole model, and the Trainer has set config.use_cache = False, so the model graph's SDPA takes
+# create_causal_mask's 4-D mask, not captured: refused, naming the key and why
 sed -e 's/^dtype: float32/dtype: bfloat16/' "$TMP/tcompile.yaml" >"$TMP/tcmodel.yaml"
-check "trl: torch_compile without the launcher's regional compilation is training.compile.scope = \"model\"" 0 \
-  "torch\.compile: the partitioner saves 7 activations of the model graph's final norm, lm_head and loss" -- \
+check "trl: torch_compile without the launcher's regional compilation: the whole model under the Trainer's use_cache = False, refused by name" 2 \
+  "tcmodel\.yaml:[0-9]+: torch_compile: training\.compile\.scope = \"model\" \(torch\.compile of the whole model\) under the HF Trainer is not modelled: the Trainer sets model\.config\.use_cache" -- \
   "$TMP/tcmodel.yaml" --gpu h100 --no-files
 check "TrainingArguments JSON without the model" 2 "trainer_args_zero2\.json:3: per_device_train_batch_size: a TrainingArguments file names no model" -- \
   $D/trainer_args_zero2.json --gpu h100 --no-files

@@ -113,6 +113,17 @@ function H.compile_refusal(t)
                                   activation_offload = t.activation_offload, precision = t.precision or "bf16" },
                                 {}, nil, type(t.lora) == "table" and t.lora.dropout and t.lora or nil, "llama")
     if why then return why end
+    -- the Trainer (TRL's trainers too) sets model.config.use_cache = args.use_cache, False by
+    -- default (trainer.py's finalize), and use_cache: true is refused above; traced without a
+    -- cache, create_causal_mask builds a 4-D boolean mask that the model graph's SDPA takes in
+    -- place of is_causal (no flash kernel), a graph the capture did not trace
+    -- (validation/oracle/check_compile_model_ckpt.py --no-checkpointing shows the mask)
+    return "training.compile.scope = \"model\" (torch.compile of the whole model) under the HF Trainer is "
+      .. "not modelled: the Trainer sets model.config.use_cache = args.use_cache (False by default), and "
+      .. "traced without a cache transformers' create_causal_mask makes a 4-D boolean mask that the model "
+      .. "graph's SDPA takes instead of is_causal (no flash kernel), which is not captured; vrsim models "
+      .. "torch.compile(model) with the config's use_cache = true (training.compile = { scope = \"model\" }), "
+      .. "and each decoder layer compiled (accelerate's dynamo_use_regional_compilation: true)"
   end
   return C.check({
     checkpointing = t.checkpointing, checkpoint_scope = "layer", checkpoint_every = 1,
