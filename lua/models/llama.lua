@@ -488,12 +488,16 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
     -- transpose(1, 2).contiguous()
     ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
                       outs = { { pre .. ".attn_out_t", { b, s, a.heads * hd }, ao.dtype } } })
-  elseif a.rotary_slices and sdpa_out_like_q(cx, qa, r.attention, mask) then
+  elseif a.rotary_slices and not cx.compiling and sdpa_out_like_q(cx, qa, r.attention, mask) then
     -- sdpa_attention_forward's transpose(1, 2).contiguous(): cuDNN (alloc_with_matching_layout)
     -- and flash (empty_like of the query) give the output the query's layout, and Phi-3's
     -- rotary cat makes the query contiguous in (b, heads, s, d): the transpose is a copy, which
     -- o_proj keeps for its weight gradient while the kernel keeps its own output
     -- (fulltrace_gen4-phi3-mini-l4-b4: a 48 MiB copy after each attention, live to the backward)
+    -- Compiled, Inductor's cat decomposition drops the empty q_pass and clones the rotated
+    -- query, a clone that keeps its (b, s, heads, d) layout: the output, the query's layout, is
+    -- transposed by a view (validation/oracle/captures/compile_model_families_l2.json, phi3: o_proj
+    -- keeps a view of the flash output)
     ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
                       outs = { { pre .. ".attn_out_t", { b, s, a.heads * hd }, ao.dtype } },
                       grads = { { pass = 1 } } })
