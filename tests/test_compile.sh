@@ -990,6 +990,7 @@ model_family mistral mistral-7b-v0.1 128 4096
 model_family qwen2 qwen2.5-0.5b 64 896
 model_family qwen3 qwen3-8b 128 4096
 model_family phi3 phi-3-mini-4k-instruct 96 3072 bf16 1 '{ "qkv_proj", "o_proj" }'
+model_family olmo2 olmo-2-1124-7b 128 4096 fp32 0 '{ "q_proj", "v_proj" }'
 
 # its peak: below the layers compiled alone (the loss's fp32 logits and log-probabilities never
 # made) and below eager, where the saved activations set the peak (LoRA, dropout 0, as captured)

@@ -181,9 +181,9 @@ end
 
 -- The families whose whole-model graph a capture checks (check_compile_model.py --family):
 -- compile_model_llama2_7b_l2.json and compile_model_families_l2.json.
-local MODEL_FAMILIES = { llama = true, mistral = true, qwen2 = true, qwen3 = true, phi3 = true }
-local MODEL_CLASSES = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM "
-  .. "and Phi3ForCausalLM"
+local MODEL_FAMILIES = { llama = true, mistral = true, qwen2 = true, qwen3 = true, phi3 = true, olmo2 = true }
+local MODEL_CLASSES = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+  .. "Phi3ForCausalLM and Olmo2ForCausalLM"
 
 -- torch.compile(model) (scope "model"; the HF Trainer's torch_compile without regional
 -- compilation): dynamo traces LlamaForCausalLM.forward called with labels as one graph, the
@@ -191,7 +191,7 @@ local MODEL_CLASSES = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Q
 -- partitioner splits it (validation/oracle/check_compile_model.py, its capture
 -- compile_model_llama2_7b_l2.json: Llama-2-7B cut to 2 layers, bf16, and peft's LoRA on q and v
 -- with dropout 0; compile_model_families_l2.json the same for Mistral-7B-v0.1, Qwen2.5-0.5B,
--- Qwen3-8B and Phi-3-mini-4k (LoRA on qkv_proj and o_proj), each one graph whose layers save
+-- Qwen3-8B, Phi-3-mini-4k (LoRA on qkv_proj and o_proj) and OLMo-2-1124-7B, each one graph whose layers save
 -- what they save compiled alone). Each decoder layer saves what it saves compiled alone; what lies outside the
 -- layers is the final norm and lm_head partitioned as one more region (M.hooks) and the loss as
 -- training.compile_loss models it (models/llama.lua). Why a run is not modelled (nil when it is):

@@ -56,7 +56,8 @@ tied lm_head neither); Qwen3 saves q_proj's and k_proj's outputs and the fp32 rs
 and k head norms besides. Phi-3 (--family phi3, LoRA on its fused qkv_proj and o_proj):
 Inductor's cat decomposition drops the rotary's empty pass-through half and clones the rotated
 query in its (b, s, heads, d) layout, so o_proj keeps a view of flash's output, no transposed
-copy. Each family run alone writes its own file; its records and dynamo entry are appended to
+copy. OLMo 2 (--family olmo2): fp32 rotary tables; its norms on the outputs leave LoRA's
+layer 1 no copy of layer 0's output. Each family run alone writes its own file; its records and dynamo entry are appended to
 compile_model_families_l2.json.
 
 Inductor's codegen is not run (it needs a GPU)."""
