@@ -991,6 +991,7 @@ model_family qwen2 qwen2.5-0.5b 64 896
 model_family qwen3 qwen3-8b 128 4096
 model_family phi3 phi-3-mini-4k-instruct 96 3072 bf16 1 '{ "qkv_proj", "o_proj" }'
 model_family olmo2 olmo-2-1124-7b 128 4096 fp32 0 '{ "q_proj", "v_proj" }'
+model_family gemma3 gemma-3-4b-text 256 2560
 
 # its peak: below the layers compiled alone (the loss's fp32 logits and log-probabilities never
 # made) and below eager, where the saved activations set the peak (LoRA, dropout 0, as captured)
@@ -1029,6 +1030,7 @@ refused model-moe "$M model type qwen3_moe is not modelled" 'compile = { scope =
 refused model-gemma2 "$M model type gemma2 is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/gemma-2-9b.json"
 refused model-window "$M sliding_window 4096 <= seq 4096 is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/mistral-7b-v0.1.json" --set model.layers=2 --set seq=4096
 refused model-window-phi3 "$M sliding_window 2047 <= seq 2048 is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/phi-3-mini-4k-instruct.json" --set model.layers=2 --set seq=2048
+refused model-window-gemma3 "$M sliding_window 1024 <= seq 1024 is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/gemma-3-4b-text.json" --set model.layers=2 --set seq=1024
 refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic = true }'
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
 refused op-ckpt 'training.compile with checkpoint_scope = "op" and checkpoint_impl = "transformers" is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op"'

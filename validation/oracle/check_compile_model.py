@@ -57,7 +57,10 @@ and k head norms besides. Phi-3 (--family phi3, LoRA on its fused qkv_proj and o
 Inductor's cat decomposition drops the rotary's empty pass-through half and clones the rotated
 query in its (b, s, heads, d) layout, so o_proj keeps a view of flash's output, no transposed
 copy. OLMo 2 (--family olmo2): fp32 rotary tables; its norms on the outputs leave LoRA's
-layer 1 no copy of layer 0's output. Each family run alone writes its own file; its records and dynamo entry are appended to
+layer 1 no copy of layer 0's output. Gemma 3 (--family gemma3, its text model): the layer's
+input is the previous layer's residual sum (the first's the scaled embedding), a fusible op, so
+ban_if_used_far_apart saves the residual sum after the attention, which a layer compiled alone
+recomputes. Each family run alone writes its own file; its records and dynamo entry are appended to
 compile_model_families_l2.json.
 
 Inductor's codegen is not run (it needs a GPU)."""
