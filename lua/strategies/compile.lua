@@ -182,9 +182,9 @@ end
 -- The families whose whole-model graph a capture checks (check_compile_model.py --family):
 -- compile_model_llama2_7b_l2.json and compile_model_families_l2.json.
 local MODEL_FAMILIES = { llama = true, mistral = true, qwen2 = true, qwen3 = true, phi3 = true, olmo2 = true,
-                         gemma3_text = true }
+                         gemma3_text = true, gemma2 = true }
 local MODEL_CLASSES = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-  .. "Phi3ForCausalLM, Olmo2ForCausalLM and Gemma3ForCausalLM"
+  .. "Phi3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM"
 
 -- torch.compile(model) (scope "model"; the HF Trainer's torch_compile without regional
 -- compilation): dynamo traces LlamaForCausalLM.forward called with labels as one graph, the
@@ -192,8 +192,8 @@ local MODEL_CLASSES = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Q
 -- partitioner splits it (validation/oracle/check_compile_model.py, its capture
 -- compile_model_llama2_7b_l2.json: Llama-2-7B cut to 2 layers, bf16, and peft's LoRA on q and v
 -- with dropout 0; compile_model_families_l2.json the same for Mistral-7B-v0.1, Qwen2.5-0.5B,
--- Qwen3-8B, Phi-3-mini-4k (LoRA on qkv_proj and o_proj), OLMo-2-1124-7B and Gemma-3-4B's text
--- model, each one graph whose layers save
+-- Qwen3-8B, Phi-3-mini-4k (LoRA on qkv_proj and o_proj), OLMo-2-1124-7B, Gemma-2-9B (eager
+-- attention) and Gemma-3-4B's text model, each one graph whose layers save
 -- what they save compiled alone). Each decoder layer saves what it saves compiled alone; what lies outside the
 -- layers is the final norm and lm_head partitioned as one more region (M.hooks) and the loss as
 -- training.compile_loss models it (models/llama.lua). Why a run is not modelled (nil when it is):
@@ -348,10 +348,13 @@ end
 -- M.block_hooks): the checkpoint's pack hook drops what the forward graph saves, and its
 -- recomputation runs the forward graph again, so every op of the region runs again in backward
 -- (nothing of it is kept from forward but the checkpoint's arguments).
--- fused_input: the storage id of the region's input where a fusible op of the enclosing graph
--- made it (a decoder layer inside the whole model's graph, its input the previous layer's residual
--- sum): the partitioner's ban_if_used_far_apart applies to it as to the region's own nodes.
-function M.partition(cx, ops, outputs, checkpointed, inference, rerun, fused_input)
+-- inside: set for a decoder layer inside the whole model's graph (scope "model"): { layer = its
+-- 1-based index, fused_input = the storage id of its input where a fusible op of that graph made
+-- it (the previous layer's residual sum) }: the partitioner's ban_if_used_far_apart applies to that
+-- input as to the region's own nodes, and the attention masks, which that graph makes from iota
+-- (create_causal_mask), are no saved input.
+function M.partition(cx, ops, outputs, checkpointed, inference, rerun, inside)
+  local fused_input = inside and inside.fused_input
   local G = cx.G
   local node_of, nodes = {}, {}   -- storage id -> node record; records in order
   local function node(st, producer)
@@ -464,6 +467,16 @@ function M.partition(cx, ops, outputs, checkpointed, inference, rerun, fused_inp
       if u > first and ops[u].fusible then far[u] = true end
     end
   end
+  -- ban_if_long_fusible_chains: a fusible chain from a node to one more than 100 ops later is cut
+  -- there. The masks are made before the first layer: the first layer's mask sum lies within 100
+  -- ops of them (83 in Gemma 2's capture), every later layer's beyond (its sum saved)
+  local graph_const = {}
+  if inside then
+    for k, o in ipairs(ops) do
+      for _, x in ipairs(o.spec.graph_const or {}) do graph_const[storage_cse(x).id] = true end
+      if o.spec.graph_const and inside.layer > 1 and o.fusible then far[k] = true end
+    end
+  end
   -- the flow graph: node v's in = 2v, out = 2v + 1; source and sink after them
   local nn_ = #nodes
   local SRC, SNK = 2 * nn_, 2 * nn_ + 1
@@ -477,7 +490,7 @@ function M.partition(cx, ops, outputs, checkpointed, inference, rerun, fused_inp
     if not prod then
       -- a primal: banned (it cannot be recomputed); a parameter is free to save
       -- (treat_parameters_as_free_to_save)
-      banned, weight = true, t.param and 0 or nil
+      banned, weight = true, (t.param or graph_const[t.id]) and 0 or nil
     else
       banned = not prod.recomputable                     -- compute-intensive, random, or not allowed
         or n.bw_extern                                   -- materialized in backward
@@ -571,7 +584,7 @@ function M.partition(cx, ops, outputs, checkpointed, inference, rerun, fused_inp
       -- a saved part of a split keeps its input's storage (a view), listed once
       local st = n.t
       while st.base do st = st.base end
-      if not listed[st.id] then saved[#saved + 1] = st end
+      if not listed[st.id] and not graph_const[st.id] then saved[#saved + 1] = st end
       listed[st.id] = true
     end
   end
@@ -946,7 +959,7 @@ function M.hooks(root, layer_cls, t, reference)
   end
   for k, layer in ipairs(layers) do
     local checkpointed = M.checkpointed_layer(t, k)
-    local ops, held, first_op, inference, fused_input
+    local ops, held, first_op, inference, inside
     out[#out + 1] = { module = layer, first = {
       pre = function(cx, _, args)
         inference = cx.no_grad
@@ -954,10 +967,12 @@ function M.hooks(root, layer_cls, t, reference)
         -- (or Gemma's scaled embedding, a multiply), a fusible op's output; the plain
         -- embedding's gather is not fusible
         local x = args and args[1]
-        fused_input = nil
-        if not reference and M.settings(t.compile).scope == "model" and type(x) == "table" and x.id
-           and (k > 1 or x.name == "inputs_embeds_scaled") then
-          fused_input = storage(x).id
+        inside = nil
+        if not reference and M.settings(t.compile).scope == "model" then
+          inside = { layer = k }
+          if type(x) == "table" and x.id and (k > 1 or x.name == "inputs_embeds_scaled") then
+            inside.fused_input = storage(x).id
+          end
         end
         if M.eager_layer(t, k) and not inference then ops = nil; return end
         cx.region = inference and #layers + k or k
@@ -980,7 +995,7 @@ function M.hooks(root, layer_cls, t, reference)
         for _, t in ipairs(outs or {}) do if type(t) == "table" and t.id then res[#res + 1] = t end end
         -- what the layer hands to the framework to hold (a KV cache's tensors) is its output too
         for i = held + 1, #cx.held do res[#res + 1] = cx.held[i] end
-        local saved = M.partition(cx, ops, res, checkpointed and not inference, inference, nil, fused_input)
+        local saved = M.partition(cx, ops, res, checkpointed and not inference, inference, nil, inside)
         if not inference then layer_saved[k] = saved end
         -- the layer's other ops (a Python variable's reference dropped, nn.release) make nothing:
         -- the compiled backward has no such step; what it recomputes is dropped after its last use

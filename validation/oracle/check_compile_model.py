@@ -60,7 +60,10 @@ copy. OLMo 2 (--family olmo2): fp32 rotary tables; its norms on the outputs leav
 layer 1 no copy of layer 0's output. Gemma 3 (--family gemma3, its text model): the layer's
 input is the previous layer's residual sum (the first's the scaled embedding), a fusible op, so
 ban_if_used_far_apart saves the residual sum after the attention, which a layer compiled alone
-recomputes. Each family run alone writes its own file; its records and dynamo entry are appended to
+recomputes. Gemma 2 (--family gemma2, eager attention: Gemma2PreTrainedModel has no SDPA):
+the softmax's row max and sum saved, the probabilities recomputed; the mask (made in the graph
+from iota) never saved; layer 1's masked scores saved (ban_if_long_fusible_chains: more than
+100 ops past the mask), layer 0's recomputed. Each family run alone writes its own file; its records and dynamo entry are appended to
 compile_model_families_l2.json.
 
 Inductor's codegen is not run (it needs a GPU)."""
