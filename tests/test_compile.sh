@@ -932,24 +932,31 @@ else bad "scope = \"model\" under LoRA: the saved set differs from the partition
 # --family): each config cut to 2 layers at 1 x 256, bf16 and LoRA (q and v, alpha 16, dropout 0),
 # held to its record as Llama is, with Llama's named differences at the family's head_dim
 FCAP=validation/oracle/captures/compile_model_families_l2.json
-model_family() { # FAMILY CONFIG HEAD_DIM HIDDEN
+# ROT: the rotary tables' dtype (OLMo 2's rotary hands back fp32 cos and sin); PRE_NORM: 0 where
+# the layer's input is not a norm's (OLMo 2 norms the outputs), so LoRA's layer 1 keeps no copy of
+# layer 0's output; TARGETS: LoRA's target modules where peft has no default for the model type;
+# EAGER: the query heads where the attention is eager (Gemma 2): no philox seed and offset, and
+# only layer 1's masked scores are saved (layer 0's within 100 ops of the mask, recomputed)
+model_family() { # FAMILY CONFIG HEAD_DIM HIDDEN [ROT [PRE_NORM [TARGETS [EAGER]]]]
   for prec in bf16 lora_bf16; do
-    lo=; [ $prec = lora_bf16 ] && lo="--set training.lora.alpha=16 --set training.lora.dropout=0"
+    lo=; tg=; [ $prec = lora_bf16 ] && lo="--set training.lora.alpha=16 --set training.lora.dropout=0" && tg=${7:-}
+    printf 'return { hardware = { gpu = "h200" }, model = { arch = "llama2", size = "7b-l4" },\n  training = { micro_batch = 1, seq = 1024, precision = "bf16", steps = 2%s } }\n' \
+      "${tg:+, lora = { targets = $tg \}}" > "$tmp/mfl.lua"
     # shellcheck disable=SC2086
-    "$VRSIM" "$tmp/l.lua" --json --no-files --set model.config="$PWD/scenarios/configs/$2.json" --set model.layers=2 \
+    "$VRSIM" "$tmp/mfl.lua" --json --no-files --set model.config="$PWD/scenarios/configs/$2.json" --set model.layers=2 \
       --set seq=256 --set precision=$prec $lo --set compile=model > "$tmp/mf.json" 2>"$tmp/mf.err"
-    if python3 - "$FCAP" "$tmp/mf.json" "$1" "$prec" "$3" "$4" > "$tmp/mf.out" 2>&1 <<'PY'
+    if python3 - "$FCAP" "$tmp/mf.json" "$1" "$prec" "$3" "$4" "${5:-bf16}" "${6:-1}" "${8:-0}" > "$tmp/mf.out" 2>&1 <<'PY'
 import json, sys
 from collections import Counter
 sys.path.insert(0, "tests")
 from compile_note import counts, notes
-cap, out, fam, prec, hd, hid = sys.argv[1:]
-hd, hid = int(hd), int(hid)
+cap, out, fam, prec, hd, hid, rdt, prenorm, eager = sys.argv[1:]
+hd, hid, eager = int(hd), int(hid), int(eager)
 rec = [r for r in json.load(open(cap))["records"] if r["family"] == fam and r["config"] == prec][0]
 DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "uint64": "uint64"}
 lora = prec == "lora_bf16"
 # under LoRA layer 1 and the head against the capture's, with layer 0's output (layer 1's input)
-want, seen = Counter({(256 * hid, "bf16"): 1} if lora else {}), set()
+want, seen = Counter({(256 * hid, "bf16"): 1} if lora and prenorm == "1" else {}), set()
 for x in rec["saved"]:
     if x["kind"] == "param" or x["storage"] in seen or (lora and x["region"] in ("layer 0", "embed")):
         continue
@@ -962,7 +969,7 @@ ns = notes(json.load(open(out)))
 layer = [n for n in ns if "of decoder layer 1 " in n]
 head = [n for n in ns if "model graph's final norm, lm_head and loss" in n]
 assert len(layer) == 1 and len(head) == 1, ns
-rot = Counter({(256 * hd, "bf16"): 2})
+rot = Counter({(256 * hd, rdt): 2})
 if lora:
     got = counts(layer[0]) + counts(head[0])
     vrsim_only = rot + Counter({(1, "int64"): 2})
@@ -972,6 +979,11 @@ else:
     got = counts(layer[0]) + counts(layer[0]) + counts(head[0]) - rot - rot + rot
     vrsim_only = rot + Counter({(1, "int64"): 4})
     cap_only = Counter({(2, "uint64"): 2, (1, "uint64"): 2, (256, "int64"): 1, (1, "fp32"): 1})
+if eager:
+    vrsim_only = Counter({k: v for k, v in vrsim_only.items() if k[1] != "int64"})
+    cap_only = Counter({k: v for k, v in cap_only.items() if k[1] != "uint64"})
+    if not lora:
+        vrsim_only[(eager * 256 * 256, "bf16")] += 1
 if got - want != vrsim_only or want - got != cap_only:
     print("vrsim only:", dict(got - want), " partitioner only:", dict(want - got))
     sys.exit(1)
@@ -984,6 +996,10 @@ PY
 model_family mistral mistral-7b-v0.1 128 4096
 model_family qwen2 qwen2.5-0.5b 64 896
 model_family qwen3 qwen3-8b 128 4096
+model_family phi3 phi-3-mini-4k-instruct 96 3072 bf16 1 '{ "qkv_proj", "o_proj" }'
+model_family olmo2 olmo-2-1124-7b 128 4096 fp32 0 '{ "q_proj", "v_proj" }'
+model_family gemma3 gemma-3-4b-text 256 2560
+model_family gemma2 gemma-2-9b 256 3584 bf16 1 '' 16
 
 # its peak: below the layers compiled alone (the loss's fp32 logits and log-probabilities never
 # made) and below eager, where the saved activations set the peak (LoRA, dropout 0, as captured)
@@ -1022,8 +1038,11 @@ refused model-amp "$M precision amp_bf16 is not modelled" 'compile = { scope = "
 refused model-lora-dropout "$M lora dropout 0.05 is not modelled" 'compile = { scope = "model" }, precision = "lora_bf16"'
 refused model-chunked "$M training.loss = \"chunked\" is not modelled" 'compile = { scope = "model" }, loss = "chunked"'
 refused model-moe "$M model type qwen3_moe is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/qwen3-30b-a3b.json"
-refused model-gemma2 "$M model type gemma2 is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/gemma-2-9b.json"
+refused model-mixtral "$M model type mixtral is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/mixtral-8x7b.json"
+refused model-window-gemma2 "$M sliding_window 4096 <= seq 4096 is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/gemma-2-9b.json" --set model.layers=2 --set seq=4096
 refused model-window "$M sliding_window 4096 <= seq 4096 is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/mistral-7b-v0.1.json" --set model.layers=2 --set seq=4096
+refused model-window-phi3 "$M sliding_window 2047 <= seq 2048 is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/phi-3-mini-4k-instruct.json" --set model.layers=2 --set seq=2048
+refused model-window-gemma3 "$M sliding_window 1024 <= seq 1024 is not modelled" 'compile = { scope = "model" }' --set model.config="$PWD/scenarios/configs/gemma-3-4b-text.json" --set model.layers=2 --set seq=1024
 refused unknown-key 'training.compile.dynamic is not a key' 'compile = { dynamic = true }'
 refused bad-type 'training.compile must be true, false or a table' 'compile = "yes"'
 refused op-ckpt 'training.compile with checkpoint_scope = "op" and checkpoint_impl = "transformers" is not modelled' 'compile = true, checkpointing = true, checkpoint_scope = "op"'

@@ -250,9 +250,12 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask, kv_contiguous)
   -- is already fp32 and AddBackward0 casts the gradient back for the scores (nn.add_grads)
   local masked_dt = mask and nn.promote(dt, mask.dtype) or dt
   local mgrads, moved = nn.add_grads(masked_dt, scaled, mask)
+  -- graph_const: inside the whole model's graph (compile scope "model") the mask is made there,
+  -- from iota, where the partitioner recomputes it for free (strategies/compile.lua M.partition)
   local masked = nn.op(cx, { name = name .. ".add_mask", inputs = { scaled, mask },
                              outs = { { name .. ".masked", sshape, masked_dt } },
-                             grads = { mgrads[1], "none" }, bwd_bytes = moved })
+                             grads = { mgrads[1], "none" }, bwd_bytes = moved,
+                             graph_const = mask and { mask } or nil })
   -- softmax(x, dtype=float32) on a bf16 input is input.to(float32) then _softmax (only fp16 has a
   -- fused half-to-float kernel): the cast is an autograd node of its own, so backward makes the
   -- gradient in fp32 first and casts it back; an fp32 input (the masked sum under autocast) is
@@ -260,10 +263,31 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask, kv_contiguous)
   local m32 = nn.to(cx, masked, "fp32", name .. ".scores_fp32")
   -- its CUDA backward (softmax_backward_cuda_out, aten/src/ATen/native/cuda/SoftMax.cu) first
   -- computes `Tensor tmp = grad * output;`: a temporary the size of the gradient, in its dtype
-  local p32 = nn.op(cx, { name = name .. ".softmax", kind = "softmax", inputs = { m32 },
-                          outs = { { name .. ".probs_fp32", sshape, "fp32" } }, save_outs = { 1 },
-                          bwd_workspace = { nn.bytes(sshape, "fp32") },
-                          flops = 5 * nn.numel(sshape), dtype = "fp32" })
+  local p32
+  if cx.compiling then
+    -- compiled, Inductor's decomposition of _softmax: the row max and the row sum of exp(x - max),
+    -- reductions the partitioner saves (a value a row), then exp(x - max) / sum, pointwise, which
+    -- backward recomputes from the scores and the two (compile_model_families_l2.json, gemma2:
+    -- amax and sum saved, not the probabilities)
+    local rs = { b, heads, s, 1 }
+    local mx = nn.op(cx, { name = name .. ".softmax_amax", kind = "reduce_rows", inputs = { m32 },
+                           outs = { { name .. ".softmax_amax", rs, "fp32", no_grad = true } },
+                           grads = { "none" }, flops = nn.numel(sshape) })
+    local sm = nn.op(cx, { name = name .. ".softmax_sum", kind = "reduce_rows", inputs = { m32, mx },
+                           outs = { { name .. ".softmax_sum", rs, "fp32", no_grad = true } },
+                           grads = { "none", "none" }, flops = 2 * nn.numel(sshape) })
+    p32 = nn.op(cx, { name = name .. ".softmax", kind = "softmax", inputs = { m32, mx, sm },
+                      outs = { { name .. ".probs_fp32", sshape, "fp32" } }, save_outs = { 1 },
+                      grads = { { dtype = "fp32" }, "none", "none" },
+                      bwd_workspace = { nn.bytes(sshape, "fp32") },
+                      -- (the eager kernel's 5 flops an element, split over the three)
+                      flops = 2 * nn.numel(sshape), dtype = "fp32" })
+  else
+    p32 = nn.op(cx, { name = name .. ".softmax", kind = "softmax", inputs = { m32 },
+                      outs = { { name .. ".probs_fp32", sshape, "fp32" } }, save_outs = { 1 },
+                      bwd_workspace = { nn.bytes(sshape, "fp32") },
+                      flops = 5 * nn.numel(sshape), dtype = "fp32" })
+  end
   local pr = nn.to(cx, p32, dt, name .. ".probs_cast")
   -- `attn_weights = softmax(attn_weights, ...).to(...)`: the old value dies on reassignment
   nn.release(cx, { masked }, name .. ": attn_weights reassigned")
@@ -488,12 +512,16 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
     -- transpose(1, 2).contiguous()
     ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
                       outs = { { pre .. ".attn_out_t", { b, s, a.heads * hd }, ao.dtype } } })
-  elseif a.rotary_slices and sdpa_out_like_q(cx, qa, r.attention, mask) then
+  elseif a.rotary_slices and not cx.compiling and sdpa_out_like_q(cx, qa, r.attention, mask) then
     -- sdpa_attention_forward's transpose(1, 2).contiguous(): cuDNN (alloc_with_matching_layout)
     -- and flash (empty_like of the query) give the output the query's layout, and Phi-3's
     -- rotary cat makes the query contiguous in (b, heads, s, d): the transpose is a copy, which
     -- o_proj keeps for its weight gradient while the kernel keeps its own output
     -- (fulltrace_gen4-phi3-mini-l4-b4: a 48 MiB copy after each attention, live to the backward)
+    -- Compiled, Inductor's cat decomposition drops the empty q_pass and clones the rotated
+    -- query, a clone that keeps its (b, s, heads, d) layout: the output, the query's layout, is
+    -- transposed by a view (validation/oracle/captures/compile_model_families_l2.json, phi3: o_proj
+    -- keeps a view of the flash output)
     ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
                       outs = { { pre .. ".attn_out_t", { b, s, a.heads * hd }, ao.dtype } },
                       grads = { { pass = 1 } } })

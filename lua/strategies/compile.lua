@@ -181,16 +181,20 @@ end
 
 -- The families whose whole-model graph a capture checks (check_compile_model.py --family):
 -- compile_model_llama2_7b_l2.json and compile_model_families_l2.json.
-local MODEL_FAMILIES = { llama = true, mistral = true, qwen2 = true, qwen3 = true }
-local MODEL_CLASSES = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM"
+local MODEL_FAMILIES = { llama = true, mistral = true, qwen2 = true, qwen3 = true, phi3 = true, olmo2 = true,
+                         gemma3_text = true, gemma2 = true }
+local MODEL_CLASSES = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+  .. "Phi3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM"
 
 -- torch.compile(model) (scope "model"; the HF Trainer's torch_compile without regional
 -- compilation): dynamo traces LlamaForCausalLM.forward called with labels as one graph, the
 -- embedding through ForCausalLMLoss (no graph break under fullgraph=True), and the min-cut
 -- partitioner splits it (validation/oracle/check_compile_model.py, its capture
 -- compile_model_llama2_7b_l2.json: Llama-2-7B cut to 2 layers, bf16, and peft's LoRA on q and v
--- with dropout 0; compile_model_families_l2.json the same for Mistral-7B-v0.1, Qwen2.5-0.5B and
--- Qwen3-8B, each one graph whose layers save what they save compiled alone). Each decoder layer saves what it saves compiled alone; what lies outside the
+-- with dropout 0; compile_model_families_l2.json the same for Mistral-7B-v0.1, Qwen2.5-0.5B,
+-- Qwen3-8B, Phi-3-mini-4k (LoRA on qkv_proj and o_proj), OLMo-2-1124-7B, Gemma-2-9B (eager
+-- attention) and Gemma-3-4B's text model, each one graph whose layers save
+-- what they save compiled alone). Each decoder layer saves what it saves compiled alone; what lies outside the
 -- layers is the final norm and lm_head partitioned as one more region (M.hooks) and the loss as
 -- training.compile_loss models it (models/llama.lua). Why a run is not modelled (nil when it is):
 -- each combination the capture did not trace is named. family: the model family's model_type.
@@ -355,7 +359,13 @@ end
 -- M.block_hooks): the checkpoint's pack hook drops what the forward graph saves, and its
 -- recomputation runs the forward graph again, so every op of the region runs again in backward
 -- (nothing of it is kept from forward but the checkpoint's arguments).
-function M.partition(cx, ops, outputs, checkpointed, inference, rerun)
+-- inside: set for a decoder layer inside the whole model's graph (scope "model"): { layer = its
+-- 1-based index, fused_input = the storage id of its input where a fusible op of that graph made
+-- it (the previous layer's residual sum) }: the partitioner's ban_if_used_far_apart applies to that
+-- input as to the region's own nodes, and the attention masks, which that graph makes from iota
+-- (create_causal_mask), are no saved input.
+function M.partition(cx, ops, outputs, checkpointed, inference, rerun, inside)
+  local fused_input = inside and inside.fused_input
   local G = cx.G
   local node_of, nodes = {}, {}   -- storage id -> node record; records in order
   local function node(st, producer)
@@ -432,6 +442,52 @@ function M.partition(cx, ops, outputs, checkpointed, inference, rerun)
       if n.needed then n.dist = 1 elseif d < 1e9 then n.dist = math.min(n.dist, d + 1) end
     end
   end
+  -- ban_if_used_far_apart (partitioners.py, torch 2.13): a fusible user of a node that comes
+  -- after the first op an unfusible edge reaches from the node's users (searched in forward order
+  -- up to its last user) is not recomputed; a residual sum read again after the norm's
+  -- projections, its stream's input a fusible op's output. Applied to the input a fusible op of
+  -- the enclosing graph made (fused_input): a placeholder, as the layer's input is compiled alone,
+  -- is no fusible op and bans nothing
+  local far = {}
+  local fin = fused_input and node_of[fused_input]
+  if fin and #fin.users > 0 then
+    local last = 0
+    for _, u in ipairs(fin.users) do last = math.max(last, u) end
+    -- (op index, reached through a fusible edge) in forward order
+    local heap, queued = {}, {}
+    local function push(k, fusible)
+      local key = k .. (fusible and "f" or "u")
+      if queued[key] then return end
+      queued[key] = true
+      heap[#heap + 1] = { k, fusible }
+    end
+    for _, u in ipairs(fin.users) do push(u, true) end
+    local first = last
+    while #heap > 0 do
+      table.sort(heap, function(a, b) if a[1] ~= b[1] then return a[1] > b[1] end return a[2] and not b[2] end)
+      local k, fusible = table.unpack(table.remove(heap))
+      if not fusible then first = k; break end
+      for _, t in ipairs(ops[k].outs) do
+        local n = node_of[storage_cse(t).id]
+        for _, u in ipairs(n and n.users or {}) do
+          if u > k and u <= last then push(u, ops[k].fusible and ops[u].fusible) end
+        end
+      end
+    end
+    for _, u in ipairs(fin.users) do
+      if u > first and ops[u].fusible then far[u] = true end
+    end
+  end
+  -- ban_if_long_fusible_chains: a fusible chain from a node to one more than 100 ops later is cut
+  -- there. The masks are made before the first layer: the first layer's mask sum lies within 100
+  -- ops of them (83 in Gemma 2's capture), every later layer's beyond (its sum saved)
+  local graph_const = {}
+  if inside then
+    for k, o in ipairs(ops) do
+      for _, x in ipairs(o.spec.graph_const or {}) do graph_const[storage_cse(x).id] = true end
+      if o.spec.graph_const and inside.layer > 1 and o.fusible then far[k] = true end
+    end
+  end
   -- the flow graph: node v's in = 2v, out = 2v + 1; source and sink after them
   local nn_ = #nodes
   local SRC, SNK = 2 * nn_, 2 * nn_ + 1
@@ -445,13 +501,14 @@ function M.partition(cx, ops, outputs, checkpointed, inference, rerun)
     if not prod then
       -- a primal: banned (it cannot be recomputed); a parameter is free to save
       -- (treat_parameters_as_free_to_save)
-      banned, weight = true, t.param and 0 or nil
+      banned, weight = true, (t.param or graph_const[t.id]) and 0 or nil
     else
       banned = not prod.recomputable                     -- compute-intensive, random, or not allowed
         or n.bw_extern                                   -- materialized in backward
         -- ban_if_reduction: any op whose output is a quarter of its tensor arguments or less (a
         -- row reduction, a gather of a few columns: DeepSeek-V3's router's scores.gather)
         or (4 * bytes < M.input_bytes(prod.spec))
+        or far[n.producer]
     end
     if not weight then
       -- _size_of, biased toward nodes near backward; twice for a node fusion would not
@@ -538,7 +595,7 @@ function M.partition(cx, ops, outputs, checkpointed, inference, rerun)
       -- a saved part of a split keeps its input's storage (a view), listed once
       local st = n.t
       while st.base do st = st.base end
-      if not listed[st.id] then saved[#saved + 1] = st end
+      if not listed[st.id] and not graph_const[st.id] then saved[#saved + 1] = st end
       listed[st.id] = true
     end
   end
@@ -913,10 +970,21 @@ function M.hooks(root, layer_cls, t, reference)
   end
   for k, layer in ipairs(layers) do
     local checkpointed = M.checkpointed_layer(t, k)
-    local ops, held, first_op, inference
+    local ops, held, first_op, inference, inside
     out[#out + 1] = { module = layer, first = {
-      pre = function(cx)
+      pre = function(cx, _, args)
         inference = cx.no_grad
+        -- inside the whole model's graph the layer's input is the previous layer's residual sum
+        -- (or Gemma's scaled embedding, a multiply), a fusible op's output; the plain
+        -- embedding's gather is not fusible
+        local x = args and args[1]
+        inside = nil
+        if not reference and M.settings(t.compile).scope == "model" then
+          inside = { layer = k }
+          if type(x) == "table" and x.id and (k > 1 or x.name == "inputs_embeds_scaled") then
+            inside.fused_input = storage(x).id
+          end
+        end
         if M.eager_layer(t, k) and not inference then ops = nil; return end
         cx.region = inference and #layers + k or k
         cx.compiling, cx.compile_checkpointed = true, checkpointed and not inference
@@ -938,7 +1006,7 @@ function M.hooks(root, layer_cls, t, reference)
         for _, t in ipairs(outs or {}) do if type(t) == "table" and t.id then res[#res + 1] = t end end
         -- what the layer hands to the framework to hold (a KV cache's tensors) is its output too
         for i = held + 1, #cx.held do res[#res + 1] = cx.held[i] end
-        local saved = M.partition(cx, ops, res, checkpointed and not inference, inference)
+        local saved = M.partition(cx, ops, res, checkpointed and not inference, inference, nil, inside)
         if not inference then layer_saved[k] = saved end
         -- the layer's other ops (a Python variable's reference dropped, nn.release) make nothing:
         -- the compiled backward has no such step; what it recomputes is dropped after its last use

@@ -53,7 +53,18 @@ The other families (compile_model_families_l2.json): one graph each, and the sam
 as Llama's with their own shapes: Mistral's window (4096) is longer than the 256 tokens, so
 the attention is flash with is_causal as Llama's; Qwen2's q/k/v biases add nothing saved (Qwen2.5-0.5B's
 tied lm_head neither); Qwen3 saves q_proj's and k_proj's outputs and the fp32 rstd of its q
-and k head norms besides.
+and k head norms besides. Phi-3 (--family phi3, LoRA on its fused qkv_proj and o_proj):
+Inductor's cat decomposition drops the rotary's empty pass-through half and clones the rotated
+query in its (b, s, heads, d) layout, so o_proj keeps a view of flash's output, no transposed
+copy. OLMo 2 (--family olmo2): fp32 rotary tables; its norms on the outputs leave LoRA's
+layer 1 no copy of layer 0's output. Gemma 3 (--family gemma3, its text model): the layer's
+input is the previous layer's residual sum (the first's the scaled embedding), a fusible op, so
+ban_if_used_far_apart saves the residual sum after the attention, which a layer compiled alone
+recomputes. Gemma 2 (--family gemma2, eager attention: Gemma2PreTrainedModel has no SDPA):
+the softmax's row max and sum saved, the probabilities recomputed; the mask (made in the graph
+from iota) never saved; layer 1's masked scores saved (ban_if_long_fusible_chains: more than
+100 ops past the mask), layer 0's recomputed. Each family run alone writes its own file; its records and dynamo entry are appended to
+compile_model_families_l2.json.
 
 Inductor's codegen is not run (it needs a GPU)."""
 import argparse
@@ -74,7 +85,16 @@ FAMILIES = {
     "mistral": ("mistral-7b-v0.1.json", "MistralConfig", "MistralForCausalLM", "compile_model_families_l2.json"),
     "qwen2": ("qwen2.5-0.5b.json", "Qwen2Config", "Qwen2ForCausalLM", "compile_model_families_l2.json"),
     "qwen3": ("qwen3-8b.json", "Qwen3Config", "Qwen3ForCausalLM", "compile_model_families_l2.json"),
+    "phi3": ("phi-3-mini-4k-instruct.json", "Phi3Config", "Phi3ForCausalLM", "compile_model_families_l2.json"),
+    "olmo2": ("olmo-2-1124-7b.json", "Olmo2Config", "Olmo2ForCausalLM", "compile_model_families_l2.json"),
+    "gemma2": ("gemma-2-9b.json", "Gemma2Config", "Gemma2ForCausalLM", "compile_model_families_l2.json"),
+    "gemma3": ("gemma-3-4b-text.json", "Gemma3TextConfig", "Gemma3ForCausalLM", "compile_model_families_l2.json"),
 }
+# LoRA's targets where q and v are not separate Linears: Phi-3 fuses them into qkv_proj
+LORA_TARGETS = {"phi3": ["qkv_proj", "o_proj"]}
+# Gemma 2's attention: Gemma2PreTrainedModel._supports_sdpa is False (soft-capping), so the
+# Trainer's model runs eager_attention_forward; asked for SDPA, transformers raises
+ATTENTION = {"gemma2": "eager"}
 CONFIGS = {
     "bf16": {"precision": "bf16"},
     "lora_bf16": {"precision": "lora_bf16",
@@ -93,10 +113,15 @@ def dynamo_check(torch, family="llama"):
     torch.manual_seed(0)
     hf = C.load_config({"config": config_path(family)})
     keep = {k: hf[k] for k in ("sliding_window", "use_sliding_window", "attention_bias",
-                               "tie_word_embeddings") if k in hf}
+                               "tie_word_embeddings", "attn_logit_softcapping",
+                               "final_logit_softcapping", "query_pre_attn_scalar",
+                               "layer_types", "sliding_window_pattern") if k in hf}
+    # the tiny vocabulary holds no pad id of the real one (Phi-3's 32000, Gemma's 0 stays)
+    keep["pad_token_id"] = min(hf.get("pad_token_id") or 0, 127)
     cfg = getattr(transformers, cfg_cls)(vocab_size=128, hidden_size=64, intermediate_size=128,
                                          num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                                         num_hidden_layers=LAYERS, attn_implementation="sdpa", **keep)
+                                         num_hidden_layers=LAYERS,
+                                         attn_implementation=ATTENTION.get(family, "sdpa"), **keep)
     m = getattr(transformers, model_cls)(cfg)
     m.train()
     kinds = []
@@ -105,7 +130,8 @@ def dynamo_check(torch, family="llama"):
     ids = torch.randint(0, 128, (1, 16))
     out = compiled(input_ids=ids, labels=ids)
     out.loss.backward()
-    return {"model": f"{model_cls}, {LAYERS} layers, hidden 64, fp32, batch 1 x 16, sdpa, CPU",
+    return {"model": f"{model_cls}, {LAYERS} layers, hidden 64, fp32, batch 1 x 16, "
+                     f"{ATTENTION.get(family, 'sdpa')}, CPU",
             "fullgraph": True, "graph_breaks": 0, "aot_graphs": kinds}
 
 
@@ -158,7 +184,9 @@ def saved_of(torch, name, spec, family="llama"):
     import transformers
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.traceback import preserve_node_meta
-    spec = dict(spec, config=config_path(family), layers=LAYERS)
+    spec = dict(spec, config=config_path(family), layers=LAYERS, attention=ATTENTION.get(family, "sdpa"))
+    if spec.get("lora") and family in LORA_TARGETS:
+        spec["lora"] = dict(spec["lora"], targets=LORA_TARGETS[family])
     with FakeTensorMode():
         model, _ = C.build_model(torch, transformers, spec, None)
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
