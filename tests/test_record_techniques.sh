@@ -21,7 +21,7 @@ sys.path.insert(0, "validation/harness")
 from predict_plan import placeholder
 plan = [json.loads(l) for l in open("validation/harness/plans/plan_gen4_tech_model.jsonl")]
 base = plan[0]
-bad = [("bad-compile", {"compile": {"scope": "model"}}), ("bad-float8", {"float8": {"recipe": "x"}}),
+bad = [("bad-compile", {"compile": {"mode": "reduce-overhead"}}), ("bad-float8", {"float8": {"recipe": "x"}}),
        ("bad-loss", {"loss": "fused"}), ("bad-scope", {"checkpoint_scope": "op"})]
 with open(sys.argv[1], "w") as f:
     for c in plan:
@@ -58,7 +58,7 @@ check(a["compile"] < a["base"], "compile: peak allocated %.1f < eager %.1f MiB" 
 check(a["sac-op"] < a["base"], "checkpoint_scope op: peak allocated %.1f < no checkpointing %.1f MiB" % (a["sac-op"], a["base"]))
 check(p["f8-tensorwise"]["step_time"] != p["base"]["step_time"],
       "float8 tensorwise: step %.1f ms, not bf16's %.1f ms" % (p["f8-tensorwise"]["step_time"], p["base"]["step_time"]))
-for name, says in [("bad-compile", 'training.compile.scope = "model" is not modelled'),
+for name, says in [("bad-compile", 'training.compile.mode = "reduce-overhead" is not modelled'),
                    ("bad-float8", 'training.float8.recipe = "x"'),
                    ("bad-loss", "training.loss: unknown value 'fused'"),
                    ("bad-scope", "field 'checkpoint_scope' without ckpt = true")]:
