@@ -41,20 +41,23 @@ def activations(note):
 
 # a capture's torch dtype names as vrsim's notes write them
 DTYPES = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "int32": "int32", "bool": "bool",
-          "complex64": "c64"}
+          "complex64": "c64", "uint64": "uint64"}
 
 
-def capture_counts(rec):
+def capture_counts(rec, must_save=False):
     """The tensors a partitioner capture's record (validation/oracle/check_compile_*.py) saves, as
     saved_counts counts them: Counter of (elements, dtype), parameters left out, each storage once;
-    a complex64 storage is counted as the fp32 pairs vrsim keeps."""
+    a complex64 storage is counted as the fp32 pairs vrsim keeps. A record without storage shapes
+    (check_compile_sac*.py) counts each tensor's shape. must_save: assert that every saved
+    activation is an input or one the checkpoint policy tagged MUST_SAVE."""
     want, seen = Counter(), set()
     for x in rec["saved"]:
         if x["kind"] == "param" or x["storage"] in seen:
             continue
         seen.add(x["storage"])
+        assert not must_save or x["kind"] == "input" or x["tag"] == "MUST_SAVE", x
         n, dt = 1, DTYPES[x["dtype"]]
-        for d in x["storage_shape"]:
+        for d in x.get("storage_shape", x["shape"]):
             n *= d
         if dt == "c64":
             n, dt = 2 * n, "fp32"

@@ -293,25 +293,15 @@ for prec in bf16 amp_bf16 float8_tensorwise float8_rowwise; do
 import json, sys
 from collections import Counter
 sys.path.insert(0, "tests")
-from compile_note import saved_counts
+from compile_note import capture_counts, saved_counts
 cap, prec, out, none, full = sys.argv[1:]
 capd = json.load(open(cap))
 rec = [r for r in capd["records"] if r["config"] == prec][0]
 # dynamo's own trace of the wrapped layer (CPU) saves the same GEMM outputs, each tagged MUST_SAVE
 mm = [x["tag"] for x in capd["dynamo_cpu"]["saved"] if x["op"] == "aten.mm.default"]
 assert mm == ["MUST_SAVE"] * 3, mm
-DT = {"bfloat16": "bf16", "float32": "fp32", "uint64": "uint64"}
-want, seen = Counter(), set()
-for x in rec["saved"]:
-    if x["kind"] == "param" or x["storage"] in seen:
-        continue
-    seen.add(x["storage"])
-    # every saved activation is one the policy tagged MUST_SAVE
-    assert x["kind"] == "input" or x["tag"] == "MUST_SAVE", x
-    n = 1
-    for d in x["shape"]:
-        n *= d
-    want[(n, DT[x["dtype"]])] += 1
+# every saved activation is one the policy tagged MUST_SAVE
+want = capture_counts(rec, must_save=True)
 got = saved_counts(out)
 named = Counter({(2, "uint64"): 1, (1, "uint64"): 1})
 if prec == "float8_tensorwise":
@@ -356,7 +346,7 @@ for cfg in lora_qv lora_all; do
 import json, sys
 from collections import Counter
 sys.path.insert(0, "tests")
-from compile_note import saved_counts
+from compile_note import capture_counts, saved_counts
 cap, cfg, out, out_bf16 = sys.argv[1:]
 capd = json.load(open(cap))
 rec = [r for r in capd["records"] if r["config"] == cfg][0]
@@ -365,17 +355,7 @@ gemms = [x for x in rec["saved"] if x["name"].startswith("mm")]
 # dynamo's own trace saves as many GEMM outputs, each tagged MUST_SAVE
 mm = [x["tag"] for x in capd["dynamo_cpu"][cfg]["saved"] if x["op"] == "aten.mm.default"]
 assert mm == ["MUST_SAVE"] * len(gemms), (mm, gemms)
-DT = {"bfloat16": "bf16", "float32": "fp32", "uint64": "uint64"}
-want, seen = Counter(), set()
-for x in rec["saved"]:
-    if x["kind"] == "param" or x["storage"] in seen:
-        continue
-    seen.add(x["storage"])
-    assert x["kind"] == "input" or x["tag"] == "MUST_SAVE", x
-    n = 1
-    for d in x["shape"]:
-        n *= d
-    want[(n, DT[x["dtype"]])] += 1
+want = capture_counts(rec, must_save=True)
 got = saved_counts(out)
 named = Counter({(2, "uint64"): 1, (1, "uint64"): 1})
 if got - want or want - got != named:

@@ -113,7 +113,7 @@ def traced(torch, name, spec):
     return rec
 
 
-def dynamo_cpu(torch):
+def dynamo_cpu(torch, adapt=None):
     """The same through dynamo itself: a tiny transformers Llama layer (hidden 64, fp32, batch 2 x
     16) on the CPU wrapped in ptd_checkpoint_wrapper with the policy's context_fn, as torchtitan's
     apply_ac does, then torch.compile(fullgraph=True) as its apply_compile does, with an
@@ -121,7 +121,9 @@ def dynamo_cpu(torch):
     what the partitioner saved (op, shape, tag) and the tags' counts: the check that dynamo's
     tag_activation_checkpoint carries the policy's answers to the partitioner as traced() emulates
     it. (On the CPU SDPA is _scaled_dot_product_flash_attention_for_cpu, not in the save list:
-    recomputed here.)"""
+    recomputed here.) adapt: a function of the LlamaForCausalLM returning (the model to keep, its
+    base LlamaForCausalLM), e.g. peft's get_peft_model (check_compile_sac_lora.py); forward_mm_tags
+    lists the policy's tag of each aten.mm of the forward graph, in order."""
     import torch._dynamo
     from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
@@ -135,7 +137,8 @@ def dynamo_cpu(torch):
     cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_attention_heads=4,
                       num_key_value_heads=4, num_hidden_layers=1, attn_implementation="sdpa")
     model = LlamaForCausalLM(cfg)
-    layer, rotary = model.model.layers[0], model.model.rotary_emb
+    model, base_model = adapt(model) if adapt else (model, model)
+    layer, rotary = base_model.model.layers[0], base_model.model.rotary_emb
     wrapped = checkpoint_wrapper(layer, context_fn=C.torchtitan_op_sac_context(torch), preserve_rng_state=False)
     graphs, tags = {}, {}
 
@@ -166,9 +169,11 @@ def dynamo_cpu(torch):
         saved.append({"name": n.name, "node": base.name, "op": str(base.target) if base.op == "call_function" else base.op,
                       "shape": [d if isinstance(d, int) else str(d) for d in v.shape],
                       "tag": tags.get(base.name, "untagged")})
+    mm_tags = [tags[n.name] for n in gm.graph.nodes if n.op == "call_function" and str(n.target) == "aten.mm.default"
+               and n.name in tags]
     return {"model": "LlamaDecoderLayer, hidden 64, intermediate 128, 4 heads, fp32, CPU, batch 2 x 16",
             "tags": {k: sum(1 for v in tags.values() if v == k) for k in sorted(set(tags.values()))},
-            "saved": saved}
+            "forward_mm_tags": mm_tags, "saved": saved}
 
 
 def main():

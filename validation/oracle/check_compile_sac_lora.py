@@ -63,59 +63,17 @@ def adapter_dtypes(torch, spec):
 
 def dynamo_cpu(torch, targets):
     """check_compile_sac.dynamo_cpu's tiny layer (hidden 64, fp32, CPU) under peft's LoRA (r 4,
-    dropout 0) on targets, wrapped and compiled as torchtitan does: what the partitioner saved and
-    the tags' counts."""
-    import torch._dynamo
-    from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+    dropout 0) on targets, wrapped and compiled as torchtitan does: what the partitioner saved, the
+    tags' counts and the forward's aten.mm tags."""
     from peft import LoraConfig, get_peft_model
-    from torch._dynamo.backends.common import aot_autograd
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-    from transformers import LlamaConfig, LlamaForCausalLM
-    torch._dynamo.reset()
-    torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                      num_key_value_heads=4, num_hidden_layers=1, attn_implementation="sdpa")
-    model = get_peft_model(LlamaForCausalLM(cfg), LoraConfig(r=4, lora_alpha=4, lora_dropout=0.0,
-                                                             target_modules=targets, task_type="CAUSAL_LM"))
-    base = model.get_base_model()
-    layer, rotary = base.model.layers[0], base.model.rotary_emb
-    wrapped = checkpoint_wrapper(layer, context_fn=C.torchtitan_op_sac_context(torch), preserve_rng_state=False)
-    graphs, tags = {}, {}
 
-    def fw(gm, _inputs):
-        graphs["fw"] = gm
-        return make_boxed_func(gm.forward)
-
-    def partition(joint, joint_inputs, **kw):
-        for n in joint.graph.nodes:
-            if n.meta.get("recompute") is not None:
-                tags[n.name] = n.meta["recompute"].name
-        return min_cut_rematerialization_partition(joint, joint_inputs, **kw)
-    backend = aot_autograd(fw_compiler=fw, bw_compiler=lambda gm, _i: make_boxed_func(gm.forward),
-                           partition_fn=partition)
-    compiled = torch.compile(wrapped, backend=backend, fullgraph=True)
-    x = torch.randn(2, 16, 64, requires_grad=True)
-    cos, sin = rotary(x, torch.arange(16)[None])
-    out = compiled(x, position_embeddings=(cos, sin), attention_mask=None)
-    (out[0] if isinstance(out, tuple) else out).sum().backward()
-    gm = graphs["fw"]
-    outs = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
-    saved = []
-    for n in outs[1:]:
-        v = n.meta.get("val")
-        if v is None:
-            continue
-        b = CC.view_root(torch, n)
-        saved.append({"name": n.name, "node": b.name, "op": str(b.target) if b.op == "call_function" else b.op,
-                      "shape": [d if isinstance(d, int) else str(d) for d in v.shape],
-                      "tag": tags.get(b.name, "untagged")})
-    mm_tags = [tags[n.name] for n in gm.graph.nodes if n.op == "call_function" and str(n.target) == "aten.mm.default"
-               and n.name in tags]
-    return {"model": "LlamaDecoderLayer, hidden 64, intermediate 128, 4 heads, fp32, CPU, batch 2 x 16, "
-                     "LoRA r 4 dropout 0 on %s" % (targets,),
-            "tags": {k: sum(1 for v in tags.values() if v == k) for k in sorted(set(tags.values()))},
-            "forward_mm_tags": mm_tags, "saved": saved}
+    def adapt(model):
+        peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=4, lora_dropout=0.0,
+                                                      target_modules=targets, task_type="CAUSAL_LM"))
+        return peft_model, peft_model.get_base_model()
+    rec = S.dynamo_cpu(torch, adapt)
+    rec["model"] += ", LoRA r 4 dropout 0 on %s" % (targets,)
+    return rec
 
 
 def main():
