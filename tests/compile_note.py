@@ -44,15 +44,16 @@ DTYPES = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "int32": "int
           "complex64": "c64", "uint64": "uint64"}
 
 
-def capture_counts(rec, must_save=False):
+def capture_counts(rec, must_save=False, skip_regions=()):
     """The tensors a partitioner capture's record (validation/oracle/check_compile_*.py) saves, as
     saved_counts counts them: Counter of (elements, dtype), parameters left out, each storage once;
     a complex64 storage is counted as the fp32 pairs vrsim keeps. A record without storage shapes
     (check_compile_sac*.py) counts each tensor's shape. must_save: assert that every saved
-    activation is an input or one the checkpoint policy tagged MUST_SAVE."""
+    activation is an input or one the checkpoint policy tagged MUST_SAVE. skip_regions: the
+    record's regions (check_compile_model.py: "embed", "layer 0", ...) whose tensors are left out."""
     want, seen = Counter(), set()
     for x in rec["saved"]:
-        if x["kind"] == "param" or x["storage"] in seen:
+        if x["kind"] == "param" or x["storage"] in seen or x.get("region") in skip_regions:
             continue
         seen.add(x["storage"])
         assert not must_save or x["kind"] == "input" or x["tag"] == "MUST_SAVE", x

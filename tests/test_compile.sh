@@ -842,19 +842,10 @@ if python3 - "$MCAP" "$tmp/m.json" > "$tmp/m.out" 2>&1 <<'PY'
 import json, sys
 from collections import Counter
 sys.path.insert(0, "tests")
-from compile_note import counts, notes
+from compile_note import capture_counts, counts, notes
 cap, out = sys.argv[1:]
 rec = [r for r in json.load(open(cap))["records"] if r["config"] == "bf16"][0]
-DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "uint64": "uint64"}
-want, seen = Counter(), set()
-for x in rec["saved"]:
-    if x["kind"] == "param" or x["storage"] in seen:
-        continue
-    seen.add(x["storage"])
-    n = 1
-    for d in x["shape"]:
-        n *= d
-    want[(n, DT[x["dtype"]])] += 1
+want = capture_counts(rec)
 ns = notes(json.load(open(out)))
 layer = [n for n in ns if "of decoder layer 1 " in n]
 head = [n for n in ns if "model graph's final norm, lm_head and loss" in n]
@@ -881,19 +872,10 @@ if python3 - "$MCAP" "$tmp/ml.json" > "$tmp/ml.out" 2>&1 <<'PY'
 import json, sys
 from collections import Counter
 sys.path.insert(0, "tests")
-from compile_note import counts, notes
+from compile_note import capture_counts, counts, notes
 cap, out = sys.argv[1:]
 rec = [r for r in json.load(open(cap))["records"] if r["config"] == "lora_bf16"][0]
-DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "uint64": "uint64"}
-want, seen = Counter({(256 * 4096, "bf16"): 1}), set()
-for x in rec["saved"]:
-    if x["kind"] == "param" or x["storage"] in seen or x["region"] in ("layer 0", "embed"):
-        continue
-    seen.add(x["storage"])
-    n = 1
-    for d in x["shape"]:
-        n *= d
-    want[(n, DT[x["dtype"]])] += 1
+want = Counter({(256 * 4096, "bf16"): 1}) + capture_counts(rec, skip_regions=("layer 0", "embed"))
 ns = notes(json.load(open(out)))
 layer = [n for n in ns if "of decoder layer 1 " in n]
 head = [n for n in ns if "model graph's final norm, lm_head and loss" in n]
@@ -929,22 +911,14 @@ model_family() { # FAMILY CONFIG HEAD_DIM HIDDEN [ROT [PRE_NORM [TARGETS [EAGER]
 import json, sys
 from collections import Counter
 sys.path.insert(0, "tests")
-from compile_note import counts, notes
+from compile_note import capture_counts, counts, notes
 cap, out, fam, prec, hd, hid, rdt, prenorm, eager = sys.argv[1:]
 hd, hid, eager = int(hd), int(hid), int(eager)
 rec = [r for r in json.load(open(cap))["records"] if r["family"] == fam and r["config"] == prec][0]
-DT = {"bfloat16": "bf16", "float32": "fp32", "int64": "int64", "uint64": "uint64"}
 lora = prec == "lora_bf16"
 # under LoRA layer 1 and the head against the capture's, with layer 0's output (layer 1's input)
-want, seen = Counter({(256 * hid, "bf16"): 1} if lora and prenorm == "1" else {}), set()
-for x in rec["saved"]:
-    if x["kind"] == "param" or x["storage"] in seen or (lora and x["region"] in ("layer 0", "embed")):
-        continue
-    seen.add(x["storage"])
-    n = 1
-    for d in x["shape"]:
-        n *= d
-    want[(n, DT[x["dtype"]])] += 1
+want = Counter({(256 * hid, "bf16"): 1} if lora and prenorm == "1" else {})
+want += capture_counts(rec, skip_regions=("layer 0", "embed") if lora else ())
 ns = notes(json.load(open(out)))
 layer = [n for n in ns if "of decoder layer 1 " in n]
 head = [n for n in ns if "model graph's final norm, lm_head and loss" in n]
