@@ -37,7 +37,7 @@ return {
   -- 2.11.0+cu130): a unit is one extern GEMM and one Triton kernel forward (24.02 us), two GEMMs
   -- and one Triton kernel backward with its two parameters' AccumulateGrad (46.18 us); a
   -- compiled block's call took 107.22 / 165.16 us where the eager block's took 6.70 / 54.65.
-  -- Carried to this host by that machine's class chains in the same call, 0.660 of this host's
+  -- Carried to this host by the class chains timed on that machine just before, 0.660 of this host's
   -- (the mean of the four runs' host_class_bench ratios, host_calls_h100_r*.json):
   -- 12.01 / 0.660 and 15.39 / 0.660 a kernel, (107.22 - 6.70) / 0.660 and (165.16 - 54.65) / 0.660 a call.
   host_compiled_kernel_fwd_us = 18.20,
