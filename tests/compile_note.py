@@ -73,6 +73,16 @@ def saved_counts(summary_path, which=""):
     return counts([n for n in notes(json.load(open(summary_path))) if which in n][0])
 
 
+def model_graph_counts(summary_path):
+    """A scope = "model" run's (--json) saved tensors as its two notes list them, decoder layer 1's
+    and the model graph's final norm, lm_head and loss: (layer 1's counts, the head's counts)."""
+    ns = notes(json.load(open(summary_path)))
+    layer = [n for n in ns if "of decoder layer 1 " in n]
+    head = [n for n in ns if "model graph's final norm, lm_head and loss" in n]
+    assert len(layer) == 1 and len(head) == 1, ns
+    return counts(layer[0]), counts(head[0])
+
+
 def compare(capture_path, summary_path, name, which=""):
     """vrsim's saved set (the run's summary; its note holding `which`) against record `name` of a
     partitioner capture: the line to print and whether they are equal."""

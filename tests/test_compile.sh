@@ -842,15 +842,12 @@ if python3 - "$MCAP" "$tmp/m.json" > "$tmp/m.out" 2>&1 <<'PY'
 import json, sys
 from collections import Counter
 sys.path.insert(0, "tests")
-from compile_note import capture_counts, counts, notes
+from compile_note import capture_counts, model_graph_counts
 cap, out = sys.argv[1:]
 rec = [r for r in json.load(open(cap))["records"] if r["config"] == "bf16"][0]
 want = capture_counts(rec)
-ns = notes(json.load(open(out)))
-layer = [n for n in ns if "of decoder layer 1 " in n]
-head = [n for n in ns if "model graph's final norm, lm_head and loss" in n]
-assert len(layer) == 1 and len(head) == 1, ns
-got = counts(layer[0]) + counts(layer[0]) + counts(head[0])
+layer, head = model_graph_counts(out)
+got = layer + layer + head
 rot = Counter({(256 * 128, "bf16"): 2})
 got = got - rot - rot   # cos and sin: one storage each, listed in both layers' notes
 vrsim_only = rot + Counter({(1, "int64"): 4})
@@ -872,15 +869,12 @@ if python3 - "$MCAP" "$tmp/ml.json" > "$tmp/ml.out" 2>&1 <<'PY'
 import json, sys
 from collections import Counter
 sys.path.insert(0, "tests")
-from compile_note import capture_counts, counts, notes
+from compile_note import capture_counts, model_graph_counts
 cap, out = sys.argv[1:]
 rec = [r for r in json.load(open(cap))["records"] if r["config"] == "lora_bf16"][0]
 want = Counter({(256 * 4096, "bf16"): 1}) + capture_counts(rec, skip_regions=("layer 0", "embed"))
-ns = notes(json.load(open(out)))
-layer = [n for n in ns if "of decoder layer 1 " in n]
-head = [n for n in ns if "model graph's final norm, lm_head and loss" in n]
-assert len(layer) == 1 and len(head) == 1, ns
-got = counts(layer[0]) + counts(head[0])
+layer, head = model_graph_counts(out)
+got = layer + head
 vrsim_only = Counter({(256 * 128, "bf16"): 2, (1, "int64"): 2})
 cap_only = Counter({(2, "uint64"): 1, (1, "uint64"): 1, (1, "fp32"): 1})
 if got - want != vrsim_only or want - got != cap_only:
@@ -911,7 +905,7 @@ model_family() { # FAMILY CONFIG HEAD_DIM HIDDEN [ROT [PRE_NORM [TARGETS [EAGER]
 import json, sys
 from collections import Counter
 sys.path.insert(0, "tests")
-from compile_note import capture_counts, counts, notes
+from compile_note import capture_counts, model_graph_counts
 cap, out, fam, prec, hd, hid, rdt, prenorm, eager = sys.argv[1:]
 hd, hid, eager = int(hd), int(hid), int(eager)
 rec = [r for r in json.load(open(cap))["records"] if r["family"] == fam and r["config"] == prec][0]
@@ -919,18 +913,15 @@ lora = prec == "lora_bf16"
 # under LoRA layer 1 and the head against the capture's, with layer 0's output (layer 1's input)
 want = Counter({(256 * hid, "bf16"): 1} if lora and prenorm == "1" else {})
 want += capture_counts(rec, skip_regions=("layer 0", "embed") if lora else ())
-ns = notes(json.load(open(out)))
-layer = [n for n in ns if "of decoder layer 1 " in n]
-head = [n for n in ns if "model graph's final norm, lm_head and loss" in n]
-assert len(layer) == 1 and len(head) == 1, ns
+layer, head = model_graph_counts(out)
 rot = Counter({(256 * hd, rdt): 2})
 if lora:
-    got = counts(layer[0]) + counts(head[0])
+    got = layer + head
     vrsim_only = rot + Counter({(1, "int64"): 2})
     cap_only = Counter({(2, "uint64"): 1, (1, "uint64"): 1, (1, "fp32"): 1})
 else:
     # cos and sin: one storage each, listed in both layers' notes
-    got = counts(layer[0]) + counts(layer[0]) + counts(head[0]) - rot - rot + rot
+    got = layer + layer + head - rot - rot + rot
     vrsim_only = rot + Counter({(1, "int64"): 4})
     cap_only = Counter({(2, "uint64"): 2, (1, "uint64"): 2, (256, "int64"): 1, (1, "fp32"): 1})
 if eager:
