@@ -46,7 +46,7 @@ for _, k in ipairs {
 } do MAPPED[k] = true end
 -- model and loss techniques (validation/harness/tech_model.py): each record field is the
 -- training field of the same name, its value as the plan gave it (`vrsim fields`)
-local MODEL_TECHNIQUES = { "compile", "float8", "loss", "checkpoint_scope" }
+local MODEL_TECHNIQUES = { "compile", "float8", "loss", "checkpoint_scope", "checkpoint_impl" }
 for _, k in ipairs(MODEL_TECHNIQUES) do MAPPED[k] = true end
 -- build, optimizer and step techniques (validation/harness/tech_train.py): the training field of
 -- each name
@@ -520,8 +520,13 @@ function R.scenario(rec, opts)
     c.loss = false
     tr.compile = c
   end
-  -- the harnesses checkpoint through transformers' gradient_checkpointing_enable (use_reentrant=False)
-  if tr.checkpointing then tr.checkpoint_impl = "transformers" end
+  -- the harnesses checkpoint through transformers' gradient_checkpointing_enable (use_reentrant=False),
+  -- unless the record names torchtitan's order (tech_model.py apply_wrapper_compile: each layer in
+  -- torch's checkpoint_wrapper, then compiled)
+  if tr.checkpointing and rec.checkpoint_impl == nil then tr.checkpoint_impl = "transformers" end
+  if rec.checkpoint_impl ~= nil and not (tr.checkpointing and rec.checkpoint_impl == "wrapper") then
+    return nil, "field 'checkpoint_impl' is \"wrapper\" with ckpt = true, or absent"
+  end
   -- the scope is read only with checkpointing on: a record naming it without ckpt is not a run
   -- vrsim would simulate as measured
   if rec.checkpoint_scope ~= nil and not tr.checkpointing then

@@ -29,11 +29,19 @@ what the library's own recipe does on a transformers model:
                     torch.utils.checkpoint with early_stop=False and torchtitan's op-level
                     SelectiveAC policy as its context_fn (validation/oracle/capture.py
                     torchtitan_op_sac_context, the policy the oracle captures use).
+  checkpoint_impl   "wrapper" (with ckpt true, checkpoint_scope "op" and compile): torchtitan's
+                    order instead: each decoder layer wrapped in torch's checkpoint_wrapper
+                    (non-reentrant, the op-level policy, preserve_rng_state=False, as its apply_ac
+                    does), then the wrapper compiled with fullgraph=True (its apply_compile), so the
+                    checkpoint is traced inside the layer's graph and the min-cut partitioner sees
+                    the policy's tags; transformers' own checkpointing is turned off. The layer's
+                    write of its output-capturing context inside the checkpoint is let through
+                    (skip_fwd_side_effects_in_bwd_under_checkpoint, as accelerate sets it).
 """
 import os
 import sys
 
-MODEL_FIELDS = ("compile", "float8", "loss", "checkpoint_scope")
+MODEL_FIELDS = ("compile", "float8", "loss", "checkpoint_scope", "checkpoint_impl")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOSSES = ("full", "liger_fused", "chunked")
@@ -70,6 +78,10 @@ def check(cfg):
             raise ValueError(f"checkpoint_scope {scope!r}: layer or op")
         if not cfg.get("ckpt"):
             raise ValueError("checkpoint_scope without ckpt: vrsim reads it only with checkpointing on")
+    impl = cfg.get("checkpoint_impl")
+    if impl is not None and (impl != "wrapper" or not cfg.get("ckpt") or scope != "op"
+                             or cfg.get("compile") is not True or cfg.get("quant") is not None):
+        raise ValueError(f"checkpoint_impl {impl!r}: only 'wrapper', with ckpt, checkpoint_scope 'op' and compile true, no quant")
 
 
 def float8_filter(mod, fqn):
@@ -110,6 +122,23 @@ def apply_compile(model):
     transformers' layer list and its checkpointing wrapper call the compiled forward."""
     for layer in base_of(model).model.layers:
         layer.compile()
+    return model
+
+
+def apply_wrapper_compile(model):
+    """torchtitan's apply_ac (op-level policy) then apply_compile on each decoder layer."""
+    import torch
+    import torch._dynamo
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "oracle"))
+    from capture import torchtitan_op_sac_context
+    torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True
+    base = base_of(model)
+    base.gradient_checkpointing_disable()
+    layers = base.model.layers
+    for i, layer in enumerate(layers):
+        wrapped = checkpoint_wrapper(layer, context_fn=torchtitan_op_sac_context(torch), preserve_rng_state=False)
+        layers[i] = torch.compile(wrapped, fullgraph=True)
     return model
 
 
@@ -161,12 +190,15 @@ def after_peft(cfg, model):
     # torchtitan's order: float8 conversion, then activation checkpointing, then compile
     if cfg.get("float8") is not None:
         model = apply_float8(cfg, model)
-    if cfg.get("checkpoint_scope") == "op":
-        model = apply_op_sac(model)
-    if cfg.get("quant") == "torchao_nf4":
-        model = apply_torchao_nf4(model)
-    if cfg.get("compile") not in (None, False):
-        model = apply_compile(model)
+    if cfg.get("checkpoint_impl") == "wrapper":
+        model = apply_wrapper_compile(model)
+    else:
+        if cfg.get("checkpoint_scope") == "op":
+            model = apply_op_sac(model)
+        if cfg.get("quant") == "torchao_nf4":
+            model = apply_torchao_nf4(model)
+        if cfg.get("compile") not in (None, False):
+            model = apply_compile(model)
     if cfg.get("loss") == "liger_fused":
         model = apply_liger(model)
     return model
@@ -242,7 +274,7 @@ def cpu_check():
         lb, gb = b
         assert torch.allclose(la, lb, atol=tol), f"{what}: loss {la} != {lb}"
         for n in ga:
-            key = n.replace("._orig_mod", "")
+            key = n.replace("._orig_mod", "").replace("._checkpoint_wrapped_module", "")
             assert torch.allclose(ga[n], gb[key], atol=tol), f"{what}: grad of {n} differs"
         print(f"ok  {what}: loss {float(la):.5f}, {len(ga)} gradients equal the plain model's")
 
@@ -277,6 +309,8 @@ def cpu_check():
     print(f"ok  checkpoint_scope op: forward policy per layer {seen[:7]}")
     same(grads({"compile": True}), plain, "compile", tol=1e-3)
     same(grads({"compile": {"scope": "layer"}}), plain, "compile scope layer", tol=1e-3)
+    same(grads({"ckpt": True, "checkpoint_scope": "op", "compile": True, "checkpoint_impl": "wrapper"}), plain,
+         "checkpoint_impl wrapper (op policy, compiled wrapper)", tol=1e-3)
 
     from torchao.float8.float8_linear import Float8Linear
     for recipe in FLOAT8_RECIPES:
@@ -318,7 +352,8 @@ def cpu_check():
           f"layers, forward and backward, {len(lora_grads)} adapter gradients")
 
     for bad in ({"compile": {"scope": "model"}}, {"float8": {"recipe": "x"}}, {"loss": "fused"},
-                {"checkpoint_scope": "op"}, {"checkpoint_scope": "attention", "ckpt": True}):
+                {"checkpoint_scope": "op"}, {"checkpoint_scope": "attention", "ckpt": True},
+                {"ckpt": True, "checkpoint_scope": "op", "checkpoint_impl": "wrapper"}):
         try:
             check(bad)
         except ValueError as e:
