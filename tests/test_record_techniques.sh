@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_record_techniques.sh: the model and loss technique fields of a measured record (compile,
-# float8, loss, checkpoint_scope; validation/harness/tech_model.py) reach vrsim validate's
+# float8, loss, checkpoint_scope, checkpoint_impl; validation/harness/tech_model.py) reach vrsim validate's
 # scenario as the training fields of the same name, and a value vrsim does not model is a
 # skipped record that names it.
 #
@@ -81,4 +81,41 @@ ok = len(r) == 1 and abs(r[0]["rel_error"]) <= 0.001
 print(("ok   " if ok else "FAIL ") + "chunked loss, measured: peak allocated %s" %
       ("%+.3f %%" % (100 * r[0]["rel_error"]) if r else "no row"))
 sys.exit(0 if ok else 1)
+PY
+
+# checkpoint_impl "wrapper" (tech_model.py apply_wrapper_compile, torchtitan's order): the record's
+# op-checkpointed layers compile whole with their checkpoint, faster than the same layers eager;
+# without the field the record is the harness's default, transformers' checkpointing, which vrsim
+# refuses under compile with the op policy, naming it; a record naming it without checkpointing is
+# skipped, naming the field
+python3 - "$TMP/impl.jsonl" <<'PY' || exit 1
+import json, sys
+sys.path.insert(0, "validation/harness")
+from predict_plan import placeholder
+plan = [json.loads(l) for l in open("validation/harness/plans/plan_gen9_ttshape.jsonl")]
+w = [c for c in plan if c.get("checkpoint_impl") == "wrapper" and "float8" not in c][0]
+hf = dict(w, name="impl-transformers")
+hf.pop("checkpoint_impl")
+with open(sys.argv[1], "w") as f:
+    eager = dict([c for c in plan if "compile" not in c][0], name="impl-eager")
+    for c in (dict(w, name="impl-wrapper"), eager, hf, dict(w, name="bad-impl", ckpt=False, checkpoint_scope=None)):
+        if c.get("checkpoint_scope") is None:
+            c.pop("checkpoint_scope", None)
+        f.write(json.dumps(placeholder(c)) + "\n")
+PY
+"$VRSIM" validate --json "$TMP/impl.jsonl" >"$TMP/impl.json" 2>"$TMP/err" || { cat "$TMP/err"; exit 1; }
+"$VRSIM" validate "$TMP/impl.jsonl" >"$TMP/impl.txt" 2>&1
+python3 - "$TMP/impl.json" "$TMP/impl.txt" <<'PY'
+import json, sys
+t = {r["config"]: r["predicted"] for r in json.load(open(sys.argv[1])) if r["metric"] == "step_time"}
+text = open(sys.argv[2]).read().splitlines()
+line = lambda n: ([l.strip() for l in text if l.strip().startswith(n + " ")] or ["no line"])[0]
+ok1 = "impl-wrapper" in t and "impl-eager" in t and t["impl-wrapper"] < t["impl-eager"]
+ok2 = "skipped" in line("impl-transformers") and 'checkpoint_impl = "transformers" is not modelled' in line("impl-transformers")
+ok3 = "skipped" in line("bad-impl") and "checkpoint_impl" in line("bad-impl")
+print(("ok   " if ok1 else "FAIL ") + "checkpoint_impl wrapper: compiled op-checkpointed layers %s ms, eager %s ms"
+      % (t.get("impl-wrapper"), t.get("impl-eager")))
+print(("ok   " if ok2 else "FAIL ") + "without it, transformers' checkpointing: %s" % line("impl-transformers"))
+print(("ok   " if ok3 else "FAIL ") + "checkpoint_impl without ckpt is skipped, naming it (%s)" % line("bad-impl"))
+sys.exit(0 if ok1 and ok2 and ok3 else 1)
 PY
