@@ -29,12 +29,13 @@ what the library's own recipe does on a transformers model:
                     torch.utils.checkpoint with early_stop=False and torchtitan's op-level
                     SelectiveAC policy as its context_fn (validation/oracle/capture.py
                     torchtitan_op_sac_context, the policy the oracle captures use).
-  checkpoint_impl   "wrapper" (with ckpt true, checkpoint_scope "op" and compile): torchtitan's
-                    order instead: each decoder layer wrapped in torch's checkpoint_wrapper
-                    (non-reentrant, the op-level policy, preserve_rng_state=False, as its apply_ac
-                    does), then the wrapper compiled with fullgraph=True (its apply_compile), so the
-                    checkpoint is traced inside the layer's graph and the min-cut partitioner sees
-                    the policy's tags; transformers' own checkpointing is turned off. The layer's
+  checkpoint_impl   "wrapper" (with ckpt true and compile): torchtitan's order instead: each
+                    decoder layer wrapped in torch's checkpoint_wrapper (non-reentrant,
+                    preserve_rng_state=False, with the op-level policy under checkpoint_scope "op",
+                    the whole layer otherwise, as its apply_ac does), then the wrapper compiled
+                    with fullgraph=True (its apply_compile), so the checkpoint is traced inside the
+                    layer's graph and the min-cut partitioner sees the policy's tags;
+                    transformers' own checkpointing is turned off. The layer's
                     write of its output-capturing context inside the checkpoint is let through
                     (skip_fwd_side_effects_in_bwd_under_checkpoint, as accelerate sets it).
 """
@@ -79,9 +80,9 @@ def check(cfg):
         if not cfg.get("ckpt"):
             raise ValueError("checkpoint_scope without ckpt: vrsim reads it only with checkpointing on")
     impl = cfg.get("checkpoint_impl")
-    if impl is not None and (impl != "wrapper" or not cfg.get("ckpt") or scope != "op"
+    if impl is not None and (impl != "wrapper" or not cfg.get("ckpt")
                              or cfg.get("compile") is not True or cfg.get("quant") is not None):
-        raise ValueError(f"checkpoint_impl {impl!r}: only 'wrapper', with ckpt, checkpoint_scope 'op' and compile true, no quant")
+        raise ValueError(f"checkpoint_impl {impl!r}: only 'wrapper', with ckpt and compile true, no quant")
 
 
 def float8_filter(mod, fqn):
@@ -125,8 +126,9 @@ def apply_compile(model):
     return model
 
 
-def apply_wrapper_compile(model):
-    """torchtitan's apply_ac (op-level policy) then apply_compile on each decoder layer."""
+def apply_wrapper_compile(cfg, model):
+    """torchtitan's apply_ac (the op-level policy, or the whole layer) then apply_compile on each
+    decoder layer."""
     import torch
     import torch._dynamo
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
@@ -137,7 +139,8 @@ def apply_wrapper_compile(model):
     base.gradient_checkpointing_disable()
     layers = base.model.layers
     for i, layer in enumerate(layers):
-        wrapped = checkpoint_wrapper(layer, context_fn=torchtitan_op_sac_context(torch), preserve_rng_state=False)
+        policy = {"context_fn": torchtitan_op_sac_context(torch)} if cfg.get("checkpoint_scope") == "op" else {}
+        wrapped = checkpoint_wrapper(layer, preserve_rng_state=False, **policy)
         layers[i] = torch.compile(wrapped, fullgraph=True)
     return model
 
@@ -191,7 +194,7 @@ def after_peft(cfg, model):
     if cfg.get("float8") is not None:
         model = apply_float8(cfg, model)
     if cfg.get("checkpoint_impl") == "wrapper":
-        model = apply_wrapper_compile(model)
+        model = apply_wrapper_compile(cfg, model)
     else:
         if cfg.get("checkpoint_scope") == "op":
             model = apply_op_sac(model)
@@ -311,6 +314,8 @@ def cpu_check():
     same(grads({"compile": {"scope": "layer"}}), plain, "compile scope layer", tol=1e-3)
     same(grads({"ckpt": True, "checkpoint_scope": "op", "compile": True, "checkpoint_impl": "wrapper"}), plain,
          "checkpoint_impl wrapper (op policy, compiled wrapper)", tol=1e-3)
+    same(grads({"ckpt": True, "compile": True, "checkpoint_impl": "wrapper"}), plain,
+         "checkpoint_impl wrapper (whole layer, compiled wrapper)", tol=1e-3)
 
     from torchao.float8.float8_linear import Float8Linear
     for recipe in FLOAT8_RECIPES:
@@ -353,7 +358,8 @@ def cpu_check():
 
     for bad in ({"compile": {"scope": "model"}}, {"float8": {"recipe": "x"}}, {"loss": "fused"},
                 {"checkpoint_scope": "op"}, {"checkpoint_scope": "attention", "ckpt": True},
-                {"ckpt": True, "checkpoint_scope": "op", "checkpoint_impl": "wrapper"}):
+                {"ckpt": True, "checkpoint_scope": "op", "checkpoint_impl": "wrapper"},
+                {"compile": True, "checkpoint_impl": "wrapper"}):
         try:
             check(bad)
         except ValueError as e:
