@@ -12,8 +12,7 @@
 -- Where the source's conditions differ from a run's, the figure is carried unchanged:
 --   - its collectives ran over NVLink inside one node; across nodes NCCL may take fewer SMs
 --     (one CTA, one SM, a channel: 16 on a DGX's 8 NICs, NVIDIA/nccl#689, against 24 CTAs for an
---     NVLink all-gather on an H100, NVIDIA developer forum thread 337991), and the network is slower,
---     so a collective overlaps more compute for as long as it runs;
+--     NVLink all-gather on an H100, NVIDIA developer forum thread 337991);
 --   - its card is named only "H100" (the board's memory, 80 GB HBM3 or 96 GB HBM2e, is not
 --     said): the catalog reads a bare "H100" as this board (lua/hw/gpu_aliases.lua), and no
 --     other board gets the figure.
