@@ -105,7 +105,8 @@ SHELL_TESTS := tests/scenario_tests.sh \
   tests/test_bnb_optim.sh \
   tests/test_tech_records.sh \
   tests/test_sdpa_tables.sh \
-  tests/test_fp8_gemm.sh
+  tests/test_fp8_gemm.sh \
+  tests/test_contention.sh
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Left out of the sanitizer pass: the slowest scripts, whose C paths (the engine, the allocator,
 # the readers and writers, maxbatch, sweep, the pipeline's schedule: test_cp_ep.sh runs cp beside

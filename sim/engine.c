@@ -66,6 +66,11 @@ typedef struct Run {
     double clock_ns;            /* latest end of any stream */
     double stream_ns[STREAM_COUNT]; /* each stream is free from this time */
     double coll_start_ns[STREAM_COUNT], coll_end_ns[STREAM_COUNT]; /* each stream's latest collective */
+    /* this step's compute-stream kernels so far, in order (their times as scheduled and whether
+     * compute-bound): a collective issued after them can still run beside them, the host being
+     * ahead of the device (contended_before) */
+    struct Kern { double start, end; unsigned char compute; } *kern;
+    int n_kern, cap_kern;
     double *ready_ns;           /* per storage: when its producer finished */
     double busy_ns[STREAM_COUNT];   /* this step: time each stream was busy */
     double host_ns;             /* the host thread has issued everything up to this time */
@@ -297,12 +302,17 @@ static VrStatus alloc_workspaces(Run *r, const Op *op, int i, StepResult *sr, co
     return VR_OK;
 }
 
-/* The time a compute-stream kernel [start, start + dur) loses to collectives running beside it
- * (EngineConfig.contention): the measured fraction of the time it overlaps each stream's latest
- * collective. Compute-bound kinds (GEMM, convolution, fused attention) take contention[0], the
- * others contention[1]; 0 without a measurement. */
+/* Compute-bound kinds (GEMM, convolution, fused attention) take contention[0], the others
+ * contention[1]. */
+static bool compute_bound(const Op *op) {
+    return op->kind_id == OPK_MM || op->kind_id == OPK_CONV || op->kind_id == OPK_ATTENTION;
+}
+
+/* The time a compute-stream kernel [start, start + dur) loses to collectives issued before it and
+ * running beside it (EngineConfig.contention): its kind's fraction of the time it overlaps each
+ * stream's latest collective; 0 without a figure. Collectives issued after it: contended_before. */
 static double contended_ns(const Run *r, const Op *op, double start, double dur) {
-    bool compute = op->kind_id == OPK_MM || op->kind_id == OPK_CONV || op->kind_id == OPK_ATTENTION;
+    bool compute = compute_bound(op);
     double f = r->cfg->contention[compute ? 0 : 1];
     if (!(f > 0)) return 0;
     double extra = 0;
@@ -310,6 +320,23 @@ static double contended_ns(const Run *r, const Op *op, double start, double dur)
         double lo = start > r->coll_start_ns[s] ? start : r->coll_start_ns[s];
         double hi = start + dur < r->coll_end_ns[s] ? start + dur : r->coll_end_ns[s];
         if (hi > lo) extra += f * (hi - lo);
+    }
+    return extra;
+}
+
+/* What the compute stream loses to collective op [start, end), issued after kernels that run
+ * beside it: the host issues a prefetched all-gather while the kernels of the layers before are
+ * still queued, so it overlaps kernels that were timed before it (contended_ns sees only the
+ * collectives issued before a kernel). Each kernel already timed loses the fraction of its kind
+ * (EngineConfig.contention) of its time beside the collective; the stream takes that time at its
+ * tail, after the kernels already queued, which moves the step's end as stretching each would. */
+static double contended_before(const Run *r, double start, double end) {
+    if (!(r->cfg->contention[0] > 0 || r->cfg->contention[1] > 0)) return 0;
+    double extra = 0;
+    for (int k = r->n_kern - 1; k >= 0 && r->kern[k].end > start; k--) {
+        double lo = r->kern[k].start > start ? r->kern[k].start : start;
+        double hi = r->kern[k].end < end ? r->kern[k].end : end;
+        if (hi > lo) extra += r->cfg->contention[r->kern[k].compute ? 0 : 1] * (hi - lo);
     }
     return extra;
 }
@@ -409,8 +436,17 @@ static double op_timing(Run *r, int i, const Op *op, StepResult *sr, double *sta
     if (dur > 0 && sid == STREAM_COMPUTE) dur += contended_ns(r, op, start, dur);
     double end = start + dur;
     if (dur > 0) r->stream_ns[sid] = end;
-    if (dur > 0 && sid != STREAM_COMPUTE && op->kind_id == OPK_COLLECTIVE)
+    if (dur > 0 && sid == STREAM_COMPUTE && r->n_kern < r->cap_kern)
+        r->kern[r->n_kern++] = (struct Kern){start, end, compute_bound(op)};
+    if (dur > 0 && sid != STREAM_COMPUTE && op->kind_id == OPK_COLLECTIVE) {
         r->coll_start_ns[sid] = start, r->coll_end_ns[sid] = end;
+        double lost = contended_before(r, start, end);
+        if (lost > 0) {
+            r->stream_ns[STREAM_COMPUTE] += lost;
+            r->busy_ns[STREAM_COMPUTE] += lost;
+            if (r->stream_ns[STREAM_COMPUTE] > r->clock_ns) r->clock_ns = r->stream_ns[STREAM_COMPUTE];
+        }
+    }
     for (int k = 0; k < op->n_outputs; k++) r->ready_ns[r->storage[op->outputs[k]]] = end;
     /* torch.cuda.synchronize() after the op: the host goes on once every stream is done */
     if (op->sync)
@@ -828,6 +864,7 @@ static VrStatus simulate(Run *r) {
         double t0 = r->clock_ns;
         for (int k = 0; k < STREAM_COUNT; k++)
             r->stream_ns[k] = t0, r->busy_ns[k] = 0, r->coll_start_ns[k] = r->coll_end_ns[k] = 0;
+        r->n_kern = 0;
         r->host_ns = t0;
         r->fwd_region = 0;
         r->compiled_graph = 0;
@@ -880,6 +917,7 @@ static void run_free(Run *r) {
     h_free(&r->host, r->peak_log);
     h_free(&r->host, r->op_ns);
     h_free(&r->host, r->op_ns_set);
+    h_free(&r->host, r->kern);
     drop_snapshot(r);
 }
 
@@ -908,6 +946,12 @@ static VrStatus run_init(Run *r, const Graph *g, const EngineConfig *cfg,
     size_t n_ops = (size_t)graph_num_ops(g) + 1;
     r->op_ns = h_malloc(h, n_ops * sizeof(double));
     r->op_ns_set = h_calloc(h, n_ops, 1);
+    /* a step runs each op at most twice (step_op); only a run with contention keeps its kernels */
+    if (cfg->contention[0] > 0 || cfg->contention[1] > 0) {
+        r->kern = h_malloc(h, 2 * n_ops * sizeof *r->kern);
+        if (!r->kern) return VR_ENOMEM;
+        r->cap_kern = (int)(2 * n_ops);
+    }
     if (!r->op_ns || !r->op_ns_set || !r->peak_log || !r->ready_ns || !r->storage || !r->drops_total || !r->drops_done || !r->addr || !r->rsize || !r->live)
         return VR_ENOMEM;
     for (int t = 0; t < r->n_t; t++) r->storage[t] = graph_storage_of(g, t);

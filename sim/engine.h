@@ -47,9 +47,10 @@ typedef struct EngineConfig {
     /* Contention: how much longer a compute-stream kernel runs while an NCCL collective runs
      * beside it on the same GPU (its kernels take SMs and memory bandwidth), as a fraction of
      * the overlapped time: contention[0] for compute-bound kernels (GEMMs, convolutions, fused
-     * attention), contention[1] for memory-bound ones. Measured by
-     * validation/harness/measure_contention.py on two GPUs (lua/hw/calibrated/<gpu>_contention.lua);
-     * 0 where nothing was measured. */
+     * attention), contention[1] for memory-bound ones, counted whichever of the kernel and the
+     * collective was issued first. The card's own figure (lua/hw/calibrated/<gpu>_contention.lua:
+     * measured by validation/harness/measure_contention.py on two GPUs, or published, its header
+     * says which); 0 where it has none. */
     double contention[2];
     bool record_timeline;      /* keep memory samples and op spans for trace/CSV outputs */
     /* pages of unified memory (cudaMallocManaged: bitsandbytes' paged optimizer state) outside

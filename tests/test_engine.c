@@ -772,6 +772,41 @@ static void test_contention(void **state) {
     graph_free(g);
 }
 
+/* Contention from a collective issued after the kernel it runs beside (the host ahead of the
+ * device, as a prefetched all-gather is): A, elementwise on stream 0, is issued first and runs
+ * 0..1000 ns; B, an all-gather on stream 1 issued after it, runs 0..1000 ns too. A's time was
+ * set before B was seen, so the compute stream takes the loss at its tail: with 0.5 for
+ * memory-bound kernels it is busy 1500 ns and the step ends at 1500; a figure for compute-bound
+ * kernels alone leaves elementwise A as it was. */
+static void test_contention_issued_after(void **state) {
+    (void)state;
+    Graph *g;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int p = tensor(g, "p", 1024, CAT_PARAM, false, true);
+    int a = tensor(g, "a", 1024, CAT_ACTIVATION, false, false);
+    op(g, (OpArgs){.name = "A", .phase = PH_FWD, .in = {p}, .nin = 1, .out = {a}, .nout = 1,
+                   .frees = {a}, .nfrees = 1});
+    int ob = op(g, (OpArgs){.name = "B", .phase = PH_FWD, .in = {p}, .nin = 1});
+    assert_int_equal(graph_op_set_kind(g, ob, "allgather"), VR_OK);
+    Op *o = graph_op(g, ob);
+    o->stream = STREAM_COLLECTIVE;
+    o->world = 2;
+    o->bytes_moved = 2000;
+    DeviceSpec dev = {.launch_ns = 1000, .world = 2, .coll_bw = 1e9};
+    AllocConfig ac = ideal(0);
+    const double want[3] = {1000.0, 1500.0, 1000.0};
+    for (int k = 0; k < 3; k++) {
+        EngineConfig ec = {.steps = 1, .dev = &dev,
+                           .contention = {k == 2 ? 0.5 : 0, k == 1 ? 0.5 : 0}};
+        SimResult *r = run_with(g, &ec, &ac);
+        assert_true(r->steps[0].stream_busy_ns[1] == 1000.0);
+        assert_true(r->steps[0].stream_busy_ns[0] == want[k]);
+        assert_true(r->steps[0].time_ns == want[k]);
+        engine_result_free(r);
+    }
+    graph_free(g);
+}
+
 /* cuBLAS workspaces (docs/allocator.md 10.1): created lazily through the caching allocator and never
  * freed: the first at the first forward GEMM, the second at the first backward op that
  * allocates (autograd's thread has its own handle). With W = 8519680 bytes (cc < 9) and the
@@ -1190,6 +1225,7 @@ int main(void) {
         cmocka_unit_test(test_host_dispatch_by_class),
         cmocka_unit_test(test_host_compiled_graph),
         cmocka_unit_test(test_contention),
+        cmocka_unit_test(test_contention_issued_after),
         cmocka_unit_test(test_cublas_workspaces),
         cmocka_unit_test(test_steps_must_be_positive),
         cmocka_unit_test(test_check_finds_use_after_free),

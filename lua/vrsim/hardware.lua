@@ -221,10 +221,6 @@ function M.device_of(cfg, ctx)
       -- the rows C makes the cost model from are a function of these two alone: the process
       -- makes that model once per key (sim/bind/plan_read.c read_profile)
       prof.cost_key = gname .. (lg and "+lora_gemm" or "")
-      -- compute kernels beside an NCCL collective (measure_contention.py, two GPUs): none is
-      -- applied until it is measured
-      local ct = calibrated("_contention", gname)
-      if ct then prof.contention = ct.contention end
       -- the stream's dead time between back-to-back kernels (measure_kernel_gap.py)
       local kg = calibrated("_kernel_gap", gname)
       if kg then prof.kernel_gap_us = kg.kernel_gap_us end
@@ -332,6 +328,21 @@ function M.device_of(cfg, ctx)
   -- hardware.host_classes and hardware.host_optim measured there: lua/hw/host_speed.lua)
   prof = require("hw.host_speed").scaled(prof, cfg.hardware.host_dispatch_scale, cfg.hardware.host_classes,
                                          cfg.hardware.host_optim)
+  -- compute kernels slowed beside a collective: this very card's figure (measured by
+  -- measure_contention.py, or published, the file's header says which and where), never one
+  -- carried from another card, since how much an NCCL kernel takes from a GEMM is a matter of the
+  -- card's SMs and memory; none without one. Set on every run, the profile table being shared
+  -- by the runs of one process
+  if prof then
+    local ct = cfg.hardware.contention ~= false and calibrated("_contention") or nil
+    prof.contention = ct and ct.contention or nil
+    if ct then
+      local c = ct.contention
+      prof.basis = (prof.basis or "") .. ("; beside a collective compute-bound kernels +%.0f %%, memory-bound "
+        .. "+%.0f %% (%s_contention.lua, %s)"):format(100 * (c.compute or 0), 100 * (c.memory or 0), name,
+          ct.source or "measure_contention.py")
+    end
+  end
   -- bitsandbytes' optimizer steps measured on this GPU (measure_bnb_optim.py,
   -- strategies/bnb_optim.lua): its own only, never carried from another GPU's, since the host's
   -- work and synchronize per parameter are a machine's, not a fraction of a peak

@@ -20,6 +20,7 @@ local SCHEMA = {
     rank = { "index", 0, "which rank to simulate when ranks differ (ZeRO-1 partitions, device_map)" },
     max_memory_gib = { "number", nil, "device_map: memory Accelerate may fill on each GPU (max_memory)" },
     interconnect = { "string", "auto", "auto, nvlink or pcie: the link collectives run on" },
+    contention = { "boolean", true, "compute kernels that overlap a collective run longer by the card's own contention figure (lua/hw/calibrated/<gpu>_contention.lua: measured, or published with its source), where the card has one; false runs them as if alone (a what-if)" },
     nvlink_bridge = { "boolean", false, "two cards sold without NVLink (RTX 3090/A5000/A6000, H100 PCIe) have a 2-way NVLink bridge fitted; without it they talk over PCIe" },
     network = { "string", "ib_ndr", "link between nodes (lua/hw/links.lua network): ib_hdr, ib_ndr, roce_400g, ..." },
     nics_per_node = { "integer", nil, "network ports (of hardware.network) per node, rail-optimised [one per GPU, as DGX/HGX]" },

@@ -54,6 +54,7 @@ function M.inert_given(cfg, ctx)
     { "hardware.network", nodes > 1, "the run's GPUs are in one node" },
     { "hardware.nics_per_node", nodes > 1, "the run's GPUs are in one node" },
     { "hardware.interconnect", hw.count > 1, "one GPU runs no collectives" },
+    { "hardware.contention", hw.count > 1, "one GPU runs no collectives" },
     { "hardware.nvlink_bridge", hw.interconnect ~= "pcie",
       "hardware.interconnect = \"pcie\" runs the collectives on PCIe" },
     { "hardware.rank", t.strategy == "zero1" or t.device_map == "auto",

@@ -424,7 +424,8 @@ void read_profile(lua_State *L, int dev, Plan *p) {
     p->host_compiled_kernel_ns[1] = field_num(L, prof, "host_compiled_kernel_bwd_us", 0) * 1e3;
     p->host_compiled_call_ns[0] = field_num(L, prof, "host_compiled_call_fwd_us", 0) * 1e3;
     p->host_compiled_call_ns[1] = field_num(L, prof, "host_compiled_call_bwd_us", 0) * 1e3;
-    /* compute kernels slowed by a collective beside them (measure_contention.py), if measured */
+    /* compute kernels slowed by a collective beside them: the card's own figure, measured
+     * (measure_contention.py) or published (lua/hw/calibrated/<gpu>_contention.lua), if any */
     if (lua_getfield(L, prof, "contention") == LUA_TTABLE) {
         int ct = lua_gettop(L);
         p->contention[0] = field_num(L, ct, "compute", 0);
