@@ -152,9 +152,9 @@ local function mpu_buffer(cx, shape, dt, who, rg)
   local st = cx.mg_buffers
   local cur = st[dt]
   if not cur or cur.numel < need then
-    local id = cx.G:tensorv("GlobalMemoryBuffer (\"mpu\", " .. dt .. ")", nn.bytes({ need }, dt), need, dt,
+    local id = cx.G:tensorv("GlobalMemoryBuffer (mpu, " .. dt .. ")", nn.bytes({ need }, dt), need, dt,
                             "temp", false, nil, nil, true)
-    cx.G:op { name = who .. ": get_tensor makes the \"mpu\" buffer (" .. need .. " elements)", kind = "none",
+    cx.G:op { name = who .. ": get_tensor makes the mpu buffer (" .. need .. " elements)", kind = "none",
               phase = cx.phase, inputs = {}, outputs = { id }, frees = cur and { cur.id } or {},
               drop_persistent = cur and true or nil, once = true, layer = cx.layer }
     cur = { id = id, numel = need, dtype = dt, name = "GlobalMemoryBuffer", shape = { need } }
@@ -163,7 +163,7 @@ local function mpu_buffer(cx, shape, dt, who, rg)
   end
   -- (a tensor's requires_grad is fixed when it is made)
   cur.rg = rg
-  local v = nn.view(cx, cur, shape, who .. ": the \"mpu\" buffer")
+  local v = nn.view(cx, cur, shape, who .. ": the mpu buffer")
   cur.rg = nil
   return v
 end
@@ -192,7 +192,7 @@ local function column_forward(cx, m, x)
   local buf = mpu_buffer(cx, gshape, x.dtype, name, rg)
   -- dist_all_gather_func(all_gather_buffer, input): no allocation; its conjugate in backward is
   -- the reduce-scatter of the input gradient, torch.empty of x's shape
-  cx.G:op { name = name .. ": all_gather into the \"mpu\" buffer", kind = "all_gather", phase = cx.phase,
+  cx.G:op { name = name .. ": all_gather into the mpu buffer", kind = "all_gather", phase = cx.phase,
             inputs = { x.id }, outputs = { buf.id }, frees = {},
             grads = rg and { { bytes = nn.bytes(x.shape, x.dtype), dtype = x.dtype } } or nil,
             bwd_kind = "reduce_scatter", bytes = full, bwd_bytes = full, dtype = x.dtype, world = tp,
@@ -208,7 +208,7 @@ local function column_forward(cx, m, x)
   local fwd_op = cx.last_op
   if rg then
     -- the backward's all-gather of the saved local input, just before the node
-    cx.G:op { name = name .. ": backward all_gather of the saved input into the \"mpu\" buffer",
+    cx.G:op { name = name .. ": backward all_gather of the saved input into the mpu buffer",
               kind = "all_gather", phase = "bwd", hook = 4, before_op = fwd_op, inputs = {}, outputs = {},
               frees = {}, bytes = full, dtype = x.dtype, world = tp, layer = cx.layer }
     cx.mg_regathers = cx.mg_regathers + 1
