@@ -345,8 +345,12 @@ local function core_attention_forward(cx, m, q, k, v)
   local sshape4 = { b, np, s, s }
   local mf = nn.view(cx, s32, sshape4, pre .. ".masked")
   mf.rg = s32.rg
+  -- (in place: the scores read and written, the mask read; its backward reads the gradient and
+  -- writes a new one)
+  local sb, mb = nn.bytes(sshape4, "fp32"), nn.bytes({ s, s }, "bool")
   nn.op(cx, { name = pre .. ".masked_fill_", kind = "broadcast", inputs = { s32, mask }, out_tensors = { mf },
-              saves = { mask }, grads = { { dtype = "fp32" }, "none" }, frees = {} })
+              saves = { mask }, grads = { { dtype = "fp32" }, "none" }, frees = {},
+              bytes = 2 * sb + mb, bwd_bytes = 2 * sb + mb })
   local p32 = nn.op(cx, { name = pre .. ".softmax", kind = "softmax", inputs = { mf },
                           outs = { { pre .. ".probs_fp32", sshape4, "fp32" } }, save_outs = { 1 }, frees = {},
                           bwd_workspace = { nn.bytes(sshape4, "fp32") }, flops = 5 * nn.numel(sshape4), dtype = "fp32" })
