@@ -437,8 +437,14 @@ local function embedding_forward(cx, m, ids)
   yz.rg = y.rg
   nn.op(cx, { name = "embedding.mask_rows", kind = "elementwise", inputs = { y, imask }, out_tensors = { yz },
               saves = { imask }, grads = { { dtype = y.dtype }, "none" } })
-  local t = nn.view(cx, yz, { s, b, h }, "embedding.transposed")
-  t.rg = yz.rg
+  -- output_parallel.transpose(0, 1).contiguous(): [b, s, h] -> [s, b, h], a copy unless b is 1
+  local t
+  if b > 1 then
+    t = nn.op(cx, { name = "embedding.transpose_contiguous", kind = "transpose", inputs = { yz },
+                    outs = { { "embedding.transposed", { s, b, h }, yz.dtype } }, grads = { { pass = 1 } } })
+  else
+    t = nn.view(cx, yz, { s, b, h }, "embedding.transposed")
+  end
   local rs = TP.collective(cx, "embedding: reduce_scatter", "reduce_scatter", "all_gather", t, { s // tp, b, h }, tp)
   return nn.op(cx, { name = "embedding.clone", kind = "copy", inputs = { rs },
                      outs = { { "decoder_input", rs.shape, rs.dtype } }, grads = { { pass = 1 } } })
@@ -472,6 +478,9 @@ end
 local function vocab_parallel_ce(cx, logits, tp)
   local s, b, v = logits.shape[1], logits.shape[2], logits.shape[3]
   local n = s * b
+  -- compute_language_model_loss: labels.transpose(0, 1).contiguous(), a copy unless b is 1
+  local labels = b > 1 and nn.op(cx, { name = "labels.transpose_contiguous", inputs = {},
+                                       outs = { { "labels", { s, b }, "int64", no_grad = true } } })
   -- (GPTModel.forward keeps the bf16 logits until it returns)
   local lf = nn.cast(cx, logits, "fp32", "output_layer: logits.float()", nil, true)
   local function small(name, dt, shape, inputs)
@@ -515,6 +524,12 @@ local function vocab_parallel_ce(cx, logits, tp)
                            bwd_workspace = { n * 8, n * 4, n * 4 }, flops = 5 * s * b * v,
                            bytes = 4 * nn.bytes(lf.shape, "fp32"), bwd_bytes = 2 * nn.bytes(lf.shape, "fp32") })
   nn.release(cx, { mx, pred, sum }, "cross_entropy: forward returns")
+  if labels then nn.release(cx, { labels }, "compute_language_model_loss: labels go") end
+  -- loss.transpose(0, 1).contiguous(): [b, s], a copy unless b is 1
+  if b > 1 then
+    loss = nn.op(cx, { name = "losses.transpose_contiguous", kind = "transpose", inputs = { loss },
+                       outs = { { "losses_bs", { b, s }, "fp32" } }, grads = { { pass = 1 } } })
+  end
   return loss
 end
 
