@@ -641,7 +641,8 @@ function M.notes(tp)
      .. "rank's parameters (Megatron's DistributedDataParallel, its optimizer wrapper and finalize_model_grads' "
      .. "all-reduce of the norms' gradients over tp are not modelled)"):format(tp),
     "Megatron tensor parallelism: backward's all-gather of a column-parallel linear's input runs before its "
-      .. "backward node, blocking; Megatron issues it async and overlaps it with the input-gradient GEMM "
+      .. "backward node and the reduce-scatter of its input gradient after it, each blocking; Megatron issues both "
+      .. "async, the gather beside the input-gradient GEMM and the reduce-scatter beside the weight-gradient one "
       .. "(not modelled)",
     "Megatron tensor parallelism: the norms are torch.nn.RMSNorm (one fused kernel); the local spec refuses "
       .. "them under sequence parallelism (megatron/core/transformer/torch_norm.py:32), which Megatron runs with "
