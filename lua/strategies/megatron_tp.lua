@@ -167,7 +167,6 @@ local function mpu_buffer(cx, shape, dt, who, rg)
   cur.rg = nil
   return v
 end
-M.mpu_buffer = mpu_buffer
 
 -- The [s, b, h] of a local [s/tp, b, h] (dim 0 times tp).
 local function gathered_shape(x, tp)
@@ -211,7 +210,7 @@ local function column_forward(cx, m, x)
     cx.G:op { name = name .. ": backward all_gather of the saved input into the mpu buffer",
               kind = "all_gather", phase = "bwd", hook = 4, before_op = fwd_op, inputs = {}, outputs = {},
               frees = {}, bytes = full, dtype = x.dtype, world = tp, layer = cx.layer }
-    cx.mg_regathers = cx.mg_regathers + 1
+    cx.mg_regathered[name] = true
   end
   -- (the local input's reference is the caller's: TransformerLayer's norm output)
   nn.release(cx, { x }, name .. " returns: its input")
@@ -628,7 +627,7 @@ function M.build_extras(cx, mc, b, s, tp)
   cx.mg_tp = tp
   cx.mg_buffers = {}
   cx.mg_buffer_sizes = {}
-  cx.mg_regathers = 0
+  cx.mg_regathered = {}
 end
 
 -- The run's notes: what is modelled and what is left out.
@@ -654,9 +653,11 @@ end
 function M.buffer_note(cx)
   local sizes = cx.mg_buffer_sizes
   if not sizes or #sizes == 0 then return nil end
+  local n = 0
+  for _ in pairs(cx.mg_regathered) do n = n + 1 end
   return ("Megatron's GlobalMemoryBuffer (\"mpu\"): %d allocation%s, ending at %.1f MiB (%d bytes), kept for "
           .. "the run; %d column-parallel linears all-gather their input into it again in backward")
-         :format(#sizes, #sizes == 1 and "" or "s", sizes[#sizes] / 2^20, sizes[#sizes], cx.mg_regathers)
+         :format(#sizes, #sizes == 1 and "" or "s", sizes[#sizes] / 2^20, sizes[#sizes], n)
 end
 
 return M
