@@ -35,7 +35,7 @@ near=$(grep -E 'after build|after forward|step 1 peak' "$tmp/cmp" | awk '
   { d = 0; if (match($0, /\([-+]?[0-9]+ bytes\)/)) d = substr($0, RSTART + 1, RLENGTH - 8) + 0
     if (d < 0) d = -d; if (d <= 4096) n++ } END { print n + 0 }')
 if [ $rc = 0 ] && [ "$near" = 3 ]; then
-  ok "oracle: vrsim's rank 0 matches megatron-core's capture (the 9 named divergences only; live bytes after build, after forward, at step 1's peak within 4 KiB)"
+  ok "oracle: vrsim's rank 0 matches megatron-core's capture (the 4 named divergences only; live bytes after build, after forward, at step 1's peak within 4 KiB)"
 else bad "oracle comparison (exit $rc, $near of 3 milestones within 4 KiB)" "$(tail -12 "$tmp/cmp")"; fi
 
 # 3. what a layer keeps for its column-parallel GEMMs: DTensor's plan (tp_impl = dtensor, the same

@@ -248,9 +248,11 @@ local function norm_forward(cx, m, x)
   return require("models.blocks.dit").fused_rms_norm(cx, m.opname, x, mod.weight(cx, m.p.weight))
 end
 
+-- (WrappedTorchNorm builds it without a device or dtype: fp32, on the host until model.cuda()
+-- copies it over, then Float16Module's .bfloat16() replaces it: M.build_extras)
 local function norm(opname, dim)
   local m = mod.new("RMSNorm", norm_forward, { opname = opname })
-  m:declare("weight", { dim })
+  m:declare("weight", { dim }, { dtype = "fp32" })
   return m
 end
 
@@ -602,6 +604,18 @@ end
 -- What the run makes beside the parameters, before the step: RotaryEmbedding's inv_freq (fp32,
 -- hd/2), and the batch's position_ids and loss_mask (pretrain_gpt's get_batch).
 function M.build_extras(cx, mc, b, s, tp)
+  -- Float16Module(config, module): module.bfloat16() converts the norms' fp32 weights (the only
+  -- fp32 parameters of a bf16 build), each a new bf16 tensor, the fp32 one freed
+  for _, p in ipairs(cx.params) do
+    if p.dtype == "fp32" then
+      local np = nn.param(cx, p.name, p.shape, "bf16", p.trainable, nil)
+      cx.params[#cx.params] = nil
+      cx.G:op { name = "Float16Module: .bfloat16() " .. p.name, kind = "elementwise", phase = "build",
+                inputs = { p.id }, outputs = { np.id }, frees = { p.id },
+                bytes = nn.bytes(p.shape, "fp32") + nn.bytes(p.shape, "bf16") }
+      p.id, p.dtype = np.id, "bf16"
+    end
+  end
   local function persistent(name, shape, dt)
     local id = cx.G:tensor { name = name, bytes = nn.bytes(shape, dt), numel = nn.numel(shape), dtype = dt,
                              cat = "temp", persistent = true }
