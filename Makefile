@@ -98,6 +98,7 @@ SHELL_TESTS := tests/scenario_tests.sh \
   tests/test_defaults.sh \
   tests/test_tfversion.sh \
   tests/test_async_tp.sh \
+  tests/test_megatron_tp.sh \
   tests/test_ops.sh \
   tests/test_record_techniques.sh \
   tests/test_record_dcompile.sh \
@@ -160,3 +161,6 @@ oracle:
 	@set -e; for s in validation/oracle/specs/*.json; do $(ORACLE_PYTHON) validation/oracle/capture.py $$s; done
 	@set -e; for s in validation/oracle/specs_tp/*.json; do $(ORACLE_PYTHON) validation/oracle/capture_tp.py $$s; done
 	@set -e; for s in validation/oracle/specs_cp/*.json; do $(ORACLE_PYTHON) validation/oracle/capture_cp.py $$s; done
+	@if $(ORACLE_PYTHON) -c "import megatron.core" 2>/dev/null; then \
+	  set -e; for s in validation/oracle/specs_megatron/*.json; do $(ORACLE_PYTHON) validation/oracle/capture_megatron_tp.py $$s; done; \
+	else echo "make oracle: $(ORACLE_PYTHON) cannot import megatron.core (pip install --no-deps megatron-core==0.16.1): specs_megatron/ not captured"; fi

@@ -1048,6 +1048,7 @@ end
 -- The pieces a family that changes the model's or the head's forward calls (gemma2.lua).
 L.embedding_forward = embedding_forward
 L.rotary_tables = rotary_tables
+L.rotary = rotary
 L.causal_lm_loss = causal_lm_loss
 L.output_logits = output_logits
 

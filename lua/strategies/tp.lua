@@ -152,6 +152,7 @@ local function collective(cx, name, kind, bwd_kind, x, shape, tp, bwd_temp)
   end
   return out
 end
+T.collective = collective
 
 -- The functional collectives gather and scatter along dim 0 (torch/distributed/
 -- _functional_collectives.py, torch 2.13); along the sequence (dim 1) they reorder with a copy:

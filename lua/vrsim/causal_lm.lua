@@ -129,6 +129,14 @@ function M.build(cx, cfg)
     cx.notes[#cx.notes + 1] = ("training.dpo: %d prompts, each with a chosen and a rejected completion: one batch of "
       .. "%d rows of %d tokens (%d of prompt, %d of completion)"):format(t.micro_batch, b, s, dpo.prompt_length, dpo.completion)
   end
+  -- Megatron-LM's tensor parallelism (training.parallel.tp_impl = "megatron"): megatron-core's
+  -- own GPTModel at the rank's shapes in place of the family's tree (strategies/megatron_tp.lua);
+  -- what it does not model is refused before anything else is read
+  local MG = cx.mesh and cx.mesh.tp_impl == "megatron" and require("strategies.megatron_tp")
+  if MG then
+    local why = MG.refusal(fam, mc, t, cx.mesh, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
+    if why then error(why, 0) end
+  end
   local prec = t.precision
   local pdtype = PARAM_DTYPE[prec]
   if prec == "amp_bf16" then cx.autocast = "bf16" elseif prec == "amp_fp16" then cx.autocast = "fp16" end
@@ -181,7 +189,7 @@ function M.build(cx, cfg)
     -- litgpt's CausalSelfAttention: one qkv Linear (q, k and v stacked)
     mc.fused_qkv = true
   end
-  local root = fam.tree(mc)
+  local root = MG and MG.tree(mc, cx.mesh.degrees.tp) or fam.tree(mc)
   -- (litgpt's RMSNorm: its own forward, fp32 through the weight product)
   if litgpt then litgpt.rmsnorms(root) end
   -- a pipeline rank holds its stages' part of the tree only (vrsim/pipeline.lua)
@@ -261,7 +269,16 @@ function M.build(cx, cfg)
   if refused then error(refused, 0) end
   -- tensor parallelism (parallelize_module, before fully_shard): each rank's shapes
   local tp = cx.mesh and cx.mesh.degrees.tp or 1
-  if tp > 1 then
+  if MG then
+    -- (the tree is the rank's already; its collectives are its layers' own)
+    cx.tp_applied = true
+    for _, n in ipairs(MG.notes(tp)) do cx.notes[#cx.notes + 1] = n end
+    if t.build ~= "direct" then
+      cx.notes[#cx.notes + 1] = "training.build: Megatron builds each rank's partitions on the GPU in params_dtype "
+        .. "(bf16), as training.build = \"direct\""
+      t.build = "direct"
+    end
+  elseif tp > 1 then
     local TP = require "strategies.tp"
     local why = TP.refusal(fam, mc, t, tp)
     if why then error(why, 0) end
@@ -401,6 +418,7 @@ function M.build(cx, cfg)
   cx.G:op { name = "input_ids", kind = "none", phase = "build", inputs = {}, outputs = { ids.id },
             frees = {} }
   local data_inputs = t.data_batch and require("strategies.data").inputs(cx, t.data_batch)
+  if MG then MG.build_extras(cx, mc, b, s, tp) end
   cx.phase = "fwd"
 
   -- the passes' hooks, in the order the runtime nests them: checkpoint regions outermost, then
@@ -411,7 +429,7 @@ function M.build(cx, cfg)
                                                      t.checkpoint_scope, "self_attn") or {}
   register(ck, "first")
   if dm_hooks then register(dm_hooks) end
-  if tp > 1 then register(require("strategies.tp").hooks(cx, root, tp)) end
+  if tp > 1 and not MG then register(require("strategies.tp").hooks(cx, root, tp)) end
   if cx.dp and cx.shard_params then register(require("strategies.shard").hooks(cx, root, cx.dp.kind)) end
   -- each compiled decoder layer is one region, like a checkpointed one (strategies/compile.lua),
   -- inside the sharding hooks: FSDP2's pre- and post-forward hooks are graph breaks around the
@@ -482,8 +500,9 @@ function M.build(cx, cfg)
              data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
              compile = compiled ~= nil, compile_chunked_loss = compiled ~= nil and compiled.loss,
              repeat_kv = cfg.model.repeat_kv,
-             hub_kernels = require("vrsim.hub_kernels").resolve(cfg.model.hub_kernels, fam.model_type, t, tp,
-                                                                 compiled ~= nil, cx.notes) }
+             -- (Megatron's GPTModel is no transformers model: no Hub kernels)
+             hub_kernels = not MG and require("vrsim.hub_kernels").resolve(cfg.model.hub_kernels, fam.model_type, t, tp,
+                                                                 compiled ~= nil, cx.notes) or nil }
   -- DPOTrainer calls both models with use_cache=False; litgpt's GPT has no cache in training
   if dpo or litgpt then cx.run.use_cache = false end
   -- litgpt's CausalSelfAttention repeats grouped keys and values to every query head in training
@@ -521,6 +540,7 @@ function M.build(cx, cfg)
     return nil, root, mc, forward
   end
   local loss = forward()
+  if MG then cx.notes[#cx.notes + 1] = MG.buffer_note(cx) end
   -- (a tensor-parallel group of tp GPUs works on one batch: each GPU's share of the tokens is
   -- 1/tp of it, as torchtitan counts tokens per second per GPU)
   cx.tokens = (t.data_batch and t.data_batch.real or b * s) * (t.grad_accum or 1) // tp

@@ -42,12 +42,13 @@ M.FIELDS = {
   ep_imbalance = { "number", 1, "expert parallelism's routing: the busiest rank's share of the token-expert pairs over the mean (1: balanced; the simulated rank is the busiest)" },
   cp_rotate_method = { "string", "allgather", "how ring attention brings the other ranks' keys and values (torch's set_rotate_method): allgather (once, torch's default, kept by torchtitan) or alltoall (passed on each step)" },
   async_tp = { "boolean", false, "torchtitan's async tensor parallelism (Inductor's micro_pipeline_tp pass): each compiled layer's sequence all-gather fused with the GEMMs it feeds and each reduce-scatter with the GEMM it follows, the transfers beside the GEMMs over symmetric memory; needs tp > 1 and training.compile" },
+  tp_impl = { "string", "dtensor", "whose tensor parallelism: dtensor (torch.distributed.tensor.parallel with torchtitan's plan, lua/strategies/tp.lua) or megatron (megatron-core 0.16.1's GPTModel, local spec, sequence parallel: fused qkv and fc1, column-parallel linears that keep their local input and all-gather it again in backward into the persistent GlobalMemoryBuffer, vocab_parallel_cross_entropy; lua/strategies/megatron_tp.lua); megatron needs tp > 1, a Llama-shaped model, attention eager, bf16, no data parallelism" },
   pp_microbatches = { "integer", nil, "micro-batches per step through the pipeline [pp: one per stage]" },
   pp_layers_per_stage = { "integer", nil, "decoder layers per (virtual) stage, the embeddings and the head counting one each (torchtitan's pipeline_parallel_layers_per_stage)" },
   pp_stage_layers = { "list", nil, "a given split: decoder layers on each stage, in order (torchtitan's module_fqns_per_model_part, by counts)" },
   pp_keep_outputs = { "boolean", false, "PipelineStage as torch.distributed.pipelining ran it before 2.8 (pytorch PR 153383): every stage keeps each micro-batch's output in output_chunks until the next step's clear_runtime_states, and the last stage's step() concatenates its outputs, the logits (_merge_outputs); false: a stage's output is freed after its backward and no logits outlive the loss" },
 }
-M.CHOICES = { pp_schedule = SCHEDULES, cp_rotate_method = { "allgather", "alltoall" } }
+M.CHOICES = { pp_schedule = SCHEDULES, cp_rotate_method = { "allgather", "alltoall" }, tp_impl = { "dtensor", "megatron" } }
 
 local function sorted_keys(t)
   local r = {}
@@ -80,6 +81,12 @@ local function check_key(k, v)
   if k == "cp_rotate_method" then
     if v ~= "allgather" and v ~= "alltoall" then
       return nil, ("%s: unknown rotate method '%s' (one of: allgather, alltoall)"):format(where, tostring(v))
+    end
+    return v
+  end
+  if k == "tp_impl" then
+    if v ~= "dtensor" and v ~= "megatron" then
+      return nil, ("%s: unknown implementation '%s' (one of: dtensor, megatron)"):format(where, tostring(v))
     end
     return v
   end
@@ -147,13 +154,14 @@ function M.resolve(cfg, given)
     local d = shorthand(t, n)
     return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard, given = false,
              pp_schedule = M.FIELDS.pp_schedule[2], cp_rotate_method = M.FIELDS.cp_rotate_method[2],
-             ep_imbalance = M.FIELDS.ep_imbalance[2], async_tp = false, notes = {} }
+             ep_imbalance = M.FIELDS.ep_imbalance[2], async_tp = false, tp_impl = M.FIELDS.tp_impl[2], notes = {} }
   end
   local d = { pp = 1, dp_replicate = 1, dp_shard = -1, cp = 1, tp = 1, ep = 1 }
   local sched, micro, split, rotate = M.FIELDS.pp_schedule[2], nil, {}, M.FIELDS.cp_rotate_method[2]
   local imbalance = M.FIELDS.ep_imbalance[2]
   local async_tp = M.FIELDS.async_tp[2]
   local keep_outputs = M.FIELDS.pp_keep_outputs[2]
+  local tp_impl = M.FIELDS.tp_impl[2]
   for _, k in ipairs(sorted_keys(p)) do
     local msg = M.unknown_key(k)
     if msg then error(msg, 0) end
@@ -164,6 +172,7 @@ function M.resolve(cfg, given)
     elseif k == "ep_imbalance" then imbalance = v
     elseif k == "async_tp" then async_tp = v
     elseif k == "pp_keep_outputs" then keep_outputs = v
+    elseif k == "tp_impl" then tp_impl = v
     elseif k == "pp_layers_per_stage" or k == "pp_stage_layers" then split[k] = v else d[k] = v end
   end
   local others = d.pp * d.dp_replicate * d.cp * d.tp
@@ -222,9 +231,13 @@ function M.resolve(cfg, given)
     error("training.parallel.async_tp = true needs tensor parallelism (training.parallel.tp > 1): "
           .. "it fuses the tp group's all-gathers and reduce-scatters with their GEMMs", 0)
   end
+  -- (whose tensor parallelism, without any: refused, as an inert knob)
+  if tp_impl ~= "dtensor" and d.tp == 1 then
+    error(("training.parallel.tp_impl = \"%s\" needs tensor parallelism (training.parallel.tp > 1)"):format(tp_impl), 0)
+  end
   -- (the ranks FSDP shards over and reduces gradients across: dp_shard * cp, times dp_replicate)
   return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard * d.cp, given = true, pp_schedule = sched, pp_microbatches = micro,
-           cp_rotate_method = rotate, ep_imbalance = imbalance, async_tp = async_tp,
+           cp_rotate_method = rotate, ep_imbalance = imbalance, async_tp = async_tp, tp_impl = tp_impl,
            pp_layers_per_stage = split.pp_layers_per_stage, pp_stage_layers = split.pp_stage_layers,
            pp_keep_outputs = keep_outputs, notes = notes }
 end

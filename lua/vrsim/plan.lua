@@ -288,7 +288,10 @@ local function how_built(t, cx)
   if t.inference then return "" end
   local dtype = cx.run and cx.run.param_dtype
   local s = ""
-  if build_read(t) then
+  if cx.mesh and cx.mesh.tp_impl == "megatron" then
+    -- (megatron-core's GPTModel: each rank's partitions made on the GPU, Float16Module's cast)
+    s = "; Megatron's GPTModel, the rank's partitions made on the GPU in bf16"
+  elseif build_read(t) then
     s = t.build == "cast" and "; built in fp32, then .to(" .. tostring(dtype) .. ")"
         or "; weights made in their dtype (from_pretrained)"
   end
@@ -318,7 +321,8 @@ local function finish(st, G, cx, alloc_read)
     cfg.model.arch, cfg.model.config ~= nil and cx.model_name or cfg.model.size, shape, t.precision, t.optimizer,
     t.optimizer_impl, t.attention, (t.checkpointing and ", checkpointing" or "") ..
     (t.strategy ~= "none" and (", " .. t.strategy .. " over " .. (st.mesh and st.mesh.given and st.mesh.dp or cfg.hardware.count) .. " GPUs") or "")
-      .. (st.mesh and st.mesh.degrees.tp > 1 and (", tensor parallel over " .. st.mesh.degrees.tp .. " GPUs") or ""),
+      .. (st.mesh and st.mesh.degrees.tp > 1 and (", tensor parallel over " .. st.mesh.degrees.tp .. " GPUs"
+          .. (st.mesh.tp_impl == "megatron" and " (Megatron-LM's)" or "")) or ""),
     cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "", how_built(t, cx))
   local counts = param_counts(cx)
   local n_params, n_trainable = counts.n_params, counts.n_trainable

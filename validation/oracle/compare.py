@@ -284,7 +284,7 @@ def read_record(spec):
 
 
 CUBLAS_MIN = 1 << 20   # the smallest workspace a handle takes (cuBLASLt's 1 MiB)
-GEMM = re.compile(r"proj|lm_head|rotary\.(\w+\.)?freqs|linear|to_q|to_k|to_v|to_out|ff\.|bmm|matmul|mm\b")
+GEMM = re.compile(r"proj|lm_head|output_layer|rotary\.(\w+\.)?freqs|linear|to_q|to_k|to_v|to_out|ff\.|bmm|matmul|mm\b")
 
 
 # native_group_norm's temporaries are (N, C) and (N, G) fp32: a few KB at these captures' batch

@@ -241,4 +241,6 @@ function D.FeedForward(dim, mult)
   return m
 end
 
+D.fused_rms_norm = fused_rms_norm
+
 return D

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""The oracle's capture of Megatron-LM's tensor parallelism: one rank of megatron-core's GPTModel
+(megatron-core 0.16.1, the local layer spec get_gpt_layer_local_spec: no TransformerEngine) at
+tensor parallelism tp with sequence parallelism, run on fake CUDA tensors in a fake process
+group (torch.testing._internal.distributed.fake_pg.FakeStore), written in capture.py's format.
+
+  capture_megatron_tp.py SPEC.json [-o OUT.jsonl.gz]
+
+A spec (validation/oracle/specs_megatron/) is capture_tp.py's: an HF Llama-shaped config (RMSNorm,
+SwiGLU, RoPE, grouped-query attention, no biases), layers, micro_batch, seq, precision bf16,
+optimizer, tp. The model: TransformerConfig from the HF config (hidden_size, num_attention_heads,
+num_query_groups = num_key_value_heads, ffn_hidden_size = intermediate_size, kv_channels,
+RMSNorm with its eps, gated_linear_unit with silu, add_bias_linear False, rope with rope_theta,
+untied output layer, params_dtype bf16, dropout 0, no fusions that need Apex or TE:
+gradient_accumulation_fusion, bias_activation_fusion, masked_softmax_fusion, apply_rope_fusion,
+persist_layer_norm all False), parallel_state.initialize_model_parallel(tp) over the fake group,
+GPTModel built on the device, .cuda() and wrapped in Float16Module as Megatron's get_model does.
+
+Stand-ins, each outside what is measured:
+- megatron/core/transformer/torch_norm.py:32 asserts `not config.sequence_parallel` in
+  WrappedTorchNorm, the norm the local spec takes for RMSNorm (LocalSpecProvider.layer_norm,
+  megatron/core/models/backends.py: rms_norm -> WrappedTorchNorm, Apex or not): Megatron runs
+  RMSNorm under sequence parallelism only with TransformerEngine's TENorm. The norms are built
+  with a copy of the config that has sequence_parallel False: torch.nn.RMSNorm on the rank's
+  sequence shard, which is where TENorm runs too (its kernel's saved tensors are not TE's).
+- the CUDA RNG tracker (tensor_parallel/random.py): its states are host tensors and its fork a
+  no-op here (dropout is 0; nothing is allocated on the device by it).
+- parallel_state without Gloo groups (create_gloo_process_groups False: the fake store has no
+  Gloo; the Gloo groups serve checkpointing and the distributed optimizer on the host).
+
+The step, as pretrain_gpt's forward_step and loss_func run it: the model called with input_ids,
+position_ids = arange(seq), attention_mask None (causal) and labels = input_ids, which returns
+each token's loss (vocab_parallel_cross_entropy over the rank's vocabulary shard, fp32, [b, s]);
+loss = sum(losses * loss_mask) / tokens; backward; the optimizer step; zero_grad(set_to_none).
+The optimizer is torch's (capture.make_optimizer) over the rank's parameters: Megatron's
+DistributedDataParallel (main_grad buffers) and its optimizer wrapper are not run, nor
+finalize_model_grads (the all-reduce of the norms' gradients over tp).
+"""
+import contextlib
+import dataclasses
+import os
+import sys
+
+import capture as C
+import capture_tp as CT
+
+SPEC_FIELDS = dict(C.SPEC_FIELDS, tp=int)
+for k in ("lora", "checkpointing", "checkpoint_every", "grad_accum", "build", "attention", "strategy"):
+    SPEC_FIELDS.pop(k, None)
+
+
+def install_stand_ins(torch):
+    """The stand-ins of the docstring (a GPU's RNG; the RMSNorm's assertion)."""
+    import megatron.core.tensor_parallel.random as mrandom
+    from megatron.core.transformer import torch_norm
+    torch.cuda.get_rng_state = lambda *a, **k: torch.zeros(16, dtype=torch.uint8)
+    torch.cuda.manual_seed = lambda *a, **k: None
+    mrandom._set_cuda_rng_state = lambda *a, **k: None
+    mrandom._get_cuda_rng_state = lambda *a, **k: torch.zeros(16, dtype=torch.uint8)
+
+    @contextlib.contextmanager
+    def fork(self, name=None):
+        yield
+    mrandom.CudaRNGStatesTracker.fork = fork
+    new = torch_norm.WrappedTorchNorm.__new__
+
+    def norm_new(cls, config, hidden_size, eps=1e-5, **kw):
+        return new(cls, dataclasses.replace(config, sequence_parallel=False), hidden_size, eps, **kw)
+    torch_norm.WrappedTorchNorm.__new__ = norm_new
+
+
+def transformer_config(torch, hf, spec):
+    import torch.nn.functional as F
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    heads = hf["num_attention_heads"]
+    return TransformerConfig(
+        num_layers=int(spec.get("layers") or hf["num_hidden_layers"]),
+        hidden_size=hf["hidden_size"], num_attention_heads=heads,
+        num_query_groups=hf.get("num_key_value_heads", heads),
+        kv_channels=hf.get("head_dim") or hf["hidden_size"] // heads,
+        ffn_hidden_size=hf["intermediate_size"], normalization="RMSNorm",
+        layernorm_epsilon=hf.get("rms_norm_eps", 1e-5), gated_linear_unit=True, activation_func=F.silu,
+        add_bias_linear=False, add_qkv_bias=False, bf16=True, params_dtype=torch.bfloat16,
+        pipeline_dtype=torch.bfloat16, tensor_model_parallel_size=int(spec["tp"]), sequence_parallel=True,
+        perform_initialization=False, use_cpu_initialization=False, gradient_accumulation_fusion=False,
+        bias_activation_fusion=False, masked_softmax_fusion=False, apply_rope_fusion=False,
+        persist_layer_norm=False, hidden_dropout=0.0, attention_dropout=0.0)
+
+
+def param_rows(model):
+    return [{"name": n, "shape": list(p.shape), "dtype": C.dtype_name(p.dtype),
+             "bytes": p.untyped_storage().nbytes(), "trainable": p.requires_grad}
+            for n, p in model.named_parameters()]
+
+
+def capture(spec):
+    import torch
+    import torch.distributed as dist
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    sys.path.insert(0, C.HERE)
+    import fake_dist
+    import megatron.core
+    from megatron.core import parallel_state, tensor_parallel
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.module import Float16Module
+    C.enable_fake_cuda(torch)
+    # (torch.nn.RMSNorm calls F.rms_norm: on CUDA one fused kernel, as capture.py runs it)
+    C.install_fused_rms_norm(torch)
+    tp = int(spec["tp"])
+    fake_dist.install_fake_streams(torch, tp)
+    install_stand_ins(torch)
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=tp)
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp, create_gloo_process_groups=False)
+    tensor_parallel.model_parallel_cuda_manual_seed(0)
+    hf = dict(C.load_config(spec))
+    cfg = transformer_config(torch, hf, spec)
+    rec = C.Recorder()
+    fake = FakeTensorMode()
+
+    def pack(t):
+        if t.device.type == "cuda":
+            sid, _ = rec.track(t)
+            rec.events.append({"e": "save", "i": rec.n, "op": rec.last_op, "sid": sid,
+                               "b": rec.nbytes.get(sid, 0),
+                               "shape": list(t.shape), "dtype": C.dtype_name(t.dtype)})
+        return t
+
+    with fake, C.make_mode(torch, rec), C.make_tagger(torch, rec):
+        rec.phase("build")
+        model = GPTModel(cfg, transformer_layer_spec=get_gpt_layer_local_spec(normalization="RMSNorm"),
+                         vocab_size=hf["vocab_size"], max_sequence_length=int(spec["seq"]),
+                         position_embedding_type="rope", rotary_base=int(hf.get("rope_theta", 10000)),
+                         share_embeddings_and_output_weights=bool(hf.get("tie_word_embeddings", False)))
+        model.cuda()
+        model = Float16Module(cfg, model)
+        model.train()
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = C.make_optimizer(torch, spec, params)
+        hooks = C.install_module_hooks(torch, model, rec)
+        rows = param_rows(model)
+        mb, seq = int(spec["micro_batch"]), int(spec["seq"])
+        rec.phase("inputs")
+        ids = torch.randint(0, hf["vocab_size"], (mb, seq), device="cuda")
+        pos = torch.arange(seq, device="cuda").unsqueeze(0).expand(mb, -1)
+        loss_mask = torch.ones((mb, seq), dtype=torch.float, device="cuda")
+
+        def loss_fn():
+            losses = model(ids, pos, None, labels=ids)
+            return torch.sum(losses.view(-1).float() * loss_mask.view(-1)) / (mb * seq)
+        steps = C.run_steps(torch, rec, spec, opt, pack, loss_fn)
+        for h in hooks:
+            h.remove()
+    header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,
+              "versions": {"torch": torch.__version__, "megatron-core": megatron.core.__version__,
+                           "transformers": None, "peft": None, "python": sys.version.split()[0]},
+              "world_size": tp, "rank": 0, "device": "cuda (fake)", "process_group": "fake",
+              "parallel": {"tp": tp, "tp_impl": "megatron", "sequence_parallel": True},
+              "param_bytes": sum(r["bytes"] for r in rows)}
+    return [header] + [dict(e="param", **r) for r in rows] + rec.events + steps
+
+
+def check_spec(path):
+    spec, bad = CT.read_spec(path, "capture_megatron_tp", SPEC_FIELDS,
+                             ("name", "config", "micro_batch", "seq", "precision", "tp"))
+    if spec["precision"] != "bf16":
+        bad(f"precision {spec['precision']!r}: the Megatron capture takes bf16 (Float16Module)")
+    if spec["tp"] < 2:
+        bad("tp must be at least 2")
+    return spec
+
+
+if __name__ == "__main__":
+    CT.main(__doc__, check_spec, capture)
