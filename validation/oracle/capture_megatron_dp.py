@@ -18,13 +18,19 @@ optimizer is torch.optim.AdamW (no Apex, no TransformerEngine) over the fp32 mai
 rank's shards of them under the distributed optimizer).
 
 The step, as megatron/training/training.py train_step runs it: model.zero_grad_buffer() and
-optimizer.zero_grad(); forward and backward (capture_megatron_tp.py's loss); finish_grad_sync()
-(finalize_model_grads: the buckets reduce-scattered in place into the grad buffer under the
-distributed optimizer, all-reduced otherwise); optimizer.step() (the fp32 shard updated from
+optimizer.zero_grad(); forward and backward (capture_megatron_tp.py's loss); finalize_model_grads
+(distributed/finalize_model_grads.py: finish_grad_sync, the buckets reduce-scattered in place
+into the grad buffer under the distributed optimizer, all-reduced otherwise; then the norms'
+main_grads, which sequence parallelism leaves partial on each tp rank, flattened into one fp32
+tensor, all-reduced over tp and copied back); optimizer.step() (the fp32 shard updated from
 its view of the grad buffer, copied into the bf16 param buffer's shard, then the param
 all-gather of each bucket).
 
 Stand-ins, beside capture_megatron_tp.py's, each outside what is allocated on the device:
+- the norms' weights carry sequence_parallel = True, as TENorm's do (TransformerEngine sets the
+  attribute on a norm built under sequence parallelism; capture_megatron_tp.py's norms are built
+  without it), so that finalize_model_grads all-reduces their gradients over tp as Megatron's
+  runs do.
 - parallel_state without Gloo groups: get_data_parallel_group_gloo (and its expert twin)
   answer None (they serve the distributed optimizer's checkpointing on the host).
 - torch.distributed.all_gather_object answers this rank's object for every rank (the fake
@@ -69,6 +75,15 @@ def install_dp_stand_ins(torch):
     from megatron.core import parallel_state
     from megatron.core.distributed import param_and_grad_buffer
     from megatron.core.optimizer import clip_grads, optimizer as moptimizer
+    from megatron.core.transformer import torch_norm
+    new = torch_norm.WrappedTorchNorm.__new__
+
+    def norm_new(cls, *a, **kw):
+        norm = new(cls, *a, **kw)
+        for p in norm.parameters():
+            p.sequence_parallel = True
+        return norm
+    torch_norm.WrappedTorchNorm.__new__ = norm_new
     parallel_state.get_data_parallel_group_gloo = lambda *a, **k: None
     parallel_state.get_expert_data_parallel_group_gloo = lambda *a, **k: None
 
@@ -118,6 +133,7 @@ def capture(spec):
     import megatron.core
     from megatron.core import parallel_state, tensor_parallel
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.distributed.finalize_model_grads import finalize_model_grads
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
@@ -187,7 +203,7 @@ def capture(spec):
             row["after_fwd"] = rec.live
             rec.phase("bwd", step, 0)
             loss.backward()
-            model.finish_grad_sync()
+            finalize_model_grads([model])
             row["after_bwd"] = rec.live
             rec.phase("optim", step)
             ok, _, _ = opt.step()
