@@ -7,9 +7,10 @@ get_megatron_optimizer's optimizer, at tp x dp ranks of the oracle's fake proces
   capture_megatron_dp.py SPEC.json [-o OUT.jsonl.gz]
 
 A spec (validation/oracle/specs_megatron_dp/) is capture_megatron_tp.py's with dp (the
-data-parallel size; the world is tp * dp) and distributed_optimizer (bool). The wrapping is
+data-parallel size; the world is tp * dp), distributed_optimizer (bool, default true) and
+grad_reduce_in_fp32 (bool, default true: arguments.py's for bf16). The wrapping is
 Megatron's get_model + setup_model_and_optimizer: DistributedDataParallelConfig(
-grad_reduce_in_fp32=True, overlap_grad_reduce=False, use_distributed_optimizer=...,
+grad_reduce_in_fp32=..., overlap_grad_reduce=False, use_distributed_optimizer=...,
 bucket_size None as DDP's default for dp > 1 sets it) over the Float16Module; OptimizerConfig(
 optimizer="adam", bf16=True, lr 1e-4, weight_decay 0.1, clip_grad 1.0 as arguments.py's default,
 use_distributed_optimizer=...): the bf16 params live in DDP's contiguous param buffer, their
@@ -65,7 +66,7 @@ import capture as C
 import capture_tp as CT
 import capture_megatron_tp as MT
 
-SPEC_FIELDS = dict(MT.SPEC_FIELDS, dp=int, distributed_optimizer=bool)
+SPEC_FIELDS = dict(MT.SPEC_FIELDS, dp=int, distributed_optimizer=bool, grad_reduce_in_fp32=bool)
 STAND_IN_NORM = 0.5
 
 
@@ -162,7 +163,8 @@ def capture(spec):
                                "shape": list(t.shape), "dtype": C.dtype_name(t.dtype)})
         return t
 
-    ddp_cfg = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
+    fp32_grads = bool(spec.get("grad_reduce_in_fp32", True))
+    ddp_cfg = DistributedDataParallelConfig(grad_reduce_in_fp32=fp32_grads, overlap_grad_reduce=False,
                                             use_distributed_optimizer=dist_opt)
     opt_cfg = OptimizerConfig(optimizer="adam", bf16=True, lr=1e-4, weight_decay=0.1, clip_grad=1.0,
                               use_distributed_optimizer=dist_opt)
@@ -226,7 +228,7 @@ def capture(spec):
                            "transformers": None, "peft": None, "python": sys.version.split()[0]},
               "world_size": world, "rank": 0, "device": "cuda (fake)", "process_group": "fake",
               "parallel": {"tp": tp, "dp": dp, "tp_impl": "megatron", "sequence_parallel": True,
-                           "distributed_optimizer": dist_opt, "grad_reduce_in_fp32": True},
+                           "distributed_optimizer": dist_opt, "grad_reduce_in_fp32": fp32_grads},
               "param_bytes": sum(r["bytes"] for r in rows)}
     return [header] + buffers + [dict(e="param", **r) for r in rows] + rec.events + steps
 
