@@ -3,10 +3,10 @@
 # (lua/strategies/megatron_dp.lua): megatron-core 0.16.1's DistributedDataParallel over
 # dp_replicate ranks and the optimizer over its main parameters. The fields; the rank's
 # allocations against the oracle's captures of megatron-core itself (with and without the
-# distributed optimizer, fp32 and bf16 main_grad buffers); the contiguous grad buffer, made
-# once and kept; the optimizer state per rank halving from dp 2 to dp 4 under the distributed
-# optimizer and not without it; the bf16 gradients dropped by their hooks; and what it does not
-# model, refused by name.
+# distributed optimizer, fp32 and bf16 main_grad buffers, dp ranks 0 and 1); the contiguous grad
+# buffer, made once and kept; the optimizer state per rank halving from dp 2 to dp 4 under the
+# distributed optimizer and not without it; the bf16 gradients dropped by their hooks; and what it
+# does not model, refused by name.
 #   VRSIM=./vrsim sh tests/test_megatron_dp.sh
 set -u
 VRSIM=${VRSIM:-./vrsim}
@@ -31,7 +31,7 @@ else bad "vrsim fields: the megatron data-parallel fields" "$(printf '%s\n' "$f"
 #    aligned but the named divergences, and the live bytes after the build, after step 1's
 #    forward and at its peak within 4 KiB of the capture's
 for name in llama3_8b_l2_bf16_megatron_tp2_dp2 llama3_8b_l2_bf16_megatron_tp2_dp2_nodistopt \
-            llama3_8b_l2_bf16_megatron_tp2_dp2_bf16grad; do
+            llama3_8b_l2_bf16_megatron_tp2_dp2_bf16grad llama3_8b_l2_bf16_megatron_tp2_dp2_rank2; do
   python3 "$O/compare.py" --vrsim "$VRSIM" --expect "$O/expected/$name.txt" \
     "$O/captures/$name.jsonl.gz" "$O/scenarios/$name.lua" >"$tmp/cmp" 2>&1; rc=$?
   near=$(grep -E 'after build|after forward|step 1 peak' "$tmp/cmp" | awk '

@@ -3,7 +3,8 @@
 -- DistributedDataParallel (megatron/core/distributed/distributed_data_parallel.py,
 -- param_and_grad_buffer.py) and the optimizer get_megatron_optimizer makes over it
 -- (megatron/core/optimizer/optimizer.py Float16OptimizerWithFloat16Params, distrib_optimizer.py
--- DistributedOptimizer), for rank 0 (tp rank 0, dp rank 0). The passes lua/strategies/dp.lua runs
+-- DistributedOptimizer), for the rank hardware.rank names (its dp coordinate picks its shard).
+-- The passes lua/strategies/dp.lua runs
 -- for strategy "ddp" when the tensor parallelism is Megatron's (lua/strategies/megatron_tp.lua).
 --
 -- What a rank keeps, from the source:
@@ -114,9 +115,10 @@ local function main_params(s, trainable)
     if not groups[g] then groups[g] = {}; order[#order + 1] = g end
   end
   if s.distopt then
-    -- (rank 0's shard: [0, shard) of the buffer, in the buffer's order)
+    -- (dp rank r's shard: [r * shard, (r + 1) * shard) of the buffer, in the buffer's order)
+    local lo = s.dp_rank * s.layout.shard
     for _, e in ipairs(s.layout.entries) do
-      local a, b = e.start, math.min(e.stop, s.layout.shard)
+      local a, b = math.max(e.start, lo), math.min(e.stop, lo + s.layout.shard)
       if b > a then table.insert(groups[group_of(e.p)], { p = e.p, numel = b - a, start = a }) end
     end
   else
@@ -136,6 +138,9 @@ function M.setup(cx, cfg, s)
   s.distopt = mesh.megatron_distributed_optimizer
   s.grad_dtype = mesh.megatron_grad_reduce_in_fp32 and "fp32" or "bf16"
   s.tp = mesh.degrees.tp
+  -- the rank's place in its dp group decides which shard of the buffer it owns (hardware.rank)
+  local _, coords = require("vrsim.mesh").groups(mesh, cfg.hardware.rank or 0, cfg.hardware.gpus_per_node)
+  s.dp_rank = coords.dp_replicate or 0
   cx.mg_dp = s
 end
 
@@ -183,7 +188,7 @@ function M.wrap(cx)
   for _, g in ipairs(s.groups) do
     for _, m in ipairs(g) do
       local p = m.p
-      local what = s.distopt and " (rank 0's shard)" or ""
+      local what = s.distopt and " (the rank's shard)" or ""
       local clone = G:tensor { name = p.name .. ".clone()" .. what, bytes = m.numel * 2, numel = m.numel,
                                dtype = "bf16", cat = "temp" }
       op(cx, { name = p.name .. ": main param clone()" .. what, kind = "copy", phase = "build", inputs = { p.id },

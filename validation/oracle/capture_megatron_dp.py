@@ -8,7 +8,9 @@ get_megatron_optimizer's optimizer, at tp x dp ranks of the oracle's fake proces
 
 A spec (validation/oracle/specs_megatron_dp/) is capture_megatron_tp.py's with dp (the
 data-parallel size; the world is tp * dp), distributed_optimizer (bool, default true) and
-grad_reduce_in_fp32 (bool, default true: arguments.py's for bf16). The wrapping is
+grad_reduce_in_fp32 (bool, default true: arguments.py's for bf16) and rank (the global rank this
+process plays, default 0; rank 2 at tp 2 is tp rank 0, dp rank 1, the owner of the buffer's second
+shard). The wrapping is
 Megatron's get_model + setup_model_and_optimizer: DistributedDataParallelConfig(
 grad_reduce_in_fp32=..., overlap_grad_reduce=False, use_distributed_optimizer=...,
 bucket_size None as DDP's default for dp > 1 sets it) over the Float16Module; OptimizerConfig(
@@ -66,7 +68,7 @@ import capture as C
 import capture_tp as CT
 import capture_megatron_tp as MT
 
-SPEC_FIELDS = dict(MT.SPEC_FIELDS, dp=int, distributed_optimizer=bool, grad_reduce_in_fp32=bool)
+SPEC_FIELDS = dict(MT.SPEC_FIELDS, dp=int, distributed_optimizer=bool, grad_reduce_in_fp32=bool, rank=int)
 STAND_IN_NORM = 0.5
 
 
@@ -147,7 +149,8 @@ def capture(spec):
     fake_dist.install_fake_streams(torch, world)
     MT.install_stand_ins(torch)
     install_dp_stand_ins(torch)
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+    rank = int(spec.get("rank", 0))
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
     parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp, create_gloo_process_groups=False)
     tensor_parallel.model_parallel_cuda_manual_seed(0)
     hf = dict(C.load_config(spec))
@@ -226,7 +229,7 @@ def capture(spec):
     header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,
               "versions": {"torch": torch.__version__, "megatron-core": megatron.core.__version__,
                            "transformers": None, "peft": None, "python": sys.version.split()[0]},
-              "world_size": world, "rank": 0, "device": "cuda (fake)", "process_group": "fake",
+              "world_size": world, "rank": rank, "device": "cuda (fake)", "process_group": "fake",
               "parallel": {"tp": tp, "dp": dp, "tp_impl": "megatron", "sequence_parallel": True,
                            "distributed_optimizer": dist_opt, "grad_reduce_in_fp32": fp32_grads},
               "param_bytes": sum(r["bytes"] for r in rows)}
