@@ -134,6 +134,7 @@ refused "CPU offload of the optimizer" "$F: training.zero.offload_optimizer" --s
 refused "a torch DDP bucket knob" "$F: training.zero.bucket_cap_mb" --set training.zero.bucket_cap_mb=10
 refused "fp8 (float8)" 'training.parallel.tp_impl = "megatron": float8' --set training.float8.recipe=tensorwise
 refused "SGD" "$F: training.optimizer = \"sgd\"" --set optimizer=sgd
+refused "gradient accumulation" "$F: training.grad_accum = 2" --set grad_accum=2
 refused "fused AdamW" "$F: training.optimizer_impl = \"fused\"" --set optimizer_impl=fused
 refused "the distributed optimizer without data parallelism" \
   "training.parallel.megatron_distributed_optimizer needs Megatron's data parallelism" --set hardware.count=2 \

@@ -82,6 +82,13 @@ function M.refusal(t, mesh)
                .. "picks foreach on a GPU"):format(tostring(t.optimizer_impl)))
   end
   if t.optimizer_in_backward then return no("training.optimizer_in_backward: not Megatron's step") end
+  -- (vrsim's backward keeps a parameter's .grad from one micro-batch to the next, where
+  -- Megatron's hook has dropped it into main_grad: the accumulation is not built)
+  if (t.grad_accum or 1) > 1 then
+    return no(("training.grad_accum = %d: Megatron's micro-batches accumulating into main_grad (each "
+               .. "micro-batch's hooks dropping its .grad, the reduction after the last) are not modelled")
+              :format(t.grad_accum))
+  end
   return nil
 end
 
