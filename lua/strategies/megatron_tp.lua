@@ -649,8 +649,8 @@ end
 -- The run's notes: what is modelled and what is left out. ddp: Megatron's
 -- DistributedDataParallel wraps the model (strategies/megatron_dp.lua says what it keeps).
 function M.notes(tp, ddp)
-  local optimizer = ddp and "the gradients, the main parameters and the optimizer Megatron's DistributedDataParallel's "
-    .. "and get_megatron_optimizer's (next note)"
+  local optimizer = ddp and "the gradients, main parameters and optimizer as Megatron's DistributedDataParallel "
+    .. "and get_megatron_optimizer keep them (the next notes)"
     or "the optimizer torch's over the rank's parameters (Megatron's DistributedDataParallel, its optimizer wrapper "
     .. "and finalize_model_grads' all-reduce of the norms' gradients over tp are modelled with data parallelism only)"
   return {
