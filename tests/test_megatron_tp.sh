@@ -127,10 +127,9 @@ refused() { # $1 what, $2 the message's pattern, then arguments
   else bad "$what: exit $rc" "$(head -3 "$tmp/out")"; fi
 }
 F='training.parallel.tp_impl = "megatron"'
-refused "megatron with FSDP2 over dp_shard" "$F: training.strategy = \"fsdp2\": Megatron trains data-parallel" \
+# (Megatron's DistributedDataParallel over dp_replicate: tests/test_megatron_dp.sh)
+refused "megatron with FSDP2 over dp_shard" "$F with data parallelism: training.strategy = \"fsdp2\"" \
   --set hardware.count=4 --set training.parallel.dp_shard=2
-refused "megatron with DDP" "$F: training.strategy = \"ddp\"" --set hardware.count=4 --set training.parallel.dp_replicate=2 \
-  --set training.parallel.dp_shard=1
 refused "megatron with SDPA attention" "$F: training.attention = \"sdpa\": .*TransformerEngine" --set attention=sdpa
 refused "megatron in fp32" "$F: training.precision = \"fp32\"" --set precision=fp32
 refused "megatron with checkpointing" "$F: training.checkpointing" --set checkpointing=true

@@ -26,11 +26,12 @@ local ddp = require "strategies.ddp"
 local zero2 = require "strategies.zero2"
 local fsdp = require "strategies.fsdp"
 local ops = require "strategies.dp_ops"
+local megatron = require "strategies.megatron_dp"
 
 local M = {}
 
 -- strategy -> its passes (before_backward, after_backward, after_step; nil where it has none)
-local PASSES = { ddp = ddp, zero1 = ddp, zero2 = zero2, zero3 = fsdp, fsdp2 = fsdp }
+local PASSES = { ddp = ddp, zero1 = ddp, zero2 = zero2, zero3 = fsdp, fsdp2 = fsdp, megatron = megatron }
 
 M.DEFAULTS = {
   bucket_cap_mb = 25, first_bucket_mb = 1,
@@ -149,6 +150,13 @@ end
 -- Called by the planner before the model is built: installs the hooks the model calls.
 function M.setup(cx, cfg)
   local t = cfg.training
+  -- under Megatron's tensor parallelism, data parallelism is Megatron's own
+  -- (strategies/megatron_dp.lua), whatever the strategy asked for is checked there
+  local mg = cx.mesh and cx.mesh.tp_impl == "megatron"
+  if mg then
+    local why = megatron.refusal(t, cx.mesh)
+    if why then error(why, 0) end
+  end
   -- (plan.lua has rejected keys that are not in M.DEFAULTS, with the scenario's line)
   local o, notes = M.check_knobs(cfg, t.zero)
   cfg.notes = cfg.notes or {}
@@ -201,6 +209,7 @@ function M.setup(cx, cfg)
           adam_step), 0)
   end
   cx.dp = s
+  if mg then megatron.setup(cx, cfg, s) end
   if s.kind == "zero3" or s.kind == "fsdp2" then
     -- parameters are made as shards; the model asks for whole ones per layer
     cx.shard_params = true
@@ -253,6 +262,9 @@ function M.after_backward(cx, cfg, params)
   for _, p in ipairs(params) do if p.trainable then trainable[#trainable + 1] = p end end
   return PASSES[s.kind].after_backward(cx, cfg, s, trainable)
 end
+
+-- Megatron's optimizer step over the main parameters (upd.megatron of after_backward).
+function M.megatron_step(cx, cfg, upd) megatron.step(cx, cfg, cx.dp, upd) end
 
 -- After the optimizer: what the strategy sends (ZeRO-1: the updated parameters, ddp.lua).
 function M.after_step(cx)

@@ -81,9 +81,9 @@ function M.refusal(fam, mc, t, mesh, attention)
     end
   end
   if t.strategy ~= "none" then
-    return no(("training.strategy = \"%s\": Megatron trains data-parallel through its own "
-               .. "DistributedDataParallel (fp32 main_grad buffers) and distributed optimizer, which are not "
-               .. "modelled; only tp ranks (no data parallelism) are"):format(t.strategy))
+    -- (Megatron's DistributedDataParallel: strategies/megatron_dp.lua)
+    local why = require("strategies.megatron_dp").refusal(t, mesh)
+    if why then return why end
   end
   if attention ~= "eager" then
     return no(("training.attention = \"%s\": the local spec's core attention is DotProductAttention, "
@@ -636,6 +636,8 @@ function M.build_extras(cx, mc, b, s, tp)
   cx.G:op { name = "rotary_pos_emb.inv_freq.mul", kind = "none", phase = "build", inputs = { prev.id },
             outputs = {}, frees = { prev.id } }
 
+  -- DistributedDataParallel and the optimizer's main parameters (strategies/megatron_dp.lua)
+  if cx.mg_dp then require("strategies.megatron_dp").wrap(cx) end
   persistent("position_ids", { s }, "int64")
   cx.mg_loss_mask = persistent("loss_mask", { b, s }, "fp32")
   cx.mg_tp = tp
@@ -644,15 +646,18 @@ function M.build_extras(cx, mc, b, s, tp)
   cx.mg_regathered = {}
 end
 
--- The run's notes: what is modelled and what is left out.
-function M.notes(tp)
+-- The run's notes: what is modelled and what is left out. ddp: Megatron's
+-- DistributedDataParallel wraps the model (strategies/megatron_dp.lua says what it keeps).
+function M.notes(tp, ddp)
+  local optimizer = ddp and "the gradients, main parameters and optimizer as Megatron's DistributedDataParallel "
+    .. "and get_megatron_optimizer keep them (the next notes)"
+    or "the optimizer torch's over the rank's parameters (Megatron's DistributedDataParallel, its optimizer wrapper "
+    .. "and finalize_model_grads' all-reduce of the norms' gradients over tp are modelled with data parallelism only)"
   return {
     ("tensor parallelism over %d ranks as Megatron-LM runs it (megatron-core 0.16.1's GPTModel, local spec, "
      .. "sequence parallel): fused qkv and fc1 GEMMs, the column-parallel linears keep their local input and "
      .. "all-gather it again in backward, the gathered inputs and the attention scores' baddbmm input in "
-     .. "the persistent \"mpu\" GlobalMemoryBuffer; vocab_parallel_cross_entropy; the optimizer torch's over the "
-     .. "rank's parameters (Megatron's DistributedDataParallel, its optimizer wrapper and finalize_model_grads' "
-     .. "all-reduce of the norms' gradients over tp are not modelled)"):format(tp),
+     .. "the persistent \"mpu\" GlobalMemoryBuffer; vocab_parallel_cross_entropy; %s"):format(tp, optimizer),
     "Megatron tensor parallelism: backward's all-gather of a column-parallel linear's input runs before its "
       .. "backward node and the reduce-scatter of its input gradient after it, each blocking; Megatron issues both "
       .. "async, the gather beside the input-gradient GEMM and the reduce-scatter beside the weight-gradient one "

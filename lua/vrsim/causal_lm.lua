@@ -272,7 +272,7 @@ function M.build(cx, cfg)
   if MG then
     -- (the tree is the rank's already; its collectives are its layers' own)
     cx.tp_applied = true
-    for _, n in ipairs(MG.notes(tp)) do cx.notes[#cx.notes + 1] = n end
+    for _, n in ipairs(MG.notes(tp, cx.dp and cx.dp.kind == "megatron")) do cx.notes[#cx.notes + 1] = n end
     if t.build ~= "direct" then
       cx.notes[#cx.notes + 1] = "training.build: Megatron builds each rank's partitions on the GPU in params_dtype "
         .. "(bf16), as training.build = \"direct\""

@@ -42,7 +42,9 @@ M.FIELDS = {
   ep_imbalance = { "number", 1, "expert parallelism's routing: the busiest rank's share of the token-expert pairs over the mean (1: balanced; the simulated rank is the busiest)" },
   cp_rotate_method = { "string", "allgather", "how ring attention brings the other ranks' keys and values (torch's set_rotate_method): allgather (once, torch's default, kept by torchtitan) or alltoall (passed on each step)" },
   async_tp = { "boolean", false, "torchtitan's async tensor parallelism (Inductor's micro_pipeline_tp pass): each compiled layer's sequence all-gather fused with the GEMMs it feeds and each reduce-scatter with the GEMM it follows, the transfers beside the GEMMs over symmetric memory; needs tp > 1 and training.compile" },
-  tp_impl = { "string", "dtensor", "whose tensor parallelism: dtensor (torch.distributed.tensor.parallel with torchtitan's plan, lua/strategies/tp.lua) or megatron (megatron-core 0.16.1's GPTModel, local spec, sequence parallel: fused qkv and fc1, column-parallel linears that keep their local input and all-gather it again in backward into the persistent GlobalMemoryBuffer, vocab_parallel_cross_entropy; lua/strategies/megatron_tp.lua); megatron needs tp > 1, a Llama-shaped model, attention eager, bf16, no data parallelism" },
+  tp_impl = { "string", "dtensor", "whose tensor parallelism: dtensor (torch.distributed.tensor.parallel with torchtitan's plan, lua/strategies/tp.lua) or megatron (megatron-core 0.16.1's GPTModel, local spec, sequence parallel: fused qkv and fc1, column-parallel linears that keep their local input and all-gather it again in backward into the persistent GlobalMemoryBuffer, vocab_parallel_cross_entropy; lua/strategies/megatron_tp.lua); megatron needs tp > 1, a Llama-shaped model, attention eager, bf16; its data parallelism is Megatron's DistributedDataParallel over dp_replicate (lua/strategies/megatron_dp.lua)" },
+  megatron_distributed_optimizer = { "boolean", false, "with tp_impl = \"megatron\" and dp_replicate > 1: Megatron's distributed optimizer (--use-distributed-optimizer, off by default in megatron/training/arguments.py): the fp32 main params and Adam states of 1/dp of the contiguous buffer per rank, the gradients reduce-scattered, the bf16 params all-gathered after the step (lua/strategies/megatron_dp.lua)" },
+  megatron_grad_reduce_in_fp32 = { "boolean", true, "with tp_impl = \"megatron\" and dp_replicate > 1: DistributedDataParallelConfig.grad_reduce_in_fp32, the dtype of the contiguous main_grad buffer and its reduction (arguments.py turns it on for bf16 unless --grad-reduce-in-bf16)" },
   pp_microbatches = { "integer", nil, "micro-batches per step through the pipeline [pp: one per stage]" },
   pp_layers_per_stage = { "integer", nil, "decoder layers per (virtual) stage, the embeddings and the head counting one each (torchtitan's pipeline_parallel_layers_per_stage)" },
   pp_stage_layers = { "list", nil, "a given split: decoder layers on each stage, in order (torchtitan's module_fqns_per_model_part, by counts)" },
@@ -90,7 +92,7 @@ local function check_key(k, v)
     end
     return v
   end
-  if k == "async_tp" or k == "pp_keep_outputs" then
+  if k == "async_tp" or k == "pp_keep_outputs" or k == "megatron_distributed_optimizer" or k == "megatron_grad_reduce_in_fp32" then
     if type(v) ~= "boolean" then return nil, ("%s must be true or false, not %s"):format(where, tostring(v)) end
     return v
   end
@@ -154,7 +156,9 @@ function M.resolve(cfg, given)
     local d = shorthand(t, n)
     return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard, given = false,
              pp_schedule = M.FIELDS.pp_schedule[2], cp_rotate_method = M.FIELDS.cp_rotate_method[2],
-             ep_imbalance = M.FIELDS.ep_imbalance[2], async_tp = false, tp_impl = M.FIELDS.tp_impl[2], notes = {} }
+             ep_imbalance = M.FIELDS.ep_imbalance[2], async_tp = false, tp_impl = M.FIELDS.tp_impl[2],
+             megatron_distributed_optimizer = M.FIELDS.megatron_distributed_optimizer[2],
+             megatron_grad_reduce_in_fp32 = M.FIELDS.megatron_grad_reduce_in_fp32[2], notes = {} }
   end
   local d = { pp = 1, dp_replicate = 1, dp_shard = -1, cp = 1, tp = 1, ep = 1 }
   local sched, micro, split, rotate = M.FIELDS.pp_schedule[2], nil, {}, M.FIELDS.cp_rotate_method[2]
@@ -162,6 +166,8 @@ function M.resolve(cfg, given)
   local async_tp = M.FIELDS.async_tp[2]
   local keep_outputs = M.FIELDS.pp_keep_outputs[2]
   local tp_impl = M.FIELDS.tp_impl[2]
+  local mg = { megatron_distributed_optimizer = M.FIELDS.megatron_distributed_optimizer[2],
+               megatron_grad_reduce_in_fp32 = M.FIELDS.megatron_grad_reduce_in_fp32[2] }
   for _, k in ipairs(sorted_keys(p)) do
     local msg = M.unknown_key(k)
     if msg then error(msg, 0) end
@@ -173,6 +179,7 @@ function M.resolve(cfg, given)
     elseif k == "async_tp" then async_tp = v
     elseif k == "pp_keep_outputs" then keep_outputs = v
     elseif k == "tp_impl" then tp_impl = v
+    elseif mg[k] ~= nil then mg[k] = v
     elseif k == "pp_layers_per_stage" or k == "pp_stage_layers" then split[k] = v else d[k] = v end
   end
   local others = d.pp * d.dp_replicate * d.cp * d.tp
@@ -235,9 +242,18 @@ function M.resolve(cfg, given)
   if tp_impl ~= "dtensor" and d.tp == 1 then
     error(("training.parallel.tp_impl = \"%s\" needs tensor parallelism (training.parallel.tp > 1)"):format(tp_impl), 0)
   end
+  -- (Megatron's data-parallel knobs without Megatron's data parallelism: refused, as inert knobs)
+  for _, k in ipairs { "megatron_distributed_optimizer", "megatron_grad_reduce_in_fp32" } do
+    if p[k] ~= nil and (tp_impl ~= "megatron" or d.dp_replicate * d.dp_shard == 1) then
+      error(("training.parallel.%s needs Megatron's data parallelism (tp_impl = \"megatron\" and "
+             .. "dp_replicate > 1): it has no effect on this run"):format(k), 0)
+    end
+  end
   -- (the ranks FSDP shards over and reduces gradients across: dp_shard * cp, times dp_replicate)
   return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard * d.cp, given = true, pp_schedule = sched, pp_microbatches = micro,
            cp_rotate_method = rotate, ep_imbalance = imbalance, async_tp = async_tp, tp_impl = tp_impl,
+           megatron_distributed_optimizer = mg.megatron_distributed_optimizer,
+           megatron_grad_reduce_in_fp32 = mg.megatron_grad_reduce_in_fp32,
            pp_layers_per_stage = split.pp_layers_per_stage, pp_stage_layers = split.pp_stage_layers,
            pp_keep_outputs = keep_outputs, notes = notes }
 end

@@ -267,6 +267,8 @@ local function build_graph(st)
       dp.zero2_step(cx, upd.zero2)
     elseif upd.offload then
       dp.offload_step(cx, upd.offload)
+    elseif upd.megatron then
+      dp.megatron_step(cx, cfg, upd.megatron)
     else
       optim.build(cx, cfg, cx.params, upd)
     end
@@ -291,6 +293,11 @@ local function how_built(t, cx)
   if cx.mesh and cx.mesh.tp_impl == "megatron" then
     -- (megatron-core's GPTModel: each rank's partitions made on the GPU, Float16Module's cast)
     s = "; Megatron's GPTModel, the rank's partitions made on the GPU in bf16"
+    if cx.dp and cx.dp.kind == "megatron" then
+      -- (the defaults are megatron/training/arguments.py's: said, since they decide the optimizer's bytes)
+      s = s .. ("; Megatron's DistributedDataParallel, main_grad in %s, distributed optimizer %s"):format(
+        cx.dp.grad_dtype, cx.dp.distopt and "on" or "off (--use-distributed-optimizer's default)")
+    end
   elseif build_read(t) then
     s = t.build == "cast" and "; built in fp32, then .to(" .. tostring(dtype) .. ")"
         or "; weights made in their dtype (from_pretrained)"

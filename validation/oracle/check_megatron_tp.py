@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Re-captures Megatron-LM's tensor parallelism (capture_megatron_tp.py, every spec in
-validation/oracle/specs_megatron/) and checks each capture against the committed one: the same
+validation/oracle/specs_megatron/) and its data parallelism over it (capture_megatron_dp.py, every
+spec in validation/oracle/specs_megatron_dp/) and checks each capture against the committed one: the same
 bytes (write_capture's gzip is deterministic), or the first event where they part.
 
   check_megatron_tp.py [--write]
@@ -44,12 +45,14 @@ def main():
     if mc.__version__ != "0.16.1":
         print(f"check_megatron_tp: megatron-core {mc.__version__}; the captures are of 0.16.1", file=sys.stderr)
     bad = 0
-    for spec in sorted(glob.glob(os.path.join(HERE, "specs_megatron", "*.json"))):
+    runs = [(spec, "capture_megatron_tp.py") for spec in sorted(glob.glob(os.path.join(HERE, "specs_megatron", "*.json")))]
+    runs += [(spec, "capture_megatron_dp.py") for spec in sorted(glob.glob(os.path.join(HERE, "specs_megatron_dp", "*.json")))]
+    for spec, script in runs:
         name = json.load(open(spec))["name"]
         committed = os.path.join(HERE, "captures", name + ".jsonl.gz")
         with tempfile.TemporaryDirectory() as tmp:
             new = os.path.join(tmp, name + ".jsonl.gz")
-            p = subprocess.run([sys.executable, os.path.join(HERE, "capture_megatron_tp.py"), spec, "-o", new],
+            p = subprocess.run([sys.executable, os.path.join(HERE, script), spec, "-o", new],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             if p.returncode != 0:
                 print(f"{name}: the capture failed:\n{p.stderr[-2000:]}")
