@@ -349,6 +349,17 @@ class Recorder:
         """The storage of CUDA tensor t: its id, and whether it is new (an allocation)."""
         return self.track_storage(t.untyped_storage())
 
+    def save(self, t):
+        """saved_tensors_hooks' pack: a CUDA tensor autograd keeps for backward, recorded as the
+        op whose node saves it keeps it (a DTensor as its local shard); t is kept as it is."""
+        if t.device.type == "cuda":
+            sid, _ = self.track(t)
+            loc = getattr(t, "_local_tensor", t)
+            self.events.append({"e": "save", "i": self.n, "op": self.last_op, "sid": sid,
+                                "b": self.nbytes.get(sid, 0),
+                                "shape": list(loc.shape), "dtype": dtype_name(loc.dtype)})
+        return t
+
     def track_storage(self, st):
         sid = self.sids.get(st)
         if sid is not None:
@@ -1154,11 +1165,7 @@ def capture(spec):
 
     def pack(saved):
         for t in plain_tensors([saved]):
-            if t.device.type == "cuda":
-                sid, _ = rec.track(t)
-                rec.events.append({"e": "save", "i": rec.n, "op": rec.last_op, "sid": sid,
-                                   "b": rec.nbytes.get(sid, 0),
-                                   "shape": list(t.shape), "dtype": dtype_name(t.dtype)})
+            rec.save(t)
         return saved
 
     unet = is_unet(spec)

@@ -84,14 +84,6 @@ def capture(spec):
         setattr(ring, fname, recorded)
     torch.manual_seed(0)
 
-    def pack(t):
-        if t.device.type == "cuda":
-            sid, _ = rec.track(t)
-            loc = t._local_tensor if isinstance(t, DTensor) else t
-            rec.events.append({"e": "save", "i": rec.n, "op": rec.last_op, "sid": sid,
-                               "b": rec.nbytes.get(sid, 0),
-                               "shape": list(loc.shape), "dtype": C.dtype_name(loc.dtype)})
-        return t
 
     with fake, mode, C.make_tagger(torch, rec):
         rec.phase("build")
@@ -129,7 +121,7 @@ def capture(spec):
         def backward(loss):
             loss.backward()
             ctx.pop("cm").__exit__(None, None, None)
-        steps = C.run_steps(torch, rec, spec, opt, pack, loss_fn, backward=backward)
+        steps = C.run_steps(torch, rec, spec, opt, rec.save, loss_fn, backward=backward)
         for h in hooks:
             h.remove()
     header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,

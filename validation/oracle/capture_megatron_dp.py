@@ -158,13 +158,6 @@ def capture(spec):
     rec = C.Recorder()
     fake = FakeTensorMode()
 
-    def pack(t):
-        if t.device.type == "cuda":
-            sid, _ = rec.track(t)
-            rec.events.append({"e": "save", "i": rec.n, "op": rec.last_op, "sid": sid,
-                               "b": rec.nbytes.get(sid, 0),
-                               "shape": list(t.shape), "dtype": C.dtype_name(t.dtype)})
-        return t
 
     fp32_grads = bool(spec.get("grad_reduce_in_fp32", True))
     ddp_cfg = DistributedDataParallelConfig(grad_reduce_in_fp32=fp32_grads, overlap_grad_reduce=False,
@@ -201,7 +194,7 @@ def capture(spec):
             model.zero_grad_buffer()
             opt.zero_grad()
             rec.phase("fwd", step, 0)
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            with torch.autograd.graph.saved_tensors_hooks(rec.save, lambda t: t):
                 losses = model(ids, pos, None, labels=ids)
                 loss = torch.sum(losses.view(-1).float() * loss_mask.view(-1)) / (mb * seq)
                 del losses

@@ -119,13 +119,6 @@ def capture(spec):
     rec = C.Recorder()
     fake = FakeTensorMode()
 
-    def pack(t):
-        if t.device.type == "cuda":
-            sid, _ = rec.track(t)
-            rec.events.append({"e": "save", "i": rec.n, "op": rec.last_op, "sid": sid,
-                               "b": rec.nbytes.get(sid, 0),
-                               "shape": list(t.shape), "dtype": C.dtype_name(t.dtype)})
-        return t
 
     with fake, C.make_mode(torch, rec), C.make_tagger(torch, rec):
         rec.phase("build")
@@ -149,7 +142,7 @@ def capture(spec):
         def loss_fn():
             losses = model(ids, pos, None, labels=ids)
             return torch.sum(losses.view(-1).float() * loss_mask.view(-1)) / (mb * seq)
-        steps = C.run_steps(torch, rec, spec, opt, pack, loss_fn)
+        steps = C.run_steps(torch, rec, spec, opt, rec.save, loss_fn)
         for h in hooks:
             h.remove()
     header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,
