@@ -19,7 +19,7 @@
 --   $ ./vrsim scenarios/gemma2_9b_qlora_4090.lua
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'log_softmax.backward'
 --   $ ./vrsim scenarios/gemma2_9b_qlora_4090.lua --set seq=3072
---   FITS: peak reserved 22.97 GiB of 22.97 GiB usable (100.0 %), 0.00 GiB headroom, at step 1 (its worst)
+--   FITS: peak reserved 20.39 GiB of 22.97 GiB usable (88.8 %), 2.58 GiB headroom
 --   $ ./vrsim scenarios/gemma2_9b_qlora_4090.lua --set seq=2048
 --   FITS: peak reserved 17.24 GiB of 22.97 GiB usable (75.0 %), 5.73 GiB headroom
 return {

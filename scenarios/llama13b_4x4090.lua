@@ -10,7 +10,7 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama13b_4x4090.lua
---   FITS: peak reserved 13.15 GiB of 22.97 GiB usable (57.2 %), 9.82 GiB headroom
+--   FITS: peak reserved 13.13 GiB of 22.97 GiB usable (57.2 %), 9.84 GiB headroom
 --   $ ./vrsim scenarios/llama13b_4x4090.lua --set zero.offload_optimizer=none
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'adamw.init model.layers.31.mlp.up_proj.weight (shard)'
 return {

@@ -11,9 +11,9 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama13b_device_map_2x3090.lua --set rank=0
---   FITS: peak reserved 21.80 GiB of 23.09 GiB usable (94.4 %), 1.29 GiB headroom
+--   FITS: peak reserved 21.78 GiB of 23.09 GiB usable (94.3 %), 1.31 GiB headroom
 --   $ ./vrsim scenarios/llama13b_device_map_2x3090.lua --set rank=1
---   FITS: peak reserved 5.19 GiB of 23.09 GiB usable (22.5 %), 17.90 GiB headroom
+--   FITS: peak reserved 5.17 GiB of 23.09 GiB usable (22.4 %), 17.92 GiB headroom
 return {
   title = "LLaMA2-13B fp16 inference, device_map=\"auto\" over 2x RTX 3090 (max_memory 20 GiB)",
   hardware = { gpu = "rtx3090", count = 2, max_memory_gib = 20, rank = 0 },

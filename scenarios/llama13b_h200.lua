@@ -22,9 +22,9 @@
 --   $ ./vrsim scenarios/llama13b_h200.lua
 --   FITS: peak reserved 132.12 GiB of 139.05 GiB usable (95.0 %), 6.93 GiB headroom
 --   $ ./vrsim scenarios/llama13b_h200.lua --set micro_batch=2
---   FITS: peak reserved 135.49 GiB of 139.05 GiB usable (97.4 %), 3.56 GiB headroom
+--   FITS: peak reserved 135.55 GiB of 139.05 GiB usable (97.5 %), 3.50 GiB headroom
 --   $ ./vrsim scenarios/llama13b_h200.lua --set micro_batch=3
---   FITS: peak reserved 139.00 GiB of 139.05 GiB usable (100.0 %), 0.05 GiB headroom, at step 1 (its worst)
+--   FITS: peak reserved 139.03 GiB of 139.05 GiB usable (100.0 %), 0.02 GiB headroom, at step 1 (its worst)
 --   $ ./vrsim scenarios/llama13b_h200.lua --set micro_batch=4
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.33.post_attention_layernorm.pow'
 --   $ ./vrsim scenarios/llama13b_h200.lua --set optimizer_impl=fused

@@ -14,9 +14,9 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama13b_hf_deepspeed.lua
---   FITS: peak reserved 12.09 GiB of 78.45 GiB usable (15.4 %), 66.36 GiB headroom
+--   FITS: peak reserved 12.05 GiB of 78.45 GiB usable (15.4 %), 66.39 GiB headroom
 --   $ ./vrsim scenarios/llama13b_hf_deepspeed.lua --set training.deepspeed=configs/hf_docs_zero2.json
---   FITS: peak reserved 37.71 GiB of 78.45 GiB usable (48.1 %), 40.74 GiB headroom
+--   FITS: peak reserved 37.67 GiB of 78.45 GiB usable (48.0 %), 40.78 GiB headroom
 return {
   title = "LLaMA2-13B with the HF docs' ZeRO-3 offload config, 8x A100-80GB, 4 x 2048 x 4 accumulation",
   hardware = { gpu = "a100_80g", count = 8, host = "dgx_a100" },

@@ -20,9 +20,9 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama13b_zero2.lua
---   FITS: peak reserved 61.96 GiB of 78.45 GiB usable (79.0 %), 16.49 GiB headroom
+--   FITS: peak reserved 61.92 GiB of 78.45 GiB usable (78.9 %), 16.53 GiB headroom
 --   $ ./vrsim scenarios/llama13b_zero2.lua --set grad_accum=8
---   FITS: peak reserved 61.96 GiB of 78.45 GiB usable (79.0 %), 16.49 GiB headroom
+--   FITS: peak reserved 61.92 GiB of 78.45 GiB usable (78.9 %), 16.53 GiB headroom
 return {
   title = "LLaMA2-13B, DeepSpeed ZeRO-2, 8x A100-80GB (NVLink), micro-batch 4 x 2048",
   hardware = { gpu = "a100_80g", count = 8, interconnect = "nvlink" },

@@ -9,7 +9,7 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama32_1b_full_a10g.lua
---   FITS: peak reserved 14.50 GiB of 21.38 GiB usable (67.8 %), 6.88 GiB headroom
+--   FITS: peak reserved 14.53 GiB of 21.38 GiB usable (68.0 %), 6.85 GiB headroom
 return {
   title = "Llama-3.2-1B full bf16 fine-tune on one A10G (24 GB) at 2048 tokens",
   hardware = { gpu = "a10g" },

@@ -10,9 +10,9 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama3_70b_pp4_h100.lua --set model.config=configs/llama-3-8b.json
---   FITS: peak reserved 31.07 GiB of 78.43 GiB usable (39.6 %), 47.36 GiB headroom
+--   FITS: peak reserved 31.42 GiB of 78.43 GiB usable (40.1 %), 47.01 GiB headroom
 --   $ ./vrsim scenarios/llama3_70b_pp4_h100.lua
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.20.mlp.down_proj.backward'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.0.mlp.down_proj.backward'
 return {
   title = "Llama 3 70B, pipeline of 4 H100s (1F1B, 8 micro-batches of 1 x 8192), full checkpointing",
   hardware = { gpu = "h100_sxm", count = 4, gpus_per_node = 8 },

@@ -19,11 +19,11 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama3_70b_tp8_pp4_fsdp2.lua
---   FITS: peak reserved 23.96 GiB of 78.43 GiB usable (30.6 %), 54.47 GiB headroom
+--   FITS: peak reserved 24.11 GiB of 78.43 GiB usable (30.7 %), 54.32 GiB headroom
 --   $ ./vrsim scenarios/llama3_70b_tp8_pp4_fsdp2.lua --set parallel.pp_schedule=Interleaved1F1B
---   FITS: peak reserved 23.08 GiB of 78.43 GiB usable (29.4 %), 55.35 GiB headroom
+--   FITS: peak reserved 23.09 GiB of 78.43 GiB usable (29.4 %), 55.34 GiB headroom
 --   $ ./vrsim scenarios/llama3_70b_tp8_pp4_fsdp2.lua --set checkpointing=false
---   FITS: peak reserved 70.93 GiB of 78.43 GiB usable (90.4 %), 7.50 GiB headroom
+--   FITS: peak reserved 70.92 GiB of 78.43 GiB usable (90.4 %), 7.51 GiB headroom
 return {
   title = "Llama 3 70B on 64 H100s: TP 8 x PP 4 (1F1B, 8 micro-batches of 1 x 8192) x FSDP 2, full checkpointing",
   hardware = { gpu = "h100_sxm", count = 64, gpus_per_node = 8, nics_per_node = 8, network = "ib_ndr" },

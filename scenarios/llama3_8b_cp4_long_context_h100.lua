@@ -13,11 +13,11 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama3_8b_cp4_long_context_h100.lua
---   FITS: peak reserved 76.24 GiB of 78.43 GiB usable (97.2 %), 2.19 GiB headroom
+--   FITS: peak reserved 76.33 GiB of 78.43 GiB usable (97.3 %), 2.10 GiB headroom
 --   $ ./vrsim scenarios/llama3_8b_cp4_long_context_h100.lua --set parallel.cp=1 --set seq=65536
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'log_softmax'
 --   $ ./vrsim scenarios/llama3_8b_cp4_long_context_h100.lua --set parallel.cp=8 --set seq=262144
---   FITS: peak reserved 76.61 GiB of 78.43 GiB usable (97.7 %), 1.82 GiB headroom
+--   FITS: peak reserved 76.71 GiB of 78.43 GiB usable (97.8 %), 1.73 GiB headroom
 return {
   title = "Llama 3 8B on 8 H100 SXM, CP 4 x FSDP 2, one 131072-token sequence, full checkpointing",
   hardware = { gpu = "h100_sxm", count = 8 },

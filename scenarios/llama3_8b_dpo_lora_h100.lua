@@ -13,11 +13,11 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama3_8b_dpo_lora_h100.lua
---   FITS: peak reserved 21.46 GiB of 78.43 GiB usable (27.4 %), 56.97 GiB headroom
+--   FITS: peak reserved 21.59 GiB of 78.43 GiB usable (27.5 %), 56.84 GiB headroom
 --   $ ./vrsim scenarios/llama3_8b_dpo_lora_h100.lua --set micro_batch=2 --set checkpointing=false
---   FITS: peak reserved 54.83 GiB of 78.43 GiB usable (69.9 %), 23.60 GiB headroom
+--   FITS: peak reserved 54.49 GiB of 78.43 GiB usable (69.5 %), 23.94 GiB headroom
 --   $ ./vrsim scenarios/llama3_8b_dpo_lora_h100.lua --set micro_batch=2 --set checkpointing=false --set training.dpo.precompute_ref_log_probs=true
---   FITS: peak reserved 54.69 GiB of 78.43 GiB usable (69.7 %), 23.74 GiB headroom
+--   FITS: peak reserved 54.68 GiB of 78.43 GiB usable (69.7 %), 23.75 GiB headroom
 --   $ ./vrsim scenarios/llama3_8b_dpo_lora_h100.lua --set micro_batch=4 --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.27.mlp.gate_proj.lora_scale'
 return {

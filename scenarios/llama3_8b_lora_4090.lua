@@ -17,7 +17,7 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama3_8b_lora_4090.lua
---   FITS: peak reserved 20.30 GiB of 22.97 GiB usable (88.4 %), 2.67 GiB headroom
+--   FITS: peak reserved 20.31 GiB of 22.97 GiB usable (88.4 %), 2.66 GiB headroom
 return {
   title = "Llama-3-8B, all-linear LoRA r16, on a 24 GB RTX 4090 at 2048 tokens",
   hardware = { gpu = "rtx4090" },

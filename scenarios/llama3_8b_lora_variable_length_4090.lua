@@ -15,7 +15,7 @@
 --   $ ./vrsim scenarios/llama3_8b_lora_variable_length_4090.lua
 --   FITS: peak reserved 22.93 GiB of 22.97 GiB usable (99.8 %), 0.04 GiB headroom
 --   $ ./vrsim scenarios/llama3_8b_lora_variable_length_4090.lua --set training.data.batch=p50
---   FITS: peak reserved 20.22 GiB of 22.97 GiB usable (88.0 %), 2.75 GiB headroom
+--   FITS: peak reserved 20.24 GiB of 22.97 GiB usable (88.1 %), 2.73 GiB headroom
 --   $ ./vrsim scenarios/llama3_8b_lora_variable_length_4090.lua --set training.data.batching=padding_free
 --   FITS: peak reserved 22.92 GiB of 22.97 GiB usable (99.8 %), 0.05 GiB headroom
 --   $ ./vrsim scenarios/llama3_8b_lora_variable_length_4090.lua --set micro_batch=4

@@ -11,11 +11,11 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama70b_fsdp2_16x8_h100.lua
---   FITS: peak reserved 30.59 GiB of 78.43 GiB usable (39.0 %), 47.84 GiB headroom
+--   FITS: peak reserved 30.81 GiB of 78.43 GiB usable (39.3 %), 47.62 GiB headroom
 --   $ ./vrsim scenarios/llama70b_fsdp2_16x8_h100.lua --set training.zero.shard_group=16
 --   FITS: peak reserved 61.25 GiB of 78.43 GiB usable (78.1 %), 17.18 GiB headroom
 --   $ ./vrsim scenarios/llama70b_fsdp2_16x8_h100.lua --set nics_per_node=1
---   FITS: peak reserved 30.59 GiB of 78.43 GiB usable (39.0 %), 47.84 GiB headroom
+--   FITS: peak reserved 30.81 GiB of 78.43 GiB usable (39.3 %), 47.62 GiB headroom
 return {
   title = "LLaMA2-70B, FSDP2, 16 nodes x 8 H100 SXM, 8x 400G NDR per node, micro-batch 2 x 4096",
   hardware = { gpu = "h100_sxm", count = 128, gpus_per_node = 8, nics_per_node = 8, network = "ib_ndr" },

@@ -11,7 +11,7 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama70b_zero3_offload.lua
---   FITS: peak reserved 34.10 GiB of 78.45 GiB usable (43.5 %), 44.35 GiB headroom
+--   FITS: peak reserved 34.14 GiB of 78.45 GiB usable (43.5 %), 44.31 GiB headroom
 --   $ ./vrsim scenarios/llama70b_zero3_offload.lua --set host=workstation
 --   DOES NOT FIT IN HOST MEMORY: the offloaded state needs 1028.0 GiB per node, the host has 128.0 GiB
 return {

@@ -16,7 +16,7 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama7b_a100_80g_batch.lua --set micro_batch=1
---   FITS: peak reserved 66.40 GiB of 78.45 GiB usable (84.6 %), 12.05 GiB headroom
+--   FITS: peak reserved 66.58 GiB of 78.45 GiB usable (84.9 %), 11.87 GiB headroom
 --   $ ./vrsim scenarios/llama7b_a100_80g_batch.lua
 --   FITS: peak reserved 64.29 GiB of 78.45 GiB usable (82.0 %), 14.16 GiB headroom
 --   $ ./vrsim scenarios/llama7b_a100_80g_batch.lua --set micro_batch=3
@@ -24,7 +24,7 @@
 --   $ ./vrsim scenarios/llama7b_a100_80g_batch.lua --set micro_batch=4
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.27.mlp.mul'
 --   $ ./vrsim scenarios/llama7b_a100_80g_batch.lua --set micro_batch=3 --alloc-conf expandable_segments:True
---   FITS: peak reserved 75.48 GiB of 78.45 GiB usable (96.2 %), 2.97 GiB headroom
+--   FITS: peak reserved 75.36 GiB of 78.45 GiB usable (96.1 %), 3.09 GiB headroom
 return {
   title = "LLaMA2-7B full bf16 fine-tune on an A100-80GB: the largest micro-batch that fits",
   hardware = { gpu = "a100_80g" },

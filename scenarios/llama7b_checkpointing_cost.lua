@@ -10,9 +10,9 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama7b_checkpointing_cost.lua
---   FITS: peak reserved 66.57 GiB of 139.05 GiB usable (47.9 %), 72.48 GiB headroom
+--   FITS: peak reserved 63.75 GiB of 139.05 GiB usable (45.8 %), 75.30 GiB headroom
 --   $ ./vrsim scenarios/llama7b_checkpointing_cost.lua --set checkpointing=false
---   FITS: peak reserved 88.78 GiB of 139.05 GiB usable (63.8 %), 50.27 GiB headroom
+--   FITS: peak reserved 88.71 GiB of 139.05 GiB usable (63.8 %), 50.34 GiB headroom
 return {
   title = "LLaMA2-7B bf16 on an H200, micro-batch 4: gradient checkpointing's saving and cost",
   hardware = { gpu = "h200" },

@@ -7,7 +7,7 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama7b_deepspeed_json.lua
---   FITS: peak reserved 30.91 GiB of 38.88 GiB usable (79.5 %), 7.97 GiB headroom
+--   FITS: peak reserved 30.88 GiB of 38.88 GiB usable (79.4 %), 8.00 GiB headroom
 --   $ ./vrsim scenarios/llama7b_deepspeed_json.lua --set count=4
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'Adam state (partition)'
 return {

@@ -27,7 +27,7 @@
 --   $ ./vrsim scenarios/llama7b_fp32_vs_bf16.lua --set optimizer_impl=fused
 --   FITS: peak reserved 113.92 GiB of 139.05 GiB usable (81.9 %), 25.13 GiB headroom
 --   $ ./vrsim scenarios/llama7b_fp32_vs_bf16.lua --alloc-conf expandable_segments:True
---   FITS: peak reserved 127.75 GiB of 139.05 GiB usable (91.9 %), 11.30 GiB headroom
+--   FITS: peak reserved 127.69 GiB of 139.05 GiB usable (91.8 %), 11.36 GiB headroom
 --   $ ./vrsim scenarios/llama7b_fp32_vs_bf16.lua --set micro_batch=2
 --   FITS: peak reserved 127.96 GiB of 139.05 GiB usable (92.0 %), 11.09 GiB headroom
 return {

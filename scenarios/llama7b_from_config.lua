@@ -3,7 +3,7 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama7b_from_config.lua
---   FITS: peak reserved 66.40 GiB of 78.45 GiB usable (84.6 %), 12.05 GiB headroom
+--   FITS: peak reserved 66.58 GiB of 78.45 GiB usable (84.9 %), 11.87 GiB headroom
 return {
   title = "LLaMA2-7B from config.json, full bf16 fine-tune on an A100-80GB",
   hardware = { gpu = "a100_80g" },

@@ -10,7 +10,7 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama7b_grad_accum.lua
---   FITS: peak reserved 65.65 GiB of 78.45 GiB usable (83.7 %), 12.80 GiB headroom
+--   FITS: peak reserved 64.64 GiB of 78.45 GiB usable (82.4 %), 13.81 GiB headroom
 --   $ ./vrsim scenarios/llama7b_grad_accum.lua --set micro_batch=32 --set grad_accum=1
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax'
 return {

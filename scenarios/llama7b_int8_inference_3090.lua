@@ -10,7 +10,7 @@
 --   $ ./vrsim scenarios/llama7b_int8_inference_3090.lua
 --   FITS: peak reserved 8.02 GiB of 23.09 GiB usable (34.8 %), 15.06 GiB headroom
 --   $ ./vrsim scenarios/llama7b_int8_inference_3090.lua --set quant=none
---   FITS: peak reserved 14.26 GiB of 23.09 GiB usable (61.7 %), 8.83 GiB headroom
+--   FITS: peak reserved 14.23 GiB of 23.09 GiB usable (61.6 %), 8.86 GiB headroom
 return {
   title = "LLaMA2-7B inference in 8-bit (LLM.int8) on an RTX 3090",
   hardware = { gpu = "rtx3090" },

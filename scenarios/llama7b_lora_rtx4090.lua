@@ -19,15 +19,15 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama7b_lora_rtx4090.lua
---   FITS: peak reserved 18.92 GiB of 22.97 GiB usable (82.3 %), 4.06 GiB headroom
+--   FITS: peak reserved 18.87 GiB of 22.97 GiB usable (82.1 %), 4.11 GiB headroom
 --   $ ./vrsim scenarios/llama7b_lora_rtx4090.lua --set build=cast
 --   DOES NOT FIT: CUDA out of memory while building the model (at 'parameters')
 --   $ ./vrsim scenarios/llama7b_lora_rtx4090.lua --set checkpointing=false --set micro_batch=1
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.30.mlp.silu'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.30.mlp.gate_proj'
 --   $ ./vrsim scenarios/llama7b_lora_rtx4090.lua --set micro_batch=1
---   FITS: peak reserved 14.21 GiB of 22.97 GiB usable (61.9 %), 8.76 GiB headroom
+--   FITS: peak reserved 14.19 GiB of 22.97 GiB usable (61.8 %), 8.78 GiB headroom
 --   $ ./vrsim scenarios/llama7b_lora_rtx4090.lua --set micro_batch=2
---   FITS: peak reserved 15.78 GiB of 22.97 GiB usable (68.7 %), 7.19 GiB headroom
+--   FITS: peak reserved 15.75 GiB of 22.97 GiB usable (68.6 %), 7.22 GiB headroom
 return {
   title = "LLaMA2-7B LoRA on an RTX 4090: loading, checkpointing and the largest micro-batch",
   hardware = { gpu = "rtx4090" },

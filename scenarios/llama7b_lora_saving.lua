@@ -11,9 +11,9 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama7b_lora_saving.lua
---   FITS: peak reserved 14.21 GiB of 78.45 GiB usable (18.1 %), 64.24 GiB headroom
+--   FITS: peak reserved 14.19 GiB of 78.45 GiB usable (18.1 %), 64.26 GiB headroom
 --   $ ./vrsim scenarios/llama7b_lora_saving.lua --set precision=bf16
---   FITS: peak reserved 64.43 GiB of 78.45 GiB usable (82.1 %), 14.02 GiB headroom
+--   FITS: peak reserved 64.46 GiB of 78.45 GiB usable (82.2 %), 13.99 GiB headroom
 return {
   title = "LLaMA2-7B: LoRA r=8 (q, v) against a full bf16 fine-tune on an A100-80GB",
   hardware = { gpu = "a100_80g" },

@@ -18,7 +18,7 @@
 --   $ ./vrsim scenarios/qwen3_8b_lora_4090.lua
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'log_softmax.backward'
 --   $ ./vrsim scenarios/qwen3_8b_lora_4090.lua --set seq=2048
---   FITS: peak reserved 21.26 GiB of 22.97 GiB usable (92.6 %), 1.71 GiB headroom
+--   FITS: peak reserved 21.27 GiB of 22.97 GiB usable (92.6 %), 1.70 GiB headroom
 --   $ ./vrsim scenarios/qwen3_8b_lora_4090.lua --set quant=nf4 --set micro_batch=2
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'log_softmax.backward'
 return {

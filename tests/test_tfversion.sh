@@ -1,6 +1,6 @@
 #!/bin/sh
-# training.transformers (lua/strategies/tf_version.lua): the causal-LM loss of the transformers
-# release the run used. Before 4.46 the model's forward upcasts the logits (the head's bf16
+# training.transformers (lua/strategies/tf_version.lua): the causal-LM loss and the rotary tables
+# of the transformers release the run used. Before 4.46 the model's forward upcasts the logits (the head's bf16
 # logits are dropped at once); before 4.49 the loss copies logits[..., :-1, :] into a second fp32
 # tensor, whose slice backward fills a full-size fp32 gradient; a family newer than the release
 # is refused, and so is a release vrsim has not read.
@@ -73,10 +73,10 @@ if [ -z "$(first 5.25.0 alloc shift_logits.contiguous)" ] && [ -n "$(first 5.25.
   ok "5.25.0: no shifted logits copy, labels padded; the same trace as the default"
 else bad "5.25.0: a shifted copy, no padded labels, or a trace unlike the default's"; fi
 
-# 4. the run says what it follows of an older release
-if grep -q "transformers 4.44.2: only the causal-LM loss path follows the release" "$tmp/o4.44.2" \
-   && ! grep -q "only the causal-LM loss path follows" "$tmp/o5.25.0"; then
-  ok "an older release is named in a note: only its loss path is followed"
+# 4. the run says what it follows of an older release: its rotary tables and its loss path
+if grep -q "transformers 4.44.2: the rotary tables (freqs as inv_freq_expanded @ position_ids_expanded, the step's first cuBLAS call) and the causal-LM loss path" "$tmp/o4.44.2" \
+   && ! grep -q "follow the release" "$tmp/o5.25.0"; then
+  ok "an older release is named in a note: its rotary tables and loss path are followed"
 else bad "no note naming what of transformers 4.44.2 is followed"; fi
 
 # 5. MistralForCausalLM kept the model-side upcast through 4.47: at 4.47.0 Mistral frees its bf16
@@ -138,14 +138,29 @@ EOS
   else bad "$2 under $3: exit $r1 ($(head -c 200 "$tmp/out")); under $4: exit $r2 ($(head -c 200 "$tmp/out2"))"; fi
 done
 
-# 8. inference before 4.46 (the model returns fp32 logits) is refused; from 4.46 on the field has
-#    no effect on an inference run, and says so
+# 8. inference before 4.46 (the model returns fp32 logits) is refused; from 4.46 on an inference
+#    run follows the release's rotary tables (no loss runs), and says so
 "$VRSIM" "$tmp/l.lua" --no-files --set inference=true --set training.transformers=4.45.0 >"$tmp/out" 2>&1; r1=$?
 "$VRSIM" "$tmp/l.lua" --no-files --set inference=true --set training.transformers=4.46.0 >"$tmp/out2" 2>&1; r2=$?
 if [ $r1 = 2 ] && grep -q "training.transformers = \"4.45.0\" with inference = true is not modelled" "$tmp/out" \
-   && [ $r2 = 0 ] && grep -q "training.transformers = 4.46.0 has no effect on this run" "$tmp/out2"; then
-  ok "inference: refused under 4.45.0, noted as unread under 4.46.0"
-else bad "inference: 4.45.0 exit $r1 ($(head -c 200 "$tmp/out")); 4.46.0 exit $r2"; fi
+   && [ $r2 = 0 ] && grep -q "transformers 4.46.0: the rotary tables (freqs as inv_freq_expanded @ position_ids_expanded, the step's first cuBLAS call) follows the release" "$tmp/out2"; then
+  ok "inference: refused under 4.45.0; under 4.46.0 its rotary tables followed, no loss path named"
+else bad "inference: 4.45.0 exit $r1 ($(head -c 200 "$tmp/out")); 4.46.0 exit $r2 ($(grep -o 'transformers 4.46.0[^;]*' "$tmp/out2" | head -c 200))"; fi
+
+# 8b. the rotary tables (every family's modeling file changed in 5.19.0): before it freqs is
+#     `inv_freq_expanded @ position_ids_expanded`, a matmul that makes the step's cuBLAS workspace
+#     (32 MiB on an H100/H200, sim/engine.c cublas_workspace) and whose fp32 operands live until
+#     the rotary returns; from 5.19.0 it is a broadcast product whose operands are freed at once,
+#     and the workspace comes with the first layer's GEMM
+for v in 5.18.0 5.19.0; do trace $v; done
+# the first 32 MiB allocation after the rotary's freqs (the build's 32 MiB weights come before it)
+wsop() { awk -F, '$7 == "rotary.freqs" { r = 1 } r && $3 == "alloc" && $5 == 33554432 { print $7; exit }' "$tmp/t$1.csv"; }
+# where the (1, S, 1) fp32 position ids (4 S bytes) are freed
+freed_at() { awk -F, -v b=$((4 * S)) '$3 == "free_requested" && $5 == b && $7 ~ /^rotary/ { print $7; exit }' "$tmp/t$1.csv"; }
+if [ "$(wsop 5.18.0)" = "rotary.freqs" ] && [ "$(wsop 5.19.0)" = "layers.0.self_attn.q_proj" ] \
+   && [ "$(freed_at 5.18.0)" = "rotary: LlamaRotaryEmbedding.forward returns" ] && [ "$(freed_at 5.19.0)" = "rotary.freqs" ]; then
+  ok "rotary: 5.18.0's matmul makes the cuBLAS workspace, 5.19.0's product leaves it to q_proj and frees its operands at once"
+else bad "rotary: workspace at '$(wsop 5.18.0)' / '$(wsop 5.19.0)', position ids freed at '$(freed_at 5.18.0)' / '$(freed_at 5.19.0)'"; fi
 
 # 9. the field is listed with its default and help
 if "$VRSIM" fields 2>&1 | grep -q "^  transformers  *string   the transformers release the run used, 4.36.0 to 5.25.x"; then ok "vrsim fields lists training.transformers (default 5.25.0)"

@@ -88,7 +88,8 @@ set -- $("$VRSIM" "$tmp/oib.lua" --json --no-files --set optimizer=paged_adamw_8
 b0=$1; p0=$2; gp0=$3
 set -- $("$VRSIM" "$tmp/oib.lua" --json --no-files --set optimizer=paged_adamw_8bit --set optimizer_in_backward=true | field "' '.join(map(str, $paged))")
 b1=$1; p1=$2; gp1=$3
-if [ "$b0" = 16059990016 ] && [ "$b1" = "$b0" ] && [ "$gp0" = 16060522496 ] && [ "$gp1" = 0 ] && [ "$p1" -lt "$p0" ]; then
+# (without it, every parameter's gradient, 2 x 8,030,261,248 bytes, is alive at the peak)
+if [ "$b0" = 16059990016 ] && [ "$b1" = "$b0" ] && [ "$gp0" -ge 16060522496 ] && [ "$gp1" = 0 ] && [ "$p1" -lt "$p0" ]; then
   ok "paged_adamw_8bit in backward: $b1 bytes paged as after backward; gradients at the peak $gp0 -> $gp1, peak $((p0 >> 20)) -> $((p1 >> 20)) MiB"
 else bad "paged_adamw_8bit in backward: paged $b0 -> $b1, gradients at the peak $gp0 -> $gp1, peak $p0 -> $p1"; fi
 

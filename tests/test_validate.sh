@@ -237,20 +237,6 @@ KNOWN = {
     # phases alike; beyond the 0.78 at which an H100 host issued the SDXL UNet (above), 28-31 us
     # for each of the step's 2021 and 3513 allocations: the Python stack the harness records for
     # each, not an op class
-    # Liger's fused linear cross-entropy, reserved: `vrsim replay` of the measured trace gives its
-    # 22862 MiB to the byte, and every allocation above 1 MiB matches the trace in size and count;
-    # the order of frees differs at each RMSNorm's backward: the trace reads alloc 64, alloc 64,
-    # alloc 132 (the weight gradient's temporary), free 132, free 64, free 64 MiB, where vrsim frees
-    # one of the 64 MiB tensors between the two 64 MiB allocs and the 132 MiB one, where the trace
-    # frees it before them (lua/models/llama.lua's order is from fulltrace_pub-c05; the same
-    # window reads as here in this run's full-loss trace, fulltrace_gen4-tm-...-base, whose
-    # segments still match). From there a 1002 MiB vocabulary-sized tensor (embedding gradient,
-    # AdamW's sqrt temporary) lands in a freed block where PyTorch makes a new segment: one
-    # 1002 MiB segment fewer, allocated exact. The chunked loss's row shows the same 1002 MiB
-    # (-3.74 %, inside the band)
-    ("gen4-tm-l3-8b-l4-b2-s4096-liger", "peak_reserved"): (0.05,
-        "one 1002 MiB segment placed in a freed block after a free-order difference at the RMSNorm "
-        "backwards (allocations match the trace; replay of the trace is exact)"),
     # float8 rowwise, eager: the record's steps 1-2 took 295.4 and 293.8 ms and step 3, the one
     # compared, 370.0 ms (its steps spread 26 %); against steps 1-2 vrsim's 302.7 ms is +3 %.
     # A profiled steady step of the same configuration (kernels_tech_model_h100.jsonl,

@@ -709,27 +709,45 @@ end
 
 -- LlamaRotaryEmbedding.forward: cos/sin computed in fp32 then cast to the hidden dtype.
 -- position_ids (the model's, a (1, s) int64) and buf_dtype (the inv_freq buffer's: the
--- parameters' once model.to() has cast them) where the caller models them: then
--- `inv_freq[None, :, None].expand(...).to(float)` copies a buffer that is not fp32 and
--- `position_ids[:, None, :].float()` is a (1, 1, s) fp32 copy, both alive until the function
--- returns.
+-- parameters' once model.to() has cast them) where the caller models them. How freqs is made
+-- depends on the release (training.transformers, strategies/tf_version.lua rotary_matmul),
+-- the same in every family's modeling file:
+--   before 5.19  `inv_freq[None, :, None].expand(...).to(float)` (a copy of a buffer that is
+--                not fp32) and `position_ids[:, None, :].float()` (a (1, 1, s) fp32 copy), both
+--                locals alive until the function returns, then `inv_freq_expanded @
+--                position_ids_expanded`: a matmul, the step's first cuBLAS call, which makes the
+--                stream's cuBLAS workspace;
+--   5.19 on      `position_ids[..., None].float() * inv_freq.to(float)`: the (1, s, 1) fp32
+--                copy, then the buffer's, both temporaries of the expression, freed by the
+--                product; no cuBLAS call, so the workspace is made by the first layer's GEMM
+--                (the allocator trace of gen4-tm-l3-8b-l4-b2-s4096-liger, transformers 5.25:
+--                its 32 MiB after q_proj's output).
 local function rotary_tables(cx, s, hd, dtype, prefix, position_ids, buf_dtype)
   local P = prefix or "rotary"
   -- (generate passes a (B, s) position_ids: the tables are then per row, (B, s, hd))
   local pb = position_ids and position_ids.shape[1] or 1
   local rshape = { pb, s, hd }
   local temps = {}
-  if position_ids then
+  local matmul = cx.tf == nil or cx.tf.rotary_matmul
+  local function inv_freq_float(shape)
     if buf_dtype ~= "fp32" then
       temps[#temps + 1] = nn.op(cx, { name = P .. ".inv_freq_float", kind = "copy", inputs = {},
-                                      outs = { { P .. ".inv_freq_float", { 1, hd // 2, 1 }, "fp32", no_grad = true } } })
+                                      outs = { { P .. ".inv_freq_float", shape, "fp32", no_grad = true } } })
     end
+  end
+  if position_ids and matmul then
+    inv_freq_float({ 1, hd // 2, 1 })
     temps[#temps + 1] = nn.op(cx, { name = P .. ".position_ids_float", kind = "copy", inputs = { position_ids },
                                     frees = {}, outs = { { P .. ".position_ids_float", { pb, 1, s }, "fp32", no_grad = true } } })
+  elseif position_ids then
+    temps[#temps + 1] = nn.op(cx, { name = P .. ".position_ids_float", kind = "copy", inputs = { position_ids },
+                                    frees = {}, outs = { { P .. ".position_ids_float", { pb, s, 1 }, "fp32", no_grad = true } } })
+    inv_freq_float({ hd // 2 })
   end
-  -- inv_freq @ position_ids is a matmul: the first cuBLAS call of the step (workspace)
-  local freqs = nn.op(cx, { name = P .. ".freqs", kind = "mm", inputs = temps, frees = {},
+  local freqs = nn.op(cx, { name = P .. ".freqs", kind = matmul and "mm" or nil, inputs = temps,
+                            frees = matmul and {} or temps,
                             outs = { { P .. ".freqs", { pb, s, hd // 2 }, "fp32" } } })
+  if not matmul then temps = {} end
   local emb = nn.op(cx, { name = P .. ".cat", inputs = { freqs },
                           outs = { { P .. ".emb", rshape, "fp32" } } })
   -- cos = emb.cos() * attention_scaling (a second tensor; the first dies at once)

@@ -47,6 +47,10 @@ M.FIRST = {
 
 local function before(x, v) return cmp(x, parse(v)) < 0 end
 
+-- The families whose rotary tables vrsim builds in their own file, as 5.19 on makes them
+-- (models/gpt_oss.lua, deepseek_v2.lua, deepseek_v3.lua): the release does not change them here.
+local OWN_ROTARY = { gpt_oss = true, deepseek_v2 = true, deepseek_v3 = true }
+
 -- Why version string v cannot be simulated, or nil when it can.
 function M.bad(v)
   local x = parse(v)
@@ -66,6 +70,10 @@ end
 --   default       v is the release vrsim's other modelling follows (5.25)
 --   model_upcast  the model's forward upcasts the logits (the output holds fp32 logits only)
 --   shift_copy    the loss makes logits[..., :-1, :].contiguous(), a second fp32 copy
+--   rotary_matmul the rotary tables' freqs are `inv_freq_expanded @ position_ids_expanded` (before
+--                 5.19.0, every family), not the broadcast product (models/llama.lua rotary_tables)
+--   rotary_follows whether vrsim's rotary tables of the family follow the release (not for the
+--                 families that build their own, always as 5.19 on makes them)
 -- Errors (a message naming training.transformers) where the family is newer than v.
 function M.era(v, model_type)
   v = v or M.DEFAULT
@@ -79,7 +87,9 @@ function M.era(v, model_type)
   end
   local upcast_until = model_type == "mistral" and "4.48.0" or "4.46.0"
   return { version = v, default = cmp(x, parse(M.DEFAULT)) == 0,
-           model_upcast = before(x, upcast_until), shift_copy = before(x, "4.49.0") }
+           model_upcast = before(x, upcast_until), shift_copy = before(x, "4.49.0"),
+           rotary_matmul = before(x, "5.19.0") and not OWN_ROTARY[model_type or ""],
+           rotary_follows = not OWN_ROTARY[model_type or ""] }
 end
 
 -- Whether the run's training settings t (the training section) run transformers' causal-LM
@@ -88,6 +98,15 @@ end
 function M.loss_runs(t)
   return not t.inference and t.loss == "full" and not t.compile_loss and not t.dpo
          and (t.framework or "transformers") == "transformers"
+end
+
+-- The rotary tables' freqs of era e in words, for the run's note.
+function M.describe_rotary(e)
+  if not e.rotary_follows then return nil end
+  if e.rotary_matmul then
+    return "freqs as inv_freq_expanded @ position_ids_expanded, the step's first cuBLAS call"
+  end
+  return "freqs as the broadcast product position_ids[..., None].float() * inv_freq"
 end
 
 -- The loss path of era e in words, for the run's note.

@@ -480,13 +480,19 @@ function M.build(cx, cfg)
              .. "causal LM returns fp32 logits (before 4.45 for every position, generate's prefill "
              .. "included), and vrsim's inference follows 5.25's head"):format(t.transformers), 0)
     end
-    if not TF.loss_runs(t) then
-      cx.tf.model_upcast, cx.tf.shift_copy = false, false
-    elseif not cx.tf.default then
-      cx.notes[#cx.notes + 1] = ("transformers %s: only the causal-LM loss path follows the release (%s); "
-        .. "the rest of the model (attention masks, rotary tables, the attention and norm code, "
-        .. "gradient checkpointing, the Trainer) is simulated as transformers 5.25 runs it")
-        :format(t.transformers, TF.describe(cx.tf))
+    local loss_runs = TF.loss_runs(t)
+    if not loss_runs then cx.tf.model_upcast, cx.tf.shift_copy = false, false end
+    if not cx.tf.default then
+      local followed = {}
+      local rot = TF.describe_rotary(cx.tf)
+      if rot then followed[#followed + 1] = ("the rotary tables (%s)"):format(rot) end
+      if loss_runs then followed[#followed + 1] = ("the causal-LM loss path (%s)"):format(TF.describe(cx.tf)) end
+      cx.notes[#cx.notes + 1] = ("transformers %s: %s; the rest of the model (%sattention masks, the "
+        .. "attention and norm code, gradient checkpointing, the Trainer) is simulated as transformers "
+        .. "5.25 runs it"):format(t.transformers,
+          #followed > 0 and (table.concat(followed, " and ") .. (#followed > 1 and " follow" or " follows") .. " the release")
+            or "nothing of the release changes this run",
+          rot and "" or "the rotary tables, ")
     end
   end
   -- hidden_dtype: what flows between the layers (and between pipeline stages): the parameters'

@@ -15,7 +15,7 @@ local R = {}
 -- Fields that describe the measurement or where it came from: they never change what runs.
 local INFO = {}
 for _, k in ipairs {
-  "name", "steps", "ranks", "torch", "gpu", "transformers", "peft", "cuda", "cudnn", "nccl",
+  "name", "steps", "ranks", "torch", "gpu", "peft", "cuda", "cudnn", "nccl",
   "total_mib", "build_s", "process_s", "harness_s", "n_params", "n_trainable", "n_params_ok",
   "param_dtype", "after_build_alloc_mib", "after_build_reserved_mib", "after_inputs_alloc_mib",
   "nvsmi_used_minus_reserved_mib", "nvml_process_used_mib", "nvml_device_used_mib",
@@ -42,7 +42,7 @@ for _, k in ipairs {
   "shape", "hf_config", "model", "res", "mode", "attn", "optim", "ckpt", "batch", "seq",
   "alloc_conf", "cap_mib", "strategy", "raf", "world_size", "offload", "empty_cache_after_build",
   "omp_num_threads", "ddp_bucket_cap_mb", "lora", "accum", "build", "cudnn_benchmark", "settle_ms",
-  "host_dispatch_scale", "host_class_bench", "host_optim_bench", "dry_run",
+  "host_dispatch_scale", "host_class_bench", "host_optim_bench", "dry_run", "transformers",
 } do MAPPED[k] = true end
 -- model and loss techniques (validation/harness/tech_model.py): each record field is the
 -- training field of the same name, its value as the plan gave it (`vrsim fields`)
@@ -502,6 +502,9 @@ function R.scenario(rec, opts)
   if accum ~= 1 then tr.grad_accum = accum end
   -- the harnesses build with from_config in fp32, then .to(dtype), unless the record says direct
   tr.build = build or "cast"
+  -- the transformers release the run imported (training.transformers): the rotary tables' matmul
+  -- before 5.19 and the loss path before 4.49 follow it (strategies/tf_version.lua)
+  if rec.transformers ~= nil then tr.transformers = str(rec, "transformers") end
   local lora = lora_of(rec)
   if lora then tr.lora = lora end
   -- model and loss techniques: onto the training fields as they are

@@ -74,9 +74,9 @@ function M.inert_given(cfg, ctx)
     { "training.bitsandbytes", t.quant == "nf4" or t.quant == "int8" or t.optimizer == "adamw8bit"
       or t.optimizer:match("^paged_.*_8bit$") ~= nil,
       "nothing of bitsandbytes that changed between its releases runs: no 4-bit or 8-bit weights, no 8-bit optimizer" },
-    { "training.transformers", not diffusion and require("strategies.tf_version").loss_runs(t),
-      "no transformers causal-LM loss runs (inference, DPO's fused head, a fused or chunked loss, "
-      .. "compile_loss or litgpt), which is all vrsim follows of a release" },
+    { "training.transformers", not diffusion and (t.framework or "transformers") == "transformers",
+      "litgpt's own model and the diffusion models run no transformers decoder, which is what vrsim "
+      .. "follows of a release (its causal-LM loss and rotary tables)" },
     { "model.hub_kernels", not diffusion, "transformers' hub kernels replace the decoder families' layers" },
   }
   for _, f in ipairs { "hidden", "intermediate", "heads", "kv_heads", "layers", "vocab" } do

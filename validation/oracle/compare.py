@@ -155,11 +155,14 @@ def read_capture(path):
     return header, allocs, seq
 
 
-def run_vrsim(vrsim, scenario, tmp):
+def run_vrsim(vrsim, scenario, tmp, transformers=None):
+    """vrsim's run of the scenario, as the release the capture imported (training.transformers:
+    the rotary tables and the loss path follow it, strategies/tf_version.lua)."""
     trace = os.path.join(tmp, "alloc.csv")
     out = os.path.join(tmp, "out")
+    sets = ["--set", f"training.transformers={transformers}"] if transformers else []
     try:
-        p = subprocess.run([vrsim, scenario, "--out", out, "--no-suggest", "--alloc-trace", trace],
+        p = subprocess.run([vrsim, scenario, "--out", out, "--no-suggest", "--alloc-trace", trace] + sets,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError as e:
         fail_input(f"cannot run vrsim ({vrsim}): {e} (--vrsim or VRSIM names it)")
@@ -461,7 +464,7 @@ def main():
     header, cap, cseq = read_capture(a.capture)
     tmp = tempfile.mkdtemp(prefix="vrsim-oracle.")
     try:
-        rows, events = run_vrsim(a.vrsim, a.scenario, tmp)
+        rows, events = run_vrsim(a.vrsim, a.scenario, tmp, header.get("versions", {}).get("transformers"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     vr, vseq = read_vrsim(rows, events)
