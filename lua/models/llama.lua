@@ -735,13 +735,15 @@ local function rotary_tables(cx, s, hd, dtype, prefix, position_ids, buf_dtype)
                                       outs = { { P .. ".inv_freq_float", shape, "fp32", no_grad = true } } })
     end
   end
+  local function position_ids_float(shape)
+    temps[#temps + 1] = nn.op(cx, { name = P .. ".position_ids_float", kind = "copy", inputs = { position_ids },
+                                    frees = {}, outs = { { P .. ".position_ids_float", shape, "fp32", no_grad = true } } })
+  end
   if position_ids and matmul then
     inv_freq_float({ 1, hd // 2, 1 })
-    temps[#temps + 1] = nn.op(cx, { name = P .. ".position_ids_float", kind = "copy", inputs = { position_ids },
-                                    frees = {}, outs = { { P .. ".position_ids_float", { pb, 1, s }, "fp32", no_grad = true } } })
+    position_ids_float({ pb, 1, s })
   elseif position_ids then
-    temps[#temps + 1] = nn.op(cx, { name = P .. ".position_ids_float", kind = "copy", inputs = { position_ids },
-                                    frees = {}, outs = { { P .. ".position_ids_float", { pb, s, 1 }, "fp32", no_grad = true } } })
+    position_ids_float({ pb, s, 1 })
     inv_freq_float({ hd // 2 })
   end
   local freqs = nn.op(cx, { name = P .. ".freqs", kind = matmul and "mm" or nil, inputs = temps,
