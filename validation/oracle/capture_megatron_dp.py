@@ -128,37 +128,18 @@ def install_dp_stand_ins(torch):
 
 def capture(spec):
     import torch
-    import torch.distributed as dist
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-    sys.path.insert(0, C.HERE)
-    import fake_dist
     import megatron.core
-    from megatron.core import parallel_state, tensor_parallel
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.distributed.finalize_model_grads import finalize_model_grads
-    from megatron.core.models.gpt import GPTModel
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
-    from megatron.core.transformer.module import Float16Module
-    C.enable_fake_cuda(torch)
-    C.install_fused_rms_norm(torch)
     tp, dp = int(spec["tp"]), int(spec["dp"])
     dist_opt = bool(spec.get("distributed_optimizer", True))
     world = tp * dp
-    fake_dist.install_fake_streams(torch, world)
-    MT.install_stand_ins(torch)
-    install_dp_stand_ins(torch)
     rank = int(spec.get("rank", 0))
-    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp, create_gloo_process_groups=False)
-    tensor_parallel.model_parallel_cuda_manual_seed(0)
-    hf = dict(C.load_config(spec))
-    cfg = MT.transformer_config(torch, hf, spec)
+    hf, cfg = MT.start(torch, spec, world, rank, more_stand_ins=install_dp_stand_ins)
     rec = C.Recorder()
     fake = FakeTensorMode()
-
-
     fp32_grads = bool(spec.get("grad_reduce_in_fp32", True))
     ddp_cfg = DistributedDataParallelConfig(grad_reduce_in_fp32=fp32_grads, overlap_grad_reduce=False,
                                             use_distributed_optimizer=dist_opt)
@@ -166,12 +147,7 @@ def capture(spec):
                               use_distributed_optimizer=dist_opt)
     with fake, C.make_mode(torch, rec), C.make_tagger(torch, rec):
         rec.phase("build")
-        model = GPTModel(cfg, transformer_layer_spec=get_gpt_layer_local_spec(normalization="RMSNorm"),
-                         vocab_size=hf["vocab_size"], max_sequence_length=int(spec["seq"]),
-                         position_embedding_type="rope", rotary_base=int(hf.get("rope_theta", 10000)),
-                         share_embeddings_and_output_weights=bool(hf.get("tie_word_embeddings", False)))
-        model.cuda()
-        model = Float16Module(cfg, model)
+        model = MT.gpt_model(cfg, hf, spec)
         model = DistributedDataParallel(cfg, ddp_cfg, model)
         model.train()
         opt = get_megatron_optimizer(opt_cfg, [model])

@@ -93,41 +93,58 @@ def param_rows(model):
             for n, p in model.named_parameters()]
 
 
-def capture(spec):
-    import torch
+def start(torch, spec, world, rank=0, more_stand_ins=None):
+    """megatron-core's model-parallel state over the oracle's fake CUDA and a fake process group of
+    `world` ranks (this one `rank`), tp = spec's, with this file's stand-ins (and more_stand_ins'
+    after them): the config and Megatron's TransformerConfig of it."""
     import torch.distributed as dist
-    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.testing._internal.distributed.fake_pg import FakeStore
     sys.path.insert(0, C.HERE)
     import fake_dist
-    import megatron.core
     from megatron.core import parallel_state, tensor_parallel
-    from megatron.core.models.gpt import GPTModel
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
-    from megatron.core.transformer.module import Float16Module
+    # gpt_model's modules, imported before the capture's FakeTensorMode: importing them makes
+    # module-level tensors, which are not the run's
+    import megatron.core.models.gpt.gpt_layer_specs  # noqa: F401
+    import megatron.core.transformer.module  # noqa: F401
     C.enable_fake_cuda(torch)
     # (torch.nn.RMSNorm calls F.rms_norm: on CUDA one fused kernel, as capture.py runs it)
     C.install_fused_rms_norm(torch)
-    tp = int(spec["tp"])
-    fake_dist.install_fake_streams(torch, tp)
+    fake_dist.install_fake_streams(torch, world)
     install_stand_ins(torch)
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=tp)
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp, create_gloo_process_groups=False)
+    if more_stand_ins:
+        more_stand_ins(torch)
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=int(spec["tp"]),
+                                             create_gloo_process_groups=False)
     tensor_parallel.model_parallel_cuda_manual_seed(0)
     hf = dict(C.load_config(spec))
-    cfg = transformer_config(torch, hf, spec)
+    return hf, transformer_config(torch, hf, spec)
+
+
+def gpt_model(cfg, hf, spec):
+    """GPTModel from the local layer spec on the GPU, under Float16Module (bf16)."""
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.module import Float16Module
+    model = GPTModel(cfg, transformer_layer_spec=get_gpt_layer_local_spec(normalization="RMSNorm"),
+                     vocab_size=hf["vocab_size"], max_sequence_length=int(spec["seq"]),
+                     position_embedding_type="rope", rotary_base=int(hf.get("rope_theta", 10000)),
+                     share_embeddings_and_output_weights=bool(hf.get("tie_word_embeddings", False)))
+    model.cuda()
+    return Float16Module(cfg, model)
+
+
+def capture(spec):
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    import megatron.core
+    tp = int(spec["tp"])
+    hf, cfg = start(torch, spec, tp)
     rec = C.Recorder()
     fake = FakeTensorMode()
-
-
     with fake, C.make_mode(torch, rec), C.make_tagger(torch, rec):
         rec.phase("build")
-        model = GPTModel(cfg, transformer_layer_spec=get_gpt_layer_local_spec(normalization="RMSNorm"),
-                         vocab_size=hf["vocab_size"], max_sequence_length=int(spec["seq"]),
-                         position_embedding_type="rope", rotary_base=int(hf.get("rope_theta", 10000)),
-                         share_embeddings_and_output_weights=bool(hf.get("tie_word_embeddings", False)))
-        model.cuda()
-        model = Float16Module(cfg, model)
+        model = gpt_model(cfg, hf, spec)
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
         opt = C.make_optimizer(torch, spec, params)
