@@ -175,6 +175,13 @@ local function gathered_shape(x, tp)
   return s
 end
 
+-- matmul(x, weight.t()) of an input of shape `shape`: the output's shape and the forward FLOPs
+local function matmul_out(shape, w)
+  local oshape = nn.copy_shape(shape)
+  oshape[#oshape] = w.shape[1]
+  return oshape, 2 * (nn.numel(shape) // shape[#shape]) * w.shape[1] * w.shape[2]
+end
+
 -- ColumnParallelLinear.forward with sequence parallelism, no bias, gather_output False
 -- (LinearWithGradAccumulationAndAsyncCommunication): the local input x [s/tp, b, h] all-gathered
 -- into the "mpu" buffer, then matmul(total_input, weight.t()). Saved: x and the weight. In
@@ -196,10 +203,7 @@ local function column_forward(cx, m, x)
             grads = rg and { { bytes = nn.bytes(x.shape, x.dtype), dtype = x.dtype } } or nil,
             bwd_kind = "reduce_scatter", bytes = full, bwd_bytes = full, dtype = x.dtype, world = tp,
             layer = cx.layer, no_grad = cx.no_grad }
-  local oshape = nn.copy_shape(gshape)
-  oshape[#oshape] = w.shape[1]
-  local rows = nn.numel(gshape) // gshape[#gshape]
-  local flops = 2 * rows * w.shape[1] * w.shape[2]
+  local oshape, flops = matmul_out(gshape, w)
   local out = nn.op(cx, { name = name, kind = "mm", inputs = { buf, w }, frees = {},
                           outs = { { name, oshape, x.dtype } }, saves = { x, w },
                           grads = { { bytes = full, dtype = x.dtype }, { dtype = w.dtype } },
@@ -224,10 +228,7 @@ local function row_forward(cx, m, x)
   local tp = cx.mg_tp
   local w = mod.weight(cx, m.p.weight)
   local name = m.opname
-  local oshape = nn.copy_shape(x.shape)
-  oshape[#oshape] = w.shape[1]
-  local rows = nn.numel(x.shape) // x.shape[#x.shape]
-  local flops = 2 * rows * w.shape[1] * w.shape[2]
+  local oshape, flops = matmul_out(x.shape, w)
   local part = nn.op(cx, { name = name, kind = "mm", inputs = { x, w }, outs = { { name .. ".partial", oshape, x.dtype } },
                            saves = { x, w }, flops = flops, bwd_flops = 2 * flops, dtype = x.dtype,
                            host = "linear", host_views = 2 })
