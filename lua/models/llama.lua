@@ -728,6 +728,8 @@ local function rotary_tables(cx, s, hd, dtype, prefix, position_ids, buf_dtype)
   local pb = position_ids and position_ids.shape[1] or 1
   local rshape = { pb, s, hd }
   local temps = {}
+  -- (cx.tf is nil only for litgpt's own program, strategies/litgpt.lua, which reads no
+  -- transformers release: its tables keep the form tests/test_litgpt.sh was written against)
   local matmul = cx.tf == nil or cx.tf.rotary_matmul
   local function inv_freq_float(shape)
     if buf_dtype ~= "fp32" then
