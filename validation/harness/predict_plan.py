@@ -69,7 +69,8 @@ def main():
         return 1
     pred = {}
     for row in json.loads(r.stdout):
-        pred.setdefault(row["config"], {})[row["metric"]] = row["predicted"]
+        # a capped configuration's rows are named NAME@capMIB
+        pred.setdefault(row["config"].split("@cap")[0], {})[row["metric"]] = row["predicted"]
     for cfg in plan:
         p = pred.get(cfg["name"])
         if not p:
@@ -77,10 +78,13 @@ def main():
             continue
         out = dict(cfg)
         out.update({"vrsim_commit": commit,
-                    "pred_peak_alloc_mib": round(p["peak_allocated"] / 2**20, 2),
-                    "pred_peak_reserved_mib": round(p["peak_reserved"] / 2**20, 2),
-                    "pred_step_ms": round(p["step_time"], 1),
                     "pred_n_params": p.get("n_params"), "pred_n_trainable": p.get("n_trainable")})
+        if "fits" in p:  # a capped configuration: the verdict; an out-of-memory has no peaks
+            out["pred_fits"] = bool(p["fits"])
+        if "peak_allocated" in p:
+            out.update({"pred_peak_alloc_mib": round(p["peak_allocated"] / 2**20, 2),
+                        "pred_peak_reserved_mib": round(p["peak_reserved"] / 2**20, 2),
+                        "pred_step_ms": round(p["step_time"], 1)})
         print(json.dumps(out))
     return 0
 
