@@ -67,6 +67,9 @@ else bad "activations at the forward's peak (params $p0 $p1 $p2 $p3; activations
 "$VRSIM" "${B}_rc_full_block.lua" --no-files --no-suggest 2>&1 | grep -q "(Megatron-LM's, recompute full block 1)" \
   && "$VRSIM" "${B}_rc_selective.lua" --no-files --no-suggest 2>&1 | grep -q "(Megatron-LM's, recompute selective core_attn)" \
   && ok "the header names the recompute" || bad "the header does not name the recompute"
+"$VRSIM" "${B}_rc_full_block.lua" --no-files --no-suggest 2>&1 \
+  | grep -q "Megatron's activation recompute (recompute full block 1): .*torch.utils.checkpoint" \
+  && ok "a note says the region's host cost is torch's checkpoint's" || bad "no note of the recompute's host cost"
 
 # 5. the timeline of a recomputed layer (full uniform): each column-parallel linear of a layer
 #    (linear_qkv, linear_fc1) all-gathers its input three times a step: in forward, in the

@@ -183,10 +183,22 @@ function M.chunk_end(rc, l)
   return l < rc.num_layers
 end
 
+-- The run's note of its recompute, once: what the timeline takes from torch's checkpoint.
+local function note(cx, rc)
+  if not rc or cx.mg_recompute_noted then return end
+  cx.mg_recompute_noted = true
+  cx.notes = cx.notes or {}
+  cx.notes[#cx.notes + 1] = ("Megatron's activation recompute (%s): each tensor_parallel.checkpoint is a region "
+    .. "recomputed whole in backward; the host's cost of entering a region and of each op in it is the one measured "
+    .. "for torch.utils.checkpoint (non-reentrant, with its saved-tensor hooks), not for Megatron's reentrant "
+    .. "CheckpointFunction (not measured)"):format(M.describe(rc):sub(3))
+end
+
 -- TransformerBlock.forward's layers under full recompute: tensor_parallel.checkpoint of each chunk
 -- (a region, its input hidden states held; recomputed whole). run(l, x) runs layer l on x and
 -- returns its output. Without full recompute, the layers one after another.
 function M.layers(cx, rc, n, x, run)
+  if not cx.no_grad then note(cx, rc) end
   for l = 0, n - 1 do
     local r = not cx.no_grad and M.chunk_start(rc, l)
     if r then
