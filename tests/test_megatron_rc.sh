@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_megatron_rc.sh: Megatron-LM's activation recompute under training.parallel.tp_impl =
 # "megatron" (lua/strategies/megatron_recompute.lua): the fields; rank 0 against megatron-core's
-# own captures of selective (core_attn), full uniform 1 and full block 1 of 2; what each mode keeps
+# own captures of selective (core_attn; core_attn and mlp), full uniform 1 and full block 1 of 2; what each mode keeps
 # at the forward's peak, from the simulated breakdowns; the column-parallel all-gathers a
 # recomputed layer runs; and what it does not model, refused by name.
 #   VRSIM=./vrsim sh tests/test_megatron_rc.sh
@@ -32,7 +32,7 @@ else bad "vrsim fields does not list the megatron_recompute fields" "$(grep mega
 # 2. against megatron-core's own runs (capture_megatron_tp.py, committed): every allocation
 #    aligned but the named divergences (the softmax kernel's temporary, as without recompute), and
 #    the live bytes after the build, after step 1's forward and at its peak within 4 KiB
-for k in rc_selective rc_full_uniform rc_full_block; do
+for k in rc_selective rc_selective_mlp rc_full_uniform rc_full_block; do
   python3 "$O/compare.py" --vrsim "$VRSIM" --expect "$O/expected/llama3_8b_l2_bf16_megatron_tp2_$k.txt" \
     "$O/captures/llama3_8b_l2_bf16_megatron_tp2_$k.jsonl.gz" "${B}_$k.lua" >"$tmp/cmp" 2>&1; rc=$?
   near=$(grep -E 'after build|after forward|step 1 peak' "$tmp/cmp" | awk '
@@ -45,8 +45,9 @@ done
 
 # 3. what each mode keeps: the activations at the peak of step 1's forward (memory.csv, the
 #    simulated breakdown) fall from none to selective (the core attention's scores, softmax and
-#    repeated keys and values not kept) and further to full uniform (each layer only its input);
-#    block with 1 of 2 layers sits between none and full uniform; the parameters are the same
+#    repeated keys and values not kept), further with the MLP recomputed too (its input kept, not
+#    its intermediates), and further to full uniform (each layer only its input); block with 1 of
+#    2 layers sits between none and full uniform; the parameters are the same
 run() { "$VRSIM" "$@" --no-suggest --out "$tmp/o" >"$tmp/run.out" 2>&1 || bad "run $*" "$(tail -3 "$tmp/run.out")"; }
 fwd_peak() { # the parameters and activations bytes at the forward's largest allocated total
   awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
@@ -55,13 +56,14 @@ fwd_peak() { # the parameters and activations bytes at the forward's largest all
 }
 run "$B.lua"; set -- $(fwd_peak); p0=$1; a0=$2
 run "${B}_rc_selective.lua"; set -- $(fwd_peak); p1=$1; a1=$2
+run "${B}_rc_selective_mlp.lua"; set -- $(fwd_peak); p4=$1; a4=$2
 run "${B}_rc_full_block.lua"; set -- $(fwd_peak); p2=$1; a2=$2
 run "${B}_rc_full_uniform.lua"; set -- $(fwd_peak); p3=$1; a3=$2
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
-if [ -n "$a0" ] && [ "$p0" = "$p1" ] && [ "$p0" = "$p2" ] && [ "$p0" = "$p3" ] \
-   && [ "$a1" -lt "$a0" ] && [ "$a3" -lt "$a1" ] && [ "$a2" -lt "$a0" ] && [ "$a3" -lt "$a2" ]; then
-  ok "activations at the forward's peak: none $(mib "$a0"), selective $(mib "$a1"), full block 1 of 2 $(mib "$a2"), full uniform $(mib "$a3") MiB; parameters $(mib "$p0") MiB in each"
-else bad "activations at the forward's peak (params $p0 $p1 $p2 $p3; activations $a0 $a1 $a2 $a3)"; fi
+if [ -n "$a0" ] && [ "$p0" = "$p1" ] && [ "$p0" = "$p2" ] && [ "$p0" = "$p3" ] && [ "$p0" = "$p4" ] \
+   && [ "$a1" -lt "$a0" ] && [ "$a4" -lt "$a1" ] && [ "$a3" -lt "$a4" ] && [ "$a2" -lt "$a0" ] && [ "$a3" -lt "$a2" ]; then
+  ok "activations at the forward's peak: none $(mib "$a0"), selective core_attn $(mib "$a1"), core_attn and mlp $(mib "$a4"), full block 1 of 2 $(mib "$a2"), full uniform $(mib "$a3") MiB; parameters $(mib "$p0") MiB in each"
+else bad "activations at the forward's peak (params $p0 $p1 $p4 $p2 $p3; activations $a0 $a1 $a4 $a2 $a3)"; fi
 
 # 4. the header says which recompute the run simulates
 "$VRSIM" "${B}_rc_full_block.lua" --no-files --no-suggest 2>&1 | grep -q "(Megatron-LM's, recompute full block 1)" \
@@ -118,7 +120,7 @@ refused "num_layers past the model's layers" "megatron_recompute_num_layers = 3:
   --set $G=full --set parallel.megatron_recompute_method=block --set parallel.megatron_recompute_num_layers=3
 refused "uniform chunks that do not divide the layers" "megatron_recompute_num_layers = 2 with method \"uniform\" does not divide the 3 layers" \
   --set model.layers=3 --set $G=full --set parallel.megatron_recompute_method=uniform --set parallel.megatron_recompute_num_layers=2
-refused "recompute_modules mlp" "megatron_recompute_modules: 'mlp' is not modelled" --set $G=selective --set parallel.megatron_recompute_modules=core_attn,mlp
+refused "recompute_modules moe_act" "megatron_recompute_modules: 'moe_act' is not modelled" --set $G=selective --set parallel.megatron_recompute_modules=core_attn,moe_act
 refused "recompute_modules layernorm" "megatron_recompute_modules: 'layernorm' is not modelled" --set $G=selective --set parallel.megatron_recompute_modules=layernorm
 refused "a module Megatron does not know" "'attn' is not a module Megatron recomputes" --set $G=selective --set parallel.megatron_recompute_modules=attn
 refused "an unknown granularity" "$P.megatron_recompute_granularity: 'partial' is not one of: none, selective, full" --set $G=partial

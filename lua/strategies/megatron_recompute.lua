@@ -11,6 +11,8 @@
 -- end (the early stop of torch.utils.checkpoint's non-reentrant form is not Megatron's), and its
 -- arguments are held until its backward is done (nn.checkpoint_args, full).
 --
+-- * selective "mlp" (transformer/transformer_layer.py, recompute_mlp): the dense MLP of every
+--   layer one checkpoint, whose argument is pre_mlp_layernorm's output.
 -- * selective (transformer/attention.py _checkpointed_attention_forward, when "core_attn" is in
 --   recompute_modules and the model is training): the core attention (DotProductAttention:
 --   repeat_interleave, baddbmm into the scores, the fp32 softmax, bmm) is one checkpoint of every
@@ -34,10 +36,10 @@ local PREFIX = "training.parallel."
 
 -- training.parallel's recompute keys: { type, default, help } as mesh.lua's FIELDS write them.
 M.FIELDS = {
-  megatron_recompute_granularity = { "string", "none", "with tp_impl = \"megatron\": Megatron's --recompute-granularity (TransformerConfig.recompute_granularity): none (every activation kept), selective (the submodules of megatron_recompute_modules recomputed in every layer, each through tensor_parallel.checkpoint: the core attention's scores and softmax not kept, its query, key and value kept) or full (whole layers recomputed, as megatron_recompute_method and megatron_recompute_num_layers choose: a checkpointed chunk of layers keeps only its input hidden states) (lua/strategies/megatron_recompute.lua)" },
+  megatron_recompute_granularity = { "string", "none", "with tp_impl = \"megatron\": Megatron's --recompute-granularity (TransformerConfig.recompute_granularity): none (every activation kept), selective (the submodules of megatron_recompute_modules recomputed in every layer, each through tensor_parallel.checkpoint: the core attention's scores and softmax not kept, its query, key and value kept; the MLP's intermediates not kept, its input kept) or full (whole layers recomputed, as megatron_recompute_method and megatron_recompute_num_layers choose: a checkpointed chunk of layers keeps only its input hidden states) (lua/strategies/megatron_recompute.lua)" },
   megatron_recompute_method = { "string", nil, "with megatron_recompute_granularity = \"full\" (--recompute-method, required there): uniform (the layers cut into chunks of megatron_recompute_num_layers, each one checkpoint) or block (each of the first megatron_recompute_num_layers layers one checkpoint, the others run whole)" },
   megatron_recompute_num_layers = { "integer", nil, "with megatron_recompute_granularity = \"full\" (--recompute-num-layers, required there): the layers of each chunk (uniform, a divisor of the layers) or the layers checkpointed (block), from 1 to the layers" },
-  megatron_recompute_modules = { "list", nil, "with megatron_recompute_granularity = \"selective\" (--recompute-modules; default core_attn): the submodules recomputed, a list or (through --set) a comma-separated string; modelled: core_attn (the others Megatron takes, layernorm, mlp, moe_act, mla_up_proj, moe, shared_experts, are refused by name)" },
+  megatron_recompute_modules = { "list", nil, "with megatron_recompute_granularity = \"selective\" (--recompute-modules; default core_attn): the submodules recomputed, a list or (through --set) a comma-separated string; modelled: core_attn and mlp (the dense MLP one checkpoint, keeping pre_mlp_layernorm's output); the others Megatron takes, layernorm, moe_act, mla_up_proj, moe, shared_experts, are refused by name" },
 }
 M.CHOICES = { megatron_recompute_granularity = { "none", "selective", "full" },
               megatron_recompute_method = { "uniform", "block" } }
@@ -129,15 +131,17 @@ function M.resolve(rc, tp_impl)
           .. "(set megatron_recompute_granularity = \"none\")", 0)
   end
   for _, name in ipairs(modules) do
-    if name ~= "core_attn" then
+    if name ~= "core_attn" and name ~= "mlp" then
       error(("%smegatron_recompute_modules: '%s' is not modelled (selective recompute is modelled for core_attn "
-             .. "only; %s)"):format(PREFIX, name,
-             (name == "layernorm" or name == "mlp") and "its CheckpointWithoutOutput or checkpoint of the "
-               .. (name == "mlp" and "dense MLP" or "norms") .. " is not built"
+             .. "and mlp; %s)"):format(PREFIX, name,
+             name == "layernorm" and "the norms' CheckpointWithoutOutput, which discards its output and recomputes it "
+               .. "when the next module unpacks it, is not built"
              or "it recomputes a part of MoE or multi-latent-attention layers, which tp_impl = \"megatron\" does not model"), 0)
     end
   end
-  return { granularity = g, modules = modules }
+  local set = {}
+  for _, name in ipairs(modules) do set[name] = true end
+  return { granularity = g, modules = modules, core_attn = set.core_attn, mlp = set.mlp }
 end
 
 -- Why this model's layers cannot take the recompute (the message), or nil: the layer counts
@@ -225,7 +229,7 @@ end
 -- freed); the key's and value's are repeat_interleave's sums, contiguous, and are stolen. Here
 -- the copy is the backward of a view of the query the region reads.
 function M.core_attention(cx, rc, layer, q, k, v, call)
-  if not rc or rc.granularity ~= "selective" or cx.no_grad then return call(q) end
+  if not rc or not rc.core_attn or cx.no_grad then return call(q) end
   local qd = q
   if q.rg then
     qd = nn.view(cx, q, q.shape, q.name .. " (detach_variable)")
@@ -235,9 +239,24 @@ function M.core_attention(cx, rc, layer, q, k, v, call)
                 inputs = { q }, out_tensors = { qd }, grads = { { bytes = nb, dtype = q.dtype } },
                 bwd_kind = "copy", bytes = 0, bwd_bytes = 2 * nb, frees = {} })
   end
-  cx.region = layer + 1
+  cx.region = 2 * layer + 1
   nn.checkpoint_args(cx, { q, k, v }, true)
   local out = call(qd)
+  cx.region = nil
+  return out
+end
+
+-- TransformerLayer's MLP under selective "mlp" recompute (transformer_layer.py, recompute_mlp:
+-- tensor_parallel.checkpoint(self.mlp, False, pre_mlp_layernorm_output)): one region per layer
+-- (its number 2 * layer + 2), the norm's output its argument, held; the whole MLP recomputed
+-- (linear_fc1 and its all-gather, the SwiGLU, linear_fc2 and its reduce-scatter). The
+-- argument's gradient is the reduce-scatter's new [s/tp, b, h], contiguous like the norm's
+-- output: AccumulateGrad steals it (no copy). call() runs the MLP and returns its output.
+function M.mlp(cx, rc, layer, x, call)
+  if not rc or not rc.mlp or cx.no_grad then return call() end
+  cx.region = 2 * layer + 2
+  nn.checkpoint_args(cx, { x }, true)
+  local out = call()
   cx.region = nil
   return out
 end

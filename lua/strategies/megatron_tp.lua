@@ -403,7 +403,9 @@ local function layer_forward(cx, m, x, freqs)
   local h1 = nn.op(cx, { name = pre .. ".self_attn_bda", inputs = { o, x }, frees = { o },
                          outs = { { pre .. ".h1", x.shape, x.dtype } }, grads = { { pass = 1 }, { pass = 1 } } })
   local hn2 = mod.call(cx, C.pre_mlp_layernorm, h1)
-  local d = mod.call(cx, C.mlp, hn2)
+  -- (selective "mlp" recompute: the MLP one checkpoint, strategies/megatron_recompute.lua)
+  local d = require("strategies.megatron_recompute").mlp(cx, cx.mesh.megatron_recompute, m.layer_index, hn2,
+    function() return mod.call(cx, C.mlp, hn2) end)
   local out = nn.op(cx, { name = pre .. ".mlp_bda", inputs = { d, h1 }, outs = { { pre .. ".out", x.shape, x.dtype } },
                           grads = { { pass = 1 }, { pass = 1 } } })
   nn.release(cx, { x }, pre .. ": returns")
@@ -581,7 +583,7 @@ function M.tree(mc, tp)
   local layers = dec:add("layers", mod.new("ModuleList", nil))
   for l = 0, mc.layers - 1 do
     local pre = "decoder.layers." .. l
-    local lm = layers:add(l, mod.new("TransformerLayer", layer_forward, { opname = pre, layer = l }))
+    local lm = layers:add(l, mod.new("TransformerLayer", layer_forward, { opname = pre, layer = l, layer_index = l }))
     lm:add("input_layernorm", norm(pre .. ".input_layernorm", h))
     local sa = lm:add("self_attention", mod.new("SelfAttention", attention_forward,
                                                 { opname = pre .. ".self_attention", layer_index = l,
