@@ -11,14 +11,14 @@
 -- end (the early stop of torch.utils.checkpoint's non-reentrant form is not Megatron's), and its
 -- arguments are held until its backward is done (nn.checkpoint_args, full).
 --
--- * selective "mlp" (transformer/transformer_layer.py, recompute_mlp): the dense MLP of every
---   layer one checkpoint, whose argument is pre_mlp_layernorm's output.
--- * selective (transformer/attention.py _checkpointed_attention_forward, when "core_attn" is in
+-- * selective "core_attn" (transformer/attention.py _checkpointed_attention_forward, when it is in
 --   recompute_modules and the model is training): the core attention (DotProductAttention:
 --   repeat_interleave, baddbmm into the scores, the fp32 softmax, bmm) is one checkpoint of every
 --   layer, whose arguments are query, key and value after RoPE, the attention mask (None: causal)
 --   and the mask type (a host tensor). value is a view of linear_qkv's output (the split), so
 --   keeping it keeps that whole output.
+-- * selective "mlp" (transformer/transformer_layer.py, recompute_mlp): the dense MLP of every
+--   layer one checkpoint, whose argument is pre_mlp_layernorm's output.
 -- * full (transformer/transformer_block.py _checkpointed_forward, recompute_granularity "full"
 --   and training): recompute_method "uniform" cuts the layers into chunks of
 --   recompute_num_layers, each chunk one checkpoint; "block" checkpoints each of the first
