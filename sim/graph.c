@@ -1011,9 +1011,11 @@ static VrStatus derive_one(Deriv *d, int f) {
         VrStatus rs = emit_before(d, -1, fop.region);
         if (!rs) rs = emit_recompute(d, fop.region, d->n_fwd);
         if (rs) return rs;
-    } else if (fop.region == 0 && (st = emit_before(d, f, 0))) {
-        return st;
     }
+    /* the hooks anchored on this node (before_op) run before it, after its region's
+     * recomputation where it has one (Megatron's column-parallel linear gathers its saved input
+     * again inside its backward, a recomputed one too) */
+    if ((st = emit_before(d, f, 0))) return st;
 
     const RegionInfo *ri = fop.region > 0 && fop.region < d->n_regions ? &d->regions[fop.region] : NULL;
     bool frame_goes = ri && ri->earliest_saver == f && ri->n_args > 0;

@@ -95,8 +95,9 @@ OP_VAL(bool, ckpt_args, , "ckpt_args", OPR_BOOL, false, OPI_NONE)
  * of running it (set by G:op_sac) */
 OP_VAL(bool, sac_saved, , "", OPR_NO, false, OPI_NONE)
 /* full_recompute: its region's recomputation runs to the region's end (torch.utils.checkpoint's
- * early_stop=False) */
-OP_VAL(bool, full_recompute, , "", OPR_NO, false, OPI_NONE)
+ * early_stop=False; a reentrant checkpoint that re-runs its whole function, Megatron's
+ * CheckpointFunction, given on the region's ckpt_args marker) */
+OP_VAL(bool, full_recompute, , "full_recompute", OPR_BOOL, false, OPI_NONE)
 /* not_recomputed: an op of a torch.compile region whose outputs the partitioner's backward never
  * needs (neither saved nor recomputed): its region's recomputation skips it (set by
  * G:op_partition) */

@@ -126,7 +126,8 @@ function M.refusal(fam, mc, t, mesh, attention)
     { t.loss ~= "full", "training.loss = \"" .. t.loss .. "\" (Megatron's loss is vocab_parallel_cross_entropy)" },
     { t.compile, "training.compile" },
     { t.compile_loss, "training.compile_loss" },
-    { t.checkpointing, "training.checkpointing (Megatron's recompute_granularity is not modelled)" },
+    { t.checkpointing, "training.checkpointing (torch.utils.checkpoint; Megatron recomputes through its own "
+      .. "recompute_granularity: set training.parallel.megatron_recompute_granularity = \"selective\" or \"full\")" },
     { t.activation_offload, "activation offloading" },
     { t.optimizer_in_backward, "the optimizer step in backward" },
     { t.device_map ~= "none", "device_map" },
@@ -141,7 +142,7 @@ function M.refusal(fam, mc, t, mesh, attention)
   for _, u in ipairs(unsupported) do
     if u[1] then return no(u[2] .. ": not modelled with it") end
   end
-  return nil
+  return require("strategies.megatron_recompute").refusal(mesh.megatron_recompute, mc.layers)
 end
 
 -- The persistent "mpu" buffer of GlobalMemoryBuffer for dtype dt, at least numel elements
@@ -202,7 +203,7 @@ local function column_forward(cx, m, x)
             inputs = { x.id }, outputs = { buf.id }, frees = {},
             grads = rg and { { bytes = nn.bytes(x.shape, x.dtype), dtype = x.dtype } } or nil,
             bwd_kind = "reduce_scatter", bytes = full, bwd_bytes = full, dtype = x.dtype, world = tp,
-            layer = cx.layer, no_grad = cx.no_grad }
+            layer = cx.layer, no_grad = cx.no_grad, region = cx.region }
   local oshape, flops = matmul_out(gshape, w)
   local out = nn.op(cx, { name = name, kind = "mm", inputs = { buf, w }, frees = {},
                           outs = { { name, oshape, x.dtype } }, saves = { x, w },
@@ -298,7 +299,9 @@ local function attention_forward(cx, m, hn, freqs)
                         outs = { { pre .. ".query", { s, b, np, hd }, qv.dtype } }, grads = { { pass = 1 } } })
   local qr = apply_rope(cx, pre .. ".q_rope", q, freqs)
   local kr = apply_rope(cx, pre .. ".k_rope", kv, freqs)
-  local ctx = mod.call(cx, C.core_attention, qr, kr, vv)
+  -- (selective recompute: the core attention one checkpoint, strategies/megatron_recompute.lua)
+  local ctx = require("strategies.megatron_recompute").core_attention(cx, cx.mesh.megatron_recompute, m.layer_index,
+    qr, kr, vv, function(q) return mod.call(cx, C.core_attention, q, kr, vv) end)
   local out = mod.call(cx, C.linear_proj, ctx)
   -- Attention.forward returns: its locals (mixed and the query copy) go
   nn.release(cx, { mixed, q }, pre .. ": forward returns")
@@ -400,7 +403,9 @@ local function layer_forward(cx, m, x, freqs)
   local h1 = nn.op(cx, { name = pre .. ".self_attn_bda", inputs = { o, x }, frees = { o },
                          outs = { { pre .. ".h1", x.shape, x.dtype } }, grads = { { pass = 1 }, { pass = 1 } } })
   local hn2 = mod.call(cx, C.pre_mlp_layernorm, h1)
-  local d = mod.call(cx, C.mlp, hn2)
+  -- (selective "mlp" recompute: the MLP one checkpoint, strategies/megatron_recompute.lua)
+  local d = require("strategies.megatron_recompute").mlp(cx, cx.mesh.megatron_recompute, m.layer_index, hn2,
+    function() return mod.call(cx, C.mlp, hn2) end)
   local out = nn.op(cx, { name = pre .. ".mlp_bda", inputs = { d, h1 }, outs = { { pre .. ".out", x.shape, x.dtype } },
                           grads = { { pass = 1 }, { pass = 1 } } })
   nn.release(cx, { x }, pre .. ": returns")
@@ -545,7 +550,9 @@ local function gpt_forward(cx, m, ids)
   local decoder_input = x
   local freqs = rotary_forward(cx, C.rotary_pos_emb, r.seq)
   local layers = C.decoder.children.layers
-  for l = 0, m.cfg.layers - 1 do x = mod.call(cx, layers.children[tostring(l)], x, freqs) end
+  -- (full recompute: chunks of layers each one checkpoint, strategies/megatron_recompute.lua)
+  x = require("strategies.megatron_recompute").layers(cx, cx.mesh.megatron_recompute, m.cfg.layers, x,
+    function(l, h) return mod.call(cx, layers.children[tostring(l)], h, freqs) end)
   local hf = mod.call(cx, C.decoder.children.final_layernorm, x)
   local logits = mod.call(cx, C.output_layer, hf)
   local losses = vocab_parallel_ce(cx, logits, tp)
@@ -576,10 +583,10 @@ function M.tree(mc, tp)
   local layers = dec:add("layers", mod.new("ModuleList", nil))
   for l = 0, mc.layers - 1 do
     local pre = "decoder.layers." .. l
-    local lm = layers:add(l, mod.new("TransformerLayer", layer_forward, { opname = pre, layer = l }))
+    local lm = layers:add(l, mod.new("TransformerLayer", layer_forward, { opname = pre, layer = l, layer_index = l }))
     lm:add("input_layernorm", norm(pre .. ".input_layernorm", h))
     local sa = lm:add("self_attention", mod.new("SelfAttention", attention_forward,
-                                                { opname = pre .. ".self_attention",
+                                                { opname = pre .. ".self_attention", layer_index = l,
                                                   attn = { heads = np, kv_heads = ng, head_dim = hd } }))
     -- Attention.__init__: core_attention, linear_proj; SelfAttention's: linear_qkv
     sa:add("core_attention", mod.new("DotProductAttention", core_attention_forward,

@@ -51,6 +51,10 @@ M.FIELDS = {
   pp_keep_outputs = { "boolean", false, "PipelineStage as torch.distributed.pipelining ran it before 2.8 (pytorch PR 153383): every stage keeps each micro-batch's output in output_chunks until the next step's clear_runtime_states, and the last stage's step() concatenates its outputs, the logits (_merge_outputs); false: a stage's output is freed after its backward and no logits outlive the loss" },
 }
 M.CHOICES = { pp_schedule = SCHEDULES, cp_rotate_method = { "allgather", "alltoall" }, tp_impl = { "dtensor", "megatron" } }
+-- Megatron's activation recompute (megatron_recompute_*: lua/strategies/megatron_recompute.lua)
+local RC = require "strategies.megatron_recompute"
+for k, f in pairs(RC.FIELDS) do M.FIELDS[k] = f end
+for k, c in pairs(RC.CHOICES) do M.CHOICES[k] = c end
 
 local function sorted_keys(t)
   local r = {}
@@ -69,6 +73,7 @@ end
 -- training.parallel.k = v checked: the value, or nil and the message.
 local function check_key(k, v)
   local where = "training.parallel." .. k
+  if RC.FIELDS[k] then return RC.check_key(k, v) end
   if k == "pp_schedule" then
     if type(v) ~= "string" then return nil, where .. " must be a string" end
     for _, s in ipairs(SCHEDULES) do if s == v then return v end end
@@ -168,6 +173,7 @@ function M.resolve(cfg, given)
   local tp_impl = M.FIELDS.tp_impl[2]
   local mg = { megatron_distributed_optimizer = M.FIELDS.megatron_distributed_optimizer[2],
                megatron_grad_reduce_in_fp32 = M.FIELDS.megatron_grad_reduce_in_fp32[2] }
+  local rc = {}
   for _, k in ipairs(sorted_keys(p)) do
     local msg = M.unknown_key(k)
     if msg then error(msg, 0) end
@@ -180,6 +186,7 @@ function M.resolve(cfg, given)
     elseif k == "pp_keep_outputs" then keep_outputs = v
     elseif k == "tp_impl" then tp_impl = v
     elseif mg[k] ~= nil then mg[k] = v
+    elseif RC.FIELDS[k] then rc[k] = v
     elseif k == "pp_layers_per_stage" or k == "pp_stage_layers" then split[k] = v else d[k] = v end
   end
   local others = d.pp * d.dp_replicate * d.cp * d.tp
@@ -249,8 +256,9 @@ function M.resolve(cfg, given)
              .. "dp_replicate > 1): it has no effect on this run"):format(k), 0)
     end
   end
+  local recompute = RC.resolve(rc, tp_impl)
   -- (the ranks FSDP shards over and reduces gradients across: dp_shard * cp, times dp_replicate)
-  return { degrees = d, world = n, dp = d.dp_replicate * d.dp_shard * d.cp, given = true, pp_schedule = sched, pp_microbatches = micro,
+  return { megatron_recompute = recompute, degrees = d, world = n, dp = d.dp_replicate * d.dp_shard * d.cp, given = true, pp_schedule = sched, pp_microbatches = micro,
            cp_rotate_method = rotate, ep_imbalance = imbalance, async_tp = async_tp, tp_impl = tp_impl,
            megatron_distributed_optimizer = mg.megatron_distributed_optimizer,
            megatron_grad_reduce_in_fp32 = mg.megatron_grad_reduce_in_fp32,

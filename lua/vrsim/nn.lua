@@ -348,13 +348,15 @@ function nn.release(cx, list, name)
 end
 
 -- The arguments of the checkpointed function whose region (cx.region) starts here: the
--- checkpoint's frame holds them until the region's backward is done.
-function nn.checkpoint_args(cx, list)
+-- checkpoint's frame holds them until the region's backward is done. full: the region's
+-- recomputation runs its whole function, not stopping at its last saved tensor (a checkpoint
+-- that re-runs the function and then backward through it, as Megatron's CheckpointFunction does).
+function nn.checkpoint_args(cx, list, full)
   local ids = {}
   for _, t in pairs(list) do if t then ids[#ids + 1] = t.id end end
   if #ids == 0 or not cx.region then return end
   cx.G:op { name = "checkpoint args", kind = "none", phase = cx.phase, inputs = ids, outputs = {},
-            frees = {}, layer = cx.layer, region = cx.region, ckpt_args = true }
+            frees = {}, layer = cx.layer, region = cx.region, ckpt_args = true, full_recompute = full or nil }
 end
 
 -- Hold t until the end of forward (a model output the caller keeps until it drops the

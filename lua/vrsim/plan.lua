@@ -329,7 +329,8 @@ local function finish(st, G, cx, alloc_read)
     t.optimizer_impl, t.attention, (t.checkpointing and ", checkpointing" or "") ..
     (t.strategy ~= "none" and (", " .. t.strategy .. " over " .. (st.mesh and st.mesh.given and st.mesh.dp or cfg.hardware.count) .. " GPUs") or "")
       .. (st.mesh and st.mesh.degrees.tp > 1 and (", tensor parallel over " .. st.mesh.degrees.tp .. " GPUs"
-          .. (st.mesh.tp_impl == "megatron" and " (Megatron-LM's)" or "")) or ""),
+          .. (st.mesh.tp_impl == "megatron" and (" (Megatron-LM's"
+              .. require("strategies.megatron_recompute").describe(st.mesh.megatron_recompute) .. ")") or "")) or ""),
     cfg.allocator.conf ~= "" and (", " .. cfg.allocator.conf) or "", how_built(t, cx))
   local counts = param_counts(cx)
   local n_params, n_trainable = counts.n_params, counts.n_trainable

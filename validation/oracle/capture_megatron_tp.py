@@ -8,7 +8,9 @@ group (torch.testing._internal.distributed.fake_pg.FakeStore), written in captur
 
 A spec (validation/oracle/specs_megatron/) is capture_tp.py's: an HF Llama-shaped config (RMSNorm,
 SwiGLU, RoPE, grouped-query attention, no biases), layers, micro_batch, seq, precision bf16,
-optimizer, tp. The model: TransformerConfig from the HF config (hidden_size, num_attention_heads,
+optimizer, tp, and optionally Megatron's activation recompute as TransformerConfig's fields of
+the same names: recompute_granularity ("selective" or "full"), recompute_method ("uniform" or
+"block"), recompute_num_layers, recompute_modules (selective's; default ["core_attn"]). The model: TransformerConfig from the HF config (hidden_size, num_attention_heads,
 num_query_groups = num_key_value_heads, ffn_hidden_size = intermediate_size, kv_channels,
 RMSNorm with its eps, gated_linear_unit with silu, add_bias_linear False, rope with rope_theta,
 untied output layer, params_dtype bf16, dropout 0, no fusions that need Apex or TE:
@@ -24,7 +26,9 @@ Stand-ins, each outside what is measured:
   with a copy of the config that has sequence_parallel False: torch.nn.RMSNorm on the rank's
   sequence shard, which is where TENorm runs too (its kernel's saved tensors are not TE's).
 - the CUDA RNG tracker (tensor_parallel/random.py): its states are host tensors and its fork a
-  no-op here (dropout is 0; nothing is allocated on the device by it).
+  no-op here (dropout is 0; nothing is allocated on the device by it). The same stand-in serves
+  the recompute's CheckpointFunction, which copies and restores the RNG states around its
+  recomputation (_get_all_rng_states, _fork_rng): host tensors, no device allocation.
 - parallel_state without Gloo groups (create_gloo_process_groups False: the fake store has no
   Gloo; the Gloo groups serve checkpointing and the distributed optimizer on the host).
 
@@ -44,7 +48,10 @@ import sys
 import capture as C
 import capture_tp as CT
 
-SPEC_FIELDS = dict(C.SPEC_FIELDS, tp=int)
+# Megatron's activation recompute, as its TransformerConfig fields of the same names
+# (--recompute-granularity, --recompute-method, --recompute-num-layers, --recompute-modules)
+RECOMPUTE = dict(recompute_granularity=str, recompute_method=str, recompute_num_layers=int, recompute_modules=list)
+SPEC_FIELDS = dict(C.SPEC_FIELDS, tp=int, **RECOMPUTE)
 for k in ("lora", "checkpointing", "checkpoint_every", "grad_accum", "build", "attention", "strategy"):
     SPEC_FIELDS.pop(k, None)
 
@@ -84,7 +91,8 @@ def transformer_config(torch, hf, spec):
         pipeline_dtype=torch.bfloat16, tensor_model_parallel_size=int(spec["tp"]), sequence_parallel=True,
         perform_initialization=False, use_cpu_initialization=False, gradient_accumulation_fusion=False,
         bias_activation_fusion=False, masked_softmax_fusion=False, apply_rope_fusion=False,
-        persist_layer_norm=False, hidden_dropout=0.0, attention_dropout=0.0)
+        persist_layer_norm=False, hidden_dropout=0.0, attention_dropout=0.0,
+        **{k: spec[k] for k in RECOMPUTE if k in spec})
 
 
 def param_rows(model):
@@ -166,7 +174,8 @@ def capture(spec):
               "versions": {"torch": torch.__version__, "megatron-core": megatron.core.__version__,
                            "transformers": None, "peft": None, "python": sys.version.split()[0]},
               "world_size": tp, "rank": 0, "device": "cuda (fake)", "process_group": "fake",
-              "parallel": {"tp": tp, "tp_impl": "megatron", "sequence_parallel": True},
+              "parallel": dict({"tp": tp, "tp_impl": "megatron", "sequence_parallel": True},
+                               **{k: spec[k] for k in RECOMPUTE if k in spec}),
               "param_bytes": sum(r["bytes"] for r in rows)}
     return [header] + [dict(e="param", **r) for r in rows] + rec.events + steps
 
