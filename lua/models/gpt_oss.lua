@@ -82,11 +82,18 @@ local function sink_attention(cx, m, q, k, v, mask)
   local scores = nn.op(cx, { name = name .. ".qk", kind = "mm", inputs = { q, k },
                              outs = { { name .. ".scores", ss, dt } }, saves = { q, k }, grad_order = { 2, 1 },
                              flops = 2 * b * heads * s * s * hd, dtype = dt })
+  -- its gradient arrives as the cat's narrowed view of the logits' gradient (row stride s + 1), so
+  -- backward's multiply runs TensorIterator's strided kernel, not the vectorized one
+  -- (validation/results/sinks_attention_h100.json: the forward's 1.41 ms, the backward's 2.67 ms
+  -- at 1 x 64 x 4096 x 4096)
   local scaled = nn.op(cx, { name = name .. ".scale", inputs = { scores }, outs = { { name .. ".scale", ss, dt } },
-                             flops = nn.numel(ss), bwd_bytes = 2 * nn.bytes(ss, dt) })
+                             flops = nn.numel(ss), bwd_bytes = 2 * nn.bytes(ss, dt), bwd_kind = "strided" })
   -- `attn_weights = attn_weights + attention_mask`: bound to attn_weights until the softmax's
-  -- output replaces it; the mask is causal_mask_mapping's, alive until the model returns
-  local masked = nn.op(cx, { name = name .. ".add_mask", inputs = { scaled, mask },
+  -- output replaces it; the mask is causal_mask_mapping's, alive until the model returns. The
+  -- (b, 1, s, s) mask broadcast over the heads is a stride-0 operand, so the add takes
+  -- TensorIterator's broadcast path (sinks_attention_h100.json: 3.08 ms for 4.3 GB, the broadcast
+  -- class's rate, not the contiguous add's)
+  local masked = nn.op(cx, { name = name .. ".add_mask", kind = "broadcast", inputs = { scaled, mask },
                              outs = { { name .. ".masked", ss, dt } }, grads = { { pass = 1 }, "none" },
                              frees = { scaled } })
   -- `sinks.reshape(1, -1, 1, 1).expand(b, -1, s, -1)`: a view of the parameter; the cat's
@@ -103,7 +110,8 @@ local function sink_attention(cx, m, q, k, v, mask)
                          save_outs = { 2 }, frees = {} })
   -- `combined_logits = combined_logits - max`: the cat's output dies with the rebinding; the max's
   -- gradient is the incoming one negated (a full-size temporary), then summed to (b, heads, s, 1)
-  local shifted = nn.op(cx, { name = name .. ".sub_max", inputs = { combined, mx },
+  -- (the (b, heads, s, 1) max broadcast along the rows: the broadcast_rows class)
+  local shifted = nn.op(cx, { name = name .. ".sub_max", kind = "broadcast_rows", inputs = { combined, mx },
                               outs = { { name .. ".shifted_logits", s1, dt } }, grads = { { pass = 1 }, "new" },
                               bwd_workspace = { nn.bytes(s1, dt) }, bwd_workspace_first = true })
   -- under torch.compile, Inductor's decomposition of the softmax reduces each row twice in fp32
