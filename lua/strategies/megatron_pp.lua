@@ -62,6 +62,11 @@ function M.refusal(t, mesh, n_layers)
   if mesh.pp_keep_outputs then
     return "training.parallel.pp_keep_outputs: torch.distributed.pipelining's PipelineStage, not Megatron's schedule"
   end
+  if t.checkpointing then
+    -- (the schedule's own recompute knobs read the model's: num_microbatches_with_partial_
+    -- activation_checkpoints, checkpoint_activations_microbatch)
+    return "training.checkpointing: Megatron's activation recompute beside its pipeline is not modelled"
+  end
   if mesh.degrees.dp_replicate * mesh.degrees.dp_shard > 1 then
     return "data parallelism beside Megatron's pipeline (its DistributedDataParallel over a pipeline stage) is not modelled"
   end
