@@ -15,21 +15,27 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/vrsim-mgpp.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
 O=validation/oracle
 # the captures' scenarios: Llama-3-8B's shapes, 4 layers over pp 2, tp 2, 512 tokens, bf16, 4
-# micro-batches; rank 0 (the first stage) and rank 2 (the last)
+# micro-batches; rank 0 (the first stage) and rank 2 (the last); and a middle stage of pp 4
 N=llama3_8b_l4_bf16_megatron_tp2_pp2_m4
 SC=$O/scenarios/$N.lua
 
 # 1. against megatron-core's own schedule (capture_megatron_pp.py, committed), each stage: every
 #    allocation aligned but the named divergences, and the live bytes after the build, after
-#    step 1's schedule and at its peak within 4 KiB of the capture's
-for n in $N ${N}_rank2; do
+#    step 1's schedule and at its peak within 4 KiB of the capture's. The middle stage of pp 4
+#    (3 micro-batches: warm-up, steady state and cool-down) peaks inside a column-parallel
+#    weight-gradient GEMM, where Megatron has made the reduce-scatter's [s/tp, b, h] output
+#    already and megatron_tp.lua makes it after the GEMM (its expected file says so): its peak
+#    is that 2 MiB under, within 4 KiB
+for c in "$N 0" "${N}_rank2 0" "llama3_8b_l4_bf16_megatron_tp2_pp4_m3_rank2 2097152"; do
+  set -- $c; n=$1; under=$2
   python3 "$O/compare.py" --vrsim "$VRSIM" --expect "$O/expected/$n.txt" "$O/captures/$n.jsonl.gz" \
     "$O/scenarios/$n.lua" >"$tmp/cmp" 2>&1; rc=$?
-  near=$(grep -E 'after build|after forward|step 1 peak' "$tmp/cmp" | awk '
+  near=$(grep -E 'after build|after forward|step 1 peak' "$tmp/cmp" | awk -v under="$under" '
     { d = 0; if (match($0, /\([-+]?[0-9]+ bytes\)/)) d = substr($0, RSTART + 1, RLENGTH - 8) + 0
+      if (/step 1 peak/) d += under
       if (d < 0) d = -d; if (d <= 4096) n++ } END { print n + 0 }')
   if [ $rc = 0 ] && [ "$near" = 3 ]; then
-    ok "oracle $n: vrsim matches megatron-core's capture (named divergences only; 3 milestones within 4 KiB)"
+    ok "oracle $n: vrsim matches megatron-core's capture (named divergences only; 3 milestones within 4 KiB$([ "$under" = 0 ] || echo ", the peak less $under bytes"))"
   else bad "oracle comparison $n (exit $rc, $near of 3 milestones within 4 KiB)" "$(tail -12 "$tmp/cmp")"; fi
 done
 

@@ -212,8 +212,10 @@ function M.run(cx, pl, mc, forward)
       input_tensor = { id = f.input.id, popped = true, mb = k }
       if old and old.popped and old.id ~= f.input.id then free("input_tensor rebound", "bwd", { old }) end
     end
+    -- (output_tensor_grad, the schedule's local, holds the received gradient through the backward:
+    -- autograd cannot add into it in place)
     local dx = G:derive_backward_of(f.first, f.last, f.out.id, (not last) and output_tensor_grad.id or nil,
-                                    f.input and f.input.id)
+                                    f.input and f.input.id, not last)
     -- backward_step returns input_tensor.grad: the previous one the local held goes
     if dx and k == m - 1 then kept[dx] = true end
     local old = input_tensor_grad

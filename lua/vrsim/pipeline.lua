@@ -149,7 +149,9 @@ function P.layout(cfg, n_layers, mesh)
          :format(world, par.pp, par.dp_replicate, par.dp_shard, par.cp, par.tp, hw.count))
   end
   local v = virtual_stages(par, n_layers)
-  local msg = S.check(par.pp_schedule, par.pp, par.pp_microbatches, v)
+  -- (torch's schedules' checks; Megatron's loop takes fewer micro-batches than stages, its
+  -- warm-up clamped to them, and runs its own order: strategies/megatron_pp.lua)
+  local msg = not MGP and S.check(par.pp_schedule, par.pp, par.pp_microbatches, v)
   if msg then fail(msg) end
   local n_stages = par.pp * v
   local stages = MGP and MGP.split(par.pp, n_layers)
@@ -157,7 +159,7 @@ function P.layout(cfg, n_layers, mesh)
                  or P.even_split(n_stages, n_layers)
   local rank = hw.rank // (hw.count // par.pp)
   return { par = par, virtual = v, n_stages = n_stages, stages = stages, rank = rank,
-           order = S.order(par.pp_schedule, par.pp, par.pp_microbatches, v, rank) }
+           order = not MGP and S.order(par.pp_schedule, par.pp, par.pp_microbatches, v, rank) or nil }
 end
 
 -- Removes from the module tree what this rank's stages do not hold: the other decoder layers,
