@@ -312,12 +312,14 @@ int cmd_run(int argc, char **argv) {
         return st == VR_ENOMEM ? VR_EXIT_INTERNAL : VR_EXIT_USAGE;
     }
     plan->alloc_conf_from_env = conf_from_env;
-    if (plan->pp) {
-        /* pipeline parallelism: every pipeline rank is a plan of its own (sim/cmd_pipeline.c) */
+    /* pipeline parallelism: every pipeline rank is a plan of its own (sim/cmd_pipeline.c); with
+     * --alloc-trace the plan of hardware.rank's pipeline rank runs alone, as any one-rank plan does,
+     * its trace and output files its own (an oracle capture is one rank's: validation/oracle) */
+    if (plan->pp && !atrace) {
         int prc;
-        if (explain || atrace) {
+        if (explain) {
             safetext_eprintf("vrsim: %s: %s is not made for pipeline parallelism (training.parallel.pp > 1) yet\n",
-                             path, explain ? "--explain" : "--alloc-trace");
+                             path, "--explain");
             plan_free(plan);
             prc = VR_EXIT_USAGE;
         } else {

@@ -1129,7 +1129,8 @@ static VrStatus derive_one(Deriv *d, int f) {
  * (grad_in < 0) or by the given gradient grad_in (a pipeline stage's output gradient, received
  * from the next stage); the gradient reaching tensor `keep` (>= 0) is handed back in *kept
  * instead of released with the graph (-1 when none reached it). */
-static VrStatus derive(Graph *g, int first, int n_fwd, int loss, int grad_in, int keep, int *kept) {
+static VrStatus derive(Graph *g, int first, int n_fwd, int loss, int grad_in, bool grad_in_held, int keep,
+                       int *kept) {
     if (loss < 0 || loss >= g->n_tensors || !g->tensors[loss].requires_grad) {
         snprintf(g->err, sizeof g->err, "the loss tensor does not require grad: nothing to train");
         return VR_EINVAL;
@@ -1156,6 +1157,8 @@ static VrStatus derive(Graph *g, int first, int n_fwd, int loss, int grad_in, in
                       .n_frees = 1, .layer = -1};
         if ((st = graph_add_op(g, &seed_op, &oid))) goto out;
         set_grad_of(&d, loss, grad_in);
+        /* the caller's reference: an owner that is never released, so the buffer is never fresh */
+        if (grad_in_held) d.owners[grad_in]++;
     } else {
         /* loss.backward(): ones_like(loss) seeds the gradient */
         int seed;
@@ -1279,7 +1282,7 @@ out:
 }
 
 VrStatus graph_derive_backward(Graph *g, int loss) {
-    VrStatus st = derive(g, g->derived_upto, g->n_ops, loss, -1, -1, NULL);
+    VrStatus st = derive(g, g->derived_upto, g->n_ops, loss, -1, false, -1, NULL);
     if (!st) g->derived_upto = g->n_ops;
     return st;
 }
@@ -1302,7 +1305,7 @@ VrStatus graph_derive_backward_of(Graph *g, const BackwardOf *b, int *in_grad) {
         snprintf(g->err, sizeof g->err, "derive backward: no tensor %d", b->grad_out >= g->n_tensors ? b->grad_out : b->input);
         return VR_EINVAL;
     }
-    return derive(g, b->first, b->end, b->output, b->grad_out, b->input, in_grad);
+    return derive(g, b->first, b->end, b->output, b->grad_out, b->grad_out_held, b->input, in_grad);
 }
 
 /* ---- a layer as another layer's --------------------------------------------------------- */

@@ -169,6 +169,9 @@ typedef struct BackwardOf {
     int grad_out;          /* its gradient, made by an op already declared; -1: ones_like */
     int input;             /* a tensor whose gradient the caller takes over (a stage's input, sent
                               on to the previous stage), -1 none */
+    bool grad_out_held;    /* the caller holds grad_out through the backward (a schedule's local):
+                              autograd's InputBuffer never adds into it in place (its use_count
+                              is above 1) */
 } BackwardOf;
 
 /* Appends that backward. *in_grad: the gradient reaching b->input (the caller's to free), -1

@@ -1177,6 +1177,49 @@ static void test_backward_of_one_micro_batch_later(void **state) {
     assert_non_null(strstr(graph_error(g), "is not a forward op"));
 }
 
+/* A stage whose output is a residual sum, out = x + f1(x, w), derived from a received gradient
+ * dy: the add hands dy to both x and h, and f1's node adds its gradient of x to x's pending dy.
+ * Where nothing else holds dy, InputBuffer adds into it in place and dy is x's gradient; where
+ * the caller holds it (Megatron's schedule keeps it in output_tensor_grad), use_count is above 1
+ * and the sum is a new tensor. */
+static int residual_stage_grad(bool held, int *dy_out, bool *in_place) {
+    Graph *g = NULL;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int w = add_param(g, "w", 256);
+    int x = add_act(g, "x", 512, true), h = add_act(g, "h", 512, true), out = add_act(g, "out", 512, true);
+    int first = add_recv(g, "recv activation", x, PH_FWD);
+    add_fwd(g, "f1", (int[]){x, w}, 2, h, (int[]){x, w}, 2, NULL);
+    GradSpec pass[2] = {{.mode = GRAD_PASS, .pass_output = 0}, {.mode = GRAD_PASS, .pass_output = 0}};
+    int outs[1] = {out}, ins[2] = {x, h}, frees[1] = {h};
+    Op add = {.name = "residual add", .kind = "elementwise", .phase = PH_FWD, .fwd_op = -1, .inputs = ins,
+              .n_inputs = 2, .outputs = outs, .n_outputs = 1, .frees = frees, .n_frees = 1, .grads = pass,
+              .layer = -1};
+    int id;
+    assert_int_equal(graph_add_op(g, &add, &id), VR_OK);
+    int end = graph_num_ops(g);
+    int dy = add_act(g, "grad out", 512, false);
+    add_recv(g, "recv gradient", dy, PH_BWD);
+    int dx = -1;
+    BackwardOf b = {.first = first, .end = end, .output = out, .grad_out = dy, .input = x, .grad_out_held = held};
+    assert_int_equal(graph_derive_backward_of(g, &b, &dx), VR_OK);
+    *in_place = op_named(g, "InputBuffer::accumulate(add_)") >= 0;
+    *dy_out = dy;
+    graph_free(g);
+    return dx;
+}
+
+static void test_backward_of_held_gradient_not_added_in_place(void **state) {
+    (void)state;
+    int dy;
+    bool in_place;
+    int dx = residual_stage_grad(false, &dy, &in_place);
+    assert_true(in_place);
+    assert_int_equal(dx, dy);
+    dx = residual_stage_grad(true, &dy, &in_place);
+    assert_false(in_place);
+    assert_true(dx >= 0 && dx != dy);
+}
+
 /* ---- host allocation failure: fail the k-th allocation, every k ---- */
 
 /* FailHook and fail_alloc: fail_hook.h */
@@ -1283,6 +1326,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_replicate_layer, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_derived_ops_inherit, setup_graph, teardown_graph),
         cmocka_unit_test_setup_teardown(test_backward_of_one_micro_batch_later, setup_graph, teardown_graph),
+        cmocka_unit_test(test_backward_of_held_gradient_not_added_in_place),
     };
     return cmocka_run_group_tests_name("graph", tests, NULL, NULL);
 }

@@ -73,11 +73,15 @@ function M.refusal(fam, mc, t, mesh, attention)
     return no(("modelled for the Llama-shaped families (llama, mistral, qwen2: RMSNorm, SwiGLU, RoPE, "
                .. "megatron-core's GPT local spec), not for %s"):format(mt))
   end
-  for _, d in ipairs { "pp", "cp", "ep" } do
+  -- (Megatron's pipeline: strategies/megatron_pp.lua)
+  if mesh.degrees.pp > 1 then
+    local why = require("strategies.megatron_pp").refusal(t, mesh, mc.layers)
+    if why then return no(why) end
+  end
+  for _, d in ipairs { "cp", "ep" } do
     if mesh.degrees[d] > 1 then
       return no(("training.parallel.%s = %d: Megatron's %s beside its tensor parallelism is not modelled")
-                :format(d, mesh.degrees[d], d == "pp" and "pipeline" or d == "cp" and "context parallelism"
-                  or "expert parallelism"))
+                :format(d, mesh.degrees[d], d == "cp" and "context parallelism" or "expert parallelism"))
     end
   end
   if t.strategy ~= "none" then
@@ -542,46 +546,61 @@ end
 
 -- GPTModel.forward(input_ids, position_ids, None, labels=input_ids) under Float16Module, then
 -- pretrain_gpt's loss_func: sum(losses * loss_mask) / tokens.
+-- A pipeline stage (cx.run.stage, strategies/megatron_pp.lua) runs its own part: the embedding
+-- on the first (pre_process), else the received activation (set_input_tensor); the final norm,
+-- the output layer and the loss on the last (post_process), else it returns the last layer's
+-- output, which the schedule sends.
 local function gpt_forward(cx, m, ids)
   local C = m.children
   local r = cx.run
   local tp = cx.mg_tp
-  local x = mod.call(cx, C.embedding, ids)
-  local decoder_input = x
+  local stage = r.stage
+  local x = C.embedding and mod.call(cx, C.embedding, ids) or stage.input
+  local decoder_input = C.embedding and x
   local freqs = rotary_forward(cx, C.rotary_pos_emb, r.seq)
   local layers = C.decoder.children.layers
   -- (full recompute: chunks of layers each one checkpoint, strategies/megatron_recompute.lua)
   x = require("strategies.megatron_recompute").layers(cx, cx.mesh.megatron_recompute, m.cfg.layers, x,
     function(l, h) return mod.call(cx, layers.children[tostring(l)], h, freqs) end)
+  if not C.output_layer then return x end
   local hf = mod.call(cx, C.decoder.children.final_layernorm, x)
   local logits = mod.call(cx, C.output_layer, hf)
   local losses = vocab_parallel_ce(cx, logits, tp)
   -- GPTModel.forward returns: its locals (the decoder input, the bf16 logits) go
-  nn.release(cx, { decoder_input, logits }, "GPTModel.forward returns")
+  nn.release(cx, { decoder_input or nil, logits }, "GPTModel.forward returns")
   local n = r.batch * r.seq
   local masked = nn.op(cx, { name = "loss_func: losses * loss_mask", inputs = { losses, cx.mg_loss_mask }, frees = { losses },
                              outs = { { "loss_func.masked", { n }, "fp32" } }, saves = { cx.mg_loss_mask },
                              grads = { "new", "none" } })
   local total = nn.op(cx, { name = "loss_func: sum", kind = "reduce_rows", inputs = { masked },
                             outs = { { "loss_func.sum", {}, "fp32" } } })
-  return nn.op(cx, { name = "loss_func: / tokens", inputs = { total }, outs = { { "loss", {}, "fp32" } } })
+  local loss = nn.op(cx, { name = "loss_func: / tokens", inputs = { total }, outs = { { "loss", {}, "fp32" } } })
+  if stage then loss = require("strategies.megatron_pp").scale_loss(cx, loss) end
+  return loss
 end
 
--- The tree of one rank (its partitions' shapes), in megatron-core's construction order.
-function M.tree(mc, tp)
+-- The tree of one rank (its partitions' shapes), in megatron-core's construction order. stage
+-- (a pipeline rank's, strategies/megatron_pp.lua; nil: the whole model): its layers, numbered
+-- from 0 as TransformerBlock numbers the layers it builds, the embedding on the first stage
+-- only (pre_process), the final norm and the output layer on the last (post_process).
+function M.tree(mc, tp, stage)
   local h, hd = mc.hidden, mc.head_dim
   local np, ng = mc.heads // tp, mc.kv_heads // tp
   local ffn = mc.intermediate // tp
-  local cfg = { layers = mc.layers, hidden = h }
+  local n_layers = stage and stage.last - stage.first + 1 or mc.layers
+  local pre_process, post_process = not stage or stage.embed, not stage or stage.head
+  local cfg = { layers = n_layers, hidden = h }
   local root = mod.new("GPTModel", gpt_forward, { cfg = cfg, layer = -1 })
-  local emb = root:add("embedding", mod.new("LanguageModelEmbedding", nil))
-  local we = emb:add("word_embeddings", mod.new("VocabParallelEmbedding", embedding_forward))
-  we:declare("weight", { mc.vocab // tp, h })
-  emb.forward = function(cx, _, ids) return mod.call(cx, we, ids) end
+  if pre_process then
+    local emb = root:add("embedding", mod.new("LanguageModelEmbedding", nil))
+    local we = emb:add("word_embeddings", mod.new("VocabParallelEmbedding", embedding_forward))
+    we:declare("weight", { mc.vocab // tp, h })
+    emb.forward = function(cx, _, ids) return mod.call(cx, we, ids) end
+  end
   root:add("rotary_pos_emb", mod.new("RotaryEmbedding", nil, { head_dim = hd }))
   local dec = root:add("decoder", mod.new("TransformerBlock", nil))
   local layers = dec:add("layers", mod.new("ModuleList", nil))
-  for l = 0, mc.layers - 1 do
+  for l = 0, n_layers - 1 do
     local pre = "decoder.layers." .. l
     local lm = layers:add(l, mod.new("TransformerLayer", layer_forward, { opname = pre, layer = l, layer_index = l }))
     lm:add("input_layernorm", norm(pre .. ".input_layernorm", h))
@@ -600,8 +619,10 @@ function M.tree(mc, tp)
     mlp:add("linear_fc1", linear("ColumnParallelLinear", column_forward, pre .. ".mlp.linear_fc1", h, 2 * ffn))
     mlp:add("linear_fc2", linear("RowParallelLinear", row_forward, pre .. ".mlp.linear_fc2", ffn, h))
   end
-  dec:add("final_layernorm", norm("decoder.final_layernorm", h))
-  root:add("output_layer", linear("ColumnParallelLinear", column_forward, "output_layer", h, mc.vocab // tp))
+  if post_process then
+    dec:add("final_layernorm", norm("decoder.final_layernorm", h))
+    root:add("output_layer", linear("ColumnParallelLinear", column_forward, "output_layer", h, mc.vocab // tp))
+  end
   -- (Float16Module wraps it as `module`)
   mod.finalize(root, "module")
   root.no_split = { TransformerLayer = true }

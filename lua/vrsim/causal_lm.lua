@@ -189,11 +189,12 @@ function M.build(cx, cfg)
     -- litgpt's CausalSelfAttention: one qkv Linear (q, k and v stacked)
     mc.fused_qkv = true
   end
-  local root = MG and MG.tree(mc, cx.mesh.degrees.tp) or fam.tree(mc)
+  -- (a Megatron pipeline rank builds its stage's part only: strategies/megatron_pp.lua)
+  local root = MG and MG.tree(mc, cx.mesh.degrees.tp, cx.pp and cx.pp.stages[cx.pp.rank + 1]) or fam.tree(mc)
   -- (litgpt's RMSNorm: its own forward, fp32 through the weight product)
   if litgpt then litgpt.rmsnorms(root) end
   -- a pipeline rank holds its stages' part of the tree only (vrsim/pipeline.lua)
-  if cx.pp then require("vrsim.pipeline").prune(cx.pp, root, mc) end
+  if cx.pp and not MG then require("vrsim.pipeline").prune(cx.pp, root, mc) end
   mark_layers(root)
   -- bitsandbytes first (from_pretrained(quantization_config=...)), then peft on the result
   local lora_hit

@@ -95,6 +95,13 @@ function P.layout(cfg, n_layers, mesh)
   -- (without a pipeline the device mesh's other dimensions are vrsim/mesh.lua's: it refuses
   -- what is not modelled)
   if par.pp == 1 then return nil end
+  -- Megatron-LM's pipeline (tp_impl = "megatron"): its own split and schedule loop
+  -- (strategies/megatron_pp.lua), what it does not model refused first
+  local MGP = mesh.tp_impl == "megatron" and require("strategies.megatron_pp")
+  if MGP then
+    local why = MGP.refusal(t, mesh, n_layers)
+    if why then error("training.parallel.tp_impl = \"megatron\": " .. why, 0) end
+  end
   local function no(what, why) fail(("%s with pipeline parallelism is not modelled%s"):format(what, why or "")) end
   -- Context parallelism inside each stage, as torchtitan 9dec370's train.py runs it: the step's
   -- pp_schedule.step runs inside the context_parallel context over world_mesh["cp"], which shards
@@ -142,14 +149,17 @@ function P.layout(cfg, n_layers, mesh)
          :format(world, par.pp, par.dp_replicate, par.dp_shard, par.cp, par.tp, hw.count))
   end
   local v = virtual_stages(par, n_layers)
-  local msg = S.check(par.pp_schedule, par.pp, par.pp_microbatches, v)
+  -- (torch's schedules' checks; Megatron's loop takes fewer micro-batches than stages, its
+  -- warm-up clamped to them, and runs its own order: strategies/megatron_pp.lua)
+  local msg = not MGP and S.check(par.pp_schedule, par.pp, par.pp_microbatches, v)
   if msg then fail(msg) end
   local n_stages = par.pp * v
-  local stages = par.pp_stage_layers and P.given_split(par.pp_stage_layers, n_stages, n_layers)
+  local stages = MGP and MGP.split(par.pp, n_layers)
+                 or par.pp_stage_layers and P.given_split(par.pp_stage_layers, n_stages, n_layers)
                  or P.even_split(n_stages, n_layers)
   local rank = hw.rank // (hw.count // par.pp)
   return { par = par, virtual = v, n_stages = n_stages, stages = stages, rank = rank,
-           order = S.order(par.pp_schedule, par.pp, par.pp_microbatches, v, rank) }
+           order = not MGP and S.order(par.pp_schedule, par.pp, par.pp_microbatches, v, rank) or nil }
 end
 
 -- Removes from the module tree what this rank's stages do not hold: the other decoder layers,
@@ -180,6 +190,7 @@ end
 -- Runs this rank's schedule on the graph: each action declared in turn (see the top of this
 -- file). forward() runs the model's forward for cx.run.stage. Returns the plan's `pp` table.
 function P.run(cx, pl, mc, forward)
+  if cx.mesh and cx.mesh.tp_impl == "megatron" then return require("strategies.megatron_pp").run(cx, pl, mc, forward) end
   local G, b, s, hidden = cx.G, cx.run.batch, cx.run.seq, mc.hidden
   local dtype = cx.run.hidden_dtype
   local m = pl.par.pp_microbatches

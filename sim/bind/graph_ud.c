@@ -822,15 +822,16 @@ static int l_derive_backward(lua_State *L) {
     return 0;
 }
 
-/* G:derive_backward_of(first, end, output, grad_out, input) -> the id of input's gradient, or nil:
- * the backward of forward ops [first, end) (op indices as G:num_ops counts them) from tensor
- * output, seeded by tensor grad_out (nil: ones_like), input's gradient handed back (nil: none) */
+/* G:derive_backward_of(first, end, output, grad_out, input, held) -> the id of input's gradient,
+ * or nil: the backward of forward ops [first, end) (op indices as G:num_ops counts them) from
+ * tensor output, seeded by tensor grad_out (nil: ones_like), input's gradient handed back (nil:
+ * none); held: the caller keeps grad_out through the backward (never added into in place) */
 static int l_derive_backward_of(lua_State *L) {
     Graph *g = check_graph(L);
     BackwardOf b = {.first = (int)luaL_checkinteger(L, 2), .end = (int)luaL_checkinteger(L, 3),
                     .output = (int)luaL_checkinteger(L, 4) - 1,
                     .grad_out = (int)luaL_optinteger(L, 5, 0) - 1,
-                    .input = (int)luaL_optinteger(L, 6, 0) - 1};
+                    .input = (int)luaL_optinteger(L, 6, 0) - 1, .grad_out_held = lua_toboolean(L, 7)};
     int in_grad = -1;
     watchdog_enter_c();
     VrStatus st = graph_derive_backward_of(g, &b, &in_grad);

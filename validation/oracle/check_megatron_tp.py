@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Re-captures Megatron-LM's tensor parallelism (capture_megatron_tp.py, every spec in
-validation/oracle/specs_megatron/) and its data parallelism over it (capture_megatron_dp.py, every
-spec in validation/oracle/specs_megatron_dp/) and checks each capture against the committed one: the same
+validation/oracle/specs_megatron/), its data parallelism over it (capture_megatron_dp.py, every
+spec in validation/oracle/specs_megatron_dp/) and its pipeline parallelism over it
+(capture_megatron_pp.py, every spec in validation/oracle/specs_megatron_pp/) and checks each capture against the committed one: the same
 bytes (write_capture's gzip is deterministic), or the first event where they part.
 
   check_megatron_tp.py [--write]
@@ -47,6 +48,7 @@ def main():
     bad = 0
     runs = [(spec, "capture_megatron_tp.py") for spec in sorted(glob.glob(os.path.join(HERE, "specs_megatron", "*.json")))]
     runs += [(spec, "capture_megatron_dp.py") for spec in sorted(glob.glob(os.path.join(HERE, "specs_megatron_dp", "*.json")))]
+    runs += [(spec, "capture_megatron_pp.py") for spec in sorted(glob.glob(os.path.join(HERE, "specs_megatron_pp", "*.json")))]
     for spec, script in runs:
         name = json.load(open(spec))["name"]
         committed = os.path.join(HERE, "captures", name + ".jsonl.gz")

@@ -1,0 +1,267 @@
+-- megatron_pp.lua: pipeline parallelism as Megatron-LM runs it (training.parallel.tp_impl =
+-- "megatron" with training.parallel.pp > 1): megatron-core 0.16.1's non-interleaved 1F1B
+-- schedule (megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_without_
+-- interleaving) over pipeline stages of its GPTModel (strategies/megatron_tp.lua builds a stage:
+-- the embedding on the first, the final norm, output layer and loss on the last).
+--
+-- The layout, the stage this rank runs and the timeline's actions are vrsim/pipeline.lua's (pp is
+-- the outermost dimension, as Megatron's rank order "tp-cp-ep-dp-pp" makes it); what differs
+-- from torch.distributed.pipelining's PipelineStage, which pipeline.lua's P.run follows, is what
+-- the schedule allocates and how long it keeps it, each from megatron-core's source:
+-- * The split: num_layers / pp decoder layers a stage (get_num_layers_to_build; the embedding
+--   and the output layer count for nothing), numbered from 0 on every stage.
+-- * The order: num_warmup_microbatches = min(pp - rank - 1, m) forwards, then m - warm-up times a
+--   forward and the backward of the oldest micro-batch in flight, then the warm-up's backwards.
+-- * Receives (p2p_communication.py P2PCommunicator._communicate): each a new torch.empty of
+--   tensor_shape ([s/tp, b, h] under sequence parallelism, cp 1), pipeline_dtype,
+--   requires_grad=True, made before the transfer, not a buffer kept for the run. The activation
+--   of a micro-batch is received just before its forward (recv_forward in the warm-up; in the
+--   steady state send_backward_recv_forward, after the previous backward), the output's gradient
+--   just after the forward that sends (send_forward_recv_backward) or, in the cool-down, before
+--   its backward (recv_backward). The first stage receives no activation, the last no gradient.
+-- * What a micro-batch in flight holds: input_tensors keeps the received activation and
+--   output_tensors the output, whose storage deallocate_output_tensor replaces by torch.empty((1,))
+--   once sent (config.deallocate_pipeline_outputs, which megatron/training/arguments.py's
+--   core_transformer_config_from_args sets True; the dataclass default is False); backward_step
+--   then runs custom_backward, the autograd engine seeded with the received gradient. The last
+--   stage's output is the loss, deallocated alike; custom_backward seeds it with ones_like and
+--   autograd sums that [1] gradient to the loss's 0-dim shape.
+-- * The schedule's locals hold what the Python code holds: input_tensor (a received activation)
+--   until the next receive or pop rebinds it, output_tensor_grad (a received gradient) until the
+--   next one is received, input_tensor_grad (the activation's .grad, sent back) until the next
+--   backward_step returns; what is left goes when the function returns. total_num_tokens, an
+--   int32 0-dim tensor, lives for the schedule.
+-- * forward_step_calc_loss scales the last stage's loss in place (*= cp size, /= m): no
+--   allocation in forward, a 0-dim gradient each in backward.
+-- The transfers are the timeline's sends on the pipeline link (sim/pipeline.c), each the size of
+-- a receive buffer.
+local nn = require "vrsim.nn"
+
+local M = {}
+
+local INTERLEAVED = { Interleaved1F1B = true, InterleavedZeroBubble = true }
+
+-- Why Megatron's pipeline is not modelled for this run (the message after the field's prefix,
+-- which strategies/megatron_tp.lua's refusal adds), or nil. n_layers: the model's decoder layers.
+function M.refusal(t, mesh, n_layers)
+  local pp = mesh.degrees.pp
+  local sched = mesh.pp_schedule
+  if INTERLEAVED[sched] then
+    return ("training.parallel.pp_schedule = \"%s\": Megatron's interleaved schedule (virtual pipeline stages, "
+            .. "--num-layers-per-virtual-pipeline-stage: forward_backward_pipelining_with_interleaving) is not "
+            .. "modelled; set pp_schedule = \"1F1B\""):format(sched)
+  end
+  if sched ~= "1F1B" then
+    return ("training.parallel.pp_schedule = \"%s\": Megatron runs 1F1B (forward_backward_pipelining_without_"
+            .. "interleaving) or its interleaved form, no other schedule; set pp_schedule = \"1F1B\""):format(sched)
+  end
+  if mesh.pp_layers_per_stage or mesh.pp_stage_layers then
+    return "training.parallel.pp_layers_per_stage / pp_stage_layers: torchtitan's splits; Megatron's uneven split "
+      .. "(--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers) is not modelled"
+  end
+  if mesh.pp_keep_outputs then
+    return "training.parallel.pp_keep_outputs: torch.distributed.pipelining's PipelineStage, not Megatron's schedule"
+  end
+  if t.checkpointing then
+    -- (the schedule's own recompute knobs read the model's: num_microbatches_with_partial_
+    -- activation_checkpoints, checkpoint_activations_microbatch)
+    return "training.checkpointing: Megatron's activation recompute beside its pipeline is not modelled"
+  end
+  if mesh.degrees.dp_replicate * mesh.degrees.dp_shard > 1 then
+    return "data parallelism beside Megatron's pipeline (its DistributedDataParallel over a pipeline stage) is not modelled"
+  end
+  if n_layers and n_layers % pp ~= 0 then
+    return ("%d layers over pp = %d stages: Megatron splits the layers evenly (num_layers must be a multiple of "
+            .. "pp; the uneven split is not modelled)"):format(n_layers, pp)
+  end
+  return nil
+end
+
+-- The stages: n_layers / pp decoder layers each, in order; the embedding on the first, the final
+-- norm and the output layer on the last (vrsim/pipeline.lua's stage records).
+function M.split(pp, n_layers)
+  local per, stages = n_layers // pp, {}
+  for s = 0, pp - 1 do
+    stages[s + 1] = { first = s * per, last = s * per + per - 1, embed = s == 0, head = s == pp - 1 }
+  end
+  return stages
+end
+
+-- forward_step_calc_loss on the last stage: output_tensor *= cp_group_size, then /=
+-- num_microbatches, both in place (views of the loss here), each backward a new 0-dim gradient.
+function M.scale_loss(cx, loss)
+  local m = cx.mg_pp_microbatches
+  for _, step in ipairs { "*= cp_group_size", "/= num_microbatches (" .. m .. ")" } do
+    local v = nn.view(cx, loss, {}, "loss")
+    nn.op(cx, { name = "forward_step_calc_loss: output_tensor " .. step, inputs = { loss }, out_tensors = { v },
+                grads = { "new" }, bytes = 8 })
+    loss = v
+  end
+  return loss
+end
+
+-- Runs this rank's schedule as megatron-core's loop runs it (see the top of this file). forward()
+-- runs the model's forward for cx.run.stage. Returns the plan's `pp` table (vrsim/pipeline.lua).
+function M.run(cx, pl, mc, forward)
+  local G = cx.G
+  local b, s, h = cx.run.batch, cx.run.seq, mc.hidden
+  local pp, rank, m = pl.par.pp, pl.rank, pl.par.pp_microbatches
+  local tp = pl.par.tp
+  local st = pl.stages[rank + 1]
+  local first, last = st.embed, st.head
+  -- get_tensor_shapes: (seq / cp / tp under sequence parallelism, micro_batch, hidden), in
+  -- config.pipeline_dtype (params_dtype, bf16)
+  local shape = { s // tp, b, h }
+  local dtype = cx.run.hidden_dtype
+  local function op(spec)
+    spec.kind = spec.kind or "none"
+    spec.inputs, spec.outputs, spec.frees = spec.inputs or {}, spec.outputs or {}, spec.frees or {}
+    return G:op(spec)
+  end
+  -- the last micro-batch's activation and its gradient, which GPTModel keeps past the step (below)
+  local kept = {}
+  local function free(name, phase, ts)
+    local ids = {}
+    for _, x in ipairs(ts) do if x and not kept[x.id] then ids[#ids + 1] = x.id end end
+    if #ids > 0 then op { name = name, phase = phase, frees = ids } end
+  end
+  -- torch.empty(tensor_shape, requires_grad=True, dtype=pipeline_dtype)
+  local function receive(what, k, phase, rg)
+    local name = ("%s of micro-batch %d (P2PCommunicator._communicate: torch.empty)"):format(what, k)
+    local id = G:tensorv(name, nn.bytes(shape, dtype), nn.numel(shape), dtype, rg and "activation" or "temp", rg)
+    op { name = "recv " .. name, phase = phase, outputs = { id } }
+    return { id = id, shape = shape, dtype = dtype, rg = rg, name = name }
+  end
+  cx.mg_pp_microbatches = m
+  -- total_num_tokens = torch.zeros([], dtype=torch.int): the schedule's, until it returns
+  local ntok = G:tensorv("total_num_tokens", 4, 1, "int32", "temp", false)
+  op { name = "total_num_tokens = torch.zeros([]) (int32)", kind = "elementwise", phase = "fwd", outputs = { ntok },
+       bytes = 4 }
+
+  -- GPTModel.set_input_tensor keeps each received activation in decoder.input_tensor until the
+  -- next forward_step replaces it, and the activation keeps its .grad: the last micro-batch's
+  -- pair outlives the step, into the next step's first forward. The step is built once and
+  -- replayed, so that pair is a persistent pair of tensors of its sizes, made as the schedule
+  -- returns and dropped by the next step's first forward (nothing to drop before the first).
+  local carried
+  if not first then
+    carried = {}
+    for i, what in ipairs { "activation", "activation's .grad" } do
+      local name = ("GPTModel decoder.input_tensor: the last micro-batch's %s, kept into the next step"):format(what)
+      carried[i] = G:tensor { name = name, bytes = nn.bytes(shape, dtype), numel = nn.numel(shape), dtype = dtype,
+                              cat = i == 1 and "activation" or "temp", persistent = true }
+    end
+  end
+
+  local warm = math.min(pp - rank - 1, m)
+  local flight = {} -- micro-batch -> its forward: ops, output placeholder, input
+  local actions = {}
+  local input_tensor, output_tensor_grad, input_tensor_grad -- the schedule's locals
+  local function fwd(k, steady)
+    local a0 = G:num_ops()
+    -- the input: received (recv_forward, or the previous iteration's send_backward_recv_forward)
+    local input
+    if not first then
+      local old = input_tensor
+      input = receive("activation", k, "fwd", true)
+      input_tensor = { id = input.id }
+      -- (rebinding input_tensor drops the previous one; the popped activation goes here)
+      if old and old.popped then free("input_tensor rebound: micro-batch " .. old.mb .. "'s activation goes", "fwd", { old }) end
+    end
+    if carried and k == 0 then
+      op { name = "forward_step: set_input_tensor drops the last step's activation", phase = "fwd", frees = carried,
+           drop_persistent = true }
+    end
+    if input and k == m - 1 then kept[input.id] = true end
+    local f0 = G:num_ops()
+    cx.run.stage = { first = st.first, last = st.last, embed = first, head = last, input = input }
+    local out = forward()
+    cx.run.stage = nil
+    -- send_forward_recv_backward in the steady state: the gradient of the oldest micro-batch in
+    -- flight received (not on the last stage), the previous one dropped as the local rebinds
+    local old_grad
+    if steady and not last then
+      old_grad = output_tensor_grad
+      output_tensor_grad = receive("output gradient", k - warm, "fwd", false)
+    end
+    -- deallocate_output_tensor: out.data = torch.empty((1,)); backward_step's custom_backward runs
+    -- from this placeholder, whose gradient passes to the output's graph (the loss's: summed
+    -- from [1] to its 0-dim shape, a new tensor)
+    local ph = nn.new_tensor(cx, ("micro-batch %d's output after deallocate_output_tensor"):format(k), { 1 },
+                             out.dtype, true)
+    op { name = ("deallocate_output_tensor: micro-batch %d's output .data = torch.empty((1,))"):format(k),
+         kind = "elementwise", phase = "fwd", inputs = { out.id }, outputs = { ph.id }, frees = { out.id },
+         grads = { last and "new" or { pass = 1 } }, bytes = nn.bytes({ 1 }, out.dtype) }
+    flight[k] = { first = f0, last = G:num_ops(), out = ph, input = input }
+    if old_grad then free("output_tensor_grad rebound: the previous gradient goes", "fwd", { old_grad }) end
+    actions[#actions + 1] = { stage = rank, kind = 0, mb = k, op_first = a0, op_end = G:num_ops() }
+  end
+  local function bwd(k, cooldown)
+    local a0 = G:num_ops()
+    local f = flight[k]
+    flight[k] = nil
+    if cooldown and not last then
+      -- recv_backward: the gradient arrives just before its backward
+      local old = output_tensor_grad
+      output_tensor_grad = receive("output gradient", k, "bwd", false)
+      free("output_tensor_grad rebound: the previous gradient goes", "bwd", { old })
+    end
+    -- input_tensor = input_tensors.pop(0): the local now holds this micro-batch's activation
+    if f.input then
+      local old = input_tensor
+      input_tensor = { id = f.input.id, popped = true, mb = k }
+      if old and old.popped and old.id ~= f.input.id then free("input_tensor rebound", "bwd", { old }) end
+    end
+    -- (output_tensor_grad, the schedule's local, holds the received gradient through the backward:
+    -- autograd cannot add into it in place)
+    local dx = G:derive_backward_of(f.first, f.last, f.out.id, (not last) and output_tensor_grad.id or nil,
+                                    f.input and f.input.id, not last)
+    -- backward_step returns input_tensor.grad: the previous one the local held goes
+    if dx and k == m - 1 then kept[dx] = true end
+    local old = input_tensor_grad
+    input_tensor_grad = dx and { id = dx } or nil
+    free("input_tensor_grad rebound: the previous activation gradient goes", "bwd", { old })
+    actions[#actions + 1] = { stage = rank, kind = 1, mb = k, op_first = a0, op_end = G:num_ops() }
+  end
+  for k = 0, warm - 1 do fwd(k, false) end
+  local remaining = m - warm
+  for i = 0, remaining - 1 do
+    fwd(i + warm, true)
+    bwd(i, false)
+    -- the last iteration sets input_tensor = None (the popped activation goes)
+    if i == remaining - 1 and input_tensor and input_tensor.popped then
+      free("input_tensor = None: micro-batch " .. input_tensor.mb .. "'s activation goes", "bwd", { input_tensor })
+      input_tensor = nil
+    end
+  end
+  for i = 0, warm - 1 do bwd(remaining + i, true) end
+  -- the schedule returns: its locals go
+  free("forward_backward_pipelining_without_interleaving returns: its locals go", "bwd",
+       { input_tensor and input_tensor.popped and input_tensor or nil, output_tensor_grad, input_tensor_grad,
+         { id = ntok } })
+  if carried then
+    local ids = {}
+    for id in pairs(kept) do ids[#ids + 1] = id end
+    table.sort(ids)
+    op { name = "the last micro-batch's activation and its .grad, held by GPTModel", phase = "bwd", frees = ids }
+    op { name = "GPTModel decoder.input_tensor kept into the next step", phase = "bwd", outputs = carried }
+  end
+  cx.notes[#cx.notes + 1] = M.note(pl)
+  cx.notes[#cx.notes + 1] = require("strategies.megatron_tp").buffer_note(cx)
+  local stage_layers = {}
+  for i, x in ipairs(pl.stages) do stage_layers[i] = x.last - x.first + 1 end
+  return { ranks = pp, stages = pl.n_stages, virtual = 1, microbatches = m, schedule = "1F1B", rank = rank,
+           actions = actions, send_bytes = nn.bytes(shape, dtype), stage_layers = stage_layers, lockstep = false }
+end
+
+-- The run's note on the pipeline.
+function M.note(pl)
+  local st = pl.stages[pl.rank + 1]
+  return ("Megatron-LM's pipeline (megatron-core 0.16.1, non-interleaved 1F1B): stage %d of %d holds layers %d-%d%s%s; "
+          .. "%d warm-up forwards of %d micro-batches; each received activation and gradient a new tensor, each "
+          .. "output deallocated once sent (deallocate_pipeline_outputs)"):format(pl.rank, pl.par.pp, st.first, st.last,
+          st.embed and ", the embedding" or "", st.head and ", the final norm, output layer and loss" or "",
+          math.min(pl.par.pp - pl.rank - 1, pl.par.pp_microbatches), pl.par.pp_microbatches)
+end
+
+return M

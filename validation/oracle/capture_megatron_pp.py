@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""The oracle's capture of Megatron-LM's pipeline parallelism over its tensor parallelism: one
+rank of megatron-core 0.16.1's GPTModel (capture_megatron_tp.py's model, tp with sequence
+parallelism) built as its pipeline stage and stepped by megatron-core's own non-interleaved 1F1B
+schedule (pipeline_parallel/schedules.py forward_backward_pipelining_without_interleaving), at
+tp x pp ranks of the oracle's fake process group.
+
+  capture_megatron_pp.py SPEC.json [-o OUT.jsonl.gz]
+
+A spec (validation/oracle/specs_megatron_pp/) is capture_megatron_tp.py's with pp (the pipeline
+size; the world is tp * pp, Megatron's rank order tp fastest, pp slowest), microbatches (the
+schedule's num_microbatches) and rank (the global rank this process plays, default 0: rank 0 is
+the first stage, rank tp * (pp - 1) the first rank of the last). layers is the whole model's;
+Megatron deals them out evenly, layers / pp a stage.
+
+The model as pretrain_gpt's model_provider builds it: GPTModel(pre_process = first stage,
+post_process = last stage) under Float16Module; the config as megatron/training/arguments.py's
+core_transformer_config_from_args makes it for a pipeline: deallocate_pipeline_outputs = True,
+pipeline_dtype = params_dtype (bf16), batch_p2p_comm = not overlap_p2p_comm (True, the default).
+
+The step, as megatron/training/training.py train_step runs it without Megatron's
+DistributedDataParallel (as capture_megatron_tp.py): forward_backward_func(forward_step_func,
+model=[model], num_microbatches, seq_length, micro_batch_size); the optimizer step (torch's,
+capture.make_optimizer over the stage's parameters); zero_grad(set_to_none). forward_step_func
+calls the model with input_ids, position_ids, attention_mask None and labels = input_ids (on
+every stage; GPTModel reads the ids on the first stage only and the labels on the last) and
+returns the legacy loss function, loss = sum(losses * loss_mask) / tokens with an empty dict,
+which forward_step_calc_loss scales in place (* cp size, / num_microbatches). The batch's
+input_ids, position_ids and loss_mask are made once on every stage (pretrain_gpt's get_batch
+gives a middle stage none of them).
+
+Stand-ins, beside capture_megatron_tp.py's, each outside what is allocated on the device:
+- the point-to-point transfers: p2p_communication's _batched_p2p_ops (batch_isend_irecv of the
+  sends and receives) does nothing and returns no requests (the fake group moves no data). The
+  receive buffers are still made by P2PCommunicator._communicate's own create_tensor_recv_prev /
+  create_tensor_recv_next (torch.empty of the tensor shape, [s/tp, b, h] under sequence
+  parallelism, pipeline_dtype, requires_grad=True), before the transfer as the real one does.
+- torch.cuda.synchronize (batch_p2p_sync = True after each batch) does nothing.
+Phases: forward_step is the "fwd" phase of the micro-batch it runs, backward_step "bwd"; the
+receive of an activation (recv_forward, send_backward_recv_forward) belongs to the forward that
+reads it; send_forward_recv_backward (the steady state's send of a forward's output, with the
+receive of the gradient of the oldest micro-batch in flight) to the forward that sent, and so
+does the deallocation of its output that follows; the cool-down's recv_backward to its backward.
+"""
+import functools
+import sys
+
+import capture as C
+import capture_tp as CT
+import capture_megatron_tp as MT
+
+SPEC_FIELDS = dict(MT.SPEC_FIELDS, pp=int, microbatches=int, rank=int)
+
+
+def install_pp_stand_ins(torch):
+    """The stand-ins of the docstring (the transfers; the synchronize)."""
+    from megatron.core.pipeline_parallel import p2p_communication
+
+    def no_transfer(**kw):
+        return []
+    p2p_communication._batched_p2p_ops = no_transfer
+    torch.cuda.synchronize = lambda *a, **k: None
+
+
+def tag_phases(rec, counts):
+    """Records the phase of each schedule function as the docstring says (no allocation)."""
+    from megatron.core.pipeline_parallel import schedules, p2p_communication as P
+    step = lambda: rec.st
+
+    def wrap(owner, name, ph, key):
+        f = getattr(owner, name)
+
+        @functools.wraps(f)
+        def run(*a, **k):
+            # (send_forward_recv_backward: the forward just run, counted already)
+            rec.phase(ph, step(), counts[key] - (name == "send_forward_recv_backward"))
+            out = f(*a, **k)
+            if name in ("forward_step", "backward_step"):
+                counts[key] += 1
+            return out
+        setattr(owner, name, run)
+    wrap(schedules, "forward_step", "fwd", "f")
+    wrap(schedules, "backward_step", "bwd", "b")
+    for name, ph, key in (("recv_forward", "fwd", "f"), ("send_backward_recv_forward", "fwd", "f"),
+                          ("recv_backward", "bwd", "b"), ("send_forward_recv_backward", "fwd", "f")):
+        wrap(P.P2PCommunicator, name, ph, key)
+
+
+def capture(spec):
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    import megatron.core
+    from megatron.core import parallel_state
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+    tp, pp = int(spec["tp"]), int(spec["pp"])
+    world = tp * pp
+    rank = int(spec.get("rank", 0))
+    m = int(spec["microbatches"])
+    hf, cfg = MT.start(torch, spec, world, rank, more_stand_ins=install_pp_stand_ins)
+    # (core_transformer_config_from_args)
+    cfg.deallocate_pipeline_outputs = True
+    first, last = parallel_state.is_pipeline_first_stage(), parallel_state.is_pipeline_last_stage()
+    rec = C.Recorder()
+    fake = FakeTensorMode()
+    counts = {"f": 0, "b": 0}
+    with fake, C.make_mode(torch, rec), C.make_tagger(torch, rec):
+        rec.phase("build")
+        model = MT.gpt_model(cfg, hf, spec, pre_process=first, post_process=last)
+        model.train()
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = C.make_optimizer(torch, spec, params)
+        hooks = C.install_module_hooks(torch, model, rec)
+        rows = MT.param_rows(model)
+        mb, seq = int(spec["micro_batch"]), int(spec["seq"])
+        rec.phase("inputs")
+        ids = torch.randint(0, hf["vocab_size"], (mb, seq), device="cuda")
+        pos = torch.arange(seq, device="cuda").unsqueeze(0).expand(mb, -1)
+        loss_mask = torch.ones((mb, seq), dtype=torch.float, device="cuda")
+
+        def loss_func(losses):
+            return torch.sum(losses.view(-1).float() * loss_mask.view(-1)) / (mb * seq), {}
+
+        def forward_step_func(data_iterator, model):
+            return model(ids, pos, None, labels=ids), loss_func
+        tag_phases(rec, counts)
+        fb = get_forward_backward_func()
+        steps = []
+        for step in range(int(spec.get("steps", 2))):
+            rec.peak = rec.live
+            row = {"e": "step", "st": step, "live_start": rec.live}
+            counts["f"] = counts["b"] = 0
+            rec.phase("fwd", step, 0)
+            with torch.autograd.graph.saved_tensors_hooks(rec.save, lambda t: t):
+                fb(forward_step_func=forward_step_func, data_iterator=None, model=[model],
+                   num_microbatches=m, seq_length=seq, micro_batch_size=mb, forward_only=False)
+            row["after_fwd"] = row["after_bwd"] = rec.live
+            rec.phase("optim", step)
+            opt.step()
+            row["after_opt"] = rec.live
+            rec.phase("zero_grad", step)
+            opt.zero_grad(set_to_none=True)
+            row["live_end"] = rec.live
+            row["peak"] = rec.peak
+            rec.phase("end", step)
+            steps.append(row)
+        for h in hooks:
+            h.remove()
+    header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,
+              "versions": {"torch": torch.__version__, "megatron-core": megatron.core.__version__,
+                           "transformers": None, "peft": None, "python": sys.version.split()[0]},
+              "world_size": world, "rank": rank, "device": "cuda (fake)", "process_group": "fake",
+              "parallel": {"tp": tp, "pp": pp, "tp_impl": "megatron", "sequence_parallel": True,
+                           "pp_schedule": "1F1B", "microbatches": m, "first_stage": first, "last_stage": last},
+              "param_bytes": sum(r["bytes"] for r in rows)}
+    return [header] + [dict(e="param", **r) for r in rows] + rec.events + steps
+
+
+def check_spec(path):
+    spec, bad = CT.read_spec(path, "capture_megatron_pp", SPEC_FIELDS,
+                             ("name", "config", "micro_batch", "seq", "precision", "tp", "pp", "microbatches", "layers"))
+    if spec["precision"] != "bf16":
+        bad(f"precision {spec['precision']!r}: the Megatron capture takes bf16 (Float16Module)")
+    if spec["tp"] < 2 or spec["pp"] < 2:
+        bad("tp and pp must be at least 2")
+    if spec["layers"] % spec["pp"]:
+        bad("layers must be a multiple of pp (Megatron's even split)")
+    return spec
+
+
+if __name__ == "__main__":
+    CT.main(__doc__, check_spec, capture)
