@@ -154,6 +154,21 @@ KNOWN = {
         "in step 0's backward (allocations match the trace; replay of the trace is exact)"),
     ("gen4-dsv2lite-l4-b1-eager", "peak_reserved"): (0.05,
         "MoE: the same placement difference as gen4-qwen3moe-l4-b2 (large allocations match the trace)"),
+    # gpt-oss-20b at full depth, micro-batch 1 x 4096, checkpointed, on one H100: GPU-bound (the
+    # profiled kernels are 1928 of its 1986 ms, results/kernels_gen10_fulldepth_h100.jsonl). Its
+    # eager attention with sinks, timed op by op at this shape (results/sinks_attention_h100.json),
+    # runs two kernels no class table describes: the softmax over rows of s + 1 = 4097 bf16
+    # elements (cunn_SoftMaxForwardReg, 4.21 ms for 4.3 GB, 1.02 TB/s, against the softmax
+    # class's 2.62 ms) and the product of the probabilities' [..., :-1] slice with the values,
+    # whose row stride of 4097 elements sends cuBLAS to CUTLASS's sm75 align1 kernel (1.70 ms
+    # against 0.76 for an aligned GEMM of its FLOPs). The two come to about 120 ms a step (each
+    # runs in the forward and again in the recomputation); micro-batch 2 of the same run is
+    # within the band
+    ("gen10-gptoss-20b-lora-all-b1-ckpt", "step_time"): (0.15,
+        "gpt-oss eager attention with sinks: the softmax over odd (s + 1) rows and the align1 GEMM of "
+        "the strided probabilities, timed op by op (results/sinks_attention_h100.json), have no class"),
+    ("gen10-gptoss-20b-lora-all-b1-ckpt-hb", "step_time"): (0.15,
+        "the same run again with the host benchmarked beside it"),
     # MoE step: torch._grouped_mm is priced as one dense cuBLAS GEMM; its per-expert tile padding
     # on the records' routing (1.14-1.31x the rows) explains at most 1.5 ms of the 8-16 ms
     # missing; the grouped kernel's own rate and the sort-based index_put of backward have no
