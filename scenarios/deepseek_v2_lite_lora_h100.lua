@@ -16,9 +16,12 @@
 --   "all-linear" is refused: peft 0.21 turns the router's name it includes into
 --   target_parameters on the fp32 router weight, which vrsim does not model (the MLP names
 --   become target_parameters on the routed experts, which it does).
--- Not measured on a GPU: the layers' forward allocations match transformers 5.25 under fake
--- tensors (validation/oracle/captures/deepseek_v2_lite_l2_bf16), the parameter count
--- transformers' (tests/test_mla.sh).
+-- Measured on one H100 80GB at 700 W (2026-12-06, random weights, predicted first:
+-- validation/records/llama_h100_gen10_fulldepth.jsonl): micro-batch 1 peaked at 35478.1 MiB
+-- allocated (vrsim 35484.6) and 39558 MiB reserved (vrsim 2.6 % under); the step took 723 ms,
+-- 10 % above vrsim's (the host's time in backward, docs/validation.md, the thirteenth set). The
+-- layers' allocations also match transformers 5.25 under fake tensors
+-- (validation/oracle/captures/deepseek_v2_lite_l2_bf16).
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/deepseek_v2_lite_lora_h100.lua

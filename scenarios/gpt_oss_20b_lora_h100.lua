@@ -16,9 +16,13 @@
 --   its (64, 4096, 4097) bf16 probabilities (2 GiB) and micro-batch 1 runs out of memory in layer
 --   11's attention. QLoRA is refused: bitsandbytes would quantize the attention's biased
 --   Linears, which vrsim does not model (and the experts would stay bf16 anyway).
--- Not measured on a GPU: the layers' forward and backward allocations match transformers 5.25
--- under fake tensors (validation/oracle/captures/gpt_oss_20b_l2_bf16), the parameter count
--- transformers' (tests/test_moe.sh).
+-- Measured on one H100 80GB at 700 W (2026-12-06, random bf16 weights, predicted first:
+-- validation/records/llama_h100_gen10_fulldepth.jsonl): peak allocated 50082.8 MiB at micro-batch
+-- 1 and 60157.8 at 2, within 3 MiB of vrsim's; the step 1986 and 3493 ms. Micro-batch 1 is 12 %
+-- slower than vrsim's: its attention's softmax over rows of 4097 and its strided probabilities'
+-- GEMM run kernels vrsim has no class for (docs/validation.md, the thirteenth set). The layers'
+-- allocations also match transformers 5.25 under fake tensors
+-- (validation/oracle/captures/gpt_oss_20b_l2_bf16).
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/gpt_oss_20b_lora_h100.lua
