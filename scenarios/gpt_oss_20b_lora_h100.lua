@@ -4,12 +4,12 @@
 -- frozen) and gradient checkpointing on one 80 GB H100 at 4096 tokens: does it fit, at what
 -- micro-batch, how fast?
 --
--- Answer (vrsim, 2026-12-05: ./vrsim scenarios/gpt_oss_20b_lora_h100.lua [--set ...];
+-- Answer (vrsim, 2026-12-06: ./vrsim scenarios/gpt_oss_20b_lora_h100.lua [--set ...];
 --   ./vrsim maxbatch scenarios/gpt_oss_20b_lora_h100.lua):
 --   the released MXFP4 experts are loaded dequantized to bf16 (Mxfp4Config(dequantize=True):
 --   transformers does not train the MXFP4 kernels' experts), so the frozen weights are 39 GiB.
 --   Micro-batch 2 fits with 4.1 GiB to spare ("micro_batch = 2 fits (peak reserved 74.33 GiB of
---   78.43 GiB, step 3465.5 ms, 2364 tokens/s); 3 does not"), micro-batch 1 with 21.6 GiB; the peak
+--   78.43 GiB, step 3440.3 ms, 2381 tokens/s); 3 does not"), micro-batch 1 with 21.6 GiB; the peak
 --   is the loss's backward, where the fp32 log-probabilities of 4096 x 201,088 logits and their
 --   gradients (3142 MiB each) meet the weights. GptOssForCausalLM runs eager attention only
 --   (no SDPA: the sinks are an extra softmax column), so without checkpointing every layer keeps
