@@ -163,7 +163,8 @@ KNOWN = {
     # whose row stride of 4097 elements sends cuBLAS to CUTLASS's sm75 align1 kernel (1.70 ms
     # against 0.76 for an aligned GEMM of its FLOPs). The two come to about 120 ms a step (each
     # runs in the forward and again in the recomputation); micro-batch 2 of the same run is
-    # within the band
+    # within the band because its sink cat, which takes less time at batch 2 than at 1, is
+    # overpriced by about as much (results/kernels_gen10_fulldepth_b2_h100.jsonl)
     ("gen10-gptoss-20b-lora-all-b1-ckpt", "step_time"): (0.15,
         "gpt-oss eager attention with sinks: the softmax over odd (s + 1) rows and the align1 GEMM of "
         "the strided probabilities, timed op by op (results/sinks_attention_h100.json), have no class"),
