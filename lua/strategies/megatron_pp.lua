@@ -33,6 +33,14 @@
 --   int32 0-dim tensor, lives for the schedule.
 -- * forward_step_calc_loss scales the last stage's loss in place (*= cp size, /= m): no
 --   allocation in forward, a 0-dim gradient each in backward.
+-- * Activation recompute (training.parallel.megatron_recompute_*, strategies/megatron_recompute.lua)
+--   runs in every micro-batch's forward as without a pipeline, over the stage's own layers
+--   (_checkpointed_forward walks num_layers_per_pipeline_rank; the full chunks restart at each
+--   stage's layer 0): the schedule passes checkpoint_activations_microbatch = None unless
+--   ModelParallelConfig.num_microbatches_with_partial_activation_checkpoints (default None;
+--   schedules.py forward_backward_pipelining_without_interleaving) is set, which has no field here. A micro-batch in flight holds what its recompute
+--   keeps (the chunks' inputs, or the core attention's arguments), and its backward recomputes
+--   inside the node, as without a pipeline.
 -- The transfers are the timeline's sends on the pipeline link (sim/pipeline.c), each the size of
 -- a receive buffer.
 local nn = require "vrsim.nn"
@@ -61,11 +69,6 @@ function M.refusal(t, mesh, n_layers)
   end
   if mesh.pp_keep_outputs then
     return "training.parallel.pp_keep_outputs: torch.distributed.pipelining's PipelineStage, not Megatron's schedule"
-  end
-  if t.checkpointing then
-    -- (the schedule's own recompute knobs read the model's: num_microbatches_with_partial_
-    -- activation_checkpoints, checkpoint_activations_microbatch)
-    return "training.checkpointing: Megatron's activation recompute beside its pipeline is not modelled"
   end
   if mesh.degrees.dp_replicate * mesh.degrees.dp_shard > 1 then
     return "data parallelism beside Megatron's pipeline (its DistributedDataParallel over a pipeline stage) is not modelled"

@@ -11,7 +11,9 @@ A spec (validation/oracle/specs_megatron_pp/) is capture_megatron_tp.py's with p
 size; the world is tp * pp, Megatron's rank order tp fastest, pp slowest), microbatches (the
 schedule's num_microbatches) and rank (the global rank this process plays, default 0: rank 0 is
 the first stage, rank tp * (pp - 1) the first rank of the last). layers is the whole model's;
-Megatron deals them out evenly, layers / pp a stage.
+Megatron deals them out evenly, layers / pp a stage. Megatron's activation recompute is
+capture_megatron_tp.py's recompute_* fields (TransformerConfig's, through its
+transformer_config()), run on every micro-batch over the stage's layers.
 
 The model as pretrain_gpt's model_provider builds it: GPTModel(pre_process = first stage,
 post_process = last stage) under Float16Module; the config as megatron/training/arguments.py's
@@ -150,7 +152,8 @@ def capture(spec):
                            "transformers": None, "peft": None, "python": sys.version.split()[0]},
               "world_size": world, "rank": rank, "device": "cuda (fake)", "process_group": "fake",
               "parallel": {"tp": tp, "pp": pp, "tp_impl": "megatron", "sequence_parallel": True,
-                           "pp_schedule": "1F1B", "microbatches": m, "first_stage": first, "last_stage": last},
+                           "pp_schedule": "1F1B", "microbatches": m, "first_stage": first, "last_stage": last,
+                           **{k: spec[k] for k in MT.RECOMPUTE if k in spec}},
               "param_bytes": sum(r["bytes"] for r in rows)}
     return [header] + [dict(e="param", **r) for r in rows] + rec.events + steps
 
