@@ -92,5 +92,80 @@ refused "uniform chunks that do not divide a stage's layers" \
 refused "torch's checkpointing beside the pipeline points to Megatron's recompute" \
   "training.checkpointing (torch.utils.checkpoint; .*set $P.megatron_recompute_granularity" --set checkpointing=true
 
+# 4. Megatron's data parallelism beside the pipeline (tp 2 x pp 2 x dp 2, world 8, the distributed
+#    optimizer) against megatron-core's capture (capture_megatron_pp.py with capture_megatron_dp.py's
+#    DistributedDataParallel and optimizer; finalize_model_grads run by the schedule): rank 0 (the
+#    first stage, dp rank 0) and rank 6 (the last stage, dp rank 1)
+D=llama3_8b_l4_bf16_megatron_tp2_pp2_dp2_m4
+for n in $D ${D}_rank6; do
+  python3 "$O/compare.py" --vrsim "$VRSIM" --expect "$O/expected/$n.txt" "$O/captures/$n.jsonl.gz" \
+    "$O/scenarios/$n.lua" >"$tmp/cmp" 2>&1; rc=$?
+  near=$(grep -E 'after build|after forward|step 1 peak' "$tmp/cmp" | awk '
+    { d = 0; if (match($0, /\([-+]?[0-9]+ bytes\)/)) d = substr($0, RSTART + 1, RLENGTH - 8) + 0
+      if (d < 0) d = -d; if (d <= 4096) n++ } END { print n + 0 }')
+  if [ $rc = 0 ] && [ "$near" = 3 ]; then
+    ok "oracle $n: matches megatron-core's capture (named divergences only; 3 milestones within 4 KiB)"
+  else bad "oracle $n (exit $rc, $near of 3 milestones within 4 KiB)" "$(tail -12 "$tmp/cmp")"; fi
+done
+
+# 5. the optimizer state per rank on a pipeline stage (the first, rank 0; 8 layers, 4 a stage): the
+#    fp32 main params and Adam's two states, summed from the simulated allocations, halve from dp 2
+#    to dp 4 under the distributed optimizer; without it dp changes nothing
+state() { "$VRSIM" "$O/scenarios/$D.lua" --no-files --no-suggest --set model.layers=8 --alloc-trace "$tmp/s.csv" "$@" \
+  >"$tmp/s.out" 2>&1 && python3 - "$tmp/s.csv" <<'PY'
+import csv, sys
+live = {}
+for r in csv.DictReader(open(sys.argv[1])):
+    if r["action"] == "alloc":
+        live[r["addr"]] = r
+    elif r["action"] == "free_requested":
+        live.pop(r["addr"], None)
+print(sum(int(r["size"]) for r in live.values()
+          if "main param .float()" in r["frames"] or r["frames"].startswith("adamw.init ")))
+PY
+}
+d2=$(state); d4=$(state --set hardware.count=16 --set $P.dp_replicate=4)
+n2=$(state --set $P.megatron_distributed_optimizer=false)
+n4=$(state --set $P.megatron_distributed_optimizer=false --set hardware.count=16 --set $P.dp_replicate=4)
+if [ -n "$d2" ] && [ -n "$d4" ] && [ "$d2" -gt 0 ] && [ "$d2" = $((2 * d4)) ] && [ -n "$n2" ] && [ "$n2" = "$n4" ] \
+   && [ "$n2" = $((2 * d2)) ]
+then ok "first stage's optimizer state: $d2 B at dp 2, $d4 B at dp 4 with the distributed optimizer (half); $n2 B at both without it"
+else bad "optimizer state per rank on a stage" "dp2 $d2 dp4 $d4; without: dp2 $n2 dp4 $n4; $(tail -2 "$tmp/s.out")"; fi
+
+# 6. what the schedule does with Megatron's DistributedDataParallel: each weight's bf16 gradient
+#    dropped into main_grad by its hook in every micro-batch's backward (the output layer's, on
+#    the last stage, 4 times a step), never added into a .grad the hook dropped; the buffer
+#    reduced (reduce-scatter) once a step, after the schedule's last backward; the last stage's loss scaled by the optimizer's _scale_one in each
+#    backward_step (one [1] fp32 tensor a micro-batch), the first stage's not
+"$VRSIM" "$O/scenarios/${D}_rank6.lua" --no-suggest --alloc-trace "$tmp/r6.csv" --out "$tmp/o6" >"$tmp/r6.out" 2>&1 \
+  || bad "rank 6" "$(tail -3 "$tmp/r6.out")"
+"$VRSIM" "$O/scenarios/$D.lua" --no-files --no-suggest --alloc-trace "$tmp/r0.csv" >"$tmp/r0.out" 2>&1 \
+  || bad "rank 0" "$(tail -3 "$tmp/r0.out")"
+if python3 - "$tmp/r6.csv" "$tmp/r0.csv" "$tmp/o6/memory.csv" <<'PY'
+import csv, sys
+r6, r0 = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
+rows = list(csv.DictReader(open(sys.argv[3])))
+hooks = [r for r in r6 if r["action"] == "free_requested"
+         and r["frames"] == "module.output_layer.weight: main_grad.add_(grad); grad = None"]
+accum = [r for r in r6 if r["frames"].startswith("AccumulateGrad(add_)")]
+scaled = lambda rows: sum(1 for r in rows if r["action"] == "alloc" and "grad_scale_func" in r["frames"])
+# each step's reduce-scatter: after the schedule's last backward node, before the optimizer
+rs = [i for i, r in enumerate(rows) if r["op"].startswith("finish_grad_sync: reduce_scatter")]
+def placed(i):
+    nxt = next(j for j in range(i, len(rows)) if rows[j]["phase"] == "optimizer")
+    return (not any(rows[j]["op"].endswith(".backward") for j in range(i, nxt))
+            and any(rows[j]["op"].endswith(".backward") for j in range(i)))
+print("output layer's hook frees", len(hooks), "AccumulateGrad(add_)", len(accum), "scaled losses", scaled(r6),
+      scaled(r0), "reduce-scatters", len(rs))
+ok = (len(hooks) == 8 and not accum and scaled(r6) == 8 and scaled(r0) == 0 and len(rs) == 2
+      and all(placed(i) for i in rs))
+sys.exit(0 if ok else 1)
+PY
+then ok "DDP on a stage: main_grad hooks in each micro-batch's backward, one reduce-scatter before the schedule returns, the last stage's loss scaled"
+else bad "Megatron's DDP inside the schedule"; fi
+
+refused "dp_shard beside Megatron's pipeline" 'training.parallel.tp_impl = "megatron" with data parallelism: training.strategy = "fsdp2"' \
+  --set hardware.count=8 --set $P.dp_shard=2
+
 echo "test_megatron_mix: $pass passed, $fail failed"
 [ "$fail" = 0 ]

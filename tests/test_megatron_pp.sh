@@ -138,8 +138,6 @@ refused "an uneven split" "${F}5 layers over pp = 2 stages" --set model.layers=5
 refused "torchtitan's per-stage layers" "${F}training.parallel.pp_layers_per_stage / pp_stage_layers" \
   --set training.parallel.pp_layers_per_stage=2
 refused "pp_keep_outputs" "${F}training.parallel.pp_keep_outputs" --set training.parallel.pp_keep_outputs=true
-refused "data parallelism beside the pipeline" 'training.parallel.tp_impl = "megatron" with data parallelism' \
-  --set hardware.count=8 --set training.parallel.dp_replicate=2
 
 echo "test_megatron_pp: $pass passed, $fail failed"
 [ "$fail" = 0 ]
