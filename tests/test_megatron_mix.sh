@@ -164,6 +164,16 @@ PY
 then ok "DDP on a stage: main_grad hooks in each micro-batch's backward, one reduce-scatter before the schedule returns, the last stage's loss scaled"
 else bad "Megatron's DDP inside the schedule"; fi
 
+# 7. all three together (tp 2 x pp 2 x dp 2 with full recompute): the first stage's schedule peak
+#    above its start falls with recompute as without data parallelism, and by as much (the
+#    optimizer's and DDP's tensors are outside the schedule)
+dn=$(sched_peak "$O/scenarios/$D.lua")
+df=$(sched_peak "$O/scenarios/$D.lua" --set $P.megatron_recompute_granularity=full \
+  --set $P.megatron_recompute_method=uniform --set $P.megatron_recompute_num_layers=1)
+if [ -n "$dn" ] && [ -n "$df" ] && [ "$df" -lt "$dn" ] && [ $((dn - df)) = $((none - full)) ]; then
+  ok "tp x pp x dp with full recompute: the first stage's schedule peak $(mib "$dn") -> $(mib "$df") MiB"
+else bad "recompute beside the pipeline and dp (none $dn, full $df; without dp $none, $full)"; fi
+
 refused "dp_shard beside Megatron's pipeline" 'training.parallel.tp_impl = "megatron" with data parallelism: training.strategy = "fsdp2"' \
   --set hardware.count=8 --set $P.dp_shard=2
 
