@@ -102,6 +102,7 @@ SHELL_TESTS := tests/scenario_tests.sh \
   tests/test_megatron_dp.sh \
   tests/test_megatron_rc.sh \
   tests/test_megatron_pp.sh \
+  tests/test_megatron_mix.sh \
   tests/test_ops.sh \
   tests/test_record_techniques.sh \
   tests/test_record_dcompile.sh \

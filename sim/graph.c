@@ -826,6 +826,10 @@ static VrStatus emit_hook_op(Deriv *d, int f) {
         if (gp < 0) continue; /* no gradient reached this parameter */
         in[ni++] = gp;
         if (o.free_grads) fr[nf++] = gp;
+        /* a post-accumulate-grad hook that drops .grad (param.grad = None: Megatron's DDP hook)
+         * leaves the parameter without one, so the next micro-batch's derivation makes it anew
+         * (AccumulateGrad steals the incoming gradient) rather than adding into the dropped one */
+        if (o.free_grads && o.hook == 3) d->param_grad[p] = -1;
     }
     Op c = o;
     c.hook = 0;

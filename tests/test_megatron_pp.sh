@@ -134,14 +134,10 @@ refused "Megatron's interleaved schedule" "${F}training.parallel.pp_schedule = \
   --set training.parallel.pp_schedule=Interleaved1F1B
 refused "GPipe under Megatron" "${F}training.parallel.pp_schedule = \"GPipe\": Megatron runs 1F1B" \
   --set training.parallel.pp_schedule=GPipe
-refused "recompute beside the pipeline" "${F}training.checkpointing: Megatron's activation recompute beside its pipeline" \
-  --set checkpointing=true
 refused "an uneven split" "${F}5 layers over pp = 2 stages" --set model.layers=5
 refused "torchtitan's per-stage layers" "${F}training.parallel.pp_layers_per_stage / pp_stage_layers" \
   --set training.parallel.pp_layers_per_stage=2
 refused "pp_keep_outputs" "${F}training.parallel.pp_keep_outputs" --set training.parallel.pp_keep_outputs=true
-refused "data parallelism beside the pipeline" 'training.parallel.tp_impl = "megatron" with data parallelism' \
-  --set hardware.count=8 --set training.parallel.dp_replicate=2
 
 echo "test_megatron_pp: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -30,6 +30,9 @@
 -- * backward: each weight's bf16 gradient is made by autograd, then the hook DDP puts on its
 --   AccumulateGrad node (_make_backward_post_hook) runs main_grad.add_(param.grad) and
 --   param.grad = None: no .grad outlives its hook.
+-- * with a pipeline (strategies/megatron_pp.lua) the hooks run in every micro-batch's backward,
+--   each into the same main_grad (the .grad each drops leaves the parameter without one for the
+--   next micro-batch), and the schedule runs finalize_model_grads before it returns.
 -- * finalize_model_grads: finish_grad_sync (overlap_grad_reduce False, Megatron's default: one
 --   bucket, reduced after backward): grad_data *= 1/dp in place, then reduce_scatter_tensor of the
 --   buffer into this rank's shard of itself (distributed optimizer) or all_reduce of the whole
@@ -82,8 +85,9 @@ function M.refusal(t, mesh)
                .. "picks foreach on a GPU"):format(tostring(t.optimizer_impl)))
   end
   if t.optimizer_in_backward then return no("training.optimizer_in_backward: not Megatron's step") end
-  -- (vrsim's backward keeps a parameter's .grad from one micro-batch to the next, where
-  -- Megatron's hook has dropped it into main_grad: the accumulation is not built)
+  -- (without a pipeline Megatron's micro-batches are forward_backward_no_pipelining's loop, its
+  -- no_sync and its loss scaling, not vrsim's grad_accum loop: not built; with a pipeline the
+  -- schedule's micro-batches are pp_microbatches, strategies/megatron_pp.lua)
   if (t.grad_accum or 1) > 1 then
     return no(("training.grad_accum = %d: Megatron's micro-batches accumulating into main_grad (each "
                .. "micro-batch's hooks dropping its .grad, the reduction after the last) are not modelled")
@@ -145,6 +149,7 @@ function M.setup(cx, cfg, s)
   s.distopt = mesh.megatron_distributed_optimizer
   s.grad_dtype = mesh.megatron_grad_reduce_in_fp32 and "fp32" or "bf16"
   s.tp = mesh.degrees.tp
+  s.pp = mesh.degrees.pp
   -- the rank's place in its dp group decides which shard of the buffer it owns (hardware.rank)
   local _, coords = require("vrsim.mesh").groups(mesh, cfg.hardware.rank or 0, cfg.hardware.gpus_per_node)
   s.dp_rank = coords.dp_replicate or 0
@@ -220,8 +225,10 @@ function M.before_backward(cx, s, params, trainable)
   end
 end
 
--- After backward: finalize_model_grads, then what the optimizer updates (the main parameters).
-function M.after_backward(cx, cfg, s, trainable)
+-- finalize_model_grads: finish_grad_sync, then the norms' main_grads over tp. Without a
+-- pipeline train_step runs it after backward (M.after_backward); with one the schedule runs it
+-- as it returns (strategies/megatron_pp.lua), which marks s.finalized.
+function M.finalize(cx, s, trainable)
   local G = cx.G
   local gb = s.layout.numel * nn.DT_SIZE[s.grad_dtype]
   op(cx, { name = "finish_grad_sync: grad_data *= 1/dp", kind = "elementwise", phase = "bwd",
@@ -244,6 +251,13 @@ function M.after_backward(cx, cfg, s, trainable)
     op(cx, { name = "finalize_model_grads: copy the norms' main_grads back", kind = "copy", phase = "bwd",
              inputs = { flat, s.grad_buf }, frees = { flat }, bytes = 2 * nb })
   end
+end
+
+-- After backward: finalize_model_grads (unless the pipeline's schedule ran it), then what the
+-- optimizer updates (the main parameters).
+function M.after_backward(cx, cfg, s, trainable)
+  local G = cx.G
+  if not s.finalized then M.finalize(cx, s, trainable) end
   -- optimizer.step: main_param.grad = main_grad.float()
   local upd, all_grads, grads = {}, {}, {}
   for _, g in ipairs(s.groups) do
@@ -264,7 +278,7 @@ function M.after_backward(cx, cfg, s, trainable)
   end
   -- get_grad_norm_fp32 (no Apex): dummy_overflow_buf, one 0-dim norm per main gradient (all
   -- alive), the 1-element norm, its square all-reduced over the grad-stats group (the whole
-  -- world under the distributed optimizer, the model-parallel group otherwise)
+  -- world under the distributed optimizer, the model-parallel group, tp x pp, otherwise)
   local function scalar(name, dt)
     return G:tensor { name = name, bytes = nn.DT_SIZE[dt], numel = 1, dtype = dt, cat = "temp" }
   end
@@ -289,7 +303,7 @@ function M.after_backward(cx, cfg, s, trainable)
            outputs = { sq }, bytes = 8 })
   cx.G:op { name = "get_grad_norm_fp32: all_reduce of the squared norm", kind = "all_reduce", phase = "optim",
             inputs = { sq }, outputs = {}, frees = { dummy, l2, sq }, bytes = 4, dtype = "fp32",
-            world = s.distopt and s.n * s.tp or s.tp }
+            world = (s.distopt and s.n or 1) * s.tp * s.pp }
   s.all_grads = all_grads
   return { megatron = upd }
 end

@@ -33,6 +33,19 @@
 --   int32 0-dim tensor, lives for the schedule.
 -- * forward_step_calc_loss scales the last stage's loss in place (*= cp size, /= m): no
 --   allocation in forward, a 0-dim gradient each in backward.
+-- * Activation recompute (training.parallel.megatron_recompute_*, strategies/megatron_recompute.lua)
+--   runs in every micro-batch's forward as without a pipeline, over the stage's own layers
+--   (_checkpointed_forward walks num_layers_per_pipeline_rank; the full chunks restart at each
+--   stage's layer 0): the schedule passes checkpoint_activations_microbatch = None unless
+--   ModelParallelConfig.num_microbatches_with_partial_activation_checkpoints (default None;
+--   schedules.py forward_backward_pipelining_without_interleaving) is set, which has no field here. A micro-batch in flight holds what its recompute
+--   keeps (the chunks' inputs, or the core attention's arguments), and its backward recomputes
+--   inside the node, as without a pipeline.
+-- * Megatron's data parallelism (dp_replicate > 1, strategies/megatron_dp.lua) wraps the stage:
+--   each micro-batch's forward declares the main_grad hooks its backward runs; the schedule runs
+--   config.finalize_model_grads_func before it returns (training.py sets it; the untied model has
+--   no embedding gradient to all-reduce between the first and the last stage); and on the last
+--   stage backward_step scales the loss by config.grad_scale_func (the optimizer's scale_loss).
 -- The transfers are the timeline's sends on the pipeline link (sim/pipeline.c), each the size of
 -- a receive buffer.
 local nn = require "vrsim.nn"
@@ -61,14 +74,6 @@ function M.refusal(t, mesh, n_layers)
   end
   if mesh.pp_keep_outputs then
     return "training.parallel.pp_keep_outputs: torch.distributed.pipelining's PipelineStage, not Megatron's schedule"
-  end
-  if t.checkpointing then
-    -- (the schedule's own recompute knobs read the model's: num_microbatches_with_partial_
-    -- activation_checkpoints, checkpoint_activations_microbatch)
-    return "training.checkpointing: Megatron's activation recompute beside its pipeline is not modelled"
-  end
-  if mesh.degrees.dp_replicate * mesh.degrees.dp_shard > 1 then
-    return "data parallelism beside Megatron's pipeline (its DistributedDataParallel over a pipeline stage) is not modelled"
   end
   if n_layers and n_layers % pp ~= 0 then
     return ("%d layers over pp = %d stages: Megatron splits the layers evenly (num_layers must be a multiple of "
@@ -157,6 +162,11 @@ function M.run(cx, pl, mc, forward)
   local flight = {} -- micro-batch -> its forward: ops, output placeholder, input
   local actions = {}
   local input_tensor, output_tensor_grad, input_tensor_grad -- the schedule's locals
+  -- Megatron's optimizer scales the last stage's loss (config.grad_scale_func, which training.py
+  -- sets to optimizer.scale_loss) where it runs (Megatron's data parallelism here); the scaled
+  -- loss is the schedule's output_tensor local
+  local scale_one = last and cx.mg_dp and cx.mg_dp.scale_one
+  local scaled_output
   local function fwd(k, steady)
     local a0 = G:num_ops()
     -- the input: received (recv_forward, or the previous iteration's send_backward_recv_forward)
@@ -177,6 +187,19 @@ function M.run(cx, pl, mc, forward)
     cx.run.stage = { first = st.first, last = st.last, embed = first, head = last, input = input }
     local out = forward()
     cx.run.stage = nil
+    -- (output_tensor rebound by forward_step's return: the previous micro-batch's scaled loss goes)
+    if scaled_output then
+      free("output_tensor rebound: the previous scaled loss goes", "fwd", { scaled_output })
+      scaled_output = nil
+    end
+    -- Megatron's DistributedDataParallel: each weight's post-accumulate hook (main_grad.add_,
+    -- .grad dropped) runs in every micro-batch's backward (overlap_grad_reduce off: no_sync_func
+    -- is None and nothing is reduced until finalize_model_grads)
+    if cx.mg_dp then
+      local trainable = {}
+      for _, p in ipairs(cx.params) do if p.trainable then trainable[#trainable + 1] = p end end
+      require("strategies.megatron_dp").before_backward(cx, cx.mg_dp, cx.params, trainable)
+    end
     -- send_forward_recv_backward in the steady state: the gradient of the oldest micro-batch in
     -- flight received (not on the last stage), the previous one dropped as the local rebinds
     local old_grad
@@ -214,8 +237,31 @@ function M.run(cx, pl, mc, forward)
     end
     -- (output_tensor_grad, the schedule's local, holds the received gradient through the backward:
     -- autograd cannot add into it in place)
-    local dx = G:derive_backward_of(f.first, f.last, f.out.id, (not last) and output_tensor_grad.id or nil,
-                                    f.input and f.input.id, not last)
+    local seed, held = (not last) and output_tensor_grad.id or nil, not last
+    local scale_seed
+    if last and scale_one then
+      -- backward_step on the last stage: output_tensor[0] = config.grad_scale_func(output_tensor[0]),
+      -- the optimizer's scale_loss (_scale_one * loss: a new [1] fp32 tensor; the deallocated
+      -- output's placeholder goes as the list drops it); custom_backward seeds ones_like of it,
+      -- MulBackward0 multiplies by _scale_one (a new [1], which autograd sums to the loss's
+      -- 0-dim shape and drops). The seed goes when the engine returns; the scaled loss stays in
+      -- the schedule's output_tensor until the next forward_step rebinds it.
+      local scaled = nn.new_tensor(cx, ("micro-batch %d's loss * _scale_one (grad_scale_func)"):format(k), { 1 },
+                                   "fp32", false, "temp")
+      op { name = ("backward_step: output_tensor = grad_scale_func(output_tensor) of micro-batch %d"):format(k),
+           kind = "elementwise", phase = "bwd", inputs = { f.out.id, scale_one }, outputs = { scaled.id },
+           frees = { f.out.id }, bytes = 12 }
+      scale_seed = nn.new_tensor(cx, "custom_backward: ones_like(output)", { 1 }, "fp32", false, "temp")
+      op { name = "custom_backward: grad_output = ones_like(output)", kind = "elementwise", phase = "bwd",
+           outputs = { scale_seed.id }, bytes = 4 }
+      local g = nn.new_tensor(cx, "MulBackward0: grad * _scale_one", { 1 }, "fp32", false, "temp")
+      op { name = "MulBackward0: grad * _scale_one", kind = "elementwise", phase = "bwd",
+           inputs = { scale_seed.id, scale_one }, outputs = { g.id }, bytes = 12 }
+      seed, held = g.id, false
+      scaled_output = { id = scaled.id }
+    end
+    local dx = G:derive_backward_of(f.first, f.last, f.out.id, seed, f.input and f.input.id, held)
+    if scale_seed then free("custom_backward returns: its ones_like seed goes", "bwd", { scale_seed }) end
     -- backward_step returns input_tensor.grad: the previous one the local held goes
     if dx and k == m - 1 then kept[dx] = true end
     local old = input_tensor_grad
@@ -235,10 +281,21 @@ function M.run(cx, pl, mc, forward)
     end
   end
   for i = 0, warm - 1 do bwd(remaining + i, true) end
+  -- config.finalize_model_grads_func (training.py sets finalize_model_grads) runs before the
+  -- schedule returns: the grad buffer's reduction over dp and the norms' over tp. The untied
+  -- model has no word-embedding gradient to all-reduce between the first and the last stage
+  -- (_get_shared_word_embedding_weight: None unless share_embeddings_and_output_weights), and
+  -- rope no position embedding.
+  if cx.mg_dp then
+    local trainable = {}
+    for _, p in ipairs(cx.params) do if p.trainable then trainable[#trainable + 1] = p end end
+    require("strategies.megatron_dp").finalize(cx, cx.mg_dp, trainable)
+    cx.mg_dp.finalized = true
+  end
   -- the schedule returns: its locals go
   free("forward_backward_pipelining_without_interleaving returns: its locals go", "bwd",
        { input_tensor and input_tensor.popped and input_tensor or nil, output_tensor_grad, input_tensor_grad,
-         { id = ntok } })
+         scaled_output, { id = ntok } })
   if carried then
     local ids = {}
     for id in pairs(kept) do ids[#ids + 1] = id end

@@ -145,18 +145,22 @@ function M.resolve(rc, tp_impl)
 end
 
 -- Why this model's layers cannot take the recompute (the message), or nil: the layer counts
--- megatron-core's _checkpointed_forward can run.
-function M.refusal(rc, layers)
+-- megatron-core's _checkpointed_forward can run. layers: the decoder layers of a rank, which
+-- _checkpointed_forward walks (num_layers_per_pipeline_rank: all of them without a pipeline, a
+-- stage's with one); pp: the pipeline's stages (nil or 1: none).
+function M.refusal(rc, layers, pp)
   if not rc or rc.granularity ~= "full" then return nil end
   local n = rc.num_layers
+  local whose = (pp or 1) > 1 and ("the %d layers of a pipeline stage"):format(layers)
+    or ("the %d layers of the model"):format(layers)
   if n > layers then
-    return ("%smegatron_recompute_num_layers = %d: must be between 1 and the %d layers of the model "
-            .. "(num_layers_per_pipeline_rank)"):format(PREFIX, n, layers)
+    return ("%smegatron_recompute_num_layers = %d: must be between 1 and %s "
+            .. "(num_layers_per_pipeline_rank)"):format(PREFIX, n, whose)
   end
   if rc.method == "uniform" and layers % n ~= 0 then
     -- (custom(layer_idx, layer_idx + n) runs past the last layer: _get_layer raises IndexError)
-    return ("%smegatron_recompute_num_layers = %d with method \"uniform\" does not divide the %d layers: "
-            .. "the last chunk of _checkpointed_forward runs past the last layer"):format(PREFIX, n, layers)
+    return ("%smegatron_recompute_num_layers = %d with method \"uniform\" does not divide %s: "
+            .. "the last chunk of _checkpointed_forward runs past the last layer"):format(PREFIX, n, whose)
   end
   return nil
 end

@@ -146,7 +146,9 @@ function M.refusal(fam, mc, t, mesh, attention)
   for _, u in ipairs(unsupported) do
     if u[1] then return no(u[2] .. ": not modelled with it") end
   end
-  return require("strategies.megatron_recompute").refusal(mesh.megatron_recompute, mc.layers)
+  -- (a pipeline stage checkpoints its own layers: the split is even, refused otherwise above)
+  local pp = mesh.degrees.pp
+  return require("strategies.megatron_recompute").refusal(mesh.megatron_recompute, mc.layers // pp, pp)
 end
 
 -- The persistent "mpu" buffer of GlobalMemoryBuffer for dtype dt, at least numel elements

@@ -42,7 +42,7 @@ M.FIELDS = {
   ep_imbalance = { "number", 1, "expert parallelism's routing: the busiest rank's share of the token-expert pairs over the mean (1: balanced; the simulated rank is the busiest)" },
   cp_rotate_method = { "string", "allgather", "how ring attention brings the other ranks' keys and values (torch's set_rotate_method): allgather (once, torch's default, kept by torchtitan) or alltoall (passed on each step)" },
   async_tp = { "boolean", false, "torchtitan's async tensor parallelism (Inductor's micro_pipeline_tp pass): each compiled layer's sequence all-gather fused with the GEMMs it feeds and each reduce-scatter with the GEMM it follows, the transfers beside the GEMMs over symmetric memory; needs tp > 1 and training.compile" },
-  tp_impl = { "string", "dtensor", "whose tensor parallelism: dtensor (torch.distributed.tensor.parallel with torchtitan's plan, lua/strategies/tp.lua) or megatron (megatron-core 0.16.1's GPTModel, local spec, sequence parallel: fused qkv and fc1, column-parallel linears that keep their local input and all-gather it again in backward into the persistent GlobalMemoryBuffer, vocab_parallel_cross_entropy; lua/strategies/megatron_tp.lua); megatron needs tp > 1, a Llama-shaped model, attention eager, bf16; its data parallelism is Megatron's DistributedDataParallel over dp_replicate (lua/strategies/megatron_dp.lua), its pipeline (pp > 1) megatron-core's non-interleaved 1F1B schedule (lua/strategies/megatron_pp.lua)" },
+  tp_impl = { "string", "dtensor", "whose tensor parallelism: dtensor (torch.distributed.tensor.parallel with torchtitan's plan, lua/strategies/tp.lua) or megatron (megatron-core 0.16.1's GPTModel, local spec, sequence parallel: fused qkv and fc1, column-parallel linears that keep their local input and all-gather it again in backward into the persistent GlobalMemoryBuffer, vocab_parallel_cross_entropy; lua/strategies/megatron_tp.lua); megatron needs tp > 1, a Llama-shaped model, attention eager, bf16; its data parallelism is Megatron's DistributedDataParallel over dp_replicate (lua/strategies/megatron_dp.lua), its pipeline (pp > 1) megatron-core's non-interleaved 1F1B schedule (lua/strategies/megatron_pp.lua), with its recompute and data parallelism beside it" },
   megatron_distributed_optimizer = { "boolean", false, "with tp_impl = \"megatron\" and dp_replicate > 1: Megatron's distributed optimizer (--use-distributed-optimizer, off by default in megatron/training/arguments.py): the fp32 main params and Adam states of 1/dp of the contiguous buffer per rank, the gradients reduce-scattered, the bf16 params all-gathered after the step (lua/strategies/megatron_dp.lua)" },
   megatron_grad_reduce_in_fp32 = { "boolean", true, "with tp_impl = \"megatron\" and dp_replicate > 1: DistributedDataParallelConfig.grad_reduce_in_fp32, the dtype of the contiguous main_grad buffer and its reduction (arguments.py turns it on for bf16 unless --grad-reduce-in-bf16)" },
   pp_microbatches = { "integer", nil, "micro-batches per step through the pipeline [pp: one per stage]" },
@@ -141,10 +141,12 @@ end
 -- assume that when cp is used, FSDP is also applied"), so cp > 1 is FSDP2 over dp_shard * cp.
 -- Beside a pipeline torchtitan fully_shards each stage over its ["dp_replicate", "fsdp"] mesh
 -- whatever the degrees (llama3/parallelize.py, apply_fsdp_to_decoder), so dp_replicate alone is
--- FSDP2 with a shard group of one rank: the replicate all-reduce after the schedule.
-local function implied_strategy(d)
+-- FSDP2 with a shard group of one rank: the replicate all-reduce after the schedule. Megatron's
+-- pipeline (tp_impl "megatron") keeps its DistributedDataParallel over dp_replicate beside it
+-- (strategies/megatron_pp.lua).
+local function implied_strategy(d, tp_impl)
   if d.dp_shard * d.cp > 1 then return "fsdp2" end
-  if d.dp_replicate > 1 then return d.pp > 1 and "fsdp2" or "ddp" end
+  if d.dp_replicate > 1 then return d.pp > 1 and tp_impl ~= "megatron" and "fsdp2" or "ddp" end
   return "none"
 end
 
@@ -203,7 +205,7 @@ function M.resolve(cfg, given)
            .. "and hardware.count = %d: the mesh must hold every GPU"):format(d.pp, d.dp_replicate,
            d.dp_shard, d.cp, d.tp, prod, n), 0)
   end
-  local want = implied_strategy(d)
+  local want = implied_strategy(d, p.tp_impl)
   if given["training.strategy"] then
     local s = t.strategy
     local fits = s == want or ((s == "zero1" or s == "zero2" or s == "zero3") and d.dp_replicate == 1)

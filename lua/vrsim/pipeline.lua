@@ -122,7 +122,9 @@ function P.layout(cfg, n_layers, mesh)
   -- "fsdp2" from the degrees, and zero.shard_group = dp_shard x cp where dp_replicate > 1
   -- (torchtitan applies FSDP where dp_shard or cp is enabled, over dp_shard x cp: with dp_shard 1
   -- and cp > 1 each stage is still fully_shard'ed over its cp ranks)
-  if t.strategy ~= "none" and not (t.strategy == "fsdp2" and par.dp_shard * par.cp * par.dp_replicate > 1) then
+  -- (Megatron's pipeline takes its DistributedDataParallel, strategy "ddp": strategies/megatron_dp.lua)
+  if t.strategy ~= "none" and not (t.strategy == "fsdp2" and par.dp_shard * par.cp * par.dp_replicate > 1)
+     and not (MGP and t.strategy == "ddp") then
     no("training.strategy = \"" .. t.strategy .. "\"", " yet (set parallel's degrees instead: dp_shard and dp_replicate are FSDP2)")
   end
   -- (nor reduce_dtype, MixedPrecisionPolicy's, which torchtitan sets: the accumulated gradients

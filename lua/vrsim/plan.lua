@@ -199,7 +199,9 @@ local function build_graph(st)
     cx.pp = pl
     if pl then cx.layers_once = false end -- (replicate.lua numbers a stack's layers from 0)
     -- FSDP2 over dp_shard beside the pipeline keeps each stage's parameters unsharded (strategies/fsdp.lua)
-    if pl and dp then dp.pp_keep(cx) end
+    -- (Megatron's DistributedDataParallel accumulates into its grad buffer and finalizes inside
+    -- the schedule: strategies/megatron_pp.lua)
+    if pl and dp and cx.dp.kind ~= "megatron" then dp.pp_keep(cx) end
   end
   local ok, loss, _, mc, forward = pcall(model.build, cx, cfg)
   if not ok then
@@ -232,7 +234,7 @@ local function build_graph(st)
     local okr, pp = pcall(require("vrsim.pipeline").run, cx, cx.pp, mc, forward)
     if not okr then fail(ctx, "parallel", "training", tostring(pp)) end
     cx.pp_plan, k = pp, 0
-    if dp then dp.pp_reduce_grads(cx) end
+    if dp and cx.dp.kind ~= "megatron" then dp.pp_reduce_grads(cx) end
   end
   for i = 1, k do
     cx.micro = i

@@ -126,13 +126,43 @@ def install_dp_stand_ins(torch):
     moptimizer.get_grad_norm_fp32 = grad_norm
 
 
+def wrap(torch, cfg, spec, model):
+    """get_model's DistributedDataParallel over the Float16Module `model` and
+    setup_model_and_optimizer's optimizer over it, as the docstring says: (the DDP model, the
+    optimizer, the param rows: each parameter's own elements)."""
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+    dist_opt = bool(spec.get("distributed_optimizer", True))
+    fp32_grads = bool(spec.get("grad_reduce_in_fp32", True))
+    ddp_cfg = DistributedDataParallelConfig(grad_reduce_in_fp32=fp32_grads, overlap_grad_reduce=False,
+                                            use_distributed_optimizer=dist_opt)
+    opt_cfg = OptimizerConfig(optimizer="adam", bf16=True, lr=1e-4, weight_decay=0.1, clip_grad=1.0,
+                              use_distributed_optimizer=dist_opt)
+    model = DistributedDataParallel(cfg, ddp_cfg, model)
+    model.train()
+    opt = get_megatron_optimizer(opt_cfg, [model])
+    for g in opt.optimizer.param_groups:
+        g["foreach"] = True
+    rows = [{"name": n, "shape": list(p.shape), "dtype": C.dtype_name(p.dtype),
+             "bytes": p.numel() * p.element_size(), "trainable": p.requires_grad}
+            for n, p in model.named_parameters()]
+    return model, opt, rows
+
+
+def buffer_rows(model):
+    """The buffers' rows: their dtypes, sizes and storages."""
+    return [{"e": "buffer", "param_dtype": C.dtype_name(b.param_dtype), "grad_dtype": C.dtype_name(b.grad_dtype),
+             "numel": b.numel, "numel_unpadded": b.numel_unpadded, "buckets": len(b.buckets),
+             "param_bytes": b.param_data.untyped_storage().nbytes() if b.param_data is not None else 0,
+             "grad_bytes": b.grad_data.untyped_storage().nbytes()}
+            for b in model.buffers]
+
+
 def capture(spec):
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     import megatron.core
-    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.distributed.finalize_model_grads import finalize_model_grads
-    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     tp, dp = int(spec["tp"]), int(spec["dp"])
     dist_opt = bool(spec.get("distributed_optimizer", True))
     world = tp * dp
@@ -141,22 +171,10 @@ def capture(spec):
     rec = C.Recorder()
     fake = FakeTensorMode()
     fp32_grads = bool(spec.get("grad_reduce_in_fp32", True))
-    ddp_cfg = DistributedDataParallelConfig(grad_reduce_in_fp32=fp32_grads, overlap_grad_reduce=False,
-                                            use_distributed_optimizer=dist_opt)
-    opt_cfg = OptimizerConfig(optimizer="adam", bf16=True, lr=1e-4, weight_decay=0.1, clip_grad=1.0,
-                              use_distributed_optimizer=dist_opt)
     with fake, C.make_mode(torch, rec), C.make_tagger(torch, rec):
         rec.phase("build")
-        model = MT.gpt_model(cfg, hf, spec)
-        model = DistributedDataParallel(cfg, ddp_cfg, model)
-        model.train()
-        opt = get_megatron_optimizer(opt_cfg, [model])
-        for g in opt.optimizer.param_groups:
-            g["foreach"] = True
+        model, opt, rows = wrap(torch, cfg, spec, MT.gpt_model(cfg, hf, spec))
         hooks = C.install_module_hooks(torch, model, rec)
-        rows = [{"name": n, "shape": list(p.shape), "dtype": C.dtype_name(p.dtype),
-                 "bytes": p.numel() * p.element_size(), "trainable": p.requires_grad}
-                for n, p in model.named_parameters()]
         mb, seq = int(spec["micro_batch"]), int(spec["seq"])
         rec.phase("inputs")
         ids = torch.randint(0, hf["vocab_size"], (mb, seq), device="cuda")
@@ -190,11 +208,7 @@ def capture(spec):
             steps.append(row)
         for h in hooks:
             h.remove()
-        buffers = [{"e": "buffer", "param_dtype": C.dtype_name(b.param_dtype), "grad_dtype": C.dtype_name(b.grad_dtype),
-                    "numel": b.numel, "numel_unpadded": b.numel_unpadded, "buckets": len(b.buckets),
-                    "param_bytes": b.param_data.untyped_storage().nbytes() if b.param_data is not None else 0,
-                    "grad_bytes": b.grad_data.untyped_storage().nbytes()}
-                   for b in model.buffers]
+        buffers = buffer_rows(model)
     header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,
               "versions": {"torch": torch.__version__, "megatron-core": megatron.core.__version__,
                            "transformers": None, "peft": None, "python": sys.version.split()[0]},

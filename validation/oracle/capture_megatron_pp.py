@@ -11,7 +11,17 @@ A spec (validation/oracle/specs_megatron_pp/) is capture_megatron_tp.py's with p
 size; the world is tp * pp, Megatron's rank order tp fastest, pp slowest), microbatches (the
 schedule's num_microbatches) and rank (the global rank this process plays, default 0: rank 0 is
 the first stage, rank tp * (pp - 1) the first rank of the last). layers is the whole model's;
-Megatron deals them out evenly, layers / pp a stage.
+Megatron deals them out evenly, layers / pp a stage. Megatron's activation recompute is
+capture_megatron_tp.py's recompute_* fields (TransformerConfig's, through its
+transformer_config()), run on every micro-batch over the stage's layers. With dp (the world is then
+tp * dp * pp, Megatron's rank order tp, dp, pp; distributed_optimizer and grad_reduce_in_fp32 as
+capture_megatron_dp.py's) the stage is wrapped by capture_megatron_dp.py's wrap() (its
+DistributedDataParallel and get_megatron_optimizer's optimizer, with its stand-ins), and the
+config gets what megatron/training/training.py sets: finalize_model_grads_func =
+finalize_model_grads (run by the schedule before it returns) and grad_scale_func =
+optimizer.scale_loss (the last stage's loss scaled in backward_step); no_sync_func stays None
+(overlap_grad_reduce off). The step is then train_step's: zero_grad_buffer and zero_grad, the
+schedule, optimizer.step().
 
 The model as pretrain_gpt's model_provider builds it: GPTModel(pre_process = first stage,
 post_process = last stage) under Float16Module; the config as megatron/training/arguments.py's
@@ -48,8 +58,9 @@ import sys
 import capture as C
 import capture_tp as CT
 import capture_megatron_tp as MT
+import capture_megatron_dp as MD
 
-SPEC_FIELDS = dict(MT.SPEC_FIELDS, pp=int, microbatches=int, rank=int)
+SPEC_FIELDS = dict(MD.SPEC_FIELDS, pp=int, microbatches=int, rank=int)
 
 
 def install_pp_stand_ins(torch):
@@ -92,11 +103,16 @@ def capture(spec):
     import megatron.core
     from megatron.core import parallel_state
     from megatron.core.pipeline_parallel import get_forward_backward_func
-    tp, pp = int(spec["tp"]), int(spec["pp"])
-    world = tp * pp
+    tp, pp, dp = int(spec["tp"]), int(spec["pp"]), int(spec.get("dp", 1))
+    world = tp * pp * dp
     rank = int(spec.get("rank", 0))
     m = int(spec["microbatches"])
-    hf, cfg = MT.start(torch, spec, world, rank, more_stand_ins=install_pp_stand_ins)
+
+    def stand_ins(torch):
+        install_pp_stand_ins(torch)
+        if dp > 1:
+            MD.install_dp_stand_ins(torch)
+    hf, cfg = MT.start(torch, spec, world, rank, more_stand_ins=stand_ins)
     # (core_transformer_config_from_args)
     cfg.deallocate_pipeline_outputs = True
     first, last = parallel_state.is_pipeline_first_stage(), parallel_state.is_pipeline_last_stage()
@@ -106,11 +122,19 @@ def capture(spec):
     with fake, C.make_mode(torch, rec), C.make_tagger(torch, rec):
         rec.phase("build")
         model = MT.gpt_model(cfg, hf, spec, pre_process=first, post_process=last)
-        model.train()
-        params = [p for p in model.parameters() if p.requires_grad]
-        opt = C.make_optimizer(torch, spec, params)
+        if dp > 1:
+            # (training.py: the schedule finalizes the gradients; the loss scaled by the optimizer's
+            # scale_loss, _scale_one under bf16, in the last stage's backward_step)
+            from megatron.core.distributed.finalize_model_grads import finalize_model_grads
+            model, opt, rows = MD.wrap(torch, cfg, spec, model)
+            cfg.finalize_model_grads_func = finalize_model_grads
+            cfg.grad_scale_func = opt.scale_loss
+        else:
+            model.train()
+            params = [p for p in model.parameters() if p.requires_grad]
+            opt = C.make_optimizer(torch, spec, params)
+            rows = MT.param_rows(model)
         hooks = C.install_module_hooks(torch, model, rec)
-        rows = MT.param_rows(model)
         mb, seq = int(spec["micro_batch"]), int(spec["seq"])
         rec.phase("inputs")
         ids = torch.randint(0, hf["vocab_size"], (mb, seq), device="cuda")
@@ -129,30 +153,44 @@ def capture(spec):
             rec.peak = rec.live
             row = {"e": "step", "st": step, "live_start": rec.live}
             counts["f"] = counts["b"] = 0
+            if dp > 1:
+                # (train_step: the grad buffer zeroed before the schedule)
+                rec.phase("zero_grad", step)
+                model.zero_grad_buffer()
+                opt.zero_grad()
             rec.phase("fwd", step, 0)
             with torch.autograd.graph.saved_tensors_hooks(rec.save, lambda t: t):
                 fb(forward_step_func=forward_step_func, data_iterator=None, model=[model],
                    num_microbatches=m, seq_length=seq, micro_batch_size=mb, forward_only=False)
             row["after_fwd"] = row["after_bwd"] = rec.live
             rec.phase("optim", step)
-            opt.step()
+            if dp > 1:
+                ok, _, _ = opt.step()
+                assert ok, "the optimizer step was skipped"
+            else:
+                opt.step()
             row["after_opt"] = rec.live
-            rec.phase("zero_grad", step)
-            opt.zero_grad(set_to_none=True)
+            if dp == 1:
+                rec.phase("zero_grad", step)
+                opt.zero_grad(set_to_none=True)
             row["live_end"] = rec.live
             row["peak"] = rec.peak
             rec.phase("end", step)
             steps.append(row)
         for h in hooks:
             h.remove()
+        buffers = MD.buffer_rows(model) if dp > 1 else []
     header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,
               "versions": {"torch": torch.__version__, "megatron-core": megatron.core.__version__,
                            "transformers": None, "peft": None, "python": sys.version.split()[0]},
               "world_size": world, "rank": rank, "device": "cuda (fake)", "process_group": "fake",
               "parallel": {"tp": tp, "pp": pp, "tp_impl": "megatron", "sequence_parallel": True,
-                           "pp_schedule": "1F1B", "microbatches": m, "first_stage": first, "last_stage": last},
+                           "pp_schedule": "1F1B", "microbatches": m, "first_stage": first, "last_stage": last,
+                           **{k: spec[k] for k in MT.RECOMPUTE if k in spec},
+                           **({"dp": dp, "distributed_optimizer": bool(spec.get("distributed_optimizer", True)),
+                               "grad_reduce_in_fp32": bool(spec.get("grad_reduce_in_fp32", True))} if dp > 1 else {})},
               "param_bytes": sum(r["bytes"] for r in rows)}
-    return [header] + [dict(e="param", **r) for r in rows] + rec.events + steps
+    return [header] + buffers + [dict(e="param", **r) for r in rows] + rec.events + steps
 
 
 def check_spec(path):
