@@ -7,6 +7,9 @@ made it. A step the GPU outruns has no blocking calls; one that waits on the GPU
 
   python3 validation/harness/profile_hf_host.py --record validation/harness/plans/plan_gen10_fulldepth.jsonl \\
       --name gen10-qwen3-30b-a3b-lora-b1-ckpt --out F.jsonl
+
+DETAIL_OP=IndexBackward0 also lists that op's first three calls child by child (each child's host
+time), to see where its own time goes.
 """
 import json
 import os
@@ -52,7 +55,22 @@ def phase_table(prof):
             {k: {"calls": c, "us": round(us, 1)} for k, (c, us) in sorted(blocking.items(), key=lambda kv: -kv[1][1])})
 
 
+def detail(prof, name, first=3):
+    """The first calls of op `name`: each one's host time and its direct children (ATen ops, CUDA
+    runtime calls) with theirs, in order; what its own host time is spent between."""
+    out = []
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CPU and e.name == name:
+            kids = [{"name": c.name, "us": round(c.cpu_time_total, 1)} for c in e.cpu_children]
+            out.append({"us": round(e.cpu_time_total, 1), "self_us": round(e.self_cpu_time_total, 1),
+                        "children": kids})
+            if len(out) == first:
+                break
+    return out
+
+
 def main():
+    detail_of = os.environ.get("DETAIL_OP")  # an op whose first calls are listed child by child
     a, rec, fwd, opt = built_from_args(__doc__)
     from torch.profiler import ProfilerActivity, profile
     out = {"name": a.name, "torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "phases": {}}
@@ -69,6 +87,8 @@ def main():
             host_ms = (time.perf_counter() - t0) * 1e3
         ops, blocking = phase_table(prof)
         out["phases"][name] = {"host_ms": round(host_ms, 2), "ops": ops, "blocking": blocking}
+        if detail_of:
+            out["phases"][name]["detail"] = detail(prof, detail_of)
     torch.cuda.synchronize()
     out["step_ms_profiled"] = round((time.perf_counter() - t_step) * 1e3, 2)
     with open(a.out, "a") as f:
