@@ -34,7 +34,9 @@ def attention(module, q, k, v, mask, scaling):
 
 
 def profiled(fn):
-    """fn() under torch.profiler: {(op, input shapes): (calls, self device us)}."""
+    """fn() under torch.profiler: ({(event, input shapes): (calls, self device us)} for every event
+    with device time of its own, the ATen ops and, under their names, the kernels;
+    {kernel: (launches, device us)})."""
     from torch.profiler import ProfilerActivity, profile
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
