@@ -610,6 +610,32 @@ EOF2
       "$TMP/h200l4/trace.json" >"$TMP/ck.out" 2>"$TMP/ck.err"
   if [ $? -eq 2 ] && grep -q "no record 'nosuch'" "$TMP/ck.err"; then ok "compare_kernels.py: an unknown record exits 2 and names it"
   else fail "compare_kernels.py: an unknown record should exit 2" "$(cat "$TMP/ck.err")"; fi
+  # --kernels: the profiler's backward phase holds checkpointing's recomputation, so vrsim's
+  # "recompute" ops count in backward (one kernel of each kind, 2 ms measured in backward)
+  cat >"$TMP/ck_k.jsonl" <<'EOF2'
+{"name": "ck", "kernels": {"forward": {"ampere_bf16_s16816gemm": {"count": 1, "ms": 1.0}}, "backward": {"ampere_bf16_s16816gemm": {"count": 2, "ms": 2.0}}, "optimizer": {}}}
+EOF2
+  cat >"$TMP/ck_t.json" <<'EOF2'
+{"traceEvents": [{"name": "l.mm", "cat": "forward", "ph": "X", "tid": 0, "ts": 0, "dur": 1000, "args": {"step": 3, "kind": "mm", "kernels": 1}},
+ {"name": "l.mm", "cat": "recompute", "ph": "X", "tid": 0, "ts": 1000, "dur": 1000, "args": {"step": 3, "kind": "mm", "kernels": 1}},
+ {"name": "l.mm.backward", "cat": "backward", "ph": "X", "tid": 0, "ts": 2000, "dur": 1000, "args": {"step": 3, "kind": "mm", "kernels": 1}}]}
+EOF2
+  bwd=$(python3 validation/harness/compare_kernels.py --kernels "$TMP/ck_k.jsonl" ck "$TMP/ck_t.json" 2>&1 |
+        awk '$1 == "backward" && $2 == "gemm" { print $3, $4, $6, $7 }')
+  if [ "$bwd" = "2.00 2.00 2 2" ]; then ok "compare_kernels.py --kernels: checkpointing's recomputation counted in backward, as the profiler has it"
+  else fail "compare_kernels.py --kernels: backward gemm (profiler ms, vrsim ms, launches) = '$bwd', expected '2.00 2.00 2 2'"; fi
+  # predict_plan.py: a capped configuration's predicted verdict, and no peaks where it is an
+  # out-of-memory (validate's rows are NAME@capMIB)
+  cat >"$TMP/pp_plan.jsonl" <<'EOF2'
+{"name": "pp-fits", "shape": "7b-l4", "batch": 1, "seq": 512, "mode": "bf16", "attn": "sdpa", "ckpt": false, "optim": "adamw_foreach", "cap_mib": 60000}
+{"name": "pp-oom", "shape": "7b-l4", "batch": 1, "seq": 512, "mode": "bf16", "attn": "sdpa", "ckpt": false, "optim": "adamw_foreach", "cap_mib": 2000}
+EOF2
+  got=$(python3 validation/harness/predict_plan.py --plan "$TMP/pp_plan.jsonl" --vrsim "$VRSIM" --gpu h100 2>&1 |
+        python3 -c 'import json, sys
+for l in sys.stdin:
+    r = json.loads(l); print(r["name"], r.get("pred_fits"), "pred_peak_alloc_mib" in r)' 2>&1 | tr '\n' ' ')
+  if [ "$got" = "pp-fits True True pp-oom False False " ]; then ok "predict_plan.py: a capped configuration's verdict, no peaks for a predicted out-of-memory"
+  else fail "predict_plan.py on capped configurations: '$got'"; fi
   # the program's idle-card GEMM grid beside torch.mm in those steps, shape by shape: the two
   # rows off are profiler groups that hold other calls too (README, the GEMM cross-check)
   rows=$(python3 validation/harness/compare_kernels.py validation/results/profile_tables_h200.jsonl \
