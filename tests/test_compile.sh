@@ -958,6 +958,54 @@ if [ -n "$pm" ] && [ -n "$pl" ] && [ -n "$pe" ] && [ "$pm" -lt "$pl" ] && [ "$pl
   ok "scope = \"model\": peak $pm B below scope \"layer\"'s $pl B and eager's $pe B (LoRA, seq 1024)"
 else bad "scope = \"model\" peak: model $pm, layer $pl, eager $pe" "$(cat "$tmp/pk_model.err")"; fi
 
+# 7zz. torch.compile(model) under transformers' checkpointing (check_compile_model_ckpt.py): no
+#      graph holds a decoder layer; each layer runs eager, checkpointed, and its SDPA takes the
+#      traced create_causal_mask's (b, 1, s, s) boolean mask. At 2 x 256: the mask (b*s*s bytes)
+#      is made once before the first layer and lives through every layer's recomputation; the
+#      layers allocate what eager checkpointing's allocate, but for each SDPA call's additive copy
+#      of the mask (2 bytes an element, in forward and in the recomputation); the note says the
+#      layers run eager
+"$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set micro_batch=2 \
+  --set checkpointing=true --set compile=model --alloc-trace "$tmp/mk.csv" > "$tmp/mk.json" 2>"$tmp/mk.err"
+"$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set micro_batch=2 \
+  --set checkpointing=true --alloc-trace "$tmp/ek.csv" > "$tmp/ek.json" 2>"$tmp/ek.err"
+if python3 - "$tmp/mk" "$tmp/ek" > "$tmp/mk.out" 2>&1 <<'PY'
+import csv, json, sys
+from collections import Counter
+mk, ek = sys.argv[1:]
+b, s = 2, 256
+def step(f):
+    rows = list(csv.DictReader(open(f + ".csv")))
+    # the first step: up to the second embedding lookup
+    emb = [i for i, r in enumerate(rows) if r["frames"] == "embed_tokens" and r["action"] == "alloc"]
+    return rows[:emb[1]] if len(emb) > 1 else rows
+rm, re_ = step(mk), step(ek)
+masks = [i for i, r in enumerate(rm) if r["action"] == "alloc" and r["frames"] == "causal_mask.compiled"]
+assert len(masks) == 1 and int(rm[masks[0]]["size"]) == b * s * s, masks
+i = masks[0]
+addr = rm[i]["addr"]
+free = next(j for j in range(i + 1, len(rm)) if rm[j]["addr"] == addr and rm[j]["action"] == "free_completed")
+first_layer = next(j for j, r in enumerate(rm) if r["frames"].startswith("layers.0.") and r["action"] == "alloc")
+last_recompute = max(j for j, r in enumerate(rm) if "(recompute)" in r["frames"] and r["action"] == "alloc")
+assert i < first_layer and free > last_recompute, (i, first_layer, free, last_recompute)
+def layer_allocs(rows):
+    return Counter((r["frames"], r["size"]) for r in rows
+                   if r["action"] == "alloc" and r["frames"].startswith("layers."))
+got, want = layer_allocs(rm), layer_allocs(re_)
+extra = got - want
+assert not want - got, dict(want - got)
+bias = Counter({(f"layers.{l}.self_attn.attn_mask_to_bias{r}", str(2 * b * s * s)): 1
+                for l in (0, 1) for r in ("", " (recompute)")})
+assert extra == bias, dict(extra)
+notes = json.load(open(mk + ".json"))["notes"]
+assert any(n.startswith("torch.compile(model) under gradient checkpointing: every decoder layer runs eager")
+           for n in notes), notes
+print(f"mask {b * s * s} B alive from before layer 0 to its recomputation's end; the layers' allocations "
+      f"eager checkpointing's plus {sum(bias.values())} additive masks")
+PY
+then ok "scope = \"model\" + checkpointing: $(cat "$tmp/mk.out")"
+else bad "scope = \"model\" + checkpointing" "$(cat "$tmp/mk.out" "$tmp/mk.err")"; fi
+
 # 8. what is refused, by name (exit 2); compile = "layer" from the command line
 refused() { # NAME WANT SCENARIO-TRAINING-TABLE [--set ...]
   _n=$1; _w=$2; _t=$3; shift 3
@@ -970,10 +1018,14 @@ refused() { # NAME WANT SCENARIO-TRAINING-TABLE [--set ...]
 refused reduce-overhead 'mode = "reduce-overhead" is not modelled.*CUDA graphs' 'compile = { mode = "reduce-overhead" }'
 refused max-autotune 'mode = "max-autotune" is not modelled' 'compile = { mode = "max-autotune" }'
 M='training.compile.scope = "model" (torch.compile of the whole model) with'
-refused model-ckpt "$M checkpointing is not modelled" 'compile = { scope = "model" }, checkpointing = true'
-# torch.compile(model) under transformers' checkpointing (check_compile_model_ckpt.py): the
-# checkpoint HOP's graph break at every layer, not one graph
-refused model-ckpt-why "$M checkpointing is not modelled (the checkpoint around each decoder layer (transformers' gradient checkpointing, use_reentrant True or False, or torch's checkpoint_wrapper) breaks dynamo's graph: its body mutates transformers' CompileableContextVar.*4-D boolean mask instead of is_causal" 'compile = { scope = "model" }, checkpointing = true'
+# torch.compile(model) under checkpointing: what is not traced, by name
+refused model-ckpt-wrapper "$M checkpointing and checkpoint_impl = \"wrapper\" is not modelled" 'compile = { scope = "model" }, checkpointing = true, checkpoint_impl = "wrapper"'
+refused model-ckpt-every "$M checkpoint_scope = \"layer\" and checkpoint_every = 2 is not modelled" 'compile = { scope = "model" }, checkpointing = true, checkpoint_every = 2'
+refused model-ckpt-op "$M checkpoint_scope = \"op\" is not modelled" 'compile = { scope = "model" }, checkpointing = true, checkpoint_scope = "op"'
+refused model-ckpt-flash "$M checkpointing and attention = \"flash\" is not modelled (.*flash takes no mask" 'compile = { scope = "model" }, checkpointing = true, attention = "flash"'
+refused model-ckpt-eager "$M checkpointing and attention = \"eager\" is not modelled" 'compile = { scope = "model" }, checkpointing = true, attention = "eager"'
+refused model-ckpt-data "$M checkpointing and training.data is not modelled" 'compile = { scope = "model" }, checkpointing = true, seq = nil, micro_batch = 2, data = { lengths = { 100, 200 }, batching = "pad" }'
+refused model-ckpt-gemma2 "$M checkpointing on model type gemma2 is not modelled" 'compile = { scope = "model" }, checkpointing = true' --set model.config="$PWD/scenarios/configs/gemma-2-9b.json" --set model.layers=2
 refused model-inference "$M inference = true is not modelled" 'compile = { scope = "model" }, inference = true'
 refused model-nf4 "$M quant = nf4 is not modelled" 'compile = { scope = "model" }, precision = "lora_bf16", quant = "nf4", lora = { dropout = 0 }'
 refused model-float8 "$M float8 is not modelled" 'compile = { scope = "model" }, float8 = { recipe = "tensorwise" }' --set hardware.gpu=h100_sxm
