@@ -32,9 +32,10 @@ same five graphs and the same 4-D mask. --no-checkpointing: one graph, and with 
 its SDPA takes that (batch, 1, seq, seq) mask with is_causal False; with --use-cache the mask is
 dropped (attn_mask None, is_causal True), as check_compile_model.py's capture traces it.
 --wrapper: the same HOP graph break at every layer (the side effect is the layer's), four graphs
-(the embedding not among them). vrsim refuses
-training.compile.scope = "model" with checkpointing naming this (lua/strategies/compile.lua
-M.model_refusal, tests/test_compile.sh)."""
+(the embedding not among them). vrsim models training.compile.scope = "model" with
+checkpointing (checkpoint_impl "transformers") as this shows it: every layer eager, checkpointed,
+and the (batch, 1, seq, seq) boolean mask taken by its SDPA (lua/strategies/compile.lua
+M.ckpt_model, tests/test_compile.sh)."""
 import collections
 import sys
 import warnings
