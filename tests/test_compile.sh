@@ -1006,6 +1006,66 @@ PY
 then ok "scope = \"model\" + checkpointing: $(cat "$tmp/mk.out")"
 else bad "scope = \"model\" + checkpointing" "$(cat "$tmp/mk.out" "$tmp/mk.err")"; fi
 
+# 7zz'. the same against dynamo's own run (validation/oracle/captures/compile_model_ckpt_tiny.json,
+#       check_compile_model_ckpt.py -o: a tiny 2-layer LlamaForCausalLM, 4 query and 2 key/value
+#       heads, 2 x 16, on the CPU): no graph holds a layer; the mask graph's one output is the
+#       (b, 1, s, s) boolean mask; each compiled-run SDPA call takes it (is_causal False) with keys
+#       repeated to every query head, where eager takes is_causal and enable_gqa. vrsim on the same
+#       config and shape: one mask of that many bytes, and in each layer's forward one additive
+#       copy of it and keys repeated to q's heads (the eager run: neither)
+KCAP=validation/oracle/captures/compile_model_ckpt_tiny.json
+python3 - "$KCAP" "$tmp/tiny.json" > "$tmp/tiny.dims" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+k = c["config"]
+json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+           "hidden_size": k["hidden_size"], "intermediate_size": k["intermediate_size"],
+           "num_attention_heads": k["num_attention_heads"], "num_key_value_heads": k["num_key_value_heads"],
+           "num_hidden_layers": k["num_hidden_layers"], "vocab_size": k["vocab_size"],
+           "rms_norm_eps": k["rms_norm_eps"], "max_position_embeddings": 2048, "torch_dtype": "bfloat16"},
+          open(sys.argv[2], "w"))
+print(c["batch"], c["seq"])
+PY
+read -r kb ks < "$tmp/tiny.dims"
+printf 'return { hardware = { gpu = "h200" }, model = { config = "tiny.json" },\n  training = { micro_batch = %s, seq = %s, checkpointing = true } }\n' "$kb" "$ks" > "$tmp/tiny.lua"
+"$VRSIM" "$tmp/tiny.lua" --no-files --set compile=model --alloc-trace "$tmp/tk.csv" > /dev/null 2>"$tmp/tk.err"
+"$VRSIM" "$tmp/tiny.lua" --no-files --alloc-trace "$tmp/te.csv" > /dev/null 2>"$tmp/te.err"
+if python3 - "$KCAP" "$tmp/tk.csv" "$tmp/te.csv" > "$tmp/tk.out" 2>&1 <<'PY'
+import csv, json, math, sys
+cap, tk, te = sys.argv[1:]
+c = json.load(open(cap))
+b, s = c["batch"], c["seq"]
+mshape = [b, 1, s, s]
+assert c["graphs_holding_a_layer"] == 0 and len(c["graphs"]) == 5, c["graphs"]
+mask_graphs = [o for o in c["graph_outputs"] if o == [[mshape, "torch.bool"]]]
+assert len(mask_graphs) == 1, c["graph_outputs"]
+comp, eager = c["sdpa"]["compiled"], c["sdpa"]["eager"]
+assert len(comp) == c["config"]["num_hidden_layers"] == len(eager), (comp, eager)
+for x in comp:
+    assert x["attn_mask"] == {"shape": mshape, "dtype": "torch.bool"} and not x["is_causal"], x
+    assert x["k"][1] == x["q"][1] and not x["enable_gqa"], x
+for x in eager:
+    assert x["attn_mask"] is None and x["is_causal"] and x["enable_gqa"] and x["k"][1] < x["q"][1], x
+def blocks(n):  # the caching allocator's 512-byte rounding
+    return 512 * math.ceil(n / 512)
+def first_step(f):
+    rows = [r for r in csv.DictReader(open(f)) if r["action"] == "alloc"]
+    emb = [i for i, r in enumerate(rows) if r["frames"] == "embed_tokens"]
+    return rows[:emb[1]] if len(emb) > 1 else rows
+def allocs(rows, suffix):
+    return [int(r["size"]) for r in rows if r["frames"].endswith(suffix)]
+rk, re_ = first_step(tk), first_step(te)
+assert allocs(rk, "causal_mask.compiled") == [blocks(math.prod(mshape))], allocs(rk, "causal_mask.compiled")
+bias = allocs(rk, "attn_mask_to_bias")
+assert bias == [blocks(2 * math.prod(mshape))] * len(comp), bias
+rep = allocs(rk, ".repeat_k")
+assert rep == [blocks(2 * math.prod(comp[0]["k"]))] * len(comp), rep
+assert not allocs(re_, "attn_mask_to_bias") and not allocs(re_, ".repeat_k") and not allocs(re_, "causal_mask.compiled")
+print(f"{len(comp)} SDPA calls with the {mshape} bool mask, keys repeated to {comp[0]['k'][1]} heads, as dynamo runs them")
+PY
+then ok "scope = \"model\" + checkpointing against dynamo's run: $(cat "$tmp/tk.out")"
+else bad "scope = \"model\" + checkpointing against $KCAP" "$(cat "$tmp/tk.out" "$tmp/tk.err")"; fi
+
 # 8. what is refused, by name (exit 2); compile = "layer" from the command line
 refused() { # NAME WANT SCENARIO-TRAINING-TABLE [--set ...]
   _n=$1; _w=$2; _t=$3; shift 3
