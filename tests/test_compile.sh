@@ -1046,6 +1046,12 @@ for x in comp:
     assert x["k"][1] == x["q"][1] and not x["enable_gqa"], x
 for x in eager:
     assert x["attn_mask"] is None and x["is_causal"] and x["enable_gqa"] and x["k"][1] < x["q"][1], x
+# (--families: the other full-attention families vrsim accepts take the same mask)
+fams = c["families"]
+assert sorted(fams) == ["mistral", "olmo2", "phi3", "qwen2", "qwen3"], sorted(fams)
+for name, calls in fams.items():
+    assert len(calls) == 2 and all(x["attn_mask"] == {"shape": mshape, "dtype": "torch.bool"}
+                                   and not x["is_causal"] and x["k"][1] == x["q"][1] for x in calls), (name, calls)
 def blocks(n):  # the caching allocator's 512-byte rounding
     return 512 * math.ceil(n / 512)
 def first_step(f):
@@ -1061,7 +1067,8 @@ assert bias == [blocks(2 * math.prod(mshape))] * len(comp), bias
 rep = allocs(rk, ".repeat_k")
 assert rep == [blocks(2 * math.prod(comp[0]["k"]))] * len(comp), rep
 assert not allocs(re_, "attn_mask_to_bias") and not allocs(re_, ".repeat_k") and not allocs(re_, "causal_mask.compiled")
-print(f"{len(comp)} SDPA calls with the {mshape} bool mask, keys repeated to {comp[0]['k'][1]} heads, as dynamo runs them")
+print(f"{len(comp)} SDPA calls with the {mshape} bool mask, keys repeated to {comp[0]['k'][1]} heads, as dynamo runs them "
+      f"(and {', '.join(sorted(fams))})")
 PY
 then ok "scope = \"model\" + checkpointing against dynamo's run: $(cat "$tmp/tk.out")"
 else bad "scope = \"model\" + checkpointing against $KCAP" "$(cat "$tmp/tk.out" "$tmp/tk.err")"; fi

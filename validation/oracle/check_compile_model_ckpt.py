@@ -9,7 +9,7 @@ forward and backward with labels. Prints the graphs dynamo hands the backend (th
 the graph breaks and their reasons, the attention mask each layer's self_attn receives compiled
 and eager, and whether fullgraph=True raises.
 
-  check_compile_model_ckpt.py [--reentrant] [--use-cache] [--no-checkpointing | --wrapper] [-o OUT.json]
+  check_compile_model_ckpt.py [--reentrant] [--use-cache] [--no-checkpointing | --wrapper] [--families] [-o OUT.json]
 
 --reentrant: gradient_checkpointing_kwargs={"use_reentrant": True}; --use-cache: keep the
 config's use_cache True (a run outside the Trainer); --no-checkpointing: no checkpointing, the
@@ -19,7 +19,10 @@ whole model one graph (check_compile_model.py's case) with the Trainer's use_cac
 default run): the config, the graphs' op counts, the graph breaks, and each forward call of
 F.scaled_dot_product_attention eager and compiled (q's and k's shapes, attn_mask's shape and
 dtype, is_causal, enable_gqa), recorded by a TorchFunctionMode around the step (the forward's
-calls; the recomputation's run under the checkpoint's own modes).
+calls; the recomputation's run under the checkpoint's own modes). --families records the same
+compiled calls for tiny Mistral (window 4096), Qwen2, Qwen3, Phi-3 (window 2047) and OLMo 2
+models of the same size under gradient_checkpointing_enable, use_cache False: each takes the
+(batch, 1, seq, seq) boolean mask, is_causal False, keys repeated, as Llama's does.
 
 What it shows (torch 2.13, transformers 5.25): no graph holds a decoder layer. Dynamo traces
 each layer's torch.utils.checkpoint as a higher-order op (use_reentrant True or False alike);
@@ -98,6 +101,34 @@ class SdpaCalls(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def family_sdpa(ids):
+    """The compiled run's SDPA calls for the other full-attention families vrsim compiles whole."""
+    import transformers as T
+    fams = {"mistral": (T.MistralConfig, T.MistralForCausalLM, {"sliding_window": 4096}),
+            "qwen2": (T.Qwen2Config, T.Qwen2ForCausalLM, {}),
+            "qwen3": (T.Qwen3Config, T.Qwen3ForCausalLM, {}),
+            # (Phi-3's config defaults name token 32000, outside the tiny vocabulary)
+            "phi3": (T.Phi3Config, T.Phi3ForCausalLM, {"sliding_window": 2047, "pad_token_id": 0,
+                                                       "eos_token_id": 0, "bos_token_id": 0}),
+            "olmo2": (T.Olmo2Config, T.Olmo2ForCausalLM, {})}
+    got = {}
+    for name, (config, model, extra) in fams.items():
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        cfg = config(vocab_size=128, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                     num_key_value_heads=2, num_hidden_layers=2, use_cache=False, **extra)
+        cfg._attn_implementation = "sdpa"
+        m = model(cfg)
+        m.gradient_checkpointing_enable()
+        m.train()
+        rec = SdpaCalls()
+        with rec:
+            torch.compile(m, backend="eager")(input_ids=ids, labels=ids).loss.backward()
+        got[name] = rec.calls
+        print(name + ", compiled: F.scaled_dot_product_attention calls in forward:", rec.calls)
+    return got
+
+
 def main():
     warnings.filterwarnings("ignore")
     out = sys.argv[sys.argv.index("-o") + 1] if "-o" in sys.argv[1:] else None
@@ -174,7 +205,8 @@ def main():
                                   for x in torch.fx.node.map_arg(g.graph.output_node().args[0],
                                                                  lambda a: a) or ()]
                                  for g in graphs],
-               "graphs_holding_a_layer": len(layer_graphs), "graph_breaks": breaks, "sdpa": sdpa}
+               "graphs_holding_a_layer": len(layer_graphs), "graph_breaks": breaks, "sdpa": sdpa,
+               "families": family_sdpa(ids) if "--families" in sys.argv[1:] else {}}
         with open(out, "w") as f:
             json.dump(rec, f, indent=1)
             f.write("\n")
