@@ -958,6 +958,121 @@ if [ -n "$pm" ] && [ -n "$pl" ] && [ -n "$pe" ] && [ "$pm" -lt "$pl" ] && [ "$pl
   ok "scope = \"model\": peak $pm B below scope \"layer\"'s $pl B and eager's $pe B (LoRA, seq 1024)"
 else bad "scope = \"model\" peak: model $pm, layer $pl, eager $pe" "$(cat "$tmp/pk_model.err")"; fi
 
+# 7zz. torch.compile(model) under transformers' checkpointing (check_compile_model_ckpt.py): no
+#      graph holds a decoder layer; each layer runs eager, checkpointed, and its SDPA takes the
+#      traced create_causal_mask's (b, 1, s, s) boolean mask. At 2 x 256: the mask (b*s*s bytes)
+#      is made once before the first layer and lives through every layer's recomputation; the
+#      layers allocate what eager checkpointing's allocate, but for each SDPA call's additive copy
+#      of the mask (2 bytes an element, in forward and in the recomputation); the note says the
+#      layers run eager
+"$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set micro_batch=2 \
+  --set checkpointing=true --set compile=model --alloc-trace "$tmp/mk.csv" > "$tmp/mk.json" 2>"$tmp/mk.err"
+"$VRSIM" "$tmp/l.lua" --json --no-files --set model.size=7b-l2 --set seq=256 --set micro_batch=2 \
+  --set checkpointing=true --alloc-trace "$tmp/ek.csv" > "$tmp/ek.json" 2>"$tmp/ek.err"
+if python3 - "$tmp/mk" "$tmp/ek" > "$tmp/mk.out" 2>&1 <<'PY'
+import csv, json, sys
+from collections import Counter
+mk, ek = sys.argv[1:]
+b, s = 2, 256
+def step(f):
+    rows = list(csv.DictReader(open(f + ".csv")))
+    # the first step: up to the second embedding lookup
+    emb = [i for i, r in enumerate(rows) if r["frames"] == "embed_tokens" and r["action"] == "alloc"]
+    return rows[:emb[1]] if len(emb) > 1 else rows
+rm, re_ = step(mk), step(ek)
+masks = [i for i, r in enumerate(rm) if r["action"] == "alloc" and r["frames"] == "causal_mask.compiled"]
+assert len(masks) == 1 and int(rm[masks[0]]["size"]) == b * s * s, masks
+i = masks[0]
+addr = rm[i]["addr"]
+free = next(j for j in range(i + 1, len(rm)) if rm[j]["addr"] == addr and rm[j]["action"] == "free_completed")
+first_layer = next(j for j, r in enumerate(rm) if r["frames"].startswith("layers.0.") and r["action"] == "alloc")
+last_recompute = max(j for j, r in enumerate(rm) if "(recompute)" in r["frames"] and r["action"] == "alloc")
+assert i < first_layer and free > last_recompute, (i, first_layer, free, last_recompute)
+def layer_allocs(rows):
+    return Counter((r["frames"], r["size"]) for r in rows
+                   if r["action"] == "alloc" and r["frames"].startswith("layers."))
+got, want = layer_allocs(rm), layer_allocs(re_)
+extra = got - want
+assert not want - got, dict(want - got)
+bias = Counter({(f"layers.{l}.self_attn.attn_mask_to_bias{r}", str(2 * b * s * s)): 1
+                for l in (0, 1) for r in ("", " (recompute)")})
+assert extra == bias, dict(extra)
+notes = json.load(open(mk + ".json"))["notes"]
+assert any(n.startswith("torch.compile(model) under gradient checkpointing: every decoder layer runs eager")
+           for n in notes), notes
+print(f"mask {b * s * s} B alive from before layer 0 to its recomputation's end; the layers' allocations "
+      f"eager checkpointing's plus {sum(bias.values())} additive masks")
+PY
+then ok "scope = \"model\" + checkpointing: $(cat "$tmp/mk.out")"
+else bad "scope = \"model\" + checkpointing" "$(cat "$tmp/mk.out" "$tmp/mk.err")"; fi
+
+# 7zz'. the same against dynamo's own run (validation/oracle/captures/compile_model_ckpt_tiny.json,
+#       check_compile_model_ckpt.py -o: a tiny 2-layer LlamaForCausalLM, 4 query and 2 key/value
+#       heads, 2 x 16, on the CPU): no graph holds a layer; the mask graph's one output is the
+#       (b, 1, s, s) boolean mask; each compiled-run SDPA call takes it (is_causal False) with keys
+#       repeated to every query head, where eager takes is_causal and enable_gqa. vrsim on the same
+#       config and shape: one mask of that many bytes, and in each layer's forward one additive
+#       copy of it and keys repeated to q's heads (the eager run: neither)
+KCAP=validation/oracle/captures/compile_model_ckpt_tiny.json
+python3 - "$KCAP" "$tmp/tiny.json" > "$tmp/tiny.dims" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+k = c["config"]
+json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+           "hidden_size": k["hidden_size"], "intermediate_size": k["intermediate_size"],
+           "num_attention_heads": k["num_attention_heads"], "num_key_value_heads": k["num_key_value_heads"],
+           "num_hidden_layers": k["num_hidden_layers"], "vocab_size": k["vocab_size"],
+           "rms_norm_eps": k["rms_norm_eps"], "max_position_embeddings": 2048, "torch_dtype": "bfloat16"},
+          open(sys.argv[2], "w"))
+print(c["batch"], c["seq"])
+PY
+read -r kb ks < "$tmp/tiny.dims"
+printf 'return { hardware = { gpu = "h200" }, model = { config = "tiny.json" },\n  training = { micro_batch = %s, seq = %s, checkpointing = true } }\n' "$kb" "$ks" > "$tmp/tiny.lua"
+"$VRSIM" "$tmp/tiny.lua" --no-files --set compile=model --alloc-trace "$tmp/tk.csv" > /dev/null 2>"$tmp/tk.err"
+"$VRSIM" "$tmp/tiny.lua" --no-files --alloc-trace "$tmp/te.csv" > /dev/null 2>"$tmp/te.err"
+if python3 - "$KCAP" "$tmp/tk.csv" "$tmp/te.csv" > "$tmp/tk.out" 2>&1 <<'PY'
+import csv, json, math, sys
+cap, tk, te = sys.argv[1:]
+c = json.load(open(cap))
+b, s = c["batch"], c["seq"]
+mshape = [b, 1, s, s]
+assert c["graphs_holding_a_layer"] == 0 and len(c["graphs"]) == 5, c["graphs"]
+mask_graphs = [o for o in c["graph_outputs"] if o == [[mshape, "torch.bool"]]]
+assert len(mask_graphs) == 1, c["graph_outputs"]
+comp, eager = c["sdpa"]["compiled"], c["sdpa"]["eager"]
+assert len(comp) == c["config"]["num_hidden_layers"] == len(eager), (comp, eager)
+for x in comp:
+    assert x["attn_mask"] == {"shape": mshape, "dtype": "torch.bool"} and not x["is_causal"], x
+    assert x["k"][1] == x["q"][1] and not x["enable_gqa"], x
+for x in eager:
+    assert x["attn_mask"] is None and x["is_causal"] and x["enable_gqa"] and x["k"][1] < x["q"][1], x
+# (--families: the other full-attention families vrsim accepts take the same mask)
+fams = c["families"]
+assert sorted(fams) == ["mistral", "olmo2", "phi3", "qwen2", "qwen3"], sorted(fams)
+for name, calls in fams.items():
+    assert len(calls) == 2 and all(x["attn_mask"] == {"shape": mshape, "dtype": "torch.bool"}
+                                   and not x["is_causal"] and x["k"][1] == x["q"][1] for x in calls), (name, calls)
+def blocks(n):  # the caching allocator's 512-byte rounding
+    return 512 * math.ceil(n / 512)
+def first_step(f):
+    rows = [r for r in csv.DictReader(open(f)) if r["action"] == "alloc"]
+    emb = [i for i, r in enumerate(rows) if r["frames"] == "embed_tokens"]
+    return rows[:emb[1]] if len(emb) > 1 else rows
+def allocs(rows, suffix):
+    return [int(r["size"]) for r in rows if r["frames"].endswith(suffix)]
+rk, re_ = first_step(tk), first_step(te)
+assert allocs(rk, "causal_mask.compiled") == [blocks(math.prod(mshape))], allocs(rk, "causal_mask.compiled")
+bias = allocs(rk, "attn_mask_to_bias")
+assert bias == [blocks(2 * math.prod(mshape))] * len(comp), bias
+rep = allocs(rk, ".repeat_k")
+assert rep == [blocks(2 * math.prod(comp[0]["k"]))] * len(comp), rep
+assert not allocs(re_, "attn_mask_to_bias") and not allocs(re_, ".repeat_k") and not allocs(re_, "causal_mask.compiled")
+print(f"{len(comp)} SDPA calls with the {mshape} bool mask, keys repeated to {comp[0]['k'][1]} heads, as dynamo runs them "
+      f"(and {', '.join(sorted(fams))})")
+PY
+then ok "scope = \"model\" + checkpointing against dynamo's run: $(cat "$tmp/tk.out")"
+else bad "scope = \"model\" + checkpointing against $KCAP" "$(cat "$tmp/tk.out" "$tmp/tk.err")"; fi
+
 # 8. what is refused, by name (exit 2); compile = "layer" from the command line
 refused() { # NAME WANT SCENARIO-TRAINING-TABLE [--set ...]
   _n=$1; _w=$2; _t=$3; shift 3
@@ -970,10 +1085,14 @@ refused() { # NAME WANT SCENARIO-TRAINING-TABLE [--set ...]
 refused reduce-overhead 'mode = "reduce-overhead" is not modelled.*CUDA graphs' 'compile = { mode = "reduce-overhead" }'
 refused max-autotune 'mode = "max-autotune" is not modelled' 'compile = { mode = "max-autotune" }'
 M='training.compile.scope = "model" (torch.compile of the whole model) with'
-refused model-ckpt "$M checkpointing is not modelled" 'compile = { scope = "model" }, checkpointing = true'
-# torch.compile(model) under transformers' checkpointing (check_compile_model_ckpt.py): the
-# checkpoint HOP's graph break at every layer, not one graph
-refused model-ckpt-why "$M checkpointing is not modelled (the checkpoint around each decoder layer (transformers' gradient checkpointing, use_reentrant True or False, or torch's checkpoint_wrapper) breaks dynamo's graph: its body mutates transformers' CompileableContextVar.*4-D boolean mask instead of is_causal" 'compile = { scope = "model" }, checkpointing = true'
+# torch.compile(model) under checkpointing: what is not traced, by name
+refused model-ckpt-wrapper "$M checkpointing and checkpoint_impl = \"wrapper\" is not modelled" 'compile = { scope = "model" }, checkpointing = true, checkpoint_impl = "wrapper"'
+refused model-ckpt-every "$M checkpoint_scope = \"layer\" and checkpoint_every = 2 is not modelled" 'compile = { scope = "model" }, checkpointing = true, checkpoint_every = 2'
+refused model-ckpt-op "$M checkpoint_scope = \"op\" is not modelled" 'compile = { scope = "model" }, checkpointing = true, checkpoint_scope = "op"'
+refused model-ckpt-flash "$M checkpointing and attention = \"flash\" is not modelled (.*flash takes no mask" 'compile = { scope = "model" }, checkpointing = true, attention = "flash"'
+refused model-ckpt-eager "$M checkpointing and attention = \"eager\" is not modelled" 'compile = { scope = "model" }, checkpointing = true, attention = "eager"'
+refused model-ckpt-data "$M checkpointing and training.data is not modelled" 'compile = { scope = "model" }, checkpointing = true, seq = nil, micro_batch = 2, data = { lengths = { 100, 200 }, batching = "pad" }'
+refused model-ckpt-gemma2 "$M checkpointing on model type gemma2 is not modelled" 'compile = { scope = "model" }, checkpointing = true' --set model.config="$PWD/scenarios/configs/gemma-2-9b.json" --set model.layers=2
 refused model-inference "$M inference = true is not modelled" 'compile = { scope = "model" }, inference = true'
 refused model-nf4 "$M quant = nf4 is not modelled" 'compile = { scope = "model" }, precision = "lora_bf16", quant = "nf4", lora = { dropout = 0 }'
 refused model-float8 "$M float8 is not modelled" 'compile = { scope = "model" }, float8 = { recipe = "tensorwise" }' --set hardware.gpu=h100_sxm

@@ -366,9 +366,16 @@ sed 's/"optim": "adamw_torch"/"optim": "paged_adamw"/' $D/trainer_args_zero2.jso
 check "TrainingArguments JSON: paged_adamw (bitsandbytes' class, no OptimizerNames value), with its JSON line" 2 \
   "paged\.json:8: optim: 'paged_adamw' is not modelled" -- "$TMP/paged.json" --gpu h100 --set model.config=$M --no-files
 sed 's/"torch_compile": false/"torch_compile": true/' $D/trainer_args_zero2.json >"$TMP/compile.json"
-check "TrainingArguments JSON: torch_compile without regional compilation: the whole model, with checkpointing refused, naming the key" 2 \
-  "compile\.json:18: torch_compile: training\.compile\.scope = \"model\" \(torch\.compile of the whole model\) with checkpointing is not modelled \(the checkpoint around each decoder layer .*CompileableContextVar" -- \
+check "TrainingArguments JSON: torch_compile without regional compilation: the whole model, under DeepSpeed's ZeRO-2 refused" 2 \
+  "training\.compile\.scope = \"model\" \(torch\.compile of the whole model\) with strategy zero2 is not modelled" -- \
   "$TMP/compile.json" --gpu h100 --set model.config=$M --no-files
+# torch_compile with gradient_checkpointing (bf16 weights, one GPU): the whole model compiled,
+# each decoder layer eager and checkpointed, its SDPA taking the traced 4-D mask
+sed -e 's/^dtype: float32/dtype: bfloat16/' -e 's/^gradient_checkpointing: false/gradient_checkpointing: true/' \
+  "$TMP/tcompile.yaml" >"$TMP/tcckpt.yaml"
+check "trl: torch_compile with gradient_checkpointing: the whole model compiled, its layers eager" 0 \
+  "torch\.compile\(model\) under gradient checkpointing: every decoder layer runs eager" -- \
+  "$TMP/tcckpt.yaml" --gpu h100 --no-files
 # torch_compile alone (bf16 weights, no checkpointing, one GPU): TorchDynamoPlugin compiles the
 # whole model, and the Trainer has set config.use_cache = False, so the model graph's SDPA takes
 # create_causal_mask's 4-D mask, not captured: refused, naming the key and why

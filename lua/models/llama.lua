@@ -690,8 +690,19 @@ end
 -- impossible; then a boolean (1, 1, s, s) mask expanded to (b, 1, s, s). masking_utils'
 -- _ignore_causal_mask_sdpa keeps the shortcut only while `kv_length < local_attention_size`: at a
 -- sequence as long as the window the mask is made, though it allows what causal does.
-local function make_mask(cx, r, window, mask_dtype)
+local function make_mask(cx, r, window, mask_dtype, position_ids)
   local b, s = r.batch, r.seq
+  if r.ckpt_model and r.attention ~= "eager" then
+    -- torch.compile(model) under transformers' checkpointing (strategies/compile.lua
+    -- M.ckpt_model): create_causal_mask is a compiled graph of its own, traced without a cache,
+    -- where the packed-sequence check on position_ids is a tensor and the causal shortcut is not
+    -- taken; Inductor fuses its aranges, comparisons and ANDs into the one (b, 1, s, s) boolean
+    -- output, which the eager layers' SDPA takes (check_compile_model_ckpt.py: attn_mask
+    -- (batch, 1, seq, seq) bool at every layer)
+    return nn.op(cx, { name = "causal_mask.compiled", inputs = { position_ids },
+                       outs = { { "causal_mask.compiled", { b, 1, s, s }, "bool", no_grad = true } },
+                       grads = { "none" } })
+  end
   if r.attention == "eager" then
     local allowed = nn.op(cx, { name = "causal_mask.bool", inputs = {},
                                 outs = { { "causal_mask.bool", { 1, 1, s, s }, "bool" } } })
@@ -791,7 +802,7 @@ local function model_forward(cx, m, ids)
   -- create_causal_mask builds the eager mask in inputs_embeds' dtype (masking_utils.py:
   -- `dtype=inputs_embeds.dtype`): the parameters' dtype, fp32 under autocast too (the embedding
   -- is not autocast)
-  local mask = make_mask(cx, r, m.cfg.sliding_window, r.param_dtype)
+  local mask = make_mask(cx, r, m.cfg.sliding_window, r.param_dtype, position_ids)
   local cos, sin = rotary_tables(cx, r.seq, m.cfg.head_dim, m.cfg.rotary_fp32 and "fp32" or dt, nil,
                                  position_ids, r.param_dtype)
   -- the decoder layers: alike, so built once in Lua and replayed where the check allows
@@ -804,7 +815,7 @@ local function model_forward(cx, m, ids)
   for l = 0, m.cfg.layers - 1 do
     if not stage or (l >= stage.first and l <= stage.last) then x = run(l, x) end
   end
-  -- causal_mask_mapping keeps a sliding-window mask until the model returns
+  -- causal_mask_mapping keeps a sliding-window mask (or the compiled graph's) until the model returns
   if mask and r.attention ~= "eager" then nn.release(cx, { mask }, "sliding_window_mask: LlamaModel.forward returns") end
   if stage and not stage.head then
     nn.release(cx, { position_ids }, "position_ids: the stage's forward returns")

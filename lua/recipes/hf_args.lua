@@ -108,11 +108,19 @@ function H.compile_refusal(t)
   local C = require "strategies.compile"
   if type(t.compile) == "table" and t.compile.scope == "model" then
     -- the whole model compiled: what the recipe knows of the run (its family is read later)
-    local why = C.model_refusal({ checkpointing = t.checkpointing, quant = t.quant or "none", float8 = t.float8,
+    -- (the Trainer's gradient_checkpointing is gradient_checkpointing_enable: transformers'
+    -- checkpoint around every decoder layer)
+    local why = C.model_refusal({ checkpointing = t.checkpointing, checkpoint_impl = "transformers",
+                                  checkpoint_scope = "layer", checkpoint_every = 1,
+                                  attention = t.attention or "sdpa", data = t.data,
+                                  quant = t.quant or "none", float8 = t.float8,
                                   strategy = t.strategy or "none", dpo = t.dpo, loss = "full",
                                   activation_offload = t.activation_offload, precision = t.precision or "bf16" },
                                 {}, nil, type(t.lora) == "table" and t.lora.dropout and t.lora or nil, "llama")
     if why then return why end
+    -- under gradient checkpointing the layers run eager and take the traced mask, which is
+    -- modelled (strategies/compile.lua M.ckpt_model)
+    if t.checkpointing then return nil end
     -- the Trainer (TRL's trainers too) sets model.config.use_cache = args.use_cache, False by
     -- default (trainer.py's finalize), and use_cache: true is refused above; traced without a
     -- cache, create_causal_mask builds a 4-D boolean mask that the model graph's SDPA takes in

@@ -186,6 +186,67 @@ local MODEL_FAMILIES = { llama = true, mistral = true, qwen2 = true, qwen3 = tru
 local MODEL_CLASSES = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
   .. "Phi3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM"
 
+-- torch.compile(model) under transformers' checkpointing (training.checkpointing with
+-- checkpoint_impl "transformers": gradient_checkpointing_enable as the HF Trainer and TRL call
+-- it, or torch's checkpoint_wrapper around each layer), as check_compile_model_ckpt.py shows it
+-- (torch 2.13, transformers 5.25): no graph holds a decoder layer. Each layer's checkpoint is a
+-- graph break (the checkpoint HOP refuses the CompileableContextVar write of its body), so every
+-- layer runs eager, checkpointed exactly as eager checkpointing runs it (M.eager_layer), between
+-- five small compiled graphs: the embedding, create_causal_mask, the rotary tables, the final
+-- norm, lm_head with ForCausalLMLoss. Traced, create_causal_mask cannot skip the mask: without a
+-- cache it looks for packed sequences in position_ids (masking_utils._preprocess_mask_arguments,
+-- find_packed_sequence_indices), a tensor under the trace, which turns allow_is_causal_skip off,
+-- and sdpa_mask materializes causal AND same-sequence as one (batch, 1, seq, seq) boolean tensor,
+-- the graph's output. Each eager layer's SDPA then takes that mask (attn_mask given, is_causal
+-- False): PyTorch converts it to an additive bias in the query's dtype, which flash attention
+-- does not take (nn.sdpa). Whether a run is this case.
+function M.ckpt_model(t)
+  local s = M.settings(t.compile)
+  return s ~= nil and s.scope == "model" and t.checkpointing == true and not t.inference
+end
+
+-- Why torch.compile(model) under checkpointing is not modelled for this run: nil, or
+-- { what, why } for model_refusal's message. family: the model type.
+function M.ckpt_model_refusal(t, mc, family)
+  if t.checkpoint_impl ~= "transformers" then
+    return { ("checkpointing and checkpoint_impl = \"%s\""):format(tostring(t.checkpoint_impl)),
+             "a transformers layer under a checkpoint that lets dynamo trace it (skip_fwd_side_effects_in_bwd_"
+             .. "under_checkpoint) inside the whole model's graph is not traced; checkpoint_impl = \"transformers\", "
+             .. "where each layer's checkpoint breaks the graph and the layer runs eager, is modelled" }
+  end
+  if t.checkpoint_scope == "op" then
+    return { "checkpoint_scope = \"op\"",
+             "the op-level policy's checkpoint around an eager layer under torch.compile(model) is not "
+             .. "traced; every decoder layer checkpointed whole, each running eager, is modelled" }
+  end
+  if t.checkpoint_scope ~= "layer" or t.checkpoint_every ~= 1 then
+    return { ("checkpoint_scope = \"%s\" and checkpoint_every = %d"):format(
+               tostring(t.checkpoint_scope), t.checkpoint_every or 1),
+             "the layers left unchecked would be traced into graphs between the checkpointed ones, which "
+             .. "is not traced; every decoder layer checkpointed whole, each running eager, is modelled" }
+  end
+  if family == "gemma2" or family == "gemma3_text" then
+    return { ("checkpointing on model type %s"):format(family),
+             "its eager attention or sliding-window masks under the traced mask functions are not traced; "
+             .. "the full-attention SDPA families are modelled" }
+  end
+  if t.attention == "eager" then
+    return { "checkpointing and attention = \"eager\"",
+             "the additive mask the traced create_causal_mask makes for eager attention is not traced; "
+             .. "attention = \"sdpa\" is modelled" }
+  end
+  if t.attention ~= "sdpa" then
+    return { ("checkpointing and attention = \"%s\""):format(tostring(t.attention)),
+             "the eager layers' SDPA takes the traced 4-D boolean mask, with which PyTorch picks its kernel "
+             .. "(flash takes no mask); attention = \"sdpa\" is modelled" }
+  end
+  if t.data_batch or t.data then
+    return { "checkpointing and training.data",
+             "the traced mask of a padded or packed batch is not traced; full rows are modelled" }
+  end
+  return nil
+end
+
 -- torch.compile(model) (scope "model"; the HF Trainer's torch_compile without regional
 -- compilation): dynamo traces LlamaForCausalLM.forward called with labels as one graph, the
 -- embedding through ForCausalLMLoss (no graph break under fullgraph=True), and the min-cut
@@ -220,17 +281,13 @@ function M.model_refusal(t, mc, mesh, lora, family)
   -- transformers' checkpointing under torch.compile(model) is not one graph
   -- (validation/oracle/check_compile_model_ckpt.py): dynamo traces each layer's
   -- torch.utils.checkpoint as a higher-order op, use_reentrant True or False alike (torch's
-  -- checkpoint_wrapper too), and the body's write to CompileableContextVar is a side effect the op refuses, so every layer falls
-  -- back to eager checkpointing between small graphs around it; the traced create_causal_mask hands
-  -- those eager layers a 4-D boolean mask where eager passes none. Neither the partition of those
-  -- graphs nor the masked eager layers are captured.
+  -- checkpoint_wrapper too), and the body's write to CompileableContextVar is a side effect the
+  -- op refuses, so every layer falls back to eager checkpointing between small compiled graphs
+  -- (M.ckpt_model); the traced create_causal_mask hands those eager layers a 4-D boolean mask
+  -- where eager passes none. What that is checked for is modelled; the rest is named here.
   if t.checkpointing then
-    return no("checkpointing", "the checkpoint around each decoder layer (transformers' gradient checkpointing, "
-              .. "use_reentrant True or False, or torch's checkpoint_wrapper) breaks dynamo's graph: its body "
-              .. "mutates transformers' CompileableContextVar, a side effect the checkpoint HOP refuses, so each "
-              .. "layer runs eager, checkpointed, between small compiled graphs (causal mask, rotary "
-              .. "tables, final norm, lm_head with the loss), and its SDPA takes the traced 4-D boolean mask "
-              .. "instead of is_causal; scope \"layer\" compiles each layer")
+    local why = M.ckpt_model_refusal(t, mc, family)
+    if why then return no(why[1], why[2]) end
   end
   if t.quant and t.quant ~= "none" then return no(("quant = %s"):format(t.quant), "a quantized base in the model's graph is not traced") end
   if t.float8 then return no("float8", "torchao's Float8Linear in the model's graph is not traced") end
@@ -841,6 +898,19 @@ function M.checkpointed_layer(t, k)
   return t.checkpointing == true and t.checkpoint_impl ~= "transformers" and (k - 1) % t.checkpoint_every == 0
 end
 
+-- The note torch.compile(model) under transformers' checkpointing carries (M.ckpt_model).
+function M.ckpt_model_note()
+  return "torch.compile(model) under gradient checkpointing: every decoder layer runs eager, "
+    .. "checkpointed as eager checkpointing runs it (each layer's torch.utils.checkpoint is a graph "
+    .. "break: its body mutates transformers' CompileableContextVar, which the checkpoint's higher-order "
+    .. "op refuses); compiled are the causal mask, the final norm and lm_head with the loss (the "
+    .. "embedding's lookup and the rotary tables, graphs of their own too, are priced as the eager ops "
+    .. "they hold; the host's graph call is charged for the head's graph alone). The traced "
+    .. "create_causal_mask returns a (batch, 1, seq, seq) boolean mask, alive through the layers and "
+    .. "their recomputation, and each layer's SDPA takes it instead of is_causal: an additive copy of "
+    .. "it a call, saved by the kernel, no flash kernel, grouped keys and values repeated to every query head (use_gqa_in_sdpa wants no mask)"
+end
+
 -- The note a run with eager checkpointed layers carries.
 function M.eager_note(t)
   return ("torch.compile: the checkpointed layers run eager: transformers' checkpointing "
@@ -888,6 +958,10 @@ function M.model_head_hooks(root, t, region)
       -- each ending a graph's run: a key for the one model graph would still be split by them.
       -- Nor is one call of the whole graph a layer graph's call (hw/calibrated: measured on a
       -- layer's graph): its guards and runtime wrappers go over every parameter of the model
+      if M.ckpt_model(t) then
+        cx.notes[#cx.notes + 1] = M.ckpt_model_note()
+        return
+      end
       cx.notes[#cx.notes + 1] = "torch.compile(model): the host's graph call is charged per decoder layer's "
         .. "graph and the head's, as with scope \"layer\", not once a direction for the one model graph "
         .. "(whose call, guarding every parameter, is not measured); "
@@ -945,7 +1019,8 @@ function M.hooks(root, layer_cls, t, reference)
   -- (the first's input needs no gradient where the embedding is frozen, as under LoRA)
   out[1] = { module = root, first = { post = function(cx)
     if noted or cx.no_grad then return end
-    if eager then
+    -- (under torch.compile(model) the head's hooks say it: M.ckpt_model_note)
+    if eager and not M.ckpt_model(t) then
       noted = true
       cx.notes[#cx.notes + 1] = M.eager_note(t)
     end

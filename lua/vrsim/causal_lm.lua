@@ -504,6 +504,7 @@ function M.build(cx, cfg)
              hidden_dtype = t.precision == "mp_fp32" and "bf16" or pdtype,
              loss = litgpt and "litgpt_chunked" or t.loss, compile_loss = t.compile_loss and not t.inference,
              compile_model = compiled ~= nil and compiled.scope == "model",
+             ckpt_model = compiled ~= nil and require("strategies.compile").ckpt_model(t),
              data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
              compile = compiled ~= nil, compile_chunked_loss = compiled ~= nil and compiled.loss,
              repeat_kv = cfg.model.repeat_kv,
