@@ -24,8 +24,9 @@ SC=$O/scenarios/$N.lua
 #    first stage (rank 0) and the last (rank 2); every allocation aligned but the named
 #    divergences, and the live bytes after the build, after step 1's schedule and at its peak
 #    within 4 KiB of the capture's
-for k in rc_full_uniform rc_full_uniform_rank2 rc_selective rc_selective_rank2; do
-  n=${N}_$k
+# held N: capture N against vrsim, as above (section 4 holds the dp captures the same way)
+held() {
+  n=$1
   python3 "$O/compare.py" --vrsim "$VRSIM" --expect "$O/expected/$n.txt" "$O/captures/$n.jsonl.gz" \
     "$O/scenarios/$n.lua" >"$tmp/cmp" 2>&1; rc=$?
   near=$(grep -E 'after build|after forward|step 1 peak' "$tmp/cmp" | awk '
@@ -34,6 +35,9 @@ for k in rc_full_uniform rc_full_uniform_rank2 rc_selective rc_selective_rank2; 
   if [ $rc = 0 ] && [ "$near" = 3 ]; then
     ok "oracle $n: matches megatron-core's capture (named divergences only; 3 milestones within 4 KiB)"
   else bad "oracle $n (exit $rc, $near of 3 milestones within 4 KiB)" "$(tail -12 "$tmp/cmp")"; fi
+}
+for k in rc_full_uniform rc_full_uniform_rank2 rc_selective rc_selective_rank2; do
+  held "${N}_$k"
 done
 
 # 2. what the first stage's micro-batches in flight keep: step 1's schedule peak above its start
@@ -98,14 +102,7 @@ refused "torch's checkpointing beside the pipeline points to Megatron's recomput
 #    first stage, dp rank 0) and rank 6 (the last stage, dp rank 1)
 D=llama3_8b_l4_bf16_megatron_tp2_pp2_dp2_m4
 for n in $D ${D}_rank6; do
-  python3 "$O/compare.py" --vrsim "$VRSIM" --expect "$O/expected/$n.txt" "$O/captures/$n.jsonl.gz" \
-    "$O/scenarios/$n.lua" >"$tmp/cmp" 2>&1; rc=$?
-  near=$(grep -E 'after build|after forward|step 1 peak' "$tmp/cmp" | awk '
-    { d = 0; if (match($0, /\([-+]?[0-9]+ bytes\)/)) d = substr($0, RSTART + 1, RLENGTH - 8) + 0
-      if (d < 0) d = -d; if (d <= 4096) n++ } END { print n + 0 }')
-  if [ $rc = 0 ] && [ "$near" = 3 ]; then
-    ok "oracle $n: matches megatron-core's capture (named divergences only; 3 milestones within 4 KiB)"
-  else bad "oracle $n (exit $rc, $near of 3 milestones within 4 KiB)" "$(tail -12 "$tmp/cmp")"; fi
+  held "$n"
 done
 
 # 5. the optimizer state per rank on a pipeline stage (the first, rank 0; 8 layers, 4 a stage): the
