@@ -2,7 +2,7 @@
 # test_published.sh: vrsim against published training throughput from GPUs and clusters nobody
 # calibrated here (tests/data/published_throughput.tsv: sources and configurations). Asserts the
 # band the file states: each row within +-25 %, the median |error| within 15 %, overall and for
-# each kind (one or several A100 nodes, one or several H100 nodes, consumer cards). Prints the table;
+# each kind (one or several A100, H100 or H200 nodes, consumer cards). Prints the table;
 # MARKDOWN=1 prints it as a Markdown table with the sources instead (make reports puts it in the
 # docs/step-time.md). Then the published peak reserved of the rows that state it
 # (tests/data/published_reserved.tsv) and torchtune's published peak memory (tests/data/published_memory.tsv).
@@ -37,7 +37,7 @@ for line in open(sys.argv[1]):
     gpu = kv.get("gpu", "")
     kind = ("consumer cards" if gpu.startswith("rtx") else
             ("several %s nodes" if int(kv.get("count", "8")) > 8 else "one %s node") %
-            ("A100" if gpu.startswith("a100") else "H100"))
+            ("A100" if gpu.startswith("a100") else "H200" if gpu.startswith("h200") else "H100"))
     try:
         d = json.load(open(path))
         pred = float(tok) / (d["step_time_ms"] / 1e3)
