@@ -366,8 +366,8 @@ sed 's/"optim": "adamw_torch"/"optim": "paged_adamw"/' $D/trainer_args_zero2.jso
 check "TrainingArguments JSON: paged_adamw (bitsandbytes' class, no OptimizerNames value), with its JSON line" 2 \
   "paged\.json:8: optim: 'paged_adamw' is not modelled" -- "$TMP/paged.json" --gpu h100 --set model.config=$M --no-files
 sed 's/"torch_compile": false/"torch_compile": true/' $D/trainer_args_zero2.json >"$TMP/compile.json"
-check "TrainingArguments JSON: torch_compile without regional compilation: the whole model, under DeepSpeed's ZeRO-2 refused" 2 \
-  "training\.compile\.scope = \"model\" \(torch\.compile of the whole model\) with strategy zero2 is not modelled" -- \
+check "TrainingArguments JSON: torch_compile without regional compilation: the whole model, under DeepSpeed's ZeRO-2 refused at the key's line" 2 \
+  "compile\.json:18: torch_compile: training\.compile\.scope = \"model\" \(torch\.compile of the whole model\) with strategy zero2 is not modelled" -- \
   "$TMP/compile.json" --gpu h100 --set model.config=$M --no-files
 # torch_compile with gradient_checkpointing (bf16 weights, one GPU): the whole model compiled,
 # each decoder layer eager and checkpointed, its SDPA taking the traced 4-D mask

@@ -267,6 +267,7 @@ function H.read(r, d, t, scn, opts, notes, defaults, lora, tool)
   -- TorchDynamoPlugin compiles the whole model unless the launcher asks for regional compilation
   -- (accelerate config dynamo_config.dynamo_use_regional_compilation), which compiles each
   -- decoder layer on its own: vrsim's training.compile
+  local compile_key -- (the key that asked for torch.compile, for a refusal that needs the distribution)
   local tc = r:get(d, "torch_compile", "boolean", false)
   local tcb = r:get(d, "torch_compile_backend", "string")
   local tcm = r:get(d, "torch_compile_mode", "string")
@@ -281,6 +282,7 @@ function H.read(r, d, t, scn, opts, notes, defaults, lora, tool)
     t.compile_key = opts.launch and key or nil
     local why = not opts.launch and H.compile_refusal(t)
     if why then r:fail(d, key, why) end
+    compile_key = key
   end
   -- DDP options without an effect on memory or time here
   r:not_read(d, { "ddp_find_unused_parameters", "ddp_broadcast_buffers", "ddp_static_graph" })
@@ -298,7 +300,20 @@ function H.read(r, d, t, scn, opts, notes, defaults, lora, tool)
   if fsdp then
     t.strategy, t.zero = "fsdp2", fsdp.zero
     if fsdp.checkpointing then t.checkpointing = true end
-  elseif ds then t.deepspeed = ds
+  elseif ds then
+    t.deepspeed = ds
+    -- torch_compile beside DeepSpeed: its stage is the strategy compile's refusals read, which
+    -- the plan learns only from the file (strategies/deepspeed.lua); read here, the refusal
+    -- names the key and its line (an unreadable file is the plan's error, as without compile)
+    if compile_key and not opts.launch then
+      local okd, dsc = pcall(require("vrsim.core").read_config, ds, true)
+      local z = okd and type(dsc) == "table" and dsc.zero_optimization
+      local stage = type(z) == "table" and math.tointeger(z.stage) or 0
+      t.strategy = ({ [0] = "ddp", [1] = "zero1", [2] = "zero2", [3] = "zero3" })[stage]
+      local why = t.strategy and H.compile_refusal(t)
+      if why then r:fail(d, compile_key, why) end
+      t.strategy = nil
+    end
   elseif scn.hardware.count > 1 then t.strategy = "ddp" end
   r:not_read(d, H.NOT_READ)
   return { bf16 = bf16, fp16 = fp16 }, fsdp
