@@ -9,7 +9,13 @@
 -- MixedPrecisionPolicy and reshard_after_forward policy), distributed/utils.py
 -- (maybe_enable_amp: autocast only without FSDP, TP and PP), distributed/pipeline_parallel.py
 -- (micro-batches = local_batch_size / pipeline_parallel_microbatch_size),
--- distributed/activation_checkpoint.py and components/optimizer.py.
+-- distributed/activation_checkpoint.py and components/optimizer.py. Float8 training
+-- (model.converters "quantize.linear.float8", components/quantization/float8.py) is read into
+-- training.float8; so are two spellings of torchtitan before (e7c0cae, June 2025,
+-- config_manager.py): converter "float8" with its top-level [float8] table, and training.compile
+-- for compile.enable. MX and grouped-GEMM converters, emulate, and filters other than the output
+-- layer are refused; what float8 does that vrsim does not price (the amaxes of the FSDP float8
+-- all-gather, precomputed or not) is a note (read_float8 below).
 --
 -- The model: [model] name/flavor as torchtitan's llama3 flavors (models/llama3/__init__.py
 -- llama3_args, the TransformerModelArgs defaults and FeedForward's hidden size), written out here
