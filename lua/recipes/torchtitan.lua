@@ -185,7 +185,10 @@ local function read_float8(r, d, name, m, deg, cfg, t, notes)
       if fqn:find(v, 1, true) then return v end
     end
   end
-  local nl = math.tointeger(c.num_hidden_layers) or 1
+  -- (the layers' fqns tested one by one: an entry such as "layers.1" matches layers 1, 10, 11, ...;
+  -- a config.json's count is held to 4096, beyond any model vrsim can simulate, so that a
+  -- hostile one cannot make this loop long)
+  local nl = math.min(math.max(math.tointeger(c.num_hidden_layers) or 1, 1), 4096)
   for layer = 0, nl - 1 do
     for _, lin in ipairs(LAYER_LINEARS) do
       local fqn = ("layers.%d.%s"):format(layer, lin)
