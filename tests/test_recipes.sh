@@ -452,9 +452,72 @@ check "torchtune notes: the transformers model, the keys not read" 0 \
 # torchtitan: what is not modelled, named with its key and line; the mesh's refusals by the TOML key
 T=$D/torchtitan_llama3_8b.toml
 tvariant() { sed "$2" $T >"$TMP/$1.toml"; }
-tvariant f8 's/^hf_assets_path = .*/&\nconverters = ["float8"]/'
-check "torchtitan model.converters float8" 2 "f8\.toml:22: model\.converters: 'float8': torchtitan's model converters .* are not modelled" -- \
-  "$TMP/f8.toml" --gpu h100 --gpus 8 --no-files
+# float8 training (model.converters): the mid-2025 spelling ([float8], training.compile) of
+# torchtitan's Llama 3.1 8B H200 benchmark, and the 238fa99 spelling ([quantize.linear.float8],
+# [compile]) of the same run, against the scenario by hand
+F8=$D/torchtitan_llama3_8b_float8.toml
+same "torchtitan float8 (converter \"float8\", [float8], training.compile): training.float8 tensorwise with the float8 all-gather" \
+  $D/torchtitan_llama3_8b_float8.lua -- $F8 --gpu h200 --gpus 32
+check "... the converter's reading, precompute and force_recompute noted" 0 \
+  "model\.converters 'float8' \(\[float8\]\): training\.float8 = \{ recipe = \"tensorwise\", fsdp_float8_all_gather = true \}.*" -- \
+  $F8 --gpu h200 --gpus 32 --no-files
+for want in "float8\.precompute_float8_dynamic_scale_for_fsdp: vrsim prices the shards' cast to float8 before each all-gather, not the amaxes" \
+            "float8\.force_recompute_fp8_weight_in_bwd: torchao's Float8LinearConfig says it \"is deprecated and currently has no effect\"" \
+            "torchtitan compile: each TransformerBlock compiled \(training\.compile\) and the loss_fn"; do
+  grep -Eq -- "$want" "$TMP/out" || fail "torchtitan float8 notes: the output does not say /$want/"
+done
+tvariant f8new 's/^local_batch_size = 1/local_batch_size = 2/; /^\[compile\]/,/^\[/ s/^enable = false/enable = true/; s/^hf_assets_path = .*/&\nconverters = ["quantize.linear.float8"]/; s/^enable_fsdp_float8_all_gather = false/enable_fsdp_float8_all_gather = true\nprecompute_float8_dynamic_scale_for_fsdp = true/'
+same "torchtitan float8 (converter \"quantize.linear.float8\", [quantize.linear.float8], [compile]): the same run" \
+  $D/torchtitan_llama3_8b_float8.lua -- "$TMP/f8new.toml" --gpu h200 --gpus 32
+sed 's/^precompute_float8_dynamic_scale_for_fsdp = true//' "$TMP/f8new.toml" >"$TMP/f8nopre.toml"
+check "torchtitan float8 all-gather without precompute: the per-weight amax all-reduces named as not priced" 0 \
+  "enable_fsdp_float8_all_gather: vrsim prices the shards' cast to float8 before each all-gather, not the amax of each shard and its all-reduce" -- \
+  "$TMP/f8nopre.toml" --gpu h200 --gpus 32 --no-files
+# what torchtitan refuses or vrsim does not model, by key and line
+sed 's/^force_recompute_fp8_weight_in_bwd = true/&\nemulate = true/' $F8 >"$TMP/f8em.toml"
+check "torchtitan float8.emulate" 2 "f8em\.toml:68: float8\.emulate: torchao's emulated float8 GEMMs .* not modelled" -- \
+  "$TMP/f8em.toml" --gpu h200 --gpus 32 --no-files
+for cv in mx quantize.linear.mx; do
+  sed "s/^converters = \[\"float8\"\]/converters = [\"$cv\"]/" $F8 >"$TMP/f8mx.toml"
+  check "torchtitan model.converters $cv" 2 "f8mx\.toml:27: model\.converters: '$cv': torchao's MX \(mxfp8\) training .* not modelled" -- \
+    "$TMP/f8mx.toml" --gpu h200 --gpus 32 --no-files
+done
+sed 's/^converters = \["float8"\]/converters = ["quantize.grouped_mm.float8"]/' $F8 >"$TMP/f8gmm.toml"
+check "torchtitan model.converters quantize.grouped_mm.float8" 2 \
+  "f8gmm\.toml:27: model\.converters: 'quantize\.grouped_mm\.float8': float8 grouped GEMMs of the MoE experts .* not modelled" -- \
+  "$TMP/f8gmm.toml" --gpu h200 --gpus 32 --no-files
+sed 's/^filter_fqns = \["output"\]/&\nrecipe_name = "rowwise"/; s/^force_recompute_fp8_weight_in_bwd = true/force_recompute_fp8_weight_in_bwd = false/' $F8 >"$TMP/f8rw.toml"
+check "torchtitan float8 recipe_name rowwise with enable_fsdp_float8_all_gather: torchtitan's assertion" 2 \
+  "f8rw\.toml:65: float8\.enable_fsdp_float8_all_gather: torchtitan asserts .*together with .float8_config\.recipe_name. is not supported" -- \
+  "$TMP/f8rw.toml" --gpu h200 --gpus 32 --no-files
+sed 's/^enable_fsdp_float8_all_gather = true/enable_fsdp_float8_all_gather = false/' "$TMP/f8rw.toml" >"$TMP/f8rw2.toml"
+check "... rowwise alone: training.float8 rowwise" 0 "training\.float8 = \{ recipe = \"rowwise\", fsdp_float8_all_gather = false \}" -- \
+  "$TMP/f8rw2.toml" --gpu h200 --gpus 32 --no-files
+sed '/^filter_fqns = \["output"\]/d' $F8 >"$TMP/f8nof.toml"
+check "torchtitan float8 without filter_fqns: the output layer converted, refused" 2 \
+  "f8nof\.toml:27: model\.converters: 'float8' converts the output layer \(128256 x 4096, both divisible by 16\)" -- \
+  "$TMP/f8nof.toml" --gpu h200 --gpus 32 --no-files
+sed 's/^filter_fqns = \["output"\]/filter_fqns = ["output", "attention.wq"]/' $F8 >"$TMP/f8fq.toml"
+check "torchtitan float8 filter_fqns of a decoder layer's Linear" 2 \
+  "f8fq\.toml:68: float8\.filter_fqns: 'attention\.wq' keeps layers\.0\.attention\.wq in high precision" -- \
+  "$TMP/f8fq.toml" --gpu h200 --gpus 32 --no-files
+check "torchtitan float8 below sm89: the strategy's refusal reaches the user" 2 \
+  "training\.float8 on NVIDIA A100.*Failed to swap to Float8Linear because float8 is only supported on SM89 or later" -- \
+  $F8 --gpu a100_80g --gpus 32 --no-files
+sed 's/^precompute_float8_dynamic_scale_for_fsdp = true/&\nforce_recompute_fp8_weight_in_bwd = true/' "$TMP/f8new.toml" >"$TMP/f8newfr.toml"
+check "torchtitan quantize.linear.float8.force_recompute_fp8_weight_in_bwd: not a key of 238fa99" 2 \
+  "f8newfr\.toml:63: quantize\.linear\.float8\.force_recompute_fp8_weight_in_bwd: not a key" -- \
+  "$TMP/f8newfr.toml" --gpu h200 --gpus 32 --no-files
+printf '\n[float8]\nfilter_fqns = ["output"]\n' | cat "$TMP/f8new.toml" - >"$TMP/f8both.toml"
+check "torchtitan [float8] beside converter quantize.linear.float8" 2 "f8both\.toml:69: float8: the table of torchtitan's older converter" -- \
+  "$TMP/f8both.toml" --gpu h200 --gpus 32 --no-files
+sed 's/^tensor_parallel_degree = 1/tensor_parallel_degree = 2/' "$TMP/f8new.toml" >"$TMP/f8tp.toml"
+check "torchtitan quantize.linear.float8 under TP (238fa99's apply_tp runs the plain styles)" 2 \
+  "f8tp\.toml:22: model\.converters: 'quantize\.linear\.float8' with tensor_parallel_degree 2: .*only for a converter named \"float8\"" -- \
+  "$TMP/f8tp.toml" --gpu h200 --gpus 32 --no-files
+printf '\n[compile]\nenable = true\n' | cat $F8 - >"$TMP/f8c2.toml"
+check "torchtitan training.compile beside compile.enable" 2 "f8c2\.toml:42: training\.compile: torchtitan's older spelling of compile\.enable" -- \
+  "$TMP/f8c2.toml" --gpu h200 --gpus 32 --no-files
 tvariant cp 's/^context_parallel_degree = 1/context_parallel_degree = 2/'
 check "torchtitan context parallelism reaches the mesh (cp 2 under torchtitan's fp32 parameters with bf16 compute)" 0 \
   "device mesh \[pp 1, dp_replicate 1, dp_shard 4, cp 2, tp 1\].*context parallelism over 2 ranks" -- \

@@ -9,7 +9,13 @@
 -- MixedPrecisionPolicy and reshard_after_forward policy), distributed/utils.py
 -- (maybe_enable_amp: autocast only without FSDP, TP and PP), distributed/pipeline_parallel.py
 -- (micro-batches = local_batch_size / pipeline_parallel_microbatch_size),
--- distributed/activation_checkpoint.py and components/optimizer.py.
+-- distributed/activation_checkpoint.py and components/optimizer.py. Float8 training
+-- (model.converters "quantize.linear.float8", components/quantization/float8.py) is read into
+-- training.float8; so are two spellings of torchtitan before (e7c0cae, June 2025,
+-- config_manager.py): converter "float8" with its top-level [float8] table, and training.compile
+-- for compile.enable. MX and grouped-GEMM converters, emulate, and filters other than the output
+-- layer are refused; what float8 does that vrsim does not price (the amaxes of the FSDP float8
+-- all-gather, precomputed or not) is a note (read_float8 below).
 --
 -- The model: [model] name/flavor as torchtitan's llama3 flavors (models/llama3/__init__.py
 -- llama3_args, the TransformerModelArgs defaults and FeedForward's hidden size), written out here
@@ -81,6 +87,195 @@ local function n_layers(cfg)
   return ok and type(c) == "table" and math.tointeger(c.num_hidden_layers) or nil
 end
 
+-- The model's config as a table (model.config is a table, or a config.json's path), or nil.
+local function config_table(cfg)
+  if type(cfg) == "table" then return cfg end
+  local ok, c = pcall(require("vrsim.core").read_config, cfg)
+  return ok and type(c) == "table" and c or nil
+end
+
+-- ---- float8 training: model.converters ------------------------------------------------------
+-- Two spellings, one converter: torchtitan's Float8Converter registered as "float8" and read
+-- from a top-level [float8] table (e7c0cae, June 2025: torchtitan/config_manager.py class Float8,
+-- torchtitan/components/quantization/float8.py), and Float8LinearConverter registered as
+-- "quantize.linear.float8" and read from [quantize.linear.float8] (238fa99:
+-- torchtitan/config/job_config.py class Float8Linear, the same file). Both build torchao's
+-- Float8LinearConfig alike: recipe_name set, Float8LinearConfig.from_recipe_name(recipe_name)
+-- (asserting enable_fsdp_float8_all_gather off, and in e7c0cae force_recompute_fp8_weight_in_bwd
+-- off too); unset, the default (tensorwise) config with enable_fsdp_float8_all_gather =
+-- parallel_dims.dp_shard_enabled and the key, and precompute_float8_dynamic_scale_for_fsdp
+-- acting only where that all-gather is on. The Linears converted: module_filter_fn (components/
+-- quantization/utils.py): an nn.Linear whose weight's dims are both divisible by 16 and whose
+-- fqn contains none of filter_fqns. Below sm89 both raise ("float8 is only supported on SM89 or
+-- later") unless emulate, eager: training.float8's own refusal (strategies/float8.lua) says so.
+local FLOAT8_CONVERTERS = {
+  float8 = { path = { "float8" }, version = "e7c0cae" },
+  ["quantize.linear.float8"] = { path = { "quantize", "linear", "float8" }, version = "238fa99" },
+}
+-- converters refused by name: what each one converts, not modelled
+local OTHER_CONVERTERS = {
+  mx = "torchao's MX (mxfp8) training of nn.Linear (MXLinear)",
+  ["quantize.linear.mx"] = "torchao's MX (mxfp8) training of nn.Linear (MXLinear)",
+  ["quantize.grouped_mm.float8"] = "float8 grouped GEMMs of the MoE experts (torchao's moe training)",
+  ["quantize.grouped_mm.mx"] = "MX (mxfp8) grouped GEMMs of the MoE experts (torchao's moe training)",
+}
+local RECIPES = { tensorwise = true, rowwise = true, rowwise_with_gw_hp = true }
+-- the fqns of torchtitan's llama3 Transformer's nn.Linear modules in one decoder layer
+local LAYER_LINEARS = { "attention.wq", "attention.wk", "attention.wv", "attention.wo",
+                        "feed_forward.w1", "feed_forward.w2", "feed_forward.w3" }
+
+-- The table at path (a list of keys) in d, with its prefix ("quantize.linear.float8."); nil
+-- where absent.
+local function nested(r, d, path)
+  local t, pre = d, ""
+  for _, k in ipairs(path) do
+    if not r:has(t, k) then return nil, pre .. k .. "." end
+    t = r:get(t, k, "table", nil, pre)
+    pre = pre .. k .. "."
+  end
+  return t, pre
+end
+
+-- Reads the float8 converter `name` (a key of FLOAT8_CONVERTERS) into training.float8; m and
+-- conv_key locate model.converters (where a refusal with no key of its own points). deg: the
+-- mesh's degrees; cfg: the model's config (a table or a path).
+local function read_float8(r, d, name, m, deg, cfg, t, notes)
+  local spec = FLOAT8_CONVERTERS[name]
+  local f, P = nested(r, d, spec.path)
+  f = f or {}
+  local recipe = r:get(f, "recipe_name", "string", nil, P)
+  if recipe ~= nil and not RECIPES[recipe] then
+    r:fail(f, "recipe_name", ("'%s' is not one of tensorwise, rowwise, rowwise_with_gw_hp (torchao's "
+           .. "Float8LinearConfig.from_recipe_name)"):format(recipe), P)
+  end
+  local ag = r:get(f, "enable_fsdp_float8_all_gather", "boolean", false, P)
+  local pre = r:get(f, "precompute_float8_dynamic_scale_for_fsdp", "boolean", false, P)
+  local force = false
+  if spec.version == "e7c0cae" then
+    force = r:get(f, "force_recompute_fp8_weight_in_bwd", "boolean", false, P)
+  elseif r:has(f, "force_recompute_fp8_weight_in_bwd") then
+    -- (238fa99's Float8Linear has no such field: ConfigManager._dict_to_dataclass raises
+    -- "Invalid field names")
+    r:fail(f, "force_recompute_fp8_weight_in_bwd", "not a key of torchtitan's Float8Linear "
+           .. "([quantize.linear.float8]): it was the older [float8] table's (converter \"float8\"); torchtitan "
+           .. "raises on it (torchao made it a no-op: remove it)", P)
+  end
+  if r:get(f, "emulate", "boolean", false, P) then
+    r:fail(f, "emulate", "torchao's emulated float8 GEMMs (high-precision matmuls standing in for "
+           .. "_scaled_mm, for GPUs without float8) are not modelled", P)
+  end
+  local filter = r:get(f, "filter_fqns", "table", {}, P)
+  for i, v in ipairs(filter) do
+    if type(v) ~= "string" then
+      r:fail(f, "filter_fqns", ("entry %d is not a string"):format(i), P)
+    end
+    if v == "auto_filter_small_kn" then
+      r:fail(f, "filter_fqns", "'auto_filter_small_kn': torchao's _auto_filter_for_recipe (Linears left "
+             .. "in high precision by their size) is not modelled", P)
+    end
+  end
+  r:finish(f, TOOL, P)
+
+  -- module_filter_fn's substring test against torchtitan's llama3 fqns. vrsim's float8 converts
+  -- every Linear of a decoder layer whose dims are divisible by 16 and never the output layer:
+  -- a filter must leave out the output (or the output must fail the dims test) and nothing else.
+  local c = config_table(cfg) or {}
+  local function filtered(fqn)
+    for _, v in ipairs(filter) do
+      if fqn:find(v, 1, true) then return v end
+    end
+  end
+  -- (the layers' fqns tested one by one: an entry such as "layers.1" matches layers 1, 10, 11, ...;
+  -- a config.json's count is held to 4096, beyond any model vrsim can simulate, so that a
+  -- hostile one cannot make this loop long)
+  local nl = math.min(math.max(math.tointeger(c.num_hidden_layers) or 1, 1), 4096)
+  for layer = 0, nl - 1 do
+    for _, lin in ipairs(LAYER_LINEARS) do
+      local fqn = ("layers.%d.%s"):format(layer, lin)
+      local v = filtered(fqn)
+      if v then
+        r:fail(f, "filter_fqns", ("'%s' keeps %s in high precision: vrsim's float8 converts every Linear of the "
+               .. "decoder layers whose dims are divisible by 16 and leaves out only the output layer "
+               .. "(a filter of other modules is not modelled; filter_fqns = [\"output\"] is)"):format(v, fqn), P)
+      end
+    end
+  end
+  if not filtered("output") then
+    local vocab, dim = math.tointeger(c.vocab_size), math.tointeger(c.hidden_size)
+    if not (vocab and dim) or (vocab % 16 == 0 and dim % 16 == 0) then
+      local what = vocab and dim and ("%d x %d, both divisible by 16"):format(vocab, dim) or "its dims unknown"
+      local k = r:has(f, "filter_fqns") and "filter_fqns" or nil
+      local msg = ("converts the output layer (%s) to Float8Linear, its filter_fqns naming no \"output\"; "
+                   .. "vrsim's float8 keeps the output layer in high precision (torchtitan's llama3 presets give "
+                   .. "filter_fqns = [\"output\"])"):format(what)
+      if k then r:fail(f, k, msg, P) end
+      r:fail(m, "converters", ("'%s' %s"):format(name, msg), "model.")
+    end
+  end
+
+  local f8 = { recipe = recipe or "tensorwise", fsdp_float8_all_gather = false }
+  if recipe ~= nil then
+    -- Float8Converter / Float8LinearConverter assert these off beside a recipe name
+    if ag then
+      r:fail(f, "enable_fsdp_float8_all_gather", "torchtitan asserts \"using `float8_config."
+             .. "enable_fsdp_float8_all_gather` together with `float8_config.recipe_name` is not supported\"", P)
+    end
+    if force then
+      r:fail(f, "force_recompute_fp8_weight_in_bwd", "torchtitan asserts \"using `float8_config."
+             .. "force_recompute_fp8_weight_in_bwd` together with `float8_config.recipe_name` is not supported\"", P)
+    end
+    if pre then
+      notes[#notes + 1] = ("%sprecompute_float8_dynamic_scale_for_fsdp has no effect beside recipe_name (torchtitan "
+          .. "precomputes only for the default config's float8 all-gather)"):format(P)
+    end
+  else
+    local on = ag and deg.dp_shard > 1
+    f8.fsdp_float8_all_gather = on
+    if ag and not on then
+      notes[#notes + 1] = ("%senable_fsdp_float8_all_gather has no effect with data_parallel_shard_degree = 1 "
+          .. "(torchtitan: parallel_dims.dp_shard_enabled and the key)"):format(P)
+    end
+    if pre and not on then
+      notes[#notes + 1] = ("%sprecompute_float8_dynamic_scale_for_fsdp has no effect without the FSDP float8 "
+          .. "all-gather"):format(P)
+    elseif on then
+      -- torchao's WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather casts each shard with a
+      -- scale from the amax of the whole weight: without precompute, an amax of the shard and an
+      -- all-reduce of it a weight at every all-gather; with it, precompute_float8_dynamic_scale_
+      -- for_fsdp after each optimizer step (one _foreach_norm over the shards, one all-reduce of
+      -- the stacked amaxes) and the cast reads the stored scale. Neither changes memory beyond a
+      -- scalar a weight.
+      notes[#notes + 1] = pre and ("%sprecompute_float8_dynamic_scale_for_fsdp: vrsim prices the shards' cast to "
+          .. "float8 before each all-gather, not the amaxes torchao precomputes after the optimizer step (a "
+          .. "_foreach_norm of the shards and one all-reduce of the scales)"):format(P)
+          or ("%senable_fsdp_float8_all_gather: vrsim prices the shards' cast to float8 before each all-gather, not "
+          .. "the amax of each shard and its all-reduce (one a weight at every all-gather) that torchao runs there "
+          .. "without precompute_float8_dynamic_scale_for_fsdp"):format(P)
+    end
+  end
+  if force then
+    notes[#notes + 1] = ("%sforce_recompute_fp8_weight_in_bwd: torchao's Float8LinearConfig says it \"is deprecated "
+        .. "and currently has no effect\" (torchao 0afa4c1, config.py), and vrsim reads it so"):format(P)
+  end
+  if recipe == "rowwise" then
+    notes[#notes + 1] = "recipe rowwise: torchtitan sets torch._inductor.config.emulate_precision_casts (compiled "
+        .. "casts' numerics), which vrsim does not price"
+  end
+  -- apply_tp's float8 tensor-parallel styles: torchtitan tests `"float8" in
+  -- job_config.model.converters`, a list membership that "quantize.linear.float8" fails, so
+  -- 238fa99 runs the plain styles (bf16 all-gathers feeding Float8Linear); vrsim's float8 under
+  -- TP is torchao's float8 styles (e7c0cae's "float8" with a tensorwise recipe)
+  if deg.tp > 1 and name ~= "float8" then
+    r:fail(m, "converters", ("'%s' with tensor_parallel_degree %d: torchtitan's apply_tp turns on torchao's "
+           .. "float8 tensor-parallel styles only for a converter named \"float8\" (`\"float8\" in "
+           .. "model.converters`), so this runs the plain styles, bf16 all-gathers into Float8Linear, which "
+           .. "vrsim does not model (its float8 under tensor parallelism is the float8 styles)"):format(name, deg.tp), "model.")
+  end
+  t.float8 = f8
+  notes[#notes + 1] = ("torchtitan model.converters '%s' ([%s]): training.float8 = { recipe = \"%s\", "
+      .. "fsdp_float8_all_gather = %s }"):format(name, P:sub(1, -2), f8.recipe, tostring(f8.fsdp_float8_all_gather))
+end
+
 function T.scenario(r, opts)
   local d = r.doc
   local notes = {}
@@ -111,6 +306,11 @@ function T.scenario(r, opts)
   local mpp = dtype_of(r, tr, "mixed_precision_param", { "bfloat16", "float32" }, "bfloat16", P)
   dtype_of(r, tr, "mixed_precision_reduce", { "float32" }, "float32", P)
   local cpu_offload = r:get(tr, "enable_cpu_offload", "boolean", false, P)
+  -- training.compile: torchtitan's spelling before the [compile] section (e.g. e7c0cae, June
+  -- 2025: parallelize_llama's apply_compile of each block and build_cross_entropy_loss's
+  -- torch.compile of the loss, both on this one flag), read as compile.enable with its default
+  -- components below
+  local old_compile = r:get(tr, "compile", "boolean", nil, P)
   r:not_read(tr, { "dataset", "dataset_path", "max_norm", "steps", "gc_freq", "gc_debug", "dataloader" }, P)
   r:finish(tr, TOOL, P)
 
@@ -262,9 +462,19 @@ function T.scenario(r, opts)
   local name = r:get(m, "name", "string", "llama3", P)
   local flavor = r:get(m, "flavor", "string", "debugmodel", P)
   local conv = r:get(m, "converters", "table", {}, P)
-  if #conv > 0 then
-    r:fail(m, "converters", ("'%s': torchtitan's model converters (float8, mx quantized training) are not "
-           .. "modelled"):format(tostring(conv[1])), P)
+  local f8name
+  for _, cv in ipairs(conv) do
+    if FLOAT8_CONVERTERS[cv] then
+      if f8name then
+        r:fail(m, "converters", ("'%s' beside '%s': one float8 converter"):format(cv, f8name), P)
+      end
+      f8name = cv
+    elseif OTHER_CONVERTERS[cv] then
+      r:fail(m, "converters", ("'%s': %s is not modelled"):format(cv, OTHER_CONVERTERS[cv]), P)
+    else
+      r:fail(m, "converters", ("'%s' is not a model converter vrsim reads (float8, quantize.linear.float8)")
+             :format(tostring(cv)), P)
+    end
   end
   r:not_read(m, { "hf_assets_path", "tokenizer_path", "print_after_conversion" }, P)
   if opts.model_config then
@@ -291,10 +501,20 @@ function T.scenario(r, opts)
   end
   r:finish(m, TOOL, P)
 
-  -- [quantize]: read only through model.converters, which names none here
-  if r:has(d, "quantize") then
-    r:get(d, "quantize", "table")
-    r.skipped[#r.skipped + 1] = "quantize (model.converters names no converter)"
+  -- float8: the converter's table read into training.float8; the other spelling's table is
+  -- not read by that torchtitan (e7c0cae ignores keys it does not know; 238fa99 raises on a
+  -- [float8] table, refused here), nor are the tables of converters not named
+  if f8name == "quantize.linear.float8" and r:has(d, "float8") then
+    r:fail(d, "float8", "the table of torchtitan's older converter \"float8\"; converter \"quantize.linear."
+           .. "float8\" reads [quantize.linear.float8] (torchtitan raises \"Invalid field names\" on this one)")
+  end
+  if f8name then read_float8(r, d, f8name, m, deg, opts.model_config or scn.model.config, t, notes) end
+  for _, sec in ipairs { "quantize", "float8", "mx" } do
+    if r:has(d, sec) and not (f8name and FLOAT8_CONVERTERS[f8name].path[1] == sec) then
+      r:get(d, sec, "table")
+      r.skipped[#r.skipped + 1] = f8name and ("%s (not read by converter '%s')"):format(sec, f8name)
+          or ("%s (model.converters names no converter)"):format(sec)
+    end
   end
 
   -- [activation_checkpoint]
@@ -366,7 +586,10 @@ function T.scenario(r, opts)
   -- torch.compile: training.compile_loss.
   local c = section(r, d, "compile")
   P = "compile."
-  local enable = r:get(c, "enable", "boolean", false, P)
+  if old_compile ~= nil and r:has(c, "enable") then
+    r:fail(tr, "compile", "torchtitan's older spelling of compile.enable, beside it: give one", "training.")
+  end
+  local enable = r:get(c, "enable", "boolean", old_compile or false, P)
   local comps = { model = false, loss = false }
   if enable then
     local list = r:get(c, "components", "table", { "model", "loss" }, P)
@@ -392,11 +615,17 @@ function T.scenario(r, opts)
         checkpointing = t.checkpointing, checkpoint_scope = t.checkpoint_scope or "layer",
         checkpoint_every = t.checkpoint_every or 1, checkpoint_impl = t.checkpoint_impl, quant = "none",
         strategy = t.strategy, parallel = t.parallel }, {})
-      if why then r:fail(c, "enable", why, P) end
+      if why then
+        if old_compile ~= nil then r:fail(tr, "compile", why, "training.") end
+        r:fail(c, "enable", why, P)
+      end
       t.compile = true
     end
     if comps.loss then
-      if deg.tp > 1 then
+      if deg.tp > 1 and old_compile ~= nil then
+        r:fail(tr, "compile", "compiles the loss too (build_cross_entropy_loss), and under tensor parallelism "
+               .. "loss parallel's DTensor cross-entropy compiled is not modelled", "training.")
+      elseif deg.tp > 1 then
         r:fail(c, "components", "'loss' under tensor parallelism: loss parallel's DTensor cross-entropy compiled is "
                .. "not modelled (give components = [\"model\"])", P)
       end

@@ -250,7 +250,7 @@ function M.build(cx, cfg)
     local left
     f8hit, left = F8.apply(root, f8, "lm_head")
     cx.notes[#cx.notes + 1] = ("float8 (torchao, recipe %s): %d Linears are Float8Linear, %d stay nn.Linear "
-      .. "(the output layer, dims not divisible by 16); %s"):format(f8.recipe, #f8hit, #left,
+      .. "(the output layer, as torchtitan's filter_fqns = [\"output\"], and any with dims not divisible by 16); %s"):format(f8.recipe, #f8hit, #left,
       t.compile and "compiled casts, each an amax and one fused kernel writing the float8 operand"
       or "eager casts, each intermediate a tensor (under torch.compile they fuse)")
   end
