@@ -463,9 +463,23 @@ check "... the converter's reading, precompute and force_recompute noted" 0 \
   $F8 --gpu h200 --gpus 32 --no-files
 for want in "float8\.precompute_float8_dynamic_scale_for_fsdp: vrsim prices the shards' cast to float8 before each all-gather, not the amaxes" \
             "float8\.force_recompute_fp8_weight_in_bwd: torchao's Float8LinearConfig says it \"is deprecated and currently has no effect\"" \
-            "torchtitan compile: each TransformerBlock compiled \(training\.compile\) and the loss_fn"; do
+            "torchtitan compile: each TransformerBlock compiled \(training\.compile\) and the loss_fn" \
+            "training\.compile is torchtitan's spelling before 238fa99 .* --set attention=flash --set model\.repeat_kv=true runs it as that torchtitan did"; do
   grep -Eq -- "$want" "$TMP/out" || fail "torchtitan float8 notes: the output does not say /$want/"
 done
+# the older torchtitan's attention, as the note gives it: SDPA's flash kernel on every head, the
+# step tests/data/published_throughput.tsv's tt-l31-8b-compile-f8-h200x32 row holds to the benchmark
+check "torchtitan's pre-238fa99 attention through the note's --set: the published row's run" 0 "" -- \
+  $F8 --gpu h200 --gpus 32 --set attention=flash --set model.repeat_kv=true --set hardware.network=ib_ndr \
+  --json --no-files
+"$VRSIM" scenarios/llama70b_fsdp2_16x8_h100.lua --json --no-files $(grep '^tt-l31-8b-compile-f8-h200x32' \
+  "$D/../published_throughput.tsv" | cut -f5 | sed 's/[^ ]*/--set &/g') >"$TMP/f8row.json" 2>"$TMP/f8row.err" || fail "the published row does not run"
+python3 - "$TMP/out" "$TMP/f8row.json" <<'PY' || fail "the config as the older torchtitan ran it differs from the published row's run"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for k in ("step_time_ms", "peak_reserved_bytes"):
+    assert abs(a[k] / b[k] - 1) < 1e-9, (k, a[k], b[k])
+PY
 tvariant f8new 's/^local_batch_size = 1/local_batch_size = 2/; /^\[compile\]/,/^\[/ s/^enable = false/enable = true/; s/^hf_assets_path = .*/&\nconverters = ["quantize.linear.float8"]/; s/^enable_fsdp_float8_all_gather = false/enable_fsdp_float8_all_gather = true\nprecompute_float8_dynamic_scale_for_fsdp = true/'
 same "torchtitan float8 (converter \"quantize.linear.float8\", [quantize.linear.float8], [compile]): the same run" \
   $D/torchtitan_llama3_8b_float8.lua -- "$TMP/f8new.toml" --gpu h200 --gpus 32

@@ -671,6 +671,17 @@ function T.scenario(r, opts)
   end
   t.attention = "sdpa" -- the llama3 flavors' attn_type
   t.loss = "full"      -- build_cross_entropy_loss: the whole logits' cross-entropy
+  -- a spelling of torchtitan before 238fa99 (training.compile, converter "float8"): that torchtitan
+  -- ran attention otherwise (e7c0cae's models/attention.py: ScaledDotProductAttention's backends
+  -- FLASH, EFFICIENT, MATH, cuDNN first only on sm100; llama3/model.py repeat_kv before SDPA),
+  -- where 238fa99 puts cuDNN first and passes enable_gqa. The step is read as 238fa99 runs it,
+  -- and the note says how to run it as the older torchtitan did.
+  if old_compile ~= nil or f8name == "float8" then
+    notes[#notes + 1] = ("%s is torchtitan's spelling before 238fa99 (e.g. e7c0cae, June 2025), whose attention put "
+      .. "SDPA's flash kernel first (cuDNN only on sm100) and repeated k and v to every query head; vrsim reads the "
+      .. "config as 238fa99 runs it (cuDNN first, enable_gqa): --set attention=flash --set model.repeat_kv=true runs "
+      .. "it as that torchtitan did"):format(old_compile ~= nil and "training.compile" or "model.converters \"float8\"")
+  end
   r:finish(d, TOOL)
   return scn, notes
 end
