@@ -515,8 +515,8 @@ sed 's/^filter_fqns = \["output"\]/filter_fqns = ["output", "attention.wq"]/' $F
 check "torchtitan float8 filter_fqns of a decoder layer's Linear" 2 \
   "f8fq\.toml:68: float8\.filter_fqns: 'attention\.wq' keeps layers\.0\.attention\.wq in high precision" -- \
   "$TMP/f8fq.toml" --gpu h200 --gpus 32 --no-files
-check "torchtitan float8 below sm89: the strategy's refusal reaches the user" 2 \
-  "training\.float8 on NVIDIA A100.*Failed to swap to Float8Linear because float8 is only supported on SM89 or later" -- \
+check "torchtitan float8 below sm89: refused at the converter's key and line" 2 \
+  "float8\.toml:27: model\.converters: 'float8': training\.float8 on NVIDIA A100.*Failed to swap to Float8Linear because float8 is only supported on SM89 or later" -- \
   $F8 --gpu a100_80g --gpus 32 --no-files
 sed 's/^precompute_float8_dynamic_scale_for_fsdp = true/&\nforce_recompute_fp8_weight_in_bwd = true/' "$TMP/f8new.toml" >"$TMP/f8newfr.toml"
 check "torchtitan quantize.linear.float8.force_recompute_fp8_weight_in_bwd: not a key of 238fa99" 2 \

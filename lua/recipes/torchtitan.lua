@@ -469,6 +469,11 @@ function T.scenario(r, opts)
         r:fail(m, "converters", ("'%s' beside '%s': one float8 converter"):format(cv, f8name), P)
       end
       f8name = cv
+      -- below sm89 the converter raises as the model is built (Float8LinearConverter's
+      -- has_cuda_capability(8, 9)): the refusal of training.float8 on this GPU, at this key
+      local gname = require("vrsim.hardware").resolve_gpu(opts.gpu)
+      local why = gname and require("strategies.float8").gpu_refusal(require("hw.gpus")[gname])
+      if why then r:fail(m, "converters", ("'%s': %s"):format(cv, why), P) end
     elseif OTHER_CONVERTERS[cv] then
       r:fail(m, "converters", ("'%s': %s is not modelled"):format(cv, OTHER_CONVERTERS[cv]), P)
     else

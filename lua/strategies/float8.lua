@@ -99,11 +99,8 @@ function M.settings(f)
   return s
 end
 
--- The error for float8 on this run (nil when it can be simulated): t the training section, g
--- the GPU's catalog entry.
-function M.refusal(t, g)
-  local ok, s = pcall(M.settings, t.float8)
-  if not ok then return s end
+-- The error for float8 on GPU g (its catalog entry; nil on sm89 and newer).
+function M.gpu_refusal(g)
   local cc = g.compute_capability or 0
   if g.vendor ~= "nvidia" or cc < 8.9 then
     -- torchtitan's Float8LinearConverter (has_cuda_capability(8, 9)); torch._scaled_mm raises
@@ -112,6 +109,15 @@ function M.refusal(t, g)
             .. "float8 is only supported on SM89 or later\" (torchtitan; torch._scaled_mm needs sm89+)")
            :format(g.name or "this GPU", tostring(cc))
   end
+end
+
+-- The error for float8 on this run (nil when it can be simulated): t the training section, g
+-- the GPU's catalog entry.
+function M.refusal(t, g)
+  local ok, s = pcall(M.settings, t.float8)
+  if not ok then return s end
+  local why = M.gpu_refusal(g)
+  if why then return why end
   if s.fsdp_float8_all_gather and s.recipe ~= "tensorwise" then
     return ("training.float8.fsdp_float8_all_gather with recipe %s: torchao's Float8LinearConfig asserts "
             .. "\"enable_fsdp_float8_all_gather only supports tensorwise scaling granularity\""):format(s.recipe)
