@@ -255,7 +255,10 @@ static void validate_one(const cJSON *rec, const cJSON *steps, int nsteps, bool 
         plan_free(plan);
         return;
     }
-    if (cJSON_GetObjectItem(rec, "cap_mib"))
+    /* the verdict: of every capped run, every run out of memory on the whole card (rebuilt at
+     * its total_mib), and every run vrsim puts out of memory where it fitted; a run that fitted
+     * the whole card far below it says nothing of the verdict */
+    if (cJSON_GetObjectItem(rec, "cap_mib") || oomed || res->oom)
         add_row(rows, cfg, "fits", oomed ? 0 : 1, res->oom ? 0 : 1);
     /* the host it ran on: its own op classes where it timed them (lua/vrsim/record.lua) */
     if (cJSON_GetObjectItem(rec, "host_class_bench")) {
@@ -396,9 +399,9 @@ static int validate_record(const cJSON *rec0, const char *file, int line, const 
         malformed(o, cfg, file, line, "oom_at_step must be an integer in [0, 1000]", tally);
         goto done;
     }
-    if (oomed && !cJSON_GetObjectItem(rec, "cap_mib")) {
-        skip(o, cfg, "oom_at_step without cap_mib: the verdict is compared only for capped runs "
-             "(an out-of-memory on the whole card has no cap to rebuild)", tally);
+    if (oomed && !cJSON_GetObjectItem(rec, "cap_mib") && !cJSON_GetObjectItem(rec, "total_mib")) {
+        skip(o, cfg, "oom_at_step without cap_mib or total_mib: no capacity to rebuild the verdict "
+             "at (the card's total as torch reported it, or the cap the run set)", tally);
         goto done;
     }
     const cJSON *ranks = cJSON_GetObjectItem(rec, "ranks");

@@ -142,7 +142,10 @@ static VrStatus simulate_plan(const Plan *plan, const AllocConfig *acfg, bool ne
         if (sr) {
             out->has_step = true;
             out->peak_alloc = (double)sr->peak_allocated;
-            out->peak_res = (double)sr->peak_reserved;
+            /* the reserve the verdict is of: the worst step's, as the run's FITS line gives it
+             * (step 0 may reserve more than the steady steps) */
+            int w = report_worst_step(res);
+            out->peak_res = (double)(w >= 0 ? res->steps[w].peak_reserved : sr->peak_reserved);
             out->time_ns = sr->time_ns;
         }
     }

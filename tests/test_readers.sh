@@ -112,8 +112,8 @@ check "validate: steps with no or non-numeric measurements (scored +0.00 %)" 2 \
 also_says "validate_no_measurements.jsonl:2 \(string-measurement\): steps\[0\] has a non-numeric peak_alloc_mib" \
           "the string measurement is named"
 also_says "peak_allocated  mean \|error\| +0\.00% +max +0\.00% +\(1 configs\)" "only the good record is in the mean"
-check "validate: oom_at_step without cap_mib (dropped, \"skipped 0\")" 0 \
-      "oom-no-cap +skipped: oom_at_step without cap_mib" "" -- validate "$H/validate_oom_no_cap.jsonl"
+check "validate: oom_at_step without cap_mib or total_mib (dropped, \"skipped 0\")" 0 \
+      "oom-no-cap +skipped: oom_at_step without cap_mib or total_mib" "" -- validate "$H/validate_oom_no_cap.jsonl"
 also_says "skipped +1 records" "counted as skipped"
 check "validate: cap_mib twice (labelled with one, simulated with the other)" 2 \
       "validate_duplicate_key.jsonl:1: key 'cap_mib' appears twice" "dup-cap" -- \

@@ -149,6 +149,15 @@ if [ -n "$ans" ]; then
 else
   fail "maxbatch: no answer line" "$(cat "$TMP/maxbatch.out" "$TMP/maxbatch.err")"
 fi
+# the reserve maxbatch gives is the verdict's: the worst step's, as the run's FITS line says it
+# (DeepSeek-V2-Lite at 6 x 4096 on an H100: step 0 reserves 74.52 GiB, the steady steps 71.98)
+DS=scenarios/deepseek_v2_lite_lora_h100.lua
+run mb_ds maxbatch $DS
+run mb_ds_at $DS --no-files --set micro_batch=6
+mb=$(sed -n 's/^answer: micro_batch = 6 fits (peak reserved \([0-9.]*\) GiB.*/\1/p' "$TMP/mb_ds.out")
+at=$(sed -n 's/^FITS: peak reserved \([0-9.]*\) GiB.*/\1/p' "$TMP/mb_ds_at.out")
+[ -n "$mb" ] && [ "$mb" = "$at" ] && ok "maxbatch: the answer's reserve is the verdict's worst step ($mb GiB)" \
+  || fail "maxbatch: answer's reserve '$mb' GiB, the run's FITS line '$at' GiB" "$(tail -n 3 "$TMP/mb_ds.out")"
 run mb_none maxbatch $SCN $SMALL --set capacity_gib=2;   expect "maxbatch when even 1 does not fit" 3
 run mb_field maxbatch $SCN --field heads;                 expect "maxbatch --field heads" 2
 run mb_set maxbatch $SCN --set micro_batch=2;             expect "maxbatch with the searched field set" 2

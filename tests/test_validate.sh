@@ -152,8 +152,6 @@ KNOWN = {
     ("gen4-qwen3moe-l4-b2", "peak_reserved"): (0.05,
         "MoE: one 768 MiB expert gradient placed in another segment after a free-order difference "
         "in step 0's backward (allocations match the trace; replay of the trace is exact)"),
-    ("gen4-dsv2lite-l4-b1-eager", "peak_reserved"): (0.05,
-        "MoE: the same placement difference as gen4-qwen3moe-l4-b2 (large allocations match the trace)"),
     # gpt-oss-20b at full depth, micro-batch 1 x 4096, checkpointed, on one H100: GPU-bound (the
     # profiled kernels are 1928 of its 1986 ms, results/kernels_gen10_fulldepth_h100.jsonl). Its
     # eager attention with sinks, timed op by op at this shape (results/sinks_attention_h100.json),

@@ -217,6 +217,10 @@ local function mla_forward(cx, m, hn, cos, sin, mask)
                           outs = { { name .. ".probs_fp32", ss, "fp32" } }, save_outs = { 1 },
                           bwd_workspace = { nn.bytes(ss, "fp32") }, flops = 5 * nn.numel(ss), dtype = "fp32" })
   local pr = nn.to(cx, p32, dt, name .. ".probs_cast")
+  -- `attn_weights = softmax(attn_weights, ...).to(...)`: the masked scores die on reassignment,
+  -- after the cast (fulltrace_gen11-dsv2lite-lora-b6-ckpt-eager-tr: the 3 GiB bf16 scores freed
+  -- after the fp32 probabilities)
+  nn.release(cx, { masked }, name .. ": attn_weights reassigned")
   -- the values are a strided view of kv_b_proj's output: matmul folds (b, heads) into bmm's batch
   -- as a view at b = 1, a copy otherwise
   local v = value
@@ -233,10 +237,11 @@ local function mla_forward(cx, m, hn, cos, sin, mask)
                          outs = { { name .. ".attn_out_t", { b, s, H * dv }, dt } },
                          grads = { b == 1 and { pass = 1 } or { dtype = dt } } })
   local out = mod.call(cx, C.o_proj, ot)
-  -- DeepseekV3Attention.forward returns: q_states (q_pass's storage), the query, keys and
-  -- probabilities it still names go
-  nn.release(cx, { q_pass, query, key, pr, kv_nope }, pre .. ": self_attn returns")
-  return out, nil
+  -- DeepseekV3Attention.forward returns: q_states (q_pass's storage), the query and keys it
+  -- still names go; the probabilities are its second return value, which the decoder layer binds
+  -- to `_` until it returns (llama.lua's layer_returns)
+  nn.release(cx, { q_pass, query, key, kv_nope }, pre .. ": self_attn returns")
+  return out, pr
 end
 
 local function Linear(opname, cin, cout, bias)
