@@ -47,7 +47,8 @@
 --   no embedding gradient to all-reduce between the first and the last stage); and on the last
 --   stage backward_step scales the loss by config.grad_scale_func (the optimizer's scale_loss).
 -- The transfers are the timeline's sends on the pipeline link (sim/pipeline.c), each the size of
--- a receive buffer.
+-- a receive buffer. The interleaved schedule (pp_schedule = "Interleaved1F1B", model chunks a rank)
+-- is strategies/megatron_vpp.lua's; the requirements and the split are here.
 local nn = require "vrsim.nn"
 
 local M = {}

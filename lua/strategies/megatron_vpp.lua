@@ -27,7 +27,9 @@
 --   receive, until the first steady backward's receive replaces it) and the cool-down's
 --   output_tensor_grad local.
 -- * The last stage's loss is not sent, so not deallocated: custom_backward seeds ones_like of the
---   0-dim loss.
+--   0-dim loss. A sent output's storage is replaced after the forward's ops (in the steady state
+--   after another chunk's backward), so the graph's backward of it starts at a storage-less
+--   handle declared with the forward, and the deallocations are plain ops on its storage.
 -- * Each chunk's decoder.input_tensor (set_input_tensor) keeps its last input, and the input its
 --   .grad, until the chunk's next forward: the last micro-batch's pair of each receiving chunk
 --   outlives the step (persistent tensors here, as megatron_pp.lua carries the one of 1F1B).
@@ -45,8 +47,7 @@ end
 function M.table(m, vp, group)
   local t = {}
   for lo = 0, m - 1, group do
-    local hi = math.min(lo + group, m)
-    if lo + group >= m then hi = m end
+    local hi = lo + group >= m and m or lo + group -- (the last group runs to m)
     for c = 0, vp - 1 do
       for mb = lo, hi - 1 do t[#t + 1] = { mb = mb, chunk = c } end
     end
@@ -139,11 +140,11 @@ function M.run(cx, pl, mc, forward)
   local ntok = G:tensorv("total_num_tokens", 4, 1, "int32", "temp", false)
   op { name = "total_num_tokens = torch.zeros([]) (int32)", kind = "elementwise", outputs = { ntok }, bytes = 4 }
 
-  -- per chunk: input_tensors, output_tensors, output_tensor_grads (FIFO lists of references);
-  -- the forward records by (chunk, micro-batch); decoder.input_tensor of each chunk
+  -- per chunk: input_tensors, output_tensors, output_tensor_grads (FIFO lists of references) and
+  -- decoder.input_tensor
   local inputs, outputs, ograds, decoder = {}, {}, {}, {}
   for c = 0, vp - 1 do inputs[c], outputs[c], ograds[c], decoder[c] = {}, {}, {}, { t = nil } end
-  local flight, seen = {}, {}
+  local seen = {} -- the chunks that ran a forward this step
   -- the last step's decoder.input_tensor pair of each receiving chunk (megatron_pp.lua's carried)
   local carried = {}
   for c = 0, vp - 1 do
@@ -366,6 +367,9 @@ function M.run(cx, pl, mc, forward)
       op { name = ("chunk %d's decoder.input_tensor kept into the next step"):format(c), outputs = carried[c] }
     end
   end
+  -- (every reference the schedule took is gone once it returns: one left is a tensor never freed)
+  local left = next(refs)
+  if left then error(("megatron_vpp: %s is still referenced as the schedule returns"):format(left.name), 0) end
   cx.notes[#cx.notes + 1] = M.note(pl)
   cx.notes[#cx.notes + 1] = require("strategies.megatron_tp").buffer_note(cx)
   local stage_layers = {}
