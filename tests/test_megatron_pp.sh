@@ -31,10 +31,10 @@ SC=$O/scenarios/$N.lua
 #    already and megatron_tp.lua makes it after the GEMM (its expected file says so): its peak
 #    is that 2 MiB under, within 4 KiB. The interleaved schedule's two stages (each rank's chunks,
 #    received activations and gradients, outputs deallocated twice, the loss seeded with ones_like)
-#    likewise, a middle stage of pp 4 with 2 chunks (8 layers, one a chunk), and the first stage
-#    with selective recompute
+#    likewise, a middle stage of pp 4 with 2 chunks (8 layers, one a chunk), the first stage with
+#    selective recompute and the last with full recompute (each chunk's layer a checkpoint)
 for c in "$N 0" "${N}_rank2 0" "llama3_8b_l4_bf16_megatron_tp2_pp4_m3_rank2 2097152" "$NV 0" "${NV}_rank2 0" \
-         "llama3_8b_l8_bf16_megatron_tp2_pp4_vp2_m4_rank2 0" "${NV}_rc_selective 0"; do
+         "llama3_8b_l8_bf16_megatron_tp2_pp4_vp2_m4_rank2 0" "${NV}_rc_selective 0" "${NV}_rc_full_uniform_rank2 0"; do
   set -- $c; n=$1; under=$2
   python3 "$O/compare.py" --vrsim "$VRSIM" --expect "$O/expected/$n.txt" "$O/captures/$n.jsonl.gz" \
     "$O/scenarios/$n.lua" >"$tmp/cmp" 2>&1; rc=$?
