@@ -32,9 +32,12 @@ SC=$O/scenarios/$N.lua
 #    is that 2 MiB under, within 4 KiB. The interleaved schedule's two stages (each rank's chunks,
 #    received activations and gradients, outputs deallocated twice, the loss seeded with ones_like)
 #    likewise, a middle stage of pp 4 with 2 chunks (8 layers, one a chunk), the first stage with
-#    selective recompute and the last with full recompute (each chunk's layer a checkpoint)
+#    selective recompute, the last with full recompute (each chunk's layer a checkpoint), and the
+#    first and last stages of tp 2 x pp 2 x dp 2 with Megatron's DistributedDataParallel a chunk
+#    and the distributed optimizer
 for c in "$N 0" "${N}_rank2 0" "llama3_8b_l4_bf16_megatron_tp2_pp4_m3_rank2 2097152" "$NV 0" "${NV}_rank2 0" \
-         "llama3_8b_l8_bf16_megatron_tp2_pp4_vp2_m4_rank2 0" "${NV}_rc_selective 0" "${NV}_rc_full_uniform_rank2 0"; do
+         "llama3_8b_l8_bf16_megatron_tp2_pp4_vp2_m4_rank2 0" "${NV}_rc_selective 0" "${NV}_rc_full_uniform_rank2 0" \
+         "llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4 0" "llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4_rank6 0"; do
   set -- $c; n=$1; under=$2
   python3 "$O/compare.py" --vrsim "$VRSIM" --expect "$O/expected/$n.txt" "$O/captures/$n.jsonl.gz" \
     "$O/scenarios/$n.lua" >"$tmp/cmp" 2>&1; rc=$?
@@ -126,6 +129,26 @@ PY
 then ok "interleaved first stage: 5 chunk micro-batches of 2 layers in flight at its first backward, 1F1B's 2 of 4 (10 layers' activations against 8)"
 else bad "the interleaved schedule's warm-up activations"; fi
 
+# 2c. Megatron's data parallelism beside the interleaved schedule: a DistributedDataParallel a
+#     model chunk, so a parameter buffer and a grad buffer a chunk, each padded and sharded on its
+#     own: their sizes are the capture's buffer rows (rank 0: the embedding's chunk, then layer 2's)
+VD=llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4
+"$VRSIM" "$O/scenarios/$VD.lua" --no-files --no-suggest --alloc-trace "$tmp/vd.csv" >"$tmp/vd.out" 2>&1 \
+  || bad "rank 0 with dp 2 and 2 chunks" "$(tail -3 "$tmp/vd.out")"
+if python3 - "$tmp/vd.csv" "$O/captures/$VD.jsonl.gz" <<'PY'
+import csv, gzip, json, sys
+made = [int(r["size"]) for r in csv.DictReader(open(sys.argv[1]))
+        if r["action"] == "alloc" and r["frames"].startswith("_ParamAndGradBuffer: torch.zeros")]
+rows = [json.loads(l) for l in gzip.open(sys.argv[2], "rt")]
+want = []
+for b in (r for r in rows if r["e"] == "buffer"):
+    want += [b["param_bytes"], b["grad_bytes"]]
+print("vrsim's buffers", made, "the capture's", want)
+sys.exit(0 if len(want) == 4 and sorted(made) == sorted(want) and made[:2] != made[2:] else 1)
+PY
+then ok "dp beside the interleaved schedule: a param and a grad buffer a model chunk, of the capture's sizes"
+else bad "the buffers of each chunk's DistributedDataParallel"; fi
+
 # 3. what each stage holds: the first the embedding (its weight's Adam state) and no output
 #    layer; the last the output layer, its fp32 logits (s x b x vocab/tp) and the cross-entropy,
 #    no embedding
@@ -191,8 +214,6 @@ refused "fewer micro-batches than pp (interleaved)" "${F}training.parallel.pp_mi
   $I --set training.parallel.pp_microbatches=1
 refused "micro-batches not a multiple of pp (interleaved)" "${F}training.parallel.pp_microbatches = 3 under pp_schedule = \"Interleaved1F1B\": .*RuntimeError" \
   $I --set training.parallel.pp_microbatches=3
-refused "Megatron's data parallelism beside the interleaved schedule" "${F}Megatron's data parallelism beside its interleaved schedule" \
-  $I --set hardware.count=8 --set training.parallel.dp_replicate=2
 refused "pp_virtual_stages under torchtitan's pipeline" "training.parallel: pp_virtual_stages = 2: Megatron's model chunks" \
   $I --set training.parallel.pp_virtual_stages=2 --set training.parallel.tp_impl=dtensor
 refused "GPipe under Megatron" "${F}training.parallel.pp_schedule = \"GPipe\": Megatron runs 1F1B" \

@@ -105,10 +105,6 @@ function M.refusal(t, mesh, n_layers)
               .. "microbatch_group_size_per_vp_stage = %d, is under pp = %d): a multiple of pp")
              :format(m, m % pp, pp)
     end
-    if mesh.degrees.dp_replicate > 1 or t.strategy == "ddp" then
-      return "Megatron's data parallelism beside its interleaved schedule (a DistributedDataParallel a model chunk, "
-        .. "finalize_model_grads over the chunks) is not modelled"
-    end
   end
   if mesh.pp_layers_per_stage or mesh.pp_stage_layers then
     return "training.parallel.pp_layers_per_stage / pp_stage_layers: torchtitan's splits; Megatron's uneven split "

@@ -33,6 +33,11 @@
 -- * Each chunk's decoder.input_tensor (set_input_tensor) keeps its last input, and the input its
 --   .grad, until the chunk's next forward: the last micro-batch's pair of each receiving chunk
 --   outlives the step (persistent tensors here, as megatron_pp.lua carries the one of 1F1B).
+-- * Megatron's data parallelism (dp_replicate > 1, strategies/megatron_dp.lua): get_model wraps
+--   each chunk in its own DistributedDataParallel (a buffer a chunk); a chunk's weights' hooks run
+--   in that chunk's backwards; config.finalize_model_grads_func runs over the chunks before the
+--   schedule returns; config.grad_scale_func scales the last stage's loss in each of its
+--   backward_steps (no_sync_func and grad_sync_func stay None: overlap_grad_reduce is off).
 -- The requirements Megatron checks are refused by name (megatron_pp.lua M.refusal).
 local nn = require "vrsim.nn"
 
@@ -219,6 +224,15 @@ function M.run(cx, pl, mc, forward)
     cx.run.stage = { first = st.first, last = st.last, embed = st.embed, head = st.head, input = input, chunk = c }
     local out = forward()
     cx.run.stage = nil
+    -- Megatron's DistributedDataParallel of the chunk: each weight's post-accumulate hook
+    -- (main_grad.add_, .grad dropped) runs in this micro-batch's backward
+    if cx.mg_dp then
+      local prefix, mine = c .. ".module.", {}
+      for _, p in ipairs(cx.params) do
+        if p.trainable and p.name:sub(1, #prefix) == prefix then mine[#mine + 1] = p end
+      end
+      require("strategies.megatron_dp").before_backward(cx, cx.mg_dp, cx.params, mine)
+    end
     -- the graph's backward of a sent output starts at a handle of it (no storage): the
     -- deallocation that replaces its storage comes later, outside the forward's ops
     local start = out.id
@@ -249,7 +263,27 @@ function M.run(cx, pl, mc, forward)
     -- custom_backward: the last stage's loss seeded with ones_like (0-dim); a sent output with
     -- the received gradient, the popped output_tensor_grad a local through the backward
     local seed = grad
-    if is_last(c) then
+    local scaled
+    if is_last(c) and cx.mg_dp then
+      -- backward_step: output_tensor[0] = config.grad_scale_func(output_tensor[0]), the optimizer's
+      -- scale_loss (_scale_one * loss: a new [1] fp32 tensor, held by backward_step's list until it
+      -- returns); custom_backward seeds ones_like of it, MulBackward0 multiplies by _scale_one (a
+      -- new [1]), which autograd sums to the loss's 0-dim shape (a new tensor)
+      local one = cx.mg_dp.scale_one
+      scaled = nn.new_tensor(cx, ("chunk %d micro-batch %d's loss * _scale_one (grad_scale_func)"):format(c, o.mb),
+                             { 1 }, "fp32", false, "temp")
+      op { name = ("backward_step: output_tensor = grad_scale_func(output_tensor) of micro-batch %d"):format(o.mb),
+           kind = "elementwise", inputs = { o.out.id, one }, outputs = { scaled.id }, bytes = 12 }
+      local ones = nn.new_tensor(cx, "custom_backward: ones_like(output)", { 1 }, "fp32", false, "temp")
+      op { name = "custom_backward: grad_output = ones_like(output)", kind = "elementwise", outputs = { ones.id },
+           bytes = 4 }
+      local g = nn.new_tensor(cx, "MulBackward0: grad * _scale_one", { 1 }, "fp32", false, "temp")
+      op { name = "MulBackward0: grad * _scale_one", kind = "elementwise", inputs = { ones.id, one },
+           outputs = { g.id }, frees = { ones.id }, bytes = 12 }
+      seed = nn.new_tensor(cx, "MulBackward0's gradient summed to the loss's shape", {}, "fp32", false, "temp")
+      op { name = "autograd: sum_to_size of MulBackward0's gradient (the loss is 0-dim)", kind = "reduce_rows",
+           inputs = { g.id }, outputs = { seed.id }, frees = { g.id }, bytes = 8 }
+    elseif is_last(c) then
       -- custom_backward(output, None): grad_output = torch.ones_like(output), the 0-dim loss's
       -- shape, the engine's to drop
       seed = nn.new_tensor(cx, "custom_backward: ones_like(output)", {}, o.out.dtype, false, "temp")
@@ -265,6 +299,7 @@ function M.run(cx, pl, mc, forward)
       input.grad = igrad
       hold(igrad)
     end
+    if scaled then op { name = "backward_step returns: the scaled loss goes", frees = { scaled.id } } end
     -- backward_step_helper returns: the popped input, output and gradient go with its locals
     drop(grad, "backward_step_helper returns")
     output_goes(o, "backward_step_helper returns")
@@ -352,6 +387,14 @@ function M.run(cx, pl, mc, forward)
     close(1, cb, mbb, a0)
   end
 
+  -- config.finalize_model_grads_func (training.py sets finalize_model_grads): each chunk's
+  -- grad buffer reduced over dp, the norms' over tp, before the schedule returns
+  if cx.mg_dp then
+    local trainable = {}
+    for _, p in ipairs(cx.params) do if p.trainable then trainable[#trainable + 1] = p end end
+    require("strategies.megatron_dp").finalize(cx, cx.mg_dp, trainable)
+    cx.mg_dp.finalized = true
+  end
   -- the function returns: its locals go
   local why = "forward_backward_pipelining_with_interleaving returns"
   for _, slot in ipairs { L.input_tensor, L.input_tensor_grad, L.output_tensor_grad, L.bwd_buf } do

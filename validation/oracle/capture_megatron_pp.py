@@ -19,7 +19,8 @@ training.py's get_model does (vp_stage i; pre_process on the first rank's chunk 
 on the last rank's last chunk), layers / (pp vp) each, and the schedule runs them interleaved;
 the config as arguments.py leaves an interleaved run: overlap_p2p_comm True (the default unless
 --no-overlap-p2p-communication) and so batch_p2p_comm False, microbatch_group_size_per_vp_stage
-the config's default, pp. Not with dp. Megatron's activation recompute is
+the config's default, pp; with dp each chunk gets its own DistributedDataParallel (wrap() over the
+list). Megatron's activation recompute is
 capture_megatron_tp.py's recompute_* fields (TransformerConfig's, through its
 transformer_config()), run on every micro-batch over the stage's layers. With dp (the world is then
 tp * dp * pp, Megatron's rank order tp, dp, pp; distributed_optimizer and grad_reduce_in_fp32 as
@@ -164,7 +165,11 @@ def capture(spec):
             # (training.py: the schedule finalizes the gradients; the loss scaled by the optimizer's
             # scale_loss, _scale_one under bf16, in the last stage's backward_step)
             from megatron.core.distributed.finalize_model_grads import finalize_model_grads
-            model, opt, rows = MD.wrap(torch, cfg, spec, model)
+            if vp > 1:
+                chunks, opt, rows = MD.wrap(torch, cfg, spec, chunks)
+                model = torch.nn.ModuleList(chunks)
+            else:
+                model, opt, rows = MD.wrap(torch, cfg, spec, model)
             cfg.finalize_model_grads_func = finalize_model_grads
             cfg.grad_scale_func = opt.scale_loss
         else:
@@ -194,7 +199,8 @@ def capture(spec):
             if dp > 1:
                 # (train_step: the grad buffer zeroed before the schedule)
                 rec.phase("zero_grad", step)
-                model.zero_grad_buffer()
+                for c in (chunks if vp > 1 else [model]):
+                    c.zero_grad_buffer()
                 opt.zero_grad()
             rec.phase("fwd", step, 0)
             with torch.autograd.graph.saved_tensors_hooks(rec.save, lambda t: t):
@@ -218,7 +224,7 @@ def capture(spec):
             steps.append(row)
         for h in hooks:
             h.remove()
-        buffers = MD.buffer_rows(model) if dp > 1 else []
+        buffers = MD.buffer_rows(chunks if vp > 1 else model) if dp > 1 else []
     header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,
               "versions": {"torch": torch.__version__, "megatron-core": megatron.core.__version__,
                            "transformers": None, "peft": None, "python": sys.version.split()[0]},
@@ -242,8 +248,7 @@ def check_spec(path):
         bad("tp and pp must be at least 2")
     if spec["layers"] % (spec["pp"] * spec.get("vp", 1)):
         bad("layers must be a multiple of pp x vp (Megatron's even split)")
-    if spec.get("vp", 1) > 1 and spec.get("dp", 1) > 1:
-        bad("the interleaved schedule is captured without dp")
+
     return spec
 
 
