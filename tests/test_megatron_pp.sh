@@ -1,9 +1,11 @@
 #!/bin/sh
 # test_megatron_pp.sh: training.parallel.pp > 1 under tp_impl = "megatron", Megatron-LM's
-# pipeline as megatron-core 0.16.1 runs it (lua/strategies/megatron_pp.lua): both captured stages
-# against the oracle's capture of megatron-core's own 1F1B schedule; the first stage's warm-up
-# micro-batches in flight growing with pp; what the first and the last stage hold; each output
-# deallocated once sent and each receive a new tensor; and what it does not model, refused by name.
+# pipeline as megatron-core 0.16.1 runs it (lua/strategies/megatron_pp.lua, and its interleaved
+# schedule lua/strategies/megatron_vpp.lua): the captured stages against the oracle's capture of
+# megatron-core's own 1F1B and interleaved schedules; the first stage's warm-up micro-batches in
+# flight growing with pp, and under the interleaved schedule more of them, each with fewer layers;
+# what the first and the last stage hold; each output deallocated once sent and each receive a new
+# tensor; and what it does not model, refused by name.
 #   VRSIM=./vrsim sh tests/test_megatron_pp.sh
 set -u
 VRSIM=${VRSIM:-./vrsim}
@@ -15,8 +17,10 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/vrsim-mgpp.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
 O=validation/oracle
 # the captures' scenarios: Llama-3-8B's shapes, 4 layers over pp 2, tp 2, 512 tokens, bf16, 4
-# micro-batches; rank 0 (the first stage) and rank 2 (the last); and a middle stage of pp 4
+# micro-batches; rank 0 (the first stage) and rank 2 (the last); and a middle stage of pp 4; the
+# interleaved schedule's at the same layout with 2 model chunks a rank (one layer each)
 N=llama3_8b_l4_bf16_megatron_tp2_pp2_m4
+NV=llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_m4
 SC=$O/scenarios/$N.lua
 
 # 1. against megatron-core's own schedule (capture_megatron_pp.py, committed), each stage: every
@@ -25,8 +29,15 @@ SC=$O/scenarios/$N.lua
 #    (3 micro-batches: warm-up, steady state and cool-down) peaks inside a column-parallel
 #    weight-gradient GEMM, where Megatron has made the reduce-scatter's [s/tp, b, h] output
 #    already and megatron_tp.lua makes it after the GEMM (its expected file says so): its peak
-#    is that 2 MiB under, within 4 KiB
-for c in "$N 0" "${N}_rank2 0" "llama3_8b_l4_bf16_megatron_tp2_pp4_m3_rank2 2097152"; do
+#    is that 2 MiB under, within 4 KiB. The interleaved schedule's two stages (each rank's chunks,
+#    received activations and gradients, outputs deallocated twice, the loss seeded with ones_like)
+#    likewise, a middle stage of pp 4 with 2 chunks (8 layers, one a chunk), the first stage with
+#    selective recompute, the last with full recompute (each chunk's layer a checkpoint), and the
+#    first and last stages of tp 2 x pp 2 x dp 2 with Megatron's DistributedDataParallel a chunk
+#    and the distributed optimizer
+for c in "$N 0" "${N}_rank2 0" "llama3_8b_l4_bf16_megatron_tp2_pp4_m3_rank2 2097152" "$NV 0" "${NV}_rank2 0" \
+         "llama3_8b_l8_bf16_megatron_tp2_pp4_vp2_m4_rank2 0" "${NV}_rc_selective 0" "${NV}_rc_full_uniform_rank2 0" \
+         "llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4 0" "llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4_rank6 0"; do
   set -- $c; n=$1; under=$2
   python3 "$O/compare.py" --vrsim "$VRSIM" --expect "$O/expected/$n.txt" "$O/captures/$n.jsonl.gz" \
     "$O/scenarios/$n.lua" >"$tmp/cmp" 2>&1; rc=$?
@@ -76,6 +87,67 @@ sys.exit(0 if one2 == one4 and one2 > 100 * 2**20 and 0 <= (p4 - p2) - 2 * one2 
 PY
 then ok "first stage: 2 more warm-up micro-batches in flight at pp 4 than at pp 2 (the peak grows by their saved activations)"
 else bad "the first stage's warm-up activations"; fi
+
+# 2b. the interleaved schedule's warm-up (get_pp_rank_microbatches): rank 0 runs (pp - 1) * 2 +
+#    (vp - 1) * pp forwards of a chunk before its first backward, and one more in the steady
+#    state's first pair: 5 chunks' micro-batches in flight at pp 2 and vp 2, each of 8 / (pp vp) = 2
+#    layers, where 1F1B's stage holds 2 micro-batches of 4 layers (and the gradient received for
+#    the first backward). So at the first backward the interleaved rank holds 5 of what its chunk
+#    0's micro-batch 0 leaves (half a 1F1B micro-batch's), 1F1B 2 of its own: 10 layers' saved
+#    activations against 8
+for v in 1 2; do
+  set -- --set training.parallel.pp_schedule=1F1B
+  [ $v = 2 ] && set -- --set training.parallel.pp_schedule=Interleaved1F1B --set training.parallel.pp_virtual_stages=2
+  "$VRSIM" "$SC" --no-files --no-suggest --set model.layers=8 --set training.parallel.pp_microbatches=8 "$@" \
+    --alloc-trace "$tmp/vp$v.csv" >"$tmp/vp$v.out" 2>&1 || bad "rank 0 with $v model chunks" "$(tail -3 "$tmp/vp$v.out")"
+done
+if python3 - "$tmp/vp1.csv" "$tmp/vp2.csv" <<'PY'
+import csv, sys
+S, B, H, TP = 512, 1, 4096, 2
+def flight(path):
+    """Step 1 on rank 0: the live bytes above the schedule's start as its first backward begins,
+    and what micro-batch 0's forward (chunk 0's) leaves once its output is deallocated."""
+    live, sizes, starts, on, start, one, at_b = 0, {}, 0, False, 0, None, None
+    for ev in csv.DictReader(open(path)):
+        f, a, n = ev["frames"], ev["action"], int(ev["size"])
+        if f.startswith("total_num_tokens") and a == "alloc":
+            starts += 1
+            if starts == 2: start, on = live, True
+        if on and at_b is None and f.endswith(".backward"): at_b = live - start
+        if a == "alloc": live += n; sizes[ev["addr"]] = n
+        elif a == "free_requested": live -= sizes.pop(ev["addr"], 0)
+        if on and one is None and f.startswith("deallocate_output_tensor") and "micro-batch 0's" in f \
+           and "chunk 1" not in f and a == "free_requested":
+            one = live - start
+    return at_b, one
+(a1, o1), (a2, o2) = flight(sys.argv[1]), flight(sys.argv[2])
+grad = S // TP * B * H * 2
+print(f"1F1B: {a1} bytes in flight at the first backward, {o1} a micro-batch; interleaved: {a2}, {o2} a chunk's")
+near = lambda x, y: abs(x - y) <= 64 * 1024
+sys.exit(0 if o2 > 100 * 2**20 and near(2 * o2, o1) and near(a1, 2 * o1 + grad) and near(a2, 5 * o2) and a2 > a1 else 1)
+PY
+then ok "interleaved first stage: 5 chunk micro-batches of 2 layers in flight at its first backward, 1F1B's 2 of 4 (10 layers' activations against 8)"
+else bad "the interleaved schedule's warm-up activations"; fi
+
+# 2c. Megatron's data parallelism beside the interleaved schedule: a DistributedDataParallel a
+#     model chunk, so a parameter buffer and a grad buffer a chunk, each padded and sharded on its
+#     own: their sizes are the capture's buffer rows (rank 0: the embedding's chunk, then layer 2's)
+VD=llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4
+"$VRSIM" "$O/scenarios/$VD.lua" --no-files --no-suggest --alloc-trace "$tmp/vd.csv" >"$tmp/vd.out" 2>&1 \
+  || bad "rank 0 with dp 2 and 2 chunks" "$(tail -3 "$tmp/vd.out")"
+if python3 - "$tmp/vd.csv" "$O/captures/$VD.jsonl.gz" <<'PY'
+import csv, gzip, json, sys
+made = [int(r["size"]) for r in csv.DictReader(open(sys.argv[1]))
+        if r["action"] == "alloc" and r["frames"].startswith("_ParamAndGradBuffer: torch.zeros")]
+rows = [json.loads(l) for l in gzip.open(sys.argv[2], "rt")]
+want = []
+for b in (r for r in rows if r["e"] == "buffer"):
+    want += [b["param_bytes"], b["grad_bytes"]]
+print("vrsim's buffers", made, "the capture's", want)
+sys.exit(0 if len(want) == 4 and sorted(made) == sorted(want) and made[:2] != made[2:] else 1)
+PY
+then ok "dp beside the interleaved schedule: a param and a grad buffer a model chunk, of the capture's sizes"
+else bad "the buffers of each chunk's DistributedDataParallel"; fi
 
 # 3. what each stage holds: the first the embedding (its weight's Adam state) and no output
 #    layer; the last the output layer, its fp32 logits (s x b x vocab/tp) and the cross-entropy,
@@ -130,8 +202,20 @@ refused() { # $1 what, $2 the message's pattern, then arguments
   else bad "$what: exit $rc" "$(head -3 "$tmp/out")"; fi
 }
 F='training.parallel.tp_impl = "megatron": '
-refused "Megatron's interleaved schedule" "${F}training.parallel.pp_schedule = \"Interleaved1F1B\": Megatron's interleaved schedule" \
-  --set training.parallel.pp_schedule=Interleaved1F1B
+refused "the zero-bubble interleaved schedule" "${F}training.parallel.pp_schedule = \"InterleavedZeroBubble\": torch.distributed.pipelining's" \
+  --set training.parallel.pp_schedule=InterleavedZeroBubble
+refused "model chunks under 1F1B" "${F}training.parallel.pp_virtual_stages = 2: Megatron's model chunks run its interleaved schedule" \
+  --set training.parallel.pp_virtual_stages=2
+I="--set training.parallel.pp_schedule=Interleaved1F1B"
+refused "one model chunk under Interleaved1F1B" "${F}training.parallel.pp_virtual_stages = 1 with pp_schedule = \"Interleaved1F1B\"" \
+  $I --set training.parallel.pp_virtual_stages=1
+refused "layers not a multiple of pp x vp" "${F}6 layers over pp = 2 stages of 2 model chunks" $I --set model.layers=6
+refused "fewer micro-batches than pp (interleaved)" "${F}training.parallel.pp_microbatches = 1 under pp_schedule = \"Interleaved1F1B\": .*ValueError" \
+  $I --set training.parallel.pp_microbatches=1
+refused "micro-batches not a multiple of pp (interleaved)" "${F}training.parallel.pp_microbatches = 3 under pp_schedule = \"Interleaved1F1B\": .*RuntimeError" \
+  $I --set training.parallel.pp_microbatches=3
+refused "pp_virtual_stages under torchtitan's pipeline" "training.parallel: pp_virtual_stages = 2: Megatron's model chunks" \
+  $I --set training.parallel.pp_virtual_stages=2 --set training.parallel.tp_impl=dtensor
 refused "GPipe under Megatron" "${F}training.parallel.pp_schedule = \"GPipe\": Megatron runs 1F1B" \
   --set training.parallel.pp_schedule=GPipe
 refused "an uneven split" "${F}5 layers over pp = 2 stages" --set model.layers=5

@@ -11,6 +11,9 @@
 -- * one contiguous gradient buffer for all the parameters (_ParamAndGradBuffer: torch.zeros of
 --   numel elements in grad_dtype, fp32 with grad_reduce_in_fp32), laid out in reverse parameter
 --   order; each param.main_grad is a view of it. It is whole on every rank and lives for the run.
+--   Under Megatron's interleaved pipeline (strategies/megatron_vpp.lua) get_model wraps each model
+--   chunk in its own DistributedDataParallel: a buffer (and a parameter buffer) a chunk, made
+--   chunk by chunk, each laid out, padded and sharded on its own; one optimizer over them all.
 -- * under the distributed optimizer, a contiguous bf16 parameter buffer laid out the same way:
 --   each param.data is moved into its view (param.data.detach().copy_(old); the old storage
 --   freed). Each parameter then starts at a multiple of 64 elements and the buffer's end is a
@@ -126,11 +129,14 @@ local function main_params(s, trainable)
     if not groups[g] then groups[g] = {}; order[#order + 1] = g end
   end
   if s.distopt then
-    -- (dp rank r's shard: [r * shard, (r + 1) * shard) of the buffer, in the buffer's order)
-    local lo = s.dp_rank * s.layout.shard
-    for _, e in ipairs(s.layout.entries) do
-      local a, b = math.max(e.start, lo), math.min(e.stop, lo + s.layout.shard)
-      if b > a then table.insert(groups[group_of(e.p)], { p = e.p, numel = b - a, start = a }) end
+    -- (dp rank r's shard: [r * shard, (r + 1) * shard) of each buffer, buffer by buffer in the
+    -- buffer's order)
+    for _, buf in ipairs(s.bufs) do
+      local lo = s.dp_rank * buf.layout.shard
+      for _, e in ipairs(buf.layout.entries) do
+        local a, b = math.max(e.start, lo), math.min(e.stop, lo + buf.layout.shard)
+        if b > a then table.insert(groups[group_of(e.p)], { p = e.p, numel = b - a, start = a }) end
+      end
     end
   else
     for _, p in ipairs(trainable) do
@@ -156,41 +162,62 @@ function M.setup(cx, cfg, s)
   cx.mg_dp = s
 end
 
--- DistributedDataParallel(config, ddp_config, Float16Module(GPTModel)) and the optimizer's
--- construction, once the model is built and cast (megatron_tp.lua build_extras calls it).
+-- The trainable parameters of each DistributedDataParallel: all of them, or under the
+-- interleaved pipeline each model chunk's (megatron_tp.lua names them "<chunk>.module.*").
+local function ddp_groups(cx, trainable)
+  if not (cx.pp and cx.pp.virtual > 1) then return { trainable } end
+  local groups = {}
+  for c = 1, cx.pp.virtual do groups[c] = {} end
+  for _, p in ipairs(trainable) do
+    local c = tonumber(p.name:match("^(%d+)%.module%."))
+    table.insert(groups[c + 1], p)
+  end
+  return groups
+end
+
+-- DistributedDataParallel(config, ddp_config, Float16Module(GPTModel)) (one a model chunk) and
+-- the optimizer's construction, once the model is built and cast (megatron_tp.lua build_extras
+-- calls it).
 function M.wrap(cx)
   local s = cx.mg_dp
   local G = cx.G
   local trainable = {}
   for _, p in ipairs(cx.params) do if p.trainable then trainable[#trainable + 1] = p end end
   s.trainable = trainable
-  s.layout = M.layout(trainable, s.n, s.distopt)
-  cx.notes = cx.notes or {}
-  for _, n in ipairs(M.notes(s)) do cx.notes[#cx.notes + 1] = n end
-  local numel = s.layout.numel
   local function persistent(name, n, dt, cat)
     return G:tensor { name = name, bytes = n * nn.DT_SIZE[dt], numel = n, dtype = dt, cat = cat, persistent = true }
   end
-  local outs = {}
-  if s.distopt then
-    s.param_buf = persistent("DDP param buffer (bf16, contiguous)", numel, "bf16", "param")
-    outs[#outs + 1] = s.param_buf
-  end
-  s.grad_buf = persistent(("DDP grad buffer (%s, main_grad)"):format(s.grad_dtype), numel, s.grad_dtype, "grad")
-  outs[#outs + 1] = s.grad_buf
-  op(cx, { name = "_ParamAndGradBuffer: torch.zeros (param_data, grad_data)", kind = "elementwise", phase = "build",
-           outputs = outs, bytes = numel * (nn.DT_SIZE[s.grad_dtype] + (s.distopt and 2 or 0)) })
-  if s.distopt then
-    -- param.data = the buffer's view; .copy_(old); the old storage freed (buffer order)
-    for _, e in ipairs(s.layout.entries) do
-      local p = e.p
-      local v = G:tensorv(p.name, 0, nn.numel(p.shape), p.dtype, "param", p.trainable, p.trainable, true, true,
-                          nil, s.param_buf)
-      op(cx, { name = p.name .. ": param.data = the param buffer's view, copy_(old)", kind = "copy", phase = "build",
-               inputs = { p.id }, outputs = { v }, frees = { p.id }, bytes = 2 * nn.bytes(p.shape, p.dtype) })
-      p.id = v
+  s.bufs = {}
+  local groups = ddp_groups(cx, trainable)
+  for c, group in ipairs(groups) do
+    local b = { trainable = group, layout = M.layout(group, s.n, s.distopt) }
+    s.bufs[c] = b
+    local of = #groups > 1 and (" of model chunk %d"):format(c - 1) or ""
+    local numel = b.layout.numel
+    local outs = {}
+    if s.distopt then
+      b.param_buf = persistent("DDP param buffer (bf16, contiguous)" .. of, numel, "bf16", "param")
+      outs[#outs + 1] = b.param_buf
+    end
+    b.grad_buf = persistent(("DDP grad buffer (%s, main_grad)"):format(s.grad_dtype) .. of, numel, s.grad_dtype, "grad")
+    outs[#outs + 1] = b.grad_buf
+    op(cx, { name = "_ParamAndGradBuffer: torch.zeros (param_data, grad_data)" .. of, kind = "elementwise",
+             phase = "build", outputs = outs, bytes = numel * (nn.DT_SIZE[s.grad_dtype] + (s.distopt and 2 or 0)) })
+    for _, p in ipairs(group) do p.mg_buf = b end
+    if s.distopt then
+      -- param.data = the buffer's view; .copy_(old); the old storage freed (buffer order)
+      for _, e in ipairs(b.layout.entries) do
+        local p = e.p
+        local v = G:tensorv(p.name, 0, nn.numel(p.shape), p.dtype, "param", p.trainable, p.trainable, true, true,
+                            nil, b.param_buf)
+        op(cx, { name = p.name .. ": param.data = the param buffer's view, copy_(old)", kind = "copy", phase = "build",
+                 inputs = { p.id }, outputs = { v }, frees = { p.id }, bytes = 2 * nn.bytes(p.shape, p.dtype) })
+        p.id = v
+      end
     end
   end
+  cx.notes = cx.notes or {}
+  for _, n in ipairs(M.notes(s)) do cx.notes[#cx.notes + 1] = n end
   -- MixedPrecisionOptimizer.__init__: _scale_one (no grad scaler under bf16)
   s.scale_one = persistent("MixedPrecisionOptimizer._scale_one", 1, "fp32", "optstate")
   op(cx, { name = "optimizer: _scale_one = torch.tensor([1.0])", kind = "h2d", phase = "build",
@@ -221,7 +248,7 @@ function M.before_backward(cx, s, params, trainable)
     local n = nn.numel(p.shape)
     op(cx, { name = p.name .. ": main_grad.add_(grad); grad = None", kind = "elementwise", phase = "bwd",
              hook = 3, grads_of = { p.id }, free_grads = true, drop_persistent = true, layer = p.layer or -1,
-             inputs = { s.grad_buf }, bytes = n * (2 * nn.DT_SIZE[s.grad_dtype] + 2) })
+             inputs = { p.mg_buf.grad_buf }, bytes = n * (2 * nn.DT_SIZE[s.grad_dtype] + 2) })
   end
 end
 
@@ -230,13 +257,18 @@ end
 -- as it returns (strategies/megatron_pp.lua), which marks s.finalized.
 function M.finalize(cx, s, trainable)
   local G = cx.G
-  local gb = s.layout.numel * nn.DT_SIZE[s.grad_dtype]
-  op(cx, { name = "finish_grad_sync: grad_data *= 1/dp", kind = "elementwise", phase = "bwd",
-           inputs = { s.grad_buf }, bytes = 2 * gb })
-  op(cx, { name = s.distopt and "finish_grad_sync: reduce_scatter of the grad buffer (dp)"
-                  or "finish_grad_sync: all_reduce of the grad buffer (dp)",
-           kind = s.distopt and "reduce_scatter" or "all_reduce", phase = "bwd", inputs = { s.grad_buf },
-           bytes = gb, dtype = s.grad_dtype, world = s.n })
+  -- (each model chunk's finish_grad_sync in turn)
+  local all = {}
+  for _, b in ipairs(s.bufs) do
+    all[#all + 1] = b.grad_buf
+    local gb = b.layout.numel * nn.DT_SIZE[s.grad_dtype]
+    op(cx, { name = "finish_grad_sync: grad_data *= 1/dp", kind = "elementwise", phase = "bwd",
+             inputs = { b.grad_buf }, bytes = 2 * gb })
+    op(cx, { name = s.distopt and "finish_grad_sync: reduce_scatter of the grad buffer (dp)"
+                    or "finish_grad_sync: all_reduce of the grad buffer (dp)",
+             kind = s.distopt and "reduce_scatter" or "all_reduce", phase = "bwd", inputs = { b.grad_buf },
+             bytes = gb, dtype = s.grad_dtype, world = s.n })
+  end
   -- the norms' main_grads over tp (sequence parallelism): flattened, all-reduced, copied back
   local norms = 0
   for _, p in ipairs(trainable) do if #p.shape == 1 then norms = norms + nn.numel(p.shape) end end
@@ -245,11 +277,13 @@ function M.finalize(cx, s, trainable)
                             numel = norms, dtype = s.grad_dtype, cat = "temp" }
     local nb = norms * nn.DT_SIZE[s.grad_dtype]
     op(cx, { name = "finalize_model_grads: cat the norms' main_grads", kind = "copy", phase = "bwd",
-             inputs = { s.grad_buf }, outputs = { flat }, bytes = 2 * nb })
+             inputs = all, outputs = { flat }, bytes = 2 * nb })
     cx.G:op { name = "finalize_model_grads: all_reduce the norms' main_grads (tp)", kind = "all_reduce", phase = "bwd",
               inputs = { flat }, outputs = {}, frees = {}, bytes = nb, dtype = s.grad_dtype, world = s.tp }
+    local back = { flat }
+    for _, g in ipairs(all) do back[#back + 1] = g end
     op(cx, { name = "finalize_model_grads: copy the norms' main_grads back", kind = "copy", phase = "bwd",
-             inputs = { flat, s.grad_buf }, frees = { flat }, bytes = 2 * nb })
+             inputs = back, frees = { flat }, bytes = 2 * nb })
   end
 end
 
@@ -263,12 +297,12 @@ function M.after_backward(cx, cfg, s, trainable)
   for _, g in ipairs(s.groups) do
     local gu = {}
     for _, m in ipairs(g) do
-      local gid = s.grad_buf
+      local gid = m.p.mg_buf.grad_buf
       if s.grad_dtype ~= "fp32" then
         gid = G:tensor { name = m.name .. ".grad = main_grad.float()", bytes = m.numel * 4, numel = m.numel,
                          dtype = "fp32", cat = "grad" }
         op(cx, { name = m.p.name .. ": main_grad.float()", kind = "elementwise", phase = "optim",
-                 inputs = { s.grad_buf }, outputs = { gid }, bytes = 6 * m.numel })
+                 inputs = { m.p.mg_buf.grad_buf }, outputs = { gid }, bytes = 6 * m.numel })
         all_grads[#all_grads + 1] = gid
       end
       gu[#gu + 1] = { param = m, grad = gid }
@@ -291,8 +325,10 @@ function M.after_backward(cx, cfg, s, trainable)
     norms_l[i] = scalar(m.name .. ": torch.norm(grad)", "fp32")
     total = total + m.numel
   end
+  local gbufs = {}
+  for _, b in ipairs(s.bufs) do gbufs[#gbufs + 1] = b.grad_buf end
   op(cx, { name = "local_multi_tensor_l2_norm: torch.norm of each main gradient", kind = "reduce_rows", phase = "optim",
-           inputs = { s.grad_buf }, outputs = norms_l, bytes = total * 4, kernels = #grads })
+           inputs = gbufs, outputs = norms_l, bytes = total * 4, kernels = #grads })
   local l2 = scalar("local_multi_tensor_l2_norm: l2_cuda", "fp32")
   local rev = {}
   for i = #norms_l, 1, -1 do rev[#rev + 1] = norms_l[i] end
@@ -319,25 +355,35 @@ function M.step(cx, cfg, s, upd)
   end
   local total = 0
   for _, g in ipairs(s.groups) do for _, m in ipairs(g) do total = total + m.numel end end
+  local pbufs = {}
+  for _, b in ipairs(s.bufs) do pbufs[#pbufs + 1] = b.param_buf end
   op(cx, { name = "_copy_main_params_to_model_params (fp32 -> bf16, in place)", kind = "elementwise",
-           phase = "optim", inputs = { s.param_buf }, bytes = 6 * total })
+           phase = "optim", inputs = pbufs, bytes = 6 * total })
   if s.distopt then
-    op(cx, { name = "start_param_sync: all_gather of the param buffer (dp)", kind = "all_gather", phase = "optim",
-             inputs = { s.param_buf }, bytes = s.layout.numel * 2, dtype = "bf16", world = s.n })
+    for _, b in ipairs(s.bufs) do
+      op(cx, { name = "start_param_sync: all_gather of the param buffer (dp)", kind = "all_gather", phase = "optim",
+               inputs = { b.param_buf }, bytes = b.layout.numel * 2, dtype = "bf16", world = s.n })
+    end
   end
-  -- zero_grad_buffer before the next step
-  op(cx, { name = "zero_grad_buffer: grad_data.zero_()", kind = "elementwise", phase = "zero_grad",
-           inputs = { s.grad_buf }, bytes = s.layout.numel * nn.DT_SIZE[s.grad_dtype] })
+  -- zero_grad_buffer before the next step (each model chunk's)
+  for _, b in ipairs(s.bufs) do
+    op(cx, { name = "zero_grad_buffer: grad_data.zero_()", kind = "elementwise", phase = "zero_grad",
+             inputs = { b.grad_buf }, bytes = b.layout.numel * nn.DT_SIZE[s.grad_dtype] })
+  end
 end
 
 -- The run's notes and its header words.
 function M.notes(s)
+  local sizes = {}
+  for i, b in ipairs(s.bufs) do sizes[i] = tostring(b.layout.numel) end
+  local numels = table.concat(sizes, " and ")
   local distopt_default = "megatron/training/arguments.py: --use-distributed-optimizer is off unless given"
   return {
-    ("Megatron's DistributedDataParallel over %d dp ranks: the gradients accumulate into one contiguous %s grad "
-     .. "buffer (main_grad, %d elements, whole on every rank), %s after backward in one bucket "
+    ("Megatron's DistributedDataParallel over %d dp ranks: the gradients accumulate into %s contiguous %s grad "
+     .. "buffer (main_grad, %s elements, whole on every rank), %s after backward in one bucket "
      .. "(overlap_grad_reduce off, Megatron's default), distributed optimizer %s (%s)%s"):format(
-      s.n, s.grad_dtype, s.layout.numel, s.distopt and "reduce-scattered" or "all-reduced",
+      s.n, #s.bufs > 1 and ("a model chunk's (" .. #s.bufs .. " chunks)") or "one", s.grad_dtype, numels,
+      s.distopt and "reduce-scattered" or "all-reduced",
       s.distopt and "on" or "off", distopt_default,
       s.distopt and ": fp32 main params and Adam states of this rank's 1/dp shard of the buffer, the bf16 params in a "
         .. "contiguous buffer all-gathered after the step" or ": fp32 main params and Adam states of every parameter"),

@@ -47,26 +47,64 @@
 --   no embedding gradient to all-reduce between the first and the last stage); and on the last
 --   stage backward_step scales the loss by config.grad_scale_func (the optimizer's scale_loss).
 -- The transfers are the timeline's sends on the pipeline link (sim/pipeline.c), each the size of
--- a receive buffer.
+-- a receive buffer. The interleaved schedule (pp_schedule = "Interleaved1F1B", model chunks a rank)
+-- is strategies/megatron_vpp.lua's; the requirements and the split are here.
 local nn = require "vrsim.nn"
 
 local M = {}
 
-local INTERLEAVED = { Interleaved1F1B = true, InterleavedZeroBubble = true }
+-- Megatron's model chunks a pipeline rank (virtual_pipeline_model_parallel_size): 1 under 1F1B;
+-- under Interleaved1F1B pp_virtual_stages, by default 2 (the interleaved schedules' stages per rank
+-- as vrsim/pipeline.lua takes them for torchtitan).
+function M.virtual(mesh)
+  if mesh.pp_schedule ~= "Interleaved1F1B" then return 1 end
+  return mesh.pp_virtual_stages or 2
+end
 
 -- Why Megatron's pipeline is not modelled for this run (the message after the field's prefix,
 -- which strategies/megatron_tp.lua's refusal adds), or nil. n_layers: the model's decoder layers.
 function M.refusal(t, mesh, n_layers)
   local pp = mesh.degrees.pp
   local sched = mesh.pp_schedule
-  if INTERLEAVED[sched] then
-    return ("training.parallel.pp_schedule = \"%s\": Megatron's interleaved schedule (virtual pipeline stages, "
-            .. "--num-layers-per-virtual-pipeline-stage: forward_backward_pipelining_with_interleaving) is not "
-            .. "modelled; set pp_schedule = \"1F1B\""):format(sched)
+  if sched == "InterleavedZeroBubble" then
+    return "training.parallel.pp_schedule = \"InterleavedZeroBubble\": torch.distributed.pipelining's schedule; "
+      .. "megatron-core 0.16.1 has no zero-bubble schedule of its own (its interleaved one is pp_schedule = "
+      .. "\"Interleaved1F1B\")"
   end
-  if sched ~= "1F1B" then
+  if sched ~= "1F1B" and sched ~= "Interleaved1F1B" then
     return ("training.parallel.pp_schedule = \"%s\": Megatron runs 1F1B (forward_backward_pipelining_without_"
-            .. "interleaving) or its interleaved form, no other schedule; set pp_schedule = \"1F1B\""):format(sched)
+            .. "interleaving) or its interleaved form (Interleaved1F1B), no other schedule; set pp_schedule = \"1F1B\""):format(sched)
+  end
+  local vp = M.virtual(mesh)
+  if sched == "1F1B" and mesh.pp_virtual_stages then
+    return ("training.parallel.pp_virtual_stages = %d: Megatron's model chunks run its interleaved schedule; set "
+            .. "pp_schedule = \"Interleaved1F1B\""):format(mesh.pp_virtual_stages)
+  end
+  if sched == "Interleaved1F1B" then
+    local m = mesh.pp_microbatches or pp
+    if vp < 2 then
+      return "training.parallel.pp_virtual_stages = 1 with pp_schedule = \"Interleaved1F1B\": one model chunk a rank is "
+        .. "Megatron's non-interleaved schedule (arguments.py sets virtual_pipeline_model_parallel_size None): set "
+        .. "pp_schedule = \"1F1B\""
+    end
+    if n_layers and n_layers % (pp * vp) ~= 0 then
+      return ("%d layers over pp = %d stages of %d model chunks: Megatron splits them evenly (get_num_layers_to_build "
+              .. "asserts num_layers_per_pipeline_rank divisible by vp_size; the uneven split is not modelled)")
+             :format(n_layers, pp, vp)
+    end
+    -- forward_backward_pipelining_with_interleaving's checks of microbatch_group_size_per_vp_stage
+    -- (ModelParallelConfig's default: pp)
+    if m < pp then
+      return ("training.parallel.pp_microbatches = %d under pp_schedule = \"Interleaved1F1B\": Megatron's interleaved "
+              .. "schedule raises ValueError (microbatch_group_size_per_vp_stage, pp = %d, above num_microbatches)")
+             :format(m, pp)
+    end
+    if m % pp ~= 0 then
+      return ("training.parallel.pp_microbatches = %d under pp_schedule = \"Interleaved1F1B\": Megatron's interleaved "
+              .. "schedule raises RuntimeError (its last group of micro-batches, num_microbatches %% "
+              .. "microbatch_group_size_per_vp_stage = %d, is under pp = %d): a multiple of pp")
+             :format(m, m % pp, pp)
+    end
   end
   if mesh.pp_layers_per_stage or mesh.pp_stage_layers then
     return "training.parallel.pp_layers_per_stage / pp_stage_layers: torchtitan's splits; Megatron's uneven split "
@@ -82,14 +120,26 @@ function M.refusal(t, mesh, n_layers)
   return nil
 end
 
--- The stages: n_layers / pp decoder layers each, in order; the embedding on the first, the final
--- norm and the output layer on the last (vrsim/pipeline.lua's stage records).
-function M.split(pp, n_layers)
-  local per, stages = n_layers // pp, {}
-  for s = 0, pp - 1 do
-    stages[s + 1] = { first = s * per, last = s * per + per - 1, embed = s == 0, head = s == pp - 1 }
+-- The stages: n_layers / (pp vp) decoder layers each, in order; the embedding on the first, the
+-- final norm and the output layer on the last (vrsim/pipeline.lua's stage records). vp (default 1):
+-- model chunks a rank, virtual stage s being chunk s // pp of pipeline rank s % pp
+-- (get_transformer_layer_offset).
+function M.split(pp, n_layers, vp)
+  local n = pp * (vp or 1)
+  local per, stages = n_layers // n, {}
+  for s = 0, n - 1 do
+    stages[s + 1] = { first = s * per, last = s * per + per - 1, embed = s == 0, head = s == n - 1 }
   end
   return stages
+end
+
+-- What this rank builds (strategies/megatron_tp.lua M.tree): its stage, or with model chunks
+-- { chunks = each chunk's stage, in chunk order }.
+function M.rank_stage(pl)
+  if pl.virtual == 1 then return pl.stages[pl.rank + 1] end
+  local chunks = {}
+  for c = 0, pl.virtual - 1 do chunks[c + 1] = pl.stages[c * pl.par.pp + pl.rank + 1] end
+  return { chunks = chunks }
 end
 
 -- forward_step_calc_loss on the last stage: output_tensor *= cp_group_size, then /=
@@ -108,6 +158,7 @@ end
 -- Runs this rank's schedule as megatron-core's loop runs it (see the top of this file). forward()
 -- runs the model's forward for cx.run.stage. Returns the plan's `pp` table (vrsim/pipeline.lua).
 function M.run(cx, pl, mc, forward)
+  if pl.virtual > 1 then return require("strategies.megatron_vpp").run(cx, pl, mc, forward) end
   local G = cx.G
   local b, s, h = cx.run.batch, cx.run.seq, mc.hidden
   local pp, rank, m = pl.par.pp, pl.rank, pl.par.pp_microbatches

@@ -148,7 +148,8 @@ function M.refusal(fam, mc, t, mesh, attention)
   end
   -- (a pipeline stage checkpoints its own layers: the split is even, refused otherwise above)
   local pp = mesh.degrees.pp
-  return require("strategies.megatron_recompute").refusal(mesh.megatron_recompute, mc.layers // pp, pp)
+  local vp = pp > 1 and require("strategies.megatron_pp").virtual(mesh) or 1
+  return require("strategies.megatron_recompute").refusal(mesh.megatron_recompute, mc.layers // (pp * vp), pp)
 end
 
 -- The persistent "mpu" buffer of GlobalMemoryBuffer for dtype dt, at least numel elements
@@ -465,9 +466,11 @@ end
 
 -- RotaryEmbedding.forward(seq) (rotary_pos_embedding.py, under @lru_cache(maxsize=32)): arange +
 -- offset, outer with inv_freq, cat: the fp32 table [s, 1, 1, hd] each layer's
--- apply_rotary_pos_emb reads. The cache holds it for the run: made in the first forward only.
+-- apply_rotary_pos_emb reads. The cache holds it for the run: made in the first forward only, of
+-- each RotaryEmbedding (a model chunk's own: lru_cache keys on self).
 local function rotary_forward(cx, m, s)
-  if cx.mg_rotary then return cx.mg_rotary end
+  cx.mg_rotary = cx.mg_rotary or {}
+  if cx.mg_rotary[m] then return cx.mg_rotary[m] end
   local hd = m.head_dim
   local function op(name, inputs, shape, out)
     local o = out or nn.new_tensor(cx, "rotary_pos_emb." .. name, shape, "fp32", false)
@@ -481,9 +484,9 @@ local function rotary_forward(cx, m, s)
   local shape = { s, 1, 1, hd }
   local id = cx.G:tensorv("rotary_pos_emb (lru_cache)", nn.bytes(shape, "fp32"), nn.numel(shape), "fp32", "temp",
                           false, nil, nil, true)
-  cx.mg_rotary = op("cat", { fr.id }, shape, { id = id, shape = shape, dtype = "fp32", rg = false,
-                                               name = "rotary_pos_emb" })
-  return cx.mg_rotary
+  cx.mg_rotary[m] = op("cat", { fr.id }, shape, { id = id, shape = shape, dtype = "fp32", rg = false,
+                                                  name = "rotary_pos_emb" })
+  return cx.mg_rotary[m]
 end
 
 -- vocab_parallel_cross_entropy(logits.float(), labels) (tensor_parallel/cross_entropy.py) on
@@ -584,8 +587,25 @@ end
 -- The tree of one rank (its partitions' shapes), in megatron-core's construction order. stage
 -- (a pipeline rank's, strategies/megatron_pp.lua; nil: the whole model): its layers, numbered
 -- from 0 as TransformerBlock numbers the layers it builds, the embedding on the first stage
--- only (pre_process), the final norm and the output layer on the last (post_process).
+-- only (pre_process), the final norm and the output layer on the last (post_process). A stage
+-- of model chunks (the interleaved schedule: { chunks = ... }) is a list of GPTModels, one a
+-- chunk (training.py get_model), whose forward runs the chunk cx.run.stage names.
 function M.tree(mc, tp, stage)
+  if stage and stage.chunks then
+    local root = mod.new("ModelChunks", function(cx, self, ids)
+      return mod.call(cx, self.children[tostring(cx.run.stage.chunk)], ids)
+    end, { cfg = { layers = 0, hidden = mc.hidden }, layer = -1 })
+    for i, st in ipairs(stage.chunks) do
+      local chunk = M.tree(mc, tp, st)
+      root:add(i - 1, chunk)
+      root.cfg.layers = root.cfg.layers + chunk.cfg.layers
+    end
+    mod.finalize(root, "")
+    for _, k in ipairs(root.order) do mod.finalize(root.children[k], k .. ".module") end
+    root.no_split = { TransformerLayer = true }
+    root.checkpoint_layer = "TransformerLayer"
+    return root
+  end
   local h, hd = mc.hidden, mc.head_dim
   local np, ng = mc.heads // tp, mc.kv_heads // tp
   local ffn = mc.intermediate // tp
@@ -654,18 +674,20 @@ function M.build_extras(cx, mc, b, s, tp)
     return { id = id, shape = shape, dtype = dt, rg = false, name = name }
   end
   -- RotaryEmbedding.__init__: inv_freq = 1.0 / (rotary_base ** (torch.arange(0, dim, 2) / dim)),
-  -- each step a new tensor, the last kept
+  -- each step a new tensor, the last kept; one a model chunk (each GPTModel has its own)
   local half = { mc.head_dim // 2 }
-  local prev
-  for _, step in ipairs { "arange", "div", "pow", "reciprocal" } do
-    local o = nn.new_tensor(cx, "rotary_pos_emb.inv_freq." .. step, half, "fp32", false)
-    cx.G:op { name = "rotary_pos_emb.inv_freq." .. step, kind = "elementwise", phase = "build",
-              inputs = { prev and prev.id }, outputs = { o.id }, bytes = nn.bytes(half, "fp32") }
-    prev = o
+  for _ = 1, cx.pp and cx.pp.virtual or 1 do
+    local prev
+    for _, step in ipairs { "arange", "div", "pow", "reciprocal" } do
+      local o = nn.new_tensor(cx, "rotary_pos_emb.inv_freq." .. step, half, "fp32", false)
+      cx.G:op { name = "rotary_pos_emb.inv_freq." .. step, kind = "elementwise", phase = "build",
+                inputs = { prev and prev.id }, outputs = { o.id }, bytes = nn.bytes(half, "fp32") }
+      prev = o
+    end
+    persistent("rotary_pos_emb.inv_freq", half, "fp32")
+    cx.G:op { name = "rotary_pos_emb.inv_freq.mul", kind = "none", phase = "build", inputs = { prev.id },
+              outputs = {}, frees = { prev.id } }
   end
-  persistent("rotary_pos_emb.inv_freq", half, "fp32")
-  cx.G:op { name = "rotary_pos_emb.inv_freq.mul", kind = "none", phase = "build", inputs = { prev.id },
-            outputs = {}, frees = { prev.id } }
 
   -- DistributedDataParallel and the optimizer's main parameters (strategies/megatron_dp.lua)
   if cx.mg_dp then require("strategies.megatron_dp").wrap(cx) end

@@ -190,7 +190,8 @@ function M.build(cx, cfg)
     mc.fused_qkv = true
   end
   -- (a Megatron pipeline rank builds its stage's part only: strategies/megatron_pp.lua)
-  local root = MG and MG.tree(mc, cx.mesh.degrees.tp, cx.pp and cx.pp.stages[cx.pp.rank + 1]) or fam.tree(mc)
+  local root = MG and MG.tree(mc, cx.mesh.degrees.tp, cx.pp and require("strategies.megatron_pp").rank_stage(cx.pp))
+               or fam.tree(mc)
   -- (litgpt's RMSNorm: its own forward, fp32 through the weight product)
   if litgpt then litgpt.rmsnorms(root) end
   -- a pipeline rank holds its stages' part of the tree only (vrsim/pipeline.lua)

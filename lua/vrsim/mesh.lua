@@ -38,15 +38,16 @@ M.FIELDS = {
   cp = { "integer", 1, "context parallelism (ring attention): ranks that split each sequence" },
   pp = { "integer", 1, "pipeline parallelism: stages, outermost" },
   ep = { "integer", 1, "expert parallelism: ranks the experts are split over, borrowed from dp_shard * cp (no factor of the world)" },
-  pp_schedule = { "string", "1F1B", "pipeline schedule (torch.distributed.pipelining; with tp_impl = \"megatron\", 1F1B is megatron-core's own)" },
+  pp_schedule = { "string", "1F1B", "pipeline schedule (torch.distributed.pipelining; with tp_impl = \"megatron\", 1F1B and Interleaved1F1B are megatron-core's own)" },
   ep_imbalance = { "number", 1, "expert parallelism's routing: the busiest rank's share of the token-expert pairs over the mean (1: balanced; the simulated rank is the busiest)" },
   cp_rotate_method = { "string", "allgather", "how ring attention brings the other ranks' keys and values (torch's set_rotate_method): allgather (once, torch's default, kept by torchtitan) or alltoall (passed on each step)" },
   async_tp = { "boolean", false, "torchtitan's async tensor parallelism (Inductor's micro_pipeline_tp pass): each compiled layer's sequence all-gather fused with the GEMMs it feeds and each reduce-scatter with the GEMM it follows, the transfers beside the GEMMs over symmetric memory; needs tp > 1 and training.compile" },
-  tp_impl = { "string", "dtensor", "whose tensor parallelism: dtensor (torch.distributed.tensor.parallel with torchtitan's plan, lua/strategies/tp.lua) or megatron (megatron-core 0.16.1's GPTModel, local spec, sequence parallel: fused qkv and fc1, column-parallel linears that keep their local input and all-gather it again in backward into the persistent GlobalMemoryBuffer, vocab_parallel_cross_entropy; lua/strategies/megatron_tp.lua); megatron needs tp > 1, a Llama-shaped model, attention eager, bf16; its data parallelism is Megatron's DistributedDataParallel over dp_replicate (lua/strategies/megatron_dp.lua), its pipeline (pp > 1) megatron-core's non-interleaved 1F1B schedule (lua/strategies/megatron_pp.lua), with its recompute and data parallelism beside it" },
+  tp_impl = { "string", "dtensor", "whose tensor parallelism: dtensor (torch.distributed.tensor.parallel with torchtitan's plan, lua/strategies/tp.lua) or megatron (megatron-core 0.16.1's GPTModel, local spec, sequence parallel: fused qkv and fc1, column-parallel linears that keep their local input and all-gather it again in backward into the persistent GlobalMemoryBuffer, vocab_parallel_cross_entropy; lua/strategies/megatron_tp.lua); megatron needs tp > 1, a Llama-shaped model, attention eager, bf16; its data parallelism is Megatron's DistributedDataParallel over dp_replicate (lua/strategies/megatron_dp.lua), its pipeline (pp > 1) megatron-core's non-interleaved 1F1B schedule (lua/strategies/megatron_pp.lua), with its recompute and data parallelism beside it, or its interleaved one over model chunks (pp_schedule = \"Interleaved1F1B\", lua/strategies/megatron_vpp.lua), with both beside it too" },
   megatron_distributed_optimizer = { "boolean", false, "with tp_impl = \"megatron\" and dp_replicate > 1: Megatron's distributed optimizer (--use-distributed-optimizer, off by default in megatron/training/arguments.py): the fp32 main params and Adam states of 1/dp of the contiguous buffer per rank, the gradients reduce-scattered, the bf16 params all-gathered after the step (lua/strategies/megatron_dp.lua)" },
   megatron_grad_reduce_in_fp32 = { "boolean", true, "with tp_impl = \"megatron\" and dp_replicate > 1: DistributedDataParallelConfig.grad_reduce_in_fp32, the dtype of the contiguous main_grad buffer and its reduction (arguments.py turns it on for bf16 unless --grad-reduce-in-bf16)" },
   pp_microbatches = { "integer", nil, "micro-batches per step through the pipeline [pp: one per stage]" },
   pp_layers_per_stage = { "integer", nil, "decoder layers per (virtual) stage, the embeddings and the head counting one each (torchtitan's pipeline_parallel_layers_per_stage)" },
+  pp_virtual_stages = { "integer", nil, "with tp_impl = \"megatron\" and pp_schedule = \"Interleaved1F1B\": model chunks per pipeline rank, Megatron's virtual pipeline size (--num-virtual-stages-per-pipeline-rank, or layers / pp / --num-layers-per-virtual-pipeline-stage) [2, the interleaved schedules' stages per rank as torchtitan takes them]; torchtitan's come from pp_schedule and pp_layers_per_stage" },
   pp_stage_layers = { "list", nil, "a given split: decoder layers on each stage, in order (torchtitan's module_fqns_per_model_part, by counts)" },
   pp_keep_outputs = { "boolean", false, "PipelineStage as torch.distributed.pipelining ran it before 2.8 (pytorch PR 153383): every stage keeps each micro-batch's output in output_chunks until the next step's clear_runtime_states, and the last stage's step() concatenates its outputs, the logits (_merge_outputs); false: a stage's output is freed after its backward and no logits outlive the loss" },
 }
@@ -173,6 +174,7 @@ function M.resolve(cfg, given)
   local async_tp = M.FIELDS.async_tp[2]
   local keep_outputs = M.FIELDS.pp_keep_outputs[2]
   local tp_impl = M.FIELDS.tp_impl[2]
+  local virtual
   local mg = { megatron_distributed_optimizer = M.FIELDS.megatron_distributed_optimizer[2],
                megatron_grad_reduce_in_fp32 = M.FIELDS.megatron_grad_reduce_in_fp32[2] }
   local rc = {}
@@ -187,6 +189,7 @@ function M.resolve(cfg, given)
     elseif k == "async_tp" then async_tp = v
     elseif k == "pp_keep_outputs" then keep_outputs = v
     elseif k == "tp_impl" then tp_impl = v
+    elseif k == "pp_virtual_stages" then virtual = v
     elseif mg[k] ~= nil then mg[k] = v
     elseif RC.FIELDS[k] then rc[k] = v
     elseif k == "pp_layers_per_stage" or k == "pp_stage_layers" then split[k] = v else d[k] = v end
@@ -229,7 +232,8 @@ function M.resolve(cfg, given)
   -- (a pipeline knob without a pipeline asks for nothing: said so, as the plan's inert fields are)
   local notes = {}
   if d.pp == 1 then
-    for _, k in ipairs { "pp_schedule", "pp_microbatches", "pp_layers_per_stage", "pp_stage_layers", "pp_keep_outputs" } do
+    for _, k in ipairs { "pp_schedule", "pp_microbatches", "pp_layers_per_stage", "pp_stage_layers", "pp_keep_outputs",
+                         "pp_virtual_stages" } do
       if p[k] ~= nil then
         notes[#notes + 1] = ("training.parallel.%s = %s has no effect on this run: pp = 1 (no pipeline)"):format(k, type(p[k]) == "table" and ("{ " .. table.concat(p[k], ", ") .. " }") or tostring(p[k]))
       end
@@ -265,7 +269,7 @@ function M.resolve(cfg, given)
            megatron_distributed_optimizer = mg.megatron_distributed_optimizer,
            megatron_grad_reduce_in_fp32 = mg.megatron_grad_reduce_in_fp32,
            pp_layers_per_stage = split.pp_layers_per_stage, pp_stage_layers = split.pp_stage_layers,
-           pp_keep_outputs = keep_outputs, notes = notes }
+           pp_keep_outputs = keep_outputs, pp_virtual_stages = virtual, notes = notes }
 end
 
 -- What the mesh asks for that vrsim does not model yet: the message (naming the knob), or nil.

@@ -101,6 +101,9 @@ function P.layout(cfg, n_layers, mesh)
   if MGP then
     local why = MGP.refusal(t, mesh, n_layers)
     if why then error("training.parallel.tp_impl = \"megatron\": " .. why, 0) end
+  elseif mesh.pp_virtual_stages then
+    fail(("pp_virtual_stages = %d: Megatron's model chunks (tp_impl = \"megatron\"); torchtitan's stages per rank "
+          .. "come from pp_schedule and pp_layers_per_stage"):format(mesh.pp_virtual_stages))
   end
   local function no(what, why) fail(("%s with pipeline parallelism is not modelled%s"):format(what, why or "")) end
   -- Context parallelism inside each stage, as torchtitan 9dec370's train.py runs it: the step's
@@ -150,13 +153,13 @@ function P.layout(cfg, n_layers, mesh)
     fail(("the mesh has %d ranks (pp %d x dp_replicate %d x dp_shard %d x cp %d x tp %d); hardware.count is %d")
          :format(world, par.pp, par.dp_replicate, par.dp_shard, par.cp, par.tp, hw.count))
   end
-  local v = virtual_stages(par, n_layers)
+  local v = MGP and MGP.virtual(mesh) or virtual_stages(par, n_layers)
   -- (torch's schedules' checks; Megatron's loop takes fewer micro-batches than stages, its
   -- warm-up clamped to them, and runs its own order: strategies/megatron_pp.lua)
   local msg = not MGP and S.check(par.pp_schedule, par.pp, par.pp_microbatches, v)
   if msg then fail(msg) end
   local n_stages = par.pp * v
-  local stages = MGP and MGP.split(par.pp, n_layers)
+  local stages = MGP and MGP.split(par.pp, n_layers, v)
                  or par.pp_stage_layers and P.given_split(par.pp_stage_layers, n_stages, n_layers)
                  or P.even_split(n_stages, n_layers)
   local rank = hw.rank // (hw.count // par.pp)

@@ -129,7 +129,9 @@ def install_dp_stand_ins(torch):
 def wrap(torch, cfg, spec, model):
     """get_model's DistributedDataParallel over the Float16Module `model` and
     setup_model_and_optimizer's optimizer over it, as the docstring says: (the DDP model, the
-    optimizer, the param rows: each parameter's own elements)."""
+    optimizer, the param rows: each parameter's own elements). `model` a list (an interleaved
+    pipeline's chunks): a DDP each, bucketing disabled from the second on as get_model passes it,
+    one optimizer over them all, and the list of DDP models returned."""
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     dist_opt = bool(spec.get("distributed_optimizer", True))
@@ -138,19 +140,23 @@ def wrap(torch, cfg, spec, model):
                                             use_distributed_optimizer=dist_opt)
     opt_cfg = OptimizerConfig(optimizer="adam", bf16=True, lr=1e-4, weight_decay=0.1, clip_grad=1.0,
                               use_distributed_optimizer=dist_opt)
-    model = DistributedDataParallel(cfg, ddp_cfg, model)
-    model.train()
-    opt = get_megatron_optimizer(opt_cfg, [model])
+    chunks = model if isinstance(model, list) else [model]
+    ddp = [DistributedDataParallel(cfg, ddp_cfg, c, disable_bucketing=i > 0) for i, c in enumerate(chunks)]
+    for d in ddp:
+        d.train()
+    opt = get_megatron_optimizer(opt_cfg, ddp)
     for g in opt.optimizer.param_groups:
         g["foreach"] = True
-    rows = [{"name": n, "shape": list(p.shape), "dtype": C.dtype_name(p.dtype),
+    rows = [{"name": (f"{i}." if len(ddp) > 1 else "") + n, "shape": list(p.shape), "dtype": C.dtype_name(p.dtype),
              "bytes": p.numel() * p.element_size(), "trainable": p.requires_grad}
-            for n, p in model.named_parameters()]
-    return model, opt, rows
+            for i, d in enumerate(ddp) for n, p in d.named_parameters()]
+    return (ddp if isinstance(model, list) else ddp[0]), opt, rows
 
 
 def buffer_rows(model):
-    """The buffers' rows: their dtypes, sizes and storages."""
+    """The buffers' rows: their dtypes, sizes and storages (of each DDP model of a list in turn)."""
+    if isinstance(model, list):
+        return [r for d in model for r in buffer_rows(d)]
     return [{"e": "buffer", "param_dtype": C.dtype_name(b.param_dtype), "grad_dtype": C.dtype_name(b.grad_dtype),
              "numel": b.numel, "numel_unpadded": b.numel_unpadded, "buckets": len(b.buckets),
              "param_bytes": b.param_data.untyped_storage().nbytes() if b.param_data is not None else 0,

@@ -2,8 +2,9 @@
 """The oracle's capture of Megatron-LM's pipeline parallelism over its tensor parallelism: one
 rank of megatron-core 0.16.1's GPTModel (capture_megatron_tp.py's model, tp with sequence
 parallelism) built as its pipeline stage and stepped by megatron-core's own non-interleaved 1F1B
-schedule (pipeline_parallel/schedules.py forward_backward_pipelining_without_interleaving), at
-tp x pp ranks of the oracle's fake process group.
+schedule (pipeline_parallel/schedules.py forward_backward_pipelining_without_interleaving), or
+with vp model chunks a rank by its interleaved schedule (forward_backward_pipelining_with_
+interleaving), at tp x pp ranks of the oracle's fake process group.
 
   capture_megatron_pp.py SPEC.json [-o OUT.jsonl.gz]
 
@@ -11,7 +12,15 @@ A spec (validation/oracle/specs_megatron_pp/) is capture_megatron_tp.py's with p
 size; the world is tp * pp, Megatron's rank order tp fastest, pp slowest), microbatches (the
 schedule's num_microbatches) and rank (the global rank this process plays, default 0: rank 0 is
 the first stage, rank tp * (pp - 1) the first rank of the last). layers is the whole model's;
-Megatron deals them out evenly, layers / pp a stage. Megatron's activation recompute is
+Megatron deals them out evenly, layers / pp a stage. vp (default 1): the virtual pipeline size
+(initialize_model_parallel's virtual_pipeline_model_parallel_size and TransformerConfig's, as
+--num-layers-per-virtual-pipeline-stage makes it): each rank builds vp GPTModel chunks, as
+training.py's get_model does (vp_stage i; pre_process on the first rank's chunk 0, post_process
+on the last rank's last chunk), layers / (pp vp) each, and the schedule runs them interleaved;
+the config as arguments.py leaves an interleaved run: overlap_p2p_comm True (the default unless
+--no-overlap-p2p-communication) and so batch_p2p_comm False, microbatch_group_size_per_vp_stage
+the config's default, pp; with dp each chunk gets its own DistributedDataParallel (wrap() over the
+list). Megatron's activation recompute is
 capture_megatron_tp.py's recompute_* fields (TransformerConfig's, through its
 transformer_config()), run on every micro-batch over the stage's layers. With dp (the world is then
 tp * dp * pp, Megatron's rank order tp, dp, pp; distributed_optimizer and grad_reduce_in_fp32 as
@@ -45,12 +54,19 @@ Stand-ins, beside capture_megatron_tp.py's, each outside what is allocated on th
   receive buffers are still made by P2PCommunicator._communicate's own create_tensor_recv_prev /
   create_tensor_recv_next (torch.empty of the tensor shape, [s/tp, b, h] under sequence
   parallelism, pipeline_dtype, requires_grad=True), before the transfer as the real one does.
+  Under overlap_p2p_comm (the interleaved schedule) the transfers go through _p2p_ops (an
+  isend or irecv an op), which likewise does nothing and returns no requests, so there is no
+  handle to wait on.
 - torch.cuda.synchronize (batch_p2p_sync = True after each batch) does nothing.
 Phases: forward_step is the "fwd" phase of the micro-batch it runs, backward_step "bwd"; the
 receive of an activation (recv_forward, send_backward_recv_forward) belongs to the forward that
 reads it; send_forward_recv_backward (the steady state's send of a forward's output, with the
 receive of the gradient of the oldest micro-batch in flight) to the forward that sent, and so
 does the deallocation of its output that follows; the cool-down's recv_backward to its backward.
+Interleaved: send_forward_recv_forward (a forward's output sent, the next activation received) to
+the forward that sent, with the deallocation that follows it in the warm-up;
+send_backward_recv_backward (a backward's input gradient sent, the next output gradient
+received) to the backward that reads what it receives.
 """
 import functools
 import sys
@@ -60,7 +76,7 @@ import capture_tp as CT
 import capture_megatron_tp as MT
 import capture_megatron_dp as MD
 
-SPEC_FIELDS = dict(MD.SPEC_FIELDS, pp=int, microbatches=int, rank=int)
+SPEC_FIELDS = dict(MD.SPEC_FIELDS, pp=int, microbatches=int, rank=int, vp=int)
 
 
 def install_pp_stand_ins(torch):
@@ -70,6 +86,10 @@ def install_pp_stand_ins(torch):
     def no_transfer(**kw):
         return []
     p2p_communication._batched_p2p_ops = no_transfer
+
+    def no_requests(**kw):
+        return {}
+    p2p_communication._p2p_ops = no_requests
     torch.cuda.synchronize = lambda *a, **k: None
 
 
@@ -84,7 +104,7 @@ def tag_phases(rec, counts):
         @functools.wraps(f)
         def run(*a, **k):
             # (send_forward_recv_backward: the forward just run, counted already)
-            rec.phase(ph, step(), counts[key] - (name == "send_forward_recv_backward"))
+            rec.phase(ph, step(), counts[key] - (name in ("send_forward_recv_backward", "send_forward_recv_forward")))
             out = f(*a, **k)
             if name in ("forward_step", "backward_step"):
                 counts[key] += 1
@@ -93,7 +113,8 @@ def tag_phases(rec, counts):
     wrap(schedules, "forward_step", "fwd", "f")
     wrap(schedules, "backward_step", "bwd", "b")
     for name, ph, key in (("recv_forward", "fwd", "f"), ("send_backward_recv_forward", "fwd", "f"),
-                          ("recv_backward", "bwd", "b"), ("send_forward_recv_backward", "fwd", "f")):
+                          ("recv_backward", "bwd", "b"), ("send_forward_recv_backward", "fwd", "f"),
+                          ("send_forward_recv_forward", "fwd", "f"), ("send_backward_recv_backward", "bwd", "b")):
         wrap(P.P2PCommunicator, name, ph, key)
 
 
@@ -107,6 +128,7 @@ def capture(spec):
     world = tp * pp * dp
     rank = int(spec.get("rank", 0))
     m = int(spec["microbatches"])
+    vp = int(spec.get("vp", 1))
 
     def stand_ins(torch):
         install_pp_stand_ins(torch)
@@ -115,18 +137,39 @@ def capture(spec):
     hf, cfg = MT.start(torch, spec, world, rank, more_stand_ins=stand_ins)
     # (core_transformer_config_from_args)
     cfg.deallocate_pipeline_outputs = True
+    if vp > 1:
+        # (arguments.py: an interleaved schedule keeps overlap_p2p_comm, True unless
+        # --no-overlap-p2p-communication, and core_transformer_config_from_args sets batch_p2p_comm =
+        # not overlap_p2p_comm; microbatch_group_size_per_vp_stage stays the config's pp)
+        cfg.overlap_p2p_comm, cfg.batch_p2p_comm = True, False
     first, last = parallel_state.is_pipeline_first_stage(), parallel_state.is_pipeline_last_stage()
     rec = C.Recorder()
     fake = FakeTensorMode()
     counts = {"f": 0, "b": 0}
     with fake, C.make_mode(torch, rec), C.make_tagger(torch, rec):
         rec.phase("build")
-        model = MT.gpt_model(cfg, hf, spec, pre_process=first, post_process=last)
+        if vp > 1:
+            # (training.py get_model: a GPTModel a model chunk, built in order, each with its
+            # embedding or output layer where it is the pipeline's first or last virtual stage,
+            # then each put under Float16Module; the ModuleList only names them)
+            from megatron.core.transformer.module import Float16Module
+            chunks = [MT.gpt_model(cfg, hf, spec, vp_stage=i, wrap=False,
+                                   pre_process=parallel_state.is_pipeline_first_stage(ignore_virtual=False, vp_stage=i),
+                                   post_process=parallel_state.is_pipeline_last_stage(ignore_virtual=False, vp_stage=i))
+                      for i in range(vp)]
+            chunks = [Float16Module(cfg, c) for c in chunks]
+            model = torch.nn.ModuleList(chunks)
+        else:
+            model = MT.gpt_model(cfg, hf, spec, pre_process=first, post_process=last)
         if dp > 1:
             # (training.py: the schedule finalizes the gradients; the loss scaled by the optimizer's
             # scale_loss, _scale_one under bf16, in the last stage's backward_step)
             from megatron.core.distributed.finalize_model_grads import finalize_model_grads
-            model, opt, rows = MD.wrap(torch, cfg, spec, model)
+            if vp > 1:
+                chunks, opt, rows = MD.wrap(torch, cfg, spec, chunks)
+                model = torch.nn.ModuleList(chunks)
+            else:
+                model, opt, rows = MD.wrap(torch, cfg, spec, model)
             cfg.finalize_model_grads_func = finalize_model_grads
             cfg.grad_scale_func = opt.scale_loss
         else:
@@ -156,11 +199,13 @@ def capture(spec):
             if dp > 1:
                 # (train_step: the grad buffer zeroed before the schedule)
                 rec.phase("zero_grad", step)
-                model.zero_grad_buffer()
+                for c in (chunks if vp > 1 else [model]):
+                    c.zero_grad_buffer()
                 opt.zero_grad()
             rec.phase("fwd", step, 0)
             with torch.autograd.graph.saved_tensors_hooks(rec.save, lambda t: t):
-                fb(forward_step_func=forward_step_func, data_iterator=None, model=[model],
+                fb(forward_step_func=forward_step_func, data_iterator=[None] * vp if vp > 1 else None,
+                   model=chunks if vp > 1 else [model],
                    num_microbatches=m, seq_length=seq, micro_batch_size=mb, forward_only=False)
             row["after_fwd"] = row["after_bwd"] = rec.live
             rec.phase("optim", step)
@@ -179,13 +224,14 @@ def capture(spec):
             steps.append(row)
         for h in hooks:
             h.remove()
-        buffers = MD.buffer_rows(model) if dp > 1 else []
+        buffers = MD.buffer_rows(chunks if vp > 1 else model) if dp > 1 else []
     header = {"e": "header", "format": "vrsim-oracle/1", "spec": spec,
               "versions": {"torch": torch.__version__, "megatron-core": megatron.core.__version__,
                            "transformers": None, "peft": None, "python": sys.version.split()[0]},
               "world_size": world, "rank": rank, "device": "cuda (fake)", "process_group": "fake",
               "parallel": {"tp": tp, "pp": pp, "tp_impl": "megatron", "sequence_parallel": True,
-                           "pp_schedule": "1F1B", "microbatches": m, "first_stage": first, "last_stage": last,
+                           "pp_schedule": "Interleaved1F1B" if vp > 1 else "1F1B", "microbatches": m,
+                           **({"vp": vp, "overlap_p2p_comm": True} if vp > 1 else {}), "first_stage": first, "last_stage": last,
                            **{k: spec[k] for k in MT.RECOMPUTE if k in spec},
                            **({"dp": dp, "distributed_optimizer": bool(spec.get("distributed_optimizer", True)),
                                "grad_reduce_in_fp32": bool(spec.get("grad_reduce_in_fp32", True))} if dp > 1 else {})},
@@ -200,8 +246,9 @@ def check_spec(path):
         bad(f"precision {spec['precision']!r}: the Megatron capture takes bf16 (Float16Module)")
     if spec["tp"] < 2 or spec["pp"] < 2:
         bad("tp and pp must be at least 2")
-    if spec["layers"] % spec["pp"]:
-        bad("layers must be a multiple of pp (Megatron's even split)")
+    if spec["layers"] % (spec["pp"] * spec.get("vp", 1)):
+        bad("layers must be a multiple of pp x vp (Megatron's even split)")
+
     return spec
 
 

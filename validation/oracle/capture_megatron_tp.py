@@ -90,6 +90,7 @@ def transformer_config(torch, hf, spec):
         add_bias_linear=False, add_qkv_bias=False, bf16=True, params_dtype=torch.bfloat16,
         pipeline_dtype=torch.bfloat16, tensor_model_parallel_size=int(spec["tp"]), sequence_parallel=True,
         pipeline_model_parallel_size=int(spec.get("pp", 1)),
+        virtual_pipeline_model_parallel_size=spec.get("vp"),
         perform_initialization=False, use_cpu_initialization=False, gradient_accumulation_fusion=False,
         bias_activation_fusion=False, masked_softmax_fusion=False, apply_rope_fusion=False,
         persist_layer_norm=False, hidden_dropout=0.0, attention_dropout=0.0,
@@ -104,7 +105,8 @@ def param_rows(model):
 
 def start(torch, spec, world, rank=0, more_stand_ins=None):
     """megatron-core's model-parallel state over the oracle's fake CUDA and a fake process group of
-    `world` ranks (this one `rank`), tp and pp (default 1) the spec's, with this file's stand-ins (and more_stand_ins'
+    `world` ranks (this one `rank`), tp, pp (default 1) and vp (the virtual pipeline size, default
+    none) the spec's, with this file's stand-ins (and more_stand_ins'
     after them): the config and Megatron's TransformerConfig of it."""
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
@@ -125,16 +127,19 @@ def start(torch, spec, world, rank=0, more_stand_ins=None):
     dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
     parallel_state.initialize_model_parallel(tensor_model_parallel_size=int(spec["tp"]),
                                              pipeline_model_parallel_size=int(spec.get("pp", 1)),
+                                             virtual_pipeline_model_parallel_size=spec.get("vp"),
                                              create_gloo_process_groups=False)
     tensor_parallel.model_parallel_cuda_manual_seed(0)
     hf = dict(C.load_config(spec))
     return hf, transformer_config(torch, hf, spec)
 
 
-def gpt_model(cfg, hf, spec, pre_process=True, post_process=True):
+def gpt_model(cfg, hf, spec, pre_process=True, post_process=True, vp_stage=None, wrap=True):
     """GPTModel from the local layer spec on the GPU, under Float16Module (bf16); a pipeline
     stage's (pre_process: it holds the embedding, post_process: the final norm and the output
-    layer, as pretrain_gpt's model_provider passes them)."""
+    layer, as pretrain_gpt's model_provider passes them; vp_stage: the model chunk of an
+    interleaved pipeline, which picks its layers; wrap False: the GPTModel, not yet under
+    Float16Module, as get_model holds each chunk until all are built)."""
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.module import Float16Module
@@ -142,9 +147,9 @@ def gpt_model(cfg, hf, spec, pre_process=True, post_process=True):
                      vocab_size=hf["vocab_size"], max_sequence_length=int(spec["seq"]),
                      position_embedding_type="rope", rotary_base=int(hf.get("rope_theta", 10000)),
                      share_embeddings_and_output_weights=bool(hf.get("tie_word_embeddings", False)),
-                     pre_process=pre_process, post_process=post_process)
+                     pre_process=pre_process, post_process=post_process, vp_stage=vp_stage)
     model.cuda()
-    return Float16Module(cfg, model)
+    return Float16Module(cfg, model) if wrap else model
 
 
 def capture(spec):
