@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 H200_MIB = 143155.9375
 # the cards a plan may run on: the name torch reports and its total memory (MiB)
-GPUS = {"h200": ("NVIDIA H200", H200_MIB), "h100": ("NVIDIA H100 80GB HBM3", 81559.0)}
+GPUS = {"h200": ("NVIDIA H200", H200_MIB), "h100": ("NVIDIA H100 80GB HBM3", 81079.0)}
 # what measure_llama.py adds to a plan line: its software, the card, and per-step figures
 RECORD = {"torch": "2.11.0+cu130", "gpu": "NVIDIA H200", "transformers": "5.17.0", "peft": "0.21.0",
           "total_mib": H200_MIB, "n_params": 1, "n_trainable": 1}
