@@ -7,7 +7,7 @@
 -- and adds the router's gate.weight.)
 --
 -- Answer (vrsim, 2026-12-05: ./vrsim maxbatch scenarios/qwen3_30b_a3b_lora_experts_h100.lua):
---   micro_batch = 1 fits (peak reserved 74.59 GiB of 78.43 GiB, step 890.3 ms, 4601 tokens/s);
+--   micro_batch = 1 fits (peak reserved 74.59 GiB of 78.43 GiB, step 1006.3 ms, 4070 tokens/s);
 --   2 does not (out of memory at the loss of the second step, once AdamW's fp32 state of the
 --   experts' adapters, 4.8 GiB, has appeared). Against attention-only LoRA
 --   (qwen3_30b_a3b_lora_h100.lua: micro-batch 2 fits) the experts' adapters cost their fp32
@@ -22,8 +22,13 @@
 --   "all-linear" (lora_dropout 0: peft's wrappers refuse any other) peft 0.21 also wraps the
 --   router and gives gate_up_proj rank 32: micro-batch 1 no longer fits.
 -- The ParamWrapper's allocations are held to peft 0.21.2 on fake tensors
--- (validation/oracle/captures/qwen3_moe_l2_lora_experts, tests/test_oracle.sh); not measured on
--- a GPU.
+-- (validation/oracle/captures/qwen3_moe_l2_lora_experts, tests/test_oracle.sh). Measured on one
+-- H100 80GB at 700 W with the module names as targets (gate_up_proj at rank 32, 995 M trainable;
+-- validation/records/llama_h100_gen11_experts.jsonl, predicted first): micro-batch 1 fitted at
+-- 77609.5 MiB allocated (vrsim 77609.5) and 80228 MiB reserved (vrsim 80000), 2 and all-linear
+-- at 1 ran out of memory in their second step, as predicted; the step took 1194 ms against
+-- vrsim's 1022 (each fold's memcpy now priced; its in-place GEMM is slower than its bytes,
+-- docs/validation.md, the fourteenth set).
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua

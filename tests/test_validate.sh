@@ -168,6 +168,17 @@ KNOWN = {
         "the strided probabilities, timed op by op (results/sinks_attention_h100.json), have no class"),
     ("gen10-gptoss-20b-lora-all-b1-ckpt-hb", "step_time"): (0.15,
         "the same run again with the host benchmarked beside it"),
+    # Qwen3-30B-A3B with LoRA on the experts at full depth, 1 x 4096, on one H100: GPU-bound
+    # (results/kernels_gen11_experts_h100.jsonl, 1103 ms of kernels in a 1194 ms step). peft's
+    # ParamWrapper folds each expert stack with torch.baddbmm twice a forward (its check and its
+    # read), each a memcpy of W into the result and cuBLAS's beta-1 batched GEMM in place
+    # (strategies/lora.lua M.baddbmm_bytes): the memcpys run at the copy rate vrsim gives them, but
+    # the 192 GEMMs (nvjet ..._h_badd_..., k = 16 and 32) take 114.6 ms for 232 GB read and written,
+    # 2.0 TB/s, where vrsim prices a GEMM's bytes at its DRAM rate (2.95 TB/s here): about 70 ms a
+    # step with the recomputation's, no class measured for it yet
+    ("gen11-qwen3-30b-a3b-lora-experts-b1-ckpt", "step_time"): (0.17,
+        "peft's expert folding: cuBLAS's in-place beta-1 batched GEMM at small k runs at 2.0 TB/s "
+        "(results/kernels_gen11_experts_h100.jsonl), priced at the DRAM rate; no class yet"),
     # MoE step: torch._grouped_mm is priced as one dense cuBLAS GEMM; its per-expert tile padding
     # on the records' routing (1.14-1.31x the rows) explains at most 1.5 ms of the 8-16 ms
     # missing; the grouped kernel's own rate and the sort-based index_put of backward have no

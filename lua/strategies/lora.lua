@@ -421,11 +421,21 @@ function M.param_proxies(cx, pre, ex)
     local wb = nn.bytes(w.shape, w.dtype)
     nn.op(cx, { name = name .. ".lora_check", kind = "mm", inputs = { w, lhs, rhs },
                 workspace = { wb }, grads = { "none", "none", "none" },
-                flops = 2 * e * out * inn * r, dtype = w.dtype,
-                bytes = 2 * wb + nn.bytes(lhs.shape, lhs.dtype) + nn.bytes(rhs.shape, rhs.dtype) })
+                flops = 2 * e * out * inn * r, dtype = w.dtype, kernels = 2,
+                bytes = M.baddbmm_bytes(wb, lhs, rhs) })
     proxies[lp.key] = { w = w, lhs = lhs, rhs = rhs, name = name, r = r }
   end
   return proxies
+end
+
+-- The bytes of torch.baddbmm(W, lhs, rhs) (W of wb bytes) on CUDA: the structured kernel's meta
+-- copies W into the new result first (common_checks_baddbmm_bmm: result.copy_(self) where beta
+-- is not 0, a device-to-device memcpy), then cuBLAS's batched GEMM with beta 1 reads and writes
+-- the result in place (Blas.cpp baddbmm_out_cuda_impl); two kernels. The H100 profile of the
+-- experts' LoRA (validation/results/kernels_gen11_experts_h100.jsonl) has each baddbmm's memcpy
+-- beside its GEMM: 192 of each a forward.
+function M.baddbmm_bytes(wb, lhs, rhs)
+  return 2 * wb + 2 * wb + nn.bytes(lhs.shape, lhs.dtype) + nn.bytes(rhs.shape, rhs.dtype)
 end
 
 -- The experts' parameter `key` as the experts forward reads it under parametrize.cached(): the
@@ -444,6 +454,7 @@ function M.param_weight(cx, proxies, key, plain)
                      grads = { "none", { dtype = lhs.dtype }, { dtype = rhs.dtype } },
                      bwd_workspace = { nn.bytes(lhs.shape, lhs.dtype), nn.bytes(rhs.shape, rhs.dtype) },
                      flops = flops + e * out * inn, bwd_flops = 2 * flops, dtype = w.dtype,
+                     bytes = M.baddbmm_bytes(nn.bytes(w.shape, w.dtype), lhs, rhs), kernels = 2,
                      -- (backward reads the stack's gradient once for each factor)
                      bwd_bytes = 2 * nn.bytes(w.shape, w.dtype) })
 end
