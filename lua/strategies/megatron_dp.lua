@@ -287,6 +287,15 @@ function M.finalize(cx, s, trainable)
   end
 end
 
+-- A pipeline schedule's config.finalize_model_grads_func, once the schedule's backwards have run
+-- (strategies/megatron_pp.lua, megatron_vpp.lua): M.finalize over the rank's trainable weights.
+function M.finalize_schedule(cx)
+  local trainable = {}
+  for _, p in ipairs(cx.params) do if p.trainable then trainable[#trainable + 1] = p end end
+  M.finalize(cx, cx.mg_dp, trainable)
+  cx.mg_dp.finalized = true
+end
+
 -- After backward: finalize_model_grads (unless the pipeline's schedule ran it), then what the
 -- optimizer updates (the main parameters).
 function M.after_backward(cx, cfg, s, trainable)

@@ -337,12 +337,7 @@ function M.run(cx, pl, mc, forward)
   -- model has no word-embedding gradient to all-reduce between the first and the last stage
   -- (_get_shared_word_embedding_weight: None unless share_embeddings_and_output_weights), and
   -- rope no position embedding.
-  if cx.mg_dp then
-    local trainable = {}
-    for _, p in ipairs(cx.params) do if p.trainable then trainable[#trainable + 1] = p end end
-    require("strategies.megatron_dp").finalize(cx, cx.mg_dp, trainable)
-    cx.mg_dp.finalized = true
-  end
+  if cx.mg_dp then require("strategies.megatron_dp").finalize_schedule(cx) end
   -- the schedule returns: its locals go
   free("forward_backward_pipelining_without_interleaving returns: its locals go", "bwd",
        { input_tensor and input_tensor.popped and input_tensor or nil, output_tensor_grad, input_tensor_grad,

@@ -389,12 +389,7 @@ function M.run(cx, pl, mc, forward)
 
   -- config.finalize_model_grads_func (training.py sets finalize_model_grads): each chunk's
   -- grad buffer reduced over dp, the norms' over tp, before the schedule returns
-  if cx.mg_dp then
-    local trainable = {}
-    for _, p in ipairs(cx.params) do if p.trainable then trainable[#trainable + 1] = p end end
-    require("strategies.megatron_dp").finalize(cx, cx.mg_dp, trainable)
-    cx.mg_dp.finalized = true
-  end
+  if cx.mg_dp then require("strategies.megatron_dp").finalize_schedule(cx) end
   -- the function returns: its locals go
   local why = "forward_backward_pipelining_with_interleaving returns"
   for _, slot in ipairs { L.input_tensor, L.input_tensor_grad, L.output_tensor_grad, L.bwd_buf } do
