@@ -8,6 +8,9 @@ bandwidth over bytes moved. Writes lua/hw/calibrated/<gpu>_torch_ops.lua.
 --only foreach measures just the optimizer's foreach classes, for bf16 and fp32 parameter lists
 (the fp32 ones as classes foreach_fp32, foreach_scalar_fp32, foreach_out_fp32).
 
+--only baddbmm measures peft's expert folding alone (classes baddbmm and baddbmm_gemm, below) into its own
+file, as --only transpose_fp8 does.
+
 --only transpose_fp8 measures class transpose_fp8 alone (below), at the standard shapes and the
 float8 Linears' operand shapes, into its own file whose rows join the GPU's table; --cpu-check
 runs those calls on the CPU at small shapes:
@@ -54,7 +57,7 @@ def nb(*ts):
 
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument("--gpu", required=True); ap.add_argument("-o", required=True)
-    ap.add_argument("--only", choices=["foreach", "fused_adamw", "transpose_fp8"],
+    ap.add_argument("--only", choices=["foreach", "fused_adamw", "transpose_fp8", "baddbmm"],
                     help="only the optimizer's foreach classes, only its fused AdamW kernel, or only "
                          "class transpose_fp8 (its rows, to join to a GPU's table)")
     ap.add_argument("--cpu-check", action="store_true",
@@ -76,6 +79,29 @@ def main():
     for (r, c) in (fp8_shapes if a.only == "transpose_fp8" else []):
         x8 = torch.randn(r, c, device=dev, dtype=bf).to(torch.float8_e4m3fn)
         rec("transpose_fp8", "float8 t().contiguous()", timed(lambda: x8.t().contiguous()), nb(x8, x8))
+    # baddbmm alone: peft's fold of a LoRA pair into a mixture of experts' stacked weight,
+    # torch.baddbmm(W, B, A, alpha=scaling) with W (E, out, in) and the factors in W's dtype
+    # (tuners/lora/layer.py ParamWrapper, _LoraFactorsProxy): the whole op, its memcpy of W into
+    # the result and cuBLAS's in-place batched GEMM with beta 1 (class baddbmm, bytes as the
+    # simulator counts them: W read and the result written by each kernel, and the factors), and
+    # the in-place GEMM alone (class baddbmm_gemm, printed beside it). Stacks of Qwen3-30B-A3B
+    # (128 x 1536 x 2048 and 128 x 2048 x 768), DeepSeek-V2-Lite (64 x 2816 x 2048, 64 x 2048 x 1408)
+    # and gpt-oss-20b (32 x 2880 x 5760, 32 x 2880 x 2880), at ranks 8 to 64
+    fold_shapes = ([] if a.only != "baddbmm" else
+                   [(e, o, i, r) for (e, o, i) in ((128, 1536, 2048), (128, 2048, 768), (64, 2816, 2048),
+                                                   (64, 2048, 1408), (32, 2880, 5760), (32, 2880, 2880))
+                    for r in (8, 16, 32, 64)])
+    for (e, o, i, r) in fold_shapes:
+        w = torch.randn(e, o, i, device=dev, dtype=bf)
+        lhs = torch.randn(e, o, r, device=dev, dtype=bf)
+        rhs = torch.randn(e, r, i, device=dev, dtype=bf)
+        what = "%d x %d x %d, r %d" % (e, o, i, r)
+        rec("baddbmm", "baddbmm " + what, timed(lambda: torch.baddbmm(w, lhs, rhs, alpha=2.0), 5),
+            4 * nb(w) + nb(lhs, rhs))
+        out = w.clone()
+        rec("baddbmm_gemm", "baddbmm_ in place " + what, timed(lambda: out.baddbmm_(lhs, rhs, alpha=2.0), 5),
+            2 * nb(w) + nb(lhs, rhs))
+        del w, lhs, rhs, out
     for (b, s, h) in ([] if a.only else [(1, 2048, 4096), (4, 2048, 4096), (1, 2048, 5120), (4, 2048, 5120), (16, 1024, 1280)]):
         x = torch.randn(b, s, h, device=dev, dtype=bf); y = torch.randn_like(x)
         o = torch.empty_like(x)
