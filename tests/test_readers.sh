@@ -115,6 +115,12 @@ also_says "peak_allocated  mean \|error\| +0\.00% +max +0\.00% +\(1 configs\)" "
 check "validate: oom_at_step without cap_mib or total_mib (dropped, \"skipped 0\")" 0 \
       "oom-no-cap +skipped: oom_at_step without cap_mib or total_mib" "" -- validate "$H/validate_oom_no_cap.jsonl"
 also_says "skipped +1 records" "counted as skipped"
+# a run out of memory on the whole card is a verdict, rebuilt at the card's total_mib (DeepSeek-V2-Lite
+# at 7 x 4096 on an H100: out of memory in step 0, predicted so)
+check "validate: a whole-card out-of-memory is a verdict row" 0 \
+      "gen11-dsv2lite-lora-b7-ckpt-eager +fits +OOM +OOM +ok" "skipped: oom_at_step" -- \
+      validate validation/records/llama_h100_gen11_maxbatch.jsonl
+also_says "fits +3 of 3 verdicts right" "the three whole-card out-of-memory runs counted"
 check "validate: cap_mib twice (labelled with one, simulated with the other)" 2 \
       "validate_duplicate_key.jsonl:1: key 'cap_mib' appears twice" "dup-cap" -- \
       validate "$H/validate_duplicate_key.jsonl"
