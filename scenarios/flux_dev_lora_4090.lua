@@ -20,17 +20,17 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.9.attn.rope_q.mul_sin'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.11.attn.rope_q.mul_sin'
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.1.attn.cat_k'
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set resolution=512
---   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.single_transformer_blocks.37.attn.to_v.lora_scale (recompute)'
+--   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.single_transformer_blocks.37.attn.rope_q.stack (recompute)'
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set resolution=512 --set max_sequence_length=128
 --   FITS: peak reserved 22.89 GiB of 22.97 GiB usable (99.7 %), 0.08 GiB headroom
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090
---   FITS: peak reserved 24.86 GiB of 30.61 GiB usable (81.2 %), 5.75 GiB headroom
+--   FITS: peak reserved 24.89 GiB of 30.61 GiB usable (81.3 %), 5.72 GiB headroom
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090 --set micro_batch=2
---   FITS: peak reserved 27.40 GiB of 30.61 GiB usable (89.5 %), 3.20 GiB headroom
+--   FITS: peak reserved 27.35 GiB of 30.61 GiB usable (89.3 %), 3.26 GiB headroom
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090 --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.18.attn.rope_q.x_float'
 --   $ ./vrsim scenarios/flux_dev_lora_4090.lua --set gpu=rtx5090 --set text_encoders=frozen

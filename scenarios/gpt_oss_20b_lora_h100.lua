@@ -26,9 +26,9 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/gpt_oss_20b_lora_h100.lua
---   FITS: peak reserved 56.82 GiB of 78.43 GiB usable (72.4 %), 21.61 GiB headroom
+--   FITS: peak reserved 56.81 GiB of 78.43 GiB usable (72.4 %), 21.62 GiB headroom
 --   $ ./vrsim scenarios/gpt_oss_20b_lora_h100.lua --set micro_batch=2
---   FITS: peak reserved 74.33 GiB of 78.43 GiB usable (94.8 %), 4.10 GiB headroom
+--   FITS: peak reserved 74.38 GiB of 78.43 GiB usable (94.8 %), 4.05 GiB headroom
 --   $ ./vrsim scenarios/gpt_oss_20b_lora_h100.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.11.self_attn.sub_max'
 return {

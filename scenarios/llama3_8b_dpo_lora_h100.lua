@@ -13,7 +13,7 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama3_8b_dpo_lora_h100.lua
---   FITS: peak reserved 21.59 GiB of 78.43 GiB usable (27.5 %), 56.84 GiB headroom
+--   FITS: peak reserved 21.71 GiB of 78.43 GiB usable (27.7 %), 56.72 GiB headroom
 --   $ ./vrsim scenarios/llama3_8b_dpo_lora_h100.lua --set micro_batch=2 --set checkpointing=false
 --   FITS: peak reserved 54.49 GiB of 78.43 GiB usable (69.5 %), 23.94 GiB headroom
 --   $ ./vrsim scenarios/llama3_8b_dpo_lora_h100.lua --set micro_batch=2 --set checkpointing=false --set training.dpo.precompute_ref_log_probs=true

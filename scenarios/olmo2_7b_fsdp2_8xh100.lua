@@ -17,7 +17,7 @@
 --   $ ./vrsim scenarios/olmo2_7b_fsdp2_8xh100.lua
 --   FITS: peak reserved 43.84 GiB of 78.43 GiB usable (55.9 %), 34.59 GiB headroom
 --   $ ./vrsim scenarios/olmo2_7b_fsdp2_8xh100.lua --set micro_batch=6
---   FITS: peak reserved 77.53 GiB of 78.43 GiB usable (98.9 %), 0.90 GiB headroom
+--   FITS: peak reserved 78.35 GiB of 78.43 GiB usable (99.9 %), 0.08 GiB headroom
 --   $ ./vrsim scenarios/olmo2_7b_fsdp2_8xh100.lua --set micro_batch=7
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax'
 --   $ ./vrsim scenarios/olmo2_7b_fsdp2_8xh100.lua --set checkpointing=false

@@ -23,13 +23,13 @@
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'transformer.transformer_blocks.16.norm2.scale'
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set micro_batch=4
---   FITS: peak reserved 21.49 GiB of 22.97 GiB usable (93.6 %), 1.48 GiB headroom
+--   FITS: peak reserved 21.57 GiB of 22.97 GiB usable (93.9 %), 1.40 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set vae=fp32
 --   FITS: peak reserved 20.14 GiB of 22.97 GiB usable (87.7 %), 2.83 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set text_encoders=frozen
 --   DOES NOT FIT: CUDA out of memory while building the model (at 'parameters')
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set text_encoders=frozen --set gpu=rtx5090
---   FITS: peak reserved 27.69 GiB of 30.61 GiB usable (90.4 %), 2.92 GiB headroom
+--   FITS: peak reserved 27.65 GiB of 30.61 GiB usable (90.3 %), 2.96 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set model.config=configs/sd35-medium-transformer.json --set text_encoders=frozen --set vae=fp32
 --   FITS: peak reserved 19.87 GiB of 22.97 GiB usable (86.5 %), 3.10 GiB headroom
 --   $ ./vrsim scenarios/sd35_large_lora_4090.lua --set model.config=configs/sd35-medium-transformer.json --set checkpointing=false

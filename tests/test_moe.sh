@@ -369,5 +369,50 @@ if [ "$got" = "no balanced rows of its shape: dgrad nt experts=8 n=4096 k=14336,
   ok "a grouped GEMM table without a shape: the note names it"
 else bad "a grouped GEMM table without the down projection's shape: note '$got'"; fi
 
+# gpt-oss's eager attention with sinks and its LoRA o_proj in the first forward under
+# checkpointing, against the allocator trace measured on an H200 (validation/traces/
+# fulltrace_gen11-gptoss-20b-lora-all-b7-ckpt-tr.csv.gz, 7 x 4096, all-linear LoRA r8, dropout 0):
+# for every layer of every step's first forward, the 52 allocations and frees around the sink
+# cat are the trace's, size by size and in order: the max's (value, index) accumulation buffer of
+# a reduction over more than 2^31 elements, the max's values freed before the cat's output,
+# key_states and value_states freed as eager_attention_forward returns, peft's fp32 cast of the
+# input kept until its forward returns (lora_dropout 0 is nn.Identity), and the keys and values
+# before repeat_kv freed as the attention's forward returns
+python3 - "$tmp/gptoss_b7.lua" <<'PY'
+import json, sys
+def lua(v):
+    if isinstance(v, bool): return "true" if v else "false"
+    if v is None: return "nil"
+    if isinstance(v, (int, float)): return repr(v)
+    if isinstance(v, str): return json.dumps(v)
+    if isinstance(v, list): return "{" + ",".join(lua(x) for x in v) + "}"
+    return "{" + ",".join("[%s]=%s" % (json.dumps(k), lua(x)) for k, x in v.items()) + "}"
+for line in open("validation/records/llama_h200_gen11_trace.jsonl"):
+    r = json.loads(line)
+    if r["name"] == "gen11-gptoss-20b-lora-all-b7-ckpt-tr":
+        break
+open(sys.argv[1], "w").write('local s = assert(require("vrsim.record").scenario(%s, {steps=2}))\nreturn s\n' % lua(r))
+PY
+"$VRSIM" "$tmp/gptoss_b7.lua" --no-files --alloc-trace "$tmp/gptoss_b7.csv" >/dev/null 2>"$tmp/err"
+got=$(python3 - validation/traces/fulltrace_gen11-gptoss-20b-lora-all-b7-ckpt-tr.csv.gz "$tmp/gptoss_b7.csv" <<'PY'
+import csv, gzip, sys
+def rows(p):
+    f = gzip.open(p, "rt") if p.endswith(".gz") else open(p)
+    return [(r["action"], r["size"], r.get("frames") or "") for r in csv.DictReader(f)
+            if r["action"] in ("alloc", "free_completed")]
+t, v = rows(sys.argv[1]), rows(sys.argv[2])
+cat = lambda rs: [i for i, r in enumerate(rs) if r[0] == "alloc" and r[1] == "15036055552"]
+same = differ = 0
+for i, j in zip(cat(t), cat(v)):
+    if not v[j][2].endswith(".self_attn.cat_sinks"):
+        continue  # the recomputation's and backward's: not this check's
+    if [x[:2] for x in t[i - 12:i + 40]] == [x[:2] for x in v[j - 12:j + 40]]: same += 1
+    else: differ += 1
+print(same, differ)
+PY
+)
+if [ "$got" = "48 0" ]; then ok "gpt-oss attention with sinks and its LoRA o_proj: 48 layer forwards allocate and free as the H200 trace, event by event"
+else bad "gpt-oss attention against the H200 trace: $got windows same/different (want 48 0) $(cat "$tmp/err")"; fi
+
 echo "test_moe: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -105,15 +105,22 @@ local function sink_attention(cx, m, q, k, v, mask)
                                frees = {} })
   -- `combined_logits.max(dim=-1, keepdim=True).values`: MaxBackward0 keeps the indices and
   -- scatters the values' gradient into zeros of the logits' shape
+  -- (over 2^31 elements the reduction is split into 32-bit-indexable parts, which accumulate
+  -- their (value, index) pairs in a buffer beside the outputs: nn.split_reduce_buffer)
   local mx = nn.op(cx, { name = name .. ".row_max", kind = "reduce_rows", inputs = { combined },
                          outs = { { name .. ".row_max", col, dt }, { name .. ".row_max_indices", col, "int64", no_grad = true } },
-                         save_outs = { 2 }, frees = {} })
-  -- `combined_logits = combined_logits - max`: the cat's output dies with the rebinding; the max's
-  -- gradient is the incoming one negated (a full-size temporary), then summed to (b, heads, s, 1)
-  -- (the (b, heads, s, 1) max broadcast along the rows: the broadcast_rows class)
+                         save_outs = { 2 }, frees = {},
+                         workspace = nn.split_reduce_buffer(s1, col, 16, true) })
+  -- `combined_logits = combined_logits - max`: the max's values go as the expression ends, then
+  -- the cat's output with the rebinding; the max's gradient is the incoming one negated (a
+  -- full-size temporary), then summed to (b, heads, s, 1) in bf16, which over 2^31 elements
+  -- accumulates in an fp32 buffer (the (b, heads, s, 1) max broadcast along the rows: the
+  -- broadcast_rows class)
+  local sum_buf = nn.split_reduce_buffer(s1, col, 4, dt ~= "fp32") or {}
   local shifted = nn.op(cx, { name = name .. ".sub_max", kind = "broadcast_rows", inputs = { combined, mx },
                               outs = { { name .. ".shifted_logits", s1, dt } }, grads = { { pass = 1 }, "new" },
-                              bwd_workspace = { nn.bytes(s1, dt) }, bwd_workspace_first = true })
+                              bwd_workspace = { nn.bytes(s1, dt), sum_buf[1] }, bwd_workspace_first = true,
+                              frees = { mx, combined } })
   -- under torch.compile, Inductor's decomposition of the softmax reduces each row twice in fp32
   -- (its max, then the sum of the exponentials): two (b, heads, s, 1) reductions the partitioner
   -- saves (ban_if_reduction), from which backward recomputes the probabilities out of the
@@ -145,15 +152,16 @@ local function sink_attention(cx, m, q, k, v, mask)
   end
   local o = nn.op(cx, { name = name .. ".pv", kind = "mm", inputs = { weights, v },
                         outs = { { name .. ".attn_out", { b, heads, s, hd }, dt } }, saves = { weights, v },
-                        grad_order = { 2, 1 }, flops = 2 * b * heads * s * s * hd, dtype = dt, frees = { v } })
+                        grad_order = { 2, 1 }, flops = 2 * b * heads * s * s * hd, dtype = dt, frees = {} })
   -- `attn_output.transpose(1, 2).contiguous()`: CloneBackward0 and the transpose's backward hand
   -- the gradient on as a view; matmul's backward folds it to (b * heads, s, d), which is a view of
   -- it at b = 1 and a copy otherwise (no single stride spans b and heads). Then the function
-  -- returns and combined_logits (the shifted logits) goes
+  -- returns and its locals go in their order: the repeated keys and values (key_states,
+  -- value_states), then combined_logits (the shifted logits)
   local ot = nn.op(cx, { name = name .. ".attn_transpose", inputs = { o },
                          outs = { { name .. ".attn_out_t", { b, s, heads * hd }, dt } },
                          grads = { b == 1 and { pass = 1 } or { dtype = dt } } })
-  nn.release(cx, { shifted }, name .. ": eager_attention_forward returns")
+  nn.release(cx, { k, v, shifted }, name .. ": eager_attention_forward returns")
   return ot, weights
 end
 
@@ -203,7 +211,9 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   local ao, attn_weights = sink_attention(cx, m, qe, kr, vr, mask)
   -- `attn_output.reshape(*input_shape, -1).contiguous()`: already contiguous, a view
   local o = mod.call(cx, C.o_proj, ao)
-  nn.release(cx, { qe, kr }, pre .. ": self_attn returns")
+  -- forward's locals query_states, key_states and value_states (the keys and values before
+  -- repeat_kv, unless the cache's copies replaced them) go as it returns
+  nn.release(cx, r.use_cache and { qe } or { qe, ke, vv }, pre .. ": self_attn returns")
   return o, attn_weights
 end
 

@@ -52,15 +52,54 @@ M.MOE_INDEX = MOE_INDEX
 -- (compile_extern, strategies/compile.lua). perm // k, the int cast and arange are pointwise.
 local NOT_RECOMPUTED = { sort = true, histc = true, cumsum = true, index_put = true }
 
+-- The bytes cub's DeviceRadixSort::SortPairs asks of the caching allocator for n int64 keys with
+-- int64 values over `bits` key bits (ATen's at::cuda::cub::radix_sort_pairs, CUB_WRAPPER): the
+-- onesweep pass's AliasTemporaries, each part aligned to 256 bytes plus 255 of slack: the bins
+-- (8-byte offsets, one 256-digit histogram per pass of 8 bits), the lookback (a 4-byte counter
+-- per digit per tile), the keys' and values' alternate buffers (not overwrite-okay, more than one
+-- pass), the pass counters. The tile, 4608 pairs, is the onesweep policy's for 8-byte keys on
+-- sm90, read off two H200 traces (n = 114688 and 262144 pairs: 1877503 and 4269567 bytes at 64
+-- bits, 1867263 / 4259327 at three passes, 1865215 / 4257279 at two:
+-- fulltrace_gen11-gptoss-20b-lora-all-b7-ckpt-tr, fulltrace_gen11-qwen3-30b-a3b-lora-b8-ckpt-tr).
+-- (Below one tile cub sorts in a single tile and asks for almost nothing; the onesweep figure is
+-- kept there too, a few KB at most.)
+local SORT_TILE = 4608
+local function align256(x) return (x + 255) // 256 * 256 end
+local function radix_sort_pairs_temp(n, bits)
+  local passes = (bits + 7) // 8
+  local portion = ((1 << 28) - 1) // SORT_TILE * SORT_TILE
+  local portions = (n + portion - 1) // portion
+  local blocks = (math.min(n, portion) + SORT_TILE - 1) // SORT_TILE
+  local alt = passes > 1 and align256(n * 8) or 0
+  return align256(portions * passes * 256 * 8) + align256(blocks * 256 * 4) + 2 * alt
+         + align256(portions * passes * 8) + 255
+end
+M.radix_sort_pairs_temp = radix_sort_pairs_temp
+
+-- The bits of the largest key (cub::get_num_bits: at least 1).
+local function num_bits(max_key)
+  local b = 1
+  while max_key > 1 do max_key = max_key >> 1; b = b + 1 end
+  return b
+end
+
 -- An op whose outputs need no gradient and that saves nothing: sort, histc, the index sums.
 -- timed: the MOE_INDEX name of the measured op it is (its size: its first input's elements, the
 -- length the harness keys it by: the pairs sorted, counted or permuted, the counts summed).
+-- torch.sort of a 1-D int64 tensor longer than 4096 (SortStable.cu
+-- segmented_sort_large_segments) allocates, after its outputs, the original positions (n int64)
+-- and cub's temporary, and frees both as it returns; at most 4096 it sorts in place.
 local function index_op(cx, name, inputs, outs, kind, timed)
   for _, o in ipairs(outs) do o.no_grad = true end
+  local ws
+  if timed == "sort" then
+    local n = nn.numel(inputs[1].shape)
+    if n > 4096 then ws = { n * 8, radix_sort_pairs_temp(n, 64) } end
+  end
   return nn.op(cx, { name = name, kind = kind or "elementwise", inputs = inputs, outs = outs,
                      grads = { "none", "none" }, moe_index = timed and MOE_INDEX[timed] or nil,
                      moe_size = timed and nn.numel(inputs[1].shape) or nil,
-                     compile_extern = timed and NOT_RECOMPUTED[timed] or nil })
+                     compile_extern = timed and NOT_RECOMPUTED[timed] or nil, workspace = ws })
 end
 
 -- x[idx] along dim 0 (aten::index): a new (n, ...) tensor; IndexBackward0 scatters the gradient
@@ -70,13 +109,23 @@ end
 -- timed: one of the dispatch's gathers the grouped GEMM table times (the hidden states and
 -- weights into expert order, and the pairs back), of n x width elements; its indices repeat
 -- where x has fewer rows than n.
+-- On CUDA that index_put_ (accumulate) is index_put_with_sort_kernel (Indexing.cu): after the
+-- zeros, the linear index (remainder, then times the stride: two n int64 arrays, the first freed
+-- at once), the sorted indices, their original positions, an arange, and cub's temporary over
+-- the bits of x's last row index; all freed as the kernel returns. (The remainder's block is
+-- taken again by the sorted indices, so four arrays stand for the five.)
 local function gather_rows(cx, name, x, idx, n, timed)
   local shape = nn.copy_shape(x.shape)
   shape[1] = n
+  local bws
+  if x.rg then
+    bws = { n * 8, n * 8, n * 8, n * 8, radix_sort_pairs_temp(n, num_bits(x.shape[1] - 1)) }
+  end
   return nn.op(cx, { name = name, kind = "gather", inputs = { x, idx },
                      outs = { { name, shape, x.dtype } }, saves = { idx },
                      grads = { "new", "none" }, bw_unfused = true, moe_index = timed and MOE_INDEX.gather or nil,
-                     moe_size = timed and nn.numel(shape) or nil, moe_dup = timed and x.shape[1] < n or nil })
+                     moe_size = timed and nn.numel(shape) or nil, moe_dup = timed and x.shape[1] < n or nil,
+                     bwd_workspace = bws })
 end
 
 -- torch grouped GEMM of the S rows of x with each expert's (out, in) matrix of w (E, out, in),

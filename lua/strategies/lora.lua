@@ -50,7 +50,10 @@ local function lora_forward(base)
       xd = out
     end
     -- (the adapters' skinny GEMMs are priced by the profile's table of them: nn.linear's opts.lora)
-    local a = nn.linear(cx, name .. ".lora_A", xd, A, nil, { lora = { lora.r, "A" } })
+    -- at lora_dropout 0 peft's dropout is nn.Identity, so lora_A reads the local `x` itself,
+    -- which outlives the GEMM (fulltrace_gen11-gptoss-20b-lora-all-b7-ckpt-tr: the fp32 cast freed
+    -- after the output cast, under checkpointing's first forward where nothing saves it)
+    local a = nn.linear(cx, name .. ".lora_A", xd, A, nil, { lora = { lora.r, "A" }, keep_input = xd == xa })
     local b = nn.linear(cx, name .. ".lora_B", a, B, nil, { lora = { lora.r, "B" } })
     local scaled = nn.op(cx, { name = name .. ".lora_scale", inputs = { b },
                                outs = { { name .. ".lora_scale", b.shape, b.dtype } },
@@ -78,7 +81,7 @@ local function lora_forward(base)
                               grads = grads, bwd_bytes = moved, frees = { scaled, result }, host = "add" })
       y = nn.to(cx, sum, result.dtype, name .. ".lora_out_cast")
     end
-    if xd ~= xa then nn.release(cx, { xa }, name .. ": lora forward returns") end
+    if xa ~= x then nn.release(cx, { xa }, name .. ": lora forward returns") end
     -- the caller holds the module's input until the call returns (the argument of
     -- `self.o_proj(attn_output)`, `self.down_proj(act * up)`), past its last use here
     nn.release(cx, { x }, name .. ": returns to the caller")

@@ -336,6 +336,19 @@ function nn.row_sum_buffers(cx, m, c)
   return require("vrsim.core").row_sum_buffers(m, c, g.sm_count, g.compute_capability)
 end
 
+-- The accumulation buffer of a CUDA reduction too large for 32-bit indexing (Reduce.cuh
+-- gpu_reduce_kernel): over 2^31 - 1 input elements the iterator is split into parts, and where
+-- the output cannot hold the accumulator (a bf16 or fp16 sum, whose accumulator is fp32; a max
+-- with its index, whose accumulator is the (value, index) pair) the parts accumulate in a buffer
+-- of one accumulator per output element, allocated after the outputs and freed as the kernel
+-- returns. in_shape: the input's; out_shape: the (contiguous) output's; acc_bytes: the
+-- accumulator's size (4 for fp32, 16 for a pair with its int64 index). Returns { bytes } for an
+-- op's workspace, or nil.
+function nn.split_reduce_buffer(in_shape, out_shape, acc_bytes, cannot_accumulate)
+  if not cannot_accumulate or nn.numel(in_shape) <= 2147483647 then return nil end
+  return { nn.numel(out_shape) * acc_bytes }
+end
+
 -- Drops one reference of each tensor in `list` at this point: models a Python variable that
 -- keeps a tensor alive after its last use, until it is reassigned or its function returns
 -- (pair it with one more use than the ops make, i.e. call it only for tensors still referenced).

@@ -55,7 +55,21 @@ NAMED = [
      "recomputation) and backward (the CUDA kernels' own buffers)", "lua/vrsim/ops/norm.lua nn.group_norm"),
     (re.compile(r"embed_tokens\.backward"),
      "embedding_backward_cuda_kernel's fp32 partial sums", "lua/models/llama.lua embedding_forward"),
+    # (the dispatch's CUDA sort buffers: kernel workspaces of ops whose outputs the capture has,
+    # set aside before the alignment (PRE_ALIGN), since an int64 array of the pairs can be the
+    # size of a capture allocation nearby and would take its place)
+    (re.compile(r"\.mlp\.sort( \(recompute\))?$"),
+     "torch.sort's original positions and cub's radix-sort temporary (SortStable.cu "
+     "segmented_sort_large_segments)", "lua/models/moe.lua index_op"),
+    (re.compile(r"\.mlp\.(select_hidden|select_weights|restore_order|experts\.gate_up_bias|"
+                r"experts\.down_bias)\.backward$"),
+     "index_put_with_sort's linear index, sorted indices, their positions, arange and cub's "
+     "radix-sort temporary (IndexBackward0's index_put_ on CUDA, Indexing.cu)", "lua/models/moe.lua gather_rows"),
 ]
+# The NAMED causes whose workspaces (allocated and freed inside their op) leave the alignment
+# before it runs: what they name is in no capture, and the rest of their op is aligned as it is.
+PRE_ALIGN = ("torch.sort's original positions", "index_put_with_sort's linear index")
+
 # Capture allocations a GPU does not make, named by why: (phase, pattern on the capture's op,
 # what it is). The autograd engine sums two gradients for one input in place (add_) when it
 # holds the last reference (torch/csrc/autograd/input_buffer.cpp, can_accumulate_inplace), but
@@ -364,6 +378,12 @@ def compare(cap_allocs, vr_allocs, vr_freed_in_op):
             named.append((key, a))
         for a in left_sv:
             divergences.append((key, "vrsim", a, ""))
+        for a in [a for a in v if id(a) in vr_freed_in_op]:
+            w = name_vrsim_only(a, True)
+            if w and w.startswith(PRE_ALIGN):
+                a.named = w
+                named.append((key, a))
+                v.remove(a)
         paired_v = []
         n, left_c, left_v = align(c, v, paired_v)
         matched += n

@@ -34,9 +34,12 @@ function R.forward(cx, m, x)
                          outs = { { name .. ".rsqrt", rshape, "fp32" } }, save_outs = { 1 },
                          bwd_workspace = { nn.bytes(rshape, "fp32"), nn.bytes(rshape, "fp32") },
                          bwd_workspace_first = true, bwd_kernels = 3 })
+  -- `x * torch.rsqrt(...)`: the rsqrt, a temporary, goes as the expression ends, then the fp32
+  -- copy with the rebinding (OLMo-2's and GPT-OSS's) or as _norm returns (Gemma's)
   local n = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x32, rs },
                         outs = { { name .. ".normed", x.shape, "fp32" } }, saves = { x32, rs },
-                        bwd_workspace = { nn.bytes(x.shape, "fp32") }, bwd_workspace_first = true })
+                        bwd_workspace = { nn.bytes(x.shape, "fp32") }, bwd_workspace_first = true,
+                        frees = { rs, x32 } })
   local wf = w
   if m.one_plus then
     -- 1.0 + self.weight.float(): a (hidden,) fp32 copy of a bf16 weight, then the sum
@@ -65,12 +68,19 @@ function R.forward(cx, m, x)
                 bwd_bytes = nn.bytes(x.shape, "fp32") + nn.bytes(w.shape, wf.dtype), frees = {} })
   end
   if n.rg then saves[1] = wf end
+  -- Gemma's `output = output * (...)` drops the normalized input with the rebinding; OLMo-2's and
+  -- GPT-OSS's `return (self.weight * hidden_states).to(input_dtype)` keeps it, and `variance`, as
+  -- named locals until the forward returns, after the product is cast back
+  -- (fulltrace_gen11-gptoss-20b-lora-all-b7-ckpt-tr: both freed after the cast)
   local out = nn.op(cx, { name = name .. ".mul_weight", kind = "broadcast", inputs = { wv, n },
                           outs = { { name .. ".scaled", x.shape, "fp32" } }, saves = saves,
                           grads = { { bytes = nn.bytes(x.shape, "fp32"), dtype = "fp32" }, { dtype = "fp32" } },
-                          grad_order = { 2, 1 }, frees = { wf, n }, flops = nn.numel(x.shape), dtype = "fp32" })
+                          grad_order = { 2, 1 }, frees = m.one_plus and { wf, n } or { wf },
+                          flops = nn.numel(x.shape), dtype = "fp32" })
   -- .type_as(x) / .to(input_dtype): the fp32 product cast back (dropped once cast)
-  return nn.to(cx, out, x.dtype, name)
+  local y = nn.to(cx, out, x.dtype, name)
+  if not m.one_plus then nn.release(cx, { n, var }, name .. ": returns") end
+  return y
 end
 
 return R

@@ -52,6 +52,7 @@ return function(nn)
     -- no kernel
     bytes = "helper", numel = "helper", context = "helper", param = "helper", launches = "helper",
     promote = "helper", copy_shape = "helper", sdpa_backend = "helper", arch_class = "helper",
+    split_reduce_buffer = "helper",
     row_sum_buffers = "helper", conv_ws_estimate = "helper", conv_key = "helper", lt_workspace = "helper",
     add_grads = "helper", release = "helper", checkpoint_args = "helper", hold = "helper",
     end_forward = "helper", autocast = "helper", autocast_weight = "helper",
