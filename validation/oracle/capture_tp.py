@@ -74,6 +74,22 @@ def tp_plan(torch):
     return top, layer
 
 
+def see_inside_loss_parallel(torch, rec):
+    """Record the local ops of loss parallel's DTensor handlers (torch/distributed/tensor/parallel/
+    loss.py): _log_softmax_handler and _nll_loss_backward_handler compute on the rank's local
+    tensors inside DTensor's dispatch, below the recorder's mode, so only their outputs would be
+    seen. Their bodies are module functions the handlers look up when called (_log_softmax,
+    _nll_loss_forward, _nll_loss_and_log_softmax_backward): each runs here under a recorder mode
+    of its own, which sees its ops (x - max, exp, the zeros and the fused backward's products) on
+    the local tensors, their allocations and frees."""
+    import torch.distributed.tensor.parallel.loss as L
+    for fn in ("_log_softmax", "_nll_loss_forward", "_nll_loss_and_log_softmax_backward"):
+        def inside(*a, _body=getattr(L, fn), **k):
+            with C.make_mode(torch, rec):
+                return _body(*a, **k)
+        setattr(L, fn, inside)
+
+
 def build_meta(torch, transformers, spec):
     """The model on the meta device, in its dtype (torchtitan builds it there, parallelizes it,
     then materializes each rank's shards): capture.py's build_model without the GPU."""
@@ -181,6 +197,7 @@ def capture(spec):
 
     fake = FakeTensorMode()
     torch.manual_seed(0)
+    see_inside_loss_parallel(torch, rec)
 
 
     with fake, C.make_mode(torch, rec), C.make_tagger(torch, rec):
