@@ -47,15 +47,26 @@ for k in ("lora", "checkpointing", "checkpoint_every", "grad_accum"):
     SPEC_FIELDS.pop(k, None)
 
 
-def tp_plan(torch):
+def tp_plan(torch, float8=False):
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
                                                    RowwiseParallel, SequenceParallel)
+    if float8:
+        # torchtitan's apply_tp with enable_float8: the projections' styles and their modules'
+        # input preparation are torchao's float8 ones (the input cast to float8 before the
+        # all-gather); the embedding, norms and head keep torch's
+        from torchao.float8.float8_tensor_parallel import (
+            Float8ColwiseParallel as ColwiseParallel, Float8RowwiseParallel as RowwiseParallel,
+            PrepareFloat8ModuleInput as PrepareModuleInput)
+        from torch.distributed.tensor.parallel import ColwiseParallel as HeadColwise
+        from torch.distributed.tensor.parallel import RowwiseParallel as EmbedRowwise
+    else:
+        HeadColwise, EmbedRowwise = ColwiseParallel, RowwiseParallel
     top = {
-        "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+        "model.embed_tokens": EmbedRowwise(input_layouts=Replicate(), output_layouts=Shard(1)),
         "model.norm": SequenceParallel(),
-        "lm_head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1),
-                                   use_local_output=False),
+        "lm_head": HeadColwise(input_layouts=Shard(1), output_layouts=Shard(-1),
+                               use_local_output=False),
     }
     layer = {
         "input_layernorm": SequenceParallel(),
@@ -107,6 +118,13 @@ def build_meta(torch, transformers, spec):
     with torch.device("meta"):
         model = cls(lcfg)
     torch.set_default_dtype(torch.float32)
+    if spec.get("float8"):
+        # torchtitan converts before parallelizing (train.py: convert_to_float8_training, then
+        # parallelize_llama), with its filter: not the output layer
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        cfg8 = Float8LinearConfig.from_recipe_name(spec["float8"].get("recipe", "tensorwise"))
+        convert_to_float8_training(model, config=cfg8, module_filter_fn=lambda m, fqn: (
+            fqn != "lm_head" and m.in_features % 16 == 0 and m.out_features % 16 == 0))
     return model, lcfg
 
 
@@ -203,7 +221,7 @@ def capture(spec):
     with fake, C.make_mode(torch, rec), C.make_tagger(torch, rec):
         rec.phase("build")
         model, lcfg = build_meta(torch, transformers, spec)
-        top, layer = tp_plan(torch)
+        top, layer = tp_plan(torch, bool(spec.get("float8")))
         parallelize_module(model, mesh, top)
         for blk in model.model.layers:
             parallelize_module(blk, mesh, layer)
@@ -282,6 +300,8 @@ def check_spec(path):
         bad(f"precision {spec['precision']!r}: the tensor-parallel capture takes bf16, fp32 or mp_fp32")
     if spec["precision"] == "mp_fp32" and spec.get("dp_shard", 1) < 2:
         bad("precision mp_fp32 is FSDP2's MixedPrecisionPolicy: it needs dp_shard of at least 2")
+    if spec.get("float8") and spec["float8"].get("recipe", "tensorwise") != "tensorwise":
+        bad("float8 under tensor parallelism: torchao's float8 styles take the tensorwise recipe only")
     if spec["tp"] < 2:
         bad("tp must be at least 2")
     if spec.get("dp_shard", 1) < 1:
