@@ -483,9 +483,10 @@ end
 -- as an op, T.hooks)
 function T.notes(tp, fsdp)
   return {
-    ("tensor parallelism over %d ranks (torchtitan's plan with sequence parallelism); loss parallel: the "
-     .. "cross-entropy of each rank's vocabulary shard, its per-token all-reduces of max and sum "
-     .. "(b x s floats) not ops%s"):format(tp, fsdp and "" or "; the norms' weight-gradient all-reduce over tp not an op"),
+    ("tensor parallelism over %d ranks (torchtitan's plan with sequence parallelism); loss parallel: "
+     .. "DTensor's cross-entropy handlers on each rank's vocabulary shard (their fp32 buffers of the shard's "
+     .. "size; their per-row tensors and the all-reduces of max and sum, b x s floats, not ops)%s"):format(
+       tp, fsdp and "" or "; the norms' weight-gradient all-reduce over tp not an op"),
   }
 end
 
