@@ -7,7 +7,9 @@ written in capture.py's format.
   capture_tp.py SPEC.json [-o OUT.jsonl.gz]
 
 A spec is capture.py's (validation/oracle/specs/) with `tp` (the tensor-parallel group's size)
-and without what the plan does not take here (lora, checkpointing, amp). With `dp_shard` (> 1)
+and without what the plan does not take here (lora, checkpointing, amp); `float8`
+({recipe: tensorwise}) converts the projections before the plan and takes torchtitan's float8
+plan (torchao's Float8ColwiseParallel, Float8RowwiseParallel, PrepareFloat8ModuleInput). With `dp_shard` (> 1)
 the mesh is torchtitan's 2-D one, (dp_shard, tp) named ("dp_shard", "tp"): the plan is applied
 over mesh["tp"], then fully_shard on each decoder layer and on the root over mesh["dp_shard"]
 (parallelize_llama's order: apply_tp, then apply_fsdp), world dp_shard x tp; precision mp_fp32
@@ -31,7 +33,8 @@ cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1)), backward, the
 zero_grad(set_to_none=True).
 
 What is recorded is capture.py's, with one change: a DTensor's allocation is its local tensor's
-(the dispatch mode sees the DTensor-level op; its storage is the rank's shard). Known fake-only
+(the dispatch mode sees the DTensor-level op; its storage is the rank's shard); inside loss
+parallel's handlers the local ops are recorded too (see_inside_loss_parallel). Known fake-only
 events: the functional collectives' wait_tensor returns its input on a GPU (an alias), while the
 fake kernel makes a new tensor.
 """
