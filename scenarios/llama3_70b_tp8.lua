@@ -12,9 +12,9 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/llama3_70b_tp8.lua
---   FITS: peak reserved 15.95 GiB of 78.43 GiB usable (20.3 %), 62.48 GiB headroom
+--   FITS: peak reserved 16.93 GiB of 78.43 GiB usable (21.6 %), 61.50 GiB headroom
 --   $ ./vrsim scenarios/llama3_70b_tp8.lua --set parallel.tp=4
---   FITS: peak reserved 23.48 GiB of 78.43 GiB usable (29.9 %), 54.95 GiB headroom
+--   FITS: peak reserved 25.44 GiB of 78.43 GiB usable (32.4 %), 52.99 GiB headroom
 --   $ ./vrsim scenarios/llama3_70b_tp8.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.62.self_attn.o_proj: reduce_scatter (chunk cat)'
 return {

@@ -105,6 +105,15 @@ peak_is "flux_enc_vae_lora_bf16" "-2133616" "the three explained terms"
 # - 1,248 the build's position_ids and 8-byte buffers (listed in expected/).
 peak_is "sd35_enc_vae_lora_bf16" "+1014560" "the three explained terms"
 
+# Loss parallel at Llama 3 70B's shapes (llama3_70b_l2_bf16_tp8_b16: tp 8, 16 x 8192 tokens, 16032
+# vocabulary rows a rank; capture_tp.py records inside DTensor's loss handlers): step 1's peak is in
+# nll_loss's fused backward, where the saved log-probabilities, the zeros, exp(x) and their sum
+# (8016 MiB each) are alive together. vrsim less its named allocations is the capture's peak less
+# 2,294,276 bytes: + 2,031,104 the inputs and rotary buffers (as after forward), - 4,325,376 loss
+# parallel's per-row tensors alive there (the masked targets and indices, b x s values each: not
+# modelled), - 4 the loss's scalar. (Before vrsim modelled DTensor's handlers it was 8.4 GB short.)
+peak_is "llama3_70b_l2_bf16_tp8_b16" "-2294276" "the three explained terms"
+
 # SD3's transformer (sd35_medium_cut_lora): step 1's peak is in the last block's feed-forward,
 # where Python's frames hold what autograd does not (the caller's hidden_states, the block's
 # norm_encoder_hidden_states). vrsim less its named allocations is the capture's peak plus two

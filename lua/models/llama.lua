@@ -935,7 +935,9 @@ local function causal_lm_loss(cx, logits, b, s, compiled, ids)
   else
     shifted = nn.op(cx, { name = "labels.shift", inputs = { labels }, outs = { { "shift_labels", { b, s }, "int64" } } })
   end
-  return nn.cross_entropy(cx, "", lf, shifted)
+  -- under torchtitan's tensor parallelism the logits are vocabulary-sharded DTensors and the loss
+  -- runs inside loss_parallel() (strategies/tp.lua)
+  return nn.cross_entropy(cx, "", lf, shifted, { loss_parallel = cx.loss_parallel })
 end
 
 -- LlamaForCausalLM.forward(input_ids, labels=input_ids): the model, the head, the loss (none

@@ -127,7 +127,7 @@ end
 -- A collective of the tp group on the compute stream: `kind` of x into a new tensor of `shape`,
 -- whose backward is `bwd_kind` of the gradient (x's shape back). bytes: the larger buffer, as
 -- nccl-tests counts it. bwd_temp: bytes its backward makes first and frees (the sequence
--- reduce-scatter's chunk cat).
+-- reduce-scatter's chunk cat, the sequence all-gather's gathered buffer).
 -- A float8 x (torchao's float8 tensor-parallel styles, hp_dtype set) moves 1 byte an element in
 -- forward; its gradient is the high-precision one, and so is backward's collective.
 local function collective(cx, name, kind, bwd_kind, x, shape, tp, bwd_temp)
@@ -177,10 +177,15 @@ local function gather_seq(cx, name, x, tp)
 end
 
 -- (b, s, h) partial sums -> (b, s/tp, h)
+-- (its backward, an all-gather of the gradient along the sequence, gathers into a (tp * b, s/tp, h)
+-- buffer and cats its chunks along dim 1 into the gradient, then frees the buffer, unless the cat
+-- is a view (b == 1): the buffer is backward's temporary, made first)
 local function scatter_seq(cx, name, x, tp)
   local s = nn.copy_shape(x.shape)
   s[2] = s[2] // tp
-  return collective(cx, name, "reduce_scatter", "all_gather", chunk_cat(cx, name .. " (chunk cat)", x), s, tp)
+  local gathered = s[1] > 1 and nn.bytes(x.shape, x.hp_dtype or x.dtype) or nil
+  return collective(cx, name, "reduce_scatter", "all_gather", chunk_cat(cx, name .. " (chunk cat)", x), s, tp,
+                    gathered)
 end
 
 -- Async tensor parallelism (torchtitan's enable_async_tensor_parallel: apply_tp sets
@@ -478,9 +483,10 @@ end
 -- as an op, T.hooks)
 function T.notes(tp, fsdp)
   return {
-    ("tensor parallelism over %d ranks (torchtitan's plan with sequence parallelism); loss parallel: the "
-     .. "cross-entropy of each rank's vocabulary shard, its per-token all-reduces of max and sum "
-     .. "(b x s floats) not ops%s"):format(tp, fsdp and "" or "; the norms' weight-gradient all-reduce over tp not an op"),
+    ("tensor parallelism over %d ranks (torchtitan's plan with sequence parallelism); loss parallel: "
+     .. "DTensor's cross-entropy handlers on each rank's vocabulary shard (their fp32 buffers of the shard's "
+     .. "size; their per-row tensors and the all-reduces of max and sum, b x s floats, not ops)%s"):format(
+       tp, fsdp and "" or "; the norms' weight-gradient all-reduce over tp not an op"),
   }
 end
 

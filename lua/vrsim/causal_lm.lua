@@ -286,6 +286,9 @@ function M.build(cx, cfg)
     if why then error(why, 0) end
     TP.shard_tree(root, tp)
     cx.tp_applied = true
+    -- the head's output stays sharded over the vocabulary and torchtitan's loss runs inside
+    -- loss_parallel(): DTensor's cross-entropy handlers (ops/loss.lua)
+    cx.loss_parallel = true
     if cx.mesh.async_tp then
       -- (torchtitan's maybe_enable_async_tp: "Async TP requires 'model' in --compile.components
       -- and --compile.enable"; the micro_pipeline_tp pass is Inductor's)

@@ -7,7 +7,9 @@ written in capture.py's format.
   capture_tp.py SPEC.json [-o OUT.jsonl.gz]
 
 A spec is capture.py's (validation/oracle/specs/) with `tp` (the tensor-parallel group's size)
-and without what the plan does not take here (lora, checkpointing, amp). With `dp_shard` (> 1)
+and without what the plan does not take here (lora, checkpointing, amp); `float8`
+({recipe: tensorwise}) converts the projections before the plan and takes torchtitan's float8
+plan (torchao's Float8ColwiseParallel, Float8RowwiseParallel, PrepareFloat8ModuleInput). With `dp_shard` (> 1)
 the mesh is torchtitan's 2-D one, (dp_shard, tp) named ("dp_shard", "tp"): the plan is applied
 over mesh["tp"], then fully_shard on each decoder layer and on the root over mesh["dp_shard"]
 (parallelize_llama's order: apply_tp, then apply_fsdp), world dp_shard x tp; precision mp_fp32
@@ -31,7 +33,8 @@ cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1)), backward, the
 zero_grad(set_to_none=True).
 
 What is recorded is capture.py's, with one change: a DTensor's allocation is its local tensor's
-(the dispatch mode sees the DTensor-level op; its storage is the rank's shard). Known fake-only
+(the dispatch mode sees the DTensor-level op; its storage is the rank's shard); inside loss
+parallel's handlers the local ops are recorded too (see_inside_loss_parallel). Known fake-only
 events: the functional collectives' wait_tensor returns its input on a GPU (an alias), while the
 fake kernel makes a new tensor.
 """
@@ -47,15 +50,26 @@ for k in ("lora", "checkpointing", "checkpoint_every", "grad_accum"):
     SPEC_FIELDS.pop(k, None)
 
 
-def tp_plan(torch):
+def tp_plan(torch, float8=False):
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
                                                    RowwiseParallel, SequenceParallel)
+    if float8:
+        # torchtitan's apply_tp with enable_float8: the projections' styles and their modules'
+        # input preparation are torchao's float8 ones (the input cast to float8 before the
+        # all-gather); the embedding, norms and head keep torch's
+        from torchao.float8.float8_tensor_parallel import (
+            Float8ColwiseParallel as ColwiseParallel, Float8RowwiseParallel as RowwiseParallel,
+            PrepareFloat8ModuleInput as PrepareModuleInput)
+        from torch.distributed.tensor.parallel import ColwiseParallel as HeadColwise
+        from torch.distributed.tensor.parallel import RowwiseParallel as EmbedRowwise
+    else:
+        HeadColwise, EmbedRowwise = ColwiseParallel, RowwiseParallel
     top = {
-        "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+        "model.embed_tokens": EmbedRowwise(input_layouts=Replicate(), output_layouts=Shard(1)),
         "model.norm": SequenceParallel(),
-        "lm_head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1),
-                                   use_local_output=False),
+        "lm_head": HeadColwise(input_layouts=Shard(1), output_layouts=Shard(-1),
+                               use_local_output=False),
     }
     layer = {
         "input_layernorm": SequenceParallel(),
@@ -72,6 +86,22 @@ def tp_plan(torch):
         "mlp.down_proj": RowwiseParallel(output_layouts=Shard(1)),
     }
     return top, layer
+
+
+def see_inside_loss_parallel(torch, rec):
+    """Record the local ops of loss parallel's DTensor handlers (torch/distributed/tensor/parallel/
+    loss.py): _log_softmax_handler and _nll_loss_backward_handler compute on the rank's local
+    tensors inside DTensor's dispatch, below the recorder's mode, so only their outputs would be
+    seen. Their bodies are module functions the handlers look up when called (_log_softmax,
+    _nll_loss_forward, _nll_loss_and_log_softmax_backward): each runs here under a recorder mode
+    of its own, which sees its ops (x - max, exp, the zeros and the fused backward's products) on
+    the local tensors, their allocations and frees."""
+    import torch.distributed.tensor.parallel.loss as L
+    for fn in ("_log_softmax", "_nll_loss_forward", "_nll_loss_and_log_softmax_backward"):
+        def inside(*a, _body=getattr(L, fn), **k):
+            with C.make_mode(torch, rec):
+                return _body(*a, **k)
+        setattr(L, fn, inside)
 
 
 def build_meta(torch, transformers, spec):
@@ -91,6 +121,13 @@ def build_meta(torch, transformers, spec):
     with torch.device("meta"):
         model = cls(lcfg)
     torch.set_default_dtype(torch.float32)
+    if spec.get("float8"):
+        # torchtitan converts before parallelizing (train.py: convert_to_float8_training, then
+        # parallelize_llama), with its filter: not the output layer
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        cfg8 = Float8LinearConfig.from_recipe_name(spec["float8"].get("recipe", "tensorwise"))
+        convert_to_float8_training(model, config=cfg8, module_filter_fn=lambda m, fqn: (
+            fqn != "lm_head" and m.in_features % 16 == 0 and m.out_features % 16 == 0))
     return model, lcfg
 
 
@@ -181,12 +218,13 @@ def capture(spec):
 
     fake = FakeTensorMode()
     torch.manual_seed(0)
+    see_inside_loss_parallel(torch, rec)
 
 
     with fake, C.make_mode(torch, rec), C.make_tagger(torch, rec):
         rec.phase("build")
         model, lcfg = build_meta(torch, transformers, spec)
-        top, layer = tp_plan(torch)
+        top, layer = tp_plan(torch, bool(spec.get("float8")))
         parallelize_module(model, mesh, top)
         for blk in model.model.layers:
             parallelize_module(blk, mesh, layer)
@@ -265,6 +303,8 @@ def check_spec(path):
         bad(f"precision {spec['precision']!r}: the tensor-parallel capture takes bf16, fp32 or mp_fp32")
     if spec["precision"] == "mp_fp32" and spec.get("dp_shard", 1) < 2:
         bad("precision mp_fp32 is FSDP2's MixedPrecisionPolicy: it needs dp_shard of at least 2")
+    if spec.get("float8") and spec["float8"].get("recipe", "tensorwise") != "tensorwise":
+        bad("float8 under tensor parallelism: torchao's float8 styles take the tensorwise recipe only")
     if spec["tp"] < 2:
         bad("tp must be at least 2")
     if spec.get("dp_shard", 1) < 1:

@@ -49,6 +49,8 @@ return function(nn)
     -- torchtune's compiled compute_cross_entropy upcasts its argument itself (logits.float()),
     -- inside the graph, so no cast precedes the call
     cross_entropy_compiled = "none",
+    -- reached from nn.cross_entropy (whose policy casts its argument) under loss parallel
+    cross_entropy_loss_parallel = "none",
     -- no kernel
     bytes = "helper", numel = "helper", context = "helper", param = "helper", launches = "helper",
     promote = "helper", copy_shape = "helper", sdpa_backend = "helper", arch_class = "helper",

@@ -17,6 +17,7 @@ return function(nn)
     local numel = nn.numel(x.shape)
     local rows = numel // x.shape[#x.shape]
     local fp32 = nn.bytes(x.shape, "fp32")
+    if opts.loss_parallel then return nn.cross_entropy_loss_parallel(cx, pre, x, labels, opts) end
     local lsm = nn.op(cx, { name = pre .. "log_softmax", kind = "softmax", inputs = { x },
                             frees = opts.keep_input and {} or nil,
                             outs = { { pre .. "log_probs", x.shape, "fp32" } }, save_outs = { 1 },
@@ -25,6 +26,49 @@ return function(nn)
                        outs = { { pre .. "loss", {}, "fp32" }, { pre .. "total_weight", {}, "fp32", no_grad = true } },
                        saves = { labels, lsm }, save_outs = { 2 }, grads = { { dtype = "fp32" }, "none" },
                        bytes = rows * (4 + 8), bwd_bytes = fp32, bwd_kernels = 2 })
+  end
+
+  -- F.cross_entropy on a DTensor sharded over the vocabulary, inside torch's loss_parallel():
+  -- DTensor's own handlers (torch/distributed/tensor/parallel/loss.py) run on the rank's local
+  -- shard x (rows, vocab/tp) in place of the fused kernels.
+  --   _log_softmax: shifted = x - all_reduce(amax(x)), then sum(exp(shifted)) (exp(shifted) a
+  --     full-size temporary, freed after the sum), then result = shifted - log(all_reduce(sum)):
+  --     shifted and the result live together until it returns: two fp32 buffers of x's size
+  --     beside x at once, three allocations.
+  --   _nll_loss_and_log_softmax_backward (nll_loss's backward, fused with log_softmax's):
+  --     grad_input = zeros_like(x) with -1 scattered at the rank's targets, then
+  --     (grad_input + exp(x)) * grad_output: the zeros, exp(x) and their sum live together, then
+  --     the product is made while the zeros and the sum are alive: three fp32 buffers of x's size
+  --     beside the saved log-probabilities (here the gradient and two workspaces; exp(x), freed
+  --     before the product, whose block the product takes, is not a fourth allocation).
+  --   _log_softmax_backward_data: grad_output.to(input_dtype), the fp32 gradient itself for fp32
+  --     logits (no copy).
+  -- The per-row tensors (the max, the sum, the masked targets, b x s values) are not ops.
+  -- Measured with validation/oracle/capture_tp.py, which records inside these handlers
+  -- (see_inside_loss_parallel): at Llama 3 70B's shapes (tp 8, 16 x 8192 tokens, 16032 vocabulary
+  -- rows a rank) forward makes 8016 MiB (shifted), 8016 MiB (exp) and 8016 MiB (the result), the
+  -- backward 8016 MiB (zeros_like), 8016 MiB (exp), 8016 MiB (add), 8016 MiB (mul).
+  function nn.cross_entropy_loss_parallel(cx, pre, x, labels, opts)
+    local numel = nn.numel(x.shape)
+    local rows = numel // x.shape[#x.shape]
+    local fp32 = nn.bytes(x.shape, "fp32")
+    -- amax(x), x - max, exp(shifted) (the workspace, gone after its row sum): no autograd history
+    local shifted = nn.op(cx, { name = pre .. "log_softmax (loss parallel): x - max, exp", kind = "softmax",
+                                inputs = { x }, frees = {}, grads = { "none" },
+                                outs = { { pre .. "shifted", x.shape, "fp32", no_grad = true } },
+                                workspace = { fp32 }, flops = 4 * numel, bytes = 5 * fp32, kernels = 4 })
+    -- shifted - log(sum): the output autograd keeps; its backward hands the gradient through
+    local lsm = nn.op(cx, { name = pre .. "log_softmax (loss parallel)", inputs = { x, shifted },
+                            frees = opts.keep_input and { shifted } or nil,
+                            outs = { { pre .. "log_probs", x.shape, "fp32" } }, save_outs = { 1 },
+                            grads = { { pass = 1 }, "none" },
+                            flops = numel, bytes = 2 * fp32, bwd_bytes = 0 })
+    return nn.op(cx, { name = pre .. "nll_loss (loss parallel)", inputs = { lsm, labels },
+                       outs = { { pre .. "loss", {}, "fp32" }, { pre .. "total_weight", {}, "fp32", no_grad = true } },
+                       saves = { labels, lsm }, save_outs = { 2 }, grads = { { dtype = "fp32" }, "none" },
+                       bwd_workspace = { fp32, fp32 },
+                       -- zeros, exp, add, mul: four fp32 writes, four reads
+                       bytes = rows * (4 + 8), bwd_bytes = 8 * fp32, bwd_kernels = 5 })
   end
 
   -- CEWithChunkedOutputLoss.compute_cross_entropy under torch.compile (torchtune 0.6.1's
