@@ -736,18 +736,25 @@ function M.kernels(ops, op_nodes, node_of, storage_cse, dup)
     users[k] = u
   end
   -- after[k]: the ops reachable from op k through an extern op (ops run in order, so each
-  -- consumer comes later and is done first here)
+  -- consumer comes later and is done first here). Both closures are bit sets, 64 ops a word
+  -- (op j: word (j - 1) // 64 + 1, bit (j - 1) % 64): a union is then a word per 64 ops, where
+  -- sets of keys cost a table insertion per op reached, a layer's ops squared in all (a third of
+  -- a compiled model's build)
+  local words = (n_ops + 63) // 64
   local reach, after = {}, {}
   for k = n_ops, 1, -1 do
     local r, a = {}, {}
+    for w = 1, words do r[w] = 0; a[w] = 0 end
     for _, c in ipairs(users[k]) do
-      r[c] = true
-      for j in pairs(reach[c]) do r[j] = true end
+      local rc, cw, cb = reach[c], (c - 1) // 64 + 1, 1 << ((c - 1) % 64)
+      r[cw] = r[cw] | cb
+      for w = 1, words do r[w] = r[w] | rc[w] end
       if not ops[c].fusible then
-        a[c] = true
-        for j in pairs(reach[c]) do a[j] = true end
+        a[cw] = a[cw] | cb
+        for w = 1, words do a[w] = a[w] | rc[w] end
       else
-        for j in pairs(after[c]) do a[j] = true end
+        local ac = after[c]
+        for w = 1, words do a[w] = a[w] | ac[w] end
       end
     end
     reach[k], after[k] = r, a
@@ -762,7 +769,7 @@ function M.kernels(ops, op_nodes, node_of, storage_cse, dup)
     if parent[k] then
       for _, x in ipairs(o.spec.inputs) do
         local p = node_of[storage_cse(x).id].producer
-        if p and parent[p] and not after[p][k] then
+        if p and parent[p] and after[p][(k - 1) // 64 + 1] & (1 << ((k - 1) % 64)) == 0 then
           local a, b = find(p), find(k)
           if a ~= b then parent[math.max(a, b)] = math.min(a, b) end
         end
