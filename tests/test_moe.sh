@@ -372,12 +372,13 @@ else bad "a grouped GEMM table without the down projection's shape: note '$got'"
 # gpt-oss's eager attention with sinks and its LoRA o_proj in the first forward under
 # checkpointing, against the allocator trace measured on an H200 (validation/traces/
 # fulltrace_gen11-gptoss-20b-lora-all-b7-ckpt-tr.csv.gz, 7 x 4096, all-linear LoRA r8, dropout 0):
-# for every layer of every step's first forward, the 52 allocations and frees around the sink
-# cat are the trace's, size by size and in order: the max's (value, index) accumulation buffer of
-# a reduction over more than 2^31 elements, the max's values freed before the cat's output,
-# key_states and value_states freed as eager_attention_forward returns, peft's fp32 cast of the
-# input kept until its forward returns (lora_dropout 0 is nn.Identity), and the keys and values
-# before repeat_kv freed as the attention's forward returns
+# for every layer of every step's first forward, the 69 allocations and frees from the rotary
+# tables to the router are the trace's, size by size and in order: the max's (value, index)
+# accumulation buffer of a reduction over more than 2^31 elements, the max's values freed before
+# the cat's output, key_states and value_states freed as eager_attention_forward returns, peft's
+# fp32 cast of the input kept until its forward returns (lora_dropout 0 is nn.Identity), the keys
+# and values before repeat_kv freed as the attention's forward returns, and GptOssRMSNorm's
+# rsqrt freed before its fp32 copy, its normalized input and variance kept until it returns
 python3 - "$tmp/gptoss_b7.lua" <<'PY'
 import json, sys
 def lua(v):
@@ -406,13 +407,23 @@ same = differ = 0
 for i, j in zip(cat(t), cat(v)):
     if not v[j][2].endswith(".self_attn.cat_sinks"):
         continue  # the recomputation's and backward's: not this check's
-    if [x[:2] for x in t[i - 12:i + 40]] == [x[:2] for x in v[j - 12:j + 40]]: same += 1
+    if [x[:2] for x in t[i - 12:i + 57]] == [x[:2] for x in v[j - 12:j + 57]]: same += 1
     else: differ += 1
-print(same, differ)
+# cub's radix-sort temporaries of the dispatch, by size, from step 0's last logits-sized
+# allocation (its loss's backward) to step 1's: step 0's backward (its recomputation's sort over 64
+# bits, index_put_'s over 17 and 15 bits) and step 1's forward
+def sorts(rs):
+    logits = [i for i, r in enumerate(rs) if r[0] == "alloc" and r[1] == "23062380544"]
+    c = {}
+    for r in rs[logits[3]:logits[7]]:
+        if r[0] == "alloc" and r[1] in ("1877503", "1867263", "1865215"):
+            c[r[1]] = c.get(r[1], 0) + 1
+    return c
+print(same, differ, "sorts", "same" if sorts(t) == sorts(v) else "%s against the trace's %s" % (sorts(v), sorts(t)))
 PY
 )
-if [ "$got" = "48 0" ]; then ok "gpt-oss attention with sinks and its LoRA o_proj: 48 layer forwards allocate and free as the H200 trace, event by event"
-else bad "gpt-oss attention against the H200 trace: $got windows same/different (want 48 0) $(cat "$tmp/err")"; fi
+if [ "$got" = "48 0 sorts same" ]; then ok "gpt-oss attention, LoRA o_proj, RMSNorm and router: 48 layer forwards allocate and free as the H200 trace, event by event; cub's sort temporaries are the trace's, size by size"
+else bad "gpt-oss against the H200 trace: $got (want 48 windows same, 0 different, sorts same) $(cat "$tmp/err")"; fi
 
 echo "test_moe: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
