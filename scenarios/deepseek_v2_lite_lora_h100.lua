@@ -40,7 +40,7 @@
 --   $ ./vrsim scenarios/deepseek_v2_lite_lora_h100.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.22.self_attn.scores_fp32'
 --   $ ./vrsim scenarios/deepseek_v2_lite_lora_h100.lua --set attention=sdpa --set checkpointing=false
---   FITS: peak reserved 52.97 GiB of 78.43 GiB usable (67.5 %), 25.46 GiB headroom
+--   FITS: peak reserved 53.03 GiB of 78.43 GiB usable (67.6 %), 25.40 GiB headroom
 return {
   title = "DeepSeek-V2-Lite, LoRA r16 on the latent attention, on one 80 GB H100 at 4096 tokens",
   hardware = { gpu = "h100_sxm" },

@@ -15,11 +15,11 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/qwen3_30b_a3b_ep8_h100.lua
---   FITS: peak reserved 51.00 GiB of 78.43 GiB usable (65.0 %), 27.43 GiB headroom
+--   FITS: peak reserved 53.26 GiB of 78.43 GiB usable (67.9 %), 25.17 GiB headroom
 --   $ ./vrsim scenarios/qwen3_30b_a3b_ep8_h100.lua --set parallel.ep=1
---   FITS: peak reserved 53.12 GiB of 78.43 GiB usable (67.7 %), 25.31 GiB headroom
+--   FITS: peak reserved 53.17 GiB of 78.43 GiB usable (67.8 %), 25.26 GiB headroom
 --   $ ./vrsim scenarios/qwen3_30b_a3b_ep8_h100.lua --set micro_batch=2
---   FITS: peak reserved 65.29 GiB of 78.43 GiB usable (83.2 %), 13.14 GiB headroom
+--   FITS: peak reserved 66.29 GiB of 78.43 GiB usable (84.5 %), 12.14 GiB headroom
 return {
   title = "Qwen3-30B-A3B on 8 H100 SXM, EP 8 x FSDP2 8, micro-batch 1 x 8192, full checkpointing",
   hardware = { gpu = "h100_sxm", count = 8 },

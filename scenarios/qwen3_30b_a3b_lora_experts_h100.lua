@@ -32,15 +32,15 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua
---   FITS: peak reserved 74.62 GiB of 78.43 GiB usable (95.1 %), 3.81 GiB headroom
+--   FITS: peak reserved 74.99 GiB of 78.43 GiB usable (95.6 %), 3.44 GiB headroom
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua --set micro_batch=2
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax'
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.9.mlp.experts.gate_up_proj.lora_baddbmm'
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua --set lora.targets=all-linear
---   FITS: peak reserved 78.07 GiB of 78.43 GiB usable (99.5 %), 0.36 GiB headroom
+--   DOES NOT FIT: CUDA out of memory in step 1 at op 'log_softmax.backward'
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_experts_h100.lua --set quant=nf4
---   FITS: peak reserved 73.32 GiB of 78.43 GiB usable (93.5 %), 5.11 GiB headroom
+--   FITS: peak reserved 73.57 GiB of 78.43 GiB usable (93.8 %), 4.86 GiB headroom
 return {
   title = "Qwen3-30B-A3B, LoRA r16 on attention and experts, one 80 GB H100 at 4096 tokens",
   hardware = { gpu = "h100_sxm" },

@@ -23,9 +23,9 @@
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_h100.lua
---   FITS: peak reserved 66.33 GiB of 78.43 GiB usable (84.6 %), 12.10 GiB headroom
+--   FITS: peak reserved 66.58 GiB of 78.43 GiB usable (84.9 %), 11.85 GiB headroom
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_h100.lua --set micro_batch=2
---   FITS: peak reserved 75.71 GiB of 78.43 GiB usable (96.5 %), 2.72 GiB headroom
+--   FITS: peak reserved 76.21 GiB of 78.43 GiB usable (97.2 %), 2.22 GiB headroom
 --   $ ./vrsim scenarios/qwen3_30b_a3b_lora_h100.lua --set checkpointing=false
 --   DOES NOT FIT: CUDA out of memory in step 0 at op 'layers.31.mlp.experts.gate_up_proj'
 return {

@@ -252,12 +252,13 @@ local function apply_gate(cx, pre, gate_up, inter)
                          flops = n * inter, frees = {} })
   local sig = nn.op(cx, { name = pre .. ".sigmoid", inputs = { ga }, outs = { { pre .. ".sigmoid", shape, dt } },
                           save_outs = { 1 }, flops = n * inter })
-  local glu = nn.mul(cx, pre .. ".glu", gc, sig, dt)
+  -- (the sigmoid and `up + 1` are temporaries of their expressions; gate, up and glu are
+  -- _apply_gate's locals, freed in that order as it returns)
+  local glu = nn.mul(cx, pre .. ".glu", gc, sig, dt, { frees = { sig } })
   local up1 = nn.op(cx, { name = pre .. ".up_plus_one", inputs = { uc }, outs = { { pre .. ".up_plus_one", shape, dt } },
                           grads = { { pass = 1 } }, flops = n * inter, frees = {} })
-  local gated = nn.mul(cx, pre .. ".gated", up1, glu, dt)
-  -- _apply_gate returns: the clamped up goes
-  nn.release(cx, { uc }, pre .. ": _apply_gate returns")
+  local gated = nn.mul(cx, pre .. ".gated", up1, glu, dt, { frees = { up1 } })
+  nn.release(cx, { gc, uc, glu }, pre .. ": _apply_gate returns")
   return gated
 end
 
@@ -313,6 +314,8 @@ local function mlp_forward(cx, m, x)
   local proj = moe.grouped_mm(cx, P .. ".gate_up_proj", sel, gu, offsets, true)
   proj = add_bias_(cx, P .. ".gate_up_bias_add_", proj, bias1)
   local gated = apply_gate(cx, P, proj, inter)
+  -- `proj_out = self._apply_gate(proj_out)`: the gate_up output goes with the rebinding
+  nn.release(cx, { proj }, P .. ": proj_out reassigned")
   dp = lora.param_weight(cx, proxies, "down_proj", dp)
   local bias2 = moe.gather_rows(cx, P .. ".down_bias", dpb, ids_sorted, n)
   nn.release(cx, { bias1 }, P .. ": selected_biases reassigned")
@@ -332,9 +335,12 @@ local function mlp_forward(cx, m, x)
   local summed = nn.op(cx, { name = pre .. ".sum_top_k", kind = "reduce_rows", inputs = { reordered },
                              outs = { { pre .. ".final_hidden", { t, h }, reordered.dtype } }, frees = {} })
   local out = nn.to(cx, summed, x.dtype, pre .. ".final_hidden.to")
-  -- the experts' forward returns (its int ids, counts, the down biases, the reordered rows and
-  -- proj_out go), then the MLP (the router's logits)
-  nn.release(cx, { ids32, counts, bias2, reordered, down }, P .. ": returns")
+  -- the experts' forward returns: its locals go in their order (expert_ids_g, perm,
+  -- selected_hidden_states_g, sample_weights_g, histc_input, tokens_per_expert, offsets,
+  -- selected_biases, proj_out, weighted_out, inv_perm; fulltrace_gen11-gptoss-20b-lora-all-b7-
+  -- ckpt-tr), then the MLP's (the router's logits)
+  nn.release(cx, { ids_sorted, perm, selected, weights_g, ids32, counts, offsets, bias2, down, reordered, inv },
+             P .. ": returns")
   -- parametrize.cached() holds each folded weight until the wrappers' forward returns
   if proxies then nn.release(cx, { gu, dp }, P .. ": the parametrization cache clears") end
   nn.release(cx, { logits }, pre .. ": returns")

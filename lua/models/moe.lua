@@ -263,6 +263,12 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
   local summed = nn.op(cx, { name = pre .. ".sum_top_k", kind = "reduce_rows", inputs = { reordered },
                              outs = { { pre .. ".final_hidden", { t, h }, reordered.dtype } } })
   local out = nn.to(cx, summed, x_dtype, pre .. ".final_hidden.to")
+  -- grouped_mm_experts_forward returns: its locals go in their order (expert_ids_g, perm,
+  -- selected_hidden_states_g, sample_weights_g, histc_input, tokens_per_expert, offsets,
+  -- proj_out, weighted_out, inv_perm), which the gate_up GEMM, the weighting and the sum had
+  -- read last (fulltrace_gen11-gptoss-20b-lora-all-b7-ckpt-tr, the same function with biases)
+  nn.release(cx, { ids_sorted, perm, selected, weights_g, ids32, counts, offsets, down, reordered, inv },
+             pre .. ".experts: returns")
   -- parametrize.cached() holds each folded weight until the wrappers' forward returns (what
   -- the grouped GEMM does not save, where its input needs no gradient, goes then)
   if proxies then nn.release(cx, { gu, dp }, pre .. ".experts: the parametrization cache clears") end
