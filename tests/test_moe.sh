@@ -462,5 +462,24 @@ PY
 if [ "$got" = "10 same" ]; then ok "gpt-oss attention with sinks on an H100: the cat, the softmax over rows of s + 1, the align1 GEMM and their backwards at their measured classes' times, at 1 and 2 x 4096"
 else bad "gpt-oss attention with sinks, op times against h100_sxm_sinks_attention.lua: $got $(cat "$tmp/err")"; fi
 
+# the experts' SwiGLU reads the two halves of the gate_up product, views with a row stride of
+# twice their width, as GEGLU's (models/blocks/unet.lua): act_fn(gate) at the "strided" class
+# forward and backward, act * up at "strided_mixed" and its backward at "strided_mixed_bwd"
+cp scenarios/configs/mixtral-8x7b.json "$tmp/"  # (a check above rewrote the copy)
+scn swiglu "layers = 1"
+"$VRSIM" "$tmp/swiglu.lua" --out "$tmp/swiglu" >/dev/null 2>"$tmp/err"
+got=$(python3 - "$tmp/swiglu/trace.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+k = {}
+for e in (t["traceEvents"] if isinstance(t, dict) else t):
+    if e.get("ph") == "X" and e.get("args", {}).get("step") == 1 and e["name"].startswith("layers.0.mlp.experts."):
+        k[e["name"][len("layers.0.mlp.experts."):]] = e["args"]["kind"]
+print(" ".join(k.get(n, "-") for n in ("act_fn", "mul", "mul.backward", "act_fn.backward")))
+PY
+)
+if [ "$got" = "strided strided_mixed strided_mixed_bwd strided" ]; then ok "MoE experts' SwiGLU over the strided halves: act_fn strided, the product strided_mixed (as GEGLU's)"
+else bad "MoE experts' SwiGLU kinds (act_fn, mul, their backwards): $got $(cat "$tmp/err")"; fi
+
 echo "test_moe: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
