@@ -9,7 +9,7 @@
 --   the released MXFP4 experts are loaded dequantized to bf16 (Mxfp4Config(dequantize=True):
 --   transformers does not train the MXFP4 kernels' experts), so the frozen weights are 39 GiB.
 --   Micro-batch 2 fits with 4.1 GiB to spare ("micro_batch = 2 fits (peak reserved 74.33 GiB of
---   78.43 GiB, step 3440.3 ms, 2381 tokens/s); 3 does not"), micro-batch 1 with 21.6 GiB; the peak
+--   78.43 GiB, step 3401.8 ms, 2408 tokens/s); 3 does not"), micro-batch 1 with 21.6 GiB; the peak
 --   is the loss's backward, where the fp32 log-probabilities of 4096 x 201,088 logits and their
 --   gradients (3142 MiB each) meet the weights. GptOssForCausalLM runs eager attention only
 --   (no SDPA: the sinks are an extra softmax column), so without checkpointing every layer keeps
@@ -18,9 +18,10 @@
 --   Linears, which vrsim does not model (and the experts would stay bf16 anyway).
 -- Measured on one H100 80GB at 700 W (2026-12-06, random bf16 weights, predicted first:
 -- validation/records/llama_h100_gen10_fulldepth.jsonl): peak allocated 50082.8 MiB at micro-batch
--- 1 and 60157.8 at 2, within 3 MiB of vrsim's; the step 1986 and 3493 ms. Micro-batch 1 is 12 %
--- slower than vrsim's: its attention's softmax over rows of 4097 and its strided probabilities'
--- GEMM run kernels vrsim has no class for (docs/validation.md, the thirteenth set). The layers'
+-- 1 and 60157.8 at 2, within 3 MiB of vrsim's; the step 1986 and 3493 ms, vrsim's 1896 and 3402
+-- (-4.5 % and -2.6 %) with its attention's softmax over rows of 4097, its cat with the sink
+-- column and its strided probabilities' align1 GEMM at their kernels' measured rates
+-- (lua/hw/calibrated/h100_sxm_sinks_attention.lua; docs/validation.md, the thirteenth set). The layers'
 -- allocations also match transformers 5.25 under fake tensors
 -- (validation/oracle/captures/gpt_oss_20b_l2_bf16).
 --

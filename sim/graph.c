@@ -261,6 +261,9 @@ OpKind op_kind_of(const char *kind) {
         {"cpu_adamw_torch", OPK_CPU_ADAMW_TORCH}, {"empty_cache", OPK_EMPTY_CACHE}};
     if (!kind) return OPK_CLASS;
     if (strncmp(kind, "attention", 9) == 0) return OPK_ATTENTION;
+    /* a GEMM whose kernel has a measured class of its own ("mm_align1"): a GEMM in every way,
+     * its time no shorter than that class's rate over its bytes (cost.c cost_op_ns) */
+    if (strncmp(kind, "mm_", 3) == 0) return OPK_MM;
     for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++)
         if (strcmp(kind, KINDS[i].name) == 0) return KINDS[i].k;
     CollKind ck;

@@ -92,7 +92,7 @@ typedef enum StreamId {
 typedef enum OpKind {
     OPK_CLASS = 0,             /* a memory-bound kernel of the class Op.kind names */
     OPK_NONE,                  /* "none": bookkeeping, no kernel */
-    OPK_MM,                    /* "mm": a GEMM */
+    OPK_MM,                    /* "mm", "mm_<class>": a GEMM */
     OPK_CONV,                  /* "conv": an implicit-GEMM convolution */
     OPK_ATTENTION,             /* "attention_<backend>[_cross|_masked]": fused attention */
     OPK_CPU_ADAM,              /* "cpu_adam": DeepSpeed's CPU Adam */

@@ -425,5 +425,62 @@ PY
 if [ "$got" = "48 0 sorts same" ]; then ok "gpt-oss attention, LoRA o_proj, RMSNorm and router: 48 layer forwards allocate and free as the H200 trace, event by event; cub's sort temporaries are the trace's, size by size"
 else bad "gpt-oss against the H200 trace: $got (want 48 windows same, 0 different, sorts same) $(cat "$tmp/err")"; fi
 
+# gpt-oss's eager attention with sinks on an H100 at 4096 tokens: the cat with the sink column,
+# the softmax over rows of 4097, the probabilities' strided slice times the values (cuBLAS's
+# align1 kernel) and their backwards each take their own class's measured time at that shape
+# (lua/hw/calibrated/h100_sxm_sinks_attention.lua, from results/sinks_attention_h100.json), plus
+# the stream's gap after each kernel (1.558 us; the table's rates are rounded to 0.1 GB/s); at
+# micro-batch 2 the scores pass 2^31 elements and the cat is cat_out_cuda's slice copies
+# (cat_sinks_copy), faster than the batched kernel
+for mb in 1 2; do
+  "$VRSIM" scenarios/gpt_oss_20b_lora_h100.lua --set micro_batch=$mb --out "$tmp/sinks$mb" >/dev/null 2>"$tmp/err"
+done
+got=$(python3 - "$tmp/sinks1/trace.json" "$tmp/sinks2/trace.json" <<'PY'
+import json, sys
+want = {  # (micro-batch, op): (kind, ms in the table)
+    (1, "cat_sinks"): ("cat_sinks", 6.21637), (1, "softmax"): ("softmax_sinks", 4.21166),
+    (1, "pv"): ("mm_align1", 1.69873), (1, "pv.backward"): ("mm_align1_bwd", 2.08453),
+    (1, "softmax.backward"): ("softmax_sinks_bwd", 5.39835),
+    (2, "cat_sinks"): ("cat_sinks_copy", 5.34552), (2, "softmax"): ("softmax_sinks", 8.36966),
+    (2, "pv"): ("mm_align1", 3.35700), (2, "pv.backward"): ("mm_align1_bwd", 3.93097),
+    (2, "softmax.backward"): ("softmax_sinks_bwd", 10.78090)}
+seen, bad = 0, []
+for mb, path in ((1, sys.argv[1]), (2, sys.argv[2])):
+    t = json.load(open(path))
+    for e in (t["traceEvents"] if isinstance(t, dict) else t):
+        a = e.get("args", {})
+        op = e.get("name", "")[len("layers.0.self_attn."):]
+        if e.get("ph") != "X" or a.get("step") != 1 or not e["name"].startswith("layers.0.self_attn.") or (mb, op) not in want:
+            continue
+        kind, ms = want[(mb, op)]
+        seen += 1
+        if a["kind"] != kind or abs(e["dur"] - ms * 1e3 - a.get("kernels", 1) * 1.558) > 0.05 + 1e-4 * ms * 1e3:
+            bad.append(f"{mb} {op} {a['kind']} {e['dur']:.2f} us")
+print(seen, "; ".join(bad) or "same")
+PY
+)
+if [ "$got" = "10 same" ]; then ok "gpt-oss attention with sinks on an H100: the cat, the softmax over rows of s + 1, the align1 GEMM and their backwards at their measured classes' times, at 1 and 2 x 4096"
+else bad "gpt-oss attention with sinks, op times against h100_sxm_sinks_attention.lua: $got $(cat "$tmp/err")"; fi
+
+# the experts' SwiGLU reads the two halves of the gate_up product, views with a row stride of
+# twice their width, as GEGLU's (models/blocks/unet.lua): act_fn(gate) at the "strided" class
+# (its backward, reading one strided operand beside contiguous ones, at "strided_mixed"), act * up
+# at "strided_mixed" and its backward at "strided_mixed_bwd"
+cp scenarios/configs/mixtral-8x7b.json "$tmp/"  # (a check above rewrote the copy)
+scn swiglu "layers = 1"
+"$VRSIM" "$tmp/swiglu.lua" --out "$tmp/swiglu" >/dev/null 2>"$tmp/err"
+got=$(python3 - "$tmp/swiglu/trace.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+k = {}
+for e in (t["traceEvents"] if isinstance(t, dict) else t):
+    if e.get("ph") == "X" and e.get("args", {}).get("step") == 1 and e["name"].startswith("layers.0.mlp.experts."):
+        k[e["name"][len("layers.0.mlp.experts."):]] = e["args"]["kind"]
+print(" ".join(k.get(n, "-") for n in ("act_fn", "mul", "mul.backward", "act_fn.backward")))
+PY
+)
+if [ "$got" = "strided strided_mixed strided_mixed_bwd strided_mixed" ]; then ok "MoE experts' SwiGLU over the strided halves: act_fn strided, the product strided_mixed (as GEGLU's)"
+else bad "MoE experts' SwiGLU kinds (act_fn, mul, their backwards): $got $(cat "$tmp/err")"; fi
+
 echo "test_moe: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

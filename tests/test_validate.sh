@@ -152,22 +152,6 @@ KNOWN = {
     ("gen4-qwen3moe-l4-b2", "peak_reserved"): (0.05,
         "MoE: one 768 MiB expert gradient placed in another segment after a free-order difference "
         "in step 0's backward (allocations match the trace; replay of the trace is exact)"),
-    # gpt-oss-20b at full depth, micro-batch 1 x 4096, checkpointed, on one H100: GPU-bound (the
-    # profiled kernels are 1928 of its 1986 ms, results/kernels_gen10_fulldepth_h100.jsonl). Its
-    # eager attention with sinks, timed op by op at this shape (results/sinks_attention_h100.json),
-    # runs two kernels no class table describes: the softmax over rows of s + 1 = 4097 bf16
-    # elements (cunn_SoftMaxForwardReg, 4.21 ms for 4.3 GB, 1.02 TB/s, against the softmax
-    # class's 2.62 ms) and the product of the probabilities' [..., :-1] slice with the values,
-    # whose row stride of 4097 elements sends cuBLAS to CUTLASS's sm75 align1 kernel (1.70 ms
-    # against 0.76 for an aligned GEMM of its FLOPs). The two come to about 120 ms a step (each
-    # runs in the forward and again in the recomputation); micro-batch 2 of the same run is
-    # within the band because its sink cat, which takes less time at batch 2 than at 1, is
-    # overpriced by about as much (results/kernels_gen10_fulldepth_b2_h100.jsonl)
-    ("gen10-gptoss-20b-lora-all-b1-ckpt", "step_time"): (0.15,
-        "gpt-oss eager attention with sinks: the softmax over odd (s + 1) rows and the align1 GEMM of "
-        "the strided probabilities, timed op by op (results/sinks_attention_h100.json), have no class"),
-    ("gen10-gptoss-20b-lora-all-b1-ckpt-hb", "step_time"): (0.15,
-        "the same run again with the host benchmarked beside it"),
     # Qwen3-30B-A3B with LoRA on the experts at full depth, 1 x 4096, on one H100: GPU-bound
     # (results/kernels_gen11_experts_h100.jsonl, 1103 ms of kernels in a 1194 ms step). peft's
     # ParamWrapper folds each expert stack with torch.baddbmm twice a forward (its check and its

@@ -97,11 +97,21 @@ local function sink_attention(cx, m, q, k, v, mask)
                              outs = { { name .. ".masked", ss, dt } }, grads = { { pass = 1 }, "none" },
                              frees = { scaled } })
   -- `sinks.reshape(1, -1, 1, 1).expand(b, -1, s, -1)`: a view of the parameter; the cat's
-  -- backward hands it a narrowed view, which ExpandBackward sums back to (heads,)
+  -- backward hands it a narrowed view, which ExpandBackward sums back to (heads,). CatBackward0
+  -- itself only narrows (views), so the backward's one kernel is that sum over the strided
+  -- column (class cat_sinks_bwd, measured: 73 us at 1 x 64 x 4096), never a pass over the scores
   local sinks = W(cx, m.p.sinks)
-  local combined = nn.op(cx, { name = name .. ".cat_sinks", kind = "cat_strided", inputs = { masked, sinks },
+  -- cat_out_cuda runs its one batched kernel only where the output is 32-bit indexable; over
+  -- 2^31 - 1 elements it copies each input into its narrowed slice of the output instead, at
+  -- about twice the bytes a second (lua/hw/calibrated/*_sinks_attention.lua, classes cat_sinks
+  -- and cat_sinks_copy: 6.22 ms at 1 x 64 x 4096 x 4097 on an H100, 5.35 ms at twice that).
+  -- Under torch.compile Inductor writes the cat, and the generic class prices it
+  local cat_kind = cx.compiling and "cat_strided" or nn.numel(s1) > 2^31 - 1 and "cat_sinks_copy" or "cat_sinks"
+  local combined = nn.op(cx, { name = name .. ".cat_sinks", kind = cat_kind, inputs = { masked, sinks },
                                outs = { { name .. ".combined_logits", s1, dt } },
                                grads = { { pass = 1 }, { bytes = nn.bytes(sinks.shape, sinks.dtype), dtype = sinks.dtype } },
+                               bwd_kind = not cx.compiling and "cat_sinks_bwd" or nil,
+                               bwd_bytes = not cx.compiling and nn.bytes(col, dt) + nn.bytes(sinks.shape, sinks.dtype) or nil,
                                frees = {} })
   -- `combined_logits.max(dim=-1, keepdim=True).values`: MaxBackward0 keeps the indices and
   -- scatters the values' gradient into zeros of the logits' shape
@@ -135,10 +145,16 @@ local function sink_attention(cx, m, q, k, v, mask)
     end
   end
   -- F.softmax(..., dtype=combined_logits.dtype): in the scores' dtype, its output kept; its CUDA
-  -- backward first makes `grad * output`
-  local probs = nn.op(cx, { name = name .. ".softmax", kind = "softmax", inputs = sm_in,
+  -- backward first makes `grad * output` (SoftMax.cu softmax_backward_cuda_out), then reads that
+  -- and the output and writes the gradient: six passes over the rows. In eager mode both run at
+  -- their own measured rates over rows s + 1 wide (classes softmax_sinks, 1.02 TB/s at 4096
+  -- tokens on both cards against the log-softmax class's 1.64, and softmax_sinks_bwd)
+  local eager = not cx.compiling
+  local probs = nn.op(cx, { name = name .. ".softmax", kind = eager and "softmax_sinks" or "softmax", inputs = sm_in,
                             outs = { { name .. ".probs", s1, dt } }, save_outs = { 1 },
                             grads = { "new", "none", "none" },
+                            bwd_kind = eager and "softmax_sinks_bwd" or nil,
+                            bwd_bytes = eager and 6 * nn.bytes(s1, dt) or nil,
                             bwd_workspace = { nn.bytes(s1, dt) }, flops = 5 * nn.numel(s1), frees = {} })
   nn.release(cx, { masked }, name .. ": attn_weights reassigned")
   -- `probs[..., :-1]`: a view; SliceBackward0 writes its gradient into zeros of probs' shape.
@@ -150,7 +166,14 @@ local function sink_attention(cx, m, q, k, v, mask)
     weights = nn.op(cx, { name = name .. ".dropout", kind = "copy", inputs = { weights },
                           outs = { { name .. ".attn_weights", ss, dt } }, grads = { { pass = 1 } } })
   end
-  local o = nn.op(cx, { name = name .. ".pv", kind = "mm", inputs = { weights, v },
+  -- In eager mode the GEMM reads the slice in place, its rows s + 1 elements apart: an odd
+  -- leading dimension, for which cuBLAS picks CUTLASS's sm75 align1 kernel (one-element loads),
+  -- in the forward and for the values' gradient. Its time is that kernel's measured rate over
+  -- the bytes it reads (class mm_align1, 1.70 ms at 1 x 64 x 4096 on an H100, against 0.76 for
+  -- an aligned GEMM of its FLOPs; mm_align1_bwd: that kernel and the aligned GEMM of the
+  -- probabilities' gradient). Under compile the clone above is contiguous, the GEMM aligned
+  local o = nn.op(cx, { name = name .. ".pv", kind = cx.compiling and "mm" or "mm_align1", inputs = { weights, v },
+                        bwd_kind = not cx.compiling and "mm_align1_bwd" or nil,
                         outs = { { name .. ".attn_out", { b, heads, s, hd }, dt } }, saves = { weights, v },
                         grad_order = { 2, 1 }, flops = 2 * b * heads * s * s * hd, dtype = dt, frees = {} })
   -- `attn_output.transpose(1, 2).contiguous()`: CloneBackward0 and the transpose's backward hand

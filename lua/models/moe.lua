@@ -232,8 +232,20 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
   local up = nn.view(cx, proj, { proj.shape[1], inter }, pre .. ".experts.up")
   nn.op(cx, { name = pre .. ".experts.chunk", kind = "none", inputs = { proj }, out_tensors = { gate, up },
               grads = { { dtype = proj.dtype } }, bwd_kind = "cat_strided", bytes = 0 })
-  local act = nn.ew(cx, pre .. ".experts.act_fn", { gate }, gate.dtype, { gate })
-  local gated = nn.mul(cx, pre .. ".experts.mul", act, up, act.dtype)
+  -- The two halves are views with a row stride of twice their width, as GEGLU's
+  -- (models/blocks/unet.lua): act_fn(gate) reads one through TensorIterator's non-vectorized
+  -- path (the "strided" class: the H200's 4 x 4096 Qwen3 step ran silu_kernel's nocast kernel
+  -- 0.275 ms a layer for 403 MB, 1.46 TB/s, results/kernels_gen11_qwen3_b4_h200.jsonl). Its
+  -- backward reads the contiguous gradient and the strided half and writes a contiguous
+  -- gradient, three passes: the access of GEGLU's product ("strided_mixed"; the same step's
+  -- silu_backward_kernel, 0.316 ms for 604 MB). The product with the other half runs as
+  -- GEGLU's product does ("strided_mixed" and "strided_mixed_bwd")
+  local act = nn.op(cx, { name = pre .. ".experts.act_fn", kind = "strided", inputs = { gate },
+                          outs = { { pre .. ".experts.act_fn", gate.shape, gate.dtype } }, saves = { gate },
+                          bwd_kind = "strided_mixed", bwd_bytes = 3 * nn.bytes(gate.shape, gate.dtype),
+                          flops = nn.numel(gate.shape), dtype = gate.dtype })
+  local gated = nn.mul(cx, pre .. ".experts.mul", act, up, act.dtype,
+                       { kind = "strided_mixed", bwd_kind = "strided_mixed_bwd" })
   local dp = lora.param_weight(cx, proxies, "down_proj", W(cx, ex.p.down_proj))
   local gated_in = nn.to(cx, gated, dp.dtype, pre .. ".experts.down_input_cast")
   local down = grouped_mm(cx, pre .. ".experts.down_proj", gated_in, dp, offsets)

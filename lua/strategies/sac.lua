@@ -28,7 +28,7 @@ function M.decider()
     local kind, save = spec.kind or "elementwise", false
     if kind:match("^attention_") then
       save = true
-    elseif kind == "mm" then
+    elseif kind == "mm" or kind:match("^mm_") then -- "mm_align1": a GEMM priced by its kernel's class
       -- (torchao's Float8Linear calls torch.mm on its float8 tensors, whatever its bias: the
       -- policy sees aten.mm, and the _scaled_mm it dispatches to runs beneath it)
       if spec.name:match("%.qk$") or spec.name:match("%.pv$") or (spec.inputs[3] and spec.dtype ~= "fp8") then

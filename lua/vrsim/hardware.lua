@@ -246,12 +246,13 @@ function M.device_of(cfg, ctx)
       -- PyTorch's elementwise/copy/reduction kernels by access class (measure_torch_ops.py)
       -- with more classes, each from its own measurement: cuDNN's layout transforms around NCHW
       -- convolutions (measure_conv_transforms.py), GroupNorm's statistics kernel, one block
-      -- per row (measure_group_norm.py), the norms' other kernels (measure_norm_kernels.py) and
-      -- GEGLU's product of a strided and a contiguous operand (measure_geglu_mul.py)
+      -- per row (measure_group_norm.py), the norms' other kernels (measure_norm_kernels.py),
+      -- GEGLU's product of a strided and a contiguous operand (measure_geglu_mul.py) and the ops
+      -- of gpt-oss's eager attention with sinks (sinks_attention_classes.py)
       local ops = calibrated("_torch_ops", gname)
       if ops then
         prof.torch_ops = joined(ops.torch_ops, "torch_ops",
-                                { "_conv_layout", "_group_norm", "_norm", "_geglu_mul" }, gname)
+                                { "_conv_layout", "_group_norm", "_norm", "_geglu_mul", "_sinks_attention" }, gname)
       end
     end
     return prof
@@ -266,7 +267,7 @@ function M.device_of(cfg, ctx)
     local ops, streams, gap = calibrated("_torch_ops", gname), calibrated("_streams", gname),
         calibrated("_kernel_gap", gname)
     local rows = joined(ops and ops.torch_ops or {}, "torch_ops",
-                        { "_conv_layout", "_group_norm", "_norm", "_geglu_mul" }, gname)
+                        { "_conv_layout", "_group_norm", "_norm", "_geglu_mul", "_sinks_attention" }, gname)
     if #rows == 0 and not streams and not gap then return nil end
     return { torch_ops = rows, copy = streams and streams.copy, elementwise = streams and streams.elementwise,
              kernel_gap_us = gap and gap.kernel_gap_us, source = "lua/hw/calibrated/" .. gname .. "_*.lua" }

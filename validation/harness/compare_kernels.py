@@ -36,8 +36,10 @@ ANNOTATION = re.compile(r"^[A-Za-z_]\w*\.\w+#")
 
 # vrsim op kinds -> the profiler script's kernel categories (profile_llama_step.category)
 KIND_CATEGORY = {
-    "mm": "gemm", "conv": "gemm",
+    "mm": "gemm", "conv": "gemm", "mm_align1": "gemm", "mm_align1_bwd": "gemm",
     "cast_up": "copy", "cast_down": "copy", "strided": "copy", "cat_strided": "copy",
+    "cat_sinks": "copy", "cat_sinks_copy": "copy", "softmax_sinks": "reduce_softmax_index",
+    "softmax_sinks_bwd": "reduce_softmax_index",
     "transpose": "copy", "transpose_fp8": "copy", "copy": "copy",
     "softmax": "reduce_softmax_index", "reduce_rows": "reduce_softmax_index",
     "gather": "reduce_softmax_index",

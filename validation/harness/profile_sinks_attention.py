@@ -7,7 +7,8 @@ dimension. This times, op by op at the shapes gpt-oss-20b trains at, what that w
 mask's broadcast add, the cat, the row max and its broadcast subtraction, the softmax over odd
 rows, and the product of the probabilities' strided [..., :-1] slice (row stride s + 1 elements)
 with the values, and each op's backward. vrsim prices these ops by their class (Op kind); this
-file is the evidence for the classes, not a table vrsim reads.
+file is the evidence for the classes (sinks_attention_classes.py turns it into the
+lua/hw/calibrated/*_sinks_attention.lua tables vrsim reads).
 
   python3 validation/harness/profile_sinks_attention.py --out F.json [--batch 1 2] [--seq 4096]
 """
