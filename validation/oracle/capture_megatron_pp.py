@@ -19,7 +19,8 @@ training.py's get_model does (vp_stage i; pre_process on the first rank's chunk 
 on the last rank's last chunk), layers / (pp vp) each, and the schedule runs them interleaved;
 the config as arguments.py leaves an interleaved run: overlap_p2p_comm True (the default unless
 --no-overlap-p2p-communication) and so batch_p2p_comm False, microbatch_group_size_per_vp_stage
-the config's default, pp; with dp each chunk gets its own DistributedDataParallel (wrap() over the
+the spec's group (--microbatch-group-size-per-virtual-pipeline-stage; without it the config's
+default, pp); with dp each chunk gets its own DistributedDataParallel (wrap() over the
 list). Megatron's activation recompute is
 capture_megatron_tp.py's recompute_* fields (TransformerConfig's, through its
 transformer_config()), run on every micro-batch over the stage's layers. With dp (the world is then
@@ -76,7 +77,7 @@ import capture_tp as CT
 import capture_megatron_tp as MT
 import capture_megatron_dp as MD
 
-SPEC_FIELDS = dict(MD.SPEC_FIELDS, pp=int, microbatches=int, rank=int, vp=int)
+SPEC_FIELDS = dict(MD.SPEC_FIELDS, pp=int, microbatches=int, rank=int, vp=int, group=int)
 
 
 def install_pp_stand_ins(torch):
@@ -140,8 +141,11 @@ def capture(spec):
     if vp > 1:
         # (arguments.py: an interleaved schedule keeps overlap_p2p_comm, True unless
         # --no-overlap-p2p-communication, and core_transformer_config_from_args sets batch_p2p_comm =
-        # not overlap_p2p_comm; microbatch_group_size_per_vp_stage stays the config's pp)
+        # not overlap_p2p_comm; microbatch_group_size_per_vp_stage is
+        # --microbatch-group-size-per-virtual-pipeline-stage, else the config's pp)
         cfg.overlap_p2p_comm, cfg.batch_p2p_comm = True, False
+        if "group" in spec:
+            cfg.microbatch_group_size_per_vp_stage = int(spec["group"])
     first, last = parallel_state.is_pipeline_first_stage(), parallel_state.is_pipeline_last_stage()
     rec = C.Recorder()
     fake = FakeTensorMode()
@@ -231,7 +235,9 @@ def capture(spec):
               "world_size": world, "rank": rank, "device": "cuda (fake)", "process_group": "fake",
               "parallel": {"tp": tp, "pp": pp, "tp_impl": "megatron", "sequence_parallel": True,
                            "pp_schedule": "Interleaved1F1B" if vp > 1 else "1F1B", "microbatches": m,
-                           **({"vp": vp, "overlap_p2p_comm": True} if vp > 1 else {}), "first_stage": first, "last_stage": last,
+                           **({"vp": vp, "overlap_p2p_comm": True,
+                               "microbatch_group_size_per_vp_stage": cfg.microbatch_group_size_per_vp_stage}
+                              if vp > 1 else {}), "first_stage": first, "last_stage": last,
                            **{k: spec[k] for k in MT.RECOMPUTE if k in spec},
                            **({"dp": dp, "distributed_optimizer": bool(spec.get("distributed_optimizer", True)),
                                "grad_reduce_in_fp32": bool(spec.get("grad_reduce_in_fp32", True))} if dp > 1 else {})},
@@ -248,6 +254,8 @@ def check_spec(path):
         bad("tp and pp must be at least 2")
     if spec["layers"] % (spec["pp"] * spec.get("vp", 1)):
         bad("layers must be a multiple of pp x vp (Megatron's even split)")
+    if "group" in spec and spec.get("vp", 1) < 2:
+        bad("group (microbatch_group_size_per_vp_stage) is the interleaved schedule's: it needs vp > 1")
 
     return spec
 
