@@ -25,6 +25,9 @@ NV=llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_m4
 # the interleaved schedule with 8 micro-batches in groups of 3 and of 4 (pp_microbatch_group,
 # Megatron's microbatch_group_size_per_vp_stage), rank 0 and rank 2
 NG=llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_m8_g
+# and without overlap_p2p_comm (pp_overlap_p2p_comm = false, --no-overlap-p2p-communication): 8
+# layers over pp 4 x vp 2, 8 micro-batches, rank 0 and rank 6
+NO=llama3_8b_l8_bf16_megatron_tp2_pp4_vp2_m8_nooverlap
 SC=$O/scenarios/$N.lua
 
 # 1. against megatron-core's own schedule (capture_megatron_pp.py, committed), each stage: every
@@ -39,11 +42,12 @@ SC=$O/scenarios/$N.lua
 #    selective recompute, the last with full recompute (each chunk's layer a checkpoint), and the
 #    first and last stages of tp 2 x pp 2 x dp 2 with Megatron's DistributedDataParallel a chunk
 #    and the distributed optimizer; and both stages with micro-batch groups of 3 and 4 above pp 2,
-#    whose last stage peaks inside the output layer's weight-gradient GEMM (the 2 MiB above)
+#    whose last stage peaks inside the output layer's weight-gradient GEMM (the 2 MiB above), and
+#    both stages without overlap_p2p_comm (the last one's peak likewise)
 for c in "$N 0" "${N}_rank2 0" "llama3_8b_l4_bf16_megatron_tp2_pp4_m3_rank2 2097152" "$NV 0" "${NV}_rank2 0" \
          "llama3_8b_l8_bf16_megatron_tp2_pp4_vp2_m4_rank2 0" "${NV}_rc_selective 0" "${NV}_rc_full_uniform_rank2 0" \
          "llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4 0" "llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4_rank6 0" \
-         "${NG}3 0" "${NG}3_rank2 2097152" "${NG}4 0" "${NG}4_rank2 2097152"; do
+         "${NG}3 0" "${NG}3_rank2 2097152" "${NG}4 0" "${NG}4_rank2 2097152" "$NO 0" "${NO}_rank6 2097152"; do
   set -- $c; n=$1; under=$2
   python3 "$O/compare.py" --vrsim "$VRSIM" --expect "$O/expected/$n.txt" "$O/captures/$n.jsonl.gz" \
     "$O/scenarios/$n.lua" >"$tmp/cmp" 2>&1; rc=$?
@@ -313,6 +317,18 @@ PY
 then ok "the loss chunk's ones_like seed lives through its backward (custom_backward's local), as in the capture"
 else bad "custom_backward's ones_like seed"; fi
 
+# 2g. without overlap_p2p_comm the steady state's transfers are batched after each pair and held
+#     by the schedule's locals: the overlapped schedule (pp_overlap_p2p_comm = true) diverges from
+#     those captures, allocation by allocation (the activations received after the backward)
+for n in "$NO" "${NO}_rank6"; do
+  sed 's/pp_overlap_p2p_comm = false/pp_overlap_p2p_comm = true/' "$O/scenarios/$n.lua" >"$tmp/overlapped.lua"
+  python3 "$O/compare.py" --vrsim "$VRSIM" --expect "$O/expected/$n.txt" "$O/captures/$n.jsonl.gz" \
+    "$tmp/overlapped.lua" >"$tmp/cmp" 2>&1; rc=$?
+  if [ $rc = 1 ] && grep -q "FAIL" "$tmp/cmp"; then
+    ok "$n: the overlapped schedule is not what megatron-core ran without overlap_p2p_comm (compare.py fails it)"
+  else bad "$n against the overlapped schedule (exit $rc, want 1)" "$(tail -5 "$tmp/cmp")"; fi
+done
+
 # 3. what each stage holds: the first the embedding (its weight's Adam state) and no output
 #    layer; the last the output layer, its fp32 logits (s x b x vocab/tp) and the cross-entropy,
 #    no embedding
@@ -388,6 +404,10 @@ refused "a last micro-batch group under pp (interleaved)" "${F}training.parallel
 refused "a micro-batch group under 1F1B" "training.parallel.pp_microbatch_group = 2 needs Megatron's interleaved pipeline" $G=2
 refused "a micro-batch group under torchtitan's pipeline" "training.parallel.pp_microbatch_group = 2 needs Megatron's interleaved pipeline" \
   $I --set training.parallel.tp_impl=dtensor $G=2
+refused "no p2p overlap at pp 2" "${F}training.parallel.pp_overlap_p2p_comm = false with pp = 2: Megatron's arguments.py asserts pp > 2" \
+  $I --set training.parallel.pp_overlap_p2p_comm=false
+refused "pp_overlap_p2p_comm under 1F1B" "training.parallel.pp_overlap_p2p_comm = false needs Megatron's interleaved pipeline" \
+  --set training.parallel.pp_overlap_p2p_comm=false
 refused "pp_virtual_stages under torchtitan's pipeline" "training.parallel: pp_virtual_stages = 2: Megatron's model chunks" \
   $I --set training.parallel.pp_virtual_stages=2 --set training.parallel.tp_impl=dtensor
 refused "GPipe under Megatron" "${F}training.parallel.pp_schedule = \"GPipe\": Megatron runs 1F1B" \

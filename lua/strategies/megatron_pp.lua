@@ -99,6 +99,12 @@ function M.refusal(t, mesh, n_layers)
               .. "asserts num_layers_per_pipeline_rank divisible by vp_size; the uneven split is not modelled)")
              :format(n_layers, pp, vp)
     end
+    -- arguments.py: without overlap_p2p_comm the interleaved schedule asserts pp > 2
+    if mesh.pp_overlap_p2p_comm == false and pp < 3 then
+      return ("training.parallel.pp_overlap_p2p_comm = false with pp = %d: Megatron's arguments.py asserts pp > 2 "
+              .. "for the interleaved schedule without p2p overlap (no two batched sends and receives between the "
+              .. "same two ranks)"):format(pp)
+    end
     -- forward_backward_pipelining_with_interleaving's checks of microbatch_group_size_per_vp_stage
     -- (pp_microbatch_group; ModelParallelConfig's default: pp)
     local g = M.group(mesh)

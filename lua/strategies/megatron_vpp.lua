@@ -17,7 +17,8 @@
 --   (pp - rank - 1) * 2 + (vp - 1) * group forwards (at most m vp), then a forward and a backward
 --   in turn, then the remaining backwards.
 -- * overlap_p2p_comm: arguments.py keeps it True for an interleaved run (and batch_p2p_comm
---   False). Every forward's output is sent and the next forward's activation received at once
+--   False) unless --no-overlap-p2p-communication (training.parallel.pp_overlap_p2p_comm = false,
+--   below). Every forward's output is sent and the next forward's activation received at once
 --   (send_forward_recv_forward: the receive a new torch.empty, appended to input_tensors of the
 --   chunk recv_tensor_from_previous_stage names), every backward's input gradient sent and the
 --   next output gradient received (send_backward_recv_backward). The schedule's own references
@@ -32,6 +33,12 @@
 --   stays until its slot is cleared or rewritten, past its backward where that comes first, and
 --   what the last iterations leave there lives until the function returns. The warm-up's last
 --   receive of an output gradient goes to bwd_recv_buffer[-1].
+-- * Without overlap_p2p_comm (batch_p2p_comm True; arguments.py asserts pp > 2): the warm-up's
+--   last transfer and each steady forward-and-backward pair's are
+--   send_forward_backward_recv_forward_backward, the activation then the output gradient received
+--   together after the pair (no pp_pre_forward, no rings): into the schedule's input_tensor and
+--   output_tensor_grad locals (rebound each time), then appended; the sent output is deallocated
+--   after the transfer.
 -- * The last stage's loss is not sent, so not deallocated: custom_backward seeds ones_like of the
 --   0-dim loss. A sent output's storage is replaced after the forward's ops (in the steady state
 --   after another chunk's backward), so the graph's backward of it starts at a storage-less
@@ -75,6 +82,9 @@ function M.run(cx, pl, mc, forward)
   -- microbatch_group_size_per_vp_stage (training.parallel.pp_microbatch_group; ModelParallelConfig
   -- makes it pp where not given)
   local group = pl.par.pp_microbatch_group or pp
+  -- overlap_p2p_comm (training.parallel.pp_overlap_p2p_comm): arguments.py's default for an
+  -- interleaved run; false is --no-overlap-p2p-communication, batch_p2p_comm True
+  local overlap = pl.par.pp_overlap_p2p_comm ~= false
   local tp = pl.par.tp
   local first_rank, last_rank = rank == 0, rank == pp - 1
   local total = m * vp
@@ -343,13 +353,27 @@ function M.run(cx, pl, mc, forward)
     if k == total - 1 then recv = false end
     local o, c = forward_step(k)
     set_output_local(not is_last(c) and o or nil)
-    -- input_tensor = send_forward_recv_forward(output_tensor, recv_prev)
-    local t = recv and receive_for("activation", nxt) or nil
-    rebind(L.input_tensor, t, "input_tensor rebound")
-    if recv then inputs[nxt][#inputs[nxt] + 1] = hold(t) end
+    if not overlap and k == warm - 1 and not all_warm then
+      -- (input_tensor, output_tensor_grad) = send_forward_backward_recv_forward_backward(
+      -- output_tensor, None, recv_prev, recv_next): the activation, then the first backward's
+      -- gradient for the last chunk (none on the last rank), both batched
+      rebind(L.input_tensor_grad, nil, "input_tensor_grad rebound")
+      phase = "bwd"
+      local t = recv and receive_for("activation", nxt) or nil
+      local g = (not last_rank) and receive_for("output gradient", vp - 1) or nil
+      rebind(L.input_tensor, t, "input_tensor rebound")
+      rebind(L.output_tensor_grad, g, "output_tensor_grad rebound")
+      if g then ograds[vp - 1][#ograds[vp - 1] + 1] = hold(g) end
+      if recv then inputs[nxt][#inputs[nxt] + 1] = hold(t) end
+    else
+      -- input_tensor = send_forward_recv_forward(output_tensor, recv_prev)
+      local t = recv and receive_for("activation", nxt) or nil
+      rebind(L.input_tensor, t, "input_tensor rebound")
+      if recv then inputs[nxt][#inputs[nxt] + 1] = hold(t) end
+    end
     deallocate(L.output_tensor.t)
     close(0, c, o.mb, o.a0)
-    if k == warm - 1 and not all_warm then
+    if overlap and k == warm - 1 and not all_warm then
       -- input_tensor_grad = None; bwd_recv_buffer[-1] = send_backward_recv_backward(None,
       -- recv_next): the first backward's gradient, for the last chunk
       rebind(L.input_tensor_grad, nil, "input_tensor_grad rebound")
@@ -363,36 +387,60 @@ function M.run(cx, pl, mc, forward)
   -- steady state: forward_k = k + warm-up, backward_k = k
   for k = 0, remaining - 1 do
     local fk = k + warm
-    -- pp_pre_forward: the previous forward's output deallocated (again, if it was)
-    deallocate(L.output_tensor.t)
-    local o, c = forward_step(fk)
-    -- pp_post_forward: sent, and the next activation received into fwd_recv_buffer[fk % size]
-    -- (None where nothing is received), passed to input_tensors; then slot (fk + 1) % size cleared
-    local recv, nxt = recv_from_previous(fk, true)
-    if k == remaining - 1 then recv = false end
-    local t = recv and receive_for("activation", nxt) or nil
-    rebind(fring[fk % fsize], t, ("fwd_recv_buffer[%d] rebound"):format(fk % fsize))
-    if recv then
-      inputs[nxt][#inputs[nxt] + 1] = hold(t)
-      rebind(fring[(fk + 1) % fsize], nil, ("fwd_recv_buffer[%d] cleared"):format((fk + 1) % fsize))
+    if overlap then
+      -- pp_pre_forward: the previous forward's output deallocated (again, if it was)
+      deallocate(L.output_tensor.t)
+      local o, c = forward_step(fk)
+      -- pp_post_forward: sent, and the next activation received into fwd_recv_buffer[fk % size]
+      -- (None where nothing is received), passed to input_tensors; then slot (fk + 1) % size cleared
+      local recv, nxt = recv_from_previous(fk, true)
+      if k == remaining - 1 then recv = false end
+      local t = recv and receive_for("activation", nxt) or nil
+      rebind(fring[fk % fsize], t, ("fwd_recv_buffer[%d] rebound"):format(fk % fsize))
+      if recv then
+        inputs[nxt][#inputs[nxt] + 1] = hold(t)
+        rebind(fring[(fk + 1) % fsize], nil, ("fwd_recv_buffer[%d] cleared"):format((fk + 1) % fsize))
+      end
+      close(0, c, o.mb, o.a0)
+      local igrad, cb, mbb, a0 = backward_step(k)
+      -- pp_post_backward: the input gradient sent (none from the first stage's chunk 0), the next
+      -- output gradient received into bwd_recv_buffer[k % size] (what the slot held goes), passed to
+      -- output_tensor_grads; then slot (k + 1) % size cleared
+      local recv_next, nb = recv_from_previous(k, false)
+      local g = recv_next and receive_for("output gradient", nb) or nil
+      rebind(bring[k % bsize], g, ("bwd_recv_buffer[%d] rebound"):format(k % bsize))
+      if g then
+        ograds[nb][#ograds[nb] + 1] = hold(g)
+        rebind(bring[(k + 1) % bsize], nil, ("bwd_recv_buffer[%d] cleared"):format((k + 1) % bsize))
+      end
+      close(1, cb, mbb, a0)
+      -- output_tensor, input_tensor_grad = the pair's results
+      set_output_local(not is_last(c) and o or nil)
+      rebind(L.input_tensor_grad, igrad, "input_tensor_grad rebound")
+      drop(igrad, "backward_step returns")
+    else
+      -- without overlap_p2p_comm: the pair runs (no pp_pre_forward), output_tensor and
+      -- input_tensor_grad rebound as it returns, then (input_tensor, output_tensor_grad) =
+      -- send_forward_backward_recv_forward_backward(...): the next activation and the next
+      -- output gradient received together, batched, the sent output deallocated after
+      local o, c = forward_step(fk)
+      close(0, c, o.mb, o.a0)
+      local igrad, cb, mbb, a0 = backward_step(k)
+      set_output_local(not is_last(c) and o or nil)
+      rebind(L.input_tensor_grad, igrad, "input_tensor_grad rebound")
+      drop(igrad, "backward_step returns")
+      local recv, nxt = recv_from_previous(fk, true)
+      if k == remaining - 1 then recv = false end
+      local recv_next, nb = recv_from_previous(k, false)
+      local t = recv and receive_for("activation", nxt) or nil
+      local g = recv_next and receive_for("output gradient", nb) or nil
+      rebind(L.input_tensor, t, "input_tensor rebound")
+      rebind(L.output_tensor_grad, g, "output_tensor_grad rebound")
+      deallocate(L.output_tensor.t)
+      if recv then inputs[nxt][#inputs[nxt] + 1] = hold(t) end
+      if g then ograds[nb][#ograds[nb] + 1] = hold(g) end
+      close(1, cb, mbb, a0)
     end
-    close(0, c, o.mb, o.a0)
-    local igrad, cb, mbb, a0 = backward_step(k)
-    -- pp_post_backward: the input gradient sent (none from the first stage's chunk 0), the next
-    -- output gradient received into bwd_recv_buffer[k % size] (what the slot held goes), passed to
-    -- output_tensor_grads; then slot (k + 1) % size cleared
-    local recv_next, nb = recv_from_previous(k, false)
-    local g = recv_next and receive_for("output gradient", nb) or nil
-    rebind(bring[k % bsize], g, ("bwd_recv_buffer[%d] rebound"):format(k % bsize))
-    if g then
-      ograds[nb][#ograds[nb] + 1] = hold(g)
-      rebind(bring[(k + 1) % bsize], nil, ("bwd_recv_buffer[%d] cleared"):format((k + 1) % bsize))
-    end
-    close(1, cb, mbb, a0)
-    -- output_tensor, input_tensor_grad = the pair's results
-    set_output_local(not is_last(c) and o or nil)
-    rebind(L.input_tensor_grad, igrad, "input_tensor_grad rebound")
-    drop(igrad, "backward_step returns")
   end
   -- after the loop: deallocate_output_tensor(output_tensor)
   deallocate(L.output_tensor.t)
@@ -459,12 +507,13 @@ function M.note(pl)
   end
   -- (the rings of more than one slot: the first rank's forward one, the last rank's backward one)
   local ring = ""
-  if group > pp and (rank == 0 or rank == pp - 1) then
+  if group > pp and (rank == 0 or rank == pp - 1) and pl.par.pp_overlap_p2p_comm ~= false then
     ring = ("; its %s_recv_buffer a ring of %d slots (group - pp + 1), each keeping its received %s until cleared"):format(
       rank == 0 and "fwd" or "bwd", group - pp + 1, rank == 0 and "activation" or "gradient")
   end
   return ("Megatron-LM's interleaved pipeline (megatron-core 0.16.1, forward_backward_pipelining_with_interleaving, "
-          .. "overlap_p2p_comm): rank %d of %d holds %d model chunks (%s); %d warm-up forwards of %d virtual "
+          .. (pl.par.pp_overlap_p2p_comm == false and "without overlap_p2p_comm: batch_p2p_comm" or "overlap_p2p_comm")
+          .. "): rank %d of %d holds %d model chunks (%s); %d warm-up forwards of %d virtual "
           .. "micro-batches (%d micro-batches x %d chunks, groups of %d: microbatch_group_size_per_vp_stage%s)%s; "
           .. "each received activation and gradient a new tensor, each sent output deallocated "
           .. "(deallocate_pipeline_outputs)"):format(rank, pp, vp,
