@@ -4,6 +4,7 @@
 # schedule lua/strategies/megatron_vpp.lua): the captured stages against the oracle's capture of
 # megatron-core's own 1F1B and interleaved schedules; the first stage's warm-up micro-batches in
 # flight growing with pp, and under the interleaved schedule more of them, each with fewer layers;
+# Megatron's micro-batch groups (pp_microbatch_group: the warm-up, the receive rings) against captures;
 # what the first and the last stage hold; each output deallocated once sent and each receive a new
 # tensor; and what it does not model, refused by name.
 #   VRSIM=./vrsim sh tests/test_megatron_pp.sh
@@ -21,6 +22,12 @@ O=validation/oracle
 # interleaved schedule's at the same layout with 2 model chunks a rank (one layer each)
 N=llama3_8b_l4_bf16_megatron_tp2_pp2_m4
 NV=llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_m4
+# the interleaved schedule with 8 micro-batches in groups of 3 and of 4 (pp_microbatch_group,
+# Megatron's microbatch_group_size_per_vp_stage), rank 0 and rank 2
+NG=llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_m8_g
+# and without overlap_p2p_comm (pp_overlap_p2p_comm = false, --no-overlap-p2p-communication): 8
+# layers over pp 4 x vp 2, 8 micro-batches, rank 0 and rank 6
+NO=llama3_8b_l8_bf16_megatron_tp2_pp4_vp2_m8_nooverlap
 SC=$O/scenarios/$N.lua
 
 # 1. against megatron-core's own schedule (capture_megatron_pp.py, committed), each stage: every
@@ -34,10 +41,13 @@ SC=$O/scenarios/$N.lua
 #    likewise, a middle stage of pp 4 with 2 chunks (8 layers, one a chunk), the first stage with
 #    selective recompute, the last with full recompute (each chunk's layer a checkpoint), and the
 #    first and last stages of tp 2 x pp 2 x dp 2 with Megatron's DistributedDataParallel a chunk
-#    and the distributed optimizer
+#    and the distributed optimizer; and both stages with micro-batch groups of 3 and 4 above pp 2,
+#    whose last stage peaks inside the output layer's weight-gradient GEMM (the 2 MiB above), and
+#    both stages without overlap_p2p_comm (the last one's peak likewise)
 for c in "$N 0" "${N}_rank2 0" "llama3_8b_l4_bf16_megatron_tp2_pp4_m3_rank2 2097152" "$NV 0" "${NV}_rank2 0" \
          "llama3_8b_l8_bf16_megatron_tp2_pp4_vp2_m4_rank2 0" "${NV}_rc_selective 0" "${NV}_rc_full_uniform_rank2 0" \
-         "llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4 0" "llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4_rank6 0"; do
+         "llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4 0" "llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4_rank6 0" \
+         "${NG}3 0" "${NG}3_rank2 2097152" "${NG}4 0" "${NG}4_rank2 2097152" "$NO 0" "${NO}_rank6 2097152"; do
   set -- $c; n=$1; under=$2
   python3 "$O/compare.py" --vrsim "$VRSIM" --expect "$O/expected/$n.txt" "$O/captures/$n.jsonl.gz" \
     "$O/scenarios/$n.lua" >"$tmp/cmp" 2>&1; rc=$?
@@ -149,6 +159,176 @@ PY
 then ok "dp beside the interleaved schedule: a param and a grad buffer a model chunk, of the capture's sizes"
 else bad "the buffers of each chunk's DistributedDataParallel"; fi
 
+# 2d. Megatron's micro-batch groups (pp_microbatch_group = microbatch_group_size_per_vp_stage):
+#     get_pp_rank_microbatches runs (pp - rank - 1) * 2 + (vp - 1) * group warm-up forwards, so
+#     groups of 3 and 4 at pp 2 run 1 and 2 more than the default group of pp. As the captures
+#     count them (the forwards before the first backward_step, the steady state's first one
+#     included), and the bytes live above the step's start as that backward begins equal the
+#     capture's (to 64 bytes: the last stage's ones_like seed comes before vrsim's first backward
+#     op); on rank 0 vrsim's groups of 3 and 4 hold the captures' bytes there, the default group
+#     of pp at least one chunk micro-batch's activations less a group
+for g in 2 3 4; do
+  "$VRSIM" "$O/scenarios/${NG}4.lua" --no-files --no-suggest --set training.parallel.pp_microbatch_group=$g \
+    --alloc-trace "$tmp/g$g.csv" >"$tmp/g$g.out" 2>&1 || bad "rank 0 with groups of $g" "$(tail -3 "$tmp/g$g.out")"
+done
+for n in "${NG}3" "${NG}3_rank2" "${NG}4" "${NG}4_rank2"; do
+  "$VRSIM" "$O/scenarios/$n.lua" --no-files --no-suggest --alloc-trace "$tmp/$n.csv" >"$tmp/$n.out" 2>&1 \
+    || bad "$n" "$(tail -3 "$tmp/$n.out")"
+done
+cat >"$tmp/group.py" <<'PY'
+import csv, gzip, json, sys
+def capture(path):
+    """Step 1 of a capture: the forwards run before the first backward_step (the steady state's
+    first included), and the bytes live as it begins above the step's start."""
+    live, start, seen, fwds = 0, None, 0, set()
+    for l in gzip.open(path, "rt"):
+        d = json.loads(l)
+        if d["e"] == "op": live += sum(n[1] for n in d.get("new", []))
+        elif d["e"] == "free": live -= d["b"]
+        elif d["e"] == "phase" and d["st"] == 1:
+            if start is None: start = live
+            if d["ph"] == "fwd": fwds.add(d["mb"])
+            # (the warm-up's last send_backward_recv_backward marks bwd 0 first; backward_step next)
+            if d["ph"] == "bwd" and d["mb"] == 0:
+                seen += 1
+                if seen == 2: return len(fwds), live - start
+def vrsim(path):
+    """Step 1 of vrsim's trace: the bytes live above the step's start at its first backward op."""
+    live, sizes, starts, start = 0, {}, 0, None
+    for ev in csv.DictReader(open(path)):
+        f, a, n = ev["frames"], ev["action"], int(ev["size"])
+        if f.startswith("total_num_tokens") and a == "alloc":
+            starts += 1
+            if starts == 2: start = live
+        if start is not None and f.endswith(".backward"): return live - start
+        if a == "alloc": live += n; sizes[ev["addr"]] = n
+        elif a == "free_requested": live -= sizes.pop(ev["addr"], 0)
+PY
+if python3 - "$tmp" "$O" "$NG" <<'PY'
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from group import capture, vrsim
+tmp, O, NG = sys.argv[1:4]
+good = True
+for g in (3, 4):
+    for rank, suf in ((0, ""), (1, "_rank2")):
+        n = f"{NG}{g}{suf}"
+        fwds, held = capture(f"{O}/captures/{n}.jsonl.gz")
+        mine = vrsim(f"{tmp}/{n}.csv")
+        note = open(f"{tmp}/{n}.out").read()
+        warm = (2 - rank - 1) * 2 + g
+        print(f"{n}: the capture's {fwds - 1} warm-up forwards (vrsim's note: "
+              f"{f'{warm} warm-up forwards' in note}), {held} bytes at the first backward, vrsim {mine}")
+        good &= fwds - 1 == warm and f"{warm} warm-up forwards of 16 virtual micro-batches" in note \
+                and abs(mine - held) <= 64
+at = {g: vrsim(f"{tmp}/g{g}.csv") for g in (2, 3, 4)}
+one = at[3] - at[2]
+print("rank 0 at the first backward, groups of 2, 3, 4:", at[2], at[3], at[4])
+good &= one > 50 * 2**20 and at[4] - at[3] >= one and at[4] == capture(f"{O}/captures/{NG}4.jsonl.gz")[1] \
+        and at[3] == capture(f"{O}/captures/{NG}3.jsonl.gz")[1]
+sys.exit(0 if good else 1)
+PY
+then ok "micro-batch groups of 3 and 4 over pp 2: the captures' warm-up forwards (5, 3; 6, 4) and bytes at the first backward; each group above pp at least one chunk micro-batch more in flight on rank 0"
+else bad "the warm-up of micro-batch groups"; fi
+
+# 2e. the receive rings: fwd_recv_buffer on the first rank and bwd_recv_buffer on the last have
+#     group - pp + 1 slots, and a slot keeps its received tensor until it is cleared or rewritten.
+#     On the last stage with groups of 4 the gradients received for chunk 0's micro-batches 5 and
+#     6 stay in the ring past their cool-down backwards, until the schedule returns: the bytes
+#     live after the last backward less those after the schedule are the capture's (8 MiB and
+#     the 4-byte total_num_tokens), where a ring of one slot would have let those two go (4 MiB
+#     less); groups of 3 and the default keep the capture's too
+cat >>"$tmp/group.py" <<'PY'
+def capture_end(path):
+    """Step 1: the bytes live after the last backward less those after the schedule."""
+    live, last, after = 0, None, None
+    for l in gzip.open(path, "rt"):
+        d = json.loads(l)
+        if d["e"] == "op": live += sum(n[1] for n in d.get("new", []))
+        elif d["e"] == "free": live -= d["b"]
+        elif d["e"] == "phase" and d["st"] == 1 and d["ph"] == "bwd": last = live
+        elif d["e"] == "step" and d["st"] == 1: after = d["after_fwd"]
+    return last - after
+def vrsim_end(path):
+    """The same of vrsim's trace: from after the last backward (before the cool-down's last
+    output_tensor_grad rebinding or the function's return, whichever comes first) to after the
+    schedule (the decoder.input_tensor pairs kept)."""
+    sizes, live, steps, mark, after = {}, 0, -1, None, None
+    for ev in csv.DictReader(open(path)):
+        a, f, n = ev["action"], ev["frames"], int(ev["size"])
+        if a == "alloc" and f.startswith("total_num_tokens"): steps += 1
+        if steps == 1 and f.endswith(".backward"): mark = None
+        if steps == 1 and mark is None and a == "free_requested" and f.startswith(
+                ("output_tensor_grad rebound", "forward_backward_pipelining_with_interleaving returns")):
+            mark = live
+        if a == "alloc": sizes[ev["addr"]] = n; live += n
+        elif a == "free_requested": live -= sizes.pop(ev["addr"], 0)
+        if steps == 1 and f.endswith("decoder.input_tensor kept into the next step"): after = live
+    return mark - after
+PY
+"$VRSIM" "$O/scenarios/${NV}_rank2.lua" --no-files --no-suggest --alloc-trace "$tmp/${NV}_rank2.csv" >/dev/null 2>&1
+if python3 - "$tmp" "$O" "$NG" "$NV" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from group import capture_end, vrsim_end
+tmp, O, NG, NV = sys.argv[1:5]
+good = True
+for n in (f"{NG}4_rank2", f"{NG}3_rank2", f"{NG}4", f"{NV}_rank2"):
+    c, v = capture_end(f"{O}/captures/{n}.jsonl.gz"), vrsim_end(f"{tmp}/{n}.csv")
+    print(f"{n}: after the last backward, {c} bytes above the schedule's end in the capture, {v} in vrsim")
+    good &= c == v
+good &= capture_end(f"{O}/captures/{NG}4_rank2.jsonl.gz") == 4 * 2**21 + 4
+sys.exit(0 if good else 1)
+PY
+then ok "the last stage's bwd_recv_buffer of 3 slots (groups of 4) keeps 2 received gradients past their backwards to the return, as the capture does"
+else bad "the receive rings"; fi
+
+# 2f. custom_backward's grad_output: on the last stage the loss chunk's backward is seeded with
+#     torch.ones_like(loss), custom_backward's local until run_backward returns, so the 4-byte seed
+#     is live through that whole backward, as in the capture (every allocation of the backward
+#     made while it lives), not dropped once the engine has used it
+if python3 - "$tmp/${NG}3_rank2.csv" "$O/captures/${NG}3_rank2.jsonl.gz" <<'PY'
+import csv, gzip, json, sys
+def vrsim(path):
+    """Allocations made while each ones_like seed of step 1 lives."""
+    spans, live = [], {}
+    for ev in csv.DictReader(open(path)):
+        if ev["action"] == "alloc":
+            for k in live: live[k] += 1
+            if ev["frames"].startswith("custom_backward: grad_output = ones_like"): live[ev["addr"]] = 0
+        elif ev["action"] == "free_requested" and ev["addr"] in live:
+            spans.append(live.pop(ev["addr"]))
+    return spans[len(spans) // 2:]
+def capture(path):
+    spans, live = [], {}
+    for l in gzip.open(path, "rt"):
+        d = json.loads(l)
+        if d["e"] == "op":
+            for n in d.get("new", []):
+                for k in live: live[k] += 1
+                if d["op"] == "aten.ones_like.default" and n[1] == 4: live[n[0]] = 0
+        elif d["e"] == "free" and d["sid"] in live:
+            spans.append(live.pop(d["sid"]))
+    return spans[len(spans) // 2:]
+v, c = vrsim(sys.argv[1]), capture(sys.argv[2])
+print("allocations while each ones_like seed of step 1 lives: vrsim", v, "the capture", c)
+sys.exit(0 if len(v) == len(c) == 8 and min(v) > 40 and all(abs(x - y) <= 8 for x, y in zip(v, c)) else 1)
+PY
+then ok "the loss chunk's ones_like seed lives through its backward (custom_backward's local), as in the capture"
+else bad "custom_backward's ones_like seed"; fi
+
+# 2g. without overlap_p2p_comm the steady state's transfers are batched after each pair and held
+#     by the schedule's locals: the overlapped schedule (pp_overlap_p2p_comm = true) diverges from
+#     those captures, allocation by allocation (the activations received after the backward)
+for n in "$NO" "${NO}_rank6"; do
+  sed 's/pp_overlap_p2p_comm = false/pp_overlap_p2p_comm = true/' "$O/scenarios/$n.lua" >"$tmp/overlapped.lua"
+  python3 "$O/compare.py" --vrsim "$VRSIM" --expect "$O/expected/$n.txt" "$O/captures/$n.jsonl.gz" \
+    "$tmp/overlapped.lua" >"$tmp/cmp" 2>&1; rc=$?
+  if [ $rc = 1 ] && grep -q "FAIL" "$tmp/cmp"; then
+    ok "$n: the overlapped schedule is not what megatron-core ran without overlap_p2p_comm (compare.py fails it)"
+  else bad "$n against the overlapped schedule (exit $rc, want 1)" "$(tail -5 "$tmp/cmp")"; fi
+done
+
 # 3. what each stage holds: the first the embedding (its weight's Adam state) and no output
 #    layer; the last the output layer, its fp32 logits (s x b x vocab/tp) and the cross-entropy,
 #    no embedding
@@ -214,6 +394,20 @@ refused "fewer micro-batches than pp (interleaved)" "${F}training.parallel.pp_mi
   $I --set training.parallel.pp_microbatches=1
 refused "micro-batches not a multiple of pp (interleaved)" "${F}training.parallel.pp_microbatches = 3 under pp_schedule = \"Interleaved1F1B\": .*RuntimeError" \
   $I --set training.parallel.pp_microbatches=3
+G="--set training.parallel.pp_microbatch_group"
+refused "a micro-batch group under pp (interleaved)" "${F}training.parallel.pp_microbatch_group = 1 with pp_microbatches = 4 under pp_schedule = \"Interleaved1F1B\": .*ValueError" \
+  $I --set training.parallel.pp_microbatches=4 $G=1
+refused "a micro-batch group above the micro-batches (interleaved)" "${F}training.parallel.pp_microbatch_group = 5 with pp_microbatches = 4 under pp_schedule = \"Interleaved1F1B\": .*ValueError" \
+  $I --set training.parallel.pp_microbatches=4 $G=5
+refused "a last micro-batch group under pp (interleaved)" "${F}training.parallel.pp_microbatch_group = 3 with pp_microbatches = 7 under pp_schedule = \"Interleaved1F1B\": .*RuntimeError .*= 1, is under pp = 2" \
+  $I --set training.parallel.pp_microbatches=7 $G=3
+refused "a micro-batch group under 1F1B" "training.parallel.pp_microbatch_group = 2 needs Megatron's interleaved pipeline" $G=2
+refused "a micro-batch group under torchtitan's pipeline" "training.parallel.pp_microbatch_group = 2 needs Megatron's interleaved pipeline" \
+  $I --set training.parallel.tp_impl=dtensor $G=2
+refused "no p2p overlap at pp 2" "${F}training.parallel.pp_overlap_p2p_comm = false with pp = 2: Megatron's arguments.py asserts pp > 2" \
+  $I --set training.parallel.pp_overlap_p2p_comm=false
+refused "pp_overlap_p2p_comm under 1F1B" "training.parallel.pp_overlap_p2p_comm = false needs Megatron's interleaved pipeline" \
+  --set training.parallel.pp_overlap_p2p_comm=false
 refused "pp_virtual_stages under torchtitan's pipeline" "training.parallel: pp_virtual_stages = 2: Megatron's model chunks" \
   $I --set training.parallel.pp_virtual_stages=2 --set training.parallel.tp_impl=dtensor
 refused "GPipe under Megatron" "${F}training.parallel.pp_schedule = \"GPipe\": Megatron runs 1F1B" \

@@ -61,6 +61,13 @@ function M.virtual(mesh)
   return mesh.pp_virtual_stages or 2
 end
 
+-- Megatron's microbatch_group_size_per_vp_stage (training.parallel.pp_microbatch_group): the
+-- micro-batches each model chunk runs in a row under the interleaved schedule; ModelParallelConfig's
+-- __post_init__ makes it pp where it is not given.
+function M.group(mesh)
+  return mesh.pp_microbatch_group or mesh.degrees.pp
+end
+
 -- Why Megatron's pipeline is not modelled for this run (the message after the field's prefix,
 -- which strategies/megatron_tp.lua's refusal adds), or nil. n_layers: the model's decoder layers.
 function M.refusal(t, mesh, n_layers)
@@ -92,18 +99,28 @@ function M.refusal(t, mesh, n_layers)
               .. "asserts num_layers_per_pipeline_rank divisible by vp_size; the uneven split is not modelled)")
              :format(n_layers, pp, vp)
     end
-    -- forward_backward_pipelining_with_interleaving's checks of microbatch_group_size_per_vp_stage
-    -- (ModelParallelConfig's default: pp)
-    if m < pp then
-      return ("training.parallel.pp_microbatches = %d under pp_schedule = \"Interleaved1F1B\": Megatron's interleaved "
-              .. "schedule raises ValueError (microbatch_group_size_per_vp_stage, pp = %d, above num_microbatches)")
-             :format(m, pp)
+    -- arguments.py: without overlap_p2p_comm the interleaved schedule asserts pp > 2
+    if mesh.pp_overlap_p2p_comm == false and pp < 3 then
+      return ("training.parallel.pp_overlap_p2p_comm = false with pp = %d: Megatron's arguments.py asserts pp > 2 "
+              .. "for the interleaved schedule without p2p overlap (no two batched sends and receives between the "
+              .. "same two ranks)"):format(pp)
     end
-    if m % pp ~= 0 then
-      return ("training.parallel.pp_microbatches = %d under pp_schedule = \"Interleaved1F1B\": Megatron's interleaved "
-              .. "schedule raises RuntimeError (its last group of micro-batches, num_microbatches %% "
-              .. "microbatch_group_size_per_vp_stage = %d, is under pp = %d): a multiple of pp")
-             :format(m, m % pp, pp)
+    -- forward_backward_pipelining_with_interleaving's checks of microbatch_group_size_per_vp_stage
+    -- (pp_microbatch_group; ModelParallelConfig's default: pp)
+    local g = M.group(mesh)
+    local lead = mesh.pp_microbatch_group
+      and ("training.parallel.pp_microbatch_group = %d with pp_microbatches = %d"):format(g, m)
+      or ("training.parallel.pp_microbatches = %d"):format(m)
+    if g < pp or g > m then
+      return ("%s under pp_schedule = \"Interleaved1F1B\": Megatron's interleaved schedule raises ValueError "
+              .. "(microbatch_group_size_per_vp_stage = %d%s must range in [pp = %d, num_microbatches = %d])")
+             :format(lead, g, mesh.pp_microbatch_group and "" or ", pp_microbatch_group's default pp", pp, m)
+    end
+    if m % g ~= 0 and m % g < pp then
+      return ("%s under pp_schedule = \"Interleaved1F1B\": Megatron's interleaved schedule raises RuntimeError "
+              .. "(its last group of micro-batches, num_microbatches %% microbatch_group_size_per_vp_stage = %d %% %d "
+              .. "= %d, is under pp = %d): pp_microbatches a multiple of the group, or a remainder of at least pp")
+             :format(lead, m, g, m % g, pp)
     end
   end
   if mesh.pp_layers_per_stage or mesh.pp_stage_layers then

@@ -11,21 +11,34 @@
 --   embedding is chunk 0's of rank 0 (pre_process), the final norm, output layer and loss chunk
 --   vp - 1's of the last rank (post_process).
 -- * The order (get_schedule_table): the virtual micro-batches run groups of
---   microbatch_group_size_per_vp_stage (its default: pp) micro-batches through chunk 0, then chunk
---   1, ...; a backward runs the chunks in reverse. get_pp_rank_microbatches: num_warmup_microbatches
---   = (pp - rank - 1) * 2 + (vp - 1) * pp forwards (at most m vp), then a forward and a backward
+--   microbatch_group_size_per_vp_stage (training.parallel.pp_microbatch_group, ModelParallelConfig's
+--   default pp; the last group runs to m) micro-batches through chunk 0, then chunk 1, ...; a
+--   backward runs the chunks in reverse. get_pp_rank_microbatches: num_warmup_microbatches =
+--   (pp - rank - 1) * 2 + (vp - 1) * group forwards (at most m vp), then a forward and a backward
 --   in turn, then the remaining backwards.
 -- * overlap_p2p_comm: arguments.py keeps it True for an interleaved run (and batch_p2p_comm
---   False). Every forward's output is sent and the next forward's activation received at once
+--   False) unless --no-overlap-p2p-communication (training.parallel.pp_overlap_p2p_comm = false,
+--   below). Every forward's output is sent and the next forward's activation received at once
 --   (send_forward_recv_forward: the receive a new torch.empty, appended to input_tensors of the
 --   chunk recv_tensor_from_previous_stage names), every backward's input gradient sent and the
 --   next output gradient received (send_backward_recv_backward). The schedule's own references
 --   hold what Python holds: the warm-up's input_tensor local (its last receive, kept until the
 --   function returns), the steady state's output_tensor and input_tensor_grad (rebound when the
 --   forward-and-backward pair returns, after both ran; the output deallocated in the next
---   pair's pp_pre_forward, and again after the loop), bwd_recv_buffer[-1] (the warm-up's last
---   receive, until the first steady backward's receive replaces it) and the cool-down's
---   output_tensor_grad local.
+--   pair's pp_pre_forward, and again after the loop), the cool-down's output_tensor_grad local,
+--   and the steady state's receive rings: fwd_recv_buffer on the first rank and bwd_recv_buffer on
+--   the last have group - pp + 1 slots (one elsewhere); iteration k receives into slot k % size
+--   (None where it receives nothing, dropping what the slot held) and, where it received, clears
+--   slot (k + 1) % size. With one slot a receive is let go at once; with more a received tensor
+--   stays until its slot is cleared or rewritten, past its backward where that comes first, and
+--   what the last iterations leave there lives until the function returns. The warm-up's last
+--   receive of an output gradient goes to bwd_recv_buffer[-1].
+-- * Without overlap_p2p_comm (batch_p2p_comm True; arguments.py asserts pp > 2): the warm-up's
+--   last transfer and each steady forward-and-backward pair's are
+--   send_forward_backward_recv_forward_backward, the activation then the output gradient received
+--   together after the pair (no pp_pre_forward, no rings): into the schedule's input_tensor and
+--   output_tensor_grad locals (rebound each time), then appended; the sent output is deallocated
+--   after the transfer.
 -- * The last stage's loss is not sent, so not deallocated: custom_backward seeds ones_like of the
 --   0-dim loss. A sent output's storage is replaced after the forward's ops (in the steady state
 --   after another chunk's backward), so the graph's backward of it starts at a storage-less
@@ -66,7 +79,12 @@ function M.run(cx, pl, mc, forward)
   local G = cx.G
   local b, s, h = cx.run.batch, cx.run.seq, mc.hidden
   local pp, rank, m, vp = pl.par.pp, pl.rank, pl.par.pp_microbatches, pl.virtual
-  local group = pp -- (microbatch_group_size_per_vp_stage: ModelParallelConfig's default)
+  -- microbatch_group_size_per_vp_stage (training.parallel.pp_microbatch_group; ModelParallelConfig
+  -- makes it pp where not given)
+  local group = pl.par.pp_microbatch_group or pp
+  -- overlap_p2p_comm (training.parallel.pp_overlap_p2p_comm): arguments.py's default for an
+  -- interleaved run; false is --no-overlap-p2p-communication, batch_p2p_comm True
+  local overlap = pl.par.pp_overlap_p2p_comm ~= false
   local tp = pl.par.tp
   local first_rank, last_rank = rank == 0, rank == pp - 1
   local total = m * vp
@@ -164,7 +182,16 @@ function M.run(cx, pl, mc, forward)
   end
   local actions = {}
   -- the schedule's locals
-  local L = { input_tensor = {}, output_tensor = {}, input_tensor_grad = {}, output_tensor_grad = {}, bwd_buf = {} }
+  local L = { input_tensor = {}, output_tensor = {}, input_tensor_grad = {}, output_tensor_grad = {} }
+  -- fwd_recv_buffer and bwd_recv_buffer: rings of group - pp + 1 slots on the first rank (forward)
+  -- and the last rank (backward), of one elsewhere; a slot keeps its received tensor until the
+  -- slot is cleared ((k + 1) % size, after the next receive) or overwritten, so with group > pp a
+  -- received tensor can outlive its backward, up to the function's return
+  local fsize = first_rank and group - pp + 1 or 1
+  local bsize = last_rank and group - pp + 1 or 1
+  local fring, bring = {}, {}
+  for i = 0, fsize - 1 do fring[i] = {} end
+  for i = 0, bsize - 1 do bring[i] = {} end
 
   -- deallocate_output_tensor: the output object's .data = torch.empty((1,)), a new [1] tensor; the
   -- storage it had goes (the output's own, or an earlier placeholder: pp_pre_forward deallocates
@@ -264,11 +291,15 @@ function M.run(cx, pl, mc, forward)
     -- the received gradient, the popped output_tensor_grad a local through the backward
     local seed = grad
     local scaled
+    -- custom_backward's grad_output local: the ones_like it makes is held until run_backward
+    -- returns, through the whole backward (not dropped by the engine once used)
+    local ones_held
     if is_last(c) and cx.mg_dp then
       -- backward_step: output_tensor[0] = config.grad_scale_func(output_tensor[0]), the optimizer's
       -- scale_loss (_scale_one * loss: a new [1] fp32 tensor, held by backward_step's list until it
-      -- returns); custom_backward seeds ones_like of it, MulBackward0 multiplies by _scale_one (a
-      -- new [1]), which autograd sums to the loss's 0-dim shape (a new tensor)
+      -- returns); custom_backward seeds ones_like of it (its local until it returns), MulBackward0
+      -- multiplies by _scale_one (a new [1]), which autograd sums to the loss's 0-dim shape (a new
+      -- tensor)
       local one = cx.mg_dp.scale_one
       scaled = nn.new_tensor(cx, ("chunk %d micro-batch %d's loss * _scale_one (grad_scale_func)"):format(c, o.mb),
                              { 1 }, "fp32", false, "temp")
@@ -279,18 +310,24 @@ function M.run(cx, pl, mc, forward)
            bytes = 4 }
       local g = nn.new_tensor(cx, "MulBackward0: grad * _scale_one", { 1 }, "fp32", false, "temp")
       op { name = "MulBackward0: grad * _scale_one", kind = "elementwise", inputs = { ones.id, one },
-           outputs = { g.id }, frees = { ones.id }, bytes = 12 }
+           outputs = { g.id }, bytes = 12 }
+      ones_held = ones
       seed = nn.new_tensor(cx, "MulBackward0's gradient summed to the loss's shape", {}, "fp32", false, "temp")
       op { name = "autograd: sum_to_size of MulBackward0's gradient (the loss is 0-dim)", kind = "reduce_rows",
            inputs = { g.id }, outputs = { seed.id }, frees = { g.id }, bytes = 8 }
     elseif is_last(c) then
       -- custom_backward(output, None): grad_output = torch.ones_like(output), the 0-dim loss's
-      -- shape, the engine's to drop
+      -- shape, custom_backward's local (held past the engine's use)
       seed = nn.new_tensor(cx, "custom_backward: ones_like(output)", {}, o.out.dtype, false, "temp")
       op { name = "custom_backward: grad_output = ones_like(output)", kind = "elementwise", outputs = { seed.id },
            bytes = nn.bytes({}, o.out.dtype) }
+      ones_held = seed
     end
-    local dx = G:derive_backward_of(o.first, o.last, o.start, seed and seed.id, input and input.id, grad ~= nil)
+    local dx = G:derive_backward_of(o.first, o.last, o.start, seed and seed.id, input and input.id,
+                                    grad ~= nil or (ones_held ~= nil and seed == ones_held))
+    if ones_held then
+      op { name = "custom_backward returns: its ones_like grad_output goes", frees = { ones_held.id } }
+    end
     local igrad
     if dx and input then
       -- input_tensor.grad: held by the input, and returned (input_tensor_grad)
@@ -316,19 +353,33 @@ function M.run(cx, pl, mc, forward)
     if k == total - 1 then recv = false end
     local o, c = forward_step(k)
     set_output_local(not is_last(c) and o or nil)
-    -- input_tensor = send_forward_recv_forward(output_tensor, recv_prev)
-    local t = recv and receive_for("activation", nxt) or nil
-    rebind(L.input_tensor, t, "input_tensor rebound")
-    if recv then inputs[nxt][#inputs[nxt] + 1] = hold(t) end
+    if not overlap and k == warm - 1 and not all_warm then
+      -- (input_tensor, output_tensor_grad) = send_forward_backward_recv_forward_backward(
+      -- output_tensor, None, recv_prev, recv_next): the activation, then the first backward's
+      -- gradient for the last chunk (none on the last rank), both batched
+      rebind(L.input_tensor_grad, nil, "input_tensor_grad rebound")
+      phase = "bwd"
+      local t = recv and receive_for("activation", nxt) or nil
+      local g = (not last_rank) and receive_for("output gradient", vp - 1) or nil
+      rebind(L.input_tensor, t, "input_tensor rebound")
+      rebind(L.output_tensor_grad, g, "output_tensor_grad rebound")
+      if g then ograds[vp - 1][#ograds[vp - 1] + 1] = hold(g) end
+      if recv then inputs[nxt][#inputs[nxt] + 1] = hold(t) end
+    else
+      -- input_tensor = send_forward_recv_forward(output_tensor, recv_prev)
+      local t = recv and receive_for("activation", nxt) or nil
+      rebind(L.input_tensor, t, "input_tensor rebound")
+      if recv then inputs[nxt][#inputs[nxt] + 1] = hold(t) end
+    end
     deallocate(L.output_tensor.t)
     close(0, c, o.mb, o.a0)
-    if k == warm - 1 and not all_warm then
+    if overlap and k == warm - 1 and not all_warm then
       -- input_tensor_grad = None; bwd_recv_buffer[-1] = send_backward_recv_backward(None,
       -- recv_next): the first backward's gradient, for the last chunk
       rebind(L.input_tensor_grad, nil, "input_tensor_grad rebound")
       phase = "bwd"
       local g = (not last_rank) and receive_for("output gradient", vp - 1) or nil
-      rebind(L.bwd_buf, g, "bwd_recv_buffer rebound")
+      rebind(bring[bsize - 1], g, "bwd_recv_buffer[-1] rebound")
       if g then ograds[vp - 1][#ograds[vp - 1] + 1] = hold(g) end
     end
   end
@@ -336,34 +387,60 @@ function M.run(cx, pl, mc, forward)
   -- steady state: forward_k = k + warm-up, backward_k = k
   for k = 0, remaining - 1 do
     local fk = k + warm
-    -- pp_pre_forward: the previous forward's output deallocated (again, if it was)
-    deallocate(L.output_tensor.t)
-    local o, c = forward_step(fk)
-    -- pp_post_forward: sent, and the next activation received into fwd_recv_buffer, which
-    -- passes it to input_tensors and lets it go
-    local recv, nxt = recv_from_previous(fk, true)
-    if k == remaining - 1 then recv = false end
-    if recv then
-      local t = receive_for("activation", nxt)
-      inputs[nxt][#inputs[nxt] + 1] = hold(t)
+    if overlap then
+      -- pp_pre_forward: the previous forward's output deallocated (again, if it was)
+      deallocate(L.output_tensor.t)
+      local o, c = forward_step(fk)
+      -- pp_post_forward: sent, and the next activation received into fwd_recv_buffer[fk % size]
+      -- (None where nothing is received), passed to input_tensors; then slot (fk + 1) % size cleared
+      local recv, nxt = recv_from_previous(fk, true)
+      if k == remaining - 1 then recv = false end
+      local t = recv and receive_for("activation", nxt) or nil
+      rebind(fring[fk % fsize], t, ("fwd_recv_buffer[%d] rebound"):format(fk % fsize))
+      if recv then
+        inputs[nxt][#inputs[nxt] + 1] = hold(t)
+        rebind(fring[(fk + 1) % fsize], nil, ("fwd_recv_buffer[%d] cleared"):format((fk + 1) % fsize))
+      end
+      close(0, c, o.mb, o.a0)
+      local igrad, cb, mbb, a0 = backward_step(k)
+      -- pp_post_backward: the input gradient sent (none from the first stage's chunk 0), the next
+      -- output gradient received into bwd_recv_buffer[k % size] (what the slot held goes), passed to
+      -- output_tensor_grads; then slot (k + 1) % size cleared
+      local recv_next, nb = recv_from_previous(k, false)
+      local g = recv_next and receive_for("output gradient", nb) or nil
+      rebind(bring[k % bsize], g, ("bwd_recv_buffer[%d] rebound"):format(k % bsize))
+      if g then
+        ograds[nb][#ograds[nb] + 1] = hold(g)
+        rebind(bring[(k + 1) % bsize], nil, ("bwd_recv_buffer[%d] cleared"):format((k + 1) % bsize))
+      end
+      close(1, cb, mbb, a0)
+      -- output_tensor, input_tensor_grad = the pair's results
+      set_output_local(not is_last(c) and o or nil)
+      rebind(L.input_tensor_grad, igrad, "input_tensor_grad rebound")
+      drop(igrad, "backward_step returns")
+    else
+      -- without overlap_p2p_comm: the pair runs (no pp_pre_forward), output_tensor and
+      -- input_tensor_grad rebound as it returns, then (input_tensor, output_tensor_grad) =
+      -- send_forward_backward_recv_forward_backward(...): the next activation and the next
+      -- output gradient received together, batched, the sent output deallocated after
+      local o, c = forward_step(fk)
+      close(0, c, o.mb, o.a0)
+      local igrad, cb, mbb, a0 = backward_step(k)
+      set_output_local(not is_last(c) and o or nil)
+      rebind(L.input_tensor_grad, igrad, "input_tensor_grad rebound")
+      drop(igrad, "backward_step returns")
+      local recv, nxt = recv_from_previous(fk, true)
+      if k == remaining - 1 then recv = false end
+      local recv_next, nb = recv_from_previous(k, false)
+      local t = recv and receive_for("activation", nxt) or nil
+      local g = recv_next and receive_for("output gradient", nb) or nil
+      rebind(L.input_tensor, t, "input_tensor rebound")
+      rebind(L.output_tensor_grad, g, "output_tensor_grad rebound")
+      deallocate(L.output_tensor.t)
+      if recv then inputs[nxt][#inputs[nxt] + 1] = hold(t) end
+      if g then ograds[nb][#ograds[nb] + 1] = hold(g) end
+      close(1, cb, mbb, a0)
     end
-    close(0, c, o.mb, o.a0)
-    local igrad, cb, mbb, a0 = backward_step(k)
-    -- pp_post_backward: the input gradient sent (none from the first stage's chunk 0), the next
-    -- output gradient received into bwd_recv_buffer (the warm-up's reference there goes), then
-    -- passed to output_tensor_grads
-    local recv_next, nb = recv_from_previous(k, false)
-    local g = recv_next and receive_for("output gradient", nb) or nil
-    rebind(L.bwd_buf, g, "bwd_recv_buffer rebound")
-    if g then
-      ograds[nb][#ograds[nb] + 1] = hold(g)
-      rebind(L.bwd_buf, nil, "bwd_recv_buffer cleared")
-    end
-    close(1, cb, mbb, a0)
-    -- output_tensor, input_tensor_grad = the pair's results
-    set_output_local(not is_last(c) and o or nil)
-    rebind(L.input_tensor_grad, igrad, "input_tensor_grad rebound")
-    drop(igrad, "backward_step returns")
   end
   -- after the loop: deallocate_output_tensor(output_tensor)
   deallocate(L.output_tensor.t)
@@ -392,9 +469,11 @@ function M.run(cx, pl, mc, forward)
   if cx.mg_dp then require("strategies.megatron_dp").finalize_schedule(cx) end
   -- the function returns: its locals go
   local why = "forward_backward_pipelining_with_interleaving returns"
-  for _, slot in ipairs { L.input_tensor, L.input_tensor_grad, L.output_tensor_grad, L.bwd_buf } do
+  for _, slot in ipairs { L.input_tensor, L.input_tensor_grad, L.output_tensor_grad } do
     rebind(slot, nil, why)
   end
+  for i = 0, fsize - 1 do rebind(fring[i], nil, why .. " (fwd_recv_buffer)") end
+  for i = 0, bsize - 1 do rebind(bring[i], nil, why .. " (bwd_recv_buffer)") end
   set_output_local(nil)
   op { name = why .. ": total_num_tokens goes", frees = { ntok } }
   -- each receiving chunk's decoder.input_tensor: its last input and that input's .grad outlive the
@@ -419,17 +498,27 @@ end
 -- The run's note on the pipeline.
 function M.note(pl)
   local pp, vp, rank, m = pl.par.pp, pl.virtual, pl.rank, pl.par.pp_microbatches
+  local group = pl.par.pp_microbatch_group or pp
   local parts = {}
   for c = 0, vp - 1 do
     local st = pl.stages[c * pp + rank + 1]
     parts[#parts + 1] = ("chunk %d layers %d-%d%s%s"):format(c, st.first, st.last, st.embed and " and the embedding" or "",
       st.head and " and the final norm, output layer and loss" or "")
   end
+  -- (the rings of more than one slot: the first rank's forward one, the last rank's backward one)
+  local ring = ""
+  if group > pp and (rank == 0 or rank == pp - 1) and pl.par.pp_overlap_p2p_comm ~= false then
+    ring = ("; its %s_recv_buffer a ring of %d slots (group - pp + 1), each keeping its received %s until cleared"):format(
+      rank == 0 and "fwd" or "bwd", group - pp + 1, rank == 0 and "activation" or "gradient")
+  end
   return ("Megatron-LM's interleaved pipeline (megatron-core 0.16.1, forward_backward_pipelining_with_interleaving, "
-          .. "overlap_p2p_comm): rank %d of %d holds %d model chunks (%s); %d warm-up forwards of %d virtual "
-          .. "micro-batches (%d micro-batches x %d chunks, groups of %d); each received activation and gradient a new "
-          .. "tensor, each sent output deallocated (deallocate_pipeline_outputs)"):format(rank, pp, vp,
-          table.concat(parts, "; "), M.warmup(pp, rank, vp, m, pp), m * vp, m, vp, pp)
+          .. (pl.par.pp_overlap_p2p_comm == false and "without overlap_p2p_comm: batch_p2p_comm" or "overlap_p2p_comm")
+          .. "): rank %d of %d holds %d model chunks (%s); %d warm-up forwards of %d virtual "
+          .. "micro-batches (%d micro-batches x %d chunks, groups of %d: microbatch_group_size_per_vp_stage%s)%s; "
+          .. "each received activation and gradient a new tensor, each sent output deallocated "
+          .. "(deallocate_pipeline_outputs)"):format(rank, pp, vp,
+          table.concat(parts, "; "), M.warmup(pp, rank, vp, m, group), m * vp, m, vp, group,
+          pl.par.pp_microbatch_group and "" or ", its default pp", ring)
 end
 
 return M

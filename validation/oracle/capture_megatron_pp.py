@@ -19,7 +19,10 @@ training.py's get_model does (vp_stage i; pre_process on the first rank's chunk 
 on the last rank's last chunk), layers / (pp vp) each, and the schedule runs them interleaved;
 the config as arguments.py leaves an interleaved run: overlap_p2p_comm True (the default unless
 --no-overlap-p2p-communication) and so batch_p2p_comm False, microbatch_group_size_per_vp_stage
-the config's default, pp; with dp each chunk gets its own DistributedDataParallel (wrap() over the
+the spec's group (--microbatch-group-size-per-virtual-pipeline-stage; without it the config's
+default, pp); overlap_p2p_comm false in the spec is --no-overlap-p2p-communication (arguments.py
+then asserts pp > 2, and core_transformer_config_from_args sets batch_p2p_comm True: the steady
+state's send_forward_backward_recv_forward_backward, batched); with dp each chunk gets its own DistributedDataParallel (wrap() over the
 list). Megatron's activation recompute is
 capture_megatron_tp.py's recompute_* fields (TransformerConfig's, through its
 transformer_config()), run on every micro-batch over the stage's layers. With dp (the world is then
@@ -66,7 +69,10 @@ does the deallocation of its output that follows; the cool-down's recv_backward 
 Interleaved: send_forward_recv_forward (a forward's output sent, the next activation received) to
 the forward that sent, with the deallocation that follows it in the warm-up;
 send_backward_recv_backward (a backward's input gradient sent, the next output gradient
-received) to the backward that reads what it receives.
+received) to the backward that reads what it receives. Without overlap_p2p_comm,
+send_forward_backward_recv_forward_backward (the warm-up's last and each steady pair's transfers,
+the activation received before the gradient) to the next backward, and so the deallocation after
+it.
 """
 import functools
 import sys
@@ -76,7 +82,7 @@ import capture_tp as CT
 import capture_megatron_tp as MT
 import capture_megatron_dp as MD
 
-SPEC_FIELDS = dict(MD.SPEC_FIELDS, pp=int, microbatches=int, rank=int, vp=int)
+SPEC_FIELDS = dict(MD.SPEC_FIELDS, pp=int, microbatches=int, rank=int, vp=int, group=int, overlap_p2p_comm=bool)
 
 
 def install_pp_stand_ins(torch):
@@ -114,7 +120,8 @@ def tag_phases(rec, counts):
     wrap(schedules, "backward_step", "bwd", "b")
     for name, ph, key in (("recv_forward", "fwd", "f"), ("send_backward_recv_forward", "fwd", "f"),
                           ("recv_backward", "bwd", "b"), ("send_forward_recv_backward", "fwd", "f"),
-                          ("send_forward_recv_forward", "fwd", "f"), ("send_backward_recv_backward", "bwd", "b")):
+                          ("send_forward_recv_forward", "fwd", "f"), ("send_backward_recv_backward", "bwd", "b"),
+                          ("send_forward_backward_recv_forward_backward", "bwd", "b")):
         wrap(P.P2PCommunicator, name, ph, key)
 
 
@@ -140,8 +147,12 @@ def capture(spec):
     if vp > 1:
         # (arguments.py: an interleaved schedule keeps overlap_p2p_comm, True unless
         # --no-overlap-p2p-communication, and core_transformer_config_from_args sets batch_p2p_comm =
-        # not overlap_p2p_comm; microbatch_group_size_per_vp_stage stays the config's pp)
-        cfg.overlap_p2p_comm, cfg.batch_p2p_comm = True, False
+        # not overlap_p2p_comm; microbatch_group_size_per_vp_stage is
+        # --microbatch-group-size-per-virtual-pipeline-stage, else the config's pp)
+        overlap = bool(spec.get("overlap_p2p_comm", True))
+        cfg.overlap_p2p_comm, cfg.batch_p2p_comm = overlap, not overlap
+        if "group" in spec:
+            cfg.microbatch_group_size_per_vp_stage = int(spec["group"])
     first, last = parallel_state.is_pipeline_first_stage(), parallel_state.is_pipeline_last_stage()
     rec = C.Recorder()
     fake = FakeTensorMode()
@@ -231,7 +242,9 @@ def capture(spec):
               "world_size": world, "rank": rank, "device": "cuda (fake)", "process_group": "fake",
               "parallel": {"tp": tp, "pp": pp, "tp_impl": "megatron", "sequence_parallel": True,
                            "pp_schedule": "Interleaved1F1B" if vp > 1 else "1F1B", "microbatches": m,
-                           **({"vp": vp, "overlap_p2p_comm": True} if vp > 1 else {}), "first_stage": first, "last_stage": last,
+                           **({"vp": vp, "overlap_p2p_comm": cfg.overlap_p2p_comm,
+                               "microbatch_group_size_per_vp_stage": cfg.microbatch_group_size_per_vp_stage}
+                              if vp > 1 else {}), "first_stage": first, "last_stage": last,
                            **{k: spec[k] for k in MT.RECOMPUTE if k in spec},
                            **({"dp": dp, "distributed_optimizer": bool(spec.get("distributed_optimizer", True)),
                                "grad_reduce_in_fp32": bool(spec.get("grad_reduce_in_fp32", True))} if dp > 1 else {})},
@@ -248,6 +261,10 @@ def check_spec(path):
         bad("tp and pp must be at least 2")
     if spec["layers"] % (spec["pp"] * spec.get("vp", 1)):
         bad("layers must be a multiple of pp x vp (Megatron's even split)")
+    if "overlap_p2p_comm" in spec and (spec.get("vp", 1) < 2 or (not spec["overlap_p2p_comm"] and spec["pp"] < 3)):
+        bad("overlap_p2p_comm is the interleaved schedule's (vp > 1); false needs pp > 2 (arguments.py asserts it)")
+    if "group" in spec and spec.get("vp", 1) < 2:
+        bad("group (microbatch_group_size_per_vp_stage) is the interleaved schedule's: it needs vp > 1")
 
     return spec
 
