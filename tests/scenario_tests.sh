@@ -218,13 +218,13 @@ elif grep -q "x0.220 DRAM (measured 920.7 GB/s / the H200's 4177.0)" "$TMP/carry
      grep -q "x0.425 DRAM bandwidth" "$TMP/carry_a100.out" && ! grep -q "measured 9" "$TMP/carry_l40s.out"; then
   ok "a carried DRAM ratio is raised to the GPU's published elementwise bandwidth where the carry gives less"
 else fail "carried DRAM ratio" "$(grep 'step time' "$TMP/carry_a100.out" "$TMP/carry_4090.out" "$TMP/carry_l40s.out")"; fi
-# The 34 memory-bound classes the H100 SXM measured as well as the H200 carry split into a DRAM
+# The 35 memory-bound classes the H100 SXM measured as well as the H200 carry split into a DRAM
 # part (by the DRAM ratio) and an SM part (by SMs x clock: the A100's 108 x 1410 MHz over the
 # H200's 132 x 1980 = x0.583; the RTX 4090's 128 x 2615 = x1.281); the L40S, with no clock in the
 # catalog, keeps the DRAM ratio for every class, and the H100 SXM its own measurements.
 if crashed "carried classes split"; then :
-elif grep -q "x0.425 DRAM bandwidth (34 classes split with the H100 SXM's: SM part x0.583 SMs x clock)" "$TMP/carry_a100.out" &&
-     grep -q "(34 classes split with the H100 SXM's: SM part x1.281 SMs x clock)" "$TMP/carry_4090.out" &&
+elif grep -q "x0.425 DRAM bandwidth (35 classes split with the H100 SXM's: SM part x0.583 SMs x clock)" "$TMP/carry_a100.out" &&
+     grep -q "(35 classes split with the H100 SXM's: SM part x1.281 SMs x clock)" "$TMP/carry_4090.out" &&
      grep -q "x0.180 DRAM bandwidth (no SM clock in lua/hw/gpus.lua: every class by it)" "$TMP/carry_l40s.out" &&
      ! grep -q "classes split" "$TMP/carry_h100.out"; then
   ok "memory-bound classes measured on the H200 and the H100 carry split into DRAM and SM parts"

@@ -462,6 +462,34 @@ PY
 if [ "$got" = "10 same" ]; then ok "gpt-oss attention with sinks on an H100: the cat, the softmax over rows of s + 1, the align1 GEMM and their backwards at their measured classes' times, at 1 and 2 x 4096"
 else bad "gpt-oss attention with sinks, op times against h100_sxm_sinks_attention.lua: $got $(cat "$tmp/err")"; fi
 
+# peft's expert folding on an H100 (LoRA on the experts' 3-D weights): each torch.baddbmm(W, lhs,
+# rhs), its memcpy of W and cuBLAS's in-place beta-1 GEMM, takes the whole call's measured time at
+# its shape (lua/hw/calibrated/h100_sxm_baddbmm.lua, class mm_baddbmm: 128 x 1536 x 2048 and
+# 128 x 2048 x 768 at r 16, 1.34457 and 0.67702 ms) plus the stream's gap after each of its two
+# kernels; its backward's two bmm stay GEMMs ("mm")
+"$VRSIM" scenarios/qwen3_30b_a3b_lora_experts_h100.lua --set model.layers=1 --out "$tmp/fold" >/dev/null 2>"$tmp/err"
+got=$(python3 - "$tmp/fold/trace.json" <<'PY'
+import json, sys
+want = {"gate_up_proj.lora_baddbmm": 1.34457, "down_proj.lora_baddbmm": 0.67702}
+t = json.load(open(sys.argv[1]))
+seen, bad = 0, []
+for e in (t["traceEvents"] if isinstance(t, dict) else t):
+    a = e.get("args", {})
+    op = e.get("name", "")[len("layers.0.mlp.experts."):]
+    if e.get("ph") != "X" or a.get("step") != 1 or not e["name"].startswith("layers.0.mlp.experts."):
+        continue
+    if op in want:
+        seen += 1
+        if a["kind"] != "mm_baddbmm" or abs(e["dur"] - want[op] * 1e3 - 2 * 1.558) > 0.05:
+            bad.append(f"{op} {a['kind']} {e['dur']:.2f} us")
+    elif op.endswith(".lora_baddbmm.backward") and a["kind"] != "mm":
+        bad.append(f"{op} {a['kind']}")
+print(seen, "; ".join(bad) or "same")
+PY
+)
+if [ "$got" = "2 same" ]; then ok "peft's expert folding on an H100: each torch.baddbmm at its measured whole-call time (mm_baddbmm), its backward GEMMs"
+else bad "expert folding against h100_sxm_baddbmm.lua: $got $(cat "$tmp/err")"; fi
+
 # the experts' SwiGLU reads the two halves of the gate_up product, views with a row stride of
 # twice their width, as GEGLU's (models/blocks/unet.lua): act_fn(gate) at the "strided" class
 # (its backward, reading one strided operand beside contiguous ones, at "strided_mixed"), act * up

@@ -152,17 +152,6 @@ KNOWN = {
     ("gen4-qwen3moe-l4-b2", "peak_reserved"): (0.05,
         "MoE: one 768 MiB expert gradient placed in another segment after a free-order difference "
         "in step 0's backward (allocations match the trace; replay of the trace is exact)"),
-    # Qwen3-30B-A3B with LoRA on the experts at full depth, 1 x 4096, on one H100: GPU-bound
-    # (results/kernels_gen11_experts_h100.jsonl, 1103 ms of kernels in a 1194 ms step). peft's
-    # ParamWrapper folds each expert stack with torch.baddbmm twice a forward (its check and its
-    # read), each a memcpy of W into the result and cuBLAS's beta-1 batched GEMM in place
-    # (strategies/lora.lua M.baddbmm_bytes): the memcpys run at the copy rate vrsim gives them, but
-    # the 192 GEMMs (nvjet ..._h_badd_..., k = 16 and 32) take 114.6 ms for 232 GB read and written,
-    # 2.0 TB/s, where vrsim prices a GEMM's bytes at its DRAM rate (2.95 TB/s here): about 70 ms a
-    # step with the recomputation's, no class measured for it yet
-    ("gen11-qwen3-30b-a3b-lora-experts-b1-ckpt", "step_time"): (0.17,
-        "peft's expert folding: cuBLAS's in-place beta-1 batched GEMM at small k runs at 2.0 TB/s "
-        "(results/kernels_gen11_experts_h100.jsonl), priced at the DRAM rate; no class yet"),
     # SDXL steady medians on an H100 host, host-bound: the host issued the step in 0.78-0.86x
     # vrsim's calibration-host dispatch (median_wall_ms), where the record's tiny-op
     # host_dispatch_scale says 0.55-0.56 (docs/step-time.md, "Steady medians by resolution and
@@ -315,6 +304,20 @@ KNOWN = {
     # 107.9 is -5.2 % of the fastest run
     ("ttc-paged-adamw8bit-in-bwd_r2", "step_time"): (0.16,
         "124.3 ms here (steps 116.8-125.9); the same work 113.8 and 132.8 ms on the first host (vrsim 107.9)"),
+    # the same six-row plan's four bitsandbytes/torchtune rows on a third H100 host
+    # (llama_h100_torchtune_combos_r3, 2026-12-06 23:41): paged AdamW 8-bit in backward 132.8 ms
+    # again (steps 129.9-132.8), the first host's slower run to the tenth of a millisecond
+    ("ttc-paged-adamw8bit-in-bwd_r3", "step_time"): (0.22,
+        "132.8 ms here, as on the first host's second run; 113.8-124.3 ms in the other two (vrsim 107.9)"),
+    # compile with activation offloading on that third host ran a different program: its
+    # allocator trace (fulltrace_ttc-compile-act-offload-r3.csv.gz) has 14780 events against the
+    # other two hosts' 16702 (identical to each other), none of the 56 MiB bool masks of the
+    # down_proj adapters' dropout (32 in theirs), a peak of 9900.1 MiB against 9997.1 (vrsim
+    # 9901.1) and a cold first step (19.4 s of compilation against 1.05 and 1.36 s there); its
+    # steps took 75.0-76.9 ms against 114.7-117.2. Which of the two programs a run gets is not
+    # traced to its cause; vrsim's 117.3 ms is the other two hosts' step
+    ("ttc-compile-act-offload_r3", "step_time"): (0.55,
+        "a different compiled program on this host (14780 allocator events, no dropout masks): 76.9 ms, 115.3-115.7 on two hosts (vrsim 117.3)"),
 }
 for (cfg, metric), (bound, why) in sorted(KNOWN.items()):
     r = [x for x in rows if x["config"] == cfg and x["metric"] == metric]

@@ -422,7 +422,7 @@ function M.param_proxies(cx, pre, ex)
       rhs = nn.to(cx, av, w.dtype, name .. ".lora_rhs")
     end
     local wb = nn.bytes(w.shape, w.dtype)
-    nn.op(cx, { name = name .. ".lora_check", kind = "mm", inputs = { w, lhs, rhs },
+    nn.op(cx, { name = name .. ".lora_check", kind = "mm_baddbmm", inputs = { w, lhs, rhs },
                 workspace = { wb }, grads = { "none", "none", "none" },
                 flops = 2 * e * out * inn * r, dtype = w.dtype, kernels = 2,
                 bytes = M.baddbmm_bytes(wb, lhs, rhs) })
@@ -436,7 +436,9 @@ end
 -- is not 0, a device-to-device memcpy), then cuBLAS's batched GEMM with beta 1 reads and writes
 -- the result in place (Blas.cpp baddbmm_out_cuda_impl); two kernels. The H100 profile of the
 -- experts' LoRA (validation/results/kernels_gen11_experts_h100.jsonl) has each baddbmm's memcpy
--- beside its GEMM: 192 of each a forward.
+-- beside its GEMM: 192 of each a forward. Where the GPU measured the whole call
+-- (lua/hw/calibrated/<gpu>_baddbmm.lua, class mm_baddbmm: 2.4 TB/s on an H100 SXM, 3.2 on an H200)
+-- it takes no less than that rate over these bytes; its backward's two bmm are GEMMs ("mm").
 function M.baddbmm_bytes(wb, lhs, rhs)
   return 2 * wb + 2 * wb + nn.bytes(lhs.shape, lhs.dtype) + nn.bytes(rhs.shape, rhs.dtype)
 end
@@ -452,7 +454,7 @@ function M.param_weight(cx, proxies, key, plain)
   local w, lhs, rhs = p.w, p.lhs, p.rhs
   local e, out, inn = w.shape[1], w.shape[2], w.shape[3]
   local flops = 2 * e * out * inn * p.r
-  return nn.op(cx, { name = p.name .. ".lora_baddbmm", kind = "mm", inputs = { w, lhs, rhs },
+  return nn.op(cx, { name = p.name .. ".lora_baddbmm", kind = "mm_baddbmm", bwd_kind = "mm", inputs = { w, lhs, rhs },
                      outs = { { p.name .. ".lora_weight", w.shape, w.dtype } }, saves = { lhs, rhs },
                      grads = { "none", { dtype = lhs.dtype }, { dtype = rhs.dtype } },
                      bwd_workspace = { nn.bytes(lhs.shape, lhs.dtype), nn.bytes(rhs.shape, rhs.dtype) },

@@ -252,7 +252,7 @@ function M.device_of(cfg, ctx)
       local ops = calibrated("_torch_ops", gname)
       if ops then
         prof.torch_ops = joined(ops.torch_ops, "torch_ops",
-                                { "_conv_layout", "_group_norm", "_norm", "_geglu_mul", "_sinks_attention" }, gname)
+                                { "_conv_layout", "_group_norm", "_norm", "_geglu_mul", "_sinks_attention", "_baddbmm" }, gname)
       end
     end
     return prof
@@ -267,7 +267,7 @@ function M.device_of(cfg, ctx)
     local ops, streams, gap = calibrated("_torch_ops", gname), calibrated("_streams", gname),
         calibrated("_kernel_gap", gname)
     local rows = joined(ops and ops.torch_ops or {}, "torch_ops",
-                        { "_conv_layout", "_group_norm", "_norm", "_geglu_mul", "_sinks_attention" }, gname)
+                        { "_conv_layout", "_group_norm", "_norm", "_geglu_mul", "_sinks_attention", "_baddbmm" }, gname)
     if #rows == 0 and not streams and not gap then return nil end
     return { torch_ops = rows, copy = streams and streams.copy, elementwise = streams and streams.elementwise,
              kernel_gap_us = gap and gap.kernel_gap_us, source = "lua/hw/calibrated/" .. gname .. "_*.lua" }

@@ -144,7 +144,7 @@ check(t.torch_ops == nil and basis:find("no SM clock in lua/hw/gpus.lua: every c
 -- a DRAM-bound class (copy) near the DRAM ratio, a strided one (transpose) nearer the SM ratio
 local function joined(gname)
   local out = {}
-  for _, f in ipairs { "_torch_ops", "_norm", "_group_norm", "_geglu_mul", "_conv_layout", "_sinks_attention" } do
+  for _, f in ipairs { "_torch_ops", "_norm", "_group_norm", "_geglu_mul", "_conv_layout", "_sinks_attention", "_baddbmm" } do
     for _, r in ipairs(require("hw.calibrated." .. gname .. f).torch_ops) do out[#out + 1] = r end
   end
   return out
@@ -160,7 +160,7 @@ for cls, pts in pairs(split or {}) do
     if not between then failures[#failures + 1] = cls .. " outside its ratios"; break end
   end
 end
-check(n == 34 and between, "34 classes measured on both, each carried between its ratios: " .. n)
+check(n == 35 and between, "35 classes measured on both, each carried between its ratios: " .. n)
 local function mean_ratio(cls)
   local s = 0
   for _, p in ipairs(split[cls]) do s = s + ratio(p[2], p[3], kb, k_sm) end
