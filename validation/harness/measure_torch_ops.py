@@ -8,7 +8,7 @@ bandwidth over bytes moved. Writes lua/hw/calibrated/<gpu>_torch_ops.lua.
 --only foreach measures just the optimizer's foreach classes, for bf16 and fp32 parameter lists
 (the fp32 ones as classes foreach_fp32, foreach_scalar_fp32, foreach_out_fp32).
 
---only baddbmm measures peft's expert folding alone (classes baddbmm and baddbmm_gemm, below) into its own
+--only baddbmm measures peft's expert folding alone (classes baddbmm, baddbmm_gemm and baddbmm_bwd, below) into its own
 file, as --only transpose_fp8 does.
 
 --only transpose_fp8 measures class transpose_fp8 alone (below), at the standard shapes and the
@@ -61,10 +61,11 @@ def main():
                     help="only the optimizer's foreach classes, only its fused AdamW kernel, or only "
                          "class transpose_fp8 (its rows, to join to a GPU's table)")
     ap.add_argument("--cpu-check", action="store_true",
-                    help="run --only transpose_fp8's calls on the CPU at small shapes (checks the code)")
+                    help="run --only transpose_fp8's or --only baddbmm's calls on the CPU at small shapes "
+                         "(checks the code)")
     a = ap.parse_args()
-    if a.cpu_check and a.only != "transpose_fp8":
-        ap.error("--cpu-check goes with --only transpose_fp8")
+    if a.cpu_check and a.only not in ("transpose_fp8", "baddbmm"):
+        ap.error("--cpu-check goes with --only transpose_fp8 or --only baddbmm")
     dev = "cpu" if a.cpu_check else "cuda"
     rows = []
     def rec(cls, op, ms, bytes_):
@@ -91,6 +92,8 @@ def main():
                    [(e, o, i, r) for (e, o, i) in ((128, 1536, 2048), (128, 2048, 768), (64, 2816, 2048),
                                                    (64, 2048, 1408), (32, 2880, 5760), (32, 2880, 2880))
                     for r in (8, 16, 32, 64)])
+    if a.cpu_check:
+        fold_shapes = [(4, 64, 32, 8)]
     for (e, o, i, r) in fold_shapes:
         w = torch.randn(e, o, i, device=dev, dtype=bf)
         lhs = torch.randn(e, o, r, device=dev, dtype=bf)
@@ -101,7 +104,16 @@ def main():
         out = w.clone()
         rec("baddbmm_gemm", "baddbmm_ in place " + what, timed(lambda: out.baddbmm_(lhs, rhs, alpha=2.0), 5),
             2 * nb(w) + nb(lhs, rhs))
-        del w, lhs, rhs, out
+        # its backward with W frozen and the factors trainable (BaddbmmBackward0: grad @ rhs^T and
+        # lhs^T @ grad, each a bmm that streams the stack's gradient, then the alpha scaling of
+        # each factor's gradient; class baddbmm_bwd, bytes as the simulator counts them: the
+        # gradient read twice)
+        lhs.requires_grad_(True); rhs.requires_grad_(True)
+        y = torch.baddbmm(w, lhs, rhs, alpha=2.0)
+        gy = torch.randn_like(y)
+        rec("baddbmm_bwd", "baddbmm backward " + what,
+            timed(lambda: torch.autograd.grad(y, (lhs, rhs), gy, retain_graph=True), 5), 2 * nb(w))
+        del w, lhs, rhs, out, y, gy
     for (b, s, h) in ([] if a.only else [(1, 2048, 4096), (4, 2048, 4096), (1, 2048, 5120), (4, 2048, 5120), (16, 1024, 1280)]):
         x = torch.randn(b, s, h, device=dev, dtype=bf); y = torch.randn_like(x)
         o = torch.empty_like(x)
