@@ -283,11 +283,15 @@ PY
 then ok "the last stage's bwd_recv_buffer of 3 slots (groups of 4) keeps 2 received gradients past their backwards to the return, as the capture does"
 else bad "the receive rings"; fi
 
-# 2f. custom_backward's grad_output: on the last stage the loss chunk's backward is seeded with
+# 2f. custom_backward's grad_output: on the last stage each micro-batch's backward is seeded with
 #     torch.ones_like(loss), custom_backward's local until run_backward returns, so the 4-byte seed
 #     is live through that whole backward, as in the capture (every allocation of the backward
-#     made while it lives), not dropped once the engine has used it
-if python3 - "$tmp/${NG}3_rank2.csv" "$O/captures/${NG}3_rank2.jsonl.gz" <<'PY'
+#     made while it lives), not dropped once the engine has used it: the interleaved schedule's
+#     loss chunk (one layer) and the non-interleaved 1F1B's last stage (two layers), the same
+#     backward_step. The capture counts per layer 5 more outputs than vrsim allocates there (its
+#     fake tensors' out-of-place gradient sums and empty_like buffers, less the softmax
+#     temporary vrsim names), so the counts agree to 8 a layer
+cat >"$tmp/seed.py" <<'PY'
 import csv, gzip, json, sys
 def vrsim(path):
     """Allocations made while each ones_like seed of step 1 lives."""
@@ -311,11 +315,19 @@ def capture(path):
             spans.append(live.pop(d["sid"]))
     return spans[len(spans) // 2:]
 v, c = vrsim(sys.argv[1]), capture(sys.argv[2])
+count, layers = int(sys.argv[3]), int(sys.argv[4])
 print("allocations while each ones_like seed of step 1 lives: vrsim", v, "the capture", c)
-sys.exit(0 if len(v) == len(c) == 8 and min(v) > 40 and all(abs(x - y) <= 8 for x, y in zip(v, c)) else 1)
+sys.exit(0 if len(v) == len(c) == count and min(v) > 40 * layers
+          and all(abs(x - y) <= 8 * layers for x, y in zip(v, c)) else 1)
 PY
+if python3 "$tmp/seed.py" "$tmp/${NG}3_rank2.csv" "$O/captures/${NG}3_rank2.jsonl.gz" 8 1
 then ok "the loss chunk's ones_like seed lives through its backward (custom_backward's local), as in the capture"
 else bad "custom_backward's ones_like seed"; fi
+"$VRSIM" "$O/scenarios/${N}_rank2.lua" --no-files --no-suggest --alloc-trace "$tmp/seed1f1b.csv" >"$tmp/seed1f1b.out" 2>&1 \
+  || bad "${N}_rank2" "$(tail -3 "$tmp/seed1f1b.out")"
+if python3 "$tmp/seed.py" "$tmp/seed1f1b.csv" "$O/captures/${N}_rank2.jsonl.gz" 4 2
+then ok "1F1B's last stage: each micro-batch's ones_like seed lives through its backward, as in the capture"
+else bad "1F1B's custom_backward ones_like seed"; fi
 
 # 2g. without overlap_p2p_comm the steady state's transfers are batched after each pair and held
 #     by the schedule's locals: the overlapped schedule (pp_overlap_p2p_comm = true) diverges from
