@@ -96,6 +96,46 @@ else bad "the mpu buffer"; fi
 grep -q 'GlobalMemoryBuffer ("mpu"): 2 allocations, ending at 8.0 MiB' "$tmp/mg.out" \
   && ok "the run's note names the buffer and its size" || bad "no buffer note" "$(grep -o 'GlobalMemoryBuffer[^;]*' "$tmp/mg.out")"
 
+# 4b. the order of a column-parallel backward's allocations (LinearWithGradAccumulationAndAsync
+#     Communication.backward under sequence parallelism): grad_input [s, b, h], then the
+#     reduce-scatter's output sub_grad_input [s/tp, b, h] (torch.empty), then the weight gradient,
+#     each of step 1's five (q/k/v and fc1 of each layer, the output layer) as the capture makes
+#     them; the reduce-scatter made after the weight gradient would add 2 MiB to a stage's peak
+#     that falls at that GEMM
+if python3 - "$tmp/mg.csv" "$O/captures/llama3_8b_l2_bf16_megatron_tp2.jsonl.gz" <<'PY'
+import csv, gzip, json, sys
+S, B, H, TP = 512, 1, 4096, 2
+def capture(path):
+    """Step 1: the allocations of each column-parallel backward (the runs of ops of
+    LinearWithGradAccumulationAndAsyncCommunicationBackward that make the reduce-scatter's
+    torch.empty), in order."""
+    runs, cur = [], None
+    for l in gzip.open(path, "rt"):
+        d = json.loads(l)
+        if d["e"] != "op" or d.get("st") != 1 or d.get("ph") != "bwd": continue
+        if d.get("fw", "").endswith("|LinearWithGradAccumulationAndAsyncCommunicationBackward"):
+            if cur is None: cur = []; runs.append(cur)
+            cur += [(d["op"], n[1]) for n in d.get("new", [])]
+        else: cur = None
+    return [[n for _, n in r] for r in runs if any(op == "aten.empty.memory_format" for op, _ in r)]
+def vrsim(path):
+    """The allocations of each column-parallel linear's backward node, step 1's."""
+    runs, last = [], None
+    for ev in csv.DictReader(open(path)):
+        if ev["action"] != "alloc": continue
+        f = ev["frames"]
+        if f.endswith((".linear_qkv.backward", ".linear_fc1.backward", "output_layer.backward")):
+            if f != last: runs.append([]); last = f
+            runs[-1].append(int(ev["size"]))
+        else: last = None
+    return runs[len(runs) // 2:]
+c, v = capture(sys.argv[2]), vrsim(sys.argv[1])
+print("step 1's column-parallel backwards, bytes in allocation order: vrsim", v, "the capture", c)
+sys.exit(0 if len(v) == 5 and v == c and all(r[:2] == [S * B * H * 2, S // TP * B * H * 2] for r in v) else 1)
+PY
+then ok "column-parallel backward: grad_input, the reduce-scatter's output, then the weight gradient, as the capture allocates them (5 a step)"
+else bad "the column-parallel backward's allocation order"; fi
+
 # 5. the timeline: each column-parallel linear (2 a layer, and the output layer) all-gathers its
 #    saved input again in backward, on the compute stream, before its backward node, over the tp
 #    group (s * b * h bf16 gathered)

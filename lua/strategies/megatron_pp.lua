@@ -24,8 +24,9 @@
 --   once sent (config.deallocate_pipeline_outputs, which megatron/training/arguments.py's
 --   core_transformer_config_from_args sets True; the dataclass default is False); backward_step
 --   then runs custom_backward, the autograd engine seeded with the received gradient. The last
---   stage's output is the loss, deallocated alike; custom_backward seeds it with ones_like and
---   autograd sums that [1] gradient to the loss's 0-dim shape.
+--   stage's output is the loss, deallocated alike; custom_backward seeds it with ones_like (its
+--   grad_output local, live until run_backward returns) and autograd sums that [1] gradient to
+--   the loss's 0-dim shape.
 -- * The schedule's locals hold what the Python code holds: input_tensor (a received activation)
 --   until the next receive or pop rebinds it, output_tensor_grad (a received gradient) until the
 --   next one is received, input_tensor_grad (the activation's .grad, sent back) until the next
@@ -327,6 +328,14 @@ function M.run(cx, pl, mc, forward)
            inputs = { scale_seed.id, scale_one }, outputs = { g.id }, bytes = 12 }
       seed, held = g.id, false
       scaled_output = { id = scaled.id }
+    elseif last then
+      -- custom_backward(output, None): grad_output = torch.ones_like(output) of the deallocated
+      -- loss's [1] placeholder, custom_backward's local until run_backward returns, so held
+      -- through the whole backward rather than dropped once the engine has used it
+      scale_seed = nn.new_tensor(cx, "custom_backward: ones_like(output)", { 1 }, f.out.dtype, false, "temp")
+      op { name = "custom_backward: grad_output = ones_like(output)", kind = "elementwise", phase = "bwd",
+           outputs = { scale_seed.id }, bytes = nn.bytes({ 1 }, f.out.dtype) }
+      seed, held = scale_seed.id, true
     end
     local dx = G:derive_backward_of(f.first, f.last, f.out.id, seed, f.input and f.input.id, held)
     if scale_seed then free("custom_backward returns: its ones_like seed goes", "bwd", { scale_seed }) end

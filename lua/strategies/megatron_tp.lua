@@ -27,7 +27,8 @@
 --   get_global_memory_buffer().get_tensor(shape, dtype, "mpu") and saves the LOCAL input
 --   (ctx.save_for_backward(input, weight)): the gathered [s, b, h] is no activation of the step.
 --   Backward all-gathers the local input into the same buffer again before the weight gradient,
---   and reduce-scatters the input gradient into a new [s/tp, b, h] (torch.empty(dim_size)).
+--   and reduce-scatters the input gradient into a new [s/tp, b, h] (torch.empty(dim_size)), made
+--   before the weight-gradient GEMM, while the [s, b, h] input gradient is still live.
 -- * GlobalMemoryBuffer (megatron/core/utils.py): one buffer per (name, dtype), made by
 --   torch.empty on the first request and made again, larger, when a request exceeds it (the old
 --   one freed as the dict entry is replaced); it lives for the run. DotProductAttention asks the
@@ -193,9 +194,13 @@ end
 -- ColumnParallelLinear.forward with sequence parallelism, no bias, gather_output False
 -- (LinearWithGradAccumulationAndAsyncCommunication): the local input x [s/tp, b, h] all-gathered
 -- into the "mpu" buffer, then matmul(total_input, weight.t()). Saved: x and the weight. In
--- backward, before the node: the all-gather of x again (into the buffer); the node: the input
--- gradient grad_output.matmul(weight), [s, b, h], and the weight gradient; then the input
--- gradient reduce-scattered into a new [s/tp, b, h] (the all-gather's backward here).
+-- backward, before the node: the all-gather of x again (into the buffer); the node, in the
+-- order LinearWithGradAccumulationAndAsyncCommunication.backward allocates: the input gradient
+-- grad_input = grad_output.matmul(weight), [s, b, h] (a local, gone as backward returns: the
+-- node's workspace, made first), the reduce-scatter's output sub_grad_input = torch.empty of
+-- x's [s/tp, b, h] (made before the weight-gradient GEMM, the gradient the function returns),
+-- then the weight gradient; the reduce-scatter itself is the all-gather's backward (its
+-- traffic; the gradient passes through it).
 local function column_forward(cx, m, x)
   local tp = cx.mg_tp
   local w = mod.weight(cx, m.p.weight)
@@ -205,16 +210,21 @@ local function column_forward(cx, m, x)
   local rg = x.rg and not cx.no_grad
   local buf = mpu_buffer(cx, gshape, x.dtype, name, rg)
   -- dist_all_gather_func(all_gather_buffer, input): no allocation; its conjugate in backward is
-  -- the reduce-scatter of the input gradient, torch.empty of x's shape
+  -- the reduce-scatter of the input gradient, whose output the GEMM's node has made already
+  -- (sub_grad_input, before the weight-gradient GEMM): the gradient passes through
   cx.G:op { name = name .. ": all_gather into the mpu buffer", kind = "all_gather", phase = cx.phase,
             inputs = { x.id }, outputs = { buf.id }, frees = {},
-            grads = rg and { { bytes = nn.bytes(x.shape, x.dtype), dtype = x.dtype } } or nil,
+            grads = rg and { { pass = 1 } } or nil,
             bwd_kind = "reduce_scatter", bytes = full, bwd_bytes = full, dtype = x.dtype, world = tp,
             layer = cx.layer, no_grad = cx.no_grad, region = cx.region }
   local oshape, flops = matmul_out(gshape, w)
+  -- backward: grad_input [s, b, h] first (a workspace of the node: backward's local), then
+  -- sub_grad_input [s/tp, b, h] (the gradient of the gathered input, of x's size), then the
+  -- weight gradient, as layers.py allocates them
   local out = nn.op(cx, { name = name, kind = "mm", inputs = { buf, w }, frees = {},
                           outs = { { name, oshape, x.dtype } }, saves = { x, w },
-                          grads = { { bytes = full, dtype = x.dtype }, { dtype = w.dtype } },
+                          grads = { { bytes = nn.bytes(x.shape, x.dtype), dtype = x.dtype }, { dtype = w.dtype } },
+                          grad_order = { 1, 2 }, bwd_workspace = { full }, bwd_workspace_first = true,
                           flops = flops, bwd_flops = 2 * flops, dtype = x.dtype, host = "linear", host_views = 2 })
   local fwd_op = cx.last_op
   if rg then
