@@ -26,6 +26,13 @@ local M = {}
 -- Engine hold slots (Op.slot) of FSDP2: a collective's buffer kept until the next of its kind.
 local SLOT_REDUCE_SCATTER, SLOT_ALL_GATHER = 1, 2
 
+-- How ops and tensors name a unit: "layer N" (a decoder layer; -1 the root), or a module of
+-- training.zero.units by its path (and call, for one that runs more than once per forward).
+local function L(s, layer)
+  local u = s.unit_tags and s.unit_tags[layer]
+  return u and u.label or ("layer " .. layer)
+end
+
 -- FSDP2's own host time per fully_shard module and step, forward (pre/post-forward hooks: the
 -- all-gather's issue, copy-out and views, resharding) and backward (pre-backward unshard,
 -- post-backward reduce-scatter and its copy-in), measured on the profile's host
@@ -67,13 +74,13 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
   end
   local cast
   if cast_bytes > 0 then
-    cast = tensor(cx, ("all-gather input (layer %d%s)"):format(layer, names_suffix), cast_bytes,
+    cast = tensor(cx, ("all-gather input (%s%s)"):format(L(s, layer), names_suffix), cast_bytes,
                   list[1].dtype, "temp", false)
-    op(cx, { name = ("all-gather input cast layer %d%s"):format(layer, names_suffix), kind = "copy",
+    op(cx, { name = ("all-gather input cast %s%s"):format(L(s, layer), names_suffix), kind = "copy",
              stream = S.collective, phase = phase, hook = hook, layer = layer, inputs = inputs,
              outputs = { cast }, bytes = cast_bytes * 3 })
   end
-  local flat = tensor(cx, ("all-gather output (layer %d%s)"):format(layer, names_suffix), flat_bytes,
+  local flat = tensor(cx, ("all-gather output (%s%s)"):format(L(s, layer), names_suffix), flat_bytes,
                       list[1].dtype, "temp", false)
   local host_inputs = {}
   for i, it in ipairs(list) do if it.p.shard.host then host_inputs[#host_inputs + 1] = inputs[i] end end
@@ -85,7 +92,7 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
   -- (AllGatherState, freed in the next wait_for_unshard; no record_stream); in backward, and in
   -- ZeRO-3, it is freed once copied out
   local deferred = s.kind == "fsdp2" and phase == "fwd"
-  op(cx, { name = ("all_gather layer %d%s"):format(layer, names_suffix), kind = "allgather", stream = S.collective,
+  op(cx, { name = ("all_gather %s%s"):format(L(s, layer), names_suffix), kind = "allgather", stream = S.collective,
            phase = phase, hook = hook, layer = layer, inputs = inputs, outputs = { flat },
            frees = host_inputs, bytes = flat_bytes, world = s.n,
            slot = deferred and SLOT_ALL_GATHER or nil, slot_free_after = deferred or nil })
@@ -93,7 +100,7 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
   for i, it in ipairs(list) do outs[i] = it.full end
   -- (FSDP2's backward copy-out runs in the layer's own pre-backward, wait_for_unshard, where a
   -- prefetch issued only the all-gather: hook 5)
-  op(cx, { name = ("all-gather copy-out layer %d%s"):format(layer, names_suffix), kind = "copy",
+  op(cx, { name = ("all-gather copy-out %s%s"):format(L(s, layer), names_suffix), kind = "copy",
            phase = phase, hook = (s.kind == "fsdp2" and hook == 1) and 5 or hook, layer = layer, inputs = { flat }, outputs = outs,
            frees = deferred and {} or { flat }, bytes = 2 * flat_bytes, remap_of = remaps,
            host_us = s.kind == "fsdp2" and phase == "fwd" and fsdp2_hook_us(cx, s, layer, "fwd") or nil })
@@ -107,14 +114,14 @@ end
 local function accumulate_unsharded(cx, s, layer, grads, rs_bytes, dtype)
   local acc = s.acc_unsharded[layer]
   if not acc then
-    acc = tensor(cx, ("unsharded accumulated gradients (layer %d)"):format(layer), rs_bytes,
+    acc = tensor(cx, ("unsharded accumulated gradients (%s)"):format(L(s, layer)), rs_bytes,
                  dtype, "grad", true)
     s.acc_unsharded[layer] = acc
-    op(cx, { name = ("to_accumulated_grad layer %d"):format(layer), kind = "copy", phase = "bwd",
+    op(cx, { name = ("to_accumulated_grad %s"):format(L(s, layer)), kind = "copy", phase = "bwd",
              hook = 2, layer = layer, grads_of = grads, free_grads = true, drop_persistent = true,
              outputs = { acc }, bytes = 2 * rs_bytes })
   else
-    op(cx, { name = ("accumulate unsharded grads layer %d"):format(layer), kind = "elementwise",
+    op(cx, { name = ("accumulate unsharded grads %s"):format(L(s, layer)), kind = "elementwise",
              phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
              drop_persistent = true, inputs = { acc }, bytes = 3 * rs_bytes })
   end
@@ -173,6 +180,11 @@ function M.release(cx, layer, keep)
   end
   local list = s.gathered[layer] or {}
   if #list == 0 then return end
+  -- a unit of training.zero.units (shard.lua extra_units): which module and call of this forward
+  local u = s.unit_tags and s.unit_tags[layer]
+  if u and s.pp_keep then
+    error(("training.zero.units ('%s') beside a pipeline is not modelled"):format(u.path), 0)
+  end
   if s.pp_keep then return M.pp_release(cx, s, layer, list) end
   local raf = s.opts.raf and not keep
   local frees = {}
@@ -181,7 +193,7 @@ function M.release(cx, layer, keep)
     if raf then frees[#frees + 1] = g.full.id end
   end
   if #frees > 0 then
-    op(cx, { name = "reshard layer " .. layer, phase = "fwd", frees = frees, layer = layer })
+    op(cx, { name = "reshard " .. L(s, layer), phase = "fwd", frees = frees, layer = layer })
   end
   local used = {}
   if raf then
@@ -193,7 +205,9 @@ function M.release(cx, layer, keep)
       remaps[i] = g.full.id
       used[i] = again[i].full
     end
-    gather_module(cx, s, again, layer, "bwd", 1, ", backward", remaps)
+    -- (a module run more than once per forward: each call's pre_backward gathers it, none
+    -- prefetched, shard.lua extra_units: hook 5)
+    gather_module(cx, s, again, layer, "bwd", (u and u.calls > 1) and 5 or 1, ", backward", remaps)
   else
     for i, g in ipairs(list) do used[i] = g.full.id end
   end
@@ -202,6 +216,11 @@ function M.release(cx, layer, keep)
   local rdt = s.reduce_dtype or list[1].grad_dtype
   local mb, nmb = cx.micro or 1, cx.micro_total or 1
   local no_sync = s.kind == "fsdp2" and not s.opts.sync_every_micro_batch
+  if u and u.calls > 1 and no_sync and nmb > 1 then
+    -- every call's post_backward adds into one unsharded accumulated gradient: not modelled
+    error(("training.zero.units: '%s' runs %d times per forward; with sync_every_micro_batch = false its "
+           .. "accumulated gradients are not modelled"):format(u.path, u.calls), 0)
+  end
   local reduces = not (no_sync and mb < nmb)
   local grads, rs_bytes, outs, tp_moves = {}, 0, {}, {}
   for _, g in ipairs(list) do
@@ -221,7 +240,7 @@ function M.release(cx, layer, keep)
   -- the last reduce-scatters their sum.
   -- FSDP2's post-backward reshards before it reduces (FSDPParamGroup.post_backward: reshard(),
   -- then foreach_reduce): the unsharded parameters go before the reduce-scatter input comes
-  local free_gathered = { name = "free gathered layer " .. layer, phase = "bwd", hook = 2, layer = layer,
+  local free_gathered = { name = "free gathered " .. L(s, layer), phase = "bwd", hook = 2, layer = layer,
                           frees = used }
   -- beside tensor parallelism (lua/strategies/tp.lua, p.tp_grad) the post-backward first
   -- redistributes each gradient to its parameter's tp placement (_fsdp_param.py
@@ -248,7 +267,7 @@ function M.release(cx, layer, keep)
   if #grads > 0 and no_sync and mb < nmb then
     accumulate_unsharded(cx, s, layer, grads, rs_bytes, rdt or list[1].dtype)
   elseif #grads + #moved > 0 then
-    local rin = tensor(cx, ("reduce-scatter input (layer %d)"):format(layer), rs_bytes,
+    local rin = tensor(cx, ("reduce-scatter input (%s)"):format(L(s, layer)), rs_bytes,
                        rdt or list[1].dtype, "temp", false)
     -- FSDP2 (foreach_reduce) makes and fills the input on the current stream and keeps it until
     -- the next reduce-scatter (ReduceScatterState); ZeRO-3's lives on the reduce stream
@@ -258,35 +277,55 @@ function M.release(cx, layer, keep)
     local read = {}
     if acc_in then read[1] = acc_in end
     for _, t in ipairs(moved) do read[#read + 1] = t end
-    op(cx, { name = ("reduce-scatter copy-in layer %d"):format(layer), kind = "copy", stream = fsdp2 and S.compute or S.reduce_scatter,
+    op(cx, { name = ("reduce-scatter copy-in %s"):format(L(s, layer)), kind = "copy", stream = fsdp2 and S.compute or S.reduce_scatter,
              host_us = fsdp2 and fsdp2_hook_us(cx, s, layer, "bwd") or nil,
              phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
              drop_persistent = true, outputs = { rin }, bytes = 2 * rs_bytes,
              inputs = read, frees = read,
              slot = fsdp2 and SLOT_REDUCE_SCATTER or nil })
-    local first = s.acc_shard[layer] == nil or offload
-    local rout = tensor(cx, ("reduce-scatter output (layer %d%s)"):format(layer, first and "" or ", micro-batch " .. mb),
-                        (rs_bytes + s.n - 1) // s.n, rdt or list[1].dtype, first and "grad" or "temp", first)
-    if first then
-      for _, sg in ipairs(outs) do sg.flat = rout end
-      s.acc_shard[layer] = rout
+    -- the sharded gradient a unit's reduce-scatters add into (foreach_reduce: assigned when
+    -- sharded_param.grad is None, else added); a module run n times per forward reduce-scatters
+    -- once per call, and its last call's backward runs first: that one makes the shard, the
+    -- others (and every later micro-batch) add into it
+    local akey = u and u.key or layer
+    local shard_bytes, shard_dt = (rs_bytes + s.n - 1) // s.n, rdt or list[1].dtype
+    local first, rout = s.acc_shard[akey] == nil or offload, nil
+    if u and u.calls > 1 and not offload then
+      s.acc_pending = s.acc_pending or {}
+      if s.acc_shard[akey] == nil then
+        s.acc_shard[akey] = tensor(cx, ("reduce-scatter output (%s)"):format(u.path), shard_bytes, shard_dt, "grad", true)
+        s.acc_pending[akey] = true
+      end
+      first = s.acc_pending[akey] and u.call == u.calls
+      if first then
+        rout, s.acc_pending[akey] = s.acc_shard[akey], nil
+        for _, sg in ipairs(outs) do sg.flat = rout end
+      end
     end
-    op(cx, { name = ("reduce_scatter layer %d"):format(layer), kind = "reduce_scatter", stream = S.reduce_scatter,
+    if not rout then
+      rout = tensor(cx, ("reduce-scatter output (%s%s)"):format(L(s, layer), first and "" or ", micro-batch " .. mb),
+                    shard_bytes, shard_dt, first and "grad" or "temp", first)
+      if first then
+        for _, sg in ipairs(outs) do sg.flat = rout end
+        s.acc_shard[akey] = rout
+      end
+    end
+    op(cx, { name = ("reduce_scatter %s"):format(L(s, layer)), kind = "reduce_scatter", stream = S.reduce_scatter,
              phase = "bwd", hook = 2, layer = layer, inputs = { rin }, outputs = { rout },
              frees = fsdp2 and {} or { rin }, bytes = rs_bytes, world = s.n })
     if s.replicate then
       -- HSDP: the shard's gradient is then all-reduced across the replicas, in place
-      op(cx, { name = ("all_reduce (replicate) layer %d"):format(layer), kind = "allreduce", stream = S.reduce_scatter,
+      op(cx, { name = ("all_reduce (replicate) %s"):format(L(s, layer)), kind = "allreduce", stream = S.reduce_scatter,
                phase = "bwd", hook = 2, layer = layer, inputs = { rout }, outputs = {},
                bytes = (rs_bytes + s.n - 1) // s.n, world = s.replicate, per_node = s.replicate_per_node })
     end
     if offload then
-      op(cx, { name = ("copy gradient shards of layer %d to host"):format(layer), kind = "d2h", stream = S.d2h,
+      op(cx, { name = ("copy gradient shards of %s to host"):format(L(s, layer)), kind = "d2h", stream = S.d2h,
                phase = "bwd", hook = 2, layer = layer, inputs = { rout }, frees = { rout },
                drop_persistent = true, bytes = (rs_bytes + s.n - 1) // s.n })
     elseif not first then
-      op(cx, { name = ("accumulate gradient shard layer %d"):format(layer), kind = "elementwise", stream = S.reduce_scatter,
-               phase = "bwd", hook = 2, layer = layer, inputs = { s.acc_shard[layer], rout },
+      op(cx, { name = ("accumulate gradient shard %s"):format(L(s, layer)), kind = "elementwise", stream = S.reduce_scatter,
+               phase = "bwd", hook = 2, layer = layer, inputs = { s.acc_shard[akey], rout },
                frees = { rout }, bytes = 3 * ((rs_bytes + s.n - 1) // s.n) })
     end
   end
