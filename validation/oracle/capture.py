@@ -55,7 +55,8 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
                 named with its evidence
   zero          the strategy's knobs, as the scenario's training.zero: init "whole" (the model is
                 built on the GPU, then sharded: required), raf (reshard_after_forward, passed to
-                every fully_shard call; default true)
+                every fully_shard call; default true), units (module paths, each given a
+                fully_shard of its own after the decoder layers' and before the root's)
 
 The training loop is validation/harness/measure_llama.py's (the loop the GPU records ran):
 forward with labels = input_ids, loss.backward(), opt.step(), opt.zero_grad(set_to_none=True).
@@ -996,6 +997,10 @@ def wrap_parallel(torch, spec, model, mesh):
                                                    reduce_dtype=torch.float32)
         for layer in model.model.layers:
             fully_shard(layer, **kw)
+        # zero.units: a fully_shard of their own before the root's (torchtune's
+        # custom_sharded_layers, vrsim's training.zero.units)
+        for path in zero.get("units") or []:
+            fully_shard(model.get_submodule(path), **kw)
         fully_shard(model, **kw)
         return model
     if strategy in ("ddp", "zero1"):
@@ -1409,6 +1414,8 @@ def check_spec(path):
     if strategy in ("ddp", "zero1") and spec.get("zero"):
         bad(f"zero: {strategy} is captured with DistributedDataParallel's defaults (no knobs)")
     for k, v in (spec.get("zero") or {}).items():
+        if k == "units" and strategy == "fsdp2" and isinstance(v, list) and all(isinstance(p, str) for p in v):
+            continue
         # the harness's loop builds the model whole on the GPU, then shards it (zero.init whole)
         if (k, v) not in (("init", "whole"), ("raf", True), ("raf", False)):
             bad(f"zero.{k} = {v!r} is not captured (zero.init must be \"whole\"; zero.raf true or false)")
