@@ -216,11 +216,6 @@ function M.release(cx, layer, keep)
   local rdt = s.reduce_dtype or list[1].grad_dtype
   local mb, nmb = cx.micro or 1, cx.micro_total or 1
   local no_sync = s.kind == "fsdp2" and not s.opts.sync_every_micro_batch
-  if u and u.calls > 1 and no_sync and nmb > 1 then
-    -- every call's post_backward adds into one unsharded accumulated gradient: not modelled
-    error(("training.zero.units: '%s' runs %d times per forward; with sync_every_micro_batch = false its "
-           .. "accumulated gradients are not modelled"):format(u.path, u.calls), 0)
-  end
   local reduces = not (no_sync and mb < nmb)
   local grads, rs_bytes, outs, tp_moves = {}, 0, {}, {}
   for _, g in ipairs(list) do
@@ -260,75 +255,91 @@ function M.release(cx, layer, keep)
              world = g.p.tp_grad.kind == "allreduce" and g.p.tp_grad.world or nil })
     moved[#moved + 1] = out
   end
-  if s.kind == "fsdp2" then op(cx, free_gathered) end
-  local offload = s.opts.offload_optimizer == "cpu" or s.opts.offload_param == "cpu"
-  s.acc_unsharded = s.acc_unsharded or {}
-  s.acc_shard = s.acc_shard or {}
-  if #grads > 0 and no_sync and mb < nmb then
-    accumulate_unsharded(cx, s, layer, grads, rs_bytes, rdt or list[1].dtype)
-  elseif #grads + #moved > 0 then
-    local rin = tensor(cx, ("reduce-scatter input (%s)"):format(L(s, layer)), rs_bytes,
-                       rdt or list[1].dtype, "temp", false)
-    -- FSDP2 (foreach_reduce) makes and fills the input on the current stream and keeps it until
-    -- the next reduce-scatter (ReduceScatterState); ZeRO-3's lives on the reduce stream
-    local fsdp2 = s.kind == "fsdp2"
-    local acc_in = s.acc_unsharded[layer]
-    s.acc_unsharded[layer] = nil
-    local read = {}
-    if acc_in then read[1] = acc_in end
-    for _, t in ipairs(moved) do read[#read + 1] = t end
-    op(cx, { name = ("reduce-scatter copy-in %s"):format(L(s, layer)), kind = "copy", stream = fsdp2 and S.compute or S.reduce_scatter,
-             host_us = fsdp2 and fsdp2_hook_us(cx, s, layer, "bwd") or nil,
-             phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
-             drop_persistent = true, outputs = { rin }, bytes = 2 * rs_bytes,
-             inputs = read, frees = read,
-             slot = fsdp2 and SLOT_REDUCE_SCATTER or nil })
-    -- the sharded gradient a unit's reduce-scatters add into (foreach_reduce: assigned when
-    -- sharded_param.grad is None, else added); a module run n times per forward reduce-scatters
-    -- once per call, and its last call's backward runs first: that one makes the shard, the
-    -- others (and every later micro-batch) add into it
-    local akey = u and u.key or layer
-    local shard_bytes, shard_dt = (rs_bytes + s.n - 1) // s.n, rdt or list[1].dtype
-    local first, rout = s.acc_shard[akey] == nil or offload, nil
-    if u and u.calls > 1 and not offload then
-      s.acc_pending = s.acc_pending or {}
-      if s.acc_shard[akey] == nil then
-        s.acc_shard[akey] = tensor(cx, ("reduce-scatter output (%s)"):format(u.path), shard_bytes, shard_dt, "grad", true)
-        s.acc_pending[akey] = true
-      end
-      first = s.acc_pending[akey] and u.call == u.calls
-      if first then
-        rout, s.acc_pending[akey] = s.acc_shard[akey], nil
-        for _, sg in ipairs(outs) do sg.flat = rout end
-      end
-    end
-    if not rout then
-      rout = tensor(cx, ("reduce-scatter output (%s%s)"):format(L(s, layer), first and "" or ", micro-batch " .. mb),
-                    shard_bytes, shard_dt, first and "grad" or "temp", first)
+  -- the post-backward's reduce-scatter of `grads` (the gradients' ids, rs_bytes in all, in rdt)
+  -- into the shards of `outs`, as unit `layer`
+  local function reduce(layer, grads, moved, rs_bytes, rdt, outs, list)
+    local offload = s.opts.offload_optimizer == "cpu" or s.opts.offload_param == "cpu"
+    s.acc_unsharded = s.acc_unsharded or {}
+    s.acc_shard = s.acc_shard or {}
+    if #grads > 0 and no_sync and mb < nmb then
+      accumulate_unsharded(cx, s, layer, grads, rs_bytes, rdt or list[1].dtype)
+    elseif #grads + #moved > 0 then
+      local rin = tensor(cx, ("reduce-scatter input (%s)"):format(L(s, layer)), rs_bytes,
+                         rdt or list[1].dtype, "temp", false)
+      -- FSDP2 (foreach_reduce) makes and fills the input on the current stream and keeps it until
+      -- the next reduce-scatter (ReduceScatterState); ZeRO-3's lives on the reduce stream
+      local fsdp2 = s.kind == "fsdp2"
+      local acc_in = s.acc_unsharded[layer]
+      s.acc_unsharded[layer] = nil
+      local read = {}
+      if acc_in then read[1] = acc_in end
+      for _, t in ipairs(moved) do read[#read + 1] = t end
+      op(cx, { name = ("reduce-scatter copy-in %s"):format(L(s, layer)), kind = "copy", stream = fsdp2 and S.compute or S.reduce_scatter,
+               host_us = fsdp2 and fsdp2_hook_us(cx, s, layer, "bwd") or nil,
+               phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
+               drop_persistent = true, outputs = { rin }, bytes = 2 * rs_bytes,
+               inputs = read, frees = read,
+               slot = fsdp2 and SLOT_REDUCE_SCATTER or nil })
+      -- (a unit of training.zero.units keys its sharded gradient by module: its reduce-scatter
+      -- is its first call's, shard.lua extra_units)
+      local akey = u and u.key or layer
+      local first = s.acc_shard[akey] == nil or offload
+      local rout = tensor(cx, ("reduce-scatter output (%s%s)"):format(L(s, layer), first and "" or ", micro-batch " .. mb),
+                          (rs_bytes + s.n - 1) // s.n, rdt or list[1].dtype, first and "grad" or "temp", first)
       if first then
         for _, sg in ipairs(outs) do sg.flat = rout end
         s.acc_shard[akey] = rout
       end
-    end
-    op(cx, { name = ("reduce_scatter %s"):format(L(s, layer)), kind = "reduce_scatter", stream = S.reduce_scatter,
-             phase = "bwd", hook = 2, layer = layer, inputs = { rin }, outputs = { rout },
-             frees = fsdp2 and {} or { rin }, bytes = rs_bytes, world = s.n })
-    if s.replicate then
-      -- HSDP: the shard's gradient is then all-reduced across the replicas, in place
-      op(cx, { name = ("all_reduce (replicate) %s"):format(L(s, layer)), kind = "allreduce", stream = S.reduce_scatter,
-               phase = "bwd", hook = 2, layer = layer, inputs = { rout }, outputs = {},
-               bytes = (rs_bytes + s.n - 1) // s.n, world = s.replicate, per_node = s.replicate_per_node })
-    end
-    if offload then
-      op(cx, { name = ("copy gradient shards of %s to host"):format(L(s, layer)), kind = "d2h", stream = S.d2h,
-               phase = "bwd", hook = 2, layer = layer, inputs = { rout }, frees = { rout },
-               drop_persistent = true, bytes = (rs_bytes + s.n - 1) // s.n })
-    elseif not first then
-      op(cx, { name = ("accumulate gradient shard %s"):format(L(s, layer)), kind = "elementwise", stream = S.reduce_scatter,
-               phase = "bwd", hook = 2, layer = layer, inputs = { s.acc_shard[akey], rout },
-               frees = { rout }, bytes = 3 * ((rs_bytes + s.n - 1) // s.n) })
+      op(cx, { name = ("reduce_scatter %s"):format(L(s, layer)), kind = "reduce_scatter", stream = S.reduce_scatter,
+               phase = "bwd", hook = 2, layer = layer, inputs = { rin }, outputs = { rout },
+               frees = fsdp2 and {} or { rin }, bytes = rs_bytes, world = s.n })
+      if s.replicate then
+        -- HSDP: the shard's gradient is then all-reduced across the replicas, in place
+        op(cx, { name = ("all_reduce (replicate) %s"):format(L(s, layer)), kind = "allreduce", stream = S.reduce_scatter,
+                 phase = "bwd", hook = 2, layer = layer, inputs = { rout }, outputs = {},
+                 bytes = (rs_bytes + s.n - 1) // s.n, world = s.replicate, per_node = s.replicate_per_node })
+      end
+      if offload then
+        op(cx, { name = ("copy gradient shards of %s to host"):format(L(s, layer)), kind = "d2h", stream = S.d2h,
+                 phase = "bwd", hook = 2, layer = layer, inputs = { rout }, frees = { rout },
+                 drop_persistent = true, bytes = (rs_bytes + s.n - 1) // s.n })
+      elseif not first then
+        op(cx, { name = ("accumulate gradient shard %s"):format(L(s, layer)), kind = "elementwise", stream = S.reduce_scatter,
+                 phase = "bwd", hook = 2, layer = layer, inputs = { s.acc_shard[akey], rout },
+                 frees = { rout }, bytes = 3 * ((rs_bytes + s.n - 1) // s.n) })
+      end
     end
   end
+  -- a module run n times per forward (training.zero.units; shard.lua extra_units): autograd's
+  -- AccumulateGrad of its one unsharded parameter waits for all n calls' gradients, summed in
+  -- its input buffer as they come (the first kept, each later added in place and dropped), so
+  -- the post_backward of calls n..2 finds no .grad: it only reshards; call 1's, last in
+  -- backward, reduce-scatters the sum once (the capture llama2_7b_l2_fsdp2_w2_bf16_chunked_units:
+  -- 8 all-gathers in backward, one reduce-scatter). The last call's gradients are that buffer.
+  if u and u.calls > 1 then
+    if #tp_moves > 0 then
+      error(("training.zero.units ('%s') beside tensor parallelism is not modelled"):format(u.path), 0)
+    end
+    s.unit_buffer = s.unit_buffer or {}
+    if u.call < u.calls then
+      op(cx, { name = ("add %s gradients into the input buffer"):format(L(s, layer)), kind = "elementwise",
+               phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
+               drop_persistent = true, bytes = 3 * rs_bytes })
+    end
+    op(cx, free_gathered)
+    if u.call == 1 then
+      -- reduced as call 1's backward ends, from the buffer the last call's gradients begin
+      s.unit_buffer[u.key] = { layer = layer, rs_bytes = rs_bytes, rdt = rdt, outs = outs, list = list }
+    elseif u.call == u.calls then
+      local b = s.unit_buffer[u.key]
+      s.unit_buffer[u.key] = nil
+      reduce(b.layer, grads, {}, b.rs_bytes, b.rdt, b.outs, b.list)
+    end
+    s.gathered[layer] = nil
+    return
+  end
+  if s.kind == "fsdp2" then op(cx, free_gathered) end
+  reduce(layer, grads, moved, rs_bytes, rdt, outs, list)
   if s.kind ~= "fsdp2" then op(cx, free_gathered) end
   if layer == -1 and s.kind == "fsdp2" then
     -- the root's hooks end backward: its final callback waits for the last reduce-scatter and

@@ -66,12 +66,14 @@ end
 -- RegisterPostBackwardFunction on that call's inputs; post_forward reshards
 -- (reshard_after_forward) and _fsdp_state.py's _post_forward hooks _pre_backward on that call's
 -- outputs. So a head called once per output chunk (torchtune's chunked_output) is all-gathered
--- once per chunk in forward; in backward each chunk's pre_backward gathers it again (post_backward
--- of the chunk after it left the group POST_BACKWARD and resharded) and each chunk's
--- post_backward reduce-scatters the gradient of that chunk alone and reshards, adding into the
--- sharded gradient. No call's backward all-gather is prefetched: the chunk before (in backward)
--- prefetches its own group, still unsharded, a no-op. Each call is a unit of the graph of its own
--- (its tag); s.unit_tags[tag] says which module and call it is.
+-- once per chunk in forward; in backward each chunk's pre_backward gathers it again (the chunk
+-- after it left the group resharded and POST_BACKWARD). Its one unsharded parameter's
+-- AccumulateGrad waits for every chunk's gradient, summed in autograd's input buffer, so the
+-- post_backward of every chunk but the first finds no .grad and only reshards; the first
+-- chunk's, last in backward, reduce-scatters the sum (strategies/fsdp.lua release; the capture
+-- llama2_7b_l2_fsdp2_w2_bf16_chunked_units). No chunk's backward all-gather is prefetched: the
+-- chunk before it (in backward) prefetches its own group, still unsharded, a no-op. Each call is
+-- a unit of the graph of its own (its tag); s.unit_tags[tag] says which module and call it is.
 local function extra_units(cx, root, kind, s, in_unit, out)
   local paths = s.opts.units or {}
   if #paths == 0 then return end

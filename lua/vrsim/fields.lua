@@ -28,7 +28,7 @@ local ZERO_HELP = {
   init = "how the sharded model is built: whole (on every GPU, then sharded), partitioned (at construction, as zero.Init), meta (on the meta device, then materialised as shards), auto (the strategy's own: the run's header names it)",
   shard_group = "FSDP2 hybrid sharding (HSDP): shard over this many consecutive ranks, all-reduce across groups (0: every rank)",
   reduce_dtype = "FSDP2 MixedPrecisionPolicy.reduce_dtype (auto: the gradients' dtype)",
-  units = "FSDP2: modules outside the decoder layers that get a fully_shard of their own before the root's (torchtune's custom_sharded_layers), e.g. { \"model.embed_tokens\", \"lm_head\" } (--set zero.units=model.embed_tokens,lm_head): gathered per call, resharded after it, reduce-scattered after each call's backward",
+  units = "FSDP2: modules outside the decoder layers that get a fully_shard of their own before the root's (torchtune's custom_sharded_layers), e.g. { \"model.embed_tokens\", \"lm_head\" } (--set zero.units=model.embed_tokens,lm_head): gathered per call, in forward and in backward, reduce-scattered once",
   sync_every_micro_batch = "FSDP2 with grad_accum: reduce-scatter every micro-batch (false: set_requires_gradient_sync(False) until the last)",
 }
 
