@@ -64,6 +64,11 @@ want=$( (printf 'all_gather lm_head call 8, backward\n'
        | grep -v 'add lm_head call 8' ; printf 'add lm_head call 1 gradients into the input buffer\nreduce_scatter lm_head call 1\n')
 if [ "$(cat "$TMP/order")" = "$want" ]; then ok "each chunk's backward: its own gather after the chunk before it, one reduce-scatter after the last"
 else fail "backward order of the head's gathers and reduce-scatter" "$(cat "$TMP/order")"; fi
+# the embedding's token ids need no gradient: its post-backward runs in the root's final
+# callback, after the root's own (its reduce-scatter after the root's)
+o=$(grep -noE '"name":"reduce_scatter (layer -1|model.embed_tokens)"' "$TMP/u/trace.json" | head -2 | sed 's/.*reduce_scatter //; s/"$//' | tr '\n' ,)
+if [ "$o" = "layer -1,model.embed_tokens," ]; then ok "the embedding's post-backward in the root's final callback, after the root's"
+else fail "reduce-scatter order of the root and the embedding: $o"; fi
 # the peak: the head's gathered weight, the input buffer's sum of chunks 8..2 and chunk 1's own
 # gradient, at the last chunk's backward (each 1002 MiB: 128256 x 4096 bf16)
 if grep -q "peak reached at op 'lm_head.chunk1.backward'" "$TMP/u.out" \

@@ -33,6 +33,17 @@ local function L(s, layer)
   return u and u.label or ("layer " .. layer)
 end
 
+-- The hook kind of a unit's post-backward ops: 2, as its backward ends; 6 (at the end of
+-- backward, after the root's) for a unit of training.zero.units whose module's inputs need no
+-- gradient (the embedding's token ids): FSDP2 registers its RegisterPostBackwardFunction on those
+-- inputs, so none runs, and the root's final callback (_fsdp_state.py
+-- _root_post_backward_final_callback, over all_states in module order: the root first) runs its
+-- post_backward.
+local function PH(s, layer)
+  local u = s.unit_tags and s.unit_tags[layer]
+  return (u and not u.grad_input) and 6 or 2
+end
+
 -- FSDP2's own host time per fully_shard module and step, forward (pre/post-forward hooks: the
 -- all-gather's issue, copy-out and views, resharding) and backward (pre-backward unshard,
 -- post-backward reduce-scatter and its copy-in), measured on the profile's host
@@ -118,11 +129,11 @@ local function accumulate_unsharded(cx, s, layer, grads, rs_bytes, dtype)
                  dtype, "grad", true)
     s.acc_unsharded[layer] = acc
     op(cx, { name = ("to_accumulated_grad %s"):format(L(s, layer)), kind = "copy", phase = "bwd",
-             hook = 2, layer = layer, grads_of = grads, free_grads = true, drop_persistent = true,
+             hook = PH(s, layer), layer = layer, grads_of = grads, free_grads = true, drop_persistent = true,
              outputs = { acc }, bytes = 2 * rs_bytes })
   else
     op(cx, { name = ("accumulate unsharded grads %s"):format(L(s, layer)), kind = "elementwise",
-             phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
+             phase = "bwd", hook = PH(s, layer), layer = layer, grads_of = grads, free_grads = true,
              drop_persistent = true, inputs = { acc }, bytes = 3 * rs_bytes })
   end
 end
@@ -235,7 +246,7 @@ function M.release(cx, layer, keep)
   -- the last reduce-scatters their sum.
   -- FSDP2's post-backward reshards before it reduces (FSDPParamGroup.post_backward: reshard(),
   -- then foreach_reduce): the unsharded parameters go before the reduce-scatter input comes
-  local free_gathered = { name = "free gathered " .. L(s, layer), phase = "bwd", hook = 2, layer = layer,
+  local free_gathered = { name = "free gathered " .. L(s, layer), phase = "bwd", hook = PH(s, layer), layer = layer,
                           frees = used }
   -- beside tensor parallelism (lua/strategies/tp.lua, p.tp_grad) the post-backward first
   -- redistributes each gradient to its parameter's tp placement (_fsdp_param.py
@@ -250,7 +261,7 @@ function M.release(cx, layer, keep)
     local out = tensor(cx, ("%s gradient (%s)"):format(g.p.name, g.p.tp_grad.to), gb,
                        g.grad_dtype or g.dtype, "grad", false)
     op(cx, { name = ("redistribute %s gradient to %s"):format(g.p.name, g.p.tp_grad.to),
-             kind = g.p.tp_grad.kind, phase = "bwd", hook = 2, layer = layer, grads_of = { g.full.id },
+             kind = g.p.tp_grad.kind, phase = "bwd", hook = PH(s, layer), layer = layer, grads_of = { g.full.id },
              free_grads = true, drop_persistent = true, outputs = { out }, bytes = gb,
              world = g.p.tp_grad.kind == "allreduce" and g.p.tp_grad.world or nil })
     moved[#moved + 1] = out
@@ -276,7 +287,7 @@ function M.release(cx, layer, keep)
       for _, t in ipairs(moved) do read[#read + 1] = t end
       op(cx, { name = ("reduce-scatter copy-in %s"):format(L(s, layer)), kind = "copy", stream = fsdp2 and S.compute or S.reduce_scatter,
                host_us = fsdp2 and fsdp2_hook_us(cx, s, layer, "bwd") or nil,
-               phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
+               phase = "bwd", hook = PH(s, layer), layer = layer, grads_of = grads, free_grads = true,
                drop_persistent = true, outputs = { rin }, bytes = 2 * rs_bytes,
                inputs = read, frees = read,
                slot = fsdp2 and SLOT_REDUCE_SCATTER or nil })
@@ -291,21 +302,21 @@ function M.release(cx, layer, keep)
         s.acc_shard[akey] = rout
       end
       op(cx, { name = ("reduce_scatter %s"):format(L(s, layer)), kind = "reduce_scatter", stream = S.reduce_scatter,
-               phase = "bwd", hook = 2, layer = layer, inputs = { rin }, outputs = { rout },
+               phase = "bwd", hook = PH(s, layer), layer = layer, inputs = { rin }, outputs = { rout },
                frees = fsdp2 and {} or { rin }, bytes = rs_bytes, world = s.n })
       if s.replicate then
         -- HSDP: the shard's gradient is then all-reduced across the replicas, in place
         op(cx, { name = ("all_reduce (replicate) %s"):format(L(s, layer)), kind = "allreduce", stream = S.reduce_scatter,
-                 phase = "bwd", hook = 2, layer = layer, inputs = { rout }, outputs = {},
+                 phase = "bwd", hook = PH(s, layer), layer = layer, inputs = { rout }, outputs = {},
                  bytes = (rs_bytes + s.n - 1) // s.n, world = s.replicate, per_node = s.replicate_per_node })
       end
       if offload then
         op(cx, { name = ("copy gradient shards of %s to host"):format(L(s, layer)), kind = "d2h", stream = S.d2h,
-                 phase = "bwd", hook = 2, layer = layer, inputs = { rout }, frees = { rout },
+                 phase = "bwd", hook = PH(s, layer), layer = layer, inputs = { rout }, frees = { rout },
                  drop_persistent = true, bytes = (rs_bytes + s.n - 1) // s.n })
       elseif not first then
         op(cx, { name = ("accumulate gradient shard %s"):format(L(s, layer)), kind = "elementwise", stream = S.reduce_scatter,
-                 phase = "bwd", hook = 2, layer = layer, inputs = { s.acc_shard[akey], rout },
+                 phase = "bwd", hook = PH(s, layer), layer = layer, inputs = { s.acc_shard[akey], rout },
                  frees = { rout }, bytes = 3 * ((rs_bytes + s.n - 1) // s.n) })
       end
     end
@@ -323,7 +334,7 @@ function M.release(cx, layer, keep)
     s.unit_buffer = s.unit_buffer or {}
     if u.call < u.calls then
       op(cx, { name = ("add %s gradients into the input buffer"):format(L(s, layer)), kind = "elementwise",
-               phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
+               phase = "bwd", hook = PH(s, layer), layer = layer, grads_of = grads, free_grads = true,
                drop_persistent = true, bytes = 3 * rs_bytes })
     end
     op(cx, free_gathered)
@@ -343,9 +354,9 @@ function M.release(cx, layer, keep)
   if s.kind ~= "fsdp2" then op(cx, free_gathered) end
   if layer == -1 and s.kind == "fsdp2" then
     -- the root's hooks end backward: its final callback waits for the last reduce-scatter and
-    -- drops the input it kept
+    -- drops the input it kept (hook 6: after any unit's post-backward that callback runs, PH)
     op(cx, { name = "reduce-scatter state freed (backward ends)", kind = "none", phase = "bwd",
-             hook = 2, layer = layer, slot = SLOT_REDUCE_SCATTER })
+             hook = 6, layer = layer, slot = SLOT_REDUCE_SCATTER })
   end
   s.gathered[layer] = nil
 end

@@ -119,7 +119,7 @@ local function extra_units(cx, root, kind, s, in_unit, out)
     s.extra_units = s.extra_units or {}
     s.extra_units[#s.extra_units + 1] = u
     out[#out + 1] = { module = m, hook = {
-      pre = function(c)
+      pre = function(c, _, args)
         -- (m.calls_per_forward: a module its caller runs more than once per forward, the head
         -- over torchtune's output chunks, vrsim/lm_loss.lua)
         local n = m.calls_per_forward or 1
@@ -135,7 +135,14 @@ local function extra_units(cx, root, kind, s, in_unit, out)
                  .. "modelled"):format(path, n), 0)
         end
         local tag = unit_tag(k, u.calls)
-        s.unit_tags[tag] = { key = "unit " .. path, path = path, call = u.calls, calls = n,
+        -- whether an input of the call needs a gradient: where none does (token ids), FSDP2 has no
+        -- RegisterPostBackwardFunction to run the unit's post-backward (strategies/fsdp.lua PH)
+        local grad_input = false
+        for i = 1, args.n or #args do
+          local a = args[i]
+          if type(a) == "table" and a.rg then grad_input = true end
+        end
+        s.unit_tags[tag] = { key = "unit " .. path, path = path, call = u.calls, calls = n, grad_input = grad_input,
                              label = n > 1 and ("%s call %d"):format(path, u.calls) or path }
         c.layer = tag
         gather(c, dp_mod(), ps, tag)
