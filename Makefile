@@ -79,6 +79,7 @@ SHELL_TESTS := tests/scenario_tests.sh \
   tests/test_compile.sh \
   tests/test_inputs.sh \
   tests/test_cp_ep.sh \
+  tests/test_zero_units.sh \
   tests/test_moe.sh \
   tests/test_fields.sh \
   tests/test_doctor.sh \

@@ -1236,6 +1236,9 @@ static VrStatus derive(Graph *g, int first, int n_fwd, int loss, int grad_in, bo
     if (!st && any_hooks && cur_layer >= 0) st = emit_hooks(&d, cur_layer, 2);
     /* post hooks of parameters outside every layer (embeddings, head) run when backward ends */
     if (!st && any_hooks) st = emit_hooks(&d, -1, 2);
+    /* then the root's final callback (hook 6), every layer's in op order */
+    for (int h = 0; !st && any_hooks && h < d.n_hooks; h++)
+        if (g->ops[d.hooks[h]].hook == 6) st = emit_hook_op(&d, d.hooks[h]);
     /* a post-accumulate-grad hook whose parameter got some of its gradients but not all (a
      * consumer whose backward never ran) runs as backward ends */
     for (int h = 0; !st && any_post && h < d.n_hooks; h++) {

@@ -228,7 +228,10 @@ OP_VAL(bool, slot_free_after, , "slot_free_after", OPR_BOOL, false, OPI_NONE)
  * of a checkpointed region (region > 0), just before that region's recomputation (a saved
  * tensor brought back as backward unpacks it); 5: just before the backward of layer `layer` even
  * where its hook-1 ops were prefetched (FSDP2's all-gather copy-out: the prefetch issues the
- * all-gather, the layer's own pre-backward copies it out) */
+ * all-gather, the layer's own pre-backward copies it out); 6: as backward ends, after the hook-2
+ * ops of layer -1, in op order whatever their layer (FSDP2's root final callback: the
+ * post-backward of a unit whose inputs needed no gradient, then the end of the last
+ * reduce-scatter) */
 OP_VAL(int, hook, , "hook", OPR_INT, 0, OPI_NONE)
 /* anchor: hook 4 without a region: the forward op index it precedes, else -1; Lua's key
  * "before_op" */

@@ -438,8 +438,8 @@ check "torchtune's distributed config on one GPU: the single-device recipe, its 
   $D/torchtune_1B_full_distributed.yaml --gpu h100 --no-files
 sed 's/^fsdp_reshard_after_forward: False/fsdp_reshard_after_forward: False\ncustom_sharded_layers: [tok_embeddings, output]/' \
   $D/torchtune_1B_full_distributed.yaml >"$TMP/ttcsl.yaml"
-check "torchtune custom_sharded_layers: the root unit's overestimate said" 0 \
-  "custom_sharded_layers \(tok_embeddings, output\) are FSDP units of their own.*overestimate" -- \
+check "torchtune custom_sharded_layers: units of their own (zero.units), refused on the 1B's tied head" 2 \
+  "training.zero.units: 'model.embed_tokens' shares its weight with another module \(tied embeddings\)" -- \
   "$TMP/ttcsl.yaml" --gpu h100 --gpus 4 --no-files
 sed 's/^fsdp_reshard_after_forward: False/fsdp_reshard_after_forward: False\ntensor_parallel_dim: 2/' \
   $D/torchtune_1B_full_distributed.yaml >"$TMP/tttp.yaml"

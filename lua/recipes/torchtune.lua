@@ -99,13 +99,16 @@ end
 -- The distributed recipes' keys. One GPU: the single-device recipe, which does not read them (a
 -- note says so where they are set). More (tune run --nproc_per_node N: --gpus N):
 -- full_finetune_distributed (0.6.1), FSDP2 as training.shard_model applies it: fully_shard on
--- each decoder layer (and on the custom_sharded_layers), then on the root with
+-- each decoder layer and on the custom_sharded_layers (training.zero.units), then on the root with
 -- reshard_after_forward=False; no MixedPrecisionPolicy (the parameters are in the recipe's
 -- dtype); fsdp_cpu_offload is CPUOffloadPolicy. lora_finetune_distributed (LoRA under FSDP2)
 -- is refused.
 local DIST_KEYS = { "fsdp_cpu_offload", "fsdp_reshard_after_forward", "custom_sharded_layers",
                     "tensor_parallel_dim", "tensor_parallel_plan", "ac_mode", "ac_option",
                     "enable_async_checkpointing" }
+
+-- torchtune's module names (TransformerDecoder) -> the transformers model's paths vrsim builds
+local CUSTOM_SHARDED = { tok_embeddings = "model.embed_tokens", output = "lm_head" }
 
 local function read_distributed(r, d, scn, lora, notes)
   local n = scn.hardware.count
@@ -136,18 +139,21 @@ local function read_distributed(r, d, scn, lora, notes)
       r:fail(d, k, "torchtune's selective activation checkpointing is not modelled (enable_activation_checkpointing is)")
     end
   end
+  -- custom_sharded_layers: shard_model's fully_shard on each module whose name ends with one of
+  -- them, before the root's (training.zero.units); torchtune's names on the transformers tree
   local csl = r:get(d, "custom_sharded_layers", "table")
   if csl and #csl > 0 then
+    local units = {}
     for i, name in ipairs(csl) do
-      if name ~= "tok_embeddings" and name ~= "output" then
-        r:fail(d, "custom_sharded_layers", ("item %d, '%s': vrsim's FSDP2 units are the decoder layers and the root "
-               .. "(read: tok_embeddings, output)"):format(i, tostring(name)))
+      local path = CUSTOM_SHARDED[name]
+      if not path then
+        r:fail(d, "custom_sharded_layers", ("item %d, '%s': not a module vrsim maps (read: tok_embeddings, output)"):format(
+               i, tostring(name)))
       end
+      units[#units + 1] = path
     end
-    notes[#notes + 1] = ("torchtune's custom_sharded_layers (%s) are FSDP units of their own, resharded after forward; "
-        .. "vrsim's FSDP2 keeps them in the root's unit, gathered from the first forward to the end of backward, "
-        .. "so its peak may count their gathered copies where torchtune holds shards (an overestimate of up to "
-        .. "their unsharded size)"):format(table.concat(csl, ", "))
+    t.zero = t.zero or {}
+    t.zero.units = units
   end
 end
 

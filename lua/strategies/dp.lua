@@ -60,10 +60,13 @@ M.DEFAULTS = {
   -- DDP: when the first iteration's bucket of every gradient is freed (lua/strategies/ddp.lua
   -- first_bucket_release): at step 1's bucket rebuild, at step 1's first all-reduce, or "auto"
   first_iteration_bucket = "auto",
+  -- FSDP2: modules outside the decoder layers given a fully_shard of their own before the root's
+  -- (torchtune's custom_sharded_layers): dotted module paths, e.g. { "model.embed_tokens", "lm_head" }
+  units = {},
 }
 
--- What each knob takes: "count" a finite number >= 0 (elements or MiB), "bool", or a list of
--- strings. Checked in setup whichever way the knob came (scenario, --set, DeepSpeed JSON).
+-- What each knob takes: "count" a finite number >= 0 (elements or MiB), "bool", "paths" a list
+-- of strings (module paths), or a list of strings (its choices). Checked in setup whichever way the knob came (scenario, --set, DeepSpeed JSON).
 local KNOB_TYPES = {
   bucket_cap_mb = "count", first_bucket_mb = "count", reduce_bucket_size = "count",
   allgather_bucket_size = "count", stage3_param_persistence_threshold = "count",
@@ -73,6 +76,7 @@ local KNOB_TYPES = {
   init = { "auto", "whole", "partitioned", "meta" },
   shard_group = "count", reduce_dtype = { "auto", "fp32", "bf16" },
   first_iteration_bucket = { "auto", "rebuild", "all_reduce" },
+  units = "paths",
 }
 -- Knobs that only some strategies read; any other strategy given one is an error, not ignored.
 local KNOB_STRATEGIES = {
@@ -84,6 +88,7 @@ local KNOB_STRATEGIES = {
   offload_optimizer = { zero2 = 1, zero3 = 1, fsdp2 = 1 }, init = { zero3 = 1, fsdp2 = 1 },
   reduce_bucket_size = { zero2 = 1, zero3 = 1 }, allgather_bucket_size = { zero2 = 1, zero3 = 1 },
   overlap_comm = { zero2 = 1, zero3 = 1 }, contiguous_gradients = { zero2 = 1, zero3 = 1 },
+  units = { fsdp2 = 1 },
 }
 M.KNOB_STRATEGIES = KNOB_STRATEGIES
 M.KNOB_TYPES = KNOB_TYPES
@@ -110,7 +115,18 @@ function M.check_knobs(cfg, given)
       end
       v = auto[k]
     end
+    if KNOB_TYPES[k] == "paths" and type(v) == "string" then
+      -- (--set zero.units=model.embed_tokens,lm_head: the list comma-separated)
+      local l = {}
+      for part in v:gmatch("[^,]+") do l[#l + 1] = part:match("^%s*(.-)%s*$") end
+      v = l
+    end
     local only = KNOB_STRATEGIES[k]
+    if k == "units" and type(v) == "table" and #v > 0 and not only[kind] then
+      -- FSDP2's fully_shard units: ZeRO-3 and the others have no module of their own to give them
+      error(("training.zero.units (%s) is FSDP2's fully_shard per module: not modelled under strategy %s"):format(
+            table.concat(v, ", "), tostring(kind)), 0)
+    end
     if only and not only[kind] then
       local names = {}
       for n in pairs(only) do names[#names + 1] = n end
@@ -130,6 +146,13 @@ function M.check_knobs(cfg, given)
       end
     elseif ty == "bool" then
       if type(v) ~= "boolean" then error(("training.zero.%s must be true or false, not %s"):format(k, tostring(v)), 0) end
+    elseif ty == "paths" then
+      local ok = type(v) == "table"
+      if ok then for i = 1, #v do ok = ok and type(v[i]) == "string" and v[i] ~= "" end end
+      if ok then for kk in pairs(v) do ok = ok and math.type(kk) == "integer" and kk >= 1 and kk <= #v end end
+      if not ok then
+        error(("training.zero.%s must be a list of module paths (strings), e.g. { \"lm_head\" }"):format(k), 0)
+      end
     else
       local okv = false
       for _, c in ipairs(ty) do if v == c then okv = true end end

@@ -26,6 +26,24 @@ local M = {}
 -- Engine hold slots (Op.slot) of FSDP2: a collective's buffer kept until the next of its kind.
 local SLOT_REDUCE_SCATTER, SLOT_ALL_GATHER = 1, 2
 
+-- How ops and tensors name a unit: "layer N" (a decoder layer; -1 the root), or a module of
+-- training.zero.units by its path (and call, for one that runs more than once per forward).
+local function L(s, layer)
+  local u = s.unit_tags and s.unit_tags[layer]
+  return u and u.label or ("layer " .. layer)
+end
+
+-- The hook kind of a unit's post-backward ops: 2, as its backward ends; 6 (at the end of
+-- backward, after the root's) for a unit of training.zero.units whose module's inputs need no
+-- gradient (the embedding's token ids): FSDP2 registers its RegisterPostBackwardFunction on those
+-- inputs, so none runs, and the root's final callback (_fsdp_state.py
+-- _root_post_backward_final_callback, over all_states in module order: the root first) runs its
+-- post_backward.
+local function PH(s, layer)
+  local u = s.unit_tags and s.unit_tags[layer]
+  return (u and not u.grad_input) and 6 or 2
+end
+
 -- FSDP2's own host time per fully_shard module and step, forward (pre/post-forward hooks: the
 -- all-gather's issue, copy-out and views, resharding) and backward (pre-backward unshard,
 -- post-backward reduce-scatter and its copy-in), measured on the profile's host
@@ -67,13 +85,13 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
   end
   local cast
   if cast_bytes > 0 then
-    cast = tensor(cx, ("all-gather input (layer %d%s)"):format(layer, names_suffix), cast_bytes,
+    cast = tensor(cx, ("all-gather input (%s%s)"):format(L(s, layer), names_suffix), cast_bytes,
                   list[1].dtype, "temp", false)
-    op(cx, { name = ("all-gather input cast layer %d%s"):format(layer, names_suffix), kind = "copy",
+    op(cx, { name = ("all-gather input cast %s%s"):format(L(s, layer), names_suffix), kind = "copy",
              stream = S.collective, phase = phase, hook = hook, layer = layer, inputs = inputs,
              outputs = { cast }, bytes = cast_bytes * 3 })
   end
-  local flat = tensor(cx, ("all-gather output (layer %d%s)"):format(layer, names_suffix), flat_bytes,
+  local flat = tensor(cx, ("all-gather output (%s%s)"):format(L(s, layer), names_suffix), flat_bytes,
                       list[1].dtype, "temp", false)
   local host_inputs = {}
   for i, it in ipairs(list) do if it.p.shard.host then host_inputs[#host_inputs + 1] = inputs[i] end end
@@ -85,7 +103,7 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
   -- (AllGatherState, freed in the next wait_for_unshard; no record_stream); in backward, and in
   -- ZeRO-3, it is freed once copied out
   local deferred = s.kind == "fsdp2" and phase == "fwd"
-  op(cx, { name = ("all_gather layer %d%s"):format(layer, names_suffix), kind = "allgather", stream = S.collective,
+  op(cx, { name = ("all_gather %s%s"):format(L(s, layer), names_suffix), kind = "allgather", stream = S.collective,
            phase = phase, hook = hook, layer = layer, inputs = inputs, outputs = { flat },
            frees = host_inputs, bytes = flat_bytes, world = s.n,
            slot = deferred and SLOT_ALL_GATHER or nil, slot_free_after = deferred or nil })
@@ -93,7 +111,7 @@ local function gather_module(cx, s, list, layer, phase, hook, names_suffix, rema
   for i, it in ipairs(list) do outs[i] = it.full end
   -- (FSDP2's backward copy-out runs in the layer's own pre-backward, wait_for_unshard, where a
   -- prefetch issued only the all-gather: hook 5)
-  op(cx, { name = ("all-gather copy-out layer %d%s"):format(layer, names_suffix), kind = "copy",
+  op(cx, { name = ("all-gather copy-out %s%s"):format(L(s, layer), names_suffix), kind = "copy",
            phase = phase, hook = (s.kind == "fsdp2" and hook == 1) and 5 or hook, layer = layer, inputs = { flat }, outputs = outs,
            frees = deferred and {} or { flat }, bytes = 2 * flat_bytes, remap_of = remaps,
            host_us = s.kind == "fsdp2" and phase == "fwd" and fsdp2_hook_us(cx, s, layer, "fwd") or nil })
@@ -107,15 +125,15 @@ end
 local function accumulate_unsharded(cx, s, layer, grads, rs_bytes, dtype)
   local acc = s.acc_unsharded[layer]
   if not acc then
-    acc = tensor(cx, ("unsharded accumulated gradients (layer %d)"):format(layer), rs_bytes,
+    acc = tensor(cx, ("unsharded accumulated gradients (%s)"):format(L(s, layer)), rs_bytes,
                  dtype, "grad", true)
     s.acc_unsharded[layer] = acc
-    op(cx, { name = ("to_accumulated_grad layer %d"):format(layer), kind = "copy", phase = "bwd",
-             hook = 2, layer = layer, grads_of = grads, free_grads = true, drop_persistent = true,
+    op(cx, { name = ("to_accumulated_grad %s"):format(L(s, layer)), kind = "copy", phase = "bwd",
+             hook = PH(s, layer), layer = layer, grads_of = grads, free_grads = true, drop_persistent = true,
              outputs = { acc }, bytes = 2 * rs_bytes })
   else
-    op(cx, { name = ("accumulate unsharded grads layer %d"):format(layer), kind = "elementwise",
-             phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
+    op(cx, { name = ("accumulate unsharded grads %s"):format(L(s, layer)), kind = "elementwise",
+             phase = "bwd", hook = PH(s, layer), layer = layer, grads_of = grads, free_grads = true,
              drop_persistent = true, inputs = { acc }, bytes = 3 * rs_bytes })
   end
 end
@@ -173,6 +191,11 @@ function M.release(cx, layer, keep)
   end
   local list = s.gathered[layer] or {}
   if #list == 0 then return end
+  -- a unit of training.zero.units (shard.lua extra_units): which module and call of this forward
+  local u = s.unit_tags and s.unit_tags[layer]
+  if u and s.pp_keep then
+    error(("training.zero.units ('%s') beside a pipeline is not modelled"):format(u.path), 0)
+  end
   if s.pp_keep then return M.pp_release(cx, s, layer, list) end
   local raf = s.opts.raf and not keep
   local frees = {}
@@ -181,7 +204,7 @@ function M.release(cx, layer, keep)
     if raf then frees[#frees + 1] = g.full.id end
   end
   if #frees > 0 then
-    op(cx, { name = "reshard layer " .. layer, phase = "fwd", frees = frees, layer = layer })
+    op(cx, { name = "reshard " .. L(s, layer), phase = "fwd", frees = frees, layer = layer })
   end
   local used = {}
   if raf then
@@ -193,7 +216,9 @@ function M.release(cx, layer, keep)
       remaps[i] = g.full.id
       used[i] = again[i].full
     end
-    gather_module(cx, s, again, layer, "bwd", 1, ", backward", remaps)
+    -- (a module run more than once per forward: each call's pre_backward gathers it, none
+    -- prefetched, shard.lua extra_units: hook 5)
+    gather_module(cx, s, again, layer, "bwd", (u and u.calls > 1) and 5 or 1, ", backward", remaps)
   else
     for i, g in ipairs(list) do used[i] = g.full.id end
   end
@@ -221,7 +246,7 @@ function M.release(cx, layer, keep)
   -- the last reduce-scatters their sum.
   -- FSDP2's post-backward reshards before it reduces (FSDPParamGroup.post_backward: reshard(),
   -- then foreach_reduce): the unsharded parameters go before the reduce-scatter input comes
-  local free_gathered = { name = "free gathered layer " .. layer, phase = "bwd", hook = 2, layer = layer,
+  local free_gathered = { name = "free gathered " .. L(s, layer), phase = "bwd", hook = PH(s, layer), layer = layer,
                           frees = used }
   -- beside tensor parallelism (lua/strategies/tp.lua, p.tp_grad) the post-backward first
   -- redistributes each gradient to its parameter's tp placement (_fsdp_param.py
@@ -236,66 +261,102 @@ function M.release(cx, layer, keep)
     local out = tensor(cx, ("%s gradient (%s)"):format(g.p.name, g.p.tp_grad.to), gb,
                        g.grad_dtype or g.dtype, "grad", false)
     op(cx, { name = ("redistribute %s gradient to %s"):format(g.p.name, g.p.tp_grad.to),
-             kind = g.p.tp_grad.kind, phase = "bwd", hook = 2, layer = layer, grads_of = { g.full.id },
+             kind = g.p.tp_grad.kind, phase = "bwd", hook = PH(s, layer), layer = layer, grads_of = { g.full.id },
              free_grads = true, drop_persistent = true, outputs = { out }, bytes = gb,
              world = g.p.tp_grad.kind == "allreduce" and g.p.tp_grad.world or nil })
     moved[#moved + 1] = out
   end
-  if s.kind == "fsdp2" then op(cx, free_gathered) end
-  local offload = s.opts.offload_optimizer == "cpu" or s.opts.offload_param == "cpu"
-  s.acc_unsharded = s.acc_unsharded or {}
-  s.acc_shard = s.acc_shard or {}
-  if #grads > 0 and no_sync and mb < nmb then
-    accumulate_unsharded(cx, s, layer, grads, rs_bytes, rdt or list[1].dtype)
-  elseif #grads + #moved > 0 then
-    local rin = tensor(cx, ("reduce-scatter input (layer %d)"):format(layer), rs_bytes,
-                       rdt or list[1].dtype, "temp", false)
-    -- FSDP2 (foreach_reduce) makes and fills the input on the current stream and keeps it until
-    -- the next reduce-scatter (ReduceScatterState); ZeRO-3's lives on the reduce stream
-    local fsdp2 = s.kind == "fsdp2"
-    local acc_in = s.acc_unsharded[layer]
-    s.acc_unsharded[layer] = nil
-    local read = {}
-    if acc_in then read[1] = acc_in end
-    for _, t in ipairs(moved) do read[#read + 1] = t end
-    op(cx, { name = ("reduce-scatter copy-in layer %d"):format(layer), kind = "copy", stream = fsdp2 and S.compute or S.reduce_scatter,
-             host_us = fsdp2 and fsdp2_hook_us(cx, s, layer, "bwd") or nil,
-             phase = "bwd", hook = 2, layer = layer, grads_of = grads, free_grads = true,
-             drop_persistent = true, outputs = { rin }, bytes = 2 * rs_bytes,
-             inputs = read, frees = read,
-             slot = fsdp2 and SLOT_REDUCE_SCATTER or nil })
-    local first = s.acc_shard[layer] == nil or offload
-    local rout = tensor(cx, ("reduce-scatter output (layer %d%s)"):format(layer, first and "" or ", micro-batch " .. mb),
-                        (rs_bytes + s.n - 1) // s.n, rdt or list[1].dtype, first and "grad" or "temp", first)
-    if first then
-      for _, sg in ipairs(outs) do sg.flat = rout end
-      s.acc_shard[layer] = rout
-    end
-    op(cx, { name = ("reduce_scatter layer %d"):format(layer), kind = "reduce_scatter", stream = S.reduce_scatter,
-             phase = "bwd", hook = 2, layer = layer, inputs = { rin }, outputs = { rout },
-             frees = fsdp2 and {} or { rin }, bytes = rs_bytes, world = s.n })
-    if s.replicate then
-      -- HSDP: the shard's gradient is then all-reduced across the replicas, in place
-      op(cx, { name = ("all_reduce (replicate) layer %d"):format(layer), kind = "allreduce", stream = S.reduce_scatter,
-               phase = "bwd", hook = 2, layer = layer, inputs = { rout }, outputs = {},
-               bytes = (rs_bytes + s.n - 1) // s.n, world = s.replicate, per_node = s.replicate_per_node })
-    end
-    if offload then
-      op(cx, { name = ("copy gradient shards of layer %d to host"):format(layer), kind = "d2h", stream = S.d2h,
-               phase = "bwd", hook = 2, layer = layer, inputs = { rout }, frees = { rout },
-               drop_persistent = true, bytes = (rs_bytes + s.n - 1) // s.n })
-    elseif not first then
-      op(cx, { name = ("accumulate gradient shard layer %d"):format(layer), kind = "elementwise", stream = S.reduce_scatter,
-               phase = "bwd", hook = 2, layer = layer, inputs = { s.acc_shard[layer], rout },
-               frees = { rout }, bytes = 3 * ((rs_bytes + s.n - 1) // s.n) })
+  -- the post-backward's reduce-scatter of `grads` (the gradients' ids, rs_bytes in all, in rdt)
+  -- into the shards of `outs`, as unit `layer`
+  local function reduce(layer, grads, moved, rs_bytes, rdt, outs, list)
+    local offload = s.opts.offload_optimizer == "cpu" or s.opts.offload_param == "cpu"
+    s.acc_unsharded = s.acc_unsharded or {}
+    s.acc_shard = s.acc_shard or {}
+    if #grads > 0 and no_sync and mb < nmb then
+      accumulate_unsharded(cx, s, layer, grads, rs_bytes, rdt or list[1].dtype)
+    elseif #grads + #moved > 0 then
+      local rin = tensor(cx, ("reduce-scatter input (%s)"):format(L(s, layer)), rs_bytes,
+                         rdt or list[1].dtype, "temp", false)
+      -- FSDP2 (foreach_reduce) makes and fills the input on the current stream and keeps it until
+      -- the next reduce-scatter (ReduceScatterState); ZeRO-3's lives on the reduce stream
+      local fsdp2 = s.kind == "fsdp2"
+      local acc_in = s.acc_unsharded[layer]
+      s.acc_unsharded[layer] = nil
+      local read = {}
+      if acc_in then read[1] = acc_in end
+      for _, t in ipairs(moved) do read[#read + 1] = t end
+      op(cx, { name = ("reduce-scatter copy-in %s"):format(L(s, layer)), kind = "copy", stream = fsdp2 and S.compute or S.reduce_scatter,
+               host_us = fsdp2 and fsdp2_hook_us(cx, s, layer, "bwd") or nil,
+               phase = "bwd", hook = PH(s, layer), layer = layer, grads_of = grads, free_grads = true,
+               drop_persistent = true, outputs = { rin }, bytes = 2 * rs_bytes,
+               inputs = read, frees = read,
+               slot = fsdp2 and SLOT_REDUCE_SCATTER or nil })
+      -- (a unit of training.zero.units keys its sharded gradient by module: its reduce-scatter
+      -- is its first call's, shard.lua extra_units)
+      local akey = u and u.key or layer
+      local first = s.acc_shard[akey] == nil or offload
+      local rout = tensor(cx, ("reduce-scatter output (%s%s)"):format(L(s, layer), first and "" or ", micro-batch " .. mb),
+                          (rs_bytes + s.n - 1) // s.n, rdt or list[1].dtype, first and "grad" or "temp", first)
+      if first then
+        for _, sg in ipairs(outs) do sg.flat = rout end
+        s.acc_shard[akey] = rout
+      end
+      op(cx, { name = ("reduce_scatter %s"):format(L(s, layer)), kind = "reduce_scatter", stream = S.reduce_scatter,
+               phase = "bwd", hook = PH(s, layer), layer = layer, inputs = { rin }, outputs = { rout },
+               frees = fsdp2 and {} or { rin }, bytes = rs_bytes, world = s.n })
+      if s.replicate then
+        -- HSDP: the shard's gradient is then all-reduced across the replicas, in place
+        op(cx, { name = ("all_reduce (replicate) %s"):format(L(s, layer)), kind = "allreduce", stream = S.reduce_scatter,
+                 phase = "bwd", hook = PH(s, layer), layer = layer, inputs = { rout }, outputs = {},
+                 bytes = (rs_bytes + s.n - 1) // s.n, world = s.replicate, per_node = s.replicate_per_node })
+      end
+      if offload then
+        op(cx, { name = ("copy gradient shards of %s to host"):format(L(s, layer)), kind = "d2h", stream = S.d2h,
+                 phase = "bwd", hook = PH(s, layer), layer = layer, inputs = { rout }, frees = { rout },
+                 drop_persistent = true, bytes = (rs_bytes + s.n - 1) // s.n })
+      elseif not first then
+        op(cx, { name = ("accumulate gradient shard %s"):format(L(s, layer)), kind = "elementwise", stream = S.reduce_scatter,
+                 phase = "bwd", hook = PH(s, layer), layer = layer, inputs = { s.acc_shard[akey], rout },
+                 frees = { rout }, bytes = 3 * ((rs_bytes + s.n - 1) // s.n) })
+      end
     end
   end
+  -- a module run n times per forward (training.zero.units; shard.lua extra_units): autograd's
+  -- AccumulateGrad of its one unsharded parameter waits for all n calls' gradients, summed in
+  -- its input buffer as they come (the first kept, each later added in place and dropped), so
+  -- the post_backward of calls n..2 finds no .grad: it only reshards; call 1's, last in
+  -- backward, reduce-scatters the sum once (the capture llama2_7b_l2_fsdp2_w2_bf16_chunked_units:
+  -- 8 all-gathers in backward, one reduce-scatter). The last call's gradients are that buffer.
+  if u and u.calls > 1 then
+    if #tp_moves > 0 then
+      error(("training.zero.units ('%s') beside tensor parallelism is not modelled"):format(u.path), 0)
+    end
+    s.unit_buffer = s.unit_buffer or {}
+    if u.call < u.calls then
+      op(cx, { name = ("add %s gradients into the input buffer"):format(L(s, layer)), kind = "elementwise",
+               phase = "bwd", hook = PH(s, layer), layer = layer, grads_of = grads, free_grads = true,
+               drop_persistent = true, bytes = 3 * rs_bytes })
+    end
+    op(cx, free_gathered)
+    if u.call == 1 then
+      -- reduced as call 1's backward ends, from the buffer the last call's gradients begin
+      s.unit_buffer[u.key] = { layer = layer, rs_bytes = rs_bytes, rdt = rdt, outs = outs, list = list }
+    elseif u.call == u.calls then
+      local b = s.unit_buffer[u.key]
+      s.unit_buffer[u.key] = nil
+      reduce(b.layer, grads, {}, b.rs_bytes, b.rdt, b.outs, b.list)
+    end
+    s.gathered[layer] = nil
+    return
+  end
+  if s.kind == "fsdp2" then op(cx, free_gathered) end
+  reduce(layer, grads, moved, rs_bytes, rdt, outs, list)
   if s.kind ~= "fsdp2" then op(cx, free_gathered) end
   if layer == -1 and s.kind == "fsdp2" then
     -- the root's hooks end backward: its final callback waits for the last reduce-scatter and
-    -- drops the input it kept
+    -- drops the input it kept (hook 6: after any unit's post-backward that callback runs, PH)
     op(cx, { name = "reduce-scatter state freed (backward ends)", kind = "none", phase = "bwd",
-             hook = 2, layer = layer, slot = SLOT_REDUCE_SCATTER })
+             hook = 6, layer = layer, slot = SLOT_REDUCE_SCATTER })
   end
   s.gathered[layer] = nil
 end

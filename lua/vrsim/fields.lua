@@ -28,6 +28,7 @@ local ZERO_HELP = {
   init = "how the sharded model is built: whole (on every GPU, then sharded), partitioned (at construction, as zero.Init), meta (on the meta device, then materialised as shards), auto (the strategy's own: the run's header names it)",
   shard_group = "FSDP2 hybrid sharding (HSDP): shard over this many consecutive ranks, all-reduce across groups (0: every rank)",
   reduce_dtype = "FSDP2 MixedPrecisionPolicy.reduce_dtype (auto: the gradients' dtype)",
+  units = "FSDP2: modules outside the decoder layers that get a fully_shard of their own before the root's (torchtune's custom_sharded_layers), e.g. { \"model.embed_tokens\", \"lm_head\" } (--set zero.units=model.embed_tokens,lm_head): gathered per call, in forward and in backward, reduce-scattered once",
   sync_every_micro_batch = "FSDP2 with grad_accum: reduce-scatter every micro-batch (false: set_requires_gradient_sync(False) until the last)",
 }
 
@@ -126,8 +127,8 @@ function M.fields_text()
   local zfields, zch, zextra = {}, {}, {}
   for k, d in pairs(dp.DEFAULTS) do
     local ty = dp.KNOB_TYPES[k]
-    local kind = type(ty) == "table" and "string" or ty or type(d)
-    zfields[k] = { kind, d, ZERO_HELP[k] or "" }
+    local kind = type(ty) == "table" and "string" or ty == "paths" and "list of strings" or ty or type(d)
+    zfields[k] = { kind, type(d) == "table" and "{}" or d, ZERO_HELP[k] or "" }
     if type(ty) == "table" then zch[k] = ty end
     local by = dp.KNOB_STRATEGIES[k]
     if by then zextra[k] = { more = { "read by: " .. table.concat(keys(by), ", ") } } end

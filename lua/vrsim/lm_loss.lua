@@ -232,6 +232,9 @@ local function head_on_chunks(cx, head, hf, b, sizes, name, hold)
               bytes = 0, bwd_bytes = 2 * nn.bytes(hf.shape, hf.dtype) })
   local opname = head.opname
   local logits = {}
+  -- (how many times the head runs per forward: an FSDP2 unit of its own has hooks per call,
+  -- strategies/shard.lua extra_units)
+  head.calls_per_forward = #views
   for k, v in ipairs(views) do
     local xin = v
     if b > 1 then

@@ -473,7 +473,7 @@ static int read_op(lua_State *L, Graph *g, const Fields *fs) {
              !isfinite(op->bwd_dispatch_ckpt_ns))
         return luaL_error(L, "op '%s': dispatch_us, bwd_dispatch_us and their _ckpt_us must be finite and >= 0",
                           op->name);
-    if (op->hook < 0 || op->hook > 5) luaL_error(L, "op '%s': hook must be 0 to 5", op->name);
+    if (op->hook < 0 || op->hook > 6) luaL_error(L, "op '%s': hook must be 0 to 6", op->name);
     if (op->region < 0) luaL_error(L, "op '%s': region must be >= 0", op->name);
     if (op->at_step < 0) luaL_error(L, "op '%s': at_step must be >= 0", op->name);
     if (op->from_step < 0) luaL_error(L, "op '%s': from_step must be >= 0", op->name);

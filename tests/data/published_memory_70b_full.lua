@@ -4,13 +4,15 @@
 -- recipes/configs/llama3_1/70B_full.yaml's settings at that commit: fsdp_cpu_offload (FSDP2's
 -- CPUOffloadPolicy: the bf16 shards, their gradients and the AdamW step on the host), torch AdamW
 -- with fused=True, activation checkpointing, CEWithChunkedOutputLoss, bf16; full_finetune_distributed
--- shards every decoder layer and the root. The table does not say 40 or 80 GB: the A100 80GB here.
+-- shards every decoder layer, the custom_sharded_layers ['tok_embeddings', 'output'] (each a unit of
+-- its own: zero.units) and the root. The table does not say 40 or 80 GB: the A100 80GB here.
 return {
   title = "torchtune README: Llama 3.1 70B full, CPU offload, packed 2 x 2048, compiled, 8 A100",
   hardware = { gpu = "a100_80g", count = 8 },
   model = { config = "llama-3-70b.json" },  -- scenarios/configs/llama-3-70b.json
   training = { micro_batch = 2, seq = 2048, precision = "bf16", optimizer = "adamw", optimizer_impl = "fused",
-               strategy = "fsdp2", zero = { init = "meta", offload_param = "cpu", offload_optimizer = "cpu" },
+               strategy = "fsdp2", zero = { init = "meta", offload_param = "cpu", offload_optimizer = "cpu",
+                                            units = { "model.embed_tokens", "lm_head" } },
                build = "direct", steps = 3, compile = true, checkpointing = true, checkpoint_impl = "wrapper",
                loss = "chunked" },
 }

@@ -43,6 +43,9 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
                 training.data: padded to the longest with an attention_mask
                 (DataCollatorWithPadding), or flattened into one row with position_ids
                 restarting at each sequence (DataCollatorWithFlattening)
+  loss          full (default: the model's own loss) or chunked: torchtune's chunked output (the
+                head on 8 chunks inside the model's forward) and CEWithChunkedOutputLoss
+                (chunked_loss), as vrsim's training.loss = "chunked" runs it on the transformers model
   strategy      none (default) or fsdp2: fully_shard on every decoder layer, then the root, as
                 validation/harness/measure_multi.py wraps the model, over a fake process group of
                 `world` ranks (fake_dist.py); rank 0 is recorded; ddp: DistributedDataParallel;
@@ -55,7 +58,8 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
                 named with its evidence
   zero          the strategy's knobs, as the scenario's training.zero: init "whole" (the model is
                 built on the GPU, then sharded: required), raf (reshard_after_forward, passed to
-                every fully_shard call; default true)
+                every fully_shard call; default true), units (module paths, each given a
+                fully_shard of its own after the decoder layers' and before the root's)
 
 The training loop is validation/harness/measure_llama.py's (the loop the GPU records ran):
 forward with labels = input_ids, loss.backward(), opt.step(), opt.zero_grad(set_to_none=True).
@@ -996,6 +1000,10 @@ def wrap_parallel(torch, spec, model, mesh):
                                                    reduce_dtype=torch.float32)
         for layer in model.model.layers:
             fully_shard(layer, **kw)
+        # zero.units: a fully_shard of their own before the root's (torchtune's
+        # custom_sharded_layers, vrsim's training.zero.units)
+        for path in zero.get("units") or []:
+            fully_shard(model.get_submodule(path), **kw)
         fully_shard(model, **kw)
         return model
     if strategy in ("ddp", "zero1"):
@@ -1299,6 +1307,8 @@ def capture(spec):
             loss_fn = dit_loss
         elif unet:
             loss_fn = unet_loss
+        elif spec.get("loss") == "chunked":
+            loss_fn = chunked_loss(torch, model, ids, mb)
         elif autocast is not None:
             def loss_fn():
                 with torch.autocast("cuda", dtype=autocast):
@@ -1319,6 +1329,39 @@ def capture(spec):
     return lines
 
 
+NUM_OUTPUT_CHUNKS = 8
+
+
+def chunked_loss(torch, model, ids, mb):
+    """torchtune's chunked output and loss on the transformers model (vrsim's loss = "chunked"):
+    the model's forward returns [lm_head(chunk) for chunk in h.chunk(8, dim=1)]
+    (TransformerDecoder.chunked_output, inside the root module's forward and so inside its
+    fully_shard hooks), the recipe shifts the labels (torch.hstack with its ignore_index cache),
+    and CEWithChunkedOutputLoss sums F.cross_entropy(logits.float(), labels, reduction="sum") over
+    the chunks, divided by the count of labels not ignored. Returns the step's loss function."""
+    import types
+    import torch.nn.functional as F
+
+    def chunked_forward(self, input_ids=None, **kw):
+        h = self.model(input_ids=input_ids, **kw).last_hidden_state
+        return [self.lm_head(chunk) for chunk in h.chunk(NUM_OUTPUT_CHUNKS, dim=1)]
+
+    model.forward = types.MethodType(chunked_forward, model)
+    ignore = torch.full((mb, 1), -100, dtype=torch.int64, device="cuda")
+
+    def loss_fn():
+        logits = model(input_ids=ids)
+        labels = torch.hstack((ids[..., 1:], ignore))
+        total_elements = (labels != -100).sum()
+        labels = [t.reshape(-1) for t in labels.chunk(NUM_OUTPUT_CHUNKS, dim=1)]
+        logits = [lg.reshape(-1, lg.size(-1)) for lg in logits]
+        total = 0.0
+        for lg, lab in zip(logits, labels):
+            total += F.cross_entropy(lg.float(), lab, ignore_index=-100, reduction="sum")
+        return total / total_elements
+    return loss_fn
+
+
 SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch": int, "seq": int,
                "resolution": int,
                "precision": str, "steps": int, "grad_accum": int, "build": str,
@@ -1326,14 +1369,15 @@ SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch":
                "checkpoint_every": int, "checkpoint_scope": str, "lora": dict,
                "attention": str, "sdpa_backend": str, "compare": str, "data": dict,
                "strategy": str, "world": int, "zero": dict, "float8": dict, "record": dict,
-               "text_encoders": str, "vae": str, "transformers": str}
+               "text_encoders": str, "vae": str, "transformers": str, "loss": str}
 SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16", "mp_fp32"),
                 "strategy": ("none", "fsdp2", "ddp", "zero1"),
                 "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),
                 "build": ("cast", "direct"), "attention": ("sdpa", "eager"),
                 "checkpoint_scope": ("layer", "op"),
                 "sdpa_backend": SDPA_BACKENDS, "compare": ("all", "forward"),
-                "text_encoders": ("cached", "frozen"), "vae": ("cached", "fp32", "weight")}
+                "text_encoders": ("cached", "frozen"), "vae": ("cached", "fp32", "weight"),
+                "loss": ("full", "chunked")}
 
 
 def check_spec(path):
@@ -1409,6 +1453,8 @@ def check_spec(path):
     if strategy in ("ddp", "zero1") and spec.get("zero"):
         bad(f"zero: {strategy} is captured with DistributedDataParallel's defaults (no knobs)")
     for k, v in (spec.get("zero") or {}).items():
+        if k == "units" and strategy == "fsdp2" and isinstance(v, list) and all(isinstance(p, str) for p in v):
+            continue
         # the harness's loop builds the model whole on the GPU, then shards it (zero.init whole)
         if (k, v) not in (("init", "whole"), ("raf", True), ("raf", False)):
             bad(f"zero.{k} = {v!r} is not captured (zero.init must be \"whole\"; zero.raf true or false)")

@@ -16,7 +16,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 FIELDS = ("micro_batch", "seq", "resolution", "precision", "steps", "grad_accum", "checkpointing",
-          "checkpoint_every", "checkpoint_scope", "optimizer", "optimizer_impl", "attention", "build", "strategy")
+          "checkpoint_every", "checkpoint_scope", "optimizer", "optimizer_impl", "attention", "build", "strategy", "loss")
 
 
 def lua(v, indent="    "):
