@@ -482,5 +482,33 @@ PY
 if [ "$got" = "strided strided_mixed strided_mixed_bwd strided_mixed" ]; then ok "MoE experts' SwiGLU over the strided halves: act_fn strided, the product strided_mixed (as GEGLU's)"
 else bad "MoE experts' SwiGLU kinds (act_fn, mul, their backwards): $got $(cat "$tmp/err")"; fi
 
+# the routing weights' product `proj_out * sample_weights_g.unsqueeze(-1)`: a stride-0 column, so
+# TensorIterator's non-vectorized kernel, unrolled by the dtype (Loops.cuh): in bf16 (Qwen3-MoE's
+# weights) the broadcast class's kernel, in fp32 (Mixtral's, which promote the product) the
+# broadcast_rows class's; the backward stays broadcast_rows in both (512 tokens: 4096 pairs, so the
+# weights' column is not as long as a row, which nn.mul would read as a weight vector)
+cp scenarios/configs/qwen3-30b-a3b.json "$tmp/"
+cat > "$tmp/qwen3w.lua" <<EOS
+return { hardware = { gpu = "h200" }, model = { config = "qwen3-30b-a3b.json", layers = 1 },
+  training = { micro_batch = 1, seq = 512, precision = "bf16", steps = 2 } }
+EOS
+"$VRSIM" "$tmp/qwen3w.lua" --out "$tmp/qwen3w" >/dev/null 2>"$tmp/err"
+"$VRSIM" "$tmp/swiglu.lua" --out "$tmp/swiglu" >/dev/null 2>>"$tmp/err"
+got=$(python3 - "$tmp/qwen3w/trace.json" "$tmp/swiglu/trace.json" <<'PY'
+import json, sys
+out = []
+for f in sys.argv[1:]:
+    t = json.load(open(f))
+    k = {}
+    for e in (t["traceEvents"] if isinstance(t, dict) else t):
+        if e.get("ph") == "X" and e.get("args", {}).get("step") == 1 and e["name"].startswith("layers.0.mlp.experts.weighted"):
+            k[e["name"]] = e["args"]["kind"]
+    out.append(k.get("layers.0.mlp.experts.weighted", "-") + "/" + k.get("layers.0.mlp.experts.weighted.backward", "-"))
+print(" ".join(out))
+PY
+)
+if [ "$got" = "broadcast/broadcast_rows broadcast_rows/broadcast_rows" ]; then ok "MoE routing weights' product: bf16 (Qwen3-MoE) at the broadcast class, fp32 (Mixtral) at broadcast_rows, backwards at broadcast_rows"
+else bad "MoE routing weights' product kinds (Qwen3-MoE, Mixtral: forward/backward): $got $(cat "$tmp/err")"; fi
+
 echo "test_moe: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -262,8 +262,20 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
   local wdt = nn.promote(down.dtype, weights_g.dtype)
   local ws = { nn.bytes(down.shape, wdt) }
   if wdt ~= down.dtype then ws[2] = nn.bytes(down.shape, wdt) end
+  -- The (S, 1) column is a stride-0 operand along the rows, so the product runs TensorIterator's
+  -- non-vectorized kernel, whose unroll is set by the dtype (Loops.cuh gpu_kernel_impl_nocast:
+  -- 4 elements a thread under 4 bytes, else 2). In bf16 that is the kernel of the broadcast
+  -- class ("mul weight bf16", elementwise_kernel<128, 4>), not broadcast_rows' ("mul rows fp32",
+  -- elementwise_kernel<128, 2>): the H200's Qwen3 4 x 4096 step ran the bf16 nocast MulFunctor
+  -- 481 times in forward for 83.1 ms (results/kernels_gen11_qwen3_b4_h200.jsonl), ten a layer (the
+  -- four norms' weights, the four rotary products, this product and the SwiGLU product) and the
+  -- final norm, where vrsim's ten came to 69.5 ms with this one at broadcast_rows. Its backward
+  -- (grad * weights, the same kernel; grad * proj_out, contiguous; the engine's row sum) stays one
+  -- op at broadcast_rows: no one class prices the three
+  local wkind = nn.bytes({ 1 }, wdt) < 4 and "broadcast" or "broadcast_rows"
   local weighted = nn.mul(cx, pre .. ".experts.weighted", down, wcol, wdt,
-                          { bwd_workspace = ws, bwd_workspace_first = true, grad_order = { 1, 2 } })
+                          { kind = wkind, bwd_kind = "broadcast_rows",
+                            bwd_workspace = ws, bwd_workspace_first = true, grad_order = { 1, 2 } })
   -- inv_perm = empty_like(perm); inv_perm[perm] = arange(S)
   local arange = index_op(cx, pre .. ".arange", {}, { { pre .. ".arange", { n }, "int64" } })
   local inv = index_op(cx, pre .. ".inv_perm", { perm, arange }, { { pre .. ".inv_perm", { n }, "int64" } }, nil,
