@@ -485,8 +485,10 @@ else bad "MoE experts' SwiGLU kinds (act_fn, mul, their backwards): $got $(cat "
 # the routing weights' product `proj_out * sample_weights_g.unsqueeze(-1)`: a stride-0 column, so
 # TensorIterator's non-vectorized kernel, unrolled by the dtype (Loops.cuh): in bf16 (Qwen3-MoE's
 # weights) the broadcast class's kernel, in fp32 (Mixtral's, which promote the product) the
-# broadcast_rows class's; the backward stays broadcast_rows in both (512 tokens: 4096 pairs, so the
-# weights' column is not as long as a row, which nn.mul would read as a weight vector)
+# broadcast_rows class's. In bf16 the backward's three kernels are apart: grad * weights at
+# broadcast, grad * proj_out contiguous (elementwise), the engine's row sum (reduce_rows); fp32's
+# stays one op at broadcast_rows (512 tokens: 4096 pairs, so the weights' column is not as long as
+# a row, which nn.mul would read as a weight vector)
 cp scenarios/configs/qwen3-30b-a3b.json "$tmp/"
 cat > "$tmp/qwen3w.lua" <<EOS
 return { hardware = { gpu = "h200" }, model = { config = "qwen3-30b-a3b.json", layers = 1 },
@@ -501,13 +503,14 @@ for f in sys.argv[1:]:
     t = json.load(open(f))
     k = {}
     for e in (t["traceEvents"] if isinstance(t, dict) else t):
-        if e.get("ph") == "X" and e.get("args", {}).get("step") == 1 and e["name"].startswith("layers.0.mlp.experts.weighted"):
-            k[e["name"]] = e["args"]["kind"]
-    out.append(k.get("layers.0.mlp.experts.weighted", "-") + "/" + k.get("layers.0.mlp.experts.weighted.backward", "-"))
+        if e.get("ph") == "X" and e.get("args", {}).get("step") == 1 and e["name"].startswith("layers.0.mlp.experts.weight"):
+            k[e["name"][len("layers.0.mlp.experts."):]] = e["args"]["kind"]
+    out.append("/".join(k.get(n, "-") for n in ("weighted", "weighted.backward", "weights_grad_product.backward",
+                                                 "weights_grad_sum.backward")))
 print(" ".join(out))
 PY
 )
-if [ "$got" = "broadcast/broadcast_rows broadcast_rows/broadcast_rows" ]; then ok "MoE routing weights' product: bf16 (Qwen3-MoE) at the broadcast class, fp32 (Mixtral) at broadcast_rows, backwards at broadcast_rows"
+if [ "$got" = "broadcast/broadcast/elementwise/reduce_rows broadcast_rows/broadcast_rows/-/-" ]; then ok "MoE routing weights' product: bf16 (Qwen3-MoE) at the broadcast class, its backward's weights gradient contiguous and summed apart; fp32 (Mixtral) at broadcast_rows"
 else bad "MoE routing weights' product kinds (Qwen3-MoE, Mixtral: forward/backward): $got $(cat "$tmp/err")"; fi
 
 # peft's `result + lora_B(lora_A(dropout(x))) * scaling` adds the fp32 product to the bf16 base
