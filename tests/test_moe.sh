@@ -510,5 +510,59 @@ PY
 if [ "$got" = "strided strided_mixed strided_mixed_bwd strided_mixed" ]; then ok "MoE experts' SwiGLU over the strided halves: act_fn strided, the product strided_mixed (as GEGLU's)"
 else bad "MoE experts' SwiGLU kinds (act_fn, mul, their backwards): $got $(cat "$tmp/err")"; fi
 
+# the routing weights' product `proj_out * sample_weights_g.unsqueeze(-1)`: a stride-0 column, so
+# TensorIterator's non-vectorized kernel, unrolled by the dtype (Loops.cuh): in bf16 (Qwen3-MoE's
+# weights) the broadcast class's kernel, in fp32 (Mixtral's, which promote the product) the
+# broadcast_rows class's. In bf16 the backward's three kernels are apart: grad * weights at
+# broadcast, grad * proj_out contiguous (elementwise), the engine's row sum (reduce_rows); fp32's
+# stays one op at broadcast_rows (512 tokens: 4096 pairs, so the weights' column is not as long as
+# a row, which nn.mul would read as a weight vector)
+cp scenarios/configs/qwen3-30b-a3b.json "$tmp/"
+cat > "$tmp/qwen3w.lua" <<EOS
+return { hardware = { gpu = "h200" }, model = { config = "qwen3-30b-a3b.json", layers = 1 },
+  training = { micro_batch = 1, seq = 512, precision = "bf16", steps = 2 } }
+EOS
+"$VRSIM" "$tmp/qwen3w.lua" --out "$tmp/qwen3w" >/dev/null 2>"$tmp/err"
+"$VRSIM" "$tmp/swiglu.lua" --out "$tmp/swiglu" >/dev/null 2>>"$tmp/err"
+got=$(python3 - "$tmp/qwen3w/trace.json" "$tmp/swiglu/trace.json" <<'PY'
+import json, sys
+out = []
+for f in sys.argv[1:]:
+    t = json.load(open(f))
+    k = {}
+    for e in (t["traceEvents"] if isinstance(t, dict) else t):
+        if e.get("ph") == "X" and e.get("args", {}).get("step") == 1 and e["name"].startswith("layers.0.mlp.experts.weight"):
+            k[e["name"][len("layers.0.mlp.experts."):]] = e["args"]["kind"]
+    out.append("/".join(k.get(n, "-") for n in ("weighted", "weighted.backward", "weights_grad_product.backward",
+                                                 "weights_grad_sum.backward")))
+print(" ".join(out))
+PY
+)
+if [ "$got" = "broadcast/broadcast/elementwise/reduce_rows broadcast_rows/broadcast_rows/-/-" ]; then ok "MoE routing weights' product: bf16 (Qwen3-MoE) at the broadcast class, its backward's weights gradient contiguous and summed apart; fp32 (Mixtral) at broadcast_rows"
+else bad "MoE routing weights' product kinds (Qwen3-MoE, Mixtral: forward/backward): $got $(cat "$tmp/err")"; fi
+
+# peft's `result + lora_B(lora_A(dropout(x))) * scaling` adds the fp32 product to the bf16 base
+# output: contiguous operands of two dtypes run the unrolled kernel with LoadWithCast, the cast_up
+# class's kernel (the H200's Qwen3 4 x 4096 step: 2.5 TB/s, against the contiguous class's 3.9);
+# its backward keeps the elementwise class
+cat > "$tmp/qwen3l.lua" <<EOS
+return { hardware = { gpu = "h200" }, model = { config = "qwen3-30b-a3b.json", layers = 1 },
+  training = { micro_batch = 1, seq = 512, precision = "lora_bf16", steps = 2,
+               lora = { r = 16, alpha = 32, dropout = 0.05, targets = { "q_proj" } } } }
+EOS
+"$VRSIM" "$tmp/qwen3l.lua" --out "$tmp/qwen3l" >/dev/null 2>"$tmp/err"
+got=$(python3 - "$tmp/qwen3l/trace.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+k = {}
+for e in (t["traceEvents"] if isinstance(t, dict) else t):
+    if e.get("ph") == "X" and e.get("args", {}).get("step") == 1 and e["name"].startswith("layers.0.self_attn.q_proj.lora_add"):
+        k[e["name"]] = e["args"]["kind"]
+print(k.get("layers.0.self_attn.q_proj.lora_add", "-") + "/" + k.get("layers.0.self_attn.q_proj.lora_add.backward", "-"))
+PY
+)
+if [ "$got" = "cast_up/elementwise" ]; then ok "LoRA's bf16 + fp32 add at the cast_up class (LoadWithCast), its backward elementwise"
+else bad "LoRA's bf16 + fp32 add kinds (forward/backward): $got $(cat "$tmp/err")"; fi
+
 echo "test_moe: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -262,8 +262,38 @@ local function experts_forward(cx, pre, ex, hs, topv, topi, e, x_dtype)
   local wdt = nn.promote(down.dtype, weights_g.dtype)
   local ws = { nn.bytes(down.shape, wdt) }
   if wdt ~= down.dtype then ws[2] = nn.bytes(down.shape, wdt) end
-  local weighted = nn.mul(cx, pre .. ".experts.weighted", down, wcol, wdt,
-                          { bwd_workspace = ws, bwd_workspace_first = true, grad_order = { 1, 2 } })
+  -- The (S, 1) column is a stride-0 operand along the rows, so the product runs TensorIterator's
+  -- non-vectorized kernel, whose unroll is set by the dtype (Loops.cuh gpu_kernel_impl_nocast:
+  -- 4 elements a thread under 4 bytes, else 2). In bf16 that is the kernel of the broadcast
+  -- class ("mul weight bf16", elementwise_kernel<128, 4>), not broadcast_rows' ("mul rows fp32",
+  -- elementwise_kernel<128, 2>): the H200's Qwen3 4 x 4096 step ran the bf16 nocast MulFunctor
+  -- 481 times in forward for 83.1 ms (results/kernels_gen11_qwen3_b4_h200.jsonl), ten a layer (the
+  -- four norms' weights, the four rotary products, this product and the SwiGLU product) and the
+  -- final norm, where vrsim's ten came to 69.5 ms with this one at broadcast_rows. In bf16 its
+  -- backward's three kernels are priced apart: MulBackward0's grad * weights (the same kernel,
+  -- the product op's own backward: grad read, gradient written), its grad * proj_out (both
+  -- contiguous: the vectorized kernel, three passes) and the engine's sum of that to the
+  -- column's (S, 1) (InputMetadata::reduce_grad), the last two as pass-throughs on the weights'
+  -- side that allocate nothing (the product's temporary stays the product's bwd_workspace) and
+  -- cost the host nothing of their own (the product's node dispatches them)
+  local wkind = nn.bytes({ 1 }, wdt) < 4 and "broadcast" or "broadcast_rows"
+  local wside, wspec = wcol, { kind = wkind, bwd_kind = "broadcast_rows",
+                               bwd_workspace = ws, bwd_workspace_first = true, grad_order = { 1, 2 } }
+  if wkind == "broadcast" and wcol.rg and not cx.no_grad then
+    local prod = nn.bytes(down.shape, wdt)
+    local sum_side = nn.view(cx, wcol, wcol.shape, pre .. ".experts.weights_grad_sum")
+    sum_side.rg = true
+    nn.op(cx, { name = pre .. ".experts.weights_grad_sum", kind = "none", inputs = { wcol },
+                out_tensors = { sum_side }, grads = { { pass = 1 } }, bytes = 0, bwd_kind = "reduce_rows",
+                bwd_bytes = prod + nn.bytes(wcol.shape, wdt), frees = {}, host = "inside" })
+    wside = nn.view(cx, sum_side, wcol.shape, pre .. ".experts.weights_grad_product")
+    wside.rg = true
+    nn.op(cx, { name = pre .. ".experts.weights_grad_product", kind = "none", inputs = { sum_side },
+                out_tensors = { wside }, grads = { { pass = 1 } }, bytes = 0, bwd_kind = "elementwise",
+                bwd_bytes = 3 * prod, frees = {}, host = "inside" })
+    wspec.bwd_kind, wspec.bwd_bytes = "broadcast", 2 * prod
+  end
+  local weighted = nn.mul(cx, pre .. ".experts.weighted", down, wside, wdt, wspec)
   -- inv_perm = empty_like(perm); inv_perm[perm] = arange(S)
   local arange = index_op(cx, pre .. ".arange", {}, { { pre .. ".arange", { n }, "int64" } })
   local inv = index_op(cx, pre .. ".inv_perm", { perm, arange }, { { pre .. ".inv_perm", { n }, "int64" } }, nil,

@@ -76,7 +76,16 @@ local function lora_forward(base)
     else
       local sum_dt = promote(result.dtype, scaled.dtype)
       local grads, moved = nn.add_grads(sum_dt, result, scaled)
-      local sum = nn.op(cx, { name = name .. ".lora_add", inputs = { result, scaled },
+      -- a bf16 base output plus the fp32 product: contiguous operands of two dtypes run
+      -- TensorIterator's unrolled kernel with LoadWithCast (Loops.cuh: vectorized only where
+      -- every operand has the common dtype), the kernel of the cast_up class ("bf16 to fp32",
+      -- unrolled_elementwise_kernel with LoadWithCast), not the contiguous class's vectorized
+      -- one (the H200's Qwen3 4 x 4096 step: CUDAFunctor_add<float> with LoadWithCast<2>, 192
+      -- launches, 22.6 ms for 56 GB, 2.5 TB/s; results/kernels_gen11_qwen3_b4_h200.jsonl)
+      -- (its backward, the incoming gradient passed and cast, keeps the elementwise class)
+      local add_kind = result.dtype ~= scaled.dtype and not cx.compiling and "cast_up" or nil
+      local sum = nn.op(cx, { name = name .. ".lora_add", kind = add_kind, bwd_kind = add_kind and "elementwise",
+                              inputs = { result, scaled },
                               outs = { { name .. ".lora_sum", result.shape, sum_dt } },
                               grads = grads, bwd_bytes = moved, frees = { scaled, result }, host = "add" })
       y = nn.to(cx, sum, result.dtype, name .. ".lora_out_cast")
