@@ -66,7 +66,8 @@ M.DEFAULTS = {
 }
 
 -- What each knob takes: "count" a finite number >= 0 (elements or MiB), "bool", "paths" a list
--- of strings (module paths), or a list of strings (its choices). Checked in setup whichever way the knob came (scenario, --set, DeepSpeed JSON).
+-- of strings (module paths), or a list of strings (its choices). Checked in setup whichever way
+-- the knob came (scenario, --set, DeepSpeed JSON).
 local KNOB_TYPES = {
   bucket_cap_mb = "count", first_bucket_mb = "count", reduce_bucket_size = "count",
   allgather_bucket_size = "count", stage3_param_persistence_threshold = "count",

@@ -74,13 +74,10 @@ end
 -- llama2_7b_l2_fsdp2_w2_bf16_chunked_units). No chunk's backward all-gather is prefetched: the
 -- chunk before it (in backward) prefetches its own group, still unsharded, a no-op. Each call is
 -- a unit of the graph of its own (its tag); s.unit_tags[tag] says which module and call it is.
-local function extra_units(cx, root, kind, s, in_unit, out)
+local function extra_units(cx, root, s, in_unit, out)
+  -- (strategies/dp.lua check_knobs has refused units under any strategy but fsdp2)
   local paths = s.opts.units or {}
   if #paths == 0 then return end
-  if kind ~= "fsdp2" then
-    error(("training.zero.units (%s) is FSDP2's fully_shard per module: not modelled under %s"):format(
-          table.concat(paths, ", "), kind), 0)
-  end
   -- parameters a module shares with another (tie_word_embeddings): FSDP2 refuses a parameter in
   -- two groups (_validate_no_duplicate_params); fully_shard([a, b]) is not modelled
   local tied = {}
@@ -160,7 +157,7 @@ function M.hooks(cx, root, kind)
   if #units == 0 then error("sharding: no module of the model's unit classes to wrap", 0) end
   local out = {}
   local in_unit = {}
-  extra_units(cx, root, kind, cx.dp, in_unit, out)
+  extra_units(cx, root, cx.dp, in_unit, out)
   for _, u in ipairs(units) do
     local ps = params_of(u, {}, {})
     for _, p in ipairs(ps) do in_unit[p] = true end
