@@ -264,6 +264,12 @@ static const Curve *class_curve(const CostModel *c, const char *kind) {
                 strncmp(c->class_name[i], k, n - m) == 0)
                 return &c->cls[i];
     }
+    /* a class a profile did not measure, priced by the measured class of the same kernel:
+     * a bf16 + fp32 add (peft's LoRA sum) runs the unrolled LoadWithCast kernel of a bf16-to-fp32
+     * cast (Loops.cuh), measured as class cast_up on every profile */
+    static const char *const FALLBACK[][2] = {{"add_mixed", "cast_up"}};
+    for (size_t f = 0; f < sizeof FALLBACK / sizeof FALLBACK[0]; f++)
+        if (strcmp(k, FALLBACK[f][0]) == 0) return class_curve(c, FALLBACK[f][1]);
     return NULL;
 }
 

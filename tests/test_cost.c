@@ -69,6 +69,23 @@ static void test_class_and_fp32_fallback(void **state) {
     cost_free(c);
 }
 
+/* peft's bf16 + fp32 LoRA sum (kind add_mixed): its own class where the profile measured one,
+ * else the cast_up class of the same LoadWithCast kernel, never the generic curve */
+static void test_add_mixed_falls_back_to_cast_up(void **state) {
+    (void)state;
+    CostModel *c = model();
+    /* neither class: the generic 1 TB/s */
+    assert_true(fabs(time_of(c, "add_mixed", 3e9) - 3e6) < 1.0);
+    CostPoint up[2] = {{1e9, 1.5e12}, {16e9, 1.5e12}};
+    assert_int_equal(cost_add_class(c, "cast_up", up, 2), VR_OK);
+    assert_true(fabs(time_of(c, "add_mixed", 3e9) - 2e6) < 1.0);
+    CostPoint mixed[2] = {{1e9, 2e12}, {16e9, 2e12}};
+    assert_int_equal(cost_add_class(c, "add_mixed", mixed, 2), VR_OK);
+    assert_true(fabs(time_of(c, "add_mixed", 3e9) - 1.5e6) < 1.0);
+    assert_true(fabs(time_of(c, "cast_up", 3e9) - 2e6) < 1.0);
+    cost_free(c);
+}
+
 /* cuDNN's layout transforms (Op.layout_bytes): kernels of their own after the op's, at the
  * "layout" (activations) and "layout_filter" classes' rates, added to the op's time; nothing
  * where the profile has no such class. A 1 GB elementwise op at the generic 1 TB/s (1 ms) with
@@ -782,6 +799,7 @@ static void test_measured_gemm(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_and_fp32_fallback),
+        cmocka_unit_test(test_add_mixed_falls_back_to_cast_up),
         cmocka_unit_test(test_layout_transforms),
         cmocka_unit_test(test_rowwise_kernel),
         cmocka_unit_test(test_attention_rate_curves),

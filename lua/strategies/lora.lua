@@ -78,12 +78,14 @@ local function lora_forward(base)
       local grads, moved = nn.add_grads(sum_dt, result, scaled)
       -- a bf16 base output plus the fp32 product: contiguous operands of two dtypes run
       -- TensorIterator's unrolled kernel with LoadWithCast (Loops.cuh: vectorized only where
-      -- every operand has the common dtype), the kernel of the cast_up class ("bf16 to fp32",
-      -- unrolled_elementwise_kernel with LoadWithCast), not the contiguous class's vectorized
-      -- one (the H200's Qwen3 4 x 4096 step: CUDAFunctor_add<float> with LoadWithCast<2>, 192
-      -- launches, 22.6 ms for 56 GB, 2.5 TB/s; results/kernels_gen11_qwen3_b4_h200.jsonl)
+      -- every operand has the common dtype), not the contiguous class's vectorized one (the
+      -- H200's Qwen3 4 x 4096 step: CUDAFunctor_add<float> with LoadWithCast<2>, 192 launches,
+      -- 22.6 ms for 56 GB, 2.5 TB/s; results/kernels_gen11_qwen3_b4_h200.jsonl): class add_mixed,
+      -- measured as this very add (measure_torch_ops.py --only add_mixed: 2.0-2.3 TB/s on an H100
+      -- SXM), or, on a card without it, the class of the same kernel's cast (cast_up, "bf16 to
+      -- fp32": sim/cost.c class_curve)
       -- (its backward, the incoming gradient passed and cast, keeps the elementwise class)
-      local add_kind = result.dtype ~= scaled.dtype and not cx.compiling and "cast_up" or nil
+      local add_kind = result.dtype ~= scaled.dtype and not cx.compiling and "add_mixed" or nil
       local sum = nn.op(cx, { name = name .. ".lora_add", kind = add_kind, bwd_kind = add_kind and "elementwise",
                               inputs = { result, scaled },
                               outs = { { name .. ".lora_sum", result.shape, sum_dt } },
@@ -447,7 +449,9 @@ end
 -- experts' LoRA (validation/results/kernels_gen11_experts_h100.jsonl) has each baddbmm's memcpy
 -- beside its GEMM: 192 of each a forward. Where the GPU measured the whole call
 -- (lua/hw/calibrated/<gpu>_baddbmm.lua, class mm_baddbmm: 2.4 TB/s on an H100 SXM, 3.2 on an H200)
--- it takes no less than that rate over these bytes; its backward's two bmm are GEMMs ("mm").
+-- it takes no less than that rate over these bytes; its backward's two bmm likewise no less than
+-- the rate that card measured for BaddbmmBackward0 over twice the stack's bytes (class
+-- mm_baddbmm_bwd, 2.3-2.7 TB/s on an H100 SXM), and are priced as GEMMs where it has none.
 function M.baddbmm_bytes(wb, lhs, rhs)
   return 2 * wb + 2 * wb + nn.bytes(lhs.shape, lhs.dtype) + nn.bytes(rhs.shape, rhs.dtype)
 end
@@ -463,7 +467,7 @@ function M.param_weight(cx, proxies, key, plain)
   local w, lhs, rhs = p.w, p.lhs, p.rhs
   local e, out, inn = w.shape[1], w.shape[2], w.shape[3]
   local flops = 2 * e * out * inn * p.r
-  return nn.op(cx, { name = p.name .. ".lora_baddbmm", kind = "mm_baddbmm", bwd_kind = "mm", inputs = { w, lhs, rhs },
+  return nn.op(cx, { name = p.name .. ".lora_baddbmm", kind = "mm_baddbmm", bwd_kind = "mm_baddbmm_bwd", inputs = { w, lhs, rhs },
                      outs = { { p.name .. ".lora_weight", w.shape, w.dtype } }, saves = { lhs, rhs },
                      grads = { "none", { dtype = lhs.dtype }, { dtype = rhs.dtype } },
                      bwd_workspace = { nn.bytes(lhs.shape, lhs.dtype), nn.bytes(rhs.shape, rhs.dtype) },

@@ -177,6 +177,10 @@ function M.device_of(cfg, ctx)
     local ok, t = pcall(require, "hw.calibrated." .. (gname or name) .. suffix)
     return ok and type(t) == "table" and t or nil
   end
+  -- The supplements joined to a card's torch_ops table, each a class measured on its own
+  -- (lua/hw/calibrated/<gpu><suffix>.lua; what each is: load_profile below)
+  local TORCH_OPS_SUPPLEMENTS = { "_conv_layout", "_group_norm", "_norm", "_geglu_mul", "_sinks_attention",
+                                  "_baddbmm", "_add_mixed" }
   -- A list of rows followed by the `key` rows of each supplement named by suffixes that
   -- exists: the modules' own tables stay as loaded. Made once per GPU and table (JOINED): the
   -- modules' rows never change once loaded
@@ -247,12 +251,14 @@ function M.device_of(cfg, ctx)
       -- with more classes, each from its own measurement: cuDNN's layout transforms around NCHW
       -- convolutions (measure_conv_transforms.py), GroupNorm's statistics kernel, one block
       -- per row (measure_group_norm.py), the norms' other kernels (measure_norm_kernels.py),
-      -- GEGLU's product of a strided and a contiguous operand (measure_geglu_mul.py) and the ops
-      -- of gpt-oss's eager attention with sinks (sinks_attention_classes.py)
+      -- GEGLU's product of a strided and a contiguous operand (measure_geglu_mul.py), the ops
+      -- of gpt-oss's eager attention with sinks (sinks_attention_classes.py), peft's expert
+      -- folding (baddbmm_classes.py) and peft's LoRA sum of two dtypes (measure_torch_ops.py
+      -- --only add_mixed): TORCH_OPS_SUPPLEMENTS
       local ops = calibrated("_torch_ops", gname)
       if ops then
         prof.torch_ops = joined(ops.torch_ops, "torch_ops",
-                                { "_conv_layout", "_group_norm", "_norm", "_geglu_mul", "_sinks_attention", "_baddbmm" }, gname)
+                                TORCH_OPS_SUPPLEMENTS, gname)
       end
     end
     return prof
@@ -267,7 +273,7 @@ function M.device_of(cfg, ctx)
     local ops, streams, gap = calibrated("_torch_ops", gname), calibrated("_streams", gname),
         calibrated("_kernel_gap", gname)
     local rows = joined(ops and ops.torch_ops or {}, "torch_ops",
-                        { "_conv_layout", "_group_norm", "_norm", "_geglu_mul", "_sinks_attention", "_baddbmm" }, gname)
+                        TORCH_OPS_SUPPLEMENTS, gname)
     if #rows == 0 and not streams and not gap then return nil end
     return { torch_ops = rows, copy = streams and streams.copy, elementwise = streams and streams.elementwise,
              kernel_gap_us = gap and gap.kernel_gap_us, source = "lua/hw/calibrated/" .. gname .. "_*.lua" }

@@ -8,6 +8,9 @@ bandwidth over bytes moved. Writes lua/hw/calibrated/<gpu>_torch_ops.lua.
 --only foreach measures just the optimizer's foreach classes, for bf16 and fp32 parameter lists
 (the fp32 ones as classes foreach_fp32, foreach_scalar_fp32, foreach_out_fp32).
 
+--only add_mixed measures class add_mixed alone (below) into its own file, as --only transpose_fp8
+does; --cpu-check runs it small on the CPU.
+
 --only baddbmm measures peft's expert folding alone (classes baddbmm, baddbmm_gemm and baddbmm_bwd, below) into its own
 file, as --only transpose_fp8 does.
 
@@ -21,6 +24,12 @@ runs those calls on the CPU at small shapes:
 chunk) over the same lists and over lists three times longer, bf16 and fp32 (classes fused_adamw,
 fused_adamw_fp32); its bytes are the simulator's: parameters, gradients and both moments read,
 parameters and moments written, 7 x the parameters' bytes.
+
+Class add_mixed is a bf16 tensor plus an fp32 one of its shape into a new fp32 tensor: peft's
+`result = result + lora_out * scaling` where the adapter's product is fp32 and the base output
+bf16 (tuners/lora/layer.py Linear.forward; TensorIterator's unrolled kernel with LoadWithCast,
+Loops.cuh, since not every operand has the common dtype), at the shapes of the standard rows and
+of Qwen3-30B-A3B's experts at 4096 tokens.
 
 Class transpose_fp8 (a 2-D .t().contiguous() of a float8 tensor) is the layout copy of
 torchao's float8 training (lua/strategies/float8.lua M.LAYOUT_COPY_KIND names the class it is
@@ -57,15 +66,15 @@ def nb(*ts):
 
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument("--gpu", required=True); ap.add_argument("-o", required=True)
-    ap.add_argument("--only", choices=["foreach", "fused_adamw", "transpose_fp8", "baddbmm"],
+    ap.add_argument("--only", choices=["foreach", "fused_adamw", "transpose_fp8", "baddbmm", "add_mixed"],
                     help="only the optimizer's foreach classes, only its fused AdamW kernel, or only "
                          "class transpose_fp8 (its rows, to join to a GPU's table)")
     ap.add_argument("--cpu-check", action="store_true",
-                    help="run --only transpose_fp8's or --only baddbmm's calls on the CPU at small shapes "
+                    help="run --only transpose_fp8's, baddbmm's or add_mixed's calls on the CPU at small shapes "
                          "(checks the code)")
     a = ap.parse_args()
-    if a.cpu_check and a.only not in ("transpose_fp8", "baddbmm"):
-        ap.error("--cpu-check goes with --only transpose_fp8 or --only baddbmm")
+    if a.cpu_check and a.only not in ("transpose_fp8", "baddbmm", "add_mixed"):
+        ap.error("--cpu-check goes with --only transpose_fp8, baddbmm or add_mixed")
     dev = "cpu" if a.cpu_check else "cuda"
     rows = []
     def rec(cls, op, ms, bytes_):
@@ -80,6 +89,16 @@ def main():
     for (r, c) in (fp8_shapes if a.only == "transpose_fp8" else []):
         x8 = torch.randn(r, c, device=dev, dtype=bf).to(torch.float8_e4m3fn)
         rec("transpose_fp8", "float8 t().contiguous()", timed(lambda: x8.t().contiguous()), nb(x8, x8))
+    # add_mixed alone: bf16 + fp32 into fp32 (the rows x columns of the standard shapes, and of
+    # Qwen3-30B-A3B's experts at 4096 tokens: 32768 routed rows x 1536 / 2048 / 768 columns)
+    mixed_shapes = ([(64, 128)] if a.cpu_check else
+                    [(2048, 4096), (8192, 4096), (2048, 5120), (8192, 5120), (16384, 1280),
+                     (32768, 1536), (32768, 2048), (32768, 768), (4096, 14336)])
+    for (r, c) in (mixed_shapes if a.only == "add_mixed" else []):
+        xb = torch.randn(r, c, device=dev, dtype=bf)
+        x32 = torch.randn(r, c, device=dev, dtype=f32)
+        rec("add_mixed", "add bf16 + fp32 %d x %d" % (r, c), timed(lambda: xb + x32), nb(xb, x32, x32))
+        del xb, x32
     # baddbmm alone: peft's fold of a LoRA pair into a mixture of experts' stacked weight,
     # torch.baddbmm(W, B, A, alpha=scaling) with W (E, out, in) and the factors in W's dtype
     # (tuners/lora/layer.py ParamWrapper, _LoraFactorsProxy): the whole op, its memcpy of W into
@@ -92,7 +111,7 @@ def main():
                    [(e, o, i, r) for (e, o, i) in ((128, 1536, 2048), (128, 2048, 768), (64, 2816, 2048),
                                                    (64, 2048, 1408), (32, 2880, 5760), (32, 2880, 2880))
                     for r in (8, 16, 32, 64)])
-    if a.cpu_check:
+    if a.cpu_check and a.only == "baddbmm":
         fold_shapes = [(4, 64, 32, 8)]
     for (e, o, i, r) in fold_shapes:
         w = torch.randn(e, o, i, device=dev, dtype=bf)
