@@ -9,6 +9,10 @@ record is reproduced, without a GPU.
 
   python3 validation/harness/profile_hf_step.py --record validation/records/llama_h200_gen_families.jsonl \\
       --name gen-mistral-l4-s8192-b1 --out F.jsonl
+
+--ops adds, per phase, each ATen op that launched kernels (keyed by its name and input shapes):
+its calls, the kernels they launched and those kernels' device time ("ops" in the line), so that a
+step's launches can be put on the ops that make them (ops_of).
 """
 import argparse
 import json
@@ -81,6 +85,28 @@ def build(record, name, check_only=False):
     return rec, fwd, opt
 
 
+def ops_of(fn):
+    """fn() under torch.profiler with CPU and CUDA activities: (its result, {"op [shapes]": {"calls",
+    "kernels", "ms"}}) over the CPU ops the profiler gave device kernels (each launch is put on the
+    ATen op whose correlation id it carries: the innermost op that launched it)."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=acts, record_shapes=True) as prof:
+        out = fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    table = {}
+    for e in prof.events():
+        if e.device_type != torch.autograd.DeviceType.CPU or not e.kernels:
+            continue
+        key = ("%s %s" % (e.name, e.input_shapes))[:240]
+        row = table.setdefault(key, [0, 0, 0.0])
+        row[0] += 1
+        row[1] += len(e.kernels)
+        row[2] += sum(k.duration for k in e.kernels) / 1e3
+    return out, {k: {"calls": v[0], "kernels": v[1], "ms": round(v[2], 4)} for k, v in table.items()}
+
+
 def built_from_args(doc):
     """The command line --record F --name N --out F, and the record's run built: (args, the
     record, its forward, the optimizer)."""
@@ -89,6 +115,7 @@ def built_from_args(doc):
     ap.add_argument("--name", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--check", action="store_true", help="only say whether the record is reproduced")
+    ap.add_argument("--ops", action="store_true", help="also each ATen op's calls, launches and kernel ms per phase")
     a = ap.parse_args()
     return (a,) + build(a.record, a.name, a.check)
 
@@ -102,6 +129,15 @@ def main():
     out = {"name": a.name, "mode": mode, "ckpt": bool(rec.get("ckpt")), "lora": rec.get("lora"),
            "kernels": {"forward": kf, "backward": kb, "optimizer": ko},
            "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
+    if a.ops:
+        loss, of = ops_of(fwd)
+        _, ob = ops_of(lambda: loss.backward())
+        _, oo = ops_of(lambda: (opt.step(), opt.zero_grad(set_to_none=True)))
+        out["ops"] = {"forward": of, "backward": ob, "optimizer": oo}
+        for ph, t in out["ops"].items():
+            print(ph, "launches", sum(v["kernels"] for v in t.values()))
+            for k, v in sorted(t.items(), key=lambda kv: -kv[1]["kernels"])[:12]:
+                print("   %6d %6d %9.3f  %s" % (v["calls"], v["kernels"], v["ms"], k[:110]))
     with open(a.out, "a") as f:
         f.write(json.dumps(out) + "\n")
     for ph, t in out["kernels"].items():
