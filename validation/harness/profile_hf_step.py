@@ -10,9 +10,10 @@ record is reproduced, without a GPU.
   python3 validation/harness/profile_hf_step.py --record validation/records/llama_h200_gen_families.jsonl \\
       --name gen-mistral-l4-s8192-b1 --out F.jsonl
 
---ops adds, per phase, each ATen op that launched kernels (keyed by its name and input shapes):
-its calls, the kernels they launched and those kernels' device time ("ops" in the line), so that a
-step's launches can be put on the ops that make them (ops_of).
+--ops adds, per phase, each op the profiler saw on the host (keyed by its name and input shapes):
+its calls, the kernels they launched, those kernels' device time and the host's self time in it
+under the profiler ("ops" in the line), so that a step's launches and host time can be put on the
+ops that make them (ops_of).
 """
 import argparse
 import json
@@ -87,24 +88,33 @@ def build(record, name, check_only=False):
 
 def ops_of(fn):
     """fn() under torch.profiler with CPU and CUDA activities: (its result, {"op [shapes]": {"calls",
-    "kernels", "ms"}}) over the CPU ops the profiler gave device kernels (each launch is put on the
-    ATen op whose correlation id it carries: the innermost op that launched it)."""
+    "kernels", "ms", "cpu_self_ms"}}) over the host's ops, and "(issue, wall)": the host's wall time
+    from the call to its return, before the device is waited on (each launch is put on the ATen op whose
+    correlation id it carries: the innermost op that launched it; the self time excludes the ops
+    nested in it)."""
     from torch.profiler import ProfilerActivity, profile
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    import time
     with profile(activities=acts, record_shapes=True) as prof:
+        t0 = time.perf_counter()
         out = fn()
+        host_ms = (time.perf_counter() - t0) * 1e3  # the host's time to issue it, under the profiler
         if torch.cuda.is_available():
             torch.cuda.synchronize()
     table = {}
     for e in prof.events():
-        if e.device_type != torch.autograd.DeviceType.CPU or not e.kernels:
+        if e.device_type != torch.autograd.DeviceType.CPU:
             continue
         key = ("%s %s" % (e.name, e.input_shapes))[:240]
-        row = table.setdefault(key, [0, 0, 0.0])
+        row = table.setdefault(key, [0, 0, 0.0, 0.0])
         row[0] += 1
         row[1] += len(e.kernels)
         row[2] += sum(k.duration for k in e.kernels) / 1e3
-    return out, {k: {"calls": v[0], "kernels": v[1], "ms": round(v[2], 4)} for k, v in table.items()}
+        row[3] += e.self_cpu_time_total / 1e3
+    table = {k: {"calls": v[0], "kernels": v[1], "ms": round(v[2], 4), "cpu_self_ms": round(v[3], 4)}
+             for k, v in table.items()}
+    table["(issue, wall)"] = {"calls": 1, "kernels": 0, "ms": 0.0, "cpu_self_ms": round(host_ms, 4)}
+    return out, table
 
 
 def built_from_args(doc):
@@ -136,8 +146,10 @@ def main():
         out["ops"] = {"forward": of, "backward": ob, "optimizer": oo}
         for ph, t in out["ops"].items():
             print(ph, "launches", sum(v["kernels"] for v in t.values()))
-            for k, v in sorted(t.items(), key=lambda kv: -kv[1]["kernels"])[:12]:
-                print("   %6d %6d %9.3f  %s" % (v["calls"], v["kernels"], v["ms"], k[:110]))
+            print(ph, "host self ms", round(sum(v["cpu_self_ms"] for k, v in t.items() if k != "(issue, wall)"), 2),
+                  "issue wall ms", t["(issue, wall)"]["cpu_self_ms"])
+            for k, v in sorted(t.items(), key=lambda kv: -kv[1]["cpu_self_ms"])[:12]:
+                print("   %6d %6d %9.3f %9.3f  %s" % (v["calls"], v["kernels"], v["ms"], v["cpu_self_ms"], k[:100]))
     with open(a.out, "a") as f:
         f.write(json.dumps(out) + "\n")
     for ph, t in out["kernels"].items():
