@@ -17,6 +17,7 @@ The in-place GEMM's own rows (baddbmm_gemm) stay the results file's only.
 """
 import re
 import sys
+import textwrap
 
 ROW = re.compile(r'\{class="(baddbmm|baddbmm_bwd)", (op=.*)\},$')
 GPU = re.compile(r"^-- PyTorch's own kernels on (.*?), \d{4}-\d\d-\d\d")
@@ -38,21 +39,17 @@ def main():
     if not gpu or not rows:
         sys.exit("%s: not a measure_torch_ops.py --only baddbmm table (no GPU line or no baddbmm rows)" % src)
     bwd = any('"mm_baddbmm_bwd"' in r for r in rows)
-    head = [
-        "-- peft's expert folding, torch.baddbmm(W, lhs, rhs) of a MoE's stacked experts (LoRA on",
-        "-- ParamWrapper), on %s: the whole call's time (the result.copy_(W) memcpy, then cuBLAS's" % gpu,
-        "-- batched GEMM with beta 1 in place) over the bytes vrsim's op moves (lora.lua baddbmm_bytes:",
-        "-- W read and written twice, lhs and rhs read), class mm_baddbmm (the op's kind)%s" % (
-            "; its backward (BaddbmmBackward0's two bmm over the stack's gradient and the factors'"
-            if bwd else "."),
-    ]
+    text = ("peft's expert folding, torch.baddbmm(W, lhs, rhs) of a MoE's stacked experts (LoRA on "
+            "ParamWrapper), on %s: the whole call's time (the result.copy_(W) memcpy, then cuBLAS's "
+            "batched GEMM with beta 1 in place) over the bytes vrsim's op moves (lora.lua baddbmm_bytes: "
+            "W read and written twice, lhs and rhs read), class mm_baddbmm (the op's kind)" % gpu)
     if bwd:
-        head.append("-- alpha scaling) over twice the stack's bytes, class mm_baddbmm_bwd (the op's backward kind).")
-    head += [
-        "-- Source: the class baddbmm%s rows of %s (measure_torch_ops.py --only baddbmm)," % (
-            " and baddbmm_bwd" if bwd else "", src),
-        "-- renamed by validation/harness/baddbmm_classes.py; the in-place GEMM's own rows (baddbmm_gemm) are that file's only.",
-        "return {", "  torch_ops = {"]
+        text += ("; its backward (BaddbmmBackward0's two bmm over the stack's gradient and the factors' "
+                 "alpha scaling) over twice the stack's bytes, class mm_baddbmm_bwd (the op's backward kind)")
+    text += (". Source: the class baddbmm%s rows of %s (measure_torch_ops.py --only baddbmm), renamed by "
+             "validation/harness/baddbmm_classes.py; the in-place GEMM's own rows (baddbmm_gemm) are that "
+             "file's only." % (" and baddbmm_bwd" if bwd else "", src))
+    head = ["-- " + line for line in textwrap.wrap(text, 96)] + ["return {", "  torch_ops = {"]
     with open(out, "w") as f:
         f.write("\n".join(head + rows + ["  },", "}"]) + "\n")
 

@@ -1,10 +1,12 @@
 -- peft's expert folding, torch.baddbmm(W, lhs, rhs) of a MoE's stacked experts (LoRA on
--- ParamWrapper), on NVIDIA H100 80GB HBM3: the whole call's time (the result.copy_(W) memcpy, then cuBLAS's
--- batched GEMM with beta 1 in place) over the bytes vrsim's op moves (lora.lua baddbmm_bytes:
--- W read and written twice, lhs and rhs read), class mm_baddbmm (the op's kind); its backward (BaddbmmBackward0's two bmm over the stack's gradient and the factors'
--- alpha scaling) over twice the stack's bytes, class mm_baddbmm_bwd (the op's backward kind).
--- Source: the class baddbmm and baddbmm_bwd rows of validation/results/baddbmm_h100_sxm.lua (measure_torch_ops.py --only baddbmm),
--- renamed by validation/harness/baddbmm_classes.py; the in-place GEMM's own rows (baddbmm_gemm) are that file's only.
+-- ParamWrapper), on NVIDIA H100 80GB HBM3: the whole call's time (the result.copy_(W) memcpy, then
+-- cuBLAS's batched GEMM with beta 1 in place) over the bytes vrsim's op moves (lora.lua
+-- baddbmm_bytes: W read and written twice, lhs and rhs read), class mm_baddbmm (the op's kind);
+-- its backward (BaddbmmBackward0's two bmm over the stack's gradient and the factors' alpha
+-- scaling) over twice the stack's bytes, class mm_baddbmm_bwd (the op's backward kind). Source:
+-- the class baddbmm and baddbmm_bwd rows of validation/results/baddbmm_h100_sxm.lua
+-- (measure_torch_ops.py --only baddbmm), renamed by validation/harness/baddbmm_classes.py; the in-
+-- place GEMM's own rows (baddbmm_gemm) are that file's only.
 return {
   torch_ops = {
     {class="mm_baddbmm", op="baddbmm 128 x 1536 x 2048, r 8", bytes=3228565504, ms=1.35054, gbps=2390.6},

@@ -1,9 +1,10 @@
 -- peft's expert folding, torch.baddbmm(W, lhs, rhs) of a MoE's stacked experts (LoRA on
 -- ParamWrapper), on NVIDIA H200: the whole call's time (the result.copy_(W) memcpy, then cuBLAS's
--- batched GEMM with beta 1 in place) over the bytes vrsim's op moves (lora.lua baddbmm_bytes:
--- W read and written twice, lhs and rhs read), class mm_baddbmm (the op's kind).
--- Source: the class baddbmm rows of validation/results/baddbmm_h200.lua (measure_torch_ops.py --only baddbmm),
--- renamed by validation/harness/baddbmm_classes.py; the in-place GEMM's own rows (baddbmm_gemm) are that file's only.
+-- batched GEMM with beta 1 in place) over the bytes vrsim's op moves (lora.lua baddbmm_bytes: W
+-- read and written twice, lhs and rhs read), class mm_baddbmm (the op's kind). Source: the class
+-- baddbmm rows of validation/results/baddbmm_h200.lua (measure_torch_ops.py --only baddbmm),
+-- renamed by validation/harness/baddbmm_classes.py; the in-place GEMM's own rows (baddbmm_gemm)
+-- are that file's only.
 return {
   torch_ops = {
     {class="mm_baddbmm", op="baddbmm 128 x 1536 x 2048, r 8", bytes=3228565504, ms=1.02445, gbps=3151.5},
