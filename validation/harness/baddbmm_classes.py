@@ -49,7 +49,7 @@ def main():
     text += (". Source: the class baddbmm%s rows of %s (measure_torch_ops.py --only baddbmm), renamed by "
              "validation/harness/baddbmm_classes.py; the in-place GEMM's own rows (baddbmm_gemm) are that "
              "file's only." % (" and baddbmm_bwd" if bwd else "", src))
-    head = ["-- " + line for line in textwrap.wrap(text, 96)] + ["return {", "  torch_ops = {"]
+    head = ["-- " + line for line in textwrap.wrap(text, 96, break_on_hyphens=False)] + ["return {", "  torch_ops = {"]
     with open(out, "w") as f:
         f.write("\n".join(head + rows + ["  },", "}"]) + "\n")
 

@@ -5,8 +5,8 @@
 -- its backward (BaddbmmBackward0's two bmm over the stack's gradient and the factors' alpha
 -- scaling) over twice the stack's bytes, class mm_baddbmm_bwd (the op's backward kind). Source:
 -- the class baddbmm and baddbmm_bwd rows of validation/results/baddbmm_h100_sxm.lua
--- (measure_torch_ops.py --only baddbmm), renamed by validation/harness/baddbmm_classes.py; the in-
--- place GEMM's own rows (baddbmm_gemm) are that file's only.
+-- (measure_torch_ops.py --only baddbmm), renamed by validation/harness/baddbmm_classes.py; the
+-- in-place GEMM's own rows (baddbmm_gemm) are that file's only.
 return {
   torch_ops = {
     {class="mm_baddbmm", op="baddbmm 128 x 1536 x 2048, r 8", bytes=3228565504, ms=1.35054, gbps=2390.6},
