@@ -30,8 +30,11 @@
 -- * The schedule's locals hold what the Python code holds: input_tensor (a received activation)
 --   until the next receive or pop rebinds it, output_tensor_grad (a received gradient) until the
 --   next one is received, input_tensor_grad (the activation's .grad, sent back) until the next
---   backward_step returns; what is left goes when the function returns. total_num_tokens, an
---   int32 0-dim tensor, lives for the schedule.
+--   backward_step returns, output_tensor (a micro-batch's output object, its [1] placeholder once
+--   deallocated: bound by forward_step's return and by output_tensors.pop(0)) until rebound, so
+--   a popped output's placeholder outlives its backward to the next forward, or in the cool-down
+--   to the next pop; what is left goes when the function returns. total_num_tokens, an int32
+--   0-dim tensor, lives for the schedule.
 -- * forward_step_calc_loss scales the last stage's loss in place (*= cp size, /= m): no
 --   allocation in forward, a 0-dim gradient each in backward.
 -- * Activation recompute (training.parallel.megatron_recompute_*, strategies/megatron_recompute.lua)
@@ -236,6 +239,19 @@ function M.run(cx, pl, mc, forward)
   -- loss is the schedule's output_tensor local
   local scale_one = last and cx.mg_dp and cx.mg_dp.scale_one
   local scaled_output
+  -- the output_tensor local: the micro-batch whose output object it holds (forward_step's return,
+  -- then output_tensors.pop(0)); a deallocated output's [1] placeholder goes once neither
+  -- output_tensors nor the local holds it
+  local output_local
+  local function rebind_output(k, why, phase)
+    local old = output_local
+    output_local = k
+    local f = old and flight[old]
+    if old ~= nil and old ~= k and f and f.popped and not f.placeholder_gone then
+      f.placeholder_gone = true
+      free(("%s: micro-batch %d's output placeholder goes"):format(why, old), phase, { f.out })
+    end
+  end
   local function fwd(k, steady)
     local a0 = G:num_ops()
     -- the input: received (recv_forward, or the previous iteration's send_backward_recv_forward)
@@ -261,6 +277,8 @@ function M.run(cx, pl, mc, forward)
       free("output_tensor rebound: the previous scaled loss goes", "fwd", { scaled_output })
       scaled_output = nil
     end
+    -- (output_tensor = forward_step(...): the popped output the local held goes)
+    rebind_output(k, "output_tensor rebound", "fwd")
     -- Megatron's DistributedDataParallel: each weight's post-accumulate hook (main_grad.add_,
     -- .grad dropped) runs in every micro-batch's backward (overlap_grad_reduce off: no_sync_func
     -- is None and nothing is reduced until finalize_model_grads)
@@ -276,22 +294,30 @@ function M.run(cx, pl, mc, forward)
       old_grad = output_tensor_grad
       output_tensor_grad = receive("output gradient", k - warm, "fwd", false)
     end
-    -- deallocate_output_tensor: out.data = torch.empty((1,)); backward_step's custom_backward runs
-    -- from this placeholder, whose gradient passes to the output's graph (the loss's: summed
-    -- from [1] to its 0-dim shape, a new tensor)
+    -- custom_backward runs from the output object, whose storage the deallocation below replaces:
+    -- the graph's backward starts at a storage-less handle of it, declared with the forward (the
+    -- loss's gradient summed from [1] to its 0-dim shape, a new tensor)
+    local hd = G:tensorv(("micro-batch %d's output (custom_backward's start)"):format(k), 0, 0, out.dtype, "temp", true)
+    op { name = ("output_tensors.append: micro-batch %d's output"):format(k), phase = "fwd", inputs = { out.id },
+         outputs = { hd }, grads = { last and "new" or { pass = 1 } } }
+    local f_last = G:num_ops()
+    -- deallocate_output_tensor: out.data = torch.empty((1,)), the output object's storage until
+    -- the object goes (rebind_output)
     local ph = nn.new_tensor(cx, ("micro-batch %d's output after deallocate_output_tensor"):format(k), { 1 },
-                             out.dtype, true)
+                             out.dtype, false, "temp")
     op { name = ("deallocate_output_tensor: micro-batch %d's output .data = torch.empty((1,))"):format(k),
          kind = "elementwise", phase = "fwd", inputs = { out.id }, outputs = { ph.id }, frees = { out.id },
-         grads = { last and "new" or { pass = 1 } }, bytes = nn.bytes({ 1 }, out.dtype) }
-    flight[k] = { first = f0, last = G:num_ops(), out = ph, input = input }
+         bytes = nn.bytes({ 1 }, out.dtype) }
+    flight[k] = { first = f0, last = f_last, out = ph, start = hd, input = input }
     if old_grad then free("output_tensor_grad rebound: the previous gradient goes", "fwd", { old_grad }) end
     actions[#actions + 1] = { stage = rank, kind = 0, mb = k, op_first = a0, op_end = G:num_ops() }
   end
   local function bwd(k, cooldown)
     local a0 = G:num_ops()
     local f = flight[k]
-    flight[k] = nil
+    -- output_tensor = output_tensors.pop(0): in the cool-down the popped output the local held goes
+    f.popped = true
+    rebind_output(k, "output_tensor = output_tensors.pop(0)", "bwd")
     if cooldown and not last then
       -- recv_backward: the gradient arrives just before its backward
       local old = output_tensor_grad
@@ -320,6 +346,7 @@ function M.run(cx, pl, mc, forward)
       op { name = ("backward_step: output_tensor = grad_scale_func(output_tensor) of micro-batch %d"):format(k),
            kind = "elementwise", phase = "bwd", inputs = { f.out.id, scale_one }, outputs = { scaled.id },
            frees = { f.out.id }, bytes = 12 }
+      f.placeholder_gone = true
       scale_seed = nn.new_tensor(cx, "custom_backward: ones_like(output)", { 1 }, "fp32", false, "temp")
       op { name = "custom_backward: grad_output = ones_like(output)", kind = "elementwise", phase = "bwd",
            outputs = { scale_seed.id }, bytes = 4 }
@@ -337,7 +364,7 @@ function M.run(cx, pl, mc, forward)
            outputs = { scale_seed.id }, bytes = nn.bytes({ 1 }, f.out.dtype) }
       seed, held = scale_seed.id, true
     end
-    local dx = G:derive_backward_of(f.first, f.last, f.out.id, seed, f.input and f.input.id, held)
+    local dx = G:derive_backward_of(f.first, f.last, f.start, seed, f.input and f.input.id, held)
     if scale_seed then free("custom_backward returns: its ones_like seed goes", "bwd", { scale_seed }) end
     -- backward_step returns input_tensor.grad: the previous one the local held goes
     if dx and k == m - 1 then kept[dx] = true end
@@ -365,9 +392,16 @@ function M.run(cx, pl, mc, forward)
   -- rope no position embedding.
   if cx.mg_dp then require("strategies.megatron_dp").finalize_schedule(cx) end
   -- the schedule returns: its locals go
-  free("forward_backward_pipelining_without_interleaving returns: its locals go", "bwd",
-       { input_tensor and input_tensor.popped and input_tensor or nil, output_tensor_grad, input_tensor_grad,
-         scaled_output, { id = ntok } })
+  -- (a list without holes: ipairs would stop at a nil local and leave the rest, total_num_tokens
+  -- among them, to go after their last use instead)
+  local locals = {}
+  local last_out = output_local and flight[output_local]
+  for _, x in ipairs { input_tensor and input_tensor.popped and input_tensor or false, output_tensor_grad or false,
+                       input_tensor_grad or false, scaled_output or false,
+                       last_out and not last_out.placeholder_gone and last_out.out or false, { id = ntok } } do
+    if x then locals[#locals + 1] = x end
+  end
+  free("forward_backward_pipelining_without_interleaving returns: its locals go", "bwd", locals)
   if carried then
     local ids = {}
     for id in pairs(kept) do ids[#ids + 1] = id end

@@ -39,6 +39,19 @@
 --   together after the pair (no pp_pre_forward, no rings): into the schedule's input_tensor and
 --   output_tensor_grad locals (rebound each time), then appended; the sent output is deallocated
 --   after the transfer.
+-- * With overlap_p2p_comm_warmup_flush (training.parallel.pp_overlap_p2p_warmup_flush; Megatron's
+--   --overlap-p2p-communication-warmup-flush, only with overlap_p2p_comm) the warm-up and the
+--   cool-down receive through the rings as the steady state does. Warm-up iteration k on a rank
+--   after the first: before forward k, send_forward_recv_forward(output_tensor=None, recv_prev)
+--   receives the activation of a later forward into fwd_recv_buffer[k % size] (a new torch.empty
+--   live through forward k), then forward k's output is only sent (recv_prev=False); on the first
+--   rank forward k's send receives into that slot. Either way, where it received, the slot's tensor
+--   is appended to input_tensors and slot (k + 1) % size cleared, and the schedule's input_tensor
+--   local is never bound. Cool-down iteration k likewise: on a rank before the last, before
+--   backward k, send_backward_recv_backward(None, recv_next) receives a later backward's gradient
+--   into bwd_recv_buffer[k % size], and the backward's input gradient is only sent after; on the
+--   last rank the send receives into the slot; the output_tensor_grad local is never bound. The
+--   wait handles it keeps (recv_prev_wait_handles, recv_next_wait_handles) hold no tensor.
 -- * The last stage's loss is not sent, so not deallocated: custom_backward seeds ones_like of the
 --   0-dim loss. A sent output's storage is replaced after the forward's ops (in the steady state
 --   after another chunk's backward), so the graph's backward of it starts at a storage-less
@@ -85,6 +98,9 @@ function M.run(cx, pl, mc, forward)
   -- overlap_p2p_comm (training.parallel.pp_overlap_p2p_comm): arguments.py's default for an
   -- interleaved run; false is --no-overlap-p2p-communication, batch_p2p_comm True
   local overlap = pl.par.pp_overlap_p2p_comm ~= false
+  -- overlap_p2p_comm_warmup_flush (training.parallel.pp_overlap_p2p_warmup_flush; mesh.lua refuses it
+  -- without overlap_p2p_comm, as ModelParallelConfig does)
+  local flush = pl.par.pp_overlap_p2p_warmup_flush == true
   local tp = pl.par.tp
   local first_rank, last_rank = rank == 0, rank == pp - 1
   local total = m * vp
@@ -351,9 +367,29 @@ function M.run(cx, pl, mc, forward)
   for k = 0, warm - 1 do
     local recv, nxt = recv_from_previous(k, true)
     if k == total - 1 then recv = false end
+    local a_pre = G:num_ops()
+    if flush and not first_rank then
+      -- the prefetch: fwd_recv_buffer[k % size] = send_forward_recv_forward(None, recv_prev), made
+      -- before forward k (None where nothing is received, dropping what the slot held)
+      phase = "fwd"
+      local t = recv and receive_for("activation", nxt) or nil
+      rebind(fring[k % fsize], t, ("fwd_recv_buffer[%d] rebound"):format(k % fsize))
+    end
     local o, c = forward_step(k)
+    o.a0 = a_pre -- (the prefetch is forward k's action's)
     set_output_local(not is_last(c) and o or nil)
-    if not overlap and k == warm - 1 and not all_warm then
+    if flush then
+      -- forward k's output sent; on the first rank its send receives into fwd_recv_buffer[k % size]
+      if first_rank then
+        local t = recv and receive_for("activation", nxt) or nil
+        rebind(fring[k % fsize], t, ("fwd_recv_buffer[%d] rebound"):format(k % fsize))
+      end
+      deallocate(L.output_tensor.t)
+      if recv then
+        inputs[nxt][#inputs[nxt] + 1] = hold(fring[k % fsize].t)
+        rebind(fring[(k + 1) % fsize], nil, ("fwd_recv_buffer[%d] cleared"):format((k + 1) % fsize))
+      end
+    elseif not overlap and k == warm - 1 and not all_warm then
       -- (input_tensor, output_tensor_grad) = send_forward_backward_recv_forward_backward(
       -- output_tensor, None, recv_prev, recv_next): the activation, then the first backward's
       -- gradient for the last chunk (none on the last rank), both batched
@@ -371,7 +407,7 @@ function M.run(cx, pl, mc, forward)
       rebind(L.input_tensor, t, "input_tensor rebound")
       if recv then inputs[nxt][#inputs[nxt] + 1] = hold(t) end
     end
-    deallocate(L.output_tensor.t)
+    if not flush then deallocate(L.output_tensor.t) end
     close(0, c, o.mb, o.a0)
     if overlap and k == warm - 1 and not all_warm then
       -- input_tensor_grad = None; bwd_recv_buffer[-1] = send_backward_recv_backward(None,
@@ -454,13 +490,35 @@ function M.run(cx, pl, mc, forward)
   for k = remaining, total - 1 do
     local recv_next, nb = recv_from_previous(k, false)
     if k == total - 1 then recv_next = false end
+    local a_pre = G:num_ops()
+    if flush and not last_rank then
+      -- the prefetch: bwd_recv_buffer[k % size] = send_backward_recv_backward(None, recv_next),
+      -- made before backward k
+      local g = recv_next and receive_for("output gradient", nb) or nil
+      rebind(bring[k % bsize], g, ("bwd_recv_buffer[%d] rebound"):format(k % bsize))
+    end
     local igrad, cb, mbb, a0 = backward_step(k)
     rebind(L.input_tensor_grad, igrad, "input_tensor_grad rebound")
     drop(igrad, "backward_step returns")
-    -- output_tensor_grad = send_backward_recv_backward(input_tensor_grad, recv_next)
-    local g = recv_next and receive_for("output gradient", nb) or nil
-    rebind(L.output_tensor_grad, g, "output_tensor_grad rebound")
-    if g then ograds[nb][#ograds[nb] + 1] = hold(g) end
+    if flush then
+      -- backward k's input gradient sent; on the last rank its send receives into
+      -- bwd_recv_buffer[k % size]; where received, the slot's tensor goes to output_tensor_grads
+      -- and slot (k + 1) % size is cleared
+      if last_rank then
+        local g = recv_next and receive_for("output gradient", nb) or nil
+        rebind(bring[k % bsize], g, ("bwd_recv_buffer[%d] rebound"):format(k % bsize))
+      end
+      if recv_next then
+        ograds[nb][#ograds[nb] + 1] = hold(bring[k % bsize].t)
+        rebind(bring[(k + 1) % bsize], nil, ("bwd_recv_buffer[%d] cleared"):format((k + 1) % bsize))
+      end
+      a0 = a_pre
+    else
+      -- output_tensor_grad = send_backward_recv_backward(input_tensor_grad, recv_next)
+      local g = recv_next and receive_for("output gradient", nb) or nil
+      rebind(L.output_tensor_grad, g, "output_tensor_grad rebound")
+      if g then ograds[nb][#ograds[nb] + 1] = hold(g) end
+    end
     close(1, cb, mbb, a0)
   end
 
@@ -495,6 +553,15 @@ function M.run(cx, pl, mc, forward)
            actions = actions, send_bytes = nn.bytes(shape, dtype), stage_layers = stage_layers, lockstep = false }
 end
 
+-- What overlap_p2p_comm_warmup_flush prefetches on this rank: the warm-up's activations on every
+-- rank but the first, the cool-down's gradients on every rank but the last.
+function M.prefetch_note(pp, rank)
+  local what = {}
+  if rank > 0 then what[#what + 1] = "each warm-up activation received before the forward ahead of the one that reads it" end
+  if rank < pp - 1 then what[#what + 1] = "each cool-down gradient before the backward ahead of the one that reads it" end
+  return ", " .. table.concat(what, ", ")
+end
+
 -- The run's note on the pipeline.
 function M.note(pl)
   local pp, vp, rank, m = pl.par.pp, pl.virtual, pl.rank, pl.par.pp_microbatches
@@ -512,7 +579,10 @@ function M.note(pl)
       rank == 0 and "fwd" or "bwd", group - pp + 1, rank == 0 and "activation" or "gradient")
   end
   return ("Megatron-LM's interleaved pipeline (megatron-core 0.16.1, forward_backward_pipelining_with_interleaving, "
-          .. (pl.par.pp_overlap_p2p_comm == false and "without overlap_p2p_comm: batch_p2p_comm" or "overlap_p2p_comm")
+          .. (pl.par.pp_overlap_p2p_comm == false and "without overlap_p2p_comm: batch_p2p_comm"
+              or pl.par.pp_overlap_p2p_warmup_flush and ("overlap_p2p_comm and overlap_p2p_comm_warmup_flush: the "
+                .. "warm-up's and cool-down's receives into the receive rings too" .. M.prefetch_note(pp, rank))
+              or "overlap_p2p_comm")
           .. "): rank %d of %d holds %d model chunks (%s); %d warm-up forwards of %d virtual "
           .. "micro-batches (%d micro-batches x %d chunks, groups of %d: microbatch_group_size_per_vp_stage%s)%s; "
           .. "each received activation and gradient a new tensor, each sent output deallocated "

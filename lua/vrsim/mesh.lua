@@ -50,6 +50,7 @@ M.FIELDS = {
   pp_virtual_stages = { "integer", nil, "with tp_impl = \"megatron\" and pp_schedule = \"Interleaved1F1B\": model chunks per pipeline rank, Megatron's virtual pipeline size (--num-virtual-stages-per-pipeline-rank, or layers / pp / --num-layers-per-virtual-pipeline-stage) [2, the interleaved schedules' stages per rank as torchtitan takes them]; torchtitan's come from pp_schedule and pp_layers_per_stage" },
   pp_microbatch_group = { "integer", nil, "with tp_impl = \"megatron\" and pp_schedule = \"Interleaved1F1B\": micro-batches a model chunk runs in a row before the next chunk, Megatron's microbatch_group_size_per_vp_stage (--microbatch-group-size-per-virtual-pipeline-stage): the warm-up's length, the schedule's order and the first and last ranks' receive rings (group - pp + 1 slots) follow it; Megatron requires pp <= group <= pp_microbatches and pp_microbatches % group 0 or >= pp [pp]" },
   pp_overlap_p2p_comm = { "boolean", true, "with tp_impl = \"megatron\" and pp_schedule = \"Interleaved1F1B\": Megatron's overlap_p2p_comm, its default; false is --no-overlap-p2p-communication (batch_p2p_comm on: each steady forward-and-backward pair's activation and gradient received together after it, into the schedule's input_tensor and output_tensor_grad locals, and no receive rings); Megatron asserts pp > 2 for it" },
+  pp_overlap_p2p_warmup_flush = { "boolean", false, "with tp_impl = \"megatron\", pp_schedule = \"Interleaved1F1B\" and pp_overlap_p2p_comm: Megatron's overlap_p2p_comm_warmup_flush (--overlap-p2p-communication-warmup-flush): the warm-up's activation receives (ranks after the first) and the cool-down's gradient receives (ranks before the last) made before the forward or backward ahead of the one that reads them, into the receive rings, and the first rank's warm-up and the last rank's cool-down receives into those rings too, in place of the schedule's input_tensor and output_tensor_grad locals; ModelParallelConfig raises ValueError without overlap_p2p_comm" },
   pp_stage_layers = { "list", nil, "a given split: decoder layers on each stage, in order (torchtitan's module_fqns_per_model_part, by counts)" },
   pp_keep_outputs = { "boolean", false, "PipelineStage as torch.distributed.pipelining ran it before 2.8 (pytorch PR 153383): every stage keeps each micro-batch's output in output_chunks until the next step's clear_runtime_states, and the last stage's step() concatenates its outputs, the logits (_merge_outputs); false: a stage's output is freed after its backward and no logits outlive the loss" },
 }
@@ -100,7 +101,7 @@ local function check_key(k, v)
     end
     return v
   end
-  if k == "async_tp" or k == "pp_keep_outputs" or k == "pp_overlap_p2p_comm" or k == "megatron_distributed_optimizer" or k == "megatron_grad_reduce_in_fp32" then
+  if k == "async_tp" or k == "pp_keep_outputs" or k == "pp_overlap_p2p_comm" or k == "pp_overlap_p2p_warmup_flush" or k == "megatron_distributed_optimizer" or k == "megatron_grad_reduce_in_fp32" then
     if type(v) ~= "boolean" then return nil, ("%s must be true or false, not %s"):format(where, tostring(v)) end
     return v
   end
@@ -176,7 +177,7 @@ function M.resolve(cfg, given)
   local async_tp = M.FIELDS.async_tp[2]
   local keep_outputs = M.FIELDS.pp_keep_outputs[2]
   local tp_impl = M.FIELDS.tp_impl[2]
-  local virtual, group, overlap
+  local virtual, group, overlap, flush
   local mg = { megatron_distributed_optimizer = M.FIELDS.megatron_distributed_optimizer[2],
                megatron_grad_reduce_in_fp32 = M.FIELDS.megatron_grad_reduce_in_fp32[2] }
   local rc = {}
@@ -194,6 +195,7 @@ function M.resolve(cfg, given)
     elseif k == "pp_virtual_stages" then virtual = v
     elseif k == "pp_microbatch_group" then group = v
     elseif k == "pp_overlap_p2p_comm" then overlap = v
+    elseif k == "pp_overlap_p2p_warmup_flush" then flush = v
     elseif mg[k] ~= nil then mg[k] = v
     elseif RC.FIELDS[k] then rc[k] = v
     elseif k == "pp_layers_per_stage" or k == "pp_stage_layers" then split[k] = v else d[k] = v end
@@ -277,6 +279,16 @@ function M.resolve(cfg, given)
            .. "pp > 1, pp_schedule = \"Interleaved1F1B\"; arguments.py turns it off for any other schedule): it has no "
            .. "effect on this run"):format(tostring(overlap)), 0)
   end
+  if flush ~= nil and not (tp_impl == "megatron" and d.pp > 1 and sched == "Interleaved1F1B") then
+    error(("training.parallel.pp_overlap_p2p_warmup_flush = %s needs Megatron's interleaved pipeline (tp_impl = "
+           .. "\"megatron\", pp > 1, pp_schedule = \"Interleaved1F1B\"; only forward_backward_pipelining_with_interleaving "
+           .. "reads overlap_p2p_comm_warmup_flush): it has no effect on this run"):format(tostring(flush)), 0)
+  end
+  if flush and overlap == false then
+    error("training.parallel.pp_overlap_p2p_warmup_flush = true with pp_overlap_p2p_comm = false: Megatron's "
+          .. "ModelParallelConfig raises ValueError (overlapping the warm-up's and flush's communication is only "
+          .. "compatible with overlap_p2p_comm, not batch_p2p_comm)", 0)
+  end
   local recompute = RC.resolve(rc, tp_impl)
   -- (the ranks FSDP shards over and reduces gradients across: dp_shard * cp, times dp_replicate)
   return { megatron_recompute = recompute, degrees = d, world = n, dp = d.dp_replicate * d.dp_shard * d.cp, given = true, pp_schedule = sched, pp_microbatches = micro,
@@ -285,7 +297,7 @@ function M.resolve(cfg, given)
            megatron_grad_reduce_in_fp32 = mg.megatron_grad_reduce_in_fp32,
            pp_layers_per_stage = split.pp_layers_per_stage, pp_stage_layers = split.pp_stage_layers,
            pp_keep_outputs = keep_outputs, pp_virtual_stages = virtual, pp_microbatch_group = group,
-           pp_overlap_p2p_comm = overlap, notes = notes }
+           pp_overlap_p2p_comm = overlap, pp_overlap_p2p_warmup_flush = flush, notes = notes }
 end
 
 -- What the mesh asks for that vrsim does not model yet: the message (naming the knob), or nil.

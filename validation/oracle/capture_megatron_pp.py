@@ -22,7 +22,10 @@ the config as arguments.py leaves an interleaved run: overlap_p2p_comm True (the
 the spec's group (--microbatch-group-size-per-virtual-pipeline-stage; without it the config's
 default, pp); overlap_p2p_comm false in the spec is --no-overlap-p2p-communication (arguments.py
 then asserts pp > 2, and core_transformer_config_from_args sets batch_p2p_comm True: the steady
-state's send_forward_backward_recv_forward_backward, batched); with dp each chunk gets its own DistributedDataParallel (wrap() over the
+state's send_forward_backward_recv_forward_backward, batched);
+overlap_p2p_comm_warmup_flush true is --overlap-p2p-communication-warmup-flush (ModelParallelConfig
+accepts it only with overlap_p2p_comm and not batch_p2p_comm: the warm-up's and cool-down's
+receives prefetched one iteration ahead into the receive rings); with dp each chunk gets its own DistributedDataParallel (wrap() over the
 list). Megatron's activation recompute is
 capture_megatron_tp.py's recompute_* fields (TransformerConfig's, through its
 transformer_config()), run on every micro-batch over the stage's layers. With dp (the world is then
@@ -58,8 +61,11 @@ Stand-ins, beside capture_megatron_tp.py's, each outside what is allocated on th
   create_tensor_recv_next (torch.empty of the tensor shape, [s/tp, b, h] under sequence
   parallelism, pipeline_dtype, requires_grad=True), before the transfer as the real one does.
   Under overlap_p2p_comm (the interleaved schedule) the transfers go through _p2p_ops (an
-  isend or irecv an op), which likewise does nothing and returns no requests, so there is no
-  handle to wait on.
+  isend or irecv an op), which likewise moves nothing but returns what the real one does: a
+  request under each of its keys ("send_next", "recv_prev", "send_prev", "recv_next") for each
+  tensor it was given, whose wait() does nothing and which holds no tensor. The schedule keeps
+  them in its wait-handle lists; with overlap_p2p_comm_warmup_flush it asserts that a prefetched
+  receive left one (the schedule's own bookkeeping, nothing on the device).
 - torch.cuda.synchronize (batch_p2p_sync = True after each batch) does nothing.
 Phases: forward_step is the "fwd" phase of the micro-batch it runs, backward_step "bwd"; the
 receive of an activation (recv_forward, send_backward_recv_forward) belongs to the forward that
@@ -67,7 +73,9 @@ reads it; send_forward_recv_backward (the steady state's send of a forward's out
 receive of the gradient of the oldest micro-batch in flight) to the forward that sent, and so
 does the deallocation of its output that follows; the cool-down's recv_backward to its backward.
 Interleaved: send_forward_recv_forward (a forward's output sent, the next activation received) to
-the forward that sent, with the deallocation that follows it in the warm-up;
+the forward that sent, with the deallocation that follows it in the warm-up (with
+overlap_p2p_comm_warmup_flush the prefetch before a warm-up forward, which sends nothing, to that
+forward; the cool-down's prefetch before a backward to that backward);
 send_backward_recv_backward (a backward's input gradient sent, the next output gradient
 received) to the backward that reads what it receives. Without overlap_p2p_comm,
 send_forward_backward_recv_forward_backward (the warm-up's last and each steady pair's transfers,
@@ -82,7 +90,8 @@ import capture_tp as CT
 import capture_megatron_tp as MT
 import capture_megatron_dp as MD
 
-SPEC_FIELDS = dict(MD.SPEC_FIELDS, pp=int, microbatches=int, rank=int, vp=int, group=int, overlap_p2p_comm=bool)
+SPEC_FIELDS = dict(MD.SPEC_FIELDS, pp=int, microbatches=int, rank=int, vp=int, group=int, overlap_p2p_comm=bool,
+                   overlap_p2p_comm_warmup_flush=bool)
 
 
 def install_pp_stand_ins(torch):
@@ -93,9 +102,16 @@ def install_pp_stand_ins(torch):
         return []
     p2p_communication._batched_p2p_ops = no_transfer
 
-    def no_requests(**kw):
-        return {}
-    p2p_communication._p2p_ops = no_requests
+    class Request:
+        def wait(self):
+            return None
+
+    def requests(**kw):
+        # (_p2p_ops: one request a tensor given, under the same keys)
+        keys = (("tensor_send_next", "send_next"), ("tensor_recv_prev", "recv_prev"),
+                ("tensor_send_prev", "send_prev"), ("tensor_recv_next", "recv_next"))
+        return {key: Request() for arg, key in keys if kw.get(arg) is not None}
+    p2p_communication._p2p_ops = requests
     torch.cuda.synchronize = lambda *a, **k: None
 
 
@@ -109,8 +125,11 @@ def tag_phases(rec, counts):
 
         @functools.wraps(f)
         def run(*a, **k):
-            # (send_forward_recv_backward: the forward just run, counted already)
-            rec.phase(ph, step(), counts[key] - (name in ("send_forward_recv_backward", "send_forward_recv_forward")))
+            # (send_forward_recv_backward: the forward just run, counted already; but the warm-up
+            # flush's prefetch, send_forward_recv_forward(output_tensor=None, ...) before a forward,
+            # the forward about to run: it alone passes output_tensor by keyword)
+            after = name in ("send_forward_recv_backward", "send_forward_recv_forward") and "output_tensor" not in k
+            rec.phase(ph, step(), counts[key] - after)
             out = f(*a, **k)
             if name in ("forward_step", "backward_step"):
                 counts[key] += 1
@@ -151,6 +170,8 @@ def capture(spec):
         # --microbatch-group-size-per-virtual-pipeline-stage, else the config's pp)
         overlap = bool(spec.get("overlap_p2p_comm", True))
         cfg.overlap_p2p_comm, cfg.batch_p2p_comm = overlap, not overlap
+        # (--overlap-p2p-communication-warmup-flush)
+        cfg.overlap_p2p_comm_warmup_flush = bool(spec.get("overlap_p2p_comm_warmup_flush", False))
         if "group" in spec:
             cfg.microbatch_group_size_per_vp_stage = int(spec["group"])
     first, last = parallel_state.is_pipeline_first_stage(), parallel_state.is_pipeline_last_stage()
@@ -243,6 +264,7 @@ def capture(spec):
               "parallel": {"tp": tp, "pp": pp, "tp_impl": "megatron", "sequence_parallel": True,
                            "pp_schedule": "Interleaved1F1B" if vp > 1 else "1F1B", "microbatches": m,
                            **({"vp": vp, "overlap_p2p_comm": cfg.overlap_p2p_comm,
+                               "overlap_p2p_comm_warmup_flush": cfg.overlap_p2p_comm_warmup_flush,
                                "microbatch_group_size_per_vp_stage": cfg.microbatch_group_size_per_vp_stage}
                               if vp > 1 else {}), "first_stage": first, "last_stage": last,
                            **{k: spec[k] for k in MT.RECOMPUTE if k in spec},
@@ -263,6 +285,9 @@ def check_spec(path):
         bad("layers must be a multiple of pp x vp (Megatron's even split)")
     if "overlap_p2p_comm" in spec and (spec.get("vp", 1) < 2 or (not spec["overlap_p2p_comm"] and spec["pp"] < 3)):
         bad("overlap_p2p_comm is the interleaved schedule's (vp > 1); false needs pp > 2 (arguments.py asserts it)")
+    if spec.get("overlap_p2p_comm_warmup_flush") and (spec.get("vp", 1) < 2 or not spec.get("overlap_p2p_comm", True)):
+        bad("overlap_p2p_comm_warmup_flush is the interleaved schedule's (vp > 1) and needs overlap_p2p_comm "
+            "(ModelParallelConfig raises ValueError without it)")
     if "group" in spec and spec.get("vp", 1) < 2:
         bad("group (microbatch_group_size_per_vp_stage) is the interleaved schedule's: it needs vp > 1")
 
