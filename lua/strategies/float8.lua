@@ -180,9 +180,12 @@ M.LAYOUT_COPY_KIND = "transpose_fp8"
 --   amax_to_scale       .to(float64), clamp, reciprocal, the finfo.max product, .to(float32):
 --                       five kernels on s elements; rounding adds log2, floor, exp2
 --   .to(float32)        unrolled_elementwise_kernel direct_copy: class cast_up
---   * scale             a 0-d or (rows, 1) scale broadcast along the contiguous dim has stride 0
---                       there: TensorIterator's non-vectorized elementwise_kernel<128, 2>, class
---                       broadcast_rows; a (1, cols) scale is a vector along it: class broadcast
+--   * scale             an fp32 product with any broadcast scale (0-d, (rows, 1) or (1, cols)):
+--                       a stride-0 operand leaves TensorIterator's vectorized path, so all run
+--                       its non-vectorized elementwise_kernel<128, 2> BinaryFunctor<float>, class
+--                       broadcast_rows (the profile's rowwise backward launches 168 of them and no
+--                       vectorized fp32 product for its 84 per-column casts; class broadcast is
+--                       the bf16 weight product of RMSNorm, elementwise_kernel<128, 4>)
 --   clamp               vectorized clamp_scalar: contiguous
 --   .to(float8)         vectorized float8_copy_kernel_cuda: class cast_down
 local function cast_kernels(n, h, axis, s, round)
@@ -193,7 +196,7 @@ local function cast_kernels(n, h, axis, s, round)
     { "scale", "elementwise", s * (h + 68 + (round and 24 or 0)), round and 8 or 5 },
   }
   if h < 4 then ks[#ks + 1] = { "to_fp32", "cast_up", (h + 4) * n, 1 } end
-  ks[#ks + 1] = { "mul_scale", axis == "cols" and "broadcast" or "broadcast_rows", 8 * n + 4 * s, 1 }
+  ks[#ks + 1] = { "mul_scale", "broadcast_rows", 8 * n + 4 * s, 1 }
   ks[#ks + 1] = { "clamp", "elementwise", 8 * n, 1 }
   ks[#ks + 1] = { "to_float8", "cast_down", 5 * n, 1 }
   return ks
