@@ -227,7 +227,7 @@ KNOWN = {
     # for each of the step's 2021 and 3513 allocations: the Python stack the harness records for
     # each, not an op class
     # float8 rowwise, eager: the record's steps 1-2 took 295.4 and 293.8 ms and step 3, the one
-    # compared, 370.0 ms (its steps spread 26 %); against steps 1-2 vrsim's 299.3 ms is +2 %.
+    # compared, 370.0 ms (its steps spread 26 %); against steps 1-2 vrsim's 300.3 ms is +2 %.
     # The three steps make the same 3501 allocations; step 3's host reached the middle one
     # 155.8 ms in, steps 1-2's 55.4 and 57.2 (trace_step_pace.py on its allocator trace): the
     # same calls issued 4.2 times slower over the first tenth, 1.4 by the middle, with no pause
