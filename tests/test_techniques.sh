@@ -496,7 +496,13 @@ else bad "float8: grad_weight temporaries $ws_t / $ws_h (want $((MN + MK + MN + 
 #    rowwise backward runs 74 kernels a Linear beyond its GEMMs: 4 casts x 14 or 15 (3 more on
 #    the scale: log2, floor, exp2; the weight's and grad_weight's amax per column, with a memset),
 #    2 x 2 reciprocals, 3 layout copies, and after each GEMM 2 unit-scale fills, the fp32
-#    post_inverse_scale and the product's scaling
+#    post_inverse_scale and the product's scaling; forward 2 casts x 14, the reciprocals and the
+#    GEMM: 31 (the profile's forward launches 848 kernels beyond the bf16 row's for 28 Linears:
+#    30 each, and 8 memsets)
+#  - rowwise: every scale product is fp32 times a broadcast scale, per row or per column, and the
+#    profile's backward runs all 168 (112 casts, 56 post_inverse_scale) as the same non-vectorized
+#    elementwise_kernel<128, 2>: grad_weight's per-column product of grad_output (class
+#    broadcast_rows, M = N here) takes as long as grad_input's per-row one
 "$VRSIM" "$tmp/f8.lua" --out "$tmp/f8out" >/dev/null
 "$VRSIM" "$tmp/f8.lua" --out "$tmp/f8row" --set training.float8.recipe=rowwise >/dev/null
 f8ops() { python3 - "$@" <<'PY'
@@ -534,10 +540,21 @@ else:
     r, c = op("input_casts.grad_output.amax")["args"], op("weight_casts.grad_output_t.amax")["args"]
     k = sum(e["args"].get("kernels", 1) for n, e in ops.items()
             if n.startswith(P) and "casts." in n and n.endswith(".backward"))
+    # the ATen ops behind them, each dispatched on its own (torchao 0.18's backward, per
+    # Linear): 4 casts x 14 (abs, amax, 8 on the scale, .to(fp32), mul, clamp, .to(float8)),
+    # 2 x 2 reciprocals, 3 layout copies, 2 x 4 after the GEMMs (two new_ones, the product of
+    # the inverse scales, the in-place scaling): 71 ops for the 74 kernels
+    nops = sum(1 for n, e in ops.items() if n.startswith(P) and "casts." in n and n.endswith(".backward"))
+    mr, mc = op("input_casts.grad_output.mul_scale"), op("weight_casts.grad_output_t.mul_scale")
+    f = sum(e["args"].get("kernels", 1) for n, e in ops.items()
+            if n.startswith("layers.1.mlp.down_proj") and e["cat"] == "forward" and e["args"]["kind"] != "none")
     good = (r["kind"] == "reduce_rows" and r.get("kernels", 1) == 1 and c["kind"] == "reduce_cols"
-            and c["kernels"] == 2 and k == 74)
-    print("row amax %s x%d, column amax %s x%d; %d kernels" % (r["kind"], r.get("kernels", 1), c["kind"],
-                                                             c["kernels"], k))
+            and c["kernels"] == 2 and k == 74 and nops == 71 and f == 31
+            and mr["args"]["kind"] == mc["args"]["kind"] == "broadcast_rows"
+            and abs(mc["dur"] - mr["dur"]) < 0.01 * mr["dur"])
+    print("row amax %s x%d, column amax %s x%d; %d kernels of %d ops; forward %d; scale products per row %s %.1f us, "
+          "per column %s %.1f us" % (r["kind"], r.get("kernels", 1), c["kind"], c["kernels"], k, nops, f,
+                                    mr["args"]["kind"], mr["dur"], mc["args"]["kind"], mc["dur"]))
 sys.exit(0 if good else 1)
 PY
 }

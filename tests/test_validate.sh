@@ -227,11 +227,17 @@ KNOWN = {
     # for each of the step's 2021 and 3513 allocations: the Python stack the harness records for
     # each, not an op class
     # float8 rowwise, eager: the record's steps 1-2 took 295.4 and 293.8 ms and step 3, the one
-    # compared, 370.0 ms (its steps spread 26 %); against steps 1-2 vrsim's 302.7 ms is +3 %.
-    # A profiled steady step of the same configuration (kernels_tech_model_h100.jsonl,
-    # compare_kernels.py --kernels) sums 281.4 ms of kernels, vrsim's 302.7
+    # compared, 370.0 ms (its steps spread 26 %); against steps 1-2 vrsim's 300.3 ms is +2 %.
+    # The three steps make the same 3501 allocations; step 3's host reached the middle one
+    # 155.8 ms in, steps 1-2's 55.4 and 57.2 (trace_step_pace.py on its allocator trace): the
+    # same calls issued 4.2 times slower over the first tenth, 1.4 by the middle, with no pause
+    # (no interval over the 11.2 ms all three share) and no segment allocated or freed (no
+    # allocator sync): the host's own pace, not the GPU's work. A profiled
+    # steady step of the same configuration (kernels_tech_model_h100.jsonl, compare_kernels.py
+    # --kernels) sums 281.4 ms of kernels and launches as many float8 kernels as vrsim's
     ("gen4-tm-l3-8b-l4-b2-s4096-f8-rowwise", "step_time"): (0.25,
-        "a slow last step (370.0 ms after 295.4 and 293.8); +3 % against the steady two"),
+        "a slow last step (370.0 ms after 295.4 and 293.8: its host issued the same calls slower); "
+        "+2 % against the steady two"),
     # SDXL's steady steps on the H100 host, taken before the harness timed the host's op classes:
     # they run at the tiny-op loop's host scale, which leaves the host-bound rows 14-22 % fast
     # (docs/step-time.md, "Steady medians by resolution and batch"); this one's steps spread 28 %

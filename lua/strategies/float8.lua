@@ -178,11 +178,14 @@ M.LAYOUT_COPY_KIND = "transpose_fp8"
 --                       dim over blocks and first memsets their semaphores (a Memset each), a
 --                       row reduction (one block a row) does not
 --   amax_to_scale       .to(float64), clamp, reciprocal, the finfo.max product, .to(float32):
---                       five kernels on s elements; rounding adds log2, floor, exp2
+--                       five kernels on s elements, five ops; rounding adds log2, floor, exp2
 --   .to(float32)        unrolled_elementwise_kernel direct_copy: class cast_up
---   * scale             a 0-d or (rows, 1) scale broadcast along the contiguous dim has stride 0
---                       there: TensorIterator's non-vectorized elementwise_kernel<128, 2>, class
---                       broadcast_rows; a (1, cols) scale is a vector along it: class broadcast
+--   * scale             an fp32 product with any broadcast scale (0-d, (rows, 1) or (1, cols)):
+--                       a stride-0 operand leaves TensorIterator's vectorized path, so all run
+--                       its non-vectorized elementwise_kernel<128, 2> BinaryFunctor<float>, class
+--                       broadcast_rows (the profile's rowwise backward launches 168 of them and no
+--                       vectorized fp32 product for its 84 per-column casts; class broadcast is
+--                       the bf16 weight product of RMSNorm, elementwise_kernel<128, 4>)
 --   clamp               vectorized clamp_scalar: contiguous
 --   .to(float8)         vectorized float8_copy_kernel_cuda: class cast_down
 local function cast_kernels(n, h, axis, s, round)
@@ -190,10 +193,17 @@ local function cast_kernels(n, h, axis, s, round)
     { "abs", "elementwise", 2 * h * n, 1 },
     { "amax", axis == "rows" and "reduce_rows" or axis == "cols" and "reduce_cols" or "reduce_rows",
       h * n + h * s, axis == "rows" and 1 or 2 },
-    { "scale", "elementwise", s * (h + 68 + (round and 24 or 0)), round and 8 or 5 },
   }
+  -- amax_to_scale, one ATen op a kernel (each its own dispatch on the host): .to(float64),
+  -- clamp, reciprocal, the finfo.max product, .to(float32); rounding's log2, floor, exp2
+  local scale_ops = { { "amax_float64", (h + 8) * s }, { "amax_clamp", 16 * s }, { "amax_reciprocal", 16 * s },
+                      { "scale_float64", 16 * s }, { "scale", 12 * s } }
+  if round then
+    for _, o in ipairs({ "scale_log2", "scale_floor", "scale_exp2" }) do scale_ops[#scale_ops + 1] = { o, 8 * s } end
+  end
+  for _, o in ipairs(scale_ops) do ks[#ks + 1] = { o[1], "elementwise", o[2], 1 } end
   if h < 4 then ks[#ks + 1] = { "to_fp32", "cast_up", (h + 4) * n, 1 } end
-  ks[#ks + 1] = { "mul_scale", axis == "cols" and "broadcast" or "broadcast_rows", 8 * n + 4 * s, 1 }
+  ks[#ks + 1] = { "mul_scale", "broadcast_rows", 8 * n + 4 * s, 1 }
   ks[#ks + 1] = { "clamp", "elementwise", 8 * n, 1 }
   ks[#ks + 1] = { "to_float8", "cast_down", 5 * n, 1 }
   return ks
@@ -229,8 +239,8 @@ end
 -- hp_tensor_to_float8_dynamic of t, as ops under no_grad (their output is no autograd
 -- history: the Function's backward is its own). rows: the axiswise scale's length (nil:
 -- tensorwise). Returns the float8 tensor.
--- round: round_scales_to_power_of_2 (the rowwise recipes: three more kernels on the scale,
--- their s-element temporaries not made as tensors here).
+-- round: round_scales_to_power_of_2 (the rowwise recipes: log2, floor and exp2 of the scale,
+-- three more ops, each an s-element fp32 tensor).
 local function cast(cx, name, t, rows, round)
   local keep = cx.no_grad
   -- eager launches (cast_kernels): a whole-tensor max memsets its blocks' semaphores first; the
@@ -252,8 +262,17 @@ local function cast(cx, name, t, rows, round)
   local cl = nn.op(cx, { name = name .. ".amax_clamp", inputs = { a64 }, outs = { { name .. ".amax_clamp", sshape, "int64" } } })
   local rc = nn.op(cx, { name = name .. ".amax_reciprocal", inputs = { cl }, outs = { { name .. ".amax_reciprocal", sshape, "int64" } } })
   local sc = nn.op(cx, { name = name .. ".scale_float64", inputs = { rc }, outs = { { name .. ".scale_float64", sshape, "int64" } } })
-  local scale = nn.op(cx, { name = name .. ".scale", inputs = { sc }, outs = { { name .. ".scale", sshape, "fp32" } },
-                            kernels = eager and round and 4 or nil })
+  local scale = nn.op(cx, { name = name .. ".scale", inputs = { sc }, outs = { { name .. ".scale", sshape, "fp32" } } })
+  if round then
+    -- _round_scale_down_to_power_of_2: exp2(floor(log2(scale))), three ATen ops, each an
+    -- s-element fp32 tensor (the capture's log2, floor, exp2)
+    local lg = nn.op(cx, { name = name .. ".scale_log2", inputs = { scale },
+                           outs = { { name .. ".scale_log2", sshape, "fp32" } } })
+    local fl = nn.op(cx, { name = name .. ".scale_floor", inputs = { lg },
+                           outs = { { name .. ".scale_floor", sshape, "fp32" } } })
+    scale = nn.op(cx, { name = name .. ".scale_exp2", inputs = { fl },
+                        outs = { { name .. ".scale_exp2", sshape, "fp32" } } })
+  end
   local src = t
   if t.dtype ~= "fp32" then
     src = nn.op(cx, { name = name .. ".to_fp32", kind = "cast_up", inputs = { t },
@@ -321,7 +340,8 @@ end
 -- unrolled_elementwise_kernel, as the bf16-to-fp32 copy: class cast_up). The unit scales are
 -- two new_ones(()) fills. n = rows x cols.
 local function add_post_scale(into, what, n, h)
-  into[#into + 1] = { what .. ".unit_scales", "elementwise", 8, 2 }
+  into[#into + 1] = { what .. ".unit_scale_a", "elementwise", 4, 1 }
+  into[#into + 1] = { what .. ".unit_scale_b", "elementwise", 4, 1 }
   into[#into + 1] = { what .. ".post_inverse_scale", "broadcast_rows", 4 * n, 1 }
   into[#into + 1] = { what .. ".mul_post_inverse_scale", "cast_up", (2 * h + 4) * n, 1 }
 end
@@ -342,7 +362,8 @@ function M.grad_input_kernels(recipe, Mr, N, K, h, w_fp8)
     ax, s = scaling(recipe.weight_for_grad_input, "cols", K)
     add_cast(ks, "weight", N * K, h, ax, s, recipe.round)
   end
-  ks[#ks + 1] = { "scale_reciprocals", "elementwise", 16, 2 }
+  ks[#ks + 1] = { "grad_output.scale_reciprocal", "elementwise", 8, 1 }
+  ks[#ks + 1] = { "weight.scale_reciprocal", "elementwise", 8, 1 }
   if recipe.grad_output ~= recipe.weight_for_grad_input then
     ks[#ks + 1] = { "weight.scale_repeat", "elementwise", 8 * K, 1 }
   end
@@ -366,7 +387,8 @@ function M.grad_weight_kernels(recipe, Mr, N, K, h)
     add_cast(ks, "grad_output_t", Mr * N, h, ax, s, recipe.round)
     ax, s = scaling(recipe.input_for_grad_weight, "cols", K)
     add_cast(ks, "input_t", Mr * K, h, ax, s, recipe.round)
-    ks[#ks + 1] = { "scale_reciprocals", "elementwise", 16, 2 }
+    ks[#ks + 1] = { "grad_output_t.scale_reciprocal", "elementwise", 8, 1 }
+    ks[#ks + 1] = { "input_t.scale_reciprocal", "elementwise", 8, 1 }
     ks[#ks + 1] = { "grad_output_t.float8_row_major", M.LAYOUT_COPY_KIND, 2 * Mr * N, 1 }
     ks[#ks + 1] = { "input_t.float8_column_major", M.LAYOUT_COPY_KIND, 2 * Mr * K, 1 }
     if recipe.grad_output_for_grad_weight == "rowwise" then add_post_scale(ks, "grad_weight", N * K, h) end

@@ -30,6 +30,13 @@ Classes (the op library's host classes, lua/vrsim/ops/*.lua):
   reduce          x.sum(dim) with autograd (SumBackward1: an expand)
   mul_scalar      x * 0.5 (MulBackward1: one kernel, nothing saved)
   dropout         nn.Dropout(0.05) in training (native_dropout: mask and output)
+  float8_linear_tensorwise, float8_linear_rowwise
+                  torchao's Float8Linear (convert_to_float8_training, that recipe; bias-free,
+                  64 x 64) call: its autograd Function, the casts' ATen ops (14 a rowwise cast,
+                  11 a tensorwise one), two Float8TrainingTensor constructions and mm's
+                  __torch_dispatch__ (preprocess_addmm, the reciprocals, _scaled_mm) in forward;
+                  four casts, two dispatched mms and their layout copies in backward (when
+                  torchao is installed and the GPU is sm89 or newer)
 With --ckpt-region R every chain runs as checkpointed regions of R ops, so each figure carries
 torch.utils.checkpoint's costs (its saved-tensor hooks per op, the region's own set-up, and in
 backward the recomputation).
@@ -113,6 +120,17 @@ def make_classes():
     c["mul_scalar"] = (small, [lambda x: x * 0.5] * N, False)
     drop = nn.Dropout(0.05)
     c["dropout"] = (small, [lambda x: drop(x)] * N, False)
+    # torchao's Float8Linear: the Python it runs per call (tensor subclass creation,
+    # __torch_dispatch__, the Function's backward) is host time no ATen op class holds
+    try:
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    except ImportError:
+        convert_to_float8_training = None
+    if convert_to_float8_training is not None and torch.cuda.get_device_capability() >= (8, 9):
+        for key, recipe in (("float8_linear_tensorwise", "tensorwise"), ("float8_linear_rowwise", "rowwise")):
+            holder = nn.ModuleList([nn.Linear(64, 64, bias=False, device=DEV, dtype=BF) for _ in range(N)])
+            convert_to_float8_training(holder, config=Float8LinearConfig.from_recipe_name(recipe))
+            c[key] = (small, [lambda x, m=m: m(x) for m in holder], False)
     return c
 
 
