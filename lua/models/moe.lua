@@ -83,6 +83,20 @@ local function num_bits(max_key)
   return b
 end
 
+-- The bytes cub's DeviceScan::InclusiveScan asks of the caching allocator (ATen's
+-- at::cuda::cub::inclusive_scan, CUB_WRAPPER) for torch.cumsum of the experts' counts: the
+-- decoupled look-back's tile states, one 16-byte descriptor (an 8-byte accumulator and its
+-- status word) per tile plus cub's 32 of padding, through AliasTemporaries (aligned to 256, plus
+-- 255). The counts of every expert count modelled (8 to 256, and grouped_mm takes fewer than
+-- 1024 groups) fit one tile: 1023 bytes, allocated after the offsets and freed as cumsum returns,
+-- in all four MoE traces with one (8, 32 and 128 experts: fulltrace_gen4-mixtral-l2-b1,
+-- fulltrace_gen11-gptoss-20b-lora-all-b7-ckpt-tr, fulltrace_gen11-qwen3-30b-a3b-lora-b8-ckpt-tr
+-- and -experts-b1-ckpt-tr).
+local SCAN_TILE_PADDING = 32
+local function inclusive_scan_temp()
+  return align256((1 + SCAN_TILE_PADDING) * 16) + 255
+end
+
 -- An op whose outputs need no gradient and that saves nothing: sort, histc, the index sums.
 -- timed: the MOE_INDEX name of the measured op it is (its size: its first input's elements, the
 -- length the harness keys it by: the pairs sorted, counted or permuted, the counts summed).
@@ -95,6 +109,8 @@ local function index_op(cx, name, inputs, outs, kind, timed)
   if timed == "sort" then
     local n = nn.numel(inputs[1].shape)
     if n > 4096 then ws = { n * 8, radix_sort_pairs_temp(n, 64) } end
+  elseif timed == "cumsum" then
+    ws = { inclusive_scan_temp() }
   end
   return nn.op(cx, { name = name, kind = kind or "elementwise", inputs = inputs, outs = outs,
                      grads = { "none", "none" }, moe_index = timed and MOE_INDEX[timed] or nil,
@@ -128,6 +144,31 @@ local function gather_rows(cx, name, x, idx, n, timed)
                      bwd_workspace = bws })
 end
 
+-- The caching-allocator buffers of one bf16 torch._grouped_mm on CUTLASS's grouped kernel, which
+-- _grouped_mm_cuda takes on an sm90 or sm100 NVIDIA GPU with bf16 operands (GroupedBlas.cpp
+-- use_fast_path; elsewhere _grouped_mm_fallback's per-group GEMMs write into the output),
+-- allocated after the output in this order and freed in reverse as the call returns
+-- (GroupMM.cu bf16bf16_grouped_gemm_impl_sm90_sm100): the arguments (three pointer arrays of the
+-- group count rounded up to 2, a 12-byte problem shape and three 8-byte strides per group), then
+-- Gemm::get_workspace_size: the pointer-array kernel's per-SM TMA descriptors, 128 bytes each of
+-- the mainloop's two inputs and the epilogue's two tensors (C and D), 512 bytes an SM. Each GEMM
+-- of its backward (the input's gradient, the weight's) is another call with the same groups.
+-- 7680 and 67584 bytes for Qwen3-MoE's 128 experts on an H100 (132 SMs), 1920 for GPT-OSS's 32,
+-- 480 for Mixtral's 8 (fulltrace_gen11-qwen3-30b-a3b-lora-experts-b1-ckpt-tr,
+-- fulltrace_gen11-gptoss-20b-lora-all-b7-ckpt-tr, fulltrace_gen4-mixtral-l2-b1).
+local function grouped_mm_buffers(cx, ne, dtype)
+  local g = cx.gpu
+  if not g or g.vendor ~= "nvidia" or dtype ~= "bf16" or not g.compute_capability then return nil end
+  local major = math.floor(g.compute_capability)
+  if major ~= 9 and major ~= 10 then return nil end
+  if not g.sm_count then
+    error("torch._grouped_mm: CUTLASS's grouped GEMM sizes its workspace by the GPU's SM count, which the catalog lacks", 0)
+  end
+  local aligned = (ne + 1) // 2 * 2
+  return { aligned * 3 * 8 + ne * 12 + ne * 3 * 8, 512 * g.sm_count }
+end
+M.grouped_mm_buffers = grouped_mm_buffers
+
 -- torch grouped GEMM of the S rows of x with each expert's (out, in) matrix of w (E, out, in),
 -- weight.transpose(-2, -1) a view: what it saves follows F.linear (x for the weight's gradient,
 -- the weight for x's). transposed: w is laid out (E, in, out) and goes in as it is (GPT-OSS's
@@ -148,8 +189,19 @@ local function grouped_mm(cx, name, x, w, offsets, transposed)
   cx.grouped_mm_shapes = cx.grouped_mm_shapes or {}
   cx.grouped_mm_shapes[("%s/%d/%d/%d/%s"):format(transposed and "nn" or "nt", ne, cout, cin,
                                                   (x.rg and "d" or "") .. (w.rg and "w" or ""))] = true
+  -- (the input is cast to the weight's dtype first: both are w's)
+  local buf = grouped_mm_buffers(cx, ne, w.dtype)
+  local bws
+  if buf then
+    bws = {}
+    for _ = 1, (x.rg and 1 or 0) + (w.rg and 1 or 0) do
+      bws[#bws + 1], bws[#bws + 2] = buf[1], buf[2]
+    end
+    if #bws == 0 then bws = nil end
+  end
   return nn.op(cx, { name = name, kind = "mm", inputs = { x, w, offsets },
                      outs = { { name, { s, cout }, x.dtype } }, saves = saves,
+                     workspace = buf, bwd_workspace = bws,
                      grads = { { dtype = x.dtype }, w.rg and { dtype = w.dtype } or "none", "none" },
                      grad_order = { 2, 1, 3 }, flops = flops, bwd_flops = bwd > 0 and bwd or nil,
                      dtype = x.dtype, gmm_experts = ne, gmm_rows = s, gmm_n = cout, gmm_k = cin,
