@@ -408,12 +408,23 @@ local function moe_forward(cx, m, x)
                                  save_outs = { 2 }, compile_extern = true })
   if e.norm_topk then
     -- `router_top_value /= router_top_value.sum(dim=-1, keepdim=True)`: in place, so the
-    -- DivBackward0 node keeps a copy of the values it divided, and the divisor
+    -- DivBackward0 node keeps a copy of the values it divided, and the divisor.
+    -- SumBackward0's gradient is its output's expanded (a view): the engine's InputBuffer adds it
+    -- in place into the division's gradient of the values, which reaches them first
     local sum = nn.op(cx, { name = pre .. ".topk_sum", kind = "reduce_rows", inputs = { topv },
-                            outs = { { pre .. ".topk_sum", { t, 1 }, "fp32" } }, frees = {} })
+                            outs = { { pre .. ".topk_sum", { t, 1 }, "fp32" } }, frees = {},
+                            grads = { { pass = 1 } } })
     if topv.rg then
+      -- DivBackward0 computes the divisor's gradient first, -grad * ((self / other) / other)
+      -- (FunctionsManual div_tensor_other_backward): four (t, k) fp32 temporaries (the two
+      -- quotients, the negated gradient, the product) before the values' grad / other and the
+      -- product's sum to (t, 1) (the oracle's qwen3_moe_l2_lora_experts_ckpt: div, div, neg, mul,
+      -- div, sum; fulltrace_gen11-qwen3-30b-a3b-lora-experts-b1-ckpt-tr: five 128 KiB blocks and
+      -- one of 16 KiB a layer)
+      local tk = nn.bytes({ t, k }, "fp32")
       topv = nn.op(cx, { name = pre .. ".topk_normalize", kind = "broadcast_rows", inputs = { topv, sum },
-                         outs = { { pre .. ".top_k_weights", { t, k }, "fp32" } }, saves = { topv, sum } })
+                         outs = { { pre .. ".top_k_weights", { t, k }, "fp32" } }, saves = { topv, sum },
+                         bwd_workspace = { tk, tk, tk, tk }, bwd_workspace_first = true })
     else
       -- no autograd history (the router's input needs no gradient: the first layer when only the
       -- experts' parameters are adapted, or inference): the division is in place, no copy
