@@ -128,8 +128,10 @@ end
 -- On CUDA that index_put_ (accumulate) is index_put_with_sort_kernel (Indexing.cu): after the
 -- zeros, the linear index (remainder, then times the stride: two n int64 arrays, the first freed
 -- at once), the sorted indices, their original positions, an arange, and cub's temporary over
--- the bits of x's last row index; all freed as the kernel returns. (The remainder's block is
--- taken again by the sorted indices, so four arrays stand for the five.)
+-- the bits of x's last row index; all freed as the kernel returns. The remainder, freed before
+-- the sorted indices are made, is the backward of a pass-through op after the gather (whose
+-- backward runs just before IndexBackward0's): its own block, made and freed, as the traces have
+-- it (fulltrace_gen11-qwen3-30b-a3b-lora-experts-b1-ckpt-tr: five arrays of the pairs a gather).
 local function gather_rows(cx, name, x, idx, n, timed)
   local shape = nn.copy_shape(x.shape)
   shape[1] = n
@@ -137,11 +139,17 @@ local function gather_rows(cx, name, x, idx, n, timed)
   if x.rg then
     bws = { n * 8, n * 8, n * 8, n * 8, radix_sort_pairs_temp(n, num_bits(x.shape[1] - 1)) }
   end
-  return nn.op(cx, { name = name, kind = "gather", inputs = { x, idx },
+  local y = nn.op(cx, { name = name, kind = "gather", inputs = { x, idx },
                      outs = { { name, shape, x.dtype } }, saves = { idx },
                      grads = { "new", "none" }, bw_unfused = true, moe_index = timed and MOE_INDEX.gather or nil,
                      moe_size = timed and nn.numel(shape) or nil, moe_dup = timed and x.shape[1] < n or nil,
                      bwd_workspace = bws })
+  if not (bws and y.rg) then return y end
+  local v = nn.view(cx, y, y.shape, name .. ".remainder")
+  v.rg = true
+  nn.op(cx, { name = name .. ".remainder", kind = "none", inputs = { y }, out_tensors = { v },
+              grads = { { pass = 1 } }, bytes = 0, frees = {}, bwd_workspace = { n * 8 }, host = "inside" })
+  return v
 end
 
 -- The caching-allocator buffers of one bf16 torch._grouped_mm on CUTLASS's grouped kernel, which

@@ -62,7 +62,7 @@ NAMED = [
      "torch.sort's original positions and cub's radix-sort temporary (SortStable.cu "
      "segmented_sort_large_segments)", "lua/models/moe.lua index_op"),
     (re.compile(r"\.mlp\.(select_hidden|select_weights|restore_order|experts\.gate_up_bias|"
-                r"experts\.down_bias)\.backward$"),
+                r"experts\.down_bias)(\.remainder)?\.backward$"),
      "index_put_with_sort's linear index, sorted indices, their positions, arange and cub's "
      "radix-sort temporary (IndexBackward0's index_put_ on CUDA, Indexing.cu)", "lua/models/moe.lua gather_rows"),
     # (the grouped GEMM's and cumsum's buffers: small ones a capture allocation nearby may
