@@ -573,5 +573,31 @@ PY
 if [ "$got" = "cast_up/elementwise" ]; then ok "LoRA's bf16 + fp32 add at the cast_up class (LoadWithCast), its backward elementwise"
 else bad "LoRA's bf16 + fp32 add kinds (forward/backward): $got $(cat "$tmp/err")"; fi
 
+# The experts-LoRA run's allocator trace (validation/records/llama_h100_gen11_experts_trace.jsonl:
+# Qwen3-30B-A3B, the MLP names in targets (peft's target_parameters, gate_up_proj at r 32),
+# checkpointing, 1 x 4096, one H100, four steps) against vrsim's stream of the same scenario, step
+# by step (validation/harness/compare_alloc_streams.py): as many allocations of each size the
+# experts' ops make, the GPU-only ones included: B's contiguous copy in every baddbmm (12 MiB for
+# gate_up_proj, 8 for down_proj: five a layer), each grouped GEMM's CUTLASS arguments and
+# workspace (7680, 67584), cumsum's scan temporary (1023), the top-k division's backward
+# temporaries (128 KiB) and the index_put's arrays of the pairs (256 KiB)
+rec=validation/records/llama_h100_gen11_experts_trace.jsonl
+python3 -c "import json, sys; r = json.loads(open(sys.argv[1]).readline()); json.dump(r['hf_config'], open(sys.argv[2], 'w'))" \
+  "$rec" "$tmp/gen11cfg.json"
+cat > "$tmp/gen11.lua" <<EOS
+return { hardware = { gpu = "h100_sxm", capacity_mib = 81079.0 }, model = { config = "gen11cfg.json" },
+  training = { micro_batch = 1, seq = 4096, precision = "lora_bf16", optimizer = "adamw", optimizer_impl = "foreach",
+    checkpointing = true, checkpoint_impl = "transformers", steps = 4, build = "direct", transformers = "5.25.0",
+    lora = { r = 16, alpha = 32, dropout = 0, targets = { "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj" } } } }
+EOS
+"$VRSIM" "$tmp/gen11.lua" --no-files --alloc-trace "$tmp/gen11.csv" >/dev/null 2>"$tmp/err"
+got=$(python3 validation/harness/compare_alloc_streams.py validation/traces/fulltrace_gen11-qwen3-30b-a3b-lora-experts-b1-ckpt-tr.csv.gz \
+  "$tmp/gen11.csv" --json --sizes 12582912,8388608,7680,67584,1023,131072,262144 2>&1 | tr '\n' ' ')
+case "$got" in
+  '{"step": 0, "measured": 6816, "vrsim": 6816, "diff": {}} {"step": 1, "measured": 6240, "vrsim": 6240, "diff": {}} '*'{"step": 3, "measured": 6240, "vrsim": 6240, "diff": {}} ')
+    ok "experts-LoRA trace: every step's 12 and 8 MiB copies, CUTLASS buffers, scan, division and index_put temporaries as measured" ;;
+  *) bad "experts-LoRA trace against vrsim's stream: $got $(cat "$tmp/err")" ;;
+esac
+
 echo "test_moe: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

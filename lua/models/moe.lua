@@ -87,11 +87,12 @@ end
 -- at::cuda::cub::inclusive_scan, CUB_WRAPPER) for torch.cumsum of the experts' counts: the
 -- decoupled look-back's tile states, one 16-byte descriptor (an 8-byte accumulator and its
 -- status word) per tile plus cub's 32 of padding, through AliasTemporaries (aligned to 256, plus
--- 255). The counts of every expert count modelled (8 to 256, and grouped_mm takes fewer than
--- 1024 groups) fit one tile: 1023 bytes, allocated after the offsets and freed as cumsum returns,
--- in all four MoE traces with one (8, 32 and 128 experts: fulltrace_gen4-mixtral-l2-b1,
+-- 255): 1023 bytes from one tile up to 16, allocated after the offsets and freed as cumsum
+-- returns, in all four MoE traces (8, 32 and 128 experts: fulltrace_gen4-mixtral-l2-b1,
 -- fulltrace_gen11-gptoss-20b-lora-all-b7-ckpt-tr, fulltrace_gen11-qwen3-30b-a3b-lora-b8-ckpt-tr
--- and -experts-b1-ckpt-tr).
+-- and -experts-b1-ckpt-tr). The same traces' cumsum of 4096 int64 (the attention mask's packed
+-- sequence check) asks 1279, 17 to 32 tiles: a tile holds at least 128 counts, so the fewer than
+-- 1024 groups grouped_mm takes are at most 8 tiles.
 local SCAN_TILE_PADDING = 32
 local function inclusive_scan_temp()
   return align256((1 + SCAN_TILE_PADDING) * 16) + 255
