@@ -30,13 +30,16 @@ else bad "Mixtral-8x7B: $got parameters, transformers counts 46702792704"; fi
 #    indices), the sum and the clone the in-place division keeps, sort (values, permutation),
 #    perm // k, the gathered hidden states and weights, the int32 ids, histc, cumsum, the
 #    gate_up grouped GEMM, silu, mul, the down grouped GEMM, the fp32 weighted product, the
-#    inverse permutation and its arange, the reordered rows, the fp32 sum over k, the bf16 copy
-want="4096 8192 8192 2048 4096 1024 2048 4096 4096 4096 4194304 2048 2048 32 32 29360128 14680064 14680064 4194304 8388608 4096 4096 8388608 4194304 2097152"
+#    inverse permutation and its arange, the reordered rows, the fp32 sum over k, the bf16 copy;
+#    with the CUDA-only buffers the fake capture cannot show, as the H100 traces have them:
+#    cumsum's cub scan temporary (1023) and each grouped GEMM's CUTLASS arguments and workspace
+#    (480 for 8 experts, 512 bytes an SM: fulltrace_gen4-mixtral-l2-b1)
+want="4096 8192 8192 2048 4096 1024 2048 4096 4096 4096 4194304 2048 2048 32 32 1023 29360128 480 67584 14680064 14680064 4194304 480 67584 8388608 4096 4096 8388608 4194304 2097152"
 scn one "layers = 1"
 "$VRSIM" "$tmp/one.lua" --no-files --alloc-trace "$tmp/one.csv" >/dev/null 2>"$tmp/err"
 # (the first step's forward: up to the block's first backward op)
 got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp/ { printf "%s ", $5 }' "$tmp/one.csv" | sed 's/ $//')
-if [ "$got" = "$want" ]; then ok "MoE block forward: the 25 allocations of transformers' grouped_mm path, in order"
+if [ "$got" = "$want" ]; then ok "MoE block forward: the 25 allocations of transformers' grouped_mm path and 5 of CUDA's, in order"
 else bad "MoE block forward allocates: $got (transformers: $want)"; fi
 
 # 3. LoRA on the attention's Linears: r 16 on q, k, v, o of 2 layers is 851,968 parameters;
@@ -94,8 +97,10 @@ if [ "$n" = 26771456 ]; then ok "Qwen3-MoE expert LoRA (target_parameters): 2677
 else bad "Qwen3-MoE expert LoRA: $n trainable (peft: 26771456) $(cat "$tmp/err")"; fi
 #    the wrapped weights' forward allocations in order, as peft's ParamWrapper makes them (capture):
 #    down_proj's factors cast to bf16 and the parametrization's check (a whole stack, dropped),
-#    then gate_up_proj's, then the folded gate_up and down stacks where the experts read them
-want="8388608 3145728 402653184 6291456 8388608 805306368 805306368 402653184"
+#    then gate_up_proj's, then the folded gate_up and down stacks where the experts read them;
+#    on CUDA each baddbmm also copies B's permuted factor contiguous for cuBLAS
+#    (fulltrace_gen11-qwen3-30b-a3b-lora-experts-b1-ckpt-tr: after each whole stack)
+want="8388608 3145728 402653184 8388608 6291456 8388608 805306368 6291456 805306368 6291456 402653184 8388608"
 got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp\.experts\.[a-z_]+\.lora/ { printf "%s ", $5 }' "$tmp/tpok.csv" | sed 's/ $//')
 if [ "$got" = "$want" ]; then ok "ParamWrapper forward: the factors, the check and the folded expert stacks, in peft's order"
 else bad "ParamWrapper forward allocates: $got (peft: $want)"; fi
@@ -197,7 +202,8 @@ q3 qfull ""
 got=$("$VRSIM" "$tmp/qfull.lua" --json --no-files | field 'sum(v for k, v in d["parameters"].items())')
 if [ "$got" = 30532122624 ]; then ok "Qwen3-30B-A3B: 30532122624 parameters, as transformers counts"
 else bad "Qwen3-30B-A3B: $got parameters, transformers counts 30532122624"; fi
-want="65536 131072 131072 8192 16384 1024 8192 4096 16384 16384 16384 8388608 4096 8192 512 512 6291456 3145728 3145728 8388608 8388608 16384 16384 8388608 1048576"
+# (with the CUDA-only cub scan temporary and the grouped GEMMs' CUTLASS buffers: 7680 for 128 experts)
+want="65536 131072 131072 8192 16384 1024 8192 4096 16384 16384 16384 8388608 4096 8192 512 512 1023 6291456 7680 67584 3145728 3145728 8388608 7680 67584 8388608 16384 16384 8388608 1048576"
 q3 qone "layers = 1"
 "$VRSIM" "$tmp/qone.lua" --no-files --alloc-trace "$tmp/qone.csv" >/dev/null 2>"$tmp/err"
 got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp/ { printf "%s ", $5 }' "$tmp/qone.csv" | sed 's/ $//')
@@ -249,9 +255,11 @@ want="8388608 8388608 8388608 8421376 32768 131072 8421376 8421376 2097152 20971
 got=$(awk -F, '$7 ~ /^layers\.1\./ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.self_attn\.(qk|scale|add_mask|cat_sinks|row_max|sub_max|softmax|pv|attn_transpose)$/ { printf "%s ", $5 }' "$tmp/g2.csv" | sed 's/ $//')
 if [ "$got" = "$want" ]; then ok "GPT-OSS attention with sinks: transformers' eager allocations in order"
 else bad "GPT-OSS attention allocates: $got (transformers: $want)"; fi
-want="16384 2048 8192 2048 8192 8192 8192 5898240 2048 4096 128 128 11796480 11796480 5898240 5898240 5898240 5898240 5898240 5898240 5898240 5898240 5898240 5898240 8192 8192 5898240 1474560"
+# (with the CUDA-only cub scan temporary and the grouped GEMMs' CUTLASS buffers: 1920 for 32 experts,
+# fulltrace_gen11-gptoss-20b-lora-all-b7-ckpt-tr)
+want="16384 2048 8192 2048 8192 8192 8192 5898240 2048 4096 128 128 1023 11796480 11796480 1920 67584 5898240 5898240 5898240 5898240 5898240 5898240 5898240 5898240 5898240 1920 67584 5898240 8192 8192 5898240 1474560"
 got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp/ { printf "%s ", $5 }' "$tmp/g2.csv" | sed 's/ $//')
-if [ "$got" = "$want" ]; then ok "GPT-OSS MLP forward: transformers' 28 allocations in order (biases, clamped SwiGLU)"
+if [ "$got" = "$want" ]; then ok "GPT-OSS MLP forward: transformers' 28 allocations and 5 of CUDA's in order (biases, clamped SwiGLU)"
 else bad "GPT-OSS MLP forward allocates: $got (transformers: $want)"; fi
 #    all-linear LoRA r 16 reaches q, k, v and o only (the router and experts are not nn.Linear):
 #    663,552 parameters in two layers, as peft 0.21 counts; peft has no default targets for gpt_oss
@@ -272,7 +280,8 @@ go gexp g2.json 'precision = "lora_bf16", lora = { r = 8, alpha = 16, dropout = 
 n=$(field 'd["n_trainable"]' < "$tmp/gexp.json")
 if [ "$n" = 7704576 ]; then ok "GPT-OSS expert LoRA (target_parameters): 7704576 trainable, as peft counts"
 else bad "GPT-OSS expert LoRA: $n trainable (peft: 7704576) $(cat "$tmp/err")"; fi
-want="1474560 1474560 530841600 1474560 2949120 1061683200 1061683200 530841600"
+# (on CUDA each baddbmm copies the transposed B factor, (E, r, out), contiguous for cuBLAS)
+want="1474560 1474560 530841600 1474560 1474560 2949120 1061683200 2949120 1061683200 2949120 530841600 1474560"
 got=$(awk -F, '$7 ~ /^layers\.0\.mlp.*backward/ { exit } $3 == "alloc" && $7 ~ /^layers\.0\.mlp\.experts\.[a-z_]+\.lora/ { printf "%s ", $5 }' "$tmp/gexp.csv" | sed 's/ $//')
 if [ "$got" = "$want" ]; then ok "GPT-OSS ParamWrapper forward: the transposed factors, the checks and the folded stacks, in peft's order"
 else bad "GPT-OSS ParamWrapper forward allocates: $got (peft: $want)"; fi
@@ -584,6 +593,33 @@ PY
 )
 if [ "$got" = "add_mixed/elementwise add_mixed/elementwise h100 at its row h200 cast_up" ]; then ok "LoRA's bf16 + fp32 add at class add_mixed (its measured row on an H100, the cast_up kernel's class on the H200), its backward elementwise"
 else bad "LoRA's bf16 + fp32 add (kinds on the H100 and H200, times): $got $(cat "$tmp/err")"; fi
+
+# The experts-LoRA run's allocator trace (validation/records/llama_h100_gen11_experts_trace.jsonl:
+# Qwen3-30B-A3B, the MLP names in targets (peft's target_parameters, gate_up_proj at r 32),
+# checkpointing, 1 x 4096, one H100, four steps) against vrsim's stream of the same scenario, step
+# by step (validation/harness/compare_alloc_streams.py): as many allocations of each size the
+# experts' ops make, the GPU-only ones included: B's contiguous copy in every baddbmm (12 MiB for
+# gate_up_proj, 8 for down_proj: five a layer), each grouped GEMM's CUTLASS arguments and
+# workspace (7680, 67584), cumsum's scan temporary (1023), the top-k division's backward
+# temporaries (128 KiB) and the index_put's arrays of the pairs (256 KiB); and every 16 MiB one, layer
+# 0's input-norm cast of the embedding output's gradient (enable_input_require_grads) among them
+rec=validation/records/llama_h100_gen11_experts_trace.jsonl
+python3 -c "import json, sys; r = json.loads(open(sys.argv[1]).readline()); json.dump(r['hf_config'], open(sys.argv[2], 'w'))" \
+  "$rec" "$tmp/gen11cfg.json"
+cat > "$tmp/gen11.lua" <<EOS
+return { hardware = { gpu = "h100_sxm", capacity_mib = 81079.0 }, model = { config = "gen11cfg.json" },
+  training = { micro_batch = 1, seq = 4096, precision = "lora_bf16", optimizer = "adamw", optimizer_impl = "foreach",
+    checkpointing = true, checkpoint_impl = "transformers", steps = 4, build = "direct", transformers = "5.25.0",
+    lora = { r = 16, alpha = 32, dropout = 0, targets = { "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj" } } } }
+EOS
+"$VRSIM" "$tmp/gen11.lua" --no-files --alloc-trace "$tmp/gen11.csv" >/dev/null 2>"$tmp/err"
+got=$(python3 validation/harness/compare_alloc_streams.py validation/traces/fulltrace_gen11-qwen3-30b-a3b-lora-experts-b1-ckpt-tr.csv.gz \
+  "$tmp/gen11.csv" --json --sizes 12582912,8388608,7680,67584,1023,131072,262144,16777216 2>&1 | tr '\n' ' ')
+case "$got" in
+  '{"step": 0, "measured": 8790, "vrsim": 8790, "diff": {}} {"step": 1, "measured": 8118, "vrsim": 8118, "diff": {}} '*'{"step": 3, "measured": 8118, "vrsim": 8118, "diff": {}} ')
+    ok "experts-LoRA trace: every step's 12 and 8 MiB copies, CUTLASS buffers, scan, division and index_put temporaries, 16 MiB blocks as measured" ;;
+  *) bad "experts-LoRA trace against vrsim's stream: $got $(cat "$tmp/err")" ;;
+esac
 
 echo "test_moe: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

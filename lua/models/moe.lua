@@ -83,6 +83,21 @@ local function num_bits(max_key)
   return b
 end
 
+-- The bytes cub's DeviceScan::InclusiveScan asks of the caching allocator (ATen's
+-- at::cuda::cub::inclusive_scan, CUB_WRAPPER) for torch.cumsum of the experts' counts: the
+-- decoupled look-back's tile states, one 16-byte descriptor (an 8-byte accumulator and its
+-- status word) per tile plus cub's 32 of padding, through AliasTemporaries (aligned to 256, plus
+-- 255): 1023 bytes from one tile up to 16, allocated after the offsets and freed as cumsum
+-- returns, in all four MoE traces (8, 32 and 128 experts: fulltrace_gen4-mixtral-l2-b1,
+-- fulltrace_gen11-gptoss-20b-lora-all-b7-ckpt-tr, fulltrace_gen11-qwen3-30b-a3b-lora-b8-ckpt-tr
+-- and -experts-b1-ckpt-tr). The same traces' cumsum of 4096 int64 (the attention mask's packed
+-- sequence check) asks 1279, 17 to 32 tiles: a tile holds at least 128 counts, so the fewer than
+-- 1024 groups grouped_mm takes are at most 8 tiles.
+local SCAN_TILE_PADDING = 32
+local function inclusive_scan_temp()
+  return align256((1 + SCAN_TILE_PADDING) * 16) + 255
+end
+
 -- An op whose outputs need no gradient and that saves nothing: sort, histc, the index sums.
 -- timed: the MOE_INDEX name of the measured op it is (its size: its first input's elements, the
 -- length the harness keys it by: the pairs sorted, counted or permuted, the counts summed).
@@ -95,6 +110,8 @@ local function index_op(cx, name, inputs, outs, kind, timed)
   if timed == "sort" then
     local n = nn.numel(inputs[1].shape)
     if n > 4096 then ws = { n * 8, radix_sort_pairs_temp(n, 64) } end
+  elseif timed == "cumsum" then
+    ws = { inclusive_scan_temp() }
   end
   return nn.op(cx, { name = name, kind = kind or "elementwise", inputs = inputs, outs = outs,
                      grads = { "none", "none" }, moe_index = timed and MOE_INDEX[timed] or nil,
@@ -112,8 +129,10 @@ end
 -- On CUDA that index_put_ (accumulate) is index_put_with_sort_kernel (Indexing.cu): after the
 -- zeros, the linear index (remainder, then times the stride: two n int64 arrays, the first freed
 -- at once), the sorted indices, their original positions, an arange, and cub's temporary over
--- the bits of x's last row index; all freed as the kernel returns. (The remainder's block is
--- taken again by the sorted indices, so four arrays stand for the five.)
+-- the bits of x's last row index; all freed as the kernel returns. The remainder, freed before
+-- the sorted indices are made, is the backward of a pass-through op after the gather (whose
+-- backward runs just before IndexBackward0's): its own block, made and freed, as the traces have
+-- it (fulltrace_gen11-qwen3-30b-a3b-lora-experts-b1-ckpt-tr: five arrays of the pairs a gather).
 local function gather_rows(cx, name, x, idx, n, timed)
   local shape = nn.copy_shape(x.shape)
   shape[1] = n
@@ -121,12 +140,43 @@ local function gather_rows(cx, name, x, idx, n, timed)
   if x.rg then
     bws = { n * 8, n * 8, n * 8, n * 8, radix_sort_pairs_temp(n, num_bits(x.shape[1] - 1)) }
   end
-  return nn.op(cx, { name = name, kind = "gather", inputs = { x, idx },
+  local y = nn.op(cx, { name = name, kind = "gather", inputs = { x, idx },
                      outs = { { name, shape, x.dtype } }, saves = { idx },
                      grads = { "new", "none" }, bw_unfused = true, moe_index = timed and MOE_INDEX.gather or nil,
                      moe_size = timed and nn.numel(shape) or nil, moe_dup = timed and x.shape[1] < n or nil,
                      bwd_workspace = bws })
+  if not (bws and y.rg) then return y end
+  local v = nn.view(cx, y, y.shape, name .. ".remainder")
+  v.rg = true
+  nn.op(cx, { name = name .. ".remainder", kind = "none", inputs = { y }, out_tensors = { v },
+              grads = { { pass = 1 } }, bytes = 0, frees = {}, bwd_workspace = { n * 8 }, host = "inside" })
+  return v
 end
+
+-- The caching-allocator buffers of one bf16 torch._grouped_mm on CUTLASS's grouped kernel, which
+-- _grouped_mm_cuda takes on an sm90 or sm100 NVIDIA GPU with bf16 operands (GroupedBlas.cpp
+-- use_fast_path; elsewhere _grouped_mm_fallback's per-group GEMMs write into the output),
+-- allocated after the output in this order and freed in reverse as the call returns
+-- (GroupMM.cu bf16bf16_grouped_gemm_impl_sm90_sm100): the arguments (three pointer arrays of the
+-- group count rounded up to 2, a 12-byte problem shape and three 8-byte strides per group), then
+-- Gemm::get_workspace_size: the pointer-array kernel's per-SM TMA descriptors, 128 bytes each of
+-- the mainloop's two inputs and the epilogue's two tensors (C and D), 512 bytes an SM. Each GEMM
+-- of its backward (the input's gradient, the weight's) is another call with the same groups.
+-- 7680 and 67584 bytes for Qwen3-MoE's 128 experts on an H100 (132 SMs), 1920 for GPT-OSS's 32,
+-- 480 for Mixtral's 8 (fulltrace_gen11-qwen3-30b-a3b-lora-experts-b1-ckpt-tr,
+-- fulltrace_gen11-gptoss-20b-lora-all-b7-ckpt-tr, fulltrace_gen4-mixtral-l2-b1).
+local function grouped_mm_buffers(cx, ne, dtype)
+  local g = cx.gpu
+  if not g or g.vendor ~= "nvidia" or dtype ~= "bf16" or not g.compute_capability then return nil end
+  local major = math.floor(g.compute_capability)
+  if major ~= 9 and major ~= 10 then return nil end
+  if not g.sm_count then
+    error("torch._grouped_mm: CUTLASS's grouped GEMM sizes its workspace by the GPU's SM count, which the catalog lacks", 0)
+  end
+  local aligned = (ne + 1) // 2 * 2
+  return { aligned * 3 * 8 + ne * 12 + ne * 3 * 8, 512 * g.sm_count }
+end
+M.grouped_mm_buffers = grouped_mm_buffers
 
 -- torch grouped GEMM of the S rows of x with each expert's (out, in) matrix of w (E, out, in),
 -- weight.transpose(-2, -1) a view: what it saves follows F.linear (x for the weight's gradient,
@@ -148,8 +198,19 @@ local function grouped_mm(cx, name, x, w, offsets, transposed)
   cx.grouped_mm_shapes = cx.grouped_mm_shapes or {}
   cx.grouped_mm_shapes[("%s/%d/%d/%d/%s"):format(transposed and "nn" or "nt", ne, cout, cin,
                                                   (x.rg and "d" or "") .. (w.rg and "w" or ""))] = true
+  -- (the input is cast to the weight's dtype first: both are w's)
+  local buf = grouped_mm_buffers(cx, ne, w.dtype)
+  local bws
+  if buf then
+    bws = {}
+    for _ = 1, (x.rg and 1 or 0) + (w.rg and 1 or 0) do
+      bws[#bws + 1], bws[#bws + 2] = buf[1], buf[2]
+    end
+    if #bws == 0 then bws = nil end
+  end
   return nn.op(cx, { name = name, kind = "mm", inputs = { x, w, offsets },
                      outs = { { name, { s, cout }, x.dtype } }, saves = saves,
+                     workspace = buf, bwd_workspace = bws,
                      grads = { { dtype = x.dtype }, w.rg and { dtype = w.dtype } or "none", "none" },
                      grad_order = { 2, 1, 3 }, flops = flops, bwd_flops = bwd > 0 and bwd or nil,
                      dtype = x.dtype, gmm_experts = ne, gmm_rows = s, gmm_n = cout, gmm_k = cin,
@@ -356,12 +417,23 @@ local function moe_forward(cx, m, x)
                                  save_outs = { 2 }, compile_extern = true })
   if e.norm_topk then
     -- `router_top_value /= router_top_value.sum(dim=-1, keepdim=True)`: in place, so the
-    -- DivBackward0 node keeps a copy of the values it divided, and the divisor
+    -- DivBackward0 node keeps a copy of the values it divided, and the divisor.
+    -- SumBackward0's gradient is its output's expanded (a view): the engine's InputBuffer adds it
+    -- in place into the division's gradient of the values, which reaches them first
     local sum = nn.op(cx, { name = pre .. ".topk_sum", kind = "reduce_rows", inputs = { topv },
-                            outs = { { pre .. ".topk_sum", { t, 1 }, "fp32" } }, frees = {} })
+                            outs = { { pre .. ".topk_sum", { t, 1 }, "fp32" } }, frees = {},
+                            grads = { { pass = 1 } } })
     if topv.rg then
+      -- DivBackward0 computes the divisor's gradient first, -grad * ((self / other) / other)
+      -- (FunctionsManual div_tensor_other_backward): four (t, k) fp32 temporaries (the two
+      -- quotients, the negated gradient, the product) before the values' grad / other and the
+      -- product's sum to (t, 1) (the oracle's qwen3_moe_l2_lora_experts_ckpt: div, div, neg, mul,
+      -- div, sum; fulltrace_gen11-qwen3-30b-a3b-lora-experts-b1-ckpt-tr: five 128 KiB blocks and
+      -- one of 16 KiB a layer)
+      local tk = nn.bytes({ t, k }, "fp32")
       topv = nn.op(cx, { name = pre .. ".topk_normalize", kind = "broadcast_rows", inputs = { topv, sum },
-                         outs = { { pre .. ".top_k_weights", { t, k }, "fp32" } }, saves = { topv, sum } })
+                         outs = { { pre .. ".top_k_weights", { t, k }, "fp32" } }, saves = { topv, sum },
+                         bwd_workspace = { tk, tk, tk, tk }, bwd_workspace_first = true })
     else
       -- no autograd history (the router's input needs no gradient: the first layer when only the
       -- experts' parameters are adapted, or inference): the division is in place, no copy

@@ -433,11 +433,17 @@ function M.param_proxies(cx, pre, ex)
       rhs = nn.to(cx, av, w.dtype, name .. ".lora_rhs")
     end
     local wb = nn.bytes(w.shape, w.dtype)
+    -- the factor from B is a permuted view (strides (1, r * E, E) of (E, out, r), or transposed
+    -- after it where the experts are): neither of its matrix dimensions has unit stride, so
+    -- cuBLAS cannot take it and baddbmm copies it contiguous (Blas.cpp
+    -- prepare_batch_matrix_for_cublas: .contiguous()) after the result is made, freed as the call
+    -- returns; A's reshaped view is taken as it is
+    local copy = nn.bytes(ex.is_transposed and rhs.shape or lhs.shape, w.dtype)
     nn.op(cx, { name = name .. ".lora_check", kind = "mm_baddbmm", inputs = { w, lhs, rhs },
-                workspace = { wb }, grads = { "none", "none", "none" },
+                workspace = { wb, copy }, grads = { "none", "none", "none" },
                 flops = 2 * e * out * inn * r, dtype = w.dtype, kernels = 2,
                 bytes = M.baddbmm_bytes(wb, lhs, rhs) })
-    proxies[lp.key] = { w = w, lhs = lhs, rhs = rhs, name = name, r = r }
+    proxies[lp.key] = { w = w, lhs = lhs, rhs = rhs, name = name, r = r, copy = copy }
   end
   return proxies
 end
@@ -460,7 +466,13 @@ end
 -- first read evaluates _LoraFactorsProxy, torch.baddbmm(W, lhs, rhs, alpha=scaling) with
 -- autocast off, a new (E, out, in) tensor in the parameter's dtype that the grouped GEMM
 -- saves for its input's gradient. BaddbmmBackward0 keeps lhs and rhs; its two gradients are each
--- a bmm and the alpha scaling (a temporary of the factor's size each); W is frozen.
+-- a bmm and the alpha scaling (a temporary of the factor's size each). The factor
+-- from B goes through cuBLAS's contiguous copy in the forward's baddbmm and again, transposed,
+-- in the one backward bmm that takes it as an operand rather than as the gradient's shape
+-- (lhs.transpose(1, 2).bmm(grad), or grad.bmm(rhs.transpose(1, 2)) where the experts are
+-- transposed): fulltrace_gen11-qwen3-30b-a3b-lora-experts-b1-ckpt-tr has five copies of B's
+-- bf16 size a layer and step (the check, the forward and the recomputation's two, backward's).
+-- W is frozen.
 function M.param_weight(cx, proxies, key, plain)
   local p = proxies and proxies[key]
   if not p then return plain end
@@ -470,7 +482,8 @@ function M.param_weight(cx, proxies, key, plain)
   return nn.op(cx, { name = p.name .. ".lora_baddbmm", kind = "mm_baddbmm", bwd_kind = "mm_baddbmm_bwd", inputs = { w, lhs, rhs },
                      outs = { { p.name .. ".lora_weight", w.shape, w.dtype } }, saves = { lhs, rhs },
                      grads = { "none", { dtype = lhs.dtype }, { dtype = rhs.dtype } },
-                     bwd_workspace = { nn.bytes(lhs.shape, lhs.dtype), nn.bytes(rhs.shape, rhs.dtype) },
+                     workspace = { p.copy },
+                     bwd_workspace = { nn.bytes(lhs.shape, lhs.dtype), nn.bytes(rhs.shape, rhs.dtype), p.copy },
                      flops = flops + e * out * inn, bwd_flops = 2 * flops, dtype = w.dtype,
                      bytes = M.baddbmm_bytes(nn.bytes(w.shape, w.dtype), lhs, rhs), kernels = 2,
                      -- (backward reads the stack's gradient once for each factor)

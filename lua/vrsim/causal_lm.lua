@@ -452,8 +452,18 @@ function M.build(cx, cfg)
   end
   if lora and t.checkpointing then
     -- enable_input_require_grads(): a forward hook makes the embedding output require grad
-    mod.hook(mod.get(root, "model.embed_tokens"), { post = function(_, _, _, outs)
-      if outs[1] then outs[1].rg = true end
+    -- (output.requires_grad_(True)): a leaf with no history, so autograd computes its gradient in
+    -- full, layer 0's first norm casting its part back to the embedding's dtype, and drops it
+    -- (no parameter reads it): the view stands for the leaf, its producer passes nothing on
+    mod.hook(mod.get(root, "model.embed_tokens"), { post = function(hcx, _, _, outs)
+      local o = outs[1]
+      if not o then return end
+      if o.rg then return end
+      o.rg = true
+      local v = nn.view(hcx, o, o.shape, o.name .. ".requires_grad_")
+      nn.op(hcx, { name = "embed_tokens.requires_grad_", kind = "none", inputs = { o }, out_tensors = { v },
+                   grads = { "none" }, bytes = 0, frees = {} })
+      outs[1] = v
     end })
   end
 

@@ -62,13 +62,29 @@ NAMED = [
      "torch.sort's original positions and cub's radix-sort temporary (SortStable.cu "
      "segmented_sort_large_segments)", "lua/models/moe.lua index_op"),
     (re.compile(r"\.mlp\.(select_hidden|select_weights|restore_order|experts\.gate_up_bias|"
-                r"experts\.down_bias)\.backward$"),
+                r"experts\.down_bias)(\.remainder)?\.backward$"),
      "index_put_with_sort's linear index, sorted indices, their positions, arange and cub's "
      "radix-sort temporary (IndexBackward0's index_put_ on CUDA, Indexing.cu)", "lua/models/moe.lua gather_rows"),
+    # (the grouped GEMM's and cumsum's buffers: small ones a capture allocation nearby may
+    # match in size, set aside before the alignment as the sort's are)
+    (re.compile(r"\.mlp\.experts\.(gate_up_proj|down_proj)(\.backward)?( \(recompute\))?$"),
+     "CUTLASS grouped GEMM's per-group arguments and per-SM workspace (torch._grouped_mm on sm90, "
+     "GroupMM.cu bf16bf16_grouped_gemm_impl_sm90_sm100)", "lua/models/moe.lua grouped_mm_buffers"),
+    (re.compile(r"\.mlp\.cumsum( \(recompute\))?$"),
+     "cub's scan temporary (torch.cumsum on CUDA, at::cuda::cub::inclusive_scan)",
+     "lua/models/moe.lua index_op"),
+    (re.compile(r"\.experts\.(gate_up_proj|down_proj)\.lora_(check|baddbmm)(\.backward)?( \(recompute\))?$"),
+     "cuBLAS's contiguous copy of peft's permuted LoRA factor (Blas.cpp prepare_batch_matrix_for_cublas)",
+     "lua/strategies/lora.lua param_proxies"),
 ]
 # The NAMED causes whose workspaces (allocated and freed inside their op) leave the alignment
 # before it runs: what they name is in no capture, and the rest of their op is aligned as it is.
-PRE_ALIGN = ("torch.sort's original positions", "index_put_with_sort's linear index")
+PRE_ALIGN = ("torch.sort's original positions", "index_put_with_sort's linear index",
+             "CUTLASS grouped GEMM's", "cub's scan temporary")
+# The NAMED causes that are their op's last workspace only (the ops' other workspaces are
+# allocations the capture has: the parametrization check's whole stack, the backward's alpha
+# scaling): that one leaves the alignment before it runs.
+LAST_WORKSPACE = ("cuBLAS's contiguous copy",)
 
 # Capture allocations a GPU does not make, named by why: (phase, pattern on the capture's op,
 # what it is). The autograd engine sums two gradients for one input in place (add_) when it
@@ -310,12 +326,15 @@ GEMM = re.compile(r"proj|lm_head|output_layer|rotary\.(\w+\.)?freqs|linear|to_q|
 GROUP_NORM_TEMP_MAX = 65536
 
 
-def name_vrsim_only(a, freed_in_op):
+def name_vrsim_only(a, freed_in_op, last_workspace=False):
     # (the optimizer's allocations are named after parameters, "...conv1.weight",
     # "...time_emb_proj.weight": no kernel workspace of the patterns below)
     if a.key[1] in ("optimizer", "zero_grad"):
         return None
     for pat, what, where in NAMED:
+        # (a LAST_WORKSPACE cause names its op's last workspace and nothing else of the op)
+        if what.startswith(LAST_WORKSPACE) and not last_workspace:
+            continue
         if what.startswith("native_group_norm") and a.size > GROUP_NORM_TEMP_MAX:
             continue
         if pat.search(a.op) and (freed_in_op or not a.freed):
@@ -378,9 +397,14 @@ def compare(cap_allocs, vr_allocs, vr_freed_in_op):
             named.append((key, a))
         for a in left_sv:
             divergences.append((key, "vrsim", a, ""))
+        # each op's last allocation freed inside it, in allocation order
+        last_ws = {}
+        for a in vr_allocs:
+            if a.key == key and a.size > 0 and id(a) in vr_freed_in_op:
+                last_ws[a.grp] = id(a)
         for a in [a for a in v if id(a) in vr_freed_in_op]:
-            w = name_vrsim_only(a, True)
-            if w and w.startswith(PRE_ALIGN):
+            w = name_vrsim_only(a, True, last_ws.get(a.grp) == id(a))
+            if w and w.startswith(PRE_ALIGN + LAST_WORKSPACE):
                 a.named = w
                 named.append((key, a))
                 v.remove(a)
