@@ -621,5 +621,30 @@ case "$got" in
   *) bad "experts-LoRA trace against vrsim's stream: $got $(cat "$tmp/err")" ;;
 esac
 
+# the dispatch's multi-kernel ops launch what torch.profiler counts per call on an H100
+# (validation/results/ops_gen11_experts_h100.jsonl: aten::sort of the 32768 int64 pairs 21,
+# aten::cumsum 2, aten::_index_put_impl_ 5 for a 1-D index and 9 for rows); each gather's backward
+# is the zeros and index_put_with_sort (1 + 9 for the hidden states and the pairs, 1 + 5 for the
+# routing weights), in forward, recomputation and backward alike
+got=$(python3 - "$tmp/fold/trace.json" <<'PY'
+import json, sys
+want = {"sort": 21, "cumsum": 2, "inv_perm": 5, "restore_order.backward": 10,
+        "select_hidden.backward": 10, "select_weights.backward": 6}
+t = json.load(open(sys.argv[1]))
+seen, bad = 0, []
+for e in (t["traceEvents"] if isinstance(t, dict) else t):
+    if e.get("ph") != "X" or e.get("args", {}).get("step") != 1:
+        continue
+    op = e["name"].replace(" (recompute)", "")
+    if op.startswith("layers.0.mlp.") and op[len("layers.0.mlp."):] in want:
+        seen += 1
+        if e["args"]["kernels"] != want[op[len("layers.0.mlp."):]]:
+            bad.append("%s %d" % (e["name"], e["args"]["kernels"]))
+print(seen, "; ".join(bad) or "same")
+PY
+)
+if [ "$got" = "9 same" ]; then ok "MoE dispatch: sort, cumsum and index_put launch their profiled kernel counts (forward, recomputation, backward)"
+else bad "MoE dispatch launches against ops_gen11_experts_h100.jsonl: $got"; fi
+
 echo "test_moe: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

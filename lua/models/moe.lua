@@ -104,18 +104,31 @@ end
 -- torch.sort of a 1-D int64 tensor longer than 4096 (SortStable.cu
 -- segmented_sort_large_segments) allocates, after its outputs, the original positions (n int64)
 -- and cub's temporary, and frees both as it returns; at most 4096 it sorts in place.
+-- The kernels each of the dispatch's multi-kernel ATen ops launches, as torch.profiler counts them
+-- per call on an H100 (torch 2.11, transformers 5.25's Qwen3-MoE at 4096 tokens, 32768 pairs;
+-- validation/results/ops_gen11_experts_h100.jsonl, profile_hf_step.py --ops): aten::sort of the
+-- int64 pairs, cub's onesweep radix sort over all 64 key bits (eight onesweep passes, the
+-- histogram and exclusive sum, the original positions and the memsets between them): 21;
+-- aten::cumsum's cub scan (its init kernel and the scan): 2; aten::_index_put_impl_ of a 1-D
+-- index (index_put_with_sort over 15 key bits): 5, of rows: 9. Each launch costs the host its
+-- launch and the stream its gap; the GPU's measured table, where it has one, times the whole call.
+local LAUNCHES = { sort = 21, cumsum = 2, index_put = 5 }
+local INDEX_PUT_ROWS_LAUNCHES = 9
+M.LAUNCHES, M.INDEX_PUT_ROWS_LAUNCHES = LAUNCHES, INDEX_PUT_ROWS_LAUNCHES
+
 local function index_op(cx, name, inputs, outs, kind, timed)
   for _, o in ipairs(outs) do o.no_grad = true end
   local ws
+  local kernels = timed and LAUNCHES[timed]
   if timed == "sort" then
     local n = nn.numel(inputs[1].shape)
-    if n > 4096 then ws = { n * 8, radix_sort_pairs_temp(n, 64) } end
+    if n > 4096 then ws = { n * 8, radix_sort_pairs_temp(n, 64) } else kernels = nil end
   elseif timed == "cumsum" then
     ws = { inclusive_scan_temp() }
   end
   return nn.op(cx, { name = name, kind = kind or "elementwise", inputs = inputs, outs = outs,
                      grads = { "none", "none" }, moe_index = timed and MOE_INDEX[timed] or nil,
-                     moe_size = timed and nn.numel(inputs[1].shape) or nil,
+                     moe_size = timed and nn.numel(inputs[1].shape) or nil, kernels = kernels,
                      compile_extern = timed and NOT_RECOMPUTED[timed] or nil, workspace = ws })
 end
 
@@ -140,11 +153,13 @@ local function gather_rows(cx, name, x, idx, n, timed)
   if x.rg then
     bws = { n * 8, n * 8, n * 8, n * 8, radix_sort_pairs_temp(n, num_bits(x.shape[1] - 1)) }
   end
+  -- (its backward: the zeros, then index_put_with_sort's launches, LAUNCHES above)
   local y = nn.op(cx, { name = name, kind = "gather", inputs = { x, idx },
                      outs = { { name, shape, x.dtype } }, saves = { idx },
                      grads = { "new", "none" }, bw_unfused = true, moe_index = timed and MOE_INDEX.gather or nil,
                      moe_size = timed and nn.numel(shape) or nil, moe_dup = timed and x.shape[1] < n or nil,
-                     bwd_workspace = bws })
+                     bwd_workspace = bws,
+                     bwd_kernels = bws and 1 + (#x.shape == 1 and LAUNCHES.index_put or INDEX_PUT_ROWS_LAUNCHES) or nil })
   if not (bws and y.rg) then return y end
   local v = nn.view(cx, y, y.shape, name .. ".remainder")
   v.rg = true
