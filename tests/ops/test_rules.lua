@@ -273,6 +273,13 @@ do
     for k in pairs(b) do if a[k] == nil then return false end end
     return true
   end
+  -- bwd_workspace_at names one place per backward workspace, each a gradient's position
+  raises(function() G:op { name = "misplaced", phase = "fwd", inputs = { x }, outputs = {}, bwd_workspace = { 8, 8 },
+                           bwd_workspace_at = { 1 } } end, "bwd_workspace_at needs one place per backward workspace",
+         "G:op{...}: bwd_workspace_at shorter than bwd_workspace is refused")
+  raises(function() G:op { name = "misplaced", phase = "fwd", inputs = { x }, outputs = {}, bwd_workspace = { 8 },
+                           bwd_workspace_at = { -2 } } end, "bwd_workspace_at needs one place per backward workspace",
+         "G:op{...}: bwd_workspace_at past the op's inputs is refused")
   local i = G:op(every)
   local got = G:op_fields(i)
   for _, k in ipairs(core.op_fields) do
