@@ -302,6 +302,48 @@ static VrStatus alloc_workspaces(Run *r, const Op *op, int i, StepResult *sr, co
     return VR_OK;
 }
 
+/* Frees op i's workspace k (ws bytes) at ws_addr[k], if it holds one, and clears it. */
+static VrStatus free_workspace(Run *r, int i, const uint64_t *ws, uint64_t *ws_addr, int k) {
+    uint64_t a = ws_addr[k];
+    if (!a) return VR_OK;
+    r->cat_bytes[CAT_TEMP] -= alloc_block_size(r->a, a);
+    notify(r, false, a, ws[k], i);
+    alloc_dealloc(r->a, a);
+    ws_addr[k] = 0;
+    return log_ev(r, LOG_FREE, a, 0, -1);
+}
+
+/* Op i's outputs and workspaces in the order Op.workspace_at places them: before output j
+ * (1-based) the workspaces placed at j or -j, in their order; those at -j are freed before the
+ * output is made, those at j after it. Workspaces placed nowhere (0, or at no output) come after
+ * the outputs and are freed with the op, as alloc_workspaces' are. */
+static VrStatus alloc_placed(Run *r, const Op *op, int i, StepResult *sr, const uint64_t *ws, int n_ws,
+                             uint64_t *ws_addr, bool *new_handle) {
+    VrStatus st;
+    int n_at = op->n_workspace_at < n_ws ? op->n_workspace_at : n_ws;
+    bool placed[GRAPH_MAX_WORKSPACES] = {false};
+    for (int j = 1; j <= op->n_outputs; j++) {
+        for (int k = 0; k < n_at; k++) {
+            if (op->workspace_at[k] != j && op->workspace_at[k] != -j) continue;
+            placed[k] = true;
+            if ((st = alloc_workspaces(r, op, i, sr, ws + k, 1, ws_addr + k))) return st;
+        }
+        for (int k = n_at - 1; k >= 0; k--)
+            if (op->workspace_at[k] == -j && (st = free_workspace(r, i, ws, ws_addr, k))) return st;
+        int t = op->outputs[j - 1];
+        if (graph_tensor_c(r->g, t)->base < 0 && (st = alloc_storage(r, t, sr, i))) return st;
+        if (*new_handle) {
+            if ((st = cublas_workspace(r, sr, i))) return st;
+            *new_handle = false;
+        }
+        for (int k = n_at - 1; k >= 0; k--)
+            if (op->workspace_at[k] == j && (st = free_workspace(r, i, ws, ws_addr, k))) return st;
+    }
+    for (int k = 0; k < n_ws; k++)
+        if (!placed[k] && (st = alloc_workspaces(r, op, i, sr, ws + k, 1, ws_addr + k))) return st;
+    return VR_OK;
+}
+
 /* Compute-bound kinds (GEMM, convolution, fused attention) take contention[0], the others
  * contention[1]. */
 static bool compute_bound(const Op *op) {
@@ -497,13 +539,18 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
     }
     if (op->slot > 0) r->slot_held[op->slot] = -1;
     uint64_t ws_addr[GRAPH_MAX_WORKSPACES] = {0};
-    /* most kernels allocate their results and then scratch; a composite derivative formula
-     * (PowBackward0, a broadcast MulBackward0) computes its temporaries first */
-    for (int pass = 0; pass < 2; pass++) {
-        if ((pass == 0) == op->workspace_first) {
-            if ((st = alloc_workspaces(r, op, i, sr, ws, n_ws, ws_addr))) return st;
-        } else {
-            if ((st = alloc_outputs(r, op, i, sr, &new_handle))) return st;
+    if (op->n_workspace_at > 0) {
+        /* a derivative formula whose temporaries come and go between its gradients */
+        if ((st = alloc_placed(r, op, i, sr, ws, n_ws, ws_addr, &new_handle))) return st;
+    } else {
+        /* most kernels allocate their results and then scratch; a composite derivative formula
+         * (PowBackward0, a broadcast MulBackward0) computes its temporaries first */
+        for (int pass = 0; pass < 2; pass++) {
+            if ((pass == 0) == op->workspace_first) {
+                if ((st = alloc_workspaces(r, op, i, sr, ws, n_ws, ws_addr))) return st;
+            } else {
+                if ((st = alloc_outputs(r, op, i, sr, &new_handle))) return st;
+            }
         }
     }
     if (slot_prev >= 0 && (st = free_storage(r, slot_prev, i))) return st;
@@ -518,13 +565,8 @@ static VrStatus run_op(Run *r, int i, int step, StepResult *sr, Growth *gr) {
         res->spans[res->n_spans++] = (OpSpan){.op = i, .step = step, .stream = sid,
                                               .start_ns = start, .end_ns = end};
     }
-    for (int k = n_ws - 1; k >= 0; k--) {
-        if (!ws_addr[k]) continue;
-        r->cat_bytes[CAT_TEMP] -= alloc_block_size(r->a, ws_addr[k]);
-        notify(r, false, ws_addr[k], ws[k], i);
-        alloc_dealloc(r->a, ws_addr[k]);
-        if ((st = log_ev(r, LOG_FREE, ws_addr[k], 0, -1))) return st;
-    }
+    for (int k = n_ws - 1; k >= 0; k--)
+        if ((st = free_workspace(r, i, ws, ws_addr, k))) return st;
     for (int k = 0; k < op->n_frees; k++) {
         int s = r->storage[op->frees[k]];
         const Tensor *ts = graph_tensor_c(g, s);

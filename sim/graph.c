@@ -334,6 +334,13 @@ VrStatus graph_add_op(Graph *g, const Op *op, int *id) {
         (st = check_indices(g, "saved tensor", op->saves, op->n_saves, op)) ||
         (st = check_indices(g, "freed tensor", op->frees, op->n_frees, op)))
         return st;
+    for (int i = 0; i < op->n_bwd_workspace_at; i++)
+        if (op->n_bwd_workspace_at != op->n_bwd_workspace || op->bwd_workspace_at[i] > op->n_inputs ||
+            -op->bwd_workspace_at[i] > op->n_inputs) {
+            snprintf(g->err, sizeof g->err, "op '%s': bwd_workspace_at needs one place per backward "
+                     "workspace, each a gradient's position (+-1 .. %d) or 0", op->name, op->n_inputs);
+            return VR_EINVAL;
+        }
     for (int i = 0; i < op->n_grad_order; i++)
         if (op->grad_order[i] < 0 || op->grad_order[i] >= op->n_inputs) {
             snprintf(g->err, sizeof g->err, "op '%s': grad order names input %d of %d", op->name,
@@ -1115,6 +1122,7 @@ static VrStatus derive_one(Deriv *d, int f) {
             .bytes_moved = bwd_bytes, .kernels = kernels,
             .gemms = fop.flops > 0 && fop.bwd_flops > 0 ? (int)(fop.bwd_flops / fop.flops + 0.5) : 2,
             .in_ckpt = fop.region > 0, .workspace_first = fop.bwd_workspace_first,
+            .workspace_at = fop.bwd_workspace_at, .n_workspace_at = fop.n_bwd_workspace_at,
             .dispatch_ns = fop.bwd_dispatch_ns, .dispatch_ckpt_ns = fop.bwd_dispatch_ckpt_ns,
             .layout_bytes = {fop.bwd_layout_bytes[0], fop.bwd_layout_bytes[1]}};
     graph_op_inherit(&b, &fop, OPI_BWD); /* its dtype, layer, stream, world, ... */

@@ -81,6 +81,17 @@ OP_VAL(int64_t, bwd_rowsum, [2], "bwd_rowsum", OPR_HAND, 0, OPI_NONE)
 OP_VAL(bool, workspace_first, , "workspace_first", OPR_BOOL, false, OPI_RECOMPUTE)
 /* bwd_workspace_first: forward op: its derived backward has workspace_first */
 OP_VAL(bool, bwd_workspace_first, , "bwd_workspace_first", OPR_BOOL, false, OPI_NONE)
+/* bwd_workspace_at: forward op: where each of its backward's workspaces (bwd_workspace, in
+ * order) is made among the input gradients (in grad order, 1-based), for a derivative formula
+ * whose temporaries come and go between its gradients (BaddbmmBackward0: each gradient a bmm
+ * result, then its alpha scaling; cuBLAS's contiguous copy of an operand inside a bmm): j > 0,
+ * made just before gradient j and freed once it is made; -j, made just before gradient j and
+ * freed before it is made (after every workspace placed at j is made); 0 or absent, as the
+ * op's other workspaces */
+OP_LIST(int, bwd_workspace_at, n_bwd_workspace_at, "bwd_workspace_at", OPR_HAND, OPE_INTS, OPI_NONE)
+/* workspace_at: a backward op: its forward op's bwd_workspace_at, for its workspaces and outputs
+ * (set by the derivation) */
+OP_LIST(int, workspace_at, n_workspace_at, "", OPR_NO, OPE_INTS, OPI_NONE)
 /* compute_dtype: dtype the math runs in (cost model); Lua's key "dtype" */
 OP_VAL(DType, compute_dtype, , "dtype", OPR_HAND, DT_FP32, OPI_BOTH)
 /* region: checkpointed region (> 0) whose saved tensors are recomputed in backward instead of

@@ -1009,6 +1009,46 @@ static void test_workspace_first(void **state) {
     }
 }
 
+typedef struct EventLog { int64_t ev[16]; int n; } EventLog;
+
+static void log_event(void *ud, bool alloc, uint64_t addr, uint64_t size, int stream, int op,
+                      double host_ns) {
+    (void)addr; (void)stream; (void)op; (void)host_ns;
+    EventLog *l = ud;
+    if (l->n < 16) l->ev[l->n++] = alloc ? (int64_t)size : -(int64_t)size;
+}
+
+/* workspace_at places each workspace among the outputs (BaddbmmBackward0: each gradient a bmm
+ * result and its alpha scaling, the bmm result freed after; an operand's contiguous copy made
+ * after its bmm result and freed before the scaled gradient): workspaces {800, 300, 801} at
+ * {1, 2, -2} of outputs {8000, 3000} give +800 +8000 -800 +300 +801 -801 +3000 -300. */
+static void test_workspace_at(void **state) {
+    (void)state;
+    Graph *g;
+    assert_int_equal(graph_new(&g), VR_OK);
+    int a = tensor(g, "ga", 8000, CAT_TEMP, false, false);
+    int b = tensor(g, "gb", 3000, CAT_TEMP, false, false);
+    uint64_t ws[3] = {800, 300, 801};
+    int at[3] = {1, 2, -2}, outs[2] = {a, b};
+    Op o = {.name = "f", .kind = "elementwise", .phase = PH_FWD, .fwd_op = -1, .outputs = outs,
+            .n_outputs = 2, .workspace = ws, .n_workspace = 3, .workspace_at = at, .n_workspace_at = 3,
+            .layer = -1};
+    int id;
+    assert_int_equal(graph_add_op(g, &o, &id), VR_OK);
+    op(g, (OpArgs){.name = "use", .phase = PH_FWD, .in = {a, b}, .nin = 2});
+    EventLog log = {0};
+    EngineConfig ec = {.steps = 1, .on_alloc = log_event, .on_alloc_ud = &log};
+    AllocConfig ac = ideal(0);
+    SimResult *r = NULL;
+    char err[256];
+    assert_int_equal(engine_run(g, &ec, &ac, &r, err, sizeof err), VR_OK);
+    const int64_t want[8] = {800, 8000, -800, 300, 801, -801, 3000, -300};
+    assert_true(log.n >= 8);
+    for (int k = 0; k < 8; k++) assert_int_equal(log.ev[k], want[k]);
+    engine_result_free(r);
+    graph_free(g);
+}
+
 /* A row sum's staging buffers follow the GPU (device_row_sum_buffers, Reduce.cuh's global
  * reduce): summing a 16384 x 4096 tensor over its rows splits each column's rows over
  * ctas_per_output blocks, one per (SMs x 2048 threads / 512) block slot for 128 output blocks:
@@ -1234,6 +1274,7 @@ int main(void) {
         cmocka_unit_test(test_hold_slots),
         cmocka_unit_test(test_step_start_and_from_step),
         cmocka_unit_test(test_workspace_first),
+        cmocka_unit_test(test_workspace_at),
         cmocka_unit_test(test_row_sum_staging_per_device),
         cmocka_unit_test(test_repeated_steps),
     };

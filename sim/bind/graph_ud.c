@@ -421,6 +421,11 @@ static void read_hand_grad_order(lua_State *L, const Fields *fs, OpRead *r) {
 static void read_hand_bwd_workspace(lua_State *L, const Fields *fs, OpRead *r) {
     r->op.n_bwd_workspace = fs_u64s(L, fs, OF_bwd_workspace, &r->op.bwd_workspace);
 }
+static void read_hand_bwd_workspace_at(lua_State *L, const Fields *fs, OpRead *r) {
+    if (ABSENT(fs, OF_bwd_workspace_at)) return;
+    push_field(L, fs, OF_bwd_workspace_at);
+    r->op.n_bwd_workspace_at = top_ids(L, "bwd_workspace_at", &r->op.bwd_workspace_at, false, false, NULL, 0);
+}
 static void read_hand_bwd_rowsum(lua_State *L, const Fields *fs, OpRead *r) {
     uint64_t *rowsum = NULL;
     int n = fs_u64s(L, fs, OF_bwd_rowsum, &rowsum);
@@ -525,6 +530,7 @@ static void push_hand(lua_State *L, const Op *op, const char *key) {
     else if (strcmp(key, "saves") == 0) push_ids(L, op->saves, op->n_saves, 1);
     else if (strcmp(key, "frees") == 0) push_ids(L, op->frees, op->n_frees, 1);
     else if (strcmp(key, "grad_order") == 0) push_ids(L, op->grad_order, op->n_grad_order, 1);
+    else if (strcmp(key, "bwd_workspace_at") == 0) push_ids(L, op->bwd_workspace_at, op->n_bwd_workspace_at, 0);
     else if (strcmp(key, "grads_of") == 0) push_ids(L, op->grads_of, op->n_grads_of, 1);
     else if (strcmp(key, "remap_of") == 0 && op->remap_of) push_ids(L, op->remap_of, op->n_outputs, 1);
     else if (strcmp(key, "workspace") == 0 || strcmp(key, "bwd_workspace") == 0 || strcmp(key, "bwd_rowsum") == 0) {

@@ -258,7 +258,7 @@ do
     name = "every field", kind = "mm", bwd_kind = "copy", phase = "fwd", inputs = { x, w },
     outputs = { y }, saves = { x }, frees = { x }, workspace = { 256 },
     grads = { { bytes = 64, dtype = "fp32", view = true }, "none" }, grad_order = { 2, 1 },
-    workspace_first = true, bwd_workspace = { 512, 128 }, bwd_rowsum = { 4, 8 }, bwd_workspace_first = true, dtype = "bf16",
+    workspace_first = true, bwd_workspace = { 512, 128 }, bwd_rowsum = { 4, 8 }, bwd_workspace_first = true, bwd_workspace_at = { 1, -2 }, dtype = "bf16",
     region = 3, ckpt_args = true, no_grad = true, flops = 1e6, bytes = 4096, bwd_flops = 2e6,
     bwd_bytes = 8192, kernels = 2, bwd_kernels = 3, host_us = 1.5, dispatch_us = 7,
     dispatch_ckpt_us = 2, bwd_dispatch_us = 9, bwd_dispatch_ckpt_us = 4, world = 8, per_node = 2, layer = 5,
@@ -273,6 +273,13 @@ do
     for k in pairs(b) do if a[k] == nil then return false end end
     return true
   end
+  -- bwd_workspace_at names one place per backward workspace, each a gradient's position
+  raises(function() G:op { name = "misplaced", phase = "fwd", inputs = { x }, outputs = {}, bwd_workspace = { 8, 8 },
+                           bwd_workspace_at = { 1 } } end, "bwd_workspace_at needs one place per backward workspace",
+         "G:op{...}: bwd_workspace_at shorter than bwd_workspace is refused")
+  raises(function() G:op { name = "misplaced", phase = "fwd", inputs = { x }, outputs = {}, bwd_workspace = { 8 },
+                           bwd_workspace_at = { -2 } } end, "bwd_workspace_at needs one place per backward workspace",
+         "G:op{...}: bwd_workspace_at past the op's inputs is refused")
   local i = G:op(every)
   local got = G:op_fields(i)
   for _, k in ipairs(core.op_fields) do
