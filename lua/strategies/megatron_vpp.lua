@@ -368,22 +368,23 @@ function M.run(cx, pl, mc, forward)
     local recv, nxt = recv_from_previous(k, true)
     if k == total - 1 then recv = false end
     local a_pre = G:num_ops()
-    if flush and not first_rank then
-      -- the prefetch: fwd_recv_buffer[k % size] = send_forward_recv_forward(None, recv_prev), made
-      -- before forward k (None where nothing is received, dropping what the slot held)
-      phase = "fwd"
+    -- fwd_recv_buffer[k % size] = what forward k's transfer receives (None where nothing is
+    -- received, dropping what the slot held)
+    local function receive_into_slot()
       local t = recv and receive_for("activation", nxt) or nil
       rebind(fring[k % fsize], t, ("fwd_recv_buffer[%d] rebound"):format(k % fsize))
+    end
+    if flush and not first_rank then
+      -- the prefetch: send_forward_recv_forward(None, recv_prev), made before forward k
+      phase = "fwd"
+      receive_into_slot()
     end
     local o, c = forward_step(k)
     o.a0 = a_pre -- (the prefetch is forward k's action's)
     set_output_local(not is_last(c) and o or nil)
     if flush then
       -- forward k's output sent; on the first rank its send receives into fwd_recv_buffer[k % size]
-      if first_rank then
-        local t = recv and receive_for("activation", nxt) or nil
-        rebind(fring[k % fsize], t, ("fwd_recv_buffer[%d] rebound"):format(k % fsize))
-      end
+      if first_rank then receive_into_slot() end
       deallocate(L.output_tensor.t)
       if recv then
         inputs[nxt][#inputs[nxt] + 1] = hold(fring[k % fsize].t)
@@ -491,11 +492,14 @@ function M.run(cx, pl, mc, forward)
     local recv_next, nb = recv_from_previous(k, false)
     if k == total - 1 then recv_next = false end
     local a_pre = G:num_ops()
-    if flush and not last_rank then
-      -- the prefetch: bwd_recv_buffer[k % size] = send_backward_recv_backward(None, recv_next),
-      -- made before backward k
+    -- bwd_recv_buffer[k % size] = what backward k's transfer receives
+    local function receive_into_slot()
       local g = recv_next and receive_for("output gradient", nb) or nil
       rebind(bring[k % bsize], g, ("bwd_recv_buffer[%d] rebound"):format(k % bsize))
+    end
+    if flush and not last_rank then
+      -- the prefetch: send_backward_recv_backward(None, recv_next), made before backward k
+      receive_into_slot()
     end
     local igrad, cb, mbb, a0 = backward_step(k)
     rebind(L.input_tensor_grad, igrad, "input_tensor_grad rebound")
@@ -504,10 +508,7 @@ function M.run(cx, pl, mc, forward)
       -- backward k's input gradient sent; on the last rank its send receives into
       -- bwd_recv_buffer[k % size]; where received, the slot's tensor goes to output_tensor_grads
       -- and slot (k + 1) % size is cleared
-      if last_rank then
-        local g = recv_next and receive_for("output gradient", nb) or nil
-        rebind(bring[k % bsize], g, ("bwd_recv_buffer[%d] rebound"):format(k % bsize))
-      end
+      if last_rank then receive_into_slot() end
       if recv_next then
         ograds[nb][#ograds[nb] + 1] = hold(bring[k % bsize].t)
         rebind(bring[(k + 1) % bsize], nil, ("bwd_recv_buffer[%d] cleared"):format((k + 1) % bsize))
@@ -555,7 +556,7 @@ end
 
 -- What overlap_p2p_comm_warmup_flush prefetches on this rank: the warm-up's activations on every
 -- rank but the first, the cool-down's gradients on every rank but the last.
-function M.prefetch_note(pp, rank)
+local function prefetch_note(pp, rank)
   local what = {}
   if rank > 0 then what[#what + 1] = "each warm-up activation received before the forward ahead of the one that reads it" end
   if rank < pp - 1 then what[#what + 1] = "each cool-down gradient before the backward ahead of the one that reads it" end
@@ -581,7 +582,7 @@ function M.note(pl)
   return ("Megatron-LM's interleaved pipeline (megatron-core 0.16.1, forward_backward_pipelining_with_interleaving, "
           .. (pl.par.pp_overlap_p2p_comm == false and "without overlap_p2p_comm: batch_p2p_comm"
               or pl.par.pp_overlap_p2p_warmup_flush and ("overlap_p2p_comm and overlap_p2p_comm_warmup_flush: the "
-                .. "warm-up's and cool-down's receives into the receive rings too" .. M.prefetch_note(pp, rank))
+                .. "warm-up's and cool-down's receives into the receive rings too" .. prefetch_note(pp, rank))
               or "overlap_p2p_comm")
           .. "): rank %d of %d holds %d model chunks (%s); %d warm-up forwards of %d virtual "
           .. "micro-batches (%d micro-batches x %d chunks, groups of %d: microbatch_group_size_per_vp_stage%s)%s; "
