@@ -17,10 +17,10 @@
 -- micro-batches in flight), 43.4 GiB allocated at peak, in layer 19's recomputed attention in
 -- backward: the fp32 main_grad buffer of its 2.3 G parameters (8.5 GiB) and the bf16 parameter
 -- buffer (4.2 GiB) whole, fp32 master weights and Adam's states of its half (12.7 GiB), 16.2 GiB
--- of activations. The step takes 3.43 s, the bubble 28 % of it, 299 tokens/s per GPU. Without
+-- of activations. The step takes 3.43 s, the bubble 28 % of it, 298 tokens/s per GPU. Without
 -- recompute the first stage runs out of memory in layer 2 of the first step (each layer keeps the
 -- unfused attention's fp32 scores of every micro-batch in flight); full recompute of every layer
--- brings its peak to 29.9 GiB for a 3.89 s step; without the distributed optimizer every rank
+-- brings its peak to 29.9 GiB for a 3.90 s step; without the distributed optimizer every rank
 -- keeps the whole fp32 state (56.1 GiB at peak).
 --
 -- Checked answers (make test runs each and fails when one drifts; make reports rewrites them):

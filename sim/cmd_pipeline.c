@@ -221,7 +221,8 @@ int cmd_pipeline(const char *path, const char *src, const ScenarioOptions *opts,
     for (int s = 0; s < pp0->stages; s++) send[s] = pp0->send_bytes;
     PipelineSpec spec = {.ranks = n, .stages = pp0->stages, .microbatches = pp0->microbatches,
                          .order = k.order, .n_order = k.n_order, .action_ns = k.action_ns,
-                         .rest_ns = k.rest_ns, .send_bytes = send, .link = link, .lockstep = pp0->lockstep};
+                         .rest_ns = k.rest_ns, .send_bytes = send, .link = link,
+                         .shape_bytes = pp0->shape_bytes, .lockstep = pp0->lockstep};
     PipelineResult pr = {0};
     if (timed) {
         VrStatus st = pipeline_compose(&spec, &pr, k.end_ns, k.busy_ns, err, sizeof err);

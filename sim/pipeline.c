@@ -21,6 +21,12 @@ double pipeline_p2p_ns(const CollLink *link, double bytes) {
     return link->latency_ns + (link->bus_bw > 0 ? bytes / link->bus_bw * 1e9 : 0);
 }
 
+/* One transfer of `bytes` between two ranks of the spec, its shape exchange first where the spec
+ * has one. */
+static double transfer_ns(const PipelineSpec *s, double bytes) {
+    return (s->shape_bytes > 0 ? pipeline_p2p_ns(&s->link, s->shape_bytes) : 0) + pipeline_p2p_ns(&s->link, bytes);
+}
+
 /* Per (stage, micro-batch): when its forward and its input-gradient backward ended, and when its
  * input activation and output gradient arrived; < 0 while unknown. */
 typedef struct Times {
@@ -32,7 +38,7 @@ typedef struct Times {
 static double transfer(const PipelineSpec *s, double *link_free, int a, int b, double t, double bytes) {
     double *lf = &link_free[a * s->ranks + b];
     double start = t > *lf ? t : *lf;
-    double end = start + pipeline_p2p_ns(&s->link, bytes);
+    double end = start + transfer_ns(s, bytes);
     *lf = end;
     return end;
 }
@@ -127,7 +133,7 @@ static VrStatus compose_lockstep(const PipelineSpec *s, Times *tm, double *end_n
                 to = (a->stage - 1) % s->ranks; at = k - s->microbatches; bytes = s->send_bytes[a->stage - 1];
             }
             if (to < 0) continue;
-            double arrive = to == r ? comp[r] : (comp[r] > comp[to] ? comp[r] : comp[to]) + pipeline_p2p_ns(&s->link, bytes);
+            double arrive = to == r ? comp[r] : (comp[r] > comp[to] ? comp[r] : comp[to]) + transfer_ns(s, bytes);
             if (a->kind == PP_F) tm->act_at[at] = arrive;
             else tm->grad_at[at] = arrive;
             if (arrive > done[r]) done[r] = arrive;
@@ -222,7 +228,7 @@ VrStatus pipeline_compose(const PipelineSpec *s, PipelineResult *out, double *en
             busy += busy_ns[r];
         }
         out->bubble = out->span_ns > 0 ? 1 - busy / (s->ranks * out->span_ns) : 0;
-        out->send_ns = s->stages > 1 ? pipeline_p2p_ns(&s->link, s->send_bytes[0]) : 0;
+        out->send_ns = s->stages > 1 ? transfer_ns(s, s->send_bytes[0]) : 0;
     }
     free(buf);
     free(next);

@@ -52,6 +52,8 @@ typedef struct PipelineSpec {
     const double *send_bytes;      /* [s], s < stages - 1: bytes stage s sends to s + 1 per
                                       micro-batch (the gradient back is as large) */
     CollLink link;                 /* the link between pipeline ranks */
+    double shape_bytes;            /* > 0: each transfer is preceded by an exchange of its shape,
+                                      these bytes both ways (Megatron's variable_seq_lengths) */
     bool lockstep;                 /* the orders run by time step (PpAction.slot), below */
 } PipelineSpec;
 
@@ -74,6 +76,7 @@ typedef struct PpPlan {
     int gpus_per_rank;             /* hardware.count / ranks: the stride between pipeline peers */
     char schedule[32];             /* torchtitan's name: "1F1B", "GPipe", ... */
     double send_bytes;             /* bytes a stage sends per micro-batch (activation or gradient) */
+    double shape_bytes;            /* PipelineSpec.shape_bytes */
     int *stage_layers;             /* per stage: its decoder layers (stages of them) */
     PpAction *actions;             /* the rank's compute actions, in order (n_actions) */
     int *op_first, *op_end;        /* per action: its ops [op_first, op_end) in the graph */

@@ -50,12 +50,14 @@ SC=$O/scenarios/$N.lua
 #    micro-batch groups of 3 and 4 above pp 2, whose last stage peaks inside the output layer's
 #    weight-gradient GEMM (that reduce-scatter's output live there too), and both stages without
 #    overlap_p2p_comm (the last one's peak likewise), and both with the warm-up flush
-#    (pp_overlap_p2p_warmup_flush), at pp 4 and with groups of 4 over pp 2
+#    (pp_overlap_p2p_warmup_flush), at pp 4 and with groups of 4 over pp 2; and 1F1B's two stages
+#    with variable_seq_lengths (pp_variable_seq_lengths: each transfer's int64 shape tensors, 16 a
+#    step on either stage, matched allocation for allocation)
 for c in "$N 0" "${N}_rank2 0" "llama3_8b_l4_bf16_megatron_tp2_pp4_m3_rank2 0" "$NV 0" "${NV}_rank2 0" \
          "llama3_8b_l8_bf16_megatron_tp2_pp4_vp2_m4_rank2 0" "${NV}_rc_selective 0" "${NV}_rc_full_uniform_rank2 0" \
          "llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4 0" "llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4_rank6 0" \
          "${NG}3 0" "${NG}3_rank2 0" "${NG}4 0" "${NG}4_rank2 0" "$NO 0" "${NO}_rank6 0" \
-         "$NW 0" "${NW}_rank6 0" "${NG}4_warmflush 0" "${NG}4_warmflush_rank2 0"; do
+         "$NW 0" "${NW}_rank6 0" "${NG}4_warmflush 0" "${NG}4_warmflush_rank2 0" "${N}_varlen 0" "${N}_varlen_rank2 0"; do
   set -- $c; n=$1; peak=$2
   python3 "$O/compare.py" --vrsim "$VRSIM" --expect "$O/expected/$n.txt" "$O/captures/$n.jsonl.gz" \
     "$O/scenarios/$n.lua" >"$tmp/cmp" 2>&1; rc=$?
@@ -446,6 +448,20 @@ PY
 then ok "receives are new [s/tp, b, h] tensors (4 a step on the last stage); each first-stage output is deallocated once sent (2 MiB each)"
 else bad "the receives and deallocations"; fi
 
+# 4b. the transfers' host waits and the shape exchange: 1F1B's batched transfers end with
+#    torch.cuda.synchronize() (batch_p2p_sync, Megatron's default), so the step is longer than with
+#    it off (the host no longer runs ahead into the next forward or backward); under
+#    variable_seq_lengths each transfer is preceded by its shape's exchange (3 int64 on the
+#    pipeline link: one more latency a send) and a synchronize and .tolist() of its own
+step_of() { "$VRSIM" "$SC" --no-files --no-suggest "$@" 2>&1 | awk '/^  step .*pipeline/ { print $2, $(NF-5) }'; }
+nosync=$(step_of --set training.parallel.pp_batch_p2p_sync=false)
+sync=$(step_of)
+varlen=$(step_of --set training.parallel.pp_variable_seq_lengths=true)
+if awk -v a="$nosync" -v b="$sync" -v c="$varlen" 'BEGIN { split(a, x, " "); split(b, y, " "); split(c, z, " ")
+     exit !(x[1] < y[1] && y[1] < z[1] && x[2] == y[2] && z[2] > y[2]) }'; then
+  ok "batch_p2p_sync's host waits lengthen the step ($nosync -> $sync: step ms, send ms); variable_seq_lengths' shape exchange more, each send one handshake longer ($varlen)"
+else bad "the transfers' synchronize and shape exchange (step ms, send ms: off $nosync, on $sync, varlen $varlen)"; fi
+
 # 5. what is not modelled: exit 2 naming it
 refused() { # $1 what, $2 the message's pattern, then arguments
   what=$1; pat=$2; shift 2
@@ -494,6 +510,12 @@ refused "an uneven split" "${F}5 layers over pp = 2 stages" --set model.layers=5
 refused "torchtitan's per-stage layers" "${F}training.parallel.pp_layers_per_stage / pp_stage_layers" \
   --set training.parallel.pp_layers_per_stage=2
 refused "pp_keep_outputs" "${F}training.parallel.pp_keep_outputs" --set training.parallel.pp_keep_outputs=true
+refused "variable_seq_lengths under the interleaved schedule" "training.parallel.pp_variable_seq_lengths = true under pp_schedule = \"Interleaved1F1B\" is not modelled" \
+  $I --set training.parallel.pp_variable_seq_lengths=true
+refused "batch_p2p_sync under the interleaved schedule" "training.parallel.pp_batch_p2p_sync = false under pp_schedule = \"Interleaved1F1B\" is not modelled" \
+  $I --set training.parallel.pp_batch_p2p_sync=false
+refused "variable_seq_lengths under torchtitan's pipeline" "training.parallel.pp_variable_seq_lengths = true needs Megatron's pipeline" \
+  --set training.parallel.tp_impl=dtensor --set training.parallel.pp_variable_seq_lengths=true
 
 echo "test_megatron_pp: $pass passed, $fail failed"
 [ "$fail" = 0 ]

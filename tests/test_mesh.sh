@@ -104,7 +104,7 @@ expect "dp_shard = -1 where the rest is no integer: exit 2 at the scenario's lin
   "div.lua:3: training.parallel: pp \* dp_replicate \* cp \* tp = 4 does not divide hardware.count = 6"
 run key "$TMP/hsdp.lua" --no-files --set parallel.tensor=2
 expect "an unknown key of training.parallel: exit 2 listing the keys" 2 \
-  "training.parallel.tensor is not a key vrsim knows \(one of: async_tp, cp, cp_rotate_method, dp_replicate, dp_shard, ep, ep_imbalance, megatron_distributed_optimizer, megatron_grad_reduce_in_fp32, megatron_recompute_granularity, megatron_recompute_method, megatron_recompute_modules, megatron_recompute_num_layers, pp, pp_keep_outputs, pp_layers_per_stage, pp_microbatch_group, pp_microbatches, pp_overlap_p2p_comm, pp_overlap_p2p_warmup_flush, pp_schedule, pp_stage_layers, pp_virtual_stages, tp, tp_impl\)"
+  "training.parallel.tensor is not a key vrsim knows \(one of: async_tp, cp, cp_rotate_method, dp_replicate, dp_shard, ep, ep_imbalance, megatron_distributed_optimizer, megatron_grad_reduce_in_fp32, megatron_recompute_granularity, megatron_recompute_method, megatron_recompute_modules, megatron_recompute_num_layers, pp, pp_batch_p2p_sync, pp_keep_outputs, pp_layers_per_stage, pp_microbatch_group, pp_microbatches, pp_overlap_p2p_comm, pp_overlap_p2p_warmup_flush, pp_schedule, pp_stage_layers, pp_variable_seq_lengths, pp_virtual_stages, tp, tp_impl\)"
 scn key2 "count = 2" "parallel = { dp_shrad = 2 }"
 run key2 "$TMP/key2.lua" --no-files
 expect "an unknown key in the scenario: exit 2 at its line" 2 "key2.lua:3: training.parallel.dp_shrad is not a key"

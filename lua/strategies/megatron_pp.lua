@@ -209,6 +209,56 @@ function M.run(cx, pl, mc, forward)
     op { name = "recv " .. name, phase = phase, outputs = { id } }
     return { id = id, shape = shape, dtype = dtype, rg = rg, name = name }
   end
+  -- Each P2PCommunicator._communicate that moves something (on the first stage recv_forward and
+  -- send_backward move nothing and make no call, on the last send_forward and recv_backward):
+  -- under variable_seq_lengths its _communicate_shapes first (shapes below), then the receive
+  -- buffer (receive above), the batched transfer, and with batch_p2p_sync its synchronize
+  -- (synced below). d: which of recv_prev, recv_next, send_prev, send_next the call does.
+  local varlen = pl.par.pp_variable_seq_lengths == true
+  local function shapes(phase, d)
+    if not varlen then return end
+    -- torch.empty((3,), int64) for each receive, torch.tensor(size, int64) (a host-to-device copy)
+    -- for each send, in that order; exchanged by batch_isend_irecv, waited on, then
+    -- torch.cuda.synchronize(); each received shape read back by .tolist() (a device-to-host copy);
+    -- the send ones go first as the function returns (the P2POp objects hold them all)
+    local sends, recvs = {}, {}
+    for _, dir in ipairs { "recv_prev", "recv_next", "send_prev", "send_next" } do
+      if d[dir] then
+        local send = dir:sub(1, 4) == "send"
+        local t = nn.new_tensor(cx, ("_communicate_shapes: %s_shape_tensor"):format(dir), { 3 }, "int64", false, "temp")
+        op { name = ("_communicate_shapes: %s_shape_tensor = %s"):format(dir, send and "torch.tensor(size)" or "torch.empty(3)"),
+             kind = send and "h2d" or "none", phase = phase, outputs = { t.id }, bytes = send and 24 or nil }
+        local list = send and sends or recvs
+        list[#list + 1] = t
+      end
+    end
+    op { name = "_communicate_shapes: batch_isend_irecv of the shapes then req.wait() then torch.cuda.synchronize()",
+         phase = phase, sync = true }
+    for _, t in ipairs(recvs) do
+      op { name = "_communicate_shapes: " .. t.name .. ".tolist()", kind = "d2h", phase = phase, inputs = { t.id },
+           bytes = 24, sync = true }
+    end
+    for _, t in ipairs(recvs) do sends[#sends + 1] = t end
+    free("_communicate_shapes returns: its shape tensors go", phase, sends)
+  end
+  -- ModelParallelConfig.batch_p2p_sync (training.parallel.pp_batch_p2p_sync, its default true): the
+  -- schedule batches its transfers (batch_p2p_comm, which arguments.py sets to not
+  -- overlap_p2p_comm) and _communicate ends each batch with torch.cuda.synchronize(), so the host
+  -- waits there for every kernel it has issued and the next forward or backward starts on an
+  -- idle GPU
+  local function synced(what, phase)
+    if pl.par.pp_batch_p2p_sync ~= false then
+      op { name = what .. ": torch.cuda.synchronize() (batch_p2p_sync)", phase = phase, sync = true }
+    end
+  end
+  -- send_backward (the steady state's last iteration, the cool-down): the activation's gradient
+  -- sent back, nothing received
+  local function send_backward()
+    if first then return end
+    shapes("bwd", { send_prev = true })
+    synced("send_backward", "bwd")
+  end
+
   cx.mg_pp_microbatches = m
   -- total_num_tokens = torch.zeros([], dtype=torch.int): the schedule's, until it returns
   local ntok = G:tensorv("total_num_tokens", 4, 1, "int32", "temp", false)
@@ -258,7 +308,11 @@ function M.run(cx, pl, mc, forward)
     local input
     if not first then
       local old = input_tensor
+      -- (recv_forward in the warm-up and before the steady state; after, the previous iteration's
+      -- send_backward_recv_forward, which sends that backward's activation gradient too)
+      shapes("fwd", { recv_prev = true, send_prev = k > warm })
       input = receive("activation", k, "fwd", true)
+      synced(k > warm and "send_backward_recv_forward" or "recv_forward", "fwd")
       input_tensor = { id = input.id }
       -- (rebinding input_tensor drops the previous one; the popped activation goes here)
       if old and old.popped then free("input_tensor rebound: micro-batch " .. old.mb .. "'s activation goes", "fwd", { old }) end
@@ -292,7 +346,13 @@ function M.run(cx, pl, mc, forward)
     local old_grad
     if steady and not last then
       old_grad = output_tensor_grad
+      shapes("fwd", { recv_next = true, send_next = true })
       output_tensor_grad = receive("output gradient", k - warm, "fwd", false)
+      synced("send_forward_recv_backward", "fwd")
+    elseif not last then
+      -- send_forward in the warm-up
+      shapes("fwd", { send_next = true })
+      synced("send_forward", "fwd")
     end
     -- custom_backward runs from the output object, whose storage the deallocation below replaces:
     -- the graph's backward starts at a storage-less handle of it, declared with the forward (the
@@ -321,7 +381,9 @@ function M.run(cx, pl, mc, forward)
     if cooldown and not last then
       -- recv_backward: the gradient arrives just before its backward
       local old = output_tensor_grad
+      shapes("bwd", { recv_next = true })
       output_tensor_grad = receive("output gradient", k, "bwd", false)
+      synced("recv_backward", "bwd")
       free("output_tensor_grad rebound: the previous gradient goes", "bwd", { old })
     end
     -- input_tensor = input_tensors.pop(0): the local now holds this micro-batch's activation
@@ -383,8 +445,12 @@ function M.run(cx, pl, mc, forward)
       free("input_tensor = None: micro-batch " .. input_tensor.mb .. "'s activation goes", "bwd", { input_tensor })
       input_tensor = nil
     end
+    if i == remaining - 1 then send_backward() end
   end
-  for i = 0, warm - 1 do bwd(remaining + i, true) end
+  for i = 0, warm - 1 do
+    bwd(remaining + i, true)
+    send_backward()
+  end
   -- config.finalize_model_grads_func (training.py sets finalize_model_grads) runs before the
   -- schedule returns: the grad buffer's reduction over dp and the norms' over tp. The untied
   -- model has no word-embedding gradient to all-reduce between the first and the last stage
@@ -414,7 +480,9 @@ function M.run(cx, pl, mc, forward)
   local stage_layers = {}
   for i, x in ipairs(pl.stages) do stage_layers[i] = x.last - x.first + 1 end
   return { ranks = pp, stages = pl.n_stages, virtual = 1, microbatches = m, schedule = "1F1B", rank = rank,
-           actions = actions, send_bytes = nn.bytes(shape, dtype), stage_layers = stage_layers, lockstep = false }
+           actions = actions, send_bytes = nn.bytes(shape, dtype), stage_layers = stage_layers, lockstep = false,
+           -- (variable_seq_lengths: each transfer's shape, 3 int64, exchanged first)
+           shape_bytes = varlen and 24 or nil }
 end
 
 -- The run's note on the pipeline.
@@ -425,6 +493,12 @@ function M.note(pl)
           .. "output deallocated once sent (deallocate_pipeline_outputs)"):format(pl.rank, pl.par.pp, st.first, st.last,
           st.embed and ", the embedding" or "", st.head and ", the final norm, output layer and loss" or "",
           math.min(pl.par.pp - pl.rank - 1, pl.par.pp_microbatches), pl.par.pp_microbatches)
+    .. (pl.par.pp_batch_p2p_sync == false and "; no torch.cuda.synchronize() after the batched transfers (batch_p2p_sync off)"
+        or "; torch.cuda.synchronize() after each batched transfer (batch_p2p_sync, its default)")
+    .. (pl.par.pp_variable_seq_lengths and ("; variable_seq_lengths: each transfer's shape exchanged first (an int64 "
+        .. "tensor of 3 a direction, a synchronize and a .tolist() a received shape), every micro-batch simulated at "
+        .. "training.seq; megatron-core 0.16.1 refuses it beside the default --moe-token-dispatcher-type allgather, "
+        .. "a dense model's too: the run passes alltoall") or "")
 end
 
 return M

@@ -580,7 +580,9 @@ function M.note(pl)
       rank == 0 and "fwd" or "bwd", group - pp + 1, rank == 0 and "activation" or "gradient")
   end
   return ("Megatron-LM's interleaved pipeline (megatron-core 0.16.1, forward_backward_pipelining_with_interleaving, "
-          .. (pl.par.pp_overlap_p2p_comm == false and "without overlap_p2p_comm: batch_p2p_comm"
+          .. (pl.par.pp_overlap_p2p_comm == false and ("without overlap_p2p_comm: batch_p2p_comm; the torch.cuda."
+                .. "synchronize() Megatron runs after each batched transfer (batch_p2p_sync) is not on this timeline, "
+                .. "the host running ahead through it")
               or pl.par.pp_overlap_p2p_warmup_flush and ("overlap_p2p_comm and overlap_p2p_comm_warmup_flush: the "
                 .. "warm-up's and cool-down's receives into the receive rings too" .. prefetch_note(pp, rank))
               or "overlap_p2p_comm")

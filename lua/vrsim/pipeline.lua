@@ -92,7 +92,8 @@ function P.layout(cfg, n_layers, mesh)
                 pp_layers_per_stage = mesh.pp_layers_per_stage, pp_stage_layers = mesh.pp_stage_layers,
                 pp_keep_outputs = mesh.pp_keep_outputs, pp_microbatch_group = mesh.pp_microbatch_group,
                 pp_overlap_p2p_comm = mesh.pp_overlap_p2p_comm,
-                pp_overlap_p2p_warmup_flush = mesh.pp_overlap_p2p_warmup_flush }
+                pp_overlap_p2p_warmup_flush = mesh.pp_overlap_p2p_warmup_flush,
+                pp_variable_seq_lengths = mesh.pp_variable_seq_lengths, pp_batch_p2p_sync = mesh.pp_batch_p2p_sync }
   for k, v in pairs(mesh.degrees) do par[k] = v end
   -- (without a pipeline the device mesh's other dimensions are vrsim/mesh.lua's: it refuses
   -- what is not modelled)

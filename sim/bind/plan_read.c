@@ -513,6 +513,7 @@ void read_pp(lua_State *L, int t, Plan *p) {
     pp->microbatches = (int)field_int(L, t, "microbatches", 1);
     pp->rank = (int)field_int(L, t, "rank", 0);
     pp->send_bytes = field_num(L, t, "send_bytes", 0);
+    pp->shape_bytes = field_num(L, t, "shape_bytes", 0);
     field_str(L, t, "schedule", pp->schedule, sizeof pp->schedule);
     if (pp->ranks < 1 || pp->stages < pp->ranks || pp->stages > 1 << 16 || pp->microbatches < 1)
         luaL_error(L, "the plan's pipeline: %d stages on %d ranks", pp->stages, pp->ranks);

@@ -67,6 +67,15 @@ Stand-ins, beside capture_megatron_tp.py's, each outside what is allocated on th
   them in its wait-handle lists; with overlap_p2p_comm_warmup_flush it asserts that a prefetched
   receive left one (the schedule's own bookkeeping, nothing on the device).
 - torch.cuda.synchronize (batch_p2p_sync = True after each batch) does nothing.
+- with variable_seq_lengths (--variable-seq-lengths, spec key variable_seq_lengths), each
+  _communicate first runs _communicate_shapes: its int64 shape tensors are made by its own code
+  (torch.empty((3,)) for each receive, torch.tensor(size) for each send), the exchange
+  (torch.distributed.batch_isend_irecv, called directly) moves nothing, and a received shape's
+  .tolist() gives the stage's tensor shape, what the peer sends when every micro-batch is as
+  long (a fake tensor holds no values to read). megatron-core 0.16.1's TransformerConfig refuses
+  variable_seq_lengths beside the default moe_token_dispatcher_type "allgather", a dense model's
+  too, so the config takes "alltoall" (--moe-token-dispatcher-type alltoall), which a model
+  without experts never reaches.
 Phases: forward_step is the "fwd" phase of the micro-batch it runs, backward_step "bwd"; the
 receive of an activation (recv_forward, send_backward_recv_forward) belongs to the forward that
 reads it; send_forward_recv_backward (the steady state's send of a forward's output, with the
@@ -91,7 +100,7 @@ import capture_megatron_tp as MT
 import capture_megatron_dp as MD
 
 SPEC_FIELDS = dict(MD.SPEC_FIELDS, pp=int, microbatches=int, rank=int, vp=int, group=int, overlap_p2p_comm=bool,
-                   overlap_p2p_comm_warmup_flush=bool)
+                   overlap_p2p_comm_warmup_flush=bool, variable_seq_lengths=bool)
 
 
 def install_pp_stand_ins(torch):
@@ -113,6 +122,31 @@ def install_pp_stand_ins(torch):
         return {key: Request() for arg, key in keys if kw.get(arg) is not None}
     p2p_communication._p2p_ops = requests
     torch.cuda.synchronize = lambda *a, **k: None
+
+
+def install_shape_stand_ins(torch, shape):
+    """Under variable_seq_lengths (P2PCommunicator._communicate_shapes): the shape tensors are made
+    by its own code, but the exchange moves nothing (batch_isend_irecv, which it calls directly,
+    returns no requests) and a received shape tensor's .tolist() gives `shape`, what the peer of a
+    uniform batch sends (a fake tensor holds no values to read)."""
+    from megatron.core.pipeline_parallel import p2p_communication as P
+    from torch._subclasses.fake_tensor import FakeTensor
+    torch.distributed.batch_isend_irecv = lambda ops: []
+    real = P.P2PCommunicator._communicate_shapes
+    tolist = FakeTensor.tolist
+
+    @functools.wraps(real)
+    def communicate_shapes(self, *a, **k):
+        def received(t):
+            if t.dtype == torch.int64 and tuple(t.shape) == (3,):
+                return list(shape)
+            return tolist(t)
+        FakeTensor.tolist = received
+        try:
+            return real(self, *a, **k)
+        finally:
+            FakeTensor.tolist = tolist
+    P.P2PCommunicator._communicate_shapes = communicate_shapes
 
 
 def tag_phases(rec, counts):
@@ -163,6 +197,15 @@ def capture(spec):
     hf, cfg = MT.start(torch, spec, world, rank, more_stand_ins=stand_ins)
     # (core_transformer_config_from_args)
     cfg.deallocate_pipeline_outputs = True
+    # (--variable-seq-lengths: each transfer's shape exchanged first, P2PCommunicator._communicate_shapes)
+    cfg.variable_seq_lengths = bool(spec.get("variable_seq_lengths", False))
+    if cfg.variable_seq_lengths:
+        # (TransformerConfig.__post_init__ raises ValueError for variable_seq_lengths under the
+        # default moe_token_dispatcher_type "allgather", a dense model's too: such a run passes
+        # --moe-token-dispatcher-type alltoall, which a model without experts never uses)
+        cfg.moe_token_dispatcher_type = "alltoall"
+        # (get_tensor_shapes: [s / tp, b, h] under sequence parallelism)
+        install_shape_stand_ins(torch, (int(spec["seq"]) // tp, int(spec["micro_batch"]), int(hf["hidden_size"])))
     if vp > 1:
         # (arguments.py: an interleaved schedule keeps overlap_p2p_comm, True unless
         # --no-overlap-p2p-communication, and core_transformer_config_from_args sets batch_p2p_comm =
@@ -263,6 +306,7 @@ def capture(spec):
               "world_size": world, "rank": rank, "device": "cuda (fake)", "process_group": "fake",
               "parallel": {"tp": tp, "pp": pp, "tp_impl": "megatron", "sequence_parallel": True,
                            "pp_schedule": "Interleaved1F1B" if vp > 1 else "1F1B", "microbatches": m,
+                           **({"variable_seq_lengths": True} if cfg.variable_seq_lengths else {}),
                            **({"vp": vp, "overlap_p2p_comm": cfg.overlap_p2p_comm,
                                "overlap_p2p_comm_warmup_flush": cfg.overlap_p2p_comm_warmup_flush,
                                "microbatch_group_size_per_vp_stage": cfg.microbatch_group_size_per_vp_stage}
