@@ -219,27 +219,32 @@ function M.run(cx, pl, mc, forward)
     if not varlen then return end
     -- torch.empty((3,), int64) for each receive, torch.tensor(size, int64) (a host-to-device copy)
     -- for each send, in that order; exchanged by batch_isend_irecv, waited on, then
-    -- torch.cuda.synchronize(); each received shape read back by .tolist() (a device-to-host copy);
-    -- the send ones go first as the function returns (the P2POp objects hold them all)
-    local sends, recvs = {}, {}
+    -- torch.cuda.synchronize(); each received shape read back by .tolist() (a device-to-host copy).
+    -- They go as the function returns, as its P2POp locals do (send_prev_op, recv_prev_op,
+    -- send_next_op, recv_next_op: the order CPython clears them in, each op the last holder of its
+    -- tensor)
+    local made = {}
     for _, dir in ipairs { "recv_prev", "recv_next", "send_prev", "send_next" } do
       if d[dir] then
         local send = dir:sub(1, 4) == "send"
         local t = nn.new_tensor(cx, ("_communicate_shapes: %s_shape_tensor"):format(dir), { 3 }, "int64", false, "temp")
         op { name = ("_communicate_shapes: %s_shape_tensor = %s"):format(dir, send and "torch.tensor(size)" or "torch.empty(3)"),
              kind = send and "h2d" or "none", phase = phase, outputs = { t.id }, bytes = send and 24 or nil }
-        local list = send and sends or recvs
-        list[#list + 1] = t
+        made[dir] = t
       end
     end
     op { name = "_communicate_shapes: batch_isend_irecv of the shapes then req.wait() then torch.cuda.synchronize()",
          phase = phase, sync = true }
-    for _, t in ipairs(recvs) do
-      op { name = "_communicate_shapes: " .. t.name .. ".tolist()", kind = "d2h", phase = phase, inputs = { t.id },
-           bytes = 24, sync = true }
+    for _, dir in ipairs { "recv_prev", "recv_next" } do
+      local t = made[dir]
+      if t then
+        op { name = "_communicate_shapes: " .. t.name .. ".tolist()", kind = "d2h", phase = phase, inputs = { t.id },
+             bytes = 24, sync = true }
+      end
     end
-    for _, t in ipairs(recvs) do sends[#sends + 1] = t end
-    free("_communicate_shapes returns: its shape tensors go", phase, sends)
+    local gone = {}
+    for _, dir in ipairs { "send_prev", "recv_prev", "send_next", "recv_next" } do gone[#gone + 1] = made[dir] end
+    free("_communicate_shapes returns: its shape tensors go", phase, gone)
   end
   -- ModelParallelConfig.batch_p2p_sync (training.parallel.pp_batch_p2p_sync, its default true): the
   -- schedule batches its transfers (batch_p2p_comm, which arguments.py sets to not
