@@ -168,4 +168,6 @@ oracle:
 	@set -e; for s in validation/oracle/specs_cp/*.json; do $(ORACLE_PYTHON) validation/oracle/capture_cp.py $$s; done
 	@if $(ORACLE_PYTHON) -c "import megatron.core" 2>/dev/null; then \
 	  set -e; for s in validation/oracle/specs_megatron/*.json; do $(ORACLE_PYTHON) validation/oracle/capture_megatron_tp.py $$s; done; \
-	else echo "make oracle: $(ORACLE_PYTHON) cannot import megatron.core (pip install --no-deps megatron-core==0.16.1): specs_megatron/ not captured"; fi
+	  for s in validation/oracle/specs_megatron_dp/*.json; do $(ORACLE_PYTHON) validation/oracle/capture_megatron_dp.py $$s; done; \
+	  for s in validation/oracle/specs_megatron_pp/*.json; do $(ORACLE_PYTHON) validation/oracle/capture_megatron_pp.py $$s; done; \
+	else echo "make oracle: $(ORACLE_PYTHON) cannot import megatron.core (pip install --no-deps megatron-core==0.16.1): specs_megatron/, specs_megatron_dp/ and specs_megatron_pp/ not captured"; fi

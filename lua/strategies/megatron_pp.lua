@@ -176,6 +176,57 @@ function M.scale_loss(cx, loss)
   return loss
 end
 
+-- What P2PCommunicator._communicate (megatron-core 0.16.1 p2p_communication.py) does around a
+-- call's receive buffers, for a schedule's ops: shapes(phase, d) before them, synced(what, phase)
+-- after. d: which of recv_prev, recv_next, send_prev, send_next the call does. batched: the
+-- schedule batches its transfers (batch_p2p_comm: 1F1B, and the interleaved schedule without
+-- overlap_p2p_comm). op(spec) declares an op, free(name, phase, tensors) frees tensors.
+function M.communicator(cx, par, batched, op, free)
+  local varlen = par.pp_variable_seq_lengths == true
+  local c = {}
+  -- variable_seq_lengths (training.parallel.pp_variable_seq_lengths): _communicate_shapes. It makes
+  -- torch.empty((3,), int64) for each receive and torch.tensor(size, int64) (a host-to-device copy)
+  -- for each send, in that order; exchanges them by batch_isend_irecv (none where the call moves
+  -- nothing), waits, then torch.cuda.synchronize() whatever it exchanged; each received shape read
+  -- back by .tolist() (a device-to-host copy). They go as the function returns, as its P2POp
+  -- locals do (send_prev_op, recv_prev_op, send_next_op, recv_next_op: the order CPython clears
+  -- them in, each op the last holder of its tensor)
+  function c.shapes(phase, d)
+    if not varlen then return end
+    local made = {}
+    for _, dir in ipairs { "recv_prev", "recv_next", "send_prev", "send_next" } do
+      if d[dir] then
+        local send = dir:sub(1, 4) == "send"
+        local t = nn.new_tensor(cx, ("_communicate_shapes: %s_shape_tensor"):format(dir), { 3 }, "int64", false, "temp")
+        op { name = ("_communicate_shapes: %s_shape_tensor = %s"):format(dir, send and "torch.tensor(size)" or "torch.empty(3)"),
+             kind = send and "h2d" or "none", phase = phase, outputs = { t.id }, bytes = send and 24 or nil }
+        made[dir] = t
+      end
+    end
+    op { name = "_communicate_shapes: batch_isend_irecv of the shapes then req.wait() then torch.cuda.synchronize()",
+         phase = phase, sync = true }
+    for _, dir in ipairs { "recv_prev", "recv_next" } do
+      local t = made[dir]
+      if t then
+        op { name = "_communicate_shapes: " .. t.name .. ".tolist()", kind = "d2h", phase = phase, inputs = { t.id },
+             bytes = 24, sync = true }
+      end
+    end
+    local gone = {}
+    for _, dir in ipairs { "send_prev", "recv_prev", "send_next", "recv_next" } do gone[#gone + 1] = made[dir] end
+    if #gone > 0 then free("_communicate_shapes returns: its shape tensors go", phase, gone) end
+  end
+  -- ModelParallelConfig.batch_p2p_sync (training.parallel.pp_batch_p2p_sync, its default true): a
+  -- batched call ends with torch.cuda.synchronize(), so the host waits there for every kernel it
+  -- has issued and the next forward or backward starts on an idle GPU
+  function c.synced(what, phase)
+    if batched and par.pp_batch_p2p_sync ~= false then
+      op { name = what .. ": torch.cuda.synchronize() (batch_p2p_sync)", phase = phase, sync = true }
+    end
+  end
+  return c
+end
+
 -- Runs this rank's schedule as megatron-core's loop runs it (see the top of this file). forward()
 -- runs the model's forward for cx.run.stage. Returns the plan's `pp` table (vrsim/pipeline.lua).
 function M.run(cx, pl, mc, forward)
@@ -211,51 +262,11 @@ function M.run(cx, pl, mc, forward)
   end
   -- Each P2PCommunicator._communicate that moves something (on the first stage recv_forward and
   -- send_backward move nothing and make no call, on the last send_forward and recv_backward):
-  -- under variable_seq_lengths its _communicate_shapes first (shapes below), then the receive
-  -- buffer (receive above), the batched transfer, and with batch_p2p_sync its synchronize
-  -- (synced below). d: which of recv_prev, recv_next, send_prev, send_next the call does.
+  -- under variable_seq_lengths its shape exchange first, then the receive buffer (receive above),
+  -- the batched transfer, and its synchronize (M.communicator)
   local varlen = pl.par.pp_variable_seq_lengths == true
-  local function shapes(phase, d)
-    if not varlen then return end
-    -- torch.empty((3,), int64) for each receive, torch.tensor(size, int64) (a host-to-device copy)
-    -- for each send, in that order; exchanged by batch_isend_irecv, waited on, then
-    -- torch.cuda.synchronize(); each received shape read back by .tolist() (a device-to-host copy).
-    -- They go as the function returns, as its P2POp locals do (send_prev_op, recv_prev_op,
-    -- send_next_op, recv_next_op: the order CPython clears them in, each op the last holder of its
-    -- tensor)
-    local made = {}
-    for _, dir in ipairs { "recv_prev", "recv_next", "send_prev", "send_next" } do
-      if d[dir] then
-        local send = dir:sub(1, 4) == "send"
-        local t = nn.new_tensor(cx, ("_communicate_shapes: %s_shape_tensor"):format(dir), { 3 }, "int64", false, "temp")
-        op { name = ("_communicate_shapes: %s_shape_tensor = %s"):format(dir, send and "torch.tensor(size)" or "torch.empty(3)"),
-             kind = send and "h2d" or "none", phase = phase, outputs = { t.id }, bytes = send and 24 or nil }
-        made[dir] = t
-      end
-    end
-    op { name = "_communicate_shapes: batch_isend_irecv of the shapes then req.wait() then torch.cuda.synchronize()",
-         phase = phase, sync = true }
-    for _, dir in ipairs { "recv_prev", "recv_next" } do
-      local t = made[dir]
-      if t then
-        op { name = "_communicate_shapes: " .. t.name .. ".tolist()", kind = "d2h", phase = phase, inputs = { t.id },
-             bytes = 24, sync = true }
-      end
-    end
-    local gone = {}
-    for _, dir in ipairs { "send_prev", "recv_prev", "send_next", "recv_next" } do gone[#gone + 1] = made[dir] end
-    free("_communicate_shapes returns: its shape tensors go", phase, gone)
-  end
-  -- ModelParallelConfig.batch_p2p_sync (training.parallel.pp_batch_p2p_sync, its default true): the
-  -- schedule batches its transfers (batch_p2p_comm, which arguments.py sets to not
-  -- overlap_p2p_comm) and _communicate ends each batch with torch.cuda.synchronize(), so the host
-  -- waits there for every kernel it has issued and the next forward or backward starts on an
-  -- idle GPU
-  local function synced(what, phase)
-    if pl.par.pp_batch_p2p_sync ~= false then
-      op { name = what .. ": torch.cuda.synchronize() (batch_p2p_sync)", phase = phase, sync = true }
-    end
-  end
+  local comm = M.communicator(cx, pl.par, true, function(spec) return op(spec) end, free)
+  local shapes, synced = comm.shapes, comm.synced
   -- send_backward (the steady state's last iteration, the cool-down): the activation's gradient
   -- sent back, nothing received
   local function send_backward()
@@ -500,10 +511,12 @@ function M.note(pl)
           math.min(pl.par.pp - pl.rank - 1, pl.par.pp_microbatches), pl.par.pp_microbatches)
     .. (pl.par.pp_batch_p2p_sync == false and "; no torch.cuda.synchronize() after the batched transfers (batch_p2p_sync off)"
         or "; torch.cuda.synchronize() after each batched transfer (batch_p2p_sync, its default)")
-    .. (pl.par.pp_variable_seq_lengths and ("; variable_seq_lengths: each transfer's shape exchanged first (an int64 "
-        .. "tensor of 3 a direction, a synchronize and a .tolist() a received shape), every micro-batch simulated at "
-        .. "training.seq; megatron-core 0.16.1 refuses it beside the default --moe-token-dispatcher-type allgather, "
-        .. "a dense model's too: the run passes alltoall") or "")
+    .. (pl.par.pp_variable_seq_lengths and M.VARLEN_NOTE or "")
 end
+
+-- The run's note under variable_seq_lengths (either schedule).
+M.VARLEN_NOTE = "; variable_seq_lengths: each transfer's shape exchanged first (an int64 tensor of 3 a direction, a "
+  .. "synchronize and a .tolist() a received shape), every micro-batch simulated at training.seq; megatron-core 0.16.1 "
+  .. "refuses it beside the default --moe-token-dispatcher-type allgather, a dense model's too: the run passes alltoall"
 
 return M

@@ -155,6 +155,16 @@ function M.run(cx, pl, mc, forward)
     return { id = id, shape = shape, dtype = dtype, rg = act, name = name }
   end
 
+  -- what each P2PCommunicator._communicate call does around its receive buffers: under
+  -- variable_seq_lengths its shape exchange before them (comm.shapes), and without overlap_p2p_comm,
+  -- whose transfers are batched, its synchronize after them (comm.synced; megatron_pp.lua). Every
+  -- call of the interleaved functions reaches _communicate, one that moves nothing too.
+  local comm = require("strategies.megatron_pp").communicator(cx, pl.par, not overlap, op, function(name, ph, ts)
+    local ids = {}
+    for _, t in ipairs(ts) do ids[#ids + 1] = t.id end
+    op { name = name, phase = ph, frees = ids }
+  end)
+
   -- recv_tensor_from_previous_stage: whether this transfer receives, and for which chunk
   local function recv_from_previous(k, fwd)
     local leading = fwd and first_rank or (not fwd and last_rank)
@@ -361,7 +371,11 @@ function M.run(cx, pl, mc, forward)
   end
 
   -- the first receive: input_tensors[0].append(recv_forward(...)), none on the first stage
-  if not first_rank then inputs[0][1] = hold(receive_for("activation", 0)) end
+  if not first_rank then
+    comm.shapes(phase, { recv_prev = true })
+    inputs[0][1] = hold(receive_for("activation", 0))
+    comm.synced("recv_forward", phase)
+  end
 
   -- warm-up
   for k = 0, warm - 1 do
@@ -396,15 +410,19 @@ function M.run(cx, pl, mc, forward)
       -- gradient for the last chunk (none on the last rank), both batched
       rebind(L.input_tensor_grad, nil, "input_tensor_grad rebound")
       phase = "bwd"
+      comm.shapes(phase, { send_next = not is_last(c), recv_prev = recv, recv_next = not last_rank })
       local t = recv and receive_for("activation", nxt) or nil
       local g = (not last_rank) and receive_for("output gradient", vp - 1) or nil
+      comm.synced("send_forward_backward_recv_forward_backward", phase)
       rebind(L.input_tensor, t, "input_tensor rebound")
       rebind(L.output_tensor_grad, g, "output_tensor_grad rebound")
       if g then ograds[vp - 1][#ograds[vp - 1] + 1] = hold(g) end
       if recv then inputs[nxt][#inputs[nxt] + 1] = hold(t) end
     else
       -- input_tensor = send_forward_recv_forward(output_tensor, recv_prev)
+      comm.shapes(phase, { send_next = not is_last(c), recv_prev = recv })
       local t = recv and receive_for("activation", nxt) or nil
+      comm.synced("send_forward_recv_forward", phase)
       rebind(L.input_tensor, t, "input_tensor rebound")
       if recv then inputs[nxt][#inputs[nxt] + 1] = hold(t) end
     end
@@ -415,6 +433,7 @@ function M.run(cx, pl, mc, forward)
       -- recv_next): the first backward's gradient, for the last chunk
       rebind(L.input_tensor_grad, nil, "input_tensor_grad rebound")
       phase = "bwd"
+      comm.shapes(phase, { recv_next = not last_rank })
       local g = (not last_rank) and receive_for("output gradient", vp - 1) or nil
       rebind(bring[bsize - 1], g, "bwd_recv_buffer[-1] rebound")
       if g then ograds[vp - 1][#ograds[vp - 1] + 1] = hold(g) end
@@ -432,6 +451,7 @@ function M.run(cx, pl, mc, forward)
       -- (None where nothing is received), passed to input_tensors; then slot (fk + 1) % size cleared
       local recv, nxt = recv_from_previous(fk, true)
       if k == remaining - 1 then recv = false end
+      comm.shapes(phase, { send_next = not is_last(c), recv_prev = recv })
       local t = recv and receive_for("activation", nxt) or nil
       rebind(fring[fk % fsize], t, ("fwd_recv_buffer[%d] rebound"):format(fk % fsize))
       if recv then
@@ -444,6 +464,7 @@ function M.run(cx, pl, mc, forward)
       -- output gradient received into bwd_recv_buffer[k % size] (what the slot held goes), passed to
       -- output_tensor_grads; then slot (k + 1) % size cleared
       local recv_next, nb = recv_from_previous(k, false)
+      comm.shapes(phase, { send_prev = not is_first(cb), recv_next = recv_next })
       local g = recv_next and receive_for("output gradient", nb) or nil
       rebind(bring[k % bsize], g, ("bwd_recv_buffer[%d] rebound"):format(k % bsize))
       if g then
@@ -469,8 +490,11 @@ function M.run(cx, pl, mc, forward)
       local recv, nxt = recv_from_previous(fk, true)
       if k == remaining - 1 then recv = false end
       local recv_next, nb = recv_from_previous(k, false)
+      comm.shapes(phase, { send_next = not is_last(c), send_prev = not is_first(cb), recv_prev = recv,
+                           recv_next = recv_next })
       local t = recv and receive_for("activation", nxt) or nil
       local g = recv_next and receive_for("output gradient", nb) or nil
+      comm.synced("send_forward_backward_recv_forward_backward", phase)
       rebind(L.input_tensor, t, "input_tensor rebound")
       rebind(L.output_tensor_grad, g, "output_tensor_grad rebound")
       deallocate(L.output_tensor.t)
@@ -485,7 +509,10 @@ function M.run(cx, pl, mc, forward)
   -- cool-down
   phase = "bwd"
   if all_warm and not last_rank then
+    -- recv_backward
+    comm.shapes(phase, { recv_next = true })
     local g = receive_for("output gradient", vp - 1)
+    comm.synced("recv_backward", phase)
     ograds[vp - 1][#ograds[vp - 1] + 1] = hold(g)
   end
   for k = remaining, total - 1 do
@@ -516,7 +543,9 @@ function M.run(cx, pl, mc, forward)
       a0 = a_pre
     else
       -- output_tensor_grad = send_backward_recv_backward(input_tensor_grad, recv_next)
+      comm.shapes(phase, { send_prev = not is_first(cb), recv_next = recv_next })
       local g = recv_next and receive_for("output gradient", nb) or nil
+      comm.synced("send_backward_recv_backward", phase)
       rebind(L.output_tensor_grad, g, "output_tensor_grad rebound")
       if g then ograds[nb][#ograds[nb] + 1] = hold(g) end
     end
@@ -551,7 +580,9 @@ function M.run(cx, pl, mc, forward)
   local stage_layers = {}
   for i, x in ipairs(pl.stages) do stage_layers[i] = x.last - x.first + 1 end
   return { ranks = pp, stages = pl.n_stages, virtual = vp, microbatches = m, schedule = "Interleaved1F1B", rank = rank,
-           actions = actions, send_bytes = nn.bytes(shape, dtype), stage_layers = stage_layers, lockstep = false }
+           actions = actions, send_bytes = nn.bytes(shape, dtype), stage_layers = stage_layers, lockstep = false,
+           -- (variable_seq_lengths: each transfer's shape, 3 int64, exchanged first)
+           shape_bytes = pl.par.pp_variable_seq_lengths and 24 or nil }
 end
 
 -- What overlap_p2p_comm_warmup_flush prefetches on this rank: the warm-up's activations on every
@@ -580,18 +611,19 @@ function M.note(pl)
       rank == 0 and "fwd" or "bwd", group - pp + 1, rank == 0 and "activation" or "gradient")
   end
   return ("Megatron-LM's interleaved pipeline (megatron-core 0.16.1, forward_backward_pipelining_with_interleaving, "
-          .. (pl.par.pp_overlap_p2p_comm == false and ("without overlap_p2p_comm: batch_p2p_comm; the torch.cuda."
-                .. "synchronize() Megatron runs after each batched transfer (batch_p2p_sync) is not on this timeline, "
-                .. "the host running ahead through it")
+          .. (pl.par.pp_overlap_p2p_comm == false and ("without overlap_p2p_comm: batch_p2p_comm"
+                .. (pl.par.pp_batch_p2p_sync == false and ", no torch.cuda.synchronize() after a batch (batch_p2p_sync off)"
+                    or ", torch.cuda.synchronize() after each batch (batch_p2p_sync, its default)"))
               or pl.par.pp_overlap_p2p_warmup_flush and ("overlap_p2p_comm and overlap_p2p_comm_warmup_flush: the "
                 .. "warm-up's and cool-down's receives into the receive rings too" .. prefetch_note(pp, rank))
               or "overlap_p2p_comm")
           .. "): rank %d of %d holds %d model chunks (%s); %d warm-up forwards of %d virtual "
           .. "micro-batches (%d micro-batches x %d chunks, groups of %d: microbatch_group_size_per_vp_stage%s)%s; "
           .. "each received activation and gradient a new tensor, each sent output deallocated "
-          .. "(deallocate_pipeline_outputs)"):format(rank, pp, vp,
+          .. "(deallocate_pipeline_outputs)%s"):format(rank, pp, vp,
           table.concat(parts, "; "), M.warmup(pp, rank, vp, m, group), m * vp, m, vp, group,
-          pl.par.pp_microbatch_group and "" or ", its default pp", ring)
+          pl.par.pp_microbatch_group and "" or ", its default pp", ring,
+          pl.par.pp_variable_seq_lengths and require("strategies.megatron_pp").VARLEN_NOTE or "")
 end
 
 return M

@@ -51,8 +51,8 @@ M.FIELDS = {
   pp_microbatch_group = { "integer", nil, "with tp_impl = \"megatron\" and pp_schedule = \"Interleaved1F1B\": micro-batches a model chunk runs in a row before the next chunk, Megatron's microbatch_group_size_per_vp_stage (--microbatch-group-size-per-virtual-pipeline-stage): the warm-up's length, the schedule's order and the first and last ranks' receive rings (group - pp + 1 slots) follow it; Megatron requires pp <= group <= pp_microbatches and pp_microbatches % group 0 or >= pp [pp]" },
   pp_overlap_p2p_comm = { "boolean", true, "with tp_impl = \"megatron\" and pp_schedule = \"Interleaved1F1B\": Megatron's overlap_p2p_comm, its default; false is --no-overlap-p2p-communication (batch_p2p_comm on: each steady forward-and-backward pair's activation and gradient received together after it, into the schedule's input_tensor and output_tensor_grad locals, and no receive rings); Megatron asserts pp > 2 for it" },
   pp_overlap_p2p_warmup_flush = { "boolean", false, "with tp_impl = \"megatron\", pp_schedule = \"Interleaved1F1B\" and pp_overlap_p2p_comm: Megatron's overlap_p2p_comm_warmup_flush (--overlap-p2p-communication-warmup-flush): the warm-up's activation receives (ranks after the first) and the cool-down's gradient receives (ranks before the last) made before the forward or backward ahead of the one that reads them, into the receive rings, and the first rank's warm-up and the last rank's cool-down receives into those rings too, in place of the schedule's input_tensor and output_tensor_grad locals; ModelParallelConfig raises ValueError without overlap_p2p_comm" },
-  pp_variable_seq_lengths = { "boolean", false, "with tp_impl = \"megatron\" and pp_schedule = \"1F1B\": Megatron's variable_seq_lengths (--variable-seq-lengths): before each transfer the stages exchange its shape (P2PCommunicator._communicate_shapes: an int64 tensor of 3 per receive and per send, batch_isend_irecv, torch.cuda.synchronize(), each received shape read back by .tolist()), a handshake on the pipeline link and a host wait each; every micro-batch is simulated at training.seq (the longest a run meets: training.data's batch); megatron-core 0.16.1's TransformerConfig refuses it beside the default --moe-token-dispatcher-type allgather, a dense model's too, so such a run passes alltoall" },
-  pp_batch_p2p_sync = { "boolean", true, "with tp_impl = \"megatron\" and pp_schedule = \"1F1B\": ModelParallelConfig.batch_p2p_sync, its default: torch.cuda.synchronize() after each batched transfer (P2PCommunicator._communicate), the host waiting for the GPU there; false: the host runs ahead through the transfers" },
+  pp_variable_seq_lengths = { "boolean", false, "with tp_impl = \"megatron\" and pp > 1: Megatron's variable_seq_lengths (--variable-seq-lengths): before each transfer the stages exchange its shape (P2PCommunicator._communicate_shapes: an int64 tensor of 3 per receive and per send, batch_isend_irecv, torch.cuda.synchronize(), each received shape read back by .tolist()), a handshake on the pipeline link and a host wait each; every micro-batch is simulated at training.seq (the longest a run meets: training.data's batch); megatron-core 0.16.1's TransformerConfig refuses it beside the default --moe-token-dispatcher-type allgather, a dense model's too, so such a run passes alltoall" },
+  pp_batch_p2p_sync = { "boolean", true, "with tp_impl = \"megatron\" and pp > 1, where the schedule batches its transfers (1F1B; Interleaved1F1B with pp_overlap_p2p_comm = false): ModelParallelConfig.batch_p2p_sync, its default: torch.cuda.synchronize() after each batched transfer (P2PCommunicator._communicate), the host waiting for the GPU there; false: the host runs ahead through the transfers" },
   pp_stage_layers = { "list", nil, "a given split: decoder layers on each stage, in order (torchtitan's module_fqns_per_model_part, by counts)" },
   pp_keep_outputs = { "boolean", false, "PipelineStage as torch.distributed.pipelining ran it before 2.8 (pytorch PR 153383): every stage keeps each micro-batch's output in output_chunks until the next step's clear_runtime_states, and the last stage's step() concatenates its outputs, the logits (_merge_outputs); false: a stage's output is freed after its backward and no logits outlive the loss" },
 }
@@ -293,17 +293,21 @@ function M.resolve(cfg, given)
           .. "ModelParallelConfig raises ValueError (overlapping the warm-up's and flush's communication is only "
           .. "compatible with overlap_p2p_comm, not batch_p2p_comm)", 0)
   end
-  -- (Megatron's shape exchange and its batched transfers' synchronize are modelled in its 1F1B
-  -- schedule; the interleaved one's transfers do not carry them)
+  -- (Megatron's shape exchange and its batched transfers' synchronize: strategies/megatron_pp.lua)
   for k, v in pairs { pp_variable_seq_lengths = varlen, pp_batch_p2p_sync = p2p_sync } do
     if v ~= nil and not (tp_impl == "megatron" and d.pp > 1) then
       error(("training.parallel.%s = %s needs Megatron's pipeline (tp_impl = \"megatron\", pp > 1): it has no effect "
              .. "on this run"):format(k, tostring(v)), 0)
     end
-    if v ~= nil and sched == "Interleaved1F1B" then
-      error(("training.parallel.%s = %s under pp_schedule = \"Interleaved1F1B\" is not modelled (the interleaved "
-             .. "schedule's transfers carry no shape exchange or synchronize here); Megatron's 1F1B has it"):format(k, tostring(v)), 0)
-    end
+  end
+  if p2p_sync ~= nil and sched == "Interleaved1F1B" and overlap ~= false then
+    error(("training.parallel.pp_batch_p2p_sync = %s under the interleaved schedule with pp_overlap_p2p_comm (its "
+           .. "default): those transfers are not batched (batch_p2p_comm is off), so batch_p2p_sync has no effect "
+           .. "on this run"):format(tostring(p2p_sync)), 0)
+  end
+  if varlen and flush then
+    error("training.parallel.pp_variable_seq_lengths = true with pp_overlap_p2p_warmup_flush = true is not modelled "
+          .. "(the warm-up flush's prefetching calls are not given their shape exchange)", 0)
   end
   local recompute = RC.resolve(rc, tp_impl)
   -- (the ranks FSDP shards over and reduces gradients across: dp_shard * cp, times dp_replicate)
