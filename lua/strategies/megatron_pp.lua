@@ -516,7 +516,7 @@ end
 
 -- The run's note under variable_seq_lengths (either schedule).
 M.VARLEN_NOTE = "; variable_seq_lengths: each transfer's shape exchanged first (an int64 tensor of 3 a direction, a "
-  .. "synchronize and a .tolist() a received shape), every micro-batch simulated at training.seq; megatron-core 0.16.1 "
+  .. "synchronize and a .tolist() a received shape), every micro-batch simulated at training.seq (the longest a step meets); megatron-core 0.16.1 "
   .. "refuses it beside the default --moe-token-dispatcher-type allgather, a dense model's too: the run passes alltoall"
 
 return M
