@@ -50,8 +50,13 @@
 --   config.finalize_model_grads_func before it returns (training.py sets it; the untied model has
 --   no embedding gradient to all-reduce between the first and the last stage); and on the last
 --   stage backward_step scales the loss by config.grad_scale_func (the optimizer's scale_loss).
+-- * Around each transfer call (P2PCommunicator._communicate; M.communicator): 1F1B batches its
+--   transfers and ends each batch with torch.cuda.synchronize() (ModelParallelConfig.batch_p2p_sync,
+--   training.parallel.pp_batch_p2p_sync), a host wait; under variable_seq_lengths
+--   (training.parallel.pp_variable_seq_lengths) the call first exchanges its shapes
+--   (_communicate_shapes: int64 tensors of 3, a synchronize, .tolist() of each received one).
 -- The transfers are the timeline's sends on the pipeline link (sim/pipeline.c), each the size of
--- a receive buffer. The interleaved schedule (pp_schedule = "Interleaved1F1B", model chunks a rank)
+-- a receive buffer (and under variable_seq_lengths a shape exchange before each). The interleaved schedule (pp_schedule = "Interleaved1F1B", model chunks a rank)
 -- is strategies/megatron_vpp.lua's; the requirements and the split are here.
 local nn = require "vrsim.nn"
 
@@ -265,7 +270,7 @@ function M.run(cx, pl, mc, forward)
   -- under variable_seq_lengths its shape exchange first, then the receive buffer (receive above),
   -- the batched transfer, and its synchronize (M.communicator)
   local varlen = pl.par.pp_variable_seq_lengths == true
-  local comm = M.communicator(cx, pl.par, true, function(spec) return op(spec) end, free)
+  local comm = M.communicator(cx, pl.par, true, op, free)
   local shapes, synced = comm.shapes, comm.synced
   -- send_backward (the steady state's last iteration, the cool-down): the activation's gradient
   -- sent back, nothing received
@@ -516,7 +521,8 @@ end
 
 -- The run's note under variable_seq_lengths (either schedule).
 M.VARLEN_NOTE = "; variable_seq_lengths: each transfer's shape exchanged first (an int64 tensor of 3 a direction, a "
-  .. "synchronize and a .tolist() a received shape), every micro-batch simulated at training.seq (the longest a step meets); megatron-core 0.16.1 "
-  .. "refuses it beside the default --moe-token-dispatcher-type allgather, a dense model's too: the run passes alltoall"
+  .. "synchronize and a .tolist() a received shape), every micro-batch simulated at training.seq (the longest a "
+  .. "step meets); megatron-core 0.16.1 refuses it beside the default --moe-token-dispatcher-type allgather, a dense "
+  .. "model's too: the run passes alltoall"
 
 return M

@@ -294,7 +294,8 @@ function M.resolve(cfg, given)
           .. "compatible with overlap_p2p_comm, not batch_p2p_comm)", 0)
   end
   -- (Megatron's shape exchange and its batched transfers' synchronize: strategies/megatron_pp.lua)
-  for k, v in pairs { pp_variable_seq_lengths = varlen, pp_batch_p2p_sync = p2p_sync } do
+  for _, kv in ipairs { { "pp_variable_seq_lengths", varlen }, { "pp_batch_p2p_sync", p2p_sync } } do
+    local k, v = kv[1], kv[2]
     if v ~= nil and not (tp_impl == "megatron" and d.pp > 1) then
       error(("training.parallel.%s = %s needs Megatron's pipeline (tp_impl = \"megatron\", pp > 1): it has no effect "
              .. "on this run"):format(k, tostring(v)), 0)
