@@ -12,6 +12,7 @@ Llama layers vrsim's host classes were measured on.
       --name gen10-qwen3-30b-a3b-lora-b1-ckpt --layers 4 --seq 256 --ckpt both --out F.jsonl
   ... --config scenarios/configs/llama-3-8b.json      (the same run with another model's config)
   ... --check                                          (print the runs it would make; no GPU)
+  ... --cpu-check --layers 1 --seq 16 --rounds 1       (the whole path on the CPU, timings meaningless)
 
 One line a run: the record's name, the overrides, and per phase the median host ms and device ms
 over --rounds steps after three warm-up steps (the spread as min and max).
@@ -61,20 +62,22 @@ def variants(rec, args):
     return out
 
 
-def measure(rec, rounds):
+def measure(rec, rounds, device="cuda"):
     import torch
     from profile_hf_step import build
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         f.write(json.dumps(rec) + "\n")
-    _, fwd, opt = build(f.name, rec["name"])
+    _, fwd, opt = build(f.name, rec["name"], device=device)
     os.unlink(f.name)
+    gpu = device == "cuda"
     rows = {"forward": [], "backward": [], "optimizer": []}
     for _ in range(rounds):
         times = {}
         for phase in ("forward", "backward", "optimizer"):
-            torch.cuda.synchronize()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
+            if gpu:
+                torch.cuda.synchronize()
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
             t0 = time.perf_counter()
             if phase == "forward":
                 loss = fwd()
@@ -84,9 +87,10 @@ def measure(rec, rounds):
                 opt.step()
                 opt.zero_grad(set_to_none=True)
             host = (time.perf_counter() - t0) * 1e3
-            e.record()
-            torch.cuda.synchronize()
-            times[phase] = (host, s.elapsed_time(e))
+            if gpu:
+                e.record()
+                torch.cuda.synchronize()
+            times[phase] = (host, s.elapsed_time(e) if gpu else 0.0)
         del loss
         for k, v in times.items():
             rows[k].append(v)
@@ -110,6 +114,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--out")
     ap.add_argument("--check", action="store_true", help="print the runs it would make and exit")
+    ap.add_argument("--cpu-check", action="store_true", help="run the whole path on the CPU (no timing worth keeping)")
     args = ap.parse_args()
     rec = next((json.loads(l) for l in open(args.record) if json.loads(l)["name"] == args.name), None)
     if rec is None:
@@ -120,16 +125,19 @@ def main():
             print(r["name"], json.dumps({k: r[k] for k in ("batch", "seq", "ckpt", "mode", "attn", "lora") if k in r}))
         return
     import torch
+    device = "cpu" if args.cpu_check else "cuda"
     for r in runs:
-        res = measure(r, args.rounds)
+        res = measure(r, args.rounds, device)
         line = {"name": r["name"], "record": args.name, "config": args.config, "layers": r["hf_config"]["num_hidden_layers"],
                 "seq": r["seq"], "batch": r["batch"], "ckpt": r["ckpt"], "mode": r.get("mode"),
-                "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "phases": res}
+                "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
+                "phases": res}
         print(json.dumps(line), flush=True)
         if args.out:
             with open(args.out, "a") as f:
                 f.write(json.dumps(line) + "\n")
-        torch.cuda.empty_cache()
+        if device == "cuda":
+            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

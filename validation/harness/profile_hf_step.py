@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from profile_sdxl_kernels import kernels_of  # noqa: E402  (kernel name -> launches, ms)
 
 
-def build(record, name, check_only=False):
+def build(record, name, check_only=False, device="cuda"):
     """The record's run as measure_llama.py builds it, warmed up by three steps: (its mode, its
     forward as a function returning the loss, the optimizer). Exits for a record it does not
     reproduce."""
@@ -60,7 +60,7 @@ def build(record, name, check_only=False):
                                    tie_word_embeddings=False, **shape_config(rec["shape"]))
     cfg._attn_implementation = attn
     torch.manual_seed(0)
-    with torch.device("cuda"):
+    with torch.device(device):
         model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)
     if rec.get("ckpt"):
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -76,13 +76,14 @@ def build(record, name, check_only=False):
     kw = {"adamw_foreach": {"foreach": True}, "adamw_fused": {"fused": True},
           "adamw_forloop": {"foreach": False}}[rec.get("optim", "adamw_foreach")]
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5, **kw)
-    ids = torch.randint(0, cfg.vocab_size, (rec["batch"], rec["seq"]), device="cuda")
+    ids = torch.randint(0, cfg.vocab_size, (rec["batch"], rec["seq"]), device=device)
     def fwd():
         loss = tech_model.forward_loss(rec, model, ids)
         return loss if loss is not None else model(input_ids=ids, labels=ids).loss
     for _ in range(3):
         loss = fwd(); loss.backward(); opt.step(); opt.zero_grad(set_to_none=True); del loss
-    torch.cuda.synchronize()
+    if device == "cuda":
+        torch.cuda.synchronize()
     return rec, fwd, opt
 
 
