@@ -523,6 +523,8 @@ refused "variable_seq_lengths with the warm-up flush" "training.parallel.pp_vari
   $I $W --set training.parallel.pp_variable_seq_lengths=true
 refused "batch_p2p_sync under the interleaved schedule's overlap" "training.parallel.pp_batch_p2p_sync = false under the interleaved schedule with pp_overlap_p2p_comm (its default): those transfers are not batched" \
   $I --set training.parallel.pp_batch_p2p_sync=false
+refused "variable_seq_lengths not a boolean" "training.parallel.pp_variable_seq_lengths must be true or false, not yes" \
+  --set training.parallel.pp_variable_seq_lengths=yes
 refused "variable_seq_lengths under torchtitan's pipeline" "training.parallel.pp_variable_seq_lengths = true needs Megatron's pipeline" \
   --set training.parallel.tp_impl=dtensor --set training.parallel.pp_variable_seq_lengths=true
 
