@@ -391,13 +391,16 @@ function M.run(cx, pl, mc, forward)
     if flush and not first_rank then
       -- the prefetch: send_forward_recv_forward(None, recv_prev), made before forward k
       phase = "fwd"
+      comm.shapes(phase, { recv_prev = recv })
       receive_into_slot()
     end
     local o, c = forward_step(k)
     o.a0 = a_pre -- (the prefetch is forward k's action's)
     set_output_local(not is_last(c) and o or nil)
     if flush then
-      -- forward k's output sent; on the first rank its send receives into fwd_recv_buffer[k % size]
+      -- forward k's output sent (send_forward_recv_forward(output_tensor, recv_prev=False) after
+      -- the prefetch); on the first rank its send receives into fwd_recv_buffer[k % size]
+      comm.shapes(phase, { send_next = not is_last(c), recv_prev = first_rank and recv })
       if first_rank then receive_into_slot() end
       deallocate(L.output_tensor.t)
       if recv then
@@ -526,6 +529,7 @@ function M.run(cx, pl, mc, forward)
     end
     if flush and not last_rank then
       -- the prefetch: send_backward_recv_backward(None, recv_next), made before backward k
+      comm.shapes(phase, { recv_next = recv_next })
       receive_into_slot()
     end
     local igrad, cb, mbb, a0 = backward_step(k)
@@ -534,7 +538,9 @@ function M.run(cx, pl, mc, forward)
     if flush then
       -- backward k's input gradient sent; on the last rank its send receives into
       -- bwd_recv_buffer[k % size]; where received, the slot's tensor goes to output_tensor_grads
-      -- and slot (k + 1) % size is cleared
+      -- and slot (k + 1) % size is cleared (send_backward_recv_backward(input_tensor_grad,
+      -- recv_next=False) on the other ranks)
+      comm.shapes(phase, { send_prev = not is_first(cb), recv_next = last_rank and recv_next })
       if last_rank then receive_into_slot() end
       if recv_next then
         ograds[nb][#ograds[nb] + 1] = hold(bring[k % bsize].t)

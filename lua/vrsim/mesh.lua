@@ -306,10 +306,6 @@ function M.resolve(cfg, given)
            .. "default): those transfers are not batched (batch_p2p_comm is off), so batch_p2p_sync has no effect "
            .. "on this run"):format(tostring(p2p_sync)), 0)
   end
-  if varlen and flush then
-    error("training.parallel.pp_variable_seq_lengths = true with pp_overlap_p2p_warmup_flush = true is not modelled "
-          .. "(the warm-up flush's prefetching calls are not given their shape exchange)", 0)
-  end
   local recompute = RC.resolve(rc, tp_impl)
   -- (the ranks FSDP shards over and reduces gradients across: dp_shard * cp, times dp_replicate)
   return { megatron_recompute = recompute, degrees = d, world = n, dp = d.dp_replicate * d.dp_shard * d.cp, given = true, pp_schedule = sched, pp_microbatches = micro,
