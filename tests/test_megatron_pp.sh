@@ -6,7 +6,8 @@
 # flight growing with pp, and under the interleaved schedule more of them, each with fewer layers;
 # Megatron's micro-batch groups (pp_microbatch_group: the warm-up, the receive rings) against captures;
 # what the first and the last stage hold; each output deallocated once sent and each receive a new
-# tensor; and what it does not model, refused by name.
+# tensor; the batched transfers' synchronize and variable_seq_lengths' shape exchange (captures and
+# the step they lengthen); and what it does not model, refused by name.
 #   VRSIM=./vrsim sh tests/test_megatron_pp.sh
 set -u
 VRSIM=${VRSIM:-./vrsim}
