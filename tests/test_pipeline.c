@@ -179,6 +179,36 @@ static void test_transfers_on_the_link(void **state) {
     assert_float_equal(res.step_ns, end[0], 1e-9);
 }
 
+/* Megatron's variable_seq_lengths: each transfer is preceded by its shape's exchange (24 bytes:
+ * 100 + 24 ns at 1 GB/s), so each way takes 1100 + 124 ns; the lockstep composition alike. */
+static void test_shape_exchange_before_each_transfer(void **state) {
+    (void)state;
+    /* (the time steps of the lockstep composition: F0, F1, B1, B0) */
+    PpAction acts[2][64] = {{{0, PP_F, 0, 0}, {0, PP_B, 0, 3}}, {{1, PP_F, 0, 1}, {1, PP_B, 0, 2}}};
+    int n[2] = {2, 2};
+    const PpAction *order[2] = {acts[0], acts[1]};
+    double ns[2 * PP_KINDS] = {0}, sb[2] = {1000, 1000};
+    for (int st = 0; st < 2; st++) ns[st * PP_KINDS + PP_F] = 10, ns[st * PP_KINDS + PP_B] = 20;
+    for (int lockstep = 0; lockstep < 2; lockstep++) {
+        PipelineSpec spec = {.ranks = 2, .stages = 2, .microbatches = 1, .order = order, .n_order = n,
+                             .action_ns = ns, .send_bytes = sb, .link = {.latency_ns = 100, .bus_bw = 1e9},
+                             .shape_bytes = 24, .lockstep = lockstep};
+        PipelineResult res;
+        double end[2], busy[2];
+        char err[256];
+        assert_int_equal(pipeline_compose(&spec, &res, end, busy, err, sizeof err), VR_OK);
+        assert_float_equal(res.send_ns, 1224, 1e-9);
+        if (!lockstep) {
+            assert_float_equal(end[1], 10 + 1224 + 10 + 20, 1e-9);
+            assert_float_equal(end[0], end[1] + 1224 + 20, 1e-9);
+        }
+        spec.shape_bytes = 0;
+        PipelineResult none;
+        assert_int_equal(pipeline_compose(&spec, &none, end, busy, err, sizeof err), VR_OK);
+        assert_float_equal(res.step_ns - none.step_ns, 2 * 124, 1e-9);
+    }
+}
+
 /* Interleaved1F1B on equal stages takes less than 1F1B with the same work per rank; the zero
  * bubble one less again (its W fills the waits). */
 static void test_interleaved_shrinks_the_bubble(void **state) {
@@ -292,6 +322,7 @@ int main(void) {
         cmocka_unit_test(test_refused_as_torch_refuses),
         cmocka_unit_test(test_gpipe_and_1f1b_span),
         cmocka_unit_test(test_transfers_on_the_link),
+        cmocka_unit_test(test_shape_exchange_before_each_transfer),
         cmocka_unit_test(test_interleaved_shrinks_the_bubble),
         cmocka_unit_test(test_deadlock_is_einval),
         cmocka_unit_test(test_interleaved_time_steps_match_torch),
