@@ -53,9 +53,9 @@ SC=$O/scenarios/$N.lua
 #    overlap_p2p_comm (the last one's peak likewise), and both with the warm-up flush
 #    (pp_overlap_p2p_warmup_flush), at pp 4 and with groups of 4 over pp 2; and with
 #    variable_seq_lengths (pp_variable_seq_lengths: each transfer's int64 shape tensors matched
-#    allocation for allocation) 1F1B's two stages (16 a step), the interleaved schedule's (24 a
-#    step), its two stages without overlap_p2p_comm (48 a step) and with the warm-up flush, whose
-#    prefetches exchange shapes of their own (96 a step)
+#    allocation for allocation) 1F1B's two stages (8 a step), the interleaved schedule's (24 a
+#    step), its two stages without overlap_p2p_comm (48 a step) and with the warm-up flush (48 a
+#    step, each prefetch a call of its own)
 for c in "$N 0" "${N}_rank2 0" "llama3_8b_l4_bf16_megatron_tp2_pp4_m3_rank2 0" "$NV 0" "${NV}_rank2 0" \
          "llama3_8b_l8_bf16_megatron_tp2_pp4_vp2_m4_rank2 0" "${NV}_rc_selective 0" "${NV}_rc_full_uniform_rank2 0" \
          "llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4 0" "llama3_8b_l4_bf16_megatron_tp2_pp2_vp2_dp2_m4_rank6 0" \
