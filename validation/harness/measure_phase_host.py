@@ -40,9 +40,8 @@ def variants(rec, args):
     hf = dict(base["hf_config"])
     if args.layers:
         hf["num_hidden_layers"] = args.layers
-        for k in ("max_window_layers",):
-            if k in hf:
-                hf[k] = min(hf[k], args.layers)
+        if "max_window_layers" in hf:
+            hf["max_window_layers"] = min(hf["max_window_layers"], args.layers)
         if "mlp_only_layers" in hf:
             hf["mlp_only_layers"] = [i for i in hf["mlp_only_layers"] if i < args.layers]
         if "layer_types" in hf:
