@@ -315,13 +315,18 @@ KNOWN = {
     # again (steps 129.9-132.8), the first host's slower run to the tenth of a millisecond
     ("ttc-paged-adamw8bit-in-bwd_r3", "step_time"): (0.22,
         "132.8 ms here, as on the first host's second run; 113.8-124.3 ms in the other two (vrsim 107.9)"),
+    # and on a fourth H100 host (llama_h100_torchtune_combos_r4, 2026-12-07 06:18): steps 124.1,
+    # 121.6, 128.0 ms, within the 113.8-132.8 ms the other hosts measured for the same work
+    ("ttc-paged-adamw8bit-in-bwd_r4", "step_time"): (0.18,
+        "128.0 ms here (steps 121.6-128.0); 113.8-132.8 ms on three other hosts (vrsim 107.9)"),
     # compile with activation offloading on that third host ran a different program: its
     # allocator trace (fulltrace_ttc-compile-act-offload-r3.csv.gz) has 14780 events against the
     # other two hosts' 16702 (identical to each other), none of the 56 MiB bool masks of the
     # down_proj adapters' dropout (32 in theirs), a peak of 9900.1 MiB against 9997.1 (vrsim
     # 9901.1) and a cold first step (19.4 s of compilation against 1.05 and 1.36 s there); its
-    # steps took 75.0-76.9 ms against 114.7-117.2. Which of the two programs a run gets is not
-    # traced to its cause; vrsim's 119.7 ms is within 4 % of the other two hosts' step
+    # steps took 75.0-76.9 ms against 114.7-117.2. A fourth host (_r4, 2026-12-07) ran the
+    # ordinary program again: 16702 events, 9997.1 MiB, 115.7 ms. Which of the two programs a run
+    # gets is not traced to its cause; vrsim's 119.7 ms is within 4 % of the other two hosts' step
     ("ttc-compile-act-offload_r3", "step_time"): (0.60,
         "a different compiled program on this host (14780 allocator events, no dropout masks): 76.9 ms, 115.3-115.7 on two hosts (vrsim 119.7)"),
 }

@@ -403,7 +403,9 @@ end
 -- before the all-gather, or here for a Rowwise one), so forward casts only the weight and saves
 -- the float8 input, which grad_weight's GEMM reads as it is; and its output's gradient is cast
 -- once, at the output (NoopFwToFloat8BwDynamic), for both GEMMs of backward.
-function M.linear(cx, name, x, w, recipe, tp)
+-- host_class: the profile's host class of the whole call (host_class_us float8_linear_<recipe>,
+-- measured as a call), or nil: the call's ops are then priced one by one.
+function M.linear(cx, name, x, w, recipe, tp, host_class)
   if tp and x.dtype ~= "fp8" then x = M.cast_input(cx, name .. ".input", x) end
   local x_fp8 = x.dtype == "fp8"
   local K, N = x.shape[#x.shape], w.shape[1]
@@ -419,6 +421,14 @@ function M.linear(cx, name, x, w, recipe, tp)
   shape[#shape] = N
   local gw_fp8 = recipe.input_for_grad_weight ~= false
   local fused = cx.compiling
+  -- eager, the call as it was timed (both operands cast here, a 2-D or folded input): its host
+  -- time is the class's, forward and backward node, on the GEMM op; every other op of the call
+  -- (the casts, the scales' reciprocals, the pass-throughs whose backwards launch the recasts)
+  -- is inside it. Compiled, Inductor's generated code issues the casts (sim/engine.c).
+  local whole = host_class and not fused and not tp and w.dtype ~= "fp8" and cx.host_classes
+                and cx.host_classes[host_class] and host_class or nil
+  local inside_was = cx.host_inside
+  if whole then cx.host_inside = true end
   -- compiled without checkpointing, the partitioner chooses what backward's casts read of
   -- forward (validation/oracle/captures/compile_llama2_7b_l1.json, float8_tensorwise and
   -- float8_rowwise): the recasts read the input and the weight through fused kernels
@@ -505,13 +515,15 @@ function M.linear(cx, name, x, w, recipe, tp)
               grads = grads, grad_order = { 1, 2 }, flops = flops, bwd_flops = flops, dtype = "fp8",
               bytes = MK + (w_fp8 and NK or NK) + MN * h, bwd_bytes = MN * h + 2 * NK + MN + MK * h,
               bwd_workspace = { ws_main }, bwd_workspace_first = true, bw_fused = bw_fused,
-              frees = frees })
-  if not rg then return out end
+              frees = frees, host = whole })
+  if not rg then cx.host_inside = inside_was; return out end
   -- grad_output's cast and the weight's for the grad_input GEMM, after the product: their
   -- backwards run first. Eager, each kernel an op of its class (grad_input_kernels)
   if not fused then
-    return backward_kernels(cx, name .. ".float8_grad_input_casts", out,
-                            M.grad_input_kernels(recipe, Mr, N, K, h, w_fp8))
+    local y = backward_kernels(cx, name .. ".float8_grad_input_casts", out,
+                               M.grad_input_kernels(recipe, Mr, N, K, h, w_fp8))
+    cx.host_inside = inside_was
+    return y
   end
   local y = nn.view(cx, out, shape, name .. ".float8_out")
   y.rg = true
@@ -540,7 +552,7 @@ function M.apply(root, s, skip)
     m.float8 = s
     m.forward = function(cx, self, x)
       local w = mod.weight(cx, self.p.weight)
-      return M.linear(cx, self.opname, x, w, recipe, self.float8_tp)
+      return M.linear(cx, self.opname, x, w, recipe, self.float8_tp, "float8_linear_" .. s.recipe)
     end
     hit[#hit + 1] = m
   end)

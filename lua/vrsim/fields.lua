@@ -40,6 +40,8 @@ local HOST_CLASS_HELP = {
   sdpa = "F.scaled_dot_product_attention", cast = "x.to(dtype), autocast's casts",
   activation = "F.silu, F.gelu", add = "x + y", mul_scalar = "x * scale (LoRA's scaling)",
   dropout = "nn.Dropout", view = "a view op (view, transpose, permute, unsqueeze, chunk) and its backward node",
+  float8_linear_tensorwise = "torchao's Float8Linear, recipe tensorwise: the whole call (casts, tensor subclass, Function)",
+  float8_linear_rowwise = "torchao's Float8Linear, recipe rowwise: the whole call (casts, tensor subclass, Function)",
 }
 
 -- A default as `vrsim fields` shows it, in brackets ("" when there is none).

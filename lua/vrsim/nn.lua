@@ -161,10 +161,13 @@ function nn.op(cx, spec)
     for _, x in ipairs(inputs) do bytes = bytes + (x.nb or nn.bytes(x.shape, x.dtype)) end
     for _, o in ipairs(outs) do bytes = bytes + (o.nb or nn.bytes(o.shape, o.dtype)) end
   end
-  local c = spec.host and cx.host_classes
+  -- cx.host_inside: the op is made inside a call whose whole host time one class figure holds
+  -- (a Float8Linear's casts: strategies/float8.lua), unless it names its own class
+  local host = spec.host or (cx.host_inside and "inside")
+  local c = host and cx.host_classes
   if c then
-    c = spec.host == "inside" and INSIDE or cx.host_classes[spec.host]
-    if not c then error(("op '%s': host class '%s' is not in the profile's host_class_us"):format(spec.name, spec.host), 0) end
+    c = host == "inside" and INSIDE or cx.host_classes[host]
+    if not c then error(("op '%s': host class '%s' is not in the profile's host_class_us"):format(spec.name, host), 0) end
     -- the view ops its call runs that vrsim keeps as views of a tensor (nn.view makes no op):
     -- each costs the host a view op and the backward its node (host class "view")
     local nv = spec.host_views

@@ -99,6 +99,17 @@ return {
     -- _unsafe_view), which the 2-D linear chains above do not time. A view saves nothing:
     -- checkpointing adds nothing to it but its recomputation (fwd).
     view          = { fwd = 3.26, bwd = 6.26,  ckpt_fwd = 0, ckpt_bwd = 0 },
+    -- torchao 0.18's Float8Linear (convert_to_float8_training with Float8LinearConfig.from_recipe_name,
+    -- a bias-free 64 x 64 Linear, input and weight needing gradients): the whole call, its casts'
+    -- ATen ops, the tensor subclass's Python and the autograd Function's backward included
+    -- (strategies/float8.lua puts it on the call's GEMM and none on its other ops). Timed on an
+    -- H100 host (validation/results/host_classes_h100.json: measure_host_classes.py --out ...,
+    -- 2026-12-07, torch 2.11.0+cu130; tensorwise 509.1 / 938.8 us, rowwise 551.4 / 1174.6) and
+    -- carried here by that same call's ratio of the classes above, forward and backward apart
+    -- (the median over linear .. dropout: 0.7057 forward, 0.6533 backward). What checkpointing
+    -- adds is linear_nobias's: the Function saves two tensors (input, weight), as mm does.
+    float8_linear_tensorwise = { fwd = 721.5, bwd = 1436.9, ckpt_fwd = 40.5, ckpt_bwd = 49.2 },
+    float8_linear_rowwise    = { fwd = 781.4, bwd = 1797.8, ckpt_fwd = 40.5, ckpt_bwd = 49.2 },
   },
   -- FSDP2's own host time per fully_shard module per step, forward and backward apart: a stack
   -- of 8..64 tiny Linear modules with and without fully_shard on a one-rank group, the slope
