@@ -381,8 +381,25 @@ check "trl: torch_compile with gradient_checkpointing: the whole model compiled,
 # create_causal_mask's 4-D mask, not captured: refused, naming the key and why
 sed -e 's/^dtype: float32/dtype: bfloat16/' "$TMP/tcompile.yaml" >"$TMP/tcmodel.yaml"
 check "trl: torch_compile without the launcher's regional compilation: the whole model under the Trainer's use_cache = False, refused by name" 2 \
-  "tcmodel\.yaml:[0-9]+: torch_compile: training\.compile\.scope = \"model\" \(torch\.compile of the whole model\) under the HF Trainer is not modelled: the Trainer sets model\.config\.use_cache" -- \
+  "tcmodel\.yaml:[0-9]+: torch_compile: training\.compile\.scope = \"model\" \(torch\.compile of the whole model\) under the HF Trainer with use_cache false is not modelled: the Trainer sets model\.config\.use_cache" -- \
   "$TMP/tcmodel.yaml" --gpu h100 --no-files
+# with use_cache: true the Trainer puts True on the config: the whole model is one graph with its
+# DynamicCache, as a scenario's training.compile = { scope = "model" } runs it
+printf 'use_cache: true\n' | cat "$TMP/tcmodel.yaml" - >"$TMP/tcmodelc.yaml"
+check "trl: torch_compile with use_cache: true: the whole model compiled, modelled" 0 \
+  "torch\.compile" -- "$TMP/tcmodelc.yaml" --gpu h100 --no-files
+# the Trainer's use_cache (False by default) is the model config's: a forward without
+# checkpointing makes no DynamicCache, so no layer's keys and values are copied into one; with
+# use_cache: true each layer's are
+sed -e 's/^dtype: float32/dtype: bfloat16/' $D/trl_sft_full.yaml >"$TMP/nocache.yaml"
+printf 'use_cache: true\n' | cat "$TMP/nocache.yaml" - >"$TMP/cache.yaml"
+"$VRSIM" "$TMP/nocache.yaml" --gpu h100 --no-files --alloc-trace "$TMP/nocache.csv" >/dev/null 2>&1
+"$VRSIM" "$TMP/cache.yaml" --gpu h100 --no-files --alloc-trace "$TMP/cache.csv" >/dev/null 2>&1
+n0=$(grep -c "cache_keys\|cache_values" "$TMP/nocache.csv"); n1=$(grep -c "cache_keys\|cache_values" "$TMP/cache.csv")
+"$VRSIM" "$TMP/nocache.yaml" --gpu h100 --print-scenario >"$TMP/nocache.lua" 2>/dev/null
+if [ "$n0" = 0 ] && [ "$n1" -gt 0 ] && grep -q "use_cache = false" "$TMP/nocache.lua"; then
+  ok "trl: the Trainer's use_cache (False by default) leaves out the KV cache's copies; use_cache: true makes them ($n1 trace events)"
+else fail "trl: use_cache: cache copies $n0 without, $n1 with; scenario: $(grep -c use_cache "$TMP/nocache.lua")"; fi
 check "TrainingArguments JSON without the model" 2 "trainer_args_zero2\.json:3: per_device_train_batch_size: a TrainingArguments file names no model" -- \
   $D/trainer_args_zero2.json --gpu h100 --no-files
 printf '{"per_device_train_batch_size": 2,\n "per_device_train_batch_size": 4}\n' >"$TMP/dup.json"

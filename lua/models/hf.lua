@@ -83,6 +83,9 @@ function H.resolve(src, overrides)
   local f = require("models." .. fam)
   local cfg = f.config(hf, where)
   cfg.family = fam
+  -- PretrainedConfig.use_cache: what a forward's use_cache=None falls back to (the families'
+  -- configs default it to True)
+  cfg.use_cache = H.bool(hf, "use_cache", true, where)
   cfg.name = hf._name_or_path or hf.name_or_path or (type(src) == "string" and src:match("([^/]+)%.json$"))
              or (archs and archs[1]) or fam
   return fam, f, cfg
@@ -107,7 +110,8 @@ function H.bool(hf, k, def, where)
 end
 
 -- Keys that may appear and change nothing vrsim models (initialisation, generation, tokenizer,
--- numerics that do not change a tensor's size or count).
+-- numerics that do not change a tensor's size or count), and the keys H.resolve reads for every
+-- family (use_cache).
 H.NEUTRAL = {
   architectures = 1, model_type = 1, _name_or_path = 1, name_or_path = 1, torch_dtype = 1, dtype = 1,
   transformers_version = 1, bos_token_id = 1, eos_token_id = 1, pad_token_id = 1,

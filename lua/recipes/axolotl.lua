@@ -151,7 +151,9 @@ end
 function A.scenario(r, opts)
   local d = r.doc
   local notes = {}
-  local scn = { hardware = { gpu = opts.gpu, count = opts.count or 1 }, model = {}, training = {} }
+  -- axolotl's trainer builder leaves TrainingArguments.use_cache at False, which the Trainer
+  -- puts on model.config (its loader turns it off under gradient checkpointing too)
+  local scn = { hardware = { gpu = opts.gpu, count = opts.count or 1 }, model = { use_cache = false }, training = {} }
   local t = scn.training
 
   -- the model: base_model_config defaults to base_model (AutoConfig.from_pretrained of either)

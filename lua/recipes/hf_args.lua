@@ -104,7 +104,9 @@ end
 
 -- strategies/compile.lua's refusal of training table t as a recipe reads it (the plan's defaults:
 -- every decoder layer checkpointed whole, no quantization); nil when compile accepts the run.
-function H.compile_refusal(t)
+-- use_cache: the model config's use_cache as the trainer sets it (the HF Trainer: args.use_cache),
+-- nil where the config's own holds (a script of its own under accelerate: the plan checks it).
+function H.compile_refusal(t, use_cache)
   local C = require "strategies.compile"
   if type(t.compile) == "table" and t.compile.scope == "model" then
     -- the whole model compiled: what the recipe knows of the run (its family is read later)
@@ -122,16 +124,18 @@ function H.compile_refusal(t)
     -- modelled (strategies/compile.lua M.ckpt_model)
     if t.checkpointing then return nil end
     -- the Trainer (TRL's trainers too) sets model.config.use_cache = args.use_cache, False by
-    -- default (trainer.py's finalize), and use_cache: true is refused above; traced without a
-    -- cache, create_causal_mask builds a 4-D boolean mask that the model graph's SDPA takes in
-    -- place of is_causal (no flash kernel), a graph the capture did not trace
-    -- (validation/oracle/check_compile_model_ckpt.py --no-checkpointing shows the mask)
-    return "training.compile.scope = \"model\" (torch.compile of the whole model) under the HF Trainer is "
-      .. "not modelled: the Trainer sets model.config.use_cache = args.use_cache (False by default), and "
-      .. "traced without a cache transformers' create_causal_mask makes a 4-D boolean mask that the model "
-      .. "graph's SDPA takes instead of is_causal (no flash kernel), which is not captured; vrsim models "
-      .. "torch.compile(model) with the config's use_cache = true (training.compile = { scope = \"model\" }), "
-      .. "and each decoder layer compiled (accelerate's dynamo_use_regional_compilation: true)"
+    -- default (trainer.py's finalize); traced without a cache, create_causal_mask builds a 4-D
+    -- boolean mask that the model graph's SDPA takes in place of is_causal (no flash kernel), a
+    -- graph the capture did not trace (validation/oracle/check_compile_model_ckpt.py
+    -- --no-checkpointing shows the mask)
+    if use_cache == false then
+      return "training.compile.scope = \"model\" (torch.compile of the whole model) under the HF Trainer with "
+        .. "use_cache false is not modelled: the Trainer sets model.config.use_cache = args.use_cache (False by "
+        .. "default), and traced without a cache transformers' create_causal_mask makes a 4-D boolean mask that "
+        .. "the model graph's SDPA takes instead of is_causal (no flash kernel), which is not captured; vrsim "
+        .. "models torch.compile(model) with use_cache: true, and each decoder layer compiled (accelerate's "
+        .. "dynamo_use_regional_compilation: true)"
+    end
   end
   return C.check({
     checkpointing = t.checkpointing, checkpoint_scope = "layer", checkpoint_every = 1,
@@ -229,6 +233,11 @@ function H.read(r, d, t, scn, opts, notes, defaults, lora, tool)
   if ckpt == nil then ckpt = gc end
   if ckpt == nil then ckpt = defaults.checkpointing end
   t.checkpointing = ckpt
+  -- use_cache (False by default): the Trainer sets model.config.use_cache = args.use_cache
+  -- (trainer.py's finalize), so a forward without checkpointing keeps a DynamicCache only when
+  -- it is true
+  local use_cache = r:get(d, "use_cache", "boolean", false)
+  scn.model.use_cache = use_cache
   for _, k in ipairs({ "activation_checkpointing_kwargs", "gradient_checkpointing_kwargs" }) do
     local kw = r:get(d, k, "table")
     for kk, v in pairs(kw or {}) do
@@ -250,7 +259,6 @@ function H.read(r, d, t, scn, opts, notes, defaults, lora, tool)
     use_liger_kernel = "Liger's kernels in place of the model's are not modelled by this reader "
         .. "(training.loss = \"liger_fused\" in a scenario models its loss alone)",
     use_cpu = "training on the CPU: nothing on the GPU to simulate",
-    use_cache = "a KV cache kept while training is not modelled",
     torch_empty_cache_steps = "emptying the cache every N steps is not simulated (vrsim simulates one step)",
     neftune_noise_alpha = "NEFTune's noise on the embeddings is not modelled",
     label_smoothing_factor = "label smoothing (its extra loss terms over the logits) is not modelled",
@@ -280,7 +288,7 @@ function H.read(r, d, t, scn, opts, notes, defaults, lora, tool)
     t.compile = (opts.launch and opts.launch.regional_compile) and true or { scope = "model" }
     -- (the launcher's reader, recipes/launch.lua, checks the merged run and names the key)
     t.compile_key = opts.launch and key or nil
-    local why = not opts.launch and H.compile_refusal(t)
+    local why = not opts.launch and H.compile_refusal(t, use_cache)
     if why then r:fail(d, key, why) end
     compile_key = key
   end
@@ -310,7 +318,7 @@ function H.read(r, d, t, scn, opts, notes, defaults, lora, tool)
       local z = okd and type(dsc) == "table" and dsc.zero_optimization
       local stage = type(z) == "table" and math.tointeger(z.stage) or 0
       t.strategy = ({ [0] = "ddp", [1] = "zero1", [2] = "zero2", [3] = "zero3" })[stage]
-      local why = t.strategy and H.compile_refusal(t)
+      local why = t.strategy and H.compile_refusal(t, use_cache)
       if why then r:fail(d, compile_key, why) end
       t.strategy = nil
     end

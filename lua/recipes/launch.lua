@@ -94,7 +94,7 @@ function C.scenario(r, from, opts)
   -- the launcher's dynamo_config compiles the model too (TorchDynamoPlugin reads its environment)
   if at.compile and not t.compile then t.compile = at.compile end
   if t.compile then
-    local why = require("recipes.hf_args").compile_refusal(t)
+    local why = require("recipes.hf_args").compile_refusal(t, scn.model.use_cache)
     if why and t.compile_key then r:fail(d, t.compile_key, why) end
     if why then ar:fail(ad, "dynamo_config", why) end
   end

@@ -280,7 +280,8 @@ function T.scenario(r, opts)
   local d = r.doc
   local notes = {}
   local world = opts.count or 1
-  local scn = { hardware = { gpu = opts.gpu, count = world }, model = {}, training = {} }
+  -- (torchtitan's Transformer has no KV cache)
+  local scn = { hardware = { gpu = opts.gpu, count = world }, model = { use_cache = false }, training = {} }
   local t = scn.training
 
   -- [job]: paths and names; a custom config module would change what the file means

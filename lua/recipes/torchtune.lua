@@ -160,7 +160,8 @@ end
 function T.scenario(r, opts)
   local d = r.doc
   local notes = {}
-  local scn = { hardware = { gpu = opts.gpu, count = opts.count or 1 }, model = {}, training = {} }
+  -- (torchtune's TransformerDecoder keeps no KV cache in training: setup_caches is generation's)
+  local scn = { hardware = { gpu = opts.gpu, count = opts.count or 1 }, model = { use_cache = false }, training = {} }
   local t = scn.training
 
   local m = r:get(d, "model", "table")

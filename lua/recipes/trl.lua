@@ -153,7 +153,11 @@ local function scenario(r, opts, tool)
     md = r:get(mik, "torch_dtype", "string", md, P)
     if md then dval, dt_t, dt_k = md, mik, r:has(mik, "dtype") and "dtype" or "torch_dtype" end
     attn = r:get(mik, "attn_implementation", "string", attn, P)
-    if r:get(mik, "use_cache", "boolean") then r:fail(mik, "use_cache", "a KV cache kept while training is not modelled", P) end
+    if r:get(mik, "use_cache", "boolean") ~= nil then
+      -- from_pretrained puts it on the config, then the Trainer's finalize replaces it
+      notes[#notes + 1] = tool .. " model_init_kwargs.use_cache: the Trainer sets model.config.use_cache = "
+          .. "args.use_cache afterwards (use_cache, False by default), which the run follows"
+    end
     r:finish(mik, tool, P)
   end
   dval = dval or "float32"

@@ -288,6 +288,13 @@ function M.model_refusal(t, mc, mesh, lora, family)
   if t.checkpointing then
     local why = M.ckpt_model_refusal(t, mc, family)
     if why then return no(why[1], why[2]) end
+  elseif mc.use_cache == false then
+    -- traced without a cache, create_causal_mask builds a 4-D boolean mask that the model
+    -- graph's SDPA takes in place of is_causal (validation/oracle/check_compile_model_ckpt.py
+    -- --no-checkpointing shows the mask): a graph the capture did not trace
+    return no("use_cache = false and no checkpointing", "traced without a cache transformers' "
+              .. "create_causal_mask makes a 4-D boolean mask that the model graph's SDPA takes instead of "
+              .. "is_causal (no flash kernel), which is not captured; the config's use_cache = true is")
   end
   if t.quant and t.quant ~= "none" then return no(("quant = %s"):format(t.quant), "a quantized base in the model's graph is not traced") end
   if t.float8 then return no("float8", "torchao's Float8Linear in the model's graph is not traced") end

@@ -110,6 +110,8 @@ local register = mod.register
 -- the normalized config and the function that runs one more forward (gradient accumulation).
 function M.build(cx, cfg)
   local fam, mc = M.resolve(cfg.model)
+  -- model.use_cache is the config's use_cache as a trainer sets it (the HF Trainer: args.use_cache)
+  if cfg.model.use_cache ~= nil then mc.use_cache = cfg.model.use_cache end
   local t = cfg.training
   local b, s = t.micro_batch, t.seq
   -- variable-length data: the collator's shape of the batch simulated (strategies/data.lua)
@@ -513,8 +515,10 @@ function M.build(cx, cfg)
   -- hidden_dtype: what flows between the layers (and between pipeline stages): the parameters'
   -- dtype, but bf16 under FSDP2's mixed precision, whose layers run on the gathered bf16
   -- parameters (and whose fully_shard casts a stage's floating inputs to param_dtype)
+  -- use_cache: the forward's DynamicCache where the config's use_cache (model.use_cache over
+  -- it) holds; transformers turns it off under gradient checkpointing in training
   cx.run = { batch = b, seq = s, attention = attention, inference = t.inference,
-             use_cache = not t.checkpointing or t.inference, param_dtype = pdtype,
+             use_cache = (mc.use_cache ~= false and not t.checkpointing) or t.inference, param_dtype = pdtype,
              hidden_dtype = t.precision == "mp_fp32" and "bf16" or pdtype,
              loss = litgpt and "litgpt_chunked" or t.loss, compile_loss = t.compile_loss and not t.inference,
              compile_model = compiled ~= nil and compiled.scope == "model",

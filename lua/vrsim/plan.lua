@@ -430,7 +430,16 @@ end
 -- family comes from model.config, or the named Llama-2 shapes for arch llama2).
 function P.builder(cfg)
   local m = cfg.model
-  if P.diffusion(m.arch) then return "models." .. m.arch end
+  if P.diffusion(m.arch) then
+    -- the decoder fields (use_cache given either way, repeat_kv turned on): a diffusion model
+    -- has no KV cache and no grouped keys to repeat
+    local k = (m.use_cache ~= nil and "use_cache") or (m.repeat_kv and "repeat_kv")
+    if k then
+      error(("model.%s: a transformers decoder's field; arch %s has no keys and values to cache or repeat")
+            :format(k, m.arch), 0)
+    end
+    return "models." .. m.arch
+  end
   if m.resolved_arch then return "vrsim.causal_lm" end
   local given = m.arch
   if m.config ~= nil then

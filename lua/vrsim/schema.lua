@@ -44,6 +44,7 @@ local SCHEMA = {
     kv_heads = { "integer", nil, "key/value heads, grouped-query attention (beside model.config: its num_key_value_heads)" },
     vocab = { "integer", nil, "vocabulary size (model.config's vocab_size; 32000 for the Llama-2 shapes)" },
     config = { "config", nil, "a Hugging Face config.json (a path beside the scenario, or the object as a table): the family and every size" },
+    use_cache = { "boolean", nil, "transformers' config.use_cache (default: model.config's use_cache, true where it has none): a training forward without checkpointing keeps each layer's keys and values in a DynamicCache (torch.cat copies onto an empty cache, held until the output is dropped); false: none, as the HF Trainer sets it (TrainingArguments.use_cache, False by default) and as torchtitan's and torchtune's own models have none; with checkpointing transformers turns it off either way" },
     repeat_kv = { "boolean", false, "the attention repeats grouped keys and values to every query head before SDPA, as torchtitan's Llama does (models/llama/model.py repeat_kv), where transformers hands them to SDPA grouped (enable_gqa); Llama, Mistral, Qwen2, Qwen3, Mixtral, Qwen3-MoE" },
     hub_kernels = { "string", "auto", "transformers' hub kernels (kernelize: RMSNorm -> kernels-community LigerRMSNorm, apply_rotary_pos_emb -> kernels-community rotary): auto (off, as every record and from_config run, with a note naming the kernels the family would get), on (as a from_pretrained that reaches the Hub trains), off" },
   },

@@ -11,6 +11,7 @@ Llama layers vrsim's host classes were measured on.
   python3 validation/harness/measure_phase_host.py --record validation/records/llama_h100_gen10_fulldepth.jsonl \\
       --name gen10-qwen3-30b-a3b-lora-b1-ckpt --layers 4 --seq 256 --ckpt both --out F.jsonl
   ... --config scenarios/configs/llama-3-8b.json      (the same run with another model's config)
+  ... --ckpt off --no-cache                            (the config's use_cache false: no DynamicCache)
   ... --check                                          (print the runs it would make; no GPU)
   ... --cpu-check --layers 1 --seq 16 --rounds 1       (the whole path on the CPU, timings meaningless)
 
@@ -46,6 +47,10 @@ def variants(rec, args):
             hf["mlp_only_layers"] = [i for i in hf["mlp_only_layers"] if i < args.layers]
         if "layer_types" in hf:
             hf["layer_types"] = hf["layer_types"][:args.layers]
+    if args.no_cache:
+        # the forward without the DynamicCache transformers makes when the config's use_cache is
+        # true and checkpointing is off (with checkpointing it sets use_cache False itself)
+        hf["use_cache"] = False
     base["hf_config"] = hf
     if args.seq:
         base["seq"] = args.seq
@@ -54,9 +59,10 @@ def variants(rec, args):
     out = []
     for ckpt in ({"both": (False, True), "on": (True,), "off": (False,)}[args.ckpt]):
         r = dict(base, ckpt=ckpt)
-        r["name"] = "%s%s-l%d-s%d-b%d-%s" % (args.name, "-" + os.path.basename(args.config).split(".")[0]
-                                            if args.config else "", hf["num_hidden_layers"], r["seq"],
-                                            r["batch"], "ckpt" if ckpt else "nockpt")
+        r["name"] = "%s%s-l%d-s%d-b%d-%s%s" % (args.name, "-" + os.path.basename(args.config).split(".")[0]
+                                              if args.config else "", hf["num_hidden_layers"], r["seq"],
+                                              r["batch"], "ckpt" if ckpt else "nockpt",
+                                              "-nocache" if args.no_cache else "")
         out.append(r)
     return out
 
@@ -111,6 +117,8 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--ckpt", choices=("both", "on", "off"), default="both")
     ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--no-cache", action="store_true",
+                    help="the config's use_cache set false (no DynamicCache in a forward without checkpointing)")
     ap.add_argument("--out")
     ap.add_argument("--check", action="store_true", help="print the runs it would make and exit")
     ap.add_argument("--cpu-check", action="store_true", help="run the whole path on the CPU (no timing worth keeping)")
@@ -128,6 +136,7 @@ def main():
     for r in runs:
         res = measure(r, args.rounds, device)
         line = {"name": r["name"], "record": args.name, "config": args.config, "layers": r["hf_config"]["num_hidden_layers"],
+                "use_cache": r["hf_config"].get("use_cache"),
                 "seq": r["seq"], "batch": r["batch"], "ckpt": r["ckpt"], "mode": r.get("mode"),
                 "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
                 "phases": res}

@@ -2,7 +2,7 @@
 return {
   title = "Llama-3.2-1B LoRA r16 on q, k, v, o over 2 GPUs (DDP)",
   hardware = { gpu = "h100", count = 2 },
-  model = { config = "llama-3.2-1b/config.json" },
+  model = { config = "llama-3.2-1b/config.json", use_cache = false }, -- (the Trainer's use_cache, False)
   training = {
     strategy = "ddp", micro_batch = 4, grad_accum = 2, seq = 1024,
     precision = "lora_bf16",

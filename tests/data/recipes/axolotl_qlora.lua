@@ -3,7 +3,7 @@
 return {
   title = "Llama-3.2-1B QLoRA r32 on all Linear layers, axolotl's settings",
   hardware = { gpu = "rtx4090" },
-  model = { config = "llama-3.2-1b/config.json" },
+  model = { config = "llama-3.2-1b/config.json", use_cache = false }, -- (the Trainer's use_cache, False)
   training = {
     micro_batch = 2, grad_accum = 4, seq = 2048,
     precision = "lora_bf16", build = "direct",

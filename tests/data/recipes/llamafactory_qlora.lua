@@ -2,7 +2,7 @@
 return {
   title = "Llama-3.2-1B QLoRA r16 on every Linear, LLaMA-Factory's settings",
   hardware = { gpu = "rtx4090" },
-  model = { config = "llama-3.2-1b/config.json" },
+  model = { config = "llama-3.2-1b/config.json", use_cache = false }, -- (the Trainer's use_cache, False)
   training = {
     micro_batch = 2, grad_accum = 8, seq = 1024,
     precision = "lora_bf16", build = "direct",

@@ -11,7 +11,7 @@ return {
     num_attention_heads = 32, num_key_value_heads = 8, intermediate_size = 14336, vocab_size = 128256,
     rms_norm_eps = 1e-5, rope_theta = 500000, max_position_embeddings = 8192, hidden_act = "silu",
     tie_word_embeddings = false,
-  } },
+  }, use_cache = false }, -- (torchtitan's Transformer has no KV cache)
   training = {
     micro_batch = 1, grad_accum = 1, seq = 8192,
     precision = "mp_fp32", build = "direct",

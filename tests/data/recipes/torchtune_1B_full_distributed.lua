@@ -5,7 +5,7 @@
 return {
   title = "Llama-3.2-1B full fine-tuning in bf16 under FSDP2 on 4 GPUs, torchtune's distributed recipe",
   hardware = { gpu = "h100", count = 4 },
-  model = { config = "llama-3.2-1b/config.json" },
+  model = { config = "llama-3.2-1b/config.json", use_cache = false }, -- (torchtune's models keep no KV cache in training)
   training = {
     micro_batch = 4, grad_accum = 8, seq = 2048,
     precision = "bf16", build = "direct",

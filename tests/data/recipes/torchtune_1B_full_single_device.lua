@@ -5,7 +5,7 @@
 return {
   title = "Llama-3.2-1B full fine-tuning in bf16, optimizer in backward, torchtune's single-device recipe",
   hardware = { gpu = "h100" },
-  model = { config = "llama-3.2-1b/config.json" },
+  model = { config = "llama-3.2-1b/config.json", use_cache = false }, -- (torchtune's models keep no KV cache in training)
   training = {
     micro_batch = 4, grad_accum = 1, seq = 2048,
     precision = "bf16", build = "direct",

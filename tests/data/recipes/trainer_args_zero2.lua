@@ -4,7 +4,7 @@
 return {
   title = "Llama-3.2-1B full fine-tuning, fp32 weights under bf16 autocast, ZeRO-2 over 4 GPUs",
   hardware = { gpu = "a100_80g", count = 4 },
-  model = { config = "llama-3.2-1b/config.json" },
+  model = { config = "llama-3.2-1b/config.json", use_cache = false }, -- (the Trainer's use_cache, False)
   training = {
     micro_batch = 2, grad_accum = 8, seq = 1024,
     precision = "amp_bf16", build = "direct", checkpointing = true,

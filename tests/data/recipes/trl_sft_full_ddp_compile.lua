@@ -4,7 +4,7 @@
 return {
   title = "Llama-3.2-1B full SFT under DDP on 2 GPUs, bf16 autocast, each decoder layer compiled",
   hardware = { gpu = "h100", count = 2 },           -- the launcher's num_processes
-  model = { config = "llama-3.2-1b/config.json" },
+  model = { config = "llama-3.2-1b/config.json", use_cache = false }, -- (the Trainer's use_cache, False)
   training = {
     strategy = "ddp",
     precision = "amp_bf16",                          -- float32 weights, bf16 autocast

@@ -3,7 +3,7 @@
 return {
   title = "Llama-3.2-1B full SFT under FSDP2 on 8 GPUs, bf16 mixed precision, FSDP's checkpointing",
   hardware = { gpu = "h100", count = 8 },           -- the launcher's num_processes
-  model = { config = "llama-3.2-1b/config.json" },
+  model = { config = "llama-3.2-1b/config.json", use_cache = false }, -- (the Trainer's use_cache, False)
   training = {
     strategy = "fsdp2", zero = { raf = true },       -- the launcher's FSDP plugin
     precision = "mp_fp32",                           -- fp32 shards, bf16 compute (bf16 in both files)

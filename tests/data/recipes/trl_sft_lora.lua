@@ -2,7 +2,7 @@
 return {
   title = "Llama-3.2-1B LoRA r32 SFT on every Linear, TRL's defaults",
   hardware = { gpu = "h100" },
-  model = { config = "llama-3.2-1b/config.json" },
+  model = { config = "llama-3.2-1b/config.json", use_cache = false }, -- (the Trainer's use_cache, False)
   training = {
     micro_batch = 4, grad_accum = 4, seq = 2048,
     precision = "lora_bf16", build = "direct",
