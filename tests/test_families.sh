@@ -516,5 +516,26 @@ for am in Qwen2MoeForCausalLM:qwen2_moe \
   else bad "$a: exit $rc, $(cat "$tmp/err")"; fi
 done
 
+# 15. the config's use_cache: a forward without checkpointing keeps each layer's keys and values in
+# a DynamicCache (two copies a layer, alive until the output is dropped) where it is true or
+# absent, none where the config says false or model.use_cache does; with checkpointing none
+# either way; a diffusion model's use_cache is an error at its line
+cp scenarios/configs/llama-3-8b.json "$tmp/c_on.json"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['use_cache']=False; json.dump(d, open(sys.argv[2],'w'))" \
+  scenarios/configs/llama-3-8b.json "$tmp/c_off.json"
+copies() { _f=$1; shift; "$VRSIM" "$tmp/$_f.lua" --no-files --set model.layers=2 --alloc-trace "$tmp/uc.csv" "$@" >/dev/null 2>&1
+           awk -F, '$3 == "alloc"' "$tmp/uc.csv" | grep -c "cache_keys\|cache_values"; }
+scn c_on c_on.json; scn c_off c_off.json
+n_on=$(copies c_on); n_off=$(copies c_off); n_set=$(copies c_on --set model.use_cache=false)
+n_ck=$(copies c_on --set training.checkpointing=true)
+if [ "$n_on" = 8 ] && [ "$n_off" = 0 ] && [ "$n_set" = 0 ] && [ "$n_ck" = 0 ]; then
+  ok "use_cache: 2 layers x 2 steps x keys and values = $n_on cache copies with the config's default; none with use_cache false in the config, with model.use_cache = false, or under checkpointing"
+else bad "use_cache: cache copies $n_on (default), $n_off (config false), $n_set (model.use_cache), $n_ck (checkpointing)"; fi
+printf 'return { hardware = { gpu = "h200" },\n  model = { arch = "sdxl", use_cache = false },\n  training = { micro_batch = 1 } }\n' > "$tmp/sdxl_uc.lua"
+"$VRSIM" "$tmp/sdxl_uc.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "sdxl_uc.lua:2: model.use_cache: a transformers decoder's field" "$tmp/err"; then
+  ok "model.use_cache on SDXL: exit 2 at its line"
+else bad "model.use_cache on SDXL: exit $rc, $(cat "$tmp/err")"; fi
+
 echo "test_families: $pass passed, $fail failed"
 [ $fail -eq 0 ]

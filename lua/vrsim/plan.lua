@@ -183,7 +183,8 @@ local function build_graph(st)
   local okb, builder = pcall(P.builder, cfg)
   if not okb then
     local m = tostring(builder)
-    fail(ctx, m:match("^model%.arch") and "arch" or "config", "model", m)
+    -- (the line of the model key the message names: arch, use_cache, repeat_kv; else config's)
+    fail(ctx, m:match("^model%.([%w_]+)") or "config", "model", m)
   end
   local model = require(builder)
   cx.micro, cx.micro_total = 1, t0.inference and 1 or t0.grad_accum
