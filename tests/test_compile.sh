@@ -860,6 +860,16 @@ print(sum(want.values()), "tensors of the capture, the named differences aside")
 PY
 then ok "scope = \"model\": the whole model's saved set is the min-cut partitioner's ($(cat "$tmp/m.out"))"
 else bad "scope = \"model\": the saved set differs from the partitioner's" "$(cat "$tmp/m.out" "$tmp/m.err")"; fi
+# without a cache (model.use_cache = false, the HF Trainer's default) and without checkpointing,
+# create_causal_mask traced makes a 4-D boolean mask the model graph's SDPA takes: not captured,
+# refused by name; with checkpointing the layers run eager and the mask is modelled
+"$VRSIM" "$tmp/l.lua" --no-files --set model.size=7b-l2 --set seq=256 --set compile=model \
+  --set model.use_cache=false >/dev/null 2>"$tmp/nc.err"; rc=$?
+"$VRSIM" "$tmp/l.lua" --no-files --set model.size=7b-l2 --set seq=256 --set compile=model \
+  --set model.use_cache=false --set checkpointing=true >/dev/null 2>"$tmp/ncc.err"; rc2=$?
+if [ $rc = 2 ] && grep -q "with use_cache = false and no checkpointing is not modelled" "$tmp/nc.err" && [ $rc2 = 0 ]; then
+  ok "scope = \"model\" without a cache: refused without checkpointing, modelled with it"
+else bad "scope = \"model\" without a cache: exit $rc / $rc2" "$(cat "$tmp/nc.err" "$tmp/ncc.err")"; fi
 # LoRA (q and v, dropout 0, fp32 adapters): decoder layer 1 and the model graph's head and loss
 # against the capture's layer 1, final norm, lm_head and loss, with layer 0's output (layer 1's
 # saved input, which the capture makes in layer 0); the same named differences, one layer's

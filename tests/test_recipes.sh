@@ -349,8 +349,25 @@ check "accelerate ZeRO-3 without zero.Init" 2 "noinit\.yaml:10: deepspeed_config
   "$TMP/noinit.yaml" --gpu a100_80g --set model.config=$M --no-files
 
 # TRL and TrainingArguments: what is not modelled, named with its line (JSON's too)
+# packing: true (packing_strategy bfd): TRL packs the data set's sequences into rows of max_length,
+# training.data's bfd batching, whose lengths the config does not hold: without them exit 2
+# saying how to give them; with them the packed rows, flattened four a micro-batch
 sed 's/^packing: false/packing: true/' $D/trl_sft_lora.yaml >"$TMP/tpack.yaml"
-check "trl packing: true" 2 "tpack\.yaml:15: packing: packing .* is not modelled" -- "$TMP/tpack.yaml" --gpu h100 --no-files
+check "trl packing: true without the data set's lengths" 2 "tpack\.yaml:.*training\.data\.lengths: TRL's packing packs the data set's sequences.*--set training\.data\.lengths=FILE" -- \
+  "$TMP/tpack.yaml" --gpu h100 --no-files
+awk 'BEGIN { for (i = 1; i <= 300; i++) print 100 + (i * 37) % 1900 }' >"$TMP/tpack_lengths.txt"
+check "trl packing: true with --set training.data.lengths: TRL's bfd packing into rows of max_length (2048)" 0 \
+  "packed best-fit decreasing, each cut to the row length, into [0-9]+ rows of at most 2048 tokens \(TRL's packing" -- \
+  "$TMP/tpack.yaml" --gpu h100 --no-files --set training.data.lengths="$TMP/tpack_lengths.txt"
+printf 'packing_strategy: wrapped\n' | cat "$TMP/tpack.yaml" - >"$TMP/twrap.yaml"
+check "trl packing_strategy: wrapped: rows of max_length across sequence boundaries, the fixed-length run" 0 \
+  "trl packing \(wrapped\): the tokens cut into rows of max_length \(2048 tokens\)" -- "$TMP/twrap.yaml" --gpu h100 --no-files
+printf 'shuffle_dataset: true\n' | cat "$TMP/tpack.yaml" - >"$TMP/tshuf.yaml"
+check "trl packing after shuffle_dataset: refused by name" 2 "tshuf\.yaml:[0-9]+: shuffle_dataset: shuffled before packing" -- \
+  "$TMP/tshuf.yaml" --gpu h100 --no-files --set training.data.lengths="$TMP/tpack_lengths.txt"
+printf 'padding_free: true\n' | cat $D/trl_sft_lora.yaml - >"$TMP/tpf.yaml"
+check "trl padding_free without packing: refused by name" 2 "tpf\.yaml:[0-9]+: padding_free: padding-free batches without bfd packing" -- \
+  "$TMP/tpf.yaml" --gpu h100 --no-files
 sed 's/^use_peft: true/use_peft: true\nload_in_4bit: true/' $D/trl_sft_lora.yaml >"$TMP/tq.yaml"
 check "trl QLoRA without nested quantization (TRL's default)" 2 \
   "tq\.yaml:9: load_in_4bit: NF4 without use_bnb_nested_quant .* is not modelled" -- "$TMP/tq.yaml" --gpu h100 --no-files

@@ -375,6 +375,50 @@ if [ "$(grep -c packed_mask "$tmp/pfc.csv")" = 0 ] && grep -q "SDPA attends acro
   ok "data, padding-free without checkpointing: the cache keeps transformers from building the mask, noted"
 else bad "data, padding-free without checkpointing: mask built or not noted"; fi
 
+# 8b. TRL's packing (batching bfd / bfd_split, trl 1.16 _pack_bfd): the nine lengths below cut to
+#    1024 and packed best-fit decreasing: rows [1024], [900, 120], [700, 300], [250, 100, 60, 30]
+#    (what TRL's own function returns for them); the worst a shuffle deals with micro-batches of
+#    2 rows is the two fullest flattened, 1024 + 1020 = 2044 tokens of 3 sequences; bfd_split
+#    keeps the 476 tokens past 1024 as a sequence of their own: 3960 tokens in 4 rows, 96.7 %
+#    full. Under flash attention TRL's collator hands the kernel cu_seq_lens (2 x 16 bytes) and
+#    seq_idx (int32, 4 x 2044 bytes): no layer makes position_starts
+cat > "$tmp/pk.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json", layers = 2 },
+  training = { micro_batch = 2, precision = "bf16", steps = 2, attention = "flash", checkpointing = true,
+               data = { lengths = { 900, 700, 300, 250, 120, 100, 60, 1500, 30 }, batching = "bfd", pack_length = 1024 } } }
+EOS
+"$VRSIM" "$tmp/pk.lua" --no-files --alloc-trace "$tmp/pk.csv" > "$tmp/pk.out" 2>&1
+"$VRSIM" "$tmp/pk.lua" --no-files --set training.data.batching=bfd_split > "$tmp/pks.out" 2>&1
+cu=$(grep ",alloc," "$tmp/pk.csv" | grep -c ",cu_seq_lens_[qk]$"); si=$(grep ",alloc," "$tmp/pk.csv" | grep ",seq_idx$" | cut -d, -f5)
+ps=$(grep -c "position_starts" "$tmp/pk.csv")
+if grep -q "into 4 rows of at most 1024 tokens (TRL's packing, 1000 sequences at a time, 476 tokens cut; the rows 85.1 % full)" "$tmp/pk.out" \
+   && grep -q "simulated: the worst batch a shuffle can deal, 1 x 2044 (3 sequences)" "$tmp/pk.out" \
+   && grep -q "longer ones split, into 4 rows of at most 1024 tokens (TRL's packing, 1000 sequences at a time; the rows 96.7 % full)" "$tmp/pks.out" \
+   && [ "$cu" = 2 ] && [ "$si" = $((4 * 2044)) ] && [ "$ps" = 0 ]; then
+  ok "data, TRL's bfd packing: 4 rows (85.1 % full, 476 tokens cut), the worst batch 2044 tokens; bfd_split 96.7 % full; TRL's collator's flash arguments"
+else bad "data, TRL's bfd packing: $(grep -o 'training.data: [^;]*;[^;]*;[^;]*' "$tmp/pk.out"), cu_seq_lens $cu, seq_idx '$si', position_starts $ps"; fi
+# the same packing over 2500 lengths (Python's random.seed(1), randint(1, 3000)) into rows of 2048:
+# TRL's _pack_bfd (trl 1.16, run on pyarrow over the same lengths, 1000 at a time, 2026-12-07)
+# makes 1687 rows holding 3407398 of the 3792754 tokens
+python3 -c "import random; random.seed(1); print('\n'.join(str(random.randint(1, 3000)) for _ in range(2500)))" > "$tmp/rl.txt"
+sed -e 's/lengths = { 900, 700, 300, 250, 120, 100, 60, 1500, 30 }/lengths = "rl.txt"/' -e 's/pack_length = 1024/pack_length = 2048/' \
+  "$tmp/pk.lua" > "$tmp/pk2.lua"
+"$VRSIM" "$tmp/pk2.lua" --no-files > "$tmp/pk2.out" 2>&1
+if grep -q "2500 sequences (3792754 tokens) packed best-fit decreasing, each cut to the row length, into 1687 rows of at most 2048 tokens (TRL's packing, 1000 sequences at a time, 385356 tokens cut" "$tmp/pk2.out"; then
+  ok "data, TRL's bfd packing of 2500 lengths: TRL's 1687 rows and 3407398 tokens"
+else bad "data, TRL's bfd packing of 2500 lengths: $(grep -o 'training.data: [^;]*;' "$tmp/pk2.out")"; fi
+for to in "" ", pack_length = 0"; do
+  sed "s/, pack_length = 1024/$to/" "$tmp/pk.lua" > "$tmp/pkb.lua"
+  "$VRSIM" "$tmp/pkb.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -q "training.data.pack_length = .*: batching bfd packs rows of pack_length tokens" "$tmp/err"; then
+    ok "data, bfd with${to:- no pack_length}: exit 2, named"
+  else bad "data, bfd with${to:- no pack_length}: exit $rc: $(cat "$tmp/err")"; fi
+done
+sed 's/batching = "bfd", pack_length = 1024/batching = "pad", pack_length = 1024/' "$tmp/pk.lua" > "$tmp/pkb.lua"
+"$VRSIM" "$tmp/pkb.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "pack_length is the packed rows' length: batching pad packs nothing" "$tmp/err"; then ok "data, pack_length beside batching pad: exit 2"
+else bad "data, pack_length beside pad: exit $rc: $(cat "$tmp/err")"; fi
+
 # 9. which batch: in the order given, batches of 2 of 100..400 tokens: p50 is the second
 #    (2 x 200), worst the last (2 x 400); tokens/s counts the data's tokens, not the padding
 cat > "$tmp/q.lua" <<'EOS'

@@ -210,16 +210,39 @@ local function scenario(r, opts, tool)
     if r:has(d, "max_length") and d.max_length == nil then
       r:fail(d, "max_length", "null (no truncation): the rows' length is the data's; give max_length")
     end
-    t.seq = r:field(d, "max_length", "training", "seq", ml)
-    notes[#notes + 1] = ("trl rows simulated at max_length (%d tokens), the longest a batch can be: the "
-                         .. "collator pads each batch to its longest row"):format(t.seq)
-    if r:get(d, "packing", "boolean", false) then
-      r:fail(d, "packing", "packing (several samples per row, their position_ids restarting) is not modelled: "
-             .. "set it false to simulate rows of max_length tokens")
+    local packing = r:get(d, "packing", "boolean", false)
+    local strategy = r:get(d, "packing_strategy", "string", "bfd")
+    if packing and strategy ~= "bfd" and strategy ~= "bfd_split" and strategy ~= "wrapped" then
+      r:fail(d, "packing_strategy", ("'%s' is not one of TRL's (bfd, bfd_split, wrapped)"):format(strategy))
     end
-    r:get(d, "packing_strategy", "string")
-    if r:get(d, "padding_free", "boolean", false) then
-      r:fail(d, "padding_free", "padding-free batches (one flattened row) are not modelled")
+    local padding_free = r:get(d, "padding_free", "boolean", false)
+    if padding_free and not (packing and strategy ~= "wrapped") then
+      r:fail(d, "padding_free", "padding-free batches without bfd packing (one flattened row of the batch's "
+             .. "sequences, each as long as the data makes it) are not modelled by this reader")
+    end
+    if packing and strategy ~= "wrapped" then
+      -- pack_dataset(dataset, max_length, strategy) (trl 1.16 SFTTrainer._prepare_dataset), then
+      -- the padding-free collator SFTTrainer turns on for bfd: training.data's packed batching,
+      -- over the data set's lengths, which the config does not hold (--set training.data.lengths)
+      if r:get(d, "shuffle_dataset", "boolean", false) then
+        r:fail(d, "shuffle_dataset", "shuffled before packing: which sequences share a row is the shuffle's "
+               .. "(not modelled); vrsim packs the lengths in their order")
+      end
+      local np = r:get(d, "dataset_num_proc", "integer")
+      if np and np > 1 then
+        r:fail(d, "dataset_num_proc", ("%d processes pack a shard each: the rows differ from one "
+               .. "process's (not modelled)"):format(np))
+      end
+      t.data = r:field(d, "packing", "training", "data", { batching = strategy, pack_length = ml })
+      notes[#notes + 1] = ("trl packing (%s): the data set's sequences packed into rows of max_length (%d "
+                           .. "tokens), each micro-batch's rows flattened into one (padding_free)"):format(strategy, ml)
+    else
+      t.seq = r:field(d, "max_length", "training", "seq", ml)
+      notes[#notes + 1] = packing
+        and ("trl packing (wrapped): the tokens cut into rows of max_length (%d tokens) across sequence "
+             .. "boundaries, each row attended as one sequence"):format(t.seq)
+        or ("trl rows simulated at max_length (%d tokens), the longest a batch can be: the "
+            .. "collator pads each batch to its longest row"):format(t.seq)
     end
     if r:get(d, "pad_to_multiple_of", "integer") then r:not_read(d, { "pad_to_multiple_of" }) end
     local lt = r:get(d, "loss_type", "string", "nll")

@@ -8,6 +8,15 @@
 --   padding_free  DataCollatorWithFlattening, TRL's padding_free: the batch's sequences in one
 --                 (1, T) row with position_ids restarting at each; transformers finds the packed
 --                 sequences from them and builds a (1, 1, T, T) block-causal mask for SDPA.
+--   bfd           TRL's packing (SFTConfig packing = true, packing_strategy "bfd"; trl 1.16
+--                 data_utils.py pack_dataset, _pack_bfd): the data set's sequences, each cut to
+--                 pack_length (max_length), packed best-fit decreasing into rows of at most
+--                 pack_length tokens, 1000 sequences at a time (datasets' batched map); the
+--                 DataLoader deals micro-batches of rows, and the collator flattens each
+--                 micro-batch's rows into one row, position_ids restarting at every sequence
+--                 (padding_free, which SFTTrainer turns on for bfd packing).
+--   bfd_split     the same, a sequence longer than pack_length split into pieces of pack_length
+--                 (the last shorter) instead of cut.
 -- The run simulates one batch, training.data.batch: the worst any epoch can meet (the fit
 -- verdict), or a quantile of a shuffled epoch's batches by tokens computed (its step time).
 local M = {}
@@ -15,7 +24,8 @@ local M = {}
 local KEYS = {
   lengths = "the sequence lengths: a list, or a file beside the scenario (one a line, or JSONL)",
   length_field = "the JSONL field that holds a sequence's length [length]",
-  batching = "pad (DataCollatorWithPadding) or padding_free (DataCollatorWithFlattening) [pad]",
+  batching = "pad (DataCollatorWithPadding), padding_free (DataCollatorWithFlattening), or bfd / bfd_split (TRL's packing: rows of pack_length, best-fit decreasing, flattened) [pad]",
+  pack_length = "with batching bfd or bfd_split: the packed rows' length (TRL's max_length)",
   pad_to_multiple_of = "DataCollatorWithPadding's pad_to_multiple_of [none]",
   order = "shuffle (the Trainer's RandomSampler) or given (the batches in the listed order) [shuffle]",
   seed = "the shuffle's seed [42]",
@@ -89,6 +99,11 @@ local function read_lengths(d)
     end
     return parse_lengths(text, src, d.length_field or "length")
   end
+  if src == nil and (d.batching == "bfd" or d.batching == "bfd_split") then
+    error("training.data.lengths: TRL's packing packs the data set's sequences, whose token lengths a config "
+          .. "does not hold: give them, a file of one length a line or JSONL with a length field (--set "
+          .. "training.data.lengths=FILE)", 0)
+  end
   if type(src) ~= "table" or #src == 0 then
     error("training.data.lengths must be a file of lengths or a list of them ({ 512, 2048, ... })", 0)
   end
@@ -149,6 +164,82 @@ local function select_kth(a, k, lo, hi)
   end
 end
 
+-- TRL's _pack_bfd over lens (dataset order): each chunk of CHUNK sequences (datasets' map,
+-- batched, batch_size 1000) packed on its own; a sequence longer than L cut to L (split: cut
+-- into pieces of L, the last shorter, each packed as a sequence); then best fit decreasing: the
+-- chunk's lengths longest first, each into the open row with the least space that holds it
+-- (rows with equal space taken first come, first served), else a new row. Returns the rows in
+-- the order they were opened, each { total = tokens, lens = { its sequences' lengths } }.
+local CHUNK = 1000
+local function pack_bfd(lens, L, split)
+  local rows = {}
+  -- a max-tree over the spaces 1..L: leaf s holds s while some row has s tokens free
+  local size = 1
+  while size < L do size = size * 2 end
+  local tree = {}
+  local function set(s, v)
+    local i = size + s - 1
+    tree[i] = v
+    while i > 1 do
+      i = i // 2
+      local a, b = tree[2 * i] or 0, tree[2 * i + 1] or 0
+      tree[i] = a >= b and a or b
+    end
+  end
+  -- the least space >= v that some row has (L: none, open a new row)
+  local function search(v)
+    if (tree[1] or 0) < v then return L end
+    local i = 1
+    while i < size do
+      i = 2 * i
+      if (tree[i] or 0) < v then i = i + 1 end
+    end
+    return tree[i]
+  end
+  local n = #lens
+  for lo = 1, n, CHUNK do
+    local items = {}
+    for j = lo, math.min(n, lo + CHUNK - 1) do
+      local l = lens[j]
+      if split then
+        while l > L do items[#items + 1] = L; l = l - L end
+        items[#items + 1] = l
+      else
+        items[#items + 1] = l < L and l or L
+      end
+    end
+    -- longest first; ties keep their order (pyarrow's sort is stable)
+    for i = 1, #items do items[i] = { items[i], i } end
+    table.sort(items, function(a, b) if a[1] ~= b[1] then return a[1] > b[1] end return a[2] < b[2] end)
+    local by_space, touched = {}, {}
+    for _, it in ipairs(items) do
+      local l = it[1]
+      local space = search(l)
+      local row
+      if space < L then
+        local q = by_space[space]
+        row = table.remove(q, 1)
+        if #q == 0 then set(space, 0) end
+      else
+        row = { total = 0, lens = {} }
+        rows[#rows + 1] = row
+      end
+      row.lens[#row.lens + 1] = l
+      row.total = row.total + l
+      space = space - l
+      if space > 0 then
+        local q = by_space[space]
+        if not q then q = {}; by_space[space] = q end
+        q[#q + 1] = row
+        if #q == 1 then set(space, space); touched[#touched + 1] = space end
+      end
+    end
+    -- the next chunk packs into rows of its own
+    for _, sp in ipairs(touched) do set(sp, 0) end
+  end
+  return rows
+end
+
 -- A batch of sequences (their lengths) as its collator shapes it: rows x len tokens computed,
 -- real the tokens of the data, padded whether some row is padded, packed whether one row holds
 -- several sequences.
@@ -166,8 +257,69 @@ local function shape(lens, batching, multiple)
   return { rows = #lens, len = len, real = sum, packed = false, padded = min < len, n = #lens, lens = lens }
 end
 
+-- plan() for TRL's packing: the rows pack_bfd makes are what the DataLoader deals, b a
+-- micro-batch, each micro-batch flattened (its rows' sequences in one row, as padding_free).
+local function plan_packed(d, b, lens, batching, L, order, seed, pick, q)
+  local rows = pack_bfd(lens, L, batching == "bfd_split")
+  local nr = #rows
+  local idx = order == "shuffle" and shuffled(nr, seed) or nil
+  local function row(j) return rows[idx and idx[j] or j] end
+  local tok, nb, kept = {}, 0, 0
+  for i = 1, nr, b do
+    local sum = 0
+    for j = i, math.min(nr, i + b - 1) do sum = sum + row(j).total end
+    nb = nb + 1
+    tok[nb], kept = sum, kept + sum
+  end
+  local function flat(list)
+    local out = {}
+    for _, r in ipairs(list) do for _, l in ipairs(r.lens) do out[#out + 1] = l end end
+    return out
+  end
+  local chosen, what
+  if pick == "worst" and order == "shuffle" then
+    -- the worst a shuffle can deal: the b fullest rows together
+    local totals = {}
+    for i = 1, nr do totals[i] = rows[i].total end
+    local k = math.min(b, nr)
+    select_kth(totals, nr - k + 1, 1, nr)
+    local cut, list, ties = totals[nr - k + 1], {}, 0
+    for i = nr - k + 2, nr do if totals[i] == cut then ties = ties + 1 end end
+    -- the rows above the k-th fullest, then as many at it as the k-th and its equals need
+    local at = k - (nr - (nr - k + 1)) + ties
+    for _, r in ipairs(rows) do
+      if r.total > cut then list[#list + 1] = r
+      elseif r.total == cut and at > 0 then list[#list + 1] = r; at = at - 1 end
+    end
+    chosen, what = shape(flat(list), "padding_free"), "the worst batch a shuffle can deal"
+  else
+    local keys = table.move(tok, 1, nb, 1, {})
+    local rank = pick == "worst" and nb or math.max(1, math.ceil(q / 100 * nb))
+    select_kth(keys, rank, 1, nb)
+    local k = 1
+    while tok[k] ~= keys[rank] do k = k + 1 end
+    local list = {}
+    for j = (k - 1) * b + 1, math.min(nr, k * b) do list[#list + 1] = row(j) end
+    chosen = shape(flat(list), "padding_free")
+    what = pick == "worst" and "the epoch's largest batch"
+      or ("the epoch's %s batch by tokens (%d of %d)"):format(pick, rank, nb)
+  end
+  local sum = 0
+  for _, l in ipairs(lens) do sum = sum + l end
+  local note = ("training.data: %d sequences (%d tokens) packed %s into %d rows of at most %d tokens "
+                .. "(TRL's packing, %d sequences at a time%s; the rows %.1f %% full); %s %d micro-batches of %d rows "
+                .. "flattened into one row each (position_ids); simulated: %s, 1 x %d (%d sequences)")
+    :format(#lens, sum, batching == "bfd" and "best-fit decreasing, each cut to the row length,"
+              or "best-fit decreasing, longer ones split,", nr, L, CHUNK,
+            batching == "bfd" and sum > kept and (", %d tokens cut"):format(sum - kept) or "",
+            100 * kept / (nr * L), order == "shuffle" and ("a shuffled epoch (seed " .. seed .. ") of") or "an epoch of",
+            nb, b, what, chosen.len, chosen.n)
+  chosen.batching, chosen.trl_collator = "padding_free", true
+  return chosen, note
+end
+
 -- The normalized training.data (its keys checked) and the batch the run simulates, with the
--- note that says what it is. b: sequences per micro-batch.
+-- note that says what it is. b: sequences per micro-batch (rows, when packed).
 local function plan(d, b)
   for k in pairs(d) do
     if not KEYS[k] then
@@ -175,8 +327,18 @@ local function plan(d, b)
     end
   end
   local batching = d.batching or "pad"
-  if batching ~= "pad" and batching ~= "padding_free" then
-    error(("training.data.batching = %s: one of pad, padding_free"):format(tostring(batching)), 0)
+  local packing = batching == "bfd" or batching == "bfd_split"
+  if batching ~= "pad" and batching ~= "padding_free" and not packing then
+    error(("training.data.batching = %s: one of pad, padding_free, bfd, bfd_split"):format(tostring(batching)), 0)
+  end
+  local L = d.pack_length
+  if packing and (not math.tointeger(L) or L < 1 or L > MAX_LEN) then
+    error(("training.data.pack_length = %s: batching %s packs rows of pack_length tokens (TRL's max_length): "
+           .. "an integer in [1, %d]"):format(tostring(L), batching, MAX_LEN), 0)
+  end
+  if L ~= nil and not packing then
+    error(("training.data.pack_length is the packed rows' length: batching %s packs nothing (bfd, bfd_split do)")
+          :format(batching), 0)
   end
   local order = d.order or "shuffle"
   if order ~= "shuffle" and order ~= "given" then
@@ -187,7 +349,7 @@ local function plan(d, b)
     error(("training.data.pad_to_multiple_of = %s: an integer in [1, 65536]"):format(tostring(multiple)), 0)
   end
   if multiple ~= nil and batching ~= "pad" then
-    error("training.data.pad_to_multiple_of is DataCollatorWithPadding's: padding_free pads nothing", 0)
+    error(("training.data.pad_to_multiple_of is DataCollatorWithPadding's: %s pads nothing"):format(batching), 0)
   end
   local seed = d.seed or 42
   if not math.tointeger(seed) then error(("training.data.seed = %s: an integer"):format(tostring(seed)), 0) end
@@ -200,6 +362,7 @@ local function plan(d, b)
     error(("training.data.batch = %s: worst, or pNN with NN in 0..100 (p50: the median batch)"):format(tostring(pick)), 0)
   end
   local lens = read_lengths(d)
+  if packing then return plan_packed(d, b, lens, batching, L, order, seed, pick, q) end
   local n = #lens
   -- the epoch's batches, in the sampler's order, the last one short (dataloader_drop_last off):
   -- each one's tokens computed and whether a row is padded, in flat arrays (a data set may
@@ -326,15 +489,27 @@ end
 
 -- The collator's inputs besides input_ids, made once with the batch (persistent): the (b, L)
 -- int64 attention_mask of a padded batch, the (1, T) int64 position_ids of a flattened one.
+-- TRL's collator (packed batches: d.trl_collator) adds the flash kernel's arguments it computes
+-- on the CPU (trl 1.16 sft_trainer.py DataCollatorForLanguageModeling, padding_free):
+-- cu_seq_lens_q and cu_seq_lens_k, one int32 tensor of n + 1 offsets under two keys, each moved
+-- to the GPU on its own by the Trainer's _prepare_inputs, and seq_idx (1, T) int32.
 function M.inputs(cx, d)
-  local function input(name, shape)
-    local id = cx.G:tensor { name = name, bytes = shape[1] * shape[2] * 8, numel = shape[1] * shape[2],
-                             dtype = "int64", cat = "temp", persistent = true }
+  local function input(name, shape, dtype)
+    dtype = dtype or "int64"
+    local numel = shape[1] * (shape[2] or 1)
+    local id = cx.G:tensor { name = name, bytes = numel * (dtype == "int32" and 4 or 8), numel = numel,
+                             dtype = dtype, cat = "temp", persistent = true }
     cx.G:op { name = name, kind = "none", phase = "build", inputs = {}, outputs = { id }, frees = {} }
-    return { id = id, shape = shape, dtype = "int64", rg = false, name = name }
+    return { id = id, shape = shape, dtype = dtype, rg = false, name = name }
   end
   if d.batching == "pad" then return { attention_mask = input("attention_mask", { d.rows, d.len }) } end
-  return { position_ids = input("position_ids", { 1, d.len }) }
+  local out = { position_ids = input("position_ids", { 1, d.len }) }
+  if d.trl_collator then
+    out.cu_seq_lens_q = input("cu_seq_lens_q", { d.n + 1 }, "int32")
+    out.cu_seq_lens_k = input("cu_seq_lens_k", { d.n + 1 }, "int32")
+    out.seq_idx = input("seq_idx", { 1, d.len }, "int32")
+  end
+  return out
 end
 
 -- create_causal_mask for SDPA (transformers masking_utils.py, the index-based sdpa_mask) with
@@ -476,10 +651,15 @@ function M.flash_varlen(cx, name, q, k, v, d, use_cache)
     vf = unpad(v, "v", kvh)
     qf = unpad(q, "q", heads)
   else
-    local first = small("position_starts", { d.n }, "int64")
-    local cu = small("cu_seqlens", { d.n + 1 }, "int32", { first })
-    local mx = small("max_seqlen", {}, "int32", { cu })
-    temps = { first, cu, mx }
+    -- (TRL's collator hands the kernel cu_seq_lens and max_length: nothing made a layer)
+    if d.trl_collator then
+      temps = {}
+    else
+      local first = small("position_starts", { d.n }, "int64")
+      local cu = small("cu_seqlens", { d.n + 1 }, "int32", { first })
+      local mx = small("max_seqlen", {}, "int32", { cu })
+      temps = { first, cu, mx }
+    end
     qf = nn.view(cx, q, { T, heads, hd }, P .. ".q_flat")
     kf = nn.view(cx, k, { T, kvh, hd }, P .. ".k_flat")
     vf = nn.view(cx, v, { T, kvh, hd }, P .. ".v_flat")

@@ -10,7 +10,8 @@
  *   7 fuzz_torchtune     --gpu h100 loads it; its model may name the folder "m", which holds a
  *   8 fuzz_hf_trainer    small Llama config.json
  *   9 fuzz_data_lengths  the input is a file of sequence lengths (one a line, or JSONL) that a
- *                     small scenario reads as training.data.lengths (lua/strategies/data.lua)
+ *                     small scenario reads as training.data.lengths (lua/strategies/data.lua),
+ *                     padded, flattened or packed as TRL packs them by the input's size
  *  10 fuzz_torchtitan the input is a torchtitan TOML job config read as vrsim CONFIG.toml --gpu
  *                     h100 --gpus 8 (lua/recipes/torchtitan.lua; its flavors as they come)
  *  11 fuzz_diffusers  the input is a saved launch command (lua/recipes/cmdline.lua) read as
@@ -139,12 +140,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(chunk);
 #elif FUZZ_MODE == 9
     if (write_input("lengths.txt", data, size)) return 0;
-    static const char *SRC =
-        "return { hardware = { gpu = 'h200' }, model = { arch = 'llama2', size = '7b-l1',"
-        " hidden = 64, intermediate = 128, heads = 2, kv_heads = 2, vocab = 256 },"
-        " training = { micro_batch = 2, steps = 1, attention = 'sdpa',"
-        " data = { lengths = 'lengths.txt', batching = 'pad' } } }";
-    st = scenario_load_source("fuzz.lua", SRC, dir, &so, &p, err, sizeof err);
+    /* each batching by the input's size: padded, flattened, and TRL's packing (whose rows of 64
+     * tokens the lengths are cut to, split into or packed into) */
+    static const char *BATCHING[] = { "batching = 'pad'", "batching = 'padding_free'",
+                                      "batching = 'bfd', pack_length = 64",
+                                      "batching = 'bfd_split', pack_length = 64" };
+    char src[512];
+    snprintf(src, sizeof src,
+             "return { hardware = { gpu = 'h200' }, model = { arch = 'llama2', size = '7b-l1',"
+             " hidden = 64, intermediate = 128, heads = 2, kv_heads = 2, vocab = 256 },"
+             " training = { micro_batch = 2, steps = 1, attention = 'sdpa',"
+             " data = { lengths = 'lengths.txt', %s } } }", BATCHING[size % 4]);
+    st = scenario_load_source("fuzz.lua", src, dir, &so, &p, err, sizeof err);
 #else
     cJSON *rec = cJSON_ParseWithLength((const char *)data, size);
     if (!rec) return 0;
