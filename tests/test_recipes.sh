@@ -365,9 +365,22 @@ check "trl packing_strategy: wrapped: rows of max_length across sequence boundar
 printf 'shuffle_dataset: true\n' | cat "$TMP/tpack.yaml" - >"$TMP/tshuf.yaml"
 check "trl packing after shuffle_dataset: refused by name" 2 "tshuf\.yaml:[0-9]+: shuffle_dataset: shuffled before packing" -- \
   "$TMP/tshuf.yaml" --gpu h100 --no-files --set training.data.lengths="$TMP/tpack_lengths.txt"
+# padding_free: true without packing: each micro-batch's sequences in one row under TRL's collator
+# (no per-layer cu_seqlens under flash attention), the lengths as the data gives them
 printf 'padding_free: true\n' | cat $D/trl_sft_lora.yaml - >"$TMP/tpf.yaml"
-check "trl padding_free without packing: refused by name" 2 "tpf\.yaml:[0-9]+: padding_free: padding-free batches without bfd packing" -- \
+check "trl padding_free without the data set's lengths" 2 "training\.data\.lengths: the data set's sequence lengths, which a trainer's config does not hold" -- \
   "$TMP/tpf.yaml" --gpu h100 --no-files
+check "trl padding_free with --set training.data.lengths: micro-batches of 4 flattened into one row" 0 \
+  "micro-batches of 4 flattened into one row each" -- \
+  "$TMP/tpf.yaml" --gpu h100 --no-files --set training.data.lengths="$TMP/tpack_lengths.txt"
+sed 's/^attn_implementation: sdpa/attn_implementation: flash_attention_2/' "$TMP/tpf.yaml" >"$TMP/tpff.yaml"
+"$VRSIM" "$TMP/tpff.yaml" --gpu h100 --no-files --set training.data.lengths="$TMP/tpack_lengths.txt" --alloc-trace "$TMP/tpff.csv" >/dev/null 2>&1
+if [ "$(grep -c ',cu_seq_lens_[qk]$' "$TMP/tpff.csv")" = 2 ] && [ "$(grep -c position_starts "$TMP/tpff.csv")" = 0 ]; then
+  ok "trl padding_free under flash attention: TRL's collator's cu_seq_lens, none made a layer"
+else fail "trl padding_free under flash attention: cu_seq_lens $(grep -c ',cu_seq_lens_[qk]$' "$TMP/tpff.csv"), position_starts $(grep -c position_starts "$TMP/tpff.csv")"; fi
+printf 'pad_to_multiple_of: 64\n' | cat "$TMP/tpf.yaml" - >"$TMP/tpfm.yaml"
+check "trl padding_free with pad_to_multiple_of: refused by name" 2 "tpfm\.yaml:[0-9]+: pad_to_multiple_of: the flattened row padded" -- \
+  "$TMP/tpfm.yaml" --gpu h100 --no-files --set training.data.lengths="$TMP/tpack_lengths.txt"
 sed 's/^use_peft: true/use_peft: true\nload_in_4bit: true/' $D/trl_sft_lora.yaml >"$TMP/tq.yaml"
 check "trl QLoRA without nested quantization (TRL's default)" 2 \
   "tq\.yaml:9: load_in_4bit: NF4 without use_bnb_nested_quant .* is not modelled" -- "$TMP/tq.yaml" --gpu h100 --no-files

@@ -414,6 +414,24 @@ for to in "" ", pack_length = 0"; do
     ok "data, bfd with${to:- no pack_length}: exit 2, named"
   else bad "data, bfd with${to:- no pack_length}: exit $rc: $(cat "$tmp/err")"; fi
 done
+# the collator of a flattened batch: DataCollatorWithFlattening's layers derive cu_seqlens from
+# position_ids (position_starts, cu_seqlens, max_seqlen a layer), TRL's hands them to the kernel
+sed 's/batching = "bfd", pack_length = 1024/batching = "padding_free"/' "$tmp/pk.lua" > "$tmp/pf2.lua"
+for c in transformers trl; do
+  "$VRSIM" "$tmp/pf2.lua" --no-files --set training.data.collator=$c --alloc-trace "$tmp/pc_$c.csv" >/dev/null 2>&1
+done
+n_tf=$(grep ",alloc," "$tmp/pc_transformers.csv" | grep -c "position_starts$"); n_trl=$(grep ",alloc," "$tmp/pc_trl.csv" | grep -c "position_starts$")
+c_tf=$(grep -c ",cu_seq_lens_q$" "$tmp/pc_transformers.csv"); c_trl=$(grep ",alloc," "$tmp/pc_trl.csv" | grep -c ",cu_seq_lens_q$")
+if [ "$n_tf" = 4 ] && [ "$n_trl" = 0 ] && [ "$c_tf" = 0 ] && [ "$c_trl" = 1 ]; then
+  ok "data, padding_free's collator: transformers' derives cu_seqlens in each of 2 layers x 2 steps, TRL's hands them over once"
+else bad "data, padding_free's collator: position_starts $n_tf / $n_trl, cu_seq_lens $c_tf / $c_trl"; fi
+for set_ in "pf2:training.data.batching=pad --set training.data.collator=trl:collator is a flattened batch's" \
+            "pk:training.data.collator=transformers:collator = transformers with batching bfd"; do
+  f=${set_%%:*}; rest=${set_#*:}; args=${rest%%:*}; want=${rest#*:}
+  "$VRSIM" "$tmp/$f.lua" --no-files --set $args >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -q "$want" "$tmp/err"; then ok "data, $want: exit 2"
+  else bad "data, --set $args: exit $rc: $(cat "$tmp/err")"; fi
+done
 sed 's/batching = "bfd", pack_length = 1024/batching = "pad", pack_length = 1024/' "$tmp/pk.lua" > "$tmp/pkb.lua"
 "$VRSIM" "$tmp/pkb.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
 if [ $rc = 2 ] && grep -q "pack_length is the packed rows' length: batching pad packs nothing" "$tmp/err"; then ok "data, pack_length beside batching pad: exit 2"

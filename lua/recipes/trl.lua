@@ -216,11 +216,18 @@ local function scenario(r, opts, tool)
       r:fail(d, "packing_strategy", ("'%s' is not one of TRL's (bfd, bfd_split, wrapped)"):format(strategy))
     end
     local padding_free = r:get(d, "padding_free", "boolean", false)
-    if padding_free and not (packing and strategy ~= "wrapped") then
-      r:fail(d, "padding_free", "padding-free batches without bfd packing (one flattened row of the batch's "
-             .. "sequences, each as long as the data makes it) are not modelled by this reader")
+    if padding_free and packing and strategy == "wrapped" then
+      r:fail(d, "padding_free", "padding-free beside wrapped packing (TRL warns against it: the rows cross "
+             .. "sequence boundaries) is not modelled")
     end
-    if packing and strategy ~= "wrapped" then
+    if padding_free and not packing then
+      -- each micro-batch's sequences in one row, as long as the data makes them (TRL does not cut
+      -- them to max_length without packing): training.data's padding_free batching under TRL's
+      -- collator, over the data set's lengths (--set training.data.lengths)
+      t.data = r:field(d, "padding_free", "training", "data", { batching = "padding_free", collator = "trl" })
+      notes[#notes + 1] = "trl padding_free: each micro-batch's sequences flattened into one row, as long as "
+          .. "the data set's lengths make it (max_length is not enforced without packing)"
+    elseif packing and strategy ~= "wrapped" then
       -- pack_dataset(dataset, max_length, strategy) (trl 1.16 SFTTrainer._prepare_dataset), then
       -- the padding-free collator SFTTrainer turns on for bfd: training.data's packed batching,
       -- over the data set's lengths, which the config does not hold (--set training.data.lengths)
@@ -244,7 +251,12 @@ local function scenario(r, opts, tool)
         or ("trl rows simulated at max_length (%d tokens), the longest a batch can be: the "
             .. "collator pads each batch to its longest row"):format(t.seq)
     end
-    if r:get(d, "pad_to_multiple_of", "integer") then r:not_read(d, { "pad_to_multiple_of" }) end
+    if r:get(d, "pad_to_multiple_of", "integer") then
+      if t.data then
+        r:fail(d, "pad_to_multiple_of", "the flattened row padded to a multiple (its labels -100) is not modelled")
+      end
+      r:not_read(d, { "pad_to_multiple_of" })
+    end
     local lt = r:get(d, "loss_type", "string", "nll")
     if lt ~= "nll" then r:fail(d, "loss_type", ("'%s' is not modelled (read: nll)"):format(lt)) end
     if r:get(d, "activation_offloading", "boolean", false) then

@@ -26,6 +26,7 @@ local KEYS = {
   length_field = "the JSONL field that holds a sequence's length [length]",
   batching = "pad (DataCollatorWithPadding), padding_free (DataCollatorWithFlattening), or bfd / bfd_split (TRL's packing: rows of pack_length, best-fit decreasing, flattened) [pad]",
   pack_length = "with batching bfd or bfd_split: the packed rows' length (TRL's max_length)",
+  collator = "a flattened batch's collator: transformers (DataCollatorWithFlattening; padding_free's default) or trl (TRL 1.16's padding-free DataCollatorForLanguageModeling, which hands the flash kernel cu_seq_lens; bfd's)",
   pad_to_multiple_of = "DataCollatorWithPadding's pad_to_multiple_of [none]",
   order = "shuffle (the Trainer's RandomSampler) or given (the batches in the listed order) [shuffle]",
   seed = "the shuffle's seed [42]",
@@ -103,6 +104,11 @@ local function read_lengths(d)
     error("training.data.lengths: TRL's packing packs the data set's sequences, whose token lengths a config "
           .. "does not hold: give them, a file of one length a line or JSONL with a length field (--set "
           .. "training.data.lengths=FILE)", 0)
+  end
+  if src == nil then
+    error("training.data.lengths: the data set's sequence lengths, which a trainer's config does not hold: "
+          .. "a file of one length a line or JSONL with a length field (--set training.data.lengths=FILE), "
+          .. "or a list of them ({ 512, 2048, ... })", 0)
   end
   if type(src) ~= "table" or #src == 0 then
     error("training.data.lengths must be a file of lengths or a list of them ({ 512, 2048, ... })", 0)
@@ -285,8 +291,9 @@ local function plan_packed(d, b, lens, batching, L, order, seed, pick, q)
     select_kth(totals, nr - k + 1, 1, nr)
     local cut, list, ties = totals[nr - k + 1], {}, 0
     for i = nr - k + 2, nr do if totals[i] == cut then ties = ties + 1 end end
-    -- the rows above the k-th fullest, then as many at it as the k-th and its equals need
-    local at = k - (nr - (nr - k + 1)) + ties
+    -- the rows fuller than the k-th fullest (k - 1 - ties of them), then the first 1 + ties
+    -- rows as full as it
+    local at = 1 + ties
     for _, r in ipairs(rows) do
       if r.total > cut then list[#list + 1] = r
       elseif r.total == cut and at > 0 then list[#list + 1] = r; at = at - 1 end
@@ -330,6 +337,17 @@ local function plan(d, b)
   local packing = batching == "bfd" or batching == "bfd_split"
   if batching ~= "pad" and batching ~= "padding_free" and not packing then
     error(("training.data.batching = %s: one of pad, padding_free, bfd, bfd_split"):format(tostring(batching)), 0)
+  end
+  local collator = d.collator or (packing and "trl" or "transformers")
+  if collator ~= "transformers" and collator ~= "trl" then
+    error(("training.data.collator = %s: one of transformers, trl"):format(tostring(collator)), 0)
+  end
+  if d.collator ~= nil and batching == "pad" then
+    error("training.data.collator is a flattened batch's (padding_free, bfd): batching pad's is DataCollatorWithPadding", 0)
+  end
+  if packing and collator ~= "trl" then
+    error(("training.data.collator = transformers with batching %s: TRL's packing is collated by TRL's "
+           .. "padding-free collator"):format(batching), 0)
   end
   local L = d.pack_length
   if packing and (not math.tointeger(L) or L < 1 or L > MAX_LEN) then
@@ -438,6 +456,7 @@ local function plan(d, b)
     :format(n, lo, hi, sum / n, order == "shuffle" and ("a shuffled epoch (seed " .. seed .. ") of") or "an epoch of",
             nb, how, 100 * (computed - real) / computed, what, chosen.rows, chosen.len, chosen.real)
   chosen.batching = batching
+  chosen.trl_collator = batching == "padding_free" and collator == "trl" or nil
   return chosen, note
 end
 
