@@ -353,7 +353,7 @@ check "accelerate ZeRO-3 without zero.Init" 2 "noinit\.yaml:10: deepspeed_config
 # training.data's bfd batching, whose lengths the config does not hold: without them exit 2
 # saying how to give them; with them the packed rows, flattened four a micro-batch
 sed 's/^packing: false/packing: true/' $D/trl_sft_lora.yaml >"$TMP/tpack.yaml"
-check "trl packing: true without the data set's lengths" 2 "tpack\.yaml:.*training\.data\.lengths: TRL's packing packs the data set's sequences.*--set training\.data\.lengths=FILE" -- \
+check "trl packing: true without the data set's lengths" 2 "tpack\.yaml:.*training\.data\.lengths: the data set's sequence lengths that TRL's packing packs.*--set training\.data\.lengths=FILE" -- \
   "$TMP/tpack.yaml" --gpu h100 --no-files
 awk 'BEGIN { for (i = 1; i <= 300; i++) print 100 + (i * 37) % 1900 }' >"$TMP/tpack_lengths.txt"
 check "trl packing: true with --set training.data.lengths: TRL's bfd packing into rows of max_length (2048)" 0 \

@@ -100,15 +100,11 @@ local function read_lengths(d)
     end
     return parse_lengths(text, src, d.length_field or "length")
   end
-  if src == nil and (d.batching == "bfd" or d.batching == "bfd_split") then
-    error("training.data.lengths: TRL's packing packs the data set's sequences, whose token lengths a config "
-          .. "does not hold: give them, a file of one length a line or JSONL with a length field (--set "
-          .. "training.data.lengths=FILE)", 0)
-  end
   if src == nil then
-    error("training.data.lengths: the data set's sequence lengths, which a trainer's config does not hold: "
-          .. "a file of one length a line or JSONL with a length field (--set training.data.lengths=FILE), "
-          .. "or a list of them ({ 512, 2048, ... })", 0)
+    local packed = d.batching == "bfd" or d.batching == "bfd_split"
+    error(("training.data.lengths: the data set's sequence lengths%s, which a trainer's config does not hold: "
+           .. "a file of one length a line or JSONL with a length field (--set training.data.lengths=FILE), "
+           .. "or a list of them ({ 512, 2048, ... })"):format(packed and " that TRL's packing packs" or ""), 0)
   end
   if type(src) ~= "table" or #src == 0 then
     error("training.data.lengths must be a file of lengths or a list of them ({ 512, 2048, ... })", 0)
