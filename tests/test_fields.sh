@@ -112,6 +112,13 @@ names_in "$TMP/unk.err" "one of" >"$TMP/known2"; listed_in training.lora - >"$TM
 if [ -s "$TMP/known" ] && cmp -s "$TMP/known2" "$TMP/shown2" && cmp -s "$TMP/known" "$TMP/shown"; then
   ok "every name the checker knows (each section, on llama and sdxl; zero's knobs; lora's keys) is listed"
 else fail "training.lora: the checker's keys differ from vrsim fields'" "$(diff "$TMP/known2" "$TMP/shown2")"; fi
+# training.data's keys (a scenario that gives no seq: data sets it)
+printf 'return { hardware = { gpu = "h200" }, model = { arch = "llama2", size = "7b-l1" },\n  training = { micro_batch = 1 } }\n' >"$TMP/data.lua"
+"$VRSIM" "$TMP/data.lua" --no-files --set training.data.zzqq=1 >/dev/null 2>"$TMP/unk.err"
+names_in "$TMP/unk.err" "one of" >"$TMP/known3"; listed_in training.data - >"$TMP/shown3"
+if [ -s "$TMP/known3" ] && cmp -s "$TMP/known3" "$TMP/shown3"; then
+  ok "training.data: every key the checker knows is listed ($(wc -l <"$TMP/known3") keys)"
+else fail "training.data: the checker's keys differ from vrsim fields'" "$(diff "$TMP/known3" "$TMP/shown3"; head -c 300 "$TMP/unk.err")"; fi
 
 # ---- every table refuses an unknown key: training.lora as training.zero ----------------------
 run lrank "$TMP/llama.lua" --no-files --set precision=lora_bf16 --set lora.rank=64

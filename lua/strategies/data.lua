@@ -21,18 +21,20 @@
 -- verdict), or a quantile of a shuffled epoch's batches by tokens computed (its step time).
 local M = {}
 
-local KEYS = {
-  lengths = "the sequence lengths: a list, or a file beside the scenario (one a line, or JSONL)",
-  length_field = "the JSONL field that holds a sequence's length [length]",
-  batching = "pad (DataCollatorWithPadding), padding_free (DataCollatorWithFlattening), or bfd / bfd_split (TRL's packing: rows of pack_length, best-fit decreasing, flattened) [pad]",
-  pack_length = "with batching bfd or bfd_split: the packed rows' length (TRL's max_length)",
-  collator = "a flattened batch's collator: transformers (DataCollatorWithFlattening; padding_free's default) or trl (TRL 1.16's padding-free DataCollatorForLanguageModeling, which hands the flash kernel cu_seq_lens; bfd's)",
-  pad_to_multiple_of = "DataCollatorWithPadding's pad_to_multiple_of [none]",
-  order = "shuffle (the Trainer's RandomSampler) or given (the batches in the listed order) [shuffle]",
-  seed = "the shuffle's seed [42]",
-  batch = "which batch is simulated: worst, or pNN (a quantile of the epoch's batches by tokens computed) [worst]",
+-- training.data's keys, as `vrsim fields` lists them: type, default (nil: none, or as the
+-- meaning says), meaning.
+M.FIELDS = {
+  lengths = { "list", nil, "the sequence lengths: a list, or a file beside the scenario or typed on the command line (one a line, or JSONL)" },
+  length_field = { "string", "length", "the JSONL field that holds a sequence's length" },
+  batching = { "string", "pad", "pad (DataCollatorWithPadding), padding_free (DataCollatorWithFlattening), or bfd / bfd_split (TRL's packing: rows of pack_length, best-fit decreasing, flattened)" },
+  pack_length = { "integer", nil, "with batching bfd or bfd_split: the packed rows' length (TRL's max_length)" },
+  collator = { "string", nil, "a flattened batch's collator: transformers (DataCollatorWithFlattening; padding_free's default) or trl (TRL 1.16's padding-free DataCollatorForLanguageModeling, which hands the flash kernel cu_seq_lens; bfd's)" },
+  pad_to_multiple_of = { "integer", nil, "DataCollatorWithPadding's pad_to_multiple_of" },
+  order = { "string", "shuffle", "shuffle (the Trainer's RandomSampler) or given (the batches in the listed order)" },
+  seed = { "integer", 42, "the shuffle's seed" },
+  batch = { "string", "worst", "which batch is simulated: worst, or pNN (a quantile of the epoch's batches by tokens computed)" },
 }
-M.KEYS = KEYS
+local KEYS = M.FIELDS
 
 local MAX_LEN = 1 << 26
 
