@@ -434,6 +434,10 @@ static double op_timing(Run *r, int i, const Op *op, StepResult *sr, double *sta
                    (op->phase == PH_RECOMPUTE && op->fwd_op >= 0 &&
                     graph_op_records_autograd(r->g, op->fwd_op));
     bool in_region = (op->region > 0 || op->in_ckpt) && records;
+    /* in a region's forward, checkpointing's cost is its pack hook, once per tensor the op saves
+     * (an op that saves none costs its plain figure) */
+    bool per_saved = in_region && op->phase == PH_FWD && r->cfg->host_ckpt_saved_ns > 0;
+    double saved_ns = per_saved ? op->n_saves * r->cfg->host_ckpt_saved_ns : 0;
     if (op->compiled) {
         /* a compiled graph's code launches its kernels itself, none for an op fused into another's
          * kernel (Op.compiled): each at what the generated code spends a kernel where the profile
@@ -449,12 +453,12 @@ static double op_timing(Run *r, int i, const Op *op, StepResult *sr, double *sta
             r->compiled_graph = g;
         }
     } else if (op->has_dispatch) {
-        r->host_ns += op->dispatch_ns + (in_region ? op->dispatch_ckpt_ns : 0);
+        r->host_ns += op->dispatch_ns + (per_saved ? saved_ns : in_region ? op->dispatch_ckpt_ns : 0);
         r->compiled_graph = 0;
     } else if (op->kind_id != OPK_NONE) {
-        bool ck = in_region && r->cfg->host_ckpt_op_ns > 0;
+        bool ck = in_region && r->cfg->host_ckpt_op_ns > 0 && !per_saved;
         r->compiled_graph = 0;
-        r->host_ns += ck ? r->cfg->host_ckpt_op_ns : r->cfg->host_op_ns;
+        r->host_ns += (ck ? r->cfg->host_ckpt_op_ns : r->cfg->host_op_ns) + saved_ns;
         /* one dispatch, then each further kernel the op launches (foreach chunks, a GEMM
          * backward's second GEMM) costs a bare launch */
         if (op->kernels > 1) r->host_ns += (op->kernels - 1) * r->cfg->host_launch_ns;

@@ -37,6 +37,9 @@ typedef struct EngineConfig {
     double host_ckpt_op_ns;    /* the same inside a checkpointed region (0 = host_op_ns) */
     double host_ckpt_region_ns; /* torch.utils.checkpoint's own host time per region: saving the
                                    RNG state, the saved-tensor hooks, setting up recomputation */
+    double host_ckpt_saved_ns; /* what a region's forward op adds per tensor it saves for backward
+                                  (the pack hook, run once per SavedVariable); 0: the op's class's
+                                  ckpt figure (Op.dispatch_ckpt_ns) or host_ckpt_op_ns instead */
     double host_launch_ns;     /* host time of each further kernel launch within one op */
     /* a torch.compile graph's host time (0: a bare launch a kernel, nothing a call): what its
      * generated code spends a kernel (Inductor's Triton launcher, an extern kernel's aten call,

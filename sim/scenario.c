@@ -30,6 +30,7 @@ void plan_engine_config(const Plan *p, bool record_timeline, EngineConfig *out) 
     out->host_op_ns = p->host_op_ns;
     out->host_ckpt_op_ns = p->host_ckpt_op_ns;
     out->host_ckpt_region_ns = p->host_ckpt_region_ns;
+    out->host_ckpt_saved_ns = p->host_ckpt_saved_ns;
     out->host_launch_ns = p->host_launch_ns;
     for (int k = 0; k < 2; k++) {
         out->host_compiled_kernel_ns[k] = p->host_compiled_kernel_ns[k];

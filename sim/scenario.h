@@ -24,6 +24,7 @@ typedef struct Plan {
     double host_op_ns;         /* CPU dispatch time per op (from the profile, else 0) */
     double host_ckpt_op_ns;    /* the same inside checkpointed regions (0 = host_op_ns) */
     double host_ckpt_region_ns; /* torch.utils.checkpoint's own host time per region */
+    double host_ckpt_saved_ns;  /* its pack hook per tensor a forward op saves (0: per op class) */
     double host_launch_ns;     /* a further kernel launch within one op (profile launch_us) */
     double host_compiled_kernel_ns[2]; /* EngineConfig's: a compiled graph's kernel, fwd / bwd */
     double host_compiled_call_ns[2];   /* and its call, fwd / bwd */

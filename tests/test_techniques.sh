@@ -662,6 +662,36 @@ sys.exit(0 if good else 1)
 PY
 ); then ok "float8 host: $got"
 else bad "float8 host: $got"; fi
+# checkpointing's forward host cost is its pack hook once per saved tensor, and its region's own
+# set-up (h200_torch.lua: host_ckpt_saved_us 14.84, host_ckpt_region_us 112.5), not a figure per
+# op: four Llama-3-8B layers with LoRA on q, k, v, o save 196 tensors in forward as PyTorch
+# counts them (saved_tensors_hooks over the real layers on the CPU, the input needing a gradient
+# as peft makes it under checkpointing), and cuDNN's attention saves two more a layer than the
+# CPU's (its philox seed and offset): 204. So the checkpointed forward's host time is the plain
+# forward's plus 4 x 112.5 + 204 x 14.84 us at the calibration host's speed. Priced per op it
+# was 5.8 ms more, where one H100 host measured 3.5 ms at one host speed
+# (results/phase_host_h100_interleaved.jsonl)
+cp scenarios/configs/qwen3-30b-a3b.json "$tmp/"
+fwd_host() { "$VRSIM" "$@" --json --no-files --no-suggest | python3 -c '
+import json, sys; print(json.load(sys.stdin)["time_ms"]["host_dispatch_by_phase"]["forward"])'; }
+# Qwen3-30B-A3B's four layers: 280 on the CPU, 288 with cuDNN's two a layer
+for cs in llama-3-8b:204 qwen3-30b-a3b:288; do
+  cat > "$tmp/ckhost.lua" <<EOS
+return { hardware = { gpu = "h100_sxm" }, model = { config = "${cs%%:*}.json", layers = 4, use_cache = false },
+  training = { micro_batch = 1, seq = 256, precision = "bf16", steps = 2, checkpointing = true,
+               lora = { r = 16, alpha = 32, dropout = 0.05, targets = { "q_proj", "k_proj", "v_proj", "o_proj" } } } }
+EOS
+  ck=$(fwd_host "$tmp/ckhost.lua"); pl=$(fwd_host "$tmp/ckhost.lua" --set training.checkpointing=false)
+  if got=$(python3 - "$ck" "$pl" "${cs##*:}" <<'PY'
+import sys
+ck, pl, n = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+want = (4 * 112.5 + n * 14.84) / 1000
+print("checkpointing adds %.3f ms to the forward's host time (4 regions and %d saved tensors: %.3f)" % (ck - pl, n, want))
+sys.exit(0 if abs(ck - pl - want) < 0.01 else 1)
+PY
+  ); then ok "checkpoint host, ${cs%%:*}: $got"
+  else bad "checkpoint host, ${cs%%:*}: $got"; fi
+done
 # on an sm80 card torchtitan refuses it; an sm89 card (RTX 4090) runs it
 "$VRSIM" "$tmp/f8.lua" --no-files --set gpu=a100_80g >/dev/null 2>"$tmp/err"; rc=$?
 if [ $rc = 2 ] && grep -q "only supported on SM89 or later" "$tmp/err" && "$VRSIM" "$tmp/f8.lua" --no-files --set gpu=rtx4090 >/dev/null 2>&1; then

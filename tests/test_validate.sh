@@ -204,6 +204,17 @@ KNOWN = {
     ("gen6-sd35m-l4-lora-r1024-ckpt", "step_time"): (0.40,
         "checkpointed and plain steps timed in separate processes whose host speed differs; steps 60.4-74.4 ms; "
         "timed in one process (results/ckpt_ab_h100.jsonl) checkpointing adds 30.4 ms, in vrsim 42.5"),
+    # diffusion_h100_gen14_hostbound.jsonl, the same four configurations on another H100 host
+    # (host A of 2026-12-07, 08:24-08:26): its class chains, timed after each run's steps, said
+    # 0.73-1.15x the calibration host from one process to the next, and measure_host_classes.py
+    # in a process two minutes before them 1.16x; the same host ran the cut Llama's forward in
+    # the time a host whose chains said 0.72x did (results/phase_host_modules_h100.jsonl against
+    # phase_host_h100_interleaved.jsonl: 9.12 and 9.20 ms). The chains do not carry this host's
+    # speed for a model's code; vrsim at the chains is 17-38 % fast on all four
+    ("gen6-sd15-unet-ampbf16-r512-b4-ckpt_r2", "step_time"): (0.45,
+        "host-bound; steps 218.1-331.4 ms; its class chains 0.89x the calibration host, 1.16x in a process minutes before"),
+    ("gen6-sd35m-l4-lora-r1024_r2", "step_time"): (0.30,
+        "host-bound; steps 41.4-52.8 ms; its class chains 0.91x the calibration host, 1.16x in a process minutes before"),
     # the two SD 1.5 records of the same call: the same configurations, timed again later in one
     # process alternating plain and checkpointed rounds (measure_diffusers_ckpt_ab.py,
     # results/ckpt_ab_h100.jsonl, 8 rounds), ran 144.8 and 226.1 ms a step, where these records
@@ -283,6 +294,16 @@ KNOWN = {
     ("steps-r512-b1_bf16_every", "step_time"): (0.25,
         "host-bound; the call's first configuration: steps 272.1-374.7 ms (p10 290.7), issue time "
         "318.1 ms, 1.38x vrsim's host at its own chains (0.89-1.14x the calibration host)"),
+    ("steps-r1024-b1_bf16_ckpt_every", "step_time"): (0.27,
+        "host-bound with checkpointing; steps spread 132 % (the grid's widest); its chains' repeats are the host's speed "
+        "for tight loops, not for the UNet's code (phase_host_modules_h100.jsonl)"),
+    # packed variable-length batch (8 rows, 4693 tokens, flash varlen), full bf16 training: the
+    # same run without checkpointing is +2.4 %; checkpointing adds 26.0 ms measured (50.6 ->
+    # 76.6 ms, steps 76.2-76.6) and 14.2 in vrsim. Its forward's pack hooks, priced per saved
+    # tensor, are not the gap (priced per op they added 1.4 ms more); which op of the
+    # recomputation or its backward holds the other 11.8 ms is not traced
+    ("gen5-varlen-packed-ckpt", "step_time"): (0.18,
+        "checkpointing adds 26.0 ms measured, 14.2 in vrsim; the plain packed row is +2.4 %"),
     ("steps-r1024-b2_bf16_every", "step_time"): (0.25,
         "host-bound; the host slowed during the run: chains 0.71, 0.83, 1.09, 1.01x the calibration "
         "host, tiny-op loop 14.6 -> 20.9 us, steps 210.6-341.0 ms (10-step medians 253, 224, 316 ms of wall)"),

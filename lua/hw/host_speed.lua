@@ -35,7 +35,7 @@
 local M = {}
 
 -- the profile's fields that are host time in us, and the tables of them (any depth)
-local SCALAR = { "launch_us", "host_op_us", "host_ckpt_op_us", "host_ckpt_region_us",
+local SCALAR = { "launch_us", "host_op_us", "host_ckpt_op_us", "host_ckpt_region_us", "host_ckpt_saved_us",
                  "host_compiled_kernel_fwd_us", "host_compiled_kernel_bwd_us",
                  "host_compiled_call_fwd_us", "host_compiled_call_bwd_us" }
 local TABLES = { "host_classes", "fsdp2_hook_us", "optim_host" }

@@ -235,6 +235,7 @@ function M.device_of(cfg, ctx)
         prof.host_op_us = torchp.host_kernel_us or torchp.host_op_us
         prof.host_ckpt_op_us = torchp.host_kernel_ckpt_us
         prof.host_ckpt_region_us = torchp.host_ckpt_region_us
+        prof.host_ckpt_saved_us = torchp.host_ckpt_saved_us
         -- a torch.compile graph's host time a kernel and a call (measure_compiled_call.py)
         for _, f in ipairs { "host_compiled_kernel_fwd_us", "host_compiled_kernel_bwd_us",
                              "host_compiled_call_fwd_us", "host_compiled_call_bwd_us" } do

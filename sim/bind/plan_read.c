@@ -419,6 +419,7 @@ void read_profile(lua_State *L, int dev, Plan *p) {
     p->host_op_ns = host_us * 1e3;
     p->host_ckpt_op_ns = field_num(L, prof, "host_ckpt_op_us", 0) * 1e3;
     p->host_ckpt_region_ns = field_num(L, prof, "host_ckpt_region_us", 0) * 1e3;
+    p->host_ckpt_saved_ns = field_num(L, prof, "host_ckpt_saved_us", 0) * 1e3;
     p->host_launch_ns = field_num(L, prof, "launch_us", 0) * 1e3; /* empty kernel, back to back */
     p->host_compiled_kernel_ns[0] = field_num(L, prof, "host_compiled_kernel_fwd_us", 0) * 1e3;
     p->host_compiled_kernel_ns[1] = field_num(L, prof, "host_compiled_kernel_bwd_us", 0) * 1e3;

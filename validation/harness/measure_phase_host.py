@@ -13,6 +13,9 @@ Llama layers vrsim's host classes were measured on.
   ... --config scenarios/configs/llama-3-8b.json      (the same run with another model's config)
   ... --ckpt off --no-cache                            (the config's use_cache false: no DynamicCache)
   ... --check                                          (print the runs it would make; no GPU)
+  ... --interleave --rounds 30                          (with and without checkpointing and the KV cache,
+                                                       built in one process and timed in turn)
+  ... --modules                                        (each module's forward host time, by hooks)
   ... --cpu-check --layers 1 --seq 16 --rounds 1       (the whole path on the CPU, timings meaningless)
 
 One line a run: the record's name, the overrides, and per phase the median host ms and device ms
@@ -67,44 +70,129 @@ def variants(rec, args):
     return out
 
 
-def measure(rec, rounds, device="cuda"):
-    import torch
+def built(rec, device="cuda"):
+    """The record's model, its forward (returning the loss) and its optimizer, warmed up."""
     from profile_hf_step import build
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         f.write(json.dumps(rec) + "\n")
     _, fwd, opt = build(f.name, rec["name"], device=device)
     os.unlink(f.name)
-    gpu = device == "cuda"
-    rows = {"forward": [], "backward": [], "optimizer": []}
-    for _ in range(rounds):
-        times = {}
-        for phase in ("forward", "backward", "optimizer"):
-            if gpu:
-                torch.cuda.synchronize()
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-            t0 = time.perf_counter()
-            if phase == "forward":
-                loss = fwd()
-            elif phase == "backward":
-                loss.backward()
-            else:
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-            host = (time.perf_counter() - t0) * 1e3
-            if gpu:
-                e.record()
-                torch.cuda.synchronize()
-            times[phase] = (host, s.elapsed_time(e) if gpu else 0.0)
-        del loss
-        for k, v in times.items():
-            rows[k].append(v)
+    return fwd, opt
+
+
+def time_round(fwd, opt, gpu):
+    """One step, each phase timed from an idle GPU: {phase: (host ms, device ms)}."""
+    import torch
+    times = {}
+    for phase in ("forward", "backward", "optimizer"):
+        if gpu:
+            torch.cuda.synchronize()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+        t0 = time.perf_counter()
+        if phase == "forward":
+            loss = fwd()
+        elif phase == "backward":
+            loss.backward()
+        else:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        host = (time.perf_counter() - t0) * 1e3
+        if gpu:
+            e.record()
+            torch.cuda.synchronize()
+        times[phase] = (host, s.elapsed_time(e) if gpu else 0.0)
+    return times
+
+
+def summary(rounds):
+    """Per phase the median host and device ms over the rounds, with the host's min and max."""
     out = {}
-    for k, v in rows.items():
-        hosts, devs = [x[0] for x in v], [x[1] for x in v]
+    for k in rounds[0]:
+        hosts, devs = [t[k][0] for t in rounds], [t[k][1] for t in rounds]
         out[k] = {"host_ms": round(statistics.median(hosts), 3), "host_min_ms": round(min(hosts), 3),
                   "host_max_ms": round(max(hosts), 3), "device_ms": round(statistics.median(devs), 3)}
     return out
+
+
+def measure(rec, rounds, device="cuda"):
+    fwd, opt = built(rec, device)
+    return summary([time_round(fwd, opt, device == "cuda") for _ in range(rounds)])
+
+
+def measure_interleaved(recs, rounds, device="cuda"):
+    """The runs built side by side in one process and timed a step each in turn, round after round
+    (the order rotated each round), so that a drift of the host's speed falls on all of them alike:
+    their ratios are what one host speed gives."""
+    models = [built(r, device) for r in recs]
+    got = [[] for _ in recs]
+    for k in range(rounds):
+        for j in range(len(recs)):
+            i = (j + k) % len(recs)
+            got[i].append(time_round(*models[i], device == "cuda"))
+    return [summary(g) for g in got]
+
+
+def module_times(rec, rounds, device="cuda"):
+    """Each module's forward host time inside the model's forward: global forward pre- and post-
+    hooks stamp every module call (time.perf_counter_ns), the calls summed per module path with
+    the layer index and peft's wrappers taken out (layers.*.self_attn.q_proj), inclusive of the
+    module's children; also the forward's host time with the hooks on, against which the hooks'
+    own cost (two Python calls per module call) is read. The hooks come off before backward, so a
+    checkpointed layer's recomputation is not stamped."""
+    import re
+    import torch
+    from torch.nn.modules import module as nnm
+    fwd, opt = built(rec, device)
+    names = {}
+    stack, acc, calls = [], {}, {}
+
+    def path(m):
+        n = names.get(id(m))
+        if n is None:
+            return type(m).__name__
+        n = re.sub(r"^(base_model\.model\.)", "", n)
+        n = re.sub(r"\.layers\.\d+(?=\.|$)", ".layers.*", n)
+        n = re.sub(r"\.(default)$", "", re.sub(r"\.default\.", ".", n))
+        return n
+
+    def pre(m, args):
+        stack.append(time.perf_counter_ns())
+
+    def post(m, args, out):
+        t = time.perf_counter_ns() - stack.pop()
+        k = path(m)
+        acc[k] = acc.get(k, 0) + t
+        calls[k] = calls.get(k, 0) + 1
+
+    model = None
+    for cell in (fwd.__closure__ or ()):
+        if isinstance(cell.cell_contents, torch.nn.Module):
+            model = cell.cell_contents
+    if model is None:
+        sys.exit("measure_phase_host: the forward closes over no module; --modules cannot name them")
+    names.update({id(m): n or "<root>" for n, m in model.named_modules()})
+    totals, per_round = [], []
+    for r in range(rounds + 3):
+        acc.clear(), calls.clear()
+        torch.cuda.synchronize() if device == "cuda" else None
+        h1, h2 = nnm.register_module_forward_pre_hook(pre), nnm.register_module_forward_hook(post)
+        t0 = time.perf_counter_ns()
+        loss = fwd()
+        t = time.perf_counter_ns() - t0
+        h1.remove(), h2.remove()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss
+        if r >= 3:
+            totals.append(t / 1e6)
+            per_round.append((dict(acc), dict(calls)))
+    out = {}
+    for k in per_round[0][0]:
+        vals = [a.get(k, 0) / 1e6 for a, _ in per_round]
+        out[k] = {"ms": round(statistics.median(vals), 4), "calls": per_round[0][1][k]}
+    return {"forward_hooked_ms": round(statistics.median(totals), 3), "modules": out}
 
 
 def main():
@@ -119,6 +207,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--no-cache", action="store_true",
                     help="the config's use_cache set false (no DynamicCache in a forward without checkpointing)")
+    ap.add_argument("--interleave", action="store_true",
+                    help="build every run (checkpointing as --ckpt asks, each with and without the KV cache) "
+                         "in one process and time them a step each in turn")
+    ap.add_argument("--modules", action="store_true",
+                    help="also each module's forward host time, stamped by global module hooks")
     ap.add_argument("--out")
     ap.add_argument("--check", action="store_true", help="print the runs it would make and exit")
     ap.add_argument("--cpu-check", action="store_true", help="run the whole path on the CPU (no timing worth keeping)")
@@ -127,19 +220,27 @@ def main():
     if rec is None:
         sys.exit("measure_phase_host: no record %s in %s" % (args.name, args.record))
     runs = variants(rec, args)
+    if args.interleave:
+        args.no_cache = not args.no_cache
+        runs += variants(rec, args)
     if args.check:
         for r in runs:
             print(r["name"], json.dumps({k: r[k] for k in ("batch", "seq", "ckpt", "mode", "attn", "lora") if k in r}))
         return
     import torch
     device = "cpu" if args.cpu_check else "cuda"
-    for r in runs:
-        res = measure(r, args.rounds, device)
+    results = measure_interleaved(runs, args.rounds, device) if args.interleave else None
+    for n, r in enumerate(runs):
+        res = results[n] if results else measure(r, args.rounds, device)
         line = {"name": r["name"], "record": args.name, "config": args.config, "layers": r["hf_config"]["num_hidden_layers"],
                 "use_cache": r["hf_config"].get("use_cache"),
                 "seq": r["seq"], "batch": r["batch"], "ckpt": r["ckpt"], "mode": r.get("mode"),
                 "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
                 "phases": res}
+        if args.interleave:
+            line["interleaved_with"] = [x["name"] for x in runs if x is not r]
+        if args.modules:
+            line["module_forward"] = module_times(r, args.rounds, device)
         print(json.dumps(line), flush=True)
         if args.out:
             with open(args.out, "a") as f:

@@ -27,6 +27,18 @@ return {
   -- of the ckpt_fwd / ckpt_bwd figures below; 135.2 on 2026-11-30, ckpt_region_h200.json).
   -- host_kernel_ckpt_us above carries 2 % of it (16 regions in its 98.6 ms).
   host_ckpt_region_us = 112.5,
+  -- What a checkpointed region's forward op adds per tensor it saves for backward: the region's
+  -- pack hook runs once per SavedVariable (a holder, a weak reference, the tensor's metadata for
+  -- the determinism check), and an op that saves nothing runs none. Timed in place, on the SDXL
+  -- UNet whole (validation/harness/measure_ckpt_parts.py, its two 64 px calls on this host,
+  -- 2026-12-01, ckpt_parts_h200.jsonl): checkpointing added 68.86 and 67.00 ms to the forward,
+  -- whose 86 regions save 3,926 tensors: (67.93 - 86 x 112.5 us) / 3926 = 14.84 us a tensor.
+  -- Chains of tiny ops in a tight loop give half that (measure_ckpt_saves.py, one H100 host,
+  -- 2026-12-07, ckpt_saves_h100_*.json: 4.7-5.0 us a saved tensor, 0.9-1.5 us an op that saves
+  -- none, 0.66 of this host's class chains there): the hook's Python runs cold in a model.
+  -- In a region's forward this replaces the classes' ckpt_fwd and host_kernel_ckpt_us, which
+  -- charged every op alike (docs/step-time.md, "Checkpointing per saved tensor").
+  host_ckpt_saved_us = 14.84,
   -- A torch.compile graph's host time (sim/engine.c): what its generated code spends a kernel
   -- (Inductor's Triton launcher, an extern GEMM's aten call, its buffers), forward (its
   -- recomputation too) and backward, and what calling the graph adds (dynamo's guards,
