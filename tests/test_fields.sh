@@ -162,7 +162,7 @@ expect "a real slip is still corrected (checkpointng -> checkpointing)" 2 "did y
 NM='does not model .*docs/scenarios.md, "Not modelled"'
 for case in "transformer_engine=true:Transformer Engine" "pipeline_parallel_size=2:pipeline parallelism" \
             "context_parallel=2:context" "expert_parallel=2:expert parallelism" "use_liger_kernel=true:Liger's kernels" \
-            "packing=true:packing" "orpo=true:ORPO"; do
+            "orpo=true:ORPO"; do
   set_=${case%%:*}; want=${case#*:}
   run nm "$TMP/llama.lua" --no-files --set precision=lora_bf16 --set "$set_"
   if [ "$RC" -eq 2 ] && grep -q "$want" "$TMP/nm.err" && grep -qE "$NM" "$TMP/nm.err" && ! grep -q "did you mean" "$TMP/nm.err"
@@ -179,7 +179,9 @@ for case in "chunked_cross_entropy=true:training.loss = \"liger_fused\"" \
             "kv_cache=true:training.generate = {" \
             "torch_compile=true:training.compile = true" "inductor=true:training.compile = true" \
             "paged_optimizer=true:training.optimizer = \"paged_adamw_8bit\"" \
-            "cut_cross_entropy=true:training.loss = \"cce\""; do
+            "cut_cross_entropy=true:training.loss = \"cce\"" \
+            "packing=true:training.data = { lengths = ..., batching = \"bfd\" }" \
+            "sample_packing=true:training.data = { lengths = ..., batching = \"bfd\" }"; do
   set_=${case%%:*}; want=${case#*:}
   run nm "$TMP/llama.lua" --no-files --set "$set_"
   if [ "$RC" -eq 2 ] && grep -qF "is written $want" "$TMP/nm.err"; then :

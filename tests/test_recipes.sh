@@ -97,6 +97,13 @@ M=$D/llama-3.2-1b/config.json
 # ---- each format: the config as it is = the scenario written by hand --------------------------
 same "axolotl QLoRA (nf4, all-linear, 8-bit AdamW, flash attention)" $D/axolotl_qlora.lua -- \
   $D/axolotl_qlora.yml --gpu rtx4090
+sed 's#^sample_packing: false#sample_packing: true#' $D/axolotl_qlora.yml >"$TMP/packed.yml"
+same "axolotl sample_packing with flash attention (one row of micro_batch_size x sequence_len a micro-batch)" \
+  $D/axolotl_qlora_packed.lua -- "$TMP/packed.yml" --gpu rtx4090
+python3 -c "import random; random.seed(1); print('\n'.join(str(random.randint(1, 3000)) for _ in range(2500)))" >"$TMP/lens.txt"
+check "axolotl sample_packing with the data set's lengths: axolotl's bins" 0 \
+  "1656 sequences \(844 longer than 2048 dropped\) packed first-fit in a shuffled order" -- \
+  "$TMP/packed.yml" --gpu rtx4090 --set training.data.lengths="$TMP/lens.txt" --no-files --no-suggest
 same "axolotl LoRA bf16 on 2 GPUs (DDP, sdp_attention, adamw_torch)" $D/axolotl_lora_ddp.lua -- \
   $D/axolotl_lora_ddp.yml --gpu h100 --gpus 2
 same "axolotl full fine-tuning under its DeepSpeed ZeRO-2 JSON" $D/axolotl_full_zero2.lua -- \
@@ -228,7 +235,8 @@ both_say "vrsim sweep CONFIG --accelerate FILE" -- \
   sweep $D/trl_sft_full.yaml --accelerate $D/accelerate_fsdp2.yaml --gpu h100 --set micro_batch=1,4 --no-files -j 2
 both_say "vrsim maxbatch CONFIG --accelerate FILE" -- maxbatch $D/trl_sft_full_fsdp2.lua --max 16 -- \
   maxbatch $D/trl_sft_full.yaml --accelerate $D/accelerate_fsdp2.yaml --gpu h100 --max 16
-sed 's#^sample_packing: false#sample_packing: true#' $D/axolotl_qlora.yml >"$TMP/spacking.yml"
+sed -e 's#^sample_packing: false#sample_packing: true#' -e 's#^flash_attention: true#sdp_attention: true#' \
+  $D/axolotl_qlora.yml >"$TMP/spacking.yml"
 check "vrsim sweep CONFIG: the config's refusals come first" 2 "vrsim sweep: .*spacking\.yml:24: sample_packing" -- \
   sweep "$TMP/spacking.yml" --gpu rtx4090 --set micro_batch=1,2 --no-files
 check "vrsim maxbatch CONFIG without --gpu" 2 "vrsim maxbatch: .*does not name the GPU" -- maxbatch $D/axolotl_qlora.yml
@@ -308,8 +316,13 @@ check "a Hugging Face Hub id: download config.json (vrsim never reaches the netw
 check "... or --set model.config=PATH stands in for it" 0 "FITS" -- "$TMP/hub.yml" --gpu rtx4090 --set model.config=$M --no-files
 
 # ---- keys that would change the run and are not modelled: exit 2, key and file:line ------------
-variant packing 's#^sample_packing: false#sample_packing: true#'
-check "sample_packing: true" 2 "packing\.yml:24: sample_packing: packing .* is not modelled" -- "$TMP/packing.yml" --gpu rtx4090 --no-files
+variant packing 's#^sample_packing: false#sample_packing: true#;s#^flash_attention: true#sdp_attention: true#'
+check "sample_packing: true under sdpa (micro_batch_size rows, axolotl's attention patches)" 2 \
+  "packing\.yml:24: sample_packing: with sdpa attention axolotl deals micro_batch_size rows .* not modelled" -- \
+  "$TMP/packing.yml" --gpu rtx4090 --no-files
+variant realbatches 's#^sample_packing: false#sample_packing: true\nmultipack_real_batches: true#'
+check "multipack_real_batches: true" 2 "realbatches\.yml:25: multipack_real_batches: micro_batch_size rows of sequence_len a batch is not modelled" -- \
+  "$TMP/realbatches.yml" --gpu rtx4090 --no-files
 variant paged 's#^optimizer: adamw_bnb_8bit#optimizer: paged_ademamix_8bit#'
 check "a paged optimizer vrsim does not model (bitsandbytes' paged AdEMAMix)" 2 \
   "paged\.yml:33: optimizer: 'paged_ademamix_8bit' is not modelled \(no paged optimizer of that name" -- "$TMP/paged.yml" --gpu rtx4090 --no-files

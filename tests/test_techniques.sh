@@ -414,6 +414,47 @@ for to in "" ", pack_length = 0"; do
     ok "data, bfd with${to:- no pack_length}: exit 2, named"
   else bad "data, bfd with${to:- no pack_length}: exit $rc: $(cat "$tmp/err")"; fi
 done
+# 8c. axolotl's sample packing (batching multipack, axolotl 0.18 samplers/multipack.py): the
+#    2500 lengths above, those over max_length 2048 dropped, packed first-fit in the given order
+#    into bins of 4096 tokens: axolotl's own pack_group (run without numba over the same lengths,
+#    2026-12-07) makes 416 bins of 1656 sequences, 98.5 % full, and with bin_size 3 and
+#    group_size 500, 553 bins. The largest bin holds 4056 tokens in 2 sequences, its row padded to
+#    4096 with the padding one more sequence: each layer's position_starts has 3 entries
+cat > "$tmp/mp.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json", layers = 2 },
+  training = { micro_batch = 1, precision = "bf16", steps = 2, attention = "flash", checkpointing = true,
+               data = { lengths = "rl.txt", batching = "multipack", pack_length = 4096, max_length = 2048,
+                        pad_to_multiple_of = 2048, order = "given" } } }
+EOS
+"$VRSIM" "$tmp/mp.lua" --no-files --no-suggest --alloc-trace "$tmp/mp.csv" > "$tmp/mp.out" 2>&1
+"$VRSIM" "$tmp/mp.lua" --no-files --no-suggest --set training.data.bin_sequences=3 --set training.data.group_size=500 > "$tmp/mp3.out" 2>&1
+ps=$(grep ",alloc," "$tmp/mp.csv" | grep "position_starts$" | cut -d, -f5 | sort -u)
+if grep -q "1656 sequences (844 longer than 2048 dropped) packed first-fit in the given order into 416 bins of at most 4096 tokens and 200 sequences (axolotl's sample packing, 100000 sequences at a time; the bins 98.5 % full)" "$tmp/mp.out" \
+   && grep -q "simulated: the epoch's largest bin, 1 x 4096 (2 sequences, the padding one more)" "$tmp/mp.out" \
+   && grep -q "into 553 bins of at most 4096 tokens and 3 sequences" "$tmp/mp3.out" && [ "$ps" = 24 ]; then
+  ok "data, axolotl's multipack: axolotl's 416 bins (98.5 % full; 553 with 3 a bin in groups of 500), the largest 1 x 4096 with its padding a sequence"
+else bad "data, axolotl's multipack: $(grep -o 'training.data: [^;]*;[^;]*' "$tmp/mp.out"); position_starts '$ps'"; fi
+"$VRSIM" "$tmp/mp.lua" --no-files --no-suggest --set training.data.too_long=truncate > "$tmp/mpt.out" 2>&1
+sed 's/lengths = "rl.txt", //' "$tmp/mp.lua" > "$tmp/mpn.lua"
+"$VRSIM" "$tmp/mpn.lua" --no-files --no-suggest > "$tmp/mpn.out" 2>&1
+if grep -q "2500 sequences (844 cut to 2048) packed first-fit" "$tmp/mpt.out" \
+   && grep -q "no lengths given (the data set's token counts: --set training.data.lengths=FILE); simulated the fullest bin axolotl's sample packing can make: 2 sequences of at most 2048 tokens in 4096" "$tmp/mpn.out"; then
+  ok "data, multipack: too_long truncate cuts the 844; without lengths the fullest bin, named"
+else bad "data, multipack truncate / no lengths: $(grep -o 'training.data: [^;]*' "$tmp/mpt.out" "$tmp/mpn.out")"; fi
+for bad_set in "training.data.too_long=raise:more than max_length 2048 (too_long = raise" \
+               "training.attention=sdpa:is axolotl's sample packing under flash attention" \
+               "training.micro_batch=2:deals one bin a micro-batch" \
+               "training.data.max_length=8192:is longer than a bin" \
+               "training.data.collator=trl:axolotl's collator hands the model position_ids"; do
+  "$VRSIM" "$tmp/mp.lua" --no-files --set "${bad_set%%:*}" >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -qF "${bad_set#*:}" "$tmp/err"; then ok "data, multipack with ${bad_set%%:*}: exit 2, named"
+  else bad "data, multipack with ${bad_set%%:*}: exit $rc: $(cat "$tmp/err")"; fi
+done
+sed 's/batching = "multipack", pack_length = 4096, max_length = 2048,/batching = "pad", max_length = 2048,/' "$tmp/mp.lua" > "$tmp/mpp.lua"
+"$VRSIM" "$tmp/mpp.lua" --no-files >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "training.data.max_length is axolotl's sample packing's: batching pad does not use it" "$tmp/err"; then
+  ok "data, max_length with batching pad: exit 2, named"
+else bad "data, max_length with batching pad: exit $rc: $(cat "$tmp/err")"; fi
 # the collator of a flattened batch: DataCollatorWithFlattening's layers derive cu_seqlens from
 # position_ids (position_starts, cu_seqlens, max_seqlen a layer), TRL's hands them to the kernel
 sed 's/batching = "bfd", pack_length = 1024/batching = "padding_free"/' "$tmp/pk.lua" > "$tmp/pf2.lua"

@@ -6,7 +6,7 @@
 -- Read: base_model / base_model_config (a local folder or config.json: vrsim never reaches the
 -- network), adapter (lora, qlora), load_in_4bit / load_in_8bit, lora_r / lora_alpha /
 -- lora_dropout / lora_target_modules / lora_target_linear, sequence_len, pad_to_sequence_len,
--- sample_packing (refused when on), micro_batch_size, gradient_accumulation_steps, batch_size,
+-- sample_packing (with flash attention), micro_batch_size, gradient_accumulation_steps, batch_size,
 -- gradient_checkpointing (+ _kwargs), bf16 / fp16 / tf32 / bfloat16 / float16, optimizer,
 -- attn_implementation / flash_attention / sdp_attention / eager_attention, deepspeed, fsdp /
 -- fsdp_config / fsdp_version (FSDP2 of a full fine-tuning). The rest of the keys that change
@@ -17,7 +17,7 @@ local H = require "recipes.hf_args"
 local A = {}
 
 local TOOL = "axolotl"
-local read_fsdp -- below
+local read_fsdp, read_packing -- below
 
 -- Whether a YAML document looks like an axolotl config.
 function A.detect(doc)
@@ -257,11 +257,8 @@ function A.scenario(r, opts)
   if not ga and bs then ga = r:field(d, "batch_size", "training", "grad_accum", bs // t.micro_batch) end
   t.grad_accum = ga or 1
   t.seq = r:field(d, "sequence_len", "training", "seq", r:get(d, "sequence_len", "integer", 512))
-  if r:get(d, "sample_packing", "boolean") then
-    r:fail(d, "sample_packing", "packing (several samples per row, block-diagonal attention over "
-           .. "their position_ids) is not modelled: set it false to simulate rows of sequence_len tokens")
-  end
-  if not r:get(d, "pad_to_sequence_len", "boolean") then
+  local packing = r:get(d, "sample_packing", "boolean")
+  if not packing and not r:get(d, "pad_to_sequence_len", "boolean") then
     notes[#notes + 1] = ("axolotl rows simulated at sequence_len (%d tokens), the longest a batch can be: "
                          .. "without pad_to_sequence_len axolotl pads each batch to its longest row"):format(t.seq)
   end
@@ -308,6 +305,7 @@ function A.scenario(r, opts)
   else
     t.attention = "sdpa" -- transformers' default
   end
+  if packing then read_packing(r, d, t, notes) end
 
   -- distribution: DeepSpeed (a JSON file; vrsim reads it as training.deepspeed), else DDP over
   -- the ranks the launcher starts
@@ -343,6 +341,56 @@ function A.scenario(r, opts)
   r:not_read(d, NOT_READ)
   r:finish(d, TOOL)
   return scn, notes
+end
+
+-- sample_packing (axolotl 0.18): with an attention that packs (flash_attention_2 here),
+-- AxolotlTrainer._create_multipack_sampler deals one bin a micro-batch, of micro_batch_size x
+-- sequence_len tokens (samplers/multipack.py, first-fit in the RandomSampler's order, or the
+-- SequentialSampler's under curriculum_sampling), and V2BatchSamplerDataCollatorForSeq2Seq
+-- concatenates it into one row padded to pad_to_multiple_of: 64 x ceil(sequence_len / 64) with
+-- pad_to_sequence_len, which the config's validation turns on with sample_packing
+-- (hint_sample_packing_padding); the attention mask is dropped and transformers' flash attention
+-- finds the sequences from position_ids. training.data's multipack batching, the data set's
+-- lengths given with --set training.data.lengths=FILE (else the fullest bin).
+function read_packing(r, d, t, notes)
+  if t.attention ~= "flash" then
+    r:fail(d, "sample_packing", ("with %s attention axolotl deals micro_batch_size rows of sequence_len and "
+           .. "patches the attention (multipack_real_batches: sdpa_varlen's varlen_attn or a block-diagonal mask), "
+           .. "which is not modelled; with flash_attention: true it is"):format(t.attention))
+  end
+  for _, k in ipairs { "multipack_real_batches", "sample_packing_sequentially" } do
+    if r:get(d, k, "boolean") then
+      r:fail(d, k, k == "multipack_real_batches" and "micro_batch_size rows of sequence_len a batch is not modelled"
+             or "next-fit packing in the data set's order (allocate_sequentially) is not modelled")
+    end
+  end
+  local mbs, seq = t.micro_batch, t.seq
+  local data = { batching = "multipack", pack_length = mbs * seq, max_length = seq }
+  local multiple = r:get(d, "pad_to_multiple_of", "integer") or 64
+  local pad = r:get(d, "pad_to_sequence_len", "boolean")
+  if pad ~= false then
+    data.pad_to_multiple_of = multiple * ((seq + multiple - 1) // multiple)
+  else
+    notes[#notes + 1] = "axolotl pad_to_sequence_len: false with sample_packing: each packed row as long as its tokens"
+  end
+  local bin = r:get(d, "sample_packing_bin_size", "integer")
+  if bin then data.bin_sequences = bin end
+  local group = r:get(d, "sample_packing_group_size", "integer")
+  if group then data.group_size = group end
+  local excess = r:get(d, "excess_length_strategy", "string")
+  if excess then
+    if excess ~= "drop" and excess ~= "truncate" and excess ~= "raise" then
+      r:fail(d, "excess_length_strategy", ("'%s': one of drop, truncate, raise"):format(excess))
+    end
+    data.too_long = excess
+  end
+  if r:get(d, "curriculum_sampling", "boolean") then data.order = "given" end
+  r:get(d, "sample_packing_eff_est", "number") -- the step count's estimate: no step's shape
+  t.data = r:field(d, "sample_packing", "training", "data", data)
+  -- the row's length is the bin's (training.data sets training.seq)
+  t.micro_batch, t.seq = 1, nil
+  notes[#notes + 1] = ("axolotl sample_packing: one packed row of up to micro_batch_size x sequence_len = %d tokens "
+                       .. "a micro-batch (training.micro_batch 1, training.data's multipack batching)"):format(mbs * seq)
 end
 
 return A

@@ -17,6 +17,14 @@
 --                 (padding_free, which SFTTrainer turns on for bfd packing).
 --   bfd_split     the same, a sequence longer than pack_length split into pieces of pack_length
 --                 (the last shorter) instead of cut.
+--   multipack     axolotl's sample packing with flash attention (axolotl 0.18 samplers/multipack.py
+--                 MultipackBatchSampler, collators/batching.py V2BatchSamplerDataCollatorForSeq2Seq):
+--                 a sequence longer than max_length dropped (or cut, too_long); the rest, in the
+--                 sampler's order, packed first-fit (no sort) into bins of at most pack_length
+--                 tokens (micro_batch_size x sequence_len) and bin_sequences sequences, group_size
+--                 sequences at a time; each bin one micro-batch, its sequences concatenated into
+--                 one row padded to a multiple of pad_to_multiple_of, position_ids restarting at
+--                 each sequence and again over the padding (one more sequence to the kernel).
 -- The run simulates one batch, training.data.batch: the worst any epoch can meet (the fit
 -- verdict), or a quantile of a shuffled epoch's batches by tokens computed (its step time).
 local M = {}
@@ -26,10 +34,14 @@ local M = {}
 M.FIELDS = {
   lengths = { "list", nil, "the sequence lengths: a list, or a file beside the scenario or typed on the command line (one a line, or JSONL)" },
   length_field = { "string", "length", "the JSONL field that holds a sequence's length" },
-  batching = { "string", "pad", "pad (DataCollatorWithPadding), padding_free (DataCollatorWithFlattening), or bfd / bfd_split (TRL's packing: rows of pack_length, best-fit decreasing, flattened)" },
-  pack_length = { "integer", nil, "with batching bfd or bfd_split: the packed rows' length (TRL's max_length)" },
+  batching = { "string", "pad", "pad (DataCollatorWithPadding), padding_free (DataCollatorWithFlattening), bfd / bfd_split (TRL's packing: rows of pack_length, best-fit decreasing, flattened), or multipack (axolotl's sample packing with flash attention: bins of pack_length, first-fit, one row a micro-batch)" },
+  pack_length = { "integer", nil, "with batching bfd or bfd_split: the packed rows' length (TRL's max_length); multipack: a bin's capacity in tokens (axolotl's micro_batch_size x sequence_len)" },
+  max_length = { "integer", nil, "with batching multipack: the longest sequence kept (axolotl's sequence_len)" },
+  too_long = { "string", "drop", "with batching multipack: a sequence longer than max_length is dropped, cut to it (truncate) or an error (raise): axolotl's excess_length_strategy" },
+  bin_sequences = { "integer", 200, "with batching multipack: the most sequences a bin holds (axolotl's sample_packing_bin_size)" },
+  group_size = { "integer", 100000, "with batching multipack: the sequences packed together, group by group (axolotl's sample_packing_group_size)" },
   collator = { "string", nil, "a flattened batch's collator: transformers (DataCollatorWithFlattening; padding_free's default) or trl (TRL 1.16's padding-free DataCollatorForLanguageModeling, which hands the flash kernel cu_seq_lens; bfd's)" },
-  pad_to_multiple_of = { "integer", nil, "DataCollatorWithPadding's pad_to_multiple_of" },
+  pad_to_multiple_of = { "integer", nil, "DataCollatorWithPadding's pad_to_multiple_of; multipack: the packed row's (axolotl: 64 x ceil(sequence_len / 64) with pad_to_sequence_len)" },
   order = { "string", "shuffle", "shuffle (the Trainer's RandomSampler) or given (the batches in the listed order)" },
   seed = { "integer", 42, "the shuffle's seed" },
   batch = { "string", "worst", "which batch is simulated: worst, or pNN (a quantile of the epoch's batches by tokens computed)" },
@@ -323,6 +335,138 @@ local function plan_packed(d, b, lens, batching, L, order, seed, pick, q)
   return chosen, note
 end
 
+-- axolotl's pack_group over lens in the sampler's order (`order`: positions into lens), group by
+-- group of `group` sequences: each sequence into the first bin (lowest index) with room for it
+-- and fewer than `per_bin` sequences, else a new bin. Returns the bins, each { total = tokens,
+-- lens = { its sequences' lengths } }. (A max-tree over the group's bins finds the first fit.)
+local function pack_first_fit(lens, order, C, per_bin, group)
+  local bins = {}
+  local n = #order
+  for lo = 1, n, group do
+    local hi = math.min(n, lo + group - 1)
+    local size = 1
+    while size < hi - lo + 1 do size = size * 2 end
+    local tree, mine = {}, {}
+    local function set(i, v)
+      local k = size + i - 1
+      tree[k] = v
+      while k > 1 do
+        k = k // 2
+        local a, b = tree[2 * k] or -1, tree[2 * k + 1] or -1
+        tree[k] = a >= b and a or b
+      end
+    end
+    for j = lo, hi do
+      local l = lens[order[j]]
+      local bin
+      if (tree[1] or -1) >= l then
+        local k = 1
+        while k < size do
+          k = 2 * k
+          if (tree[k] or -1) < l then k = k + 1 end
+        end
+        bin = k - size + 1
+      else
+        bin = #mine + 1
+        mine[bin] = { total = 0, lens = {} }
+        bins[#bins + 1] = mine[bin]
+      end
+      local b = mine[bin]
+      b.lens[#b.lens + 1] = l
+      b.total = b.total + l
+      set(bin, #b.lens < per_bin and C - b.total or -1)
+    end
+  end
+  return bins
+end
+
+-- plan() for axolotl's sample packing: a bin a micro-batch, its row padded to a multiple of
+-- `multiple`, the padding one more sequence (position_ids restart over it). Without lengths,
+-- the fullest bin the packing can make: as many sequences of max_length as it holds, the rest
+-- of it one more.
+local function plan_multipack(d, b, order, seed, pick, q, multiple)
+  local C, M = d.pack_length, d.max_length or d.pack_length
+  local per_bin, group = d.bin_sequences or 200, d.group_size or 100000
+  local too_long = d.too_long or "drop"
+  if b ~= 1 then
+    error(("training.micro_batch = %d with batching multipack: axolotl's packing with flash attention deals "
+           .. "one bin a micro-batch (its capacity, pack_length, is micro_batch_size x sequence_len)"):format(b), 0)
+  end
+  local function row(list, total)
+    local len = round_up(total, multiple)
+    local segs = table.move(list, 1, #list, 1, {})
+    if len > total then segs[#segs + 1] = len - total end
+    return { rows = 1, len = len, real = total, packed = #segs > 1, padded = false, n = #segs, lens = segs,
+             batching = "padding_free", multipack = true }
+  end
+  if d.lengths == nil then
+    if pick ~= "worst" then
+      error(("training.data.batch = %s needs the data set's lengths (training.data.lengths)"):format(pick), 0)
+    end
+    local list, total = {}, 0
+    while total + M <= C and #list < per_bin do list[#list + 1] = M; total = total + M end
+    if total < C and #list < per_bin then list[#list + 1] = C - total; total = C end
+    local chosen = row(list, total)
+    return chosen, ("training.data: no lengths given (the data set's token counts: --set training.data.lengths=FILE); "
+                    .. "simulated the fullest bin axolotl's sample packing can make: %d sequence%s of at most %d tokens "
+                    .. "in %d, one row of %d (position_ids)"):format(#list, #list > 1 and "s" or "", M, C, chosen.len)
+  end
+  local all = read_lengths(d)
+  local lens, dropped, cut = {}, 0, 0
+  for i, l in ipairs(all) do
+    if l > M then
+      if too_long == "raise" then
+        error(("training.data.lengths: sequence %d has %d tokens, more than max_length %d (too_long = raise: "
+               .. "axolotl's excess_length_strategy raise stops)"):format(i, l, M), 0)
+      elseif too_long == "truncate" then lens[#lens + 1] = M; cut = cut + 1
+      else dropped = dropped + 1 end
+    else
+      lens[#lens + 1] = l
+    end
+  end
+  if #lens == 0 then error(("training.data.lengths: every sequence is longer than max_length %d"):format(M), 0) end
+  local n = #lens
+  local idx = order == "shuffle" and shuffled(n, seed) or nil
+  if not idx then idx = {}; for i = 1, n do idx[i] = i end end
+  local bins = pack_first_fit(lens, idx, C, per_bin, group)
+  local nb, kept = #bins, 0
+  local function key(bn)
+    local len, sq = round_up(bn.total, multiple), 0
+    for _, l in ipairs(bn.lens) do sq = sq + l * l end
+    return len, sq
+  end
+  local chosen, what
+  if pick == "worst" then
+    -- the bin computing the most: the longest row, then the most attention (sum of squares)
+    local best, bl, bs = nil, -1, -1
+    for _, bn in ipairs(bins) do
+      local len, sq = key(bn)
+      if len > bl or (len == bl and sq > bs) then best, bl, bs = bn, len, sq end
+    end
+    chosen, what = row(best.lens, best.total), "the epoch's largest bin"
+  else
+    local keys = {}
+    for i, bn in ipairs(bins) do keys[i] = (key(bn)) end
+    local rank = math.max(1, math.ceil(q / 100 * nb))
+    local sorted = table.move(keys, 1, nb, 1, {})
+    select_kth(sorted, rank, 1, nb)
+    local k = 1
+    while keys[k] ~= sorted[rank] do k = k + 1 end
+    chosen = row(bins[k].lens, bins[k].total)
+    what = ("the epoch's %s bin by tokens computed (%d of %d)"):format(pick, rank, nb)
+  end
+  for _, bn in ipairs(bins) do kept = kept + bn.total end
+  local note = ("training.data: %d sequences%s packed first-fit in %s into %d bins of at most %d tokens and %d "
+                .. "sequences (axolotl's sample packing, %d sequences at a time; the bins %.1f %% full), each a "
+                .. "micro-batch of one row padded to a multiple of %d (position_ids); simulated: %s, 1 x %d (%d sequences%s)")
+    :format(n, dropped > 0 and (" (%d longer than %d dropped)"):format(dropped, M)
+              or cut > 0 and (" (%d cut to %d)"):format(cut, M) or "",
+            order == "shuffle" and ("a shuffled order (seed " .. seed .. ")") or "the given order",
+            nb, C, per_bin, group, 100 * kept / (nb * C), multiple or 1, what, chosen.len,
+            #chosen.lens - (chosen.len > chosen.real and 1 or 0), chosen.len > chosen.real and ", the padding one more" or "")
+  return chosen, note
+end
+
 -- The normalized training.data (its keys checked) and the batch the run simulates, with the
 -- note that says what it is. b: sequences per micro-batch (rows, when packed).
 local function plan(d, b)
@@ -333,8 +477,28 @@ local function plan(d, b)
   end
   local batching = d.batching or "pad"
   local packing = batching == "bfd" or batching == "bfd_split"
-  if batching ~= "pad" and batching ~= "padding_free" and not packing then
-    error(("training.data.batching = %s: one of pad, padding_free, bfd, bfd_split"):format(tostring(batching)), 0)
+  local multipack = batching == "multipack"
+  if batching ~= "pad" and batching ~= "padding_free" and not packing and not multipack then
+    error(("training.data.batching = %s: one of pad, padding_free, bfd, bfd_split, multipack"):format(tostring(batching)), 0)
+  end
+  for _, k in ipairs { "max_length", "too_long", "bin_sequences", "group_size" } do
+    if d[k] ~= nil and not multipack then
+      error(("training.data.%s is axolotl's sample packing's: batching %s does not use it (multipack does)")
+            :format(k, batching), 0)
+    end
+  end
+  for _, k in ipairs { "max_length", "bin_sequences", "group_size" } do
+    local v = d[k]
+    if v ~= nil and (not math.tointeger(v) or v < 1 or v > MAX_LEN) then
+      error(("training.data.%s = %s: an integer in [1, %d]"):format(k, tostring(v), MAX_LEN), 0)
+    end
+  end
+  if d.too_long ~= nil and d.too_long ~= "drop" and d.too_long ~= "truncate" and d.too_long ~= "raise" then
+    error(("training.data.too_long = %s: one of drop, truncate, raise"):format(tostring(d.too_long)), 0)
+  end
+  if multipack and d.collator ~= nil and d.collator ~= "transformers" then
+    error("training.data.collator with batching multipack: axolotl's collator hands the model position_ids "
+          .. "(transformers' flash attention finds the sequences from them)", 0)
   end
   local collator = d.collator or (packing and "trl" or "transformers")
   if collator ~= "transformers" and collator ~= "trl" then
@@ -352,9 +516,16 @@ local function plan(d, b)
     error(("training.data.pack_length = %s: batching %s packs rows of pack_length tokens (TRL's max_length): "
            .. "an integer in [1, %d]"):format(tostring(L), batching, MAX_LEN), 0)
   end
-  if L ~= nil and not packing then
-    error(("training.data.pack_length is the packed rows' length: batching %s packs nothing (bfd, bfd_split do)")
+  if multipack and (not math.tointeger(L) or L < 1 or L > MAX_LEN) then
+    error(("training.data.pack_length = %s: batching multipack packs bins of pack_length tokens (axolotl's "
+           .. "micro_batch_size x sequence_len): an integer in [1, %d]"):format(tostring(L), MAX_LEN), 0)
+  end
+  if L ~= nil and not packing and not multipack then
+    error(("training.data.pack_length is the packed rows' length: batching %s packs nothing (bfd, bfd_split, multipack do)")
           :format(batching), 0)
+  end
+  if multipack and d.max_length and d.max_length > L then
+    error(("training.data.max_length = %d is longer than a bin (pack_length %d)"):format(d.max_length, L), 0)
   end
   local order = d.order or "shuffle"
   if order ~= "shuffle" and order ~= "given" then
@@ -364,7 +535,7 @@ local function plan(d, b)
   if multiple ~= nil and (not math.tointeger(multiple) or multiple < 1 or multiple > 65536) then
     error(("training.data.pad_to_multiple_of = %s: an integer in [1, 65536]"):format(tostring(multiple)), 0)
   end
-  if multiple ~= nil and batching ~= "pad" then
+  if multiple ~= nil and batching ~= "pad" and not multipack then
     error(("training.data.pad_to_multiple_of is DataCollatorWithPadding's: %s pads nothing"):format(batching), 0)
   end
   local seed = d.seed or 42
@@ -377,6 +548,7 @@ local function plan(d, b)
   if pick ~= "worst" and not (q and q >= 0 and q <= 100) then
     error(("training.data.batch = %s: worst, or pNN with NN in 0..100 (p50: the median batch)"):format(tostring(pick)), 0)
   end
+  if multipack then return plan_multipack(d, b, order, seed, pick, q, multiple) end
   local lens = read_lengths(d)
   if packing then return plan_packed(d, b, lens, batching, L, order, seed, pick, q) end
   local n = #lens
@@ -484,6 +656,11 @@ end
 -- attention a padded or packed batch needs, a sliding window the batch outruns.
 function M.check(t, mc, attention)
   local d = t.data_batch
+  if d and d.multipack and attention ~= "flash" then
+    return ("training.data.batching = multipack is axolotl's sample packing under flash attention (one row a bin); "
+            .. "under %s axolotl deals micro_batch_size rows of sequence_len and patches the attention "
+            .. "(multipack_real_batches: sdpa_varlen or a block-diagonal mask), which is not modelled"):format(attention)
+  end
   if not d or not (d.padded or d.packed) then return nil end
   local what = d.padded and "padded batches" or "padding-free (packed) batches"
   if attention == "eager" then
@@ -634,7 +811,9 @@ function M.flash_varlen(cx, name, q, k, v, d, use_cache)
   local nn = require "vrsim.nn"
   local b, heads, L, hd = q.shape[1], q.shape[2], q.shape[3], q.shape[4]
   local kvh = k.shape[2]
-  local T, dt = d.real, q.dtype
+  -- the tokens the kernel takes: a padded batch's real ones, a flattened row's every position
+  -- (axolotl's packed row counts its padding as one more sequence)
+  local T, dt = d.padded and d.real or b * L, q.dtype
   local sq = 0
   for _, l in ipairs(d.lens) do sq = sq + l * l end
   local flops = 4 * heads * hd * sq / 2

@@ -149,8 +149,8 @@ function M.fields_text()
   -- training.data: the data set's lengths and how its batches are made (lua/strategies/data.lua)
   out[#out + 1] = "training.data (variable-length data: data = { NAME = value }, --set training.data.NAME=value)"
   field_rows(out, require("strategies.data").FIELDS, {
-    batching = { pad = 1, padding_free = 1, bfd = 1, bfd_split = 1 }, collator = { transformers = 1, trl = 1 },
-    order = { shuffle = 1, given = 1 } })
+    batching = { pad = 1, padding_free = 1, bfd = 1, bfd_split = 1, multipack = 1 }, collator = { transformers = 1, trl = 1 },
+    order = { shuffle = 1, given = 1 }, too_long = { drop = 1, truncate = 1, raise = 1 } })
   out[#out + 1] = ""
   -- training.generate: model.generate as modelled (lua/strategies/generate.lua)
   out[#out + 1] = "training.generate (transformers' generate, inference = true: generate = { NAME = value })"

@@ -51,7 +51,8 @@ local THINGS = {
       .. "paged_lion_32bit: bitsandbytes' paged state in unified memory)", modelled = true },
   { "sequence packing into fixed-length rows with flash-attention's varlen kernels (axolotl's sample_packing, TRL's packing)",
     { "packing", "samplepacking", "pack", "packed", "padfree" },
-    "padding-free batches under SDPA are training.data = { lengths = ..., batching = \"padding_free\" }" },
+    "training.data = { lengths = ..., batching = \"bfd\" } (TRL's packing), \"multipack\" (axolotl's sample_packing "
+      .. "under flash attention) or \"padding_free\"", modelled = true },
   { "DPO (TRL's DPOTrainer)", { "dpo", "dpotrainer", "referencemodel", "refmodel" },
     "training.dpo = { prompt_length = N, completion_length = M }", modelled = true },
   { "preference and RL training beyond DPO (ORPO, KTO, PPO, GRPO)", { "orpo", "kto", "ppo", "grpo", "rlhf" } },

@@ -140,17 +140,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(chunk);
 #elif FUZZ_MODE == 9
     if (write_input("lengths.txt", data, size)) return 0;
-    /* each batching by the input's size: padded, flattened, and TRL's packing (whose rows of 64
-     * tokens the lengths are cut to, split into or packed into) */
-    static const char *BATCHING[] = { "batching = 'pad'", "batching = 'padding_free'",
-                                      "batching = 'bfd', pack_length = 64",
-                                      "batching = 'bfd_split', pack_length = 64" };
-    char src[512];
+    /* each batching by the input's size: padded, flattened, TRL's packing (whose rows of 64
+     * tokens the lengths are cut to, split into or packed into) and axolotl's (bins of 128
+     * tokens, a sequence over 64 dropped, cut or refused, one row a micro-batch, flash attention) */
+    static const char *BATCHING[] = {
+        "micro_batch = 2, attention = 'sdpa', data = { batching = 'pad'",
+        "micro_batch = 2, attention = 'sdpa', data = { batching = 'padding_free'",
+        "micro_batch = 2, attention = 'sdpa', data = { batching = 'bfd', pack_length = 64",
+        "micro_batch = 2, attention = 'sdpa', data = { batching = 'bfd_split', pack_length = 64",
+        "micro_batch = 1, attention = 'flash', data = { batching = 'multipack', pack_length = 128,"
+        " max_length = 64, pad_to_multiple_of = 64, bin_sequences = 3, group_size = 5",
+        "micro_batch = 1, attention = 'flash', data = { batching = 'multipack', pack_length = 128,"
+        " max_length = 64, too_long = 'truncate', order = 'given'",
+        "micro_batch = 1, attention = 'flash', data = { batching = 'multipack', pack_length = 128,"
+        " max_length = 64, too_long = 'raise', batch = 'p50'" };
+    char src[640];
     snprintf(src, sizeof src,
              "return { hardware = { gpu = 'h200' }, model = { arch = 'llama2', size = '7b-l1',"
              " hidden = 64, intermediate = 128, heads = 2, kv_heads = 2, vocab = 256 },"
-             " training = { micro_batch = 2, steps = 1, attention = 'sdpa',"
-             " data = { lengths = 'lengths.txt', %s } } }", BATCHING[size % 4]);
+             " training = { steps = 1, precision = 'bf16', %s, lengths = 'lengths.txt' } } }",
+             BATCHING[size % 7]);
     st = scenario_load_source("fuzz.lua", src, dir, &so, &p, err, sizeof err);
 #else
     cJSON *rec = cJSON_ParseWithLength((const char *)data, size);
