@@ -458,6 +458,25 @@ check "LLaMA-Factory's default reentrant checkpointing" 2 \
   "$TMP/lfre.yaml" --gpu rtx4090 --no-files
 sed 's/^stage: sft/stage: dpo/' $D/llamafactory_qlora.yaml >"$TMP/lfdpo.yaml"
 check "LLaMA-Factory stage: dpo" 2 "lfdpo\.yaml:13: stage: 'dpo' is not modelled" -- "$TMP/lfdpo.yaml" --gpu rtx4090 --no-files
+# LLaMA-Factory's packing without neat_packing: rows of cutoff_len whose attention_mask is all
+# ones, the fixed-length run; pt packs by default (blocks of cutoff_len), cutoff_len - 1 where
+# packing: true is written (data_args.py), which the collator pads to 1024 with a padded mask
+sed 's/^### method/packing: true\n### method/' $D/llamafactory_qlora.yaml >"$TMP/lfpack.yaml"
+same "LLaMA-Factory sft packing: true (rows of cutoff_len, one causal sequence each)" $D/llamafactory_qlora.lua -- \
+  "$TMP/lfpack.yaml" --gpu rtx4090
+check "LLaMA-Factory sft packing: the note says how the rows are made and attended" 0 \
+  "llamafactory packing: sequences packed whole \(greedy knapsack\) into rows padded to 1024; the attention_mask is all ones" -- \
+  "$TMP/lfpack.yaml" --gpu rtx4090 --no-files --no-suggest
+sed 's/^stage: sft/stage: pt/' $D/llamafactory_qlora.yaml >"$TMP/lfpt.yaml"
+check "LLaMA-Factory stage: pt (packing by default: blocks of cutoff_len)" 0 \
+  "llamafactory packing: the texts concatenated and cut into blocks of 1024" -- "$TMP/lfpt.yaml" --gpu rtx4090 --no-files --no-suggest
+sed 's/^stage: sft/stage: pt\npacking: true/' $D/llamafactory_qlora.yaml >"$TMP/lfpt2.yaml"
+check "LLaMA-Factory stage: pt with packing: true written (blocks of cutoff_len - 1, padded)" 2 \
+  "lfpt2\.yaml:[0-9]+: cutoff_len: packed rows of 1023 tokens, which the collator pads to a multiple of 8" -- \
+  "$TMP/lfpt2.yaml" --gpu rtx4090 --no-files
+sed 's/^### method/neat_packing: true\n### method/' $D/llamafactory_qlora.yaml >"$TMP/lfneat.yaml"
+check "LLaMA-Factory neat_packing" 2 "lfneat\.yaml:12: neat_packing: attention kept within each packed sequence .* is not modelled" -- \
+  "$TMP/lfneat.yaml" --gpu rtx4090 --no-files
 sed 's/^finetuning_type: lora/finetuning_type: freeze/' $D/llamafactory_qlora.yaml >"$TMP/lffreeze.yaml"
 check "LLaMA-Factory finetuning_type: freeze" 2 "lffreeze\.yaml:15: finetuning_type: 'freeze' is not modelled" -- \
   "$TMP/lffreeze.yaml" --gpu rtx4090 --no-files

@@ -34,6 +34,33 @@ local NOT_READ = {
 -- flash_attn (AttentionFunction) -> training.attention; auto is transformers' default (sdpa)
 local ATTENTION = { auto = "sdpa", sdpa = "sdpa", disabled = "eager", fa2 = "flash" }
 
+-- packing without neat_packing (data_args.py, parser.py, processor/supervised.py and pretrain.py,
+-- collator.py): every row is cutoff_len tokens. sft packs each sequence whole, greedy knapsack
+-- into cutoff_len - 1 (data_args.py lowers cutoff_len by one when packing is set), and pads the
+-- row to the original cutoff_len; pt (packing on by default) concatenates the texts and cuts
+-- blocks of cutoff_len, or of cutoff_len - 1 where packing: true is written. The training
+-- collator pads a batch to a multiple of 8 (zeros in the attention_mask). The row's
+-- attention_mask is all ones, so transformers builds no mask: a causal mask over the whole row,
+-- its sequences attending across their boundaries (under sdpa), which is the fixed-length run.
+local function read_packing(r, d, t, notes, stage, cutoff)
+  local row = (stage == "pt" and r:has(d, "packing")) and cutoff - 1 or cutoff
+  if row % 8 ~= 0 then
+    r:fail(d, r:has(d, "cutoff_len") and "cutoff_len" or "packing",
+           ("packed rows of %d tokens, which the collator pads to a multiple of 8: those rows' padded mask is "
+            .. "not modelled here (a cutoff_len whose packed rows are a multiple of 8 is)"):format(row))
+  end
+  t.seq = row
+  local how = stage == "pt" and ("the texts concatenated and cut into blocks of %d"):format(row)
+    or ("sequences packed whole (greedy knapsack) into rows padded to %d"):format(row)
+  notes[#notes + 1] = ("llamafactory packing: %s; the attention_mask is all ones, so each row is one causal "
+                       .. "sequence to the model (%s); the collator's position_ids input (%d x %d int64) is not simulated")
+    :format(how, t.attention == "flash" and t.micro_batch == 1 and stage ~= "pt"
+               and "under fa2 with one row a micro-batch transformers attends each packed sequence alone: "
+                   .. "vrsim prices the attention over the whole row, its most"
+               or "its sequences attend across their boundaries",
+             t.micro_batch, row)
+end
+
 function F.scenario(r, opts)
   local d = r.doc
   local notes = {}
@@ -57,11 +84,10 @@ function F.scenario(r, opts)
     r:fail(d, "stage", ("'%s' is not modelled (read: sft, pt): its reference or reward model and paired "
            .. "batches are not simulated"):format(stage))
   end
-  if packing then
-    r:fail(r:has(d, "packing") and d or d, r:has(d, "packing") and "packing" or "stage",
-           "packing (several samples per row) is not modelled: set packing: false")
+  if r:get(d, "neat_packing", "boolean") then
+    r:fail(d, "neat_packing", "attention kept within each packed sequence (the collator's (b, 1, L, L) mask, "
+           .. "or flash attention's unpadded rows) is not modelled; packing without it is")
   end
-  if r:get(d, "neat_packing", "boolean") then r:fail(d, "neat_packing", "packing is not modelled") end
 
   -- the method
   local ft = r:get(d, "finetuning_type", "string", "lora")
@@ -152,10 +178,15 @@ function F.scenario(r, opts)
         .. "the same FlashAttention-2 kernel inside PyTorch"
   end
 
-  -- the rows: cutoff_len (the collator pads each batch to its longest row)
-  t.seq = r:field(d, "cutoff_len", "training", "seq", r:get(d, "cutoff_len", "integer", 2048))
-  notes[#notes + 1] = ("llamafactory rows simulated at cutoff_len (%d tokens), the longest a batch can be: "
-                       .. "the collator pads each batch to its longest row"):format(t.seq)
+  -- the rows: cutoff_len (the collator pads each batch to its longest row), or packed rows
+  local cutoff = r:get(d, "cutoff_len", "integer", 2048)
+  t.seq = r:field(d, "cutoff_len", "training", "seq", cutoff)
+  if packing then
+    read_packing(r, d, t, notes, stage, cutoff)
+  else
+    notes[#notes + 1] = ("llamafactory rows simulated at cutoff_len (%d tokens), the longest a batch can be: "
+                         .. "the collator pads each batch to its longest row"):format(t.seq)
+  end
   for _, k in ipairs({ "upcast_layernorm", "upcast_lmhead_output", "enable_liger_kernel", "use_unsloth",
                        "shift_attn", "resize_vocab", "train_from_scratch" }) do
     if r:get(d, k, "boolean") then r:fail(d, k, "not modelled") end
