@@ -138,7 +138,8 @@ def module_times(rec, rounds, device="cuda"):
     hooks stamp every module call (time.perf_counter_ns), the calls summed per module path with
     the layer index and peft's wrappers taken out (layers.*.self_attn.q_proj), inclusive of the
     module's children; also the forward's host time with the hooks on, against which the hooks'
-    own cost (two Python calls per module call) is read. The hooks come off before backward, so a
+    own cost (two Python calls per module call) is read, the unhooked forward timed in the rounds
+    between (forward_unhooked_ms). The hooks come off before backward, so a
     checkpointed layer's recomputation is not stamped."""
     import re
     import torch
@@ -172,27 +173,37 @@ def module_times(rec, rounds, device="cuda"):
     if model is None:
         sys.exit("measure_phase_host: the forward closes over no module; --modules cannot name them")
     names.update({id(m): n or "<root>" for n, m in model.named_modules()})
-    totals, per_round = [], []
-    for r in range(rounds + 3):
+    # hooked and unhooked forwards alternate, so that their difference is the hooks' own cost at
+    # one host speed (a host's speed moves within a process by more than that)
+    totals, plain, per_round = [], [], []
+    for r in range(2 * (rounds + 3)):
+        hooked = r % 2 == 0
         acc.clear(), calls.clear()
         torch.cuda.synchronize() if device == "cuda" else None
-        h1, h2 = nnm.register_module_forward_pre_hook(pre), nnm.register_module_forward_hook(post)
+        if hooked:
+            h1, h2 = nnm.register_module_forward_pre_hook(pre), nnm.register_module_forward_hook(post)
         t0 = time.perf_counter_ns()
         loss = fwd()
         t = time.perf_counter_ns() - t0
-        h1.remove(), h2.remove()
+        if hooked:
+            h1.remove(), h2.remove()
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         del loss
-        if r >= 3:
-            totals.append(t / 1e6)
-            per_round.append((dict(acc), dict(calls)))
+        if r >= 6:
+            if hooked:
+                totals.append(t / 1e6)
+                per_round.append((dict(acc), dict(calls)))
+            else:
+                plain.append(t / 1e6)
     out = {}
     for k in per_round[0][0]:
         vals = [a.get(k, 0) / 1e6 for a, _ in per_round]
         out[k] = {"ms": round(statistics.median(vals), 4), "calls": per_round[0][1][k]}
-    return {"forward_hooked_ms": round(statistics.median(totals), 3), "modules": out}
+    return {"forward_hooked_ms": round(statistics.median(totals), 3),
+            "forward_unhooked_ms": round(statistics.median(plain), 3),
+            "module_calls": sum(per_round[0][1].values()), "modules": out}
 
 
 def main():
