@@ -93,8 +93,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           " training = { seq = 16, steps = 1, deepspeed = 'ds.json' } }";
     st = scenario_load_source("fuzz.lua", SRC, dir, &so, &p, err, sizeof err);
 #elif (FUZZ_MODE >= 5 && FUZZ_MODE <= 8) || FUZZ_MODE == 12 || FUZZ_MODE == 13
-    static const char *FORMAT[] = {"trl", "llamafactory", "torchtune", "hf_trainer", "", "", "", "",
-                                   "", "", "", "axolotl", "accelerate"};
+    /* by FUZZ_MODE - 5: modes 5-8, then 12 and 13 (9-11 take the branches above and below) */
+    static const char *FORMAT[] = {"trl", "llamafactory", "torchtune", "hf_trainer", "", "", "",
+                                   "axolotl", "accelerate"};
     static const char *TINY = "{\"model_type\": \"llama\", \"architectures\": [\"LlamaForCausalLM\"], "
         "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2, "
         "\"num_attention_heads\": 2, \"num_key_value_heads\": 2, \"vocab_size\": 256, "
