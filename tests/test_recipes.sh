@@ -456,6 +456,11 @@ sed '/^use_reentrant_gc: false/d' $D/llamafactory_qlora.yaml >"$TMP/lfre.yaml"
 check "LLaMA-Factory's default reentrant checkpointing" 2 \
   "lfre\.yaml:[0-9]+: disable_gradient_checkpointing: LLaMA-Factory's default reentrant gradient checkpointing" -- \
   "$TMP/lfre.yaml" --gpu rtx4090 --no-files
+# a DeepSpeed JSON the config names that is not there: the scenario's error, not the loader's
+sed 's#^deepspeed: .*#deepspeed: missing_zero2.json#' $D/axolotl_full_zero2.yml >"$TMP/dsmiss.yml"
+check "axolotl deepspeed: a JSON that is not there (exit 2, named, no vrsim source path)" 2 \
+  "dsmiss\.yml:[0-9?]+: training\.deepspeed: config 'missing_zero2\.json' not found" -- \
+  "$TMP/dsmiss.yml" --gpu h100 --gpus 4 --no-files
 sed 's/^stage: sft/stage: dpo/' $D/llamafactory_qlora.yaml >"$TMP/lfdpo.yaml"
 check "LLaMA-Factory stage: dpo" 2 "lfdpo\.yaml:13: stage: 'dpo' is not modelled" -- "$TMP/lfdpo.yaml" --gpu rtx4090 --no-files
 # LLaMA-Factory's packing without neat_packing: rows of cutoff_len whose attention_mask is all

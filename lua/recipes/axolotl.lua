@@ -318,7 +318,7 @@ function A.scenario(r, opts)
     -- fsdp2_prepare_model: under mixed precision the trainable (bf16) parameters are up-cast to
     -- fp32 shards, and MixedPrecisionPolicy computes in bf16
     t.precision = dtype == "bf16" and "mp_fp32" or "fp32"
-  elseif ds then t.deepspeed = ds
+  elseif ds then t.deepspeed = r:field(d, "deepspeed", "training", "deepspeed", ds)
   elseif scn.hardware.count > 1 then t.strategy = "ddp" end
   -- loaders/model.py _configure_embedding_dtypes on a QLoRA model: embeddings and norms to fp32,
   -- prepare_model_for_kbit_training, then back to bf16 (strategies/kbit.lua "axolotl")

@@ -130,7 +130,9 @@ end
 function D.apply(cfg, ctx, fail)
   local t = cfg.training
   local path = t.deepspeed
-  local ds = require("vrsim.core").read_config(path, true)
+  -- (a file that cannot be read is the scenario's error, at its line, not the loader's)
+  local ok, ds = pcall(require("vrsim.core").read_config, path, true)
+  if not ok then fail("training.deepspeed: " .. (tostring(ds):gsub("^[^:]*%.lua:%d+: ", ""))) end
   local function err(m) fail(path .. ": " .. m) end
   local given = ctx.given or {}
   cfg.notes = cfg.notes or {}
