@@ -104,6 +104,17 @@ python3 -c "import random; random.seed(1); print('\n'.join(str(random.randint(1,
 check "axolotl sample_packing with the data set's lengths: axolotl's bins" 0 \
   "1656 sequences \(844 longer than 2048 dropped\) packed first-fit in a shuffled order" -- \
   "$TMP/packed.yml" --gpu rtx4090 --set training.data.lengths="$TMP/lens.txt" --no-files --no-suggest
+# the packing keys as training.data's: curriculum_sampling (SequentialSampler) the given order,
+# excess_length_strategy too_long, sample_packing_group_size group_size; pad_to_sequence_len false
+# pads nothing (the row as long as its tokens, noted)
+sed -e 's/^sample_packing: false/sample_packing: true\ncurriculum_sampling: true\nexcess_length_strategy: raise\nsample_packing_group_size: 5000/' \
+    -e 's/^pad_to_sequence_len: true/pad_to_sequence_len: false/' $D/axolotl_qlora.yml >"$TMP/packed2.yml"
+"$VRSIM" "$TMP/packed2.yml" --gpu rtx4090 --print-scenario >"$TMP/packed2.lua" 2>"$TMP/packed2.err"
+if grep -q 'order = "given"' "$TMP/packed2.lua" && grep -q 'too_long = "raise"' "$TMP/packed2.lua" \
+   && grep -q 'group_size = 5000' "$TMP/packed2.lua" && ! grep -q 'pad_to_multiple_of' "$TMP/packed2.lua" \
+   && grep -q "pad_to_sequence_len: false with sample_packing: each packed row as long as its tokens" "$TMP/packed2.lua"; then
+  ok "axolotl packing keys: curriculum_sampling, excess_length_strategy, sample_packing_group_size, pad_to_sequence_len false"
+else fail "axolotl packing keys" "$(sed -n '/data = {/,/}/p' "$TMP/packed2.lua"; head -c 300 "$TMP/packed2.err")"; fi
 same "axolotl LoRA bf16 on 2 GPUs (DDP, sdp_attention, adamw_torch)" $D/axolotl_lora_ddp.lua -- \
   $D/axolotl_lora_ddp.yml --gpu h100 --gpus 2
 same "axolotl full fine-tuning under its DeepSpeed ZeRO-2 JSON" $D/axolotl_full_zero2.lua -- \
