@@ -217,13 +217,18 @@ VrStatus cost_add_flops_class(CostModel *c, const char *name, const CostPoint *p
 }
 
 /* Which curves an sdpa row belongs to (cost.h): plain self-attention, fewer keys than queries,
- * or an additive mask; single-call rows are all plain. */
-typedef enum SdpaVariant { SDPA_SELF = 0, SDPA_CROSS, SDPA_MASKED, SDPA_VARIANTS } SdpaVariant;
-static const char *const SDPA_SUFFIX[SDPA_VARIANTS] = {"", "_cross", "_masked"};
+ * an additive mask, or an additive mask whose rows are not a multiple of 16 bytes (the tables
+ * are bf16: keys not a multiple of 8); single-call rows are all plain. */
+typedef enum SdpaVariant { SDPA_SELF = 0, SDPA_CROSS, SDPA_MASKED, SDPA_MASKED_UNALIGNED, SDPA_VARIANTS } SdpaVariant;
+static const char *const SDPA_SUFFIX[SDPA_VARIANTS] = {"", "_cross", "_masked", "_masked_unaligned"};
+/* A kind without curves of its own takes the next one's: unaligned masked -> masked -> the
+ * backend's plain curves; cross -> plain. */
+static const struct { const char *suffix, *instead; } SDPA_FALLBACK[] = {
+    {"_masked_unaligned", "_masked"}, {"_masked", ""}, {"_cross", ""}};
 
 /* The FLOP-rate curve of a fused-attention kind ("attention_cudnn"; its backward's is
- * "attention_cudnn_bwd"), or NULL; a "_cross" or "_masked" kind without curves of its own takes
- * its backend's ("attention_cudnn_cross" -> "attention_cudnn"). */
+ * "attention_cudnn_bwd"), or NULL; a variant's kind without curves of its own takes the one
+ * SDPA_FALLBACK names ("attention_cudnn_cross" -> "attention_cudnn"). */
 static const Curve *flops_curve(const CostModel *c, const char *kind, bool backward) {
     char name[sizeof c->class_name[0]];
     if (!kind || snprintf(name, sizeof name, "%s%s", kind, backward ? "_bwd" : "") >= (int)sizeof name)
@@ -233,11 +238,11 @@ static const Curve *flops_curve(const CostModel *c, const char *kind, bool backw
         if (c->class_hash[i] == h && c->cls_by_flops[i] && strcmp(c->class_name[i], name) == 0)
             return &c->cls[i];
     size_t n = strlen(kind);
-    for (int v = 1; v < SDPA_VARIANTS; v++) {
-        size_t m = strlen(SDPA_SUFFIX[v]);
-        if (n > m && strcmp(kind + n - m, SDPA_SUFFIX[v]) == 0) {
+    for (size_t v = 0; v < sizeof SDPA_FALLBACK / sizeof SDPA_FALLBACK[0]; v++) {
+        size_t m = strlen(SDPA_FALLBACK[v].suffix);
+        if (n > m && strcmp(kind + n - m, SDPA_FALLBACK[v].suffix) == 0) {
             char base[sizeof c->class_name[0]];
-            snprintf(base, sizeof base, "%.*s", (int)(n - m), kind);
+            snprintf(base, sizeof base, "%.*s%s", (int)(n - m), kind, SDPA_FALLBACK[v].instead);
             return flops_curve(c, base, backward);
         }
     }
@@ -622,7 +627,8 @@ static VrStatus torch_op_classes(CostModel *c, const CostProfile *p, CostPoint *
 
 static SdpaVariant sdpa_variant(const CostSdpaRow *r) {
     if (!r->kernel_time) return SDPA_SELF;
-    return r->masked ? SDPA_MASKED : r->seq_k < r->seq_q ? SDPA_CROSS : SDPA_SELF;
+    if (r->masked) return fmod(r->seq_k, 8) != 0 ? SDPA_MASKED_UNALIGNED : SDPA_MASKED;
+    return r->seq_k < r->seq_q ? SDPA_CROSS : SDPA_SELF;
 }
 
 /* The forward and backward FLOP-rate curves of every backend the sdpa rows of variant v timed,
@@ -652,7 +658,7 @@ static VrStatus sdpa_classes(CostModel *c, const CostProfile *p, SdpaVariant v, 
             n++;
         }
         if (n == 0) continue;
-        char name[40], bname[48];
+        char name[44], bname[48]; /* the longest: "attention_mem_efficient_masked_unaligned_bwd" */
         snprintf(name, sizeof name, "%s%s", SDPA_BACKENDS[b].kind, SDPA_SUFFIX[v]);
         snprintf(bname, sizeof bname, "%s_bwd", name);
         VrStatus st = cost_add_flops_class(c, name, fwd, n);

@@ -134,8 +134,11 @@ const char *cost_sdpa_backend(int b);
  *     SDXL's 77 text tokens), "attention_<backend>_cross" and its "_bwd", whose backward
  *     accumulates dK and dV over every query block of a few key blocks and takes several times
  *     what a self-attention of the same FLOPs takes; and masked rows, "attention_<backend>_masked",
- *     whose kernels read the additive mask and skip no block. An op of a "_cross" or "_masked"
- *     kind without such a curve takes its backend's;
+ *     whose kernels read the additive mask and skip no block, "attention_<backend>_masked_unaligned"
+ *     for those whose keys are not a multiple of 8 (a bf16 mask row not a multiple of 16 bytes:
+ *     cuDNN's forward on an H100 runs 2-2.7x its aligned time there, as Hopper's tensor memory
+ *     accelerator takes no such stride). An op of a "_cross" or "_masked" kind without such a
+ *     curve takes its backend's, one of a "_masked_unaligned" kind the "_masked" curve;
  *   - per dtype, adapter GEMM (COST_LORA_*) and rank, a FLOP-rate curve from the `lora_gemm` rows
  *     (2 tokens width rank FLOPs over ms): an op with Op.lora_rank takes each of its GEMMs' time
  *     from the curves of its dtype, GEMM and rank, interpolated in log rank between the two

@@ -402,8 +402,9 @@ static void test_profile_sdpa_rows(void **state) {
 }
 
 /* Kernel-time sdpa rows (measure_sdpa_kernels.py): read however short, the single-call rows
- * beside them are not, rows with fewer keys than queries make the "_cross" curves and masked
- * rows the "_masked" ones; such a kind without its curves takes its backend's. */
+ * beside them are not, rows with fewer keys than queries make the "_cross" curves, masked rows
+ * the "_masked" ones and masked rows of unaligned keys the "_masked_unaligned" ones; such a kind
+ * without its curves takes the next (unaligned -> masked -> its backend's). */
 static void test_profile_sdpa_kernel_rows(void **state) {
     (void)state;
     DeviceSpec dev = plain_device();
@@ -434,6 +435,24 @@ static void test_profile_sdpa_kernel_rows(void **state) {
     assert_true(fabs(attention_time(c, "attention_cudnn_masked", PH_FWD, fs) - 50e3) < 1.0);
     assert_true(fabs(attention_time(c, "attention_cudnn_masked", PH_BWD, 2.5 * fs) - 150e3) < 1.0);
     assert_true(fabs(attention_time(c, "attention_cudnn", PH_FWD, fs) - 20e3) < 1.0);
+    /* no row of unaligned keys: an unaligned masked op takes the "_masked" curves */
+    assert_true(fabs(attention_time(c, "attention_cudnn_masked_unaligned", PH_FWD, fs) - 50e3) < 1.0);
+    assert_true(fabs(attention_time(c, "attention_cudnn_masked_unaligned", PH_BWD, 2.5 * fs) - 150e3) < 1.0);
+    cost_free(c);
+    /* a masked row of keys not a multiple of 8 makes the "_masked_unaligned" curves and leaves
+     * the aligned ones as they were */
+    CostSdpaRow u[3] = {r[0], m[1], {.batch = 1, .heads = 20, .seq_q = 1025, .seq_k = 1025, .dim = 64,
+                                     .kernel_time = true, .masked = true}};
+    u[2].fwd_ms[COST_SDPA_CUDNN] = 0.12, u[2].fwdbwd_ms[COST_SDPA_CUDNN] = 0.27;
+    u[2].fwd_ms[COST_SDPA_EFFICIENT] = 0.2, u[2].fwdbwd_ms[COST_SDPA_EFFICIENT] = 0.5;
+    CostProfile pu = {.sdpa = u, .n_sdpa = 3};
+    assert_int_equal(cost_from_profile(&dev, &pu, &c, NULL, 0), VR_OK);
+    double fu = cost_sdpa_flops(1, 20, 1025, 1025, 64, false);
+    assert_true(fabs(attention_time(c, "attention_cudnn_masked_unaligned", PH_FWD, fu) - 120e3) < 1.0);
+    assert_true(fabs(attention_time(c, "attention_cudnn_masked_unaligned", PH_BWD, 2.5 * fu) - 150e3) < 1.0);
+    assert_true(fabs(attention_time(c, "attention_cudnn_masked", PH_FWD, fs) - 50e3) < 1.0);
+    /* the longest class name, the memory-efficient backend's unaligned backward, is made */
+    assert_true(fabs(attention_time(c, "attention_mem_efficient_masked_unaligned", PH_BWD, 2.5 * fu) - 300e3) < 1.0);
     cost_free(c);
     /* without cross rows, a cross op is priced by its backend's curve */
     p.n_sdpa = 1;

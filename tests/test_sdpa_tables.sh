@@ -78,5 +78,45 @@ if [ "$a" = "$b" ] && [ "$a" != "none" ] && ! grep -q "fused attention" "$TMP/a1
   ok "an A100 (Ampere) keeps the H200's attention rows carried ($a us either way)"
 else fail "the H100's attention table changed the A100's: $a against $b"; fi
 
+# ---- a mask whose rows are not a multiple of 16 bytes ----------------------------------------------
+# One packed row (padding-free, checkpointed: no KV cache, so transformers builds the block-causal
+# mask) of 1000 + 1345 = 2345 tokens: its bf16 mask rows are 4690 bytes. cuDNN's forward read such
+# a mask 2-2.7x slower than an aligned one on the H100 SXM (masked_h32_d128_b1_s2049: 0.439 ms
+# against 0.205 at 2048; validation/results/sdpa_kernels_masked_more_h100_sxm.json), and its backward
+# 1.45x (0.916 ms against 0.630: a length not a multiple of 64 keys, sdpa_align_h100_sxm.json, where
+# 2112 keys took 0.774). One token fewer (2344, a multiple of 8) takes the aligned rows.
+cat >"$TMP/pk.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { size = "7b-l1" },
+         training = { micro_batch = 2, steps = 2, precision = "bf16", attention = "sdpa", checkpointing = true,
+                      data = { lengths = { 1000, 1345 }, batching = "padding_free", order = "given" } } }
+EOS
+sed 's/1345/1344/' "$TMP/pk.lua" >"$TMP/pk2.lua"
+masked() { # scenario, name, then vrsim arguments: "kind fwd bwd" of layer 0's attention in the second step
+  _s=$1 _n=$2; shift 2
+  "$VRSIM" "$_s" --json --out "$TMP/$_n" "$@" >"$TMP/$_n.json" 2>"$TMP/$_n.err"
+  python3 -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+t = {e['name']: e for e in ev if e.get('args', {}).get('step') == 1 and 'dur' in e}
+f, b = t['layers.0.self_attn.sdpa_cudnn'], t['layers.0.self_attn.sdpa_cudnn.backward']
+print(f['args']['kind'], '%.1f %.1f' % (f['dur'], b['dur']))
+" "$TMP/$_n/trace.json" 2>/dev/null || echo "none"
+}
+un=$(masked "$TMP/pk.lua" un); al=$(masked "$TMP/pk2.lua" al)
+if python3 - "$un" "$al" <<'PY'
+import sys
+(ku, fu, bu), (ka, fa, ba) = (a.split() for a in sys.argv[1:])
+fu, bu, fa, ba = map(float, (fu, bu, fa, ba))
+sys.exit(not (ku == "attention_cudnn_masked_unaligned" and ka == "attention_cudnn_masked"
+              and 1.8 < fu / fa < 3.0 and 1.1 < bu / ba < 1.6))
+PY
+then ok "H100 SXM: a 2345-key mask takes the unaligned rows ($un), 2344 keys the aligned ones ($al)"
+else fail "unaligned mask: 2345 keys $un, 2344 keys $al (want the unaligned kind, forward 1.8-3x, backward 1.1-1.6x)"; fi
+grep -q "rows not a multiple of 16 bytes" "$TMP/un.json" && fail "H100 SXM: a note on the unaligned mask, whose rows it measured"
+masked "$TMP/pk.lua" h2 --set gpu=h200 >/dev/null
+if grep -q "attention mask of 2345 keys, its rows not a multiple of 16 bytes: cuDNN's forward at the aligned mask's rate" "$TMP/h2.json"
+then ok "H200 (no unaligned rows measured): the note says the forward is priced at the aligned rate"
+else fail "H200: no note on the unaligned mask" "$(grep -o '"notes[^]]*' "$TMP/h2.json" | head -c 600)"; fi
+
 echo "test_sdpa_tables: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

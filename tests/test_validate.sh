@@ -297,13 +297,6 @@ KNOWN = {
     ("steps-r1024-b1_bf16_ckpt_every", "step_time"): (0.27,
         "host-bound with checkpointing; steps spread 132 % (the grid's widest); its chains' repeats are the host's speed "
         "for tight loops, not for the UNet's code (phase_host_modules_h100.jsonl)"),
-    # packed variable-length batch (8 rows, 4693 tokens, flash varlen), full bf16 training: the
-    # same run without checkpointing is +2.4 %; checkpointing adds 26.0 ms measured (50.6 ->
-    # 76.6 ms, steps 76.2-76.6) and 14.2 in vrsim. Its forward's pack hooks, priced per saved
-    # tensor, are not the gap (priced per op they added 1.4 ms more); which op of the
-    # recomputation or its backward holds the other 11.8 ms is not traced
-    ("gen5-varlen-packed-ckpt", "step_time"): (0.18,
-        "checkpointing adds 26.0 ms measured, 14.2 in vrsim; the plain packed row is +2.4 %"),
     ("steps-r1024-b2_bf16_every", "step_time"): (0.25,
         "host-bound; the host slowed during the run: chains 0.71, 0.83, 1.09, 1.01x the calibration "
         "host, tiny-op loop 14.6 -> 20.9 us, steps 210.6-341.0 ms (10-step medians 253, 224, 316 ms of wall)"),

@@ -152,6 +152,16 @@ local function prepare(scn, sets, file, src)
   return st
 end
 
+-- Whether the attention rows that price this GPU (its own measured table, else its profile's)
+-- timed a mask whose rows are not a multiple of 16 bytes (bf16 keys not a multiple of 8).
+local function sdpa_unaligned_measured(dev)
+  local rows = dev.sdpa_measured and dev.sdpa_measured.sdpa or dev.profile and dev.profile.sdpa or {}
+  for _, r in ipairs(rows) do
+    if r.masked and r.seq_k % 8 ~= 0 then return true end
+  end
+  return false
+end
+
 -- The graph of a prepared scenario, what it read of the hardware section and of the GPU's catalog
 -- entry (name -> canonical value; P.rebuild compares them) and the notes it added.
 local function build_graph(st)
@@ -170,6 +180,7 @@ local function build_graph(st)
   cx.ckpt_reentrant = t0.checkpointing and t0.checkpoint_reentrant
   cx.host_classes = dev.profile and dev.profile.host_classes
   cx.fsdp2_hook_us = dev.profile and dev.profile.fsdp2_hook_us
+  cx.sdpa_unaligned_measured = sdpa_unaligned_measured(dev)
   local hw = cfg.hardware
   cx.card_bytes = memory.total(dev.total_bytes, hw) -- from_pretrained's warmup caps at it
   cfg.hardware = noting_reads(hw, "hardware.", reads)

@@ -292,7 +292,7 @@ _Static_assert(OF_COUNT <= 64, "Fields.absent holds one bit per op field");
 enum { LIST_CAP = 16 };
 typedef struct OpRead {
     Op op;
-    char name[160], kind[32], bwd_kind[32];
+    char name[160], kind[48], bwd_kind[48];
     int lists[4][LIST_CAP]; /* inputs, outputs, saves, frees, when short */
 } OpRead;
 
@@ -363,13 +363,26 @@ static GradSpec *read_grads(lua_State *L, const Fields *fs, const char *opname, 
 static void read_hand_name(lua_State *L, const Fields *fs, OpRead *r) {
     r->op.name = fs_str(L, fs, OF_name, r->name, sizeof r->name) ? r->name : "op";
 }
+/* A kind names a cost curve or class: one cut short would name another (or none), so a kind
+ * longer than the buffer is an error, not truncated as names are. */
+static const char *kind_str(lua_State *L, const Fields *fs, int f, char *buf, size_t n, const OpRead *r) {
+    const char *s = fs_str(L, fs, f, buf, n);
+    if (s && strlen(s) == n - 1) {
+        push_field(L, fs, f);
+        size_t len = 0;
+        lua_tolstring(L, -1, &len);
+        lua_pop(L, 1);
+        if (len >= n) luaL_error(L, "op '%s': %s longer than %d characters", r->name, fs->names[f], (int)n - 1);
+    }
+    return s;
+}
 static void read_hand_kind(lua_State *L, const Fields *fs, OpRead *r) {
     snprintf(r->kind, sizeof r->kind, "elementwise");
-    fs_str(L, fs, OF_kind, r->kind, sizeof r->kind);
+    kind_str(L, fs, OF_kind, r->kind, sizeof r->kind, r);
     r->op.kind = r->kind;
 }
 static void read_hand_bwd_kind(lua_State *L, const Fields *fs, OpRead *r) {
-    if (fs_str(L, fs, OF_bwd_kind, r->bwd_kind, sizeof r->bwd_kind)) r->op.bwd_kind = r->bwd_kind;
+    if (kind_str(L, fs, OF_bwd_kind, r->bwd_kind, sizeof r->bwd_kind, r)) r->op.bwd_kind = r->bwd_kind;
 }
 static void read_hand_phase(lua_State *L, const Fields *fs, OpRead *r) {
     char phase[16] = "fwd";

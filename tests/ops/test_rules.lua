@@ -280,6 +280,15 @@ do
   raises(function() G:op { name = "misplaced", phase = "fwd", inputs = { x }, outputs = {}, bwd_workspace = { 8 },
                            bwd_workspace_at = { -2 } } end, "bwd_workspace_at needs one place per backward workspace",
          "G:op{...}: bwd_workspace_at past the op's inputs is refused")
+  -- a kind names a cost curve: the longest vrsim makes (47 characters) reads back whole, and
+  -- one past the buffer is refused, never cut short into another curve's name
+  local long = "attention_mem_efficient_masked_unaligned_bwd"
+  local k = G:op { name = "long kind", kind = long, phase = "fwd", inputs = {}, outputs = {} }
+  check(G:op_fields(k).kind == long, "G:op{...}: a 44-character kind reads back whole")
+  raises(function() G:op { name = "too long", kind = ("k"):rep(48), phase = "fwd", inputs = {}, outputs = {} } end,
+         "op 'too long': kind longer than 47 characters", "G:op{...}: a kind longer than its buffer is refused")
+  raises(function() G:op { name = "too long", bwd_kind = ("k"):rep(48), phase = "fwd", inputs = {}, outputs = {} } end,
+         "op 'too long': bwd_kind longer than 47 characters", "G:op{...}: a bwd_kind longer than its buffer is refused")
   local i = G:op(every)
   local got = G:op_fields(i)
   for _, k in ipairs(core.op_fields) do

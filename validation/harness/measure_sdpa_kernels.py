@@ -37,6 +37,27 @@ MASKED = [  # with an additive attention mask [1, 1, sq, sk] (a sliding window, 
 ]
 
 
+MASKED_MORE = [  # head_dim 64 (Llama 3.2 1B-like), and keys a mask row's 16 bytes do not divide: a
+    # [b, 1, s, s] bf16 mask whose row stride is not a multiple of 16 bytes, which cuDNN's forward
+    # reads far slower (a padded batch's longest sequence, a packed row of any length)
+    ("masked_h32_d64_b8_s1024", 8, 32, 1024, 1024, 64, False),
+    ("masked_h32_d64_b1_s2048", 1, 32, 2048, 2048, 64, False),
+    ("masked_h32_d64_b1_s4096", 1, 32, 4096, 4096, 64, False),
+    ("masked_h32_d64_b1_s8192", 1, 32, 8192, 8192, 64, False),
+    ("masked_h32_d64_b8_s1021", 8, 32, 1021, 1021, 64, False),
+    ("masked_h32_d64_b1_s1025", 1, 32, 1025, 1025, 64, False),
+    ("masked_h32_d64_b1_s2049", 1, 32, 2049, 2049, 64, False),
+    ("masked_h32_d64_b1_s4097", 1, 32, 4097, 4097, 64, False),
+    ("masked_h32_d64_b1_s4693", 1, 32, 4693, 4693, 64, False),
+    ("masked_h32_d64_b1_s8193", 1, 32, 8193, 8193, 64, False),
+    ("masked_h32_d128_b1_s1025", 1, 32, 1025, 1025, 128, False),
+    ("masked_h32_d128_b1_s2049", 1, 32, 2049, 2049, 128, False),
+    ("masked_h32_d128_b4_s2045", 4, 32, 2045, 2045, 128, False),
+    ("masked_h32_d128_b1_s4097", 1, 32, 4097, 4097, 128, False),
+    ("masked_h32_d128_b1_s8193", 1, 32, 8193, 8193, 128, False),
+]
+
+
 LONG = [  # torchtitan's context-parallel rows (Llama 3.1 8B, k and v repeated to 32 heads, 32768
     # tokens on each rank): the ring's calls with load balancing, causal on the rank's own two
     # chunks at step 0, then non-causal on half of the keys or half of the queries
@@ -105,6 +126,8 @@ def main():
     ap.add_argument("--from", dest="src", help="a JSON file this script wrote: convert it, measure nothing")
     ap.add_argument("--lua", help="with --from: write the calibrated Lua table here")
     ap.add_argument("--masked-only", action="store_true", help="measure only the masked shapes")
+    ap.add_argument("--masked-more", action="store_true",
+                    help="measure only MASKED_MORE (head_dim 64, and mask rows of unaligned length)")
     ap.add_argument("--long-only", action="store_true",
                     help="measure only the long shapes of the context-parallel ring (LONG)")
     ap.add_argument("--merge", nargs="*", default=[], help="with --from: more JSON files to add")
@@ -128,6 +151,8 @@ def main():
            "shapes": []}
     if a.long_only:
         todo = [s + (False,) for s in LONG]
+    elif a.masked_more:
+        todo = [s + (True,) for s in MASKED_MORE]
     else:
         shapes = [(s, False) for s in BASE + sdxl_shapes()] if not a.masked_only else []
         todo = [s + (m,) for s, m in shapes] + [s + (True,) for s in MASKED]

@@ -4,7 +4,8 @@ lora_bf16 with its peft settings, checkpointing, attention and AdamW variant, lr
 kernel's name, launches and device time from torch.profiler, per phase (forward, backward,
 optimizer; profile_sdxl_kernels.py's kernels_of). For checking vrsim's op costs kernel by kernel
 on the families' runs (llama_h200_gen_families.jsonl). A record with settings this does not
-reproduce (another mode, accumulation, a memory cap) is refused; --check only says whether the
+reproduce (another mode, accumulation, a memory cap, DPO) is refused (a record's variable-length
+data is its batch as tech_data.py collates it); --check only says whether the
 record is reproduced, without a GPU.
 
   python3 validation/harness/profile_hf_step.py --record validation/records/llama_h200_gen_families.jsonl \\
@@ -42,8 +43,10 @@ def build(record, name, check_only=False, device="cuda"):
     import tech_model
     from techniques import TECHNIQUE_FIELDS
     # torchao's NF4 base weights are applied by tech_model.after_peft, as measure_llama.py does
+    import tech_data
+    # variable-length data is the record's batch as tech_data.py collates it (DPO is not reproduced)
     others = [k for k in TECHNIQUE_FIELDS if k in rec and k not in tech_model.MODEL_FIELDS
-              and not (k == "quant" and rec[k] == "torchao_nf4")]
+              and not (k == "quant" and rec[k] == "torchao_nf4") and k != "data"]
     if others:
         sys.exit("profile_hf_step: %s: %s not reproduced here" % (name, ", ".join(others)))
     if check_only:
@@ -72,12 +75,16 @@ def build(record, name, check_only=False, device="cuda"):
         model = get_peft_model(model, LoraConfig(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
                                                  target_modules=lc["targets"], task_type="CAUSAL_LM"))
     model = tech_model.after_peft(rec, model)
+    if rec.get("data") is not None:
+        tech_data.prepare(rec, model, None, cfg, torch.bfloat16, torch.device(device))
     model.train()
     kw = {"adamw_foreach": {"foreach": True}, "adamw_fused": {"fused": True},
           "adamw_forloop": {"foreach": False}}[rec.get("optim", "adamw_foreach")]
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5, **kw)
     ids = torch.randint(0, cfg.vocab_size, (rec["batch"], rec["seq"]), device=device)
     def fwd():
+        if rec.get("data") is not None:
+            return tech_data.forward_loss(rec, model)
         loss = tech_model.forward_loss(rec, model, ids)
         return loss if loss is not None else model(input_ids=ids, labels=ids).loss
     for _ in range(3):

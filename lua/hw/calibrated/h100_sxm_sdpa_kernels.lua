@@ -1,8 +1,8 @@
 -- Device time of scaled_dot_product_attention's kernels per backend and shape (bf16), from
 -- torch.profiler: the kernels' own time, no launch or host dispatch in it (kernel_time = true;
 -- sim/cost.c reads every row). GPU NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, cuDNN 91900, measured 2026-12-06.
--- Made by python3 validation/harness/measure_sdpa_kernels.py --from validation/results/sdpa_kernels_h100_sxm.json --merge validation/results/sdpa_kernels_long_h100_sxm.json --lua lua/hw/calibrated/h100_sxm_sdpa_kernels.lua
--- (measure_sdpa_kernels.py --out on one NVIDIA H100 80GB HBM3: validation/results/sdpa_kernels_h100_sxm.json, validation/results/sdpa_kernels_long_h100_sxm.json; validation/PROVENANCE.md).
+-- Made by python3 validation/harness/measure_sdpa_kernels.py --from validation/results/sdpa_kernels_h100_sxm.json --merge validation/results/sdpa_kernels_long_h100_sxm.json --merge validation/results/sdpa_kernels_masked_more_h100_sxm.json --lua lua/hw/calibrated/h100_sxm_sdpa_kernels.lua
+-- (measure_sdpa_kernels.py --out on one NVIDIA H100 80GB HBM3: validation/results/sdpa_kernels_h100_sxm.json, validation/results/sdpa_kernels_long_h100_sxm.json, validation/results/sdpa_kernels_masked_more_h100_sxm.json; validation/PROVENANCE.md).
 return {
   sdpa = {
     {tag="llama7b_b1_s2048", batch=1, heads=32, seq_q=2048, seq_k=2048, dim=128, causal=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.08166, fwdbwd_ms=0.35065}, flash = {fwd_ms=0.16595, fwdbwd_ms=0.59513}, efficient = {fwd_ms=0.27104, fwdbwd_ms=1.16647}}},
@@ -56,5 +56,20 @@ return {
     {tag="long_h32_d128_b1_q32768_k16384", batch=1, heads=32, seq_q=32768, seq_k=16384, dim=128, causal=false, kernel_time=true, backends = {cudnn = {fwd_ms=12.94693, fwdbwd_ms=51.26822}, flash = {fwd_ms=24.45413, fwdbwd_ms=93.42780}, efficient = {fwd_ms=47.82877, fwdbwd_ms=207.10300}}},
     {tag="long_h32_d128_b1_q16384_k32768", batch=1, heads=32, seq_q=16384, seq_k=32768, dim=128, causal=false, kernel_time=true, backends = {cudnn = {fwd_ms=14.12735, fwdbwd_ms=52.05341}, flash = {fwd_ms=23.85673, fwdbwd_ms=92.25370}, efficient = {fwd_ms=47.79260, fwdbwd_ms=204.04113}}},
     {tag="long_h32_d128_b1_q16384_k16384", batch=1, heads=32, seq_q=16384, seq_k=16384, dim=128, causal=false, kernel_time=true, backends = {cudnn = {fwd_ms=6.31599, fwdbwd_ms=25.55089}, flash = {fwd_ms=12.31189, fwdbwd_ms=46.55860}, efficient = {fwd_ms=24.14457, fwdbwd_ms=102.57196}}},
+    {tag="masked_h32_d64_b8_s1024", batch=8, heads=32, seq_q=1024, seq_k=1024, dim=64, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.28701, fwdbwd_ms=1.03541}, efficient = {fwd_ms=0.78352, fwdbwd_ms=2.59898}}},
+    {tag="masked_h32_d64_b1_s2048", batch=1, heads=32, seq_q=2048, seq_k=2048, dim=64, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.13427, fwdbwd_ms=0.48275}, efficient = {fwd_ms=0.39357, fwdbwd_ms=1.40640}}},
+    {tag="masked_h32_d64_b1_s4096", batch=1, heads=32, seq_q=4096, seq_k=4096, dim=64, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.50118, fwdbwd_ms=1.83513}, efficient = {fwd_ms=1.54176, fwdbwd_ms=5.45417}}},
+    {tag="masked_h32_d64_b1_s8192", batch=1, heads=32, seq_q=8192, seq_k=8192, dim=64, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=2.05581, fwdbwd_ms=7.16415}, efficient = {fwd_ms=6.13610, fwdbwd_ms=20.75840}}},
+    {tag="masked_h32_d64_b8_s1021", batch=8, heads=32, seq_q=1021, seq_k=1021, dim=64, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.55437, fwdbwd_ms=1.40147}, efficient = {fwd_ms=0.78492, fwdbwd_ms=2.71680}}},
+    {tag="masked_h32_d64_b1_s1025", batch=1, heads=32, seq_q=1025, seq_k=1025, dim=64, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.11846, fwdbwd_ms=0.27497}, efficient = {fwd_ms=0.16800, fwdbwd_ms=0.55242}}},
+    {tag="masked_h32_d64_b1_s2049", batch=1, heads=32, seq_q=2049, seq_k=2049, dim=64, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.35782, fwdbwd_ms=0.85040}, efficient = {fwd_ms=0.41830, fwdbwd_ms=1.53060}}},
+    {tag="masked_h32_d64_b1_s4097", batch=1, heads=32, seq_q=4097, seq_k=4097, dim=64, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=1.27079, fwdbwd_ms=2.87619}, efficient = {fwd_ms=1.60917, fwdbwd_ms=5.84921}}},
+    {tag="masked_h32_d64_b1_s4693", batch=1, heads=32, seq_q=4693, seq_k=4693, dim=64, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=1.83850, fwdbwd_ms=3.94044}, efficient = {fwd_ms=2.14582, fwdbwd_ms=7.26639}}},
+    {tag="masked_h32_d64_b1_s8193", batch=1, heads=32, seq_q=8193, seq_k=8193, dim=64, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=5.17979, fwdbwd_ms=11.50414}, efficient = {fwd_ms=6.33359, fwdbwd_ms=22.32438}}},
+    {tag="masked_h32_d128_b1_s1025", batch=1, heads=32, seq_q=1025, seq_k=1025, dim=128, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.14390, fwdbwd_ms=0.43584}, efficient = {fwd_ms=0.20163, fwdbwd_ms=0.85084}}},
+    {tag="masked_h32_d128_b1_s2049", batch=1, heads=32, seq_q=2049, seq_k=2049, dim=128, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.43945, fwdbwd_ms=1.35487}, efficient = {fwd_ms=0.58374, fwdbwd_ms=2.62698}}},
+    {tag="masked_h32_d128_b4_s2045", batch=4, heads=32, seq_q=2045, seq_k=2045, dim=128, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=1.30765, fwdbwd_ms=4.38927}, efficient = {fwd_ms=2.13170, fwdbwd_ms=8.40444}}},
+    {tag="masked_h32_d128_b1_s4097", batch=1, heads=32, seq_q=4097, seq_k=4097, dim=128, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=1.37215, fwdbwd_ms=4.17068}, efficient = {fwd_ms=2.22150, fwdbwd_ms=8.76686}}},
+    {tag="masked_h32_d128_b1_s8193", batch=1, heads=32, seq_q=8193, seq_k=8193, dim=128, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=5.43359, fwdbwd_ms=16.47733}, efficient = {fwd_ms=8.61393, fwdbwd_ms=34.32773}}},
   },
 }

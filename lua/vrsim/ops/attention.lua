@@ -51,6 +51,19 @@ return function(nn)
     -- cost_from_profile)
     local variant = mask and "_masked" or sk < s and "_cross" or ""
     if mask and backend == "flash" then backend = "mem_efficient" end
+    -- a mask row not a multiple of 16 bytes (keys not a multiple of 8 in 16 bits: a padded batch's
+    -- odd longest sequence, a packed row of any length): cuDNN's forward reads it 2-2.7x slower on
+    -- an H100 (sim/cost.h); memory-efficient attention pads the mask itself (its own rows)
+    if mask and nn.bytes({ mask.shape[#mask.shape] }, dt) % 16 ~= 0 then
+      variant = "_masked_unaligned"
+      if backend == "cudnn" and not cx.sdpa_unaligned_measured and not cx.noted_sdpa_unaligned then
+        cx.noted_sdpa_unaligned = true
+        cx.notes = cx.notes or {}
+        cx.notes[#cx.notes + 1] = ("attention mask of %d keys, its rows not a multiple of 16 bytes: cuDNN's forward "
+          .. "at the aligned mask's rate; this GPU's attention table has no such rows (on an H100 it ran 2-2.7x "
+          .. "slower: validation/results/sdpa_kernels_masked_more_h100_sxm.json)"):format(sk)
+      end
+    end
     local inputs, saves, grads = { q, k, v }, { q, k, v }, nil
     local bias
     if mask then
