@@ -152,14 +152,18 @@ local function prepare(scn, sets, file, src)
   return st
 end
 
--- Whether the attention rows that price this GPU (its own measured table, else its profile's)
--- timed a mask whose rows are not a multiple of 16 bytes (bf16 keys not a multiple of 8).
-local function sdpa_unaligned_measured(dev)
-  local rows = dev.sdpa_measured and dev.sdpa_measured.sdpa or dev.profile and dev.profile.sdpa or {}
+-- Where this GPU's attention over a mask of unaligned rows (bf16 keys not a multiple of 8) is
+-- priced from: "own" (rows of its own table, or a whole table carried to it), another GPU's
+-- name (its rows borrowed alone: carry.lua sdpa_unaligned_rows), or nil (none: the aligned
+-- mask's rows).
+local function sdpa_unaligned_from(dev)
+  local m = dev.sdpa_measured
+  if m and m.borrowed then return m.from end
+  local rows = m and m.sdpa or dev.profile and dev.profile.sdpa or {}
   for _, r in ipairs(rows) do
-    if r.masked and r.seq_k % 8 ~= 0 then return true end
+    if r.masked and r.seq_k % 8 ~= 0 then return "own" end
   end
-  return false
+  return nil
 end
 
 -- The graph of a prepared scenario, what it read of the hardware section and of the GPU's catalog
@@ -180,7 +184,7 @@ local function build_graph(st)
   cx.ckpt_reentrant = t0.checkpointing and t0.checkpoint_reentrant
   cx.host_classes = dev.profile and dev.profile.host_classes
   cx.fsdp2_hook_us = dev.profile and dev.profile.fsdp2_hook_us
-  cx.sdpa_unaligned_measured = sdpa_unaligned_measured(dev)
+  cx.sdpa_unaligned_from = sdpa_unaligned_from(dev)
   local hw = cfg.hardware
   cx.card_bytes = memory.total(dev.total_bytes, hw) -- from_pretrained's warmup caps at it
   cfg.hardware = noting_reads(hw, "hardware.", reads)

@@ -56,12 +56,17 @@ return function(nn)
     -- an H100 (sim/cost.h); memory-efficient attention pads the mask itself (its own rows)
     if mask and nn.bytes({ mask.shape[#mask.shape] }, dt) % 16 ~= 0 then
       variant = "_masked_unaligned"
-      if backend == "cudnn" and not cx.sdpa_unaligned_measured and not cx.noted_sdpa_unaligned then
+      local from = cx.sdpa_unaligned_from
+      if backend == "cudnn" and from ~= "own" and not cx.noted_sdpa_unaligned then
         cx.noted_sdpa_unaligned = true
         cx.notes = cx.notes or {}
-        cx.notes[#cx.notes + 1] = ("attention mask of %d keys, its rows not a multiple of 16 bytes: cuDNN's forward "
-          .. "at the aligned mask's rate; this GPU's attention table has no such rows (on an H100 it ran 2-2.7x "
-          .. "slower: validation/results/sdpa_kernels_masked_more_h100_sxm.json)"):format(sk)
+        cx.notes[#cx.notes + 1] = from
+          and ("attention mask of %d keys, its rows not a multiple of 16 bytes: cuDNN's kernels at the rows "
+               .. "%s measured at such lengths (the same die: lua/hw/carry.lua sdpa_unaligned_rows)")
+            :format(sk, from)
+          or ("attention mask of %d keys, its rows not a multiple of 16 bytes: cuDNN's forward at the aligned "
+              .. "mask's rate, this GPU's attention table having no such rows (on an H100 it ran 2-2.7x slower: "
+              .. "validation/results/sdpa_kernels_masked_more_h100_sxm.json)"):format(sk)
       end
     end
     local inputs, saves, grads = { q, k, v }, { q, k, v }, nil
