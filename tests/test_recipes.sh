@@ -490,9 +490,27 @@ sed 's/^stage: sft/stage: pt\npacking: true/' $D/llamafactory_qlora.yaml >"$TMP/
 check "LLaMA-Factory stage: pt with packing: true written (blocks of cutoff_len - 1, padded)" 2 \
   "lfpt2\.yaml:[0-9]+: cutoff_len: packed rows of 1023 tokens, which the collator pads to a multiple of 8" -- \
   "$TMP/lfpt2.yaml" --gpu rtx4090 --no-files
+# neat_packing (sft): under sdpa the collator's (b, 1, L, L) block-diagonal bf16 mask rides with
+# the batch (training.attention_mask = block_diagonal); under fa2 one row a micro-batch (the
+# collator asserts it), unpadded to cutoff_len - 1 at most; outside sft LLaMA-Factory raises
 sed 's/^### method/neat_packing: true\n### method/' $D/llamafactory_qlora.yaml >"$TMP/lfneat.yaml"
-check "LLaMA-Factory neat_packing" 2 "lfneat\.yaml:12: neat_packing: attention kept within each packed sequence .* is not modelled" -- \
-  "$TMP/lfneat.yaml" --gpu rtx4090 --no-files
+sed 's/attention = "sdpa",/attention = "sdpa", attention_mask = "block_diagonal",/' $D/llamafactory_qlora.lua >"$TMP/lfneat.lua"
+cp -r $D/llama-3.2-1b "$TMP/" 2>/dev/null
+same "LLaMA-Factory neat_packing under sdpa (rows of cutoff_len, the collator's 4-D mask)" "$TMP/lfneat.lua" -- \
+  "$TMP/lfneat.yaml" --gpu rtx4090
+check "LLaMA-Factory neat_packing: the note names the mask" 0 \
+  "llamafactory neat_packing: sequences packed whole \(greedy knapsack\) into rows padded to 1024; the collator's \(2, 1, 1024, 1024\) block-diagonal mask" -- \
+  "$TMP/lfneat.yaml" --gpu rtx4090 --no-files --no-suggest
+sed 's/^### method/neat_packing: true\nflash_attn: fa2\n### method/' $D/llamafactory_qlora.yaml >"$TMP/lfneatfa.yaml"
+check "LLaMA-Factory neat_packing under fa2 with two rows a micro-batch (the collator asserts one)" 2 \
+  "lfneatfa\.yaml:[0-9]+: per_device_train_batch_size: 2 with neat_packing under fa2: LLaMA-Factory's collator asserts one row" -- \
+  "$TMP/lfneatfa.yaml" --gpu rtx4090 --no-files
+sed 's/^per_device_train_batch_size: 2/per_device_train_batch_size: 1/' "$TMP/lfneatfa.yaml" >"$TMP/lfneatfa1.yaml"
+check "LLaMA-Factory neat_packing under fa2: one unpadded row of cutoff_len - 1" 0 "seq = 1023," -- \
+  "$TMP/lfneatfa1.yaml" --gpu rtx4090 --print-scenario
+sed 's/^stage: sft/stage: pt\nneat_packing: true/' $D/llamafactory_qlora.yaml >"$TMP/lfneatpt.yaml"
+check "LLaMA-Factory neat_packing outside sft" 2 "lfneatpt\.yaml:[0-9]+: neat_packing: true outside stage sft" -- \
+  "$TMP/lfneatpt.yaml" --gpu rtx4090 --no-files
 sed 's/^finetuning_type: lora/finetuning_type: freeze/' $D/llamafactory_qlora.yaml >"$TMP/lffreeze.yaml"
 check "LLaMA-Factory finetuning_type: freeze" 2 "lffreeze\.yaml:15: finetuning_type: 'freeze' is not modelled" -- \
   "$TMP/lffreeze.yaml" --gpu rtx4090 --no-files

@@ -999,5 +999,44 @@ if [ "$rca" = 3 ] && [ "$rc32" = 0 ] && [ "$got" = "$((8 * BIG)) 1 1 1" ]; then
   ok "paged_adamw_32bit: fits where adamw is out of memory; the state's excess over the card is paged both ways in the step"
 else bad "paged_adamw_32bit: rc adamw $rca, paged $rc32; bytes / evicted / transfer / step $got (want $((8 * BIG)) 1 1 1)"; fi
 
+# 4-D mask the batch carries (training.attention_mask = block_diagonal, LLaMA-Factory's neat_packing
+# under sdpa): one (b, 1, L, L) bf16 input, exactly its bytes more at the peak than the causal
+# run, and every layer's SDPA takes it as its bias (the masked kernel, no boolean mask converted)
+cat > "$tmp/m4.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { config = "llama-3-8b.json", layers = 2 },
+  training = { micro_batch = 2, seq = 2048, precision = "bf16", attention = "sdpa", checkpointing = true, steps = 2,
+               attention_mask = "block_diagonal" } }
+EOS
+"$VRSIM" "$tmp/m4.lua" --json --out "$tmp/m4" > "$tmp/m4.json"
+"$VRSIM" "$tmp/m4.lua" --json --no-files --set training.attention_mask=none > "$tmp/m4n.json"
+got=$(python3 -c "
+import json
+a, n = json.load(open('$tmp/m4.json')), json.load(open('$tmp/m4n.json'))
+ev = json.load(open('$tmp/m4/trace.json'))['traceEvents']
+kinds = {e['args']['kind'] for e in ev if 'sdpa_cudnn' in e['name'] and 'args' in e}
+conv = sum(1 for e in ev if 'attn_mask_to_bias' in e['name'] or 'causal_mask' in e['name'])
+print(a['peak_allocated_bytes'] - n['peak_allocated_bytes'], sorted(kinds), conv)")
+if [ "$got" = "16777216 ['attention_cudnn_masked'] 0" ]; then
+  ok "attention_mask = block_diagonal: one (2, 1, 2048, 2048) bf16 input (16 MiB at the peak), SDPA's masked kernel, nothing converted"
+else bad "attention_mask = block_diagonal: peak difference, kinds, conversions $got (want 16777216 ['attention_cudnn_masked'] 0)"; fi
+for a in flash; do
+  "$VRSIM" "$tmp/m4.lua" --no-files --set attention=$a > "$tmp/m4f.out" 2>&1; rc=$?
+  if [ "$rc" = 2 ] && grep -q "training.attention_mask = block_diagonal under flash attention .* is not modelled" "$tmp/m4f.out"
+  then ok "attention_mask = block_diagonal under flash attention: refused (exit 2), named"
+  else bad "attention_mask = block_diagonal under flash: exit $rc, $(head -c 300 "$tmp/m4f.out")"; fi
+done
+sed 's/attention_mask = "block_diagonal"/attention_mask = "block_diagonal", data = { lengths = { 100, 200 } }/; s/seq = 2048, //' \
+  "$tmp/m4.lua" > "$tmp/m4d.lua"
+"$VRSIM" "$tmp/m4d.lua" --no-files > "$tmp/m4d.out" 2>&1; rc=$?
+if [ "$rc" = 2 ] && grep -q "training.attention_mask = block_diagonal with training.data .* is not modelled" "$tmp/m4d.out"
+then ok "attention_mask = block_diagonal with training.data: refused (exit 2), named"
+else bad "attention_mask = block_diagonal with training.data: exit $rc, $(head -c 300 "$tmp/m4d.out")"; fi
+
+printf 'return {\n  model = { arch = "sdxl" },\n  training = { attention_mask = "block_diagonal" } }\n' > "$tmp/m4s.lua"
+"$VRSIM" "$tmp/m4s.lua" --no-files > "$tmp/m4s.out" 2>&1; rc=$?
+if [ "$rc" = 2 ] && grep -q "m4s.lua:3: training.attention_mask = block_diagonal: a language model's packed rows; arch sdxl's" "$tmp/m4s.out"
+then ok "attention_mask = block_diagonal on SDXL: refused at its line (exit 2)"
+else bad "attention_mask = block_diagonal on SDXL: exit $rc, $(head -c 300 "$tmp/m4s.out")"; fi
+
 echo "test_techniques: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -692,6 +692,12 @@ end
 -- sequence as long as the window the mask is made, though it allows what causal does.
 local function make_mask(cx, r, window, mask_dtype, position_ids)
   local b, s = r.batch, r.seq
+  -- a 4-D mask the batch carries (training.attention_mask): taken as given, for every layer
+  -- (masking_utils' _preprocess_mask_arguments returns a 4-D mask early), window or not
+  if r.mask_4d then
+    r.mask_4d_taken = true
+    return r.mask_4d
+  end
   if r.ckpt_model and r.attention ~= "eager" then
     -- torch.compile(model) under transformers' checkpointing (strategies/compile.lua
     -- M.ckpt_model): create_causal_mask is a compiled graph of its own, traced without a cache,

@@ -34,15 +34,23 @@ local NOT_READ = {
 -- flash_attn (AttentionFunction) -> training.attention; auto is transformers' default (sdpa)
 local ATTENTION = { auto = "sdpa", sdpa = "sdpa", disabled = "eager", fa2 = "flash" }
 
--- packing without neat_packing (data_args.py, parser.py, processor/supervised.py and pretrain.py,
--- collator.py): every row is cutoff_len tokens. sft packs each sequence whole, greedy knapsack
--- into cutoff_len - 1 (data_args.py lowers cutoff_len by one when packing is set), and pads the
--- row to the original cutoff_len; pt (packing on by default) concatenates the texts and cuts
--- blocks of cutoff_len, or of cutoff_len - 1 where packing: true is written. The training
--- collator pads a batch to a multiple of 8 (zeros in the attention_mask). The row's
--- attention_mask is all ones, so transformers builds no mask: a causal mask over the whole row,
--- its sequences attending across their boundaries (under sdpa), which is the fixed-length run.
-local function read_packing(r, d, t, notes, stage, cutoff)
+-- packing (data_args.py, parser.py, processor/supervised.py and pretrain.py, collator.py): every
+-- row is cutoff_len tokens. sft packs each sequence whole, greedy knapsack into cutoff_len - 1
+-- (data_args.py lowers cutoff_len by one when packing is set), and pads the row to the original
+-- cutoff_len; pt (packing on by default) concatenates the texts and cuts blocks of cutoff_len, or
+-- of cutoff_len - 1 where packing: true is written. The training collator pads a batch to a
+-- multiple of 8 (zeros in the attention_mask).
+--   Without neat_packing the row's attention_mask is all ones, so transformers builds no mask: a
+--   causal mask over the whole row, its sequences attending across their boundaries (under
+--   sdpa), which is the fixed-length run.
+--   With neat_packing (sft only: parser.py raises otherwise; it sets packing) the row's
+--   attention_mask numbers its sequences (1, 2, ..., 0 for the padding) and
+--   SFTDataCollatorWith4DAttentionMask turns it into attention that stays within each sequence:
+--   under sdpa or eager prepare_4d_attention_mask's (b, 1, L, L) additive mask in the compute
+--   dtype, which transformers takes as given (training.attention_mask = block_diagonal); under
+--   fa2 one row a micro-batch (the collator asserts it), its padding cut off and the mask
+--   dropped, so transformers runs flash attention per sequence from the position_ids.
+local function read_packing(r, d, t, notes, stage, cutoff, neat)
   local row = (stage == "pt" and r:has(d, "packing")) and cutoff - 1 or cutoff
   if row % 8 ~= 0 then
     r:fail(d, r:has(d, "cutoff_len") and "cutoff_len" or "packing",
@@ -52,6 +60,27 @@ local function read_packing(r, d, t, notes, stage, cutoff)
   t.seq = row
   local how = stage == "pt" and ("the texts concatenated and cut into blocks of %d"):format(row)
     or ("sequences packed whole (greedy knapsack) into rows padded to %d"):format(row)
+  if neat and t.attention == "flash" then
+    if t.micro_batch ~= 1 then
+      r:fail(d, "per_device_train_batch_size", ("%d with neat_packing under fa2: LLaMA-Factory's collator asserts "
+             .. "one row a micro-batch (\"bsz should be 1 for neat packing\")"):format(t.micro_batch))
+    end
+    -- _unpad_packed_features: the padding cut off, at least one token (the knapsack holds
+    -- cutoff_len - 1 at most)
+    t.seq = row - 1
+    notes[#notes + 1] = ("llamafactory neat_packing under fa2: sequences packed whole (greedy knapsack) into one row "
+      .. "a micro-batch, its padding cut off: at most %d tokens, simulated full; transformers attends each sequence "
+      .. "alone from the position_ids: vrsim prices the attention over the whole row as one sequence, its most "
+      .. "(the data set's lengths are not read)"):format(row - 1)
+    return
+  end
+  if neat then
+    t.attention_mask = "block_diagonal"
+    notes[#notes + 1] = ("llamafactory neat_packing: %s; the collator's (%d, 1, %d, %d) block-diagonal mask in the "
+      .. "compute dtype rides with the batch, and %s runs its masked kernel over every block"):format(how, t.micro_batch,
+      row, row, t.attention == "eager" and "eager attention" or "SDPA")
+    return
+  end
   notes[#notes + 1] = ("llamafactory packing: %s; the attention_mask is all ones, so each row is one causal "
                        .. "sequence to the model (%s); the collator's position_ids input (%d x %d int64) is not simulated")
     :format(how, t.attention == "flash" and t.micro_batch == 1 and stage ~= "pt"
@@ -84,9 +113,10 @@ function F.scenario(r, opts)
     r:fail(d, "stage", ("'%s' is not modelled (read: sft, pt): its reference or reward model and paired "
            .. "batches are not simulated"):format(stage))
   end
-  if r:get(d, "neat_packing", "boolean") then
-    r:fail(d, "neat_packing", "attention kept within each packed sequence (the collator's (b, 1, L, L) mask, "
-           .. "or flash attention's unpadded rows) is not modelled; packing without it is")
+  local neat = r:get(d, "neat_packing", "boolean", false)
+  if neat then
+    if stage ~= "sft" then r:fail(d, "neat_packing", "true outside stage sft: LLaMA-Factory raises (parser.py)") end
+    packing = true -- data_args.py: neat_packing sets packing
   end
 
   -- the method
@@ -182,7 +212,7 @@ function F.scenario(r, opts)
   local cutoff = r:get(d, "cutoff_len", "integer", 2048)
   t.seq = r:field(d, "cutoff_len", "training", "seq", cutoff)
   if packing then
-    read_packing(r, d, t, notes, stage, cutoff)
+    read_packing(r, d, t, notes, stage, cutoff, neat)
   else
     notes[#notes + 1] = ("llamafactory rows simulated at cutoff_len (%d tokens), the longest a batch can be: "
                          .. "the collator pads each batch to its longest row"):format(t.seq)

@@ -108,6 +108,40 @@ local register = mod.register
 
 -- Builds the forward graph; returns the loss tensor (or the logits for inference), the tree,
 -- the normalized config and the function that runs one more forward (gradient accumulation).
+
+-- training.attention_mask = "block_diagonal": the collator's (b, 1, seq, seq) additive mask in the
+-- compute dtype (LLaMA-Factory's SFTDataCollatorWith4DAttentionMask: prepare_4d_attention_mask, 0
+-- where a token sees a token of its own sequence at or before it, the dtype's minimum elsewhere),
+-- made on the CPU and moved to the GPU with the batch, which masking_utils takes as it is (a 4-D
+-- mask skips every mask function). The error for what does not take it (nil when all does).
+local function mask_4d_refusal(t, attention, mesh)
+  if t.attention_mask ~= "block_diagonal" then return nil end
+  local why
+  if t.data_batch then
+    why = "with training.data (whose collator makes the batch's mask itself)"
+  elseif attention == "flash" then
+    why = "under flash attention (flash_attention_2 takes no 4-D mask: LLaMA-Factory's neat_packing hands it "
+      .. "position_ids instead, a packed row)"
+  elseif t.inference then
+    why = "for inference"
+  elseif mesh and ((mesh.degrees.cp or 1) > 1 or (mesh.degrees.tp or 1) > 1) then
+    why = "under tensor or context parallelism"
+  end
+  return why and ("training.attention_mask = block_diagonal %s is not modelled"):format(why) or nil
+end
+
+-- The batch's 4-D mask, made once with the batch (as the input ids are) and alive every step.
+local function mask_4d_input(cx, t, b, s)
+  local p = t.precision
+  local dt = p:find("bf16") and "bf16" or p:find("fp16") and "fp16" or "fp32"
+  local shape = { b, 1, s, s }
+  local numel = b * s * s
+  local id = cx.G:tensor { name = "attention_mask_4d", bytes = numel * (dt == "fp32" and 4 or 2), numel = numel,
+                           dtype = dt, cat = "temp", persistent = true }
+  cx.G:op { name = "attention_mask_4d", kind = "none", phase = "build", inputs = {}, outputs = { id }, frees = {} }
+  return { id = id, shape = shape, dtype = dt, rg = false, name = "attention_mask_4d" }
+end
+
 function M.build(cx, cfg)
   local fam, mc = M.resolve(cfg.model)
   -- model.use_cache is the config's use_cache as a trainer sets it (the HF Trainer: args.use_cache)
@@ -260,6 +294,7 @@ function M.build(cx, cfg)
   local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes, cx.arch)
     or require("strategies.data").check(t, mc, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
     or require("strategies.sac").check(t, mc)
+    or mask_4d_refusal(t, fam.attention and fam.attention(t.attention, {}, mc) or t.attention, cx.mesh)
   -- torch.compile: its settings checked, and what it does not compose with refused
   local compiled = require("strategies.compile").settings(t.compile)
   if compiled and compiled.scope == "model" then
@@ -425,6 +460,7 @@ function M.build(cx, cfg)
   cx.G:op { name = "input_ids", kind = "none", phase = "build", inputs = {}, outputs = { ids.id },
             frees = {} }
   local data_inputs = t.data_batch and require("strategies.data").inputs(cx, t.data_batch)
+  local mask_4d = t.attention_mask == "block_diagonal" and mask_4d_input(cx, t, b, s) or nil
   if MG then MG.build_extras(cx, mc, b, s, tp) end
   cx.phase = "fwd"
 
@@ -523,7 +559,7 @@ function M.build(cx, cfg)
              loss = litgpt and "litgpt_chunked" or t.loss, compile_loss = t.compile_loss and not t.inference,
              compile_model = compiled ~= nil and compiled.scope == "model",
              ckpt_model = compiled ~= nil and require("strategies.compile").ckpt_model(t),
-             data = t.data_batch, data_inputs = data_inputs, dpo = dpo,
+             data = t.data_batch, data_inputs = data_inputs, mask_4d = mask_4d, dpo = dpo,
              compile = compiled ~= nil, compile_chunked_loss = compiled ~= nil and compiled.loss,
              repeat_kv = cfg.model.repeat_kv,
              -- (Megatron's GPTModel is no transformers model: no Hub kernels)
@@ -579,6 +615,10 @@ function M.build(cx, cfg)
   if dpo and not cx.run.dpo_head then
     error(("training.dpo: %s's forward does not run TRL's fused head (not modelled for this family)")
           :format(fam.model_type or "this model"), 0)
+  end
+  if mask_4d and not cx.run.mask_4d_taken then
+    error(("training.attention_mask = block_diagonal: %s's forward does not take a 4-D mask as given (not modelled "
+           .. "for this family)"):format(fam.model_type or "this model"), 0)
   end
   if t.data_batch and (t.data_batch.padded or t.data_batch.packed) and not cx.run.data_mask_made then
     error(("training.data: %s's forward does not build the mask a %s batch needs (not modelled for this family)")

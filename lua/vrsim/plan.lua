@@ -79,6 +79,10 @@ local function prepare(scn, sets, file, src)
   if t0.data then
     require("strategies.data").apply(cfg, ctx, function(m) fail_given(ctx, sets, { "training.seq", "seq" }, "data", "training", m) end)
   end
+  if t0.attention_mask == "block_diagonal" and P.diffusion(cfg.model.arch) then
+    fail(ctx, "attention_mask", "training", ("training.attention_mask = block_diagonal: a language model's packed "
+         .. "rows; arch %s's batches are images"):format(cfg.model.arch))
+  end
   if t0.float8 then
     local why = require("strategies.float8").refusal(t0, g)
     if why then fail(ctx, "float8", "training", why) end

@@ -71,7 +71,13 @@ return function(nn)
     end
     local inputs, saves, grads = { q, k, v }, { q, k, v }, nil
     local bias
-    if mask then
+    if mask and mask.dtype ~= "bool" then
+      -- an additive mask already in q's dtype (a 4-D mask the batch carries) is the bias itself;
+      -- its holder frees it, not this call
+      bias = mask
+      inputs[4], saves[4] = bias, bias
+      grads = { "new", "new", "new", "none" }
+    elseif mask then
       bias = nn.op(cx, { name = name .. ".attn_mask_to_bias", inputs = { mask },
                          outs = { { name .. ".attn_bias", mask.shape, dt, no_grad = true } },
                          grads = { "none" } })
