@@ -495,6 +495,9 @@ static const struct { const char *table, *kind; } SDPA_BACKENDS[COST_SDPA_COUNT]
     [COST_SDPA_CUDNN] = {"cudnn", "attention_cudnn"},
     [COST_SDPA_FLASH] = {"flash", "attention_flash"},
     [COST_SDPA_EFFICIENT] = {"efficient", "attention_mem_efficient"},
+    /* FlexAttention's Triton kernels (torch.compile(flex_attention)), not an SDPA backend but
+     * timed by the same rows */
+    [COST_SDPA_FLEX] = {"flex", "attention_flex"},
 };
 
 /* The rate ratio a FLOP-rate class carries with: its fused-attention backend's where k gives one

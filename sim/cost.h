@@ -63,7 +63,7 @@ typedef struct CostStreamRow {
 
 /* The fused-attention backends whose times a profile's `sdpa` rows carry (measure_sdpa.py), in
  * the order of CostSdpaRow's arrays; cost_sdpa_backend names each as the profile does. */
-enum { COST_SDPA_CUDNN = 0, COST_SDPA_FLASH, COST_SDPA_EFFICIENT, COST_SDPA_COUNT };
+enum { COST_SDPA_CUDNN = 0, COST_SDPA_FLASH, COST_SDPA_EFFICIENT, COST_SDPA_FLEX, COST_SDPA_COUNT };
 
 /* A row of `sdpa`: PyTorch's scaled_dot_product_attention on one shape, timed per backend. */
 typedef struct CostSdpaRow {
@@ -116,8 +116,9 @@ double cost_sdpa_flops(double batch, double heads, double seq_q, double seq_k, d
  * all read. */
 #define COST_SDPA_MIN_TIMED_MS 0.1
 
-/* The profile's name for backend b (COST_SDPA_*): "cudnn", "flash", "efficient"; the ops it
- * prices are of kind "attention_cudnn", "attention_flash", "attention_mem_efficient". */
+/* The profile's name for backend b (COST_SDPA_*): "cudnn", "flash", "efficient", "flex"; the ops
+ * it prices are of kind "attention_cudnn", "attention_flash", "attention_mem_efficient",
+ * "attention_flex" (FlexAttention's compiled kernels, timed in the same rows). */
 const char *cost_sdpa_backend(int b);
 
 /* Builds the model of device dev from a measured profile:

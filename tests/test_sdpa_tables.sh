@@ -131,5 +131,60 @@ if grep -q "attention mask of 2345 keys, its rows not a multiple of 16 bytes: cu
 then ok "H200 without the H100's table: the aligned rate, and a note that says so ($h2o)"
 else fail "H200 without the H100's table: $h2o, or no note" "$(grep -o '"notes[^]]*' "$TMP/h2o.json" | head -c 600)"; fi
 
+# ---- flex attention (transformers' flex_attention_forward, torch.compile(flex_attention)) --------
+# Llama-3-8B cut to one layer at 8192 tokens: the H100 SXM's flex row flex_h32_d128_b1_s8192
+# (measure_flex_attention.py: forward 1.43513 ms, forward + backward 4.93698) plus the stream's
+# gap (1.558 us): 1436.688 and 3503.408 us. Beyond cuDNN SDPA's peak: the BlockMask's eight int32
+# tensors (4 x 64 + 4 x 64 x 64 entries), 67,584 bytes as the allocator rounds them (what
+# measure_flex_attention.py found create_block_mask keeps), less the two 512-byte philox tensors
+# cuDNN's layer keeps and flex's does not: 66,560
+cp scenarios/configs/llama-3-8b.json "$TMP/"
+cat >"$TMP/fx.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { config = "llama-3-8b.json", layers = 1 },
+         training = { micro_batch = 1, seq = 8192, steps = 2, precision = "bf16", attention = "flex" } }
+EOS
+flex() { # name, then vrsim arguments: "fwd bwd" of layer 0's flex attention in the second step
+  _n=$1; shift
+  "$VRSIM" "$TMP/fx.lua" --json --out "$TMP/$_n" "$@" >"$TMP/$_n.json" 2>"$TMP/$_n.err"
+  python3 -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+t = {e['name']: e['dur'] for e in ev if e.get('args', {}).get('step') == 1 and 'dur' in e}
+print('%.3f %.3f' % (t['layers.0.self_attn.flex_attention'], t['layers.0.self_attn.flex_attention.backward']))
+" "$TMP/$_n/trace.json" 2>/dev/null || echo "none"
+}
+got=$(flex fx)
+"$VRSIM" "$TMP/fx.lua" --json --no-files --set attention=sdpa >"$TMP/fxs.json" 2>&1
+extra=$(python3 -c "import json; a, b = (json.load(open(f)) for f in ('$TMP/fx.json', '$TMP/fxs.json')); print(a['peak_allocated_bytes'] - b['peak_allocated_bytes'])")
+if [ "$got" = "1436.688 3503.408" ] && [ "$extra" = 66560 ] && ! grep -q "attention flex" "$TMP/fx.json"; then
+  ok "H100 SXM flex attention: the measured row ($got us), the BlockMask's bytes beyond SDPA's peak"
+else fail "H100 SXM flex: $got us (want 1436.688 3503.408), $extra bytes beyond SDPA (want 66560)" "$(tail -3 "$TMP/fx.err")"; fi
+# the H200 borrows the H100 SXM's flex rows (the same die), an A100 has none: each says so
+h2=$(flex fxh2 --set gpu=h200)
+if grep -q "attention flex: FlexAttention's kernels at the rows h100_sxm measured" "$TMP/fxh2.json" && [ "${h2%% *}" != "none" ]
+then ok "H200 flex attention: the H100 SXM's rows, named in a note ($h2)"
+else fail "H200 flex: $h2, or no note" "$(grep -o '"notes[^]]*' "$TMP/fxh2.json" | head -c 400)"; fi
+flex fxa1 --set gpu=a100_80g >/dev/null
+grep -q "attention flex: no FlexAttention kernel measured on this GPU's architecture" "$TMP/fxa1.json" \
+  && ok "A100 flex attention: no rows of its architecture, and a note that says so" \
+  || fail "A100 flex: no note" "$(grep -o '"notes[^]]*' "$TMP/fxa1.json" | head -c 400)"
+# what flex is not modelled with: each refused (exit 2), named
+refused() { # name, pattern, then vrsim arguments
+  _n=$1 _p=$2; shift 2
+  "$VRSIM" "$@" --no-files >"$TMP/$_n.out" 2>&1; _rc=$?
+  if [ "$_rc" = 2 ] && grep -q -- "$_p" "$TMP/$_n.out"; then ok "flex refused: $_n"
+  else fail "flex $_n: exit $_rc, want 2 and /$_p/" "$(head -c 300 "$TMP/$_n.out")"; fi
+}
+refused fp32 "attention = flex in fp32 (its kernels were measured on bf16 weights" "$TMP/fx.lua" --set precision=fp32
+refused amp "attention = flex in amp_bf16 (its kernels were measured on bf16 weights" "$TMP/fx.lua" --set precision=amp_bf16
+sed 's/seq = 8192, //; s/attention = "flex" }/attention = "flex", data = { lengths = { 100, 300 } } }/' "$TMP/fx.lua" >"$TMP/fxd.lua"
+refused data "attention = flex with training.data .* is not modelled" "$TMP/fxd.lua"
+refused mask4d "attention = flex with training.attention_mask = block_diagonal" "$TMP/fx.lua" --set training.attention_mask=block_diagonal
+printf 'return { model = { arch = "sdxl" }, training = { attention = "flex" } }\n' >"$TMP/fxsd.lua"
+refused sdxl "training.attention = flex: transformers' flex_attention_forward; arch sdxl's attention is diffusers'" "$TMP/fxsd.lua"
+printf 'return { model = { config = "gemma-2-9b.json", layers = 1 }, training = { seq = 512, attention = "flex" } }\n' >"$TMP/fxg.lua"
+cp scenarios/configs/gemma-2-9b.json "$TMP/"
+refused gemma2 "flex" "$TMP/fxg.lua"
+
 echo "test_sdpa_tables: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -325,34 +325,41 @@ function M.sdpa_rows(name, g, gpus, load)
            source = "lua/hw/calibrated/" .. M.SECOND .. "_sdpa_kernels.lua" }
 end
 
--- ---- attention over a mask of unaligned rows, measured on an H100 ------------------------------
--- A mask whose rows are not a multiple of 16 bytes is priced by curves of its own (sim/cost.h,
--- "_masked_unaligned"), measured on the H100 SXM (measure_sdpa_kernels.py --masked-more). A GPU
--- with a profile of its own whose table has no such rows (the H200's) takes the H100 SXM's
--- where it is of its architecture, carried as sdpa_rows carries: on the H200 by 1 and 1 (the
+-- ---- attention rows the reference lacks, measured on an H100 -----------------------------------
+-- Two kinds of attention row are measured on the H100 SXM only: masks whose rows are not a
+-- multiple of 16 bytes (sim/cost.h, "_masked_unaligned"; measure_sdpa_kernels.py --masked-more)
+-- and FlexAttention's compiled kernels (backend "flex"; measure_flex_attention.py). A GPU with a
+-- profile of its own whose table has no row of a kind (the H200's) takes the H100 SXM's rows of
+-- it where it is of its architecture, carried as sdpa_rows carries: on the H200 by 1 and 1 (the
 -- same GH100 die, 132 SMs and step clock), whose masked rows are the SXM's within 1.6 % on the
 -- shapes both timed (masked_h32_d128 at 4096 and 8192 keys, cuDNN forward: 0.754 and 2.940 ms
 -- against 0.742 and 2.900). Only those rows: the cost model replaces a curve of a backend and
--- kind only where rows of it are given (cost_measured_sdpa), so the GPU's own masked rows keep
--- their curves. Returns sdpa_rows' table with borrowed = true, or nil (own: the GPU's own rows).
-local function unaligned(r) return r.masked and r.seq_k % 8 ~= 0 end
+-- kind only where rows of it are given (cost_measured_sdpa), so the GPU's own rows keep theirs.
+-- Returns sdpa_rows' table with borrowed = { kind = true, ... }, or nil.
+local BORROWED = {
+  unaligned = function(r) return r.masked and r.seq_k % 8 ~= 0 end,
+  flex = function(r) return type(r.backends) == "table" and r.backends.flex ~= nil end,
+}
 
-function M.sdpa_unaligned_rows(name, g, gpus, load, own)
-  for _, r in ipairs(own or {}) do
-    if unaligned(r) then return nil end
-  end
+function M.sdpa_borrowed_rows(name, g, gpus, load, own)
   local sg = gpus[M.SECOND]
   if name == M.SECOND or not sg or g.arch ~= sg.arch then return nil end
   local t = load("_sdpa_kernels", M.SECOND)
   local ps = M.step_peak(sg, "bf16")
   if not (t and t.sdpa and ps > 0 and g.sm_count and sg.sm_count) then return nil end
-  local rows = {}
-  for _, r in ipairs(t.sdpa) do
-    if unaligned(r) then rows[#rows + 1] = r end
+  local rows, borrowed = {}, {}
+  for kind, is in pairs(BORROWED) do
+    local has = false
+    for _, r in ipairs(own or {}) do has = has or is(r) end
+    if not has then
+      for _, r in ipairs(t.sdpa) do
+        if is(r) then rows[#rows + 1] = r; borrowed[kind] = true end
+      end
+    end
   end
   if #rows == 0 then return nil end
   return { sdpa = rows, sm = g.sm_count / sg.sm_count, rate = M.step_peak(g, "bf16") / ps, from = M.SECOND,
-           source = "lua/hw/calibrated/" .. M.SECOND .. "_sdpa_kernels.lua", borrowed = true }
+           source = "lua/hw/calibrated/" .. M.SECOND .. "_sdpa_kernels.lua", borrowed = borrowed }
 end
 
 -- ---- float8 GEMMs measured on an H100 -------------------------------------------------------

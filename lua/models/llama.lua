@@ -197,6 +197,11 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask, kv_contiguous)
     -- (strategies/data.lua)
     return require("strategies.data").flash_varlen(cx, name, q, k, v, dd, cx.run.use_cache)
   end
+  if impl == "flex" then
+    -- transformers' flex_attention_forward on the model's BlockMask (mask: its tensors)
+    cx.run.flex_taken = true
+    return nn.flex_attention(cx, name, q, k, v, { block_mask = mask })
+  end
   if impl ~= "eager" then
     -- under context parallelism the call is ring attention's (strategies/cp.lua)
     if cx.cp then
@@ -374,6 +379,7 @@ end
 -- kernel (taken for fp32, before Ampere, or for a mask where flash would run) writes BMHK.
 local function sdpa_out_like_q(cx, q, impl, mask)
   if cx.cp then return false end
+  if impl == "flex" then return true end -- (its Triton template writes the output in q's layout)
   local backend = nn.sdpa_backend(cx.arch, q.dtype, impl)
   local dd = cx.run.data
   if backend == "flash" and (mask or (dd and (dd.padded or dd.packed))) then return false end
@@ -405,7 +411,7 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   -- (b, heads, s, d) gradient, which the view back copies. An attention mask changes nothing
   -- here (the oracle's llama2_7b_l2_bf16_packed_ckpt: a block-causal mask, no copy).
   local attn_impl = r.attention == "sdpa" and nn.sdpa_backend(cx.arch, cx.autocast or v.dtype) or r.attention
-  local sdpa_mask = mask and r.attention ~= "eager"
+  local sdpa_mask = mask and r.attention ~= "eager" and r.attention ~= "flex"
   -- sdpa_attention_forward (integrations/sdpa_attention.py) hands grouped keys and values to
   -- SDPA as they are (enable_gqa=True) when use_gqa_in_sdpa holds: torch >= 2.5 and no mask;
   -- otherwise, and always for eager, repeat_kv copies them to every query head. cuDNN and flash
@@ -416,6 +422,9 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   -- context parallelism, takes keys and values of every query head.
   local grouped = a.kv_heads ~= a.heads
   local enable_gqa = grouped and r.attention ~= "eager" and not sdpa_mask and not r.repeat_kv
+  -- flex_attention_forward: enable_gqa unless the query heads (this rank's) are not a power of
+  -- two, where repeat_kv copies the keys and values first
+  if r.attention == "flex" and a.heads & (a.heads - 1) ~= 0 then enable_gqa = false end
   if enable_gqa and attn_impl == "mem_efficient" then
     error(("%s: grouped-query attention with SDPA's memory-efficient kernel (fp32, forced, or a GPU "
            .. "before Ampere) runs "
@@ -431,7 +440,8 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   local vv
   -- (flash_attention_2's varlen path likewise takes v as its (b, L, heads, d) layout)
   local varlen = attn_impl == "flash" and r.data and (r.data.padded or r.data.packed)
-  if (((attn_impl == "cudnn" or varlen) and not r.use_cache) or attn_impl == "mem_efficient")
+  -- (flex attention's backward makes dv with v's strides too: empty_like)
+  if (((attn_impl == "cudnn" or varlen or attn_impl == "flex") and not r.use_cache) or attn_impl == "mem_efficient")
      and (not grouped or enable_gqa or varlen) then
     vv = nn.view(cx, v, { b, a.kv_heads, s, hd }, pre .. ".v_heads")
   else
@@ -690,6 +700,24 @@ end
 -- impossible; then a boolean (1, 1, s, s) mask expanded to (b, 1, s, s). masking_utils'
 -- _ignore_causal_mask_sdpa keeps the shortcut only while `kv_length < local_attention_size`: at a
 -- sequence as long as the window the mask is made, though it allows what causal does.
+-- masking_utils' flex_attention_mask for a causal batch: create_block_mask (compiled, so no
+-- dense mask is made) of 128 x 128 blocks gives a BlockMask of eight int32 tensors, the partial
+-- and full blocks' counts (b, 1, n) and indices (b, 1, n, n) for the keys, and the same
+-- transposed for the queries' backward (measure_flex_attention.py: 67,584 bytes at 8192 tokens,
+-- eight blocks of the allocator's rounding). Alive until the model returns; each layer's
+-- compiled flex_attention keeps them for its backward.
+local function flex_block_mask(cx, b, s)
+  local n = (s + 127) // 128
+  local outs = {}
+  for _, side in ipairs { "kv", "q" } do
+    for _, full in ipairs { "", "full_" } do
+      outs[#outs + 1] = { ("block_mask.%s%s_num_blocks"):format(full, side), { b, 1, n }, "int32", no_grad = true }
+      outs[#outs + 1] = { ("block_mask.%s%s_indices"):format(full, side), { b, 1, n, n }, "int32", no_grad = true }
+    end
+  end
+  return { nn.op(cx, { name = "block_mask", kind = "elementwise", inputs = {}, outs = outs }) }
+end
+
 local function make_mask(cx, r, window, mask_dtype, position_ids)
   local b, s = r.batch, r.seq
   -- a 4-D mask the batch carries (training.attention_mask): taken as given, for every layer
@@ -698,6 +726,7 @@ local function make_mask(cx, r, window, mask_dtype, position_ids)
     r.mask_4d_taken = true
     return r.mask_4d
   end
+  if r.attention == "flex" then return flex_block_mask(cx, b, s) end
   if r.ckpt_model and r.attention ~= "eager" then
     -- torch.compile(model) under transformers' checkpointing (strategies/compile.lua
     -- M.ckpt_model): create_causal_mask is a compiled graph of its own, traced without a cache,

@@ -50,7 +50,9 @@ local NOT_READ = {
 local OPTIMIZERS = H.OPTIMIZERS
 
 -- attn_implementation (and the deprecated booleans that set it) -> training.attention
-local ATTENTION = { eager = "eager", sdpa = "sdpa", flash_attention_2 = "flash" }
+-- (flex_attention: transformers' own flex path; axolotl's flex patches are not applied in 0.18,
+-- patch_manager.py's _apply_flex_attention_patches being commented out)
+local ATTENTION = { eager = "eager", sdpa = "sdpa", flash_attention_2 = "flash", flex_attention = "flex" }
 
 -- The model's config.json for a base_model / base_model_config value v (a folder or a .json).
 local function model_config(r, t, key, v)
@@ -288,7 +290,8 @@ function A.scenario(r, opts)
 
   -- attention: attn_implementation, or the deprecated booleans that set it
   local impl = r:get(d, "attn_implementation", "string")
-  for key, name in pairs({ flash_attention = "flash_attention_2", sdp_attention = "sdpa", eager_attention = "eager" }) do
+  for key, name in pairs({ flash_attention = "flash_attention_2", sdp_attention = "sdpa", eager_attention = "eager",
+                           flex_attention = "flex_attention" }) do
     if r:get(d, key, "boolean") then
       if impl and impl ~= name then r:fail(d, key, ("conflicts with attn_implementation: %s"):format(impl)) end
       impl = name
@@ -296,7 +299,7 @@ function A.scenario(r, opts)
   end
   if impl then
     local a = ATTENTION[impl]
-    if not a then r:fail(d, "attn_implementation", ("'%s' is not modelled (read: eager, sdpa, flash_attention_2)"):format(impl)) end
+    if not a then r:fail(d, "attn_implementation", ("'%s' is not modelled (read: eager, sdpa, flash_attention_2, flex_attention)"):format(impl)) end
     t.attention = a
     if impl == "flash_attention_2" then
       notes[#notes + 1] = "axolotl flash_attention_2 (the flash-attn package) simulated as SDPA's flash backend, "

@@ -130,6 +130,29 @@ local function mask_4d_refusal(t, attention, mesh)
   return why and ("training.attention_mask = block_diagonal %s is not modelled"):format(why) or nil
 end
 
+-- attention = "flex" (transformers' flex_attention_forward on masking_utils' causal BlockMask):
+-- the error for what it is not modelled with (nil when all is).
+local function flex_refusal(t, attention, mc, mesh)
+  if attention ~= "flex" then return nil end
+  local why
+  if t.data_batch then
+    why = "with training.data (the BlockMask of padded or packed rows, whose blocks the lengths decide)"
+  elseif t.attention_mask == "block_diagonal" then
+    why = "with training.attention_mask = block_diagonal (a 4-D mask flex attention adds in its score_mod)"
+  elseif mc.sliding_window and mc.sliding_window <= t.seq then
+    why = ("past the sliding window (%d tokens, sequences of %d: the window's BlockMask)"):format(mc.sliding_window, t.seq)
+  elseif t.inference or t.generate then
+    why = "for inference"
+  elseif mesh and (mesh.degrees.cp or 1) > 1 then
+    why = "under context parallelism"
+  elseif t.precision ~= "bf16" and t.precision ~= "lora_bf16" then
+    -- (under autocast the rotary embedding's fp32 tables promote q and k to fp32 beside a bf16 v,
+    -- which flex_attention does not take)
+    why = ("in %s (its kernels were measured on bf16 weights: bf16 or lora_bf16)"):format(t.precision)
+  end
+  return why and ("attention = flex %s is not modelled"):format(why) or nil
+end
+
 -- The batch's 4-D mask, made once with the batch (as the input ids are) and alive every step.
 local function mask_4d_input(cx, t, b, s)
   local p = t.precision
@@ -295,6 +318,7 @@ function M.build(cx, cfg)
     or require("strategies.data").check(t, mc, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
     or require("strategies.sac").check(t, mc)
     or mask_4d_refusal(t, fam.attention and fam.attention(t.attention, {}, mc) or t.attention, cx.mesh)
+    or flex_refusal(t, fam.attention and fam.attention(t.attention, {}, mc) or t.attention, mc, cx.mesh)
   -- torch.compile: its settings checked, and what it does not compose with refused
   local compiled = require("strategies.compile").settings(t.compile)
   if compiled and compiled.scope == "model" then
@@ -615,6 +639,10 @@ function M.build(cx, cfg)
   if dpo and not cx.run.dpo_head then
     error(("training.dpo: %s's forward does not run TRL's fused head (not modelled for this family)")
           :format(fam.model_type or "this model"), 0)
+  end
+  if attention == "flex" and not cx.run.flex_taken then
+    error(("attention = flex: %s's attention does not run transformers' flex_attention_forward (not modelled "
+           .. "for this family)"):format(fam.model_type or "this model"), 0)
   end
   if mask_4d and not cx.run.mask_4d_taken then
     error(("training.attention_mask = block_diagonal: %s's forward does not take a 4-D mask as given (not modelled "

@@ -285,9 +285,9 @@ function M.device_of(cfg, ctx)
   local prof, carry, here, sdpa_here = load_profile(name), nil, nil, nil
   if prof then
     prof.basis = "measured on this GPU: lua/hw/calibrated/" .. name .. "*.lua"
-    -- attention over a mask of unaligned rows, where this GPU's table has none: the H100 SXM's
-    -- (carry.lua sdpa_unaligned_rows; named in a note by the attention that uses them)
-    sdpa_here = carry_mod.sdpa_unaligned_rows(name, g, gpus, calibrated, prof.sdpa)
+    -- attention rows this GPU's table has none of (an unaligned mask, flex attention): the H100
+    -- SXM's (carry.lua sdpa_borrowed_rows; named in a note by the attention that uses them)
+    sdpa_here = carry_mod.sdpa_borrowed_rows(name, g, gpus, calibrated, prof.sdpa)
   elseif gpus[carry_mod.REFERENCE] then
     prof = load_profile(carry_mod.REFERENCE)
     if prof then

@@ -79,6 +79,10 @@ local function prepare(scn, sets, file, src)
   if t0.data then
     require("strategies.data").apply(cfg, ctx, function(m) fail_given(ctx, sets, { "training.seq", "seq" }, "data", "training", m) end)
   end
+  if t0.attention == "flex" and P.diffusion(cfg.model.arch) then
+    fail(ctx, "attention", "training", ("training.attention = flex: transformers' flex_attention_forward; arch %s's "
+         .. "attention is diffusers'"):format(cfg.model.arch))
+  end
   if t0.attention_mask == "block_diagonal" and P.diffusion(cfg.model.arch) then
     fail(ctx, "attention_mask", "training", ("training.attention_mask = block_diagonal: a language model's packed "
          .. "rows; arch %s's batches are images"):format(cfg.model.arch))
@@ -156,16 +160,22 @@ local function prepare(scn, sets, file, src)
   return st
 end
 
--- Where this GPU's attention over a mask of unaligned rows (bf16 keys not a multiple of 8) is
--- priced from: "own" (rows of its own table, or a whole table carried to it), another GPU's
--- name (its rows borrowed alone: carry.lua sdpa_unaligned_rows), or nil (none: the aligned
--- mask's rows).
-local function sdpa_unaligned_from(dev)
+-- Where this GPU's attention rows of a kind ("unaligned": a mask of bf16 keys not a multiple of
+-- 8; "flex": FlexAttention) come from: "own" (rows of its own table, or a whole table carried to
+-- it), another GPU's name (its rows borrowed: carry.lua sdpa_borrowed_rows), or nil (none).
+local SDPA_KINDS = {
+  unaligned = function(r) return r.masked and r.seq_k % 8 ~= 0 end,
+  flex = function(r) return type(r.backends) == "table" and r.backends.flex ~= nil end,
+}
+local function sdpa_rows_from(dev, kind)
   local m = dev.sdpa_measured
-  if m and m.borrowed then return m.from end
+  if m and m.borrowed then
+    if m.borrowed[kind] then return m.from end
+    m = nil -- borrowed rows of other kinds: this kind is the profile's own, or none
+  end
   local rows = m and m.sdpa or dev.profile and dev.profile.sdpa or {}
   for _, r in ipairs(rows) do
-    if r.masked and r.seq_k % 8 ~= 0 then return "own" end
+    if SDPA_KINDS[kind](r) then return "own" end
   end
   return nil
 end
@@ -188,7 +198,8 @@ local function build_graph(st)
   cx.ckpt_reentrant = t0.checkpointing and t0.checkpoint_reentrant
   cx.host_classes = dev.profile and dev.profile.host_classes
   cx.fsdp2_hook_us = dev.profile and dev.profile.fsdp2_hook_us
-  cx.sdpa_unaligned_from = sdpa_unaligned_from(dev)
+  cx.sdpa_unaligned_from = sdpa_rows_from(dev, "unaligned")
+  cx.sdpa_flex_from = sdpa_rows_from(dev, "flex")
   local hw = cfg.hardware
   cx.card_bytes = memory.total(dev.total_bytes, hw) -- from_pretrained's warmup caps at it
   cfg.hardware = noting_reads(hw, "hardware.", reads)

@@ -490,6 +490,9 @@ function R.scenario(rec, opts)
     if total and total > 0 then hw.capacity_mib = total end
     tr.seq = int(rec, "seq", 2048)
     tr.attention = str(rec, "attn") or "sdpa"
+    -- the harness hands attn to transformers' attn_implementation as it is: "flex_attention" is
+    -- vrsim's flex
+    if tr.attention == "flex_attention" then tr.attention = "flex" end
   end
   -- set_per_process_memory_fraction(cap_mib / total) before the model is built
   if cap ~= nil then

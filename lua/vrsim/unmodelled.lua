@@ -20,6 +20,8 @@ local THINGS = {
     "training.float8 = { recipe = \"tensorwise\" } (torchao's convert_to_float8_training)", modelled = true },
   { "Transformer Engine (its fp8 layers and recipes)", { "transformerengine", "te" },
     "torchao's float8 training is training.float8" },
+  { "FlexAttention (torch.nn.attention.flex_attention)", { "flexattention", "flexattn", "flexattentionimpl" },
+    "training.attention = \"flex\" (transformers' flex_attention_forward on a causal BlockMask)", modelled = true },
   { "Liger's kernels beyond its fused loss (RMSNorm, SwiGLU, RoPE, as use_liger_kernel patches them in)",
     { "liger", "ligerkernel", "useligerkernel" },
     "its fused linear cross-entropy alone is training.loss = \"liger_fused\"" },

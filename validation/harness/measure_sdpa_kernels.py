@@ -98,6 +98,23 @@ def kernel_ms(fn, reps=5):
     return statistics.median(ts)
 
 
+def shapes_of(res):
+    """A results file's rows as this script's shapes: its own, or measure_flex_attention.py's rows of
+    one document a row (causal flex attention: its kernels skip the blocks above the diagonal, as
+    the causal SDPA kernels do) as the backend "flex"; the packed rows are not curve points."""
+    if "shapes" in res:
+        return res["shapes"]
+    out = []
+    for r in res["rows"]:
+        if r.get("docs") != 1 or "fwd_ms" not in r:
+            continue
+        out.append({"tag": "flex_h%d_d%d_b%d_s%d" % (r["heads"], r["dim"], r["batch"], r["seq"]), "batch": r["batch"],
+                    "heads": r["heads"], "seq_q": r["seq"], "seq_k": r["seq"], "dim": r["dim"], "causal": True,
+                    "masked": False,
+                    "backends": {"flex": {"fwd_kernel_ms": r["fwd_ms"], "fwdbwd_kernel_ms": r["fwdbwd_ms"]}}})
+    return out
+
+
 def write_lua(res, path, source, merged=()):
     L = ["-- Device time of scaled_dot_product_attention's kernels per backend and shape (bf16), from",
          "-- torch.profiler: the kernels' own time, no launch or host dispatch in it (kernel_time = true;",
@@ -135,7 +152,7 @@ def main():
     if a.src:
         res = json.load(open(a.src))
         for extra in a.merge:
-            res["shapes"] += json.load(open(extra))["shapes"]
+            res["shapes"] += shapes_of(json.load(open(extra)))
         write_lua(res, a.lua, a.src, tuple(a.merge))
         return
     if not a.out:

@@ -1,8 +1,8 @@
 -- Device time of scaled_dot_product_attention's kernels per backend and shape (bf16), from
 -- torch.profiler: the kernels' own time, no launch or host dispatch in it (kernel_time = true;
 -- sim/cost.c reads every row). GPU NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, cuDNN 91900, measured 2026-12-06.
--- Made by python3 validation/harness/measure_sdpa_kernels.py --from validation/results/sdpa_kernels_h100_sxm.json --merge validation/results/sdpa_kernels_long_h100_sxm.json --merge validation/results/sdpa_kernels_masked_more_h100_sxm.json --lua lua/hw/calibrated/h100_sxm_sdpa_kernels.lua
--- (measure_sdpa_kernels.py --out on one NVIDIA H100 80GB HBM3: validation/results/sdpa_kernels_h100_sxm.json, validation/results/sdpa_kernels_long_h100_sxm.json, validation/results/sdpa_kernels_masked_more_h100_sxm.json; validation/PROVENANCE.md).
+-- Made by python3 validation/harness/measure_sdpa_kernels.py --from validation/results/sdpa_kernels_h100_sxm.json --merge validation/results/sdpa_kernels_long_h100_sxm.json --merge validation/results/sdpa_kernels_masked_more_h100_sxm.json --merge validation/results/flex_attention_h100_sxm.json --lua lua/hw/calibrated/h100_sxm_sdpa_kernels.lua
+-- (measure_sdpa_kernels.py --out on one NVIDIA H100 80GB HBM3: validation/results/sdpa_kernels_h100_sxm.json, validation/results/sdpa_kernels_long_h100_sxm.json, validation/results/sdpa_kernels_masked_more_h100_sxm.json, validation/results/flex_attention_h100_sxm.json; validation/PROVENANCE.md).
 return {
   sdpa = {
     {tag="llama7b_b1_s2048", batch=1, heads=32, seq_q=2048, seq_k=2048, dim=128, causal=true, kernel_time=true, backends = {cudnn = {fwd_ms=0.08166, fwdbwd_ms=0.35065}, flash = {fwd_ms=0.16595, fwdbwd_ms=0.59513}, efficient = {fwd_ms=0.27104, fwdbwd_ms=1.16647}}},
@@ -71,5 +71,13 @@ return {
     {tag="masked_h32_d128_b4_s2045", batch=4, heads=32, seq_q=2045, seq_k=2045, dim=128, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=1.30765, fwdbwd_ms=4.38927}, efficient = {fwd_ms=2.13170, fwdbwd_ms=8.40444}}},
     {tag="masked_h32_d128_b1_s4097", batch=1, heads=32, seq_q=4097, seq_k=4097, dim=128, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=1.37215, fwdbwd_ms=4.17068}, efficient = {fwd_ms=2.22150, fwdbwd_ms=8.76686}}},
     {tag="masked_h32_d128_b1_s8193", batch=1, heads=32, seq_q=8193, seq_k=8193, dim=128, causal=false, masked=true, kernel_time=true, backends = {cudnn = {fwd_ms=5.43359, fwdbwd_ms=16.47733}, efficient = {fwd_ms=8.61393, fwdbwd_ms=34.32773}}},
+    {tag="flex_h32_d128_b1_s2048", batch=1, heads=32, seq_q=2048, seq_k=2048, dim=128, causal=true, kernel_time=true, backends = {flex = {fwd_ms=0.13600, fwdbwd_ms=0.45057}}},
+    {tag="flex_h32_d128_b1_s4096", batch=1, heads=32, seq_q=4096, seq_k=4096, dim=128, causal=true, kernel_time=true, backends = {flex = {fwd_ms=0.42004, fwdbwd_ms=1.41830}}},
+    {tag="flex_h32_d128_b2_s4096", batch=2, heads=32, seq_q=4096, seq_k=4096, dim=128, causal=true, kernel_time=true, backends = {flex = {fwd_ms=0.77885, fwdbwd_ms=2.65962}}},
+    {tag="flex_h32_d128_b1_s8192", batch=1, heads=32, seq_q=8192, seq_k=8192, dim=128, causal=true, kernel_time=true, backends = {flex = {fwd_ms=1.43513, fwdbwd_ms=4.93698}}},
+    {tag="flex_h32_d64_b1_s2048", batch=1, heads=32, seq_q=2048, seq_k=2048, dim=64, causal=true, kernel_time=true, backends = {flex = {fwd_ms=0.10932, fwdbwd_ms=0.32420}}},
+    {tag="flex_h32_d64_b1_s4096", batch=1, heads=32, seq_q=4096, seq_k=4096, dim=64, causal=true, kernel_time=true, backends = {flex = {fwd_ms=0.33428, fwdbwd_ms=1.01793}}},
+    {tag="flex_h32_d64_b2_s4096", batch=2, heads=32, seq_q=4096, seq_k=4096, dim=64, causal=true, kernel_time=true, backends = {flex = {fwd_ms=0.62666, fwdbwd_ms=1.92426}}},
+    {tag="flex_h32_d64_b1_s8192", batch=1, heads=32, seq_q=8192, seq_k=8192, dim=64, causal=true, kernel_time=true, backends = {flex = {fwd_ms=1.13534, fwdbwd_ms=3.51176}}},
   },
 }

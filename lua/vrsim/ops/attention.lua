@@ -138,4 +138,46 @@ return function(nn)
         host_views = opts.host_views })
     return out
   end
+
+  -- transformers' flex_attention_forward (integrations/flex_attention.py, 5.25) through
+  -- compile_friendly_flex_attention, torch.compile(flex_attention): q (b, h, s, d), k and v
+  -- (b, kv_heads, s, d) with enable_gqa (the caller repeats them where the query heads are not a
+  -- power of two), the BlockMask masking_utils made (block_mask: its tensors, which the compiled
+  -- function keeps for backward). Its Triton kernel writes the output in q's layout and an fp32
+  -- (b, h, s) log-sum-exp, and autograd keeps q, k, v, the output and the log-sum-exp
+  -- (measure_flex_attention.py: the forward leaves exactly the output and the log-sum-exp
+  -- allocated); transformers casts the log-sum-exp to v's dtype, a copy it returns and the
+  -- layer drops. The backward makes dq, dk, dv in their inputs' layouts and an fp32 (b, h, s)
+  -- row term (its peak beside them: 1 MiB at 32 heads x 8192). Its FLOPs: causal SDPA's (the
+  -- causal BlockMask computes the 128 x 128 blocks on and below the diagonal: 2080 of 4096 at
+  -- 8192 tokens, 1.6 % over half), priced by the flex rows (kind attention_flex).
+  function nn.flex_attention(cx, name, q, k, v, opts)
+    local b, h, s, d = q.shape[1], q.shape[2], q.shape[3], q.shape[4]
+    local sk, dv = k.shape[3], v.shape[4]
+    local dt = q.dtype
+    local flops = 2 * b * h * s * sk * (d + dv) / 2
+    local P = name .. ".flex_attention"
+    local saves = { q, k, v }
+    for _, t in ipairs(opts.block_mask or {}) do saves[#saves + 1] = t end
+    local out, lse = nn.op_sized(cx, {
+      name = P, kind = "attention_flex", inputs = { q, k, v },
+      outs = { { P .. ".out", { b, h, s, dv }, dt }, { P .. ".lse", { b, h, s }, "fp32", no_grad = true } },
+      save_outs = { 1, 2 }, saves = saves, grad_order = { 1, 2, 3 },
+      bwd_workspace = { nn.bytes({ b, h, s }, "fp32") },
+      flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
+    if not cx.flex_noted and cx.sdpa_flex_from ~= "own" then
+      cx.flex_noted = true
+      cx.notes = cx.notes or {}
+      cx.notes[#cx.notes + 1] = cx.sdpa_flex_from
+        and ("attention flex: FlexAttention's kernels at the rows %s measured (the same die: lua/hw/carry.lua "
+             .. "sdpa_borrowed_rows)"):format(cx.sdpa_flex_from)
+        or "attention flex: no FlexAttention kernel measured on this GPU's architecture, priced as a GEMM-bound kernel"
+    end
+    -- `lse = lse.to(value.dtype)`: transformers' copy, dropped with the layer's locals
+    local lse_cast = nn.op(cx, { name = P .. ".lse_to", kind = "cast_down", inputs = { lse },
+                                 outs = { { P .. ".lse_cast", { b, h, s }, v.dtype, no_grad = true } },
+                                 grads = { "none" } })
+    nn.release(cx, { lse_cast }, P .. ": flex_attention_forward returns")
+    return out
+  end
 end

@@ -46,6 +46,9 @@ return function(nn)
     act = "none", add = "none", div_scalar = "none", copy = "none", view = "none", view_op = "none",
     ew = "none", mul = "none", cast = "none", to = "none", input = "none", op = "none",
     op_sized = "none", new_tensor = "none",
+    -- flex_attention is a higher-order op autocast's lists do not name (and vrsim refuses it
+    -- under autocast: causal_lm.lua flex_refusal)
+    flex_attention = "none",
     -- torchtune's compiled compute_cross_entropy upcasts its argument itself (logits.float()),
     -- inside the graph, so no cast precedes the call
     cross_entropy_compiled = "none",
