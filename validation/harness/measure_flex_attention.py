@@ -10,28 +10,9 @@ by the blocks it computes, and its memory, on the GPU.
 """
 import argparse
 import json
-import statistics
 import time
 
-
-def kernels(fn, reps=5):
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    runs = []
-    for _ in range(reps):
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize()
-        t = {}
-        for e in prof.events():
-            if e.device_type == torch.autograd.DeviceType.CUDA:
-                t[e.name[:100]] = t.get(e.name[:100], 0.0) + getattr(e, "device_time_total", 0.0) / 1e3
-        runs.append(t)
-    total = statistics.median(sum(t.values()) for t in runs)
-    return round(total, 5), {k: round(statistics.median(t.get(k, 0.0) for t in runs), 5) for k in runs[0]}
+from measure_sdpa_align import kernels  # each kernel's median time over 5 profiled calls
 
 
 def doc_lengths(S, docs, seed):
