@@ -114,7 +114,7 @@ then ok "H100 SXM: a 2345-key mask takes the unaligned rows ($un), 2344 keys the
 else fail "unaligned mask: 2345 keys $un, 2344 keys $al (want the unaligned kind, forward 1.8-3x, backward 1.1-1.6x)"; fi
 grep -q "rows not a multiple of 16 bytes" "$TMP/un.json" && fail "H100 SXM: a note on the unaligned mask, whose rows it measured"
 # the H200's own table has no such rows: it takes the H100 SXM's (the same die, carried by 1 and 1:
-# lua/hw/carry.lua sdpa_unaligned_rows) and says so; without the H100's table, its aligned rows
+# lua/hw/carry.lua sdpa_borrowed_rows) and says so; without the H100's table, its aligned rows
 h2=$(masked "$TMP/pk.lua" h2 --set gpu=h200); h2a=$(masked "$TMP/pk2.lua" h2a --set gpu=h200)
 if python3 - "$un" "$h2" "$h2a" <<'PY' &&
 import sys

@@ -336,10 +336,11 @@ end
 -- against 0.742 and 2.900). Only those rows: the cost model replaces a curve of a backend and
 -- kind only where rows of it are given (cost_measured_sdpa), so the GPU's own rows keep theirs.
 -- Returns sdpa_rows' table with borrowed = { kind = true, ... }, or nil.
-local BORROWED = {
+M.SDPA_KINDS = {
   unaligned = function(r) return r.masked and r.seq_k % 8 ~= 0 end,
   flex = function(r) return type(r.backends) == "table" and r.backends.flex ~= nil end,
 }
+local BORROWED = M.SDPA_KINDS
 
 function M.sdpa_borrowed_rows(name, g, gpus, load, own)
   local sg = gpus[M.SECOND]
@@ -360,6 +361,22 @@ function M.sdpa_borrowed_rows(name, g, gpus, load, own)
   if #rows == 0 then return nil end
   return { sdpa = rows, sm = g.sm_count / sg.sm_count, rate = M.step_peak(g, "bf16") / ps, from = M.SECOND,
            source = "lua/hw/calibrated/" .. M.SECOND .. "_sdpa_kernels.lua", borrowed = borrowed }
+end
+
+-- Where a device's (hardware.lua device_of) attention rows of a kind of M.SDPA_KINDS come from:
+-- "own" (rows of its own table, or a whole table carried to it), another GPU's name (its rows
+-- borrowed: sdpa_borrowed_rows), or nil (none).
+function M.sdpa_rows_from(dev, kind)
+  local m = dev.sdpa_measured
+  if m and m.borrowed then
+    if m.borrowed[kind] then return m.from end
+    m = nil -- borrowed rows of other kinds: this kind is the profile's own, or none
+  end
+  local rows = m and m.sdpa or dev.profile and dev.profile.sdpa or {}
+  for _, r in ipairs(rows) do
+    if M.SDPA_KINDS[kind](r) then return "own" end
+  end
+  return nil
 end
 
 -- ---- float8 GEMMs measured on an H100 -------------------------------------------------------

@@ -160,26 +160,6 @@ local function prepare(scn, sets, file, src)
   return st
 end
 
--- Where this GPU's attention rows of a kind ("unaligned": a mask of bf16 keys not a multiple of
--- 8; "flex": FlexAttention) come from: "own" (rows of its own table, or a whole table carried to
--- it), another GPU's name (its rows borrowed: carry.lua sdpa_borrowed_rows), or nil (none).
-local SDPA_KINDS = {
-  unaligned = function(r) return r.masked and r.seq_k % 8 ~= 0 end,
-  flex = function(r) return type(r.backends) == "table" and r.backends.flex ~= nil end,
-}
-local function sdpa_rows_from(dev, kind)
-  local m = dev.sdpa_measured
-  if m and m.borrowed then
-    if m.borrowed[kind] then return m.from end
-    m = nil -- borrowed rows of other kinds: this kind is the profile's own, or none
-  end
-  local rows = m and m.sdpa or dev.profile and dev.profile.sdpa or {}
-  for _, r in ipairs(rows) do
-    if SDPA_KINDS[kind](r) then return "own" end
-  end
-  return nil
-end
-
 -- The graph of a prepared scenario, what it read of the hardware section and of the GPU's catalog
 -- entry (name -> canonical value; P.rebuild compares them) and the notes it added.
 local function build_graph(st)
@@ -198,8 +178,10 @@ local function build_graph(st)
   cx.ckpt_reentrant = t0.checkpointing and t0.checkpoint_reentrant
   cx.host_classes = dev.profile and dev.profile.host_classes
   cx.fsdp2_hook_us = dev.profile and dev.profile.fsdp2_hook_us
-  cx.sdpa_unaligned_from = sdpa_rows_from(dev, "unaligned")
-  cx.sdpa_flex_from = sdpa_rows_from(dev, "flex")
+  -- where the attention rows of a mask of unaligned rows and of flex attention come from (their
+  -- ops' notes say so)
+  cx.sdpa_unaligned_from = require("hw.carry").sdpa_rows_from(dev, "unaligned")
+  cx.sdpa_flex_from = require("hw.carry").sdpa_rows_from(dev, "flex")
   local hw = cfg.hardware
   cx.card_bytes = memory.total(dev.total_bytes, hw) -- from_pretrained's warmup caps at it
   cfg.hardware = noting_reads(hw, "hardware.", reads)

@@ -68,9 +68,14 @@ function M.graph_key(st)
     hc = HOST_CANON[hc]
     if not hc then return nil end
   end
+  -- (where the attention rows of an unaligned mask and of flex attention come from: their ops
+  -- note it, so two GPUs of one architecture that differ there build their own graphs)
+  local carry = require "hw.carry"
   return canonical { cfg = rest, arch = nn.arch_class(st.g.arch, st.g.compute_capability), host_classes = hc,
                      optim_host = prof.optim_host, fsdp2_hook_us = prof.fsdp2_hook_us,
-                     bnb_optim = st.dev.bnb_optim and st.dev.bnb_optim.source }
+                     bnb_optim = st.dev.bnb_optim and st.dev.bnb_optim.source,
+                     sdpa_from = { unaligned = carry.sdpa_rows_from(st.dev, "unaligned"),
+                                   flex = carry.sdpa_rows_from(st.dev, "flex") } }
 end
 
 -- A stand-in for table t that notes in reads[prefix .. key] the canonical value of every field

@@ -62,7 +62,7 @@ return function(nn)
         cx.notes = cx.notes or {}
         cx.notes[#cx.notes + 1] = from
           and ("attention mask of %d keys, its rows not a multiple of 16 bytes: cuDNN's kernels at the rows "
-               .. "%s measured at such lengths (the same die: lua/hw/carry.lua sdpa_unaligned_rows)")
+               .. "%s measured at such lengths (the same die: lua/hw/carry.lua sdpa_borrowed_rows)")
             :format(sk, from)
           or ("attention mask of %d keys, its rows not a multiple of 16 bytes: cuDNN's forward at the aligned "
               .. "mask's rate, this GPU's attention table having no such rows (on an H100 it ran 2-2.7x slower: "
