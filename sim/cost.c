@@ -217,14 +217,17 @@ VrStatus cost_add_flops_class(CostModel *c, const char *name, const CostPoint *p
 }
 
 /* Which curves an sdpa row belongs to (cost.h): plain self-attention, fewer keys than queries,
- * an additive mask, or an additive mask whose rows are not a multiple of 16 bytes (the tables
- * are bf16: keys not a multiple of 8); single-call rows are all plain. */
-typedef enum SdpaVariant { SDPA_SELF = 0, SDPA_CROSS, SDPA_MASKED, SDPA_MASKED_UNALIGNED, SDPA_VARIANTS } SdpaVariant;
-static const char *const SDPA_SUFFIX[SDPA_VARIANTS] = {"", "_cross", "_masked", "_masked_unaligned"};
+ * an additive mask, an additive mask whose rows are not a multiple of 16 bytes (the tables are
+ * bf16: keys not a multiple of 8), or flex attention at a head dim of 64 or less; single-call
+ * rows are all plain. */
+typedef enum SdpaVariant {
+    SDPA_SELF = 0, SDPA_CROSS, SDPA_MASKED, SDPA_MASKED_UNALIGNED, SDPA_FLEX_D64, SDPA_VARIANTS
+} SdpaVariant;
+static const char *const SDPA_SUFFIX[SDPA_VARIANTS] = {"", "_cross", "_masked", "_masked_unaligned", "_d64"};
 /* A kind without curves of its own takes the next one's: unaligned masked -> masked -> the
  * backend's plain curves; cross -> plain. */
 static const struct { const char *suffix, *instead; } SDPA_FALLBACK[] = {
-    {"_masked_unaligned", "_masked"}, {"_masked", ""}, {"_cross", ""}};
+    {"_masked_unaligned", "_masked"}, {"_masked", ""}, {"_cross", ""}, {"_d64", ""}};
 
 /* The FLOP-rate curve of a fused-attention kind ("attention_cudnn"; its backward's is
  * "attention_cudnn_bwd"), or NULL; a variant's kind without curves of its own takes the one
@@ -631,6 +634,9 @@ static VrStatus torch_op_classes(CostModel *c, const CostProfile *p, CostPoint *
 static SdpaVariant sdpa_variant(const CostSdpaRow *r) {
     if (!r->kernel_time) return SDPA_SELF;
     if (r->masked) return fmod(r->seq_k, 8) != 0 ? SDPA_MASKED_UNALIGNED : SDPA_MASKED;
+    /* FlexAttention's Triton kernels at head dim 64 reach 0.7x the rate they reach at 128 for the
+     * same FLOPs (validation/results/flex_attention_h100_sxm.json): curves of their own */
+    if (r->fwd_ms[COST_SDPA_FLEX] > 0 && r->dim <= 64) return SDPA_FLEX_D64;
     return r->seq_k < r->seq_q ? SDPA_CROSS : SDPA_SELF;
 }
 

@@ -139,7 +139,9 @@ const char *cost_sdpa_backend(int b);
  *     for those whose keys are not a multiple of 8 (a bf16 mask row not a multiple of 16 bytes:
  *     cuDNN's forward on an H100 runs 2-2.7x its aligned time there, as Hopper's tensor memory
  *     accelerator takes no such stride). An op of a "_cross" or "_masked" kind without such a
- *     curve takes its backend's, one of a "_masked_unaligned" kind the "_masked" curve;
+ *     curve takes its backend's, one of a "_masked_unaligned" kind the "_masked" curve; flex rows
+ *     of head dim 64 or less make "attention_flex_d64" (its Triton kernels reach 0.7x their
+ *     head-dim-128 rate at equal FLOPs), which falls back to the plain flex curve;
  *   - per dtype, adapter GEMM (COST_LORA_*) and rank, a FLOP-rate curve from the `lora_gemm` rows
  *     (2 tokens width rank FLOPs over ms): an op with Op.lora_rank takes each of its GEMMs' time
  *     from the curves of its dtype, GEMM and rank, interpolated in log rank between the two

@@ -454,6 +454,25 @@ static void test_profile_sdpa_kernel_rows(void **state) {
     /* the longest class name, the memory-efficient backend's unaligned backward, is made */
     assert_true(fabs(attention_time(c, "attention_mem_efficient_masked_unaligned", PH_BWD, 2.5 * fu) - 300e3) < 1.0);
     cost_free(c);
+    /* flex rows: head dim 128 makes the plain flex curves, 64 the "_d64" ones; a "_d64" op
+     * without rows of its own takes the plain curve */
+    CostSdpaRow flx[2] = {{.batch = 1, .heads = 32, .seq_q = 2048, .seq_k = 2048, .dim = 128, .causal = true,
+                          .kernel_time = true},
+                         {.batch = 1, .heads = 32, .seq_q = 4096, .seq_k = 4096, .dim = 64, .causal = true,
+                          .kernel_time = true}};
+    flx[0].fwd_ms[COST_SDPA_FLEX] = 0.136, flx[0].fwdbwd_ms[COST_SDPA_FLEX] = 0.45;
+    flx[1].fwd_ms[COST_SDPA_FLEX] = 0.334, flx[1].fwdbwd_ms[COST_SDPA_FLEX] = 1.02;
+    CostProfile pf = {.sdpa = flx, .n_sdpa = 1};
+    double f128 = cost_sdpa_flops(1, 32, 2048, 2048, 128, true), f64 = cost_sdpa_flops(1, 32, 4096, 4096, 64, true);
+    assert_int_equal(cost_from_profile(&dev, &pf, &c, NULL, 0), VR_OK);
+    assert_true(fabs(attention_time(c, "attention_flex", PH_FWD, f128) - 136e3) < 1.0);
+    assert_true(fabs(attention_time(c, "attention_flex_d64", PH_FWD, f128) - 136e3) < 1.0);
+    cost_free(c);
+    pf.n_sdpa = 2;
+    assert_int_equal(cost_from_profile(&dev, &pf, &c, NULL, 0), VR_OK);
+    assert_true(fabs(attention_time(c, "attention_flex_d64", PH_FWD, f64) - 334e3) < 1.0);
+    assert_true(fabs(attention_time(c, "attention_flex", PH_FWD, f128) - 136e3) < 1.0);
+    cost_free(c);
     /* without cross rows, a cross op is priced by its backend's curve */
     p.n_sdpa = 1;
     assert_int_equal(cost_from_profile(&dev, &p, &c, NULL, 0), VR_OK);

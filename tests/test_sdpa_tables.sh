@@ -159,6 +159,21 @@ extra=$(python3 -c "import json; a, b = (json.load(open(f)) for f in ('$TMP/fx.j
 if [ "$got" = "1436.688 3503.408" ] && [ "$extra" = 66560 ] && ! grep -q "attention flex" "$TMP/fx.json"; then
   ok "H100 SXM flex attention: the measured row ($got us), the BlockMask's bytes beyond SDPA's peak"
 else fail "H100 SXM flex: $got us (want 1436.688 3503.408), $extra bytes beyond SDPA (want 66560)" "$(tail -3 "$TMP/fx.err")"; fi
+# head dim 64 (Llama-3.2-1B's): its own rows, flex_h32_d64_b1_s8192 (1.13534 and 3.51176 ms):
+# 1136.898 and 2377.978 us. Its FLOPs equal the head-dim-128 row of two 4096-token sequences
+# (0.77885 and 2.65962 ms), whose rate is 1.4x: one curve of both would average them
+cp tests/data/recipes/llama-3.2-1b/config.json "$TMP/l1b.json"
+sed 's/llama-3-8b.json/l1b.json/' "$TMP/fx.lua" >"$TMP/fx64.lua"
+got64=$("$VRSIM" "$TMP/fx64.lua" --json --out "$TMP/fx64" >/dev/null 2>"$TMP/fx64.err"; python3 -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+t = {e['name']: e for e in ev if e.get('args', {}).get('step') == 1 and 'dur' in e}
+f, b = t['layers.0.self_attn.flex_attention'], t['layers.0.self_attn.flex_attention.backward']
+print('%s %.3f %.3f' % (f['args']['kind'], f['dur'], b['dur']))
+" "$TMP/fx64/trace.json" 2>/dev/null || echo none)
+if [ "$got64" = "attention_flex_d64 1136.898 2377.978" ]; then
+  ok "H100 SXM flex attention at head dim 64: its own rows ($got64)"
+else fail "H100 SXM flex at head dim 64: $got64, want attention_flex_d64 1136.898 2377.978" "$(tail -3 "$TMP/fx64.err")"; fi
 # the H200 borrows the H100 SXM's flex rows (the same die), an A100 has none: each says so
 h2=$(flex fxh2 --set gpu=h200)
 if grep -q "attention flex: FlexAttention's kernels at the rows h100_sxm measured" "$TMP/fxh2.json" && [ "${h2%% *}" != "none" ]

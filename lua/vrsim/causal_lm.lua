@@ -106,9 +106,6 @@ end
 
 local register = mod.register
 
--- Builds the forward graph; returns the loss tensor (or the logits for inference), the tree,
--- the normalized config and the function that runs one more forward (gradient accumulation).
-
 -- training.attention_mask = "block_diagonal": the collator's (b, 1, seq, seq) additive mask in the
 -- compute dtype (LLaMA-Factory's SFTDataCollatorWith4DAttentionMask: prepare_4d_attention_mask, 0
 -- where a token sees a token of its own sequence at or before it, the dtype's minimum elsewhere),
@@ -165,6 +162,8 @@ local function mask_4d_input(cx, t, b, s)
   return { id = id, shape = shape, dtype = dt, rg = false, name = "attention_mask_4d" }
 end
 
+-- Builds the forward graph; returns the loss tensor (or the logits for inference), the tree,
+-- the normalized config and the function that runs one more forward (gradient accumulation).
 function M.build(cx, cfg)
   local fam, mc = M.resolve(cfg.model)
   -- model.use_cache is the config's use_cache as a trainer sets it (the HF Trainer: args.use_cache)

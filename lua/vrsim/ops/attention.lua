@@ -160,7 +160,8 @@ return function(nn)
     local saves = { q, k, v }
     for _, t in ipairs(opts.block_mask or {}) do saves[#saves + 1] = t end
     local out, lse = nn.op_sized(cx, {
-      name = P, kind = "attention_flex", inputs = { q, k, v },
+      -- (head dims of 64 or less have curves of their own: sim/cost.h)
+      name = P, kind = d <= 64 and "attention_flex_d64" or "attention_flex", inputs = { q, k, v },
       outs = { { P .. ".out", { b, h, s, dv }, dt }, { P .. ".lse", { b, h, s }, "fp32", no_grad = true } },
       save_outs = { 1, 2 }, saves = saves, grad_order = { 1, 2, 3 },
       bwd_workspace = { nn.bytes({ b, h, s }, "fp32") },
