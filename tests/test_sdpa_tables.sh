@@ -200,6 +200,10 @@ refused sdxl "training.attention = flex: transformers' flex_attention_forward; a
 printf 'return { model = { config = "gemma-2-9b.json", layers = 1 }, training = { seq = 512, attention = "flex" } }\n' >"$TMP/fxg.lua"
 cp scenarios/configs/gemma-2-9b.json "$TMP/"
 refused gemma2 "flex" "$TMP/fxg.lua"
+cp scenarios/configs/mistral-7b-v0.1.json "$TMP/"
+sed 's/llama-3-8b.json/mistral-7b-v0.1.json/' "$TMP/fx.lua" >"$TMP/fxm.lua"
+refused window "attention = flex past the sliding window (4096 tokens, sequences of 8192" "$TMP/fxm.lua"
+refused inference "attention = flex for inference is not modelled" "$TMP/fx.lua" --set training.inference=true
 
 echo "test_sdpa_tables: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
