@@ -204,6 +204,9 @@ cp scenarios/configs/mistral-7b-v0.1.json "$TMP/"
 sed 's/llama-3-8b.json/mistral-7b-v0.1.json/' "$TMP/fx.lua" >"$TMP/fxm.lua"
 refused window "attention = flex past the sliding window (4096 tokens, sequences of 8192" "$TMP/fxm.lua"
 refused inference "attention = flex for inference is not modelled" "$TMP/fx.lua" --set training.inference=true
+sed 's/gpu = "h100_sxm" }/gpu = "h100_sxm", count = 2 }/; s/attention = "flex" }/attention = "flex", parallel = { cp = 2 } }/' \
+  "$TMP/fx.lua" >"$TMP/fxcp.lua"
+refused cp "attention = flex under context parallelism is not modelled" "$TMP/fxcp.lua"
 
 echo "test_sdpa_tables: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

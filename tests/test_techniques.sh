@@ -1032,6 +1032,22 @@ if [ "$rc" = 2 ] && grep -q "training.attention_mask = block_diagonal with train
 then ok "attention_mask = block_diagonal with training.data: refused (exit 2), named"
 else bad "attention_mask = block_diagonal with training.data: exit $rc, $(head -c 300 "$tmp/m4d.out")"; fi
 
+"$VRSIM" "$tmp/m4.lua" --no-files --set training.inference=true > "$tmp/m4i.out" 2>&1; rc=$?
+if [ "$rc" = 2 ] && grep -q "training.attention_mask = block_diagonal for inference is not modelled" "$tmp/m4i.out"
+then ok "attention_mask = block_diagonal for inference: refused (exit 2), named"
+else bad "attention_mask = block_diagonal for inference: exit $rc, $(head -c 300 "$tmp/m4i.out")"; fi
+sed 's/gpu = "h100_sxm" }/gpu = "h100_sxm", count = 2 }/; s/attention_mask = "block_diagonal" }/attention_mask = "block_diagonal", parallel = { tp = 2 } }/' \
+  "$tmp/m4.lua" > "$tmp/m4t.lua"
+"$VRSIM" "$tmp/m4t.lua" --no-files > "$tmp/m4t.out" 2>&1; rc=$?
+if [ "$rc" = 2 ] && grep -q "training.attention_mask = block_diagonal under tensor or context parallelism is not modelled" "$tmp/m4t.out"
+then ok "attention_mask = block_diagonal under tensor parallelism: refused (exit 2), named"
+else bad "attention_mask = block_diagonal under tp: exit $rc, $(head -c 300 "$tmp/m4t.out")"; fi
+cp scenarios/configs/gemma-2-9b.json "$tmp/"
+printf 'return { model = { config = "gemma-2-9b.json", layers = 1 },\n  training = { seq = 512, attention = "eager", attention_mask = "block_diagonal" } }\n' > "$tmp/m4g.lua"
+"$VRSIM" "$tmp/m4g.lua" --no-files > "$tmp/m4g.out" 2>&1; rc=$?
+if [ "$rc" = 2 ] && grep -q "training.attention_mask = block_diagonal: gemma2's forward does not take a 4-D mask as given" "$tmp/m4g.out"
+then ok "attention_mask = block_diagonal in Gemma 2 (its own mask functions): refused (exit 2), named"
+else bad "attention_mask = block_diagonal in gemma2: exit $rc, $(head -c 300 "$tmp/m4g.out")"; fi
 printf 'return {\n  model = { arch = "sdxl" },\n  training = { attention_mask = "block_diagonal" } }\n' > "$tmp/m4s.lua"
 "$VRSIM" "$tmp/m4s.lua" --no-files > "$tmp/m4s.out" 2>&1; rc=$?
 if [ "$rc" = 2 ] && grep -q "m4s.lua:3: training.attention_mask = block_diagonal: a language model's packed rows; arch sdxl's" "$tmp/m4s.out"
