@@ -207,6 +207,9 @@ refused inference "attention = flex for inference is not modelled" "$TMP/fx.lua"
 sed 's/gpu = "h100_sxm" }/gpu = "h100_sxm", count = 2 }/; s/attention = "flex" }/attention = "flex", parallel = { cp = 2 } }/' \
   "$TMP/fx.lua" >"$TMP/fxcp.lua"
 refused cp "attention = flex under context parallelism is not modelled" "$TMP/fxcp.lua"
+cp scenarios/configs/gemma-3-4b-text.json "$TMP/"
+printf 'return { model = { config = "gemma-3-4b-text.json", layers = 1 }, training = { seq = 512, attention = "flex" } }\n' >"$TMP/fxg3.lua"
+refused headdim256 "attention = flex at head dim 256 (its kernels were measured at 64 and 128) is not modelled" "$TMP/fxg3.lua"
 
 echo "test_sdpa_tables: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -726,7 +726,10 @@ local function make_mask(cx, r, window, mask_dtype, position_ids)
     r.mask_4d_taken = true
     return r.mask_4d
   end
-  if r.attention == "flex" then return flex_block_mask(cx, b, s) end
+  if r.attention == "flex" then
+    r.flex_mask_made = true
+    return flex_block_mask(cx, b, s)
+  end
   if r.ckpt_model and r.attention ~= "eager" then
     -- torch.compile(model) under transformers' checkpointing (strategies/compile.lua
     -- M.ckpt_model): create_causal_mask is a compiled graph of its own, traced without a cache,

@@ -142,6 +142,8 @@ local function flex_refusal(t, attention, mc, mesh)
     why = "for inference"
   elseif mesh and (mesh.degrees.cp or 1) > 1 then
     why = "under context parallelism"
+  elseif mc.head_dim and mc.head_dim > 128 then
+    why = ("at head dim %d (its kernels were measured at 64 and 128)"):format(mc.head_dim)
   elseif t.precision ~= "bf16" and t.precision ~= "lora_bf16" then
     -- (under autocast the rotary embedding's fp32 tables promote q and k to fp32 beside a bf16 v,
     -- which flex_attention does not take)
@@ -639,9 +641,10 @@ function M.build(cx, cfg)
     error(("training.dpo: %s's forward does not run TRL's fused head (not modelled for this family)")
           :format(fam.model_type or "this model"), 0)
   end
-  if attention == "flex" and not cx.run.flex_taken then
-    error(("attention = flex: %s's attention does not run transformers' flex_attention_forward (not modelled "
-           .. "for this family)"):format(fam.model_type or "this model"), 0)
+  if attention == "flex" and not (cx.run.flex_taken and cx.run.flex_mask_made) then
+    error(("attention = flex: %s's %s (not modelled for this family)"):format(fam.model_type or "this model",
+          cx.run.flex_taken and "forward does not build flex attention's BlockMask"
+          or "attention does not run transformers' flex_attention_forward"), 0)
   end
   if mask_4d and not cx.run.mask_4d_taken then
     error(("training.attention_mask = block_diagonal: %s's forward does not take a 4-D mask as given (not modelled "
