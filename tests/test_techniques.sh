@@ -1019,40 +1019,31 @@ print(a['peak_allocated_bytes'] - n['peak_allocated_bytes'], sorted(kinds), conv
 if [ "$got" = "16777216 ['attention_cudnn_masked'] 0" ]; then
   ok "attention_mask = block_diagonal: one (2, 1, 2048, 2048) bf16 input (16 MiB at the peak), SDPA's masked kernel, nothing converted"
 else bad "attention_mask = block_diagonal: peak difference, kinds, conversions $got (want 16777216 ['attention_cudnn_masked'] 0)"; fi
-for a in flash; do
-  "$VRSIM" "$tmp/m4.lua" --no-files --set attention=$a > "$tmp/m4f.out" 2>&1; rc=$?
-  if [ "$rc" = 2 ] && grep -q "training.attention_mask = block_diagonal under flash attention .* is not modelled" "$tmp/m4f.out"
-  then ok "attention_mask = block_diagonal under flash attention: refused (exit 2), named"
-  else bad "attention_mask = block_diagonal under flash: exit $rc, $(head -c 300 "$tmp/m4f.out")"; fi
-done
+# what the 4-D mask is not modelled with: each refused with exit 2, its message naming it
+m4_refused() { # what, pattern, then vrsim arguments
+  _w=$1 _p=$2; shift 2
+  "$VRSIM" "$@" --no-files > "$tmp/m4r.out" 2>&1; _rc=$?
+  if [ "$_rc" = 2 ] && grep -q -- "$_p" "$tmp/m4r.out"; then ok "attention_mask = block_diagonal $_w: refused (exit 2), named"
+  else bad "attention_mask = block_diagonal $_w: exit $_rc, want 2 and /$_p/: $(head -c 300 "$tmp/m4r.out")"; fi
+}
+m4_refused "under flash attention" "training.attention_mask = block_diagonal under flash attention .* is not modelled" \
+  "$tmp/m4.lua" --set attention=flash
 sed 's/attention_mask = "block_diagonal"/attention_mask = "block_diagonal", data = { lengths = { 100, 200 } }/; s/seq = 2048, //' \
   "$tmp/m4.lua" > "$tmp/m4d.lua"
-"$VRSIM" "$tmp/m4d.lua" --no-files > "$tmp/m4d.out" 2>&1; rc=$?
-if [ "$rc" = 2 ] && grep -q "training.attention_mask = block_diagonal with training.data .* is not modelled" "$tmp/m4d.out"
-then ok "attention_mask = block_diagonal with training.data: refused (exit 2), named"
-else bad "attention_mask = block_diagonal with training.data: exit $rc, $(head -c 300 "$tmp/m4d.out")"; fi
-
-"$VRSIM" "$tmp/m4.lua" --no-files --set training.inference=true > "$tmp/m4i.out" 2>&1; rc=$?
-if [ "$rc" = 2 ] && grep -q "training.attention_mask = block_diagonal for inference is not modelled" "$tmp/m4i.out"
-then ok "attention_mask = block_diagonal for inference: refused (exit 2), named"
-else bad "attention_mask = block_diagonal for inference: exit $rc, $(head -c 300 "$tmp/m4i.out")"; fi
+m4_refused "with training.data" "training.attention_mask = block_diagonal with training.data .* is not modelled" "$tmp/m4d.lua"
+m4_refused "for inference" "training.attention_mask = block_diagonal for inference is not modelled" \
+  "$tmp/m4.lua" --set training.inference=true
 sed 's/gpu = "h100_sxm" }/gpu = "h100_sxm", count = 2 }/; s/attention_mask = "block_diagonal" }/attention_mask = "block_diagonal", parallel = { tp = 2 } }/' \
   "$tmp/m4.lua" > "$tmp/m4t.lua"
-"$VRSIM" "$tmp/m4t.lua" --no-files > "$tmp/m4t.out" 2>&1; rc=$?
-if [ "$rc" = 2 ] && grep -q "training.attention_mask = block_diagonal under tensor or context parallelism is not modelled" "$tmp/m4t.out"
-then ok "attention_mask = block_diagonal under tensor parallelism: refused (exit 2), named"
-else bad "attention_mask = block_diagonal under tp: exit $rc, $(head -c 300 "$tmp/m4t.out")"; fi
+m4_refused "under tensor parallelism" \
+  "training.attention_mask = block_diagonal under tensor or context parallelism is not modelled" "$tmp/m4t.lua"
 cp scenarios/configs/gemma-2-9b.json "$tmp/"
 printf 'return { model = { config = "gemma-2-9b.json", layers = 1 },\n  training = { seq = 512, attention = "eager", attention_mask = "block_diagonal" } }\n' > "$tmp/m4g.lua"
-"$VRSIM" "$tmp/m4g.lua" --no-files > "$tmp/m4g.out" 2>&1; rc=$?
-if [ "$rc" = 2 ] && grep -q "training.attention_mask = block_diagonal: gemma2's forward does not take a 4-D mask as given" "$tmp/m4g.out"
-then ok "attention_mask = block_diagonal in Gemma 2 (its own mask functions): refused (exit 2), named"
-else bad "attention_mask = block_diagonal in gemma2: exit $rc, $(head -c 300 "$tmp/m4g.out")"; fi
+m4_refused "in Gemma 2 (its own mask functions)" \
+  "training.attention_mask = block_diagonal: gemma2's forward does not take a 4-D mask as given" "$tmp/m4g.lua"
 printf 'return {\n  model = { arch = "sdxl" },\n  training = { attention_mask = "block_diagonal" } }\n' > "$tmp/m4s.lua"
-"$VRSIM" "$tmp/m4s.lua" --no-files > "$tmp/m4s.out" 2>&1; rc=$?
-if [ "$rc" = 2 ] && grep -q "m4s.lua:3: training.attention_mask = block_diagonal: a language model's packed rows; arch sdxl's" "$tmp/m4s.out"
-then ok "attention_mask = block_diagonal on SDXL: refused at its line (exit 2)"
-else bad "attention_mask = block_diagonal on SDXL: exit $rc, $(head -c 300 "$tmp/m4s.out")"; fi
+m4_refused "on SDXL, at its line" \
+  "m4s.lua:3: training.attention_mask = block_diagonal: a language model's packed rows; arch sdxl's" "$tmp/m4s.lua"
 
 echo "test_techniques: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
