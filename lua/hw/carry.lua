@@ -310,19 +310,26 @@ end
 --   else nothing: the reference's rows carried (cost_carry).
 -- Returns { sdpa = rows, sm = , rate = , source = , from = the GPU measured } or nil.
 -- load(suffix, gname): the calibrated module of that GPU, or nil (hardware.lua calibrated).
+-- The second GPU's attention table carried to g, a GPU of its architecture (sizes by the SM-count
+-- ratio, rates by the dense bf16 peak ratio at each one's step clock), or nil.
+local function second_sdpa(g, gpus, load)
+  local sg = gpus[M.SECOND]
+  if not sg or g.arch ~= sg.arch then return nil end
+  local t = load("_sdpa_kernels", M.SECOND)
+  local ps = M.step_peak(sg, "bf16")
+  if not (t and t.sdpa and ps > 0 and g.sm_count and sg.sm_count) then return nil end
+  return { sdpa = t.sdpa, sm = g.sm_count / sg.sm_count, rate = M.step_peak(g, "bf16") / ps, from = M.SECOND,
+           source = "lua/hw/calibrated/" .. M.SECOND .. "_sdpa_kernels.lua" }
+end
+
 function M.sdpa_rows(name, g, gpus, load)
   local own = load("_sdpa_kernels", name)
   if own and own.sdpa then
     return { sdpa = own.sdpa, sm = 1, rate = 1, from = name,
              source = "lua/hw/calibrated/" .. name .. "_sdpa_kernels.lua" }
   end
-  local sg = gpus[M.SECOND]
-  if name == M.REFERENCE or not sg or g.arch ~= sg.arch then return nil end
-  local t = load("_sdpa_kernels", M.SECOND)
-  local ps = M.step_peak(sg, "bf16")
-  if not (t and t.sdpa and ps > 0 and g.sm_count and sg.sm_count) then return nil end
-  return { sdpa = t.sdpa, sm = g.sm_count / sg.sm_count, rate = M.step_peak(g, "bf16") / ps, from = M.SECOND,
-           source = "lua/hw/calibrated/" .. M.SECOND .. "_sdpa_kernels.lua" }
+  if name == M.REFERENCE then return nil end
+  return second_sdpa(g, gpus, load)
 end
 
 -- ---- attention rows the reference lacks, measured on an H100 -----------------------------------
@@ -340,27 +347,22 @@ M.SDPA_KINDS = {
   unaligned = function(r) return r.masked and r.seq_k % 8 ~= 0 end,
   flex = function(r) return type(r.backends) == "table" and r.backends.flex ~= nil end,
 }
-local BORROWED = M.SDPA_KINDS
-
 function M.sdpa_borrowed_rows(name, g, gpus, load, own)
-  local sg = gpus[M.SECOND]
-  if name == M.SECOND or not sg or g.arch ~= sg.arch then return nil end
-  local t = load("_sdpa_kernels", M.SECOND)
-  local ps = M.step_peak(sg, "bf16")
-  if not (t and t.sdpa and ps > 0 and g.sm_count and sg.sm_count) then return nil end
+  local second = name ~= M.SECOND and second_sdpa(g, gpus, load)
+  if not second then return nil end
   local rows, borrowed = {}, {}
-  for kind, is in pairs(BORROWED) do
+  for kind, is in pairs(M.SDPA_KINDS) do
     local has = false
     for _, r in ipairs(own or {}) do has = has or is(r) end
     if not has then
-      for _, r in ipairs(t.sdpa) do
+      for _, r in ipairs(second.sdpa) do
         if is(r) then rows[#rows + 1] = r; borrowed[kind] = true end
       end
     end
   end
   if #rows == 0 then return nil end
-  return { sdpa = rows, sm = g.sm_count / sg.sm_count, rate = M.step_peak(g, "bf16") / ps, from = M.SECOND,
-           source = "lua/hw/calibrated/" .. M.SECOND .. "_sdpa_kernels.lua", borrowed = borrowed }
+  second.sdpa, second.borrowed = rows, borrowed
+  return second
 end
 
 -- Where a device's (hardware.lua device_of) attention rows of a kind of M.SDPA_KINDS come from:

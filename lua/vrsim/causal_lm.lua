@@ -315,11 +315,13 @@ function M.build(cx, cfg)
       t.compile and "compiled casts, each an amax and one fused kernel writing the float8 operand"
       or "eager casts, each intermediate a tensor (under torch.compile they fuse)")
   end
+  -- the attention the family runs for the one asked (its notes are made below, with the build's)
+  local runs = fam.attention and fam.attention(t.attention, {}, mc) or t.attention
   local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes, cx.arch)
-    or require("strategies.data").check(t, mc, fam.attention and fam.attention(t.attention, {}, mc) or t.attention)
+    or require("strategies.data").check(t, mc, runs)
     or require("strategies.sac").check(t, mc)
-    or mask_4d_refusal(t, fam.attention and fam.attention(t.attention, {}, mc) or t.attention, cx.mesh)
-    or flex_refusal(t, fam.attention and fam.attention(t.attention, {}, mc) or t.attention, mc, cx.mesh)
+    or mask_4d_refusal(t, runs, cx.mesh)
+    or flex_refusal(t, runs, mc, cx.mesh)
   -- torch.compile: its settings checked, and what it does not compose with refused
   local compiled = require("strategies.compile").settings(t.compile)
   if compiled and compiled.scope == "model" then

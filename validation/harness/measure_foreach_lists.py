@@ -25,24 +25,11 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     import torch
+    from measure_torch_ops import timed  # best of 3 means of back-to-back calls, CUDA events
     dev = torch.device("cuda", 0)
     res = {"gpu": torch.cuda.get_device_name(dev), "torch": torch.__version__,
            "measured": time.strftime("%Y-%m-%d"), "rows": []}
 
-    def timed(fn, n=10):
-        fn()
-        torch.cuda.synchronize()
-        best = None
-        for _ in range(3):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(n):
-                fn()
-            e.record()
-            torch.cuda.synchronize()
-            ms = s.elapsed_time(e) / n
-            best = ms if best is None else min(best, ms)
-        return best
     for rnd in range(2):  # each list twice, interleaved, for the GPU's drift
         for name, shapes in lists().items():
             p = [torch.rand(s, device=dev, dtype=torch.bfloat16) for s in shapes]
@@ -55,7 +42,7 @@ def main():
                     ("_foreach_sqrt", lambda: torch._foreach_sqrt(p), 2 * b),
                     ("_foreach_lerp_", lambda: torch._foreach_lerp_(p, g, 0.1), 3 * b),
                     ("_foreach_addcdiv_ scalarlist", lambda: torch._foreach_addcdiv_(p, g, d, [1e-3] * len(p)), 4 * b)):
-                ms = timed(fn)
+                ms = timed(fn, 10)
                 res["rows"].append({"round": rnd, "list": name, "tensors": len(p), "elements": n, "op": op,
                                     "bytes": moved, "ms": round(ms, 5), "gbps": round(moved / ms / 1e6, 1)})
                 print(rnd, name, len(p), n, op, round(ms, 4), round(moved / ms / 1e6, 1), flush=True)
