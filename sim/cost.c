@@ -438,13 +438,14 @@ double cost_op_ns(const CostModel *c, const Op *op) {
     double t_lora = op->lora_rank > 0 && op->kind_id == OPK_MM ? lora_op_s(c, op) : -1;
     double t_c = t_lora >= 0 ? t_lora : 0;
     bool attention = op->kind_id == OPK_ATTENTION;
+    double rate_at = op->rate_at > 1 ? op->rate_at : 1; /* (op_fields.h) */
     /* fused attention: the rate PyTorch's kernel of that backend reached at this size, where the
      * profile measured one at least this large (below, the GEMM path's estimate) */
     const Curve *fc = attention ? flops_curve(c, op->kind, op->phase == PH_BWD) : NULL;
     if (t_lora >= 0) {
         /* priced above */
-    } else if (fc && fc->n && op->flops > 0 && log(op->flops) >= fc->x[0]) {
-        t_c = op->flops / curve_eval(fc, op->flops);
+    } else if (fc && fc->n && op->flops > 0 && log(op->flops * rate_at) >= fc->x[0]) {
+        t_c = op->flops / curve_eval(fc, op->flops * rate_at);
     } else if (op->flops > 0) {
         /* convolutions run as implicit GEMMs; fused attention as GEMM-bound tiles */
         bool gemm = attention || op->kind_id == OPK_MM || op->kind_id == OPK_CONV;

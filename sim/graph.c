@@ -1118,7 +1118,7 @@ static VrStatus derive_one(Deriv *d, int f) {
             .n_inputs = nin, .outputs = out, .n_outputs = nout, .frees = frees, .n_frees = nfree,
             .workspace = fop.bwd_workspace, .n_workspace = fop.n_bwd_workspace,
             .rowsum = {fop.bwd_rowsum[0], fop.bwd_rowsum[1]},
-            .flops = fop.bwd_flops > 0 ? fop.bwd_flops : 2.0 * fop.flops,
+            .flops = fop.bwd_flops > 0 ? fop.bwd_flops : 2.0 * fop.flops, .rate_at = fop.bwd_rate_at,
             .bytes_moved = bwd_bytes, .kernels = kernels,
             .gemms = fop.flops > 0 && fop.bwd_flops > 0 ? (int)(fop.bwd_flops / fop.flops + 0.5) : 2,
             .in_ckpt = fop.region > 0, .workspace_first = fop.bwd_workspace_first,

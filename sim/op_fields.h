@@ -131,6 +131,12 @@ OP_VAL(double, bytes_moved, , "bytes", OPR_NUM, 0, OPI_RECOMPUTE)
 OP_VAL(double, bwd_flops, , "bwd_flops", OPR_NUM, 0, OPI_NONE)
 /* bwd_bytes: backward bytes moved (0 = 2 x bytes_moved; < 0: none) */
 OP_VAL(double, bwd_bytes, , "bwd_bytes", OPR_NUM, 0, OPI_NONE)
+/* rate_at: a fused attention kernel's rate is read off its curve at flops x rate_at (0 or 1:
+ * at its FLOPs): a kernel that launches a larger problem's grid and skips part of its work runs
+ * at that problem's rate (FlexAttention over a document BlockMask: the causal grid, fewer blocks
+ * per program). The forward and its recomputation; bwd_rate_at: the derived backward's */
+OP_VAL(double, rate_at, , "rate_at", OPR_NUM, 0, OPI_RECOMPUTE)
+OP_VAL(double, bwd_rate_at, , "bwd_rate_at", OPR_NUM, 0, OPI_NONE)
 /* layout_bytes: bytes cuDNN's layout transforms around the op's kernel move (read and
  * written): [0] activations between NCHW and NHWC, [1] a filter between KCRS and KRSC; kernels
  * of their own, priced by the profile's classes "layout" and "layout_filter" (G:op_layout) */

@@ -543,7 +543,17 @@ sed 's/^compile: False/compile: True/' "$TMP/ttq.yaml" >"$TMP/ttqc.yaml"
 same "torchtune QLoRA compiled: quant = torchao_nf4 in compiled layers" $D/torchtune_1B_qlora_compile.lua -- \
   "$TMP/ttqc.yaml" --gpu rtx4090
 sed 's/^  packed: False/  packed: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttpack.yaml"
-check "torchtune packed dataset" 2 "ttpack\.yaml:[0-9]+: dataset\.packed: packed rows" -- "$TMP/ttpack.yaml" --gpu rtx4090 --no-files
+same "torchtune packed dataset: packs of max_seq_len, FlexAttention over their BlockMask" \
+  $D/torchtune_1B_lora_packed.lua -- "$TMP/ttpack.yaml" --gpu rtx4090
+# with the data set's lengths: PackedDataset's packs (in order; the instruct data sets' tokenizer
+# truncates a sequence to max_seq_len (844 of these 2500 are longer), and one that does not fit
+# the open pack starts the next)
+check "torchtune packed dataset with the data set's lengths" 0 \
+  "2500 sequences \([0-9]+ tokens, 844 sequences truncated to 2048 by the tokenizer\) packed in order into [0-9]+ packs of 2048 tokens" -- \
+  "$TMP/ttpack.yaml" --gpu rtx4090 --set training.data.lengths="$TMP/lens.txt" --no-files --no-suggest
+sed 's/^  packed: False/  packed: True/; s/^compile: False/compile: True/' $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttpackc.yaml"
+check "torchtune packed dataset with compile: True" 2 "ttpackc\.yaml:[0-9]+: compile: True with dataset\.packed is not modelled" -- \
+  "$TMP/ttpackc.yaml" --gpu rtx4090 --no-files
 check "torchtune LoRA on 2 GPUs (lora_finetune_distributed)" 2 "model\._component_: --gpus 2: lora_finetune_distributed \(LoRA under FSDP2\) is not modelled" -- \
   $D/torchtune_1B_lora_single_device.yaml --gpu h100 --gpus 2 --no-files
 check "torchtune's distributed config on one GPU: the single-device recipe, its FSDP keys said not read" 0 \

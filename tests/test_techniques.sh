@@ -478,6 +478,57 @@ sed 's/batching = "bfd", pack_length = 1024/batching = "pad", pack_length = 1024
 if [ $rc = 2 ] && grep -q "pack_length is the packed rows' length: batching pad packs nothing" "$tmp/err"; then ok "data, pack_length beside batching pad: exit 2"
 else bad "data, pack_length beside pad: exit $rc: $(cat "$tmp/err")"; fi
 
+# 8d. torchtune's packed data sets (batching torchtune, torchtune 0.6.1 PackedDataset): the 2500
+#    lengths above truncated by the tokenizer to 2048 (2047 for text completion's split packs)
+#    and packed in order into packs of 2048: torchtune's own PackedDataset, run on the CPU over
+#    the same lengths (2026-12-07), makes 2078 packs holding 3407398 tokens, and with
+#    split_across_pack 1664 packs holding 3406553
+cat > "$tmp/tt.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json", layers = 2, repeat_kv = true },
+  training = { micro_batch = 2, precision = "bf16", steps = 2, attention = "flex",
+               data = { lengths = "rl.txt", batching = "torchtune", pack_length = 2048 } } }
+EOS
+"$VRSIM" "$tmp/tt.lua" --json --no-files > "$tmp/tt.json" 2>&1
+"$VRSIM" "$tmp/tt.lua" --no-files --set training.data.split_across_pack=true > "$tmp/tts.out" 2>&1
+if grep -q "2500 sequences (3407398 tokens, 844 sequences truncated to 2048 by the tokenizer) packed in order into 2078 packs of 2048 tokens" "$tmp/tt.json" \
+   && grep -q "2500 sequences (3406553 tokens, 845 sequences truncated to 2047 by the tokenizer) packed in order into 1664 packs of 2048 tokens (torchtune's PackedDataset, split_across_pack" "$tmp/tts.out"; then
+  ok "data, torchtune's packing of 2500 lengths: torchtune's 2078 packs (3407398 tokens), split 1664 (3406553)"
+else bad "data, torchtune's packing: $(grep -o 'training.data: [^;]*;' "$tmp/tt.json" "$tmp/tts.out")"; fi
+# every pack is (b, 2048) whatever its documents: the same peak as one document a pack (no
+# lengths); the median batch's documents leave less attention work than one document a pack
+# (the worst can take more: a document boundary inside a block makes its blocks partial, each
+# the work of two full ones); the tokens a step are the data's, not the padding's
+sed 's/lengths = "rl.txt", //' "$tmp/tt.lua" > "$tmp/tt1.lua"
+"$VRSIM" "$tmp/tt1.lua" --json --no-files > "$tmp/tt1.json" 2>&1
+pk=$(field "d['peak_allocated_bytes']" < "$tmp/tt.json"); pk1=$(field "d['peak_allocated_bytes']" < "$tmp/tt1.json")
+st=$("$VRSIM" "$tmp/tt.lua" --json --no-files --set training.data.batch=p50 2>&1 | field "d['step_time_ms']")
+st1=$(field "d['step_time_ms']" < "$tmp/tt1.json")
+tok=$(field "round(d['tokens_per_s'] * d['step_time_ms'] / 1000)" < "$tmp/tt.json")
+blocks=$(grep -o "FlexAttention's blocks: [0-9]* partial, [0-9]* full" "$tmp/tt.json" | head -1)
+if [ -n "$pk" ] && [ "$pk" = "$pk1" ] && python3 -c "import sys; sys.exit(not float('$st') < float('$st1'))" \
+   && [ "$tok" -lt 4096 ] && grep -q "one 2048-token document each" "$tmp/tt1.json" && [ -n "$blocks" ]; then
+  ok "data, torchtune packs: the same peak with and without lengths ($pk B), p50 $st < $st1 ms, the worst batch's $blocks, $tok tokens a step"
+else bad "data, torchtune packs: peak $pk / $pk1, step $st / $st1, tokens $tok, blocks '$blocks'"; fi
+# what torchtune's packing is not modelled with, each named (exit 2)
+for set_ in "attention=sdpa:batching = torchtune is torchtune's packed data set, whose collator makes a BlockMask" \
+            "training.compile=true:batching = torchtune with training.compile is not modelled" \
+            "training.data.collator=trl:collator with batching torchtune" \
+            "training.data.pack_length=nil:pack_length = nil: batching torchtune packs rows of pack_length" \
+            "training.data.batching=pad:split_across_pack is torchtune's packing's" \
+            "training.data.batch=p50:batch = p50 needs the data set's lengths"; do
+  args=${set_%%:*}; want=${set_#*:}
+  extra="" f=tt; case $args in training.data.batching=pad) extra="--set training.data.split_across_pack=true";;
+                         training.data.batch=p50) f=tt1;; esac
+  "$VRSIM" "$tmp/$f.lua" --no-files --set $args $extra >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -q -- "$want" "$tmp/err"; then ok "data, torchtune: $want: exit 2"
+  else bad "data, torchtune --set $args $extra: exit $rc: $(head -c 300 "$tmp/err")"; fi
+done
+printf '2000\n2000\n' > "$tmp/two_packs.txt"
+"$VRSIM" "$tmp/tt.lua" --no-files --set training.data.lengths="$tmp/two_packs.txt" --set micro_batch=4 >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "make 2 packs of 2048 tokens, fewer than a micro-batch of 4 (torchtune's DataLoader drops the last short batch" "$tmp/err"; then
+  ok "data, torchtune: fewer packs than a micro-batch: exit 2 (drop_last)"
+else bad "data, torchtune, fewer packs than a micro-batch: exit $rc: $(cat "$tmp/err")"; fi
+
 # 9. which batch: in the order given, batches of 2 of 100..400 tokens: p50 is the second
 #    (2 x 200), worst the last (2 x 400); tokens/s counts the data's tokens, not the padding
 cat > "$tmp/q.lua" <<'EOS'

@@ -198,9 +198,12 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask, kv_contiguous)
     return require("strategies.data").flash_varlen(cx, name, q, k, v, dd, cx.run.use_cache)
   end
   if impl == "flex" then
-    -- transformers' flex_attention_forward on the model's BlockMask (mask: its tensors)
+    -- transformers' flex_attention_forward on the model's BlockMask (mask: its tensors); a
+    -- torchtune packed batch's document BlockMask: torchtune's compiled flex_attention, which
+    -- returns the output alone, over the blocks the documents leave (strategies/data.lua)
     cx.run.flex_taken = true
-    return nn.flex_attention(cx, name, q, k, v, { block_mask = mask })
+    local tt = dd and dd.torchtune
+    return nn.flex_attention(cx, name, q, k, v, { block_mask = mask, output_only = tt, blocks = tt and dd.flex_blocks })
   end
   if impl ~= "eager" then
     -- under context parallelism the call is ring attention's (strategies/cp.lua)
@@ -728,7 +731,8 @@ local function make_mask(cx, r, window, mask_dtype, position_ids)
   end
   if r.attention == "flex" then
     r.flex_mask_made = true
-    return flex_block_mask(cx, b, s)
+    -- (a torchtune packed batch's BlockMask came with the batch: causal_lm.lua)
+    return r.block_mask or flex_block_mask(cx, b, s)
   end
   if r.ckpt_model and r.attention ~= "eager" then
     -- torch.compile(model) under transformers' checkpointing (strategies/compile.lua

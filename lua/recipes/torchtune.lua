@@ -25,6 +25,9 @@ local FAMILIES = { llama2 = "llama", llama3 = "llama", llama3_1 = "llama", llama
                    llama3_3 = "llama", qwen2 = "qwen2", qwen2_5 = "qwen2", qwen3 = "qwen3",
                    mistral = "mistral", gemma = "gemma", gemma2 = "gemma2", phi3 = "phi3" }
 
+-- the families whose attention vrsim runs with model.repeat_kv (causal_lm.lua's list)
+local REPEAT_KV = { llama = true, qwen2 = true, qwen3 = true, mistral = true }
+
 -- torchtune's module names -> transformers' (lora_attn_modules; apply_lora_to_mlp: w1, w2, w3)
 local ATTN = { q_proj = "q_proj", k_proj = "k_proj", v_proj = "v_proj", output_proj = "o_proj" }
 local MLP = { "gate_proj", "down_proj", "up_proj" }
@@ -167,6 +170,15 @@ function T.scenario(r, opts)
   local m = r:get(d, "model", "table")
   if not m then r:fail(d, "model", "missing: a torchtune recipe's model section names its builder (_component_)") end
   local lora, model_type, comp, qlora = read_model(r, d, m, notes)
+  -- torchtune's MultiHeadAttention expands grouped keys and values to every query head before
+  -- attention (k.unsqueeze(2).expand(...).flatten(1, 2), a copy), SDPA's and FlexAttention's alike:
+  -- model.repeat_kv, for the families whose attention is Llama's (Gemma's and Phi-3's: a note)
+  if REPEAT_KV[model_type] then
+    scn.model.repeat_kv = true
+  else
+    notes[#notes + 1] = ("torchtune expands grouped keys and values to every query head before attention; %s's "
+                         .. "attention here takes them as transformers hands them"):format(model_type)
+  end
   read_distributed(r, d, scn, lora, notes)
 
   -- the model's config.json: the HF checkpoint's folder
@@ -207,20 +219,46 @@ function T.scenario(r, opts)
                          r:get(d, "gradient_accumulation_steps", "integer", 1))
   local tok = r:get(d, "tokenizer", "table") or {}
   local msl = r:get(tok, "max_seq_len", "integer", nil, "tokenizer.")
-  if msl then
+  -- dataset.packed: the data set built as torchtune's PackedDataset (packs of max_seq_len, in the
+  -- data set's order; the text-completion builders cut a sequence across packs), collated by
+  -- padded_collate_packed, whose document BlockMask torchtune's attention hands to FlexAttention
+  -- wherever it runs (sm75 and up): training.data's batching torchtune
+  local ds = r:get(d, "dataset", "table") or {}
+  local dss = (ds[1] ~= nil) and ds or { ds }
+  local packed
+  for i, one in ipairs(dss) do
+    if type(one) == "table" and one.packed then
+      if #dss > 1 then
+        r:fail(one, "packed", ("packed data set %d of a list (ConcatDataset of packs) is not modelled"):format(i), "dataset.")
+      end
+      packed = one
+    end
+  end
+  if packed then
+    if not msl then
+      r:fail(tok, "max_seq_len", "null with dataset.packed: torchtune's PackedDataset packs rows of max_seq_len", "tokenizer.")
+    end
+    local comp = type(packed._component_) == "string" and packed._component_ or ""
+    local text = comp == "torchtune.datasets.text_completion_dataset" or comp:match("^torchtune%.datasets%.wikitext") ~= nil
+    local split = r:get(packed, "split_across_pack", "boolean", nil, "dataset.")
+    if split ~= nil and not text then
+      r:fail(packed, "split_across_pack", ("'%s' does not take it (text_completion_dataset does)"):format(comp), "dataset.")
+    end
+    if split == nil then split = text end
+    t.data = { batching = "torchtune", pack_length = msl, split_across_pack = split or nil,
+               -- (the recipe's StatefulDistributedSampler shuffles the packs unless shuffle: False)
+               order = r:get(d, "shuffle", "boolean", true) == false and "given" or nil }
+    t.attention = "flex"
+    notes[#notes + 1] = ("torchtune packed data set: packs of %d tokens (tokenizer.max_seq_len), batch_size of them a "
+        .. "micro-batch, FlexAttention over each batch's document BlockMask; --set training.data.lengths=FILE gives "
+        .. "the data set's sequence lengths, which decide the attention's blocks"):format(msl)
+  elseif msl then
     t.seq = r:field(tok, "max_seq_len", "training", "seq", msl, "tokenizer.")
     notes[#notes + 1] = ("torchtune rows simulated at tokenizer.max_seq_len (%d tokens), the longest a batch can be: "
                          .. "the collator pads each batch to its longest row"):format(t.seq)
   else
     notes[#notes + 1] = "torchtune tokenizer.max_seq_len is null (no truncation): the rows are the data's, so "
         .. "the sequence is vrsim's default unless --set seq=N gives it"
-  end
-  local ds = r:get(d, "dataset", "table") or {}
-  local dss = (ds[1] ~= nil) and ds or { ds }
-  for _, one in ipairs(dss) do
-    if type(one) == "table" and one.packed then
-      r:fail(one, "packed", "packed rows (several samples each, their own masks) are not modelled", "dataset.")
-    end
   end
 
   -- the techniques
@@ -272,7 +310,8 @@ function T.scenario(r, opts)
   end
   r:finish(l, TOOL, "loss.")
   t.loss = "chunked"
-  t.attention = "sdpa" -- torchtune's attention is F.scaled_dot_product_attention
+  -- torchtune's attention: F.scaled_dot_product_attention, or FlexAttention on a packed batch
+  t.attention = t.attention or "sdpa"
   if qlora then
     if not compile then
       r:fail(m, "_component_", "QLoRA (torchao's NF4Tensor base weights) without compile: True is not modelled "
@@ -280,6 +319,10 @@ function T.scenario(r, opts)
              .. "weight, until it returns); with compile: True its dequantization is one fused kernel, and is", "model.")
     end
     t.quant = "torchao_nf4"
+  end
+  if compile and packed then
+    r:fail(d, "compile", "True with dataset.packed is not modelled: torchtune's compiled flex_attention runs under "
+           .. "torch.compiler.disable, a graph break inside every compiled decoder layer")
   end
   if compile then
     local why = require("recipes.hf_args").compile_refusal(t)

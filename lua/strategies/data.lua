@@ -25,6 +25,12 @@
 --                 sequences at a time; each bin one micro-batch, its sequences concatenated into
 --                 one row padded to a multiple of pad_to_multiple_of, position_ids restarting at
 --                 each sequence and again over the padding (one more sequence to the kernel).
+--   torchtune     torchtune's packed data sets (0.6.1 datasets/_packed.py PackedDataset,
+--                 data/_collate.py padded_collate_packed): the sequences in the data set's
+--                 order filled into packs of pack_length tokens, each padded to it (the padding
+--                 one more document); micro_batch packs a batch, (b, pack_length), whose
+--                 collator makes a document BlockMask (create_block_mask, uncompiled) that
+--                 FlexAttention takes (modules/attention_utils.py).
 -- The run simulates one batch, training.data.batch: the worst any epoch can meet (the fit
 -- verdict), or a quantile of a shuffled epoch's batches by tokens computed (its step time).
 local M = {}
@@ -34,8 +40,9 @@ local M = {}
 M.FIELDS = {
   lengths = { "list", nil, "the sequence lengths: a list, or a file beside the scenario or typed on the command line (one a line, or JSONL)" },
   length_field = { "string", "length", "the JSONL field that holds a sequence's length" },
-  batching = { "string", "pad", "pad (DataCollatorWithPadding), padding_free (DataCollatorWithFlattening), bfd / bfd_split (TRL's packing: rows of pack_length, best-fit decreasing, flattened), or multipack (axolotl's sample packing with flash attention: bins of pack_length, first-fit, one row a micro-batch)" },
-  pack_length = { "integer", nil, "with batching bfd or bfd_split: the packed rows' length (TRL's max_length); multipack: a bin's capacity in tokens (axolotl's micro_batch_size x sequence_len)" },
+  batching = { "string", "pad", "pad (DataCollatorWithPadding), padding_free (DataCollatorWithFlattening), bfd / bfd_split (TRL's packing: rows of pack_length, best-fit decreasing, flattened), multipack (axolotl's sample packing with flash attention: bins of pack_length, first-fit, one row a micro-batch), or torchtune (torchtune's packed data set: packs of pack_length filled in order and padded, micro_batch packs a batch, FlexAttention over a document BlockMask; lengths optional)" },
+  pack_length = { "integer", nil, "with batching bfd or bfd_split: the packed rows' length (TRL's max_length); multipack: a bin's capacity in tokens (axolotl's micro_batch_size x sequence_len); torchtune: a pack's length (tokenizer.max_seq_len)" },
+  split_across_pack = { "boolean", false, "with batching torchtune: a sequence that does not fit the open pack is cut at its end and goes on in the next (PackedDataset's split_across_pack, the text-completion data sets'), instead of starting the next pack" },
   max_length = { "integer", nil, "with batching multipack: the longest sequence kept (axolotl's sequence_len)" },
   too_long = { "string", "drop", "with batching multipack: a sequence longer than max_length is dropped, cut to it (truncate) or an error (raise): axolotl's excess_length_strategy" },
   bin_sequences = { "integer", 200, "with batching multipack: the most sequences a bin holds (axolotl's sample_packing_bin_size)" },
@@ -467,6 +474,160 @@ local function plan_multipack(d, b, order, seed, pick, q, multiple)
   return chosen, note
 end
 
+-- torchtune's PackedDataset (torchtune 0.6.1 datasets/_packed.py) over lens in the data set's
+-- order, each sequence first truncated by the tokenizer to L tokens (the instruct data sets'
+-- tokenize_messages) or L - 1 (text_completion_dataset's, the split ones): each appended to the
+-- open pack; once the pack holds more than L tokens it is closed before that sequence
+-- (split_across_pack false, the instruct data sets') or cut at L, the rest carried into the next
+-- pack (split: the text-completion data sets'). Each pack is padded to L, the padding one more
+-- document of its seq_lens. Returns the packs, each { total = data tokens, lens = { its
+-- documents' lengths, the padding's last } }, and how many sequences were truncated.
+local function pack_torchtune(lens, L, split)
+  local packs, cur, total, cut = {}, {}, 0, 0
+  local longest = split and L - 1 or L
+  local function close(list, n)
+    if n < L then list[#list + 1] = L - n end
+    packs[#packs + 1] = { total = n, lens = list }
+  end
+  for _, l in ipairs(lens) do
+    if l > longest then l, cut = longest, cut + 1 end
+    cur[#cur + 1], total = l, total + l
+    while total > L do
+      if split then
+        -- the pack cut at L: its last sequence's first part in it, the rest the next pack's
+        local rest = total - L
+        cur[#cur] = cur[#cur] - rest
+        if cur[#cur] == 0 then cur[#cur] = nil end
+        close(cur, L)
+        cur, total = { rest }, rest
+      else
+        table.remove(cur)
+        close(cur, total - l)
+        cur, total = { l }, l
+      end
+    end
+  end
+  if total > 0 then close(cur, total) end
+  return packs, cut
+end
+
+-- The 128 x 128 blocks FlexAttention computes over one packed row of documents `lens` (the
+-- padding's included) of L tokens, under torchtune's mask_mod (causal and the same document):
+-- q-block i takes kv-blocks j <= i that share a document with it, i.e. from the first j whose
+-- last document reaches block i's first one; of those, full (no element masked) are the j < i
+-- that one document covers together with block i (j's first document is i's last), and the
+-- rest, the diagonal's among them, partial. Returns the partial and the full blocks
+-- (validation/results/flex_attention_h100_sxm.json's packed rows: create_block_mask's counts,
+-- exactly).
+local function flex_row_blocks(lens, L)
+  local n = (L + 127) // 128
+  local first, last = {}, {}
+  local doc, till = 1, lens[1]
+  for i = 1, n do
+    local lo, hi = (i - 1) * 128, math.min(L, i * 128) - 1
+    while lo >= till do doc = doc + 1; till = till + lens[doc] end
+    first[i] = doc
+    local d2, t2 = doc, till
+    while hi >= t2 do d2 = d2 + 1; t2 = t2 + lens[d2] end
+    last[i] = d2
+  end
+  local computed, full, j, starting = 0, 0, 1, {}
+  for i = 1, n do
+    while last[j] < first[i] do j = j + 1 end
+    computed = computed + i - j + 1
+    full = full + (starting[last[i]] or 0)
+    starting[first[i]] = (starting[first[i]] or 0) + 1
+  end
+  return computed - full, full
+end
+M.flex_row_blocks = flex_row_blocks
+
+-- plan() for torchtune's packed data: the DataLoader deals b packs a micro-batch (the recipe's
+-- StatefulDistributedSampler, drop_last), each (b, L) whatever its documents, so memory is the
+-- same for every batch; which batch decides the attention's work: the worst, the b packs of
+-- most blocks, or a quantile of a shuffled epoch's batches by it. Without lengths, each pack one
+-- document of L tokens (the most work a pack can hold).
+local function plan_torchtune(d, b, order, seed, pick, q)
+  local L, split = d.pack_length, d.split_across_pack == true
+  local function batch(list)
+    local real, rows, flat, n, partial, full = 0, {}, {}, 0, 0, 0
+    for _, p in ipairs(list) do
+      real = real + p.total
+      rows[#rows + 1] = p.lens
+      local docs = #p.lens - (p.total < L and 1 or 0)
+      n = n + docs
+      for k = 1, docs do flat[#flat + 1] = p.lens[k] end
+      local pb, fb = flex_row_blocks(p.lens, L)
+      partial, full = partial + pb, full + fb
+    end
+    return { rows = #list, len = L, real = real, packed = false, padded = false, torchtune = true,
+             n = n, lens = flat, row_lens = rows, flex_blocks = { partial = partial, full = full },
+             batching = "torchtune" }
+  end
+  if d.lengths == nil then
+    if pick ~= "worst" then
+      error(("training.data.batch = %s needs the data set's lengths (training.data.lengths)"):format(pick), 0)
+    end
+    local list = {}
+    for i = 1, b do list[i] = { total = L, lens = { L } } end
+    return batch(list), ("training.data: no lengths given (the data set's token counts: --set training.data.lengths=FILE); "
+      .. "simulated %d pack%s of one %d-token document each (torchtune's packed data set: the most attention work "
+      .. "a pack can hold; the memory is the same for any pack)"):format(b, b > 1 and "s" or "", L)
+  end
+  local lens = read_lengths(d)
+  local packs, cut = pack_torchtune(lens, L, split)
+  local np = #packs
+  if np < b then
+    error(("training.data: %d sequences make %d pack%s of %d tokens, fewer than a micro-batch of %d (torchtune's "
+           .. "DataLoader drops the last short batch: no step runs)"):format(#lens, np, np > 1 and "s" or "", L, b), 0)
+  end
+  -- a pack's attention work: its blocks, each partial one twice a full one (ops/attention.lua)
+  local work = {}
+  for i, p in ipairs(packs) do
+    local pb, fb = flex_row_blocks(p.lens, L)
+    work[i] = 2 * pb + fb
+  end
+  local idx = order == "shuffle" and shuffled(np, seed) or nil
+  local nbatch = np // b
+  local chosen, what
+  if pick == "worst" and order == "shuffle" then
+    -- the worst a shuffle can deal: the b packs of the most blocks together
+    local sorted = {}
+    for i = 1, np do sorted[i] = i end
+    table.sort(sorted, function(x, y) if work[x] ~= work[y] then return work[x] > work[y] end return x < y end)
+    local list = {}
+    for i = 1, b do list[i] = packs[sorted[i]] end
+    chosen, what = batch(list), "the worst batch a shuffle can deal"
+  else
+    local keys = {}
+    for k = 1, nbatch do
+      local s = 0
+      for j = (k - 1) * b + 1, k * b do s = s + work[idx and idx[j] or j] end
+      keys[k] = s
+    end
+    local rank = pick == "worst" and nbatch or math.max(1, math.ceil(q / 100 * nbatch))
+    local sorted = table.move(keys, 1, nbatch, 1, {})
+    select_kth(sorted, rank, 1, nbatch)
+    local k = 1
+    while keys[k] ~= sorted[rank] do k = k + 1 end
+    local list = {}
+    for j = (k - 1) * b + 1, k * b do list[#list + 1] = packs[idx and idx[j] or j] end
+    chosen = batch(list)
+    what = pick == "worst" and "the epoch's batch of most attention blocks"
+      or ("the epoch's %s batch by attention blocks (%d of %d)"):format(pick, rank, nbatch)
+  end
+  local sum = 0
+  for _, p in ipairs(packs) do sum = sum + p.total end
+  local note = ("training.data: %d sequences (%d tokens%s) packed in order into %d packs of %d tokens (torchtune's "
+                .. "PackedDataset%s; the packs %.1f %% full, padding one more document); %s %d micro-batches of %d "
+                .. "packs (drop_last); simulated: %s, %d x %d (%d documents; FlexAttention's blocks: %d partial, %d full)")
+    :format(#lens, sum, cut > 0 and (", %d sequences truncated to %d by the tokenizer"):format(cut, split and L - 1 or L) or "",
+            np, L, split and ", split_across_pack" or "", 100 * sum / (np * L),
+            order == "shuffle" and ("a shuffled epoch (seed " .. seed .. ") of") or "an epoch of", nbatch, b,
+            what, chosen.rows, L, chosen.n, chosen.flex_blocks.partial, chosen.flex_blocks.full)
+  return chosen, note
+end
+
 -- The normalized training.data (its keys checked) and the batch the run simulates, with the
 -- note that says what it is. b: sequences per micro-batch (rows, when packed).
 local function plan(d, b)
@@ -478,8 +639,20 @@ local function plan(d, b)
   local batching = d.batching or "pad"
   local packing = batching == "bfd" or batching == "bfd_split"
   local multipack = batching == "multipack"
-  if batching ~= "pad" and batching ~= "padding_free" and not packing and not multipack then
-    error(("training.data.batching = %s: one of pad, padding_free, bfd, bfd_split, multipack"):format(tostring(batching)), 0)
+  local torchtune = batching == "torchtune"
+  if batching ~= "pad" and batching ~= "padding_free" and not packing and not multipack and not torchtune then
+    error(("training.data.batching = %s: one of pad, padding_free, bfd, bfd_split, multipack, torchtune"):format(tostring(batching)), 0)
+  end
+  if d.split_across_pack ~= nil and not torchtune then
+    error(("training.data.split_across_pack is torchtune's packing's: batching %s does not use it (torchtune does)")
+          :format(batching), 0)
+  end
+  if d.split_across_pack ~= nil and type(d.split_across_pack) ~= "boolean" then
+    error(("training.data.split_across_pack = %s: true or false"):format(tostring(d.split_across_pack)), 0)
+  end
+  if torchtune and d.collator ~= nil then
+    error("training.data.collator with batching torchtune: torchtune's packed batches are collated by "
+          .. "padded_collate_packed (the packs stacked, their BlockMask made)", 0)
   end
   for _, k in ipairs { "max_length", "too_long", "bin_sequences", "group_size" } do
     if d[k] ~= nil and not multipack then
@@ -520,9 +693,13 @@ local function plan(d, b)
     error(("training.data.pack_length = %s: batching multipack packs bins of pack_length tokens (axolotl's "
            .. "micro_batch_size x sequence_len): an integer in [1, %d]"):format(tostring(L), MAX_LEN), 0)
   end
-  if L ~= nil and not packing and not multipack then
-    error(("training.data.pack_length is the packed rows' length: batching %s packs nothing (bfd, bfd_split, multipack do)")
-          :format(batching), 0)
+  if torchtune and (not math.tointeger(L) or L < 1 or L > MAX_LEN) then
+    error(("training.data.pack_length = %s: batching torchtune packs rows of pack_length tokens (torchtune's "
+           .. "tokenizer.max_seq_len): an integer in [1, %d]"):format(tostring(L), MAX_LEN), 0)
+  end
+  if L ~= nil and not packing and not multipack and not torchtune then
+    error(("training.data.pack_length is the packed rows' length: batching %s packs nothing (bfd, bfd_split, multipack, "
+           .. "torchtune do)"):format(batching), 0)
   end
   if multipack and d.max_length and d.max_length > L then
     error(("training.data.max_length = %d is longer than a bin (pack_length %d)"):format(d.max_length, L), 0)
@@ -549,6 +726,7 @@ local function plan(d, b)
     error(("training.data.batch = %s: worst, or pNN with NN in 0..100 (p50: the median batch)"):format(tostring(pick)), 0)
   end
   if multipack then return plan_multipack(d, b, order, seed, pick, q, multiple) end
+  if torchtune then return plan_torchtune(d, b, order, seed, pick, q) end
   local lens = read_lengths(d)
   if packing then return plan_packed(d, b, lens, batching, L, order, seed, pick, q) end
   local n = #lens
@@ -656,6 +834,23 @@ end
 -- attention a padded or packed batch needs, a sliding window the batch outruns.
 function M.check(t, mc, attention)
   local d = t.data_batch
+  if d and d.torchtune then
+    if attention ~= "flex" then
+      return ("training.data.batching = torchtune is torchtune's packed data set, whose collator makes a BlockMask "
+              .. "that torchtune's attention hands to FlexAttention: training.attention = flex (under %s torchtune "
+              .. "takes a dense (b, s, s) mask only where FlexAttention is not supported, below sm75: not modelled)")
+        :format(attention)
+    end
+    if t.compile then
+      return "training.data.batching = torchtune with training.compile is not modelled: torchtune's compiled "
+        .. "flex_attention runs under torch.compiler.disable, a graph break inside every compiled layer"
+    end
+    if mc.sliding_window and mc.sliding_window <= d.len then
+      return ("training.data.batching = torchtune past the sliding window (%d tokens, packs of %d) is not modelled")
+        :format(mc.sliding_window, d.len)
+    end
+    return nil
+  end
   if d and d.multipack and attention ~= "flash" then
     return ("training.data.batching = multipack is axolotl's sample packing under flash attention (one row a bin); "
             .. "under %s axolotl deals micro_batch_size rows of sequence_len and patches the attention "
@@ -697,6 +892,12 @@ function M.inputs(cx, d)
     return { id = id, shape = shape, dtype = dtype, rg = false, name = name }
   end
   if d.batching == "pad" then return { attention_mask = input("attention_mask", { d.rows, d.len }) } end
+  if d.torchtune then
+    -- the packs' input_pos (each document's positions from 0), and packed_block_causal_mask's
+    -- document ids moved to the GPU, which the BlockMask's mask_mod holds
+    return { position_ids = input("input_pos", { d.rows, d.len }),
+             document_ids = input("document_ids", { d.rows, d.len }) }
+  end
   local out = { position_ids = input("position_ids", { 1, d.len }) }
   if d.trl_collator then
     out.cu_seq_lens_q = input("cu_seq_lens_q", { d.n + 1 }, "int32")
@@ -788,6 +989,54 @@ function M.mask(cx, r, inputs)
   nn.release(cx, { batch_idx, head_idx, q_idx, kv_idx }, P .. ": sdpa_mask returns")
   nn.release(cx, { pad_bool, seq_id }, P .. ": create_causal_mask returns")
   return mask
+end
+
+-- torchtune's packed_block_causal_mask (modules/attention_utils.py, 0.6.1) for one batch: its
+-- create_block_mask(mask_mod, b, None, L, L) is not compiled, so torch's create_mask evaluates
+-- mask_mod densely under vmap before _convert_mask_to_block_mask counts the blocks (PyTorch 2.13
+-- flex_attention.py; checked with a TorchDispatchMode on the CPU): q >= kv over (L, L), the
+-- document ids gathered at q and at kv (b, L) each, their == (b, L, L), the & (b, L, L) (the
+-- mask, alive until create_block_mask returns), padded to a multiple of 128 (a copy), viewed as
+-- blocks and summed, which casts the bool copy to int64 first (make_reduction's self.to(out
+-- dtype)): 10 bytes an element at the peak, as measure_flex_attention.py measured on an H100
+-- (mask_peak_bytes). The block counts' small tensors then give the BlockMask's eight int32
+-- tensors (flex_block_mask's, per row). Returns them.
+function M.flex_document_mask(cx, d, inputs)
+  local nn = require "vrsim.nn"
+  local b, L = d.rows, d.len
+  local Lp = round_up(L, 128)
+  local n = Lp // 128
+  local P = "block_mask"
+  local function new(name, shp, dtype, ins, frees, kind)
+    return nn.op(cx, { name = P .. "." .. name, kind = kind, inputs = ins or {}, frees = frees,
+                       outs = { { P .. "." .. name, shp, dtype, no_grad = true } } })
+  end
+  local doc = inputs.document_ids
+  local q_idx = new("q_arange", { L }, "int64")
+  local kv_idx = new("kv_arange", { L }, "int64")
+  local causal = new("causal", { L, L }, "bool", { q_idx, kv_idx })
+  local at_q = new("document_at_q", { b, L }, "int64", { doc, q_idx }, nil, "gather")
+  local at_kv = new("document_at_kv", { b, L }, "int64", { doc, kv_idx }, nil, "gather")
+  local same = new("same_document", { b, L, L }, "bool", { at_q, at_kv }, { at_q, at_kv })
+  local mask = new("mask", { b, 1, L, L }, "bool", { causal, same }, { causal, same })
+  nn.release(cx, { q_idx, kv_idx }, P .. ": create_mask returns")
+  local padded = new("padded", { b, 1, Lp, Lp }, "bool", { mask }, nil, "copy")
+  local wide = new("padded_int64", { b, 1, Lp, Lp }, "int64", { padded }, nil, "cast_up")
+  local sums = new("block_sums", { b, 1, n, n }, "int64", { wide }, { wide }, "reduce_rows")
+  local full = new("full_blocks", { b, 1, n, n }, "bool", { sums })
+  local partial = new("partial_blocks", { b, 1, n, n }, "bool", { sums }, { sums })
+  nn.release(cx, { padded }, P .. ": _convert_mask_to_block_mask returns")
+  local outs = {}
+  for _, side in ipairs { "kv", "q" } do
+    for _, f in ipairs { "", "full_" } do
+      outs[#outs + 1] = { ("%s.%s%s_num_blocks"):format(P, f, side), { b, 1, n }, "int32", no_grad = true }
+      outs[#outs + 1] = { ("%s.%s%s_indices"):format(P, f, side), { b, 1, n, n }, "int32", no_grad = true }
+    end
+  end
+  local made = { nn.op(cx, { name = P, kind = "elementwise", inputs = { partial, full }, frees = { partial, full },
+                             outs = outs }) }
+  nn.release(cx, { mask }, P .. ": create_block_mask returns")
+  return made
 end
 
 -- transformers' flash_attention_2 on a padded or packed batch (integrations/flash_attention.py

@@ -132,8 +132,8 @@ end
 local function flex_refusal(t, attention, mc, mesh)
   if attention ~= "flex" then return nil end
   local why
-  if t.data_batch then
-    why = "with training.data (the BlockMask of padded or packed rows, whose blocks the lengths decide)"
+  if t.data_batch and not t.data_batch.torchtune then
+    why = "with training.data batching other than torchtune (the BlockMask of padded or flattened rows is not built)"
   elseif t.attention_mask == "block_diagonal" then
     why = "with training.attention_mask = block_diagonal (a 4-D mask flex attention adds in its score_mod)"
   elseif mc.sliding_window and mc.sliding_window <= t.seq then
@@ -604,6 +604,10 @@ function M.build(cx, cfg)
       local out = require("strategies.generate").run(cx, root, ids, gen)
       nn.end_forward(cx)
       return out
+    end
+    -- a torchtune packed batch: its collator's BlockMask, made with each micro-batch
+    if t.data_batch and t.data_batch.torchtune then
+      cx.run.block_mask = require("strategies.data").flex_document_mask(cx, t.data_batch, data_inputs)
     end
     local out = mod.call(cx, root, ids)
     if dpo then

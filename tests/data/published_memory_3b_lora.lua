@@ -9,7 +9,7 @@
 return {
   title = "torchtune README: Llama 3.2 3B LoRA, packed 2 x 4096, one A100",
   hardware = { gpu = "a100_80g" },
-  model = { config = "llama-3.2-3b.json" },
+  model = { config = "llama-3.2-3b.json", repeat_kv = true },
   training = { micro_batch = 2, seq = 4096, precision = "lora_bf16", optimizer = "adamw", optimizer_impl = "fused",
                build = "direct", steps = 3,
                lora = { r = 64, alpha = 128, dropout = 0, dtype = "bf16",

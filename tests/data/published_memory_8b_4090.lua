@@ -11,7 +11,7 @@
 return {
   title = "torchtune README: Llama 3.1 8B LoRA, packed 2 x 2048, compiled, one RTX 4090",
   hardware = { gpu = "rtx4090" },
-  model = { config = "llama-3-8b.json" },  -- scenarios/configs/llama-3-8b.json, given by --set model.config
+  model = { config = "llama-3-8b.json", repeat_kv = true },  -- scenarios/configs/llama-3-8b.json, given by --set model.config
   training = { micro_batch = 2, seq = 2048, precision = "lora_bf16", optimizer = "adamw", optimizer_impl = "fused",
                build = "direct", steps = 3, compile = true, checkpointing = true, checkpoint_impl = "wrapper", loss = "chunked",
                lora = { r = 8, alpha = 16, dropout = 0, dtype = "bf16",

@@ -11,7 +11,7 @@
  *   8 fuzz_hf_trainer    small Llama config.json
  *   9 fuzz_data_lengths  the input is a file of sequence lengths (one a line, or JSONL) that a
  *                     small scenario reads as training.data.lengths (lua/strategies/data.lua),
- *                     padded, flattened or packed as TRL packs them by the input's size
+ *                     padded, flattened or packed (TRL, axolotl, torchtune) by the input's size
  *  10 fuzz_torchtitan the input is a torchtitan TOML job config read as vrsim CONFIG.toml --gpu
  *                     h100 --gpus 8 (lua/recipes/torchtitan.lua; its flavors as they come)
  *  11 fuzz_diffusers  the input is a saved launch command (lua/recipes/cmdline.lua) read as
@@ -142,8 +142,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #elif FUZZ_MODE == 9
     if (write_input("lengths.txt", data, size)) return 0;
     /* each batching by the input's size: padded, flattened, TRL's packing (whose rows of 64
-     * tokens the lengths are cut to, split into or packed into) and axolotl's (bins of 128
-     * tokens, a sequence over 64 dropped, cut or refused, one row a micro-batch, flash attention) */
+     * tokens the lengths are cut to, split into or packed into), axolotl's (bins of 128
+     * tokens, a sequence over 64 dropped, cut or refused, one row a micro-batch, flash attention)
+     * and torchtune's (packs of 200 or 64, split across or not, FlexAttention) */
     static const char *BATCHING[] = {
         "micro_batch = 2, attention = 'sdpa', data = { batching = 'pad'",
         "micro_batch = 2, attention = 'sdpa', data = { batching = 'padding_free'",
@@ -154,13 +155,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         "micro_batch = 1, attention = 'flash', data = { batching = 'multipack', pack_length = 128,"
         " max_length = 64, too_long = 'truncate', order = 'given'",
         "micro_batch = 1, attention = 'flash', data = { batching = 'multipack', pack_length = 128,"
-        " max_length = 64, too_long = 'raise', batch = 'p50'" };
+        " max_length = 64, too_long = 'raise', batch = 'p50'",
+        "micro_batch = 2, attention = 'flex', data = { batching = 'torchtune', pack_length = 200",
+        "micro_batch = 1, attention = 'flex', data = { batching = 'torchtune', pack_length = 64,"
+        " split_across_pack = true, order = 'given', batch = 'p50'" };
     char src[640];
     snprintf(src, sizeof src,
              "return { hardware = { gpu = 'h200' }, model = { arch = 'llama2', size = '7b-l1',"
              " hidden = 64, intermediate = 128, heads = 2, kv_heads = 2, vocab = 256 },"
              " training = { steps = 1, precision = 'bf16', %s, lengths = 'lengths.txt' } } }",
-             BATCHING[size % 7]);
+             BATCHING[size % 9]);
     st = scenario_load_source("fuzz.lua", src, dir, &so, &p, err, sizeof err);
 #else
     cJSON *rec = cJSON_ParseWithLength((const char *)data, size);

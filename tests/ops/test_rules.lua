@@ -266,7 +266,7 @@ do
     free_grads = true, remap_of = { x }, drop_persistent = true, once = true, at_step = 2,
     from_step = 3, step_start = true, gmm_experts = 8, gmm_rows = 512, gmm_n = 1536, gmm_k = 2048,
     gmm_nn = true, gmm_grads = 3, moe_index = 5, moe_size = 4096, moe_dup = true, device_us = 12.5,
-    sync = true, full_recompute = true }
+    sync = true, full_recompute = true, rate_at = 4, bwd_rate_at = 3.5 }
   local function same(a, b)
     if type(a) ~= "table" or type(b) ~= "table" then return a == b end
     for k, v in pairs(a) do if not same(v, b[k]) then return false end end

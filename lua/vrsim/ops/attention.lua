@@ -151,11 +151,31 @@ return function(nn)
   -- row term (its peak beside them: 1 MiB at 32 heads x 8192). Its FLOPs: causal SDPA's (the
   -- causal BlockMask computes the 128 x 128 blocks on and below the diagonal: 2080 of 4096 at
   -- 8192 tokens, 1.6 % over half), priced by the flex rows (kind attention_flex).
+  -- A partial block's cost in full ones, forward and backward, at head dims of 64 or less and
+  -- above: measure_flex_attention.py's rows on an H100 (validation/results/
+  -- flex_attention_h100_sxm.json), the causal row and the 16-document row of 8192 tokens, two
+  -- equations in the two blocks' times (docs/step-time.md, "FlexAttention over documents")
+  local FLEX_PARTIAL_BLOCK = { d64 = { fwd = 2.8, bwd = 2.2 }, d128 = { fwd = 2.0, bwd = 2.0 } }
   function nn.flex_attention(cx, name, q, k, v, opts)
     local b, h, s, d = q.shape[1], q.shape[2], q.shape[3], q.shape[4]
     local sk, dv = k.shape[3], v.shape[4]
     local dt = q.dtype
     local flops = 2 * b * h * s * sk * (d + dv) / 2
+    -- a document BlockMask (opts.blocks: its partial and full 128 x 128 blocks): its kernels
+    -- launch the causal mask's grid, a program per q-block and head, and each runs the kv-blocks
+    -- its row keeps: the causal FLOPs in proportion to the work of its blocks against the causal
+    -- mask's, at the causal shape's rate (rate_at). A partial block (mask_mod applied to every
+    -- score) costs FLEX_PARTIAL_BLOCK full ones
+    local bwd_flops, rate_at, bwd_rate_at = 2.5 * flops
+    if opts.blocks then
+      local n = (s + 127) // 128
+      local w = FLEX_PARTIAL_BLOCK[d <= 64 and "d64" or "d128"]
+      local function share(partial)
+        return (partial * opts.blocks.partial + opts.blocks.full) / (partial * b * n + b * n * (n - 1) // 2)
+      end
+      local f, bw = share(w.fwd), share(w.bwd)
+      flops, bwd_flops, rate_at, bwd_rate_at = flops * f, bwd_flops * bw, 1 / f, 1 / bw
+    end
     local P = name .. ".flex_attention"
     local saves = { q, k, v }
     for _, t in ipairs(opts.block_mask or {}) do saves[#saves + 1] = t end
@@ -165,7 +185,8 @@ return function(nn)
       outs = { { P .. ".out", { b, h, s, dv }, dt }, { P .. ".lse", { b, h, s }, "fp32", no_grad = true } },
       save_outs = { 1, 2 }, saves = saves, grad_order = { 1, 2, 3 },
       bwd_workspace = { nn.bytes({ b, h, s }, "fp32") },
-      flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
+      flops = flops, bwd_flops = bwd_flops, rate_at = rate_at, bwd_rate_at = bwd_rate_at, dtype = dt,
+      host = "sdpa" })
     if not cx.flex_noted and cx.sdpa_flex_from ~= "own" then
       cx.flex_noted = true
       cx.notes = cx.notes or {}
@@ -174,6 +195,7 @@ return function(nn)
              .. "sdpa_borrowed_rows)"):format(cx.sdpa_flex_from)
         or "attention flex: no FlexAttention kernel measured on this GPU's architecture, priced as a GEMM-bound kernel"
     end
+    if opts.output_only then return out end
     -- `lse = lse.to(value.dtype)`: transformers' copy, dropped with the layer's locals
     local lse_cast = nn.op(cx, { name = P .. ".lse_to", kind = "cast_down", inputs = { lse },
                                  outs = { { P .. ".lse_cast", { b, h, s }, v.dtype, no_grad = true } },

@@ -5,7 +5,9 @@
 return {
   title = "Llama-3.2-1B full fine-tuning in bf16, optimizer in backward, torchtune's single-device recipe",
   hardware = { gpu = "h100" },
-  model = { config = "llama-3.2-1b/config.json", use_cache = false }, -- (torchtune's models keep no KV cache in training)
+  -- (torchtune's models keep no KV cache in training; its attention expands the 8 key-value heads
+  -- to the 32 query heads before SDPA: repeat_kv)
+  model = { config = "llama-3.2-1b/config.json", use_cache = false, repeat_kv = true },
   training = {
     micro_batch = 4, grad_accum = 1, seq = 2048,
     precision = "bf16", build = "direct",
