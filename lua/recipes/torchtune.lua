@@ -321,8 +321,9 @@ function T.scenario(r, opts)
     t.quant = "torchao_nf4"
   end
   if compile and packed then
-    r:fail(d, "compile", "True with dataset.packed is not modelled: torchtune's compiled flex_attention runs under "
-           .. "torch.compiler.disable, a graph break inside every compiled decoder layer")
+    r:fail(d, "compile", "True with dataset.packed is not modelled: torchtune calls FlexAttention under "
+           .. "torch.compiler.disable, which splits each compiled decoder layer into two graphs with the "
+           .. "attention run eager between them")
   end
   if compile then
     local why = require("recipes.hf_args").compile_refusal(t)

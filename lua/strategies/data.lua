@@ -842,8 +842,10 @@ function M.check(t, mc, attention)
         :format(attention)
     end
     if t.compile then
-      return "training.data.batching = torchtune with training.compile is not modelled: torchtune's compiled "
-        .. "flex_attention runs under torch.compiler.disable, a graph break inside every compiled layer"
+      -- (validation/oracle/check_torchtune_flex_compile.py: two graphs a layer, checkpointed or not)
+      return "training.data.batching = torchtune with training.compile is not modelled: torchtune calls "
+        .. "FlexAttention under torch.compiler.disable, which splits each compiled layer into two graphs with "
+        .. "the attention run eager between them"
     end
     if mc.sliding_window and mc.sliding_window <= d.len then
       return ("training.data.batching = torchtune past the sliding window (%d tokens, packs of %d) is not modelled")
