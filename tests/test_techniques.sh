@@ -511,7 +511,6 @@ if [ -n "$pk" ] && [ "$pk" = "$pk1" ] && python3 -c "import sys; sys.exit(not fl
 else bad "data, torchtune packs: peak $pk / $pk1, step $st / $st1, tokens $tok, blocks '$blocks'"; fi
 # what torchtune's packing is not modelled with, each named (exit 2)
 for set_ in "attention=sdpa:batching = torchtune is torchtune's packed data set, whose collator makes a BlockMask" \
-            "training.compile=true:batching = torchtune with training.compile is not modelled" \
             "training.data.collator=trl:collator with batching torchtune" \
             "training.data.pack_length=nil:pack_length = nil: batching torchtune packs rows of pack_length" \
             "training.data.batching=pad:split_across_pack is torchtune's packing's" \
@@ -523,6 +522,32 @@ for set_ in "attention=sdpa:batching = torchtune is torchtune's packed data set,
   if [ $rc = 2 ] && grep -q -- "$want" "$tmp/err"; then ok "data, torchtune: $want: exit 2"
   else bad "data, torchtune --set $args $extra: exit $rc: $(head -c 300 "$tmp/err")"; fi
 done
+# torch.compile with torchtune's packing: FlexAttention under torch.compiler.disable breaks each
+# compiled layer into two graphs (validation/oracle/check_torchtune_flex_compile.py), the
+# attention eager between them: its saved q, k and v are the first graph's outputs, not its
+# partition's, and its output is the second graph's input, which that graph saves; checkpointed, the eager checkpoint around both keeps the layer's input alone, the
+# live bytes at the end of forward those of eager checkpointing; not checkpointed, the two
+# graphs save less than the eager layer
+live_end_fwd() { # scenario, then vrsim arguments: allocated bytes at the end of step 2's forward
+  _f=$1; shift
+  "$VRSIM" "$_f" --out "$tmp/lef" "$@" >/dev/null 2>&1
+  python3 -c "
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+bw = [i for i, r in enumerate(rows) if r['phase'] == 'backward']
+f2 = [i for i, r in enumerate(rows) if r['phase'] == 'forward' and i > bw[0]]
+print(rows[max(i for i in f2 if i < min(j for j in bw if j > f2[0]))]['allocated_bytes'])
+" "$tmp/lef/memory.csv" 2>/dev/null || echo none
+}
+"$VRSIM" "$tmp/tt1.lua" --json --no-files --set training.compile=true > "$tmp/ttc.json" 2>&1
+ec=$(live_end_fwd "$tmp/tt1.lua" --set checkpointing=true)
+cc=$(live_end_fwd "$tmp/tt1.lua" --set checkpointing=true --set training.compile=true --set checkpoint_impl=wrapper)
+e0=$(live_end_fwd "$tmp/tt1.lua"); c0=$(live_end_fwd "$tmp/tt1.lua" --set training.compile=true)
+if grep -q "each decoder layer is two graphs (its FlexAttention call, under torch.compiler.disable, a graph break)" "$tmp/ttc.json" \
+   && ! grep -q "q_rotary.embed \[\|k_rep \[\|v_rep \[" "$tmp/ttc.json" && grep -q "flex_attention.out \[" "$tmp/ttc.json" \
+   && [ "$ec" != none ] && [ "$ec" = "$cc" ] && [ "$c0" != none ] && [ "$c0" -lt "$e0" ]; then
+  ok "data, torchtune packing compiled: two graphs a layer; checkpointed, the end of forward as eager checkpointing's ($cc B); not, $c0 < $e0 B"
+else bad "data, torchtune packing compiled: end of forward $ec / $cc (checkpointed), $e0 / $c0: $(grep -o 'torch.compile[^"]*' "$tmp/ttc.json" | head -c 400)"; fi
 printf '2000\n2000\n' > "$tmp/two_packs.txt"
 "$VRSIM" "$tmp/tt.lua" --no-files --set training.data.lengths="$tmp/two_packs.txt" --set micro_batch=4 >/dev/null 2>"$tmp/err"; rc=$?
 if [ $rc = 2 ] && grep -q "make 2 packs of 2048 tokens, fewer than a micro-batch of 4 (torchtune's DataLoader drops the last short batch" "$tmp/err"; then

@@ -203,7 +203,12 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask, kv_contiguous)
     -- returns the output alone, over the blocks the documents leave (strategies/data.lua)
     cx.run.flex_taken = true
     local tt = dd and dd.torchtune
-    return nn.flex_attention(cx, name, q, k, v, { block_mask = mask, output_only = tt, blocks = tt and dd.flex_blocks })
+    -- (under torch.compile, torchtune's call is a graph break: strategies/compile.lua
+    -- M.torchtune_split)
+    local resume = tt and cx.compile_break and cx.compile_break(cx, { q, k, v })
+    local out = nn.flex_attention(cx, name, q, k, v, { block_mask = mask, output_only = tt, blocks = tt and dd.flex_blocks })
+    if resume then resume() end
+    return out
   end
   if impl ~= "eager" then
     -- under context parallelism the call is ring attention's (strategies/cp.lua)

@@ -320,11 +320,6 @@ function T.scenario(r, opts)
     end
     t.quant = "torchao_nf4"
   end
-  if compile and packed then
-    r:fail(d, "compile", "True with dataset.packed is not modelled: torchtune calls FlexAttention under "
-           .. "torch.compiler.disable, which splits each compiled decoder layer into two graphs with the "
-           .. "attention run eager between them")
-  end
   if compile then
     local why = require("recipes.hf_args").compile_refusal(t)
     if why then r:fail(d, "compile", why) end

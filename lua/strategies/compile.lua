@@ -909,7 +909,20 @@ end
 -- "op", every layer) the tags are the policy's, MUST_SAVE or PREFER_RECOMPUTE (M.hooks, M.partition;
 -- validation/oracle/check_compile_sac.py).
 function M.checkpointed_layer(t, k)
-  return t.checkpointing == true and t.checkpoint_impl ~= "transformers" and (k - 1) % t.checkpoint_every == 0
+  return t.checkpointing == true and t.checkpoint_impl ~= "transformers" and not M.torchtune_split(t)
+    and (k - 1) % t.checkpoint_every == 0
+end
+
+-- Whether each compiled decoder layer is two graphs: torchtune's packed batches
+-- (strategies/data.lua, batching "torchtune") call FlexAttention through
+-- compile_friendly_flex_attention, which torch.compiler.disable wraps, so dynamo breaks the
+-- layer's graph there; torchtune's compile_model compiles the layer inside the CheckpointWrapper
+-- set_activation_checkpointing put around it, so the checkpoint stays eager around both graphs
+-- and the attention between them (validation/oracle/check_torchtune_flex_compile.py: two graphs
+-- and one break a layer, checkpointed or not). Each graph is partitioned on its own; the first
+-- one's outputs are what the attention reads (M.hooks, cx.compile_break).
+function M.torchtune_split(t)
+  return t.data_batch ~= nil and t.data_batch.torchtune == true
 end
 
 -- The note torch.compile(model) under transformers' checkpointing carries (M.ckpt_model).
@@ -1027,7 +1040,7 @@ function M.hooks(root, layer_cls, t, reference)
   local layers = mod.find(root, { [layer_cls] = true })
   if #layers == 0 then error("torch.compile: this model has no " .. layer_cls .. " to compile", 0) end
   local eager = M.eager_layer(t, 1)
-  local out, layer_saved, noted = {}, {}, reference
+  local out, layer_saved, noted, noted_split = {}, {}, reference, reference
   -- the notes, once the model has run: for the layers compiled alone, then for those compiled
   -- with their checkpoint, the saved set of the second layer of the kind where there is one
   -- (the first's input needs no gradient where the embedding is frozen, as under LoRA)
@@ -1053,13 +1066,26 @@ function M.hooks(root, layer_cls, t, reference)
           mixed and (ck and "checkpointed, compiled with its checkpoint" or "not checkpointed, compiled alone"))
       end
     end
+    if M.torchtune_split(t) and not noted_split then
+      noted_split = true
+      cx.notes[#cx.notes + 1] = "torch.compile with torchtune's packed batches: each decoder layer is two graphs "
+        .. "(its FlexAttention call, under torch.compiler.disable, a graph break), the attention eager between "
+        .. "them" .. (t.checkpointing and "; the checkpoint around the layer stays eager: forward keeps the "
+        .. "layer's input alone, and backward runs both graphs' forwards and the attention again" or "")
+        .. " (validation/oracle/check_torchtune_flex_compile.py)"
+    end
   end } }
   if not reference and M.settings(t.compile).scope == "model" then
     for _, e in ipairs(M.model_head_hooks(root, t, #layers + 1)) do out[#out + 1] = e end
   end
   for k, layer in ipairs(layers) do
     local checkpointed = M.checkpointed_layer(t, k)
-    local ops, held, first_op, inference, inside
+    -- torchtune's packed batches: two graphs, under an eager checkpoint where the layer is
+    -- checkpointed (M.torchtune_split): each partitioned as a plain graph, and run again whole
+    -- by the checkpoint's recomputation (rerun, as diffusers' checkpointed blocks: M.block_hooks)
+    local split = M.torchtune_split(t)
+    local rerun = split and t.checkpointing and (k - 1) % t.checkpoint_every == 0 or nil
+    local ops, held, first_op, inference, inside, first_saved
     out[#out + 1] = { module = layer, first = {
       pre = function(cx, _, args)
         inference = cx.no_grad
@@ -1084,18 +1110,38 @@ function M.hooks(root, layer_cls, t, reference)
         -- mode writes the policy's answer for each op into its node's "recompute" tag
         local saves = checkpointed and not inference and t.checkpoint_scope == "op"
                       and require("strategies.sac").decider()
-        cx.sac = function(_, spec, index, outs, rg)
+        local function record(_, spec, index, outs, rg)
           ops[#ops + 1] = { index = index, spec = spec, outs = outs, rg = rg, must_save = saves and saves(spec) }
         end
+        cx.sac, first_saved = record, nil
+        -- the graph break before the attention (M.torchtune_split): the first graph ends with the
+        -- tensors the attention reads (live) as its outputs, the attention runs eager (inside the
+        -- checkpoint's region where there is one), and the second graph starts after it, a
+        -- region of its own where no checkpoint holds the layer
+        cx.compile_break = split and function(_, live)
+          first_saved = M.partition(cx, ops, live, false, inference, rerun and not inference, inside)
+          skip_others(cx, ops, first_op, cx.offload and cx.offload.own)
+          cx.sac, cx.compiling = nil, nil
+          if not rerun or inference then cx.region = nil end
+          return function()
+            cx.compiling, cx.sac = true, record
+            if not rerun or inference then cx.region = (inference and 3 or 2) * #layers + 1 + k end
+            ops, first_op = {}, cx.G:num_ops()
+          end
+        end or nil
       end,
       post = function(cx, _, _, outs)
         if not ops then return end
         cx.region, cx.sac, cx.compiling, cx.compile_checkpointed = nil, nil, nil, nil
+        cx.compile_break = nil
         local res = {}
         for _, t in ipairs(outs or {}) do if type(t) == "table" and t.id then res[#res + 1] = t end end
         -- what the layer hands to the framework to hold (a KV cache's tensors) is its output too
         for i = held + 1, #cx.held do res[#res + 1] = cx.held[i] end
-        local saved = M.partition(cx, ops, res, checkpointed and not inference, inference, nil, inside)
+        local saved = M.partition(cx, ops, res, checkpointed and not inference, inference,
+                                  rerun and not inference or nil, inside)
+        -- (two graphs: what both save)
+        if first_saved then saved = table.move(saved, 1, #saved, #first_saved + 1, table.move(first_saved, 1, #first_saved, 1, {})) end
         if not inference then layer_saved[k] = saved end
         -- the layer's other ops (a Python variable's reference dropped, nn.release) make nothing:
         -- the compiled backward has no such step; what it recomputes is dropped after its last use

@@ -841,12 +841,6 @@ function M.check(t, mc, attention)
               .. "takes a dense (b, s, s) mask only where FlexAttention is not supported, below sm75: not modelled)")
         :format(attention)
     end
-    if t.compile then
-      -- (validation/oracle/check_torchtune_flex_compile.py: two graphs a layer, checkpointed or not)
-      return "training.data.batching = torchtune with training.compile is not modelled: torchtune calls "
-        .. "FlexAttention under torch.compiler.disable, which splits each compiled layer into two graphs with "
-        .. "the attention run eager between them"
-    end
     if mc.sliding_window and mc.sliding_window <= d.len then
       return ("training.data.batching = torchtune past the sliding window (%d tokens, packs of %d) is not modelled")
         :format(mc.sliding_window, d.len)

@@ -12,7 +12,8 @@ return {
   title = "torchtune README: Llama 3.1 70B LoRA, packed 2 x 2048, compiled, 8 A100",
   hardware = { gpu = "a100_80g", count = 8 },
   model = { config = "llama-3-70b.json", repeat_kv = true },  -- scenarios/configs/llama-3-70b.json
-  training = { micro_batch = 2, seq = 2048, precision = "lora_bf16", optimizer = "adamw", optimizer_impl = "fused",
+  training = { attention = "flex", data = { batching = "torchtune", pack_length = 2048 },
+               micro_batch = 2, precision = "lora_bf16", optimizer = "adamw", optimizer_impl = "fused",
                strategy = "fsdp2", zero = { init = "meta" }, build = "direct", steps = 3,
                compile = true, checkpointing = true, checkpoint_impl = "wrapper", loss = "chunked",
                lora = { r = 16, alpha = 32, dropout = 0, dtype = "bf16", targets = { "q_proj", "k_proj", "v_proj" } } },

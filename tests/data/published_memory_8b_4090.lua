@@ -1,5 +1,5 @@
 -- torchtune's "Memory and training speed" table (README.md): Llama 3.1 8B on one RTX 4090, batch
--- size 2, a dataset packed to 2048 tokens (micro-batch 2 x seq 2048), torch.compile on, bf16, and
+-- size 2, a dataset packed to 2048 tokens (batching torchtune, FlexAttention), torch.compile on, bf16, and
 -- recipes/configs/llama3_1/8B_lora_single_device.yaml's settings: activation checkpointing, torch
 -- AdamW with fused=True, LoRA rank 8, alpha 16, lora_dropout 0.0 on q, v, output_proj and the MLP
 -- (q_proj, v_proj, o_proj, gate_proj, up_proj, down_proj here), a chunked loss. The adapters are
@@ -12,7 +12,8 @@ return {
   title = "torchtune README: Llama 3.1 8B LoRA, packed 2 x 2048, compiled, one RTX 4090",
   hardware = { gpu = "rtx4090" },
   model = { config = "llama-3-8b.json", repeat_kv = true },  -- scenarios/configs/llama-3-8b.json, given by --set model.config
-  training = { micro_batch = 2, seq = 2048, precision = "lora_bf16", optimizer = "adamw", optimizer_impl = "fused",
+  training = { attention = "flex", data = { batching = "torchtune", pack_length = 2048 },
+               micro_batch = 2, precision = "lora_bf16", optimizer = "adamw", optimizer_impl = "fused",
                build = "direct", steps = 3, compile = true, checkpointing = true, checkpoint_impl = "wrapper", loss = "chunked",
                lora = { r = 8, alpha = 16, dropout = 0, dtype = "bf16",
                         targets = { "q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj" } } },

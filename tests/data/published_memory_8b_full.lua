@@ -6,7 +6,8 @@ return {
   title = "torchtune README: Llama 3.1 8B full, packed 2 x 2048, compiled, one RTX 4090",
   hardware = { gpu = "rtx4090" },
   model = { config = "llama-3-8b.json", repeat_kv = true },  -- scenarios/configs/llama-3-8b.json, given by --set model.config
-  training = { micro_batch = 2, seq = 2048, precision = "bf16", optimizer = "paged_adamw_8bit", build = "direct",
+  training = { attention = "flex", data = { batching = "torchtune", pack_length = 2048 },
+               micro_batch = 2, precision = "bf16", optimizer = "paged_adamw_8bit", build = "direct",
                steps = 3, compile = true, checkpointing = true, checkpoint_impl = "wrapper", loss = "chunked",
                optimizer_in_backward = true },
 }
