@@ -104,8 +104,10 @@ end
 -- full_finetune_distributed (0.6.1), FSDP2 as training.shard_model applies it: fully_shard on
 -- each decoder layer and on the custom_sharded_layers (training.zero.units), then on the root with
 -- reshard_after_forward=False; no MixedPrecisionPolicy (the parameters are in the recipe's
--- dtype); fsdp_cpu_offload is CPUOffloadPolicy. lora_finetune_distributed (LoRA under FSDP2)
--- is refused.
+-- dtype); fsdp_cpu_offload is CPUOffloadPolicy. A LoRA builder: lora_finetune_distributed,
+-- which shards the same way (the model built on the meta device with its adapters, only they
+-- trainable: set_trainable_params before shard_model); its QLoRA builders' NF4Tensor weights under
+-- FSDP2 are refused where the scenario is checked (strategies/quant.lua check_torchao).
 local DIST_KEYS = { "fsdp_cpu_offload", "fsdp_reshard_after_forward", "custom_sharded_layers",
                     "tensor_parallel_dim", "tensor_parallel_plan", "ac_mode", "ac_option",
                     "enable_async_checkpointing" }
@@ -124,9 +126,6 @@ local function read_distributed(r, d, scn, lora, notes)
           .. "give --gpus N for the distributed recipe"):format(table.concat(set, ", "))
     end
     return
-  end
-  if lora then
-    r:fail(d.model, "_component_", ("--gpus %d: lora_finetune_distributed (LoRA under FSDP2) is not modelled"):format(n), "model.")
   end
   local t = scn.training
   t.strategy = "fsdp2"

@@ -1,0 +1,24 @@
+-- torchtune_1B_lora_single_device.yaml on 2 GPUs, by hand: `vrsim torchtune_1B_lora_single_device.yaml
+-- --gpu h100 --gpus 2` (tune run --nproc_per_node 2 lora_finetune_distributed): FSDP2 as shard_model
+-- applies it, on each decoder layer then the root, the model built on the meta device with its
+-- adapters, reshard_after_forward on (the config sets no fsdp_* key).
+return {
+  title = "Llama-3.2-1B LoRA r64 on q, v, output and the MLP, torchtune's lora_finetune_distributed on 2 GPUs",
+  hardware = { gpu = "h100", count = 2 },
+  -- (torchtune's models keep no KV cache in training; its attention expands the 8 key-value heads
+  -- to the 32 query heads before SDPA: repeat_kv)
+  model = { config = "llama-3.2-1b/config.json", use_cache = false, repeat_kv = true },
+  training = {
+    micro_batch = 4, grad_accum = 8, seq = 2048,
+    precision = "lora_bf16", build = "direct",
+    strategy = "fsdp2",
+    -- output_proj is transformers' o_proj; apply_lora_to_mlp: w1, w2, w3 (gate, down, up);
+    -- every parameter bf16 (the model built under set_default_dtype), the adapters too
+    lora = { r = 64, alpha = 128, dropout = 0.0, dtype = "bf16",
+             targets = { "q_proj", "v_proj", "o_proj", "gate_proj", "down_proj", "up_proj" } },
+    checkpointing = false,
+    optimizer = "adamw", optimizer_impl = "fused",
+    loss = "chunked",                              -- CEWithChunkedOutputLoss
+    attention = "sdpa",
+  },
+}
