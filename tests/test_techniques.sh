@@ -554,6 +554,46 @@ if [ $rc = 2 ] && grep -q "make 2 packs of 2048 tokens, fewer than a micro-batch
   ok "data, torchtune: fewer packs than a micro-batch: exit 2 (drop_last)"
 else bad "data, torchtune, fewer packs than a micro-batch: exit $rc: $(cat "$tmp/err")"; fi
 
+# 8e. flex attention over a padded or flattened batch (transformers' flex_attention_mask): the
+#    BlockMask's partial and full 128 x 128 blocks, counted from the lengths, are torch's own
+#    create_block_mask's over the same masks (python3 validation/oracle/check_flex_blocks.py,
+#    PyTorch 2.13 on the CPU, 2026-12-07), rows of lengths not a multiple of 128 included
+for spec in "pad:1000, 2000:54:182" "pad:300, 700:19:17" "pad:129, 1024, 1:24:35" \
+            "padding_free:1000, 2000:62:126" "padding_free:300, 700, 1000, 2000:89:133" \
+            "padding_free:3156, 3054, 708, 1274:155:575"; do
+  b=${spec%%:*}; rest=${spec#*:}; lens=${rest%%:*}; rest=${rest#*:}; p=${rest%%:*}; f=${rest#*:}
+  n=$(echo "$lens" | tr ',' '\n' | wc -l)
+  cat > "$tmp/fb.lua" <<EOS
+return { hardware = { gpu = "h100_sxm" }, model = { config = "llama-3-8b.json", layers = 1 },
+         training = { micro_batch = $n, steps = 1, precision = "bf16", attention = "flex", checkpointing = true,
+                      data = { lengths = { $lens }, order = "given", batching = "$b" } } }
+EOS
+  got=$("$VRSIM" "$tmp/fb.lua" --no-files 2>&1 | grep -o "BlockMask keeps [0-9]* partial and [0-9]* full" | head -1)
+  if [ "$got" = "BlockMask keeps $p partial and $f full" ]; then ok "data, flex over $b { $lens }: create_block_mask's $p partial, $f full blocks"
+  else bad "data, flex over $b { $lens }: '$got', want $p partial, $f full"; fi
+done
+# the padded batch's boolean padding mask is made each step (the mask function holds it with the
+# BlockMask; no dense mask: create_block_mask compiled), and its attention takes less time than
+# the same shape unpadded
+cat > "$tmp/fp.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { config = "llama-3-8b.json", layers = 1 },
+         training = { micro_batch = 2, steps = 2, precision = "bf16", attention = "flex", checkpointing = true,
+                      data = { lengths = { 1000, 4096 }, order = "given" } } }
+EOS
+"$VRSIM" "$tmp/fp.lua" --out "$tmp/fp" --alloc-trace "$tmp/fp.csv" >/dev/null 2>&1
+sed 's/lengths = { 1000, 4096 }/lengths = { 4096, 4096 }/' "$tmp/fp.lua" > "$tmp/fp2.lua"
+"$VRSIM" "$tmp/fp2.lua" --out "$tmp/fp2" >/dev/null 2>&1
+fl() { python3 -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+print([e['dur'] for e in ev if e.get('args', {}).get('step') == 1 and e.get('name') == 'layers.0.self_attn.flex_attention'][0])
+" "$1" 2>/dev/null || echo 0; }
+tp=$(fl "$tmp/fp/trace.json"); tf=$(fl "$tmp/fp2/trace.json")
+hb=$(grep ",alloc," "$tmp/fp.csv" | grep -c ",padding_mask.to_bool$")
+if [ "$hb" = 2 ] && python3 -c "import sys; sys.exit(not 0 < float('$tp') < float('$tf'))"; then
+  ok "data, flex over a padded batch: the padding mask made each step, the attention $tp < $tf us unpadded"
+else bad "data, flex over a padded batch: padding mask allocs $hb, attention $tp / $tf us"; fi
+
 # 9. which batch: in the order given, batches of 2 of 100..400 tokens: p50 is the second
 #    (2 x 200), worst the last (2 x 400); tokens/s counts the data's tokens, not the padding
 cat > "$tmp/q.lua" <<'EOS'

@@ -206,7 +206,7 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask, kv_contiguous)
     -- (under torch.compile, torchtune's call is a graph break: strategies/compile.lua
     -- M.torchtune_split)
     local resume = tt and cx.compile_break and cx.compile_break(cx, { q, k, v })
-    local out = nn.flex_attention(cx, name, q, k, v, { block_mask = mask, output_only = tt, blocks = tt and dd.flex_blocks })
+    local out = nn.flex_attention(cx, name, q, k, v, { block_mask = mask, output_only = tt, blocks = dd and dd.flex_blocks })
     if resume then resume() end
     return out
   end
@@ -737,7 +737,13 @@ local function make_mask(cx, r, window, mask_dtype, position_ids)
   if r.attention == "flex" then
     r.flex_mask_made = true
     -- (a torchtune packed batch's BlockMask came with the batch: causal_lm.lua)
-    return r.block_mask or flex_block_mask(cx, b, s)
+    if r.block_mask then return r.block_mask end
+    -- a padded or flattened batch: its padding or sequences in the BlockMask (strategies/data.lua)
+    if r.data and (r.data.padded or r.data.packed) then
+      r.data_mask_made = true
+      return require("strategies.data").flex_mask(cx, r, r.data_inputs)
+    end
+    return flex_block_mask(cx, b, s)
   end
   if r.ckpt_model and r.attention ~= "eager" then
     -- torch.compile(model) under transformers' checkpointing (strategies/compile.lua

@@ -516,7 +516,8 @@ end
 -- q-block i takes kv-blocks j <= i that share a document with it, i.e. from the first j whose
 -- last document reaches block i's first one; of those, full (no element masked) are the j < i
 -- that one document covers together with block i (j's first document is i's last), and the
--- rest, the diagonal's among them, partial. Returns the partial and the full blocks
+-- rest, the diagonal's among them, partial; the last q-block, where L is not a multiple of 128,
+-- has no full block (create_block_mask pads it with masked rows). Returns the partial and the full blocks
 -- (validation/results/flex_attention_h100_sxm.json's packed rows: create_block_mask's counts,
 -- exactly).
 local function flex_row_blocks(lens, L)
@@ -535,12 +536,31 @@ local function flex_row_blocks(lens, L)
   for i = 1, n do
     while last[j] < first[i] do j = j + 1 end
     computed = computed + i - j + 1
-    full = full + (starting[last[i]] or 0)
+    -- (a last q-block past L is padded with masked rows: none of its blocks is full)
+    if i < n or L % 128 == 0 then full = full + (starting[last[i]] or 0) end
     starting[first[i]] = (starting[first[i]] or 0) + 1
   end
   return computed - full, full
 end
 M.flex_row_blocks = flex_row_blocks
+
+-- The same for a row of l tokens padded to L, under transformers' padding mask (kv < l) and
+-- causality: q-block i takes the kv-blocks j <= i that hold a real key; full are those below the
+-- diagonal whose keys are all real, the rest (the diagonal's, the block where the padding starts)
+-- partial. Returns the partial and the full blocks.
+local function flex_padded_row_blocks(l, L)
+  local n, real = (L + 127) // 128, (l + 127) // 128
+  local partial, full = 0, 0
+  for i = 1, n do
+    local top = math.min(i, real)        -- kv-blocks 1..top computed
+    local whole = l // 128               -- kv-blocks with no padding key
+    local f = math.min(top, i - 1, whole)
+    -- (a last q-block past L is padded with masked rows: none of its blocks is full)
+    if i == n and L % 128 ~= 0 then f = 0 end
+    full, partial = full + f, partial + top - f
+  end
+  return partial, full
+end
 
 -- plan() for torchtune's packed data: the DataLoader deals b packs a micro-batch (the recipe's
 -- StatefulDistributedSampler, drop_last), each (b, L) whatever its documents, so memory is the
@@ -901,6 +921,73 @@ function M.inputs(cx, d)
     out.seq_idx = input("seq_idx", { 1, d.len }, "int32")
   end
   return out
+end
+
+-- create_causal_mask for flex attention with this batch (masking_utils' flex_attention_mask,
+-- transformers 5.25): the padding mask (attention_mask.to(bool), (b, L), and fast_all's sum), or
+-- the packed row's sequence index (find_packed_sequence_indices, as for SDPA below), which the
+-- mask function's closure holds with the BlockMask until the model returns; then
+-- create_block_mask compiled (no dense mask: its outputs alone), the BlockMask's eight int32
+-- tensors (b rows padded, one flattened). The blocks FlexAttention runs are counted from the
+-- lengths (d.flex_blocks, nn.flex_attention).
+function M.flex_mask(cx, r, inputs)
+  local d = r.data
+  local nn = require "vrsim.nn"
+  local b, L = d.rows, d.len
+  local P = d.padded and "padding_mask" or "packed_mask"
+  local function new(name, shp, dtype, ins, frees)
+    return nn.op(cx, { name = P .. "." .. name, inputs = ins or {}, frees = frees,
+                       outs = { { P .. "." .. name, shp, dtype, no_grad = true } } })
+  end
+  local held
+  if d.padded then
+    held = new("to_bool", { b, L }, "bool", { inputs.attention_mask })
+    local sum = new("fast_all_sum", {}, "int64", { held })
+    nn.release(cx, { new("fast_all_eq", {}, "bool", { sum }, { sum }) }, P .. ": fast_all's answer read")
+    local partial, full = 0, 0
+    for _, l in ipairs(d.lens) do
+      local pb, fb = flex_padded_row_blocks(l, L)
+      partial, full = partial + pb, full + fb
+    end
+    d.flex_blocks = { partial = partial, full = full }
+  elseif d.packed and not r.use_cache then
+    local pos = inputs.position_ids
+    local first = new("first_minus_one", { 1, 1 }, "int64", { pos })
+    local cat = new("diff_prepend_cat", { 1, L + 1 }, "int64", { pos, first })
+    local diff = new("diff", { 1, L }, "int64", { cat }, { cat })
+    nn.release(cx, { first }, P .. ": find_packed_sequence_indices's first value dropped")
+    local ne = new("ne_one", { 1, L }, "bool", { diff }, { diff })
+    held = new("sequence_index", { 1, L }, "int64", { ne }, { ne })
+    local last = new("last_eq_zero", { 1 }, "bool", { held })
+    nn.release(cx, { new("all", {}, "bool", { last }, { last }) }, P .. ": the all() read")
+    local pb, fb = flex_row_blocks(d.lens, L)
+    d.flex_blocks = { partial = pb, full = fb }
+  elseif d.packed then
+    -- (with a DynamicCache transformers looks for no packed sequences: causal over the row)
+    cx.notes[#cx.notes + 1] = "training.data: padding_free without checkpointing: the model runs with "
+      .. "use_cache (a DynamicCache), so transformers does not find the packed sequences and flex attention "
+      .. "attends across them (a causal BlockMask over the whole row, and the results mix sequences); "
+      .. "transformers' padding-free training passes use_cache=False"
+  end
+  if d.flex_blocks and not d.flex_noted then
+    d.flex_noted = true
+    cx.notes[#cx.notes + 1] = ("training.data under flex attention: the batch's BlockMask keeps %d partial and %d "
+      .. "full blocks of 128 x 128"):format(d.flex_blocks.partial, d.flex_blocks.full)
+  end
+  local n = (L + 127) // 128
+  local rows = d.padded and b or 1
+  local outs = {}
+  for _, side in ipairs { "kv", "q" } do
+    for _, f in ipairs { "", "full_" } do
+      outs[#outs + 1] = { ("block_mask.%s%s_num_blocks"):format(f, side), { rows, 1, n }, "int32", no_grad = true }
+      outs[#outs + 1] = { ("block_mask.%s%s_indices"):format(f, side), { rows, 1, n, n }, "int32", no_grad = true }
+    end
+  end
+  local made = { nn.op(cx, { name = "block_mask", kind = "elementwise", inputs = held and { held } or {}, frees = {},
+                             outs = outs }) }
+  -- (the mask function's closure: what it reads lives as long as the BlockMask)
+  if held then made[#made + 1] = held end
+  return made
 end
 
 -- create_causal_mask for SDPA (transformers masking_utils.py, the index-based sdpa_mask) with
