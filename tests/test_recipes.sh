@@ -101,6 +101,12 @@ sed 's#^sample_packing: false#sample_packing: true#' $D/axolotl_qlora.yml >"$TMP
 same "axolotl sample_packing with flash attention (one row of micro_batch_size x sequence_len a micro-batch)" \
   $D/axolotl_qlora_packed.lua -- "$TMP/packed.yml" --gpu rtx4090
 python3 -c "import random; random.seed(1); print('\n'.join(str(random.randint(1, 3000)) for _ in range(2500)))" >"$TMP/lens.txt"
+# flex_attention packs as flash does (axolotl's ATTN_IMPLS_SUPPORTING_PACKING): the fullest bin,
+# two sequences of 2048 in one row of 4096, its BlockMask each sequence's causal blocks
+sed -e 's#^sample_packing: false#sample_packing: true#' -e 's#^flash_attention: true#flex_attention: true#' \
+  $D/axolotl_qlora.yml >"$TMP/packedflex.yml"
+check "axolotl sample_packing with flex attention: one packed row, FlexAttention over its sequences" 0 \
+  "BlockMask keeps 32 partial and 240 full blocks" -- "$TMP/packedflex.yml" --gpu rtx4090 --no-files --no-suggest
 check "axolotl sample_packing with the data set's lengths: axolotl's bins" 0 \
   "1656 sequences \(844 longer than 2048 dropped\) packed first-fit in a shuffled order" -- \
   "$TMP/packed.yml" --gpu rtx4090 --set training.data.lengths="$TMP/lens.txt" --no-files --no-suggest

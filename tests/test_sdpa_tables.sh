@@ -244,8 +244,6 @@ refused() { # name, pattern, then vrsim arguments
 refused fp32 "attention = flex in fp32 (its kernels were measured on bf16 weights" "$TMP/fx.lua" --set precision=fp32
 refused amp "attention = flex in amp_bf16 (its kernels were measured on bf16 weights" "$TMP/fx.lua" --set precision=amp_bf16
 sed 's/seq = 8192, //; s/attention = "flex" }/attention = "flex", data = { lengths = { 100, 300 } } }/' "$TMP/fx.lua" >"$TMP/fxd.lua"
-refused multipack "batching = multipack is axolotl's sample packing under flash attention (one row a bin); under flex" \
-  "$TMP/fxd.lua" --set training.data.batching=multipack --set training.data.pack_length=1024 --set micro_batch=1
 refused mask4d "attention = flex with training.attention_mask = block_diagonal" "$TMP/fx.lua" --set training.attention_mask=block_diagonal
 printf 'return { model = { arch = "sdxl" }, training = { attention = "flex" } }\n' >"$TMP/fxsd.lua"
 refused sdxl "training.attention = flex: transformers' flex_attention_forward; arch sdxl's attention is diffusers'" "$TMP/fxsd.lua"

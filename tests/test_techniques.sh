@@ -442,7 +442,7 @@ if grep -q "2500 sequences (844 cut to 2048) packed first-fit" "$tmp/mpt.out" \
   ok "data, multipack: too_long truncate cuts the 844; without lengths the fullest bin, named"
 else bad "data, multipack truncate / no lengths: $(grep -o 'training.data: [^;]*' "$tmp/mpt.out" "$tmp/mpn.out")"; fi
 for bad_set in "training.data.too_long=raise:more than max_length 2048 (too_long = raise" \
-               "training.attention=sdpa:is axolotl's sample packing under flash attention" \
+               "training.attention=sdpa:is axolotl's sample packing under flash or flex attention" \
                "training.micro_batch=2:deals one bin a micro-batch" \
                "training.data.max_length=8192:is longer than a bin" \
                "training.data.collator=trl:axolotl's collator hands the model position_ids"; do
@@ -572,6 +572,18 @@ EOS
   if [ "$got" = "BlockMask keeps $p partial and $f full" ]; then ok "data, flex over $b { $lens }: create_block_mask's $p partial, $f full blocks"
   else bad "data, flex over $b { $lens }: '$got', want $p partial, $f full"; fi
 done
+# axolotl's sample packing under flex (its ATTN_IMPLS_SUPPORTING_PACKING): the bin of 1000 and
+# 2000 tokens padded to 3008, the padding one more sequence (check_flex_blocks.py: packed
+# [1000, 2000, 8], 62 partial and 126 full)
+cat > "$tmp/fm.lua" <<'EOS'
+return { hardware = { gpu = "h100_sxm" }, model = { config = "llama-3-8b.json", layers = 1 },
+         training = { micro_batch = 1, steps = 1, precision = "bf16", attention = "flex", checkpointing = true,
+                      data = { lengths = { 1000, 2000 }, order = "given", batching = "multipack", pack_length = 4096,
+                               max_length = 2048, pad_to_multiple_of = 64 } } }
+EOS
+got=$("$VRSIM" "$tmp/fm.lua" --no-files 2>&1 | grep -o "1 x 3008\|BlockMask keeps [0-9]* partial and [0-9]* full" | tr '\n' ' ')
+if [ "$got" = "1 x 3008 BlockMask keeps 62 partial and 126 full " ]; then ok "data, axolotl's multipack under flex: one row of 3008, 62 partial and 126 full blocks"
+else bad "data, axolotl's multipack under flex: '$got'"; fi
 # the padded batch's boolean padding mask is made each step (the mask function holds it with the
 # BlockMask; no dense mask: create_block_mask compiled), and its attention takes less time than
 # the same shape unpadded

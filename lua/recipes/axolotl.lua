@@ -346,20 +346,21 @@ function A.scenario(r, opts)
   return scn, notes
 end
 
--- sample_packing (axolotl 0.18): with an attention that packs (flash_attention_2 here),
+-- sample_packing (axolotl 0.18): with an attention that packs (ATTN_IMPLS_SUPPORTING_PACKING:
+-- flash_attention_2 and flex_attention here),
 -- AxolotlTrainer._create_multipack_sampler deals one bin a micro-batch, of micro_batch_size x
 -- sequence_len tokens (samplers/multipack.py, first-fit in the RandomSampler's order, or the
 -- SequentialSampler's under curriculum_sampling), and V2BatchSamplerDataCollatorForSeq2Seq
 -- concatenates it into one row padded to pad_to_multiple_of: 64 x ceil(sequence_len / 64) with
 -- pad_to_sequence_len, which the config's validation turns on with sample_packing
--- (hint_sample_packing_padding); the attention mask is dropped and transformers' flash attention
--- finds the sequences from position_ids. training.data's multipack batching, the data set's
+-- (hint_sample_packing_padding); the attention mask is dropped and transformers' flash or flex
+-- attention finds the sequences from position_ids. training.data's multipack batching, the data set's
 -- lengths given with --set training.data.lengths=FILE (else the fullest bin).
 function read_packing(r, d, t, notes)
-  if t.attention ~= "flash" then
+  if t.attention ~= "flash" and t.attention ~= "flex" then
     r:fail(d, "sample_packing", ("with %s attention axolotl deals micro_batch_size rows of sequence_len and "
            .. "patches the attention (multipack_real_batches: sdpa_varlen's varlen_attn or a block-diagonal mask), "
-           .. "which is not modelled; with flash_attention: true it is"):format(t.attention))
+           .. "which is not modelled; with flash or flex attention it is"):format(t.attention))
   end
   for _, k in ipairs { "multipack_real_batches", "sample_packing_sequentially" } do
     if r:get(d, k, "boolean") then

@@ -17,7 +17,7 @@
 --                 (padding_free, which SFTTrainer turns on for bfd packing).
 --   bfd_split     the same, a sequence longer than pack_length split into pieces of pack_length
 --                 (the last shorter) instead of cut.
---   multipack     axolotl's sample packing with flash attention (axolotl 0.18 samplers/multipack.py
+--   multipack     axolotl's sample packing with flash or flex attention (axolotl 0.18 samplers/multipack.py
 --                 MultipackBatchSampler, collators/batching.py V2BatchSamplerDataCollatorForSeq2Seq):
 --                 a sequence longer than max_length dropped (or cut, too_long); the rest, in the
 --                 sampler's order, packed first-fit (no sort) into bins of at most pack_length
@@ -40,7 +40,7 @@ local M = {}
 M.FIELDS = {
   lengths = { "list", nil, "the sequence lengths: a list, or a file beside the scenario or typed on the command line (one a line, or JSONL)" },
   length_field = { "string", "length", "the JSONL field that holds a sequence's length" },
-  batching = { "string", "pad", "pad (DataCollatorWithPadding), padding_free (DataCollatorWithFlattening), bfd / bfd_split (TRL's packing: rows of pack_length, best-fit decreasing, flattened), multipack (axolotl's sample packing with flash attention: bins of pack_length, first-fit, one row a micro-batch), or torchtune (torchtune's packed data set: packs of pack_length filled in order and padded, micro_batch packs a batch, FlexAttention over a document BlockMask; lengths optional)" },
+  batching = { "string", "pad", "pad (DataCollatorWithPadding), padding_free (DataCollatorWithFlattening), bfd / bfd_split (TRL's packing: rows of pack_length, best-fit decreasing, flattened), multipack (axolotl's sample packing with flash or flex attention: bins of pack_length, first-fit, one row a micro-batch), or torchtune (torchtune's packed data set: packs of pack_length filled in order and padded, micro_batch packs a batch, FlexAttention over a document BlockMask; lengths optional)" },
   pack_length = { "integer", nil, "with batching bfd or bfd_split: the packed rows' length (TRL's max_length); multipack: a bin's capacity in tokens (axolotl's micro_batch_size x sequence_len); torchtune: a pack's length (tokenizer.max_seq_len)" },
   split_across_pack = { "boolean", false, "with batching torchtune: a sequence that does not fit the open pack is cut at its end and goes on in the next (PackedDataset's split_across_pack, the text-completion data sets'), instead of starting the next pack" },
   max_length = { "integer", nil, "with batching multipack: the longest sequence kept (axolotl's sequence_len)" },
@@ -396,7 +396,7 @@ local function plan_multipack(d, b, order, seed, pick, q, multiple)
   local per_bin, group = d.bin_sequences or 200, d.group_size or 100000
   local too_long = d.too_long or "drop"
   if b ~= 1 then
-    error(("training.micro_batch = %d with batching multipack: axolotl's packing with flash attention deals "
+    error(("training.micro_batch = %d with batching multipack: axolotl's packing with flash or flex attention deals "
            .. "one bin a micro-batch (its capacity, pack_length, is micro_batch_size x sequence_len)"):format(b), 0)
   end
   local function row(list, total)
@@ -867,9 +867,9 @@ function M.check(t, mc, attention)
     end
     return nil
   end
-  if d and d.multipack and attention ~= "flash" then
-    return ("training.data.batching = multipack is axolotl's sample packing under flash attention (one row a bin); "
-            .. "under %s axolotl deals micro_batch_size rows of sequence_len and patches the attention "
+  if d and d.multipack and attention ~= "flash" and attention ~= "flex" then
+    return ("training.data.batching = multipack is axolotl's sample packing under flash or flex attention (one row "
+            .. "a bin); under %s axolotl deals micro_batch_size rows of sequence_len and patches the attention "
             .. "(multipack_real_batches: sdpa_varlen or a block-diagonal mask), which is not modelled"):format(attention)
   end
   if not d or not (d.padded or d.packed) then return nil end

@@ -132,9 +132,7 @@ end
 local function flex_refusal(t, attention, mc, mesh)
   if attention ~= "flex" then return nil end
   local why
-  if t.data_batch and t.data_batch.multipack then
-    why = "with training.data batching multipack (axolotl's packing under flex: its own patches)"
-  elseif t.attention_mask == "block_diagonal" then
+  if t.attention_mask == "block_diagonal" then
     why = "with training.attention_mask = block_diagonal (a 4-D mask flex attention adds in its score_mod)"
   elseif mc.sliding_window and mc.sliding_window <= t.seq then
     why = ("past the sliding window (%d tokens, sequences of %d: the window's BlockMask)"):format(mc.sliding_window, t.seq)
