@@ -720,8 +720,11 @@ tvariant mb 's/^mode = "selective"/mode = "memory_budget"/'
 check "torchtitan activation_checkpoint.mode memory_budget" 2 "mb\.toml:56: activation_checkpoint\.mode: 'memory_budget' is not modelled" -- \
   "$TMP/mb.toml" --gpu h100 --gpus 8 --no-files
 tvariant flex 's/^flavor = "8B"/flavor = "8B_flex"/'
-check "torchtitan flavor with flex attention" 2 "flex\.toml:20: model\.flavor: '8B_flex' is not a llama3 flavor" -- \
-  "$TMP/flex.toml" --gpu h100 --gpus 8 --no-files
+same "torchtitan flavor 8B_flex: FlexAttention (block_causal) over the text stream's rows" \
+  $D/torchtitan_llama3_8b_flex.lua -- "$TMP/flex.toml" --gpu h100 --gpus 8
+tvariant varlen 's/^flavor = "8B"/flavor = "8B_varlen"/'
+check "torchtitan flavor with varlen attention" 2 "varlen\.toml:20: model\.flavor: '8B_varlen': the varlen attention flavors" -- \
+  "$TMP/varlen.toml" --gpu h100 --gpus 8 --no-files
 tvariant qwen 's/^name = "llama3"/name = "qwen3"/'
 check "torchtitan model other than llama3: --set model.config" 2 "qwen\.toml:19: model\.name: 'qwen3'.*--set model\.config=PATH" -- \
   "$TMP/qwen.toml" --gpu h100 --gpus 8 --no-files

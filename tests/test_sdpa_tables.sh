@@ -241,8 +241,8 @@ refused() { # name, pattern, then vrsim arguments
   if [ "$_rc" = 2 ] && grep -q -- "$_p" "$TMP/$_n.out"; then ok "flex refused: $_n"
   else fail "flex $_n: exit $_rc, want 2 and /$_p/" "$(head -c 300 "$TMP/$_n.out")"; fi
 }
-refused fp32 "attention = flex in fp32 (its kernels were measured on bf16 weights" "$TMP/fx.lua" --set precision=fp32
-refused amp "attention = flex in amp_bf16 (its kernels were measured on bf16 weights" "$TMP/fx.lua" --set precision=amp_bf16
+refused fp32 "attention = flex in fp32 (its kernels were measured on bf16 tensors" "$TMP/fx.lua" --set precision=fp32
+refused amp "attention = flex in amp_bf16 (its kernels were measured on bf16 tensors" "$TMP/fx.lua" --set precision=amp_bf16
 sed 's/seq = 8192, //; s/attention = "flex" }/attention = "flex", data = { lengths = { 100, 300 } } }/' "$TMP/fx.lua" >"$TMP/fxd.lua"
 refused mask4d "attention = flex with training.attention_mask = block_diagonal" "$TMP/fx.lua" --set training.attention_mask=block_diagonal
 printf 'return { model = { arch = "sdxl" }, training = { attention = "flex" } }\n' >"$TMP/fxsd.lua"

@@ -584,6 +584,37 @@ EOS
 got=$("$VRSIM" "$tmp/fm.lua" --no-files 2>&1 | grep -o "1 x 3008\|BlockMask keeps [0-9]* partial and [0-9]* full" | tr '\n' ' ')
 if [ "$got" = "1 x 3008 BlockMask keeps 62 partial and 126 full " ]; then ok "data, axolotl's multipack under flex: one row of 3008, 62 partial and 126 full blocks"
 else bad "data, axolotl's multipack under flex: '$got'"; fi
+# torchtitan's text stream under a flex flavor (batching torchtitan): the documents (BOS and EOS
+# counted) cut into rows of pack_length + 1, the documents in a row told apart by its EOS tokens
+# as get_document_mask_mod numbers them; the blocks are create_block_mask's over the same rows
+# (check_flex_blocks.py, torchtitan's cases)
+for spec in "700, 900, 500, 300, 650:1024:2:2:33:17" "5000:2048:2:2:62:210" \
+            "100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 1900:1024:4:4:60:21"; do
+  lens=${spec%%:*}; rest=${spec#*:}; L=${rest%%:*}; rest=${rest#*:}; mb=${rest%%:*}; rest=${rest#*:}
+  rows=${rest%%:*}; rest=${rest#*:}; p=${rest%%:*}; f=${rest#*:}
+  cat > "$tmp/ftt.lua" <<EOS
+return { hardware = { gpu = "h100_sxm" }, model = { config = "llama-3-8b.json", layers = 1 },
+         training = { micro_batch = $mb, steps = 1, precision = "bf16", attention = "flex",
+                      data = { batching = "torchtitan", pack_length = $L, lengths = { $lens } } } }
+EOS
+  got=$("$VRSIM" "$tmp/ftt.lua" --no-files 2>&1 | grep -o "streamed into [0-9]* rows\|FlexAttention's blocks: [0-9]* partial, [0-9]* full" | tr '\n' ' ')
+  if [ "$got" = "streamed into $rows rows FlexAttention's blocks: $p partial, $f full " ]; then
+    ok "data, torchtitan's stream { ${lens%%,*}, ... } in rows of $L: $rows rows, create_block_mask's $p partial, $f full blocks"
+  else bad "data, torchtitan's stream in rows of $L: '$got', want $rows rows, $p partial, $f full"; fi
+done
+# its BlockMask is compiled (no dense mask): the document numbers (b, L) int64 live with it
+"$VRSIM" "$tmp/ftt.lua" --no-files --alloc-trace "$tmp/ftt.csv" >/dev/null 2>&1
+dn=$(grep ",alloc," "$tmp/ftt.csv" | grep -c ",block_mask.document_ids$"); dm=$(grep ",alloc," "$tmp/ftt.csv" | grep -c ",block_mask.padded_int64$")
+if [ "$dn" = 1 ] && [ "$dm" = 0 ]; then ok "data, torchtitan's BlockMask: compiled, the document numbers alone beside it"
+else bad "data, torchtitan's BlockMask: document_ids $dn, dense $dm"; fi
+for set_ in "training.data.order=shuffle:torchtitan's text data sets stream the documents in order" \
+            "attention=sdpa:batching = torchtitan is torchtitan's text stream under a flex flavor" \
+            "training.data.collator=trl:collator with batching torchtitan"; do
+  args=${set_%%:*}; want=${set_#*:}
+  "$VRSIM" "$tmp/ftt.lua" --no-files --set $args >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -q -- "$want" "$tmp/err"; then ok "data, torchtitan: $want: exit 2"
+  else bad "data, torchtitan --set $args: exit $rc: $(head -c 300 "$tmp/err")"; fi
+done
 # the padded batch's boolean padding mask is made each step (the mask function holds it with the
 # BlockMask; no dense mask: create_block_mask compiled), and its attention takes less time than
 # the same shape unpadded

@@ -206,7 +206,9 @@ local function attention(cx, name, q, k, v, a, b, s, impl, mask, kv_contiguous)
     -- (under torch.compile, torchtune's call is a graph break: strategies/compile.lua
     -- M.torchtune_split)
     local resume = tt and cx.compile_break and cx.compile_break(cx, { q, k, v })
-    local out = nn.flex_attention(cx, name, q, k, v, { block_mask = mask, output_only = tt, blocks = dd and dd.flex_blocks })
+    -- (torchtitan's FlexAttentionWrapper returns the output alone too)
+    local out = nn.flex_attention(cx, name, q, k, v, { block_mask = mask, output_only = tt or (dd and dd.torchtitan),
+                                                       blocks = dd and dd.flex_blocks })
     if resume then resume() end
     return out
   end

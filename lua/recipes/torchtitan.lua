@@ -32,7 +32,8 @@ end
 
 -- torchtitan's llama3 flavors (llama3_args): TransformerModelArgs fields that differ from its
 -- defaults (vocab_size 128256, multiple_of 256, norm_eps 1e-5, n_kv_heads = n_heads). The
--- flex / varlen attention flavors are refused by name (vrsim's attention is SDPA's).
+-- varlen attention flavors are refused by name; the flex flavors are FlexAttention over the text
+-- stream's documents (FLEX_FLAVORS).
 local LLAMA3 = {
   debugmodel = { dim = 256, n_layers = 6, n_heads = 16, vocab_size = 2048, rope_theta = 500000 },
   ["8B"] = { dim = 4096, n_layers = 32, n_heads = 32, n_kv_heads = 8, ffn_dim_multiplier = 1.3,
@@ -42,6 +43,11 @@ local LLAMA3 = {
   ["405B"] = { dim = 16384, n_layers = 126, n_heads = 128, n_kv_heads = 8, ffn_dim_multiplier = 1.2,
                multiple_of = 4096, rope_theta = 500000 },
 }
+
+-- The flex flavors (238fa99 models/llama3/__init__.py): their base flavor's shapes with attn_type
+-- "flex" and attn_mask_type "block_causal" (FlexAttention over the documents each row's EOS
+-- tokens part: training.data's batching torchtitan). The varlen flavors are not modelled.
+local FLEX_FLAVORS = { ["8B_flex"] = "8B", debugmodel_flex_attn = "debugmodel" }
 
 -- FeedForward's hidden size: int(2 * 4 * dim / 3), times ffn_dim_multiplier (int), rounded up to
 -- a multiple of multiple_of.
@@ -483,6 +489,11 @@ function T.scenario(r, opts)
     end
   end
   r:not_read(m, { "hf_assets_path", "tokenizer_path", "print_after_conversion" }, P)
+  local flex_base = FLEX_FLAVORS[flavor]
+  if flavor:match("varlen") then
+    r:fail(m, "flavor", ("'%s': the varlen attention flavors (varlen_attn over the documents' cu_seqlens) are not "
+           .. "modelled; the flex flavors are"):format(flavor), P)
+  end
   if opts.model_config then
     r:not_read(m, { "name", "flavor" }, P)
     notes[#notes + 1] = ("torchtitan's %s %s simulated as the model of --set model.config"):format(name, flavor)
@@ -491,12 +502,13 @@ function T.scenario(r, opts)
       r:fail(m, "name", ("'%s': vrsim's torchtitan reader builds llama3's flavors; for another model give "
              .. "--set model.config=PATH (a config.json of the same shapes)"):format(name), P)
     end
-    local a = LLAMA3[flavor]
+    local a = LLAMA3[flex_base or flavor]
     if not a then
       local names = {}
       for k in pairs(LLAMA3) do names[#names + 1] = k end
+      for k in pairs(FLEX_FLAVORS) do names[#names + 1] = k end
       table.sort(names)
-      r:fail(m, "flavor", ("'%s' is not a llama3 flavor vrsim reads (%s; the flex and varlen attention flavors are "
+      r:fail(m, "flavor", ("'%s' is not a llama3 flavor vrsim reads (%s; the varlen attention flavors are "
              .. "not modelled); or give --set model.config=PATH"):format(flavor, table.concat(names, ", ")), P)
     end
     scn.model.config = llama3_config(a, seq)
@@ -676,6 +688,16 @@ function T.scenario(r, opts)
     end
   end
   t.attention = "sdpa" -- the llama3 flavors' attn_type
+  if flex_base then
+    -- a flex flavor: block_causal FlexAttention over the text stream's rows (their documents,
+    -- told apart by EOS), the BlockMask made by the train step (get_attention_masks)
+    t.attention = "flex"
+    t.data = { batching = "torchtitan", pack_length = t.seq }
+    t.seq = nil
+    notes[#notes + 1] = ("torchtitan's %s: FlexAttention (block_causal) over each row's documents; "
+      .. "--set training.data.lengths=FILE gives the data set's documents' token counts (BOS and EOS "
+      .. "included), which decide its blocks"):format(flavor)
+  end
   t.loss = "full"      -- build_cross_entropy_loss: the whole logits' cross-entropy
   -- a spelling of torchtitan before 238fa99 (training.compile, converter "float8"): that torchtitan
   -- ran attention otherwise (e7c0cae's models/attention.py: ScaledDotProductAttention's backends

@@ -31,6 +31,12 @@
 --                 one more document); micro_batch packs a batch, (b, pack_length), whose
 --                 collator makes a document BlockMask (create_block_mask, uncompiled) that
 --                 FlexAttention takes (modules/attention_utils.py).
+--   torchtitan    torchtitan's text data sets with a flex flavor's block_causal mask (238fa99
+--                 hf_datasets/text_datasets.py, models/attention.py): the documents' tokens (BOS
+--                 and EOS included) one stream, cut into chunks of pack_length + 1, each a row
+--                 of pack_length inputs; the documents in the row are told apart by its EOS
+--                 tokens (get_document_mask_mod), the BlockMask made by a compiled
+--                 create_block_mask before the forward.
 -- The run simulates one batch, training.data.batch: the worst any epoch can meet (the fit
 -- verdict), or a quantile of a shuffled epoch's batches by tokens computed (its step time).
 local M = {}
@@ -40,8 +46,8 @@ local M = {}
 M.FIELDS = {
   lengths = { "list", nil, "the sequence lengths: a list, or a file beside the scenario or typed on the command line (one a line, or JSONL)" },
   length_field = { "string", "length", "the JSONL field that holds a sequence's length" },
-  batching = { "string", "pad", "pad (DataCollatorWithPadding), padding_free (DataCollatorWithFlattening), bfd / bfd_split (TRL's packing: rows of pack_length, best-fit decreasing, flattened), multipack (axolotl's sample packing with flash or flex attention: bins of pack_length, first-fit, one row a micro-batch), or torchtune (torchtune's packed data set: packs of pack_length filled in order and padded, micro_batch packs a batch, FlexAttention over a document BlockMask; lengths optional)" },
-  pack_length = { "integer", nil, "with batching bfd or bfd_split: the packed rows' length (TRL's max_length); multipack: a bin's capacity in tokens (axolotl's micro_batch_size x sequence_len); torchtune: a pack's length (tokenizer.max_seq_len)" },
+  batching = { "string", "pad", "pad (DataCollatorWithPadding), padding_free (DataCollatorWithFlattening), bfd / bfd_split (TRL's packing: rows of pack_length, best-fit decreasing, flattened), multipack (axolotl's sample packing with flash or flex attention: bins of pack_length, first-fit, one row a micro-batch), torchtune (torchtune's packed data set: packs of pack_length filled in order and padded, micro_batch packs a batch, FlexAttention over a document BlockMask; lengths optional), or torchtitan (torchtitan's text stream under a flex flavor's block_causal mask: the documents' tokens, BOS and EOS included, cut into rows of pack_length in order, FlexAttention over the documents each row's EOS tokens part; lengths optional)" },
+  pack_length = { "integer", nil, "with batching bfd or bfd_split: the packed rows' length (TRL's max_length); multipack: a bin's capacity in tokens (axolotl's micro_batch_size x sequence_len); torchtune: a pack's length (tokenizer.max_seq_len); torchtitan: a row's (training.seq_len)" },
   split_across_pack = { "boolean", false, "with batching torchtune: a sequence that does not fit the open pack is cut at its end and goes on in the next (PackedDataset's split_across_pack, the text-completion data sets'), instead of starting the next pack" },
   max_length = { "integer", nil, "with batching multipack: the longest sequence kept (axolotl's sequence_len)" },
   too_long = { "string", "drop", "with batching multipack: a sequence longer than max_length is dropped, cut to it (truncate) or an error (raise): axolotl's excess_length_strategy" },
@@ -648,6 +654,96 @@ local function plan_torchtune(d, b, order, seed, pick, q)
   return chosen, note
 end
 
+-- The documents FlexAttention tells apart in one of torchtitan's rows: get_document_mask_mod
+-- numbers the tokens by the EOS tokens up to each (cumsum of batch == eos_id, the row's last token
+-- counted as one too), so a document's EOS opens the next number and the last token is one of its
+-- own. eos: the EOS tokens' positions in the row (0-based, ascending, none at L - 1 or one).
+-- Returns the runs of equal numbers, in order.
+local function titan_row_segments(eos, L)
+  local out, from = {}, 0
+  for _, e in ipairs(eos) do
+    if e < L - 1 then
+      if e > from then out[#out + 1] = e - from end
+      from = e
+    end
+  end
+  if L - 1 > from then out[#out + 1] = L - 1 - from end
+  out[#out + 1] = 1
+  return out
+end
+
+-- plan() for torchtitan's text stream (238fa99 hf_datasets/text_datasets.py): every document's
+-- tokens (BOS and EOS among them: encode(add_bos=True, add_eos=True)) appended to one buffer in
+-- the data set's order, cut into chunks of L + 1 tokens, each a row of L inputs (the last token
+-- only a label), the leftover dropped; micro_batch rows a batch, in order. Without lengths, each
+-- row one document's middle (no EOS in it).
+local function plan_torchtitan(d, b, pick, q)
+  local L = d.pack_length
+  local function batch(rows, real)
+    local partial, full, flat = 0, 0, {}
+    for _, segs in ipairs(rows) do
+      local pb, fb = flex_row_blocks(segs, L)
+      partial, full = partial + pb, full + fb
+      for _, x in ipairs(segs) do flat[#flat + 1] = x end
+    end
+    return { rows = #rows, len = L, real = real, packed = false, padded = false, torchtitan = true,
+             n = #flat, lens = flat, row_lens = rows, flex_blocks = { partial = partial, full = full },
+             batching = "torchtitan" }
+  end
+  if d.lengths == nil then
+    if pick ~= "worst" then
+      error(("training.data.batch = %s needs the data set's lengths (training.data.lengths)"):format(pick), 0)
+    end
+    local rows = {}
+    for i = 1, b do rows[i] = titan_row_segments({}, L) end
+    return batch(rows, b * L), ("training.data: no lengths given (the documents' token counts: --set "
+      .. "training.data.lengths=FILE); simulated %d row%s of %d tokens inside one document (torchtitan's text "
+      .. "stream; the memory is the same for any row)"):format(b, b > 1 and "s" or "", L)
+  end
+  local lens = read_lengths(d)
+  -- the EOS positions of each row: document k ends at stream position ends[k] - 1
+  local rows, total, at = {}, 0, 1
+  for _, l in ipairs(lens) do total = total + l end
+  local nrows = total // (L + 1)
+  if nrows < b then
+    error(("training.data: %d documents (%d tokens) make %d row%s of %d tokens, fewer than a micro-batch of %d")
+          :format(#lens, total, nrows, nrows == 1 and "" or "s", L, b), 0)
+  end
+  local edge = lens[1]
+  for r = 1, nrows do
+    local lo = (r - 1) * (L + 1)
+    local eos = {}
+    while at <= #lens and edge - 1 < lo + L do
+      if edge - 1 >= lo then eos[#eos + 1] = edge - 1 - lo end
+      at = at + 1
+      edge = edge + (lens[at] or 0)
+    end
+    rows[r] = titan_row_segments(eos, L)
+  end
+  local nb = nrows // b
+  local work = {}
+  for k = 1, nb do
+    local w = 0
+    for r = (k - 1) * b + 1, k * b do
+      local pb, fb = flex_row_blocks(rows[r], L)
+      w = w + 2 * pb + fb
+    end
+    work[k] = w
+  end
+  local rank = pick == "worst" and nb or math.max(1, math.ceil(q / 100 * nb))
+  local sorted = table.move(work, 1, nb, 1, {})
+  select_kth(sorted, rank, 1, nb)
+  local k = 1
+  while work[k] ~= sorted[rank] do k = k + 1 end
+  local chosen = batch(table.move(rows, (k - 1) * b + 1, k * b, 1, {}), b * L)
+  local what = pick == "worst" and "the epoch's batch of most attention blocks"
+    or ("the epoch's %s batch by attention blocks (%d of %d)"):format(pick, rank, nb)
+  return chosen, ("training.data: %d documents (%d tokens) streamed into %d rows of %d inputs (torchtitan's text "
+    .. "data set: chunks of %d tokens, the leftover dropped); %d micro-batches of %d rows in order; simulated: %s, "
+    .. "%d x %d (FlexAttention's blocks: %d partial, %d full)"):format(#lens, total, nrows, L, L + 1, nb, b, what,
+    chosen.rows, L, chosen.flex_blocks.partial, chosen.flex_blocks.full)
+end
+
 -- The normalized training.data (its keys checked) and the batch the run simulates, with the
 -- note that says what it is. b: sequences per micro-batch (rows, when packed).
 local function plan(d, b)
@@ -660,8 +756,10 @@ local function plan(d, b)
   local packing = batching == "bfd" or batching == "bfd_split"
   local multipack = batching == "multipack"
   local torchtune = batching == "torchtune"
-  if batching ~= "pad" and batching ~= "padding_free" and not packing and not multipack and not torchtune then
-    error(("training.data.batching = %s: one of pad, padding_free, bfd, bfd_split, multipack, torchtune"):format(tostring(batching)), 0)
+  local titan = batching == "torchtitan"
+  if batching ~= "pad" and batching ~= "padding_free" and not packing and not multipack and not torchtune and not titan then
+    error(("training.data.batching = %s: one of pad, padding_free, bfd, bfd_split, multipack, torchtune, torchtitan")
+          :format(tostring(batching)), 0)
   end
   if d.split_across_pack ~= nil and not torchtune then
     error(("training.data.split_across_pack is torchtune's packing's: batching %s does not use it (torchtune does)")
@@ -673,6 +771,14 @@ local function plan(d, b)
   if torchtune and d.collator ~= nil then
     error("training.data.collator with batching torchtune: torchtune's packed batches are collated by "
           .. "padded_collate_packed (the packs stacked, their BlockMask made)", 0)
+  end
+  if titan and d.collator ~= nil then
+    error("training.data.collator with batching torchtitan: torchtitan's rows are its text stream's chunks, "
+          .. "stacked as they are", 0)
+  end
+  if titan and d.order == "shuffle" then
+    error("training.data.order = shuffle with batching torchtitan: torchtitan's text data sets stream the "
+          .. "documents in order (order = given)", 0)
   end
   for _, k in ipairs { "max_length", "too_long", "bin_sequences", "group_size" } do
     if d[k] ~= nil and not multipack then
@@ -717,14 +823,18 @@ local function plan(d, b)
     error(("training.data.pack_length = %s: batching torchtune packs rows of pack_length tokens (torchtune's "
            .. "tokenizer.max_seq_len): an integer in [1, %d]"):format(tostring(L), MAX_LEN), 0)
   end
-  if L ~= nil and not packing and not multipack and not torchtune then
+  if titan and (not math.tointeger(L) or L < 1 or L > MAX_LEN) then
+    error(("training.data.pack_length = %s: batching torchtitan cuts rows of pack_length tokens (torchtitan's "
+           .. "training.seq_len): an integer in [1, %d]"):format(tostring(L), MAX_LEN), 0)
+  end
+  if L ~= nil and not packing and not multipack and not torchtune and not titan then
     error(("training.data.pack_length is the packed rows' length: batching %s packs nothing (bfd, bfd_split, multipack, "
-           .. "torchtune do)"):format(batching), 0)
+           .. "torchtune, torchtitan do)"):format(batching), 0)
   end
   if multipack and d.max_length and d.max_length > L then
     error(("training.data.max_length = %d is longer than a bin (pack_length %d)"):format(d.max_length, L), 0)
   end
-  local order = d.order or "shuffle"
+  local order = d.order or (titan and "given" or "shuffle")
   if order ~= "shuffle" and order ~= "given" then
     error(("training.data.order = %s: one of shuffle, given"):format(tostring(order)), 0)
   end
@@ -747,6 +857,7 @@ local function plan(d, b)
   end
   if multipack then return plan_multipack(d, b, order, seed, pick, q, multiple) end
   if torchtune then return plan_torchtune(d, b, order, seed, pick, q) end
+  if titan then return plan_torchtitan(d, b, pick, q) end
   local lens = read_lengths(d)
   if packing then return plan_packed(d, b, lens, batching, L, order, seed, pick, q) end
   local n = #lens
@@ -854,6 +965,17 @@ end
 -- attention a padded or packed batch needs, a sliding window the batch outruns.
 function M.check(t, mc, attention)
   local d = t.data_batch
+  if d and d.torchtitan then
+    if attention ~= "flex" then
+      return ("training.data.batching = torchtitan is torchtitan's text stream under a flex flavor's block_causal "
+              .. "mask: training.attention = flex (not %s)"):format(attention)
+    end
+    if mc.sliding_window and mc.sliding_window <= d.len then
+      return ("training.data.batching = torchtitan past the sliding window (%d tokens, rows of %d) is not modelled")
+        :format(mc.sliding_window, d.len)
+    end
+    return nil
+  end
   if d and d.torchtune then
     if attention ~= "flex" then
       return ("training.data.batching = torchtune is torchtune's packed data set, whose collator makes a BlockMask "
@@ -908,6 +1030,8 @@ function M.inputs(cx, d)
     return { id = id, shape = shape, dtype = dtype, rg = false, name = name }
   end
   if d.batching == "pad" then return { attention_mask = input("attention_mask", { d.rows, d.len }) } end
+  -- (torchtitan's rows: the input ids alone; the BlockMask is made from them: M.flex_document_mask)
+  if d.torchtitan then return {} end
   if d.torchtune then
     -- the packs' input_pos (each document's positions from 0), and packed_block_causal_mask's
     -- document ids moved to the GPU, which the BlockMask's mask_mod holds
@@ -1084,7 +1208,12 @@ end
 -- dtype)): 10 bytes an element at the peak, as measure_flex_attention.py measured on an H100
 -- (mask_peak_bytes). The block counts' small tensors then give the BlockMask's eight int32
 -- tensors (flex_block_mask's, per row). Returns them.
-function M.flex_document_mask(cx, d, inputs)
+--
+-- torchtitan's (238fa99 models/attention.py get_document_mask_mod, create_attention_mask): the
+-- row's EOS tokens (input_ids == eos_id, (b, L) bool, its last column set), where'd to int64 and
+-- summed along the row (cumsum, (b, L) int64, which the mask function's closure holds with the
+-- BlockMask), then a compiled create_block_mask: no dense mask, its eight int32 tensors alone.
+function M.flex_document_mask(cx, d, inputs, ids)
   local nn = require "vrsim.nn"
   local b, L = d.rows, d.len
   local Lp = round_up(L, 128)
@@ -1093,6 +1222,24 @@ function M.flex_document_mask(cx, d, inputs)
   local function new(name, shp, dtype, ins, frees, kind)
     return nn.op(cx, { name = P .. "." .. name, kind = kind, inputs = ins or {}, frees = frees,
                        outs = { { P .. "." .. name, shp, dtype, no_grad = true } } })
+  end
+  local function block_tensors(ins)
+    local outs = {}
+    for _, side in ipairs { "kv", "q" } do
+      for _, f in ipairs { "", "full_" } do
+        outs[#outs + 1] = { ("%s.%s%s_num_blocks"):format(P, f, side), { b, 1, n }, "int32", no_grad = true }
+        outs[#outs + 1] = { ("%s.%s%s_indices"):format(P, f, side), { b, 1, n, n }, "int32", no_grad = true }
+      end
+    end
+    return { nn.op(cx, { name = P, kind = "elementwise", inputs = ins, frees = {}, outs = outs }) }
+  end
+  if d.torchtitan then
+    local eos = new("eos_mask", { b, L }, "bool", { ids }, {})
+    local ones = new("eos_where", { b, L }, "int64", { eos }, { eos })
+    local doc = new("document_ids", { b, L }, "int64", { ones }, { ones }, "reduce_rows")
+    local made = block_tensors({ doc })
+    made[#made + 1] = doc
+    return made
   end
   local doc = inputs.document_ids
   local q_idx = new("q_arange", { L }, "int64")

@@ -142,10 +142,11 @@ local function flex_refusal(t, attention, mc, mesh)
     why = "under context parallelism"
   elseif mc.head_dim and mc.head_dim > 128 then
     why = ("at head dim %d (its kernels were measured at 64 and 128)"):format(mc.head_dim)
-  elseif t.precision ~= "bf16" and t.precision ~= "lora_bf16" then
+  elseif t.precision ~= "bf16" and t.precision ~= "lora_bf16" and t.precision ~= "mp_fp32" then
     -- (under autocast the rotary embedding's fp32 tables promote q and k to fp32 beside a bf16 v,
-    -- which flex_attention does not take)
-    why = ("in %s (its kernels were measured on bf16 weights: bf16 or lora_bf16)"):format(t.precision)
+    -- which flex_attention does not take; FSDP2's mixed precision runs the layers on bf16
+    -- parameters, so q, k and v are bf16)
+    why = ("in %s (its kernels were measured on bf16 tensors: bf16, lora_bf16 or FSDP2's mp_fp32)"):format(t.precision)
   end
   return why and ("attention = flex %s is not modelled"):format(why) or nil
 end
@@ -603,9 +604,10 @@ function M.build(cx, cfg)
       nn.end_forward(cx)
       return out
     end
-    -- a torchtune packed batch: its collator's BlockMask, made with each micro-batch
-    if t.data_batch and t.data_batch.torchtune then
-      cx.run.block_mask = require("strategies.data").flex_document_mask(cx, t.data_batch, data_inputs)
+    -- a torchtune packed batch: its collator's BlockMask, made with each micro-batch; a
+    -- torchtitan row's: made by the train step before the model's forward
+    if t.data_batch and (t.data_batch.torchtune or t.data_batch.torchtitan) then
+      cx.run.block_mask = require("strategies.data").flex_document_mask(cx, t.data_batch, data_inputs, ids)
     end
     local out = mod.call(cx, root, ids)
     if dpo then

@@ -144,7 +144,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* each batching by the input's size: padded, flattened, TRL's packing (whose rows of 64
      * tokens the lengths are cut to, split into or packed into), axolotl's (bins of 128
      * tokens, a sequence over 64 dropped, cut or refused, one row a micro-batch, flash attention)
-     * and torchtune's (packs of 200 or 64, split across or not, FlexAttention) */
+     * torchtune's (packs of 200 or 64, split across or not, FlexAttention) and torchtitan's
+     * stream (rows of 96, FlexAttention) */
     static const char *BATCHING[] = {
         "micro_batch = 2, attention = 'sdpa', data = { batching = 'pad'",
         "micro_batch = 2, attention = 'sdpa', data = { batching = 'padding_free'",
@@ -158,13 +159,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         " max_length = 64, too_long = 'raise', batch = 'p50'",
         "micro_batch = 2, attention = 'flex', data = { batching = 'torchtune', pack_length = 200",
         "micro_batch = 1, attention = 'flex', data = { batching = 'torchtune', pack_length = 64,"
-        " split_across_pack = true, order = 'given', batch = 'p50'" };
+        " split_across_pack = true, order = 'given', batch = 'p50'",
+        "micro_batch = 2, attention = 'flex', data = { batching = 'torchtitan', pack_length = 96, batch = 'p50'" };
     char src[640];
     snprintf(src, sizeof src,
              "return { hardware = { gpu = 'h200' }, model = { arch = 'llama2', size = '7b-l1',"
              " hidden = 64, intermediate = 128, heads = 2, kv_heads = 2, vocab = 256 },"
              " training = { steps = 1, precision = 'bf16', %s, lengths = 'lengths.txt' } } }",
-             BATCHING[size % 9]);
+             BATCHING[size % 10]);
     st = scenario_load_source("fuzz.lua", src, dir, &so, &p, err, sizeof err);
 #else
     cJSON *rec = cJSON_ParseWithLength((const char *)data, size);
