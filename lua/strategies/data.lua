@@ -523,9 +523,9 @@ end
 -- last document reaches block i's first one; of those, full (no element masked) are the j < i
 -- that one document covers together with block i (j's first document is i's last), and the
 -- rest, the diagonal's among them, partial; the last q-block, where L is not a multiple of 128,
--- has no full block (create_block_mask pads it with masked rows). Returns the partial and the full blocks
--- (validation/results/flex_attention_h100_sxm.json's packed rows: create_block_mask's counts,
--- exactly).
+-- has no full block (create_block_mask pads it with masked rows). Returns the partial and the
+-- full blocks (create_block_mask's counts, exactly: validation/oracle/check_flex_blocks.py and
+-- validation/results/flex_attention_h100_sxm.json's packed rows).
 local function flex_row_blocks(lens, L)
   local n = (L + 127) // 128
   local first, last = {}, {}
@@ -572,7 +572,7 @@ end
 -- StatefulDistributedSampler, drop_last), each (b, L) whatever its documents, so memory is the
 -- same for every batch; which batch decides the attention's work: the worst, the b packs of
 -- most blocks, or a quantile of a shuffled epoch's batches by it. Without lengths, each pack one
--- document of L tokens (the most work a pack can hold).
+-- document of L tokens (a causal row).
 local function plan_torchtune(d, b, order, seed, pick, q)
   local L, split = d.pack_length, d.split_across_pack == true
   local function batch(list)
@@ -597,8 +597,8 @@ local function plan_torchtune(d, b, order, seed, pick, q)
     local list = {}
     for i = 1, b do list[i] = { total = L, lens = { L } } end
     return batch(list), ("training.data: no lengths given (the data set's token counts: --set training.data.lengths=FILE); "
-      .. "simulated %d pack%s of one %d-token document each (torchtune's packed data set: the most attention work "
-      .. "a pack can hold; the memory is the same for any pack)"):format(b, b > 1 and "s" or "", L)
+      .. "simulated %d pack%s of one %d-token document each (torchtune's packed data set: causal rows; the memory "
+      .. "is the same for any pack)"):format(b, b > 1 and "s" or "", L)
   end
   local lens = read_lengths(d)
   local packs, cut = pack_torchtune(lens, L, split)
