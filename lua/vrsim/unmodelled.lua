@@ -51,10 +51,11 @@ local THINGS = {
       "pagedoptimizer" },
     "training.optimizer = \"paged_adamw_8bit\" (or paged_adamw_32bit, paged_adamw, paged_lion_8bit, "
       .. "paged_lion_32bit: bitsandbytes' paged state in unified memory)", modelled = true },
-  { "sequence packing into fixed-length rows with flash-attention's varlen kernels (axolotl's sample_packing, TRL's packing)",
+  { "sequence packing into fixed-length rows (axolotl's sample_packing, TRL's packing, torchtune's packed data sets)",
     { "packing", "samplepacking", "pack", "packed", "padfree" },
     "training.data = { lengths = ..., batching = \"bfd\" } (TRL's packing), \"multipack\" (axolotl's sample_packing "
-      .. "under flash attention) or \"padding_free\"", modelled = true },
+      .. "under flash or flex attention), \"torchtune\" (torchtune's packed data sets, attention = flex) or "
+      .. "\"padding_free\"", modelled = true },
   { "DPO (TRL's DPOTrainer)", { "dpo", "dpotrainer", "referencemodel", "refmodel" },
     "training.dpo = { prompt_length = N, completion_length = M }", modelled = true },
   { "preference and RL training beyond DPO (ORPO, KTO, PPO, GRPO)", { "orpo", "kto", "ppo", "grpo", "rlhf" } },
