@@ -408,6 +408,12 @@ sed 's/^attn_implementation: sdpa/attn_implementation: flash_attention_2/' "$TMP
 if [ "$(grep -c ',cu_seq_lens_[qk]$' "$TMP/tpff.csv")" = 2 ] && [ "$(grep -c position_starts "$TMP/tpff.csv")" = 0 ]; then
   ok "trl padding_free under flash attention: TRL's collator's cu_seq_lens, none made a layer"
 else fail "trl padding_free under flash attention: cu_seq_lens $(grep -c ',cu_seq_lens_[qk]$' "$TMP/tpff.csv"), position_starts $(grep -c position_starts "$TMP/tpff.csv")"; fi
+# attn_implementation: flex_attention: transformers' flex attention, its BlockMask over the
+# flattened row's sequences (training.data, padding_free)
+sed 's/^attn_implementation: sdpa/attn_implementation: flex_attention/' "$TMP/tpf.yaml" >"$TMP/tpfx.yaml"
+check "trl padding_free under flex attention: the BlockMask over the row's sequences" 0 \
+  "training.data under flex attention: the batch's BlockMask keeps [0-9]+ partial and [0-9]+ full blocks" -- \
+  "$TMP/tpfx.yaml" --gpu h100 --no-files --no-suggest --set training.data.lengths="$TMP/tpack_lengths.txt"
 printf 'pad_to_multiple_of: 64\n' | cat "$TMP/tpf.yaml" - >"$TMP/tpfm.yaml"
 check "trl padding_free with pad_to_multiple_of: refused by name" 2 "tpfm\.yaml:[0-9]+: pad_to_multiple_of: the flattened row padded" -- \
   "$TMP/tpfm.yaml" --gpu h100 --no-files --set training.data.lengths="$TMP/tpack_lengths.txt"

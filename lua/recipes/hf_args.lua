@@ -57,8 +57,10 @@ function H.optimizer_refused(opt)
          and " (no paged optimizer of that name is modelled)" or "", table.concat(names, ", "))
 end
 
--- attn_implementation -> training.attention (flash_attention_2: SDPA's flash backend, a note)
-H.ATTENTION = { eager = "eager", sdpa = "sdpa", flash_attention_2 = "flash" }
+-- attn_implementation -> training.attention (flash_attention_2: SDPA's flash backend, a note;
+-- flex_attention: transformers' flex_attention_forward, over the collator's padding or packed
+-- sequences where training.data gives them)
+H.ATTENTION = { eager = "eager", sdpa = "sdpa", flash_attention_2 = "flash", flex_attention = "flex" }
 
 -- The config.json of a model given as a local folder (or a .json file) by key k of t: vrsim never
 -- reaches the network, so a Hub id is an error that says to download config.json.

@@ -193,7 +193,7 @@ local function scenario(r, opts, tool)
   -- attention: ModelConfig.attn_implementation (None: transformers' default, sdpa)
   if attn then
     local a = H.ATTENTION[attn]
-    if not a then r:fail(d, "attn_implementation", ("'%s' is not modelled (read: eager, sdpa, flash_attention_2)"):format(attn)) end
+    if not a then r:fail(d, "attn_implementation", ("'%s' is not modelled (read: eager, sdpa, flash_attention_2, flex_attention)"):format(attn)) end
     t.attention = a
     if attn == "flash_attention_2" then
       notes[#notes + 1] = tool .. " flash_attention_2 (the flash-attn package) simulated as SDPA's flash backend, "
