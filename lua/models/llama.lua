@@ -717,15 +717,7 @@ end
 -- eight blocks of the allocator's rounding). Alive until the model returns; each layer's
 -- compiled flex_attention keeps them for its backward.
 local function flex_block_mask(cx, b, s)
-  local n = (s + 127) // 128
-  local outs = {}
-  for _, side in ipairs { "kv", "q" } do
-    for _, full in ipairs { "", "full_" } do
-      outs[#outs + 1] = { ("block_mask.%s%s_num_blocks"):format(full, side), { b, 1, n }, "int32", no_grad = true }
-      outs[#outs + 1] = { ("block_mask.%s%s_indices"):format(full, side), { b, 1, n, n }, "int32", no_grad = true }
-    end
-  end
-  return { nn.op(cx, { name = "block_mask", kind = "elementwise", inputs = {}, outs = outs }) }
+  return nn.block_mask(cx, b, s, {})
 end
 
 local function make_mask(cx, r, window, mask_dtype, position_ids)

@@ -1140,8 +1140,11 @@ function M.hooks(root, layer_cls, t, reference)
         for i = held + 1, #cx.held do res[#res + 1] = cx.held[i] end
         local saved = M.partition(cx, ops, res, checkpointed and not inference, inference,
                                   rerun and not inference or nil, inside)
-        -- (two graphs: what both save)
-        if first_saved then saved = table.move(saved, 1, #saved, #first_saved + 1, table.move(first_saved, 1, #first_saved, 1, {})) end
+        -- (two graphs: what both save, the first's first)
+        if first_saved then
+          local both = table.move(first_saved, 1, #first_saved, 1, {})
+          saved = table.move(saved, 1, #saved, #both + 1, both)
+        end
         if not inference then layer_saved[k] = saved end
         -- the layer's other ops (a Python variable's reference dropped, nn.release) make nothing:
         -- the compiled backward has no such step; what it recomputes is dropped after its last use

@@ -1047,6 +1047,23 @@ function M.inputs(cx, d)
   return out
 end
 
+-- masking_utils' find_packed_sequence_indices on a flattened row's position_ids (1, L): the
+-- first value minus one cat in front, the difference, != 1, its cumsum (the sequence index per
+-- token, returned), and the check that the last column's is 0 (== 0, all()). new(name, shape,
+-- dtype, inputs, frees) makes each tensor; P names them.
+local function sequence_index(cx, new, pos, L, P)
+  local nn = require "vrsim.nn"
+  local first = new("first_minus_one", { 1, 1 }, "int64", { pos })
+  local cat = new("diff_prepend_cat", { 1, L + 1 }, "int64", { pos, first })
+  local diff = new("diff", { 1, L }, "int64", { cat }, { cat })
+  nn.release(cx, { first }, P .. ": find_packed_sequence_indices's first value dropped")
+  local ne = new("ne_one", { 1, L }, "bool", { diff }, { diff })
+  local seq = new("sequence_index", { 1, L }, "int64", { ne }, { ne })
+  local last = new("last_eq_zero", { 1 }, "bool", { seq })
+  nn.release(cx, { new("all", {}, "bool", { last }, { last }) }, P .. ": the all() read")
+  return seq
+end
+
 -- create_causal_mask for flex attention with this batch (masking_utils' flex_attention_mask,
 -- transformers 5.25): the padding mask (attention_mask.to(bool), (b, L), and fast_all's sum), or
 -- the packed row's sequence index (find_packed_sequence_indices, as for SDPA below), which the
@@ -1075,15 +1092,7 @@ function M.flex_mask(cx, r, inputs)
     end
     d.flex_blocks = { partial = partial, full = full }
   elseif d.packed and not r.use_cache then
-    local pos = inputs.position_ids
-    local first = new("first_minus_one", { 1, 1 }, "int64", { pos })
-    local cat = new("diff_prepend_cat", { 1, L + 1 }, "int64", { pos, first })
-    local diff = new("diff", { 1, L }, "int64", { cat }, { cat })
-    nn.release(cx, { first }, P .. ": find_packed_sequence_indices's first value dropped")
-    local ne = new("ne_one", { 1, L }, "bool", { diff }, { diff })
-    held = new("sequence_index", { 1, L }, "int64", { ne }, { ne })
-    local last = new("last_eq_zero", { 1 }, "bool", { held })
-    nn.release(cx, { new("all", {}, "bool", { last }, { last }) }, P .. ": the all() read")
+    held = sequence_index(cx, new, inputs.position_ids, L, P)
     local pb, fb = flex_row_blocks(d.lens, L)
     d.flex_blocks = { partial = pb, full = fb }
   elseif d.packed then
@@ -1098,17 +1107,7 @@ function M.flex_mask(cx, r, inputs)
     cx.notes[#cx.notes + 1] = ("training.data under flex attention: the batch's BlockMask keeps %d partial and %d "
       .. "full blocks of 128 x 128"):format(d.flex_blocks.partial, d.flex_blocks.full)
   end
-  local n = (L + 127) // 128
-  local rows = d.padded and b or 1
-  local outs = {}
-  for _, side in ipairs { "kv", "q" } do
-    for _, f in ipairs { "", "full_" } do
-      outs[#outs + 1] = { ("block_mask.%s%s_num_blocks"):format(f, side), { rows, 1, n }, "int32", no_grad = true }
-      outs[#outs + 1] = { ("block_mask.%s%s_indices"):format(f, side), { rows, 1, n, n }, "int32", no_grad = true }
-    end
-  end
-  local made = { nn.op(cx, { name = "block_mask", kind = "elementwise", inputs = held and { held } or {}, frees = {},
-                             outs = outs }) }
+  local made = nn.block_mask(cx, d.padded and b or 1, L, { held })
   -- (the mask function's closure: what it reads lives as long as the BlockMask)
   if held then made[#made + 1] = held end
   return made
@@ -1162,16 +1161,7 @@ function M.mask(cx, r, inputs)
       nn.release(cx, { e }, P .. ": fast_all's answer read")
     end
   else
-    local pos = inputs.position_ids
-    local first = new("first_minus_one", { 1, 1 }, "int64", { pos })
-    local cat = new("diff_prepend_cat", { 1, L + 1 }, "int64", { pos, first })
-    local diff = new("diff", { 1, L }, "int64", { cat }, { cat })
-    nn.release(cx, { first }, P .. ": find_packed_sequence_indices's first value dropped")
-    local ne = new("ne_one", { 1, L }, "bool", { diff }, { diff })
-    seq_id = new("sequence_index", { 1, L }, "int64", { ne }, { ne })
-    local last = new("last_eq_zero", { 1 }, "bool", { seq_id })
-    local all = new("all", {}, "bool", { last }, { last })
-    nn.release(cx, { all }, P .. ": the all() read")
+    seq_id = sequence_index(cx, new, inputs.position_ids, L, P)
   end
   local batch_idx = new("batch_arange", { b }, "int64")
   local head_idx = new("head_arange", { 1 }, "int64")
@@ -1223,21 +1213,11 @@ function M.flex_document_mask(cx, d, inputs, ids)
     return nn.op(cx, { name = P .. "." .. name, kind = kind, inputs = ins or {}, frees = frees,
                        outs = { { P .. "." .. name, shp, dtype, no_grad = true } } })
   end
-  local function block_tensors(ins)
-    local outs = {}
-    for _, side in ipairs { "kv", "q" } do
-      for _, f in ipairs { "", "full_" } do
-        outs[#outs + 1] = { ("%s.%s%s_num_blocks"):format(P, f, side), { b, 1, n }, "int32", no_grad = true }
-        outs[#outs + 1] = { ("%s.%s%s_indices"):format(P, f, side), { b, 1, n, n }, "int32", no_grad = true }
-      end
-    end
-    return { nn.op(cx, { name = P, kind = "elementwise", inputs = ins, frees = {}, outs = outs }) }
-  end
   if d.torchtitan then
     local eos = new("eos_mask", { b, L }, "bool", { ids }, {})
     local ones = new("eos_where", { b, L }, "int64", { eos }, { eos })
     local doc = new("document_ids", { b, L }, "int64", { ones }, { ones }, "reduce_rows")
-    local made = block_tensors({ doc })
+    local made = nn.block_mask(cx, b, L, { doc })
     made[#made + 1] = doc
     return made
   end
@@ -1256,16 +1236,8 @@ function M.flex_document_mask(cx, d, inputs, ids)
   local full = new("full_blocks", { b, 1, n, n }, "bool", { sums })
   local partial = new("partial_blocks", { b, 1, n, n }, "bool", { sums }, { sums })
   nn.release(cx, { padded }, P .. ": _convert_mask_to_block_mask returns")
-  local outs = {}
-  for _, side in ipairs { "kv", "q" } do
-    for _, f in ipairs { "", "full_" } do
-      outs[#outs + 1] = { ("%s.%s%s_num_blocks"):format(P, f, side), { b, 1, n }, "int32", no_grad = true }
-      outs[#outs + 1] = { ("%s.%s%s_indices"):format(P, f, side), { b, 1, n, n }, "int32", no_grad = true }
-    end
-  end
-  local made = { nn.op(cx, { name = P, kind = "elementwise", inputs = { partial, full }, frees = { partial, full },
-                             outs = outs }) }
-  nn.release(cx, { mask }, P .. ": create_block_mask returns")
+  local made = nn.block_mask(cx, b, L, { partial, full })
+  nn.release(cx, { partial, full, mask }, P .. ": create_block_mask returns")
   return made
 end
 

@@ -151,6 +151,22 @@ return function(nn)
   -- row term (its peak beside them: 1 MiB at 32 heads x 8192). Its FLOPs: causal SDPA's (the
   -- causal BlockMask computes the 128 x 128 blocks on and below the diagonal: 2080 of 4096 at
   -- 8192 tokens, 1.6 % over half), priced by the flex rows (kind attention_flex).
+  -- A BlockMask (torch.nn.attention.flex_attention, 128 x 128 blocks) for `rows` rows of `len`
+  -- tokens: eight int32 tensors, the partial and full blocks' counts (rows, 1, n) and indices
+  -- (rows, 1, n, n) for the keys, and the same transposed for the queries' backward, made from
+  -- `inputs` (which it does not free: a mask function's closure holds them). Returns the list.
+  function nn.block_mask(cx, rows, len, inputs)
+    local n = (len + 127) // 128
+    local outs = {}
+    for _, side in ipairs { "kv", "q" } do
+      for _, full in ipairs { "", "full_" } do
+        outs[#outs + 1] = { ("block_mask.%s%s_num_blocks"):format(full, side), { rows, 1, n }, "int32", no_grad = true }
+        outs[#outs + 1] = { ("block_mask.%s%s_indices"):format(full, side), { rows, 1, n, n }, "int32", no_grad = true }
+      end
+    end
+    return { nn.op(cx, { name = "block_mask", kind = "elementwise", inputs = inputs or {}, frees = {}, outs = outs }) }
+  end
+
   -- A partial block's cost in full ones, forward and backward, at head dims of 64 or less and
   -- above: measure_flex_attention.py's rows on an H100 (validation/results/
   -- flex_attention_h100_sxm.json), the causal row and the 16-document row of 8192 tokens, two

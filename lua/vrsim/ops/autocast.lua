@@ -49,6 +49,8 @@ return function(nn)
     -- flex_attention is a higher-order op autocast's lists do not name (and vrsim refuses it
     -- under autocast: causal_lm.lua flex_refusal)
     flex_attention = "none",
+    -- a BlockMask's int32 tensors, made from integer and boolean tensors
+    block_mask = "none",
     -- torchtune's compiled compute_cross_entropy upcasts its argument itself (logits.float()),
     -- inside the graph, so no cast precedes the call
     cross_entropy_compiled = "none",
