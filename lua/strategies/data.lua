@@ -272,6 +272,18 @@ end
 -- A batch of sequences (their lengths) as its collator shapes it: rows x len tokens computed,
 -- real the tokens of the data, padded whether some row is padded, packed whether one row holds
 -- several sequences.
+-- Which of nb batches the run simulates, by key (keys[k] the k-th batch's tokens or work): the
+-- largest (pick "worst") or the q-th percentile's, the first batch of that key. Returns its index
+-- and its rank.
+local function batch_by_key(keys, nb, pick, q)
+  local rank = pick == "worst" and nb or math.max(1, math.ceil(q / 100 * nb))
+  local sorted = table.move(keys, 1, nb, 1, {})
+  select_kth(sorted, rank, 1, nb)
+  local k = 1
+  while keys[k] ~= sorted[rank] do k = k + 1 end
+  return k, rank
+end
+
 local function shape(lens, batching, multiple)
   local sum, max, min = 0, 0, math.maxinteger
   for _, l in ipairs(lens) do
@@ -323,11 +335,7 @@ local function plan_packed(d, b, lens, batching, L, order, seed, pick, q)
     end
     chosen, what = shape(flat(list), "padding_free"), "the worst batch a shuffle can deal"
   else
-    local keys = table.move(tok, 1, nb, 1, {})
-    local rank = pick == "worst" and nb or math.max(1, math.ceil(q / 100 * nb))
-    select_kth(keys, rank, 1, nb)
-    local k = 1
-    while tok[k] ~= keys[rank] do k = k + 1 end
+    local k, rank = batch_by_key(tok, nb, pick, q)
     local list = {}
     for j = (k - 1) * b + 1, math.min(nr, k * b) do list[#list + 1] = row(j) end
     chosen = shape(flat(list), "padding_free")
@@ -460,11 +468,7 @@ local function plan_multipack(d, b, order, seed, pick, q, multiple)
   else
     local keys = {}
     for i, bn in ipairs(bins) do keys[i] = (key(bn)) end
-    local rank = math.max(1, math.ceil(q / 100 * nb))
-    local sorted = table.move(keys, 1, nb, 1, {})
-    select_kth(sorted, rank, 1, nb)
-    local k = 1
-    while keys[k] ~= sorted[rank] do k = k + 1 end
+    local k, rank = batch_by_key(keys, nb, pick, q)
     chosen = row(bins[k].lens, bins[k].total)
     what = ("the epoch's %s bin by tokens computed (%d of %d)"):format(pick, rank, nb)
   end
@@ -631,11 +635,7 @@ local function plan_torchtune(d, b, order, seed, pick, q)
       for j = (k - 1) * b + 1, k * b do s = s + work[idx and idx[j] or j] end
       keys[k] = s
     end
-    local rank = pick == "worst" and nbatch or math.max(1, math.ceil(q / 100 * nbatch))
-    local sorted = table.move(keys, 1, nbatch, 1, {})
-    select_kth(sorted, rank, 1, nbatch)
-    local k = 1
-    while keys[k] ~= sorted[rank] do k = k + 1 end
+    local k, rank = batch_by_key(keys, nbatch, pick, q)
     local list = {}
     for j = (k - 1) * b + 1, k * b do list[#list + 1] = packs[idx and idx[j] or j] end
     chosen = batch(list)
@@ -730,11 +730,7 @@ local function plan_torchtitan(d, b, pick, q)
     end
     work[k] = w
   end
-  local rank = pick == "worst" and nb or math.max(1, math.ceil(q / 100 * nb))
-  local sorted = table.move(work, 1, nb, 1, {})
-  select_kth(sorted, rank, 1, nb)
-  local k = 1
-  while work[k] ~= sorted[rank] do k = k + 1 end
+  local k, rank = batch_by_key(work, nb, pick, q)
   local chosen = batch(table.move(rows, (k - 1) * b + 1, k * b, 1, {}), b * L)
   local what = pick == "worst" and "the epoch's batch of most attention blocks"
     or ("the epoch's %s batch by attention blocks (%d of %d)"):format(pick, rank, nb)
@@ -913,10 +909,7 @@ local function plan(d, b)
     -- 2 x tokens + padded sorts as numbers; the chosen batch is the first with the rank's key
     local keys = {}
     for k = 1, nb do keys[k] = 2 * tok[k] + (pad[k] and 1 or 0) end
-    local rank = pick == "worst" and nb or math.max(1, math.ceil(q / 100 * nb))
-    select_kth(keys, rank, 1, nb)
-    local want, k = keys[rank], 1
-    while 2 * tok[k] + (pad[k] and 1 or 0) ~= want do k = k + 1 end
+    local k, rank = batch_by_key(keys, nb, pick, q)
     chosen = shape(batch_lengths(k), batching, multiple)
     what = pick == "worst" and "the epoch's largest batch"
       or ("the epoch's %s batch by tokens computed (%d of %d)"):format(pick, rank, nb)
