@@ -584,9 +584,18 @@ sed 's/^fsdp_reshard_after_forward: False/fsdp_reshard_after_forward: False\nten
   $D/torchtune_1B_full_distributed.yaml >"$TMP/tttp.yaml"
 check "torchtune tensor_parallel_dim" 2 "tttp\.yaml:46: tensor_parallel_dim: torchtune's tensor parallelism" -- \
   "$TMP/tttp.yaml" --gpu h100 --gpus 4 --no-files
-check "torchtune notes: the transformers model, the keys not read" 0 \
-  "lora_llama3_2_1b simulated as the transformers model.*keys not read.*metric_logger.*profiler" -- \
+check "torchtune notes: torchtune's own decoder, the keys not read" 0 \
+  "lora_llama3_2_1b simulated as torchtune's own TransformerDecoder.*keys not read.*metric_logger.*profiler" -- \
   $D/torchtune_1B_lora_single_device.yaml --gpu rtx4090 --no-files
+
+# model.code = "torchtune" (torchtune's own decoder; op by op against the oracle's captures
+# llama3_8b_l2_bf16_torchtune and llama2_7b_l2_bf16_torchtune): what it is not modelled with
+check "model.code torchtune on a Qwen2 model" 2 \
+  "qwen25_05b_full_4090\.lua:[0-9]+: model\.code = \"torchtune\" with the family qwen2 .* is not modelled" -- \
+  scenarios/qwen25_05b_full_4090.lua --set model.code=torchtune --no-files
+check "model.code torchtune under tensor parallelism" 2 \
+  "model\.code = \"torchtune\" with tensor, context or pipeline parallelism is not modelled" -- \
+  scenarios/llama3_70b_tp8.lua --set model.code=torchtune --no-files
 
 # torchtitan: what is not modelled, named with its key and line; the mesh's refusals by the TOML key
 T=$D/torchtitan_llama3_8b.toml

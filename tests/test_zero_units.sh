@@ -86,9 +86,10 @@ else fail "accumulated head gradient shards: $n, want 2"; fi
 P=tests/data/published_memory_70b_full.lua
 run p70 "$P" --set model.config=scenarios/configs/llama-3-70b.json --no-files
 run p70r "$P" --set model.config=scenarios/configs/llama-3-70b.json --set zero.units= --no-files
-if [ "$(peak p70)" = "13171.7" ] && [ "$(peak p70r)" = "18127.5" ]; then
-  ok "torchtune 70B full, CPU offload, 8 A100s: 13171.7 MiB with its custom_sharded_layers as units (published 13.9 GiB), 18127.5 in the root's"
-else fail "70B full peaks: $(peak p70) and $(peak p70r) MiB, want 13171.7 and 18127.5"; fi
+# (torchtune's own decoder, model.code: its 4 MiB RoPE cache among the rest)
+if [ "$(peak p70)" = "13173.7" ] && [ "$(peak p70r)" = "18129.5" ]; then
+  ok "torchtune 70B full, CPU offload, 8 A100s: 13173.7 MiB with its custom_sharded_layers as units (published 13.9 GiB), 18129.5 in the root's"
+else fail "70B full peaks: $(peak p70) and $(peak p70r) MiB, want 13173.7 and 18129.5"; fi
 
 # ---- refusals ---------------------------------------------------------------------------------
 run z3 "$L8" --set $C8 --set $UNITS --set strategy=zero3 --no-files

@@ -86,6 +86,8 @@ function H.resolve(src, overrides)
   -- PretrainedConfig.use_cache: what a forward's use_cache=None falls back to (the families'
   -- configs default it to True)
   cfg.use_cache = H.bool(hf, "use_cache", true, where)
+  -- max_position_embeddings: the span of the RoPE cache torchtune's builders make (model.code)
+  if hf.max_position_embeddings ~= nil then cfg.max_positions = H.int(hf, "max_position_embeddings", nil, where) end
   cfg.name = hf._name_or_path or hf.name_or_path or (type(src) == "string" and src:match("([^/]+)%.json$"))
              or (archs and archs[1]) or fam
   return fam, f, cfg

@@ -18,6 +18,7 @@
 -- tree (lua/strategies/), hooked on module boundaries.
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
+local TT = require "models.blocks.torchtune"
 
 local L = {}
 
@@ -83,9 +84,10 @@ local function rmsnorm_forward(cx, m, x)
                         bwd_workspace = { nn.bytes(x.shape, "fp32") }, bwd_workspace_first = true })
   local yb = nn.to(cx, y, x.dtype, name .. ".to_input_dtype")
   local odt = promote(w.dtype, yb.dtype)
-  -- `hidden_states` keeps y until the function returns, after the weight multiply
+  -- `hidden_states` keeps y until the function returns, after the weight multiply (torchtune
+  -- 0.4's norm casts the product inside its expression: y dies with the cast)
   local drops = { w, yb }
-  if yb ~= y then drops[3] = y end
+  if yb ~= y and not m.tt_python then drops[3] = y end
   -- weight * hidden broadcasts the weight. MulBackward0 makes hidden's gradient (grad * weight)
   -- and the full product grad * hidden, and returns; the engine then drops the incoming
   -- gradient and reduces the product to the weight's shape (InputMetadata::reduce_grad: a row
@@ -104,10 +106,25 @@ local function rmsnorm_forward(cx, m, x)
                 bwd_bytes = nn.bytes(x.shape, odt) + nn.bytes(w.shape, w.dtype), frees = {} })
   end
   if yb.rg then saves[1] = w end
+  if m.tt_python then
+    -- `x_normed * self.scale`: MulBackward0 makes `other`'s gradient (the scale's full product)
+    -- first, then the normalized input's
+    return nn.op(cx, { name = name, kind = "broadcast", inputs = { yb, wv },
+                       outs = { { name, x.shape, odt } }, saves = saves,
+                       grads = { { dtype = yb.dtype }, { bytes = nn.bytes(x.shape, odt), dtype = odt } },
+                       grad_order = { 2, 1 }, frees = drops, flops = nn.numel(x.shape), dtype = odt })
+  end
   return nn.op(cx, { name = name, kind = "broadcast", inputs = { wv, yb },
                      outs = { { name, x.shape, odt } }, saves = saves,
                      grads = { { bytes = nn.bytes(x.shape, odt), dtype = odt }, { dtype = yb.dtype } },
                      grad_order = { 2, 1 }, frees = drops, flops = nn.numel(x.shape), dtype = odt })
+end
+
+-- torchtune 0.4's RMSNorm (models/blocks/torchtune.lua): LlamaRMSNorm's ops, its fp32 product
+-- dying with the cast, then `x_normed * scale`
+function L.torchtune_rmsnorm(cx, m, x)
+  m.tt_python = true
+  return rmsnorm_forward(cx, m, x)
 end
 
 function L.RMSNorm(opname, dim, cls)
@@ -409,10 +426,25 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   -- autograd nodes in that order); backward copies the non-contiguous gradient
   local q, k, v, qkv
   if m.children.qkv_proj then q, k, v, qkv = split_qkv(cx, m, hn, b, s) end
+  -- torchtune's MultiHeadAttention (model.code = "torchtune"): `q = self.pos_embeddings(q)` on
+  -- the heads' view right away, before k_proj, from the RoPE cache (blocks/torchtune.lua). The
+  -- rotation's backward hands the heads' view a contiguous gradient (SelectBackward's new
+  -- tensors, cast back): the view back copies nothing, for q as for k
+  local tt = r.rope_cache
+  local function heads(which, x, n)
+    if tt then return nn.view(cx, x, { b, n, s, hd }, pre .. "." .. which .. "_heads") end
+    return heads_of(cx, m, which, x, n, b, s, hd)
+  end
   q = q or mod.call(cx, m.children.q_proj, hn)
-  local qv = heads_of(cx, m, "q", q, a.heads, b, s, hd)
+  local qv = heads("q", q, a.heads)
+  local tt_packed = tt and r.data_inputs ~= nil and r.data_inputs.position_ids ~= nil
+  local qe, ke
+  if tt then
+    qe = TT.rope(cx, pre .. ".q_rope", qv, tt, tt_packed)
+    nn.release(cx, { qv }, pre .. ": q rebound to its rotated copy")
+  end
   k = k or mod.call(cx, m.children.k_proj, hn)
-  local kv = heads_of(cx, m, "k", k, a.kv_heads, b, s, hd)
+  local kv = heads("k", k, a.kv_heads)
   v = v or mod.call(cx, m.children.v_proj, hn)
   -- v's gradient: cuDNN attention's backward makes dv with v's strides, so when v reaches
   -- it directly (no cache copy, no repeat_kv) dv transposed back is already contiguous and
@@ -457,8 +489,10 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   else
     vv = nn.view_op(cx, pre .. ".v_heads", v, { b, a.kv_heads, s, hd })
   end
-  local qe, ke
-  if a.rotary_slices then
+  if tt then
+    ke = TT.rope(cx, pre .. ".k_rope", kv, tt, tt_packed)
+    nn.release(cx, { kv }, pre .. ": k rebound to its rotated copy")
+  elseif a.rotary_slices then
     qe, ke = rotary_sliced(cx, pre, qv, kv, cos, sin)
   elseif r.hub_kernels and r.hub_kernels.rotary then
     -- kernelized to the hub's apply_rotary_transformers (vrsim/hub_kernels.lua)
@@ -475,7 +509,7 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
     end
   end
   -- `query_states, key_states = apply_rotary_pos_emb(...)`: the projections die together
-  nn.release(cx, { qv, kv }, pre .. ": query/key states reassigned")
+  if not tt then nn.release(cx, { qv, kv }, pre .. ": query/key states reassigned") end
   -- DynamicCache.update (use_cache defaults to True): torch.cat onto an empty cache copies
   -- the keys and values; the copies are what attention sees and saves
   -- (with checkpointing transformers turns use_cache off: no copies)
@@ -838,9 +872,12 @@ local function model_forward(cx, m, ids)
   -- (a flattened batch's come from its collator, an input: strategies/data.lua; generate's
   -- (B, s) from its position_ids in model_kwargs: strategies/generate.lua)
   local given = r.position_ids or (r.data_inputs and r.data_inputs.position_ids)
+  -- torchtune's TransformerDecoder (model.code = "torchtune"): no position ids, mask or rotary
+  -- tables of its own; each attention rotates from the RoPE cache (a packed batch's input_pos
+  -- indexing it)
   local position_ids = given
   r.position_ids_taken = r.position_ids ~= nil
-  if not position_ids then
+  if not position_ids and not r.rope_cache then
     local ar = nn.op(cx, { name = "position_ids.arange", inputs = {},
                            outs = { { "position_ids.arange", { r.seq }, "int64", no_grad = true } } })
     position_ids = nn.op(cx, { name = "position_ids", inputs = { ar },
@@ -850,8 +887,11 @@ local function model_forward(cx, m, ids)
   -- `dtype=inputs_embeds.dtype`): the parameters' dtype, fp32 under autocast too (the embedding
   -- is not autocast)
   local mask = make_mask(cx, r, m.cfg.sliding_window, r.param_dtype, position_ids)
-  local cos, sin = rotary_tables(cx, r.seq, m.cfg.head_dim, m.cfg.rotary_fp32 and "fp32" or dt, nil,
-                                 position_ids, r.param_dtype)
+  local cos, sin
+  if not r.rope_cache then
+    cos, sin = rotary_tables(cx, r.seq, m.cfg.head_dim, m.cfg.rotary_fp32 and "fp32" or dt, nil,
+                             position_ids, r.param_dtype)
+  end
   -- the decoder layers: alike, so built once in Lua and replayed where the check allows
   -- (lua/vrsim/replicate.lua)
   local layers = {}

@@ -37,6 +37,8 @@ function M.named_config(model)
   if c.hidden % c.heads ~= 0 then error("model.hidden must be a multiple of heads", 0) end
   if c.heads % c.kv_heads ~= 0 then error("model.heads must be a multiple of kv_heads", 0) end
   c.head_dim = c.hidden // c.heads
+  -- (Llama 2's max_position_embeddings, the span of torchtune's RoPE cache: model.code)
+  c.max_positions = 4096
   c.tie, c.qkv_bias, c.o_bias, c.mlp_bias = false, false, false, false
   c.name = "llama2-" .. tostring(size)
   return c

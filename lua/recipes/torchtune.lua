@@ -4,12 +4,13 @@
 -- arguments and defaults; torchtune/training/checkpointing for FullModelHFCheckpointer), into a
 -- vrsim scenario.
 --
--- What is simulated: the single-device recipes (LoRA and full fine-tuning), on the transformers
--- model of the checkpoint's config.json (checkpointer.checkpoint_dir, which `tune download`
--- fills from the Hub), with torchtune's own techniques as vrsim models them: the chunked output
--- and CEWithChunkedOutputLoss (training.loss = "chunked"), activation offloading, the optimizer
--- in backward. The decoder layers are transformers' (a note says so): torchtune's
--- TransformerDecoder has the same weights and operations but its own intermediates.
+-- What is simulated: the single-device recipes (LoRA and full fine-tuning), on the model of the
+-- checkpoint's config.json (checkpointer.checkpoint_dir, which `tune download` fills from the
+-- Hub), with torchtune's own techniques as vrsim models them: the chunked output and
+-- CEWithChunkedOutputLoss (training.loss = "chunked"), activation offloading, the optimizer in
+-- backward. Llama and Mistral run torchtune's own TransformerDecoder (model.code = "torchtune");
+-- the other families run the transformers layers of the same weights and operations (a note
+-- says so), with torchtune's key/value expansion where their attention is Llama's.
 local T = {}
 
 local H = require "recipes.hf_args"
@@ -25,7 +26,10 @@ local FAMILIES = { llama2 = "llama", llama3 = "llama", llama3_1 = "llama", llama
                    llama3_3 = "llama", qwen2 = "qwen2", qwen2_5 = "qwen2", qwen3 = "qwen3",
                    mistral = "mistral", gemma = "gemma", gemma2 = "gemma2", phi3 = "phi3" }
 
--- the families whose attention vrsim runs with model.repeat_kv (causal_lm.lua's list)
+-- the families whose torchtune decoder vrsim runs as torchtune's own modules (model.code =
+-- "torchtune": its RMSNorm, RotaryPositionalEmbeddings and key/value expansion), and those whose
+-- attention it runs as transformers' with model.repeat_kv (causal_lm.lua's list)
+local OWN_CODE = { llama = true, mistral = true }
 local REPEAT_KV = { llama = true, qwen2 = true, qwen3 = true, mistral = true }
 
 -- torchtune's module names -> transformers' (lora_attn_modules; apply_lora_to_mlp: w1, w2, w3)
@@ -96,11 +100,17 @@ local function read_model(r, d, m, notes)
   r:finish(m, TOOL, P)
   -- (validation/oracle/check_torchtune_saved.py: eager, torchtune's llama3 layer saves what the
   -- transformers layer with the expanded keys and values saves, plus 2 bf16 rows of the hidden
-  -- size, about 2 % of the layer's saved bytes)
-  notes[#notes + 1] = ("torchtune's %s simulated as the transformers model of the checkpoint's config.json: "
-                       .. "the same weights and operations per layer, transformers' intermediates (an eager "
-                       .. "torchtune layer saves 2 bf16 rows of the hidden size more, about 2 %% of its saved "
-                       .. "bytes)"):format(comp)
+  -- size where the norms' scales train: its RMSNorm's fp32 normalized input; model.code runs it)
+  if OWN_CODE[FAMILIES[family]] then
+    notes[#notes + 1] = ("torchtune's %s simulated as torchtune's own TransformerDecoder (model.code = \"torchtune\": "
+                         .. "its RMSNorm, RoPE cache and rotation, key/value expansion) on the checkpoint's "
+                         .. "config.json"):format(comp)
+  else
+    notes[#notes + 1] = ("torchtune's %s simulated as the transformers model of the checkpoint's config.json: "
+                         .. "the same weights and operations per layer, transformers' intermediates (an eager "
+                         .. "torchtune layer saves 2 bf16 rows of the hidden size more where its norms train, "
+                         .. "about 2 %% of its saved bytes)"):format(comp)
+  end
   return lora, FAMILIES[family], comp, qlora
 end
 
@@ -177,7 +187,10 @@ function T.scenario(r, opts)
   -- torchtune's MultiHeadAttention expands grouped keys and values to every query head before
   -- attention (k.unsqueeze(2).expand(...).flatten(1, 2), a copy), SDPA's and FlexAttention's alike:
   -- model.repeat_kv, for the families whose attention is Llama's (Gemma's and Phi-3's: a note)
-  if REPEAT_KV[model_type] then
+  if OWN_CODE[model_type] then
+    -- torchtune's TransformerDecoder itself (blocks/torchtune.lua), its expansion included
+    scn.model.code = "torchtune"
+  elseif REPEAT_KV[model_type] then
     scn.model.repeat_kv = true
   else
     notes[#notes + 1] = ("torchtune expands grouped keys and values to every query head before attention; %s's "

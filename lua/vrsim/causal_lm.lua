@@ -253,6 +253,23 @@ function M.build(cx, cfg)
                or fam.tree(mc)
   -- (litgpt's RMSNorm: its own forward, fp32 through the weight product)
   if litgpt then litgpt.rmsnorms(root) end
+  -- torchtune's own decoder (model.code): its norms here, its RoPE cache with the model below
+  local TT = cfg.model.code == "torchtune" and require("models.blocks.torchtune")
+  if TT then
+    local why = not TT.families[fam.model_type or ""] and ("the family %s (torchtune's own modules are "
+                  .. "modelled for Llama and Mistral)"):format(tostring(fam.model_type))
+      or litgpt and "training.framework = \"litgpt\"" or MG and "Megatron-LM's model"
+      or (gen or t.inference) and "generation or inference (torchtune's KV cache)"
+      or (cx.mesh and (cx.mesh.degrees.tp > 1 or cx.mesh.degrees.cp > 1 or (cx.mesh.degrees.pp or 1) > 1))
+         and "tensor, context or pipeline parallelism"
+      or (t.data_batch and not t.data_batch.torchtune) and "training.data batched other than torchtune's packing"
+      or dpo and "training.dpo"
+      or cfg.model.hub_kernels == "on" and "model.hub_kernels = \"on\" (transformers kernelizes its own models)"
+    if why then error(("model.code = \"torchtune\" with %s is not modelled"):format(why), 0) end
+    local minor, bad = TT.release(t.torchtune)
+    if not minor then error(bad, 0) end
+    TT.norms(root, minor)
+  end
   -- a pipeline rank holds its stages' part of the tree only (vrsim/pipeline.lua)
   if cx.pp and not MG then require("vrsim.pipeline").prune(cx.pp, root, mc) end
   mark_layers(root)
@@ -444,6 +461,9 @@ function M.build(cx, cfg)
   cx.quant_double = t.quant_double
   -- (Lightning's BitsandbytesPrecision quantizes `weight.to(torch.half)`: litgpt's QuantState is fp16)
   if litgpt then cx.quant_from_dtype = "fp16" end
+  -- (torchtune's builders make the RoPE cache first: the one module every layer shares)
+  local rope_cache = TT and TT.rope_cache(cx, mc.head_dim, mc.max_positions
+    or error("model.code = \"torchtune\": the config gives no max_position_embeddings, which sizes the RoPE cache", 0))
   materialize(cx, root, build_dtype, not lora and not t.inference, pdtype)
   if outside then litgpt.mark_outside_optimizer(cx, outside) end
   -- the program's casts of the loaded 4-bit model's other parameters, before and after peft
@@ -596,6 +616,9 @@ function M.build(cx, cfg)
   -- litgpt's CausalSelfAttention repeats grouped keys and values to every query head in training
   -- (k.repeat_interleave(q_per_kv, dim=1) where input_pos is None) before SDPA
   if litgpt then cx.run.repeat_kv = true end
+  -- torchtune's MultiHeadAttention expands them too (k.unsqueeze(2).expand(...).flatten(1, 2))
+  -- (and keeps no KV cache in training: setup_caches is generation's)
+  if TT then cx.run.repeat_kv, cx.run.rope_cache, cx.run.use_cache = true, rope_cache, false end
   -- one forward pass (a micro-batch); gradient accumulation calls it again
   local function forward()
     cx.run.inputs_embeds = nil

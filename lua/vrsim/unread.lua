@@ -78,6 +78,7 @@ function M.inert_given(cfg, ctx)
       "litgpt's own model and the diffusion models run no transformers decoder, which is what vrsim "
       .. "follows of a release (its causal-LM loss and rotary tables)" },
     { "model.hub_kernels", not diffusion, "transformers' hub kernels replace the decoder families' layers" },
+    { "training.torchtune", cfg.model.code == "torchtune", "model.code is not torchtune: no torchtune module runs" },
   }
   for _, f in ipairs { "hidden", "intermediate", "heads", "kv_heads", "layers", "vocab" } do
     rules[#rules + 1] = { "model." .. f, not diffusion, cfg.model.arch == "sd"

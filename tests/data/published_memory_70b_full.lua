@@ -6,11 +6,13 @@
 -- with fused=True, activation checkpointing, CEWithChunkedOutputLoss, bf16; full_finetune_distributed
 -- shards every decoder layer, the custom_sharded_layers ['tok_embeddings', 'output'] (each a unit of
 -- its own: zero.units) and the root. The table does not say 40 or 80 GB: the A100 80GB here.
+-- (torchtune's main of 2024-09-24, whose RMSNorm is the Python one 0.4.0 still has: training.torchtune
+-- = "0.4.0")
 return {
   title = "torchtune README: Llama 3.1 70B full, CPU offload, packed 2 x 2048, compiled, 8 A100",
   hardware = { gpu = "a100_80g", count = 8 },
-  model = { config = "llama-3-70b.json", repeat_kv = true },  -- scenarios/configs/llama-3-70b.json
-  training = { attention = "flex", data = { batching = "torchtune", pack_length = 2048 },
+  model = { config = "llama-3-70b.json", code = "torchtune" },  -- scenarios/configs/llama-3-70b.json
+  training = { torchtune = "0.4.0", attention = "flex", data = { batching = "torchtune", pack_length = 2048 },
                micro_batch = 2, precision = "bf16", optimizer = "adamw", optimizer_impl = "fused",
                strategy = "fsdp2", zero = { init = "meta", offload_param = "cpu", offload_optimizer = "cpu",
                                             units = { "model.embed_tokens", "lm_head" } },

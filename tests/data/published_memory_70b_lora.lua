@@ -8,11 +8,13 @@
 -- each in the checkpoint wrapper, then fully_shard on every decoder layer and the root (FSDP2,
 -- reshard_after_forward, no CPU offload). The table does not say 40 or 80 GB: the A100 80GB here
 -- (the memory row fits either).
+-- (torchtune's main of 2024-09-24, whose RMSNorm is the Python one 0.4.0 still has: training.torchtune
+-- = "0.4.0")
 return {
   title = "torchtune README: Llama 3.1 70B LoRA, packed 2 x 2048, compiled, 8 A100",
   hardware = { gpu = "a100_80g", count = 8 },
-  model = { config = "llama-3-70b.json", repeat_kv = true },  -- scenarios/configs/llama-3-70b.json
-  training = { attention = "flex", data = { batching = "torchtune", pack_length = 2048 },
+  model = { config = "llama-3-70b.json", code = "torchtune" },  -- scenarios/configs/llama-3-70b.json
+  training = { torchtune = "0.4.0", attention = "flex", data = { batching = "torchtune", pack_length = 2048 },
                micro_batch = 2, precision = "lora_bf16", optimizer = "adamw", optimizer_impl = "fused",
                strategy = "fsdp2", zero = { init = "meta" }, build = "direct", steps = 3,
                compile = true, checkpointing = true, checkpoint_impl = "wrapper", loss = "chunked",

@@ -8,11 +8,13 @@
 -- peft's fp32 upcast. Rows of tests/data/published_memory.tsv
 -- change it with --set (QLoRA: quant = torchao_nf4, torchao's NF4Tensor base weights of
 -- 8B_qlora_single_device.yaml's qlora_llama3_1_8b).
+-- (measured before torchtune's F.rms_norm, #2054 of 2024-11-25: its RMSNorm is 0.4.0's Python one,
+-- training.torchtune = "0.4.0")
 return {
   title = "torchtune README: Llama 3.1 8B LoRA, packed 2 x 2048, compiled, one RTX 4090",
   hardware = { gpu = "rtx4090" },
-  model = { config = "llama-3-8b.json", repeat_kv = true },  -- scenarios/configs/llama-3-8b.json, given by --set model.config
-  training = { attention = "flex", data = { batching = "torchtune", pack_length = 2048 },
+  model = { config = "llama-3-8b.json", code = "torchtune" },  -- scenarios/configs/llama-3-8b.json, given by --set model.config
+  training = { torchtune = "0.4.0", attention = "flex", data = { batching = "torchtune", pack_length = 2048 },
                micro_batch = 2, precision = "lora_bf16", optimizer = "adamw", optimizer_impl = "fused",
                build = "direct", steps = 3, compile = true, checkpointing = true, checkpoint_impl = "wrapper", loss = "chunked",
                lora = { r = 8, alpha = 16, dropout = 0, dtype = "bf16",

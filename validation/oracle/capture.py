@@ -46,6 +46,13 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
   loss          full (default: the model's own loss) or chunked: torchtune's chunked output (the
                 head on 8 chunks inside the model's forward) and CEWithChunkedOutputLoss
                 (chunked_loss), as vrsim's training.loss = "chunked" runs it on the transformers model
+  code          transformers (default) or torchtune: torchtune 0.6.1's own model of a Llama
+                config (torchtune.models.llama3 llama3(), built in bf16 under set_default_dtype
+                as its recipes build it, its output chunked), trained as its single-device recipe
+                trains it (loss chunked, precision bf16, no strategy); vrsim's model.code
+  torchtune     with code torchtune: 0.6.1 (default: the installed release) or 0.4.0, whose
+                RMSNorm.forward (torchtune/modules/rms_norm.py at v0.4.0, before #2054) replaces
+                the installed one; the rest of the model is 0.6.1's (vrsim's training.torchtune)
   strategy      none (default) or fsdp2: fully_shard on every decoder layer, then the root, as
                 validation/harness/measure_multi.py wraps the model, over a fake process group of
                 `world` ranks (fake_dist.py); rank 0 is recorded; ddp: DistributedDataParallel;
@@ -983,6 +990,37 @@ def build_model(torch, transformers, spec, rec):
     return model, lcfg
 
 
+def build_torchtune(torch, spec):
+    """torchtune 0.6.1's TransformerDecoder of a Llama config, as full_finetune_single_device
+    builds it: `with training.set_default_dtype(bf16), device: config.instantiate(cfg.model)`
+    (llama3()'s arguments from the config.json fields of the same meaning; max_seq_len, which
+    sizes the RoPE cache, from max_position_embeddings as the family's builders set it), then
+    model.set_num_output_chunks(8) for CEWithChunkedOutputLoss."""
+    from torchtune.models.llama3._component_builders import llama3
+    if spec.get("torchtune", "0.6.1") == "0.4.0":
+        from torchtune.modules import rms_norm
+
+        def forward_0_4(self, x):
+            # torchtune v0.4.0's RMSNorm.forward, as released
+            x_fp32 = x.float()
+            x_normed = (x_fp32 * torch.rsqrt(x_fp32.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x)
+            return x_normed * self.scale
+        rms_norm.RMSNorm.forward = forward_0_4
+    hf = load_config(spec)
+    torch.set_default_dtype(torch.bfloat16)
+    with torch.device("cuda"):
+        model = llama3(vocab_size=hf["vocab_size"], num_layers=int(spec.get("layers") or hf["num_hidden_layers"]),
+                       num_heads=hf["num_attention_heads"],
+                       num_kv_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
+                       embed_dim=hf["hidden_size"], max_seq_len=hf["max_position_embeddings"],
+                       intermediate_dim=hf["intermediate_size"], norm_eps=hf["rms_norm_eps"],
+                       rope_base=int(hf.get("rope_theta", 10000)))
+    torch.set_default_dtype(torch.float32)
+    model.set_num_output_chunks(NUM_OUTPUT_CHUNKS)
+    model.train()
+    return model, type("Cfg", (), {"vocab_size": hf["vocab_size"]})
+
+
 def wrap_parallel(torch, spec, model, mesh):
     """The data-parallel strategy as validation/harness/measure_multi.py wraps the built model
     (the loop of the multi-GPU records): fsdp2 fully_shard on every decoder layer, then on the
@@ -1202,6 +1240,8 @@ def capture(spec):
             model, lcfg = build_flux(torch, spec)
         elif sd3:
             model, lcfg = build_sd3(torch, spec)
+        elif spec.get("code") == "torchtune":
+            model, lcfg = build_torchtune(torch, spec)
         else:
             model, lcfg = build_model(torch, transformers, spec, rec)
         model = wrap_parallel(torch, spec, model, mesh)
@@ -1308,7 +1348,7 @@ def capture(spec):
         elif unet:
             loss_fn = unet_loss
         elif spec.get("loss") == "chunked":
-            loss_fn = chunked_loss(torch, model, ids, mb)
+            loss_fn = chunked_loss(torch, model, ids, mb, torchtune=spec.get("code") == "torchtune")
         elif autocast is not None:
             def loss_fn():
                 with torch.autocast("cuda", dtype=autocast):
@@ -1332,13 +1372,14 @@ def capture(spec):
 NUM_OUTPUT_CHUNKS = 8
 
 
-def chunked_loss(torch, model, ids, mb):
+def chunked_loss(torch, model, ids, mb, torchtune=False):
     """torchtune's chunked output and loss on the transformers model (vrsim's loss = "chunked"):
     the model's forward returns [lm_head(chunk) for chunk in h.chunk(8, dim=1)]
     (TransformerDecoder.chunked_output, inside the root module's forward and so inside its
     fully_shard hooks), the recipe shifts the labels (torch.hstack with its ignore_index cache),
     and CEWithChunkedOutputLoss sums F.cross_entropy(logits.float(), labels, reduction="sum") over
-    the chunks, divided by the count of labels not ignored. Returns the step's loss function."""
+    the chunks, divided by the count of labels not ignored. Returns the step's loss function.
+    torchtune: the model is torchtune's own, whose forward(tokens) chunks its output itself."""
     import types
     import torch.nn.functional as F
 
@@ -1346,11 +1387,12 @@ def chunked_loss(torch, model, ids, mb):
         h = self.model(input_ids=input_ids, **kw).last_hidden_state
         return [self.lm_head(chunk) for chunk in h.chunk(NUM_OUTPUT_CHUNKS, dim=1)]
 
-    model.forward = types.MethodType(chunked_forward, model)
+    if not torchtune:
+        model.forward = types.MethodType(chunked_forward, model)
     ignore = torch.full((mb, 1), -100, dtype=torch.int64, device="cuda")
 
     def loss_fn():
-        logits = model(input_ids=ids)
+        logits = model(ids) if torchtune else model(input_ids=ids)
         labels = torch.hstack((ids[..., 1:], ignore))
         total_elements = (labels != -100).sum()
         labels = [t.reshape(-1) for t in labels.chunk(NUM_OUTPUT_CHUNKS, dim=1)]
@@ -1369,7 +1411,8 @@ SPEC_FIELDS = {"name": str, "config": (str, dict), "layers": int, "micro_batch":
                "checkpoint_every": int, "checkpoint_scope": str, "lora": dict,
                "attention": str, "sdpa_backend": str, "compare": str, "data": dict,
                "strategy": str, "world": int, "zero": dict, "float8": dict, "record": dict,
-               "text_encoders": str, "vae": str, "transformers": str, "loss": str}
+               "text_encoders": str, "vae": str, "transformers": str, "loss": str,
+               "code": str, "torchtune": str}
 SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16", "mp_fp32"),
                 "strategy": ("none", "fsdp2", "ddp", "zero1"),
                 "optimizer": ("adamw", "sgd"), "optimizer_impl": ("foreach", "fused", "forloop"),
@@ -1377,7 +1420,8 @@ SPEC_CHOICES = {"precision": ("fp32", "bf16", "amp_bf16", "amp_fp16", "lora_bf16
                 "checkpoint_scope": ("layer", "op"),
                 "sdpa_backend": SDPA_BACKENDS, "compare": ("all", "forward"),
                 "text_encoders": ("cached", "frozen"), "vae": ("cached", "fp32", "weight"),
-                "loss": ("full", "chunked")}
+                "loss": ("full", "chunked"), "code": ("transformers", "torchtune"),
+                "torchtune": ("0.4.0", "0.6.1")}
 
 
 def check_spec(path):
@@ -1446,6 +1490,15 @@ def check_spec(path):
             or load_config(spec).get("pooled_projection_dim") != 768):
         bad("text_encoders frozen: T5-XXL and CLIP-L give joint_attention_dim 4096, pooled_projection_dim 768")
     strategy = spec.get("strategy", "none")
+    if "torchtune" in spec and spec.get("code") != "torchtune":
+        bad("'torchtune' (the release) is read with code torchtune only")
+    if spec.get("code", "transformers") == "torchtune":
+        cfg = load_config(spec)
+        if (cfg.get("model_type") != "llama" or cfg.get("rope_scaling") or cfg.get("tie_word_embeddings")
+                or spec.get("loss") != "chunked" or spec["precision"] != "bf16" or strategy != "none"
+                or spec.get("checkpointing") or "data" in spec):
+            bad("code torchtune: a Llama config without rope_scaling or tied embeddings, loss chunked, "
+                "precision bf16, no strategy, checkpointing or data (llama3() as the single-device recipe runs it)")
     if strategy != "none" and spec.get("world", 0) < 2:
         bad(f"strategy {strategy} needs 'world' (the fake world size), 2 or more")
     if spec["precision"] == "mp_fp32" and strategy != "fsdp2":

@@ -59,6 +59,9 @@ def scenario(spec):
             model["arch"] = "sd3"
     if spec.get("layers"):
         model["layers"] = int(spec["layers"])
+    if spec.get("code", "transformers") != "transformers":
+        # the modelling code the capture ran (capture.py's build_torchtune)
+        model["code"] = spec["code"]
     training = {k: spec[k] for k in FIELDS if k in spec}
     # an SDPA backend other than the H200's cuDNN, chosen in the spec: the scenario forces it
     if spec.get("attention", "sdpa") == "sdpa" and spec.get("sdpa_backend") in ("efficient", "flash"):
@@ -74,6 +77,9 @@ def scenario(spec):
             training["max_sequence_length"] = 64
     elif training.get("precision") in ("bf16", "fp16", "lora_bf16", "lora_fp16"):
         training.setdefault("build", "cast")
+    if "torchtune" in spec:
+        # the torchtune release whose modules the capture ran
+        training["torchtune"] = spec["torchtune"]
     if "transformers" in spec:
         # the release the capture ran (capture.py refuses another)
         training["transformers"] = spec["transformers"]

@@ -4,6 +4,13 @@
 --   Gemma2RMSNorm / Gemma3RMSNorm: output = _norm(x.float()); output * (1.0 + weight.float());
 --     output.type_as(x)                                              (module field one_plus = true)
 --   Olmo2RMSNorm: x.to(float32), normalized; (weight * x).to(input_dtype)   (one_plus absent)
+-- and torchtune's RMSNorm (torchtune/modules/rms_norm.py, 0.6.1) writes it through PyTorch:
+--   F.rms_norm(x.float(), normalized_shape, weight=self.scale, eps).to(x.dtype)  (composite = true)
+--   Its fp32 input and the model-dtype scale differ in dtype, so ATen takes rms_norm's composite
+--   path on CUDA too (layer_norm.cpp: "Mismatch dtype ... Cannot dispatch to fused"): pow, mean,
+--   add_ of eps in place, rsqrt, x * rsqrt, * scale, as C++ temporaries (the squares and the mean
+--   go once rsqrt is made, the normalized input once the scale product is); the product is
+--   `normed * scale`, so the scale's side of its gradient is made first.
 -- The normalization is LlamaRMSNorm's ops (pow, mean, + eps, rsqrt, x * rsqrt, in fp32). The
 -- product is a (..., hidden) fp32 tensor: MulBackward0 keeps the fp32 normalized input where the
 -- weight is trained (Llama keeps it in the input's dtype), and the cast back is one more tensor.
@@ -25,15 +32,17 @@ function R.forward(cx, m, x)
                          bwd_workspace = { nn.bytes(x.shape, "fp32"), nn.bytes(x.shape, "fp32") },
                          bwd_workspace_first = true })
   local var = nn.op(cx, { name = name .. ".mean", kind = "reduce_rows", inputs = { sq },
-                          outs = { { name .. ".variance", rshape, "fp32" } } })
-  -- variance + eps: AddBackward1 (a scalar add) passes the gradient on
-  local ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32", nil, { { pass = 1 } })
+                          outs = { { name .. ".variance", rshape, "fp32" } }, frees = m.composite and {} or nil })
+  -- variance + eps: AddBackward1 (a scalar add) passes the gradient on. The composite adds in
+  -- place (add_): no tensor, and rsqrt reads the mean
+  local ve = var
+  if not m.composite then ve = nn.ew(cx, name .. ".add_eps", { var }, "fp32", nil, { { pass = 1 } }) end
   -- RsqrtBackward0 is `-0.5 * grad * result.pow(3)` (derivatives.yaml): result.pow(3) and
   -- -0.5 * grad are temporaries made before their product, the gradient: three kernels
   local rs = nn.op(cx, { name = name .. ".rsqrt", inputs = { ve },
                          outs = { { name .. ".rsqrt", rshape, "fp32" } }, save_outs = { 1 },
                          bwd_workspace = { nn.bytes(rshape, "fp32"), nn.bytes(rshape, "fp32") },
-                         bwd_workspace_first = true, bwd_kernels = 3 })
+                         bwd_workspace_first = true, bwd_kernels = 3, frees = m.composite and { var, sq } or nil })
   -- `x * torch.rsqrt(...)`: the rsqrt, a temporary, goes as the expression ends, then the fp32
   -- copy with the rebinding (OLMo-2's and GPT-OSS's) or as _norm returns (Gemma's)
   local n = nn.op(cx, { name = name .. ".mul", kind = "broadcast_rows", inputs = { x32, rs },
@@ -68,6 +77,16 @@ function R.forward(cx, m, x)
                 bwd_bytes = nn.bytes(x.shape, "fp32") + nn.bytes(w.shape, wf.dtype), frees = {} })
   end
   if n.rg then saves[1] = wf end
+  if m.composite then
+    -- `normed * scale`: MulBackward0 makes `other`'s (the scale's full product) first; the
+    -- normalized input goes with the product (unless saved); the fp32 product, the composite's
+    -- result, goes once torchtune's .to(x.dtype) has cast it
+    local out = nn.op(cx, { name = name .. ".mul_weight", kind = "broadcast", inputs = { n, wv },
+                            outs = { { name .. ".scaled", x.shape, "fp32" } }, saves = saves,
+                            grads = { { dtype = "fp32" }, { bytes = nn.bytes(x.shape, "fp32"), dtype = "fp32" } },
+                            grad_order = { 2, 1 }, frees = { wf, n }, flops = nn.numel(x.shape), dtype = "fp32" })
+    return nn.to(cx, out, x.dtype, name)
+  end
   -- Gemma's `output = output * (...)` drops the normalized input with the rebinding; OLMo-2's and
   -- GPT-OSS's `return (self.weight * hidden_states).to(input_dtype)` keeps it, and `variance`, as
   -- named locals until the forward returns, after the product is cast back

@@ -5,9 +5,9 @@
 return {
   title = "Llama-3.2-1B full fine-tuning in bf16 under FSDP2 on 4 GPUs, torchtune's distributed recipe",
   hardware = { gpu = "h100", count = 4 },
-  -- (torchtune's models keep no KV cache in training; its attention expands the 8 key-value heads
-  -- to the 32 query heads before SDPA: repeat_kv)
-  model = { config = "llama-3.2-1b/config.json", use_cache = false, repeat_kv = true },
+  -- (torchtune's own decoder, model.code: no KV cache in training, its RMSNorm and RoPE, and its
+  -- attention expands the 8 key-value heads to the 32 query heads before SDPA)
+  model = { config = "llama-3.2-1b/config.json", use_cache = false, code = "torchtune" },
   training = {
     micro_batch = 4, grad_accum = 8, seq = 2048,
     precision = "bf16", build = "direct",

@@ -3,9 +3,9 @@
 return {
   title = "Llama-3.2-1B LoRA r64, torchtune's single-device recipe on a packed data set",
   hardware = { gpu = "rtx4090" },
-  -- (torchtune's models keep no KV cache in training; its attention expands the 8 key-value heads
-  -- to the 32 query heads before SDPA: repeat_kv)
-  model = { config = "llama-3.2-1b/config.json", use_cache = false, repeat_kv = true },
+  -- (torchtune's own decoder, model.code: no KV cache in training, its RMSNorm and RoPE, and its
+  -- attention expands the 8 key-value heads to the 32 query heads before SDPA)
+  model = { config = "llama-3.2-1b/config.json", use_cache = false, code = "torchtune" },
   training = {
     micro_batch = 4, grad_accum = 8,
     -- PackedDataset's packs of max_seq_len, padded_collate_packed's document BlockMask
