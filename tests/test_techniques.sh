@@ -554,6 +554,24 @@ if [ $rc = 2 ] && grep -q "make 2 packs of 2048 tokens, fewer than a micro-batch
   ok "data, torchtune: fewer packs than a micro-batch: exit 2 (drop_last)"
 else bad "data, torchtune, fewer packs than a micro-batch: exit $rc: $(cat "$tmp/err")"; fi
 
+# 8f. FlexAttention's own buffers (the H100 traces fulltrace_gen16-flex-*): forward, the fp32
+#    (b, h, s) row maximum the kernel writes beside the log-sum-exp, freed as the call returns;
+#    backward, a copy of the incoming gradient (the original dropped once copied), then the
+#    zero gradient of the log-sum-exp and the row term delta, (b, h, s) fp32 each, before dq,
+#    dk, dv. 1 x 1024 tokens, 32 heads of 128: the output 8 MiB, a row 128 KiB
+cat > "$tmp/flexbuf.lua" <<'EOS'
+return { hardware = { gpu = "h200" }, model = { config = "llama-3-8b.json", layers = 1 },
+  training = { micro_batch = 1, seq = 1024, precision = "bf16", steps = 2, attention = "flex" } }
+EOS
+"$VRSIM" "$tmp/flexbuf.lua" --no-files --alloc-trace "$tmp/flexbuf.csv" >/dev/null 2>&1
+seq_=$(awk -F, 'NR > 1 && $7 ~ /flex_attention/ && $7 !~ /lse_to|returns/ && ($3 == "alloc" || $3 == "free_requested") && $5 + 0 >= 131072 {
+         printf "%s%d ", ($3 == "alloc" ? "+" : "-"), $5 / 1024 }' "$tmp/flexbuf.csv")
+fwd="+128 +8192 +128 -128 "
+bwd="+8192 -8192 +128 +128 +8192 +2048 +2048 -128 -128 "
+case "$seq_" in
+  "$fwd"*"$bwd"*) ok "flex: the row maximum beside the output; in backward the gradient's copy, then two fp32 rows before dq, dk, dv";;
+  *) bad "flex buffers: '$seq_'";;
+esac
 # 8e. flex attention over a padded or flattened batch (transformers' flex_attention_mask): the
 #    BlockMask's partial and full 128 x 128 blocks, counted from the lengths, are torch's own
 #    create_block_mask's over the same masks (python3 validation/oracle/check_flex_blocks.py,

@@ -147,8 +147,14 @@ return function(nn)
   -- (b, h, s) log-sum-exp, and autograd keeps q, k, v, the output and the log-sum-exp
   -- (measure_flex_attention.py: the forward leaves exactly the output and the log-sum-exp
   -- allocated); transformers casts the log-sum-exp to v's dtype, a copy it returns and the
-  -- layer drops. The backward makes dq, dk, dv in their inputs' layouts and an fp32 (b, h, s)
-  -- row term (its peak beside them: 1 MiB at 32 heads x 8192). Its FLOPs: causal SDPA's (the
+  -- layer drops. The kernel also writes an fp32 (b, h, s) row maximum nobody asked for
+  -- (torch/_higher_order_ops/flex_attention.py: max_scores = query.new_empty(...)), freed as the
+  -- call returns. The backward makes two fp32 (b, h, s) rows first, the zero gradient of the
+  -- log-sum-exp (FlexAttentionAutogradOp.backward: torch.zeros_like(logsumexp)) and the row term
+  -- delta (the Inductor lowering: sum(out * grad_out) in fp32), then a copy of the incoming
+  -- gradient, the original freed once copied, then dq, dk, dv in their inputs' layouts (the H100
+  -- traces fulltrace_gen16-flex-*: 512 KiB, 16 MiB, 512 KiB, the 16 MiB freed, at 32 heads x 4096
+  -- and head dim 64; 1, 64, 1 MiB at 8192 and 128). Its FLOPs: causal SDPA's (the
   -- causal BlockMask computes the 128 x 128 blocks on and below the diagonal: 2080 of 4096 at
   -- 8192 tokens, 1.6 % over half), priced by the flex rows (kind attention_flex).
   -- A BlockMask (torch.nn.attention.flex_attention, 128 x 128 blocks) for `rows` rows of `len`
@@ -200,9 +206,20 @@ return function(nn)
       name = P, kind = d <= 64 and "attention_flex_d64" or "attention_flex", inputs = { q, k, v },
       outs = { { P .. ".out", { b, h, s, dv }, dt }, { P .. ".lse", { b, h, s }, "fp32", no_grad = true } },
       save_outs = { 1, 2 }, saves = saves, grad_order = { 1, 2, 3 },
-      bwd_workspace = { nn.bytes({ b, h, s }, "fp32") },
+      workspace = { nn.bytes({ b, h, s }, "fp32") }, workspace_first = true,
+      bwd_workspace = { nn.bytes({ b, h, s }, "fp32"), nn.bytes({ b, h, s }, "fp32") }, bwd_workspace_first = true,
       flops = flops, bwd_flops = bwd_flops, rate_at = rate_at, bwd_rate_at = bwd_rate_at, dtype = dt,
       host = "sdpa" })
+    -- the backward's copy of the incoming gradient, before the kernel's: a no-kernel op on the
+    -- output whose backward makes the copy and drops what it was given
+    if out.rg then
+      local ov = nn.view(cx, out, out.shape, P .. ".out")
+      ov.rg = true
+      nn.op(cx, { name = P .. ".grad_out_copy", kind = "none", inputs = { out }, out_tensors = { ov },
+                  grads = { { dtype = dt } }, bytes = 0, frees = {}, bwd_kind = "copy",
+                  bwd_bytes = 2 * nn.bytes(out.shape, dt) })
+      out = ov
+    end
     if not cx.flex_noted and cx.sdpa_flex_from ~= "own" then
       cx.flex_noted = true
       cx.notes = cx.notes or {}
