@@ -42,7 +42,7 @@ for _, k in ipairs {
   "shape", "hf_config", "model", "res", "mode", "attn", "optim", "ckpt", "batch", "seq",
   "alloc_conf", "cap_mib", "strategy", "raf", "world_size", "offload", "empty_cache_after_build",
   "omp_num_threads", "ddp_bucket_cap_mb", "lora", "accum", "build", "cudnn_benchmark", "settle_ms",
-  "host_dispatch_scale", "host_class_bench", "host_optim_bench", "dry_run", "transformers",
+  "host_dispatch_scale", "host_class_bench", "host_optim_bench", "dry_run", "transformers", "code",
 } do MAPPED[k] = true end
 -- model and loss techniques (validation/harness/tech_model.py): each record field is the
 -- training field of the same name, its value as the plan gave it (`vrsim fields`)
@@ -435,6 +435,13 @@ function R.scenario(rec, opts)
   if not MODES[mode] then return nil, ("mode '%s' is not one vrsim knows"):format(mode) end
   local model, why = model_of(rec)
   if not model then return nil, why end
+  -- the modelling code the harness built (tech_model.py build_torchtune: torchtune's own decoder)
+  if rec.code ~= nil then
+    if rec.code ~= "torchtune" and rec.code ~= "transformers" then
+      return nil, ("code '%s' is not transformers or torchtune"):format(tostring(rec.code))
+    end
+    model.code = rec.code
+  end
   local sdxl = why == "sdxl"
   local optim = str(rec, "optim") or "adamw_foreach"
   local oi = OPTIMS[optim]

@@ -237,7 +237,7 @@ def worker(cfg, result_path, trace_dir):
     mode, ckpt, attn, optim = cfg["mode"], bool(cfg["ckpt"]), cfg["attn"], cfg["optim"]
     nsteps = int(cfg.get("steps", 4))
     import techniques
-    if mode not in MODES or optim not in OPTIMS or attn not in ("sdpa", "eager") or (shape is None and hf_config is None):
+    if mode not in MODES or optim not in OPTIMS or attn not in ("sdpa", "eager", "flex_attention") or (shape is None and hf_config is None):
         raise ValueError(f"bad config {cfg}")
     idle_mib = nvml_device_used_mib(index=int(os.environ.get("VRSIM_NVML_INDEX", "0")))
     dev = torch.device("cuda", 0)
@@ -298,7 +298,8 @@ def worker(cfg, result_path, trace_dir):
             with torch.device("cuda"):
                 model = model_cls(lcfg)
         torch.set_default_dtype(torch.float32)
-        if getattr(model.config, "_attn_implementation", attn) != attn:
+        # (torchtune's own decoder, tech_model.py code torchtune, has no transformers config)
+        if getattr(getattr(model, "config", None), "_attn_implementation", attn) != attn:
             if hasattr(model, "set_attn_implementation"):
                 model.set_attn_implementation(attn)
             else:
@@ -344,7 +345,7 @@ def worker(cfg, result_path, trace_dir):
         rec["n_trainable"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
     rec["after_build_alloc_mib"] = torch.cuda.memory_allocated(dev) / MIB
     rec["after_build_reserved_mib"] = torch.cuda.memory_reserved(dev) / MIB
-    eff_attn = None if oom_in_build else getattr(model.config, "_attn_implementation", None)
+    eff_attn = None if oom_in_build else getattr(getattr(model, "config", None), "_attn_implementation", None)
 
     steps = []
     oom = None

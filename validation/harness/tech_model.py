@@ -29,6 +29,12 @@ what the library's own recipe does on a transformers model:
                     torch.utils.checkpoint with early_stop=False and torchtitan's op-level
                     SelectiveAC policy as its context_fn (validation/oracle/capture.py
                     torchtitan_op_sac_context, the policy the oracle captures use).
+  code              "torchtune": torchtune 0.6.1's own decoder instead of the transformers model
+                    (build_torchtune: llama3() of the hf_config's sizes, built directly in bf16 on
+                    the GPU as full_finetune_single_device builds it, its output in 8 chunks);
+                    with loss "chunked", mode bf16, build direct, no checkpointing, LoRA or other
+                    model technique. torchtune 0.6.1 needs torchao 0.13 (torchao.dtypes.nf4tensor):
+                    validation/PROVENANCE.md, "Wheels carried to the GPU machine".
   checkpoint_impl   "wrapper" (with ckpt true and compile): torchtitan's order instead: each
                     decoder layer wrapped in torch's checkpoint_wrapper (non-reentrant,
                     preserve_rng_state=False, with the op-level policy under checkpoint_scope "op",
@@ -42,7 +48,7 @@ what the library's own recipe does on a transformers model:
 import os
 import sys
 
-MODEL_FIELDS = ("compile", "float8", "loss", "checkpoint_scope", "checkpoint_impl")
+MODEL_FIELDS = ("compile", "float8", "loss", "checkpoint_scope", "checkpoint_impl", "code")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOSSES = ("full", "liger_fused", "chunked")
@@ -79,6 +85,17 @@ def check(cfg):
             raise ValueError(f"checkpoint_scope {scope!r}: layer or op")
         if not cfg.get("ckpt"):
             raise ValueError("checkpoint_scope without ckpt: vrsim reads it only with checkpointing on")
+    code = cfg.get("code")
+    if code is not None and code != "transformers":
+        if code != "torchtune":
+            raise ValueError(f"code {code!r}: transformers or torchtune")
+        others = [k for k in MODEL_FIELDS if k not in ("code", "loss") and cfg.get(k) not in (None, False)]
+        hf = cfg.get("hf_config") or {}
+        if (cfg.get("loss") != "chunked" or cfg.get("mode") != "bf16" or cfg.get("build") != "direct"
+                or cfg.get("ckpt") or cfg.get("lora") or others or hf.get("model_type") != "llama"
+                or hf.get("tie_word_embeddings")):
+            raise ValueError("code torchtune: an untied Llama hf_config, loss chunked, mode bf16, build direct, "
+                             f"no ckpt, LoRA or {others or 'other model technique'}")
     impl = cfg.get("checkpoint_impl")
     if impl is not None and (impl != "wrapper" or not cfg.get("ckpt")
                              or cfg.get("compile") is not True or cfg.get("quant") is not None):
@@ -176,6 +193,31 @@ def apply_torchao_nf4(model):
     return model
 
 
+def build_torchtune(cfg):
+    """torchtune 0.6.1's llama3() of the plan's hf_config, under the default dtype measure_llama.py
+    set (build direct: bf16) on the GPU, as full_finetune_single_device builds it (`with
+    training.set_default_dtype(self._dtype), self._device: config.instantiate(cfg.model)`; its
+    rope_scaling, Llama3ScaledRoPE, the same cache), then set_num_output_chunks(8) for
+    CEWithChunkedOutputLoss."""
+    import torch
+    hf = cfg["hf_config"]
+    if hf.get("rope_scaling"):
+        from torchtune.models.llama3_1._component_builders import llama3_1 as build
+        scaling = {"scale_factor": hf["rope_scaling"]["factor"]}
+    else:
+        from torchtune.models.llama3._component_builders import llama3 as build
+        scaling = {}
+    with torch.device("cuda"):
+        model = build(vocab_size=hf["vocab_size"], num_layers=hf["num_hidden_layers"],
+                      num_heads=hf["num_attention_heads"],
+                      num_kv_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
+                      embed_dim=hf["hidden_size"], max_seq_len=hf["max_position_embeddings"],
+                      intermediate_dim=hf["intermediate_size"], norm_eps=hf["rms_norm_eps"],
+                      rope_base=int(hf.get("rope_theta", 10000)), **scaling)
+    model.set_num_output_chunks(NUM_OUTPUT_CHUNKS)
+    return model
+
+
 def apply_liger(model):
     from liger_kernel.transformers import apply_liger_kernel_to_llama
     base = base_of(model)
@@ -220,9 +262,13 @@ def chunked_loss(model, ids):
     import torch
     import torch.nn.functional as F
     base = base_of(model)
-    hidden = base.model(input_ids=ids).last_hidden_state
-    logits = [base.lm_head(chunk) for chunk in hidden.chunk(NUM_OUTPUT_CHUNKS, dim=1)]
-    del hidden
+    if hasattr(base, "set_num_output_chunks"):
+        # torchtune's own decoder (code torchtune): its forward returns the chunks itself
+        logits = base(ids)
+    else:
+        hidden = base.model(input_ids=ids).last_hidden_state
+        logits = [base.lm_head(chunk) for chunk in hidden.chunk(NUM_OUTPUT_CHUNKS, dim=1)]
+        del hidden
     ignore = torch.full((ids.shape[0], 1), IGNORE_INDEX, device=ids.device)
     labels = torch.hstack((ids[..., 1:], ignore))
     total_elements = (labels != IGNORE_INDEX).sum()

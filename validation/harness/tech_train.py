@@ -101,6 +101,10 @@ def _torchtune(module):
 
 def build_model(cfg, model_cls, lcfg, dtype, device_map=None):
     check(cfg)
+    if cfg.get("code") == "torchtune":
+        import tech_model
+        tech_model.check(cfg)
+        return tech_model.build_torchtune(cfg)
     if cfg.get("quant") != "nf4":
         return None
     import torch
