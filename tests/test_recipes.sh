@@ -588,11 +588,20 @@ check "torchtune notes: torchtune's own decoder, the keys not read" 0 \
   "lora_llama3_2_1b simulated as torchtune's own TransformerDecoder.*keys not read.*metric_logger.*profiler" -- \
   $D/torchtune_1B_lora_single_device.yaml --gpu rtx4090 --no-files
 
+# a Qwen2.5 builder: torchtune's own decoder too (model.code), its chunked loss not called the
+# transformers model's
+sed 's/torchtune.models.llama3_2.lora_llama3_2_1b/torchtune.models.qwen2_5.lora_qwen2_5_0_5b/' \
+  $D/torchtune_1B_lora_single_device.yaml >"$TMP/ttq25.yaml"
+"$VRSIM" "$TMP/ttq25.yaml" --gpu rtx4090 --set model.config=scenarios/configs/qwen2.5-0.5b.json --no-files >"$TMP/ttq25.out" 2>&1
+if grep -q "lora_qwen2_5_0_5b simulated as torchtune's own TransformerDecoder" "$TMP/ttq25.out" \
+   && ! grep -q "on the transformers model\|hub_kernels" "$TMP/ttq25.out"; then
+  ok "torchtune qwen2_5 builder: torchtune's own decoder, no transformers-model or hub-kernel note"
+else fail "torchtune qwen2_5 builder" "$(grep -i notes "$TMP/ttq25.out" | head -c 600)"; fi
 # model.code = "torchtune" (torchtune's own decoder; op by op against the oracle's captures
 # llama3_8b_l2_bf16_torchtune and llama2_7b_l2_bf16_torchtune): what it is not modelled with
-check "model.code torchtune on a Qwen2 model" 2 \
-  "qwen25_05b_full_4090\.lua:[0-9]+: model\.code = \"torchtune\" with the family qwen2 .* is not modelled" -- \
-  scenarios/qwen25_05b_full_4090.lua --set model.code=torchtune --no-files
+check "model.code torchtune on a Phi-3 model" 2 \
+  "phi3_mini_lora_4090\.lua:[0-9]+: model\.code = \"torchtune\" with the family phi3 .* is not modelled" -- \
+  scenarios/phi3_mini_lora_4090.lua --set model.code=torchtune --no-files
 check "model.code torchtune under tensor parallelism" 2 \
   "model\.code = \"torchtune\" with tensor, context or pipeline parallelism is not modelled" -- \
   scenarios/llama3_70b_tp8.lua --set model.code=torchtune --no-files

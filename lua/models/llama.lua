@@ -429,18 +429,31 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   -- torchtune's MultiHeadAttention (model.code = "torchtune"): `q = self.pos_embeddings(q)` on
   -- the heads' view right away, before k_proj, from the RoPE cache (blocks/torchtune.lua). The
   -- rotation's backward hands the heads' view a contiguous gradient (SelectBackward's new
-  -- tensors, cast back): the view back copies nothing, for q as for k
+  -- tensors, cast back): the view back copies nothing, for q as for k. Qwen2's rotation
+  -- (rotate_half's elementwise ops) keeps the layout of the gradient it is given: q's, from the
+  -- attention's dq, is the view's own; k's, summed over the expanded heads, is (b, h, s, d)
+  -- contiguous, which the view back copies (the oracle's qwen25_05b_l2_bf16_torchtune)
   local tt = r.rope_cache
   local function heads(which, x, n)
-    if tt then return nn.view(cx, x, { b, n, s, hd }, pre .. "." .. which .. "_heads") end
+    if tt and (tt.style ~= "halves" or which == "q") then
+      return nn.view(cx, x, { b, n, s, hd }, pre .. "." .. which .. "_heads")
+    end
     return heads_of(cx, m, which, x, n, b, s, hd)
   end
   q = q or mod.call(cx, m.children.q_proj, hn)
   local qv = heads("q", q, a.heads)
   local tt_packed = tt and r.data_inputs ~= nil and r.data_inputs.position_ids ~= nil
   local qe, ke
+  local function tt_rope(x, which)
+    if tt.style ~= "halves" then return TT.rope(cx, pre .. "." .. which .. "_rope", x, tt, tt_packed) end
+    -- Qwen2RotaryPositionalEmbeddings: its tables, then transformers' rotate_half ops
+    local tcos, tsin, gathered = TT.halves_tables(cx, pre .. "." .. which .. "_rope", x, tt_packed)
+    local e = rotary(cx, pre .. "." .. which .. "_rotary", x, tcos, tsin)
+    nn.release(cx, { tcos, tsin, gathered }, pre .. "." .. which .. "_rope: returns")
+    return e
+  end
   if tt then
-    qe = TT.rope(cx, pre .. ".q_rope", qv, tt, tt_packed)
+    qe = tt_rope(qv, "q")
     nn.release(cx, { qv }, pre .. ": q rebound to its rotated copy")
   end
   k = k or mod.call(cx, m.children.k_proj, hn)
@@ -490,7 +503,7 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
     vv = nn.view_op(cx, pre .. ".v_heads", v, { b, a.kv_heads, s, hd })
   end
   if tt then
-    ke = TT.rope(cx, pre .. ".k_rope", kv, tt, tt_packed)
+    ke = tt_rope(kv, "k")
     nn.release(cx, { kv }, pre .. ": k rebound to its rotated copy")
   elseif a.rotary_slices then
     qe, ke = rotary_sliced(cx, pre, qv, kv, cos, sin)
@@ -886,7 +899,8 @@ local function model_forward(cx, m, ids)
   -- create_causal_mask builds the eager mask in inputs_embeds' dtype (masking_utils.py:
   -- `dtype=inputs_embeds.dtype`): the parameters' dtype, fp32 under autocast too (the embedding
   -- is not autocast)
-  local mask = make_mask(cx, r, m.cfg.sliding_window, r.param_dtype, position_ids)
+  -- (torchtune's decoders have no sliding window: Mistral's and Qwen2's attend causally)
+  local mask = make_mask(cx, r, not r.rope_cache and m.cfg.sliding_window or nil, r.param_dtype, position_ids)
   local cos, sin
   if not r.rope_cache then
     cos, sin = rotary_tables(cx, r.seq, m.cfg.head_dim, m.cfg.rotary_fp32 and "fp32" or dt, nil,

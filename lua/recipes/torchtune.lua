@@ -8,7 +8,7 @@
 -- checkpoint's config.json (checkpointer.checkpoint_dir, which `tune download` fills from the
 -- Hub), with torchtune's own techniques as vrsim models them: the chunked output and
 -- CEWithChunkedOutputLoss (training.loss = "chunked"), activation offloading, the optimizer in
--- backward. Llama and Mistral run torchtune's own TransformerDecoder (model.code = "torchtune");
+-- backward. Llama, Mistral and Qwen2 run torchtune's own TransformerDecoder (model.code = "torchtune");
 -- the other families run the transformers layers of the same weights and operations (a note
 -- says so), with torchtune's key/value expansion where their attention is Llama's.
 local T = {}
@@ -29,7 +29,7 @@ local FAMILIES = { llama2 = "llama", llama3 = "llama", llama3_1 = "llama", llama
 -- the families whose torchtune decoder vrsim runs as torchtune's own modules (model.code =
 -- "torchtune": its RMSNorm, RotaryPositionalEmbeddings and key/value expansion), and those whose
 -- attention it runs as transformers' with model.repeat_kv (causal_lm.lua's list)
-local OWN_CODE = { llama = true, mistral = true }
+local OWN_CODE = { llama = true, mistral = true, qwen2 = true }
 local REPEAT_KV = { llama = true, qwen2 = true, qwen3 = true, mistral = true }
 
 -- torchtune's module names -> transformers' (lora_attn_modules; apply_lora_to_mlp: w1, w2, w3)

@@ -29,7 +29,7 @@ end
 -- The error for the first technique cfg.training asks for that this causal LM run cannot have
 -- (nil when all can be simulated); notes gets a line for a technique that has no effect on it.
 -- root: the model tree after peft (its lm_head's adapters); arch: the GPU's class (nn.arch_class).
-function M.check_causal_lm(t, root, notes, arch)
+function M.check_causal_lm(t, root, notes, arch, code)
   local bad = check_optimizer(t, notes)
   if bad then return bad end
   if t.compile_loss then
@@ -80,9 +80,10 @@ function M.check_causal_lm(t, root, notes, arch)
     elseif t.loss == "liger_fused" then
       notes[#notes + 1] = "training.loss = liger_fused is Liger's fused linear cross-entropy alone: the RMSNorm, "
         .. "SwiGLU and RoPE kernels apply_liger_kernel_to_* (and use_liger_kernel) also patch in by default are not modelled"
-    else
+    elseif code ~= "torchtune" then
       notes[#notes + 1] = "training.loss = chunked is torchtune's chunked output and loss on the transformers model: "
-        .. "the rest of the model is transformers', not torchtune's"
+        .. "the rest of the model is transformers', not torchtune's (model.code = \"torchtune\" runs its own "
+        .. "decoder)"
     end
   end
   if t.optimizer_in_backward then

@@ -58,7 +58,8 @@ local function materialize(cx, root, build_dtype, trainable, quant_dtype)
   -- a constructor's tensors that post_init replaces (a tied head's own weight): made as the
   -- module is built, freed once the model is (not under device_map: Accelerate builds on the
   -- meta device)
-  if cx.dm then return end
+  -- (torchtune's TiedLinear makes no weight of its own: model.code)
+  if cx.dm or cx.torchtune_code then return end
   mod.walk(root, function(m)
     for key, shape in pairs(m.untied_at_init or {}) do
       local name = m.path .. "." .. key .. " (constructed, then tied)"
@@ -257,7 +258,7 @@ function M.build(cx, cfg)
   local TT = cfg.model.code == "torchtune" and require("models.blocks.torchtune")
   if TT then
     local why = not TT.families[fam.model_type or ""] and ("the family %s (torchtune's own modules are "
-                  .. "modelled for Llama and Mistral)"):format(tostring(fam.model_type))
+                  .. "modelled for Llama, Mistral and Qwen2)"):format(tostring(fam.model_type))
       or litgpt and "training.framework = \"litgpt\"" or MG and "Megatron-LM's model"
       or (gen or t.inference) and "generation or inference (torchtune's KV cache)"
       or (cx.mesh and (cx.mesh.degrees.tp > 1 or cx.mesh.degrees.cp > 1 or (cx.mesh.degrees.pp or 1) > 1))
@@ -269,6 +270,7 @@ function M.build(cx, cfg)
     local minor, bad = TT.release(t.torchtune)
     if not minor then error(bad, 0) end
     TT.norms(root, minor)
+    cx.torchtune_code = true
   end
   -- a pipeline rank holds its stages' part of the tree only (vrsim/pipeline.lua)
   if cx.pp and not MG then require("vrsim.pipeline").prune(cx.pp, root, mc) end
@@ -333,7 +335,7 @@ function M.build(cx, cfg)
   end
   -- the attention the family runs for the one asked (its notes are made below, with the build's)
   local runs = fam.attention and fam.attention(t.attention, {}, mc) or t.attention
-  local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes, cx.arch)
+  local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes, cx.arch, cfg.model.code)
     or require("strategies.data").check(t, mc, runs)
     or require("strategies.sac").check(t, mc)
     or mask_4d_refusal(t, runs, cx.mesh)
@@ -463,7 +465,8 @@ function M.build(cx, cfg)
   if litgpt then cx.quant_from_dtype = "fp16" end
   -- (torchtune's builders make the RoPE cache first: the one module every layer shares)
   local rope_cache = TT and TT.rope_cache(cx, mc.head_dim, mc.max_positions
-    or error("model.code = \"torchtune\": the config gives no max_position_embeddings, which sizes the RoPE cache", 0))
+    or error("model.code = \"torchtune\": the config gives no max_position_embeddings, which sizes the RoPE cache", 0),
+    TT.families[fam.model_type])
   materialize(cx, root, build_dtype, not lora and not t.inference, pdtype)
   if outside then litgpt.mark_outside_optimizer(cx, outside) end
   -- the program's casts of the loaded 4-bit model's other parameters, before and after peft
@@ -608,8 +611,8 @@ function M.build(cx, cfg)
              data = t.data_batch, data_inputs = data_inputs, mask_4d = mask_4d, dpo = dpo,
              compile = compiled ~= nil, compile_chunked_loss = compiled ~= nil and compiled.loss,
              repeat_kv = cfg.model.repeat_kv,
-             -- (Megatron's GPTModel is no transformers model: no Hub kernels)
-             hub_kernels = not MG and require("vrsim.hub_kernels").resolve(cfg.model.hub_kernels, fam.model_type, t, tp,
+             -- (Megatron's GPTModel and torchtune's decoder are no transformers models: no Hub kernels)
+             hub_kernels = not MG and not TT and require("vrsim.hub_kernels").resolve(cfg.model.hub_kernels, fam.model_type, t, tp,
                                                                  compiled ~= nil, cx.notes) or nil }
   -- DPOTrainer calls both models with use_cache=False; litgpt's GPT has no cache in training
   if dpo or litgpt then cx.run.use_cache = false end

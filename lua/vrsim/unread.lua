@@ -77,7 +77,9 @@ function M.inert_given(cfg, ctx)
     { "training.transformers", not diffusion and (t.framework or "transformers") == "transformers",
       "litgpt's own model and the diffusion models run no transformers decoder, which is what vrsim "
       .. "follows of a release (its causal-LM loss and rotary tables)" },
-    { "model.hub_kernels", not diffusion, "transformers' hub kernels replace the decoder families' layers" },
+    { "model.hub_kernels", not diffusion and cfg.model.code ~= "torchtune",
+      diffusion and "transformers' hub kernels replace the decoder families' layers"
+      or "model.code is torchtune: transformers kernelizes its own models only" },
     { "training.torchtune", cfg.model.code == "torchtune", "model.code is not torchtune: no torchtune module runs" },
   }
   for _, f in ipairs { "hidden", "intermediate", "heads", "kv_heads", "layers", "vocab" } do

@@ -46,8 +46,8 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
   loss          full (default: the model's own loss) or chunked: torchtune's chunked output (the
                 head on 8 chunks inside the model's forward) and CEWithChunkedOutputLoss
                 (chunked_loss), as vrsim's training.loss = "chunked" runs it on the transformers model
-  code          transformers (default) or torchtune: torchtune 0.6.1's own model of a Llama
-                config (torchtune.models.llama3 llama3(), built in bf16 under set_default_dtype
+  code          transformers (default) or torchtune: torchtune 0.6.1's own model of a Llama or
+                Qwen2 config (torchtune.models.llama3 llama3(), qwen2 qwen2(), built in bf16 under set_default_dtype
                 as its recipes build it, its output chunked), trained as its single-device recipe
                 trains it (loss chunked, precision bf16, no strategy); vrsim's model.code
   torchtune     with code torchtune: 0.6.1 (default: the installed release) or 0.4.0, whose
@@ -997,6 +997,7 @@ def build_torchtune(torch, spec):
     sizes the RoPE cache, from max_position_embeddings as the family's builders set it), then
     model.set_num_output_chunks(8) for CEWithChunkedOutputLoss."""
     from torchtune.models.llama3._component_builders import llama3
+    from torchtune.models.qwen2._component_builders import qwen2
     if spec.get("torchtune", "0.6.1") == "0.4.0":
         from torchtune.modules import rms_norm
 
@@ -1008,13 +1009,18 @@ def build_torchtune(torch, spec):
         rms_norm.RMSNorm.forward = forward_0_4
     hf = load_config(spec)
     torch.set_default_dtype(torch.bfloat16)
+    sizes = dict(vocab_size=hf["vocab_size"], num_layers=int(spec.get("layers") or hf["num_hidden_layers"]),
+                 num_heads=hf["num_attention_heads"],
+                 num_kv_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
+                 embed_dim=hf["hidden_size"], max_seq_len=hf["max_position_embeddings"],
+                 intermediate_dim=hf["intermediate_size"], norm_eps=hf["rms_norm_eps"])
     with torch.device("cuda"):
-        model = llama3(vocab_size=hf["vocab_size"], num_layers=int(spec.get("layers") or hf["num_hidden_layers"]),
-                       num_heads=hf["num_attention_heads"],
-                       num_kv_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
-                       embed_dim=hf["hidden_size"], max_seq_len=hf["max_position_embeddings"],
-                       intermediate_dim=hf["intermediate_size"], norm_eps=hf["rms_norm_eps"],
-                       rope_base=int(hf.get("rope_theta", 10000)))
+        if hf["model_type"] == "qwen2":
+            # (torchtune.models.qwen2_5's builders: qwen2() with the config's tying)
+            model = qwen2(rope_base=float(hf.get("rope_theta", 1000000.0)),
+                          tie_word_embeddings=bool(hf.get("tie_word_embeddings")), **sizes)
+        else:
+            model = llama3(rope_base=int(hf.get("rope_theta", 10000)), **sizes)
     torch.set_default_dtype(torch.float32)
     model.set_num_output_chunks(NUM_OUTPUT_CHUNKS)
     model.train()
@@ -1494,11 +1500,13 @@ def check_spec(path):
         bad("'torchtune' (the release) is read with code torchtune only")
     if spec.get("code", "transformers") == "torchtune":
         cfg = load_config(spec)
-        if (cfg.get("model_type") != "llama" or cfg.get("rope_scaling") or cfg.get("tie_word_embeddings")
+        if (cfg.get("model_type") not in ("llama", "qwen2") or cfg.get("rope_scaling")
+                or (cfg.get("tie_word_embeddings") and cfg.get("model_type") == "llama")
                 or spec.get("loss") != "chunked" or spec["precision"] != "bf16" or strategy != "none"
                 or spec.get("checkpointing") or "data" in spec):
-            bad("code torchtune: a Llama config without rope_scaling or tied embeddings, loss chunked, "
-                "precision bf16, no strategy, checkpointing or data (llama3() as the single-device recipe runs it)")
+            bad("code torchtune: a Llama config without rope_scaling or tied embeddings or a Qwen2 config, loss "
+                "chunked, precision bf16, no strategy, checkpointing or data (llama3() or qwen2() as the "
+                "single-device recipe runs it)")
     if strategy != "none" and spec.get("world", 0) < 2:
         bad(f"strategy {strategy} needs 'world' (the fake world size), 2 or more")
     if spec["precision"] == "mp_fp32" and strategy != "fsdp2":

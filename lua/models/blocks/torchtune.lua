@@ -1,20 +1,21 @@
 -- blocks/torchtune.lua: what torchtune's own decoder (torchtune 0.6.1, model.code = "torchtune")
--- does differently from transformers' Llama on the same weights: its RMSNorm, its rotary
+-- does differently from transformers' Llama and Qwen2 on the same weights: its RMSNorm, its rotary
 -- embedding and the RoPE cache that embedding keeps. The attention's expansion of grouped keys
 -- and values is model.repeat_kv's (models/llama.lua), and the rest of the layer (projections,
 -- SDPA, the MLP, the residual adds) runs the same ops in the same order.
 -- Checked op by op against the oracle's capture of torchtune's llama3() on fake CUDA tensors
--- (validation/oracle/specs/llama3_8b_l2_bf16_torchtune.json).
+-- (validation/oracle/specs/llama3_8b_l2_bf16_torchtune.json, qwen25_05b_l2_bf16_torchtune.json).
 local nn = require "vrsim.nn"
 local mod = require "vrsim.module"
 local rmsnorm = require "models.blocks.rmsnorm"
 
 local T = {}
 
--- The families whose torchtune builders use these modules: RotaryPositionalEmbeddings (or
--- Llama3ScaledRoPE, the same computation on scaled frequencies) and torchtune's RMSNorm
--- (torchtune/models/llama2, llama3, llama3_1, llama3_2, mistral _component_builders.py)
-T.families = { llama = true, mistral = true }
+-- The families whose torchtune builders use these modules, by their rotary embedding: pairs,
+-- RotaryPositionalEmbeddings (or Llama3ScaledRoPE, the same computation on scaled frequencies;
+-- torchtune/models/llama2, llama3, llama3_1, llama3_2, mistral _component_builders.py); halves,
+-- Qwen2RotaryPositionalEmbeddings (models/qwen2, qwen2_5). Each with torchtune's RMSNorm.
+T.families = { llama = "pairs", mistral = "pairs", qwen2 = "halves" }
 
 -- The release (training.torchtune, "0.4.0" to "0.6.1"): the minor version, or nil and why not.
 function T.release(v)
@@ -54,7 +55,9 @@ end
 -- idx_theta = einsum("i, j -> ij") (an outer product), and the cache torch.stack([cos, sin], -1):
 -- (max_seq_len, dim // 2, 2) fp32, a buffer (persistent=False) of the one module every layer
 -- shares. Returns the cache.
-function T.rope_cache(cx, hd, max_seq)
+-- Qwen2RotaryPositionalEmbeddings builds its cache as `torch.cat([freqs.cos(), freqs.sin()], -1)`
+-- of freqs = cat([idx_theta, idx_theta], -1): (max_seq_len, 2 x head_dim) fp32 (style "halves").
+function T.rope_cache(cx, hd, max_seq, style)
   local function made(name, shape, dtype, keep)
     local numel = nn.numel(shape)
     local id = cx.G:tensor { name = "rope." .. name, bytes = nn.bytes(shape, dtype), numel = numel, dtype = dtype,
@@ -78,11 +81,41 @@ function T.rope_cache(cx, hd, max_seq)
   free({ rc }, "theta registered")
   local seq = made("seq_idx", { max_seq }, "fp32")
   local idx = made("idx_theta", { max_seq, half }, "fp32")
+  if style == "halves" then
+    local freqs = made("freqs", { max_seq, hd }, "fp32")
+    local cos = made("cos", { max_seq, hd }, "fp32")
+    local sin = made("sin", { max_seq, hd }, "fp32")
+    local cache = made("cache", { max_seq, 2 * hd }, "fp32", true)
+    free({ seq, idx, freqs, cos, sin }, "build_rope_cache returns")
+    return { id = cache, shape = { max_seq, 2 * hd }, dtype = "fp32", rg = false, name = "rope.cache", style = style }
+  end
   local cos = made("cos", { max_seq, half }, "fp32")
   local sin = made("sin", { max_seq, half }, "fp32")
   local cache = made("cache", { max_seq, half, 2 }, "fp32", true)
   free({ seq, idx, cos, sin }, "build_rope_cache returns")
-  return { id = cache, shape = { max_seq, half, 2 }, dtype = "fp32", rg = false, name = "rope.cache" }
+  return { id = cache, shape = { max_seq, half, 2 }, dtype = "fp32", rg = false, name = "rope.cache", style = style }
+end
+
+-- Qwen2RotaryPositionalEmbeddings.forward's tables for x (b, h, s, d): `rope_cache[..., :d]
+-- .to(x.dtype)` and `[..., d:]`, each a copy of the s rows in x's dtype (a packed batch's
+-- input_pos gathers its (b, s, 2d) fp32 rows first). The rotation is transformers' own ops on
+-- them (rotate_half, models/llama.lua); the caller drops the tables as the call returns.
+-- Returns cos, sin and the gathered rows (or nil).
+function T.halves_tables(cx, name, x, packed)
+  local b, s, d = x.shape[1], x.shape[#x.shape - 1], x.shape[#x.shape]
+  local rows, gathered = 1, nil
+  if packed then
+    rows = b
+    gathered = nn.op(cx, { name = name .. ".cache_index", kind = "copy", inputs = {},
+                           outs = { { name .. ".rope_cache", { b, s, 2 * d }, "fp32", no_grad = true } } })
+  end
+  local function table_(what)
+    return nn.op(cx, { name = name .. "." .. what, kind = "cast_down", inputs = gathered and { gathered } or {},
+                       frees = {}, outs = { { name .. "." .. what, { rows, 1, s, d }, x.dtype, no_grad = true } } })
+  end
+  local cos = table_("cos")
+  local sin = table_("sin")
+  return cos, sin, gathered
 end
 
 -- RotaryPositionalEmbeddings.forward on x (b, s, heads, d) (the caller's view; vrsim's tensor
