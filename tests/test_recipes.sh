@@ -597,6 +597,16 @@ if grep -q "lora_qwen2_5_0_5b simulated as torchtune's own TransformerDecoder" "
    && ! grep -q "on the transformers model\|hub_kernels" "$TMP/ttq25.out"; then
   ok "torchtune qwen2_5 builder: torchtune's own decoder, no transformers-model or hub-kernel note"
 else fail "torchtune qwen2_5 builder" "$(grep -i notes "$TMP/ttq25.out" | head -c 600)"; fi
+# torchtune's construction order, the allocation order of one device's parameters: the RoPE
+# cache first, every decoder layer, then the embedding, the output projection and the final norm
+# (the H100 trace fulltrace_gen17-tt-8b-l4-b2-s4096: its first segments, 2 and 20 MiB, then the
+# layers', the two 1002 MiB ones after them)
+"$VRSIM" $D/torchtune_1B_full_single_device.yaml --gpu h100 --no-files --alloc-trace "$TMP/ttorder.csv" >/dev/null 2>&1
+order=$(awk -F, '$3 == "alloc" && $7 ~ /^(rope\.cache|construct )/ { sub(/construct /, "", $7); sub(/\.layers\.[0-9]+\..*/, ".layers", $7); print $7 }' \
+        "$TMP/ttorder.csv" | uniq | tr '\n' ' ')
+if [ "$order" = "rope.cache model.layers model.embed_tokens model.norm " ]; then
+  ok "torchtune: parameters allocated in its construction order (RoPE cache, layers, embedding, norm; the tied head has no weight)"
+else fail "torchtune construction order: '$order'"; fi
 # model.code = "torchtune" (torchtune's own decoder; op by op against the oracle's captures
 # llama3_8b_l2_bf16_torchtune and llama2_7b_l2_bf16_torchtune): what it is not modelled with
 check "model.code torchtune on a Phi-3 model" 2 \

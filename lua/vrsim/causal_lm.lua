@@ -468,6 +468,9 @@ function M.build(cx, cfg)
     or error("model.code = \"torchtune\": the config gives no max_position_embeddings, which sizes the RoPE cache", 0),
     TT.families[fam.model_type])
   materialize(cx, root, build_dtype, not lora and not t.inference, pdtype)
+  -- (torchtune's construction order, one device's parameters: sharded ones are made by FSDP2's
+  -- sharding)
+  if TT and not cx.shard_params then TT.construct(cx, root) end
   if outside then litgpt.mark_outside_optimizer(cx, outside) end
   -- the program's casts of the loaded 4-bit model's other parameters, before and after peft
   -- (training.kbit_prepare: strategies/kbit.lua)

@@ -48,6 +48,38 @@ function T.norms(root, minor)
   end)
 end
 
+-- The order torchtune's builders construct the model in, which is the order its parameters are
+-- allocated in (the caching allocator's first segments follow it): the RoPE module first
+-- (T.rope_cache), every decoder layer, then tok_embeddings, the output projection and the final
+-- norm (`TransformerDecoder(tok_embeddings=..., layers=..., norm=RMSNorm(...), output=...)` after
+-- the layers' loop). transformers' order, the model's registration order, stays the parameters'
+-- order everywhere else (model.parameters(): the optimizer's). One build op a module makes its
+-- parameters, in that order.
+local RANK = { embed_tokens = 2, lm_head = 3, norm = 4 }
+function T.construct(cx, root)
+  local list = {}
+  mod.walk(root, function(m)
+    local ids = {}
+    for _, d in ipairs(m.decls) do
+      local p = m.p[d.key]
+      if p and p.id and not (m.tied and m.tied[d.key]) then ids[#ids + 1] = p.id end
+    end
+    if #ids > 0 then
+      local last = m.path:match("([%w_]+)$") or ""
+      local rank = m.path:match("%.layers%.") and 1 or RANK[last] or 0
+      list[#list + 1] = { rank = rank, n = #list, path = m.path, ids = ids }
+    end
+  end)
+  table.sort(list, function(a, b)
+    if a.rank ~= b.rank then return a.rank < b.rank end
+    return a.n < b.n
+  end)
+  for _, e in ipairs(list) do
+    cx.G:op { name = "construct " .. e.path, kind = "none", phase = "build", inputs = {}, outputs = e.ids,
+              frees = {} }
+  end
+end
+
 -- RotaryPositionalEmbeddings.__init__ -> rope_init() -> build_rope_cache(max_seq_len), made where
 -- the model is built (its device), in fp32 whatever the default dtype: theta = 1 / base **
 -- (arange(0, dim, 2)[:dim // 2].float() / dim) (an int64 arange, its fp32 copy, the quotient, the
