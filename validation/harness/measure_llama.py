@@ -304,7 +304,8 @@ def worker(cfg, result_path, trace_dir):
                 model.set_attn_implementation(attn)
             else:
                 model.config._attn_implementation = attn
-        if dtype is not None:
+        # (torchtune's recipes build in the dtype and cast nothing: its fp32 RoPE cache stays fp32)
+        if dtype is not None and cfg.get("code") != "torchtune":
             model.to(dtype)
         # the base model, before LoRA; bitsandbytes' Params4bit packs two weights a byte
         n_params = sum(p.numel() * (2 if type(p).__name__ == "Params4bit" else 1) for p in model.parameters())

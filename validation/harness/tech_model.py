@@ -30,7 +30,7 @@ what the library's own recipe does on a transformers model:
                     SelectiveAC policy as its context_fn (validation/oracle/capture.py
                     torchtitan_op_sac_context, the policy the oracle captures use).
   code              "torchtune": torchtune 0.6.1's own decoder instead of the transformers model
-                    (build_torchtune: llama3() of the hf_config's sizes, built directly in bf16 on
+                    (build_torchtune: llama3() or qwen2() of the hf_config's sizes, built directly in bf16 on
                     the GPU as full_finetune_single_device builds it, its output in 8 chunks);
                     with loss "chunked", mode bf16, build direct, no checkpointing, LoRA or other
                     model technique. torchtune 0.6.1 needs torchao 0.13 (torchao.dtypes.nf4tensor):
@@ -92,10 +92,10 @@ def check(cfg):
         others = [k for k in MODEL_FIELDS if k not in ("code", "loss") and cfg.get(k) not in (None, False)]
         hf = cfg.get("hf_config") or {}
         if (cfg.get("loss") != "chunked" or cfg.get("mode") != "bf16" or cfg.get("build") != "direct"
-                or cfg.get("ckpt") or cfg.get("lora") or others or hf.get("model_type") != "llama"
-                or hf.get("tie_word_embeddings")):
-            raise ValueError("code torchtune: an untied Llama hf_config, loss chunked, mode bf16, build direct, "
-                             f"no ckpt, LoRA or {others or 'other model technique'}")
+                or cfg.get("ckpt") or cfg.get("lora") or others or hf.get("model_type") not in ("llama", "qwen2")
+                or (hf.get("model_type") == "llama" and hf.get("tie_word_embeddings"))):
+            raise ValueError("code torchtune: an untied Llama or a Qwen2 hf_config, loss chunked, mode bf16, build "
+                             f"direct, no ckpt, LoRA or {others or 'other model technique'}")
     impl = cfg.get("checkpoint_impl")
     if impl is not None and (impl != "wrapper" or not cfg.get("ckpt")
                              or cfg.get("compile") is not True or cfg.get("quant") is not None):
@@ -201,6 +201,19 @@ def build_torchtune(cfg):
     CEWithChunkedOutputLoss."""
     import torch
     hf = cfg["hf_config"]
+    sizes = dict(vocab_size=hf["vocab_size"], num_layers=hf["num_hidden_layers"],
+                 num_heads=hf["num_attention_heads"],
+                 num_kv_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
+                 embed_dim=hf["hidden_size"], max_seq_len=hf["max_position_embeddings"],
+                 intermediate_dim=hf["intermediate_size"], norm_eps=hf["rms_norm_eps"])
+    if hf["model_type"] == "qwen2":
+        # torchtune.models.qwen2_5's builders: qwen2() with the config's tying
+        from torchtune.models.qwen2._component_builders import qwen2
+        with torch.device("cuda"):
+            model = qwen2(rope_base=float(hf.get("rope_theta", 1000000.0)),
+                          tie_word_embeddings=bool(hf.get("tie_word_embeddings")), **sizes)
+        model.set_num_output_chunks(NUM_OUTPUT_CHUNKS)
+        return model
     if hf.get("rope_scaling"):
         from torchtune.models.llama3_1._component_builders import llama3_1 as build
         scaling = {"scale_factor": hf["rope_scaling"]["factor"]}
@@ -208,12 +221,7 @@ def build_torchtune(cfg):
         from torchtune.models.llama3._component_builders import llama3 as build
         scaling = {}
     with torch.device("cuda"):
-        model = build(vocab_size=hf["vocab_size"], num_layers=hf["num_hidden_layers"],
-                      num_heads=hf["num_attention_heads"],
-                      num_kv_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
-                      embed_dim=hf["hidden_size"], max_seq_len=hf["max_position_embeddings"],
-                      intermediate_dim=hf["intermediate_size"], norm_eps=hf["rms_norm_eps"],
-                      rope_base=int(hf.get("rope_theta", 10000)), **scaling)
+        model = build(rope_base=int(hf.get("rope_theta", 10000)), **scaling, **sizes)
     model.set_num_output_chunks(NUM_OUTPUT_CHUNKS)
     return model
 
