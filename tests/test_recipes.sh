@@ -607,6 +607,12 @@ order=$(awk -F, '$3 == "alloc" && $7 ~ /^(rope\.cache|construct )/ { sub(/constr
 if [ "$order" = "rope.cache model.layers model.embed_tokens model.norm " ]; then
   ok "torchtune: parameters allocated in its construction order (RoPE cache, layers, embedding, norm; the tied head has no weight)"
 else fail "torchtune construction order: '$order'"; fi
+# training.torchtune: the releases modelled, and read only with torchtune's own decoder
+check "training.torchtune 0.3.0" 2 "training\.torchtune = \"0\.3\.0\": the releases modelled are 0\.4\.0 to 0\.6\.1" -- \
+  $D/torchtune_1B_full_single_device.yaml --gpu h100 --set training.torchtune=0.3.0 --no-files
+check "training.torchtune without model.code torchtune: a note" 0 \
+  "training\.torchtune = 0\.4\.0 has no effect on this run: model\.code is not torchtune" -- \
+  scenarios/llama7b_h200.lua --set training.torchtune=0.4.0 --no-files
 # model.code = "torchtune" (torchtune's own decoder; op by op against the oracle's captures
 # llama3_8b_l2_bf16_torchtune and llama2_7b_l2_bf16_torchtune): what it is not modelled with
 check "model.code torchtune on a Phi-3 model" 2 \
