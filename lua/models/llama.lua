@@ -120,12 +120,8 @@ local function rmsnorm_forward(cx, m, x)
                      grad_order = { 2, 1 }, frees = drops, flops = nn.numel(x.shape), dtype = odt })
 end
 
--- torchtune 0.4's RMSNorm (models/blocks/torchtune.lua): LlamaRMSNorm's ops, its fp32 product
--- dying with the cast, then `x_normed * scale`
-function L.torchtune_rmsnorm(cx, m, x)
-  m.tt_python = true
-  return rmsnorm_forward(cx, m, x)
-end
+-- (torchtune 0.4's RMSNorm runs it with tt_python: models/blocks/torchtune.lua)
+L.rmsnorm_forward = rmsnorm_forward
 
 function L.RMSNorm(opname, dim, cls)
   local m = mod.new(cls or "LlamaRMSNorm", rmsnorm_forward, { opname = opname })

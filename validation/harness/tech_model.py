@@ -194,36 +194,15 @@ def apply_torchao_nf4(model):
 
 
 def build_torchtune(cfg):
-    """torchtune 0.6.1's llama3() of the plan's hf_config, under the default dtype measure_llama.py
+    """torchtune 0.6.1's decoder of the plan's hf_config (the oracle's capture.py
+    torchtune_decoder: llama3(), llama3_1() or qwen2()), under the default dtype measure_llama.py
     set (build direct: bf16) on the GPU, as full_finetune_single_device builds it (`with
-    training.set_default_dtype(self._dtype), self._device: config.instantiate(cfg.model)`; its
-    rope_scaling, Llama3ScaledRoPE, the same cache), then set_num_output_chunks(8) for
-    CEWithChunkedOutputLoss."""
+    training.set_default_dtype(self._dtype), self._device: config.instantiate(cfg.model)`)."""
     import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "oracle"))
+    from capture import torchtune_decoder
     hf = cfg["hf_config"]
-    sizes = dict(vocab_size=hf["vocab_size"], num_layers=hf["num_hidden_layers"],
-                 num_heads=hf["num_attention_heads"],
-                 num_kv_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
-                 embed_dim=hf["hidden_size"], max_seq_len=hf["max_position_embeddings"],
-                 intermediate_dim=hf["intermediate_size"], norm_eps=hf["rms_norm_eps"])
-    if hf["model_type"] == "qwen2":
-        # torchtune.models.qwen2_5's builders: qwen2() with the config's tying
-        from torchtune.models.qwen2._component_builders import qwen2
-        with torch.device("cuda"):
-            model = qwen2(rope_base=float(hf.get("rope_theta", 1000000.0)),
-                          tie_word_embeddings=bool(hf.get("tie_word_embeddings")), **sizes)
-        model.set_num_output_chunks(NUM_OUTPUT_CHUNKS)
-        return model
-    if hf.get("rope_scaling"):
-        from torchtune.models.llama3_1._component_builders import llama3_1 as build
-        scaling = {"scale_factor": hf["rope_scaling"]["factor"]}
-    else:
-        from torchtune.models.llama3._component_builders import llama3 as build
-        scaling = {}
-    with torch.device("cuda"):
-        model = build(rope_base=int(hf.get("rope_theta", 10000)), **scaling, **sizes)
-    model.set_num_output_chunks(NUM_OUTPUT_CHUNKS)
-    return model
+    return torchtune_decoder(torch, hf, hf["num_hidden_layers"])
 
 
 def apply_liger(model):

@@ -990,14 +990,41 @@ def build_model(torch, transformers, spec, rec):
     return model, lcfg
 
 
+def torchtune_decoder(torch, hf, num_layers):
+    """torchtune 0.6.1's TransformerDecoder of a Llama or Qwen2 config.json `hf` (its builders'
+    arguments from the fields of the same meaning; max_seq_len, which sizes the RoPE cache, from
+    max_position_embeddings as the family's builders set it): qwen2() with the config's tying (the
+    qwen2_5 builders), llama3_1() where the config scales its rotary frequencies
+    (Llama3ScaledRoPE, the same cache), else llama3(). Built on the (fake or real) GPU under the
+    caller's default dtype, its output in 8 chunks for CEWithChunkedOutputLoss
+    (set_num_output_chunks). validation/harness/tech_model.py builds the GPU runs' model with it."""
+    sizes = dict(vocab_size=hf["vocab_size"], num_layers=int(num_layers),
+                 num_heads=hf["num_attention_heads"],
+                 num_kv_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
+                 embed_dim=hf["hidden_size"], max_seq_len=hf["max_position_embeddings"],
+                 intermediate_dim=hf["intermediate_size"], norm_eps=hf["rms_norm_eps"])
+    if hf["model_type"] == "qwen2":
+        from torchtune.models.qwen2._component_builders import qwen2
+        with torch.device("cuda"):
+            model = qwen2(rope_base=float(hf.get("rope_theta", 1000000.0)),
+                          tie_word_embeddings=bool(hf.get("tie_word_embeddings")), **sizes)
+    else:
+        if hf.get("rope_scaling"):
+            from torchtune.models.llama3_1._component_builders import llama3_1 as build
+            scaling = {"scale_factor": hf["rope_scaling"]["factor"]}
+        else:
+            from torchtune.models.llama3._component_builders import llama3 as build
+            scaling = {}
+        with torch.device("cuda"):
+            model = build(rope_base=int(hf.get("rope_theta", 10000)), **scaling, **sizes)
+    model.set_num_output_chunks(NUM_OUTPUT_CHUNKS)
+    return model
+
+
 def build_torchtune(torch, spec):
-    """torchtune 0.6.1's TransformerDecoder of a Llama config, as full_finetune_single_device
-    builds it: `with training.set_default_dtype(bf16), device: config.instantiate(cfg.model)`
-    (llama3()'s arguments from the config.json fields of the same meaning; max_seq_len, which
-    sizes the RoPE cache, from max_position_embeddings as the family's builders set it), then
-    model.set_num_output_chunks(8) for CEWithChunkedOutputLoss."""
-    from torchtune.models.llama3._component_builders import llama3
-    from torchtune.models.qwen2._component_builders import qwen2
+    """torchtune's decoder of the spec's config (torchtune_decoder), as full_finetune_single_device
+    builds it: `with training.set_default_dtype(bf16), device: config.instantiate(cfg.model)`;
+    with "torchtune": "0.4.0", that release's RMSNorm.forward in place of the installed one."""
     if spec.get("torchtune", "0.6.1") == "0.4.0":
         from torchtune.modules import rms_norm
 
@@ -1009,20 +1036,8 @@ def build_torchtune(torch, spec):
         rms_norm.RMSNorm.forward = forward_0_4
     hf = load_config(spec)
     torch.set_default_dtype(torch.bfloat16)
-    sizes = dict(vocab_size=hf["vocab_size"], num_layers=int(spec.get("layers") or hf["num_hidden_layers"]),
-                 num_heads=hf["num_attention_heads"],
-                 num_kv_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
-                 embed_dim=hf["hidden_size"], max_seq_len=hf["max_position_embeddings"],
-                 intermediate_dim=hf["intermediate_size"], norm_eps=hf["rms_norm_eps"])
-    with torch.device("cuda"):
-        if hf["model_type"] == "qwen2":
-            # (torchtune.models.qwen2_5's builders: qwen2() with the config's tying)
-            model = qwen2(rope_base=float(hf.get("rope_theta", 1000000.0)),
-                          tie_word_embeddings=bool(hf.get("tie_word_embeddings")), **sizes)
-        else:
-            model = llama3(rope_base=int(hf.get("rope_theta", 10000)), **sizes)
+    model = torchtune_decoder(torch, hf, spec.get("layers") or hf["num_hidden_layers"])
     torch.set_default_dtype(torch.float32)
-    model.set_num_output_chunks(NUM_OUTPUT_CHUNKS)
     model.train()
     return model, type("Cfg", (), {"vocab_size": hf["vocab_size"]})
 

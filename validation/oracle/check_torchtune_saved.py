@@ -1,5 +1,6 @@
-"""What torchtune's own decoder layer saves for backward beside the transformers layer vrsim
-simulates for a torchtune config (docs/recipes.md, "torchtune"): torchtune 0.6.1's llama3
+"""What torchtune's own decoder layer saves for backward beside the transformers layer of the same
+weights, which vrsim runs for the torchtune families model.code does not cover (docs/recipes.md,
+"torchtune"; for Llama the 2 rows are its RMSNorm's, model.code's): torchtune 0.6.1's llama3
 builder and transformers' LlamaModel of the same shapes, eager, bf16, on the CPU (SDPA's CPU
 flash kernel on both sides), one row of S tokens. Each model's saved tensors are counted by
 storage through saved_tensors_hooks at 2 and 4 layers; the difference, halved, is one layer's.

@@ -33,7 +33,7 @@ end
 -- LlamaRMSNorm's ops up to the bf16 normalized input (models/llama.lua), whose temporaries die
 -- with the expression; then `x_normed * scale`, in the input's dtype.
 local function python_forward(cx, m, x)
-  return require("models.llama").torchtune_rmsnorm(cx, m, x)
+  return require("models.llama").rmsnorm_forward(cx, m, x)
 end
 
 -- torchtune.modules.RMSNorm in place of LlamaRMSNorm: from 0.5.0 F.rms_norm(x.float(), ...,
@@ -43,7 +43,8 @@ function T.norms(root, minor)
   mod.walk(root, function(m)
     if m.cls and m.cls:match("RMSNorm$") then
       m.cls = "RMSNorm"
-      if minor >= 5 then m.forward, m.composite = rmsnorm.forward, true else m.forward = python_forward end
+      if minor >= 5 then m.forward, m.composite = rmsnorm.forward, true
+      else m.forward, m.tt_python = python_forward, true end
     end
   end)
 end
@@ -128,6 +129,13 @@ function T.rope_cache(cx, hd, max_seq, style)
   return { id = cache, shape = { max_seq, half, 2 }, dtype = "fp32", rg = false, name = "rope.cache", style = style }
 end
 
+-- A packed batch's `self.cache[input_pos]`: the (b, s, ...) fp32 rows of the cache its
+-- positions index, gathered for one call (the caller drops them as the call returns).
+local function cache_rows(cx, name, shape)
+  return nn.op(cx, { name = name .. ".cache_index", kind = "copy", inputs = {},
+                     outs = { { name .. ".rope_cache", shape, "fp32", no_grad = true } } })
+end
+
 -- Qwen2RotaryPositionalEmbeddings.forward's tables for x (b, h, s, d): `rope_cache[..., :d]
 -- .to(x.dtype)` and `[..., d:]`, each a copy of the s rows in x's dtype (a packed batch's
 -- input_pos gathers its (b, s, 2d) fp32 rows first). The rotation is transformers' own ops on
@@ -136,11 +144,7 @@ end
 function T.halves_tables(cx, name, x, packed)
   local b, s, d = x.shape[1], x.shape[#x.shape - 1], x.shape[#x.shape]
   local rows, gathered = 1, nil
-  if packed then
-    rows = b
-    gathered = nn.op(cx, { name = name .. ".cache_index", kind = "copy", inputs = {},
-                           outs = { { name .. ".rope_cache", { b, s, 2 * d }, "fp32", no_grad = true } } })
-  end
+  if packed then rows, gathered = b, cache_rows(cx, name, { b, s, 2 * d }) end
   local function table_(what)
     return nn.op(cx, { name = name .. "." .. what, kind = "cast_down", inputs = gathered and { gathered } or {},
                        frees = {}, outs = { { name .. "." .. what, { rows, 1, s, d }, x.dtype, no_grad = true } } })
@@ -166,11 +170,7 @@ function T.rope(cx, name, x, cache, packed)
   local b = x.shape[1]
   local s = x.shape[#x.shape - 1]
   local d = x.shape[#x.shape]
-  local tab = cache
-  if packed then
-    tab = nn.op(cx, { name = name .. ".cache_index", kind = "copy", inputs = {},
-                      outs = { { name .. ".rope_cache", { b, s, d // 2, 2 }, "fp32", no_grad = true } } })
-  end
+  local tab = packed and cache_rows(cx, name, { b, s, d // 2, 2 }) or cache
   local xf = nn.to(cx, x, "fp32", name .. ".float")
   local full32 = nn.bytes(x.shape, "fp32")
   local function mul(what)
