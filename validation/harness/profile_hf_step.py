@@ -54,17 +54,25 @@ def build(record, name, check_only=False, device="cuda"):
             ", %s %s" % (k, json.dumps(rec[k])) for k in TECHNIQUE_FIELDS if k in rec)))
         sys.exit(0)
     from transformers import AutoConfig, AutoModelForCausalLM
-    if "hf_config" in rec:
+    if rec.get("code") == "torchtune":  # torchtune's own decoder, built in bf16 as measure_llama.py builds it
+        tech_model.check(rec)
+        torch.set_default_dtype(torch.bfloat16)
+        with torch.device(device):
+            model = tech_model.build_torchtune(rec)
+        torch.set_default_dtype(torch.float32)
+        cfg = AutoConfig.for_model(rec["hf_config"]["model_type"], vocab_size=rec["hf_config"]["vocab_size"])
+    elif "hf_config" in rec:
         hf = dict(rec["hf_config"])
         cfg = AutoConfig.for_model(hf.pop("model_type"), **{k: v for k, v in hf.items() if k != "architectures"})
     else:  # a shape record: the LlamaConfig measure_llama.py makes of it
         from measure_llama import shape_config
         cfg = AutoConfig.for_model("llama", vocab_size=32000, max_position_embeddings=4096,
                                    tie_word_embeddings=False, **shape_config(rec["shape"]))
-    cfg._attn_implementation = attn
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)
+    if rec.get("code") != "torchtune":
+        cfg._attn_implementation = attn
+        torch.manual_seed(0)
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)
     if rec.get("ckpt"):
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if mode == "lora_bf16":  # as measure_llama.py (the record's lora, else its defaults)
