@@ -107,6 +107,27 @@ sed -e 's#^sample_packing: false#sample_packing: true#' -e 's#^flash_attention: 
   $D/axolotl_qlora.yml >"$TMP/packedflex.yml"
 check "axolotl sample_packing with flex attention: one packed row, FlexAttention over its sequences" 0 \
   "BlockMask keeps 32 partial and 240 full blocks" -- "$TMP/packedflex.yml" --gpu rtx4090 --no-files --no-suggest
+# sdpa packs real batches (multipack_real_batches by default where the attention does not pack):
+# micro_batch_size rows of sequence_len, each sequence attended alone by axolotl's sdpa_varlen
+# patch (PyTorch's varlen_attn); sdpa_varlen false (stock SDPA on a block-diagonal mask) and eager
+# are refused by name
+sed -e 's#^sample_packing: false#sample_packing: true#' -e 's#^flash_attention: true#sdp_attention: true#' \
+  $D/axolotl_qlora.yml >"$TMP/packedsdpa.yml"
+check "axolotl sample_packing with sdpa: micro_batch_size packed rows under axolotl's sdpa_varlen" 0 \
+  "micro-batch 2 packed bins \([0-9]+ sequences and paddings, axolotl's sdpa_varlen\), 2 x seq 2048" -- \
+  "$TMP/packedsdpa.yml" --gpu rtx4090 --no-files --no-suggest
+"$VRSIM" "$TMP/packedsdpa.yml" --gpu rtx4090 --print-scenario >"$TMP/packedsdpa.lua" 2>/dev/null
+if grep -q 'real_batches = true' "$TMP/packedsdpa.lua" && grep -q 'pack_length = 2048' "$TMP/packedsdpa.lua" \
+   && grep -q 'micro_batch = 2' "$TMP/packedsdpa.lua"; then
+  ok "axolotl sample_packing with sdpa: training.data real_batches, bins of sequence_len, micro_batch micro_batch_size"
+else fail "axolotl sample_packing with sdpa: scenario" "$(sed -n '/data = {/,/}/p' "$TMP/packedsdpa.lua")"; fi
+printf 'sdpa_varlen: false\n' >>"$TMP/packedsdpa.yml"
+check "axolotl sample_packing with sdpa_varlen: false: refused by name" 2 "sdpa_varlen.*block-diagonal mask" -- \
+  "$TMP/packedsdpa.yml" --gpu rtx4090 --no-files --no-suggest
+sed -e 's#^sample_packing: false#sample_packing: true#' -e 's#^flash_attention: true#eager_attention: true#' \
+  $D/axolotl_qlora.yml >"$TMP/packedeager.yml"
+check "axolotl sample_packing with eager attention: refused by name" 2 "packedeager\.yml:24: sample_packing: with eager attention" -- \
+  "$TMP/packedeager.yml" --gpu rtx4090 --no-files --no-suggest
 check "axolotl sample_packing with the data set's lengths: axolotl's bins" 0 \
   "1656 sequences \(844 longer than 2048 dropped\) packed first-fit in a shuffled order" -- \
   "$TMP/packed.yml" --gpu rtx4090 --set training.data.lengths="$TMP/lens.txt" --no-files --no-suggest
@@ -252,7 +273,7 @@ both_say "vrsim sweep CONFIG --accelerate FILE" -- \
   sweep $D/trl_sft_full.yaml --accelerate $D/accelerate_fsdp2.yaml --gpu h100 --set micro_batch=1,4 --no-files -j 2
 both_say "vrsim maxbatch CONFIG --accelerate FILE" -- maxbatch $D/trl_sft_full_fsdp2.lua --max 16 -- \
   maxbatch $D/trl_sft_full.yaml --accelerate $D/accelerate_fsdp2.yaml --gpu h100 --max 16
-sed -e 's#^sample_packing: false#sample_packing: true#' -e 's#^flash_attention: true#sdp_attention: true#' \
+sed -e 's#^sample_packing: false#sample_packing: true#' -e 's#^flash_attention: true#eager_attention: true#' \
   $D/axolotl_qlora.yml >"$TMP/spacking.yml"
 check "vrsim sweep CONFIG: the config's refusals come first" 2 "vrsim sweep: .*spacking\.yml:24: sample_packing" -- \
   sweep "$TMP/spacking.yml" --gpu rtx4090 --set micro_batch=1,2 --no-files
@@ -333,12 +354,12 @@ check "a Hugging Face Hub id: download config.json (vrsim never reaches the netw
 check "... or --set model.config=PATH stands in for it" 0 "FITS" -- "$TMP/hub.yml" --gpu rtx4090 --set model.config=$M --no-files
 
 # ---- keys that would change the run and are not modelled: exit 2, key and file:line ------------
-variant packing 's#^sample_packing: false#sample_packing: true#;s#^flash_attention: true#sdp_attention: true#'
-check "sample_packing: true under sdpa (micro_batch_size rows, axolotl's attention patches)" 2 \
-  "packing\.yml:24: sample_packing: with sdpa attention axolotl deals micro_batch_size rows .* not modelled" -- \
+variant packing 's#^sample_packing: false#sample_packing: true#;s#^flash_attention: true#eager_attention: true#'
+check "sample_packing: true under eager (a block-diagonal mask on the packed rows)" 2 \
+  "packing\.yml:24: sample_packing: with eager attention axolotl's packed rows take .* not modelled" -- \
   "$TMP/packing.yml" --gpu rtx4090 --no-files
 variant realbatches 's#^sample_packing: false#sample_packing: true\nmultipack_real_batches: true#'
-check "multipack_real_batches: true" 2 "realbatches\.yml:25: multipack_real_batches: micro_batch_size rows of sequence_len a batch is not modelled" -- \
+check "multipack_real_batches: true" 2 "realbatches\.yml:25: multipack_real_batches: true with flash attention \(micro_batch_size bins of sequence_len a batch there\) is not modelled" -- \
   "$TMP/realbatches.yml" --gpu rtx4090 --no-files
 variant paged 's#^optimizer: adamw_bnb_8bit#optimizer: paged_ademamix_8bit#'
 check "a paged optimizer vrsim does not model (bitsandbytes' paged AdEMAMix)" 2 \

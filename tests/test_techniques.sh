@@ -434,6 +434,31 @@ if grep -q "1656 sequences (844 longer than 2048 dropped) packed first-fit in th
    && grep -q "into 553 bins of at most 4096 tokens and 3 sequences" "$tmp/mp3.out" && [ "$ps" = 24 ]; then
   ok "data, axolotl's multipack: axolotl's 416 bins (98.5 % full; 553 with 3 a bin in groups of 500), the largest 1 x 4096 with its padding a sequence"
 else bad "data, axolotl's multipack: $(grep -o 'training.data: [^;]*;[^;]*' "$tmp/mp.out"); position_starts '$ps'"; fi
+# 8c'. axolotl's packing under sdpa (real_batches, multipack_real_batches): the same lengths in bins
+#    of sequence_len 2048, dealt 4 bins a batch, each bin a row padded to 2048; axolotl's
+#    sdpa_varlen runs varlen_attn over every sequence and padding of the 4 rows (n of them): each
+#    layer's nonzero makes n starts (8n bytes), and the flash varlen backward's softmax_d and dq
+#    accumulator are 32 heads x (4 x 2048 + 128 n) fp32 and that x 128 (FlashAttention 2's
+#    mha_varlen_bwd); the epoch's batches are the 4-bin groups of the bins made in order
+sed -e 's/micro_batch = 1/micro_batch = 4/' -e 's/attention = "flash"/attention = "sdpa"/' \
+    -e 's/pack_length = 4096, max_length = 2048,/pack_length = 2048, max_length = 2048, real_batches = true,/' \
+    "$tmp/mp.lua" > "$tmp/mpr.lua"
+"$VRSIM" "$tmp/mpr.lua" --no-files --no-suggest --alloc-trace "$tmp/mpr.csv" > "$tmp/mpr.out" 2>&1
+n=$(sed -n 's/.*micro-batch 4 packed bins (\([0-9]*\) sequences and paddings.*/\1/p' "$tmp/mpr.out")
+ps=$(grep ",alloc," "$tmp/mpr.csv" | grep "sdpa_varlen.position_starts$" | cut -d, -f5 | sort -u)
+ws=$(grep ",alloc," "$tmp/mpr.csv" | grep "sdpa_varlen.backward$" | cut -d, -f5 | sort -un | tr '\n' ' ')
+if [ -n "$n" ] && [ "$ps" = $((8 * n)) ] \
+   && echo " $ws" | grep -q " $((32 * (8192 + 128 * n) * 4)) " && echo " $ws" | grep -q " $((32 * (8192 + 128 * n) * 4 * 128)) " \
+   && grep -q "4 a micro-batch (multipack_real_batches), each a row padded to a multiple of 2048" "$tmp/mpr.out"; then
+  ok "data, multipack real_batches under sdpa: 4 rows of 2048, $n sequences and paddings to varlen_attn, its backward's buffers sized by them"
+else bad "data, multipack real_batches: n '$n' starts '$ps' workspaces '$ws' $(grep -o 'training.data: [^;]*;[^;]*' "$tmp/mpr.out" | head -c 600)"; fi
+for bad_set in "training.attention=eager:under eager attention is not modelled" \
+               "training.precision=amp_bf16:in amp_bf16 is not modelled: varlen_attn takes fp16 and bf16" \
+               "training.attention=flash:real_batches under flash attention"; do
+  "$VRSIM" "$tmp/mpr.lua" --no-files --no-suggest --set "${bad_set%%:*}" >/dev/null 2>"$tmp/err"; rc=$?
+  if [ $rc = 2 ] && grep -q "${bad_set#*:}" "$tmp/err"; then ok "data, real_batches with ${bad_set%%:*}: exit 2, named"
+  else bad "data, real_batches with ${bad_set%%:*}: exit $rc: $(cat "$tmp/err")"; fi
+done
 "$VRSIM" "$tmp/mp.lua" --no-files --no-suggest --set training.data.too_long=truncate > "$tmp/mpt.out" 2>&1
 sed 's/lengths = "rl.txt", //' "$tmp/mp.lua" > "$tmp/mpn.lua"
 "$VRSIM" "$tmp/mpn.lua" --no-files --no-suggest > "$tmp/mpn.out" 2>&1
@@ -442,7 +467,7 @@ if grep -q "2500 sequences (844 cut to 2048) packed first-fit" "$tmp/mpt.out" \
   ok "data, multipack: too_long truncate cuts the 844; without lengths the fullest bin, named"
 else bad "data, multipack truncate / no lengths: $(grep -o 'training.data: [^;]*' "$tmp/mpt.out" "$tmp/mpn.out")"; fi
 for bad_set in "training.data.too_long=raise:more than max_length 2048 (too_long = raise" \
-               "training.attention=sdpa:is axolotl's sample packing under flash or flex attention" \
+               "training.attention=sdpa:under sdpa: axolotl deals micro_batch_size bins of sequence_len a batch there" \
                "training.micro_batch=2:deals one bin a micro-batch" \
                "training.data.max_length=8192:is longer than a bin" \
                "training.data.collator=trl:axolotl's collator hands the model position_ids"; do

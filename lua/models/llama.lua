@@ -472,7 +472,10 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   -- F.scaled_dot_product_attention) repeats them always, so SDPA, and ring attention under
   -- context parallelism, takes keys and values of every query head.
   local grouped = a.kv_heads ~= a.heads
-  local enable_gqa = grouped and r.attention ~= "eager" and not sdpa_mask and not r.repeat_kv
+  -- axolotl's sdpa_varlen wrapper takes the keys and values as the module hands them and repeats
+  -- them itself (strategies/data.lua M.sdpa_varlen)
+  local sdpa_varlen = r.data ~= nil and r.data.real_batches and r.attention == "sdpa"
+  local enable_gqa = grouped and r.attention ~= "eager" and not sdpa_mask and not r.repeat_kv and not sdpa_varlen
   -- flex_attention_forward: enable_gqa unless the query heads (this rank's) are not a power of
   -- two, where repeat_kv copies the keys and values first
   if r.attention == "flex" and a.heads & (a.heads - 1) ~= 0 then enable_gqa = false end
@@ -490,7 +493,7 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   -- at::empty(value.sizes()) on the transposed values), which is v's own layout either way.
   local vv
   -- (flash_attention_2's varlen path likewise takes v as its (b, L, heads, d) layout)
-  local varlen = attn_impl == "flash" and r.data and (r.data.padded or r.data.packed)
+  local varlen = (attn_impl == "flash" and r.data and (r.data.padded or r.data.packed)) or sdpa_varlen
   -- (flex attention's backward makes dv with v's strides too: empty_like)
   if (((attn_impl == "cudnn" or varlen or attn_impl == "flex") and not r.use_cache) or attn_impl == "mem_efficient")
      and (not grouped or enable_gqa or varlen) then
@@ -547,7 +550,7 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
     nn.hold(cx, vc)
     nn.release(cx, { ke, vv }, pre .. ": key/value states rebound to the cache's")
   end
-  if grouped and not enable_gqa then
+  if grouped and not enable_gqa and not sdpa_varlen then
     -- repeat_kv: expand + reshape copies the keys and values to every query head
     local rep = { b, a.heads, s, hd }
     kc = nn.op(cx, { name = pre .. ".repeat_k", inputs = { kc }, outs = { { pre .. ".k_rep", rep, kc.dtype } },
@@ -568,8 +571,18 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
     end
     qa, kc, vc = args[1], args[2], args[3]
   end
-  local ao, attn_weights = attention(cx, m.opname, qa, kc, vc, a, b, s, r.attention, mask,
-                                     r.use_cache or (grouped and not enable_gqa))
+  local ao, attn_weights
+  if sdpa_varlen then
+    if cx.cp then error(pre .. ": axolotl's sdpa_varlen under context parallelism is not modelled", 0) end
+    -- the rotated query is (b, s, heads, d) in memory (the rotation keeps its input's strides),
+    -- as are the keys and values the module made, but not a cache's copies (or Phi-3's rotated
+    -- slices, or its fused projection's values)
+    ao = require("strategies.data").sdpa_varlen(cx, m.opname, qa, kc, vc, r.data,
+      { q = a.rotary_slices, k = r.use_cache or a.rotary_slices, v = r.use_cache or qkv ~= nil })
+  else
+    ao, attn_weights = attention(cx, m.opname, qa, kc, vc, a, b, s, r.attention, mask,
+                                 r.use_cache or (grouped and not enable_gqa))
+  end
   local ao2
   if r.attention == "eager" then
     -- transpose(1, 2).contiguous()

@@ -356,20 +356,38 @@ end
 -- (hint_sample_packing_padding); the attention mask is dropped and transformers' flash or flex
 -- attention finds the sequences from position_ids. training.data's multipack batching, the data set's
 -- lengths given with --set training.data.lengths=FILE (else the fullest bin).
+--
+-- With sdpa (not in ATTN_IMPLS_SUPPORTING_PACKING) multipack_real_batches defaults to true
+-- (core/builders/causal.py): the sampler deals micro_batch_size bins of at most sequence_len, each
+-- its own row, the attention mask dropped (sample_packing_drop_attention_mask: sdpa and eager
+-- decontaminate packing), and PatchManager._apply_sdpa_varlen_patch installs sdpa_varlen
+-- (sdpa_varlen: null or true; false keeps stock SDPA on a block-diagonal mask, not modelled):
+-- training.data's real_batches. Eager is refused by training.data's check, as are the models the
+-- patch leaves to stock SDPA.
 function read_packing(r, d, t, notes)
-  if t.attention ~= "flash" and t.attention ~= "flex" then
-    r:fail(d, "sample_packing", ("with %s attention axolotl deals micro_batch_size rows of sequence_len and "
-           .. "patches the attention (multipack_real_batches: sdpa_varlen's varlen_attn or a block-diagonal mask), "
-           .. "which is not modelled; with flash or flex attention it is"):format(t.attention))
+  local real = t.attention ~= "flash" and t.attention ~= "flex"
+  if t.attention == "eager" then
+    r:fail(d, "sample_packing", "with eager attention axolotl's packed rows take transformers' block-diagonal mask "
+           .. "(its sdpa_varlen patch is sdpa's), which is not modelled; with sdpa, flash or flex attention it is")
   end
-  for _, k in ipairs { "multipack_real_batches", "sample_packing_sequentially" } do
-    if r:get(d, k, "boolean") then
-      r:fail(d, k, k == "multipack_real_batches" and "micro_batch_size rows of sequence_len a batch is not modelled"
-             or "next-fit packing in the data set's order (allocate_sequentially) is not modelled")
-    end
+  local given = r:get(d, "multipack_real_batches", "boolean")
+  if given ~= nil and given ~= real then
+    r:fail(d, "multipack_real_batches", given
+      and ("true with %s attention (micro_batch_size bins of sequence_len a batch there) is not modelled"):format(t.attention)
+      or ("false with %s attention (one bin of micro_batch_size x sequence_len a batch, on the patched "
+          .. "attention) is not modelled"):format(t.attention))
+  end
+  if r:get(d, "sample_packing_sequentially", "boolean") then
+    r:fail(d, "sample_packing_sequentially", "next-fit packing in the data set's order (allocate_sequentially) is not modelled")
+  end
+  local varlen = r:get(d, "sdpa_varlen", "boolean")
+  if varlen == false and real then
+    r:fail(d, "sdpa_varlen", "false: stock SDPA on transformers' block-diagonal mask of the packed rows is not modelled "
+           .. "(axolotl's varlen_attn path is: sdpa_varlen null or true)")
   end
   local mbs, seq = t.micro_batch, t.seq
-  local data = { batching = "multipack", pack_length = mbs * seq, max_length = seq }
+  local data = { batching = "multipack", pack_length = real and seq or mbs * seq, max_length = seq,
+                 real_batches = real or nil }
   local multiple = r:get(d, "pad_to_multiple_of", "integer") or 64
   local pad = r:get(d, "pad_to_sequence_len", "boolean")
   if pad ~= false then
@@ -392,7 +410,14 @@ function read_packing(r, d, t, notes)
   r:get(d, "sample_packing_eff_est", "number") -- the step count's estimate: no step's shape
   t.data = r:field(d, "sample_packing", "training", "data", data)
   -- the row's length is the bin's (training.data sets training.seq)
-  t.micro_batch, t.seq = 1, nil
+  t.seq = nil
+  if real then
+    notes[#notes + 1] = ("axolotl sample_packing under %s: %d packed rows of up to sequence_len = %d tokens a micro-batch "
+                         .. "(multipack_real_batches), each sequence attended alone by axolotl's sdpa_varlen patch "
+                         .. "(training.data's multipack batching, real_batches)"):format(t.attention, mbs, seq)
+    return
+  end
+  t.micro_batch = 1
   notes[#notes + 1] = ("axolotl sample_packing: one packed row of up to micro_batch_size x sequence_len = %d tokens "
                        .. "a micro-batch (training.micro_batch 1, training.data's multipack batching)"):format(mbs * seq)
 end

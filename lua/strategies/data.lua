@@ -25,6 +25,9 @@
 --                 sequences at a time; each bin one micro-batch, its sequences concatenated into
 --                 one row padded to a multiple of pad_to_multiple_of, position_ids restarting at
 --                 each sequence and again over the padding (one more sequence to the kernel).
+--                 With real_batches (axolotl's multipack_real_batches, its default under sdpa):
+--                 micro_batch bins of at most pack_length (sequence_len) a batch, each bin its
+--                 own row, every row padded to the same multiple.
 --   torchtune     torchtune's packed data sets (0.6.1 datasets/_packed.py PackedDataset,
 --                 data/_collate.py padded_collate_packed): the sequences in the data set's
 --                 order filled into packs of pack_length tokens, each padded to it (the padding
@@ -52,6 +55,7 @@ M.FIELDS = {
   max_length = { "integer", nil, "with batching multipack: the longest sequence kept (axolotl's sequence_len)" },
   too_long = { "string", "drop", "with batching multipack: a sequence longer than max_length is dropped, cut to it (truncate) or an error (raise): axolotl's excess_length_strategy" },
   bin_sequences = { "integer", 200, "with batching multipack: the most sequences a bin holds (axolotl's sample_packing_bin_size)" },
+  real_batches = { "boolean", false, "with batching multipack: micro_batch bins of at most pack_length tokens a batch, each its own row (axolotl's multipack_real_batches, its default under sdpa and eager: pack_length = sequence_len); under sdpa axolotl's sdpa_varlen patch runs PyTorch's varlen_attn over the sequences" },
   group_size = { "integer", 100000, "with batching multipack: the sequences packed together, group by group (axolotl's sample_packing_group_size)" },
   collator = { "string", nil, "a flattened batch's collator: transformers (DataCollatorWithFlattening; padding_free's default) or trl (TRL 1.16's padding-free DataCollatorForLanguageModeling, which hands the flash kernel cu_seq_lens; bfd's)" },
   pad_to_multiple_of = { "integer", nil, "DataCollatorWithPadding's pad_to_multiple_of; multipack: the packed row's (axolotl: 64 x ceil(sequence_len / 64) with pad_to_sequence_len)" },
@@ -409,17 +413,28 @@ local function plan_multipack(d, b, order, seed, pick, q, multiple)
   local C, M = d.pack_length, d.max_length or d.pack_length
   local per_bin, group = d.bin_sequences or 200, d.group_size or 100000
   local too_long = d.too_long or "drop"
-  if b ~= 1 then
+  local real_batches = d.real_batches == true
+  if b ~= 1 and not real_batches then
     error(("training.micro_batch = %d with batching multipack: axolotl's packing with flash or flex attention deals "
-           .. "one bin a micro-batch (its capacity, pack_length, is micro_batch_size x sequence_len)"):format(b), 0)
+           .. "one bin a micro-batch (its capacity, pack_length, is micro_batch_size x sequence_len; "
+           .. "real_batches: micro_batch bins of sequence_len)"):format(b), 0)
   end
-  local function row(list, total)
-    local len = round_up(total, multiple)
-    local segs = table.move(list, 1, #list, 1, {})
-    if len > total then segs[#segs + 1] = len - total end
-    return { rows = 1, len = len, real = total, packed = #segs > 1, padded = false, n = #segs, lens = segs,
-             batching = "padding_free", multipack = true }
+  -- a batch of bins (`bins`, each { lens, total }), one row each, every row padded to the
+  -- longest's multiple (the collator's pad_to_multiple_of over the batch), the padding of each row
+  -- one more sequence; one bin alone is the flattened row of flash and flex
+  local function rows_of(bins)
+    local len, total, segs, sq, pads = 0, 0, {}, 0, 0
+    for _, bn in ipairs(bins) do len = math.max(len, round_up(bn.total, multiple)) end
+    for _, bn in ipairs(bins) do
+      table.move(bn.lens, 1, #bn.lens, #segs + 1, segs)
+      if len > bn.total then segs[#segs + 1] = len - bn.total; pads = pads + 1 end
+      total = total + bn.total
+    end
+    for _, l in ipairs(segs) do sq = sq + l * l end
+    return { rows = #bins, len = len, real = total, packed = #segs > #bins, padded = false, n = #segs, lens = segs,
+             pads = pads, batching = "padding_free", multipack = true, real_batches = real_batches or nil }, sq
   end
+  local function row(list, total) return (rows_of { { lens = list, total = total } }) end
   if d.lengths == nil then
     if pick ~= "worst" then
       error(("training.data.batch = %s needs the data set's lengths (training.data.lengths)"):format(pick), 0)
@@ -427,10 +442,13 @@ local function plan_multipack(d, b, order, seed, pick, q, multiple)
     local list, total = {}, 0
     while total + M <= C and #list < per_bin do list[#list + 1] = M; total = total + M end
     if total < C and #list < per_bin then list[#list + 1] = C - total; total = C end
-    local chosen = row(list, total)
+    local full = {}
+    for i = 1, b do full[i] = { lens = list, total = total } end
+    local chosen = rows_of(full)
     return chosen, ("training.data: no lengths given (the data set's token counts: --set training.data.lengths=FILE); "
-                    .. "simulated the fullest bin axolotl's sample packing can make: %d sequence%s of at most %d tokens "
-                    .. "in %d, one row of %d (position_ids)"):format(#list, #list > 1 and "s" or "", M, C, chosen.len)
+                    .. "simulated the fullest bin%s axolotl's sample packing can make: %d sequence%s of at most %d tokens "
+                    .. "in %d, %d row%s of %d (position_ids)"):format(b > 1 and "s" or "", #list, #list > 1 and "s" or "",
+                    M, C, b, b > 1 and "s" or "", chosen.len)
   end
   local all = read_lengths(d)
   local lens, dropped, cut = {}, 0, 0
@@ -450,37 +468,45 @@ local function plan_multipack(d, b, order, seed, pick, q, multiple)
   local idx = order == "shuffle" and shuffled(n, seed) or nil
   if not idx then idx = {}; for i = 1, n do idx[i] = i end end
   local bins = pack_first_fit(lens, idx, C, per_bin, group)
-  local nb, kept = #bins, 0
-  local function key(bn)
-    local len, sq = round_up(bn.total, multiple), 0
-    for _, l in ipairs(bn.lens) do sq = sq + l * l end
-    return len, sq
+  local kept = 0
+  for _, bn in ipairs(bins) do kept = kept + bn.total end
+  -- the batches the sampler deals: b bins each, in the order the bins were made, the last short
+  -- one dropped (MultipackBatchSampler drop_last); one bin each without real_batches
+  local batches = {}
+  for i = 1, #bins - b + 1, b do batches[#batches + 1] = table.move(bins, i, i + b - 1, 1, {}) end
+  if #batches == 0 then
+    error(("training.data.lengths: %d bins make no full batch of %d (the sampler drops the last short one)")
+          :format(#bins, b), 0)
   end
+  local nb = #batches
+  local unit = b > 1 and "batch" or "bin"
   local chosen, what
   if pick == "worst" then
-    -- the bin computing the most: the longest row, then the most attention (sum of squares)
-    local best, bl, bs = nil, -1, -1
-    for _, bn in ipairs(bins) do
-      local len, sq = key(bn)
-      if len > bl or (len == bl and sq > bs) then best, bl, bs = bn, len, sq end
+    -- the batch computing the most: the longest rows, then the most attention (sum of squares)
+    local bl, bs = -1, -1
+    for _, bt in ipairs(batches) do
+      local c, sq = rows_of(bt)
+      if c.len * c.rows > bl or (c.len * c.rows == bl and sq > bs) then chosen, bl, bs = c, c.len * c.rows, sq end
     end
-    chosen, what = row(best.lens, best.total), "the epoch's largest bin"
+    what = "the epoch's largest " .. unit
   else
     local keys = {}
-    for i, bn in ipairs(bins) do keys[i] = (key(bn)) end
+    for i, bt in ipairs(batches) do local c = rows_of(bt); keys[i] = c.len * c.rows end
     local k, rank = batch_by_key(keys, nb, pick, q)
-    chosen = row(bins[k].lens, bins[k].total)
-    what = ("the epoch's %s bin by tokens computed (%d of %d)"):format(pick, rank, nb)
+    chosen = rows_of(batches[k])
+    what = ("the epoch's %s %s by tokens computed (%d of %d)"):format(pick, unit, rank, nb)
   end
-  for _, bn in ipairs(bins) do kept = kept + bn.total end
   local note = ("training.data: %d sequences%s packed first-fit in %s into %d bins of at most %d tokens and %d "
-                .. "sequences (axolotl's sample packing, %d sequences at a time; the bins %.1f %% full), each a "
-                .. "micro-batch of one row padded to a multiple of %d (position_ids); simulated: %s, 1 x %d (%d sequences%s)")
+                .. "sequences (axolotl's sample packing, %d sequences at a time; the bins %.1f %% full), %s padded "
+                .. "to a multiple of %d (position_ids); simulated: %s, %d x %d (%d sequences%s)")
     :format(n, dropped > 0 and (" (%d longer than %d dropped)"):format(dropped, M)
               or cut > 0 and (" (%d cut to %d)"):format(cut, M) or "",
             order == "shuffle" and ("a shuffled order (seed " .. seed .. ")") or "the given order",
-            nb, C, per_bin, group, 100 * kept / (nb * C), multiple or 1, what, chosen.len,
-            #chosen.lens - (chosen.len > chosen.real and 1 or 0), chosen.len > chosen.real and ", the padding one more" or "")
+            #bins, C, per_bin, group, 100 * kept / (#bins * C),
+            b > 1 and ("%d a micro-batch (multipack_real_batches), each a row"):format(b) or "each a micro-batch of one row",
+            multiple or 1, what, chosen.rows, chosen.len, chosen.n - chosen.pads,
+            chosen.pads == 0 and "" or chosen.pads == 1 and ", the padding one more"
+              or (", each of %d paddings one more"):format(chosen.pads))
   return chosen, note
 end
 
@@ -788,6 +814,10 @@ local function plan(d, b)
       error(("training.data.%s = %s: an integer in [1, %d]"):format(k, tostring(v), MAX_LEN), 0)
     end
   end
+  if d.real_batches ~= nil and (not multipack or type(d.real_batches) ~= "boolean") then
+    error(("training.data.real_batches = %s: true or false, with batching multipack (axolotl's "
+           .. "multipack_real_batches)"):format(tostring(d.real_batches)), 0)
+  end
   if d.too_long ~= nil and d.too_long ~= "drop" and d.too_long ~= "truncate" and d.too_long ~= "raise" then
     error(("training.data.too_long = %s: one of drop, truncate, raise"):format(tostring(d.too_long)), 0)
   end
@@ -956,7 +986,7 @@ end
 
 -- The error for a run whose model or attention cannot take this batch (nil when it can): the
 -- attention a padded or packed batch needs, a sliding window the batch outruns.
-function M.check(t, mc, attention)
+function M.check(t, mc, attention, model_type)
   local d = t.data_batch
   if d and d.torchtitan then
     if attention ~= "flex" then
@@ -982,10 +1012,17 @@ function M.check(t, mc, attention)
     end
     return nil
   end
+  if d and d.multipack and (attention == "flash" or attention == "flex") and d.real_batches then
+    return ("training.data.real_batches under %s attention (axolotl's multipack_real_batches set by hand) is not "
+            .. "modelled: axolotl packs one bin of micro_batch_size x sequence_len a micro-batch there"):format(attention)
+  end
   if d and d.multipack and attention ~= "flash" and attention ~= "flex" then
-    return ("training.data.batching = multipack is axolotl's sample packing under flash or flex attention (one row "
-            .. "a bin); under %s axolotl deals micro_batch_size rows of sequence_len and patches the attention "
-            .. "(multipack_real_batches: sdpa_varlen or a block-diagonal mask), which is not modelled"):format(attention)
+    if not d.real_batches then
+      return ("training.data.batching = multipack under %s: axolotl deals micro_batch_size bins of sequence_len "
+              .. "a batch there, each its own row (multipack_real_batches): training.data.real_batches = true with "
+              .. "pack_length = sequence_len"):format(attention)
+    end
+    return M.sdpa_varlen_refusal(t, mc, attention, model_type)
   end
   if not d or not (d.padded or d.packed) then return nil end
   local what = d.padded and "padded batches" or "padding-free (packed) batches"
@@ -1003,6 +1040,44 @@ function M.check(t, mc, attention)
     return ("training.data with %s as long as the sliding window or longer (%d tokens, a row of "
             .. "%d) is not modelled: the window's mask with padding or packing is not built")
       :format(what, mc.sliding_window, d.len)
+  end
+  return nil
+end
+
+-- The families whose attention is transformers' Llama-style attention module, which hands the
+-- attention function its keys and values before any repeat (what axolotl's sdpa_varlen wrapper
+-- takes).
+local VARLEN_FAMILIES = { llama = true, mistral = true, qwen2 = true, qwen3 = true, phi3 = true, olmo2 = true,
+                          mixtral = true, qwen3_moe = true }
+
+-- The error for axolotl's packing under sdpa where its sdpa_varlen patch (axolotl 0.18-0.19
+-- monkeypatch/attention/sdpa_varlen.py, PatchManager._apply_sdpa_varlen_patch) does not take the
+-- attention as vrsim models it (nil where it does): the patch is installed for sdpa with
+-- sample_packing unless the model has a sliding window or a head dim over 256, and it runs
+-- varlen_attn only on CUDA fp16/bf16 queries; elsewhere stock SDPA takes transformers'
+-- (b, 1, L, L) block-diagonal mask, which is not modelled for these batches.
+function M.sdpa_varlen_refusal(t, mc, attention, model_type)
+  local pre = "training.data.real_batches (axolotl's packing under sdpa, its sdpa_varlen patch)"
+  if attention ~= "sdpa" then
+    return ("%s under %s attention is not modelled: under eager axolotl's packed rows take a block-diagonal "
+            .. "mask (sdpa_varlen patches sdpa only; attention = sdpa)"):format(pre, attention)
+  end
+  if not VARLEN_FAMILIES[model_type or ""] then
+    return ("%s for %s is not modelled (Llama, Mistral, Qwen2, Qwen3, Phi-3, OLMo 2, Mixtral and Qwen3-MoE are)")
+      :format(pre, tostring(model_type))
+  end
+  if mc.sliding_window then
+    return ("%s with a sliding window (%d tokens) is not modelled: axolotl leaves stock SDPA in place there, on "
+            .. "transformers' block-diagonal mask"):format(pre, mc.sliding_window)
+  end
+  if mc.head_dim and mc.head_dim > 256 then
+    return ("%s at head dim %d is not modelled: axolotl leaves stock SDPA in place over 256 (flash's limit)")
+      :format(pre, mc.head_dim)
+  end
+  local p = t.precision
+  if p ~= "bf16" and p ~= "lora_bf16" and p ~= "fp16" and p ~= "lora_fp16" then
+    return ("%s in %s is not modelled: varlen_attn takes fp16 and bf16 queries (axolotl 0.19 falls back to SDPA on "
+            .. "a block-diagonal mask, 0.18 fails)"):format(pre, p)
   end
   return nil
 end
@@ -1031,7 +1106,7 @@ function M.inputs(cx, d)
     return { position_ids = input("input_pos", { d.rows, d.len }),
              document_ids = input("document_ids", { d.rows, d.len }) }
   end
-  local out = { position_ids = input("position_ids", { 1, d.len }) }
+  local out = { position_ids = input("position_ids", { d.rows or 1, d.len }) }
   if d.trl_collator then
     out.cu_seq_lens_q = input("cu_seq_lens_q", { d.n + 1 }, "int32")
     out.cu_seq_lens_k = input("cu_seq_lens_k", { d.n + 1 }, "int32")
@@ -1044,15 +1119,16 @@ end
 -- first value minus one cat in front, the difference, != 1, its cumsum (the sequence index per
 -- token, returned), and the check that the last column's is 0 (== 0, all()). new(name, shape,
 -- dtype, inputs, frees) makes each tensor; P names them.
-local function sequence_index(cx, new, pos, L, P)
+local function sequence_index(cx, new, pos, L, P, rows)
   local nn = require "vrsim.nn"
-  local first = new("first_minus_one", { 1, 1 }, "int64", { pos })
-  local cat = new("diff_prepend_cat", { 1, L + 1 }, "int64", { pos, first })
-  local diff = new("diff", { 1, L }, "int64", { cat }, { cat })
+  local b = rows or 1
+  local first = new("first_minus_one", { b, 1 }, "int64", { pos })
+  local cat = new("diff_prepend_cat", { b, L + 1 }, "int64", { pos, first })
+  local diff = new("diff", { b, L }, "int64", { cat }, { cat })
   nn.release(cx, { first }, P .. ": find_packed_sequence_indices's first value dropped")
-  local ne = new("ne_one", { 1, L }, "bool", { diff }, { diff })
-  local seq = new("sequence_index", { 1, L }, "int64", { ne }, { ne })
-  local last = new("last_eq_zero", { 1 }, "bool", { seq })
+  local ne = new("ne_one", { b, L }, "bool", { diff }, { diff })
+  local seq = new("sequence_index", { b, L }, "int64", { ne }, { ne })
+  local last = new("last_eq_zero", { b }, "bool", { seq })
   nn.release(cx, { new("all", {}, "bool", { last }, { last }) }, P .. ": the all() read")
   return seq
 end
@@ -1128,6 +1204,22 @@ function M.mask(cx, r, inputs)
   -- flash_attention_2: flash_attention_mask hands on the 2-D attention_mask itself (padded) or
   -- none (packed: position_ids say where each sequence starts); M.flash_varlen unpads per layer
   if r.attention == "flash" then return nil end
+  if d.real_batches then
+    -- axolotl's sdpa_varlen: create_causal_mask finds the packed sequences (not with a cache, as
+    -- below), then the patched sdpa mask function returns None for a batch without an
+    -- attention_mask; M.sdpa_varlen finds them again per layer
+    if not r.use_cache then
+      local nn = require "vrsim.nn"
+      local P = "packed_mask"
+      local function new(name, shp, dtype, ins, frees)
+        return nn.op(cx, { name = P .. "." .. name, inputs = ins or {}, frees = frees,
+                           outs = { { P .. "." .. name, shp, dtype, no_grad = true } } })
+      end
+      nn.release(cx, { sequence_index(cx, new, inputs.position_ids, d.len, P, d.rows) },
+                 P .. ": create_causal_mask returns (sdpa_varlen's mask function: None)")
+    end
+    return nil
+  end
   if d.packed and r.use_cache then
     -- LlamaModel.forward makes a DynamicCache when use_cache holds (training without
     -- checkpointing keeps the config's True), and _preprocess_mask_arguments looks for packed
@@ -1234,6 +1326,114 @@ function M.flex_document_mask(cx, d, inputs, ids)
   return made
 end
 
+-- transformers' prepare_fa_kwargs_from_position_ids (modeling_flash_attention_utils.py, 5.25)
+-- over the batch's position_ids flattened (T tokens, n sequences): their min, == min (T bool),
+-- nonzero's (n, 1) int64 starts (viewed flat), their int32 copy and the total as a (1,) int32
+-- tensor, cat into cu_seqlens (n + 1), its diff and the diff's max. Each temporary dies where the
+-- function lets it go; returns cu_seqlens and the max (both the caller's), and the starts, freed
+-- as the function returns.
+local function cu_seqlens_from_positions(cx, P, T, n, pos)
+  local nn = require "vrsim.nn"
+  local function small(what, shp, dtype, ins, frees)
+    return nn.op(cx, { name = P .. "." .. what, inputs = ins or {}, frees = frees or {},
+                       outs = { { P .. "." .. what, shp, dtype, no_grad = true } } })
+  end
+  local ins = pos and { pos } or {}
+  local mn = small("position_min", {}, "int64", ins)
+  local eq = small("position_eq_min", { T }, "bool", { mn }, { mn })
+  local starts = small("position_starts", { n, 1 }, "int64", { eq }, { eq })
+  local i32 = small("starts_int32", { n }, "int32", { starts })
+  local total = small("total", { 1 }, "int32")
+  local cu = small("cu_seqlens", { n + 1 }, "int32", { i32, total }, { i32, total })
+  local diff = small("cu_seqlens_diff", { n }, "int32", { cu })
+  local mx = small("max_seqlen", {}, "int32", { diff }, { diff })
+  nn.release(cx, { starts }, P .. ": prepare_fa_kwargs_from_position_ids returns")
+  return cu, mx
+end
+
+-- The flash kernel's varlen backward (FlashAttention 2's mha_varlen_bwd, as PyTorch's
+-- aten/src/ATen/native/transformers/cuda/flash_attn/flash_api.cpp and the flash_attn package run
+-- it): softmax_d, (heads, T + 128 n) fp32, and the dq accumulator, (T + 128 n, heads, head dim
+-- rounded up to 32, or to 64 past 128) fp32, n the sequences (128 rows of room after each).
+-- With grouped keys and values (kv_heads < heads, the flash_attn package's call) it also makes dk
+-- and dv for every query head, (T, heads, d) in the inputs' dtype (dk_expanded, dv_expanded),
+-- summed into the kv heads' gradients.
+local function varlen_bwd_workspace(T, n, heads, hd, kvh, dt)
+  local rows = T + 128 * n
+  local hr = hd <= 128 and (hd + 31) // 32 * 32 or (hd + 63) // 64 * 64
+  local ws = { heads * rows * 4, rows * heads * hr * 4 }
+  if kvh and kvh ~= heads then
+    local e = require("vrsim.nn").bytes({ T, heads, hd }, dt)
+    ws[3], ws[4] = e, e
+  end
+  return ws
+end
+
+-- axolotl's sdpa_varlen wrapper (axolotl 0.18-0.19 monkeypatch/attention/sdpa_varlen.py
+-- sdpa_varlen_forward) in place of transformers' sdpa on a batch of packed rows (b, L), no
+-- attention_mask, position_ids restarting at each sequence: _is_packed ((b, L) == 0 and its sum,
+-- read), keys and values repeated to every query head (repeat_interleave: unsqueeze, expand, a
+-- contiguous copy), prepare_fa_kwargs_from_position_ids, q, k and v as (b x L, heads, d) by
+-- transpose(1, 2).reshape (a view where the tensor's memory is (b, L, heads, d) already: the
+-- rotated query and, without a cache or a repeat, the keys and values; else a copy), then
+-- torch.nn.attention.varlen.varlen_attn (torch 2.13 varlen.py: a custom op on
+-- aten._flash_attention_forward; it keeps q, k, v, cu_seqlens, the output, the (heads, T) fp32
+-- log-sum-exp and a (2,) uint64 rng state made by torch.zeros; its autograd.Function materializes
+-- zero gradients for the log-sum-exp and the rng state before the flash backward). The repeats
+-- and the max die as the wrapper returns. copies: which of q, k, v are copied. Returns the output
+-- as (b, heads, L, d).
+function M.sdpa_varlen(cx, name, q, k, v, d, copies)
+  local nn = require "vrsim.nn"
+  local b, heads, L, hd = q.shape[1], q.shape[2], q.shape[3], q.shape[4]
+  local kvh = k.shape[2]
+  local T, dt = b * L, q.dtype
+  local P = name .. ".sdpa_varlen"
+  local function small(what, shp, dtype, ins, frees)
+    return nn.op(cx, { name = P .. "." .. what, inputs = ins or {}, frees = frees or {},
+                       outs = { { P .. "." .. what, shp, dtype, no_grad = true } } })
+  end
+  local eq = small("is_packed_eq", { b, L }, "bool")
+  nn.release(cx, { small("is_packed_sum", {}, "int64", { eq }, { eq }) }, P .. ": _is_packed's count read")
+  local reps = {}
+  if kvh ~= heads then
+    local rep = { b, heads, L, hd }
+    k = nn.op(cx, { name = P .. ".repeat_k", inputs = { k }, outs = { { P .. ".k_rep", rep, k.dtype } },
+                    grads = { { dtype = k.dtype } } })
+    v = nn.op(cx, { name = P .. ".repeat_v", inputs = { v }, outs = { { P .. ".v_rep", rep, v.dtype } },
+                    grads = { { dtype = v.dtype } } })
+    reps = { k, v }
+  end
+  local given = cx.run.data_inputs
+  local cu, mx = cu_seqlens_from_positions(cx, P, T, d.n, given and given.position_ids)
+  local function flat(x, what, copy)
+    local shp = { T, heads, hd }
+    if not copy then return nn.view(cx, x, shp, P .. "." .. what .. "_flat") end
+    return nn.op(cx, { name = P .. "." .. what .. "_flat", kind = "transpose", inputs = { x },
+                       outs = { { P .. "." .. what .. "_flat", shp, x.dtype } }, grads = { { pass = 1 } } })
+  end
+  local qf = flat(q, "q", copies.q)
+  local kf = flat(k, "k", copies.k or kvh ~= heads)
+  local vf = flat(v, "v", copies.v or kvh ~= heads)
+  local sq = 0
+  for _, l in ipairs(d.lens) do sq = sq + l * l end
+  local flops = 4 * heads * hd * sq / 2
+  local lse = { heads, T }
+  local ws = varlen_bwd_workspace(T, d.n, heads, hd)
+  local out = nn.op_sized(cx, {
+    name = P, kind = "attention_flash", inputs = { qf, kf, vf },
+    outs = { { P .. ".out", { T, heads, hd }, dt }, { P .. ".softmax_lse", lse, "fp32", no_grad = true },
+             -- (uint64 in torch: int64's 8 bytes)
+             { P .. ".rng_state", { 2 }, "int64", no_grad = true } },
+    save_outs = { 1, 2, 3 }, saves = { qf, kf, vf, cu }, grad_order = { 1, 2, 3 },
+    bwd_workspace = { nn.bytes(lse, "fp32"), 16, ws[1], ws[2] },
+    flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
+  -- (cu_seqlens lives on in varlen_attn's saved tensors)
+  local list = { mx, cu }
+  for _, x in ipairs(reps) do list[#list + 1] = x end
+  nn.release(cx, list, P .. ": sdpa_varlen_forward returns")
+  return nn.view(cx, out, { b, heads, L, hd }, P .. ".output")
+end
+
 -- transformers' flash_attention_2 on a padded or packed batch (integrations/flash_attention.py
 -- flash_attention_forward, modeling_flash_attention_utils.py _flash_attention_forward, 5.25):
 -- q (b, heads, L, d), k and v (b, kv_heads, L, d), each a transposed view of a (b, L, heads, d)
@@ -1309,7 +1509,7 @@ function M.flash_varlen(cx, name, q, k, v, d, use_cache)
     name = P, kind = "attention_flash", inputs = { qf, kf, vf },
     outs = { { P .. ".out", { T, heads, hd }, dt }, { P .. ".softmax_lse", lse, "fp32", no_grad = true } },
     save_outs = { 1, 2 }, saves = { qf, kf, vf }, grad_order = { 1, 2, 3 },
-    bwd_workspace = { T * heads * hd * 4 + nn.bytes(lse, "fp32") },
+    bwd_workspace = varlen_bwd_workspace(T, d.padded and b or d.n, heads, hd, kvh, dt),
     flops = flops, bwd_flops = 2.5 * flops, dtype = dt, host = "sdpa" })
   local res
   if d.padded then

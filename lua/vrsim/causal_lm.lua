@@ -336,7 +336,7 @@ function M.build(cx, cfg)
   -- the attention the family runs for the one asked (its notes are made below, with the build's)
   local runs = fam.attention and fam.attention(t.attention, {}, mc) or t.attention
   local refused = require("strategies.techniques").check_causal_lm(t, root, cx.notes, cx.arch, cfg.model.code)
-    or require("strategies.data").check(t, mc, runs)
+    or require("strategies.data").check(t, mc, runs, fam.model_type)
     or require("strategies.sac").check(t, mc)
     or mask_4d_refusal(t, runs, cx.mesh)
     or flex_refusal(t, runs, mc, cx.mesh)

@@ -42,7 +42,13 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
                 sequences of these lengths (in place of micro_batch and seq), as vrsim's
                 training.data: padded to the longest with an attention_mask
                 (DataCollatorWithPadding), or flattened into one row with position_ids
-                restarting at each sequence (DataCollatorWithFlattening)
+                restarting at each sequence (DataCollatorWithFlattening);
+                {"lengths": [...], "batching": "multipack", "micro_batch": B, "sequence_len": S}:
+                axolotl's sample packing under sdpa (multipack_real_batches): the lengths
+                packed first-fit in their order into exactly B bins of at most S tokens, each
+                bin a row padded to S rounded up to 64 (pad_to_sequence_len), position_ids
+                restarting at each sequence and over the padding, no attention_mask, and
+                axolotl's sdpa_varlen patch installed (install_axolotl_sdpa_varlen)
   loss          full (default: the model's own loss) or chunked: torchtune's chunked output (the
                 head on 8 chunks inside the model's forward) and CEWithChunkedOutputLoss
                 (chunked_loss), as vrsim's training.loss = "chunked" runs it on the transformers model
@@ -233,6 +239,66 @@ def install_data_answers(torch, packed=False):
         return optimizer.step(*args, **kwargs)
 
     grad_scaler.GradScaler._maybe_opt_step = _maybe_opt_step
+
+
+def multipack_rows(data):
+    """axolotl's bins for a "multipack" spec: the lengths first-fit in their order into bins of at
+    most sequence_len tokens (MultipackBatchSampler's pack_group with the sampler's order given).
+    Returns (the bins' lengths, the row length: sequence_len rounded up to 64)."""
+    cap = int(data["sequence_len"])
+    bins = []
+    for n in data["lengths"]:
+        for b in bins:
+            if sum(b) + n <= cap:
+                b.append(n)
+                break
+        else:
+            bins.append([n])
+    return bins, (cap + 63) // 64 * 64
+
+
+def install_axolotl_sdpa_varlen(torch, segments):
+    """axolotl's sdpa_varlen patch (axolotl.monkeypatch.attention.sdpa_varlen, 0.18-0.19) as
+    PatchManager._apply_sdpa_varlen_patch applies it for sdpa with sample_packing, with the answers
+    the batch's values give where it reads them (a fake tensor has none): _is_packed is true (more
+    sequence starts than rows), and prepare_fa_kwargs_from_position_ids (transformers 5.25, which
+    the patch binds when it is installed) finds `segments` sequence starts. The replacement makes
+    what the real function makes on the GPU, in its order: the row flattened (a view), its min, the
+    == mask, nonzero's (segments, 1) int64 indices (viewed flat), their int32 copy, the total as a
+    (1,) int32 tensor, their cat (cu_seqlens), its diff and the diff's max; the max is read with
+    int() by the patch (a sync), so it is answered as an int that holds the max's tensor alive, as
+    the wrapper's locals hold it until it returns."""
+    import transformers.modeling_flash_attention_utils as fa
+    import axolotl.monkeypatch.attention.sdpa_varlen as sv
+
+    class HeldInt(int):
+        pass
+
+    def _is_packed(position_ids):
+        pid = position_ids if position_ids.dim() > 1 else position_ids[None]
+        (pid == 0).sum()
+        return True
+
+    def prepare_fa_kwargs_from_position_ids(position_ids):
+        kw = {"dtype": torch.int32, "device": position_ids.device}
+        position_ids = position_ids.reshape(-1)
+        eq = position_ids == position_ids.min()
+        indices_q = position_ids.new_empty((segments, 1)).view(-1)
+        del eq
+        # (torch.tensor(position_ids.size()) on the GPU: the same (1,) int32 allocation, made from
+        # the fake row so that a checkpoint's recomputation, on the autograd engine's device
+        # thread where no fake mode is active, makes it too)
+        total = position_ids.new_full((1,), position_ids.numel(), dtype=torch.int32)
+        cu = torch.cat((indices_q.to(**kw), total))
+        mx = cu.diff().max()
+        held = HeldInt(position_ids.numel())
+        held.tensor = mx
+        return (cu, cu), (held, held)
+
+    sv._is_packed = _is_packed
+    fa.prepare_fa_kwargs_from_position_ids = prepare_fa_kwargs_from_position_ids
+    if not sv.patch_sdpa_varlen():
+        raise SystemExit("capture: axolotl's sdpa_varlen did not install (torch.nn.attention.varlen missing)")
 
 
 def install_sdpa_backend(torch, backend):
@@ -1213,7 +1279,10 @@ def capture(spec):
     install_sdpa_backend(torch, backend)
     install_fused_rms_norm(torch)
     data = spec.get("data")
-    install_data_answers(torch, packed=bool(data) and data["batching"] == "padding_free")
+    install_data_answers(torch, packed=bool(data) and data["batching"] in ("padding_free", "multipack"))
+    if data and data["batching"] == "multipack":
+        bins, row = multipack_rows(data)
+        install_axolotl_sdpa_varlen(torch, sum(len(b) + (sum(b) < row) for b in bins))
     try:
         import peft
         peft_version = peft.__version__
@@ -1282,7 +1351,10 @@ def capture(spec):
                        for prefix, m in frozen for n, p in m.named_parameters()]
         if data:
             lens = [int(x) for x in data["lengths"]]
-            mb, seq = (len(lens), max(lens)) if data["batching"] == "pad" else (1, sum(lens))
+            if data["batching"] == "multipack":
+                mb, seq = int(data["micro_batch"]), multipack_rows(data)[1]
+            else:
+                mb, seq = (len(lens), max(lens)) if data["batching"] == "pad" else (1, sum(lens))
         else:
             mb = int(spec["micro_batch"])
             seq = int(spec["seq"]) if not (unet or flux or sd3) else None
@@ -1363,7 +1435,8 @@ def capture(spec):
         if data and data["batching"] == "pad":
             extra["attention_mask"] = torch.ones((mb, seq), dtype=torch.int64, device="cuda")
         elif data:
-            extra["position_ids"] = torch.zeros((1, seq), dtype=torch.int64, device="cuda")
+            extra["position_ids"] = torch.zeros((mb if data["batching"] == "multipack" else 1, seq),
+                                                dtype=torch.int64, device="cuda")
         if flux or sd3:
             loss_fn = dit_loss
         elif unet:
@@ -1468,11 +1541,25 @@ def check_spec(path):
     if d is not None:
         if "micro_batch" in spec or "seq" in spec:
             bad("'data' gives the batch: no 'micro_batch' or 'seq' beside it")
-        if set(d) != {"lengths", "batching"} or d["batching"] not in ("pad", "padding_free"):
-            bad("'data' is {\"lengths\": [...], \"batching\": \"pad\" or \"padding_free\"}")
+        multipack = d.get("batching") == "multipack"
+        keys = {"lengths", "batching"} | ({"micro_batch", "sequence_len"} if multipack else set())
+        if set(d) != keys or d["batching"] not in ("pad", "padding_free", "multipack"):
+            bad("'data' is {\"lengths\": [...], \"batching\": \"pad\" or \"padding_free\"}, or "
+                "{\"lengths\": [...], \"batching\": \"multipack\", \"micro_batch\": B, \"sequence_len\": S}")
         if not d["lengths"] or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0
                                        for x in d["lengths"]):
             bad("'data.lengths' is a list of positive integers")
+        if multipack:
+            for k in ("micro_batch", "sequence_len"):
+                if not isinstance(d[k], int) or isinstance(d[k], bool) or d[k] < 1:
+                    bad(f"'data.{k}' is a positive integer")
+            if max(d["lengths"]) > d["sequence_len"]:
+                bad("'data.lengths': a sequence longer than sequence_len (axolotl drops it)")
+            if len(multipack_rows(d)[0]) != d["micro_batch"]:
+                bad(f"'data.lengths' pack first-fit into {len(multipack_rows(d)[0])} bins, not micro_batch "
+                    f"{d['micro_batch']}")
+            if spec.get("attention", "sdpa") != "sdpa":
+                bad("'data.batching' multipack is axolotl's packing under sdpa (attention sdpa)")
     for k, v in spec.items():
         if k not in SPEC_FIELDS:
             bad(f"unknown field '{k}' (fields: {', '.join(SPEC_FIELDS)})")

@@ -45,6 +45,9 @@ NAMED = [
     (re.compile(r"sdpa_(cudnn|flash|mem_efficient)"),
      "fused attention kernel internals (workspace, fp32 dq accumulator, row statistic)",
      "lua/vrsim/ops/attention.lua"),
+    (re.compile(r"\.sdpa_varlen\.backward$"),
+     "the flash varlen backward's softmax_d and fp32 dq accumulator (mha_varlen_bwd, inside "
+     "aten._flash_attention_backward)", "lua/strategies/data.lua varlen_bwd_workspace"),
     (re.compile(r"conv"), "cuDNN convolution workspace", "lua/vrsim/ops/conv.lua"),
     (re.compile(r"(weight|bias)_grad\.backward"),
      "the CUDA reduce kernel's staging buffer and semaphores of a row sum (a norm weight's or a "
@@ -84,7 +87,10 @@ PRE_ALIGN = ("torch.sort's original positions", "index_put_with_sort's linear in
 # The NAMED causes that are their op's last workspace only (the ops' other workspaces are
 # allocations the capture has: the parametrization check's whole stack, the backward's alpha
 # scaling): that one leaves the alignment before it runs.
-LAST_WORKSPACE = ("cuBLAS's contiguous copy",)
+# (the flash varlen backward's are its last two: softmax_d and the dq accumulator, after the zero
+# gradients its autograd.Function materializes, which the capture has)
+LAST_WORKSPACES = {"cuBLAS's contiguous copy": 1, "the flash varlen backward's": 2}
+LAST_WORKSPACE = tuple(LAST_WORKSPACES)
 
 # Capture allocations a GPU does not make, named by why: (phase, pattern on the capture's op,
 # what it is). The autograd engine sums two gradients for one input in place (add_) when it
@@ -326,14 +332,16 @@ GEMM = re.compile(r"proj|lm_head|output_layer|rotary\.(\w+\.)?freqs|linear|to_q|
 GROUP_NORM_TEMP_MAX = 65536
 
 
-def name_vrsim_only(a, freed_in_op, last_workspace=False):
+def name_vrsim_only(a, freed_in_op, last_workspace=0):
     # (the optimizer's allocations are named after parameters, "...conv1.weight",
     # "...time_emb_proj.weight": no kernel workspace of the patterns below)
     if a.key[1] in ("optimizer", "zero_grad"):
         return None
     for pat, what, where in NAMED:
-        # (a LAST_WORKSPACE cause names its op's last workspace and nothing else of the op)
-        if what.startswith(LAST_WORKSPACE) and not last_workspace:
+        # (a LAST_WORKSPACE cause names its op's last workspaces and nothing else of the op;
+        # last_workspace: the allocation's place from its op's last one freed inside it, 1 the last)
+        last_n = next((n for k, n in LAST_WORKSPACES.items() if what.startswith(k)), 0)
+        if last_n and not 0 < last_workspace <= last_n:
             continue
         if what.startswith("native_group_norm") and a.size > GROUP_NORM_TEMP_MAX:
             continue
@@ -397,13 +405,15 @@ def compare(cap_allocs, vr_allocs, vr_freed_in_op):
             named.append((key, a))
         for a in left_sv:
             divergences.append((key, "vrsim", a, ""))
-        # each op's last allocation freed inside it, in allocation order
-        last_ws = {}
+        # each op's allocations freed inside it, in allocation order: an allocation's place
+        # counted from the last (1)
+        freed_order = {}
         for a in vr_allocs:
             if a.key == key and a.size > 0 and id(a) in vr_freed_in_op:
-                last_ws[a.grp] = id(a)
+                freed_order.setdefault(a.grp, []).append(id(a))
+        from_last = {i: len(ids) - k for ids in freed_order.values() for k, i in enumerate(ids)}
         for a in [a for a in v if id(a) in vr_freed_in_op]:
-            w = name_vrsim_only(a, True, last_ws.get(a.grp) == id(a))
+            w = name_vrsim_only(a, True, from_last.get(id(a), 0))
             if w and w.startswith(PRE_ALIGN + LAST_WORKSPACE):
                 a.named = w
                 named.append((key, a))

@@ -89,9 +89,18 @@ def scenario(spec):
         training["float8"] = spec["float8"]
     if "data" in spec:
         # the spec's one batch, in its order, as vrsim's training.data cuts it
-        training["micro_batch"] = len(spec["data"]["lengths"])
-        training["data"] = {"lengths": spec["data"]["lengths"], "batching": spec["data"]["batching"],
-                            "order": "given"}
+        d = spec["data"]
+        if d["batching"] == "multipack":
+            # axolotl's real batches of bins (sdpa): micro_batch bins of at most sequence_len,
+            # each padded to it (pad_to_sequence_len)
+            training["micro_batch"] = d["micro_batch"]
+            training["data"] = {"lengths": d["lengths"], "batching": "multipack", "order": "given",
+                                "real_batches": True, "pack_length": d["sequence_len"],
+                                "max_length": d["sequence_len"],
+                                "pad_to_multiple_of": (d["sequence_len"] + 63) // 64 * 64}
+        else:
+            training["micro_batch"] = len(d["lengths"])
+            training["data"] = {"lengths": d["lengths"], "batching": d["batching"], "order": "given"}
     hardware = {"gpu": "h200"}
     if spec.get("world"):
         hardware["count"] = int(spec["world"])
