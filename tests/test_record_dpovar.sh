@@ -116,3 +116,25 @@ check(len(full) == 1 and full[0]["measured"] == full[0]["predicted"],
           full[0]["predicted"] / 2**20 if full else "-", full[0]["measured"] / 2**20 if full else "-"))
 sys.exit(1 if fails else 0)
 PY
+
+# axolotl's packing under sdpa (plans/plan_gen19_varlen.jsonl, tech_data.py's multipack): the
+# records reach training.data as real batches (micro_batch the bins, the row the longest bin padded
+# to pad_to_multiple_of); lengths that make another count of bins, or a seq that is not the row's
+# length, are skipped with the reason
+python3 - "$TMP/mp.jsonl" <<'PY' || exit 1
+import json, sys
+sys.path.insert(0, "validation/harness")
+from predict_plan import placeholder
+plan = [json.loads(l) for l in open("validation/harness/plans/plan_gen19_varlen.jsonl")]
+c = plan[0]
+recs = plan + [dict(c, name="bad-mp-bins", batch=3), dict(c, name="bad-mp-seq", seq=4096)]
+with open(sys.argv[1], "w") as f:
+    for r in recs:
+        f.write(json.dumps(placeholder(dict(r, axolotl="0.19.0"))) + "\n")
+PY
+"$VRSIM" validate "$TMP/mp.jsonl" >"$TMP/mp.txt" 2>&1
+sim=$(grep -c "gen19-mp-sdpa-.* peak_allocated" "$TMP/mp.txt")
+if [ "$sim" = 3 ] && grep -q "bad-mp-bins *skipped: data: the record's lengths are not one micro-batch" "$TMP/mp.txt" \
+   && grep -q "bad-mp-seq *skipped: seq 4096 is not the collated row's length 2048" "$TMP/mp.txt"; then
+  echo "ok   data multipack records: the 3 of plan_gen19_varlen simulated, another count of bins or seq skipped, named"
+else echo "FAIL data multipack records ($sim simulated)"; grep "gen19\|bad-mp" "$TMP/mp.txt" | head; exit 1; fi

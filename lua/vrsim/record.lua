@@ -56,7 +56,7 @@ for _, k in ipairs { "optimizer", "optimizer_in_backward", "activation_offload",
 -- training.data; dpo_reference says which reference the harness ran (a second copy or the
 -- adapters disabled: which one follows from the mode, and is checked against it)
 for _, k in ipairs { "dpo", "data" } do MAPPED[k] = true end
-for _, k in ipairs { "dpo_reference", "dpo_import_stubs" } do INFO[k] = true end
+for _, k in ipairs { "dpo_reference", "dpo_import_stubs", "axolotl" } do INFO[k] = true end
 
 -- The `gpu` a record names (torch.cuda.get_device_name) -> vrsim's card (lua/hw/gpus.lua).
 local RECORD_GPUS = { ["NVIDIA H200"] = "h200", ["NVIDIA H100 80GB HBM3"] = "h100_sxm" }
@@ -344,7 +344,8 @@ end
 -- tech_data.py writes them; a file of lengths is not data a record can carry).
 local DPO_KEYS = { prompt_length = true, completion_length = true, max_length = true,
                    precompute_ref_log_probs = true }
-local DATA_KEYS = { lengths = true, batching = true, order = true, pad_to_multiple_of = true }
+local DATA_KEYS = { lengths = true, batching = true, order = true, pad_to_multiple_of = true, real_batches = true,
+                    pack_length = true, max_length = true }
 
 local function object_of(rec, k, keys)
   local v = rec[k]
@@ -391,7 +392,8 @@ local function batch_techniques(rec, tr, lora)
       return nil, "data.lengths is not a list (a record carries the lengths, not a file of them)"
     end
     local out = { lengths = {}, batching = str(d, "batching"), order = str(d, "order"),
-                  pad_to_multiple_of = int(d, "pad_to_multiple_of") }
+                  pad_to_multiple_of = int(d, "pad_to_multiple_of"), real_batches = bool(d, "real_batches"),
+                  pack_length = int(d, "pack_length"), max_length = int(d, "max_length") }
     local sum, max = 0, 0
     for i, v in ipairs(d.lengths) do
       local n = math.type(v) and math.tointeger(v)
@@ -401,11 +403,24 @@ local function batch_techniques(rec, tr, lora)
     end
     -- which batch ran is in the record only when the lengths are one micro-batch in the given
     -- order (tech_data.py runs no other)
-    if out.order ~= "given" or #out.lengths ~= tr.micro_batch then
+    -- (axolotl's real batches under sdpa: lengths that pack first-fit into micro_batch bins)
+    local rows, longest = #out.lengths, max
+    if out.batching == "multipack" and out.real_batches and out.pack_length then
+      local bins = {}
+      for _, n in ipairs(out.lengths) do
+        local placed
+        for i, b in ipairs(bins) do
+          if b + n <= out.pack_length then bins[i], placed = b + n, true; break end
+        end
+        if not placed then bins[#bins + 1] = n end
+      end
+      rows, longest = #bins, math.max(table.unpack(bins))
+    end
+    if out.order ~= "given" or rows ~= tr.micro_batch then
       return nil, "data: the record's lengths are not one micro-batch in the given order (which batch ran is not recorded)"
     end
     local m = out.pad_to_multiple_of or 1
-    local len = out.batching == "padding_free" and sum or (max + m - 1) // m * m
+    local len = out.batching == "padding_free" and sum or (longest + m - 1) // m * m
     if rec.seq ~= nil and tr.seq ~= len then
       return nil, ("seq %d is not the collated row's length %d"):format(tr.seq, len)
     end

@@ -8,12 +8,20 @@
 #         torchtune's decoder and transformers' on the same sizes (gen17/gen18's rows), and of
 #         FlexAttention and SDPA at head dim 64 with checkpointing (gen16's), for the step time
 #         they are still priced off by.
+# First, on either card, axolotl's sample packing under sdpa (plans/plan_gen19_varlen.jsonl:
+# micro_batch_size packed rows, axolotl 0.19.0's sdpa_varlen module carried alone as
+# AXOLOTL_SDPA_VARLEN; predicted first: validation/results/gen19_varlen_predictions_<gpu>.jsonl).
 #   usage (GPU machine, repository root, the carried site packages on PYTHONPATH):
 #     bash validation/harness/run_gen19.sh
 set -u
 OUT=${OUT:-/tmp/vrsim-out}; export STAGE=${STAGE:-$OUT/stage}
-mkdir -p "$OUT/prof"
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+mkdir -p "$OUT/prof" "$OUT/records" "$OUT/traces"
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then G=h200; else G=h100; fi
+echo "== varlen ($G)"
+timeout 150 python3 validation/harness/measure_llama.py --plan validation/harness/plans/plan_gen19_varlen.jsonl \
+  --out "$OUT/records/llama_${G}_gen19_varlen.jsonl" --trace-dir "$OUT/traces" --deadline-s 120 2>&1 \
+  | grep -v "Warning\|warn(" | tail -8
+if [ $G = h200 ]; then
   for t in baddbmm add_mixed; do
     echo "== $t"
     timeout 90 python3 validation/harness/measure_torch_ops.py --gpu h200 --only $t -o "$OUT/${t}_h200.lua" 2>&1 | tail -3

@@ -39,6 +39,15 @@ so lua/vrsim/record.lua maps a record onto the scenario one to one.
         transformers finds the packed sequences from position_ids (masking_utils
         find_packed_sequence_indices) and builds a block-causal mask for SDPA; flash_attention_2
         (which takes them without a mask) is not on the GPU image, so attn is "sdpa".
+      - multipack (with "real_batches": true, "pack_length": S, "max_length": S,
+        "pad_to_multiple_of": 64 x ceil(S / 64)): axolotl 0.18-0.19's sample packing under sdpa
+        (multipack_real_batches): the lengths first-fit in their order into `batch` bins of at most
+        S tokens (MultipackBatchSampler's pack_group), each bin a row as
+        V2BatchSamplerDataCollatorForSeq2Seq makes it: the sequences concatenated, padded to the
+        multiple (pad id 0, labels -100, position_ids restarting over the padding), no
+        attention_mask; axolotl's own sdpa_varlen patch installed
+        (axolotl.monkeypatch.attention.sdpa_varlen.patch_sdpa_varlen, axolotl on PYTHONPATH), so
+        each layer's attention is PyTorch's varlen_attn over the sequences.
       The model is called with the collator's batch as the Trainer calls it (no use_cache).
 
   tech_data.py --cpu-check PLAN
@@ -51,7 +60,7 @@ import types
 
 DATA_FIELDS = ("dpo", "data")
 DPO_KEYS = ("prompt_length", "completion_length", "max_length")
-DATA_KEYS = ("lengths", "batching", "order")
+DATA_KEYS = ("lengths", "batching", "order", "real_batches", "pack_length", "max_length", "pad_to_multiple_of")
 DPO_BETA = 0.1          # DPOConfig.beta
 DPO_MAX_LENGTH = 1024   # DPOConfig.max_length
 DPO_OUTPUTS = ("log_probs", "entropy", "mean_logits", "is_top1")  # dpo_trainer.py line 958
@@ -69,9 +78,56 @@ def dpo_len(d):
     return min(d["prompt_length"] + d["completion_length"], d.get("max_length", DPO_MAX_LENGTH))
 
 
+def axolotl_sdpa_varlen():
+    """axolotl's sdpa_varlen module and where it came from: the installed package, or else the
+    module file alone (AXOLOTL_SDPA_VARLEN: the wheel's axolotl/monkeypatch/attention/sdpa_varlen.py,
+    carried to a GPU image that lacks axolotl's many dependencies) with its one axolotl import,
+    get_logger, stood in for by logging.getLogger."""
+    try:
+        import axolotl
+        import axolotl.monkeypatch.attention.sdpa_varlen as sv
+        return sv, getattr(axolotl, "__version__", "?")
+    except ImportError:
+        import os
+        path = os.environ.get("AXOLOTL_SDPA_VARLEN")
+        if not path:
+            raise
+    import importlib.util
+    import logging
+    for name in ("axolotl", "axolotl.utils", "axolotl.monkeypatch", "axolotl.monkeypatch.attention"):
+        sys.modules.setdefault(name, types.ModuleType(name))
+    log = types.ModuleType("axolotl.utils.logging")
+    log.get_logger = logging.getLogger
+    sys.modules["axolotl.utils.logging"] = log
+    name = "axolotl.monkeypatch.attention.sdpa_varlen"
+    spec = importlib.util.spec_from_file_location(name, path)
+    sv = importlib.util.module_from_spec(spec)
+    sys.modules[name] = sv
+    spec.loader.exec_module(sv)
+    return sv, "file " + os.path.basename(path)
+
+
+def multipack_bins(d):
+    """axolotl's bins of the lengths: first-fit in their order into bins of pack_length."""
+    bins = []
+    for n in d["lengths"]:
+        for b in bins:
+            if sum(b) + n <= d["pack_length"]:
+                b.append(n)
+                break
+        else:
+            bins.append([n])
+    return bins
+
+
 def data_len(d):
-    """The row length of the collated batch: the longest (pad) or the sum (padding_free)."""
-    return sum(d["lengths"]) if d.get("batching", "pad") == "padding_free" else max(d["lengths"])
+    """The row length of the collated batch: the longest (pad), the sum (padding_free), or the
+    longest bin rounded up to pad_to_multiple_of (multipack)."""
+    batching = d.get("batching", "pad")
+    if batching == "multipack":
+        m = d["pad_to_multiple_of"]
+        return (max(sum(b) for b in multipack_bins(d)) + m - 1) // m * m
+    return sum(d["lengths"]) if batching == "padding_free" else max(d["lengths"])
 
 
 def check(cfg):
@@ -101,9 +157,22 @@ def check(cfg):
             raise ValueError("data.lengths must be a list of sequence lengths")
         for i, n in enumerate(lens):
             _pos_int(n, f"data.lengths[{i}]")
-        if v.get("batching", "pad") not in ("pad", "padding_free"):
-            raise ValueError(f"data.batching {v.get('batching')!r}: pad or padding_free")
-        if v.get("order") != "given" or len(lens) != int(cfg["batch"]):
+        if v.get("batching", "pad") not in ("pad", "padding_free", "multipack"):
+            raise ValueError(f"data.batching {v.get('batching')!r}: pad, padding_free or multipack")
+        if v.get("batching") == "multipack":
+            S = v.get("pack_length")
+            _pos_int(S, "data.pack_length")
+            if v.get("real_batches") is not True or v.get("max_length") != S or \
+                    v.get("pad_to_multiple_of") != (S + 63) // 64 * 64 or max(lens) > S:
+                raise ValueError("data multipack: real_batches true, max_length = pack_length, pad_to_multiple_of "
+                                 "64 x ceil(pack_length / 64), no sequence longer (axolotl under sdpa)")
+            if v.get("order") != "given" or len(multipack_bins(v)) != int(cfg["batch"]):
+                raise ValueError("data multipack: order \"given\" and lengths that pack into exactly `batch` bins")
+            if cfg.get("mode") not in ("bf16", "lora_bf16"):
+                raise ValueError("data multipack: mode bf16 or lora_bf16 (varlen_attn takes bf16)")
+        elif set(v) - {"lengths", "batching", "order"}:
+            raise ValueError("data: real_batches, pack_length, max_length and pad_to_multiple_of are multipack's")
+        elif v.get("order") != "given" or len(lens) != int(cfg["batch"]):
             raise ValueError("data: order \"given\" and exactly `batch` lengths (every step the same batch)")
         if cfg.get("attn") != "sdpa":
             raise ValueError("data: attn sdpa (vrsim refuses eager with padded or packed batches; no flash here)")
@@ -206,6 +275,11 @@ def prepare(cfg, model, model_cls, lcfg, dtype, dev):
         st.batch = {k: t.to(dev) for k, t in dpo_collate(cfg, tu.pad, lcfg.vocab_size).items()}
     else:
         st.batch = {k: t.to(dev) for k, t in data_collate(cfg["data"], lcfg.vocab_size).items()}
+        if cfg["data"].get("batching") == "multipack":
+            # PatchManager._apply_sdpa_varlen_patch (sdpa with sample_packing)
+            sv, notes["axolotl"] = axolotl_sdpa_varlen()
+            if not sv.patch_sdpa_varlen():
+                raise RuntimeError("axolotl's sdpa_varlen did not install (torch.nn.attention.varlen missing)")
     _STATE[id(model)] = st
     return notes
 
@@ -249,6 +323,21 @@ def data_collate(d, vocab):
     if d.get("batching", "pad") == "padding_free":
         from transformers import DataCollatorWithFlattening
         return DataCollatorWithFlattening()([{"input_ids": s} for s in seqs], return_tensors="pt")
+    if d["batching"] == "multipack":
+        # V2BatchSamplerDataCollatorForSeq2Seq: each bin's sequences concatenated, then
+        # DataCollatorForSeq2Seq pads labels with -100, position_ids with range(remainder) and
+        # input_ids with the pad id (right), to the batch's longest rounded to pad_to_multiple_of
+        L = data_len(d)
+        ids, labels, pos, k = [], [], [], 0
+        for b in multipack_bins(d):
+            row = [t for s in seqs[k:k + len(b)] for t in s]
+            p = [i for n in b for i in range(n)]
+            k += len(b)
+            r = L - len(row)
+            ids.append(row + [PAD_ID] * r)
+            labels.append(row + [-100] * r)
+            pos.append(p + list(range(r)))
+        return {"input_ids": torch.tensor(ids), "labels": torch.tensor(labels), "position_ids": torch.tensor(pos)}
     # tokenizer.pad(padding="longest"), padding_side "right", as DataCollatorWithPadding calls it
     L = max(len(s) for s in seqs)
     ids = torch.tensor([s + [PAD_ID] * (L - len(s)) for s in seqs], dtype=torch.long)
@@ -486,10 +575,35 @@ def cpu_check(plan):
                     start += ln
             assert abs(float(loss) - tot / n) < 1e-4, (float(loss), tot / n)
         print(f"ok  data {batching}: {tuple(b['input_ids'].shape)}, SDPA mask {seen[0]}, loss {float(loss):.5f}")
+    # axolotl's real batches: [5, 9, 7] in bins of 16 are [5, 9] and [7], rows padded to 64; its
+    # sdpa_varlen patch installs (on the CPU it runs stock SDPA on its own block-diagonal mask)
+    try:
+        axolotl_sdpa_varlen()
+    except ImportError:
+        print("skip data multipack: axolotl is not importable here (nor AXOLOTL_SDPA_VARLEN set)")
+    else:
+        cfg = {"mode": "bf16", "batch": 2, "attn": "sdpa", "seq": 64,
+               "data": {"lengths": lens, "batching": "multipack", "order": "given", "real_batches": True,
+                        "pack_length": 16, "max_length": 16, "pad_to_multiple_of": 64}}
+        check(cfg)
+        prepare(cfg, model, LlamaForCausalLM, lcfg, None, dev)
+        b = _STATE[id(model)].batch
+        assert tuple(b["input_ids"].shape) == (2, 64), b["input_ids"].shape
+        assert b["position_ids"][0].tolist()[:16] == list(range(5)) + list(range(9)) + [0, 1], b["position_ids"][0]
+        assert b["position_ids"][1].tolist()[7:9] == [0, 1] and "attention_mask" not in b
+        assert (b["labels"][0, 14:] == -100).all() and (b["labels"][1, 7:] == -100).all()
+        loss = forward_loss(cfg, model)
+        assert torch.isfinite(loss)
+        print(f"ok  data multipack: {tuple(b['input_ids'].shape)}, rows [5, 9] and [7] padded to 64, "
+              f"axolotl's sdpa_varlen installed, loss {float(loss):.5f}")
+        axolotl_sdpa_varlen()[0].unpatch_sdpa_varlen()
     for bad in ({"dpo": {"prompt_length": 4}, "mode": "bf16", "seq": 4},
                 {"data": {"lengths": [3, 4], "order": "shuffle"}, "batch": 2, "attn": "sdpa", "seq": 4},
                 {"data": {"lengths": [3, 4], "order": "given"}, "batch": 2, "attn": "eager", "seq": 4},
-                {"data": {"lengths": [3, 4], "order": "given"}, "batch": 2, "attn": "sdpa", "seq": 7}):
+                {"data": {"lengths": [3, 4], "order": "given"}, "batch": 2, "attn": "sdpa", "seq": 7},
+                {"data": {"lengths": [3, 4], "batching": "multipack", "order": "given", "real_batches": True,
+                          "pack_length": 8, "max_length": 8, "pad_to_multiple_of": 64},
+                 "batch": 2, "mode": "bf16", "attn": "sdpa", "seq": 64}):
         try:
             check(bad)
         except (ValueError, KeyError, TypeError) as e:
