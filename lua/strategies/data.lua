@@ -1332,10 +1332,11 @@ end
 -- tensor, cat into cu_seqlens (n + 1), its diff and the diff's max. Each temporary dies where the
 -- function lets it go; returns cu_seqlens and the max (both the caller's), and the starts, freed
 -- as the function returns.
-local function cu_seqlens_from_positions(cx, P, T, n, pos)
+-- read_max: the caller reads the max on the host (int(max_q): the host waits for the device).
+local function cu_seqlens_from_positions(cx, P, T, n, pos, read_max)
   local nn = require "vrsim.nn"
-  local function small(what, shp, dtype, ins, frees)
-    return nn.op(cx, { name = P .. "." .. what, inputs = ins or {}, frees = frees or {},
+  local function small(what, shp, dtype, ins, frees, sync)
+    return nn.op(cx, { name = P .. "." .. what, inputs = ins or {}, frees = frees or {}, sync = sync,
                        outs = { { P .. "." .. what, shp, dtype, no_grad = true } } })
   end
   local ins = pos and { pos } or {}
@@ -1346,7 +1347,7 @@ local function cu_seqlens_from_positions(cx, P, T, n, pos)
   local total = small("total", { 1 }, "int32")
   local cu = small("cu_seqlens", { n + 1 }, "int32", { i32, total }, { i32, total })
   local diff = small("cu_seqlens_diff", { n }, "int32", { cu })
-  local mx = small("max_seqlen", {}, "int32", { diff }, { diff })
+  local mx = small("max_seqlen", {}, "int32", { diff }, { diff }, read_max)
   nn.release(cx, { starts }, P .. ": prepare_fa_kwargs_from_position_ids returns")
   return cu, mx
 end
@@ -1388,12 +1389,13 @@ function M.sdpa_varlen(cx, name, q, k, v, d, copies)
   local kvh = k.shape[2]
   local T, dt = b * L, q.dtype
   local P = name .. ".sdpa_varlen"
-  local function small(what, shp, dtype, ins, frees)
-    return nn.op(cx, { name = P .. "." .. what, inputs = ins or {}, frees = frees or {},
+  local function small(what, shp, dtype, ins, frees, sync)
+    return nn.op(cx, { name = P .. "." .. what, inputs = ins or {}, frees = frees or {}, sync = sync,
                        outs = { { P .. "." .. what, shp, dtype, no_grad = true } } })
   end
+  -- (int() of the count, and below of the max: the host waits for the device, twice a layer)
   local eq = small("is_packed_eq", { b, L }, "bool")
-  nn.release(cx, { small("is_packed_sum", {}, "int64", { eq }, { eq }) }, P .. ": _is_packed's count read")
+  nn.release(cx, { small("is_packed_sum", {}, "int64", { eq }, { eq }, true) }, P .. ": _is_packed's count read")
   local reps = {}
   if kvh ~= heads then
     local rep = { b, heads, L, hd }
@@ -1404,7 +1406,7 @@ function M.sdpa_varlen(cx, name, q, k, v, d, copies)
     reps = { k, v }
   end
   local given = cx.run.data_inputs
-  local cu, mx = cu_seqlens_from_positions(cx, P, T, d.n, given and given.position_ids)
+  local cu, mx = cu_seqlens_from_positions(cx, P, T, d.n, given and given.position_ids, true)
   local function flat(x, what, copy)
     local shp = { T, heads, hd }
     if not copy then return nn.view(cx, x, shp, P .. "." .. what .. "_flat") end
