@@ -1497,10 +1497,10 @@ function M.flash_varlen(cx, name, q, k, v, d, use_cache)
     if d.trl_collator then
       temps = {}
     else
-      local first = small("position_starts", { d.n }, "int64")
-      local cu = small("cu_seqlens", { d.n + 1 }, "int32", { first })
-      local mx = small("max_seqlen", {}, "int32", { cu })
-      temps = { first, cu, mx }
+      -- _prepare_from_posids: prepare_fa_kwargs_from_position_ids over the row's position_ids
+      local given = cx.run.data_inputs
+      local cu, mx = cu_seqlens_from_positions(cx, P, T, d.n, given and given.position_ids)
+      temps = { cu, mx }
     end
     qf = nn.view(cx, q, { T, heads, hd }, P .. ".q_flat")
     kf = nn.view(cx, k, { T, kvh, hd }, P .. ".k_flat")
