@@ -126,7 +126,8 @@ check "axolotl sample_packing with sdpa_varlen: false: refused by name" 2 "sdpa_
   "$TMP/packedsdpa.yml" --gpu rtx4090 --no-files --no-suggest
 sed -e 's#^sample_packing: false#sample_packing: true#' -e 's#^flash_attention: true#eager_attention: true#' \
   $D/axolotl_qlora.yml >"$TMP/packedeager.yml"
-check "axolotl sample_packing with eager attention: refused by name" 2 "packedeager\.yml:24: sample_packing: with eager attention" -- \
+check "axolotl sample_packing with eager attention: the packed rows on transformers' block-causal mask" 0 \
+  "micro-batch 2 packed bins \([0-9]+ sequences and paddings\), 2 x seq 2048, .*attention eager" -- \
   "$TMP/packedeager.yml" --gpu rtx4090 --no-files --no-suggest
 check "axolotl sample_packing with the data set's lengths: axolotl's bins" 0 \
   "1656 sequences \(844 longer than 2048 dropped\) packed first-fit in a shuffled order" -- \
@@ -273,9 +274,9 @@ both_say "vrsim sweep CONFIG --accelerate FILE" -- \
   sweep $D/trl_sft_full.yaml --accelerate $D/accelerate_fsdp2.yaml --gpu h100 --set micro_batch=1,4 --no-files -j 2
 both_say "vrsim maxbatch CONFIG --accelerate FILE" -- maxbatch $D/trl_sft_full_fsdp2.lua --max 16 -- \
   maxbatch $D/trl_sft_full.yaml --accelerate $D/accelerate_fsdp2.yaml --gpu h100 --max 16
-sed -e 's#^sample_packing: false#sample_packing: true#' -e 's#^flash_attention: true#eager_attention: true#' \
+sed -e 's#^sample_packing: false#sample_packing: true\nsdpa_varlen: false#' -e 's#^flash_attention: true#sdp_attention: true#' \
   $D/axolotl_qlora.yml >"$TMP/spacking.yml"
-check "vrsim sweep CONFIG: the config's refusals come first" 2 "vrsim sweep: .*spacking\.yml:24: sample_packing" -- \
+check "vrsim sweep CONFIG: the config's refusals come first" 2 "vrsim sweep: .*spacking\.yml:25: sdpa_varlen" -- \
   sweep "$TMP/spacking.yml" --gpu rtx4090 --set micro_batch=1,2 --no-files
 check "vrsim maxbatch CONFIG without --gpu" 2 "vrsim maxbatch: .*does not name the GPU" -- maxbatch $D/axolotl_qlora.yml
 check "vrsim sweep --gpu on a scenario" 2 "--gpu and --gpus are for a trainer config" -- \
@@ -354,9 +355,9 @@ check "a Hugging Face Hub id: download config.json (vrsim never reaches the netw
 check "... or --set model.config=PATH stands in for it" 0 "FITS" -- "$TMP/hub.yml" --gpu rtx4090 --set model.config=$M --no-files
 
 # ---- keys that would change the run and are not modelled: exit 2, key and file:line ------------
-variant packing 's#^sample_packing: false#sample_packing: true#;s#^flash_attention: true#eager_attention: true#'
-check "sample_packing: true under eager (a block-diagonal mask on the packed rows)" 2 \
-  "packing\.yml:24: sample_packing: with eager attention axolotl's packed rows take .* not modelled" -- \
+variant packing 's#^sample_packing: false#sample_packing: true\nmultipack_real_batches: false#;s#^flash_attention: true#sdp_attention: true#'
+check "multipack_real_batches: false under sdpa (one bin of micro_batch_size x sequence_len on the patched attention)" 2 \
+  "packing\.yml:25: multipack_real_batches: false with sdpa attention .* not modelled" -- \
   "$TMP/packing.yml" --gpu rtx4090 --no-files
 variant realbatches 's#^sample_packing: false#sample_packing: true\nmultipack_real_batches: true#'
 check "multipack_real_batches: true" 2 "realbatches\.yml:25: multipack_real_batches: true with flash attention \(micro_batch_size bins of sequence_len a batch there\) is not modelled" -- \

@@ -452,7 +452,14 @@ if [ -n "$n" ] && [ "$ps" = $((8 * n)) ] \
    && grep -q "4 a micro-batch (multipack_real_batches), each a row padded to a multiple of 2048" "$tmp/mpr.out"; then
   ok "data, multipack real_batches under sdpa: 4 rows of 2048, $n sequences and paddings to varlen_attn, its backward's buffers sized by them"
 else bad "data, multipack real_batches: n '$n' starts '$ps' workspaces '$ws' $(grep -o 'training.data: [^;]*;[^;]*' "$tmp/mpr.out" | head -c 600)"; fi
-for bad_set in "training.attention=eager:under eager attention is not modelled" \
+# under eager axolotl patches nothing: transformers' (4, 1, 2048, 2048) block-causal mask from the
+# position_ids of the 4 rows, additive in bf16 (32 MiB)
+"$VRSIM" "$tmp/mpr.lua" --no-files --no-suggest --set training.attention=eager --alloc-trace "$tmp/mpe.csv" > "$tmp/mpe.out" 2>&1
+add=$(grep ",alloc," "$tmp/mpe.csv" | grep ",packed_mask.eager_additive$" | cut -d, -f5 | sort -u)
+if [ "$add" = 33554432 ] && ! grep -q "sdpa_varlen" "$tmp/mpe.csv"; then
+  ok "data, multipack real_batches under eager: the 4 rows' block-causal additive mask (32 MiB), no varlen_attn"
+else bad "data, multipack real_batches under eager: additive '$add': $(tail -3 "$tmp/mpe.out")"; fi
+for bad_set in "training.attention=mem_efficient:under mem_efficient attention is not modelled" \
                "training.precision=amp_bf16:in amp_bf16 is not modelled: varlen_attn takes fp16 and bf16" \
                "training.attention=flash:real_batches under flash attention"; do
   "$VRSIM" "$tmp/mpr.lua" --no-files --no-suggest --set "${bad_set%%:*}" >/dev/null 2>"$tmp/err"; rc=$?
@@ -713,9 +720,18 @@ if [ "$p0" = "$p1" ] && [ "$p0" = "$p2" ] && [ $rc = 2 ] && grep -q "bad.txt:2: 
   ok "data: a file of lengths and a JSONL with a length field are the list; a bad line is exit 2 at file:line"
 else bad "data files: peaks $p0 $p1 $p2; bad line: exit $rc: $(cat "$tmp/err")"; fi
 
+# 10b. eager attention on the padded batch: eager_mask turns the (4, 1, 2048, 2048) boolean mask
+#     (16 MiB, no fast_all checks) into the additive one in bf16 (32 MiB), the boolean dropped
+"$VRSIM" "$tmp/vl.lua" --no-files --set attention=eager --alloc-trace "$tmp/vle.csv" > "$tmp/vle.out" 2>&1
+add=$(grep ",alloc," "$tmp/vle.csv" | grep ",padding_mask.eager_additive$" | cut -d, -f5 | sort -u)
+bool=$(grep ",alloc," "$tmp/vle.csv" | grep ",padding_mask.and_padding$" | cut -d, -f5 | sort -u)
+fa=$(grep -c "padding_mask.fast_all" "$tmp/vle.csv")
+if [ "$add" = 33554432 ] && [ "$bool" = 16777216 ] && [ "$fa" = 0 ]; then
+  ok "data, padded under eager: the 16 MiB boolean mask, then eager_mask's 32 MiB bf16 additive one"
+else bad "data, padded under eager: additive '$add' boolean '$bool' fast_all $fa: $(tail -3 "$tmp/vle.out")"; fi
+
 # 11. what is not modelled is exit 2, named
-for case in "attention=eager|under eager attention is not modelled" \
-            "seq=512|training.seq is set by training.data" "training.data.shuffle=true|training.data.shuffle is not a key" \
+for case in "seq=512|training.seq is set by training.data" "training.data.shuffle=true|training.data.shuffle is not a key" \
             "inference=true|not modelled for inference" "training.data.batch=p101|worst, or pNN"; do
   set_=${case%%|*}; want=${case#*|}
   "$VRSIM" "$tmp/vl.lua" --no-files --set "$set_" >/dev/null 2>"$tmp/err"; rc=$?

@@ -585,9 +585,12 @@ local function attention_forward(cx, m, hn, cos, sin, mask)
   end
   local ao2
   if r.attention == "eager" then
-    -- transpose(1, 2).contiguous()
+    -- transpose(1, 2).contiguous(); its gradient reaches the P x V matmul's backward as a
+    -- transposed view, which matmul folds into bmm's batch with a copy unless there is one row
+    -- (b = 1: the (b x heads) fold is a view; the oracle's llama2_7b_l2_bf16_packed_ckpt_eager)
     ao2 = nn.op(cx, { name = pre .. ".attn_transpose", inputs = { ao },
-                      outs = { { pre .. ".attn_out_t", { b, s, a.heads * hd }, ao.dtype } } })
+                      outs = { { pre .. ".attn_out_t", { b, s, a.heads * hd }, ao.dtype } },
+                      grads = b == 1 and { { pass = 1 } } or nil })
   elseif a.rotary_slices and not cx.compiling and sdpa_out_like_q(cx, qa, r.attention, mask) then
     -- sdpa_attention_forward's transpose(1, 2).contiguous(): cuDNN (alloc_with_matching_layout)
     -- and flash (empty_like of the query) give the output the query's layout, and Phi-3's
@@ -805,6 +808,13 @@ local function make_mask(cx, r, window, mask_dtype, position_ids)
     return nn.op(cx, { name = "causal_mask.compiled", inputs = { position_ids },
                        outs = { { "causal_mask.compiled", { b, 1, s, s }, "bool", no_grad = true } },
                        grads = { "none" } })
+  end
+  if r.attention == "eager" and r.data and (r.data.padded or r.data.packed) then
+    -- a padded or packed batch: its boolean mask as SDPA's, then eager_mask's additive one
+    -- (strategies/data.lua); a packed row under a KV cache gets the causal mask alone
+    r.data_mask_made = true
+    local m = require("strategies.data").mask(cx, r, r.data_inputs)
+    if m then return m end
   end
   if r.attention == "eager" then
     local allowed = nn.op(cx, { name = "causal_mask.bool", inputs = {},

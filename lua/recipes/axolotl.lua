@@ -366,10 +366,6 @@ end
 -- patch leaves to stock SDPA.
 function read_packing(r, d, t, notes)
   local real = t.attention ~= "flash" and t.attention ~= "flex"
-  if t.attention == "eager" then
-    r:fail(d, "sample_packing", "with eager attention axolotl's packed rows take transformers' block-diagonal mask "
-           .. "(its sdpa_varlen patch is sdpa's), which is not modelled; with sdpa, flash or flex attention it is")
-  end
   local given = r:get(d, "multipack_real_batches", "boolean")
   if given ~= nil and given ~= real then
     r:fail(d, "multipack_real_batches", given

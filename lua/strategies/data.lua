@@ -1026,10 +1026,6 @@ function M.check(t, mc, attention, model_type)
   end
   if not d or not (d.padded or d.packed) then return nil end
   local what = d.padded and "padded batches" or "padding-free (packed) batches"
-  if attention == "eager" then
-    return ("training.data with %s under eager attention is not modelled (eager_mask's additive "
-            .. "padded mask is not built); use sdpa"):format(what)
-  end
   if attention == "flash" and t.precision == "fp32" then
     return ("training.data with %s and attention = flash in fp32 is not modelled (flash_attention_2 takes "
             .. "fp16 and bf16: transformers casts fp32 queries back first)"):format(what)
@@ -1058,9 +1054,12 @@ local VARLEN_FAMILIES = { llama = true, mistral = true, qwen2 = true, qwen3 = tr
 -- (b, 1, L, L) block-diagonal mask, which is not modelled for these batches.
 function M.sdpa_varlen_refusal(t, mc, attention, model_type)
   local pre = "training.data.real_batches (axolotl's packing under sdpa, its sdpa_varlen patch)"
+  -- eager: axolotl patches nothing; transformers finds the packed sequences from position_ids and
+  -- eager_mask makes the (b, 1, L, L) additive block-causal mask (M.mask)
+  if attention == "eager" then return nil end
   if attention ~= "sdpa" then
-    return ("%s under %s attention is not modelled: under eager axolotl's packed rows take a block-diagonal "
-            .. "mask (sdpa_varlen patches sdpa only; attention = sdpa)"):format(pre, attention)
+    return ("%s under %s attention is not modelled (sdpa_varlen patches sdpa; eager takes transformers' "
+            .. "block-diagonal mask)"):format(pre, attention)
   end
   if not VARLEN_FAMILIES[model_type or ""] then
     return ("%s for %s is not modelled (Llama, Mistral, Qwen2, Qwen3, Phi-3, OLMo 2, Mixtral and Qwen3-MoE are)")
@@ -1193,18 +1192,22 @@ end
 --     (1, T + 1) cat and the (1, T) difference; != 1, cumsum: the sequence index per token,
 --     alive until the mask is made; the last column's == 0 and all()); the aranges; kv <= q
 --     over the row, and-ed into new_ones(()); the same-sequence test (the sequence index
---     gathered at q and at kv, then ==), and-ed in: (1, 1, T, T). This is transformers 5.17's
---     (the version the measured runs and the oracle's captures use); later releases test the
---     causal order on the remapped positions (remap_positions_for_packed_sequence: position_ids
---     gathered at q and at kv, two more (1, 1, T, 1) and (1, 1, 1, T) int64 tensors), the
---     same mask.
+--     gathered at q and at kv, then ==), and-ed in: (1, 1, T, T), or (b, 1, L, L) for axolotl's
+--     b packed rows. From transformers 5.23.0 the causal order is tested on the remapped
+--     positions (remap_positions_for_packed_sequence: position_ids gathered at q and at kv, two
+--     more (b, 1, L, 1) and (b, 1, 1, L) int64 tensors; training.transformers before it, as the
+--     oracle's 5.17 captures llama2_7b_l2_bf16_packed*, does not), the same mask.
+--   eager (eager_mask: sdpa_mask without the causal shortcut's checks, then torch.where(mask,
+--     zeros((), dtype), min) in the model's dtype): the additive mask of the boolean one's shape,
+--     the boolean and the two scalars dropped as it returns (the oracle's
+--     llama2_7b_l2_bf16_padded_eager, llama2_7b_l2_bf16_packed_ckpt_eager).
 function M.mask(cx, r, inputs)
   local d = r.data
   if not (d.padded or d.packed) then return nil end
   -- flash_attention_2: flash_attention_mask hands on the 2-D attention_mask itself (padded) or
   -- none (packed: position_ids say where each sequence starts); M.flash_varlen unpads per layer
   if r.attention == "flash" then return nil end
-  if d.real_batches then
+  if d.real_batches and r.attention == "sdpa" then
     -- axolotl's sdpa_varlen: create_causal_mask finds the packed sequences (not with a cache, as
     -- below), then the patched sdpa mask function returns None for a batch without an
     -- attention_mask; M.sdpa_varlen finds them again per layer
@@ -1237,16 +1240,19 @@ function M.mask(cx, r, inputs)
                        outs = { { P .. "." .. name, shp, dtype, no_grad = true } } })
   end
   local b, L = d.rows, d.len
+  local eager = r.attention == "eager"
   local seq_id, pad_bool
   if d.padded then
     pad_bool = new("to_bool", { b, L }, "bool", { inputs.attention_mask })
-    for i = 1, 2 do
+    -- (_ignore_causal_mask_sdpa's fast_all checks: SDPA's only, eager_mask passes
+    -- allow_is_causal_skip=False)
+    for i = 1, eager and 0 or 2 do
       local s = new("fast_all_sum" .. i, {}, "int64", { pad_bool })
       local e = new("fast_all_eq" .. i, {}, "bool", { s }, { s })
       nn.release(cx, { e }, P .. ": fast_all's answer read")
     end
   else
-    seq_id = sequence_index(cx, new, inputs.position_ids, L, P)
+    seq_id = sequence_index(cx, new, inputs.position_ids, L, P, b)
   end
   local batch_idx = new("batch_arange", { b }, "int64")
   local head_idx = new("head_arange", { 1 }, "int64")
@@ -1254,21 +1260,40 @@ function M.mask(cx, r, inputs)
   local q_idx = new("q_idx", { L }, "int64", { q_ar }, { q_ar })
   local kv_ar = new("kv_arange", { L }, "int64")
   local kv_idx = new("kv_idx", { L }, "int64", { kv_ar }, { kv_ar })
-  local LL = { 1, 1, L, L }
+  -- (a packed row's sequences span its rows: (b, 1, L, L) from the sequence index on)
+  local rows = d.padded and 1 or b
+  local LL = { rows, 1, L, L }
   local ones = new("new_ones", {}, "bool", { q_idx })
-  local causal = new("causal", LL, "bool", { kv_idx, q_idx })
-  local r1 = new("and_causal", LL, "bool", { ones, causal }, { causal, ones })
+  local causal
+  if d.packed and cx.tf and cx.tf.packed_remap then
+    -- 5.23 on: the causal test on each token's position in its sequence
+    -- (remap_positions_for_packed_sequence: position_ids gathered at q and at kv)
+    local pq = new("position_at_q", { rows, 1, L, 1 }, "int64", { inputs.position_ids, q_idx })
+    local pk = new("position_at_kv", { rows, 1, 1, L }, "int64", { inputs.position_ids, kv_idx })
+    causal = new("causal", LL, "bool", { pk, pq }, { pk, pq })
+  else
+    causal = new("causal", { 1, 1, L, L }, "bool", { kv_idx, q_idx })
+  end
+  local r1 = new("and_causal", causal.shape, "bool", { ones, causal }, { causal, ones })
   local mask
   if d.padded then
     local lookup = new("padding_lookup", { b, 1, 1, L }, "bool", { pad_bool, batch_idx, kv_idx })
     mask = new("and_padding", { b, 1, L, L }, "bool", { r1, lookup }, { lookup, r1 })
   else
-    local sq = new("sequence_at_q", { 1, 1, L, 1 }, "int64", { seq_id, q_idx })
-    local sk = new("sequence_at_kv", { 1, 1, 1, L }, "int64", { seq_id, kv_idx })
+    local sq = new("sequence_at_q", { rows, 1, L, 1 }, "int64", { seq_id, q_idx })
+    local sk = new("sequence_at_kv", { rows, 1, 1, L }, "int64", { seq_id, kv_idx })
     local same = new("same_sequence", LL, "bool", { sq, sk }, { sq, sk })
     mask = new("and_same_sequence", LL, "bool", { r1, same }, { same, r1 })
   end
   nn.release(cx, { batch_idx, head_idx, q_idx, kv_idx }, P .. ": sdpa_mask returns")
+  if eager then
+    -- eager_mask: `torch.where(mask, torch.zeros((), dtype=dtype), min_dtype)`, the additive mask
+    -- in the model's dtype (inputs_embeds'), the boolean one dropped with the scalars
+    local zero = new("zeros", {}, r.param_dtype)
+    local low = new("min_scalar", {}, r.param_dtype)
+    local add = new("eager_additive", mask.shape, r.param_dtype, { mask, zero, low }, { low, zero, mask })
+    mask = add
+  end
   nn.release(cx, { pad_bool, seq_id }, P .. ": create_causal_mask returns")
   return mask
 end

@@ -89,6 +89,9 @@ function M.era(v, model_type)
   return { version = v, default = cmp(x, parse(M.DEFAULT)) == 0,
            model_upcast = before(x, upcast_until), shift_copy = before(x, "4.49.0"),
            rotary_matmul = before(x, "5.19.0") and not OWN_ROTARY[model_type or ""],
+           -- from 5.23.0 a packed row's mask compares the positions, not the indices
+           -- (masking_utils.py remap_positions_for_packed_sequence)
+           packed_remap = not before(x, "5.23.0"),
            rotary_follows = not OWN_ROTARY[model_type or ""] }
 end
 

@@ -338,8 +338,8 @@ local function finish(st, G, cx, alloc_read)
   local settings_line = model_mod.settings and model_mod.settings(cfg)
   local d = t.data_batch
   local shape = d and d.multipack and d.rows > 1
-      and ("micro-batch %d packed bins (%d sequences and paddings, axolotl's sdpa_varlen), %d x seq %d")
-        :format(d.rows, d.n, d.rows, d.len)
+      and ("micro-batch %d packed bins (%d sequences and paddings%s), %d x seq %d")
+        :format(d.rows, d.n, t.attention == "sdpa" and ", axolotl's sdpa_varlen" or "", d.rows, d.len)
     or d and d.multipack and ("micro-batch one packed bin of %d sequences, 1 x seq %d"):format(d.n, d.len)
     or d and d.batching == "padding_free" and ("micro-batch %d flattened to 1 x seq %d"):format(d.n, d.len)
     or ("micro-batch %d x seq %d"):format(d and d.rows or t.micro_batch, t.seq)

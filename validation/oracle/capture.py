@@ -48,7 +48,8 @@ A spec (validation/oracle/specs/*.json) is a configuration written like a vrsim 
                 packed first-fit in their order into exactly B bins of at most S tokens, each
                 bin a row padded to S rounded up to 64 (pad_to_sequence_len), position_ids
                 restarting at each sequence and over the padding, no attention_mask, and
-                axolotl's sdpa_varlen patch installed (install_axolotl_sdpa_varlen)
+                under sdpa axolotl's sdpa_varlen patch installed (install_axolotl_sdpa_varlen;
+                under eager axolotl patches nothing: transformers' mask from position_ids)
   loss          full (default: the model's own loss) or chunked: torchtune's chunked output (the
                 head on 8 chunks inside the model's forward) and CEWithChunkedOutputLoss
                 (chunked_loss), as vrsim's training.loss = "chunked" runs it on the transformers model
@@ -1280,7 +1281,7 @@ def capture(spec):
     install_fused_rms_norm(torch)
     data = spec.get("data")
     install_data_answers(torch, packed=bool(data) and data["batching"] in ("padding_free", "multipack"))
-    if data and data["batching"] == "multipack":
+    if data and data["batching"] == "multipack" and spec.get("attention", "sdpa") == "sdpa":
         bins, row = multipack_rows(data)
         install_axolotl_sdpa_varlen(torch, sum(len(b) + (sum(b) < row) for b in bins))
     try:
@@ -1558,8 +1559,7 @@ def check_spec(path):
             if len(multipack_rows(d)[0]) != d["micro_batch"]:
                 bad(f"'data.lengths' pack first-fit into {len(multipack_rows(d)[0])} bins, not micro_batch "
                     f"{d['micro_batch']}")
-            if spec.get("attention", "sdpa") != "sdpa":
-                bad("'data.batching' multipack is axolotl's packing under sdpa (attention sdpa)")
+
     for k, v in spec.items():
         if k not in SPEC_FIELDS:
             bad(f"unknown field '{k}' (fields: {', '.join(SPEC_FIELDS)})")

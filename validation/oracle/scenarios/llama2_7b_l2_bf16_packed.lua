@@ -15,6 +15,7 @@ return {
     optimizer = "adamw",
     optimizer_impl = "foreach",
     build = "cast",
+    transformers = "5.17.0",
     micro_batch = 3,
     data = {
       lengths = { 100, 90, 66 },
