@@ -23,7 +23,7 @@
 --   $ ./vrsim scenarios/llama7b_eager_vs_sdpa.lua --set attention=eager
 --   DOES NOT FIT: CUDA out of memory in step 1 at op 'layers.26.self_attn.softmax'
 --   $ ./vrsim scenarios/llama7b_eager_vs_sdpa.lua --set attention=eager --set checkpointing=true
---   FITS: peak reserved 65.55 GiB of 139.05 GiB usable (47.1 %), 73.51 GiB headroom
+--   FITS: peak reserved 65.49 GiB of 139.05 GiB usable (47.1 %), 73.56 GiB headroom
 return {
   title = "LLaMA2-7B at 4096 tokens on an H200: SDPA against eager attention",
   hardware = { gpu = "h200" },
