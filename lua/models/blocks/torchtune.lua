@@ -188,7 +188,10 @@ function T.rope(cx, name, x, cache, packed)
   local t4 = mul("x0_sin")
   local second = nn.op(cx, { name = name .. ".add", inputs = { t3, t4 }, outs = { { name .. ".second", half, "fp32" } },
                              grads = { { pass = 1 }, { pass = 1 } }, flops = nn.numel(half) })
-  local st = nn.op(cx, { name = name .. ".stack", kind = "cat_strided", inputs = { first, second },
+  -- torch.stack along the new last dim: each input copied into its stride-2 slice of the output,
+  -- a direct copy kernel apiece (not the batched cat kernel: torch.profiler on an H100, gen18's
+  -- 8B cut, validation/results/profile_gen19_h100.jsonl: 2 copies a stack, 16 for 8 stacks)
+  local st = nn.op(cx, { name = name .. ".stack", kind = "strided", kernels = 2, inputs = { first, second },
                          outs = { { name .. ".stacked", x.shape, "fp32" } }, grads = { { pass = 1 }, { pass = 1 } } })
   local out = nn.op(cx, { name = name .. ".type_as", kind = "cast_down", inputs = { st },
                           outs = { { name, x.shape, x.dtype } }, grads = { { dtype = "fp32" } }, frees = {},
