@@ -174,8 +174,8 @@ def check(cfg):
             raise ValueError("data: real_batches, pack_length, max_length and pad_to_multiple_of are multipack's")
         elif v.get("order") != "given" or len(lens) != int(cfg["batch"]):
             raise ValueError("data: order \"given\" and exactly `batch` lengths (every step the same batch)")
-        if cfg.get("attn") != "sdpa":
-            raise ValueError("data: attn sdpa (vrsim refuses eager with padded or packed batches; no flash here)")
+        if cfg.get("attn") not in ("sdpa", "eager"):
+            raise ValueError("data: attn sdpa or eager (no flash here)")
         if int(cfg["seq"]) != data_len(v):
             raise ValueError(f"data: seq must be the collated row's length {data_len(v)}")
         if int(cfg.get("accum", 1)) != 1 or cfg.get("loss") or cfg.get("generate"):
@@ -275,8 +275,9 @@ def prepare(cfg, model, model_cls, lcfg, dtype, dev):
         st.batch = {k: t.to(dev) for k, t in dpo_collate(cfg, tu.pad, lcfg.vocab_size).items()}
     else:
         st.batch = {k: t.to(dev) for k, t in data_collate(cfg["data"], lcfg.vocab_size).items()}
-        if cfg["data"].get("batching") == "multipack":
-            # PatchManager._apply_sdpa_varlen_patch (sdpa with sample_packing)
+        if cfg["data"].get("batching") == "multipack" and cfg.get("attn") == "sdpa":
+            # PatchManager._apply_sdpa_varlen_patch (sdpa with sample_packing; under eager
+            # axolotl patches nothing)
             sv, notes["axolotl"] = axolotl_sdpa_varlen()
             if not sv.patch_sdpa_varlen():
                 raise RuntimeError("axolotl's sdpa_varlen did not install (torch.nn.attention.varlen missing)")
@@ -599,7 +600,7 @@ def cpu_check(plan):
         axolotl_sdpa_varlen()[0].unpatch_sdpa_varlen()
     for bad in ({"dpo": {"prompt_length": 4}, "mode": "bf16", "seq": 4},
                 {"data": {"lengths": [3, 4], "order": "shuffle"}, "batch": 2, "attn": "sdpa", "seq": 4},
-                {"data": {"lengths": [3, 4], "order": "given"}, "batch": 2, "attn": "eager", "seq": 4},
+                {"data": {"lengths": [3, 4], "order": "given"}, "batch": 2, "attn": "flash", "seq": 4},
                 {"data": {"lengths": [3, 4], "order": "given"}, "batch": 2, "attn": "sdpa", "seq": 7},
                 {"data": {"lengths": [3, 4], "batching": "multipack", "order": "given", "real_batches": True,
                           "pack_length": 8, "max_length": 8, "pad_to_multiple_of": 64},
