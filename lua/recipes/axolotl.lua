@@ -362,8 +362,9 @@ end
 -- its own row, the attention mask dropped (sample_packing_drop_attention_mask: sdpa and eager
 -- decontaminate packing), and PatchManager._apply_sdpa_varlen_patch installs sdpa_varlen
 -- (sdpa_varlen: null or true; false keeps stock SDPA on a block-diagonal mask, not modelled):
--- training.data's real_batches. Eager is refused by training.data's check, as are the models the
--- patch leaves to stock SDPA.
+-- training.data's real_batches. Under eager axolotl patches nothing (transformers' block-causal
+-- mask from the position_ids); the models the patch leaves to stock SDPA are refused by
+-- training.data's check.
 function read_packing(r, d, t, notes)
   local real = t.attention ~= "flash" and t.attention ~= "flex"
   local given = r:get(d, "multipack_real_batches", "boolean")
@@ -409,8 +410,9 @@ function read_packing(r, d, t, notes)
   t.seq = nil
   if real then
     notes[#notes + 1] = ("axolotl sample_packing under %s: %d packed rows of up to sequence_len = %d tokens a micro-batch "
-                         .. "(multipack_real_batches), each sequence attended alone by axolotl's sdpa_varlen patch "
-                         .. "(training.data's multipack batching, real_batches)"):format(t.attention, mbs, seq)
+                         .. "(multipack_real_batches), each sequence attended alone %s (training.data's multipack "
+                         .. "batching, real_batches)"):format(t.attention, mbs, seq, t.attention == "eager"
+                           and "on transformers' block-causal mask" or "by axolotl's sdpa_varlen patch")
     return
   end
   t.micro_batch = 1

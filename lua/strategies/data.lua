@@ -434,7 +434,6 @@ local function plan_multipack(d, b, order, seed, pick, q, multiple)
     return { rows = #bins, len = len, real = total, packed = #segs > #bins, padded = false, n = #segs, lens = segs,
              pads = pads, batching = "padding_free", multipack = true, real_batches = real_batches or nil }, sq
   end
-  local function row(list, total) return (rows_of { { lens = list, total = total } }) end
   if d.lengths == nil then
     if pick ~= "worst" then
       error(("training.data.batch = %s needs the data set's lengths (training.data.lengths)"):format(pick), 0)
