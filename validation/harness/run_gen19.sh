@@ -9,7 +9,7 @@
 #         and profile_hf_step.py --ops of gen19's Qwen2.5-0.5B varlen run; the first H100 call
 #         (2026-12-07 19:01) ran the varlen plan below and the profiles of torchtune's decoder,
 #         transformers' and FlexAttention at head dim 64 (validation/results/profile_gen19_h100.jsonl).
-# On an H200, first axolotl's sample packing under sdpa (plans/plan_gen19_varlen.jsonl:
+# On an H200, after those, axolotl's sample packing under sdpa (plans/plan_gen19_varlen.jsonl:
 # micro_batch_size packed rows, axolotl 0.19.0's sdpa_varlen module carried alone as
 # AXOLOTL_SDPA_VARLEN; predicted first: validation/results/gen19_varlen_predictions_h200.jsonl).
 #   usage (GPU machine, repository root, the carried site packages on PYTHONPATH):
@@ -34,11 +34,12 @@ if [ $G = h100 ]; then
     --name gen19-mp-sdpa-qwen25-05b-b4 --ops --out "$OUT/prof/profile_gen19b_h100.jsonl" > "$OUT/prof/gen19-mp-qwen.log" 2>&1
   grep -A1 "^forward\|^backward\|^optimizer" "$OUT/prof/gen19-mp-qwen.log" | grep -v "^ \|^--" | head -12
 else
-  plan plan_gen19_varlen gen19_varlen 90
+  # (the varlen plan last: the tables and torchtune's combinations are what the H200 lacks most)
   for t in baddbmm add_mixed; do
     echo "== $t"
     timeout 90 python3 validation/harness/measure_torch_ops.py --gpu h200 --only $t -o "$OUT/${t}_h200.lua" 2>&1 | tail -3
   done
   head -4 validation/harness/plans/plan_torchtune_combos.jsonl > /tmp/p4.jsonl
-  bash validation/harness/run_gpu_tables.sh /tmp/p4.jsonl llama_GPU_torchtune_combos4 200
+  bash validation/harness/run_gpu_tables.sh /tmp/p4.jsonl llama_GPU_torchtune_combos4 150
+  plan plan_gen19_varlen gen19_varlen 90
 fi
