@@ -452,6 +452,22 @@ if [ -n "$n" ] && [ "$ps" = $((8 * n)) ] \
    && grep -q "4 a micro-batch (multipack_real_batches), each a row padded to a multiple of 2048" "$tmp/mpr.out"; then
   ok "data, multipack real_batches under sdpa: 4 rows of 2048, $n sequences and paddings to varlen_attn, its backward's buffers sized by them"
 else bad "data, multipack real_batches: n '$n' starts '$ps' workspaces '$ws' $(grep -o 'training.data: [^;]*;[^;]*' "$tmp/mpr.out" | head -c 600)"; fi
+# sdpa_varlen's int() of _is_packed's count is a host sync: the device idles from that count's end
+# until the host has issued the next kernel (the keys' repeat), in every layer of the last step
+"$VRSIM" "$tmp/mpr.lua" --no-suggest --out "$tmp/mpr_out" > /dev/null 2>&1
+gap=$(python3 - "$tmp/mpr_out/trace.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); ev = d["traceEvents"] if isinstance(d, dict) else d
+x = [e for e in ev if e.get("ph") == "X" and e.get("args", {}).get("step") == 1]
+ends = {e["name"]: e["ts"] + e["dur"] for e in x if e["name"].endswith("sdpa_varlen.is_packed_sum")}
+starts = {e["name"]: e["ts"] for e in x if e["name"].endswith("sdpa_varlen.repeat_k")}
+gaps = [starts[n.replace("is_packed_sum", "repeat_k")] - t for n, t in ends.items() if n.replace("is_packed_sum", "repeat_k") in starts]
+print(len(gaps), "%.1f" % min(gaps) if gaps else "-")
+PY
+)
+if [ "${gap%% *}" = 2 ] && python3 -c "import sys; sys.exit(0 if float('${gap#* }') > 5 else 1)"; then
+  ok "data, multipack real_batches under sdpa: after _is_packed's read the device waits for the host (>= ${gap#* } us, both layers)"
+else bad "data, multipack real_batches: the gap after _is_packed's read: '$gap'"; fi
 # under eager axolotl patches nothing: transformers' (4, 1, 2048, 2048) block-causal mask from the
 # position_ids of the 4 rows, additive in bf16 (32 MiB)
 "$VRSIM" "$tmp/mpr.lua" --no-files --no-suggest --set training.attention=eager --alloc-trace "$tmp/mpe.csv" > "$tmp/mpe.out" 2>&1
