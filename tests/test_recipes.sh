@@ -640,6 +640,17 @@ check "training.torchtune without model.code torchtune: a note" 0 \
 check "model.code torchtune on a Phi-3 model" 2 \
   "phi3_mini_lora_4090\.lua:[0-9]+: model\.code = \"torchtune\" with the family phi3 .* is not modelled" -- \
   scenarios/phi3_mini_lora_4090.lua --set model.code=torchtune --no-files
+# the rotation's torch.stack along the new last dim: two direct copies into the interleaved
+# output, priced as strided copies (torch.profiler, validation/results/profile_gen19_h100.jsonl:
+# 2 launches a stack), not the batched cat kernel
+"$VRSIM" scenarios/llama7b_h200.lua --set model.code=torchtune --set model.layers=1 --out "$TMP/ttout" >/dev/null 2>&1
+if python3 - "$TMP/ttout/trace.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); ev = d["traceEvents"] if isinstance(d, dict) else d
+st = [e for e in ev if e.get("ph") == "X" and e["name"].endswith("_rope.stack")]
+assert st and all(e["args"].get("kind") == "strided" and e["args"].get("kernels") == 2 for e in st), st[:2]
+PY
+then ok "model.code torchtune: each RoPE stack is two strided copies"; else fail "model.code torchtune: the RoPE stack's kind and launches"; fi
 check "model.code torchtune under tensor parallelism" 2 \
   "model\.code = \"torchtune\" with tensor, context or pipeline parallelism is not modelled" -- \
   scenarios/llama3_70b_tp8.lua --set model.code=torchtune --no-files
