@@ -141,12 +141,14 @@ KNOWN = {
     # the host in each layer's forward (int() of _is_packed's count and of the longest
     # sequence), 48 syncs a step, so the step is exposed to the host's speed; vrsim: host 103.4 ms
     # against 118.6 ms of GPU work, 135.4 ms with the syncs; measured 155.3 (steps 159.2, 156.7,
-    # 155.3). The 8B cut's same batch, GPU-bound, is within 0.3 % and 2.7 %
-    # (gen19-mp-sdpa-8b-l4-b4[-ckpt]). Not traced yet: the run has no profile and its host no
-    # host benchmark (issue 42)
+    # 155.3). The kernels are not the cause: profiled, 118.9 ms (validation/results/
+    # profile_gen19b_h100.jsonl); under the profiler the host took 129.5 ms to issue the backward
+    # and 73.2 the forward. The 8B cut's same batch, GPU-bound, is within 0.3 % and 2.7 %
+    # (gen19-mp-sdpa-8b-l4-b4[-ckpt]). The host's time outside the profiler is not measured
+    # (issue 42)
     ("gen19-mp-sdpa-qwen25-05b-b4", "step_time"): (0.15,
-        "host syncs: sdpa_varlen's two int() reads a layer expose a 24-layer step of small kernels "
-        "to the host's speed, which the record does not measure"),
+        "host time: its kernels are vrsim's to 0.3 ms (profiled), the host issues the backward slower "
+        "than the kernels run, and the record does not measure the host's speed"),
     ("gen3-qwen25-05b-lora-qv-b16-s512", "step_time"): (0.20,
         "host dispatch: a host-bound step (the profiled kernels are 87.3 ms of its 121.3, "
         "validation/results/kernels_gen3-qwen25-05b-lora-qv-b16-s512.jsonl), and the host's "
