@@ -1350,6 +1350,13 @@ function M.flex_document_mask(cx, d, inputs, ids)
   return made
 end
 
+-- A small tensor the varlen paths make (no gradient): P .. "." .. what, from ins; frees: the
+-- inputs the op drops (none by default); sync: the host reads it (the host waits for the device).
+local function small_op(cx, P, what, shp, dtype, ins, frees, sync)
+  return require("vrsim.nn").op(cx, { name = P .. "." .. what, inputs = ins or {}, frees = frees or {}, sync = sync,
+                                      outs = { { P .. "." .. what, shp, dtype, no_grad = true } } })
+end
+
 -- transformers' prepare_fa_kwargs_from_position_ids (modeling_flash_attention_utils.py, 5.25)
 -- over the batch's position_ids flattened (T tokens, n sequences): their min, == min (T bool),
 -- nonzero's (n, 1) int64 starts (viewed flat), their int32 copy and the total as a (1,) int32
@@ -1359,10 +1366,7 @@ end
 -- read_max: the caller reads the max on the host (int(max_q): the host waits for the device).
 local function cu_seqlens_from_positions(cx, P, T, n, pos, read_max)
   local nn = require "vrsim.nn"
-  local function small(what, shp, dtype, ins, frees, sync)
-    return nn.op(cx, { name = P .. "." .. what, inputs = ins or {}, frees = frees or {}, sync = sync,
-                       outs = { { P .. "." .. what, shp, dtype, no_grad = true } } })
-  end
+  local function small(...) return small_op(cx, P, ...) end
   local ins = pos and { pos } or {}
   local mn = small("position_min", {}, "int64", ins)
   local eq = small("position_eq_min", { T }, "bool", { mn }, { mn })
@@ -1413,10 +1417,7 @@ function M.sdpa_varlen(cx, name, q, k, v, d, copies)
   local kvh = k.shape[2]
   local T, dt = b * L, q.dtype
   local P = name .. ".sdpa_varlen"
-  local function small(what, shp, dtype, ins, frees, sync)
-    return nn.op(cx, { name = P .. "." .. what, inputs = ins or {}, frees = frees or {}, sync = sync,
-                       outs = { { P .. "." .. what, shp, dtype, no_grad = true } } })
-  end
+  local function small(...) return small_op(cx, P, ...) end
   -- (int() of the count, and below of the max: the host waits for the device, twice a layer)
   local eq = small("is_packed_eq", { b, L }, "bool")
   nn.release(cx, { small("is_packed_sum", {}, "int64", { eq }, { eq }, true) }, P .. ": _is_packed's count read")
@@ -1488,10 +1489,7 @@ function M.flash_varlen(cx, name, q, k, v, d, use_cache)
   for _, l in ipairs(d.lens) do sq = sq + l * l end
   local flops = 4 * heads * hd * sq / 2
   local P = name .. ".flash_varlen"
-  local function small(what, shp, dtype, ins)
-    return nn.op(cx, { name = P .. "." .. what, inputs = ins or {}, frees = {},
-                       outs = { { P .. "." .. what, shp, dtype, no_grad = true } } })
-  end
+  local function small(...) return small_op(cx, P, ...) end
   if use_cache then
     -- the cache's copies are (b, kv_heads, L, d) in memory: transposed, they are copied to be
     -- flattened (`.contiguous()` / reshape's copy; its backward passes the gradient on)
