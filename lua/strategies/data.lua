@@ -404,6 +404,7 @@ local function pack_first_fit(lens, order, C, per_bin, group)
   end
   return bins
 end
+M.pack_first_fit = pack_first_fit
 
 -- plan() for axolotl's sample packing: a bin a micro-batch, its row padded to a multiple of
 -- `multiple`, the padding one more sequence (position_ids restart over it). Without lengths,

@@ -406,15 +406,12 @@ local function batch_techniques(rec, tr, lora)
     -- (axolotl's real batches under sdpa: lengths that pack first-fit into micro_batch bins)
     local rows, longest = #out.lengths, max
     if out.batching == "multipack" and out.real_batches and out.pack_length then
-      local bins = {}
-      for _, n in ipairs(out.lengths) do
-        local placed
-        for i, b in ipairs(bins) do
-          if b + n <= out.pack_length then bins[i], placed = b + n, true; break end
-        end
-        if not placed then bins[#bins + 1] = n end
-      end
-      rows, longest = #bins, math.max(table.unpack(bins))
+      -- (training.data's own first-fit, the lengths in the given order, axolotl's defaults)
+      local order = {}
+      for i = 1, #out.lengths do order[i] = i end
+      local bins = require("strategies.data").pack_first_fit(out.lengths, order, out.pack_length, 200, 100000)
+      rows, longest = #bins, 0
+      for _, bn in ipairs(bins) do longest = math.max(longest, bn.total) end
     end
     if out.order ~= "given" or rows ~= tr.micro_batch then
       return nil, "data: the record's lengths are not one micro-batch in the given order (which batch ran is not recorded)"
